@@ -1,0 +1,1 @@
+"""Analyses over the canonical tables; each returns a pandas DataFrame."""

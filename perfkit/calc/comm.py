@@ -1,0 +1,160 @@
+"""Communication volume of one training step, per device, by collective.
+
+Ring-algorithm volumes (bytes each rank sends): all-reduce of ``M`` bytes over ``n``
+ranks sends ``2·(n−1)/n·M``; all-gather and reduce-scatter send ``(n−1)/n·M`` (``M`` the
+full, gathered size); all-to-all sends ``(n−1)/n·M``; point-to-point sends ``M``.
+
+Sources: Rajbhandari et al. 2020 (ZeRO) §7 — data parallel and ZeRO-1/2 move ``2Ψ``,
+ZeRO-3 ``3Ψ``; Shoeybi et al. 2019 / Korthikanti et al. 2022 §4.2 — tensor parallel:
+2 all-reduces forward and 2 backward per layer of ``b·s·h`` elements, replaced by
+all-gather + reduce-scatter pairs of the same total with sequence parallel;
+Narayanan et al. 2021 §4.1 — pipeline send/recv of ``b·s·h`` per micro-batch per
+boundary (``/t`` with the scatter-gather optimisation); MoE expert-parallel all-to-all of
+``top_k·b·s·h`` for dispatch and again for combine (llm-analysis), forward and backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..errors import check_positive
+from ..specs import ModelSpec, ParallelConfig
+from ._common import as_model
+from .memory import parameters_per_device
+
+__all__ = ["CommItem", "CommVolume", "comm_volume"]
+
+KINDS = ("dp", "tp", "pp", "ep")
+
+
+@dataclass(frozen=True)
+class CommItem:
+    """One kind of collective in a step.
+
+    ``kind`` (dp / tp / pp / ep), ``collective``, ``group_size``, ``count`` (operations
+    per step per device), ``message_bytes`` (full tensor size of one operation),
+    ``ring_factor`` (share of the message each rank sends) and ``bytes_per_device``
+    (``count · message_bytes · ring_factor``).
+    """
+
+    kind: str
+    collective: str
+    group_size: int
+    count: float
+    message_bytes: float
+    ring_factor: float
+
+    @property
+    def bytes_per_device(self) -> float:
+        """Bytes this device sends for this collective in one step."""
+        return self.count * self.message_bytes * self.ring_factor
+
+
+@dataclass(frozen=True)
+class CommVolume:
+    """Bytes each device sends in one step, per collective (see :func:`comm_volume`)."""
+
+    items: tuple[CommItem, ...]
+
+    def bytes(self, kind: str) -> float:
+        """Bytes per device per step of one kind: ``"dp"``, ``"tp"``, ``"pp"`` or ``"ep"``."""
+        return float(sum(i.bytes_per_device for i in self.items if i.kind == kind))
+
+    @property
+    def dp_bytes(self) -> float:
+        """Data-parallel gradient (and ZeRO parameter) traffic."""
+        return self.bytes("dp")
+
+    @property
+    def tp_bytes(self) -> float:
+        """Tensor-parallel traffic."""
+        return self.bytes("tp")
+
+    @property
+    def pp_bytes(self) -> float:
+        """Pipeline send/recv traffic."""
+        return self.bytes("pp")
+
+    @property
+    def ep_bytes(self) -> float:
+        """Expert-parallel all-to-all traffic."""
+        return self.bytes("ep")
+
+    @property
+    def total_bytes(self) -> float:
+        """All traffic of the device in one step."""
+        return float(sum(i.bytes_per_device for i in self.items))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per collective with its count, sizes, ring factor and bytes per device."""
+        columns = ["kind", "collective", "group_size", "count", "message_bytes",
+                   "ring_factor", "bytes_per_device"]
+        rows = [(i.kind, i.collective, i.group_size, i.count, i.message_bytes, i.ring_factor,
+                 i.bytes_per_device) for i in self.items]
+        return pd.DataFrame(rows, columns=columns)
+
+
+def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float = 2.0,
+                gradient_bytes: float | None = None) -> CommVolume:
+    """Bytes each device sends in one step, by collective kind.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    parallel : ParallelConfig
+        ``dp``/``tp``/``pp``/``vpp``/``ep``, micro-batching, sequence parallel, ZeRO stage
+        and recompute (a fully recomputed layer repeats its 2 forward TP collectives).
+    dtype_bytes : float
+        Bytes per activation element (2 for fp16/bf16).
+    gradient_bytes : float, optional
+        Bytes per gradient element for the data-parallel reduction; default
+        ``dtype_bytes`` (MindSpore, ZeRO); Megatron reduces fp32 gradients (4) unless told
+        otherwise.
+
+    Notes
+    -----
+    Counts are for the most loaded device: the first pipeline stage's layers, an interior
+    stage's send/recv (one forward and one backward message per micro-batch and virtual
+    chunk). Data-parallel gradients are one logical reduction of all the device's
+    parameters (bucketing changes latency, not volume).
+    """
+    model = as_model(model)
+    parallel.validate(model)
+    a_bytes = check_positive("dtype_bytes", dtype_bytes)
+    g_bytes = a_bytes if gradient_bytes is None else check_positive("gradient_bytes",
+                                                                    gradient_bytes)
+    dp, tp, pp, v, ep = parallel.dp, parallel.tp, parallel.pp, parallel.vpp, parallel.ep
+    m, b = parallel.num_micro_batches, parallel.micro_batch_size
+    bsh_bytes = b * model.seq_length * model.hidden_size * a_bytes
+    layers = parallel.layers_per_stage(model)[0]
+    full_layers = parallel.full_recompute_layers_per_stage(model)[0]
+    items: list[CommItem] = []
+    if dp > 1:
+        psi = parameters_per_device(model, parallel) * g_bytes
+        if parallel.zero_stage >= 3:
+            items.append(CommItem("dp", "reduce-scatter (gradients)", dp, 1, psi, (dp - 1) / dp))
+            items.append(CommItem("dp", "all-gather (parameters, fwd and bwd)", dp, 2, psi,
+                                  (dp - 1) / dp))
+        else:
+            sharded = parallel.optimizer_shard > 1 or parallel.zero_stage >= 1
+            name = "reduce-scatter + all-gather" if sharded else "all-reduce"
+            items.append(CommItem("dp", f"{name} (gradients)", dp, 1, psi, 2 * (dp - 1) / dp))
+    if tp > 1:
+        per_mb = 4 * layers + 2 * full_layers  # fwd 2 + bwd 2, recompute repeats fwd 2
+        if parallel.sequence_parallel:
+            items.append(CommItem("tp", "all-gather", tp, m * per_mb / 2, bsh_bytes,
+                                  (tp - 1) / tp))
+            items.append(CommItem("tp", "reduce-scatter", tp, m * per_mb / 2, bsh_bytes,
+                                  (tp - 1) / tp))
+        else:
+            items.append(CommItem("tp", "all-reduce", tp, m * per_mb, bsh_bytes,
+                                  2 * (tp - 1) / tp))
+    if pp > 1:
+        message = bsh_bytes / (tp if parallel.sequence_parallel else 1)
+        items.append(CommItem("pp", "send/recv", 2, 2 * m * v, message, 1.0))
+    if model.is_moe and ep > 1:
+        message = model.moe_top_k * bsh_bytes / (tp if parallel.sequence_parallel else 1)
+        items.append(CommItem("ep", "all-to-all", ep, 4 * layers * m, message, (ep - 1) / ep))
+    return CommVolume(tuple(items))

@@ -1,0 +1,167 @@
+"""A first-order estimate of one training step: time parts, memory, MFU.
+
+Assumptions (also returned in ``StepEstimate.assumptions``):
+
+1. Compute: each pipeline stage runs its layers' hardware FLOPs (recompute included,
+   :func:`~perfkit.calc.flops.hardware_flops` rules) at ``efficiency × peak``; the
+   slowest stage sets the pace; the last stage also runs the logits GEMM.
+2. Bubble: ``bubble_fraction(pp, m, vpp) ×`` the slowest stage's compute time
+   (Narayanan et al. 2021).
+3. Communication: the volumes of :func:`~perfkit.calc.comm.comm_volume` over a link at
+   ``comm_efficiency ×`` its nominal bandwidth; ranks are laid out tp-innermost, then
+   dp, then pp (Megatron's order), so a group uses the intra-node bandwidth only while
+   it fits inside a node. A share ``*_overlap`` of each kind hides under compute.
+4. Memory: static (``static_scheme``) + activation (peak stage) must fit in
+   ``memory_limit_bytes`` (default: device memory less ``memory_reserve``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..errors import InvalidArgumentError, check_choice, check_fraction, check_positive
+from ..specs import Hardware, ModelSpec, ParallelConfig
+from ._common import as_model
+from .comm import comm_volume
+from .flops import flops_per_token, hardware_flops, layer_forward_flops
+from .memory import activation_memory, static_memory
+from .pipeline import bubble_fraction
+
+__all__ = ["StepEstimate", "estimate_step"]
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """Result of :func:`estimate_step`; times in seconds, memory in bytes."""
+
+    compute_s: float
+    bubble_s: float
+    tp_comm_s: float
+    dp_comm_s: float
+    pp_comm_s: float
+    ep_comm_s: float
+    exposed_comm_s: float
+    step_s: float
+    tokens_per_second_per_device: float
+    mfu: float
+    hfu: float
+    static_bytes: float
+    activation_bytes: float
+    memory_bytes: float
+    memory_limit_bytes: float
+    fits: bool
+    assumptions: tuple[str, ...]
+
+    def to_frame(self) -> pd.DataFrame:
+        """Step-time parts (compute, bubble, exposed communication) with their shares."""
+        parts = {"compute": self.compute_s, "bubble": self.bubble_s,
+                 "exposed communication": self.exposed_comm_s}
+        frame = pd.DataFrame({"part": list(parts), "seconds": list(parts.values())})
+        frame["share"] = frame["seconds"] / self.step_s
+        return frame
+
+
+def _bandwidth(hardware: Hardware, span: int) -> float:
+    """Nominal per-device bandwidth of a group whose ranks span ``span`` consecutive ids."""
+    return hardware.intra_node_bandwidth if span <= hardware.devices_per_node \
+        else hardware.inter_node_bandwidth
+
+
+def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware,
+                  efficiency: float = 0.5, comm_efficiency: float = 0.8,
+                  dtype: str | None = None, dp_overlap: float = 0.0, tp_overlap: float = 0.0,
+                  pp_overlap: float = 0.0, ep_overlap: float = 0.0,
+                  static_scheme: str = "mindspore", selective_mode: str = "strict",
+                  causal: bool = False, memory_reserve: float = 0.1,
+                  memory_limit_bytes: float | None = None) -> StepEstimate:
+    """Estimate the step time, memory and MFU of a configuration (see module docstring).
+
+    Parameters
+    ----------
+    model, parallel, hardware
+        What runs, how it is split, on what.
+    efficiency : float
+        Achieved share of the peak FLOP/s on the model's GEMMs, in (0, 1].
+    comm_efficiency : float
+        Achieved share of nominal link bandwidth, in (0, 1].
+    dtype : str, optional
+        Peak to use (default ``hardware.default_dtype``); activations are 2 bytes.
+    dp_overlap, tp_overlap, pp_overlap, ep_overlap : float
+        Share of each kind of communication hidden under compute, in [0, 1]. Default 0:
+        nothing hidden (a pessimistic bound; calibrate against a profile).
+    static_scheme : {"mindspore", "megatron", "zero"}
+        Static-memory accounting, see :func:`~perfkit.calc.memory.static_memory`.
+    selective_mode, causal
+        FLOPs conventions, see :func:`~perfkit.calc.flops.hardware_flops`.
+    memory_reserve : float
+        Share of device memory kept for workspace, fragmentation and communication
+        buffers when ``memory_limit_bytes`` is not given.
+    memory_limit_bytes : float, optional
+        Usable memory (e.g. MindSpore's ``max_device_memory``).
+    """
+    model = as_model(model)
+    parallel.validate(model)
+    if not isinstance(hardware, Hardware):
+        raise InvalidArgumentError("hardware", "must be a Hardware (e.g. Hardware.preset('h100'))",
+                                   type(hardware).__name__)
+    eff = check_fraction("efficiency", efficiency, allow_zero=False)
+    comm_eff = check_fraction("comm_efficiency", comm_efficiency, allow_zero=False)
+    overlaps = {k: check_fraction(f"{k}_overlap", v) for k, v in
+                (("dp", dp_overlap), ("tp", tp_overlap), ("pp", pp_overlap),
+                 ("ep", ep_overlap))}
+    check_choice("selective_mode", selective_mode, ("strict", "korthikanti"))
+    reserve = check_fraction("memory_reserve", memory_reserve)
+    peak = hardware.peak(dtype)
+
+    dp, tp, pp, v = parallel.dp, parallel.tp, parallel.pp, parallel.vpp
+    tokens_per_replica = parallel.micro_batch_size * parallel.num_micro_batches \
+        * model.seq_length
+    parts = layer_forward_flops(model, causal)
+    core_extra = parts["core"] * (1.0 if selective_mode == "strict" else 3.0)
+    logits_fwd = 2.0 * model.hidden_size * model.vocab_size
+    layers = parallel.layers_per_stage(model)
+    full = parallel.full_recompute_layers_per_stage(model)
+    stage_flops = []
+    for s in range(pp):
+        selective = layers[s] - full[s] if parallel.recompute == "selective" else 0
+        per_token = (3 * layers[s] * parts["total"] + full[s] * parts["total"]
+                     + selective * core_extra + (3 * logits_fwd if s == pp - 1 else 0.0))
+        stage_flops.append(tokens_per_replica * per_token / tp)
+    compute_s = max(stage_flops) / (peak * eff)
+    bubble_s = bubble_fraction(pp, parallel.num_micro_batches, v) * compute_s
+
+    volume = comm_volume(model, parallel)
+    spans = {"tp": tp, "dp": tp * dp, "pp": tp * dp + 1, "ep": tp * parallel.ep}
+    times = {k: volume.bytes(k) / (_bandwidth(hardware, spans[k]) * comm_eff)
+             for k in ("tp", "dp", "pp", "ep")}
+    exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
+    step_s = compute_s + bubble_s + exposed
+
+    tokens_per_device = parallel.global_batch_size * model.seq_length / (step_s
+                                                                          * parallel.world_size)
+    total_full = sum(full)
+    hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
+                                  total_full)
+    static = static_memory(model, parallel, static_scheme).total_bytes
+    act = activation_memory(model, parallel).total_bytes
+    limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
+        else check_positive("memory_limit_bytes", memory_limit_bytes)
+    assumptions = (
+        f"compute at {eff:.0%} of the {hardware.name} {dtype or hardware.default_dtype} peak "
+        f"({peak / 1e12:.1f} TFLOP/s); slowest stage sets the pace",
+        f"bubble = (pp-1)/(vpp*m) x compute = {bubble_fraction(pp, parallel.num_micro_batches, v):.4f}"
+        " x compute",
+        f"links at {comm_eff:.0%} of nominal; tp-innermost rank order; overlap "
+        + ", ".join(f"{k} {overlaps[k]:.0%}" for k in overlaps),
+        f"memory: {static_scheme} static + peak-stage activations vs {limit / 2**30:.1f} GiB",
+    )
+    return StepEstimate(
+        compute_s=compute_s, bubble_s=bubble_s, tp_comm_s=times["tp"], dp_comm_s=times["dp"],
+        pp_comm_s=times["pp"], ep_comm_s=times["ep"], exposed_comm_s=exposed, step_s=step_s,
+        tokens_per_second_per_device=tokens_per_device,
+        mfu=flops_per_token(model, causal) * tokens_per_device / peak,
+        hfu=hw_per_token * tokens_per_device / peak,
+        static_bytes=static, activation_bytes=act, memory_bytes=static + act,
+        memory_limit_bytes=limit, fits=static + act <= limit, assumptions=assumptions)

@@ -1,0 +1,1 @@
+"""Loaders: profiler files, IR graphs, logs and configs -> canonical tables (see DESIGN.md)."""
