@@ -528,10 +528,15 @@ class ParallelConfig:
     ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
-                     "optimizer_shard", "ep"):
-            object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
-        check_choice("recompute", self.recompute, RECOMPUTE_KINDS)
+        try:
+            for name in ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
+                         "optimizer_shard", "ep"):
+                object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
+            check_choice("recompute", self.recompute, RECOMPUTE_KINDS)
+        except ParallelConfigError:
+            raise
+        except InvalidArgumentError as exc:
+            raise ParallelConfigError(exc.parameter, exc.rule, exc.value) from None
         if self.zero_stage not in (0, 1, 2, 3) or isinstance(self.zero_stage, bool):
             raise ParallelConfigError("zero_stage", "must be 0, 1, 2 or 3", self.zero_stage)
         if not isinstance(self.sequence_parallel, bool):

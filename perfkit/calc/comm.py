@@ -143,10 +143,10 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
             items.append(CommItem("dp", f"{name} (gradients)", dp, 1, psi, 2 * (dp - 1) / dp))
     if tp > 1:
         per_mb = 4 * layers + 2 * full_layers  # fwd 2 + bwd 2, recompute repeats fwd 2
-        if parallel.sequence_parallel:
-            items.append(CommItem("tp", "all-gather", tp, m * per_mb / 2, bsh_bytes,
+        if parallel.sequence_parallel:  # each all-reduce becomes an AG + RS pair
+            items.append(CommItem("tp", "all-gather", tp, m * per_mb, bsh_bytes,
                                   (tp - 1) / tp))
-            items.append(CommItem("tp", "reduce-scatter", tp, m * per_mb / 2, bsh_bytes,
+            items.append(CommItem("tp", "reduce-scatter", tp, m * per_mb, bsh_bytes,
                                   (tp - 1) / tp))
         else:
             items.append(CommItem("tp", "all-reduce", tp, m * per_mb, bsh_bytes,

@@ -247,7 +247,8 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
     ``recompute="full"``) keep ``2sbh`` and the others the row of
     :func:`activation_per_layer` for ``parallel.recompute`` (with ``"full"`` and an
     explicit list, the layers not listed keep everything, as in ``hardware_flops``).
-    In-flight micro-batches follow :func:`~perfkit.calc.pipeline.in_flight_micro_batches` (1F1B stage ``s`` holds
+    In-flight micro-batches follow
+    :func:`~perfkit.calc.pipeline.in_flight_micro_batches` (1F1B stage ``s`` holds
     ``p − s``; interleaving adds Megatron's ``1 + (p−1)/(p·v)`` on stage 0; capped at
     ``num_micro_batches``). With ``stage=None`` the stage with the largest total is
     reported. Embedding and loss activations are not included.

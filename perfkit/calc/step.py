@@ -151,8 +151,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     assumptions = (
         f"compute at {eff:.0%} of the {hardware.name} {dtype or hardware.default_dtype} peak "
         f"({peak / 1e12:.1f} TFLOP/s); slowest stage sets the pace",
-        f"bubble = (pp-1)/(vpp*m) x compute = {bubble_fraction(pp, parallel.num_micro_batches, v):.4f}"
-        " x compute",
+        f"bubble = (pp-1)/(vpp*m) x compute = {bubble_s / compute_s:.4f} x compute",
         f"links at {comm_eff:.0%} of nominal; tp-innermost rank order; overlap "
         + ", ".join(f"{k} {overlaps[k]:.0%}" for k in overlaps),
         f"memory: {static_scheme} static + peak-stage activations vs {limit / 2**30:.1f} GiB",
