@@ -1,0 +1,107 @@
+"""Communication volume and the step estimate."""
+
+import pytest
+
+import perfkit as pk
+
+
+def small_model(**kw):
+    base = dict(num_layers=8, hidden_size=1024, num_attention_heads=16, seq_length=2048,
+                vocab_size=32000, mlp="gated", ffn_hidden_size=2816)
+    return pk.ModelSpec(**{**base, **kw})
+
+
+def test_dp_allreduce_ring_volume():
+    m = small_model()
+    par = pk.ParallelConfig(dp=8)
+    vol = pk.comm_volume(m, par)
+    psi = m.num_parameters() * 2  # fp16 gradients
+    assert vol.dp_bytes == pytest.approx(2 * 7 / 8 * psi)
+    assert vol.tp_bytes == vol.pp_bytes == vol.ep_bytes == 0
+    zero3 = pk.comm_volume(m, par.replace(zero_stage=3))
+    assert zero3.dp_bytes == pytest.approx(3 * 7 / 8 * psi)  # ZeRO §7: 3Ψ vs 2Ψ
+
+
+def test_tp_volume_with_and_without_sp():
+    m = small_model()
+    b, s, h, t, mb = 2, 2048, 1024, 4, 3
+    par = pk.ParallelConfig(tp=t, micro_batch_size=b, num_micro_batches=mb)
+    bsh = b * s * h * 2
+    per_rank = 4 * 8 * mb * 2 * (t - 1) / t * bsh  # 4 all-reduces per layer per micro-batch
+    assert pk.comm_volume(m, par).tp_bytes == pytest.approx(per_rank)
+    sp = pk.comm_volume(m, par.replace(sequence_parallel=True))
+    assert sp.tp_bytes == pytest.approx(per_rank)  # AG + RS move what the AR moved
+    assert set(sp.to_frame()["collective"]) == {"all-gather", "reduce-scatter"}
+    full = pk.comm_volume(m, par.replace(recompute="full"))
+    assert full.tp_bytes == pytest.approx(per_rank * 6 / 4)  # recompute repeats fwd 2
+
+
+def test_pp_and_ep_volume():
+    m = small_model(num_experts=4, moe_top_k=2)
+    b, s, h = 1, 2048, 1024
+    par = pk.ParallelConfig(dp=4, pp=2, vpp=2, num_micro_batches=4, ep=4)
+    vol = pk.comm_volume(m, par)
+    assert vol.pp_bytes == pytest.approx(2 * 4 * 2 * b * s * h * 2)
+    assert vol.ep_bytes == pytest.approx(4 * 4 * 4 * 2 * b * s * h * 2 * 3 / 4)
+    frame = vol.to_frame()
+    assert frame["bytes_per_device"].sum() == pytest.approx(vol.total_bytes)
+
+
+def test_estimate_step_parts_add_up_and_follow_inputs():
+    m = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("a100")
+    par = pk.ParallelConfig(dp=8, micro_batch_size=1, num_micro_batches=4, optimizer_shard=8,
+                            recompute="full")
+    est = pk.estimate_step(m, par, hw, efficiency=0.5)
+    assert est.step_s == pytest.approx(est.compute_s + est.bubble_s + est.exposed_comm_s)
+    # Compute by hand: 4 sequences per replica, 4/3 x model FLOPs (full recompute) / 312e12
+    tokens = 4 * 4096
+    hw_flops = pk.model_flops(m, tokens) + tokens * 32 * (
+        8 * 4096**2 + 4 * 4096 * 4096 + 6 * 4096 * 11008)
+    assert est.compute_s == pytest.approx(hw_flops / (312e12 * 0.5))
+    assert est.bubble_s == 0
+    assert est.dp_comm_s == pytest.approx(2 * 7 / 8 * m.num_parameters() * 2 / (300e9 * 0.8))
+    assert est.tokens_per_second_per_device == pytest.approx(32 * 4096 / (est.step_s * 8))
+    assert est.mfu == pytest.approx(pk.mfu(m, est.tokens_per_second_per_device, hw))
+    assert est.hfu > est.mfu
+    assert est.fits and est.memory_bytes < est.memory_limit_bytes
+    assert len(est.assumptions) >= 4
+    hidden = pk.estimate_step(m, par, hw, dp_overlap=1.0)
+    assert hidden.step_s == pytest.approx(est.step_s - est.dp_comm_s)
+    tight = pk.estimate_step(m, par, hw, memory_limit_bytes=1e9)
+    assert not tight.fits
+    frame = est.to_frame()
+    assert frame["share"].sum() == pytest.approx(1.0)
+
+
+def test_estimate_step_uses_inter_node_bandwidth_across_nodes():
+    m = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("h100")
+    intra = pk.estimate_step(m, pk.ParallelConfig(dp=8), hw)
+    inter = pk.estimate_step(m, pk.ParallelConfig(dp=16), hw)
+    assert intra.dp_comm_s == pytest.approx(2 * 7 / 8 * m.num_parameters() * 2 / (450e9 * .8))
+    assert inter.dp_comm_s == pytest.approx(2 * 15 / 16 * m.num_parameters() * 2 / (50e9 * .8))
+
+
+@pytest.mark.parametrize("kwargs,param", [
+    ({"efficiency": 0}, "efficiency"),
+    ({"efficiency": 1.5}, "efficiency"),
+    ({"comm_efficiency": -0.1}, "comm_efficiency"),
+    ({"dp_overlap": 2}, "dp_overlap"),
+    ({"memory_reserve": -1}, "memory_reserve"),
+    ({"memory_limit_bytes": 0}, "memory_limit_bytes"),
+    ({"static_scheme": "x"}, "scheme"),
+])
+def test_estimate_step_bad_input(kwargs, param):
+    m = pk.ModelSpec.preset("llama2-7b")
+    with pytest.raises(pk.InvalidArgumentError) as err:
+        pk.estimate_step(m, pk.ParallelConfig(), pk.Hardware.preset("a100"), **kwargs)
+    assert err.value.parameter == param
+
+
+def test_estimate_step_rejects_wrong_types_and_rules():
+    m = pk.ModelSpec.preset("llama2-7b")
+    with pytest.raises(pk.InvalidArgumentError, match="hardware"):
+        pk.estimate_step(m, pk.ParallelConfig(), "a100")
+    with pytest.raises(pk.ParallelConfigError, match="tp"):
+        pk.estimate_step(m, pk.ParallelConfig(tp=5), pk.Hardware.preset("a100"))

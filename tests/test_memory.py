@@ -1,0 +1,147 @@
+"""Static and activation memory against the seed's tables and published figures."""
+
+import pytest
+
+import perfkit as pk
+
+GB = 1e9
+GIB = 2**30
+
+
+def test_seed_7b_static_memory_example():
+    # Seed, "Static Memory": N = 7e9, t = 8 -> 70 GB, 8.75 GB, 22.75 GB.
+    n, t = 7e9, 8
+    no_parallel = pk.static_memory(n, pk.ParallelConfig(dp=8))
+    optimizer_parallel = pk.static_memory(n, pk.ParallelConfig(dp=8, optimizer_shard=8))
+    with_accumulation = pk.static_memory(n, pk.ParallelConfig(dp=8, optimizer_shard=8,
+                                                              num_micro_batches=4))
+    assert no_parallel.total_bytes == (2 + 4 + 4) * n == 70 * GB
+    assert optimizer_parallel.total_bytes == 10 * n / t == 8.75 * GB
+    assert with_accumulation.total_bytes == 10 * n / t + 2 * n == 22.75 * GB
+    assert with_accumulation.gradients_bytes == 2 * n
+    # Pipeline parallelism also brings the gradient buffer (the seed's "GA or PP").
+    pp = pk.static_memory(n, pk.ParallelConfig(dp=8, pp=2, num_micro_batches=2,
+                                               optimizer_shard=8))
+    assert pp.gradients_bytes == 2 * n / 2
+
+
+def test_megatron_and_zero_schemes():
+    n, dp = 1e9, 8
+    plain = pk.static_memory(n, pk.ParallelConfig(dp=dp), "megatron")
+    assert plain.total_bytes == 18 * n
+    dist = pk.static_memory(n, pk.ParallelConfig(dp=dp, optimizer_shard=dp), "megatron")
+    assert dist.total_bytes == pytest.approx((6 + 12 / dp) * n)
+    expected = {0: 16 * n, 1: 4 * n + 12 * n / dp, 2: 2 * n + 14 * n / dp, 3: 16 * n / dp}
+    for stage, total in expected.items():
+        got = pk.static_memory(n, pk.ParallelConfig(dp=dp, zero_stage=stage), "zero")
+        assert got.total_bytes == pytest.approx(total)
+    frame = dist.to_frame().set_index("component")
+    assert frame.loc["total", "GB"] == pytest.approx(dist.total_bytes / GB)
+
+
+def test_static_memory_conventions_are_parameters():
+    n = 1e9
+    fp32_grads = pk.static_memory(n, pk.ParallelConfig(num_micro_batches=2), "mindspore",
+                                  gradient_bytes=4)
+    assert fp32_grads.gradients_bytes == 4 * n
+    forced = pk.static_memory(n, pk.ParallelConfig(), "mindspore", gradient_buffer=True)
+    assert forced.total_bytes == 12 * n
+
+
+def test_parameters_per_device_split():
+    m = pk.ModelSpec.preset("llama2-7b")
+    b = m.parameter_breakdown()
+    assert pk.parameters_per_device(m, pk.ParallelConfig()) == m.num_parameters()
+    tp = pk.parameters_per_device(m, pk.ParallelConfig(tp=8))
+    h = 4096
+    per_layer = (4 * h * h + 3 * h * 11008) / 8 + 2 * h
+    assert tp == pytest.approx(32 * per_layer + 2 * 32000 * h / 8 + h)
+    pp = pk.parameters_per_device(m, pk.ParallelConfig(pp=4, num_micro_batches=4))
+    # first stage: 8 layers + embedding; last: 8 layers + output head + final norm (fuller)
+    assert pp == 8 * b["layer"] + b["output"] + b["final_norm"]
+    assert pk.parameters_per_device(7e9, pk.ParallelConfig(tp=2, pp=2, num_micro_batches=2)) \
+        == 7e9 / 4
+
+
+# The seed's dynamic-memory table, written out here as printed (bytes per layer).
+def seed_row(row, s, b, h, a, t):
+    sbh = s * b * h
+    return {
+        "no parallelism": sbh * (34 + 5 * a * s / h),
+        "tensor parallel": sbh * (10 + (24 + 5 * a * s / h) / t),
+        "tensor + sequence parallel": sbh * (34 + 5 * a * s / h) / t,
+        "tensor parallel + selective recompute": sbh * (10 + 24 / t),
+        "tensor + sequence parallel + selective recompute": sbh * 34 / t,
+        "full recompute": sbh * 2,
+    }[row]
+
+
+@pytest.mark.parametrize("row,tp,sp,recompute", [
+    ("no parallelism", 1, False, "none"),
+    ("tensor parallel", 4, False, "none"),
+    ("tensor + sequence parallel", 4, True, "none"),
+    ("tensor parallel + selective recompute", 4, False, "selective"),
+    ("tensor + sequence parallel + selective recompute", 4, True, "selective"),
+    ("full recompute", 4, False, "full"),
+])
+def test_dynamic_memory_table_rows(row, tp, sp, recompute):
+    m = pk.ModelSpec.preset("gpt3-175b")
+    b = 2
+    got, name = pk.activation_per_layer(m, b, tp, sp, recompute)
+    assert name == row
+    assert got == pytest.approx(seed_row(row, m.seq_length, b, m.hidden_size,
+                                         m.num_attention_heads, tp))
+
+
+def test_korthikanti_figure1_175b():
+    # GPT-3 175B, t=8, p=8, v=3, b=1: 66.84375 GiB without recompute, 12.3515625 GiB
+    # with sequence parallel + selective recompute (calculators.md §3, Megatron penalty).
+    m = pk.ModelSpec.preset("gpt3-175b")
+    base = dict(dp=1, tp=8, pp=8, vpp=3, micro_batch_size=1, num_micro_batches=64)
+    none = pk.activation_memory(m, pk.ParallelConfig(**base))
+    sel = pk.activation_memory(m, pk.ParallelConfig(**base, sequence_parallel=True,
+                                                    recompute="selective"))
+    assert none.stage == 0 and none.total_bytes / GIB == pytest.approx(66.84375)
+    assert sel.total_bytes / GIB == pytest.approx(12.3515625)
+    assert none.in_flight == pytest.approx(8 * (1 + 7 / 24))
+
+
+def test_pipeline_in_flight_and_cap():
+    m = pk.ModelSpec.preset("llama2-13b")
+    per_layer, _ = pk.activation_per_layer(m, 1, 1, False, "none")
+    act = pk.activation_memory(m, pk.ParallelConfig(pp=4, num_micro_batches=8))
+    # 1F1B: stage s holds p - s micro-batches of 10 layers
+    assert act.per_stage_bytes == pytest.approx(tuple((4 - s) * 10 * per_layer
+                                                      for s in range(4)))
+    capped = pk.activation_memory(m, pk.ParallelConfig(pp=4, num_micro_batches=4),
+                                  stage=0)
+    assert capped.total_bytes == pytest.approx(4 * 10 * per_layer)
+
+
+def test_partial_full_recompute_per_stage():
+    # The seed's final Llama2-13B configuration: pp=2, 4 layers fully recomputed on stage 0.
+    m = pk.ModelSpec.preset("llama2-13b")
+    par = pk.ParallelConfig(dp=8, pp=2, num_micro_batches=128, recompute="selective",
+                            recompute_layers=[4, 0])
+    act = pk.activation_memory(m, par)
+    sbh = 4096 * 5120
+    sel, full = 34 * sbh, 2 * sbh
+    assert act.per_stage_bytes[0] == pytest.approx(2 * (16 * sel + 4 * full))
+    assert act.per_stage_bytes[1] == pytest.approx(1 * 20 * sel)
+    assert act.full_recompute_layers == 4
+
+
+@pytest.mark.parametrize("call,param", [
+    (lambda m: pk.static_memory(0, pk.ParallelConfig()), "model"),
+    (lambda m: pk.static_memory(-7e9, pk.ParallelConfig()), "model"),
+    (lambda m: pk.static_memory(m, pk.ParallelConfig(), scheme="deepspeed"), "scheme"),
+    (lambda m: pk.static_memory(m, pk.ParallelConfig(), weight_bytes=-2), "weight_bytes"),
+    (lambda m: pk.activation_memory(7e9, pk.ParallelConfig()), "model"),
+    (lambda m: pk.activation_memory(m, pk.ParallelConfig(tp=3)), "tp"),
+    (lambda m: pk.activation_memory(m, pk.ParallelConfig(pp=2, num_micro_batches=2), stage=5),
+     "stage"),
+])
+def test_memory_bad_input(call, param):
+    with pytest.raises(pk.InvalidArgumentError) as err:
+        call(pk.ModelSpec.preset("llama2-7b"))
+    assert err.value.parameter == param
