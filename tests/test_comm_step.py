@@ -68,6 +68,8 @@ def test_estimate_step_parts_add_up_and_follow_inputs():
     assert len(est.assumptions) >= 4
     hidden = pk.estimate_step(m, par, hw, dp_overlap=1.0)
     assert hidden.step_s == pytest.approx(est.step_s - est.dp_comm_s)
+    slowed = pk.estimate_step(m, par, hw, overhead_s=0.25)
+    assert slowed.step_s == pytest.approx(est.step_s + 0.25) and slowed.overhead_s == 0.25
     tight = pk.estimate_step(m, par, hw, memory_limit_bytes=1e9)
     assert not tight.fits
     frame = est.to_frame()
@@ -90,6 +92,7 @@ def test_estimate_step_uses_inter_node_bandwidth_across_nodes():
     ({"dp_overlap": 2}, "dp_overlap"),
     ({"memory_reserve": -1}, "memory_reserve"),
     ({"memory_limit_bytes": 0}, "memory_limit_bytes"),
+    ({"overhead_s": -1}, "overhead_s"),
     ({"static_scheme": "x"}, "scheme"),
 ])
 def test_estimate_step_bad_input(kwargs, param):

@@ -11,7 +11,8 @@ Assumptions (also returned in ``StepEstimate.assumptions``):
    ``comm_efficiency ×`` its nominal bandwidth; ranks are laid out tp-innermost, then
    dp, then pp (Megatron's order), so a group uses the intra-node bandwidth only while
    it fits inside a node. A share ``*_overlap`` of each kind hides under compute.
-4. Memory: static (``static_scheme``) + activation (peak stage) must fit in
+4. Overhead: a fixed ``overhead_s`` per step (data loading, host gaps), 0 unless given.
+5. Memory: static (``static_scheme``) + activation (peak stage) must fit in
    ``memory_limit_bytes`` (default: device memory less ``memory_reserve``).
 """
 
@@ -21,7 +22,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..errors import InvalidArgumentError, check_choice, check_fraction, check_positive
+from ..errors import (
+    InvalidArgumentError,
+    check_choice,
+    check_fraction,
+    check_non_negative,
+    check_positive,
+)
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
 from .comm import comm_volume
@@ -38,6 +45,7 @@ class StepEstimate:
 
     compute_s: float
     bubble_s: float
+    overhead_s: float
     tp_comm_s: float
     dp_comm_s: float
     pp_comm_s: float
@@ -57,7 +65,7 @@ class StepEstimate:
     def to_frame(self) -> pd.DataFrame:
         """Step-time parts (compute, bubble, exposed communication) with their shares."""
         parts = {"compute": self.compute_s, "bubble": self.bubble_s,
-                 "exposed communication": self.exposed_comm_s}
+                 "exposed communication": self.exposed_comm_s, "overhead": self.overhead_s}
         frame = pd.DataFrame({"part": list(parts), "seconds": list(parts.values())})
         frame["share"] = frame["seconds"] / self.step_s
         return frame
@@ -75,7 +83,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                   pp_overlap: float = 0.0, ep_overlap: float = 0.0,
                   static_scheme: str = "mindspore", selective_mode: str = "strict",
                   causal: bool = False, memory_reserve: float = 0.1,
-                  memory_limit_bytes: float | None = None) -> StepEstimate:
+                  memory_limit_bytes: float | None = None,
+                  overhead_s: float = 0.0) -> StepEstimate:
     """Estimate the step time, memory and MFU of a configuration (see module docstring).
 
     Parameters
@@ -100,6 +109,10 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         buffers when ``memory_limit_bytes`` is not given.
     memory_limit_bytes : float, optional
         Usable memory (e.g. MindSpore's ``max_device_memory``).
+    overhead_s : float
+        Fixed time per step outside compute, bubble and communication (data loading, host
+        launch gaps: the profile's "free" time); 0 by default, fitted by
+        ``perfkit.plan.calibrate``.
     """
     model = as_model(model)
     parallel.validate(model)
@@ -113,6 +126,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                  ("ep", ep_overlap))}
     check_choice("selective_mode", selective_mode, ("strict", "korthikanti"))
     reserve = check_fraction("memory_reserve", memory_reserve)
+    overhead = check_non_negative("overhead_s", overhead_s)
     peak = hardware.peak(dtype)
 
     dp, tp, pp, v = parallel.dp, parallel.tp, parallel.pp, parallel.vpp
@@ -137,7 +151,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     times = {k: volume.bytes(k) / (_bandwidth(hardware, spans[k]) * comm_eff)
              for k in ("tp", "dp", "pp", "ep")}
     exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
-    step_s = compute_s + bubble_s + exposed
+    step_s = compute_s + bubble_s + exposed + overhead
 
     tokens_per_device = parallel.global_batch_size * model.seq_length / (step_s
                                                                           * parallel.world_size)
@@ -155,9 +169,10 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         f"links at {comm_eff:.0%} of nominal; tp-innermost rank order; overlap "
         + ", ".join(f"{k} {overlaps[k]:.0%}" for k in overlaps),
         f"memory: {static_scheme} static + peak-stage activations vs {limit / 2**30:.1f} GiB",
+        f"fixed overhead {overhead:.3g} s per step",
     )
     return StepEstimate(
-        compute_s=compute_s, bubble_s=bubble_s, tp_comm_s=times["tp"], dp_comm_s=times["dp"],
+        compute_s=compute_s, bubble_s=bubble_s, overhead_s=overhead, tp_comm_s=times["tp"], dp_comm_s=times["dp"],
         pp_comm_s=times["pp"], ep_comm_s=times["ep"], exposed_comm_s=exposed, step_s=step_s,
         tokens_per_second_per_device=tokens_per_device,
         mfu=flops_per_token(model, causal) * tokens_per_device / peak,
