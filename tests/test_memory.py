@@ -145,3 +145,50 @@ def test_memory_bad_input(call, param):
     with pytest.raises(pk.InvalidArgumentError) as err:
         call(pk.ModelSpec.preset("llama2-7b"))
     assert err.value.parameter == param
+
+
+@pytest.mark.parametrize("tp,sp,recompute", [(1, False, "none"), (8, False, "none"),
+                                             (8, True, "none"), (8, False, "selective"),
+                                             (8, True, "selective"), (8, True, "full")])
+def test_tensor_accounting_equals_the_table_for_a_gpt_layer(tp, sp, recompute):
+    m = pk.ModelSpec.preset("gpt3-175b")
+    table = pk.activation_per_layer(m, 1, tp, sp, recompute)[0]
+    tensors = pk.activation_per_layer(m, 1, tp, sp, recompute, pk.ActivationModel("tensors"))
+    assert tensors[0] == pytest.approx(table)
+    assert "tensor accounting" in tensors[1] or recompute == "full"
+
+
+def test_tensor_accounting_for_mindformers_llama():
+    # Llama2-13B layer, b = 1, flash attention, no dropout, fp32 norm inputs:
+    # kept whole: attention input 2 + MLP input 2 + two fp32 norm inputs 4 + 4 = 12 sbh;
+    # split by tp: Q 2, K 2, V 2, projection input 2 = 8 sbh; gated MLP: gate, up, SiLU
+    # and product outputs 4 x 2·sbf; softmax statistics 4·a·s·b bytes (fp32).
+    m = pk.ModelSpec.preset("llama2-13b")
+    s, h, f, a = 4096, 5120, 13824, 40
+    sbh, sbf = s * h, s * f
+    am = pk.ActivationModel.mindformers()
+    none = 12 * sbh + 8 * sbh + 8 * sbf + 4 * a * s
+    assert pk.activation_per_layer(m, 1, 1, False, "none", am)[0] == pytest.approx(none)
+    # the seed's select_recompute of SiLU and Mul drops their two outputs
+    sel = pk.activation_per_layer(m, 1, 1, False, "selective", am)[0]
+    assert sel == pytest.approx(none - 4 * sbf)
+    tp2 = pk.activation_per_layer(m, 1, 2, False, "none", am)[0]
+    assert tp2 == pytest.approx(12 * sbh + (8 * sbh + 8 * sbf + 4 * a * s) / 2)
+
+
+def test_tensor_accounting_gqa_shrinks_k_and_v():
+    mha = pk.ModelSpec.preset("llama2-13b")
+    gqa = mha.replace(num_kv_heads=5)  # q = 8
+    am = pk.ActivationModel("tensors", flash_attention=True)
+    diff = (pk.activation_per_layer(mha, 1, 1, False, "none", am)[0]
+            - pk.activation_per_layer(gqa, 1, 1, False, "none", am)[0])
+    assert diff == pytest.approx((4 - 4 / 8) * 4096 * 5120)  # K and V: 2 + 2 -> 2/8 + 2/8
+
+
+def test_activation_model_rules():
+    with pytest.raises(pk.InvalidArgumentError, match="accounting"):
+        pk.ActivationModel("guess")
+    with pytest.raises(pk.InvalidArgumentError, match="tensors"):
+        pk.ActivationModel(selective=("mlp_activation",))
+    with pytest.raises(pk.InvalidArgumentError, match="selective"):
+        pk.ActivationModel("tensors", selective=("everything",))

@@ -18,6 +18,7 @@ from .flops import (
 )
 from .memory import (
     ActivationBreakdown,
+    ActivationModel,
     MemoryBreakdown,
     activation_memory,
     activation_per_layer,
@@ -42,6 +43,7 @@ from .throughput import (
 
 __all__ = [
     "ActivationBreakdown",
+    "ActivationModel",
     "CommItem",
     "CommVolume",
     "MemoryBreakdown",

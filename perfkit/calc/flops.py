@@ -163,9 +163,9 @@ def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
     * each selectively recomputed layer, ``selective_mode="strict"``: one more forward of
       the attention core, ``4·s·h`` — the seed's ``4/3·s/(6h)`` term;
       ``"korthikanti"``: ``12·s·h``, the only accounting that reproduces the HFU values of
-      Korthikanti et al. 2022, Table 5 (``1 + s/(3h)``). Beware: for ``s > 3h`` this
-      convention counts more for selective than for full recompute, as the paper's own
-      formulas do.
+      Korthikanti et al. 2022, Table 5 (``1 + s/(3h)``). Beware: when three attention-core
+      forwards outweigh a layer's forward (``s > 3h`` for a GPT layer) this convention
+      counts more for selective than for full recompute, as the paper's formulas do.
 
     ``recompute``: ``"none"``, ``"selective"`` (every layer not fully recomputed is
     selective) or ``"full"``. ``recompute_layers``: how many layers are fully recomputed

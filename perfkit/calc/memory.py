@@ -32,6 +32,7 @@ from .pipeline import in_flight_micro_batches
 __all__ = [
     "MemoryBreakdown",
     "ActivationBreakdown",
+    "ActivationModel",
     "parameters_per_device",
     "static_memory",
     "activation_per_layer",
@@ -197,13 +198,67 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
     return MemoryBreakdown(scheme, n, weights, grads, optim, weights + grads + optim)
 
 
-def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 1,
-                         sequence_parallel: bool = False,
-                         recompute: str = "none") -> tuple[float, str]:
-    """Bytes of activations one layer keeps for one micro-batch, and the table row used.
+@dataclass(frozen=True)
+class ActivationModel:
+    """How activation bytes per layer are counted (a convention, hence a parameter).
 
-    The seed's dynamic-memory table (Korthikanti et al. 2022, Table 2), ``a`` heads,
-    ``t`` = tp:
+    Parameters
+    ----------
+    accounting : {"table", "tensors"}
+        ``"table"`` (default): the seed's dynamic-memory table (Korthikanti et al. 2022,
+        Table 2) as printed — a GPT layer with MHA, ``4h`` MLP and dropout, whatever the
+        model. ``"tensors"``: the same tensor-by-tensor accounting generalised to the
+        model: GQA (K and V are ``2sbh/q`` each), the MLP width ``f`` and gated MLPs
+        (gate, up, activation and product outputs: ``8sbf``), dropout on or off, norm
+        input bytes, flash attention. For a GPT layer with dropout it equals the table.
+    flash_attention : bool
+        ``"tensors"`` only: no ``s²`` tensors are kept (flash attention recomputes them);
+        the softmax statistics (fp32, ``4·a·s·b`` bytes) are.
+    dropout : bool, optional
+        ``"tensors"`` only: dropout masks and outputs; default True for GPT MLPs and
+        False for gated ones (Llama has none).
+    norm_bytes : float
+        ``"tensors"`` only: bytes per element of each norm's saved input (2; 4 when the
+        norm computes in fp32 after a Cast, as MindFormers' RmsNorm does).
+    selective : tuple of {"attention_core", "mlp_activation"}
+        What ``recompute="selective"`` drops: the attention core's ``s²`` tensors
+        (Korthikanti's selective recompute) and/or the MLP activation outputs (the seed's
+        SiLU/Mul ``select_recompute``). ``"table"`` supports only the first.
+    """
+
+    accounting: str = "table"
+    flash_attention: bool = False
+    dropout: bool | None = None
+    norm_bytes: float = 2.0
+    selective: tuple[str, ...] = ("attention_core",)
+
+    def __post_init__(self) -> None:
+        check_choice("accounting", self.accounting, ("table", "tensors"))
+        check_non_negative("norm_bytes", self.norm_bytes)
+        parts = tuple(self.selective)
+        for part in parts:
+            check_choice("selective", part, ("attention_core", "mlp_activation"))
+        if self.accounting == "table" and parts != ("attention_core",):
+            raise InvalidArgumentError("selective", "the 'table' accounting only knows "
+                                       "('attention_core',); use accounting='tensors'", parts)
+        object.__setattr__(self, "selective", parts)
+
+    @classmethod
+    def mindformers(cls) -> ActivationModel:
+        """MindFormers Llama defaults: flash attention, no dropout, fp32 norm inputs,
+        selective recompute of the SiLU and Mul outputs (the seed's Llama2 cases)."""
+        return cls("tensors", flash_attention=True, dropout=False, norm_bytes=4.0,
+                   selective=("mlp_activation",))
+
+
+def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 1,
+                         sequence_parallel: bool = False, recompute: str = "none",
+                         activation_model: ActivationModel | None = None,
+                         ) -> tuple[float, str]:
+    """Bytes of activations one layer keeps for one micro-batch, and the rule used.
+
+    With the default ``ActivationModel()`` this is the seed's dynamic-memory table
+    (Korthikanti et al. 2022, Table 2), ``a`` heads, ``t`` = tp:
 
     ===============================  =============================
     no parallelism                   ``sbh·(34 + 5as/h)``
@@ -214,12 +269,16 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
     full recompute                   ``2·sbh`` (``/t`` with sequence parallel)
     ===============================  =============================
 
-    The table models a GPT layer (MHA, ``4h`` MLP, dropout); for gated MLPs and GQA it
-    is an approximation. "selective" is Korthikanti's: the attention core's ``s²``
-    tensors are recomputed.
+    The table counts, per layer, ``10sbh`` that tensor parallelism leaves whole
+    (attention and MLP inputs ``2+2``, two norm inputs ``2+2``, two dropout masks
+    ``1+1``) and ``24sbh + 5as²b`` that it splits (Q, K, V ``2+2+2``, projection input
+    ``2``, MLP activation input and output ``8+8``, softmax ``2as²b``, its dropout mask
+    ``as²b`` and output ``2as²b``). ``ActivationModel(accounting="tensors")`` applies the
+    same bookkeeping to the actual model (see :class:`ActivationModel`).
     """
     model = as_model(model)
     check_choice("recompute", recompute, ("none", "selective", "full"))
+    am = ActivationModel() if activation_model is None else activation_model
     s, h, a = model.seq_length, model.hidden_size, model.num_attention_heads
     b, t = float(micro_batch_size), float(tp)
     sbh = s * b * h
@@ -227,19 +286,44 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
     if recompute == "full":
         return (2.0 * sbh / t, "full recompute, sequence parallel") if sp \
             else (2.0 * sbh, "full recompute")
-    if recompute == "selective":
-        if sp:
-            return 34.0 * sbh / t, "tensor + sequence parallel + selective recompute"
-        name = "tensor parallel + selective recompute" if tp > 1 else "selective recompute"
-        return sbh * (10.0 + 24.0 / t), name
-    if sp:
-        return sbh * (34.0 + 5.0 * a * s / h) / t, "tensor + sequence parallel"
-    name = "tensor parallel" if tp > 1 else "no parallelism"
-    return sbh * (10.0 + (24.0 + 5.0 * a * s / h) / t), name
+    selective = recompute == "selective"
+    if am.accounting == "table":
+        replicated, split = 10.0, 24.0
+        s2 = 0.0 if selective else 5.0 * a * s / h
+    else:
+        dropout = (model.mlp == "gpt") if am.dropout is None else am.dropout
+        q = model.gqa_ratio
+        f = (model.moe_ffn_hidden_size * model.moe_top_k if model.is_moe
+             else model.ffn_hidden_size) / h
+        gated = model.mlp == "gated"
+        replicated = 2.0 + 2.0 + 2.0 * am.norm_bytes + (2.0 if dropout else 0.0)
+        attention = 2.0 + 4.0 / q + 2.0
+        mlp = (8.0 if gated else 4.0) * f
+        if selective and "mlp_activation" in am.selective:
+            mlp -= (4.0 if gated else 2.0) * f
+        if am.flash_attention:
+            s2 = 4.0 * a / h
+        elif selective and "attention_core" in am.selective:
+            s2 = 0.0
+        else:
+            s2 = (2.0 + (3.0 if dropout else 0.0)) * a * s / h
+        split = attention + mlp
+    total = sbh * (replicated + split + s2) / t if sp else sbh * (replicated + (split + s2) / t)
+    return total, _row_name(tp > 1, sp, selective, am.accounting)
+
+
+def _row_name(tensor: bool, sequence: bool, selective: bool, accounting: str) -> str:
+    """The seed-table row a configuration falls in, e.g. 'tensor parallel + selective'."""
+    parts = ["tensor + sequence parallel" if sequence else "tensor parallel"] if tensor else []
+    if selective:
+        parts.append("selective recompute")
+    name = " + ".join(parts) or "no parallelism"
+    return name if accounting == "table" else f"{name} (tensor accounting)"
 
 
 def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | None = None,
-                      less_memory: bool = False) -> ActivationBreakdown:
+                      less_memory: bool = False,
+                      activation_model: ActivationModel | None = None) -> ActivationBreakdown:
     """Activation bytes held by a pipeline stage at its peak.
 
     ``total = Σ_chunks in_flight[chunk, stage] · layers_per_chunk · per_layer``, where
@@ -251,16 +335,18 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
     :func:`~perfkit.calc.pipeline.in_flight_micro_batches` (1F1B stage ``s`` holds
     ``p − s``; interleaving adds Megatron's ``1 + (p−1)/(p·v)`` on stage 0; capped at
     ``num_micro_batches``). With ``stage=None`` the stage with the largest total is
-    reported. Embedding and loss activations are not included.
+    reported. Embedding and loss activations are not included. ``activation_model``
+    chooses the per-layer accounting (default: the seed's table).
     """
     model = as_model(model)
     parallel.validate(model)
     p, v = parallel.pp, parallel.vpp
     mode = "selective" if parallel.recompute == "selective" else "none"
     per_layer, formula = activation_per_layer(model, parallel.micro_batch_size, parallel.tp,
-                                              parallel.sequence_parallel, mode)
+                                              parallel.sequence_parallel, mode,
+                                              activation_model)
     full_bytes, _ = activation_per_layer(model, parallel.micro_batch_size, parallel.tp,
-                                         parallel.sequence_parallel, "full")
+                                         parallel.sequence_parallel, "full", activation_model)
     layers = parallel.layers_per_stage(model)
     full_layers = parallel.full_recompute_layers_per_stage(model)
     if parallel.recompute == "full" and parallel.recompute_layers is None:

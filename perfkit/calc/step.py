@@ -33,7 +33,7 @@ from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
 from .comm import comm_volume
 from .flops import flops_per_token, hardware_flops, layer_forward_flops
-from .memory import activation_memory, static_memory
+from .memory import ActivationModel, activation_memory, static_memory
 from .pipeline import bubble_fraction
 
 __all__ = ["StepEstimate", "estimate_step"]
@@ -84,7 +84,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                   static_scheme: str = "mindspore", selective_mode: str = "strict",
                   causal: bool = False, memory_reserve: float = 0.1,
                   memory_limit_bytes: float | None = None,
-                  overhead_s: float = 0.0) -> StepEstimate:
+                  overhead_s: float = 0.0,
+                  activation_model: ActivationModel | None = None) -> StepEstimate:
     """Estimate the step time, memory and MFU of a configuration (see module docstring).
 
     Parameters
@@ -113,6 +114,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         Fixed time per step outside compute, bubble and communication (data loading, host
         launch gaps: the profile's "free" time); 0 by default, fitted by
         ``perfkit.plan.calibrate``.
+    activation_model : ActivationModel, optional
+        Activation accounting (default: the seed's table), see
+        :class:`~perfkit.calc.memory.ActivationModel`.
     """
     model = as_model(model)
     parallel.validate(model)
@@ -159,7 +163,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
                                   total_full)
     static = static_memory(model, parallel, static_scheme).total_bytes
-    act = activation_memory(model, parallel).total_bytes
+    act = activation_memory(model, parallel, activation_model=activation_model).total_bytes
     limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
         else check_positive("memory_limit_bytes", memory_limit_bytes)
     assumptions = (
@@ -172,8 +176,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         f"fixed overhead {overhead:.3g} s per step",
     )
     return StepEstimate(
-        compute_s=compute_s, bubble_s=bubble_s, overhead_s=overhead, tp_comm_s=times["tp"], dp_comm_s=times["dp"],
-        pp_comm_s=times["pp"], ep_comm_s=times["ep"], exposed_comm_s=exposed, step_s=step_s,
+        compute_s=compute_s, bubble_s=bubble_s, overhead_s=overhead, tp_comm_s=times["tp"],
+        dp_comm_s=times["dp"], pp_comm_s=times["pp"], ep_comm_s=times["ep"],
+        exposed_comm_s=exposed, step_s=step_s,
         tokens_per_second_per_device=tokens_per_device,
         mfu=flops_per_token(model, causal) * tokens_per_device / peak,
         hfu=hw_per_token * tokens_per_device / peak,
