@@ -282,8 +282,10 @@ class ModelSpec:
         Understood keys: ``num_hidden_layers``/``n_layer``, ``hidden_size``/``n_embd``,
         ``num_attention_heads``/``n_head``, ``num_key_value_heads``, ``intermediate_size``/
         ``n_inner``, ``vocab_size``, ``max_position_embeddings``/``n_positions``,
-        ``tie_word_embeddings``, ``head_dim``, ``num_local_experts``/``num_experts``,
-        ``num_experts_per_tok``, ``moe_intermediate_size``, ``model_type``, ``hidden_act``.
+        ``tie_word_embeddings`` (when missing: transformers' default for the
+        ``model_type``, False for Llama-family classes, True otherwise), ``head_dim``,
+        ``num_local_experts``/``num_experts``, ``num_experts_per_tok``,
+        ``moe_intermediate_size``, ``model_type``, ``hidden_act``.
         Llama-family models (``silu`` activation or a known ``model_type``) get a gated MLP
         and RMSNorm; ``gpt2`` gets LayerNorm, biases and learned positions.
         ``seq_length`` overrides the context length (default: the config's maximum).
@@ -318,7 +320,8 @@ class ModelSpec:
                                              "seq_length", "n_ctx", required=True),
             "ffn_hidden_size": pick("intermediate_size", "n_inner", "ffn_dim"),
             "mlp": "gated" if llama_like else "gpt",
-            "tied_embeddings": bool(pick("tie_word_embeddings", default=gpt2_like)),
+            "tied_embeddings": bool(pick("tie_word_embeddings",
+                                         default=model_type not in _UNTIED_HF_TYPES)),
             "head_dim": pick("head_dim"),
             "num_experts": experts,
             "moe_top_k": pick("num_experts_per_tok", "moe_top_k", default=1),
@@ -403,6 +406,11 @@ class ModelSpec:
             raise ConfigFileError(source, f"inconsistent model shape: {exc}") from exc
 
 
+# Config classes whose tie_word_embeddings defaults to False (transformers' own defaults);
+# any other model_type takes PretrainedConfig's default, True, when the key is missing.
+_UNTIED_HF_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                    "internlm2", "baichuan", "yi", "deepseek", "deepseek_v2", "gpt_neox",
+                    "gptj"}
 _GATED_HF_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                    "gemma", "gemma2", "internlm2", "baichuan", "yi", "deepseek", "deepseek_v2"}
 
@@ -750,19 +758,20 @@ Hardware._PRESETS.update({
                  memory_bytes=80 * GIB, memory_bandwidth=2039 * GB,
                  intra_node_bandwidth=300 * GB, inter_node_bandwidth=25 * GB),
     # NVIDIA H100 Tensor Core GPU datasheet (SXM5 column; the datasheet prints sparse
-    # figures, dense = half): BF16/FP16 989.5, TF32 494.7, FP8 1979, INT8 1979, FP32 67
+    # figures, dense = half): BF16/FP16 989.5, TF32 494.5, FP8 1979, INT8 1979, FP32 67
     # TFLOPS; 80GB HBM3 at 3.35 TB/s; NVLink 4 900 GB/s total = 450 GB/s per direction;
     # DGX H100: 8 x 400 Gb/s NDR ConnectX-7, one per GPU = 50 GB/s per direction.
     "h100": dict(name="h100",
-                 peak_flops={"bf16": 989.5 * TB, "fp16": 989.5 * TB, "tf32": 494.7 * TB,
+                 peak_flops={"bf16": 989.5 * TB, "fp16": 989.5 * TB, "tf32": 494.5 * TB,
                              "fp8": 1979 * TB, "fp32": 67 * TB, "int8": 1979 * TB},
                  memory_bytes=80 * GIB, memory_bandwidth=3350 * GB,
                  intra_node_bandwidth=450 * GB, inter_node_bandwidth=50 * GB),
     # NVIDIA H200 Tensor Core GPU datasheet (SXM column): same Hopper compute as H100 SXM
-    # (dense BF16/FP16 989.5, FP8 1979 TFLOPS), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s
-    # total; HGX H200 nodes pair each GPU with a 400 Gb/s NDR NIC = 50 GB/s per direction.
+    # (dense BF16/FP16 989.5, TF32 494.5, FP8 1979 TFLOPS), 141 GB HBM3e at 4.8 TB/s,
+    # NVLink 900 GB/s total; HGX H200 nodes pair each GPU with a 400 Gb/s NDR NIC
+    # = 50 GB/s per direction.
     "h200": dict(name="h200",
-                 peak_flops={"bf16": 989.5 * TB, "fp16": 989.5 * TB, "tf32": 494.7 * TB,
+                 peak_flops={"bf16": 989.5 * TB, "fp16": 989.5 * TB, "tf32": 494.5 * TB,
                              "fp8": 1979 * TB, "fp32": 67 * TB, "int8": 1979 * TB},
                  memory_bytes=141 * GB, memory_bandwidth=4800 * GB,
                  intra_node_bandwidth=450 * GB, inter_node_bandwidth=50 * GB),

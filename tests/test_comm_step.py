@@ -108,3 +108,34 @@ def test_estimate_step_rejects_wrong_types_and_rules():
         pk.estimate_step(m, pk.ParallelConfig(), "a100")
     with pytest.raises(pk.ParallelConfigError, match="tp"):
         pk.estimate_step(m, pk.ParallelConfig(tp=5), pk.Hardware.preset("a100"))
+
+
+def test_pipeline_links_cross_nodes_once_the_job_does():
+    # dp=4, pp=4 on 8-device nodes: ranks 4-7 (stage 1) send to 8-11 (stage 2) across nodes.
+    m = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("h100")
+    par = pk.ParallelConfig(dp=4, pp=4, num_micro_batches=8)
+    est = pk.estimate_step(m, par, hw)
+    pp_bytes = 2 * 8 * 1 * 4096 * 4096 * 2  # 2 messages per micro-batch, b·s·h fp16
+    assert est.pp_comm_s == pytest.approx(pp_bytes / (50e9 * 0.8))
+    one_node = pk.estimate_step(m, pk.ParallelConfig(dp=2, pp=4, num_micro_batches=8), hw)
+    assert one_node.pp_comm_s == pytest.approx(pp_bytes / (450e9 * 0.8))
+
+
+def test_zero3_gathers_weights_in_their_own_dtype():
+    m = small_model()
+    par = pk.ParallelConfig(dp=4, zero_stage=3)
+    vol = pk.comm_volume(m, par, dtype_bytes=2, gradient_bytes=4).to_frame()
+    gather = vol[vol["collective"].str.startswith("all-gather")].iloc[0]
+    assert gather["message_bytes"] == m.num_parameters() * 2
+    scatter = vol[vol["collective"].str.startswith("reduce-scatter")].iloc[0]
+    assert scatter["message_bytes"] == m.num_parameters() * 4
+
+
+def test_megatron_scheme_reduces_fp32_gradients():
+    m = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("a100")
+    par = pk.ParallelConfig(dp=8, optimizer_shard=8)
+    ms = pk.estimate_step(m, par, hw)
+    mg = pk.estimate_step(m, par, hw, static_scheme="megatron")
+    assert mg.dp_comm_s == pytest.approx(2 * ms.dp_comm_s)

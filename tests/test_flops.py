@@ -136,9 +136,9 @@ def test_selective_modes_and_partial_full_recompute():
     ratio = (1 + s / (3 * h) + V / (12 * h * L)) / (1 + s / (6 * h) + V / (12 * h * L))
     assert kor / base == pytest.approx(ratio, rel=1e-9)
     layer_fwd = 24 * h * h * s + 4 * s * s * h  # one GPT layer forward for s tokens
-    partial = pk.hardware_flops(m, s, "full", recompute_layers=[4, 0])
+    partial = pk.hardware_flops(m, s, "full", full_recompute_layers=[4, 0])
     assert partial - base == pytest.approx(4 * layer_fwd)
-    mixed = pk.hardware_flops(m, s, "selective", recompute_layers=10)
+    mixed = pk.hardware_flops(m, s, "selective", full_recompute_layers=10)
     assert mixed - base == pytest.approx(10 * layer_fwd + (L - 10) * 4 * s * s * h)
 
 
@@ -162,7 +162,7 @@ def test_mfu_hfu_definitions():
     lambda m: pk.mfu(m, -1, 1e12),
     lambda m: pk.hardware_flops(m, 10, recompute="some"),
     lambda m: pk.hardware_flops(m, 10, selective_mode="lenient"),
-    lambda m: pk.hardware_flops(m, 10, "full", recompute_layers=99),
+    lambda m: pk.hardware_flops(m, 10, "full", full_recompute_layers=99),
     lambda m: pk.model_flops(7e9, 10),
     lambda m: pk.model_flops(m, 10, convention="paper"),
 ])

@@ -62,7 +62,8 @@ def test_more_recompute_never_lowers_hfu(model, tps, mode, causal):
     if mode == "strict" or 3 * parts["core"] <= parts["total"]:
         assert values[1] <= values[2]
     assert values[0] == pk.mfu(model, tps, 1e15, causal=causal)
-    partial = [pk.hfu(model, tps, 1e15, recompute="full", recompute_layers=k, causal=causal)
+    partial = [pk.hfu(model, tps, 1e15, recompute="full", full_recompute_layers=k,
+                      causal=causal)
                for k in range(model.num_layers + 1)]
     assert all(a <= b for a, b in zip(partial, partial[1:], strict=False))
 

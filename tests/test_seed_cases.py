@@ -68,6 +68,6 @@ def test_llama2_13b_final_hfu_is_bounded_by_the_recompute_it_did():
     # recomputed it would be 4/3-ish. The measured ratio must lie between.
     model = pk.ModelSpec.preset("llama2-13b")
     peak = pk.implied_peak_flops(model, 2562, 0.554)
-    low = pk.hfu(model, 2562, peak, recompute="selective", recompute_layers=4)
+    low = pk.hfu(model, 2562, peak, recompute="selective", full_recompute_layers=4)
     high = pk.hfu(model, 2562, peak, recompute="full")
     assert low < 0.604 < high

@@ -262,3 +262,13 @@ def test_hardware_presets_and_peaks():
     with pytest.raises(pk.InvalidArgumentError, match="peak_flops"):
         pk.Hardware(name="x", peak_flops={"bf16": 0}, memory_bytes=1, memory_bandwidth=1,
                     intra_node_bandwidth=1, inter_node_bandwidth=1)
+
+
+def test_hf_tied_default_follows_transformers():
+    base = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+            "vocab_size": 100, "max_position_embeddings": 32, "intermediate_size": 128}
+    assert not pk.ModelSpec.from_hf_config({**base, "model_type": "llama"}).tied_embeddings
+    assert pk.ModelSpec.from_hf_config({**base, "model_type": "gemma",
+                                        "hidden_act": "gelu"}).tied_embeddings
+    assert not pk.ModelSpec.from_hf_config({**base, "model_type": "gemma",
+                                            "tie_word_embeddings": False}).tied_embeddings

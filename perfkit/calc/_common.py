@@ -34,22 +34,22 @@ def peak_of(peak_flops: float | Hardware, dtype: str | None = None) -> float:
 
 
 def full_layer_count(model: ModelSpec, recompute: str,
-                     recompute_layers: int | Sequence[int] | None) -> int:
+                     full_recompute_layers: int | Sequence[int] | None) -> int:
     """Number of fully recomputed layers in the whole model.
 
-    ``recompute_layers`` is a total (int) or a per-stage list (summed); ``None`` means
+    ``full_recompute_layers`` is a model total (int) or a per-stage list (summed); ``None`` means
     every layer when ``recompute == "full"`` and none otherwise.
     """
-    if recompute_layers is None:
+    if full_recompute_layers is None:
         return model.num_layers if recompute == "full" else 0
-    if isinstance(recompute_layers, Sequence) and not isinstance(recompute_layers, str):
+    if isinstance(full_recompute_layers, Sequence) and not isinstance(full_recompute_layers, str):
         total = 0
-        for n in recompute_layers:
-            total += int(check_non_negative("recompute_layers", n))
+        for n in full_recompute_layers:
+            total += int(check_non_negative("full_recompute_layers", n))
     else:
-        total = int(check_non_negative("recompute_layers", recompute_layers))
+        total = int(check_non_negative("full_recompute_layers", full_recompute_layers))
     if total > model.num_layers:
-        raise InvalidArgumentError("recompute_layers",
+        raise InvalidArgumentError("full_recompute_layers",
                                    f"more layers than the model has ({model.num_layers})",
-                                   recompute_layers)
+                                   full_recompute_layers)
     return total

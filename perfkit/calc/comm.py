@@ -107,7 +107,7 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
         ``dp``/``tp``/``pp``/``vpp``/``ep``, micro-batching, sequence parallel, ZeRO stage
         and recompute (a fully recomputed layer repeats its 2 forward TP collectives).
     dtype_bytes : float
-        Bytes per activation element (2 for fp16/bf16).
+        Bytes per activation and weight element (2 for fp16/bf16).
     gradient_bytes : float, optional
         Bytes per gradient element for the data-parallel reduction; default
         ``dtype_bytes`` (MindSpore, ZeRO); Megatron reduces fp32 gradients (4) unless told
@@ -132,11 +132,12 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
     full_layers = parallel.full_recompute_layers_per_stage(model)[0]
     items: list[CommItem] = []
     if dp > 1:
-        psi = parameters_per_device(model, parallel) * g_bytes
+        params = parameters_per_device(model, parallel)
+        psi = params * g_bytes
         if parallel.zero_stage >= 3:
             items.append(CommItem("dp", "reduce-scatter (gradients)", dp, 1, psi, (dp - 1) / dp))
-            items.append(CommItem("dp", "all-gather (parameters, fwd and bwd)", dp, 2, psi,
-                                  (dp - 1) / dp))
+            items.append(CommItem("dp", "all-gather (parameters, fwd and bwd)", dp, 2,
+                                  params * a_bytes, (dp - 1) / dp))
         else:
             sharded = parallel.optimizer_shard > 1 or parallel.zero_stage >= 1
             name = "reduce-scatter + all-gather" if sharded else "all-reduce"

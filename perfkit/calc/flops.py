@@ -152,7 +152,7 @@ def model_flops(model: ModelSpec, tokens: float, causal: bool = False,
 
 def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
                    selective_mode: str = "strict", causal: bool = False,
-                   recompute_layers: int | Sequence[int] | None = None,
+                   full_recompute_layers: int | Sequence[int] | None = None,
                    convention: str = "exact") -> float:
     """FLOPs the hardware executes, recompute included, for ``tokens`` tokens.
 
@@ -168,8 +168,10 @@ def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
       counts more for selective than for full recompute, as the paper's formulas do.
 
     ``recompute``: ``"none"``, ``"selective"`` (every layer not fully recomputed is
-    selective) or ``"full"``. ``recompute_layers``: how many layers are fully recomputed
-    (an int for the model, or a per-stage list that is summed); default all layers for
+    selective) or ``"full"``. ``full_recompute_layers``: how many layers *of the whole
+    model* are fully recomputed, or a per-stage list that is summed (note that
+    ``ParallelConfig.recompute_layers`` given as an int counts *per stage*: pass
+    ``parallel.full_recompute_layers_per_stage(model)``); default all layers for
     ``"full"``, none otherwise.
     """
     model = as_model(model)
@@ -177,7 +179,7 @@ def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
     check_choice("selective_mode", selective_mode, SELECTIVE_MODES)
     base = model_flops(model, tokens, causal, convention)
     parts = layer_forward_flops(model, causal, convention)
-    full = full_layer_count(model, recompute, recompute_layers)
+    full = full_layer_count(model, recompute, full_recompute_layers)
     selective = model.num_layers - full if recompute == "selective" else 0
     core_extra = parts["core"] * (1.0 if selective_mode == "strict" else 3.0)
     return base + tokens * (full * parts["total"] + selective * core_extra)
@@ -206,15 +208,15 @@ def mfu(model: ModelSpec, tokens_per_second_per_device: float,
 def hfu(model: ModelSpec, tokens_per_second_per_device: float,
         peak_flops: float | Hardware, recompute: str = "none",
         selective_mode: str = "strict", causal: bool = False,
-        recompute_layers: int | Sequence[int] | None = None, dtype: str | None = None,
+        full_recompute_layers: int | Sequence[int] | None = None, dtype: str | None = None,
         convention: str = "exact") -> float:
     """Hardware FLOPs utilisation: like :func:`mfu` with recompute FLOPs counted.
 
     See :func:`hardware_flops` for ``recompute``, ``selective_mode`` and
-    ``recompute_layers``.
+    ``full_recompute_layers``.
     """
     tps = check_positive("tokens_per_second_per_device", tokens_per_second_per_device)
-    per_token = hardware_flops(model, 1, recompute, selective_mode, causal, recompute_layers,
+    per_token = hardware_flops(model, 1, recompute, selective_mode, causal, full_recompute_layers,
                                convention)
     return per_token * tps / peak_of(peak_flops, dtype)
 

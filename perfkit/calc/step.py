@@ -85,7 +85,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                   causal: bool = False, memory_reserve: float = 0.1,
                   memory_limit_bytes: float | None = None,
                   overhead_s: float = 0.0,
-                  activation_model: ActivationModel | None = None) -> StepEstimate:
+                  activation_model: ActivationModel | None = None,
+                  gradient_bytes: float | None = None) -> StepEstimate:
     """Estimate the step time, memory and MFU of a configuration (see module docstring).
 
     Parameters
@@ -117,6 +118,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     activation_model : ActivationModel, optional
         Activation accounting (default: the seed's table), see
         :class:`~perfkit.calc.memory.ActivationModel`.
+    gradient_bytes : float, optional
+        Bytes per gradient element in the data-parallel reduction; default 4 with
+        ``static_scheme="megatron"`` (fp32 gradient buffers) and 2 otherwise.
     """
     model = as_model(model)
     parallel.validate(model)
@@ -150,8 +154,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     compute_s = max(stage_flops) / (peak * eff)
     bubble_s = bubble_fraction(pp, parallel.num_micro_batches, v) * compute_s
 
-    volume = comm_volume(model, parallel)
-    spans = {"tp": tp, "dp": tp * dp, "pp": tp * dp + 1, "ep": tp * parallel.ep}
+    if gradient_bytes is None:
+        gradient_bytes = 4.0 if static_scheme == "megatron" else 2.0
+    volume = comm_volume(model, parallel, gradient_bytes=gradient_bytes)
+    # tp innermost, then dp, then pp: a group stays on intra-node links only while its
+    # ranks fit in one node; some pipeline boundary crosses nodes as soon as the job does.
+    spans = {"tp": tp, "dp": tp * dp, "pp": parallel.world_size, "ep": tp * parallel.ep}
     times = {k: volume.bytes(k) / (_bandwidth(hardware, spans[k]) * comm_eff)
              for k in ("tp", "dp", "pp", "ep")}
     exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
@@ -161,7 +169,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                                                                           * parallel.world_size)
     total_full = sum(full)
     hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
-                                  total_full)
+                                  full_recompute_layers=total_full)
     static = static_memory(model, parallel, static_scheme).total_bytes
     act = activation_memory(model, parallel, activation_model=activation_model).total_bytes
     limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
