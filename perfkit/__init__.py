@@ -2,10 +2,10 @@
 
 ``import perfkit as pk`` gives the public API of DESIGN.md: the specs
 (:class:`ModelSpec`, :class:`ParallelConfig`, :class:`Hardware`), the calculators of
-:mod:`perfkit.calc` and the error types.
+:mod:`perfkit.calc`, the planner :mod:`perfkit.plan` and the error types.
 """
 
-from . import calc
+from . import calc, plan
 from .calc import *  # noqa: F403  (the calculators are part of the top-level API)
 from .calc import __all__ as _calc_all
 from .errors import (
@@ -29,5 +29,6 @@ __all__ = [
     "PerfkitError",
     "ProfileError",
     "calc",
+    "plan",
     *_calc_all,
 ]

@@ -1,0 +1,65 @@
+"""Planner speed: strategy-search throughput and pipeline-balancer solve time.
+
+Run: python benchmarks/bench_plan.py
+Prints candidates evaluated per second for a few search spaces (median of 5 runs) and
+the solve time of the balancer on an 80-layer, pp=8, vpp=2 problem.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import perfkit as pk
+from perfkit import plan
+
+
+def time_search(name: str, model: pk.ModelSpec, hw: pk.Hardware, devices: int, gbs: int,
+                space: plan.SearchSpace | None = None, repeat: int = 5) -> None:
+    times = []
+    rows = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        frame = plan.search(model, hw, devices, gbs, space=space, include_rejected=True)
+        times.append(time.perf_counter() - start)
+        rows = len(frame)
+    best = statistics.median(times)
+    print(f"search  {name:<44} {rows:>9,d} candidates  {best:7.3f} s  "
+          f"{rows / best:>12,.0f} candidates/s")
+
+
+def main() -> None:
+    hw = pk.Hardware.preset("h100")
+    wide = plan.SearchSpace(vpp=(1, 2, 3, 4, 6, 8), micro_batch_size=(1, 2, 4, 8, 16),
+                            full_layer_fractions=(0.125, 0.25, 0.375, 0.5, 0.625, 0.75,
+                                                  0.875))
+    time_search("llama2-13b, 16 devices, gbs 1024", pk.ModelSpec.preset("llama2-13b"),
+                pk.Hardware.preset("ascend-910b"), 16, 1024)
+    time_search("llama3-70b, 1024 devices, gbs 1024", pk.ModelSpec.preset("llama3-70b"),
+                hw, 1024, 1024)
+    time_search("llama3-405b, 16384 devices, gbs 2048, wide",
+                pk.ModelSpec.preset("llama3-405b"), hw, 16384, 2048, wide)
+    time_search("gpt3-175b, 3072 devices, gbs 1536, wide", pk.ModelSpec.preset("gpt3-175b"),
+                hw, 3072, 1536, wide)
+    widest = plan.SearchSpace(vpp=(1, 2, 3, 4, 6, 8, 12),
+                              micro_batch_size=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
+                              full_layer_fractions=tuple(i / 16 for i in range(1, 16)),
+                              max_tp=64)
+    time_search("gpt3-175b, 6144 devices, gbs 6144, widest",
+                pk.ModelSpec.preset("gpt3-175b"), hw, 6144, 6144, widest)
+
+    model = pk.ModelSpec.preset("llama2-70b")
+    par = pk.ParallelConfig(tp=8, pp=8, vpp=2, num_micro_batches=16, sequence_parallel=True)
+    layers = plan.layers_from_model(model, par, pk.Hardware.preset("ascend-910b"))
+    for limit_gb in (60, 50, 45):
+        start = time.perf_counter()
+        result = plan.balance_pipeline(layers, 8, 2, 16, memory_limit=limit_gb * 1e9 / 2**20)
+        elapsed = time.perf_counter() - start
+        rec = {k: int(v.sum()) for k, v in result.recompute.items()}
+        print(f"balance llama2-70b 80 layers pp=8 vpp=2 m=16, {limit_gb} GB limit: "
+              f"{elapsed:6.2f} s; recompute {rec}; time {result.pipeline_time:.0f} vs "
+              f"ideal {result.ideal_time:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
