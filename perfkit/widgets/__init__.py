@@ -1,0 +1,11 @@
+"""ipywidgets panels used by the notebooks and the Voila dashboard.
+
+Panels wire controls to package functions; the numbers they show come from
+:mod:`perfkit.calc` through the pure helpers of :mod:`perfkit.widgets.summary`.
+"""
+
+from .metrics import MetricsPanel, metrics_panel, summary_html
+from .summary import memory_breakdown, metrics_summary
+
+__all__ = ["MetricsPanel", "memory_breakdown", "metrics_panel", "metrics_summary",
+           "summary_html"]

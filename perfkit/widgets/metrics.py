@@ -1,0 +1,229 @@
+"""The metrics & memory calculator panel (ipywidgets).
+
+Pick a model and a device, describe the split and the measured step time, and read back
+throughput (per device and the seed's per-DP figure), MFU and HFU, static and activation
+memory, the pipeline bubble and a first-order predicted step time, with a memory chart.
+The numbers come from :func:`perfkit.widgets.summary.metrics_summary` (which calls the
+:mod:`perfkit.calc` calculators); this module only wires controls to it.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from ..charts import chart_to_svg, memory_chart
+from ..errors import PerfkitError, check_choice
+from ..specs import Hardware, ModelSpec, ParallelConfig
+from .summary import memory_breakdown, metrics_summary
+
+__all__ = ["MetricsPanel", "metrics_panel", "summary_html"]
+
+RECOMPUTE_CHOICES = ("none", "selective", "full")
+_TABLE_STYLE = (
+    "<style>"
+    ".pk-metrics table{border-collapse:collapse;font-size:13px}"
+    ".pk-metrics td,.pk-metrics th{padding:3px 10px;border-bottom:1px solid #ddd;"
+    "text-align:left;vertical-align:top}"
+    ".pk-metrics td.pk-value{text-align:right;font-weight:600;white-space:nowrap}"
+    ".pk-metrics td.pk-note{color:#555;font-size:12px}"
+    ".pk-error{color:#a94442;background:#f2dede;border:1px solid #ebccd1;padding:8px;"
+    "border-radius:4px}"
+    "</style>"
+)
+
+
+def summary_html(summary: pd.DataFrame) -> str:
+    """An HTML table of a :func:`~perfkit.widgets.summary.metrics_summary` frame.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        With columns ``metric``, ``text`` and ``note``.
+
+    Returns
+    -------
+    str
+        A ``<table>`` (metric, value, how it is counted), text escaped.
+    """
+    rows = "".join(
+        f"<tr><td>{html.escape(str(r.metric))}</td><td class='pk-value'>"
+        f"{html.escape(str(r.text))}</td><td class='pk-note'>{html.escape(str(r.note))}</td>"
+        "</tr>"
+        for r in summary.itertuples(index=False))
+    return ("<div class='pk-metrics'><table><thead><tr><th>metric</th><th>value</th>"
+            f"<th>how it is counted</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+def _error_html(message: str) -> str:
+    return (f"<div class='pk-error'><b>This configuration is not valid:</b> "
+            f"{html.escape(message)}<br>Change a value above; the panel updates.</div>")
+
+
+class MetricsPanel(W.VBox):
+    """The panel returned by :func:`metrics_panel`.
+
+    Attributes
+    ----------
+    controls : dict of str to ipywidgets.Widget
+        ``model``, ``hardware``, ``dp``, ``tp``, ``pp``, ``vpp``, ``micro_batch_size``,
+        ``num_micro_batches``, ``recompute``, ``optimizer_parallel``,
+        ``sequence_parallel``, ``step_time_s``. Setting a ``value`` recomputes.
+    summary : pandas.DataFrame or None
+        The last :func:`~perfkit.widgets.summary.metrics_summary` (None while the
+        configuration is invalid).
+    error : str or None
+        The message of the last :class:`~perfkit.errors.PerfkitError`, if any.
+    header, table, chart, message : ipywidgets.HTML
+        The profile line, the results table, the memory chart (inline SVG) and the error
+        box.
+    """
+
+    def __init__(self, model: str, hardware: str, profile: str | None = None,
+                 **values: Any) -> None:
+        style = {"description_width": "150px"}
+        layout = W.Layout(width="280px")
+
+        def int_box(name: str, label: str) -> W.BoundedIntText:
+            return W.BoundedIntText(value=values[name], min=1, max=65536, description=label,
+                                    style=style, layout=layout)
+
+        self.controls: dict[str, W.Widget] = {
+            "model": W.Dropdown(options=ModelSpec.presets(), value=model, description="model",
+                                style=style, layout=layout),
+            "hardware": W.Dropdown(options=Hardware.presets(), value=hardware,
+                                   description="hardware", style=style, layout=layout),
+            "step_time_s": W.BoundedFloatText(value=values["step_time_s"], min=1e-3, max=1e5,
+                                              step=0.1, description="measured step time (s)",
+                                              style=style, layout=layout),
+            "dp": int_box("dp", "data parallel (dp)"),
+            "tp": int_box("tp", "tensor parallel (tp)"),
+            "pp": int_box("pp", "pipeline parallel (pp)"),
+            "vpp": int_box("vpp", "virtual stages (vpp)"),
+            "micro_batch_size": int_box("micro_batch_size", "micro-batch size"),
+            "num_micro_batches": int_box("num_micro_batches", "micro-batches (m)"),
+            "recompute": W.Dropdown(options=RECOMPUTE_CHOICES, value=values["recompute"],
+                                    description="recompute", style=style, layout=layout),
+            "optimizer_parallel": W.Checkbox(value=values["optimizer_parallel"],
+                                             description="optimizer parallel (shard over dp)",
+                                             indent=False),
+            "sequence_parallel": W.Checkbox(value=values["sequence_parallel"],
+                                            description="sequence parallel", indent=False),
+        }
+        self.summary: pd.DataFrame | None = None
+        self.error: str | None = None
+        self.table = W.HTML()
+        self.chart = W.HTML()
+        self.message = W.HTML()
+        c = self.controls
+        columns = W.HBox([
+            W.VBox([c["model"], c["hardware"], c["step_time_s"], c["recompute"]]),
+            W.VBox([c["dp"], c["tp"], c["pp"], c["vpp"]]),
+            W.VBox([c["micro_batch_size"], c["num_micro_batches"], c["optimizer_parallel"],
+                    c["sequence_parallel"]]),
+        ])
+        shown = "none (calculator only)" if not profile else profile
+        self.header = W.HTML(_TABLE_STYLE + f"<div><b>Profile:</b> <code>{html.escape(shown)}"
+                             "</code> &mdash; profile loading is not available yet; this "
+                             "page computes from the configuration below.</div>")
+        super().__init__([self.header, columns, self.message, self.table, self.chart])
+        self.add_class("pk-metrics-panel")
+        for widget in self.controls.values():
+            widget.observe(self._on_change, names="value")
+        self.refresh()
+
+    # ---- state -----------------------------------------------------------------------
+    def parallel_config(self) -> ParallelConfig:
+        """The :class:`~perfkit.specs.ParallelConfig` the controls describe (may raise)."""
+        c = self.controls
+        dp = c["dp"].value
+        return ParallelConfig(
+            dp=dp, tp=c["tp"].value, pp=c["pp"].value, vpp=c["vpp"].value,
+            micro_batch_size=c["micro_batch_size"].value,
+            num_micro_batches=c["num_micro_batches"].value,
+            recompute=c["recompute"].value,
+            optimizer_shard=dp if c["optimizer_parallel"].value else 1,
+            sequence_parallel=bool(c["sequence_parallel"].value))
+
+    def refresh(self) -> None:
+        """Recompute every figure from the controls; show the error instead if invalid."""
+        c = self.controls
+        try:
+            parallel = self.parallel_config()
+            summary = metrics_summary(c["model"].value, c["hardware"].value, parallel,
+                                      c["step_time_s"].value)
+            memory = memory_breakdown(c["model"].value, c["hardware"].value, parallel)
+        except PerfkitError as exc:
+            self.summary, self.error = None, str(exc)
+            self.message.value = _error_html(self.error)
+            self.table.value = ""
+            self.chart.value = ""
+            return
+        self.summary, self.error = summary, None
+        self.message.value = ""
+        self.table.value = summary_html(summary)
+        chart = memory_chart(memory, title=f"Memory per device: {c['model'].value} on "
+                                           f"{c['hardware'].value}")
+        self.chart.value = chart_to_svg(chart)
+
+    def _on_change(self, change: dict[str, Any]) -> None:
+        self.refresh()
+
+    # ---- static fallback ---------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """Add a static HTML snapshot (table and chart) for frontends without widgets.
+
+        Live frontends (JupyterLab, Voila) render the widget view; nbconvert, GitHub and
+        other static viewers fall back to this snapshot of the values at display time.
+        """
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        body = self.message.value or (self.table.value + self.chart.value)
+        bundle["text/html"] = self.header.value + body
+        return bundle
+
+
+def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
+                  dp: int = 4, tp: int = 1, pp: int = 2, vpp: int = 1,
+                  micro_batch_size: int = 1, num_micro_batches: int = 8,
+                  recompute: str = "selective", optimizer_parallel: bool = True,
+                  sequence_parallel: bool = False, step_time_s: float = 12.8,
+                  profile: str | None = None) -> MetricsPanel:
+    """The metrics & memory calculator panel.
+
+    Parameters
+    ----------
+    model : str
+        Model preset (:meth:`ModelSpec.presets`).
+    hardware : str
+        Hardware preset (:meth:`Hardware.presets`).
+    dp, tp, pp, vpp, micro_batch_size, num_micro_batches : int
+        Initial split (see :class:`~perfkit.specs.ParallelConfig`). The defaults are an
+        8-device Llama2-13B job like the seed guide's case.
+    recompute : {"none", "selective", "full"}
+    optimizer_parallel : bool
+        Shard weights and optimizer state over ``dp`` (MindSpore optimizer parallel).
+    sequence_parallel : bool
+    step_time_s : float
+        Measured step time in seconds.
+    profile : str, optional
+        Path of the profile the dashboard was started on; shown in the header.
+
+    Returns
+    -------
+    MetricsPanel
+        An ``ipywidgets.VBox``; invalid combinations show the
+        :class:`~perfkit.errors.PerfkitError` message in the panel, which keeps working.
+    """
+    check_choice("model", model, ModelSpec.presets())
+    check_choice("hardware", hardware, Hardware.presets())
+    check_choice("recompute", recompute, RECOMPUTE_CHOICES)
+    return MetricsPanel(model, hardware, profile=profile, dp=dp, tp=tp, pp=pp, vpp=vpp,
+                        micro_batch_size=micro_batch_size,
+                        num_micro_batches=num_micro_batches, recompute=recompute,
+                        optimizer_parallel=optimizer_parallel,
+                        sequence_parallel=sequence_parallel, step_time_s=step_time_s)

@@ -1,0 +1,218 @@
+"""The numbers behind the metrics & memory panel, as plain DataFrames.
+
+Pure functions, no widgets: every value comes from a :mod:`perfkit.calc` calculator (this
+module only picks the conventions, converts units and labels the rows), so the tests can
+check the panel's numbers without a browser.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..calc import (
+    activation_memory,
+    bubble_fraction,
+    estimate_step,
+    hfu,
+    mfu,
+    samples_per_second,
+    static_memory,
+    tokens_per_second_per_device,
+    tokens_per_second_per_p,
+)
+from ..errors import InvalidArgumentError, check_positive
+from ..specs import Hardware, ModelSpec, ParallelConfig
+
+__all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
+           "memory_breakdown"]
+
+SUMMARY_COLUMNS = ("key", "metric", "value", "unit", "text", "note")
+GIB = 2**30
+#: Assumptions handed to :func:`~perfkit.calc.step.estimate_step` (its defaults, made explicit).
+ESTIMATE_EFFICIENCY = 0.5
+ESTIMATE_COMM_EFFICIENCY = 0.8
+
+
+def resolve_model(model: ModelSpec | str) -> ModelSpec:
+    """A :class:`~perfkit.specs.ModelSpec`, or the preset of that name."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, str):
+        return ModelSpec.preset(model)
+    raise InvalidArgumentError("model", "must be a ModelSpec or a preset name",
+                               type(model).__name__)
+
+
+def resolve_hardware(hardware: Hardware | str) -> Hardware:
+    """A :class:`~perfkit.specs.Hardware`, or the preset of that name."""
+    if isinstance(hardware, Hardware):
+        return hardware
+    if isinstance(hardware, str):
+        return Hardware.preset(hardware)
+    raise InvalidArgumentError("hardware", "must be a Hardware or a preset name",
+                               type(hardware).__name__)
+
+
+def _row(key: str, metric: str, value: float, unit: str, text: str,
+         note: str) -> dict[str, object]:
+    return {"key": key, "metric": metric, "value": float(value), "unit": unit, "text": text,
+            "note": note}
+
+
+def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
+                    parallel: ParallelConfig, step_time_s: float,
+                    dtype: str | None = None) -> pd.DataFrame:
+    """Throughput, utilisation, memory and pipeline figures of one training configuration.
+
+    Parameters
+    ----------
+    model : ModelSpec or str
+        The model, or a preset name (``"llama2-13b"``).
+    hardware : Hardware or str
+        The device, or a preset name (``"ascend-910b"``).
+    parallel : ParallelConfig
+        The split; validated against ``model`` first (every broken rule is named).
+    step_time_s : float
+        Measured time of one training step, seconds.
+    dtype : str, optional
+        Which peak of ``hardware`` MFU and HFU divide by (default its ``default_dtype``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per figure, columns ``key`` (stable identifier), ``metric`` (label),
+        ``value`` (float in ``unit``; utilisations and shares are fractions), ``unit``,
+        ``text`` (the value formatted for display) and ``note`` (formula or convention).
+        Keys: ``devices``, ``global_batch_size``, ``tokens_per_s_per_device``,
+        ``tokens_per_s_per_p``, ``samples_per_s``, ``mfu``, ``hfu``, ``static_gib``,
+        ``activation_gib``, ``memory_gib``, ``device_memory_gib``, ``bubble_fraction``,
+        ``predicted_step_s``, ``predicted_mfu``.
+
+    Raises
+    ------
+    perfkit.errors.PerfkitError
+        When the configuration breaks a rule (e.g. ``tp`` does not divide the heads) or a
+        value is out of range.
+
+    Notes
+    -----
+    Conventions: tokens/s per device divides by all ``dp·tp·pp`` devices; the seed's
+    tokens/s/p divides by the data-parallel size ``p = dp``; MFU and HFU count the full
+    (non-causal) attention score matrix and the model's exact GEMMs; HFU adds recompute
+    FLOPs with strict selective recompute (only the attention core re-runs); static memory
+    uses the MindSpore scheme (``10N/t + 2N``); activation memory is the peak pipeline
+    stage (Korthikanti et al. 2022, Table 2); the bubble is relative to the ideal compute
+    time; the predicted step comes from :func:`~perfkit.calc.step.estimate_step` with its
+    default assumptions.
+    """
+    model = resolve_model(model)
+    hardware = resolve_hardware(hardware)
+    if not isinstance(parallel, ParallelConfig):
+        raise InvalidArgumentError("parallel", "must be a ParallelConfig",
+                                   type(parallel).__name__)
+    parallel.validate(model)
+    step = check_positive("step_time_s", step_time_s)
+    devices = parallel.world_size
+    gbs = parallel.global_batch_size
+    seq = model.seq_length
+    peak = hardware.peak(dtype)
+    dtype_name = dtype or hardware.default_dtype
+
+    tps_device = tokens_per_second_per_device(gbs, seq, step, devices)
+    tps_p = tokens_per_second_per_p(gbs, seq, step, parallel.dp)
+    sps = samples_per_second(gbs, step)
+    mfu_value = mfu(model, tps_device, hardware, causal=False, dtype=dtype)
+    hfu_value = hfu(model, tps_device, hardware, recompute=parallel.recompute,
+                    selective_mode="strict", causal=False,
+                    full_recompute_layers=parallel.full_recompute_layers_per_stage(model),
+                    dtype=dtype)
+    static = static_memory(model, parallel, scheme="mindspore")
+    act = activation_memory(model, parallel)
+    bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
+    estimate = estimate_step(model, parallel, hardware, efficiency=ESTIMATE_EFFICIENCY,
+                             comm_efficiency=ESTIMATE_COMM_EFFICIENCY, dtype=dtype,
+                             static_scheme="mindspore", selective_mode="strict", causal=False)
+
+    static_gib = static.total_bytes / GIB
+    act_gib = act.total_bytes / GIB
+    device_gib = hardware.memory_bytes / GIB
+    rows = [
+        _row("devices", "devices (dp × tp × pp)", devices, "devices",
+             f"{devices} = {parallel.dp} × {parallel.tp} × {parallel.pp}",
+             "every device of the job"),
+        _row("global_batch_size", "global batch size", gbs, "sequences",
+             f"{gbs} × {seq} tokens",
+             f"dp × micro-batch size × micro-batches = {parallel.dp} × "
+             f"{parallel.micro_batch_size} × {parallel.num_micro_batches}"),
+        _row("tokens_per_s_per_device", "tokens/s per device", tps_device, "tokens/s",
+             f"{tps_device:,.0f}",
+             f"B·s / (step time · {devices} devices): the figure MFU uses"),
+        _row("tokens_per_s_per_p", "tokens/s/p (seed, p = DP size)", tps_p, "tokens/s",
+             f"{tps_p:,.0f}",
+             f"the seed's tokens/s/p divides by p = dp = {parallel.dp}, not by all "
+             f"{devices} devices"),
+        _row("samples_per_s", "samples/s", sps, "sequences/s", f"{sps:,.2f}",
+             "global batch size / step time"),
+        _row("mfu", "MFU", mfu_value, "fraction", f"{mfu_value:.1%}",
+             f"model FLOPs (exact GEMMs, non-causal attention) / {dtype_name} peak "
+             f"{peak / 1e12:,.0f} TFLOP/s"),
+        _row("hfu", "HFU", hfu_value, "fraction", f"{hfu_value:.1%}",
+             f"adds recompute FLOPs ({parallel.recompute}); selective counted strictly "
+             "(attention core re-run); non-causal"),
+        _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
+             f"{static_gib:,.2f} GiB",
+             f"fp16 weights + fp32 Adam m, v over optimizer shard "
+             f"t = {parallel.optimizer_shard}, + fp16 gradient buffer when accumulating"),
+        _row("activation_gib", "activation memory", act_gib, "GiB", f"{act_gib:,.2f} GiB",
+             f"peak stage {act.stage}, {act.in_flight:g} micro-batches in flight; "
+             f"{act.formula}"),
+        _row("memory_gib", "static + activation", static_gib + act_gib, "GiB",
+             f"{static_gib + act_gib:,.2f} GiB",
+             "fits" if estimate.fits else
+             f"does not fit in {estimate.memory_limit_bytes / GIB:,.1f} GiB usable"),
+        _row("device_memory_gib", "device memory", device_gib, "GiB", f"{device_gib:,.1f} GiB",
+             hardware.name),
+        _row("bubble_fraction", "pipeline bubble", bubble, "fraction", f"{bubble:.1%}",
+             f"(pp − 1) / (vpp · m) = ({parallel.pp} − 1) / ({parallel.vpp} · "
+             f"{parallel.num_micro_batches}), relative to ideal compute time"),
+        _row("predicted_step_s", "predicted step time (estimate_step)", estimate.step_s, "s",
+             f"{estimate.step_s:,.2f} s",
+             f"compute {estimate.compute_s:,.2f} s + bubble {estimate.bubble_s:,.2f} s + "
+             f"exposed communication {estimate.exposed_comm_s:,.2f} s; compute at "
+             f"{ESTIMATE_EFFICIENCY:.0%} of peak, links at {ESTIMATE_COMM_EFFICIENCY:.0%}, "
+             "no overlap"),
+        _row("predicted_mfu", "predicted MFU (estimate_step)", estimate.mfu, "fraction",
+             f"{estimate.mfu:.1%}", "MFU at the predicted step time"),
+    ]
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def memory_breakdown(model: ModelSpec | str, hardware: Hardware | str,
+                     parallel: ParallelConfig) -> pd.DataFrame:
+    """Memory of the most loaded device by component, for :func:`perfkit.charts.memory_chart`.
+
+    Parameters
+    ----------
+    model : ModelSpec or str
+    hardware : Hardware or str
+    parallel : ParallelConfig
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows ``weights``, ``gradients``, ``optimizer state`` (MindSpore scheme,
+        :func:`~perfkit.calc.memory.static_memory`) and ``activations`` (peak stage,
+        :func:`~perfkit.calc.memory.activation_memory`); columns ``component``, ``bytes``,
+        ``GiB`` and ``device_GiB`` (the device capacity).
+    """
+    model = resolve_model(model)
+    hardware = resolve_hardware(hardware)
+    parallel.validate(model)
+    static = static_memory(model, parallel, scheme="mindspore")
+    act = activation_memory(model, parallel)
+    parts = {"weights": static.weights_bytes, "gradients": static.gradients_bytes,
+             "optimizer state": static.optimizer_bytes, "activations": act.total_bytes}
+    frame = pd.DataFrame({"component": list(parts), "bytes": [float(v) for v in parts.values()]})
+    frame["GiB"] = frame["bytes"] / GIB
+    frame["device_GiB"] = hardware.memory_bytes / GIB
+    return frame
