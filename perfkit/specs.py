@@ -410,7 +410,7 @@ class ModelSpec:
 # any other model_type takes PretrainedConfig's default, True, when the key is missing.
 _UNTIED_HF_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                     "internlm2", "baichuan", "yi", "deepseek", "deepseek_v2", "gpt_neox",
-                    "gptj"}
+                    "gptj", "phi3", "olmo", "olmo2", "stablelm"}
 _GATED_HF_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                    "gemma", "gemma2", "internlm2", "baichuan", "yi", "deepseek", "deepseek_v2"}
 

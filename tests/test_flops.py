@@ -170,3 +170,9 @@ def test_flops_bad_input(call):
     with pytest.raises(pk.InvalidArgumentError) as err:
         call(pk.ModelSpec.preset("llama2-7b"))
     assert isinstance(err.value, ValueError) and err.value.parameter
+
+
+def test_fractional_recompute_layers_rejected():
+    with pytest.raises(pk.InvalidArgumentError, match="whole"):
+        pk.hardware_flops(pk.ModelSpec.preset("llama2-7b"), 10, "full",
+                          full_recompute_layers=2.5)

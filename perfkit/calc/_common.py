@@ -42,12 +42,14 @@ def full_layer_count(model: ModelSpec, recompute: str,
     """
     if full_recompute_layers is None:
         return model.num_layers if recompute == "full" else 0
-    if isinstance(full_recompute_layers, Sequence) and not isinstance(full_recompute_layers, str):
-        total = 0
-        for n in full_recompute_layers:
-            total += int(check_non_negative("full_recompute_layers", n))
-    else:
-        total = int(check_non_negative("full_recompute_layers", full_recompute_layers))
+    values = full_recompute_layers if isinstance(full_recompute_layers, Sequence) \
+        and not isinstance(full_recompute_layers, str) else [full_recompute_layers]
+    total = 0
+    for n in values:
+        if check_non_negative("full_recompute_layers", n) != int(n):
+            raise InvalidArgumentError("full_recompute_layers", "must be whole numbers",
+                                       full_recompute_layers)
+        total += int(n)
     if total > model.num_layers:
         raise InvalidArgumentError("full_recompute_layers",
                                    f"more layers than the model has ({model.num_layers})",

@@ -111,7 +111,7 @@ class ActivationBreakdown:
     per_stage_bytes: tuple[float, ...]
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per stage: layers, fully recomputed layers, bytes, GB and GiB."""
+        """One row per pipeline stage: ``stage``, ``bytes``, ``GB`` and ``GiB``."""
         frame = pd.DataFrame({"stage": range(len(self.per_stage_bytes)),
                               "bytes": self.per_stage_bytes})
         frame["GB"] = frame["bytes"] / 1e9
@@ -213,7 +213,9 @@ class ActivationModel:
         input bytes, flash attention. For a GPT layer with dropout it equals the table.
     flash_attention : bool
         ``"tensors"`` only: no ``s²`` tensors are kept (flash attention recomputes them);
-        the softmax statistics (fp32, ``4·a·s·b`` bytes) are.
+        the softmax statistics are, counted as one fp32 value per head and token
+        (``4·a·s·b`` bytes; Ascend's FlashAttentionScore is reported to keep more, still
+        about 1 % of a Llama layer).
     dropout : bool, optional
         ``"tensors"`` only: dropout masks and outputs; default True for GPT MLPs and
         False for gated ones (Llama has none).

@@ -63,7 +63,7 @@ class StepEstimate:
     assumptions: tuple[str, ...]
 
     def to_frame(self) -> pd.DataFrame:
-        """Step-time parts (compute, bubble, exposed communication) with their shares."""
+        """Step-time parts (compute, bubble, exposed communication, overhead), with shares."""
         parts = {"compute": self.compute_s, "bubble": self.bubble_s,
                  "exposed communication": self.exposed_comm_s, "overhead": self.overhead_s}
         frame = pd.DataFrame({"part": list(parts), "seconds": list(parts.values())})
@@ -105,7 +105,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     static_scheme : {"mindspore", "megatron", "zero"}
         Static-memory accounting, see :func:`~perfkit.calc.memory.static_memory`.
     selective_mode, causal
-        FLOPs conventions, see :func:`~perfkit.calc.flops.hardware_flops`.
+        FLOPs conventions, see :func:`~perfkit.calc.flops.hardware_flops`. Selective
+        recompute adds attention-core FLOPs only when ``activation_model`` recomputes the
+        attention core (not with flash attention, nor for SiLU/Mul-style selective).
     memory_reserve : float
         Share of device memory kept for workspace, fragmentation and communication
         buffers when ``memory_limit_bytes`` is not given.
@@ -119,8 +121,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         Activation accounting (default: the seed's table), see
         :class:`~perfkit.calc.memory.ActivationModel`.
     gradient_bytes : float, optional
-        Bytes per gradient element in the data-parallel reduction; default 4 with
-        ``static_scheme="megatron"`` (fp32 gradient buffers) and 2 otherwise.
+        Bytes per gradient element, in the data-parallel reduction and in static memory;
+        default 4 with ``static_scheme="megatron"`` (fp32 gradient buffers) and 2 otherwise.
     """
     model = as_model(model)
     parallel.validate(model)
@@ -141,7 +143,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     tokens_per_replica = parallel.micro_batch_size * parallel.num_micro_batches \
         * model.seq_length
     parts = layer_forward_flops(model, causal)
-    core_extra = parts["core"] * (1.0 if selective_mode == "strict" else 3.0)
+    # Selective recompute costs GEMM FLOPs only when it recomputes the attention core; the
+    # MLP-activation kind (SiLU/Mul) recomputes element-wise work that FLOPs do not count.
+    am = ActivationModel() if activation_model is None else activation_model
+    recomputes_core = "attention_core" in am.selective and not am.flash_attention
+    core_extra = parts["core"] * (1.0 if selective_mode == "strict" else 3.0) \
+        if recomputes_core else 0.0
     logits_fwd = 2.0 * model.hidden_size * model.vocab_size
     layers = parallel.layers_per_stage(model)
     full = parallel.full_recompute_layers_per_stage(model)
@@ -154,6 +161,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     compute_s = max(stage_flops) / (peak * eff)
     bubble_s = bubble_fraction(pp, parallel.num_micro_batches, v) * compute_s
 
+    gradient_bytes_given = gradient_bytes
     if gradient_bytes is None:
         gradient_bytes = 4.0 if static_scheme == "megatron" else 2.0
     volume = comm_volume(model, parallel, gradient_bytes=gradient_bytes)
@@ -168,9 +176,13 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     tokens_per_device = parallel.global_batch_size * model.seq_length / (step_s
                                                                           * parallel.world_size)
     total_full = sum(full)
-    hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
+    hw_recompute = parallel.recompute if recomputes_core or parallel.recompute != "selective" \
+        else ("full" if total_full else "none")
+    hw_per_token = hardware_flops(model, 1, hw_recompute, selective_mode, causal,
                                   full_recompute_layers=total_full)
-    static = static_memory(model, parallel, static_scheme).total_bytes
+    static = static_memory(model, parallel, static_scheme,
+                           gradient_bytes=None if gradient_bytes_given is None
+                           else gradient_bytes_given).total_bytes
     act = activation_memory(model, parallel, activation_model=activation_model).total_bytes
     limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
         else check_positive("memory_limit_bytes", memory_limit_bytes)

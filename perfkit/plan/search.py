@@ -239,7 +239,11 @@ def _evaluate(model: ModelSpec, hw: Hardware, f: pd.DataFrame, eff: float, ceff:
     rec = f["recompute"].to_numpy()
     n = L / pp
     parts = layer_forward_flops(model)
-    layer_fwd, core = parts["total"], parts["core"]
+    am = ActivationModel() if activation_model is None else activation_model
+    # as estimate_step: only attention-core selective recompute costs GEMM FLOPs
+    layer_fwd = parts["total"]
+    core = parts["core"] if "attention_core" in am.selective and not am.flash_attention \
+        else 0.0
     selective = np.where(rec == "selective", n - k, 0.0)
     logits = 2.0 * h * model.vocab_size
     # compute: the last stage (its layers, their recompute, and the logits) sets the pace
