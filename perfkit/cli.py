@@ -159,6 +159,27 @@ def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | No
     return argv
 
 
+def _voila_data_root() -> Path | None:
+    """The Jupyter data folder holding Voila's stock ``lab`` template, if any.
+
+    Our template extends ``voila/templates/lab/index.html.j2``; Voila only finds it when
+    its data folder is on the Jupyter path, which is not the case in every environment
+    (a virtual environment layered on a system Python, for one).
+    """
+    import sysconfig
+
+    from jupyter_core.paths import jupyter_path
+
+    candidates = [Path(p) for p in jupyter_path()]
+    candidates += [Path(sys.prefix) / "share" / "jupyter",
+                   Path(sys.base_prefix) / "share" / "jupyter",
+                   Path(sysconfig.get_path("data")) / "share" / "jupyter"]
+    for root in candidates:
+        if (root / "voila" / "templates" / "lab" / "index.html.j2").is_file():
+            return root
+    return None
+
+
 def _write_template(root: Path) -> None:
     folder = root / "voila" / "templates" / TEMPLATE_NAME
     folder.mkdir(parents=True)
@@ -202,10 +223,17 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     from voila.app import Voila  # heavy import: only when serving
 
     saved = {name: os.environ.get(name) for name in (PROFILE_ENV, "JUPYTER_PATH")}
+    stock = _voila_data_root()
     with tempfile.TemporaryDirectory(prefix="perfkit-voila-") as tmp:
-        _write_template(Path(tmp))
+        template = None
+        if stock is not None:
+            _write_template(Path(tmp))
+            template = TEMPLATE_NAME
+        else:
+            print("perfkit: Voila's lab template was not found on the Jupyter path; serving "
+                  "the stock template (its icon font comes from a CDN)", file=sys.stderr)
         os.environ["JUPYTER_PATH"] = os.pathsep.join(
-            p for p in (tmp, saved["JUPYTER_PATH"]) if p)
+            str(p) for p in (tmp, stock, saved["JUPYTER_PATH"]) if p)
         if profile_path is not None:
             os.environ[PROFILE_ENV] = str(profile_path)
         else:
@@ -213,7 +241,7 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
         print(f"perfkit {__version__}: serving {path.name} at http://{HOST}:{port}/ "
               "(Ctrl-C to stop)", flush=True)
         try:
-            Voila.launch_instance(argv=voila_argv(path, port, open_browser, TEMPLATE_NAME))
+            Voila.launch_instance(argv=voila_argv(path, port, open_browser, template))
         finally:
             for name, value in saved.items():
                 if value is None:

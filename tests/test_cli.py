@@ -191,6 +191,7 @@ async def _drive_panel(port: int, page: str) -> tuple[dict, str]:
         ws.close()
 
 
+@pytest.mark.timeout(300)
 def test_serve_smoke(tmp_path: Path) -> None:
     port = _free_port()
     profile = tmp_path / "my_profile"
