@@ -2,10 +2,11 @@
 
 ``import perfkit as pk`` gives the public API of DESIGN.md: the specs
 (:class:`ModelSpec`, :class:`ParallelConfig`, :class:`Hardware`), the calculators of
-:mod:`perfkit.calc`, the planner :mod:`perfkit.plan` and the error types.
+:mod:`perfkit.calc`, the planner :mod:`perfkit.plan`, the IR / log / config readers, the
+analyses of :mod:`perfkit.analysis` and the error types.
 """
 
-from . import calc, plan
+from . import analysis, calc, plan
 from .calc import *  # noqa: F403  (the calculators are part of the top-level API)
 from .calc import __all__ as _calc_all
 from .errors import (
@@ -15,6 +16,9 @@ from .errors import (
     PerfkitError,
     ProfileError,
 )
+from .io.config import read_mindformers_config
+from .io.ir import IRGraph, load_ir
+from .io.logs import read_memory_log, read_training_log
 from .specs import Hardware, ModelSpec, ParallelConfig
 
 __version__ = "0.1.0"
@@ -22,13 +26,19 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigFileError",
     "Hardware",
+    "IRGraph",
     "InvalidArgumentError",
     "ModelSpec",
     "ParallelConfig",
     "ParallelConfigError",
     "PerfkitError",
     "ProfileError",
+    "analysis",
     "calc",
+    "load_ir",
     "plan",
+    "read_memory_log",
+    "read_mindformers_config",
+    "read_training_log",
     *_calc_all,
 ]

@@ -1,0 +1,332 @@
+"""MindFormers training YAML -> ``(ModelSpec, ParallelConfig, extras)``.
+
+The model part is read by :meth:`perfkit.ModelSpec.from_mindformers_yaml`; this module reads
+the rest: ``parallel_config`` and ``parallel``, ``recompute_config``, ``runner_config``,
+``context`` and the profiler switches. Any value of the wrong kind raises
+:class:`perfkit.ConfigFileError` naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigFileError, InvalidArgumentError
+from ..specs import ModelSpec, ParallelConfig
+
+__all__ = ["read_mindformers_config", "parse_memory_size", "PROFILE_KEYS"]
+
+#: Top-level profiler switches copied into ``extras["profile"]`` when present.
+PROFILE_KEYS = ("profile", "profile_start_step", "profile_stop_step", "init_start_profile",
+                "profile_communication", "profile_memory", "profile_level", "profiler_level",
+                "profile_rank_ids", "profile_pipeline", "with_stack", "data_simplification",
+                "mstx", "profile_output")
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
+_UNIT = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_memory_size(text: str | int | float) -> float:
+    """Bytes in a MindSpore memory size such as ``"58GB"`` or ``"57.2GB"`` (binary units).
+
+    MindSpore reads ``max_device_memory`` in units of 1024**3 bytes per "GB".
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text) * 2**30
+    m = _SIZE.match(str(text))
+    if m is None:
+        raise InvalidArgumentError("max_device_memory", "expected a size like '58GB'", text)
+    return float(m.group(1)) * _UNIT[m.group(2).upper()]
+
+
+class _Doc:
+    """A loaded YAML document that remembers the line of every mapping key."""
+
+    def __init__(self, path: Path) -> None:
+        import yaml
+
+        self.path = path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigFileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigFileError(path, f"not UTF-8 text ({exc.reason})") from exc
+        try:
+            self.data = yaml.safe_load(text)
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigFileError(path, f"{where}not valid YAML: {problem}") from exc
+        if not isinstance(self.data, Mapping):
+            raise ConfigFileError(path, "expected a YAML mapping at the top, found "
+                                  f"{type(self.data).__name__}")
+        self.lines: dict[tuple[str, ...], int] = {}
+        self._index(node, ())
+
+    def _index(self, node: Any, prefix: tuple[str, ...]) -> None:
+        import yaml
+
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                path = (*prefix, str(key.value))
+                self.lines[path] = key.start_mark.line + 1
+                self._index(value, path)
+
+    def get(self, *keys: str, default: Any = None) -> Any:
+        """``data[k1][k2]...`` or ``default`` when a level is missing."""
+        cur: Any = self.data
+        for key in keys:
+            if not isinstance(cur, Mapping) or key not in cur:
+                return default
+            cur = cur[key]
+        return default if cur is None else cur
+
+    def error(self, keys: Sequence[str], problem: str) -> ConfigFileError:
+        """A ConfigFileError naming the line of ``keys`` (or of its nearest parent)."""
+        keys = tuple(keys)
+        while keys and keys not in self.lines:
+            keys = keys[:-1]
+        line = self.lines.get(keys)
+        where = f"line {line}: " if line else ""
+        return ConfigFileError(self.path, f"{where}{problem}")
+
+    def section(self, key: str) -> Mapping[str, Any]:
+        value = self.get(key, default={})
+        if not isinstance(value, Mapping):
+            raise self.error((key,), f"{key}: expected a mapping, found {value!r}")
+        return value
+
+
+def _int(doc: _Doc, keys: Sequence[str], default: int, *, minimum: int = 1) -> int:
+    value = doc.get(*keys, default=default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise doc.error(keys, f"{'.'.join(keys)}: expected a whole number >= {minimum}, "
+                        f"found {value!r}")
+    return value
+
+
+def _bool(doc: _Doc, keys: Sequence[str], default: bool = False) -> bool:
+    value = doc.get(*keys, default=default)
+    if not isinstance(value, bool):
+        raise doc.error(keys, f"{'.'.join(keys)}: expected true or false, found {value!r}")
+    return value
+
+
+def _first(doc: _Doc, candidates: Sequence[Sequence[str]]) -> Sequence[str]:
+    for keys in candidates:
+        if doc.get(*keys) is not None:
+            return keys
+    return candidates[0]
+
+
+# --------------------------------------------------------------------------------------
+# recompute_config
+# --------------------------------------------------------------------------------------
+
+def _per_stage(doc: _Doc, keys: Sequence[str], value: Any, pp: int) -> tuple[int, ...]:
+    """Per-stage counts from an int list or a list of per-chunk lists (summed per stage)."""
+    where = ".".join(keys)
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise doc.error(keys, f"{where}: expected a list of per-stage layer counts")
+    if all(isinstance(v, Sequence) and not isinstance(v, str) for v in value):
+        chunks = [list(v) for v in value]
+        if any(len(c) != pp for c in chunks):
+            raise doc.error(keys, f"{where}: each chunk needs one entry per stage (pp={pp})")
+        value = [sum(c[s] for c in chunks) for s in range(pp)]
+    if len(value) != pp or any(isinstance(v, bool) or not isinstance(v, int) or v < 0
+                               for v in value):
+        raise doc.error(keys, f"{where}: expected {pp} whole numbers >= 0 (one per pipeline "
+                        f"stage), found {value!r}")
+    return tuple(value)
+
+
+def _patterns(doc: _Doc, key: str, pp: int) -> Any:
+    """``select_recompute`` style value: False, True, list of patterns or pattern -> counts."""
+    keys = ("recompute_config", key)
+    value = doc.get(*keys, default=False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if all(isinstance(v, str) for v in value):
+            return list(value)
+        return _per_stage(doc, keys, value, pp)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for pattern, counts in value.items():
+            sub = (*keys, str(pattern))
+            if isinstance(counts, bool):
+                out[str(pattern)] = counts
+            else:
+                out[str(pattern)] = list(_per_stage(doc, sub, counts, pp))
+        return out
+    raise doc.error(keys, f"recompute_config.{key}: expected true/false, a list of patterns "
+                    f"or a mapping pattern -> per-stage counts, found {value!r}")
+
+
+def _recompute(doc: _Doc, pp: int) -> tuple[str, tuple[int, ...] | None, dict[str, Any]]:
+    raw = doc.get("recompute_config", "recompute", default=False)
+    keys = ("recompute_config", "recompute")
+    layers: tuple[int, ...] | None = None
+    if isinstance(raw, bool):
+        full = raw
+    elif isinstance(raw, Sequence) and not isinstance(raw, str):
+        layers = _per_stage(doc, keys, raw, pp)
+        full = False
+    else:
+        raise doc.error(keys, f"recompute_config.recompute: expected true/false or per-stage "
+                        f"layer counts, found {raw!r}")
+    select = _patterns(doc, "select_recompute", pp)
+    comm = _patterns(doc, "select_comm_recompute", pp)
+    if full:
+        kind = "full"
+    elif select or comm:
+        kind = "selective"
+    else:
+        kind = "none"
+    config = {"recompute": raw if isinstance(raw, bool) else list(layers or ()),
+              "select_recompute": select, "select_comm_recompute": comm}
+    for key in ("parallel_optimizer_comm_recompute", "mp_comm_recompute",
+                "recompute_slice_activation", "select_recompute_exclude",
+                "select_comm_recompute_exclude"):
+        if doc.get("recompute_config", key) is not None:
+            config[key] = doc.get("recompute_config", key)
+    return kind, layers, config
+
+
+# --------------------------------------------------------------------------------------
+# the reader
+# --------------------------------------------------------------------------------------
+
+def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig, dict[str, Any]]:
+    """Read a MindFormers training YAML.
+
+    Parameters
+    ----------
+    path : str or Path
+        A MindFormers config such as ``pretrain_llama2_13b.yaml``.
+
+    Returns
+    -------
+    model : ModelSpec
+        From ``model: model_config:`` (:meth:`ModelSpec.from_mindformers_yaml`).
+    parallel : ParallelConfig
+        ``dp`` = ``parallel_config.data_parallel``; ``tp`` = ``model_parallel``;
+        ``pp`` = ``pipeline_stage``; ``vpp`` = ``model_config.pp_interleave_num`` when
+        ``parallel.pipeline_config.pipeline_interleave`` is on; ``micro_batch_size`` =
+        ``runner_config.batch_size``; ``num_micro_batches`` = ``micro_batch_num`` (only
+        when ``pp > 1``) times ``runner_config.gradient_accumulation_steps``;
+        ``sequence_parallel`` = ``use_seq_parallel`` and ``tp > 1``; ``optimizer_shard``
+        = ``parallel_optimizer_config.optimizer_weight_shard_size`` (or ``dp`` when it is
+        unset or -1) when ``parallel.enable_parallel_optimizer`` (or the older
+        ``parallel_config.optimizer_shard``) is on, else 1; ``recompute`` = "full" for
+        ``recompute: true``, "selective" when ``select_recompute`` or
+        ``select_comm_recompute`` is set, else "none"; ``recompute_layers`` = the per-stage
+        list of ``recompute: [4, 0]`` (lists of per-chunk lists are summed per stage).
+    extras : dict
+        ``recompute_config`` (``recompute``, ``select_recompute`` as a list or a dict
+        pattern -> per-stage counts, ``select_comm_recompute`` and any other key given),
+        ``max_device_memory`` (text), ``max_device_memory_bytes`` (binary units),
+        ``batch_size``, ``global_batch_size``, ``micro_batch_num``,
+        ``gradient_accumulation_steps``, ``micro_batch_interleave_num``,
+        ``use_seq_parallel`` (as written), ``context_parallel``, ``parallel_mode``,
+        ``jit_level``, ``save_graphs``, ``profile`` (dict of the switches present among
+        :data:`PROFILE_KEYS`) and ``path``.
+
+    Raises
+    ------
+    perfkit.ConfigFileError
+        Unreadable file, invalid YAML, a missing model section, or a value of the wrong
+        kind; the message names the file and the line.
+    """
+    path = Path(path)
+    doc = _Doc(path)
+    try:
+        model = ModelSpec.from_mindformers_yaml(doc.data)
+    except ConfigFileError as exc:  # name the line of the model section as well
+        raise doc.error(("model", "model_config"), exc.problem) from exc
+    for key in ("parallel_config", "parallel", "runner_config", "context", "recompute_config"):
+        doc.section(key)
+    pp = _int(doc, ("parallel_config", "pipeline_stage"), 1)
+    kind, layers, recompute_config = _recompute(doc, pp)
+    parallel, extras = _parallel(doc, pp, kind, layers)
+    extras["recompute_config"] = recompute_config
+    extras.update(_context(doc))
+    extras["profile"] = {k: doc.get(k) for k in PROFILE_KEYS if doc.get(k) is not None}
+    extras["path"] = str(path)
+    return model, parallel, extras
+
+
+def _parallel(doc: _Doc, pp: int, kind: str,
+              layers: tuple[int, ...] | None) -> tuple[ParallelConfig, dict[str, Any]]:
+    dp = _int(doc, ("parallel_config", "data_parallel"), 1)
+    tp_keys = _first(doc, [("parallel_config", "model_parallel"),
+                           ("parallel_config", "tensor_model_parallel_size")])
+    tp = _int(doc, tp_keys, 1)
+    micro_num = _int(doc, ("parallel_config", "micro_batch_num"), 1)
+    accum = _int(doc, ("runner_config", "gradient_accumulation_steps"), 1)
+    batch = _int(doc, ("runner_config", "batch_size"), 1)
+    interleave = _bool(doc, ("parallel", "pipeline_config", "pipeline_interleave"), False)
+    vpp = _int(doc, ("model", "model_config", "pp_interleave_num"), 1) if interleave else 1
+    seq_par = _bool(doc, ("parallel_config", "use_seq_parallel"), False)
+    shard = _optimizer_shard(doc, dp)
+    try:
+        parallel = ParallelConfig(
+            dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch_size=batch,
+            num_micro_batches=(micro_num if pp > 1 else 1) * accum,
+            sequence_parallel=seq_par and tp > 1, optimizer_shard=shard,
+            recompute=kind, recompute_layers=layers)
+    except InvalidArgumentError as exc:
+        keys = {"num_micro_batches": ("parallel_config", "micro_batch_num"),
+                "optimizer_shard": ("parallel", "parallel_optimizer_config"),
+                "vpp": ("model", "model_config", "pp_interleave_num"),
+                "recompute_layers": ("recompute_config", "recompute")}.get(
+                    exc.parameter, ("parallel_config",))
+        raise doc.error(keys, f"inconsistent parallel settings: {exc}") from exc
+    extras = {"batch_size": batch, "micro_batch_num": micro_num,
+              "gradient_accumulation_steps": accum,
+              "micro_batch_interleave_num": _int(doc, ("micro_batch_interleave_num",), 1),
+              "global_batch_size": parallel.global_batch_size,
+              "use_seq_parallel": seq_par,
+              "context_parallel": _int(doc, ("parallel_config", "context_parallel"), 1),
+              "parallel_mode": doc.get("parallel", "parallel_mode")}
+    return parallel, extras
+
+
+def _optimizer_shard(doc: _Doc, dp: int) -> int:
+    enabled = doc.get("parallel", "enable_parallel_optimizer")
+    if enabled is None:
+        enabled = doc.get("parallel_config", "optimizer_shard", default=False)
+    if not isinstance(enabled, bool):
+        raise doc.error(("parallel", "enable_parallel_optimizer"),
+                        f"enable_parallel_optimizer: expected true or false, found {enabled!r}")
+    if not enabled:
+        return 1
+    keys = ("parallel", "parallel_optimizer_config", "optimizer_weight_shard_size")
+    size = doc.get(*keys, default=-1)
+    if isinstance(size, bool) or not isinstance(size, int) or size == 0 or size < -1:
+        raise doc.error(keys, f"optimizer_weight_shard_size: expected -1 or a whole number "
+                        f">= 1, found {size!r}")
+    return dp if size == -1 else size
+
+
+def _context(doc: _Doc) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    memory = doc.get("context", "max_device_memory")
+    out["max_device_memory"] = memory
+    if memory is not None:
+        try:
+            out["max_device_memory_bytes"] = parse_memory_size(memory)
+        except InvalidArgumentError as exc:
+            raise doc.error(("context", "max_device_memory"),
+                            f"context.max_device_memory: {exc.rule}, found {memory!r}") from exc
+    else:
+        out["max_device_memory_bytes"] = None
+    jit = doc.get("context", "jit_config", default={})
+    out["jit_level"] = jit.get("jit_level") if isinstance(jit, Mapping) else None
+    out["save_graphs"] = doc.get("context", "save_graphs")
+    return out
