@@ -2,7 +2,8 @@
 
 ``import perfkit as pk`` gives the public API of DESIGN.md: the specs
 (:class:`ModelSpec`, :class:`ParallelConfig`, :class:`Hardware`), the calculators of
-:mod:`perfkit.calc`, the planner :mod:`perfkit.plan`, the IR / log / config readers, the
+:mod:`perfkit.calc`, the planner :mod:`perfkit.plan`, the profile loader
+(:func:`load` → :class:`Profile` / :class:`Cluster`), the IR / log / config readers, the
 analyses of :mod:`perfkit.analysis` and the error types.
 """
 
@@ -17,13 +18,16 @@ from .errors import (
     ProfileError,
 )
 from .io.config import read_mindformers_config
+from .io.detect import load
 from .io.ir import IRGraph, load_ir
 from .io.logs import read_memory_log, read_training_log
+from .profile import Cluster, Profile, ProfileMeta
 from .specs import Hardware, ModelSpec, ParallelConfig
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Cluster",
     "ConfigFileError",
     "Hardware",
     "IRGraph",
@@ -32,9 +36,12 @@ __all__ = [
     "ParallelConfig",
     "ParallelConfigError",
     "PerfkitError",
+    "Profile",
     "ProfileError",
+    "ProfileMeta",
     "analysis",
     "calc",
+    "load",
     "load_ir",
     "plan",
     "read_memory_log",

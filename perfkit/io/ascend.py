@@ -1,0 +1,657 @@
+"""Ascend text export of one rank: torch_npu ``*_ascend_pt`` and MindSpore ``*_ascend_ms``.
+
+The rank folder holds ``profiler_info[_{rank}].json``, optionally ``profiler_metadata.json``,
+and ``ASCEND_PROFILER_OUTPUT/`` with the analysed files. Which tables can be filled
+depends on the profiler level (communication files only from Level1). Header variants of
+every torch_npu / MindSpore release in reference/formats.md are accepted.
+
+Sources per table: ``kernels`` kernel_details.csv; ``ops`` trace_view.json (host
+``cpu_op`` events, device time through the ``async_npu`` flows); ``steps`` step_trace_time.csv;
+``comm_ops`` / ``comm_bandwidth`` communication.json; ``comm_matrix`` communication_matrix.json;
+``memory`` memory_record.csv + npu_module_mem.csv; ``op_memory`` operator_memory.csv.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ProfileError
+from ..profile import ProfileMeta
+from . import trace_tables
+from ._common import find_col, min_ns, read_csv, read_json, rel_us, to_float, to_ns
+from .chrome import read_chrome_trace
+
+__all__ = ["OUTPUT_DIR", "is_rank_dir", "rank_dir_of", "read_rank_id", "parse",
+           "parse_trace_view", "category"]
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+_MIB = 1024.0 * 1024.0
+_KIB = 1024.0
+
+
+def rank_dir_of(path: Path) -> Path:
+    """The rank folder of ``path`` (the folder itself, or the parent of its output dir)."""
+    return path.parent if path.name == OUTPUT_DIR else path
+
+
+def is_rank_dir(path: Path) -> bool:
+    """True when ``path`` is an Ascend text-export rank folder (or its output folder)."""
+    rank_dir = rank_dir_of(path)
+    out = rank_dir / OUTPUT_DIR
+    if not out.is_dir():
+        return False
+    names = {p.name for p in out.iterdir()}
+    known = {"kernel_details.csv", "step_trace_time.csv", "trace_view.json",
+             "communication.json", "op_statistic.csv", "memory_record.csv",
+             "operator_memory.csv", "npu_module_mem.csv", "communication_matrix.json"}
+    return bool(names & known)
+
+
+def _info_files(rank_dir: Path) -> list[Path]:
+    return sorted(rank_dir.glob("profiler_info*.json"))
+
+
+def read_rank_id(rank_dir: Path) -> int | None:
+    """Rank from ``profiler_info_{rank}.json`` (file name, then ``rank_id`` key), else None."""
+    for f in _info_files(rank_dir):
+        m = re.fullmatch(r"profiler_info_(\d+)\.json", f.name)
+        if m:
+            return int(m.group(1))
+    for f in _info_files(rank_dir):
+        try:
+            info = read_json(f, "profiler_info JSON")
+        except ProfileError:
+            continue
+        rid = _rank_key(info)
+        if rid is not None:
+            return rid
+    return None
+
+
+def _rank_key(info: Any) -> int | None:
+    if not isinstance(info, dict):
+        return None
+    for cand in (info.get("rank_id"), (info.get("ms_profiler_info") or {}).get("rank_id")
+                 if isinstance(info.get("ms_profiler_info"), dict) else None):
+        try:
+            if cand is not None and int(cand) >= 0:
+                return int(cand)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _framework(rank_dir: Path, info: dict[str, Any]) -> str | None:
+    name = rank_dir.name.lower()
+    if name.endswith("_ascend_ms") or "ms_profiler_info" in info or "ms_version" in info:
+        return "mindspore"
+    if name.endswith("_ascend_pt") or "config" in info:
+        return "pytorch"
+    return None
+
+
+def _level(info: dict[str, Any]) -> str | None:
+    exp = (info.get("config") or {}).get("experimental_config") or {}
+    level = exp.get("_profiler_level") or exp.get("profiler_level")
+    if level is None:
+        level = (info.get("profiler_parameters") or {}).get("profiler_level")
+    return None if level is None else str(level).replace("ProfilerLevel.", "")
+
+
+def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Read one rank of an Ascend text export.
+
+    Parameters
+    ----------
+    path : Path
+        The rank folder (``*_ascend_pt`` / ``*_ascend_ms``) or its ``ASCEND_PROFILER_OUTPUT``.
+
+    Returns
+    -------
+    (ProfileMeta, dict of DataFrame)
+        Tables with times relative to ``meta.origin_ns``; missing sources noted.
+
+    Raises
+    ------
+    ProfileError
+        A file that exists but cannot be read, or no known file at all.
+    """
+    rank_dir = rank_dir_of(path)
+    out = rank_dir / OUTPUT_DIR
+    if not out.is_dir():
+        raise ProfileError(rank_dir, f"no {OUTPUT_DIR}/ folder: the raw profiler data was not "
+                           "analysed yet (run torch_npu's offline analyse or MindSpore's "
+                           "analyse on it); expected the Ascend text export")
+    notes: list[str] = []
+    info: dict[str, Any] = {}
+    infos = _info_files(rank_dir)
+    if infos:
+        data = read_json(infos[0], "profiler_info JSON of the Ascend profiler")
+        if not isinstance(data, dict):
+            raise ProfileError(infos[0], "expected a JSON object (profiler_info)")
+        info = data
+    else:
+        notes.append("profiler_info*.json not found: rank and profiler level unknown")
+    metadata: dict[str, Any] = {}
+    md_file = rank_dir / "profiler_metadata.json"
+    if md_file.exists():
+        md = read_json(md_file, "profiler_metadata JSON")
+        metadata = md if isinstance(md, dict) else {}
+    framework = _framework(rank_dir, info)
+    rank = read_rank_id(rank_dir)
+    groups = _groups(metadata)
+    level = _level(info)
+
+    ns: dict[str, pa.Array] = {}
+    raw: dict[str, Any] = {}
+
+    f = out / "kernel_details.csv"
+    if f.exists():
+        raw["kernels"] = _kernels(f, ns)
+    else:
+        notes.append("kernels: kernel_details.csv not found")
+    f = out / "step_trace_time.csv"
+    if f.exists():
+        raw["steps"] = _steps(f)
+    else:
+        notes.append("steps: step_trace_time.csv not found")
+    f = out / "communication.json"
+    if f.exists():
+        raw["comm_ops"], raw["comm_bandwidth"] = _communication(f, ns)
+    else:
+        notes.append("comm_ops/comm_bandwidth: communication.json not found "
+                     f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
+    f = out / "communication_matrix.json"
+    if f.exists():
+        raw["comm_matrix"] = _matrix(f, rank, groups, notes)
+    else:
+        notes.append("comm_matrix: communication_matrix.json not found "
+                     f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
+    mem_parts = []
+    f = out / "memory_record.csv"
+    if f.exists():
+        mem_parts.append(_memory_record(f, ns, framework))
+    f = out / "npu_module_mem.csv"
+    if f.exists():
+        mem_parts.append(_npu_module_mem(f, ns))
+    if not mem_parts:
+        notes.append("memory: memory_record.csv / npu_module_mem.csv not found "
+                     "(written when profile_memory=True)")
+    f = out / "operator_memory.csv"
+    if f.exists():
+        raw["op_memory"] = _operator_memory(f, ns)
+    else:
+        notes.append("op_memory: operator_memory.csv not found (written when profile_memory=True)")
+
+    trace = None
+    f = out / "trace_view.json"
+    if f.exists():
+        trace = read_chrome_trace(f, "trace_view.json (Chrome trace of the Ascend profiler)")
+        ns["trace"] = pa.array(trace.x["ts_ns"].to_numpy()[
+            trace.x["ts_ns"].to_numpy() != trace_tables.NA_NS])
+    else:
+        notes.append("ops: trace_view.json not found")
+
+    origin = min_ns(*ns.values())
+    tables: dict[str, pd.DataFrame] = {}
+    if "kernels" in raw:
+        tables["kernels"] = _finish_times(raw["kernels"], origin)
+    if "steps" in raw:
+        tables["steps"] = raw["steps"]
+    if "comm_ops" in raw:
+        tables["comm_ops"] = _finish_times(raw["comm_ops"], origin)
+        tables["comm_bandwidth"] = raw["comm_bandwidth"]
+    if "comm_matrix" in raw:
+        tables["comm_matrix"] = raw["comm_matrix"]
+    if mem_parts:
+        tables["memory"] = _finish_times(pd.concat(mem_parts, ignore_index=True), origin)
+    if "op_memory" in raw:
+        tables["op_memory"] = _finish_times(raw["op_memory"], origin)
+    if trace is not None:
+        derived = trace_tables.from_ascend_trace(trace, origin)
+        tables["ops"] = derived["ops"]
+        if "kernels" not in tables and len(derived["kernels"]):
+            tables["kernels"] = derived["kernels"]
+            notes.append("kernels: taken from trace_view.json (no kernel_details.csv): "
+                         "no shapes, dtypes or wait times")
+        if "steps" not in tables and len(derived["steps"]):
+            tables["steps"] = derived["steps"]
+            notes.append("steps: computed from the Overlap Analysis tracks of trace_view.json; "
+                         "bubble/stage/preparing unknown")
+        if "kernels" in tables and "step" in tables["kernels"] and \
+                tables["kernels"]["step"].isna().all() and len(derived["step_spans"]):
+            trace_tables.assign_steps(tables["kernels"], derived["step_spans"], origin)
+            notes.append("kernels.step: no Step Id column; assigned from host ProfilerStep spans")
+    if "kernels" in tables and "step" not in tables["kernels"]:
+        notes.append("kernels.step: kernel_details.csv has no Step Id column (no schedule)")
+    if not tables:
+        raise ProfileError(out, "no readable profiler file; expected kernel_details.csv, "
+                           "step_trace_time.csv, trace_view.json or communication.json")
+    meta = ProfileMeta(
+        source_format="ascend_text", framework=framework, rank=rank,
+        world_size=_world_size(groups), device_type="npu", profiler_level=level,
+        groups=groups, origin_ns=origin, path=str(rank_dir), notes=notes,
+        extra={"profiler_info": info, "metadata_keys": sorted(metadata)},
+    )
+    if rank is None:
+        notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
+    return meta, tables
+
+
+def _groups(metadata: dict[str, Any]) -> dict[str, Any]:
+    info = metadata.get("parallel_group_info")
+    if not isinstance(info, dict):
+        return {}
+    groups: dict[str, Any] = {}
+    for key, g in info.items():
+        if isinstance(g, dict):
+            groups[str(key)] = {"group_name": g.get("group_name"),
+                                "group_rank": g.get("group_rank"),
+                                "global_ranks": list(g.get("global_ranks") or [])}
+    return groups
+
+
+def _world_size(groups: dict[str, Any]) -> int | None:
+    ranks = {r for g in groups.values() for r in g.get("global_ranks", [])}
+    return max(ranks) + 1 if ranks else None
+
+
+def _finish_times(frame: pd.DataFrame, origin: int | None) -> pd.DataFrame:
+    """Turn the ``*__ns`` helper columns into ``*_us`` relative to ``origin``."""
+    for col in [c for c in frame.columns if c.endswith("__ns")]:
+        frame[col[:-4] + "_us"] = rel_us(pa.array(frame[col], type=pa.int64(),
+                                                  from_pandas=True), origin)
+        del frame[col]
+    return frame
+
+
+_KERNEL_COLS = {
+    "step": ("Step Id", "Step ID"),
+    "name": ("Name", "Op Name"),
+    "type": ("Type", "OP Type"),
+    "core": ("Accelerator Core", "Task Type"),
+    "stream": ("Stream ID", "Stream Id"),
+    "dur_us": ("Duration(us)", "Task Duration(us)"),
+    "wait_us": ("Wait Time(us)", "Task Wait Time(us)"),
+    "input_shapes": ("Input Shapes",),
+    "input_dtypes": ("Input Data Types",),
+    "output_shapes": ("Output Shapes",),
+    "device_id": ("Device_id",),
+    "model_id": ("Model ID",),
+    "task_id": ("Task ID",),
+    "op_state": ("OP State",),
+    "block_dim": ("Block Dim", "Block Num"),
+    "mix_block_dim": ("Mix Block Dim", "Mix Block Num"),
+    "hf32_eligible": ("HF32 Eligible",),
+    "input_formats": ("Input Formats",),
+    "output_dtypes": ("Output Data Types",),
+    "output_formats": ("Output Formats",),
+    "context_id": ("Context ID",),
+}
+_TEXT = {"name", "type", "core", "input_shapes", "input_dtypes", "output_shapes", "op_state",
+         "hf32_eligible", "input_formats", "output_dtypes", "output_formats", "device_id",
+         "context_id"}
+_START = ("Start Time(us)", "Task Start Time(us)")
+
+
+def snake(column: str) -> str:
+    """PMU column name to a canonical one: ``aic_mac_time(us)`` -> ``aic_mac_time_us``."""
+    s = column.strip()
+    s = s.replace("(%)", "_pct").replace("(us)", "_us").replace("(GB/s)", "_gbps")
+    s = s.replace("(MB)", "_mb").replace("(KB)", "_kb").replace("%", "_pct")
+    s = re.sub(r"[^0-9A-Za-z]+", "_", s).strip("_").lower()
+    return s
+
+
+def category(core: pd.Series, typ: pd.Series, name: pd.Series) -> pd.Series:
+    """compute / communication / memory / other from task type, op type and name."""
+
+    def arr(s: pd.Series) -> pa.Array:
+        return pc.fill_null(pa.array(s.astype(object), type=pa.string(), from_pandas=True), "")
+
+    core_u = pc.utf8_upper(arr(core))
+    text = pc.utf8_lower(pc.binary_join_element_wise(arr(typ), arr(name), " "))
+    compute = pc.match_substring_regex(core_u,
+                                       r"AI_CORE|AI_VECTOR|AI_CPU|MIX_AI|CUBE|VECTOR|AIC|AIV")
+    comm_core = pc.is_in(core_u, pa.array(["HCCL", "COMMUNICATION"]))
+    comm_text = pc.match_substring_regex(
+        text, r"(?:^|\s)hcom|allreduce|allgather|reducescatter|alltoall|nccl|send|receive")
+    comm = pc.or_(comm_core, pc.and_(pc.invert(compute), comm_text))
+    mem_text = pc.or_(pc.match_substring_regex(text, r"memcpy|memset|memory_copy"),
+                      pc.is_in(core_u, pa.array(["MEMCPY_ASYNC", "SDMA", "DSA_SQE"])))
+    mem = pc.and_(pc.invert(compute), mem_text)
+    out = pc.if_else(comm, "communication", pc.if_else(
+        mem, "memory", pc.if_else(compute, "compute", "other")))
+    return pd.Series(out.to_numpy(zero_copy_only=False), index=core.index, dtype="string")
+
+
+def _kernels(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
+    table = read_csv(path, "kernel_details.csv (device tasks of the Ascend profiler)",
+                     required=[("Name", "Op Name"), _START, ("Duration(us)", "Task Duration(us)")],
+                     text_cols=[*_START, "Input Shapes", "Output Shapes", "Input Data Types",
+                                "Output Data Types", "Name", "Type", "Device_id", "Context ID"])
+    header = table.column_names
+    n = table.num_rows
+    used: set[str] = set()
+    cols: dict[str, Any] = {}
+    for canon, alts in _KERNEL_COLS.items():
+        src = find_col(header, *alts)
+        if src is None:
+            continue
+        used.add(src)
+        col = table.column(src)
+        if canon in _TEXT:
+            s = pd.Series(col.to_pandas(), dtype="string")
+            if canon in ("input_shapes", "output_shapes"):
+                s = s.str.strip('"')
+            cols[canon] = s
+        else:
+            cols[canon] = to_float(col, n)
+    start_col = find_col(header, *_START)
+    used.add(start_col)
+    start_ns = to_ns(table.column(start_col), n)
+    bad = pc.sum(pc.is_null(start_ns)).as_py()
+    if n and bad == n:
+        raise ProfileError(path, "no row has a readable start time", field=start_col)
+    ns["kernels"] = start_ns
+    frame = pd.DataFrame(cols)
+    frame["start__ns"] = pd.array(start_ns.to_pandas(), dtype="Int64")
+    if "name" not in frame:
+        frame["name"] = pd.Series(pd.NA, index=range(n), dtype="string")
+    for c in ("type", "core"):
+        if c not in frame:
+            frame[c] = pd.Series(pd.NA, index=range(n), dtype="string")
+    frame["category"] = category(frame["core"], frame["type"], frame["name"])
+    for src in header:
+        if src in used:
+            continue
+        frame[snake(src)] = to_float(table.column(src), n)
+    return frame
+
+
+_STEP_COLS = {
+    "step": ("Step",),
+    "computing_us": ("Computing",),
+    "comm_not_overlapped_us": ("Communication(Not Overlapped)",),
+    "overlapped_us": ("Overlapped",),
+    "communication_us": ("Communication",),
+    "free_us": ("Free",),
+    "stage_us": ("Stage",),
+    "bubble_us": ("Bubble",),
+    "comm_not_overlapped_excl_receive_us": ("Communication(Not Overlapped and Exclude Receive)",),
+    "preparing_us": ("Preparing",),
+    "device_id": ("Device_id",),
+}
+
+
+def _steps(path: Path) -> pd.DataFrame:
+    table = read_csv(path, "step_trace_time.csv (per-step breakdown of the Ascend profiler)",
+                     required=[("Step",), ("Computing",), ("Communication(Not Overlapped)",),
+                               ("Free",)], text_cols=["Step"])
+    n = table.num_rows
+    cols: dict[str, Any] = {}
+    for canon, alts in _STEP_COLS.items():
+        src = find_col(table.column_names, *alts)
+        if src is not None:
+            cols[canon] = to_float(table.column(src), n)
+    frame = pd.DataFrame(cols)
+    if "overlapped_us" not in frame and "communication_us" in frame:
+        frame["overlapped_us"] = frame["communication_us"] - frame["comm_not_overlapped_us"]
+    return frame
+
+
+def _split_key(key: str) -> tuple[str, str | None]:
+    name, sep, group = key.rpartition("@")
+    return (name, group) if sep else (key, None)
+
+
+def _step_of(key: str) -> float:
+    m = re.fullmatch(r"step(\d+)", key)
+    return float(m.group(1)) if m else np.nan
+
+
+def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    data = read_json(path, "communication.json (HCCL op times of the Ascend profiler)")
+    if not isinstance(data, dict):
+        raise ProfileError(path, "expected a JSON object keyed by step ('step50': {...})")
+    ops: list[dict[str, Any]] = []
+    bws: list[dict[str, Any]] = []
+    for step_key, kinds in data.items():
+        if not isinstance(kinds, dict):
+            raise ProfileError(path, "expected {'collective': {...}, 'p2p': {...}}",
+                               field=str(step_key))
+        step = _step_of(str(step_key))
+        for kind, entries in kinds.items():
+            if not isinstance(entries, dict):
+                continue
+            for key, entry in entries.items():
+                if key == "Total Op Info" or not isinstance(entry, dict):
+                    continue
+                t = entry.get("Communication Time Info")
+                if not isinstance(t, dict):
+                    raise ProfileError(path, "expected a 'Communication Time Info' object",
+                                       field=f"{step_key}.{kind}.{key}")
+                name, group = _split_key(str(key))
+                start = t.get("Start Timestamp(us)")
+                ops.append({
+                    "step": step, "group": group, "name": name, "kind": kind,
+                    "start_text": None if start is None else repr(start)
+                    if isinstance(start, float) else str(start),
+                    "elapse_us": _ms(t.get("Elapse Time(ms)")),
+                    "transit_us": _ms(t.get("Transit Time(ms)")),
+                    "wait_us": _ms(t.get("Wait Time(ms)")),
+                    "sync_us": _ms(t.get("Synchronization Time(ms)")),
+                    "idle_us": _ms(t.get("Idle Time(ms)")),
+                    "wait_ratio": _num(t.get("Wait Time Ratio")),
+                    "sync_ratio": _num(t.get("Synchronization Time Ratio")),
+                })
+                b = entry.get("Communication Bandwidth Info")
+                if isinstance(b, dict):
+                    for transport, v in b.items():
+                        if not isinstance(v, dict):
+                            continue
+                        size_mb = _num(v.get("Transit Size(MB)"))
+                        bws.append({
+                            "step": step, "group": group, "name": name,
+                            "transport": str(transport),
+                            "size_bytes": size_mb * 1e6,
+                            "transit_us": _ms(v.get("Transit Time(ms)")),
+                            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
+                            "large_packet_ratio": _num(v.get("Large Packet Ratio")),
+                        })
+    frame = pd.DataFrame(ops)
+    if len(frame):
+        start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame))
+        ns["comm"] = start_ns
+        frame["start__ns"] = pd.array(start_ns.to_pandas(), dtype="Int64")
+    return frame, pd.DataFrame(bws)
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def _ms(v: Any) -> float:
+    return _num(v) * 1000.0
+
+
+def _matrix(path: Path, rank: int | None, groups: dict[str, Any],
+            notes: list[str]) -> pd.DataFrame:
+    data = read_json(path, "communication_matrix.json (HCCL link matrix of the Ascend profiler)")
+    if not isinstance(data, dict):
+        raise ProfileError(path, "expected a JSON object keyed by step ('step50': {...})")
+    rows: list[dict[str, Any]] = []
+    for step_key, kinds in data.items():
+        if not isinstance(kinds, dict):
+            raise ProfileError(path, "expected {'collective': {...}, 'p2p': {...}}",
+                               field=str(step_key))
+        step = _step_of(str(step_key))
+        for kind, entries in kinds.items():
+            if not isinstance(entries, dict):
+                continue
+            for key, links in entries.items():
+                if not isinstance(links, dict):
+                    continue
+                name, group = _split_key(str(key))
+                for link, v in links.items():
+                    if not isinstance(v, dict):
+                        continue
+                    src, _, dst = str(link).partition("-")
+                    rows.append({
+                        "step": step, "group": group, "name": name, "kind": kind,
+                        "src_local": _num(src), "dst_local": _num(dst),
+                        "transport": v.get("Transport Type"),
+                        "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
+                        "time_us": _ms(v.get("Transit Time(ms)")),
+                        "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
+                        "op_name": v.get("Op Name"),
+                    })
+    frame = pd.DataFrame(rows)
+    if not len(frame):
+        return frame
+    mapped = 0
+    src_g = np.full(len(frame), np.nan)
+    dst_g = np.full(len(frame), np.nan)
+    for gname, g in groups.items():
+        ranks = g.get("global_ranks") or []
+        sel = (frame["group"] == gname).to_numpy()
+        if not sel.any() or not ranks:
+            continue
+        lut = np.array(ranks, dtype=float)
+        for arr, col in ((src_g, "src_local"), (dst_g, "dst_local")):
+            loc = frame.loc[sel, col].to_numpy()
+            ok = (loc >= 0) & (loc < len(lut))
+            vals = np.full(len(loc), np.nan)
+            vals[ok] = lut[loc[ok].astype(int)]
+            arr[sel] = vals
+        mapped += int(sel.sum())
+    frame["src_rank"] = src_g
+    frame["dst_rank"] = dst_g
+    if mapped < len(frame):
+        notes.append("comm_matrix: link ranks are local to their communication group and "
+                     "profiler_metadata.json has no parallel_group_info for "
+                     f"{len(frame) - mapped} of {len(frame)} links; src_rank/dst_rank left NA "
+                     "(src_local/dst_local kept)")
+    return frame
+
+
+def _memory_record(path: Path, ns: dict[str, pa.Array], framework: str | None) -> pd.DataFrame:
+    table = read_csv(path, "memory_record.csv (memory of the Ascend profiler)",
+                     required=[("Component",), ("Timestamp(us)",)],
+                     text_cols=["Timestamp(us)", "Component", "Device Type", "Stream Ptr"])
+    n = table.num_rows
+    # torch_npu: MB = KiB/1024 (MiB); MindSpore: MB = KiB/1000
+    mb = _MIB if framework != "mindspore" else 1000.0 * _KIB
+    h = table.column_names
+    ts = to_ns(table.column("Timestamp(us)"), n)
+    ns["memory"] = ts
+    frame = pd.DataFrame({
+        "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
+        "ts__ns": pd.array(ts.to_pandas(), dtype="Int64"),
+        "allocated_bytes": to_float(_col(table, h, "Total Allocated(MB)"), n) * mb,
+        "reserved_bytes": to_float(_col(table, h, "Total Reserved(MB)"), n) * mb,
+        "active_bytes": to_float(_col(table, h, "Total Active(MB)"), n) * mb,
+        "device": pd.Series(_col(table, h, "Device Type").to_pandas()
+                            if "Device Type" in h else [pd.NA] * n, dtype="string"),
+        "source": pd.Series(["memory_record"] * n, dtype="string"),
+    })
+    return frame
+
+
+def _col(table: pa.Table, header: list[str], *names: str) -> pa.ChunkedArray | None:
+    src = find_col(header, *names)
+    return None if src is None else table.column(src)
+
+
+def _npu_module_mem(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
+    table = read_csv(path, "npu_module_mem.csv (CANN module memory)",
+                     required=[("Component",), ("Timestamp(us)",)],
+                     text_cols=["Timestamp(us)", "Component", "Device"])
+    n = table.num_rows
+    h = table.column_names
+    if find_col(h, "Total Reserved(KB)"):
+        reserved = to_float(_col(table, h, "Total Reserved(KB)"), n) * _KIB
+    else:
+        reserved = to_float(_col(table, h, "Total Reserved(MB)"), n) * _MIB
+    reserved = np.where(reserved < 0, np.nan, reserved)  # -1: only releases were seen
+    ts = to_ns(table.column("Timestamp(us)"), n)
+    ns["module_mem"] = ts
+    return pd.DataFrame({
+        "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
+        "ts__ns": pd.array(ts.to_pandas(), dtype="Int64"),
+        "reserved_bytes": reserved,
+        "device": pd.Series(_col(table, h, "Device").to_pandas()
+                            if "Device" in h else [pd.NA] * n, dtype="string"),
+        "source": pd.Series(["npu_module_mem"] * n, dtype="string"),
+    })
+
+
+def _operator_memory(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
+    times = ["Allocation Time(us)", "Release Time(us)", "Active Release Time(us)",
+             "Duration(us)", "Active Duration(us)"]
+    table = read_csv(path, "operator_memory.csv (allocations of the Ascend profiler)",
+                     required=[("Name",), ("Size(KB)",), ("Allocation Time(us)",)],
+                     text_cols=[*times, "Name", "Device Type", "Stream Ptr"])
+    n = table.num_rows
+    h = table.column_names
+    alloc = to_ns(table.column("Allocation Time(us)"), n)
+    release = to_ns(_col(table, h, "Release Time(us)"), n)
+    ns["op_memory"] = alloc
+    return pd.DataFrame({
+        "name": pd.Series(table.column("Name").to_pandas(), dtype="string"),
+        "size_bytes": to_float(table.column("Size(KB)"), n) * _KIB,
+        "alloc__ns": pd.array(alloc.to_pandas(), dtype="Int64"),
+        "release__ns": pd.array(release.to_pandas(), dtype="Int64"),
+        "duration_us": to_float(_col(table, h, "Duration(us)"), n),
+        "active_duration_us": to_float(_col(table, h, "Active Duration(us)"), n),
+        "device": pd.Series(_col(table, h, "Device Type").to_pandas()
+                            if "Device Type" in h else [pd.NA] * n, dtype="string"),
+    })
+
+
+def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Read a standalone ``trace_view.json`` (torch_npu, or MindSpore >= 2.4).
+
+    ``ts``/``dur`` may be numbers or strings. Kernels come from the "Ascend Hardware"
+    process, ops from the host (CPU) processes, steps from the "Overlap Analysis" tracks.
+    """
+    trace = read_chrome_trace(path, "trace_view.json (Chrome trace of the Ascend profiler)")
+    ts = trace.x["ts_ns"].to_numpy() if len(trace.x) else np.zeros(0, dtype=np.int64)
+    ts = ts[ts != trace_tables.NA_NS]
+    if not len(ts):
+        raise ProfileError(path, "no complete events (ph 'X') with a timestamp; expected "
+                           "the Chrome trace of an Ascend profiler")
+    origin = int(ts.min())
+    derived = trace_tables.from_ascend_trace(trace, origin)
+    notes = ["loaded from trace_view.json alone: kernels without shapes/dtypes/wait, "
+             "steps from the Overlap Analysis tracks (no bubble/stage/preparing), "
+             "no communication, memory tables"]
+    rank_dir = path.parent.parent if path.parent.name == OUTPUT_DIR else path.parent
+    rank = read_rank_id(rank_dir) if rank_dir.is_dir() else None
+    info: dict[str, Any] = {}
+    infos = _info_files(rank_dir)
+    if infos:
+        try:
+            data = read_json(infos[0], "profiler_info JSON")
+            info = data if isinstance(data, dict) else {}
+        except ProfileError:
+            info = {}
+    framework = _framework(rank_dir, info)
+    kernels = derived["kernels"]
+    if len(derived["step_spans"]):
+        trace_tables.assign_steps(kernels, derived["step_spans"], origin)
+    meta = ProfileMeta(
+        source_format="trace_view", framework=framework, rank=rank, device_type="npu",
+        profiler_level=_level(info), origin_ns=origin, path=str(path), notes=notes,
+        extra={"events": trace.n_events})
+    return meta, {"kernels": kernels, "ops": derived["ops"], "steps": derived["steps"]}

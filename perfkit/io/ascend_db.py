@@ -1,0 +1,350 @@
+"""Ascend DB export (``export_type=db``): ``ascend_{pytorch,mindspore}_profiler[_{rank}].db``
+and ``analysis.db`` (SQLite), read into the same tables as the text export.
+
+Opened read-only (``mode=ro`` URI), so nothing is written next to the files. Times in the
+DB are int64 nanoseconds; strings are interned in ``STRING_IDS``. Sources: ``kernels``
+TASK + COMPUTE_TASK_INFO (+ COMMUNICATION_OP as HCCL rows); ``ops`` PYTORCH_API (type op);
+``memory`` MEMORY_RECORD + NPU_MODULE_MEM; ``op_memory`` OP_MEMORY; ``steps`` /
+``comm_ops`` / ``comm_bandwidth`` / ``comm_matrix`` analysis.db (StepTraceTime,
+CommAnalyzerTime, CommAnalyzerBandwidth, CommAnalyzerMatrix).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ..errors import ProfileError
+from ..profile import ProfileMeta
+from . import ascend
+from ._common import check_nonempty, read_json
+from .trace_tables import step_index
+
+__all__ = ["rank_dir_of", "rank_of", "parse"]
+
+_DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
+
+
+def rank_dir_of(path: Path) -> Path:
+    """The rank folder holding a DB file (``.../rank_dir/ASCEND_PROFILER_OUTPUT/x.db``)."""
+    parent = path.parent
+    return parent.parent if parent.name == ascend.OUTPUT_DIR else parent
+
+
+def rank_of(path: Path, rank_dir: Path) -> int | None:
+    """Rank from the DB file name, else the rank folder's profiler_info, else None."""
+    m = _DB_RE.match(path.name)
+    if m and m.group(2) is not None:
+        return int(m.group(2))
+    rid = ascend.read_rank_id(rank_dir) if rank_dir.is_dir() else None
+    return rid
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    check_nonempty(path, "an Ascend profiler SQLite database")
+    with open(path, "rb") as fh:
+        magic = fh.read(16)
+    if magic != b"SQLite format 3\x00":
+        raise ProfileError(path, "not an SQLite database (bad header); expected the Ascend "
+                           "DB export (ascend_pytorch_profiler_{rank}.db / analysis.db)")
+    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+    return sqlite3.connect(uri, uri=True)
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+
+
+def _query(con: sqlite3.Connection, path: Path, sql: str) -> pd.DataFrame:
+    try:
+        return pd.read_sql_query(sql, con)
+    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        raise ProfileError(path, f"query failed ({exc}); expected the Ascend DB schema",
+                           field=sql.split("from")[-1].split()[0] if "from" in sql else None
+                           ) from None
+
+
+def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Read one rank of the DB export (the profiler DB and/or ``analysis.db``).
+
+    Parameters
+    ----------
+    path : Path
+        ``ascend_*_profiler[_{rank}].db`` or ``analysis.db``; its sibling is used too.
+    """
+    folder = path.parent
+    rank_dir = rank_dir_of(path)
+    prof_db = path if _DB_RE.match(path.name) else next(
+        (f for f in sorted(folder.glob("ascend_*_profiler*.db")) if _DB_RE.match(f.name)), None)
+    analysis = folder / "analysis.db" if (folder / "analysis.db").exists() else None
+    notes: list[str] = []
+    tables: dict[str, pd.DataFrame] = {}
+    origin: int | None = None
+    groups: dict[str, Any] = {}
+    rank = rank_of(prof_db or path, rank_dir)
+    framework = None
+    if prof_db is not None:
+        framework = "mindspore" if "mindspore" in prof_db.name else "pytorch"
+        con = _connect(prof_db)
+        try:
+            origin, groups, rank_db = _read_profiler_db(con, prof_db, tables, notes)
+        finally:
+            con.close()
+        if rank is None:
+            rank = rank_db
+    else:
+        notes.append("only analysis.db found: kernels, ops and memory need "
+                     "ascend_*_profiler_{rank}.db")
+    if analysis is not None:
+        con = _connect(analysis)
+        try:
+            _read_analysis_db(con, analysis, tables, origin, notes)
+        finally:
+            con.close()
+    else:
+        notes.append("analysis.db not found: steps and communication tables unavailable")
+    if not tables:
+        raise ProfileError(path, "no table perfkit knows in this database; expected TASK, "
+                           "COMPUTE_TASK_INFO or StepTraceTime")
+    info: dict[str, Any] = {}
+    infos = sorted(rank_dir.glob("profiler_info*.json"))
+    if infos:
+        data = read_json(infos[0], "profiler_info JSON")
+        info = data if isinstance(data, dict) else {}
+    level = ascend._level(info)
+    ranks = {r for g in groups.values() for r in g.get("global_ranks", [])}
+    meta = ProfileMeta(
+        source_format="ascend_db", framework=framework, rank=rank,
+        world_size=max(ranks) + 1 if ranks else None, device_type="npu",
+        profiler_level=level, groups=groups, origin_ns=origin, path=str(path),
+        notes=notes, extra={"profiler_info": info})
+    return meta, tables
+
+
+def _select(con: sqlite3.Connection, table: str, alias: str, wanted: list[str]) -> str:
+    """Select list of ``wanted`` columns, ``NULL AS x`` for those this DB version lacks."""
+    have = {r[1] for r in con.execute(f'pragma table_info("{table}")')}
+    return ", ".join(f"{alias}.{c}" if c in have else f"NULL AS {c}" for c in wanted)
+
+
+def _strings(con: sqlite3.Connection) -> pd.Series:
+    s = pd.read_sql_query("select id, value from STRING_IDS", con)
+    return pd.Series(s["value"].to_numpy(), index=s["id"].to_numpy())
+
+
+def _map(ids: pd.Series, strings: pd.Series) -> pd.Series:
+    return pd.Series(strings.reindex(ids.to_numpy()).to_numpy(), index=ids.index,
+                     dtype="string")
+
+
+def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.DataFrame],
+                      notes: list[str]) -> tuple[int | None, dict[str, Any], int | None]:
+    have = _tables(con)
+    if "TASK" not in have and "PYTORCH_API" not in have and "MEMORY_RECORD" not in have:
+        raise ProfileError(path, "expected tables TASK / PYTORCH_API / MEMORY_RECORD of the "
+                           f"Ascend DB export; found {sorted(have)[:10]}")
+    strings = _strings(con) if "STRING_IDS" in have else pd.Series(dtype=object)
+    starts: list[int] = []
+    kern = None
+    if "TASK" in have and "COMPUTE_TASK_INFO" in have:
+        t_cols = _select(con, "TASK", "t", ["startNs", "endNs", "streamId", "taskId",
+                                             "modelId", "connectionId"])
+        c_cols = _select(con, "COMPUTE_TASK_INFO", "c", [
+            "name", "opType", "taskType", "blockDim", "mixBlockDim", "inputShapes",
+            "inputDataTypes", "outputShapes", "waitNs"])
+        kern = _query(con, path, (
+            f"select {t_cols}, {c_cols} from TASK t join COMPUTE_TASK_INFO c "
+            "on c.globalTaskId = t.globalTaskId"))
+        for col in ("name", "opType", "taskType", "inputShapes", "inputDataTypes",
+                    "outputShapes"):
+            kern[col] = _map(kern[col], strings)
+        for col in ("inputShapes", "outputShapes"):
+            kern[col] = kern[col].str.strip('"')
+        if "COMMUNICATION_OP" in have:
+            cols = _select(con, "COMMUNICATION_OP", "o", ["opName", "startNs", "endNs",
+                                                          "connectionId", "opType", "waitNs"])
+            comm = _query(con, path, f"select {cols} from COMMUNICATION_OP o")
+            comm = pd.DataFrame({"startNs": comm["startNs"], "endNs": comm["endNs"],
+                                 "connectionId": comm["connectionId"],
+                                 "name": _map(comm["opName"], strings),
+                                 "opType": _map(comm["opType"], strings),
+                                 "taskType": pd.Series(["HCCL"] * len(comm), dtype="string"),
+                                 "waitNs": comm["waitNs"]})
+            kern = pd.concat([kern, comm], ignore_index=True)
+        if len(kern):
+            starts.append(int(kern["startNs"].min()))
+    else:
+        notes.append("kernels: TASK/COMPUTE_TASK_INFO tables missing")
+    ops = None
+    if "PYTORCH_API" in have:
+        ops = _query(con, path, "select startNs, endNs, globalTid, connectionId, name, type "
+                     "from PYTORCH_API")
+        enum = {}
+        if "ENUM_API_TYPE" in have:
+            enum = dict(con.execute("select id, name from ENUM_API_TYPE").fetchall())
+        op_ids = [k for k, v in enum.items() if v == "op"]
+        if op_ids:
+            ops = ops[ops["type"].isin(op_ids)].reset_index(drop=True)
+        ops["startNs"] = pd.to_numeric(ops["startNs"]).astype("int64")
+        ops["endNs"] = pd.to_numeric(ops["endNs"]).astype("int64")
+        ops["name"] = _map(ops["name"], strings)
+        ops = ops[~ops["name"].fillna("").str.startswith("ProfilerStep#")].reset_index(drop=True)
+        if len(ops):
+            starts.append(int(ops["startNs"].min()))
+    mem_parts = []
+    if "MEMORY_RECORD" in have:
+        m = _query(con, path, "select component, timestamp, totalAllocated, totalReserved, "
+                   "totalActive from MEMORY_RECORD")
+        mem_parts.append(pd.DataFrame({
+            "component": _map(m["component"], strings), "ts_ns": m["timestamp"],
+            "allocated_bytes": m["totalAllocated"].astype(float),
+            "reserved_bytes": m["totalReserved"].astype(float),
+            "active_bytes": m["totalActive"].astype(float), "source": "memory_record"}))
+    if "NPU_MODULE_MEM" in have:
+        m = _query(con, path, "select moduleId, timestampNs, totalReserved from NPU_MODULE_MEM")
+        enum = dict(con.execute("select id, name from ENUM_MODULE").fetchall()) \
+            if "ENUM_MODULE" in have else {}
+        res = m["totalReserved"].astype(float)
+        mem_parts.append(pd.DataFrame({
+            "component": pd.Series([enum.get(i, str(i)) for i in m["moduleId"]], dtype="string"),
+            "ts_ns": m["timestampNs"], "reserved_bytes": res.where(res >= 0),
+            "source": "npu_module_mem"}))
+    for part in mem_parts:
+        if len(part):
+            starts.append(int(part["ts_ns"].min()))
+    opm = None
+    if "OP_MEMORY" in have:
+        opm = _query(con, path, "select name, size, allocationTime, releaseTime, duration "
+                     "from OP_MEMORY")
+        opm["name"] = _map(opm["name"], strings)
+        if len(opm):
+            starts.append(int(pd.to_numeric(opm["allocationTime"]).min()))
+    origin = min(starts) if starts else None
+    spans = pd.DataFrame(columns=["step", "start_ns", "end_ns"])
+    if "STEP_TIME" in have:
+        st = _query(con, path, "select id, startNs, endNs from STEP_TIME order by startNs")
+        spans = pd.DataFrame({"step": st["id"].astype("int64"), "start_ns": st["startNs"],
+                              "end_ns": st["endNs"]})
+
+    def us(ns: pd.Series) -> np.ndarray:
+        v = pd.to_numeric(ns, errors="coerce")
+        return ((v - origin) / 1000.0).to_numpy(np.float64) if origin is not None else \
+            np.full(len(v), np.nan)
+
+    if kern is not None:
+        tables["kernels"] = pd.DataFrame({
+            "step": step_index(kern["startNs"].to_numpy(np.int64), spans),
+            "name": kern["name"], "type": kern["opType"], "core": kern["taskType"],
+            "category": ascend.category(kern["taskType"], kern["opType"], kern["name"]),
+            "stream": kern.get("streamId"), "start_us": us(kern["startNs"]),
+            "dur_us": (kern["endNs"] - kern["startNs"]).to_numpy(np.float64) / 1000.0,
+            "wait_us": pd.to_numeric(kern["waitNs"], errors="coerce").to_numpy(np.float64)
+            / 1000.0,
+            "input_shapes": kern.get("inputShapes"), "input_dtypes": kern.get("inputDataTypes"),
+            "output_shapes": kern.get("outputShapes"), "task_id": kern.get("taskId"),
+            "block_dim": kern.get("blockDim"), "mix_block_dim": kern.get("mixBlockDim"),
+        })
+    if ops is not None:
+        device = np.full(len(ops), np.nan)
+        if kern is not None and "CONNECTION_IDS" in have:
+            conn = _query(con, path, "select id, connectionId from CONNECTION_IDS")
+            k = pd.DataFrame({"connectionId": kern["connectionId"],
+                              "dur": (kern["endNs"] - kern["startNs"]) / 1000.0})
+            link = conn.merge(k, on="connectionId").groupby("id")["dur"].sum()
+            device = link.reindex(ops["connectionId"].to_numpy()).to_numpy(np.float64)
+            device = np.where(np.isnan(device), 0.0, device)
+        tables["ops"] = pd.DataFrame({
+            "step": step_index(ops["startNs"].to_numpy(np.int64), spans),
+            "name": ops["name"], "start_us": us(ops["startNs"]),
+            "dur_us": (ops["endNs"] - ops["startNs"]).to_numpy(np.float64) / 1000.0,
+            "thread": (ops["globalTid"].astype("int64") % (1 << 32)).to_numpy(),
+            "device_dur_us": device})
+    if mem_parts:
+        mem = pd.concat(mem_parts, ignore_index=True)
+        mem["ts_us"] = us(mem.pop("ts_ns"))
+        tables["memory"] = mem
+    if opm is not None:
+        tables["op_memory"] = pd.DataFrame({
+            "name": opm["name"], "size_bytes": opm["size"].astype(float),
+            "alloc_us": us(opm["allocationTime"]), "release_us": us(opm["releaseTime"]),
+            "duration_us": pd.to_numeric(opm["duration"], errors="coerce").to_numpy(
+                np.float64) / 1000.0})
+    groups: dict[str, Any] = {}
+    if "META_DATA" in have:
+        md = dict(con.execute("select name, value from META_DATA").fetchall())
+        if "parallel_group_info" in md:
+            try:
+                groups = ascend._groups({"parallel_group_info": msgspec.json.decode(
+                    md["parallel_group_info"])})
+            except msgspec.DecodeError:
+                notes.append("META_DATA.parallel_group_info is not valid JSON; groups unknown")
+    rank_db = None
+    if "RANK_DEVICE_MAP" in have:
+        row = con.execute("select rankId from RANK_DEVICE_MAP limit 1").fetchone()
+        if row is not None and row[0] is not None and int(row[0]) >= 0:
+            rank_db = int(row[0])
+    return origin, groups, rank_db
+
+
+def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.DataFrame],
+                      origin: int | None, notes: list[str]) -> None:
+    have = _tables(con)
+    if "StepTraceTime" in have:
+        s = _query(con, path, "select * from StepTraceTime")
+        tables["steps"] = pd.DataFrame({
+            "step": pd.to_numeric(s["step"], errors="coerce"),
+            "computing_us": s.get("computing"),
+            "comm_not_overlapped_us": s.get("communication_not_overlapped"),
+            "overlapped_us": s.get("overlapped"), "communication_us": s.get("communication"),
+            "free_us": s.get("free"), "stage_us": s.get("stage"), "bubble_us": s.get("bubble"),
+            "comm_not_overlapped_excl_receive_us":
+                s.get("communication_not_overlapped_and_exclude_receive"),
+            "preparing_us": s.get("preparing")})
+    else:
+        notes.append("steps: analysis.db has no StepTraceTime table")
+
+    def step_num(col: pd.Series) -> pd.Series:
+        return pd.to_numeric(col.astype(str).str.extract(r"(\d+)", expand=False),
+                             errors="coerce")
+
+    if "CommAnalyzerTime" in have:
+        t = _query(con, path, "select * from CommAnalyzerTime")
+        start_ns = np.round(pd.to_numeric(t["start_timestamp"]).to_numpy(np.float64) * 1000)
+        tables["comm_ops"] = pd.DataFrame({
+            "step": step_num(t["step"]), "group": t["group_name"].astype("string"),
+            "name": t["hccl_op_name"].astype("string"),
+            "start_us": (start_ns - origin) / 1000.0 if origin is not None else np.nan,
+            "elapse_us": t["elapse_time"] * 1000.0, "transit_us": t["transit_time"] * 1000.0,
+            "wait_us": t["wait_time"] * 1000.0, "sync_us": t["synchronization_time"] * 1000.0,
+            "idle_us": t["idle_time"] * 1000.0, "kind": t.get("type")})
+    else:
+        notes.append("comm_ops: analysis.db has no CommAnalyzerTime (profiler level below "
+                     "Level1?)")
+    if "CommAnalyzerBandwidth" in have:
+        b = _query(con, path, "select * from CommAnalyzerBandwidth")
+        # one row per packet size; the op-level figures repeat on each
+        b = b.drop_duplicates(["step", "type", "hccl_op_name", "group_name", "transport_type"])
+        tables["comm_bandwidth"] = pd.DataFrame({
+            "step": step_num(b["step"]), "group": b["group_name"].astype("string"),
+            "name": b["hccl_op_name"].astype("string"),
+            "transport": b["transport_type"].astype("string"),
+            "size_bytes": b["transit_size"] * 1e6, "transit_us": b["transit_time"] * 1000.0,
+            "bandwidth_gbps": b["bandwidth"], "large_packet_ratio": b["large_packet_ratio"]})
+    if "CommAnalyzerMatrix" in have:
+        mx = _query(con, path, "select * from CommAnalyzerMatrix")
+        tables["comm_matrix"] = pd.DataFrame({
+            "step": step_num(mx["step"]), "group": mx["group_name"].astype("string"),
+            "name": mx["hccl_op_name"].astype("string"),
+            "src_local": pd.to_numeric(mx["src_rank"], errors="coerce"),
+            "dst_local": pd.to_numeric(mx["dst_rank"], errors="coerce"),
+            "transport": mx["transport_type"].astype("string"),
+            "size_bytes": mx["transit_size"] * 1e6, "time_us": mx["transit_time"] * 1000.0,
+            "bandwidth_gbps": mx["bandwidth"], "op_name": mx.get("op_name")})
+        notes.append("comm_matrix: link ranks are local to their group; src_rank/dst_rank NA "
+                     "(src_local/dst_local kept)")

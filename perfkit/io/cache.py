@@ -1,0 +1,153 @@
+"""Parquet cache of parsed profiles, kept outside the user's folders.
+
+Location: ``$PERFKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/perfkit`` (default
+``~/.cache/perfkit``). ``PERFKIT_CACHE=0`` (or ``off``/``false``/``no``) disables it, as does
+``load(..., cache=False)``. An entry is keyed by the source's format, its absolute path and
+the size and modification time of every file it reads, so a changed file is re-parsed.
+One entry is a folder: ``meta.json`` plus one ``<table>.parquet`` per canonical table,
+written to a temporary folder and renamed into place (a crash leaves no half entry).
+The cache is never placed inside the profile folder being read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pandas as pd
+
+from ..profile import Profile, ProfileMeta
+from .schema import TABLE_NAMES, conform
+
+__all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "read", "write",
+           "read_entry", "write_entry", "usable_for", "clear", "describe"]
+
+CACHE_VERSION = "1"
+"""Bumped when the canonical tables change shape, so old entries are ignored."""
+
+_OFF = {"0", "off", "false", "no", "disable", "disabled"}
+
+
+def cache_enabled() -> bool:
+    """False when the ``PERFKIT_CACHE`` environment variable switches the cache off."""
+    return os.environ.get("PERFKIT_CACHE", "1").strip().lower() not in _OFF
+
+
+def cache_root() -> Path:
+    """Folder holding the cache entries (not created here)."""
+    env = os.environ.get("PERFKIT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "perfkit"
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.resolve().relative_to(parent.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def entry_key(fmt: str, path: Path, files: list[Path], rank: int | None = None) -> str:
+    """Hash of format, path, rank and (name, size, mtime) of each file read."""
+    h = hashlib.sha256()
+    h.update(f"{CACHE_VERSION}|{fmt}|{Path(path).resolve()}|{rank}".encode())
+    for f in sorted(files):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        h.update(f"|{f.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:32]
+
+
+def _entry(key: str) -> Path:
+    return cache_root() / key
+
+
+def usable_for(source_path: Path) -> bool:
+    """True when caching is on and the cache folder is not inside ``source_path``."""
+    if not cache_enabled():
+        return False
+    root = cache_root()
+    base = source_path if source_path.is_dir() else source_path.parent
+    return not _inside(root, base)
+
+
+def read(key: str) -> Profile | None:
+    """A Profile whose tables are read lazily from the entry, or None on a miss."""
+    return read_entry(_entry(key))
+
+
+def read_entry(entry: Path, eager: bool = False) -> Profile | None:
+    """A Profile from an entry folder (tables lazily, or all at once when ``eager``)."""
+    meta_file = entry / "meta.json"
+    if not meta_file.is_file():
+        return None
+    try:
+        meta = ProfileMeta.from_dict(msgspec.json.decode(meta_file.read_bytes()))
+    except (msgspec.DecodeError, OSError, TypeError):
+        return None
+
+    def provider(name: str) -> pd.DataFrame | None:
+        f = entry / f"{name}.parquet"
+        if not f.is_file():
+            return None
+        return pd.read_parquet(f)
+
+    if eager:
+        return Profile(meta, {name: provider(name) for name in TABLE_NAMES})
+    return Profile(meta, provider)
+
+
+def write_entry(folder: Path, meta: ProfileMeta, tables: dict[str, pd.DataFrame]) -> None:
+    """Write ``meta.json`` and one Parquet file per table into an existing ``folder``."""
+    for name in TABLE_NAMES:
+        frame = conform(tables.get(name), name, meta.rank)
+        frame.to_parquet(folder / f"{name}.parquet", index=False)
+    (folder / "meta.json").write_bytes(msgspec.json.encode(meta.to_dict(), enc_hook=str))
+
+
+def write(key: str, meta: ProfileMeta, tables: dict[str, pd.DataFrame]) -> bool:
+    """Store one parsed profile; returns False (and stores nothing) if that fails."""
+    root = cache_root()
+    final = root / key
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+    except OSError:
+        return False
+    try:
+        write_entry(tmp, meta, tables)
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        return True
+    except Exception:  # noqa: BLE001 - a cache failure must never break a load
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+
+
+def clear() -> int:
+    """Delete every cache entry; returns how many were removed."""
+    root = cache_root()
+    if not root.is_dir():
+        return 0
+    n = 0
+    for child in root.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+            n += 1
+    return n
+
+
+def describe() -> dict[str, Any]:
+    """Where the cache is and whether it is on."""
+    return {"root": str(cache_root()), "enabled": cache_enabled()}

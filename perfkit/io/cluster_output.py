@@ -1,0 +1,213 @@
+"""msprof-analyze ``cluster_analysis_output/`` (text export of ``msprof-analyze cluster``).
+
+Files: ``cluster_step_trace_time.csv`` (rows of ``Type`` ``rank`` -> per-rank ``steps``;
+``stage`` rows, the max over a pipeline stage, go to ``meta.extra['stage_steps']``),
+``cluster_communication.json`` (-> ``comm_ops`` and ``comm_bandwidth`` per rank; the
+``Total Op Info`` summaries are skipped), ``cluster_communication_matrix.json`` (->
+``comm_matrix``; msprof-analyze has already mapped link ranks to global ranks, and each
+link is filed under its source rank) and ``communication_group.json`` (-> ``meta.groups``).
+Kernels, ops and memory are not in this output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ProfileError
+from ..profile import Cluster, Profile, ProfileMeta
+from ._common import read_csv, read_json, to_float, to_ns
+from .ascend import _STEP_COLS, _ms, _num, _split_key, _step_of
+
+__all__ = ["load", "parse"]
+
+
+def parse(folder: Path) -> tuple[dict[int, dict[str, pd.DataFrame]], dict[str, Any]]:
+    """Per-rank tables and cluster facts of a ``cluster_analysis_output`` folder."""
+    per_rank: dict[int, dict[str, list[pd.DataFrame] | pd.DataFrame]] = {}
+    extra: dict[str, Any] = {}
+    f = folder / "cluster_step_trace_time.csv"
+    if f.exists():
+        steps, stages = _steps(f)
+        for r, grp in steps.groupby("rank"):
+            per_rank.setdefault(int(r), {})["steps"] = grp.drop(columns="rank")
+        extra["stage_steps"] = stages.to_dict(orient="records")
+    comm = folder / "cluster_communication.json"
+    if comm.exists():
+        ops, bws = _communication(comm)
+        for name, frame in (("comm_ops", ops), ("comm_bandwidth", bws)):
+            if len(frame):
+                for r, grp in frame.groupby("rank"):
+                    per_rank.setdefault(int(r), {})[name] = grp.drop(columns="rank")
+    mat = folder / "cluster_communication_matrix.json"
+    if mat.exists():
+        mx = _matrix(mat)
+        if len(mx):
+            for r, grp in mx.groupby("src_rank"):
+                per_rank.setdefault(int(r), {})["comm_matrix"] = grp
+    g = folder / "communication_group.json"
+    if g.exists():
+        data = read_json(g, "communication_group.json of msprof-analyze")
+        extra["communication_group"] = data if isinstance(data, dict) else {}
+    if not per_rank:
+        raise ProfileError(folder, "no rank found; expected cluster_step_trace_time.csv or "
+                           "cluster_communication.json written by msprof-analyze cluster")
+    return per_rank, extra  # type: ignore[return-value]
+
+
+def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
+    """A :class:`Cluster` of the ranks in a ``cluster_analysis_output`` folder."""
+    per_rank, extra = parse(folder)
+    wanted = None if ranks is None else {int(r) for r in ranks}
+    if wanted is not None:
+        missing = sorted(wanted - set(per_rank))
+        if missing:
+            raise ProfileError(folder, f"rank(s) {missing} not found; ranks present: "
+                               f"{sorted(per_rank)}")
+    groups = _groups(extra.get("communication_group", {}))
+    origin = extra.pop("origin_ns", None)
+    profiles = []
+    note = ("msprof-analyze cluster output: only steps and communication tables exist; "
+            "times relative to origin_ns (earliest communication start)")
+    starts = [t["comm_ops"]["start__ns"].min() for t in per_rank.values()
+              if "comm_ops" in t and len(t["comm_ops"])]
+    origin = int(min(starts)) if starts else None
+    for r, tables in sorted(per_rank.items()):
+        if wanted is not None and r not in wanted:
+            continue
+        tables = dict(tables)
+        if "comm_ops" in tables:
+            ops = tables["comm_ops"].copy()
+            ns = ops.pop("start__ns")
+            ops["start_us"] = ((ns - origin).astype("float64") / 1000.0).to_numpy(
+                np.float64, na_value=np.nan) if origin is not None else np.nan
+            tables["comm_ops"] = ops
+        meta = ProfileMeta(source_format="cluster_analysis_output", framework=None, rank=r,
+                           world_size=None, device_type="npu", groups=groups, origin_ns=origin,
+                           path=str(folder), notes=[note])
+        profiles.append(Profile(meta, tables))
+    ranks_all = sorted(per_rank)
+    cmeta = ProfileMeta(source_format="cluster_analysis_output", rank=None,
+                        world_size=max(ranks_all) + 1 if ranks_all else None,
+                        device_type="npu", groups=groups, origin_ns=origin, path=str(folder),
+                        notes=[note], extra=extra)
+    return Cluster(profiles, cmeta)
+
+
+def _groups(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for info in data.get("comm_group_parallel_info", []) or []:
+        if isinstance(info, dict) and info.get("group_name"):
+            out[str(info["group_name"])] = {"group_name": info.get("pg_name") or None,
+                                            "global_ranks": list(info.get("rank_set") or [])}
+    return out
+
+
+def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    table = read_csv(path, "cluster_step_trace_time.csv of msprof-analyze",
+                     required=[("Step",), ("Type",), ("Index",), ("Computing",)],
+                     text_cols=["Step", "Type", "Index"])
+    n = table.num_rows
+    typ = pd.Series(table.column("Type").to_pandas(), dtype="string").str.strip().str.lower()
+    index = pd.Series(table.column("Index").to_pandas(), dtype="string")
+    cols: dict[str, Any] = {}
+    for canon, alts in _STEP_COLS.items():
+        src = next((a for a in alts if a in table.column_names), None)
+        if src is not None:
+            cols[canon] = to_float(table.column(src), n)
+    frame = pd.DataFrame(cols)
+    is_rank = (typ == "rank").to_numpy()
+    ranks = pd.to_numeric(index, errors="coerce").to_numpy()
+    steps = frame[is_rank].copy()
+    steps.insert(0, "rank", ranks[is_rank])
+    stages = frame[~is_rank].copy()
+    stages.insert(0, "ranks", index[~is_rank].to_numpy())
+    return steps, stages
+
+
+def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    data = read_json(path, "cluster_communication.json of msprof-analyze")
+    if not isinstance(data, dict):
+        raise ProfileError(path, "expected a JSON object keyed by rank set ('(0, 1)': ...)")
+    ops: list[dict[str, Any]] = []
+    bws: list[dict[str, Any]] = []
+    for set_key, steps in data.items():
+        if not isinstance(steps, dict):
+            continue
+        for step_key, entries in steps.items():
+            if not isinstance(entries, dict):
+                continue
+            step = _step_of(str(step_key))
+            for key, by_rank in entries.items():
+                if str(key).startswith("Total Op Info") or not isinstance(by_rank, dict):
+                    continue
+                name, group = _split_key(str(key))
+                for rank_key, entry in by_rank.items():
+                    if not re.fullmatch(r"\d+", str(rank_key)) or not isinstance(entry, dict):
+                        continue
+                    r = int(rank_key)
+                    t = entry.get("Communication Time Info") or {}
+                    start = t.get("Start Timestamp(us)")
+                    ops.append({
+                        "rank": r, "step": step, "group": group, "name": name,
+                        "rank_set": str(set_key),
+                        "start_text": None if start is None else repr(start)
+                        if isinstance(start, float) else str(start),
+                        "elapse_us": _ms(t.get("Elapse Time(ms)")),
+                        "transit_us": _ms(t.get("Transit Time(ms)")),
+                        "wait_us": _ms(t.get("Wait Time(ms)")),
+                        "sync_us": _ms(t.get("Synchronization Time(ms)")),
+                        "idle_us": _ms(t.get("Idle Time(ms)")),
+                    })
+                    for transport, v in (entry.get("Communication Bandwidth Info") or {}).items():
+                        if isinstance(v, dict):
+                            bws.append({
+                                "rank": r, "step": step, "group": group, "name": name,
+                                "transport": str(transport),
+                                "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
+                                "transit_us": _ms(v.get("Transit Time(ms)")),
+                                "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
+                            })
+    frame = pd.DataFrame(ops)
+    if len(frame):
+        import pyarrow as pa
+
+        ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame))
+        frame["start__ns"] = pd.array(ns.to_pandas(), dtype="Int64")
+    return frame, pd.DataFrame(bws)
+
+
+def _matrix(path: Path) -> pd.DataFrame:
+    data = read_json(path, "cluster_communication_matrix.json of msprof-analyze")
+    if not isinstance(data, dict):
+        raise ProfileError(path, "expected a JSON object keyed by rank set")
+    rows: list[dict[str, Any]] = []
+    for _set_key, steps in data.items():
+        if not isinstance(steps, dict):
+            continue
+        for step_key, entries in steps.items():
+            if not isinstance(entries, dict):
+                continue
+            step = _step_of(str(step_key))
+            for key, links in entries.items():
+                if str(key).startswith("Total Op Info") or not isinstance(links, dict):
+                    continue
+                name, group = _split_key(str(key))
+                for link, v in links.items():
+                    src, _, dst = str(link).partition("-")
+                    if not isinstance(v, dict) or not src.isdigit() or not dst.isdigit():
+                        continue
+                    rows.append({
+                        "step": step, "group": group, "name": name, "src_rank": int(src),
+                        "dst_rank": int(dst), "transport": v.get("Transport Type"),
+                        "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
+                        "time_us": _ms(v.get("Transit Time(ms)")),
+                        "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
+                        "op_name": v.get("Op Name"),
+                    })
+    return pd.DataFrame(rows)

@@ -1,0 +1,518 @@
+"""Find what a path holds and load it: ``load(path)`` -> :class:`Profile` or :class:`Cluster`.
+
+Recognised (see docs/loading.md):
+
+- an Ascend text export of one rank: ``*_ascend_pt`` / ``*_ascend_ms`` or any folder holding
+  ``ASCEND_PROFILER_OUTPUT/`` (or that output folder itself);
+- the Ascend DB export: ``ascend_pytorch_profiler[_{rank}].db``,
+  ``ascend_mindspore_profiler[_{rank}].db``, ``analysis.db`` or a rank folder holding them;
+- legacy MindSpore / MindInsight output: a folder of ``*_{rank}`` files
+  (``step_trace_raw_{rank}_detail_time.csv``, ``hccl_raw_{rank}.csv``, ...);
+- an msprof-analyze ``cluster_analysis_output/`` folder;
+- PyTorch Kineto traces (``.json`` / ``.json.gz``) and a standalone ``trace_view.json``;
+- a parent folder holding several of the above, one per rank -> :class:`Cluster`.
+
+Parsing one rank is :func:`parse_source`, a pure function of a :class:`RankSource`
+(path in, tables out); :func:`load` runs it in a local process pool for clusters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import InvalidArgumentError, PerfkitError, ProfileError
+from ..profile import Cluster, Profile, ProfileMeta
+from . import ascend, cache
+from ._common import rank_from_name
+from ._progress import Progress
+
+__all__ = ["RankSource", "detect", "parse_source", "load"]
+
+ENGINES = ("local", "dask")
+_DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
+_LEGACY_RE = re.compile(
+    r"^(?:step_trace_raw_(\d+)_detail_time\.csv|hccl_raw_(\d+)\.csv|"
+    r"ascend_timeline_display_(\d+)\.json|aicore_intermediate_(\d+)_(?:detail|type)\.csv|"
+    r"minddata_pipeline_raw_(\d+)\.csv|flops_summary_(\d+)\.json|flops_(\d+)\.txt|"
+    r"device_queue_profiling_(\d+)\.txt|dataset_iterator_profiling_(\d+)\.txt|"
+    r"ascend_cluster_analyse_.*_(\d+)\.csv|framework_raw_(\d+)\.csv|"
+    r"output_timeline_data_(\d+)\.txt)$")
+_PARALLEL_MIN_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class RankSource:
+    """One rank to parse: format, where, and the rank if known before parsing."""
+
+    fmt: str
+    path: str
+    rank: int | None = None
+    files: tuple[str, ...] = field(default=(), compare=False)
+
+    def file_paths(self) -> list[Path]:
+        """Files this source reads (for cache keys and sizes)."""
+        if self.files:
+            return [Path(f) for f in self.files]
+        p = Path(self.path)
+        if p.is_file():
+            return [p]
+        if self.fmt == "ascend_text":
+            # only what the loader reads, not the raw FRAMEWORK/ and PROF_*/ data
+            out = p / ascend.OUTPUT_DIR
+            files = [f for f in out.iterdir() if f.is_file()] if out.is_dir() else []
+            files += sorted(p.glob("profiler_info*.json")) + sorted(
+                p.glob("profiler_metadata.json"))
+            return files
+        return [f for f in p.rglob("*") if f.is_file()]
+
+
+# ----------------------------------------------------------------------------- detection
+
+def _peek_kineto_rank(path: Path) -> int | None:
+    """Rank from ``distributedInfo`` near the top of a Kineto file, else from its name."""
+    import gzip
+    import zlib
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+        if head[:2] == b"\x1f\x8b":
+            head = zlib.decompressobj(31).decompress(head, 1 << 20)
+    except (OSError, zlib.error, gzip.BadGzipFile):
+        head = b""
+    m = re.search(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)', head)
+    if m:
+        return int(m.group(1))
+    return rank_from_name(path.name)
+
+
+def _legacy_ranks(folder: Path) -> dict[int, list[Path]]:
+    ranks: dict[int, list[Path]] = {}
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return ranks
+    for f in entries:
+        m = _LEGACY_RE.match(f.name)
+        if m and f.is_file():
+            r = next(int(g) for g in m.groups() if g is not None)
+            ranks.setdefault(r, []).append(f)
+    return ranks
+
+
+def _is_cluster_output(path: Path) -> bool:
+    return path.is_dir() and (path / "cluster_step_trace_time.csv").is_file() or (
+        path.is_dir() and (path / "cluster_communication.json").is_file())
+
+
+def _db_files(out: Path) -> list[Path]:
+    try:
+        return sorted(f for f in out.iterdir() if _DB_RE.match(f.name))
+    except OSError:
+        return []
+
+
+def _single(path: Path) -> list[RankSource] | None:
+    """Sources when ``path`` itself is one profile (or one legacy folder), else None."""
+    if path.is_file():
+        name = path.name.lower()
+        if path.parent.name == ascend.OUTPUT_DIR and not _DB_RE.match(path.name) \
+                and name not in ("analysis.db", "trace_view.json"):
+            # a file of a text export: the whole rank is meant
+            return _single(path.parent)
+        if _DB_RE.match(path.name) or name == "analysis.db":
+            from . import ascend_db
+
+            rank_dir = ascend_db.rank_dir_of(path)
+            rank = ascend_db.rank_of(path, rank_dir)
+            return [RankSource("ascend_db", str(path), rank, (str(path),))]
+        if name == "trace_view.json":
+            return [RankSource("trace_view", str(path), None, (str(path),))]
+        if name.endswith(".json") or name.endswith(".json.gz"):
+            return [RankSource("kineto", str(path), _peek_kineto_rank(path), (str(path),))]
+        m = _LEGACY_RE.match(path.name)
+        if m:
+            r = next(int(g) for g in m.groups() if g is not None)
+            files = _legacy_ranks(path.parent).get(r, [path])
+            return [RankSource("mindspore_legacy", str(path.parent), r,
+                               tuple(map(str, files)))]
+        raise ProfileError(path, "unknown kind of file; expected a profiler folder, a Kineto "
+                           "trace (.json/.json.gz), trace_view.json or an Ascend .db export")
+    if not path.is_dir():
+        return None
+    rank_dir = ascend.rank_dir_of(path)
+    out = rank_dir / ascend.OUTPUT_DIR
+    if out.is_dir():
+        if ascend.is_rank_dir(rank_dir):
+            rank = ascend.read_rank_id(rank_dir)
+            if rank is None:
+                rank = rank_from_name(rank_dir.name)
+            return [RankSource("ascend_text", str(rank_dir), rank)]
+        dbs = _db_files(out)
+        if dbs:
+            from . import ascend_db
+
+            rank = ascend_db.rank_of(dbs[0], rank_dir)
+            return [RankSource("ascend_db", str(dbs[0]), rank,
+                               tuple(str(f) for f in [*dbs, out / "analysis.db"]
+                                     if Path(f).exists()))]
+    if out.is_dir() or rank_dir.name.endswith(("_ascend_pt", "_ascend_ms")):
+        # a rank folder whose analysed files are missing: parsing it reports why
+        rank = ascend.read_rank_id(rank_dir)
+        if rank is None:
+            rank = rank_from_name(rank_dir.name)
+        return [RankSource("ascend_text", str(rank_dir), rank)]
+    return None
+
+
+def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
+    """What ``path`` holds.
+
+    Returns
+    -------
+    (kind, sources)
+        ``kind`` is ``"profile"`` (one rank), ``"cluster"`` (many ranks) or
+        ``"cluster_analysis_output"``; ``sources`` lists the ranks found, in rank order.
+
+    Raises
+    ------
+    ProfileError
+        The path does not exist, nothing known is inside, or two folders claim one rank.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ProfileError(p, "path does not exist; expected a profiler output folder or file")
+    if p.is_dir() and _is_cluster_output(p):
+        return "cluster_analysis_output", [RankSource("cluster_analysis_output", str(p))]
+    if p.is_file() and p.name.startswith(("cluster_", "communication_group")) and \
+            _is_cluster_output(p.parent):
+        return "cluster_analysis_output", [RankSource("cluster_analysis_output",
+                                                      str(p.parent))]
+    one = _single(p)
+    if one is not None:
+        return "profile", one
+    # legacy MindSpore: one folder, files suffixed by rank
+    legacy = _legacy_ranks(p)
+    if not legacy and (p / "profiler").is_dir():
+        p_leg = p / "profiler"
+        legacy = _legacy_ranks(p_leg)
+    else:
+        p_leg = p
+    if legacy:
+        srcs = [RankSource("mindspore_legacy", str(p_leg), r, tuple(map(str, files)))
+                for r, files in sorted(legacy.items())]
+        return ("profile" if len(srcs) == 1 else "cluster"), srcs
+    sources = _scan_parent(p)
+    if not sources:
+        if (p / "cluster_analysis_output").is_dir():
+            return "cluster_analysis_output", [RankSource(
+                "cluster_analysis_output", str(p / "cluster_analysis_output"))]
+        raise ProfileError(p, "no profile found: expected *_ascend_pt / *_ascend_ms folders "
+                           "(with ASCEND_PROFILER_OUTPUT/), Ascend .db exports, Kineto "
+                           ".json/.json.gz traces, legacy MindSpore files or "
+                           "cluster_analysis_output/")
+    return "cluster", _check_unique(p, sources)
+
+
+def _scan_parent(p: Path, depth: int = 2) -> list[RankSource]:
+    found: list[RankSource] = []
+    try:
+        children = sorted(p.iterdir())
+    except OSError as exc:
+        raise ProfileError(p, f"cannot list folder: {exc.strerror or exc}") from None
+    for child in children:
+        if child.name.startswith("."):
+            continue
+        if child.is_dir():
+            if child.name == "cluster_analysis_output":
+                continue
+            one = _single(child)
+            if one is not None:
+                found.extend(one)
+            elif depth > 1:
+                found.extend(_scan_parent(child, depth - 1))
+        elif child.is_file():
+            name = child.name.lower()
+            if name.endswith(".json.gz") or (name.endswith(".json") and name != "trace_view.json"
+                                              and not name.startswith("profiler_")):
+                found.append(RankSource("kineto", str(child), _peek_kineto_rank(child),
+                                        (str(child),)))
+            elif name == "trace_view.json":
+                found.append(RankSource("trace_view", str(child), None, (str(child),)))
+    return found
+
+
+def _check_unique(parent: Path, sources: list[RankSource]) -> list[RankSource]:
+    seen: dict[int, RankSource] = {}
+    unknown = 0
+    out = []
+    for s in sources:
+        if s.rank is None:
+            unknown += 1
+            out.append(s)
+            continue
+        if s.rank in seen:
+            raise ProfileError(parent, f"two profiles claim rank {s.rank}: {seen[s.rank].path} "
+                               f"and {s.path}; expected one folder or file per rank")
+        seen[s.rank] = s
+        out.append(s)
+    # ranks unknown before parsing get the numbers no other source uses, in name order
+    free = (r for r in range(10**9) if r not in seen)
+    out = [s if s.rank is not None else RankSource(s.fmt, s.path, next(free), s.files)
+           for s in out]
+    return sorted(out, key=lambda s: s.rank if s.rank is not None else -1)
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Parse one rank: the pure function run in worker processes (or as a Dask task).
+
+    Parameters
+    ----------
+    source : RankSource
+        From :func:`detect`.
+
+    Returns
+    -------
+    (ProfileMeta, dict of DataFrame)
+    """
+    path = Path(source.path)
+    if source.fmt == "ascend_text":
+        meta, tables = ascend.parse(path)
+    elif source.fmt == "ascend_db":
+        from . import ascend_db
+
+        meta, tables = ascend_db.parse(path)
+    elif source.fmt == "kineto":
+        from . import kineto
+
+        meta, tables = kineto.parse(path)
+    elif source.fmt == "trace_view":
+        meta, tables = ascend.parse_trace_view(path)
+    elif source.fmt == "mindspore_legacy":
+        from . import mindspore_legacy
+
+        meta, tables = mindspore_legacy.parse(path, source.rank)
+    else:  # pragma: no cover - detect() only makes the formats above
+        raise ProfileError(path, f"unknown source format {source.fmt!r}")
+    if meta.rank is None and source.rank is not None:
+        meta.rank = source.rank
+        meta.notes.append(f"rank: not recorded in the files; {source.rank} assigned from the "
+                          "folder name or position")
+    return meta, tables
+
+
+def _work(source: RankSource, use_cache: bool, in_pool: bool = False
+          ) -> tuple[RankSource, Any, Any]:
+    """Worker body: parse, store in the cache, return meta (+ where the tables are).
+
+    In a worker process the tables travel back as Parquet files (in the cache, or in a
+    temporary folder outside the user's folders when the cache is off): much faster and
+    lighter than pickling large frames.
+    """
+    meta, tables = parse_source(source)
+    if use_cache:
+        key = cache.entry_key(source.fmt, Path(source.path), source.file_paths(), source.rank)
+        if cache.write(key, meta, tables):
+            return source, meta, key
+    if in_pool:
+        tmp = Path(tempfile.mkdtemp(prefix="perfkit-rank-"))
+        try:
+            cache.write_entry(tmp, meta, tables)
+            return source, meta, ("tmp", str(tmp))
+        except Exception:  # noqa: BLE001 - fall back to sending the frames themselves
+            shutil.rmtree(tmp, ignore_errors=True)
+    return source, meta, tables
+
+
+def _profile_from(meta: ProfileMeta, payload: Any) -> Profile:
+    if isinstance(payload, str):
+        cached = cache.read(payload)
+        if cached is not None:
+            return cached
+    if isinstance(payload, tuple) and payload[0] == "tmp":
+        folder = Path(payload[1])
+        try:
+            prof = cache.read_entry(folder, eager=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if prof is not None:
+            return prof
+        raise ProfileError(meta.path, "worker output was lost before it could be read")
+    return Profile(meta, payload)
+
+
+def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
+         engine: str = "local", client: Any = None, *, workers: int | None = None,
+         progress: bool | None = None) -> Profile | Cluster:
+    """Open a profiler output, whatever produced it, into the canonical tables.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A rank folder, a file, or a parent folder of many ranks.
+    ranks : iterable of int, optional
+        Load only these global ranks (a parent folder then gives a Cluster of them).
+    cache : bool, default True
+        Use the Parquet cache (see :mod:`perfkit.io.cache`); ``PERFKIT_CACHE=0`` also
+        switches it off.
+    engine : {"local", "dask"}
+        ``"local"`` parses ranks in a local process pool. ``"dask"`` is not available yet.
+    client : optional
+        Dask client, for ``engine="dask"``.
+    workers : int, optional
+        Processes for a cluster (default: CPU count, 1 for small inputs).
+    progress : bool, optional
+        Show a progress bar (default: when more than one rank must be parsed).
+
+    Returns
+    -------
+    Profile or Cluster
+        A Profile for one rank, a Cluster for a parent folder of ranks.
+
+    Raises
+    ------
+    ProfileError
+        Missing path, unknown content, damaged file (for a single rank), duplicate rank.
+    """
+    if engine not in ENGINES:
+        raise InvalidArgumentError("engine", "must be 'local' or 'dask'", engine)
+    if engine == "dask":
+        raise PerfkitError("engine='dask' is not available yet in this perfkit version; "
+                           "use engine='local' (ranks are parsed in local processes)")
+    kind, sources = detect(path)
+    root = Path(path).expanduser()
+    if kind == "cluster_analysis_output":
+        from . import cluster_output
+
+        return cluster_output.load(Path(sources[0].path), ranks=ranks)
+    wanted = None if ranks is None else sorted({int(r) for r in ranks})
+    if wanted is not None:
+        have = {s.rank for s in sources}
+        missing = [r for r in wanted if r not in have]
+        if missing:
+            raise ProfileError(root, f"rank(s) {missing} not found; ranks present: "
+                               f"{sorted(r for r in have if r is not None)}")
+        sources = [s for s in sources if s.rank in wanted]
+    use_cache = bool(cache) and _cache_ok(root)
+    if kind == "profile" and len(sources) == 1:
+        profile, _ = _load_one(sources[0], use_cache)
+        return profile
+    return _load_cluster(root, sources, use_cache, workers, progress)
+
+
+def _cache_ok(root: Path) -> bool:
+    return cache.usable_for(root)
+
+
+def _load_one(source: RankSource, use_cache: bool) -> tuple[Profile, bool]:
+    key = None
+    if use_cache:
+        key = cache.entry_key(source.fmt, Path(source.path), source.file_paths(), source.rank)
+        hit = cache.read(key)
+        if hit is not None:
+            return hit, True
+    meta, tables = parse_source(source)
+    if use_cache and key is not None:
+        cache.write(key, meta, tables)
+    return Profile(meta, tables), False
+
+
+def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
+                  workers: int | None, progress: bool | None) -> Cluster:
+    profiles: list[Profile] = []
+    failed: dict[Any, str] = {}
+    todo: list[RankSource] = []
+    for s in sources:
+        if use_cache:
+            key = cache.entry_key(s.fmt, Path(s.path), s.file_paths(), s.rank)
+            hit = cache.read(key)
+            if hit is not None:
+                profiles.append(hit)
+                continue
+        todo.append(s)
+    size = sum(f.stat().st_size for s in todo for f in s.file_paths() if f.exists())
+    if workers is None:
+        workers = 1 if size < _PARALLEL_MIN_BYTES else min(len(todo), os.cpu_count() or 1)
+    workers = max(1, min(int(workers), len(todo) or 1))
+    show = (len(todo) > 1) if progress is None else bool(progress)
+    bar = Progress(len(todo), f"perfkit: loading {len(todo)} ranks", enabled=show and
+                   bool(todo))
+    try:
+        if workers == 1:
+            for s in todo:
+                _collect(s, lambda s=s: _work(s, use_cache), profiles, failed, bar)
+        else:
+            # fork starts workers fast and works from scripts, stdin and notebooks alike;
+            # platforms without it (Windows, macOS default) use spawn
+            method = "fork" if sys.platform.startswith("linux") else "spawn"
+            ctx = get_context(method)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                futures = {pool.submit(_work, s, use_cache, True): s for s in todo}
+                for fut in as_completed(futures):
+                    _collect(futures[fut], fut.result, profiles, failed, bar)
+    finally:
+        bar.close()
+    if not profiles:
+        first = next(iter(failed.values()), "no rank could be read")
+        raise ProfileError(root, f"no rank could be loaded; first error: {first}")
+    return Cluster(profiles, _cluster_meta(root, profiles, failed), failed)
+
+
+def _collect(source: RankSource, run: Any, profiles: list[Profile], failed: dict[Any, str],
+             bar: Progress) -> None:
+    label = source.rank if source.rank is not None else source.path
+    try:
+        _, meta, payload = run()
+        profiles.append(_profile_from(meta, payload))
+        bar.update(1, f"rank {label}")
+    except PerfkitError as exc:
+        failed[label] = str(exc)
+        bar.update(1, f"rank {label} failed")
+    except Exception as exc:  # noqa: BLE001 - a damaged rank must not sink the cluster
+        failed[label] = f"{source.path}: unexpected {type(exc).__name__}: {exc}"
+        bar.update(1, f"rank {label} failed")
+
+
+def _cluster_meta(root: Path, profiles: list[Profile], failed: dict[Any, str]) -> ProfileMeta:
+    metas = [p.meta for p in profiles]
+    origins = [m.origin_ns for m in metas if m.origin_ns is not None]
+    fmts = sorted({m.source_format for m in metas})
+    frameworks = sorted({m.framework for m in metas if m.framework})
+    levels = sorted({m.profiler_level for m in metas if m.profiler_level})
+    worlds = [m.world_size for m in metas if m.world_size]
+    groups: dict[str, Any] = {}
+    for m in metas:
+        groups.update(m.groups)
+    notes = [f"rank {r} not loaded: {msg}" for r, msg in failed.items()]
+    by_note: dict[str, list[Any]] = {}
+    for m in metas:
+        for n in m.notes:
+            by_note.setdefault(n, []).append(m.rank)
+    notes += [f"ranks {rs}: {n}" if len(rs) > 1 else f"rank {rs[0]}: {n}"
+              for n, rs in by_note.items()]
+    if len(fmts) > 1:
+        notes.append(f"ranks come from different formats: {fmts}")
+    notes.append("times of every rank are relative to the cluster origin_ns (earliest rank)")
+    return ProfileMeta(
+        source_format="cluster" if len(fmts) != 1 else fmts[0],
+        framework=frameworks[0] if len(frameworks) == 1 else None,
+        rank=None, world_size=max(worlds) if worlds else None,
+        device_type=metas[0].device_type if metas else None,
+        profiler_level=levels[0] if len(levels) == 1 else None,
+        groups=groups, origin_ns=min(origins) if origins else None, path=str(root),
+        notes=notes, extra={"ranks": [m.rank for m in metas]},
+    )

@@ -1,0 +1,239 @@
+"""PyTorch profiler (Kineto) Chrome traces: ``.json`` / ``.json.gz``, one file per rank.
+
+Accepted shapes: ``{"traceEvents": [...], "distributedInfo": {...}, ...}`` or a bare event
+array. The rank comes from ``distributedInfo.rank``, else from the file name
+(``rank3``, ``..._3.json``). GPU kernels (``kernel``, ``gpu_memcpy``, ``gpu_memset``) become
+``kernels``; NCCL kernels (name ``nccl...``) are the communication; ``cpu_op`` events are
+``ops``; ``ProfilerStep#N`` host spans define the steps; ``[memory]`` instants give ``memory``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ProfileError
+from ..profile import ProfileMeta
+from ._common import rank_from_name
+from .chrome import ChromeTrace, read_chrome_trace
+from .trace_tables import NA_NS, overlap_breakdown, rel, step_index, step_spans
+
+__all__ = ["looks_like_kineto", "parse", "parse_trace"]
+
+_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel", re.IGNORECASE)
+
+
+def looks_like_kineto(path: Path) -> bool:
+    """True for a file named like a Kineto trace (``*.json``, ``*.json.gz``)."""
+    name = path.name.lower()
+    return path.is_file() and (name.endswith(".json") or name.endswith(".json.gz"))
+
+
+def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Read one Kineto trace file into the canonical tables.
+
+    Raises
+    ------
+    ProfileError
+        The file is not a readable trace, or holds no complete (``ph: X``) event.
+    """
+    trace = read_chrome_trace(path, "a PyTorch profiler (Kineto) trace: JSON with traceEvents")
+    return parse_trace(path, trace, source_format="kineto")
+
+
+def parse_trace(path: Path, trace: ChromeTrace, source_format: str
+                ) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Canonical tables of a decoded GPU trace (see :func:`parse`)."""
+    x = trace.x.drop(columns=["task_type", "op_type"], errors="ignore")
+    trace.x = x  # the trace's own copy is not needed any more
+    if not len(x):
+        raise ProfileError(path, "no complete events (ph 'X') found; expected a profiler trace "
+                           "with traceEvents")
+    notes: list[str] = []
+    ts = x["ts_ns"].to_numpy()
+    valid = ts[ts != NA_NS]
+    origin = int(valid.min()) if len(valid) else None
+    cat = x["cat"].fillna("").to_numpy()
+    is_step = x["name"].str.startswith("ProfilerStep#").fillna(False).to_numpy(dtype=bool)
+    spans = step_spans(x[is_step & ~np.isin(cat, _DEVICE_CATS)])
+
+    dev = x[np.isin(cat, _DEVICE_CATS)]
+    kernels = _kernels(x, dev, spans, origin)
+    ops = _ops(x, dev, spans, origin)
+    if not len(spans):
+        notes.append("steps: no ProfilerStep#N events (profile without schedule): "
+                     "one step over the whole trace, step number NA")
+    steps = _steps(dev, kernels, spans)
+    if len(steps):
+        notes.append("steps: computed from GPU kernel intervals per ProfilerStep "
+                     "(bubble/stage/preparing are Ascend-only and left NA)")
+    comm = kernels[kernels["category"] == "communication"]
+    comm_ops = pd.DataFrame({
+        "step": comm["step"].to_numpy(), "name": comm["name"].to_numpy(),
+        "start_us": comm["start_us"].to_numpy(), "elapse_us": comm["dur_us"].to_numpy(),
+    })
+    notes.append("comm_ops: NCCL kernels only; transit/wait/sync/idle split, group, "
+                 "comm_bandwidth and comm_matrix are not recorded by Kineto")
+    memory = _memory(trace, origin)
+    if not len(memory):
+        notes.append("memory: no [memory] events (profile_memory=False)")
+    notes.append("op_memory: not recorded by Kineto")
+    rank = trace.rank
+    if rank is None:
+        rank = rank_from_name(path.name)
+        notes.append("rank: no distributedInfo in the trace; "
+                     + (f"taken from the file name ({rank})" if rank is not None else "unknown"))
+    meta = ProfileMeta(
+        source_format=source_format, framework="pytorch", rank=rank,
+        world_size=trace.world_size, device_type="gpu", profiler_level=None, groups={},
+        origin_ns=origin, path=str(path), notes=notes,
+        extra={"backend": trace.backend, "events": trace.n_events,
+               "trace_object": trace.is_object},
+    )
+    return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,
+                  "memory": memory}
+
+
+def _kernel_steps(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
+    """Step of each device event: the host step of the runtime call that launched it."""
+    if not len(spans) or not len(dev):
+        return np.full(len(dev), np.nan)
+    runtime = x[x["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    runtime = runtime[runtime["correlation"].notna()]
+    launch = pd.Series(runtime["ts_ns"].to_numpy(),
+                       index=runtime["correlation"].astype("Int64").to_numpy())
+    launch = launch[~launch.index.duplicated()]
+    corr = dev["correlation"].astype("Int64")
+    launch_ts = launch.reindex(corr.to_numpy()).to_numpy()
+    missing = pd.isna(launch_ts)
+    launch_ts = np.where(missing, dev["ts_ns"].to_numpy(), launch_ts).astype(np.int64)
+    return step_index(launch_ts, spans)
+
+
+def _kernels(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
+             origin: int | None) -> pd.DataFrame:
+    name = dev["name"].astype("string")
+    cat = dev["cat"].astype("string")
+    category = np.where(name.str.contains(_NCCL).fillna(False).to_numpy(), "communication",
+                        np.where(cat.isin(["gpu_memcpy", "gpu_memset"]).to_numpy(), "memory",
+                                 "compute"))
+    stream = dev["stream"] if dev["stream"].notna().any() else dev["tid"]
+    return pd.DataFrame({
+        "step": _kernel_steps(x, dev, spans),
+        "name": name.to_numpy(),
+        "type": cat.to_numpy(),
+        "category": category,
+        "stream": pd.to_numeric(stream, errors="coerce").to_numpy(),
+        "start_us": rel(dev["ts_ns"].to_numpy(), origin),
+        "dur_us": dev["dur_us"].to_numpy(),
+        "device": pd.to_numeric(dev["device"], errors="coerce").to_numpy()
+        if dev["device"].notna().any() else pd.to_numeric(dev["pid"], errors="coerce").to_numpy(),
+        "correlation": pd.to_numeric(dev["correlation"], errors="coerce").to_numpy(),
+    })
+
+
+def _ops(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
+         origin: int | None) -> pd.DataFrame:
+    cpu = x[x["cat"] == "cpu_op"]
+    cpu = cpu[~cpu["name"].fillna("").str.startswith("ProfilerStep#")]
+    ts = cpu["ts_ns"].to_numpy()
+    device = np.full(len(cpu), np.nan)
+    if len(dev):
+        device = _device_time(x, cpu, dev)
+    return pd.DataFrame({
+        "step": step_index(ts, spans),
+        "name": cpu["name"].to_numpy(),
+        "start_us": rel(ts, origin),
+        "dur_us": cpu["dur_us"].to_numpy(),
+        "thread": pd.to_numeric(cpu["tid"], errors="coerce").to_numpy(),
+        "device_dur_us": device,
+        "external_id": pd.to_numeric(cpu["external_id"], errors="coerce").to_numpy(),
+    })
+
+
+def _device_time(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
+    """GPU time launched by each cpu_op.
+
+    Newer traces give kernels the ``External id`` of their op; older ones only link a kernel
+    to its runtime launch (``correlation``), which is then placed in the last op that started
+    before it on the same thread and is still open (searchsorted per thread).
+    """
+    ext_ops = set(cpu["external_id"].dropna().astype("int64"))
+    ext_dev = dev["external_id"].dropna().astype("int64")
+    if len(ext_dev) and ext_dev.isin(ext_ops).mean() > 0.5:
+        per = dev.groupby(dev["external_id"].astype("Int64"))["dur_us"].sum()
+        out = per.reindex(cpu["external_id"].astype("Int64").to_numpy()).to_numpy(np.float64)
+        return np.where(np.isnan(out), 0.0, out)
+    runtime = x[x["cat"].isin(["cuda_runtime", "cuda_driver"]) & x["correlation"].notna()]
+    if not len(runtime) or not len(cpu):
+        return np.full(len(cpu), np.nan)
+    per_corr = dev.groupby(dev["correlation"].astype("Int64"))["dur_us"].sum()
+    launch = pd.DataFrame({"tid": runtime["tid"].astype("string").to_numpy(),
+                           "ts": runtime["ts_ns"].to_numpy(),
+                           "gpu": per_corr.reindex(runtime["correlation"].astype("Int64")
+                                                   .to_numpy()).to_numpy(np.float64)})
+    launch = launch[~np.isnan(launch["gpu"].to_numpy())]
+    ops = pd.DataFrame({"tid": cpu["tid"].astype("string").to_numpy(),
+                        "start": cpu["ts_ns"].to_numpy(),
+                        "end": cpu["ts_ns"].to_numpy()
+                        + np.round(np.nan_to_num(cpu["dur_us"].to_numpy()) * 1000)
+                        .astype(np.int64),
+                        "pos": np.arange(len(cpu))})
+    total = np.zeros(len(cpu))
+    for tid, grp in ops.groupby("tid", sort=False):
+        lsel = launch[launch["tid"] == tid]
+        if not len(lsel):
+            continue
+        g = grp.sort_values("start", kind="stable")
+        i = np.searchsorted(g["start"].to_numpy(), lsel["ts"].to_numpy(), side="right") - 1
+        ok = i >= 0
+        ic = np.clip(i, 0, len(g) - 1)
+        ok &= g["end"].to_numpy()[ic] >= lsel["ts"].to_numpy()
+        np.add.at(total, g["pos"].to_numpy()[ic[ok]], lsel["gpu"].to_numpy()[ok])
+    return total
+
+
+def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+    if not len(dev):
+        return pd.DataFrame()
+    start = dev["ts_ns"].to_numpy()
+    end = start + np.round(np.nan_to_num(dev["dur_us"].to_numpy()) * 1000).astype(np.int64)
+    step = kernels["step"].to_numpy()
+    if not len(spans):
+        whole = pd.DataFrame({"step": [0], "start_ns": [start.min()], "end_ns": [end.max() + 1]})
+        out = overlap_breakdown(start, end, kernels["category"].to_numpy(), whole)
+        out["step"] = np.nan
+        return out
+    # windows follow the device: from the first to the last kernel launched in each step
+    known = ~np.isnan(step)
+    frame = pd.DataFrame({"step": step[known], "s": start[known], "e": end[known]})
+    win = frame.groupby("step").agg(start_ns=("s", "min"), end_ns=("e", "max")).reset_index()
+    win = win.sort_values("start_ns").reset_index(drop=True)
+    win["end_ns"] = np.maximum(win["end_ns"].to_numpy(), win["start_ns"].to_numpy() + 1)
+    win["step"] = win["step"].astype(np.int64)
+    rows = []
+    cat = kernels["category"].to_numpy()
+    for st in win["step"].to_numpy():
+        sel = step == st
+        one = win[win["step"] == st]
+        rows.append(overlap_breakdown(start[sel], end[sel], cat[sel], one))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _memory(trace: ChromeTrace, origin: int | None) -> pd.DataFrame:
+    ins = trace.instants
+    if not len(ins) or "total_allocated" not in ins:
+        return pd.DataFrame()
+    mem = ins[ins["name"] == "[memory]"]
+    return pd.DataFrame({
+        "component": pd.Series(["allocator"] * len(mem), dtype="string"),
+        "ts_us": rel(mem["ts_ns"].to_numpy(), origin),
+        "allocated_bytes": mem["total_allocated"].to_numpy(),
+        "reserved_bytes": mem["total_reserved"].to_numpy(),
+        "alloc_delta_bytes": mem["bytes"].to_numpy(),
+        "device": pd.to_numeric(mem["device_id"], errors="coerce").to_numpy(),
+    })

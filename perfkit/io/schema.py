@@ -1,0 +1,124 @@
+"""The canonical tables: their columns, dtypes and how a loader's frame is made to fit.
+
+Every loader produces plain pandas DataFrames; :func:`conform` turns them into the
+canonical shape of DESIGN.md: the key columns first, in a fixed order and dtype, then
+any optional (source-specific) columns the loader kept. A key column the source does not
+provide is filled with NA (never with zero). Units are in the column names: ``_us`` is
+microseconds relative to ``meta.origin_ns``, ``_bytes`` bytes, ``_gbps`` GB/s (10^9 B/s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["TABLES", "TABLE_NAMES", "STRING", "conform", "empty"]
+
+STRING = "string"
+"""dtype used for text columns (pandas' nullable string dtype)."""
+
+_I = "Int64"   # nullable integer
+_F = "float64"  # NaN is the missing value
+_S = STRING
+
+TABLES: dict[str, dict[str, str]] = {
+    "kernels": {
+        "rank": _I, "step": _I, "name": _S, "type": _S, "category": _S, "core": _S,
+        "stream": _I, "start_us": _F, "dur_us": _F, "wait_us": _F,
+        "input_shapes": _S, "input_dtypes": _S, "output_shapes": _S,
+    },
+    "ops": {
+        "rank": _I, "step": _I, "name": _S, "start_us": _F, "dur_us": _F, "thread": _I,
+        "device_dur_us": _F,
+    },
+    "steps": {
+        "rank": _I, "step": _I, "computing_us": _F, "communication_us": _F,
+        "comm_not_overlapped_us": _F, "overlapped_us": _F, "free_us": _F, "bubble_us": _F,
+        "stage_us": _F, "preparing_us": _F,
+    },
+    "comm_ops": {
+        "rank": _I, "step": _I, "group": _S, "name": _S, "start_us": _F, "elapse_us": _F,
+        "transit_us": _F, "wait_us": _F, "sync_us": _F, "idle_us": _F,
+    },
+    "comm_bandwidth": {
+        "rank": _I, "name": _S, "transport": _S, "size_bytes": _F, "transit_us": _F,
+        "bandwidth_gbps": _F,
+    },
+    "comm_matrix": {
+        "rank": _I, "group": _S, "name": _S, "src_rank": _I, "dst_rank": _I, "transport": _S,
+        "size_bytes": _F, "time_us": _F, "bandwidth_gbps": _F,
+    },
+    "memory": {
+        "rank": _I, "component": _S, "ts_us": _F, "allocated_bytes": _F, "reserved_bytes": _F,
+        "active_bytes": _F,
+    },
+    "op_memory": {
+        "rank": _I, "name": _S, "size_bytes": _F, "alloc_us": _F, "release_us": _F,
+        "duration_us": _F,
+    },
+}
+"""Key columns and dtypes of each canonical table, in order."""
+
+TABLE_NAMES: tuple[str, ...] = tuple(TABLES)
+
+
+def _cast(series: pd.Series, dtype: str) -> pd.Series:
+    if str(series.dtype) == dtype:
+        return series
+    if dtype == _I:
+        values = pd.to_numeric(series, errors="coerce")
+        if values.dtype.kind == "f":
+            whole = values.isna() | (values == np.floor(values))
+            values = values.where(whole)
+        return values.astype(_I)
+    if dtype == _F:
+        return pd.to_numeric(series, errors="coerce").astype(_F)
+    if dtype == _S:
+        return series.astype(_S)
+    return series.astype(dtype)
+
+
+def empty(table: str) -> pd.DataFrame:
+    """Return an empty frame with the key columns of ``table``."""
+    cols = TABLES[table]
+    return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in cols.items()})
+
+
+def conform(frame: pd.DataFrame | None, table: str, rank: int | None = None) -> pd.DataFrame:
+    """Return ``frame`` with the key columns of ``table`` first, cast to their dtypes.
+
+    Parameters
+    ----------
+    frame : DataFrame or None
+        What a loader built; extra columns are kept after the key columns.
+        ``None`` gives an empty table.
+    table : str
+        One of :data:`TABLE_NAMES`.
+    rank : int, optional
+        Global rank written into the ``rank`` column when given.
+
+    Returns
+    -------
+    DataFrame
+        Key columns missing from ``frame`` are added, filled with NA.
+    """
+    if frame is None:
+        frame = empty(table)
+    cols = TABLES[table]
+    n = len(frame)
+    out: dict[str, pd.Series] = {}
+    index = pd.RangeIndex(n)
+    for name, dtype in cols.items():
+        if name == "rank" and rank is not None:
+            out[name] = pd.Series(np.full(n, rank, dtype=np.int64), index=index).astype(_I)
+        elif name in frame.columns:
+            out[name] = _cast(frame[name].reset_index(drop=True), dtype)
+        else:
+            out[name] = pd.Series(np.nan if dtype == _F else pd.NA, index=index, dtype=dtype)
+    for name in frame.columns:
+        if name not in cols:
+            col = frame[name].reset_index(drop=True)
+            if col.dtype == object:
+                col = col.astype(_S)
+            out[name] = col
+    return pd.DataFrame(out, index=index)

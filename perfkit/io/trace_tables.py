@@ -1,0 +1,242 @@
+"""Canonical tables derived from a decoded Chrome trace (shared by the Ascend and Kineto readers).
+
+All work is vectorised: steps are assigned with ``numpy.searchsorted`` on step boundaries,
+host-to-device links are pandas merges, busy time is an interval union over sorted arrays.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .chrome import ChromeTrace
+
+__all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown",
+           "from_ascend_trace", "rel"]
+
+NA_NS = np.iinfo(np.int64).min
+"""Sentinel for a missing int64 timestamp in :class:`ChromeTrace` frames."""
+
+_STEP_RE = re.compile(r"^(?:ProfilerStep#|Step\s*#?)(\d+)$")
+
+
+def rel(ts_ns: np.ndarray, origin: int | None) -> np.ndarray:
+    """Microseconds relative to ``origin`` (NaN where missing)."""
+    ts_ns = np.asarray(ts_ns)
+    if origin is None:
+        return np.full(len(ts_ns), np.nan)
+    out = (ts_ns - np.int64(origin)).astype(np.float64) / 1000.0
+    out[ts_ns == NA_NS] = np.nan
+    return out
+
+
+def step_spans(x: pd.DataFrame) -> pd.DataFrame:
+    """Step windows from ``ProfilerStep#N`` host events: step, start_ns, end_ns (sorted)."""
+    names = x["name"].astype("string").fillna("")
+    cand = names.str.startswith(("ProfilerStep#", "Step")).to_numpy(dtype=bool)
+    m = pd.Series(pd.NA, index=names.index, dtype="string")
+    m[cand] = names[cand].str.extract(_STEP_RE, expand=False)
+    sel = m.notna().to_numpy()
+    spans = pd.DataFrame({
+        "step": pd.to_numeric(m[sel]).astype("int64").to_numpy(),
+        "start_ns": x["ts_ns"].to_numpy()[sel],
+        "end_ns": x["ts_ns"].to_numpy()[sel]
+        + np.round(x["dur_us"].to_numpy()[sel] * 1000).astype(np.int64),
+    })
+    return spans.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def step_index(ts_ns: np.ndarray, spans: pd.DataFrame) -> np.ndarray:
+    """Step number of each timestamp (NaN outside every step window)."""
+    ts_ns = np.asarray(ts_ns)
+    if not len(spans):
+        return np.full(len(ts_ns), np.nan)
+    starts = spans["start_ns"].to_numpy()
+    ends = spans["end_ns"].to_numpy()
+    idx = np.searchsorted(starts, ts_ns, side="right") - 1
+    ok = (idx >= 0) & (ts_ns != NA_NS)
+    idx_c = np.clip(idx, 0, len(starts) - 1)
+    ok &= ts_ns < ends[idx_c]
+    out = spans["step"].to_numpy().astype(np.float64)[idx_c]
+    out[~ok] = np.nan
+    return out
+
+
+def assign_steps(frame: pd.DataFrame, spans: pd.DataFrame, origin: int | None = None) -> None:
+    """Fill ``frame['step']`` in place from its ``start_us`` and step windows (absolute ns)."""
+    if "start_us" not in frame or origin is None:
+        return
+    ts = np.round(frame["start_us"].to_numpy(np.float64) * 1000).astype(np.int64) + origin
+    frame["step"] = step_index(ts, spans)
+
+
+def union_us(start_ns: np.ndarray, end_ns: np.ndarray) -> float:
+    """Length in µs of the union of intervals (vectorised)."""
+    if len(start_ns) == 0:
+        return 0.0
+    order = np.argsort(start_ns, kind="stable")
+    s = start_ns[order]
+    e = np.maximum.accumulate(end_ns[order])
+    prev_end = np.concatenate(([s[0]], e[:-1]))
+    # each interval contributes the part that extends past everything before it
+    contrib = np.maximum(e - np.maximum(s, prev_end), 0)
+    contrib[0] = e[0] - s[0]
+    return float(contrib.sum()) / 1000.0
+
+
+def _merge(start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted intervals covering the same points."""
+    if len(start_ns) == 0:
+        return start_ns, end_ns
+    order = np.argsort(start_ns, kind="stable")
+    s = start_ns[order]
+    e = np.maximum.accumulate(end_ns[order])
+    new = np.concatenate(([True], s[1:] > e[:-1]))
+    group = np.cumsum(new) - 1
+    ms = s[new]
+    me = np.zeros(len(ms), dtype=e.dtype)
+    np.maximum.at(me, group, e)
+    return ms, me
+
+
+def _intersect_us(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """µs covered by both unions (both already merged)."""
+    if not len(a[0]) or not len(b[0]):
+        return 0.0
+    pts_s = np.concatenate([a[0], b[0]])
+    pts_e = np.concatenate([a[1], b[1]])
+    return (union_us(a[0], a[1]) + union_us(b[0], b[1]) - union_us(pts_s, pts_e))
+
+
+def overlap_breakdown(start_ns: np.ndarray, end_ns: np.ndarray, category: np.ndarray,
+                      spans: pd.DataFrame) -> pd.DataFrame:
+    """Per-step computing / communication / overlap / free from device intervals.
+
+    Same definitions as Ascend's Overlap Analysis: computing = union of compute (and memory)
+    kernels, communication = union of communication kernels, not-overlapped = communication
+    minus the part under computing, free = step span minus the union of all kernels.
+    The step span is the window from the first to the last device interval of the step.
+    """
+    rows = []
+    step_of = step_index(start_ns, spans)
+    for step in spans["step"].to_numpy():
+        sel = step_of == step
+        if not sel.any():
+            continue
+        s, e, c = start_ns[sel], end_ns[sel], category[sel]
+        comm = c == "communication"
+        comp = ~comm
+        comp_u = _merge(s[comp], e[comp])
+        comm_u = _merge(s[comm], e[comm])
+        computing = union_us(*comp_u)
+        communication = union_us(*comm_u)
+        overlapped = _intersect_us(comp_u, comm_u)
+        busy = union_us(s, e)
+        span = (e.max() - s.min()) / 1000.0
+        rows.append({"step": int(step), "computing_us": computing,
+                     "communication_us": communication,
+                     "comm_not_overlapped_us": communication - overlapped,
+                     "overlapped_us": overlapped, "free_us": span - busy})
+    return pd.DataFrame(rows)
+
+
+def _ops(trace: ChromeTrace, spans: pd.DataFrame, origin: int | None,
+         device: pd.DataFrame) -> pd.DataFrame:
+    x = trace.x
+    cat = x["cat"].fillna("")
+    if (cat == "cpu_op").any():
+        host = cat == "cpu_op"
+    else:
+        cpu_pids = {p for p, lab in trace.labels.items() if str(lab).upper().startswith("CPU")}
+        names = trace.processes
+        host = x["pid"].isin([p for p in cpu_pids if names.get(p) != "CANN"])
+    is_step = x["name"].fillna("").str.match(_STEP_RE.pattern)
+    ops = x[host & ~is_step]
+    ts = ops["ts_ns"].to_numpy()
+    frame = pd.DataFrame({
+        "step": step_index(ts, spans),
+        "name": ops["name"].to_numpy(),
+        "start_us": rel(ts, origin),
+        "dur_us": ops["dur_us"].to_numpy(),
+        "thread": ops["tid"].to_numpy(),
+        "cat": ops["cat"].to_numpy(),
+    })
+    frame["device_dur_us"] = _device_time(trace, ops, device)
+    return frame
+
+
+def _device_time(trace: ChromeTrace, ops: pd.DataFrame, device: pd.DataFrame) -> np.ndarray:
+    """Sum of device time of the tasks each host op launched (``async_npu`` flows)."""
+    flows = trace.flows
+    out = np.full(len(ops), np.nan)
+    if not len(flows) or not len(device):
+        return out
+    f = flows[flows["cat"] == "async_npu"]
+    start = f[f["ph"] == "s"][["id", "tid", "ts_ns"]]
+    finish = f[f["ph"] == "f"][["id", "pid", "tid", "ts_ns"]]
+    if not len(start) or not len(finish):
+        return out
+    dev = device[["pid", "tid", "ts_ns", "dur_us"]].drop_duplicates(["pid", "tid", "ts_ns"])
+    link = finish.merge(dev, on=["pid", "tid", "ts_ns"], how="inner")
+    link = link.groupby("id", sort=False)["dur_us"].sum().reset_index()
+    host = start.merge(link, on="id", how="inner")
+    per_op = host.groupby(["tid", "ts_ns"], sort=False)["dur_us"].sum()
+    keys = pd.MultiIndex.from_arrays([ops["tid"].to_numpy(), ops["ts_ns"].to_numpy()],
+                                     names=["tid", "ts_ns"])
+    vals = per_op.reindex(keys).to_numpy(np.float64)
+    # ops that launched nothing on the device have zero device time (known from the flows)
+    return np.where(np.isnan(vals), 0.0, vals)
+
+
+def from_ascend_trace(trace: ChromeTrace, origin: int | None) -> dict[str, pd.DataFrame]:
+    """ops, kernels (fallback), steps (fallback) and step windows from ``trace_view.json``."""
+    x = trace.x
+    spans = step_spans(x)
+    hw = [p for p, n in trace.processes.items() if n == "Ascend Hardware"]
+    device = x[x["pid"].isin(hw)]
+    ts = device["ts_ns"].to_numpy()
+    from .ascend import category  # local: ascend imports this module
+
+    ttype = device["task_type"].astype("string")
+    kernels = pd.DataFrame({
+        "step": np.nan,
+        "name": device["name"].to_numpy(),
+        "core": ttype.to_numpy(),
+        "stream": device["tid"].to_numpy(),
+        "start_us": rel(ts, origin),
+        "dur_us": device["dur_us"].to_numpy(),
+    })
+    kernels["category"] = category(kernels["core"].astype("string"),
+                                   pd.Series(pd.NA, index=kernels.index, dtype="string"),
+                                   kernels["name"].astype("string")).to_numpy()
+    overlap_pid = [p for p, n in trace.processes.items() if n == "Overlap Analysis"]
+    steps = pd.DataFrame()
+    if overlap_pid:
+        ov = x[x["pid"].isin(overlap_pid)]
+        steps = _overlap_steps(ov, spans)
+    return {"ops": _ops(trace, spans, origin, x), "kernels": kernels, "steps": steps,
+            "step_spans": spans}
+
+
+def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+    """Sum the Overlap Analysis tracks per step (one row with step NA without steps)."""
+    ts = ov["ts_ns"].to_numpy()
+    step = step_index(ts, spans) if len(spans) > 1 else np.full(len(ov), np.nan)
+    if len(spans) == 1:
+        step = np.full(len(ov), float(spans["step"].iloc[0]))
+    track = ov["name"].fillna("")
+    frame = pd.DataFrame({"step": step, "track": track.to_numpy(),
+                          "dur": ov["dur_us"].to_numpy()})
+    frame["step"] = frame["step"].fillna(-1)
+    wide = frame.pivot_table(index="step", columns="track", values="dur", aggfunc="sum")
+    out = pd.DataFrame({"step": wide.index.to_numpy()})
+    for canon, track_name in (("computing_us", "Computing"),
+                              ("communication_us", "Communication"),
+                              ("comm_not_overlapped_us", "Communication(Not Overlapped)"),
+                              ("free_us", "Free")):
+        out[canon] = wide[track_name].to_numpy() if track_name in wide else np.nan
+    out["overlapped_us"] = out["communication_us"] - out["comm_not_overlapped_us"]
+    out["step"] = out["step"].where(out["step"] >= 0)
+    return out

@@ -1,0 +1,287 @@
+"""Profile (one rank) and Cluster (many ranks): the canonical tables of DESIGN.md.
+
+A :class:`Profile` holds a :class:`ProfileMeta` and nine tables (``kernels``, ``ops``,
+``steps``, ``comm_ops``, ``comm_bandwidth``, ``comm_matrix``, ``memory``, ``op_memory``).
+Tables are produced on first access by a provider (the parsed frames in memory, or the
+Parquet files of the cache) and kept. A :class:`Cluster` exposes the same attributes,
+concatenated over its ranks; its times are re-based to the cluster's earliest origin so
+that ranks line up. Build them with :func:`perfkit.io.detect.load`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .io.schema import TABLE_NAMES, TABLES, conform
+
+__all__ = ["ProfileMeta", "Profile", "Cluster"]
+
+TableProvider = Callable[[str], pd.DataFrame]
+
+
+@dataclass
+class ProfileMeta:
+    """What is known about one profile (or a whole cluster) besides its tables.
+
+    Attributes
+    ----------
+    source_format : str
+        ``"ascend_text"``, ``"ascend_db"``, ``"mindspore_legacy"``, ``"kineto"``,
+        ``"mindspore_trace_view"``, ``"cluster_analysis_output"`` or ``"cluster"``.
+    framework : str or None
+        ``"pytorch"`` (torch_npu or PyTorch), ``"mindspore"``, or None when unknown.
+    rank : int or None
+        Global rank (None for a cluster).
+    world_size : int or None
+        Number of ranks of the job when the source records it.
+    device_type : str or None
+        ``"npu"`` or ``"gpu"``.
+    profiler_level : str or None
+        Ascend ``Level0``/``Level1``/``Level2`` when recorded.
+    groups : dict
+        Communication groups: ``{group name: {"group_name": ..., "global_ranks": [...]}}``.
+    origin_ns : int or None
+        Absolute epoch nanoseconds that every ``*_us`` time is relative to.
+    path : str
+        The file or folder the profile was read from.
+    notes : list of str
+        What is missing or was lost, and why.
+    extra : dict
+        Source-specific facts (profiler config, versions, ...).
+    """
+
+    source_format: str
+    framework: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    device_type: str | None = None
+    profiler_level: str | None = None
+    groups: dict[str, Any] = field(default_factory=dict)
+    origin_ns: int | None = None
+    path: str = ""
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a plain (JSON-able) dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfileMeta:
+        """Build from :meth:`to_dict` output (unknown keys are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class _Tables:
+    """Attribute access to the nine canonical tables, computed once each."""
+
+    def _table(self, name: str) -> pd.DataFrame:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """Device tasks (kernels, HCCL/NCCL ops, memcpy), one row each."""
+        return self._table("kernels")
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        """Framework (host) operators, one row each."""
+        return self._table("ops")
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """Per-step time breakdown."""
+        return self._table("steps")
+
+    @property
+    def comm_ops(self) -> pd.DataFrame:
+        """Communication operators with their time split."""
+        return self._table("comm_ops")
+
+    @property
+    def comm_bandwidth(self) -> pd.DataFrame:
+        """Per communication operator and transport: size, time and bandwidth."""
+        return self._table("comm_bandwidth")
+
+    @property
+    def comm_matrix(self) -> pd.DataFrame:
+        """Link-level (source rank to destination rank) transfers."""
+        return self._table("comm_matrix")
+
+    @property
+    def memory(self) -> pd.DataFrame:
+        """Memory samples over time per component."""
+        return self._table("memory")
+
+    @property
+    def op_memory(self) -> pd.DataFrame:
+        """Individual allocations with their lifetime."""
+        return self._table("op_memory")
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Return all nine tables as a dict (this loads every one)."""
+        return {name: self._table(name) for name in TABLE_NAMES}
+
+
+class Profile(_Tables):
+    """One rank's profile: :attr:`meta` plus the canonical tables.
+
+    Parameters
+    ----------
+    meta : ProfileMeta
+        Facts about the profile.
+    tables : mapping or callable
+        Either a mapping ``{table name: DataFrame}`` (missing names give empty tables)
+        or a function ``name -> DataFrame`` called at most once per table.
+    """
+
+    def __init__(self, meta: ProfileMeta, tables: Mapping[str, pd.DataFrame] | TableProvider):
+        self.meta = meta
+        self._cache: dict[str, pd.DataFrame] = {}
+        if callable(tables):
+            self._provider: TableProvider = tables
+        else:
+            frames = dict(tables)
+            self._provider = lambda name: frames.get(name)  # type: ignore[return-value]
+
+    @property
+    def rank(self) -> int | None:
+        """Global rank of this profile."""
+        return self.meta.rank
+
+    def _table(self, name: str) -> pd.DataFrame:
+        if name not in self._cache:
+            frame = self._provider(name)
+            self._cache[name] = conform(frame, name, self.meta.rank)
+        return self._cache[name]
+
+    def __repr__(self) -> str:
+        m = self.meta
+        return (f"Profile(rank={m.rank}, format={m.source_format!r}, framework={m.framework!r}, "
+                f"level={m.profiler_level!r}, path={m.path!r})")
+
+
+class Cluster(_Tables):
+    """Many ranks; the same table attributes as :class:`Profile`, concatenated.
+
+    Parameters
+    ----------
+    profiles : iterable of Profile
+        The ranks that loaded (sorted by rank here).
+    meta : ProfileMeta
+        Cluster-level facts; ``notes`` lists ranks that failed to load.
+    failed : mapping, optional
+        ``{rank or path: error message}`` for ranks that could not be read.
+
+    Notes
+    -----
+    Times of every rank are shifted to the cluster's ``meta.origin_ns`` (the earliest
+    rank origin), so the same instant has the same ``*_us`` value on every rank.
+    """
+
+    def __init__(self, profiles: list[Profile], meta: ProfileMeta,
+                 failed: Mapping[Any, str] | None = None):
+        self.profiles = sorted(profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))
+        self.meta = meta
+        self.failed = dict(failed or {})
+        self._cache: dict[str, pd.DataFrame] = {}
+
+    @property
+    def ranks(self) -> list[int]:
+        """Global ranks present, ascending."""
+        return [p.meta.rank for p in self.profiles if p.meta.rank is not None]
+
+    def __len__(self) -> int:
+        return len(self.profiles)
+
+    def __iter__(self) -> Iterator[Profile]:
+        return iter(self.profiles)
+
+    def __getitem__(self, rank: int) -> Profile:
+        for p in self.profiles:
+            if p.meta.rank == rank:
+                return p
+        raise KeyError(f"rank {rank} is not in this cluster (ranks: {self.ranks})")
+
+    def _table(self, name: str) -> pd.DataFrame:
+        if name in self._cache:
+            return self._cache[name]
+        parts = []
+        time_cols = [c for c in TABLES[name] if c.endswith("_us") and c in _TIMESTAMP_COLS]
+        for p in self.profiles:
+            frame = p._table(name)
+            shift = _shift_us(p.meta.origin_ns, self.meta.origin_ns)
+            if shift and time_cols and len(frame):
+                frame = frame.copy()
+                for c in time_cols:
+                    frame[c] = frame[c] + shift
+            parts.append(frame)
+        parts = [f for f in parts if len(f)] or parts[:1]
+        result = pd.concat(parts, ignore_index=True) if parts else conform(None, name)
+        result = conform(result, name)
+        if name == "comm_matrix":
+            result = self._map_local_ranks(result)
+        self._cache[name] = result
+        return result
+
+    def _map_local_ranks(self, matrix: pd.DataFrame) -> pd.DataFrame:
+        """Fill NA ``src_rank``/``dst_rank`` from group-local ranks when a whole group is here.
+
+        A group's members are the ranks whose ``comm_ops`` use it; group-local rank ``i`` is
+        the ``i``-th member in ascending order (how torch.distributed and HCCL number
+        sub-groups). Only groups whose every member is in the cluster are mapped; the
+        others stay NA, since a partial member list would give wrong ranks.
+        """
+        if not len(matrix) or "src_local" not in matrix or "group" not in matrix:
+            return matrix
+        todo = matrix["src_rank"].isna() | matrix["dst_rank"].isna()
+        if not todo.any():
+            return matrix
+        ops = self._table("comm_ops")
+        members = ops.dropna(subset=["group"]).groupby("group")["rank"].unique()
+        matrix = matrix.copy()
+        mapped = []
+        for group, ranks in members.items():
+            ranks = sorted(int(r) for r in ranks)
+            sel = (matrix["group"] == group).fillna(False).to_numpy() & todo.to_numpy()
+            if not sel.any():
+                continue
+            local = pd.concat([matrix.loc[sel, "src_local"], matrix.loc[sel, "dst_local"]])
+            if local.isna().any() or local.max() >= len(ranks) or local.min() < 0:
+                continue  # members missing from this cluster
+            # each rank writes its own links, so its source must be its own local rank
+            own = matrix.loc[sel, ["rank", "src_local"]].drop_duplicates()
+            if any(int(r) not in ranks or ranks.index(int(r)) != int(loc)
+                   for r, loc in own.itertuples(index=False)):
+                continue
+            lut = pd.Series(ranks)
+            for col, loc in (("src_rank", "src_local"), ("dst_rank", "dst_local")):
+                matrix.loc[sel, col] = lut.reindex(
+                    matrix.loc[sel, loc].astype(int).to_numpy()).to_numpy()
+            mapped.append(str(group))
+        if mapped:
+            note = ("comm_matrix: group-local ranks mapped to global ranks from the cluster's "
+                    f"members of group(s) {mapped} (ascending order)")
+            if note not in self.meta.notes:
+                self.meta.notes.append(note)
+        return matrix
+
+    def __repr__(self) -> str:
+        return (f"Cluster(ranks={self.ranks}, format={self.meta.source_format!r}, "
+                f"failed={sorted(map(str, self.failed))})")
+
+
+_TIMESTAMP_COLS = {"start_us", "ts_us", "alloc_us", "release_us"}
+"""Columns holding instants (shifted when ranks are aligned); the rest are durations."""
+
+
+def _shift_us(rank_origin: int | None, cluster_origin: int | None) -> float:
+    if rank_origin is None or cluster_origin is None:
+        return 0.0
+    return (int(rank_origin) - int(cluster_origin)) / 1000.0

@@ -1,0 +1,82 @@
+"""Ascend DB export (SQLite), checked with the sqlite3 module on the real sample."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import perfkit.io.detect as detect
+from perfkit.profile import Cluster, Profile
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "ascend_pt_db_level1"
+OUT0 = DATA / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+DB0 = OUT0 / "ascend_pytorch_profiler_0.db"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _q(db: Path, sql: str):
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_db_file_and_rank_dir():
+    p = detect.load(DB0, cache=False)
+    assert isinstance(p, Profile)
+    assert p.meta.source_format == "ascend_db" and p.meta.rank == 0
+    assert p.meta.profiler_level == "Level1"
+    q = detect.load(DATA / "rank0_ascend_pt", cache=False)
+    assert len(q.kernels) == len(p.kernels)
+
+
+def test_kernels_and_steps_match_sqlite():
+    p = detect.load(DB0, cache=False)
+    (n_compute,) = _q(DB0, "select count(*) from TASK t join COMPUTE_TASK_INFO c "
+                      "on c.globalTaskId = t.globalTaskId")[0]
+    (n_comm,) = _q(DB0, "select count(*) from COMMUNICATION_OP")[0]
+    assert len(p.kernels) == n_compute + n_comm
+    (dur_ns,) = _q(DB0, "select sum(t.endNs - t.startNs) from TASK t join COMPUTE_TASK_INFO c "
+                   "on c.globalTaskId = t.globalTaskId")[0]
+    k = p.kernels
+    assert k.loc[k["category"] != "communication", "dur_us"].sum() == pytest.approx(dur_ns / 1e3)
+    (row,) = _q(OUT0 / "analysis.db", "select step, computing, free from StepTraceTime")
+    s = p.steps.iloc[0]
+    assert s["step"] == int(row[0])
+    assert s["computing_us"] == pytest.approx(row[1])
+    assert s["free_us"] == pytest.approx(row[2])
+    (elapse_ms,) = _q(OUT0 / "analysis.db", "select sum(elapse_time) from CommAnalyzerTime")[0]
+    assert p.comm_ops["elapse_us"].sum() == pytest.approx(elapse_ms * 1000)
+    (n_mem,) = _q(DB0, "select count(*) from MEMORY_RECORD")[0]
+    assert (p.memory["source"] == "memory_record").sum() == n_mem
+
+
+def test_cluster_of_db_ranks():
+    c = detect.load(DATA, cache=False)
+    assert isinstance(c, Cluster) and c.ranks == [0, 1] and not c.failed
+
+
+def test_database_is_opened_read_only(tmp_path):
+    import os
+    import shutil
+
+    user = tmp_path / "job"
+    shutil.copytree(DATA, user)
+
+    def tree():
+        return {str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+                for p in user.rglob("*")}
+
+    before = tree()
+    c = detect.load(user)
+    c.tables()
+    assert tree() == before  # no -journal / -wal / -shm files, nothing touched
+    assert not any(name.endswith(("-wal", "-shm", "-journal")) for name in os.listdir(
+        user / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"))

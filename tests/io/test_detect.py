@@ -1,0 +1,143 @@
+"""Autodetection, rank subsets, parallel cluster loading and the progress bar."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import perfkit.io.detect as detect
+from perfkit.errors import ProfileError
+from perfkit.io import _progress
+from perfkit.profile import Cluster, Profile
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+LEVEL1 = DATA / "ascend_pt_level1"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("rel, fmt, kind", [
+    ("ascend_pt_level1/rank0_ascend_pt", "ascend_text", Profile),
+    ("ascend_pt_level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT", "ascend_text", Profile),
+    ("ascend_pt_level1", "ascend_text", Cluster),
+    ("ascend_pt_gpt3_old", "ascend_text", Cluster),
+    ("ascend_pt_db_level1", "ascend_db", Cluster),
+    ("ascend_pt_db_level1/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db", "ascend_db",
+     Profile),
+    ("kineto_hta", "kineto", Cluster),
+    ("kineto_hta/sampled_rank-1.json.gz", "kineto", Profile),
+    ("trace_view_excerpt/trace_view.json", "trace_view", Profile),
+    ("mindinsight_legacy/cluster_propose", "mindspore_legacy", Cluster),
+    ("cluster_output", "cluster_analysis_output", Cluster),
+    ("cluster_output/cluster_analysis_output/cluster_step_trace_time.csv",
+     "cluster_analysis_output", Cluster),
+    ("mindinsight_legacy/cluster_propose/hccl_raw_2.csv", "mindspore_legacy", Profile),
+    ("ascend_pt_level1/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+     "ascend_text", Profile),
+])
+def test_autodetect(rel, fmt, kind):
+    obj = detect.load(DATA / rel, cache=False)
+    assert isinstance(obj, kind)
+    assert obj.meta.source_format == fmt
+
+
+def test_unknown_file_is_an_error():
+    with pytest.raises(ProfileError, match="unknown kind of file"):
+        detect.load(LEVEL1 / "PROVENANCE.md")
+
+
+def test_ranks_from_folder_names_when_info_is_missing(tmp_path):
+    user = tmp_path / "job"
+    for r in (0, 1):
+        dst = user / f"rank{r}_ascend_pt"
+        shutil.copytree(LEVEL1 / f"rank{r}_ascend_pt", dst)
+        (dst / f"profiler_info_{r}.json").unlink()
+    c = detect.load(user, cache=False)
+    assert c.ranks == [0, 1]
+    assert any("rank" in n for n in c[1].meta.notes)
+
+
+def test_rank_subset():
+    c = detect.load(LEVEL1, ranks=[1], cache=False)
+    assert isinstance(c, Cluster) and c.ranks == [1]
+    assert set(c.steps["rank"]) == {1}
+    with pytest.raises(ProfileError, match=r"rank\(s\) \[7\] not found"):
+        detect.load(LEVEL1, ranks=[7], cache=False)
+
+
+def test_parallel_equals_serial():
+    serial = detect.load(LEVEL1, cache=False, workers=1, progress=False)
+    parallel = detect.load(LEVEL1, cache=False, workers=2, progress=False)
+    for name in ("kernels", "ops", "steps", "comm_ops", "memory"):
+        pd.testing.assert_frame_equal(getattr(serial, name), getattr(parallel, name))
+
+
+def test_cluster_times_share_one_origin():
+    c = detect.load(LEVEL1, cache=False)
+    assert c.meta.origin_ns == min(p.meta.origin_ns for p in c)
+    p1 = c[1]
+    shift = (p1.meta.origin_ns - c.meta.origin_ns) / 1000
+    k = c.kernels[c.kernels["rank"] == 1]["start_us"].to_numpy()
+    assert k == pytest.approx(p1.kernels["start_us"].to_numpy() + shift)
+
+
+def test_progress_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    with _progress.Progress(3, "loading", stream=out) as bar:
+        for r in range(3):
+            bar.update(1, f"rank {r}")
+    text = out.getvalue()
+    assert "\r" in text and "3/3" in text and text.endswith("\n")
+    log = io.StringIO()
+    with _progress.Progress(2, "loading", stream=log) as bar:
+        bar.update(2)
+    assert log.getvalue().startswith("loading: 2/2")
+
+
+def test_progress_notebook(monkeypatch):
+    pytest.importorskip("ipywidgets")
+    pytest.importorskip("IPython")
+    shown = []
+    monkeypatch.setattr(_progress, "in_notebook", lambda: True)
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: shown.append(a))
+    bar = _progress.Progress(2, "loading")
+    assert bar.mode == "widget" and shown
+    bar.update(1, "rank 0")
+    assert bar._widget.value == 1
+    bar.update(1)
+    bar.close()
+    assert bar._widget.value == 2
+
+
+def test_load_shows_progress_for_clusters(capsys):
+    detect.load(LEVEL1, cache=False, progress=True)
+    assert "2/2" in capsys.readouterr().err
+
+
+def test_profile_metadata_groups_map_local_ranks(tmp_path):
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(LEVEL1 / "rank0_ascend_pt", dst)
+    group = "17522688603477080586"
+    md = {"parallel_group_info": {group: {"group_name": "dp", "group_rank": 0,
+                                          "global_ranks": [0, 8, 16, 24, 32, 40, 48, 56]}}}
+    (dst / "profiler_metadata.json").write_text(json.dumps(md))
+    p = detect.load(dst, cache=False)
+    mx = p.comm_matrix
+    assert mx["src_rank"].notna().all()
+    assert set(mx["dst_rank"].astype(int)) <= {0, 8, 16, 24, 32, 40, 48, 56}
+    assert (mx["dst_rank"] == mx["dst_local"] * 8).all()
+    assert p.meta.world_size == 57
