@@ -29,7 +29,7 @@ from ..calc import (
 from ..errors import InvalidArgumentError, check_fraction, check_positive, check_positive_int
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
-__all__ = ["SearchSpace", "search", "candidates"]
+__all__ = ["SearchSpace", "search", "candidates", "to_parallel_config"]
 
 _REC_CODE = {"none": 0, "selective": 1, "full": 2}
 _REC_NAME = {v: k for k, v in _REC_CODE.items()}
@@ -315,5 +315,3 @@ def to_parallel_config(row: pd.Series) -> ParallelConfig:
         optimizer_shard=int(row["optimizer_shard"]), recompute=rec,
         recompute_layers=k if rec == "selective" and k > 0 else None)
 
-
-__all__.append("to_parallel_config")
