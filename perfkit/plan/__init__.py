@@ -1,6 +1,7 @@
 """Planning: parallel-strategy search and pipeline stage balancing."""
 
 from .balance import (
+    BalanceError,
     BalancePlan,
     LayerType,
     balance_pipeline,
@@ -18,6 +19,7 @@ __all__ = [
     "candidates",
     "search",
     "to_parallel_config",
+    "BalanceError",
     "BalancePlan",
     "LayerType",
     "balance_pipeline",

@@ -53,6 +53,7 @@ __all__ = [
     "RECOMPUTE_TYPES",
     "DEFAULT_RECOMPUTE_COEF",
     "LayerType",
+    "BalanceError",
     "BalancePlan",
     "balance_pipeline",
     "layers_from_model",
