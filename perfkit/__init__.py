@@ -1,10 +1,10 @@
 """perfkit: a workbench for tuning the training performance of large language models.
 
-``import perfkit as pk`` gives the public API of DESIGN.md: the specs
-(:class:`ModelSpec`, :class:`ParallelConfig`, :class:`Hardware`), the calculators of
-:mod:`perfkit.calc`, the planner :mod:`perfkit.plan`, the profile loader
-(:func:`load` → :class:`Profile` / :class:`Cluster`), the IR / log / config readers, the
-analyses of :mod:`perfkit.analysis` and the error types.
+``import perfkit as pk`` gives the public API of DESIGN.md: the specs (:class:`ModelSpec`,
+:class:`ParallelConfig`, :class:`Hardware`), the calculators of :mod:`perfkit.calc`, the
+planner :mod:`perfkit.plan`, the profile loader (:func:`load` -> :class:`Profile` /
+:class:`Cluster`), the simulator (:func:`simulate` and its faults), the IR / log / config
+readers, the analyses of :mod:`perfkit.analysis` and the error types.
 """
 
 from . import analysis, calc, plan
@@ -22,6 +22,18 @@ from .io.detect import load
 from .io.ir import IRGraph, load_ir
 from .io.logs import read_memory_log, read_training_log
 from .profile import Cluster, Profile, ProfileMeta
+from .simulate import (
+    DataLoadingStall,
+    FullRecompute,
+    HostBound,
+    MemoryPressure,
+    NoOverlap,
+    SlowLink,
+    SlowRank,
+    UnbalancedStage,
+    UnfusedOperators,
+    simulate,
+)
 from .specs import Hardware, ModelSpec, ParallelConfig
 
 __version__ = "0.1.0"
@@ -29,16 +41,25 @@ __version__ = "0.1.0"
 __all__ = [
     "Cluster",
     "ConfigFileError",
+    "DataLoadingStall",
+    "FullRecompute",
     "Hardware",
+    "HostBound",
     "IRGraph",
     "InvalidArgumentError",
+    "MemoryPressure",
     "ModelSpec",
+    "NoOverlap",
     "ParallelConfig",
     "ParallelConfigError",
     "PerfkitError",
     "Profile",
     "ProfileError",
     "ProfileMeta",
+    "SlowLink",
+    "SlowRank",
+    "UnbalancedStage",
+    "UnfusedOperators",
     "analysis",
     "calc",
     "load",
@@ -47,5 +68,6 @@ __all__ = [
     "read_memory_log",
     "read_mindformers_config",
     "read_training_log",
+    "simulate",
     *_calc_all,
 ]

@@ -27,6 +27,7 @@ from ..errors import ProfileError
 
 __all__ = [
     "NULLS",
+    "hccl_group_hash",
     "gc_paused",
     "read_header",
     "read_csv",
@@ -281,3 +282,17 @@ def rank_from_name(name: str) -> int | None:
     if m:
         return int(m.group(1))
     return None
+
+
+def hccl_group_hash(name: str) -> str:
+    """The group id HCCL writes after ``@`` in communication keys, for a group ``name``.
+
+    Two 32-bit polynomial hashes of the communicator name (primes 29 and 131) as the high
+    and low words of a 64-bit number, in decimal; msprof-analyze computes the same
+    (``double_hash``) to match ``parallel_group_info`` entries to communication keys.
+    """
+    h0 = h1 = 0
+    for ch in name:
+        h0 = (h0 * 29 + ord(ch)) & 0xFFFFFFFF
+        h1 = (h1 * 131 + ord(ch)) & 0xFFFFFFFF
+    return str((h0 << 32) | h1)

@@ -25,7 +25,16 @@ import pyarrow.compute as pc
 from ..errors import ProfileError
 from ..profile import ProfileMeta
 from . import trace_tables
-from ._common import find_col, min_ns, read_csv, read_json, rel_us, to_float, to_ns
+from ._common import (
+    find_col,
+    hccl_group_hash,
+    min_ns,
+    read_csv,
+    read_json,
+    rel_us,
+    to_float,
+    to_ns,
+)
 from .chrome import read_chrome_trace
 
 __all__ = ["OUTPUT_DIR", "is_rank_dir", "rank_dir_of", "read_rank_id", "parse",
@@ -165,6 +174,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     f = out / "communication.json"
     if f.exists():
         raw["comm_ops"], raw["comm_bandwidth"] = _communication(f, ns)
+        raw["comm_ops"] = _name_groups(raw["comm_ops"], groups)
     else:
         notes.append("comm_ops/comm_bandwidth: communication.json not found "
                      f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
@@ -407,6 +417,19 @@ def _steps(path: Path) -> pd.DataFrame:
     return frame
 
 
+def _name_groups(frame: pd.DataFrame, groups: dict[str, Any]) -> pd.DataFrame:
+    """Replace HCCL's hashed group ids (after ``@``) by the group names of the metadata.
+
+    Communication keys carry ``hccl_group_hash(name)``; ``parallel_group_info`` is keyed by
+    the name. Ids that match no known group are kept as they are.
+    """
+    if not len(frame) or "group" not in frame or not groups:
+        return frame
+    aliases = {hccl_group_hash(name): name for name in groups}
+    frame["group"] = frame["group"].map(lambda g: aliases.get(g, g))
+    return frame
+
+
 def _split_key(key: str) -> tuple[str, str | None]:
     name, sep, group = key.rpartition("@")
     return (name, group) if sep else (key, None)
@@ -516,7 +539,7 @@ def _matrix(path: Path, rank: int | None, groups: dict[str, Any],
                         "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
                         "op_name": v.get("Op Name"),
                     })
-    frame = pd.DataFrame(rows)
+    frame = _name_groups(pd.DataFrame(rows), groups)
     if not len(frame):
         return frame
     mapped = 0

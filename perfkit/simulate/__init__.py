@@ -1,0 +1,196 @@
+"""Realistic simulated profiles in the Ascend text-export layout (teaching and test data).
+
+:func:`simulate` runs a small event simulation of a training job built from perfkit's own
+calculators and writes what the torch_npu (or MindSpore) profiler would have written for
+every rank. Faults from :mod:`perfkit.simulate.faults` plant known problems.
+
+What the numbers come from:
+
+* **kernels**: every layer's forward, backward and recompute kernels (MatMul,
+  FlashAttentionScore, RmsNorm, RotaryMul, SiLU (``Swish``), Mul, Add, Cast, ...); matrix
+  kernels last ``FLOPs / (efficiency × peak)``, element-wise kernels
+  ``bytes / (memory_efficiency × HBM bandwidth)``, plus a small fixed cost and seeded
+  log-normal noise;
+* **communication**: tensor-parallel all-reduces per layer, pipeline send/receive of one
+  activation per micro-batch and data-parallel gradient reduction, sized by
+  :func:`perfkit.calc.comm_volume` and timed over the hardware's intra-node (HCCS) or
+  inter-node (RDMA) bandwidth at ``comm_efficiency``;
+* **pipeline**: real 1F1B / interleaved schedules per stage; a stage that waits for its
+  input sits in ``hcom_receive``, which is the bubble;
+* **memory**: static memory (:func:`perfkit.calc.static_memory`) plus the activations of
+  the micro-batches in flight (:func:`perfkit.calc.activation_memory`);
+* **step figures** (``step_trace_time.csv``): computed from the simulated tasks the way
+  torch_npu computes them (union of compute, of communication, their difference, gaps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from ..calc.memory import ActivationModel
+from ..errors import InvalidArgumentError
+from ..specs import Hardware, ModelSpec, ParallelConfig
+from . import faults
+from ._engine import Settings, run
+from ._write import write
+from .faults import (
+    DataLoadingStall,
+    Fault,
+    FullRecompute,
+    HostBound,
+    MemoryPressure,
+    NoOverlap,
+    SlowLink,
+    SlowRank,
+    UnbalancedStage,
+    UnfusedOperators,
+)
+
+__all__ = [
+    "simulate",
+    "faults",
+    "Fault",
+    "SlowRank",
+    "SlowLink",
+    "UnbalancedStage",
+    "DataLoadingStall",
+    "UnfusedOperators",
+    "HostBound",
+    "NoOverlap",
+    "MemoryPressure",
+    "FullRecompute",
+]
+
+FRAMEWORKS = ("pytorch", "mindspore")
+
+
+def _summary(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: int,
+             faults_: tuple[Fault, ...], seed: int, settings: Settings) -> dict[str, Any]:
+    def plain(obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if isinstance(obj, (list, tuple)):
+            return [plain(x) for x in obj]
+        if isinstance(obj, dict):
+            return {str(k): plain(v) for k, v in obj.items()}
+        return obj
+
+    return {"generator": "perfkit.simulate", "model": plain(model), "parallel": plain(parallel),
+            "hardware": plain(hardware), "steps": steps, "seed": seed,
+            "faults": [{"fault": type(f).__name__, **plain(f)} for f in faults_],
+            "settings": plain(settings)}
+
+
+def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: int = 3,
+             faults: tuple[Fault, ...] | list[Fault] = (), seed: int = 0,
+             out: str | os.PathLike[str] = "simulated_profile", *,
+             framework: str = "pytorch", efficiency: float = 0.62,
+             memory_efficiency: float = 0.7, comm_efficiency: float = 0.8,
+             noise: float = 0.03, aic_metrics: str | None = "PipeUtilization",
+             trace_kernels: bool = True, dp_buckets: int = 4,
+             activation_model: ActivationModel | None = None,
+             static_scheme: str = "mindspore", first_step: int = 1,
+             overlap_merge_us: float = 0.0) -> Path:
+    """Simulate a training job and write its profile, one folder per rank.
+
+    Parameters
+    ----------
+    model, parallel, hardware
+        What trains, how it is split (ranks laid out tp-innermost, then dp, then pp), on
+        what (peak FLOP/s of ``hardware.default_dtype``, HBM bandwidth, HCCS / RDMA
+        bandwidth, ``devices_per_node``).
+    steps : int
+        Training steps to simulate (all are written).
+    faults : sequence of Fault
+        Problems to plant, e.g. ``(SlowRank(3), DataLoadingStall(80_000))``.
+    seed : int
+        Seed of the noise. The same inputs and seed give byte-identical files.
+    out : path
+        Folder that receives the rank folders (created; existing rank folders of the same
+        name are overwritten).
+    framework : {"pytorch", "mindspore"}
+        Write a torch_npu (``*_ascend_pt``, torch_npu 2.7.1 / CANN 8.5 headers) or a
+        MindSpore 2.9 (``*_ascend_ms``) export.
+    efficiency : float
+        Achieved share of peak FLOP/s on matrix kernels.
+    memory_efficiency : float
+        Achieved share of HBM bandwidth on element-wise kernels.
+    comm_efficiency : float
+        Achieved share of nominal link bandwidth.
+    noise : float
+        Sigma of the log-normal noise on kernel durations.
+    aic_metrics : str or None
+        ``"PipeUtilization"`` writes the PMU columns of that metric set in
+        kernel_details.csv; ``None`` writes none (``ACL_AICORE_NONE``), which keeps files
+        small.
+    trace_kernels : bool
+        Put every device kernel into trace_view.json (as the profiler does); ``False`` keeps
+        only steps, communication and the Overlap Analysis tracks (smaller files).
+    dp_buckets : int
+        Data-parallel gradient buckets; all but the last overlap the last backward pass
+        unless :class:`NoOverlap` is given.
+    activation_model : ActivationModel, optional
+        Activation accounting for the memory files (default: MindFormers Llama, i.e.
+        flash attention and SiLU/Mul selective recompute).
+    static_scheme : {"mindspore", "megatron", "zero"}
+        Static-memory accounting (see :func:`perfkit.calc.static_memory`).
+    first_step : int
+        Number of the first simulated step.
+    overlap_merge_us : float
+        In the "Overlap Analysis" tracks of trace_view.json only, close gaps shorter than
+        this (fewer, longer events; smaller files). ``step_trace_time.csv`` always counts
+        every gap. 0 (default) keeps every gap, as the profiler does.
+
+    Returns
+    -------
+    Path
+        ``out``; load it with ``perfkit.load(out)``.
+
+    Notes
+    -----
+    The files hold the level of detail of a ``profiler_level=Level1`` run with
+    ``profile_memory=True`` and ``record_shapes=True``. One ``perfkit_simulation`` entry in
+    each ``profiler_metadata.json`` records the inputs (as a user would with
+    ``prof.add_metadata``), so a teaching scenario carries its own answer key.
+    """
+    if not isinstance(model, ModelSpec):
+        raise InvalidArgumentError("model", "must be a ModelSpec", type(model).__name__)
+    if not isinstance(parallel, ParallelConfig):
+        raise InvalidArgumentError("parallel", "must be a ParallelConfig",
+                                   type(parallel).__name__)
+    if not isinstance(hardware, Hardware):
+        raise InvalidArgumentError("hardware", "must be a Hardware", type(hardware).__name__)
+    parallel.validate(model)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise InvalidArgumentError("steps", "must be a whole number >= 1", steps)
+    if framework not in FRAMEWORKS:
+        raise InvalidArgumentError("framework", f"must be one of {FRAMEWORKS}", framework)
+    faults_ = tuple(faults)
+    for f in faults_:
+        if not isinstance(f, Fault):
+            raise InvalidArgumentError("faults", "entries must be perfkit.simulate faults",
+                                       type(f).__name__)
+    for name, value in (("efficiency", efficiency), ("memory_efficiency", memory_efficiency),
+                        ("comm_efficiency", comm_efficiency)):
+        if not 0 < value <= 1:
+            raise InvalidArgumentError(name, "must be in (0, 1]", value)
+    if noise < 0:
+        raise InvalidArgumentError("noise", "must be >= 0", noise)
+    settings = Settings(efficiency=efficiency, memory_efficiency=memory_efficiency,
+                        comm_efficiency=comm_efficiency, noise=noise, dp_buckets=dp_buckets,
+                        static_scheme=static_scheme, first_step=first_step,
+                        activation_model=activation_model or ActivationModel.mindformers())
+    try:
+        sim = run(model, parallel, hardware, steps, faults_, seed, settings)
+    except ValueError as exc:
+        if isinstance(exc, InvalidArgumentError):
+            raise
+        raise InvalidArgumentError("faults", str(exc)) from None
+    path = Path(out)
+    write(sim, path, framework=framework, aic_metrics=aic_metrics, trace_kernels=trace_kernels,
+          overlap_merge_us=overlap_merge_us,
+          summary=_summary(model, parallel, hardware, steps, faults_, seed, settings))
+    return path

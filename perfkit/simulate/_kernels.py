@@ -1,0 +1,239 @@
+"""Device kernels of one transformer layer pass, with durations from FLOPs and bytes.
+
+A pass (forward, backward, recompute) of one layer for one micro-batch is a fixed list of
+kernels. Matrix kernels (MatMul, FlashAttentionScore) last ``FLOPs / (efficiency × peak)``;
+element-wise kernels are memory bound and last ``bytes / (memory_efficiency × HBM
+bandwidth)``; each kernel also pays a small fixed cost. Tensor-parallel all-reduces are
+marked as communication and timed from the message size and the group's bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..specs import ModelSpec, ParallelConfig
+
+__all__ = ["Kernel", "KernelCosts", "Pass", "layer_pass", "embedding_pass", "head_pass",
+           "optimizer_kernel"]
+
+CUBE, VEC, TP_COMM = "cube", "vec", "tp"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One device kernel of a pass template (shapes as the profiler writes them)."""
+
+    name: str
+    type: str
+    core: str
+    work: str  # CUBE (FLOPs), VEC (bytes) or TP_COMM (message bytes)
+    amount: float
+    in_shapes: str = ""
+    in_dtypes: str = ""
+    in_formats: str = ""
+    out_shapes: str = ""
+    out_dtypes: str = ""
+    out_formats: str = ""
+    block: int = 20
+
+
+@dataclass(frozen=True)
+class KernelCosts:
+    """Conversion of work into time (all in microseconds or per second)."""
+
+    peak_flops: float
+    efficiency: float
+    memory_bandwidth: float
+    memory_efficiency: float
+    cube_fixed_us: float = 4.0
+    vec_fixed_us: float = 2.0
+
+    def duration_us(self, kernels: list[Kernel], tp_seconds_per_byte: float) -> np.ndarray:
+        """Nominal duration of each kernel in microseconds."""
+        out = np.empty(len(kernels))
+        for i, k in enumerate(kernels):
+            if k.work == CUBE:
+                out[i] = k.amount / (self.peak_flops * self.efficiency) * 1e6 + self.cube_fixed_us
+            elif k.work == VEC:
+                out[i] = k.amount / (self.memory_bandwidth * self.memory_efficiency) * 1e6 \
+                    + self.vec_fixed_us
+            else:
+                out[i] = k.amount * tp_seconds_per_byte * 1e6 + 8.0
+        return out
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named list of kernels."""
+
+    name: str
+    kernels: tuple[Kernel, ...]
+
+
+def _mm(tag: str, m: int, k: int, n: int, dtype: str = "DT_BF16") -> Kernel:
+    """A MatMul ``(m,k) x (k,n)``."""
+    return Kernel(f"aclnnMm_{tag}_MatMulV3", "MatMulV3", "AI_CORE", CUBE, 2.0 * m * k * n,
+                  f'"{m},{k};{k},{n}"', f"{dtype};{dtype}", "ND;ND", f'"{m},{n}"', dtype, "ND",
+                  24)
+
+
+def _vec(name: str, type_: str, shape: str, nbytes: float, dtypes: str = "DT_BF16",
+         n_in: int = 1) -> Kernel:
+    ins = ";".join([shape] * n_in)
+    return Kernel(name, type_, "AI_VECTOR_CORE", VEC, nbytes, f'"{ins}"',
+                  ";".join([dtypes] * n_in), ";".join(["ND"] * n_in), f'"{shape}"', dtypes,
+                  "ND", 40)
+
+
+def _allreduce(nbytes: float) -> Kernel:
+    return Kernel("hcom_allReduce_", "hcom_allReduce_", "HCCL", TP_COMM, nbytes)
+
+
+def _dims(model: ModelSpec, parallel: ParallelConfig) -> dict[str, int]:
+    t = parallel.tp
+    return {"n": parallel.micro_batch_size * model.seq_length, "h": model.hidden_size,
+            "b": parallel.micro_batch_size, "s": model.seq_length,
+            "a": model.num_attention_heads // t, "g": max(1, model.num_kv_heads // t),
+            "d": model.head_dim, "f": model.ffn_hidden_size // t, "v": model.vocab_size // t,
+            "t": t}
+
+
+def _norm(dm: dict[str, int], unfused: bool, grad: bool, tag: str) -> list[Kernel]:
+    n, h = dm["n"], dm["h"]
+    shape = f"{n},{h}"
+    if not unfused:
+        if grad:
+            return [_vec(f"aclnnRmsNormGrad_{tag}_RmsNormGrad", "RmsNormGrad", shape,
+                         n * h * 12.0, n_in=2)]
+        return [_vec(f"aclnnCast_{tag}_Cast", "Cast", shape, n * h * 6.0),
+                _vec(f"aclnnRmsNorm_{tag}_RmsNorm", "RmsNorm", shape, n * h * 8.0, "FLOAT")]
+    names = (["Mul", "Mul", "ReduceSum", "Mul", "Sub", "Mul"] if grad
+             else ["Cast", "Pow", "ReduceMean", "Add", "Rsqrt", "Mul", "Mul"])
+    return [_vec(f"aclnn{op}_{tag}_{op}", op, shape, n * h * 8.0, "FLOAT") for op in names]
+
+
+def _rotary(dm: dict[str, int], unfused: bool, grad: bool) -> list[Kernel]:
+    n, d = dm["n"], dm["d"]
+    out = []
+    for heads, tag in ((dm["a"], "q"), (dm["g"], "k")):
+        shape = f"{dm['b']},{dm['s']},{heads},{d}"
+        size = n * heads * d * 2.0
+        if not unfused:
+            name = "RotaryMulGrad" if grad else "RotaryMul"
+            out.append(_vec(f"aclnnRotaryPositionEmbedding_{name}_{name}", name, shape,
+                            size * 3, n_in=3))
+        else:
+            for op in ("StridedSliceD", "Neg", "ConcatD", "Mul", "Mul", "Add"):
+                out.append(_vec(f"aclnn{op}_rotary_{tag}_{op}", op, shape, size * 2))
+    return out
+
+
+def _act(dm: dict[str, int], unfused: bool, grad: bool) -> list[Kernel]:
+    n, f = dm["n"], dm["f"]
+    shape = f"{n},{f}"
+    size = n * f * 2.0
+    if grad:
+        base = [_vec("aclnnMul_MulGrad_Mul", "Mul", shape, size * 3, n_in=2),
+                _vec("aclnnMul_MulGrad_Mul", "Mul", shape, size * 3, n_in=2)]
+        if unfused:
+            return base + [_vec("aclnnSigmoid_SigmoidGrad_Sigmoid", "Sigmoid", shape, size * 2),
+                           _vec("aclnnMul_SiluGrad_Mul", "Mul", shape, size * 3, n_in=2),
+                           _vec("aclnnMul_SiluGrad_Mul", "Mul", shape, size * 3, n_in=2)]
+        return base + [_vec("aclnnSiluBackward_SwishGrad_SwishGrad", "SwishGrad", shape,
+                            size * 3, n_in=2)]
+    if unfused:
+        silu = [_vec("aclnnSigmoid_Sigmoid_Sigmoid", "Sigmoid", shape, size * 2),
+                _vec("aclnnMul_Silu_Mul", "Mul", shape, size * 3, n_in=2)]
+    else:
+        silu = [_vec("aclnnSilu_Swish_Swish", "Swish", shape, size * 2)]
+    return silu + [_vec("aclnnMul_Mul_Mul", "Mul", shape, size * 3, n_in=2)]
+
+
+def _attention(dm: dict[str, int], grad: bool, causal_factor: float = 0.5) -> Kernel:
+    b, s, a, g, d = dm["b"], dm["s"], dm["a"], dm["g"], dm["d"]
+    flops = 4.0 * b * s * s * a * d * causal_factor * (2.5 if grad else 1.0)
+    name = "FlashAttentionScoreGrad" if grad else "FlashAttentionScore"
+    shapes = f'"{b},{s},{a * d};{b},{s},{g * d};{b},{s},{g * d}"'
+    return Kernel(f"aclnnFlashAttentionScore{'Grad' if grad else ''}_{name}_{name}", name,
+                  "MIX_AIC", CUBE, flops, shapes, "DT_BF16;DT_BF16;DT_BF16", "ND;ND;ND",
+                  f'"{b},{s},{a * d}"', "DT_BF16", "ND", 24)
+
+
+def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
+               unfused: tuple[str, ...] = ()) -> Pass:
+    """Kernels of one layer for one micro-batch.
+
+    ``kind`` is ``"fwd"``, ``"bwd"``, ``"recompute_full"`` (the forward again, before the
+    backward) or ``"recompute_selective"`` (the SiLU and Mul outputs again).
+    """
+    dm = _dims(model, parallel)
+    n, h, a, g, d, f = dm["n"], dm["h"], dm["a"], dm["g"], dm["d"], dm["f"]
+    tp = dm["t"] > 1
+    msg = n * h * 2.0
+    un_norm, un_rot, un_act = ("rms_norm" in unfused, "rotary" in unfused, "swiglu" in unfused)
+    qkv = (a + 2 * g) * d
+    add = _vec("aclnnAdd_Add_Add", "Add", f"{n},{h}", n * h * 6.0, n_in=2)
+    if kind in ("fwd", "recompute_full"):
+        ks: list[Kernel] = [*_norm(dm, un_norm, False, "attention_norm"), _mm("qkv", n, h, qkv),
+                            *_rotary(dm, un_rot, False), _attention(dm, False),
+                            _mm("wo", n, a * d, h)]
+        if tp:
+            ks.append(_allreduce(msg))
+        ks += [add, *_norm(dm, un_norm, False, "ffn_norm"), _mm("w1", n, h, f),
+               _mm("w3", n, h, f), *_act(dm, un_act, False), _mm("w2", n, f, h)]
+        if tp:
+            ks.append(_allreduce(msg))
+        ks.append(add)
+        return Pass(kind, tuple(ks))
+    if kind == "recompute_selective":
+        return Pass(kind, tuple(_act(dm, un_act, False)))
+    ks = [_mm("w2_dx", n, h, f), _mm("w2_dw", f, n, h), *_act(dm, un_act, True),
+          _mm("w3_dx", n, f, h), _mm("w3_dw", h, n, f), _mm("w1_dx", n, f, h),
+          _mm("w1_dw", h, n, f), add]
+    if tp:
+        ks.append(_allreduce(msg))
+    ks += [*_norm(dm, un_norm, True, "ffn_norm"), add, _mm("wo_dx", n, h, a * d),
+           _mm("wo_dw", a * d, n, h), _attention(dm, True), *_rotary(dm, un_rot, True),
+           _mm("qkv_dx", n, qkv, h), _mm("qkv_dw", h, n, qkv)]
+    if tp:
+        ks.append(_allreduce(msg))
+    ks += [*_norm(dm, un_norm, True, "attention_norm"), add]
+    return Pass(kind, tuple(ks))
+
+
+def embedding_pass(model: ModelSpec, parallel: ParallelConfig, backward: bool) -> Pass:
+    """Token embedding lookup (forward) or its gradient (backward) on the first stage."""
+    dm = _dims(model, parallel)
+    n, h = dm["n"], dm["h"]
+    if backward:
+        k = _vec("aclnnEmbeddingDenseBackward_EmbeddingDenseGrad_EmbeddingDenseGrad",
+                 "EmbeddingDenseGrad", f"{n},{h}", n * h * 4.0)
+    else:
+        k = _vec("aclnnEmbedding_GatherV2_GatherV2", "GatherV2", f"{n},{h}", n * h * 4.0)
+    return Pass("embedding_bwd" if backward else "embedding_fwd", (k,))
+
+
+def head_pass(model: ModelSpec, parallel: ParallelConfig, backward: bool) -> Pass:
+    """Final norm, output projection and loss on the last stage."""
+    dm = _dims(model, parallel)
+    n, h, v = dm["n"], dm["h"], dm["v"]
+    loss = _vec("aclnnCrossEntropyLoss_SoftmaxCrossEntropyWithLogits_"
+                "SoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", f"{n},{v}",
+                n * v * 8.0, "FLOAT")
+    if backward:
+        ks = [_mm("lm_head_dx", n, v, h), _mm("lm_head_dw", h, n, v),
+              *_norm(dm, False, True, "final_norm")]
+        return Pass("head_bwd", tuple(ks))
+    ks = [*_norm(dm, False, False, "final_norm"), _mm("lm_head", n, h, v),
+          _vec("aclnnCast_Cast_Cast", "Cast", f"{n},{v}", n * v * 6.0), loss]
+    return Pass("head_fwd", tuple(ks))
+
+
+def optimizer_kernel(params: float, optimizer_shard: int) -> Kernel:
+    """One fused AdamW update over the device's share of the parameters."""
+    n = int(params / optimizer_shard)
+    return Kernel("aclnnApplyAdamWV2_ApplyAdamWV2_ApplyAdamWV2", "ApplyAdamWV2",
+                  "AI_VECTOR_CORE", VEC, n * 24.0, f'"{n};{n};{n};{n}"',
+                  "DT_BF16;FLOAT;FLOAT;DT_BF16", "ND;ND;ND;ND", f'"{n}"', "DT_BF16", "ND", 40)
