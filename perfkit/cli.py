@@ -40,9 +40,9 @@ DEFAULT_PORT = 8866
 TEMPLATE_NAME = "perfkit"
 
 # Voila template: the stock "lab" template less its CDN references. The lab template's
-# notebook_css block links Font Awesome from jsdelivr, so it is rewritten here (same content
+# notebook_css block links Font Awesome from a CDN, so it is rewritten here (same content
 # otherwise) and calls the nbconvert block directly (super.super); the nbconvert lab
-# template imports Mermaid from cdnjs, whose block is emptied. MathJax is already removed
+# template imports Mermaid from a CDN, whose block is emptied. MathJax is already removed
 # by Voila's lab template.
 _TEMPLATE_CONF = {"base_template": "lab"}
 _TEMPLATE_INDEX = """\

@@ -38,7 +38,7 @@ from ._common import (
 from .chrome import read_chrome_trace
 
 __all__ = ["OUTPUT_DIR", "is_rank_dir", "rank_dir_of", "read_rank_id", "parse",
-           "parse_trace_view", "category"]
+           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _MIB = 1024.0 * 1024.0
@@ -462,16 +462,9 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
                     raise ProfileError(path, "expected a 'Communication Time Info' object",
                                        field=f"{step_key}.{kind}.{key}")
                 name, group = _split_key(str(key))
-                start = t.get("Start Timestamp(us)")
                 ops.append({
                     "step": step, "group": group, "name": name, "kind": kind,
-                    "start_text": None if start is None else repr(start)
-                    if isinstance(start, float) else str(start),
-                    "elapse_us": _ms(t.get("Elapse Time(ms)")),
-                    "transit_us": _ms(t.get("Transit Time(ms)")),
-                    "wait_us": _ms(t.get("Wait Time(ms)")),
-                    "sync_us": _ms(t.get("Synchronization Time(ms)")),
-                    "idle_us": _ms(t.get("Idle Time(ms)")),
+                    **time_fields(t),
                     "wait_ratio": _num(t.get("Wait Time Ratio")),
                     "sync_ratio": _num(t.get("Synchronization Time Ratio")),
                 })
@@ -480,13 +473,9 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
                     for transport, v in b.items():
                         if not isinstance(v, dict):
                             continue
-                        size_mb = _num(v.get("Transit Size(MB)"))
                         bws.append({
                             "step": step, "group": group, "name": name,
-                            "transport": str(transport),
-                            "size_bytes": size_mb * 1e6,
-                            "transit_us": _ms(v.get("Transit Time(ms)")),
-                            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
+                            **bandwidth_fields(transport, v),
                             "large_packet_ratio": _num(v.get("Large Packet Ratio")),
                         })
     frame = pd.DataFrame(ops)
@@ -506,6 +495,40 @@ def _num(v: Any) -> float:
 
 def _ms(v: Any) -> float:
     return _num(v) * 1000.0
+
+
+def time_fields(t: dict[str, Any]) -> dict[str, Any]:
+    """Columns of one HCCL op's ``Communication Time Info`` (ms -> µs; start as text).
+
+    Shared by ``communication.json`` and msprof-analyze's ``cluster_communication.json``.
+    """
+    start = t.get("Start Timestamp(us)")
+    return {
+        "start_text": None if start is None else repr(start) if isinstance(start, float)
+        else str(start),
+        "elapse_us": _ms(t.get("Elapse Time(ms)")),
+        "transit_us": _ms(t.get("Transit Time(ms)")),
+        "wait_us": _ms(t.get("Wait Time(ms)")),
+        "sync_us": _ms(t.get("Synchronization Time(ms)")),
+        "idle_us": _ms(t.get("Idle Time(ms)")),
+    }
+
+
+def bandwidth_fields(transport: object, v: dict[str, Any]) -> dict[str, Any]:
+    """Columns of one transport entry of ``Communication Bandwidth Info``."""
+    return {"transport": str(transport),
+            "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
+            "transit_us": _ms(v.get("Transit Time(ms)")),
+            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)"))}
+
+
+def link_fields(v: dict[str, Any]) -> dict[str, Any]:
+    """Columns of one ``src-dst`` link of a communication matrix."""
+    return {"transport": v.get("Transport Type"),
+            "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
+            "time_us": _ms(v.get("Transit Time(ms)")),
+            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
+            "op_name": v.get("Op Name")}
 
 
 def _matrix(path: Path, rank: int | None, groups: dict[str, Any],
@@ -532,12 +555,7 @@ def _matrix(path: Path, rank: int | None, groups: dict[str, Any],
                     src, _, dst = str(link).partition("-")
                     rows.append({
                         "step": step, "group": group, "name": name, "kind": kind,
-                        "src_local": _num(src), "dst_local": _num(dst),
-                        "transport": v.get("Transport Type"),
-                        "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
-                        "time_us": _ms(v.get("Transit Time(ms)")),
-                        "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
-                        "op_name": v.get("Op Name"),
+                        "src_local": _num(src), "dst_local": _num(dst), **link_fields(v),
                     })
     frame = _name_groups(pd.DataFrame(rows), groups)
     if not len(frame):

@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import ProfileError
 from ..profile import Cluster, Profile, ProfileMeta
 from ._common import read_csv, read_json, to_float, to_ns
-from .ascend import _STEP_COLS, _ms, _num, _split_key, _step_of
+from .ascend import _STEP_COLS, _split_key, _step_of, bandwidth_fields, link_fields, time_fields
 
 __all__ = ["load", "parse"]
 
@@ -151,28 +151,15 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                     if not re.fullmatch(r"\d+", str(rank_key)) or not isinstance(entry, dict):
                         continue
                     r = int(rank_key)
-                    t = entry.get("Communication Time Info") or {}
-                    start = t.get("Start Timestamp(us)")
                     ops.append({
                         "rank": r, "step": step, "group": group, "name": name,
                         "rank_set": str(set_key),
-                        "start_text": None if start is None else repr(start)
-                        if isinstance(start, float) else str(start),
-                        "elapse_us": _ms(t.get("Elapse Time(ms)")),
-                        "transit_us": _ms(t.get("Transit Time(ms)")),
-                        "wait_us": _ms(t.get("Wait Time(ms)")),
-                        "sync_us": _ms(t.get("Synchronization Time(ms)")),
-                        "idle_us": _ms(t.get("Idle Time(ms)")),
+                        **time_fields(entry.get("Communication Time Info") or {}),
                     })
                     for transport, v in (entry.get("Communication Bandwidth Info") or {}).items():
                         if isinstance(v, dict):
-                            bws.append({
-                                "rank": r, "step": step, "group": group, "name": name,
-                                "transport": str(transport),
-                                "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
-                                "transit_us": _ms(v.get("Transit Time(ms)")),
-                                "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
-                            })
+                            bws.append({"rank": r, "step": step, "group": group, "name": name,
+                                        **bandwidth_fields(transport, v)})
     frame = pd.DataFrame(ops)
     if len(frame):
         import pyarrow as pa
@@ -202,12 +189,6 @@ def _matrix(path: Path) -> pd.DataFrame:
                     src, _, dst = str(link).partition("-")
                     if not isinstance(v, dict) or not src.isdigit() or not dst.isdigit():
                         continue
-                    rows.append({
-                        "step": step, "group": group, "name": name, "src_rank": int(src),
-                        "dst_rank": int(dst), "transport": v.get("Transport Type"),
-                        "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
-                        "time_us": _ms(v.get("Transit Time(ms)")),
-                        "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
-                        "op_name": v.get("Op Name"),
-                    })
+                    rows.append({"step": step, "group": group, "name": name,
+                                 "src_rank": int(src), "dst_rank": int(dst), **link_fields(v)})
     return pd.DataFrame(rows)
