@@ -8,6 +8,7 @@ readers, the analyses of :mod:`perfkit.analysis` and the error types.
 """
 
 from . import analysis, calc, plan
+from .advisor import Finding, advise
 from .calc import *  # noqa: F403  (the calculators are part of the top-level API)
 from .calc import __all__ as _calc_all
 from .errors import (
@@ -42,6 +43,7 @@ __all__ = [
     "Cluster",
     "ConfigFileError",
     "DataLoadingStall",
+    "Finding",
     "FullRecompute",
     "Hardware",
     "HostBound",
@@ -60,6 +62,7 @@ __all__ = [
     "SlowRank",
     "UnbalancedStage",
     "UnfusedOperators",
+    "advise",
     "analysis",
     "calc",
     "load",

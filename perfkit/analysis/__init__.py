@@ -1,5 +1,33 @@
 """Analyses over the canonical tables; each returns a pandas DataFrame."""
 
+from .cluster import data_loading, host_bound, slow_ranks, stage_balance, sync_points
+from .communication import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
+from .compare import compare_profiles, compare_steps, kernel_class
+from .memory import largest_allocations, memory_peaks, memory_timeline, memory_vs_theory
+from .operators import (
+    ai_cpu_operators,
+    operator_bound,
+    recompute_evidence,
+    tiny_kernels,
+    top_operators,
+    unfused_patterns,
+)
 from .recompute import RecomputeCheck, match_pattern, recompute_check
+from .steps import derive_steps, step_breakdown
 
-__all__ = ["RecomputeCheck", "match_pattern", "recompute_check"]
+__all__ = [
+    "RecomputeCheck", "match_pattern", "recompute_check",
+    # steps
+    "step_breakdown", "derive_steps",
+    # operators
+    "top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels", "unfused_patterns",
+    "recompute_evidence",
+    # compare
+    "compare_profiles", "compare_steps", "kernel_class",
+    # communication
+    "comm_summary", "comm_bandwidth_summary", "slow_links", "comm_overlap",
+    # cluster
+    "slow_ranks", "stage_balance", "data_loading", "host_bound", "sync_points",
+    # memory
+    "memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
+]

@@ -1,0 +1,150 @@
+"""Helpers shared by the analyses: safe table access, notes, interval unions, robust scores.
+
+Nothing here knows a file format; everything works on the canonical tables of
+:mod:`perfkit.io.schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
+           "robust_z", "MAD_TO_SIGMA", "n_step_pairs"]
+
+#: Scale that turns a median absolute deviation into a standard deviation (normal data).
+MAD_TO_SIGMA = 1.4826
+
+
+def table(obj: Any, name: str) -> pd.DataFrame:
+    """Return canonical table ``name`` of a Profile/Cluster, or an empty frame.
+
+    A provider error (a damaged file) is turned into an empty frame with an explanatory
+    note in ``frame.attrs["notes"]`` so that one broken table never stops an analysis.
+    """
+    try:
+        frame = getattr(obj, name)
+    except Exception as exc:  # noqa: BLE001 - a broken table must not stop the analyses
+        frame = pd.DataFrame()
+        frame.attrs["notes"] = [f"table {name!r} could not be read: {exc}"]
+        return frame
+    if frame is None:
+        return pd.DataFrame()
+    return frame
+
+
+def empty_frame(columns: dict[str, str] | Sequence[str], note: str | None = None
+                ) -> pd.DataFrame:
+    """Build an empty frame with the documented ``columns`` (name -> dtype, or names)."""
+    if isinstance(columns, dict):
+        frame = pd.DataFrame({c: pd.Series([], dtype=d) for c, d in columns.items()})
+    else:
+        frame = pd.DataFrame({c: pd.Series([], dtype="float64") for c in columns})
+    if note:
+        add_note(frame, note)
+    return frame
+
+
+def add_note(frame: pd.DataFrame, note: str) -> pd.DataFrame:
+    """Append ``note`` to ``frame.attrs["notes"]`` (created when absent) and return it."""
+    notes = list(frame.attrs.get("notes", []))
+    if note not in notes:
+        notes.append(note)
+    frame.attrs["notes"] = notes
+    return frame
+
+
+def notes_of(frame: pd.DataFrame) -> list[str]:
+    """Notes attached by :func:`add_note` (empty list when none)."""
+    return list(frame.attrs.get("notes", []))
+
+
+def has_values(frame: pd.DataFrame, column: str) -> bool:
+    """Whether ``column`` exists in ``frame`` and holds at least one non-missing value."""
+    return column in frame.columns and bool(frame[column].notna().any())
+
+
+def interval_union(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us",
+                   end: str = "end_us") -> pd.DataFrame:
+    """Merge overlapping intervals per group; return the merged segments.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        One row per interval with ``keys``, ``start`` and ``end`` columns.
+    keys : sequence of str
+        Group columns (for example ``["rank", "step"]``); intervals of different groups
+        never merge.
+    start, end : str
+        Column names of the interval bounds.
+
+    Returns
+    -------
+    DataFrame
+        ``keys`` + ``start_us``, ``end_us``, ``length_us`` of each merged segment, sorted.
+        Touching intervals (end == next start) are merged.
+    """
+    keys = list(keys)
+    cols = [*keys, "start_us", "end_us", "length_us"]
+    f = frame[[*keys, start, end]].dropna(subset=[start, end])
+    if f.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=frame[c].dtype if c in frame else "float64")
+                             for c in cols})
+    f = f.rename(columns={start: "_s", end: "_e"}).sort_values([*keys, "_s"], kind="mergesort")
+    f = f.reset_index(drop=True)
+    if keys:
+        prev_end = f.groupby(keys, sort=False, dropna=False)["_e"].cummax()
+        prev_end = prev_end.groupby([f[k] for k in keys], sort=False, dropna=False).shift(1)
+    else:
+        prev_end = f["_e"].cummax().shift(1)
+    new_seg = prev_end.isna() | (f["_s"] > prev_end)
+    seg_id = new_seg.cumsum()
+    agg = {"start_us": ("_s", "min"), "end_us": ("_e", "max")}
+    for k in keys:
+        agg[k] = (k, "first")
+    out = f.groupby(seg_id, sort=True).agg(**agg)
+    out["length_us"] = out["end_us"] - out["start_us"]
+    return out[cols].reset_index(drop=True)
+
+
+def robust_z(values: pd.Series, groups: pd.Series | None = None) -> pd.DataFrame:
+    """Robust z-scores: ``(x - median) / sigma`` with sigma from the MAD.
+
+    sigma is ``1.4826 * MAD``. When the MAD is zero (at least half the values are equal)
+    the values equal to the median score 0 and every other value scores ±inf: it differs
+    from the bulk of the group, however little (callers add a minimum relative excess).
+    A mean-deviation fallback is deliberately not used: it would be inflated by the very
+    outlier it is meant to expose.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``median``, ``mad``, ``sigma``, ``z`` aligned with ``values``.
+    """
+    x = values.astype("float64")
+    if groups is None:
+        groups = pd.Series(0, index=x.index)
+    g = x.groupby(groups, dropna=False)
+    median = g.transform("median")
+    dev = (x - median).abs()
+    mad = dev.groupby(groups, dropna=False).transform("median")
+    sigma = MAD_TO_SIGMA * mad
+    diff = x - median
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = diff / sigma
+    z = z.where(sigma > 0, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+    z = z.where(x.notna())
+    return pd.DataFrame({"median": median, "mad": mad, "sigma": sigma, "z": z})
+
+
+def n_step_pairs(kernels: pd.DataFrame) -> int:
+    """Number of distinct (rank, step) pairs in a kernels-like table (at least 1)."""
+    if kernels.empty:
+        return 1
+    cols = [c for c in ("rank", "step") if c in kernels.columns]
+    if not cols:
+        return 1
+    return max(1, int(kernels[cols].drop_duplicates().shape[0]))

@@ -1,0 +1,354 @@
+"""Cluster effects: slow ranks, pipeline stage balance, data-loading stalls, host-bound launch.
+
+The seed's cluster method checks, for every parallel mode, first the *step interval*
+(data loading, host), then the *forward/backward* (computing) time, then the
+*communication* of every rank; a rank much slower than the others is a slow node that the
+whole group waits for. :func:`slow_ranks` applies a robust outlier rule (median and MAD,
+so that the slow rank itself does not hide in the spread) to those metrics in that order.
+For pipeline parallelism :func:`stage_balance` compares the stages and the measured bubble
+with the theoretical one. :func:`data_loading` and :func:`host_bound` split the device's
+free time into "waiting for data" and "waiting for the host to launch the next kernel";
+:func:`sync_points` lists host operators that force a device synchronisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..calc.pipeline import bubble_fraction
+from ._util import add_note, empty_frame, has_values, interval_union, robust_z, table
+from .steps import step_breakdown
+
+__all__ = ["slow_ranks", "stage_balance", "stage_of_ranks", "data_loading", "host_bound",
+           "sync_points", "SLOW_RANK_METRICS", "DATALOADER_PATTERN", "SYNC_PATTERN"]
+
+#: Metrics of :func:`slow_ranks`, in the seed's order of checks, with the phase they stand
+#: for: step interval (free / preparing time), forward+backward (computing), then
+#: communication.
+SLOW_RANK_METRICS: tuple[tuple[str, int, str], ...] = (
+    ("free_us", 1, "step interval (device idle: data loading, host)"),
+    ("preparing_us", 1, "step interval (host preparing the step)"),
+    ("computing_us", 2, "forward and backward computation"),
+    ("comm_not_overlapped_us", 3, "communication not hidden by computation"),
+)
+
+#: Host operators that fetch a batch.
+DATALOADER_PATTERN = (r"(?i)dataloader|enumerate\(|__next__|next_data|getnext|"
+                      r"dataset_iterator|minddata|data_sink")
+
+#: Host operators that block until the device is done.
+SYNC_PATTERN = (r"(?i)synchroni[sz]e|aten::item\b|_local_scalar_dense|\.item\(|"
+                r"aclrtsynchronize|cudastreamsynchronize|cudadevicesynchronize|"
+                r"cudaeventsynchronize|aten::nonzero\b|tensor\.tolist|aten::tolist|"
+                r"asnumpy|aten::equal\b")
+
+SLOW_COLUMNS: dict[str, str] = {
+    "rank": "Int64", "metric": "string", "check_order": "int64", "phase": "string",
+    "value_us": "float64", "median_us": "float64", "mad_us": "float64", "z": "float64",
+    "excess_us": "float64", "excess_pct": "float64", "slow": "boolean",
+}
+
+
+def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
+               metrics: Sequence[str] | None = None,
+               stages: Mapping[int, int] | Sequence[Sequence[int]] | None = None,
+               parallel: Any = None) -> pd.DataFrame:
+    """Robust outlier test per metric: which ranks are slower than the others.
+
+    For each metric the per-rank median over steps (robust to a warm-up step) is compared
+    with the median over ranks:
+    ``z = (value - median) / (1.4826 * MAD)`` (±inf when the MAD is 0, i.e. when at least
+    half the ranks are identical and this one is not). A rank is *slow* on a metric when
+    ``z >= threshold`` **and** its value exceeds the median by at least ``min_excess``
+    (relative), so that tiny absolute differences are not reported.
+
+    Parameters
+    ----------
+    cluster : Cluster or Profile
+        Needs at least three ranks for a meaningful answer (fewer give ``slow`` False
+        and a note).
+    threshold : float
+        Robust z-score above which a rank is an outlier (3.5 is the usual choice).
+    min_excess : float
+        Minimum relative excess over the median.
+    metrics : sequence of str, optional
+        Subset of ``free_us``, ``preparing_us``, ``computing_us``,
+        ``comm_not_overlapped_us`` (default: all that the steps table has).
+    stages, parallel : optional
+        Pipeline stages (see :func:`stage_of_ranks`). When known, ranks are compared
+        with the other ranks of *their own stage* (the seed: "screen the stage that
+        takes long and sort its computation time"), so that a heavier stage is not
+        mistaken for slow ranks; that is :func:`stage_balance`'s job.
+
+    Returns
+    -------
+    DataFrame
+        Long format, one row per (rank, metric), ordered by the seed's ``check_order``
+        (1 step interval, 2 computation, 3 communication), then metric, then rank:
+        ``value_us``, ``median_us``, ``mad_us``, ``z``, ``excess_us``, ``excess_pct``,
+        ``slow``. A slow rank usually also shows *less* communication time than the others
+        (they wait for it inside their collectives); the ``z`` of communication is then
+        negative for the slow rank.
+    """
+    s = step_breakdown(cluster)
+    if s.empty:
+        return empty_frame(SLOW_COLUMNS, "no step breakdown in this profile")
+    wanted = [m for m in SLOW_RANK_METRICS if metrics is None or m[0] in metrics]
+    wanted = [m for m in wanted if has_values(s, m[0])]
+    if not wanted:
+        return empty_frame(SLOW_COLUMNS, "the step breakdown has none of the metrics")
+    per_rank = s.groupby("rank")[[m[0] for m in wanted]].median()
+    long = per_rank.reset_index().melt(id_vars="rank", var_name="metric", value_name="value_us")
+    long = long.dropna(subset=["value_us"]).reset_index(drop=True)
+    stage = stage_of_ranks(cluster, stages, parallel)
+    peers = long["metric"].astype(str)
+    if not stage.empty:
+        st = long["rank"].astype("float64").map(stage.astype("float64"))
+        peers = peers + "/" + st.astype("string").fillna("?")
+    rz = robust_z(long["value_us"], peers)
+    long["median_us"] = rz["median"]
+    long["mad_us"] = rz["mad"]
+    long["z"] = rz["z"]
+    long["excess_us"] = long["value_us"] - long["median_us"]
+    long["excess_pct"] = 100.0 * long["excess_us"] / long["median_us"].where(
+        long["median_us"] > 0)
+    n_ranks = long.groupby(peers)["rank"].transform("nunique")
+    long["slow"] = ((long["z"] >= threshold) & (long["excess_pct"] >= 100.0 * min_excess)
+                    & (n_ranks >= 3))
+    order = {m: (o, p) for m, o, p in SLOW_RANK_METRICS}
+    long["check_order"] = long["metric"].map(lambda m: order[m][0])
+    long["phase"] = long["metric"].map(lambda m: order[m][1])
+    long = long.sort_values(["check_order", "metric", "rank"], kind="mergesort")
+    out = long[list(SLOW_COLUMNS)].astype(SLOW_COLUMNS).reset_index(drop=True)
+    if per_rank.shape[0] < 3 or (n_ranks < 3).any():
+        add_note(out, "fewer than 3 comparable ranks (per stage when stages are known): a "
+                      "robust outlier rule needs at least 3")
+    return out
+
+
+def stage_of_ranks(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[int]] | None
+                   = None, parallel: Any = None) -> pd.Series:
+    """Pipeline stage of each rank (Series indexed by rank; empty when unknown).
+
+    Taken, in this order, from ``stages`` (``{rank: stage}`` or a list of rank lists, one
+    per stage), from ``parallel`` (``pp`` stages of ``world_size / pp`` consecutive ranks,
+    the Megatron/MindSpore default order), or from ``meta.groups`` entries whose
+    ``group_name`` contains ``pp`` (the position of a rank in its pp group is its stage).
+    """
+    ranks = sorted(set(table(cluster, "steps")["rank"].dropna().astype(int).tolist()))
+    if stages is not None:
+        if isinstance(stages, Mapping):
+            return pd.Series({int(r): int(st) for r, st in stages.items()}, dtype="int64")
+        return pd.Series({int(r): i for i, rs in enumerate(stages) for r in rs}, dtype="int64")
+    if parallel is not None and getattr(parallel, "pp", 1) > 1:
+        world = getattr(parallel, "world_size", None) or (max(ranks) + 1 if ranks else 0)
+        per = max(1, world // parallel.pp)
+        return pd.Series({r: min(r // per, parallel.pp - 1) for r in ranks}, dtype="int64")
+    groups = getattr(getattr(cluster, "meta", None), "groups", {}) or {}
+    found: dict[int, int] = {}
+    for info in groups.values():
+        if not isinstance(info, Mapping):
+            continue
+        name = str(info.get("group_name", "")).lower()
+        if "pp" in name.split("_") or name in ("pp", "pipeline"):
+            for i, r in enumerate(info.get("global_ranks", []) or []):
+                found[int(r)] = i
+    return pd.Series(found, dtype="int64")
+
+
+def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[int]] | None
+                  = None, parallel: Any = None) -> pd.DataFrame:
+    """Pipeline stage times, their imbalance and the measured vs theoretical bubble.
+
+    Parameters
+    ----------
+    cluster : Cluster
+    stages : mapping or list of lists, optional
+        Stage membership (see :func:`stage_of_ranks`).
+    parallel : perfkit.ParallelConfig, optional
+        Gives the stages when ``stages`` is not given, and ``pp``, ``num_micro_batches``,
+        ``vpp`` for the theoretical bubble :func:`perfkit.calc.pipeline.bubble_fraction`.
+
+    Returns
+    -------
+    DataFrame
+        One row per stage: ``stage``, ``ranks``, ``step_us``, ``stage_us`` (step time minus
+        receive wait; the stage's own work), ``computing_us``, ``bubble_us`` (medians over
+        the stage's ranks and steps, robust to a warm-up step), ``imbalance``
+        (stage_us / fastest stage_us - 1),
+        ``bubble_ratio`` (bubble / stage time, the same definition as
+        ``bubble_fraction``: bubble over ideal compute time) and ``theoretical_bubble``
+        (NA without ``parallel``). Empty with a note when the stages are unknown.
+    """
+    cols = {"stage": "int64", "ranks": "string", "step_us": "float64", "stage_us": "float64",
+            "computing_us": "float64", "bubble_us": "float64", "imbalance": "float64",
+            "bubble_ratio": "float64", "theoretical_bubble": "float64"}
+    s = step_breakdown(cluster)
+    if s.empty:
+        return empty_frame(cols, "no step breakdown in this profile")
+    stage = stage_of_ranks(cluster, stages, parallel)
+    if stage.empty:
+        return empty_frame(cols, "pipeline stages unknown: pass stages= or parallel= "
+                                 "(no pp group in meta.groups)")
+    s = s.assign(stage=s["rank"].astype("float64").map(stage.astype("float64")))
+    s = s.dropna(subset=["stage"])
+    if not has_values(s, "stage_us"):
+        s["stage_us"] = s["step_us"] - s["bubble_us"]
+    g = s.groupby("stage").agg(step_us=("step_us", "median"),
+                               stage_us=("stage_us", "median"),
+                               computing_us=("computing_us", "median"),
+                               bubble_us=("bubble_us", "median"))
+    g["ranks"] = s.groupby("stage")["rank"].agg(
+        lambda r: ",".join(str(int(x)) for x in sorted(set(r.dropna()))))
+    g = g.reset_index()
+    g["stage"] = g["stage"].astype("int64")
+    g["imbalance"] = g["stage_us"] / g["stage_us"].min() - 1.0
+    g["bubble_ratio"] = g["bubble_us"] / g["stage_us"].where(g["stage_us"] > 0)
+    if parallel is not None and getattr(parallel, "pp", 1) > 1:
+        g["theoretical_bubble"] = bubble_fraction(parallel.pp, parallel.num_micro_batches,
+                                                  parallel.vpp)
+    else:
+        g["theoretical_bubble"] = np.nan
+    return g[list(cols)].astype(cols)
+
+
+def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
+    """Data-loading stalls per rank and step: step interval, preparing and loader time.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    stall_share : float
+        A step stalls when the largest of the three signals below is at least this share
+        of the step time.
+
+    Returns
+    -------
+    DataFrame
+        ``rank``, ``step``, ``step_us``, ``preparing_us`` (host time before the first
+        device task), ``iteration_interval_us`` (legacy MindSpore step interval),
+        ``dataloader_us`` (host operators matching :data:`DATALOADER_PATTERN` in the step),
+        ``free_us``, ``stall_us`` (largest of preparing / interval / dataloader),
+        ``stall_share`` (stall / (step + preparing): Ascend's preparing time lies before the
+        device span that ``step_us`` measures) and ``stall``. Signals the source lacks
+        stay NA.
+    """
+    cols = {"rank": "Int64", "step": "Int64", "step_us": "float64", "preparing_us": "float64",
+            "iteration_interval_us": "float64", "dataloader_us": "float64",
+            "free_us": "float64", "stall_us": "float64", "stall_share": "float64",
+            "stall": "boolean"}
+    s = step_breakdown(profile)
+    if s.empty:
+        return empty_frame(cols, "no step breakdown in this profile")
+    out = s[["rank", "step", "step_us", "preparing_us", "free_us"]].copy()
+    out["iteration_interval_us"] = s["iteration_interval_us"] if \
+        "iteration_interval_us" in s.columns else np.nan
+    ops = table(profile, "ops")
+    if not ops.empty and has_values(ops, "dur_us"):
+        dl = ops[ops["name"].astype("string").str.contains(DATALOADER_PATTERN, regex=True)
+                 .fillna(False).astype(bool)]
+        per = dl.groupby(["rank", "step"])["dur_us"].sum().rename("dataloader_us")
+        out = out.merge(per.reset_index(), on=["rank", "step"], how="left")
+        out["dataloader_us"] = out["dataloader_us"].fillna(0.0)  # ops exist, none matched
+    else:
+        out["dataloader_us"] = np.nan
+    out["stall_us"] = out[["preparing_us", "iteration_interval_us", "dataloader_us"]].max(
+        axis=1, skipna=True)
+    wall = out["step_us"] + out["preparing_us"].fillna(0.0)
+    out["stall_share"] = (out["stall_us"] / wall.where(wall > 0)).clip(upper=1.0)
+    out["stall"] = (out["stall_share"] >= stall_share).where(out["stall_share"].notna())
+    return out[list(cols)].astype(cols)
+
+
+def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 0.2
+               ) -> pd.DataFrame:
+    """Host-bound launching: the device idles in many short gaps between kernels.
+
+    Device busy time is the union of all tasks of a (rank, step); the gaps between busy
+    segments are *launch gaps* when shorter than ``long_gap_us`` (the host did not enqueue
+    the next kernel in time) and *long gaps* otherwise (data loading, a synchronisation,
+    a barrier).
+
+    Returns
+    -------
+    DataFrame
+        ``rank``, ``step``, ``kernels``, ``span_us`` (first start to last end), ``busy_us``,
+        ``idle_us``, ``gaps``, ``launch_gap_us``, ``long_gap_us``, ``median_kernel_us``,
+        ``median_gap_us``, ``launch_gap_share`` (launch gaps / span), ``host_bound``
+        (``launch_gap_share >= launch_share`` and the median gap at least as long as the
+        median kernel: the device waits for launches longer than it computes; short
+        turnaround gaps between long kernels are normal).
+    """
+    cols = {"rank": "Int64", "step": "Int64", "kernels": "int64", "span_us": "float64",
+            "busy_us": "float64", "idle_us": "float64", "gaps": "int64",
+            "launch_gap_us": "float64", "long_gap_us": "float64",
+            "median_kernel_us": "float64", "median_gap_us": "float64",
+            "launch_gap_share": "float64", "host_bound": "boolean"}
+    k = table(profile, "kernels")
+    if k.empty or not has_values(k, "dur_us"):
+        return empty_frame(cols, "the profile has no device tasks (kernels table)")
+    k = k.dropna(subset=["start_us", "dur_us"])
+    k = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
+    keys = ["rank", "step"]
+    seg = interval_union(k, keys)
+    nxt = seg.groupby(keys, dropna=False)["start_us"].shift(-1)
+    seg["gap_us"] = nxt - seg["end_us"]
+    gaps = seg.dropna(subset=["gap_us"])
+    gaps = gaps.assign(_short=gaps["gap_us"].where(gaps["gap_us"] < long_gap_us, 0.0),
+                       _long=gaps["gap_us"].where(gaps["gap_us"] >= long_gap_us, 0.0))
+    gg = gaps.groupby(keys, dropna=False).agg(gaps=("gap_us", "size"),
+                                              launch_gap_us=("_short", "sum"),
+                                              long_gap_us=("_long", "sum"),
+                                              median_gap_us=("gap_us", "median"))
+    kg = k.groupby(keys, dropna=False).agg(kernels=("dur_us", "size"),
+                                           first=("start_us", "min"), last=("end_us", "max"),
+                                           median_kernel_us=("dur_us", "median"))
+    busy = seg.groupby(keys, dropna=False)["length_us"].sum().rename("busy_us")
+    out = kg.join(busy).join(gg)
+    out["span_us"] = out["last"] - out["first"]
+    out["idle_us"] = out["span_us"] - out["busy_us"]
+    for c in ("gaps",):
+        out[c] = out[c].fillna(0)
+    for c in ("launch_gap_us", "long_gap_us"):
+        out[c] = out[c].fillna(0.0)
+    out["launch_gap_share"] = out["launch_gap_us"] / out["span_us"].where(out["span_us"] > 0)
+    out["host_bound"] = (out["launch_gap_share"] >= launch_share) & \
+        (out["median_gap_us"] >= out["median_kernel_us"])
+    out = out.reset_index()
+    return out[list(cols)].astype(cols)
+
+
+def sync_points(profile: Any) -> pd.DataFrame:
+    """Host operators that synchronise with the device (``.item()``, stream synchronise, ...).
+
+    Each one stops the host from running ahead of the device, so the device idles while the
+    host catches up (the seeds' checklist: turn off stream synchronisation, avoid
+    ``.item()`` / ``asnumpy`` inside the step).
+
+    Returns
+    -------
+    DataFrame
+        Per ``rank`` and operator ``name``: ``count``, ``host_us`` (host time spent in it),
+        ``per_step`` (count / number of steps). Empty with a note when the profile has no
+        host operators.
+    """
+    cols = {"rank": "Int64", "name": "string", "count": "int64", "host_us": "float64",
+            "per_step": "float64"}
+    ops = table(profile, "ops")
+    if ops.empty or "name" not in ops.columns:
+        return empty_frame(cols, "no host operators (ops table) in this profile")
+    hit = ops["name"].astype("string").str.contains(SYNC_PATTERN, regex=True).fillna(False)
+    sel = ops[hit.astype(bool)]
+    steps = ops.groupby("rank", dropna=False)["step"].nunique().clip(lower=1)
+    if sel.empty:
+        return add_note(empty_frame(cols), "no synchronising host operator found")
+    out = sel.groupby(["rank", "name"], dropna=False).agg(count=("dur_us", "size"),
+                                                          host_us=("dur_us", "sum"))
+    out = out.reset_index()
+    out["per_step"] = out["count"] / out["rank"].map(steps).astype("float64")
+    out = out.sort_values("host_us", ascending=False, kind="mergesort")
+    return out[list(cols)].astype(cols).reset_index(drop=True)

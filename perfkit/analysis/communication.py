@@ -1,0 +1,240 @@
+"""Communication analyses: per operator type and group, bandwidth, slow links, overlap.
+
+The seed's step 4 of the model-parallel check reads the time split of each communication
+operator: *transit* (data actually moving — if long, look at the link bandwidth), *wait*
+(the operator waits for its peers — if long, a slow rank holds the group back) and
+*synchronisation*. The functions here compute those shares from ``comm_ops``, the
+achieved bandwidth per transport from ``comm_bandwidth`` against the hardware's nominal
+bandwidth, the slow links of ``comm_matrix`` and the overlap of communication with
+computation per rank (from :func:`~perfkit.analysis.steps.step_breakdown`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._util import add_note, empty_frame, has_values, robust_z, table
+from .steps import step_breakdown
+
+__all__ = ["comm_op_type", "comm_summary", "comm_bandwidth_summary", "slow_links",
+           "comm_overlap", "NOMINAL_TRANSPORT", "COMM_SUMMARY_COLUMNS", "SLOW_LINK_COLUMNS"]
+
+#: Which Hardware field is the nominal bandwidth of a transport.
+NOMINAL_TRANSPORT = {"HCCS": "intra_node_bandwidth", "SIO": "intra_node_bandwidth",
+                     "PCIE": "intra_node_bandwidth", "NVLINK": "intra_node_bandwidth",
+                     "RDMA": "inter_node_bandwidth", "ROCE": "inter_node_bandwidth",
+                     "IB": "inter_node_bandwidth"}
+
+_OP_TYPES = (
+    ("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
+    ("reducescatter", r"reduce_?scatter"), ("alltoall", r"all_?to_?all"),
+    ("broadcast", r"broadcast"), ("sendrecv", r"sendrecv|send_?recv"),
+    ("receive", r"receive|recv"), ("send", r"send"), ("reduce", r"reduce"),
+    ("barrier", r"barrier"),
+)
+
+COMM_SUMMARY_COLUMNS: dict[str, str] = {
+    "op_type": "string", "group": "string", "count": "int64", "total_us": "float64",
+    "mean_us": "float64", "max_us": "float64", "transit_us": "float64", "wait_us": "float64",
+    "sync_us": "float64", "idle_us": "float64", "transit_share": "float64",
+    "wait_share": "float64", "sync_share": "float64", "idle_share": "float64",
+    "ranks": "int64",
+}
+
+SLOW_LINK_COLUMNS: dict[str, str] = {
+    "transport": "string", "src_rank": "Int64", "dst_rank": "Int64", "size_bytes": "float64",
+    "time_us": "float64", "bandwidth_gbps": "float64", "median_gbps": "float64",
+    "ratio_to_median": "float64", "z": "float64", "slow": "boolean", "rank_space": "string",
+}
+
+
+def comm_op_type(names: pd.Series) -> pd.Series:
+    """Collective kind of each operator name (``allreduce``, ``send``, ...; else ``other``).
+
+    Works on HCCL (``hcom_allReduce__586_0_1``), NCCL (``ncclKernel_AllReduce_RING_...``,
+    ``ncclDevKernel_SendRecv``) and legacy MindSpore (``AllReduce-op4582``) names.
+    """
+    low = names.astype("string").fillna("").str.lower()
+    uniq = pd.Series(low.unique())
+    out = pd.Series("other", index=uniq.index, dtype=object)
+    done = pd.Series(False, index=uniq.index)
+    for kind, rx in _OP_TYPES:
+        hit = uniq.str.contains(rx, regex=True).fillna(False).astype(bool) & ~done
+        out[hit] = kind
+        done |= hit
+    return low.map(dict(zip(uniq, out, strict=True))).astype(str)
+
+
+def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
+    """Communication time per operator type (and group): count, total, time-split shares.
+
+    Returns
+    -------
+    DataFrame
+        :data:`COMM_SUMMARY_COLUMNS`, sorted by ``total_us``: ``total_us`` is the sum of
+        ``elapse_us``; ``transit/wait/sync/idle_us`` sums of those parts (NA when the
+        source has no split, e.g. Kineto); ``*_share`` = part / total; ``ranks`` the number
+        of ranks contributing. ``group`` is NA when not grouping or not recorded.
+    """
+    c = table(profile, "comm_ops")
+    if c.empty or not has_values(c, "elapse_us"):
+        return empty_frame(COMM_SUMMARY_COLUMNS, "no communication operators (comm_ops); "
+                                                 "Ascend needs profiler_level Level1")
+    c = c.assign(op_type=comm_op_type(c["name"]))
+    keys = ["op_type", "group"] if by_group else ["op_type"]
+    if not by_group:
+        c = c.assign(group=pd.NA)
+    parts = ["transit_us", "wait_us", "sync_us", "idle_us"]
+    for p in parts:
+        if p not in c.columns:
+            c[p] = np.nan
+    g = c.groupby([c[k].astype("string").fillna("") for k in keys], sort=False)
+    agg = {"count": ("elapse_us", "size"), "total_us": ("elapse_us", "sum"),
+           "mean_us": ("elapse_us", "mean"), "max_us": ("elapse_us", "max"),
+           "ranks": ("rank", "nunique")}
+    for p in parts:
+        agg[p] = (p, lambda s: s.sum(min_count=1))
+    out = g.agg(**agg).reset_index()
+    if not by_group:
+        out["group"] = pd.NA
+    for p in parts:
+        out[p.replace("_us", "_share")] = out[p] / out["total_us"].where(out["total_us"] > 0)
+    out["group"] = out["group"].replace("", pd.NA)
+    out = out.sort_values("total_us", ascending=False, kind="mergesort")
+    return out[list(COMM_SUMMARY_COLUMNS)].astype(COMM_SUMMARY_COLUMNS).reset_index(drop=True)
+
+
+def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
+    """Achieved bandwidth per transport against the hardware's nominal bandwidth.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    hardware : perfkit.Hardware, optional
+        Gives the nominal bandwidth (``intra_node_bandwidth`` for HCCS/SIO/PCIe/NVLink,
+        ``inter_node_bandwidth`` for RDMA; bytes/s).
+
+    Returns
+    -------
+    DataFrame
+        Per ``transport``: ``ops``, ``size_bytes``, ``transit_us``, ``bandwidth_gbps``
+        (= total bytes / total transit time, GB/s = 10^9 B/s), ``median_op_gbps`` and
+        ``min_op_gbps`` over operators, ``nominal_gbps`` and ``efficiency`` (achieved /
+        nominal; NA without ``hardware``). Transports with no bytes and LOCAL copies are
+        left out.
+    """
+    cols = {"transport": "string", "ops": "int64", "size_bytes": "float64",
+            "transit_us": "float64", "bandwidth_gbps": "float64", "median_op_gbps": "float64",
+            "min_op_gbps": "float64", "nominal_gbps": "float64", "efficiency": "float64"}
+    b = table(profile, "comm_bandwidth")
+    if b.empty or not has_values(b, "size_bytes"):
+        return empty_frame(cols, "no per-transport bandwidth (comm_bandwidth) in this profile")
+    b = b[(b["size_bytes"] > 0) & (b["transit_us"] > 0)
+          & ~b["transport"].astype("string").str.upper().eq("LOCAL").fillna(False)]
+    if b.empty:
+        return empty_frame(cols, "no transport moved data")
+    b = b.assign(_op_gbps=b["size_bytes"] / b["transit_us"] / 1e3,
+                 transport=b["transport"].astype("string").str.upper())
+    out = b.groupby("transport").agg(ops=("size_bytes", "size"), size_bytes=("size_bytes", "sum"),
+                                     transit_us=("transit_us", "sum"),
+                                     median_op_gbps=("_op_gbps", "median"),
+                                     min_op_gbps=("_op_gbps", "min")).reset_index()
+    out["bandwidth_gbps"] = out["size_bytes"] / out["transit_us"] / 1e3
+    if hardware is not None:
+        field = out["transport"].map(NOMINAL_TRANSPORT)
+        out["nominal_gbps"] = field.map(
+            lambda f: getattr(hardware, f) / 1e9 if isinstance(f, str) else np.nan)
+    else:
+        out["nominal_gbps"] = np.nan
+    out["efficiency"] = out["bandwidth_gbps"] / out["nominal_gbps"]
+    out = out.sort_values("size_bytes", ascending=False)
+    return out[list(cols)].astype(cols).reset_index(drop=True)
+
+
+def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
+               min_bytes: float = 1e6) -> pd.DataFrame:
+    """Links whose bandwidth is far below the other links of the same transport.
+
+    Per (transport, source, destination) the bandwidth is total bytes / total time over
+    the matrix rows (the ``-total`` rows of Ascend's matrix when present, otherwise every
+    row). A link is *slow* when its bandwidth is below ``ratio`` × the transport's median
+    **and** its robust z-score (:func:`~perfkit.analysis._util.robust_z`) is below
+    ``-z_threshold``. LOCAL (same-device) copies are left out, and so are links that moved
+    less than ``min_bytes`` in total: their time is latency, not bandwidth.
+
+    Returns
+    -------
+    DataFrame
+        :data:`SLOW_LINK_COLUMNS`, slowest first. ``rank_space`` is ``"global"`` when the
+        matrix had global ranks and ``"local"`` when only group-local ranks were known
+        (then ``src_rank``/``dst_rank`` are local ranks; see ``meta.groups``).
+    """
+    m = table(profile, "comm_matrix")
+    if m.empty or not has_values(m, "size_bytes"):
+        return empty_frame(SLOW_LINK_COLUMNS, "no link matrix (comm_matrix) in this profile")
+    m = m[~m["transport"].astype("string").str.upper().isin(["LOCAL"]).fillna(False)]
+    m = m[(m["time_us"] > 0) & (m["size_bytes"] > 0)]
+    name = m["name"].astype("string").fillna("")
+    if name.str.endswith("-total").any():
+        m = m[name.str.endswith("-total")]
+    space = "global"
+    src, dst = m["src_rank"], m["dst_rank"]
+    if src.isna().all() and "src_local" in m.columns:
+        src, dst, space = m["src_local"], m["dst_local"], "local"
+    m = m.assign(_src=pd.to_numeric(src, errors="coerce"), _dst=pd.to_numeric(dst, errors="coerce"),
+                 transport=m["transport"].astype("string").str.upper())
+    if space == "local":
+        m = m.assign(_grp=m["group"].astype("string"))
+        keys = ["transport", "_grp", "_src", "_dst"]
+    else:
+        keys = ["transport", "_src", "_dst"]
+    if m.empty:
+        return empty_frame(SLOW_LINK_COLUMNS, "no link moved data")
+    g = m.groupby(keys, dropna=False).agg(size_bytes=("size_bytes", "sum"),
+                                          time_us=("time_us", "sum")).reset_index()
+    g = g[g["size_bytes"] >= min_bytes].reset_index(drop=True)
+    if g.empty:
+        return empty_frame(SLOW_LINK_COLUMNS, f"no link moved {min_bytes:.0f} bytes or more")
+    g["bandwidth_gbps"] = g["size_bytes"] / g["time_us"] / 1e3
+    rz = robust_z(g["bandwidth_gbps"], g["transport"])
+    g["median_gbps"] = rz["median"]
+    g["z"] = rz["z"]
+    g["ratio_to_median"] = g["bandwidth_gbps"] / g["median_gbps"]
+    g["slow"] = (g["ratio_to_median"] < ratio) & (g["z"] < -z_threshold)
+    g = g.rename(columns={"_src": "src_rank", "_dst": "dst_rank"})
+    g["rank_space"] = space
+    out = g.sort_values("ratio_to_median", kind="mergesort")[list(SLOW_LINK_COLUMNS)]
+    out = out.astype(SLOW_LINK_COLUMNS).reset_index(drop=True)
+    if space == "local":
+        add_note(out, "global ranks unknown (no parallel_group_info): links use local ranks")
+    return out
+
+
+def comm_overlap(profile: Any) -> pd.DataFrame:
+    """Communication/computation overlap per rank (mean over steps).
+
+    Returns
+    -------
+    DataFrame
+        ``rank``, ``steps``, ``step_us``, ``communication_us``, ``overlapped_us``,
+        ``comm_not_overlapped_us``, ``overlap_share`` (overlapped / communication: how much
+        communication is hidden) and ``exposed_share`` (not-overlapped / step time).
+    """
+    cols = {"rank": "Int64", "steps": "int64", "step_us": "float64",
+            "communication_us": "float64", "overlapped_us": "float64",
+            "comm_not_overlapped_us": "float64", "overlap_share": "float64",
+            "exposed_share": "float64"}
+    s = step_breakdown(profile)
+    if s.empty or not has_values(s, "comm_not_overlapped_us"):
+        return empty_frame(cols, "no communication time in the step breakdown")
+    g = s.groupby("rank", dropna=False).agg(
+        steps=("step_us", "size"), step_us=("step_us", "mean"),
+        communication_us=("communication_us", "mean"), overlapped_us=("overlapped_us", "mean"),
+        comm_not_overlapped_us=("comm_not_overlapped_us", "mean")).reset_index()
+    g["overlap_share"] = g["overlapped_us"] / g["communication_us"].where(
+        g["communication_us"] > 0)
+    g["exposed_share"] = g["comm_not_overlapped_us"] / g["step_us"].where(g["step_us"] > 0)
+    return g[list(cols)].astype(cols)

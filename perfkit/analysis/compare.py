@@ -1,0 +1,212 @@
+"""Compare two profiles: before/after a change, or the same model on NPU and GPU.
+
+Ascend and CUDA name their kernels differently (``MatMulV2`` vs
+``sm90_xmma_gemm_bf16...``, ``FlashAttentionScore`` vs ``flash_fwd_kernel``), so a diff by
+name only works between two profiles of the same vendor. :func:`kernel_class` maps both
+naming schemes onto shared categories (``matmul``, ``attention``, ``norm``, ...) that the
+seed's "comparison of GPU and NPU data" reasons with; :func:`compare_profiles` diffs either
+by that category or by name.
+
+Totals are normalised per (rank, step) by default so that a profile with two steps and one
+with five compare fairly.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidArgumentError
+from ._util import empty_frame, has_values, n_step_pairs, table
+from .steps import step_breakdown
+
+__all__ = ["kernel_class", "compare_profiles", "compare_steps", "KERNEL_CLASSES",
+           "COMPARE_COLUMNS"]
+
+#: (category, regex over "type name", lower-cased). The first match wins, so the specific
+#: classes come before the generic ones.
+KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
+    ("communication", r"hcom|hccl|nccl"),
+    ("attention", r"flashattention|flash_attn|flash_fwd|flash_bwd|fmha|attention|"
+                  r"scaled_dot_product|sdpa"),
+    ("embedding", r"embedding|gather|index_select|indexselect|scatter"),
+    ("matmul", r"matmul|(?<!fb)gemm|bmm|cutlass|xmma|cublas|conv2d|convolution|\bconv|"
+               r"wgrad2d|dgrad2d|grouped_mm|\bmm\b"),
+    ("norm", r"rmsnorm|rms_norm|layernorm|layer_norm|batchnorm|batch_norm|groupnorm|"
+             r"instance_norm"),
+    ("softmax", r"softmax"),
+    ("dropout", r"dropout|genmask|domask|bitmask"),
+    ("activation", r"swiglu|silu|swish|gelu|relu|sigmoid|tanh|fastgelu"),
+    ("rotary", r"rotary|rope"),
+    ("optimizer", r"adam|foreach|multi_tensor|apply_|lamb|sgd"),
+    ("cast", r"(?<!broad)cast|_to_copy|convert"),
+    ("copy", r"tensormove|memcpy|memset|copy|transdata|transpose|contiguous|permute|"
+             r"concat|\bcat|split|slice|reshape|zeroslike|fill|memory"),
+    ("reduction", r"reduce|sum|mean|max|min|argmax|norm|cumsum|sort|scan|topk"),
+    ("elementwise", r"add|mul|div|sub|sqrt|rsqrt|pow|exp|log|neg|where|select|equal|less|"
+                    r"greater|logical|elementwise|vectorized|unrolled|abs|clamp|square"),
+)
+_GENERIC_CLASSES = ("elementwise", "reduction", "other")
+_SIGNATURE = r"^(?:void\s+)?([^<(]*(?:<cutlass[^>(]*)?).*$"
+_CLASS_RES = [(c, re.compile(p)) for c, p in KERNEL_CLASSES]
+
+COMPARE_COLUMNS: dict[str, str] = {
+    "key": "string", "base_count": "float64", "base_us": "float64", "new_count": "float64",
+    "new_us": "float64", "delta_us": "float64", "delta_pct": "float64",
+    "base_share": "float64", "new_share": "float64",
+}
+
+
+def _classify(label: pd.Series) -> pd.Series:
+    uniq = pd.Series(label.unique())
+    cls = pd.Series("other", index=uniq.index, dtype=object)
+    done = pd.Series(False, index=uniq.index)
+    for c, rx in _CLASS_RES:
+        hit = uniq.str.contains(rx, regex=True).fillna(False).astype(bool) & ~done
+        cls[hit] = c
+        done |= hit
+    return label.map(dict(zip(uniq, cls, strict=True))).astype(object)
+
+
+def _class_of_pairs(names: pd.Series, types: pd.Series) -> pd.Series:
+    # the function name only: "void ns::kernel<T...>(args)" -> "ns::kernel"
+    label = names.str.replace("(anonymous namespace)::", "", regex=False)
+    full = label.str.lower()
+    out = _classify(label.str.replace(_SIGNATURE, r"\1", regex=True).str.lower())
+    # generic kernels (elementwise / reduce templates) carry the operator in their
+    # template arguments: "vectorized_elementwise_kernel<4, silu_kernel...>"
+    by_full = _classify(full)
+    generic = out.isin(_GENERIC_CLASSES) & ~by_full.isin([*_GENERIC_CLASSES, "matmul"])
+    out = by_full.where(generic, out)
+    by_type = _classify(types.str.lower())  # the operator type decides when specific
+    return by_type.where(by_type != "other", out)
+
+
+def kernel_class(names: pd.Series, types: pd.Series | None = None,
+                 categories: pd.Series | None = None) -> pd.Series:
+    """Shared category of each task (vendor-neutral), ``"other"`` when nothing matches.
+
+    Parameters
+    ----------
+    names : Series
+        Task names.
+    types : Series, optional
+        Operator types (Ascend ``Type``); matched together with the name.
+    categories : Series, optional
+        Canonical ``category``; a ``communication`` task is classed ``communication``.
+
+    Returns
+    -------
+    Series of str
+        The regexes of :data:`KERNEL_CLASSES` run once per distinct (name, type).
+    """
+    names = names.astype("string").fillna("")
+    types = (types.astype("string").fillna("") if types is not None
+             else pd.Series("", index=names.index, dtype="string"))
+    pairs = pd.DataFrame({"n": names.to_numpy(), "t": types.to_numpy()})
+    codes = pairs.groupby(["n", "t"], sort=False, dropna=False).ngroup().to_numpy()
+    u = pairs.drop_duplicates().reset_index(drop=True)  # same order as the groups
+    cls = _class_of_pairs(u["n"].astype("string"), u["t"].astype("string"))
+    out = pd.Series(cls.to_numpy()[codes], index=names.index, dtype=object)
+    if categories is not None:
+        out = out.where(~categories.eq("communication").fillna(False).to_numpy(bool),
+                        "communication")
+    return out.astype(str)
+
+
+def _totals(profile: Any, by: str, include_communication: bool) -> pd.DataFrame:
+    k = table(profile, "kernels")
+    if k.empty or not has_values(k, "dur_us"):
+        return pd.DataFrame(columns=["count", "us"])
+    k = k.dropna(subset=["dur_us"])
+    cls = kernel_class(k["name"], k.get("type"), k.get("category"))
+    if not include_communication:
+        keep = (cls != "communication").to_numpy(bool)
+        k, cls = k[keep], cls[keep]
+    key = cls if by == "category" else k["name"].astype(str)
+    g = k.groupby(key.to_numpy())["dur_us"].agg(["size", "sum"])
+    g.columns = ["count", "us"]
+    return g
+
+
+def compare_profiles(base: Any, new: Any, by: str = "category",
+                     normalize: str = "per_step", include_communication: bool = True,
+                     n: int | None = None) -> pd.DataFrame:
+    """Operator time diff between two profiles, sorted by absolute time delta.
+
+    Parameters
+    ----------
+    base, new : Profile or Cluster
+        The reference (before / GPU) and the profile under study (after / NPU).
+    by : {"category", "name"}
+        Group by the shared category of :func:`kernel_class` or by task name (only
+        meaningful between two profiles of the same vendor).
+    normalize : {"per_step", "none"}
+        Divide counts and times by the number of (rank, step) pairs of each profile.
+    include_communication : bool
+        Keep communication tasks (as category ``communication``).
+    n : int, optional
+        Keep the ``n`` rows with the largest absolute delta.
+
+    Returns
+    -------
+    DataFrame
+        :data:`COMPARE_COLUMNS`: ``key``, ``base_count``, ``base_us``, ``new_count``,
+        ``new_us``, ``delta_us`` (new - base), ``delta_pct`` (of base; NA when base is 0),
+        ``base_share``/``new_share`` of each profile's device time. A key absent on one
+        side counts 0 there (the task did not run, which the profile shows).
+    """
+    if by not in ("category", "name"):
+        raise InvalidArgumentError("by", "must be 'category' or 'name'", by)
+    if normalize not in ("per_step", "none"):
+        raise InvalidArgumentError("normalize", "must be 'per_step' or 'none'", normalize)
+    b = _totals(base, by, include_communication)
+    w = _totals(new, by, include_communication)
+    if b.empty and w.empty:
+        return empty_frame(COMPARE_COLUMNS, "neither profile has device tasks")
+    if normalize == "per_step":
+        b = b / n_step_pairs(table(base, "kernels"))
+        w = w / n_step_pairs(table(new, "kernels"))
+    out = b.add_prefix("base_").join(w.add_prefix("new_"), how="outer").fillna(0.0)
+    out["delta_us"] = out["new_us"] - out["base_us"]
+    out["delta_pct"] = 100.0 * out["delta_us"] / out["base_us"].where(out["base_us"] > 0)
+    bt, nt = out["base_us"].sum(), out["new_us"].sum()
+    out["base_share"] = out["base_us"] / bt if bt > 0 else np.nan
+    out["new_share"] = out["new_us"] / nt if nt > 0 else np.nan
+    out = out.rename_axis("key").reset_index()
+    out = out.reindex(out["delta_us"].abs().sort_values(ascending=False, kind="mergesort")
+                      .index)
+    if n is not None:
+        out = out.head(n)
+    return out[list(COMPARE_COLUMNS)].astype(COMPARE_COLUMNS).reset_index(drop=True)
+
+
+_STEP_PARTS = ("step_us", "computing_us", "comm_not_overlapped_us", "overlapped_us",
+               "free_us", "bubble_us", "preparing_us")
+
+
+def compare_steps(base: Any, new: Any) -> pd.DataFrame:
+    """Step breakdown of two profiles side by side (median over ranks and steps).
+
+    Returns
+    -------
+    DataFrame
+        One row per part (``step_us``, ``computing_us``, ``comm_not_overlapped_us``,
+        ``overlapped_us``, ``free_us``, ``bubble_us``, ``preparing_us``): ``base_us``,
+        ``new_us``, ``delta_us`` and ``delta_pct`` (NA where either side lacks the part).
+        The first place to look after a change: which part of the step moved.
+    """
+    cols = {"part": "string", "base_us": "float64", "new_us": "float64",
+            "delta_us": "float64", "delta_pct": "float64"}
+    b, w = step_breakdown(base), step_breakdown(new)
+    if b.empty and w.empty:
+        return empty_frame(cols, "neither profile has a step breakdown")
+    out = pd.DataFrame({"part": list(_STEP_PARTS),
+                        "base_us": [b[c].median() if c in b else np.nan for c in _STEP_PARTS],
+                        "new_us": [w[c].median() if c in w else np.nan for c in _STEP_PARTS]})
+    out["delta_us"] = out["new_us"] - out["base_us"]
+    out["delta_pct"] = 100.0 * out["delta_us"] / out["base_us"].where(out["base_us"] > 0)
+    return out.astype(cols)

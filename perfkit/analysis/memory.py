@@ -1,0 +1,236 @@
+"""Memory analyses: peaks per component, a down-sampled timeline, largest allocations, theory.
+
+Reads the canonical ``memory`` (samples of allocated / reserved / active bytes per
+component) and ``op_memory`` (individual allocations) tables. Components are what the
+profiler names: torch_npu ``PTA`` (the PyTorch caching allocator), ``GE`` (graph engine),
+``PTA+GE``, ``APP`` (the whole process as the driver sees it, reserved only), CANN modules
+(``HCCL``, ``RUNTIME``, ``SLOG`` ...), MindSpore ``MindSpore``, Kineto ``allocator``.
+
+:func:`memory_vs_theory` puts the measured peak next to the calculators of
+:mod:`perfkit.calc.memory` and splits the difference into the parts a profile can show.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..calc.memory import activation_memory, static_memory
+from ..errors import InvalidArgumentError
+from ._util import add_note, empty_frame, has_values, table
+
+__all__ = ["memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
+           "framework_component", "FRAMEWORK_COMPONENTS"]
+
+#: Components that stand for the framework's own allocator, most complete first.
+FRAMEWORK_COMPONENTS = ("PTA+GE", "MindSpore+GE", "PTA", "MindSpore", "allocator", "GE")
+
+_PEAK_COLS = {"rank": "Int64", "component": "string", "samples": "int64",
+              "peak_allocated_bytes": "float64", "peak_reserved_bytes": "float64",
+              "peak_active_bytes": "float64", "peak_ts_us": "float64",
+              "final_allocated_bytes": "float64"}
+
+
+def _memory(profile: Any) -> pd.DataFrame:
+    m = table(profile, "memory")
+    if m.empty or "component" not in m.columns:
+        return pd.DataFrame()
+    return m
+
+
+def memory_peaks(profile: Any) -> pd.DataFrame:
+    """Peak allocated / reserved / active bytes per rank and component.
+
+    Returns
+    -------
+    DataFrame
+        ``rank``, ``component``, ``samples``, ``peak_allocated_bytes``,
+        ``peak_reserved_bytes``, ``peak_active_bytes`` (NA when the component never
+        reports that quantity, e.g. ``APP`` has reserved only), ``peak_ts_us`` (when the
+        allocated peak — else the reserved peak — happened) and ``final_allocated_bytes``
+        (last sample; well above the start hints at a leak). Sorted by peak reserved.
+    """
+    m = _memory(profile)
+    if m.empty:
+        return empty_frame(_PEAK_COLS, "no memory samples (profile_memory was off, or the "
+                                       "source has none)")
+    m = m.sort_values(["rank", "component", "ts_us"], kind="mergesort")
+    g = m.groupby(["rank", "component"], dropna=False)
+    out = g.agg(samples=("ts_us", "size"),
+                peak_allocated_bytes=("allocated_bytes", "max"),
+                peak_reserved_bytes=("reserved_bytes", "max"),
+                peak_active_bytes=("active_bytes", "max"),
+                final_allocated_bytes=("allocated_bytes", "last"))
+    basis = m["allocated_bytes"].where(m["allocated_bytes"].notna(), m["reserved_bytes"])
+    idx = basis.groupby([m["rank"], m["component"]], dropna=False).idxmax()
+    ts = m.loc[idx.dropna().astype(int).to_numpy(), ["rank", "component", "ts_us"]]
+    out = out.reset_index().merge(ts.rename(columns={"ts_us": "peak_ts_us"}),
+                                  on=["rank", "component"], how="left")
+    out = out.sort_values("peak_reserved_bytes", ascending=False, kind="mergesort")
+    return out[list(_PEAK_COLS)].astype(_PEAK_COLS).reset_index(drop=True)
+
+
+def memory_timeline(profile: Any, max_points: int = 500,
+                    components: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Memory over time, down-sampled to at most ``max_points`` per (rank, component).
+
+    Samples are put into ``max_points`` equal time bins per series and the *maximum* of
+    each bin is kept (a peak is never averaged away); empty bins are dropped.
+
+    Returns
+    -------
+    DataFrame
+        ``rank``, ``component``, ``ts_us`` (bin start), ``allocated_bytes``,
+        ``reserved_bytes``, ``active_bytes`` (bin maxima; NA when the component lacks them).
+    """
+    cols = {"rank": "Int64", "component": "string", "ts_us": "float64",
+            "allocated_bytes": "float64", "reserved_bytes": "float64",
+            "active_bytes": "float64"}
+    if max_points < 1:
+        raise InvalidArgumentError("max_points", "must be >= 1", max_points)
+    m = _memory(profile)
+    if m.empty:
+        return empty_frame(cols, "no memory samples")
+    if components is not None:
+        m = m[m["component"].isin(list(components))]
+    m = m.dropna(subset=["ts_us"])
+    keys = ["rank", "component"]
+    lo = m.groupby(keys, dropna=False)["ts_us"].transform("min")
+    hi = m.groupby(keys, dropna=False)["ts_us"].transform("max")
+    width = ((hi - lo) / max_points).where(hi > lo, 1.0)
+    b = np.floor((m["ts_us"] - lo) / width).clip(upper=max_points - 1)
+    m = m.assign(_bin=b, _t=lo + b * width)
+    out = m.groupby([*keys, "_bin"], dropna=False).agg(
+        ts_us=("_t", "first"),
+        allocated_bytes=("allocated_bytes", "max"),
+        reserved_bytes=("reserved_bytes", "max"),
+        active_bytes=("active_bytes", "max")).reset_index()
+    out = out.sort_values([*keys, "ts_us"], kind="mergesort")
+    return out[list(cols)].astype(cols).reset_index(drop=True)
+
+
+def largest_allocations(profile: Any, n: int = 20, by_name: bool = False) -> pd.DataFrame:
+    """The largest individual allocations (or the names allocating most in total).
+
+    Parameters
+    ----------
+    n : int
+        Rows to keep.
+    by_name : bool
+        Aggregate per (rank, name): ``count``, ``total_bytes``, ``max_bytes``.
+
+    Returns
+    -------
+    DataFrame
+        Per allocation: ``rank``, ``name``, ``size_bytes``, ``alloc_us``, ``release_us``
+        (NA: still held at the end of the window), ``duration_us``; largest first.
+    """
+    om = table(profile, "op_memory")
+    if by_name:
+        cols = {"rank": "Int64", "name": "string", "count": "int64", "total_bytes": "float64",
+                "max_bytes": "float64"}
+    else:
+        cols = {"rank": "Int64", "name": "string", "size_bytes": "float64",
+                "alloc_us": "float64", "release_us": "float64", "duration_us": "float64"}
+    if om.empty or not has_values(om, "size_bytes"):
+        return empty_frame(cols, "no per-allocation records (op_memory)")
+    if by_name:
+        out = om.groupby(["rank", "name"], dropna=False).agg(
+            count=("size_bytes", "size"), total_bytes=("size_bytes", "sum"),
+            max_bytes=("size_bytes", "max")).reset_index()
+        out = out.nlargest(n, "total_bytes")
+    else:
+        out = om.nlargest(n, "size_bytes")
+    return out[list(cols)].astype(cols).reset_index(drop=True)
+
+
+def framework_component(profile: Any) -> str | None:
+    """The component that stands for the framework allocator in this profile, or None."""
+    m = _memory(profile)
+    if m.empty:
+        return None
+    present = set(m["component"].dropna().astype(str))
+    for c in FRAMEWORK_COMPONENTS:
+        if c in present and has_values(m[m["component"] == c], "allocated_bytes"):
+            return c
+    return None
+
+
+def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "megatron",
+                     hardware: Any = None) -> pd.DataFrame:
+    """Measured peak memory of each rank against the theoretical static + activation memory.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    model : perfkit.ModelSpec
+    parallel : perfkit.ParallelConfig
+    scheme : str
+        Static-memory accounting passed to :func:`perfkit.calc.static_memory`
+        (``"megatron"`` suits PyTorch/MindSpeed, ``"mindspore"`` MindFormers).
+    hardware : perfkit.Hardware, optional
+        Adds the device capacity and the headroom.
+
+    Returns
+    -------
+    DataFrame
+        One row per rank and item: ``theory_static`` (weights + gradients + optimizer
+        state), ``theory_activation`` (:func:`perfkit.calc.activation_memory`, most loaded
+        stage), ``theory_total``, ``measured_allocated`` (peak allocated of the framework
+        component), ``gap`` (measured - theory: workspaces, temporary buffers,
+        communication buffers, or a model/config mismatch), ``fragmentation`` (peak
+        reserved - peak allocated of that component: cached but unused blocks),
+        ``outside_framework`` (APP reserved - framework reserved: runtime, HCCL/NCCL
+        buffers, other modules), ``capacity`` and ``headroom`` (capacity - APP or
+        framework reserved). Columns ``rank``, ``item``, ``bytes``, ``gib``, ``share``
+        (of the measured allocated peak), ``explanation``.
+    """
+    cols = {"rank": "Int64", "item": "string", "bytes": "float64", "gib": "float64",
+            "share": "float64", "explanation": "string"}
+    peaks = memory_peaks(profile)
+    comp = framework_component(profile)
+    if peaks.empty or comp is None:
+        return empty_frame(cols, "no framework allocator samples to compare with the theory")
+    static = static_memory(model, parallel, scheme=scheme)
+    act = activation_memory(model, parallel)
+    s_bytes = float(static.total_bytes)
+    a_bytes = float(act.total_bytes)
+    fw = peaks[peaks["component"] == comp].set_index("rank")
+    app = peaks[peaks["component"] == "APP"].set_index("rank")["peak_reserved_bytes"]
+    rows = []
+    for item, expl in (
+        ("theory_static", f"weights + gradients + optimizer ({scheme} accounting)"),
+        ("theory_activation", "activations of the most loaded pipeline stage"),
+        ("theory_total", "static + activation"),
+        ("measured_allocated", f"peak allocated of component {comp}"),
+        ("gap", "measured - theory: workspaces, temporaries, communication buffers, "
+                "or a model/parallel config that differs from the run"),
+        ("fragmentation", "peak reserved - peak allocated: cached blocks not in use"),
+        ("outside_framework", "APP reserved - framework reserved: runtime, collective "
+                              "buffers, other modules"),
+        ("capacity", "device memory of the hardware"),
+        ("headroom", "capacity - peak reserved by the process"),
+    ):
+        rows.append((item, expl))
+    parts = []
+    for rank, r in fw.iterrows():
+        alloc = float(r["peak_allocated_bytes"])
+        res = float(r["peak_reserved_bytes"])
+        app_res = float(app.get(rank, np.nan))
+        cap = float(hardware.memory_bytes) if hardware is not None else np.nan
+        used = app_res if not np.isnan(app_res) else res
+        vals = {"theory_static": s_bytes, "theory_activation": a_bytes,
+                "theory_total": s_bytes + a_bytes, "measured_allocated": alloc,
+                "gap": alloc - (s_bytes + a_bytes), "fragmentation": res - alloc,
+                "outside_framework": app_res - res, "capacity": cap, "headroom": cap - used}
+        parts.append(pd.DataFrame({"rank": rank, "item": [i for i, _ in rows],
+                                   "bytes": [vals[i] for i, _ in rows],
+                                   "explanation": [e for _, e in rows]}))
+    out = pd.concat(parts, ignore_index=True)
+    out["gib"] = out["bytes"] / 2**30
+    meas = out["rank"].map(fw["peak_allocated_bytes"]).astype("float64")
+    out["share"] = out["bytes"] / meas.where(meas > 0)
+    out = out[list(cols)].astype(cols)
+    return add_note(out, f"framework component: {comp}")

@@ -1,0 +1,505 @@
+"""Operator analyses: the top operators, bound type, AI CPU, tiny-kernel storms, unfused patterns.
+
+All functions read the canonical ``kernels`` table (one row per device task) and work the
+same on Ascend and GPU profiles. Shares are of *device time*: the sum of the durations of
+the tasks in scope (by default every non-communication task), not of wall time.
+
+Unfused patterns are found in the order tasks run on each (rank, stream): every task gets
+a one-letter token from its type or name (``Pow`` -> ``P``, ``ReduceMean`` -> ``R``, ...),
+the tokens of a stream form a string, and a regular expression per pattern finds the
+decomposed sequences (the search is vectorised over the string, not a Python loop over
+tasks). The time a fusion could save is ``sum(durations) - max(duration)`` per occurrence:
+a fused kernel still has to make one pass over the data, which is about as long as the
+slowest member of the chain; the other passes disappear. Copies (``TensorMove``,
+contiguous) are saved entirely (``saving = duration``) because an in-place or
+stride-aware operator does not need them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidArgumentError
+from ._util import add_note, empty_frame, has_values, n_step_pairs, table
+from .compare import kernel_class
+
+__all__ = ["top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels",
+           "unfused_patterns", "kernel_tokens", "recompute_evidence", "PATTERNS", "TOKENS",
+           "TOP_COLUMNS", "UNFUSED_COLUMNS", "TINY_COLUMNS"]
+
+_GENERIC_TYPES = ("kernel", "gpu_memcpy", "gpu_memset", "")
+_BY = {"type": ["type"], "name": ["name"], "name_shapes": ["name", "input_shapes"]}
+
+TOP_COLUMNS: dict[str, str] = {
+    "key": "string", "type": "string", "name": "string", "input_shapes": "string",
+    "core": "string", "category": "string", "count": "int64", "total_us": "float64",
+    "mean_us": "float64", "max_us": "float64", "min_us": "float64", "share": "float64",
+    "per_step_us": "float64", "ai_cpu": "boolean", "bound": "string",
+}
+
+#: (token, regex on the operator type or kernel name). The first match wins.
+TOKENS: tuple[tuple[str, str], ...] = (
+    ("Z", r"flashattention|flash_attn|fmha|fused_attention|scaled_dot_product"),
+    ("T", r"tensormove|contiguous|viewcopy|asstrided|^identity$|copy_kernel|direct_copy"),
+    ("C", r"^cast|cast$|_to_copy|to_copy|cast_kernel"),
+    ("W", r"swiglu|swish|silu"),
+    ("G", r"sigmoid"),
+    ("F", r"softmax"),
+    ("O", r"dropout|dropoutdomask|dropoutgenmask"),
+    ("B", r"batchmatmul|bmm|matmul|gemm|cutlass|xmma"),
+    ("Q", r"rsqrt"),
+    ("S", r"sqrt"),
+    ("P", r"^pow|pow_|square"),
+    ("R", r"reducemean|reduce_mean|meanops|^mean"),
+    ("N", r"^neg|neg_kernel|negative"),
+    ("K", r"^concat|cat_array|catarray|^cat$"),
+    ("L", r"slice|split|^narrow|index_select"),
+    ("D", r"^div|realdiv|div_|div_true"),
+    ("M", r"^mul|mul_|mulfunctor"),
+    ("A", r"^add|add_|addfunctor|cuda_add"),
+)
+_TOKEN_RE = [(t, re.compile(p, re.IGNORECASE)) for t, p in TOKENS]
+
+#: Unfused patterns: name -> (regex over tokens, fused replacement, saving rule).
+PATTERNS: dict[str, tuple[str, str, str]] = {
+    "rmsnorm_decomposed": (r"C*P[C]*R[C]*A[C]*(?:S[C]*D|Q)[C]*M(?:[C]*M)?",
+                           "a fused RmsNorm kernel", "chain"),
+    "rotary_small_ops": (r"L{1,2}[C]*N[C]*K[C]*M[C]*M?[C]*A|M[C]*L{1,2}[C]*N[C]*K[C]*M[C]*A",
+                         "a fused rotary position embedding kernel", "chain"),
+    "silu_mul_not_swiglu": (r"(?:W|G[C]*M)[C]*M", "a fused SwiGLU kernel", "chain"),
+    "softmax_dropout_matmul": (r"B[CMDA]{0,3}F[CO]{0,3}B", "flash attention", "chain"),
+    "cast_chain": (r"C{2,}", "one cast (or none)", "chain"),
+    "copies": (r"T", "in-place / stride-aware operators", "all"),
+}
+
+UNFUSED_COLUMNS: dict[str, str] = {
+    "rank": "Int64", "pattern": "string", "occurrences": "int64", "kernels": "int64",
+    "total_us": "float64", "saving_us": "float64", "saving_share": "float64",
+    "example": "string", "fused_replacement": "string",
+}
+
+TINY_COLUMNS: dict[str, str] = {
+    "rank": "Int64", "kernels": "int64", "tiny_kernels": "int64", "tiny_count_share": "float64",
+    "tiny_total_us": "float64", "tiny_time_share": "float64", "longest_run": "int64",
+    "run_gap_us": "float64", "storm": "boolean", "top_names": "string",
+}
+
+
+_USED = ("rank", "step", "name", "type", "category", "core", "stream", "start_us", "dur_us",
+         "input_shapes")
+
+
+def _scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
+    """The tasks in scope, with only the columns the analyses read (PMU ratios kept)."""
+    kernels = kernels[[c for c in kernels.columns if c in _USED or c.endswith("_ratio")]]
+    k = kernels.dropna(subset=["dur_us"]) if "dur_us" in kernels.columns else kernels
+    if not include_communication and "category" in k.columns:
+        k = k[k["category"].ne("communication").fillna(True)]
+    return k
+
+
+def _effective_type(k: pd.DataFrame) -> pd.Series:
+    """Operator type; GPU tasks (generic type ``kernel``) get their shared category."""
+    typ = k["type"].astype("string") if "type" in k.columns else \
+        pd.Series(pd.NA, index=k.index, dtype="string")
+    generic = typ.isna() | typ.str.lower().isin(list(_GENERIC_TYPES)).fillna(True)
+    if not generic.any():
+        return typ
+    cls = kernel_class(k["name"], None, k.get("category")).astype("string")
+    has_type = typ.notna() & ~generic
+    # Ascend tasks without a type (trace_view) keep their name; GPU tasks get a class
+    fallback = cls.where(typ.notna(), k["name"].astype("string"))
+    return typ.where(has_type, fallback)
+
+
+def _bound_frame(k: pd.DataFrame) -> pd.Series:
+    """Per-task bound label from PMU pipe ratios (NA where no PMU columns)."""
+    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in k.columns]
+    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
+                               "aiv_mte3_ratio") if c in k.columns]
+    if not compute_cols or not memory_cols:
+        return pd.Series(pd.NA, index=k.index, dtype="string")
+    comp = k[compute_cols].astype("float64").max(axis=1)
+    mem = k[memory_cols].astype("float64").max(axis=1)
+    label = np.where(mem > comp, "memory", "compute")
+    label = np.where((comp < 0.2) & (mem < 0.2), "latency", label)
+    out = pd.Series(label, index=k.index, dtype="string")
+    return out.where(comp.notna() & mem.notna() & ((comp > 0) | (mem > 0)))
+
+
+def operator_bound(profile: Any) -> pd.DataFrame:
+    """Compute- vs memory-bound per operator type from the PMU pipe ratios.
+
+    Uses the Ascend ``aic_mac_ratio`` / ``aiv_vec_ratio`` (compute pipes) against
+    ``aic_mte1/2_ratio``, ``aiv_mte2/3_ratio`` (data movement), duration-weighted per
+    operator type. ``bound`` is ``"memory"`` when the busiest movement pipe exceeds the
+    busiest compute pipe, ``"compute"`` otherwise, ``"latency"`` when both are below 0.2
+    (the kernel mostly waits: too small, or scalar-bound).
+
+    Returns
+    -------
+    DataFrame
+        ``type``, ``count``, ``total_us``, ``compute_ratio``, ``memory_ratio``, ``bound``;
+        empty with a note when the profile has no PMU columns (for example GPU traces or
+        Ascend ``aic_metrics`` other than PipeUtilization).
+    """
+    cols = {"type": "string", "count": "int64", "total_us": "float64",
+            "compute_ratio": "float64", "memory_ratio": "float64", "bound": "string"}
+    k = _scope(table(profile, "kernels"), include_communication=False)
+    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in k.columns]
+    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
+                               "aiv_mte3_ratio") if c in k.columns]
+    if k.empty or not compute_cols or not memory_cols:
+        return empty_frame(cols, "no PMU pipe-ratio columns (needs Ascend aic_metrics="
+                                 "PipeUtilization); bound type unknown")
+    k = k.assign(_c=k[compute_cols].astype("float64").max(axis=1),
+                 _m=k[memory_cols].astype("float64").max(axis=1))
+    k = k[k["_c"].notna() & k["_m"].notna()]
+    k = k.assign(_cw=k["_c"] * k["dur_us"], _mw=k["_m"] * k["dur_us"])
+    g = k.groupby(k["type"].fillna(k["name"]), dropna=False).agg(
+        count=("dur_us", "size"), total_us=("dur_us", "sum"), _cw=("_cw", "sum"),
+        _mw=("_mw", "sum"))
+    g["compute_ratio"] = g["_cw"] / g["total_us"].where(g["total_us"] > 0)
+    g["memory_ratio"] = g["_mw"] / g["total_us"].where(g["total_us"] > 0)
+    lab = np.where(g["memory_ratio"] > g["compute_ratio"], "memory", "compute")
+    lab = np.where((g["compute_ratio"] < 0.2) & (g["memory_ratio"] < 0.2), "latency", lab)
+    g["bound"] = pd.Series(lab, index=g.index, dtype="string").where(
+        g["compute_ratio"].notna() & ((g["compute_ratio"] > 0) | (g["memory_ratio"] > 0)))
+    g = g.rename_axis("type").reset_index().sort_values("total_us", ascending=False)
+    out = g[list(cols)].reset_index(drop=True)
+    return out.astype(cols)
+
+
+def top_operators(profile: Any, by: str = "type", n: int | None = 20,
+                  include_communication: bool = False) -> pd.DataFrame:
+    """Top operators by total device time.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    by : {"type", "name", "name_shapes"}
+        Group by operator type, by task name, or by (name, input shapes).
+    n : int or None
+        Keep the ``n`` largest rows (None: all).
+    include_communication : bool
+        Include communication tasks (default: computation and memory tasks only).
+
+    Returns
+    -------
+    DataFrame
+        :data:`TOP_COLUMNS`: ``key`` (the group label), ``type``/``name``/``input_shapes``
+        (the grouping values; the most common value of the others), ``core``, ``category``,
+        ``count``, ``total_us``, ``mean_us``, ``max_us``, ``min_us``, ``share`` (of the
+        device time in scope), ``per_step_us`` (total divided by the number of
+        (rank, step) pairs), ``ai_cpu`` (runs on the Ascend AI CPU), ``bound``
+        (duration-weighted PMU verdict, NA without PMU columns). Sorted by ``total_us``.
+    """
+    if by not in _BY:
+        raise InvalidArgumentError("by", f"must be one of {tuple(_BY)}", by)
+    kernels = table(profile, "kernels")
+    if kernels.empty or not has_values(kernels, "dur_us"):
+        return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
+    k = _scope(kernels, include_communication)
+    keys = _BY[by]
+    k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
+    if "input_shapes" not in k.columns:
+        k["input_shapes"] = pd.Series(pd.NA, index=k.index, dtype="string")
+    grp = k.groupby([k[c].fillna("") for c in keys], sort=False)
+    out = grp.agg(count=("dur_us", "size"), total_us=("dur_us", "sum"),
+                  mean_us=("dur_us", "mean"), max_us=("dur_us", "max"),
+                  min_us=("dur_us", "min"))
+    firsts = {c: (c, "first") for c in ("type", "name", "input_shapes", "core", "category")
+              if c not in keys and c in k.columns}
+    if firsts:
+        out = out.join(grp.agg(**firsts))
+    cores = k["core"].astype("string").fillna("") if "core" in k.columns else None
+    if cores is not None:
+        out["ai_cpu"] = cores.eq("AI_CPU").groupby([k[c].fillna("") for c in keys],
+                                                   sort=False).any()
+    else:
+        out["ai_cpu"] = False
+    # duration-weighted bound: the label carrying most time in the group
+    bt = k.dropna(subset=["_bound"])
+    if not bt.empty:
+        wb = bt.groupby([*[bt[c].fillna("") for c in keys], bt["_bound"]])["dur_us"].sum()
+        wb = wb.sort_values(ascending=False)
+        wb = wb[~wb.index.droplevel(-1).duplicated()]
+        best = pd.Series(wb.index.get_level_values(-1), index=wb.index.droplevel(-1))
+        out["bound"] = best.reindex(out.index)
+    out = out.reset_index()
+    total = float(k["dur_us"].sum())
+    out["share"] = out["total_us"] / total if total > 0 else np.nan
+    out["per_step_us"] = out["total_us"] / n_step_pairs(k)
+    out["key"] = out[keys].astype("string").agg(" | ".join, axis=1) if len(keys) > 1 \
+        else out[keys[0]].astype("string")
+    out = out.sort_values("total_us", ascending=False, kind="mergesort")
+    if n is not None:
+        out = out.head(n)
+    for col, dtype in TOP_COLUMNS.items():
+        if col not in out.columns:
+            out[col] = pd.Series(pd.NA, index=out.index, dtype=dtype) if dtype != "float64" \
+                else np.nan
+    out = out[list(TOP_COLUMNS)].astype(TOP_COLUMNS).reset_index(drop=True)
+    for c in keys:
+        out[c] = out[c].replace("", pd.NA)
+    return out
+
+
+def ai_cpu_operators(profile: Any) -> pd.DataFrame:
+    """Operators that ran on the Ascend AI CPU, by type, with their share of device time.
+
+    AI CPU operators run on the device's general-purpose cores, typically ten times slower
+    than an AI Core implementation, and often stall the stream. Returns the
+    :func:`top_operators` columns for those types only; empty (with a note) when the
+    profile records no accelerator core (GPU traces) or has no AI CPU task.
+    """
+    kernels = table(profile, "kernels")
+    if not has_values(kernels, "core"):
+        return empty_frame(TOP_COLUMNS, "no accelerator core recorded (not an Ascend profile)")
+    top = top_operators(profile, by="type", n=None)
+    out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
+    if out.empty:
+        add_note(out, "no AI CPU operator in this profile")
+    return out
+
+
+def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 0.5,
+                 min_run: int = 50, max_gap_us: float = 1000.0) -> pd.DataFrame:
+    """Storms of tiny kernels: many very short tasks whose launch cost dominates.
+
+    Parameters
+    ----------
+    threshold_us : float
+        A task shorter than this is *tiny*.
+    storm_share : float
+        A rank has a storm when at least this share of its tasks is tiny ...
+    min_run : int
+        ... or when at least ``min_run`` tiny tasks run back to back on one stream.
+    max_gap_us : float
+        Gaps between tiny tasks longer than this are not launch overhead (the stream waits
+        for something else) and are left out of ``run_gap_us``.
+
+    Returns
+    -------
+    DataFrame
+        One row per rank (:data:`TINY_COLUMNS`): task counts, tiny count and time
+        shares, ``longest_run`` (most consecutive tiny tasks on one stream),
+        ``run_gap_us`` (device idle time between consecutive tiny tasks of a stream, the
+        launch overhead they expose), ``storm`` and the five most frequent tiny names.
+    """
+    k = _scope(table(profile, "kernels"), include_communication=False)
+    if k.empty:
+        return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
+    if "stream" not in k.columns:
+        k = k.assign(stream=pd.NA)
+    k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
+    tiny = k["dur_us"] < threshold_us
+    same = (k["rank"].eq(k["rank"].shift()).fillna(False)
+            & k["stream"].eq(k["stream"].shift()).fillna(False))
+    # consecutive tiny tasks on one stream: run ids break on a non-tiny task or stream change
+    brk = (~tiny) | (~same) | (~tiny.shift(fill_value=False))
+    run_id = brk.cumsum()
+    run_len = tiny.groupby(run_id).transform("sum").where(tiny, 0)
+    prev_end = (k["start_us"] + k["dur_us"]).shift()
+    gap = (k["start_us"] - prev_end).clip(lower=0)
+    gap = gap.where(tiny & tiny.shift(fill_value=False) & same & (gap < max_gap_us), 0.0)
+    k = k.assign(_tiny=tiny, _run=run_len, _gap=gap,
+                 _tdur=k["dur_us"].where(tiny, 0.0))
+    g = k.groupby("rank", dropna=False)
+    out = g.agg(kernels=("dur_us", "size"), tiny_kernels=("_tiny", "sum"),
+                tiny_total_us=("_tdur", "sum"), total_us=("dur_us", "sum"),
+                longest_run=("_run", "max"), run_gap_us=("_gap", "sum"))
+    out["tiny_count_share"] = out["tiny_kernels"] / out["kernels"]
+    out["tiny_time_share"] = out["tiny_total_us"] / out["total_us"].where(out["total_us"] > 0)
+    out["storm"] = (out["tiny_count_share"] >= storm_share) | (out["longest_run"] >= min_run)
+    names = k[k["_tiny"]].groupby(["rank", "name"], dropna=False).size()
+    names = names.sort_values(ascending=False).groupby(level=0, dropna=False).head(5)
+    top = names.reset_index().groupby("rank", dropna=False)["name"].agg(
+        lambda s: ", ".join(s.astype(str)))
+    out["top_names"] = top.reindex(out.index)
+    out = out.reset_index()
+    return out[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
+
+
+def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
+    """One-letter token per task for the pattern search (``"."`` when nothing matches).
+
+    The operator ``type`` is tried first, then the ``name`` (GPU kernels have the generic
+    type ``kernel``). The regexes run once per distinct (type, name), not per task.
+    """
+    typ = kernels["type"].astype("string") if "type" in kernels.columns else \
+        pd.Series(pd.NA, index=kernels.index, dtype="string")
+    name = kernels["name"].astype("string").fillna("")
+    generic = typ.isna() | typ.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""])
+    label = typ.where(~generic, name).fillna("")
+    uniq = pd.Series(label.unique())
+    tok = pd.Series(".", index=uniq.index, dtype=object)
+    done = pd.Series(False, index=uniq.index)
+    for t, rx in _TOKEN_RE:
+        hit = uniq.str.contains(rx, regex=True) & ~done
+        tok[hit] = t
+        done |= hit
+    mapping = dict(zip(uniq, tok, strict=True))
+    return label.map(mapping).fillna(".").astype(str)
+
+
+def _find(tokens: np.ndarray, regex: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end positions (end exclusive) of non-overlapping matches in a token array."""
+    text = "".join(tokens.tolist())
+    spans = [(m.start(), m.end()) for m in re.finditer(regex, text)]
+    if not spans:
+        return np.empty(0, int), np.empty(0, int)
+    arr = np.asarray(spans, dtype=int)
+    return arr[:, 0], arr[:, 1]
+
+
+def unfused_patterns(profile: Any, detail: bool = False,
+                     patterns: dict[str, tuple[str, str, str]] | None = None) -> pd.DataFrame:
+    """Known unfused operator sequences and the time a fused kernel could save.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    detail : bool
+        Return one row per occurrence (``rank``, ``stream``, ``pattern``, ``first_row``,
+        ``kernels``, ``total_us``, ``saving_us``, ``names``) instead of the summary.
+    patterns : dict, optional
+        Replace :data:`PATTERNS` (name -> (token regex, fused replacement, saving rule
+        ``"chain"`` or ``"all"``)).
+
+    Returns
+    -------
+    DataFrame
+        Summary per (rank, pattern) (:data:`UNFUSED_COLUMNS`): ``occurrences``,
+        ``kernels`` matched, ``total_us`` of the matched tasks, ``saving_us`` (rule
+        ``"chain"``: sum - max per occurrence; ``"all"``: the whole duration),
+        ``saving_share`` of the rank's device time, an ``example`` of the names and the
+        ``fused_replacement``. Sorted by ``saving_us``. A flash-attention task anywhere on
+        a rank suppresses ``softmax_dropout_matmul`` there.
+    """
+    pats = PATTERNS if patterns is None else patterns
+    k = _scope(table(profile, "kernels"), include_communication=False)
+    if k.empty or "start_us" not in k.columns:
+        return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
+    if "stream" not in k.columns:
+        k = k.assign(stream=pd.NA)
+    k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
+    tok = kernel_tokens(k).to_numpy()
+    # one separator between (rank, stream) blocks so that no match spans two streams
+    block = (k["rank"].astype("string").fillna("") + "/" + k["stream"].astype("string")
+             .fillna("")).to_numpy()
+    new_block = np.r_[True, block[1:] != block[:-1]]
+    seq = np.where(new_block, "|", "")
+    tokens = np.char.add(seq.astype(str), tok.astype(str))
+    # position of each row's token inside the joined string
+    lengths = np.char.str_len(tokens)
+    row_of_char = np.repeat(np.arange(len(k)), lengths)
+    dur = k["dur_us"].to_numpy(float)
+    flash_ranks = set(k.loc[tok == "Z", "rank"].dropna().tolist())
+    rows = []
+    names = k["name"].astype(str).to_numpy()
+    rank_arr = k["rank"].to_numpy()
+    stream_arr = k["stream"].to_numpy()
+    for pname, (regex, fused, rule) in pats.items():
+        starts, ends = _find(tokens, regex)
+        if not len(starts):
+            continue
+        first = row_of_char[starts]
+        last = row_of_char[ends - 1]  # patterns hold no "|", so matches end on a token
+        counts = last - first + 1
+        idx = np.repeat(first, counts) + (np.arange(counts.sum())
+                                          - np.repeat(np.cumsum(counts) - counts, counts))
+        occ = np.repeat(np.arange(len(first)), counts)
+        d = pd.Series(dur[idx])
+        tot = d.groupby(occ).sum().to_numpy()
+        mx = d.groupby(occ).max().to_numpy()
+        saving = tot if rule == "all" else tot - mx
+        part = pd.DataFrame({"rank": rank_arr[first], "stream": stream_arr[first],
+                             "pattern": pname, "first_row": first, "kernels": counts,
+                             "total_us": tot, "saving_us": saving,
+                             "fused_replacement": fused})
+        if pname == "softmax_dropout_matmul" and flash_ranks:
+            part = part[~part["rank"].isin(flash_ranks)]
+        rows.append(part)
+    det_cols = {"rank": "Int64", "stream": "Int64", "pattern": "string", "first_row": "int64",
+                "kernels": "int64", "total_us": "float64", "saving_us": "float64",
+                "names": "string", "fused_replacement": "string"}
+    if not rows:
+        return empty_frame(det_cols if detail else UNFUSED_COLUMNS,
+                           "no known unfused pattern found")
+    det = pd.concat(rows, ignore_index=True)
+
+    def chain_names(frame: pd.DataFrame) -> pd.Series:
+        # "a > b > c" per occurrence, built with string concatenation (no Python loop)
+        idx = np.repeat(frame["first_row"].to_numpy(), frame["kernels"].to_numpy())
+        occ = np.repeat(np.arange(len(frame)), frame["kernels"].to_numpy())
+        idx = idx + (np.arange(len(idx)) - np.repeat(np.cumsum(frame["kernels"].to_numpy())
+                                                     - frame["kernels"].to_numpy(),
+                                                     frame["kernels"].to_numpy()))
+        sep = np.where(np.r_[True, occ[1:] != occ[:-1]], "", " > ")
+        text = pd.Series(np.char.add(sep.astype(str), names[idx].astype(str)))
+        return text.groupby(occ).sum().set_axis(frame.index)
+
+    if detail:
+        return det.assign(names=chain_names(det))[list(det_cols)].astype(det_cols)
+    device = k.groupby("rank", dropna=False)["dur_us"].sum()
+    out = det.groupby(["rank", "pattern"], dropna=False, sort=False).agg(
+        occurrences=("kernels", "size"), kernels=("kernels", "sum"),
+        total_us=("total_us", "sum"), saving_us=("saving_us", "sum"),
+        first=("first_row", "first"), n_first=("kernels", "first"),
+        fused_replacement=("fused_replacement", "first"))
+    out = out.reset_index()
+    out["example"] = chain_names(pd.DataFrame({"first_row": out["first"],
+                                               "kernels": out["n_first"]})).to_numpy()
+    out["saving_share"] = out["saving_us"] / out["rank"].map(device).astype("float64")
+    out = out.sort_values("saving_us", ascending=False, kind="mergesort")
+    return out[list(UNFUSED_COLUMNS)].astype(UNFUSED_COLUMNS).reset_index(drop=True)
+
+
+_BACKWARD = r"(?i)grad|bwd|backward"
+
+
+def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
+    """Does the profile recompute the forward pass? Count forward vs backward attention.
+
+    Every layer runs its attention forward once per micro-batch and its attention backward
+    once; full recompute runs the forward a second time before the backward. The ratio of
+    forward to backward attention tasks (``FlashAttentionScore`` vs
+    ``FlashAttentionScoreGrad``, ``flash_fwd`` vs ``flash_bwd``, ...) is therefore about 1
+    without recompute and about 2 with full recompute of every layer.
+
+    Returns
+    -------
+    DataFrame
+        Per ``rank``: ``forward``, ``backward`` (task counts), ``ratio`` (forward /
+        backward), ``recompute`` (``"full"`` when ratio >= ``full_ratio``, ``"partial"``
+        when above 1.2, else ``"none"``) and ``recompute_share``: the share of the
+        computation spent recomputing, ``(ratio - 1) / (ratio + 2)`` (a forward pass is
+        about one third of forward + backward). Empty when no attention task is found
+        in both directions.
+    """
+    cols = {"rank": "Int64", "forward": "int64", "backward": "int64", "ratio": "float64",
+            "recompute": "string", "recompute_share": "float64"}
+    k = _scope(table(profile, "kernels"), include_communication=False)
+    if k.empty:
+        return empty_frame(cols, "the profile has no device tasks (kernels table)")
+    cls = kernel_class(k["name"], k.get("type"), k.get("category"))
+    att = k[(cls == "attention").to_numpy(bool)]
+    if att.empty:
+        return empty_frame(cols, "no attention task to count forward and backward passes")
+    label = att["type"].astype("string").fillna("") + " " + att["name"].astype("string")
+    bwd = label.str.contains(_BACKWARD, regex=True).fillna(False).astype(bool)
+    g = att.assign(_b=bwd, _f=~bwd).groupby("rank", dropna=False).agg(
+        forward=("_f", "sum"), backward=("_b", "sum")).reset_index()
+    g = g[(g["forward"] > 0) & (g["backward"] > 0)]
+    if g.empty:
+        return empty_frame(cols, "attention tasks of only one direction")
+    g["ratio"] = g["forward"] / g["backward"]
+    g["recompute"] = np.where(g["ratio"] >= full_ratio, "full",
+                              np.where(g["ratio"] > 1.2, "partial", "none"))
+    g["recompute_share"] = ((g["ratio"] - 1.0) / (g["ratio"] + 2.0)).clip(lower=0.0)
+    return g[list(cols)].astype(cols).reset_index(drop=True)

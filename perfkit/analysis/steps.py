@@ -1,0 +1,193 @@
+"""Step breakdown: where the time of each training step went, per rank.
+
+The seeds start every diagnosis here. A step of one device splits into three parts that
+add up to the step time:
+
+- ``computing`` — the device executes computation (any non-communication task);
+- ``comm_not_overlapped`` — the device only communicates (nothing computes meanwhile);
+- ``free`` — the device runs nothing (waiting for the host, for data, for a barrier).
+
+Three more quantities are reported next to them but are *not* added to the step time
+because they are contained in the parts above: ``overlapped`` (communication hidden under
+computation), ``bubble`` (pipeline receive wait, a part of ``comm_not_overlapped``) and
+``preparing`` (time from the framework's step start to the first device task, host launch
+latency; Ascend reports it separately from the device span).
+
+When the profile ships a step table (Ascend ``step_trace_time.csv``, the DB, msprof-analyze,
+legacy MindSpore) the profiler's numbers are used. Otherwise — or with
+``derive="always"`` — the parts are derived from the device tasks with a priority rule:
+every instant of the step window (first task start to last task end) is attributed to
+*computing* if any compute task runs, else to *communication* if a communication task
+runs, else to *free*. The three parts then sum to the window exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidArgumentError
+from ._util import add_note, empty_frame, has_values, interval_union, table
+
+__all__ = ["step_breakdown", "derive_steps", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
+
+#: Parts whose sum is the step time.
+PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
+
+#: Columns of :func:`step_breakdown`.
+STEP_COLUMNS: dict[str, str] = {
+    "rank": "Int64", "step": "Int64", "step_us": "float64",
+    "computing_us": "float64", "comm_not_overlapped_us": "float64",
+    "overlapped_us": "float64", "communication_us": "float64", "free_us": "float64",
+    "bubble_us": "float64", "preparing_us": "float64", "stage_us": "float64",
+    "computing_share": "float64", "comm_not_overlapped_share": "float64",
+    "overlapped_share": "float64", "free_share": "float64", "bubble_share": "float64",
+    "preparing_share": "float64", "source": "string",
+}
+
+#: Names of pipeline-parallel receive operators (their time is the bubble).
+RECEIVE_PATTERN = r"(?i)(?:hcom_receive|^receive(?:[-_]op|$)|\breceive-op)"
+
+_DERIVE = ("auto", "always", "never")
+
+
+def _shares(out: pd.DataFrame) -> pd.DataFrame:
+    step = out["step_us"].where(out["step_us"] > 0)
+    for col in ("bubble_us", "preparing_us", "overlapped_us"):
+        if col not in out.columns:
+            out[col] = np.nan
+    for part in ("computing", "comm_not_overlapped", "overlapped", "free", "bubble",
+                 "preparing"):
+        out[f"{part}_share"] = out[f"{part}_us"] / step
+    return out
+
+
+def _finish(out: pd.DataFrame) -> pd.DataFrame:
+    for col, dtype in STEP_COLUMNS.items():
+        if col not in out.columns:
+            out[col] = pd.Series(np.nan if dtype == "float64" else pd.NA, index=out.index,
+                                 dtype=dtype)
+        else:
+            out[col] = out[col].astype(dtype)
+    extra = [c for c in out.columns if c not in STEP_COLUMNS]
+    out = out[[*STEP_COLUMNS, *extra]]
+    return out.sort_values(["rank", "step"], kind="mergesort").reset_index(drop=True)
+
+
+def derive_steps(kernels: pd.DataFrame, ops: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Derive the step breakdown from device tasks with the priority rule.
+
+    Parameters
+    ----------
+    kernels : DataFrame
+        Canonical ``kernels`` table (``rank``, ``step``, ``category``, ``start_us``,
+        ``dur_us``, ``name``). Rows without a step are grouped under step NA.
+    ops : DataFrame, optional
+        Canonical ``ops`` table; when given, ``preparing_us`` is the first device task
+        start minus the first host operator start of the step (clipped at 0).
+
+    Returns
+    -------
+    DataFrame
+        Columns of :data:`STEP_COLUMNS`; ``source`` is ``"derived"``. ``bubble_us`` is the
+        union of receive tasks (:data:`RECEIVE_PATTERN`) when the profile has any receive
+        task, else NA (a GPU ``SendRecv`` kernel cannot be split into send and receive).
+    """
+    cols = ["rank", "step", "category", "start_us", "dur_us", "name"]
+    k = kernels[[c for c in cols if c in kernels.columns]].dropna(subset=["start_us", "dur_us"])
+    if k.empty:
+        return _finish(pd.DataFrame(columns=list(STEP_COLUMNS)))
+    k = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
+    keys = ["rank", "step"]
+    comm = k["category"].eq("communication").fillna(False).to_numpy(bool)
+    span = k.groupby(keys, dropna=False).agg(first_us=("start_us", "min"),
+                                             last_us=("end_us", "max"))
+    span["step_us"] = span["last_us"] - span["first_us"]
+    busy = interval_union(k, keys).groupby(keys, dropna=False)["length_us"].sum()
+    comp = interval_union(k[~comm], keys).groupby(keys, dropna=False)["length_us"].sum()
+    com = interval_union(k[comm], keys).groupby(keys, dropna=False)["length_us"].sum()
+    out = span.join(busy.rename("busy_us")).join(comp.rename("computing_us"))
+    out = out.join(com.rename("communication_us"))
+    out[["busy_us", "computing_us", "communication_us"]] = \
+        out[["busy_us", "computing_us", "communication_us"]].fillna(0.0)
+    out["comm_not_overlapped_us"] = (out["busy_us"] - out["computing_us"]).clip(lower=0)
+    out["overlapped_us"] = (out["communication_us"] - out["comm_not_overlapped_us"]).clip(lower=0)
+    out["free_us"] = (out["step_us"] - out["busy_us"]).clip(lower=0)
+    recv = k["name"].astype("string").str.contains(RECEIVE_PATTERN, regex=True).fillna(False)
+    recv = recv.to_numpy(bool) & comm
+    if recv.any():
+        bub = interval_union(k[recv], keys).groupby(keys, dropna=False)["length_us"].sum()
+        out = out.join(bub.rename("bubble_us"))
+        out["bubble_us"] = out["bubble_us"].fillna(0.0)
+        out["stage_us"] = out["step_us"] - out["bubble_us"]
+    if ops is not None and not ops.empty and has_values(ops, "start_us"):
+        host_start = ops.groupby(keys, dropna=False)["start_us"].min().rename("host_start_us")
+        out = out.join(host_start)
+        out["preparing_us"] = (out["first_us"] - out["host_start_us"]).clip(lower=0)
+    out = out.reset_index()
+    out["source"] = "derived"
+    out = _shares(out)
+    return _finish(out.drop(columns=["first_us", "last_us", "busy_us", "host_start_us"],
+                            errors="ignore"))
+
+
+def _from_profiler(steps: pd.DataFrame) -> pd.DataFrame:
+    out = steps.copy()
+    parts = out[list(PART_COLUMNS)]
+    step = parts.sum(axis=1, min_count=len(PART_COLUMNS)).where(parts.notna().all(axis=1))
+    if "total_us" in out.columns:  # legacy step trace: the step's own total
+        step = step.fillna(out["total_us"])
+    step = step.fillna(out["stage_us"] + out["bubble_us"])
+    out["step_us"] = step
+    if not has_values(out, "overlapped_us"):
+        out["overlapped_us"] = out["communication_us"] - out["comm_not_overlapped_us"]
+    out["source"] = "profiler"
+    return _finish(_shares(out))
+
+
+def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
+    """Per rank and step: computing, communication, free, bubble, preparing time and shares.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+        Any object with the canonical ``steps``, ``kernels`` and ``ops`` tables.
+    derive : {"auto", "always", "never"}
+        ``"auto"`` uses the profiler's step table when it has ``computing_us`` values and
+        derives from device tasks otherwise; ``"always"`` derives from device tasks;
+        ``"never"`` only reports the profiler's table.
+
+    Returns
+    -------
+    DataFrame
+        One row per (rank, step) with the columns of :data:`STEP_COLUMNS`:
+        ``step_us`` (= computing + comm_not_overlapped + free when all three are known,
+        else the profiler's step total, else stage + bubble); the absolute parts in µs;
+        ``*_share`` = part / ``step_us``; ``source`` = ``"profiler"`` or ``"derived"``.
+        Parts the source does not provide stay NA. Extra columns of the profiler's table
+        (for example legacy ``iteration_interval_us``) are kept after these.
+        ``frame.attrs["notes"]`` says which source was used when it matters.
+
+    Notes
+    -----
+    Shares of ``computing``, ``comm_not_overlapped`` and ``free`` add up to 1;
+    ``overlapped``, ``bubble`` and ``preparing`` are contained in other parts.
+    """
+    if derive not in _DERIVE:
+        raise InvalidArgumentError("derive", f"must be one of {_DERIVE}", derive)
+    steps = table(profile, "steps")
+    usable = (not steps.empty and "computing_us" in steps.columns
+              and (has_values(steps, "computing_us") or has_values(steps, "total_us")))
+    if derive == "never" or (derive == "auto" and usable):
+        if steps.empty or "computing_us" not in steps.columns:
+            return empty_frame(STEP_COLUMNS, "the profile has no step table")
+        return _from_profiler(steps)
+    kernels = table(profile, "kernels")
+    if kernels.empty or not has_values(kernels, "dur_us"):
+        return empty_frame(STEP_COLUMNS, "no step table and no device tasks to derive one from")
+    out = derive_steps(kernels, table(profile, "ops"))
+    if out["step"].isna().any():
+        add_note(out, "some device tasks have no step; they are grouped under step NA")
+    return add_note(out, "derived from device tasks: computing > communication > free")

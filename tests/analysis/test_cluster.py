@@ -1,0 +1,161 @@
+"""Cluster analyses: slow ranks, pipeline stages, data loading, host-bound launch, syncs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit.analysis import data_loading, host_bound, slow_ranks, stage_balance, sync_points
+from perfkit.io.detect import load
+from perfkit.profile import Cluster, Profile, ProfileMeta
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _steps(computing: float, cno: float = 20.0, free: float = 10.0, steps: int = 2,
+           **extra: float) -> pd.DataFrame:
+    return pd.DataFrame({"step": list(range(1, steps + 1)), "computing_us": computing,
+                         "communication_us": cno + 5.0, "comm_not_overlapped_us": cno,
+                         "overlapped_us": 5.0, "free_us": free, **extra})
+
+
+def _cluster(frames: list[pd.DataFrame], table: str = "steps") -> Cluster:
+    profs = [Profile(ProfileMeta("test", rank=r), {table: f}) for r, f in enumerate(frames)]
+    return Cluster(profs, ProfileMeta("cluster"))
+
+
+def test_rank_with_30_percent_more_computing_is_slow() -> None:
+    c = _cluster([_steps(100.0), _steps(100.0), _steps(130.0)])
+    out = slow_ranks(c)
+    slow = out[out["slow"]]
+    assert list(slow["rank"]) == [2]
+    assert list(slow["metric"]) == ["computing_us"]
+    row = slow.iloc[0]
+    assert row["excess_pct"] == pytest.approx(30.0)
+    assert row["check_order"] == 2
+    assert np.isinf(row["z"])  # the other ranks are identical: MAD = 0
+
+
+def test_slow_rank_with_noise_uses_mad() -> None:
+    values = [100.0, 102.0, 98.0, 101.0, 130.0]
+    c = _cluster([_steps(v) for v in values])
+    out = slow_ranks(c)
+    comp = out[out["metric"] == "computing_us"].set_index("rank")
+    med = np.median(values)
+    mad = np.median(np.abs(np.array(values) - med))
+    assert comp.loc[4, "z"] == pytest.approx((130.0 - med) / (1.4826 * mad))
+    assert list(out.loc[out["slow"], "rank"]) == [4]
+
+
+def test_small_differences_are_not_slow() -> None:
+    c = _cluster([_steps(100.0), _steps(100.0), _steps(103.0)])  # +3 % < min_excess 5 %
+    assert not slow_ranks(c)["slow"].any()
+
+
+def test_checks_follow_the_seed_order() -> None:
+    c = _cluster([_steps(100.0, free=10.0), _steps(100.0, free=10.0), _steps(100.0, free=40.0)])
+    out = slow_ranks(c)
+    assert list(out["check_order"]) == sorted(out["check_order"])
+    assert out.loc[out["slow"], "metric"].tolist() == ["free_us"]
+
+
+def test_two_ranks_note() -> None:
+    out = slow_ranks(_cluster([_steps(100.0), _steps(200.0)]))
+    assert not out["slow"].any() and out.attrs["notes"]
+
+
+def test_slow_ranks_compared_within_their_stage() -> None:
+    # stage 1 (ranks 4..7) computes 50 % more by design; rank 6 is slow inside it
+    values = [100.0, 101.0, 99.0, 100.0, 150.0, 151.0, 195.0, 149.0]
+    c = _cluster([_steps(v) for v in values])
+    flat = slow_ranks(c)
+    by_stage = slow_ranks(c, stages=[[0, 1, 2, 3], [4, 5, 6, 7]])
+    assert set(flat.loc[flat["slow"], "rank"]) == set()       # bimodal: nothing stands out
+    comp = by_stage[by_stage["metric"] == "computing_us"].set_index("rank")
+    assert list(by_stage.loc[by_stage["slow"], "rank"]) == [6]
+    assert comp.loc[6, "median_us"] == pytest.approx(np.median([150.0, 151.0, 195.0, 149.0]))
+
+
+def test_stage_balance_and_theoretical_bubble() -> None:
+    frames = [_steps(100.0, bubble_us=40.0, stage_us=120.0),
+              _steps(100.0, bubble_us=40.0, stage_us=120.0),
+              _steps(150.0, bubble_us=5.0, stage_us=180.0),
+              _steps(150.0, bubble_us=5.0, stage_us=180.0)]
+    par = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=8)
+    out = stage_balance(_cluster(frames), parallel=par).set_index("stage")
+    assert out.loc[0, "ranks"] == "0,1" and out.loc[1, "ranks"] == "2,3"
+    assert out.loc[1, "imbalance"] == pytest.approx(180.0 / 120.0 - 1.0)
+    assert out.loc[0, "bubble_ratio"] == pytest.approx(40.0 / 120.0)
+    assert out.loc[0, "theoretical_bubble"] == pytest.approx((2 - 1) / 8)
+    by_list = stage_balance(_cluster(frames), stages=[[0, 1], [2, 3]])
+    assert by_list["stage_us"].tolist() == out["stage_us"].tolist()
+
+
+def test_stage_balance_unknown_stages() -> None:
+    out = stage_balance(_cluster([_steps(1.0)] * 3))
+    assert out.empty and out.attrs["notes"]
+
+
+def test_legacy_pipeline_sample_shows_imbalance() -> None:
+    """MindInsight's 2-stage sample: the last stage computes ~8x more than the first."""
+    c = load(DATA / "mindinsight_legacy" / "cluster_propose", cache=False)
+    out = stage_balance(c, stages=[[0, 1], [2, 3]]).set_index("stage")
+    s = c.steps
+    med = s.assign(st=s["rank"] // 2).groupby("st")["computing_us"].median()
+    assert out["computing_us"].tolist() == pytest.approx(med.tolist())
+    assert out.loc[1, "imbalance"] > 0.3
+    assert out.loc[0, "bubble_us"] > out.loc[1, "bubble_us"]
+
+
+def test_data_loading_from_host_ops() -> None:
+    k = pd.DataFrame({"step": [1, 1], "name": ["a", "b"], "category": "compute",
+                      "start_us": [100.0, 150.0], "dur_us": [50.0, 50.0]})
+    ops = pd.DataFrame({"step": [1, 1], "name": ["enumerate(DataLoader)#_next", "aten::mm"],
+                        "start_us": [0.0, 90.0], "dur_us": [80.0, 5.0]})
+    p = Profile(ProfileMeta("test", rank=0), {"kernels": k, "ops": ops})
+    row = data_loading(p).iloc[0]
+    assert row["dataloader_us"] == pytest.approx(80.0)
+    assert row["preparing_us"] == pytest.approx(100.0)   # first task 100 - first op 0
+    assert row["step_us"] == pytest.approx(100.0)          # device span 100..200
+    assert row["stall_share"] == pytest.approx(100.0 / (100.0 + 100.0))
+    assert bool(row["stall"])
+
+
+def test_host_bound_short_gaps() -> None:
+    starts = np.arange(0.0, 200.0, 10.0)          # 20 tasks of 2 µs every 10 µs
+    k = pd.DataFrame({"step": 1, "name": "Mul", "category": "compute", "start_us": starts,
+                      "dur_us": 2.0})
+    k = pd.concat([k, pd.DataFrame({"step": [1], "name": ["MatMul"], "category": ["compute"],
+                                    "start_us": [5000.0], "dur_us": [100.0]})])
+    row = host_bound(Profile(ProfileMeta("test", rank=0), {"kernels": k})).iloc[0]
+    span = 5100.0
+    assert row["gaps"] == 20
+    assert row["launch_gap_us"] == pytest.approx(19 * 8.0)
+    assert row["long_gap_us"] == pytest.approx(5000.0 - 192.0)
+    assert row["launch_gap_share"] == pytest.approx(19 * 8.0 / span)
+    assert not bool(row["host_bound"])
+
+
+def test_sync_points() -> None:
+    ops = pd.DataFrame({"step": [1, 1, 2, 2], "name": ["aten::item", "aten::mm", "aten::item",
+                                                     "cudaStreamSynchronize"],
+                        "start_us": [0.0, 1.0, 2.0, 3.0], "dur_us": [5.0, 1.0, 7.0, 2.0]})
+    out = sync_points(Profile(ProfileMeta("test", rank=0), {"ops": ops})).set_index("name")
+    assert out.loc["aten::item", "count"] == 2 and out.loc["aten::item", "host_us"] == 12.0
+    assert out.loc["aten::item", "per_step"] == pytest.approx(1.0)
+    assert "aten::mm" not in out.index
+
+
+def test_real_samples_run() -> None:
+    c = load(DATA / "cluster_output", cache=False)
+    out = slow_ranks(c)
+    assert set(out["rank"]) == set(range(16))
+    p = load(DATA / "ascend_pt_level1", cache=False)
+    dl = data_loading(p)
+    assert dl["dataloader_us"].gt(0).all()   # enumerate(DataLoader) host ops in the trace
+    hb = host_bound(p)
+    assert (hb["busy_us"] + hb["idle_us"]).tolist() == pytest.approx(hb["span_us"].tolist())

@@ -1,0 +1,119 @@
+"""Communication analyses: per-type summary, bandwidth vs nominal, slow links, overlap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit.analysis import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
+from perfkit.analysis.communication import COMM_SUMMARY_COLUMNS, comm_op_type
+from perfkit.io.detect import load
+from perfkit.profile import Cluster, Profile, ProfileMeta
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _profile(rank: int = 0, **tables: pd.DataFrame) -> Profile:
+    return Profile(ProfileMeta("test", rank=rank), tables)
+
+
+def test_op_type_across_vendors() -> None:
+    names = pd.Series(["hcom_allReduce__586_0_1", "ncclDevKernel_AllGather_RING_LL",
+                       "ReduceScatter-op12", "hcom_receive__1", "hcom_send__2",
+                       "ncclKernel_SendRecv_RING_SIMPLE", "hcom_broadcast__483_0", "weird"])
+    assert list(comm_op_type(names)) == ["allreduce", "allgather", "reducescatter", "receive",
+                                         "send", "sendrecv", "broadcast", "other"]
+
+
+def test_summary_shares() -> None:
+    ops = pd.DataFrame({
+        "step": 1, "group": ["g1", "g1", "g2"],
+        "name": ["hcom_allReduce__1", "hcom_allReduce__2", "hcom_allGather__3"],
+        "elapse_us": [100.0, 300.0, 50.0], "transit_us": [60.0, 100.0, 50.0],
+        "wait_us": [30.0, 150.0, 0.0], "sync_us": [10.0, 50.0, 0.0],
+        "idle_us": [10.0, 50.0, 0.0]})
+    out = comm_summary(_profile(comm_ops=ops))
+    assert list(out.columns) == list(COMM_SUMMARY_COLUMNS)
+    ar = out.set_index("op_type").loc["allreduce"]
+    assert ar["count"] == 2 and ar["total_us"] == pytest.approx(400.0)
+    assert ar["transit_share"] == pytest.approx(160 / 400)
+    assert ar["wait_share"] == pytest.approx(180 / 400)
+    assert out["op_type"].iloc[0] == "allreduce"  # sorted by total
+
+
+def test_summary_without_split_stays_na() -> None:
+    ops = pd.DataFrame({"step": 1, "name": ["ncclKernel_AllReduce_RING"], "elapse_us": [5.0]})
+    row = comm_summary(_profile(comm_ops=ops)).iloc[0]
+    assert row["total_us"] == 5.0 and np.isnan(row["wait_share"])
+
+
+def test_bandwidth_against_nominal() -> None:
+    bw = pd.DataFrame({"name": ["a", "b", "c", "a"], "transport": ["HCCS", "HCCS", "RDMA", "LOCAL"],
+                       "size_bytes": [4e9, 2e9, 1e9, 9e9], "transit_us": [1e5, 1e5, 1e5, 1.0],
+                       "bandwidth_gbps": np.nan})
+    hw = pk.Hardware.preset("ascend-910b")
+    out = comm_bandwidth_summary(_profile(comm_bandwidth=bw), hw).set_index("transport")
+    assert "LOCAL" not in out.index
+    assert out.loc["HCCS", "bandwidth_gbps"] == pytest.approx(6e9 / 2e5 / 1e3)  # 30 GB/s
+    assert out.loc["HCCS", "nominal_gbps"] == pytest.approx(hw.intra_node_bandwidth / 1e9)
+    assert out.loc["RDMA", "efficiency"] == pytest.approx(10.0 / (hw.inter_node_bandwidth / 1e9))
+
+
+def test_slow_link_flagged_from_matrix() -> None:
+    src = [0, 1, 2, 3, 4, 5, 6, 7]
+    dst = [1, 2, 3, 4, 5, 6, 7, 0]
+    bw = [20.0, 20.5, 19.5, 20.2, 19.8, 20.1, 6.0, 20.0]     # link 6 -> 7 at 30 %
+    size = 1e8
+    m = pd.DataFrame({"group": "g", "name": "allreduce-total", "src_rank": src,
+                      "dst_rank": dst, "transport": "HCCS", "size_bytes": size,
+                      "time_us": [size / (b * 1e3) for b in bw], "bandwidth_gbps": bw})
+    out = slow_links(_profile(comm_matrix=m))
+    slow = out[out["slow"]]
+    assert list(zip(slow["src_rank"], slow["dst_rank"], strict=True)) == [(6, 7)]
+    assert slow["bandwidth_gbps"].iloc[0] == pytest.approx(6.0)
+    assert slow["median_gbps"].iloc[0] == pytest.approx(np.median(bw))
+
+
+def test_small_links_are_not_bandwidth() -> None:
+    m = pd.DataFrame({"group": "g", "name": "x-total", "src_rank": [0, 1, 2],
+                      "dst_rank": [1, 2, 0], "transport": "HCCS", "size_bytes": 100.0,
+                      "time_us": [1.0, 1.0, 100.0], "bandwidth_gbps": np.nan})
+    out = slow_links(_profile(comm_matrix=m))
+    assert out.empty and out.attrs["notes"]
+
+
+def test_overlap_per_rank() -> None:
+    def steps(cno: float) -> pd.DataFrame:
+        return pd.DataFrame({"step": [1], "computing_us": [70.0], "communication_us": [40.0],
+                             "comm_not_overlapped_us": [cno], "overlapped_us": [40.0 - cno],
+                             "free_us": [30.0 - cno]})
+    c = Cluster([_profile(0, steps=steps(10.0)), _profile(1, steps=steps(20.0))],
+                ProfileMeta("cluster"))
+    out = comm_overlap(c).set_index("rank")
+    assert out.loc[0, "overlap_share"] == pytest.approx(30 / 40)
+    assert out.loc[1, "exposed_share"] == pytest.approx(20 / 100)
+
+
+def test_real_samples() -> None:
+    prof = load(DATA / "ascend_pt_level1", cache=False)
+    ops = prof.comm_ops
+    out = comm_summary(prof)
+    assert out["total_us"].sum() == pytest.approx(ops["elapse_us"].sum())
+    assert out["count"].sum() == len(ops)
+    assert not comm_bandwidth_summary(prof).empty
+    links = slow_links(prof)  # 2 of 8 ranks: only local ranks known
+    assert (links["rank_space"] == "local").all() and not links["slow"].any()
+    gpu = load(DATA / "kineto_hta", cache=False)
+    assert comm_summary(gpu)["wait_share"].isna().all()  # NCCL kernels carry no split
+    assert comm_bandwidth_summary(gpu).empty
+
+
+def test_absent_tables() -> None:
+    p = _profile()
+    for fn in (comm_summary, comm_bandwidth_summary, slow_links, comm_overlap):
+        out = fn(p)
+        assert out.empty and out.attrs["notes"]

@@ -1,0 +1,202 @@
+"""Operator analyses: top-N, bound, AI CPU, tiny-kernel storms, unfused patterns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfkit.analysis import (
+    ai_cpu_operators,
+    operator_bound,
+    tiny_kernels,
+    top_operators,
+    unfused_patterns,
+)
+from perfkit.analysis.operators import TOP_COLUMNS, UNFUSED_COLUMNS
+from perfkit.io.detect import load
+from perfkit.profile import Profile, ProfileMeta
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _profile(kernels: pd.DataFrame, rank: int = 0) -> Profile:
+    return Profile(ProfileMeta("test", rank=rank), {"kernels": kernels})
+
+
+def _seq(types: list[str], durs: list[float], stream: int = 1, start: float = 0.0,
+         gap: float = 1.0, step: int = 1, core: str = "AI_VECTOR_CORE") -> pd.DataFrame:
+    """Back-to-back tasks of the given types on one stream."""
+    starts, t = [], start
+    for d in durs:
+        starts.append(t)
+        t += d + gap
+    return pd.DataFrame({"step": step, "name": [f"{x}_{i}" for i, x in enumerate(types)],
+                         "type": types, "category": "compute", "core": core,
+                         "stream": stream, "start_us": starts, "dur_us": durs})
+
+
+def test_top_by_type_counts_totals_shares() -> None:
+    k = _seq(["MatMul", "Add", "MatMul", "Add", "Add"], [100.0, 5.0, 300.0, 7.0, 9.0])
+    out = top_operators(_profile(k), by="type")
+    assert list(out.columns) == list(TOP_COLUMNS)
+    mm = out.set_index("key").loc["MatMul"]
+    add = out.set_index("key").loc["Add"]
+    total = 100 + 5 + 300 + 7 + 9
+    assert out["key"].iloc[0] == "MatMul"
+    assert (mm["count"], mm["total_us"], mm["mean_us"], mm["max_us"]) == (2, 400.0, 200.0, 300.0)
+    assert add["count"] == 3 and add["total_us"] == pytest.approx(21.0)
+    assert mm["share"] == pytest.approx(400 / total)
+    assert top_operators(_profile(k), by="type", n=1).shape[0] == 1
+
+
+def test_top_by_name_and_shapes() -> None:
+    k = _seq(["MatMul"] * 3, [10.0, 20.0, 40.0]).assign(
+        name="mm", input_shapes=["1,2;2,3", "1,2;2,3", "4,4;4,4"])
+    out = top_operators(_profile(k), by="name_shapes")
+    got = dict(zip(out["input_shapes"], out["total_us"], strict=True))
+    assert got == {"4,4;4,4": 40.0, "1,2;2,3": 30.0}
+
+
+def test_communication_excluded_by_default() -> None:
+    k = pd.concat([_seq(["MatMul"], [10.0]),
+                   _seq(["hcom_allReduce_"], [90.0], stream=2).assign(category="communication")])
+    assert set(top_operators(_profile(k))["key"]) == {"MatMul"}
+    both = top_operators(_profile(k), include_communication=True)
+    assert both["share"].sum() == pytest.approx(1.0)
+
+
+def test_ai_cpu_flagged() -> None:
+    k = pd.concat([_seq(["MatMul"], [50.0], core="AI_CORE"),
+                   _seq(["NonZero"], [25.0], core="AI_CPU", start=100.0)])
+    out = ai_cpu_operators(_profile(k))
+    assert list(out["key"]) == ["NonZero"]
+    assert out["total_us"].iloc[0] == 25.0
+    assert bool(top_operators(_profile(k)).set_index("key").loc["NonZero", "ai_cpu"])
+
+
+def test_bound_from_pmu_ratios() -> None:
+    k = _seq(["MatMul", "Add"], [100.0, 50.0]).assign(
+        aic_mac_ratio=[0.8, 0.0], aiv_vec_ratio=[0.0, 0.1],
+        aic_mte2_ratio=[0.3, 0.0], aiv_mte2_ratio=[0.0, 0.9])
+    out = operator_bound(_profile(k)).set_index("type")
+    assert out.loc["MatMul", "bound"] == "compute"
+    assert out.loc["Add", "bound"] == "memory"
+    assert out.loc["Add", "memory_ratio"] == pytest.approx(0.9)
+
+
+def test_bound_absent_without_pmu() -> None:
+    out = operator_bound(_profile(_seq(["MatMul"], [1.0])))
+    assert out.empty and out.attrs["notes"]
+
+
+def test_tiny_kernel_storm() -> None:
+    tiny = _seq(["Mul"] * 60, [2.0] * 60, gap=3.0)          # 60 tiny tasks back to back
+    big = _seq(["MatMul"], [500.0], start=1000.0)
+    out = tiny_kernels(_profile(pd.concat([tiny, big])), threshold_us=10.0, min_run=50)
+    row = out.iloc[0]
+    assert row["kernels"] == 61 and row["tiny_kernels"] == 60
+    assert row["longest_run"] == 60
+    assert row["run_gap_us"] == pytest.approx(59 * 3.0)     # 59 gaps of 3 µs
+    assert row["tiny_time_share"] == pytest.approx(120.0 / 620.0)
+    assert bool(row["storm"])
+
+
+def _one_pattern(k: pd.DataFrame, name: str) -> pd.Series:
+    out = unfused_patterns(_profile(k))
+    assert list(out.columns) == list(UNFUSED_COLUMNS)
+    hit = out[out["pattern"] == name]
+    assert len(hit) == 1, out
+    return hit.iloc[0]
+
+
+def test_rmsnorm_decomposed_found_with_saving() -> None:
+    durs = [4.0, 9.0, 2.0, 3.0, 6.0, 5.0]
+    k = _seq(["Pow", "ReduceMean", "Add", "Sqrt", "RealDiv", "Mul"], durs)
+    row = _one_pattern(k, "rmsnorm_decomposed")
+    assert row["occurrences"] == 1 and row["kernels"] == 6
+    assert row["total_us"] == pytest.approx(sum(durs))
+    assert row["saving_us"] == pytest.approx(sum(durs) - max(durs))
+    assert row["saving_share"] == pytest.approx((sum(durs) - max(durs)) / sum(durs))
+    det = unfused_patterns(_profile(k), detail=True).iloc[0]
+    assert det["names"] == " > ".join(k["name"])
+    assert (det["first_row"], det["kernels"]) == (0, 6)
+
+
+def test_rotary_swiglu_attention_casts_copies() -> None:
+    rot = _seq(["StridedSlice", "StridedSlice", "Neg", "ConcatD", "Mul", "Mul", "Add"],
+               [1, 1, 2, 3, 4, 4, 2], stream=1)
+    swi = _seq(["Swish", "Mul"], [10.0, 8.0], stream=2)
+    att = _seq(["BatchMatMul", "SoftmaxV2", "DropOutDoMask", "BatchMatMul"],
+               [30.0, 12.0, 6.0, 25.0], stream=3)
+    casts = _seq(["Cast", "Cast", "Cast"], [2.0, 3.0, 4.0], stream=4)
+    copies = _seq(["TensorMove", "MatMul", "TensorMove"], [7.0, 50.0, 5.0], stream=5)
+    k = pd.concat([rot, swi, att, casts, copies], ignore_index=True)
+    assert _one_pattern(k, "rotary_small_ops")["saving_us"] == pytest.approx(17 - 4)
+    assert _one_pattern(k, "silu_mul_not_swiglu")["saving_us"] == pytest.approx(8.0)
+    assert _one_pattern(k, "softmax_dropout_matmul")["saving_us"] == pytest.approx(73 - 30)
+    assert _one_pattern(k, "cast_chain")["saving_us"] == pytest.approx(9 - 4)
+    cp = _one_pattern(k, "copies")
+    assert cp["occurrences"] == 2 and cp["saving_us"] == pytest.approx(12.0)
+
+
+def test_flash_attention_suppresses_attention_pattern() -> None:
+    att = _seq(["BatchMatMul", "SoftmaxV2", "BatchMatMul"], [30.0, 12.0, 25.0], stream=3)
+    fa = _seq(["FlashAttentionScore"], [40.0], stream=4)
+    out = unfused_patterns(_profile(pd.concat([att, fa])))
+    assert "softmax_dropout_matmul" not in set(out["pattern"])
+
+
+def test_pattern_never_spans_two_streams() -> None:
+    a = _seq(["Pow", "ReduceMean", "Add"], [1.0, 1.0, 1.0], stream=1)
+    b = _seq(["Sqrt", "RealDiv", "Mul"], [1.0, 1.0, 1.0], stream=2)
+    out = unfused_patterns(_profile(pd.concat([a, b])))
+    assert "rmsnorm_decomposed" not in set(out["pattern"])
+
+
+def test_gpu_kernel_names_are_tokenised() -> None:
+    names = ["void at::native::vectorized_elementwise_kernel<4, silu_kernel>(...)",
+             "void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>(...)"]
+    k = pd.DataFrame({"step": 1, "name": names, "type": "kernel", "category": "compute",
+                      "stream": 7, "start_us": [0.0, 20.0], "dur_us": [12.0, 10.0]})
+    assert _one_pattern(k, "silu_mul_not_swiglu")["saving_us"] == pytest.approx(10.0)
+    # GPU tasks have the generic type "kernel": they are grouped by shared category
+    assert set(top_operators(_profile(k))["key"]) == {"activation", "elementwise"}
+
+
+def test_empty_kernels() -> None:
+    prof = Profile(ProfileMeta("test", rank=0), {})
+    for fn in (top_operators, unfused_patterns, tiny_kernels):
+        out = fn(prof)
+        assert out.empty and out.attrs["notes"]
+
+
+def test_real_ascend_sample() -> None:
+    prof = load(DATA / "ascend_pt_level1", cache=False)
+    k = prof.kernels
+    compute = k[k["category"] != "communication"]
+    top = top_operators(prof, n=None)
+    assert top["total_us"].sum() == pytest.approx(compute["dur_us"].sum())
+    assert top["count"].sum() == len(compute)
+    # every TensorMove task is a copy that in-place operators avoid
+    moves = compute[compute["type"] == "TensorMove"]
+    cp = unfused_patterns(prof)
+    cp = cp[cp["pattern"] == "copies"]
+    assert cp["occurrences"].sum() == len(moves)
+    assert cp["saving_us"].sum() == pytest.approx(moves["dur_us"].sum())
+    # PipeUtilization PMU columns are present in this sample
+    assert not operator_bound(prof).empty
+
+
+def test_recompute_evidence_counts_attention_passes() -> None:
+    from perfkit.analysis.operators import recompute_evidence
+    full = _seq(["FlashAttentionScore", "FlashAttentionScore", "FlashAttentionScoreGrad"] * 4,
+                [10.0, 10.0, 20.0] * 4)
+    none = _seq(["flash_fwd_kernel", "flash_bwd_dq_dk_dv_loop_kernel"] * 4, [10.0, 20.0] * 4)
+    a = recompute_evidence(_profile(full)).iloc[0]
+    assert (a["forward"], a["backward"], a["recompute"]) == (8, 4, "full")
+    assert a["recompute_share"] == pytest.approx((2 - 1) / (2 + 2))
+    b = recompute_evidence(_profile(none.assign(type="kernel"))).iloc[0]
+    assert (b["ratio"], b["recompute"], b["recompute_share"]) == (1.0, "none", 0.0)
+    assert recompute_evidence(_profile(_seq(["MatMul"], [1.0]))).empty

@@ -1,0 +1,251 @@
+"""The advisor: ranked findings on injected faults and sensible output on every real sample."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit.advisor import Finding, advise, severity_of
+from perfkit.io.detect import load
+from perfkit.profile import Cluster, Profile, ProfileMeta
+
+DATA = Path(__file__).resolve().parent / "data"
+BUNDLED = Path(__file__).resolve().parents[1] / "data"
+
+
+def _steps(computing: float = 800.0, cno: float = 100.0, free: float = 100.0,
+           preparing: float = 10.0, steps: int = 3, **extra: float) -> pd.DataFrame:
+    return pd.DataFrame({"step": list(range(1, steps + 1)), "computing_us": computing,
+                         "communication_us": cno + 50.0, "comm_not_overlapped_us": cno,
+                         "overlapped_us": 50.0, "free_us": free, "preparing_us": preparing,
+                         **extra})
+
+
+def _cluster(frames: list[dict[str, pd.DataFrame]]) -> Cluster:
+    profs = [Profile(ProfileMeta("test", rank=r), f) for r, f in enumerate(frames)]
+    return Cluster(profs, ProfileMeta("cluster"))
+
+
+def test_finding_is_frozen_and_complete() -> None:
+    f = Finding("high", "cluster", "t", "e", "r", "06_cluster.ipynb", 0.3, "x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.score = 1.0  # type: ignore[misc]
+    assert set(f.to_dict()) == {"severity", "area", "title", "evidence", "recommendation",
+                                "notebook", "score", "rule"}
+    assert [severity_of(s) for s in (0.2, 0.1, 0.02, 0.001)] == ["high", "medium", "low", "info"]
+
+
+def test_clean_profile_gives_no_problem() -> None:
+    c = _cluster([{"steps": _steps(computing=900.0, cno=40.0, free=60.0)} for _ in range(4)])
+    assert [f for f in advise(c) if f.severity in ("high", "medium")] == []
+
+
+def test_slow_rank_is_the_top_finding() -> None:
+    frames = [{"steps": _steps()} for _ in range(3)] + [{"steps": _steps(computing=1200.0)}]
+    top = advise(frames and _cluster(frames))[0]
+    assert top.rule == "slow_ranks" and "rank 3" in top.title.lower()
+    assert "forward and backward" in top.title
+    assert top.notebook.endswith(".ipynb") and top.severity == "high"
+    # evidence carries the numbers: 1.20 ms against a median of 0.80 ms
+    assert "1.20 ms" in top.evidence and "0.80 ms" in top.evidence
+
+
+def test_data_loading_stall_is_the_top_finding() -> None:
+    c = _cluster([{"steps": _steps(computing=600.0, free=300.0, preparing=280.0)}
+                  for _ in range(3)])
+    top = advise(c)[0]
+    assert top.rule == "data_loading"
+    # preparing happens before the device span: share of (step + preparing)
+    assert top.score == pytest.approx(280.0 / (1000.0 + 280.0))
+
+
+def test_exposed_communication_is_the_top_finding() -> None:
+    c = _cluster([{"steps": _steps(computing=400.0, cno=550.0, free=50.0)} for _ in range(3)])
+    assert advise(c)[0].rule == "exposed_communication"
+
+
+def test_unfused_rmsnorm_is_found_with_its_saving() -> None:
+    types = ["MatMul", "Pow", "ReduceMean", "Add", "Sqrt", "RealDiv", "Mul"] * 50
+    durs = [30.0, 20.0, 25.0, 10.0, 10.0, 20.0, 15.0] * 50
+    start = np.cumsum([0.0, *durs[:-1]])
+    k = pd.DataFrame({"step": 1, "name": types, "type": types, "category": "compute",
+                      "core": "AI_VECTOR_CORE", "stream": 1, "start_us": start,
+                      "dur_us": durs})
+    found = advise(Profile(ProfileMeta("test", rank=0), {"kernels": k}))
+    top = found[0]
+    assert top.rule == "unfused_operators" and "RmsNorm" in top.title
+    chain = [20.0, 25.0, 10.0, 10.0, 20.0, 15.0]
+    saving = 50 * (sum(chain) - max(chain))
+    assert top.score == pytest.approx(saving / sum(durs))
+    assert "RmsNorm" in top.recommendation
+
+
+def test_pipeline_imbalance_with_parallel_config() -> None:
+    fast = {"steps": _steps(computing=400.0, cno=300.0, bubble_us=280.0, stage_us=520.0)}
+    slow = {"steps": _steps(computing=780.0, cno=20.0, bubble_us=10.0, stage_us=790.0)}
+    par = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=16)
+    rules = [f.rule for f in advise(_cluster([fast, fast, slow, slow]), parallel=par)]
+    assert rules[0] == "stage_imbalance"
+    assert "bubble" in rules
+
+
+def test_recompute_with_headroom_and_low_mfu() -> None:
+    gib = 2.0**30
+    mem = pd.DataFrame({"component": ["APP", "PTA"], "ts_us": [0.0, 0.0],
+                        "allocated_bytes": [np.nan, 20 * gib],
+                        "reserved_bytes": [24 * gib, 22 * gib], "active_bytes": np.nan})
+    model = pk.ModelSpec.preset("llama2-7b")
+    par = pk.ParallelConfig(dp=8, micro_batch_size=1, num_micro_batches=1, recompute="full")
+    c = _cluster([{"steps": _steps(computing=9e6, cno=5e5, free=5e5), "memory": mem}
+                  for _ in range(3)])
+    found = advise(c, model=model, parallel=par, hardware=pk.Hardware.preset("ascend-910b"))
+    rules = [f.rule for f in found]
+    assert "recompute_headroom" in rules and "low_mfu" in rules
+    rec = next(f for f in found if f.rule == "recompute_headroom")
+    assert rec.area == "recompute"
+
+
+def test_ranked_and_truncated() -> None:
+    c = _cluster([{"steps": _steps(computing=400.0, cno=300.0, free=300.0, preparing=250.0)}
+                  for _ in range(3)])
+    found = advise(c)
+    assert [f.score for f in found] == sorted((f.score for f in found), reverse=True)
+    assert len(advise(c, max_findings=1)) == 1
+
+
+SAMPLES = {
+    # The profiler's own step trace: 74 % of the step is communication that computation does
+    # not hide; the 8-way all-reduce dominates. 27 aten::item calls per step also block the
+    # host (synchronisation) and the step starts ~18 ms after the framework's step start.
+    "ascend_pt_level1": {"top": "exposed_communication",
+                         "has": {"synchronisation", "data_loading"}},
+    "ascend_pt_db_level1": {"top": "exposed_communication", "has": {"synchronisation"}},
+    # HTA's sampled GPU trace: NCCL SendRecv kernels are 27 % of the step, not overlapped.
+    "kineto_hta": {"top": "exposed_communication", "has": set()},
+    # gpt3 excerpt: the all-reduce waits 94 % of its time for the peers.
+    "ascend_pt_gpt3_old": {"top": "exposed_communication", "has": {"comm_wait"}},
+    # trace_view excerpt: 4 µs kernels with 8 µs gaps, 74 % of the span is launch gaps.
+    "trace_view_excerpt": {"top": "host_bound", "has": {"ai_cpu"}},
+    "msprof_analyze_level1": {"top": "exposed_communication", "has": set()},
+    "cluster_output": {"top": "exposed_communication", "has": set()},
+    # MindInsight pipeline sample: stage 1 computes ~8x more than stage 0, which waits.
+    "mindinsight_legacy/cluster_propose": {"top": None, "has": {"stage_imbalance"}},
+    "mindinsight_legacy/run_2_normal_run": {"top": None, "has": set()},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_real_samples(name: str) -> None:
+    prof = load(DATA / name, cache=False)
+    kw = {}
+    if name == "mindinsight_legacy/cluster_propose":
+        kw["parallel"] = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=4)
+    found = advise(prof, hardware=pk.Hardware.preset("ascend-910b"), **kw)
+    assert all(isinstance(f, Finding) for f in found)
+    assert not [f for f in found if "could not run" in f.title], found
+    rules = [f.rule for f in found]
+    want = SAMPLES[name]
+    if want["top"]:
+        assert rules[0] == want["top"], rules
+    assert want["has"] <= set(rules), rules
+    for f in found:
+        assert f.evidence and f.recommendation and f.notebook.endswith(".ipynb")
+        assert 0.0 <= f.score <= 1.0
+
+
+try:  # the simulator is maintained next door; its absence must not hide the other tests
+    # the module, not the function that perfkit/__init__ may re-export under that name
+    sim = importlib.import_module("perfkit.simulate")
+except ImportError as exc:  # pragma: no cover
+    sim, SIM_ERROR = None, f"perfkit.simulate cannot be imported: {exc}"
+else:
+    SIM_ERROR = ""
+needs_sim = pytest.mark.skipif(sim is None, reason=SIM_ERROR)
+
+MODEL = pk.ModelSpec.preset("llama2-7b", num_layers=4)
+SMALL = pk.ModelSpec(num_layers=4, hidden_size=512, num_attention_heads=8, seq_length=256,
+                     vocab_size=2048, mlp="gated", name="tiny-llama")
+HW = pk.Hardware.preset("ascend-910b")
+DP4 = pk.ParallelConfig(dp=4, num_micro_batches=2)
+DP2PP2 = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=4)
+
+FAULTS = {  # name: (fault, model, parallel, rule that must come first, words in its title)
+    "slow_rank": (lambda: sim.SlowRank(2), MODEL, DP4, "slow_ranks", "rank 2"),
+    "slow_link": (lambda: sim.SlowLink(0, 1), MODEL, DP4, "slow_link", "0 -> 1"),
+    "unbalanced_stage": (lambda: sim.UnbalancedStage(1), MODEL, DP2PP2, "stage_imbalance",
+                         "stage 1"),
+    "data_loading": (lambda: sim.DataLoadingStall(), MODEL, DP4, "data_loading", "batch"),
+    "unfused": (lambda: sim.UnfusedOperators(), MODEL, DP4, "unfused_operators", "RmsNorm"),
+    # launch-bound only shows with short kernels: a small model, as in real life
+    "host_bound": (lambda: sim.HostBound(), SMALL, DP4, "host_bound", "host"),
+    "no_overlap": (lambda: sim.NoOverlap(), MODEL, DP4, "exposed_communication", "hidden"),
+    "memory_pressure": (lambda: sim.MemoryPressure(), MODEL, DP4, "memory_pressure",
+                        "memory"),
+    "full_recompute": (lambda: sim.FullRecompute(), MODEL, DP4, "recompute_headroom",
+                       "recompute"),
+}
+
+
+def _simulated(tmp_path: Path, name: str, faults: tuple, model: pk.ModelSpec,
+               parallel: pk.ParallelConfig) -> list[Finding]:
+    out = sim.simulate(model, parallel, HW, steps=3, faults=faults, out=tmp_path / name,
+                       aic_metrics=None, seed=1)
+    return advise(load(out, cache=False), model=model, parallel=parallel, hardware=HW)
+
+
+@needs_sim
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_each_simulated_fault_tops_the_advice(tmp_path: Path, name: str) -> None:
+    make, model, parallel, rule, words = FAULTS[name]
+    found = _simulated(tmp_path, name, (make(),), model, parallel)
+    assert found, name
+    top = found[0]
+    assert top.rule == rule, [(f.rule, round(f.score, 3)) for f in found[:4]]
+    assert words.lower() in top.title.lower()
+    assert top.severity in ("high", "medium", "low")
+
+
+@needs_sim
+def test_simulated_baseline_has_nothing_serious(tmp_path: Path) -> None:
+    found = _simulated(tmp_path, "baseline", (), MODEL, DP4)
+    assert [f.rule for f in found if f.severity in ("high", "medium")] == []
+
+
+@needs_sim
+@pytest.mark.parametrize("framework", ["pytorch", "mindspore"])
+def test_combined_faults_all_surface(tmp_path: Path, framework: str) -> None:
+    faults = (sim.SlowRank(1), sim.DataLoadingStall(30_000), sim.SlowLink(2, 3))
+    out = sim.simulate(MODEL, DP4, HW, steps=3, faults=faults, out=tmp_path / framework,
+                       aic_metrics=None, framework=framework, seed=2)
+    found = advise(load(out, cache=False), model=MODEL, parallel=DP4, hardware=HW)
+    serious = {f.rule for f in found if f.severity in ("high", "medium")}
+    assert {"slow_ranks", "slow_link", "data_loading"} <= serious
+    slow = next(f for f in found if f.rule == "slow_ranks")
+    assert "rank 1" in slow.title.lower()
+
+
+BUNDLED_TOP = {
+    # the three teaching faults of data/simulated: the first finding names the fault
+    "simulated/slow-rank": "slow_ranks",
+    "simulated/slow-link": "slow_link",
+    "simulated/data-stall": "data_loading",
+    # the seed's Llama2-13B starting point recomputes every layer with memory to spare:
+    # the seed's first advice is to turn full recompute off
+    "simulated/llama2-13b-baseline-dp16": "recompute_headroom",
+    # the same real torch_npu sample as tests/data/ascend_pt_level1
+    "ascend-real-pt-level1": "exposed_communication",
+}
+
+
+@pytest.mark.skipif(not BUNDLED.is_dir(), reason="no bundled data/ folder")
+@pytest.mark.parametrize("name", sorted(BUNDLED_TOP))
+def test_bundled_profiles(name: str) -> None:
+    found = advise(load(BUNDLED / name, cache=False), hardware=HW)
+    assert found[0].rule == BUNDLED_TOP[name], [(f.rule, round(f.score, 3)) for f in found]
+    assert not [f for f in found if "could not run" in f.title]
