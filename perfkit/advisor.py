@@ -539,6 +539,41 @@ def _rule_deterministic(ctx: _Context) -> list[Finding]:
         "torch.use_deterministic_algorithms(False)) unless you are debugging.")]
 
 
+#: Environment settings that slow training down, as a profile's metadata records them:
+#: (variable, values that mean "on", what it does, rule name, area).
+_SLOW_ENV = (
+    ("ASCEND_LAUNCH_BLOCKING", "synchronisation", "host",
+     "every operator launch waits for the device (synchronous execution)"),
+    ("CUDA_LAUNCH_BLOCKING", "synchronisation", "host",
+     "every kernel launch waits for the device (synchronous execution)"),
+    ("HCCL_DETERMINISTIC", "deterministic", "communication",
+     "collectives use the slower deterministic reduction order"),
+)
+
+
+def _rank_metas(profile: Any) -> list[Any]:
+    members = list(profile) if hasattr(profile, "ranks") else [profile]
+    return [getattr(p, "meta", None) for p in members]
+
+
+def _rule_environment(ctx: _Context) -> list[Finding]:
+    """Seed checklist items that the profiler's record of the environment can show."""
+    out = []
+    metas = [m for m in _rank_metas(ctx.profile) if m is not None]
+    for var, rule, area, effect in _SLOW_ENV:
+        ranks = [m.rank for m in metas
+                 if str((m.extra or {}).get("env", {}).get(var, "")).strip().lower()
+                 in ("1", "true", "on", "yes")]
+        if ranks:
+            shown = ", ".join(str(r) for r in ranks[:8]) + (" ..." if len(ranks) > 8 else "")
+            out.append(_finding(
+                rule, area, 0.2, f"{var} is set: {effect}",
+                f"profiler metadata of rank(s) {shown}: {var}=on",
+                "Seed checklist: unset it for training runs; keep it only to locate an error "
+                "or while debugging reproducibility.", severity="high"))
+    return out
+
+
 def _rule_memory(ctx: _Context) -> list[Finding]:
     hw, par = ctx.hardware, ctx.parallel
     if hw is None:
@@ -617,7 +652,7 @@ def _rule_mfu(ctx: _Context) -> list[Finding]:
 RULES: tuple[Callable[[_Context], list[Finding]], ...] = (
     _rule_slow_ranks, _rule_pipeline, _rule_exposed_comm, _rule_comm_wait, _rule_links,
     _rule_data_loading, _rule_host_bound, _rule_sync, _rule_unfused, _rule_ai_cpu,
-    _rule_tiny, _rule_deterministic, _rule_memory, _rule_mfu,
+    _rule_tiny, _rule_deterministic, _rule_environment, _rule_memory, _rule_mfu,
 )
 """The rules run by :func:`advise`, in the seeds' order of checks."""
 

@@ -249,3 +249,24 @@ def test_bundled_profiles(name: str) -> None:
     found = advise(load(BUNDLED / name, cache=False), hardware=HW)
     assert found[0].rule == BUNDLED_TOP[name], [(f.rule, round(f.score, 3)) for f in found]
     assert not [f for f in found if "could not run" in f.title]
+
+
+def test_environment_settings_from_the_profiler_metadata(tmp_path):
+    """The torch_npu sample records ENV_VARIABLES (all empty); set one and it is found."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).parent / "data" / "ascend_pt_level1" / "rank0_ascend_pt"
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, dst)
+    meta_file = dst / "profiler_metadata.json"
+    meta = json.loads(meta_file.read_text())
+    assert meta["ENV_VARIABLES"]["ASCEND_LAUNCH_BLOCKING"] == ""
+    clean = pk.advise(pk.load(dst, cache=False))
+    assert not [f for f in clean if "ASCEND_LAUNCH_BLOCKING" in f.title]
+    meta["ENV_VARIABLES"]["ASCEND_LAUNCH_BLOCKING"] = "1"
+    meta_file.write_text(json.dumps(meta))
+    found = [f for f in pk.advise(pk.load(dst, cache=False))
+             if "ASCEND_LAUNCH_BLOCKING" in f.title]
+    assert len(found) == 1 and found[0].severity == "high" and found[0].area == "host"

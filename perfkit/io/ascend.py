@@ -248,7 +248,9 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         source_format="ascend_text", framework=framework, rank=rank,
         world_size=_world_size(groups), device_type="npu", profiler_level=level,
         groups=groups, origin_ns=origin, path=str(rank_dir), notes=notes,
-        extra={"profiler_info": info, "metadata_keys": sorted(metadata)},
+        extra={"profiler_info": info, "metadata_keys": sorted(metadata),
+               "env": {str(k): str(v) for k, v in
+                       (metadata.get("ENV_VARIABLES") or {}).items()}},
     )
     if rank is None:
         notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
