@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import perfkit as pk
+from perfkit.io._common import hccl_group_hash
 from perfkit.io.detect import load
 from perfkit.simulate import simulate
 
@@ -123,7 +124,8 @@ def check(profile: Path, exe: Path, work: Path, par: pk.ParallelConfig) -> dict[
     comm_compared = 0
     if (result / "cluster_communication.json").is_file():
         ops = load(profile, cache=False).comm_ops
-        elapse = {(int(r.rank), str(r.name), str(r.group)): float(r.elapse_us)
+        # perfkit names groups as the metadata does; HCCL keys carry the name's hash
+        elapse = {(int(r.rank), str(r.name), hccl_group_hash(str(r.group))): float(r.elapse_us)
                   for r in ops.itertuples()}
         data = json.loads((result / "cluster_communication.json").read_text())
         for per_step in data.values():
