@@ -19,7 +19,8 @@ import pandas as pd
 
 from .io.schema import TABLE_NAMES, TABLES, conform
 
-__all__ = ["ProfileMeta", "Profile", "Cluster"]
+__all__ = ["ProfileMeta", "Profile", "Cluster", "LINK_COLUMNS", "group_rank_maps",
+           "apply_group_rank_maps", "shift_times"]
 
 TableProvider = Callable[[str], pd.DataFrame]
 
@@ -80,6 +81,9 @@ class ProfileMeta:
 
 class _Tables:
     """Attribute access to the nine canonical tables, computed once each."""
+
+    lazy: bool = False
+    """True when the tables are lazy ``dask.dataframe`` frames (``load(engine="dask")``)."""
 
     def _table(self, name: str) -> pd.DataFrame:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -212,16 +216,9 @@ class Cluster(_Tables):
     def _table(self, name: str) -> pd.DataFrame:
         if name in self._cache:
             return self._cache[name]
-        parts = []
-        time_cols = [c for c in TABLES[name] if c.endswith("_us") and c in _TIMESTAMP_COLS]
-        for p in self.profiles:
-            frame = p._table(name)
-            shift = _shift_us(p.meta.origin_ns, self.meta.origin_ns)
-            if shift and time_cols and len(frame):
-                frame = frame.copy()
-                for c in time_cols:
-                    frame[c] = frame[c] + shift
-            parts.append(frame)
+        parts = [shift_times(p._table(name), name,
+                             _shift_us(p.meta.origin_ns, self.meta.origin_ns))
+                 for p in self.profiles]
         parts = [f for f in parts if len(f)] or parts[:1]
         result = pd.concat(parts, ignore_index=True) if parts else conform(None, name)
         result = conform(result, name)
@@ -243,34 +240,17 @@ class Cluster(_Tables):
         todo = matrix["src_rank"].isna() | matrix["dst_rank"].isna()
         if not todo.any():
             return matrix
-        ops = self._table("comm_ops")
-        members = ops.dropna(subset=["group"]).groupby("group")["rank"].unique()
-        matrix = matrix.copy()
-        mapped = []
-        for group, ranks in members.items():
-            ranks = sorted(int(r) for r in ranks)
-            sel = (matrix["group"] == group).fillna(False).to_numpy() & todo.to_numpy()
-            if not sel.any():
-                continue
-            local = pd.concat([matrix.loc[sel, "src_local"], matrix.loc[sel, "dst_local"]])
-            if local.isna().any() or local.max() >= len(ranks) or local.min() < 0:
-                continue  # members missing from this cluster
-            # each rank writes its own links, so its source must be its own local rank
-            own = matrix.loc[sel, ["rank", "src_local"]].drop_duplicates()
-            if any(int(r) not in ranks or ranks.index(int(r)) != int(loc)
-                   for r, loc in own.itertuples(index=False)):
-                continue
-            lut = pd.Series(ranks)
-            for col, loc in (("src_rank", "src_local"), ("dst_rank", "dst_local")):
-                matrix.loc[sel, col] = lut.reindex(
-                    matrix.loc[sel, loc].astype(int).to_numpy()).to_numpy()
-            mapped.append(str(group))
-        if mapped:
-            note = ("comm_matrix: group-local ranks mapped to global ranks from the cluster's "
-                    f"members of group(s) {mapped} (ascending order)")
-            if note not in self.meta.notes:
-                self.meta.notes.append(note)
-        return matrix
+        maps = group_rank_maps(matrix.loc[todo, list(LINK_COLUMNS)],
+                               self._table("comm_ops")[["group", "rank"]])
+        if maps:
+            self._note_mapped(list(maps))
+        return apply_group_rank_maps(matrix, maps)
+
+    def _note_mapped(self, groups: list[str]) -> None:
+        note = ("comm_matrix: group-local ranks mapped to global ranks from the cluster's "
+                f"members of group(s) {groups} (ascending order)")
+        if note not in self.meta.notes:
+            self.meta.notes.append(note)
 
     def __repr__(self) -> str:
         return (f"Cluster(ranks={self.ranks}, format={self.meta.source_format!r}, "
@@ -279,6 +259,91 @@ class Cluster(_Tables):
 
 _TIMESTAMP_COLS = {"start_us", "ts_us", "alloc_us", "release_us"}
 """Columns holding instants (shifted when ranks are aligned); the rest are durations."""
+
+
+LINK_COLUMNS = ("group", "rank", "src_local", "dst_local")
+"""Columns of ``comm_matrix`` that decide the group-local to global rank mapping."""
+
+
+def group_rank_maps(links: pd.DataFrame, members: pd.DataFrame) -> dict[str, list[int]]:
+    """Groups whose local ranks can be mapped to global ranks, with their member lists.
+
+    Parameters
+    ----------
+    links : DataFrame
+        ``group``, ``rank``, ``src_local``, ``dst_local`` of the ``comm_matrix`` rows whose
+        ``src_rank`` or ``dst_rank`` is NA (duplicate rows may be dropped beforehand: only
+        the distinct values matter, which lets a lazy cluster send just those).
+    members : DataFrame
+        ``group`` and ``rank`` of the cluster's ``comm_ops`` (duplicates allowed).
+
+    Returns
+    -------
+    dict
+        ``{group: ascending global ranks}`` for each group whose local ranks all lie in
+        ``0 .. len(members) - 1`` and whose every rank records itself as the source at its
+        own position in that list.
+    """
+    maps: dict[str, list[int]] = {}
+    if not len(links):
+        return maps
+    per_group = members.dropna(subset=["group"]).groupby("group")["rank"].unique()
+    group_of = links["group"]
+    for group, ranks in per_group.items():
+        ranks = sorted(int(r) for r in ranks)
+        sel = (group_of == group).fillna(False).to_numpy()
+        if not sel.any():
+            continue
+        local = pd.concat([links.loc[sel, "src_local"], links.loc[sel, "dst_local"]])
+        if local.isna().any() or local.max() >= len(ranks) or local.min() < 0:
+            continue  # members missing from this cluster
+        # each rank writes its own links, so its source must be its own local rank
+        own = links.loc[sel, ["rank", "src_local"]].drop_duplicates()
+        if any(int(r) not in ranks or ranks.index(int(r)) != int(loc)
+               for r, loc in own.itertuples(index=False)):
+            continue
+        maps[str(group)] = ranks
+    return maps
+
+
+def apply_group_rank_maps(matrix: pd.DataFrame, maps: Mapping[str, list[int]]
+                          ) -> pd.DataFrame:
+    """Fill NA ``src_rank``/``dst_rank`` of the groups in ``maps`` from their local ranks.
+
+    Works on any subset of a cluster's ``comm_matrix`` rows (one rank's, for a lazy
+    cluster), since each row is mapped on its own. Returns ``matrix`` itself when nothing
+    changes, else a copy.
+    """
+    if not maps or not len(matrix) or "src_local" not in matrix or "group" not in matrix:
+        return matrix
+    todo = (matrix["src_rank"].isna() | matrix["dst_rank"].isna()).to_numpy()
+    if not todo.any():
+        return matrix
+    matrix = matrix.copy()
+    for group, ranks in maps.items():
+        sel = (matrix["group"] == group).fillna(False).to_numpy() & todo
+        if not sel.any():
+            continue
+        lut = pd.Series(ranks)
+        for col, loc in (("src_rank", "src_local"), ("dst_rank", "dst_local")):
+            matrix.loc[sel, col] = lut.reindex(
+                matrix.loc[sel, loc].astype(int).to_numpy()).to_numpy()
+    return matrix
+
+
+def shift_times(frame: pd.DataFrame, table: str, shift_us: float) -> pd.DataFrame:
+    """Add ``shift_us`` to the instant columns of one rank's ``table`` (durations stay).
+
+    This is how a Cluster puts a rank on the cluster's origin; ``shift_us`` is the rank's
+    ``origin_ns`` minus the cluster's, in microseconds. Returns ``frame`` itself when there
+    is nothing to shift, else a copy.
+    """
+    time_cols = [c for c in TABLES[table] if c.endswith("_us") and c in _TIMESTAMP_COLS]
+    if shift_us and time_cols and len(frame):
+        frame = frame.copy()
+        for c in time_cols:
+            frame[c] = frame[c] + shift_us
+    return frame
 
 
 def _shift_us(rank_origin: int | None, cluster_origin: int | None) -> float:

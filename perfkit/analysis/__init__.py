@@ -12,6 +12,7 @@ from .operators import (
     top_operators,
     unfused_patterns,
 )
+from .rank_summary import rank_comm_summary, rank_step_breakdown, rank_step_summary
 from .recompute import RecomputeCheck, match_pattern, recompute_check
 from .steps import derive_steps, step_breakdown
 
@@ -30,4 +31,6 @@ __all__ = [
     "slow_ranks", "stage_balance", "data_loading", "host_bound", "sync_points",
     # memory
     "memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
+    # per-rank summaries that also run as Dask aggregations on lazy clusters
+    "rank_step_breakdown", "rank_step_summary", "rank_comm_summary",
 ]

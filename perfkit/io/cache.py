@@ -5,7 +5,11 @@ Location: ``$PERFKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/perfkit`` (defau
 ``load(..., cache=False)``. An entry is keyed by the source's format, its absolute path and
 the size and modification time of every file it reads, so a changed file is re-parsed.
 One entry is a folder: ``meta.json`` plus one ``<table>.parquet`` per canonical table,
-written to a temporary folder and renamed into place (a crash leaves no half entry).
+written to a temporary folder ``.<key>.<random>`` next to it and renamed into place with one
+``rename`` (atomic on a POSIX filesystem, NFS and Lustre included): a crashed writer leaves at
+most a hidden temporary folder, never a half entry, and :func:`sweep` removes such leftovers.
+An entry that is already complete is never overwritten, so several processes (local workers
+or Dask tasks on other machines) may race to write the same rank safely.
 The cache is never placed inside the profile folder being read.
 """
 
@@ -15,6 +19,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +29,8 @@ import pandas as pd
 from ..profile import Profile, ProfileMeta
 from .schema import TABLE_NAMES, conform
 
-__all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "read", "write",
-           "read_entry", "write_entry", "usable_for", "clear", "describe"]
+__all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "entry_path", "read",
+           "write", "read_entry", "write_entry", "usable_for", "clear", "sweep", "describe"]
 
 CACHE_VERSION = "1"
 """Bumped when the canonical tables change shape, so old entries are ignored."""
@@ -68,8 +73,15 @@ def entry_key(fmt: str, path: Path, files: list[Path], rank: int | None = None) 
     return h.hexdigest()[:32]
 
 
-def _entry(key: str) -> Path:
-    return cache_root() / key
+def entry_path(key: str, root: Path | str | None = None) -> Path:
+    """Folder of entry ``key`` under ``root`` (default :func:`cache_root`); may not exist."""
+    return (cache_root() if root is None else Path(root)) / key
+
+
+def _complete(entry: Path) -> bool:
+    # meta.json is written last, and the folder only appears by rename: its presence
+    # in a folder named by a key means every table file is there
+    return (entry / "meta.json").is_file()
 
 
 def usable_for(source_path: Path) -> bool:
@@ -81,9 +93,12 @@ def usable_for(source_path: Path) -> bool:
     return not _inside(root, base)
 
 
-def read(key: str) -> Profile | None:
-    """A Profile whose tables are read lazily from the entry, or None on a miss."""
-    return read_entry(_entry(key))
+def read(key: str, root: Path | str | None = None) -> Profile | None:
+    """A Profile whose tables are read lazily from the entry, or None on a miss.
+
+    ``root`` is the cache folder (default :func:`cache_root`).
+    """
+    return read_entry(entry_path(key, root))
 
 
 def read_entry(entry: Path, eager: bool = False) -> Profile | None:
@@ -115,10 +130,28 @@ def write_entry(folder: Path, meta: ProfileMeta, tables: dict[str, pd.DataFrame]
     (folder / "meta.json").write_bytes(msgspec.json.encode(meta.to_dict(), enc_hook=str))
 
 
-def write(key: str, meta: ProfileMeta, tables: dict[str, pd.DataFrame]) -> bool:
-    """Store one parsed profile; returns False (and stores nothing) if that fails."""
-    root = cache_root()
+def write(key: str, meta: ProfileMeta, tables: dict[str, pd.DataFrame],
+          root: Path | str | None = None) -> bool:
+    """Store one parsed profile; returns False (and stores nothing) if that fails.
+
+    The entry is written into a hidden temporary folder next to it and renamed into place,
+    so readers see either no entry or a complete one. When a complete entry with this key
+    already exists (another process won the race; keys depend on the files' size and
+    modification time, so both hold the same data) it is kept and True is returned.
+
+    Parameters
+    ----------
+    key : str
+        From :func:`entry_key`.
+    meta, tables
+        What :func:`perfkit.io.detect.parse_source` returned.
+    root : path, optional
+        Cache folder (default :func:`cache_root`); a Dask task receives the client's.
+    """
+    root = cache_root() if root is None else Path(root)
     final = root / key
+    if _complete(final):
+        return True
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
@@ -126,9 +159,14 @@ def write(key: str, meta: ProfileMeta, tables: dict[str, pd.DataFrame]) -> bool:
         return False
     try:
         write_entry(tmp, meta, tables)
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        if final.exists() and not _complete(final):
+            shutil.rmtree(final, ignore_errors=True)  # debris, e.g. from an older perfkit
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            # the target appeared meanwhile (rename cannot replace a non-empty folder)
+            shutil.rmtree(tmp, ignore_errors=True)
+            return _complete(final)
         return True
     except Exception:  # noqa: BLE001 - a cache failure must never break a load
         shutil.rmtree(tmp, ignore_errors=True)
@@ -143,6 +181,31 @@ def clear() -> int:
     n = 0
     for child in root.iterdir():
         if child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+            n += 1
+    return n
+
+
+def sweep(older_than_s: float = 3600.0, root: Path | str | None = None) -> int:
+    """Remove temporary folders left by writers that crashed; returns how many.
+
+    Only hidden ``.<key>.<random>`` folders older than ``older_than_s`` seconds are removed,
+    so a write still in progress elsewhere (another machine on a shared filesystem) is left
+    alone. Complete entries are never touched.
+    """
+    root = cache_root() if root is None else Path(root)
+    if not root.is_dir():
+        return 0
+    now = time.time()
+    n = 0
+    for child in root.iterdir():
+        if not (child.name.startswith(".") and child.is_dir()):
+            continue
+        try:
+            age = now - child.stat().st_mtime
+        except OSError:
+            continue
+        if age >= older_than_s:
             shutil.rmtree(child, ignore_errors=True)
             n += 1
     return n

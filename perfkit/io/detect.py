@@ -13,7 +13,8 @@ Recognised (see docs/loading.md):
 - a parent folder holding several of the above, one per rank -> :class:`Cluster`.
 
 Parsing one rank is :func:`parse_source`, a pure function of a :class:`RankSource`
-(path in, tables out); :func:`load` runs it in a local process pool for clusters.
+(path in, tables out); :func:`load` runs it in a local process pool for clusters, or as Dask
+tasks with ``engine="dask"`` (:mod:`perfkit.io.dask_engine`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from . import ascend, cache
 from ._common import rank_from_name
 from ._progress import Progress
 
-__all__ = ["RankSource", "detect", "parse_source", "load"]
+__all__ = ["RankSource", "detect", "parse_source", "load", "default_engine"]
 
 ENGINES = ("local", "dask")
 _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
@@ -355,8 +356,13 @@ def _profile_from(meta: ProfileMeta, payload: Any) -> Profile:
     return Profile(meta, payload)
 
 
+def default_engine() -> str:
+    """Engine used when ``load`` gets none: ``$PERFKIT_ENGINE`` if set, else ``"local"``."""
+    return os.environ.get("PERFKIT_ENGINE", "").strip().lower() or "local"
+
+
 def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
-         engine: str = "local", client: Any = None, *, workers: int | None = None,
+         engine: str | None = None, client: Any = None, *, workers: int | None = None,
          progress: bool | None = None) -> Profile | Cluster:
     """Open a profiler output, whatever produced it, into the canonical tables.
 
@@ -369,12 +375,20 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     cache : bool, default True
         Use the Parquet cache (see :mod:`perfkit.io.cache`); ``PERFKIT_CACHE=0`` also
         switches it off.
-    engine : {"local", "dask"}
-        ``"local"`` parses ranks in a local process pool. ``"dask"`` is not available yet.
-    client : optional
-        Dask client, for ``engine="dask"``.
+    engine : {"local", "dask"}, optional
+        ``"local"`` parses ranks in a local process pool. ``"dask"`` parses each rank of a
+        cluster as a Dask task that writes it to the cache, and gives a Cluster whose
+        tables are lazy ``dask.dataframe`` frames (see docs/dask.md and
+        :mod:`perfkit.io.dask_engine`; needs ``perfkit[dask]``). Default:
+        ``$PERFKIT_ENGINE``, else ``"local"``. A single rank and msprof-analyze output are
+        always read locally.
+    client : distributed.Client or str, optional
+        For ``engine="dask"``: the client (or scheduler address) to run the tasks on.
+        Default: the current client, else ``$DASK_SCHEDULER_ADDRESS``, else a LocalCluster
+        started for this call and closed before it returns.
     workers : int, optional
-        Processes for a cluster (default: CPU count, 1 for small inputs).
+        Processes for a cluster (default: CPU count, 1 for small inputs); with
+        ``engine="dask"``, the number of workers of a LocalCluster started here.
     progress : bool, optional
         Show a progress bar (default: when more than one rank must be parsed).
 
@@ -388,11 +402,11 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     ProfileError
         Missing path, unknown content, damaged file (for a single rank), duplicate rank.
     """
+    if engine is None:
+        engine = default_engine()
     if engine not in ENGINES:
-        raise InvalidArgumentError("engine", "must be 'local' or 'dask'", engine)
-    if engine == "dask":
-        raise PerfkitError("engine='dask' is not available yet in this perfkit version; "
-                           "use engine='local' (ranks are parsed in local processes)")
+        raise InvalidArgumentError("engine", "must be 'local' or 'dask' (also as "
+                                   "$PERFKIT_ENGINE)", engine)
     kind, sources = detect(path)
     root = Path(path).expanduser()
     if kind == "cluster_analysis_output":
@@ -411,6 +425,11 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     if kind == "profile" and len(sources) == 1:
         profile, _ = _load_one(sources[0], use_cache)
         return profile
+    if engine == "dask":
+        from . import dask_engine
+
+        return dask_engine.load_cluster(root, sources, use_cache, client=client,
+                                        workers=workers, progress=progress)
     return _load_cluster(root, sources, use_cache, workers, progress)
 
 

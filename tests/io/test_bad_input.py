@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import perfkit.io.detect as detect
@@ -189,8 +190,17 @@ def test_rank_without_analysed_files_is_noted(tmp_path):
     expect_error(user / "rank1_ascend_pt", user, "rank1_ascend_pt", "ASCEND_PROFILER_OUTPUT")
 
 
-def test_dask_engine_not_available_yet():
-    with pytest.raises(PerfkitError, match="dask"):
-        detect.load(RANK0, engine="dask")
+def test_unknown_engine_is_an_error(monkeypatch):
     with pytest.raises(PerfkitError, match="engine"):
         detect.load(RANK0, engine="spark")
+    monkeypatch.setenv("PERFKIT_ENGINE", "spark")
+    with pytest.raises(PerfkitError, match="PERFKIT_ENGINE"):
+        detect.load(RANK0)
+
+
+def test_dask_engine_reads_a_single_rank_locally():
+    # one rank needs no Dask (nor Dask installed): the same Profile as the local engine
+    a = detect.load(RANK0, engine="dask", cache=False)
+    b = detect.load(RANK0, engine="local", cache=False)
+    assert a.meta == b.meta
+    pd.testing.assert_frame_equal(a.kernels, b.kernels)

@@ -1,0 +1,138 @@
+"""How an analysis consumes tables that may be lazy (a Cluster from ``load(engine="dask")``).
+
+A lazy cluster (:class:`perfkit.io.dask_engine.DaskCluster`, ``cluster.lazy is True``) has
+``dask.dataframe`` tables with one partition per rank. An analysis must never pull a whole
+table into one process; it turns a lazy table into a *small* pandas frame first, in one
+of two ways:
+
+- **aggregate**: a groupby-aggregation that Dask runs per partition and combines
+  (:func:`aggregate`), or a column selection/filter that leaves few rows (:func:`collect`);
+- **per rank**: a pandas function that only ever looks at one rank at a time, run on every
+  rank where its data lies (:func:`per_rank`), its small results concatenated.
+
+Everything else (sorting, z-scores across ranks, joins of small results) then happens in
+pandas exactly as for an eager Profile or Cluster. Nothing here imports Dask: a lazy frame
+is recognised by its type's module, so eager use costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["is_lazy", "is_lazy_frame", "collect", "aggregate", "per_rank", "table_columns"]
+
+
+def is_lazy_frame(frame: Any) -> bool:
+    """True for a ``dask.dataframe`` DataFrame or Series (not yet computed)."""
+    return type(frame).__module__.split(".")[0] == "dask"
+
+
+def is_lazy(obj: Any) -> bool:
+    """True for a Profile/Cluster with lazy tables, or for a lazy frame itself."""
+    return bool(getattr(obj, "lazy", False)) or is_lazy_frame(obj)
+
+
+def table_columns(obj: Any, name: str) -> list[str]:
+    """Columns of table ``name`` of ``obj`` without reading its rows (lazy or not)."""
+    try:
+        return list(getattr(obj, name).columns)
+    except Exception:  # noqa: BLE001 - a broken table has no columns
+        return []
+
+
+def collect(frame: Any, columns: Sequence[str] | None = None,
+            where: Callable[[Any], Any] | None = None) -> pd.DataFrame:
+    """A pandas frame from a (possibly lazy) frame: select, filter, then compute.
+
+    Parameters
+    ----------
+    frame : pandas or dask DataFrame
+    columns : sequence of str, optional
+        Keep only these columns (those present); Dask then reads only those (and the ones
+        ``where`` uses).
+    where : callable, optional
+        ``where(frame) -> boolean mask`` on the full frame; applied to either kind of frame
+        before computing, so that only the matching rows leave the workers.
+
+    Returns
+    -------
+    DataFrame
+        With a fresh 0..n-1 index (partitions of a lazy frame each start at 0).
+    """
+    if where is not None:
+        frame = frame[where(frame)]
+    if columns is not None:
+        frame = frame[[c for c in columns if c in frame.columns]]
+    if is_lazy_frame(frame):
+        return frame.compute().reset_index(drop=True)
+    return frame
+
+
+def aggregate(frame: Any, by: Sequence[str], spec: Mapping[str, Sequence[str]],
+              dropna: bool = True) -> pd.DataFrame:
+    """Group ``frame`` by ``by`` and aggregate, on pandas or Dask, into a flat pandas frame.
+
+    Parameters
+    ----------
+    frame : pandas or dask DataFrame
+    by : sequence of str
+        Group keys.
+    spec : mapping
+        ``{column: [function, ...]}`` with functions Dask can combine exactly across
+        partitions: ``"sum"``, ``"count"``, ``"size"``, ``"min"``, ``"max"`` (compute means
+        and ratios from sums and counts afterwards).
+    dropna : bool
+        Drop groups whose key is NA (pandas' default).
+
+    Returns
+    -------
+    DataFrame
+        Keys as columns, then ``<column>_<function>`` columns, sorted by the keys.
+
+    Notes
+    -----
+    For a lazy cluster whose keys include ``rank``, each group lies in one partition, so
+    sums are the same floating-point numbers pandas gives on the whole table.
+    """
+    by = list(by)
+    cols = [*by, *[c for c in spec if c not in by]]
+    g = frame[cols].groupby(by, dropna=dropna)
+    agg = {c: list(fns) for c, fns in spec.items()}
+    out = g.agg(agg, split_out=1) if is_lazy_frame(frame) else g.agg(agg)
+    if is_lazy_frame(out):
+        out = out.compute()
+    out.columns = [f"{c}_{fn}" for c, fn in out.columns]
+    return out.sort_index(kind="mergesort").reset_index()
+
+
+def per_rank(obj: Any, func: Callable[..., pd.DataFrame], *args: Any,
+             **kwargs: Any) -> pd.DataFrame:
+    """Run a rank-separable pandas analysis on an eager or lazy Profile/Cluster.
+
+    ``func(profile_like, *args, **kwargs) -> DataFrame`` must give, for a cluster, the
+    concatenation in rank order of what it gives for each rank alone (true of anything
+    computed per ``(rank, ...)`` group). An eager object is passed to ``func`` as it is; for
+    a lazy cluster ``func`` runs on every rank as a Dask task
+    (:meth:`~perfkit.io.dask_engine.DaskCluster.map_ranks`: a pandas Profile of that rank,
+    on the cluster's clock) and the small results are concatenated here.
+
+    Returns
+    -------
+    DataFrame
+        Index reset; ``attrs["notes"]`` is the union of the ranks' notes.
+    """
+    if not getattr(obj, "lazy", False):
+        return func(obj, *args, **kwargs)
+    results = obj.map_ranks(func, *args, **kwargs)
+    notes: list[str] = []
+    for r in results:
+        for n in r.attrs.get("notes", []):
+            if n not in notes:
+                notes.append(n)
+    frames = [r for r in results if len(r)] or results[:1]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    out.attrs["notes"] = notes
+    return out
