@@ -9,16 +9,27 @@ notebook output or a report without any script from a CDN.
 
 from __future__ import annotations
 
+import html
 import io
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd
 
 from .errors import InvalidArgumentError
 
-__all__ = ["memory_chart", "chart_to_svg"]
+__all__ = [
+    "memory_chart", "chart_to_svg",
+    "step_breakdown_chart", "top_operators_chart",
+    "findings_frame", "findings_chart", "findings_html",
+    "strategy_chart", "pipeline_plan_chart", "memory_timeline_chart", "slow_ranks_chart",
+    "SVGChart", "svg", "HTMLBlock", "findings_table",
+    "STEP_PARTS", "FINDING_COLUMNS", "SEVERITY_ORDER",
+]
 
 MEMORY_COLUMNS = ("component", "GiB", "device_GiB")
+GIB = 2**30
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], builder: str) -> None:
@@ -93,3 +104,497 @@ def chart_to_svg(chart: alt.TopLevelMixin) -> str:
     buffer = io.StringIO()
     chart.save(buffer, format="svg")
     return buffer.getvalue()
+
+
+# ----------------------------------------------------------------------------- steps
+
+#: Parts of a step that add up to ``step_us`` (see :func:`perfkit.analysis.step_breakdown`),
+#: in stacking order, with their legend labels.
+STEP_PARTS: dict[str, str] = {
+    "computing_us": "computing",
+    "comm_not_overlapped_us": "communication (not overlapped)",
+    "free_us": "free",
+}
+_STEP_COLORS = ["#4c78a8", "#e45756", "#bab0ac"]
+
+
+def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
+                         width: int | None = None, height: int = 220) -> alt.Chart:
+    """Stacked bars of the step time per rank: computing, exposed communication, free.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per (rank, step) with columns ``rank``, ``step`` and the parts of
+        :data:`STEP_PARTS` in µs, i.e. the output of
+        :func:`perfkit.analysis.step_breakdown`. Several steps per rank are drawn side by
+        side inside the rank's group. NA parts are left out (never drawn as zero).
+    title : str, optional
+        Chart title.
+    width : int, optional
+        Width in pixels; by default 28 pixels per rank and step (at least 240).
+    height : int
+        Height in pixels.
+
+    Returns
+    -------
+    altair.Chart
+        Bars with ``x = rank``, ``xOffset = step``, ``y = ms`` stacked by ``part`` (in the
+        order of :data:`STEP_PARTS`). The chart data has one row per (rank, step, part)
+        with a known value: columns ``rank``, ``step``, ``part``, ``order``, ``ms``.
+    """
+    _require(frame, ("rank", "step", *STEP_PARTS), "step_breakdown_chart")
+    long = frame.loc[:, ["rank", "step", *STEP_PARTS]].melt(
+        id_vars=["rank", "step"], var_name="column", value_name="us")
+    long = long.dropna(subset=["us"])
+    long["part"] = long["column"].map(STEP_PARTS)
+    long["order"] = long["column"].map({c: i for i, c in enumerate(STEP_PARTS)})
+    long["ms"] = long["us"].astype(float) / 1000.0
+    long["rank"] = long["rank"].astype("Int64").astype(str)
+    long["step"] = long["step"].astype("Int64").astype(str)
+    data = long.loc[:, ["rank", "step", "part", "order", "ms"]].reset_index(drop=True)
+    labels = list(STEP_PARTS.values())
+    if width is None:
+        width = max(240, 28 * max(1, len(frame)))
+    chart = alt.Chart(data).mark_bar().encode(
+        x=alt.X("rank:N", title="rank", sort=None),
+        xOffset=alt.XOffset("step:N", title="step"),
+        y=alt.Y("ms:Q", stack="zero", title="step time (ms)"),
+        color=alt.Color("part:N", sort=labels, title=None,
+                        scale=alt.Scale(domain=labels, range=_STEP_COLORS),
+                        legend=alt.Legend(orient="bottom", direction="horizontal")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("step:N"), alt.Tooltip("part:N"),
+                 alt.Tooltip("ms:Q", format=".2f")],
+    ).properties(width=width, height=height)
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+# ----------------------------------------------------------------------------- operators
+
+def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None = 15,
+                        title: str | None = None, width: int = 420) -> alt.Chart:
+    """Horizontal bars of the operators that take the most device time.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per operator (type, name or name and shapes) with columns ``label``,
+        ``total_us``, ``share`` and ``category``, sorted or not, i.e. the output of
+        :func:`perfkit.analysis.top_operators`.
+    label : str
+        Column that names a bar (``"key"``, ``"type"`` or ``"name"``).
+    n : int, optional
+        Keep the first ``n`` rows in descending ``total_us`` (all when None).
+    title : str, optional
+        Chart title.
+    width : int
+        Width in pixels.
+
+    Returns
+    -------
+    altair.Chart
+        Bars with ``y = label`` (longest first), ``x = total_ms`` and ``color = category``.
+        The chart data has one row per operator kept: ``label``, ``category``,
+        ``total_ms``, ``share`` (fraction of device time).
+    """
+    _require(frame, (label, "total_us", "share", "category"), "top_operators_chart")
+    data = frame.sort_values("total_us", ascending=False, kind="stable")
+    if n is not None:
+        data = data.head(n)
+    data = pd.DataFrame({"label": data[label].astype(str).to_numpy(),
+                         "category": data["category"].astype(str).to_numpy(),
+                         "total_ms": data["total_us"].astype(float).to_numpy() / 1000.0,
+                         "share": data["share"].astype(float).to_numpy()})
+    chart = alt.Chart(data).mark_bar().encode(
+        y=alt.Y("label:N", sort=list(data["label"]), title=None,
+                axis=alt.Axis(labelLimit=260)),
+        x=alt.X("total_ms:Q", title="device time (ms)"),
+        color=alt.Color("category:N", title="category"),
+        tooltip=[alt.Tooltip("label:N", title=label), alt.Tooltip("category:N"),
+                 alt.Tooltip("total_ms:Q", format=".2f"),
+                 alt.Tooltip("share:Q", format=".1%")],
+    ).properties(width=width, height=max(60, 18 * len(data)))
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+# ----------------------------------------------------------------------------- findings
+
+#: Columns of :func:`findings_frame` (the fields of :class:`perfkit.advisor.Finding`).
+FINDING_COLUMNS = ("severity", "area", "title", "evidence", "recommendation", "notebook",
+                   "score", "rule")
+#: Severities from the most to the least urgent.
+SEVERITY_ORDER = ("high", "medium", "low", "info")
+_SEVERITY_COLORS = ["#c0392b", "#e67e22", "#f1c40f", "#95a5a6"]
+
+
+def findings_frame(findings: Iterable[Any]) -> pd.DataFrame:
+    """The advisor's findings as a DataFrame, in the order given (best first).
+
+    Parameters
+    ----------
+    findings : iterable of perfkit.advisor.Finding
+        What :func:`perfkit.advise` returned (anything with a ``to_dict()`` giving the
+        fields of :data:`FINDING_COLUMNS`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per finding with the columns of :data:`FINDING_COLUMNS`; empty (with those
+        columns) when there is no finding.
+    """
+    rows = [f.to_dict() for f in findings]
+    return pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+
+
+def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = None,
+                   width: int = 360) -> alt.Chart:
+    """Bars of the share of step time at stake per finding, coloured by severity.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :func:`findings_frame` output (columns ``title``, ``severity``, ``area``,
+        ``score``), best first.
+    n : int, optional
+        Keep the first ``n`` findings (all when None).
+    title : str, optional
+        Chart title.
+    width : int
+        Width in pixels.
+
+    Returns
+    -------
+    altair.Chart
+        Bars with ``y = title`` (in the frame's order), ``x = score`` and
+        ``color = severity``; the chart data has one row per finding kept.
+    """
+    _require(frame, ("title", "severity", "area", "score"), "findings_chart")
+    data = frame.loc[:, ["title", "severity", "area", "score"]]
+    if n is not None:
+        data = data.head(n)
+    data = data.reset_index(drop=True)
+    chart = alt.Chart(data).mark_bar().encode(
+        y=alt.Y("title:N", sort=list(data["title"]), title=None,
+                axis=alt.Axis(labelLimit=360)),
+        x=alt.X("score:Q", title="share of step time at stake",
+                axis=alt.Axis(format="%")),
+        color=alt.Color("severity:N", scale=alt.Scale(domain=list(SEVERITY_ORDER),
+                                                       range=_SEVERITY_COLORS)),
+        tooltip=[alt.Tooltip("title:N"), alt.Tooltip("area:N"), alt.Tooltip("severity:N"),
+                 alt.Tooltip("score:Q", format=".1%")],
+    ).properties(width=width, height=max(40, 20 * len(data)))
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+def findings_html(frame: pd.DataFrame, n: int | None = 10,
+                  columns: Sequence[str] = ("severity", "title", "evidence",
+                                            "recommendation", "notebook")) -> str:
+    """The findings as an HTML table (text escaped), for notebooks, widgets and reports.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :func:`findings_frame` output, best first.
+    n : int, optional
+        Keep the first ``n`` findings (all when None).
+    columns : sequence of str
+        Columns to show, in order.
+
+    Returns
+    -------
+    str
+        ``<table class="perfkit-findings">`` with one row per finding, or a paragraph
+        saying that nothing abnormal was found.
+    """
+    _require(frame, tuple(columns), "findings_html")
+    data = frame if n is None else frame.head(n)
+    if data.empty:
+        return '<p class="perfkit-findings">No finding: nothing abnormal was detected.</p>'
+    head = "".join(f"<th style='text-align:left'>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for _, row in data.iterrows():
+        cells = "".join(f"<td style='text-align:left;vertical-align:top'>"
+                        f"{html.escape(str(row[c]))}</td>" for c in columns)
+        body.append(f"<tr>{cells}</tr>")
+    return (f'<table class="perfkit-findings"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+# ----------------------------------------------------------------------------- planning
+
+_STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
+                     "recompute", "rank")
+
+
+def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None = None,
+                   width: int = 420, height: int = 260) -> alt.LayerChart:
+    """Scatter of candidate strategies: step time against memory per device, by ``fits``.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per candidate with columns ``step_s``, ``memory_bytes``, ``fits`` and
+        ``memory_limit_bytes`` (the output of :func:`perfkit.plan.search`, with
+        ``include_rejected=True`` to see what does not fit). The columns ``dp``, ``tp``,
+        ``pp``, ``vpp``, ``micro_batch_size``, ``num_micro_batches``, ``recompute`` and
+        ``rank`` go into the tooltip when present.
+    n : int, optional
+        Keep the first ``n`` rows in ascending ``step_s`` (all when None); searches can
+        return thousands of candidates and the fast ones are the interesting ones.
+    title : str, optional
+        Chart title.
+    width, height : int
+        Size in pixels.
+
+    Returns
+    -------
+    altair.LayerChart
+        Points with ``x = memory_GiB``, ``y = step_s``, ``color = fits``, plus a dashed
+        rule at the memory limit. The point layer's data has one row per candidate kept.
+    """
+    _require(frame, ("step_s", "memory_bytes", "fits", "memory_limit_bytes"),
+             "strategy_chart")
+    data = frame.sort_values("step_s", kind="stable")
+    if n is not None:
+        data = data.head(n)
+    extra = [c for c in _STRATEGY_TOOLTIP if c in data.columns]
+    points = data.loc[:, ["step_s", "fits", *extra]].reset_index(drop=True)
+    points["memory_GiB"] = data["memory_bytes"].astype(float).to_numpy() / GIB
+    points["fits"] = points["fits"].map({True: "fits", False: "does not fit"})
+    if "recompute" in points.columns:
+        points["recompute"] = points["recompute"].astype(str)
+    limit = pd.DataFrame({"limit_GiB": [float(frame["memory_limit_bytes"].max()) / GIB]})
+    dots = alt.Chart(points).mark_point(filled=True, size=40, opacity=0.7).encode(
+        x=alt.X("memory_GiB:Q", title="memory per device (GiB)"),
+        y=alt.Y("step_s:Q", title="estimated step time (s)", scale=alt.Scale(zero=False)),
+        color=alt.Color("fits:N", title=None,
+                        scale=alt.Scale(domain=["fits", "does not fit"],
+                                        range=["#2e86c1", "#c0392b"])),
+        tooltip=[alt.Tooltip("step_s:Q", format=".3f"),
+                 alt.Tooltip("memory_GiB:Q", format=".1f"),
+                 *[alt.Tooltip(c) for c in extra]],
+    )
+    rule = alt.Chart(limit).mark_rule(color="#c0392b", strokeDash=[4, 3]).encode(
+        x=alt.X("limit_GiB:Q"))
+    chart = alt.layer(dots, rule).properties(width=width, height=height)
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+def pipeline_plan_chart(frame: pd.DataFrame, title: str | None = None,
+                        cell: int = 48) -> alt.LayerChart:
+    """Heatmap of layers per pipeline stage and recompute type, numbers in the cells.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per (stage, chunk, layer type, recompute type) with columns ``stage``,
+        ``chunk``, ``recompute`` and ``layers``: ``BalancePlan.assignment`` from
+        :func:`perfkit.plan.balance_pipeline`. With several chunks (vpp > 1) the rows are
+        labelled ``recompute / chunk c``.
+    title : str, optional
+        Chart title.
+    cell : int
+        Size of one cell in pixels.
+
+    Returns
+    -------
+    altair.LayerChart
+        Rects with ``x = stage``, ``y = row`` (recompute type, per chunk when vpp > 1),
+        ``color = layers`` and the layer count as text. The data has one row per input row.
+    """
+    _require(frame, ("stage", "chunk", "recompute", "layers"), "pipeline_plan_chart")
+    data = frame.loc[:, ["stage", "chunk", "recompute", "layers"]].reset_index(drop=True)
+    data["stage"] = data["stage"].astype(int).astype(str)
+    data["layers"] = data["layers"].astype(int)
+    if data["chunk"].nunique() > 1:
+        data["row"] = data["recompute"].astype(str) + " / chunk " + data["chunk"].astype(str)
+    else:
+        data["row"] = data["recompute"].astype(str)
+    stages = sorted(data["stage"].unique(), key=int)
+    rows = sorted(data["row"].unique())
+    base = alt.Chart(data).encode(
+        x=alt.X("stage:N", sort=stages, title="pipeline stage"),
+        y=alt.Y("row:N", sort=rows, title="recompute"),
+    )
+    rects = base.mark_rect().encode(
+        color=alt.Color("layers:Q", title="layers", scale=alt.Scale(scheme="blues")),
+        tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("chunk:Q"), alt.Tooltip("recompute:N"),
+                 alt.Tooltip("layers:Q")],
+    )
+    text = base.mark_text(fontSize=13).encode(text=alt.Text("layers:Q"))
+    chart = alt.layer(rects, text).properties(width=cell * max(1, len(stages)),
+                                              height=cell * max(1, len(rows)))
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+# ----------------------------------------------------------------------------- display
+
+class SVGChart:
+    """A chart rendered to SVG that notebooks display inline (no JavaScript, no CDN).
+
+    Attributes
+    ----------
+    svg : str
+        The ``<svg>`` markup from :func:`chart_to_svg`.
+    """
+
+    def __init__(self, svg: str) -> None:
+        self.svg = svg
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def _repr_html_(self) -> str:
+        return f'<div class="perfkit-chart">{self.svg}</div>'
+
+
+def svg(chart: alt.TopLevelMixin) -> SVGChart:
+    """Render ``chart`` offline for display as a notebook cell's result.
+
+    Parameters
+    ----------
+    chart : altair chart
+        Any top-level Altair chart (e.g. from :func:`step_breakdown_chart`).
+
+    Returns
+    -------
+    SVGChart
+        Shown as inline SVG by Jupyter, Voila and ``nbconvert``.
+    """
+    return SVGChart(chart_to_svg(chart))
+
+
+class HTMLBlock:
+    """Markup that notebooks display as HTML (e.g. :func:`findings_table`).
+
+    Attributes
+    ----------
+    html : str
+    """
+
+    def __init__(self, markup: str) -> None:
+        self.html = markup
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+
+def findings_table(frame: pd.DataFrame, n: int | None = 10) -> HTMLBlock:
+    """:func:`findings_html` wrapped for display as a notebook cell's result.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :func:`findings_frame` output, best first.
+    n : int, optional
+        Keep the first ``n`` findings (all when None).
+
+    Returns
+    -------
+    HTMLBlock
+    """
+    return HTMLBlock(findings_html(frame, n=n))
+
+
+# ----------------------------------------------------------------------------- memory, cluster
+
+def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
+                          title: str | None = None, width: int = 520,
+                          height: int = 220) -> alt.Chart:
+    """Memory over the profiled time, one line per (rank, component).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Binned samples with columns ``rank``, ``component``, ``ts_us`` and ``value``:
+        :func:`perfkit.analysis.memory_timeline` (already reduced to a few hundred points
+        per series, keeping each bin's maximum). Rows where ``value`` is NA are left out.
+    value : str
+        Which column to draw: ``"reserved_bytes"``, ``"allocated_bytes"`` or
+        ``"active_bytes"``.
+    title : str, optional
+        Chart title.
+    width, height : int
+        Size in pixels.
+
+    Returns
+    -------
+    altair.Chart
+        Lines with ``x = ms``, ``y = GiB`` and ``color = series`` (``"rank r component"``);
+        the data has one row per input row with a known value.
+    """
+    _require(frame, ("rank", "component", "ts_us", value), "memory_timeline_chart")
+    data = frame.dropna(subset=[value])
+    data = pd.DataFrame({
+        "series": ("rank " + data["rank"].astype("Int64").astype(str) + " "
+                   + data["component"].astype(str)).to_numpy(),
+        "ms": data["ts_us"].astype(float).to_numpy() / 1000.0,
+        "GiB": data[value].astype(float).to_numpy() / GIB})
+    chart = alt.Chart(data).mark_line(interpolate="step-after").encode(
+        x=alt.X("ms:Q", title="time (ms)"),
+        y=alt.Y("GiB:Q", title=f"{value.removesuffix('_bytes')} (GiB)"),
+        color=alt.Color("series:N", title=None,
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("ms:Q", format=".1f"),
+                 alt.Tooltip("GiB:Q", format=".2f")],
+    ).properties(width=width, height=height)
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+def slow_ranks_chart(frame: pd.DataFrame, title: str | None = None,
+                     width: int = 150, height: int = 150) -> alt.FacetChart:
+    """Excess of each rank over its peers, one panel per check (the seed's order).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per (rank, metric) with columns ``rank``, ``metric``, ``check_order``,
+        ``excess_pct`` (percent above the peers' median) and ``slow`` (bool):
+        :func:`perfkit.analysis.slow_ranks`.
+    title : str, optional
+        Chart title.
+    width, height : int
+        Size of one panel in pixels.
+
+    Returns
+    -------
+    altair.FacetChart
+        Bars with ``x = rank``, ``y = excess_pct``, ``color = slow``, faceted by
+        ``metric`` in ``check_order``; the data has one row per input row.
+    """
+    _require(frame, ("rank", "metric", "check_order", "excess_pct", "slow"),
+             "slow_ranks_chart")
+    data = pd.DataFrame({
+        "rank": frame["rank"].astype("Int64").astype(str).to_numpy(),
+        "metric": frame["metric"].astype(str).to_numpy(),
+        "check_order": frame["check_order"].astype(float).to_numpy(),
+        "excess_pct": frame["excess_pct"].astype(float).to_numpy(),
+        "slow": frame["slow"].fillna(False).astype(bool).map(
+            {True: "slow", False: "normal"}).to_numpy()})
+    metrics = list(data.sort_values("check_order", kind="stable")["metric"].unique())
+    chart = alt.Chart(data).mark_bar().encode(
+        x=alt.X("rank:N", sort=None, title="rank"),
+        y=alt.Y("excess_pct:Q", title="above peers' median (%)"),
+        color=alt.Color("slow:N", title=None,
+                        scale=alt.Scale(domain=["normal", "slow"],
+                                        range=["#95a5a6", "#c0392b"])),
+        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("metric:N"),
+                 alt.Tooltip("excess_pct:Q", format=".1f"), alt.Tooltip("slow:N")],
+    ).properties(width=width, height=height).facet(
+        column=alt.Column("metric:N", sort=metrics, title=None))
+    if title:
+        chart = chart.properties(title=title)
+    return chart

@@ -5,7 +5,19 @@ Panels wire controls to package functions; the numbers they show come from
 """
 
 from .metrics import MetricsPanel, metrics_panel, summary_html
+from .overview import (
+    LinearityExplorer,
+    StepTimeExplorer,
+    bundled_profile,
+    bundled_profiles,
+    linearity_explorer,
+    measured_step_s,
+    profile_facts,
+    step_time_explorer,
+)
 from .summary import memory_breakdown, metrics_summary
 
 __all__ = ["MetricsPanel", "memory_breakdown", "metrics_panel", "metrics_summary",
-           "summary_html"]
+           "summary_html", "StepTimeExplorer", "bundled_profile", "bundled_profiles",
+           "measured_step_s", "profile_facts", "step_time_explorer", "LinearityExplorer",
+           "linearity_explorer"]

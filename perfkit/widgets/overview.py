@@ -1,0 +1,274 @@
+"""Small helpers the guided notebooks call: bundled profiles, the measured step, sliders.
+
+Nothing here computes a metric: the step figures come from
+:func:`perfkit.analysis.step_breakdown`, the throughput and utilisation figures from
+:func:`perfkit.widgets.summary.metrics_summary` (the :mod:`perfkit.calc` calculators);
+this module picks rows, converts units and wires sliders.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from ..calc import linearity
+from ..errors import InvalidArgumentError, PerfkitError, check_positive
+from ..specs import Hardware, ModelSpec, ParallelConfig
+from .metrics import _TABLE_STYLE, _error_html, summary_html
+from .summary import metrics_summary
+
+__all__ = ["DATA_DIR", "bundled_profiles", "bundled_profile", "measured_step_s",
+           "profile_facts", "StepTimeExplorer", "step_time_explorer", "LinearityExplorer",
+           "linearity_explorer"]
+
+#: The ``data/`` folder of a source checkout (bundled real and simulated profiles).
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+def bundled_profiles() -> list[str]:
+    """Names of the bundled profiles, relative to :data:`DATA_DIR`.
+
+    Returns
+    -------
+    list of str
+        For example ``"ascend-real-pt-level1"`` or ``"simulated/slow-rank"``; empty when
+        perfkit runs from an installation without the ``data/`` folder.
+    """
+    if not DATA_DIR.is_dir():
+        return []
+    names = []
+    for readme in sorted(DATA_DIR.rglob("README.md")):
+        folder = readme.parent
+        if folder == DATA_DIR or folder.name == "simulated" and folder.parent == DATA_DIR:
+            continue
+        names.append(folder.relative_to(DATA_DIR).as_posix())
+    return names
+
+
+def bundled_profile(name: str) -> Path:
+    """The absolute path of a bundled profile, so notebooks work from any folder.
+
+    Parameters
+    ----------
+    name : str
+        A name of :func:`bundled_profiles`, e.g. ``"simulated/llama2-13b-baseline-dp16"``.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        When there is no such bundled profile (the message lists those that exist).
+    """
+    available = bundled_profiles()
+    if name not in available:
+        raise InvalidArgumentError("name", "must be a bundled profile: "
+                                   + (", ".join(available) or "none found"), name)
+    return DATA_DIR / name
+
+
+def measured_step_s(breakdown: pd.DataFrame) -> float:
+    """The measured step time in seconds from a step breakdown.
+
+    A synchronous data-parallel or pipelined job steps at the pace of its slowest rank,
+    so each step counts as its longest ``step_us`` over the ranks; the median over the
+    steps keeps one odd step (a warm-up, a checkpoint) from moving the figure.
+
+    Parameters
+    ----------
+    breakdown : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown` output (columns ``step`` and ``step_us``).
+
+    Returns
+    -------
+    float
+        Seconds; NaN when the breakdown has no known step time.
+    """
+    for column in ("step", "step_us"):
+        if column not in breakdown.columns:
+            raise InvalidArgumentError("breakdown", f"needs the column {column}")
+    known = breakdown.dropna(subset=["step_us"])
+    if known.empty:
+        return math.nan
+    slowest = known.groupby("step", dropna=False)["step_us"].max()
+    return float(slowest.median()) / 1e6
+
+
+def profile_facts(profile: Any) -> pd.DataFrame:
+    """What was opened: format, framework, ranks, device, profiler level, notes.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+        From :func:`perfkit.load`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``fact`` and ``value`` (strings), one row per fact and per note.
+    """
+    meta = profile.meta
+    ranks = getattr(profile, "ranks", None)
+    rows = [("path", meta.path), ("format", meta.source_format),
+            ("framework", meta.framework or "unknown"),
+            ("device", meta.device_type or "unknown"),
+            ("profiler level", meta.profiler_level or "unknown"),
+            ("ranks", ", ".join(map(str, ranks)) if ranks else str(meta.rank)),
+            ("world size", str(meta.world_size) if meta.world_size else "unknown")]
+    rows += [("note", str(note)) for note in meta.notes]
+    return pd.DataFrame(rows, columns=["fact", "value"])
+
+
+class StepTimeExplorer(W.VBox):
+    """The panel returned by :func:`step_time_explorer`.
+
+    Attributes
+    ----------
+    slider : ipywidgets.FloatSlider
+        Step time in seconds; setting ``value`` recomputes.
+    summary : pandas.DataFrame or None
+        The last :func:`~perfkit.widgets.summary.metrics_summary` (None after an error).
+    table, message : ipywidgets.HTML
+    """
+
+    def __init__(self, model: ModelSpec, hardware: Hardware, parallel: ParallelConfig,
+                 step_time_s: float, keys: tuple[str, ...]) -> None:
+        self._args = (model, hardware, parallel)
+        self._keys = keys
+        self.slider = W.FloatSlider(value=step_time_s, min=step_time_s / 4,
+                                    max=step_time_s * 2, step=step_time_s / 100,
+                                    readout_format=".3f", description="step time (s)",
+                                    continuous_update=False,
+                                    style={"description_width": "120px"},
+                                    layout=W.Layout(width="520px"))
+        self.summary: pd.DataFrame | None = None
+        self.table = W.HTML()
+        self.message = W.HTML()
+        super().__init__([self.slider, self.message, self.table])
+        self.slider.observe(lambda _change: self.refresh(), names="value")
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the table from the slider's step time."""
+        try:
+            frame = metrics_summary(*self._args, step_time_s=self.slider.value)
+        except PerfkitError as exc:
+            self.summary = None
+            self.message.value = _TABLE_STYLE + _error_html(str(exc))
+            self.table.value = ""
+            return
+        if self._keys:
+            frame = frame[frame["key"].isin(self._keys)]
+        self.summary = frame
+        self.message.value = ""
+        self.table.value = _TABLE_STYLE + summary_html(frame)
+
+
+def step_time_explorer(model: ModelSpec, hardware: Hardware, parallel: ParallelConfig,
+                       step_time_s: float,
+                       keys: tuple[str, ...] = ("tokens_per_s_per_device", "tokens_per_s_per_p",
+                                                "mfu", "hfu", "bubble_fraction",
+                                                "predicted_step_s")) -> StepTimeExplorer:
+    """A slider over the step time and the figures it implies, for any model (not only presets).
+
+    Parameters
+    ----------
+    model : ModelSpec
+        The model that ran (e.g. ``ModelSpec.preset("llama2-13b", num_layers=8)``).
+    hardware : Hardware
+        The device.
+    parallel : ParallelConfig
+        The split that ran.
+    step_time_s : float
+        The starting step time (usually the measured one); the slider spans ¼× to 2×.
+    keys : tuple of str
+        Rows of :func:`~perfkit.widgets.summary.metrics_summary` to show.
+
+    Returns
+    -------
+    StepTimeExplorer
+        An ``ipywidgets.VBox``; an invalid configuration shows its message instead of
+        raising.
+    """
+    if not isinstance(model, ModelSpec) or not isinstance(hardware, Hardware):
+        raise InvalidArgumentError("model", "needs a ModelSpec and a Hardware",
+                                   f"{type(model).__name__}, {type(hardware).__name__}")
+    step = check_positive("step_time_s", step_time_s)
+    return StepTimeExplorer(model, hardware, parallel, step, tuple(keys))
+
+
+class LinearityExplorer(W.VBox):
+    """The panel returned by :func:`linearity_explorer`.
+
+    Attributes
+    ----------
+    base_throughput, base_devices : ipywidgets widgets
+        The reference run; setting ``value`` recomputes.
+    value : float
+        The last linearity (NaN after an error).
+    result : ipywidgets.HTML
+    """
+
+    def __init__(self, tokens_per_s_per_device: float, devices: int) -> None:
+        self._tps = tokens_per_s_per_device
+        self._devices = devices
+        style = {"description_width": "260px"}
+        self.base_throughput = W.FloatSlider(
+            value=tokens_per_s_per_device, min=tokens_per_s_per_device / 2,
+            max=tokens_per_s_per_device * 2, step=tokens_per_s_per_device / 200,
+            readout_format=",.0f", continuous_update=False,
+            description="reference tokens/s per device", style=style,
+            layout=W.Layout(width="640px"))
+        self.base_devices = W.BoundedIntText(value=max(1, min(8, devices)), min=1,
+                                             max=max(1, devices),
+                                             description="devices of the reference run",
+                                             style=style, layout=W.Layout(width="360px"))
+        self.value = math.nan
+        self.result = W.HTML()
+        super().__init__([self.base_throughput, self.base_devices, self.result])
+        for widget in (self.base_throughput, self.base_devices):
+            widget.observe(lambda _change: self.refresh(), names="value")
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the linearity from the reference run."""
+        try:
+            self.value = linearity(self._tps, self.base_throughput.value, self._devices,
+                                   self.base_devices.value, throughput="per_device")
+        except PerfkitError as exc:
+            self.value = math.nan
+            self.result.value = _TABLE_STYLE + _error_html(str(exc))
+            return
+        self.result.value = (
+            f"<div class='pk-metrics'><b>linearity {self.value:.1%}</b>: "
+            f"{self._tps:,.0f} tokens/s per device on {self._devices} devices against "
+            f"{self.base_throughput.value:,.0f} on {self.base_devices.value} "
+            "(1.0 = perfect scaling; above 0.8 is usually good)</div>")
+
+
+def linearity_explorer(tokens_per_s_per_device: float, devices: int) -> LinearityExplorer:
+    """Sliders for a reference run, and the linearity of the measured run against it.
+
+    Parameters
+    ----------
+    tokens_per_s_per_device : float
+        Measured throughput per device of the large run.
+    devices : int
+        Devices of the large run.
+
+    Returns
+    -------
+    LinearityExplorer
+        Starts with the reference equal to the measured run (linearity 1.0): type or
+        slide the per-device throughput of your smaller run.
+        :func:`perfkit.calc.linearity` (``throughput="per_device"``) does the arithmetic.
+    """
+    check_positive("tokens_per_s_per_device", tokens_per_s_per_device)
+    check_positive("devices", devices)
+    return LinearityExplorer(float(tokens_per_s_per_device), int(devices))

@@ -1,0 +1,242 @@
+"""Chart builders: their specs encode what the analyses computed, row for row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit import analysis as A
+from perfkit import charts as C
+from perfkit.errors import InvalidArgumentError
+
+__all__: list[str] = []
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture(scope="module")
+def slow_rank() -> object:
+    return pk.load(DATA / "simulated" / "slow-rank")
+
+
+def _encoding(chart: alt.TopLevelMixin, layer: int | None = None) -> dict:
+    spec = chart.to_dict()
+    if layer is not None:
+        spec = spec["layer"][layer]
+    return spec["encoding"]
+
+
+def _data(chart: alt.TopLevelMixin, layer: int | None = None) -> pd.DataFrame:
+    data = chart.layer[layer].data if layer is not None else chart.data
+    if layer is not None and not isinstance(data, pd.DataFrame):
+        data = chart.data  # a layer drawing its parent's data
+    assert isinstance(data, pd.DataFrame)
+    return data
+
+
+def _svg(chart: alt.TopLevelMixin) -> str:
+    svg = C.chart_to_svg(chart)
+    assert svg.lstrip().startswith("<svg")
+    for cdn in ("cdn.jsdelivr", "unpkg", "cdnjs", "<script"):
+        assert cdn not in svg
+    return svg
+
+
+# ----------------------------------------------------------------------------- steps
+
+def test_step_breakdown_chart_draws_every_part_of_every_rank(slow_rank: object) -> None:
+    frame = A.step_breakdown(slow_rank)
+    chart = C.step_breakdown_chart(frame, title="steps")
+    enc = _encoding(chart)
+    assert enc["x"]["field"] == "rank" and enc["xOffset"]["field"] == "step"
+    assert enc["y"]["field"] == "ms" and enc["y"]["stack"] == "zero"
+    assert enc["color"]["field"] == "part"
+    assert enc["color"]["scale"]["domain"] == list(C.STEP_PARTS.values())
+    data = _data(chart)
+    assert len(data) == len(frame) * len(C.STEP_PARTS)
+    for column, part in C.STEP_PARTS.items():
+        for _, row in frame.iterrows():
+            got = data[(data["rank"] == str(row["rank"])) & (data["step"] == str(row["step"]))
+                       & (data["part"] == part)]["ms"]
+            assert got.tolist() == pytest.approx([row[column] / 1000.0])
+    # per rank and step, the stacked parts add up to the step
+    total = data.groupby(["rank", "step"])["ms"].sum()
+    expected = frame.set_index([frame["rank"].astype(str), frame["step"].astype(str)])["step_us"]
+    assert total.sort_index().to_numpy() == pytest.approx(
+        expected.sort_index().to_numpy() / 1000.0, rel=1e-9)
+    _svg(chart)
+
+
+def test_step_breakdown_chart_leaves_missing_parts_out() -> None:
+    frame = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "computing_us": [900.0, 800.0],
+                          "comm_not_overlapped_us": [pd.NA, 50.0], "free_us": [10.0, 20.0]})
+    data = _data(C.step_breakdown_chart(frame))
+    assert len(data) == 5
+    assert not ((data["rank"] == "0") & (data["part"] == C.STEP_PARTS[
+        "comm_not_overlapped_us"])).any()
+
+
+def test_step_breakdown_chart_renders_an_empty_frame_and_rejects_a_wrong_one() -> None:
+    empty = pd.DataFrame(columns=["rank", "step", *C.STEP_PARTS])
+    assert _data(C.step_breakdown_chart(empty)).empty
+    _svg(C.step_breakdown_chart(empty))
+    with pytest.raises(InvalidArgumentError, match="free_us"):
+        C.step_breakdown_chart(empty.drop(columns="free_us"))
+    with pytest.raises(InvalidArgumentError):
+        C.step_breakdown_chart([1, 2, 3])  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- operators
+
+def test_top_operators_chart_keeps_the_longest_in_order(slow_rank: object) -> None:
+    frame = A.top_operators(slow_rank, n=None)
+    chart = C.top_operators_chart(frame, n=5)
+    data = _data(chart)
+    expected = frame.sort_values("total_us", ascending=False).head(5)
+    assert data["label"].tolist() == expected["key"].astype(str).tolist()
+    assert data["total_ms"].to_numpy() == pytest.approx(expected["total_us"].to_numpy() / 1e3)
+    assert data["share"].to_numpy() == pytest.approx(expected["share"].to_numpy())
+    enc = _encoding(chart)
+    assert enc["y"]["field"] == "label" and enc["y"]["sort"] == data["label"].tolist()
+    assert enc["x"]["field"] == "total_ms" and enc["color"]["field"] == "category"
+    _svg(chart)
+
+
+def test_top_operators_chart_by_another_label() -> None:
+    frame = pd.DataFrame({"type": ["A", "B"], "total_us": [10.0, 30.0], "share": [0.25, 0.75],
+                          "category": ["compute", "communication"]})
+    data = _data(C.top_operators_chart(frame, label="type", n=None))
+    assert data["label"].tolist() == ["B", "A"]
+    with pytest.raises(InvalidArgumentError, match="key"):
+        C.top_operators_chart(frame)
+
+
+# ----------------------------------------------------------------------------- findings
+
+def test_findings_frame_chart_and_table(slow_rank: object) -> None:
+    findings = pk.advise(slow_rank)
+    assert findings, "the slow-rank scenario has findings"
+    frame = C.findings_frame(findings)
+    assert list(frame.columns) == list(C.FINDING_COLUMNS)
+    assert frame["title"].tolist() == [f.title for f in findings]
+    assert frame["score"].tolist() == [f.score for f in findings]
+    chart = C.findings_chart(frame, n=3)
+    data = _data(chart)
+    assert data["title"].tolist() == [f.title for f in findings[:3]]
+    enc = _encoding(chart)
+    assert enc["x"]["field"] == "score" and enc["color"]["field"] == "severity"
+    assert enc["color"]["scale"]["domain"] == list(C.SEVERITY_ORDER)
+    _svg(chart)
+    table = C.findings_html(frame, n=2)
+    assert table.count("<tr>") == 3  # header + two findings
+    assert findings[0].title.split(":")[0] in table
+
+
+def test_findings_html_escapes_and_handles_no_finding() -> None:
+    frame = pd.DataFrame([{c: "<b>x</b>" for c in C.FINDING_COLUMNS}])
+    table = C.findings_html(frame)
+    assert "<b>" not in table and "&lt;b&gt;" in table
+    assert "No finding" in C.findings_html(C.findings_frame([]))
+
+
+# ----------------------------------------------------------------------------- planning
+
+@pytest.fixture(scope="module")
+def search() -> pd.DataFrame:
+    model = pk.ModelSpec.preset("llama2-13b")
+    return pk.plan.search(model, pk.Hardware.preset("ascend-910b"), num_devices=16,
+                          global_batch_size=1024, include_rejected=True)
+
+
+def test_strategy_chart_plots_each_candidate(search: pd.DataFrame) -> None:
+    chart = C.strategy_chart(search, n=50)
+    points = _data(chart, 0)
+    fastest = search.sort_values("step_s", kind="stable").head(50)
+    assert len(points) == 50
+    assert points["step_s"].to_numpy() == pytest.approx(fastest["step_s"].to_numpy())
+    assert points["memory_GiB"].to_numpy() == pytest.approx(
+        fastest["memory_bytes"].to_numpy() / 2**30)
+    assert (points["fits"] == "fits").sum() == int(fastest["fits"].sum())
+    enc = _encoding(chart, 0)
+    assert enc["x"]["field"] == "memory_GiB" and enc["y"]["field"] == "step_s"
+    assert enc["color"]["field"] == "fits"
+    limit = _data(chart, 1)["limit_GiB"].iloc[0]
+    assert limit == pytest.approx(search["memory_limit_bytes"].max() / 2**30)
+    assert len(_data(C.strategy_chart(search, n=None), 0)) == len(search)
+    assert {False, True} <= set(search["fits"])  # the test data has both kinds
+    _svg(chart)
+
+
+def test_pipeline_plan_chart_shows_the_balancer_assignment() -> None:
+    model = pk.ModelSpec.preset("llama2-13b")
+    par = pk.ParallelConfig(dp=8, pp=2, num_micro_batches=128)
+    layers = pk.plan.layers_from_model(model, par, pk.Hardware.preset("ascend-910b"),
+                                       static_bytes_per_param=10 / 8 + 2,
+                                       activation_model=pk.ActivationModel.mindformers())
+    free = pk.plan.balance_pipeline(layers, 2, 1, 128, memory_limit=1e9)
+    plan = pk.plan.balance_pipeline(layers, 2, 1, 128,
+                                    memory_limit=float(np.mean(free.stage_memory)))
+    chart = C.pipeline_plan_chart(plan.assignment)
+    data = _data(chart, 0)
+    assert len(data) == len(plan.assignment)
+    assert data["layers"].sum() == model.num_layers
+    per_stage = data.groupby("stage")["layers"].sum()
+    assert per_stage.tolist() == plan.layers[0].tolist()
+    enc = _encoding(chart, 0)
+    assert enc["x"]["field"] == "stage" and enc["y"]["field"] == "row"
+    assert enc["color"]["field"] == "layers"
+    assert _encoding(chart, 1)["text"]["field"] == "layers"
+    _svg(chart)
+
+
+def test_pipeline_plan_chart_labels_chunks_when_interleaved() -> None:
+    frame = pd.DataFrame({"stage": [0, 0, 1, 1], "chunk": [0, 1, 0, 1],
+                          "recompute": ["none", "full", "none", "none"],
+                          "layers": [2, 1, 2, 2]})
+    data = _data(C.pipeline_plan_chart(frame), 0)
+    assert sorted(data["row"].unique()) == ["full / chunk 1", "none / chunk 0", "none / chunk 1"]
+
+
+def test_memory_chart_still_works() -> None:
+    frame = pd.DataFrame({"component": ["weights", "activations"], "GiB": [20.0, 10.0],
+                          "device_GiB": [64.0, 64.0]})
+    _svg(C.memory_chart(frame, title="memory"))
+
+
+# ----------------------------------------------------------------------------- memory, cluster
+
+def test_memory_timeline_chart_draws_each_series(slow_rank: object) -> None:
+    frame = A.memory_timeline(slow_rank, max_points=50)
+    chart = C.memory_timeline_chart(frame, value="reserved_bytes")
+    data = _data(chart)
+    known = frame.dropna(subset=["reserved_bytes"])
+    assert len(data) == len(known)
+    assert data["GiB"].to_numpy() == pytest.approx(
+        known["reserved_bytes"].to_numpy() / 2**30)
+    assert data["ms"].to_numpy() == pytest.approx(known["ts_us"].to_numpy() / 1e3)
+    assert data["series"].nunique() == len(known.groupby(["rank", "component"]))
+    enc = _encoding(chart)
+    assert (enc["x"]["field"], enc["y"]["field"], enc["color"]["field"]) == (
+        "ms", "GiB", "series")
+    _svg(chart)
+
+
+def test_slow_ranks_chart_marks_the_slow_rank(slow_rank: object) -> None:
+    frame = A.slow_ranks(slow_rank)
+    chart = C.slow_ranks_chart(frame)
+    data = chart.data
+    assert len(data) == len(frame)
+    assert set(data.loc[data["slow"] == "slow", "rank"]) == {
+        str(r) for r in frame.loc[frame["slow"], "rank"]}
+    assert "2" in set(data.loc[data["slow"] == "slow", "rank"])  # the planted fault
+    spec = chart.to_dict()
+    assert spec["facet"]["column"]["field"] == "metric"
+    assert spec["facet"]["column"]["sort"][0] == frame.sort_values("check_order")[
+        "metric"].iloc[0]
+    assert spec["spec"]["encoding"]["y"]["field"] == "excess_pct"
+    _svg(chart)

@@ -1,0 +1,168 @@
+"""The guided notebooks run top to bottom, on the bundled default and on another profile.
+
+Each notebook in ``notebooks/`` (the Voila dashboard has its own tests) is executed with
+nbclient twice: as stored, and with its parameters overridden the way papermill does it —
+a cell tagged ``injected-parameters`` inserted right after the cell tagged
+``parameters`` — pointing ``PROFILE`` at another bundled profile. A run must finish in
+under 60 s without an error output. Stored notebooks must have no outputs and a
+parameters cell first.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+__all__: list[str] = []
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = ROOT / "notebooks"
+DATA = ROOT / "data"
+TIME_LIMIT_S = 60.0
+ALL_NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+GUIDED = [p for p in ALL_NOTEBOOKS if p.name != "dashboard.ipynb"]
+CDN = ("cdn.jsdelivr", "unpkg.com", "cdnjs")
+
+#: The other bundled profile each notebook runs on, with the settings that describe it.
+#: A notebook not listed here must run with only ``PROFILE`` changed.
+SLOW_RANK = str(DATA / "simulated" / "slow-rank")
+ALTERNATIVES: dict[str, dict[str, Any]] = {
+    "00_start_here": {"PROFILE": str(DATA / "ascend-real-pt-level1"), "N_FINDINGS": 3},
+    "01_metrics": {"PROFILE": SLOW_RANK, "MODEL": "llama2-7b", "NUM_LAYERS": 4,
+                   "PARALLEL": {"dp": 4, "num_micro_batches": 2}},
+    "02_parallel_strategy": {"PROFILE": SLOW_RANK, "PROFILE_MODEL": "llama2-7b",
+                             "PROFILE_NUM_LAYERS": 4,
+                             "PROFILE_PARALLEL": {"dp": 4, "num_micro_batches": 2},
+                             "MODEL": "llama2-7b", "NUM_DEVICES": 8,
+                             "GLOBAL_BATCH_SIZE": 256},
+    "05_memory": {"PROFILE": SLOW_RANK, "MODEL": "llama2-7b", "NUM_LAYERS": 4,
+                  "PARALLEL": {"dp": 4, "num_micro_batches": 2}},
+    "07_cluster": {"PROFILE": str(DATA / "simulated" / "data-stall"),
+                   "PARALLEL": {"dp": 2, "pp": 2, "num_micro_batches": 2}},
+    # the case replayed the other way round: every cell must still run
+    "08_case_llama2_13b": {
+        "PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2"),
+        "TUNED_PROFILE": str(DATA / "simulated" / "llama2-13b-baseline-dp16"),
+        "BASELINE_PARALLEL": {"dp": 8, "pp": 2, "num_micro_batches": 8, "optimizer_shard": 8,
+                              "recompute": "selective", "recompute_layers": [1, 0]},
+        "TUNED_PARALLEL": {"dp": 16, "num_micro_batches": 4, "optimizer_shard": 16,
+                           "recompute": "full"}},
+}
+
+
+def _read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def _parameters_index(nb: nbformat.NotebookNode) -> int:
+    for i, cell in enumerate(nb.cells):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            return i
+    raise AssertionError("no cell tagged 'parameters'")
+
+
+def inject_parameters(nb: nbformat.NotebookNode, values: dict[str, Any]) -> None:
+    """Insert a papermill-style ``injected-parameters`` cell after the parameters cell."""
+    source = "# Parameters injected by the test\n" + "".join(
+        f"{name} = {value!r}\n" for name, value in values.items())
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(_parameters_index(nb) + 1, cell)
+
+
+def execute(path: Path, values: dict[str, Any] | None = None) -> tuple[Any, float]:
+    """Run a notebook in its folder; returns the executed notebook and the seconds taken."""
+    nb = _read(path)
+    if values:
+        inject_parameters(nb, values)
+    client = NotebookClient(nb, timeout=int(TIME_LIMIT_S * 2), kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    return nb, time.perf_counter() - start
+
+
+def _check_outputs(nb: nbformat.NotebookNode, name: str) -> None:
+    shown = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            assert out.output_type != "error", f"{name}: {out.ename}: {out.evalue}"
+            text = out.get("text", "") if out.output_type == "stream" else str(out.get("data"))
+            assert "Traceback" not in text, f"{name}: a traceback was printed: {text[:500]}"
+            assert not any(c in text for c in CDN), f"{name}: output refers to a CDN"
+            shown += out.output_type in ("execute_result", "display_data")
+    assert shown > 0, f"{name}: nothing was displayed"
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [p.stem for p in paths]
+
+
+def test_guided_notebooks_are_there() -> None:
+    names = {p.stem for p in GUIDED}
+    assert {"00_start_here", "01_metrics", "02_parallel_strategy", "03_operators",
+            "05_memory", "07_cluster", "08_case_llama2_13b"} <= names
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=_ids(ALL_NOTEBOOKS))
+def test_stored_without_outputs_and_parameters_first(path: Path) -> None:
+    nb = _read(path)
+    nbformat.validate(nb)
+    first = nb.cells[0]
+    assert first.cell_type == "code"
+    assert "parameters" in first.metadata.get("tags", []), "first cell must be 'parameters'"
+    assert "PROFILE" in first.source
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name} is stored with outputs"
+            assert cell.execution_count is None, f"{path.name} is stored with counts"
+    text = path.read_text(encoding="utf-8")
+    assert not any(c in text for c in CDN)
+
+
+@pytest.mark.parametrize("path", GUIDED, ids=_ids(GUIDED))
+def test_notebook_imports_perfkit_only(path: Path) -> None:
+    for cell in _read(path).cells:
+        if cell.cell_type != "code":
+            continue
+        for line in cell.source.splitlines():
+            words = line.split()
+            if words[:1] in (["import"], ["from"]):
+                assert words[1].split(".")[0] == "perfkit", f"{path.name}: {line}"
+
+
+@pytest.mark.parametrize("path", GUIDED, ids=_ids(GUIDED))
+def test_notebook_runs_on_bundled_data(path: Path) -> None:
+    nb, seconds = execute(path)
+    _check_outputs(nb, path.name)
+    assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.1f} s"
+
+
+@pytest.mark.parametrize("path", GUIDED, ids=_ids(GUIDED))
+def test_notebook_runs_on_another_profile(path: Path) -> None:
+    values = ALTERNATIVES.get(path.stem, {"PROFILE": SLOW_RANK})
+    default = _read(path).cells[0].source
+    assert repr(values["PROFILE"]) not in default
+    nb, seconds = execute(path, values)
+    _check_outputs(nb, path.name)
+    injected = nb.cells[1]
+    assert "injected-parameters" in injected.metadata["tags"]
+    assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.1f} s"
+
+
+def test_injection_overrides_the_default(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell("PROFILE = 'default'")
+    first.metadata["tags"] = ["parameters"]
+    nb.cells = [first, nbformat.v4.new_code_cell("print(PROFILE)")]
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(nb, path)
+    done, _ = execute(path, {"PROFILE": "other"})
+    assert done.cells[-1].outputs[0]["text"].strip() == "other"

@@ -1,0 +1,86 @@
+"""Notebook helpers of perfkit.widgets.overview: bundled paths, measured step, sliders."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit.errors import InvalidArgumentError
+from perfkit.widgets import (
+    bundled_profile,
+    bundled_profiles,
+    linearity_explorer,
+    measured_step_s,
+    metrics_summary,
+    profile_facts,
+    step_time_explorer,
+)
+
+__all__: list[str] = []
+
+MODEL = pk.ModelSpec.preset("llama2-13b", num_layers=8)
+HARDWARE = pk.Hardware.preset("ascend-910b")
+PARALLEL = pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8,
+                             recompute="selective", recompute_layers=[1, 0])
+
+
+def test_bundled_profiles_resolve_to_folders() -> None:
+    names = bundled_profiles()
+    assert "simulated/llama2-13b-baseline-dp16" in names
+    assert "ascend-real-pt-level1" in names and "simulated" not in names
+    for name in names:
+        assert bundled_profile(name).is_dir()
+    with pytest.raises(InvalidArgumentError, match="slow-rank"):
+        bundled_profile("no-such-profile")
+
+
+def test_measured_step_is_the_slowest_rank_median_over_steps() -> None:
+    frame = pd.DataFrame({"rank": [0, 1, 0, 1, 0, 1], "step": [1, 1, 2, 2, 3, 3],
+                          "step_us": [1.0e6, 1.2e6, 2.0e6, 1.5e6, 1.1e6, 0.9e6]})
+    # per step the slowest: 1.2, 2.0, 1.1 s -> median 1.2 s
+    assert measured_step_s(frame) == pytest.approx(1.2)
+    assert math.isnan(measured_step_s(frame.assign(step_us=float("nan"))))
+    with pytest.raises(InvalidArgumentError, match="step_us"):
+        measured_step_s(frame.drop(columns="step_us"))
+
+
+def test_profile_facts_and_measured_step_on_a_bundled_profile() -> None:
+    prof = pk.load(bundled_profile("simulated/slow-rank"))
+    facts = profile_facts(prof).set_index("fact")["value"]
+    assert facts["format"] == "ascend_text" and facts["ranks"] == "0, 1, 2, 3"
+    steps = pk.analysis.step_breakdown(prof)
+    expected = steps.groupby("step")["step_us"].max().median() / 1e6
+    assert measured_step_s(steps) == pytest.approx(expected)
+
+
+def test_step_time_explorer_follows_the_slider() -> None:
+    panel = step_time_explorer(MODEL, HARDWARE, PARALLEL, 1.5)
+    first = panel.summary.set_index("key")["value"]
+    assert "tokens_per_s_per_device" in first and "mfu" in first
+    expected = metrics_summary(MODEL, HARDWARE, PARALLEL, 1.5).set_index("key")["value"]
+    assert first["mfu"] == pytest.approx(expected["mfu"])
+    panel.slider.value = 0.75
+    second = panel.summary.set_index("key")["value"]
+    assert second["tokens_per_s_per_device"] == pytest.approx(
+        2 * first["tokens_per_s_per_device"])
+    assert "tokens/s per device" in panel.table.value
+
+
+def test_step_time_explorer_shows_an_invalid_configuration() -> None:
+    bad = pk.ParallelConfig(dp=1, tp=3)  # 3 does not divide 40 heads
+    panel = step_time_explorer(MODEL, HARDWARE, bad, 1.0)
+    assert panel.summary is None and "not valid" in panel.message.value
+    with pytest.raises(InvalidArgumentError):
+        step_time_explorer("llama2-13b", HARDWARE, PARALLEL, 1.0)  # type: ignore[arg-type]
+
+
+def test_linearity_explorer_uses_the_calculator() -> None:
+    panel = linearity_explorer(1000.0, 16)
+    assert panel.value == pytest.approx(1.0)
+    panel.base_throughput.value = 1250.0
+    assert panel.value == pytest.approx(pk.linearity(1000.0, 1250.0, 16, 8,
+                                                     throughput="per_device"))
+    assert "80.0%" in panel.result.value
