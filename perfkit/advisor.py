@@ -26,6 +26,7 @@ from .analysis import cluster as _cluster
 from .analysis import communication as _comm
 from .analysis import memory as _memory
 from .analysis import operators as _ops
+from .analysis._frames import collect
 from .analysis._util import has_values, n_step_pairs, table
 from .analysis.steps import step_breakdown
 
@@ -521,19 +522,26 @@ def _rule_tiny(ctx: _Context) -> list[Finding]:
         "for the part that launches them.")]
 
 
+def _deterministic_tasks(k: Any) -> Any:
+    """Mask of the tasks with "deterministic" in their name."""
+    return k["name"].astype("string").str.contains(r"(?i)determin", regex=True) \
+        .fillna(False).astype(bool)
+
+
 def _rule_deterministic(ctx: _Context) -> list[Finding]:
     k = table(ctx.profile, "kernels")
-    if k.empty or "name" not in k.columns:
+    if "name" not in k.columns or "dur_us" not in k.columns:
         return []
-    hit = k["name"].astype("string").str.contains(r"(?i)determin", regex=True).fillna(False)
-    if not hit.any():
+    # only the matching tasks leave the workers of a lazy cluster
+    det = collect(k, ["dur_us"], where=_deterministic_tasks)
+    if det.empty:
         return []
-    us = float(k.loc[hit.astype(bool), "dur_us"].sum())
+    us = float(det["dur_us"].sum())
     score = ctx.share_of_step(us) * 0.3
     return [_finding(
         "deterministic", "operators", score if np.isfinite(score) else 0.01,
         "Deterministic kernels are in use",
-        f"{int(hit.sum())} task(s) with 'deterministic' in the name, {_ms(us)} in total",
+        f"{len(det)} task(s) with 'deterministic' in the name, {_ms(us)} in total",
         "Seed checklist: deterministic computation is slower; turn it off for "
         "production training (deterministic='OFF', HCCL_DETERMINISTIC=false, "
         "torch.use_deterministic_algorithms(False)) unless you are debugging.")]
@@ -664,7 +672,8 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
     Parameters
     ----------
     profile_or_cluster : Profile or Cluster
-        A loaded profile (``perfkit.load``).
+        A loaded profile (``perfkit.load``); a lazy cluster (``engine="dask"``) gives the
+        same findings, its analyses computed on the Dask workers.
     model : perfkit.ModelSpec, optional
         Enables MFU and recompute rules.
     parallel : perfkit.ParallelConfig, optional

@@ -1,4 +1,9 @@
-"""Analyses over the canonical tables; each returns a pandas DataFrame."""
+"""Analyses over the canonical tables; each returns a pandas DataFrame.
+
+Every analysis takes a Profile, a Cluster or a lazy cluster (``load(..., engine="dask")``);
+on a lazy cluster it reduces the tables on the Dask workers and returns the same small
+frame (see :mod:`perfkit.analysis._frames` and docs/dask.md).
+"""
 
 from .cluster import data_loading, host_bound, slow_ranks, stage_balance, sync_points
 from .communication import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
@@ -31,6 +36,6 @@ __all__ = [
     "slow_ranks", "stage_balance", "data_loading", "host_bound", "sync_points",
     # memory
     "memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
-    # per-rank summaries that also run as Dask aggregations on lazy clusters
+    # per-rank summaries of a cluster
     "rank_step_breakdown", "rank_step_summary", "rank_comm_summary",
 ]

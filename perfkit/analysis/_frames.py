@@ -20,9 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["is_lazy", "is_lazy_frame", "collect", "aggregate", "per_rank", "table_columns"]
+__all__ = ["is_lazy", "is_lazy_frame", "collect", "aggregate", "per_rank", "table_columns",
+           "any_values", "row_count", "distinct", "transform", "with_position",
+           "compute_all"]
 
 
 def is_lazy_frame(frame: Any) -> bool:
@@ -82,8 +85,9 @@ def aggregate(frame: Any, by: Sequence[str], spec: Mapping[str, Sequence[str]],
         Group keys.
     spec : mapping
         ``{column: [function, ...]}`` with functions Dask can combine exactly across
-        partitions: ``"sum"``, ``"count"``, ``"size"``, ``"min"``, ``"max"`` (compute means
-        and ratios from sums and counts afterwards).
+        partitions: ``"sum"``, ``"count"``, ``"size"``, ``"min"``, ``"max"``, ``"first"``
+        (first non-missing value in row order; partitions are in rank order). Compute
+        means and ratios from sums and counts afterwards.
     dropna : bool
         Drop groups whose key is NA (pandas' default).
 
@@ -136,3 +140,79 @@ def per_rank(obj: Any, func: Callable[..., pd.DataFrame], *args: Any,
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     out.attrs["notes"] = notes
     return out
+
+
+def compute_all(*values: Any) -> tuple[Any, ...]:
+    """Compute any lazy values among ``values`` in one Dask pass; others pass through."""
+    lazy = [i for i, v in enumerate(values) if is_lazy_frame(v)]
+    if not lazy:
+        return values
+    import dask
+
+    done = dask.compute(*[values[i] for i in lazy])
+    out = list(values)
+    for i, v in zip(lazy, done, strict=True):
+        out[i] = v
+    return tuple(out)
+
+
+def any_values(frame: Any, column: str) -> bool:
+    """Whether ``column`` exists and holds a non-missing value (pandas or lazy frame).
+
+    The lazy counterpart of :func:`perfkit.analysis._util.has_values`: one small Dask
+    reduction instead of reading the column.
+    """
+    if frame is None or column not in frame.columns:
+        return False
+    (hit,) = compute_all(frame[column].notnull().any())
+    return bool(hit)
+
+
+def row_count(frame: Any) -> int:
+    """Number of rows of a pandas or lazy frame (a lazy frame counts per partition)."""
+    if not is_lazy_frame(frame):
+        return len(frame)
+    return int(frame.map_partitions(len).compute().sum())
+
+
+def distinct(frame: Any, columns: Sequence[str]) -> pd.DataFrame:
+    """Distinct rows of ``columns`` (NA counts as a value), as a small pandas frame.
+
+    For a lazy frame each partition is deduplicated where it lies, then the (few) rows
+    are deduplicated again here; the first occurrence in row order is kept.
+    """
+    sub = frame[list(columns)]
+    if is_lazy_frame(sub):
+        sub = sub.map_partitions(pd.DataFrame.drop_duplicates).compute()
+    return sub.drop_duplicates().reset_index(drop=True)
+
+
+def transform(frame: Any, func: Callable[[pd.DataFrame], pd.DataFrame]) -> Any:
+    """Apply a row-wise pandas ``func`` (frame -> frame) to a pandas or lazy frame.
+
+    ``func`` must treat every row on its own (or by distinct values, as the name
+    classifiers do), so that running it per partition equals running it on the whole.
+    """
+    if not is_lazy_frame(frame):
+        return func(frame)
+    return frame.map_partitions(func, meta=func(frame._meta))
+
+
+def _positions(frame: pd.DataFrame, partition_info: Mapping[str, Any] | None = None
+               ) -> pd.DataFrame:
+    part = int(partition_info["number"]) if partition_info else 0
+    pos = np.arange(len(frame), dtype="float64") + float(part) * 2.0**40
+    return frame.assign(_pos=pos)
+
+
+def with_position(frame: Any) -> Any:
+    """Add ``_pos``: a number that orders the rows as the concatenated eager table does.
+
+    Partition ``i`` (rank ``ranks[i]``) gets ``i * 2**40 + row``; a pandas frame gets its
+    row number. The minimum of ``_pos`` per group gives the order in which
+    ``groupby(..., sort=False)`` meets the groups, so lazy and eager results can be put in
+    the same order.
+    """
+    if not is_lazy_frame(frame):
+        return _positions(frame)
+    return frame.map_partitions(_positions, meta=_positions(frame._meta))

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._frames import distinct, is_lazy_frame
+
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs"]
 
@@ -140,11 +142,16 @@ def robust_z(values: pd.Series, groups: pd.Series | None = None) -> pd.DataFrame
     return pd.DataFrame({"median": median, "mad": mad, "sigma": sigma, "z": z})
 
 
-def n_step_pairs(kernels: pd.DataFrame) -> int:
-    """Number of distinct (rank, step) pairs in a kernels-like table (at least 1)."""
-    if kernels.empty:
-        return 1
+def n_step_pairs(kernels: Any) -> int:
+    """Number of distinct (rank, step) pairs in a kernels-like table (at least 1).
+
+    ``kernels`` may be a lazy (Dask) table: each partition is deduplicated where it lies.
+    """
     cols = [c for c in ("rank", "step") if c in kernels.columns]
     if not cols:
+        return 1
+    if is_lazy_frame(kernels):
+        return max(1, len(distinct(kernels, cols)))
+    if kernels.empty:
         return 1
     return max(1, int(kernels[cols].drop_duplicates().shape[0]))

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..calc.pipeline import bubble_fraction
+from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
 from ._util import add_note, empty_frame, has_values, interval_union, robust_z, table
 from .steps import step_breakdown
 
@@ -139,7 +140,10 @@ def stage_of_ranks(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[i
     the Megatron/MindSpore default order), or from ``meta.groups`` entries whose
     ``group_name`` contains ``pp`` (the position of a rank in its pp group is its stage).
     """
-    ranks = sorted(set(table(cluster, "steps")["rank"].dropna().astype(int).tolist()))
+    steps = table(cluster, "steps")
+    if is_lazy(steps):
+        steps = distinct(steps, ["rank"])
+    ranks = sorted(set(steps["rank"].dropna().astype(int).tolist()))
     if stages is not None:
         if isinstance(stages, Mapping):
             return pd.Series({int(r): int(st) for r, st in stages.items()}, dtype="int64")
@@ -216,6 +220,12 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
     return g[list(cols)].astype(cols)
 
 
+def _loader_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """Host operators that fetch a batch (:data:`DATALOADER_PATTERN`)."""
+    return ops[ops["name"].astype("string").str.contains(DATALOADER_PATTERN, regex=True)
+               .fillna(False).astype(bool)]
+
+
 def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
     """Data-loading stalls per rank and step: step interval, preparing and loader time.
 
@@ -248,9 +258,14 @@ def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
     out["iteration_interval_us"] = s["iteration_interval_us"] if \
         "iteration_interval_us" in s.columns else np.nan
     ops = table(profile, "ops")
-    if not ops.empty and has_values(ops, "dur_us"):
-        dl = ops[ops["name"].astype("string").str.contains(DATALOADER_PATTERN, regex=True)
-                 .fillna(False).astype(bool)]
+    if is_lazy(ops):  # only the loader operators leave the workers
+        timed = any_values(ops, "dur_us")
+        dl = collect(transform(ops, _loader_ops), ["rank", "step", "dur_us"]) if timed \
+            else None
+    else:
+        timed = not ops.empty and has_values(ops, "dur_us")
+        dl = _loader_ops(ops) if timed else None
+    if timed:
         per = dl.groupby(["rank", "step"])["dur_us"].sum().rename("dataloader_us")
         out = out.merge(per.reset_index(), on=["rank", "step"], how="left")
         out["dataloader_us"] = out["dataloader_us"].fillna(0.0)  # ops exist, none matched
@@ -288,6 +303,9 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
             "launch_gap_us": "float64", "long_gap_us": "float64",
             "median_kernel_us": "float64", "median_gap_us": "float64",
             "launch_gap_share": "float64", "host_bound": "boolean"}
+    if is_lazy(profile):  # gaps are per (rank, step): computed on each rank's worker
+        return per_rank(profile, host_bound, long_gap_us, launch_share)[list(cols)] \
+            .astype(cols)
     k = table(profile, "kernels")
     if k.empty or not has_values(k, "dur_us"):
         return empty_frame(cols, "the profile has no device tasks (kernels table)")
@@ -338,6 +356,14 @@ def sync_points(profile: Any) -> pd.DataFrame:
     """
     cols = {"rank": "Int64", "name": "string", "count": "int64", "host_us": "float64",
             "per_step": "float64"}
+    if is_lazy(profile):  # per (rank, name) on each rank's worker, then one global order
+        out = per_rank(profile, sync_points)
+        notes = list(out.attrs.get("notes", [])) if out.empty else []
+        out = out[list(cols)].astype(cols).sort_values("host_us", ascending=False,
+                                                       kind="mergesort")
+        out = out.reset_index(drop=True)
+        out.attrs["notes"] = notes  # as eagerly: notes only explain an empty answer
+        return out
     ops = table(profile, "ops")
     if ops.empty or "name" not in ops.columns:
         return empty_frame(cols, "no host operators (ops table) in this profile")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
 from ._util import add_note, empty_frame, has_values, robust_z, table
 from .steps import step_breakdown
 
@@ -68,6 +69,47 @@ def comm_op_type(names: pd.Series) -> pd.Series:
     return low.map(dict(zip(uniq, out, strict=True))).astype(str)
 
 
+_PARTS = ("transit_us", "wait_us", "sync_us", "idle_us")
+
+
+def _comm_keys(frame: pd.DataFrame, by_group: bool) -> pd.DataFrame:
+    """``_op`` and ``_grp``: the text keys :func:`comm_summary` groups by ("" for NA)."""
+    grp = frame["group"].astype("string").fillna("") if by_group and "group" in frame.columns \
+        else pd.Series("", index=frame.index, dtype="string")
+    return frame.assign(_op=comm_op_type(frame["name"]).astype("string").fillna(""), _grp=grp)
+
+
+def _lazy_comm_summary(c: Any, by_group: bool) -> pd.DataFrame:
+    """:func:`comm_summary` of a lazy ``comm_ops``: per (kind, group, rank) sums, combined.
+
+    Every (kind, group, rank) group lies in one partition; the per-rank rows are then
+    combined in pandas, in the order the eager ``groupby(sort=False)`` meets them.
+    """
+    parts = [p for p in _PARTS if p in c.columns]
+    cols = ["name", "rank", "elapse_us", *parts, *(["group"] if "group" in c.columns else [])]
+    c = with_position(transform(c[cols], lambda f: _comm_keys(f, by_group)))
+    spec = {"elapse_us": ["size", "count", "sum", "max"], "_pos": ["min"],
+            **{p: ["count", "sum"] for p in parts}}
+    a = aggregate(c, ["_op", "_grp", "rank"], spec, dropna=False)
+    g = a.groupby(["_op", "_grp"], sort=False)
+    out = g.agg(count=("elapse_us_size", "sum"), total_us=("elapse_us_sum", "sum"),
+                n=("elapse_us_count", "sum"), max_us=("elapse_us_max", "max"),
+                ranks=("rank", "count"), pos=("_pos_min", "min"))
+    out["mean_us"] = out["total_us"] / out["n"].where(out["n"] > 0)
+    for p in _PARTS:
+        if p in parts:
+            out[p] = g[f"{p}_sum"].sum().where(g[f"{p}_count"].sum() > 0)
+        else:
+            out[p] = np.nan
+    out = out.sort_values("pos", kind="mergesort").reset_index()
+    out = out.rename(columns={"_op": "op_type", "_grp": "group"})
+    out["group"] = pd.NA if not by_group else out["group"].replace("", pd.NA)
+    for p in _PARTS:
+        out[p.replace("_us", "_share")] = out[p] / out["total_us"].where(out["total_us"] > 0)
+    out = out.sort_values("total_us", ascending=False, kind="mergesort")
+    return out[list(COMM_SUMMARY_COLUMNS)].astype(COMM_SUMMARY_COLUMNS).reset_index(drop=True)
+
+
 def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
     """Communication time per operator type (and group): count, total, time-split shares.
 
@@ -78,8 +120,15 @@ def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
         ``elapse_us``; ``transit/wait/sync/idle_us`` sums of those parts (NA when the
         source has no split, e.g. Kineto); ``*_share`` = part / total; ``ranks`` the number
         of ranks contributing. ``group`` is NA when not grouping or not recorded.
+        A lazy cluster is summed per (kind, group, rank) on the workers and combined
+        here (sums may differ from the eager ones in the last bits).
     """
     c = table(profile, "comm_ops")
+    if is_lazy(c):
+        if not any_values(c, "elapse_us"):
+            return empty_frame(COMM_SUMMARY_COLUMNS, "no communication operators (comm_ops); "
+                                                     "Ascend needs profiler_level Level1")
+        return _lazy_comm_summary(c, by_group)
     if c.empty or not has_values(c, "elapse_us"):
         return empty_frame(COMM_SUMMARY_COLUMNS, "no communication operators (comm_ops); "
                                                  "Ascend needs profiler_level Level1")
@@ -107,6 +156,12 @@ def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
     return out[list(COMM_SUMMARY_COLUMNS)].astype(COMM_SUMMARY_COLUMNS).reset_index(drop=True)
 
 
+def _moved(b: Any) -> Any:
+    """Rows of ``comm_bandwidth`` that moved data over a link (not a LOCAL copy)."""
+    return ((b["size_bytes"] > 0) & (b["transit_us"] > 0)
+            & ~b["transport"].astype("string").str.upper().eq("LOCAL").fillna(False))
+
+
 def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
     """Achieved bandwidth per transport against the hardware's nominal bandwidth.
 
@@ -130,10 +185,12 @@ def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
             "transit_us": "float64", "bandwidth_gbps": "float64", "median_op_gbps": "float64",
             "min_op_gbps": "float64", "nominal_gbps": "float64", "efficiency": "float64"}
     b = table(profile, "comm_bandwidth")
+    if is_lazy(b):  # only the rows of operators that moved data leave the workers
+        b = collect(b, ["transport", "size_bytes", "transit_us"], where=_moved) \
+            if any_values(b, "size_bytes") else pd.DataFrame()
     if b.empty or not has_values(b, "size_bytes"):
         return empty_frame(cols, "no per-transport bandwidth (comm_bandwidth) in this profile")
-    b = b[(b["size_bytes"] > 0) & (b["transit_us"] > 0)
-          & ~b["transport"].astype("string").str.upper().eq("LOCAL").fillna(False)]
+    b = b[_moved(b)]
     if b.empty:
         return empty_frame(cols, "no transport moved data")
     b = b.assign(_op_gbps=b["size_bytes"] / b["transit_us"] / 1e3,
@@ -173,6 +230,12 @@ def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
         (then ``src_rank``/``dst_rank`` are local ranks; see ``meta.groups``).
     """
     m = table(profile, "comm_matrix")
+    if is_lazy(m):
+        if not any_values(m, "size_bytes"):
+            return empty_frame(SLOW_LINK_COLUMNS, "no link matrix (comm_matrix) in this "
+                                                  "profile")
+        g, space = _lazy_links(m)
+        return _slow_links_of(g, space, ratio, z_threshold, min_bytes)
     if m.empty or not has_values(m, "size_bytes"):
         return empty_frame(SLOW_LINK_COLUMNS, "no link matrix (comm_matrix) in this profile")
     m = m[~m["transport"].astype("string").str.upper().isin(["LOCAL"]).fillna(False)]
@@ -195,6 +258,54 @@ def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
         return empty_frame(SLOW_LINK_COLUMNS, "no link moved data")
     g = m.groupby(keys, dropna=False).agg(size_bytes=("size_bytes", "sum"),
                                           time_us=("time_us", "sum")).reset_index()
+    return _slow_links_of(g, space, ratio, z_threshold, min_bytes)
+
+
+def _link_rows(m: Any) -> Any:
+    """Matrix rows that moved data over a link (not LOCAL)."""
+    return (~m["transport"].astype("string").str.upper().isin(["LOCAL"]).fillna(False)
+            & (m["time_us"] > 0) & (m["size_bytes"] > 0))
+
+
+def _lazy_links(m: Any) -> tuple[pd.DataFrame, str]:
+    """Per-link byte and time sums of a lazy ``comm_matrix`` (the rule of :func:`slow_links`).
+
+    Two small reductions decide which rows count (``-total`` rows when there are any) and
+    the rank space; one groupby-aggregation sums the links.
+    """
+    m = m[_link_rows(m)]
+    total = m["name"].astype("string").fillna("").str.endswith("-total")
+    src = m["src_rank"].notnull()
+    has_total, src_total, src_all = compute_all(total.any(), (src & total).any(), src.any())
+    if bool(has_total):
+        m = m[m["name"].astype("string").fillna("").str.endswith("-total")]
+    any_src = src_total if bool(has_total) else src_all
+    space = "global"
+    if not bool(any_src) and "src_local" in m.columns:
+        space = "local"
+
+    def keys_of(f: pd.DataFrame) -> pd.DataFrame:
+        src, dst = (f["src_local"], f["dst_local"]) if space == "local" else \
+            (f["src_rank"], f["dst_rank"])
+        out = f.assign(_src=pd.to_numeric(src, errors="coerce"),
+                       _dst=pd.to_numeric(dst, errors="coerce"),
+                       transport=f["transport"].astype("string").str.upper())
+        if space == "local":
+            out = out.assign(_grp=f["group"].astype("string"))
+        return out
+
+    keys = ["transport", "_grp", "_src", "_dst"] if space == "local" else \
+        ["transport", "_src", "_dst"]
+    m = transform(m, keys_of)
+    g = aggregate(m, keys, {"size_bytes": ["sum"], "time_us": ["sum"]}, dropna=False)
+    return g.rename(columns={"size_bytes_sum": "size_bytes", "time_us_sum": "time_us"}), space
+
+
+def _slow_links_of(g: pd.DataFrame, space: str, ratio: float, z_threshold: float,
+                   min_bytes: float) -> pd.DataFrame:
+    """Robust-z verdict on per-link sums (``keys``, ``size_bytes``, ``time_us``)."""
+    if g.empty:
+        return empty_frame(SLOW_LINK_COLUMNS, "no link moved data")
     g = g[g["size_bytes"] >= min_bytes].reset_index(drop=True)
     if g.empty:
         return empty_frame(SLOW_LINK_COLUMNS, f"no link moved {min_bytes:.0f} bytes or more")

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError
+from ._frames import aggregate, any_values, is_lazy, transform
 from ._util import empty_frame, has_values, n_step_pairs, table
 from .steps import step_breakdown
 
@@ -117,8 +118,28 @@ def kernel_class(names: pd.Series, types: pd.Series | None = None,
     return out.astype(str)
 
 
+def _keyed(k: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFrame:
+    """``_key`` (class or name) and ``dur_us`` of the tasks :func:`_totals` counts."""
+    k = k.dropna(subset=["dur_us"])
+    cls = kernel_class(k["name"], k.get("type"), k.get("category"))
+    if not include_communication:
+        keep = (cls != "communication").to_numpy(bool)
+        k, cls = k[keep], cls[keep]
+    key = cls if by == "category" else k["name"].astype(str)
+    return pd.DataFrame({"_key": key.to_numpy(), "dur_us": k["dur_us"].to_numpy()},
+                        index=k.index)
+
+
 def _totals(profile: Any, by: str, include_communication: bool) -> pd.DataFrame:
     k = table(profile, "kernels")
+    if is_lazy(k):  # counts and sums per key on the workers
+        if not any_values(k, "dur_us"):
+            return pd.DataFrame(columns=["count", "us"])
+        a = aggregate(transform(k, lambda f: _keyed(f, by, include_communication)),
+                      ["_key"], {"dur_us": ["size", "sum"]})
+        g = a.set_index("_key").rename_axis(None)
+        g.columns = ["count", "us"]
+        return g
     if k.empty or not has_values(k, "dur_us"):
         return pd.DataFrame(columns=["count", "us"])
     k = k.dropna(subset=["dur_us"])

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..calc.memory import activation_memory, static_memory
 from ..errors import InvalidArgumentError
+from ._frames import aggregate, is_lazy, per_rank
 from ._util import add_note, empty_frame, has_values, table
 
 __all__ = ["memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
@@ -33,9 +34,13 @@ _PEAK_COLS = {"rank": "Int64", "component": "string", "samples": "int64",
               "final_allocated_bytes": "float64"}
 
 
-def _memory(profile: Any) -> pd.DataFrame:
+def _memory(profile: Any) -> Any:
     m = table(profile, "memory")
-    if m.empty or "component" not in m.columns:
+    if "component" not in m.columns:
+        return pd.DataFrame()
+    if is_lazy(m):
+        return m
+    if m.empty:
         return pd.DataFrame()
     return m
 
@@ -52,6 +57,14 @@ def memory_peaks(profile: Any) -> pd.DataFrame:
         allocated peak — else the reserved peak — happened) and ``final_allocated_bytes``
         (last sample; well above the start hints at a leak). Sorted by peak reserved.
     """
+    if is_lazy(profile):  # per (rank, component) on each rank's worker, then one order
+        out = per_rank(profile, memory_peaks)
+        notes = list(out.attrs.get("notes", [])) if out.empty else []
+        out = out[list(_PEAK_COLS)].astype(_PEAK_COLS)
+        out = out.sort_values("peak_reserved_bytes", ascending=False, kind="mergesort")
+        out = out.reset_index(drop=True)
+        out.attrs["notes"] = notes
+        return out
     m = _memory(profile)
     if m.empty:
         return empty_frame(_PEAK_COLS, "no memory samples (profile_memory was off, or the "
@@ -90,6 +103,12 @@ def memory_timeline(profile: Any, max_points: int = 500,
             "active_bytes": "float64"}
     if max_points < 1:
         raise InvalidArgumentError("max_points", "must be >= 1", max_points)
+    if is_lazy(profile):  # binned per (rank, component) on each rank's worker
+        out = per_rank(profile, memory_timeline, max_points, components)
+        notes = list(out.attrs.get("notes", [])) if out.empty else []
+        out = out[list(cols)].astype(cols).reset_index(drop=True)
+        out.attrs["notes"] = notes
+        return out
     m = _memory(profile)
     if m.empty:
         return empty_frame(cols, "no memory samples")
@@ -127,6 +146,12 @@ def largest_allocations(profile: Any, n: int = 20, by_name: bool = False) -> pd.
         Per allocation: ``rank``, ``name``, ``size_bytes``, ``alloc_us``, ``release_us``
         (NA: still held at the end of the window), ``duration_us``; largest first.
     """
+    if is_lazy(profile):  # the n largest of each rank, then the n largest of those
+        out = per_rank(profile, largest_allocations, n, by_name)
+        if out.empty:
+            return out
+        out = out.nlargest(n, "total_bytes" if by_name else "size_bytes")
+        return out.reset_index(drop=True)
     om = table(profile, "op_memory")
     if by_name:
         cols = {"rank": "Int64", "name": "string", "count": "int64", "total_bytes": "float64",
@@ -149,6 +174,12 @@ def largest_allocations(profile: Any, n: int = 20, by_name: bool = False) -> pd.
 def framework_component(profile: Any) -> str | None:
     """The component that stands for the framework allocator in this profile, or None."""
     m = _memory(profile)
+    if is_lazy(m):  # components with an allocated value, counted on the workers
+        if "allocated_bytes" not in m.columns:
+            return None
+        a = aggregate(m, ["component"], {"allocated_bytes": ["count"]})
+        have = set(a.loc[a["allocated_bytes_count"] > 0, "component"].astype(str))
+        return next((c for c in FRAMEWORK_COMPONENTS if c in have), None)
     if m.empty:
         return None
     present = set(m["component"].dropna().astype(str))

@@ -24,6 +24,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError
+from ._frames import (
+    aggregate,
+    any_values,
+    is_lazy,
+    per_rank,
+    transform,
+    with_position,
+)
 from ._util import add_note, empty_frame, has_values, n_step_pairs, table
 from .compare import kernel_class
 
@@ -131,6 +139,26 @@ def _bound_frame(k: pd.DataFrame) -> pd.Series:
     return out.where(comp.notna() & mem.notna() & ((comp > 0) | (mem > 0)))
 
 
+def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
+    """(compute-pipe, data-movement) PMU ratio columns present in ``columns``."""
+    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in columns]
+    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
+                               "aiv_mte3_ratio") if c in columns]
+    return compute_cols, memory_cols
+
+
+def _bound_weights(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Tasks in scope with PMU ratios: ``_type``, ``dur_us``, duration-weighted ratios."""
+    k = _scope(kernels, include_communication=False)
+    compute_cols, memory_cols = _pmu_columns(k.columns)
+    k = k.assign(_c=k[compute_cols].astype("float64").max(axis=1),
+                 _m=k[memory_cols].astype("float64").max(axis=1))
+    k = k[k["_c"].notna() & k["_m"].notna()]
+    k = k.assign(_cw=k["_c"] * k["dur_us"], _mw=k["_m"] * k["dur_us"],
+                 _type=k["type"].fillna(k["name"]))
+    return k[["_type", "dur_us", "_cw", "_mw"]]
+
+
 def operator_bound(profile: Any) -> pd.DataFrame:
     """Compute- vs memory-bound per operator type from the PMU pipe ratios.
 
@@ -149,20 +177,29 @@ def operator_bound(profile: Any) -> pd.DataFrame:
     """
     cols = {"type": "string", "count": "int64", "total_us": "float64",
             "compute_ratio": "float64", "memory_ratio": "float64", "bound": "string"}
-    k = _scope(table(profile, "kernels"), include_communication=False)
-    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in k.columns]
-    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
-                               "aiv_mte3_ratio") if c in k.columns]
-    if k.empty or not compute_cols or not memory_cols:
-        return empty_frame(cols, "no PMU pipe-ratio columns (needs Ascend aic_metrics="
-                                 "PipeUtilization); bound type unknown")
-    k = k.assign(_c=k[compute_cols].astype("float64").max(axis=1),
-                 _m=k[memory_cols].astype("float64").max(axis=1))
-    k = k[k["_c"].notna() & k["_m"].notna()]
-    k = k.assign(_cw=k["_c"] * k["dur_us"], _mw=k["_m"] * k["dur_us"])
-    g = k.groupby(k["type"].fillna(k["name"]), dropna=False).agg(
-        count=("dur_us", "size"), total_us=("dur_us", "sum"), _cw=("_cw", "sum"),
-        _mw=("_mw", "sum"))
+    note = ("no PMU pipe-ratio columns (needs Ascend aic_metrics=PipeUtilization); bound "
+            "type unknown")
+    kernels = table(profile, "kernels")
+    if is_lazy(kernels):  # weighted sums per type on the workers
+        if not _pmu_columns(kernels.columns)[0] or not _pmu_columns(kernels.columns)[1]:
+            return empty_frame(cols, note)
+        a = aggregate(transform(kernels, _bound_weights), ["_type"],
+                      {"dur_us": ["size", "sum"], "_cw": ["sum"], "_mw": ["sum"]},
+                      dropna=False)
+        if a.empty:
+            return empty_frame(cols, note)
+        g = a.set_index("_type").rename(columns={"dur_us_size": "count",
+                                                 "dur_us_sum": "total_us",
+                                                 "_cw_sum": "_cw", "_mw_sum": "_mw"})
+    else:
+        k = _scope(kernels, include_communication=False)
+        compute_cols, memory_cols = _pmu_columns(k.columns)
+        if k.empty or not compute_cols or not memory_cols:
+            return empty_frame(cols, note)
+        k = _bound_weights(k)
+        g = k.groupby("_type", dropna=False).agg(
+            count=("dur_us", "size"), total_us=("dur_us", "sum"), _cw=("_cw", "sum"),
+            _mw=("_mw", "sum"))
     g["compute_ratio"] = g["_cw"] / g["total_us"].where(g["total_us"] > 0)
     g["memory_ratio"] = g["_mw"] / g["total_us"].where(g["total_us"] > 0)
     lab = np.where(g["memory_ratio"] > g["compute_ratio"], "memory", "compute")
@@ -197,10 +234,16 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         device time in scope), ``per_step_us`` (total divided by the number of
         (rank, step) pairs), ``ai_cpu`` (runs on the Ascend AI CPU), ``bound``
         (duration-weighted PMU verdict, NA without PMU columns). Sorted by ``total_us``.
+        A lazy cluster is aggregated on the workers (sums may differ from the eager ones
+        in the last bits).
     """
     if by not in _BY:
         raise InvalidArgumentError("by", f"must be one of {tuple(_BY)}", by)
     kernels = table(profile, "kernels")
+    if is_lazy(kernels):
+        if not any_values(kernels, "dur_us"):
+            return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
+        return _lazy_top(kernels, by, n, include_communication)
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
     k = _scope(kernels, include_communication)
@@ -231,9 +274,59 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         best = pd.Series(wb.index.get_level_values(-1), index=wb.index.droplevel(-1))
         out["bound"] = best.reindex(out.index)
     out = out.reset_index()
-    total = float(k["dur_us"].sum())
+    return _top_finish(out, keys, float(k["dur_us"].sum()), n_step_pairs(k), n)
+
+
+def _top_rows(kernels: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFrame:
+    """Tasks in scope with what :func:`top_operators` groups and aggregates (row-wise)."""
+    k = _scope(kernels, include_communication)
+    k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
+    if "input_shapes" not in k.columns:
+        k["input_shapes"] = pd.Series(pd.NA, index=k.index, dtype="string")
+    cores = k["core"].astype("string").fillna("") if "core" in k.columns else \
+        pd.Series("", index=k.index, dtype="string")
+    k = k.assign(_aicpu=cores.eq("AI_CPU").astype("int64"))
+    return k.assign(**{f"_k_{c}": k[c].astype("string").fillna("") for c in _BY[by]})
+
+
+def _lazy_top(kernels: Any, by: str, n: int | None, include_communication: bool
+              ) -> pd.DataFrame:
+    """:func:`top_operators` of a lazy ``kernels``: one groupby-aggregation on the workers.
+
+    Groups are put in the order in which the eager ``groupby(sort=False)`` meets them
+    (smallest row position), so that ties in ``total_us`` sort alike.
+    """
+    keys = _BY[by]
+    kcols = [f"_k_{c}" for c in keys]
+    k = with_position(transform(kernels, lambda f: _top_rows(f, by, include_communication)))
+    firsts = [c for c in ("type", "name", "input_shapes", "core", "category")
+              if c not in keys and c in k.columns]
+    spec = {"dur_us": ["size", "sum", "max", "min"], "_pos": ["min"], "_aicpu": ["sum"],
+            **{c: ["first"] for c in firsts}}
+    a = aggregate(k, kcols, spec)
+    a = a.sort_values("_pos_min", kind="mergesort")
+    out = a.rename(columns={**{kc: c for kc, c in zip(kcols, keys, strict=True)},
+                            "dur_us_size": "count", "dur_us_sum": "total_us",
+                            "dur_us_max": "max_us", "dur_us_min": "min_us",
+                            **{f"{c}_first": c for c in firsts}}).set_index(keys)
+    out["mean_us"] = out["total_us"] / out["count"]
+    out["ai_cpu"] = out["_aicpu_sum"] > 0
+    wb = aggregate(k[k["_bound"].notnull()], [*kcols, "_bound"], {"dur_us": ["sum"]})
+    if not wb.empty:
+        wb = wb.set_index([*kcols, "_bound"])["dur_us_sum"].sort_values(ascending=False)
+        wb = wb[~wb.index.droplevel(-1).duplicated()]
+        best = pd.Series(wb.index.get_level_values(-1), index=wb.index.droplevel(-1))
+        best.index = best.index.set_names(keys)
+        out["bound"] = best.reindex(out.index)
+    out = out.drop(columns=["_pos_min", "_aicpu_sum"]).reset_index()
+    return _top_finish(out, keys, float(out["total_us"].sum()), n_step_pairs(k), n)
+
+
+def _top_finish(out: pd.DataFrame, keys: list[str], total: float, pairs: int,
+                n: int | None) -> pd.DataFrame:
+    """Shares, labels, order and dtypes of :func:`top_operators` from its group sums."""
     out["share"] = out["total_us"] / total if total > 0 else np.nan
-    out["per_step_us"] = out["total_us"] / n_step_pairs(k)
+    out["per_step_us"] = out["total_us"] / pairs
     out["key"] = out[keys].astype("string").agg(" | ".join, axis=1) if len(keys) > 1 \
         else out[keys[0]].astype("string")
     out = out.sort_values("total_us", ascending=False, kind="mergesort")
@@ -258,7 +351,7 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     profile records no accelerator core (GPU traces) or has no AI CPU task.
     """
     kernels = table(profile, "kernels")
-    if not has_values(kernels, "core"):
+    if not any_values(kernels, "core"):
         return empty_frame(TOP_COLUMNS, "no accelerator core recorded (not an Ascend profile)")
     top = top_operators(profile, by="type", n=None)
     out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
@@ -291,6 +384,9 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         ``run_gap_us`` (device idle time between consecutive tiny tasks of a stream, the
         launch overhead they expose), ``storm`` and the five most frequent tiny names.
     """
+    if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
+        return per_rank(profile, tiny_kernels, threshold_us, storm_share, min_run,
+                        max_gap_us)[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
@@ -317,7 +413,9 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     out["tiny_time_share"] = out["tiny_total_us"] / out["total_us"].where(out["total_us"] > 0)
     out["storm"] = (out["tiny_count_share"] >= storm_share) | (out["longest_run"] >= min_run)
     names = k[k["_tiny"]].groupby(["rank", "name"], dropna=False).size()
-    names = names.sort_values(ascending=False).groupby(level=0, dropna=False).head(5)
+    # stable: equal counts keep name order, so a rank alone gives the same five names
+    names = names.sort_values(ascending=False, kind="mergesort").groupby(
+        level=0, dropna=False).head(5)
     top = names.reset_index().groupby("rank", dropna=False)["name"].agg(
         lambda s: ", ".join(s.astype(str)))
     out["top_names"] = top.reindex(out.index)
@@ -382,6 +480,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
         a rank suppresses ``softmax_dropout_matmul`` there.
     """
     pats = PATTERNS if patterns is None else patterns
+    if is_lazy(profile):
+        return _lazy_unfused(profile, detail, pats)
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty or "start_us" not in k.columns:
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
@@ -460,6 +560,40 @@ def unfused_patterns(profile: Any, detail: bool = False,
     return out[list(UNFUSED_COLUMNS)].astype(UNFUSED_COLUMNS).reset_index(drop=True)
 
 
+def _lazy_unfused(profile: Any, detail: bool,
+                  pats: dict[str, tuple[str, str, str]]) -> pd.DataFrame:
+    """:func:`unfused_patterns` of a lazy cluster: each rank searched on its worker.
+
+    Streams never span ranks, so the per-rank matches are the cluster's; ``first_row`` of
+    the detail is shifted by the rows of the ranks before, and the summary is put in the
+    eager order (pattern, then rank, then largest saving first).
+    """
+    out = per_rank(profile, unfused_patterns, detail, pats)
+    notes = list(out.attrs.get("notes", [])) if out.empty else []
+    if detail:
+        cols = ["rank", "stream", "pattern", "first_row", "kernels", "total_us", "saving_us",
+                "names", "fused_replacement"]
+        if len(out):
+            rows = aggregate(transform(table(profile, "kernels"),
+                                       lambda f: _scope(f, include_communication=False)),
+                             ["rank"], {"dur_us": ["size"]})
+            before = rows["dur_us_size"].cumsum() - rows["dur_us_size"]
+            shift = out["rank"].astype("float64").map(
+                pd.Series(before.to_numpy(), index=rows["rank"].astype("float64")))
+            out["first_row"] = (out["first_row"] + shift.fillna(0).astype("int64"))
+            order = out["pattern"].map({p: i for i, p in enumerate(pats)})
+            out = out.assign(_o=order).sort_values(["_o", "first_row"], kind="mergesort")
+            out = out.drop(columns="_o").reset_index(drop=True)
+        out = out[cols].astype(dict(out[cols].dtypes))
+    elif len(out):
+        order = out["pattern"].map({p: i for i, p in enumerate(pats)})
+        out = out.assign(_o=order).sort_values(["_o", "rank"], kind="mergesort")
+        out = out.sort_values("saving_us", ascending=False, kind="mergesort")
+        out = out[list(UNFUSED_COLUMNS)].astype(UNFUSED_COLUMNS).reset_index(drop=True)
+    out.attrs["notes"] = notes
+    return out
+
+
 _BACKWARD = r"(?i)grad|bwd|backward"
 
 
@@ -484,6 +618,12 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
     """
     cols = {"rank": "Int64", "forward": "int64", "backward": "int64", "ratio": "float64",
             "recompute": "string", "recompute_share": "float64"}
+    if is_lazy(profile):  # counted per rank on that rank's worker
+        out = per_rank(profile, recompute_evidence, full_ratio)
+        notes = list(out.attrs.get("notes", [])) if out.empty else []
+        out = out[list(cols)].astype(cols).reset_index(drop=True)
+        out.attrs["notes"] = notes
+        return out
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty:
         return empty_frame(cols, "the profile has no device tasks (kernels table)")

@@ -13,6 +13,7 @@ and give the same pandas frame, to the last bit, whichever engine loaded the clu
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,14 @@ RANK_COMM_COLUMNS: dict[str, str] = {
 }
 
 
+#: Step breakdowns of lazy clusters already computed, per cluster object and ``derive``.
+#: A lazy cluster's tables never change (cache entries are written once), and the
+#: breakdown is read by several analyses (slow ranks, stage balance, data loading, the
+#: advisor): computing it once saves a pass over every rank.
+_BREAKDOWNS: weakref.WeakKeyDictionary[Any, dict[str, pd.DataFrame]] = \
+    weakref.WeakKeyDictionary()
+
+
 def _profiler_steps_usable(obj: Any) -> bool:
     """The test ``step_breakdown(derive="auto")`` makes, over the whole (lazy) cluster."""
     cols = table_columns(obj, "steps")
@@ -74,13 +83,25 @@ def rank_step_breakdown(obj: Any, derive: str = "auto") -> pd.DataFrame:
     DataFrame
         One row per (rank, step): the columns of
         :data:`~perfkit.analysis.steps.STEP_COLUMNS`. For a lazy cluster each rank is
-        computed where its cache entry is read and only these rows travel.
+        computed where its cache entry is read and only these rows travel; the result is
+        kept (per cluster object and ``derive``) for the next call.
     """
     if derive not in ("auto", "always", "never"):
         raise InvalidArgumentError("derive", "must be one of ('auto', 'always', 'never')",
                                    derive)
     if not is_lazy(obj):
         return step_breakdown(obj, derive=derive)
+    try:
+        done = _BREAKDOWNS.setdefault(obj, {})
+    except TypeError:  # not weak-referenceable: no memo
+        done = {}
+    if derive not in done:
+        done[derive] = _lazy_breakdown(obj, derive)
+    return done[derive].copy(deep=True)
+
+
+def _lazy_breakdown(obj: Any, derive: str) -> pd.DataFrame:
+    """:func:`rank_step_breakdown` of a lazy cluster, computed on the workers."""
     if derive == "auto":
         derive = "never" if _profiler_steps_usable(obj) else "always"
     out = per_rank(obj, step_breakdown, derive=derive)

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError
+from ._frames import is_lazy
 from ._util import add_note, empty_frame, has_values, interval_union, table
 
 __all__ = ["step_breakdown", "derive_steps", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
@@ -153,7 +154,10 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
     Parameters
     ----------
     profile : Profile or Cluster
-        Any object with the canonical ``steps``, ``kernels`` and ``ops`` tables.
+        Any object with the canonical ``steps``, ``kernels`` and ``ops`` tables. A lazy
+        cluster (``load(..., engine="dask")``) is computed rank by rank on the workers
+        (:func:`~perfkit.analysis.rank_summary.rank_step_breakdown`); the result is the
+        same frame.
     derive : {"auto", "always", "never"}
         ``"auto"`` uses the profiler's step table when it has ``computing_us`` values and
         derives from device tasks otherwise; ``"always"`` derives from device tasks;
@@ -177,6 +181,10 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
     """
     if derive not in _DERIVE:
         raise InvalidArgumentError("derive", f"must be one of {_DERIVE}", derive)
+    if is_lazy(profile):  # each rank where its data lies; only the step rows travel
+        from .rank_summary import rank_step_breakdown
+
+        return rank_step_breakdown(profile, derive)
     steps = table(profile, "steps")
     usable = (not steps.empty and "computing_us" in steps.columns
               and (has_values(steps, "computing_us") or has_values(steps, "total_us")))

@@ -1,0 +1,70 @@
+"""The advisor gives the same findings on a lazy (Dask) cluster as on the eager one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import perfkit as pk
+from perfkit.advisor import Finding
+
+SIM = Path(__file__).resolve().parents[1] / "data" / "simulated"
+PATHS = {"slow-rank": SIM / "slow-rank", "slow-link": SIM / "slow-link",
+         "sim16": SIM / "llama2-13b-tuned-dp8-pp2"}
+CONTEXT = {"model": pk.ModelSpec.preset("llama2-13b"),
+           "hardware": pk.Hardware.preset("ascend-910b")}
+PARALLEL = {"slow-rank": pk.ParallelConfig(dp=4, num_micro_batches=4, recompute="full"),
+            "slow-link": pk.ParallelConfig(dp=4, num_micro_batches=4),
+            "sim16": pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8)}
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """(eager, lazy) cluster of each folder, with one Dask client for the module."""
+    pytest.importorskip("dask.dataframe")
+    distributed = pytest.importorskip("distributed")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PERFKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    mp.delenv("PERFKIT_CACHE", raising=False)
+    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0")
+    client = distributed.Client(lc, set_as_default=False)
+    with client.as_current():
+        yield {name: (pk.load(p, cache=False, progress=False),
+                      pk.load(p, engine="dask", client=client, progress=False))
+               for name, p in PATHS.items()}
+    client.close()
+    lc.close()
+    mp.undo()
+
+
+def _same_findings(lazy: list[Finding], eager: list[Finding]) -> None:
+    assert [(f.rule, f.area, f.severity, f.title, f.evidence, f.recommendation)
+            for f in lazy] == [(f.rule, f.area, f.severity, f.title, f.evidence,
+                                f.recommendation) for f in eager]
+    assert [f.score for f in lazy] == pytest.approx([f.score for f in eager], rel=0,
+                                                    abs=1e-9)
+    # a rule that failed on the lazy tables would show up as an info finding
+    assert not [f for f in lazy if f.title.startswith("Rule ")]
+
+
+@pytest.mark.parametrize("name", list(PATHS))
+def test_lazy_advice_equals_eager_advice(pair: Any, name: str) -> None:
+    eager, lazy = pair[name]
+    kw = {**CONTEXT, "parallel": PARALLEL[name]}
+    _same_findings(pk.advise(lazy, **kw), pk.advise(eager, **kw))
+
+
+def test_lazy_advice_without_context_finds_the_slow_rank(pair: Any) -> None:
+    eager, lazy = pair["slow-rank"]
+    found = pk.advise(lazy)
+    _same_findings(found, pk.advise(eager))
+    assert len(found) == 5
+    assert found[0].rule == "slow_ranks" and found[0].title.startswith("Slow rank 2")
+
+
+def test_lazy_advice_finds_the_slow_link(pair: Any) -> None:
+    _, lazy = pair["slow-link"]
+    assert "slow_link" in [f.rule for f in pk.advise(lazy)]
