@@ -21,23 +21,11 @@ PARALLEL = {"slow-rank": pk.ParallelConfig(dp=4, num_micro_batches=4, recompute=
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """(eager, lazy) cluster of each folder, with one Dask client for the module."""
-    pytest.importorskip("dask.dataframe")
-    distributed = pytest.importorskip("distributed")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PERFKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    mp.delenv("PERFKIT_CACHE", raising=False)
-    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0")
-    client = distributed.Client(lc, set_as_default=False)
-    with client.as_current():
-        yield {name: (pk.load(p, cache=False, progress=False),
-                      pk.load(p, engine="dask", client=client, progress=False))
-               for name, p in PATHS.items()}
-    client.close()
-    lc.close()
-    mp.undo()
+def pair(dask_client: Any) -> Any:
+    """(eager, lazy) cluster of each folder, on the module's Dask client (conftest)."""
+    return {name: (pk.load(p, cache=False, progress=False),
+                   pk.load(p, engine="dask", client=dask_client, progress=False))
+            for name, p in PATHS.items()}
 
 
 def _same_findings(lazy: list[Finding], eager: list[Finding]) -> None:
