@@ -44,6 +44,11 @@ ALTERNATIVES: dict[str, dict[str, Any]] = {
                   "PARALLEL": {"dp": 4, "num_micro_batches": 2}},
     "07_cluster": {"PROFILE": str(DATA / "simulated" / "data-stall"),
                    "PARALLEL": {"dp": 2, "pp": 2, "num_micro_batches": 2}},
+    "04_communication": {"PROFILE": SLOW_RANK, "HARDWARE": "ascend-910b"},
+    "06_recompute": {"PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2"),
+                     "MODEL": "llama2-7b", "PARALLEL": {"dp": 4, "num_micro_batches": 2}},
+    "09_exercises": {"PROFILE": str(DATA / "simulated" / "slow-link"),
+                     "PP": 2, "MICRO_BATCHES": 4},
     # the case replayed the other way round: every cell must still run
     "08_case_llama2_13b": {
         "PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2"),
@@ -108,7 +113,8 @@ def _ids(paths: list[Path]) -> list[str]:
 def test_guided_notebooks_are_there() -> None:
     names = {p.stem for p in GUIDED}
     assert {"00_start_here", "01_metrics", "02_parallel_strategy", "03_operators",
-            "05_memory", "07_cluster", "08_case_llama2_13b"} <= names
+            "04_communication", "05_memory", "06_recompute", "07_cluster",
+            "08_case_llama2_13b", "09_exercises"} <= names
 
 
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=_ids(ALL_NOTEBOOKS))

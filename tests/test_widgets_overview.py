@@ -84,3 +84,40 @@ def test_linearity_explorer_uses_the_calculator() -> None:
     assert panel.value == pytest.approx(pk.linearity(1000.0, 1250.0, 16, 8,
                                                      throughput="per_device"))
     assert "80.0%" in panel.result.value
+
+
+def test_bundled_ir_resolves_real_dumps() -> None:
+    from perfkit.widgets import bundled_ir
+
+    path = bundled_ir("silu_mul.ir")
+    assert path.is_file() and path.parent.name == "ir"
+    assert pk.load_ir(bundled_ir("control.ir.gz")) is not None
+
+
+def test_bundled_ir_missing_names_the_dumps() -> None:
+    from perfkit.widgets import bundled_ir
+
+    with pytest.raises(InvalidArgumentError, match="silu_mul.ir"):
+        bundled_ir("no_such_dump.ir")
+    with pytest.raises(InvalidArgumentError):
+        bundled_ir("../ir/silu_mul.ir")  # a name, not a path
+
+
+def test_recompute_tradeoff_orders_memory_and_time() -> None:
+    from perfkit.calc import ActivationModel
+    from perfkit.widgets import recompute_tradeoff
+
+    model = pk.ModelSpec.preset("llama2-13b")
+    par = pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8)
+    frame = recompute_tradeoff(model, par, HARDWARE,
+                               activation_model=ActivationModel.mindformers())
+    rows = frame.set_index("recompute")
+    assert list(rows.index) == ["none", "selective", "full"]
+    assert rows.loc["none", "activation_GiB"] > rows.loc["selective", "activation_GiB"] \
+        > rows.loc["full", "activation_GiB"]
+    assert rows.loc["full", "step_s"] > rows.loc["none", "step_s"]
+    assert rows.loc["full", "hfu"] > rows.loc["full", "mfu"]
+    est = pk.estimate_step(model, pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8,
+                                                    optimizer_shard=8, recompute="full"),
+                           HARDWARE, activation_model=ActivationModel.mindformers())
+    assert rows.loc["full", "step_s"] == pytest.approx(est.step_s)

@@ -8,16 +8,19 @@ from .metrics import MetricsPanel, metrics_panel, summary_html
 from .overview import (
     LinearityExplorer,
     StepTimeExplorer,
+    bundled_ir,
     bundled_profile,
     bundled_profiles,
     linearity_explorer,
     measured_step_s,
     profile_facts,
+    recompute_tradeoff,
     step_time_explorer,
 )
 from .summary import memory_breakdown, metrics_summary
 
 __all__ = ["MetricsPanel", "memory_breakdown", "metrics_panel", "metrics_summary",
-           "summary_html", "StepTimeExplorer", "bundled_profile", "bundled_profiles",
+           "summary_html", "StepTimeExplorer", "bundled_ir", "bundled_profile",
+           "bundled_profiles",
            "measured_step_s", "profile_facts", "step_time_explorer", "LinearityExplorer",
-           "linearity_explorer"]
+           "linearity_explorer", "recompute_tradeoff"]

@@ -8,6 +8,7 @@ this module picks rows, converts units and wires sliders.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,14 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
-from ..calc import linearity
+from ..calc import estimate_step, linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .metrics import _TABLE_STYLE, _error_html, summary_html
 from .summary import metrics_summary
 
-__all__ = ["DATA_DIR", "bundled_profiles", "bundled_profile", "measured_step_s",
+__all__ = ["DATA_DIR", "IR_DIR", "bundled_profiles", "bundled_profile", "bundled_ir",
+           "measured_step_s", "recompute_tradeoff",
            "profile_facts", "StepTimeExplorer", "step_time_explorer", "LinearityExplorer",
            "linearity_explorer"]
 
@@ -71,6 +73,77 @@ def bundled_profile(name: str) -> Path:
         raise InvalidArgumentError("name", "must be a bundled profile: "
                                    + (", ".join(available) or "none found"), name)
     return DATA_DIR / name
+
+
+#: The real MindSpore IR dumps of a source checkout (``tests/data/ir``, see its README).
+IR_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "ir"
+
+
+def bundled_ir(name: str) -> Path:
+    """The absolute path of a bundled MindSpore IR dump, for :func:`perfkit.load_ir`.
+
+    Parameters
+    ----------
+    name : str
+        A file name of :data:`IR_DIR`, e.g. ``"silu_mul.ir"`` or ``"control.ir.gz"``.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        When the dump is not there (the message lists the dumps that exist, or says that
+        the ``tests/data/ir`` folder of a source checkout is missing).
+    """
+    path = IR_DIR / name
+    if path.name == name and path.is_file():
+        return path
+    available = sorted(p.name for p in IR_DIR.glob("*.ir*")) if IR_DIR.is_dir() else []
+    raise InvalidArgumentError(
+        "name", "must be a bundled IR dump: " + (", ".join(available) or
+                                                  f"none found ({IR_DIR} is missing; "
+                                                  "IR dumps ship with a source checkout)"),
+        name)
+
+
+def recompute_tradeoff(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware,
+                       modes: tuple[str, ...] = ("none", "selective", "full"),
+                       activation_model: Any = None) -> pd.DataFrame:
+    """Memory against time for each recompute mode, from :func:`perfkit.estimate_step`.
+
+    Every row re-runs :func:`perfkit.estimate_step` (and through it
+    :func:`perfkit.activation_memory`) with ``parallel`` changed only in ``recompute``
+    (``recompute_layers`` dropped, so each mode applies to every layer);
+    nothing is computed here but unit conversions.
+
+    Parameters
+    ----------
+    model, parallel, hardware
+        As for :func:`perfkit.estimate_step`.
+    modes : tuple of str
+        Values of ``ParallelConfig.recompute`` to compare.
+    activation_model : perfkit.calc.ActivationModel, optional
+        How activations are counted (e.g. ``ActivationModel.mindformers()``).
+
+    Returns
+    -------
+    DataFrame
+        One row per mode: ``recompute``, ``activation_GiB`` (peak stage), ``memory_GiB``
+        (static + activations), ``fits``, ``compute_s``, ``step_s``,
+        ``tokens_per_s_per_device``, ``mfu`` and ``hfu`` (recomputed work counted).
+    """
+    rows = []
+    for mode in modes:
+        changed = dataclasses.replace(parallel, recompute=mode, recompute_layers=None)
+        est = estimate_step(model, changed, hardware, activation_model=activation_model)
+        rows.append({"recompute": mode, "activation_GiB": est.activation_bytes / 2**30,
+                     "memory_GiB": est.memory_bytes / 2**30, "fits": est.fits,
+                     "compute_s": est.compute_s, "step_s": est.step_s,
+                     "tokens_per_s_per_device": est.tokens_per_second_per_device,
+                     "mfu": est.mfu, "hfu": est.hfu})
+    return pd.DataFrame(rows)
 
 
 def measured_step_s(breakdown: pd.DataFrame) -> float:
