@@ -14,6 +14,7 @@ Sources per table: ``kernels`` kernel_details.csv; ``ops`` trace_view.json (host
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -442,44 +443,54 @@ def _step_of(key: str) -> float:
     return float(m.group(1)) if m else np.nan
 
 
-def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    data = read_json(path, "communication.json (HCCL op times of the Ascend profiler)")
-    if not isinstance(data, dict):
-        raise ProfileError(path, "expected a JSON object keyed by step ('step50': {...})")
-    ops: list[dict[str, Any]] = []
-    bws: list[dict[str, Any]] = []
+def _hccl_entries(path: Path, data: dict[str, Any]
+                  ) -> Iterator[tuple[str, float, str, str, dict[str, Any]]]:
+    """Walk ``{step: {kind: {op@group: {...}}}}`` of a rank's HCCL JSON files.
+
+    Yields ``(step_key, step, kind, key, entry)`` for every object entry; a step whose value
+    is not an object is an error naming it.
+    """
     for step_key, kinds in data.items():
         if not isinstance(kinds, dict):
             raise ProfileError(path, "expected {'collective': {...}, 'p2p': {...}}",
                                field=str(step_key))
         step = _step_of(str(step_key))
         for kind, entries in kinds.items():
-            if not isinstance(entries, dict):
-                continue
-            for key, entry in entries.items():
-                if key == "Total Op Info" or not isinstance(entry, dict):
-                    continue
-                t = entry.get("Communication Time Info")
-                if not isinstance(t, dict):
-                    raise ProfileError(path, "expected a 'Communication Time Info' object",
-                                       field=f"{step_key}.{kind}.{key}")
-                name, group = _split_key(str(key))
-                ops.append({
-                    "step": step, "group": group, "name": name, "kind": kind,
-                    **time_fields(t),
-                    "wait_ratio": _num(t.get("Wait Time Ratio")),
-                    "sync_ratio": _num(t.get("Synchronization Time Ratio")),
-                })
-                b = entry.get("Communication Bandwidth Info")
-                if isinstance(b, dict):
-                    for transport, v in b.items():
-                        if not isinstance(v, dict):
-                            continue
-                        bws.append({
-                            "step": step, "group": group, "name": name,
-                            **bandwidth_fields(transport, v),
-                            "large_packet_ratio": _num(v.get("Large Packet Ratio")),
-                        })
+            if isinstance(entries, dict):
+                for key, entry in entries.items():
+                    if isinstance(entry, dict):
+                        yield str(step_key), step, kind, str(key), entry
+
+
+def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    data = read_json(path, "communication.json (HCCL op times of the Ascend profiler)")
+    if not isinstance(data, dict):
+        raise ProfileError(path, "expected a JSON object keyed by step ('step50': {...})")
+    ops: list[dict[str, Any]] = []
+    bws: list[dict[str, Any]] = []
+    for step_key, step, kind, key, entry in _hccl_entries(path, data):
+        if key == "Total Op Info":
+            continue
+        t = entry.get("Communication Time Info")
+        if not isinstance(t, dict):
+            raise ProfileError(path, "expected a 'Communication Time Info' object",
+                               field=f"{step_key}.{kind}.{key}")
+        name, group = _split_key(key)
+        ops.append({
+            "step": step, "group": group, "name": name, "kind": kind,
+            **time_fields(t),
+            "wait_ratio": _num(t.get("Wait Time Ratio")),
+            "sync_ratio": _num(t.get("Synchronization Time Ratio")),
+        })
+        b = entry.get("Communication Bandwidth Info")
+        if isinstance(b, dict):
+            for transport, v in b.items():
+                if isinstance(v, dict):
+                    bws.append({
+                        "step": step, "group": group, "name": name,
+                        **bandwidth_fields(transport, v),
+                        "large_packet_ratio": _num(v.get("Large Packet Ratio")),
+                    })
     frame = pd.DataFrame(ops)
     if len(frame):
         start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame))
@@ -539,26 +550,16 @@ def _matrix(path: Path, rank: int | None, groups: dict[str, Any],
     if not isinstance(data, dict):
         raise ProfileError(path, "expected a JSON object keyed by step ('step50': {...})")
     rows: list[dict[str, Any]] = []
-    for step_key, kinds in data.items():
-        if not isinstance(kinds, dict):
-            raise ProfileError(path, "expected {'collective': {...}, 'p2p': {...}}",
-                               field=str(step_key))
-        step = _step_of(str(step_key))
-        for kind, entries in kinds.items():
-            if not isinstance(entries, dict):
+    for _, step, kind, key, links in _hccl_entries(path, data):
+        name, group = _split_key(key)
+        for link, v in links.items():
+            if not isinstance(v, dict):
                 continue
-            for key, links in entries.items():
-                if not isinstance(links, dict):
-                    continue
-                name, group = _split_key(str(key))
-                for link, v in links.items():
-                    if not isinstance(v, dict):
-                        continue
-                    src, _, dst = str(link).partition("-")
-                    rows.append({
-                        "step": step, "group": group, "name": name, "kind": kind,
-                        "src_local": _num(src), "dst_local": _num(dst), **link_fields(v),
-                    })
+            src, _, dst = str(link).partition("-")
+            rows.append({
+                "step": step, "group": group, "name": name, "kind": kind,
+                "src_local": _num(src), "dst_local": _num(dst), **link_fields(v),
+            })
     frame = _name_groups(pd.DataFrame(rows), groups)
     if not len(frame):
         return frame

@@ -12,7 +12,7 @@ Kernels, ops and memory are not in this output.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +130,11 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return steps, stages
 
 
-def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    data = read_json(path, "cluster_communication.json of msprof-analyze")
-    if not isinstance(data, dict):
-        raise ProfileError(path, "expected a JSON object keyed by rank set ('(0, 1)': ...)")
-    ops: list[dict[str, Any]] = []
-    bws: list[dict[str, Any]] = []
+def _entries(data: dict[str, Any]) -> Iterator[tuple[str, float, str, dict[str, Any]]]:
+    """Walk ``{rank set: {step: {op@group: {...}}}}`` of msprof-analyze's cluster JSON files.
+
+    Yields ``(rank_set, step, key, value)`` for every object entry that is not a total.
+    """
     for set_key, steps in data.items():
         if not isinstance(steps, dict):
             continue
@@ -143,23 +142,32 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             if not isinstance(entries, dict):
                 continue
             step = _step_of(str(step_key))
-            for key, by_rank in entries.items():
-                if str(key).startswith("Total Op Info") or not isinstance(by_rank, dict):
-                    continue
-                name, group = _split_key(str(key))
-                for rank_key, entry in by_rank.items():
-                    if not re.fullmatch(r"\d+", str(rank_key)) or not isinstance(entry, dict):
-                        continue
-                    r = int(rank_key)
-                    ops.append({
-                        "rank": r, "step": step, "group": group, "name": name,
-                        "rank_set": str(set_key),
-                        **time_fields(entry.get("Communication Time Info") or {}),
-                    })
-                    for transport, v in (entry.get("Communication Bandwidth Info") or {}).items():
-                        if isinstance(v, dict):
-                            bws.append({"rank": r, "step": step, "group": group, "name": name,
-                                        **bandwidth_fields(transport, v)})
+            for key, value in entries.items():
+                if not str(key).startswith("Total Op Info") and isinstance(value, dict):
+                    yield str(set_key), step, str(key), value
+
+
+def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    data = read_json(path, "cluster_communication.json of msprof-analyze")
+    if not isinstance(data, dict):
+        raise ProfileError(path, "expected a JSON object keyed by rank set ('(0, 1)': ...)")
+    ops: list[dict[str, Any]] = []
+    bws: list[dict[str, Any]] = []
+    for set_key, step, key, by_rank in _entries(data):
+        name, group = _split_key(key)
+        for rank_key, entry in by_rank.items():
+            if not re.fullmatch(r"\d+", str(rank_key)) or not isinstance(entry, dict):
+                continue
+            r = int(rank_key)
+            ops.append({
+                "rank": r, "step": step, "group": group, "name": name,
+                "rank_set": set_key,
+                **time_fields(entry.get("Communication Time Info") or {}),
+            })
+            for transport, v in (entry.get("Communication Bandwidth Info") or {}).items():
+                if isinstance(v, dict):
+                    bws.append({"rank": r, "step": step, "group": group, "name": name,
+                                **bandwidth_fields(transport, v)})
     frame = pd.DataFrame(ops)
     if len(frame):
         import pyarrow as pa
@@ -174,21 +182,12 @@ def _matrix(path: Path) -> pd.DataFrame:
     if not isinstance(data, dict):
         raise ProfileError(path, "expected a JSON object keyed by rank set")
     rows: list[dict[str, Any]] = []
-    for _set_key, steps in data.items():
-        if not isinstance(steps, dict):
-            continue
-        for step_key, entries in steps.items():
-            if not isinstance(entries, dict):
+    for _, step, key, links in _entries(data):
+        name, group = _split_key(key)
+        for link, v in links.items():
+            src, _, dst = str(link).partition("-")
+            if not isinstance(v, dict) or not src.isdigit() or not dst.isdigit():
                 continue
-            step = _step_of(str(step_key))
-            for key, links in entries.items():
-                if str(key).startswith("Total Op Info") or not isinstance(links, dict):
-                    continue
-                name, group = _split_key(str(key))
-                for link, v in links.items():
-                    src, _, dst = str(link).partition("-")
-                    if not isinstance(v, dict) or not src.isdigit() or not dst.isdigit():
-                        continue
-                    rows.append({"step": step, "group": group, "name": name,
-                                 "src_rank": int(src), "dst_rank": int(dst), **link_fields(v)})
+            rows.append({"step": step, "group": group, "name": name,
+                         "src_rank": int(src), "dst_rank": int(dst), **link_fields(v)})
     return pd.DataFrame(rows)
