@@ -4,6 +4,7 @@ Panels wire controls to package functions; the numbers they show come from
 :mod:`perfkit.calc` through the pure helpers of :mod:`perfkit.widgets.summary`.
 """
 
+from .dashboard import TAB_TITLES, Dashboard, dashboard
 from .metrics import MetricsPanel, metrics_panel, summary_html
 from .overview import (
     LinearityExplorer,
@@ -19,8 +20,8 @@ from .overview import (
 )
 from .summary import memory_breakdown, metrics_summary
 
-__all__ = ["MetricsPanel", "memory_breakdown", "metrics_panel", "metrics_summary",
-           "summary_html", "StepTimeExplorer", "bundled_ir", "bundled_profile",
-           "bundled_profiles",
-           "measured_step_s", "profile_facts", "step_time_explorer", "LinearityExplorer",
-           "linearity_explorer", "recompute_tradeoff"]
+__all__ = ["Dashboard", "TAB_TITLES", "dashboard", "MetricsPanel", "memory_breakdown",
+           "metrics_panel", "metrics_summary", "summary_html", "StepTimeExplorer",
+           "bundled_ir", "bundled_profile", "bundled_profiles", "measured_step_s",
+           "profile_facts", "step_time_explorer", "LinearityExplorer", "linearity_explorer",
+           "recompute_tradeoff"]

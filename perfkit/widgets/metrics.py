@@ -125,10 +125,11 @@ class MetricsPanel(W.VBox):
             W.VBox([c["micro_batch_size"], c["num_micro_batches"], c["optimizer_parallel"],
                     c["sequence_parallel"]]),
         ])
-        shown = "none (calculator only)" if not profile else profile
-        self.header = W.HTML(_TABLE_STYLE + f"<div><b>Profile:</b> <code>{html.escape(shown)}"
-                             "</code> &mdash; profile loading is not available yet; this "
-                             "page computes from the configuration below.</div>")
+        about = ("" if not profile else
+                 f"<div><b>Profile:</b> <code>{html.escape(profile)}</code> &mdash; the "
+                 "figures below come from the configuration and the step time set here."
+                 "</div>")
+        self.header = W.HTML(_TABLE_STYLE + about)
         super().__init__([self.header, columns, self.message, self.table, self.chart])
         self.add_class("pk-metrics-panel")
         for widget in self.controls.values():
