@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from perfkit import cli
 
 __all__: list[str] = []
 
+ROOT = Path(__file__).resolve().parents[1]
 CDN = re.compile(r"cdn\.jsdelivr|unpkg\.com|cdnjs\.cloudflare|cdnjs\.com", re.IGNORECASE)
 
 
@@ -105,6 +107,18 @@ def test_voila_arguments() -> None:
     assert "--strip_sources=True" in argv and "--no-browser" in argv
     assert "--template=perfkit" in argv
     assert "--no-browser" not in cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=True)
+    assert "--show_tracebacks=False" in argv
+    assert "--preheat_kernel=True" in argv and "--pool_size=1" in argv
+    cold = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, preheat=False)
+    assert not [a for a in cold if "preheat" in a]
+
+
+def test_uploads_fit_in_one_websocket_message() -> None:
+    from perfkit.io.archive import DEFAULT_MAX_UPLOAD_BYTES
+
+    assert cli.WEBSOCKET_MAX_MESSAGE_BYTES > DEFAULT_MAX_UPLOAD_BYTES
+    args = cli.build_parser().parse_args(["serve", "--no-preheat"])
+    assert args.no_preheat is True
 
 
 # ---- the notebook ---------------------------------------------------------------------
@@ -119,10 +133,10 @@ def test_dashboard_notebook_is_stored_clean() -> None:
             assert cell.outputs == [] and cell.execution_count is None
 
 
-def test_dashboard_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _run_dashboard(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, profile: Path) -> dict:
     from nbclient import NotebookClient
 
-    monkeypatch.setenv(cli.PROFILE_ENV, str(tmp_path))
+    monkeypatch.setenv(cli.PROFILE_ENV, str(profile))
     nb = nbformat.read(cli.locate_dashboard(), as_version=4)
     NotebookClient(nb, timeout=180, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -130,7 +144,23 @@ def test_dashboard_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert not [o for o in outputs if o.output_type == "error"]
     panel = nb.cells[-1].outputs[-1].data
     assert "application/vnd.jupyter.widget-view+json" in panel
-    assert "MFU" in panel["text/html"] and str(tmp_path) in panel["text/html"]
+    return panel
+
+
+def test_dashboard_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    profile = ROOT / "data" / "simulated" / "slow-rank"
+    panel = _run_dashboard(monkeypatch, tmp_path, profile)
+    assert f"Opened <code>{profile}</code>" in panel["text/html"]
+    assert "<svg" in panel["text/html"]
+
+
+def test_dashboard_notebook_shows_a_bad_profile_as_a_message(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "not-a-profile"
+    empty.mkdir()
+    panel = _run_dashboard(monkeypatch, tmp_path, empty)
+    assert "pk-error" in panel["text/html"] and str(empty) in panel["text/html"]
+    assert "Traceback" not in panel["text/html"]
 
 
 # ---- serve: the real server -----------------------------------------------------------
@@ -195,7 +225,7 @@ async def _drive_panel(port: int, page: str) -> tuple[dict, str]:
 def test_serve_smoke(tmp_path: Path) -> None:
     port = _free_port()
     profile = tmp_path / "my_profile"
-    profile.mkdir()
+    shutil.copytree(ROOT / "data" / "simulated" / "slow-link", profile)
     log = (tmp_path / "serve.log").open("w")
     env = {k: v for k, v in os.environ.items() if k != cli.PROFILE_ENV}
     proc = subprocess.Popen(
@@ -214,12 +244,13 @@ def test_serve_smoke(tmp_path: Path) -> None:
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(1)
         assert page is not None, (tmp_path / "serve.log").read_text()
-        # executed output of the notebook: the panel's table and the profile path
-        assert "MFU" in page and "tokens/s/p" in page
-        assert str(profile) in page
+        # executed output of the notebook: the profile opened, the overview's chart
+        # (the widget states are JSON in the page, with < escaped as \u003c)
+        assert f"Opened \\u003ccode\\u003e{profile}\\u003c/code\\u003e" in page
+        assert "\\u003csvg" in page
         assert not CDN.findall(page), CDN.findall(page)
         # sources are stripped: the notebook's code is not in the page
-        assert "metrics_panel(profile=PROFILE)" not in page
+        assert "dashboard(PROFILE)" not in page
         # the live panel in the page's kernel: numbers, an inline SVG chart, and an error
         # message (not a crash) when the browser sets a bad tp
         states, error = asyncio.run(_drive_panel(port, page))
@@ -240,3 +271,317 @@ def test_serve_smoke(tmp_path: Path) -> None:
     assert status == 0, (tmp_path / "serve.log").read_text()
     text = (tmp_path / "serve.log").read_text()
     assert f"http://127.0.0.1:{port}/" in text
+
+
+# ---- info PATH ------------------------------------------------------------------------
+
+SLOW_RANK = ROOT / "data" / "simulated" / "slow-rank"
+
+
+def _rank_folders(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir()
+                  if p.is_dir() and p.name.endswith(("_ascend_pt", "_ascend_ms")))
+
+
+def _measured_step_ms(path: Path) -> float:
+    """Independent of perfkit's loaders: step_trace_time.csv of every rank, read as text.
+
+    A step lasts Computing + Communication(Not Overlapped) + Free on a rank; the job's step
+    is its slowest rank's; the measured figure is the median over the steps.
+    """
+    import csv
+    import statistics
+
+    per_step: dict[int, float] = {}
+    for folder in _rank_folders(path):
+        with (folder / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").open(newline="") as f:
+            for row in csv.DictReader(f):
+                us = (float(row["Computing"]) + float(row["Communication(Not Overlapped)"])
+                      + float(row["Free"]))
+                step = int(row["Step"])
+                per_step[step] = max(per_step.get(step, 0.0), us)
+    return statistics.median(per_step.values()) / 1e3
+
+
+def test_info_on_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit.simulate.scenarios import scenario
+
+    ranks = _rank_folders(SLOW_RANK)
+    (fault,) = scenario("slow-rank").faults  # the answer key the data were made with
+    assert cli.main(["info", str(SLOW_RANK)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\s+format\s+ascend_text$", out, re.MULTILINE)
+    assert re.search(r"^\s+framework\s+pytorch$", out, re.MULTILINE)
+    assert re.search(r"^\s+device\s+npu$", out, re.MULTILINE)
+    assert re.search(r"^\s+profiler level\s+Level1$", out, re.MULTILINE)
+    assert re.search(rf"^\s+ranks\s+{len(ranks)} \(0-{len(ranks) - 1}\)$", out, re.MULTILINE)
+    assert re.search(rf"^\s+world size\s+{len(ranks)}$", out, re.MULTILINE)
+    assert "Steps: 2 (1-2)" in out
+    step_ms = float(re.search(r"measured step time: ([\d,.]+) ms", out).group(1)
+                    .replace(",", ""))
+    assert step_ms == pytest.approx(_measured_step_ms(SLOW_RANK), abs=0.01)
+    # the slowest rank of every step is the slow one, and it is the first finding
+    rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+[\d,.]+\s+[\d.]+ %", out, re.MULTILINE)
+    assert rows and {int(rank) for _, rank in rows} == {fault.rank}
+    first = re.search(r"^\s+1\. \[(\w+)\] (.*)$", out, re.MULTILINE)
+    assert first.group(1) == "high" and f"Slow rank {fault.rank}" in first.group(2)
+    assert len(re.findall(r"^\s+\d+\. \[", out, re.MULTILINE)) <= 5
+
+
+def test_profile_info_text_takes_a_profile_and_skips_findings() -> None:
+    text = cli.profile_info_text(pk.load(SLOW_RANK), n_findings=0)
+    assert "ascend_text" in text and "measured step time" in text
+    assert "findings" not in text.lower()
+    with pytest.raises(pk.InvalidArgumentError):
+        cli.profile_info_text(pk.load(SLOW_RANK), n_findings=-1)
+
+
+def test_info_missing_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["info", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"perfkit: error: profile path not found: {tmp_path / 'nope'}\n"
+    assert cli.main(["info", str(tmp_path)]) == 2  # a folder with no profile in it
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfkit: error: {tmp_path}: no profile found")
+    assert err.count("\n") == 1
+
+
+# ---- report ---------------------------------------------------------------------------
+
+def _snapshot(path: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in path.rglob("*")}
+
+
+@pytest.mark.timeout(120)
+def test_report_writes_a_self_contained_page(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.html"
+    before = _snapshot(SLOW_RANK)
+    start = time.perf_counter()
+    assert cli.main(["report", str(SLOW_RANK), "-o", str(out)]) == 0
+    seconds = time.perf_counter() - start
+    assert seconds < 60, f"perfkit report took {seconds:.1f} s"
+    captured = capsys.readouterr()
+    assert captured.out.strip() == f"wrote {out}"
+    assert "perfkit report: 00_start_here.ipynb" in captured.err  # the progress bar
+    page = out.read_text(encoding="utf-8")
+    # executed outputs: the facts table, inline SVG charts, the findings
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.count("<svg") >= 2
+    assert "ascend_text" in page and "Slow rank 2" in page
+    assert f"<title>perfkit report: {SLOW_RANK}</title>" in page
+    assert f"perfkit {pk.__version__}" in page
+    # no code: neither the sources of the code cells nor prompts
+    nb = nbformat.read(ROOT / "notebooks" / "00_start_here.ipynb", as_version=4)
+    assert "pk.load(PROFILE)" in "".join(c.source for c in nb.cells)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for line in cell.source.splitlines():
+                if len(line.strip()) > 12:
+                    assert line.strip() not in page, line
+    assert "In [" not in page and "jp-InputPrompt" not in page
+    # self-contained: nothing fetched from elsewhere
+    assert not CDN.findall(page), CDN.findall(page)
+    assert "<script" not in page.lower() and "<link" not in page.lower()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page, re.IGNORECASE)
+    # nothing was written into the profile folder
+    assert _snapshot(SLOW_RANK) == before
+
+
+def test_report_errors_are_one_line(tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.html"
+    missing = tmp_path / "nope"
+    assert cli.main(["report", str(missing), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"perfkit: error: profile path not found: {missing}\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["report", str(empty), "-o", str(out)]) == 2  # nothing loadable
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfkit: error: {empty}: no profile found") and \
+        err.count("\n") == 1
+    assert cli.main(["report", str(SLOW_RANK), "-o", str(tmp_path / "no" / "r.html")]) == 2
+    assert "output folder does not exist" in capsys.readouterr().err
+    inside = SLOW_RANK / "report.html"
+    assert cli.main(["report", str(SLOW_RANK), "-o", str(inside)]) == 2
+    assert "inside the profile folder" in capsys.readouterr().err and not inside.exists()
+    assert cli.main(["report", str(SLOW_RANK), "-o", str(out), "--notebook", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "notebook not found: nope" in err and "00_start_here" in err
+    assert not out.exists()
+
+
+@pytest.mark.timeout(120)
+def test_report_names_the_failing_cell(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("PROFILE = None")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_markdown_cell("# A broken notebook"),
+                nbformat.v4.new_code_cell("print(PROFILE)"),
+                nbformat.v4.new_code_cell("x = 1\nraise ValueError('no luck with ' + PROFILE)")]
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(nb, broken)
+    out = tmp_path / "report.html"
+    assert cli.main(["report", str(SLOW_RANK), "-o", str(out), "--notebook", str(broken),
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"perfkit: error: broken.ipynb, cell 4 ('x = 1') failed: ValueError: "
+                   f"no luck with {SLOW_RANK}\n")
+    assert not out.exists()
+
+
+def test_inject_parameters(tmp_path: Path) -> None:
+    from perfkit import report
+
+    nb = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell("PROFILE = 'default'")
+    first.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("intro"), first,
+                nbformat.v4.new_code_cell("print(PROFILE)")]
+    assert report.inject_parameters(nb, {"PROFILE": "C:\\a 'b'"}, N=3) == 2
+    cell = nb.cells[2]
+    assert cell.metadata["tags"] == ["injected-parameters"]
+    scope: dict = {}
+    exec(cell.source, scope)
+    assert scope["PROFILE"] == "C:\\a 'b'" and scope["N"] == 3
+    with pytest.raises(report.ReportError, match="no cell tagged 'parameters'"):
+        report.inject_parameters(nbformat.v4.new_notebook(), PROFILE="x")
+
+
+# ---- simulate -------------------------------------------------------------------------
+
+def test_simulate_writes_a_loadable_profile(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "job"
+    dp, tp, pp = 2, 2, 2
+    assert cli.main(["simulate", str(out), "--model", "llama2-7b", "--num-layers", "4",
+                     "--dp", str(dp), "--tp", str(tp), "--pp", str(pp),
+                     "--num-micro-batches", "2", "--steps", "2", "--light",
+                     "--fault", "slow-rank:rank=5,factor=1.5",
+                     "--fault", "data-stall:stall_us=20000,every=2"]) == 0
+    captured = capsys.readouterr()
+    assert f"wrote {dp * tp * pp} rank folder(s), 2 step(s)" in captured.out
+    folders = _rank_folders(out)
+    assert len(folders) == dp * tp * pp
+    meta = json.loads((folders[0] / "profiler_metadata.json").read_text())
+    sim = meta["perfkit_simulation"]
+    assert sim["parallel"]["dp"] == dp and sim["model"]["num_layers"] == 4
+    assert sim["faults"] == [{"fault": "SlowRank", "rank": 5, "factor": 1.5},
+                             {"fault": "DataLoadingStall", "stall_us": 20000.0, "every": 2,
+                              "ranks": None}]
+    job = pk.load(out, cache=False)
+    assert list(job.ranks) == list(range(dp * tp * pp))
+    assert sorted(job.steps["step"].unique()) == [1, 2]
+
+
+def test_simulate_scenario_gives_the_bundled_files(tmp_path: Path) -> None:
+    out = tmp_path / "slow-rank"
+    assert cli.main(["simulate", str(out), "--scenario", "slow-rank"]) == 0
+    mine = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    bundled = {p.relative_to(SLOW_RANK): p.read_bytes() for p in SLOW_RANK.rglob("*")
+               if p.is_file() and p.name != "README.md"}
+    assert mine.keys() == bundled.keys()
+    assert all(mine[k] == bundled[k] for k in mine)
+
+
+def test_simulate_out_folder_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sim"
+    small = ["--model", "llama2-7b", "--num-layers", "2", "--steps", "1", "--light"]
+    assert cli.main(["simulate", str(out), "--dp", "4", *small]) == 0
+    assert len(_rank_folders(out)) == 4
+    # an earlier simulation is replaced: no stale rank folders are left
+    assert cli.main(["simulate", str(out), "--dp", "2", *small]) == 0
+    assert len(_rank_folders(out)) == 2
+    assert "replaced 4 rank folder(s)" in capsys.readouterr().out
+    # a folder holding anything else is refused, and kept with --force
+    (out / "notes.txt").write_text("mine")
+    assert cli.main(["simulate", str(out), "--dp", "2", *small]) == 2
+    err = capsys.readouterr().err
+    assert "is not empty" in err and "--force" in err and err.count("\n") == 1
+    assert cli.main(["simulate", str(out), "--dp", "2", "--force", *small]) == 0
+    assert (out / "notes.txt").read_text() == "mine" and len(_rank_folders(out)) == 2
+    assert not [p for p in out.iterdir() if p.name.startswith(".perfkit")]
+
+
+def test_parse_fault() -> None:
+    from perfkit.simulate import (
+        DataLoadingStall,
+        NoOverlap,
+        SlowLink,
+        SlowRank,
+        UnfusedOperators,
+    )
+
+    assert cli.parse_fault("slow-rank:rank=3,factor=1.5") == SlowRank(3, 1.5)
+    assert cli.parse_fault("slow-rank:3") == SlowRank(3)
+    assert cli.parse_fault("SlowRank:3, factor=2") == SlowRank(3, 2.0)
+    assert cli.parse_fault("slow-link:2,3,0.15") == SlowLink(2, 3, 0.15)
+    assert cli.parse_fault("data-stall:stall-us=1000,ranks=0+2") == \
+        DataLoadingStall(1000.0, ranks=(0, 2))
+    assert cli.parse_fault("data-loading-stall:ranks=all") == DataLoadingStall()
+    assert cli.parse_fault("unfused-operators:ops=rms_norm+rotary") == \
+        UnfusedOperators(("rms_norm", "rotary"))
+    assert cli.parse_fault("no-overlap") == NoOverlap()
+    assert set(cli.FAULTS) >= {"slow-rank", "slow-link", "data-loading-stall",
+                               "memory-pressure", "full-recompute"}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("slow-ranks:3", "unknown fault 'slow-ranks'; known: slow-rank"),
+    ("slow-rank:rnk=3", "unknown field 'rnk'; its fields are: rank, factor"),
+    ("slow-rank:rank=x", "--fault slow-rank: rank: must be a whole number"),
+    ("slow-rank", "--fault slow-rank: needs rank"),
+    ("slow-rank:rank=-1", "--fault slow-rank: rank: must be a whole number >= 0"),
+    ("slow-link:2,2", "--fault slow-link: dst: must differ from src"),
+    ("slow-rank:rank=1,2", "a bare value cannot follow a field=value"),
+    ("no-overlap:1", "--fault no-overlap: takes no values"),
+    ("slow-rank:rank=1,rank=2", "rank given twice"),
+    ("slow-rank:9", "outside the job"),  # caught by the simulator: 2 ranks
+])
+def test_bad_fault_is_a_one_line_error(spec: str, message: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sim"
+    assert cli.main(["simulate", str(out), "--model", "llama2-7b", "--num-layers", "2",
+                     "--dp", "2", "--steps", "1", "--light", "--fault", spec]) == 2
+    err = capsys.readouterr().err
+    # one error line; a rank outside the job is found by the simulator, after the line
+    # that says what is being simulated
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("perfkit: error: ")]
+    assert line == err.splitlines()[-1] and message in line, err
+    assert not out.exists()
+
+
+def test_simulate_option_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sim"
+    for argv, message in (
+            (["--scenario", "nope"], "--scenario: must be one of llama2-13b-baseline-dp16"),
+            (["--scenario", "slow-rank", "--dp", "2"], "drop --dp"),
+            (["--model", "gpt-5"], "--model: unknown preset"),
+            (["--hardware", "tpu"], "--hardware: unknown preset"),
+            (["--tp", "3"], "tp: must divide num_attention_heads"),
+            (["--recompute-layers", "a"], "--recompute-layers: must be a whole number")):
+        assert cli.main(["simulate", str(out), *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("perfkit: error: ") and message in err, (argv, err)
+        assert err.count("\n") == 1
+    assert not out.exists()
+
+
+# ---- help ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, words", [
+    ([], ["serve", "info", "report", "simulate"]),
+    (["serve"], ["Voila", "--port"]),
+    (["info"], ["PATH", "findings", "--findings"]),
+    (["report"], ["self-contained", "--output", "--notebook", "--timeout", "00_start_here"]),
+    (["simulate"], ["--scenario", "slow-rank", "--fault", "slow-link:2,3,0.15", "--dp",
+                    "--force"]),
+])
+def test_help(command: list[str], words: list[str],
+              capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    for word in words:
+        assert word in out, word

@@ -16,7 +16,8 @@ from typing import Any
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+
+from perfkit import report
 
 __all__: list[str] = []
 
@@ -64,29 +65,24 @@ def _read(path: Path) -> nbformat.NotebookNode:
     return nbformat.read(path, as_version=4)
 
 
-def _parameters_index(nb: nbformat.NotebookNode) -> int:
-    for i, cell in enumerate(nb.cells):
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            return i
-    raise AssertionError("no cell tagged 'parameters'")
-
-
 def inject_parameters(nb: nbformat.NotebookNode, values: dict[str, Any]) -> None:
-    """Insert a papermill-style ``injected-parameters`` cell after the parameters cell."""
-    source = "# Parameters injected by the test\n" + "".join(
-        f"{name} = {value!r}\n" for name, value in values.items())
-    cell = nbformat.v4.new_code_cell(source)
-    cell.metadata["tags"] = ["injected-parameters"]
-    nb.cells.insert(_parameters_index(nb) + 1, cell)
+    """Insert a papermill-style ``injected-parameters`` cell after the parameters cell.
+
+    The same helper ``perfkit report`` uses (:func:`perfkit.report.inject_parameters`).
+    """
+    report.inject_parameters(nb, values)
 
 
 def execute(path: Path, values: dict[str, Any] | None = None) -> tuple[Any, float]:
-    """Run a notebook in its folder; returns the executed notebook and the seconds taken."""
+    """Run a notebook in its folder; returns the executed notebook and the seconds taken.
+
+    The kernel is this interpreter's (:func:`perfkit.report.notebook_client`), as for
+    ``perfkit report``; nbclient's own errors (with the cell's traceback) propagate.
+    """
     nb = _read(path)
     if values:
         inject_parameters(nb, values)
-    client = NotebookClient(nb, timeout=int(TIME_LIMIT_S * 2), kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = report.notebook_client(nb, cwd=path.parent, timeout=int(TIME_LIMIT_S * 2))
     start = time.perf_counter()
     client.execute()
     return nb, time.perf_counter() - start

@@ -20,96 +20,28 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import perfkit as pk
-from perfkit.simulate import DataLoadingStall, Fault, SlowLink, SlowRank, simulate
+from perfkit.simulate.scenarios import (
+    EFFICIENCY,
+    LLAMA7B_4L,
+    LLAMA13B_8L,
+    MERGE_US,
+    SCENARIOS,
+    Scenario,
+    write_scenario,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 REAL_SAMPLE = "samples/ascend/msinsight-pt-level1"
 REAL_LICENSE = "samples/ascend/LICENSE.Ascend-msinsight.MulanPSL2.txt"
 
-HW = pk.Hardware.preset("ascend-910b")
-#: matrix-kernel efficiency used for every scenario: with it the tuned configuration lands
-#: near the seed's measured tokens/s/p (see data/simulated/README.md)
-EFFICIENCY = 0.78
-#: Overlap Analysis tracks of trace_view.json close gaps shorter than this (file size)
-MERGE_US = 20.0
-LLAMA13B_8L = pk.ModelSpec.preset("llama2-13b").replace(num_layers=8, name="llama2-13b-8l")
-LLAMA7B_4L = pk.ModelSpec.preset("llama2-7b").replace(num_layers=4, name="llama2-7b-4l")
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One simulated profile of ``data/simulated/``."""
-
-    name: str
-    title: str
-    model: pk.ModelSpec
-    parallel: pk.ParallelConfig
-    steps: int
-    faults: tuple[Fault, ...] = ()
-    story: str = ""
-    look_at: tuple[str, ...] = field(default=())
-    trace_kernels: bool = False
-
-
-SCENARIOS = (
-    Scenario(
-        "llama2-13b-baseline-dp16", "Llama2-13B-like baseline: pure data parallel, full recompute",
-        LLAMA13B_8L,
-        pk.ParallelConfig(dp=16, num_micro_batches=4, optimizer_shard=16, recompute="full"),
-        steps=1,
-        story="The starting point of the seed's Llama2-13B case: every device holds the whole "
-              "model (data parallel 16 over two 8-NPU nodes, optimizer state sharded) and "
-              "recomputes every layer to fit in memory.",
-        look_at=("steps: Computing dominates; the forward kernels appear twice per layer "
-                 "(recompute)",
-                 "comm_ops: the gradient reduce-scatter / all-gather cross the two nodes "
-                 "(RDMA)")),
-    Scenario(
-        "llama2-13b-tuned-dp8-pp2", "Llama2-13B-like tuned: dp 8 x pp 2, partial recompute",
-        LLAMA13B_8L,
-        pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8,
-                          recompute="selective", recompute_layers=(1, 0)),
-        steps=1,
-        story="The seed's tuned configuration: two pipeline stages (one per node), data "
-              "parallel 8 inside each node, full recompute only for the first layers of "
-              "stage 0 (the seed's recompute [4, 0] of 20 layers per stage, scaled to 4 "
-              "layers per stage) and SiLU/Mul selective recompute elsewhere.",
-        look_at=("steps: Bubble (hcom_receive) on both stages; less Computing per token than "
-                 "the baseline",
-                 "memory: stage 0 holds more micro-batches in flight than stage 1")),
-    Scenario(
-        "slow-rank", "Slow rank: one NPU computes 25 % slower", LLAMA7B_4L,
-        pk.ParallelConfig(dp=4, num_micro_batches=2), steps=2, faults=(SlowRank(2, 1.25),),
-        story="Four data-parallel ranks; rank 2 runs its compute kernels 25 % slower.",
-        look_at=("steps: rank 2's computing_us is the outlier",
-                 "comm_ops: the other ranks wait for rank 2 inside the gradient all-reduce "
-                 "(wait_us)")),
-    Scenario(
-        "slow-link", "Slow link: the HCCS link between ranks 2 and 3 at 15 %", LLAMA7B_4L,
-        pk.ParallelConfig(dp=4, num_micro_batches=2), steps=2,
-        faults=(SlowLink(2, 3, 0.15),),
-        story="Four data-parallel ranks; the link between rank 2 and rank 3 delivers 15 % "
-              "of its bandwidth, so every gradient all-reduce is paced by it.",
-        look_at=("comm_matrix: the 2-3 link's bandwidth_gbps is far below the other links",
-                 "comm_ops: transit_us of the all-reduces grows on every rank")),
-    Scenario(
-        "data-stall", "Data-loading stall: the loader blocks every other step", LLAMA7B_4L,
-        pk.ParallelConfig(dp=2, pp=2, num_micro_batches=2), steps=3,
-        faults=(DataLoadingStall(120_000.0, every=2),),
-        story="Four ranks (dp 2 x pp 2); on steps 1 and 3 the host waits 120 ms for the data "
-              "loader before it launches anything.",
-        look_at=("steps: preparing_us jumps on the stalled steps; the step takes that much "
-                 "longer",
-                 "ops: on those steps the host launches nothing for the first 120 ms of the "
-                 "ProfilerStep (this scenario keeps every kernel and host op in "
-                 "trace_view.json)"),
-        trace_kernels=True),
-)
+# The scenario definitions live in perfkit.simulate.scenarios (``perfkit simulate
+# --scenario NAME`` uses the same ones); the names below are kept for older imports.
+__all__ = ["SCENARIOS", "Scenario", "EFFICIENCY", "MERGE_US", "LLAMA13B_8L", "LLAMA7B_4L",
+           "HW", "make_scenario", "copy_real", "main"]
+HW = SCENARIOS[0].hardware  # every scenario runs on the same preset (HARDWARE)
 
 
 def _readme(s: Scenario) -> str:
@@ -145,9 +77,7 @@ def make_scenario(s: Scenario, out: Path) -> Path:
     target = out / s.name
     if target.exists():
         shutil.rmtree(target)
-    simulate(s.model, s.parallel, HW, steps=s.steps, faults=s.faults, seed=0, out=target,
-             efficiency=EFFICIENCY, aic_metrics=None, trace_kernels=s.trace_kernels,
-             overlap_merge_us=MERGE_US)
+    write_scenario(s, target)
     (target / "README.md").write_text(_readme(s))
     return target
 

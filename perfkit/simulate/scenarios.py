@@ -1,0 +1,183 @@
+"""The named teaching scenarios of ``data/simulated/``, in one place.
+
+``tools/make_data.py`` writes the bundled profiles from these definitions and
+``perfkit simulate OUT --scenario NAME`` writes any one of them again (anywhere). Every
+scenario runs on the ``ascend-910b`` preset at a matrix-kernel efficiency of
+:data:`EFFICIENCY`, with seed 0, no PMU counters (``aic_metrics=None``) and, except for the
+data-stall scenario, no per-kernel events in ``trace_view.json``: the settings that keep
+``data/`` within its size budget. The Llama2-13B-like jobs keep the real layer widths,
+sequence length and parallel layouts of the seed's case study but only 8 of the 40 layers
+and a few micro-batches; the fault scenarios use a 4-layer Llama2-7B-like model.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InvalidArgumentError
+from ..specs import Hardware, ModelSpec, ParallelConfig
+from .faults import DataLoadingStall, Fault, SlowLink, SlowRank
+
+__all__ = ["Scenario", "SCENARIOS", "EFFICIENCY", "MERGE_US", "HARDWARE", "SEED",
+           "scenario", "scenario_names", "write_scenario"]
+
+#: Hardware preset of every scenario.
+HARDWARE = "ascend-910b"
+#: Matrix-kernel efficiency of every scenario: with it the tuned configuration lands near
+#: the seed's measured tokens/s/p (see data/simulated/README.md).
+EFFICIENCY = 0.78
+#: Overlap Analysis tracks of trace_view.json close gaps shorter than this (file size).
+MERGE_US = 20.0
+#: Seed of the bundled profiles.
+SEED = 0
+
+LLAMA13B_8L = ModelSpec.preset("llama2-13b").replace(num_layers=8, name="llama2-13b-8l")
+LLAMA7B_4L = ModelSpec.preset("llama2-7b").replace(num_layers=4, name="llama2-7b-4l")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One simulated profile of ``data/simulated/``.
+
+    Attributes
+    ----------
+    name : str
+        Folder name under ``data/simulated/``.
+    title : str
+        One line saying what the profile shows.
+    model : ModelSpec
+    parallel : ParallelConfig
+    steps : int
+    faults : tuple of Fault
+    story : str
+        A paragraph for the scenario's README.
+    look_at : tuple of str
+        Where the symptom shows (README bullet points).
+    trace_kernels : bool
+        Whether every kernel goes into ``trace_view.json``.
+    """
+
+    name: str
+    title: str
+    model: ModelSpec
+    parallel: ParallelConfig
+    steps: int
+    faults: tuple[Fault, ...] = ()
+    story: str = ""
+    look_at: tuple[str, ...] = field(default=())
+    trace_kernels: bool = False
+
+    @property
+    def hardware(self) -> Hardware:
+        """The hardware preset (:data:`HARDWARE`)."""
+        return Hardware.preset(HARDWARE)
+
+    @property
+    def num_ranks(self) -> int:
+        """dp × tp × pp."""
+        p = self.parallel
+        return p.dp * p.tp * p.pp
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "llama2-13b-baseline-dp16", "Llama2-13B-like baseline: pure data parallel, full recompute",
+        LLAMA13B_8L,
+        ParallelConfig(dp=16, num_micro_batches=4, optimizer_shard=16, recompute="full"),
+        steps=1,
+        story="The starting point of the seed's Llama2-13B case: every device holds the whole "
+              "model (data parallel 16 over two 8-NPU nodes, optimizer state sharded) and "
+              "recomputes every layer to fit in memory.",
+        look_at=("steps: Computing dominates; the forward kernels appear twice per layer "
+                 "(recompute)",
+                 "comm_ops: the gradient reduce-scatter / all-gather cross the two nodes "
+                 "(RDMA)")),
+    Scenario(
+        "llama2-13b-tuned-dp8-pp2", "Llama2-13B-like tuned: dp 8 x pp 2, partial recompute",
+        LLAMA13B_8L,
+        ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8,
+                       recompute="selective", recompute_layers=(1, 0)),
+        steps=1,
+        story="The seed's tuned configuration: two pipeline stages (one per node), data "
+              "parallel 8 inside each node, full recompute only for the first layers of "
+              "stage 0 (the seed's recompute [4, 0] of 20 layers per stage, scaled to 4 "
+              "layers per stage) and SiLU/Mul selective recompute elsewhere.",
+        look_at=("steps: Bubble (hcom_receive) on both stages; less Computing per token than "
+                 "the baseline",
+                 "memory: stage 0 holds more micro-batches in flight than stage 1")),
+    Scenario(
+        "slow-rank", "Slow rank: one NPU computes 25 % slower", LLAMA7B_4L,
+        ParallelConfig(dp=4, num_micro_batches=2), steps=2, faults=(SlowRank(2, 1.25),),
+        story="Four data-parallel ranks; rank 2 runs its compute kernels 25 % slower.",
+        look_at=("steps: rank 2's computing_us is the outlier",
+                 "comm_ops: the other ranks wait for rank 2 inside the gradient all-reduce "
+                 "(wait_us)")),
+    Scenario(
+        "slow-link", "Slow link: the HCCS link between ranks 2 and 3 at 15 %", LLAMA7B_4L,
+        ParallelConfig(dp=4, num_micro_batches=2), steps=2,
+        faults=(SlowLink(2, 3, 0.15),),
+        story="Four data-parallel ranks; the link between rank 2 and rank 3 delivers 15 % "
+              "of its bandwidth, so every gradient all-reduce is paced by it.",
+        look_at=("comm_matrix: the 2-3 link's bandwidth_gbps is far below the other links",
+                 "comm_ops: transit_us of the all-reduces grows on every rank")),
+    Scenario(
+        "data-stall", "Data-loading stall: the loader blocks every other step", LLAMA7B_4L,
+        ParallelConfig(dp=2, pp=2, num_micro_batches=2), steps=3,
+        faults=(DataLoadingStall(120_000.0, every=2),),
+        story="Four ranks (dp 2 x pp 2); on steps 1 and 3 the host waits 120 ms for the data "
+              "loader before it launches anything.",
+        look_at=("steps: preparing_us jumps on the stalled steps; the step takes that much "
+                 "longer",
+                 "ops: on those steps the host launches nothing for the first 120 ms of the "
+                 "ProfilerStep (this scenario keeps every kernel and host op in "
+                 "trace_view.json)"),
+        trace_kernels=True),
+)
+
+
+def scenario_names() -> list[str]:
+    """Names of :data:`SCENARIOS`, in order."""
+    return [s.name for s in SCENARIOS]
+
+
+def scenario(name: str) -> Scenario:
+    """The scenario called ``name``; :class:`InvalidArgumentError` listing the names if none."""
+    for s in SCENARIOS:
+        if s.name == name:
+            return s
+    raise InvalidArgumentError("scenario", f"must be one of {', '.join(scenario_names())}",
+                               name)
+
+
+def write_scenario(which: str | Scenario, out: str | os.PathLike[str], *,
+                   seed: int = SEED, steps: int | None = None,
+                   framework: str = "pytorch") -> Path:
+    """Simulate one scenario into ``out`` with the settings of the bundled data.
+
+    Parameters
+    ----------
+    which : str or Scenario
+        A name of :data:`SCENARIOS` or a scenario.
+    out : path
+        Folder that receives the rank folders (see :func:`perfkit.simulate.simulate`).
+    seed : int
+        Seed (the bundled data use :data:`SEED`).
+    steps : int, optional
+        Steps to simulate (default: the scenario's).
+    framework : {"pytorch", "mindspore"}
+        Export layout.
+
+    Returns
+    -------
+    Path
+        ``out``.
+    """
+    from . import simulate
+
+    s = scenario(which) if isinstance(which, str) else which
+    return simulate(s.model, s.parallel, s.hardware, steps=s.steps if steps is None else steps,
+                    faults=s.faults, seed=seed, out=out, framework=framework,
+                    efficiency=EFFICIENCY, aic_metrics=None, trace_kernels=s.trace_kernels,
+                    overlap_merge_us=MERGE_US)
