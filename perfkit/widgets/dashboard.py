@@ -220,24 +220,22 @@ class _OverviewTab(_Tab):
         from .overview import profile_facts
 
         steps = A.step_breakdown(profile)
-        out = [_html(frame_html(profile_facts(profile), "What was opened",
-                                     align="left"))]
+        facts = _html(frame_html(profile_facts(profile), "What was opened", align="left"))
         if steps.empty:
-            out.append(_html(_note("No training steps were found in this profile (no step "
-                                   "markers and no step trace), so there is no step "
-                                   "breakdown; the Operators and Memory tabs may still "
-                                   "have data.")))
-            return out
+            return [_html(_note("No training steps were found in this profile (no step "
+                                "markers and no step trace), so there is no step "
+                                "breakdown; the Operators and Memory tabs may still "
+                                "have data.")), facts]
         step_s = measured_step_s(steps)
-        out.append(_html(f"<p><b>Measured step:</b> {step_s:,.3f} s (median over steps of "
-                         "the slowest rank's step time)</p>"))
-        out.append(_svg(C.step_breakdown_chart(steps, title="Where the step time goes, "
-                                                            "per rank")))
         columns = [c for c in ("rank", "step", "step_us", "computing_share",
                                "comm_not_overlapped_share", "free_share", "bubble_share")
                    if c in steps.columns]
-        out.append(_html(frame_html(steps[columns], "Steps (µs and shares of the step)")))
-        return out
+        return [
+            _html(f"<p><b>Measured step:</b> {step_s:,.3f} s (median over steps of the "
+                  "slowest rank's step time)</p>"),
+            _svg(C.step_breakdown_chart(steps, title="Where the step time goes, per rank")),
+            facts,
+            _html(frame_html(steps[columns], "Steps (µs and shares of the step)"))]
 
 
 class _OperatorsTab(_Tab):
