@@ -245,3 +245,56 @@ def test_static_fallback_shows_the_overview(board) -> None:
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert "<svg" in bundle["text/html"] and "Opened" in bundle["text/html"]
     json.dumps(bundle["text/html"])
+
+
+# ---- pieces the notebooks reuse ------------------------------------------------------
+
+def _computing_per_rank(folder: Path) -> dict[int, float]:
+    """Computing time per rank, summed over steps, from each rank's step_trace_time.csv."""
+    import csv
+
+    totals = {}
+    for info in folder.glob("*/profiler_info_*.json"):
+        rank = int(info.stem.rsplit("_", 1)[1])
+        path = info.parent / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+        with path.open(newline="", encoding="utf-8") as fh:
+            totals[rank] = sum(float(r["Computing"]) for r in csv.DictReader(fh))
+    return totals
+
+
+def test_slow_ranks_explorer_flags_the_rank_that_computes_longest() -> None:
+    import perfkit as pk
+    from perfkit.widgets import slow_ranks_explorer
+
+    folder = bundled_profile("simulated/slow-rank")
+    totals = _computing_per_rank(folder)
+    slowest = max(totals, key=totals.get)
+    others = sorted(v for r, v in totals.items() if r != slowest)
+    excess = totals[slowest] / others[len(others) // 2] - 1  # over a peer's computing
+    assert excess > 0.15  # the planted fault is large
+    explorer = slow_ranks_explorer(pk.load(folder))
+    assert f"<b>Slow at 5%:</b> rank {slowest}</p>" in explorer.output.value
+    assert "<svg" in explorer.output.value
+    explorer.control.value = 0.5  # above any rank's excess
+    assert "<b>Slow at 50%:</b> none</p>" in explorer.output.value
+
+
+def test_bandwidth_explorer_follows_the_preset() -> None:
+    import perfkit as pk
+    from perfkit.widgets import bandwidth_explorer
+
+    explorer = bandwidth_explorer(pk.load(bundled_profile("simulated/slow-link")))
+    assert "nominal links of ascend-910b" in explorer.output.value
+    explorer.control.value = "h100"
+    assert "nominal links of h100" in explorer.output.value
+    assert "<div class='pk-error'>" not in explorer.output.value
+
+
+def test_tab_panel_draws_one_tab_and_rejects_unknown_titles() -> None:
+    from perfkit.errors import InvalidArgumentError
+    from perfkit.widgets import tab_panel
+
+    panel = tab_panel("Operators", "simulated/slow-rank")
+    assert "<svg" in _html_of(panel) and panel.message.value == ""
+    with pytest.raises(InvalidArgumentError, match="Overview"):
+        tab_panel("Kernels", "simulated/slow-rank")

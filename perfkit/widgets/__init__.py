@@ -4,7 +4,8 @@ Panels wire controls to package functions; the numbers they show come from
 :mod:`perfkit.calc` through the pure helpers of :mod:`perfkit.widgets.summary`.
 """
 
-from .dashboard import TAB_TITLES, Dashboard, dashboard
+from .dashboard import TAB_TITLES, Dashboard, dashboard, tab_panel
+from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer
 from .metrics import MetricsPanel, metrics_panel, summary_html
 from .overview import (
     LinearityExplorer,
@@ -20,7 +21,8 @@ from .overview import (
 )
 from .summary import memory_breakdown, metrics_summary
 
-__all__ = ["Dashboard", "TAB_TITLES", "dashboard", "MetricsPanel", "memory_breakdown",
+__all__ = ["Dashboard", "TAB_TITLES", "dashboard", "tab_panel", "Explorer",
+           "bandwidth_explorer", "slow_ranks_explorer", "MetricsPanel", "memory_breakdown",
            "metrics_panel", "metrics_summary", "summary_html", "StepTimeExplorer",
            "bundled_ir", "bundled_profile", "bundled_profiles", "measured_step_s",
            "profile_facts", "step_time_explorer", "LinearityExplorer", "linearity_explorer",

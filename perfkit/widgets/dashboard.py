@@ -41,8 +41,8 @@ from ..plan import search
 from .metrics import _TABLE_STYLE, MetricsPanel, metrics_panel
 from .overview import IR_DIR, bundled_profile, bundled_profiles, measured_step_s, recompute_tradeoff
 
-__all__ = ["TAB_TITLES", "DEFAULT_PROFILE", "Dashboard", "dashboard", "open_profile",
-           "describe_error", "frame_html"]
+__all__ = ["TAB_TITLES", "DEFAULT_PROFILE", "Dashboard", "dashboard", "tab_panel",
+           "open_profile", "describe_error", "frame_html"]
 
 #: The tabs, in the order of the tuning cycle.
 TAB_TITLES = ("Overview", "Operators", "Communication", "Memory", "Recompute", "Planner",
@@ -351,6 +351,10 @@ class _RecomputeTab(_Tab):
         except PerfkitError as exc:
             out.append(_html(_error(describe_error(exc, "the recompute trade-off"))))
             return out
+        hardware = _hardware(c["hardware"].value)
+        out.append(_svg(C.recompute_tradeoff_chart(
+            tradeoff, memory_limit_GiB=hardware.memory_bytes / 2**30,
+            title="Memory against time for each recompute mode")))
         out.append(_html(frame_html(tradeoff, "Memory against time for the Planner's job "
                                               "(perfkit.estimate_step, each mode on every "
                                               "layer)")))
@@ -446,6 +450,42 @@ class _AdviceTab(_Tab):
         return out
 
 
+def _new_tab(title: str, job: MetricsPanel) -> _Tab:
+    if title not in TAB_TITLES:
+        raise InvalidArgumentError("title", "must be one of " + ", ".join(TAB_TITLES), title)
+    kinds = {"Overview": _OverviewTab, "Operators": _OperatorsTab,
+             "Communication": _CommunicationTab, "Advice": _AdviceTab}
+    if title in kinds:
+        return kinds[title]()
+    return {"Memory": _MemoryTab, "Recompute": _RecomputeTab, "Planner": _PlannerTab}[title](job)
+
+
+def tab_panel(title: str, profile: Any, job: MetricsPanel | None = None) -> W.VBox:
+    """One tab of the dashboard on its own, computed for ``profile`` (for the notebooks).
+
+    Parameters
+    ----------
+    title : str
+        One of :data:`TAB_TITLES`.
+    profile : Profile, Cluster, str or path
+        A loaded profile, a bundled sample's name or a path (see :func:`open_profile`).
+    job : MetricsPanel, optional
+        The job description the Memory, Recompute and Planner tabs use (default: a new
+        :func:`~perfkit.widgets.metrics_panel` with its defaults).
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The tab with its controls; a failure shows its message inside the tab.
+    """
+    panel = _new_tab(title, job if job is not None else metrics_panel())
+    if isinstance(profile, (str, os.PathLike)):
+        profile = open_profile(profile)
+    panel.show(profile)
+    panel.refresh()
+    return panel
+
+
 # --------------------------------------------------------------------------------------
 # the dashboard
 # --------------------------------------------------------------------------------------
@@ -493,11 +533,7 @@ class Dashboard(W.VBox):
                                    description="Upload .zip")
         self.status = W.HTML()
         self.job = metrics_panel()
-        self.panels: dict[str, _Tab] = {
-            "Overview": _OverviewTab(), "Operators": _OperatorsTab(),
-            "Communication": _CommunicationTab(), "Memory": _MemoryTab(self.job),
-            "Recompute": _RecomputeTab(self.job), "Planner": _PlannerTab(self.job),
-            "Advice": _AdviceTab()}
+        self.panels: dict[str, _Tab] = {t: _new_tab(t, self.job) for t in TAB_TITLES}
         self.tabs = W.Tab(children=[self.panels[t] for t in TAB_TITLES], titles=TAB_TITLES)
         limit = f"{self.upload_limit_bytes / 2**20:,.0f} MiB"
         picker = W.VBox([
