@@ -573,9 +573,7 @@ class Dashboard(W.VBox):
         try:
             profile = open_profile(source)
         except Exception as exc:  # noqa: BLE001 - shown in the page, never a traceback
-            self.error = describe_error(exc, f"opening {shown}")
-            kept = (f" Still showing {self.source}." if self.profile is not None else "")
-            self.status.value = _error(self.error + kept)
+            self._fail(describe_error(exc, f"opening {shown}"))
             return False
         self.profile, self.source, self.error = profile, shown, None
         ranks = getattr(profile, "ranks", None) or [profile.meta.rank]
@@ -586,6 +584,12 @@ class Dashboard(W.VBox):
             panel.show(profile)
         self._refresh_selected()
         return True
+
+    def _fail(self, message: str) -> None:
+        """Show ``message`` and say which profile stays on show."""
+        self.error = message
+        kept = f" Still showing {self.source}." if self.profile is not None else ""
+        self.status.value = _error(message + kept)
 
     def _on_path(self, change: dict[str, Any]) -> None:
         if change["new"].strip():
@@ -616,8 +620,7 @@ class Dashboard(W.VBox):
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
         except Exception as exc:  # noqa: BLE001 - shown in the page
-            self.error = describe_error(exc, f"reading the upload {name}")
-            self.status.value = _error(self.error)
+            self._fail(describe_error(exc, f"reading the upload {name}"))
             return
         finally:
             self.upload.value = ()

@@ -175,3 +175,31 @@ def test_a_bad_calculator_value_shows_a_message(page):
     page.wait_for_function("() => !document.body.innerText.includes('must divide')",
                            timeout=WAIT_MS)
     assert page.errors == []
+
+
+def _upload(page, path) -> None:
+    """Click the upload button and pick ``path`` in the file chooser it opens."""
+    with page.expect_file_chooser(timeout=WAIT_MS) as chooser:
+        page.locator(".widget-upload", has_text="Upload .zip").first.click()
+    chooser.value.set_files(str(path))
+
+
+def test_uploading_a_zipped_profile_opens_it(page, tmp_path):
+    import zipfile
+
+    folder = ROOT / "data" / "simulated" / "slow-link"
+    archive = tmp_path / "slow-link.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"slow-link/{path.relative_to(folder).as_posix()}")
+    _upload(page, archive)
+    page.wait_for_selector("text=Opened slow-link.zip", timeout=WAIT_MS)
+    assert "4 rank(s)" in page.inner_text("body")
+    # a file that is not a zip: a message, and the uploaded profile stays on show
+    bad = tmp_path / "notes.zip"
+    bad.write_text("not a zip archive", encoding="utf-8")
+    _upload(page, bad)
+    page.wait_for_selector("text=Still showing slow-link.zip", timeout=WAIT_MS)
+    assert "notes.zip" in page.inner_text("body")
+    assert page.errors == []
