@@ -298,3 +298,14 @@ def test_tab_panel_draws_one_tab_and_rejects_unknown_titles() -> None:
     assert "<svg" in _html_of(panel) and panel.message.value == ""
     with pytest.raises(InvalidArgumentError, match="Overview"):
         tab_panel("Kernels", "simulated/slow-rank")
+
+
+def test_changing_the_job_redraws_the_tabs_that_use_it() -> None:
+    board = dashboard("simulated/slow-rank")
+    memory = board.select("Memory")
+    before = _html_of(memory)
+    board.select("Planner")
+    board.job.controls["micro_batch_size"].value = 2  # doubles the activations
+    assert board.panels["Memory"].stale and board.panels["Recompute"].stale
+    after = _html_of(board.select("Memory"))
+    assert after != before and "<svg" in after

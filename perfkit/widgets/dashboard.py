@@ -549,6 +549,8 @@ class Dashboard(W.VBox):
         self.open_button.on_click(lambda _button: self.load_profile(self.path.value))
         self.upload.observe(self._on_upload, names="value")
         self.tabs.observe(lambda _change: self._refresh_selected(), names="selected_index")
+        for control in self.job.controls.values():  # the job feeds Memory and Recompute
+            control.observe(self._on_job_change, names="value")
         self._refresh_selected()
 
     # ---- opening -----------------------------------------------------------------------
@@ -594,6 +596,10 @@ class Dashboard(W.VBox):
     def _on_path(self, change: dict[str, Any]) -> None:
         if change["new"].strip():
             self.load_profile(change["new"])
+
+    def _on_job_change(self, _change: dict[str, Any]) -> None:
+        for title in ("Memory", "Recompute"):
+            self.panels[title].stale = True
 
     def _on_sample(self, change: dict[str, Any]) -> None:
         if change["new"]:
