@@ -44,7 +44,7 @@ from .errors import InvalidArgumentError, PerfkitError
 from .specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "main", "build_parser",
-           "info_text", "profile_info_text", "measured_step_s", "locate_dashboard",
+           "info_text", "profile_info_text", "locate_dashboard",
            "voila_argv", "serve", "FAULTS", "parse_fault", "simulate_command"]
 
 #: Where ``perfkit serve`` looks for the dashboard: ``<repository>/notebooks/dashboard.ipynb``.
@@ -119,22 +119,6 @@ def info_text() -> str:
     return "\n".join(lines)
 
 
-def measured_step_s(breakdown: Any) -> float:
-    """The measured step time in seconds from :func:`perfkit.analysis.step_breakdown`.
-
-    The same rule as the notebooks' overview: a synchronous job steps at the pace of its
-    slowest rank, so each step counts as its longest ``step_us`` over the ranks, and the
-    median over the steps keeps one odd step (a warm-up, a checkpoint) from moving it.
-    NaN when no step time is known.
-    """
-    if "step_us" not in breakdown.columns or "step" not in breakdown.columns:
-        return math.nan
-    known = breakdown.dropna(subset=["step_us"])
-    if known.empty:
-        return math.nan
-    return float(known.groupby("step", dropna=False)["step_us"].max().median()) / 1e6
-
-
 def _ranges(values: Sequence[int]) -> str:
     """``[0, 1, 2, 3, 7]`` -> ``"0-3, 7"``."""
     out: list[str] = []
@@ -163,7 +147,7 @@ def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
 
 
 def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
-    from .analysis import step_breakdown
+    from .analysis import measured_step_s, step_breakdown
 
     try:
         steps = step_breakdown(profile)
@@ -230,8 +214,8 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5) -> str:
     str
         Plain text: format, framework, device, profiler level, ranks, world size and the
         loader's notes; the steps (:func:`perfkit.analysis.step_breakdown`) with the
-        measured step time (:func:`measured_step_s`) and, per step, the slowest rank and
-        its shares; the findings with their severity, share of the step at stake,
+        measured step time (:func:`perfkit.analysis.measured_step_s`) and, per step, the
+        slowest rank and its shares; the findings with their severity, share of the step at stake,
         evidence and recommendation.
 
     Raises

@@ -19,12 +19,12 @@ from .operators import (
 )
 from .rank_summary import rank_comm_summary, rank_step_breakdown, rank_step_summary
 from .recompute import RecomputeCheck, match_pattern, recompute_check
-from .steps import derive_steps, step_breakdown
+from .steps import derive_steps, measured_step_s, step_breakdown
 
 __all__ = [
     "RecomputeCheck", "match_pattern", "recompute_check",
     # steps
-    "step_breakdown", "derive_steps",
+    "step_breakdown", "derive_steps", "measured_step_s",
     # operators
     "top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels", "unfused_patterns",
     "recompute_evidence",

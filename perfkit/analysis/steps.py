@@ -23,6 +23,7 @@ runs, else to *free*. The three parts then sum to the window exactly.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,8 @@ from ..errors import InvalidArgumentError
 from ._frames import is_lazy
 from ._util import add_note, empty_frame, has_values, interval_union, table
 
-__all__ = ["step_breakdown", "derive_steps", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
+__all__ = ["step_breakdown", "derive_steps", "measured_step_s", "STEP_COLUMNS", "PART_COLUMNS",
+           "RECEIVE_PATTERN"]
 
 #: Parts whose sum is the step time.
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
@@ -199,3 +201,30 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
     if out["step"].isna().any():
         add_note(out, "some device tasks have no step; they are grouped under step NA")
     return add_note(out, "derived from device tasks: computing > communication > free")
+
+
+def measured_step_s(breakdown: pd.DataFrame) -> float:
+    """The measured step time in seconds from a step breakdown.
+
+    A synchronous data-parallel or pipelined job steps at the pace of its slowest rank,
+    so each step counts as its longest ``step_us`` over the ranks; the median over the
+    steps keeps one odd step (a warm-up, a checkpoint) from moving the figure.
+
+    Parameters
+    ----------
+    breakdown : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown` output (columns ``step`` and ``step_us``).
+
+    Returns
+    -------
+    float
+        Seconds; NaN when the breakdown has no known step time.
+    """
+    for column in ("step", "step_us"):
+        if column not in breakdown.columns:
+            raise InvalidArgumentError("breakdown", f"needs the column {column}")
+    known = breakdown.dropna(subset=["step_us"])
+    if known.empty:
+        return math.nan
+    slowest = known.groupby("step", dropna=False)["step_us"].max()
+    return float(slowest.median()) / 1e6

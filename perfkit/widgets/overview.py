@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
+from ..analysis import measured_step_s
 from ..calc import estimate_step, linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
 from ..specs import Hardware, ModelSpec, ParallelConfig
@@ -144,33 +145,6 @@ def recompute_tradeoff(model: ModelSpec, parallel: ParallelConfig, hardware: Har
                      "tokens_per_s_per_device": est.tokens_per_second_per_device,
                      "mfu": est.mfu, "hfu": est.hfu})
     return pd.DataFrame(rows)
-
-
-def measured_step_s(breakdown: pd.DataFrame) -> float:
-    """The measured step time in seconds from a step breakdown.
-
-    A synchronous data-parallel or pipelined job steps at the pace of its slowest rank,
-    so each step counts as its longest ``step_us`` over the ranks; the median over the
-    steps keeps one odd step (a warm-up, a checkpoint) from moving the figure.
-
-    Parameters
-    ----------
-    breakdown : pandas.DataFrame
-        :func:`perfkit.analysis.step_breakdown` output (columns ``step`` and ``step_us``).
-
-    Returns
-    -------
-    float
-        Seconds; NaN when the breakdown has no known step time.
-    """
-    for column in ("step", "step_us"):
-        if column not in breakdown.columns:
-            raise InvalidArgumentError("breakdown", f"needs the column {column}")
-    known = breakdown.dropna(subset=["step_us"])
-    if known.empty:
-        return math.nan
-    slowest = known.groupby("step", dropna=False)["step_us"].max()
-    return float(slowest.median()) / 1e6
 
 
 def profile_facts(profile: Any) -> pd.DataFrame:
