@@ -39,7 +39,15 @@ from ..io.detect import load
 from ..io.ir import load_ir
 from ..plan import search
 from .metrics import _TABLE_STYLE, MetricsPanel, metrics_panel
-from .overview import IR_DIR, bundled_profile, bundled_profiles, measured_step_s, recompute_tradeoff
+from .overview import (
+    IR_DIR,
+    bundled_profile,
+    bundled_profiles,
+    measured_step_s,
+    profile_facts,
+    recompute_tradeoff,
+)
+from .summary import resolve_hardware, resolve_model
 
 __all__ = ["TAB_TITLES", "DEFAULT_PROFILE", "Dashboard", "dashboard", "tab_panel",
            "open_profile", "describe_error", "frame_html"]
@@ -217,8 +225,6 @@ class _OverviewTab(_Tab):
     title = "Overview"
 
     def build(self, profile: Any) -> list[W.Widget]:
-        from .overview import profile_facts
-
         steps = A.step_breakdown(profile)
         facts = _html(frame_html(profile_facts(profile), "What was opened", align="left"))
         if steps.empty:
@@ -346,12 +352,11 @@ class _RecomputeTab(_Tab):
         try:
             parallel = self.job.parallel_config()
             c = self.job.controls
-            tradeoff = recompute_tradeoff(_model(c["model"].value), parallel,
-                                          _hardware(c["hardware"].value))
+            hardware = resolve_hardware(c["hardware"].value)
+            tradeoff = recompute_tradeoff(resolve_model(c["model"].value), parallel, hardware)
         except PerfkitError as exc:
             out.append(_html(_error(describe_error(exc, "the recompute trade-off"))))
             return out
-        hardware = _hardware(c["hardware"].value)
         out.append(_svg(C.recompute_tradeoff_chart(
             tradeoff, memory_limit_GiB=hardware.memory_bytes / 2**30,
             title="Memory against time for each recompute mode")))
@@ -375,16 +380,6 @@ class _RecomputeTab(_Tab):
         self.ir_result.children = (
             _html(frame_html(result.patterns, "Patterns and what they matched")),
             _html(frame_html(result.diagnosis, "Operators the patterns miss or break")))
-
-
-def _model(name: str) -> Any:
-    from ..specs import ModelSpec
-    return ModelSpec.preset(name)
-
-
-def _hardware(name: str) -> Any:
-    from ..specs import Hardware
-    return Hardware.preset(name)
 
 
 class _PlannerTab(_Tab):
@@ -421,7 +416,7 @@ class _PlannerTab(_Tab):
         """Rank every layout of the job with :func:`perfkit.plan.search`."""
         c = self.job.controls
         try:
-            ranked = search(_model(c["model"].value), _hardware(c["hardware"].value),
+            ranked = search(resolve_model(c["model"].value), resolve_hardware(c["hardware"].value),
                             self.devices.value, self.batch.value, include_rejected=True)
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.result.children = (_html(_error(describe_error(exc, "the strategy "
