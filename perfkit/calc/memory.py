@@ -315,7 +315,9 @@ def _megatron(model: ModelSpec | float, parallel: ParallelConfig, w: float, g: f
     else:
         dense, experts = as_param_count(model) / (parallel.tp * parallel.pp), 0.0
     d = parallel.optimizer_shard
-    d_experts = d / parallel.dp * parallel.world_size / (
+    # the distributed optimizer shards experts over Megatron's expert data-parallel size
+    # world/(expert_tp·ep·pp); a partial optimizer_shard keeps the same share of it
+    d_experts = 1.0 if d == 1 else d / parallel.dp * parallel.world_size / (
         parallel.expert_tp_size * parallel.ep * parallel.pp)
     n = dense + experts
     weights, grads = w * n, g * n
