@@ -835,10 +835,10 @@ class ParallelConfig:
         return self.tp if self.expert_tp is None else self.expert_tp
 
     @property
-    def expert_dp(self) -> float:
+    def expert_dp(self) -> int:
         """Ranks holding the same experts: ``tp·cp·dp / (ep·expert_tp)`` (Megatron's
         expert data-parallel size)."""
-        return self.tp * self.cp * self.dp / (self.ep * self.expert_tp_size)
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tp_size)
 
     @property
     def global_batch_size(self) -> int:

@@ -269,18 +269,26 @@ def test_estimate_step_with_context_parallelism():
     assert "cp 0%" in est.assumptions[2]
 
 
-def test_estimate_step_splits_experts_over_expert_tp():
+def test_estimate_step_experts_compute_and_expert_tp():
+    # Balanced routing: a stage's expert work is shared by all its tp·cp·dp ranks, so each
+    # rank computes k experts' worth per local token divided by tp, whatever ep and
+    # expert_tp are; expert_tp changes which weights a rank holds and who exchanges tokens.
     mx = pk.ModelSpec.preset("mixtral-8x7b")
     hw = pk.Hardware.preset("h100")
-    same = pk.estimate_step(mx, pk.ParallelConfig(dp=4, tp=2, ep=4), hw)
-    etp1 = pk.estimate_step(mx, pk.ParallelConfig(dp=4, tp=2, ep=8, expert_tp=1), hw)
-    parts = pk.layer_forward_flops(mx)
-    tokens = 4096
-    other = 3 * 32 * (parts["total"] - parts["experts"]) + 3 * 2 * 4096 * 32000
-    experts = 3 * 32 * parts["experts"]
-    assert same.compute_s == pytest.approx(tokens * (other + experts) / 2 / (989.5e12 * 0.5))
-    assert etp1.compute_s == pytest.approx(tokens * (other / 2 + experts / 1)
-                                           / (989.5e12 * 0.5))
-    # the all-to-all of ep = 8 experts on 8 ranks spans expert_tp·ep = 8 ranks: one node
-    vol = pk.comm_volume(mx, pk.ParallelConfig(dp=4, tp=2, ep=8, expert_tp=1))
-    assert etp1.ep_comm_s == pytest.approx(vol.ep_bytes / (450e9 * 0.8))
+    tokens = 4096  # one micro-batch of one sequence per replica
+    per_token = pk.flops_per_token(mx)
+    for par in (pk.ParallelConfig(dp=4, tp=2), pk.ParallelConfig(dp=4, tp=2, ep=4),
+                pk.ParallelConfig(dp=4, tp=2, ep=8, expert_tp=1)):
+        est = pk.estimate_step(mx, par, hw)
+        assert est.compute_s == pytest.approx(tokens * per_token / 2 / (989.5e12 * 0.5))
+    # the all-to-all of ep = 8 with expert_tp = 1 spans expert_tp·ep = 8 ranks: one node;
+    # with ep = 8 and expert_tp = 2 it spans 16 ranks and crosses nodes
+    narrow = pk.ParallelConfig(dp=4, tp=2, ep=8, expert_tp=1)
+    wide = pk.ParallelConfig(dp=8, tp=2, ep=8)
+    for par, bandwidth in ((narrow, 450e9), (wide, 50e9)):
+        est = pk.estimate_step(mx, par, hw)
+        assert est.ep_comm_s == pytest.approx(pk.comm_volume(mx, par).ep_bytes
+                                              / (bandwidth * 0.8))
+    # experts split ep·expert_tp ways in memory: 8 either way here
+    assert pk.parameters_per_device(mx, narrow) == pytest.approx(
+        pk.parameters_per_device(mx, pk.ParallelConfig(dp=4, tp=2, ep=4)))

@@ -8,9 +8,10 @@
   in flight on **each** stage as MindFormers SAPP counts them (``compute_activation_nums``:
   stage ``s`` holds ``p − s``, capped at ``m``). No embedding or output-layer terms.
 * ``"korthikanti"`` — the paper's own accounting: Table 2 per layer and, for the first
-  stage, ``L`` layers' worth (``p`` micro-batches × ``L/p`` layers, §4.2.3) times the
-  interleaving factor ``1 + (p−1)/(p·v)`` — what its Fig. 1 plots. Unlike ``"seed"`` it is
-  not capped by the number of micro-batches and describes the first stage only.
+  stage, ``L`` layers' worth (``p`` micro-batches × ``L/p`` layers; §4, pipeline
+  parallelism) times the interleaving factor ``1 + (p−1)/(p·v)`` — what its Fig. 1
+  plots. Unlike ``"seed"`` it is not capped by the number of micro-batches and describes
+  the first stage only.
 * ``"megatron"`` — Megatron-LM ``theoretical_memory_usage.py`` (see
   :mod:`perfkit.calc.megatron`): ``s·b·h·(18 + 4f/h)/t`` per layer with SP and selective
   recompute, ``s·b·h·(10 + 24/t)`` otherwise (whatever the recompute), plus its
@@ -393,7 +394,7 @@ def _first_stage_convention(model: ModelSpec, parallel: ParallelConfig,
             total_bytes=total, per_stage_bytes=(total,), convention=convention,
             extra_bytes=extra)
     # Korthikanti et al. 2022: the first stage holds p micro-batches of L/p layers, i.e.
-    # L layers' worth, times the interleaving factor (§4.2.3, Fig. 1); no m cap.
+    # L layers' worth, times the interleaving factor (§4 and Fig. 1); no m cap.
     per_layer, formula = activation_per_layer(model, b, t, sp, mode, convention=convention,
                                               cp=cp)
     full_bytes, _ = activation_per_layer(model, b, t, sp, "full", convention=convention,

@@ -6,8 +6,8 @@ Assumptions (also returned in ``StepEstimate.assumptions``):
    :func:`~perfkit.calc.flops.hardware_flops` rules) at ``efficiency × peak``; the
    slowest stage sets the pace; the last stage also runs the logits GEMM. A rank runs
    ``s/cp`` tokens of each sequence (their attention against all ``s`` keys); the GEMMs
-   are split ``tp`` ways, routed experts ``expert_tp`` ways (balanced routing: expert
-   parallelism moves tokens, each rank computes ``k`` experts' worth per local token).
+   are split ``tp`` ways, routed experts included (balanced routing: expert parallelism
+   moves tokens, each rank computes ``k`` experts' worth per local token).
 2. Bubble: ``bubble_fraction(pp, m, vpp) ×`` the slowest stage's compute time
    (Narayanan et al. 2021).
 3. Communication: the volumes of :func:`~perfkit.calc.comm.comm_volume` over a link at
@@ -228,12 +228,16 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
                  factor: float, tokens: float) -> list[float]:
     """FLOPs of each pipeline stage per device for one step (recompute included).
 
-    Non-expert GEMMs are split ``tp`` ways, routed experts ``expert_tp`` ways; a fully
-    recomputed layer costs the stage's average layer once more.
+    Every GEMM is split ``tp`` ways. Routed experts too: under balanced routing the
+    stage's expert work is shared by all its ``tp·cp·dp`` ranks whatever ``ep`` and
+    ``expert_tp`` are (expert tensor parallelism changes which weights a rank holds and
+    who exchanges tokens, not how much a rank computes). With dense first layers each
+    stage counts its own dense and MoE layers, and a fully recomputed layer costs the
+    stage's average layer once more.
     """
-    tp, pp, etp = parallel.tp, parallel.pp, parallel.expert_tp_size
+    tp, pp = parallel.tp, parallel.pp
     logits_fwd = 2.0 * model.hidden_size * model.vocab_size
-    if not model.is_moe or (not model.first_dense_layers and etp == tp):
+    if not model.is_moe or not model.first_dense_layers:
         parts = layer_forward_flops(model, causal, count_router=count_router)
         core_extra = parts["core"] * factor if recomputes_core else 0.0
         out = []
@@ -252,13 +256,11 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
                   for i in range(start, start + n)]
         start += n
         work = sum(c["total"] for c in chosen)
-        experts = sum(c["experts"] for c in chosen)
         core = sum(c["core"] for c in chosen) / n
         selective = n - full[s] if parallel.recompute == "selective" else 0
-        passes = 3 + full[s] / n  # fwd + bwd, and the average layer once more per full one
-        other = passes * (work - experts) + selective * (core * factor if recomputes_core
-                                                         else 0.0)
+        per_token = (3 + full[s] / n) * work + selective * (core * factor if recomputes_core
+                                                            else 0.0)
         if s == pp - 1:
-            other += 3 * logits_fwd
-        out.append(tokens * (other / tp + passes * experts / etp))
+            per_token += 3 * logits_fwd
+        out.append(tokens * per_token / tp)
     return out

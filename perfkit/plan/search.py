@@ -325,7 +325,7 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
     recomputes_core = "attention_core" in am.selective and not am.flash_attention
     selective = np.where(rec == 1, n - k, 0.0)
     tokens = mbs * m * s / cp  # tokens each rank runs per step
-    compute = _compute_seconds(model, causal, n, k, selective, tp, etp, tokens,
+    compute = _compute_seconds(model, causal, n, k, selective, tp, tokens,
                                recomputes_core) / (peak * eff)
     bubble = (pp - 1) / (v * m) * compute
     # communication volumes (calc.comm_volume's formulas) and links (calc.estimate_step's)
@@ -394,12 +394,11 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
 
 
 def _compute_seconds(model: ModelSpec, causal: bool, n: np.ndarray, k: np.ndarray,
-                     selective: np.ndarray, tp: np.ndarray, etp: np.ndarray,
-                     tokens: np.ndarray, recomputes_core: bool) -> np.ndarray:
+                     selective: np.ndarray, tp: np.ndarray, tokens: np.ndarray,
+                     recomputes_core: bool) -> np.ndarray:
     """Per-device FLOPs of the slowest stage (estimate_step's ``_stage_flops``)."""
     logits = 2.0 * model.hidden_size * model.vocab_size
-    homogeneous = not model.is_moe or not model.first_dense_layers
-    if homogeneous and (not model.is_moe or np.array_equal(etp, tp)):
+    if not model.is_moe or not model.first_dense_layers:
         parts = layer_forward_flops(model, causal)
         core = parts["core"] if recomputes_core else 0.0
         per_token = 3 * n * parts["total"] + k * parts["total"] + selective * core + 3 * logits
@@ -408,17 +407,15 @@ def _compute_seconds(model: ModelSpec, causal: bool, n: np.ndarray, k: np.ndarra
     moe = layer_forward_flops(model, causal, layer="moe")
     fd, L = model.first_dense_layers, model.num_layers
 
-    def stage(nd: np.ndarray, last: bool) -> np.ndarray:
+    def stage(nd: np.ndarray, last: np.ndarray) -> np.ndarray:
         nm = n - nd
         work = nd * dense["total"] + nm * moe["total"]
-        experts = nm * moe["experts"]
         core = (nd * dense["core"] + nm * moe["core"]) / n if recomputes_core else 0.0
-        passes = 3 + k / n
-        other = passes * (work - experts) + selective * core + np.where(last, 3 * logits, 0.0)
-        return tokens * (other / tp + passes * experts / etp)
+        per_token = (3 + k / n) * work + selective * core + np.where(last, 3 * logits, 0.0)
+        return tokens * per_token / tp
 
     first = stage(np.minimum(fd, n), n == L)
-    last = stage(np.maximum(0.0, fd - (L - n)), True)
+    last = stage(np.maximum(0.0, fd - (L - n)), np.ones(len(n), dtype=bool))
     return np.maximum(first, last)
 
 
