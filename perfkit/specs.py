@@ -87,6 +87,13 @@ def mindformers_ffn_hidden_size(hidden_size: int, multiple_of: int = 256,
     return multiple_of * ((f + multiple_of - 1) // multiple_of)
 
 
+def _optional(default: Any) -> Any:
+    """A field for a feature that is off at its default. ``dataclasses.fields`` still lists
+    it; its metadata lets a serializer leave it out while it is off (the simulator's
+    ``profiler_metadata.json`` stays the same for a job that does not use it)."""
+    return field(default=default, metadata={"omit_when_default": True})
+
+
 # --------------------------------------------------------------------------------------
 # ModelSpec
 # --------------------------------------------------------------------------------------
@@ -167,14 +174,14 @@ class ModelSpec:
     bias: str | None = None
     position_embedding: str | None = None
     moe_ffn_hidden_size: int | None = None
-    num_shared_experts: int = 0
-    shared_expert_ffn_hidden_size: int | None = None
-    first_dense_layers: int = 0
-    qk_norm: bool = False
-    q_lora_rank: int | None = None
-    kv_lora_rank: int | None = None
-    qk_rope_head_dim: int = 0
-    v_head_dim: int | None = None
+    num_shared_experts: int = _optional(0)
+    shared_expert_ffn_hidden_size: int | None = _optional(None)
+    first_dense_layers: int = _optional(0)
+    qk_norm: bool = _optional(False)
+    q_lora_rank: int | None = _optional(None)
+    kv_lora_rank: int | None = _optional(None)
+    qk_rope_head_dim: int = _optional(0)
+    v_head_dim: int | None = _optional(None)
 
     _PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
@@ -253,9 +260,9 @@ class ModelSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidArgumentError(name, "must be a whole number >= 0", value)
         shared = self.shared_expert_ffn_hidden_size
-        object.__setattr__(self, "shared_expert_ffn_hidden_size",
-                           self.moe_ffn_hidden_size if shared is None
-                           else check_positive_int("shared_expert_ffn_hidden_size", shared))
+        if shared is not None:  # kept as given: None means "a routed expert's size"
+            object.__setattr__(self, "shared_expert_ffn_hidden_size",
+                               check_positive_int("shared_expert_ffn_hidden_size", shared))
         if not self.is_moe:
             for name in ("num_shared_experts", "first_dense_layers"):
                 if getattr(self, name):
@@ -301,6 +308,13 @@ class ModelSpec:
     def value_head_dim(self) -> int:
         """Size of one value head: ``head_dim``, or MLA's ``v_head_dim``."""
         return self.head_dim if self.v_head_dim is None else self.v_head_dim
+
+    @property
+    def shared_ffn_hidden_size(self) -> int:
+        """FFN size of one shared expert: ``shared_expert_ffn_hidden_size``, or a routed
+        expert's ``moe_ffn_hidden_size`` when not given."""
+        shared = self.shared_expert_ffn_hidden_size
+        return self.moe_ffn_hidden_size if shared is None else shared
 
     @property
     def num_moe_layers(self) -> int:
@@ -365,8 +379,7 @@ class ModelSpec:
         norms = 2 * self._norm_size()
         if self.is_moe:
             mlp = self._one_mlp(self.moe_ffn_hidden_size) * self.num_experts
-            shared = self._one_mlp(self.shared_expert_ffn_hidden_size) \
-                * self.num_shared_experts
+            shared = self._one_mlp(self.shared_ffn_hidden_size) * self.num_shared_experts
             router = h * self.num_experts
         else:
             mlp, shared, router = dense_mlp, 0, 0
@@ -782,8 +795,8 @@ class ParallelConfig:
     recompute: str = "none"
     recompute_layers: int | tuple[int, ...] | None = None
     ep: int = 1
-    cp: int = 1
-    expert_tp: int | None = None
+    cp: int = _optional(1)
+    expert_tp: int | None = _optional(None)
 
     def __post_init__(self) -> None:
         try:

@@ -99,7 +99,7 @@ def test_from_hf_config_reads_moe_and_mla_keys():
              "num_attention_heads": 4, "num_experts": 4, "num_experts_per_tok": 2,
              "vocab_size": 100, "max_position_embeddings": 64}
     q2 = pk.ModelSpec.from_hf_config(qwen2, seq_length=64)
-    assert (q2.num_shared_experts, q2.shared_expert_ffn_hidden_size) == (1, 96)
+    assert (q2.num_shared_experts, q2.shared_ffn_hidden_size) == (1, 96)
     assert q2.parameter_breakdown()["shared_mlp"] == 3 * 64 * 96
 
 

@@ -264,7 +264,7 @@ def _tensor_accounting(model: ModelSpec, am: ActivationModel,
     q = model.gqa_ratio
     if model.is_moe:
         f = (model.moe_ffn_hidden_size * model.moe_top_k
-             + model.shared_expert_ffn_hidden_size * model.num_shared_experts) / h
+             + model.shared_ffn_hidden_size * model.num_shared_experts) / h
     else:
         f = model.ffn_hidden_size / h
     gated = model.mlp == "gated"

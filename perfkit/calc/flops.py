@@ -94,7 +94,7 @@ def _layer_parts(model: ModelSpec, causal: bool, convention: str, count_router: 
         experts = 2.0 * gemms * h * model.moe_ffn_hidden_size * model.moe_top_k
         mlp = experts
         if model.num_shared_experts:
-            mlp += 2.0 * gemms * h * model.shared_expert_ffn_hidden_size \
+            mlp += 2.0 * gemms * h * model.shared_ffn_hidden_size \
                 * model.num_shared_experts
         router = 2.0 * h * model.num_experts if count_router else 0.0
     else:
@@ -236,7 +236,7 @@ def flops_table(model: ModelSpec, micro_batch_size: int = 1, causal: bool = Fals
         rows.append(("mlp", name, shape + moe, 2 * b * s * h * f * k, closed))
         pers.append(mlp_per)
     if model.is_moe and model.num_shared_experts:
-        fs, ns = model.shared_expert_ffn_hidden_size, model.num_shared_experts
+        fs, ns = model.shared_ffn_hidden_size, model.num_shared_experts
         for name in names:
             rows.append(("mlp", f"shared experts: {name}", f"[{b},{s},{h}] x [{h},{fs}]"
                          f" x {ns}", 2 * b * s * h * fs * ns, "2·b·s·h·f_shared"))

@@ -195,7 +195,7 @@ def largest_layer_parameters(model: ModelSpec, tp: int = 1) -> float:
                   model.num_attention_heads * model.value_head_dim * h]
     if model.is_moe:
         candidates += [h * (model.moe_ffn_hidden_size + bias), h * model.num_experts,
-                       h * (model.shared_expert_ffn_hidden_size + bias)]
+                       h * (model.shared_ffn_hidden_size + bias)]
     if model.is_mla:
         candidates += [model.kv_lora_rank * model.num_attention_heads
                        * (model.head_dim + model.value_head_dim)]
