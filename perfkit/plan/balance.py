@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,13 @@ from ..calc import (
     in_flight_micro_batches,
     layer_forward_flops,
 )
-from ..errors import ConfigFileError, InvalidArgumentError, PerfkitError, check_positive
+from ..errors import (
+    ConfigFileError,
+    InvalidArgumentError,
+    PerfkitError,
+    PerfkitWarning,
+    check_positive,
+)
 from ..errors import check_positive_int as _check_int
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
@@ -465,10 +472,6 @@ def decompose_memory(observations: pd.DataFrame | Sequence[Mapping[str, Any]],
     Returns ``mem_param``, ``mem_act_<r>`` per type, ``constant``, ``head``, ``tail``,
     ``residual`` (the root-mean-square misfit) and ``constant_fitted``.
     """
-    import warnings
-
-    from ..errors import PerfkitWarning
-
     if underdetermined not in ("raise", "warn"):
         raise InvalidArgumentError("underdetermined", "must be 'raise' or 'warn'",
                                    underdetermined)
