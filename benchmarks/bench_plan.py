@@ -1,7 +1,8 @@
 """Planner speed: strategy-search throughput and pipeline-balancer solve time.
 
 Run: python benchmarks/bench_plan.py
-Prints candidates evaluated per second for a few search spaces (median of 5 runs) and
+Prints candidates evaluated per second for a few search spaces (median of 5 runs; the
+default space explores context parallelism, and expert parallelism for MoE models) and
 the solve time of the balancer on an 80-layer, pp=8, vpp=2 problem.
 """
 
@@ -47,6 +48,11 @@ def main() -> None:
                               max_tp=64)
     time_search("gpt3-175b, 6144 devices, gbs 6144, widest",
                 pk.ModelSpec.preset("gpt3-175b"), hw, 6144, 6144, widest)
+    moe = plan.SearchSpace(expert_tp=(None, 1))
+    time_search("mixtral-8x7b, 64 devices, gbs 512, ep and expert_tp",
+                pk.ModelSpec.preset("mixtral-8x7b"), hw, 64, 512, moe)
+    time_search("deepseek-v3 (64 layers), 2048 devices, gbs 4096",
+                pk.ModelSpec.preset("deepseek-v3", num_layers=64), hw, 2048, 4096, moe)
 
     model = pk.ModelSpec.preset("llama2-70b")
     par = pk.ParallelConfig(tp=8, pp=8, vpp=2, num_micro_batches=16, sequence_parallel=True)

@@ -17,6 +17,7 @@ __all__ = [
     "ParallelConfigError",
     "ConfigFileError",
     "ProfileError",
+    "PerfkitWarning",
     "check_positive",
     "check_non_negative",
     "check_positive_int",
@@ -82,6 +83,14 @@ class ProfileError(PerfkitError):
         where = self.path + (f":{line}" if line is not None else "")
         what = f"{field}: {problem}" if field else problem
         super().__init__(f"{where}: {what}")
+
+
+class PerfkitWarning(UserWarning):
+    """perfkit had to assume something the caller did not say; the message says what.
+
+    Raised with :func:`warnings.warn`, so ``warnings.simplefilter("error", PerfkitWarning)``
+    turns every such assumption into an error.
+    """
 
 
 def _is_real(value: object) -> bool:

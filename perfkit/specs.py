@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from .errors import (
     ConfigFileError,
     InvalidArgumentError,
     ParallelConfigError,
+    PerfkitWarning,
     check_choice,
     check_positive,
     check_positive_int,
@@ -85,6 +87,13 @@ def mindformers_ffn_hidden_size(hidden_size: int, multiple_of: int = 256,
     return multiple_of * ((f + multiple_of - 1) // multiple_of)
 
 
+def _optional(default: Any) -> Any:
+    """A field for a feature that is off at its default. ``dataclasses.fields`` still lists
+    it; its metadata lets a serializer leave it out while it is off (the simulator's
+    ``profiler_metadata.json`` stays the same for a job that does not use it)."""
+    return field(default=default, metadata={"omit_when_default": True})
+
+
 # --------------------------------------------------------------------------------------
 # ModelSpec
 # --------------------------------------------------------------------------------------
@@ -99,21 +108,23 @@ class ModelSpec:
         ``L``, ``h``, ``a``, ``s`` and ``V`` in the formulas.
     ffn_hidden_size : int, optional
         ``f`` (ĥ in the seed). Defaults to ``4h`` for ``mlp="gpt"`` and to Llama's rule
-        (:func:`llama_ffn_hidden_size`) for ``mlp="gated"``.
+        (:func:`llama_ffn_hidden_size`) for ``mlp="gated"``. In a MoE model with
+        ``first_dense_layers`` it is the width of those dense layers' MLP.
     num_kv_heads : int, optional
         Key/value heads (GQA); defaults to ``num_attention_heads`` (MHA).
         The GQA ratio ``q = a / num_kv_heads``.
     mlp : {"gpt", "gated"}
         ``"gpt"``: two GEMMs ``h→f→h``; ``"gated"``: three (gate, up, down) as in Llama.
     num_experts, moe_top_k : int
-        MoE: every layer's MLP is replaced by ``num_experts`` experts of which
+        MoE: the MLP of every MoE layer is ``num_experts`` routed experts of which
         ``moe_top_k`` run per token, plus a router ``h × num_experts``.
     tied_embeddings : bool
         Whether the output projection shares the input embedding matrix.
     name : str, optional
         Display name.
     head_dim : int, optional
-        Per-head size; defaults to ``h / a``.
+        Per-head size; defaults to ``h / a``. With MLA this is the non-rotary part of the
+        query/key head (DeepSeek's ``qk_nope_head_dim``).
     norm : {"layernorm", "rmsnorm"}, optional
         Defaults to LayerNorm (weight and bias) for GPT, RMSNorm (weight) for gated MLPs.
     bias : {"none", "qkv", "all"}, optional
@@ -122,7 +133,28 @@ class ModelSpec:
         Learned absolute positions add ``s × h`` parameters. Defaults to learned for GPT,
         rotary for gated MLPs.
     moe_ffn_hidden_size : int, optional
-        FFN size of each expert; defaults to ``ffn_hidden_size``.
+        FFN size of each routed expert (HF ``moe_intermediate_size``); defaults to
+        ``ffn_hidden_size``.
+    num_shared_experts : int
+        Experts every token goes through besides the ``moe_top_k`` routed ones
+        (DeepSeek ``n_shared_experts``; Qwen2-MoE has one). 0 by default.
+    shared_expert_ffn_hidden_size : int, optional
+        FFN size of each shared expert; defaults to ``moe_ffn_hidden_size``
+        (Qwen2-MoE's ``shared_expert_intermediate_size`` is the size of its single one).
+    first_dense_layers : int
+        The first layers keep a dense MLP of ``ffn_hidden_size`` (DeepSeek
+        ``first_k_dense_replace``); the others are MoE layers. 0 by default.
+    qk_norm : bool
+        A norm on each query and key head (Qwen3's ``q_norm``/``k_norm``): ``2·head_dim``
+        more parameters per layer (twice that for LayerNorm).
+    q_lora_rank, kv_lora_rank : int, optional
+        Multi-head latent attention (DeepSeek-V2/V3) when ``kv_lora_rank`` is given:
+        queries through a rank-``q_lora_rank`` bottleneck (or a plain ``h × a·(d + d_r)``
+        projection when None), keys and values from a compressed ``kv_lora_rank`` latent.
+    qk_rope_head_dim : int
+        MLA only: the rotary part ``d_r`` of each query/key head (DeepSeek 64).
+    v_head_dim : int, optional
+        MLA only: per-head value size (default ``head_dim``).
     """
 
     num_layers: int
@@ -142,6 +174,14 @@ class ModelSpec:
     bias: str | None = None
     position_embedding: str | None = None
     moe_ffn_hidden_size: int | None = None
+    num_shared_experts: int = _optional(0)
+    shared_expert_ffn_hidden_size: int | None = _optional(None)
+    first_dense_layers: int = _optional(0)
+    qk_norm: bool = _optional(False)
+    q_lora_rank: int | None = _optional(None)
+    kv_lora_rank: int | None = _optional(None)
+    qk_rope_head_dim: int = _optional(0)
+    v_head_dim: int | None = _optional(None)
 
     _PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
@@ -159,11 +199,15 @@ class ModelSpec:
             object.__setattr__(self, "head_dim", h // a)
         else:
             object.__setattr__(self, "head_dim", check_positive_int("head_dim", self.head_dim))
+        self._check_mla()
         kv = a if self.num_kv_heads is None else check_positive_int("num_kv_heads",
                                                                      self.num_kv_heads)
         if a % kv:
             raise InvalidArgumentError("num_kv_heads",
                                        f"must divide num_attention_heads={a}", kv)
+        if self.is_mla and kv != a:
+            raise InvalidArgumentError("num_kv_heads", "multi-head latent attention has one "
+                                       "key/value head per query head", kv)
         object.__setattr__(self, "num_kv_heads", kv)
         if self.ffn_hidden_size is None:
             ffn = llama_ffn_hidden_size(h) if gated else 4 * h
@@ -176,6 +220,7 @@ class ModelSpec:
         if self.moe_top_k > self.num_experts:
             raise InvalidArgumentError(
                 "moe_top_k", f"must be <= num_experts={self.num_experts}", self.moe_top_k)
+        self._check_moe_extras()
         defaults = {"norm": "rmsnorm" if gated else "layernorm",
                     "bias": "none" if gated else "all",
                     "position_embedding": "rope" if gated else "learned"}
@@ -184,9 +229,49 @@ class ModelSpec:
             value = getattr(self, name)
             object.__setattr__(self, name, defaults[name] if value is None
                                else check_choice(name, value, kinds))
-        if not isinstance(self.tied_embeddings, bool):
-            raise InvalidArgumentError("tied_embeddings", "must be True or False",
-                                       self.tied_embeddings)
+        for name in ("tied_embeddings", "qk_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentError(name, "must be True or False", getattr(self, name))
+        if self.is_mla and self.bias != "none":
+            raise InvalidArgumentError("bias", "multi-head latent attention is modelled "
+                                       "without linear biases (DeepSeek has none)", self.bias)
+
+    def _check_mla(self) -> None:
+        """Rules of the multi-head latent attention fields."""
+        for name in ("q_lora_rank", "kv_lora_rank", "v_head_dim"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, check_positive_int(name, value))
+        rope = self.qk_rope_head_dim
+        if isinstance(rope, bool) or not isinstance(rope, int) or rope < 0:
+            raise InvalidArgumentError("qk_rope_head_dim", "must be a whole number >= 0", rope)
+        if self.kv_lora_rank is None:
+            for name, value, unset in (("q_lora_rank", self.q_lora_rank, None),
+                                       ("qk_rope_head_dim", rope, 0),
+                                       ("v_head_dim", self.v_head_dim, None)):
+                if value != unset:
+                    raise InvalidArgumentError(name, "is a multi-head latent attention "
+                                               "field: give kv_lora_rank too", value)
+
+    def _check_moe_extras(self) -> None:
+        """Rules of shared experts and dense-first layers."""
+        for name in ("num_shared_experts", "first_dense_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgumentError(name, "must be a whole number >= 0", value)
+        shared = self.shared_expert_ffn_hidden_size
+        if shared is not None:  # kept as given: None means "a routed expert's size"
+            object.__setattr__(self, "shared_expert_ffn_hidden_size",
+                               check_positive_int("shared_expert_ffn_hidden_size", shared))
+        if not self.is_moe:
+            for name in ("num_shared_experts", "first_dense_layers"):
+                if getattr(self, name):
+                    raise InvalidArgumentError(name, "needs a MoE model (num_experts > 1)",
+                                               getattr(self, name))
+        if self.first_dense_layers >= self.num_layers:
+            raise InvalidArgumentError("first_dense_layers",
+                                       f"must be < num_layers={self.num_layers}",
+                                       self.first_dense_layers)
 
     # ---- derived sizes ---------------------------------------------------------------
     @property
@@ -200,60 +285,139 @@ class ModelSpec:
         return self.num_experts > 1
 
     @property
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention (``kv_lora_rank`` given)."""
+        return self.kv_lora_rank is not None
+
+    @property
     def attention_width(self) -> int:
-        """``a × head_dim``: width of the query projection output."""
-        return self.num_attention_heads * self.head_dim
+        """``a × head_dim``: width of the query projection output (MLA: ``a·(d + d_r)``)."""
+        return self.num_attention_heads * self.qk_head_dim
 
     @property
     def kv_width(self) -> int:
-        """``num_kv_heads × head_dim``: width of each of the K and V projections."""
-        return self.num_kv_heads * self.head_dim
+        """``num_kv_heads × head_dim``: width of the K projection (MLA: ``a·(d + d_r)``)."""
+        return self.num_kv_heads * self.qk_head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Size of one query/key head: ``head_dim`` (+ ``qk_rope_head_dim`` with MLA)."""
+        return self.head_dim + self.qk_rope_head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """Size of one value head: ``head_dim``, or MLA's ``v_head_dim``."""
+        return self.head_dim if self.v_head_dim is None else self.v_head_dim
+
+    @property
+    def shared_ffn_hidden_size(self) -> int:
+        """FFN size of one shared expert: ``shared_expert_ffn_hidden_size``, or a routed
+        expert's ``moe_ffn_hidden_size`` when not given."""
+        shared = self.shared_expert_ffn_hidden_size
+        return self.moe_ffn_hidden_size if shared is None else shared
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (0 for a dense model)."""
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    def layer_is_moe(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) has a MoE MLP."""
+        return self.is_moe and index >= self.first_dense_layers
 
     # ---- parameters ------------------------------------------------------------------
+    def _norm_size(self) -> int:
+        return 2 * self.hidden_size if self.norm == "layernorm" else self.hidden_size
+
+    def _attention_parameters(self) -> int:
+        h, a = self.hidden_size, self.num_attention_heads
+        per_norm = 2 if self.norm == "layernorm" else 1
+        if self.is_mla:
+            dqk, dv, rank_kv = self.qk_head_dim, self.value_head_dim, self.kv_lora_rank
+            if self.q_lora_rank is None:
+                q = h * a * dqk
+            else:  # q_a_proj, q_a_layernorm, q_b_proj
+                q = h * self.q_lora_rank + per_norm * self.q_lora_rank \
+                    + self.q_lora_rank * a * dqk
+            # kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj
+            kv = h * (rank_kv + self.qk_rope_head_dim) + per_norm * rank_kv \
+                + rank_kv * a * (self.head_dim + dv)
+            attention = q + kv + a * dv * h
+        else:
+            qw, kvw = self.attention_width, self.kv_width
+            attention = h * qw + 2 * h * kvw + qw * h
+            if self.bias in ("qkv", "all"):
+                attention += qw + 2 * kvw
+            if self.bias == "all":
+                attention += h
+        if self.qk_norm:
+            attention += 2 * per_norm * self.head_dim
+        return attention
+
+    def _one_mlp(self, width: int) -> int:
+        n_mats = 3 if self.mlp == "gated" else 2
+        params = n_mats * self.hidden_size * width
+        if self.bias == "all":
+            params += (n_mats - 1) * width + self.hidden_size
+        return params
+
     def parameter_breakdown(self) -> dict[str, int]:
         """Exact parameter counts by component.
 
-        Returns a dict with ``attention`` (per layer), ``mlp`` (per layer, all experts),
-        ``router`` (per layer), ``norms`` (per layer, two norms), ``layer`` (sum per layer),
-        ``embedding`` (``V × h``), ``position`` (``s × h`` if learned), ``final_norm``,
-        ``output`` (``V × h`` unless tied) and ``total``.
+        Returns a dict with ``attention`` (per layer), ``mlp`` (per layer: the dense MLP, or
+        all routed experts of a MoE layer), ``shared_mlp`` (shared experts of a MoE layer),
+        ``router`` (per MoE layer), ``norms`` (per layer, two norms), ``layer`` (sum per
+        layer; for MoE, per MoE layer), ``dense_mlp`` and ``dense_layer`` (a layer with a
+        dense MLP: the first ``first_dense_layers`` of a MoE model, every layer of a dense
+        one), ``moe_layers`` and ``dense_layers`` (how many of each), ``embedding``
+        (``V × h``), ``position`` (``s × h`` if learned), ``final_norm``, ``output``
+        (``V × h`` unless tied) and ``total``.
         """
-        h, f = self.hidden_size, self.ffn_hidden_size
-        qw, kvw = self.attention_width, self.kv_width
-        attention = h * qw + 2 * h * kvw + qw * h
-        if self.bias in ("qkv", "all"):
-            attention += qw + 2 * kvw
-        if self.bias == "all":
-            attention += h
-        n_mats = 3 if self.mlp == "gated" else 2
-        expert_f = self.moe_ffn_hidden_size if self.is_moe else f
-        one_mlp = n_mats * h * expert_f
-        if self.bias == "all":
-            one_mlp += (n_mats - 1) * expert_f + h
-        mlp = one_mlp * self.num_experts
-        router = h * self.num_experts if self.is_moe else 0
-        norm_size = 2 * h if self.norm == "layernorm" else h
-        norms = 2 * norm_size
-        layer = attention + mlp + router + norms
+        h = self.hidden_size
+        attention = self._attention_parameters()
+        dense_mlp = self._one_mlp(self.ffn_hidden_size)
+        norms = 2 * self._norm_size()
+        if self.is_moe:
+            mlp = self._one_mlp(self.moe_ffn_hidden_size) * self.num_experts
+            shared = self._one_mlp(self.shared_ffn_hidden_size) * self.num_shared_experts
+            router = h * self.num_experts
+        else:
+            mlp, shared, router = dense_mlp, 0, 0
+        layer = attention + mlp + shared + router + norms
+        dense_layer = attention + dense_mlp + norms
+        moe_layers = self.num_moe_layers
+        dense_layers = self.num_layers - moe_layers
         embedding = self.vocab_size * h
         position = self.seq_length * h if self.position_embedding == "learned" else 0
         output = 0 if self.tied_embeddings else self.vocab_size * h
-        total = self.num_layers * layer + embedding + position + norm_size + output
-        return {"attention": attention, "mlp": mlp, "router": router, "norms": norms,
-                "layer": layer, "embedding": embedding, "position": position,
-                "final_norm": norm_size, "output": output, "total": total}
+        body = self.num_layers * layer if dense_layers == 0 or moe_layers == 0 \
+            else moe_layers * layer + dense_layers * dense_layer
+        total = body + embedding + position + self._norm_size() + output
+        return {"attention": attention, "mlp": mlp, "shared_mlp": shared, "router": router,
+                "norms": norms, "layer": layer, "dense_mlp": dense_mlp,
+                "dense_layer": dense_layer, "moe_layers": moe_layers,
+                "dense_layers": dense_layers, "embedding": embedding, "position": position,
+                "final_norm": self._norm_size(), "output": output, "total": total}
+
+    def layer_parameters(self, index: int) -> int:
+        """Parameters of layer ``index`` (0-based): a MoE layer or a dense one."""
+        b = self.parameter_breakdown()
+        return b["layer"] if self.layer_is_moe(index) or not self.is_moe else b["dense_layer"]
 
     def num_parameters(self) -> int:
         """Exact number of trainable parameters (all experts counted)."""
         return self.parameter_breakdown()["total"]
 
     def num_active_parameters(self) -> int:
-        """Parameters that touch one token: MoE counts only ``moe_top_k`` experts."""
+        """Parameters that touch one token: a MoE layer counts ``moe_top_k`` of its routed
+        experts (all shared experts and the router count)."""
         b = self.parameter_breakdown()
+        if not self.is_moe:
+            return b["total"]
         active_mlp = b["mlp"] // self.num_experts * self.moe_top_k
-        layer = b["layer"] - b["mlp"] + active_mlp
-        return (self.num_layers * layer + b["embedding"] + b["position"] + b["final_norm"]
-                + b["output"])
+        moe_layer = b["layer"] - b["mlp"] + active_mlp
+        return (b["moe_layers"] * moe_layer + b["dense_layers"] * b["dense_layer"]
+                + b["embedding"] + b["position"] + b["final_norm"] + b["output"])
 
     # ---- constructors ----------------------------------------------------------------
     def replace(self, **changes: Any) -> ModelSpec:
@@ -284,11 +448,19 @@ class ModelSpec:
         ``n_inner``, ``vocab_size``, ``max_position_embeddings``/``n_positions``,
         ``tie_word_embeddings`` (when missing: transformers' default for the
         ``model_type``, False for Llama-family classes, True otherwise), ``head_dim``,
-        ``num_local_experts``/``num_experts``, ``num_experts_per_tok``,
-        ``moe_intermediate_size``, ``model_type``, ``hidden_act``.
+        ``num_local_experts``/``num_experts``/``n_routed_experts``, ``num_experts_per_tok``,
+        ``moe_intermediate_size``, ``n_shared_experts``, ``shared_expert_intermediate_size``
+        (Qwen2-MoE: one shared expert of that size), ``first_k_dense_replace``,
+        ``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
+        ``v_head_dim`` (multi-head latent attention), ``model_type``, ``hidden_act``.
         Llama-family models (``silu`` activation or a known ``model_type``) get a gated MLP
-        and RMSNorm; ``gpt2`` gets LayerNorm, biases and learned positions.
-        ``seq_length`` overrides the context length (default: the config's maximum).
+        and RMSNorm; ``gpt2`` gets LayerNorm, biases and learned positions; ``qwen3`` and
+        ``qwen3_moe`` get their per-head q/k norms.
+
+        ``seq_length`` is the **training** sequence length. A ``config.json`` only holds the
+        longest context the model supports (``max_position_embeddings``), which is rarely
+        what a job trains with; when ``seq_length`` is not given, that maximum is used and
+        a :class:`~perfkit.errors.PerfkitWarning` naming the config says so.
         """
         source = "<dict>"
         if not isinstance(config, Mapping):
@@ -310,14 +482,20 @@ class ModelSpec:
         gpt2_like = model_type in ("gpt2", "gpt_bigcode")
         hidden = pick("hidden_size", "n_embd", "d_model", required=True)
         experts = pick("num_local_experts", "num_experts", "n_routed_experts", default=1)
+        if seq_length is None:
+            seq_length = pick("max_position_embeddings", "n_positions", "seq_length", "n_ctx",
+                              required=True)
+            warnings.warn(PerfkitWarning(
+                f"{source}: no seq_length given, so the model's maximum context "
+                f"({seq_length} tokens, from the config) is used as the training sequence "
+                "length; pass seq_length=<what the job trains with>"), stacklevel=2)
         kwargs: dict[str, Any] = {
             "num_layers": pick("num_hidden_layers", "n_layer", "num_layers", required=True),
             "hidden_size": hidden,
             "num_attention_heads": pick("num_attention_heads", "n_head", required=True),
             "num_kv_heads": pick("num_key_value_heads", "num_kv_heads"),
             "vocab_size": pick("vocab_size", required=True),
-            "seq_length": seq_length or pick("max_position_embeddings", "n_positions",
-                                             "seq_length", "n_ctx", required=True),
+            "seq_length": seq_length,
             "ffn_hidden_size": pick("intermediate_size", "n_inner", "ffn_dim"),
             "mlp": "gated" if llama_like else "gpt",
             "tied_embeddings": bool(pick("tie_word_embeddings",
@@ -328,6 +506,9 @@ class ModelSpec:
             "moe_ffn_hidden_size": pick("moe_intermediate_size"),
             "name": pick("_name_or_path", default=model_type or None),
         }
+        kwargs.update(_hf_moe_and_mla(cfg, experts, kwargs["head_dim"]))
+        if model_type in ("qwen3", "qwen3_moe"):
+            kwargs["qk_norm"] = True
         if gpt2_like:
             kwargs.update(norm="layernorm", bias="all", position_embedding="learned")
         elif llama_like:
@@ -346,7 +527,8 @@ class ModelSpec:
         Keys read: ``type``, ``num_layers``, ``hidden_size``, ``num_heads``,
         ``n_kv_heads``, ``seq_length``, ``vocab_size``, ``intermediate_size``,
         ``multiple_of`` (default 256), ``ffn_dim_multiplier``, ``tie_word_embeddings``,
-        and ``moe_config: expert_num, num_experts_chosen``; the newer ``mcore`` spellings
+        and ``moe_config: expert_num, num_experts_chosen, shared_expert_num,
+        first_k_dense_replace, moe_intermediate_size``; the newer ``mcore`` spellings
         (``num_attention_heads``, ``num_query_groups``, ``ffn_hidden_size``) also work.
         The FFN size follows MindFormers' own rule, :func:`mindformers_ffn_hidden_size`.
         GPT configs (``type`` containing ``GPT``) get a 4h (``expand_ratio``) MLP.
@@ -400,6 +582,11 @@ class ModelSpec:
             "moe_top_k": top_k,
             "name": mtype or None,
         }
+        for key, field_name in (("shared_expert_num", "num_shared_experts"),
+                                ("first_k_dense_replace", "first_dense_layers"),
+                                ("moe_intermediate_size", "moe_ffn_hidden_size")):
+            if moe.get(key):
+                kwargs[field_name] = moe[key]
         try:
             return cls(**kwargs)
         except InvalidArgumentError as exc:
@@ -410,9 +597,35 @@ class ModelSpec:
 # any other model_type takes PretrainedConfig's default, True, when the key is missing.
 _UNTIED_HF_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                     "internlm2", "baichuan", "yi", "deepseek", "deepseek_v2", "gpt_neox",
-                    "gptj", "phi3", "olmo", "olmo2", "stablelm"}
+                    "gptj", "phi3", "olmo", "olmo2", "stablelm", "deepseek_v3"}
 _GATED_HF_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                   "gemma", "gemma2", "internlm2", "baichuan", "yi", "deepseek", "deepseek_v2"}
+                   "gemma", "gemma2", "internlm2", "baichuan", "yi", "deepseek", "deepseek_v2",
+                   "deepseek_v3"}
+
+
+def _hf_moe_and_mla(cfg: Mapping[str, Any], experts: Any, head_dim: Any) -> dict[str, Any]:
+    """ModelSpec keywords for shared experts, dense-first layers and MLA in an HF config.
+
+    DeepSeek: ``n_shared_experts`` experts of ``moe_intermediate_size``,
+    ``first_k_dense_replace`` dense layers, MLA from ``kv_lora_rank`` (``qk_nope_head_dim``
+    is the per-head size, ``qk_rope_head_dim`` its rotary part). Qwen2-MoE: one shared
+    expert of ``shared_expert_intermediate_size``.
+    """
+    out: dict[str, Any] = {}
+    if experts not in (None, 1):
+        if cfg.get("n_shared_experts"):
+            out["num_shared_experts"] = cfg["n_shared_experts"]
+        elif cfg.get("shared_expert_intermediate_size"):
+            out["num_shared_experts"] = 1
+            out["shared_expert_ffn_hidden_size"] = cfg["shared_expert_intermediate_size"]
+        if cfg.get("first_k_dense_replace"):
+            out["first_dense_layers"] = cfg["first_k_dense_replace"]
+    if cfg.get("kv_lora_rank"):
+        out.update(kv_lora_rank=cfg["kv_lora_rank"], q_lora_rank=cfg.get("q_lora_rank"),
+                   qk_rope_head_dim=cfg.get("qk_rope_head_dim") or 0,
+                   v_head_dim=cfg.get("v_head_dim"),
+                   head_dim=cfg.get("qk_nope_head_dim") or head_dim)
+    return out
 
 # Published shapes. Sources:
 #   Llama 2: Touvron et al. 2023, "Llama 2", Table 1 and the released params.json /
@@ -421,7 +634,23 @@ _GATED_HF_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
 #            FFN dim, heads, KV heads, vocab 128 000 -> 128256 in config.json), context 8192.
 #   GPT-3:   Brown et al. 2020, Table 2.1 (175B: 96 layers, d_model 12288, 96 heads,
 #            context 2048), GPT-2 BPE vocab 50257, tied input/output embeddings.
-#   Mixtral: Jiang et al. 2024, "Mixtral of Experts", Table 1 (8 experts, top-2).
+#   Mixtral: Jiang et al. 2024, "Mixtral of Experts", Table 1 (8 experts, top-2) and the
+#            released config.json (mistralai/Mixtral-8x7B-v0.1): 46.7B total, 12.9B active
+#            (model card); exact 46,702,792,704 as transformers counts the checkpoint.
+#   DeepSeek-V3: DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", and the released
+#            config.json (deepseek-ai/DeepSeek-V3): 61 layers, the first 3 dense
+#            (first_k_dense_replace), h 7168, dense FFN 18432, 256 routed experts of 2048
+#            plus 1 shared, top-8, 128 heads with MLA (q_lora_rank 1536, kv_lora_rank 512,
+#            qk_nope 128, qk_rope 64, v_head 128), vocab 129280, untied, context 4096 in
+#            pre-training. "671B total parameters, 37B activated per token"; the HF files
+#            hold 685B = 671B main model + 14B multi-token-prediction module, which is not
+#            part of this preset. The router's e_score_correction_bias (256 per MoE layer,
+#            14,848 in all) is not counted.
+#   Qwen3-MoE: Qwen team 2025, "Qwen3 Technical Report", Table 2, and the released
+#            config.json files (Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B): 128 experts,
+#            top-8, no shared expert, GQA with 4 KV heads, head_dim 128, q/k RMSNorm,
+#            vocab 151936, untied. Model cards: 30.5B total / 3.3B activated (29.9B
+#            non-embedding) and 235B total / 22B activated (234B non-embedding).
 ModelSpec._PRESETS.update({
     "llama2-7b": dict(num_layers=32, hidden_size=4096, num_attention_heads=32,
                       ffn_hidden_size=11008, vocab_size=32000, seq_length=4096, mlp="gated"),
@@ -444,6 +673,20 @@ ModelSpec._PRESETS.update({
     "mixtral-8x7b": dict(num_layers=32, hidden_size=4096, num_attention_heads=32,
                          num_kv_heads=8, ffn_hidden_size=14336, vocab_size=32000,
                          seq_length=4096, mlp="gated", num_experts=8, moe_top_k=2),
+    "deepseek-v3": dict(num_layers=61, hidden_size=7168, num_attention_heads=128,
+                        head_dim=128, q_lora_rank=1536, kv_lora_rank=512,
+                        qk_rope_head_dim=64, v_head_dim=128, ffn_hidden_size=18432,
+                        vocab_size=129280, seq_length=4096, mlp="gated", num_experts=256,
+                        moe_top_k=8, moe_ffn_hidden_size=2048, num_shared_experts=1,
+                        first_dense_layers=3),
+    "qwen3-30b-a3b": dict(num_layers=48, hidden_size=2048, num_attention_heads=32,
+                          num_kv_heads=4, head_dim=128, qk_norm=True, ffn_hidden_size=6144,
+                          vocab_size=151936, seq_length=4096, mlp="gated", num_experts=128,
+                          moe_top_k=8, moe_ffn_hidden_size=768),
+    "qwen3-235b-a22b": dict(num_layers=94, hidden_size=4096, num_attention_heads=64,
+                            num_kv_heads=4, head_dim=128, qk_norm=True, ffn_hidden_size=12288,
+                            vocab_size=151936, seq_length=4096, mlp="gated", num_experts=128,
+                            moe_top_k=8, moe_ffn_hidden_size=1536),
 })
 
 
@@ -519,7 +762,25 @@ class ParallelConfig:
         the default is every layer; with ``"selective"`` the listed layers are full and
         the rest selective; with ``"none"`` the listed layers are full and the rest none.
     ep : int
-        Expert-parallel size (MoE); must divide ``dp``.
+        Expert-parallel size (MoE): the routed experts of a layer are split over ``ep``
+        ranks, tokens travel to their experts by all-to-all.
+    cp : int
+        Context-parallel size: every sequence is split into ``cp`` chunks on ``cp`` ranks
+        (Megatron-LM ``--context-parallel-size``); attention exchanges keys and values.
+        The job has ``dp × tp × pp × cp`` devices.
+    expert_tp : int, optional
+        Tensor-parallel size inside each expert (Megatron ``--expert-tensor-parallel-size``);
+        default ``tp``.
+
+    Notes
+    -----
+    Expert parallelism follows Megatron-LM's expert grid (``initialize_model_parallel`` in
+    ``megatron/core/parallel_state.py``): the ``tp × cp × dp`` ranks of a pipeline stage
+    are regrouped as ``expert_tp × ep × expert_dp``, so ``ep × expert_tp`` must divide
+    ``tp × cp × dp`` — with the default ``expert_tp = tp``, ``ep`` divides ``dp × cp`` —
+    and ``expert_dp = tp·cp·dp / (ep·expert_tp)`` ranks hold copies of the same experts
+    (their gradients are reduced, and a distributed optimizer shards their state, over
+    that group). ``ep`` must divide the number of experts (``validate_args``).
     """
 
     dp: int = 1
@@ -534,12 +795,17 @@ class ParallelConfig:
     recompute: str = "none"
     recompute_layers: int | tuple[int, ...] | None = None
     ep: int = 1
+    cp: int = _optional(1)
+    expert_tp: int | None = _optional(None)
 
     def __post_init__(self) -> None:
         try:
             for name in ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
-                         "optimizer_shard", "ep"):
+                         "optimizer_shard", "ep", "cp"):
                 object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
+            if self.expert_tp is not None:
+                object.__setattr__(self, "expert_tp",
+                                   check_positive_int("expert_tp", self.expert_tp))
             check_choice("recompute", self.recompute, RECOMPUTE_KINDS)
         except ParallelConfigError:
             raise
@@ -573,8 +839,19 @@ class ParallelConfig:
 
     @property
     def world_size(self) -> int:
-        """``dp × tp × pp`` devices."""
-        return self.dp * self.tp * self.pp
+        """``dp × tp × pp × cp`` devices."""
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def expert_tp_size(self) -> int:
+        """Tensor-parallel size inside an expert: ``expert_tp``, or ``tp`` when not given."""
+        return self.tp if self.expert_tp is None else self.expert_tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts: ``tp·cp·dp / (ep·expert_tp)`` (Megatron's
+        expert data-parallel size)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tp_size)
 
     @property
     def global_batch_size(self) -> int:
@@ -603,11 +880,16 @@ class ParallelConfig:
 
         Rules without a model: ``vpp > 1`` needs ``pp > 1``; ``num_micro_batches >= pp``
         (1F1B needs at least one micro-batch per stage) and, when interleaved, a multiple of
-        ``pp`` (Megatron's rule); ``optimizer_shard`` and ``ep`` divide ``dp``;
-        ``sequence_parallel`` needs ``tp > 1``.
+        ``pp`` (Megatron's rule); ``optimizer_shard`` divides ``dp``; ``ep × expert_tp``
+        divides ``tp × cp × dp`` (``ep`` divides ``dp × cp`` when ``expert_tp = tp``:
+        Megatron's expert grid, see the class notes); ``sequence_parallel`` needs
+        ``tp > 1``.
         With a model: ``tp`` divides the attention heads and the KV heads; ``pp × vpp``
-        divides ``num_layers``; fully recomputed layers fit on their stage; ``ep`` divides
-        ``num_experts``. With ``num_devices``: ``dp × tp × pp == num_devices``.
+        divides ``num_layers``; fully recomputed layers fit on their stage; ``ep > 1`` and
+        ``expert_tp`` need a MoE model and ``ep`` divides ``num_experts``; with ``cp > 1``
+        the sequence length is a multiple of ``2·cp`` (Megatron's ``validate_args``: each
+        rank takes two chunks for causal load balance). With ``num_devices``:
+        ``dp × tp × pp × cp == num_devices``.
         """
         out: list[str] = []
         p, v, m = self.pp, self.vpp, self.num_micro_batches
@@ -619,8 +901,15 @@ class ParallelConfig:
             out.append(f"num_micro_batches: must be a multiple of pp={p} with vpp > 1")
         if self.dp % self.optimizer_shard:
             out.append(f"optimizer_shard: must divide dp={self.dp}")
-        if self.dp % self.ep:
-            out.append(f"ep: must divide dp={self.dp}")
+        etp = self.expert_tp_size
+        if (self.tp * self.cp * self.dp) % (self.ep * etp):
+            if self.expert_tp is None:
+                out.append(f"ep: must divide dp*cp={self.dp * self.cp} (Megatron's expert "
+                           "grid takes the expert-parallel ranks from the data- and "
+                           "context-parallel ranks)")
+            else:
+                out.append(f"ep: ep*expert_tp={self.ep * etp} must divide "
+                           f"tp*cp*dp={self.tp * self.cp * self.dp}")
         if self.sequence_parallel and self.tp == 1:
             out.append("sequence_parallel: needs tensor parallelism (tp > 1)")
         if model is not None:
@@ -636,8 +925,14 @@ class ParallelConfig:
                     out.append(f"recompute_layers: more than the {per_stage} layers per stage")
             if model.num_experts % self.ep:
                 out.append(f"ep: must divide num_experts={model.num_experts}")
+            elif self.ep > 1 and not model.is_moe:
+                out.append("ep: expert parallelism needs a MoE model (num_experts > 1)")
+            if self.cp > 1 and model.seq_length % (2 * self.cp):
+                out.append(f"cp: seq_length={model.seq_length} must be a multiple of "
+                           f"2*cp={2 * self.cp}")
         if num_devices is not None and self.world_size != num_devices:
-            out.append(f"dp: dp*tp*pp={self.world_size} must equal num_devices={num_devices}")
+            name = "dp*tp*pp*cp" if self.cp > 1 else "dp*tp*pp"
+            out.append(f"dp: {name}={self.world_size} must equal num_devices={num_devices}")
         return out
 
     def validate(self, model: ModelSpec | None = None,

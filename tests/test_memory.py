@@ -134,7 +134,7 @@ def test_partial_full_recompute_per_stage():
 @pytest.mark.parametrize("call,param", [
     (lambda m: pk.static_memory(0, pk.ParallelConfig()), "model"),
     (lambda m: pk.static_memory(-7e9, pk.ParallelConfig()), "model"),
-    (lambda m: pk.static_memory(m, pk.ParallelConfig(), scheme="deepspeed"), "scheme"),
+    (lambda m: pk.static_memory(m, pk.ParallelConfig(), scheme="guess"), "scheme"),
     (lambda m: pk.static_memory(m, pk.ParallelConfig(), weight_bytes=-2), "weight_bytes"),
     (lambda m: pk.activation_memory(7e9, pk.ParallelConfig()), "model"),
     (lambda m: pk.activation_memory(m, pk.ParallelConfig(tp=3)), "tp"),

@@ -92,3 +92,27 @@ def test_bubble_shrinks_with_micro_batches_and_virtual_stages(p, m, v):
     assert pk.bubble_fraction(p, m, v + 1) < pk.bubble_fraction(p, m, v)
     assert pk.bubble_idle_share(p, m + 1, v) < pk.bubble_idle_share(p, m, v)
     assert 0 < pk.bubble_idle_share(p, m, v) < 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(model_and_parallel(), st.sampled_from(["seed", "korthikanti", "megatron",
+                                              "llm-analysis"]))
+def test_context_parallelism_never_raises_activation_memory(mp, convention):
+    model, par = mp
+    totals = [pk.activation_memory(model, par.replace(cp=cp), convention=convention
+                                   ).total_bytes
+              for cp in (1, 2, 4) if model.seq_length % (2 * cp) == 0]
+    assert all(a >= b > 0 for a, b in zip(totals, totals[1:], strict=False))
+
+
+@settings(max_examples=40, deadline=None)
+@given(models(), st.sampled_from([4, 8, 16]), st.sampled_from([1, 2]),
+       st.sampled_from(["mindspore", "megatron", "zero"]))
+def test_more_expert_parallelism_never_raises_static_memory(model, experts, top_k, scheme):
+    moe = model.replace(num_experts=experts, moe_top_k=top_k)
+    par = pk.ParallelConfig(dp=16, optimizer_shard=16, zero_stage=3)
+    values = [pk.static_memory(moe, par.replace(ep=ep), scheme).total_bytes
+              for ep in (1, 2, 4) if experts % ep == 0]
+    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+    # the active-parameter FLOPs conventions never exceed the all-parameter count
+    assert pk.flops_per_token(moe, convention="6N") <= 6 * moe.num_parameters()

@@ -1,10 +1,12 @@
 """ModelSpec, ParallelConfig and Hardware: published shapes, config readers, rules."""
 
 import json
+import warnings
 
 import pytest
 
 import perfkit as pk
+from perfkit.errors import PerfkitWarning
 from perfkit.specs import llama_ffn_hidden_size, mindformers_ffn_hidden_size
 
 # Parameter counts as published (Hugging Face model cards / papers), exact where the
@@ -17,6 +19,9 @@ PUBLISHED_PARAMETERS = {
     "llama3-70b": 70_553_706_496,
     "llama3-405b": 405_853_388_800,
     "mixtral-8x7b": 46_702_792_704,
+    # HF model.safetensors.index.json total_size (bf16 bytes) / 2
+    "qwen3-30b-a3b": 30_532_122_624,
+    "qwen3-235b-a22b": 235_093_634_560,
 }
 
 
@@ -59,7 +64,8 @@ def test_gqa_and_moe_counts_by_hand():
 
 def test_presets_listed_and_unknown_rejected():
     assert {"llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
-            "llama3-405b", "gpt3-175b"} <= set(pk.ModelSpec.presets())
+            "llama3-405b", "gpt3-175b", "mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b",
+            "qwen3-235b-a22b"} <= set(pk.ModelSpec.presets())
     with pytest.raises(pk.InvalidArgumentError, match="name"):
         pk.ModelSpec.preset("llama9-1t")
 
@@ -87,19 +93,37 @@ def test_from_hf_config_dict_and_path(tmp_path):
            "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
            "intermediate_size": 14336, "vocab_size": 128256,
            "max_position_embeddings": 8192, "tie_word_embeddings": False}
-    from_dict = pk.ModelSpec.from_hf_config(cfg)
+    from_dict = pk.ModelSpec.from_hf_config(cfg, seq_length=8192)
     assert from_dict.num_parameters() == PUBLISHED_PARAMETERS["llama3-8b"]
     assert from_dict.mlp == "gated" and from_dict.num_kv_heads == 8
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    assert pk.ModelSpec.from_hf_config(path) == from_dict
+    assert pk.ModelSpec.from_hf_config(path, seq_length=8192) == from_dict
     assert pk.ModelSpec.from_hf_config(tmp_path, seq_length=4096).seq_length == 4096
+
+
+def test_from_hf_config_warns_when_it_uses_the_maximum_context(tmp_path):
+    # max_position_embeddings is the longest context the model supports, not what a job
+    # trains with: without seq_length, perfkit uses it and says so, naming the config.
+    cfg = {"model_type": "llama", "hidden_act": "silu", "num_hidden_layers": 2,
+           "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100,
+           "intermediate_size": 128, "max_position_embeddings": 32768}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.warns(PerfkitWarning, match=r"config\.json: no seq_length given.*32768"):
+        m = pk.ModelSpec.from_hf_config(path)
+    assert m.seq_length == 32768
+    with pytest.warns(PerfkitWarning, match="<dict>"):
+        pk.ModelSpec.from_hf_config(cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pk.ModelSpec.from_hf_config(cfg, seq_length=4096).seq_length == 4096
 
 
 def test_from_hf_config_gpt2():
     cfg = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
            "vocab_size": 50257, "n_positions": 1024, "activation_function": "gelu_new"}
-    m = pk.ModelSpec.from_hf_config(cfg)
+    m = pk.ModelSpec.from_hf_config(cfg, seq_length=1024)
     assert m.mlp == "gpt" and m.tied_embeddings and m.norm == "layernorm"
     assert m.num_parameters() == 124_439_808  # GPT-2 small, as transformers reports
 
@@ -109,7 +133,7 @@ def test_from_hf_config_mixtral():
            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
            "vocab_size": 32000, "max_position_embeddings": 32768, "num_local_experts": 8,
            "num_experts_per_tok": 2, "hidden_act": "silu"}
-    m = pk.ModelSpec.from_hf_config(cfg)
+    m = pk.ModelSpec.from_hf_config(cfg, seq_length=4096)
     assert m.num_parameters() == PUBLISHED_PARAMETERS["mixtral-8x7b"]
     assert (m.num_experts, m.moe_top_k) == (8, 2)
 
@@ -126,7 +150,7 @@ def test_from_hf_config_bad_inputs(tmp_path):
     with pytest.raises(pk.ConfigFileError, match="inconsistent"):
         pk.ModelSpec.from_hf_config({"num_hidden_layers": 2, "hidden_size": 10,
                                      "num_attention_heads": 3, "vocab_size": 5,
-                                     "max_position_embeddings": 8})
+                                     "max_position_embeddings": 8}, seq_length=8)
 
 
 LLAMA2_13B_YAML = """
@@ -267,8 +291,10 @@ def test_hardware_presets_and_peaks():
 def test_hf_tied_default_follows_transformers():
     base = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
             "vocab_size": 100, "max_position_embeddings": 32, "intermediate_size": 128}
-    assert not pk.ModelSpec.from_hf_config({**base, "model_type": "llama"}).tied_embeddings
-    assert pk.ModelSpec.from_hf_config({**base, "model_type": "gemma",
-                                        "hidden_act": "gelu"}).tied_embeddings
-    assert not pk.ModelSpec.from_hf_config({**base, "model_type": "gemma",
-                                            "tie_word_embeddings": False}).tied_embeddings
+    def read(cfg):
+        return pk.ModelSpec.from_hf_config(cfg, seq_length=32)
+
+    assert not read({**base, "model_type": "llama"}).tied_embeddings
+    assert read({**base, "model_type": "gemma", "hidden_act": "gelu"}).tied_embeddings
+    assert not read({**base, "model_type": "gemma", "tie_word_embeddings": False}
+                    ).tied_embeddings

@@ -1,7 +1,9 @@
 """Calculators: pure functions of ModelSpec / ParallelConfig / Hardware.
 
 Every function documents its formula and source; conventions are parameters.
-See docs/calculators.md for the overview.
+See docs/calculators.md for the overview. The published tools' own formulas live in
+:mod:`perfkit.calc.deepspeed`, :mod:`perfkit.calc.megatron` and
+:mod:`perfkit.calc.llm_analysis`; activation memory in :mod:`perfkit.calc.activation`.
 """
 
 from .comm import CommItem, CommVolume, comm_volume
@@ -22,7 +24,9 @@ from .memory import (
     MemoryBreakdown,
     activation_memory,
     activation_per_layer,
+    largest_layer_parameters,
     parameters_per_device,
+    stage_parameters,
     static_memory,
 )
 from .pipeline import (
@@ -62,12 +66,14 @@ __all__ = [
     "implied_peak_flops",
     "in_flight_micro_batches",
     "interleave_memory_penalty",
+    "largest_layer_parameters",
     "layer_forward_flops",
     "linearity",
     "mfu",
     "model_flops",
     "parameters_per_device",
     "samples_per_second",
+    "stage_parameters",
     "static_memory",
     "step_time_from_tokens_per_second",
     "tokens_per_second",

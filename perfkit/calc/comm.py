@@ -10,7 +10,12 @@ ZeRO-3 ``3Ψ``; Shoeybi et al. 2019 / Korthikanti et al. 2022 §4.2 — tensor p
 all-gather + reduce-scatter pairs of the same total with sequence parallel;
 Narayanan et al. 2021 §4.1 — pipeline send/recv of ``b·s·h`` per micro-batch per
 boundary (``/t`` with the scatter-gather optimisation); MoE expert-parallel all-to-all of
-``top_k·b·s·h`` for dispatch and again for combine (llm-analysis), forward and backward.
+``top_k·b·s·h`` for dispatch and again for combine (llm-analysis), forward and backward, per
+MoE layer; context parallelism (Megatron-LM ``docs/user-guide/features/context_parallel.md``):
+every attention layer all-gathers the keys and values of the sequence in the forward, again
+in the backward, and reduce-scatters their gradients — point-to-point in a ring
+(``cp_comm_type="p2p"``, Megatron's default) or as collectives (``"all_gather"``), the same
+bytes either way: ``(cp−1)/cp`` of ``2·s·b·g·d`` elements (K and V) each time.
 """
 
 from __future__ import annotations
@@ -19,21 +24,22 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..errors import check_positive
+from ..errors import check_choice, check_positive
 from ..specs import ModelSpec, ParallelConfig
 from ._common import as_model
-from .memory import parameters_per_device
+from .memory import parameters_per_device, stage_parameters
 
 __all__ = ["CommItem", "CommVolume", "comm_volume"]
 
-KINDS = ("dp", "tp", "pp", "ep")
+KINDS = ("dp", "tp", "pp", "ep", "cp")
+CP_COMM = ("p2p", "all_gather")
 
 
 @dataclass(frozen=True)
 class CommItem:
     """One kind of collective in a step.
 
-    ``kind`` (dp / tp / pp / ep), ``collective``, ``group_size``, ``count`` (operations
+    ``kind`` (dp / tp / pp / ep / cp), ``collective``, ``group_size``, ``count`` (operations
     per step per device), ``message_bytes`` (full tensor size of one operation),
     ``ring_factor`` (share of the message each rank sends) and ``bytes_per_device``
     (``count · message_bytes · ring_factor``).
@@ -59,7 +65,8 @@ class CommVolume:
     items: tuple[CommItem, ...]
 
     def bytes(self, kind: str) -> float:
-        """Bytes per device per step of one kind: ``"dp"``, ``"tp"``, ``"pp"`` or ``"ep"``."""
+        """Bytes per device per step of one kind: ``"dp"``, ``"tp"``, ``"pp"``, ``"ep"`` or
+        ``"cp"``."""
         return float(sum(i.bytes_per_device for i in self.items if i.kind == kind))
 
     @property
@@ -83,6 +90,11 @@ class CommVolume:
         return self.bytes("ep")
 
     @property
+    def cp_bytes(self) -> float:
+        """Context-parallel key/value traffic."""
+        return self.bytes("cp")
+
+    @property
     def total_bytes(self) -> float:
         """All traffic of the device in one step."""
         return float(sum(i.bytes_per_device for i in self.items))
@@ -97,51 +109,73 @@ class CommVolume:
 
 
 def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float = 2.0,
-                gradient_bytes: float | None = None) -> CommVolume:
+                gradient_bytes: float | None = None, cp_comm: str = "p2p") -> CommVolume:
     """Bytes each device sends in one step, by collective kind.
 
     Parameters
     ----------
     model : ModelSpec
     parallel : ParallelConfig
-        ``dp``/``tp``/``pp``/``vpp``/``ep``, micro-batching, sequence parallel, ZeRO stage
-        and recompute (a fully recomputed layer repeats its 2 forward TP collectives).
+        ``dp``/``tp``/``pp``/``vpp``/``ep``/``cp``, micro-batching, sequence parallel, ZeRO
+        stage and recompute (a fully recomputed layer repeats its forward collectives).
     dtype_bytes : float
         Bytes per activation and weight element (2 for fp16/bf16).
     gradient_bytes : float, optional
         Bytes per gradient element for the data-parallel reduction; default
         ``dtype_bytes`` (MindSpore, ZeRO); Megatron reduces fp32 gradients (4) unless told
         otherwise.
+    cp_comm : {"p2p", "all_gather"}
+        How context parallelism moves keys and values (Megatron's ``cp_comm_type``): a
+        ring of sends, or all-gather / reduce-scatter collectives. Same bytes.
 
     Notes
     -----
     Counts are for the most loaded device: the first pipeline stage's layers, an interior
     stage's send/recv (one forward and one backward message per micro-batch and virtual
-    chunk). Data-parallel gradients are one logical reduction of all the device's
-    parameters (bucketing changes latency, not volume).
+    chunk). Data-parallel gradients are one logical reduction of the device's parameters
+    (bucketing changes latency, not volume) over the ``dp × cp`` ranks that hold the same
+    weights (Megatron reduces over the data- and context-parallel group); a MoE model's
+    routed experts reduce over the expert data-parallel ranks ``tp·cp·dp/(ep·expert_tp)``.
+    Each rank's activations cover ``s/cp`` tokens. Expert parallelism sends, per MoE layer
+    of the stage and micro-batch, a dispatch and a combine all-to-all forward and again
+    backward (and once more forward for a fully recomputed layer, taken to be the stage's
+    last layers when some are dense).
     """
     model = as_model(model)
     parallel.validate(model)
+    check_choice("cp_comm", cp_comm, CP_COMM)
     a_bytes = check_positive("dtype_bytes", dtype_bytes)
     g_bytes = a_bytes if gradient_bytes is None else check_positive("gradient_bytes",
                                                                     gradient_bytes)
     dp, tp, pp, v, ep = parallel.dp, parallel.tp, parallel.pp, parallel.vpp, parallel.ep
+    cp = parallel.cp
     m, b = parallel.num_micro_batches, parallel.micro_batch_size
-    bsh_bytes = b * model.seq_length * model.hidden_size * a_bytes
+    seq = model.seq_length if cp == 1 else model.seq_length / cp
+    bsh_bytes = b * seq * model.hidden_size * a_bytes
     layers = parallel.layers_per_stage(model)[0]
     full_layers = parallel.full_recompute_layers_per_stage(model)[0]
     items: list[CommItem] = []
-    if dp > 1:
-        params = parameters_per_device(model, parallel)
-        psi = params * g_bytes
+    params = parameters_per_device(model, parallel)
+    experts = 0.0
+    if model.is_moe:
+        experts = max(stage_parameters(model, parallel), key=lambda s: s["total"])["experts"]
+    groups = [("", params - experts, dp * cp)]
+    if experts:
+        groups.append(("expert ", experts, parallel.expert_dp))
+    for label, count, group in groups:
+        if group <= 1 or not count:
+            continue
+        ring = (group - 1) / group
         if parallel.zero_stage >= 3:
-            items.append(CommItem("dp", "reduce-scatter (gradients)", dp, 1, psi, (dp - 1) / dp))
-            items.append(CommItem("dp", "all-gather (parameters, fwd and bwd)", dp, 2,
-                                  params * a_bytes, (dp - 1) / dp))
+            items.append(CommItem("dp", f"reduce-scatter ({label}gradients)", group, 1,
+                                  count * g_bytes, ring))
+            items.append(CommItem("dp", f"all-gather ({label}parameters, fwd and bwd)", group,
+                                  2, count * a_bytes, ring))
         else:
             sharded = parallel.optimizer_shard > 1 or parallel.zero_stage >= 1
             name = "reduce-scatter + all-gather" if sharded else "all-reduce"
-            items.append(CommItem("dp", f"{name} (gradients)", dp, 1, psi, 2 * (dp - 1) / dp))
+            items.append(CommItem("dp", f"{name} ({label}gradients)", group, 1,
+                                  count * g_bytes, 2 * ring))
     if tp > 1:
         per_mb = 4 * layers + 2 * full_layers  # fwd 2 + bwd 2, recompute repeats fwd 2
         if parallel.sequence_parallel:  # each all-reduce becomes an AG + RS pair
@@ -156,6 +190,18 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
         message = bsh_bytes / (tp if parallel.sequence_parallel else 1)
         items.append(CommItem("pp", "send/recv", 2, 2 * m * v, message, 1.0))
     if model.is_moe and ep > 1:
+        moe_layers = sum(model.layer_is_moe(i) for i in range(layers))
+        full_moe = min(full_layers, moe_layers)
         message = model.moe_top_k * bsh_bytes / (tp if parallel.sequence_parallel else 1)
-        items.append(CommItem("ep", "all-to-all", ep, 4 * layers * m, message, (ep - 1) / ep))
+        items.append(CommItem("ep", "all-to-all", ep, (4 * moe_layers + 2 * full_moe) * m,
+                              message, (ep - 1) / ep))
+    if cp > 1:
+        kv_width = model.num_kv_heads * (model.qk_head_dim + model.value_head_dim) / tp
+        kv_bytes = b * model.seq_length * kv_width * a_bytes  # K and V of the whole sequence
+        ring = (cp - 1) / cp
+        kv_name, grad_name = ("send/recv ring (K, V)", "send/recv ring (dK, dV)") \
+            if cp_comm == "p2p" else ("all-gather (K, V)", "reduce-scatter (dK, dV)")
+        items.append(CommItem("cp", kv_name + ", fwd and bwd", cp,
+                              (2 * layers + full_layers) * m, kv_bytes, ring))
+        items.append(CommItem("cp", grad_name + ", bwd", cp, layers * m, kv_bytes, ring))
     return CommVolume(tuple(items))

@@ -8,14 +8,31 @@ Conventions (all parameters, never hidden):
 * ``causal=False`` (default) counts the full ``s x s`` score matrix, as the papers and the
   seed guide do; ``causal=True`` halves the ``QK^T`` and ``score.V`` terms as Megatron-LM
   has done since 2025 (``training.py``, "causal mask"). Causal MFU is lower for the same run.
-* ``convention="exact"`` (default) counts the model's real GEMMs (gated MLP, GQA, MoE,
-  logits). ``convention="seed"`` is the seed guide's closed form
-  ``72·b·L·s·h²·[corr + s/(6h) + v/(12hL)]`` with ``corr = (60 + 12/q)/72``, which
-  assumes a ``4h`` two-GEMM MLP whatever the model has (+0.4 % for Llama2-7B's real MLP).
+* ``convention`` says how the FLOPs are counted:
+
+  - ``"exact"`` (default): the model's real GEMMs (gated MLP, GQA, MLA, MoE routed and
+    shared experts, dense-first layers, router, logits);
+  - ``"seed"``: the seed guide's closed form ``72·b·L·s·h²·[corr + s/(6h) + v/(12hL)]``
+    with ``corr = (60 + 12/q)/72``, which assumes a ``4h`` two-GEMM MLP whatever the model
+    has (+0.4 % for Llama2-7B's real MLP);
+  - ``"6N"``: the parameter count, ``6N`` per token (``2N`` forward), the "C = 6ND" of
+    Kaplan et al. 2020 and EleutherAI's Transformer Math 101; full recompute makes it
+    ``8N`` (:func:`hardware_flops`);
+  - ``"palm"``: PaLM's App. B, ``6N + 12·L·H·Q·T`` per token (``H`` heads, ``Q`` head size,
+    ``T`` sequence length: the attention-core GEMMs the parameter count misses).
+
+  ``N`` is the number of parameters a token touches: ``model.num_parameters()`` for a dense
+  model (embedding included, as PaLM counts it), ``model.num_active_parameters()`` for a
+  MoE; ``num_parameters=`` replaces it for models whose parameters are not all in the
+  layer table (extra position weights, adapters) or to use a published figure.
+* ``count_router=False`` leaves out the MoE router GEMM (``2·h·E`` per token and MoE
+  layer), as Megatron-LM's ``num_floating_point_operations`` does.
 
 Sources: Narayanan et al. 2021 (eq. 3); Korthikanti et al. 2022 (App. A, Table 5);
 MindSpore "Large Model Performance Optimization Guide" (perf_optimize.md, the seed);
-Chowdhery et al. 2022 (PaLM, App. B, MFU/HFU). See docs/calculators.md.
+Chowdhery et al. 2022 (PaLM, App. B, MFU/HFU and ``6N + 12LHQT``); Megatron-LM
+``megatron/training/training.py`` ``num_floating_point_operations`` (MoE without router).
+See docs/calculators.md.
 """
 
 from __future__ import annotations
@@ -24,7 +41,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..errors import check_choice, check_positive
+from ..errors import InvalidArgumentError, check_choice, check_positive
 from ..specs import Hardware, ModelSpec
 from ._common import as_model, full_layer_count, peak_of
 
@@ -40,54 +57,136 @@ __all__ = [
     "implied_peak_flops",
 ]
 
-CONVENTIONS = ("exact", "seed")
+#: FLOPs conventions: per-GEMM counts first, then the parameter-count ones.
+CONVENTIONS = ("exact", "seed", "6N", "palm")
+_PARAMETER_CONVENTIONS = ("6N", "palm")
 SELECTIVE_MODES = ("strict", "korthikanti")
+LAYER_KINDS = ("average", "dense", "moe")
 
 
-def layer_forward_flops(model: ModelSpec, causal: bool = False,
-                        convention: str = "exact") -> dict[str, float]:
-    """Forward FLOPs of one transformer layer *per token*, by part.
-
-    Returns ``{"qkv", "core", "projection", "mlp", "router", "total"}``, with
-
-    * ``qkv = 2h·(a + 2g)·d`` — seed: ``(2 + 4/q)·h²`` when ``a·d = h``;
-    * ``core = 4·s·a·d`` (``QK^T`` and ``score·V``, 2·s·h each), halved if ``causal``;
-    * ``projection = 2·(a·d)·h``;
-    * ``mlp = 2·h·f·k`` with ``k = 2`` GEMMs (GPT) or 3 (gated), times ``moe_top_k`` for
-      MoE; the ``"seed"`` convention uses ``16h²`` (a ``4h`` GPT MLP) instead;
-    * ``router = 2·h·E`` for MoE.
-    """
-    model = as_model(model)
-    check_choice("convention", convention, CONVENTIONS)
+def _attention_parts(model: ModelSpec, causal: bool) -> tuple[float, float, float]:
+    """Forward FLOPs per token of (QKV projections, attention core, output projection)."""
     h, s = model.hidden_size, model.seq_length
+    if model.is_mla:
+        a, dqk, dv = model.num_attention_heads, model.qk_head_dim, model.value_head_dim
+        rank_q, rank_kv = model.q_lora_rank, model.kv_lora_rank
+        q_weights = h * a * dqk if rank_q is None else h * rank_q + rank_q * a * dqk
+        kv_weights = h * (rank_kv + model.qk_rope_head_dim) \
+            + rank_kv * a * (model.head_dim + dv)
+        qkv = 2.0 * (q_weights + kv_weights)
+        core = 2.0 * s * a * (dqk + dv) * (0.5 if causal else 1.0)
+        return qkv, core, 2.0 * a * dv * h
     qw, kvw = model.attention_width, model.kv_width
     qkv = 2.0 * h * (qw + 2 * kvw)
     core = 4.0 * s * qw * (0.5 if causal else 1.0)
-    projection = 2.0 * qw * h
+    return qkv, core, 2.0 * qw * h
+
+
+def _layer_parts(model: ModelSpec, causal: bool, convention: str, count_router: bool,
+                 moe: bool) -> dict[str, float]:
+    h = model.hidden_size
+    qkv, core, projection = _attention_parts(model, causal)
+    experts = 0.0
     if convention == "seed":
         mlp, router = 16.0 * h * h, 0.0
+    elif moe:
+        gemms = 3 if model.mlp == "gated" else 2
+        experts = 2.0 * gemms * h * model.moe_ffn_hidden_size * model.moe_top_k
+        mlp = experts
+        if model.num_shared_experts:
+            mlp += 2.0 * gemms * h * model.shared_ffn_hidden_size \
+                * model.num_shared_experts
+        router = 2.0 * h * model.num_experts if count_router else 0.0
     else:
         gemms = 3 if model.mlp == "gated" else 2
-        f = model.moe_ffn_hidden_size if model.is_moe else model.ffn_hidden_size
-        mlp = 2.0 * gemms * h * f * (model.moe_top_k if model.is_moe else 1)
-        router = 2.0 * h * model.num_experts if model.is_moe else 0.0
+        mlp, router = 2.0 * gemms * h * model.ffn_hidden_size, 0.0
     total = qkv + core + projection + mlp + router
     return {"qkv": qkv, "core": core, "projection": projection, "mlp": mlp,
-            "router": router, "total": total}
+            "router": router, "experts": experts, "total": total}
+
+
+def _check_convention(convention: str, num_parameters: float | None) -> None:
+    check_choice("convention", convention, CONVENTIONS)
+    if num_parameters is not None and convention not in _PARAMETER_CONVENTIONS:
+        raise InvalidArgumentError("num_parameters", "is used only by the parameter-count "
+                                   "conventions '6N' and 'palm'", num_parameters)
+
+
+def layer_forward_flops(model: ModelSpec, causal: bool = False, convention: str = "exact",
+                        count_router: bool = True, layer: str = "average") -> dict[str, float]:
+    """Forward FLOPs of one transformer layer *per token*, by part.
+
+    Returns ``{"qkv", "core", "projection", "mlp", "router", "experts", "total"}``, with
+
+    * ``qkv = 2h·(a + 2g)·d`` — seed: ``(2 + 4/q)·h²`` when ``a·d = h``; with MLA the
+      low-rank query and key/value projections (``2·`` their weights);
+    * ``core = 4·s·a·d`` (``QK^T`` and ``score·V``, 2·s·h each), halved if ``causal``;
+      MLA: ``2·s·a·(d + d_r) + 2·s·a·d_v``;
+    * ``projection = 2·(a·d_v)·h``;
+    * ``mlp = 2·h·f·k`` with ``k = 2`` GEMMs (GPT) or 3 (gated); for a MoE layer the
+      ``moe_top_k`` routed experts of ``moe_ffn_hidden_size`` plus every shared expert;
+      the ``"seed"`` convention uses ``16h²`` (a ``4h`` GPT MLP) instead;
+    * ``router = 2·h·E`` for a MoE layer (0 with ``count_router=False``, as Megatron);
+    * ``experts``: the routed-expert part of ``mlp`` (what expert parallelism moves).
+
+    ``layer``: ``"moe"`` or ``"dense"`` for one kind of layer; ``"average"`` (default) the
+    mean over the model's layers (``first_dense_layers`` dense ones and the MoE rest),
+    which is every layer for a model whose layers are all alike. The parameter-count
+    conventions have no per-layer parts: use :func:`forward_flops` with them.
+    """
+    model = as_model(model)
+    check_choice("convention", convention, CONVENTIONS)
+    check_choice("layer", layer, LAYER_KINDS)
+    if convention in _PARAMETER_CONVENTIONS:
+        raise InvalidArgumentError("convention", "a parameter-count convention has no "
+                                   "per-layer parts; use forward_flops or model_flops",
+                                   convention)
+    if not model.is_moe or layer == "dense":
+        return _layer_parts(model, causal, convention, count_router, False)
+    if layer == "moe" or not model.first_dense_layers:
+        return _layer_parts(model, causal, convention, count_router, True)
+    dense = _layer_parts(model, causal, convention, count_router, False)
+    moe = _layer_parts(model, causal, convention, count_router, True)
+    nd, L = model.first_dense_layers, model.num_layers
+    return {k: (nd * dense[k] + (L - nd) * moe[k]) / L for k in dense}
+
+
+def _layers_forward(model: ModelSpec, causal: bool, convention: str,
+                    count_router: bool) -> float:
+    """Forward FLOPs per token of all the transformer layers."""
+    if model.is_moe and model.first_dense_layers:
+        nd = model.first_dense_layers
+        dense = _layer_parts(model, causal, convention, count_router, False)["total"]
+        moe = _layer_parts(model, causal, convention, count_router, True)["total"]
+        return nd * dense + (model.num_layers - nd) * moe
+    layer = _layer_parts(model, causal, convention, count_router, model.is_moe)["total"]
+    return model.num_layers * layer
 
 
 def _logits_forward_per_token(model: ModelSpec) -> float:
     return 2.0 * model.hidden_size * model.vocab_size
 
 
-def flops_table(model: ModelSpec, micro_batch_size: int = 1,
-                causal: bool = False) -> pd.DataFrame:
+def _parameter_count(model: ModelSpec, num_parameters: float | None) -> float:
+    if num_parameters is not None:
+        return float(check_positive("num_parameters", num_parameters))
+    return float(model.num_active_parameters() if model.is_moe else model.num_parameters())
+
+
+def _core_all_layers(model: ModelSpec, causal: bool) -> float:
+    """Attention-core forward FLOPs per token of all layers: PaLM's ``4·L·H·Q·T``."""
+    return model.num_layers * _attention_parts(model, causal)[1]
+
+
+def flops_table(model: ModelSpec, micro_batch_size: int = 1, causal: bool = False,
+                count_router: bool = True) -> pd.DataFrame:
     """The seed's module-by-module FLOPs table for one micro-batch of ``b`` sequences.
 
     Columns: ``part`` (attention / mlp / lm_head), ``module``, ``gemm`` (the shapes
-    multiplied), ``per`` ("layer" or "model"), ``forward_flops`` (of one layer or of the
-    model head, for ``b·s`` tokens), ``fwd_bwd_flops`` (3 x forward) and ``formula``
-    (the closed form in the seed's notation). For the seed's GPT layer the rows sum to
+    multiplied), ``per`` ("layer", "model", and for a MoE model with dense first layers
+    "MoE layer" / "dense layer"), ``forward_flops`` (of one layer or of the model head,
+    for ``b·s`` tokens), ``fwd_bwd_flops`` (3 x forward) and ``formula`` (the closed form
+    in the seed's notation). For the seed's GPT layer the rows sum to
     ``(20 + 4/q)·b·s·h² + 4·b·s²·h`` per layer plus ``2·b·s·h·v`` for the head.
     """
     model = as_model(model)
@@ -97,30 +196,63 @@ def flops_table(model: ModelSpec, micro_batch_size: int = 1,
     f = model.moe_ffn_hidden_size if model.is_moe else model.ffn_hidden_size
     causal_factor = 0.5 if causal else 1.0
     k = model.moe_top_k if model.is_moe else 1
-    rows = [
-        ("attention", "query, key, value", f"[{b},{s},{h}] x [{h},{(a + 2 * g) * d}]",
-         2 * b * s * h * (a + 2 * g) * d, "(2+4/q)·b·s·h²"),
-        ("attention", "QK^T", f"[{b},{a},{s},{d}] x [{b},{a},{d},{s}]",
-         2 * b * a * s * s * d * causal_factor, "2·b·s²·h" + (" / 2 (causal)" if causal else "")),
-        ("attention", "score·V", f"[{b},{a},{s},{s}] x [{b},{a},{s},{d}]",
-         2 * b * a * s * s * d * causal_factor, "2·b·s²·h" + (" / 2 (causal)" if causal else "")),
-        ("attention", "attention projection", f"[{b},{s},{a * d}] x [{a * d},{h}]",
-         2 * b * s * a * d * h, "2·b·s·h²"),
-    ]
+    causal_note = " / 2 (causal)" if causal else ""
+    if model.is_mla:
+        qkv, core, projection = _attention_parts(model, causal)
+        dqk, dv = model.qk_head_dim, model.value_head_dim
+        rows = [
+            ("attention", "query, key, value (MLA)",
+             f"latent ranks q {model.q_lora_rank}, kv {model.kv_lora_rank}", b * s * qkv,
+             "2·b·s·(MLA projection weights)"),
+            ("attention", "QK^T", f"[{b},{a},{s},{dqk}] x [{b},{a},{dqk},{s}]",
+             2 * b * a * s * s * dqk * causal_factor, "2·b·s²·a·(d+d_r)" + causal_note),
+            ("attention", "score·V", f"[{b},{a},{s},{s}] x [{b},{a},{s},{dv}]",
+             2 * b * a * s * s * dv * causal_factor, "2·b·s²·a·d_v" + causal_note),
+            ("attention", "attention projection", f"[{b},{s},{a * dv}] x [{a * dv},{h}]",
+             b * s * projection, "2·b·s·a·d_v·h"),
+        ]
+    else:
+        rows = [
+            ("attention", "query, key, value", f"[{b},{s},{h}] x [{h},{(a + 2 * g) * d}]",
+             2 * b * s * h * (a + 2 * g) * d, "(2+4/q)·b·s·h²"),
+            ("attention", "QK^T", f"[{b},{a},{s},{d}] x [{b},{a},{d},{s}]",
+             2 * b * a * s * s * d * causal_factor, "2·b·s²·h" + causal_note),
+            ("attention", "score·V", f"[{b},{a},{s},{s}] x [{b},{a},{s},{d}]",
+             2 * b * a * s * s * d * causal_factor, "2·b·s²·h" + causal_note),
+            ("attention", "attention projection", f"[{b},{s},{a * d}] x [{a * d},{h}]",
+             2 * b * s * a * d * h, "2·b·s·h²"),
+        ]
+    pers = ["layer"] * len(rows)
+    mixed = model.is_moe and model.first_dense_layers > 0
+    mlp_per = "MoE layer" if mixed else "layer"
     moe = f" x top-{k}" if model.is_moe else ""
-    rows.append(("mlp", "MLP mapping", f"[{b},{s},{h}] x [{h},{f}]{moe}", 2 * b * s * h * f * k,
-                 "2·b·s·h·ĥ" if model.mlp == "gated" else "2·b·s·h·f (8·b·s·h² for f=4h)"))
-    if model.mlp == "gated":
-        rows.append(("mlp", "MLP gate", f"[{b},{s},{h}] x [{h},{f}]{moe}", 2 * b * s * h * f * k,
-                     "2·b·s·h·ĥ"))
-    rows.append(("mlp", "MLP projection", f"[{b},{s},{f}] x [{f},{h}]{moe}",
-                 2 * b * s * f * h * k,
-                 "2·b·s·h·ĥ" if model.mlp == "gated" else "2·b·s·h·f (8·b·s·h² for f=4h)"))
-    if model.is_moe:
+    gated = model.mlp == "gated"
+    names = ("MLP mapping", "MLP gate", "MLP projection") if gated \
+        else ("MLP mapping", "MLP projection")
+    closed = "2·b·s·h·ĥ" if gated else "2·b·s·h·f (8·b·s·h² for f=4h)"
+    for name in names:
+        shape = f"[{b},{s},{f}] x [{f},{h}]" if name == "MLP projection" \
+            else f"[{b},{s},{h}] x [{h},{f}]"
+        rows.append(("mlp", name, shape + moe, 2 * b * s * h * f * k, closed))
+        pers.append(mlp_per)
+    if model.is_moe and model.num_shared_experts:
+        fs, ns = model.shared_ffn_hidden_size, model.num_shared_experts
+        for name in names:
+            rows.append(("mlp", f"shared experts: {name}", f"[{b},{s},{h}] x [{h},{fs}]"
+                         f" x {ns}", 2 * b * s * h * fs * ns, "2·b·s·h·f_shared"))
+            pers.append(mlp_per)
+    if model.is_moe and count_router:
         rows.append(("mlp", "router", f"[{b},{s},{h}] x [{h},{model.num_experts}]",
                      2 * b * s * h * model.num_experts, "2·b·s·h·E"))
+        pers.append(mlp_per)
+    if mixed:
+        fd = model.ffn_hidden_size
+        for name in names:
+            rows.append(("mlp", f"dense {name}", f"[{b},{s},{h}] x [{h},{fd}]",
+                         2 * b * s * h * fd, closed))
+            pers.append("dense layer")
     table = pd.DataFrame(rows, columns=["part", "module", "gemm", "forward_flops", "formula"])
-    table.insert(3, "per", "layer")
+    table.insert(3, "per", pers)
     head = pd.DataFrame([{"part": "lm_head", "module": "lmHead projection",
                           "gemm": f"[{b},{s},{h}] x [{h},{v}]", "per": "model",
                           "forward_flops": 2 * b * s * h * v, "formula": "2·b·s·h·v"}])
@@ -131,41 +263,61 @@ def flops_table(model: ModelSpec, micro_batch_size: int = 1,
 
 
 def forward_flops(model: ModelSpec, tokens: float, causal: bool = False,
-                  convention: str = "exact") -> float:
-    """Forward FLOPs for ``tokens`` tokens: ``tokens·(L·layer + 2·h·V)``."""
+                  convention: str = "exact", count_router: bool = True,
+                  num_parameters: float | None = None) -> float:
+    """Forward FLOPs for ``tokens`` tokens.
+
+    Per-GEMM conventions: ``tokens·(Σ_layers layer_total + 2·h·V)``. ``"6N"``:
+    ``tokens·2N``; ``"palm"``: ``tokens·(2N + 4·L·H·Q·T)`` (halved core with ``causal``).
+    """
     model = as_model(model)
+    _check_convention(convention, num_parameters)
     tokens = check_positive("tokens", tokens)
-    layer = layer_forward_flops(model, causal, convention)["total"]
-    return tokens * (model.num_layers * layer + _logits_forward_per_token(model))
+    if convention in _PARAMETER_CONVENTIONS:
+        per_token = 2.0 * _parameter_count(model, num_parameters)
+        if convention == "palm":
+            per_token += _core_all_layers(model, causal)
+        return tokens * per_token
+    layers = _layers_forward(model, causal, convention, count_router)
+    return tokens * (layers + _logits_forward_per_token(model))
 
 
 def model_flops(model: ModelSpec, tokens: float, causal: bool = False,
-                convention: str = "exact") -> float:
+                convention: str = "exact", count_router: bool = True,
+                num_parameters: float | None = None) -> float:
     """Model FLOPs (fwd + bwd, no recompute) for ``tokens`` tokens: 3 x forward.
 
     With ``convention="seed"`` and ``tokens = b·s`` this is the seed's
     ``72·b·L·s·h²·[corr + s/(6h) + v/(12hL)]``; for GPT-3 175B it equals Narayanan/
-    Korthikanti's ``72·B·s·L·h²·(1 + s/(6h) + V/(12hL))`` exactly.
+    Korthikanti's ``72·B·s·L·h²·(1 + s/(6h) + V/(12hL))`` exactly. ``"6N"`` gives
+    ``6N`` per token, ``"palm"`` PaLM's ``6N + 12·L·H·Q·T``.
     """
-    return 3.0 * forward_flops(model, tokens, causal, convention)
+    return 3.0 * forward_flops(model, tokens, causal, convention, count_router,
+                               num_parameters)
 
 
 def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
                    selective_mode: str = "strict", causal: bool = False,
                    full_recompute_layers: int | Sequence[int] | None = None,
-                   convention: str = "exact") -> float:
+                   convention: str = "exact", count_router: bool = True,
+                   num_parameters: float | None = None) -> float:
     """FLOPs the hardware executes, recompute included, for ``tokens`` tokens.
 
     ``model_flops`` plus, per token:
 
     * each fully recomputed layer: one more layer forward (the logits are never
-      recomputed) — the seed's ``4/3·corr + 4/3·s/(6h)`` and Narayanan's eq. (3);
+      recomputed) — the seed's ``4/3·corr + 4/3·s/(6h)`` and Narayanan's eq. (3); with
+      dense-first MoE models the average layer (:func:`layer_forward_flops`). Under the
+      parameter-count conventions a fully recomputed layer repeats ``1/L`` of the whole
+      forward, so full recompute of every layer gives ``8N`` per token for ``"6N"``
+      (Transformer Math 101) and ``8N + 16·L·H·Q·T`` for ``"palm"``;
     * each selectively recomputed layer, ``selective_mode="strict"``: one more forward of
       the attention core, ``4·s·h`` — the seed's ``4/3·s/(6h)`` term;
       ``"korthikanti"``: ``12·s·h``, the only accounting that reproduces the HFU values of
       Korthikanti et al. 2022, Table 5 (``1 + s/(3h)``). Beware: when three attention-core
       forwards outweigh a layer's forward (``s > 3h`` for a GPT layer) this convention
       counts more for selective than for full recompute, as the paper's formulas do.
+      ``"6N"`` has no attention-core term, so selective recompute adds nothing there.
 
     ``recompute``: ``"none"``, ``"selective"`` (every layer not fully recomputed is
     selective) or ``"full"``. ``full_recompute_layers``: how many layers *of the whole
@@ -177,22 +329,30 @@ def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
     model = as_model(model)
     check_choice("recompute", recompute, ("none", "selective", "full"))
     check_choice("selective_mode", selective_mode, SELECTIVE_MODES)
-    base = model_flops(model, tokens, causal, convention)
-    parts = layer_forward_flops(model, causal, convention)
+    base = model_flops(model, tokens, causal, convention, count_router, num_parameters)
     full = full_layer_count(model, recompute, full_recompute_layers)
     selective = model.num_layers - full if recompute == "selective" else 0
-    core_extra = parts["core"] * (1.0 if selective_mode == "strict" else 3.0)
+    factor = 1.0 if selective_mode == "strict" else 3.0
+    if convention in _PARAMETER_CONVENTIONS:
+        core = _attention_parts(model, causal)[1] if convention == "palm" else 0.0
+        forward = forward_flops(model, 1, causal, convention, count_router, num_parameters)
+        return base + tokens * (full / model.num_layers * forward
+                                + selective * core * factor)
+    parts = layer_forward_flops(model, causal, convention, count_router)
+    core_extra = parts["core"] * factor
     return base + tokens * (full * parts["total"] + selective * core_extra)
 
 
-def flops_per_token(model: ModelSpec, causal: bool = False, convention: str = "exact") -> float:
+def flops_per_token(model: ModelSpec, causal: bool = False, convention: str = "exact",
+                    count_router: bool = True, num_parameters: float | None = None) -> float:
     """Model FLOPs (fwd + bwd) per token: ``model_flops(model, 1)``."""
-    return model_flops(model, 1, causal, convention)
+    return model_flops(model, 1, causal, convention, count_router, num_parameters)
 
 
 def mfu(model: ModelSpec, tokens_per_second_per_device: float,
         peak_flops: float | Hardware, causal: bool = False, dtype: str | None = None,
-        convention: str = "exact") -> float:
+        convention: str = "exact", count_router: bool = True,
+        num_parameters: float | None = None) -> float:
     """Model FLOPs utilisation, a fraction in [0, ∞).
 
     ``MFU = flops_per_token · tokens/s per device / peak`` — the same as the seed's
@@ -200,16 +360,20 @@ def mfu(model: ModelSpec, tokens_per_second_per_device: float,
     Korthikanti §6.3). ``peak_flops`` is FLOP/s or a :class:`Hardware` (its ``dtype``).
     ``tokens_per_second_per_device`` must be per *device*: divide by all devices, not by
     the data-parallel size (see :func:`~perfkit.calc.throughput.tokens_per_second_per_device`).
+    ``convention``, ``count_router``, ``num_parameters``: see the module docstring (PaLM's
+    own MFU is ``convention="palm"``).
     """
     tps = check_positive("tokens_per_second_per_device", tokens_per_second_per_device)
-    return flops_per_token(model, causal, convention) * tps / peak_of(peak_flops, dtype)
+    per_token = flops_per_token(model, causal, convention, count_router, num_parameters)
+    return per_token * tps / peak_of(peak_flops, dtype)
 
 
 def hfu(model: ModelSpec, tokens_per_second_per_device: float,
         peak_flops: float | Hardware, recompute: str = "none",
         selective_mode: str = "strict", causal: bool = False,
         full_recompute_layers: int | Sequence[int] | None = None, dtype: str | None = None,
-        convention: str = "exact") -> float:
+        convention: str = "exact", count_router: bool = True,
+        num_parameters: float | None = None) -> float:
     """Hardware FLOPs utilisation: like :func:`mfu` with recompute FLOPs counted.
 
     See :func:`hardware_flops` for ``recompute``, ``selective_mode`` and
@@ -217,13 +381,14 @@ def hfu(model: ModelSpec, tokens_per_second_per_device: float,
     """
     tps = check_positive("tokens_per_second_per_device", tokens_per_second_per_device)
     per_token = hardware_flops(model, 1, recompute, selective_mode, causal, full_recompute_layers,
-                               convention)
+                               convention, count_router, num_parameters)
     return per_token * tps / peak_of(peak_flops, dtype)
 
 
 def implied_peak_flops(model: ModelSpec, tokens_per_second_per_device: float,
                        mfu_value: float, causal: bool = False,
-                       convention: str = "exact") -> float:
+                       convention: str = "exact", count_router: bool = True,
+                       num_parameters: float | None = None) -> float:
     """The device peak FLOP/s that a published (throughput, MFU) pair implies.
 
     ``peak = flops_per_token · tokens/s per device / MFU``. Use it to find which peak
@@ -231,4 +396,5 @@ def implied_peak_flops(model: ModelSpec, tokens_per_second_per_device: float,
     """
     tps = check_positive("tokens_per_second_per_device", tokens_per_second_per_device)
     value = check_positive("mfu_value", mfu_value)
-    return flops_per_token(model, causal, convention) * tps / value
+    per_token = flops_per_token(model, causal, convention, count_router, num_parameters)
+    return per_token * tps / value

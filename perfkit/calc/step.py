@@ -4,13 +4,17 @@ Assumptions (also returned in ``StepEstimate.assumptions``):
 
 1. Compute: each pipeline stage runs its layers' hardware FLOPs (recompute included,
    :func:`~perfkit.calc.flops.hardware_flops` rules) at ``efficiency × peak``; the
-   slowest stage sets the pace; the last stage also runs the logits GEMM.
+   slowest stage sets the pace; the last stage also runs the logits GEMM. A rank runs
+   ``s/cp`` tokens of each sequence (their attention against all ``s`` keys); the GEMMs
+   are split ``tp`` ways, routed experts included (balanced routing: expert parallelism
+   moves tokens, each rank computes ``k`` experts' worth per local token).
 2. Bubble: ``bubble_fraction(pp, m, vpp) ×`` the slowest stage's compute time
    (Narayanan et al. 2021).
 3. Communication: the volumes of :func:`~perfkit.calc.comm.comm_volume` over a link at
    ``comm_efficiency ×`` its nominal bandwidth; ranks are laid out tp-innermost, then
-   dp, then pp (Megatron's order), so a group uses the intra-node bandwidth only while
-   it fits inside a node. A share ``*_overlap`` of each kind hides under compute.
+   cp, then dp, then pp (Megatron's default order ``tp-cp-ep-dp-pp``; experts
+   ``expert_tp-ep-dp-pp``), so a group uses the intra-node bandwidth only while it fits
+   inside a node. A share ``*_overlap`` of each kind hides under compute.
 4. Overhead: a fixed ``overhead_s`` per step (data loading, host gaps), 0 unless given.
 5. Memory: static (``static_scheme``) + activation (peak stage) must fit in
    ``memory_limit_bytes`` (default: device memory less ``memory_reserve``).
@@ -41,7 +45,11 @@ __all__ = ["StepEstimate", "estimate_step"]
 
 @dataclass(frozen=True)
 class StepEstimate:
-    """Result of :func:`estimate_step`; times in seconds, memory in bytes."""
+    """Result of :func:`estimate_step`; times in seconds, memory in bytes.
+
+    ``*_comm_s`` are each kind's communication time before overlap (``cp_comm_s``: the
+    context-parallel key/value exchange); ``exposed_comm_s`` what is left after it.
+    """
 
     compute_s: float
     bubble_s: float
@@ -61,6 +69,7 @@ class StepEstimate:
     memory_limit_bytes: float
     fits: bool
     assumptions: tuple[str, ...]
+    cp_comm_s: float = 0.0
 
     def to_frame(self) -> pd.DataFrame:
         """Step-time parts (compute, bubble, exposed communication, overhead), with shares."""
@@ -86,7 +95,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                   memory_limit_bytes: float | None = None,
                   overhead_s: float = 0.0,
                   activation_model: ActivationModel | None = None,
-                  gradient_bytes: float | None = None) -> StepEstimate:
+                  gradient_bytes: float | None = None, cp_overlap: float = 0.0,
+                  cp_comm: str = "p2p", activation_convention: str = "seed",
+                  count_router: bool = True) -> StepEstimate:
     """Estimate the step time, memory and MFU of a configuration (see module docstring).
 
     Parameters
@@ -99,12 +110,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         Achieved share of nominal link bandwidth, in (0, 1].
     dtype : str, optional
         Peak to use (default ``hardware.default_dtype``); activations are 2 bytes.
-    dp_overlap, tp_overlap, pp_overlap, ep_overlap : float
+    dp_overlap, tp_overlap, pp_overlap, ep_overlap, cp_overlap : float
         Share of each kind of communication hidden under compute, in [0, 1]. Default 0:
         nothing hidden (a pessimistic bound; calibrate against a profile).
-    static_scheme : {"mindspore", "megatron", "zero"}
+    static_scheme : {"mindspore", "megatron", "zero", "deepspeed"}
         Static-memory accounting, see :func:`~perfkit.calc.memory.static_memory`.
-    selective_mode, causal
+    selective_mode, causal, count_router
         FLOPs conventions, see :func:`~perfkit.calc.flops.hardware_flops`. Selective
         recompute adds attention-core FLOPs only when ``activation_model`` recomputes the
         attention core (not with flash attention, nor for SiLU/Mul-style selective).
@@ -123,6 +134,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     gradient_bytes : float, optional
         Bytes per gradient element, in the data-parallel reduction and in static memory;
         default 4 with ``static_scheme="megatron"`` (fp32 gradient buffers) and 2 otherwise.
+    cp_comm : {"p2p", "all_gather"}
+        How context parallelism exchanges keys and values (same bytes), see
+        :func:`~perfkit.calc.comm.comm_volume`.
+    activation_convention : {"seed", "korthikanti", "megatron", "llm-analysis"}
+        Activation-memory convention for the memory check, see
+        :func:`~perfkit.calc.activation.activation_memory`.
     """
     model = as_model(model)
     parallel.validate(model)
@@ -133,43 +150,39 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     comm_eff = check_fraction("comm_efficiency", comm_efficiency, allow_zero=False)
     overlaps = {k: check_fraction(f"{k}_overlap", v) for k, v in
                 (("dp", dp_overlap), ("tp", tp_overlap), ("pp", pp_overlap),
-                 ("ep", ep_overlap))}
+                 ("ep", ep_overlap), ("cp", cp_overlap))}
     check_choice("selective_mode", selective_mode, ("strict", "korthikanti"))
     reserve = check_fraction("memory_reserve", memory_reserve)
     overhead = check_non_negative("overhead_s", overhead_s)
     peak = hardware.peak(dtype)
 
-    dp, tp, pp, v = parallel.dp, parallel.tp, parallel.pp, parallel.vpp
+    dp, tp, pp, v, cp = parallel.dp, parallel.tp, parallel.pp, parallel.vpp, parallel.cp
     tokens_per_replica = parallel.micro_batch_size * parallel.num_micro_batches \
         * model.seq_length
-    parts = layer_forward_flops(model, causal)
+    if cp > 1:
+        tokens_per_replica /= cp  # each rank of a cp group runs s/cp tokens per sequence
     # Selective recompute costs GEMM FLOPs only when it recomputes the attention core; the
     # MLP-activation kind (SiLU/Mul) recomputes element-wise work that FLOPs do not count.
     am = ActivationModel() if activation_model is None else activation_model
     recomputes_core = "attention_core" in am.selective and not am.flash_attention
-    core_extra = parts["core"] * (1.0 if selective_mode == "strict" else 3.0) \
-        if recomputes_core else 0.0
-    logits_fwd = 2.0 * model.hidden_size * model.vocab_size
+    factor = 1.0 if selective_mode == "strict" else 3.0
     layers = parallel.layers_per_stage(model)
     full = parallel.full_recompute_layers_per_stage(model)
-    stage_flops = []
-    for s in range(pp):
-        selective = layers[s] - full[s] if parallel.recompute == "selective" else 0
-        per_token = (3 * layers[s] * parts["total"] + full[s] * parts["total"]
-                     + selective * core_extra + (3 * logits_fwd if s == pp - 1 else 0.0))
-        stage_flops.append(tokens_per_replica * per_token / tp)
+    stage_flops = _stage_flops(model, parallel, causal, count_router, layers, full,
+                               recomputes_core, factor, tokens_per_replica)
     compute_s = max(stage_flops) / (peak * eff)
     bubble_s = bubble_fraction(pp, parallel.num_micro_batches, v) * compute_s
 
     gradient_bytes_given = gradient_bytes
     if gradient_bytes is None:
         gradient_bytes = 4.0 if static_scheme == "megatron" else 2.0
-    volume = comm_volume(model, parallel, gradient_bytes=gradient_bytes)
-    # tp innermost, then dp, then pp: a group stays on intra-node links only while its
-    # ranks fit in one node; some pipeline boundary crosses nodes as soon as the job does.
-    spans = {"tp": tp, "dp": tp * dp, "pp": parallel.world_size, "ep": tp * parallel.ep}
+    volume = comm_volume(model, parallel, gradient_bytes=gradient_bytes, cp_comm=cp_comm)
+    # tp innermost, then cp, dp, pp: a group stays on intra-node links only while its ranks
+    # fit in one node; some pipeline boundary crosses nodes as soon as the job does.
+    spans = {"tp": tp, "dp": tp * cp * dp, "pp": parallel.world_size,
+             "ep": parallel.expert_tp_size * parallel.ep, "cp": tp * cp}
     times = {k: volume.bytes(k) / (_bandwidth(hardware, spans[k]) * comm_eff)
-             for k in ("tp", "dp", "pp", "ep")}
+             for k in ("tp", "dp", "pp", "ep", "cp")}
     exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
     step_s = compute_s + bubble_s + exposed + overhead
 
@@ -179,19 +192,21 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     hw_recompute = parallel.recompute if recomputes_core or parallel.recompute != "selective" \
         else ("full" if total_full else "none")
     hw_per_token = hardware_flops(model, 1, hw_recompute, selective_mode, causal,
-                                  full_recompute_layers=total_full)
+                                  full_recompute_layers=total_full, count_router=count_router)
     static = static_memory(model, parallel, static_scheme,
                            gradient_bytes=None if gradient_bytes_given is None
                            else gradient_bytes_given).total_bytes
-    act = activation_memory(model, parallel, activation_model=activation_model).total_bytes
+    act = activation_memory(model, parallel, activation_model=activation_model,
+                            convention=activation_convention).total_bytes
     limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
         else check_positive("memory_limit_bytes", memory_limit_bytes)
+    shown = [k for k in overlaps if k != "cp" or cp > 1]
     assumptions = (
         f"compute at {eff:.0%} of the {hardware.name} {dtype or hardware.default_dtype} peak "
         f"({peak / 1e12:.1f} TFLOP/s); slowest stage sets the pace",
         f"bubble = (pp-1)/(vpp*m) x compute = {bubble_s / compute_s:.4f} x compute",
         f"links at {comm_eff:.0%} of nominal; tp-innermost rank order; overlap "
-        + ", ".join(f"{k} {overlaps[k]:.0%}" for k in overlaps),
+        + ", ".join(f"{k} {overlaps[k]:.0%}" for k in shown),
         f"memory: {static_scheme} static + peak-stage activations vs {limit / 2**30:.1f} GiB",
         f"fixed overhead {overhead:.3g} s per step",
     )
@@ -200,7 +215,52 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         dp_comm_s=times["dp"], pp_comm_s=times["pp"], ep_comm_s=times["ep"],
         exposed_comm_s=exposed, step_s=step_s,
         tokens_per_second_per_device=tokens_per_device,
-        mfu=flops_per_token(model, causal) * tokens_per_device / peak,
+        mfu=flops_per_token(model, causal, count_router=count_router) * tokens_per_device
+        / peak,
         hfu=hw_per_token * tokens_per_device / peak,
         static_bytes=static, activation_bytes=act, memory_bytes=static + act,
-        memory_limit_bytes=limit, fits=static + act <= limit, assumptions=assumptions)
+        memory_limit_bytes=limit, fits=static + act <= limit, assumptions=assumptions,
+        cp_comm_s=times["cp"])
+
+
+def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count_router: bool,
+                 layers: list[int], full: tuple[int, ...], recomputes_core: bool,
+                 factor: float, tokens: float) -> list[float]:
+    """FLOPs of each pipeline stage per device for one step (recompute included).
+
+    Every GEMM is split ``tp`` ways. Routed experts too: under balanced routing the
+    stage's expert work is shared by all its ``tp·cp·dp`` ranks whatever ``ep`` and
+    ``expert_tp`` are (expert tensor parallelism changes which weights a rank holds and
+    who exchanges tokens, not how much a rank computes). With dense first layers each
+    stage counts its own dense and MoE layers, and a fully recomputed layer costs the
+    stage's average layer once more.
+    """
+    tp, pp = parallel.tp, parallel.pp
+    logits_fwd = 2.0 * model.hidden_size * model.vocab_size
+    if not model.is_moe or not model.first_dense_layers:
+        parts = layer_forward_flops(model, causal, count_router=count_router)
+        core_extra = parts["core"] * factor if recomputes_core else 0.0
+        out = []
+        for s in range(pp):
+            selective = layers[s] - full[s] if parallel.recompute == "selective" else 0
+            per_token = (3 * layers[s] * parts["total"] + full[s] * parts["total"]
+                         + selective * core_extra + (3 * logits_fwd if s == pp - 1 else 0.0))
+            out.append(tokens * per_token / tp)
+        return out
+    kinds = {k: layer_forward_flops(model, causal, count_router=count_router, layer=k)
+             for k in ("dense", "moe")}
+    out, start = [], 0
+    for s in range(pp):
+        n = layers[s]
+        chosen = [kinds["moe" if model.layer_is_moe(i) else "dense"]
+                  for i in range(start, start + n)]
+        start += n
+        work = sum(c["total"] for c in chosen)
+        core = sum(c["core"] for c in chosen) / n
+        selective = n - full[s] if parallel.recompute == "selective" else 0
+        per_token = (3 + full[s] / n) * work + selective * (core * factor if recomputes_core
+                                                            else 0.0)
+        if s == pp - 1:
+            per_token += 3 * logits_fwd
+        out.append(tokens * per_token / tp)
+    return out

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,13 @@ from ..calc import (
     in_flight_micro_batches,
     layer_forward_flops,
 )
-from ..errors import ConfigFileError, InvalidArgumentError, PerfkitError, check_positive
+from ..errors import (
+    ConfigFileError,
+    InvalidArgumentError,
+    PerfkitError,
+    PerfkitWarning,
+    check_positive,
+)
 from ..errors import check_positive_int as _check_int
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
@@ -350,7 +357,8 @@ def layers_from_model(model: ModelSpec, parallel: ParallelConfig, hardware: Hard
 
     Forward time of a decoder layer = its forward GEMM FLOPs for one micro-batch / tp /
     (efficiency · peak), in milliseconds. Memory in ``unit_bytes`` (default MiB, as SAPP):
-    parameters × ``static_bytes_per_param`` / tp (10 = the seed's MindSpore scheme without
+    parameters × ``static_bytes_per_param`` / tp (routed experts / ``ep × expert_tp``, the
+    average of dense and MoE layers for a MoE model; 10 = the seed's MindSpore scheme without
     optimizer sharding; divide yourself for sharding), activation per recompute type from
     :func:`perfkit.calc.activation_per_layer` under ``activation_model`` ("none",
     "selective" as that model defines it, "full" = layer input only). The head is the
@@ -366,8 +374,15 @@ def layers_from_model(model: ModelSpec, parallel: ParallelConfig, hardware: Hard
            / unit_bytes
            for r in ("none", "selective", "full")}
     ms = 1e3 / peak
+    if model.is_moe:  # routed experts split ep × expert_tp ways; the average layer
+        moe = ((b["attention"] + b["shared_mlp"]) / parallel.tp + b["router"] + b["norms"]
+               + b["mlp"] / (parallel.ep * parallel.expert_tp_size))
+        dense = (b["attention"] + b["dense_mlp"]) / parallel.tp + b["norms"]
+        layer_params = (b["moe_layers"] * moe + b["dense_layers"] * dense) / model.num_layers
+    else:
+        layer_params = b["layer"] / parallel.tp
     body = LayerType("decoder", "body", model.num_layers, fwd_flops * ms,
-                     b["layer"] * static_bytes_per_param / parallel.tp / unit_bytes, mem)
+                     layer_params * static_bytes_per_param / unit_bytes, mem)
     logits = 2.0 * model.hidden_size * model.vocab_size * tokens / parallel.tp
     sbh = tokens * model.hidden_size
     head = LayerType("embedding", "head", 1, max(sbh / peak * 1e3, 1e-9),
@@ -425,29 +440,52 @@ def read_sapp_layers(path_or_data: str | Path | Sequence[Mapping[str, Any]]) -> 
 
 
 def decompose_memory(observations: pd.DataFrame | Sequence[Mapping[str, Any]],
-                     recompute_types: Sequence[str] = ("none", "full")) -> dict[str, float]:
+                     recompute_types: Sequence[str] = ("none", "full"),
+                     fit_constant: bool | None = None,
+                     underdetermined: str = "raise") -> dict[str, float | bool]:
     """Per-layer memories from measured stage peaks (SAPP ``compute_memory``).
 
     Each observation is one stage of a dry run: ``pp``, ``stage`` (0-based), ``layers``
     (body layers on the stage) and, per recompute type ``r``, ``layers_<r>`` (how many of
     them use it; the rest use "none"), plus ``peak`` (measured peak memory). SAPP's model::
 
-        peak = layers·mem_param + (pp − stage)·Σ_r layers_r·mem_act_r + constant
+        peak = layers·mem_param + (pp − stage)·Σ_r layers_r·mem_act_r [+ constant]
                (+ head if stage == 0) (+ tail if stage == pp − 1)
 
-    is solved exactly (``numpy.linalg.solve``) when there are as many independent
-    observations as unknowns, in the least-squares sense otherwise. Returns
-    ``mem_param``, ``mem_act_<r>`` per type, ``constant``, ``head``, ``tail`` and
-    ``residual`` (the root-mean-square misfit).
+    **The constant** is fitted only when SAPP fits it (``ComputeMemory.
+    _compute_memories_layers_`` in ``toolkit/pipeline_balance/utils/compute_memory.py``):
+    with at least ``len(recompute_types) + 4`` observed stages ("Enabled const memory
+    component because enough stages were given") and layer counts that are not all equal
+    ("The number of layer per stage cannot be the same for all stages when const
+    component is enabled"). Otherwise it is 0 and, as in SAPP, the head and the tail
+    absorb it. ``fit_constant=True``/``False`` overrides the rule.
+
+    **The system is checked before it is solved**: when its rank is below the number of
+    unknowns — too few stages, a recompute type no stage uses, equal layer counts with a
+    constant, ``pp = 1`` (head and tail on one stage) — the unknowns it cannot separate
+    are named. ``underdetermined="raise"`` (default) raises
+    :class:`~perfkit.errors.InvalidArgumentError`; ``"warn"`` issues a
+    :class:`~perfkit.errors.PerfkitWarning` and returns NaN for those unknowns and the
+    exact values of the others. A full-rank system is solved exactly
+    (``numpy.linalg.solve``) when square, in the least-squares sense otherwise.
+
+    Returns ``mem_param``, ``mem_act_<r>`` per type, ``constant``, ``head``, ``tail``,
+    ``residual`` (the root-mean-square misfit) and ``constant_fitted``.
     """
+    if underdetermined not in ("raise", "warn"):
+        raise InvalidArgumentError("underdetermined", "must be 'raise' or 'warn'",
+                                   underdetermined)
     frame = pd.DataFrame(list(observations)) if not isinstance(observations, pd.DataFrame) \
         else observations
     needed = {"pp", "stage", "layers", "peak"}
     missing = needed - set(frame.columns)
     if missing:
         raise InvalidArgumentError("observations", f"missing columns {sorted(missing)}")
-    names = ["mem_param", *[f"mem_act_{r}" for r in recompute_types], "constant", "head",
-             "tail"]
+    if fit_constant is None:
+        fit_constant = (len(frame) >= len(recompute_types) + 4
+                        and frame["layers"].nunique() > 1)
+    names = ["mem_param", *[f"mem_act_{r}" for r in recompute_types],
+             *(["constant"] if fit_constant else []), "head", "tail"]
     rows = []
     for _, o in frame.iterrows():
         inflight = o["pp"] - o["stage"]
@@ -455,15 +493,34 @@ def decompose_memory(observations: pd.DataFrame | Sequence[Mapping[str, Any]],
                   if r != "none"}
         counts["none"] = o["layers"] - sum(counts.values())
         rows.append([o["layers"], *[inflight * counts.get(r, 0.0) for r in recompute_types],
-                     1.0, float(o["stage"] == 0), float(o["stage"] == o["pp"] - 1)])
+                     *([1.0] if fit_constant else []),
+                     float(o["stage"] == 0), float(o["stage"] == o["pp"] - 1)])
     a = np.array(rows, dtype=float)
     y = frame["peak"].to_numpy(dtype=float)
-    keep = np.abs(a).sum(axis=0) > 0  # unknowns the data can see
-    sol = np.zeros(a.shape[1])
-    if a[:, keep].shape[0] == keep.sum():
-        sol[keep] = np.linalg.solve(a[:, keep], y)
-    else:
-        sol[keep] = np.linalg.lstsq(a[:, keep], y, rcond=None)[0]
-    out = dict(zip(names, map(float, sol), strict=True))
-    out["residual"] = float(np.sqrt(np.mean((a @ sol - y) ** 2)))
+    rank = int(np.linalg.matrix_rank(a))
+    sol = np.linalg.lstsq(a, y, rcond=None)[0]
+    if rank < a.shape[1]:
+        vt = np.linalg.svd(a)[2]
+        null = vt[rank:]  # directions the observations cannot see
+        free = [name for name, weight in zip(names, np.abs(null).max(axis=0), strict=True)
+                if weight > 1e-9]
+        message = (f"{len(frame)} stage observations determine only {rank} of the "
+                   f"{a.shape[1]} unknowns ({', '.join(names)}); not determined: "
+                   f"{', '.join(free)}. Add dry-run stages (different stage ids, layer "
+                   "counts and recompute mixes), or drop recompute types that no stage "
+                   "uses.")
+        if underdetermined == "raise":
+            raise InvalidArgumentError("observations", message)
+        warnings.warn(PerfkitWarning(message), stacklevel=2)
+        sol = np.where(np.isin(names, free), np.nan, sol)
+    elif a.shape[0] == a.shape[1]:
+        sol = np.linalg.solve(a, y)
+    out: dict[str, float | bool] = dict(zip(names, map(float, sol), strict=True))
+    if not fit_constant:
+        out["constant"] = 0.0
+    known = ~np.isnan(sol)
+    fitted = a[:, known] @ sol[known]
+    out["residual"] = float(np.sqrt(np.mean((fitted - y) ** 2))) if known.all() \
+        else float("nan")
+    out["constant_fitted"] = bool(fit_constant)
     return out

@@ -71,7 +71,9 @@ def _summary(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
              faults_: tuple[Fault, ...], seed: int, settings: Settings) -> dict[str, Any]:
     def plain(obj: Any) -> Any:
         if dataclasses.is_dataclass(obj):
-            return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+            return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                    if not (f.metadata.get("omit_when_default")
+                            and getattr(obj, f.name) == f.default)}
         if isinstance(obj, (list, tuple)):
             return [plain(x) for x in obj]
         if isinstance(obj, dict):

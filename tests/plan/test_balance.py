@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 import perfkit as pk
+from perfkit.errors import PerfkitWarning
 from perfkit.plan import (
     LayerType,
     balance_pipeline,
@@ -155,6 +156,87 @@ def test_decompose_memory_recovers_known_coefficients():
     for key, value in truth.items():
         assert got[key] == pytest.approx(value, rel=1e-9)
     assert got["residual"] < 1e-6
+
+
+def test_decompose_memory_reproduces_sapp_without_constant():
+    # mindformers tests/st/test_pipeline_balance/test_compute_memory.py::test_compute_memory:
+    # pp 16, 6 layers per stage, stages 0, 1, 2, 3, 9, 15 with their COMM/FULL recompute
+    # counts and dry-run peaks (MB). Three recompute types and six stages = 3 + 3: SAPP
+    # fits no constant, and asserts head 9785, parameter 1562, activation 822, tail 2868,
+    # full recompute 32, select-comm 498 (int()).
+    obs = [dict(pp=16, stage=s, layers=6, layers_comm=c, layers_full=f, peak=peak)
+           for s, c, f, peak in [(0, 1, 1, 80267), (1, 0, 1, 71519), (2, 0, 1, 67376),
+                                 (3, 0, 2, 52962), (9, 2, 0, 39373), (15, 0, 1, 16386)]]
+    got = decompose_memory(obs, ("none", "comm", "full"))
+    assert not got["constant_fitted"] and got["constant"] == 0
+    assert {k: int(got[k]) for k in ("head", "mem_param", "mem_act_none", "tail",
+                                     "mem_act_full", "mem_act_comm")} == {
+        "head": 9785, "mem_param": 1562, "mem_act_none": 822, "tail": 2868,
+        "mem_act_full": 32, "mem_act_comm": 498}
+
+
+def test_decompose_memory_reproduces_sapp_with_constant():
+    # mindformers tests/st/test_pipeline_balance/mem.yaml (test_compute_memory_with_const):
+    # pp 16, 96 layers, offsets -1/+1 (5 and 7 layers), select and select-comm recompute
+    # lists; a layer with both counts as "both" (SAPP internal_from_yaml: the YAML lists
+    # are slct + both + full and comm + both + full). Eight stages for four recompute types
+    # and unequal layer counts: SAPP fits the constant and asserts parameter 2141,
+    # activation 852, select 767, comm 535, both 511, constant -1896, head 4245, tail 1203.
+    # SAPP's head and tail include the constant; perfkit's do not: head + constant.
+    offset = [-1, 1] * 8
+    select = [1, 0, 0, 0, 1, 1, 2, 0, 0, 0, 1, 1, 2, 0, 0, 1]
+    comm = [1, 0, 0, 0, 0, 0, 0, 1, 1, 2, 1, 1, 2, 0, 0, 1]
+    peaks = {0: 77698, 15: 21822, 6: 49732, 9: 50435, 10: 32341, 11: 41228, 12: 23134,
+             13: 30998}
+    obs = []
+    for s, peak in peaks.items():
+        both = min(select[s], comm[s])
+        obs.append(dict(pp=16, stage=s, layers=6 + offset[s], layers_selective=select[s] - both,
+                        layers_comm=comm[s] - both, layers_both=both, peak=peak))
+    got = decompose_memory(obs, ("none", "selective", "comm", "both"))
+    assert got["constant_fitted"]
+    assert {k: int(got[k]) for k in ("mem_param", "mem_act_none", "mem_act_selective",
+                                     "mem_act_comm", "mem_act_both", "constant")} == {
+        "mem_param": 2141, "mem_act_none": 852, "mem_act_selective": 767,
+        "mem_act_comm": 535, "mem_act_both": 511, "constant": -1896}
+    assert int(got["head"] + got["constant"]) == 4245
+    assert int(got["tail"] + got["constant"]) == 1203
+
+
+def test_decompose_memory_refuses_an_underdetermined_system():
+    truth = {"mem_param": 900.0, "mem_act_none": 800.0, "mem_act_full": 40.0, "head": 500.0,
+             "tail": 700.0}
+
+    def peak(pp, stage, layers, full):
+        return (layers * truth["mem_param"] + (pp - stage) * (
+            (layers - full) * truth["mem_act_none"] + full * truth["mem_act_full"])
+            + truth["head"] * (stage == 0) + truth["tail"] * (stage == pp - 1))
+
+    # no stage fully recomputes anything: mem_act_full is invisible
+    obs = [dict(pp=4, stage=s, layers=10, layers_full=0, peak=peak(4, s, 10, 0))
+           for s in range(4)]
+    with pytest.raises(pk.InvalidArgumentError, match="not determined: mem_act_full"):
+        decompose_memory(obs, ("none", "full"))
+    # equal layer counts with the constant forced: constant and mem_param cannot be told
+    # apart (SAPP refuses this too)
+    obs = [dict(pp=8, stage=s, layers=10, layers_full=s % 3, peak=peak(8, s, 10, s % 3))
+           for s in range(8)]
+    assert not decompose_memory(obs)["constant_fitted"]  # the SAPP rule leaves it out
+    with pytest.raises(pk.InvalidArgumentError, match="mem_param.*constant|constant.*"
+                       "mem_param"):
+        decompose_memory(obs, fit_constant=True)
+    # "warn": the determined unknowns are exact, the others NaN, and a PerfkitWarning
+    # names them
+    with pytest.warns(PerfkitWarning, match="not determined: mem_param, constant"):
+        got = decompose_memory(obs, fit_constant=True, underdetermined="warn")
+    assert np.isnan(got["mem_param"]) and np.isnan(got["constant"])
+    assert got["mem_act_none"] == pytest.approx(800.0)
+    assert got["mem_act_full"] == pytest.approx(40.0)
+    # pp = 1: head and tail sit on the same stage
+    one = [dict(pp=1, stage=0, layers=n, layers_full=f, peak=peak(1, 0, n, f))
+           for n, f in ((10, 0), (12, 3), (8, 8), (9, 1))]
+    with pytest.raises(pk.InvalidArgumentError, match="head, tail"):
+        decompose_memory(one)
 
 
 def test_seed_llama2_13b_recomputes_on_the_first_stage_only():

@@ -45,29 +45,117 @@ def test_rows_are_valid_and_ranked(llama13b_search):
 
 
 def test_candidate_count_by_hand():
-    # 8 devices, 4 layers, 8 heads, batch 16; only tp/pp/mbs/vpp vary, no SP/OS/recompute.
+    # 8 devices, 4 layers, 8 heads, batch 16; only tp/cp/pp/mbs/vpp vary, no SP/OS/recompute.
+    # cp defaults to the powers of two up to 8 that divide the devices and leave the
+    # 256-token sequence a multiple of 2·cp: 1, 2, 4, 8.
     model = pk.ModelSpec(num_layers=4, hidden_size=512, num_attention_heads=8, seq_length=256,
                          vocab_size=1000)
     space = plan.SearchSpace(sequence_parallel=(False,), optimizer_shard=("off",),
                              recompute=("none",), vpp=(1, 2), micro_batch_size=(1, 2, 4))
     expected = 0
     for tp in (1, 2, 4, 8):
-        for pp in (1, 2, 4):
-            if (8 // tp) % pp:
-                continue
-            dp = 8 // (tp * pp)
-            for mbs in (1, 2, 4):
-                if 16 % (dp * mbs):
+        for cp in (1, 2, 4, 8):
+            for pp in (1, 2, 4):
+                if 8 % (tp * cp * pp):
                     continue
-                m = 16 // (dp * mbs)
-                if pp > 1 and m < pp:
-                    continue
-                for v in (1, 2):
-                    if v == 2 and (pp == 1 or m % pp or 4 % (pp * v)):
+                dp = 8 // (tp * cp * pp)
+                for mbs in (1, 2, 4):
+                    if 16 % (dp * mbs):
                         continue
-                    expected += 1
+                    m = 16 // (dp * mbs)
+                    if pp > 1 and m < pp:
+                        continue
+                    for v in (1, 2):
+                        if v == 2 and (pp == 1 or m % pp or 4 % (pp * v)):
+                            continue
+                        expected += 1
     got = plan.candidates(model, 8, 16, space)
     assert len(got) == expected
+    assert set(got["cp"]) == {1, 2, 4, 8} and set(got["ep"]) == {1}
+    only_cp1 = plan.candidates(model, 8, 16, plan.SearchSpace(
+        sequence_parallel=(False,), optimizer_shard=("off",), recompute=("none",),
+        vpp=(1, 2), micro_batch_size=(1, 2, 4), cp=(1,)))
+    assert set(only_cp1["cp"]) == {1} and len(only_cp1) < len(got)
+
+
+def test_moe_search_explores_ep_and_cp_with_megatron_rules():
+    # Mixtral 8x7B on 32 devices: ep runs over the powers of two dividing the 8 experts
+    # with ep·expert_tp dividing tp·cp·dp (Megatron's expert grid).
+    mx = pk.ModelSpec.preset("mixtral-8x7b")
+    space = plan.SearchSpace(tp=(1, 2), pp=(1, 2), vpp=(1,), micro_batch_size=(1,),
+                             cp=(1, 2), expert_tp=(None, 1), recompute=("full",),
+                             sequence_parallel=(False,), optimizer_shard=("dp",))
+    got = plan.candidates(mx, 32, 64, space)
+    expected = set()
+    for tp in (1, 2):
+        for cp in (1, 2):
+            for pp in (1, 2):
+                dp = 32 // (tp * cp * pp)
+                for ep in (1, 2, 4, 8):
+                    for etp in (tp, 1):
+                        if (tp * cp * dp) % (ep * etp) == 0:
+                            expected.add((dp, tp, pp, cp, ep, 0 if etp == tp else etp))
+    rows = set(zip(got["dp"], got["tp"], got["pp"], got["cp"], got["ep"], got["expert_tp"],
+                   strict=True))
+    assert rows == expected
+    for _, row in got.iterrows():
+        assert plan.to_parallel_config(row).problems(mx, num_devices=32) == []
+
+
+@pytest.fixture(scope="module")
+def mixtral_search():
+    mx = pk.ModelSpec.preset("mixtral-8x7b").replace(seq_length=8192)
+    hw = pk.Hardware.preset("h100")
+    space = plan.SearchSpace(expert_tp=(None, 1), micro_batch_size=(1, 2))
+    frame = plan.search(mx, hw, 64, 256, space=space, include_rejected=True, ep_overlap=0.5,
+                        cp_overlap=0.25)
+    return mx, hw, frame
+
+
+def test_moe_rows_equal_estimate_step(mixtral_search):
+    mx, hw, frame = mixtral_search
+    assert (frame["ep"] > 1).any() and (frame["cp"] > 1).any() and (frame["expert_tp"] == 1).any()
+    rng = np.random.default_rng(2)
+    picks = list(rng.choice(len(frame), 40, replace=False))
+    picks += list(frame.index[(frame["ep"] > 1) & (frame["cp"] > 1)
+                              & (frame["expert_tp"] == 1)][:5])
+    for i in picks:
+        row = frame.iloc[i]
+        est = pk.estimate_step(mx, plan.to_parallel_config(row), hw, ep_overlap=0.5,
+                               cp_overlap=0.25)
+        for column in ("compute_s", "bubble_s", "tp_comm_s", "dp_comm_s", "pp_comm_s",
+                       "ep_comm_s", "cp_comm_s", "exposed_comm_s", "step_s", "mfu",
+                       "static_bytes", "activation_bytes"):
+            assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+
+
+def test_dense_first_moe_rows_equal_estimate_step():
+    # DeepSeek-V3's shape cut to 8 layers, the first 3 dense, so stages differ in cost.
+    m = pk.ModelSpec.preset("deepseek-v3").replace(num_layers=8)
+    hw = pk.Hardware.preset("h100")
+    space = plan.SearchSpace(expert_tp=(None, 1), micro_batch_size=(1,), cp=(1, 2),
+                             full_layer_fractions=(0.5,))
+    frame = plan.search(m, hw, 64, 64, space=space, include_rejected=True,
+                        static_scheme="megatron")
+    rng = np.random.default_rng(3)
+    for i in rng.choice(len(frame), 30, replace=False):
+        row = frame.iloc[i]
+        est = pk.estimate_step(m, plan.to_parallel_config(row), hw, static_scheme="megatron")
+        for column in ("compute_s", "dp_comm_s", "ep_comm_s", "cp_comm_s", "step_s",
+                       "static_bytes", "activation_bytes"):
+            assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+
+
+def test_activation_conventions_reach_the_search():
+    model = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("a100")
+    space = plan.SearchSpace(pp=(1, 2), vpp=(1,), micro_batch_size=(1,), cp=(1,))
+    frame = plan.search(model, hw, 8, 64, space=space, include_rejected=True,
+                        activation_convention="megatron")
+    for _, row in frame.head(10).iterrows():
+        est = pk.estimate_step(model, plan.to_parallel_config(row), hw,
+                               activation_convention="megatron")
+        assert row["activation_bytes"] == pytest.approx(est.activation_bytes, rel=1e-12)
 
 
 def test_seed_tuned_family_beats_the_full_recompute_baseline(llama13b_search):
