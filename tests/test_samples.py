@@ -150,3 +150,35 @@ def test_bundled_ir_dumps_are_in_the_data() -> None:
     for name in ("silu_mul.ir", "silu_mul_reshape.ir.gz", "control.ir.gz"):
         assert bundled_ir(name).resolve() == DATA / "ir" / name
     assert (DATA / "ir" / "README.md").is_file() and (DATA / "ir" / "MANIFEST.txt").is_file()
+
+
+def test_cli_takes_sample_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["info", "sample:slow-link", "--findings", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"path           {DATA / 'simulated' / 'slow-link'}" in out
+    assert "ranks          4 (0-3)" in out
+    assert cli.main(["info", "sample:nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perfkit: error: sample: no bundled sample is called 'nope'")
+    assert err.count("\n") == 1
+
+    # serve hands the sample's folder to the dashboard notebook (Voila itself not started)
+    import voila.app
+
+    seen = {}
+
+    def launch(**kwargs):
+        seen["profile"] = os.environ.get(cli.PROFILE_ENV)
+        seen["argv"] = kwargs["argv"]
+
+    monkeypatch.setattr(voila.app.Voila, "launch_instance", launch)
+    monkeypatch.delenv(cli.PROFILE_ENV, raising=False)
+    port = cli.DEFAULT_PORT + 17
+    assert cli.serve("sample:slow-rank", port=port, open_browser=False) == 0
+    assert seen["profile"] == str(DATA / "simulated" / "slow-rank")
+    assert seen["argv"][0] == str(resources.dashboard_notebook())
+    assert cli.PROFILE_ENV not in os.environ  # restored after serving
