@@ -282,6 +282,7 @@ def test_binary_garbage_names_the_line(tmp_path: Path) -> None:
     assert err.value.line == 3
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_with_comment_lines(tmp_path: Path) -> None:
     """Streaming: '# In file' lines cost time to skip but no memory."""
     import tracemalloc
