@@ -1,6 +1,6 @@
 """Parse time and peak memory of :func:`perfkit.load_ir` on a large synthetic IR dump.
 
-The dump is the real MindSpore 2.10 excerpt ``tests/data/ir/silu_mul.ir`` with its subgraph
+The dump is the real MindSpore 2.10 excerpt ``data/ir/silu_mul.ir`` with its subgraph
 block repeated (each copy renamed) until the file reaches ``--size-mb``. The excerpt has no
 ``# In file`` comment lines, so it packs more nodes per megabyte than a raw dump: a worst
 case for the parser. The parse runs in a fresh child process so that its peak resident set
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXCERPT = ROOT / "tests" / "data" / "ir" / "silu_mul.ir"
+EXCERPT = ROOT / "data" / "ir" / "silu_mul.ir"
 
 CHILD = r"""
 import json, resource, sys, time

@@ -4,11 +4,13 @@
 :class:`ParallelConfig`, :class:`Hardware`), the calculators of :mod:`perfkit.calc`, the
 planner :mod:`perfkit.plan`, the profile loader (:func:`load` -> :class:`Profile` /
 :class:`Cluster`), the simulator (:func:`simulate` and its faults), the IR / log / config
-readers, the analyses of :mod:`perfkit.analysis` and the error types.
+readers, the analyses of :mod:`perfkit.analysis`, the bundled samples (:func:`samples`;
+``load("sample:NAME")``) and the error types.
 """
 
 from . import analysis, calc, plan
 from .advisor import Finding, advise
+from .bundled_samples import samples
 from .calc import *  # noqa: F403  (the calculators are part of the top-level API)
 from .calc import __all__ as _calc_all
 from .errors import (
@@ -71,6 +73,7 @@ __all__ = [
     "read_memory_log",
     "read_mindformers_config",
     "read_training_log",
+    "samples",
     "simulate",
     *_calc_all,
 ]

@@ -1,7 +1,7 @@
 """The ``perfkit`` command.
 
 ``perfkit serve [PATH] [--port N] [--no-browser] [--no-preheat]``
-    Serve the dashboard notebook (``notebooks/dashboard.ipynb``) with Voila on
+    Serve the dashboard notebook (``dashboard.ipynb``, shipped with perfkit) with Voila on
     127.0.0.1, sources stripped, tracebacks hidden, one pre-started kernel that has
     already run the notebook kept ready. ``PATH`` (a profile) reaches the notebook through
     the ``PERFKIT_PROFILE`` environment variable. The page needs no CDN: Voila runs with a
@@ -18,6 +18,13 @@
 ``perfkit simulate OUT [--scenario NAME | --model ... --dp ... --fault ...]``
     Write a simulated profile (:func:`perfkit.simulate.simulate`): one of the bundled
     teaching scenarios, or any model, parallel layout and faults (:func:`parse_fault`).
+``perfkit notebooks [DIR] [--force]``
+    Copy the guided notebooks into a working folder (default ``perfkit-notebooks``),
+    keeping copies the user has edited unless ``--force`` (:func:`perfkit.workspace.
+    copy_notebooks`), and print the ``jupyter lab`` command that opens them.
+
+Wherever a profile PATH is taken, ``sample:NAME`` names a bundled sample
+(:func:`perfkit.samples`), e.g. ``perfkit info sample:slow-rank``.
 
 Errors perfkit can explain are printed as one line on stderr with exit status 2.
 """
@@ -40,15 +47,19 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .bundled_samples import resolve_sample
 from .errors import InvalidArgumentError, PerfkitError
+from .resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path
 from .specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "main", "build_parser",
            "info_text", "profile_info_text", "locate_dashboard",
-           "voila_argv", "serve", "FAULTS", "parse_fault", "simulate_command"]
+           "voila_argv", "serve", "FAULTS", "parse_fault", "simulate_command",
+           "notebooks_command"]
 
-#: Where ``perfkit serve`` looks for the dashboard: ``<repository>/notebooks/dashboard.ipynb``.
-DASHBOARD_NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "dashboard.ipynb"
+#: The dashboard ``perfkit serve`` runs: ``dashboard.ipynb`` of the notebooks that ship with
+#: perfkit, found with importlib.resources (:mod:`perfkit.resources`).
+DASHBOARD_NOTEBOOK = resource_path(NOTEBOOK_PACKAGE) / DASHBOARD_NAME
 #: Environment variable that carries the profile path to the notebook's parameters cell.
 PROFILE_ENV = "PERFKIT_PROFILE"
 HOST = "127.0.0.1"
@@ -503,15 +514,15 @@ def locate_dashboard(notebook: str | os.PathLike[str] | None = None) -> Path:
     Parameters
     ----------
     notebook : path, optional
-        Defaults to :data:`DASHBOARD_NOTEBOOK` (``notebooks/dashboard.ipynb`` next to the
-        ``perfkit`` package, i.e. in a source checkout installed with ``pip install -e .``).
+        Defaults to :data:`DASHBOARD_NOTEBOOK` (``dashboard.ipynb`` of the notebooks that
+        ship inside the perfkit package).
     """
     path = Path(DASHBOARD_NOTEBOOK if notebook is None else notebook)
     if not path.is_file():
-        raise ServeError(
-            f"dashboard notebook not found: {path} (perfkit serve runs the notebook "
-            "notebooks/dashboard.ipynb of a perfkit source checkout; install perfkit from "
-            "the repository with 'pip install -e .')")
+        why = ("this perfkit installation lacks its notebooks; reinstall it from its wheel, "
+               "or with 'pip install -e .' in a checkout" if notebook is None else
+               "give the path of a notebook")
+        raise ServeError(f"dashboard notebook not found: {path} ({why})")
     return path
 
 
@@ -594,7 +605,8 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     Parameters
     ----------
     profile : path, optional
-        Profile folder or file; must exist. Passed to the notebook as ``PERFKIT_PROFILE``.
+        Profile folder or file, or ``"sample:NAME"`` (a bundled sample); must exist.
+        Passed to the notebook as ``PERFKIT_PROFILE``, as an absolute path.
     port : int
         Port on 127.0.0.1.
     open_browser : bool
@@ -623,7 +635,7 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     path = locate_dashboard(notebook)
     profile_path = None
     if profile is not None:
-        profile_path = Path(profile).expanduser().resolve()
+        profile_path = Path(resolve_sample(profile)).expanduser().resolve()
         if not profile_path.exists():
             raise ServeError(f"profile path not found: {profile}")
     _check_port(port)
@@ -668,13 +680,14 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
 _EPILOG_INFO = """\
 examples:
   perfkit info                          version, model and hardware presets
-  perfkit info data/simulated/slow-rank what the profile is, its steps, its top findings
+  perfkit info sample:slow-rank         what the profile is, its steps, its top findings
+                                        (sample:NAME: a bundled sample; or a PATH)
   perfkit info PATH --findings 10       list more findings (0: skip the advisor)
 """
 
 _EPILOG_REPORT = """\
 examples:
-  perfkit report data/simulated/slow-rank -o slow-rank.html
+  perfkit report sample:slow-rank -o slow-rank.html
   perfkit report ~/runs/job42 -o job42.html --notebook 07_cluster --timeout 1200
 
 The notebook runs in a Python kernel of this interpreter (ipykernel); the profile path is
@@ -704,15 +717,47 @@ OUT receives one folder per rank. It may be new, empty, or hold an earlier simul
 """
 
 
+_EPILOG_NOTEBOOKS = """\
+examples:
+  perfkit notebooks                     copy into ./perfkit-notebooks
+  perfkit notebooks ~/tuning            copy into ~/tuning (created if missing)
+  perfkit notebooks ~/tuning --force    also overwrite the copies you changed
+
+The notebooks open bundled samples by name (PROFILE = "sample:..." in their first cell),
+so they run from any folder; set PROFILE to your own profile's folder to tune your job.
+"""
+
+
+def notebooks_command(args: argparse.Namespace) -> int:
+    """``perfkit notebooks``: copy the guided notebooks, say what was copied or kept, and
+    print the ``jupyter lab`` command."""
+    import shlex
+
+    from .workspace import copy_notebooks
+
+    done = copy_notebooks(args.folder, force=args.force)
+    for label, names in (("copied", done.copied), ("replaced (--force)", done.replaced),
+                         ("already up to date", done.unchanged)):
+        if names:
+            print(f"{label}: {', '.join(names)}")
+    if done.kept:
+        print(f"kept (they differ from perfkit {__version__}'s, e.g. your edits; --force "
+              f"replaces them): {', '.join(done.kept)}")
+    print(f"notebooks in {done.folder}\nopen them with:\n  jupyter lab "
+          f"{shlex.quote(str(done.folder))}")
+    return 0
+
+
 def _para(text: str) -> str:
     return textwrap.fill(text, 88)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``perfkit`` argument parser (subcommands ``serve``, ``info``, ``report``,
-    ``simulate``)."""
+    ``simulate``, ``notebooks``)."""
     from .report import DEFAULT_NOTEBOOK, DEFAULT_TIMEOUT_S
     from .simulate.scenarios import SCENARIOS
+    from .workspace import DEFAULT_FOLDER
 
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -724,11 +769,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve_p = sub.add_parser(
         "serve", help="serve the dashboard (Voila) on 127.0.0.1",
-        description="Serve notebooks/dashboard.ipynb with Voila on 127.0.0.1, sources "
-                    "stripped, no CDN needed.")
+        description="Serve the dashboard notebook that ships with perfkit with Voila on "
+                    "127.0.0.1, sources stripped, no CDN needed.")
     serve_p.add_argument("path", nargs="?", default=None, metavar="PATH",
-                         help="profile folder or file to show (passed to the notebook as "
-                              f"{PROFILE_ENV})")
+                         help="profile folder or file to show, or sample:NAME (passed to "
+                              f"the notebook as {PROFILE_ENV})")
     serve_p.add_argument("--port", type=int, default=DEFAULT_PORT,
                          help=f"port on {HOST} (default {DEFAULT_PORT})")
     serve_p.add_argument("--no-browser", action="store_true",
@@ -747,19 +792,21 @@ def build_parser() -> argparse.ArgumentParser:
                           "the loader's notes, the steps with the measured step time (per "
                           "step the slowest rank), and the advisor's top findings."))
     info_p.add_argument("path", nargs="?", default=None, metavar="PATH",
-                        help="profile folder or file (anything perfkit.load reads)")
+                        help="profile folder or file (anything perfkit.load reads), or "
+                             "sample:NAME for a bundled sample")
     info_p.add_argument("--findings", type=int, default=5, metavar="N",
                         help="how many findings to list (default 5; 0 skips the advisor)")
 
     report_p = sub.add_parser(
         "report", help="run a guided notebook on a profile, write one self-contained HTML",
         formatter_class=raw, epilog=_EPILOG_REPORT,
-        description=_para(f"Run notebooks/{DEFAULT_NOTEBOOK}.ipynb (or --notebook) on the "
-                          "profile at PATH and write its outputs as a self-contained HTML "
+        description=_para(f"Run the guided notebook {DEFAULT_NOTEBOOK} (or --notebook) on "
+                          "the profile at PATH and write its outputs as a self-contained HTML "
                           "page without code cells or CDN scripts. A progress bar over the "
                           "cells goes to stderr."))
     report_p.add_argument("path", metavar="PATH",
-                          help="profile folder or file (anything perfkit.load reads)")
+                          help="profile folder or file (anything perfkit.load reads), or "
+                               "sample:NAME for a bundled sample")
     report_p.add_argument("-o", "--output", default="report.html", metavar="FILE",
                           help="HTML file to write (default report.html; replaced if it "
                                "exists; its folder must exist)")
@@ -822,6 +869,19 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default pytorch)")
     sim_p.add_argument("--force", action="store_true",
                        help="write into a folder that holds other files (they are kept)")
+
+    nb_p = sub.add_parser(
+        "notebooks", help="copy the guided notebooks into a working folder",
+        formatter_class=raw, epilog=_EPILOG_NOTEBOOKS,
+        description=_para("Copy the guided notebooks (00_start_here ... 09_exercises) that "
+                          "ship with perfkit into DIR, and print the jupyter lab command "
+                          "that opens them. A notebook already in DIR with other content "
+                          "(your edits) is kept unless --force."))
+    nb_p.add_argument("folder", nargs="?", default=DEFAULT_FOLDER, metavar="DIR",
+                      help=f"working folder, created if missing (default {DEFAULT_FOLDER})")
+    nb_p.add_argument("--force", action="store_true",
+                      help="overwrite notebooks in DIR that differ from perfkit's (your "
+                           "edits to them are lost)")
     return parser
 
 
@@ -849,9 +909,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.path is None:
                 print(info_text())
             else:
-                if not Path(args.path).expanduser().exists():
+                path = resolve_sample(args.path)  # "sample:NAME" -> the bundled sample
+                if not Path(path).expanduser().exists():
                     raise PerfkitError(f"profile path not found: {args.path}")
-                print(profile_info_text(args.path, n_findings=args.findings))
+                print(profile_info_text(path, n_findings=args.findings))
             return 0
         if args.command == "report":
             from .report import write_report
@@ -862,6 +923,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "simulate":
             return simulate_command(args)
+        if args.command == "notebooks":
+            return notebooks_command(args)
         if args.command == "serve":
             return serve(args.path, port=args.port, open_browser=not args.no_browser,
                          preheat=not args.no_preheat)

@@ -30,3 +30,18 @@ def dask_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         client.close()
         lc.close()
         mp.undo()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each test file on one pytest-xdist worker, except the notebook executions.
+
+    Under ``--dist loadgroup`` (the README's test command) tests with one ``xdist_group`` run
+    on one worker. Many files share an expensive module-scoped fixture (a loaded cluster, a
+    Dask client, a served dashboard), so a file's tests stay together; the notebook
+    executions (marker ``notebooks``) each start their own kernel and share nothing, so
+    they are spread over the workers. Without ``-n`` this changes nothing.
+    """
+    for item in items:
+        if item.get_closest_marker("xdist_group") or item.get_closest_marker("notebooks"):
+            continue
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

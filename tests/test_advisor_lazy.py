@@ -38,6 +38,7 @@ def _same_findings(lazy: list[Finding], eager: list[Finding]) -> None:
     assert not [f for f in lazy if f.title.startswith("Rule ")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PATHS))
 def test_lazy_advice_equals_eager_advice(pair: Any, name: str) -> None:
     eager, lazy = pair[name]
@@ -45,6 +46,7 @@ def test_lazy_advice_equals_eager_advice(pair: Any, name: str) -> None:
     _same_findings(pk.advise(lazy, **kw), pk.advise(eager, **kw))
 
 
+@pytest.mark.slow
 def test_lazy_advice_without_context_finds_the_slow_rank(pair: Any) -> None:
     eager, lazy = pair["slow-rank"]
     found = pk.advise(lazy)

@@ -147,6 +147,8 @@ def _run_dashboard(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, profile: Pat
     return panel
 
 
+@pytest.mark.slow
+@pytest.mark.notebooks
 def test_dashboard_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     profile = ROOT / "data" / "simulated" / "slow-rank"
     panel = _run_dashboard(monkeypatch, tmp_path, profile)
@@ -154,6 +156,8 @@ def test_dashboard_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert "<svg" in panel["text/html"]
 
 
+@pytest.mark.slow
+@pytest.mark.notebooks
 def test_dashboard_notebook_shows_a_bad_profile_as_a_message(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     empty = tmp_path / "not-a-profile"
@@ -221,6 +225,7 @@ async def _drive_panel(port: int, page: str) -> tuple[dict, str]:
         ws.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_serve_smoke(tmp_path: Path) -> None:
     port = _free_port()
@@ -353,6 +358,8 @@ def _snapshot(path: Path) -> dict[str, tuple[int, int]]:
             for p in path.rglob("*")}
 
 
+@pytest.mark.slow
+@pytest.mark.notebooks
 @pytest.mark.timeout(120)
 def test_report_writes_a_self_contained_page(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:

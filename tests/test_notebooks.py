@@ -140,6 +140,8 @@ def test_notebook_imports_perfkit_only(path: Path) -> None:
                 assert words[1].split(".")[0] == "perfkit", f"{path.name}: {line}"
 
 
+@pytest.mark.slow
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", GUIDED, ids=_ids(GUIDED))
 def test_notebook_runs_on_bundled_data(path: Path) -> None:
     nb, seconds = execute(path)
@@ -147,6 +149,8 @@ def test_notebook_runs_on_bundled_data(path: Path) -> None:
     assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.1f} s"
 
 
+@pytest.mark.slow
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", GUIDED, ids=_ids(GUIDED))
 def test_notebook_runs_on_another_profile(path: Path) -> None:
     values = ALTERNATIVES.get(path.stem, {"PROFILE": SLOW_RANK})
@@ -159,6 +163,7 @@ def test_notebook_runs_on_another_profile(path: Path) -> None:
     assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.1f} s"
 
 
+@pytest.mark.notebooks
 def test_injection_overrides_the_default(tmp_path: Path) -> None:
     nb = nbformat.v4.new_notebook()
     first = nbformat.v4.new_code_cell("PROFILE = 'default'")

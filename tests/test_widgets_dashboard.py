@@ -69,6 +69,7 @@ def test_the_tabs_are_the_seven_of_the_cycle(board) -> None:
     assert tuple(board.tabs.titles) == TAB_TITLES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", bundled_profiles())
 def test_every_tab_renders_every_bundled_profile_without_an_error(name: str) -> None:
     board = dashboard(name)

@@ -66,7 +66,7 @@ def _readme(s: Scenario) -> str:
         f"| faults | {', '.join(repr(f) for f in s.faults) or 'none'} |", "",
         "What to look at:", "",
         *[f"- {x}" for x in s.look_at], "",
-        "Load it with `perfkit.load(\"data/simulated/" + s.name + "\")`. The inputs are also "
+        "Load it with `perfkit.load(\"sample:" + s.name + "\")`. The inputs are also "
         "stored under `perfkit_simulation` in every `profiler_metadata.json`.", "",
     ]
     return "\n".join(lines)

@@ -6,6 +6,10 @@ Run it with an interpreter that has MindSpore (it needs ``numpy<2``), not with p
     /tmp/venvs/ms/bin/pip install "numpy<2" mindspore
     /tmp/venvs/ms/bin/python tools/make_ir_fixtures.py --work /tmp/irwork --out tests/data/ir
 
+The three dumps the notebooks and the dashboard open (:data:`BUNDLED`) ship with perfkit, so
+they live in ``data/ir/`` (``--bundled-out``), not in ``tests/data/ir/``; each folder gets a
+``MANIFEST.txt`` for the files it holds.
+
 The network is a two-layer Llama-shaped decoder whose cell and operator attribute names follow
 MindFormers' legacy Llama (``layers.N.attention.wq.matmul``, ``feed_forward.w1.activation``,
 ``feed_forward.w1.reshape``, ``feed_forward.mul`` ...). Linear layers reshape their 3-D input
@@ -63,6 +67,9 @@ SCENARIOS = {
 #: ``# Scope:`` lines) and the backend kernel graph (several type lines per node).
 EXTRA_DUMPS = {"opt_pass_19_add_recomputation_*.ir": "silu_mul_add_recomputation.ir.gz",
                "graph_build_*.ir": "silu_mul_kernel_graph.ir.gz"}
+
+#: Dumps written to ``--bundled-out`` (``data/ir``, package data) instead of ``--out``.
+BUNDLED = ("control.ir.gz", "silu_mul.ir", "silu_mul_reshape.ir.gz")
 
 HIDDEN, HEADS, FFN, SEQ, BATCH, VOCAB, LAYERS = 32, 4, 64, 16, 2, 64, 2
 
@@ -322,6 +329,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/tmp/irwork")
     parser.add_argument("--out", default="tests/data/ir")
+    parser.add_argument("--bundled-out", default="data/ir",
+                        help="folder for the dumps that ship with perfkit (%(default)s)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--comm-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--keep", default="_validate_", help="IR file name pattern to keep")
@@ -360,7 +369,15 @@ def main() -> None:
     early = sorted(chosen.parent.glob("01_type_inference_*.ir"))[-1]
     write_excerpt(early, out / "comm_dp2_rank0_type_inference.ir.gz")
     lines.append(f"comm_dp2_rank0_type_inference.ir.gz <- rank_0/{early.name} (same run)")
-    (out / "MANIFEST.txt").write_text("\n".join(lines) + "\n")
+    bundled_out = Path(args.bundled_out)
+    bundled_out.mkdir(parents=True, exist_ok=True)
+    for name in BUNDLED:
+        (out / name).replace(bundled_out / name)
+    header, files = lines[:4], lines[4:]
+    for folder, keep in ((out, lambda f: f.split()[0] not in BUNDLED),
+                         (bundled_out, lambda f: f.split()[0] in BUNDLED)):
+        (folder / "MANIFEST.txt").write_text("\n".join(header + [f for f in files if keep(f)])
+                                             + "\n")
     print("\n".join(lines))
 
 

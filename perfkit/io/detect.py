@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache
@@ -192,6 +193,7 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
     ProfileError
         The path does not exist, nothing known is inside, or two folders claim one rank.
     """
+    path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
     p = Path(path).expanduser()
     if not p.exists():
         raise ProfileError(p, "path does not exist; expected a profiler output folder or file")
@@ -369,7 +371,8 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     Parameters
     ----------
     path : str or path-like
-        A rank folder, a file, or a parent folder of many ranks.
+        A rank folder, a file, or a parent folder of many ranks; or ``"sample:NAME"``, a
+        bundled sample (:func:`perfkit.samples`, e.g. ``"sample:slow-rank"``).
     ranks : iterable of int, optional
         Load only these global ranks (a parent folder then gives a Cluster of them).
     cache : bool, default True
@@ -401,7 +404,10 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     ------
     ProfileError
         Missing path, unknown content, damaged file (for a single rank), duplicate rank.
+    perfkit.bundled_samples.UnknownSampleError
+        ``"sample:NAME"`` with a name no bundled sample has (the message lists them).
     """
+    path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
     if engine is None:
         engine = default_engine()
     if engine not in ENGINES:

@@ -171,7 +171,7 @@ def open_profile(source: str | os.PathLike[str]) -> Any:
     text = str(source).strip()
     if not text:
         raise InvalidArgumentError("path", "is empty: type the folder of a profile", text)
-    if text in bundled_profiles():
+    if text in bundled_profiles() or text.startswith("sample:"):
         return load(bundled_profile(text))
     path = Path(text).expanduser()
     if not path.exists():

@@ -17,8 +17,10 @@ import ipywidgets as W
 import pandas as pd
 
 from ..analysis import measured_step_s
+from ..bundled_samples import sample_names, sample_path
 from ..calc import estimate_step, linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
+from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .metrics import _TABLE_STYLE, _error_html, summary_html
 from .summary import metrics_summary
@@ -28,8 +30,9 @@ __all__ = ["DATA_DIR", "IR_DIR", "bundled_profiles", "bundled_profile", "bundled
            "profile_facts", "StepTimeExplorer", "step_time_explorer", "LinearityExplorer",
            "linearity_explorer"]
 
-#: The ``data/`` folder of a source checkout (bundled real and simulated profiles).
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+#: The bundled data (``data/`` of the repository, ``perfkit/_data`` once installed), found
+#: with importlib.resources (:mod:`perfkit.resources`).
+DATA_DIR = resource_path(DATA_PACKAGE)
 
 
 def bundled_profiles() -> list[str]:
@@ -38,18 +41,10 @@ def bundled_profiles() -> list[str]:
     Returns
     -------
     list of str
-        For example ``"ascend-real-pt-level1"`` or ``"simulated/slow-rank"``; empty when
-        perfkit runs from an installation without the ``data/`` folder.
+        For example ``"ascend-real-pt-level1"`` or ``"simulated/slow-rank"`` (the ``name``
+        column of :func:`perfkit.samples`); empty when this installation lacks the data.
     """
-    if not DATA_DIR.is_dir():
-        return []
-    names = []
-    for readme in sorted(DATA_DIR.rglob("README.md")):
-        folder = readme.parent
-        if folder == DATA_DIR or folder.name == "simulated" and folder.parent == DATA_DIR:
-            continue
-        names.append(folder.relative_to(DATA_DIR).as_posix())
-    return names
+    return sample_names()
 
 
 def bundled_profile(name: str) -> Path:
@@ -58,7 +53,9 @@ def bundled_profile(name: str) -> Path:
     Parameters
     ----------
     name : str
-        A name of :func:`bundled_profiles`, e.g. ``"simulated/llama2-13b-baseline-dp16"``.
+        A name of :func:`bundled_profiles`, e.g. ``"simulated/llama2-13b-baseline-dp16"``;
+        a short name (``"slow-rank"``) and the ``"sample:NAME"`` spelling work too
+        (:func:`perfkit.bundled_samples.sample_path`).
 
     Returns
     -------
@@ -69,15 +66,11 @@ def bundled_profile(name: str) -> Path:
     perfkit.errors.InvalidArgumentError
         When there is no such bundled profile (the message lists those that exist).
     """
-    available = bundled_profiles()
-    if name not in available:
-        raise InvalidArgumentError("name", "must be a bundled profile: "
-                                   + (", ".join(available) or "none found"), name)
-    return DATA_DIR / name
+    return sample_path(name)
 
 
-#: The real MindSpore IR dumps of a source checkout (``tests/data/ir``, see its README).
-IR_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "ir"
+#: Real MindSpore IR dumps bundled with perfkit (``data/ir``, see its README).
+IR_DIR = DATA_DIR / "ir"
 
 
 def bundled_ir(name: str) -> Path:
@@ -96,7 +89,7 @@ def bundled_ir(name: str) -> Path:
     ------
     perfkit.errors.InvalidArgumentError
         When the dump is not there (the message lists the dumps that exist, or says that
-        the ``tests/data/ir`` folder of a source checkout is missing).
+        this installation lacks the bundled data).
     """
     path = IR_DIR / name
     if path.name == name and path.is_file():
@@ -104,8 +97,9 @@ def bundled_ir(name: str) -> Path:
     available = sorted(p.name for p in IR_DIR.glob("*.ir*")) if IR_DIR.is_dir() else []
     raise InvalidArgumentError(
         "name", "must be a bundled IR dump: " + (", ".join(available) or
-                                                  f"none found ({IR_DIR} is missing; "
-                                                  "IR dumps ship with a source checkout)"),
+                                                  f"none found ({IR_DIR} is missing: this "
+                                                  "perfkit installation lacks its bundled "
+                                                  "data)"),
         name)
 
 

@@ -102,6 +102,7 @@ PARAMS = [pytest.param(name, case, id=f"{case[0]}-{name}") for case in CASES
           for name in PATHS if ONLY[name] is None or case[0] in ONLY[name]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "case"), PARAMS)
 def test_lazy_equals_eager(pair: Any, name: str, case: Any) -> None:
     _, func, kwargs, keys = case
@@ -114,6 +115,7 @@ def test_lazy_equals_eager(pair: Any, name: str, case: Any) -> None:
     _same(func(lazy, **kwargs), func(eager, **kwargs), keys)
 
 
+@pytest.mark.slow
 def test_the_jobs_show_their_faults_lazily(pair: Any) -> None:
     """The comparisons above are not between two empty frames."""
     _, lazy = pair["slow-rank"]
@@ -133,6 +135,7 @@ def test_the_jobs_show_their_faults_lazily(pair: Any) -> None:
     assert len(A.ai_cpu_operators(pair["real-old"][1])) == 1
 
 
+@pytest.mark.slow
 def test_compare_across_engines(pair: Any) -> None:
     eager, lazy = pair["slow-rank"]
     for by in ("category", "name"):

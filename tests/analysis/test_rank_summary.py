@@ -96,6 +96,7 @@ def lazy(tmp_path_factory):
     mp.undo()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [REAL, SIM16, SLOW], ids=["real", "sim16", "slow-rank"])
 def test_lazy_and_eager_give_the_same_frames(path, eager, lazy):
     e, d = eager[path], lazy[path]

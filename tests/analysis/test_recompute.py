@@ -20,7 +20,8 @@ from perfkit.io.config import read_mindformers_config
 from perfkit.io.ir import load_ir
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-IR = DATA / "ir"
+#: The real MindSpore dumps of the SiLU/Mul case ship with perfkit, in the bundled data.
+IR = Path(__file__).resolve().parents[2] / "data" / "ir"
 SELECT = [r"feed_forward\.mul", r"feed_forward\.w1\.activation"]
 # the guide's corrected select_recompute list for the SiLU/Mul case
 SEED_FIX = [r"feed_forward\.mul", r"feed_forward\.w1\.activation",

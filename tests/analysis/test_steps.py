@@ -134,6 +134,7 @@ def test_derive_steps_direct_call_on_empty() -> None:
     assert out.empty
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.floats(0, 1000),
                           st.floats(0, 200)), min_size=1, max_size=40))

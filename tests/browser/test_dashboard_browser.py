@@ -29,6 +29,8 @@ ARTIFACTS = Path(os.environ.get("PERFKIT_TEST_ARTIFACTS", ROOT / "test-artifacts
 pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
     pytest.mark.timeout(300),
+    pytest.mark.browser,
+    pytest.mark.slow,
 ]
 sync_api = pytest.importorskip("playwright.sync_api")
 

@@ -67,6 +67,7 @@ def entries(root: Path) -> list[Path]:
         if root.is_dir() else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [REAL, SIM16], ids=["real-2-ranks", "simulated-16-ranks"])
 def test_tables_equal_the_local_engine(path, client, cache_dir, monkeypatch):
     calls = []
@@ -95,6 +96,7 @@ def test_tables_equal_the_local_engine(path, client, cache_dir, monkeypatch):
     pd.testing.assert_frame_equal(by_rank(again.steps.compute()), by_rank(eager.steps))
 
 
+@pytest.mark.slow
 def test_map_ranks_and_rank_view_see_the_cluster_rows(client, cache_dir):
     lazy = detect.load(SIM16, engine="dask", client=client, progress=False)
     eager = detect.load(SIM16, engine="local", cache=False, progress=False)
@@ -138,6 +140,7 @@ def test_failed_cache_write_leaves_nothing_and_still_loads(client, cache_dir, mo
     assert_same_tables(lazy, eager)
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_write_leaves_no_entry(client, cache_dir, tmp_path):
     # a real crash: the process dies (os._exit) after two of the nine table files
     script = f"""
@@ -226,6 +229,7 @@ def test_environment_default_and_scheduler_address(client, cache_dir, monkeypatc
         detect.load(REAL, engine="Dask")
 
 
+@pytest.mark.slow
 def test_no_client_starts_and_closes_a_local_cluster(cache_dir, monkeypatch):
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     started = []
@@ -275,6 +279,7 @@ def test_group_local_ranks_are_mapped_like_the_eager_cluster(tmp_path):
         assert got["src_rank"].notna().any() == (ordering == (0, 1))
 
 
+@pytest.mark.slow
 def test_local_engine_never_imports_dask():
     code = f"""
 import sys, json

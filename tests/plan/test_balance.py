@@ -89,6 +89,7 @@ def test_memory_uses_sapp_in_flight_counts():
     assert plan.stage_memory.tolist() == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_eighty_layers_pp8_vpp2_and_yaml_snippet():
     model = pk.ModelSpec.preset("llama2-70b")
     par = pk.ParallelConfig(tp=8, pp=8, vpp=2, num_micro_batches=16, sequence_parallel=True)
