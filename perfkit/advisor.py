@@ -246,7 +246,11 @@ class _Context:
         def compute() -> float:
             s = self.steps
             if not has_values(s, "step_us"):
-                return float("nan")
+                # no step table: the device span of each (rank, step) from its tasks
+                hb = _gaps(self)
+                if hb.empty or not has_values(hb, "span_us"):
+                    return float("nan")
+                return float(hb.groupby("step", dropna=False)["span_us"].max().mean())
             wall = s["step_us"] + (s["preparing_us"].fillna(0.0)
                                    if "preparing_us" in s.columns else 0.0)
             per = pd.DataFrame({"step": s["step"], "w": wall}).dropna(subset=["w"])
@@ -491,19 +495,64 @@ def _rule_links(ctx: _Context) -> list[Finding]:
         details=f"{w['rank_space']} ranks; saving = exposed x (1 - ratio)")]
 
 
+def _wait_fraction(ctx: _Context, rank: int | None) -> float:
+    """Share of ``rank``'s collective time spent waiting for peers (NaN: not recorded)."""
+    def compute() -> float:
+        co = table(ctx.profile, "comm_ops")
+        if rank is None or "wait_us" not in co.columns or "elapse_us" not in co.columns:
+            return float("nan")
+        mine = collect(co, ["wait_us", "elapse_us"], where=lambda f: f["rank"] == rank)
+        total = float(mine["elapse_us"].sum())
+        if mine["wait_us"].notna().sum() == 0 or total <= 0:
+            return float("nan")
+        return min(1.0, float(mine["wait_us"].fillna(0.0).sum()) / total)
+    return ctx.get(f"wf{rank}", compute)
+
+
+def _covers_job(ctx: _Context) -> bool:
+    """Whether the profile holds every rank of the job (world size or groups say so).
+
+    Then the least exposed rank waits for nobody in the profile; otherwise (or when the
+    profile does not say) its waiting may be for ranks that were not profiled.
+    """
+    s = ctx.steps
+    present = set(s["rank"].dropna().astype(int)) if "rank" in s.columns else set()
+    metas = [getattr(ctx.profile, "meta", None), *_rank_metas(ctx.profile)]
+    world = max((int(m.world_size) for m in metas
+                 if m is not None and getattr(m, "world_size", None)), default=0)
+    for m in metas:
+        for g in (getattr(m, "groups", None) or {}).values():
+            ranks = g.get("global_ranks", []) if isinstance(g, dict) else []
+            world = max([world, *[int(r) + 1 for r in ranks or []]])
+    return world > 0 and len(present) >= world
+
+
 def _rule_exposed_comm(ctx: _Context) -> list[Finding]:
     e, rank = _exposed(ctx)
     if not np.isfinite(e):
         return []
-    stake = max(0.0, e - float(ctx._cache.get("link_saving", 0.0)))
+    waiting = 0.0
+    wf = _wait_fraction(ctx, rank) if not _covers_job(ctx) else float("nan")
+    if np.isfinite(wf):
+        # even the least exposed rank may wait (for ranks outside the profile): the
+        # profiler's split of each collective into transfer and wait tells which part is
+        # communication
+        waiting = e * wf
+        ctx._cache["min_rank_wait"] = waiting
+    stake = max(0.0, e - waiting - float(ctx._cache.get("link_saving", 0.0)))
     s = ctx.steps
     overlap = float("nan")
     if has_values(s, "communication_us") and has_values(s, "overlapped_us"):
         comm = float(s["communication_us"].median())
         overlap = float(s["overlapped_us"].median()) / comm if comm > 0 else float("nan")
     cs = ctx.get("comm", lambda: _comm.comm_summary(ctx.profile))
-    ev = (f"rank {rank}, which waits for no other rank, communicates {_fmt_time(e)} per step "
-          "with nothing computing")
+    if waiting > 0:
+        ev = (f"rank {rank}, the least exposed, communicates {_fmt_time(e)} per step with "
+              f"nothing computing, {_pct(wf)} of its collective time waiting for peers "
+              "(see that finding)")
+    else:
+        ev = (f"rank {rank}, which waits for no other rank, communicates {_fmt_time(e)} per "
+              "step with nothing computing")
     if np.isfinite(overlap):
         ev += f"; {_pct(overlap)} of all communication runs under computation"
     if not cs.empty:
@@ -545,8 +594,9 @@ def _rule_exposed_comm(ctx: _Context) -> list[Finding]:
                            "bucket_cap_mb / gradient_as_bucket_view, FSDP prefetch, "
                            "Megatron --overlap-grad-reduce), fuse small collectives and keep "
                            "tensor parallelism inside an NVLink domain."})
-    if stake != e:
-        ev += f"; {_fmt_time(e - stake)} of it is the slow link's (see that finding)"
+    link = float(ctx._cache.get("link_saving", 0.0))
+    if link > 0:
+        ev += f"; {_fmt_time(min(link, e))} of it is the slow link's (see that finding)"
     return [_finding(ctx, "exposed_communication", "communication", stake,
                      "Communication is not hidden behind computation", ev, rec,
                      details=details.rstrip("; "))]
@@ -554,24 +604,29 @@ def _rule_exposed_comm(ctx: _Context) -> list[Finding]:
 
 def _rule_comm_wait(ctx: _Context, already: list[Finding]) -> list[Finding]:
     """Waiting inside collectives that no other finding explains."""
-    causes = {"slow_ranks", "data_loading", "stage_imbalance", "slow_link", "host_stalls"}
+    causes = {"slow_ranks", "data_loading", "stage_imbalance", "slow_link"}
     if any(f.rule in causes and f.measured and f.score >= 0.01 for f in already):
         return []
     s = ctx.steps
     if not has_values(s, "comm_not_overlapped_us"):
         return []
     e, _ = _exposed(ctx)
+    own = float(ctx._cache.get("min_rank_wait", 0.0))
     exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
                                          if "bubble_us" in s.columns else 0.0)
     per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
-    extra = float(per.median() - e) if np.isfinite(e) else float("nan")
+    spread = max(0.0, float(per.median() - e)) if np.isfinite(e) else 0.0
+    extra = spread + own
+    ev = (f"the median rank spends {_fmt_time(spread)} per step more in exposed "
+          "communication than the least exposed one")
+    if own > 0:
+        ev += (f", which itself waits {_fmt_time(own)} per step for its peers inside the "
+               "collectives (peers outside the profile, or all late together)")
     if not np.isfinite(extra) or extra <= 0:
         return []
     return [_finding(
         ctx, "comm_wait", "communication", extra,
-        "Ranks wait for each other inside their collectives",
-        f"the median rank spends {_fmt_time(extra)} per step more in exposed communication "
-        "than the rank that waits for nobody",
+        "Ranks wait for each other inside their collectives", ev,
         "Find the rank that arrives late (step start, computation, host launch) in the "
         "cluster step trace; the waiting is its symptom, not a communication problem.")]
 
@@ -616,11 +671,27 @@ def _gaps(ctx: _Context) -> pd.DataFrame:
     return ctx.get("host", lambda: _cluster.host_bound(ctx.profile))
 
 
+def _capped(ctx: _Context, gaps: pd.Series, before: pd.Series | None = None) -> pd.Series:
+    """Per-rank gaps no longer than the rank's free time (minus gaps counted ``before``).
+
+    Gaps between the device tasks are idle time only when every task is in the table; a
+    profile whose communication tasks are missing from ``kernels`` would otherwise count
+    communication as idle.
+    """
+    free = ctx.rank_median("free_us")
+    if free.empty:
+        return gaps
+    room = free.reindex(gaps.index)
+    if before is not None:
+        room = room - before.reindex(gaps.index).fillna(0.0)
+    return gaps.where(room.isna(), np.minimum(gaps, room.clip(lower=0.0)))
+
+
 def _rule_host_bound(ctx: _Context) -> list[Finding]:
     hb = _gaps(ctx)
     if hb.empty or not has_values(hb, "launch_gap_us"):
         return []
-    per_rank = hb.groupby("rank")["launch_gap_us"].mean()
+    per_rank = _capped(ctx, hb.groupby("rank")["launch_gap_us"].mean())
     gap = float(per_rank.median())
     if not np.isfinite(gap) or gap <= 0:
         return []
@@ -656,7 +727,8 @@ def _rule_long_gaps(ctx: _Context) -> list[Finding]:
     hb = _gaps(ctx)
     if hb.empty or not has_values(hb, "long_gap_us"):
         return []
-    gap = float(hb.groupby("rank")["long_gap_us"].mean().median())
+    launch = _capped(ctx, hb.groupby("rank")["launch_gap_us"].mean())
+    gap = float(_capped(ctx, hb.groupby("rank")["long_gap_us"].mean(), launch).median())
     if not np.isfinite(gap) or gap <= 0:
         return []
     used, cap, frac = ctx.memory_frac
@@ -937,11 +1009,11 @@ def _rule_deterministic(ctx: _Context) -> list[Finding]:
 #: Environment settings that slow training down, as a profile's metadata records them:
 #: (variable, rule, area, what it does).
 _SLOW_ENV = (
-    ("ASCEND_LAUNCH_BLOCKING", "synchronisation", "host",
+    ("ASCEND_LAUNCH_BLOCKING", "env_launch_blocking", "host",
      "every operator launch waits for the device (synchronous execution)"),
-    ("CUDA_LAUNCH_BLOCKING", "synchronisation", "host",
+    ("CUDA_LAUNCH_BLOCKING", "env_launch_blocking", "host",
      "every kernel launch waits for the device (synchronous execution)"),
-    ("HCCL_DETERMINISTIC", "deterministic", "communication",
+    ("HCCL_DETERMINISTIC", "env_deterministic", "communication",
      "collectives use the slower deterministic reduction order"),
 )
 
@@ -1004,7 +1076,7 @@ def _rule_recompute(ctx: _Context) -> list[Finding]:
     seen = ctx.get("recompute", lambda: _ops.recompute_evidence(ctx.profile))
     doing = seen[seen["recompute"] != "none"] if not seen.empty else seen
     if doing.empty:
-        return []
+        return _configured_recompute(ctx)
     share = float(doing["recompute_share"].median())
     mode = str(doing["recompute"].mode().iloc[0])
     s = ctx.steps
@@ -1035,6 +1107,26 @@ def _rule_recompute(ctx: _Context) -> list[Finding]:
         "recompute", "recompute", f"The {mode} recompute costs {_fmt_time(us)} per step",
         ev + f"; {why}: whether it can be turned off depends on the memory it frees",
         rec, severity="info")]
+
+
+def _configured_recompute(ctx: _Context) -> list[Finding]:
+    """Recompute the configuration asks for but the profile cannot show (no attention)."""
+    par, model = ctx.parallel, ctx.model
+    mode = getattr(par, "recompute", "none") if par is not None else "none"
+    if mode == "none" or model is None:
+        return []
+    from .calc.flops import hardware_flops, model_flops
+    extra = hardware_flops(model, 1.0, recompute=mode) / model_flops(model, 1.0) - 1.0
+    share = extra / (1.0 + extra)
+    used, cap, frac = ctx.memory_frac
+    mem = f"; peak memory {_pct(frac)} of the device" if np.isfinite(frac) else ""
+    return [_unmeasured(
+        "recompute", "recompute", f"The configuration recomputes ({mode})",
+        f"configured recompute={mode}: about {_pct(share)} of the computation is "
+        f"recomputation by the calculator (the profile shows no attention kernels to "
+        f"count){mem}",
+        "With memory to spare, recompute fewer layers (selective recompute, fewer "
+        "recomputed layers) until memory is about 85-90 % used.", severity="info")]
 
 
 def _rule_mfu(ctx: _Context) -> list[Finding]:

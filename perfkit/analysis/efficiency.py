@@ -494,6 +494,10 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
         ``bytes``, ``dtype`` (of the first input) and ``causal``; ``kind`` is NA where no
         model applies. ``attrs["source"]`` names the table.
     """
+    if is_lazy(profile):  # priced per rank on the rank's worker
+        out = per_rank(profile, operator_costs, causal, backward_factor)
+        out.attrs["source"] = "kernels" if "kernel" in " ".join(map(str, out.columns)) else ""
+        return out
     rows, source = _source(profile)
     cols = {"kind": "string", "flops": "float64", "bytes": "float64", "dtype": "string",
             "causal": "string"}
@@ -787,6 +791,9 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
         raise InvalidArgumentError("min_chain", "must be a whole number >= 2", min_chain)
     if not 0 < kernel_efficiency <= 1:
         raise InvalidArgumentError("kernel_efficiency", "must be in (0, 1]", kernel_efficiency)
+    if is_lazy(profile):  # streams never span ranks: each rank on its worker
+        return per_rank(profile, elementwise_chains, hardware, min_chain,
+                        kernel_efficiency)[list(cols)].astype(cols)
     rows = _ordered(profile)
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
@@ -830,6 +837,9 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         hardware, why = infer_hardware(profile)
         if hardware is None:
             return empty_frame(cols, why)
+    if is_lazy(profile):
+        return per_rank(profile, attention_chains, hardware,
+                        kernel_efficiency)[list(cols)].astype(cols)
     rows = _ordered(profile)
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
