@@ -273,7 +273,7 @@ def _attention(label: str, ins: list, concrete: list[str], causal_default: bool,
         causal, causal_src = concrete[pos] == "True", "profile"
     if len(q) == 4 and len(k) == 4:
         low = label.lower()
-        if re.search(r"_(flash|efficient)_attention_", low):
+        if re.match(r"(aten::)?_(flash|efficient)_attention_(forward|backward)", low):
             bsnd = True
         elif low.startswith("aten::"):
             bsnd = False
@@ -368,8 +368,8 @@ def cost_of(label: str, input_shapes: Any, input_dtypes: Any, output_shapes: Any
     causal : bool
         Attention is causal when the profile does not say.
     backward_factor : float
-        Attention backward FLOPs over forward (2.5: FlashAttention-2; 2.0: PyTorch's
-        ``flop_counter``).
+        Attention backward FLOPs over forward (2.5: FlashAttention-2's five products, as
+        PyTorch's ``flop_counter`` counts; 2.0: a backward that keeps the scores).
 
     Returns
     -------
@@ -456,29 +456,50 @@ def _source(profile: Any) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(), ""
 
 
-def _leaf_ops(o: pd.DataFrame, kinds: pd.Series) -> pd.Series:
-    """Mask of modelled host operators that contain no other modelled operator.
+#: When modelled host operators nest, the heavier kind is priced (a fused attention
+#: operator, not the element-wise helpers it calls); of equal kinds, the innermost.
+_PRIORITY = {"attention": 5, "conv": 4, "gemm": 3, "norm": 2, "reduction": 1,
+             "elementwise": 0}
 
-    Host operators nest (``aten::linear`` > ``aten::matmul`` > ``aten::mm``); pricing the
-    innermost modelled one counts every FLOP once. On each (rank, thread), sorted by start
-    (an enclosing operator first), a modelled operator is dropped when the next modelled
-    one starts before it ends.
+
+def _leaf_ops(o: pd.DataFrame, kinds: pd.Series) -> pd.Series:
+    """Mask of the modelled host operators to price, each FLOP and microsecond once.
+
+    Host operators nest (``aten::linear`` > ``aten::matmul`` > ``aten::mm``; a fused
+    attention operator calls small element-wise helpers). On each (rank, thread), with
+    operators in start order (an enclosing one first), a modelled operator is dropped when
+    an enclosing modelled operator is of a heavier kind (:data:`_PRIORITY`), and an
+    enclosing operator is dropped when it contains one of the same or a heavier kind.
     """
-    m = o[kinds.notna()].copy()
+    m = o[kinds.notna()].assign(_kind=kinds[kinds.notna()])
     if m.empty:
         return pd.Series(False, index=o.index)
     m["_end"] = m["start_us"] + m["dur_us"]
     keys = [c for c in ("rank", "thread") if c in m.columns]
     m = m.sort_values([*keys, "start_us", "_end"], ascending=[True] * len(keys) + [True, False],
                       kind="mergesort")
-    same = pd.Series(True, index=m.index)
-    for c in keys:
-        same &= m[c].eq(m[c].shift(-1)).fillna(False).astype(bool)
-    nxt = m["start_us"].shift(-1)
-    contains = same & (nxt < m["_end"]).fillna(False).astype(bool)
-    keep = pd.Series(False, index=o.index)
-    keep[m.index[~contains.to_numpy()]] = True
-    return keep
+    keep = dict.fromkeys(m.index, True)
+    lane = m[keys].astype("string").fillna("").agg("/".join, axis=1) if keys else \
+        pd.Series("", index=m.index)
+    stack: list[tuple[float, Any, int]] = []
+    current = None
+    for idx, ln, start, end, kind in zip(m.index, lane, m["start_us"], m["_end"], m["_kind"],
+                                         strict=True):
+        if ln != current:
+            stack, current = [], ln
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        prio = _PRIORITY[str(kind)]
+        if any(p > prio for _, _, p in stack):
+            keep[idx] = False
+        else:
+            for _, anc, p in stack:
+                if p <= prio:
+                    keep[anc] = False
+        stack.append((end, idx, prio))
+    out = pd.Series(False, index=o.index)
+    out[[i for i, k in keep.items() if k]] = True
+    return out
 
 
 def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
@@ -632,8 +653,8 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     causal : bool
         Attention is causal where the profile does not say (PyTorch records it).
     backward_factor : float
-        Attention backward FLOPs over forward (2.5 FlashAttention-2, 2.0 PyTorch's
-        ``flop_counter``).
+        Attention backward FLOPs over forward (2.5: FlashAttention-2's five products, as
+        PyTorch's ``flop_counter`` counts; 2.0: a backward that keeps the scores).
     n : int, optional
         Keep the ``n`` groups with the most time.
 

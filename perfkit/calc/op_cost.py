@@ -13,14 +13,16 @@ Conventions (each one a parameter where it matters):
   output written once (``elements x bytes per element``). Real kernels re-read tiles
   (GEMM) or spill (attention), so achieved GB/s from these bytes is a lower bound.
 * **GEMM** ``C[b, m, n] = A[b, m, k] @ B[b, k, n]``: ``2·b·m·n·k`` FLOPs (the bias of
-  ``addmm`` is not counted, as ``torch.utils.flop_counter`` does). Source: any BLAS text;
+  ``addmm`` is counted neither in FLOPs, as ``torch.utils.flop_counter`` does, nor in
+  bytes: ``n`` elements against ``m·k + k·n + m·n``). Source: any BLAS text;
   torch ``flop_counter.mm_flop`` / ``bmm_flop``.
 * **Attention** (scaled dot product, flash / memory-efficient kernels):
   forward ``4·b·h_q·s_q·s_k·d`` (``QKᵀ`` then ``P·V``, with ``d_v = d``), halved when
   ``causal`` (only the lower triangle is computed); backward ``backward_factor`` times the
-  forward: 2.5 for FlashAttention-2, which recomputes ``QKᵀ`` (Dao 2023, section 3.1:
-  five matrix products backward against two forward); ``torch.utils.flop_counter`` counts
-  4 products backward (factor 2.0) and never halves for causal masks. Bytes: Q, K, V, O
+  forward: 2.5, the five matrix products of FlashAttention-2's backward, which recomputes
+  ``QKᵀ`` (Dao 2023), against two forward; ``torch.utils.flop_counter``'s
+  ``sdpa_backward_flop_count`` counts the same five, but never halves for causal masks.
+  2.0 counts the four products of a backward that keeps the scores. Bytes: Q, K, V, O
   (+ dO, dQ, dK, dV backward); the ``s×s`` score matrix never reaches memory.
 * **Convolution** (any number of spatial dims, groups included): ``2·N·spatial_out·W``
   FLOPs where ``W`` is the number of weight elements ``C_out·C_in/groups·k_1·…``;
@@ -117,8 +119,9 @@ def attention_cost(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int
 
     Forward ``flops = 2·b·h·s_q·s_k·d + 2·b·h·s_q·s_k·d_v`` (``QKᵀ`` and ``P·V``; with
     ``d_v = d`` that is ``4·b·h·s_q·s_k·d``), times 0.5 when ``causal``; backward
-    ``backward_factor`` times the forward (2.5: FlashAttention-2 recomputes ``QKᵀ``; 2.0:
-    ``torch.utils.flop_counter``). Bytes forward ``(Q + K + V + O)·elem_bytes`` with
+    ``backward_factor`` times the forward (2.5: FlashAttention-2 recomputes ``QKᵀ``, as
+    ``torch.utils.flop_counter`` counts too; 2.0: a backward that keeps the scores).
+    Bytes forward ``(Q + K + V + O)·elem_bytes`` with
     ``Q = O = b·h·s_q·d`` and ``K = V = b·kv_heads·s_k·d``; backward reads Q, K, V, O, dO and
     writes dQ, dK, dV. Grouped-query attention (``kv_heads < heads``) changes the bytes, not
     the FLOPs.
