@@ -133,6 +133,12 @@ def _ranges(values: Sequence[int]) -> str:
     return ", ".join(out)
 
 
+def _ms3(ms: float) -> str:
+    """Milliseconds with 3 significant digits and no exponent (``1,234 ms``, ``0.123 ms``)."""
+    digits = 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
+    return f"{ms:,.{digits}f} ms"
+
+
 def _pct(value: Any) -> str:
     try:
         v = float(value)
@@ -191,8 +197,9 @@ def _findings_lines(profile: Any, n_findings: int) -> list[str]:
              "perfkit.advise(profile)):"]
     for i, f in enumerate(shown, 1):
         lines += _wrap(f"{i}. [{f.severity}] {f.title}", "  ")
-        lines.append(f"     at stake: {_pct(f.score)} of the step; area {f.area}; "
-                     f"notebook {f.notebook}")
+        stake = (f"{_ms3(f.ms_per_step)} per step ({_pct(f.score)} of the step)"
+                 if f.measured else "not measurable from the profile")
+        lines.append(f"     at stake: {stake}; area {f.area}; notebook {f.notebook}")
         lines += _wrap(f"evidence: {f.evidence}", "     ")
         lines += _wrap(f"next: {f.recommendation}", "     ")
     return lines
@@ -215,8 +222,8 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5) -> str:
         Plain text: format, framework, device, profiler level, ranks, world size and the
         loader's notes; the steps (:func:`perfkit.analysis.step_breakdown`) with the
         measured step time (:func:`perfkit.analysis.measured_step_s`) and, per step, the
-        slowest rank and its shares; the findings with their severity, share of the step at stake,
-        evidence and recommendation.
+        slowest rank and its shares; the findings with their severity, milliseconds per step
+        and share of the step at stake, evidence and recommendation.
 
     Raises
     ------

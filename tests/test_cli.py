@@ -324,7 +324,7 @@ def test_info_on_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
     rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+[\d,.]+\s+[\d.]+ %", out, re.MULTILINE)
     assert rows and {int(rank) for _, rank in rows} == {fault.rank}
     first = re.search(r"^\s+1\. \[(\w+)\] (.*)$", out, re.MULTILINE)
-    assert first.group(1) == "high" and f"Slow rank {fault.rank}" in first.group(2)
+    assert first.group(1) == "high" and f"Rank {fault.rank} computes" in first.group(2)
     assert len(re.findall(r"^\s+\d+\. \[", out, re.MULTILINE)) <= 5
 
 
@@ -369,7 +369,7 @@ def test_report_writes_a_self_contained_page(tmp_path: Path,
     # executed outputs: the facts table, inline SVG charts, the findings
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<svg") >= 2
-    assert "ascend_text" in page and "Slow rank 2" in page
+    assert "ascend_text" in page and "Rank 2 computes" in page
     assert f"<title>perfkit report: {SLOW_RANK}</title>" in page
     assert f"perfkit {pk.__version__}" in page
     # no code: neither the sources of the code cells nor prompts
