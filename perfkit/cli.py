@@ -388,7 +388,7 @@ def _is_simulated_rank(path: Path) -> bool:
 #: ``perfkit simulate`` options that describe the job (not allowed with ``--scenario``).
 _JOB_OPTIONS = ("model", "num_layers", "seq_length", "hardware", "dp", "tp", "pp", "vpp",
                 "micro_batch_size", "num_micro_batches", "optimizer_shard", "recompute",
-                "recompute_layers", "faults", "efficiency", "light")
+                "recompute_layers", "faults", "efficiency", "light", "allow_oom")
 
 
 def _recompute_layers(text: str | None) -> int | tuple[int, ...] | None:
@@ -462,7 +462,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         def run(out: Path) -> Path:
             return simulate(model, parallel, hardware, steps=steps, faults=faults,
                             seed=args.seed, out=out, framework=args.framework,
-                            **light, **extra)
+                            allow_oom=bool(args.allow_oom), **light, **extra)
 
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
@@ -817,6 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="plant a fault (repeatable); see the list below")
     job.add_argument("--efficiency", type=float, default=None,
                      help="achieved share of peak FLOP/s on matrix kernels (default 0.62)")
+    job.add_argument("--allow-oom", action="store_true", default=None,
+                     help="write the profile even when the job does not fit the device's "
+                          "memory (it is refused otherwise)")
     job.add_argument("--light", action="store_true", default=None,
                      help="small files: no PMU columns, no per-kernel events in "
                           "trace_view.json")

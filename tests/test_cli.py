@@ -585,3 +585,15 @@ def test_help(command: list[str], words: list[str],
     out = capsys.readouterr().out
     for word in words:
         assert word in out, word
+
+
+def test_simulate_refuses_a_job_that_does_not_fit(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama2-7B on one 64 GiB NPU without sharding cannot run: exit 2 unless --allow-oom."""
+    job = ["--model", "llama2-7b", "--num-layers", "32", "--steps", "1", "--light"]
+    assert cli.main(["simulate", str(tmp_path / "no"), *job]) == 2
+    assert "cannot run" in capsys.readouterr().err
+    assert not any((tmp_path / "no").glob("*_ascend_pt"))
+    with pytest.warns(UserWarning, match="cannot run"):
+        assert cli.main(["simulate", str(tmp_path / "yes"), *job, "--allow-oom"]) == 0
+    assert len(list((tmp_path / "yes").glob("*_ascend_pt"))) == 1
