@@ -22,7 +22,7 @@ from .errors import InvalidArgumentError
 __all__ = [
     "memory_chart", "chart_to_svg",
     "step_breakdown_chart", "top_operators_chart",
-    "findings_frame", "findings_chart", "findings_html",
+    "findings_frame", "findings_chart", "findings_html", "roofline_chart",
     "strategy_chart", "pipeline_plan_chart", "memory_timeline_chart", "slow_ranks_chart",
     "recompute_tradeoff_chart", "SVGChart", "svg", "HTMLBlock", "findings_table",
     "STEP_PARTS", "FINDING_COLUMNS", "SEVERITY_ORDER",
@@ -226,10 +226,10 @@ def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None =
 
 #: Columns of :func:`findings_frame` (the fields of :class:`perfkit.advisor.Finding`).
 FINDING_COLUMNS = ("severity", "area", "title", "evidence", "recommendation", "notebook",
-                   "score", "rule")
-#: Severities from the most to the least urgent.
-SEVERITY_ORDER = ("high", "medium", "low", "info")
-_SEVERITY_COLORS = ["#c0392b", "#e67e22", "#f1c40f", "#95a5a6"]
+                   "score", "rule", "ms_per_step", "measured", "details")
+#: Severities from the most to the least urgent (``warning``: risky, cost not measurable).
+SEVERITY_ORDER = ("high", "medium", "low", "warning", "info")
+_SEVERITY_COLORS = ["#c0392b", "#e67e22", "#f1c40f", "#8e44ad", "#95a5a6"]
 
 
 def findings_frame(findings: Iterable[Any]) -> pd.DataFrame:
@@ -248,18 +248,22 @@ def findings_frame(findings: Iterable[Any]) -> pd.DataFrame:
         columns) when there is no finding.
     """
     rows = [f.to_dict() for f in findings]
-    return pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+    return frame.astype({"ms_per_step": "float64"})
 
 
 def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = None,
                    width: int = 360) -> alt.Chart:
-    """Bars of the share of step time at stake per finding, coloured by severity.
+    """Bars of the milliseconds per step at stake per finding, coloured by severity.
+
+    Findings whose cost cannot be measured (``measured`` False) have no bar to draw and
+    are left out; the table (:func:`findings_html`) lists them.
 
     Parameters
     ----------
     frame : pandas.DataFrame
         :func:`findings_frame` output (columns ``title``, ``severity``, ``area``,
-        ``score``), best first.
+        ``score``, ``ms_per_step``), best first.
     n : int, optional
         Keep the first ``n`` findings (all when None).
     title : str, optional
@@ -270,23 +274,32 @@ def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = 
     Returns
     -------
     altair.Chart
-        Bars with ``y = title`` (in the frame's order), ``x = score`` and
-        ``color = severity``; the chart data has one row per finding kept.
+        Bars with ``y = title`` (in the frame's order), ``x = ms_per_step`` and
+        ``color = severity``; the chart data has one row per measured finding kept.
     """
     _require(frame, ("title", "severity", "area", "score"), "findings_chart")
-    data = frame.loc[:, ["title", "severity", "area", "score"]]
+    data = frame
+    if "measured" in data.columns:
+        data = data[data["measured"].astype(bool)]
+    cols = ["title", "severity", "area", "score"] + \
+        (["ms_per_step"] if "ms_per_step" in data.columns else [])
+    data = data.loc[:, cols]
     if n is not None:
         data = data.head(n)
     data = data.reset_index(drop=True)
+    x = alt.X("ms_per_step:Q", title="ms per step at stake") if "ms_per_step" in cols \
+        else alt.X("score:Q", title="share of step time at stake", axis=alt.Axis(format="%"))
+    tips = [alt.Tooltip("title:N"), alt.Tooltip("area:N"), alt.Tooltip("severity:N"),
+            alt.Tooltip("score:Q", format=".1%", title="share of the step")]
+    if "ms_per_step" in cols:
+        tips.append(alt.Tooltip("ms_per_step:Q", format=".3r", title="ms per step"))
     chart = alt.Chart(data).mark_bar().encode(
         y=alt.Y("title:N", sort=list(data["title"]), title=None,
                 axis=alt.Axis(labelLimit=360)),
-        x=alt.X("score:Q", title="share of step time at stake",
-                axis=alt.Axis(format="%")),
+        x=x,
         color=alt.Color("severity:N", scale=alt.Scale(domain=list(SEVERITY_ORDER),
                                                        range=_SEVERITY_COLORS)),
-        tooltip=[alt.Tooltip("title:N"), alt.Tooltip("area:N"), alt.Tooltip("severity:N"),
-                 alt.Tooltip("score:Q", format=".1%")],
+        tooltip=tips,
     ).properties(width=width, height=max(40, 20 * len(data)))
     if title:
         chart = chart.properties(title=title)
@@ -294,8 +307,8 @@ def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = 
 
 
 def findings_html(frame: pd.DataFrame, n: int | None = 10,
-                  columns: Sequence[str] = ("severity", "title", "evidence",
-                                            "recommendation", "notebook")) -> str:
+                  columns: Sequence[str] = ("severity", "ms per step", "title", "evidence",
+                                            "recommendation", "details")) -> str:
     """The findings as an HTML table (text escaped), for notebooks, widgets and reports.
 
     Parameters
@@ -305,7 +318,8 @@ def findings_html(frame: pd.DataFrame, n: int | None = 10,
     n : int, optional
         Keep the first ``n`` findings (all when None).
     columns : sequence of str
-        Columns to show, in order.
+        Columns to show, in order; ``"ms per step"`` is the time at stake written for
+        people (``12.3 ms (4.5 %)``, or "not measurable").
 
     Returns
     -------
@@ -313,6 +327,13 @@ def findings_html(frame: pd.DataFrame, n: int | None = 10,
         ``<table class="perfkit-findings">`` with one row per finding, or a paragraph
         saying that nothing abnormal was found.
     """
+    frame = frame.copy()
+    if "ms per step" in columns:
+        if "ms_per_step" in frame.columns:
+            frame["ms per step"] = [_at_stake(ms, sc) for ms, sc in
+                                    zip(frame["ms_per_step"], frame["score"], strict=True)]
+        else:
+            frame["ms per step"] = [f"{100 * sc:.1f} % of the step" for sc in frame["score"]]
     _require(frame, tuple(columns), "findings_html")
     data = frame if n is None else frame.head(n)
     if data.empty:
@@ -325,6 +346,97 @@ def findings_html(frame: pd.DataFrame, n: int | None = 10,
         body.append(f"<tr>{cells}</tr>")
     return (f'<table class="perfkit-findings"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _at_stake(ms: float, share: float) -> str:
+    """``12.3 ms (4.5 %)`` with 3 significant digits, or "not measurable"."""
+    try:
+        ms, share = float(ms), float(share)
+    except (TypeError, ValueError):
+        return str(ms)
+    if ms != ms:
+        return "not measurable"
+    digits = 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
+    return f"{ms:,.{digits}f} ms ({100 * share:.1f} %)"
+
+
+# ----------------------------------------------------------------------------- roofline
+
+def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
+                   bandwidth_gbps: float | None = None, n: int | None = 200,
+                   title: str | None = None, width: int = 420, height: int = 300
+                   ) -> alt.LayerChart | alt.Chart:
+    """Roofline: achieved TFLOP/s against arithmetic intensity, log-log, one point per group.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :func:`perfkit.analysis.operator_efficiency` output (columns ``key``, ``kind``,
+        ``intensity``, ``achieved_tflops``, ``total_us``; ``input_shapes``, ``bound``,
+        ``efficiency`` and ``peak_tflops`` when present).
+    peak_tflops, bandwidth_gbps : float, optional
+        The roof: ``min(peak, intensity × bandwidth)``. Default: the frame's most common
+        ``peak_tflops`` and no bandwidth (no roof drawn without both).
+    n : int, optional
+        Keep the ``n`` groups with the most time (groups without FLOPs cannot be placed
+        on a log scale and are left out).
+    title : str, optional
+    width, height : int
+        Size in pixels.
+
+    Returns
+    -------
+    altair.Chart or altair.LayerChart
+        Points (``x = intensity``, ``y = achieved_tflops``, ``size = total_us``,
+        ``color = kind``) with the roof's two segments when known.
+    """
+    _require(frame, ("key", "kind", "intensity", "achieved_tflops", "total_us"),
+             "roofline_chart")
+    data = frame[(frame["intensity"] > 0) & (frame["achieved_tflops"] > 0)]
+    data = data.sort_values("total_us", ascending=False)
+    if n is not None:
+        data = data.head(n)
+    keep = [c for c in ("key", "kind", "input_shapes", "intensity", "achieved_tflops",
+                        "total_us", "bound", "efficiency") if c in data.columns]
+    data = data.loc[:, keep].reset_index(drop=True).assign(
+        total_ms=lambda d: d["total_us"] / 1e3)
+    data["kind"] = data["kind"].astype("string").fillna("other")
+    tips = [alt.Tooltip("key:N", title="operator"), alt.Tooltip("kind:N")]
+    if "input_shapes" in data.columns:
+        tips.append(alt.Tooltip("input_shapes:N", title="input shapes"))
+    tips += [alt.Tooltip("intensity:Q", format=".3r", title="FLOP/byte"),
+             alt.Tooltip("achieved_tflops:Q", format=".3r", title="TFLOP/s"),
+             alt.Tooltip("total_ms:Q", format=".3r", title="total ms")]
+    if "efficiency" in data.columns:
+        tips.append(alt.Tooltip("efficiency:Q", format=".1%", title="of the roofline"))
+    if "bound" in data.columns:
+        tips.append(alt.Tooltip("bound:N"))
+    points = alt.Chart(data).mark_circle(opacity=0.7).encode(
+        x=alt.X("intensity:Q", scale=alt.Scale(type="log"),
+                title="arithmetic intensity (FLOP / byte)"),
+        y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s"),
+        size=alt.Size("total_ms:Q", title="total ms"),
+        color=alt.Color("kind:N", title="kind"),
+        tooltip=tips,
+    ).properties(width=width, height=height)
+    if peak_tflops is None and "peak_tflops" in frame.columns and \
+            frame["peak_tflops"].notna().any():
+        peak_tflops = float(frame["peak_tflops"].mode().iloc[0])
+    chart: alt.Chart | alt.LayerChart = points
+    if peak_tflops and bandwidth_gbps and not data.empty:
+        lo = min(float(data["intensity"].min()), 0.01)
+        hi = max(float(data["intensity"].max()), 1e4)
+        ridge = peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
+        xs = [lo, ridge, hi]
+        roof = pd.DataFrame({"intensity": xs,
+                             "roof_tflops": [min(peak_tflops, x * bandwidth_gbps / 1e3)
+                                             for x in xs]})
+        line = alt.Chart(roof).mark_line(color="#555", strokeDash=[4, 3]).encode(
+            x="intensity:Q", y="roof_tflops:Q")
+        chart = alt.layer(line, points)
+    if title:
+        chart = chart.properties(title=title)
+    return chart
 
 
 # ----------------------------------------------------------------------------- planning

@@ -144,6 +144,12 @@ def _ranges(values: Sequence[int]) -> str:
     return ", ".join(out)
 
 
+def _ms3(ms: float) -> str:
+    """Milliseconds with 3 significant digits and no exponent (``1,234 ms``, ``0.123 ms``)."""
+    digits = 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
+    return f"{ms:,.{digits}f} ms"
+
+
 def _pct(value: Any) -> str:
     try:
         v = float(value)
@@ -202,8 +208,9 @@ def _findings_lines(profile: Any, n_findings: int) -> list[str]:
              "perfkit.advise(profile)):"]
     for i, f in enumerate(shown, 1):
         lines += _wrap(f"{i}. [{f.severity}] {f.title}", "  ")
-        lines.append(f"     at stake: {_pct(f.score)} of the step; area {f.area}; "
-                     f"notebook {f.notebook}")
+        stake = (f"{_ms3(f.ms_per_step)} per step ({_pct(f.score)} of the step)"
+                 if f.measured else "not measurable from the profile")
+        lines.append(f"     at stake: {stake}; area {f.area}; notebook {f.notebook}")
         lines += _wrap(f"evidence: {f.evidence}", "     ")
         lines += _wrap(f"next: {f.recommendation}", "     ")
     return lines
@@ -226,8 +233,8 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5) -> str:
         Plain text: format, framework, device, profiler level, ranks, world size and the
         loader's notes; the steps (:func:`perfkit.analysis.step_breakdown`) with the
         measured step time (:func:`perfkit.analysis.measured_step_s`) and, per step, the
-        slowest rank and its shares; the findings with their severity, share of the step at stake,
-        evidence and recommendation.
+        slowest rank and its shares; the findings with their severity, milliseconds per step
+        and share of the step at stake, evidence and recommendation.
 
     Raises
     ------
@@ -392,7 +399,7 @@ def _is_simulated_rank(path: Path) -> bool:
 #: ``perfkit simulate`` options that describe the job (not allowed with ``--scenario``).
 _JOB_OPTIONS = ("model", "num_layers", "seq_length", "hardware", "dp", "tp", "pp", "vpp",
                 "micro_batch_size", "num_micro_batches", "optimizer_shard", "recompute",
-                "recompute_layers", "faults", "efficiency", "light")
+                "recompute_layers", "faults", "efficiency", "light", "allow_oom")
 
 
 def _recompute_layers(text: str | None) -> int | tuple[int, ...] | None:
@@ -466,7 +473,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         def run(out: Path) -> Path:
             return simulate(model, parallel, hardware, steps=steps, faults=faults,
                             seed=args.seed, out=out, framework=args.framework,
-                            **light, **extra)
+                            allow_oom=bool(args.allow_oom), **light, **extra)
 
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
@@ -857,6 +864,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="plant a fault (repeatable); see the list below")
     job.add_argument("--efficiency", type=float, default=None,
                      help="achieved share of peak FLOP/s on matrix kernels (default 0.62)")
+    job.add_argument("--allow-oom", action="store_true", default=None,
+                     help="write the profile even when the job does not fit the device's "
+                          "memory (it is refused otherwise)")
     job.add_argument("--light", action="store_true", default=None,
                      help="small files: no PMU columns, no per-kernel events in "
                           "trace_view.json")

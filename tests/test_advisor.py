@@ -37,23 +37,33 @@ def test_finding_is_frozen_and_complete() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         f.score = 1.0  # type: ignore[misc]
     assert set(f.to_dict()) == {"severity", "area", "title", "evidence", "recommendation",
-                                "notebook", "score", "rule"}
-    assert [severity_of(s) for s in (0.2, 0.1, 0.02, 0.001)] == ["high", "medium", "low", "info"]
+                                "notebook", "score", "rule", "ms_per_step", "measured",
+                                "details"}
+    # severity follows the share of the step at stake: 10 %, 3 %, 1 %
+    assert [severity_of(s) for s in (0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.009)] == \
+        ["high", "high", "medium", "medium", "low", "low", "info"]
 
 
 def test_clean_profile_gives_no_problem() -> None:
-    c = _cluster([{"steps": _steps(computing=900.0, cno=40.0, free=60.0)} for _ in range(4)])
-    assert [f for f in advise(c) if f.severity in ("high", "medium")] == []
+    c = _cluster([{"steps": _steps(computing=985.0, cno=5.0, free=10.0)} for _ in range(4)])
+    found = advise(c)
+    assert [f for f in found if f.severity in ("high", "medium", "low")] == [], found
+    # what little there is, is still reported, with its milliseconds: no cut-off
+    exposed = next(f for f in found if f.rule == "exposed_communication")
+    assert exposed.ms_per_step == pytest.approx(0.005) and exposed.severity == "info"
 
 
 def test_slow_rank_is_the_top_finding() -> None:
     frames = [{"steps": _steps()} for _ in range(3)] + [{"steps": _steps(computing=1200.0)}]
     top = advise(frames and _cluster(frames))[0]
     assert top.rule == "slow_ranks" and "rank 3" in top.title.lower()
-    assert "forward and backward" in top.title
+    assert "computes 50 % slower" in top.title
     assert top.notebook.endswith(".ipynb") and top.severity == "high"
-    # evidence carries the numbers: 1.20 ms against a median of 0.80 ms
-    assert "1.20 ms" in top.evidence and "0.80 ms" in top.evidence
+    # evidence carries the numbers: 1.20 ms against a median of 800 µs
+    assert "1.20 ms" in top.evidence and "800 µs" in top.evidence
+    # 400 µs more computing per step, of a 1,410 µs step (steps: 1,200 + 100 + 100 + 10)
+    assert top.ms_per_step == pytest.approx(0.4)
+    assert "robust z" not in top.title + top.evidence and "robust z" in top.details
 
 
 def test_data_loading_stall_is_the_top_finding() -> None:
@@ -63,6 +73,7 @@ def test_data_loading_stall_is_the_top_finding() -> None:
     assert top.rule == "data_loading"
     # preparing happens before the device span: share of (step + preparing)
     assert top.score == pytest.approx(280.0 / (1000.0 + 280.0))
+    assert top.ms_per_step == pytest.approx(0.280)
 
 
 def test_exposed_communication_is_the_top_finding() -> None:
@@ -79,20 +90,27 @@ def test_unfused_rmsnorm_is_found_with_its_saving() -> None:
                       "dur_us": durs})
     found = advise(Profile(ProfileMeta("test", rank=0), {"kernels": k}))
     top = found[0]
-    assert top.rule == "unfused_operators" and "RmsNorm" in top.title
+    assert top.rule == "unfused_operators" and "RMSNorm" in top.title
     chain = [20.0, 25.0, 10.0, 10.0, 20.0, 15.0]
     saving = 50 * (sum(chain) - max(chain))
     assert top.score == pytest.approx(saving / sum(durs))
-    assert "RmsNorm" in top.recommendation
+    assert "rms_norm" in top.recommendation.lower()
+    assert "rmsnorm_decomposed" not in top.title and "rmsnorm_decomposed" in top.details
 
 
 def test_pipeline_imbalance_with_parallel_config() -> None:
     fast = {"steps": _steps(computing=400.0, cno=300.0, bubble_us=280.0, stage_us=520.0)}
     slow = {"steps": _steps(computing=780.0, cno=20.0, bubble_us=10.0, stage_us=790.0)}
     par = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=16)
-    rules = [f.rule for f in advise(_cluster([fast, fast, slow, slow]), parallel=par)]
-    assert rules[0] == "stage_imbalance"
-    assert "bubble" in rules
+    found = advise(_cluster([fast, fast, slow, slow]), parallel=par)
+    assert found[0].rule == "stage_imbalance"
+    # the fast stages wait 280 µs in receives where the schedule explains 520 / 16 µs:
+    # that wait is what the imbalance costs (at most the 270 µs spread of stage times)
+    assert found[0].ms_per_step == pytest.approx(min(790.0 - 520.0, 280.0 - 520.0 / 16) / 1e3)
+    # the receive wait is explained by the imbalance: no second, "unexplained" bubble
+    rules = [f.rule for f in found]
+    assert "bubble" not in rules and "schedule_bubble" in rules
+    assert not next(f for f in found if f.rule == "schedule_bubble").measured
 
 
 def test_recompute_with_headroom_and_low_mfu() -> None:
@@ -106,9 +124,11 @@ def test_recompute_with_headroom_and_low_mfu() -> None:
                   for _ in range(3)])
     found = advise(c, model=model, parallel=par, hardware=pk.Hardware.preset("ascend-910b"))
     rules = [f.rule for f in found]
-    assert "recompute_headroom" in rules and "low_mfu" in rules
-    rec = next(f for f in found if f.rule == "recompute_headroom")
-    assert rec.area == "recompute"
+    # the profile has no attention kernels to count: the configured recompute and the MFU
+    # are reported without a time score, after the measured findings
+    assert "recompute" in rules and "mfu" in rules
+    rec = next(f for f in found if f.rule == "recompute")
+    assert rec.area == "recompute" and not rec.measured and rec.score == 0.0
 
 
 def test_ranked_and_truncated() -> None:
@@ -116,6 +136,11 @@ def test_ranked_and_truncated() -> None:
                   for _ in range(3)])
     found = advise(c)
     assert [f.score for f in found] == sorted((f.score for f in found), reverse=True)
+    measured = [f.measured for f in found]
+    assert measured == sorted(measured, reverse=True)  # unmeasured ones last
+    for f in found:
+        if f.measured:
+            assert f.score == pytest.approx(f.ms_per_step * 1e3 / 1250.0)
     assert len(advise(c, max_findings=1)) == 1
 
 
@@ -126,14 +151,19 @@ SAMPLES = {
     "ascend_pt_level1": {"top": "exposed_communication",
                          "has": {"synchronisation", "data_loading"}},
     "ascend_pt_db_level1": {"top": "exposed_communication", "has": {"synchronisation"}},
-    # HTA's sampled GPU trace: NCCL SendRecv kernels are 27 % of the step, not overlapped.
-    "kineto_hta": {"top": "exposed_communication", "has": set()},
-    # gpt3 excerpt: the all-reduce waits 94 % of its time for the peers.
-    "ascend_pt_gpt3_old": {"top": "exposed_communication", "has": {"comm_wait"}},
+    # HTA's sampled GPU trace: the GPU idles in gaps of a millisecond or more for ~45 % of
+    # the step (a sampled trace keeps only some of the events), and NCCL SendRecv kernels
+    # are ~25 % of the step, not overlapped.
+    "kineto_hta": {"top": "host_stalls", "has": {"exposed_communication"}},
+    # gpt3 excerpt (2 ranks of a larger job): the all-reduce waits 94 % of its time for
+    # the peers on both ranks, so most exposed communication is waiting, not transfer.
+    "ascend_pt_gpt3_old": {"top": "comm_wait", "has": {"exposed_communication"}},
     # trace_view excerpt: 4 µs kernels with 8 µs gaps, 74 % of the span is launch gaps.
     "trace_view_excerpt": {"top": "host_bound", "has": {"ai_cpu"}},
     "msprof_analyze_level1": {"top": "exposed_communication", "has": set()},
-    "cluster_output": {"top": "exposed_communication", "has": set()},
+    # 16 ranks: the median rank is exposed 62 ms per step longer than the least exposed
+    # one, which waits for nobody: waiting for peers first, transfer second.
+    "cluster_output": {"top": "comm_wait", "has": {"exposed_communication"}},
     # MindInsight pipeline sample: stage 1 computes ~8x more than stage 0, which waits.
     "mindinsight_legacy/cluster_propose": {"top": None, "has": {"stage_imbalance"}},
     "mindinsight_legacy/run_2_normal_run": {"top": None, "has": set()},
@@ -146,7 +176,8 @@ def test_real_samples(name: str) -> None:
     kw = {}
     if name == "mindinsight_legacy/cluster_propose":
         kw["parallel"] = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=4)
-    found = advise(prof, hardware=pk.Hardware.preset("ascend-910b"), **kw)
+    npu = str(getattr(prof.meta, "device_type", "")) == "npu"
+    found = advise(prof, hardware=pk.Hardware.preset("ascend-910b") if npu else None, **kw)
     assert all(isinstance(f, Finding) for f in found)
     assert not [f for f in found if "could not run" in f.title], found
     rules = [f.rule for f in found]
@@ -157,6 +188,7 @@ def test_real_samples(name: str) -> None:
     for f in found:
         assert f.evidence and f.recommendation and f.notebook.endswith(".ipynb")
         assert 0.0 <= f.score <= 1.0
+        assert f.measured == np.isfinite(f.ms_per_step)
 
 
 try:  # the simulator is maintained next door; its absence must not hide the other tests
@@ -169,52 +201,11 @@ else:
 needs_sim = pytest.mark.skipif(sim is None, reason=SIM_ERROR)
 
 MODEL = pk.ModelSpec.preset("llama2-7b", num_layers=4)
-SMALL = pk.ModelSpec(num_layers=4, hidden_size=512, num_attention_heads=8, seq_length=256,
-                     vocab_size=2048, mlp="gated", name="tiny-llama")
 HW = pk.Hardware.preset("ascend-910b")
 DP4 = pk.ParallelConfig(dp=4, num_micro_batches=2)
-DP2PP2 = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=4)
 
-FAULTS = {  # name: (fault, model, parallel, rule that must come first, words in its title)
-    "slow_rank": (lambda: sim.SlowRank(2), MODEL, DP4, "slow_ranks", "rank 2"),
-    "slow_link": (lambda: sim.SlowLink(0, 1), MODEL, DP4, "slow_link", "0 -> 1"),
-    "unbalanced_stage": (lambda: sim.UnbalancedStage(1), MODEL, DP2PP2, "stage_imbalance",
-                         "stage 1"),
-    "data_loading": (lambda: sim.DataLoadingStall(), MODEL, DP4, "data_loading", "batch"),
-    "unfused": (lambda: sim.UnfusedOperators(), MODEL, DP4, "unfused_operators", "RmsNorm"),
-    # launch-bound only shows with short kernels: a small model, as in real life
-    "host_bound": (lambda: sim.HostBound(), SMALL, DP4, "host_bound", "host"),
-    "no_overlap": (lambda: sim.NoOverlap(), MODEL, DP4, "exposed_communication", "hidden"),
-    "memory_pressure": (lambda: sim.MemoryPressure(), MODEL, DP4, "memory_pressure",
-                        "memory"),
-    "full_recompute": (lambda: sim.FullRecompute(), MODEL, DP4, "recompute_headroom",
-                       "recompute"),
-}
-
-
-def _simulated(tmp_path: Path, name: str, faults: tuple, model: pk.ModelSpec,
-               parallel: pk.ParallelConfig) -> list[Finding]:
-    out = sim.simulate(model, parallel, HW, steps=3, faults=faults, out=tmp_path / name,
-                       aic_metrics=None, seed=1)
-    return advise(load(out, cache=False), model=model, parallel=parallel, hardware=HW)
-
-
-@needs_sim
-@pytest.mark.parametrize("name", sorted(FAULTS))
-def test_each_simulated_fault_tops_the_advice(tmp_path: Path, name: str) -> None:
-    make, model, parallel, rule, words = FAULTS[name]
-    found = _simulated(tmp_path, name, (make(),), model, parallel)
-    assert found, name
-    top = found[0]
-    assert top.rule == rule, [(f.rule, round(f.score, 3)) for f in found[:4]]
-    assert words.lower() in top.title.lower()
-    assert top.severity in ("high", "medium", "low")
-
-
-@needs_sim
-def test_simulated_baseline_has_nothing_serious(tmp_path: Path) -> None:
-    found = _simulated(tmp_path, "baseline", (), MODEL, DP4)
-    assert [f.rule for f in found if f.severity in ("high", "medium")] == []
+# one fault at a time and pairs, on several jobs, with their measured costs:
+# tests/test_advisor_faults.py
 
 
 @needs_sim
@@ -269,4 +260,6 @@ def test_environment_settings_from_the_profiler_metadata(tmp_path):
     meta_file.write_text(json.dumps(meta))
     found = [f for f in pk.advise(pk.load(dst, cache=False))
              if "ASCEND_LAUNCH_BLOCKING" in f.title]
-    assert len(found) == 1 and found[0].severity == "high" and found[0].area == "host"
+    assert len(found) == 1 and found[0].area == "host"
+    # a risky setting: its cost is not measurable, so a warning after the measured ones
+    assert found[0].severity == "warning" and not found[0].measured

@@ -51,8 +51,9 @@ def test_lazy_advice_without_context_finds_the_slow_rank(pair: Any) -> None:
     eager, lazy = pair["slow-rank"]
     found = pk.advise(lazy)
     _same_findings(found, pk.advise(eager))
-    assert len(found) == 5
-    assert found[0].rule == "slow_ranks" and found[0].title.startswith("Slow rank 2")
+    assert found[0].rule == "slow_ranks" and found[0].title.startswith("Rank 2 computes")
+    # the operator rules priced the lazy cluster's kernels too (hardware from the profile)
+    assert {"elementwise_chains", "unfused_operators"} <= {f.rule for f in found}
 
 
 def test_lazy_advice_finds_the_slow_link(pair: Any) -> None:

@@ -127,14 +127,42 @@ def test_findings_frame_chart_and_table(slow_rank: object) -> None:
     assert frame["score"].tolist() == [f.score for f in findings]
     chart = C.findings_chart(frame, n=3)
     data = _data(chart)
-    assert data["title"].tolist() == [f.title for f in findings[:3]]
+    measured = [f for f in findings if f.measured]
+    assert data["title"].tolist() == [f.title for f in measured[:3]]
+    assert data["ms_per_step"].tolist() == [f.ms_per_step for f in measured[:3]]
     enc = _encoding(chart)
-    assert enc["x"]["field"] == "score" and enc["color"]["field"] == "severity"
+    assert enc["x"]["field"] == "ms_per_step" and enc["color"]["field"] == "severity"
     assert enc["color"]["scale"]["domain"] == list(C.SEVERITY_ORDER)
     _svg(chart)
     table = C.findings_html(frame, n=2)
     assert table.count("<tr>") == 3  # header + two findings
     assert findings[0].title.split(":")[0] in table
+    top = findings[0]
+    digits = 0 if top.ms_per_step >= 100 else 1 if top.ms_per_step >= 10 else 2
+    assert f"{top.ms_per_step:,.{digits}f} ms ({100 * top.score:.1f} %)" in table
+    assert "rule slow_ranks" in table  # the rule id is in the details column
+
+
+def test_roofline_chart_log_log_one_point_per_group(slow_rank: object) -> None:
+    eff = pk.analysis.operator_efficiency(slow_rank)
+    hw = pk.Hardware.preset("ascend-910b")
+    chart = C.roofline_chart(eff, bandwidth_gbps=hw.memory_bandwidth / 1e9, n=30,
+                             title="roofline")
+    roof, points = _data(chart, 0), _data(chart, 1)
+    placed = eff[(eff["intensity"] > 0) & (eff["achieved_tflops"] > 0)]
+    top = placed.sort_values("total_us", ascending=False).head(30)
+    assert points["key"].tolist() == top["key"].tolist()
+    assert points["total_ms"].tolist() == pytest.approx((top["total_us"] / 1e3).tolist())
+    spec = chart.to_dict()
+    layer = spec["layer"][1]["encoding"]
+    assert layer["x"]["scale"]["type"] == "log" and layer["y"]["scale"]["type"] == "log"
+    assert layer["size"]["field"] == "total_ms"
+    # the roof: bandwidth x intensity up to the ridge, then flat at the peak
+    ridge = 320e12 / 1600e9
+    assert roof["roof_tflops"].tolist() == pytest.approx(
+        [roof["intensity"].iloc[0] * 1600 / 1e3, 320.0, 320.0])
+    assert roof["intensity"].iloc[1] == pytest.approx(ridge)
+    _svg(chart)
 
 
 def test_findings_html_escapes_and_handles_no_finding() -> None:

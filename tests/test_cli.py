@@ -329,7 +329,7 @@ def test_info_on_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
     rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+[\d,.]+\s+[\d.]+ %", out, re.MULTILINE)
     assert rows and {int(rank) for _, rank in rows} == {fault.rank}
     first = re.search(r"^\s+1\. \[(\w+)\] (.*)$", out, re.MULTILINE)
-    assert first.group(1) == "high" and f"Slow rank {fault.rank}" in first.group(2)
+    assert first.group(1) == "high" and f"Rank {fault.rank} computes" in first.group(2)
     assert len(re.findall(r"^\s+\d+\. \[", out, re.MULTILINE)) <= 5
 
 
@@ -376,7 +376,7 @@ def test_report_writes_a_self_contained_page(tmp_path: Path,
     # executed outputs: the facts table, inline SVG charts, the findings
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<svg") >= 2
-    assert "ascend_text" in page and "Slow rank 2" in page
+    assert "ascend_text" in page and "Rank 2 computes" in page
     assert f"<title>perfkit report: {SLOW_RANK}</title>" in page
     assert f"perfkit {pk.__version__}" in page
     # no code: neither the sources of the code cells nor prompts
@@ -592,3 +592,15 @@ def test_help(command: list[str], words: list[str],
     out = capsys.readouterr().out
     for word in words:
         assert word in out, word
+
+
+def test_simulate_refuses_a_job_that_does_not_fit(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama2-7B on one 64 GiB NPU without sharding cannot run: exit 2 unless --allow-oom."""
+    job = ["--model", "llama2-7b", "--num-layers", "32", "--steps", "1", "--light"]
+    assert cli.main(["simulate", str(tmp_path / "no"), *job]) == 2
+    assert "cannot run" in capsys.readouterr().err
+    assert not any((tmp_path / "no").glob("*_ascend_pt"))
+    with pytest.warns(UserWarning, match="cannot run"):
+        assert cli.main(["simulate", str(tmp_path / "yes"), *job, "--allow-oom"]) == 0
+    assert len(list((tmp_path / "yes").glob("*_ascend_pt"))) == 1

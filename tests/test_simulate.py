@@ -21,6 +21,7 @@ from perfkit.simulate import (
     HostBound,
     MemoryPressure,
     NoOverlap,
+    OutOfMemoryWarning,
     SlowLink,
     SlowRank,
     UnbalancedStage,
@@ -330,12 +331,49 @@ def test_no_overlap(tmp_path: Path) -> None:
         assert no[r][0]["Overlapped"] < 0.01 * no[r][0]["Communication"]
 
 
-def test_memory_pressure(tmp_path: Path) -> None:
-    root = _sim(tmp_path, "m", faults=(MemoryPressure(0.96),))
+@pytest.mark.parametrize("fraction", [0.5, 0.96, 1.0])
+def test_memory_pressure(tmp_path: Path, fraction: float) -> None:
+    """The device peak the profile reports is ``fraction`` of the device (within 1 %).
+
+    torch_npu's ``APP`` component is the whole device (framework pool plus runtime); it is
+    what the profile says the device held, so that is what MemoryPressure sets.
+    """
+    root = _sim(tmp_path, "m", faults=(MemoryPressure(fraction),))
     for d in _rank_dirs(root).values():
         rows = _csv(d / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv")
-        peak = max(float(r["Total Reserved(MB)"]) for r in rows if r["Component"] == "PTA")
-        assert peak * 2**20 / HW.memory_bytes == pytest.approx(0.96, abs=0.01)
+        app = max(float(r["Total Reserved(MB)"]) for r in rows if r["Component"] == "APP")
+        pta = max(float(r["Total Reserved(MB)"]) for r in rows if r["Component"] == "PTA")
+        assert app * 2**20 / HW.memory_bytes == pytest.approx(fraction, abs=0.01)
+        assert app * 2**20 <= HW.memory_bytes
+        assert pta < app  # the framework's pool is part of the device's memory
+
+
+def test_memory_pressure_mindspore(tmp_path: Path) -> None:
+    root = _sim(tmp_path, "ms", faults=(MemoryPressure(0.9),), framework="mindspore")
+    for d in _rank_dirs(root).values():
+        rows = _csv(d / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv")
+        peak = max(float(r["Total Reserved(MB)"]) for r in rows)
+        assert peak * 1024 * 1000 / HW.memory_bytes == pytest.approx(0.9, abs=0.01)
+
+
+def test_job_that_does_not_fit_is_refused(tmp_path: Path) -> None:
+    """Llama2-7B on one 64 GiB NPU without sharding: its static memory alone fills it."""
+    model = pk.ModelSpec.preset("llama2-7b", num_layers=32)
+    par = pk.ParallelConfig(dp=1)
+    static = pk.static_memory(model, par).total_bytes
+    # independent of the simulator: weights, gradients and optimizer states take 98 % of
+    # the device before a single activation
+    assert static > 0.95 * HW.memory_bytes
+    with pytest.raises(pk.PerfkitError, match=r"cannot run.*allow_oom=True"):
+        simulate(model, par, HW, steps=1, out=tmp_path / "no", aic_metrics=None,
+                 trace_kernels=False)
+    assert not (tmp_path / "no").exists()
+    with pytest.warns(OutOfMemoryWarning, match="cannot run"):
+        root = simulate(model, par, HW, steps=1, out=tmp_path / "yes", aic_metrics=None,
+                        trace_kernels=False, allow_oom=True)
+    meta = json.loads(next(root.glob("*/profiler_metadata.json")).read_text())
+    fit = meta["perfkit_simulation"]["does_not_fit"]
+    assert fit["peak_bytes"] > fit["memory_bytes"] == HW.memory_bytes
 
 
 def test_full_recompute_repeats_forward_kernels(tmp_path: Path) -> None:

@@ -8,6 +8,13 @@ frame (see :mod:`perfkit.analysis._frames` and docs/dask.md).
 from .cluster import data_loading, host_bound, slow_ranks, stage_balance, sync_points
 from .communication import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
 from .compare import compare_profiles, compare_steps, kernel_class
+from .efficiency import (
+    attention_chains,
+    elementwise_chains,
+    infer_hardware,
+    operator_costs,
+    operator_efficiency,
+)
 from .memory import largest_allocations, memory_peaks, memory_timeline, memory_vs_theory
 from .operators import (
     ai_cpu_operators,
@@ -28,6 +35,9 @@ __all__ = [
     # operators
     "top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels", "unfused_patterns",
     "recompute_evidence",
+    # operator efficiency from shapes (roofline)
+    "operator_efficiency", "operator_costs", "infer_hardware", "elementwise_chains",
+    "attention_chains",
     # compare
     "compare_profiles", "compare_steps", "kernel_class",
     # communication

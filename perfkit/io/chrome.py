@@ -28,6 +28,7 @@ __all__ = ["ChromeTrace", "read_chrome_trace"]
 
 _IntStr = int | str | None
 _FloatStr = float | str | None
+_NO_RAW = msgspec.Raw(b"")
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -43,6 +44,10 @@ class _Args(msgspec.Struct, gc=False):
     total_reserved: _FloatStr = msgspec.field(default=None, name="Total Reserved")
     mem_bytes: _FloatStr = msgspec.field(default=None, name="Bytes")
     device_id: _IntStr = msgspec.field(default=None, name="Device Id")
+    # operator arguments of a Kineto cpu_op (record_shapes=True), kept as raw JSON text
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -67,7 +72,7 @@ class _Trace(msgspec.Struct):
     traceEvents: list[_Event] = msgspec.field(default_factory=list)  # noqa: N815
     distributedInfo: _Dist | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
-    deviceProperties: msgspec.Raw | None = None  # noqa: N815
+    deviceProperties: msgspec.Raw = _NO_RAW  # noqa: N815
 
 
 @dataclass
@@ -78,7 +83,9 @@ class ChromeTrace:
     ----------
     x : DataFrame
         Complete events (``ph == "X"``): name, cat, pid, tid, ts_ns (int64 absolute), dur_us,
-        external_id, correlation, stream, device, task_type.
+        external_id, correlation, stream, device, task_type, and the raw JSON text of the
+        operator arguments ``input_dims``, ``input_type``, ``concrete_inputs`` (Kineto
+        ``record_shapes=True``; NA elsewhere).
     flows : DataFrame
         Flow events (``ph`` in s/f/t): ph, cat, name, id, pid, tid, ts_ns.
     instants : DataFrame
@@ -89,6 +96,8 @@ class ChromeTrace:
         (pid, tid) -> thread name.
     rank, world_size : int or None
         From ``distributedInfo`` when present.
+    device_names : list of str
+        ``name`` of each entry of Kineto's ``deviceProperties`` (GPU model), when present.
     is_object : bool
         The file was ``{"traceEvents": ...}`` rather than a bare array.
     """
@@ -104,6 +113,7 @@ class ChromeTrace:
     backend: str | None = None
     is_object: bool = False
     n_events: int = 0
+    device_names: list[str] = field(default_factory=list)
 
 
 def _read_bytes(path: Path, what: str) -> bytes:
@@ -362,11 +372,19 @@ _ARG_KEYS = {"name": "name", "labels": "labels", "external_id": "External id",
 _KINDS_X = {"name": "str", "cat": "str", "pid": "id", "tid": "id", "ts_ns": "ts",
             "dur_us": "num", "external_id": "id", "correlation": "id", "stream": "id",
             "device": "id", "task_type": "str", "op_type": "str", "total_allocated": "num",
-            "total_reserved": "num", "bytes": "num", "device_id": "id"}
+            "total_reserved": "num", "bytes": "num", "device_id": "id", "input_dims": "str",
+            "input_type": "str", "concrete_inputs": "str"}
 _KINDS_FLOW = {"name": "str", "cat": "str", "pid": "id", "tid": "id", "ts_ns": "ts",
                "dur_us": "num", "id": "str", "ph": "str"}
 _ARG_FIELDS = ("external_id", "correlation", "stream", "device", "task_type", "op_type",
                "total_allocated", "total_reserved", "mem_bytes", "device_id")
+_RAW_FIELDS = ("input_dims", "input_type", "concrete_inputs")
+
+
+def _pa_raw(values: list[msgspec.Raw]) -> pa.Array:
+    """Raw JSON fragments as text (null where the event had none)."""
+    return pa.array([bytes(v).decode("utf-8", "replace") if len(v) else None
+                     for v in values], pa.string())
 _EMPTY_ARGS = _Args()
 
 
@@ -406,6 +424,9 @@ class _Columns:
                 kind = self.kinds[key]
                 maker = _pa_id if kind == "id" else _pa_str if kind == "str" else _pa_num
                 c[key].append(maker(list(vals)))
+            raws = zip(*map(attrgetter(*_RAW_FIELDS), filled), strict=True)
+            for key, vals in zip(_RAW_FIELDS, raws, strict=True):
+                c[key].append(_pa_raw(list(vals)))
 
     def frame(self, base_ns: int) -> pd.DataFrame:
         if not self.n:
@@ -418,6 +439,10 @@ class _Columns:
         if self.with_args and all(pd.isna(out[c]).all() for c in ("total_allocated", "bytes")):
             for c in ("total_allocated", "total_reserved", "bytes", "device_id"):
                 del out[c]
+        if self.with_args:
+            for c in _RAW_FIELDS:
+                if out[c].isna().all():
+                    del out[c]
         self.chunks = {}
         return pd.DataFrame(out)
 
@@ -463,6 +488,9 @@ class _Builder:
     def finish(self, trace: _Trace | None, is_object: bool) -> ChromeTrace:
         base_ns = int(trace.baseTimeNanoseconds or 0) if trace is not None else 0
         rank = world = backend = None
+        devices: list[str] = []
+        if trace is not None and len(trace.deviceProperties):
+            devices = _device_names(trace.deviceProperties)
         if trace is not None and trace.distributedInfo is not None:
             rank = _int_or_none(trace.distributedInfo.rank)
             world = _int_or_none(trace.distributedInfo.world_size)
@@ -472,7 +500,18 @@ class _Builder:
             instants=self.inst.frame(base_ns), processes=self.processes, labels=self.labels,
             threads=self.threads, rank=rank, world_size=world,
             backend=None if backend is None else str(backend), is_object=is_object,
-            n_events=self.n_events)
+            n_events=self.n_events, device_names=devices)
+
+
+def _device_names(raw: msgspec.Raw) -> list[str]:
+    """GPU model names from Kineto's ``deviceProperties`` (empty when unreadable)."""
+    try:
+        props = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return []
+    if not isinstance(props, list):
+        return []
+    return [str(d["name"]) for d in props if isinstance(d, dict) and d.get("name")]
 
 
 def _columns(path: Path, events: list[_Event], trace: _Trace | None,

@@ -5,6 +5,13 @@ array. The rank comes from ``distributedInfo.rank``, else from the file name
 (``rank3``, ``..._3.json``). GPU kernels (``kernel``, ``gpu_memcpy``, ``gpu_memset``) become
 ``kernels``; NCCL kernels (name ``nccl...``) are the communication; ``cpu_op`` events are
 ``ops``; ``ProfilerStep#N`` host spans define the steps; ``[memory]`` instants give ``memory``.
+
+With ``record_shapes=True`` every ``cpu_op`` carries ``Input Dims``, ``Input type`` and
+``Concrete Inputs``; they become the ops' ``input_shapes`` / ``input_dtypes`` /
+``concrete_inputs`` in the Ascend notation (``"4,64,64;64"``: dimensions joined by ``,``,
+inputs by ``;``, an empty field for a non-tensor argument), and each GPU kernel gets those
+of the operator that launched it (``op_name``, same ``External id``, else the innermost
+operator open on the launching thread when its runtime call ran).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from ._common import rank_from_name
 from .chrome import ChromeTrace, read_chrome_trace
 from .trace_tables import NA_NS, overlap_breakdown, rel, step_index, step_spans
 
-__all__ = ["looks_like_kineto", "parse", "parse_trace"]
+__all__ = ["looks_like_kineto", "parse", "parse_trace", "shapes_text", "list_text"]
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel", re.IGNORECASE)
@@ -64,6 +71,8 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     dev = x[np.isin(cat, _DEVICE_CATS)]
     kernels = _kernels(x, dev, spans, origin)
     ops = _ops(x, dev, spans, origin)
+    if "input_shapes" in ops.columns and len(kernels):
+        kernels = _kernel_shapes(x, dev, kernels, ops)
     if not len(spans):
         notes.append("steps: no ProfilerStep#N events (profile without schedule): "
                      "one step over the whole trace, step number NA")
@@ -92,7 +101,8 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
         world_size=trace.world_size, device_type="gpu", profiler_level=None, groups={},
         origin_ns=origin, path=str(path), notes=notes,
         extra={"backend": trace.backend, "events": trace.n_events,
-               "trace_object": trace.is_object},
+               "trace_object": trace.is_object,
+               **({"devices": list(trace.device_names)} if trace.device_names else {})},
     )
     return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,
                   "memory": memory}
@@ -144,7 +154,7 @@ def _ops(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
     device = np.full(len(cpu), np.nan)
     if len(dev):
         device = _device_time(x, cpu, dev)
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "step": step_index(ts, spans),
         "name": cpu["name"].to_numpy(),
         "start_us": rel(ts, origin),
@@ -153,6 +163,99 @@ def _ops(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
         "device_dur_us": device,
         "external_id": pd.to_numeric(cpu["external_id"], errors="coerce").to_numpy(),
     })
+    if "input_dims" in cpu.columns:
+        out["input_shapes"] = shapes_text(cpu["input_dims"]).to_numpy()
+        out["input_dtypes"] = list_text(cpu["input_type"]).to_numpy() \
+            if "input_type" in cpu.columns else pd.NA
+        if "concrete_inputs" in cpu.columns:
+            out["concrete_inputs"] = list_text(cpu["concrete_inputs"]).to_numpy()
+    return out
+
+
+def shapes_text(dims: pd.Series) -> pd.Series:
+    """Kineto ``Input Dims`` JSON (``[[4, 64], [], [64]]``) as ``"4,64;;64"``.
+
+    A nested list (a TensorList argument) keeps its inner brackets.
+    """
+    t = dims.astype("string").str.replace(r"\s+", "", regex=True)
+    t = t.str.replace(r"^\[|\]$", "", regex=True)          # the outer list
+    t = t.str.replace(r"\],\[", ";", regex=True)            # between inputs
+    return t.str.replace(r"^\[|\]$", "", regex=True)       # first and last input
+
+
+def list_text(values: pd.Series) -> pd.Series:
+    """A Kineto JSON list of strings (``["float", "", "True"]``) as ``"float;;True"``."""
+    t = values.astype("string").str.strip()
+    t = t.str.replace(r'^\[\s*"?|"?\s*\]$', "", regex=True)
+    return t.str.replace(r'"\s*,\s*"', ";", regex=True)
+
+
+def _kernel_shapes(x: pd.DataFrame, dev: pd.DataFrame, kernels: pd.DataFrame,
+                   ops: pd.DataFrame) -> pd.DataFrame:
+    """Give each GPU kernel the name, shapes and dtypes of the operator that launched it."""
+    cpu = x[x["cat"] == "cpu_op"]
+    cpu = cpu[~cpu["name"].fillna("").str.startswith("ProfilerStep#")]
+    pos = _launching_op(x, cpu, dev)
+    ok = pos >= 0
+    take = np.where(ok, pos, 0)
+    out = kernels.copy()
+    for col, src in (("op_name", "name"), ("input_shapes", "input_shapes"),
+                     ("input_dtypes", "input_dtypes"), ("concrete_inputs", "concrete_inputs"),
+                     ("op_id", "external_id")):
+        if src not in ops.columns:
+            continue
+        vals = ops[src].to_numpy()[take] if len(ops) else np.full(len(out), pd.NA)
+        out[col] = pd.Series(vals, index=out.index).where(ok)
+    return out
+
+
+def _launching_op(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
+    """Row position in ``cpu`` of the operator that launched each kernel (-1: unknown).
+
+    The operator with the kernel's ``External id`` when most kernels have one that an
+    operator carries; otherwise the innermost operator still open on the thread of the
+    kernel's runtime launch (``correlation``) when the launch ran.
+    """
+    out = np.full(len(dev), -1, dtype=np.int64)
+    if not len(cpu) or not len(dev):
+        return out
+    ext_cpu = pd.Series(np.arange(len(cpu)), index=cpu["external_id"].astype("Int64"))
+    ext_cpu = ext_cpu[ext_cpu.index.notna()]
+    # the innermost operator of an External id is the last one (ops nest and share ids
+    # only in old traces); keep the last position per id
+    ext_cpu = ext_cpu[~ext_cpu.index.duplicated(keep="last")]
+    ext_dev = dev["external_id"].astype("Int64")
+    if ext_dev.notna().any() and ext_dev.isin(ext_cpu.index).mean() > 0.5:
+        got = ext_cpu.reindex(ext_dev.to_numpy()).to_numpy()
+        return np.where(pd.isna(got), -1, got).astype(np.int64)
+    runtime = x[x["cat"].isin(["cuda_runtime", "cuda_driver"]) & x["correlation"].notna()]
+    if not len(runtime):
+        return out
+    rt = pd.DataFrame({"corr": runtime["correlation"].astype("Int64").to_numpy(),
+                       "tid": runtime["tid"].astype("string").to_numpy(),
+                       "ts": runtime["ts_ns"].to_numpy()}).drop_duplicates("corr")
+    k = pd.DataFrame({"corr": dev["correlation"].astype("Int64").to_numpy(),
+                      "i": np.arange(len(dev))}).merge(rt, on="corr", how="inner")
+    starts = cpu["ts_ns"].to_numpy()
+    ends = starts + np.round(np.nan_to_num(cpu["dur_us"].to_numpy()) * 1000).astype(np.int64)
+    tids = cpu["tid"].astype("string").to_numpy()
+    for tid, grp in k.groupby("tid", sort=False):
+        sel = np.nonzero(tids == tid)[0]
+        if not len(sel):
+            continue
+        order = sel[np.argsort(starts[sel], kind="stable")]
+        s, e = starts[order], ends[order]
+        ts = grp["ts"].to_numpy()
+        # the last operator that started before the launch and is still open is the
+        # innermost one (ops nest on a thread)
+        j = np.searchsorted(s, ts, side="right") - 1
+        hit = np.full(len(ts), -1, dtype=np.int64)
+        for n, (jj, t) in enumerate(zip(j, ts, strict=True)):
+            while jj >= 0 and e[jj] < t:
+                jj -= 1
+            hit[n] = order[jj] if jj >= 0 else -1
+        out[grp["i"].to_numpy()] = hit
+    return out
 
 
 def _device_time(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:

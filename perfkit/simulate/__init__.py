@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,8 @@ from ..calc.memory import ActivationModel
 from ..errors import InvalidArgumentError
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from . import faults
-from ._engine import Settings, run
-from ._write import write
+from ._engine import Settings, reserved_bytes, run
+from ._write import APP_RUNTIME_BYTES, write
 from .faults import (
     DataLoadingStall,
     Fault,
@@ -51,6 +52,8 @@ from .faults import (
 
 __all__ = [
     "simulate",
+    "OutOfMemoryWarning",
+    "device_peak_bytes",
     "faults",
     "Fault",
     "SlowRank",
@@ -65,6 +68,22 @@ __all__ = [
 ]
 
 FRAMEWORKS = ("pytorch", "mindspore")
+
+
+class OutOfMemoryWarning(UserWarning):
+    """A simulated job needs more device memory than the hardware has (``allow_oom=True``)."""
+
+
+def device_peak_bytes(sim: Any, framework: str = "pytorch") -> dict[int, float]:
+    """Peak device memory each rank's profile will report, in bytes.
+
+    The allocator's reserved peak (allocated x 1.03 in whole 2 MiB blocks) plus, for
+    torch_npu, the runtime memory its ``APP`` component adds
+    (:data:`perfkit.simulate._write.APP_RUNTIME_BYTES`); MindSpore's export reports the
+    framework's pool only.
+    """
+    runtime = APP_RUNTIME_BYTES if framework == "pytorch" else 0.0
+    return {r: reserved_bytes(peak) + runtime for r, peak in sim.reserved_peak.items()}
 
 
 def _summary(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: int,
@@ -95,7 +114,7 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
              trace_kernels: bool = True, dp_buckets: int = 4,
              activation_model: ActivationModel | None = None,
              static_scheme: str = "mindspore", first_step: int = 1,
-             overlap_merge_us: float = 0.0) -> Path:
+             overlap_merge_us: float = 0.0, allow_oom: bool = False) -> Path:
     """Simulate a training job and write its profile, one folder per rank.
 
     Parameters
@@ -145,6 +164,13 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
         In the "Overlap Analysis" tracks of trace_view.json only, close gaps shorter than
         this (fewer, longer events; smaller files). ``step_trace_time.csv`` always counts
         every gap. 0 (default) keeps every gap, as the profiler does.
+    allow_oom : bool
+        A job whose peak device memory (:func:`device_peak_bytes`) exceeds
+        ``hardware.memory_bytes`` cannot run: by default that raises
+        :class:`~perfkit.errors.InvalidArgumentError` before anything is written; with
+        ``allow_oom=True`` the profile is written anyway, with an
+        :class:`OutOfMemoryWarning` and a ``does_not_fit`` entry in the recorded inputs
+        (``perfkit_simulation`` in ``profiler_metadata.json``).
 
     Returns
     -------
@@ -185,14 +211,31 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
                         comm_efficiency=comm_efficiency, noise=noise, dp_buckets=dp_buckets,
                         static_scheme=static_scheme, first_step=first_step,
                         activation_model=activation_model or ActivationModel.mindformers())
+    runtime = APP_RUNTIME_BYTES if framework == "pytorch" else 0.0
     try:
-        sim = run(model, parallel, hardware, steps, faults_, seed, settings)
+        sim = run(model, parallel, hardware, steps, faults_, seed, settings, runtime)
     except ValueError as exc:
         if isinstance(exc, InvalidArgumentError):
             raise
         raise InvalidArgumentError("faults", str(exc)) from None
+    summary = _summary(model, parallel, hardware, steps, faults_, seed, settings)
+    peaks = device_peak_bytes(sim, framework)
+    worst = max(peaks, key=lambda r: peaks[r]) if peaks else None
+    if worst is not None and peaks[worst] > hardware.memory_bytes:
+        gib = 2.0**30
+        msg = (f"the job needs {peaks[worst] / gib:.1f} GiB of device memory on rank {worst} "
+               f"({100 * peaks[worst] / hardware.memory_bytes:.0f} % of the "
+               f"{hardware.memory_bytes / gib:.1f} GiB of {hardware.name}): it cannot run "
+               "as configured (use more devices, optimizer sharding, recompute or a smaller "
+               "micro-batch)")
+        if not allow_oom:
+            raise InvalidArgumentError("parallel", msg + "; pass allow_oom=True to write the "
+                                       "profile anyway", parallel)
+        warnings.warn(msg + "; writing it anyway (allow_oom=True)", OutOfMemoryWarning,
+                      stacklevel=2)
+        summary["does_not_fit"] = {"rank": worst, "peak_bytes": peaks[worst],
+                                   "memory_bytes": hardware.memory_bytes}
     path = Path(out)
     write(sim, path, framework=framework, aic_metrics=aic_metrics, trace_kernels=trace_kernels,
-          overlap_merge_us=overlap_merge_us,
-          summary=_summary(model, parallel, hardware, steps, faults_, seed, settings))
+          overlap_merge_us=overlap_merge_us, summary=summary)
     return path

@@ -29,7 +29,8 @@ from .faults import (
     UnfusedOperators,
 )
 
-__all__ = ["Settings", "CommOp", "RankResult", "Simulation", "run"]
+__all__ = ["Settings", "CommOp", "RankResult", "Simulation", "run", "reserved_bytes",
+           "RESERVE_FACTOR", "BLOCK"]
 
 EPOCH_NS = 1_763_683_200_000_000_000  # 2025-11-21T00:00:00Z: simulated profiles start here
 
@@ -319,8 +320,11 @@ def _rank_kernels(tpl: _Templates, order: list[Op], stage: int, rng: np.random.G
     if launch_us is not None:
         gap = np.maximum(gap, _host_bound_gaps(dur, op_id, first, launch_us))
     if realloc_us > 0:
+        # the allocator retries when the forward pass allocates its first activations:
+        # after the pass's first kernel, so the stall lies inside the step
         fwd = np.array([op.forward for op in order], dtype=bool)
-        gap[first[fwd]] += realloc_us
+        at = np.minimum(first[fwd] + 1, np.append(first[1:], len(cat))[fwd] - 1)
+        gap[at] += realloc_us
     op_sum = np.bincount(op_id, weights=dur + gap, minlength=len(order))
     return _OpKernels(cat, op_id, dur, gap, op_sum, first)
 
@@ -338,9 +342,26 @@ def effective_parallel(parallel: ParallelConfig, faults: tuple[Fault, ...]) -> P
     return parallel
 
 
+def reserved_bytes(alloc_peak: float) -> float:
+    """Reserved memory the writer records for an allocated peak: +3 %, whole 2 MiB blocks."""
+    return float(np.ceil(alloc_peak * RESERVE_FACTOR / BLOCK) * BLOCK)
+
+
+#: The caching allocator reserves this much more than it hands out (fragmentation).
+RESERVE_FACTOR = 1.03
+#: Reserved memory comes in blocks of this size.
+BLOCK = 2.0**21
+
+
 def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: int,
-        faults: tuple[Fault, ...], seed: int, settings: Settings) -> Simulation:
-    """Simulate ``steps`` training steps of every rank."""
+        faults: tuple[Fault, ...], seed: int, settings: Settings,
+        runtime_bytes: float = 0.0) -> Simulation:
+    """Simulate ``steps`` training steps of every rank.
+
+    ``runtime_bytes`` is device memory outside the framework's allocator that the profile
+    reports on top of it (torch_npu's ``APP`` component); :class:`MemoryPressure` targets
+    ``fraction`` of the device for the total, so the allocator gets that much less.
+    """
     par = effective_parallel(parallel, faults)
     p, d, t, v, m = par.pp, par.dp, par.tp, par.vpp, par.num_micro_batches
     world = par.world_size
@@ -588,8 +609,10 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
         reserved_peak[res.rank] = peak
     if pressure:
         frac = max(f.fraction for f in pressure)
+        # reserved (allocated x 1.03, rounded up to a block) + runtime = fraction x capacity
+        target = max(frac * hardware.memory_bytes - runtime_bytes - BLOCK, BLOCK)
         for res in results:
-            scale = frac * hardware.memory_bytes / (reserved_peak[res.rank] * 1.03)
+            scale = target / (reserved_peak[res.rank] * RESERVE_FACTOR)
             res.mem_alloc = [a * scale for a in res.mem_alloc]
             res.allocs = [(n, sz * scale, a, b) for n, sz, a, b in res.allocs]
             reserved_peak[res.rank] *= scale

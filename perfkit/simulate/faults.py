@@ -228,13 +228,15 @@ class MemoryPressure(Fault):
     The caching allocator holds ``fraction`` of the device memory at the peak (extra
     workspace and fragmentation on top of the modelled static + activation memory), and
     it has to free and re-allocate cached blocks once per micro-batch, which stalls the
-    device for ``realloc_us``. Symptom: ``memory_record.csv`` reserved memory within a
-    few percent of the device capacity, and extra ``Free`` time.
+    device for ``realloc_us`` after the first kernel of every forward pass. Symptom:
+    ``memory_record.csv`` peak device memory (torch_npu's ``APP`` component, MindSpore's
+    pool) at ``fraction`` of the capacity, and extra ``Free`` time inside the step.
 
     Parameters
     ----------
     fraction : float
-        Peak reserved memory as a share of device memory, in (0, 1].
+        Peak device memory the profile reports as a share of device memory, in (0, 1]
+        (within 1 %).
     realloc_us : float
         Device idle time per micro-batch caused by allocator retries.
     """

@@ -269,10 +269,24 @@ class _OperatorsTab(_Tab):
                                "ai_cpu", "bound") if c in top.columns]
         out = [_svg(C.top_operators_chart(top, label=by, n=n, title=label)),
                _html(frame_html(top[columns], f"Top {n} by device time"))]
+        out += _roofline(profile)
         out.append(_html(frame_html(A.unfused_patterns(profile),
                                     "Unfused chains a fused kernel could replace")))
         out.append(_html(frame_html(A.ai_cpu_operators(profile), "Operators on AI CPU")))
         return out
+
+
+def _roofline(profile: Any) -> list[W.Widget]:
+    """The roofline of the profiled operators (FLOPs and bytes from their shapes)."""
+    eff = A.operator_efficiency(profile)
+    if eff.empty or not (eff["achieved_tflops"] > 0).any():
+        return [_html(_note("No roofline: " + "; ".join(eff.attrs.get("notes", [])[:1])))]
+    hw, _why = A.infer_hardware(profile)
+    chart = C.roofline_chart(eff, bandwidth_gbps=hw.memory_bandwidth / 1e9 if hw else None,
+                             title="Roofline: one point per operator and shapes, sized by "
+                                   "time" + (f" ({hw.name})" if hw else ""))
+    notes = " ".join(eff.attrs.get("notes", []))
+    return [_svg(chart), _html(_note(notes))] if notes else [_svg(chart)]
 
 
 class _CommunicationTab(_Tab):
