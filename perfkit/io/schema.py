@@ -67,8 +67,13 @@ def _cast(series: pd.Series, dtype: str) -> pd.Series:
         return series
     if dtype == _I:
         values = pd.to_numeric(series, errors="coerce")
+        if values.dtype.kind not in "iuf" and not isinstance(values.dtype, pd.Int64Dtype):
+            values = pd.to_numeric(values.astype(object), errors="coerce").astype("float64")
+        if values.dtype.kind == "u":
+            values = values.astype("float64")
         if values.dtype.kind == "f":
-            whole = values.isna() | (values == np.floor(values))
+            # not whole, or beyond int64: missing rather than a wrapped-around number
+            whole = values.isna() | ((values == np.floor(values)) & (values.abs() < 2.0**63))
             values = values.where(whole)
         return values.astype(_I)
     if dtype == _F:
