@@ -212,8 +212,13 @@ def check_nonempty(path: Path, what: str) -> None:
 
 
 def read_header(path: Path, what: str) -> list[str]:
-    """Return the column names of a CSV file, checking it is UTF-8 text (:func:`check_file`)."""
-    head = check_file(path, what)
+    """Return the column names of a CSV file, checking it is text (:func:`check_file`).
+
+    UTF-8 with or without a byte-order mark; UTF-16 with its BOM is decoded too.
+    """
+    head = check_file(path, what, utf16=True)
+    if head[:2] in _UTF16_BOMS:
+        head = decode_text_bytes(path, head[:len(head) - len(head) % 2], what)
     first = head.split(b"\n", 1)[0]
     if b"\x00" in first:
         raise ProfileError(path, f"binary data where {what} (a CSV text file) was expected",
@@ -265,7 +270,7 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
                            f"({what}); found '{shown}'", line=1)
     present = {c for c in text_cols if c in header}
     types = {c: pa.string() for c in present}
-    source, size, last_line = _complete_rows(path)
+    source, size, last_line = _complete_rows(path, what)
     if last_line is not None:
         note(f"{path.name}: file ends mid-row (no newline after the last line): last row "
              "dropped")
@@ -298,13 +303,22 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     return _drop_repeated_headers(path, table)
 
 
-def _complete_rows(path: Path) -> tuple[Any, int, bytes | None]:
+def _complete_rows(path: Path, what: str = "a CSV file") -> tuple[Any, int, bytes | None]:
     """What pyarrow should parse: the file, or its bytes up to the last newline.
 
     Returns ``(source, size, cut)``; ``cut`` is the partial last line that was left out
-    (None when the file ends with a newline).
+    (None when the file ends with a newline). UTF-16 text is converted to UTF-8 in memory
+    first (with a note).
     """
     with open(path, "rb") as fh:
+        if fh.read(2) in _UTF16_BOMS:
+            fh.seek(0)
+            data = decode_text_bytes(path, fh.read(), what)
+            note(f"{path.name}: UTF-16 text, converted to UTF-8")
+            end = data.rfind(b"\n") + 1
+            if end == len(data) or end == 0:
+                return pa.BufferReader(pa.py_buffer(data)), len(data), None
+            return pa.BufferReader(pa.py_buffer(data[:end])), len(data), data[end:]
         size = os.fstat(fh.fileno()).st_size
         fh.seek(max(0, size - 1))
         if fh.read(1) == b"\n":
@@ -404,8 +418,39 @@ def _read_ragged(path: Path, what: str, header: list[str], source: Any,
                                 preserve_index=False)
 
 
-def to_float(col: pa.ChunkedArray | pa.Array | None, n: int) -> np.ndarray:
-    """Return a float64 numpy array (NaN where missing or not a number)."""
+def _present(col: Any) -> int:
+    """Cells holding a value (not null, not empty text)."""
+    if col is None or pa.types.is_null(col.type):
+        return 0
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        blank = pc.fill_null(pc.equal(pc.utf8_trim(col, "\t \""), ""), True)
+        return len(col) - (pc.sum(blank).as_py() or 0)
+    return len(col) - col.null_count
+
+
+def _note_unreadable(label: str | None, col: Any, missing_after: int, n: int) -> None:
+    if label is None or col is None:
+        return
+    lost = missing_after - (n - _present(col))
+    if lost > 0:
+        note(f"{label}: {lost} value(s) not readable as a number (garbled, or out of range) "
+             "read as NA")
+
+
+def to_float(col: pa.ChunkedArray | pa.Array | None, n: int,
+             label: str | None = None) -> np.ndarray:
+    """Return a float64 numpy array (NaN where missing or not a number).
+
+    With ``label`` (``"kernel_details.csv Duration(us)"``), cells that hold text but no
+    number are counted in a :func:`note`.
+    """
+    out = _to_float(col, n)
+    if label is not None:
+        _note_unreadable(label, col, int(np.isnan(out).sum()), n)
+    return out
+
+
+def _to_float(col: pa.ChunkedArray | pa.Array | None, n: int) -> np.ndarray:
     if col is None:
         return np.full(n, np.nan)
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
@@ -421,13 +466,23 @@ def to_float(col: pa.ChunkedArray | pa.Array | None, n: int) -> np.ndarray:
         return pd.to_numeric(pd.Series(col.to_pylist()), errors="coerce").to_numpy(np.float64)
 
 
-def to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int = 1000) -> pa.Array:
+def to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int = 1000,
+          label: str | None = None) -> pa.Array:
     """Convert microsecond timestamps (text such as ``"1736408883704643.212\\t"`` or numbers)
     to exact int64 nanoseconds (null where missing).
 
     Text goes through a decimal cast, so no digit is lost to float rounding.
-    ``scale_to_ns`` is the number of nanoseconds in one unit of the input.
+    ``scale_to_ns`` is the number of nanoseconds in one unit of the input. A value that is
+    not a number, or whose nanoseconds would overflow int64, is null (never wrapped around);
+    with ``label`` their count goes to a :func:`note`.
     """
+    out = _to_ns(col, n, scale_to_ns)
+    if label is not None:
+        _note_unreadable(label, col, out.null_count, n)
+    return out
+
+
+def _to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int) -> pa.Array:
     if col is None:
         return pa.nulls(n, pa.int64())
     if isinstance(col, pa.ChunkedArray):
@@ -448,7 +503,10 @@ def to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int = 100
         scaled = pc.multiply(dec, pa.scalar(scale_to_ns, pa.decimal128(9, 0)))
         return pc.cast(scaled, pa.int64(), safe=False)
     if pa.types.is_integer(col.type):
-        return pc.multiply(pc.cast(col, pa.int64()), scale_to_ns)
+        ints = pc.cast(col, pa.int64(), safe=False) if not pa.types.is_uint64(col.type) \
+            else _ns_from_float(pc.cast(col, pa.float64()), 1)
+        fits = pc.less(pc.abs(ints), _INT64_LIMIT // scale_to_ns)
+        return pc.multiply(pc.if_else(fits, ints, pa.scalar(None, pa.int64())), scale_to_ns)
     return _ns_from_float(pc.cast(col, pa.float64()), scale_to_ns)
 
 

@@ -366,10 +366,11 @@ def _kernels(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
                 s = s.str.strip('"')
             cols[canon] = s
         else:
-            cols[canon] = to_float(col, n)
+            cols[canon] = to_float(col, n, label=f"{path.name} {src}" if canon in (
+                "dur_us", "wait_us", "step") else None)
     start_col = find_col(header, *_START)
     used.add(start_col)
-    start_ns = to_ns(table.column(start_col), n)
+    start_ns = to_ns(table.column(start_col), n, label=f"{path.name} {start_col}")
     bad = pc.sum(pc.is_null(start_ns)).as_py()
     if n and bad == n:
         raise ProfileError(path, "no row has a readable start time", field=start_col)
@@ -413,7 +414,7 @@ def _steps(path: Path) -> pd.DataFrame:
     for canon, alts in _STEP_COLS.items():
         src = find_col(table.column_names, *alts)
         if src is not None:
-            cols[canon] = to_float(table.column(src), n)
+            cols[canon] = to_float(table.column(src), n, label=f"{path.name} {src}")
     frame = pd.DataFrame(cols)
     if "overlapped_us" not in frame and "communication_us" in frame:
         frame["overlapped_us"] = frame["communication_us"] - frame["comm_not_overlapped_us"]
@@ -493,7 +494,8 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
                     })
     frame = pd.DataFrame(ops)
     if len(frame):
-        start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame))
+        start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
+                         label=f"{path.name} Start Timestamp(us)")
         ns["comm"] = start_ns
         frame["start__ns"] = pd.array(start_ns.to_pandas(), dtype="Int64")
     return frame, pd.DataFrame(bws)
@@ -597,7 +599,7 @@ def _memory_record(path: Path, ns: dict[str, pa.Array], framework: str | None) -
     # torch_npu: MB = KiB/1024 (MiB); MindSpore: MB = KiB/1000
     mb = _MIB if framework != "mindspore" else 1000.0 * _KIB
     h = table.column_names
-    ts = to_ns(table.column("Timestamp(us)"), n)
+    ts = to_ns(table.column("Timestamp(us)"), n, label=f"{path.name} Timestamp(us)")
     ns["memory"] = ts
     frame = pd.DataFrame({
         "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
@@ -628,7 +630,7 @@ def _npu_module_mem(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
     else:
         reserved = to_float(_col(table, h, "Total Reserved(MB)"), n) * _MIB
     reserved = np.where(reserved < 0, np.nan, reserved)  # -1: only releases were seen
-    ts = to_ns(table.column("Timestamp(us)"), n)
+    ts = to_ns(table.column("Timestamp(us)"), n, label=f"{path.name} Timestamp(us)")
     ns["module_mem"] = ts
     return pd.DataFrame({
         "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
@@ -648,15 +650,18 @@ def _operator_memory(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
                      text_cols=[*times, "Name", "Device Type", "Stream Ptr"])
     n = table.num_rows
     h = table.column_names
-    alloc = to_ns(table.column("Allocation Time(us)"), n)
-    release = to_ns(_col(table, h, "Release Time(us)"), n)
+    alloc = to_ns(table.column("Allocation Time(us)"), n,
+                  label=f"{path.name} Allocation Time(us)")
+    release = to_ns(_col(table, h, "Release Time(us)"), n,
+                    label=f"{path.name} Release Time(us)")
     ns["op_memory"] = alloc
     return pd.DataFrame({
         "name": pd.Series(table.column("Name").to_pandas(), dtype="string"),
         "size_bytes": to_float(table.column("Size(KB)"), n) * _KIB,
         "alloc__ns": pd.array(alloc.to_pandas(), dtype="Int64"),
         "release__ns": pd.array(release.to_pandas(), dtype="Int64"),
-        "duration_us": to_float(_col(table, h, "Duration(us)"), n),
+        "duration_us": to_float(_col(table, h, "Duration(us)"), n,
+                                label=f"{path.name} Duration(us)"),
         "active_duration_us": to_float(_col(table, h, "Active Duration(us)"), n),
         "device": pd.Series(_col(table, h, "Device Type").to_pandas()
                             if "Device Type" in h else [pd.NA] * n, dtype="string"),

@@ -146,7 +146,7 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for canon, alts in _STEP_COLS.items():
         src = next((a for a in alts if a in table.column_names), None)
         if src is not None:
-            cols[canon] = to_float(table.column(src), n)
+            cols[canon] = to_float(table.column(src), n, label=f"{path.name} {src}")
     frame = pd.DataFrame(cols)
     is_rank = (typ == "rank").to_numpy()
     ranks = pd.to_numeric(index, errors="coerce").to_numpy()
@@ -201,7 +201,8 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if len(frame):
         import pyarrow as pa
 
-        ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame))
+        ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
+                   label=f"{path.name} Start Timestamp(us)")
         frame["start__ns"] = pd.array(ns.to_pandas(), dtype="Int64")
     return frame, pd.DataFrame(bws)
 

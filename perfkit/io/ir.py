@@ -322,6 +322,8 @@ class _Reader:
         self.current: dict[str, Any] | None = None
         self.saw_subgraph = False
         self.opened_at = 0
+        self.subgraphs = 0
+        self.declared: int | None = None
 
     def feed(self, lineno: int, line: str) -> None:
         if line.startswith("      # In file") or line.startswith("      # Corresponding"):
@@ -380,12 +382,16 @@ class _Reader:
             self.flush()
             self.graph, self.saw_subgraph = sub.group(1), True
             self.opened_at = lineno
+            self.subgraphs += 1
         elif line.startswith("}"):
             self.flush()
             self.graph = None if self.section != "jit" else self.graph
             self.section = ""
         elif stripped.startswith("# IR entry: @"):
             self.entry = stripped[len("# IR entry: @"):]
+        elif stripped.startswith("# Total subgraphs:"):
+            count = stripped[len("# Total subgraphs:"):].strip()
+            self.declared = int(count) if count.isdigit() and len(count) < 10 else None
         elif stripped == "# Attrs:":
             self.section = "attrs"
         elif stripped.startswith("jit config {"):
@@ -438,7 +444,13 @@ def load_ir(path: str | Path, groups: Mapping[str, Sequence[int]] | None = None)
     reader = _Reader(path)
     last = 0
     for lineno, line in _lines(path):
-        reader.feed(lineno, line)
+        try:
+            reader.feed(lineno, line)
+        except ProfileError as exc:
+            if line.endswith("\n"):
+                raise
+            raise ProfileError(path, f"the file ends mid-line (truncated): {exc.problem}",
+                               line=lineno) from exc
         last = lineno
     reader.flush()
     if not reader.saw_subgraph:
@@ -448,6 +460,9 @@ def load_ir(path: str | Path, groups: Mapping[str, Sequence[int]] | None = None)
         raise ProfileError(path, f"file ends inside 'subgraph @{reader.graph}' (opened at line "
                            f"{reader.opened_at}) without its closing '}}': the dump is "
                            "truncated", line=last)
+    if reader.declared is not None and reader.subgraphs < reader.declared:
+        raise ProfileError(path, f"the header declares {reader.declared} subgraphs but the file "
+                           f"holds {reader.subgraphs}: the dump is truncated", line=last)
     if groups:
         _fill_ranks(reader.columns, groups)
     return IRGraph(path=str(path), nodes=_node_frame(reader.columns),

@@ -143,7 +143,9 @@ def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
     h = table.column_names
 
     def ms(name: str) -> np.ndarray:
-        return to_float(table.column(name), n) * 1000.0 if name in h else np.full(n, np.nan)
+        if name not in h:
+            return np.full(n, np.nan)
+        return to_float(table.column(name), n, label=f"{path.name} {name}") * 1000.0
 
     frame = pd.DataFrame({
         "computing_us": ms("computation_time"),
