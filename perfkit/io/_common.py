@@ -55,6 +55,7 @@ __all__ = [
     "describe_json_error",
     "check_nonempty",
     "rank_from_name",
+    "int64_series",
 ]
 
 NULLS = ["", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-"]
@@ -142,7 +143,8 @@ def check_file(path: Path, what: str, *, text: bool = True, utf16: bool = False)
             at = head.find(b"\x00")
             if at >= 0:
                 raise ProfileError(path, f"binary data (NUL byte at offset {at:,}) where {what}"
-                                   " (text) was expected", line=head.count(b"\n", 0, at) + 1)
+                                   " (text) was expected: the file is damaged, zero-padded or "
+                                   "of another kind", line=head.count(b"\n", 0, at) + 1)
             if size > len(head):
                 start = max(len(head), size - HEAD_BYTES)
                 fh.seek(start)
@@ -292,8 +294,10 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError, OSError) as exc:
         msg = str(exc).splitlines()[0][:300]
-        if "utf8" in msg.lower().replace("-", ""):
-            raise ProfileError(path, f"not UTF-8 text ({msg}); expected {what} as UTF-8 "
+        bad = _first_non_utf8(path)
+        if bad is not None or "utf8" in msg.lower().replace("-", ""):
+            where = "" if bad is None else f"bad byte at offset {bad[0]:,}, line {bad[1]}; "
+            raise ProfileError(path, f"not UTF-8 text ({where}{msg}); expected {what} as UTF-8 "
                                "CSV") from None
         raise ProfileError(path, f"cannot be parsed ({msg}); expected {what} as "
                            "comma-separated text") from None
@@ -337,6 +341,30 @@ def _complete_rows(path: Path, what: str = "a CSV file") -> tuple[Any, int, byte
                 return pa.BufferReader(buf), size, cut
             end = start
     return path, size, None  # one line only (a header without newline): parse as is
+
+
+def _first_non_utf8(path: Path) -> tuple[int, int] | None:
+    """(offset, line) of the first byte that is not UTF-8, read block by block; None if none.
+
+    Only called once a CSV failed to parse, to say why.
+    """
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")()
+    offset, lines = 0, 1
+    with open(path, "rb") as fh:
+        if fh.read(2) in _UTF16_BOMS:
+            return None
+        fh.seek(0)
+        while block := fh.read(1 << 22):
+            try:
+                dec.decode(block)
+            except UnicodeDecodeError as exc:
+                at = max(0, exc.start)
+                return offset + at, lines + block.count(b"\n", 0, at)
+            offset += len(block)
+            lines += block.count(b"\n")
+    return None
 
 
 def _repair_rows(path: Path, what: str, header: list[str], source: Any,
@@ -416,6 +444,20 @@ def _read_ragged(path: Path, what: str, header: list[str], source: Any,
         frame = frame.iloc[:-1]
     return pa.Table.from_pandas(frame.astype(object).where(frame.notna(), None),
                                 preserve_index=False)
+
+
+def int64_series(arr: pa.Array | pa.ChunkedArray) -> pd.arrays.IntegerArray:
+    """A pandas ``Int64`` array of int64 values with nulls, exactly.
+
+    (``pd.array(arr.to_pandas(), dtype="Int64")`` goes through float64 when there is a
+    null, which rounds epoch nanoseconds to 256 ns.)
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    arr = pc.cast(arr, pa.int64())
+    values = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False)
+    mask = pc.is_null(arr).to_numpy(zero_copy_only=False)
+    return pd.arrays.IntegerArray(values.astype(np.int64, copy=False), mask.astype(bool))
 
 
 def _present(col: Any) -> int:

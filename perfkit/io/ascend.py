@@ -29,6 +29,7 @@ from . import trace_tables
 from ._common import (
     find_col,
     hccl_group_hash,
+    int64_series,
     read_csv,
     read_json,
     rel_us,
@@ -376,7 +377,7 @@ def _kernels(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
         raise ProfileError(path, "no row has a readable start time", field=start_col)
     ns["kernels"] = start_ns
     frame = pd.DataFrame(cols)
-    frame["start__ns"] = pd.array(start_ns.to_pandas(), dtype="Int64")
+    frame["start__ns"] = int64_series(start_ns)
     if "name" not in frame:
         frame["name"] = pd.Series(pd.NA, index=range(n), dtype="string")
     for c in ("type", "core"):
@@ -497,7 +498,7 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
         start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
                          label=f"{path.name} Start Timestamp(us)")
         ns["comm"] = start_ns
-        frame["start__ns"] = pd.array(start_ns.to_pandas(), dtype="Int64")
+        frame["start__ns"] = int64_series(start_ns)
     return frame, pd.DataFrame(bws)
 
 
@@ -603,7 +604,7 @@ def _memory_record(path: Path, ns: dict[str, pa.Array], framework: str | None) -
     ns["memory"] = ts
     frame = pd.DataFrame({
         "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
-        "ts__ns": pd.array(ts.to_pandas(), dtype="Int64"),
+        "ts__ns": int64_series(ts),
         "allocated_bytes": to_float(_col(table, h, "Total Allocated(MB)"), n) * mb,
         "reserved_bytes": to_float(_col(table, h, "Total Reserved(MB)"), n) * mb,
         "active_bytes": to_float(_col(table, h, "Total Active(MB)"), n) * mb,
@@ -634,7 +635,7 @@ def _npu_module_mem(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
     ns["module_mem"] = ts
     return pd.DataFrame({
         "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
-        "ts__ns": pd.array(ts.to_pandas(), dtype="Int64"),
+        "ts__ns": int64_series(ts),
         "reserved_bytes": reserved,
         "device": pd.Series(_col(table, h, "Device").to_pandas()
                             if "Device" in h else [pd.NA] * n, dtype="string"),
@@ -658,8 +659,8 @@ def _operator_memory(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
     return pd.DataFrame({
         "name": pd.Series(table.column("Name").to_pandas(), dtype="string"),
         "size_bytes": to_float(table.column("Size(KB)"), n) * _KIB,
-        "alloc__ns": pd.array(alloc.to_pandas(), dtype="Int64"),
-        "release__ns": pd.array(release.to_pandas(), dtype="Int64"),
+        "alloc__ns": int64_series(alloc),
+        "release__ns": int64_series(release),
         "duration_us": to_float(_col(table, h, "Duration(us)"), n,
                                 label=f"{path.name} Duration(us)"),
         "active_duration_us": to_float(_col(table, h, "Active Duration(us)"), n),

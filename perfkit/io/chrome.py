@@ -172,10 +172,14 @@ def _gunzip(path: Path, raw: bytes, what: str) -> bytes:
 
 
 def _int_or_none(v: Any) -> int | None:
+    """A rank or world size: a whole number in [0, 10**9), else None."""
+    if isinstance(v, bool) or isinstance(v, float) and not v.is_integer():
+        return None
     try:
-        return int(v)
+        out = int(v)
     except (TypeError, ValueError, OverflowError):
         return None
+    return out if 0 <= out < 10**9 else None
 
 
 _CHUNK = 1 << 18

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import ProfileError, file_boundary
 from ..profile import Cluster, Profile, ProfileMeta
-from ._common import collecting_notes, read_csv, read_json, to_float, to_ns
+from ._common import collecting_notes, int64_series, read_csv, read_json, to_float, to_ns
 from .ascend import _STEP_COLS, _split_key, _step_of, bandwidth_fields, link_fields, time_fields
 from .validate import clean_tables, plausible_origin
 
@@ -203,7 +203,7 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
         ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
                    label=f"{path.name} Start Timestamp(us)")
-        frame["start__ns"] = pd.array(ns.to_pandas(), dtype="Int64")
+        frame["start__ns"] = int64_series(ns)
     return frame, pd.DataFrame(bws)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._values import parse_bool, read_config_text
+from .._values import MAX_WHOLE, parse_bool, read_config_text
 from ..errors import ConfigFileError, InvalidArgumentError, boundary
 from ..specs import ModelSpec, ParallelConfig
 
@@ -100,7 +100,8 @@ class _Doc:
 
 def _int(doc: _Doc, keys: Sequence[str], default: int, *, minimum: int = 1) -> int:
     value = doc.get(*keys, default=default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
+            or value > MAX_WHOLE:
         raise doc.error(keys, f"{'.'.join(keys)}: expected a whole number >= {minimum}, "
                         f"found {value!r}")
     return value

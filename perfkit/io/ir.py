@@ -303,7 +303,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 except UnicodeDecodeError as exc:
                     raise ProfileError(path, f"not UTF-8 text ({exc.reason})",
                                        line=lineno) from exc
-                yield lineno, line
+                yield lineno, line.removeprefix("\ufeff") if lineno == 1 else line
     except (OSError, EOFError, zlib.error) as exc:
         raise ProfileError(path, f"cannot read: {exc}", line=lineno or None) from exc
 

@@ -141,6 +141,9 @@ def _read_lines(path: Path, notes: list[str]) -> Iterator[tuple[int, str]]:
                 lineno += 1
                 nul = raw.find(b"\x00")
                 if nul >= 0:
+                    if lineno == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                        raise ProfileError(path, "is UTF-16 text; expected a log as UTF-8 text "
+                                           "(convert it to UTF-8)", line=1)
                     if lineno == 1 and nul < 16:
                         raise ProfileError(path, "binary data where a text log was expected",
                                            line=1)

@@ -121,11 +121,19 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
         meta, tables = _parse(source)
         files = meta.extra.pop("table_files", None) or {}
         meta.notes.extend(clean_tables(tables, files, meta.path))
+        if meta.rank is not None and not _plausible_rank(meta.rank):
+            meta.notes.append(f"rank: {meta.rank!r} recorded in the files is not a rank; "
+                              "ignored")
+            meta.rank = None
     if meta.rank is None and source.rank is not None:
         meta.rank = source.rank
         meta.notes.append(f"rank: not recorded in the files; {source.rank} assigned from the "
                           "folder name or position")
     return meta, tables
+
+
+def _plausible_rank(rank: object) -> bool:
+    return isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 10**9
 
 
 def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]

@@ -163,6 +163,7 @@ def clean_events(x: pd.DataFrame, *extra_ts: pd.DataFrame) -> list[str]:
         return notes
     frames = [f for f in (x, *extra_ts) if len(f) and "ts_ns" in f]
     ts_all = [f["ts_ns"].to_numpy() for f in frames]
+    unread = int((ts_all[0] == _NA_NS).sum())  # x: missing, or not a number
     med = _median([t[t != _NA_NS] for t in ts_all])
     bad_ts = 0
     lo = hi = None
@@ -177,6 +178,9 @@ def clean_events(x: pd.DataFrame, *extra_ts: pd.DataFrame) -> list[str]:
     if bad_ts:
         notes.append(f"{bad_ts} event timestamp(s) far outside the trace's time window "
                      "(more than 7 days from its median, or negative) set to NA")
+    if unread:
+        notes.append(f"{unread} complete event(s) (ph 'X') without a readable timestamp (ts): "
+                     "kept with start NA")
     if "dur_us" not in x:
         return notes
     ts = x["ts_ns"].to_numpy()
