@@ -294,6 +294,10 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError, OSError) as exc:
         msg = str(exc).splitlines()[0][:300]
+        nul = _first_nul(path)
+        if nul is not None:
+            raise ProfileError(path, f"binary data (NUL bytes from offset {nul:,}): the file is "
+                               f"damaged or zero-padded; expected {what} (text)") from None
         bad = _first_non_utf8(path)
         if bad is not None or "utf8" in msg.lower().replace("-", ""):
             where = "" if bad is None else f"bad byte at offset {bad[0]:,}, line {bad[1]}; "
@@ -343,6 +347,21 @@ def _complete_rows(path: Path, what: str = "a CSV file") -> tuple[Any, int, byte
     return path, size, None  # one line only (a header without newline): parse as is
 
 
+def _first_nul(path: Path) -> int | None:
+    """Offset of the first NUL byte, read block by block; None if none (or UTF-16 text)."""
+    offset = 0
+    with open(path, "rb") as fh:
+        if fh.read(2) in _UTF16_BOMS:
+            return None
+        fh.seek(0)
+        while block := fh.read(1 << 22):
+            at = block.find(b"\x00")
+            if at >= 0:
+                return offset + at
+            offset += len(block)
+    return None
+
+
 def _first_non_utf8(path: Path) -> tuple[int, int] | None:
     """(offset, line) of the first byte that is not UTF-8, read block by block; None if none.
 
@@ -375,6 +394,9 @@ def _repair_rows(path: Path, what: str, header: list[str], source: Any,
     in hand-trimmed exports) are padded with NA (pandas reads them), with a note; a row
     with too many fields is refused.
     """
+    if any("\x00" in t for _, t in bad_rows):
+        raise ProfileError(path, "binary data (NUL bytes) inside the rows: the file is damaged "
+                           f"or zero-padded; expected {what} (text)")
     long_rows = [n for n, _ in bad_rows if n > len(header)]
     if long_rows:
         raise ProfileError(path, f"{len(long_rows)} row(s) have more fields than the header "
@@ -533,8 +555,12 @@ def _to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int) -> 
         return pa.nulls(n, pa.int64())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         col = pc.utf8_trim(col, "\t \"")
-        ok = pc.match_substring_regex(col, r"^-?\d+(\.\d+)?$")
+        # a plain decimal number of at most 18 integer digits (more cannot be a time in
+        # int64 ns); digits past the 9th decimal (below 1 fs) are dropped, so the exact
+        # decimal cast below always applies
+        ok = pc.match_substring_regex(col, r"^-?\d{1,18}(\.\d+)?$")
         col = pc.if_else(ok, col, pa.scalar(None, pa.string()))
+        col = pc.replace_substring_regex(col, r"^(-?\d+\.\d{9})\d+$", r"\1")
         try:
             dec = pc.cast(col, pa.decimal128(28, 9))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # > 9 decimals, > 19 digits

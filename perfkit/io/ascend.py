@@ -173,12 +173,12 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
 
     ns: dict[str, pa.Array] = {}
     raw: dict[str, Any] = {}
-    files: dict[str, str] = {}
+    files: dict[str, list[str]] = {}
 
     def read(name: str, tables: tuple[str, ...], reader: Any, *args: Any) -> Any:
         f = out / name
         for t in tables:
-            files.setdefault(t, str(f))
+            files.setdefault(t, []).append(str(f))
         with file_boundary(f, name):
             return reader(f, *args)
 

@@ -20,10 +20,10 @@ Dask tasks on other machines) may race to write the same rank safely.
 **Self-check.** An entry is validated when it is read (:func:`check_entry`): ``meta.json``
 decodes and is well-formed, and every table file is present, has the size recorded and a
 readable Parquet footer with the row count recorded. A bad entry is a miss: it is removed,
-and the caller parses the profile again and writes a fresh entry. A table whose data pages
-turn out damaged when it is read later is handled the same way when the caller gave a way to
-re-parse (``reparse``); otherwise it raises a :class:`~perfkit.errors.ProfileError` naming
-the file.
+and the caller parses the profile again and writes a fresh entry. Every data page carries a
+CRC32 checksum (``write_page_checksum``), verified when the table is read: a table whose
+pages turn out damaged then is handled the same way when the caller gave a way to re-parse
+(``reparse``); otherwise it raises a :class:`~perfkit.errors.ProfileError` naming the file.
 
 The cache is never placed inside the profile folder being read.
 """
@@ -234,7 +234,7 @@ def read_entry(entry: Path, eager: bool = False, *, reparse: Reparse | None = No
             return fresh["tables"].get(name)
         f = entry / f"{name}.parquet"
         try:
-            return pd.read_parquet(f)
+            return pd.read_parquet(f, page_checksum_verification=True)
         except Exception as exc:  # noqa: BLE001 - a damaged entry must heal, not crash
             remove_entry(entry)
             if reparse is None:
@@ -264,7 +264,7 @@ def write_entry(folder: Path, meta: ProfileMeta, tables: dict[str, pd.DataFrame]
     for name in TABLE_NAMES:
         frame = conform(tables.get(name), name, meta.rank)
         f = folder / f"{name}.parquet"
-        frame.to_parquet(f, index=False)
+        frame.to_parquet(f, index=False, write_page_checksum=True)
         records[name] = {"bytes": f.stat().st_size, "rows": len(frame)}
     doc = {"cache_version": CACHE_VERSION, "meta": meta.to_dict(), "tables": records}
     (folder / "meta.json").write_bytes(msgspec.json.encode(doc, enc_hook=str))

@@ -220,15 +220,17 @@ def _label(table: str, files: Mapping[str, Any], base: str) -> str:
     f = files.get(table)
     if not f:
         return table
-    shown = str(f)
-    if base:
-        try:
-            shown = os.path.relpath(shown, base)
-        except ValueError:
-            pass
-        if shown.startswith(".."):
-            shown = str(f)
-    return f"{table} ({shown})"
+    shown = []
+    for one in [f] if isinstance(f, (str, os.PathLike)) else list(f):
+        text = str(one)
+        if base:
+            try:
+                rel = os.path.relpath(text, base)
+            except ValueError:
+                rel = text
+            text = text if rel.startswith("..") else rel
+        shown.append(text)
+    return f"{table} ({' and '.join(shown)})"
 
 
 def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, Any] | None = None,
@@ -240,7 +242,7 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
     tables : mapping
         Table name -> frame as a loader built it (columns are replaced, rows kept).
     files : mapping, optional
-        Table name -> the file it was read from, for the notes.
+        Table name -> the file (or list of files) it was read from, for the notes.
     base : str, optional
         Folder the file names in the notes are shown relative to (the profile's path).
 
