@@ -483,12 +483,9 @@ def int64_series(arr: pa.Array | pa.ChunkedArray) -> pd.arrays.IntegerArray:
 
 
 def _present(col: Any) -> int:
-    """Cells holding a value (not null, not empty text)."""
+    """Cells holding a value (not null; the CSV reader reads empty cells as null)."""
     if col is None or pa.types.is_null(col.type):
         return 0
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        blank = pc.fill_null(pc.equal(pc.utf8_trim(col, "\t \""), ""), True)
-        return len(col) - (pc.sum(blank).as_py() or 0)
     return len(col) - col.null_count
 
 
@@ -555,19 +552,24 @@ def _to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int) -> 
         return pa.nulls(n, pa.int64())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         col = pc.utf8_trim(col, "\t \"")
-        # a plain decimal number of at most 18 integer digits (more cannot be a time in
-        # int64 ns); digits past the 9th decimal (below 1 fs) are dropped, so the exact
-        # decimal cast below always applies
-        ok = pc.match_substring_regex(col, r"^-?\d{1,18}(\.\d+)?$")
+        ok = pc.match_substring_regex(col, r"^-?\d+(\.\d+)?$")
         col = pc.if_else(ok, col, pa.scalar(None, pa.string()))
-        col = pc.replace_substring_regex(col, r"^(-?\d+\.\d{9})\d+$", r"\1")
         try:
             dec = pc.cast(col, pa.decimal128(28, 9))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # > 9 decimals, > 19 digits
-            return _ns_from_float(pc.cast(col, pa.float64()), scale_to_ns)
-        # values whose nanoseconds would not fit in int64 are missing, not wrapped around
-        limit = pa.scalar(Decimal(_INT64_LIMIT // scale_to_ns), pa.decimal128(28, 9))
-        dec = pc.if_else(pc.less(pc.abs(dec), limit), dec, pa.scalar(None, dec.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            # rare: more than 9 decimals (dropped: below 1 fs) or more than 18 integer
+            # digits (cannot be a time in int64 ns: missing)
+            col = pc.if_else(pc.match_substring_regex(col, r"^-?\d{1,18}(\.\d+)?$"), col,
+                             pa.scalar(None, pa.string()))
+            col = pc.replace_substring_regex(col, r"^(-?\d+\.\d{9})\d+$", r"\1")
+            dec = pc.cast(col, pa.decimal128(28, 9))
+        limit = Decimal(_INT64_LIMIT // scale_to_ns)
+        low, high = pc.min_max(dec).values()
+        if (low.as_py() is not None and low.as_py() <= -limit) or \
+                (high.as_py() is not None and high.as_py() >= limit):
+            # values whose nanoseconds would not fit in int64 are missing, not wrapped around
+            fits = pc.less(pc.abs(dec), pa.scalar(limit, pa.decimal128(28, 9)))
+            dec = pc.if_else(fits, dec, pa.scalar(None, dec.type))
         scaled = pc.multiply(dec, pa.scalar(scale_to_ns, pa.decimal128(9, 0)))
         return pc.cast(scaled, pa.int64(), safe=False)
     if pa.types.is_integer(col.type):
