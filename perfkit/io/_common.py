@@ -263,6 +263,14 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     -------
     pyarrow.Table
         Column names stripped of whitespace.
+
+    Notes
+    -----
+    Repairs, each reported with :func:`note`: a last line without a newline (a file cut
+    mid-row) or a last row with too few fields is dropped; other rows with too few fields
+    are padded with NA; rows repeating the header (two files concatenated) are dropped;
+    UTF-16 text is converted. Refused with a ProfileError: binary data, a row with more
+    fields than the header, text that is not UTF-8 (with the offset and line).
     """
     header = read_header(path, what)
     missing = [alts[0] for alts in required if find_col(header, *alts) is None]
@@ -272,7 +280,7 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
                            f"({what}); found '{shown}'", line=1)
     present = {c for c in text_cols if c in header}
     types = {c: pa.string() for c in present}
-    source, size, last_line = _complete_rows(path, what)
+    source, _, last_line = _complete_rows(path, what)
     if last_line is not None:
         note(f"{path.name}: file ends mid-row (no newline after the last line): last row "
              "dropped")

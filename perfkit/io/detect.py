@@ -208,9 +208,8 @@ def _legacy_sources(folder: Path, legacy: dict[int, list[Path]]) -> list[RankSou
             for r, files in sorted(legacy.items())]
 
 
-def _unreadable(child: Path, exc: OSError) -> RankSource:
+def _unreadable(child: Path, reason: str) -> RankSource:
     """A folder that could not be examined: a rank that will fail, not a failed load."""
-    reason = exc.strerror or str(exc) or type(exc).__name__
     return RankSource("unreadable", str(child), rank_from_name(child.name),
                       error=f"cannot be examined: {reason}")
 
@@ -233,7 +232,9 @@ def _scan_parent(p: Path, depth: int = 2, *, files: bool = True,
         try:
             found.extend(_scan_child(child, depth, files))
         except OSError as exc:
-            found.append(_unreadable(child, exc))
+            found.append(_unreadable(child, exc.strerror or str(exc) or type(exc).__name__))
+        except ProfileError as exc:  # a sub-folder that cannot be listed
+            found.append(_unreadable(child, exc.problem))
     return found
 
 

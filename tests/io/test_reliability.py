@@ -334,3 +334,23 @@ def test_messages_of_every_reader_are_perfkit_errors(tmp_path):
                  pk.read_mindformers_config, pk.ModelSpec.from_mindformers_yaml):
         with pytest.raises(PerfkitError):
             call(d)
+
+
+def test_a_folder_that_cannot_be_listed_is_a_failed_entry_not_a_failed_load(tmp_path,
+                                                                             monkeypatch):
+    user = tmp_path / "parent"
+    shutil.copytree(R0, user / "rank0_ascend_pt",
+                    ignore=shutil.ignore_patterns("trace_view.json", "operator_details.csv"))
+    (user / "other_runs").mkdir()
+    denied = str(user / "other_runs")
+    real = os.listdir
+
+    def listdir(p="."):
+        if os.fspath(p) == denied:
+            raise PermissionError(13, "Permission denied", denied)
+        return real(p)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    cluster = pk.load(user, cache=False)
+    assert cluster.ranks == [0]
+    assert "Permission denied" in cluster.failed[denied]
