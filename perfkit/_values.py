@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigFileError
 
 __all__ = ["TRUE_WORDS", "FALSE_WORDS", "MAX_CONFIG_BYTES", "MAX_WHOLE", "parse_bool",
-           "parse_whole", "parse_number", "read_config_text"]
+           "parse_whole", "parse_number", "parse_whole_fields", "read_config_text"]
 
 TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y", "t"})
 """Text read as True (case-insensitive, surrounding spaces ignored)."""
@@ -97,6 +98,27 @@ def parse_number(value: Any, key: str, source: object) -> int | float:
     if isinstance(number, int) and abs(number) > MAX_WHOLE:
         raise ConfigFileError(source, f"{key}: number too large, found {value!r}")
     return number
+
+
+def parse_whole_fields(values: dict[str, Any], fields: Iterable[str], config: Mapping[str, Any],
+                       source: object) -> None:
+    """Parse the whole-number entries ``fields`` of ``values`` in place (``"4096"`` -> 4096).
+
+    ``values`` maps parameter names to what was picked from ``config``; ``None`` and ints are
+    left alone. A refused value is reported with the config key it came from (found in
+    ``config`` by identity), e.g. ``num_hidden_layers (num_layers): expected a whole number``.
+
+    Raises
+    ------
+    ConfigFileError
+        See :func:`parse_whole`.
+    """
+    for name in fields:
+        value = values.get(name)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            continue
+        key = next((k for k, v in config.items() if v is value), name)
+        values[name] = parse_whole(value, key if key == name else f"{key} ({name})", source)
 
 
 def read_config_text(path: str | os.PathLike[str]) -> str:

@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ._values import parse_bool, parse_number, parse_whole, read_config_text
+from ._values import (
+    parse_bool,
+    parse_number,
+    parse_whole,
+    parse_whole_fields,
+    read_config_text,
+)
 from .errors import (
     ConfigFileError,
     InvalidArgumentError,
@@ -332,7 +338,7 @@ class ModelSpec:
             "moe_ffn_hidden_size": pick("moe_intermediate_size"),
             "name": pick("_name_or_path", default=model_type or None),
         }
-        _whole_values(kwargs, cfg, source)
+        parse_whole_fields(kwargs, _WHOLE_FIELDS, cfg, source)
         if gpt2_like:
             kwargs.update(norm="layernorm", bias="all", position_embedding="learned")
         elif llama_like:
@@ -411,7 +417,7 @@ class ModelSpec:
             "moe_top_k": top_k,
             "name": mtype or None,
         }
-        _whole_values(kwargs, {**moe, **mc}, source)
+        parse_whole_fields(kwargs, _WHOLE_FIELDS, {**moe, **mc}, source)
         try:
             return cls(**kwargs)
         except InvalidArgumentError as exc:
@@ -462,20 +468,7 @@ ModelSpec._PRESETS.update({
 _WHOLE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
                  "seq_length", "vocab_size", "ffn_hidden_size", "head_dim", "num_experts",
                  "moe_top_k", "moe_ffn_hidden_size")
-
-
-def _whole_values(kwargs: dict[str, Any], cfg: Mapping[str, Any], source: str) -> None:
-    """Parse the whole-number fields of ``kwargs`` in place (``"4096"`` -> 4096).
-
-    Text that is not a number, a fraction, a non-finite or an overflowing number is a
-    ConfigFileError naming the config key it came from (found in ``cfg`` by identity).
-    """
-    for name in _WHOLE_FIELDS:
-        value = kwargs.get(name)
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            continue
-        key = next((k for k, v in cfg.items() if v is value), name)
-        kwargs[name] = parse_whole(value, key if key == name else f"{key} ({name})", source)
+"""ModelSpec fields read as whole numbers from config files (``"4096"`` accepted)."""
 
 
 def _read_json(path: str | Path) -> dict[str, Any]:
