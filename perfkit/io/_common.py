@@ -107,13 +107,16 @@ def with_notes(func: Callable[..., _T]) -> Callable[..., _T]:
     return run
 
 
-def check_file(path: Path, what: str, *, text: bool = True, utf16: bool = False) -> bytes:
+def check_file(path: Path, what: str, *, text: bool = True, utf16: bool = False,
+               holes: bool | None = None) -> bytes:
     """Refuse a file by its first and last bytes, before it is read whole; return the head.
 
     Checks, in O(1) whatever the size: the file exists, is a regular readable file and is
-    not empty; it has no sparse hole (a region never written, read back as zeros); and, for
-    text (``text=True``), no NUL byte in its first or last :data:`HEAD_BYTES` bytes
-    (binary data, or a file zero-padded by a crashed writer or a pre-allocating copy).
+    not empty; and, for text (``text=True``), that it has no sparse hole (a region never
+    written, read back as zeros) and no NUL byte in its first or last :data:`HEAD_BYTES`
+    bytes (binary data, or a file zero-padded by a crashed writer or a pre-allocating copy).
+    ``holes=True`` checks holes in a binary file too (gzip: compressed data has no runs of
+    zeros).
     ``utf16=True`` lets a file starting with a UTF-16 byte-order mark through (its NULs are
     characters); otherwise such a file is refused with a message saying so.
 
@@ -128,12 +131,21 @@ def check_file(path: Path, what: str, *, text: bool = True, utf16: bool = False)
             if size == 0:
                 raise ProfileError(path, f"file is empty; expected {what}")
             head = fh.read(HEAD_BYTES)
-            hole = _first_hole(fh.fileno(), size)
+            # a text file never holds a run of NUL bytes (nor does compressed data), so a hole
+            # in it (even one a sparse-aware copy made) is damage; an SQLite file may hold one
+            hole = _first_hole(fh.fileno(), size) if (text if holes is None else holes) \
+                else None
             if hole is not None:
                 raise ProfileError(path, f"has a hole (never-written bytes, read as zeros) "
                                    f"at offset {hole:,} of {size:,}: the file is damaged or "
                                    f"was not completely copied; expected {what}")
             if not text:
+                if holes and size > len(head):  # compressed data does not end in zeros
+                    fh.seek(max(len(head), size - HEAD_BYTES))
+                    if not fh.read().strip(b"\x00"):
+                        raise ProfileError(path, f"ends with {min(size - len(head), HEAD_BYTES):,}"
+                                           "+ NUL bytes: the file is damaged or zero-padded; "
+                                           f"expected {what}")
                 return head
             if head[:2] in _UTF16_BOMS:
                 if utf16:

@@ -127,7 +127,7 @@ _GZIP_CHUNK = 1 << 24
 
 def _read_bytes(path: Path, what: str) -> bytes:
     gz = path.name.endswith(".gz")
-    head = check_file(path, what, text=not gz, utf16=True)
+    head = check_file(path, what, text=not gz, utf16=True, holes=True)
     gz = gz or head[:2] == b"\x1f\x8b"
     try:
         raw = path.read_bytes()

@@ -440,7 +440,7 @@ def load_ir(path: str | Path, groups: Mapping[str, Sequence[int]] | None = None)
     if not path.is_file():
         raise ProfileError(path, "no such file" if not path.is_dir() else
                            "is a folder; expected a MindSpore IR dump (.ir) file")
-    check_file(path, "a MindSpore IR dump", text=path.suffix != ".gz")
+    check_file(path, "a MindSpore IR dump", text=path.suffix != ".gz", holes=True)
     reader = _Reader(path)
     last = 0
     for lineno, line in _lines(path):

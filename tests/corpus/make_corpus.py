@@ -638,6 +638,14 @@ def kineto(root: Path) -> list[Case]:
     f = trace("gz-bomb", gzip.compress(raw[:1000] + bytes(100 << 20), 1), "rank0.json.gz")
     cases.append(Case("kineto-gzip-of-zeros", "load", f, "error", ("NUL",), "rank0.json.gz",
                       max_s=5))
+    f = trace("gz-sparse", src.read_bytes(), "rank0.json.gz")
+    _sparse(f, 2 << 30)
+    cases.append(Case("kineto-gzip-2GB-sparse", "load", f, "error", ("hole",), "rank0.json.gz",
+                      max_s=5))
+    f = trace("gz-zeropad", src.read_bytes(), "rank0.json.gz")
+    _zero_pad(f, 4 << 20)
+    cases.append(Case("kineto-gzip-zero-padded", "load", f, "error", ("zero-padded",),
+                      "rank0.json.gz"))
     f = trace("trunc", raw[: len(raw) // 2])
     cases.append(Case("kineto-truncated", "load", f, "error", ("truncated",), "rank0.json"))
     f = trace("empty", b"")
