@@ -5,6 +5,9 @@ canonical shape of DESIGN.md: the key columns first, in a fixed order and dtype,
 any optional (source-specific) columns the loader kept. A key column the source does not
 provide is filled with NA (never with zero). Units are in the column names: ``_us`` is
 microseconds relative to ``meta.origin_ns``, ``_bytes`` bytes, ``_gbps`` GB/s (10^9 B/s).
+
+Whether the values are plausible (times and durations: NA with a note when not) is checked
+once, for every format, by :mod:`perfkit.io.validate` before the tables reach here.
 """
 
 from __future__ import annotations

@@ -86,8 +86,9 @@ def _valid_ns(values: Any) -> np.ndarray:
                                                                                 copy=False)
         values = values.to_numpy(zero_copy_only=False)
     if isinstance(values, pd.Series):
-        values = pd.to_numeric(values, errors="coerce").to_numpy(np.float64, na_value=np.nan) \
-            if values.dtype.kind not in "iu" else values.to_numpy()
+        if values.dtype.kind in "iu":  # numpy or nullable (Int64) integers: exact
+            return values.dropna().to_numpy(np.int64)
+        values = pd.to_numeric(values, errors="coerce").to_numpy(np.float64, na_value=np.nan)
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         arr = arr.astype(np.int64, copy=False)
