@@ -320,6 +320,17 @@ def test_plausible_origin_ignores_outliers():
     assert validate.plausible_origin(ts) == base
 
 
+def test_plausible_origin_is_exact_for_every_array_kind():
+    import pandas as pd
+    import pyarrow as pa
+
+    t = 1_736_408_883_573_957_921  # not representable in float64
+    assert validate.plausible_origin(pd.Series([t + 5, None, t], dtype="Int64")) == t
+    assert validate.plausible_origin(pa.array([None, t + 1, t], pa.int64())) == t
+    assert validate.plausible_origin(np.array([np.iinfo(np.int64).min, t])) == t
+    assert validate.plausible_origin(np.array([])) is None
+
+
 def test_duration_bound():
     assert validate.duration_bound_us(10.0) == validate.MIN_DURATION_BOUND_US
     assert validate.duration_bound_us(7200e6) == 14400e6
