@@ -906,8 +906,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 on a usage error or a :class:`~perfkit.errors.PerfkitError`
-        (its message printed on stderr, no traceback), 130 when interrupted.
+        0 on success, 2 on a usage error, a :class:`~perfkit.errors.PerfkitError` or any
+        other error (its message printed on stderr as one line, no traceback), 130 when
+        interrupted.
     """
     parser = build_parser()
     try:
@@ -946,6 +947,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before Voila's loop runs (it handles its own)
         print("perfkit: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's boundary: one line, never a traceback
+        text = " ".join(str(exc).split())[:500]
+        print(f"perfkit: error: unexpected {type(exc).__name__}{': ' + text if text else ''} "
+              "(please report this)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -7,9 +7,14 @@ know perfkit. Messages name the parameter (or file) and the rule that failed.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 __all__ = [
     "PerfkitError",
@@ -23,7 +28,12 @@ __all__ = [
     "check_positive_int",
     "check_choice",
     "check_fraction",
+    "as_perfkit_error",
+    "file_boundary",
+    "boundary",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class PerfkitError(Exception):
@@ -117,7 +127,8 @@ def check_non_negative(name: str, value: object) -> float:
 
 def check_positive_int(name: str, value: object) -> int:
     """Return ``value`` if it is an integer >= 1 (an integral float is accepted)."""
-    if isinstance(value, bool) or not _is_real(value) or value != int(value):
+    if isinstance(value, bool) or not _is_real(value) or not math.isfinite(float(value)) \
+            or value != int(value):
         raise InvalidArgumentError(name, "must be a whole number", value)
     if value < 1:
         raise InvalidArgumentError(name, "must be >= 1", value)
@@ -142,3 +153,106 @@ def check_fraction(name: str, value: object, *, allow_zero: bool = True) -> floa
         interval = "[0, 1]" if allow_zero else "(0, 1]"
         raise InvalidArgumentError(name, f"must lie in {interval}", value)
     return float(value)
+
+
+# ----------------------------------------------------------------------------- boundaries
+
+def _where(path: object) -> str:
+    if isinstance(path, Mapping):
+        return "<dict>"
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        return "<bytes>"
+    try:
+        return os.fspath(path)  # type: ignore[arg-type]
+    except TypeError:
+        return str(path)
+
+
+def as_perfkit_error(exc: BaseException, path: object, what: str = "",
+                     cls: type[PerfkitError] = ProfileError) -> PerfkitError:
+    """The :class:`PerfkitError` to raise for ``exc``, an error met while reading ``path``.
+
+    A PerfkitError is returned as it is. An ``OSError`` names the file it was about
+    (``exc.filename``, else ``path``) and the system's reason (permission denied, is a
+    directory, name too long, ...). Anything else (a field of an unexpected type deep in
+    a file, a library's own error) becomes ``cls(path, "could not be read as <what>:
+    unexpected <Type>: <message>")``, so a caller only ever sees perfkit's errors.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What was raised.
+    path : path-like, str or mapping
+        The file (or folder, or in-memory config) being read.
+    what : str, optional
+        What the file was expected to be, in words.
+    cls : type, default ProfileError
+        The error class to build; it takes ``(path, problem)`` (``ProfileError`` or
+        ``ConfigFileError``).
+    """
+    if isinstance(exc, PerfkitError):
+        return exc
+    as_what = f" as {what}" if what else ""
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename else _where(path)
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return cls(where, f"cannot be read{as_what}: {reason}")  # type: ignore[call-arg]
+    if isinstance(exc, MemoryError):
+        return cls(_where(path), f"ran out of memory while reading it{as_what}; "  # type: ignore[call-arg]
+                   "is the file damaged or much larger than expected?")
+    text = " ".join(str(exc).split())[:300]
+    return cls(_where(path), f"could not be read{as_what}: unexpected "  # type: ignore[call-arg]
+               f"{type(exc).__name__}{': ' + text if text else ''} (damaged file, or a field "
+               "of an unexpected type)")
+
+
+@contextmanager
+def file_boundary(path: object, what: str = "",
+                  cls: type[PerfkitError] = ProfileError) -> Iterator[None]:
+    """Exception boundary of one file: inside it, any error becomes a PerfkitError.
+
+    ``with file_boundary(f, "kernel_details.csv"): ...`` re-raises a PerfkitError as it
+    is and turns everything else into :func:`as_perfkit_error` (naming ``f``).
+    ``KeyboardInterrupt`` and ``SystemExit`` pass through.
+    """
+    try:
+        yield
+    except PerfkitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the point of a boundary
+        raise as_perfkit_error(exc, path, what, cls) from exc
+
+
+def boundary(cls: type[PerfkitError] = ProfileError, *, path_arg: str = "path",
+             what: str = "") -> Callable[[_F], _F]:
+    """Decorator: the public reader it wraps raises nothing but PerfkitErrors.
+
+    Parameters
+    ----------
+    cls : type, default ProfileError
+        Error class for failures that are not PerfkitErrors already.
+    path_arg : str, default "path"
+        Name of the argument holding the file, folder or data read (named in the message).
+    what : str, optional
+        What is being read, in words.
+    """
+
+    def wrap(func: _F) -> _F:
+        sig = inspect.signature(func)
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except PerfkitError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the point of a boundary
+                try:
+                    target = sig.bind_partial(*args, **kwargs).arguments.get(path_arg, "?")
+                except TypeError:
+                    target = "?"
+                raise as_perfkit_error(exc, target, what, cls) from exc
+
+        return run  # type: ignore[return-value]
+
+    return wrap

@@ -21,11 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ._values import (
+    parse_bool,
+    parse_number,
+    parse_whole,
+    parse_whole_fields,
+    read_config_text,
+)
 from .errors import (
     ConfigFileError,
     InvalidArgumentError,
     ParallelConfigError,
     PerfkitWarning,
+    boundary,
     check_choice,
     check_positive,
     check_positive_int,
@@ -439,6 +447,7 @@ class ModelSpec:
         return cls(**{**cls._PRESETS[key], "name": key, **overrides})
 
     @classmethod
+    @boundary(ConfigFileError, path_arg="config", what="a Hugging Face config.json")
     def from_hf_config(cls, config: Mapping[str, Any] | str | Path,
                        seq_length: int | None = None) -> ModelSpec:
         """Build from a Hugging Face ``config.json`` (a dict or a path to the file).
@@ -498,8 +507,9 @@ class ModelSpec:
             "seq_length": seq_length,
             "ffn_hidden_size": pick("intermediate_size", "n_inner", "ffn_dim"),
             "mlp": "gated" if llama_like else "gpt",
-            "tied_embeddings": bool(pick("tie_word_embeddings",
-                                         default=model_type not in _UNTIED_HF_TYPES)),
+            "tied_embeddings": parse_bool(pick("tie_word_embeddings",
+                                               default=model_type not in _UNTIED_HF_TYPES),
+                                          "tie_word_embeddings", source),
             "head_dim": pick("head_dim"),
             "num_experts": experts,
             "moe_top_k": pick("num_experts_per_tok", "moe_top_k", default=1),
@@ -509,6 +519,7 @@ class ModelSpec:
         kwargs.update(_hf_moe_and_mla(cfg, experts, kwargs["head_dim"]))
         if model_type in ("qwen3", "qwen3_moe"):
             kwargs["qk_norm"] = True
+        parse_whole_fields(kwargs, _WHOLE_FIELDS, cfg, source)
         if gpt2_like:
             kwargs.update(norm="layernorm", bias="all", position_embedding="learned")
         elif llama_like:
@@ -520,6 +531,7 @@ class ModelSpec:
             raise ConfigFileError(source, f"inconsistent model shape: {exc}") from exc
 
     @classmethod
+    @boundary(ConfigFileError, path_arg="path", what="a MindFormers YAML")
     def from_mindformers_yaml(cls, path: str | Path | Mapping[str, Any],
                               seq_length: int | None = None) -> ModelSpec:
         """Build from a MindFormers YAML (``model: model_config:``), a path or a loaded dict.
@@ -549,19 +561,24 @@ class ModelSpec:
             return default
 
         mtype = str(pick("type", default=""))
-        hidden = pick("hidden_size", required=True)
+        hidden = parse_whole(pick("hidden_size", required=True), "hidden_size", source)
         gpt = "gpt" in mtype.lower()
         if gpt:
             ffn = pick("intermediate_size", "ffn_hidden_size",
-                       default=int(pick("expand_ratio", default=4)) * int(hidden))
+                       default=parse_whole(pick("expand_ratio", default=4), "expand_ratio",
+                                           source) * hidden)
         else:
             explicit = pick("intermediate_size", "ffn_hidden_size")
+            multiplier = pick("ffn_dim_multiplier")
             ffn = mindformers_ffn_hidden_size(
-                int(hidden), int(pick("multiple_of", default=256)),
-                pick("ffn_dim_multiplier"), explicit)
+                hidden, parse_whole(pick("multiple_of", default=256), "multiple_of", source),
+                None if multiplier is None else parse_number(multiplier, "ffn_dim_multiplier",
+                                                             source),
+                None if explicit is None else parse_whole(explicit, "intermediate_size",
+                                                          source))
         groups = pick("n_kv_heads", "num_query_groups", "num_key_value_heads")
-        if mc.get("num_query_groups") is not None and not mc.get("group_query_attention",
-                                                                 True):
+        if mc.get("num_query_groups") is not None and not parse_bool(
+                mc.get("group_query_attention", True), "group_query_attention", source):
             groups = None
         moe = doc.get("moe_config") if isinstance(doc.get("moe_config"), Mapping) else {}
         experts = moe.get("expert_num") or pick("num_experts", "num_moe_experts", default=1)
@@ -575,9 +592,9 @@ class ModelSpec:
             "vocab_size": pick("vocab_size", required=True),
             "ffn_hidden_size": ffn,
             "mlp": "gpt" if gpt else "gated",
-            "tied_embeddings": bool(pick("tie_word_embeddings",
-                                         "share_embeddings_and_output_weights",
-                                         default=False)),
+            "tied_embeddings": parse_bool(pick("tie_word_embeddings",
+                                               "share_embeddings_and_output_weights",
+                                               default=False), "tie_word_embeddings", source),
             "num_experts": experts,
             "moe_top_k": top_k,
             "name": mtype or None,
@@ -587,6 +604,7 @@ class ModelSpec:
                                 ("moe_intermediate_size", "moe_ffn_hidden_size")):
             if moe.get(key):
                 kwargs[field_name] = moe[key]
+        parse_whole_fields(kwargs, _WHOLE_FIELDS, {**moe, **mc}, source)
         try:
             return cls(**kwargs)
         except InvalidArgumentError as exc:
@@ -690,14 +708,19 @@ ModelSpec._PRESETS.update({
 })
 
 
+_WHOLE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
+                 "seq_length", "vocab_size", "ffn_hidden_size", "head_dim", "num_experts",
+                 "moe_top_k", "moe_ffn_hidden_size", "num_shared_experts",
+                 "shared_expert_ffn_hidden_size", "first_dense_layers", "q_lora_rank",
+                 "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
+"""ModelSpec fields read as whole numbers from config files (``"4096"`` accepted)."""
+
+
 def _read_json(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigFileError(p, f"cannot read file ({exc.strerror or exc})") from exc
+    text = read_config_text(p)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -712,10 +735,7 @@ def _read_yaml(path: str | Path) -> Mapping[str, Any]:
     import yaml
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigFileError(p, f"cannot read file ({exc.strerror or exc})") from exc
+    text = read_config_text(p)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

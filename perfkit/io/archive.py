@@ -27,7 +27,13 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from ..errors import InvalidArgumentError, ProfileError, check_positive, check_positive_int
+from ..errors import (
+    InvalidArgumentError,
+    ProfileError,
+    check_positive,
+    check_positive_int,
+    file_boundary,
+)
 
 __all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "extract_profile_archive"]
 
@@ -109,7 +115,15 @@ def extract_profile_archive(
     in_memory = isinstance(data, (bytes, bytearray, memoryview))
     if name is None:
         name = "upload.zip" if in_memory else os.fspath(data)  # type: ignore[arg-type]
-    dest = Path(dest)
+    with file_boundary(name, "a zip archive"):  # nothing but PerfkitErrors comes out
+        return _extract_archive(data, Path(dest), name, max_compressed_bytes,
+                                max_uncompressed_bytes, max_members, max_ratio)
+
+
+def _extract_archive(data: bytes | bytearray | memoryview | os.PathLike[str] | str, dest: Path,
+                     name: str, max_compressed_bytes: int, max_uncompressed_bytes: int,
+                     max_members: int, max_ratio: float) -> Path:
+    """The body of :func:`extract_profile_archive` (inside its exception boundary)."""
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise InvalidArgumentError("dest", "must be an empty folder or not exist yet",
                                    str(dest))
@@ -205,10 +219,17 @@ def _table_of_contents_bytes(fp: BinaryIO) -> int:
     return size
 
 
+def _member(info: zipfile.ZipInfo) -> str:
+    """``member 'name'`` for messages; a very long name is shortened in the middle."""
+    shown = info.filename if len(info.filename) <= 160 else (
+        f"{info.filename[:80]}...{info.filename[-60:]}")
+    return f"member {shown!r}"
+
+
 def _member_parts(info: zipfile.ZipInfo, name: str) -> tuple[str, ...]:
     """Path components of a member; refuse any name that could leave the destination."""
     path = info.filename.replace("\\", "/")
-    member = f"member {info.filename!r}"
+    member = _member(info)
     if path.startswith("/"):
         raise ProfileError(name, f"{member} has an absolute path; refused for safety")
     if _DRIVE.match(path):
@@ -237,7 +258,7 @@ def _check_members(infos: list[zipfile.ZipInfo], name: str, *, max_members: int,
     dirs: set[tuple[str, ...]] = set()
     for info in infos:
         parts = _member_parts(info, name)
-        member = f"member {info.filename!r}"
+        member = _member(info)
         if info.flag_bits & 0x1:
             raise ProfileError(name, f"{member} is encrypted (password-protected); upload a "
                                      "zip made without a password")
@@ -280,7 +301,7 @@ def _extract(archive: zipfile.ZipFile, members: list[Member], dest: Path, name: 
     root = dest.resolve()
     written = 0
     for info, parts in members:
-        member = f"member {info.filename!r}"
+        member = _member(info)
         target = root.joinpath(*parts)
         if not Path(os.path.realpath(target)).is_relative_to(root):
             raise ProfileError(name, f"{member} would be written outside the destination "
@@ -293,15 +314,23 @@ def _extract(archive: zipfile.ZipFile, members: list[Member], dest: Path, name: 
         except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
             raise ProfileError(name, f"{member} would overwrite another entry (names that "
                                      "differ only in upper/lower case?); refused") from exc
+        except OSError as exc:  # name too long, disk full, permission denied, ...
+            raise ProfileError(name, f"{member} cannot be written here "
+                                     f"({exc.strerror or exc}); nothing was extracted") from exc
         created.append(target)
         with out:
-            written = _copy(archive, info, out, written, name, limit)
+            try:
+                written = _copy(archive, info, out, written, name, limit)
+            except OSError as exc:
+                raise ProfileError(name, f"{member} cannot be written here "
+                                         f"({exc.strerror or exc}); nothing was "
+                                         "extracted") from exc
 
 
 def _copy(archive: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, written: int,
           name: str, limit: int) -> int:
     """Stream one member into ``out``; return the total bytes written so far."""
-    member = f"member {info.filename!r}"
+    member = _member(info)
     try:
         src = archive.open(info)
     except NotImplementedError as exc:

@@ -23,20 +23,23 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ProfileError
+from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
 from . import trace_tables
 from ._common import (
     find_col,
     hccl_group_hash,
-    min_ns,
+    int64_series,
     read_csv,
     read_json,
     rel_us,
     to_float,
     to_ns,
+    with_notes,
 )
+from .categories import category
 from .chrome import read_chrome_trace
+from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "is_rank_dir", "rank_dir_of", "read_rank_id", "parse",
            "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
@@ -90,12 +93,17 @@ def _rank_key(info: Any) -> int | None:
         return None
     for cand in (info.get("rank_id"), (info.get("ms_profiler_info") or {}).get("rank_id")
                  if isinstance(info.get("ms_profiler_info"), dict) else None):
-        try:
-            if cand is not None and int(cand) >= 0:
-                return int(cand)
-        except (TypeError, ValueError):
-            continue
+        if isinstance(cand, bool) or not isinstance(cand, (int, str)):
+            continue  # a float, list or object is not a rank
+        text = str(cand).strip()
+        if text.isdigit() and len(text) < 10:
+            return int(text)
     return None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else ``{}`` (a field of the wrong type is ignored)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _framework(rank_dir: Path, info: dict[str, Any]) -> str | None:
@@ -108,13 +116,16 @@ def _framework(rank_dir: Path, info: dict[str, Any]) -> str | None:
 
 
 def _level(info: dict[str, Any]) -> str | None:
-    exp = (info.get("config") or {}).get("experimental_config") or {}
+    exp = _dict(_dict(info.get("config")).get("experimental_config"))
     level = exp.get("_profiler_level") or exp.get("profiler_level")
     if level is None:
-        level = (info.get("profiler_parameters") or {}).get("profiler_level")
-    return None if level is None else str(level).replace("ProfilerLevel.", "")
+        level = _dict(info.get("profiler_parameters")).get("profiler_level")
+    if level is None or isinstance(level, (dict, list)):
+        return None
+    return str(level).replace("ProfilerLevel.", "")
 
 
+@with_notes
 def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """Read one rank of an Ascend text export.
 
@@ -126,12 +137,13 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     Returns
     -------
     (ProfileMeta, dict of DataFrame)
-        Tables with times relative to ``meta.origin_ns``; missing sources noted.
+        Tables with times relative to ``meta.origin_ns`` (the earliest plausible timestamp,
+        :func:`perfkit.io.validate.plausible_origin`); missing sources noted.
 
     Raises
     ------
     ProfileError
-        A file that exists but cannot be read, or no known file at all.
+        A file that exists but cannot be read (naming it), or no known file at all.
     """
     rank_dir = rank_dir_of(path)
     out = rank_dir / OUTPUT_DIR
@@ -161,56 +173,60 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
 
     ns: dict[str, pa.Array] = {}
     raw: dict[str, Any] = {}
+    files: dict[str, list[str]] = {}
 
-    f = out / "kernel_details.csv"
-    if f.exists():
-        raw["kernels"] = _kernels(f, ns)
+    def read(name: str, tables: tuple[str, ...], reader: Any, *args: Any) -> Any:
+        f = out / name
+        for t in tables:
+            files.setdefault(t, []).append(str(f))
+        with file_boundary(f, name):
+            return reader(f, *args)
+
+    if (out / "kernel_details.csv").exists():
+        raw["kernels"] = read("kernel_details.csv", ("kernels",), _kernels, ns)
     else:
         notes.append("kernels: kernel_details.csv not found")
-    f = out / "step_trace_time.csv"
-    if f.exists():
-        raw["steps"] = _steps(f)
+    if (out / "step_trace_time.csv").exists():
+        raw["steps"] = read("step_trace_time.csv", ("steps",), _steps)
     else:
         notes.append("steps: step_trace_time.csv not found")
-    f = out / "communication.json"
-    if f.exists():
-        raw["comm_ops"], raw["comm_bandwidth"] = _communication(f, ns)
+    if (out / "communication.json").exists():
+        raw["comm_ops"], raw["comm_bandwidth"] = read(
+            "communication.json", ("comm_ops", "comm_bandwidth"), _communication, ns)
         raw["comm_ops"] = _name_groups(raw["comm_ops"], groups)
     else:
         notes.append("comm_ops/comm_bandwidth: communication.json not found "
                      f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
-    f = out / "communication_matrix.json"
-    if f.exists():
-        raw["comm_matrix"] = _matrix(f, rank, groups, notes)
+    if (out / "communication_matrix.json").exists():
+        raw["comm_matrix"] = read("communication_matrix.json", ("comm_matrix",), _matrix, rank,
+                                  groups, notes)
     else:
         notes.append("comm_matrix: communication_matrix.json not found "
                      f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
     mem_parts = []
-    f = out / "memory_record.csv"
-    if f.exists():
-        mem_parts.append(_memory_record(f, ns, framework))
-    f = out / "npu_module_mem.csv"
-    if f.exists():
-        mem_parts.append(_npu_module_mem(f, ns))
+    if (out / "memory_record.csv").exists():
+        mem_parts.append(read("memory_record.csv", ("memory",), _memory_record, ns, framework))
+    if (out / "npu_module_mem.csv").exists():
+        mem_parts.append(read("npu_module_mem.csv", ("memory",), _npu_module_mem, ns))
     if not mem_parts:
         notes.append("memory: memory_record.csv / npu_module_mem.csv not found "
                      "(written when profile_memory=True)")
-    f = out / "operator_memory.csv"
-    if f.exists():
-        raw["op_memory"] = _operator_memory(f, ns)
+    if (out / "operator_memory.csv").exists():
+        raw["op_memory"] = read("operator_memory.csv", ("op_memory",), _operator_memory, ns)
     else:
         notes.append("op_memory: operator_memory.csv not found (written when profile_memory=True)")
 
     trace = None
-    f = out / "trace_view.json"
-    if f.exists():
-        trace = read_chrome_trace(f, "trace_view.json (Chrome trace of the Ascend profiler)")
+    if (out / "trace_view.json").exists():
+        trace = read("trace_view.json", ("ops",), read_chrome_trace,
+                     "trace_view.json (Chrome trace of the Ascend profiler)")
         ns["trace"] = pa.array(trace.x["ts_ns"].to_numpy()[
             trace.x["ts_ns"].to_numpy() != trace_tables.NA_NS])
+        notes.extend(f"trace_view.json: {n}" for n in trace.notes)
     else:
         notes.append("ops: trace_view.json not found")
 
-    origin = min_ns(*ns.values())
+    origin = plausible_origin(*ns.values())
     tables: dict[str, pd.DataFrame] = {}
     if "kernels" in raw:
         tables["kernels"] = _finish_times(raw["kernels"], origin)
@@ -226,14 +242,17 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if "op_memory" in raw:
         tables["op_memory"] = _finish_times(raw["op_memory"], origin)
     if trace is not None:
-        derived = trace_tables.from_ascend_trace(trace, origin)
+        with file_boundary(out / "trace_view.json", "trace_view.json"):
+            derived = trace_tables.from_ascend_trace(trace, origin)
         tables["ops"] = derived["ops"]
         if "kernels" not in tables and len(derived["kernels"]):
             tables["kernels"] = derived["kernels"]
+            files["kernels"] = files["ops"]
             notes.append("kernels: taken from trace_view.json (no kernel_details.csv): "
                          "no shapes, dtypes or wait times")
         if "steps" not in tables and len(derived["steps"]):
             tables["steps"] = derived["steps"]
+            files["steps"] = files["ops"]
             notes.append("steps: computed from the Overlap Analysis tracks of trace_view.json; "
                          "bubble/stage/preparing unknown")
         if "kernels" in tables and "step" in tables["kernels"] and \
@@ -251,7 +270,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         groups=groups, origin_ns=origin, path=str(rank_dir), notes=notes,
         extra={"profiler_info": info, "metadata_keys": sorted(metadata),
                "env": {str(k): str(v) for k, v in
-                       (metadata.get("ENV_VARIABLES") or {}).items()}},
+                       _dict(metadata.get("ENV_VARIABLES")).items()},
+               "table_files": {k: v for k, v in files.items() if k in tables}},
     )
     if rank is None:
         notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
@@ -265,9 +285,12 @@ def _groups(metadata: dict[str, Any]) -> dict[str, Any]:
     groups: dict[str, Any] = {}
     for key, g in info.items():
         if isinstance(g, dict):
+            ranks = g.get("global_ranks")
             groups[str(key)] = {"group_name": g.get("group_name"),
                                 "group_rank": g.get("group_rank"),
-                                "global_ranks": list(g.get("global_ranks") or [])}
+                                "global_ranks": [r for r in ranks if isinstance(r, int)
+                                                 and not isinstance(r, bool) and r >= 0]
+                                if isinstance(ranks, list) else []}
     return groups
 
 
@@ -323,28 +346,6 @@ def snake(column: str) -> str:
     return s
 
 
-def category(core: pd.Series, typ: pd.Series, name: pd.Series) -> pd.Series:
-    """compute / communication / memory / other from task type, op type and name."""
-
-    def arr(s: pd.Series) -> pa.Array:
-        return pc.fill_null(pa.array(s.astype(object), type=pa.string(), from_pandas=True), "")
-
-    core_u = pc.utf8_upper(arr(core))
-    text = pc.utf8_lower(pc.binary_join_element_wise(arr(typ), arr(name), " "))
-    compute = pc.match_substring_regex(core_u,
-                                       r"AI_CORE|AI_VECTOR|AI_CPU|MIX_AI|CUBE|VECTOR|AIC|AIV")
-    comm_core = pc.is_in(core_u, pa.array(["HCCL", "COMMUNICATION"]))
-    comm_text = pc.match_substring_regex(
-        text, r"(?:^|\s)hcom|allreduce|allgather|reducescatter|alltoall|nccl|send|receive")
-    comm = pc.or_(comm_core, pc.and_(pc.invert(compute), comm_text))
-    mem_text = pc.or_(pc.match_substring_regex(text, r"memcpy|memset|memory_copy"),
-                      pc.is_in(core_u, pa.array(["MEMCPY_ASYNC", "SDMA", "DSA_SQE"])))
-    mem = pc.and_(pc.invert(compute), mem_text)
-    out = pc.if_else(comm, "communication", pc.if_else(
-        mem, "memory", pc.if_else(compute, "compute", "other")))
-    return pd.Series(out.to_numpy(zero_copy_only=False), index=core.index, dtype="string")
-
-
 def _kernels(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
     table = read_csv(path, "kernel_details.csv (device tasks of the Ascend profiler)",
                      required=[("Name", "Op Name"), _START, ("Duration(us)", "Task Duration(us)")],
@@ -366,16 +367,17 @@ def _kernels(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
                 s = s.str.strip('"')
             cols[canon] = s
         else:
-            cols[canon] = to_float(col, n)
+            cols[canon] = to_float(col, n, label=f"{path.name} {src}" if canon in (
+                "dur_us", "wait_us", "step") else None)
     start_col = find_col(header, *_START)
     used.add(start_col)
-    start_ns = to_ns(table.column(start_col), n)
+    start_ns = to_ns(table.column(start_col), n, label=f"{path.name} {start_col}")
     bad = pc.sum(pc.is_null(start_ns)).as_py()
     if n and bad == n:
         raise ProfileError(path, "no row has a readable start time", field=start_col)
     ns["kernels"] = start_ns
     frame = pd.DataFrame(cols)
-    frame["start__ns"] = pd.array(start_ns.to_pandas(), dtype="Int64")
+    frame["start__ns"] = int64_series(start_ns)
     if "name" not in frame:
         frame["name"] = pd.Series(pd.NA, index=range(n), dtype="string")
     for c in ("type", "core"):
@@ -413,7 +415,7 @@ def _steps(path: Path) -> pd.DataFrame:
     for canon, alts in _STEP_COLS.items():
         src = find_col(table.column_names, *alts)
         if src is not None:
-            cols[canon] = to_float(table.column(src), n)
+            cols[canon] = to_float(table.column(src), n, label=f"{path.name} {src}")
     frame = pd.DataFrame(cols)
     if "overlapped_us" not in frame and "communication_us" in frame:
         frame["overlapped_us"] = frame["communication_us"] - frame["comm_not_overlapped_us"]
@@ -493,9 +495,10 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
                     })
     frame = pd.DataFrame(ops)
     if len(frame):
-        start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame))
+        start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
+                         label=f"{path.name} Start Timestamp(us)")
         ns["comm"] = start_ns
-        frame["start__ns"] = pd.array(start_ns.to_pandas(), dtype="Int64")
+        frame["start__ns"] = int64_series(start_ns)
     return frame, pd.DataFrame(bws)
 
 
@@ -597,11 +600,11 @@ def _memory_record(path: Path, ns: dict[str, pa.Array], framework: str | None) -
     # torch_npu: MB = KiB/1024 (MiB); MindSpore: MB = KiB/1000
     mb = _MIB if framework != "mindspore" else 1000.0 * _KIB
     h = table.column_names
-    ts = to_ns(table.column("Timestamp(us)"), n)
+    ts = to_ns(table.column("Timestamp(us)"), n, label=f"{path.name} Timestamp(us)")
     ns["memory"] = ts
     frame = pd.DataFrame({
         "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
-        "ts__ns": pd.array(ts.to_pandas(), dtype="Int64"),
+        "ts__ns": int64_series(ts),
         "allocated_bytes": to_float(_col(table, h, "Total Allocated(MB)"), n) * mb,
         "reserved_bytes": to_float(_col(table, h, "Total Reserved(MB)"), n) * mb,
         "active_bytes": to_float(_col(table, h, "Total Active(MB)"), n) * mb,
@@ -628,11 +631,11 @@ def _npu_module_mem(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
     else:
         reserved = to_float(_col(table, h, "Total Reserved(MB)"), n) * _MIB
     reserved = np.where(reserved < 0, np.nan, reserved)  # -1: only releases were seen
-    ts = to_ns(table.column("Timestamp(us)"), n)
+    ts = to_ns(table.column("Timestamp(us)"), n, label=f"{path.name} Timestamp(us)")
     ns["module_mem"] = ts
     return pd.DataFrame({
         "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
-        "ts__ns": pd.array(ts.to_pandas(), dtype="Int64"),
+        "ts__ns": int64_series(ts),
         "reserved_bytes": reserved,
         "device": pd.Series(_col(table, h, "Device").to_pandas()
                             if "Device" in h else [pd.NA] * n, dtype="string"),
@@ -648,21 +651,25 @@ def _operator_memory(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
                      text_cols=[*times, "Name", "Device Type", "Stream Ptr"])
     n = table.num_rows
     h = table.column_names
-    alloc = to_ns(table.column("Allocation Time(us)"), n)
-    release = to_ns(_col(table, h, "Release Time(us)"), n)
+    alloc = to_ns(table.column("Allocation Time(us)"), n,
+                  label=f"{path.name} Allocation Time(us)")
+    release = to_ns(_col(table, h, "Release Time(us)"), n,
+                    label=f"{path.name} Release Time(us)")
     ns["op_memory"] = alloc
     return pd.DataFrame({
         "name": pd.Series(table.column("Name").to_pandas(), dtype="string"),
         "size_bytes": to_float(table.column("Size(KB)"), n) * _KIB,
-        "alloc__ns": pd.array(alloc.to_pandas(), dtype="Int64"),
-        "release__ns": pd.array(release.to_pandas(), dtype="Int64"),
-        "duration_us": to_float(_col(table, h, "Duration(us)"), n),
+        "alloc__ns": int64_series(alloc),
+        "release__ns": int64_series(release),
+        "duration_us": to_float(_col(table, h, "Duration(us)"), n,
+                                label=f"{path.name} Duration(us)"),
         "active_duration_us": to_float(_col(table, h, "Active Duration(us)"), n),
         "device": pd.Series(_col(table, h, "Device Type").to_pandas()
                             if "Device Type" in h else [pd.NA] * n, dtype="string"),
     })
 
 
+@with_notes
 def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """Read a standalone ``trace_view.json`` (torch_npu, or MindSpore >= 2.4).
 
@@ -675,11 +682,11 @@ def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if not len(ts):
         raise ProfileError(path, "no complete events (ph 'X') with a timestamp; expected "
                            "the Chrome trace of an Ascend profiler")
-    origin = int(ts.min())
+    origin = int(ts.min())  # the trace's timestamps are checked already (clean_events)
     derived = trace_tables.from_ascend_trace(trace, origin)
     notes = ["loaded from trace_view.json alone: kernels without shapes/dtypes/wait, "
              "steps from the Overlap Analysis tracks (no bubble/stage/preparing), "
-             "no communication, memory tables"]
+             "no communication, memory tables", *trace.notes]
     rank_dir = path.parent.parent if path.parent.name == OUTPUT_DIR else path.parent
     rank = read_rank_id(rank_dir) if rank_dir.is_dir() else None
     info: dict[str, Any] = {}
@@ -697,5 +704,6 @@ def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     meta = ProfileMeta(
         source_format="trace_view", framework=framework, rank=rank, device_type="npu",
         profiler_level=_level(info), origin_ns=origin, path=str(path), notes=notes,
-        extra={"events": trace.n_events})
+        extra={"events": trace.n_events,
+               "table_files": {"kernels": str(path), "ops": str(path), "steps": str(path)}})
     return meta, {"kernels": kernels, "ops": derived["ops"], "steps": derived["steps"]}

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,13 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError
+from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
 from . import ascend
-from ._common import check_nonempty, read_json
+from ._common import check_file, read_json, with_notes
+from .categories import category
 from .trace_tables import step_index
+from .validate import plausible_origin
 
 __all__ = ["rank_dir_of", "rank_of", "parse"]
 
@@ -47,14 +51,26 @@ def rank_of(path: Path, rank_dir: Path) -> int | None:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    check_nonempty(path, "an Ascend profiler SQLite database")
-    with open(path, "rb") as fh:
-        magic = fh.read(16)
+    magic = check_file(path, "an Ascend profiler SQLite database", text=False)[:16]
     if magic != b"SQLite format 3\x00":
         raise ProfileError(path, "not an SQLite database (bad header); expected the Ascend "
                            "DB export (ascend_pytorch_profiler_{rank}.db / analysis.db)")
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True)
+
+
+@contextmanager
+def _database(path: Path) -> Iterator[sqlite3.Connection]:
+    """An open database whose every failure is a ProfileError naming it (closed after)."""
+    with file_boundary(path, "an Ascend profiler SQLite database"):
+        con = _connect(path)
+        try:
+            yield con
+        except sqlite3.Error as exc:
+            raise ProfileError(path, f"SQLite database is damaged or unreadable ({exc}); "
+                               "expected the Ascend DB export") from None
+        finally:
+            con.close()
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -70,6 +86,7 @@ def _query(con: sqlite3.Connection, path: Path, sql: str) -> pd.DataFrame:
                            ) from None
 
 
+@with_notes
 def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """Read one rank of the DB export (the profiler DB and/or ``analysis.db``).
 
@@ -89,24 +106,21 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     groups: dict[str, Any] = {}
     rank = rank_of(prof_db or path, rank_dir)
     framework = None
+    files: dict[str, str] = {}
     if prof_db is not None:
         framework = "mindspore" if "mindspore" in prof_db.name else "pytorch"
-        con = _connect(prof_db)
-        try:
+        with _database(prof_db) as con:
             origin, groups, rank_db = _read_profiler_db(con, prof_db, tables, notes)
-        finally:
-            con.close()
+        files.update({t: str(prof_db) for t in tables})
         if rank is None:
             rank = rank_db
     else:
         notes.append("only analysis.db found: kernels, ops and memory need "
                      "ascend_*_profiler_{rank}.db")
     if analysis is not None:
-        con = _connect(analysis)
-        try:
+        with _database(analysis) as con:
             _read_analysis_db(con, analysis, tables, origin, notes)
-        finally:
-            con.close()
+        files.update({t: str(analysis) for t in tables if t not in files})
     else:
         notes.append("analysis.db not found: steps and communication tables unavailable")
     if not tables:
@@ -123,7 +137,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         source_format="ascend_db", framework=framework, rank=rank,
         world_size=max(ranks) + 1 if ranks else None, device_type="npu",
         profiler_level=level, groups=groups, origin_ns=origin, path=str(path),
-        notes=notes, extra={"profiler_info": info})
+        notes=notes, extra={"profiler_info": info, "table_files": files})
     return meta, tables
 
 
@@ -150,7 +164,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         raise ProfileError(path, "expected tables TASK / PYTORCH_API / MEMORY_RECORD of the "
                            f"Ascend DB export; found {sorted(have)[:10]}")
     strings = _strings(con) if "STRING_IDS" in have else pd.Series(dtype=object)
-    starts: list[int] = []
+    starts: list[Any] = []
     kern = None
     if "TASK" in have and "COMPUTE_TASK_INFO" in have:
         t_cols = _select(con, "TASK", "t", ["startNs", "endNs", "streamId", "taskId",
@@ -177,8 +191,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
                                  "taskType": pd.Series(["HCCL"] * len(comm), dtype="string"),
                                  "waitNs": comm["waitNs"]})
             kern = pd.concat([kern, comm], ignore_index=True)
-        if len(kern):
-            starts.append(int(kern["startNs"].min()))
+        starts.append(kern["startNs"])
     else:
         notes.append("kernels: TASK/COMPUTE_TASK_INFO tables missing")
     ops = None
@@ -195,8 +208,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         ops["endNs"] = pd.to_numeric(ops["endNs"]).astype("int64")
         ops["name"] = _map(ops["name"], strings)
         ops = ops[~ops["name"].fillna("").str.startswith("ProfilerStep#")].reset_index(drop=True)
-        if len(ops):
-            starts.append(int(ops["startNs"].min()))
+        starts.append(ops["startNs"])
     mem_parts = []
     if "MEMORY_RECORD" in have:
         m = _query(con, path, "select component, timestamp, totalAllocated, totalReserved, "
@@ -215,17 +227,14 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             "component": pd.Series([enum.get(i, str(i)) for i in m["moduleId"]], dtype="string"),
             "ts_ns": m["timestampNs"], "reserved_bytes": res.where(res >= 0),
             "source": "npu_module_mem"}))
-    for part in mem_parts:
-        if len(part):
-            starts.append(int(part["ts_ns"].min()))
+    starts.extend(part["ts_ns"] for part in mem_parts)
     opm = None
     if "OP_MEMORY" in have:
         opm = _query(con, path, "select name, size, allocationTime, releaseTime, duration "
                      "from OP_MEMORY")
         opm["name"] = _map(opm["name"], strings)
-        if len(opm):
-            starts.append(int(pd.to_numeric(opm["allocationTime"]).min()))
-    origin = min(starts) if starts else None
+        starts.append(opm["allocationTime"])
+    origin = plausible_origin(*starts)
     spans = pd.DataFrame(columns=["step", "start_ns", "end_ns"])
     if "STEP_TIME" in have:
         st = _query(con, path, "select id, startNs, endNs from STEP_TIME order by startNs")
@@ -241,7 +250,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         tables["kernels"] = pd.DataFrame({
             "step": step_index(kern["startNs"].to_numpy(np.int64), spans),
             "name": kern["name"], "type": kern["opType"], "core": kern["taskType"],
-            "category": ascend.category(kern["taskType"], kern["opType"], kern["name"]),
+            "category": category(kern["taskType"], kern["opType"], kern["name"]),
             "stream": kern.get("streamId"), "start_us": us(kern["startNs"]),
             "dur_us": (kern["endNs"] - kern["startNs"]).to_numpy(np.float64) / 1000.0,
             "wait_us": pd.to_numeric(kern["waitNs"], errors="coerce").to_numpy(np.float64)

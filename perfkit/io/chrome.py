@@ -3,11 +3,17 @@
 Decoding goes through msgspec straight into small typed structs holding only the fields
 perfkit uses, with Python's garbage collector paused (see reference/performance.md);
 ``ts`` and ``dur`` may be numbers or strings. Timestamps become exact int64 nanoseconds.
+
+Garbage is refused early and with bounded work: the file's ends and sparse holes are checked
+before it is read (:func:`perfkit.io._common.check_file`), large files are decoded block by
+block and a block holding a NUL byte (impossible in JSON text) stops the read, and gzip is
+inflated in bounded chunks that are checked the same way. The decoded events then pass
+:func:`perfkit.io.validate.clean_events` (implausible timestamps and durations NA, with
+notes in :attr:`ChromeTrace.notes`). A UTF-8 BOM is skipped and UTF-16 text converted.
 """
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -22,7 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ProfileError
-from ._common import check_nonempty, describe_json_error, gc_paused, to_ns
+from ._common import (
+    check_file,
+    decode_text_bytes,
+    describe_json_error,
+    gc_paused,
+    to_ns,
+)
+from .validate import clean_events
 
 __all__ = ["ChromeTrace", "read_chrome_trace"]
 
@@ -100,6 +113,8 @@ class ChromeTrace:
         ``name`` of each entry of Kineto's ``deviceProperties`` (GPU model), when present.
     is_object : bool
         The file was ``{"traceEvents": ...}`` rather than a bare array.
+    notes : list of str
+        What the plausibility checks set to NA (:func:`perfkit.io.validate.clean_events`).
     """
 
     x: pd.DataFrame
@@ -114,30 +129,67 @@ class ChromeTrace:
     is_object: bool = False
     n_events: int = 0
     device_names: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+_GZIP_CHUNK = 1 << 24
 
 
 def _read_bytes(path: Path, what: str) -> bytes:
-    check_nonempty(path, what)
+    gz = path.name.endswith(".gz")
+    head = check_file(path, what, text=not gz, utf16=True, holes=True)
+    gz = gz or head[:2] == b"\x1f\x8b"
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ProfileError(path, f"cannot read {what}: {exc}") from None
-    if path.name.endswith(".gz") or raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ProfileError(path, f"gzip stream is damaged or truncated ({exc}); "
-                               f"expected a gzipped {what}") from None
+        raise ProfileError(path, f"cannot read {what}: {exc.strerror or exc}") from None
+    if gz:
+        raw = _gunzip(path, raw, what)
         if not raw.strip():
             raise ProfileError(path, f"file is empty after decompression; expected {what}")
+    raw = decode_text_bytes(path, raw, what)
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise ProfileError(path, f"binary data (NUL byte at offset {nul:,}"
+                           f"{' of the decompressed text' if gz else ''}): the file is "
+                           f"damaged or zero-padded; expected {what} (JSON text)")
     return raw
 
 
-def _int_or_none(v: Any) -> int | None:
+def _gunzip(path: Path, raw: bytes, what: str) -> bytes:
+    """Inflate (every member of) a gzip stream in bounded chunks, stopping at a NUL byte."""
+    out: list[bytes] = []
+    data = raw
     try:
-        return int(v)
-    except (TypeError, ValueError):
+        while data:
+            d = zlib.decompressobj(31)
+            rest = data
+            while rest:
+                chunk = d.decompress(rest, _GZIP_CHUNK)
+                if b"\x00" in chunk:
+                    raise ProfileError(path, "binary data (NUL bytes) in the decompressed "
+                                       f"text: the file is damaged; expected {what}")
+                out.append(chunk)
+                rest = d.unconsumed_tail
+            if not d.eof:
+                raise ProfileError(path, "gzip stream is truncated (ends before its end "
+                                   f"marker); expected a complete gzipped {what}")
+            data = d.unused_data.lstrip(b"\x00") if d.unused_data.strip(b"\x00") else b""
+    except zlib.error as exc:
+        raise ProfileError(path, f"gzip stream is damaged or truncated ({exc}); "
+                           f"expected a gzipped {what}") from None
+    return b"".join(out)
+
+
+def _int_or_none(v: Any) -> int | None:
+    """A rank or world size: a whole number in [0, 10**9), else None."""
+    if isinstance(v, bool) or isinstance(v, float) and not v.is_integer():
         return None
+    try:
+        out = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return out if 0 <= out < 10**9 else None
 
 
 _CHUNK = 1 << 18
@@ -162,7 +214,7 @@ def _pa_id(values: list[Any]) -> pa.Array:
 def _pa_num(values: list[Any]) -> pa.Array:
     try:
         return pa.array(values, pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
         return pa.array(num.to_numpy(np.float64), pa.float64(), from_pandas=True)
 
@@ -170,7 +222,7 @@ def _pa_num(values: list[Any]) -> pa.Array:
 def _pa_ts(values: list[Any], base_ns: int) -> pa.Array:
     try:
         arr = pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         arr = _pa_str(values)
     ns = to_ns(arr, len(values))
     if base_ns:
@@ -208,11 +260,11 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)") -> Chrome
         Empty, truncated, binary, non-UTF-8, not JSON, or JSON of another shape.
     """
     if not path.name.endswith(".gz"):
-        streamed = _read_streaming(path)
+        streamed = _read_streaming(path, what)
         if streamed is not None:
             builder, trace, is_object = streamed
             with gc_paused():
-                return builder.finish(trace, is_object)
+                return _checked(builder.finish(trace, is_object))
     raw = _read_bytes(path, what)
     head = raw[:64].lstrip()
     if head[:3] == b"\xef\xbb\xbf":
@@ -235,12 +287,29 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)") -> Chrome
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise ProfileError(path, describe_json_error(raw, str(exc), what)) from None
         del raw
-        return _columns(path, events, trace, is_object)
+        return _checked(_columns(path, events, trace, is_object))
+
+
+def _checked(trace: ChromeTrace) -> ChromeTrace:
+    trace.notes.extend(clean_events(trace.x, trace.flows, trace.instants))
+    return trace
 
 
 STREAM_MIN_BYTES = 64 << 20
 """Files at least this large are decoded block by block (see :func:`_read_streaming`)."""
 BLOCK_BYTES = 32 << 20
+MAX_EVENT_BYTES = 64 << 20
+"""More bytes than this without a ``},{`` between two events cannot be a trace."""
+
+
+def _block(path: Path, fh: Any, offset: int, what: str) -> bytes:
+    """The next block of a streamed file; a NUL byte in it ends the read."""
+    data = fh.read(BLOCK_BYTES)
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise ProfileError(path, f"binary data (NUL byte at offset {offset + nul:,}): the "
+                           f"file is damaged or zero-padded; expected {what} (JSON text)")
+    return data
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
@@ -252,13 +321,16 @@ def _decode_events(piece: bytes) -> list[_Event] | None:
         return None
 
 
-def _read_streaming(path: Path) -> tuple[_Builder, _Trace | None, bool] | None:
+def _read_streaming(path: Path, what: str = "a Chrome trace (JSON)"
+                    ) -> tuple[_Builder, _Trace | None, bool] | None:
     """Decode a large plain-JSON trace block by block, so the whole file is never held.
 
     The event array is cut at ``},{`` boundaries; a cut that falls inside a string or a
     nested object makes that piece fail to decode, and an earlier cut is tried instead.
     Returns None (the caller then decodes the whole file, which also produces the precise
-    error message) for small files or anything unexpected.
+    error message) for small files or anything unexpected. A block holding a NUL byte, or
+    more than :data:`MAX_EVENT_BYTES` without an event boundary, stops the read with a
+    ProfileError: neither can be part of a trace.
     """
     try:
         size = path.stat().st_size
@@ -266,9 +338,14 @@ def _read_streaming(path: Path) -> tuple[_Builder, _Trace | None, bool] | None:
         return None
     if size < STREAM_MIN_BYTES:
         return None
+    head = check_file(path, what, utf16=True)
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head[:3] == b"\xef\xbb\xbf":
+        return None  # re-encoded whole by the caller
     events = _Builder()
+    offset = 0
     with open(path, "rb") as fh, gc_paused():
-        buf = fh.read(BLOCK_BYTES)
+        buf = _block(path, fh, offset, what)
+        offset += len(buf)
         lead = buf[:64].lstrip()
         if lead[:1] == b"[":
             is_object = False
@@ -286,11 +363,15 @@ def _read_streaming(path: Path) -> tuple[_Builder, _Trace | None, bool] | None:
         eof = False
         while True:
             if not eof:
-                more = fh.read(BLOCK_BYTES)
+                more = _block(path, fh, offset, what)
+                offset += len(more)
                 eof = not more
                 buf += more
             if eof:
                 break
+            if len(buf) > MAX_EVENT_BYTES + BLOCK_BYTES:
+                raise ProfileError(path, f"no event boundary in {len(buf) >> 20} MB before "
+                                   f"offset {offset:,}: the file is damaged; expected {what}")
             # only the last few cut points are needed: look near the end first
             window = 1 << 20
             cuts = [m.start() for m in _SPLIT.finditer(buf, max(0, len(buf) - window))]
@@ -487,6 +568,10 @@ class _Builder:
 
     def finish(self, trace: _Trace | None, is_object: bool) -> ChromeTrace:
         base_ns = int(trace.baseTimeNanoseconds or 0) if trace is not None else 0
+        notes = []
+        if not -(1 << 62) < base_ns < (1 << 62):  # cannot be a time: would overflow int64
+            notes.append(f"baseTimeNanoseconds {base_ns} is out of range: ignored")
+            base_ns = 0
         rank = world = backend = None
         devices: list[str] = []
         if trace is not None and len(trace.deviceProperties):
@@ -500,7 +585,7 @@ class _Builder:
             instants=self.inst.frame(base_ns), processes=self.processes, labels=self.labels,
             threads=self.threads, rank=rank, world_size=world,
             backend=None if backend is None else str(backend), is_object=is_object,
-            n_events=self.n_events, device_names=devices)
+            n_events=self.n_events, device_names=devices, notes=notes)
 
 
 def _device_names(raw: msgspec.Raw) -> list[str]:

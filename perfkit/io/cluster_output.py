@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError
+from ..errors import ProfileError, file_boundary
 from ..profile import Cluster, Profile, ProfileMeta
-from ._common import read_csv, read_json, to_float, to_ns
+from ._common import collecting_notes, int64_series, read_csv, read_json, to_float, to_ns
 from .ascend import _STEP_COLS, _split_key, _step_of, bandwidth_fields, link_fields, time_fields
+from .validate import clean_tables, plausible_origin
 
 __all__ = ["load", "parse"]
 
@@ -31,38 +32,59 @@ def parse(folder: Path) -> tuple[dict[int, dict[str, pd.DataFrame]], dict[str, A
     """Per-rank tables and cluster facts of a ``cluster_analysis_output`` folder."""
     per_rank: dict[int, dict[str, list[pd.DataFrame] | pd.DataFrame]] = {}
     extra: dict[str, Any] = {}
+    files: dict[str, str] = {}
     f = folder / "cluster_step_trace_time.csv"
     if f.exists():
-        steps, stages = _steps(f)
-        for r, grp in steps.groupby("rank"):
-            per_rank.setdefault(int(r), {})["steps"] = grp.drop(columns="rank")
-        extra["stage_steps"] = stages.to_dict(orient="records")
+        with file_boundary(f, "cluster_step_trace_time.csv of msprof-analyze"):
+            steps, stages = _steps(f)
+            steps = steps[_rank_ok(steps["rank"])]
+            for r, grp in steps.groupby("rank"):
+                per_rank.setdefault(int(r), {})["steps"] = grp.drop(columns="rank")
+            extra["stage_steps"] = stages.to_dict(orient="records")
+        files["steps"] = str(f)
     comm = folder / "cluster_communication.json"
     if comm.exists():
-        ops, bws = _communication(comm)
-        for name, frame in (("comm_ops", ops), ("comm_bandwidth", bws)):
-            if len(frame):
-                for r, grp in frame.groupby("rank"):
-                    per_rank.setdefault(int(r), {})[name] = grp.drop(columns="rank")
+        with file_boundary(comm, "cluster_communication.json of msprof-analyze"):
+            ops, bws = _communication(comm)
+            for name, frame in (("comm_ops", ops), ("comm_bandwidth", bws)):
+                if len(frame):
+                    for r, grp in frame.groupby("rank"):
+                        per_rank.setdefault(int(r), {})[name] = grp.drop(columns="rank")
+        files["comm_ops"] = files["comm_bandwidth"] = str(comm)
     mat = folder / "cluster_communication_matrix.json"
     if mat.exists():
-        mx = _matrix(mat)
-        if len(mx):
-            for r, grp in mx.groupby("src_rank"):
-                per_rank.setdefault(int(r), {})["comm_matrix"] = grp
+        with file_boundary(mat, "cluster_communication_matrix.json of msprof-analyze"):
+            mx = _matrix(mat)
+            if len(mx):
+                for r, grp in mx.groupby("src_rank"):
+                    per_rank.setdefault(int(r), {})["comm_matrix"] = grp
+        files["comm_matrix"] = str(mat)
     g = folder / "communication_group.json"
     if g.exists():
         data = read_json(g, "communication_group.json of msprof-analyze")
         extra["communication_group"] = data if isinstance(data, dict) else {}
+    extra["table_files"] = files
     if not per_rank:
         raise ProfileError(folder, "no rank found; expected cluster_step_trace_time.csv or "
                            "cluster_communication.json written by msprof-analyze cluster")
     return per_rank, extra  # type: ignore[return-value]
 
 
+def _rank_ok(ranks: pd.Series) -> pd.Series:
+    """Rank numbers that can be ranks (whole, >= 0, below a billion); others are dropped."""
+    r = pd.to_numeric(ranks, errors="coerce")
+    return r.notna() & (r >= 0) & (r < 1e9) & (r == r.round())
+
+
 def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
-    """A :class:`Cluster` of the ranks in a ``cluster_analysis_output`` folder."""
-    per_rank, extra = parse(folder)
+    """A :class:`Cluster` of the ranks in a ``cluster_analysis_output`` folder.
+
+    Each file is its own exception boundary (a failure names it); times pass the
+    plausibility checks of :mod:`perfkit.io.validate`, with notes.
+    """
+    with collecting_notes() as read_notes:
+        per_rank, extra = parse(folder)
+    files = extra.pop("table_files", {})
     wanted = None if ranks is None else {int(r) for r in ranks}
     if wanted is not None:
         missing = sorted(wanted - set(per_rank))
@@ -74,9 +96,8 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
     profiles = []
     note = ("msprof-analyze cluster output: only steps and communication tables exist; "
             "times relative to origin_ns (earliest communication start)")
-    starts = [t["comm_ops"]["start__ns"].min() for t in per_rank.values()
-              if "comm_ops" in t and len(t["comm_ops"])]
-    origin = int(min(starts)) if starts else None
+    origin = plausible_origin(*(t["comm_ops"]["start__ns"] for t in per_rank.values()
+                                if "comm_ops" in t and len(t["comm_ops"])))
     for r, tables in sorted(per_rank.items()):
         if wanted is not None and r not in wanted:
             continue
@@ -87,24 +108,30 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
             ops["start_us"] = ((ns - origin).astype("float64") / 1000.0).to_numpy(
                 np.float64, na_value=np.nan) if origin is not None else np.nan
             tables["comm_ops"] = ops
+        checked = clean_tables(tables, files, str(folder))
         meta = ProfileMeta(source_format="cluster_analysis_output", framework=None, rank=r,
                            world_size=None, device_type="npu", groups=groups, origin_ns=origin,
-                           path=str(folder), notes=[note])
+                           path=str(folder), notes=[note, *read_notes, *checked])
         profiles.append(Profile(meta, tables))
     ranks_all = sorted(per_rank)
+    per_rank_notes = [f"rank {p.meta.rank}: {n}" for p in profiles for n in p.meta.notes[1:]]
     cmeta = ProfileMeta(source_format="cluster_analysis_output", rank=None,
                         world_size=max(ranks_all) + 1 if ranks_all else None,
                         device_type="npu", groups=groups, origin_ns=origin, path=str(folder),
-                        notes=[note], extra=extra)
+                        notes=[note, *per_rank_notes], extra=extra)
     return Cluster(profiles, cmeta)
 
 
 def _groups(data: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for info in data.get("comm_group_parallel_info", []) or []:
+    infos = data.get("comm_group_parallel_info") if isinstance(data, dict) else None
+    for info in infos if isinstance(infos, list) else []:
         if isinstance(info, dict) and info.get("group_name"):
-            out[str(info["group_name"])] = {"group_name": info.get("pg_name") or None,
-                                            "global_ranks": list(info.get("rank_set") or [])}
+            ranks = info.get("rank_set")
+            out[str(info["group_name"])] = {
+                "group_name": info.get("pg_name") or None,
+                "global_ranks": [r for r in ranks if isinstance(r, int)
+                                 and not isinstance(r, bool)] if isinstance(ranks, list) else []}
     return out
 
 
@@ -119,7 +146,7 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for canon, alts in _STEP_COLS.items():
         src = next((a for a in alts if a in table.column_names), None)
         if src is not None:
-            cols[canon] = to_float(table.column(src), n)
+            cols[canon] = to_float(table.column(src), n, label=f"{path.name} {src}")
     frame = pd.DataFrame(cols)
     is_rank = (typ == "rank").to_numpy()
     ranks = pd.to_numeric(index, errors="coerce").to_numpy()
@@ -156,15 +183,17 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for set_key, step, key, by_rank in _entries(data):
         name, group = _split_key(key)
         for rank_key, entry in by_rank.items():
-            if not re.fullmatch(r"\d+", str(rank_key)) or not isinstance(entry, dict):
+            if not re.fullmatch(r"\d{1,9}", str(rank_key)) or not isinstance(entry, dict):
                 continue
             r = int(rank_key)
+            t = entry.get("Communication Time Info")
             ops.append({
                 "rank": r, "step": step, "group": group, "name": name,
                 "rank_set": set_key,
-                **time_fields(entry.get("Communication Time Info") or {}),
+                **time_fields(t if isinstance(t, dict) else {}),
             })
-            for transport, v in (entry.get("Communication Bandwidth Info") or {}).items():
+            b = entry.get("Communication Bandwidth Info")
+            for transport, v in (b if isinstance(b, dict) else {}).items():
                 if isinstance(v, dict):
                     bws.append({"rank": r, "step": step, "group": group, "name": name,
                                 **bandwidth_fields(transport, v)})
@@ -172,8 +201,9 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if len(frame):
         import pyarrow as pa
 
-        ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame))
-        frame["start__ns"] = pd.array(ns.to_pandas(), dtype="Int64")
+        ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
+                   label=f"{path.name} Start Timestamp(us)")
+        frame["start__ns"] = int64_series(ns)
     return frame, pd.DataFrame(bws)
 
 
@@ -186,7 +216,8 @@ def _matrix(path: Path) -> pd.DataFrame:
         name, group = _split_key(key)
         for link, v in links.items():
             src, _, dst = str(link).partition("-")
-            if not isinstance(v, dict) or not src.isdigit() or not dst.isdigit():
+            if not isinstance(v, dict) or not src.isdigit() or not dst.isdigit() \
+                    or len(src) > 9 or len(dst) > 9:
                 continue
             rows.append({"step": step, "group": group, "name": name,
                          "src_rank": int(src), "dst_rank": int(dst), **link_fields(v)})

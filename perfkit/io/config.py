@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigFileError, InvalidArgumentError
+from .._values import MAX_WHOLE, parse_bool, read_config_text
+from ..errors import ConfigFileError, InvalidArgumentError, boundary
 from ..specs import ModelSpec, ParallelConfig
 
 __all__ = ["read_mindformers_config", "parse_memory_size", "PROFILE_KEYS"]
@@ -48,12 +49,7 @@ class _Doc:
         import yaml
 
         self.path = path
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigFileError(path, f"cannot read file ({exc.strerror or exc})") from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigFileError(path, f"not UTF-8 text ({exc.reason})") from exc
+        text = read_config_text(path)
         try:
             self.data = yaml.safe_load(text)
             node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -104,17 +100,20 @@ class _Doc:
 
 def _int(doc: _Doc, keys: Sequence[str], default: int, *, minimum: int = 1) -> int:
     value = doc.get(*keys, default=default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
+            or value > MAX_WHOLE:
         raise doc.error(keys, f"{'.'.join(keys)}: expected a whole number >= {minimum}, "
                         f"found {value!r}")
     return value
 
 
 def _bool(doc: _Doc, keys: Sequence[str], default: bool = False) -> bool:
+    """A switch: YAML booleans, 0/1 and the words true/false, yes/no, on/off (any case)."""
     value = doc.get(*keys, default=default)
-    if not isinstance(value, bool):
-        raise doc.error(keys, f"{'.'.join(keys)}: expected true or false, found {value!r}")
-    return value
+    try:
+        return parse_bool(value, ".".join(keys), doc.path)
+    except ConfigFileError as exc:
+        raise doc.error(keys, exc.problem) from None
 
 
 def _first(doc: _Doc, candidates: Sequence[Sequence[str]]) -> Sequence[str]:
@@ -202,6 +201,7 @@ def _recompute(doc: _Doc, pp: int) -> tuple[str, tuple[int, ...] | None, dict[st
 # the reader
 # --------------------------------------------------------------------------------------
 
+@boundary(ConfigFileError, path_arg="path", what="a MindFormers YAML")
 def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig, dict[str, Any]]:
     """Read a MindFormers training YAML.
 
@@ -298,13 +298,10 @@ def _parallel(doc: _Doc, pp: int, kind: str,
 
 
 def _optimizer_shard(doc: _Doc, dp: int) -> int:
-    enabled = doc.get("parallel", "enable_parallel_optimizer")
-    if enabled is None:
-        enabled = doc.get("parallel_config", "optimizer_shard", default=False)
-    if not isinstance(enabled, bool):
-        raise doc.error(("parallel", "enable_parallel_optimizer"),
-                        f"enable_parallel_optimizer: expected true or false, found {enabled!r}")
-    if not enabled:
+    keys = ("parallel", "enable_parallel_optimizer")
+    if doc.get(*keys) is None:
+        keys = ("parallel_config", "optimizer_shard")
+    if not _bool(doc, keys, False):
         return 1
     keys = ("parallel", "parallel_optimizer_config", "optimizer_weight_shard_size")
     size = doc.get(*keys, default=-1)

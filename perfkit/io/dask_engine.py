@@ -1,7 +1,7 @@
 """Dask engine of :func:`perfkit.io.detect.load`: ranks parsed as Dask tasks, lazy tables.
 
 ``load(path, engine="dask")`` sends every rank of a cluster that is not already in the
-Parquet cache to Dask as one task. The task runs :func:`perfkit.io.detect.parse_source`, the
+Parquet cache to Dask as one task. The task runs :func:`perfkit.io.sources.parse_source`, the
 same pure function the local engine runs, and writes the rank once to the cache
 (:func:`perfkit.io.cache.write`: temporary folder, then one rename), returning only the
 rank's :class:`~perfkit.profile.ProfileMeta`. The result is a :class:`DaskCluster`: its
@@ -54,8 +54,9 @@ from ..profile import (
 )
 from . import cache
 from ._progress import Progress
-from .detect import RankSource, _cluster_meta, parse_source
 from .schema import conform
+from .sources import RankSource, parse_source
+from .sources import cluster_meta as _cluster_meta
 
 __all__ = ["DaskCluster", "RankPart", "load_cluster", "parse_task", "from_entries",
            "require_dask", "INSTALL_HINT"]
@@ -98,9 +99,9 @@ def parse_task(source: RankSource, key: str | None, root: str | None
         names the file, as the local engine's does.
     """
     if key is not None and root is not None:
-        hit = cache.read(key, root)
-        if hit is not None:  # a retried task, or another client loaded it meanwhile
-            return "cached", hit.meta, None
+        meta, _ = cache.check_entry(cache.entry_path(key, root))
+        if meta is not None:  # a retried task, or another client loaded it meanwhile
+            return "cached", meta, None
     try:
         meta, tables = parse_source(source)
     except PerfkitError as exc:
@@ -139,7 +140,12 @@ class RankPart:
         """The table as stored (what a cached :class:`Profile`'s provider returns)."""
         if self.entry is not None:
             f = Path(self.entry) / f"{name}.parquet"
-            return pd.read_parquet(f) if f.is_file() else None
+            try:
+                return pd.read_parquet(f, page_checksum_verification=True)
+            except Exception as exc:  # noqa: BLE001 - name the damaged file
+                raise ProfileError(f, f"perfkit cache entry is damaged ({type(exc).__name__}: "
+                                   f"{exc}); clear the cache (perfkit.io.cache.clear()) and "
+                                   "load again") from exc
         return (self.tables or {}).get(name)
 
     def table(self, name: str, maps: Mapping[str, list[int]] | None = None) -> pd.DataFrame:
@@ -473,7 +479,7 @@ def load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
         key = cache.entry_key(s.fmt, Path(s.path), s.file_paths(), s.rank) if use_cache \
             else None
         if key is not None:
-            hit = cache.read(key, croot)
+            hit = cache.read(key, croot, reparse=lambda s=s: parse_source(s))
             if hit is not None:
                 loaded[i] = (hit.meta, key, None)
                 hits[i] = hit
@@ -516,7 +522,8 @@ def load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
     profiles: list[Profile] = []
     for i in order:
         meta, key, tables = loaded[i]
-        prof = hits.get(i) or (cache.read(key, croot) if key is not None else None)
+        prof = hits.get(i) or (cache.read(key, croot, reparse=lambda s=sources[i]:
+                                          parse_source(s)) if key is not None else None)
         profiles.append(prof if prof is not None else Profile(meta, tables or {}))
     cmeta = _cluster_meta(root, profiles, failed)
     if not use_cache:

@@ -19,26 +19,25 @@ tasks with ``engine="dask"`` (:mod:`perfkit.io.dask_engine`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from ..bundled_samples import resolve_sample
-from ..errors import InvalidArgumentError, PerfkitError, ProfileError
+from ..errors import InvalidArgumentError, PerfkitError, ProfileError, boundary
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache
 from ._common import rank_from_name
 from ._progress import Progress
+from .sources import RankSource, cluster_meta, parse_source
 
 __all__ = ["RankSource", "detect", "parse_source", "load", "default_engine"]
 
@@ -52,32 +51,6 @@ _LEGACY_RE = re.compile(
     r"ascend_cluster_analyse_.*_(\d+)\.csv|framework_raw_(\d+)\.csv|"
     r"output_timeline_data_(\d+)\.txt)$")
 _PARALLEL_MIN_BYTES = 32 << 20
-
-
-@dataclass(frozen=True)
-class RankSource:
-    """One rank to parse: format, where, and the rank if known before parsing."""
-
-    fmt: str
-    path: str
-    rank: int | None = None
-    files: tuple[str, ...] = field(default=(), compare=False)
-
-    def file_paths(self) -> list[Path]:
-        """Files this source reads (for cache keys and sizes)."""
-        if self.files:
-            return [Path(f) for f in self.files]
-        p = Path(self.path)
-        if p.is_file():
-            return [p]
-        if self.fmt == "ascend_text":
-            # only what the loader reads, not the raw FRAMEWORK/ and PROF_*/ data
-            out = p / ascend.OUTPUT_DIR
-            files = [f for f in out.iterdir() if f.is_file()] if out.is_dir() else []
-            files += sorted(p.glob("profiler_info*.json")) + sorted(
-                p.glob("profiler_metadata.json"))
-            return files
-        return [f for f in p.rglob("*") if f.is_file()]
 
 
 # ----------------------------------------------------------------------------- detection
@@ -214,9 +187,12 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
     else:
         p_leg = p
     if legacy:
-        srcs = [RankSource("mindspore_legacy", str(p_leg), r, tuple(map(str, files)))
-                for r, files in sorted(legacy.items())]
-        return ("profile" if len(srcs) == 1 else "cluster"), srcs
+        srcs = _legacy_sources(p_leg, legacy)
+        # rank folders of other formats next to the legacy files are ranks too
+        others = _scan_parent(p, files=False, skip={p_leg})
+        if not others:
+            return ("profile" if len(srcs) == 1 else "cluster"), srcs
+        return "cluster", _check_unique(p, srcs + others)
     sources = _scan_parent(p)
     if not sources:
         if (p / "cluster_analysis_output").is_dir():
@@ -229,32 +205,61 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
     return "cluster", _check_unique(p, sources)
 
 
-def _scan_parent(p: Path, depth: int = 2) -> list[RankSource]:
+def _legacy_sources(folder: Path, legacy: dict[int, list[Path]]) -> list[RankSource]:
+    return [RankSource("mindspore_legacy", str(folder), r, tuple(map(str, files)))
+            for r, files in sorted(legacy.items())]
+
+
+def _unreadable(child: Path, reason: str) -> RankSource:
+    """A folder that could not be examined: a rank that will fail, not a failed load."""
+    return RankSource("unreadable", str(child), rank_from_name(child.name),
+                      error=f"cannot be examined: {reason}")
+
+
+def _scan_parent(p: Path, depth: int = 2, *, files: bool = True,
+                 skip: set[Path] | frozenset[Path] = frozenset()) -> list[RankSource]:
+    """Rank sources in the sub-folders (and, with ``files``, the trace files) of ``p``.
+
+    A sub-folder that cannot be examined (permission denied, ...) becomes an
+    ``unreadable`` source, so it is reported among the failed ranks while the others load.
+    """
     found: list[RankSource] = []
     try:
         children = sorted(p.iterdir())
     except OSError as exc:
         raise ProfileError(p, f"cannot list folder: {exc.strerror or exc}") from None
     for child in children:
-        if child.name.startswith("."):
+        if child.name.startswith(".") or child in skip:
             continue
-        if child.is_dir():
-            if child.name == "cluster_analysis_output":
-                continue
-            one = _single(child)
-            if one is not None:
-                found.extend(one)
-            elif depth > 1:
-                found.extend(_scan_parent(child, depth - 1))
-        elif child.is_file():
-            name = child.name.lower()
-            if name.endswith(".json.gz") or (name.endswith(".json") and name != "trace_view.json"
-                                              and not name.startswith("profiler_")):
-                found.append(RankSource("kineto", str(child), _peek_kineto_rank(child),
-                                        (str(child),)))
-            elif name == "trace_view.json":
-                found.append(RankSource("trace_view", str(child), None, (str(child),)))
+        try:
+            found.extend(_scan_child(child, depth, files))
+        except OSError as exc:
+            found.append(_unreadable(child, exc.strerror or str(exc) or type(exc).__name__))
+        except ProfileError as exc:  # a sub-folder that cannot be listed
+            found.append(_unreadable(child, exc.problem))
     return found
+
+
+def _scan_child(child: Path, depth: int, files: bool) -> list[RankSource]:
+    if child.is_dir():
+        if child.name == "cluster_analysis_output":
+            return []
+        one = _single(child)
+        if one is not None:
+            return one
+        legacy = _legacy_ranks(child)
+        if legacy:  # MindSpore's JSON files there are not Kineto traces
+            return _legacy_sources(child, legacy)
+        return _scan_parent(child, depth - 1) if depth > 1 else []
+    if not files or not child.is_file():
+        return []
+    name = child.name.lower()
+    if name.endswith(".json.gz") or (name.endswith(".json") and name != "trace_view.json"
+                                      and not name.startswith("profiler_")):
+        return [RankSource("kineto", str(child), _peek_kineto_rank(child), (str(child),))]
+    if name == "trace_view.json":
+        return [RankSource("trace_view", str(child), None, (str(child),))]
+    return []
 
 
 def _check_unique(parent: Path, sources: list[RankSource]) -> list[RankSource]:
@@ -272,51 +277,14 @@ def _check_unique(parent: Path, sources: list[RankSource]) -> list[RankSource]:
         seen[s.rank] = s
         out.append(s)
     # ranks unknown before parsing get the numbers no other source uses, in name order
+    # (an unreadable folder keeps none: it is reported by its path)
     free = (r for r in range(10**9) if r not in seen)
-    out = [s if s.rank is not None else RankSource(s.fmt, s.path, next(free), s.files)
-           for s in out]
+    out = [s if s.rank is not None or s.fmt == "unreadable"
+           else dataclasses.replace(s, rank=next(free)) for s in out]
     return sorted(out, key=lambda s: s.rank if s.rank is not None else -1)
 
 
 # ----------------------------------------------------------------------------- parsing
-
-def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
-    """Parse one rank: the pure function run in worker processes (or as a Dask task).
-
-    Parameters
-    ----------
-    source : RankSource
-        From :func:`detect`.
-
-    Returns
-    -------
-    (ProfileMeta, dict of DataFrame)
-    """
-    path = Path(source.path)
-    if source.fmt == "ascend_text":
-        meta, tables = ascend.parse(path)
-    elif source.fmt == "ascend_db":
-        from . import ascend_db
-
-        meta, tables = ascend_db.parse(path)
-    elif source.fmt == "kineto":
-        from . import kineto
-
-        meta, tables = kineto.parse(path)
-    elif source.fmt == "trace_view":
-        meta, tables = ascend.parse_trace_view(path)
-    elif source.fmt == "mindspore_legacy":
-        from . import mindspore_legacy
-
-        meta, tables = mindspore_legacy.parse(path, source.rank)
-    else:  # pragma: no cover - detect() only makes the formats above
-        raise ProfileError(path, f"unknown source format {source.fmt!r}")
-    if meta.rank is None and source.rank is not None:
-        meta.rank = source.rank
-        meta.notes.append(f"rank: not recorded in the files; {source.rank} assigned from the "
-                          "folder name or position")
-    return meta, tables
-
 
 def _work(source: RankSource, use_cache: bool, in_pool: bool = False
           ) -> tuple[RankSource, Any, Any]:
@@ -328,7 +296,7 @@ def _work(source: RankSource, use_cache: bool, in_pool: bool = False
     """
     meta, tables = parse_source(source)
     if use_cache:
-        key = cache.entry_key(source.fmt, Path(source.path), source.file_paths(), source.rank)
+        key = _key(source)
         if cache.write(key, meta, tables):
             return source, meta, key
     if in_pool:
@@ -341,11 +309,23 @@ def _work(source: RankSource, use_cache: bool, in_pool: bool = False
     return source, meta, tables
 
 
-def _profile_from(meta: ProfileMeta, payload: Any) -> Profile:
+def _key(source: RankSource) -> str:
+    return cache.entry_key(source.fmt, Path(source.path), source.file_paths(), source.rank)
+
+
+def _reparse(source: RankSource) -> Callable[[], Any]:
+    """How a cached Profile heals a table found damaged when read: parse the rank again."""
+    return lambda: parse_source(source)
+
+
+def _profile_from(meta: ProfileMeta, payload: Any, source: RankSource | None = None
+                  ) -> Profile:
     if isinstance(payload, str):
-        cached = cache.read(payload)
+        cached = cache.read(payload, reparse=None if source is None else _reparse(source))
         if cached is not None:
             return cached
+        if source is not None:  # the entry went bad between the write and this read
+            return Profile(*parse_source(source))
     if isinstance(payload, tuple) and payload[0] == "tmp":
         folder = Path(payload[1])
         try:
@@ -363,6 +343,7 @@ def default_engine() -> str:
     return os.environ.get("PERFKIT_ENGINE", "").strip().lower() or "local"
 
 
+@boundary(ProfileError, path_arg="path", what="a profile")
 def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
          engine: str | None = None, client: Any = None, *, workers: int | None = None,
          progress: bool | None = None) -> Profile | Cluster:
@@ -406,6 +387,9 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         Missing path, unknown content, damaged file (for a single rank), duplicate rank.
     perfkit.bundled_samples.UnknownSampleError
         ``"sample:NAME"`` with a name no bundled sample has (the message lists them).
+
+    Nothing else escapes: any other failure while reading is turned into a ProfileError
+    naming the file (see docs/errors.md).
     """
     path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
     if engine is None:
@@ -446,8 +430,8 @@ def _cache_ok(root: Path) -> bool:
 def _load_one(source: RankSource, use_cache: bool) -> tuple[Profile, bool]:
     key = None
     if use_cache:
-        key = cache.entry_key(source.fmt, Path(source.path), source.file_paths(), source.rank)
-        hit = cache.read(key)
+        key = _key(source)
+        hit = cache.read(key, reparse=_reparse(source))
         if hit is not None:
             return hit, True
     meta, tables = parse_source(source)
@@ -456,20 +440,30 @@ def _load_one(source: RankSource, use_cache: bool) -> tuple[Profile, bool]:
     return Profile(meta, tables), False
 
 
+def _total_bytes(sources: Sequence[RankSource]) -> int:
+    total = 0
+    for s in sources:
+        for f in s.file_paths():
+            try:
+                total += f.stat().st_size
+            except OSError:
+                continue
+    return total
+
+
 def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
                   workers: int | None, progress: bool | None) -> Cluster:
     profiles: list[Profile] = []
     failed: dict[Any, str] = {}
     todo: list[RankSource] = []
     for s in sources:
-        if use_cache:
-            key = cache.entry_key(s.fmt, Path(s.path), s.file_paths(), s.rank)
-            hit = cache.read(key)
+        if use_cache and s.fmt != "unreadable":
+            hit = cache.read(_key(s), reparse=_reparse(s))
             if hit is not None:
                 profiles.append(hit)
                 continue
         todo.append(s)
-    size = sum(f.stat().st_size for s in todo for f in s.file_paths() if f.exists())
+    size = _total_bytes(todo)
     if workers is None:
         workers = 1 if size < _PARALLEL_MIN_BYTES else min(len(todo), os.cpu_count() or 1)
     workers = max(1, min(int(workers), len(todo) or 1))
@@ -494,7 +488,7 @@ def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
     if not profiles:
         first = next(iter(failed.values()), "no rank could be read")
         raise ProfileError(root, f"no rank could be loaded; first error: {first}")
-    return Cluster(profiles, _cluster_meta(root, profiles, failed), failed)
+    return Cluster(profiles, cluster_meta(root, profiles, failed), failed)
 
 
 def _collect(source: RankSource, run: Any, profiles: list[Profile], failed: dict[Any, str],
@@ -502,7 +496,7 @@ def _collect(source: RankSource, run: Any, profiles: list[Profile], failed: dict
     label = source.rank if source.rank is not None else source.path
     try:
         _, meta, payload = run()
-        profiles.append(_profile_from(meta, payload))
+        profiles.append(_profile_from(meta, payload, source))
         bar.update(1, f"rank {label}")
     except PerfkitError as exc:
         failed[label] = str(exc)
@@ -510,34 +504,3 @@ def _collect(source: RankSource, run: Any, profiles: list[Profile], failed: dict
     except Exception as exc:  # noqa: BLE001 - a damaged rank must not sink the cluster
         failed[label] = f"{source.path}: unexpected {type(exc).__name__}: {exc}"
         bar.update(1, f"rank {label} failed")
-
-
-def _cluster_meta(root: Path, profiles: list[Profile], failed: dict[Any, str]) -> ProfileMeta:
-    metas = [p.meta for p in profiles]
-    origins = [m.origin_ns for m in metas if m.origin_ns is not None]
-    fmts = sorted({m.source_format for m in metas})
-    frameworks = sorted({m.framework for m in metas if m.framework})
-    levels = sorted({m.profiler_level for m in metas if m.profiler_level})
-    worlds = [m.world_size for m in metas if m.world_size]
-    groups: dict[str, Any] = {}
-    for m in metas:
-        groups.update(m.groups)
-    notes = [f"rank {r} not loaded: {msg}" for r, msg in failed.items()]
-    by_note: dict[str, list[Any]] = {}
-    for m in metas:
-        for n in m.notes:
-            by_note.setdefault(n, []).append(m.rank)
-    notes += [f"ranks {rs}: {n}" if len(rs) > 1 else f"rank {rs[0]}: {n}"
-              for n, rs in by_note.items()]
-    if len(fmts) > 1:
-        notes.append(f"ranks come from different formats: {fmts}")
-    notes.append("times of every rank are relative to the cluster origin_ns (earliest rank)")
-    return ProfileMeta(
-        source_format="cluster" if len(fmts) != 1 else fmts[0],
-        framework=frameworks[0] if len(frameworks) == 1 else None,
-        rank=None, world_size=max(worlds) if worlds else None,
-        device_type=metas[0].device_type if metas else None,
-        profiler_level=levels[0] if len(levels) == 1 else None,
-        groups=groups, origin_ns=min(origins) if origins else None, path=str(root),
-        notes=notes, extra={"ranks": [m.rank for m in metas]},
-    )

@@ -12,6 +12,11 @@ A dump lists the graph's parameters (``%para3_model.layers.0.wq.weight: <Ref[Ten
 The reader walks the file line by line and keeps only the parsed fields, so memory does not
 grow with the size of the source-location comments that make up most of a large dump.
 Files ending in ``.gz`` are read through gzip.
+
+Damaged input is refused, never read as complete: a binary or zero-padded file by its first
+and last bytes before it is read, a NUL byte or a line longer than :data:`MAX_LINE_BYTES`
+where it is met, and a dump whose last ``subgraph`` block is not closed (a truncated file)
+at its end.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import gzip
 import re
 import sys
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +32,14 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
-from ..errors import ProfileError
+from ..errors import ProfileError, boundary
+from ._common import check_file
 
-__all__ = ["IRGraph", "load_ir", "COMMUNICATION_OPS", "NODE_COLUMNS", "PARAMETER_COLUMNS"]
+__all__ = ["IRGraph", "load_ir", "COMMUNICATION_OPS", "NODE_COLUMNS", "PARAMETER_COLUMNS",
+           "MAX_LINE_BYTES"]
+
+MAX_LINE_BYTES = 16 << 20
+"""A longer line cannot be part of an IR dump: the read stops there with an error."""
 
 #: Primitive names treated as collective or point-to-point communication.
 COMMUNICATION_OPS = frozenset({
@@ -268,18 +279,32 @@ def _open_binary(path: Path) -> BinaryIO:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Lines decoded one by one, so a bad byte is reported with its line number."""
+    """Lines decoded one by one, so a bad byte is reported with its line number.
+
+    Each line is read with a length limit, so memory stays bounded whatever the file holds.
+    """
     lineno = 0
     try:
         with _open_binary(path) as fh:
-            for lineno, raw in enumerate(fh, 1):  # noqa: B007  (lineno read on error)
+            while True:
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    return
+                lineno += 1
+                if b"\x00" in raw:
+                    raise ProfileError(path, "binary data (NUL bytes): the file is damaged or "
+                                       "zero-padded; expected a MindSpore IR dump (text)",
+                                       line=lineno)
+                if len(raw) > MAX_LINE_BYTES:
+                    raise ProfileError(path, f"line longer than {MAX_LINE_BYTES >> 20} MiB: "
+                                       "not a MindSpore IR dump", line=lineno)
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise ProfileError(path, f"not UTF-8 text ({exc.reason})",
                                        line=lineno) from exc
-                yield lineno, line
-    except (OSError, EOFError) as exc:
+                yield lineno, line.removeprefix("\ufeff") if lineno == 1 else line
+    except (OSError, EOFError, zlib.error) as exc:
         raise ProfileError(path, f"cannot read: {exc}", line=lineno or None) from exc
 
 
@@ -296,6 +321,9 @@ class _Reader:
         self.section = ""
         self.current: dict[str, Any] | None = None
         self.saw_subgraph = False
+        self.opened_at = 0
+        self.subgraphs = 0
+        self.declared: int | None = None
 
     def feed(self, lineno: int, line: str) -> None:
         if line.startswith("      # In file") or line.startswith("      # Corresponding"):
@@ -353,12 +381,17 @@ class _Reader:
         if sub is not None:
             self.flush()
             self.graph, self.saw_subgraph = sub.group(1), True
+            self.opened_at = lineno
+            self.subgraphs += 1
         elif line.startswith("}"):
             self.flush()
             self.graph = None if self.section != "jit" else self.graph
             self.section = ""
         elif stripped.startswith("# IR entry: @"):
             self.entry = stripped[len("# IR entry: @"):]
+        elif stripped.startswith("# Total subgraphs:"):
+            count = stripped[len("# Total subgraphs:"):].strip()
+            self.declared = int(count) if count.isdigit() and len(count) < 10 else None
         elif stripped == "# Attrs:":
             self.section = "attrs"
         elif stripped.startswith("jit config {"):
@@ -371,6 +404,7 @@ class _Reader:
             self.attrs[key.strip()] = value.strip()
 
 
+@boundary(ProfileError, path_arg="path", what="a MindSpore IR dump")
 def load_ir(path: str | Path, groups: Mapping[str, Sequence[int]] | None = None) -> IRGraph:
     """Parse a MindSpore IR text dump into an :class:`IRGraph`.
 
@@ -393,8 +427,9 @@ def load_ir(path: str | Path, groups: Mapping[str, Sequence[int]] | None = None)
     Raises
     ------
     perfkit.ProfileError
-        The file is missing, not text, has no ``subgraph`` block, or a node or type line
-        does not follow the dump grammar; the message names the file and the line.
+        The file is missing, not text, truncated (its last ``subgraph`` block is not
+        closed), has no ``subgraph`` block, or a node or type line does not follow the dump
+        grammar; the message names the file and the line. Nothing else is raised.
 
     Notes
     -----
@@ -403,14 +438,31 @@ def load_ir(path: str | Path, groups: Mapping[str, Sequence[int]] | None = None)
     """
     path = Path(path)
     if not path.is_file():
-        raise ProfileError(path, "no such file")
+        raise ProfileError(path, "no such file" if not path.is_dir() else
+                           "is a folder; expected a MindSpore IR dump (.ir) file")
+    check_file(path, "a MindSpore IR dump", text=path.suffix != ".gz", holes=True)
     reader = _Reader(path)
+    last = 0
     for lineno, line in _lines(path):
-        reader.feed(lineno, line)
+        try:
+            reader.feed(lineno, line)
+        except ProfileError as exc:
+            if line.endswith("\n"):
+                raise
+            raise ProfileError(path, f"the file ends mid-line (truncated): {exc.problem}",
+                               line=lineno) from exc
+        last = lineno
     reader.flush()
     if not reader.saw_subgraph:
         raise ProfileError(path, "not a MindSpore IR dump: no 'subgraph @name(...) {' line "
                            "found")
+    if reader.graph is not None:
+        raise ProfileError(path, f"file ends inside 'subgraph @{reader.graph}' (opened at line "
+                           f"{reader.opened_at}) without its closing '}}': the dump is "
+                           "truncated", line=last)
+    if reader.declared is not None and reader.subgraphs < reader.declared:
+        raise ProfileError(path, f"the header declares {reader.declared} subgraphs but the file "
+                           f"holds {reader.subgraphs}: the dump is truncated", line=last)
     if groups:
         _fill_ranks(reader.columns, groups)
     return IRGraph(path=str(path), nodes=_node_frame(reader.columns),

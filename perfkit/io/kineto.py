@@ -24,9 +24,10 @@ import pandas as pd
 
 from ..errors import ProfileError
 from ..profile import ProfileMeta
-from ._common import rank_from_name
+from ._common import rank_from_name, with_notes
 from .chrome import ChromeTrace, read_chrome_trace
-from .trace_tables import NA_NS, overlap_breakdown, rel, step_index, step_spans
+from .trace_tables import overlap_breakdown, rel, step_index, step_spans
+from .validate import plausible_origin
 
 __all__ = ["looks_like_kineto", "parse", "parse_trace", "shapes_text", "list_text"]
 
@@ -40,6 +41,7 @@ def looks_like_kineto(path: Path) -> bool:
     return path.is_file() and (name.endswith(".json") or name.endswith(".json.gz"))
 
 
+@with_notes
 def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """Read one Kineto trace file into the canonical tables.
 
@@ -60,10 +62,8 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     if not len(x):
         raise ProfileError(path, "no complete events (ph 'X') found; expected a profiler trace "
                            "with traceEvents")
-    notes: list[str] = []
-    ts = x["ts_ns"].to_numpy()
-    valid = ts[ts != NA_NS]
-    origin = int(valid.min()) if len(valid) else None
+    notes: list[str] = list(trace.notes)
+    origin = plausible_origin(x["ts_ns"].to_numpy())
     cat = x["cat"].fillna("").to_numpy()
     is_step = x["name"].str.startswith("ProfilerStep#").fillna(False).to_numpy(dtype=bool)
     spans = step_spans(x[is_step & ~np.isin(cat, _DEVICE_CATS)])
@@ -77,6 +77,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
         notes.append("steps: no ProfilerStep#N events (profile without schedule): "
                      "one step over the whole trace, step number NA")
     steps = _steps(dev, kernels, spans)
+    steps = _unknown_where_durations_missing(steps, kernels, notes)
     if len(steps):
         notes.append("steps: computed from GPU kernel intervals per ProfilerStep "
                      "(bubble/stage/preparing are Ascend-only and left NA)")
@@ -102,6 +103,8 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
         origin_ns=origin, path=str(path), notes=notes,
         extra={"backend": trace.backend, "events": trace.n_events,
                "trace_object": trace.is_object,
+               "table_files": {t: str(path) for t in ("kernels", "ops", "steps", "comm_ops",
+                                                      "memory")},
                **({"devices": list(trace.device_names)} if trace.device_names else {})},
     )
     return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,
@@ -268,13 +271,21 @@ def _device_time(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.nd
     ext_ops = set(cpu["external_id"].dropna().astype("int64"))
     ext_dev = dev["external_id"].dropna().astype("int64")
     if len(ext_dev) and ext_dev.isin(ext_ops).mean() > 0.5:
-        per = dev.groupby(dev["external_id"].astype("Int64"))["dur_us"].sum()
-        out = per.reindex(cpu["external_id"].astype("Int64").to_numpy()).to_numpy(np.float64)
-        return np.where(np.isnan(out), 0.0, out)
+        key = dev["external_id"].astype("Int64")
+        per = dev.groupby(key)["dur_us"].sum()
+        # an op whose kernels include one without a duration has an unknown device time
+        per[dev["dur_us"].isna().groupby(key).any()] = np.nan
+        ids = cpu["external_id"].astype("Int64")
+        out = per.reindex(ids.to_numpy()).to_numpy(np.float64)
+        # ops that launched nothing on the device have zero device time
+        return np.where(ids.isin(per.index).to_numpy(), out, 0.0)
     runtime = x[x["cat"].isin(["cuda_runtime", "cuda_driver"]) & x["correlation"].notna()]
     if not len(runtime) or not len(cpu):
         return np.full(len(cpu), np.nan)
-    per_corr = dev.groupby(dev["correlation"].astype("Int64"))["dur_us"].sum()
+    corr_key = dev["correlation"].astype("Int64")
+    per_corr = dev.groupby(corr_key)["dur_us"].sum()
+    unknown = dev["dur_us"].isna().groupby(corr_key).any()
+    per_corr[unknown] = np.inf  # marks ops that launched a kernel without a duration
     launch = pd.DataFrame({"tid": runtime["tid"].astype("string").to_numpy(),
                            "ts": runtime["ts_ns"].to_numpy(),
                            "gpu": per_corr.reindex(runtime["correlation"].astype("Int64")
@@ -297,7 +308,7 @@ def _device_time(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.nd
         ic = np.clip(i, 0, len(g) - 1)
         ok &= g["end"].to_numpy()[ic] >= lsel["ts"].to_numpy()
         np.add.at(total, g["pos"].to_numpy()[ic[ok]], lsel["gpu"].to_numpy()[ok])
-    return total
+    return np.where(np.isinf(total), np.nan, total)
 
 
 def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
@@ -325,6 +336,30 @@ def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.
         one = win[win["step"] == st]
         rows.append(overlap_breakdown(start[sel], end[sel], cat[sel], one))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _unknown_where_durations_missing(steps: pd.DataFrame, kernels: pd.DataFrame,
+                                     notes: list[str]) -> pd.DataFrame:
+    """Steps holding a kernel without a (plausible) duration: their breakdown is unknown.
+
+    A missing ``dur`` is not a zero-length kernel: the step's computing, communication,
+    overlap and free time are set to NA rather than computed without it (with a note).
+    """
+    missing = kernels["dur_us"].isna().to_numpy()
+    if not missing.any() or not len(steps):
+        return steps
+    cols = [c for c in steps.columns if c.endswith("_us")]
+    if steps["step"].isna().all():  # one whole-trace row
+        hit = np.ones(len(steps), dtype=bool)
+    else:
+        bad = set(pd.unique(kernels["step"].to_numpy()[missing]))
+        hit = steps["step"].isin(bad).to_numpy()
+    if hit.any():
+        steps = steps.copy()
+        steps.loc[hit, cols] = np.nan
+        notes.append(f"steps: {int(missing.sum())} GPU kernel(s) have no duration; the "
+                     f"breakdown of {int(hit.sum())} step(s) holding them is unknown (NA)")
+    return steps
 
 
 def _memory(trace: ChromeTrace, origin: int | None) -> pd.DataFrame:

@@ -8,7 +8,11 @@ Two readers share one way of telling processes apart:
   whole file's rank;
 * a MindSpore glog prefix ``[WARNING] DEVICE(4321,7f...,python):...`` gives a process id.
 
-Lines are read one at a time; the logs may be large and full of unrelated output.
+Lines are read one at a time, each with a length limit; the logs may be large and full of
+unrelated output. A damaged or still-growing log is read as far as it is text and complete:
+the last line is not parsed when the file does not end with a newline (a line cut mid-number
+would give ``loss 9.0`` for ``9.002117``), and reading stops at the first NUL byte (a
+zero-padded tail after a crash). What was left out is said in ``frame.attrs["notes"]``.
 Formats: ``reference/formats.md`` §3.1 (``MS_MEMORY_STATISTIC``) and §3.2 (MFLossMonitor and
 the newer trainer's loss callback).
 """
@@ -22,10 +26,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ProfileError
+from ..errors import ProfileError, boundary
 
 __all__ = ["read_training_log", "read_memory_log", "TRAINING_COLUMNS", "MEMORY_COLUMNS",
-           "MIB"]
+           "MIB", "MAX_LINE_BYTES"]
+
+MAX_LINE_BYTES = 1 << 20
+"""Longer lines are skipped unread (a log record is far shorter); memory stays bounded."""
 
 #: Bytes in the "M" that MindSpore prints after memory sizes (``kMBToByte``).
 MIB = 2**20
@@ -47,10 +54,11 @@ MEMORY_COLUMNS = (
 )
 
 _RANK_MARK = re.compile(
-    r"^\s*(?:\[\s*rank\s*(\d+)\s*\]:?|rank\s*(\d+)\s*:|\[\d+,(\d+)\]<std(?:out|err)>:)\s?",
+    r"^\s*(?:\[\s*rank\s*(\d{1,9})\s*\]:?|rank\s*(\d{1,9})\s*:|\[\d+,(\d{1,9})\]<std(?:out|err)>:)"
+    r"\s?",
     re.IGNORECASE)
-_FILE_RANK = re.compile(r"(?:worker|rank|device)[_-]?(\d+)", re.IGNORECASE)
-_GLOG = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \w+\((\d+)[,:]")
+_FILE_RANK = re.compile(r"(?:worker|rank|device)[_-]?(\d{1,9})(?!\d)", re.IGNORECASE)
+_GLOG = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \w+\((\d{1,10})[,:]")
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|inf)"
 _STEP_START = re.compile(r"\{\s*(?:Epoch|step)\s*:")
@@ -110,17 +118,48 @@ def _file_rank(path: Path) -> int | None:
 _TRIGGERS = ("step", "Epoch", "emory", "mem:")
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _read_lines(path: Path, notes: list[str]) -> Iterator[tuple[int, str]]:
     """Lines of a log, decoded one by one.
 
     A line that is not UTF-8 is an error only when it looks like one of the records read
     here; elsewhere (progress bars, binary noise) it is decoded with replacement characters.
+    The last line is left out (with a note) when the file does not end with a newline, a
+    line longer than :data:`MAX_LINE_BYTES` is skipped, and reading stops at the first NUL
+    byte (with a note; a file that starts with binary data is refused).
     """
+    if path.is_dir():
+        raise ProfileError(path, "is a folder; expected a log file")
     if not path.is_file():
         raise ProfileError(path, "no such file")
     try:
         with open(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
+            lineno = 0
+            while True:
+                raw = fh.readline(MAX_LINE_BYTES)
+                if not raw:
+                    return
+                lineno += 1
+                nul = raw.find(b"\x00")
+                if nul >= 0:
+                    if lineno == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                        raise ProfileError(path, "is UTF-16 text; expected a log as UTF-8 text "
+                                           "(convert it to UTF-8)", line=1)
+                    if lineno == 1 and nul < 16:
+                        raise ProfileError(path, "binary data where a text log was expected",
+                                           line=1)
+                    notes.append(f"line {lineno}: binary data (NUL bytes) from here on "
+                                 "(a zero-padded or damaged file): the rest was not read")
+                    return
+                if not raw.endswith(b"\n"):
+                    if len(raw) >= MAX_LINE_BYTES:
+                        while raw and not raw.endswith(b"\n"):  # skip the rest of it
+                            raw = fh.readline(MAX_LINE_BYTES)
+                        notes.append(f"line {lineno}: longer than {MAX_LINE_BYTES >> 20} MiB: "
+                                     "skipped")
+                        continue
+                    notes.append(f"line {lineno}: the file ends mid-line (no newline): the "
+                                 "last line was not parsed (cut short, or still being written)")
+                    return
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -128,9 +167,11 @@ def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
                     if any(t in text for t in _TRIGGERS):
                         raise ProfileError(path, f"not UTF-8 text ({exc.reason})",
                                            line=lineno) from exc
+                if lineno == 1:
+                    text = text.removeprefix("\ufeff")
                 yield lineno, text.rstrip("\r\n")
     except OSError as exc:
-        raise ProfileError(path, f"cannot read: {exc}") from exc
+        raise ProfileError(path, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def _split_rank(line: str, default: int | None) -> tuple[int | None, str]:
@@ -159,10 +200,13 @@ def _parse_step(text: str, path: Path, lineno: int) -> dict[str, Any]:
     if step is None:  # the line opens like a step record, so its counters are broken
         raise ProfileError(path, f"expected 'step:[ cur/ total]', found {text.strip()[:120]!r}",
                            line=lineno, field="step")
+    if max(len(step.group(1)), len(step.group(2))) > 12:
+        raise ProfileError(path, f"step number too large: {step.group(0)[:60]!r}", line=lineno,
+                           field="step")
     row: dict[str, Any] = {"step": int(step.group(1)), "steps": int(step.group(2))}
     epoch = _EPOCH.search(text)
     row["format"] = "old" if epoch else "new"
-    if epoch:
+    if epoch and max(len(epoch.group(1)), len(epoch.group(2))) <= 12:
         row["epoch"], row["epochs"] = int(epoch.group(1)), int(epoch.group(2))
     loss = _LOSS.search(text)
     if loss is None and "loss" in text:
@@ -192,6 +236,7 @@ def _parse_step(text: str, path: Path, lineno: int) -> dict[str, Any]:
     return row
 
 
+@boundary(ProfileError, path_arg="path", what="a training log")
 def read_training_log(path: str | Path) -> pd.DataFrame:
     """One row per training step from a MindFormers log.
 
@@ -214,7 +259,8 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
         ``global_norm`` (also ``grad_norm``), ``train_throughput_per_npu_tflops``,
         ``throughput_tflops``, ``samples_per_second_per_device`` (from the progress line
         ``... 12.34567 samples/s/p`` that follows a step line of the same rank), the extra
-        losses when printed, and ``line`` (1-based line of the step).
+        losses when printed, and ``line`` (1-based line of the step). ``attrs["notes"]``
+        lists what was left unread (a last line cut short, a zero-padded tail).
 
     Raises
     ------
@@ -226,7 +272,8 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
     default_rank = _file_rank(path)
     rows: list[dict[str, Any]] = []
     last: dict[int | None, dict[str, Any]] = {}
-    for lineno, raw in _read_lines(path):
+    notes: list[str] = []
+    for lineno, raw in _read_lines(path, notes):
         rank, line = _split_rank(raw, default_rank)
         if _STEP_START.search(line):
             row = _parse_step(line, path, lineno)
@@ -239,7 +286,8 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
             if target is not None and samples and "samples_per_second_per_device" not in target:
                 target["samples_per_second_per_device"] = _num(samples.group(1))
     if not rows:
-        raise ProfileError(path, "no training step line ('step:[ n/ total]') found")
+        raise ProfileError(path, "no training step line ('step:[ n/ total]') found"
+                           + (f" ({'; '.join(notes)})" if notes else ""))
     frame = pd.DataFrame([{c: r.get(c) for c in TRAINING_COLUMNS} for r in rows],
                          columns=list(TRAINING_COLUMNS))
     for col in ("rank", "epoch", "epochs", "step", "steps", "line"):
@@ -249,6 +297,7 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
                        "overflow"):
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
     frame["overflow"] = frame["overflow"].astype("boolean")
+    frame.attrs["notes"] = notes
     return frame
 
 
@@ -260,7 +309,15 @@ def _size(value: str, unit: str, path: Path, lineno: int, field: str) -> int:
     if not value.isdigit():
         raise ProfileError(path, f"expected a whole number followed by 'M', found {value!r}",
                            line=lineno, field=field)
-    return int(value) * (MIB if unit == "M" else 1)  # very old versions printed raw bytes
+    return _mib(value, path, lineno, field, MIB if unit == "M" else 1)  # old: raw bytes
+
+
+def _mib(value: str, path: Path, lineno: int, field: str, unit: int = MIB) -> int:
+    """``int(value) * unit``, refusing a number too large to be a memory size (> 2**62)."""
+    if len(value) > 18 or int(value) * unit >= 2**62:
+        raise ProfileError(path, f"memory size {value[:30]} is too large to be real",
+                           line=lineno, field=field)
+    return int(value) * unit
 
 
 class _MemoryReader:
@@ -316,16 +373,19 @@ class _MemoryReader:
             return
         row: dict[str, Any] = {"rank": rank, "pid": pid, "kind": "memory_pool", "line": lineno}
         if total is not None:
-            row["pool"], row["pool_total_bytes"] = "all", int(total.group(1)) * MIB
+            row["pool"] = "all"
+            row["pool_total_bytes"] = _mib(total.group(1), self.path, lineno, "pool total")
         else:
-            row["pool"], row["pool_total_bytes"] = info.group(1), int(info.group(2)) * MIB
+            row["pool"] = info.group(1)
+            row["pool_total_bytes"] = _mib(info.group(2), self.path, lineno, "pool total")
         for regex, key in _POOL_FIELDS:
             m = regex.search(line)
             if m:
-                row[key] = int(m.group(1)) * MIB
+                row[key] = _mib(m.group(1), self.path, lineno, key)
         self.rows.append(row)
 
 
+@boundary(ProfileError, path_arg="path", what="a MindSpore log")
 def read_memory_log(path: str | Path) -> pd.DataFrame:
     """Memory summaries from a MindSpore / MindFormers log.
 
@@ -350,6 +410,8 @@ def read_memory_log(path: str | Path) -> pd.DataFrame:
         with fragments. ``rank`` comes from a line marker or the file name, ``pid`` from the
         MindSpore log prefix last seen for that rank; blocks of different (rank, pid) are
         kept apart even when their lines interleave. ``line`` is where a block starts.
+        ``attrs["notes"]`` lists what was left unread (a last line cut short, a
+        zero-padded tail).
 
     Raises
     ------
@@ -360,11 +422,13 @@ def read_memory_log(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     reader = _MemoryReader(path)
     default_rank = _file_rank(path)
-    for lineno, raw in _read_lines(path):
+    notes: list[str] = []
+    for lineno, raw in _read_lines(path, notes):
         reader.feed(lineno, raw, default_rank)
     frame = pd.DataFrame([{c: r.get(c) for c in MEMORY_COLUMNS} for r in reader.rows],
                          columns=list(MEMORY_COLUMNS))
     for col in MEMORY_COLUMNS:
         if col.endswith("_bytes") or col in ("rank", "pid", "line"):
             frame[col] = frame[col].astype("Int64")
+    frame.attrs["notes"] = notes
     return frame

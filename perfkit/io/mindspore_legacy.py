@@ -25,9 +25,9 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError
+from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
-from ._common import read_csv, read_header, read_json, to_float
+from ._common import read_csv, read_header, read_json, to_float, with_notes
 from .chrome import read_chrome_trace
 from .trace_tables import NA_NS
 
@@ -49,8 +49,12 @@ def _files(folder: Path, rank: int) -> dict[str, Path]:
     return found
 
 
+@with_notes
 def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
-    """Read the files of one rank from a legacy MindSpore profiler folder."""
+    """Read the files of one rank from a legacy MindSpore profiler folder.
+
+    Each file is its own exception boundary: a failure names the file.
+    """
     if rank is None:
         raise ProfileError(folder, "rank unknown; expected files named *_{rank}.csv/json")
     files = _files(folder, rank)
@@ -58,27 +62,38 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
              "memory tables are not produced from these files"]
     tables: dict[str, pd.DataFrame] = {}
     extra: dict[str, Any] = {"files": sorted(p.name for p in folder.glob(f"*_{rank}*"))}
+    table_files: dict[str, str] = {}
     steps = None
     if "step_trace" in files:
-        steps = _step_trace(files["step_trace"])
+        with file_boundary(files["step_trace"], "a MindSpore step trace"):
+            steps = _step_trace(files["step_trace"])
+        table_files["steps"] = str(files["step_trace"])
     if "cluster_analyse" in files:
-        steps = _cluster_analyse(files["cluster_analyse"], steps, notes)
+        with file_boundary(files["cluster_analyse"], "a MindSpore per-step breakdown"):
+            steps = _cluster_analyse(files["cluster_analyse"], steps, notes)
+        table_files.setdefault("steps", str(files["cluster_analyse"]))
     if steps is not None:
         tables["steps"] = steps
     else:
         notes.append("steps: no step_trace_raw / ascend_cluster_analyse file for this rank")
     if "hccl" in files:
-        tables["comm_ops"] = _hccl(files["hccl"])
+        with file_boundary(files["hccl"], "a MindSpore HCCL summary"):
+            tables["comm_ops"] = _hccl(files["hccl"])
+        table_files["comm_ops"] = str(files["hccl"])
     else:
         notes.append("comm_ops: no hccl_raw file for this rank")
     if "timeline" in files:
-        tables["kernels"] = _timeline(files["timeline"])
+        with file_boundary(files["timeline"], "a MindSpore timeline"):
+            tables["kernels"], trace_notes = _timeline(files["timeline"])
+        table_files["kernels"] = str(files["timeline"])
         notes.append("kernels: from ascend_timeline_display (times relative to the start of "
                      "the timeline; no absolute epoch in legacy files, origin_ns is None)")
+        notes.extend(f"{files['timeline'].name}: {n}" for n in trace_notes)
     info: dict[str, Any] = {}
     if "info" in files:
         data = read_json(files["info"], "profiler_info JSON (legacy MindSpore)")
         info = data if isinstance(data, dict) else {}
+    extra["table_files"] = table_files
     world = info.get("rank_size")
     if not tables:
         if not extra["files"]:
@@ -91,7 +106,8 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
     extra["profiler_info"] = info
     meta = ProfileMeta(source_format="mindspore_legacy", framework="mindspore", rank=rank,
                        world_size=int(world) if isinstance(world, (int, str)) and
-                       str(world).isdigit() else None, device_type="npu",
+                       not isinstance(world, bool) and str(world).isdigit() and
+                       len(str(world)) < 10 else None, device_type="npu",
                        origin_ns=None, path=str(folder), notes=notes, extra=extra)
     return meta, tables
 
@@ -127,7 +143,9 @@ def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
     h = table.column_names
 
     def ms(name: str) -> np.ndarray:
-        return to_float(table.column(name), n) * 1000.0 if name in h else np.full(n, np.nan)
+        if name not in h:
+            return np.full(n, np.nan)
+        return to_float(table.column(name), n, label=f"{path.name} {name}") * 1000.0
 
     frame = pd.DataFrame({
         "computing_us": ms("computation_time"),
@@ -162,8 +180,10 @@ def _hccl(path: Path) -> pd.DataFrame:
         try:
             ops = msgspec.json.decode(cost)
         except msgspec.DecodeError:
+            ops = None
+        if not isinstance(ops, dict):
             raise ProfileError(path, "expected a JSON object {op: [step, cost, wait, links]}",
-                               line=line, field="communication_operator_cost") from None
+                               line=line, field="communication_operator_cost")
         for key, val in ops.items():
             if not isinstance(val, list) or len(val) < 3:
                 continue
@@ -183,7 +203,7 @@ def _f(v: Any) -> float:
 _HOST_PIDS = {11000, 12000, 13000}
 
 
-def _timeline(path: Path) -> pd.DataFrame:
+def _timeline(path: Path) -> tuple[pd.DataFrame, list[str]]:
     trace = read_chrome_trace(path, "ascend_timeline_display JSON (MindSpore timeline)")
     x = trace.x
     pid = pd.to_numeric(x["pid"], errors="coerce")
@@ -202,4 +222,4 @@ def _timeline(path: Path) -> pd.DataFrame:
         "core": np.where(aicpu, "AI_CPU", np.where(comm, "HCCL", "AI_CORE")),
         "stream": pd.to_numeric(dev["tid"], errors="coerce").to_numpy(),
         "start_us": start, "dur_us": dev["dur_us"].to_numpy(),
-    })
+    }), trace.notes

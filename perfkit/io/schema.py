@@ -5,6 +5,9 @@ canonical shape of DESIGN.md: the key columns first, in a fixed order and dtype,
 any optional (source-specific) columns the loader kept. A key column the source does not
 provide is filled with NA (never with zero). Units are in the column names: ``_us`` is
 microseconds relative to ``meta.origin_ns``, ``_bytes`` bytes, ``_gbps`` GB/s (10^9 B/s).
+
+Whether the values are plausible (times and durations: NA with a note when not) is checked
+once, for every format, by :mod:`perfkit.io.validate` before the tables reach here.
 """
 
 from __future__ import annotations
@@ -67,8 +70,13 @@ def _cast(series: pd.Series, dtype: str) -> pd.Series:
         return series
     if dtype == _I:
         values = pd.to_numeric(series, errors="coerce")
+        if values.dtype.kind not in "iuf" and not isinstance(values.dtype, pd.Int64Dtype):
+            values = pd.to_numeric(values.astype(object), errors="coerce").astype("float64")
+        if values.dtype.kind == "u":
+            values = values.astype("float64")
         if values.dtype.kind == "f":
-            whole = values.isna() | (values == np.floor(values))
+            # not whole, or beyond int64: missing rather than a wrapped-around number
+            whole = values.isna() | ((values == np.floor(values)) & (values.abs() < 2.0**63))
             values = values.where(whole)
         return values.astype(_I)
     if dtype == _F:

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .categories import category
 from .chrome import ChromeTrace
 
 __all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown",
@@ -19,7 +20,7 @@ __all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown
 NA_NS = np.iinfo(np.int64).min
 """Sentinel for a missing int64 timestamp in :class:`ChromeTrace` frames."""
 
-_STEP_RE = re.compile(r"^(?:ProfilerStep#|Step\s*#?)(\d+)$")
+_STEP_RE = re.compile(r"^(?:ProfilerStep#|Step\s*#?)(\d{1,9})$")
 
 
 def rel(ts_ns: np.ndarray, origin: int | None) -> np.ndarray:
@@ -38,7 +39,9 @@ def step_spans(x: pd.DataFrame) -> pd.DataFrame:
     cand = names.str.startswith(("ProfilerStep#", "Step")).to_numpy(dtype=bool)
     m = pd.Series(pd.NA, index=names.index, dtype="string")
     m[cand] = names[cand].str.extract(_STEP_RE, expand=False)
-    sel = m.notna().to_numpy()
+    dur = x["dur_us"].to_numpy(np.float64)
+    # a step span without a (plausible) duration or start has no known window: left out
+    sel = m.notna().to_numpy() & np.isfinite(dur) & (x["ts_ns"].to_numpy() != NA_NS)
     spans = pd.DataFrame({
         "step": pd.to_numeric(m[sel]).astype("int64").to_numpy(),
         "start_ns": x["ts_ns"].to_numpy()[sel],
@@ -197,8 +200,6 @@ def from_ascend_trace(trace: ChromeTrace, origin: int | None) -> dict[str, pd.Da
     hw = [p for p, n in trace.processes.items() if n == "Ascend Hardware"]
     device = x[x["pid"].isin(hw)]
     ts = device["ts_ns"].to_numpy()
-    from .ascend import category  # local: ascend imports this module
-
     ttype = device["task_type"].astype("string")
     kernels = pd.DataFrame({
         "step": np.nan,

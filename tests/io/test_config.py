@@ -111,7 +111,7 @@ MODEL = ("model:\n  model_config: {seq_length: 128, hidden_size: 64, num_layers:
     ("parallel_config:\n  pipeline_stage: 2\n  micro_batch_num: 1\n", "micro_batch_num"),
     ("recompute_config:\n  recompute: maybe\n", "recompute: maybe"),
     ("recompute_config:\n  select_recompute: 3\n", "select_recompute"),
-    ("parallel_config:\n  use_seq_parallel: 'yes'\n", "use_seq_parallel"),
+    ("parallel_config:\n  use_seq_parallel: 'maybe'\n", "use_seq_parallel"),
     ("parallel: [1, 2]\n", "parallel:"),
 ])
 def test_bad_values_name_file_and_line(tmp_path: Path, body: str, needle: str) -> None:

@@ -1,0 +1,169 @@
+"""One rank to parse (:class:`RankSource`) and the pure function that parses it.
+
+:func:`parse_source` is the exception boundary of a rank: whatever goes wrong while its files
+are read comes out as a :class:`~perfkit.errors.ProfileError` naming the file, so a damaged
+rank of a cluster is reported in ``Cluster.failed`` while the others load. It is also where
+every format's tables pass the plausibility checks of :mod:`perfkit.io.validate`.
+:func:`cluster_meta` merges the ranks' facts into the cluster's.
+
+Both the local engine (:mod:`perfkit.io.detect`) and the Dask engine
+(:mod:`perfkit.io.dask_engine`) import from here, so neither imports the other's module
+in both directions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ProfileError, file_boundary
+from ..profile import Profile, ProfileMeta
+from . import ascend
+from .validate import clean_tables
+
+__all__ = ["RankSource", "parse_source", "cluster_meta", "FORMATS"]
+
+FORMATS = ("ascend_text", "ascend_db", "kineto", "trace_view", "mindspore_legacy",
+           "unreadable")
+"""Values of :attr:`RankSource.fmt`; ``unreadable`` is a folder detection could not open."""
+
+
+@dataclass(frozen=True)
+class RankSource:
+    """One rank to parse: format, where, and the rank if known before parsing.
+
+    ``error`` is set (and ``fmt`` is ``"unreadable"``) for a rank folder that could not
+    even be examined (permission denied, ...); parsing it raises that error, so it is
+    listed in ``Cluster.failed`` rather than sinking the whole load.
+    """
+
+    fmt: str
+    path: str
+    rank: int | None = None
+    files: tuple[str, ...] = field(default=(), compare=False)
+    error: str = field(default="", compare=False)
+
+    def file_paths(self) -> list[Path]:
+        """Files this source reads (for cache keys and sizes); unreadable folders give []."""
+        if self.files:
+            return [Path(f) for f in self.files]
+        p = Path(self.path)
+        try:
+            if p.is_file():
+                return [p]
+            if self.fmt == "ascend_text":
+                # only what the loader reads, not the raw FRAMEWORK/ and PROF_*/ data
+                out = p / ascend.OUTPUT_DIR
+                files = [f for f in out.iterdir() if f.is_file()] if out.is_dir() else []
+                files += sorted(p.glob("profiler_info*.json")) + sorted(
+                    p.glob("profiler_metadata.json"))
+                return files
+            if self.fmt == "unreadable":
+                return []
+            return [f for f in p.rglob("*") if f.is_file()]
+        except OSError:
+            return []
+
+
+_WORDS = {"ascend_text": "an Ascend text export", "ascend_db": "an Ascend DB export",
+          "kineto": "a PyTorch (Kineto) trace", "trace_view": "a trace_view.json",
+          "mindspore_legacy": "legacy MindSpore profiler output"}
+
+
+def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    path = Path(source.path)
+    if source.fmt == "ascend_text":
+        return ascend.parse(path)
+    if source.fmt == "ascend_db":
+        from . import ascend_db
+
+        return ascend_db.parse(path)
+    if source.fmt == "kineto":
+        from . import kineto
+
+        return kineto.parse(path)
+    if source.fmt == "trace_view":
+        return ascend.parse_trace_view(path)
+    if source.fmt == "mindspore_legacy":
+        from . import mindspore_legacy
+
+        return mindspore_legacy.parse(path, source.rank)
+    if source.fmt == "unreadable":
+        raise ProfileError(path, source.error or "cannot be read")
+    raise ProfileError(path, f"unknown source format {source.fmt!r}")
+
+
+def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Parse one rank: the pure function run in worker processes (or as a Dask task).
+
+    Parameters
+    ----------
+    source : RankSource
+        From :func:`perfkit.io.detect.detect`.
+
+    Returns
+    -------
+    (ProfileMeta, dict of DataFrame)
+        Times checked by :func:`perfkit.io.validate.clean_tables` (implausible values NA,
+        with a note).
+
+    Raises
+    ------
+    ProfileError
+        Anything that goes wrong, naming the file (an ``OSError`` names the file it was
+        about; any other unexpected error names the rank's path).
+    """
+    with file_boundary(source.path, _WORDS.get(source.fmt, "")):
+        meta, tables = _parse(source)
+        files = meta.extra.pop("table_files", None) or {}
+        meta.notes.extend(clean_tables(tables, files, meta.path))
+        if meta.rank is not None and not _plausible_rank(meta.rank):
+            meta.notes.append(f"rank: {meta.rank!r} recorded in the files is not a rank; "
+                              "ignored")
+            meta.rank = None
+    if meta.rank is None and source.rank is not None:
+        meta.rank = source.rank
+        meta.notes.append(f"rank: not recorded in the files; {source.rank} assigned from the "
+                          "folder name or position")
+    return meta, tables
+
+
+def _plausible_rank(rank: object) -> bool:
+    return isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 10**9
+
+
+def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
+                 ) -> ProfileMeta:
+    """The facts of a cluster: merged from its ranks' metas, with the failed ranks noted."""
+    metas = [p.meta for p in profiles]
+    origins = [m.origin_ns for m in metas if m.origin_ns is not None]
+    fmts = sorted({m.source_format for m in metas})
+    frameworks = sorted({m.framework for m in metas if m.framework})
+    levels = sorted({m.profiler_level for m in metas if m.profiler_level})
+    worlds = [m.world_size for m in metas if m.world_size]
+    groups: dict[str, Any] = {}
+    for m in metas:
+        groups.update(m.groups)
+    notes = [f"rank {r} not loaded: {msg}" for r, msg in failed.items()]
+    by_note: dict[str, list[Any]] = {}
+    for m in metas:
+        for n in m.notes:
+            by_note.setdefault(n, []).append(m.rank)
+    notes += [f"ranks {rs}: {n}" if len(rs) > 1 else f"rank {rs[0]}: {n}"
+              for n, rs in by_note.items()]
+    if len(fmts) > 1:
+        notes.append(f"ranks come from different formats: {fmts}")
+    notes.append("times of every rank are relative to the cluster origin_ns (earliest rank)")
+    return ProfileMeta(
+        source_format="cluster" if len(fmts) != 1 else fmts[0],
+        framework=frameworks[0] if len(frameworks) == 1 else None,
+        rank=None, world_size=max(worlds) if worlds else None,
+        device_type=metas[0].device_type if metas else None,
+        profiler_level=levels[0] if len(levels) == 1 else None,
+        groups=groups, origin_ns=min(origins) if origins else None, path=str(root),
+        notes=notes, extra={"ranks": [m.rank for m in metas]},
+    )

@@ -1,0 +1,1369 @@
+"""Damaged inputs built from the bundled real samples, each with the outcome it must have.
+
+:func:`build` copies the samples under ``tests/data`` and ``data/`` into a folder (a pytest
+``tmp_path``) and damages the copies in every way issue 18 lists: truncated, padded with
+zeros, sparse, garbled, fields of the wrong type, wrong header, odd-but-valid encodings
+(BOM, CRLF, UTF-16), permissions (simulated), plus the config and log readers, the IR reader
+and the zip extractor. Each :class:`Case` says what must happen:
+
+- ``"error"``: a :class:`perfkit.errors.PerfkitError` whose message names ``file`` and holds
+  ``words``;
+- ``"partial"``: a :class:`perfkit.Cluster` where the ranks in ``failed`` are listed in
+  ``Cluster.failed`` (with ``file`` in the message) and the others load;
+- ``"repaired"``: a correct load with a note holding ``words`` (``meta.notes``, or
+  ``attrs["notes"]`` for logs), then ``check`` verifies the numbers;
+- ``"ok"``: a correct load (odd but valid input), then ``check`` verifies the numbers.
+
+Checks compare with the undamaged sample loaded the same way (``refs``): a repaired file
+must give the intact file's numbers except where the damage was. Nothing here imports the
+code under test at module level, so the generator also works as a script
+(``python tests/corpus/make_corpus.py OUT``) for manual exploration.
+"""
+
+from __future__ import annotations
+
+import builtins
+import csv
+import functools
+import gzip
+import io
+import json
+import os
+import shutil
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Case", "build", "snapshot", "ROOT"]
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+R0 = ROOT / "data" / "ascend-real-pt-level1" / "rank0_ascend_pt"
+L1 = ROOT / "data" / "ascend-real-pt-level1"
+OLD0 = DATA / "ascend_pt_gpt3_old" / "test_rank_0"
+DB0 = DATA / "ascend_pt_db_level1" / "rank0_ascend_pt"
+DB = DATA / "ascend_pt_db_level1"
+KH = DATA / "kineto_hta"
+KL = ROOT / "data" / "kineto-tiny-llama"
+TV = DATA / "trace_view_excerpt" / "trace_view.json"
+LEG = DATA / "mindinsight_legacy" / "cluster_propose"
+LEG1 = DATA / "mindinsight_legacy" / "run_2_normal_run" / "profiler"
+CO = DATA / "msprof_analyze_level1" / "cluster_analysis_output"
+IR = DATA / "ir"
+LOGS = DATA / "logs"
+CFG = DATA / "configs"
+
+OUT = "ASCEND_PROFILER_OUTPUT"
+_UNREAD = ("trace_view.json", "operator_details.csv", "api_statistic.csv", "l2_cache.csv",
+           "op_statistic.csv")
+GARBAGE = bytes(range(256)) * 64 + b"\x00\xff\xfe" * 100
+
+
+@dataclass
+class Case:
+    """One damaged input and what perfkit must do with it (see the module docstring)."""
+
+    name: str
+    kind: str  # load, load_ir, training_log, memory_log, mf_config, hf_config, mf_model, zip
+    path: Path
+    expect: str  # error, partial, repaired, ok
+    words: tuple[str, ...] = ()
+    file: str | None = None
+    failed: tuple[Any, ...] = ()
+    ref: str | None = None
+    check: Callable[[Any, Any], None] | None = None
+    patch: Callable[[Any], None] | None = None
+    skip: str | None = None
+    max_s: float = 20.0
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime, mode) of every file and folder under ``root``; sparse files not read."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            out[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+def _copy_rank(src: Path, dst: Path, trace: bool = False) -> Path:
+    ignore = None if trace else shutil.ignore_patterns(*_UNREAD)
+    shutil.copytree(src, dst, ignore=ignore)
+    return dst
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def _eol(line: bytes) -> bytes:
+    return b"\r\n" if line.endswith(b"\r\n") else b"\n" if line.endswith(b"\n") else b""
+
+
+def _edit_cell(path: Path, row: int, column: str, value: str) -> None:
+    """Set one cell (data row ``row``, 0-based) of a CSV, leaving every other line as is."""
+    lines = _lines(path)
+    header = next(csv.reader([lines[0].decode("utf-8-sig")]))
+    i = header.index(column)
+    line = lines[row + 1]
+    cells = next(csv.reader([line.decode()]))
+    cells[i] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(cells)
+    lines[row + 1] = buf.getvalue().encode() + _eol(line)
+    path.write_bytes(b"".join(lines))
+
+
+def _cut_mid_last_row(path: Path) -> None:
+    data = path.read_bytes().rstrip(b"\r\n")
+    start = data.rfind(b"\n") + 1
+    path.write_bytes(data[:start + max(1, (len(data) - start) // 2)])
+
+
+def _zero_pad(path: Path, n: int = 1 << 20) -> None:
+    with open(path, "ab") as fh:
+        fh.write(b"\x00" * n)
+
+
+def _sparse(path: Path, size: int) -> None:
+    os.truncate(path, size)
+
+
+def _utf16(path: Path) -> None:
+    path.write_bytes(path.read_bytes().decode("utf-8-sig").encode("utf-16"))
+
+
+def _bom(path: Path) -> None:
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+
+
+def _line_ends(path: Path) -> None:
+    """CRLF line ends to LF, or LF to CRLF (whichever the file does not use)."""
+    data = path.read_bytes()
+    if b"\r\n" in data:
+        path.write_bytes(data.replace(b"\r\n", b"\n"))
+    else:
+        path.write_bytes(data.replace(b"\n", b"\r\n"))
+
+
+def deny_open(mp: Any, *more: Path, paths: tuple[Path, ...] = ()) -> None:
+    """Make ``open`` of these files raise PermissionError, as for a file mode 000 (the
+    tests run as root, whom chmod does not stop)."""
+    denied = {os.fspath(p) for p in (*more, *paths)}
+    real = builtins.open
+
+    def fake(file: Any, *a: Any, **k: Any) -> Any:
+        if not isinstance(file, int) and os.fspath(file) in denied:
+            raise PermissionError(13, "Permission denied", os.fspath(file))
+        return real(file, *a, **k)
+
+    mp.setattr(builtins, "open", fake)
+    mp.setattr(io, "open", fake)
+
+
+def deny_list(mp: Any, *paths: Path) -> None:
+    """Make listing these folders raise PermissionError (a folder mode 000, as non-root)."""
+    denied = {os.fspath(p) for p in paths}
+    real_listdir, real_scandir = os.listdir, os.scandir
+
+    def listdir(p: Any = ".") -> Any:
+        if os.fspath(p) in denied:
+            raise PermissionError(13, "Permission denied", os.fspath(p))
+        return real_listdir(p)
+
+    def scandir(p: Any = ".") -> Any:
+        if not isinstance(p, int) and os.fspath(p) in denied:
+            raise PermissionError(13, "Permission denied", os.fspath(p))
+        return real_scandir(p)
+
+    mp.setattr(os, "listdir", listdir)
+    mp.setattr(os, "scandir", scandir)
+
+
+def _root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+ROOT_SKIP = "runs as root, whom chmod does not stop (the simulated case covers it)"
+
+
+# ----------------------------------------------------------------------------- checks
+
+def _tables(*names: str) -> Callable[[Any, Any], None]:
+    """The tables equal the intact sample's."""
+    def check(got: Any, ref: Any) -> None:
+        for n in names:
+            pd.testing.assert_frame_equal(getattr(got, n), getattr(ref, n), check_exact=True)
+        assert got.meta.origin_ns == ref.meta.origin_ns
+    return check
+
+
+def _na_only(table: str, col: str, rows: list[int]) -> Callable[[Any, Any], None]:
+    """``col`` is NA in ``rows`` and equal to the intact sample's elsewhere; origin kept."""
+    def check(got: Any, ref: Any) -> None:
+        assert got.meta.origin_ns == ref.meta.origin_ns, "one bad value moved the origin"
+        g, r = getattr(got, table), getattr(ref, table)
+        assert len(g) == len(r)
+        v = g[col].to_numpy(np.float64)
+        assert np.isnan(v[rows]).all(), v[rows]
+        keep = np.ones(len(v), dtype=bool)
+        keep[rows] = False
+        np.testing.assert_array_equal(v[keep], r[col].to_numpy(np.float64)[keep])
+        other = [c for c in ("start_us", "ts_us", "dur_us") if c in g and c != col]
+        for c in other:  # every other row is on the same clock as before
+            np.testing.assert_array_equal(g[c].to_numpy(np.float64)[keep],
+                                          r[c].to_numpy(np.float64)[keep])
+    return check
+
+
+def _part(frame: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    if source is None:
+        return frame
+    return frame[frame["source"] == source].reset_index(drop=True)
+
+
+def _rows(table: str, drop_last: int, source: str | None = None) -> Callable[[Any, Any], None]:
+    """The table (its rows from ``source``) equals the intact one without its last rows."""
+    def check(got: Any, ref: Any) -> None:
+        g, r = _part(getattr(got, table), source), _part(getattr(ref, table), source)
+        assert len(g) == len(r) - drop_last, (len(g), len(r))
+        pd.testing.assert_frame_equal(g, r.iloc[:len(r) - drop_last].reset_index(drop=True))
+    return check
+
+
+def _doubled(table: str, source: str | None) -> Callable[[Any, Any], None]:
+    """Two copies of the file one after the other: every row twice, in order."""
+    def check(got: Any, ref: Any) -> None:
+        g, r = _part(getattr(got, table), source), _part(getattr(ref, table), source)
+        pd.testing.assert_frame_equal(g, pd.concat([r, r], ignore_index=True))
+    return check
+
+
+def _frame_equal(got: Any, ref: Any) -> None:
+    pd.testing.assert_frame_equal(got, ref)
+
+
+def _spec_equal(got: Any, ref: Any) -> None:
+    model = got[0] if isinstance(got, tuple) else got
+    ref_model = ref[0] if isinstance(ref, tuple) else ref
+    assert model == ref_model
+    if isinstance(got, tuple):
+        assert got[1] == ref[1]
+
+
+# ----------------------------------------------------------------------------- builders
+
+Builder = Callable[[Path], list[Case]]
+_BUILDERS: list[Builder] = []
+
+
+def builder(func: Builder) -> Builder:
+    _BUILDERS.append(func)
+    return func
+
+
+_CSV_FILES = {  # file -> (table, a timestamp column, a duration column, its canonical name)
+    "kernel_details.csv": ("kernels", "Start Time(us)", "Duration(us)", "dur_us"),
+    "memory_record.csv": ("memory", "Timestamp(us)", None, None),
+    "operator_memory.csv": ("op_memory", "Allocation Time(us)", "Duration(us)", "duration_us"),
+    "npu_module_mem.csv": ("memory", "Timestamp(us)", None, None),
+    "step_trace_time.csv": ("steps", None, "Computing", "computing_us"),
+}
+
+
+@builder
+def ascend_csv(root: Path) -> list[Case]:
+    """The five CSV files of a torch_npu rank, damaged one at a time."""
+    cases: list[Case] = []
+    for fname, (table, ts_col, dur_col, dur_canon) in _CSV_FILES.items():
+        stem = fname.split(".")[0]
+
+        def rank(tag: str, fname: str = fname, stem: str = stem) -> tuple[Path, Path]:
+            d = _copy_rank(R0, root / f"{stem}-{tag}" / "rank0_ascend_pt")
+            return d, d / OUT / fname
+
+        d, f = rank("empty")
+        f.write_bytes(b"")
+        cases.append(Case(f"{stem}-empty", "load", d, "error", ("empty",), fname))
+        d, f = rank("garbage")
+        f.write_bytes(GARBAGE)
+        cases.append(Case(f"{stem}-garbage", "load", d, "error", ("binary",), fname))
+        d, f = rank("zeropad")
+        _zero_pad(f)
+        cases.append(Case(f"{stem}-zeropad", "load", d, "error", ("zero-padded",), fname))
+        d, f = rank("sparse")
+        _sparse(f, f.stat().st_size + (64 << 20))
+        cases.append(Case(f"{stem}-sparse", "load", d, "error", ("hole",), fname, max_s=5))
+        d, f = rank("dir")
+        f.unlink()
+        f.mkdir()
+        cases.append(Case(f"{stem}-is-a-folder", "load", d, "error", ("folder",), fname))
+        d, f = rank("header")
+        f.write_text("Iteration,Busy,Idle\n1,2,3\n")
+        cases.append(Case(f"{stem}-wrong-header", "load", d, "error", ("expected a header",),
+                          fname))
+        d, f = rank("latin1")
+        data = f.read_bytes()
+        cut = data.index(b"\n", data.index(b"\n") + 1)  # a byte not UTF-8 in the first row
+        f.write_bytes(data[:cut] + b"\xe9" + data[cut:])
+        cases.append(Case(f"{stem}-not-utf8", "load", d, "error", ("UTF-8",), fname))
+        d, f = rank("longrow")
+        lines = _lines(f)
+        lines.insert(1, lines[1].rstrip(b"\r\n") + b",extra,cells" + _eol(lines[1]))
+        f.write_bytes(b"".join(lines))
+        cases.append(Case(f"{stem}-row-too-long", "load", d, "error", ("more fields",), fname))
+        d, f = rank("denied")
+        cases.append(Case(f"{stem}-permission-simulated", "load", d, "error",
+                          ("Permission denied",), fname,
+                          patch=lambda mp, f=f: deny_open(mp, f)))
+        d, f = rank("denied-chmod")
+        if not _root():
+            os.chmod(f, 0)
+        cases.append(Case(f"{stem}-permission-chmod", "load", d, "error",
+                          ("Permission denied",), fname, skip=ROOT_SKIP if _root() else None))
+        for enc, fn in (("utf16", _utf16), ("bom", _bom), ("line-ends", _line_ends)):
+            d, f = rank(enc)
+            fn(f)
+            words = ("UTF-16",) if enc == "utf16" else ()
+            cases.append(Case(f"{stem}-{enc}", "load", d, "repaired" if words else "ok", words,
+                              ref="R0", check=_tables(table)))
+        if stem != "step_trace_time":  # one data row there: these need several
+            cases += _row_cases(rank, stem, table)
+        if ts_col is not None and table != "memory":
+            col = {"kernels": "start_us", "op_memory": "alloc_us"}[table]
+            for tag, value in (("cut", "17364088"), ("neg", "-1736408883704643.212"),
+                               ("huge", "9736408883704643.212"), ("1e300", "1e300"),
+                               ("text", "soon")):
+                d, f = rank(f"ts-{tag}")
+                _edit_cell(f, 3, ts_col, value)
+                cases.append(Case(f"{stem}-timestamp-{tag}", "load", d, "repaired",
+                                  ("outside",) if tag in ("cut", "neg") else ("not readable",),
+                                  ref="R0", check=_na_only(table, col, [3])))
+        if dur_col is not None:
+            row = 0 if stem == "step_trace_time" else 2
+            for tag, value, word in (("neg", "-5.5", "negative"),
+                                     ("absurd", "1e25", "implausibly"),
+                                     ("text", "n/a!", "not readable"),
+                                     ("inf", "inf", "implausibly" if stem != "operator_memory"
+                                      else "not readable")):  # text there: not a number
+                d, f = rank(f"dur-{tag}")
+                _edit_cell(f, row, dur_col, value)
+                cases.append(Case(f"{stem}-duration-{tag}", "load", d, "repaired", (word,),
+                                  ref="R0", check=_na_only(table, dur_canon, [row])))
+    # memory_record / npu_module_mem both feed "memory": a bad timestamp in one
+    d = _copy_rank(R0, root / "memory-ts" / "rank0_ascend_pt")
+    _edit_cell(d / OUT / "memory_record.csv", 2, "Timestamp(us)", "17364088")
+    cases.append(Case("memory_record-timestamp-cut", "load", d, "repaired", ("outside",),
+                      ref="R0", check=_na_only("memory", "ts_us", [2])))
+    d = _copy_rank(R0, root / "steps-neg" / "rank0_ascend_pt")
+    _edit_cell(d / OUT / "step_trace_time.csv", 0, "Free", "-25744.05")
+    cases.append(Case("step_trace_time-free-negative", "load", d, "repaired", ("negative",),
+                      ref="R0", check=_na_only("steps", "free_us", [0])))
+    return cases
+
+
+def _row_cases(rank: Callable[[str], tuple[Path, Path]], stem: str, table: str) -> list[Case]:
+    """A CSV cut mid-row, with a short last row, with its header repeated."""
+    source = {"memory_record": "memory_record", "npu_module_mem": "npu_module_mem"}.get(stem)
+    rows = _rows(table, 1, source)
+    d, f = rank("cut")
+    _cut_mid_last_row(f)
+    cases = [Case(f"{stem}-cut-mid-row", "load", d, "repaired", ("ends mid-row",), ref="R0",
+                  check=rows)]
+    d, f = rank("short")
+    lines = _lines(f)
+    lines[-1] = b",".join(lines[-1].split(b",")[:2]) + _eol(lines[-1])
+    f.write_bytes(b"".join(lines))
+    cases.append(Case(f"{stem}-last-row-short", "load", d, "repaired", ("too few fields",),
+                      ref="R0", check=rows))
+    d, f = rank("header2")
+    lines = _lines(f)
+    lines.insert(4, lines[0])
+    f.write_bytes(b"".join(lines))
+    cases.append(Case(f"{stem}-repeated-header", "load", d, "repaired", ("repeat the header",),
+                      ref="R0", check=_tables(table)))
+    d, f = rank("twice")
+    f.write_bytes(f.read_bytes() * 2)
+    cases.append(Case(f"{stem}-concatenated-twice", "load", d, "repaired",
+                      ("repeat the header",), ref="R0", check=_doubled(table, source)))
+    return cases
+
+
+_JSON_FILES = {"communication.json": "comm_ops", "communication_matrix.json": "comm_matrix",
+               "profiler_info_0.json": None, "profiler_metadata.json": None}
+
+
+@builder
+def ascend_json(root: Path) -> list[Case]:
+    """The JSON files of a torch_npu rank."""
+    cases: list[Case] = []
+    for fname, table in _JSON_FILES.items():
+        stem = fname.split(".")[0]
+
+        def rank(tag: str, fname: str = fname, stem: str = stem) -> tuple[Path, Path]:
+            d = _copy_rank(R0, root / f"{stem}-{tag}" / "rank0_ascend_pt")
+            f = d / fname if fname.startswith("profiler_") else d / OUT / fname
+            return d, f
+
+        d, f = rank("trunc")
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+        cases.append(Case(f"{stem}-truncated", "load", d, "error", ("truncated",), fname))
+        d, f = rank("empty")
+        f.write_bytes(b"")
+        cases.append(Case(f"{stem}-empty", "load", d, "error", ("empty",), fname))
+        d, f = rank("garbage")
+        f.write_bytes(GARBAGE)
+        cases.append(Case(f"{stem}-garbage", "load", d, "error", ("binary",), fname))
+        d, f = rank("zeropad")
+        _zero_pad(f)
+        cases.append(Case(f"{stem}-zeropad", "load", d, "error", ("zero-padded",), fname))
+        d, f = rank("nan")
+        f.write_bytes(f.read_bytes().replace(b"{", b"{\"x\": NaN, ", 1))
+        cases.append(Case(f"{stem}-nan-literal", "load", d, "error", ("invalid JSON",), fname))
+        d, f = rank("dir")
+        f.unlink()
+        f.mkdir()
+        cases.append(Case(f"{stem}-is-a-folder", "load", d, "error", ("folder",), fname))
+        for enc, fn in (("utf16", _utf16), ("bom", _bom), ("line-ends", _line_ends)):
+            d, f = rank(enc)
+            fn(f)
+            cases.append(Case(f"{stem}-{enc}", "load", d, "ok", ref="R0",
+                              check=_tables(table) if table else _tables("kernels")))
+        d, f = rank("denied")
+        cases.append(Case(f"{stem}-permission-simulated", "load", d, "error",
+                          ("Permission denied",), fname, patch=lambda mp, f=f: deny_open(mp, f)))
+    # wrongly typed fields
+    d = _copy_rank(R0, root / "comm-types" / "rank0_ascend_pt")
+    f = d / OUT / "communication.json"
+    data = json.loads(f.read_text())
+    step = next(iter(data.values()))
+    op = next(iter(step["collective"].values()))
+    op["Communication Time Info"] = "fast"
+    f.write_text(json.dumps(data))
+    cases.append(Case("communication-time-info-wrong-type", "load", d, "error",
+                      ("Communication Time Info",), "communication.json"))
+    d = _copy_rank(R0, root / "comm-bw-types" / "rank0_ascend_pt")
+    f = d / OUT / "communication.json"
+    data = json.loads(f.read_text())
+    for step in data.values():
+        for op in step["collective"].values():
+            op["Communication Bandwidth Info"] = ["HCCS", 1.0]
+    f.write_text(json.dumps(data))
+    cases.append(Case("communication-bandwidth-wrong-type", "load", d, "ok", ref="R0",
+                      check=_tables("comm_ops")))
+    d = _copy_rank(R0, root / "comm-list" / "rank0_ascend_pt")
+    (d / OUT / "communication.json").write_text("[1, 2, 3]")
+    cases.append(Case("communication-top-level-list", "load", d, "error",
+                      ("expected a JSON object",), "communication.json"))
+    d = _copy_rank(R0, root / "info-types" / "rank0_ascend_pt")
+    f = d / "profiler_info_0.json"
+    info = json.loads(f.read_text())
+    info["config"] = "Level1"
+    info["rank_id"] = "many"
+    f.write_text(json.dumps(info))
+    cases.append(Case("profiler_info-wrong-types", "load", d, "ok", ref="R0",
+                      check=_tables("kernels", "steps", "comm_ops")))
+    d = _copy_rank(R0, root / "info-list" / "rank0_ascend_pt")
+    (d / "profiler_info_0.json").write_text("[]")
+    cases.append(Case("profiler_info-top-level-list", "load", d, "error",
+                      ("expected a JSON object",), "profiler_info_0.json"))
+    d = _copy_rank(R0, root / "meta-types" / "rank0_ascend_pt")
+    (d / "profiler_metadata.json").write_text(
+        json.dumps({"parallel_group_info": {"g": {"global_ranks": "0,1"}}, "ENV_VARIABLES": 7}))
+    cases.append(Case("profiler_metadata-wrong-types", "load", d, "ok", ref="R0",
+                      check=_tables("kernels", "steps")))
+    return cases
+
+
+def _trace_events(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_bytes())
+
+
+@builder
+def ascend_trace_view(root: Path) -> list[Case]:
+    """trace_view.json inside a rank (the ops table) and standalone."""
+    cases: list[Case] = []
+
+    def rank(tag: str) -> tuple[Path, Path]:
+        d = _copy_rank(R0, root / f"tv-{tag}" / "rank0_ascend_pt", trace=True)
+        return d, d / OUT / "trace_view.json"
+
+    d, f = rank("trunc")
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
+    cases.append(Case("trace_view-in-rank-truncated", "load", d, "error", ("truncated",),
+                      "trace_view.json"))
+    d, f = rank("zeropad")
+    _zero_pad(f, 4 << 20)
+    cases.append(Case("trace_view-in-rank-zeropad", "load", d, "error", ("zero-padded",),
+                      "trace_view.json"))
+    d, f = rank("ts")
+    data = _trace_events(f)
+    x = [e for e in data if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    x[5]["ts"] = "17364088"
+    x[6]["ts"] = -5
+    f.write_text(json.dumps(data))
+    cases.append(Case("trace_view-in-rank-bad-ts", "load", d, "repaired", ("outside",),
+                      ref="R0T", check=_origin_and_ops_count(2)))
+    d, f = rank("dur")
+    data = _trace_events(f)
+    x = [e for e in data if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    x[3]["dur"] = -7
+    x[4]["dur"] = 1e22
+    del x[5]["dur"]
+    f.write_text(json.dumps(data))
+    cases.append(Case("trace_view-in-rank-bad-dur", "load", d, "repaired", ("negative",),
+                      ref="R0T", check=_ops_dur_na(3)))
+    # standalone trace_view.json (an excerpt)
+    for tag, mutate, expect, words in (
+            ("trunc", lambda b: b[: len(b) // 2], "error", ("truncated",)),
+            ("garbage", lambda b: GARBAGE, "error", ("binary",)),
+            ("empty-list", lambda b: b"[]", "error", ("no complete events",)),
+            ("bom", lambda b: b"\xef\xbb\xbf" + b, "ok", ()),
+            ("utf16", lambda b: b.decode().encode("utf-16"), "ok", ()),
+            ("not-json", lambda b: b"hello, world\n", "error", ("expected",))):
+        f = root / f"tvx-{tag}" / "trace_view.json"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(mutate(TV.read_bytes()))
+        cases.append(Case(f"trace_view-standalone-{tag}", "load", f, expect, words,
+                          "trace_view.json", ref="TV" if expect == "ok" else None,
+                          check=_tables("kernels", "ops", "steps") if expect == "ok" else None))
+    f = root / "tvx-ts" / "trace_view.json"
+    f.parent.mkdir(parents=True)
+    data = _trace_events(TV)
+    xs = [e for e in data if e.get("ph") == "X"]
+    xs[0]["ts"] = "1e300"
+    xs[1]["ts"] = "17"
+    f.write_text(json.dumps(data))
+    cases.append(Case("trace_view-standalone-bad-ts", "load", f, "repaired", ("outside",),
+                      ref="TV", check=_origin_same))
+    return cases
+
+
+def _origin_same(got: Any, ref: Any) -> None:
+    assert got.meta.origin_ns == ref.meta.origin_ns
+
+
+def _origin_and_ops_count(n_na: int) -> Callable[[Any, Any], None]:
+    def check(got: Any, ref: Any) -> None:
+        assert got.meta.origin_ns == ref.meta.origin_ns
+        assert len(got.ops) == len(ref.ops)
+        assert int(got.ops["start_us"].isna().sum()) == n_na
+        ok = got.ops["start_us"].notna().to_numpy()
+        np.testing.assert_array_equal(got.ops["start_us"].to_numpy()[ok],
+                                      ref.ops["start_us"].to_numpy()[ok])
+        pd.testing.assert_frame_equal(got.kernels, ref.kernels)
+    return check
+
+
+def _ops_dur_na(n_na: int) -> Callable[[Any, Any], None]:
+    def check(got: Any, ref: Any) -> None:
+        assert got.meta.origin_ns == ref.meta.origin_ns
+        assert int(got.ops["dur_us"].isna().sum()) == n_na
+        assert float(got.ops["dur_us"].max()) <= float(ref.ops["dur_us"].max())
+        assert (got.ops["dur_us"].dropna() >= 0).all()
+    return check
+
+
+@builder
+def ascend_db(root: Path) -> list[Case]:
+    """The SQLite export."""
+    cases: list[Case] = []
+    for fname in ("ascend_pytorch_profiler_0.db", "analysis.db"):
+        stem = fname.split(".")[0]
+        for tag in ("trunc", "garbage-body", "zeros-body", "empty", "magic", "dir", "denied"):
+            d = root / f"db-{stem}-{tag}" / "rank0_ascend_pt"
+            shutil.copytree(DB0, d)
+            f = d / OUT / fname
+            data = f.read_bytes()
+            expect, words, patch = "error", ("SQLite",), None
+            if tag == "trunc":
+                f.write_bytes(data[: len(data) // 3])
+                words = ("damaged",)
+            elif tag == "garbage-body":
+                f.write_bytes(data[:100] + GARBAGE * (len(data) // len(GARBAGE) + 1))
+                words = ("damaged",)
+            elif tag == "zeros-body":
+                f.write_bytes(data[:100] + bytes(len(data) - 100))
+                words = ("damaged",)
+            elif tag == "empty":
+                f.write_bytes(b"")
+                words = ("empty",)
+            elif tag == "magic":
+                f.write_bytes(b"PK\x03\x04" + data[4:])
+                words = ("not an SQLite",)
+            elif tag == "dir":
+                f.unlink()
+                f.mkdir()
+                words = ("folder",)
+            else:
+                words = ("Permission denied",)
+                patch = functools.partial(deny_open, paths=(f,))
+            cases.append(Case(f"db-{stem}-{tag}", "load", d, expect, words, fname, patch=patch))
+    return cases
+
+
+def _kineto_json(src: Path) -> dict[str, Any]:
+    return json.loads(gzip.decompress(src.read_bytes()))
+
+
+@builder
+def kineto(root: Path) -> list[Case]:
+    """PyTorch (Kineto) traces: the HTA GPU sample (kernels, steps) and the CPU Llama one."""
+    cases: list[Case] = []
+    src = KH / "sampled_rank-0.json.gz"
+
+    def trace(tag: str, data: bytes, name: str = "rank0.json") -> Path:
+        f = root / f"kineto-{tag}" / name
+        f.parent.mkdir(parents=True)
+        f.write_bytes(data)
+        return f
+
+    raw = gzip.decompress(src.read_bytes())
+    f = trace("gz-trunc", src.read_bytes()[:5000], "rank0.json.gz")
+    cases.append(Case("kineto-gzip-truncated", "load", f, "error", ("gzip",), "rank0.json.gz"))
+    f = trace("gz-of-trunc", gzip.compress(raw[: len(raw) // 2]), "rank0.json.gz")
+    cases.append(Case("kineto-gzip-of-truncated-json", "load", f, "error", ("truncated",),
+                      "rank0.json.gz"))
+    f = trace("gz-bomb", gzip.compress(raw[:1000] + bytes(100 << 20), 1), "rank0.json.gz")
+    cases.append(Case("kineto-gzip-of-zeros", "load", f, "error", ("NUL",), "rank0.json.gz",
+                      max_s=5))
+    f = trace("gz-sparse", src.read_bytes(), "rank0.json.gz")
+    _sparse(f, 2 << 30)
+    cases.append(Case("kineto-gzip-2GB-sparse", "load", f, "error", ("hole",), "rank0.json.gz",
+                      max_s=5))
+    f = trace("gz-zeropad", src.read_bytes(), "rank0.json.gz")
+    _zero_pad(f, 4 << 20)
+    cases.append(Case("kineto-gzip-zero-padded", "load", f, "error", ("zero-padded",),
+                      "rank0.json.gz"))
+    f = trace("trunc", raw[: len(raw) // 2])
+    cases.append(Case("kineto-truncated", "load", f, "error", ("truncated",), "rank0.json"))
+    f = trace("empty", b"")
+    cases.append(Case("kineto-empty", "load", f, "error", ("empty",), "rank0.json"))
+    f = trace("garbage", GARBAGE)
+    cases.append(Case("kineto-garbage", "load", f, "error", ("binary",), "rank0.json"))
+    f = trace("text", b"this is not a trace\n")
+    cases.append(Case("kineto-not-json", "load", f, "error", ("expected",), "rank0.json"))
+    f = trace("zeropad", raw)
+    _zero_pad(f, 8 << 20)
+    cases.append(Case("kineto-zero-padded", "load", f, "error", ("zero-padded",), "rank0.json"))
+    f = trace("sparse", raw)
+    _sparse(f, 2 << 30)
+    cases.append(Case("kineto-2GB-sparse", "load", f, "error", ("hole",), "rank0.json",
+                      max_s=5))
+    f = trace("bom", b"\xef\xbb\xbf" + raw)
+    cases.append(Case("kineto-bom", "load", f, "ok", ref="KH",
+                      check=_tables("kernels", "ops", "steps")))
+    f = trace("utf16", raw.decode().encode("utf-16"))
+    cases.append(Case("kineto-utf16", "load", f, "ok", ref="KH",
+                      check=_tables("kernels", "ops", "steps")))
+    f = trace("crlf", raw.replace(b"\n", b"\r\n"))
+    cases.append(Case("kineto-crlf", "load", f, "ok", ref="KH",
+                      check=_tables("kernels", "ops", "steps")))
+
+    def mutated(tag: str, fn: Callable[[dict[str, Any]], None], src: Path = src) -> Path:
+        data = _kineto_json(src)
+        fn(data)
+        return trace(tag, json.dumps(data).encode())
+
+    def kernels_of(d: dict[str, Any]) -> list[dict[str, Any]]:
+        return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+
+    def drop_dur(d: dict[str, Any]) -> None:
+        for e in kernels_of(d)[::50]:
+            del e["dur"]
+
+    f = mutated("nodur", drop_dur)
+    cases.append(Case("kineto-kernel-without-dur", "load", f, "repaired", ("without a duration",),
+                      ref="KH", check=_steps_unknown))
+
+    def bad_ts(value: Any) -> Callable[[dict[str, Any]], None]:
+        def fn(d: dict[str, Any]) -> None:
+            kernels_of(d)[7]["ts"] = value
+        return fn
+
+    for tag, value in (("cut", 17364088), ("negative", -1), ("1e300", 1e300),
+                       ("huge-int", 10**30), ("text", "later")):
+        f = mutated(f"ts-{tag}", bad_ts(value))
+        cases.append(Case(f"kineto-timestamp-{tag}", "load", f, "repaired", ("timestamp",),
+                          ref="KH", check=_kineto_one_kernel_ts_na))
+
+    def bad_dur(value: Any) -> Callable[[dict[str, Any]], None]:
+        def fn(d: dict[str, Any]) -> None:
+            kernels_of(d)[9]["dur"] = value
+        return fn
+
+    for tag, value, word in (("negative", -3, "negative"), ("absurd", 1e30, "implausibly"),
+                             ("huge-int", 10**25, "implausibly")):
+        f = mutated(f"dur-{tag}", bad_dur(value))
+        cases.append(Case(f"kineto-duration-{tag}", "load", f, "repaired", (word,), ref="KH",
+                          check=_kineto_one_kernel_dur_na))
+
+    def events_dict(d: dict[str, Any]) -> None:
+        d["traceEvents"] = {"0": d["traceEvents"][0]}
+
+    f = mutated("events-dict", events_dict)
+    cases.append(Case("kineto-traceEvents-not-a-list", "load", f, "error", ("traceEvents",),
+                      "rank0.json"))
+
+    def junk_events(d: dict[str, Any]) -> None:
+        d["traceEvents"] = ["junk", 5, None, *d["traceEvents"]]
+
+    f = mutated("junk-events", junk_events)
+    cases.append(Case("kineto-junk-items-in-events", "load", f, "ok", ref="KH",
+                      check=_tables("kernels", "ops", "steps")))
+
+    def wrong_args(d: dict[str, Any]) -> None:
+        for e in d["traceEvents"][:50]:
+            e["args"] = "none"
+
+    f = mutated("args", wrong_args)
+    cases.append(Case("kineto-args-wrong-type", "load", f, "ok", ref="KH", check=_origin_same))
+
+    def dist_wrong(d: dict[str, Any]) -> None:
+        d["distributedInfo"] = "rank zero"
+
+    f = mutated("dist", dist_wrong)
+    cases.append(Case("kineto-distributedInfo-wrong-type", "load", f, "ok", ref="KH",
+                      check=_tables("kernels", "steps")))
+
+    def dist_inf(d: dict[str, Any]) -> None:
+        d["distributedInfo"] = {"rank": 1e300, "world_size": "x"}
+
+    f = mutated("dist-inf", dist_inf)
+    cases.append(Case("kineto-distributedInfo-rank-absurd", "load", f, "ok", ref="KH",
+                      check=_tables("kernels", "steps")))
+
+    def base_huge(d: dict[str, Any]) -> None:
+        d["baseTimeNanoseconds"] = 10**30
+
+    f = mutated("base", base_huge)
+    cases.append(Case("kineto-baseTimeNanoseconds-absurd", "load", f, "repaired",
+                      ("baseTimeNanoseconds",), ref="KH", check=_tables("kernels", "steps")))
+    # the CPU-only Llama trace: ops without dur
+    llama = KL / "rank0.pt.trace.json.gz"
+
+    def cpu_nodur(d: dict[str, Any]) -> None:
+        ops = [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+        for e in ops[:10]:
+            del e["dur"]
+
+    f = mutated("llama-nodur", cpu_nodur, llama)
+    cases.append(Case("kineto-cpu-op-without-dur", "load", f, "repaired", ("without a duration",),
+                      ref="KL", check=_ops_nodur(10)))
+    d = root / "kineto-dir.json"
+    d.mkdir()
+    cases.append(Case("kineto-folder-named-json", "load", d, "error", ("no profile found",),
+                      "kineto-dir.json"))
+    return cases
+
+
+def _steps_unknown(got: Any, ref: Any) -> None:
+    """Steps holding a kernel without dur are NA, never computed as if it lasted 0."""
+    assert got.meta.origin_ns == ref.meta.origin_ns
+    k = got.kernels
+    assert int(k["dur_us"].isna().sum()) > 0
+    bad_steps = set(k.loc[k["dur_us"].isna(), "step"].dropna().astype(int))
+    for _, row in got.steps.iterrows():
+        if int(row["step"]) in bad_steps:
+            assert np.isnan(row["computing_us"])
+    ok = k["dur_us"].notna().to_numpy()
+    np.testing.assert_array_equal(k["dur_us"].to_numpy()[ok], ref.kernels["dur_us"].to_numpy()[ok])
+
+
+def _kineto_one_kernel_ts_na(got: Any, ref: Any) -> None:
+    assert got.meta.origin_ns == ref.meta.origin_ns, "one bad timestamp moved the origin"
+    g, r = got.kernels, ref.kernels
+    assert len(g) == len(r)
+    diff = ~np.isclose(g["start_us"].to_numpy(), r["start_us"].to_numpy(), equal_nan=True)
+    assert int(g["start_us"].isna().sum()) == 1 and int(diff.sum()) == 1
+
+
+def _kineto_one_kernel_dur_na(got: Any, ref: Any) -> None:
+    assert got.meta.origin_ns == ref.meta.origin_ns
+    g, r = got.kernels["dur_us"].to_numpy(), ref.kernels["dur_us"].to_numpy()
+    assert int(np.isnan(g).sum()) == 1
+    ok = ~np.isnan(g)
+    np.testing.assert_array_equal(g[ok], r[ok])
+
+
+def _ops_nodur(n: int) -> Callable[[Any, Any], None]:
+    def check(got: Any, ref: Any) -> None:
+        assert got.meta.origin_ns == ref.meta.origin_ns
+        assert int(got.ops["dur_us"].isna().sum()) == n
+        assert len(got.ops) == len(ref.ops)
+    return check
+
+
+@builder
+def clusters(root: Path) -> list[Case]:
+    """Folders of several ranks: a bad rank is reported, the others load."""
+    cases: list[Case] = []
+
+    def two(tag: str, src: Path = L1) -> Path:
+        d = root / f"cluster-{tag}"
+        ign = shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*")
+        shutil.copytree(src, d, ignore=ign)
+        return d
+
+    d = two("garbage")
+    (d / "rank1_ascend_pt" / OUT / "kernel_details.csv").write_bytes(GARBAGE)
+    cases.append(Case("cluster-rank1-garbage", "load", d, "partial", ("binary",),
+                      "kernel_details.csv", failed=(1,), ref="L1", check=_rank0_intact))
+    d = two("denied-file")
+    f = d / "rank1_ascend_pt" / OUT / "kernel_details.csv"
+    cases.append(Case("cluster-rank1-file-permission-simulated", "load", d, "partial",
+                      ("Permission denied",), "kernel_details.csv", failed=(1,), ref="L1",
+                      check=_rank0_intact, patch=lambda mp, f=f: deny_open(mp, f)))
+    d = two("denied-dir")
+    out = d / "rank1_ascend_pt" / OUT
+    cases.append(Case("cluster-rank1-folder-permission-simulated", "load", d, "partial",
+                      ("Permission denied",), "rank1_ascend_pt", failed=(1,), ref="L1",
+                      check=_rank0_intact, patch=lambda mp, out=out: deny_list(mp, out)))
+    d = two("denied-dir-cached")
+    out = d / "rank1_ascend_pt" / OUT
+    cases.append(Case("cluster-rank1-folder-permission-simulated-with-cache", "load", d,
+                      "partial", ("Permission denied",), "rank1_ascend_pt", failed=(1,), ref="L1",
+                      check=_rank0_intact, patch=lambda mp, out=out: deny_list(mp, out),
+                      kwargs={"cache": True}))
+    d = two("denied-chmod")
+    if not _root():
+        os.chmod(d / "rank1_ascend_pt" / OUT, 0)
+    cases.append(Case("cluster-rank1-permission-chmod", "load", d, "partial",
+                      ("Permission denied",), "rank1_ascend_pt", failed=(1,), ref="L1",
+                      check=_rank0_intact, skip=ROOT_SKIP if _root() else None))
+    d = two("trunc-csv")
+    _cut_mid_last_row(d / "rank1_ascend_pt" / OUT / "kernel_details.csv")
+    cases.append(Case("cluster-rank1-csv-cut", "load", d, "repaired", ("ends mid-row",),
+                      ref="L1", check=_rank0_intact))
+    d = two("info-list")
+    (d / "rank1_ascend_pt" / "profiler_info_1.json").write_text("[]")
+    cases.append(Case("cluster-rank1-info-list", "load", d, "partial",
+                      ("expected a JSON object",), "profiler_info_1.json", failed=(1,), ref="L1",
+                      check=_rank0_intact))
+    d = two("all-bad")
+    for r in (0, 1):
+        (d / f"rank{r}_ascend_pt" / OUT / "kernel_details.csv").write_bytes(GARBAGE)
+    cases.append(Case("cluster-every-rank-bad", "load", d, "error", ("no rank could be loaded",),
+                      "kernel_details.csv"))
+    d = two("trace-trunc")
+    shutil.copy(L1 / "rank1_ascend_pt" / OUT / "trace_view.json",
+                d / "rank1_ascend_pt" / OUT / "trace_view.json")
+    tv = d / "rank1_ascend_pt" / OUT / "trace_view.json"
+    tv.write_bytes(tv.read_bytes()[:1000])
+    cases.append(Case("cluster-rank1-trace-view-truncated", "load", d, "partial", ("truncated",),
+                      "trace_view.json", failed=(1,), ref="L1", check=_rank0_intact))
+    # Kineto and DB clusters
+    d = root / "cluster-kineto"
+    shutil.copytree(KH, d, ignore=shutil.ignore_patterns("*.md"))
+    f = d / "sampled_rank-1.json.gz"
+    f.write_bytes(f.read_bytes()[:3000])
+    cases.append(Case("cluster-kineto-rank1-truncated", "load", d, "partial", ("gzip",),
+                      "sampled_rank-1.json.gz", failed=(1,)))
+    d = root / "cluster-db"
+    shutil.copytree(DB, d, ignore=shutil.ignore_patterns("*.md", "LICENSE*"))
+    f = d / "rank1_ascend_pt" / OUT / "ascend_pytorch_profiler_1.db"
+    f.write_bytes(f.read_bytes()[:100] + GARBAGE * 20)
+    cases.append(Case("cluster-db-rank1-damaged", "load", d, "partial", ("damaged",),
+                      "ascend_pytorch_profiler_1.db", failed=(1,)))
+    # a torch_npu rank next to legacy MindSpore files: both kept
+    d = root / "cluster-mixed"
+    _copy_rank(R0, d / "rank0_ascend_pt")
+    for f in LEG1.iterdir():
+        shutil.copy(f, d / f.name)
+    cases.append(Case("cluster-torch-npu-and-legacy-ranks", "load", d, "ok", ref="R0",
+                      check=_mixed_ranks))
+    return cases
+
+
+def _rank0_intact(got: Any, ref: Any) -> None:
+    pd.testing.assert_frame_equal(got[0].kernels, ref[0].kernels)
+    pd.testing.assert_frame_equal(got[0].steps, ref[0].steps)
+    assert got[0].meta.origin_ns == ref[0].meta.origin_ns
+
+
+def _mixed_ranks(got: Any, ref: Any) -> None:
+    assert got.ranks == [0, 1]
+    assert got[0].meta.source_format == "ascend_text"
+    assert got[1].meta.source_format == "mindspore_legacy"
+    pd.testing.assert_frame_equal(got[0].kernels, ref.kernels)
+
+
+@builder
+def legacy(root: Path) -> list[Case]:
+    """Legacy MindSpore / MindInsight files (two ranks of cluster_propose)."""
+    cases: list[Case] = []
+
+    def copy(tag: str) -> Path:
+        d = root / f"legacy-{tag}"
+        d.mkdir()
+        for f in LEG.iterdir():
+            if f.name.endswith(("_0.csv", "_0.json", "_1.csv", "_1.json", "_0_detail_time.csv",
+                                "_1_detail_time.csv")):
+                shutil.copy(f, d / f.name)
+        return d
+
+    d = copy("hccl-garbage")
+    (d / "hccl_raw_1.csv").write_bytes(GARBAGE)
+    cases.append(Case("legacy-rank1-hccl-garbage", "load", d, "partial", ("binary",),
+                      "hccl_raw_1.csv", failed=(1,)))
+    d = copy("hccl-cut")
+    _cut_mid_last_row(d / "hccl_raw_1.csv")
+    cases.append(Case("legacy-rank1-hccl-cut", "load", d, "repaired", ("ends mid-row",)))
+    d = copy("hccl-cell-list")
+    _edit_cell(d / "hccl_raw_0.csv", 0, "communication_operator_cost", "[1, 2, 3]")
+    cases.append(Case("legacy-rank0-hccl-cell-wrong-type", "load", d, "partial",
+                      ("expected a JSON object",), "hccl_raw_0.csv", failed=(0,)))
+    d = copy("step-header")
+    (d / "step_trace_raw_1_detail_time.csv").write_text("a,b\n1,2\n")
+    cases.append(Case("legacy-rank1-step-trace-wrong-header", "load", d, "partial",
+                      ("expected a header",), "step_trace_raw_1_detail_time.csv", failed=(1,)))
+    d = copy("analyse-neg")
+    f = next(d.glob("ascend_cluster_analyse_*_0.csv"))
+    _edit_cell(f, 1, "computation_time", "-4")
+    cases.append(Case("legacy-rank0-negative-computation", "load", d, "repaired", ("negative",)))
+    d = root / "legacy-timeline-trunc" / "profiler"
+    shutil.copytree(LEG1, d)
+    f = d / "ascend_timeline_display_1.json"
+    f.write_bytes(f.read_bytes()[:2000])
+    cases.append(Case("legacy-timeline-truncated", "load", d, "error", ("truncated",),
+                      "ascend_timeline_display_1.json"))
+    return cases
+
+
+@builder
+def cluster_output(root: Path) -> list[Case]:
+    """msprof-analyze's cluster_analysis_output/."""
+    cases: list[Case] = []
+    for fname, tag, mutate, expect, words in (
+            ("cluster_step_trace_time.csv", "cut", _cut_mid_last_row, "repaired", ("mid-row",)),
+            ("cluster_step_trace_time.csv", "garbage", lambda f: f.write_bytes(GARBAGE), "error",
+             ("binary",)),
+            ("cluster_communication.json", "trunc",
+             lambda f: f.write_bytes(f.read_bytes()[:500]), "error", ("truncated",)),
+            ("cluster_communication.json", "types",
+             lambda f: f.write_text(json.dumps({"(0, 1)": {"step1": {"op@g": {
+                 "0": {"Communication Time Info": [], "Communication Bandwidth Info": 3}}}}})),
+             "ok", ()),
+            ("communication_group.json", "garbage", lambda f: f.write_bytes(GARBAGE), "error",
+             ("binary",)),
+            ("cluster_communication_matrix.json", "list", lambda f: f.write_text("[]"), "error",
+             ("expected a JSON object",))):
+        d = root / f"co-{fname.split('.')[0]}-{tag}" / "cluster_analysis_output"
+        shutil.copytree(CO, d)
+        mutate(d / fname)
+        cases.append(Case(f"cluster_output-{fname.split('.')[0]}-{tag}", "load", d, expect,
+                          words, fname if expect == "error" else None))
+    return cases
+
+
+@builder
+def ir_dumps(root: Path) -> list[Case]:
+    """MindSpore IR text dumps."""
+    cases: list[Case] = []
+    text = (IR / "silu_mul.ir").read_bytes()
+    multi = gzip.decompress((IR / "comm_dp2_rank0_type_inference.ir.gz").read_bytes())
+
+    def dump(tag: str, data: bytes, name: str = "graph.ir") -> Path:
+        f = root / f"ir-{tag}" / name
+        f.parent.mkdir(parents=True)
+        f.write_bytes(data)
+        return f
+
+    half = text[: len(text) // 2]
+    cases.append(Case("ir-cut-mid-line", "load_ir", dump("cut", half), "error", ("truncated",),
+                      "graph.ir"))
+    cases.append(Case("ir-cut-at-line-inside-graph", "load_ir",
+                      dump("cut-line", half[: half.rindex(b"\n") + 1]), "error",
+                      ("truncated",), "graph.ir"))
+    between = multi[: multi.index(b"\n}\n", len(multi) // 2) + 3]
+    cases.append(Case("ir-cut-between-subgraphs", "load_ir", dump("between", between), "error",
+                      ("truncated",), "graph.ir"))
+    gz = (IR / "silu_mul_reshape.ir.gz").read_bytes()
+    cases.append(Case("ir-gz-truncated", "load_ir", dump("gz", gz[: len(gz) // 2], "g.ir.gz"),
+                      "error", ("cannot read",), "g.ir.gz"))
+    cases.append(Case("ir-gz-of-zeros", "load_ir",
+                      dump("gz-zeros", gzip.compress(text[:2000] + bytes(50 << 20)), "g.ir.gz"),
+                      "error", ("NUL",), "g.ir.gz", max_s=10))
+    f = dump("zeropad", text)
+    _zero_pad(f)
+    cases.append(Case("ir-zero-padded", "load_ir", f, "error", ("zero-padded",), "graph.ir"))
+    f = dump("sparse", text)
+    _sparse(f, 2 << 30)
+    cases.append(Case("ir-2GB-sparse", "load_ir", f, "error", ("hole",), "graph.ir", max_s=5))
+    cases.append(Case("ir-garbage", "load_ir", dump("garbage", GARBAGE), "error", ("binary",),
+                      "graph.ir"))
+    cases.append(Case("ir-empty", "load_ir", dump("empty", b""), "error", ("empty",), "graph.ir"))
+    cases.append(Case("ir-utf16", "load_ir", dump("utf16", text.decode().encode("utf-16")),
+                      "error", ("UTF-16",), "graph.ir"))
+    cases.append(Case("ir-not-utf8", "load_ir", dump("latin1", text.replace(b"Default", b"D\xe9f",
+                                                                             1)),
+                      "error", ("UTF-8",), "graph.ir"))
+    cases.append(Case("ir-crlf", "load_ir", dump("crlf", text.replace(b"\n", b"\r\n")), "ok",
+                      ref="IR", check=_ir_same))
+    cases.append(Case("ir-bom", "load_ir", dump("bom", b"\xef\xbb\xbf" + text), "ok", ref="IR",
+                      check=_ir_same))
+    d = root / "ir-dir" / "graph.ir"
+    d.mkdir(parents=True)
+    cases.append(Case("ir-is-a-folder", "load_ir", d, "error", ("folder",), "graph.ir"))
+    f = dump("denied", text)
+    cases.append(Case("ir-permission-simulated", "load_ir", f, "error", ("Permission denied",),
+                      "graph.ir", patch=lambda mp, f=f: deny_open(mp, f)))
+    return cases
+
+
+def _ir_same(got: Any, ref: Any) -> None:
+    assert len(got.nodes) == len(ref.nodes) and len(got.parameters) == len(ref.parameters)
+    assert list(got.nodes["op"]) == list(ref.nodes["op"])
+    assert list(got.nodes["output_shapes"]) == list(ref.nodes["output_shapes"])
+    assert got.entry == ref.entry
+
+
+@builder
+def logs(root: Path) -> list[Case]:
+    """MindFormers training logs and MindSpore memory summaries."""
+    cases: list[Case] = []
+    train = (LOGS / "mf_new_trainer_pp.log").read_bytes()
+    mem = (LOGS / "memory_ranks.log").read_bytes()
+
+    def log(tag: str, data: bytes, name: str = "train.log") -> Path:
+        f = root / f"log-{tag}" / name
+        f.parent.mkdir(parents=True)
+        f.write_bytes(data)
+        return f
+
+    cut = train[: train.index(b"11.755612") + 4]  # "11.7" of 11.755612
+    cases.append(Case("log-cut-mid-number", "training_log", log("cut", cut), "repaired",
+                      ("ends mid-line",), ref="TRAIN", check=_log_rows_before(cut)))
+    mcut = mem[: mem.rindex(b"62432M") + 3]  # "624" of 62432M
+    cases.append(Case("memory-log-cut-mid-number", "memory_log", log("mcut", mcut, "mem.log"),
+                      "repaired", ("ends mid-line",), ref="MEM",
+                      check=_memory_cut(mcut.count(b"\n") + 1)))
+    f = log("zeropad", train)
+    _zero_pad(f)
+    cases.append(Case("log-zero-padded", "training_log", f, "repaired", ("NUL",), ref="TRAIN",
+                      check=_frame_equal))
+    f = log("sparse", train)
+    _sparse(f, 2 << 30)
+    cases.append(Case("log-2GB-sparse", "training_log", f, "repaired", ("NUL",), ref="TRAIN",
+                      check=_frame_equal, max_s=5))
+    cases.append(Case("log-garbage", "training_log", log("garbage", GARBAGE), "error",
+                      ("binary",), "train.log"))
+    cases.append(Case("log-empty", "training_log", log("empty", b""), "error",
+                      ("no training step",), "train.log"))
+    cases.append(Case("log-crlf", "training_log", log("crlf", train.replace(b"\n", b"\r\n")), "ok",
+                      ref="TRAIN", check=_frame_equal))
+    cases.append(Case("log-bom", "training_log", log("bom", b"\xef\xbb\xbf" + train), "ok",
+                      ref="TRAIN", check=_frame_equal))
+    cases.append(Case("log-utf16", "training_log", log("utf16", train.decode().encode("utf-16")),
+                      "error", ("UTF-16",), "train.log"))
+    bad = train.replace(b"loss:  11.755612", b"loss:  11.\xff755612", 1)
+    cases.append(Case("log-not-utf8-on-step-line", "training_log", log("latin1", bad), "error",
+                      ("UTF-8",), "train.log"))
+    long = b"x" * (3 << 20) + b"\n" + train
+    cases.append(Case("log-very-long-line", "training_log", log("long", long), "repaired",
+                      ("longer than",), ref="TRAIN", check=_log_lines_shifted))
+    huge = train.replace(b"step:[    2/   10]", b"step:[    2000000000000000000000/   10]", 1)
+    cases.append(Case("log-step-number-absurd", "training_log", log("hugestep", huge), "error",
+                      ("step",), "train.log"))
+    mhuge = mem.replace(b"62432M", b"6243200000000000000000000000M", 1)
+    cases.append(Case("memory-log-size-absurd", "memory_log", log("mhuge", mhuge, "mem.log"),
+                      "error", ("too large",), "mem.log"))
+    d = root / "log-dir" / "train.log"
+    d.mkdir(parents=True)
+    cases.append(Case("log-is-a-folder", "training_log", d, "error", ("folder",), "train.log"))
+    f = log("denied", train)
+    cases.append(Case("log-permission-simulated", "training_log", f, "error",
+                      ("Permission denied",), "train.log", patch=lambda mp, f=f: deny_open(mp, f)))
+    return cases
+
+
+def _log_rows_before(cut: bytes) -> Callable[[Any, Any], None]:
+    complete = cut[: cut.rindex(b"\n") + 1].count(b"step:[")
+
+    def check(got: Any, ref: Any) -> None:
+        assert len(got) == complete  # the cut line is not a row
+        pd.testing.assert_frame_equal(got, ref.iloc[:complete], check_like=False)
+    return check
+
+
+def _memory_cut(cut_line: int) -> Callable[[Any, Any], None]:
+    """The block whose first line was cut ("624" of 62432M) is not read; the others are."""
+    def check(got: Any, ref: Any) -> None:
+        assert not (got["device_memory_bytes"].dropna() < 2**20).any()
+        expected = ref[ref["line"] < cut_line].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, expected)
+    return check
+
+
+def _log_lines_shifted(got: Any, ref: Any) -> None:
+    cols = [c for c in got.columns if c != "line"]
+    pd.testing.assert_frame_equal(got[cols], ref[cols])
+    assert (got["line"] == ref["line"] + 1).all()
+
+
+_HF = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+       "intermediate_size": 11008, "num_attention_heads": 32, "num_hidden_layers": 32,
+       "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096,
+       "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float16"}
+"""The published config.json of meta-llama/Llama-2-7b-hf (the fields perfkit reads)."""
+
+
+@builder
+def configs(root: Path) -> list[Case]:
+    """MindFormers YAML and Hugging Face config.json."""
+    cases: list[Case] = []
+    yaml_text = (CFG / "llama2_13b_full.yaml").read_text(encoding="utf-8")
+
+    def yml(tag: str, text: str | bytes) -> Path:
+        f = root / f"cfg-{tag}" / "run.yaml"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(text.encode() if isinstance(text, str) else text)
+        return f
+
+    def in_model(line: str) -> str:
+        return yaml_text.replace("  model_config:\n", f"  model_config:\n    {line}\n", 1)
+
+    for tag, line, expect, words, tied in (
+            ("tie-false-text", 'tie_word_embeddings: "false"', "ok", (), False),
+            ("tie-zero-text", 'tie_word_embeddings: "0"', "ok", (), False),
+            ("tie-yes-text", 'tie_word_embeddings: "yes"', "ok", (), True),
+            ("tie-maybe", 'tie_word_embeddings: "maybe"', "error", ("tie_word_embeddings",), None),
+            ("layers-text", 'num_layers: "forty"', "error", ("num_layers",), None),
+            ("layers-inf", "num_layers: .inf", "error", ("num_layers",), None),
+            ("layers-1e400", "num_layers: 1e400", "error", ("num_layers",), None),
+            ("hidden-fraction", "hidden_size: 5120.5", "error", ("hidden_size",), None),
+            ("hidden-huge", "hidden_size: 99999999999999999999999", "error", ("hidden_size",),
+             None)):
+        text = in_model(line)
+        if tag.startswith(("layers", "hidden")):
+            key = line.split(":")[0]
+            text = "\n".join(x for x in text.splitlines()
+                             if not (x.strip().startswith(f"{key}:") and x.strip() != line))
+        f = yml(tag, text)
+        cases.append(Case(f"yaml-{tag}", "mf_config", f, expect, words, "run.yaml",
+                          check=(lambda got, ref, tied=tied: _tied(got, tied)) if expect == "ok"
+                          else None))
+    for tag, old, new, expect, words in (
+            ("seqpar-false-text", "use_seq_parallel: False", 'use_seq_parallel: "false"', "ok", ()),
+            ("seqpar-maybe", "use_seq_parallel: False", 'use_seq_parallel: "maybe"', "error",
+             ("use_seq_parallel",)),
+            ("dp-huge", "data_parallel: 8", "data_parallel: 99999999999999999999999", "error",
+             ("data_parallel",)),
+            ("model-list", "  model_config:\n", "  model_config: [1, 2]\n  unused:\n", "error",
+             ("model_config",))):
+        assert old in yaml_text, old
+        f = yml(tag, yaml_text.replace(old, new, 1))
+        cases.append(Case(f"yaml-{tag}", "mf_config", f, expect, words, "run.yaml",
+                          ref="YAML" if expect == "ok" else None,
+                          check=_spec_equal if expect == "ok" else None))
+    raw = yaml_text.encode()
+    for tag, data, expect, words in (
+            ("bom", b"\xef\xbb\xbf" + raw, "ok", ()),
+            ("utf16", yaml_text.encode("utf-16"), "ok", ()),
+            ("crlf", raw.replace(b"\n", b"\r\n"), "ok", ()),
+            ("latin1", b"# caf\xe9 au lait\n" + raw, "error", ("UTF-8",)),
+            ("truncated", raw[: len(raw) // 3], "error", ("run.yaml",)),
+            ("garbage", GARBAGE, "error", ("binary",)),
+            ("empty", b"", "error", ("mapping",))):
+        f = yml(f"enc-{tag}", data)
+        cases.append(Case(f"yaml-{tag}", "mf_config", f, expect, words, "run.yaml",
+                          ref="YAML" if expect == "ok" else None,
+                          check=_spec_equal if expect == "ok" else None))
+    d = root / "cfg-dir" / "run.yaml"
+    d.mkdir(parents=True)
+    cases.append(Case("yaml-is-a-folder", "mf_config", d, "error", ("folder",), "run.yaml"))
+    f = yml("denied", raw)
+    cases.append(Case("yaml-permission-simulated", "mf_config", f, "error", ("Permission denied",),
+                      "run.yaml", patch=lambda mp, f=f: deny_open(mp, f)))
+    f = yml("gpt-ratio", "model:\n  model_config:\n    type: GPT2Config\n    num_layers: 2\n"
+            "    hidden_size: 64\n    num_heads: 4\n    seq_length: 128\n    vocab_size: 100\n"
+            "    expand_ratio: four\n")
+    cases.append(Case("yaml-model-expand-ratio-text", "mf_model", f, "error", ("expand_ratio",),
+                      "run.yaml"))
+
+    # Hugging Face config.json
+    def hf(tag: str, data: bytes | dict[str, Any]) -> Path:
+        f = root / f"hf-{tag}" / "config.json"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(json.dumps(data).encode() if isinstance(data, dict) else data)
+        return f
+
+    base = json.dumps(_HF).encode()
+    for tag, change, expect, words, check in (
+            ("tie-false-text", {"tie_word_embeddings": "false"}, "ok", (), "untied"),
+            ("tie-true-text", {"tie_word_embeddings": "True"}, "ok", (), "tied"),
+            ("tie-zero", {"tie_word_embeddings": 0}, "ok", (), "untied"),
+            ("vocab-text-number", {"vocab_size": "32000"}, "ok", (), "same"),
+            ("hidden-text", {"hidden_size": "big"}, "error", ("hidden_size",), None),
+            ("layers-float", {"num_hidden_layers": 32.5}, "error", ("num_hidden_layers",), None),
+            ("heads-huge", {"num_attention_heads": 10**30}, "error", ("num_attention_heads",),
+             None),
+            ("act-list", {"hidden_act": ["silu"]}, "ok", (), None),
+            ("tie-list", {"tie_word_embeddings": [False]}, "error", ("tie_word_embeddings",),
+             None)):
+        f = hf(tag, {**_HF, **change})
+        cases.append(Case(f"hf-{tag}", "hf_config", f, expect, words, "config.json",
+                          ref="HF" if check == "same" else None,
+                          check=_hf_check(check)))
+    for tag, data, expect, words in (
+            ("layers-1e400", base.replace(b'"num_hidden_layers": 32',
+                                          b'"num_hidden_layers": 1e400'),
+             "error", ("num_hidden_layers",)),
+            ("nan", base.replace(b'"hidden_size": 4096', b'"hidden_size": NaN'), "error",
+             ("hidden_size",)),
+            ("bom", b"\xef\xbb\xbf" + base, "ok", ()),
+            ("utf16", base.decode().encode("utf-16"), "ok", ()),
+            ("latin1", base.replace(b"llama", b"ll\xe0ma"), "error", ("UTF-8",)),
+            ("list", b"[1, 2]", "error", ("JSON object",)),
+            ("truncated", base[: len(base) // 2], "error", ("JSON",)),
+            ("huge-digits", base.replace(b'"vocab_size": 32000', b'"vocab_size": ' + b"9" * 5000),
+             "error", ("config.json",))):
+        f = hf(f"raw-{tag}", data)
+        cases.append(Case(f"hf-{tag}", "hf_config", f, expect, words, "config.json",
+                          ref="HF" if expect == "ok" else None,
+                          check=_spec_equal if expect == "ok" else None))
+    d = root / "hf-empty-dir"
+    d.mkdir()
+    cases.append(Case("hf-folder-without-config", "hf_config", d, "error", ("config.json",),
+                      "config.json"))
+    return cases
+
+
+def _tied(got: Any, tied: bool) -> None:
+    assert got[0].tied_embeddings is tied
+
+
+def _hf_check(kind: str | None) -> Callable[[Any, Any], None] | None:
+    if kind == "tied":
+        return lambda got, ref: _tied((got,), True)
+    if kind == "untied":
+        return lambda got, ref: _tied((got,), False)
+    if kind == "same":
+        return _spec_equal
+    return None
+
+
+@builder
+def archives(root: Path) -> list[Case]:
+    """The zip extractor of the dashboard's upload."""
+    cases: list[Case] = []
+
+    def zip_of(tag: str, members: dict[str, bytes]) -> Path:
+        f = root / f"zip-{tag}" / "upload.zip"
+        f.parent.mkdir(parents=True)
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+        return f
+
+    rank = {f"rank0_ascend_pt/{p.relative_to(R0)}": p.read_bytes()
+            for p in R0.rglob("*") if p.is_file() and p.name not in _UNREAD}
+    good = zip_of("good", rank)
+    cases.append(Case("zip-good-rank", "zip", good, "ok", ref="R0", check=_tables("kernels",
+                                                                                   "steps")))
+    f = zip_of("trunc", rank)
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    cases.append(Case("zip-truncated", "zip", f, "error", ("damaged",), "upload.zip"))
+    cases.append(Case("zip-name-too-long", "zip", zip_of("long", {"top/" + "a" * 300: b"x"}),
+                      "error", ("too long",), "upload.zip"))
+    cases.append(Case("zip-deep-name-too-long", "zip",
+                      zip_of("deep", {"/".join(["d" * 200] * 30) + "/f.csv": b"x"}),
+                      "error", ("too long",), "upload.zip"))
+    cases.append(Case("zip-slip", "zip", zip_of("slip", {"../evil.csv": b"x"}), "error",
+                      ("zip slip",), "upload.zip"))
+    f = root / "zip-garbage" / "upload.zip"
+    f.parent.mkdir()
+    f.write_bytes(GARBAGE)
+    cases.append(Case("zip-garbage", "zip", f, "error", ("not a zip",), "upload.zip"))
+    f = root / "zip-empty" / "upload.zip"
+    f.parent.mkdir()
+    f.write_bytes(b"")
+    cases.append(Case("zip-empty", "zip", f, "error", ("zip",), "upload.zip"))
+    f = root / "zip-gz" / "upload.zip"
+    f.parent.mkdir()
+    f.write_bytes(gzip.compress(b"x" * 100))
+    cases.append(Case("zip-is-gzip", "zip", f, "error", ("gzip",), "upload.zip"))
+    f = root / "zip-zeros" / "upload.zip"
+    f.parent.mkdir()
+    f.write_bytes(b"PK\x03\x04" + bytes(1 << 20))
+    cases.append(Case("zip-header-then-zeros", "zip", f, "error", ("damaged",), "upload.zip"))
+    damaged = dict(rank)
+    damaged["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"] = GARBAGE
+    f = zip_of("damaged-rank", damaged)
+    cases.append(Case("zip-holding-a-damaged-rank", "zip", f, "error", ("binary",),
+                      "kernel_details.csv"))
+    d = root / "zip-dir" / "upload.zip"
+    d.mkdir(parents=True)
+    cases.append(Case("zip-is-a-folder", "zip", d, "error", ("folder",), "upload.zip"))
+    return cases
+
+
+def build(root: Path) -> list[Case]:
+    """Write every damaged input under ``root``; return the cases in a stable order."""
+    root.mkdir(parents=True, exist_ok=True)
+    cases: list[Case] = []
+    for make in _BUILDERS:
+        cases.extend(make(root))
+    names = [c.name for c in cases]
+    dup = {n for n in names if names.count(n) > 1}
+    assert not dup, f"duplicate case names: {dup}"
+    return cases
+
+
+def reference_inputs(root: Path) -> dict[str, Path]:
+    """Intact copies the checks compare with (loaded the same way as the damaged ones)."""
+    refs = {"R0": _copy_rank(R0, root / "ref-R0" / "rank0_ascend_pt"),
+            "R0T": _copy_rank(R0, root / "ref-R0T" / "rank0_ascend_pt", trace=True)}
+    d = root / "ref-L1"
+    shutil.copytree(L1, d, ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
+    refs["L1"] = d
+    f = root / "ref-KH" / "rank0.json"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
+    refs["KH"] = f
+    f = root / "ref-KL" / "rank0.json"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes()))
+    refs["KL"] = f
+    f = root / "ref-TV" / "trace_view.json"
+    f.parent.mkdir(parents=True)
+    shutil.copy(TV, f)
+    refs["TV"] = f
+    f = root / "ref-IR" / "graph.ir"
+    f.parent.mkdir(parents=True)
+    shutil.copy(IR / "silu_mul.ir", f)
+    refs["IR"] = f
+    f = root / "ref-TRAIN" / "train.log"
+    f.parent.mkdir(parents=True)
+    shutil.copy(LOGS / "mf_new_trainer_pp.log", f)
+    refs["TRAIN"] = f
+    f = root / "ref-MEM" / "mem.log"
+    f.parent.mkdir(parents=True)
+    shutil.copy(LOGS / "memory_ranks.log", f)
+    refs["MEM"] = f
+    f = root / "ref-YAML" / "run.yaml"
+    f.parent.mkdir(parents=True)
+    shutil.copy(CFG / "llama2_13b_full.yaml", f)
+    refs["YAML"] = f
+    f = root / "ref-HF" / "config.json"
+    f.parent.mkdir(parents=True)
+    f.write_text(json.dumps(_HF))
+    refs["HF"] = f
+    return refs
+
+
+if __name__ == "__main__":  # pragma: no cover - manual exploration
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/perfkit-corpus")
+    built = build(out)
+    print(f"{len(built)} cases under {out}")
