@@ -427,7 +427,8 @@ def _fallback(path: Path, raw: bytes, is_object: bool, what: str, why: str):
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         a = _Args(**{f: (v if isinstance(v, scalar) and not isinstance(v, bool) else None)
-                     for f, v in ((n, args.get(k)) for n, k in _ARG_KEYS.items())})
+                     for f, v in ((n, args.get(k)) for n, k in _ARG_KEYS.items())},
+                  **{f: _raw_json(args.get(k)) for f, k in _RAW_ARG_KEYS.items()})
         events.append(_Event(
             ph=str(e.get("ph", "")),
             **{k: (e.get(k) if isinstance(e.get(k), scalar) and not isinstance(e.get(k), bool)
@@ -448,6 +449,15 @@ _ARG_KEYS = {"name": "name", "labels": "labels", "external_id": "External id",
              "task_type": "Task Type", "op_type": "type", "total_allocated": "Total Allocated",
              "total_reserved": "Total Reserved", "mem_bytes": "Bytes",
              "device_id": "Device Id"}
+
+
+_RAW_ARG_KEYS = {"input_dims": "Input Dims", "input_type": "Input type",
+                 "concrete_inputs": "Concrete Inputs"}
+
+
+def _raw_json(value: Any) -> msgspec.Raw:
+    """An operator argument kept as raw JSON text, as the fast decoder keeps it."""
+    return _NO_RAW if value is None else msgspec.Raw(msgspec.json.encode(value))
 
 
 _KINDS_X = {"name": "str", "cat": "str", "pid": "id", "tid": "id", "ts_ns": "ts",

@@ -56,6 +56,7 @@ LEG = DATA / "mindinsight_legacy" / "cluster_propose"
 LEG1 = DATA / "mindinsight_legacy" / "run_2_normal_run" / "profiler"
 CO = DATA / "msprof_analyze_level1" / "cluster_analysis_output"
 IR = DATA / "ir"
+BUNDLED_IR = ROOT / "data" / "ir"  # the dumps the notebooks open ship with the package
 LOGS = DATA / "logs"
 CFG = DATA / "configs"
 
@@ -971,7 +972,7 @@ def cluster_output(root: Path) -> list[Case]:
 def ir_dumps(root: Path) -> list[Case]:
     """MindSpore IR text dumps."""
     cases: list[Case] = []
-    text = (IR / "silu_mul.ir").read_bytes()
+    text = (BUNDLED_IR / "silu_mul.ir").read_bytes()
     multi = gzip.decompress((IR / "comm_dp2_rank0_type_inference.ir.gz").read_bytes())
 
     def dump(tag: str, data: bytes, name: str = "graph.ir") -> Path:
@@ -989,7 +990,7 @@ def ir_dumps(root: Path) -> list[Case]:
     between = multi[: multi.index(b"\n}\n", len(multi) // 2) + 3]
     cases.append(Case("ir-cut-between-subgraphs", "load_ir", dump("between", between), "error",
                       ("truncated",), "graph.ir"))
-    gz = (IR / "silu_mul_reshape.ir.gz").read_bytes()
+    gz = (BUNDLED_IR / "silu_mul_reshape.ir.gz").read_bytes()
     cases.append(Case("ir-gz-truncated", "load_ir", dump("gz", gz[: len(gz) // 2], "g.ir.gz"),
                       "error", ("cannot read",), "g.ir.gz"))
     cases.append(Case("ir-gz-of-zeros", "load_ir",
@@ -1342,7 +1343,7 @@ def reference_inputs(root: Path) -> dict[str, Path]:
     refs["TV"] = f
     f = root / "ref-IR" / "graph.ir"
     f.parent.mkdir(parents=True)
-    shutil.copy(IR / "silu_mul.ir", f)
+    shutil.copy(BUNDLED_IR / "silu_mul.ir", f)
     refs["IR"] = f
     f = root / "ref-TRAIN" / "train.log"
     f.parent.mkdir(parents=True)

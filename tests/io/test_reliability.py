@@ -156,7 +156,7 @@ def test_kineto_kernel_without_dur_is_na_not_zero(tmp_path):
 
 
 def test_truncated_ir_is_refused(tmp_path):
-    text = (ROOT / "tests" / "data" / "ir" / "silu_mul.ir").read_bytes()
+    text = (ROOT / "data" / "ir" / "silu_mul.ir").read_bytes()
     f = tmp_path / "g.ir"
     f.write_bytes(text[: text.rindex(b"\n", 0, len(text) // 2) + 1])
     with pytest.raises(ProfileError, match="truncated"):
