@@ -32,7 +32,7 @@ from .schema import TABLE_NAMES, conform
 __all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "entry_path", "read",
            "write", "read_entry", "write_entry", "usable_for", "clear", "sweep", "describe"]
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 """Bumped when the canonical tables change shape, so old entries are ignored."""
 
 _OFF = {"0", "off", "false", "no", "disable", "disabled"}

@@ -28,6 +28,7 @@ __all__ = ["ChromeTrace", "read_chrome_trace"]
 
 _IntStr = int | str | None
 _FloatStr = float | str | None
+_NO_RAW = msgspec.Raw(b"")
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -43,6 +44,10 @@ class _Args(msgspec.Struct, gc=False):
     total_reserved: _FloatStr = msgspec.field(default=None, name="Total Reserved")
     mem_bytes: _FloatStr = msgspec.field(default=None, name="Bytes")
     device_id: _IntStr = msgspec.field(default=None, name="Device Id")
+    # raw JSON text, decoded only where used (an empty Raw means absent; ``Raw | None``
+    # would only accept null)
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -61,13 +66,14 @@ class _Dist(msgspec.Struct, gc=False):
     rank: _IntStr = None
     world_size: _IntStr = None
     backend: _IntStr = None
+    pg_config: msgspec.Raw = _NO_RAW
 
 
 class _Trace(msgspec.Struct):
     traceEvents: list[_Event] = msgspec.field(default_factory=list)  # noqa: N815
     distributedInfo: _Dist | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
-    deviceProperties: msgspec.Raw | None = None  # noqa: N815
+    deviceProperties: msgspec.Raw = _NO_RAW  # noqa: N815
 
 
 @dataclass
@@ -78,7 +84,9 @@ class ChromeTrace:
     ----------
     x : DataFrame
         Complete events (``ph == "X"``): name, cat, pid, tid, ts_ns (int64 absolute), dur_us,
-        external_id, correlation, stream, device, task_type.
+        external_id, correlation, stream, device, task_type; ``input_dims`` and
+        ``input_types`` (the JSON text of ``args["Input Dims"]`` / ``args["Input type"]``,
+        recorded with ``record_shapes=True``) when any event has them.
     flows : DataFrame
         Flow events (``ph`` in s/f/t): ph, cat, name, id, pid, tid, ts_ns.
     instants : DataFrame
@@ -91,6 +99,13 @@ class ChromeTrace:
         From ``distributedInfo`` when present.
     is_object : bool
         The file was ``{"traceEvents": ...}`` rather than a bare array.
+    process_groups : list of dict
+        ``distributedInfo.pg_config`` (PyTorch 2.x): one dict per process group with
+        ``pg_name``, ``pg_desc``, ``pg_size``, ``ranks`` (global ranks) and
+        ``backend_config``; empty when the trace has none.
+    device_properties : list of dict
+        ``deviceProperties`` (one dict per GPU: ``id``, ``name``, memory, SM count ...);
+        empty when the trace lists none (CPU-only runs).
     """
 
     x: pd.DataFrame
@@ -104,6 +119,8 @@ class ChromeTrace:
     backend: str | None = None
     is_object: bool = False
     n_events: int = 0
+    process_groups: list[dict[str, Any]] = field(default_factory=list)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _read_bytes(path: Path, what: str) -> bytes:
@@ -147,6 +164,15 @@ def _pa_id(values: list[Any]) -> pa.Array:
         return pa.array(values, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return _pa_str(values)
+
+
+def _pa_raw(values: tuple[Any, ...]) -> pa.Array:
+    """JSON text of raw argument values (``Input Dims``), null where absent."""
+    texts = [bytes(v) for v in values]
+    if not any(texts):
+        return pa.nulls(len(values), pa.string())
+    return pa.array([t.decode("utf-8", "replace") if t and t != b"null" else None
+                     for t in texts], pa.string())
 
 
 def _pa_num(values: list[Any]) -> pa.Array:
@@ -336,7 +362,9 @@ def _fallback(path: Path, raw: bytes, is_object: bool, what: str, why: str):
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         a = _Args(**{f: (v if isinstance(v, scalar) and not isinstance(v, bool) else None)
-                     for f, v in ((n, args.get(k)) for n, k in _ARG_KEYS.items())})
+                     for f, v in ((n, args.get(k)) for n, k in _ARG_KEYS.items())},
+                  **{f: (msgspec.Raw(msgspec.json.encode(args[k])) if k in args else _NO_RAW)
+                     for f, k in _RAW_ARG_KEYS.items()})
         events.append(_Event(
             ph=str(e.get("ph", "")),
             **{k: (e.get(k) if isinstance(e.get(k), scalar) and not isinstance(e.get(k), bool)
@@ -346,9 +374,14 @@ def _fallback(path: Path, raw: bytes, is_object: bool, what: str, why: str):
     if is_object:
         d = data.get("distributedInfo") if isinstance(data.get("distributedInfo"), dict) else {}
         base = data.get("baseTimeNanoseconds")
+        pgs, props = d.get("pg_config"), data.get("deviceProperties")
         trace = _Trace(traceEvents=[], distributedInfo=_Dist(
-            rank=d.get("rank"), world_size=d.get("world_size"), backend=d.get("backend")),
-            baseTimeNanoseconds=base if isinstance(base, int) else None)
+            rank=d.get("rank"), world_size=d.get("world_size"), backend=d.get("backend"),
+            pg_config=msgspec.Raw(msgspec.json.encode(pgs)) if isinstance(pgs, list)
+            else _NO_RAW),
+            baseTimeNanoseconds=base if isinstance(base, int) else None,
+            deviceProperties=msgspec.Raw(msgspec.json.encode(props))
+            if isinstance(props, list) else _NO_RAW)
     return events, trace
 
 
@@ -357,16 +390,19 @@ _ARG_KEYS = {"name": "name", "labels": "labels", "external_id": "External id",
              "task_type": "Task Type", "op_type": "type", "total_allocated": "Total Allocated",
              "total_reserved": "Total Reserved", "mem_bytes": "Bytes",
              "device_id": "Device Id"}
+_RAW_ARG_KEYS = {"input_dims": "Input Dims", "input_type": "Input type"}
 
 
 _KINDS_X = {"name": "str", "cat": "str", "pid": "id", "tid": "id", "ts_ns": "ts",
             "dur_us": "num", "external_id": "id", "correlation": "id", "stream": "id",
             "device": "id", "task_type": "str", "op_type": "str", "total_allocated": "num",
-            "total_reserved": "num", "bytes": "num", "device_id": "id"}
+            "total_reserved": "num", "bytes": "num", "device_id": "id",
+            "input_dims": "raw", "input_types": "raw"}
 _KINDS_FLOW = {"name": "str", "cat": "str", "pid": "id", "tid": "id", "ts_ns": "ts",
                "dur_us": "num", "id": "str", "ph": "str"}
 _ARG_FIELDS = ("external_id", "correlation", "stream", "device", "task_type", "op_type",
-               "total_allocated", "total_reserved", "mem_bytes", "device_id")
+               "total_allocated", "total_reserved", "mem_bytes", "device_id", "input_dims",
+               "input_type")
 _EMPTY_ARGS = _Args()
 
 
@@ -402,8 +438,12 @@ class _Columns:
             cols = zip(*map(attrgetter(*_ARG_FIELDS), filled), strict=True)
             for key, vals in zip(("external_id", "correlation", "stream", "device",
                                   "task_type", "op_type", "total_allocated",
-                                  "total_reserved", "bytes", "device_id"), cols, strict=True):
+                                  "total_reserved", "bytes", "device_id", "input_dims",
+                                  "input_types"), cols, strict=True):
                 kind = self.kinds[key]
+                if kind == "raw":
+                    c[key].append(_pa_raw(vals))
+                    continue
                 maker = _pa_id if kind == "id" else _pa_str if kind == "str" else _pa_num
                 c[key].append(maker(list(vals)))
 
@@ -411,13 +451,16 @@ class _Columns:
         if not self.n:
             cols = ["name", "cat", "pid", "tid", "ts_ns", "dur_us", "id"]
             return pd.DataFrame({c: [] for c in cols})
-        out = {k: _to_pandas(self.chunks[k], kind) for k, kind in self.kinds.items()}
+        out = {k: _to_pandas(self.chunks[k], "str" if kind == "raw" else kind)
+               for k, kind in self.kinds.items()}
         if base_ns:
             ts = out["ts_ns"]
             out["ts_ns"] = np.where(ts == _NA_NS, ts, ts + np.int64(base_ns))
         if self.with_args and all(pd.isna(out[c]).all() for c in ("total_allocated", "bytes")):
             for c in ("total_allocated", "total_reserved", "bytes", "device_id"):
                 del out[c]
+        if self.with_args and pd.isna(out["input_dims"]).all():
+            del out["input_dims"], out["input_types"]
         self.chunks = {}
         return pd.DataFrame(out)
 
@@ -467,12 +510,29 @@ class _Builder:
             rank = _int_or_none(trace.distributedInfo.rank)
             world = _int_or_none(trace.distributedInfo.world_size)
             backend = trace.distributedInfo.backend
+        groups: list[dict[str, Any]] = []
+        props: list[dict[str, Any]] = []
+        if trace is not None:
+            if trace.distributedInfo is not None:
+                groups = _dict_list(trace.distributedInfo.pg_config)
+            props = _dict_list(trace.deviceProperties)
         return ChromeTrace(
             x=self.x.frame(base_ns), flows=self.flows.frame(base_ns),
             instants=self.inst.frame(base_ns), processes=self.processes, labels=self.labels,
             threads=self.threads, rank=rank, world_size=world,
             backend=None if backend is None else str(backend), is_object=is_object,
-            n_events=self.n_events)
+            n_events=self.n_events, process_groups=groups, device_properties=props)
+
+
+def _dict_list(raw: msgspec.Raw) -> list[dict[str, Any]]:
+    """The dicts of a raw JSON list (``pg_config``, ``deviceProperties``); [] otherwise."""
+    if not bytes(raw):
+        return []
+    try:
+        value = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _columns(path: Path, events: list[_Event], trace: _Trace | None,

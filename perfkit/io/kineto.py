@@ -4,11 +4,17 @@ Accepted shapes: ``{"traceEvents": [...], "distributedInfo": {...}, ...}`` or a 
 array. The rank comes from ``distributedInfo.rank``, else from the file name
 (``rank3``, ``..._3.json``). GPU kernels (``kernel``, ``gpu_memcpy``, ``gpu_memset``) become
 ``kernels``; NCCL kernels (name ``nccl...``) are the communication; ``cpu_op`` events are
-``ops``; ``ProfilerStep#N`` host spans define the steps; ``[memory]`` instants give ``memory``.
+``ops`` (with their ``Input Dims`` / ``Input type`` as ``input_shapes`` / ``input_dtypes`` when
+``record_shapes=True``); ``ProfilerStep#N`` host spans define the steps — from the GPU
+kernels of each step, or, in a trace without device activity, from the host events inside
+each span (:func:`~perfkit.io.trace_tables.host_steps`); ``[memory]`` instants give
+``memory``. ``distributedInfo.pg_config`` becomes ``meta.groups`` and ``deviceProperties``
+names the GPUs in ``meta.extra["devices"]``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -19,7 +25,15 @@ from ..errors import ProfileError
 from ..profile import ProfileMeta
 from ._common import rank_from_name
 from .chrome import ChromeTrace, read_chrome_trace
-from .trace_tables import NA_NS, overlap_breakdown, rel, step_index, step_spans
+from .trace_tables import (
+    HOST_COMM_PATTERN,
+    NA_NS,
+    host_steps,
+    overlap_breakdown,
+    rel,
+    step_index,
+    step_spans,
+)
 
 __all__ = ["looks_like_kineto", "parse", "parse_trace"]
 
@@ -71,6 +85,13 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     if len(steps):
         notes.append("steps: computed from GPU kernel intervals per ProfilerStep "
                      "(bubble/stage/preparing are Ascend-only and left NA)")
+    elif len(spans):
+        cpu_only = not trace.device_properties
+        steps = _host_steps(x, spans, origin, cpu_only)
+        notes.append("steps: no device activity in the trace; each step's wall time is its "
+                     "ProfilerStep span and its host split comes from the host events"
+                     + (" (a CPU-only run: the host computes)" if cpu_only else
+                        " (the GPUs' activity was not recorded: the parts are NA)"))
     comm = kernels[kernels["category"] == "communication"]
     comm_ops = pd.DataFrame({
         "step": comm["step"].to_numpy(), "name": comm["name"].to_numpy(),
@@ -89,13 +110,49 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                      + (f"taken from the file name ({rank})" if rank is not None else "unknown"))
     meta = ProfileMeta(
         source_format=source_format, framework="pytorch", rank=rank,
-        world_size=trace.world_size, device_type="gpu", profiler_level=None, groups={},
+        world_size=trace.world_size,
+        device_type="gpu" if len(dev) or trace.device_properties else "cpu",
+        profiler_level=None, groups=_groups(trace),
         origin_ns=origin, path=str(path), notes=notes,
         extra={"backend": trace.backend, "events": trace.n_events,
-               "trace_object": trace.is_object},
+               "trace_object": trace.is_object,
+               "devices": [str(d.get("name")) for d in trace.device_properties
+                           if d.get("name")]},
     )
     return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,
                   "memory": memory}
+
+
+def _groups(trace: ChromeTrace) -> dict[str, dict[str, object]]:
+    """``meta.groups`` from ``distributedInfo.pg_config`` (process groups and their ranks)."""
+    out: dict[str, dict[str, object]] = {}
+    for pg in trace.process_groups:
+        ranks = pg.get("ranks")
+        if not isinstance(ranks, list):
+            continue
+        name = str(pg.get("pg_name", len(out)))
+        out[name] = {"group_name": str(pg.get("pg_desc") or name),
+                     "global_ranks": [int(r) for r in ranks if isinstance(r, int)],
+                     "backend": pg.get("backend_config")}
+    return out
+
+
+def _host_steps(x: pd.DataFrame, spans: pd.DataFrame, origin: int | None,
+                cpu_only: bool) -> pd.DataFrame:
+    """Steps of a trace without device activity, from its host events per ProfilerStep."""
+    cat = x["cat"].fillna("").to_numpy()
+    name = x["name"].astype("string").fillna("")
+    is_comm = name.str.contains(HOST_COMM_PATTERN, regex=True).fillna(False).to_numpy(bool)
+    host = ((cat == "cpu_op") | ((cat == "user_annotation") & is_comm)) \
+        & ~name.str.startswith("ProfilerStep#").to_numpy(bool)
+    ts = x["ts_ns"].to_numpy()
+    host &= ts != NA_NS
+    dur = np.nan_to_num(x["dur_us"].to_numpy(np.float64))
+    start = ts[host]
+    end = start + np.round(dur[host] * 1000).astype(np.int64)
+    out = host_steps(start, end, is_comm[host], spans, host_computes=cpu_only)
+    out["step_start_us"] = rel(out.pop("step_start_ns").to_numpy(np.int64), origin)
+    return out
 
 
 def _kernel_steps(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
@@ -144,7 +201,7 @@ def _ops(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
     device = np.full(len(cpu), np.nan)
     if len(dev):
         device = _device_time(x, cpu, dev)
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "step": step_index(ts, spans),
         "name": cpu["name"].to_numpy(),
         "start_us": rel(ts, origin),
@@ -153,6 +210,48 @@ def _ops(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
         "device_dur_us": device,
         "external_id": pd.to_numeric(cpu["external_id"], errors="coerce").to_numpy(),
     })
+    if "input_dims" in cpu.columns:
+        out["input_shapes"] = _shapes_text(cpu["input_dims"]).to_numpy()
+        out["input_dtypes"] = _types_text(cpu["input_types"]).to_numpy()
+    return out
+
+
+def _shapes_text(dims: pd.Series) -> pd.Series:
+    """``Input Dims`` JSON (``[[4,64,64],[192,64],[]]``) as the kernels' shape text
+    (``4,64,64;192,64;``): one entry per input, dims joined by commas; a tensor list
+    (``[[[164160]]]``) keeps its first tensor."""
+    def one(text: str) -> str | None:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(value, list):
+            return None
+        parts = []
+        for item in value:
+            if isinstance(item, list) and item and isinstance(item[0], list):
+                item = item[0]
+            parts.append(",".join(str(v) for v in item) if isinstance(item, list) else "")
+        return ";".join(parts)
+    return _map_unique(dims, one)
+
+
+def _types_text(types: pd.Series) -> pd.Series:
+    """``Input type`` JSON (``["float","c10::BFloat16",""]``) as ``float;c10::BFloat16;``."""
+    def one(text: str) -> str | None:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        return ";".join(str(v) for v in value) if isinstance(value, list) else None
+    return _map_unique(types, one)
+
+
+def _map_unique(values: pd.Series, fn) -> pd.Series:
+    """``fn`` applied once per distinct text (shapes repeat a lot), NA stays NA."""
+    uniq = values.dropna().unique()
+    table = {u: fn(u) for u in uniq}
+    return values.map(table).astype("string")
 
 
 def _device_time(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
