@@ -29,7 +29,7 @@ from .analysis import layout as L
 from .analysis.memory import framework_component, memory_peaks
 from .analysis.shapes import read_model
 from .analysis.steps import measured_step_s, step_breakdown
-from .errors import ConfigFileError, InvalidArgumentError, PerfkitError
+from .errors import ConfigFileError, InvalidArgumentError, ParallelConfigError, PerfkitError
 from .io.config import read_mindformers_config
 from .io.logs import read_training_log
 from .specs import Hardware, ModelSpec, ParallelConfig
@@ -204,6 +204,11 @@ class Job:
             else:
                 out.append(f"the job has {_label(name)} {_text(used.value)} ({used.source}) "
                            f"but the profile shows {_text(seen)}")
+        world = self.world_size
+        if world and self.parallel.world_size != world:
+            p = self.parallel
+            out.append(f"dp × tp × pp = {p.dp} × {p.tp} × {p.pp} = {p.world_size} but the "
+                       f"job has {world} ranks ({self._values['world_size'].source})")
         gbs = self.global_batch_size
         if gbs is not None and gbs != self.parallel.global_batch_size:
             p = self.parallel
@@ -873,6 +878,16 @@ def _assemble(values: dict[str, _Value], observed: Mapping[str, tuple[Any, str]]
             values[name] = _Value(used, "default", f"{values[name].detail}; ParallelConfig's "
                                                    f"default {used} is used")
     model = _model(values, parallel, observed, strict)
+    if model is not None and strict:
+        rules = parallel.problems(model)
+        given = {n for n in ("tp", "pp", "vpp", "ep", "num_micro_batches", "recompute_layers",
+                             "num_layers", "num_attention_heads", "num_kv_heads",
+                             "num_experts") if values[n].source in strict}
+        if rules and given:
+            param, _, rule = rules[0].partition(": ")
+            raise ParallelConfigError(param, rule + (f" (and: {'; '.join(rules[1:])})"
+                                                     if len(rules) > 1 else ""),
+                                      getattr(parallel, param, None), rules=rules)
     hardware = values["hardware"].value
     evidence = pd.DataFrame({
         "field": pd.Series(JOB_FIELDS, dtype="string"),

@@ -265,6 +265,39 @@ def _gemm_dims(shapes: list[tuple[int, ...]], label: str
     return cands, bias, batch
 
 
+_Shapes = list[list[tuple[int, ...]]]
+"""Parsed input shapes of each record, in record order."""
+
+
+class _Rows:
+    """Plain per-row access to the columns the readers loop over (``iloc`` is slow)."""
+
+    def __init__(self, recs: pd.DataFrame) -> None:
+        self.rank = recs["rank"].astype("Int64").fillna(-1).to_numpy(np.int64)
+        self.step = recs["step"].to_numpy(object)
+        self.start = recs["start_us"].to_numpy(np.float64)
+        self.backward = recs["backward"].to_numpy(bool)
+
+    def __call__(self, i: int) -> dict[str, Any]:
+        return {"rank": int(self.rank[i]), "step": self.step[i], "start_us": self.start[i],
+                "backward": bool(self.backward[i])}
+
+
+def _one_step(recs: pd.DataFrame) -> pd.DataFrame:
+    """The records of one step per rank (every step of a job runs the same operators):
+    the last of the steps with the most records. Profiles without step numbers keep all."""
+    if recs.empty or not recs["step"].notna().any():
+        return recs
+    counts = recs.dropna(subset=["step"]).groupby(["rank", "step"]).size()
+    keep = []
+    for rank, part in counts.groupby(level=0):
+        top = part[part == part.max()]
+        keep.append((rank, top.index[-1][1]))
+    pick = pd.MultiIndex.from_tuples(keep, names=["rank", "step"])
+    key = pd.MultiIndex.from_arrays([recs["rank"], recs["step"]])
+    return recs[key.isin(pick)].reset_index(drop=True)
+
+
 def _mode(values: list[Any]) -> Any:
     values = [v for v in values if v is not None]
     if not values:
@@ -343,6 +376,7 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
                 pick[st] = r
         wanted_ranks = sorted(pick.values()) or None
     recs, source = shape_records(profile, wanted_ranks)
+    recs = _one_step(recs)
     out = ShapeReading(source=source)
     fmt = str(profile.meta.source_format)
     where = _where(source, fmt)
@@ -356,7 +390,9 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
     for r in ranks:
         stage_of.setdefault(r, 0)
     label = recs["label"].astype(str)
-    shapes = recs["input_shapes"].map(parse_shapes)
+    texts = recs["input_shapes"].astype("string").fillna("")
+    parsed = {t: parse_shapes(t) for t in texts.unique()}
+    shapes = [parsed[t] for t in texts]
 
     _read_dtype(out, recs, label, where)
     moe = label.str.contains(_MOE).any()
@@ -418,8 +454,10 @@ class _Attn:
     what: str
 
 
-def _attention(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> list[_Attn]:
+def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Attn]:
     """Attention kernels (forward and backward) with the sizes their shapes give."""
+    rows = _Rows(recs)
+    lab = label.tolist()
     out: list[_Attn] = []
     fwd = label.str.contains(re.compile(ATTENTION_PATTERNS["fwd"])).to_numpy(bool).copy()
     bwd = label.str.contains(re.compile(ATTENTION_PATTERNS["bwd"])).to_numpy(bool).copy()
@@ -433,13 +471,13 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> list[
             keep = top[0] if top else first[-1]
             mask &= (label == keep).to_numpy(bool)
     for i in np.nonzero(fwd | bwd)[0]:
-        sh = [s for s in shapes.iloc[i] if s]
+        sh = [s for s in shapes[i] if s]
         if len(sh) < 2:
             continue
         q, k = sh[0], sh[1]
-        row = recs.iloc[i]
+        row = rows(i)
         common = dict(rank=int(row["rank"]), step=row["step"], start=float(row["start_us"]),
-                      backward=bool(bwd[i]), what=str(label.iloc[i]))
+                      backward=bool(bwd[i]), what=str(lab[i]))
         if len(q) == 3 and len(k) == 3 and q[:2] == k[:2]:  # BSH
             out.append(_Attn(b=q[0], s=q[1], heads=None, kv_heads=None, d=None,
                              q_width=q[2], kv_width=k[2], **common))
@@ -449,12 +487,12 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> list[
     # unfused attention (MindSpore graphs): the batched q·kᵀ product (b, a, s, d)x(b, a, d, s)
     bmm = label.str.contains(_BATCH_MATMUL).to_numpy(bool) & ~(fwd | bwd)
     for i in np.nonzero(bmm)[0]:
-        sh = [s for s in shapes.iloc[i] if s]
+        sh = [s for s in shapes[i] if s]
         if len(sh) < 2 or len(sh[0]) != 4 or len(sh[1]) != 4:
             continue
         q, k = sh[0], sh[1]
         if q[:2] == k[:2] and q[3] == k[2] and q[2] == k[3] and q[2] != q[3]:
-            row = recs.iloc[i]
+            row = rows(i)
             out.append(_Attn(rank=int(row["rank"]), step=row["step"],
                              start=float(row["start_us"]), backward=bool(row["backward"]),
                              b=q[0], s=q[2], heads=q[1], kv_heads=None, d=q[3],
@@ -464,8 +502,10 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> list[
     return out
 
 
-def _gemms(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> list[_Gemm]:
+def _gemms(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Gemm]:
     """Matrix products with one orientation each (the activation one when it is clear)."""
+    rows = _Rows(recs)
+    lab = label.tolist()
     mask = label.str.contains(_GEMM).to_numpy(bool) | recs["name"].astype(str)\
         .str.contains(_GEMM.pattern, regex=True).to_numpy(bool)
     linear = label.str.lower().eq("aten::linear").to_numpy(bool)
@@ -473,22 +513,23 @@ def _gemms(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> list[_Gem
         mask &= linear
     out = []
     for i in np.nonzero(mask)[0]:
-        cands, bias, batch = _gemm_dims(shapes.iloc[i], label.iloc[i])
+        cands, bias, batch = _gemm_dims(shapes[i], lab[i])
         if not cands:
             continue
-        row = recs.iloc[i]
+        row = rows(i)
         out.append(_Gemm(int(row["rank"]), row["step"], float(row["start_us"]), cands, bias,
                          bool(linear[i]), batch, bool(row["backward"])))
     return out
 
 
-def _embeddings(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> list[dict]:
+def _embeddings(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[dict]:
     """Embedding lookups: table ``(V, h)`` when the input is there, indices ``(b, s)``."""
+    rows = _Rows(recs)
     out = []
     mask = label.str.contains(_EMBED).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
     for i in np.nonzero(mask)[0]:
-        sh = shapes.iloc[i]
-        row = recs.iloc[i]
+        sh = shapes[i]
+        row = rows(i)
         e = {"rank": int(row["rank"]), "step": row["step"], "table": None, "bs": None,
              "tokens_h": None}
         ins = [s for s in sh if s]
@@ -544,7 +585,7 @@ def _read_hidden(out: ShapeReading, act: list[_Gemm], emb: list[dict], where: st
                               "hidden state)")
 
 
-def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes: pd.Series,
+def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
                 att: list[_Attn], act: list[_Gemm], tp: int, where: str) -> None:
     fwd = [a for a in att if not a.backward]
     h = out.get("hidden_size")
@@ -553,12 +594,18 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
     kv = _mode([a.kv_heads for a in fwd if a.kv_heads and a.kv_width])
     q_width = _mode([a.q_width for a in fwd if a.q_width])
     kv_width = _mode([a.kv_width for a in fwd if a.kv_width])
+    # the widths alone already tell the projections apart, even when the heads are not
+    # known (BSH attention without rotary kernels)
+    if q_width:
+        out.values["_q_width"] = q_width
+    if kv_width:
+        out.values["_kv_width"] = kv_width
     how = fwd[0].what if fwd else ""
     rot = label.str.contains(_ROTARY).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
     b, s = out.get("micro_batch_size"), out.get("seq_length")
     rot_heads = []
     for i in np.nonzero(rot)[0]:
-        for sh in shapes.iloc[i]:
+        for sh in shapes[i]:
             if len(sh) == 4 and b and s and sh[0] == b and sh[1] == s:
                 rot_heads.append((sh[2], sh[3]))
             elif len(sh) == 4 and b and s and sh[0] == b and sh[2] == s:
@@ -627,7 +674,7 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
     out.values["_kv_width"] = kv * d
 
 
-def _read_widths(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes: pd.Series,
+def _read_widths(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
                  act: list[_Gemm], emb: list[dict], tp: int, where: str) -> None:
     h = out.get("hidden_size")
     if not h or not act:
@@ -648,7 +695,7 @@ def _read_widths(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes
     if vocab_local and vocab_local in ups:
         out.put("vocab_size", vocab_local * tp,
                 f"{where}: the logits GEMM {h} → {vocab_local} feeds the loss "
-                f"({_mode([label.iloc[i] for i in np.nonzero(lmask)[0]])})"
+                f"({_mode([label.iat[i] for i in np.nonzero(lmask)[0]])})"
                 + (f"; vocabulary split over tp {tp}" if tp > 1 else ""))
     elif table_v:
         out.put("vocab_size", table_v, f"{where}: embedding table ({table_v}, {h})")
@@ -682,12 +729,12 @@ def _read_widths(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes
                                          "(MoE or an unusual model): not read")
 
 
-def _loss_width(recs: pd.DataFrame, label: pd.Series, shapes: pd.Series) -> int | None:
+def _loss_width(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> int | None:
     """The last dimension of the loss kernel's logits input (the local vocabulary)."""
     widths = []
     lmask = label.str.contains(_LOSS).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
     for i in np.nonzero(lmask)[0]:
-        sh = [s for s in shapes.iloc[i] if s]
+        sh = [s for s in shapes[i] if s]
         if sh and len(sh[0]) >= 2:
             widths.append(sh[0][-1])
     return _mode(widths)
