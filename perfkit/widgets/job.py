@@ -26,7 +26,7 @@ from ..errors import PerfkitError
 from ..job import MODEL_FIELDS, PARALLEL_FIELDS, RUN_FIELDS, Job, infer_job
 from .metrics import _TABLE_STYLE
 
-__all__ = ["JobPanel", "job_panel", "evidence_html", "JOB_GROUPS"]
+__all__ = ["JobPanel", "job_panel", "evidence_html", "JOB_GROUPS", "JobNote", "missing_note"]
 
 #: The panel's three groups of fields, as (title, fields).
 JOB_GROUPS = (("Model", MODEL_FIELDS), ("Parallel layout", PARALLEL_FIELDS),
@@ -277,6 +277,42 @@ class JobPanel(W.VBox):
         bundle["text/html"] = (_STYLE + "<b>The job</b>" + self.summary.value
                                + self.warnings.value + self.message.value + self.table.value)
         return bundle
+
+
+class JobNote(W.HTML):
+    """A note shown instead of a figure the job cannot give (also in static outputs)."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        bundle["text/html"] = self.value
+        return bundle
+
+
+def missing_note(job: Job | None, what: str) -> JobNote:
+    """Why ``what`` is not shown for ``job``: a view without a job says so.
+
+    Parameters
+    ----------
+    job : perfkit.Job or None
+    what : str
+        The figures left out (``"MFU"``, ``"the memory theory"``).
+
+    Returns
+    -------
+    JobNote
+        An ``ipywidgets.HTML`` naming every missing piece (``job.missing()``) and how to
+        give it (the job panel, a config).
+    """
+    if job is None:
+        text = f"No {what}: there is no job (open a profile; its job is read from it)."
+    else:
+        gaps = job.missing() or ["nothing (the job is complete)"]
+        text = (f"No {what}: the job lacks " + "; ".join(gaps) + ". Give the missing "
+                "values with job.with_overrides(...), a config (pk.infer_job(profile, "
+                "config=...)) or in the job panel.")
+    return JobNote(_STYLE + f"<p class='pk-note'>{html.escape(text)}</p>")
 
 
 def job_panel(profile_or_job: Any = None) -> JobPanel:

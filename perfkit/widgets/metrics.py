@@ -99,7 +99,7 @@ class MetricsPanel(W.VBox):
                  job: Job | None = None, **values: Any) -> None:
         self.job = job
         self._models: dict[str, ModelSpec | str] = {name: name for name in ModelSpec.presets()}
-        model_options: list[Any] = list(ModelSpec.presets())
+        model_options: list[Any] = [(name, name) for name in ModelSpec.presets()]
         if job is not None and job.model is not None:
             self._models["job"] = job.model
             label = f"the job's model ({job.model.name or 'not a preset'}, " \

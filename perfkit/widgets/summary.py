@@ -29,7 +29,7 @@ from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
-           "memory_breakdown", "job_summary"]
+           "memory_breakdown", "job_summary", "job_figures"]
 
 SUMMARY_COLUMNS = ("key", "metric", "value", "unit", "text", "note", "warning")
 GIB = 2**30
@@ -240,13 +240,44 @@ def job_summary(job: Job) -> pd.DataFrame:
                            dtype, job=job)
 
 
-def memory_breakdown(model: ModelSpec | str, hardware: Hardware | str,
-                     parallel: ParallelConfig) -> pd.DataFrame:
+def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """What a notebook or report shows of a job's figures: the table, or why there is none.
+
+    Parameters
+    ----------
+    job : perfkit.Job
+    keys : tuple of str, optional
+        Rows of :func:`metrics_summary` to keep (default: all).
+
+    Returns
+    -------
+    pandas.DataFrame
+        With a complete job: ``metric``, ``value`` (the text shown, flagged by the guards
+        when implausible), ``how it is counted`` and ``warning``. Without one: a single
+        column ``not computed`` with one row per missing piece (``job.missing()``), so the
+        reader sees why instead of a figure computed with a default.
+    """
+    try:
+        summary = job_summary(job)
+    except InvalidArgumentError:
+        gaps = job.missing() or ["the job's dtype has no peak on its hardware"]
+        return pd.DataFrame({"not computed": gaps})
+    if keys is not None:
+        summary = summary[summary["key"].isin(keys)]
+    out = summary[["metric", "text", "note", "warning"]].rename(
+        columns={"text": "value", "note": "how it is counted"})
+    return out.reset_index(drop=True)
+
+
+def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | None = None,
+                     parallel: ParallelConfig | None = None) -> pd.DataFrame:
     """Memory of the most loaded device by component, for :func:`perfkit.charts.memory_chart`.
 
     Parameters
     ----------
-    model : ModelSpec or str
+    model : ModelSpec, str or perfkit.Job
+        A job gives its model, hardware and split (the other arguments then default to
+        its own); a job without a model or hardware raises, naming what is missing.
     hardware : Hardware or str
     parallel : ParallelConfig
 
@@ -258,8 +289,19 @@ def memory_breakdown(model: ModelSpec | str, hardware: Hardware | str,
         :func:`~perfkit.calc.memory.activation_memory`); columns ``component``, ``bytes``,
         ``GiB`` and ``device_GiB`` (the device capacity).
     """
+    if isinstance(model, Job):
+        job = model
+        if job.model is None or job.hardware is None:
+            raise InvalidArgumentError("job", "has no " + "; no ".join(
+                m for m in job.missing() if not m.startswith("the step")))
+        model = job.model
+        hardware = job.hardware if hardware is None else hardware
+        parallel = job.parallel if parallel is None else parallel
     model = resolve_model(model)
     hardware = resolve_hardware(hardware)
+    if not isinstance(parallel, ParallelConfig):
+        raise InvalidArgumentError("parallel", "must be a ParallelConfig",
+                                   type(parallel).__name__)
     parallel.validate(model)
     static = static_memory(model, parallel, scheme="mindspore")
     act = activation_memory(model, parallel)
