@@ -30,7 +30,7 @@ from .analysis.memory import framework_component, memory_peaks
 from .analysis.shapes import read_model
 from .analysis.steps import measured_step_s, step_breakdown
 from .errors import ConfigFileError, InvalidArgumentError, ParallelConfigError, PerfkitError
-from .io.config import read_mindformers_config
+from .io.config import read_mindformers_config, read_rank_table
 from .io.logs import read_training_log
 from .specs import Hardware, ModelSpec, ParallelConfig
 
@@ -391,8 +391,9 @@ def _profile_values(profile: Any) -> dict[str, _Value]:
     world_src = []
     world = meta.world_size
     if world:
-        how = ("distributedInfo" if meta.source_format == "kineto"
-               else "the ranks of the communication groups")
+        how = {"kineto": "distributedInfo",
+               "mindspore_legacy": "MindSpore's rank_size"}.get(
+            str(meta.source_format), "the ranks of the communication groups")
         world_src.append(f"{world} ({how})")
     if not groups.empty:
         members = {r for rs in groups["ranks"] for r in rs}
@@ -410,20 +411,46 @@ def _profile_values(profile: Any) -> dict[str, _Value]:
     have_groups = not groups.empty
     group_text = (f"{len(groups)} communication group(s) ({groups['source'].iloc[0]})"
                   if have_groups else "")
+    strategy = {} if have_groups else L.recorded_strategy(profile)
+    if strategy.get("rank_size") and out["world_size"].source == "default":
+        put("world_size", strategy["rank_size"],
+            f"{strategy['source']}: rank_size {strategy['rank_size']}")
+        world = strategy["rank_size"]
     for kind in ("tp", "pp", "cp", "ep"):
         if kind in sizes:
             put(kind, sizes[kind][0], sizes[kind][1])
         elif have_groups:
             put(kind, 1, f"no {kind} group among the {group_text}")
+        elif kind == "pp" and strategy.get("stage_num"):
+            put("pp", strategy["stage_num"], f"{strategy['source']}: stage_num "
+                                             f"{strategy['stage_num']} (pipeline stages)")
+        elif kind == "tp" and _data_parallel_mode(strategy):
+            put("tp", 1, f"{strategy['source']}: parallel mode "
+                         f"{strategy['parallel_mode']} (no model parallelism)")
+        elif strategy and kind in ("cp", "ep"):
+            put(kind, 1, f"{strategy['source']}: parallel mode "
+                         f"{strategy.get('parallel_mode', '?')}, no {kind}: 1 assumed",
+                "default")
         else:
             put(kind, 1, "no communication groups recorded: 1 assumed", "default")
     tp, pp, cp = out["tp"].value, out["pp"].value, out["cp"].value
     if "dp" in sizes:
         put("dp", sizes["dp"][0], sizes["dp"][1])
+    elif strategy and world % (tp * pp * cp) == 0:
+        how = (f"{strategy['source']}: rank_size {world} / stage_num {pp}"
+               f" (parallel mode {strategy.get('parallel_mode', '?')})")
+        put("dp", world // (tp * pp * cp), how,
+            "profile" if out["tp"].source == "profile" else "default")
     elif have_groups and world % (tp * pp * cp) == 0:
         kinds = set(groups["kind"].dropna())
-        only = groups["kind"].isna().all() or kinds <= {"world"}
-        if only:
+        unnamed = groups[groups["kind"].isna()]
+        smaller = sorted({int(n) for n in unnamed["size"].dropna() if int(n) < world})
+        if smaller:
+            put("dp", world // (tp * pp * cp),
+                f"the {group_text} include unnamed groups of {smaller} ranks whose kind "
+                f"(dp, tp, ...) the profile does not say: world {world} / (tp {tp} × pp "
+                f"{pp}) assumed", "default")
+        elif kinds <= {"world"}:
             put("dp", world // (tp * pp * cp),
                 f"the {group_text} hold no tensor/pipeline group: every rank is a "
                 f"data-parallel replica (world {world})")
@@ -494,6 +521,11 @@ def _profile_values(profile: Any) -> dict[str, _Value]:
         put("step_time_s", None, f"no measured step: {why}")
     _read_memory(profile, put)
     return out
+
+
+def _data_parallel_mode(strategy: dict[str, Any]) -> bool:
+    mode = str(strategy.get("parallel_mode", "")).lower().replace("-", "_")
+    return mode in ("data_parallel", "stand_alone")
 
 
 def _read_vpp(profile: Any, put: Any, pp: int, m: int | None, stage_of: dict[int, int]
@@ -633,6 +665,8 @@ def read_job_config(config: Any, job: Job | None = None) -> dict[str, _Value]:
         * ``*.yaml`` / ``*.yml``: a MindFormers config (:func:`perfkit.read_mindformers_config`)
           — every model and layout field, and ``runner_config.global_batch_size`` when
           present (else dp × batch × micro-batches);
+        * an HCCL rank table (``*.json`` with ``server_list``,
+          :func:`perfkit.io.config.read_rank_table`): the world size;
         * ``*.json`` (or a folder holding ``config.json``): a Hugging Face config
           (:meth:`ModelSpec.from_hf_config`) — the model fields; its
           ``max_position_embeddings`` is the context limit, not the training length, so
@@ -684,6 +718,13 @@ def read_job_config(config: Any, job: Job | None = None) -> dict[str, _Value]:
             out["global_batch_size"] = _Value(int(gbs), "config",
                                               f"{where}: runner_config global batch")
         return out
+    if suffix == ".json":
+        table = read_rank_table(path)
+        if table is not None:
+            where = f"{path.name} (rank table)"
+            return {"world_size": _Value(table["world_size"], "config",
+                                         f"{where}: {table['world_size']} devices on "
+                                         f"{table['servers']} server(s)")}
     if suffix == ".json" or path.is_dir():
         seq = job.seq_length if job is not None and job.seq_length else None
         model = ModelSpec.from_hf_config(path, seq_length=seq)
@@ -911,6 +952,14 @@ def _parallel(values: dict[str, _Value], strict: set[str]) -> ParallelConfig:
         v = values.get(name)
         if v is not None and v.value is not None:
             kwargs[name] = v.value
+    pp = kwargs.get("pp", 1)
+    if pp > 1 and "num_micro_batches" not in kwargs:
+        # unknown micro-batches with a pipeline: the fewest a pipeline runs, said as such
+        kwargs["num_micro_batches"] = pp
+        v = values["num_micro_batches"]
+        values["num_micro_batches"] = _Value(pp, "default", f"{v.detail}; pp = {pp}, the "
+                                                            "fewest micro-batches a pipeline "
+                                                            "runs, is used")
     try:
         return ParallelConfig(**kwargs)
     except InvalidArgumentError as exc:

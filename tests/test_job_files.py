@@ -279,3 +279,36 @@ def test_evidence_has_one_row_per_field_with_a_known_source(baseline: pk.Job) ->
     assert list(ev["field"]) == list(JOB_FIELDS)
     assert set(ev["source"]) <= set(SOURCES)
     assert ev["detail"].str.len().min() > 0
+
+
+# ----------------------------------------------------------------------------- MindSpore strategy
+
+LEGACY = ROOT / "tests" / "data" / "mindinsight_legacy" / "cluster_propose"
+
+
+def test_legacy_mindspore_strategy_gives_the_stages_and_world() -> None:
+    job = pk.infer_job(pk.load(LEGACY, cache=False))
+    # MindInsight names its per-rank analysis ascend_cluster_analyse_{mode}_{stages}_{ranks}
+    (name, *_) = sorted(p.name for p in LEGACY.glob("ascend_cluster_analyse_*_0.csv"))
+    mode, stages, ranks, _ = name.removeprefix("ascend_cluster_analyse_")\
+        .removesuffix(".csv").rsplit("_", 3)
+    assert (mode, int(stages), int(ranks)) == ("pipeline-parallel", 2, 4)
+    assert job.parallel.pp == int(stages) and job.source("pp") == "profile"
+    assert job.world_size == int(ranks)
+    # the mode does not say how the rest splits: dp = ranks / stages, said to be a default
+    assert job.parallel.dp == 2 and job.source("dp") == "default"
+
+
+def test_an_hccl_rank_table_gives_the_world_size(tmp_path: Path) -> None:
+    table = {"version": "1.0", "server_count": "2", "status": "completed",
+             "server_list": [{"server_id": f"s{s}", "device": [
+                 {"device_id": str(d), "device_ip": f"10.0.{s}.{d}", "rank_id": str(8 * s + d)}
+                 for d in range(8)]} for s in range(2)]}
+    path = tmp_path / "rank_table_16.json"
+    path.write_text(json.dumps(table))
+    job = pk.infer_job(pk.load(ROOT / "data" / "simulated" / "slow-rank", cache=False),
+                       config=path)
+    assert job.world_size == 16 and job.source("world_size") == "config"
+    assert "16 devices on 2 server(s)" in job.detail("world_size")
+    # the profile holds 4 ranks: the guards will say so
+    assert "the job has world size 16 (config) but the profile shows 4" in job.problems()

@@ -30,7 +30,8 @@ from ._util import table
 from .collectives import comm_op_type
 
 __all__ = ["GROUP_COLUMNS", "KINDS", "group_kind", "communication_groups", "group_sizes",
-           "stage_of_ranks", "collectives_by_group", "p2p_sends_per_step"]
+           "stage_of_ranks", "collectives_by_group", "p2p_sends_per_step",
+           "recorded_strategy"]
 
 #: Columns of :func:`communication_groups`.
 GROUP_COLUMNS = {"group": "string", "name": "string", "kind": "string", "size": "Int64",
@@ -196,6 +197,21 @@ def collectives_by_group(profile: Any) -> dict[str, set[str]]:
     pairs = pairs.dropna().drop_duplicates()
     pairs = pairs.assign(kind=comm_op_type(pairs["name"]))
     return {str(g): set(p["kind"]) for g, p in pairs.groupby("group", sort=False)}
+
+
+def recorded_strategy(profile: Any) -> dict[str, Any]:
+    """The parallel strategy a legacy MindSpore profile records in its metadata.
+
+    MindSpore 2.0-2.3 writes ``parallel_mode``, the pipeline ``stage_num`` and the
+    ``rank_size`` (loaders put them in ``meta.extra["parallel"]``). Returns that dict (with
+    ``source``, the file it came from), or ``{}``.
+    """
+    metas = [profile.meta] + [p.meta for p in getattr(profile, "profiles", []) or []]
+    for meta in metas:
+        info = (meta.extra or {}).get("parallel")
+        if isinstance(info, dict) and info:
+            return dict(info)
+    return {}
 
 
 def p2p_sends_per_step(profile: Any) -> pd.DataFrame:
