@@ -312,3 +312,26 @@ def test_an_hccl_rank_table_gives_the_world_size(tmp_path: Path) -> None:
     assert "16 devices on 2 server(s)" in job.detail("world_size")
     # the profile holds 4 ranks: the guards will say so
     assert "the job has world size 16 (config) but the profile shows 4" in job.problems()
+
+
+@pytest.mark.parametrize("name, preset", [("NVIDIA H100 80GB HBM3", "h100"),
+                                          ("NVIDIA A100-SXM4-80GB", "a100"),
+                                          ("NVIDIA H200", "h200"),
+                                          ("NVIDIA GeForce RTX 4090", None)])
+def test_gpu_hardware_comes_from_the_device_name(tmp_path: Path, name: str, preset) -> None:
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": name}],
+             "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+             "traceEvents": [
+                 {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                  "ts": 990, "dur": 20, "args": {}},
+                 {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7,
+                  "ts": 1000, "dur": 5, "args": {"device": 0, "stream": 7}}]}
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(trace))
+    job = pk.infer_job(pk.load(path, cache=False))
+    assert name in job.detail("hardware")
+    if preset is None:
+        assert job.hardware is None and "no preset" in job.detail("hardware")
+    else:
+        assert job.hardware == pk.Hardware.preset(preset)
+        assert job.source("hardware") == "profile"
