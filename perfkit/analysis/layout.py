@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._frames import collect
+from ._frames import collect, table_columns
 from ._util import table
 from .collectives import comm_op_type
 
@@ -88,9 +88,10 @@ def _from_meta(groups: dict[str, Any], source: str) -> list[dict[str, Any]]:
 
 def _from_matrix(profile: Any) -> list[dict[str, Any]]:
     """Groups seen only in ``comm_matrix``: size from the highest local rank of a link."""
-    matrix = table(profile, "comm_matrix")
-    if matrix.empty or "src_local" not in matrix.columns or "group" not in matrix.columns:
+    present = table_columns(profile, "comm_matrix")
+    if "src_local" not in present or "group" not in present:
         return []
+    matrix = table(profile, "comm_matrix")
     cols = [c for c in ("group", "src_local", "dst_local", "rank") if c in matrix.columns]
     m = collect(matrix, cols)
     m = m.dropna(subset=["group"])
@@ -190,9 +191,9 @@ def stage_of_ranks(groups: pd.DataFrame) -> dict[int, int]:
 def collectives_by_group(profile: Any) -> dict[str, set[str]]:
     """The collective kinds (:func:`~perfkit.analysis.collectives.comm_op_type`) used in
     each group of ``comm_ops``."""
-    ops = table(profile, "comm_ops")
-    if ops.empty or "group" not in ops.columns:
+    if "group" not in table_columns(profile, "comm_ops"):
         return {}
+    ops = table(profile, "comm_ops")
     pairs = collect(ops, ["group", "name"])
     pairs = pairs.dropna().drop_duplicates()
     pairs = pairs.assign(kind=comm_op_type(pairs["name"]))
@@ -223,10 +224,10 @@ def p2p_sends_per_step(profile: Any) -> pd.DataFrame:
         ``rank``, ``step``, ``sends`` (``comm_ops`` named like a send, see
         :func:`~perfkit.analysis.collectives.comm_op_type`).
     """
-    ops = table(profile, "comm_ops")
     cols = ["rank", "step", "name"]
-    if ops.empty or any(c not in ops.columns for c in cols):
+    if any(c not in table_columns(profile, "comm_ops") for c in cols):
         return pd.DataFrame({"rank": [], "step": [], "sends": []})
+    ops = table(profile, "comm_ops")
     ops = collect(ops, cols)
     sends = ops[comm_op_type(ops["name"]).to_numpy() == "send"]
     out = sends.groupby(["rank", "step"]).size().rename("sends").reset_index()

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._frames import collect
+from ._frames import collect, table_columns
 from ._util import table
 
 __all__ = ["ShapeReading", "shape_records", "parse_shapes", "read_model", "DTYPE_NAMES",
@@ -120,14 +120,15 @@ def shape_records(profile: Any, ranks: list[int] | None = None) -> tuple[pd.Data
         (``"kernels"`` or ``"ops"``, ``""`` when neither has shapes).
     """
     for name in ("kernels", "ops"):
-        frame = table(profile, name)
-        if frame.empty or "input_shapes" not in frame.columns:
+        present = table_columns(profile, name)
+        if "input_shapes" not in present:
             continue
+        frame = table(profile, name)
         cols = [c for c in ("rank", "step", "start_us", "name", "type", "input_shapes",
-                            "input_dtypes") if c in frame.columns]
+                            "input_dtypes") if c in present]
 
         def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
-            ok = f["input_shapes"].notna()
+            ok = ~f["input_shapes"].isna()
             if ranks is not None:
                 ok &= f["rank"].isin(ranks)
             return ok

@@ -193,3 +193,10 @@ def test_frame_helpers_on_both_kinds(pair: Any) -> None:
     agg = F.aggregate(F.with_position(lazy.kernels), ["rank"], {"_pos": ["min"],
                                                                "name": ["first"]})
     assert agg["name_first"].tolist() == eager.kernels.groupby("rank")["name"].first().tolist()
+
+
+def test_the_job_is_the_same_on_both_kinds(pair: Any) -> None:
+    eager, lazy = pair["slow-rank"]
+    a, b = pk.infer_job(lazy), pk.infer_job(eager)
+    assert a == b and a.model is not None
+    assert a.evidence.fillna("-").equals(b.evidence.fillna("-"))
