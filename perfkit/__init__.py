@@ -1,7 +1,8 @@
 """perfkit: a workbench for tuning the training performance of large language models.
 
 ``import perfkit as pk`` gives the public API of DESIGN.md: the specs (:class:`ModelSpec`,
-:class:`ParallelConfig`, :class:`Hardware`), the calculators of :mod:`perfkit.calc`, the
+:class:`ParallelConfig`, :class:`Hardware`), the job a profile recorded (:func:`infer_job`
+-> :class:`Job`), the calculators of :mod:`perfkit.calc`, the
 planner :mod:`perfkit.plan`, the profile loader (:func:`load` -> :class:`Profile` /
 :class:`Cluster`), the simulator (:func:`simulate` and its faults), the IR / log / config
 readers, the analyses of :mod:`perfkit.analysis`, the bundled samples (:func:`samples`;
@@ -24,6 +25,7 @@ from .io.config import read_mindformers_config
 from .io.detect import load
 from .io.ir import IRGraph, load_ir
 from .io.logs import read_memory_log, read_training_log
+from .job import Job, infer_job
 from .profile import Cluster, Profile, ProfileMeta
 from .simulate import (
     DataLoadingStall,
@@ -51,6 +53,7 @@ __all__ = [
     "HostBound",
     "IRGraph",
     "InvalidArgumentError",
+    "Job",
     "MemoryPressure",
     "ModelSpec",
     "NoOverlap",
@@ -67,6 +70,7 @@ __all__ = [
     "advise",
     "analysis",
     "calc",
+    "infer_job",
     "load",
     "load_ir",
     "plan",

@@ -7,11 +7,13 @@
     the ``PERFKIT_PROFILE`` environment variable. The page needs no CDN: Voila runs with a
     small template (written to a temporary folder for the life of the server) that drops
     the CDN links of the stock ``lab`` template (Font Awesome CSS, Mermaid).
-``perfkit info [PATH] [--findings N]``
+``perfkit info [PATH] [--findings N] [--config FILE ...]``
     Without PATH: the perfkit version and the model and hardware presets. With PATH (a
-    profile): its format, framework, device, profiler level, ranks, the steps with the
-    measured step time, and the advisor's top findings (:func:`profile_info_text`).
-``perfkit report PATH [-o report.html] [--notebook NAME] [--timeout S]``
+    profile): its format, framework, device, profiler level, ranks, the job read from it
+    (:func:`perfkit.infer_job`: model, layout, hardware, each value's source, the figures
+    MFU/HFU guarded), the steps with the measured step time, and the advisor's top
+    findings for that job (:func:`profile_info_text`).
+``perfkit report PATH [-o report.html] [--notebook NAME] [--timeout S] [--config FILE ...]``
     Run a guided notebook (default ``00_start_here``) on the profile and write its
     outputs as one self-contained HTML file, without code cells or CDN scripts
     (:func:`perfkit.report.write_report`), with a progress bar over the cells on stderr.
@@ -197,10 +199,62 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     return lines
 
 
-def _findings_lines(profile: Any, n_findings: int) -> list[str]:
+def _job_lines(job: Any) -> list[str]:
+    """The job section of ``perfkit info``: values with their sources, then the figures."""
+    from .widgets.summary import job_summary
+
+    def src(*names: str) -> str:
+        return "/".join(sorted({job.source(n) for n in names}))
+
+    lines = ["The job (perfkit.infer_job; [source] of each value):"]
+    m = job.model
+    if m is not None:
+        lines.append(f"  {'model':<15}{m.name or 'not a preset'}: {m.num_layers} layers, "
+                     f"hidden {m.hidden_size}, {m.num_attention_heads} heads "
+                     f"({m.num_kv_heads} key/value), FFN {m.ffn_hidden_size} {m.mlp}, vocab "
+                     f"{m.vocab_size} [{src('num_layers', 'hidden_size', 'vocab_size')}]")
+    else:
+        lines += _wrap(f"unknown: {job.detail('name')}", f"  {'model':<15}")
+    p = job.parallel
+    lines.append(f"  {'layout':<15}dp {p.dp} × tp {p.tp} × pp {p.pp}"
+                 + (f" (vpp {p.vpp})" if p.vpp > 1 else "")
+                 + f" = {p.world_size} devices, micro-batch {p.micro_batch_size} × "
+                   f"{p.num_micro_batches}, recompute {p.recompute}"
+                 + (f" {list(p.recompute_layers)}" if isinstance(p.recompute_layers, tuple)
+                    else "")
+                 + f", optimizer shard {p.optimizer_shard} "
+                   f"[{src('dp', 'tp', 'pp', 'micro_batch_size', 'num_micro_batches')}]")
+    batch = (f"{job.global_batch_size} × {job.seq_length} tokens"
+             if job.global_batch_size and job.seq_length else "unknown")
+    lines.append(f"  {'batch':<15}{batch} [{src('global_batch_size', 'seq_length')}]")
+    if job.hardware is not None:
+        lines.append(f"  {'hardware':<15}{job.hardware.name}, {job.dtype or 'dtype unknown'} "
+                     f"[{src('hardware', 'dtype')}]")
+    else:
+        lines += _wrap(f"none: {job.detail('hardware')}", f"  {'hardware':<15}")
+    for problem in job.problems():
+        lines += _wrap(f"warning: {problem}", "  ")
+    if job.missing():
+        lines += _wrap("figures: not computed, the job lacks " + "; ".join(job.missing()),
+                       "  ")
+        return lines
+    try:
+        summary = job_summary(job).set_index("key")
+    except PerfkitError as exc:
+        return lines + _wrap(f"figures: not computed: {exc}", "  ")
+    for key in ("tokens_per_s_per_device", "mfu", "hfu", "memory_gib", "predicted_step_s"):
+        row = summary.loc[key]
+        lines.append(f"  {row['metric']:<36}{row['text']}")
+        if isinstance(row["warning"], str) and row["warning"]:
+            lines += _wrap(f"warning: {row['warning']}", "    ")
+    return lines
+
+
+def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]:
     from .advisor import advise
 
-    findings = advise(profile)
+    findings = advise(profile) if job is None else advise(
+        profile, model=job.model, parallel=job.parallel, hardware=job.hardware)
     if not findings:
         return ["Findings: none (nothing abnormal found by the advisor)"]
     shown = findings[:n_findings]
@@ -216,8 +270,9 @@ def _findings_lines(profile: Any, n_findings: int) -> list[str]:
     return lines
 
 
-def profile_info_text(profile_or_path: Any, n_findings: int = 5) -> str:
-    """What ``perfkit info PATH`` prints: what the profile is, its steps, its top findings.
+def profile_info_text(profile_or_path: Any, n_findings: int = 5,
+                      config: Any = None) -> str:
+    """What ``perfkit info PATH`` prints: what the profile is, its job, steps and findings.
 
     Parameters
     ----------
@@ -226,12 +281,18 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5) -> str:
     n_findings : int
         How many of :func:`perfkit.advise`'s findings to list (0: none, and the advisor
         does not run).
+    config : path or list of paths, optional
+        A MindFormers YAML, HF config.json or training log that wins over the profile
+        (see :func:`perfkit.infer_job`).
 
     Returns
     -------
     str
         Plain text: format, framework, device, profiler level, ranks, world size and the
-        loader's notes; the steps (:func:`perfkit.analysis.step_breakdown`) with the
+        loader's notes; the job read from the profile (model, layout, batch, hardware,
+        each with its source; where a config disagrees with the profile; throughput,
+        MFU, HFU, memory and the predicted step, flagged by :mod:`perfkit.guards` when
+        they cannot be right); the steps (:func:`perfkit.analysis.step_breakdown`) with the
         measured step time (:func:`perfkit.analysis.measured_step_s`) and, per step, the
         slowest rank and its shares; the findings with their severity, milliseconds per step
         and share of the step at stake, evidence and recommendation.
@@ -264,9 +325,13 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5) -> str:
     lines += [f"  {name:<15}{value}" for name, value in facts]
     for note in meta.notes:
         lines += _wrap(f"note: {note}", "  ")
+    from .job import infer_job
+
+    job = infer_job(profile, config=config)
+    lines += [""] + _job_lines(job)
     lines += [""] + _steps_lines(profile)
     if n_findings:
-        lines += [""] + _findings_lines(profile, n_findings)
+        lines += [""] + _findings_lines(profile, n_findings, job)
     return "\n".join(lines)
 
 
@@ -690,6 +755,8 @@ examples:
   perfkit info sample:slow-rank         what the profile is, its steps, its top findings
                                         (sample:NAME: a bundled sample; or a PATH)
   perfkit info PATH --findings 10       list more findings (0: skip the advisor)
+  perfkit info PATH --config run.yaml   the job from a MindFormers YAML (or an HF
+                                        config.json, a training log) where it differs
 """
 
 _EPILOG_REPORT = """\
@@ -796,13 +863,17 @@ def build_parser() -> argparse.ArgumentParser:
         description=_para("Without PATH: print the perfkit version and the model and "
                           "hardware presets. With PATH: load the profile and print its "
                           "format, framework, device, profiler level, ranks and world size, "
-                          "the loader's notes, the steps with the measured step time (per "
+                          "the loader's notes, the job read from it (each value's source, "
+                          "MFU and HFU checked), the steps with the measured step time (per "
                           "step the slowest rank), and the advisor's top findings."))
     info_p.add_argument("path", nargs="?", default=None, metavar="PATH",
                         help="profile folder or file (anything perfkit.load reads), or "
                              "sample:NAME for a bundled sample")
     info_p.add_argument("--findings", type=int, default=5, metavar="N",
                         help="how many findings to list (default 5; 0 skips the advisor)")
+    info_p.add_argument("--config", action="append", default=None, metavar="FILE",
+                        help="a MindFormers YAML, HF config.json or training log that wins "
+                             "over what the profile shows (repeatable)")
 
     report_p = sub.add_parser(
         "report", help="run a guided notebook on a profile, write one self-contained HTML",
@@ -825,6 +896,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help=f"seconds each cell may run (default {DEFAULT_TIMEOUT_S})")
     report_p.add_argument("--no-progress", action="store_true",
                           help="no progress bar on stderr")
+    report_p.add_argument("--config", action="append", default=None, metavar="FILE",
+                          help="a MindFormers YAML, HF config.json or training log that "
+                               "wins over what the profile shows (the notebook's CONFIG; "
+                               "repeatable)")
 
     sim_p = sub.add_parser(
         "simulate", help="write a simulated profile (a teaching scenario or your own job)",
@@ -895,6 +970,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _config_paths(configs: Sequence[str] | None) -> list[str] | None:
+    """Absolute paths of ``--config`` files (a missing one is a one-line error)."""
+    if not configs:
+        return None
+    out = []
+    for text in configs:
+        path = Path(text).expanduser()
+        if not path.exists():
+            raise PerfkitError(f"config not found: {text}")
+        out.append(str(path.resolve()))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``perfkit`` command; returns the exit status.
 
@@ -923,13 +1011,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path = resolve_sample(args.path)  # "sample:NAME" -> the bundled sample
                 if not Path(path).expanduser().exists():
                     raise PerfkitError(f"profile path not found: {args.path}")
-                print(profile_info_text(path, n_findings=args.findings))
+                print(profile_info_text(path, n_findings=args.findings,
+                                        config=_config_paths(args.config)))
             return 0
         if args.command == "report":
             from .report import write_report
 
+            configs = _config_paths(args.config)
             path = write_report(args.path, args.output, notebook=args.notebook,
-                                timeout=args.timeout, progress=not args.no_progress)
+                                timeout=args.timeout, progress=not args.no_progress,
+                                params={"CONFIG": configs} if configs else None)
             print(f"wrote {path}")
             return 0
         if args.command == "simulate":

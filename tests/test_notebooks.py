@@ -10,6 +10,7 @@ parameters cell first.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -32,33 +33,24 @@ CDN = ("cdn.jsdelivr", "unpkg.com", "cdnjs")
 #: The other bundled profile each notebook runs on, with the settings that describe it.
 #: A notebook not listed here must run with only ``PROFILE`` changed.
 SLOW_RANK = str(DATA / "simulated" / "slow-rank")
+#: The job of each profile is read from it (perfkit.infer_job): only the profile changes.
 ALTERNATIVES: dict[str, dict[str, Any]] = {
     "00_start_here": {"PROFILE": str(DATA / "ascend-real-pt-level1"), "N_FINDINGS": 3},
-    "01_metrics": {"PROFILE": SLOW_RANK, "MODEL": "llama2-7b", "NUM_LAYERS": 4,
-                   "PARALLEL": {"dp": 4, "num_micro_batches": 2}},
-    "02_parallel_strategy": {"PROFILE": SLOW_RANK, "PROFILE_MODEL": "llama2-7b",
-                             "PROFILE_NUM_LAYERS": 4,
-                             "PROFILE_PARALLEL": {"dp": 4, "num_micro_batches": 2},
-                             "MODEL": "llama2-7b", "NUM_DEVICES": 8,
+    "02_parallel_strategy": {"PROFILE": SLOW_RANK, "MODEL": "llama2-7b", "NUM_DEVICES": 8,
                              "GLOBAL_BATCH_SIZE": 256},
-    "05_memory": {"PROFILE": SLOW_RANK, "MODEL": "llama2-7b", "NUM_LAYERS": 4,
-                  "PARALLEL": {"dp": 4, "num_micro_batches": 2}},
-    "07_cluster": {"PROFILE": str(DATA / "simulated" / "data-stall"),
-                   "PARALLEL": {"dp": 2, "pp": 2, "num_micro_batches": 2}},
+    "07_cluster": {"PROFILE": str(DATA / "simulated" / "data-stall")},
     "04_communication": {"PROFILE": SLOW_RANK, "HARDWARE": "ascend-910b"},
-    "06_recompute": {"PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2"),
-                     "MODEL": "llama2-7b", "PARALLEL": {"dp": 4, "num_micro_batches": 2}},
+    "06_recompute": {"PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2")},
     "09_exercises": {"PROFILE": str(DATA / "simulated" / "slow-link"),
                      "PP": 2, "MICRO_BATCHES": 4},
     # the case replayed the other way round: every cell must still run
     "08_case_llama2_13b": {
         "PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2"),
-        "TUNED_PROFILE": str(DATA / "simulated" / "llama2-13b-baseline-dp16"),
-        "BASELINE_PARALLEL": {"dp": 8, "pp": 2, "num_micro_batches": 8, "optimizer_shard": 8,
-                              "recompute": "selective", "recompute_layers": [1, 0]},
-        "TUNED_PARALLEL": {"dp": 16, "num_micro_batches": 4, "optimizer_shard": 16,
-                           "recompute": "full"}},
+        "TUNED_PROFILE": str(DATA / "simulated" / "llama2-13b-baseline-dp16")},
 }
+
+#: An MFU or HFU cell of a table (a DataFrame or the metrics panel), with its value.
+_UTILISATION = re.compile(r"(?:MFU|HFU)</td>\s*<td[^>]*>\s*([0-9.,]+)\s?%([^<]*)<")
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
@@ -98,6 +90,10 @@ def _check_outputs(nb: nbformat.NotebookNode, name: str) -> None:
             text = out.get("text", "") if out.output_type == "stream" else str(out.get("data"))
             assert "Traceback" not in text, f"{name}: a traceback was printed: {text[:500]}"
             assert not any(c in text for c in CDN), f"{name}: output refers to a CDN"
+            for value, rest in _UTILISATION.findall(text):
+                # an impossible utilisation is never shown as a plain number
+                assert float(value.replace(",", "")) <= 100.0 or "not plausible" in rest, \
+                    f"{name}: MFU/HFU {value} %"
             shown += out.output_type in ("execute_result", "display_data")
     assert shown > 0, f"{name}: nothing was displayed"
 

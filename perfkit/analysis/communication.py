@@ -18,6 +18,7 @@ import pandas as pd
 
 from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
 from ._util import add_note, empty_frame, has_values, robust_z, table
+from .collectives import comm_op_type
 from .steps import step_breakdown
 
 __all__ = ["comm_op_type", "comm_summary", "comm_bandwidth_summary", "slow_links",
@@ -28,14 +29,6 @@ NOMINAL_TRANSPORT = {"HCCS": "intra_node_bandwidth", "SIO": "intra_node_bandwidt
                      "PCIE": "intra_node_bandwidth", "NVLINK": "intra_node_bandwidth",
                      "RDMA": "inter_node_bandwidth", "ROCE": "inter_node_bandwidth",
                      "IB": "inter_node_bandwidth"}
-
-_OP_TYPES = (
-    ("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
-    ("reducescatter", r"reduce_?scatter"), ("alltoall", r"all_?to_?all"),
-    ("broadcast", r"broadcast"), ("sendrecv", r"sendrecv|send_?recv"),
-    ("receive", r"receive|recv"), ("send", r"send"), ("reduce", r"reduce"),
-    ("barrier", r"barrier"),
-)
 
 COMM_SUMMARY_COLUMNS: dict[str, str] = {
     "op_type": "string", "group": "string", "count": "int64", "total_us": "float64",
@@ -50,23 +43,6 @@ SLOW_LINK_COLUMNS: dict[str, str] = {
     "time_us": "float64", "bandwidth_gbps": "float64", "median_gbps": "float64",
     "ratio_to_median": "float64", "z": "float64", "slow": "boolean", "rank_space": "string",
 }
-
-
-def comm_op_type(names: pd.Series) -> pd.Series:
-    """Collective kind of each operator name (``allreduce``, ``send``, ...; else ``other``).
-
-    Works on HCCL (``hcom_allReduce__586_0_1``), NCCL (``ncclKernel_AllReduce_RING_...``,
-    ``ncclDevKernel_SendRecv``) and legacy MindSpore (``AllReduce-op4582``) names.
-    """
-    low = names.astype("string").fillna("").str.lower()
-    uniq = pd.Series(low.unique())
-    out = pd.Series("other", index=uniq.index, dtype=object)
-    done = pd.Series(False, index=uniq.index)
-    for kind, rx in _OP_TYPES:
-        hit = uniq.str.contains(rx, regex=True).fillna(False).astype(bool) & ~done
-        out[hit] = kind
-        done |= hit
-    return low.map(dict(zip(uniq, out, strict=True))).astype(str)
 
 
 _PARTS = ("transit_us", "wait_us", "sync_us", "idle_us")

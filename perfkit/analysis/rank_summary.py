@@ -4,8 +4,9 @@ These are the first cluster-level analyses written for ``load(..., engine="dask"
 show the two ways an analysis can consume lazy tables (see :mod:`perfkit.analysis._frames`)
 and give the same pandas frame, to the last bit, whichever engine loaded the cluster:
 
-- :func:`rank_step_breakdown` runs :func:`~perfkit.analysis.steps.step_breakdown` on each
-  rank where its data lies (per-rank pattern) and concatenates the small results;
+- :func:`rank_step_breakdown` is :func:`~perfkit.analysis.steps.step_breakdown`, which
+  on a lazy cluster runs on each rank where its data lies (per-rank pattern) and
+  concatenates the small results;
 - :func:`rank_step_summary` averages that breakdown over the steps of each rank;
 - :func:`rank_comm_summary` sums the communication time split of ``comm_ops`` per rank
   (and collective kind) with one Dask groupby-aggregation (aggregate pattern).
@@ -13,16 +14,16 @@ and give the same pandas frame, to the last bit, whichever engine loaded the clu
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError
-from ._frames import aggregate, is_lazy, is_lazy_frame, per_rank, table_columns
+from ._frames import aggregate, is_lazy_frame, table_columns
 from ._util import add_note, empty_frame
-from .steps import STEP_COLUMNS, step_breakdown
+from .collectives import comm_op_type
+from .steps import step_breakdown
 
 __all__ = ["rank_step_breakdown", "rank_step_summary", "rank_comm_summary",
            "RANK_STEP_COLUMNS", "RANK_COMM_COLUMNS"]
@@ -47,27 +48,6 @@ RANK_COMM_COLUMNS: dict[str, str] = {
 }
 
 
-#: Step breakdowns of lazy clusters already computed, per cluster object and ``derive``.
-#: A lazy cluster's tables never change (cache entries are written once), and the
-#: breakdown is read by several analyses (slow ranks, stage balance, data loading, the
-#: advisor): computing it once saves a pass over every rank.
-_BREAKDOWNS: weakref.WeakKeyDictionary[Any, dict[str, pd.DataFrame]] = \
-    weakref.WeakKeyDictionary()
-
-
-def _profiler_steps_usable(obj: Any) -> bool:
-    """The test ``step_breakdown(derive="auto")`` makes, over the whole (lazy) cluster."""
-    cols = table_columns(obj, "steps")
-    if "computing_us" not in cols:
-        return False
-    steps = obj.steps
-    probe = [c for c in ("computing_us", "total_us") if c in cols]
-    counts = steps[probe].count()  # non-missing values per column
-    if is_lazy_frame(counts):
-        counts = counts.compute()
-    return bool((counts > 0).any())
-
-
 def rank_step_breakdown(obj: Any, derive: str = "auto") -> pd.DataFrame:
     """:func:`~perfkit.analysis.steps.step_breakdown` of a Profile or Cluster, lazy or not.
 
@@ -84,32 +64,13 @@ def rank_step_breakdown(obj: Any, derive: str = "auto") -> pd.DataFrame:
         One row per (rank, step): the columns of
         :data:`~perfkit.analysis.steps.STEP_COLUMNS`. For a lazy cluster each rank is
         computed where its cache entry is read and only these rows travel; the result is
-        kept (per cluster object and ``derive``) for the next call.
+        kept (per cluster object and ``derive``) for the next call (see
+        :func:`~perfkit.analysis.steps.step_breakdown`).
     """
     if derive not in ("auto", "always", "never"):
         raise InvalidArgumentError("derive", "must be one of ('auto', 'always', 'never')",
                                    derive)
-    if not is_lazy(obj):
-        return step_breakdown(obj, derive=derive)
-    try:
-        done = _BREAKDOWNS.setdefault(obj, {})
-    except TypeError:  # not weak-referenceable: no memo
-        done = {}
-    if derive not in done:
-        done[derive] = _lazy_breakdown(obj, derive)
-    return done[derive].copy(deep=True)
-
-
-def _lazy_breakdown(obj: Any, derive: str) -> pd.DataFrame:
-    """:func:`rank_step_breakdown` of a lazy cluster, computed on the workers."""
-    if derive == "auto":
-        derive = "never" if _profiler_steps_usable(obj) else "always"
-    out = per_rank(obj, step_breakdown, derive=derive)
-    if out.empty:
-        notes = out.attrs.get("notes", [])
-        out = empty_frame(STEP_COLUMNS)
-        out.attrs["notes"] = notes
-    return out.sort_values(["rank", "step"], kind="mergesort").reset_index(drop=True)
+    return step_breakdown(obj, derive=derive)
 
 
 def rank_step_summary(obj: Any, derive: str = "auto") -> pd.DataFrame:
@@ -147,8 +108,6 @@ def rank_step_summary(obj: Any, derive: str = "auto") -> pd.DataFrame:
 
 
 def _with_op_type(frame: pd.DataFrame) -> pd.DataFrame:
-    from .communication import comm_op_type
-
     return frame.assign(op_type=comm_op_type(frame["name"]).astype("string"))
 
 

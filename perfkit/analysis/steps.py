@@ -24,13 +24,14 @@ runs, else to *free*. The three parts then sum to the window exactly.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError
-from ._frames import is_lazy
+from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
 from ._util import add_note, empty_frame, has_values, interval_union, table
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "STEP_COLUMNS", "PART_COLUMNS",
@@ -158,8 +159,7 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
     profile : Profile or Cluster
         Any object with the canonical ``steps``, ``kernels`` and ``ops`` tables. A lazy
         cluster (``load(..., engine="dask")``) is computed rank by rank on the workers
-        (:func:`~perfkit.analysis.rank_summary.rank_step_breakdown`); the result is the
-        same frame.
+        and the result (the same frame) is kept per cluster object and ``derive``.
     derive : {"auto", "always", "never"}
         ``"auto"`` uses the profiler's step table when it has ``computing_us`` values and
         derives from device tasks otherwise; ``"always"`` derives from device tasks;
@@ -184,9 +184,7 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
     if derive not in _DERIVE:
         raise InvalidArgumentError("derive", f"must be one of {_DERIVE}", derive)
     if is_lazy(profile):  # each rank where its data lies; only the step rows travel
-        from .rank_summary import rank_step_breakdown
-
-        return rank_step_breakdown(profile, derive)
+        return _lazy_step_breakdown(profile, derive)
     steps = table(profile, "steps")
     usable = (not steps.empty and "computing_us" in steps.columns
               and (has_values(steps, "computing_us") or has_values(steps, "total_us")))
@@ -201,6 +199,50 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
     if out["step"].isna().any():
         add_note(out, "some device tasks have no step; they are grouped under step NA")
     return add_note(out, "derived from device tasks: computing > communication > free")
+
+
+#: Step breakdowns of lazy clusters already computed, per cluster object and ``derive``.
+#: A lazy cluster's tables never change (cache entries are written once), and the
+#: breakdown is read by several analyses (slow ranks, stage balance, data loading, the
+#: advisor): computing it once saves a pass over every rank.
+_BREAKDOWNS: weakref.WeakKeyDictionary[Any, dict[str, pd.DataFrame]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _profiler_steps_usable(obj: Any) -> bool:
+    """The test ``step_breakdown(derive="auto")`` makes, over the whole (lazy) cluster."""
+    cols = table_columns(obj, "steps")
+    if "computing_us" not in cols:
+        return False
+    steps = obj.steps
+    probe = [c for c in ("computing_us", "total_us") if c in cols]
+    counts = steps[probe].count()  # non-missing values per column
+    if is_lazy_frame(counts):
+        counts = counts.compute()
+    return bool((counts > 0).any())
+
+
+def _lazy_step_breakdown(obj: Any, derive: str) -> pd.DataFrame:
+    """:func:`step_breakdown` of a lazy cluster: once per cluster and ``derive``, a copy."""
+    try:
+        done = _BREAKDOWNS.setdefault(obj, {})
+    except TypeError:  # not weak-referenceable: no memo
+        done = {}
+    if derive not in done:
+        done[derive] = _lazy_breakdown(obj, derive)
+    return done[derive].copy(deep=True)
+
+
+def _lazy_breakdown(obj: Any, derive: str) -> pd.DataFrame:
+    """The breakdown of a lazy cluster, each rank computed on the worker holding it."""
+    if derive == "auto":
+        derive = "never" if _profiler_steps_usable(obj) else "always"
+    out = per_rank(obj, step_breakdown, derive=derive)
+    if out.empty:
+        notes = out.attrs.get("notes", [])
+        out = empty_frame(STEP_COLUMNS)
+        out.attrs["notes"] = notes
+    return out.sort_values(["rank", "step"], kind="mergesort").reset_index(drop=True)
 
 
 def measured_step_s(breakdown: pd.DataFrame) -> float:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
-from . import trace_tables
+from . import mindspore_cpu, trace_tables
 from ._common import (
     find_col,
     hccl_group_hash,
@@ -261,12 +261,21 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
             notes.append("kernels.step: no Step Id column; assigned from host ProfilerStep spans")
     if "kernels" in tables and "step" not in tables["kernels"]:
         notes.append("kernels.step: kernel_details.csv has no Step Id column (no schedule)")
+    device_type = "npu"
+    if mindspore_cpu.is_cpu_profile(rank_dir):
+        # the Ascend files are missing by nature, not lost: say what a CPU profile is instead
+        device_type = "cpu"
+        notes[:] = [n for n in notes if not n.startswith(_DEVICE_FILE_NOTES)]
+        extra_tables, cpu_notes = mindspore_cpu.cpu_tables(
+            rank_dir, tables.get("ops", pd.DataFrame()), origin)
+        tables.update(extra_tables)
+        notes.extend(cpu_notes)
     if not tables:
         raise ProfileError(out, "no readable profiler file; expected kernel_details.csv, "
                            "step_trace_time.csv, trace_view.json or communication.json")
     meta = ProfileMeta(
         source_format="ascend_text", framework=framework, rank=rank,
-        world_size=_world_size(groups), device_type="npu", profiler_level=level,
+        world_size=_world_size(groups), device_type=device_type, profiler_level=level,
         groups=groups, origin_ns=origin, path=str(rank_dir), notes=notes,
         extra={"profiler_info": info, "metadata_keys": sorted(metadata),
                "env": {str(k): str(v) for k, v in
@@ -276,6 +285,11 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if rank is None:
         notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
     return meta, tables
+
+
+_DEVICE_FILE_NOTES = ("kernels: kernel_details.csv not found", "steps: step_trace_time.csv",
+                      "comm_ops/comm_bandwidth:", "comm_matrix:", "memory:", "op_memory:")
+"""Notes about Ascend device files that a CPU profile never has (replaced by one note)."""
 
 
 def _groups(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -79,6 +79,7 @@ class _Dist(msgspec.Struct, gc=False):
     rank: _IntStr = None
     world_size: _IntStr = None
     backend: _IntStr = None
+    pg_config: msgspec.Raw = _NO_RAW
 
 
 class _Trace(msgspec.Struct):
@@ -115,6 +116,13 @@ class ChromeTrace:
         The file was ``{"traceEvents": ...}`` rather than a bare array.
     notes : list of str
         What the plausibility checks set to NA (:func:`perfkit.io.validate.clean_events`).
+    process_groups : list of dict
+        ``distributedInfo.pg_config`` (PyTorch 2.x): one dict per process group with
+        ``pg_name``, ``pg_desc``, ``pg_size``, ``ranks`` (global ranks) and
+        ``backend_config``; empty when the trace has none.
+    device_properties : list of dict
+        ``deviceProperties`` (one dict per GPU: ``id``, ``name``, memory, SM count ...);
+        empty when the trace lists none (CPU-only runs).
     """
 
     x: pd.DataFrame
@@ -128,8 +136,14 @@ class ChromeTrace:
     backend: str | None = None
     is_object: bool = False
     n_events: int = 0
-    device_names: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    process_groups: list[dict[str, Any]] = field(default_factory=list)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def device_names(self) -> list[str]:
+        """``name`` of each entry of ``device_properties`` (the GPU models)."""
+        return [str(d["name"]) for d in self.device_properties if d.get("name")]
 
 
 _GZIP_CHUNK = 1 << 24
@@ -209,6 +223,15 @@ def _pa_id(values: list[Any]) -> pa.Array:
         return pa.array(values, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return _pa_str(values)
+
+
+def _pa_raw(values: tuple[Any, ...]) -> pa.Array:
+    """JSON text of raw argument values (``Input Dims``), null where absent."""
+    texts = [bytes(v) for v in values]
+    if not any(texts):
+        return pa.nulls(len(values), pa.string())
+    return pa.array([t.decode("utf-8", "replace") if t and t != b"null" else None
+                     for t in texts], pa.string())
 
 
 def _pa_num(values: list[Any]) -> pa.Array:
@@ -438,9 +461,14 @@ def _fallback(path: Path, raw: bytes, is_object: bool, what: str, why: str):
     if is_object:
         d = data.get("distributedInfo") if isinstance(data.get("distributedInfo"), dict) else {}
         base = data.get("baseTimeNanoseconds")
+        pgs, props = d.get("pg_config"), data.get("deviceProperties")
         trace = _Trace(traceEvents=[], distributedInfo=_Dist(
-            rank=d.get("rank"), world_size=d.get("world_size"), backend=d.get("backend")),
-            baseTimeNanoseconds=base if isinstance(base, int) else None)
+            rank=d.get("rank"), world_size=d.get("world_size"), backend=d.get("backend"),
+            pg_config=msgspec.Raw(msgspec.json.encode(pgs)) if isinstance(pgs, list)
+            else _NO_RAW),
+            baseTimeNanoseconds=base if isinstance(base, int) else None,
+            deviceProperties=msgspec.Raw(msgspec.json.encode(props))
+            if isinstance(props, list) else _NO_RAW)
     return events, trace
 
 
@@ -449,7 +477,6 @@ _ARG_KEYS = {"name": "name", "labels": "labels", "external_id": "External id",
              "task_type": "Task Type", "op_type": "type", "total_allocated": "Total Allocated",
              "total_reserved": "Total Reserved", "mem_bytes": "Bytes",
              "device_id": "Device Id"}
-
 
 _RAW_ARG_KEYS = {"input_dims": "Input Dims", "input_type": "Input type",
                  "concrete_inputs": "Concrete Inputs"}
@@ -472,10 +499,6 @@ _ARG_FIELDS = ("external_id", "correlation", "stream", "device", "task_type", "o
 _RAW_FIELDS = ("input_dims", "input_type", "concrete_inputs")
 
 
-def _pa_raw(values: list[msgspec.Raw]) -> pa.Array:
-    """Raw JSON fragments as text (null where the event had none)."""
-    return pa.array([bytes(v).decode("utf-8", "replace") if len(v) else None
-                     for v in values], pa.string())
 _EMPTY_ARGS = _Args()
 
 
@@ -523,7 +546,8 @@ class _Columns:
         if not self.n:
             cols = ["name", "cat", "pid", "tid", "ts_ns", "dur_us", "id"]
             return pd.DataFrame({c: [] for c in cols})
-        out = {k: _to_pandas(self.chunks[k], kind) for k, kind in self.kinds.items()}
+        out = {k: _to_pandas(self.chunks[k], kind)
+               for k, kind in self.kinds.items()}
         if base_ns:
             ts = out["ts_ns"]
             out["ts_ns"] = np.where(ts == _NA_NS, ts, ts + np.int64(base_ns))
@@ -583,30 +607,34 @@ class _Builder:
             notes.append(f"baseTimeNanoseconds {base_ns} is out of range: ignored")
             base_ns = 0
         rank = world = backend = None
-        devices: list[str] = []
-        if trace is not None and len(trace.deviceProperties):
-            devices = _device_names(trace.deviceProperties)
         if trace is not None and trace.distributedInfo is not None:
             rank = _int_or_none(trace.distributedInfo.rank)
             world = _int_or_none(trace.distributedInfo.world_size)
             backend = trace.distributedInfo.backend
+        groups: list[dict[str, Any]] = []
+        props: list[dict[str, Any]] = []
+        if trace is not None:
+            if trace.distributedInfo is not None:
+                groups = _dict_list(trace.distributedInfo.pg_config)
+            props = _dict_list(trace.deviceProperties)
         return ChromeTrace(
             x=self.x.frame(base_ns), flows=self.flows.frame(base_ns),
             instants=self.inst.frame(base_ns), processes=self.processes, labels=self.labels,
             threads=self.threads, rank=rank, world_size=world,
             backend=None if backend is None else str(backend), is_object=is_object,
-            n_events=self.n_events, device_names=devices, notes=notes)
+            n_events=self.n_events, notes=notes, process_groups=groups,
+            device_properties=props)
 
 
-def _device_names(raw: msgspec.Raw) -> list[str]:
-    """GPU model names from Kineto's ``deviceProperties`` (empty when unreadable)."""
+def _dict_list(raw: msgspec.Raw) -> list[dict[str, Any]]:
+    """The dicts of a raw JSON list (``pg_config``, ``deviceProperties``); [] otherwise."""
+    if not bytes(raw):
+        return []
     try:
-        props = msgspec.json.decode(raw)
+        value = msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return []
-    if not isinstance(props, list):
-        return []
-    return [str(d["name"]) for d in props if isinstance(d, dict) and d.get("name")]
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _columns(path: Path, events: list[_Event], trace: _Trace | None,

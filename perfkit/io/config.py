@@ -17,7 +17,7 @@ from .._values import MAX_WHOLE, parse_bool, read_config_text
 from ..errors import ConfigFileError, InvalidArgumentError, boundary
 from ..specs import ModelSpec, ParallelConfig
 
-__all__ = ["read_mindformers_config", "parse_memory_size", "PROFILE_KEYS"]
+__all__ = ["read_mindformers_config", "read_rank_table", "parse_memory_size", "PROFILE_KEYS"]
 
 #: Top-level profiler switches copied into ``extras["profile"]`` when present.
 PROFILE_KEYS = ("profile", "profile_start_step", "profile_stop_step", "init_start_profile",
@@ -327,3 +327,44 @@ def _context(doc: _Doc) -> dict[str, Any]:
     out["jit_level"] = jit.get("jit_level") if isinstance(jit, Mapping) else None
     out["save_graphs"] = doc.get("context", "save_graphs")
     return out
+
+
+def read_rank_table(path: str | Path) -> dict[str, Any] | None:
+    """The world size of an HCCL rank table (``RANK_TABLE_FILE``), or None for other JSON.
+
+    A rank table lists the servers of an Ascend job and their devices::
+
+        {"version": "1.0", "server_count": "2",
+         "server_list": [{"server_id": "...", "device": [{"device_id": "0",
+                          "device_ip": "...", "rank_id": "0"}, ...]}, ...],
+         "status": "completed"}
+
+    Returns
+    -------
+    dict or None
+        ``world_size`` (devices listed), ``servers`` and ``devices_per_server`` (the most
+        common count); None when the file is JSON but not a rank table.
+
+    Raises
+    ------
+    ConfigFileError
+        Unreadable file, invalid JSON, or a ``server_list`` whose entries are not servers.
+    """
+    import json
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigFileError(p, f"cannot read file ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(p, f"not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(data, dict) or "server_list" not in data:
+        return None
+    servers = data["server_list"]
+    if not isinstance(servers, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("device"), list) for s in servers):
+        raise ConfigFileError(p, "server_list must be a list of servers with a 'device' list")
+    counts = [len(s["device"]) for s in servers]
+    return {"world_size": sum(counts), "servers": len(servers),
+            "devices_per_server": max(set(counts), key=counts.count) if counts else 0}

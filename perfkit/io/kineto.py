@@ -4,7 +4,11 @@ Accepted shapes: ``{"traceEvents": [...], "distributedInfo": {...}, ...}`` or a 
 array. The rank comes from ``distributedInfo.rank``, else from the file name
 (``rank3``, ``..._3.json``). GPU kernels (``kernel``, ``gpu_memcpy``, ``gpu_memset``) become
 ``kernels``; NCCL kernels (name ``nccl...``) are the communication; ``cpu_op`` events are
-``ops``; ``ProfilerStep#N`` host spans define the steps; ``[memory]`` instants give ``memory``.
+``ops``; ``ProfilerStep#N`` host spans define the steps — from the GPU kernels of each
+step, or, in a trace without device activity, from the host events inside each span
+(:func:`~perfkit.io.trace_tables.host_steps`); ``[memory]`` instants give ``memory``.
+``distributedInfo.pg_config`` becomes ``meta.groups`` and ``deviceProperties`` names the
+GPUs in ``meta.extra["devices"]``.
 
 With ``record_shapes=True`` every ``cpu_op`` carries ``Input Dims``, ``Input type`` and
 ``Concrete Inputs``; they become the ops' ``input_shapes`` / ``input_dtypes`` /
@@ -26,7 +30,15 @@ from ..errors import ProfileError
 from ..profile import ProfileMeta
 from ._common import rank_from_name, with_notes
 from .chrome import ChromeTrace, read_chrome_trace
-from .trace_tables import overlap_breakdown, rel, step_index, step_spans
+from .trace_tables import (
+    HOST_COMM_PATTERN,
+    NA_NS,
+    host_steps,
+    overlap_breakdown,
+    rel,
+    step_index,
+    step_spans,
+)
 from .validate import plausible_origin
 
 __all__ = ["looks_like_kineto", "parse", "parse_trace", "shapes_text", "list_text"]
@@ -81,6 +93,13 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     if len(steps):
         notes.append("steps: computed from GPU kernel intervals per ProfilerStep "
                      "(bubble/stage/preparing are Ascend-only and left NA)")
+    elif len(spans):
+        cpu_only = not trace.device_properties
+        steps = _host_steps(x, spans, origin, cpu_only)
+        notes.append("steps: no device activity in the trace; each step's wall time is its "
+                     "ProfilerStep span and its host split comes from the host events"
+                     + (" (a CPU-only run: the host computes)" if cpu_only else
+                        " (the GPUs' activity was not recorded: the parts are NA)"))
     comm = kernels[kernels["category"] == "communication"]
     comm_ops = pd.DataFrame({
         "step": comm["step"].to_numpy(), "name": comm["name"].to_numpy(),
@@ -99,16 +118,50 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                      + (f"taken from the file name ({rank})" if rank is not None else "unknown"))
     meta = ProfileMeta(
         source_format=source_format, framework="pytorch", rank=rank,
-        world_size=trace.world_size, device_type="gpu", profiler_level=None, groups={},
+        world_size=trace.world_size,
+        device_type="gpu" if len(dev) or trace.device_properties else "cpu",
+        profiler_level=None, groups=_groups(trace),
         origin_ns=origin, path=str(path), notes=notes,
         extra={"backend": trace.backend, "events": trace.n_events,
                "trace_object": trace.is_object,
                "table_files": {t: str(path) for t in ("kernels", "ops", "steps", "comm_ops",
                                                       "memory")},
-               **({"devices": list(trace.device_names)} if trace.device_names else {})},
+               "devices": list(trace.device_names)},
     )
     return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,
                   "memory": memory}
+
+
+def _groups(trace: ChromeTrace) -> dict[str, dict[str, object]]:
+    """``meta.groups`` from ``distributedInfo.pg_config`` (process groups and their ranks)."""
+    out: dict[str, dict[str, object]] = {}
+    for pg in trace.process_groups:
+        ranks = pg.get("ranks")
+        if not isinstance(ranks, list):
+            continue
+        name = str(pg.get("pg_name", len(out)))
+        out[name] = {"group_name": str(pg.get("pg_desc") or name),
+                     "global_ranks": [int(r) for r in ranks if isinstance(r, int)],
+                     "backend": pg.get("backend_config")}
+    return out
+
+
+def _host_steps(x: pd.DataFrame, spans: pd.DataFrame, origin: int | None,
+                cpu_only: bool) -> pd.DataFrame:
+    """Steps of a trace without device activity, from its host events per ProfilerStep."""
+    cat = x["cat"].fillna("").to_numpy()
+    name = x["name"].astype("string").fillna("")
+    is_comm = name.str.contains(HOST_COMM_PATTERN, regex=True).fillna(False).to_numpy(bool)
+    host = ((cat == "cpu_op") | ((cat == "user_annotation") & is_comm)) \
+        & ~name.str.startswith("ProfilerStep#").to_numpy(bool)
+    ts = x["ts_ns"].to_numpy()
+    host &= ts != NA_NS
+    dur = np.nan_to_num(x["dur_us"].to_numpy(np.float64))
+    start = ts[host]
+    end = start + np.round(dur[host] * 1000).astype(np.int64)
+    out = host_steps(start, end, is_comm[host], spans, host_computes=cpu_only)
+    out["step_start_us"] = rel(out.pop("step_start_ns").to_numpy(np.int64), origin)
+    return out
 
 
 def _kernel_steps(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:

@@ -74,6 +74,8 @@ _NORM = re.compile(rf"\b(?:global_norm|grad_norm):\s*\[?\s*({_NUM})")
 _TP_NPU = re.compile(rf"train_throughput_per_npu:\s*({_NUM})\s*T")
 _TP_NEW = re.compile(rf"(?<![\w])throughput:\s*({_NUM})\s*T")
 _SAMPLES = re.compile(rf"({_NUM})\s*samples/s/p")
+_SETTING = re.compile(r"(?<![\w.])(global_batch_size|seq_length|micro_batch_num|batch_size)"
+                      r"['\"]?\s*[:=]\s*(\d+)\b")
 _EXTRA_LOSS = re.compile(rf"\b(lm_loss|load_balancing_loss|mtp_loss|indexer_loss):\s*({_NUM})")
 
 _DEVICE_SIZE = re.compile(r"Device (HBM|MOC) memory size:\s*([^\sM]+)(M?)")
@@ -261,6 +263,11 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
         ``... 12.34567 samples/s/p`` that follows a step line of the same rank), the extra
         losses when printed, and ``line`` (1-based line of the step). ``attrs["notes"]``
         lists what was left unread (a last line cut short, a zero-padded tail).
+        ``frame.attrs["settings"]`` holds the run settings the log prints besides the
+        steps (MindFormers' trainer logs ``global_batch_size: 32`` when training starts;
+        a printed config has ``seq_length: 4096``): ``{name: (value, line)}`` for
+        ``global_batch_size``, ``seq_length``, ``micro_batch_num``, ``batch_size``,
+        the first value of each.
 
     Raises
     ------
@@ -273,8 +280,12 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     last: dict[int | None, dict[str, Any]] = {}
     notes: list[str] = []
+    settings: dict[str, tuple[int, int]] = {}
     for lineno, raw in _read_lines(path, notes):
         rank, line = _split_rank(raw, default_rank)
+        if ":" in line and not _STEP_START.search(line):
+            for m in _SETTING.finditer(line):
+                settings.setdefault(m.group(1), (int(m.group(2)), lineno))
         if _STEP_START.search(line):
             row = _parse_step(line, path, lineno)
             row["rank"] = rank
@@ -298,6 +309,7 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
     frame["overflow"] = frame["overflow"].astype("boolean")
     frame.attrs["notes"] = notes
+    frame.attrs["settings"] = settings
     return frame
 
 

@@ -49,6 +49,32 @@ def _files(folder: Path, rank: int) -> dict[str, Path]:
     return found
 
 
+_CLUSTER_ANALYSE = re.compile(r"^ascend_cluster_analyse_(.+)_(\d+)_(\d+)_(\d+)\.csv$")
+
+
+def _parallel_info(info: dict[str, Any], files: list[str], rank: int) -> dict[str, Any]:
+    """The parallel strategy MindSpore recorded: ``parallel_mode``, ``stage_num`` (pipeline
+    stages) and ``rank_size``, from ``profiler_info_{rank}.json`` or the name of
+    ``ascend_cluster_analyse_{parallel_mode}_{stage_num}_{rank_size}_{rank}.csv``."""
+    out: dict[str, Any] = {}
+    stages = info.get("stage_num", info.get("pipeline_stage_num"))
+    if info.get("parallel_mode") is not None:
+        out["parallel_mode"] = str(info["parallel_mode"])
+    if str(stages).isdigit():
+        out["stage_num"] = int(stages)
+    if str(info.get("rank_size")).isdigit():
+        out["rank_size"] = int(info["rank_size"])
+    if out:
+        out["source"] = f"profiler_info_{rank}.json"
+        return out
+    for name in files:
+        m = _CLUSTER_ANALYSE.match(name)
+        if m and int(m.group(4)) == rank:
+            return {"parallel_mode": m.group(1), "stage_num": int(m.group(2)),
+                    "rank_size": int(m.group(3)), "source": name}
+    return out
+
+
 @with_notes
 def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """Read the files of one rank from a legacy MindSpore profiler folder.
@@ -104,6 +130,11 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
                      "): per-op averages, data-pipeline queues and FLOPs summaries have no "
                      "canonical table; they are listed in meta.extra['files']")
     extra["profiler_info"] = info
+    parallel = _parallel_info(info, extra["files"], rank)
+    if parallel:
+        extra["parallel"] = parallel
+        if world is None:
+            world = parallel.get("rank_size")
     meta = ProfileMeta(source_format="mindspore_legacy", framework="mindspore", rank=rank,
                        world_size=int(world) if isinstance(world, (int, str)) and
                        not isinstance(world, bool) and str(world).isdigit() and

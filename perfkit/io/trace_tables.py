@@ -15,7 +15,7 @@ from .categories import category
 from .chrome import ChromeTrace
 
 __all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown",
-           "from_ascend_trace", "rel"]
+           "from_ascend_trace", "rel", "host_steps", "HOST_COMM_PATTERN"]
 
 NA_NS = np.iinfo(np.int64).min
 """Sentinel for a missing int64 timestamp in :class:`ChromeTrace` frames."""
@@ -241,3 +241,64 @@ def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     out["overlapped_us"] = out["communication_us"] - out["comm_not_overlapped_us"]
     out["step"] = out["step"].where(out["step"] >= 0)
     return out
+
+
+HOST_COMM_PATTERN = r"(?i)^(?:c10d::|gloo:|nccl:|record_param_comms|hcom_)"
+"""Host events that are communication (PyTorch c10d ops, gloo/NCCL annotations, HCCL)."""
+
+
+def host_steps(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
+               spans: pd.DataFrame, host_computes: bool) -> pd.DataFrame:
+    """Per-step wall time and host/device split of a profile without device tasks.
+
+    The step's wall time is its span (``ProfilerStep#N``, or the window the reader built for
+    a graph run). ``host_us`` is the union of the host events inside the span; no device
+    task was recorded, so ``device_us`` is NA. When the host is the device that computes
+    (``host_computes``: a CPU-only training run), the span splits like a device step:
+    ``computing_us`` = union of the non-communication host events, ``communication_us`` =
+    union of the communication events (:data:`HOST_COMM_PATTERN`),
+    ``comm_not_overlapped_us`` = the part of it outside computing, ``free_us`` = span −
+    ``host_us``; the three parts add up to the span. Otherwise (an accelerator job whose
+    device activity was not recorded) those parts are NA and only the span and
+    ``host_us`` are known.
+
+    Parameters
+    ----------
+    start_ns, end_ns : numpy.ndarray
+        Host event intervals (absolute ns).
+    is_comm : numpy.ndarray of bool
+        Which events are communication.
+    spans : DataFrame
+        ``step``, ``start_ns``, ``end_ns`` (from :func:`step_spans`).
+    host_computes : bool
+
+    Returns
+    -------
+    DataFrame
+        ``step``, ``total_us``, ``host_us``, ``device_us``, ``computing_us``,
+        ``communication_us``, ``comm_not_overlapped_us``, ``overlapped_us``, ``free_us``,
+        ``step_start_ns``; one row per span.
+    """
+    rows = []
+    for step, a, b in spans[["step", "start_ns", "end_ns"]].itertuples(index=False):
+        s = np.clip(start_ns, a, b)
+        e = np.clip(end_ns, a, b)
+        sel = e > s
+        s, e, c = s[sel], e[sel], is_comm[sel]
+        total = (b - a) / 1000.0
+        host = union_us(s, e)
+        row = {"step": int(step), "total_us": total, "host_us": host, "device_us": np.nan,
+               "step_start_ns": int(a)}
+        if host_computes:
+            comp_u = _merge(s[~c], e[~c])
+            comm_u = _merge(s[c], e[c])
+            comm = union_us(*comm_u)
+            overlapped = _intersect_us(comp_u, comm_u)
+            row.update(computing_us=union_us(*comp_u), communication_us=comm,
+                       comm_not_overlapped_us=max(comm - overlapped, 0.0),
+                       overlapped_us=overlapped, free_us=max(total - host, 0.0))
+        else:
+            row.update(computing_us=np.nan, communication_us=np.nan,
+                       comm_not_overlapped_us=np.nan, overlapped_us=np.nan, free_us=np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)

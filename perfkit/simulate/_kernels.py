@@ -1,7 +1,11 @@
 """Device kernels of one transformer layer pass, with durations from FLOPs and bytes.
 
 A pass (forward, backward, recompute) of one layer for one micro-batch is a fixed list of
-kernels. Matrix kernels (MatMul, FlashAttentionScore) last ``FLOPs / (efficiency × peak)``;
+kernels, following the model's shape: a gated MLP (``mlp="gated"``: w1 and w3 GEMMs, SiLU
+(``Swish``) and Mul) or a plain one (``mlp="gpt"``: one up and one down GEMM around
+``FastGelu``), RMSNorm or LayerNorm kernels, rotary kernels only with rotary positions, and
+a bias input on the GEMMs of the layers that have biases (``bias="qkv"`` or ``"all"``).
+Matrix kernels (MatMul, FlashAttentionScore) last ``FLOPs / (efficiency × peak)``;
 element-wise kernels are memory bound and last ``bytes / (memory_efficiency × HBM
 bandwidth)``; each kernel also pays a small fixed cost. Tensor-parallel all-reduces are
 marked as communication and timed from the message size and the group's bandwidth.
@@ -72,8 +76,14 @@ class Pass:
     kernels: tuple[Kernel, ...]
 
 
-def _mm(tag: str, m: int, k: int, n: int, dtype: str = "DT_BF16") -> Kernel:
-    """A MatMul ``(m,k) x (k,n)``."""
+def _mm(tag: str, m: int, k: int, n: int, dtype: str = "DT_BF16", bias: bool = False
+        ) -> Kernel:
+    """A MatMul ``(m,k) x (k,n)``; with ``bias`` an ``aclnnAddmm`` whose third input is the
+    bias ``(n)``."""
+    if bias:
+        return Kernel(f"aclnnAddmm_{tag}_MatMulV3", "MatMulV3", "AI_CORE", CUBE,
+                      2.0 * m * k * n, f'"{m},{k};{k},{n};{n}"', f"{dtype};{dtype};{dtype}",
+                      "ND;ND;ND", f'"{m},{n}"', dtype, "ND", 24)
     return Kernel(f"aclnnMm_{tag}_MatMulV3", "MatMulV3", "AI_CORE", CUBE, 2.0 * m * k * n,
                   f'"{m},{k};{k},{n}"', f"{dtype};{dtype}", "ND;ND", f'"{m},{n}"', dtype, "ND",
                   24)
@@ -97,12 +107,17 @@ def _dims(model: ModelSpec, parallel: ParallelConfig) -> dict[str, int]:
             "b": parallel.micro_batch_size, "s": model.seq_length,
             "a": model.num_attention_heads // t, "g": max(1, model.num_kv_heads // t),
             "d": model.head_dim, "f": model.ffn_hidden_size // t, "v": model.vocab_size // t,
-            "t": t}
+            "t": t, "layernorm": model.norm == "layernorm"}
 
 
 def _norm(dm: dict[str, int], unfused: bool, grad: bool, tag: str) -> list[Kernel]:
     n, h = dm["n"], dm["h"]
     shape = f"{n},{h}"
+    if dm["layernorm"]:
+        if grad:
+            return [_vec(f"aclnnLayerNormBackward_{tag}_LayerNormGrad", "LayerNormGrad",
+                         shape, n * h * 12.0, n_in=2)]
+        return [_vec(f"aclnnLayerNorm_{tag}_LayerNormV4", "LayerNormV4", shape, n * h * 8.0)]
     if not unfused:
         if grad:
             return [_vec(f"aclnnRmsNormGrad_{tag}_RmsNormGrad", "RmsNormGrad", shape,
@@ -151,6 +166,16 @@ def _act(dm: dict[str, int], unfused: bool, grad: bool) -> list[Kernel]:
     return silu + [_vec("aclnnMul_Mul_Mul", "Mul", shape, size * 3, n_in=2)]
 
 
+def _gelu(dm: dict[str, int], grad: bool) -> list[Kernel]:
+    """The plain MLP's activation (torch_npu ``npu_fast_gelu``) or its gradient."""
+    n, f = dm["n"], dm["f"]
+    size = n * f * 2.0
+    if grad:
+        return [_vec("aclnnFastGeluBackward_FastGeluGrad_FastGeluGrad", "FastGeluGrad",
+                     f"{n},{f}", size * 3, n_in=2)]
+    return [_vec("aclnnFastGelu_FastGelu_FastGelu", "FastGelu", f"{n},{f}", size * 2)]
+
+
 def _attention(dm: dict[str, int], grad: bool, causal_factor: float = 0.5) -> Kernel:
     b, s, a, g, d = dm["b"], dm["s"], dm["a"], dm["g"], dm["d"]
     flops = 4.0 * b * s * s * a * d * causal_factor * (2.5 if grad else 1.0)
@@ -166,36 +191,49 @@ def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
     """Kernels of one layer for one micro-batch.
 
     ``kind`` is ``"fwd"``, ``"bwd"``, ``"recompute_full"`` (the forward again, before the
-    backward) or ``"recompute_selective"`` (the SiLU and Mul outputs again).
+    backward) or ``"recompute_selective"`` (the activation function's outputs again).
     """
     dm = _dims(model, parallel)
     n, h, a, g, d, f = dm["n"], dm["h"], dm["a"], dm["g"], dm["d"], dm["f"]
     tp = dm["t"] > 1
     msg = n * h * 2.0
     un_norm, un_rot, un_act = ("rms_norm" in unfused, "rotary" in unfused, "swiglu" in unfused)
+    gated = model.mlp == "gated"
+    rope = model.position_embedding == "rope"
+    qkv_bias, bias = model.bias in ("qkv", "all"), model.bias == "all"
     qkv = (a + 2 * g) * d
     add = _vec("aclnnAdd_Add_Add", "Add", f"{n},{h}", n * h * 6.0, n_in=2)
+
+    def act(grad: bool) -> list[Kernel]:
+        return _act(dm, un_act, grad) if gated else _gelu(dm, grad)
+
+    def rotary(grad: bool) -> list[Kernel]:
+        return _rotary(dm, un_rot, grad) if rope else []
+
     if kind in ("fwd", "recompute_full"):
-        ks: list[Kernel] = [*_norm(dm, un_norm, False, "attention_norm"), _mm("qkv", n, h, qkv),
-                            *_rotary(dm, un_rot, False), _attention(dm, False),
-                            _mm("wo", n, a * d, h)]
+        ks: list[Kernel] = [*_norm(dm, un_norm, False, "attention_norm"),
+                            _mm("qkv", n, h, qkv, bias=qkv_bias), *rotary(False),
+                            _attention(dm, False), _mm("wo", n, a * d, h, bias=bias)]
         if tp:
             ks.append(_allreduce(msg))
-        ks += [add, *_norm(dm, un_norm, False, "ffn_norm"), _mm("w1", n, h, f),
-               _mm("w3", n, h, f), *_act(dm, un_act, False), _mm("w2", n, f, h)]
+        ks += [add, *_norm(dm, un_norm, False, "ffn_norm"), _mm("w1", n, h, f, bias=bias)]
+        if gated:
+            ks.append(_mm("w3", n, h, f))
+        ks += [*act(False), _mm("w2", n, f, h, bias=bias)]
         if tp:
             ks.append(_allreduce(msg))
         ks.append(add)
         return Pass(kind, tuple(ks))
     if kind == "recompute_selective":
-        return Pass(kind, tuple(_act(dm, un_act, False)))
-    ks = [_mm("w2_dx", n, h, f), _mm("w2_dw", f, n, h), *_act(dm, un_act, True),
-          _mm("w3_dx", n, f, h), _mm("w3_dw", h, n, f), _mm("w1_dx", n, f, h),
-          _mm("w1_dw", h, n, f), add]
+        return Pass(kind, tuple(act(False)))
+    ks = [_mm("w2_dx", n, h, f), _mm("w2_dw", f, n, h), *act(True)]
+    if gated:
+        ks += [_mm("w3_dx", n, f, h), _mm("w3_dw", h, n, f)]
+    ks += [_mm("w1_dx", n, f, h), _mm("w1_dw", h, n, f), add]
     if tp:
         ks.append(_allreduce(msg))
     ks += [*_norm(dm, un_norm, True, "ffn_norm"), add, _mm("wo_dx", n, h, a * d),
-           _mm("wo_dw", a * d, n, h), _attention(dm, True), *_rotary(dm, un_rot, True),
+           _mm("wo_dw", a * d, n, h), _attention(dm, True), *rotary(True),
            _mm("qkv_dx", n, qkv, h), _mm("qkv_dw", h, n, qkv)]
     if tp:
         ks.append(_allreduce(msg))

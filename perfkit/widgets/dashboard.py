@@ -5,6 +5,14 @@
 * a **profile picker**: the bundled samples, a path on the machine that runs the kernel,
   or an upload of a zipped profile (size limit, extracted safely into a temporary folder
   by :func:`perfkit.io.archive.extract_profile_archive`);
+* **The job** (:class:`~perfkit.widgets.job.JobPanel`): the model, layout, hardware and
+  batch read from the profile by :func:`perfkit.infer_job`, each value with its source;
+  the user edits any field or loads a config there. Every figure that mixes theory with
+  measurement (MFU, the memory theory, the recompute trade-off, the planner, the advice)
+  is about that job; a tab whose job lacks something says what instead of computing with a
+  default, and a figure that cannot be right carries the guard's warning
+  (:mod:`perfkit.guards`). Opening another profile starts a new job: nothing of the
+  previous profile survives;
 * the tabs **Overview, Operators, Communication, Memory, Recompute, Planner, Advice**,
   each drawn from :mod:`perfkit.analysis`, :mod:`perfkit.plan`, :func:`perfkit.advise`
   and the chart builders of :mod:`perfkit.charts`; a tab is computed when it is first
@@ -34,11 +42,14 @@ from .. import analysis as A
 from .. import charts as C
 from ..advisor import advise
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError
+from ..guards import check_memory, check_step
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
 from ..io.ir import load_ir
+from ..job import Job
 from ..plan import search
-from .metrics import _TABLE_STYLE, MetricsPanel, metrics_panel
+from .job import JobPanel
+from .metrics import _TABLE_STYLE, summary_html
 from .overview import (
     IR_DIR,
     bundled_profile,
@@ -47,10 +58,10 @@ from .overview import (
     profile_facts,
     recompute_tradeoff,
 )
-from .summary import resolve_hardware, resolve_model
+from .summary import job_summary, memory_breakdown
 
-__all__ = ["TAB_TITLES", "DEFAULT_PROFILE", "Dashboard", "dashboard", "tab_panel",
-           "open_profile", "describe_error", "frame_html"]
+__all__ = ["TAB_TITLES", "JOB_TABS", "DEFAULT_PROFILE", "Dashboard", "dashboard",
+           "tab_panel", "open_profile", "describe_error", "frame_html"]
 
 #: The tabs, in the order of the tuning cycle.
 TAB_TITLES = ("Overview", "Operators", "Communication", "Memory", "Recompute", "Planner",
@@ -68,6 +79,8 @@ _STYLE = _TABLE_STYLE + (
     ".pk-note{color:#555;font-size:12px;margin:4px 0}"
     ".pk-ok{color:#2d572c;background:#dff0d8;border:1px solid #d6e9c6;padding:6px;"
     "border-radius:4px}"
+    ".pk-job-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:6px;"
+    "border-radius:4px;margin:4px 0}"
     "</style>")
 
 
@@ -149,6 +162,20 @@ def _html(markup: str) -> W.HTML:
     return W.HTML(_STYLE + markup)
 
 
+def _no_job(job: Job | None, what: str) -> W.HTML:
+    """The note a view shows instead of computing with a default."""
+    if job is None:
+        return _html(_note(f"No job, so no {what}: open a profile (the job is read from "
+                           "it)."))
+    gaps = job.missing()
+    return _html(_note(f"No {what}: the job lacks " + "; ".join(gaps) + ". Set the missing "
+                       "values in The job panel above, or load a config there."))
+
+
+def _warning(text: str | None) -> list[W.HTML]:
+    return [] if not text else [_html(f"<div class='pk-job-warn'>{html.escape(text)}</div>")]
+
+
 def open_profile(source: str | os.PathLike[str]) -> Any:
     """Load a profile for the dashboard: a bundled sample's name or a path.
 
@@ -221,7 +248,20 @@ class _Tab(W.VBox):
         raise NotImplementedError
 
 
-class _OverviewTab(_Tab):
+class _JobTab(_Tab):
+    """A tab whose figures depend on the job of :class:`~perfkit.widgets.job.JobPanel`."""
+
+    def __init__(self, job: JobPanel, controls: Sequence[W.Widget] = ()) -> None:
+        self.job = job
+        super().__init__(controls)
+
+    @property
+    def current(self) -> Job | None:
+        """The job the tab draws (the panel's)."""
+        return self.job.job
+
+
+class _OverviewTab(_JobTab):
     title = "Overview"
 
     def build(self, profile: Any) -> list[W.Widget]:
@@ -239,9 +279,22 @@ class _OverviewTab(_Tab):
         return [
             _html(f"<p><b>Measured step:</b> {step_s:,.3f} s (median over steps of the "
                   "slowest rank's step time)</p>"),
+            *self._figures(),
             _svg(C.step_breakdown_chart(steps, title="Where the step time goes, per rank")),
             facts,
             _html(frame_html(steps[columns], "Steps (µs and shares of the step)"))]
+
+    def _figures(self) -> list[W.Widget]:
+        job = self.current
+        if job is None or job.missing():
+            return [_no_job(job, "throughput or MFU")]
+        try:
+            summary = job_summary(job)
+        except PerfkitError as exc:
+            return [_html(_error(describe_error(exc, "the job's figures")))]
+        keys = ("tokens_per_s_per_device", "tokens_per_s_per_p", "mfu", "hfu")
+        return [_html(f"<p><b>The job's figures</b> ({html.escape(job.describe())})</p>"
+                      + summary_html(summary[summary["key"].isin(keys)]))]
 
 
 class _OperatorsTab(_Tab):
@@ -308,17 +361,16 @@ class _CommunicationTab(_Tab):
         return out
 
 
-class _MemoryTab(_Tab):
+class _MemoryTab(_JobTab):
     title = "Memory"
 
-    def __init__(self, job: MetricsPanel) -> None:
-        self.job = job
+    def __init__(self, job: JobPanel) -> None:
         self.value = W.Dropdown(options=[("reserved", "reserved_bytes"),
                                          ("allocated", "allocated_bytes"),
                                          ("active", "active_bytes")],
                                 value="reserved_bytes", description="series",
                                 layout=W.Layout(width="240px"))
-        super().__init__([self.value])
+        super().__init__(job, [self.value])
         self.value.observe(lambda _change: self.refresh(), names="value")
 
     def build(self, profile: Any) -> list[W.Widget]:
@@ -332,19 +384,32 @@ class _MemoryTab(_Tab):
             out.append(_html(_note(f"No {column.removesuffix('_bytes')} memory samples in "
                                    "this profile (profile_memory was off?).")))
         out.append(_html(frame_html(A.memory_peaks(profile), "Peaks per rank and component")))
-        out.append(_html(_note("Theory for the job described in the Planner tab (model, "
-                               "device and split are set there):")))
-        memory = self.job.chart.value
-        out.append(W.HTML(memory) if memory else _html(_note("The Planner's configuration "
-                                                             "is not valid.")))
+        job = self.current
+        if job is None or job.model is None or job.hardware is None:
+            out.append(_no_job(job, "memory theory") if job is None or job.model is None
+                       else _html(_note("No memory theory: the job has no hardware ("
+                                        + job.detail("hardware") + "); set it in The job "
+                                        "panel.")))
+            return out
+        try:
+            memory = memory_breakdown(job.model, job.hardware, job.parallel)
+        except PerfkitError as exc:
+            out.append(_html(_error(describe_error(exc, "the memory theory"))))
+            return out
+        guard = check_memory(float(memory["bytes"].sum()), job.peak_memory_bytes, job,
+                             what="the theory (static + activations)")
+        out.append(_html(_note(f"Theory for the job ({job.describe()}), most loaded device:")))
+        out += _warning(guard.warning)
+        out.append(_svg(C.memory_chart(memory, title=f"Memory per device: "
+                                                     f"{job.model.name or 'the job'} on "
+                                                     f"{job.hardware.name}")))
         return out
 
 
-class _RecomputeTab(_Tab):
+class _RecomputeTab(_JobTab):
     title = "Recompute"
 
-    def __init__(self, job: MetricsPanel) -> None:
-        self.job = job
+    def __init__(self, job: JobPanel) -> None:
         default_ir = IR_DIR / "silu_mul.ir"
         self.ir_path = W.Text(value=str(default_ir) if default_ir.is_file() else "",
                               placeholder="path of a MindSpore IR dump (.ir or .ir.gz)",
@@ -355,7 +420,7 @@ class _RecomputeTab(_Tab):
         self.check = W.Button(description="Check the IR", button_style="primary")
         self.ir_result = W.VBox()
         self.check.on_click(lambda _button: self.check_ir())
-        super().__init__()
+        super().__init__(job)
         self.children = (*self.children, W.HTML("<b>Do the select_recompute patterns hit "
                                                 "the operators they should?</b>"),
                          self.ir_path, self.patterns, self.check, self.ir_result)
@@ -363,18 +428,26 @@ class _RecomputeTab(_Tab):
     def build(self, profile: Any) -> list[W.Widget]:
         evidence = A.recompute_evidence(profile)
         out = [_html(frame_html(evidence, "Recompute seen in the profile"))]
+        job = self.current
+        if job is None or job.model is None or job.hardware is None:
+            out.append(_no_job(job, "recompute trade-off") if job is None or job.model is None
+                       else _html(_note("No recompute trade-off: the job has no hardware ("
+                                        + job.detail("hardware") + ").")))
+            return out
         try:
-            parallel = self.job.parallel_config()
-            c = self.job.controls
-            hardware = resolve_hardware(c["hardware"].value)
-            tradeoff = recompute_tradeoff(resolve_model(c["model"].value), parallel, hardware)
+            tradeoff = recompute_tradeoff(job.model, job.parallel, job.hardware)
         except PerfkitError as exc:
             out.append(_html(_error(describe_error(exc, "the recompute trade-off"))))
             return out
+        mode = tradeoff[tradeoff["recompute"] == job.parallel.recompute]
+        if len(mode) and job.step_time_s:
+            guard = check_step(float(mode["step_s"].iloc[0]), job.step_time_s, job,
+                               what=f"the estimate for recompute={job.parallel.recompute}")
+            out += _warning(guard.warning)
         out.append(_svg(C.recompute_tradeoff_chart(
-            tradeoff, memory_limit_GiB=hardware.memory_bytes / 2**30,
+            tradeoff, memory_limit_GiB=job.hardware.memory_bytes / 2**30,
             title="Memory against time for each recompute mode")))
-        out.append(_html(frame_html(tradeoff, "Memory against time for the Planner's job "
+        out.append(_html(frame_html(tradeoff, "Memory against time for the job "
                                               "(perfkit.estimate_step, each mode on every "
                                               "layer)")))
         return out
@@ -396,11 +469,10 @@ class _RecomputeTab(_Tab):
             _html(frame_html(result.diagnosis, "Operators the patterns miss or break")))
 
 
-class _PlannerTab(_Tab):
+class _PlannerTab(_JobTab):
     title = "Planner"
 
-    def __init__(self, job: MetricsPanel) -> None:
-        self.job = job
+    def __init__(self, job: JobPanel) -> None:
         self.devices = W.BoundedIntText(value=16, min=1, max=1 << 20,
                                         description="devices")
         self.batch = W.BoundedIntText(value=1024, min=1, max=1 << 24,
@@ -408,30 +480,40 @@ class _PlannerTab(_Tab):
         self.run = W.Button(description="Search strategies", button_style="primary")
         self.result = W.VBox()
         self.run.on_click(lambda _button: self.search())
-        super().__init__()
+        super().__init__(job)
         self.children = (
-            W.HTML("<b>The job</b> (what-if calculator: every figure updates as you type)"),
-            job,
-            W.HTML("<b>Every way to split it</b> (perfkit.plan.search, the model and device "
-                   "above)"),
-            W.HBox([self.devices, self.batch, self.run]), self.result, *self.children)
+            W.HTML("<b>The job's figures</b> (from The job panel above; edit it there)"),
+            *self.children,
+            W.HTML("<b>Every way to split it</b> (perfkit.plan.search on the job's model and "
+                   "device; devices and batch start from the job)"),
+            W.HBox([self.devices, self.batch, self.run]), self.result)
+
+    def show(self, profile: Any) -> None:
+        """Set the profile and start the search from the job's devices and batch."""
+        super().show(profile)
+        self.result.children = ()
 
     def build(self, profile: Any) -> list[W.Widget]:
-        steps = A.step_breakdown(profile)
-        step_s = measured_step_s(steps) if not steps.empty else float("nan")
-        if step_s == step_s and step_s > 0:  # not NaN
-            self.job.controls["step_time_s"].value = round(step_s, 3)
-            return [_html(_note(f"Measured step time {step_s:,.3f} s put into the "
-                                "calculator; set the model and split of the job that ran."))]
-        return [_html(_note("No measured step in this profile: type the step time of your "
-                            "run into the calculator."))]
+        job = self.current
+        if job is not None:
+            if job.world_size:
+                self.devices.value = int(job.world_size)
+            if job.global_batch_size:
+                self.batch.value = int(job.global_batch_size)
+        if job is None or job.missing():
+            return [_no_job(job, "figures")]
+        summary = job_summary(job)
+        return [_html(summary_html(summary))]
 
     def search(self) -> None:
         """Rank every layout of the job with :func:`perfkit.plan.search`."""
-        c = self.job.controls
+        job = self.current
+        if job is None or job.model is None or job.hardware is None:
+            self.result.children = (_no_job(job, "strategy search"),)
+            return
         try:
-            ranked = search(resolve_model(c["model"].value), resolve_hardware(c["hardware"].value),
-                            self.devices.value, self.batch.value, include_rejected=True)
+            ranked = search(job.model, job.hardware, self.devices.value, self.batch.value,
+                            include_rejected=True)
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.result.children = (_html(_error(describe_error(exc, "the strategy "
                                                                      "search"))),)
@@ -447,11 +529,17 @@ class _PlannerTab(_Tab):
             _html(frame_html(fits[columns], "Fastest that fit", max_rows=10)))
 
 
-class _AdviceTab(_Tab):
+class _AdviceTab(_JobTab):
     title = "Advice"
 
     def build(self, profile: Any) -> list[W.Widget]:
-        findings = C.findings_frame(advise(profile))
+        job = self.current
+        if job is not None:
+            findings = C.findings_frame(advise(profile, model=job.model,
+                                               parallel=job.parallel,
+                                               hardware=job.hardware))
+        else:
+            findings = C.findings_frame(advise(profile))
         out = []
         if not findings.empty:
             out.append(_svg(C.findings_chart(findings, title="Findings, best first")))
@@ -459,17 +547,22 @@ class _AdviceTab(_Tab):
         return out
 
 
-def _new_tab(title: str, job: MetricsPanel) -> _Tab:
+#: Tabs whose figures depend on the job (redrawn when it changes).
+JOB_TABS = ("Overview", "Memory", "Recompute", "Planner", "Advice")
+
+
+def _new_tab(title: str, job: JobPanel) -> _Tab:
     if title not in TAB_TITLES:
         raise InvalidArgumentError("title", "must be one of " + ", ".join(TAB_TITLES), title)
-    kinds = {"Overview": _OverviewTab, "Operators": _OperatorsTab,
-             "Communication": _CommunicationTab, "Advice": _AdviceTab}
+    kinds: dict[str, Any] = {"Overview": _OverviewTab, "Memory": _MemoryTab,
+                             "Recompute": _RecomputeTab, "Planner": _PlannerTab,
+                             "Advice": _AdviceTab}
     if title in kinds:
-        return kinds[title]()
-    return {"Memory": _MemoryTab, "Recompute": _RecomputeTab, "Planner": _PlannerTab}[title](job)
+        return kinds[title](job)
+    return {"Operators": _OperatorsTab, "Communication": _CommunicationTab}[title]()
 
 
-def tab_panel(title: str, profile: Any, job: MetricsPanel | None = None) -> W.VBox:
+def tab_panel(title: str, profile: Any, job: Job | JobPanel | None = None) -> W.VBox:
     """One tab of the dashboard on its own, computed for ``profile`` (for the notebooks).
 
     Parameters
@@ -478,18 +571,26 @@ def tab_panel(title: str, profile: Any, job: MetricsPanel | None = None) -> W.VB
         One of :data:`TAB_TITLES`.
     profile : Profile, Cluster, str or path
         A loaded profile, a bundled sample's name or a path (see :func:`open_profile`).
-    job : MetricsPanel, optional
-        The job description the Memory, Recompute and Planner tabs use (default: a new
-        :func:`~perfkit.widgets.metrics_panel` with its defaults).
+    job : perfkit.Job or JobPanel, optional
+        The job the Overview, Memory, Recompute, Planner and Advice tabs use (default: the
+        one :func:`perfkit.infer_job` reads from ``profile``).
 
     Returns
     -------
     ipywidgets.VBox
         The tab with its controls; a failure shows its message inside the tab.
     """
-    panel = _new_tab(title, job if job is not None else metrics_panel())
     if isinstance(profile, (str, os.PathLike)):
         profile = open_profile(profile)
+    if isinstance(job, JobPanel):
+        panel_job = job
+    else:
+        panel_job = JobPanel()
+        if isinstance(job, Job):
+            panel_job.set_job(job)
+        else:
+            panel_job.set_profile(profile)
+    panel = _new_tab(title, panel_job)
     panel.show(profile)
     panel.refresh()
     return panel
@@ -518,6 +619,8 @@ class Dashboard(W.VBox):
         A zipped profile (at most ``upload_limit_bytes``).
     status : ipywidgets.HTML
         What is open, or the error message.
+    job : JobPanel
+        "The job": what the profile says was trained, editable; every job tab follows it.
     tabs : ipywidgets.Tab
         One child per :data:`TAB_TITLES`; ``panels`` maps the title to the tab.
     """
@@ -541,7 +644,7 @@ class Dashboard(W.VBox):
         self.upload = W.FileUpload(accept=".zip", multiple=False,
                                    description="Upload .zip")
         self.status = W.HTML()
-        self.job = metrics_panel()
+        self.job = JobPanel()
         self.panels: dict[str, _Tab] = {t: _new_tab(t, self.job) for t in TAB_TITLES}
         self.tabs = W.Tab(children=[self.panels[t] for t in TAB_TITLES], titles=TAB_TITLES)
         limit = f"{self.upload_limit_bytes / 2**20:,.0f} MiB"
@@ -551,15 +654,14 @@ class Dashboard(W.VBox):
             W.HBox([self.upload, W.HTML(f"<span class='pk-note'>a zipped profile folder, "
                                         f"at most {limit}</span>")]),
         ])
-        super().__init__([W.HTML(_STYLE), picker, self.status, self.tabs])
+        super().__init__([W.HTML(_STYLE), picker, self.status, self.job, self.tabs])
         self.add_class("pk-dashboard")
         self.samples.observe(self._on_sample, names="value")
         self.path.observe(self._on_path, names="value")
         self.open_button.on_click(lambda _button: self.load_profile(self.path.value))
         self.upload.observe(self._on_upload, names="value")
         self.tabs.observe(lambda _change: self._refresh_selected(), names="selected_index")
-        for control in self.job.controls.values():  # the job feeds Memory and Recompute
-            control.observe(self._on_job_change, names="value")
+        self.job.observe_job(self._on_job_change)
         self._refresh_selected()
 
     # ---- opening -----------------------------------------------------------------------
@@ -593,7 +695,8 @@ class Dashboard(W.VBox):
             f"{html.escape(str(profile.meta.source_format))}, {len(ranks)} rank(s).</div>")
         for panel in self.panels.values():
             panel.show(profile)
-        self._refresh_selected()
+        # a new job from this profile: nothing of the previous one survives
+        self.job.set_profile(profile)
         return True
 
     def _fail(self, message: str) -> None:
@@ -606,9 +709,10 @@ class Dashboard(W.VBox):
         if change["new"].strip():
             self.load_profile(change["new"])
 
-    def _on_job_change(self, _change: dict[str, Any]) -> None:
-        for title in ("Memory", "Recompute"):
+    def _on_job_change(self, _job: Job | None) -> None:
+        for title in JOB_TABS:
             self.panels[title].stale = True
+        self._refresh_selected()
 
     def _on_sample(self, change: dict[str, Any]) -> None:
         if change["new"]:
@@ -653,7 +757,8 @@ class Dashboard(W.VBox):
         if bundle is None:
             return None
         overview = self.panels["Overview"]
-        parts = [self.status.value, overview.message.value,
+        parts = [self.status.value, self.job.summary.value, self.job.warnings.value,
+                 overview.message.value,
                  *(child.value for child in overview.body.children
                    if isinstance(child, W.HTML))]
         bundle["text/html"] = _STYLE + "".join(parts)

@@ -3,8 +3,11 @@
 Pick a model and a device, describe the split and the measured step time, and read back
 throughput (per device and the seed's per-DP figure), MFU and HFU, static and activation
 memory, the pipeline bubble and a first-order predicted step time, with a memory chart.
-The numbers come from :func:`perfkit.widgets.summary.metrics_summary` (which calls the
-:mod:`perfkit.calc` calculators); this module only wires controls to it.
+Given a :class:`~perfkit.job.Job` (``metrics_panel(job=...)``) it starts from the job a
+profile recorded — its model, device, split and measured step — and says so; without one
+it is a what-if calculator on the presets and says that. The numbers come from
+:func:`perfkit.widgets.summary.metrics_summary` (which calls the :mod:`perfkit.calc`
+calculators and flags what cannot be right); this module only wires controls to it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pandas as pd
 
 from ..charts import chart_to_svg, memory_chart
 from ..errors import PerfkitError, check_choice
+from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .summary import memory_breakdown, metrics_summary
 
@@ -47,11 +51,18 @@ def summary_html(summary: pd.DataFrame) -> str:
     Returns
     -------
     str
-        A ``<table>`` (metric, value, how it is counted), text escaped.
+        A ``<table>`` (metric, value, how it is counted), text escaped; a figure a guard
+        flags shows its warning in bold above the note.
     """
+    def note(r: Any) -> str:
+        warning = getattr(r, "warning", None)
+        if isinstance(warning, str) and warning:
+            return f"<b>{html.escape(warning)}</b><br>{html.escape(str(r.note))}"
+        return html.escape(str(r.note))
+
     rows = "".join(
         f"<tr><td>{html.escape(str(r.metric))}</td><td class='pk-value'>"
-        f"{html.escape(str(r.text))}</td><td class='pk-note'>{html.escape(str(r.note))}</td>"
+        f"{html.escape(str(r.text))}</td><td class='pk-note'>{note(r)}</td>"
         "</tr>"
         for r in summary.itertuples(index=False))
     return ("<div class='pk-metrics'><table><thead><tr><th>metric</th><th>value</th>"
@@ -80,10 +91,20 @@ class MetricsPanel(W.VBox):
     header, table, chart, message : ipywidgets.HTML
         The profile line, the results table, the memory chart (inline SVG) and the error
         box.
+    job : perfkit.Job or None
+        The job the panel started from (its model is the ``"job"`` choice of ``model``).
     """
 
     def __init__(self, model: str, hardware: str, profile: str | None = None,
-                 **values: Any) -> None:
+                 job: Job | None = None, **values: Any) -> None:
+        self.job = job
+        self._models: dict[str, ModelSpec | str] = {name: name for name in ModelSpec.presets()}
+        model_options: list[Any] = [(name, name) for name in ModelSpec.presets()]
+        if job is not None and job.model is not None:
+            self._models["job"] = job.model
+            label = f"the job's model ({job.model.name or 'not a preset'}, " \
+                    f"{job.model.num_layers} layers)"
+            model_options = [(label, "job"), *model_options]
         style = {"description_width": "150px"}
         layout = W.Layout(width="280px")
 
@@ -92,7 +113,7 @@ class MetricsPanel(W.VBox):
                                     style=style, layout=layout)
 
         self.controls: dict[str, W.Widget] = {
-            "model": W.Dropdown(options=ModelSpec.presets(), value=model, description="model",
+            "model": W.Dropdown(options=model_options, value=model, description="model",
                                 style=style, layout=layout),
             "hardware": W.Dropdown(options=Hardware.presets(), value=hardware,
                                    description="hardware", style=style, layout=layout),
@@ -125,10 +146,19 @@ class MetricsPanel(W.VBox):
             W.VBox([c["micro_batch_size"], c["num_micro_batches"], c["optimizer_parallel"],
                     c["sequence_parallel"]]),
         ])
-        about = ("" if not profile else
-                 f"<div><b>Profile:</b> <code>{html.escape(profile)}</code> &mdash; the "
-                 "figures below come from the configuration and the step time set here."
-                 "</div>")
+        if job is not None:
+            step = (f"its measured step {job.step_time_s:.3g} s" if job.step_time_s else
+                    "no measured step (the step time below is yours to set)")
+            about = (f"<div><b>The job of</b> <code>{html.escape(job.path)}</code>: "
+                     f"{html.escape(job.describe())} &mdash; the controls start from it and "
+                     f"from {html.escape(step)}; a change here is a what-if.</div>")
+        elif profile:
+            about = (f"<div><b>Profile:</b> <code>{html.escape(profile)}</code> &mdash; the "
+                     "figures below come from the configuration and the step time set here, "
+                     "not from the profile.</div>")
+        else:
+            about = ("<div><b>What-if calculator:</b> the figures come from the model, split "
+                     "and step time set here, not from a measurement.</div>")
         self.header = W.HTML(_TABLE_STYLE + about)
         super().__init__([self.header, columns, self.message, self.table, self.chart])
         self.add_class("pk-metrics-panel")
@@ -152,11 +182,14 @@ class MetricsPanel(W.VBox):
     def refresh(self) -> None:
         """Recompute every figure from the controls; show the error instead if invalid."""
         c = self.controls
+        model = self._models[c["model"].value]
+        on_job = self.job is not None and c["model"].value == "job"
         try:
             parallel = self.parallel_config()
-            summary = metrics_summary(c["model"].value, c["hardware"].value, parallel,
-                                      c["step_time_s"].value)
-            memory = memory_breakdown(c["model"].value, c["hardware"].value, parallel)
+            summary = metrics_summary(model, c["hardware"].value, parallel,
+                                      c["step_time_s"].value,
+                                      job=self.job if on_job else None)
+            memory = memory_breakdown(model, c["hardware"].value, parallel)
         except PerfkitError as exc:
             self.summary, self.error = None, str(exc)
             self.message.value = _error_html(self.error)
@@ -166,7 +199,8 @@ class MetricsPanel(W.VBox):
         self.summary, self.error = summary, None
         self.message.value = ""
         self.table.value = summary_html(summary)
-        chart = memory_chart(memory, title=f"Memory per device: {c['model'].value} on "
+        name = model.name or "the job's model" if isinstance(model, ModelSpec) else model
+        chart = memory_chart(memory, title=f"Memory per device: {name} on "
                                            f"{c['hardware'].value}")
         self.chart.value = chart_to_svg(chart)
 
@@ -193,26 +227,30 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
                   micro_batch_size: int = 1, num_micro_batches: int = 8,
                   recompute: str = "selective", optimizer_parallel: bool = True,
                   sequence_parallel: bool = False, step_time_s: float = 12.8,
-                  profile: str | None = None) -> MetricsPanel:
+                  profile: str | None = None, job: Job | None = None) -> MetricsPanel:
     """The metrics & memory calculator panel.
 
     Parameters
     ----------
     model : str
-        Model preset (:meth:`ModelSpec.presets`).
+        Model preset (:meth:`ModelSpec.presets`); ignored when ``job`` has a model.
     hardware : str
-        Hardware preset (:meth:`Hardware.presets`).
+        Hardware preset (:meth:`Hardware.presets`); the job's when it has one.
     dp, tp, pp, vpp, micro_batch_size, num_micro_batches : int
-        Initial split (see :class:`~perfkit.specs.ParallelConfig`). The defaults are an
-        8-device Llama2-13B job like the seed guide's case.
+        Initial split (see :class:`~perfkit.specs.ParallelConfig`); the job's when given.
+        The defaults are an 8-device Llama2-13B job like the seed guide's case.
     recompute : {"none", "selective", "full"}
     optimizer_parallel : bool
         Shard weights and optimizer state over ``dp`` (MindSpore optimizer parallel).
     sequence_parallel : bool
     step_time_s : float
-        Measured step time in seconds.
+        Measured step time in seconds; the job's measured step when it has one.
     profile : str, optional
         Path of the profile the dashboard was started on; shown in the header.
+    job : perfkit.Job, optional
+        Start from this job (:func:`perfkit.infer_job`): its model, device, split and
+        measured step; the header says so, and the guards name where the job disagrees
+        with its profile.
 
     Returns
     -------
@@ -220,11 +258,24 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
         An ``ipywidgets.VBox``; invalid combinations show the
         :class:`~perfkit.errors.PerfkitError` message in the panel, which keeps working.
     """
-    check_choice("model", model, ModelSpec.presets())
+    if job is not None:
+        p = job.parallel
+        if job.model is not None:
+            model = "job"
+        if job.hardware is not None and job.hardware.name in Hardware.presets():
+            hardware = job.hardware.name
+        dp, tp, pp, vpp = p.dp, p.tp, p.pp, p.vpp
+        micro_batch_size, num_micro_batches = p.micro_batch_size, p.num_micro_batches
+        recompute, sequence_parallel = p.recompute, p.sequence_parallel
+        optimizer_parallel = p.optimizer_shard > 1
+        if job.step_time_s:
+            step_time_s = float(job.step_time_s)
+    if model != "job":
+        check_choice("model", model, ModelSpec.presets())
     check_choice("hardware", hardware, Hardware.presets())
     check_choice("recompute", recompute, RECOMPUTE_CHOICES)
-    return MetricsPanel(model, hardware, profile=profile, dp=dp, tp=tp, pp=pp, vpp=vpp,
-                        micro_batch_size=micro_batch_size,
+    return MetricsPanel(model, hardware, profile=profile, job=job, dp=dp, tp=tp, pp=pp,
+                        vpp=vpp, micro_batch_size=micro_batch_size,
                         num_micro_batches=num_micro_batches, recompute=recompute,
                         optimizer_parallel=optimizer_parallel,
                         sequence_parallel=sequence_parallel, step_time_s=step_time_s)

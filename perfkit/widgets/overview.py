@@ -20,10 +20,12 @@ from ..analysis import measured_step_s
 from ..bundled_samples import sample_names, sample_path
 from ..calc import estimate_step, linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
+from ..job import Job
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .job import JobNote, missing_note
 from .metrics import _TABLE_STYLE, _error_html, summary_html
-from .summary import metrics_summary
+from .summary import job_summary, metrics_summary
 
 __all__ = ["DATA_DIR", "IR_DIR", "bundled_profiles", "bundled_profile", "bundled_ir",
            "measured_step_s", "recompute_tradeoff",
@@ -179,8 +181,10 @@ class StepTimeExplorer(W.VBox):
     """
 
     def __init__(self, model: ModelSpec, hardware: Hardware, parallel: ParallelConfig,
-                 step_time_s: float, keys: tuple[str, ...]) -> None:
+                 step_time_s: float, keys: tuple[str, ...], job: Job | None = None,
+                 dtype: str | None = None) -> None:
         self._args = (model, hardware, parallel)
+        self._job, self._dtype = job, dtype
         self._keys = keys
         self.slider = W.FloatSlider(value=step_time_s, min=step_time_s / 4,
                                     max=step_time_s * 2, step=step_time_s / 100,
@@ -198,7 +202,8 @@ class StepTimeExplorer(W.VBox):
     def refresh(self) -> None:
         """Recompute the table from the slider's step time."""
         try:
-            frame = metrics_summary(*self._args, step_time_s=self.slider.value)
+            frame = metrics_summary(*self._args, step_time_s=self.slider.value,
+                                    dtype=self._dtype, job=self._job)
         except PerfkitError as exc:
             self.summary = None
             self.message.value = _TABLE_STYLE + _error_html(str(exc))
@@ -211,17 +216,21 @@ class StepTimeExplorer(W.VBox):
         self.table.value = _TABLE_STYLE + summary_html(frame)
 
 
-def step_time_explorer(model: ModelSpec, hardware: Hardware, parallel: ParallelConfig,
-                       step_time_s: float,
+def step_time_explorer(model: ModelSpec | Job, hardware: Hardware | None = None,
+                       parallel: ParallelConfig | None = None,
+                       step_time_s: float | None = None,
                        keys: tuple[str, ...] = ("tokens_per_s_per_device", "tokens_per_s_per_p",
                                                 "mfu", "hfu", "bubble_fraction",
-                                                "predicted_step_s")) -> StepTimeExplorer:
+                                                "predicted_step_s")
+                       ) -> StepTimeExplorer | JobNote:
     """A slider over the step time and the figures it implies, for any model (not only presets).
 
     Parameters
     ----------
-    model : ModelSpec
-        The model that ran (e.g. ``ModelSpec.preset("llama2-13b", num_layers=8)``).
+    model : ModelSpec or perfkit.Job
+        The model that ran (e.g. ``ModelSpec.preset("llama2-13b", num_layers=8)``), or the
+        job :func:`perfkit.infer_job` read — then its hardware, split and measured step are
+        used and the other arguments may be left out.
     hardware : Hardware
         The device.
     parallel : ParallelConfig
@@ -233,15 +242,27 @@ def step_time_explorer(model: ModelSpec, hardware: Hardware, parallel: ParallelC
 
     Returns
     -------
-    StepTimeExplorer
+    StepTimeExplorer or JobNote
         An ``ipywidgets.VBox``; an invalid configuration shows its message instead of
-        raising.
+        raising. A job that lacks its model, hardware or step gives a note saying which.
     """
+    job = None
+    if isinstance(model, Job):
+        job = model
+        if job.missing():
+            return missing_note(job, "step-time explorer")
+        model, hardware, parallel = job.model, job.hardware, job.parallel
+        step_time_s = job.step_time_s if step_time_s is None else step_time_s
     if not isinstance(model, ModelSpec) or not isinstance(hardware, Hardware):
         raise InvalidArgumentError("model", "needs a ModelSpec and a Hardware",
                                    f"{type(model).__name__}, {type(hardware).__name__}")
+    if not isinstance(parallel, ParallelConfig):
+        raise InvalidArgumentError("parallel", "must be a ParallelConfig",
+                                   type(parallel).__name__)
     step = check_positive("step_time_s", step_time_s)
-    return StepTimeExplorer(model, hardware, parallel, step, tuple(keys))
+    dtype = job.dtype if job is not None and job.dtype in hardware.peak_flops else None
+    return StepTimeExplorer(model, hardware, parallel, step, tuple(keys), job=job,
+                            dtype=dtype)
 
 
 class LinearityExplorer(W.VBox):
@@ -293,23 +314,33 @@ class LinearityExplorer(W.VBox):
             "(1.0 = perfect scaling; above 0.8 is usually good)</div>")
 
 
-def linearity_explorer(tokens_per_s_per_device: float, devices: int) -> LinearityExplorer:
+def linearity_explorer(tokens_per_s_per_device: float | Job, devices: int | None = None
+                       ) -> LinearityExplorer | JobNote:
     """Sliders for a reference run, and the linearity of the measured run against it.
 
     Parameters
     ----------
-    tokens_per_s_per_device : float
-        Measured throughput per device of the large run.
+    tokens_per_s_per_device : float or perfkit.Job
+        Measured throughput per device of the large run, or the job whose measured
+        throughput (:func:`~perfkit.widgets.summary.job_summary`) and devices to use.
     devices : int
-        Devices of the large run.
+        Devices of the large run (the job's when a job is given).
 
     Returns
     -------
-    LinearityExplorer
+    LinearityExplorer or JobNote
         Starts with the reference equal to the measured run (linearity 1.0): type or
         slide the per-device throughput of your smaller run.
         :func:`perfkit.calc.linearity` (``throughput="per_device"``) does the arithmetic.
+        A job without a measured throughput gives a note saying why.
     """
+    if isinstance(tokens_per_s_per_device, Job):
+        job = tokens_per_s_per_device
+        if job.missing():
+            return missing_note(job, "linearity")
+        summary = job_summary(job).set_index("key")
+        tokens_per_s_per_device = float(summary.loc["tokens_per_s_per_device", "value"])
+        devices = job.parallel.world_size if devices is None else devices
     check_positive("tokens_per_s_per_device", tokens_per_s_per_device)
     check_positive("devices", devices)
     return LinearityExplorer(float(tokens_per_s_per_device), int(devices))

@@ -2,7 +2,10 @@
 
 Pure functions, no widgets: every value comes from a :mod:`perfkit.calc` calculator (this
 module only picks the conventions, converts units and labels the rows), so the tests can
-check the panel's numbers without a browser.
+check the panel's numbers without a browser. Where a figure meets a measurement (MFU and
+HFU against the peak, the memory theory against the measured peak, the predicted step
+against the measured one) it goes through :mod:`perfkit.guards`: a figure that cannot be
+right carries a warning instead of showing as a plain number.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from ..calc import (
     tokens_per_second_per_p,
 )
 from ..errors import InvalidArgumentError, check_positive
+from ..guards import Guarded, check_memory, check_step, check_utilization
+from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
-           "memory_breakdown"]
+           "memory_breakdown", "job_summary", "job_figures"]
 
-SUMMARY_COLUMNS = ("key", "metric", "value", "unit", "text", "note")
+SUMMARY_COLUMNS = ("key", "metric", "value", "unit", "text", "note", "warning")
 GIB = 2**30
 #: Assumptions handed to :func:`~perfkit.calc.step.estimate_step` (its defaults, made explicit).
 ESTIMATE_EFFICIENCY = 0.5
@@ -54,14 +59,17 @@ def resolve_hardware(hardware: Hardware | str) -> Hardware:
 
 
 def _row(key: str, metric: str, value: float, unit: str, text: str,
-         note: str) -> dict[str, object]:
+         note: str, guard: Guarded | None = None) -> dict[str, object]:
+    if guard is not None and not guard.ok:
+        text = f"{text} {'⚠'} not plausible"
     return {"key": key, "metric": metric, "value": float(value), "unit": unit, "text": text,
-            "note": note}
+            "note": note, "warning": None if guard is None else guard.warning}
 
 
 def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     parallel: ParallelConfig, step_time_s: float,
-                    dtype: str | None = None) -> pd.DataFrame:
+                    dtype: str | None = None, *, job: Job | None = None,
+                    measured_peak_bytes: float | None = None) -> pd.DataFrame:
     """Throughput, utilisation, memory and pipeline figures of one training configuration.
 
     Parameters
@@ -76,13 +84,22 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         Measured time of one training step, seconds.
     dtype : str, optional
         Which peak of ``hardware`` MFU and HFU divide by (default its ``default_dtype``).
+    job : perfkit.Job, optional
+        The job these figures are for: a warning then names where it disagrees with its
+        profile, and its measured peak memory is compared with the theory.
+    measured_peak_bytes : float, optional
+        The measured peak memory (default: ``job.peak_memory_bytes``).
 
     Returns
     -------
     pandas.DataFrame
         One row per figure, columns ``key`` (stable identifier), ``metric`` (label),
         ``value`` (float in ``unit``; utilisations and shares are fractions), ``unit``,
-        ``text`` (the value formatted for display) and ``note`` (formula or convention).
+        ``text`` (the value formatted for display; a figure a guard flags ends in
+        "⚠ not plausible"), ``note`` (formula or convention) and ``warning`` (None, or
+        the guard's sentence naming the inputs that disagree: MFU / HFU above 100 %,
+        theory more than 2× or under 0.5× the measured peak memory, a predicted step more
+        than 3× off the measured one — see :mod:`perfkit.guards`).
         Keys: ``devices``, ``global_batch_size``, ``tokens_per_s_per_device``,
         ``tokens_per_s_per_p``, ``samples_per_s``, ``mfu``, ``hfu``, ``static_gib``,
         ``activation_gib``, ``memory_gib``, ``device_memory_gib``, ``bubble_fraction``,
@@ -135,6 +152,14 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
 
     static_gib = static.total_bytes / GIB
     act_gib = act.total_bytes / GIB
+    if measured_peak_bytes is None and job is not None:
+        measured_peak_bytes = job.peak_memory_bytes
+    g_mfu = check_utilization(mfu_value, "MFU", job)
+    g_hfu = check_utilization(hfu_value, "HFU", job)
+    g_mem = check_memory(static.total_bytes + act.total_bytes, measured_peak_bytes, job,
+                         what="static + activation memory")
+    g_step = check_step(estimate.step_s, step, job, what="the predicted step")
+    g_pmfu = check_utilization(estimate.mfu, "the predicted MFU", job)
     device_gib = hardware.memory_bytes / GIB
     rows = [
         _row("devices", "devices (dp × tp × pp)", devices, "devices",
@@ -155,10 +180,10 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              "global batch size / step time"),
         _row("mfu", "MFU", mfu_value, "fraction", f"{mfu_value:.1%}",
              f"model FLOPs (exact GEMMs, non-causal attention) / {dtype_name} peak "
-             f"{peak / 1e12:,.0f} TFLOP/s"),
+             f"{peak / 1e12:,.0f} TFLOP/s", g_mfu),
         _row("hfu", "HFU", hfu_value, "fraction", f"{hfu_value:.1%}",
              f"adds recompute FLOPs ({parallel.recompute}); selective counted strictly "
-             "(attention core re-run); non-causal"),
+             "(attention core re-run); non-causal", g_hfu),
         _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
              f"{static_gib:,.2f} GiB",
              f"fp16 weights + fp32 Adam m, v over optimizer shard "
@@ -168,8 +193,10 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"{act.formula}"),
         _row("memory_gib", "static + activation", static_gib + act_gib, "GiB",
              f"{static_gib + act_gib:,.2f} GiB",
-             "fits" if estimate.fits else
-             f"does not fit in {estimate.memory_limit_bytes / GIB:,.1f} GiB usable"),
+             ("fits" if estimate.fits else
+              f"does not fit in {estimate.memory_limit_bytes / GIB:,.1f} GiB usable")
+             + (f"; measured peak {measured_peak_bytes / GIB:,.2f} GiB"
+                if measured_peak_bytes else ""), g_mem),
         _row("device_memory_gib", "device memory", device_gib, "GiB", f"{device_gib:,.1f} GiB",
              hardware.name),
         _row("bubble_fraction", "pipeline bubble", bubble, "fraction", f"{bubble:.1%}",
@@ -180,20 +207,77 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"compute {estimate.compute_s:,.2f} s + bubble {estimate.bubble_s:,.2f} s + "
              f"exposed communication {estimate.exposed_comm_s:,.2f} s; compute at "
              f"{ESTIMATE_EFFICIENCY:.0%} of peak, links at {ESTIMATE_COMM_EFFICIENCY:.0%}, "
-             "no overlap"),
+             f"no overlap; measured {step:,.3g} s", g_step),
         _row("predicted_mfu", "predicted MFU (estimate_step)", estimate.mfu, "fraction",
-             f"{estimate.mfu:.1%}", "MFU at the predicted step time"),
+             f"{estimate.mfu:.1%}", "MFU at the predicted step time", g_pmfu),
     ]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
-def memory_breakdown(model: ModelSpec | str, hardware: Hardware | str,
-                     parallel: ParallelConfig) -> pd.DataFrame:
+def job_summary(job: Job) -> pd.DataFrame:
+    """:func:`metrics_summary` of a :class:`~perfkit.job.Job`: its model, hardware, split,
+    measured step and dtype, with its measured peak memory for the memory guard.
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        When the job lacks what the figures need (``job.missing()`` says what and why): a
+        view without a job says so instead of computing with a default.
+    """
+    if not isinstance(job, Job):
+        raise InvalidArgumentError("job", "must be a perfkit.Job (perfkit.infer_job)",
+                                   type(job).__name__)
+    gaps = job.missing()
+    if gaps:
+        raise InvalidArgumentError("job", "has no " + "; no ".join(gaps))
+    dtype = job.dtype if job.dtype in job.hardware.peak_flops else None
+    if job.dtype and dtype is None:
+        raise InvalidArgumentError(
+            "job", f"computes in {job.dtype} but {job.hardware.name} has peaks for "
+                   f"{', '.join(sorted(job.hardware.peak_flops))} only: set the hardware or "
+                   "the dtype in the job", job.dtype)
+    return metrics_summary(job.model, job.hardware, job.parallel, job.step_time_s,
+                           dtype, job=job)
+
+
+def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """What a notebook or report shows of a job's figures: the table, or why there is none.
+
+    Parameters
+    ----------
+    job : perfkit.Job
+    keys : tuple of str, optional
+        Rows of :func:`metrics_summary` to keep (default: all).
+
+    Returns
+    -------
+    pandas.DataFrame
+        With a complete job: ``metric``, ``value`` (the text shown, flagged by the guards
+        when implausible), ``how it is counted`` and ``warning``. Without one: a single
+        column ``not computed`` with one row per missing piece (``job.missing()``), so the
+        reader sees why instead of a figure computed with a default.
+    """
+    try:
+        summary = job_summary(job)
+    except InvalidArgumentError:
+        gaps = job.missing() or ["the job's dtype has no peak on its hardware"]
+        return pd.DataFrame({"not computed": gaps})
+    if keys is not None:
+        summary = summary[summary["key"].isin(keys)]
+    out = summary[["metric", "text", "note", "warning"]].rename(
+        columns={"text": "value", "note": "how it is counted"})
+    return out.reset_index(drop=True)
+
+
+def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | None = None,
+                     parallel: ParallelConfig | None = None) -> pd.DataFrame:
     """Memory of the most loaded device by component, for :func:`perfkit.charts.memory_chart`.
 
     Parameters
     ----------
-    model : ModelSpec or str
+    model : ModelSpec, str or perfkit.Job
+        A job gives its model, hardware and split (the other arguments then default to
+        its own); a job without a model or hardware raises, naming what is missing.
     hardware : Hardware or str
     parallel : ParallelConfig
 
@@ -205,8 +289,19 @@ def memory_breakdown(model: ModelSpec | str, hardware: Hardware | str,
         :func:`~perfkit.calc.memory.activation_memory`); columns ``component``, ``bytes``,
         ``GiB`` and ``device_GiB`` (the device capacity).
     """
+    if isinstance(model, Job):
+        job = model
+        if job.model is None or job.hardware is None:
+            raise InvalidArgumentError("job", "has no " + "; no ".join(
+                m for m in job.missing() if not m.startswith("the step")))
+        model = job.model
+        hardware = job.hardware if hardware is None else hardware
+        parallel = job.parallel if parallel is None else parallel
     model = resolve_model(model)
     hardware = resolve_hardware(hardware)
+    if not isinstance(parallel, ParallelConfig):
+        raise InvalidArgumentError("parallel", "must be a ParallelConfig",
+                                   type(parallel).__name__)
     parallel.validate(model)
     static = static_memory(model, parallel, scheme="mindspore")
     act = activation_memory(model, parallel)

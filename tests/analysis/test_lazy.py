@@ -160,18 +160,18 @@ def test_unfused_detail_rows_point_into_the_cluster_table(pair: Any) -> None:
 def test_step_breakdown_is_computed_once_per_lazy_cluster(pair: Any,
                                                          monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    from perfkit.analysis import rank_summary
+    from perfkit.analysis import steps as steps_module
 
     _, lazy = pair["slow-link"]
-    rank_summary._BREAKDOWNS.pop(lazy, None)
+    steps_module._BREAKDOWNS.pop(lazy, None)
     calls: list[str] = []
-    real = rank_summary._lazy_breakdown
+    real = steps_module._lazy_breakdown
 
     def counted(obj: Any, derive: str) -> pd.DataFrame:
         calls.append(derive)
         return real(obj, derive)
 
-    monkeypatch.setattr(rank_summary, "_lazy_breakdown", counted)
+    monkeypatch.setattr(steps_module, "_lazy_breakdown", counted)
     first = A.step_breakdown(lazy)
     A.slow_ranks(lazy)
     A.comm_overlap(lazy)
@@ -196,3 +196,10 @@ def test_frame_helpers_on_both_kinds(pair: Any) -> None:
     agg = F.aggregate(F.with_position(lazy.kernels), ["rank"], {"_pos": ["min"],
                                                                "name": ["first"]})
     assert agg["name_first"].tolist() == eager.kernels.groupby("rank")["name"].first().tolist()
+
+
+def test_the_job_is_the_same_on_both_kinds(pair: Any) -> None:
+    eager, lazy = pair["slow-rank"]
+    a, b = pk.infer_job(lazy), pk.infer_job(eager)
+    assert a == b and a.model is not None
+    assert a.evidence.fillna("-").equals(b.evidence.fillna("-"))

@@ -125,7 +125,7 @@ def test_every_tab_draws_without_an_error(page):
                           ("Communication", "Time per collective"),
                           ("Memory", "Memory over time"),
                           ("Recompute", "Memory against time"),
-                          ("Planner", "Measured step time"),
+                          ("Planner", "Every way to split it"),
                           ("Advice", "Findings, best first")):
         _open_tab(page, title)
         page.wait_for_selector(f"text={expect}", timeout=WAIT_MS)
@@ -166,9 +166,10 @@ def test_a_bad_path_shows_the_message_and_the_page_keeps_working(page):
     assert page.errors == []
 
 
-def test_a_bad_calculator_value_shows_a_message(page):
-    _open_tab(page, "Planner")
-    box = page.get_by_label("tensor parallel (tp)")
+def test_a_bad_job_value_shows_a_message(page):
+    # the job panel above the tabs: the job read from the 13B profile has 40 heads
+    assert "The job" in page.inner_text("body")
+    box = page.get_by_label("tp", exact=True)
     box.fill("3")
     box.press("Enter")
     page.wait_for_selector("text=tp: must divide num_attention_heads=40", timeout=WAIT_MS)

@@ -1,0 +1,38 @@
+"""The kind of a collective from its operator name (HCCL, NCCL, gloo, legacy MindSpore).
+
+A module of its own so that every analysis that groups communication by kind (the
+communication analyses, the per-rank summaries, the job inference) can use it without
+importing one another.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["comm_op_type", "OP_TYPES"]
+
+#: ``(kind, regular expression)`` pairs, tried in order on the lower-cased name.
+OP_TYPES = (
+    ("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
+    ("reducescatter", r"reduce_?scatter"), ("alltoall", r"all_?to_?all"),
+    ("broadcast", r"broadcast"), ("sendrecv", r"sendrecv|send_?recv"),
+    ("receive", r"receive|recv"), ("send", r"send"), ("reduce", r"reduce"),
+    ("barrier", r"barrier"),
+)
+
+
+def comm_op_type(names: pd.Series) -> pd.Series:
+    """Collective kind of each operator name (``allreduce``, ``send``, ...; else ``other``).
+
+    Works on HCCL (``hcom_allReduce__586_0_1``), NCCL (``ncclKernel_AllReduce_RING_...``,
+    ``ncclDevKernel_SendRecv``) and legacy MindSpore (``AllReduce-op4582``) names.
+    """
+    low = names.astype("string").fillna("").str.lower()
+    uniq = pd.Series(low.unique())
+    out = pd.Series("other", index=uniq.index, dtype=object)
+    done = pd.Series(False, index=uniq.index)
+    for kind, rx in OP_TYPES:
+        hit = uniq.str.contains(rx, regex=True).fillna(False).astype(bool) & ~done
+        out[hit] = kind
+        done |= hit
+    return low.map(dict(zip(uniq, out, strict=True))).astype(str)

@@ -1,0 +1,175 @@
+"""Sanity guards where a calculator meets a measurement.
+
+A figure that cannot be right is never shown as a plain number: MFU or HFU above 100 %,
+a predicted memory more than 2× or less than 0.5× the measured peak, a predicted step more
+than 3× off the measured one. Each guard returns the value with a warning that names the
+inputs that disagree — first the fields where the job (a config, the user) differs from
+what the profile shows (:meth:`perfkit.job.Job.problems`, e.g. "the job has 40 layers but
+the profile shows 8 per stage"), else the inputs the figure was computed from, so the
+reader knows what to check.
+
+The thresholds are parameters (module constants are their defaults): a 2× memory gap is
+far beyond allocator fragmentation and workspaces (tens of percent in the seed's
+examples), a 3× step gap beyond any efficiency assumption of the first-order estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidArgumentError
+
+__all__ = ["Guarded", "check_utilization", "check_memory", "check_step", "job_inputs",
+           "MEMORY_RATIO", "STEP_RATIO", "WARNING_MARK"]
+
+#: Predicted / measured memory outside ``[1 / MEMORY_RATIO, MEMORY_RATIO]`` is flagged.
+MEMORY_RATIO = 2.0
+#: Predicted / measured step time outside ``[1 / STEP_RATIO, STEP_RATIO]`` is flagged.
+STEP_RATIO = 3.0
+#: What a flagged figure carries when shown.
+WARNING_MARK = "⚠"
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """A figure and, when it cannot be right, why.
+
+    Attributes
+    ----------
+    value : float
+        The figure as computed (never changed by the guard).
+    warning : str or None
+        None when the figure is plausible; else a sentence naming the inputs that disagree.
+    """
+
+    value: float
+    warning: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when no warning was raised."""
+        return self.warning is None
+
+    def text(self, fmt: str = "{:.1%}") -> str:
+        """The value for display: ``fmt`` applied, plus :data:`WARNING_MARK` and the words
+        "not plausible" when flagged (a flagged figure is never a plain number)."""
+        shown = fmt.format(self.value) if math.isfinite(self.value) else "–"
+        return shown if self.ok else f"{shown} {WARNING_MARK} not plausible"
+
+
+def job_inputs(job: Any) -> str:
+    """The job's inputs to a figure, each with its source, for a warning's second half."""
+    if job is None:
+        return ""
+    parts = []
+    model = getattr(job, "model", None)
+    if model is not None:
+        parts.append(f"{model.num_layers} layers, hidden {model.hidden_size} "
+                     f"({job.source('num_layers')})")
+    if job.step_time_s:
+        parts.append(f"step {job.step_time_s:.3g} s ({job.source('step_time_s')})")
+    if job.global_batch_size:
+        parts.append(f"global batch {job.global_batch_size} × {job.seq_length} "
+                     f"({job.source('global_batch_size')})")
+    p = job.parallel
+    parts.append(f"dp {p.dp} × tp {p.tp} × pp {p.pp} ({job.source('dp')})")
+    if job.hardware is not None:
+        dtype = job.dtype or job.hardware.default_dtype
+        try:
+            peak = f"{job.hardware.peak(dtype) / 1e12:,.0f} TFLOP/s"
+        except InvalidArgumentError:
+            peak = "no peak"
+        parts.append(f"{job.hardware.name} {dtype} {peak} ({job.source('hardware')})")
+    return "; ".join(parts)
+
+
+def _why(job: Any, fallback: str) -> str:
+    problems = job.problems() if job is not None else []
+    if problems:
+        return "; ".join(problems)
+    inputs = job_inputs(job)
+    return f"{fallback}: {inputs}" if inputs else fallback
+
+
+def check_utilization(value: float, what: str = "MFU", job: Any = None) -> Guarded:
+    """MFU or HFU: above 100 % of the peak is impossible.
+
+    Parameters
+    ----------
+    value : float
+        The utilisation as a fraction.
+    what : str
+        Its name, for the sentence.
+    job : perfkit.Job, optional
+        The job it was computed for; its disagreements with the profile are named first.
+
+    Returns
+    -------
+    Guarded
+    """
+    value = float(value)
+    if not math.isfinite(value) or value <= 1.0:
+        return Guarded(value)
+    why = _why(job, "check the inputs it comes from")
+    return Guarded(value, f"{what} {value:.1%} is above 100 % of the peak, which is "
+                          f"impossible: {why}")
+
+
+def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any = None,
+                 ratio: float = MEMORY_RATIO, what: str = "the theoretical memory"
+                 ) -> Guarded:
+    """Predicted memory against the measured peak: off by more than ``ratio`` is flagged.
+
+    Parameters
+    ----------
+    predicted_bytes : float
+        Static + activation memory from the calculators.
+    measured_bytes : float or None
+        The framework allocator's measured peak (None: nothing to compare with).
+    job : perfkit.Job, optional
+    ratio : float
+        Flag when predicted / measured is above ``ratio`` or below ``1 / ratio``.
+    what : str
+        Name of the predicted figure.
+    """
+    predicted = float(predicted_bytes)
+    if measured_bytes is None or not measured_bytes or not math.isfinite(predicted):
+        return Guarded(predicted)
+    r = predicted / float(measured_bytes)
+    if 1.0 / ratio <= r <= ratio:
+        return Guarded(predicted)
+    why = _why(job, "check the model, the split and the recompute setting")
+    return Guarded(predicted, f"{what} ({predicted / GIB:,.2f} GiB) is {r:.2g}× the measured "
+                              f"peak ({float(measured_bytes) / GIB:,.2f} GiB): {why}")
+
+
+def check_step(predicted_s: float, measured_s: float | None, job: Any = None,
+               ratio: float = STEP_RATIO, what: str = "the predicted step") -> Guarded:
+    """A predicted step time against the measured one: off by more than ``ratio`` is
+    flagged.
+
+    Parameters
+    ----------
+    predicted_s : float
+        From :func:`perfkit.estimate_step`.
+    measured_s : float or None
+        The measured step (None: nothing to compare with).
+    job : perfkit.Job, optional
+    ratio : float
+        Flag when predicted / measured is above ``ratio`` or below ``1 / ratio``.
+    what : str
+        Name of the predicted figure.
+    """
+    predicted = float(predicted_s)
+    if measured_s is None or not measured_s or not math.isfinite(predicted):
+        return Guarded(predicted)
+    r = predicted / float(measured_s)
+    if 1.0 / ratio <= r <= ratio:
+        return Guarded(predicted)
+    why = _why(job, "check the model and the batch it was computed for")
+    return Guarded(predicted, f"{what} ({predicted:,.3g} s) is {r:.2g}× the measured step "
+                              f"({float(measured_s):,.3g} s): {why}")

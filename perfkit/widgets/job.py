@@ -1,0 +1,335 @@
+"""The "The job" panel: what the profile says was trained, each value with its source.
+
+One panel holds the :class:`~perfkit.job.Job` every view of the dashboard uses: the value
+of each field (model, layout, run), where it came from (``profile``, ``config``, ``user``,
+``default``) and what was read; the user edits any field, or loads a MindFormers YAML, a
+Hugging Face ``config.json`` or a training log, and every view follows. Opening another
+profile starts again from that profile (nothing of the previous one survives). Where the
+job disagrees with its profile the panel says so (:meth:`perfkit.job.Job.problems`).
+Nothing is computed here: :func:`perfkit.infer_job` and :meth:`~perfkit.job.Job.
+with_overrides` do the work.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+
+from ..errors import PerfkitError
+from ..job import MODEL_FIELDS, PARALLEL_FIELDS, RUN_FIELDS, Job, infer_job
+from .metrics import _TABLE_STYLE
+
+__all__ = ["JobPanel", "job_panel", "evidence_html", "JOB_GROUPS", "JobNote", "missing_note"]
+
+#: The panel's three groups of fields, as (title, fields).
+JOB_GROUPS = (("Model", MODEL_FIELDS), ("Parallel layout", PARALLEL_FIELDS),
+              ("Run", RUN_FIELDS))
+
+_SOURCE_COLORS = {"profile": "#2d572c", "config": "#31708f", "user": "#8a6d3b",
+                  "default": "#777"}
+_STYLE = _TABLE_STYLE + (
+    "<style>"
+    ".pk-job-src{font-size:11px;padding:0 4px;border-radius:3px;color:#fff}"
+    ".pk-job-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:6px;"
+    "border-radius:4px;margin:4px 0}"
+    "</style>")
+
+
+def _source_tag(source: str) -> str:
+    color = _SOURCE_COLORS.get(source, "#777")
+    return (f"<span class='pk-job-src' style='background:{color}'>"
+            f"{html.escape(source)}</span>")
+
+
+def evidence_html(job: Job) -> str:
+    """The evidence table of ``job`` as HTML: field, value, source, what was read.
+
+    Parameters
+    ----------
+    job : perfkit.Job
+
+    Returns
+    -------
+    str
+        A ``<table>`` (text escaped), one row per field.
+    """
+    rows = "".join(
+        f"<tr><td>{html.escape(str(r.field))}</td>"
+        f"<td class='pk-value'>{html.escape('–' if r.value is None else str(r.value))}</td>"
+        f"<td>{_source_tag(str(r.source))}</td>"
+        f"<td class='pk-note'>{html.escape(str(r.detail))}</td></tr>"
+        for r in job.evidence.itertuples(index=False))
+    return ("<div class='pk-metrics'><table><thead><tr><th>field</th><th>value</th>"
+            f"<th>source</th><th>what was read</th></tr></thead><tbody>{rows}</tbody>"
+            "</table></div>")
+
+
+def _text(job: Job, name: str) -> str:
+    value = job.evidence.set_index("field").loc[name, "value"]
+    return "" if value is None else str(value)
+
+
+class JobPanel(W.VBox):
+    """The panel returned by :func:`job_panel`.
+
+    Attributes
+    ----------
+    job : perfkit.Job or None
+        The job every view uses (None until a profile is set).
+    controls : dict of str to ipywidgets.Text
+        One text box per field of :data:`perfkit.job.JOB_FIELDS`; typing a value sets it
+        (source ``user``), emptying the box gives the field back to the config or the
+        profile.
+    sources : dict of str to ipywidgets.HTML
+        The source tag shown next to each box.
+    config_path : ipywidgets.Text
+        A config or log on the machine that runs the kernel; *Load* reads it.
+    config_upload : ipywidgets.FileUpload
+        The same, uploaded (``.yaml``, ``.yml``, ``.json``, ``.log``, ``.txt``).
+    message : ipywidgets.HTML
+        The last error (an invalid value, an unreadable config), else empty.
+    summary, warnings, table : ipywidgets.HTML
+        One line describing the job, where it disagrees with its profile, and the
+        evidence table.
+    """
+
+    def __init__(self) -> None:
+        self.job: Job | None = None
+        self._listeners: list[Callable[[Job | None], None]] = []
+        self._quiet = False
+        self.controls: dict[str, W.Text] = {}
+        self.sources: dict[str, W.HTML] = {}
+        groups = []
+        for title, fields in JOB_GROUPS:
+            rows = [W.HTML(f"<b>{html.escape(title)}</b>")]
+            for name in fields:
+                box = W.Text(value="", placeholder="unknown", description=name,
+                             continuous_update=False, style={"description_width": "140px"},
+                             layout=W.Layout(width="300px"))
+                box.observe(lambda change, name=name: self._on_edit(name, change),
+                            names="value")
+                tag = W.HTML()
+                self.controls[name] = box
+                self.sources[name] = tag
+                rows.append(W.HBox([box, tag]))
+            groups.append(W.VBox(rows))
+        self.config_path = W.Text(placeholder="MindFormers .yaml, HF config.json or a "
+                                              "training log", description="config",
+                                  layout=W.Layout(width="460px"))
+        self.load_button = W.Button(description="Load", layout=W.Layout(width="80px"))
+        self.load_button.on_click(lambda _b: self.load_config(self.config_path.value))
+        self.config_upload = W.FileUpload(accept=".yaml,.yml,.json,.log,.txt",
+                                          multiple=False, description="Upload config")
+        self.config_upload.observe(self._on_upload, names="value")
+        self.reset_button = W.Button(description="Back to the profile's values")
+        self.reset_button.on_click(lambda _b: self.reset())
+        self.message = W.HTML()
+        self.summary = W.HTML()
+        self.warnings = W.HTML()
+        self.table = W.HTML()
+        details = W.Accordion(children=[self.table], titles=("Where each value comes from",))
+        details.selected_index = None
+        super().__init__([
+            W.HTML(_STYLE + "<b>The job</b> — read from the profile; every view uses it. "
+                            "Edit any value or load a config; an empty box gives the value "
+                            "back to the profile."),
+            self.summary, self.warnings, self.message,
+            W.HBox([self.config_path, self.load_button, self.config_upload,
+                    self.reset_button]),
+            W.HBox(groups), details])
+        self.add_class("pk-job-panel")
+        self._show()
+
+    # ---- state ---------------------------------------------------------------------
+    def observe_job(self, callback: Callable[[Job | None], None]) -> None:
+        """Call ``callback(job)`` whenever the job changes (a new profile, an edit)."""
+        self._listeners.append(callback)
+
+    def set_profile(self, profile: Any) -> None:
+        """Infer the job of ``profile`` (None: no job); every earlier value is dropped."""
+        self.message.value = ""
+        if profile is None:
+            self.set_job(None)
+            return
+        try:
+            job = infer_job(profile)
+        except PerfkitError as exc:
+            self.job = None
+            self._error(f"The job could not be read from this profile: {exc}")
+            self._show()
+            self._notify()
+            return
+        self.set_job(job)
+
+    def set_job(self, job: Job | None) -> None:
+        """Show ``job`` and tell the listeners."""
+        self.job = job
+        self._show()
+        self._notify()
+
+    def set(self, **values: Any) -> bool:
+        """Set field values as the user (``panel.set(num_layers=40)``); False on an error
+        (the message says why and the job stays as it was)."""
+        if self.job is None:
+            self._error("Open a profile first: the job is read from it.")
+            return False
+        try:
+            job = self.job.with_overrides(**values)
+        except PerfkitError as exc:
+            self._error(f"Not applied: {exc}")
+            return False
+        self.message.value = ""
+        self.set_job(job)
+        return True
+
+    def load_config(self, path: str | os.PathLike[str]) -> bool:
+        """Let a config file (YAML, config.json, training log) win over the profile."""
+        if self.job is None:
+            self._error("Open a profile first: the config completes the job read from it.")
+            return False
+        text = str(path).strip()
+        if not text:
+            self._error("Type the path of a MindFormers YAML, a config.json or a training log.")
+            return False
+        try:
+            job = self.job.with_config(Path(text).expanduser())
+        except PerfkitError as exc:
+            self._error(f"The config was not loaded: {exc}")
+            return False
+        self.message.value = ""
+        self.set_job(job)
+        return True
+
+    def reset(self) -> None:
+        """Back to what the profile alone shows (configs and edits dropped)."""
+        if self.job is not None:
+            self.message.value = ""
+            self.set_job(self.job.reset())
+
+    # ---- events --------------------------------------------------------------------
+    def _on_edit(self, name: str, change: dict[str, Any]) -> None:
+        if self._quiet or self.job is None:
+            return
+        new = str(change["new"]).strip()
+        if new == _text(self.job, name):  # back to the job's value: nothing to apply
+            self.message.value = ""
+            return
+        self.set(**{name: new or None})
+
+    def _on_upload(self, change: dict[str, Any]) -> None:
+        files = change["new"]
+        if not files:
+            return
+        item = files[0]
+        name = Path(str(item.get("name", "config"))).name
+        folder = Path(tempfile.mkdtemp(prefix="perfkit-config-"))
+        try:
+            path = folder / name
+            path.write_bytes(bytes(item["content"]))
+            self.load_config(path)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            self.config_upload.value = ()
+
+    def _notify(self) -> None:
+        for callback in self._listeners:
+            callback(self.job)
+
+    def _error(self, text: str) -> None:
+        self.message.value = (_STYLE + "<div class='pk-error'>" + html.escape(text)
+                              + "</div>")
+
+    # ---- display -------------------------------------------------------------------
+    def _show(self) -> None:
+        self._quiet = True
+        try:
+            job = self.job
+            for name, box in self.controls.items():
+                box.value = "" if job is None else _text(job, name)
+                self.sources[name].value = "" if job is None else _source_tag(job.source(name))
+        finally:
+            self._quiet = False
+        if job is None:
+            self.summary.value = _STYLE + "<p class='pk-note'>No job: open a profile.</p>"
+            self.warnings.value = ""
+            self.table.value = ""
+            return
+        self.summary.value = _STYLE + f"<p>{html.escape(job.describe())}</p>"
+        notes = [f"The job disagrees with its profile: {p}." for p in job.problems()]
+        notes += [f"Not known: {m}." for m in job.missing()]
+        self.warnings.value = (_STYLE + "".join(f"<div class='pk-job-warn'>"
+                                                f"{html.escape(n)}</div>" for n in notes))
+        self.table.value = _STYLE + evidence_html(job)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """Add a static snapshot (summary, warnings, evidence) for frontends without
+        widgets (nbconvert, ``perfkit report``)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        bundle["text/html"] = (_STYLE + "<b>The job</b>" + self.summary.value
+                               + self.warnings.value + self.message.value + self.table.value)
+        return bundle
+
+
+class JobNote(W.HTML):
+    """A note shown instead of a figure the job cannot give (also in static outputs)."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        bundle["text/html"] = self.value
+        return bundle
+
+
+def missing_note(job: Job | None, what: str) -> JobNote:
+    """Why ``what`` is not shown for ``job``: a view without a job says so.
+
+    Parameters
+    ----------
+    job : perfkit.Job or None
+    what : str
+        The figures left out (``"MFU"``, ``"the memory theory"``).
+
+    Returns
+    -------
+    JobNote
+        An ``ipywidgets.HTML`` naming every missing piece (``job.missing()``) and how to
+        give it (the job panel, a config).
+    """
+    if job is None:
+        text = f"No {what}: there is no job (open a profile; its job is read from it)."
+    else:
+        gaps = job.missing() or ["nothing (the job is complete)"]
+        text = (f"No {what}: the job lacks " + "; ".join(gaps) + ". Give the missing "
+                "values with job.with_overrides(...), a config (pk.infer_job(profile, "
+                "config=...)) or in the job panel.")
+    return JobNote(_STYLE + f"<p class='pk-note'>{html.escape(text)}</p>")
+
+
+def job_panel(profile_or_job: Any = None) -> JobPanel:
+    """The "The job" panel for a profile (its job is inferred) or a given job.
+
+    Parameters
+    ----------
+    profile_or_job : Profile, Cluster, perfkit.Job or None
+        What to show; None gives an empty panel (``set_profile`` fills it).
+
+    Returns
+    -------
+    JobPanel
+    """
+    panel = JobPanel()
+    if isinstance(profile_or_job, Job):
+        panel.set_job(profile_or_job)
+    elif profile_or_job is not None:
+        panel.set_profile(profile_or_job)
+    return panel
