@@ -4,10 +4,12 @@ Location: ``$PERFKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/perfkit`` (defau
 ``~/.cache/perfkit``). ``PERFKIT_CACHE=0`` (or ``off``/``false``/``no``) disables it, as does
 ``load(..., cache=False)``.
 
-**Key.** An entry is keyed by the source's format, its absolute path, its rank and, for
-every file it reads, the file's path, size, modification time, inode number and status-change
-time (``ctime``). ``touch -d`` and ``os.utime`` can put a modification time back, but not the
-ctime, and a file replaced through a rename has a new inode: an edited profile is re-parsed.
+**Key.** An entry is keyed by the source's format, its absolute path, its rank, the
+fingerprint of the parsing code (:func:`code_fingerprint`: a changed loader, after an
+upgrade or an edit, never serves tables an older loader made) and, for every file it reads,
+the file's path, size, modification time, inode number and status-change time (``ctime``).
+``touch -d`` and ``os.utime`` can put a modification time back, but not the ctime, and a
+file replaced through a rename has a new inode: an edited profile is re-parsed.
 
 **Entry.** One folder: one ``<table>.parquet`` per canonical table and ``meta.json``
 (``{"cache_version", "meta", "tables": {name: {"bytes", "rows"}}}``), written to a temporary
@@ -30,6 +32,7 @@ The cache is never placed inside the profile folder being read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -48,12 +51,36 @@ from .schema import TABLE_NAMES, conform
 
 __all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "entry_path", "read",
            "write", "read_entry", "write_entry", "check_entry", "remove_entry", "usable_for",
-           "clear", "sweep", "describe"]
+           "clear", "sweep", "describe", "code_fingerprint"]
 
 CACHE_VERSION = "2"
 """Bumped when the canonical tables or the entry layout change, so old entries are ignored."""
 
 _OFF = {"0", "off", "false", "no", "disable", "disabled"}
+
+_PARSING_CODE = ("io", "profile.py", "errors.py", "_values.py")
+"""What decides the tables an entry holds: the loaders, the canonical schema, their errors."""
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """Hash of the source of perfkit's parsing code (the loaders and the canonical tables).
+
+    Part of every entry key, so upgrading or editing a loader invalidates what it parsed,
+    even when :data:`CACHE_VERSION` was not bumped. Read once per process (~0.3 MB).
+    """
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for name in _PARSING_CODE:
+        target = root / name
+        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        for f in files:
+            try:
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+            except OSError:  # an installed tree without sources: the version alone decides
+                h.update(f.name.encode())
+    return h.hexdigest()[:16]
+
 
 Reparse = Callable[[], "tuple[ProfileMeta, dict[str, pd.DataFrame]]"]
 
@@ -88,13 +115,14 @@ def _resolved(path: Path) -> str:
 
 
 def entry_key(fmt: str, path: Path, files: list[Path], rank: int | None = None) -> str:
-    """Hash of format, path, rank and (name, size, mtime, inode, ctime) of each file read.
+    """Hash of format, path, rank, :func:`code_fingerprint` and (name, size, mtime, inode,
+    ctime) of each file read.
 
     A file that cannot be examined (permission denied, ...) enters the key as missing;
     parsing the rank then reports it.
     """
     h = hashlib.sha256()
-    h.update(f"{CACHE_VERSION}|{fmt}|{_resolved(path)}|{rank}".encode())
+    h.update(f"{CACHE_VERSION}|{code_fingerprint()}|{fmt}|{_resolved(path)}|{rank}".encode())
     for f in sorted(files):
         try:
             st = f.stat()

@@ -241,6 +241,15 @@ def test_key_includes_inode_and_ctime(tmp_path):
     assert cache.entry_key("kineto", tmp_path, [f]) != key
 
 
+def test_a_changed_loader_does_not_reuse_entries(tmp_path, monkeypatch):
+    # entries written by another version of the parsing code are never served
+    f = tmp_path / "a.csv"
+    f.write_text("x\n")
+    key = cache.entry_key("kineto", tmp_path, [f])
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "another-loader")
+    assert cache.entry_key("kineto", tmp_path, [f]) != key
+
+
 def _load_in_child(args):
     path, cache_dir = args
     os.environ["PERFKIT_CACHE_DIR"] = cache_dir
