@@ -19,6 +19,7 @@ from .errors import (
     InvalidArgumentError,
     ParallelConfigError,
     PerfkitError,
+    PerfkitWarning,
     ProfileError,
 )
 from .io.config import read_mindformers_config
@@ -60,6 +61,7 @@ __all__ = [
     "ParallelConfig",
     "ParallelConfigError",
     "PerfkitError",
+    "PerfkitWarning",
     "Profile",
     "ProfileError",
     "ProfileMeta",

@@ -497,7 +497,7 @@ class ModelSpec:
             warnings.warn(PerfkitWarning(
                 f"{source}: no seq_length given, so the model's maximum context "
                 f"({seq_length} tokens, from the config) is used as the training sequence "
-                "length; pass seq_length=<what the job trains with>"), stacklevel=2)
+                "length; pass seq_length=<what the job trains with>"), stacklevel=3)
         kwargs: dict[str, Any] = {
             "num_layers": pick("num_hidden_layers", "n_layer", "num_layers", required=True),
             "hidden_size": hidden,

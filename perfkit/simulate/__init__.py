@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..calc.memory import ActivationModel
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, PerfkitWarning
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from . import faults
 from ._engine import Settings, reserved_bytes, run
@@ -70,7 +70,7 @@ __all__ = [
 FRAMEWORKS = ("pytorch", "mindspore")
 
 
-class OutOfMemoryWarning(UserWarning):
+class OutOfMemoryWarning(PerfkitWarning):
     """A simulated job needs more device memory than the hardware has (``allow_oom=True``)."""
 
 
