@@ -39,6 +39,7 @@ _STYLE = _TABLE_STYLE + (
     ".pk-job-src{font-size:11px;padding:0 4px;border-radius:3px;color:#fff}"
     ".pk-job-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:6px;"
     "border-radius:4px;margin:4px 0}"
+    ".pk-job-line{font-size:13px;padding:4px 8px 4px 0}"
     "</style>")
 
 
@@ -96,8 +97,11 @@ class JobPanel(W.VBox):
     message : ipywidgets.HTML
         The last error (an invalid value, an unreadable config), else empty.
     summary, warnings, table : ipywidgets.HTML
-        One line describing the job, where it disagrees with its profile, and the
-        evidence table.
+        One line describing the job (with how many values come from each source), where it
+        disagrees with its profile (always shown), and the evidence table.
+    toggle : ipywidgets.ToggleButton
+        Unfolds :attr:`editor` (the fields, the config loader and the evidence table),
+        folded at first so that the tabs stay near the top of the page.
     """
 
     def __init__(self) -> None:
@@ -136,16 +140,32 @@ class JobPanel(W.VBox):
         self.table = W.HTML()
         details = W.Accordion(children=[self.table], titles=("Where each value comes from",))
         details.selected_index = None
-        super().__init__([
-            W.HTML(_STYLE + "<b>The job</b> — read from the profile; every view uses it. "
+        self.toggle = W.ToggleButton(value=False, description="Edit the job",
+                                     icon="pencil", tooltip="Show every field of the job, "
+                                     "edit it, or load a config",
+                                     layout=W.Layout(width="auto", min_width="130px"))
+        self.editor = W.VBox([
+            W.HTML(_STYLE + "<p class='pk-note'>Read from the profile; every view uses it. "
                             "Edit any value or load a config; an empty box gives the value "
-                            "back to the profile."),
-            self.summary, self.warnings, self.message,
+                            "back to the profile.</p>"),
             W.HBox([self.config_path, self.load_button, self.config_upload,
-                    self.reset_button]),
-            W.HBox(groups), details])
+                    self.reset_button], layout=W.Layout(flex_flow="row wrap")),
+            W.HBox(groups, layout=W.Layout(flex_flow="row wrap")), details],
+            layout=W.Layout(display="none"))
+        self.toggle.observe(self._on_toggle, names="value")
+        super().__init__([
+            W.HBox([self.summary, self.toggle], layout=W.Layout(align_items="center")),
+            self.warnings, self.message, self.editor])
         self.add_class("pk-job-panel")
         self._show()
+
+    def _on_toggle(self, change: dict[str, Any]) -> None:
+        self.editor.layout.display = "flex" if change["new"] else "none"
+        self.toggle.description = "Fold the job" if change["new"] else "Edit the job"
+
+    def unfold(self, show: bool = True) -> None:
+        """Show (or hide) every field of the job, the config loader and the evidence."""
+        self.toggle.value = bool(show)
 
     # ---- state ---------------------------------------------------------------------
     def observe_job(self, callback: Callable[[Job | None], None]) -> None:
@@ -257,11 +277,16 @@ class JobPanel(W.VBox):
         finally:
             self._quiet = False
         if job is None:
-            self.summary.value = _STYLE + "<p class='pk-note'>No job: open a profile.</p>"
+            self.summary.value = (_STYLE + "<div class='pk-job-line'><b>The job</b>: "
+                                  "<span class='pk-note'>none: open a profile.</span></div>")
             self.warnings.value = ""
             self.table.value = ""
             return
-        self.summary.value = _STYLE + f"<p>{html.escape(job.describe())}</p>"
+        counts = job.evidence["source"].value_counts()
+        sources = ", ".join(f"{html.escape(str(k))} {int(v)}" for k, v in counts.items())
+        self.summary.value = (_STYLE + "<div class='pk-job-line'><b>The job</b>: "
+                              f"{html.escape(job.describe())} "
+                              f"<span class='pk-note'>(values from: {sources})</span></div>")
         notes = [f"The job disagrees with its profile: {p}." for p in job.problems()]
         notes += [f"Not known: {m}." for m in job.missing()]
         self.warnings.value = (_STYLE + "".join(f"<div class='pk-job-warn'>"
@@ -274,7 +299,7 @@ class JobPanel(W.VBox):
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None
-        bundle["text/html"] = (_STYLE + "<b>The job</b>" + self.summary.value
+        bundle["text/html"] = (_STYLE + self.summary.value
                                + self.warnings.value + self.message.value + self.table.value)
         return bundle
 
