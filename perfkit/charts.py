@@ -18,7 +18,7 @@ import altair as alt
 import pandas as pd
 
 from .errors import InvalidArgumentError
-from .format import time_text
+from .format import BYTE_UNITS, bytes_unit, time_text
 from .tables import shorten
 
 __all__ = [
@@ -218,6 +218,7 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
         Up to this many (rank, step) bars, each step of a rank is drawn side by side in
         the rank's group; beyond it each rank shows the mean of each part over its steps
         (``step`` is then ``"mean of n"``), so that hundreds of ranks stay readable.
+        Beyond :data:`MAX_MARKS` bars and parts, only the slowest ranks are kept.
 
     Returns
     -------
@@ -245,6 +246,10 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
     long["share"] = (long["ms"] / total.where(total > 0)).astype(float)
     long["rank"] = long["rank"].astype(int)
     long["step"] = long["step"].astype(str)
+    if len(long) > MAX_MARKS:  # thousands of ranks: keep the slowest ones
+        per_rank = long.groupby("rank")["ms"].sum().sort_values(ascending=False)
+        keep = per_rank.index[: max(1, MAX_MARKS // max(1, len(parts)))]
+        long = long[long["rank"].isin(keep)]
     data = long.loc[:, ["rank", "step", "part", "order", "ms", "share"]].sort_values(
         ["rank", "step", "order"], kind="mergesort").reset_index(drop=True)
     labels = list(parts.values())
@@ -565,8 +570,9 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
         tips.append(alt.Tooltip("bound:N"))
     points = alt.Chart(data).mark_circle(opacity=0.7).encode(
         x=alt.X("intensity:Q", scale=alt.Scale(type="log"),
-                title="arithmetic intensity (FLOP / byte)"),
-        y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s"),
+                title="arithmetic intensity (FLOP / byte)", axis=alt.Axis(format=",~r")),
+        y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s",
+                axis=alt.Axis(format=",~r")),
         size=alt.Size("total_ms:Q", title="time (ms)"),
         color=alt.Color("kind:N", title="kind"),
         tooltip=tips,
@@ -775,7 +781,8 @@ def findings_table(frame: pd.DataFrame, n: int | None = 10) -> HTMLBlock:
 
 def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
                           title: str | None = None, width: int = 560,
-                          height: int = 240, select: bool = False) -> alt.Chart:
+                          height: int = 240, select: bool = False,
+                          unit: str | None = None) -> alt.Chart:
     """Memory over the profiled time, one line per series, zoomable along time.
 
     Parameters
@@ -785,7 +792,8 @@ def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
         line's name, e.g. from :func:`perfkit.widgets.memory_view.memory_series`, which
         groups components and aggregates ranks) or ``rank`` and ``component``
         (:func:`perfkit.analysis.memory_timeline`, one line per rank and component).
-        Rows where ``value`` is NA are left out.
+        Rows where ``value`` is NA are left out; beyond :data:`MAX_MARKS` rows every series
+        is thinned alike, each group of consecutive samples keeping its maximum.
     value : str
         Which column to draw: ``"reserved_bytes"``, ``"allocated_bytes"`` or
         ``"active_bytes"``.
@@ -796,11 +804,15 @@ def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
     select : bool
         Add the point selection :data:`SELECTION` on ``series``, bound to the legend too
         (click a line or a legend entry).
+    unit : {"B", "KiB", "MiB", "GiB", "TiB"}, optional
+        Unit of the y axis (default: the one that fits the largest value, so a device
+        profile reads in GiB and a CPU run in MiB).
 
     Returns
     -------
     altair.Chart
-        Lines with ``x = ms``, ``y = GiB`` and ``color = series`` (in the frame's order of
+        Lines with ``x = ms``, ``y = <unit>`` (a column named after the unit, e.g. ``GiB``)
+        and ``color = series`` (in the frame's order of
         series: put the largest first); the data has one row per input row with a known
         value.
     """
@@ -813,20 +825,31 @@ def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
         data = frame.dropna(subset=[value])
         names = ("rank " + data["rank"].astype("Int64").astype(str) + " "
                  + data["component"].astype(str))
+    if len(data) > MAX_MARKS:  # thin every series alike, keeping each bin's maximum
+        step = -(-len(data) // MAX_MARKS)
+        key = names.to_numpy()
+        pos = data.groupby(key, sort=False).cumcount().to_numpy() // step
+        data = data.assign(_k=key, _b=pos).groupby(["_k", "_b"], sort=False).agg(
+            ts_us=("ts_us", "first"), **{value: (value, "max")}).reset_index()
+        names = data["_k"].astype(str)
+    values = data[value].astype(float).to_numpy()
+    if unit is None:  # the binary unit of the largest value: GiB on a device, MiB on a CPU
+        unit = bytes_unit([float(values.max())] if len(values) else [])[0]
+    size = dict(BYTE_UNITS)[unit]
     data = pd.DataFrame({
         "series": names.to_numpy(),
         "ms": data["ts_us"].astype(float).to_numpy() / 1000.0,
-        "GiB": data[value].astype(float).to_numpy() / GIB})
+        unit: values / size})
     order = list(dict.fromkeys(data["series"]))
     what = value.removesuffix("_bytes")
     chart = alt.Chart(data).mark_line(interpolate="step-after", point=False).encode(
         x=alt.X("ms:Q", title="time since the profile's start (ms)"),
-        y=alt.Y("GiB:Q", title=f"{what} (GiB)"),
+        y=alt.Y(f"{unit}:Q", title=f"{what} ({unit})"),
         color=alt.Color("series:N", title=None, sort=order,
                         legend=alt.Legend(orient="right", labelLimit=0)),
         tooltip=[alt.Tooltip("series:N"),
                  alt.Tooltip("ms:Q", format=",.1f", title="time (ms)"),
-                 alt.Tooltip("GiB:Q", format=",.3f", title=f"{what} (GiB)")],
+                 alt.Tooltip(f"{unit}:Q", format=",.3f", title=f"{what} ({unit})")],
     ).properties(width=width, height=height)
     zoom = alt.selection_interval(bind="scales", encodings=["x"])
     chart = chart.add_params(zoom)
@@ -872,7 +895,8 @@ def slow_ranks_chart(frame: pd.DataFrame, title: str | None = None,
     altair.FacetChart
         Bars with ``x = rank`` (ordinal, in rank order), ``y = excess_pct``,
         ``color = slow``, faceted by ``metric`` (named in words: ``"free time (device
-        idle)"`` for ``free_us``) in ``check_order``; the data has one row per input row.
+        idle)"`` for ``free_us``) in ``check_order``; the data has one row per input row
+        (beyond :data:`MAX_MARKS` rows, the ranks furthest from their peers).
     """
     _require(frame, ("rank", "metric", "check_order", "excess_pct", "slow"),
              "slow_ranks_chart")
@@ -883,6 +907,12 @@ def slow_ranks_chart(frame: pd.DataFrame, title: str | None = None,
         "excess_pct": frame["excess_pct"].astype(float).to_numpy(),
         "slow": frame["slow"].fillna(False).astype(bool).map(
             {True: "slow", False: "normal"}).to_numpy()})
+    if len(data) > MAX_MARKS:  # thousands of ranks: keep those furthest from their peers
+        worst = data.assign(_a=data["excess_pct"].abs()).groupby("rank")["_a"].max()
+        per_metric = max(1, data["metric"].nunique())
+        keep = worst.sort_values(ascending=False).index[: max(1, MAX_MARKS // per_metric)]
+        mask = data["rank"].isin(keep).to_numpy()
+        data, frame = data[mask].reset_index(drop=True), frame[mask].reset_index(drop=True)
     tips = [alt.Tooltip("rank:O"), alt.Tooltip("metric:N")]
     if "phase" in frame.columns:
         data["phase"] = frame["phase"].astype(str).to_numpy()

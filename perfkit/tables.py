@@ -50,7 +50,7 @@ SPREAD_STATS = ("median", "min", "max")
 TABLE_CSS = (
     "<style>"
     ".pk-table{margin:4px 0 10px 0;max-width:100%;overflow-x:auto}"
-    ".pk-table table{border-collapse:collapse;font-size:12px}"
+    ".pk-table table{border-collapse:collapse;font-size:12px;line-height:1.35}"
     ".pk-table caption{text-align:left;font-weight:600;padding:6px 0 3px 0;"
     "white-space:normal}"
     ".pk-table th{text-align:right;padding:2px 8px;border-bottom:2px solid #bbb;"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-PROFILES = ("simulated/llama2-13b-baseline-dp16", "kineto-tiny-llama")
+PROFILES = ("simulated/llama2-13b-baseline-dp16", "ascend-real-pt-level1")
 TABS = ("Overview", "Operators", "Communication", "Memory", "Recompute", "Planner", "Advice")
 WAIT_MS = 180_000
 
