@@ -36,6 +36,7 @@ from ..job import Job
 from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
+           "throughput_figure", "mfu_figure",
            "step_split", "finding_tab", "headline", "headline_html", "split_bar_html"]
 
 #: The parts of the step split (columns of :func:`with_exposed_comm`), in stacking order,
@@ -156,7 +157,9 @@ class Headline:
     notes: list[str] = field(default_factory=list)
 
 
-def _throughput(job: Job | None, step_s: float) -> Figure:
+def throughput_figure(job: Job | None, step_s: float) -> Figure:
+    """Tokens per second per device (:func:`perfkit.tokens_per_second_per_device`), or why
+    not: it needs only the job's global batch, sequence length and devices, not its model."""
     name = "throughput"
     if job is None:
         return Figure(name, "–", "no job: open a profile")
@@ -174,7 +177,8 @@ def _throughput(job: Job | None, step_s: float) -> Figure:
                   f"[{job.source('global_batch_size')}]")
 
 
-def _mfu(job: Job | None) -> Figure:
+def mfu_figure(job: Job | None) -> Figure:
+    """The job's MFU (:func:`~perfkit.widgets.summary.job_summary`, guarded), or why not."""
     name = "MFU"
     if job is None:
         return Figure(name, "–", "no job: open a profile")
@@ -221,8 +225,8 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
             "step time", time_text(step_s * 1e6),
             f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's "
             f"step ({len(ranks)} rank{'s' if len(ranks) != 1 else ''} loaded)"))
-    out.figures.append(_throughput(job, step_s))
-    out.figures.append(_mfu(job))
+    out.figures.append(throughput_figure(job, step_s))
+    out.figures.append(mfu_figure(job))
     out.split = step_split(breakdown)
     chosen = list(findings or [])
     measured = [f for f in chosen if getattr(f, "measured", True)]
