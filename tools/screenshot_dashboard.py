@@ -34,7 +34,7 @@ TAB_READY = """() => {
   const tabs = [...document.querySelectorAll('.pk-tab')].filter(t => t.offsetParent !== null);
   if (tabs.length !== 1 || !tabs[0].classList.contains('pk-ready')) return false;
   const charts = [...tabs[0].querySelectorAll('.pk-chart')];
-  return charts.every(c => c.querySelector('.vega-embed svg, .vega-embed canvas'));
+  return charts.every(c => c.querySelector('svg.marks, canvas.marks'));
 }"""
 
 

@@ -70,7 +70,7 @@ def chart_widget(chart: alt.TopLevelMixin,
         With class :data:`CHART_CLASS`; its ``selections`` trait carries the selection.
     """
     enable_offline()
-    widget = alt.JupyterChart(chart, embed_options={"actions": False})
+    widget = alt.JupyterChart(chart, embed_options={"actions": False, "renderer": "svg"})
     widget.add_class(CHART_CLASS)
     if on_select is not None and SELECTION in widget.selections.trait_names():
         def changed(change: dict[str, Any]) -> None:
