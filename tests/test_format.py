@@ -155,3 +155,17 @@ def test_over_ranks_sums_several_rows_of_a_rank_and_works_without_keys() -> None
         [4.0, 3.0, 5.0]
     whole = over_ranks(frame, [], ["total_us"])
     assert len(whole) == 1 and whole["worst_rank"].iloc[0] == 1
+
+
+def test_format_and_tables_sit_above_every_layer() -> None:
+    # numbers for people are used by the CLI, the charts, the widgets and the notebooks:
+    # they import nothing of perfkit but each other and the errors
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "perfkit"
+    for name in ("format.py", "tables.py"):
+        tree = ast.parse((root / name).read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) and n.level}
+        assert imported <= {"errors", "format"}, (name, imported)

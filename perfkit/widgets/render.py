@@ -16,14 +16,17 @@ A static page (``perfkit report``, nbconvert) cannot run widgets: it keeps inlin
 from __future__ import annotations
 
 import html
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import altair as alt
 import ipywidgets as W
 
 from ..charts import SELECTION, chart_to_svg
+from ..io.cache import cache_enabled, cache_root
 
 __all__ = ["enable_offline", "chart_widget", "static_chart", "selected_values", "spinner_html",
            "close_widgets", "CHART_CLASS"]
@@ -34,14 +37,42 @@ CHART_CLASS = "pk-chart"
 _LOCK = threading.Lock()
 
 
+def _bundle_path() -> Path:
+    """Where the bundled JavaScript is kept between kernels (perfkit's cache folder), named
+    after the Altair and vl-convert versions that made it."""
+    import vl_convert
+
+    name = f"jupyterchart-altair{alt.__version__}-vlconvert{vl_convert.__version__}.js"
+    return cache_root() / "js" / name
+
+
 def enable_offline() -> None:
     """Make every ``altair.JupyterChart`` carry its JavaScript (no CDN); idempotent.
 
-    The first call bundles Vega with vl-convert (about a second); ``perfkit serve``'s
-    preheated kernel pays it before the first visitor.
+    Bundling Vega with vl-convert takes about a second; the bundle is kept in perfkit's
+    cache folder (``$PERFKIT_CACHE_DIR/js``, unless ``PERFKIT_CACHE=0``), so a new kernel
+    reads it instead. ``perfkit serve``'s preheated kernel pays this before the first
+    visitor.
     """
     with _LOCK:
-        alt.JupyterChart.enable_offline()
+        cls = alt.JupyterChart
+        if getattr(cls, "_is_offline", False):
+            return
+        path = _bundle_path() if cache_enabled() else None
+        if path is not None and path.is_file() and hasattr(cls, "_esm"):
+            cls._esm = path.read_text(encoding="utf-8")
+            cls._is_offline = True
+            return
+        cls.enable_offline()
+        if path is None or not isinstance(getattr(cls, "_esm", None), str):
+            return
+        try:  # written whole, then renamed: a reader never sees half a bundle
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(cls._esm, encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:  # a read-only cache folder: bundle again next time
+            pass
 
 
 def selected_values(selection: Any, field: str) -> list[Any]:
