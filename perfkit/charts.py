@@ -783,6 +783,17 @@ def _time_text(us: float) -> str:
     return f"{value:.{digits}f} {unit}"
 
 
+def _timeline_title(info: dict[str, Any]) -> str:
+    """``"Step 3 · rank 5 (slowest), rank 2 (fastest)"`` from a timeline's attrs."""
+    names = []
+    for r in info.get("ranks", []):
+        tag = ("slowest" if r == info.get("slowest_rank") else
+               "fastest" if r == info.get("fastest_rank") else "")
+        names.append(f"rank {'?' if r is None else r}" + (f" ({tag})" if tag else ""))
+    step = info.get("step")
+    return (f"Step {step} · " if step is not None else "") + ", ".join(names)
+
+
 def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 900,
                    row_height: int = 22, labels: bool = True, zoom: bool = True
                    ) -> alt.LayerChart:
@@ -796,7 +807,8 @@ def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 9
         ``kind``, ``start_us``, ``end_us``, ``dur_us``, ``n_events``, ``labelled``. Its
         ``attrs["timeline"]["step"]`` names the step on the x axis.
     title : str, optional
-        Chart title; default ``"Step N · ranks a, b"`` from the frame's attrs.
+        Chart title; default ``"Step N · rank a (slowest), rank b (fastest)"`` from the
+        frame's attrs.
     width : int
         Width of the plot in pixels.
     row_height : int
@@ -873,8 +885,7 @@ def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 9
                  tooltip=tooltip).transform_filter("datum.labelled")
         layers.append(text)
     if title is None and info:
-        ranks = ", ".join("?" if r is None else str(r) for r in info.get("ranks", []))
-        title = (f"Step {step} · " if step is not None else "") + f"rank(s) {ranks}"
+        title = _timeline_title(info)
     chart = alt.layer(*layers).properties(
         width=width, height=max(row_height * len(tracks), row_height))
     if title:

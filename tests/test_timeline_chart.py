@@ -41,6 +41,8 @@ def test_spec_has_one_rect_per_row_a_tooltip_and_x_zoom(frame):
     colors = rects["encoding"]["color"]["scale"]
     assert colors["range"] == [TIMELINE_COLORS[c] for c in colors["domain"]]
     assert spec["layer"][0]["encoding"]["x"]["title"] == "ms from the start of step 1"
+    # the sample's fault slows rank 2 down; rank 3 is the quickest of the others
+    assert spec["title"] == "Step 1 · rank 2 (slowest), rank 3 (fastest)"
 
 
 def test_tooltip_values_are_in_the_unit_that_fits(frame):
