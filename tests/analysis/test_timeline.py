@@ -348,3 +348,6 @@ def test_lazy_cluster_gives_the_eager_frame(dask_client):
     b = pk.analysis.timeline(lazy, lanes="categories")
     pd.testing.assert_frame_equal(a, b)
     assert a.attrs["timeline"]["ranks"] == b.attrs["timeline"]["ranks"]
+    from perfkit.export import chrome_trace
+
+    assert chrome_trace(lazy)["traceEvents"] == chrome_trace(eager)["traceEvents"]
