@@ -866,7 +866,11 @@ def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 9
                alt.Tooltip("duration:N", title="duration"),
                alt.Tooltip("events:Q", title="events", format="d"),
                alt.Tooltip("span:N", title="span (block)")]
-    rects = base.mark_rect(clip=True, stroke="white", strokeWidth=0.3).encode(
+    px = "(scale('x', datum.end_ms) - scale('x', datum.start_ms))"  # rect width in pixels
+    # a thin white edge separates neighbours once they are wide enough to show one; on a
+    # sub-pixel rect it would paint the event white
+    rects = base.mark_rect(clip=True, stroke="white",
+                           strokeWidth=alt.ExprRef(f"{px} >= 4 ? 0.5 : 0")).encode(
         x=x, x2="end_ms:Q", y=y,
         color=alt.Color("category:N", title=None,
                         scale=alt.Scale(domain=cats, range=colors),
@@ -876,7 +880,6 @@ def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 9
         rects = rects.add_params(alt.selection_interval(bind="scales", encodings=["x"]))
     layers: list[Any] = [rects]
     if labels and bool(data["labelled"].any()):
-        px = "(scale('x', datum.end_ms) - scale('x', datum.start_ms))"
         text = base.mark_text(
             clip=True, align="left", baseline="middle", dx=3, fontSize=10, color="white",
             limit=alt.ExprRef(f"max(0, {px} - 6)"),

@@ -347,13 +347,13 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
             chosen = [slowest] if slowest == fastest else [slowest, fastest]
             reasons.append(f"ranks: the slowest ({slowest}) and the fastest ({fastest}) by "
                            "median step time" if slowest != fastest else
+                           f"rank {slowest}: the only rank" if len(have) == 1 else
                            f"rank {slowest}: all ranks have the same median step time")
         else:
             chosen = have[:1]
             reasons.append(f"rank {chosen[0]}: the first (no step times to rank them)")
     else:
         chosen = [have[0]] if single else wanted
-    steps_known = sorted({int(s) for s in known["step"]}) if len(known) else []
     if step is None:
         if len(known):
             pace = slowest if slowest is not None and wanted is None else chosen[0]
@@ -380,9 +380,20 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         tables = _rank_tables(profile, r)
         win = _rank_window(tables, step)
         if win is None:
-            avail = steps_known or _steps_with_events(tables)
+            with_events = _steps_with_events(tables)
+            if wanted is None and r != chosen[0]:  # a default rank: leave it out, say so
+                reasons.append(f"rank {r} left out: it has no timed event in step {step}")
+                continue
+            if not with_events and not len(_timed(tables["kernels"])) \
+                    and not len(_timed(tables["ops"])):
+                where = getattr(profile.meta, "path", "") or "the profile"
+                raise TimelineError(
+                    "profile", f"{where}: rank {r} has no device task or host operator "
+                    f"with a time (a {profile.meta.source_format} profile may hold summaries "
+                    "only); a timeline needs the ranks' own profiler output", r)
             raise TimelineError("step", f"rank {r} has no timed event in step {step} "
-                                f"(steps with data: {avail or 'none'})", step)
+                                f"(steps with events on rank {r}: {with_events or 'none'})",
+                                step)
         starts[r], ends[r], sources[r] = win
         if len(known):
             hit = known[(known["step"] == step).fillna(False).to_numpy(bool)]
@@ -391,6 +402,7 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
             step_us[r] = float(hit["step_us"].iloc[0]) if len(hit) else math.nan
         else:
             step_us[r] = math.nan
+    chosen = [r for r in chosen if r in starts]
     first = min(starts.values())
     origin = {r: (first if align == "common" else starts[r]) for r in chosen}
     return TimelineWindow(step=step, ranks=tuple(chosen), start_us=starts, end_us=ends,

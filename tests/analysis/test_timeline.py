@@ -327,7 +327,7 @@ def test_one_profile_of_one_rank(tmp_path):
 def test_bad_arguments_are_explained(slow):
     with pytest.raises(TimelineError, match=r"rank\(s\) \[7\] are not in this profile"):
         pk.analysis.timeline(slow, ranks=[7])
-    with pytest.raises(TimelineError, match=r"no timed event in step 9 .*\[1, 2\]"):
+    with pytest.raises(TimelineError, match=r"no timed event in step 9 .*: \[1, 2\]"):
         pk.analysis.timeline(slow, step=9)
     with pytest.raises(TimelineError, match="lanes"):
         pk.analysis.timeline(slow, lanes="threads")
@@ -337,6 +337,32 @@ def test_bad_arguments_are_explained(slow):
         pk.analysis.timeline(slow, ranks="0")
     with pytest.raises(pk.PerfkitError):
         pk.analysis.timeline(slow, step=1.5)
+
+
+def test_a_profile_of_summaries_only_is_refused_with_the_reason():
+    p = pk.load(ROOT / "tests" / "data" / "cluster_output", cache=False, progress=False)
+    with pytest.raises(TimelineError, match="no device task or host operator with a time"):
+        pk.analysis.timeline(p)
+
+
+def test_a_default_rank_without_the_step_is_left_out_with_a_note():
+    from perfkit.profile import Cluster, Profile, ProfileMeta
+
+    def rank(r: int, rows: list[tuple[int, float, float]]) -> Profile:
+        k = pd.DataFrame(rows, columns=["step", "start_us", "dur_us"]).assign(
+            name="k", category="compute", stream=1)
+        return Profile(ProfileMeta(source_format="test", rank=r, origin_ns=0), {"kernels": k})
+
+    # rank 0: steps of 100 and 200 µs (median 150: both as near, the earlier wins);
+    # rank 1: faster, but only step 5 was recorded
+    c = Cluster([rank(0, [(1, 0.0, 100.0), (2, 200.0, 200.0)]), rank(1, [(5, 0.0, 50.0)])],
+                ProfileMeta(source_format="cluster", origin_ns=0))
+    f = pk.analysis.timeline(c)
+    assert f.attrs["timeline"]["step"] == 1 and f.attrs["timeline"]["ranks"] == [0]
+    assert "rank 1 left out: it has no timed event in step 1" in f.attrs["notes"][0]
+    assert f["dur_us"].tolist() == [100.0]
+    with pytest.raises(TimelineError, match=r"steps with events on rank 1: \[5\]"):
+        pk.analysis.timeline(c, ranks=[0, 1])
 
 
 # --------------------------------------------------------------------------- lazy
