@@ -481,7 +481,9 @@ def window_events(profile: Any, window: TimelineWindow, host: bool | str = "auto
                 "end_us": (dev["start_us"] + dev["dur_us"]).to_numpy(float),
                 "dur_us": dev["dur_us"].to_numpy(float)}))
         if host is True or (host == "auto" and not len(dev)):
-            ops = _timed(tables["ops"])
+            # an operator's ancestors contain it, so they overlap the window too: the
+            # nesting depth can be computed among the overlapping operators alone
+            ops = _overlapping(_timed(tables["ops"]), ws, we)
             ops = ops.assign(_end=ops["start_us"] + ops["dur_us"])
             thread = _col(ops, "thread", "Int64")
             ops = ops.assign(_thread=thread.fillna(-1).to_numpy())
@@ -490,11 +492,10 @@ def window_events(profile: Any, window: TimelineWindow, host: bool | str = "auto
             depth = np.zeros(len(ops), dtype=np.int64)
             th = ops["_thread"].to_numpy()
             st, en = ops["start_us"].to_numpy(float), ops["_end"].to_numpy(float)
-            for t in np.unique(th):  # nesting over the whole thread, then cut the window
+            for t in np.unique(th):
                 sel = th == t
                 depth[sel] = _depths(st[sel], en[sel])
-            ops = ops.assign(_depth=depth)
-            ops = _overlapping(ops, ws, we)
+            ops = ops.assign(_depth=depth).reset_index(drop=True)
             if len(ops):
                 name = _col(ops, "name")
                 comm = name.str.contains(HOST_COMM_PATTERN, regex=True).fillna(False)
@@ -888,7 +889,7 @@ def _layout(events: pd.DataFrame, window: TimelineWindow, lanes: str, n_labels: 
         part = pd.DataFrame({
             "rank": pd.array([r if r is not None else pd.NA] * len(ev), dtype="Int64"),
             "lane": names, "_key": keys, "name": ev["name"].to_numpy(object),
-            "label": [short_label(n, t) for n, t in zip(ev["name"], ev["type"], strict=True)],
+            "label": _labels_of(ev),
             "category": ev["category"].to_numpy(object), "kind": "event",
             "start_us": s, "end_us": e, "dur_us": e - s, "n_events": 1,
             "clipped": (ev["start_us"].to_numpy(float) < ws) | (ev["end_us"].to_numpy(float) > we),
@@ -948,6 +949,14 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
         if c not in frame.columns:
             frame[c] = pd.Series(dtype=TIMELINE_COLUMNS[c])
     return frame[list(TIMELINE_COLUMNS)].astype(TIMELINE_COLUMNS)
+
+
+def _labels_of(ev: pd.DataFrame) -> np.ndarray:
+    """:func:`short_label` of every event, computed once per distinct (name, type)."""
+    pairs = ev[["name", "type"]].astype(object).where(ev[["name", "type"]].notna(), None)
+    key = list(zip(pairs["name"], pairs["type"], strict=True))
+    done = {k: short_label(k[0], k[1]) for k in dict.fromkeys(key)}
+    return np.array([done[k] for k in key], dtype=object)
 
 
 def _labels(part: pd.DataFrame, n: int) -> np.ndarray:
