@@ -58,9 +58,9 @@ DEFAULT_MAX_EVENTS = 5000
 
 Measured in headless Chromium (``benchmarks/bench_timeline_render.py``) on the chart of
 :func:`perfkit.charts.timeline_chart`: at 5,000 rects one wheel-zoom step re-renders in
-about 30 ms with the canvas renderer and 85 ms with the SVG renderer (both within the
-100 ms a response feels immediate), against 60 ms and 250 ms at 20,000; first paint stays
-under 0.35 s. 5,000 is also the ceiling the dashboard sets for any chart.
+about 25 ms with the canvas renderer and 85-100 ms with the SVG renderer (about the 100 ms
+within which a response feels immediate), against 85 ms and 250 ms at 20,000; first paint
+stays under half a second. 5,000 is also the ceiling the dashboard sets for any chart.
 """
 
 DEFAULT_LABELS = 5
