@@ -5,8 +5,9 @@
 -> :class:`Job`), the calculators of :mod:`perfkit.calc`, the
 planner :mod:`perfkit.plan`, the profile loader (:func:`load` -> :class:`Profile` /
 :class:`Cluster`), the simulator (:func:`simulate` and its faults), the IR / log / config
-readers, the analyses of :mod:`perfkit.analysis`, the bundled samples (:func:`samples`;
-``load("sample:NAME")``) and the error types.
+readers, the analyses of :mod:`perfkit.analysis`, the Chrome-trace export of one step
+(:func:`export_trace`), the bundled samples (:func:`samples`; ``load("sample:NAME")``) and
+the error types.
 """
 
 from . import analysis, calc, plan
@@ -22,6 +23,7 @@ from .errors import (
     PerfkitWarning,
     ProfileError,
 )
+from .export import export_trace
 from .io.config import read_mindformers_config
 from .io.detect import load
 from .io.ir import IRGraph, load_ir
@@ -72,6 +74,7 @@ __all__ = [
     "advise",
     "analysis",
     "calc",
+    "export_trace",
     "infer_job",
     "load",
     "load_ir",

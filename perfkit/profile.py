@@ -257,8 +257,11 @@ class Cluster(_Tables):
                 f"failed={sorted(map(str, self.failed))})")
 
 
-_TIMESTAMP_COLS = {"start_us", "ts_us", "alloc_us", "release_us"}
-"""Columns holding instants (shifted when ranks are aligned); the rest are durations."""
+_TIMESTAMP_COLS = {"start_us", "ts_us", "alloc_us", "release_us", "step_start_us"}
+"""Columns holding instants (shifted when ranks are aligned); the rest are durations.
+
+``step_start_us`` is an optional ``steps`` column (Kineto's ``ProfilerStep`` start, the
+MindSpore CPU reader's step start): an instant like the others, so it moves with them."""
 
 
 LINK_COLUMNS = ("group", "rank", "src_local", "dst_local")
@@ -338,7 +341,9 @@ def shift_times(frame: pd.DataFrame, table: str, shift_us: float) -> pd.DataFram
     ``origin_ns`` minus the cluster's, in microseconds. Returns ``frame`` itself when there
     is nothing to shift, else a copy.
     """
-    time_cols = [c for c in TABLES[table] if c.endswith("_us") and c in _TIMESTAMP_COLS]
+    time_cols = [c for c in (*TABLES[table], *frame.columns)
+                 if c.endswith("_us") and c in _TIMESTAMP_COLS]
+    time_cols = [c for c in dict.fromkeys(time_cols) if c in frame.columns]
     if shift_us and time_cols and len(frame):
         frame = frame.copy()
         for c in time_cols:

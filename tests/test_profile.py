@@ -78,6 +78,18 @@ def test_cluster_aligns_ranks_on_earliest_origin():
     assert len(c) == 2 and [p.rank for p in c] == [0, 1]
 
 
+def test_cluster_shifts_the_step_start_column_like_every_instant():
+    """``steps.step_start_us`` (Kineto's ProfilerStep start) is an instant: it moves."""
+    steps = {"steps": pd.DataFrame({"step": [1], "computing_us": [1.0],
+                                    "step_start_us": [10.0], "total_us": [20.0]})}
+    a = Profile(_meta(0, 1_000_000), steps)
+    b = Profile(_meta(1, 1_003_000), steps)
+    c = Cluster([a, b], ProfileMeta(source_format="cluster", origin_ns=1_000_000))
+    s = c.steps
+    assert s["step_start_us"].tolist() == [10.0, 13.0]  # rank 1's clock starts 3 µs later
+    assert s["total_us"].tolist() == [20.0, 20.0]  # a duration stays
+
+
 def test_meta_round_trip():
     m = ProfileMeta(source_format="x", rank=1, groups={"g": {"global_ranks": [0, 1]}},
                     notes=["n"], extra={"k": 1})

@@ -27,6 +27,7 @@ from .operators import (
 from .rank_summary import rank_comm_summary, rank_step_breakdown, rank_step_summary
 from .recompute import RecomputeCheck, match_pattern, recompute_check
 from .steps import derive_steps, measured_step_s, step_breakdown
+from .timeline import timeline, timeline_window, window_events
 
 __all__ = [
     "RecomputeCheck", "match_pattern", "recompute_check",
@@ -48,4 +49,6 @@ __all__ = [
     "memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
     # per-rank summaries of a cluster
     "rank_step_breakdown", "rank_step_summary", "rank_comm_summary",
+    # timeline of one step
+    "timeline", "timeline_window", "window_events",
 ]
