@@ -76,6 +76,10 @@ def _charts(name: str) -> dict[str, alt.TopLevelMixin]:
         if value:
             out["memory_timeline (series)"] = C.memory_timeline_chart(
                 memory_series(timeline, value), value=value)
+    frame = A.timeline(prof)
+    if not frame.empty:
+        out["timeline"] = C.timeline_chart(frame)
+        out["timeline (categories)"] = C.timeline_chart(A.timeline(prof, lanes="categories"))
     ranks = A.slow_ranks(prof)
     if not ranks.empty:
         out["slow_ranks"] = C.slow_ranks_chart(ranks, select=True)

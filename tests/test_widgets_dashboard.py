@@ -76,9 +76,9 @@ def test_opens_the_default_sample_with_its_ranks_and_a_chart(board) -> None:
     assert all(board.panels[t].stale for t in TAB_TITLES if t != "Overview")
 
 
-def test_the_tabs_are_the_seven_of_the_cycle(board) -> None:
-    assert TAB_TITLES == ("Overview", "Operators", "Communication", "Memory", "Recompute",
-                          "Planner", "Advice")
+def test_the_tabs_follow_the_cycle(board) -> None:
+    assert TAB_TITLES == ("Overview", "Timeline", "Operators", "Communication", "Memory",
+                          "Recompute", "Planner", "Advice")
     assert tuple(board.tabs.titles) == TAB_TITLES
 
 

@@ -41,6 +41,9 @@ def _click(chart, **point) -> None:
     chart._vl_selections = {SELECTION: {"value": value, "store": []}}
 
 
+DEFAULT = "simulated/llama2-13b-baseline-dp16"
+
+
 @pytest.fixture(scope="module")
 def board():
     return dashboard()
@@ -106,6 +109,7 @@ def test_top_findings_name_their_cost_and_open_their_tab(board) -> None:
         assert TAB_TITLES[board.tabs.selected_index] == tab
         assert not board.panels[tab].stale
     assert finding_tab("memory") == "Memory" and finding_tab("cluster") == "Communication"
+    assert finding_tab("host", TAB_TITLES) == "Timeline"  # the step drawn in time
     board.select("Overview")
 
 
@@ -284,3 +288,51 @@ def test_every_tab_writes_numbers_for_people(name: str) -> None:
         for chart in panel.charts:  # the charts' axis formats never fall back to 1e-7
             spec = str(chart.chart.to_dict())
             assert "'format': 'e'" not in spec
+
+
+# ----------------------------------------------------------------------------- timeline
+
+def _rows(chart) -> list[dict]:
+    """The rows a chart ships to the browser (its top-level data set)."""
+    spec = chart.chart.to_dict()
+    return spec["datasets"][spec["data"]["name"]]
+
+
+def test_the_timeline_draws_the_chosen_step_and_ranks_and_exports_them(board) -> None:
+    import gzip
+    import json
+
+    panel = board.select("Timeline")
+    (chart,) = panel.charts
+    assert chart.embed_options["renderer"] == "canvas"  # thousands of rects zoom smoothly
+    frame = pk.analysis.timeline(board.profile)
+    assert len(_rows(chart)) == len(frame)  # one rect per row of the analysis
+    assert "median-duration step of the slowest rank" in _html(panel)
+    # two ranks picked in the rank list: their lanes only
+    panel.ranks.value = (0, 3)
+    (chart,) = panel.charts
+    ranks = {int(re.match(r"rank (\d+)", r["track"]).group(1)) for r in _rows(chart)}
+    assert ranks == {0, 3}
+    path = panel.export_trace()
+    assert path is not None and path.is_file() and path.name.endswith(".json.gz")
+    assert not path.resolve().is_relative_to(bundled_profile(DEFAULT).resolve())
+    trace = json.loads(gzip.decompress(path.read_bytes()))
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    assert {e["pid"] for e in events} == {0, 3}
+    # every kernel of step 1 of rank 0 is in the file (the export is not capped)
+    window = trace["otherData"]
+    kernels = board.profile[0].kernels
+    assert window["step"] == 1
+    assert sum(e["pid"] == 0 and e.get("cat") != "host" for e in events) >= \
+        int((kernels["step"] == 1).sum())
+    assert "Download it" in panel.exported.value and str(path) in panel.exported.value
+    panel.ranks.value = ()
+    assert len(panel.charts) == 1
+
+
+def test_the_timeline_of_a_cpu_run_draws_host_lanes() -> None:
+    board = dashboard("kineto-tiny-llama")
+    panel = board.select("Timeline")
+    assert panel.charts and "pk-error" not in panel.message.value
+    tracks = {r["track"] for r in _rows(panel.charts[0])}
+    assert any("host thread" in t for t in tracks)  # no device task on a CPU run

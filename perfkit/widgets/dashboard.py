@@ -14,7 +14,8 @@
   default, and a figure that cannot be right carries the guard's warning
   (:mod:`perfkit.guards`). Opening another profile starts a new job: nothing of the
   previous profile survives;
-* the tabs **Overview, Operators, Communication, Memory, Recompute, Planner, Advice**
+* the tabs **Overview, Timeline, Operators, Communication, Memory, Recompute, Planner,
+  Advice**
   (:mod:`perfkit.widgets.tabs`), each drawn from :mod:`perfkit.analysis`,
   :mod:`perfkit.plan`, :func:`perfkit.advise` and the chart builders of
   :mod:`perfkit.charts`, rendered in the browser offline (:mod:`perfkit.widgets.render`);
@@ -53,8 +54,8 @@ __all__ = ["TAB_TITLES", "JOB_TABS", "DEFAULT_PROFILE", "Dashboard", "dashboard"
 
 #: The tabs, in the order of the tuning cycle (a new tab: a class in
 #: :data:`perfkit.widgets.tabs.TAB_CLASSES` and its title here).
-TAB_TITLES = ("Overview", "Operators", "Communication", "Memory", "Recompute", "Planner",
-              "Advice")
+TAB_TITLES = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute",
+              "Planner", "Advice")
 #: Tabs whose figures depend on the job (redrawn when it changes).
 JOB_TABS = ("Overview", "Memory", "Recompute", "Planner", "Advice")
 #: The bundled sample opened when no profile is given.

@@ -26,6 +26,7 @@ import altair as alt
 import ipywidgets as W
 
 from ..charts import SELECTION, chart_to_svg
+from ..errors import InvalidArgumentError
 from ..io.cache import cache_enabled, cache_root
 
 __all__ = ["enable_offline", "chart_widget", "static_chart", "selected_values", "spinner_html",
@@ -82,8 +83,8 @@ def selected_values(selection: Any, field: str) -> list[Any]:
 
 
 def chart_widget(chart: alt.TopLevelMixin,
-                 on_select: Callable[[list[dict[str, Any]]], None] | None = None
-                 ) -> alt.JupyterChart:
+                 on_select: Callable[[list[dict[str, Any]]], None] | None = None,
+                 renderer: str = "svg") -> alt.JupyterChart:
     """An interactive, offline chart widget.
 
     Parameters
@@ -94,6 +95,10 @@ def chart_widget(chart: alt.TopLevelMixin,
         Called with the selected points (a list of dicts such as ``[{"rank": 3}]``, empty
         when the selection is cleared) each time the selection :data:`perfkit.charts.
         SELECTION` changes in the browser.
+    renderer : {"svg", "canvas"}
+        Vega's renderer: SVG (marks are elements of the page, crisp when printed) or
+        canvas (faster to zoom through thousands of marks: the timeline, see
+        docs/timeline.md).
 
     Returns
     -------
@@ -101,7 +106,9 @@ def chart_widget(chart: alt.TopLevelMixin,
         With class :data:`CHART_CLASS`; its ``selections`` trait carries the selection.
     """
     enable_offline()
-    widget = alt.JupyterChart(chart, embed_options={"actions": False, "renderer": "svg"})
+    if renderer not in ("svg", "canvas"):
+        raise InvalidArgumentError("renderer", "must be 'svg' or 'canvas'", renderer)
+    widget = alt.JupyterChart(chart, embed_options={"actions": False, "renderer": renderer})
     widget.add_class(CHART_CLASS)
     if on_select is not None and SELECTION in widget.selections.trait_names():
         def changed(change: dict[str, Any]) -> None:

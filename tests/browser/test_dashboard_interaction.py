@@ -84,6 +84,34 @@ def test_an_evidence_button_opens_its_tab(ui) -> None:
     ui.page.wait_for_selector("text=Recompute seen in the profile", timeout=WAIT_MS)
 
 
+def test_the_timeline_zooms_shows_tooltips_and_exports(ui) -> None:
+    page = ui.page
+    ui.show_tab("Timeline")
+    canvas = ui.tab().locator(".pk-chart canvas.marks").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    assert box["width"] > 600
+    before = canvas.screenshot()
+    # hover the first lane (a dense row of kernels of the slowest rank): a tooltip
+    x, y = box["x"] + box["width"] * 0.45, box["y"] + 38
+    page.mouse.move(x, y)
+    page.mouse.move(x + 2, y)
+    tip = page.locator("#vg-tooltip-element.visible")
+    tip.wait_for(timeout=WAIT_MS)
+    assert "duration" in tip.inner_text()
+    for _ in range(5):  # zoom in on x with the wheel
+        page.mouse.wheel(0, -240)
+    page.mouse.move(box["x"] + 5, box["y"] + box["height"] + 60)  # the tooltip away
+    page.wait_for_timeout(500)
+    assert canvas.screenshot() != before
+    ui.tab().locator("button", has_text="Export for Perfetto").click()
+    ui.wait_text("Open it in Perfetto UI")
+    link = ui.tab().locator("a", has_text="Download it")
+    assert link.get_attribute("download").endswith(".json.gz")
+    assert link.get_attribute("href").startswith("data:application/gzip;base64,")
+    assert page.errors == [] and page.external == []
+
+
 def test_the_job_panel_is_one_line_that_unfolds_to_edit(ui) -> None:
     page = ui.page
     ui.show_tab("Overview")
