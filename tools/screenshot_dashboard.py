@@ -1,10 +1,11 @@
 """Screenshots of every tab of the dashboard on two bundled profiles (docs/img/).
 
-Starts ``perfkit serve`` (no preheat), opens it in headless Chromium at 1280 × 900 (Debian's
-``/usr/bin/chromium`` through Playwright; every request that leaves the machine is aborted
-and makes the script fail), and for each profile and tab waits until the tab is drawn
-(its charts rendered by Vega in the page) and saves ``docs/img/<profile>-<tab>.png``. The
-README shows ``docs/img/dashboard.png``, a copy of the first profile's Overview.
+Starts ``perfkit serve`` on this checkout's ``notebooks/dashboard.ipynb`` (no preheat),
+opens it in headless Chromium at 1280 × 900 (Debian's ``/usr/bin/chromium`` through
+Playwright; every request that leaves the machine is aborted and makes the script fail),
+and for each profile and tab waits until the tab is drawn (its charts rendered by Vega in
+the page) and saves ``docs/img/<profile>-<tab>.png``. The README shows
+``docs/img/dashboard.png``, a copy of the first profile's Overview.
 
 Usage::
 
@@ -25,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROFILES = ("simulated/llama2-13b-baseline-dp16", "ascend-real-pt-level1")
-TABS = ("Overview", "Operators", "Communication", "Memory", "Recompute", "Planner", "Advice")
+TABS = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute", "Planner",
+        "Advice")
 WAIT_MS = 180_000
 
 #: True once the visible tab is drawn: the tab carries pk-ready and every chart in it has
@@ -47,8 +49,11 @@ def _serve() -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "PERFKIT_PROFILE"}
-    proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "serve", "--port", str(port),
-                             "--no-browser", "--no-preheat"], env=env,
+    # the checkout's dashboard notebook (an editable install may point elsewhere)
+    code = ("from perfkit.cli import serve; "
+            f"serve(notebook={str(ROOT / 'notebooks' / 'dashboard.ipynb')!r}, port={port}, "
+            "open_browser=False, preheat=False)")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while True:
         try:

@@ -332,6 +332,7 @@ class OverviewTab(JobTab):
 
 # --------------------------------------------------------------------------------- Timeline
 
+_MEDIAN_STEP = "representative (median step of the slowest rank)"
 #: Most ranks the Timeline draws at once (one or a few, as swimlanes).
 TIMELINE_MAX_RANKS = 4
 #: Largest trace offered as a download link in the page (bigger ones: open the path).
@@ -348,15 +349,17 @@ class TimelineTab(Tab):
 
     def __init__(self, ctx: Context) -> None:
         wide = {"description_width": "initial"}
-        self.step = W.Dropdown(options=[("representative (median step of the slowest rank)",
-                                         None)], value=None, description="step",
-                               style=wide, layout=W.Layout(width="380px"))
+        self.step = W.Dropdown(options=[(_MEDIAN_STEP, ALL_RANKS)], value=ALL_RANKS,
+                               description="step", style=wide,
+                               layout=W.Layout(width="400px"))
         self.ranks = W.SelectMultiple(options=[], rows=3, description="ranks",
                                       style=wide, layout=W.Layout(width="200px"))
         self.lanes = W.ToggleButtons(options=[("streams", "streams"),
                                               ("computing / communication / free",
                                                "categories")],
-                                     value="streams", description="lanes", style=wide)
+                                     value="streams", description="lanes",
+                                     style={"description_width": "initial",
+                                            "button_width": "auto"})
         self.export = W.Button(description="Export for Perfetto", icon="download",
                                tooltip="Write this step of these ranks as a Chrome trace "
                                        "(every event) that Perfetto UI and chrome://tracing "
@@ -377,9 +380,8 @@ class TimelineTab(Tab):
             steps = A.step_breakdown(profile) if profile is not None else pd.DataFrame()
             ids = sorted({int(s) for s in steps.get("step", pd.Series(dtype="Int64"))
                           .dropna()})
-            self.step.options = [("representative (median step of the slowest rank)",
-                                  None)] + [(f"step {i}", i) for i in ids]
-            self.step.value = None
+            self.step.options = [(_MEDIAN_STEP, ALL_RANKS)] + [(f"step {i}", i) for i in ids]
+            self.step.value = ALL_RANKS
             self.ranks.options = [(f"rank {r}", r) for r in _ranks_of(profile)]
             self.ranks.value = ()
         finally:
@@ -390,15 +392,22 @@ class TimelineTab(Tab):
         if not self._quiet:
             self.refresh()
 
+    def _chosen_step(self) -> int | None:
+        return None if self.step.value == ALL_RANKS else int(self.step.value)
+
     def _chosen_ranks(self) -> list[int] | None:
         picked = list(self.ranks.value)
         return picked[:TIMELINE_MAX_RANKS] if picked else None
 
     def build(self, profile: Any) -> list[W.Widget]:
         ranks = self._chosen_ranks()
-        frame = A.timeline(profile, step=self.step.value, ranks=ranks,
+        frame = A.timeline(profile, step=self._chosen_step(), ranks=ranks,
                            lanes=self.lanes.value)
         notes = list(frame.attrs.get("notes", []))
+        if not self.ranks.value:
+            notes.append("Pick ranks in the list (Ctrl- or Shift-click for several, at most "
+                         f"{TIMELINE_MAX_RANKS}); with none picked, the slowest and the "
+                         "fastest are drawn.")
         if len(self.ranks.value) > TIMELINE_MAX_RANKS:
             notes.append(f"{len(self.ranks.value)} ranks were picked; the first "
                          f"{TIMELINE_MAX_RANKS} are drawn (a few ranks stay readable).")
@@ -430,7 +439,7 @@ class TimelineTab(Tab):
             if self._folder is None or not self._folder.is_dir():
                 self._folder = Path(tempfile.mkdtemp(prefix="perfkit-trace-"))
                 weakref.finalize(self, shutil.rmtree, self._folder, True)
-            step = self.step.value
+            step = self._chosen_step()
             ranks = self._chosen_ranks()
             name = (f"perfkit-trace-step{step if step is not None else 'median'}-ranks"
                     f"{'-'.join(map(str, ranks)) if ranks else 'slowest-fastest'}.json.gz")
