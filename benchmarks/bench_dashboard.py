@@ -37,7 +37,8 @@ from pathlib import Path
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SELECTOR = ".pk-dashboard .pk-chart svg.marks"
-TABS = ("Operators", "Communication", "Memory", "Recompute", "Planner", "Advice", "Overview")
+TABS = ("Timeline", "Operators", "Communication", "Memory", "Recompute", "Planner", "Advice",
+        "Overview")
 #: True once the visible tab is drawn (see tests/browser/conftest.py).
 TAB_READY = """() => {
   const tabs = [...document.querySelectorAll('.pk-tab')].filter(t => t.offsetParent !== null);
