@@ -58,14 +58,16 @@ _US3 = re.compile(r"\d\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
 
 
 def _seen_text(out: Any) -> str:
-    """The text of an output as a reader sees it: HTML without tags and styles, or the
-    plain text when there is no HTML; charts (SVG) and widget views are not text."""
+    """The text of an output as a reader sees it: HTML without tags, styles and charts (the
+    static snapshot of a widget included: ``perfkit report`` shows it), or the plain text
+    when there is neither HTML nor a widget."""
     data = out.get("data", {}) if out.output_type != "stream" else {}
     if out.output_type == "stream":
         return out.get("text", "")
-    if "application/vnd.jupyter.widget-view+json" in data or "image/svg+xml" in data:
-        return ""
     markup = data.get("text/html")
+    if not markup and ("application/vnd.jupyter.widget-view+json" in data
+                       or "image/svg+xml" in data):
+        return ""
     if markup:
         markup = re.sub(r"<style.*?</style>|<svg.*?</svg>", " ", markup, flags=re.S)
         return re.sub(r"<[^>]+>", " ", markup)

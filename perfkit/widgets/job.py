@@ -23,6 +23,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import PerfkitError
+from ..format import bytes_text, time_text
 from ..job import MODEL_FIELDS, PARALLEL_FIELDS, RUN_FIELDS, Job, infer_job
 from .metrics import _TABLE_STYLE
 
@@ -63,7 +64,7 @@ def evidence_html(job: Job) -> str:
     """
     rows = "".join(
         f"<tr><td>{html.escape(str(r.field))}</td>"
-        f"<td class='pk-value'>{html.escape('–' if r.value is None else str(r.value))}</td>"
+        f"<td class='pk-value'>{html.escape(_shown(job, str(r.field), r.value))}</td>"
         f"<td>{_source_tag(str(r.source))}</td>"
         f"<td class='pk-note'>{html.escape(str(r.detail))}</td></tr>"
         for r in job.evidence.itertuples(index=False))
@@ -72,9 +73,36 @@ def evidence_html(job: Job) -> str:
             "</table></div>")
 
 
+def _shown(job: Job, name: str, text: Any) -> str:
+    """A value of the evidence table for people: the peak memory in GiB, the step time in
+    the unit that fits (the job keeps them as numbers; its table as ``%.4g`` text)."""
+    if text is None:
+        return "–"
+    if name == "peak_memory_bytes" and job.peak_memory_bytes:
+        return bytes_text(job.peak_memory_bytes)
+    if name == "step_time_s" and job.step_time_s:
+        return time_text(job.step_time_s * 1e6)
+    return str(text)
+
+
 def _text(job: Job, name: str) -> str:
+    """The text of a field's box: what the job holds, numbers without an exponent."""
     value = job.evidence.set_index("field").loc[name, "value"]
-    return "" if value is None else str(value)
+    if value is None:
+        return ""
+    if name == "peak_memory_bytes" and job.peak_memory_bytes:
+        return f"{job.peak_memory_bytes:.0f}"
+    return str(value)
+
+
+def _same(a: str, b: str) -> bool:
+    """Two box texts that mean the same value (``8005000000`` and ``8.005e+09``)."""
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
 
 
 class JobPanel(W.VBox):
@@ -238,7 +266,7 @@ class JobPanel(W.VBox):
         if self._quiet or self.job is None:
             return
         new = str(change["new"]).strip()
-        if new == _text(self.job, name):  # back to the job's value: nothing to apply
+        if _same(new, _text(self.job, name)):  # back to the job's value: nothing to apply
             self.message.value = ""
             return
         self.set(**{name: new or None})
