@@ -29,6 +29,7 @@ from .io.detect import load
 from .io.ir import IRGraph, load_ir
 from .io.logs import read_memory_log, read_training_log
 from .job import Job, infer_job
+from .journal import Journal
 from .profile import Cluster, Profile, ProfileMeta
 from .simulate import (
     DataLoadingStall,
@@ -57,6 +58,7 @@ __all__ = [
     "IRGraph",
     "InvalidArgumentError",
     "Job",
+    "Journal",
     "MemoryPressure",
     "ModelSpec",
     "NoOverlap",

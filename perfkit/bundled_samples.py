@@ -13,7 +13,8 @@ both work wherever perfkit takes a path when written ``"sample:NAME"``::
     perfkit info sample:slow-rank
 
 Folders that are not profiles (``ir/``, MindSpore IR dumps for
-:func:`perfkit.widgets.bundled_ir`) and index folders whose sub-folders carry their own
+:func:`perfkit.widgets.bundled_ir`; ``journals/``, tuning journals for
+:meth:`perfkit.Journal.bundled`) and index folders whose sub-folders carry their own
 README (``simulated/``) are not samples.
 """
 
@@ -33,8 +34,8 @@ __all__ = ["SAMPLE_PREFIX", "NOT_PROFILES", "Sample", "UnknownSampleError", "sam
 
 #: How a sample is named where a path is expected: ``"sample:slow-rank"``.
 SAMPLE_PREFIX = "sample:"
-#: Folders of the bundled data that hold no profile.
-NOT_PROFILES = ("ir",)
+#: Folders of the bundled data that hold no profile (IR dumps; tuning journals).
+NOT_PROFILES = ("ir", "journals")
 #: Top folder of the simulated samples (their README says so; see ``data/README.md``).
 SIMULATED = "simulated"
 

@@ -24,6 +24,9 @@
     Copy the guided notebooks into a working folder (default ``perfkit-notebooks``),
     keeping copies the user has edited unless ``--force`` (:func:`perfkit.workspace.
     copy_notebooks`), and print the ``jupyter lab`` command that opens them.
+``perfkit journal add PATH | list | compare A B [--journal FILE] [--html FILE]``
+    The tuning journal (:mod:`perfkit.journal.cli`): record a run, list the runs, say
+    what changed between two.
 
 Wherever a profile PATH is taken, ``sample:NAME`` names a bundled sample
 (:func:`perfkit.samples`), e.g. ``perfkit info sample:slow-rank``.
@@ -852,7 +855,7 @@ def _para(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``perfkit`` argument parser (subcommands ``serve``, ``info``, ``report``,
-    ``simulate``, ``notebooks``)."""
+    ``simulate``, ``notebooks``, ``journal``)."""
     from .report import DEFAULT_NOTEBOOK, DEFAULT_TIMEOUT_S
     from .simulate.scenarios import SCENARIOS
     from .workspace import DEFAULT_FOLDER
@@ -982,7 +985,7 @@ def build_parser() -> argparse.ArgumentParser:
     nb_p = sub.add_parser(
         "notebooks", help="copy the guided notebooks into a working folder",
         formatter_class=raw, epilog=_EPILOG_NOTEBOOKS,
-        description=_para("Copy the guided notebooks (00_start_here ... 09_exercises) that "
+        description=_para("Copy the guided notebooks (00_start_here ... 10_tuning_journal) that "
                           "ship with perfkit into DIR, and print the jupyter lab command "
                           "that opens them. A notebook already in DIR with other content "
                           "(your edits) is kept unless --force."))
@@ -991,6 +994,9 @@ def build_parser() -> argparse.ArgumentParser:
     nb_p.add_argument("--force", action="store_true",
                       help="overwrite notebooks in DIR that differ from perfkit's (your "
                            "edits to them are lost)")
+    from .journal.cli import add_parser as add_journal_parser
+
+    add_journal_parser(sub)
     return parser
 
 
@@ -1051,6 +1057,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return simulate_command(args)
         if args.command == "notebooks":
             return notebooks_command(args)
+        if args.command == "journal":
+            from .journal.cli import run_command as journal_command
+
+            return journal_command(args)
         if args.command == "serve":
             return serve(args.path, port=args.port, open_browser=not args.no_browser,
                          preheat=not args.no_preheat)

@@ -130,7 +130,7 @@ def test_guided_notebooks_are_there() -> None:
     names = {p.stem for p in GUIDED}
     assert {"00_start_here", "01_metrics", "02_parallel_strategy", "03_operators",
             "04_communication", "05_memory", "06_recompute", "07_cluster",
-            "08_case_llama2_13b", "09_exercises"} <= names
+            "08_case_llama2_13b", "09_exercises", "10_tuning_journal"} <= names
 
 
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=_ids(ALL_NOTEBOOKS))

@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     for s in SCENARIOS:
         if args.only and s.name not in args.only:
             continue
+        if not s.bundled and not args.only:  # only in the journal (tools/make_journal.py)
+            continue
         path = make_scenario(s, sim_root)
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         print(f"{s.name}: {size / 1e6:.2f} MB", file=sys.stderr)

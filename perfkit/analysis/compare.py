@@ -24,8 +24,8 @@ from ._frames import aggregate, any_values, is_lazy, transform
 from ._util import empty_frame, has_values, n_step_pairs, table
 from .steps import step_breakdown
 
-__all__ = ["kernel_class", "compare_profiles", "compare_steps", "KERNEL_CLASSES",
-           "COMPARE_COLUMNS"]
+__all__ = ["kernel_class", "compare_profiles", "compare_steps", "operator_totals",
+           "compare_totals", "KERNEL_CLASSES", "COMPARE_COLUMNS", "TOTALS_COLUMNS"]
 
 #: (category, regex over "type name", lower-cased). The first match wins, so the specific
 #: classes come before the generic ones.
@@ -59,6 +59,8 @@ COMPARE_COLUMNS: dict[str, str] = {
     "new_us": "float64", "delta_us": "float64", "delta_pct": "float64",
     "base_share": "float64", "new_share": "float64",
 }
+#: Columns of :func:`operator_totals` (indexed by the key).
+TOTALS_COLUMNS = ("count", "us")
 
 
 def _classify(label: pd.Series) -> pd.Series:
@@ -153,6 +155,71 @@ def _totals(profile: Any, by: str, include_communication: bool) -> pd.DataFrame:
     return g
 
 
+def operator_totals(profile: Any, by: str = "category", normalize: str = "per_step",
+                    include_communication: bool = True) -> pd.DataFrame:
+    """Device-task count and time per key (category or name): one side of
+    :func:`compare_profiles`.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    by, normalize, include_communication
+        As for :func:`compare_profiles`.
+
+    Returns
+    -------
+    DataFrame
+        Indexed by the key, columns ``count`` and ``us`` (summed ``dur_us``), divided by
+        the number of (rank, step) pairs when ``normalize="per_step"``. Kept so that a
+        table can be stored (the tuning journal, :mod:`perfkit.journal`) and diffed later
+        with :func:`compare_totals` without the profile: the diff is then exactly the one
+        :func:`compare_profiles` makes.
+    """
+    if by not in ("category", "name"):
+        raise InvalidArgumentError("by", "must be 'category' or 'name'", by)
+    if normalize not in ("per_step", "none"):
+        raise InvalidArgumentError("normalize", "must be 'per_step' or 'none'", normalize)
+    totals = _totals(profile, by, include_communication)
+    if normalize == "per_step" and not totals.empty:
+        totals = totals / n_step_pairs(table(profile, "kernels"))
+    return totals.astype("float64")
+
+
+def compare_totals(base: pd.DataFrame, new: pd.DataFrame, n: int | None = None
+                   ) -> pd.DataFrame:
+    """The diff of two :func:`operator_totals` tables (what :func:`compare_profiles`
+    returns).
+
+    Parameters
+    ----------
+    base, new : DataFrame
+        Indexed by key, columns ``count`` and ``us``.
+    n : int, optional
+        Keep the ``n`` rows with the largest absolute delta.
+
+    Returns
+    -------
+    DataFrame
+        :data:`COMPARE_COLUMNS`; a key absent on one side counts 0 there.
+    """
+    if base.empty and new.empty:
+        return empty_frame(COMPARE_COLUMNS, "neither profile has device tasks")
+    b = base.reindex(columns=list(TOTALS_COLUMNS))
+    w = new.reindex(columns=list(TOTALS_COLUMNS))
+    out = b.add_prefix("base_").join(w.add_prefix("new_"), how="outer").fillna(0.0)
+    out["delta_us"] = out["new_us"] - out["base_us"]
+    out["delta_pct"] = 100.0 * out["delta_us"] / out["base_us"].where(out["base_us"] > 0)
+    bt, nt = out["base_us"].sum(), out["new_us"].sum()
+    out["base_share"] = out["base_us"] / bt if bt > 0 else np.nan
+    out["new_share"] = out["new_us"] / nt if nt > 0 else np.nan
+    out = out.rename_axis("key").reset_index()
+    out = out.reindex(out["delta_us"].abs().sort_values(ascending=False, kind="mergesort")
+                      .index)
+    if n is not None:
+        out = out.head(n)
+    return out[list(COMPARE_COLUMNS)].astype(COMPARE_COLUMNS).reset_index(drop=True)
+
+
 def compare_profiles(base: Any, new: Any, by: str = "category",
                      normalize: str = "per_step", include_communication: bool = True,
                      n: int | None = None) -> pd.DataFrame:
@@ -179,30 +246,10 @@ def compare_profiles(base: Any, new: Any, by: str = "category",
         ``new_us``, ``delta_us`` (new - base), ``delta_pct`` (of base; NA when base is 0),
         ``base_share``/``new_share`` of each profile's device time. A key absent on one
         side counts 0 there (the task did not run, which the profile shows).
+        It is :func:`compare_totals` of the two :func:`operator_totals`.
     """
-    if by not in ("category", "name"):
-        raise InvalidArgumentError("by", "must be 'category' or 'name'", by)
-    if normalize not in ("per_step", "none"):
-        raise InvalidArgumentError("normalize", "must be 'per_step' or 'none'", normalize)
-    b = _totals(base, by, include_communication)
-    w = _totals(new, by, include_communication)
-    if b.empty and w.empty:
-        return empty_frame(COMPARE_COLUMNS, "neither profile has device tasks")
-    if normalize == "per_step":
-        b = b / n_step_pairs(table(base, "kernels"))
-        w = w / n_step_pairs(table(new, "kernels"))
-    out = b.add_prefix("base_").join(w.add_prefix("new_"), how="outer").fillna(0.0)
-    out["delta_us"] = out["new_us"] - out["base_us"]
-    out["delta_pct"] = 100.0 * out["delta_us"] / out["base_us"].where(out["base_us"] > 0)
-    bt, nt = out["base_us"].sum(), out["new_us"].sum()
-    out["base_share"] = out["base_us"] / bt if bt > 0 else np.nan
-    out["new_share"] = out["new_us"] / nt if nt > 0 else np.nan
-    out = out.rename_axis("key").reset_index()
-    out = out.reindex(out["delta_us"].abs().sort_values(ascending=False, kind="mergesort")
-                      .index)
-    if n is not None:
-        out = out.head(n)
-    return out[list(COMPARE_COLUMNS)].astype(COMPARE_COLUMNS).reset_index(drop=True)
+    return compare_totals(operator_totals(base, by, normalize, include_communication),
+                          operator_totals(new, by, normalize, include_communication), n)
 
 
 _STEP_PARTS = ("step_us", "computing_us", "comm_not_overlapped_us", "overlapped_us",

@@ -57,6 +57,11 @@ class Scenario:
         Where the symptom shows (README bullet points).
     trace_kernels : bool
         Whether every kernel goes into ``trace_view.json``.
+    bundled : bool
+        Whether ``tools/make_data.py`` writes it into ``data/simulated/``. The pipelined
+        Llama2-13B step is not bundled (size budget): only its measurements are, in the
+        case's tuning journal (``data/journals/``), and this scenario regenerates its
+        profile byte for byte (``perfkit simulate OUT --scenario NAME``).
     """
 
     name: str
@@ -68,6 +73,7 @@ class Scenario:
     story: str = ""
     look_at: tuple[str, ...] = field(default=())
     trace_kernels: bool = False
+    bundled: bool = True
 
     @property
     def hardware(self) -> Hardware:
@@ -94,6 +100,22 @@ SCENARIOS: tuple[Scenario, ...] = (
                  "(recompute)",
                  "comm_ops: the gradient reduce-scatter / all-gather cross the two nodes "
                  "(RDMA)")),
+    Scenario(
+        "llama2-13b-pipelined-dp8-pp2",
+        "Llama2-13B-like pipelined: dp 8 x pp 2, still full recompute",
+        LLAMA13B_8L,
+        ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8, recompute="full"),
+        steps=1,
+        story="The middle step of the seed's Llama2-13B case: the same 16 devices split into "
+              "two pipeline stages (one per node) with data parallel 8 inside each, every "
+              "layer still recomputed. Each device now holds half the layers, which frees "
+              "the memory the next step spends on less recompute. Not bundled as a profile "
+              "(size budget): its measurements are in the case's tuning journal.",
+        look_at=("steps: Bubble (hcom_receive) appears; Computing per device halves with "
+                 "the layers but the micro-batches double",
+                 "memory: the peak per device falls (half the weights and optimizer "
+                 "state)"),
+        bundled=False),
     Scenario(
         "llama2-13b-tuned-dp8-pp2", "Llama2-13B-like tuned: dp 8 x pp 2, partial recompute",
         LLAMA13B_8L,

@@ -7,6 +7,7 @@ job :func:`perfkit.infer_job` reads from the profile (:mod:`perfkit.widgets.job`
 
 from .dashboard import TAB_TITLES, Dashboard, dashboard, tab_panel
 from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer
+from .history import HistoryPanel, history_panel
 from .job import JobNote, JobPanel, evidence_html, job_panel, missing_note
 from .metrics import MetricsPanel, metrics_panel, summary_html
 from .overview import (
@@ -30,4 +31,4 @@ __all__ = ["Dashboard", "TAB_TITLES", "dashboard", "tab_panel", "Explorer", "Job
            "metrics_panel", "metrics_summary", "summary_html", "StepTimeExplorer",
            "bundled_ir", "bundled_profile", "bundled_profiles", "measured_step_s",
            "profile_facts", "step_time_explorer", "LinearityExplorer", "linearity_explorer",
-           "recompute_tradeoff"]
+           "recompute_tradeoff", "HistoryPanel", "history_panel"]

@@ -1,0 +1,947 @@
+"""The tuning journal's store: one SQLite file of runs.
+
+Why SQLite (the standard library's :mod:`sqlite3`): a journal is one ordinary file that
+can be copied, e-mailed and opened anywhere (Python, the ``sqlite3`` shell, DB Browser)
+without a server or another dependency; every write is an ACID transaction, so a run is
+either completely in the journal or not at all, also when the process is killed half way
+(the rollback journal is replayed on the next open); and SQLite's file locks let several
+processes add runs at once, one transaction after the other, without losing any.
+
+The journal uses SQLite's default *rollback-journal* mode (``journal_mode=DELETE``), not
+WAL: between writes the journal is exactly one file (WAL keeps a ``-wal`` and a ``-shm``
+file beside it, and a copy of the main file alone can miss the last runs). While a write is
+in progress a ``-journal`` file exists next to it for a moment. Like every SQLite
+database, it must not live on a network file system whose locks do not work (some NFS
+set-ups); a local disk or a shared disk with working locks is fine.
+
+The file carries its format: ``PRAGMA application_id`` = :data:`APPLICATION_ID` marks a
+perfkit journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION` its schema, and the
+``meta`` table repeats both in words. See docs/journal.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pandas as pd
+
+from ..bundled_samples import SAMPLE_PREFIX, is_sample_spec, resolve_sample
+from ..errors import InvalidArgumentError, PerfkitError, check_choice
+from ..resources import data_dir
+from .compare import RunComparison, compare_records
+from .fingerprint import fingerprint as content_fingerprint
+from .record import (
+    BREAKDOWN_COLUMNS,
+    FINDING_COLUMNS,
+    JOB_COLUMNS,
+    METRIC_COLUMNS,
+    OPERATOR_COLUMNS,
+    RunRecord,
+    measure_run,
+    perfkit_version,
+)
+
+__all__ = ["Journal", "Run", "JournalError", "DuplicateRunError", "SCHEMA_VERSION",
+           "APPLICATION_ID", "JOURNAL_ENV", "DEFAULT_JOURNAL_NAME", "RUNS_COLUMNS",
+           "default_journal_path", "bundled_journal_path", "bundled_journals",
+           "BUNDLED_FOLDER"]
+
+#: Version of the journal's tables; a file with a newer one is refused (upgrade perfkit).
+SCHEMA_VERSION = 1
+#: ``PRAGMA application_id`` of a perfkit journal ("PKJ1" in ASCII).
+APPLICATION_ID = 0x504B4A31
+#: Environment variable naming the default journal file.
+JOURNAL_ENV = "PERFKIT_JOURNAL"
+#: File name of the default journal in the working folder.
+DEFAULT_JOURNAL_NAME = "perfkit-journal.sqlite"
+#: Folder of the bundled journals in perfkit's data.
+BUNDLED_FOLDER = "journals"
+#: Seconds a write waits for another process's transaction to end.
+DEFAULT_TIMEOUT_S = 60.0
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    label TEXT NOT NULL UNIQUE,
+    note TEXT,
+    added_utc TEXT NOT NULL,
+    profiled_utc TEXT,
+    path TEXT,
+    fingerprint TEXT NOT NULL UNIQUE,
+    profile_bytes INTEGER,
+    source_format TEXT,
+    framework TEXT,
+    ranks INTEGER,
+    job_line TEXT NOT NULL,
+    job_problems TEXT NOT NULL,
+    operator_names_total INTEGER NOT NULL,
+    provenance TEXT,
+    perfkit_version TEXT NOT NULL
+);
+CREATE TABLE job (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    field TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL, source TEXT, detail TEXT,
+    PRIMARY KEY (run_id, field)
+);
+CREATE TABLE metrics (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, key TEXT NOT NULL, metric TEXT NOT NULL, value REAL,
+    unit TEXT, text TEXT, warning TEXT, note TEXT,
+    PRIMARY KEY (run_id, key)
+);
+CREATE TABLE breakdown (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, part TEXT NOT NULL, us REAL, share REAL,
+    PRIMARY KEY (run_id, part)
+);
+CREATE TABLE findings (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, rule TEXT, severity TEXT, area TEXT, title TEXT,
+    ms_per_step REAL, measured INTEGER, score REAL, evidence TEXT, recommendation TEXT,
+    PRIMARY KEY (run_id, position)
+);
+CREATE TABLE operators (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    grouping TEXT NOT NULL, key TEXT NOT NULL, count REAL, us REAL,
+    PRIMARY KEY (run_id, grouping, key)
+);
+"""
+_TABLES = ("meta", "runs", "job", "metrics", "breakdown", "findings", "operators")
+
+#: Columns of :meth:`Journal.runs`.
+RUNS_COLUMNS = (
+    "id", "label", "added_utc", "profiled_utc", "note", "path", "fingerprint", "job",
+    "world_size", "dp", "tp", "pp", "vpp", "num_micro_batches", "recompute",
+    "recompute_layers", "step_time_s", "tokens_per_s_per_device", "tokens_per_s_per_p",
+    "mfu", "mfu_text", "hfu", "hfu_text", "peak_memory_gib", "computing_share",
+    "comm_not_overlapped_share", "free_share", "bubble_share", "n_findings", "top_finding",
+    "provenance")
+
+
+class JournalError(PerfkitError):
+    """A journal file cannot be opened, read or written; the message names the file."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class DuplicateRunError(JournalError):
+    """The profile is already in the journal (same content fingerprint).
+
+    Attributes
+    ----------
+    run : Run
+        The run already recorded.
+    """
+
+    def __init__(self, path: object, problem: str, run: Run) -> None:
+        super().__init__(path, problem)
+        self.run = run
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a journal (what :meth:`Journal.add` returns).
+
+    Attributes
+    ----------
+    id : int
+        Its number in the journal (1, 2, ... in the order added; never reused).
+    label, note : str or None
+    added_utc, profiled_utc : str or None
+        When it was added, and when the profile started (ISO 8601, UTC).
+    path : str or None
+        The profile as stored: ``"sample:NAME"``, a path relative to the journal's folder,
+        an absolute path, or None (see ``provenance``).
+    fingerprint : str
+        Content fingerprint of the profile.
+    job_line : str
+        The job in one line.
+    provenance : str or None
+        How the profile was made or can be made again.
+    existing : bool
+        True when :meth:`Journal.add` found the profile already recorded and returned
+        this run instead of adding one (``if_exists="return"``).
+    """
+
+    id: int
+    label: str
+    note: str | None
+    added_utc: str
+    profiled_utc: str | None
+    path: str | None
+    fingerprint: str
+    job_line: str
+    provenance: str | None = None
+    existing: bool = False
+
+    def __str__(self) -> str:
+        what = " (already in the journal)" if self.existing else ""
+        return f"run {self.id} {self.label!r}{what}: {self.job_line}"
+
+
+def default_journal_path() -> Path:
+    """Where ``perfkit journal`` keeps runs unless told: ``$PERFKIT_JOURNAL`` when set,
+    else ``perfkit-journal.sqlite`` in the working folder."""
+    env = os.environ.get(JOURNAL_ENV, "").strip()
+    return Path(env).expanduser() if env else Path.cwd() / DEFAULT_JOURNAL_NAME
+
+
+def bundled_journals() -> list[str]:
+    """Names of the journals that ship with perfkit (``llama2-13b-case``)."""
+    folder = data_dir() / BUNDLED_FOLDER
+    return sorted(p.stem for p in folder.glob("*.sqlite")) if folder.is_dir() else []
+
+
+def bundled_journal_path(name: str = "llama2-13b-case") -> Path:
+    """The file of a bundled journal.
+
+    Raises
+    ------
+    JournalError
+        No bundled journal has that name (the message lists the names there are).
+    """
+    path = data_dir() / BUNDLED_FOLDER / f"{name}.sqlite"
+    if not path.is_file():
+        raise JournalError(path, f"no bundled journal is called {name!r}; the bundled "
+                                 f"journals are: {', '.join(bundled_journals()) or 'none'}")
+    return path
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _none_if_nan(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+        if isinstance(value, float) and math.isnan(value):
+            return None
+    return value
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class Journal:
+    """A tuning journal: every run measured, and what changed between any two.
+
+    Parameters
+    ----------
+    path : str or path
+        The journal file (created when missing, unless ``create=False`` or
+        ``readonly=True``; its folder must exist). See :func:`default_journal_path`.
+    create : bool
+        Create the file when missing (default). With False a missing file is an error.
+    readonly : bool
+        Open for reading only (``add`` and the other writes refuse).
+    timeout_s : float
+        Seconds a write waits while another process writes.
+
+    Raises
+    ------
+    JournalError
+        The path is a folder, its folder is missing, the file is not an SQLite database,
+        is another program's database, is damaged, or was written by a newer perfkit
+        (schema version above :data:`SCHEMA_VERSION`); the message names the file.
+
+    Examples
+    --------
+    >>> journal = pk.Journal("perfkit-journal.sqlite")          # doctest: +SKIP
+    >>> journal.add("sample:llama2-13b-baseline-dp16", label="baseline")  # doctest: +SKIP
+    >>> journal.add("profiles/after", label="pp2", note="pipeline, 2 stages")  # doctest: +SKIP
+    >>> journal.runs()                                          # doctest: +SKIP
+    >>> journal.compare("baseline", "pp2").sentence()           # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 readonly: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentError("path", "must be the path of a journal file",
+                                       type(path).__name__)
+        self.path = Path(os.path.abspath(Path(path).expanduser()))
+        self.readonly = bool(readonly)
+        self.timeout_s = float(timeout_s)
+        self._immutable = False
+        self._open(create and not readonly)
+
+    # ---- opening ----------------------------------------------------------------------
+    @classmethod
+    def bundled(cls, name: str = "llama2-13b-case") -> Journal:
+        """A journal that ships with perfkit, read-only (``copy_to`` gives a writable copy).
+
+        ``llama2-13b-case``: the seed's Llama2-13B case in three runs (baseline, pipelined,
+        tuned), see ``data/journals/README.md``.
+        """
+        journal = cls.__new__(cls)
+        journal.path = bundled_journal_path(name)
+        journal.readonly = True
+        journal.timeout_s = DEFAULT_TIMEOUT_S
+        journal._immutable = True
+        journal._open(False)
+        return journal
+
+    @classmethod
+    def temporary(cls) -> Journal:
+        """A new, empty journal in a temporary folder, removed when Python exits (for
+        trying things out; give a path to keep one)."""
+        folder = Path(tempfile.mkdtemp(prefix="perfkit-journal-"))
+        atexit.register(shutil.rmtree, folder, True)
+        return cls(folder / DEFAULT_JOURNAL_NAME)
+
+    def _open(self, create: bool) -> None:
+        path = self.path
+        if path.is_dir():
+            raise JournalError(path, "is a folder; a journal is one file (e.g. "
+                                     f"{path / DEFAULT_JOURNAL_NAME})")
+        if not path.exists():
+            if not create:
+                raise JournalError(path, "no journal here (perfkit journal add PROFILE "
+                                         "creates one)")
+            if not path.parent.is_dir():
+                raise JournalError(path, f"cannot create the journal: the folder "
+                                         f"{path.parent} does not exist")
+        else:
+            self._check_header()
+        with self._guard("cannot be opened as a journal"), self._connect(write=create) as c:
+            state = self._state(c)
+            if state == "empty":
+                if not create or self.readonly:
+                    raise JournalError(path, "is an empty file, not a journal yet")
+                self._initialise(c)
+
+    def _check_header(self) -> None:
+        try:
+            with self.path.open("rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise JournalError(self.path, f"cannot be read: {exc.strerror or exc}") from None
+        if head and head != _SQLITE_MAGIC:
+            raise JournalError(self.path, "is not a perfkit journal: not an SQLite database "
+                                          f"(it starts with {head[:8]!r})")
+
+    def _state(self, conn: sqlite3.Connection) -> str:
+        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app == 0 and not tables:
+            return "empty"
+        if app != APPLICATION_ID:
+            shown = ", ".join(sorted(tables)[:5]) or "none"
+            raise JournalError(self.path, "is an SQLite database but not a perfkit journal "
+                                          f"(application_id {app:#x}, tables: {shown})")
+        if version > SCHEMA_VERSION:
+            raise JournalError(self.path, f"was written by a newer perfkit (journal schema "
+                                          f"{version}); this perfkit ({perfkit_version()}) reads "
+                                          f"schema {SCHEMA_VERSION}: upgrade perfkit")
+        if version < 1 or not set(_TABLES) <= tables:
+            if version == 0 and not set(_TABLES) & tables:
+                return "empty"  # a creator was killed before its first commit
+            raise JournalError(self.path, f"is a damaged perfkit journal (schema {version}, "
+                                          f"tables missing: "
+                                          f"{', '.join(sorted(set(_TABLES) - tables))})")
+        return "ok"
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self._state(conn) == "empty":  # another process may have won the race
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
+                    ("format", "perfkit tuning journal (docs/journal.md)"),
+                    ("schema_version", str(SCHEMA_VERSION)),
+                    ("created_utc", _now()), ("created_by", f"perfkit {perfkit_version()}")])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _uri(self, write: bool) -> str:
+        mode = "rwc" if write and not self.readonly else "ro"
+        extra = "&immutable=1" if self._immutable else ""
+        return f"{self.path.as_uri()}?mode={mode}{extra}"
+
+    @contextmanager
+    def _connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self._uri(write), uri=True, timeout=self.timeout_s,
+                               isolation_level=None)
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _guard(self, doing: str) -> Iterator[None]:
+        """Turn every sqlite3 / OS error into a :class:`JournalError` naming the file."""
+        try:
+            yield
+        except PerfkitError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            text = _reason(exc)
+            if "not a database" in text or "malformed" in text:
+                text += " (the file is damaged or not a journal)"
+            raise JournalError(self.path, f"{doing}: {text}") from None
+        except (sqlite3.Error, OSError) as exc:
+            raise JournalError(self.path, f"{doing}: {_reason(exc)}") from None
+
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``): all of it is written, or nothing."""
+        if self.readonly:
+            raise JournalError(self.path, "is open read-only (a bundled journal: "
+                                          "journal.copy_to(PATH) gives a copy you can add to)")
+        with self._guard(doing), self._connect(write=True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._guard("cannot be read"), self._connect() as conn:
+            yield conn
+
+    # ---- facts ------------------------------------------------------------------------
+    @property
+    def schema_version(self) -> int:
+        """The schema version written in the file (``PRAGMA user_version``)."""
+        with self._reading() as c:
+            return int(c.execute("PRAGMA user_version").fetchone()[0])
+
+    def info(self) -> dict[str, str]:
+        """The ``meta`` table: format, schema version, when and by which perfkit the
+        journal was created."""
+        with self._reading() as c:
+            return dict(c.execute("SELECT key, value FROM meta ORDER BY key"))
+
+    def __len__(self) -> int:
+        with self._reading() as c:
+            return int(c.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+    def __repr__(self) -> str:
+        try:
+            n = f"{len(self)} runs"
+        except PerfkitError:
+            n = "unreadable"
+        ro = ", read-only" if self.readonly else ""
+        return f"Journal({str(self.path)!r}, {n}{ro})"
+
+    # ---- paths ------------------------------------------------------------------------
+    def _stored_path(self, spec: str | None) -> str | None:
+        """A profile path as stored: a sample name as it is, a path inside the journal's
+        folder relative to it (POSIX form), any other path absolute."""
+        if spec is None or is_sample_spec(spec):
+            return spec
+        path = Path(spec)
+        try:
+            return PurePosixPath(*path.relative_to(self.path.parent).parts).as_posix() or "."
+        except ValueError:
+            return str(path)
+
+    def profile_path(self, run: int | str | Run) -> Path | None:
+        """Where the run's profile is expected: a bundled sample's folder, a relative path
+        resolved from the journal's folder, or the absolute path stored; None when the
+        journal keeps no path for it (see the run's ``provenance``). It may be missing."""
+        stored = self.run(run).path
+        if stored is None:
+            return None
+        if is_sample_spec(stored):
+            try:
+                return Path(resolve_sample(stored))
+            except PerfkitError:
+                return None
+        path = Path(stored)
+        return path if path.is_absolute() else self.path.parent / path
+
+    def load_profile(self, run: int | str | Run, check: bool = True) -> Any:
+        """Load the run's profile (:func:`perfkit.load`).
+
+        Parameters
+        ----------
+        check : bool
+            Check that its content still has the fingerprint recorded.
+
+        Raises
+        ------
+        JournalError
+            No path is stored, the profile is not there (``relocate`` rewrites stored
+            paths), or its content changed since it was recorded.
+        """
+        from ..io.detect import load
+
+        r = self.run(run)
+        path = self.profile_path(r)
+        if path is None or not path.exists():
+            where = "no path is stored" if path is None else f"it is not at {path}"
+            how = f"; {r.provenance}" if r.provenance else (
+                "; journal.relocate(OLD_PREFIX, NEW_PREFIX) rewrites stored paths")
+            raise JournalError(self.path, f"run {r.id} {r.label!r}: the profile cannot be "
+                                          f"opened: {where}{how}")
+        if check and content_fingerprint(path)[0] != r.fingerprint:
+            raise JournalError(self.path, f"run {r.id} {r.label!r}: the profile at {path} has "
+                                          "changed since it was recorded (another fingerprint)")
+        return load(path)
+
+    def relocate(self, old_prefix: str | os.PathLike[str],
+                 new_prefix: str | os.PathLike[str]) -> int:
+        """Rewrite stored absolute profile paths that start with ``old_prefix``.
+
+        For a journal received from a colleague whose profiles now lie elsewhere:
+        ``journal.relocate("/home/ana/runs", "/data/ana-runs")``. Paths are matched by
+        whole components (``/a/b`` does not match ``/a/bc``); a new path inside the
+        journal's folder is stored relative to it. Sample names and relative paths are
+        left alone (they move with the journal).
+
+        Returns
+        -------
+        int
+            How many runs were rewritten.
+        """
+        old = str(old_prefix).rstrip("/\\") or str(old_prefix)
+        new = Path(new_prefix).expanduser()
+        changed = 0
+        with self._transaction("cannot rewrite paths") as c:
+            for run_id, stored in c.execute("SELECT id, path FROM runs").fetchall():
+                if stored is None or is_sample_spec(stored) or not Path(stored).is_absolute():
+                    continue
+                if stored != old and not stored.startswith(old + os.sep) and \
+                        not stored.startswith(old + "/"):
+                    continue
+                rest = stored[len(old):].lstrip("/\\")
+                target = new / rest if rest else new
+                c.execute("UPDATE runs SET path = ? WHERE id = ?",
+                          (self._stored_path(os.path.abspath(target)), run_id))
+                changed += 1
+        return changed
+
+    def copy_to(self, path: str | os.PathLike[str]) -> Journal:
+        """Copy the journal into a new file (SQLite's backup: a consistent copy even while
+        others write) and return it, writable. Relative profile paths are rewritten for
+        the copy's folder, so they still point at the same profiles.
+
+        Raises
+        ------
+        JournalError
+            The target exists or its folder is missing.
+        """
+        target = Path(os.path.abspath(Path(path).expanduser()))
+        if target.exists():
+            raise JournalError(target, "exists already; copy_to writes a new file")
+        if not target.parent.is_dir():
+            raise JournalError(target, f"cannot create the copy: the folder {target.parent} "
+                                       "does not exist")
+        with self._reading() as src:
+            try:
+                dst = sqlite3.connect(target, isolation_level=None)
+                try:
+                    src.backup(dst)
+                finally:
+                    dst.close()
+            except (sqlite3.Error, OSError) as exc:
+                raise JournalError(target, f"cannot write the copy: {_reason(exc)}") from None
+        copy = Journal(target, create=False)
+        with copy._transaction("cannot rewrite paths") as c:
+            for run_id, stored in c.execute("SELECT id, path FROM runs").fetchall():
+                if stored is None or is_sample_spec(stored) or Path(stored).is_absolute():
+                    continue
+                absolute = os.path.normpath(self.path.parent / stored)
+                c.execute("UPDATE runs SET path = ? WHERE id = ?",
+                          (copy._stored_path(absolute), run_id))
+        return copy
+
+    # ---- adding -----------------------------------------------------------------------
+    def add(self, profile_or_path: Any, job: Any = None, label: str | None = None,
+            note: str | None = None, *, config: Any = None, if_exists: str = "error"
+            ) -> Run:
+        """Measure a run and record it (one transaction: all of it, or nothing).
+
+        Parameters
+        ----------
+        profile_or_path : Profile, Cluster, path, ``"sample:NAME"`` or RunRecord
+            The profile (or a run already measured with
+            :func:`perfkit.journal.measure_run`).
+        job : perfkit.Job, optional
+            The job that ran; default :func:`perfkit.infer_job` of the profile.
+        label : str, optional
+            Its name in the journal (unique); default the profile folder's name (with
+            ``#2``, ``#3`` ... when taken).
+        note : str, optional
+            What was changed, why, anything.
+        config : path, dict or list, optional
+            A config that wins over the profile when the job is inferred (as for
+            :func:`perfkit.infer_job`).
+        if_exists : {"error", "return"}
+            What to do when the profile is already in the journal (same content
+            fingerprint, wherever it lies now): raise :class:`DuplicateRunError` naming
+            the run (default), or return that run with ``existing=True``.
+
+        Returns
+        -------
+        Run
+
+        Raises
+        ------
+        DuplicateRunError
+            The profile is already recorded (``if_exists="error"``).
+        JournalError
+            The label is taken, the journal is read-only or cannot be written.
+        perfkit.PerfkitError
+            The profile cannot be read (the message names the file).
+        """
+        check_choice("if_exists", if_exists, ("error", "return"))
+        if self.readonly:
+            raise JournalError(self.path, "is open read-only (a bundled journal: "
+                                          "journal.copy_to(PATH) gives a copy you can add to)")
+        for name, value in (("label", label), ("note", note)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(name, "must be text", value)
+        if label is not None and not label.strip():
+            raise InvalidArgumentError("label", "must not be empty", label)
+        if isinstance(profile_or_path, RunRecord):
+            record = profile_or_path.replace(
+                label=label if label is not None else profile_or_path.label,
+                note=note if note is not None else profile_or_path.note)
+            what = record.path or record.label or "the run"
+        else:
+            what, where = self._where(profile_or_path)
+            digest = content_fingerprint(where)
+            found = self._by_fingerprint(digest[0])
+            if found is not None:
+                return self._duplicate(found, what, if_exists)
+            record = measure_run(profile_or_path, job, config=config, label=label, note=note,
+                                 fingerprint=digest)
+        with self._transaction("cannot add the run") as c:
+            row = c.execute("SELECT id FROM runs WHERE fingerprint = ?",
+                            (record.fingerprint,)).fetchone()
+            if row is None:
+                run_id = self._insert_run(c, record)
+                self._insert_details(c, run_id, record)
+        if row is not None:  # another process added it meanwhile
+            return self._duplicate(self.run(int(row[0])), what, if_exists)
+        return self.run(run_id)
+
+    @staticmethod
+    def _where(profile_or_path: Any) -> tuple[str, Any]:
+        if isinstance(profile_or_path, (str, os.PathLike)):
+            spec = str(profile_or_path)
+            return spec, resolve_sample(profile_or_path)
+        meta = getattr(profile_or_path, "meta", None)
+        if meta is None or not meta.path:
+            raise InvalidArgumentError("profile_or_path", "must be a path, 'sample:NAME', a "
+                                       "profile from perfkit.load or a RunRecord",
+                                       type(profile_or_path).__name__)
+        return str(meta.path), meta.path
+
+    def _duplicate(self, run: Run, what: str, if_exists: str) -> Run:
+        if if_exists == "return":
+            return Run(**{**run.__dict__, "existing": True})
+        raise DuplicateRunError(self.path, f"{what} is already in the journal as run {run.id} "
+                                           f"{run.label!r} (added {run.added_utc}; same "
+                                           "content, fingerprint "
+                                           f"{run.fingerprint[:19]}…); pass "
+                                           "if_exists='return' (perfkit journal add "
+                                           "--if-exists return) to get that run", run)
+
+    def _by_fingerprint(self, digest: str) -> Run | None:
+        with self._reading() as c:
+            row = c.execute(f"SELECT {_RUN_FIELDS} FROM runs WHERE fingerprint = ?",
+                            (digest,)).fetchone()
+        return None if row is None else Run(*row)
+
+    def _label(self, conn: sqlite3.Connection, record: RunRecord) -> str:
+        taken = {r[0] for r in conn.execute("SELECT label FROM runs")}
+        if record.label is not None:
+            label = record.label.strip()
+            if label in taken:
+                run_id = conn.execute("SELECT id FROM runs WHERE label = ?",
+                                      (label,)).fetchone()[0]
+                raise JournalError(self.path, f"the label {label!r} is taken by run {run_id}; "
+                                              "choose another")
+            return label
+        base = _default_label(record.path)
+        label, n = base, 1
+        while label in taken:
+            n += 1
+            label = f"{base} #{n}"
+        return label
+
+    def _insert_run(self, conn: sqlite3.Connection, record: RunRecord) -> int:
+        cur = conn.execute(
+            "INSERT INTO runs (label, note, added_utc, profiled_utc, path, fingerprint, "
+            "profile_bytes, source_format, framework, ranks, job_line, job_problems, "
+            "operator_names_total, provenance, perfkit_version) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (self._label(conn, record), record.note, record.added_utc or _now(),
+             record.profiled_utc, self._stored_path(record.path), record.fingerprint,
+             int(record.profile_bytes), record.source_format, record.framework, record.ranks,
+             record.job_line, json.dumps(list(record.job_problems)),
+             int(record.operator_names_total), record.provenance, record.perfkit_version))
+        return int(cur.lastrowid)
+
+    def _insert_details(self, conn: sqlite3.Connection, run_id: int,
+                        record: RunRecord) -> None:
+        """The run's tables (in the same transaction as its row)."""
+        def rows(frame: pd.DataFrame, columns: tuple[str, ...], position: bool) -> list:
+            out = []
+            for i, values in enumerate(frame[list(columns)].itertuples(index=False), 1):
+                out.append((run_id, *([i] if position else []),
+                            *(_none_if_nan(v) for v in values)))
+            return out
+
+        conn.executemany("INSERT INTO job VALUES (?, ?, ?, ?, ?, ?)",
+                         rows(record.job, JOB_COLUMNS, False))
+        conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         rows(record.metrics, METRIC_COLUMNS, True))
+        conn.executemany("INSERT INTO breakdown VALUES (?, ?, ?, ?, ?)",
+                         rows(record.breakdown, BREAKDOWN_COLUMNS, True))
+        findings = record.findings.drop(columns=["position"])
+        conn.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         rows(findings, FINDING_COLUMNS[1:], True))
+        conn.executemany("INSERT INTO operators VALUES (?, ?, ?, ?, ?)",
+                         rows(record.operators, OPERATOR_COLUMNS, False))
+
+    # ---- changing ---------------------------------------------------------------------
+    def annotate(self, run: int | str | Run, label: str | None = None,
+                 note: str | None = None, provenance: str | None = None) -> Run:
+        """Change a run's label, note or provenance (None keeps the current one)."""
+        r = self.run(run)
+        with self._transaction("cannot change the run") as c:
+            if label is not None and label != r.label:
+                if not isinstance(label, str) or not label.strip():
+                    raise InvalidArgumentError("label", "must be non-empty text", label)
+                if c.execute("SELECT 1 FROM runs WHERE label = ?", (label,)).fetchone():
+                    raise JournalError(self.path, f"the label {label!r} is taken; choose "
+                                                  "another")
+                c.execute("UPDATE runs SET label = ? WHERE id = ?", (label, r.id))
+            if note is not None:
+                c.execute("UPDATE runs SET note = ? WHERE id = ?", (note, r.id))
+            if provenance is not None:
+                c.execute("UPDATE runs SET provenance = ? WHERE id = ?", (provenance, r.id))
+        return self.run(r.id)
+
+    def remove(self, run: int | str | Run) -> None:
+        """Delete a run and everything recorded with it."""
+        r = self.run(run)
+        with self._transaction("cannot remove the run") as c:
+            c.execute("DELETE FROM runs WHERE id = ?", (r.id,))
+
+    # ---- reading ----------------------------------------------------------------------
+    def run(self, ref: int | str | Run) -> Run:
+        """One run, by id (``2``), label (``"pp2"``) or a :class:`Run`.
+
+        Raises
+        ------
+        JournalError
+            No such run (the message lists the runs there are).
+        """
+        if isinstance(ref, Run):
+            ref = ref.id
+        if isinstance(ref, bool) or not isinstance(ref, (int, str)):
+            raise InvalidArgumentError("run", "must be a run id, a label or a Run", ref)
+        with self._reading() as c:
+            row = None
+            if isinstance(ref, str):
+                row = c.execute(f"SELECT {_RUN_FIELDS} FROM runs WHERE label = ?",
+                                (ref,)).fetchone()
+                if row is None and ref.strip().isdigit():
+                    ref = int(ref)
+            if row is None and isinstance(ref, int):
+                row = c.execute(f"SELECT {_RUN_FIELDS} FROM runs WHERE id = ?",
+                                (ref,)).fetchone()
+            if row is None:
+                known = [f"{i} {lab!r}" for i, lab in
+                         c.execute("SELECT id, label FROM runs ORDER BY id")]
+        if row is None:
+            raise JournalError(self.path, f"no run {ref!r}; the runs are: "
+                                          f"{', '.join(known) or 'none yet'}")
+        return Run(*row)
+
+    def record(self, ref: int | str | Run) -> RunRecord:
+        """Everything stored for a run, as a :class:`~perfkit.journal.record.RunRecord`
+        (``label``, ``path`` as stored)."""
+        r = self.run(ref)
+        with self._reading() as c:
+            row = c.execute("SELECT profile_bytes, source_format, framework, ranks, "
+                            "job_problems, operator_names_total, perfkit_version FROM runs "
+                            "WHERE id = ?", (r.id,)).fetchone()
+
+            def frame(table: str, columns: tuple[str, ...], order: str) -> pd.DataFrame:
+                cur = c.execute(f"SELECT {', '.join(columns)} FROM {table} "
+                                f"WHERE run_id = ? ORDER BY {order}", (r.id,))
+                return pd.DataFrame(cur.fetchall(), columns=list(columns))
+
+            job = frame("job", JOB_COLUMNS, "rowid")
+            metrics = frame("metrics", METRIC_COLUMNS, "position")
+            breakdown = frame("breakdown", BREAKDOWN_COLUMNS, "position")
+            findings = frame("findings", FINDING_COLUMNS, "position")
+            operators = frame("operators", OPERATOR_COLUMNS, "rowid")
+        metrics["value"] = pd.to_numeric(metrics["value"], errors="coerce").astype(float)
+        for col in ("us", "share"):
+            breakdown[col] = pd.to_numeric(breakdown[col], errors="coerce").astype(float)
+        for col in ("ms_per_step", "score"):
+            findings[col] = pd.to_numeric(findings[col], errors="coerce").astype(float)
+        findings["measured"] = findings["measured"].astype(bool)
+        for col in ("count", "us"):
+            operators[col] = pd.to_numeric(operators[col], errors="coerce").astype(float)
+        return RunRecord(
+            path=r.path, fingerprint=r.fingerprint, profile_bytes=int(row[0] or 0),
+            label=r.label, note=r.note, job_line=r.job_line,
+            job_problems=tuple(json.loads(row[4])), job=job, metrics=metrics,
+            breakdown=breakdown, findings=findings, operators=operators,
+            operator_names_total=int(row[5]), source_format=row[1], framework=row[2],
+            ranks=row[3], profiled_utc=r.profiled_utc, added_utc=r.added_utc,
+            provenance=r.provenance, perfkit_version=row[6])
+
+    def runs(self) -> pd.DataFrame:
+        """Every run, one row each, in the order added.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns :data:`RUNS_COLUMNS`: identity (``id``, ``label``, ``added_utc``,
+            ``profiled_utc``, ``note``, ``path`` as stored, ``fingerprint``, ``job`` — the
+            job in one line), the layout (``world_size``, ``dp``, ``tp``, ``pp``,
+            ``vpp``, ``num_micro_batches``, ``recompute``, ``recompute_layers``), the
+            metrics (``step_time_s``, ``tokens_per_s_per_device``, ``tokens_per_s_per_p``;
+            ``mfu`` and ``hfu`` as fractions, NaN when not computed or when a guard flags
+            them — ``mfu_text`` / ``hfu_text`` then say "⚠ not plausible"; ``peak_memory_gib``),
+            the step breakdown shares (of the median step), ``n_findings`` and
+            ``top_finding`` (the advisor's first title), and ``provenance``. Empty (with
+            these columns) when the journal has no run.
+        """
+        with self._reading() as c:
+            base = pd.read_sql_query(
+                "SELECT id, label, added_utc, profiled_utc, note, path, fingerprint, "
+                "job_line AS job, provenance FROM runs ORDER BY id", c)
+            metrics = pd.read_sql_query("SELECT run_id, key, value, text FROM metrics", c)
+            job = pd.read_sql_query("SELECT run_id, field, value FROM job WHERE field IN "
+                                    "('world_size', 'dp', 'tp', 'pp', 'vpp', "
+                                    "'num_micro_batches', 'recompute', 'recompute_layers')", c)
+            shares = pd.read_sql_query("SELECT run_id, part, share FROM breakdown", c)
+            findings = pd.read_sql_query("SELECT run_id, position, title FROM findings", c)
+        if base.empty:
+            return pd.DataFrame({c: pd.Series([], dtype=object) for c in RUNS_COLUMNS})
+        out = base.set_index("id")
+        for field in ("world_size", "dp", "tp", "pp", "vpp", "num_micro_batches",
+                      "recompute", "recompute_layers"):
+            values = job[job["field"] == field].set_index("run_id")["value"].map(json.loads)
+            out[field] = values.reindex(out.index)
+        value = metrics.pivot(index="run_id", columns="key", values="value") \
+            if not metrics.empty else pd.DataFrame(index=out.index)
+        text = metrics.pivot(index="run_id", columns="key", values="text") \
+            if not metrics.empty else pd.DataFrame(index=out.index)
+        for key in ("step_time_s", "tokens_per_s_per_device", "tokens_per_s_per_p", "mfu",
+                    "hfu"):
+            out[key] = pd.to_numeric(value.get(key), errors="coerce").reindex(out.index) \
+                if key in value else float("nan")
+        for key in ("mfu", "hfu"):
+            out[f"{key}_text"] = text[key].reindex(out.index) if key in text else None
+        peak = pd.to_numeric(value["peak_memory_bytes"], errors="coerce") \
+            if "peak_memory_bytes" in value else pd.Series(dtype=float)
+        out["peak_memory_gib"] = (peak / 2**30).reindex(out.index)
+        for part in ("computing", "comm_not_overlapped", "free", "bubble"):
+            s = shares[shares["part"] == f"{part}_us"].set_index("run_id")["share"]
+            out[f"{part}_share"] = pd.to_numeric(s, errors="coerce").reindex(out.index)
+        out["n_findings"] = findings.groupby("run_id").size().reindex(out.index) \
+            .fillna(0).astype(int)
+        first = findings[findings["position"] == 1].set_index("run_id")["title"]
+        out["top_finding"] = first.reindex(out.index)
+        out = out.reset_index()
+        for col in ("note", "path", "profiled_utc", "provenance", "top_finding", "mfu_text",
+                    "hfu_text"):  # text or None, never NaN
+            out[col] = out[col].astype(object).where(out[col].notna(), None)
+        return out[list(RUNS_COLUMNS)]
+
+    def compare(self, a: int | str | Run, b: int | str | Run, *, operators: str = "stored",
+                by: str = "category", n: int | None = None) -> RunComparison:
+        """What changed from run ``a`` to run ``b``.
+
+        Parameters
+        ----------
+        a, b : int, str or Run
+            The base run and the new one (id or label).
+        operators : {"stored", "profiles", "auto"}
+            Where the operator diff comes from: the operator tables stored with each run
+            (default: no profile needed; they are :func:`perfkit.analysis.compare.
+            operator_totals`, the two sides :func:`perfkit.analysis.compare_profiles`
+            diffs, so the result is the same), ``"profiles"`` (load both profiles and run
+            :func:`~perfkit.analysis.compare_profiles`; an error when one is not at hand
+            or has changed), or ``"auto"`` (the profiles when both are at hand and
+            unchanged, else the stored tables, with a note saying which).
+        by : {"category", "name"}
+            Operator grouping.
+        n : int, optional
+            Keep the ``n`` operator rows that moved most.
+
+        Returns
+        -------
+        RunComparison
+            ``job`` (field by field), ``metrics``, ``breakdown``, ``operators``,
+            ``findings`` (appeared, disappeared, kept) and :meth:`~RunComparison.sentence`.
+        """
+        check_choice("operators", operators, ("stored", "profiles", "auto"))
+        check_choice("by", by, ("category", "name"))
+        base, new = self.record(a), self.record(b)
+        profiles = None
+        note = None
+        if operators != "stored":
+            try:
+                profiles = (self.load_profile(a), self.load_profile(b))
+            except PerfkitError as exc:
+                if operators == "profiles":
+                    raise
+                note = f"the profiles are not at hand ({exc}); stored tables used"
+        out = compare_records(base, new, profiles=profiles, by=by, n=n)
+        if note:
+            out.operators.attrs.setdefault("notes", []).append(note)
+        return out
+
+
+_RUN_FIELDS = ("id, label, note, added_utc, profiled_utc, path, fingerprint, job_line, "
+               "provenance")
+
+
+def _default_label(path: str | None) -> str:
+    if path is None:
+        return "run"
+    if is_sample_spec(path):
+        return path[len(SAMPLE_PREFIX):].strip()
+    name = Path(path).name
+    for suffix in (".json.gz", ".json", ".gz", ".db"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[:-len(suffix)]
+    return name or "run"
+

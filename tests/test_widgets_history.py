@@ -1,0 +1,139 @@
+"""The History panel and its charts: what they show comes from the journal, and a bad
+journal never raises into the page."""
+
+from __future__ import annotations
+
+import html
+import math
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfkit import charts as C
+from perfkit.journal import Journal
+from perfkit.widgets import HistoryPanel, history_panel
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = ROOT / "data" / "journals" / "llama2-13b-case.sqlite"
+
+
+@pytest.fixture(scope="module")
+def case() -> Journal:
+    return Journal(CASE, readonly=True)
+
+
+def test_panel_shows_progression_runs_and_the_last_two_compared(case: Journal) -> None:
+    panel = history_panel(case)
+    assert isinstance(panel, HistoryPanel) and panel.message.value == ""
+    assert panel.chart.value.lstrip().startswith("<svg")
+    runs = case.runs()
+    for r in runs.itertuples(index=False):
+        assert html.escape(r.label) in panel.table.value
+        assert f"{r.tokens_per_s_per_device:,.0f}" in panel.table.value
+        assert r.mfu_text in panel.table.value
+    assert (panel.base.value, panel.new.value) == (2, 3)
+    sentence = case.compare(2, 3).sentence()
+    assert html.escape(sentence) in panel.config_diff.value
+    # config diff on top, time diff below
+    assert "recompute" in panel.config_diff.value and "Metrics" in panel.time_diff.value
+    assert panel.time_chart.value.count("<svg") == 2
+    panel.base.value = 1  # choosing another run compares again
+    assert panel.comparison.base_label == "baseline"
+    assert html.escape(case.compare(1, 3).sentence()) in panel.config_diff.value
+    panel.select("baseline", "pipelined")
+    assert (panel.comparison.base_label, panel.comparison.new_label) == ("baseline",
+                                                                         "pipelined")
+    static = panel._repr_mimebundle_()["text/html"]
+    assert "<svg" in static and html.escape(case.compare(1, 2).sentence()) in static
+
+
+def test_panel_takes_a_path(case: Journal) -> None:
+    panel = history_panel(str(CASE))
+    assert panel.journal is not None and len(panel.runs) == 3
+
+
+@pytest.mark.parametrize("kind", ["none", "missing", "folder", "empty", "garbage",
+                                  "foreign", "number", "no runs"])
+def test_panel_says_what_is_wrong_and_never_raises(kind: str, tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "garbage":
+        path.write_bytes(b"\x00\x01 not a journal" * 50)
+    elif kind == "foreign":
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE t (x)")
+    elif kind == "no runs":
+        Journal(path)
+    arg = {"none": None, "folder": tmp_path, "number": 42}.get(kind, path)
+    panel = history_panel(arg)
+    assert panel.message.value, kind
+    assert panel.chart.value == "" and panel.table.value == ""
+    assert panel._compare_box.layout.display == "none"
+    if kind in ("missing", "empty", "garbage", "foreign", "folder"):
+        assert html.escape(str(arg)) in panel.message.value
+    if kind == "no runs":
+        assert "no run yet" in panel.message.value
+
+
+def test_unknown_run_in_select_is_a_message(case: Journal) -> None:
+    panel = history_panel(case)
+    panel.select("baseline", "nope")
+    assert "no run" in panel.config_diff.value
+
+
+def test_refresh_sees_runs_added_elsewhere(case: Journal, tmp_path: Path) -> None:
+    mine = case.copy_to(tmp_path / "mine.sqlite")
+    mine.remove("tuned")
+    panel = history_panel(str(mine.path))
+    assert len(panel.runs) == 2
+    Journal(mine.path).add(case.record("tuned"))
+    panel.refresh()
+    assert len(panel.runs) == 3 and panel.new.value == 4
+
+
+def test_a_flagged_mfu_is_shown_as_its_warning(case: Journal, tmp_path: Path) -> None:
+    mine = case.copy_to(tmp_path / "mine.sqlite")
+    with sqlite3.connect(mine.path) as con:  # as a guard would have stored it
+        con.execute("UPDATE metrics SET value = NULL, text = '123.4% ⚠ not plausible', "
+                    "warning = 'MFU 123.4% is above 100 % of the peak' "
+                    "WHERE key = 'mfu' AND run_id = 2")
+    panel = history_panel(mine)
+    assert "123.4% ⚠ not plausible" in panel.table.value
+    runs = mine.runs()
+    assert math.isnan(runs["mfu"].iloc[1])
+    chart = C.journal_progress_chart(runs).to_dict()
+    mfu_panel = chart["vconcat"][1]
+    data = chart["datasets"][mfu_panel["data"]["name"]]
+    assert [d["label"] for d in data] == ["baseline", "tuned"]  # the flagged one left out
+
+
+def test_progress_chart_keeps_the_runs_order(case: Journal) -> None:
+    runs = case.runs().iloc[::-1]  # any order the caller gives
+    spec = C.journal_progress_chart(runs, title="t").to_dict()
+    tokens = spec["vconcat"][0]
+    assert tokens["layer"][0]["encoding"]["x"]["sort"] == list(runs["label"])
+    values = spec["datasets"][tokens["data"]["name"]]
+    assert [v["tokens"] for v in values] == pytest.approx(
+        list(runs["tokens_per_s_per_device"]))
+
+
+def test_breakdown_and_operator_charts_draw_the_comparison(case: Journal) -> None:
+    cmp = case.compare("pipelined", "tuned")
+    spec = C.journal_breakdown_chart(cmp.breakdown, cmp.base_label, cmp.new_label).to_dict()
+    data = pd.DataFrame(spec["datasets"][spec["data"]["name"]])
+    bubble = cmp.breakdown.set_index("part").loc["bubble_us"]
+    got = data[data["part"] == "bubble"].set_index("run")["ms"]
+    assert got["pipelined"] == pytest.approx(bubble["base_us"] / 1e3)
+    assert got["tuned"] == pytest.approx(bubble["new_us"] / 1e3)
+    assert set(data["part"]) == {"computing", "communication (not overlapped)", "free",
+                                 "bubble"}
+    ops = cmp.operators.copy()
+    ops.loc[1, "delta_us"] = float("nan")
+    spec = C.journal_operators_chart(ops, n=5).to_dict()
+    rows = spec["datasets"][spec["data"]["name"]]
+    assert len(rows) == 5 and ops.loc[1, "key"] not in [r["key"] for r in rows]
+    with pytest.raises(Exception, match="needs the columns"):
+        C.journal_progress_chart(pd.DataFrame({"label": []}))
