@@ -11,7 +11,7 @@ from perfkit.cli import profile_info_text
 from perfkit.widgets import bundled_profile, bundled_profiles
 
 SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
-US3 = re.compile(r"\d\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
+US3 = re.compile(r"(?<![\d,.])[1-9][\d,]*\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
 
 
 @pytest.mark.slow

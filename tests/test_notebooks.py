@@ -54,7 +54,7 @@ _UTILISATION = re.compile(r"(?:MFU|HFU)</td>\s*<td[^>]*>\s*([0-9.,]+)\s?%([^<]*)
 #: A number in scientific notation, and a microsecond figure with three decimals, in the
 #: text a reader sees (HTML tables and plain text; SVG charts and widget state left out).
 _SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
-_US3 = re.compile(r"\d\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
+_US3 = re.compile(r"(?<![\d,.])[1-9][\d,]*\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
 
 
 def _seen_text(out: Any) -> str:

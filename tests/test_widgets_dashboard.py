@@ -20,6 +20,9 @@ from perfkit.widgets import TAB_TITLES, bundled_profile, bundled_profiles, dashb
 from perfkit.widgets.dashboard import DEFAULT_PROFILE, describe_error, frame_html
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+# a number in scientific notation, and a microsecond figure with three decimals
+_SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
+_US3 = re.compile(r"(?<![\d,.])[1-9][\d,]*\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
 
 
 def _rank_folders(folder: Path) -> int:
@@ -84,14 +87,20 @@ def test_the_tabs_follow_the_cycle(board) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", bundled_profiles())
-def test_every_tab_renders_every_bundled_profile_without_an_error(name: str) -> None:
+def test_every_tab_renders_every_bundled_profile_for_people(name: str) -> None:
     board = dashboard(name)
     assert board.error is None, board.error
     for title in TAB_TITLES:
         panel = board.select(title)
-        assert not panel.stale
+        assert not panel.stale and "pk-ready" in panel._dom_classes
         assert "class='pk-error'" not in panel.message.value, (title, panel.message.value)
         assert panel.body.children, title
+        # numbers for people: no scientific notation, no µs with three decimals
+        text = re.sub(r"<style>.*?</style>", "", panel.message.value + _html_of(panel),
+                      flags=re.S)
+        text = re.sub(r"<[^>]+>", " ", text)
+        assert not _SCI.search(text), (name, title, _SCI.search(text).group(0))
+        assert not _US3.search(text), (name, title, _US3.search(text).group(0))
 
 
 def test_operator_table_matches_the_kernel_file(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """What the dashboard shows, in-process: the headline, clicks on charts, the sample picker,
-the Memory tab's defaults, the folded job panel, the spinner, and numbers for people.
+the Memory tab's defaults, the folded job panel, the spinner and the Timeline (numbers for
+people on every tab of every profile: tests/test_widgets_dashboard.py).
 
 A click on a chart mark is simulated the way the browser reports it: the JupyterChart's
 ``_vl_selections`` trait receives the Vega signal of the point selection, and Altair turns
@@ -16,13 +17,9 @@ import pytest
 
 import perfkit as pk
 from perfkit.charts import SELECTION
-from perfkit.widgets import TAB_TITLES, bundled_profile, bundled_profiles, dashboard
+from perfkit.widgets import TAB_TITLES, bundled_profile, dashboard
 from perfkit.widgets.headline import finding_tab, step_split
 from perfkit.widgets.memory_view import component_family, default_value, memory_series
-
-# a number in scientific notation, and a microsecond figure with three decimals
-SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
-US3 = re.compile(r"\d\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
 
 
 def _walk(widgets):
@@ -268,26 +265,6 @@ def test_long_labels_are_not_truncated(board) -> None:
         width = widget.style.description_width
         assert width == "initial" or int(width.removesuffix("px")) >= 8 * len(
             widget.description), widget.description
-
-
-# ----------------------------------------------------------------------------- numbers
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", bundled_profiles())
-def test_every_tab_writes_numbers_for_people(name: str) -> None:
-    board = dashboard(name)
-    assert board.error is None, board.error
-    for title in TAB_TITLES:
-        panel = board.select(title)
-        assert "pk-ready" in panel._dom_classes, title
-        html = panel.message.value + _html(panel)
-        text = re.sub(r"<style>.*?</style>", "", html, flags=re.S)
-        text = re.sub(r"<[^>]+>", " ", text)
-        assert not SCI.search(text), (name, title, SCI.search(text).group(0))
-        assert not US3.search(text), (name, title, US3.search(text).group(0))
-        for chart in panel.charts:  # the charts' axis formats never fall back to 1e-7
-            spec = str(chart.chart.to_dict())
-            assert "'format': 'e'" not in spec
 
 
 # ----------------------------------------------------------------------------- timeline

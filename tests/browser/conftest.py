@@ -34,7 +34,7 @@ WAIT_MS = 120_000
 
 #: A number in scientific notation, and a microsecond figure with three decimals.
 SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
-US3 = re.compile(r"\d\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
+US3 = re.compile(r"(?<![\d,.])[1-9][\d,]*\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
 
 #: True once the visible tab is drawn: it carries pk-ready (perfkit.widgets.tabs) and each
 #: of its charts has been rendered by Vega in the page (an svg inside its vega-embed).
