@@ -265,7 +265,15 @@ def test_serve_smoke(tmp_path: Path) -> None:
         html_values = [v["state"].get("value", "") for v in states.values()
                        if v["model_name"] == "HTMLModel"]
         assert any("MFU" in v for v in html_values)
-        assert any(v.lstrip().startswith("<svg") for v in html_values)
+        # the Overview's chart is a live offline chart (altair.JupyterChart, an anywidget):
+        # its Vega-Lite spec and its JavaScript, which imports nothing from a server
+        charts = [v["state"] for v in states.values() if v["state"].get("spec")]
+        assert charts, "no chart widget in the page's kernel"
+        for chart in charts:
+            assert "vega-lite" in chart["spec"]["$schema"]
+            assert len(chart["_esm"]) > 100_000
+            assert not re.search(r"""(?:import|from)\s*\(?\s*["'](?:https?:)?//""",
+                                 chart["_esm"])
         assert "tp: must divide num_attention_heads=32" in error
     finally:
         proc.send_signal(signal.SIGTERM)
