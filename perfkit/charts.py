@@ -19,6 +19,8 @@ import altair as alt
 import pandas as pd
 
 from .errors import InvalidArgumentError
+from .format import BYTE_UNITS, bytes_unit, time_text
+from .tables import shorten
 
 __all__ = [
     "memory_chart", "chart_to_svg",
@@ -26,12 +28,79 @@ __all__ = [
     "findings_frame", "findings_chart", "findings_html", "roofline_chart",
     "strategy_chart", "pipeline_plan_chart", "memory_timeline_chart", "slow_ranks_chart",
     "recompute_tradeoff_chart", "SVGChart", "svg", "HTMLBlock", "findings_table",
-    "STEP_PARTS", "FINDING_COLUMNS", "SEVERITY_ORDER",
-    "timeline_chart", "TIMELINE_COLORS",
+    "STEP_PARTS", "FINDING_COLUMNS", "SEVERITY_ORDER", "SELECTION", "MAX_MARKS",
+    "chart_marks", "selection_param", "timeline_chart", "TIMELINE_COLORS",
 ]
 
 MEMORY_COLUMNS = ("component", "GiB", "device_GiB")
 GIB = 2**30
+
+#: Name of the point selection of a chart built with ``select=True``: a click on a mark
+#: selects its key (a rank, an operator, a finding); a double click clears it. In the
+#: dashboard, ``altair.JupyterChart(chart).selections`` carries it back to Python, which
+#: filters the table next to the chart.
+SELECTION = "pick"
+#: Most data rows (marks) a chart ships to the browser; builders aggregate or keep the
+#: largest rows so that every chart stays under it (tests/test_chart_marks.py checks every
+#: builder on every bundled profile).
+MAX_MARKS = 5000
+
+
+def selection_param(fields: Sequence[str], legend: bool = False) -> alt.Parameter:
+    """The point selection :data:`SELECTION` on ``fields`` (click a mark; double click
+    clears; with ``legend`` a click on a legend entry selects too)."""
+    kwargs: dict[str, Any] = {"bind": "legend"} if legend else {}
+    return alt.selection_point(name=SELECTION, fields=list(fields), on="click",
+                               clear="dblclick", **kwargs)
+
+
+def chart_marks(chart: alt.TopLevelMixin) -> int:
+    """Data rows a chart ships to the browser (an upper bound of its marks).
+
+    Counts the rows of every inline data set of the chart's Vega-Lite spec (top level,
+    layers, facets and concatenations share the ``datasets`` of the spec).
+
+    Parameters
+    ----------
+    chart : altair chart
+
+    Returns
+    -------
+    int
+    """
+    spec = chart.to_dict()
+    total = sum(len(rows) for rows in spec.get("datasets", {}).values())
+
+    def inline(node: Any) -> int:
+        if isinstance(node, dict):
+            here = len(node["values"]) if isinstance(node.get("values"), list) and \
+                node.get("values") and isinstance(node["values"][0], dict) else 0
+            return here + sum(inline(v) for k, v in node.items() if k != "datasets")
+        if isinstance(node, list):
+            return sum(inline(v) for v in node)
+        return 0
+
+    return total + inline({k: v for k, v in spec.items() if k != "datasets"})
+
+
+def _rank_axis(title: str = "rank") -> alt.Axis:
+    """Rank ticks upright, thinned when they would overlap (hundreds of ranks)."""
+    return alt.Axis(title=title, labelAngle=0, labelOverlap="greedy", labelSeparation=4)
+
+
+def _unique_labels(full: Sequence[str], limit: int) -> list[str]:
+    """Labels shortened to ``limit`` characters, made unique by a suffix when two collide."""
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    for text in full:
+        short = shorten(text, limit)
+        if short in seen:
+            seen[short] += 1
+            short = f"{short} ({seen[short]})"
+        else:
+            seen[short] = 1
+        out.append(short)
+    return out
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], builder: str) -> None:
@@ -74,7 +143,8 @@ def memory_chart(frame: pd.DataFrame, title: str | None = None,
         color=alt.Color("component:N", sort=order, title=None,
                         legend=alt.Legend(orient="bottom", direction="horizontal")),
         order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("component:N"), alt.Tooltip("GiB:Q", format=".2f")],
+        tooltip=[alt.Tooltip("component:N"),
+                 alt.Tooltip("GiB:Q", format=",.2f", title="memory (GiB)")],
     ).transform_calculate(bar="'memory'")
     capacity = alt.Chart(data.head(1)).mark_rule(color="#c0392b", strokeWidth=2,
                                                  strokeDash=[4, 3]).encode(
@@ -117,58 +187,94 @@ STEP_PARTS: dict[str, str] = {
     "comm_not_overlapped_us": "communication (not overlapped)",
     "free_us": "free",
 }
-_STEP_COLORS = ["#4c78a8", "#e45756", "#bab0ac"]
+#: Colour of each step part (by column), the same in every chart.
+_PART_COLORS = {"computing_us": "#4c78a8", "comm_not_overlapped_us": "#e45756",
+                "comm_exposed_us": "#e45756", "free_us": "#bab0ac", "bubble_us": "#f58518"}
 
 
 def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
-                         width: int | None = None, height: int = 220) -> alt.Chart:
+                         width: int | None = None, height: int = 220,
+                         parts: dict[str, str] | None = None, select: bool = False,
+                         max_bars: int = 96) -> alt.Chart:
     """Stacked bars of the step time per rank: computing, exposed communication, free.
 
     Parameters
     ----------
     frame : pandas.DataFrame
         One row per (rank, step) with columns ``rank``, ``step`` and the parts of
-        :data:`STEP_PARTS` in µs, i.e. the output of
-        :func:`perfkit.analysis.step_breakdown`. Several steps per rank are drawn side by
-        side inside the rank's group. NA parts are left out (never drawn as zero).
+        ``parts`` in µs, i.e. the output of :func:`perfkit.analysis.step_breakdown`. NA
+        parts are left out (never drawn as zero).
     title : str, optional
         Chart title.
     width : int, optional
-        Width in pixels; by default 28 pixels per rank and step (at least 240).
+        Width in pixels; by default 28 pixels per bar (at least 240, at most 900).
     height : int
         Height in pixels.
+    parts : dict, optional
+        Columns to stack, in order, with their legend labels (default :data:`STEP_PARTS`,
+        whose sum is the step time).
+    select : bool
+        Add the point selection :data:`SELECTION` on ``rank`` (click a bar).
+    max_bars : int
+        Up to this many (rank, step) bars, each step of a rank is drawn side by side in
+        the rank's group; beyond it each rank shows the mean of each part over its steps
+        (``step`` is then ``"mean of n"``), so that hundreds of ranks stay readable.
+        Beyond :data:`MAX_MARKS` bars and parts, only the slowest ranks are kept.
 
     Returns
     -------
     altair.Chart
-        Bars with ``x = rank``, ``xOffset = step``, ``y = ms`` stacked by ``part`` (in the
-        order of :data:`STEP_PARTS`). The chart data has one row per (rank, step, part)
-        with a known value: columns ``rank``, ``step``, ``part``, ``order``, ``ms``.
+        Bars with ``x = rank`` (ordinal, in rank order), ``xOffset = step``, ``y = ms``
+        stacked by ``part``. The chart data has one row per (rank, step, part) with a
+        known value: columns ``rank``, ``step``, ``part``, ``order``, ``ms`` and
+        ``share`` (of the bar's total).
     """
-    _require(frame, ("rank", "step", *STEP_PARTS), "step_breakdown_chart")
-    long = frame.loc[:, ["rank", "step", *STEP_PARTS]].melt(
-        id_vars=["rank", "step"], var_name="column", value_name="us")
+    parts = dict(STEP_PARTS if parts is None else parts)
+    _require(frame, ("rank", "step", *parts), "step_breakdown_chart")
+    base = frame.loc[:, ["rank", "step", *parts]].copy()
+    base["rank"] = base["rank"].astype("Int64")
+    base["step"] = base["step"].astype("Int64").astype("string").fillna("NA")
+    if len(base) > max_bars:
+        steps = base.groupby("rank")["step"].size()
+        base = base.groupby("rank", as_index=False)[list(parts)].mean()
+        base["step"] = "mean of " + base["rank"].map(steps).astype(str)
+    long = base.melt(id_vars=["rank", "step"], var_name="column", value_name="us")
     long = long.dropna(subset=["us"])
-    long["part"] = long["column"].map(STEP_PARTS)
-    long["order"] = long["column"].map({c: i for i, c in enumerate(STEP_PARTS)})
+    long["part"] = long["column"].map(parts)
+    long["order"] = long["column"].map({c: i for i, c in enumerate(parts)})
     long["ms"] = long["us"].astype(float) / 1000.0
-    long["rank"] = long["rank"].astype("Int64").astype(str)
-    long["step"] = long["step"].astype("Int64").astype(str)
-    data = long.loc[:, ["rank", "step", "part", "order", "ms"]].reset_index(drop=True)
-    labels = list(STEP_PARTS.values())
+    total = long.groupby(["rank", "step"])["ms"].transform("sum")
+    long["share"] = (long["ms"] / total.where(total > 0)).astype(float)
+    long["rank"] = long["rank"].astype(int)
+    long["step"] = long["step"].astype(str)
+    if len(long) > MAX_MARKS:  # thousands of ranks: keep the slowest ones
+        per_rank = long.groupby("rank")["ms"].sum().sort_values(ascending=False)
+        keep = per_rank.index[: max(1, MAX_MARKS // max(1, len(parts)))]
+        long = long[long["rank"].isin(keep)]
+    data = long.loc[:, ["rank", "step", "part", "order", "ms", "share"]].sort_values(
+        ["rank", "step", "order"], kind="mergesort").reset_index(drop=True)
+    labels = list(parts.values())
+    colors = [_PART_COLORS.get(c, "#999") for c in parts]
+    bars = max(1, len(base))
     if width is None:
-        width = max(240, 28 * max(1, len(frame)))
+        width = int(min(900, max(240, 28 * bars)))
     chart = alt.Chart(data).mark_bar().encode(
-        x=alt.X("rank:N", title="rank", sort=None),
+        x=alt.X("rank:O", axis=_rank_axis(), sort="ascending"),
         xOffset=alt.XOffset("step:N", title="step"),
-        y=alt.Y("ms:Q", stack="zero", title="step time (ms)"),
+        y=alt.Y("ms:Q", stack="zero", title="time per step (ms)"),
         color=alt.Color("part:N", sort=labels, title=None,
-                        scale=alt.Scale(domain=labels, range=_STEP_COLORS),
-                        legend=alt.Legend(orient="bottom", direction="horizontal")),
+                        scale=alt.Scale(domain=labels, range=colors),
+                        legend=alt.Legend(orient="bottom", direction="horizontal",
+                                          labelLimit=0)),
         order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("step:N"), alt.Tooltip("part:N"),
-                 alt.Tooltip("ms:Q", format=".2f")],
+        tooltip=[alt.Tooltip("rank:O"), alt.Tooltip("step:N"), alt.Tooltip("part:N"),
+                 alt.Tooltip("ms:Q", format=",.2f", title="time (ms)"),
+                 alt.Tooltip("share:Q", format=".1%", title="share of the step")],
     ).properties(width=width, height=height)
+    if select:
+        pick = selection_param(["rank"])
+        chart = chart.add_params(pick).encode(
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.35)))
     if title:
         chart = chart.properties(title=title)
     return chart
@@ -177,48 +283,74 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
 # ----------------------------------------------------------------------------- operators
 
 def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None = 15,
-                        title: str | None = None, width: int = 420) -> alt.Chart:
+                        title: str | None = None, width: int = 420,
+                        value: str = "total_us", value_title: str | None = None,
+                        select: bool = False, label_limit: int = 48) -> alt.Chart:
     """Horizontal bars of the operators that take the most device time.
 
     Parameters
     ----------
     frame : pandas.DataFrame
         One row per operator (type, name or name and shapes) with columns ``label``,
-        ``total_us``, ``share`` and ``category``, sorted or not, i.e. the output of
-        :func:`perfkit.analysis.top_operators`.
+        ``value``, ``share`` and ``category``, sorted or not, i.e. the output of
+        :func:`perfkit.analysis.top_operators`; ``count`` goes into the tooltip.
     label : str
         Column that names a bar (``"key"``, ``"type"`` or ``"name"``).
     n : int, optional
-        Keep the first ``n`` rows in descending ``total_us`` (all when None).
+        Keep the first ``n`` rows in descending ``value`` (all when None).
     title : str, optional
         Chart title.
     width : int
         Width in pixels.
+    value : str
+        Column (µs) giving the bar's length: ``"total_us"`` (summed over ranks and steps)
+        or ``"per_step_us"`` (per step and rank).
+    value_title : str, optional
+        Axis title (default says which of the two).
+    select : bool
+        Add the point selection :data:`SELECTION` on ``full`` (click a bar).
+    label_limit : int
+        Longest bar label (characters); longer names are shortened in the middle and
+        shown whole in the tooltip.
 
     Returns
     -------
     altair.Chart
-        Bars with ``y = label`` (longest first), ``x = total_ms`` and ``color = category``.
-        The chart data has one row per operator kept: ``label``, ``category``,
-        ``total_ms``, ``share`` (fraction of device time).
+        Bars with ``y = label`` (longest first), ``x = ms`` and ``color = category``.
+        The chart data has one row per operator kept: ``label`` (shortened), ``full``,
+        ``category``, ``ms`` (``value`` in ms), ``share`` (fraction of device time) and
+        ``count`` when given.
     """
-    _require(frame, (label, "total_us", "share", "category"), "top_operators_chart")
-    data = frame.sort_values("total_us", ascending=False, kind="stable")
+    _require(frame, (label, value, "share", "category"), "top_operators_chart")
+    data = frame.sort_values(value, ascending=False, kind="stable")
     if n is not None:
         data = data.head(n)
-    data = pd.DataFrame({"label": data[label].astype(str).to_numpy(),
-                         "category": data["category"].astype(str).to_numpy(),
-                         "total_ms": data["total_us"].astype(float).to_numpy() / 1000.0,
-                         "share": data["share"].astype(float).to_numpy()})
-    chart = alt.Chart(data).mark_bar().encode(
-        y=alt.Y("label:N", sort=list(data["label"]), title=None,
-                axis=alt.Axis(labelLimit=260)),
-        x=alt.X("total_ms:Q", title="device time (ms)"),
+    full = data[label].astype(str).tolist()
+    out = pd.DataFrame({"label": _unique_labels(full, label_limit), "full": full,
+                        "category": data["category"].astype(str).to_numpy(),
+                        "ms": data[value].astype(float).to_numpy() / 1000.0,
+                        "share": data["share"].astype(float).to_numpy()})
+    if "count" in data.columns:
+        out["count"] = data["count"].astype("float64").to_numpy()
+    if value_title is None:
+        value_title = ("device time, summed over ranks and steps (ms)" if value == "total_us"
+                       else "device time per step and rank (ms)")
+    tips = [alt.Tooltip("full:N", title=label), alt.Tooltip("category:N"),
+            alt.Tooltip("ms:Q", format=",.3f", title=value_title),
+            alt.Tooltip("share:Q", format=".1%", title="share of device time")]
+    if "count" in out.columns:
+        tips.append(alt.Tooltip("count:Q", format=",.0f", title="calls"))
+    chart = alt.Chart(out).mark_bar().encode(
+        y=alt.Y("label:N", sort=list(out["label"]), title=None,
+                axis=alt.Axis(labelLimit=0)),
+        x=alt.X("ms:Q", title=value_title),
         color=alt.Color("category:N", title="category"),
-        tooltip=[alt.Tooltip("label:N", title=label), alt.Tooltip("category:N"),
-                 alt.Tooltip("total_ms:Q", format=".2f"),
-                 alt.Tooltip("share:Q", format=".1%")],
-    ).properties(width=width, height=max(60, 18 * len(data)))
+        tooltip=tips,
+    ).properties(width=width, height=max(60, 18 * len(out)))
+    if select:
+        pick = selection_param(["full"])
+        chart = chart.add_params(pick).encode(
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.35)))
     if title:
         chart = chart.properties(title=title)
     return chart
@@ -255,7 +387,8 @@ def findings_frame(findings: Iterable[Any]) -> pd.DataFrame:
 
 
 def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = None,
-                   width: int = 360) -> alt.Chart:
+                   width: int = 360, select: bool = False,
+                   label_limit: int = 70) -> alt.Chart:
     """Bars of the milliseconds per step at stake per finding, coloured by severity.
 
     Findings whose cost cannot be measured (``measured`` False) have no bar to draw and
@@ -272,12 +405,17 @@ def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = 
         Chart title.
     width : int
         Width in pixels.
+    select : bool
+        Add the point selection :data:`SELECTION` on ``title`` (click a bar).
+    label_limit : int
+        Longest bar label (characters); the whole title is in the tooltip.
 
     Returns
     -------
     altair.Chart
-        Bars with ``y = title`` (in the frame's order), ``x = ms_per_step`` and
-        ``color = severity``; the chart data has one row per measured finding kept.
+        Bars with ``y = label`` (the shortened title, in the frame's order),
+        ``x = ms_per_step`` and ``color = severity``; the chart data has one row per
+        measured finding kept.
     """
     _require(frame, ("title", "severity", "area", "score"), "findings_chart")
     data = frame
@@ -289,20 +427,26 @@ def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = 
     if n is not None:
         data = data.head(n)
     data = data.reset_index(drop=True)
-    x = alt.X("ms_per_step:Q", title="ms per step at stake") if "ms_per_step" in cols \
+    data["label"] = _unique_labels(data["title"].astype(str).tolist(), label_limit)
+    x = alt.X("ms_per_step:Q", title="time at stake per step (ms)") if "ms_per_step" in cols \
         else alt.X("score:Q", title="share of step time at stake", axis=alt.Axis(format="%"))
-    tips = [alt.Tooltip("title:N"), alt.Tooltip("area:N"), alt.Tooltip("severity:N"),
-            alt.Tooltip("score:Q", format=".1%", title="share of the step")]
+    tips = [alt.Tooltip("title:N", title="finding"), alt.Tooltip("area:N"),
+            alt.Tooltip("severity:N")]
     if "ms_per_step" in cols:
-        tips.append(alt.Tooltip("ms_per_step:Q", format=".3r", title="ms per step"))
+        tips.append(alt.Tooltip("ms_per_step:Q", format=",.2f", title="at stake (ms per step)"))
+    tips.append(alt.Tooltip("score:Q", format=".1%", title="share of the step"))
     chart = alt.Chart(data).mark_bar().encode(
-        y=alt.Y("title:N", sort=list(data["title"]), title=None,
-                axis=alt.Axis(labelLimit=360)),
+        y=alt.Y("label:N", sort=list(data["label"]), title=None,
+                axis=alt.Axis(labelLimit=0)),
         x=x,
         color=alt.Color("severity:N", scale=alt.Scale(domain=list(SEVERITY_ORDER),
                                                        range=_SEVERITY_COLORS)),
         tooltip=tips,
-    ).properties(width=width, height=max(40, 20 * len(data)))
+    ).properties(width=width, height=max(40, 22 * len(data)))
+    if select:
+        pick = selection_param(["title"])
+        chart = chart.add_params(pick).encode(
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.35)))
     if title:
         chart = chart.properties(title=title)
     return chart
@@ -340,14 +484,26 @@ def findings_html(frame: pd.DataFrame, n: int | None = 10,
     data = frame if n is None else frame.head(n)
     if data.empty:
         return '<p class="perfkit-findings">No finding: nothing abnormal was detected.</p>'
-    head = "".join(f"<th style='text-align:left'>{html.escape(c)}</th>" for c in columns)
+    head = "".join(f"<th style='text-align:left;vertical-align:bottom'>"
+                   f"{html.escape(_FINDING_HEADERS.get(c, c))}</th>" for c in columns)
     body = []
     for _, row in data.iterrows():
-        cells = "".join(f"<td style='text-align:left;vertical-align:top'>"
-                        f"{html.escape(str(row[c]))}</td>" for c in columns)
+        cells = "".join(
+            f"<td style='text-align:left;vertical-align:top;"
+            f"{_FINDING_CELL.get(c, 'white-space:normal;min-width:12em;max-width:32em')}'>"
+            f"{html.escape(str(row[c]))}</td>" for c in columns)
         body.append(f"<tr>{cells}</tr>")
     return (f'<table class="perfkit-findings"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>")
+
+
+_FINDING_HEADERS = {"ms per step": "at stake per step", "title": "what was seen",
+                    "recommendation": "what to change"}
+_FINDING_CELL = {"severity": "white-space:nowrap", "ms per step": "white-space:nowrap",
+                 "area": "white-space:nowrap", "notebook": "white-space:nowrap",
+                 "title": "white-space:normal;min-width:14em;max-width:24em",
+                 "details": "white-space:normal;min-width:10em;max-width:22em;color:#555;"
+                            "font-size:11px"}
 
 
 def _at_stake(ms: float, share: float) -> str:
@@ -358,8 +514,7 @@ def _at_stake(ms: float, share: float) -> str:
         return str(ms)
     if ms != ms:
         return "not measurable"
-    digits = 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
-    return f"{ms:,.{digits}f} ms ({100 * share:.1f} %)"
+    return f"{time_text(ms * 1e3, unit='ms')} ({100 * share:.1f} %)"
 
 
 # ----------------------------------------------------------------------------- roofline
@@ -406,21 +561,23 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
     tips = [alt.Tooltip("key:N", title="operator"), alt.Tooltip("kind:N")]
     if "input_shapes" in data.columns:
         tips.append(alt.Tooltip("input_shapes:N", title="input shapes"))
-    tips += [alt.Tooltip("intensity:Q", format=".3r", title="FLOP/byte"),
-             alt.Tooltip("achieved_tflops:Q", format=".3r", title="TFLOP/s"),
-             alt.Tooltip("total_ms:Q", format=".3r", title="total ms")]
+    tips += [alt.Tooltip("intensity:Q", format=",.2f", title="intensity (FLOP/byte)"),
+             alt.Tooltip("achieved_tflops:Q", format=",.2f", title="achieved (TFLOP/s)"),
+             alt.Tooltip("total_ms:Q", format=",.2f",
+                         title="device time, summed over ranks and steps (ms)")]
     if "efficiency" in data.columns:
         tips.append(alt.Tooltip("efficiency:Q", format=".1%", title="of the roofline"))
     if "bound" in data.columns:
         tips.append(alt.Tooltip("bound:N"))
     points = alt.Chart(data).mark_circle(opacity=0.7).encode(
         x=alt.X("intensity:Q", scale=alt.Scale(type="log"),
-                title="arithmetic intensity (FLOP / byte)"),
-        y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s"),
-        size=alt.Size("total_ms:Q", title="total ms"),
+                title="arithmetic intensity (FLOP / byte)", axis=alt.Axis(format=",~r")),
+        y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s",
+                axis=alt.Axis(format=",~r")),
+        size=alt.Size("total_ms:Q", title="time (ms)"),
         color=alt.Color("kind:N", title="kind"),
         tooltip=tips,
-    ).properties(width=width, height=height)
+    ).properties(width=width, height=height).interactive()  # zoom and pan
     if peak_tflops is None and "peak_tflops" in frame.columns and \
             frame["peak_tflops"].notna().any():
         peak_tflops = float(frame["peak_tflops"].mode().iloc[0])
@@ -491,10 +648,10 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
         color=alt.Color("fits:N", title=None,
                         scale=alt.Scale(domain=["fits", "does not fit"],
                                         range=["#2e86c1", "#c0392b"])),
-        tooltip=[alt.Tooltip("step_s:Q", format=".3f"),
-                 alt.Tooltip("memory_GiB:Q", format=".1f"),
+        tooltip=[alt.Tooltip("step_s:Q", format=",.3f", title="estimated step (s)"),
+                 alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)"),
                  *[alt.Tooltip(c) for c in extra]],
-    )
+    ).interactive()  # zoom and pan
     rule = alt.Chart(limit).mark_rule(color="#c0392b", strokeDash=[4, 3]).encode(
         x=alt.X("limit_GiB:Q"))
     chart = alt.layer(dots, rule).properties(width=width, height=height)
@@ -624,16 +781,20 @@ def findings_table(frame: pd.DataFrame, n: int | None = 10) -> HTMLBlock:
 # ----------------------------------------------------------------------------- memory, cluster
 
 def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
-                          title: str | None = None, width: int = 520,
-                          height: int = 220) -> alt.Chart:
-    """Memory over the profiled time, one line per (rank, component).
+                          title: str | None = None, width: int = 560,
+                          height: int = 240, select: bool = False,
+                          unit: str | None = None) -> alt.Chart:
+    """Memory over the profiled time, one line per series, zoomable along time.
 
     Parameters
     ----------
     frame : pandas.DataFrame
-        Binned samples with columns ``rank``, ``component``, ``ts_us`` and ``value``:
-        :func:`perfkit.analysis.memory_timeline` (already reduced to a few hundred points
-        per series, keeping each bin's maximum). Rows where ``value`` is NA are left out.
+        Binned samples with columns ``ts_us`` and ``value``, and either ``series`` (the
+        line's name, e.g. from :func:`perfkit.widgets.memory_view.memory_series`, which
+        groups components and aggregates ranks) or ``rank`` and ``component``
+        (:func:`perfkit.analysis.memory_timeline`, one line per rank and component).
+        Rows where ``value`` is NA are left out; beyond :data:`MAX_MARKS` rows every series
+        is thinned alike, each group of consecutive samples keeping its maximum.
     value : str
         Which column to draw: ``"reserved_bytes"``, ``"allocated_bytes"`` or
         ``"active_bytes"``.
@@ -641,35 +802,77 @@ def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
         Chart title.
     width, height : int
         Size in pixels.
+    select : bool
+        Add the point selection :data:`SELECTION` on ``series``, bound to the legend too
+        (click a line or a legend entry).
+    unit : {"B", "KiB", "MiB", "GiB", "TiB"}, optional
+        Unit of the y axis (default: the one that fits the largest value, so a device
+        profile reads in GiB and a CPU run in MiB).
 
     Returns
     -------
     altair.Chart
-        Lines with ``x = ms``, ``y = GiB`` and ``color = series`` (``"rank r component"``);
-        the data has one row per input row with a known value.
+        Lines with ``x = ms``, ``y = <unit>`` (a column named after the unit, e.g. ``GiB``)
+        and ``color = series`` (in the frame's order of
+        series: put the largest first); the data has one row per input row with a known
+        value.
     """
-    _require(frame, ("rank", "component", "ts_us", value), "memory_timeline_chart")
-    data = frame.dropna(subset=[value])
+    if "series" in frame.columns:
+        _require(frame, ("series", "ts_us", value), "memory_timeline_chart")
+        data = frame.dropna(subset=[value])
+        names = data["series"].astype(str)
+    else:
+        _require(frame, ("rank", "component", "ts_us", value), "memory_timeline_chart")
+        data = frame.dropna(subset=[value])
+        names = ("rank " + data["rank"].astype("Int64").astype(str) + " "
+                 + data["component"].astype(str))
+    if len(data) > MAX_MARKS:  # thin every series alike, keeping each bin's maximum
+        step = -(-len(data) // MAX_MARKS)
+        key = names.to_numpy()
+        pos = data.groupby(key, sort=False).cumcount().to_numpy() // step
+        data = data.assign(_k=key, _b=pos).groupby(["_k", "_b"], sort=False).agg(
+            ts_us=("ts_us", "first"), **{value: (value, "max")}).reset_index()
+        names = data["_k"].astype(str)
+    values = data[value].astype(float).to_numpy()
+    if unit is None:  # the binary unit of the largest value: GiB on a device, MiB on a CPU
+        unit = bytes_unit([float(values.max())] if len(values) else [])[0]
+    size = dict(BYTE_UNITS)[unit]
     data = pd.DataFrame({
-        "series": ("rank " + data["rank"].astype("Int64").astype(str) + " "
-                   + data["component"].astype(str)).to_numpy(),
+        "series": names.to_numpy(),
         "ms": data["ts_us"].astype(float).to_numpy() / 1000.0,
-        "GiB": data[value].astype(float).to_numpy() / GIB})
-    chart = alt.Chart(data).mark_line(interpolate="step-after").encode(
-        x=alt.X("ms:Q", title="time (ms)"),
-        y=alt.Y("GiB:Q", title=f"{value.removesuffix('_bytes')} (GiB)"),
-        color=alt.Color("series:N", title=None,
-                        legend=alt.Legend(orient="bottom", columns=4)),
-        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("ms:Q", format=".1f"),
-                 alt.Tooltip("GiB:Q", format=".2f")],
+        unit: values / size})
+    order = list(dict.fromkeys(data["series"]))
+    what = value.removesuffix("_bytes")
+    chart = alt.Chart(data).mark_line(interpolate="step-after", point=False).encode(
+        x=alt.X("ms:Q", title="time since the profile's start (ms)"),
+        y=alt.Y(f"{unit}:Q", title=f"{what} ({unit})"),
+        color=alt.Color("series:N", title=None, sort=order,
+                        legend=alt.Legend(orient="right", labelLimit=0)),
+        tooltip=[alt.Tooltip("series:N"),
+                 alt.Tooltip("ms:Q", format=",.1f", title="time (ms)"),
+                 alt.Tooltip(f"{unit}:Q", format=",.3f", title=f"{what} ({unit})")],
     ).properties(width=width, height=height)
+    zoom = alt.selection_interval(bind="scales", encodings=["x"])
+    chart = chart.add_params(zoom)
+    if select:
+        pick = selection_param(["series"], legend=True)
+        chart = chart.add_params(pick).encode(
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.2)))
     if title:
         chart = chart.properties(title=title)
     return chart
 
 
+#: Readable names of the metrics of :func:`perfkit.analysis.slow_ranks`.
+_METRIC_LABELS = {"free_us": "free time (device idle)", "preparing_us": "preparing (host)",
+                  "computing_us": "computing", "comm_not_overlapped_us":
+                  "exposed communication", "bubble_us": "pipeline bubble",
+                  "stage_us": "stage time", "step_us": "step time"}
+
+
 def slow_ranks_chart(frame: pd.DataFrame, title: str | None = None,
-                     width: int = 150, height: int = 150) -> alt.FacetChart:
+                     width: int | None = None, height: int = 150,
+                     select: bool = False) -> alt.FacetChart:
     """Excess of each rank over its peers, one panel per check (the seed's order).
 
     Parameters
@@ -677,38 +880,69 @@ def slow_ranks_chart(frame: pd.DataFrame, title: str | None = None,
     frame : pandas.DataFrame
         One row per (rank, metric) with columns ``rank``, ``metric``, ``check_order``,
         ``excess_pct`` (percent above the peers' median) and ``slow`` (bool):
-        :func:`perfkit.analysis.slow_ranks`.
+        :func:`perfkit.analysis.slow_ranks`; ``value_us`` and ``phase`` go into the
+        tooltip when present.
     title : str, optional
         Chart title.
-    width, height : int
-        Size of one panel in pixels.
+    width : int, optional
+        Width of one panel in pixels (default: 14 pixels per rank, at least 150).
+    height : int
+        Height of one panel in pixels.
+    select : bool
+        Add the point selection :data:`SELECTION` on ``rank`` (click a bar).
 
     Returns
     -------
     altair.FacetChart
-        Bars with ``x = rank``, ``y = excess_pct``, ``color = slow``, faceted by
-        ``metric`` in ``check_order``; the data has one row per input row.
+        Bars with ``x = rank`` (ordinal, in rank order), ``y = excess_pct``,
+        ``color = slow``, faceted by ``metric`` (named in words: ``"free time (device
+        idle)"`` for ``free_us``) in ``check_order``; the data has one row per input row
+        (beyond :data:`MAX_MARKS` rows, the ranks furthest from their peers).
     """
     _require(frame, ("rank", "metric", "check_order", "excess_pct", "slow"),
              "slow_ranks_chart")
     data = pd.DataFrame({
-        "rank": frame["rank"].astype("Int64").astype(str).to_numpy(),
+        "rank": frame["rank"].astype("Int64").astype(int).to_numpy(),
         "metric": frame["metric"].astype(str).to_numpy(),
         "check_order": frame["check_order"].astype(float).to_numpy(),
         "excess_pct": frame["excess_pct"].astype(float).to_numpy(),
         "slow": frame["slow"].fillna(False).astype(bool).map(
             {True: "slow", False: "normal"}).to_numpy()})
+    if len(data) > MAX_MARKS:  # thousands of ranks: keep those furthest from their peers
+        worst = data.assign(_a=data["excess_pct"].abs()).groupby("rank")["_a"].max()
+        per_metric = max(1, data["metric"].nunique())
+        keep = worst.sort_values(ascending=False).index[: max(1, MAX_MARKS // per_metric)]
+        mask = data["rank"].isin(keep).to_numpy()
+        data, frame = data[mask].reset_index(drop=True), frame[mask].reset_index(drop=True)
+    tips = [alt.Tooltip("rank:O"), alt.Tooltip("metric:N")]
+    if "phase" in frame.columns:
+        data["phase"] = frame["phase"].astype(str).to_numpy()
+        tips.append(alt.Tooltip("phase:N", title="what it measures"))
+    if "value_us" in frame.columns:
+        data["value_ms"] = frame["value_us"].astype(float).to_numpy() / 1e3
+        tips.append(alt.Tooltip("value_ms:Q", format=",.2f", title="time (ms)"))
+    tips += [alt.Tooltip("excess_pct:Q", format=",.1f", title="above the peers' median (%)"),
+             alt.Tooltip("slow:N")]
+    data["metric"] = data["metric"].map(lambda m: _METRIC_LABELS.get(
+        m, m.removesuffix("_us").replace("_", " ")))
     metrics = list(data.sort_values("check_order", kind="stable")["metric"].unique())
-    chart = alt.Chart(data).mark_bar().encode(
-        x=alt.X("rank:N", sort=None, title="rank"),
+    ranks = data["rank"].nunique()
+    if width is None:
+        width = max(120, min(260, 12 * ranks))
+    inner = alt.Chart(data).mark_bar().encode(
+        x=alt.X("rank:O", sort="ascending", axis=_rank_axis()),
         y=alt.Y("excess_pct:Q", title="above peers' median (%)"),
         color=alt.Color("slow:N", title=None,
                         scale=alt.Scale(domain=["normal", "slow"],
                                         range=["#95a5a6", "#c0392b"])),
-        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("metric:N"),
-                 alt.Tooltip("excess_pct:Q", format=".1f"), alt.Tooltip("slow:N")],
-    ).properties(width=width, height=height).facet(
-        column=alt.Column("metric:N", sort=metrics, title=None))
+        tooltip=tips,
+    ).properties(width=width, height=height)
+    if select:
+        pick = selection_param(["rank"])
+        inner = inner.add_params(pick).encode(
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.35)))
+    chart = inner.facet(column=alt.Column("metric:N", sort=metrics, title=None,
+                                          header=alt.Header(labelLimit=0)))
     if title:
         chart = chart.properties(title=title)
     return chart
@@ -744,8 +978,9 @@ def recompute_tradeoff_chart(frame: pd.DataFrame, memory_limit_GiB: float | None
     base = alt.Chart(data).encode(
         x=alt.X("memory_GiB:Q", title="memory per device (GiB)"),
         y=alt.Y("step_s:Q", title="estimated step time (s)", scale=alt.Scale(zero=False)),
-        tooltip=[alt.Tooltip("recompute:N"), alt.Tooltip("memory_GiB:Q", format=".1f"),
-                 alt.Tooltip("step_s:Q", format=".3f")])
+        tooltip=[alt.Tooltip("recompute:N"),
+                 alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)"),
+                 alt.Tooltip("step_s:Q", format=",.3f", title="estimated step (s)")])
     layers = [base.mark_point(filled=True, size=80, color="#2e86c1"),
               base.mark_text(align="left", dx=8, fontSize=12).encode(text="recompute:N")]
     if memory_limit_GiB is not None:

@@ -42,6 +42,7 @@ import errno
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import sys
@@ -150,26 +151,31 @@ def _ranges(values: Sequence[int]) -> str:
 
 
 def _ms3(ms: float) -> str:
-    """Milliseconds with 3 significant digits and no exponent (``1,234 ms``, ``0.123 ms``)."""
-    digits = 0 if ms >= 100 else 1 if ms >= 10 else 2 if ms >= 1 else 3
-    return f"{ms:,.{digits}f} ms"
+    """Milliseconds in the unit that fits, 3 significant digits (``1.23 s``, ``0.123 ms``)."""
+    from .format import time_text
+
+    return time_text(ms * 1e3, unit="ms" if abs(ms) < 1e3 else None)
 
 
 def _pct(value: Any) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if math.isnan(v) else f"{100 * v:.1f} %"
+    from .format import share_text
+
+    return "-" if share_text(value) == "–" else share_text(value)
 
 
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
-    return textwrap.wrap(" ".join(str(text).split()), width=width, initial_indent=indent,
-                         subsequent_indent=indent + "  ") or [indent.rstrip()]
+    """Lines of ``text`` under ``indent``; a number and its unit stay on one line."""
+    glued = re.sub(r"(\d) (%|ms|µs|s|GiB|MiB|KiB|B)(?!\w)", "\\1\xa0\\2",
+                   " ".join(str(text).split()))
+    lines = textwrap.wrap(glued, width=width, initial_indent=indent,
+                          subsequent_indent=indent + "  ") or [indent.rstrip()]
+    return [line.replace("\xa0", " ") for line in lines]
 
 
 def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     from .analysis import measured_step_s, step_breakdown
+    from .format import sig, time_text, time_unit
+    from .widgets.headline import step_split, with_exposed_comm
 
     try:
         steps = step_breakdown(profile)
@@ -178,7 +184,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     if steps.empty or "step" not in steps.columns:
         why = "; ".join(steps.attrs.get("notes", [])) or "no step found"
         return [f"Steps: none ({why})"]
-    known = steps.dropna(subset=["step_us"])
+    known = with_exposed_comm(steps.dropna(subset=["step_us"]))
     ids = sorted({s for s in steps["step"].dropna().tolist()})
     source = ", ".join(sorted({str(s) for s in steps.get("source", []) if s == s})) or "?"
     lines = [f"Steps: {len(ids)} ({_ranges(ids) if ids else 'unnumbered'}), "
@@ -186,17 +192,30 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     step_s = measured_step_s(steps)
     if math.isnan(step_s):
         return lines + ["  measured step time: unknown (no step has a duration)"]
-    lines.append(f"  measured step time: {step_s * 1e3:,.2f} ms (median over steps of the "
+    lines.append(f"  measured step time: {time_text(step_s * 1e6)} (median over steps of the "
                  "slowest rank's step time)")
-    lines.append(f"  {'step':>6}  {'slowest rank':>12}  {'step ms':>10}  {'computing':>9}  "
-                 f"{'comm exposed':>12}  {'free':>7}  {'bubble':>7}")
+    split = step_split(steps)
+    if not split.empty:
+        parts = ", ".join(f"{r.label} {_pct(r.share)}" for r in split.itertuples())
+        n_ranks, n_steps = split.attrs["ranks"], split.attrs["steps"]
+        lines += _wrap(f"where the step goes: {parts} (shares of the step time summed over "
+                       f"{n_ranks} rank{'s' * (n_ranks != 1)} × {n_steps} "
+                       f"step{'s' * (n_steps != 1)}; they add up to 100 %)", "  ")
+    has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
+    unit, size = time_unit(known["step_us"])
+    head = f"step ({unit})"
+    lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {'computing':>9}  "
+                 f"{'comm exposed':>12}" + (f"  {'bubble':>7}" if has_bubble else "")
+                 + f"  {'free':>7}")
     slowest = known.loc[known.groupby("step", dropna=False)["step_us"].idxmax()]
     for _, row in slowest.head(max_steps).iterrows():
         step = "NA" if row["step"] != row["step"] else int(row["step"])
-        lines.append(f"  {step!s:>6}  {int(row['rank']):>12}  {row['step_us'] / 1e3:>10,.2f}  "
-                     f"{_pct(row.get('computing_share')):>9}  "
-                     f"{_pct(row.get('comm_not_overlapped_share')):>12}  "
-                     f"{_pct(row.get('free_share')):>7}  {_pct(row.get('bubble_share')):>7}")
+        share = row["comm_exposed_us"] / row["step_us"] if row["step_us"] else float("nan")
+        bubble = (f"  {_pct(row.get('bubble_share')):>7}" if has_bubble else "")
+        lines.append(f"  {step!s:>6}  {int(row['rank']):>12}  "
+                     f"{sig(row['step_us'] / size):>10}  "
+                     f"{_pct(row.get('computing_share')):>9}  {_pct(share):>12}{bubble}  "
+                     f"{_pct(row.get('free_share')):>7}")
     if len(slowest) > max_steps:
         lines.append(f"  ... {len(slowest) - max_steps} more steps")
     return lines
@@ -238,8 +257,13 @@ def _job_lines(job: Any) -> list[str]:
     for problem in job.problems():
         lines += _wrap(f"warning: {problem}", "  ")
     if job.missing():
-        lines += _wrap("figures: not computed, the job lacks " + "; ".join(job.missing()),
-                       "  ")
+        from .widgets.headline import throughput_figure
+
+        tps = throughput_figure(job, job.step_time_s or float("nan"))
+        if tps.text != "–":
+            lines.append(f"  {'tokens/s per device':<36}{tps.text.split(' tokens')[0]}")
+        lines += _wrap("other figures: not computed, the job lacks "
+                       + "; ".join(job.missing()), "  ")
         return lines
     try:
         summary = job_summary(job).set_index("key")

@@ -61,15 +61,37 @@ def test_step_breakdown_chart_draws_every_part_of_every_rank(slow_rank: object) 
     assert len(data) == len(frame) * len(C.STEP_PARTS)
     for column, part in C.STEP_PARTS.items():
         for _, row in frame.iterrows():
-            got = data[(data["rank"] == str(row["rank"])) & (data["step"] == str(row["step"]))
+            got = data[(data["rank"] == int(row["rank"])) & (data["step"] == str(row["step"]))
                        & (data["part"] == part)]["ms"]
             assert got.tolist() == pytest.approx([row[column] / 1000.0])
     # per rank and step, the stacked parts add up to the step
     total = data.groupby(["rank", "step"])["ms"].sum()
-    expected = frame.set_index([frame["rank"].astype(str), frame["step"].astype(str)])["step_us"]
+    expected = frame.set_index([frame["rank"].astype(int), frame["step"].astype(str)])["step_us"]
     assert total.sort_index().to_numpy() == pytest.approx(
         expected.sort_index().to_numpy() / 1000.0, rel=1e-9)
+    # each part's share of its bar, from the frame's own shares
+    merged = data[data["part"] == C.STEP_PARTS["computing_us"]]
+    shares = frame.set_index([frame["rank"].astype(int),
+                              frame["step"].astype(str)])["computing_share"]
+    keys = list(zip(merged["rank"], merged["step"], strict=True))
+    assert merged["share"].to_numpy() == pytest.approx(shares.loc[keys].to_numpy(), rel=1e-6)
+    assert enc["x"]["type"] == "ordinal" and enc["x"]["axis"]["labelAngle"] == 0
     _svg(chart)
+
+
+def test_step_breakdown_chart_averages_steps_when_there_are_many_bars() -> None:
+    # 3 ranks x 40 steps: more bars than max_bars, so one bar per rank, the mean per part
+    rows = [{"rank": r, "step": s, "computing_us": 1000.0 * (r + 1) + s,
+             "comm_not_overlapped_us": 100.0, "free_us": 10.0 * s}
+            for r in range(3) for s in range(40)]
+    frame = pd.DataFrame(rows)
+    data = _data(C.step_breakdown_chart(frame, max_bars=50))
+    assert len(data) == 3 * 3
+    comp = data[data["part"] == C.STEP_PARTS["computing_us"]].set_index("rank")["ms"]
+    # mean over steps 0..39 of 1000 (r + 1) + s is 1000 (r + 1) + 19.5
+    assert comp.to_dict() == pytest.approx({r: (1000.0 * (r + 1) + 19.5) / 1e3
+                                            for r in range(3)})
+    assert set(data["step"]) == {"mean of 40"}
 
 
 def test_step_breakdown_chart_leaves_missing_parts_out() -> None:
@@ -77,7 +99,7 @@ def test_step_breakdown_chart_leaves_missing_parts_out() -> None:
                           "comm_not_overlapped_us": [pd.NA, 50.0], "free_us": [10.0, 20.0]})
     data = _data(C.step_breakdown_chart(frame))
     assert len(data) == 5
-    assert not ((data["rank"] == "0") & (data["part"] == C.STEP_PARTS[
+    assert not ((data["rank"] == 0) & (data["part"] == C.STEP_PARTS[
         "comm_not_overlapped_us"])).any()
 
 
@@ -98,13 +120,27 @@ def test_top_operators_chart_keeps_the_longest_in_order(slow_rank: object) -> No
     chart = C.top_operators_chart(frame, n=5)
     data = _data(chart)
     expected = frame.sort_values("total_us", ascending=False).head(5)
-    assert data["label"].tolist() == expected["key"].astype(str).tolist()
-    assert data["total_ms"].to_numpy() == pytest.approx(expected["total_us"].to_numpy() / 1e3)
+    assert data["full"].tolist() == expected["key"].astype(str).tolist()
+    assert data["ms"].to_numpy() == pytest.approx(expected["total_us"].to_numpy() / 1e3)
     assert data["share"].to_numpy() == pytest.approx(expected["share"].to_numpy())
     enc = _encoding(chart)
     assert enc["y"]["field"] == "label" and enc["y"]["sort"] == data["label"].tolist()
-    assert enc["x"]["field"] == "total_ms" and enc["color"]["field"] == "category"
+    assert enc["x"]["field"] == "ms" and enc["color"]["field"] == "category"
     _svg(chart)
+    per_step = _data(C.top_operators_chart(frame, n=5, value="per_step_us"))
+    expected = frame.sort_values("per_step_us", ascending=False).head(5)
+    assert per_step["ms"].to_numpy() == pytest.approx(expected["per_step_us"].to_numpy() / 1e3)
+
+
+def test_top_operators_chart_shortens_long_names_and_keeps_them_whole() -> None:
+    long = "aclnnFlashAttentionScoreGrad_" + "x" * 80 + "_FlashAttentionScoreGrad"
+    frame = pd.DataFrame({"key": [long, long + "2", "Add"], "total_us": [30.0, 20.0, 10.0],
+                          "share": [0.5, 0.3, 0.2], "category": ["compute"] * 3})
+    data = _data(C.top_operators_chart(frame, label_limit=40))
+    assert data["full"].tolist() == [long, long + "2", "Add"]
+    assert all(len(label) <= 45 for label in data["label"])
+    assert data["label"].iloc[0].startswith("aclnnFlash") and "…" in data["label"].iloc[0]
+    assert data["label"].nunique() == 3  # shortened labels stay distinct
 
 
 def test_top_operators_chart_by_another_label() -> None:
@@ -112,6 +148,7 @@ def test_top_operators_chart_by_another_label() -> None:
                           "category": ["compute", "communication"]})
     data = _data(C.top_operators_chart(frame, label="type", n=None))
     assert data["label"].tolist() == ["B", "A"]
+    assert data["full"].tolist() == ["B", "A"]
     with pytest.raises(InvalidArgumentError, match="key"):
         C.top_operators_chart(frame)
 
@@ -130,6 +167,7 @@ def test_findings_frame_chart_and_table(slow_rank: object) -> None:
     measured = [f for f in findings if f.measured]
     assert data["title"].tolist() == [f.title for f in measured[:3]]
     assert data["ms_per_step"].tolist() == [f.ms_per_step for f in measured[:3]]
+    assert _encoding(chart)["y"]["field"] == "label"
     enc = _encoding(chart)
     assert enc["x"]["field"] == "ms_per_step" and enc["color"]["field"] == "severity"
     assert enc["color"]["scale"]["domain"] == list(C.SEVERITY_ORDER)
@@ -138,6 +176,7 @@ def test_findings_frame_chart_and_table(slow_rank: object) -> None:
     assert table.count("<tr>") == 3  # header + two findings
     assert findings[0].title.split(":")[0] in table
     top = findings[0]
+    # three significant digits, all integer digits kept from 100 ms on
     digits = 0 if top.ms_per_step >= 100 else 1 if top.ms_per_step >= 10 else 2
     assert f"{top.ms_per_step:,.{digits}f} ms ({100 * top.score:.1f} %)" in table
     assert "rule slow_ranks" in table  # the rule id is in the details column
@@ -248,7 +287,7 @@ def test_memory_timeline_chart_draws_each_series(slow_rank: object) -> None:
         known["reserved_bytes"].to_numpy() / 2**30)
     assert data["ms"].to_numpy() == pytest.approx(known["ts_us"].to_numpy() / 1e3)
     assert data["series"].nunique() == len(known.groupby(["rank", "component"]))
-    enc = _encoding(chart)
+    enc = chart.to_dict()["encoding"]
     assert (enc["x"]["field"], enc["y"]["field"], enc["color"]["field"]) == (
         "ms", "GiB", "series")
     _svg(chart)
@@ -260,12 +299,14 @@ def test_slow_ranks_chart_marks_the_slow_rank(slow_rank: object) -> None:
     data = chart.data
     assert len(data) == len(frame)
     assert set(data.loc[data["slow"] == "slow", "rank"]) == {
-        str(r) for r in frame.loc[frame["slow"], "rank"]}
-    assert "2" in set(data.loc[data["slow"] == "slow", "rank"])  # the planted fault
+        int(r) for r in frame.loc[frame["slow"], "rank"]}
+    assert 2 in set(data.loc[data["slow"] == "slow", "rank"])  # the planted fault
     spec = chart.to_dict()
     assert spec["facet"]["column"]["field"] == "metric"
-    assert spec["facet"]["column"]["sort"][0] == frame.sort_values("check_order")[
-        "metric"].iloc[0]
+    first = frame.sort_values("check_order")["metric"].iloc[0]
+    assert first == "free_us"  # the seed's first check: the step interval
+    assert spec["facet"]["column"]["sort"][0] == "free time (device idle)"
+    assert "free_us" not in set(data["metric"])  # panels are named in words
     assert spec["spec"]["encoding"]["y"]["field"] == "excess_pct"
     _svg(chart)
 

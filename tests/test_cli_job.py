@@ -12,7 +12,7 @@ from perfkit.widgets import bundled_profile, bundled_profiles
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tests" / "data" / "configs" / "llama2_13b_full.yaml"
-_UTIL = re.compile(r"^\s*(MFU|HFU)\s+([0-9.,]+)%(.*)$", re.MULTILINE)
+_UTIL = re.compile(r"^\s*(MFU|HFU)\s+([0-9.,]+)\s?%(.*)$", re.MULTILINE)
 
 
 @pytest.fixture(autouse=True)

@@ -51,6 +51,27 @@ ALTERNATIVES: dict[str, dict[str, Any]] = {
 
 #: An MFU or HFU cell of a table (a DataFrame or the metrics panel), with its value.
 _UTILISATION = re.compile(r"(?:MFU|HFU)</td>\s*<td[^>]*>\s*([0-9.,]+)\s?%([^<]*)<")
+#: A number in scientific notation, and a microsecond figure with three decimals, in the
+#: text a reader sees (HTML tables and plain text; SVG charts and widget state left out).
+_SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
+_US3 = re.compile(r"(?<![\d,.])[1-9][\d,]*\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
+
+
+def _seen_text(out: Any) -> str:
+    """The text of an output as a reader sees it: HTML without tags, styles and charts (the
+    static snapshot of a widget included: ``perfkit report`` shows it), or the plain text
+    when there is neither HTML nor a widget."""
+    data = out.get("data", {}) if out.output_type != "stream" else {}
+    if out.output_type == "stream":
+        return out.get("text", "")
+    markup = data.get("text/html")
+    if not markup and ("application/vnd.jupyter.widget-view+json" in data
+                       or "image/svg+xml" in data):
+        return ""
+    if markup:
+        markup = re.sub(r"<style.*?</style>|<svg.*?</svg>", " ", markup, flags=re.S)
+        return re.sub(r"<[^>]+>", " ", markup)
+    return data.get("text/plain", "")
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
@@ -90,6 +111,9 @@ def _check_outputs(nb: nbformat.NotebookNode, name: str) -> None:
             text = out.get("text", "") if out.output_type == "stream" else str(out.get("data"))
             assert "Traceback" not in text, f"{name}: a traceback was printed: {text[:500]}"
             assert not any(c in text for c in CDN), f"{name}: output refers to a CDN"
+            seen = _seen_text(out)
+            assert not _SCI.search(seen), f"{name}: scientific notation {_SCI.search(seen)[0]}"
+            assert not _US3.search(seen), f"{name}: three decimals of µs {_US3.search(seen)[0]}"
             for value, rest in _UTILISATION.findall(text):
                 # an impossible utilisation is never shown as a plain number
                 assert float(value.replace(",", "")) <= 100.0 or "not plausible" in rest, \

@@ -1,12 +1,15 @@
-"""Take the README's screenshot of the dashboard (docs/img/dashboard.png).
+"""Screenshots of every tab of the dashboard on two bundled profiles (docs/img/).
 
-Starts ``perfkit serve`` on the bundled sample, opens it in headless Chromium (Debian's
-``/usr/bin/chromium`` through Playwright, offline) and saves the top of the dashboard
-with the overview chart drawn.
+Starts ``perfkit serve`` on this checkout's ``notebooks/dashboard.ipynb`` (no preheat),
+opens it in headless Chromium at 1280 × 900 (Debian's ``/usr/bin/chromium`` through
+Playwright; every request that leaves the machine is aborted and makes the script fail),
+and for each profile and tab waits until the tab is drawn (its charts rendered by Vega in
+the page) and saves ``docs/img/<profile>-<tab>.png``. The README shows
+``docs/img/dashboard.png``, a copy of the first profile's Overview.
 
 Usage::
 
-    python tools/screenshot_dashboard.py [--out docs/img/dashboard.png] [--tab Overview]
+    python tools/screenshot_dashboard.py [--out docs/img] [--profiles a b] [--tabs Overview]
 """
 
 from __future__ import annotations
@@ -22,55 +25,113 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+PROFILES = ("simulated/llama2-13b-baseline-dp16", "ascend-real-pt-level1")
+TABS = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute", "Planner",
+        "Advice")
+WAIT_MS = 180_000
+
+#: True once the visible tab is drawn: the tab carries pk-ready and every chart in it has
+#: been rendered by Vega (an svg or a canvas inside its vega-embed).
+TAB_READY = """() => {
+  const tabs = [...document.querySelectorAll('.pk-tab')].filter(t => t.offsetParent !== null);
+  if (tabs.length !== 1 || !tabs[0].classList.contains('pk-ready')) return false;
+  const charts = [...tabs[0].querySelectorAll('.pk-chart')];
+  return charts.every(c => c.querySelector('svg.marks, canvas.marks'));
+}"""
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "dashboard.png")
-    parser.add_argument("--tab", default="Overview", help="tab to show (default Overview)")
-    parser.add_argument("--height", type=int, default=860, help="pixels kept from the top")
-    args = parser.parse_args()
+def _slug(text: str) -> str:
+    return text.rsplit("/", 1)[-1].lower().replace(" ", "-")
 
-    from playwright.sync_api import sync_playwright
 
+def _serve() -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "PERFKIT_PROFILE"}
-    proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "serve", "--port", str(port),
-                             "--no-browser", "--no-preheat"], env=env,
+    # the checkout's dashboard notebook (an editable install may point elsewhere)
+    code = ("from perfkit.cli import serve; "
+            f"serve(notebook={str(ROOT / 'notebooks' / 'dashboard.ipynb')!r}, port={port}, "
+            "open_browser=False, preheat=False)")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}/"
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit("perfkit serve exited") from None
+            time.sleep(0.2)
+
+
+def show_tab(page, title: str) -> None:
+    """Click the tab ``title`` and wait until it is drawn."""
+    page.locator(".lm-TabBar-tab", has_text=title).first.click()
+    page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+    page.wait_for_timeout(400)  # let Vega finish laying out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    parser.add_argument("--profiles", nargs="+", default=list(PROFILES))
+    parser.add_argument("--tabs", nargs="+", default=list(TABS))
+    parser.add_argument("--width", type=int, default=1280)
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    proc, url = _serve()
+    written = []
     try:
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise SystemExit("perfkit serve exited") from None
-                time.sleep(0.2)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
                 "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-            page = browser.new_page(viewport={"width": 1200, "height": args.height})
-            page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
-                ("http://127.0.0.1", "ws://127.0.0.1")) else r.abort())
-            page.goto(f"http://127.0.0.1:{port}/", timeout=300_000)
-            page.wait_for_selector(".pk-dashboard .widget-html svg", timeout=300_000)
-            if args.tab != "Overview":
-                page.locator(".lm-TabBar-tab", has_text=args.tab).first.click()
-                page.wait_for_timeout(3000)
-            board = page.locator(".pk-dashboard").first
-            box = board.bounding_box()
-            board.scroll_into_view_if_needed()
-            page.evaluate(f"window.scrollTo(0, {box['y'] - 10})")
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(args.out))
+            page = browser.new_page(viewport={"width": args.width, "height": 900})
+            outside: list[str] = []
+
+            def offline(route):
+                if route.request.url.startswith((url, url.replace("http", "ws"))):
+                    route.continue_()
+                else:
+                    outside.append(route.request.url)
+                    route.abort()
+
+            page.route("**/*", offline)
+            page.goto(url, timeout=WAIT_MS)
+            page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
+            args.out.mkdir(parents=True, exist_ok=True)
+            for n, profile in enumerate(args.profiles):
+                if n or profile != PROFILES[0]:
+                    page.locator(".widget-dropdown", has_text="bundled sample").locator(
+                        "select").select_option(label=profile)
+                    page.wait_for_selector(f"text=Opened {profile}", timeout=WAIT_MS)
+                for title in args.tabs:
+                    show_tab(page, title)
+                    path = args.out / f"{_slug(profile)}-{_slug(title)}.png"
+                    # Voila scrolls inside its own container: grow the window to the page
+                    tall = page.evaluate("() => Math.max(...[...document.querySelectorAll("
+                                         "'*')].map(e => e.scrollHeight))")
+                    page.set_viewport_size({"width": args.width,
+                                            "height": min(max(900, tall + 40), 6000)})
+                    page.wait_for_timeout(300)
+                    page.screenshot(path=str(path), full_page=True)
+                    page.set_viewport_size({"width": args.width, "height": 900})
+                    written.append(path)
+                show_tab(page, "Overview")
             browser.close()
+            if outside:
+                raise SystemExit(f"the page asked for outside resources: {outside[:3]}")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:,.0f} KiB)")
+    first = args.out / f"{_slug(args.profiles[0])}-overview.png"
+    if first.exists():
+        shutil.copyfile(first, args.out / "dashboard.png")
+    for path in written:
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
+              f"({path.stat().st_size / 1024:,.0f} KiB)")
 
 
 if __name__ == "__main__":

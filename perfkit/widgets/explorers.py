@@ -14,7 +14,9 @@ import ipywidgets as W
 from .. import analysis as A
 from .. import charts as C
 from ..specs import Hardware, ParallelConfig
-from .dashboard import _STYLE, _error, describe_error, frame_html
+from .markup import STYLE as _STYLE
+from .markup import describe_error, frame_html
+from .markup import error as _error
 
 __all__ = ["Explorer", "bandwidth_explorer", "slow_ranks_explorer"]
 

@@ -23,6 +23,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import PerfkitError
+from ..format import bytes_text, time_text
 from ..job import MODEL_FIELDS, PARALLEL_FIELDS, RUN_FIELDS, Job, infer_job
 from .metrics import _TABLE_STYLE
 
@@ -39,6 +40,7 @@ _STYLE = _TABLE_STYLE + (
     ".pk-job-src{font-size:11px;padding:0 4px;border-radius:3px;color:#fff}"
     ".pk-job-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:6px;"
     "border-radius:4px;margin:4px 0}"
+    ".pk-job-line{font-size:13px;padding:4px 8px 4px 0}"
     "</style>")
 
 
@@ -62,7 +64,7 @@ def evidence_html(job: Job) -> str:
     """
     rows = "".join(
         f"<tr><td>{html.escape(str(r.field))}</td>"
-        f"<td class='pk-value'>{html.escape('–' if r.value is None else str(r.value))}</td>"
+        f"<td class='pk-value'>{html.escape(_shown(job, str(r.field), r.value))}</td>"
         f"<td>{_source_tag(str(r.source))}</td>"
         f"<td class='pk-note'>{html.escape(str(r.detail))}</td></tr>"
         for r in job.evidence.itertuples(index=False))
@@ -71,9 +73,36 @@ def evidence_html(job: Job) -> str:
             "</table></div>")
 
 
+def _shown(job: Job, name: str, text: Any) -> str:
+    """A value of the evidence table for people: the peak memory in GiB, the step time in
+    the unit that fits (the job keeps them as numbers; its table as ``%.4g`` text)."""
+    if text is None:
+        return "–"
+    if name == "peak_memory_bytes" and job.peak_memory_bytes:
+        return bytes_text(job.peak_memory_bytes)
+    if name == "step_time_s" and job.step_time_s:
+        return time_text(job.step_time_s * 1e6)
+    return str(text)
+
+
 def _text(job: Job, name: str) -> str:
+    """The text of a field's box: what the job holds, numbers without an exponent."""
     value = job.evidence.set_index("field").loc[name, "value"]
-    return "" if value is None else str(value)
+    if value is None:
+        return ""
+    if name == "peak_memory_bytes" and job.peak_memory_bytes:
+        return f"{job.peak_memory_bytes:.0f}"
+    return str(value)
+
+
+def _same(a: str, b: str) -> bool:
+    """Two box texts that mean the same value (``8005000000`` and ``8.005e+09``)."""
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
 
 
 class JobPanel(W.VBox):
@@ -96,8 +125,11 @@ class JobPanel(W.VBox):
     message : ipywidgets.HTML
         The last error (an invalid value, an unreadable config), else empty.
     summary, warnings, table : ipywidgets.HTML
-        One line describing the job, where it disagrees with its profile, and the
-        evidence table.
+        One line describing the job (with how many values come from each source), where it
+        disagrees with its profile (always shown), and the evidence table.
+    toggle : ipywidgets.ToggleButton
+        Unfolds :attr:`editor` (the fields, the config loader and the evidence table),
+        folded at first so that the tabs stay near the top of the page.
     """
 
     def __init__(self) -> None:
@@ -136,16 +168,32 @@ class JobPanel(W.VBox):
         self.table = W.HTML()
         details = W.Accordion(children=[self.table], titles=("Where each value comes from",))
         details.selected_index = None
-        super().__init__([
-            W.HTML(_STYLE + "<b>The job</b> — read from the profile; every view uses it. "
+        self.toggle = W.ToggleButton(value=False, description="Edit the job",
+                                     icon="pencil", tooltip="Show every field of the job, "
+                                     "edit it, or load a config",
+                                     layout=W.Layout(width="auto", min_width="130px"))
+        self.editor = W.VBox([
+            W.HTML(_STYLE + "<p class='pk-note'>Read from the profile; every view uses it. "
                             "Edit any value or load a config; an empty box gives the value "
-                            "back to the profile."),
-            self.summary, self.warnings, self.message,
+                            "back to the profile.</p>"),
             W.HBox([self.config_path, self.load_button, self.config_upload,
-                    self.reset_button]),
-            W.HBox(groups), details])
+                    self.reset_button], layout=W.Layout(flex_flow="row wrap")),
+            W.HBox(groups, layout=W.Layout(flex_flow="row wrap")), details],
+            layout=W.Layout(display="none"))
+        self.toggle.observe(self._on_toggle, names="value")
+        super().__init__([
+            W.HBox([self.summary, self.toggle], layout=W.Layout(align_items="center")),
+            self.warnings, self.message, self.editor])
         self.add_class("pk-job-panel")
         self._show()
+
+    def _on_toggle(self, change: dict[str, Any]) -> None:
+        self.editor.layout.display = "flex" if change["new"] else "none"
+        self.toggle.description = "Fold the job" if change["new"] else "Edit the job"
+
+    def unfold(self, show: bool = True) -> None:
+        """Show (or hide) every field of the job, the config loader and the evidence."""
+        self.toggle.value = bool(show)
 
     # ---- state ---------------------------------------------------------------------
     def observe_job(self, callback: Callable[[Job | None], None]) -> None:
@@ -218,7 +266,7 @@ class JobPanel(W.VBox):
         if self._quiet or self.job is None:
             return
         new = str(change["new"]).strip()
-        if new == _text(self.job, name):  # back to the job's value: nothing to apply
+        if _same(new, _text(self.job, name)):  # back to the job's value: nothing to apply
             self.message.value = ""
             return
         self.set(**{name: new or None})
@@ -257,11 +305,16 @@ class JobPanel(W.VBox):
         finally:
             self._quiet = False
         if job is None:
-            self.summary.value = _STYLE + "<p class='pk-note'>No job: open a profile.</p>"
+            self.summary.value = (_STYLE + "<div class='pk-job-line'><b>The job</b>: "
+                                  "<span class='pk-note'>none: open a profile.</span></div>")
             self.warnings.value = ""
             self.table.value = ""
             return
-        self.summary.value = _STYLE + f"<p>{html.escape(job.describe())}</p>"
+        counts = job.evidence["source"].value_counts()
+        sources = ", ".join(f"{html.escape(str(k))} {int(v)}" for k, v in counts.items())
+        self.summary.value = (_STYLE + "<div class='pk-job-line'><b>The job</b>: "
+                              f"{html.escape(job.describe())} "
+                              f"<span class='pk-note'>(values from: {sources})</span></div>")
         notes = [f"The job disagrees with its profile: {p}." for p in job.problems()]
         notes += [f"Not known: {m}." for m in job.missing()]
         self.warnings.value = (_STYLE + "".join(f"<div class='pk-job-warn'>"
@@ -274,7 +327,7 @@ class JobPanel(W.VBox):
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None
-        bundle["text/html"] = (_STYLE + "<b>The job</b>" + self.summary.value
+        bundle["text/html"] = (_STYLE + self.summary.value
                                + self.warnings.value + self.message.value + self.table.value)
         return bundle
 

@@ -29,7 +29,7 @@ __all__ = ["MetricsPanel", "metrics_panel", "summary_html"]
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 _TABLE_STYLE = (
     "<style>"
-    ".pk-metrics table{border-collapse:collapse;font-size:13px}"
+    ".pk-metrics table{border-collapse:collapse;font-size:13px;line-height:1.35}"
     ".pk-metrics td,.pk-metrics th{padding:3px 10px;border-bottom:1px solid #ddd;"
     "text-align:left;vertical-align:top}"
     ".pk-metrics td.pk-value{text-align:right;font-weight:600;white-space:nowrap}"

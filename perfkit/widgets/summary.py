@@ -24,6 +24,7 @@ from ..calc import (
     tokens_per_second_per_p,
 )
 from ..errors import InvalidArgumentError, check_positive
+from ..format import bytes_text, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
@@ -166,50 +167,53 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"{devices} = {parallel.dp} × {parallel.tp} × {parallel.pp}",
              "every device of the job"),
         _row("global_batch_size", "global batch size", gbs, "sequences",
-             f"{gbs} × {seq} tokens",
+             f"{gbs:,} × {seq:,} tokens",
              f"dp × micro-batch size × micro-batches = {parallel.dp} × "
              f"{parallel.micro_batch_size} × {parallel.num_micro_batches}"),
         _row("tokens_per_s_per_device", "tokens/s per device", tps_device, "tokens/s",
-             f"{tps_device:,.0f}",
+             number_text(tps_device),
              f"B·s / (step time · {devices} devices): the figure MFU uses"),
         _row("tokens_per_s_per_p", "tokens/s/p (seed, p = DP size)", tps_p, "tokens/s",
-             f"{tps_p:,.0f}",
+             number_text(tps_p),
              f"the seed's tokens/s/p divides by p = dp = {parallel.dp}, not by all "
              f"{devices} devices"),
-        _row("samples_per_s", "samples/s", sps, "sequences/s", f"{sps:,.2f}",
+        _row("samples_per_s", "samples/s", sps, "sequences/s", number_text(sps),
              "global batch size / step time"),
-        _row("mfu", "MFU", mfu_value, "fraction", f"{mfu_value:.1%}",
+        _row("mfu", "MFU", mfu_value, "fraction", share_text(mfu_value),
              f"model FLOPs (exact GEMMs, non-causal attention) / {dtype_name} peak "
              f"{peak / 1e12:,.0f} TFLOP/s", g_mfu),
-        _row("hfu", "HFU", hfu_value, "fraction", f"{hfu_value:.1%}",
+        _row("hfu", "HFU", hfu_value, "fraction", share_text(hfu_value),
              f"adds recompute FLOPs ({parallel.recompute}); selective counted strictly "
              "(attention core re-run); non-causal", g_hfu),
         _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
-             f"{static_gib:,.2f} GiB",
+             bytes_text(static.total_bytes, "GiB"),
              f"fp16 weights + fp32 Adam m, v over optimizer shard "
              f"t = {parallel.optimizer_shard}, + fp16 gradient buffer when accumulating"),
-        _row("activation_gib", "activation memory", act_gib, "GiB", f"{act_gib:,.2f} GiB",
+        _row("activation_gib", "activation memory", act_gib, "GiB",
+             bytes_text(act.total_bytes, "GiB"),
              f"peak stage {act.stage}, {act.in_flight:g} micro-batches in flight; "
              f"{act.formula}"),
         _row("memory_gib", "static + activation", static_gib + act_gib, "GiB",
-             f"{static_gib + act_gib:,.2f} GiB",
+             bytes_text(static.total_bytes + act.total_bytes, "GiB"),
              ("fits" if estimate.fits else
               f"does not fit in {estimate.memory_limit_bytes / GIB:,.1f} GiB usable")
-             + (f"; measured peak {measured_peak_bytes / GIB:,.2f} GiB"
+             + (f"; measured peak {bytes_text(measured_peak_bytes, 'GiB')}"
                 if measured_peak_bytes else ""), g_mem),
-        _row("device_memory_gib", "device memory", device_gib, "GiB", f"{device_gib:,.1f} GiB",
+        _row("device_memory_gib", "device memory", device_gib, "GiB",
+             bytes_text(hardware.memory_bytes, "GiB"),
              hardware.name),
-        _row("bubble_fraction", "pipeline bubble", bubble, "fraction", f"{bubble:.1%}",
+        _row("bubble_fraction", "pipeline bubble", bubble, "fraction", share_text(bubble),
              f"(pp − 1) / (vpp · m) = ({parallel.pp} − 1) / ({parallel.vpp} · "
              f"{parallel.num_micro_batches}), relative to ideal compute time"),
         _row("predicted_step_s", "predicted step time (estimate_step)", estimate.step_s, "s",
-             f"{estimate.step_s:,.2f} s",
-             f"compute {estimate.compute_s:,.2f} s + bubble {estimate.bubble_s:,.2f} s + "
-             f"exposed communication {estimate.exposed_comm_s:,.2f} s; compute at "
+             time_text(estimate.step_s * 1e6),
+             f"compute {time_text(estimate.compute_s * 1e6, 's')} + bubble "
+             f"{time_text(estimate.bubble_s * 1e6, 's')} + exposed communication "
+             f"{time_text(estimate.exposed_comm_s * 1e6, 's')}; compute at "
              f"{ESTIMATE_EFFICIENCY:.0%} of peak, links at {ESTIMATE_COMM_EFFICIENCY:.0%}, "
-             f"no overlap; measured {step:,.3g} s", g_step),
+             f"no overlap; measured {time_text(step * 1e6)}", g_step),
         _row("predicted_mfu", "predicted MFU (estimate_step)", estimate.mfu, "fraction",
-             f"{estimate.mfu:.1%}", "MFU at the predicted step time", g_pmfu),
+             share_text(estimate.mfu), "MFU at the predicted step time", g_pmfu),
     ]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 

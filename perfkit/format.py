@@ -1,0 +1,202 @@
+"""Numbers for people: times, shares, bytes and rates as text, never in scientific notation.
+
+Every view of perfkit (the dashboard, the notebooks, the static report, ``perfkit info``)
+writes its numbers with these functions, so a figure reads the same everywhere:
+
+* a time in the unit that fits (µs, ms, s, then min and h) with 3 significant digits:
+  ``1,878,748.726`` µs → ``"1.88 s"``; :func:`time_unit` picks one unit for a whole column;
+* a share as a percentage with one decimal: ``0.889`` → ``"88.9 %"``;
+* bytes in binary units: ``10_822_982_041.6`` → ``"10.1 GiB"`` (KiB, MiB, GiB, TiB are
+  powers of 1024, the units the profilers' memory figures and device capacities use);
+* any other number with 3 significant digits and thousands separators, and no exponent:
+  ``1.878749e+06`` → ``"1,878,749"``, ``0.000123`` → ``"0.000123"``.
+
+Values at or above 100 keep all their integer digits (``"1,399 ms"``, not ``"1,400 ms"``):
+three significant digits is the least precision shown, never a rounding of the integer
+part. A missing value (None, NaN, NA) is written ``"–"``; an infinite one ``"∞"``.
+
+Nothing here computes a metric: the functions take a number in a stated unit and return
+text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
+           "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
+           "is_missing"]
+
+#: Text of a missing value.
+MISSING = "–"
+
+#: Time units, largest first: (name, microseconds in one unit).
+TIME_UNITS: tuple[tuple[str, float], ...] = (("h", 3.6e9), ("min", 6e7), ("s", 1e6),
+                                              ("ms", 1e3), ("µs", 1.0))
+#: Byte units, largest first: (name, bytes in one unit); binary (IEC) multiples.
+BYTE_UNITS: tuple[tuple[str, float], ...] = (("TiB", 2.0**40), ("GiB", 2.0**30),
+                                              ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0))
+
+
+def is_missing(value: Any) -> bool:
+    """True for None, NaN, ``pd.NA`` and anything that is not a real number."""
+    if value is None:
+        return True
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return True
+    return math.isnan(v)
+
+
+def sig(value: float, digits: int = 3) -> str:
+    """``value`` with at least ``digits`` significant digits, thousands separators and no
+    exponent.
+
+    Parameters
+    ----------
+    value : float
+    digits : int
+        Significant digits of a value below ``10**digits``; larger values keep all their
+        integer digits (``sig(1399.4)`` is ``"1,399"``).
+
+    Returns
+    -------
+    str
+        ``"0.000123"``, ``"1.88"``, ``"18.8"``, ``"188"``, ``"1,879"``, ``"–"`` when missing.
+    """
+    if is_missing(value):
+        return MISSING
+    v = float(value)
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    if v == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(v)))
+    decimals = max(0, digits - 1 - magnitude)
+    text = f"{v:,.{decimals}f}"
+    # rounding may carry into a new digit (9.996 -> "10.00"): drop the extra decimal
+    if decimals and abs(round(v, decimals)) >= 10 ** (magnitude + 1):
+        text = f"{v:,.{decimals - 1}f}"
+    if text.lstrip("-").strip("0.,") == "":  # rounded to nothing: keep one digit
+        text = f"{v:,.{decimals + 1}f}"
+    return text
+
+
+def number_text(value: Any, digits: int = 3, unit: str = "") -> str:
+    """A number with :func:`sig` and an optional unit after a space (``"249 TFLOP/s"``)."""
+    text = sig(value, digits)
+    return text if not unit or text == MISSING else f"{text} {unit}"
+
+
+def count_text(value: Any) -> str:
+    """A count with thousands separators (``10,432``); ``"–"`` when missing."""
+    if is_missing(value):
+        return MISSING
+    return f"{round(float(value)):,}"
+
+
+def _pick(values_us: Iterable[Any], units: tuple[tuple[str, float], ...], start: float
+          ) -> tuple[str, float]:
+    finite = sorted(abs(float(v)) for v in values_us
+                    if not is_missing(v) and not math.isinf(float(v)) and float(v) != 0)
+    if not finite:
+        return next((u for u in units if u[1] == start), units[-1])
+    typical = finite[len(finite) // 2]
+    for name, size in units:
+        if typical >= size:
+            return name, size
+    return units[-1]
+
+
+def time_unit(values_us: Iterable[Any]) -> tuple[str, float]:
+    """The unit that fits a column of times: the largest in which its median is ≥ 1.
+
+    Parameters
+    ----------
+    values_us : iterable of float
+        Times in microseconds (missing and zero values are ignored).
+
+    Returns
+    -------
+    (str, float)
+        The unit's name and its size in µs, e.g. ``("ms", 1000.0)``; ``("µs", 1.0)`` for
+        an empty column.
+    """
+    return _pick(values_us, TIME_UNITS, 1.0)
+
+
+def time_text(us: Any, unit: str | None = None, digits: int = 3) -> str:
+    """A duration given in microseconds, in the unit that fits (or ``unit``).
+
+    Parameters
+    ----------
+    us : float
+        Microseconds.
+    unit : {"µs", "ms", "s", "min", "h"}, optional
+        Force this unit (a column's, from :func:`time_unit`); by default the largest in
+        which the value is ≥ 1.
+    digits : int
+        Significant digits (:func:`sig`).
+
+    Returns
+    -------
+    str
+        ``"1.88 s"``, ``"206 ms"``, ``"4.5 µs"``; ``"–"`` when missing.
+    """
+    if is_missing(us):
+        return MISSING
+    sizes = dict(TIME_UNITS)
+    if unit is None:
+        name, size = _pick([us], TIME_UNITS, 1.0)
+    else:
+        name = "µs" if unit == "us" else unit
+        if name not in sizes:
+            raise ValueError(f"unit must be one of {', '.join(sizes)}, not {unit!r}")
+        size = sizes[name]
+    return f"{sig(float(us) / size, digits)} {name}"
+
+
+def share_text(fraction: Any, decimals: int = 1) -> str:
+    """A fraction as a percentage: ``0.8887`` → ``"88.9 %"``; ``"–"`` when missing."""
+    if is_missing(fraction):
+        return MISSING
+    return f"{100.0 * float(fraction):,.{decimals}f} %"
+
+
+def bytes_unit(values: Iterable[Any]) -> tuple[str, float]:
+    """The binary unit that fits a column of byte counts (its median ≥ 1 of the unit)."""
+    return _pick(values, BYTE_UNITS, 1.0)
+
+
+def bytes_text(value: Any, unit: str | None = None, digits: int = 3) -> str:
+    """A size in bytes in the binary unit that fits: ``10_822_982_041.6`` → ``"10.1 GiB"``.
+
+    Parameters
+    ----------
+    value : float
+        Bytes.
+    unit : {"B", "KiB", "MiB", "GiB", "TiB"}, optional
+        Force this unit (a column's, from :func:`bytes_unit`).
+    digits : int
+        Significant digits.
+    """
+    if is_missing(value):
+        return MISSING
+    sizes = dict(BYTE_UNITS)
+    if unit is None:
+        name, size = _pick([value], BYTE_UNITS, 1.0)
+    else:
+        if unit not in sizes:
+            raise ValueError(f"unit must be one of {', '.join(sizes)}, not {unit!r}")
+        name, size = unit, sizes[unit]
+    if name == "B":
+        return f"{count_text(value)} B"
+    return f"{sig(float(value) / size, digits)} {name}"
+
+
+def rate_text(value: Any, unit: str, digits: int = 3) -> str:
+    """A rate such as tokens/s or GB/s with 3 significant digits (``"2,181 tokens/s"``)."""
+    return number_text(value, digits, unit)

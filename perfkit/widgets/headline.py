@@ -1,0 +1,288 @@
+"""The Overview's headline: step time, throughput, MFU, where the step goes, what to fix.
+
+:func:`headline` gathers, for one profile and its job, the figures a performance engineer
+reads first, each with how it was counted:
+
+* the **measured step time** (:func:`perfkit.analysis.measured_step_s`: median over the
+  steps of the slowest rank's step);
+* the **throughput** in tokens/s per device (:func:`perfkit.tokens_per_second_per_device`:
+  global batch × sequence length / (step time × devices)), when the job knows its batch,
+  sequence length and devices;
+* the **MFU** when the job is complete (:func:`perfkit.widgets.summary.job_summary`), with
+  the guard's warning when it cannot be right (never a plain figure above 100 %);
+* the **step split** (:func:`step_split`): computing, exposed communication, pipeline
+  bubble and free time as shares of the step time that add up to 100 %;
+* the **top findings** of :func:`perfkit.advise` with the milliseconds at stake and the tab
+  that shows their evidence (:data:`FINDING_TABS`).
+
+Nothing here computes a metric beyond sums and the subtraction that separates the bubble
+from the exposed communication it is part of (:mod:`perfkit.analysis.steps`).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import measured_step_s
+from ..calc import tokens_per_second_per_device
+from ..errors import PerfkitError
+from ..format import number_text, share_text, time_text
+from ..job import Job
+from .summary import job_summary
+
+__all__ = ["SPLIT_PARTS", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
+           "throughput_figure", "mfu_figure",
+           "step_split", "finding_tab", "headline", "headline_html", "split_bar_html"]
+
+#: The parts of the step split (columns of :func:`with_exposed_comm`), in stacking order,
+#: with their labels; their sum is the step time.
+SPLIT_PARTS: dict[str, str] = {
+    "computing_us": "computing",
+    "comm_exposed_us": "exposed communication",
+    "bubble_us": "pipeline bubble",
+    "free_us": "free (device idle)",
+}
+_SPLIT_COLORS = {"computing_us": "#4c78a8", "comm_exposed_us": "#e45756",
+                 "bubble_us": "#f58518", "free_us": "#bab0ac"}
+
+#: The tab that shows the evidence of a finding, per advisor area.
+FINDING_TABS: dict[str, str] = {
+    "steps": "Overview", "host": "Overview", "operators": "Operators",
+    "communication": "Communication", "cluster": "Communication", "memory": "Memory",
+    "recompute": "Recompute", "metrics": "Planner",
+}
+
+
+def finding_tab(area: str, tabs: tuple[str, ...] = ()) -> str:
+    """The tab for a finding's ``area`` (:data:`FINDING_TABS`; "Timeline" for step and host
+    findings when ``tabs`` has one; "Advice" for an unknown area)."""
+    if area in ("steps", "host") and "Timeline" in tabs:
+        return "Timeline"
+    tab = FINDING_TABS.get(area, "Advice")
+    return tab if not tabs or tab in tabs else "Advice"
+
+
+def with_exposed_comm(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """The step breakdown with ``comm_exposed_us``: exposed communication less the bubble.
+
+    ``comm_not_overlapped_us`` contains the pipeline bubble (``bubble_us``, the receive
+    wait of pipeline parallelism, see :mod:`perfkit.analysis.steps`); separating them gives
+    four parts that add up to the step: computing + (exposed communication − bubble) +
+    bubble + free. Where the bubble is not known (NA) it is not subtracted and stays NA.
+
+    Parameters
+    ----------
+    breakdown : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with ``comm_exposed_us`` (never below 0).
+    """
+    out = breakdown.copy()
+    if "bubble_us" not in out.columns:
+        out["bubble_us"] = float("nan")
+    bubble = out["bubble_us"].astype("float64")
+    comm = out["comm_not_overlapped_us"].astype("float64")
+    out["comm_exposed_us"] = (comm - bubble.fillna(0.0)).clip(lower=0.0)
+    return out
+
+
+def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """Where the step time goes, as shares that add up to 100 %.
+
+    Each part is summed over every rank and step whose three base parts (computing,
+    exposed communication, free) are known, and divided by the sum of their step times:
+    the share of the device time of all ranks spent in each part (a time-weighted mean of
+    the per-rank shares, so the four shares add up to 1).
+
+    Parameters
+    ----------
+    breakdown : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per part of :data:`SPLIT_PARTS` (the bubble only when the profile reports
+        it): ``part`` (column), ``label``, ``us`` (summed over ranks and steps), ``share``.
+        ``attrs``: ``rows`` (rank × step rows used), ``ranks``, ``steps``.
+    """
+    cols = ["part", "label", "us", "share"]
+    if breakdown.empty:
+        out = pd.DataFrame(columns=cols)
+        out.attrs.update(rows=0, ranks=0, steps=0)
+        return out
+    data = with_exposed_comm(breakdown)
+    base = ["computing_us", "comm_not_overlapped_us", "free_us"]
+    data = data.dropna(subset=base)
+    step_total = float(data[base].to_numpy(dtype="float64").sum())
+    rows = []
+    for part, label in SPLIT_PARTS.items():
+        values = data[part].astype("float64")
+        if part == "bubble_us" and not values.fillna(0).gt(0).any():
+            continue  # no pipeline bubble reported: the part is left out, not a zero
+        us = float(values.fillna(0.0).sum())
+        rows.append({"part": part, "label": label, "us": us,
+                     "share": us / step_total if step_total > 0 else math.nan})
+    out = pd.DataFrame(rows, columns=cols)
+    out.attrs.update(rows=len(data), ranks=int(data["rank"].nunique()),
+                     steps=int(data["step"].nunique()))
+    return out
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One headline figure: its name, its text, how it was counted, and a warning."""
+
+    name: str
+    text: str
+    note: str
+    warning: str | None = None
+
+
+@dataclass
+class Headline:
+    """What :func:`headline` gathered (see the module docstring)."""
+
+    figures: list[Figure] = field(default_factory=list)
+    split: pd.DataFrame = field(default_factory=pd.DataFrame)
+    findings: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def throughput_figure(job: Job | None, step_s: float) -> Figure:
+    """Tokens per second per device (:func:`perfkit.tokens_per_second_per_device`), or why
+    not: it needs only the job's global batch, sequence length and devices, not its model."""
+    name = "throughput"
+    if job is None:
+        return Figure(name, "–", "no job: open a profile")
+    gbs, seq = job.global_batch_size, job.seq_length
+    devices = job.parallel.world_size if job.parallel is not None else None
+    devices = job.world_size or devices
+    if not gbs or not seq or not devices or not (step_s > 0):
+        lacks = [w for w, v in (("the global batch", gbs), ("the sequence length", seq),
+                                ("the devices", devices)) if not v]
+        return Figure(name, "–", "not known: the job lacks " + ", ".join(lacks or
+                                                                        ["a step time"]))
+    tps = tokens_per_second_per_device(gbs, seq, step_s, devices)
+    return Figure(name, f"{number_text(tps)} tokens/s per device",
+                  f"{gbs:,} sequences × {seq:,} tokens per step over {devices:,} devices "
+                  f"[{job.source('global_batch_size')}]")
+
+
+def mfu_figure(job: Job | None) -> Figure:
+    """The job's MFU (:func:`~perfkit.widgets.summary.job_summary`, guarded), or why not."""
+    name = "MFU"
+    if job is None:
+        return Figure(name, "–", "no job: open a profile")
+    if job.missing():
+        return Figure(name, "–", "not computed: the job lacks " + "; ".join(
+            m.split(":")[0] for m in job.missing()) + " (set it in The job)")
+    try:
+        summary = job_summary(job).set_index("key")
+    except PerfkitError as exc:
+        return Figure(name, "–", f"not computed: {exc}")
+    row = summary.loc["mfu"]
+    warning = row["warning"] if isinstance(row["warning"], str) and row["warning"] else None
+    return Figure(name, str(row["text"]), str(row["note"]), warning)
+
+
+def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
+             findings: list[Any] | None = None, n_findings: int = 3) -> Headline:
+    """The Overview's headline figures (see the module docstring).
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    breakdown : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown` of ``profile``.
+    job : perfkit.Job or None
+        The job of The job panel.
+    findings : list of perfkit.advisor.Finding, optional
+        :func:`perfkit.advise` for the job, best first.
+    n_findings : int
+        How many findings to keep (measured ones first, in the advisor's order).
+
+    Returns
+    -------
+    Headline
+    """
+    out = Headline()
+    ranks = getattr(profile, "ranks", None) or [profile.meta.rank]
+    step_s = measured_step_s(breakdown) if not breakdown.empty else math.nan
+    if math.isnan(step_s):
+        out.figures.append(Figure("step time", "–", "no step found in this profile"))
+    else:
+        steps = int(breakdown["step"].nunique())
+        out.figures.append(Figure(
+            "step time", time_text(step_s * 1e6),
+            f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's "
+            f"step ({len(ranks)} rank{'s' if len(ranks) != 1 else ''} loaded)"))
+    out.figures.append(throughput_figure(job, step_s))
+    out.figures.append(mfu_figure(job))
+    out.split = step_split(breakdown)
+    chosen = list(findings or [])
+    measured = [f for f in chosen if getattr(f, "measured", True)]
+    out.findings = (measured + [f for f in chosen if f not in measured])[:n_findings]
+    return out
+
+
+def split_bar_html(split: pd.DataFrame) -> str:
+    """The step split as one stacked HTML bar with a legend (shares with one decimal)."""
+    if split.empty:
+        return "<p class='pk-note'>No step split: no step with its parts in this profile.</p>"
+    cells, legend = [], []
+    for row in split.itertuples(index=False):
+        share = float(row.share) if row.share == row.share else 0.0
+        color = _SPLIT_COLORS.get(row.part, "#999")
+        text = share_text(share)
+        label = html.escape(str(row.label))
+        cells.append(f"<div title='{label}: {text}' style='width:{max(share, 0) * 100:.3f}%;"
+                     f"background:{color}'></div>")
+        legend.append(f"<span><i style='background:{color}'></i>{label} "
+                      f"<b>{text}</b></span>")
+    ranks, steps = split.attrs.get("ranks", 0), split.attrs.get("steps", 0)
+    basis = (f"share of the step time, summed over {ranks} rank{'s' if ranks != 1 else ''}"
+             f" × {steps} step{'s' if steps != 1 else ''}; the parts add up to 100 %")
+    return (f"<div class='pk-split'><div class='pk-split-bar'>{''.join(cells)}</div>"
+            f"<div class='pk-split-legend'>{''.join(legend)}</div>"
+            f"<div class='pk-note'>{html.escape(basis)}</div></div>")
+
+
+HEADLINE_CSS = (
+    "<style>"
+    ".pk-cards{display:flex;flex-wrap:wrap;gap:10px;margin:6px 0 8px 0}"
+    ".pk-card{border:1px solid #dde;border-radius:6px;padding:8px 12px;min-width:200px;"
+    "max-width:380px;flex:1 1 200px;background:#fafbfd}"
+    ".pk-card .pk-k{font-size:12px;color:#555;text-transform:uppercase;letter-spacing:.04em}"
+    ".pk-card .pk-v{font-size:22px;font-weight:600;margin:2px 0;white-space:nowrap}"
+    ".pk-card .pk-n{font-size:12px;color:#555}"
+    ".pk-card .pk-w{font-size:12px;color:#8a6d3b;background:#fcf8e3;padding:3px 5px;"
+    "border-radius:3px;margin-top:4px}"
+    ".pk-split{margin:6px 0 10px 0}"
+    ".pk-split-bar{display:flex;height:22px;border-radius:4px;overflow:hidden;"
+    "border:1px solid #ccd;max-width:900px}"
+    ".pk-split-legend{display:flex;flex-wrap:wrap;gap:14px;font-size:13px;margin:4px 0}"
+    ".pk-split-legend i{display:inline-block;width:11px;height:11px;margin-right:5px;"
+    "border-radius:2px;vertical-align:-1px}"
+    "</style>")
+
+
+def headline_html(head: Headline) -> str:
+    """The figures as cards, then the split bar (the findings are wired by the dashboard,
+    as buttons that open their tab)."""
+    cards = []
+    for f in head.figures:
+        warn = f"<div class='pk-w'>⚠ {html.escape(f.warning)}</div>" if f.warning else ""
+        cards.append(f"<div class='pk-card'><div class='pk-k'>{html.escape(f.name)}</div>"
+                     f"<div class='pk-v'>{html.escape(f.text)}</div>"
+                     f"<div class='pk-n'>{html.escape(f.note)}</div>{warn}</div>")
+    return (HEADLINE_CSS + f"<div class='pk-cards'>{''.join(cards)}</div>"
+            "<div><b>Where the step time goes</b></div>" + split_bar_html(head.split))

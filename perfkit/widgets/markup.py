@@ -1,0 +1,100 @@
+"""The dashboard's small pieces of HTML: style, notes, errors and tables for people.
+
+Tables go through :func:`perfkit.tables.table` (one unit per column, in the header; long
+names shortened with the whole text in a tooltip); messages never show a traceback.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..errors import PerfkitError
+from ..tables import TABLE_CSS, table
+from .metrics import _TABLE_STYLE
+
+__all__ = ["STYLE", "describe_error", "frame_html", "note", "error", "warning_html"]
+
+#: Style of every dashboard page part (tables, notes, messages).
+STYLE = _TABLE_STYLE + TABLE_CSS + (
+    "<style>"
+    ".pk-note{color:#555;font-size:12px;margin:4px 0}"
+    ".pk-ok{color:#2d572c;background:#dff0d8;border:1px solid #d6e9c6;padding:6px;"
+    "border-radius:4px}"
+    ".pk-job-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:6px;"
+    "border-radius:4px;margin:4px 0}"
+    ".pk-h{font-weight:600;font-size:14px;margin:10px 0 2px 0}"
+    ".pk-finding{font-size:13px;margin:2px 0}"
+    ".pk-finding b{white-space:nowrap}"
+    "</style>")
+
+
+def describe_error(exc: BaseException, doing: str) -> str:
+    """A one-paragraph message for the page: what failed and why, never a traceback.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What was raised.
+    doing : str
+        What the dashboard was doing, e.g. ``"opening /data/run1"``.
+
+    Returns
+    -------
+    str
+        Plain text. A :class:`~perfkit.errors.PerfkitError` carries its own explanation
+        (it names the file and the problem); anything else is reported with its type as
+        an unexpected error.
+    """
+    if isinstance(exc, PerfkitError):
+        return f"Could not finish {doing}: {exc}"
+    return (f"Unexpected error while {doing}: {type(exc).__name__}: {exc}. "
+            "This is probably a perfkit bug; please report it with the profile's format.")
+
+
+def frame_html(frame: pd.DataFrame, caption: str | None = None, max_rows: int = 20,
+               columns: Sequence[str] | None = None, scope: Mapping[str, str] | None = None,
+               headers: Mapping[str, str] | None = None, hot: Sequence[bool] | None = None,
+               wrap: Sequence[str] = (), **kwargs: Any) -> str:
+    """A table of ``frame`` for people (text escaped), or a note when it is empty.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        What to show; the index is dropped. Units come from the column names
+        (:func:`perfkit.tables.table`).
+    caption : str, optional
+        Shown above the table.
+    max_rows : int
+        Rows kept (the first ones); a note says how many were left out.
+    columns, scope, headers, hot, wrap
+        As for :func:`perfkit.tables.table`.
+    **kwargs
+        Other options of :func:`perfkit.tables.table` (``units``, ``shorten_text``).
+
+    Returns
+    -------
+    str
+    """
+    kwargs.pop("float_format", None)  # the unit of each column decides its digits now
+    kwargs.pop("align", None)
+    return table(frame, columns, caption=caption, scope=scope, headers=headers,
+                 max_rows=max_rows, hot=hot, wrap=wrap, **kwargs).html()
+
+
+def note(text: str) -> str:
+    """A grey note (text escaped)."""
+    return f"<p class='pk-note'>{html.escape(text)}</p>"
+
+
+def error(text: str) -> str:
+    """A red error box (text escaped), with the style."""
+    return f"{STYLE}<div class='pk-error'>{html.escape(text)}</div>"
+
+
+def warning_html(text: str) -> str:
+    """A yellow warning box (text escaped)."""
+    return f"<div class='pk-job-warn'>⚠ {html.escape(text)}</div>"

@@ -1,0 +1,174 @@
+"""The served dashboard and one headless Chromium page per test module, offline.
+
+``perfkit serve`` runs in a subprocess (preheated kernel, as users get it); Debian's
+Chromium is driven by Playwright (``executable_path=/usr/bin/chromium``, headless, never a
+downloaded browser) with ``--no-sandbox --disable-gpu --disable-background-networking``.
+Every request that does not go to the local server is aborted and recorded in
+``page.external``; console errors and page errors go to ``page.errors``. Tests assert both
+stay empty. One server and one page serve every test of a module (the tests of a module run
+in order on one xdist worker, see tests/conftest.py), so the suite stays short.
+
+Skipped when Chromium or Playwright is missing; `.ci/run` installs both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("PERFKIT_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+WAIT_MS = 120_000
+
+#: A number in scientific notation, and a microsecond figure with three decimals.
+SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
+US3 = re.compile(r"(?<![\d,.])[1-9][\d,]*\.\d{3}\s*(?:µs|us)\b|\d,\d{3}\.\d{3}\b")
+
+#: True once the visible tab is drawn: it carries pk-ready (perfkit.widgets.tabs) and each
+#: of its charts has been rendered by Vega in the page (an svg inside its vega-embed).
+TAB_READY = """() => {
+  const tabs = [...document.querySelectorAll('.pk-tab')].filter(t => t.offsetParent !== null);
+  if (tabs.length !== 1 || !tabs[0].classList.contains('pk-ready')) return false;
+  const charts = [...tabs[0].querySelectorAll('.pk-chart')];
+  return charts.every(c => c.querySelector('svg.marks, canvas.marks'));
+}"""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every browser test is slow, needs Chromium, and may take a few minutes."""
+    missing = not Path(CHROMIUM).exists()
+    for item in items:
+        if "tests/browser" not in str(item.path).replace(os.sep, "/"):
+            continue
+        item.add_marker(pytest.mark.browser)
+        item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.timeout(600))
+        if missing:
+            item.add_marker(pytest.mark.skip(reason="Chromium is not installed"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of ``perfkit serve`` on a free port (preheated kernel)."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {k: v for k, v in os.environ.items() if k != "PERFKIT_PROFILE"}
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "serve", "--port",
+                                 str(port), "--no-browser"], stdout=log,
+                                stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        try:
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+class UI:
+    """What the tests do with the page: open tabs, read text, hover and click marks."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+
+    def show_tab(self, title: str) -> Any:
+        """Click the tab ``title``, wait until it is drawn, and return its panel."""
+        self.page.locator(".lm-TabBar-tab", has_text=title).first.click()
+        self.page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+        return self.tab()
+
+    def tab(self) -> Any:
+        return self.page.locator(".pk-tab:visible").first
+
+    def open_sample(self, name: str) -> None:
+        """Pick a bundled sample and wait until it is open and the Overview drawn."""
+        self.page.locator(".widget-dropdown", has_text="bundled sample").locator(
+            "select").select_option(label=name)
+        self.page.wait_for_selector(f"text=Opened {name}", timeout=WAIT_MS)
+        self.page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+
+    def text(self) -> str:
+        return self.page.inner_text("body")
+
+    def check_numbers(self, where: str) -> None:
+        """No number in scientific notation, no µs figure with three decimals."""
+        text = self.text()
+        assert not SCI.search(text), (where, SCI.search(text).group(0))
+        assert not US3.search(text), (where, US3.search(text).group(0))
+
+    def marks(self, kind: str = "rect") -> Any:
+        """The visible chart marks of the current tab (bars by default)."""
+        return self.tab().locator(f".pk-chart svg.marks .mark-{kind} path")
+
+    def picked(self, description: str, within: Any = None) -> str:
+        """The option shown by the dropdown labelled ``description`` (spaces normalised:
+        ipywidgets writes them as no-break spaces)."""
+        scope = within if within is not None else self.page
+        text = scope.locator(".widget-dropdown", has_text=description).locator(
+            "select option:checked").inner_text()
+        return text.replace("\xa0", " ")
+
+    def wait_text(self, text: str) -> None:
+        self.page.wait_for_selector(f"text={text}", timeout=WAIT_MS)
+
+
+@pytest.fixture(scope="module")
+def page(server: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One Chromium page on the served dashboard for the whole module, offline."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.errors, page.external = [], []
+        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+
+        def offline(route: Any) -> None:
+            url = route.request.url
+            if url.startswith(server) or url.startswith(server.replace("http", "ws")):
+                route.continue_()
+            else:  # the page must not need anything from outside this machine
+                page.external.append(url)
+                route.abort()
+
+        page.route("**/*", offline)
+        page.goto(server, timeout=WAIT_MS)
+        page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
+        page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+        try:
+            yield page
+        finally:
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            name = Path(str(request.node.path)).stem
+            page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def ui(page: Any) -> UI:
+    return UI(page)

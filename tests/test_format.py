@@ -1,0 +1,171 @@
+"""Numbers and tables for people: perfkit.format and perfkit.tables."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfkit.format import (
+    bytes_text,
+    count_text,
+    number_text,
+    share_text,
+    sig,
+    time_text,
+    time_unit,
+)
+from perfkit.tables import over_ranks, shorten, table
+
+SCI = re.compile(r"\d[eE][+-]?\d")
+
+
+# ----------------------------------------------------------------------------- format
+
+def test_the_issues_examples() -> None:
+    assert time_text(1_878_748.726) == "1.88 s"          # µs in the unit that fits
+    assert share_text(0.8887) == "88.9 %"
+    assert bytes_text(10_822_982_041.6) == "10.1 GiB"      # 10,822,982,041.6 / 2**30 = 10.08
+    assert sig(1.878749e06) == "1,878,749"                 # never 1.878749e+06
+
+
+@pytest.mark.parametrize(("us", "text"), [
+    (0.5, "0.500 µs"), (4.5, "4.50 µs"), (999.4, "999 µs"), (1_000.0, "1.00 ms"),
+    (206_898.212, "207 ms"), (22_390_090_000.0, "6.22 h"), (59_000_000.0, "59.0 s"),
+    (61_000_000.0, "1.02 min"),
+])
+def test_time_text_picks_the_unit_that_fits(us: float, text: str) -> None:
+    assert time_text(us) == text
+
+
+def test_time_text_in_a_given_unit_keeps_integer_digits() -> None:
+    assert time_text(1_399_381.0, "ms") == "1,399 ms"   # 3 significant digits at least
+    assert time_text(309.0, "ms") == "0.309 ms"
+    assert time_text(float("nan")) == "–" and time_text(None) == "–"
+    with pytest.raises(ValueError, match="unit"):
+        time_text(1.0, "fortnight")
+
+
+def test_sig_rounds_to_three_significant_digits() -> None:
+    assert sig(0.000123456) == "0.000123"
+    assert sig(9.996) == "10.0" and sig(99.96) == "100" and sig(0.09996) == "0.100"
+    assert sig(-1234.5) == "-1,234" and sig(0) == "0" and sig(float("inf")) == "∞"
+    assert count_text(10432) == "10,432" and number_text(249.23, unit="TFLOP/s") == \
+        "249 TFLOP/s"
+
+
+def test_time_unit_follows_the_median_of_a_column() -> None:
+    assert time_unit([300.0, 55_218.0, 1_399_381.0]) == ("ms", 1e3)
+    assert time_unit([1e6, 2e6, 3e6]) == ("s", 1e6)
+    assert time_unit([np.nan, 0.0]) == ("µs", 1.0)
+
+
+def test_bytes_in_binary_units() -> None:
+    assert bytes_text(512) == "512 B"
+    assert bytes_text(5_097_772) == "4.86 MiB"            # 5,097,772 / 2**20 = 4.862
+    assert bytes_text(2**40 * 1.5) == "1.50 TiB"
+    assert bytes_text(7.46 * 2**30, "MiB") == "7,639 MiB"
+
+
+@given(st.floats(min_value=-1e15, max_value=1e15, allow_nan=False, allow_infinity=False))
+def test_no_number_is_written_in_scientific_notation(x: float) -> None:
+    for text in (sig(x), time_text(abs(x)), bytes_text(abs(x)), share_text(x / 1e12)):
+        assert not SCI.search(text), text
+
+
+@given(st.floats(min_value=1e-6, max_value=1e12, allow_nan=False))
+def test_sig_keeps_three_significant_digits(x: float) -> None:
+    shown = float(sig(x).replace(",", ""))
+    assert shown == pytest.approx(x, rel=5e-3)
+
+
+# ----------------------------------------------------------------------------- tables
+
+def test_table_writes_one_unit_per_column_in_the_header() -> None:
+    frame = pd.DataFrame({"op": ["MatMulV3", "Add"], "total_us": [22_390_090.0, 410_000.0],
+                          "share": [0.8378, 0.0153], "peak_bytes": [7.46 * 2**30, 2**29],
+                          "count": [10432, 3584], "bandwidth_gbps": [15.62, 20.0]})
+    tab = table(frame, scope={"total_us": "summed over ranks"})
+    assert list(tab.text.columns) == ["op", "total (s, summed over ranks)", "share (%)",
+                                      "peak (GiB)", "count", "bandwidth (GB/s)"]
+    assert tab.text["total (s, summed over ranks)"].tolist() == ["22.4", "0.410"]
+    assert tab.text["share (%)"].tolist() == ["83.8", "1.5"]
+    assert tab.text["peak (GiB)"].tolist() == ["7.46", "0.500"]
+    assert tab.text["count"].tolist() == ["10,432", "3,584"]
+    html = tab.html()
+    assert "e+" not in html and "<th" in html
+
+
+def test_table_shortens_long_names_and_keeps_them_in_a_tooltip() -> None:
+    name = "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3" \
+           "_nn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_nn_align8" \
+           "::Params)"
+    tab = table(pd.DataFrame({"name": [name, "Add"], "dur_us": [10.0, 2.0]}),
+                shorten_text=40)
+    cell = tab.text["name"].iloc[0]
+    assert len(cell) == 40 and "…" in cell and cell.startswith("void cutlass")
+    html = tab.html()
+    assert f"title='{name.replace('<', '&lt;').replace('>', '&gt;')}'" in html
+    assert shorten("short") == "short"
+
+
+def test_table_spread_columns_share_the_unit_of_their_median() -> None:
+    frame = pd.DataFrame({"step_median_us": [900.0], "step_min_us": [800.0],
+                          "step_max_us": [1500.0]})
+    tab = table(frame)
+    assert list(tab.text.columns) == ["step median (µs)", "step min (µs)", "step max (µs)"]
+    assert tab.text.iloc[0].tolist() == ["900", "800", "1,500"]
+
+
+def test_table_says_how_many_rows_were_left_out_and_handles_empty() -> None:
+    frame = pd.DataFrame({"a": range(30)})
+    html = table(frame, max_rows=5).html()
+    assert html.count("<tr") == 6 and "25 more rows" in html
+    assert "nothing in this profile" in table(frame.head(0), caption="x").html()
+
+
+def test_over_ranks_is_median_min_max_and_the_worst_rank() -> None:
+    frame = pd.DataFrame({"rank": [0, 1, 2, 3, 0, 1, 2, 3],
+                          "step": [1, 1, 1, 1, 2, 2, 2, 2],
+                          "step_us": [10.0, 30.0, 20.0, 15.0, 11.0, 12.0, 40.0, 13.0],
+                          "note": list("abcdefgh")})
+    out = over_ranks(frame, ["step"], ["step_us"], keep={"note": "first"}, sort=False)
+    assert out["step"].tolist() == [1, 2]
+    # step 1: 10, 15, 20, 30 -> median 17.5; step 2: 11, 12, 13, 40 -> median 12.5
+    assert out["step_median_us"].tolist() == [17.5, 12.5]
+    assert out["step_min_us"].tolist() == [10.0, 11.0]
+    assert out["step_max_us"].tolist() == [30.0, 40.0]
+    assert out["worst_rank"].tolist() == [1, 2] and out["ranks"].tolist() == [4, 4]
+    assert out["note"].tolist() == ["a", "e"]
+    # sorted by the median, worst first; a bandwidth's worst is the smallest
+    assert over_ranks(frame, ["step"], ["step_us"])["step"].tolist() == [1, 2]
+    low = over_ranks(frame, ["step"], ["step_us"], worst="min", sort=False)
+    assert low["worst_rank"].tolist() == [0, 0]
+
+
+def test_over_ranks_sums_several_rows_of_a_rank_and_works_without_keys() -> None:
+    frame = pd.DataFrame({"rank": [0, 0, 1], "op": ["A", "A", "A"],
+                          "total_us": [1.0, 2.0, 5.0]})
+    out = over_ranks(frame, ["op"], ["total_us"])
+    assert out[["total_median_us", "total_min_us", "total_max_us"]].iloc[0].tolist() == \
+        [4.0, 3.0, 5.0]
+    whole = over_ranks(frame, [], ["total_us"])
+    assert len(whole) == 1 and whole["worst_rank"].iloc[0] == 1
+
+
+def test_format_and_tables_sit_above_every_layer() -> None:
+    # numbers for people are used by the CLI, the charts, the widgets and the notebooks:
+    # they import nothing of perfkit but each other and the errors
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "perfkit"
+    for name in ("format.py", "tables.py"):
+        tree = ast.parse((root / name).read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) and n.level}
+        assert imported <= {"errors", "format"}, (name, imported)

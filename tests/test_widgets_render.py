@@ -1,0 +1,78 @@
+"""Charts as live widgets, offline: the JavaScript travels with the widget, never from a CDN."""
+
+from __future__ import annotations
+
+import re
+
+import altair as alt
+import pandas as pd
+import pytest
+
+from perfkit import charts as C
+from perfkit.widgets import render
+
+URL = re.compile(r"""(?:import|from)\s*\(?\s*["'](https?:)?//""")
+
+
+@pytest.fixture()
+def fresh(monkeypatch, tmp_path):
+    """A cache folder of its own and JupyterChart back to its online default."""
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("PERFKIT_CACHE", raising=False)
+    monkeypatch.setattr(alt.JupyterChart, "_is_offline", False)
+    monkeypatch.setattr(alt.JupyterChart, "_esm", alt.JupyterChart._esm)
+    return tmp_path
+
+
+def test_the_chart_javascript_is_bundled_and_kept_between_kernels(fresh, monkeypatch) -> None:
+    render.enable_offline()
+    esm = alt.JupyterChart._esm
+    assert alt.JupyterChart._is_offline
+    assert len(esm) > 100_000  # Vega, Vega-Lite and vega-embed themselves
+    assert not URL.search(esm), URL.search(esm).group(0)  # nothing imported from a server
+    for cdn in ("cdn.jsdelivr.net", "unpkg.com", "esm.sh"):
+        assert f"https://{cdn}" not in esm
+    (kept,) = (fresh / "js").glob("jupyterchart-*.js")
+    assert kept.read_text(encoding="utf-8") == esm
+    # a new kernel reads the kept bundle instead of bundling again
+    monkeypatch.setattr(alt.JupyterChart, "_is_offline", False)
+    monkeypatch.setattr(alt.JupyterChart, "_esm", "")
+
+    def no_bundling(*_a, **_k):
+        raise AssertionError("bundled again")
+
+    monkeypatch.setattr(alt.JupyterChart, "enable_offline", classmethod(no_bundling))
+    render.enable_offline()
+    assert alt.JupyterChart._esm == esm and alt.JupyterChart._is_offline
+
+
+def test_a_click_in_the_browser_reaches_the_callback() -> None:
+    frame = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [1, 2, 1, 2],
+                          "computing_us": [1.0, 2.0, 3.0, 4.0],
+                          "comm_not_overlapped_us": [1.0] * 4, "free_us": [0.5] * 4})
+    seen = []
+    widget = render.chart_widget(C.step_breakdown_chart(frame, select=True), seen.append)
+    assert render.CHART_CLASS in widget._dom_classes
+    assert widget.embed_options["renderer"] == "svg" and widget.embed_options["actions"] \
+        is False
+    # what the front end sends when rank 1 is clicked, then when the click is cleared
+    widget._vl_selections = {C.SELECTION: {"value": {"vlPoint": {"or": [{"rank": 1}]}},
+                                           "store": []}}
+    widget._vl_selections = {C.SELECTION: {"value": None, "store": []}}
+    assert seen == [[{"rank": 1}], []]
+    assert render.selected_values(widget.selections.pick, "rank") == []
+
+
+def test_a_chart_without_a_selection_takes_no_callback() -> None:
+    frame = pd.DataFrame({"component": ["weights"], "GiB": [1.0], "device_GiB": [64.0]})
+    widget = render.chart_widget(C.memory_chart(frame), on_select=lambda _p: None)
+    assert C.SELECTION not in widget.selections.trait_names()
+
+
+def test_close_widgets_keeps_what_outlives_a_redraw() -> None:
+    import ipywidgets as W
+
+    keep, gone = W.Dropdown(options=["a"]), W.HTML("x")
+    box = W.VBox([keep, gone])
+    render.close_widgets([box], keep={id(keep)})
+    assert keep.comm is not None and gone.comm is None and box.comm is None
