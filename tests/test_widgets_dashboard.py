@@ -81,7 +81,7 @@ def test_opens_the_default_sample_with_its_ranks_and_a_chart(board) -> None:
 
 def test_the_tabs_follow_the_cycle(board) -> None:
     assert TAB_TITLES == ("Overview", "Timeline", "Operators", "Communication", "Memory",
-                          "Recompute", "Planner", "Advice")
+                          "Recompute", "Planner", "Advice", "History")
     assert tuple(board.tabs.titles) == TAB_TITLES
 
 

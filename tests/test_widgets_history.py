@@ -137,3 +137,54 @@ def test_breakdown_and_operator_charts_draw_the_comparison(case: Journal) -> Non
     assert len(rows) == 5 and ops.loc[1, "key"] not in [r["key"] for r in rows]
     with pytest.raises(Exception, match="needs the columns"):
         C.journal_progress_chart(pd.DataFrame({"label": []}))
+
+
+# ---- the dashboard's History tab ------------------------------------------------------
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_dashboard_history_tab_shows_the_bundled_case_read_only(monkeypatch, tmp_path
+                                                               ) -> None:
+    from perfkit.widgets import dashboard
+
+    monkeypatch.chdir(tmp_path)  # no perfkit-journal.sqlite here: the bundled case opens
+    monkeypatch.delenv("PERFKIT_JOURNAL", raising=False)
+    before = _digest(CASE)
+    board = dashboard("simulated/slow-rank")
+    tab = board.select("History")
+    assert Path(tab.path.value).resolve() == CASE.resolve()
+    assert tab.panel.journal is not None and tab.panel.journal.readonly
+    assert len(tab.panel.runs) == len(sqlite3.connect(CASE).execute(
+        "SELECT id FROM runs").fetchall()) == 3
+    assert tab.add_button.disabled
+    tab.add_profile()  # refused: the bundled journal is never written
+    assert "read-only" in tab.status.value and _digest(CASE) == before
+
+
+def test_dashboard_history_tab_adds_the_profile_on_show(monkeypatch, tmp_path) -> None:
+    from perfkit.analysis import measured_step_s, step_breakdown
+    from perfkit.widgets import dashboard
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PERFKIT_JOURNAL", raising=False)
+    board = dashboard("simulated/slow-rank")
+    tab = board.select("History")
+    own = tmp_path / "mine" / "journal.sqlite"
+    own.parent.mkdir()
+    tab.path.value = str(own)
+    assert not own.exists() and "creates it" in tab.body.children[0].value
+    tab.label.value = "slow rank, first look"
+    tab.add_profile()
+    assert "Added as run 1" in tab.status.value
+    runs = Journal(own, create=False).runs()
+    assert list(runs["label"]) == ["slow rank, first look"]
+    # the step time recorded is the profile's measured step (seconds in the journal)
+    step_s = measured_step_s(step_breakdown(board.profile))
+    assert math.isclose(float(runs["step_time_s"].iloc[0]), step_s, rel_tol=1e-9)
+    tab.add_profile()  # the same profile again: refused, nothing added
+    assert "already in the journal" in tab.status.value
+    assert len(Journal(own, create=False).runs()) == 1

@@ -1,0 +1,107 @@
+"""The dashboard's History tab: the tuning journal beside the profile on show.
+
+The tab shows a journal with :func:`~perfkit.widgets.history.history_panel` (progression
+of tokens/s per device and MFU over the runs, the table of runs, any two runs compared) and
+lets the user add the profile on show to it, with the job of the job panel. Which journal:
+the path in the tab's box — by default the user's journal (``$PERFKIT_JOURNAL``, else
+``perfkit-journal.sqlite`` in the working folder, :func:`perfkit.journal.default_journal_path`)
+when that file exists, else the Llama2-13B case bundled with perfkit (read-only). Adding to
+a journal that does not exist yet creates it; the bundled one is never written.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+
+from ..journal import Journal, default_journal_path
+from ..journal.store import bundled_journal_path
+from .history import HistoryPanel
+from .markup import STYLE, describe_error, error, note
+from .tabs import Context, Tab
+
+__all__ = ["HistoryTab", "initial_journal_path"]
+
+
+def initial_journal_path() -> Path:
+    """The journal the tab opens first: the user's when it exists, else the bundled case."""
+    own = default_journal_path()
+    return own if own.is_file() else bundled_journal_path()
+
+
+class HistoryTab(Tab):
+    """The tuning journal: its runs and what changed between them; *Add* records the
+    profile on show (with the job panel's job) in the journal named in the box."""
+
+    title = "History"
+
+    def __init__(self, ctx: Context) -> None:
+        self.path = W.Text(value=str(initial_journal_path()), description="journal",
+                           style={"description_width": "initial"},
+                           layout=W.Layout(width="520px"), continuous_update=False)
+        self.open_button = W.Button(description="Open", layout=W.Layout(width="80px"))
+        self.label = W.Text(placeholder="label of this run (default: the folder's name)",
+                            layout=W.Layout(width="300px"))
+        self.add_button = W.Button(description="Add the profile on show",
+                                   button_style="primary", layout=W.Layout(width="auto"))
+        self.status = W.HTML()
+        self.panel = HistoryPanel(None)
+        super().__init__(ctx, [self.path, self.open_button, self.label, self.add_button])
+        self.open_button.on_click(lambda _b: self.refresh())
+        self.path.observe(lambda _change: self.refresh(), names="value")
+        self.add_button.on_click(lambda _b: self.add_profile())
+        self.keep.update({id(self.panel), id(self.status)})
+
+    def _journal_path(self) -> Path:
+        return Path(self.path.value.strip()).expanduser()
+
+    def _is_bundled(self, path: Path) -> bool:
+        try:
+            return path.resolve() == bundled_journal_path().resolve()
+        except Exception:  # noqa: BLE001 - no bundled journal: nothing to protect
+            return False
+
+    def build(self, profile: Any) -> list[W.Widget]:
+        path = self._journal_path()
+        if not path.is_file():
+            self.panel.set_journal(None)
+            return [_html(note(f"No journal at {path} yet: “Add the profile on show” "
+                               "creates it.")), self.status]
+        readonly = self._is_bundled(path)
+        try:
+            self.panel.set_journal(Journal(path, create=False, readonly=readonly))
+        except Exception as exc:  # noqa: BLE001 - the panel says why
+            self.panel.set_journal(None)
+            return [_html(error(describe_error(exc, f"opening the journal {path}")))]
+        self.add_button.disabled = readonly
+        self.add_button.tooltip = ("the bundled journal is read-only: type the path of "
+                                   "your own journal to add runs" if readonly else "")
+        return [self.status, self.panel]
+
+    def add_profile(self) -> None:
+        """Record the profile on show in the journal of the path box (created if needed)."""
+        if self.profile is None:
+            self.status.value = STYLE + note("Open a profile first.")
+            return
+        path = self._journal_path()
+        if self._is_bundled(path):
+            self.status.value = STYLE + note("The bundled journal is read-only: type the path "
+                                             "of your own journal (it is created if needed).")
+            return
+        label = self.label.value.strip() or None
+        try:
+            journal = Journal(path)
+            run = journal.add(self.profile, job=self.ctx.job.job, label=label)
+        except Exception as exc:  # noqa: BLE001 - shown in the page
+            self.status.value = error(describe_error(exc, f"adding the profile to {path}"))
+            return
+        self.refresh()
+        self.status.value = STYLE + (f"<div class='pk-ok'>Added as run {run.id} "
+                                     f"<b>{html.escape(run.label)}</b>.</div>")
+
+
+def _html(markup: str) -> W.HTML:
+    return W.HTML(STYLE + markup)
