@@ -23,11 +23,12 @@ import sys
 import time
 from pathlib import Path
 
+from perfkit.widgets import TAB_TITLES
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROFILES = ("simulated/llama2-13b-baseline-dp16", "ascend-real-pt-level1")
-TABS = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute", "Planner",
-        "Advice")
+TABS = TAB_TITLES
 WAIT_MS = 180_000
 
 #: True once the visible tab is drawn: the tab carries pk-ready and every chart in it has
