@@ -989,9 +989,12 @@ def _model(values: dict[str, _Value], parallel: ParallelConfig,
     if values["num_experts"].value is None:
         missing.append("num_experts")
     if missing:
-        reasons = "; ".join(f"{_label(n)} ({values[n].detail})" for n in missing)
+        by_reason: dict[str, list[str]] = {}
+        for n in missing:  # fields missing for the same reason are named together
+            by_reason.setdefault(values[n].detail, []).append(_label(n))
+        reasons = "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
         values["name"] = _Value(None, values["name"].source,
-                                f"the model is not pinned down: {reasons}")
+                                f"its shape cannot be read from the profile: {reasons}")
         return None
     kwargs = {n: values[n].value for n in MODEL_FIELDS if values[n].value is not None
               and n != "name"}

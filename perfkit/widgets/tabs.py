@@ -74,6 +74,15 @@ def _ranks_of(profile: Any) -> list[int]:
     return [int(profile.meta.rank)] if profile.meta.rank is not None else [0]
 
 
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: capital first letter, full stop at the end."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?", ")")) else text + "."
+
+
 def _one_rank(profile: Any, rank: int) -> Any:
     """The Profile of ``rank`` (a Cluster's member, or the profile itself)."""
     return profile[rank] if getattr(profile, "ranks", None) else profile
@@ -590,8 +599,8 @@ class OperatorsTab(Tab):
                                  title="Roofline: one point per operator and shapes, sized by "
                                        "time (scroll to zoom, drag to pan)"
                                        + (f" ({hw.name})" if hw else ""))
-        notes = " ".join(eff.attrs.get("notes", []))
-        return [self.chart(chart), _html(note(notes))] if notes else [self.chart(chart)]
+        notes = eff.attrs.get("notes", [])
+        return [self.chart(chart), _html("".join(note(_sentence(n)) for n in notes))]
 
     def _unfused(self, profile: Any, rank: int) -> str:
         chains = A.unfused_patterns(profile)
