@@ -54,6 +54,7 @@ from typing import Any
 
 from . import __version__
 from .bundled_samples import resolve_sample
+from .cli_args import config_paths
 from .errors import InvalidArgumentError, PerfkitError
 from .resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path
 from .specs import Hardware, ModelSpec, ParallelConfig
@@ -1000,19 +1001,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config_paths(configs: Sequence[str] | None) -> list[str] | None:
-    """Absolute paths of ``--config`` files (a missing one is a one-line error)."""
-    if not configs:
-        return None
-    out = []
-    for text in configs:
-        path = Path(text).expanduser()
-        if not path.exists():
-            raise PerfkitError(f"config not found: {text}")
-        out.append(str(path.resolve()))
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``perfkit`` command; returns the exit status.
 
@@ -1042,12 +1030,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not Path(path).expanduser().exists():
                     raise PerfkitError(f"profile path not found: {args.path}")
                 print(profile_info_text(path, n_findings=args.findings,
-                                        config=_config_paths(args.config)))
+                                        config=config_paths(args.config)))
             return 0
         if args.command == "report":
             from .report import write_report
 
-            configs = _config_paths(args.config)
+            configs = config_paths(args.config)
             path = write_report(args.path, args.output, notebook=args.notebook,
                                 timeout=args.timeout, progress=not args.no_progress,
                                 params={"CONFIG": configs} if configs else None)

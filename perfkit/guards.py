@@ -119,6 +119,15 @@ def check_utilization(value: float, what: str = "MFU", job: Any = None) -> Guard
                           f"impossible: {why}")
 
 
+def _off_by(predicted: float, measured: float | None, ratio: float) -> float | None:
+    """``predicted / measured`` when it lies outside ``[1/ratio, ratio]``, else None (also
+    when there is no measurement or the prediction is not finite)."""
+    if measured is None or not measured or not math.isfinite(predicted):
+        return None
+    r = predicted / float(measured)
+    return None if 1.0 / ratio <= r <= ratio else r
+
+
 def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any = None,
                  ratio: float = MEMORY_RATIO, what: str = "the theoretical memory"
                  ) -> Guarded:
@@ -137,10 +146,8 @@ def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any 
         Name of the predicted figure.
     """
     predicted = float(predicted_bytes)
-    if measured_bytes is None or not measured_bytes or not math.isfinite(predicted):
-        return Guarded(predicted)
-    r = predicted / float(measured_bytes)
-    if 1.0 / ratio <= r <= ratio:
+    r = _off_by(predicted, measured_bytes, ratio)
+    if r is None:
         return Guarded(predicted)
     why = _why(job, "check the model, the split and the recompute setting")
     return Guarded(predicted, f"{what} ({predicted / GIB:,.2f} GiB) is {r:.2g}× the measured "
@@ -165,10 +172,8 @@ def check_step(predicted_s: float, measured_s: float | None, job: Any = None,
         Name of the predicted figure.
     """
     predicted = float(predicted_s)
-    if measured_s is None or not measured_s or not math.isfinite(predicted):
-        return Guarded(predicted)
-    r = predicted / float(measured_s)
-    if 1.0 / ratio <= r <= ratio:
+    r = _off_by(predicted, measured_s, ratio)
+    if r is None:
         return Guarded(predicted)
     why = _why(job, "check the model and the batch it was computed for")
     return Guarded(predicted, f"{what} ({predicted:,.3g} s) is {r:.2g}× the measured step "

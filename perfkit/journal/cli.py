@@ -23,6 +23,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from ..cli_args import config_paths
 from ..errors import PerfkitError
 from .record import measure_run
 from .store import (
@@ -107,18 +108,6 @@ def _path(args: argparse.Namespace) -> Path:
     return Path(args.journal).expanduser() if args.journal else default_journal_path()
 
 
-def _configs(configs: list[str] | None) -> list[str] | None:
-    if not configs:
-        return None
-    out = []
-    for text in configs:
-        path = Path(text).expanduser()
-        if not path.exists():
-            raise PerfkitError(f"config not found: {text}")
-        out.append(str(path.resolve()))
-    return out
-
-
 def run_command(args: argparse.Namespace) -> int:
     """Run ``perfkit journal ...``; returns the exit status (PerfkitErrors propagate to
     ``perfkit``'s main, which prints them as one line with status 2)."""
@@ -128,7 +117,7 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     path = _path(args)
     if action == "add":
-        configs = _configs(args.config)
+        configs = config_paths(args.config)
         if path.exists():  # checked before measuring; duplicates found before loading
             journal = Journal(path)
             before = journal.runs()
