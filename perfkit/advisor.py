@@ -47,7 +47,7 @@ from .analysis import memory as _memory
 from .analysis import operators as _ops
 from .analysis._frames import collect
 from .analysis._util import has_values, table
-from .analysis.steps import step_breakdown
+from .analysis.steps import measured_step_s, step_breakdown
 
 __all__ = ["Finding", "advise", "NOTEBOOKS", "RULES", "severity_of", "framework_of",
            "SEVERITY_THRESHOLDS", "SEVERITY_ORDER", "ASSUMPTIONS"]
@@ -1131,7 +1131,10 @@ def _configured_recompute(ctx: _Context) -> list[Finding]:
 
 def _rule_mfu(ctx: _Context) -> list[Finding]:
     m, par, hw = ctx.model, ctx.parallel, ctx.hardware
-    step = ctx.step_us
+    # the job's measured step (as pk.infer_job, the headline and perfkit info take it), so
+    # every page shows one MFU for one job; the device span where there is no step table
+    step = measured_step_s(ctx.steps) * 1e6 if has_values(ctx.steps, "step_us") \
+        else ctx.step_us
     if m is None or par is None or hw is None or not np.isfinite(step) or step <= 0:
         return []
     from .calc.flops import mfu

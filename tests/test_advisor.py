@@ -263,3 +263,18 @@ def test_environment_settings_from_the_profiler_metadata(tmp_path):
     assert len(found) == 1 and found[0].area == "host"
     # a risky setting: its cost is not measurable, so a warning after the measured ones
     assert found[0].severity == "warning" and not found[0].measured
+
+
+def test_the_mfu_finding_uses_the_jobs_measured_step():
+    # one job, one MFU: the advisor's figure is the one the job (and the headline) shows
+    import perfkit as pk
+
+    cluster = pk.load("sample:llama2-13b-baseline-dp16")
+    job = pk.infer_job(cluster)
+    found = [f for f in pk.advise(cluster, model=job.model, parallel=job.parallel,
+                                  hardware=job.hardware) if f.rule == "mfu"]
+    assert len(found) == 1
+    tokens = job.parallel.global_batch_size * job.model.seq_length
+    value = pk.mfu(job.model, tokens / job.step_time_s / job.parallel.world_size,
+                   job.hardware.peak())
+    assert f"{value * 100:.1f} %" in found[0].title
