@@ -39,6 +39,7 @@ from .format import (
     time_text,
     time_unit,
 )
+from .guards import WARNING_MARK
 
 __all__ = ["Column", "Table", "column_format", "table", "table_html", "over_ranks",
            "shorten", "TABLE_CSS", "SPREAD_STATS"]
@@ -61,6 +62,8 @@ TABLE_CSS = (
     ".pk-table td.pk-wrap{white-space:normal;min-width:16em;max-width:38em}"
     ".pk-table tr.pk-hot td{background:#fdf2e9}"
     ".pk-table .pk-more{color:#555;font-size:12px;margin:2px 0}"
+    ".pk-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:4px 8px;"
+    "border-radius:4px;font-size:12px;margin:4px 0}"
     "</style>")
 
 _SUFFIXES: tuple[tuple[str, str], ...] = (
@@ -218,6 +221,9 @@ class Table:
         Rows of the frame left out by ``max_rows``.
     hot : list of bool
         Rows to highlight (e.g. the worst rank), one per row of ``text``.
+    warnings : tuple of str
+        Figures of the frame that cannot be right (``frame.attrs["warnings"]``, set by
+        the analyses from :mod:`perfkit.guards`): shown above the table, never dropped.
     """
 
     text: pd.DataFrame
@@ -227,6 +233,7 @@ class Table:
     hidden_rows: int = 0
     hot: list[bool] = field(default_factory=list)
     wrap: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def html(self) -> str:
         """The table as HTML (text escaped; a shortened cell carries its whole text in
@@ -320,7 +327,8 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
     flags = list(hot) if hot is not None else []
     flags = (flags + [False] * len(shown))[: len(shown)]
     hidden = 0 if max_rows is None else max(0, len(frame) - max_rows)
-    return Table(text, full, cols, caption, hidden, flags, tuple(wrap))
+    warnings = tuple(str(w) for w in frame.attrs.get("warnings", ()))
+    return Table(text, full, cols, caption, hidden, flags, tuple(wrap), warnings)
 
 
 def table_html(tab: Table) -> str:
@@ -353,7 +361,9 @@ def table_html(tab: Table) -> str:
         rows.append(f"<tr{hot}>{''.join(cells)}</tr>")
     more = (f"<p class='pk-more'>{tab.hidden_rows:,} more rows not shown.</p>"
             if tab.hidden_rows else "")
-    return (f"<div class='pk-table'><table>{caption}<thead><tr>{head}</tr></thead>"
+    flagged = "".join(f"<p class='pk-warn'>{WARNING_MARK} {html.escape(w)}</p>"
+                      for w in tab.warnings)
+    return (f"{flagged}<div class='pk-table'><table>{caption}<thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>{more}</div>")
 
 

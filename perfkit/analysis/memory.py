@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..calc.memory import activation_memory, static_memory
 from ..errors import InvalidArgumentError
+from ..guards import check_memory
 from ._frames import aggregate, is_lazy, per_rank
 from ._util import add_note, empty_frame, has_values, table
 
@@ -216,7 +217,9 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
         ``outside_framework`` (APP reserved - framework reserved: runtime, HCCL/NCCL
         buffers, other modules), ``capacity`` and ``headroom`` (capacity - APP or
         framework reserved). Columns ``rank``, ``item``, ``bytes``, ``gib``, ``share``
-        (of the measured allocated peak), ``explanation``.
+        (of the measured allocated peak), ``explanation``. When the theory is more than
+        2× or less than half the largest measured peak (:func:`perfkit.guards.check_memory`)
+        ``attrs["warnings"]`` says so: the model or split given is not the job that ran.
     """
     cols = {"rank": "Int64", "item": "string", "bytes": "float64", "gib": "float64",
             "share": "float64", "explanation": "string"}
@@ -264,4 +267,9 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     meas = out["rank"].map(fw["peak_allocated_bytes"]).astype("float64")
     out["share"] = out["bytes"] / meas.where(meas > 0)
     out = out[list(cols)].astype(cols)
+    # a theory far from the measurement is about another job: say so with the table
+    guard = check_memory(s_bytes + a_bytes, float(fw["peak_allocated_bytes"].max()),
+                         what="the theory (static + activation)")
+    if not guard.ok:
+        out.attrs["warnings"] = [guard.warning]
     return add_note(out, f"framework component: {comp}")

@@ -98,3 +98,22 @@ def test_real_sample() -> None:
     om = prof.op_memory
     top = largest_allocations(prof, n=3)
     assert top["size_bytes"].tolist() == sorted(om["size_bytes"], reverse=True)[:3]
+
+
+def test_memory_vs_theory_flags_a_theory_for_another_job():
+    # the bundled 13B baseline keeps 8 of the 40 layers: the full model's theory is far
+    # above what was measured, and the table says so instead of printing it plainly
+    import perfkit as pk
+    from perfkit.tables import table
+
+    cluster = pk.load("sample:llama2-13b-baseline-dp16")
+    job = pk.infer_job(cluster)
+    own = pk.analysis.memory_vs_theory(cluster, job.model, job.parallel, scheme="mindspore")
+    assert not own.attrs.get("warnings")
+    full = pk.ModelSpec.preset("llama2-13b")
+    other = pk.analysis.memory_vs_theory(cluster, full, job.parallel, scheme="mindspore")
+    theory = other.loc[other["item"] == "theory_total", "bytes"].iloc[0]
+    measured = other.loc[other["item"] == "measured_allocated", "bytes"].max()
+    assert theory / measured > 2  # 40 layers against the 8 that ran
+    assert len(other.attrs["warnings"]) == 1 and "measured" in other.attrs["warnings"][0]
+    assert other.attrs["warnings"][0] in table(other).html().replace("&#x27;", "'")
