@@ -27,10 +27,12 @@ from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
            "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
-           "is_missing"]
+           "is_missing", "WARNING_MARK"]
 
 #: Text of a missing value.
 MISSING = "–"
+#: What a figure that cannot be right carries when shown (:mod:`perfkit.guards`).
+WARNING_MARK = "⚠"
 
 #: Time units, largest first: (name, microseconds in one unit).
 TIME_UNITS: tuple[tuple[str, float], ...] = (("h", 3.6e9), ("min", 6e7), ("s", 1e6),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgumentError
+from .format import WARNING_MARK
 
 __all__ = ["Guarded", "check_utilization", "check_memory", "check_step", "job_inputs",
            "MEMORY_RATIO", "STEP_RATIO", "WARNING_MARK"]
@@ -28,8 +29,6 @@ __all__ = ["Guarded", "check_utilization", "check_memory", "check_step", "job_in
 MEMORY_RATIO = 2.0
 #: Predicted / measured step time outside ``[1 / STEP_RATIO, STEP_RATIO]`` is flagged.
 STEP_RATIO = 3.0
-#: What a flagged figure carries when shown.
-WARNING_MARK = "⚠"
 
 GIB = 2**30
 

@@ -29,6 +29,7 @@ import pandas as pd
 from .errors import InvalidArgumentError
 from .format import (
     MISSING,
+    WARNING_MARK,
     bytes_text,
     bytes_unit,
     count_text,
@@ -39,7 +40,6 @@ from .format import (
     time_text,
     time_unit,
 )
-from .guards import WARNING_MARK
 
 __all__ = ["Column", "Table", "column_format", "table", "table_html", "over_ranks",
            "shorten", "TABLE_CSS", "SPREAD_STATS"]
@@ -223,7 +223,7 @@ class Table:
         Rows to highlight (e.g. the worst rank), one per row of ``text``.
     warnings : tuple of str
         Figures of the frame that cannot be right (``frame.attrs["warnings"]``, set by
-        the analyses from :mod:`perfkit.guards`): shown above the table, never dropped.
+        the analyses): shown above the table, never dropped.
     """
 
     text: pd.DataFrame

@@ -19,7 +19,6 @@ import pandas as pd
 
 from ..calc.memory import activation_memory, static_memory
 from ..errors import InvalidArgumentError
-from ..guards import check_memory
 from ._frames import aggregate, is_lazy, per_rank
 from ._util import add_note, empty_frame, has_values, table
 
@@ -191,7 +190,7 @@ def framework_component(profile: Any) -> str | None:
 
 
 def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "megatron",
-                     hardware: Any = None) -> pd.DataFrame:
+                     hardware: Any = None, flag_ratio: float = 2.0) -> pd.DataFrame:
     """Measured peak memory of each rank against the theoretical static + activation memory.
 
     Parameters
@@ -204,6 +203,9 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
         (``"megatron"`` suits PyTorch/MindSpeed, ``"mindspore"`` MindFormers).
     hardware : perfkit.Hardware, optional
         Adds the device capacity and the headroom.
+    flag_ratio : float
+        A theory more than this factor above or below the measured peak is flagged
+        (2×: far beyond workspaces and fragmentation, tens of percent in the seeds).
 
     Returns
     -------
@@ -218,8 +220,9 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
         buffers, other modules), ``capacity`` and ``headroom`` (capacity - APP or
         framework reserved). Columns ``rank``, ``item``, ``bytes``, ``gib``, ``share``
         (of the measured allocated peak), ``explanation``. When the theory is more than
-        2× or less than half the largest measured peak (:func:`perfkit.guards.check_memory`)
-        ``attrs["warnings"]`` says so: the model or split given is not the job that ran.
+        ``flag_ratio`` × or less than ``1 / flag_ratio`` of the largest measured peak,
+        ``attrs["warnings"]`` says so: the model or split given is not the job that ran
+        (the same test as :func:`perfkit.guards.check_memory`, whose default it shares).
     """
     cols = {"rank": "Int64", "item": "string", "bytes": "float64", "gib": "float64",
             "share": "float64", "explanation": "string"}
@@ -268,8 +271,10 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     out["share"] = out["bytes"] / meas.where(meas > 0)
     out = out[list(cols)].astype(cols)
     # a theory far from the measurement is about another job: say so with the table
-    guard = check_memory(s_bytes + a_bytes, float(fw["peak_allocated_bytes"].max()),
-                         what="the theory (static + activation)")
-    if not guard.ok:
-        out.attrs["warnings"] = [guard.warning]
+    theory, measured = s_bytes + a_bytes, float(fw["peak_allocated_bytes"].max())
+    if measured > 0 and not 1.0 / flag_ratio <= theory / measured <= flag_ratio:
+        out.attrs["warnings"] = [
+            f"the theory (static + activation, {theory / 2**30:,.2f} GiB) is "
+            f"{theory / measured:.2g}× the measured peak ({measured / 2**30:,.2f} GiB): "
+            "check the model, the split and the recompute setting"]
     return add_note(out, f"framework component: {comp}")
