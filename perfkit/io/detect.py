@@ -35,7 +35,7 @@ from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError, boundary
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache
-from ._common import rank_from_name
+from ._common import rank_from_name, release_memory
 from ._progress import Progress
 from .sources import RankSource, cluster_meta, parse_source
 
@@ -298,15 +298,28 @@ def _work(source: RankSource, use_cache: bool, in_pool: bool = False
     if use_cache:
         key = _key(source)
         if cache.write(key, meta, tables):
-            return source, meta, key
+            return _done(source, meta, key, tables, in_pool)
     if in_pool:
         tmp = Path(tempfile.mkdtemp(prefix="perfkit-rank-"))
         try:
             cache.write_entry(tmp, meta, tables)
-            return source, meta, ("tmp", str(tmp))
+            return _done(source, meta, ("tmp", str(tmp)), tables, in_pool)
         except Exception:  # noqa: BLE001 - fall back to sending the frames themselves
             shutil.rmtree(tmp, ignore_errors=True)
     return source, meta, tables
+
+
+def _done(source: RankSource, meta: ProfileMeta, payload: Any, tables: dict[str, Any],
+          in_pool: bool) -> tuple[RankSource, Any, Any]:
+    """A worker's result; a pool worker first frees the rank's tables (they are on disk).
+
+    Without this a worker keeps the memory of its last rank while it waits, and the pool's
+    memory adds up with the parent's reading the tables back.
+    """
+    if in_pool:
+        tables.clear()
+        release_memory()
+    return source, meta, payload
 
 
 def _key(source: RankSource) -> str:
