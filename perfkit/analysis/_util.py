@@ -6,7 +6,9 @@ Nothing here knows a file format; everything works on the canonical tables of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -15,10 +17,50 @@ import pandas as pd
 from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
-           "robust_z", "MAD_TO_SIGMA", "n_step_pairs"]
+           "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
+
+
+_SHARED: ContextVar[dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] | None] = \
+    ContextVar("perfkit_shared_results", default=None)
+
+
+@contextmanager
+def shared_results() -> Iterator[None]:
+    """Within this block, intermediate tables the analyses share are computed once.
+
+    The advisor runs a dozen analyses over the same profile; several of them start from
+    the same intermediate table (the device tasks in scope, the priced operator calls).
+    Inside the block each is computed the first time and served from memory afterwards;
+    outside it nothing is kept (results are the same either way).
+    """
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared(name: str, inputs: tuple[Any, ...], params: tuple[Any, ...],
+           compute: Callable[[], Any]) -> Any:
+    """``compute()``, or its result for the same ``inputs`` within :func:`shared_results`.
+
+    ``inputs`` are the objects (profiles, tables) the result is derived from, matched by
+    identity and kept alive with the result; ``params`` are compared by value. The same
+    object is handed to every caller: callers must not change it in place (``assign``
+    makes a new frame).
+    """
+    memo = _SHARED.get()
+    if memo is None:
+        return compute()
+    key = (name, tuple(id(o) for o in inputs), params)
+    hit = memo.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], inputs, strict=True)):
+        hit = (inputs, compute())
+        memo[key] = hit
+    return hit[1]
 
 
 def table(obj: Any, name: str) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from ._frames import (
     transform,
     with_position,
 )
-from ._util import add_note, empty_frame, has_values, n_step_pairs, table
+from ._util import add_note, empty_frame, has_values, n_step_pairs, shared, table
 from .compare import kernel_class
 
 __all__ = ["top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels",
@@ -102,12 +102,22 @@ _USED = ("rank", "step", "name", "type", "category", "core", "stream", "start_us
 
 
 def _scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
-    """The tasks in scope, with only the columns the analyses read (PMU ratios kept)."""
+    """The tasks in scope, with only the columns the analyses read (PMU ratios kept).
+
+    Tasks with a duration (and, unless ``include_communication``, not communication),
+    taken out in one pass; shared by the analyses of one :func:`shared_results` block.
+    """
+    return shared("scope", (kernels,), (include_communication,),
+                  lambda: _scope_of(kernels, include_communication))
+
+
+def _scope_of(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
     kernels = kernels[[c for c in kernels.columns if c in _USED or c.endswith("_ratio")]]
-    k = kernels.dropna(subset=["dur_us"]) if "dur_us" in kernels.columns else kernels
-    if not include_communication and "category" in k.columns:
-        k = k[k["category"].ne("communication").fillna(True)]
-    return k
+    keep = kernels["dur_us"].notna().to_numpy(bool) if "dur_us" in kernels.columns else \
+        np.ones(len(kernels), dtype=bool)
+    if not include_communication and "category" in kernels.columns:
+        keep = keep & kernels["category"].ne("communication").fillna(True).to_numpy(bool)
+    return kernels if keep.all() else kernels[keep]
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:
@@ -117,11 +127,19 @@ def _effective_type(k: pd.DataFrame) -> pd.Series:
     generic = typ.isna() | typ.str.lower().isin(list(_GENERIC_TYPES)).fillna(True)
     if not generic.any():
         return typ
-    cls = kernel_class(k["name"], None, k.get("category")).astype("string")
+    cls = shared("kernel_class", (k,), (), lambda: kernel_class(
+        k["name"], None, k.get("category"))).astype("string")
     has_type = typ.notna() & ~generic
     # Ascend tasks without a type (trace_view) keep their name; GPU tasks get a class
     fallback = cls.where(typ.notna(), k["name"].astype("string"))
     return typ.where(has_type, fallback)
+
+
+def _row_max(k: pd.DataFrame, cols: list[str]) -> pd.Series:
+    """``k[cols].astype("float64").max(axis=1)`` (NaN only where every value is)."""
+    with np.errstate(invalid="ignore"):
+        vals = np.fmax.reduce([k[c].to_numpy(np.float64, na_value=np.nan) for c in cols])
+    return pd.Series(vals, index=k.index)
 
 
 def _bound_frame(k: pd.DataFrame) -> pd.Series:
@@ -131,8 +149,8 @@ def _bound_frame(k: pd.DataFrame) -> pd.Series:
                                "aiv_mte3_ratio") if c in k.columns]
     if not compute_cols or not memory_cols:
         return pd.Series(pd.NA, index=k.index, dtype="string")
-    comp = k[compute_cols].astype("float64").max(axis=1)
-    mem = k[memory_cols].astype("float64").max(axis=1)
+    comp = _row_max(k, compute_cols)
+    mem = _row_max(k, memory_cols)
     label = np.where(mem > comp, "memory", "compute")
     label = np.where((comp < 0.2) & (mem < 0.2), "latency", label)
     out = pd.Series(label, index=k.index, dtype="string")
@@ -250,7 +268,7 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     keys = _BY[by]
     k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
     if "input_shapes" not in k.columns:
-        k["input_shapes"] = pd.Series(pd.NA, index=k.index, dtype="string")
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
     grp = k.groupby([k[c].fillna("") for c in keys], sort=False)
     out = grp.agg(count=("dur_us", "size"), total_us=("dur_us", "sum"),
                   mean_us=("dur_us", "mean"), max_us=("dur_us", "max"),
@@ -266,7 +284,7 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     else:
         out["ai_cpu"] = False
     # duration-weighted bound: the label carrying most time in the group
-    bt = k.dropna(subset=["_bound"])
+    bt = k[[*dict.fromkeys([*keys, "_bound", "dur_us"])]].dropna(subset=["_bound"])
     if not bt.empty:
         wb = bt.groupby([*[bt[c].fillna("") for c in keys], bt["_bound"]])["dur_us"].sum()
         wb = wb.sort_values(ascending=False)
@@ -282,7 +300,7 @@ def _top_rows(kernels: pd.DataFrame, by: str, include_communication: bool) -> pd
     k = _scope(kernels, include_communication)
     k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
     if "input_shapes" not in k.columns:
-        k["input_shapes"] = pd.Series(pd.NA, index=k.index, dtype="string")
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
     cores = k["core"].astype("string").fillna("") if "core" in k.columns else \
         pd.Series("", index=k.index, dtype="string")
     k = k.assign(_aicpu=cores.eq("AI_CPU").astype("int64"))
@@ -392,6 +410,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
     if "stream" not in k.columns:
         k = k.assign(stream=pd.NA)
+    k = k[["rank", "stream", "start_us", "dur_us", "name"]]  # the columns read below
     k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
     tiny = k["dur_us"] < threshold_us
     same = (k["rank"].eq(k["rank"].shift()).fillna(False)
@@ -487,6 +506,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
     if "stream" not in k.columns:
         k = k.assign(stream=pd.NA)
+    k = k[["rank", "stream", "start_us", "dur_us", "name"]]  # the columns read below
     k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
     tok = kernel_tokens(k).to_numpy()
     # one separator between (rank, stream) blocks so that no match spans two streams
