@@ -446,32 +446,56 @@ def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
     """One-letter token per task for the pattern search (``"."`` when nothing matches).
 
     The operator ``type`` is tried first, then the ``name`` (GPU kernels have the generic
-    type ``kernel``). The regexes run once per distinct (type, name), not per task.
+    type ``kernel``). The regexes run once per distinct label, not per task, and the
+    tokens are spread back by code.
     """
     typ = kernels["type"].astype("string") if "type" in kernels.columns else \
         pd.Series(pd.NA, index=kernels.index, dtype="string")
     name = kernels["name"].astype("string").fillna("")
-    generic = typ.isna() | typ.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""])
-    label = typ.where(~generic, name).fillna("")
-    uniq = pd.Series(label.unique())
+    t_code, t_uniq = pd.factorize(typ, use_na_sentinel=True)
+    n_code, n_uniq = pd.factorize(name, use_na_sentinel=True)
+    t_uniq = pd.Series(t_uniq, dtype="string")
+    generic_t = t_uniq.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(bool)
+    generic = np.where(t_code < 0, True, generic_t[np.maximum(t_code, 0)] if len(t_uniq)
+                       else True)
+    # each row's label is its type, or its name where the type is generic (as a label code:
+    # names first, then types)
+    labels = pd.Series(pd.concat([pd.Series(n_uniq, dtype="string"), t_uniq],
+                                 ignore_index=True), dtype="string")
+    code = np.where(generic, n_code, len(n_uniq) + np.maximum(t_code, 0))
+    tok = _tokens_of(labels)
+    return pd.Series(tok[code], index=kernels.index).astype(str)
+
+
+def _tokens_of(labels: pd.Series) -> np.ndarray:
+    """Token of each distinct label: the first of :data:`_TOKEN_RE` that matches."""
+    uniq = labels.reset_index(drop=True)
     tok = pd.Series(".", index=uniq.index, dtype=object)
     done = pd.Series(False, index=uniq.index)
     for t, rx in _TOKEN_RE:
         hit = uniq.str.contains(rx, regex=True) & ~done
         tok[hit] = t
         done |= hit
-    mapping = dict(zip(uniq, tok, strict=True))
-    return label.map(mapping).fillna(".").astype(str)
+    return tok.to_numpy(object)
 
 
-def _find(tokens: np.ndarray, regex: str) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end positions (end exclusive) of non-overlapping matches in a token array."""
-    text = "".join(tokens.tolist())
+def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end positions (end exclusive) of non-overlapping matches in the token text."""
     spans = [(m.start(), m.end()) for m in re.finditer(regex, text)]
     if not spans:
         return np.empty(0, int), np.empty(0, int)
     arr = np.asarray(spans, dtype=int)
     return arr[:, 0], arr[:, 1]
+
+
+def _changes(values: pd.Series) -> np.ndarray:
+    """Whether each value (from the second on) differs from the one before it.
+
+    Values are compared as their text (``astype("string")``, missing as ``""``), as the
+    block labels were: by integer code, missing equal to missing.
+    """
+    codes, _ = pd.factorize(values.astype("string").fillna(""), use_na_sentinel=True)
+    return codes[1:] != codes[:-1]
 
 
 def unfused_patterns(profile: Any, detail: bool = False,
@@ -506,18 +530,17 @@ def unfused_patterns(profile: Any, detail: bool = False,
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
     if "stream" not in k.columns:
         k = k.assign(stream=pd.NA)
-    k = k[["rank", "stream", "start_us", "dur_us", "name"]]  # the columns read below
+    # the columns read below (the type and name give the tokens)
+    k = k[[c for c in ("rank", "stream", "start_us", "dur_us", "name", "type") if c in k.columns]]
     k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
     tok = kernel_tokens(k).to_numpy()
     # one separator between (rank, stream) blocks so that no match spans two streams
-    block = (k["rank"].astype("string").fillna("") + "/" + k["stream"].astype("string")
-             .fillna("")).to_numpy()
-    new_block = np.r_[True, block[1:] != block[:-1]]
-    seq = np.where(new_block, "|", "")
-    tokens = np.char.add(seq.astype(str), tok.astype(str))
+    new_block = np.r_[True, _changes(k["rank"]) | _changes(k["stream"])]
+    tokens = np.where(new_block, np.char.add("|", tok.astype(str)), tok.astype(str))
     # position of each row's token inside the joined string
-    lengths = np.char.str_len(tokens)
+    lengths = np.where(new_block, 1, 0) + np.char.str_len(tok.astype(str))
     row_of_char = np.repeat(np.arange(len(k)), lengths)
+    text = "".join(tokens.tolist())
     dur = k["dur_us"].to_numpy(float)
     flash_ranks = set(k.loc[tok == "Z", "rank"].dropna().tolist())
     rows = []
@@ -525,7 +548,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
     rank_arr = k["rank"].to_numpy()
     stream_arr = k["stream"].to_numpy()
     for pname, (regex, fused, rule) in pats.items():
-        starts, ends = _find(tokens, regex)
+        starts, ends = _find(text, regex)
         if not len(starts):
             continue
         first = row_of_char[starts]
