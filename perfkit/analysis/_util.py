@@ -17,7 +17,8 @@ import pandas as pd
 from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
-           "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared"]
+           "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
+           "value_changes"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -197,3 +198,17 @@ def n_step_pairs(kernels: Any) -> int:
     if kernels.empty:
         return 1
     return max(1, int(kernels[cols].drop_duplicates().shape[0]))
+
+
+def value_changes(*columns: pd.Series) -> np.ndarray:
+    """Whether row ``i + 1`` differs from row ``i`` in any of ``columns`` (length n - 1).
+
+    Values are compared as their text (``astype("string")``, missing as ``""``), as the
+    lane labels ``"rank/stream"`` were, but by integer code: no string per row is built.
+    """
+    n = len(columns[0]) if columns else 0
+    out = np.zeros(max(n - 1, 0), dtype=bool)
+    for col in columns:
+        codes, _ = pd.factorize(col.astype("string").fillna(""), use_na_sentinel=True)
+        out |= codes[1:] != codes[:-1]
+    return out

@@ -49,7 +49,15 @@ from ..calc import op_cost as oc
 from ..errors import InvalidArgumentError
 from ..specs import Hardware
 from ._frames import is_lazy, per_rank
-from ._util import add_note, empty_frame, has_values, n_step_pairs, shared, table
+from ._util import (
+    add_note,
+    empty_frame,
+    has_values,
+    n_step_pairs,
+    shared,
+    table,
+    value_changes,
+)
 
 __all__ = ["operator_efficiency", "operator_costs", "infer_hardware", "cost_of",
            "elementwise_chains", "attention_chains",
@@ -629,12 +637,11 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     distinct = text[keys].iloc[first]
     priced = [_price(d._asdict(), causal, backward_factor)
               for d in distinct.itertuples(index=False)]
-    table_ = pd.DataFrame(priced, columns=list(cols))
+    table_ = pd.DataFrame(priced, columns=list(cols)).astype(cols)
     out = text.reset_index(drop=True)
     take = inverse.ravel()
-    for c in cols:
-        out[c] = table_[c].to_numpy(object if c in ("kind", "dtype", "causal") else None)[take]
-    return out.astype({c: d for c, d in cols.items()})
+    # each price column is the small table's column taken by code (no Python object per row)
+    return out.assign(**{c: table_[c].array.take(take) for c in cols})
 
 
 def _per_label(labels: pd.Series, func: Any) -> pd.Series:
@@ -921,8 +928,8 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     mem = rows["kind"].isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)
-    lane = (rows["rank"].astype("string").fillna("") + "/" + rows["_lane"]).to_numpy()
-    brk = ~mem | np.r_[True, lane[1:] != lane[:-1]] | ~np.r_[False, mem[:-1]]
+    new_lane = np.r_[True, value_changes(rows["rank"], rows["_lane"])]
+    brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
     run = np.cumsum(brk)
     r = rows.assign(_run=run)[mem]
     if r.empty:
@@ -932,11 +939,12 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
                 total_us=("dur_us", "sum"), max_bytes=("bytes", "max"))
     out = out[out["kernels"] >= min_chain]
     # names of the runs kept: the labels of each run's rows (r is in run order)
-    labels = r["label"].astype(str).to_numpy(object)
+    codes, uniq = pd.factorize(r["label"])
+    text = pd.Series(uniq, dtype="string").astype(str).to_numpy(object)
     bounds = np.searchsorted(r["_run"].to_numpy(), np.r_[out.index.to_numpy(),
                                                         out.index.to_numpy() + 1])
     lo, hi = bounds[:len(out)], bounds[len(out):]
-    out["names"] = [" > ".join(labels[a:b]) for a, b in zip(lo, hi, strict=True)]
+    out["names"] = [" > ".join(text[codes[a:b]]) for a, b in zip(lo, hi, strict=True)]
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return out.reset_index(drop=True)[list(cols)].astype(cols)
@@ -973,8 +981,7 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         return empty_frame(cols, "no input shapes in this profile")
     tok = kernel_tokens(rows).to_numpy()
     flash = set(rows.loc[tok == "Z", "rank"].dropna().tolist())
-    lane = (rows["rank"].astype("string").fillna("") + "/" + rows["_lane"]).to_numpy()
-    sep = np.where(np.r_[True, lane[1:] != lane[:-1]], "|", "")
+    sep = np.where(np.r_[True, value_changes(rows["rank"], rows["_lane"])], "|", "")
     text_tokens = np.char.add(sep.astype(str), tok.astype(str))
     row_of = np.repeat(np.arange(len(rows)), np.char.str_len(text_tokens))
     text = "".join(text_tokens.tolist())

@@ -32,7 +32,15 @@ from ._frames import (
     transform,
     with_position,
 )
-from ._util import add_note, empty_frame, has_values, n_step_pairs, shared, table
+from ._util import (
+    add_note,
+    empty_frame,
+    has_values,
+    n_step_pairs,
+    shared,
+    table,
+    value_changes,
+)
 from .compare import kernel_class
 
 __all__ = ["top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels",
@@ -488,14 +496,14 @@ def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
     return arr[:, 0], arr[:, 1]
 
 
-def _changes(values: pd.Series) -> np.ndarray:
-    """Whether each value (from the second on) differs from the one before it.
+class _Names:
+    """``k["name"].astype(str).to_numpy()`` by code: rows are looked up when indexed."""
 
-    Values are compared as their text (``astype("string")``, missing as ``""``), as the
-    block labels were: by integer code, missing equal to missing.
-    """
-    codes, _ = pd.factorize(values.astype("string").fillna(""), use_na_sentinel=True)
-    return codes[1:] != codes[:-1]
+    def __init__(self, codes: np.ndarray, text: np.ndarray) -> None:
+        self.codes, self.text = codes, text
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        return self.text[self.codes[idx]]
 
 
 def unfused_patterns(profile: Any, detail: bool = False,
@@ -535,16 +543,22 @@ def unfused_patterns(profile: Any, detail: bool = False,
     k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
     tok = kernel_tokens(k).to_numpy()
     # one separator between (rank, stream) blocks so that no match spans two streams
-    new_block = np.r_[True, _changes(k["rank"]) | _changes(k["stream"])]
-    tokens = np.where(new_block, np.char.add("|", tok.astype(str)), tok.astype(str))
-    # position of each row's token inside the joined string
-    lengths = np.where(new_block, 1, 0) + np.char.str_len(tok.astype(str))
-    row_of_char = np.repeat(np.arange(len(k)), lengths)
-    text = "".join(tokens.tolist())
+    new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
+    # the token text, "|" before each block, and the row of each of its characters
+    tok = tok.astype(str)
+    if all(len(t) == 1 for t in np.unique(tok)):  # one character per row (TOKENS' letters)
+        chars = np.insert(tok.astype("U1"), np.flatnonzero(new_block), "|")
+        row_of_char = np.repeat(np.arange(len(k)), 1 + new_block.astype(np.int64))
+        text = "".join(chars.tolist())
+    else:
+        tokens = np.char.add(np.where(new_block, "|", ""), tok)
+        row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(tokens))
+        text = "".join(tokens.tolist())
     dur = k["dur_us"].to_numpy(float)
     flash_ranks = set(k.loc[tok == "Z", "rank"].dropna().tolist())
     rows = []
-    names = k["name"].astype(str).to_numpy()
+    name_code, name_uniq = pd.factorize(k["name"])
+    names = _Names(name_code, pd.Series(name_uniq, dtype="string").astype(str).to_numpy(object))
     rank_arr = k["rank"].to_numpy()
     stream_arr = k["stream"].to_numpy()
     for pname, (regex, fused, rule) in pats.items():

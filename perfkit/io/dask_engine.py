@@ -142,7 +142,7 @@ class RankPart:
         if self.entry is not None:
             f = Path(self.entry) / f"{name}.parquet"
             try:
-                return pd.read_parquet(f, page_checksum_verification=True)
+                return cache.read_table_file(f)
             except Exception as exc:  # noqa: BLE001 - name the damaged file
                 raise ProfileError(f, f"perfkit cache entry is damaged ({type(exc).__name__}: "
                                    f"{exc}); clear the cache (perfkit.io.cache.clear()) and "
