@@ -18,7 +18,7 @@ from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
-           "value_changes"]
+           "value_changes", "tasks_in_scope"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -209,6 +209,39 @@ def value_changes(*columns: pd.Series) -> np.ndarray:
     n = len(columns[0]) if columns else 0
     out = np.zeros(max(n - 1, 0), dtype=bool)
     for col in columns:
-        codes, _ = pd.factorize(col.astype("string").fillna(""), use_na_sentinel=True)
+        if pd.api.types.is_integer_dtype(col.dtype):  # one text per integer: code them as is
+            codes, _ = pd.factorize(col, use_na_sentinel=True)
+        else:
+            codes, _ = pd.factorize(col.astype("string").fillna(""), use_na_sentinel=True)
         out |= codes[1:] != codes[:-1]
     return out
+
+
+#: Columns of the device tasks the operator analyses read (with the ``*_ratio`` PMU ones).
+_SCOPE_COLUMNS = frozenset({
+    "rank", "step", "name", "type", "op_name", "category", "core", "stream", "thread",
+    "start_us", "dur_us", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
+    "output_formats", "concrete_inputs"})
+
+
+def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
+                   columns: Sequence[str] | frozenset[str]) -> pd.DataFrame:
+    """Device tasks with a duration (and not communication, unless included).
+
+    Only ``columns`` (those present, in table order) and the ``*_ratio`` PMU columns are
+    returned. Within :func:`shared_results` the rows are taken out once, with every
+    column any operator analysis reads, and each caller picks its columns from them.
+    """
+    rows = shared("tasks_in_scope", (kernels,), (include_communication,),
+                  lambda: _in_scope(kernels, include_communication))
+    return rows[[c for c in rows.columns if c in columns or c.endswith("_ratio")]]
+
+
+def _in_scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
+    kernels = kernels[[c for c in kernels.columns
+                       if c in _SCOPE_COLUMNS or c.endswith("_ratio")]]
+    keep = kernels["dur_us"].notna().to_numpy(bool) if "dur_us" in kernels.columns else \
+        np.ones(len(kernels), dtype=bool)
+    if not include_communication and "category" in kernels.columns:
+        keep = keep & kernels["category"].ne("communication").fillna(True).to_numpy(bool)
+    return kernels if keep.all() else kernels[keep]

@@ -56,6 +56,7 @@ from ._util import (
     n_step_pairs,
     shared,
     table,
+    tasks_in_scope,
     value_changes,
 )
 
@@ -464,7 +465,8 @@ def _source(profile: Any, columns: Sequence[str] | None = None
 
     k = table(profile, "kernels")
     if not k.empty and has_values(k, "input_shapes") and has_values(k, "dur_us"):
-        k = narrow(k)
+        if columns is not None:  # the rows the other operator analyses take out too
+            return tasks_in_scope(k, False, columns), "kernels"
         keep = k["dur_us"].notna().to_numpy(bool)
         if "category" in k.columns:
             keep = keep & k["category"].ne("communication").fillna(True).to_numpy(bool)
@@ -940,11 +942,13 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     out = out[out["kernels"] >= min_chain]
     # names of the runs kept: the labels of each run's rows (r is in run order)
     codes, uniq = pd.factorize(r["label"])
-    text = pd.Series(uniq, dtype="string").astype(str).to_numpy(object)
+    text = pd.Series(uniq, dtype="string").astype(str).tolist()
     bounds = np.searchsorted(r["_run"].to_numpy(), np.r_[out.index.to_numpy(),
                                                         out.index.to_numpy() + 1])
-    lo, hi = bounds[:len(out)], bounds[len(out):]
-    out["names"] = [" > ".join(text[codes[a:b]]) for a, b in zip(lo, hi, strict=True)]
+    lo, hi = bounds[:len(out)].tolist(), bounds[len(out):].tolist()
+    code_list = codes.tolist()
+    out["names"] = [" > ".join([text[c] for c in code_list[a:b]])
+                    for a, b in zip(lo, hi, strict=True)]
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return out.reset_index(drop=True)[list(cols)].astype(cols)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import InvalidArgumentError
 from ._frames import (
@@ -39,6 +40,7 @@ from ._util import (
     n_step_pairs,
     shared,
     table,
+    tasks_in_scope,
     value_changes,
 )
 from .compare import kernel_class
@@ -113,19 +115,28 @@ def _scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
     """The tasks in scope, with only the columns the analyses read (PMU ratios kept).
 
     Tasks with a duration (and, unless ``include_communication``, not communication),
-    taken out in one pass; shared by the analyses of one :func:`shared_results` block.
+    taken out in one pass (:func:`tasks_in_scope`).
     """
     return shared("scope", (kernels,), (include_communication,),
-                  lambda: _scope_of(kernels, include_communication))
+                  lambda: tasks_in_scope(kernels, include_communication, _USED))
 
 
-def _scope_of(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
-    kernels = kernels[[c for c in kernels.columns if c in _USED or c.endswith("_ratio")]]
-    keep = kernels["dur_us"].notna().to_numpy(bool) if "dur_us" in kernels.columns else \
-        np.ones(len(kernels), dtype=bool)
-    if not include_communication and "category" in kernels.columns:
-        keep = keep & kernels["category"].ne("communication").fillna(True).to_numpy(bool)
-    return kernels if keep.all() else kernels[keep]
+def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` of the tasks in scope, sorted by (rank, stream, start), index 0..n-1.
+
+    The stable order is found on the three keys alone, once per :func:`shared_results`
+    block, and the other columns are taken in that order (a missing stream is NA).
+    """
+    def order() -> np.ndarray:
+        keys = k[["rank", "start_us"]].assign(
+            stream=k["stream"] if "stream" in k.columns else pd.NA).reset_index(drop=True)
+        return keys.sort_values(["rank", "stream", "start_us"], kind="mergesort").index \
+            .to_numpy()
+
+    pos = shared("stream_order", (k,), (), order)
+    if "stream" not in k.columns:
+        k = k.assign(stream=pd.NA)
+    return k[[c for c in columns if c in k.columns]].take(pos).reset_index(drop=True)
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:
@@ -159,10 +170,16 @@ def _bound_frame(k: pd.DataFrame) -> pd.Series:
         return pd.Series(pd.NA, index=k.index, dtype="string")
     comp = _row_max(k, compute_cols)
     mem = _row_max(k, memory_cols)
-    label = np.where(mem > comp, "memory", "compute")
-    label = np.where((comp < 0.2) & (mem < 0.2), "latency", label)
-    out = pd.Series(label, index=k.index, dtype="string")
-    return out.where(comp.notna() & mem.notna() & ((comp > 0) | (mem > 0)))
+    c, m = comp.to_numpy(), mem.to_numpy()
+    with np.errstate(invalid="ignore"):
+        code = np.where(m > c, 0, 1)  # memory, compute
+        code = np.where((c < 0.2) & (m < 0.2), 2, code)  # latency
+        known = ~np.isnan(c) & ~np.isnan(m) & ((c > 0) | (m > 0))
+    # the three labels as a dictionary column (no Python string per task)
+    arr = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8), mask=~known),
+                                         pa.array(["memory", "compute", "latency"]))
+    return pd.Series(pd.arrays.ArrowStringArray(arr.cast(pa.large_string())),
+                     index=k.index, dtype="string")
 
 
 def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
@@ -416,10 +433,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
-    if "stream" not in k.columns:
-        k = k.assign(stream=pd.NA)
-    k = k[["rank", "stream", "start_us", "dur_us", "name"]]  # the columns read below
-    k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us", "name"))
     tiny = k["dur_us"] < threshold_us
     same = (k["rank"].eq(k["rank"].shift()).fillna(False)
             & k["stream"].eq(k["stream"].shift()).fillna(False))
@@ -536,11 +550,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty or "start_us" not in k.columns:
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
-    if "stream" not in k.columns:
-        k = k.assign(stream=pd.NA)
     # the columns read below (the type and name give the tokens)
-    k = k[[c for c in ("rank", "stream", "start_us", "dur_us", "name", "type") if c in k.columns]]
-    k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us", "name", "type"))
     tok = kernel_tokens(k).to_numpy()
     # one separator between (rank, stream) blocks so that no match spans two streams
     new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
