@@ -26,9 +26,11 @@ def category(core: pd.Series, typ: pd.Series, name: pd.Series) -> pd.Series:
         key = keys[0][0]
         for codes, values in keys[1:]:
             key = key * np.int64(len(values)) + codes
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        inverse, distinct = pd.factorize(key)
+        first = np.empty(len(distinct), dtype=np.int64)  # a row holding each distinct key
+        first[inverse] = np.arange(len(key))
         parts = [pd.Series(values[codes[first]], dtype="string") for codes, values in keys]
-        out = pa.array(_category(*parts), pa.string()).take(pa.array(inverse.ravel()))
+        out = pa.array(_category(*parts), pa.string()).take(pa.array(inverse))
     else:
         out = pa.array(_category(core, typ, name), pa.string())
     return pd.Series(pd.arrays.ArrowStringArray(out.cast(pa.large_string())),
