@@ -258,3 +258,17 @@ def test_rank_tables_store_is_bounded_and_sees_rewrites(tmp_path: Path,
         rank_tables.cached_table(f, key, build)
     assert rank_tables._SIZE[0] <= rank_tables.budget_bytes()
     rank_tables.clear()
+
+
+@pytest.mark.parametrize("name", ["kineto-hta", "ascend-level1"])
+def test_worker_handoff_gives_the_parsed_tables(name: str) -> None:
+    """Ranks parsed in worker processes (tables handed over as Arrow files) equal ranks
+    parsed in this process."""
+    here = detect.load(SAMPLES[name], cache=False, progress=False, workers=1)
+    pooled = detect.load(SAMPLES[name], cache=False, progress=False, workers=2)
+    assert here.ranks == pooled.ranks and len(here.ranks) == 2
+    for a, b in zip(here, pooled, strict=True):
+        assert a.meta == b.meta
+        for table in TABLE_NAMES:
+            pd.testing.assert_frame_equal(getattr(b, table), getattr(a, table),
+                                          check_exact=True)
