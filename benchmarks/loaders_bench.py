@@ -1,17 +1,25 @@
-"""Measure perfkit against HolisticTraceAnalysis and msprof-analyze on the generated inputs.
+"""perfkit's loaders against the parsing limit, measured in the same run, at several sizes.
 
-Each tool runs in a fresh subprocess; wall time is measured around it and peak memory is
-the largest *sum* of resident memory over the process and all its children, sampled from
-/proc every 20 ms (so worker pools are counted). Files are read once beforehand so every
-tool starts from a warm page cache.
+For each input (a 2-rank Kineto folder, one Ascend rank) and each size (``--scales``,
+fractions of the full inputs of ``loaders_generate.py``) the runs are interleaved:
+the parsing limit (``parsing_limit.py``, one process; and with ``--limit-workers`` the
+same number of processes perfkit uses) and ``perfkit.load`` with the cache off
+(``_loaders_one.py``), ``--repeat`` times. Every run is a fresh process; measured around
+it: wall seconds, CPU seconds of the process tree (its rusage, children included) and peak
+resident memory summed over the process tree (sampled from /proc every 20 ms); measured
+inside it: the seconds of the load itself (imports excluded). The load average is recorded
+before each run (the machine may be shared).
+
+Then, on the full-size Ascend rank: a cached reopen plus ``step_breakdown`` and
+``perfkit.advise`` on the reopened rank (``_advise_one.py``, fresh processes). Peers
+(HolisticTraceAnalysis, msprof-analyze) run with ``--peers`` from their own virtual
+environments, once per input at full size.
 
 Usage::
 
-    python benchmarks/loaders_generate.py                    # inputs under /tmp/perfkit-bench
-    python benchmarks/loaders_bench.py [--data /tmp/perfkit-bench] [--hta-python PY] [--msprof BIN]
-
-Peers are looked up in their own virtual environments (defaults ``/tmp/venvs/hta`` and
-``/tmp/venvs/msprof``); a missing peer is reported as "not run".
+    python benchmarks/loaders_generate.py --out /tmp/perfkit-bench --scales 0.25,0.5,1
+    python benchmarks/loaders_bench.py --data /tmp/perfkit-bench --results out.json
+    rm -rf /tmp/perfkit-bench
 """
 
 from __future__ import annotations
@@ -19,17 +27,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "measure", "tree_rss"]
 
 ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -48,7 +61,8 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _tree_rss(pid: int) -> int:
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
     total = 0
     stack = [pid]
     while stack:
@@ -63,9 +77,11 @@ def _tree_rss(pid: int) -> int:
 
 
 def measure(cmd: list[str], env: dict[str, str] | None = None,
-            timeout: float = 1800) -> dict[str, object]:
-    """Run ``cmd``; return wall seconds, peak tree RSS (bytes), exit code and stdout."""
+            timeout: float = 3600) -> dict[str, Any]:
+    """Run ``cmd``: wall and CPU seconds, peak tree RSS (bytes), exit code, stdout JSON."""
     peak = 0
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **(env or {})}, text=True)
@@ -74,7 +90,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None,
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, _tree_rss(proc.pid))
+            peak = max(peak, tree_rss(proc.pid))
             time.sleep(0.02)
 
     t = threading.Thread(target=sample, daemon=True)
@@ -85,11 +101,18 @@ def measure(cmd: list[str], env: dict[str, str] | None = None,
         done.set()
         t.join()
     wall = time.perf_counter() - start
-    return {"wall_s": wall, "peak_rss_bytes": peak, "rc": proc.returncode, "stdout": out,
-            "stderr_tail": err[-2000:]}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    try:
+        inner = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+    except json.JSONDecodeError:
+        inner = {}
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_bytes": peak, "rc": proc.returncode,
+            "load_before": load, "inner": inner, "stderr_tail": err[-1500:]}
 
 
 def _warm(path: Path) -> int:
+    """Read every file once (warm page cache); return the bytes."""
     size = 0
     for f in ([path] if path.is_file() else sorted(path.rglob("*"))):
         if f.is_file():
@@ -99,102 +122,225 @@ def _warm(path: Path) -> int:
     return size
 
 
-def _perfkit(path: Path, cache_dir: Path) -> dict[str, object]:
-    res: dict[str, object] = {}
-    cold = measure([sys.executable, str(ROOT / "benchmarks" / "_loaders_one.py"), str(path),
-                    "--no-cache"])
-    res["cold"] = {**cold, **json.loads(cold["stdout"] or "{}")}
-    env = {"PERFKIT_CACHE_DIR": str(cache_dir)}
-    first = measure([sys.executable, str(ROOT / "benchmarks" / "_loaders_one.py"), str(path)], env)
-    second = measure([sys.executable, str(ROOT / "benchmarks" / "_loaders_one.py"), str(path)], env)
-    res["first_cached"] = {**first, **json.loads(first["stdout"] or "{}")}
-    res["second_cached"] = {**second, **json.loads(second["stdout"] or "{}")}
+def _input_bytes(kind: str, path: Path) -> int:
+    """The bytes the parsing limit reads (the two large files of an Ascend rank)."""
+    if kind == "ascend":
+        out = path / "ASCEND_PROFILER_OUTPUT"
+        return sum((out / n).stat().st_size for n in ("kernel_details.csv", "trace_view.json"))
+    return sum(f.stat().st_size for f in path.glob("*.json"))
+
+
+def _runs(kind: str, path: Path, repeat: int, limit_workers: bool) -> dict[str, Any]:
+    """Interleaved runs of the limit(s) and perfkit on one input."""
+    py = sys.executable
+    limit = [py, str(HERE / "parsing_limit.py"), str(path), "--workers", "1"]
+    limit_par = [py, str(HERE / "parsing_limit.py"), str(path)]
+    perfkit = [py, str(HERE / "_loaders_one.py"), str(path), "--no-cache"]
+    res: dict[str, list[dict[str, Any]]] = {"limit": [], "perfkit": []}
+    if limit_workers and kind == "kineto":
+        res["limit_parallel"] = []
+    for i in range(repeat):
+        order = [("limit", limit), ("perfkit", perfkit)]
+        if "limit_parallel" in res:
+            order.append(("limit_parallel", limit_par))
+        if i % 2:  # alternate who goes first, so a drift in load hurts both alike
+            order.reverse()
+        for name, cmd in order:
+            r = measure(cmd)
+            if r["rc"] != 0:
+                raise SystemExit(f"{name} failed on {path}: {r['stderr_tail']}")
+            res[name].append(r)
+            print(f"  {kind} {path.parent.name if kind == 'ascend' else path.name} "
+                  f"{name:15s} wall {r['wall_s']:6.2f} s  cpu {r['cpu_s']:6.2f} s  "
+                  f"peak {r['peak_rss_bytes'] / 1e9:5.2f} GB  load {r['load_before']:.1f}",
+                  flush=True)
     return res
 
 
-def main(argv: list[str] | None = None) -> None:
+def _summary(res: dict[str, list[dict[str, Any]]], size: int) -> dict[str, Any]:
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in res[name])
+
+    pk_inner = statistics.median(r["inner"]["load_and_tables_s"] for r in res["perfkit"])
+    lim_inner = statistics.median(r["inner"]["total_s"] for r in res["limit"])
+    out = {
+        "input_mb": size / 1e6,
+        "limit_wall_s": med("limit", "wall_s"), "perfkit_wall_s": med("perfkit", "wall_s"),
+        "limit_cpu_s": med("limit", "cpu_s"), "perfkit_cpu_s": med("perfkit", "cpu_s"),
+        "limit_inner_s": lim_inner, "perfkit_inner_s": pk_inner,
+        "limit_peak_gb": max(r["peak_rss_bytes"] for r in res["limit"]) / 1e9,
+        "perfkit_peak_gb": max(r["peak_rss_bytes"] for r in res["perfkit"]) / 1e9,
+        "load_avg": statistics.median(r["load_before"] for r in [*res["limit"],
+                                                                  *res["perfkit"]]),
+    }
+    out["ratio_wall"] = out["perfkit_wall_s"] / out["limit_wall_s"]
+    out["ratio_cpu"] = out["perfkit_cpu_s"] / out["limit_cpu_s"]
+    out["ratio_inner"] = pk_inner / lim_inner
+    out["ratio_wall_paired"] = statistics.median(
+        p["wall_s"] / q["wall_s"] for p, q in zip(res["perfkit"], res["limit"], strict=True))
+    out["perfkit_s_per_mb"] = pk_inner / out["input_mb"]
+    out["limit_s_per_mb"] = lim_inner / out["input_mb"]
+    if "limit_parallel" in res:
+        out["limit_parallel_wall_s"] = med("limit_parallel", "wall_s")
+        out["limit_parallel_peak_gb"] = max(r["peak_rss_bytes"]
+                                            for r in res["limit_parallel"]) / 1e9
+        out["ratio_wall_vs_parallel_limit"] = out["perfkit_wall_s"] / \
+            out["limit_parallel_wall_s"]
+    return out
+
+
+def _cached(rank: Path, repeat: int) -> dict[str, Any]:
+    """Cached reopen + step_breakdown, and advise, in fresh processes (fresh cache)."""
+    with tempfile.TemporaryDirectory(prefix="perfkit-bench-cache-") as cache_dir:
+        env = {"PERFKIT_CACHE_DIR": cache_dir}
+        first = measure([sys.executable, str(HERE / "_loaders_one.py"), str(rank)], env)
+        runs = [measure([sys.executable, str(HERE / "_advise_one.py"), str(rank)], env)
+                for _ in range(repeat)]
+    inner = [r["inner"] for r in runs]
+    return {
+        "first_load_s": first["inner"].get("load_and_tables_s"),
+        "reopen_s": statistics.median(i["reopen_s"] for i in inner),
+        "step_breakdown_s": statistics.median(i["step_breakdown_s"] for i in inner),
+        "reopen_plus_step_breakdown_s": statistics.median(
+            i["reopen_s"] + i["step_breakdown_s"] for i in inner),
+        "process_wall_to_step_breakdown_s": statistics.median(
+            i["import_s"] + i["reopen_s"] + i["step_breakdown_s"] for i in inner),
+        "advise_first_s": statistics.median(i["advise_first_s"] for i in inner),
+        "advise_again_s": statistics.median(i["advise_again_s"] for i in inner),
+        "findings": inner[0].get("findings"),
+        "runs": runs,
+    }
+
+
+def _peers(kineto: Path, ascend_rank: Path, hta_python: str, msprof: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if Path(hta_python).exists():
+        code = ("import sys; from hta.trace_analysis import TraceAnalysis; "
+                "TraceAnalysis(trace_dir=sys.argv[1])")
+        out["hta_kineto"] = measure([hta_python, "-c", code, str(kineto)])
+    if Path(msprof).exists():
+        tmp = Path(tempfile.mkdtemp(prefix="perfkit-bench-msprof-"))
+        try:
+            out["msprof_advisor"] = measure(
+                [msprof, "advisor", "all", "-d", str(ascend_rank), "-o", str(tmp / "adv"),
+                 "-l", "en", "--force"])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    import msgspec
+    import pandas as pd
+    import pyarrow as pa
+
+    mem = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in
+                   Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpus": os.cpu_count(), "cpu": cpu, "mem_gb": mem / 2**30,
+            "python": platform.python_version(), "pandas": pd.__version__,
+            "pyarrow": pa.__version__, "msgspec": msgspec.__version__,
+            "date": time.strftime("%Y-%m-%d"), "platform": platform.platform()}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command-line entry point (see the module docstring)."""
-    ap = argparse.ArgumentParser(description="perfkit vs HTA vs msprof-analyze")
-    ap.add_argument("--data", default="/tmp/perfkit-bench")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="/tmp/perfkit-bench",
+                    help="folder of loaders_generate.py (scale-<s>/kineto, scale-<s>/ascend)")
+    ap.add_argument("--scales", default="0.25,0.5,1")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", choices=["kineto", "ascend"], default=None)
+    ap.add_argument("--no-limit-workers", action="store_true",
+                    help="skip the Kineto limit run with one process per file")
+    ap.add_argument("--no-cached", action="store_true", help="skip the reopen/advise runs")
+    ap.add_argument("--peers", action="store_true", help="also run HTA and msprof-analyze")
     ap.add_argument("--hta-python", default="/tmp/venvs/hta/bin/python")
     ap.add_argument("--msprof", default="/tmp/venvs/msprof/bin/msprof-analyze")
-    ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument("--results", default=None, help="write the raw results as JSON here")
     args = ap.parse_args(argv)
     data = Path(args.data)
-    kineto = data / "kineto"
-    ascend_parent = data / "ascend"
-    ascend_rank = ascend_parent / "rank0_ascend_pt"
-    results: dict[str, object] = {}
-    k_size = _warm(kineto)
-    a_size = _warm(ascend_rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv") + _warm(
-        ascend_rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
-    a_total = _warm(ascend_rank)
-    results["sizes"] = {"kineto_bytes": k_size, "ascend_kernel_plus_trace_bytes": a_size,
-                        "ascend_rank_bytes": a_total}
-    with tempfile.TemporaryDirectory(prefix="perfkit-bench-cache-") as cache_dir:
-        results["perfkit_kineto"] = _perfkit(kineto, Path(cache_dir) / "k")
-        results["perfkit_ascend"] = _perfkit(ascend_rank, Path(cache_dir) / "a")
-    if not args.skip_peers and Path(args.hta_python).exists():
-        code = ("import sys; from hta.trace_analysis import TraceAnalysis; "
-                "TraceAnalysis(trace_dir=sys.argv[1])")
-        results["hta_kineto"] = measure([args.hta_python, "-c", code, str(kineto)])
-    if not args.skip_peers and Path(args.msprof).exists():
-        out = Path(tempfile.mkdtemp(prefix="perfkit-bench-msprof-"))
-        try:
-            results["msprof_advisor"] = measure(
-                [args.msprof, "advisor", "all", "-d", str(ascend_rank), "-o", str(out / "adv"),
-                 "-l", "en", "--force"])
-            results["msprof_cluster"] = measure(
-                [args.msprof, "cluster", "-d", str(ascend_parent), "-o", str(out / "cl"),
-                 "-m", "all", "--export_type", "text", "--force"])
-        finally:
-            shutil.rmtree(out, ignore_errors=True)
-    _report(results)
+    scales = [s.strip() for s in args.scales.split(",") if s.strip()]
+    results: dict[str, Any] = {"machine": _machine(), "args": vars(args), "inputs": {}}
+    kinds = [args.only] if args.only else ["kineto", "ascend"]
+    for scale in scales:
+        base = data / f"scale-{scale}"
+        for kind in kinds:
+            path = base / "kineto" if kind == "kineto" else \
+                base / "ascend" / "rank0_ascend_pt"
+            if not path.exists():
+                raise SystemExit(f"{path} missing: run loaders_generate.py --scales {scale}")
+            _warm(path)
+            size = _input_bytes(kind, path)
+            print(f"{kind} at scale {scale}: {size / 1e6:.0f} MB", flush=True)
+            runs = _runs(kind, path, args.repeat, not args.no_limit_workers)
+            results["inputs"][f"{kind}@{scale}"] = {"scale": float(scale), "kind": kind,
+                                                    "path": str(path),
+                                                    "summary": _summary(runs, size),
+                                                    "runs": runs}
+    full = data / f"scale-{scales[-1]}"
+    if not args.no_cached and "ascend" in kinds:
+        results["cached_ascend"] = _cached(full / "ascend" / "rank0_ascend_pt", args.repeat)
+    if args.peers:
+        results["peers"] = _peers(full / "kineto", full / "ascend" / "rank0_ascend_pt",
+                                  args.hta_python, args.msprof)
+    _report(results, kinds, scales)
     if args.results:
-        slim = json.loads(json.dumps(results, default=str))
-        Path(args.results).write_text(json.dumps(slim, indent=1))
+        Path(args.results).write_text(json.dumps(results, indent=1, default=str))
+    return results
 
 
-def _row(label: str, r: dict[str, object] | None, size: int) -> str:
-    if not r:
-        return f"| {label} | not run | | |"
-    ok = "" if r.get("rc") == 0 else f" (exit {r.get('rc')})"
-    rss = int(r["peak_rss_bytes"])  # type: ignore[arg-type]
-    return (f"| {label} | {float(r['wall_s']):.2f}{ok} | {rss / 1e9:.2f} | "  # type: ignore[arg-type]
-            f"{rss / size:.2f}x |")
-
-
-def _report(res: dict[str, object]) -> None:
-    sizes = res["sizes"]  # type: ignore[index]
-    k = int(sizes["kineto_bytes"])  # type: ignore[index]
-    a = int(sizes["ascend_rank_bytes"])  # type: ignore[index]
-    pk = res["perfkit_kineto"]  # type: ignore[index]
-    pa = res["perfkit_ascend"]  # type: ignore[index]
-    lines = [
-        f"Kineto input: {k / 1e6:.0f} MB (2 ranks); Ascend rank: {a / 1e6:.0f} MB",
-        "",
-        "| run | wall s | peak RSS GB | RSS / input |",
-        "|---|---|---|---|",
-        _row("perfkit load, Kineto (no cache)", pk["cold"], k),
-        _row("HTA TraceAnalysis, Kineto", res.get("hta_kineto"), k),  # type: ignore[arg-type]
-        _row("perfkit load, Ascend rank (no cache)", pa["cold"], a),
-        _row("msprof-analyze advisor all, Ascend rank", res.get("msprof_advisor"), a),  # type: ignore[arg-type]
-        _row("msprof-analyze cluster -m all (text), Ascend", res.get("msprof_cluster"), a),  # type: ignore[arg-type]
-        "",
-        "| cache | first load+tables s | second load+tables s | speed-up |",
-        "|---|---|---|---|",
-    ]
-    for label, r in (("Kineto", pk), ("Ascend", pa)):
-        f = float(r["first_cached"]["load_and_tables_s"])
-        s = float(r["second_cached"]["load_and_tables_s"])
-        lines.append(f"| {label} | {f:.2f} | {s:.3f} | {f / s:.0f}x |")
-    hta = res.get("hta_kineto")
-    if hta:
-        lines.append("")
-        lines.append(f"perfkit vs HTA on Kineto (wall): "
-                     f"{float(hta['wall_s']) / float(pk['cold']['wall_s']):.1f}x faster")  # type: ignore[index]
-    print("\n".join(lines))
+def _report(res: dict[str, Any], kinds: list[str], scales: list[str]) -> None:
+    m = res["machine"]
+    print(f"\n{m['cpus']} CPUs ({m['cpu']}), {m['mem_gb']:.0f} GiB, Python {m['python']}, "
+          f"pandas {m['pandas']}, pyarrow {m['pyarrow']}, msgspec {m['msgspec']}, "
+          f"{m['date']}")
+    print("\n| input | MB | limit s | perfkit s | perfkit / limit (wall) | paired | "
+          "CPU ratio | in-process ratio | perfkit peak GB | limit peak GB | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for kind in kinds:
+        for scale in scales:
+            s = res["inputs"][f"{kind}@{scale}"]["summary"]
+            print(f"| {kind} ×{scale} | {s['input_mb']:.0f} | {s['limit_wall_s']:.2f} | "
+                  f"{s['perfkit_wall_s']:.2f} | {s['ratio_wall']:.2f} | "
+                  f"{s['ratio_wall_paired']:.2f} | {s['ratio_cpu']:.2f} | "
+                  f"{s['ratio_inner']:.2f} | {s['perfkit_peak_gb']:.2f} | "
+                  f"{s['limit_peak_gb']:.2f} | {s['load_avg']:.1f} |")
+    for kind in kinds:
+        s = res["inputs"][f"{kind}@{scales[-1]}"]["summary"]
+        if "limit_parallel_wall_s" in s:
+            print(f"\n{kind} ×{scales[-1]}: limit with one process per file "
+                  f"{s['limit_parallel_wall_s']:.2f} s, {s['limit_parallel_peak_gb']:.2f} GB; "
+                  f"perfkit / that limit = {s['ratio_wall_vs_parallel_limit']:.2f}")
+    print("\n| input | perfkit s/MB (in-process) | limit s/MB | perfkit per-MB vs smallest |")
+    print("|---|---|---|---|")
+    for kind in kinds:
+        first = res["inputs"][f"{kind}@{scales[0]}"]["summary"]["perfkit_s_per_mb"]
+        for scale in scales:
+            s = res["inputs"][f"{kind}@{scale}"]["summary"]
+            print(f"| {kind} ×{scale} | {s['perfkit_s_per_mb'] * 1e3:.2f} ms | "
+                  f"{s['limit_s_per_mb'] * 1e3:.2f} ms | "
+                  f"{s['perfkit_s_per_mb'] / first - 1:+.0%} |")
+    c = res.get("cached_ascend")
+    if c:
+        print(f"\nAscend rank, cached: reopen {c['reopen_s']:.3f} s + step_breakdown "
+              f"{c['step_breakdown_s']:.3f} s = {c['reopen_plus_step_breakdown_s']:.3f} s "
+              f"(with Python start and imports: {c['process_wall_to_step_breakdown_s']:.2f} s); "
+              f"advise {c['advise_first_s']:.2f} s (tables read from the cache on the way), "
+              f"again {c['advise_again_s']:.2f} s; first load {c['first_load_s']:.1f} s")
+    for name, r in (res.get("peers") or {}).items():
+        print(f"{name}: {r['wall_s']:.1f} s, {r['peak_rss_bytes'] / 1e9:.2f} GB (exit {r['rc']})")
 
 
 if __name__ == "__main__":

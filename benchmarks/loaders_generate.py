@@ -11,6 +11,9 @@ Writes (under ``--out``, default ``/tmp/perfkit-bench``; never inside the reposi
   (step_trace_time.csv, communication*.json, memory files, profiler_info) are copied as they are.
 
 Usage: ``python benchmarks/loaders_generate.py [--out DIR] [--kineto-mb N] [--trace-mb N]``.
+With ``--scales 0.25,0.5,1`` the inputs are written at each fraction of those sizes (Kineto
+MB, kernel rows and trace MB scaled alike) under ``DIR/scale-<s>/`` (what
+``loaders_bench.py`` reads).
 """
 
 from __future__ import annotations
@@ -149,14 +152,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kernel-rows", type=int, default=1_000_000)
     ap.add_argument("--trace-mb", type=int, default=520)
     ap.add_argument("--only", choices=["kineto", "ascend"], default=None)
+    ap.add_argument("--scales", default=None,
+                    help="comma-separated fractions, each written under OUT/scale-<s>/")
     args = ap.parse_args(argv)
     out = Path(args.out)
     if ROOT in out.resolve().parents or out.resolve() == ROOT:
         raise SystemExit("refusing to write benchmark data inside the repository")
-    if args.only in (None, "kineto"):
-        _kineto(out / "kineto", args.kineto_mb)
-    if args.only in (None, "ascend"):
-        _ascend(out / "ascend", args.kernel_rows, args.trace_mb)
+    scales = [(s.strip(), float(s)) for s in args.scales.split(",")] if args.scales else [
+        ("", 1.0)]
+    for label, f in scales:
+        dest = out / f"scale-{label}" if label else out
+        if args.only in (None, "kineto"):
+            _kineto(dest / "kineto", round(args.kineto_mb * f))
+        if args.only in (None, "ascend"):
+            _ascend(dest / "ascend", round(args.kernel_rows * f), round(args.trace_mb * f))
 
 
 if __name__ == "__main__":

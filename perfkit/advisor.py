@@ -46,7 +46,7 @@ from .analysis import efficiency as _eff
 from .analysis import memory as _memory
 from .analysis import operators as _ops
 from .analysis._frames import collect
-from .analysis._util import has_values, table
+from .analysis._util import has_values, shared_results, table
 from .analysis.steps import measured_step_s, step_breakdown
 
 __all__ = ["Finding", "advise", "NOTEBOOKS", "RULES", "severity_of", "framework_of",
@@ -1216,6 +1216,14 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
         findings whose cost cannot be measured (``warning`` before ``info``). Empty when
         nothing was found.
     """
+    with shared_results():  # analyses share their intermediate tables for this call
+        return _advise(profile_or_cluster, model, parallel, hardware, max_findings,
+                       assumptions)
+
+
+def _advise(profile_or_cluster: Any, model: Any, parallel: Any, hardware: Any,
+            max_findings: int | None, assumptions: dict[str, float] | None
+            ) -> list[Finding]:
     assume = {**ASSUMPTIONS, **(assumptions or {})}
     ctx = _Context(profile_or_cluster, model, parallel, hardware, assume)
     found: list[tuple[int, Finding]] = []

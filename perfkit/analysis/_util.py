@@ -6,7 +6,9 @@ Nothing here knows a file format; everything works on the canonical tables of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -15,10 +17,51 @@ import pandas as pd
 from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
-           "robust_z", "MAD_TO_SIGMA", "n_step_pairs"]
+           "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
+           "value_changes", "tasks_in_scope"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
+
+
+_SHARED: ContextVar[dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] | None] = \
+    ContextVar("perfkit_shared_results", default=None)
+
+
+@contextmanager
+def shared_results() -> Iterator[None]:
+    """Within this block, intermediate tables the analyses share are computed once.
+
+    The advisor runs a dozen analyses over the same profile; several of them start from
+    the same intermediate table (the device tasks in scope, the priced operator calls).
+    Inside the block each is computed the first time and served from memory afterwards;
+    outside it nothing is kept (results are the same either way).
+    """
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared(name: str, inputs: tuple[Any, ...], params: tuple[Any, ...],
+           compute: Callable[[], Any]) -> Any:
+    """``compute()``, or its result for the same ``inputs`` within :func:`shared_results`.
+
+    ``inputs`` are the objects (profiles, tables) the result is derived from, matched by
+    identity and kept alive with the result; ``params`` are compared by value. The same
+    object is handed to every caller: callers must not change it in place (``assign``
+    makes a new frame).
+    """
+    memo = _SHARED.get()
+    if memo is None:
+        return compute()
+    key = (name, tuple(id(o) for o in inputs), params)
+    hit = memo.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], inputs, strict=True)):
+        hit = (inputs, compute())
+        memo[key] = hit
+    return hit[1]
 
 
 def table(obj: Any, name: str) -> pd.DataFrame:
@@ -155,3 +198,50 @@ def n_step_pairs(kernels: Any) -> int:
     if kernels.empty:
         return 1
     return max(1, int(kernels[cols].drop_duplicates().shape[0]))
+
+
+def value_changes(*columns: pd.Series) -> np.ndarray:
+    """Whether row ``i + 1`` differs from row ``i`` in any of ``columns`` (length n - 1).
+
+    Values are compared as their text (``astype("string")``, missing as ``""``), as the
+    lane labels ``"rank/stream"`` were, but by integer code: no string per row is built.
+    """
+    n = len(columns[0]) if columns else 0
+    out = np.zeros(max(n - 1, 0), dtype=bool)
+    for col in columns:
+        if pd.api.types.is_integer_dtype(col.dtype):  # one text per integer: code them as is
+            codes, _ = pd.factorize(col, use_na_sentinel=True)
+        else:
+            codes, _ = pd.factorize(col.astype("string").fillna(""), use_na_sentinel=True)
+        out |= codes[1:] != codes[:-1]
+    return out
+
+
+#: Columns of the device tasks the operator analyses read (with the ``*_ratio`` PMU ones).
+_SCOPE_COLUMNS = frozenset({
+    "rank", "step", "name", "type", "op_name", "category", "core", "stream", "thread",
+    "start_us", "dur_us", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
+    "output_formats", "concrete_inputs"})
+
+
+def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
+                   columns: Sequence[str] | frozenset[str]) -> pd.DataFrame:
+    """Device tasks with a duration (and not communication, unless included).
+
+    Only ``columns`` (those present, in table order) and the ``*_ratio`` PMU columns are
+    returned. Within :func:`shared_results` the rows are taken out once, with every
+    column any operator analysis reads, and each caller picks its columns from them.
+    """
+    rows = shared("tasks_in_scope", (kernels,), (include_communication,),
+                  lambda: _in_scope(kernels, include_communication))
+    return rows[[c for c in rows.columns if c in columns or c.endswith("_ratio")]]
+
+
+def _in_scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
+    kernels = kernels[[c for c in kernels.columns
+                       if c in _SCOPE_COLUMNS or c.endswith("_ratio")]]
+    keep = kernels["dur_us"].notna().to_numpy(bool) if "dur_us" in kernels.columns else \
+        np.ones(len(kernels), dtype=bool)
+    if not include_communication and "category" in kernels.columns:
+        keep = keep & kernels["category"].ne("communication").fillna(True).to_numpy(bool)
+    return kernels if keep.all() else kernels[keep]

@@ -309,7 +309,8 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     k = table(profile, "kernels")
     if k.empty or not has_values(k, "dur_us"):
         return empty_frame(cols, "the profile has no device tasks (kernels table)")
-    k = k.dropna(subset=["start_us", "dur_us"])
+    # only the columns read below: dropping rows then moves four columns, not all of them
+    k = k[["rank", "step", "start_us", "dur_us"]].dropna(subset=["start_us", "dur_us"])
     k = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
     keys = ["rank", "step"]
     seg = interval_union(k, keys)

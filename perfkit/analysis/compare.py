@@ -109,10 +109,14 @@ def kernel_class(names: pd.Series, types: pd.Series | None = None,
     names = names.astype("string").fillna("")
     types = (types.astype("string").fillna("") if types is not None
              else pd.Series("", index=names.index, dtype="string"))
-    pairs = pd.DataFrame({"n": names.to_numpy(), "t": types.to_numpy()})
-    codes = pairs.groupby(["n", "t"], sort=False, dropna=False).ngroup().to_numpy()
-    u = pairs.drop_duplicates().reset_index(drop=True)  # same order as the groups
-    cls = _class_of_pairs(u["n"].astype("string"), u["t"].astype("string"))
+    # distinct (name, type) pairs by code, in order of first appearance
+    n_code, n_uniq = pd.factorize(names)
+    t_code, t_uniq = pd.factorize(types)
+    pair = n_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
+    codes, first = pd.factorize(pair)
+    n_u = pd.Series(n_uniq, dtype="string").take(first // max(len(t_uniq), 1))
+    t_u = pd.Series(t_uniq, dtype="string").take(first % max(len(t_uniq), 1))
+    cls = _class_of_pairs(n_u.reset_index(drop=True), t_u.reset_index(drop=True))
     out = pd.Series(cls.to_numpy()[codes], index=names.index, dtype=object)
     if categories is not None:
         out = out.where(~categories.eq("communication").fillna(False).to_numpy(bool),

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,16 @@ from ..calc import op_cost as oc
 from ..errors import InvalidArgumentError
 from ..specs import Hardware
 from ._frames import is_lazy, per_rank
-from ._util import add_note, empty_frame, has_values, n_step_pairs, table
+from ._util import (
+    add_note,
+    empty_frame,
+    has_values,
+    n_step_pairs,
+    shared,
+    table,
+    tasks_in_scope,
+    value_changes,
+)
 
 __all__ = ["operator_efficiency", "operator_costs", "infer_hardware", "cost_of",
            "elementwise_chains", "attention_chains",
@@ -442,17 +452,28 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     return label.fillna("")
 
 
-def _source(profile: Any) -> tuple[pd.DataFrame, str]:
-    """Rows to price: device tasks with shapes, else host operators with shapes."""
+def _source(profile: Any, columns: Sequence[str] | None = None
+            ) -> tuple[pd.DataFrame, str]:
+    """Rows to price: device tasks with shapes, else host operators with shapes.
+
+    ``columns``: keep only these (and the ``*_ratio`` PMU columns); default all.
+    """
+    def narrow(frame: pd.DataFrame) -> pd.DataFrame:
+        if columns is None:
+            return frame
+        return frame[[c for c in frame.columns if c in columns or c.endswith("_ratio")]]
+
     k = table(profile, "kernels")
     if not k.empty and has_values(k, "input_shapes") and has_values(k, "dur_us"):
-        k = k.dropna(subset=["dur_us"])
+        if columns is not None:  # the rows the other operator analyses take out too
+            return tasks_in_scope(k, False, columns), "kernels"
+        keep = k["dur_us"].notna().to_numpy(bool)
         if "category" in k.columns:
-            k = k[k["category"].ne("communication").fillna(True)]
-        return k, "kernels"
+            keep = keep & k["category"].ne("communication").fillna(True).to_numpy(bool)
+        return (k if keep.all() else k[keep]), "kernels"
     o = table(profile, "ops")
     if not o.empty and has_values(o, "input_shapes") and has_values(o, "dur_us"):
-        return o.dropna(subset=["dur_us"]), "ops"
+        return narrow(o).dropna(subset=["dur_us"]), "ops"
     return pd.DataFrame(), ""
 
 
@@ -519,7 +540,27 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
         out = per_rank(profile, operator_costs, causal, backward_factor)
         out.attrs["source"] = "kernels" if "kernel" in " ".join(map(str, out.columns)) else ""
         return out
-    rows, source = _source(profile)
+    return shared("operator_costs", (profile,), (causal, backward_factor),
+                  lambda: _operator_costs(profile, causal, backward_factor))
+
+
+#: The columns of the priced rows that :func:`operator_efficiency` and the chain searches
+#: read (besides the ``*_ratio`` PMU columns); they price narrower rows than the full table.
+_NARROW = ("rank", "step", "name", "type", "op_name", "stream", "thread", "start_us", "dur_us",
+           "category", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
+           "output_formats", "concrete_inputs")
+
+
+def _narrow_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
+                  ) -> pd.DataFrame:
+    """:func:`operator_costs` of an eager profile with only the :data:`_NARROW` columns."""
+    return shared("operator_costs_narrow", (profile,), (causal, backward_factor),
+                  lambda: _operator_costs(profile, causal, backward_factor, _NARROW))
+
+
+def _operator_costs(profile: Any, causal: bool, backward_factor: float,
+                    columns: Sequence[str] | None = None) -> pd.DataFrame:
+    rows, source = _source(profile, columns)
     cols = {"kind": "string", "flops": "float64", "bytes": "float64", "dtype": "string",
             "causal": "string"}
     if rows.empty:
@@ -528,12 +569,16 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
         out.attrs["source"] = ""
         return out
     rows = rows.assign(label=_label(rows))
-    kinds = rows["label"].map(kind_of)
+    kinds = _per_label(rows["label"], kind_of)
     if source == "ops":
         rows = rows[_leaf_ops(rows, kinds).to_numpy()]
     keys = ["label"] + [c for c in ("input_shapes", "input_dtypes", "output_shapes",
                                     "output_dtypes", "output_formats", "concrete_inputs")
                         if c in rows.columns]
+    fast = _price_by_code(rows, keys, cols, causal, backward_factor)
+    if fast is not None:
+        fast.attrs["source"] = source
+        return fast
     uniq = rows[keys].astype("string").drop_duplicates()
     priced = []
     for r in uniq.itertuples(index=False):
@@ -554,6 +599,58 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
     merged = merged.astype({c: d for c, d in cols.items()})
     merged.attrs["source"] = source
     return merged
+
+
+def _price(d: dict[str, Any], causal: bool, backward_factor: float) -> tuple[Any, ...]:
+    """(kind, flops, bytes, dtype, causal) of one distinct call (see :func:`cost_of`)."""
+    got = cost_of(d["label"], d.get("input_shapes"), d.get("input_dtypes"),
+                  d.get("output_shapes"), d.get("output_dtypes"), d.get("output_formats"),
+                  d.get("concrete_inputs"), causal, backward_factor)
+    dts = _split(d.get("input_dtypes"))
+    dt = next((x for x in dts if np.isfinite(dtype_bytes(x))), "")
+    if got is None:
+        return (pd.NA, np.nan, np.nan, dt, pd.NA)
+    c, causal_txt = got
+    return (c.kind, c.flops, c.bytes, dt, causal_txt or pd.NA)
+
+
+def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], causal: bool,
+                   backward_factor: float) -> pd.DataFrame | None:
+    """:func:`operator_costs`' table without a merge: each distinct call priced once.
+
+    The key columns are coded (missing values form a key of their own, as in the merge),
+    each distinct combination is priced once and the prices are spread back by code.
+    Gives the rows in order with a fresh index and the key columns as text, as the
+    left merge does. None when a combined code could overflow or a priced column
+    already exists (the caller then merges).
+    """
+    if any(c in rows.columns for c in cols):
+        return None
+    text = rows.astype({c: "string" for c in keys})
+    code = np.zeros(len(text), dtype=np.int64)
+    span = 1.0
+    for c in keys:
+        part, uniq = pd.factorize(text[c], use_na_sentinel=False)
+        span *= max(len(uniq), 1)
+        if span >= 2.0**62:
+            return None
+        code = code * np.int64(max(len(uniq), 1)) + part
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    distinct = text[keys].iloc[first]
+    priced = [_price(d._asdict(), causal, backward_factor)
+              for d in distinct.itertuples(index=False)]
+    table_ = pd.DataFrame(priced, columns=list(cols)).astype(cols)
+    out = text.reset_index(drop=True)
+    take = inverse.ravel()
+    # each price column is the small table's column taken by code (no Python object per row)
+    return out.assign(**{c: table_[c].array.take(take) for c in cols})
+
+
+def _per_label(labels: pd.Series, func: Any) -> pd.Series:
+    """``labels.map(func)``, calling ``func`` once per distinct label."""
+    codes, uniq = pd.factorize(labels, use_na_sentinel=False)
+    mapped = np.array([func(u) for u in uniq] + [None], dtype=object)
+    return pd.Series(mapped[codes], index=labels.index, dtype=object)
 
 
 # --------------------------------------------------------------------------- hardware
@@ -603,14 +700,14 @@ def _pmu(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 def _partial(profile: Any, by: str, causal: bool, backward_factor: float) -> pd.DataFrame:
     """Per-group sums of one profile (or eager cluster); combined by the caller."""
-    rows = operator_costs(profile, causal, backward_factor)
+    rows = _narrow_costs(profile, causal, backward_factor)
     if rows.empty:
         return pd.DataFrame()
     key_col = "label" if by == "type" else "name"
     if "input_shapes" not in rows.columns:
-        rows["input_shapes"] = pd.NA
+        rows = rows.assign(input_shapes=pd.NA)
     if "input_dtypes" not in rows.columns:
-        rows["input_dtypes"] = pd.NA
+        rows = rows.assign(input_dtypes=pd.NA)
     comp, mem = _pmu(rows)
     ok = comp.notna() & mem.notna()
     rows = rows.assign(
@@ -770,19 +867,33 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
 _CHAIN_KINDS = ("elementwise",)
 
 
-def _ordered(profile: Any) -> pd.DataFrame:
-    """Priced rows in execution order per (rank, stream or thread)."""
-    rows = operator_costs(profile)
-    if rows.empty or "start_us" not in rows.columns:
+def _ordered(profile: Any, columns: Sequence[str]) -> pd.DataFrame:
+    """Priced rows in execution order per (rank, stream or thread).
+
+    Only ``columns`` (those present) are taken, besides ``rank`` and ``_lane``; the order
+    is found on the three sort keys alone and shared by the callers of one
+    :func:`shared_results` block.
+    """
+    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    if rows.empty:
         return pd.DataFrame()
+    cols = list(dict.fromkeys(["rank", "_lane", *[c for c in columns if c in rows.columns]]))
+    return rows[cols].take(order).reset_index(drop=True)
+
+
+def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
+    rows = _narrow_costs(profile)
+    if rows.empty or "start_us" not in rows.columns:
+        return pd.DataFrame(), np.zeros(0, dtype=np.int64)
     lane = "stream" if "stream" in rows.columns and rows["stream"].notna().any() else "thread"
     if lane not in rows.columns:
         rows = rows.assign(thread=0)
     rows = rows.assign(_lane=rows[lane].astype("string").fillna(""))
     if "rank" not in rows.columns:
         rows = rows.assign(rank=0)
-    return rows.sort_values(["rank", "_lane", "start_us"], kind="mergesort").reset_index(
-        drop=True)
+    keys = rows[["rank", "_lane", "start_us"]].reset_index(drop=True)
+    order = keys.sort_values(["rank", "_lane", "start_us"], kind="mergesort").index.to_numpy()
+    return rows, order
 
 
 def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain: int = 3,
@@ -815,12 +926,12 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
         return per_rank(profile, elementwise_chains, hardware, min_chain,
                         kernel_efficiency)[list(cols)].astype(cols)
-    rows = _ordered(profile)
+    rows = _ordered(profile, ("kind", "dur_us", "bytes", "label"))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     mem = rows["kind"].isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)
-    lane = (rows["rank"].astype("string").fillna("") + "/" + rows["_lane"]).to_numpy()
-    brk = ~mem | np.r_[True, lane[1:] != lane[:-1]] | ~np.r_[False, mem[:-1]]
+    new_lane = np.r_[True, value_changes(rows["rank"], rows["_lane"])]
+    brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
     run = np.cumsum(brk)
     r = rows.assign(_run=run)[mem]
     if r.empty:
@@ -828,8 +939,16 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     g = r.groupby("_run", sort=True)
     out = g.agg(rank=("rank", "first"), kernels=("dur_us", "size"),
                 total_us=("dur_us", "sum"), max_bytes=("bytes", "max"))
-    out["names"] = g["label"].agg(lambda s: " > ".join(s.astype(str)))
     out = out[out["kernels"] >= min_chain]
+    # names of the runs kept: the labels of each run's rows (r is in run order)
+    codes, uniq = pd.factorize(r["label"])
+    text = pd.Series(uniq, dtype="string").astype(str).tolist()
+    bounds = np.searchsorted(r["_run"].to_numpy(), np.r_[out.index.to_numpy(),
+                                                        out.index.to_numpy() + 1])
+    lo, hi = bounds[:len(out)].tolist(), bounds[len(out):].tolist()
+    code_list = codes.tolist()
+    out["names"] = [" > ".join([text[c] for c in code_list[a:b]])
+                    for a, b in zip(lo, hi, strict=True)]
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return out.reset_index(drop=True)[list(cols)].astype(cols)
@@ -861,13 +980,12 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     if is_lazy(profile):
         return per_rank(profile, attention_chains, hardware,
                         kernel_efficiency)[list(cols)].astype(cols)
-    rows = _ordered(profile)
+    rows = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype"))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     tok = kernel_tokens(rows).to_numpy()
     flash = set(rows.loc[tok == "Z", "rank"].dropna().tolist())
-    lane = (rows["rank"].astype("string").fillna("") + "/" + rows["_lane"]).to_numpy()
-    sep = np.where(np.r_[True, lane[1:] != lane[:-1]], "|", "")
+    sep = np.where(np.r_[True, value_changes(rows["rank"], rows["_lane"])], "|", "")
     text_tokens = np.char.add(sep.astype(str), tok.astype(str))
     row_of = np.repeat(np.arange(len(rows)), np.char.str_len(text_tokens))
     text = "".join(text_tokens.tolist())

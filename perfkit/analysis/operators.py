@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import InvalidArgumentError
 from ._frames import (
@@ -32,7 +33,16 @@ from ._frames import (
     transform,
     with_position,
 )
-from ._util import add_note, empty_frame, has_values, n_step_pairs, table
+from ._util import (
+    add_note,
+    empty_frame,
+    has_values,
+    n_step_pairs,
+    shared,
+    table,
+    tasks_in_scope,
+    value_changes,
+)
 from .compare import kernel_class
 
 __all__ = ["top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels",
@@ -102,12 +112,31 @@ _USED = ("rank", "step", "name", "type", "category", "core", "stream", "start_us
 
 
 def _scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
-    """The tasks in scope, with only the columns the analyses read (PMU ratios kept)."""
-    kernels = kernels[[c for c in kernels.columns if c in _USED or c.endswith("_ratio")]]
-    k = kernels.dropna(subset=["dur_us"]) if "dur_us" in kernels.columns else kernels
-    if not include_communication and "category" in k.columns:
-        k = k[k["category"].ne("communication").fillna(True)]
-    return k
+    """The tasks in scope, with only the columns the analyses read (PMU ratios kept).
+
+    Tasks with a duration (and, unless ``include_communication``, not communication),
+    taken out in one pass (:func:`tasks_in_scope`).
+    """
+    return shared("scope", (kernels,), (include_communication,),
+                  lambda: tasks_in_scope(kernels, include_communication, _USED))
+
+
+def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` of the tasks in scope, sorted by (rank, stream, start), index 0..n-1.
+
+    The stable order is found on the three keys alone, once per :func:`shared_results`
+    block, and the other columns are taken in that order (a missing stream is NA).
+    """
+    def order() -> np.ndarray:
+        keys = k[["rank", "start_us"]].assign(
+            stream=k["stream"] if "stream" in k.columns else pd.NA).reset_index(drop=True)
+        return keys.sort_values(["rank", "stream", "start_us"], kind="mergesort").index \
+            .to_numpy()
+
+    pos = shared("stream_order", (k,), (), order)
+    if "stream" not in k.columns:
+        k = k.assign(stream=pd.NA)
+    return k[[c for c in columns if c in k.columns]].take(pos).reset_index(drop=True)
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:
@@ -117,11 +146,19 @@ def _effective_type(k: pd.DataFrame) -> pd.Series:
     generic = typ.isna() | typ.str.lower().isin(list(_GENERIC_TYPES)).fillna(True)
     if not generic.any():
         return typ
-    cls = kernel_class(k["name"], None, k.get("category")).astype("string")
+    cls = shared("kernel_class", (k,), (), lambda: kernel_class(
+        k["name"], None, k.get("category"))).astype("string")
     has_type = typ.notna() & ~generic
     # Ascend tasks without a type (trace_view) keep their name; GPU tasks get a class
     fallback = cls.where(typ.notna(), k["name"].astype("string"))
     return typ.where(has_type, fallback)
+
+
+def _row_max(k: pd.DataFrame, cols: list[str]) -> pd.Series:
+    """``k[cols].astype("float64").max(axis=1)`` (NaN only where every value is)."""
+    with np.errstate(invalid="ignore"):
+        vals = np.fmax.reduce([k[c].to_numpy(np.float64, na_value=np.nan) for c in cols])
+    return pd.Series(vals, index=k.index)
 
 
 def _bound_frame(k: pd.DataFrame) -> pd.Series:
@@ -131,12 +168,18 @@ def _bound_frame(k: pd.DataFrame) -> pd.Series:
                                "aiv_mte3_ratio") if c in k.columns]
     if not compute_cols or not memory_cols:
         return pd.Series(pd.NA, index=k.index, dtype="string")
-    comp = k[compute_cols].astype("float64").max(axis=1)
-    mem = k[memory_cols].astype("float64").max(axis=1)
-    label = np.where(mem > comp, "memory", "compute")
-    label = np.where((comp < 0.2) & (mem < 0.2), "latency", label)
-    out = pd.Series(label, index=k.index, dtype="string")
-    return out.where(comp.notna() & mem.notna() & ((comp > 0) | (mem > 0)))
+    comp = _row_max(k, compute_cols)
+    mem = _row_max(k, memory_cols)
+    c, m = comp.to_numpy(), mem.to_numpy()
+    with np.errstate(invalid="ignore"):
+        code = np.where(m > c, 0, 1)  # memory, compute
+        code = np.where((c < 0.2) & (m < 0.2), 2, code)  # latency
+        known = ~np.isnan(c) & ~np.isnan(m) & ((c > 0) | (m > 0))
+    # the three labels as a dictionary column (no Python string per task)
+    arr = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8), mask=~known),
+                                         pa.array(["memory", "compute", "latency"]))
+    return pd.Series(pd.arrays.ArrowStringArray(arr.cast(pa.large_string())),
+                     index=k.index, dtype="string")
 
 
 def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
@@ -250,7 +293,7 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     keys = _BY[by]
     k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
     if "input_shapes" not in k.columns:
-        k["input_shapes"] = pd.Series(pd.NA, index=k.index, dtype="string")
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
     grp = k.groupby([k[c].fillna("") for c in keys], sort=False)
     out = grp.agg(count=("dur_us", "size"), total_us=("dur_us", "sum"),
                   mean_us=("dur_us", "mean"), max_us=("dur_us", "max"),
@@ -266,7 +309,7 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     else:
         out["ai_cpu"] = False
     # duration-weighted bound: the label carrying most time in the group
-    bt = k.dropna(subset=["_bound"])
+    bt = k[[*dict.fromkeys([*keys, "_bound", "dur_us"])]].dropna(subset=["_bound"])
     if not bt.empty:
         wb = bt.groupby([*[bt[c].fillna("") for c in keys], bt["_bound"]])["dur_us"].sum()
         wb = wb.sort_values(ascending=False)
@@ -282,7 +325,7 @@ def _top_rows(kernels: pd.DataFrame, by: str, include_communication: bool) -> pd
     k = _scope(kernels, include_communication)
     k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
     if "input_shapes" not in k.columns:
-        k["input_shapes"] = pd.Series(pd.NA, index=k.index, dtype="string")
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
     cores = k["core"].astype("string").fillna("") if "core" in k.columns else \
         pd.Series("", index=k.index, dtype="string")
     k = k.assign(_aicpu=cores.eq("AI_CPU").astype("int64"))
@@ -390,9 +433,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
-    if "stream" not in k.columns:
-        k = k.assign(stream=pd.NA)
-    k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us", "name"))
     tiny = k["dur_us"] < threshold_us
     same = (k["rank"].eq(k["rank"].shift()).fillna(False)
             & k["stream"].eq(k["stream"].shift()).fillna(False))
@@ -427,32 +468,56 @@ def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
     """One-letter token per task for the pattern search (``"."`` when nothing matches).
 
     The operator ``type`` is tried first, then the ``name`` (GPU kernels have the generic
-    type ``kernel``). The regexes run once per distinct (type, name), not per task.
+    type ``kernel``). The regexes run once per distinct label, not per task, and the
+    tokens are spread back by code.
     """
     typ = kernels["type"].astype("string") if "type" in kernels.columns else \
         pd.Series(pd.NA, index=kernels.index, dtype="string")
     name = kernels["name"].astype("string").fillna("")
-    generic = typ.isna() | typ.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""])
-    label = typ.where(~generic, name).fillna("")
-    uniq = pd.Series(label.unique())
+    t_code, t_uniq = pd.factorize(typ, use_na_sentinel=True)
+    n_code, n_uniq = pd.factorize(name, use_na_sentinel=True)
+    t_uniq = pd.Series(t_uniq, dtype="string")
+    generic_t = t_uniq.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(bool)
+    generic = np.where(t_code < 0, True, generic_t[np.maximum(t_code, 0)] if len(t_uniq)
+                       else True)
+    # each row's label is its type, or its name where the type is generic (as a label code:
+    # names first, then types)
+    labels = pd.Series(pd.concat([pd.Series(n_uniq, dtype="string"), t_uniq],
+                                 ignore_index=True), dtype="string")
+    code = np.where(generic, n_code, len(n_uniq) + np.maximum(t_code, 0))
+    tok = _tokens_of(labels)
+    return pd.Series(tok[code], index=kernels.index).astype(str)
+
+
+def _tokens_of(labels: pd.Series) -> np.ndarray:
+    """Token of each distinct label: the first of :data:`_TOKEN_RE` that matches."""
+    uniq = labels.reset_index(drop=True)
     tok = pd.Series(".", index=uniq.index, dtype=object)
     done = pd.Series(False, index=uniq.index)
     for t, rx in _TOKEN_RE:
         hit = uniq.str.contains(rx, regex=True) & ~done
         tok[hit] = t
         done |= hit
-    mapping = dict(zip(uniq, tok, strict=True))
-    return label.map(mapping).fillna(".").astype(str)
+    return tok.to_numpy(object)
 
 
-def _find(tokens: np.ndarray, regex: str) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end positions (end exclusive) of non-overlapping matches in a token array."""
-    text = "".join(tokens.tolist())
+def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end positions (end exclusive) of non-overlapping matches in the token text."""
     spans = [(m.start(), m.end()) for m in re.finditer(regex, text)]
     if not spans:
         return np.empty(0, int), np.empty(0, int)
     arr = np.asarray(spans, dtype=int)
     return arr[:, 0], arr[:, 1]
+
+
+class _Names:
+    """``k["name"].astype(str).to_numpy()`` by code: rows are looked up when indexed."""
+
+    def __init__(self, codes: np.ndarray, text: np.ndarray) -> None:
+        self.codes, self.text = codes, text
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        return self.text[self.codes[idx]]
 
 
 def unfused_patterns(profile: Any, detail: bool = False,
@@ -485,27 +550,30 @@ def unfused_patterns(profile: Any, detail: bool = False,
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty or "start_us" not in k.columns:
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
-    if "stream" not in k.columns:
-        k = k.assign(stream=pd.NA)
-    k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort").reset_index(drop=True)
+    # the columns read below (the type and name give the tokens)
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us", "name", "type"))
     tok = kernel_tokens(k).to_numpy()
     # one separator between (rank, stream) blocks so that no match spans two streams
-    block = (k["rank"].astype("string").fillna("") + "/" + k["stream"].astype("string")
-             .fillna("")).to_numpy()
-    new_block = np.r_[True, block[1:] != block[:-1]]
-    seq = np.where(new_block, "|", "")
-    tokens = np.char.add(seq.astype(str), tok.astype(str))
-    # position of each row's token inside the joined string
-    lengths = np.char.str_len(tokens)
-    row_of_char = np.repeat(np.arange(len(k)), lengths)
+    new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
+    # the token text, "|" before each block, and the row of each of its characters
+    tok = tok.astype(str)
+    if all(len(t) == 1 for t in np.unique(tok)):  # one character per row (TOKENS' letters)
+        chars = np.insert(tok.astype("U1"), np.flatnonzero(new_block), "|")
+        row_of_char = np.repeat(np.arange(len(k)), 1 + new_block.astype(np.int64))
+        text = "".join(chars.tolist())
+    else:
+        tokens = np.char.add(np.where(new_block, "|", ""), tok)
+        row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(tokens))
+        text = "".join(tokens.tolist())
     dur = k["dur_us"].to_numpy(float)
     flash_ranks = set(k.loc[tok == "Z", "rank"].dropna().tolist())
     rows = []
-    names = k["name"].astype(str).to_numpy()
+    name_code, name_uniq = pd.factorize(k["name"])
+    names = _Names(name_code, pd.Series(name_uniq, dtype="string").astype(str).to_numpy(object))
     rank_arr = k["rank"].to_numpy()
     stream_arr = k["stream"].to_numpy()
     for pname, (regex, fused, rule) in pats.items():
-        starts, ends = _find(tokens, regex)
+        starts, ends = _find(text, regex)
         if not len(starts):
             continue
         first = row_of_char[starts]

@@ -13,6 +13,7 @@ second header line dropped) are reported through :func:`note` to the loader's
 from __future__ import annotations
 
 import csv
+import ctypes
 import functools
 import gc
 import io
@@ -36,6 +37,7 @@ from ..errors import ProfileError
 
 __all__ = [
     "NULLS",
+    "release_memory",
     "HEAD_BYTES",
     "check_file",
     "decode_text_bytes",
@@ -215,6 +217,28 @@ def gc_paused():
             gc.enable()
 
 
+def release_memory() -> None:
+    """Hand memory freed by a bulk parse back to the operating system.
+
+    Decoding millions of events frees hundreds of MB in many pieces, which the C heap
+    (glibc ``malloc``) and Arrow's memory pool keep for reuse; the resident size of the
+    process would stay at its high-water mark. ``malloc_trim(0)`` (glibc only; a no-op
+    elsewhere) and ``MemoryPool.release_unused`` return it. Costs a few milliseconds.
+    """
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not glibc (macOS, Windows, musl)
+        return None
+
+
 def check_nonempty(path: Path, what: str) -> None:
     """Raise ProfileError when ``path`` is missing or empty."""
     try:
@@ -302,16 +326,24 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
         bad_rows.append((row.actual_columns, row.text))
         return "skip"
 
+    convert = pacsv.ConvertOptions(column_types=types, null_values=NULLS,
+                                   strings_can_be_null=True, quoted_strings_can_be_null=True)
+    read_options = pacsv.ReadOptions(block_size=1 << 24)
     try:
-        table = pacsv.read_csv(
-            source,
-            read_options=pacsv.ReadOptions(block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True,
-                                             invalid_row_handler=invalid),
-            convert_options=pacsv.ConvertOptions(
-                column_types=types, null_values=NULLS, strings_can_be_null=True,
-                quoted_strings_can_be_null=True),
-        )
+        # first without a handler for bad rows (a Python callback slows the parser down);
+        # a file with such a row fails here and is read again below, rows handled
+        table = pacsv.read_csv(source, read_options=read_options, convert_options=convert,
+                               parse_options=pacsv.ParseOptions(newlines_in_values=True))
+    except (pa.ArrowInvalid, UnicodeDecodeError, OSError):
+        table = None
+    try:
+        if table is None:
+            if isinstance(source, pa.BufferReader):
+                source.seek(0)  # the first attempt read part of it
+            table = pacsv.read_csv(
+                source, read_options=read_options, convert_options=convert,
+                parse_options=pacsv.ParseOptions(newlines_in_values=True,
+                                                 invalid_row_handler=invalid))
     except (pa.ArrowInvalid, UnicodeDecodeError, OSError) as exc:
         msg = str(exc).splitlines()[0][:300]
         nul = _first_nul(path)
@@ -542,7 +574,7 @@ def _to_float(col: pa.ChunkedArray | pa.Array | None, n: int) -> np.ndarray:
         return np.full(n, np.nan)
     try:
         return pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(
-            np.float64)
+            np.float64, copy=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return pd.to_numeric(pd.Series(col.to_pylist()), errors="coerce").to_numpy(np.float64)
 

@@ -41,10 +41,12 @@ from .categories import category
 from .chrome import read_chrome_trace
 from .validate import plausible_origin
 
-__all__ = ["OUTPUT_DIR", "is_rank_dir", "rank_dir_of", "read_rank_id", "parse",
+__all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "rank_dir_of", "read_rank_id", "parse",
            "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+TRACE_COLUMNS = ("task_type",)
+"""``args`` of trace_view.json events the tables use (the task type of device tasks)."""
 _MIB = 1024.0 * 1024.0
 _KIB = 1024.0
 
@@ -219,7 +221,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     trace = None
     if (out / "trace_view.json").exists():
         trace = read("trace_view.json", ("ops",), read_chrome_trace,
-                     "trace_view.json (Chrome trace of the Ascend profiler)")
+                     "trace_view.json (Chrome trace of the Ascend profiler)", TRACE_COLUMNS)
         ns["trace"] = pa.array(trace.x["ts_ns"].to_numpy()[
             trace.x["ts_ns"].to_numpy() != trace_tables.NA_NS])
         notes.extend(f"trace_view.json: {n}" for n in trace.notes)
@@ -243,7 +245,9 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         tables["op_memory"] = _finish_times(raw["op_memory"], origin)
     if trace is not None:
         with file_boundary(out / "trace_view.json", "trace_view.json"):
-            derived = trace_tables.from_ascend_trace(trace, origin)
+            derived = trace_tables.from_ascend_trace(trace, origin,
+                                                     kernels="kernels" not in tables,
+                                                     steps="steps" not in tables)
         tables["ops"] = derived["ops"]
         if "kernels" not in tables and len(derived["kernels"]):
             tables["kernels"] = derived["kernels"]
@@ -690,7 +694,8 @@ def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     ``ts``/``dur`` may be numbers or strings. Kernels come from the "Ascend Hardware"
     process, ops from the host (CPU) processes, steps from the "Overlap Analysis" tracks.
     """
-    trace = read_chrome_trace(path, "trace_view.json (Chrome trace of the Ascend profiler)")
+    trace = read_chrome_trace(path, "trace_view.json (Chrome trace of the Ascend profiler)",
+                              TRACE_COLUMNS)
     ts = trace.x["ts_ns"].to_numpy() if len(trace.x) else np.zeros(0, dtype=np.int64)
     ts = ts[ts != trace_tables.NA_NS]
     if not len(ts):

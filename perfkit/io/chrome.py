@@ -33,11 +33,12 @@ from ._common import (
     decode_text_bytes,
     describe_json_error,
     gc_paused,
+    release_memory,
     to_ns,
 )
 from .validate import clean_events
 
-__all__ = ["ChromeTrace", "read_chrome_trace"]
+__all__ = ["ChromeTrace", "read_chrome_trace", "ARG_COLUMNS", "X_COLUMNS"]
 
 _IntStr = int | str | None
 _FloatStr = float | str | None
@@ -89,6 +90,26 @@ class _Trace(msgspec.Struct):
     deviceProperties: msgspec.Raw = _NO_RAW  # noqa: N815
 
 
+_BASE = (("name", "name", "str"), ("cat", "cat", "str"), ("pid", "pid", "id"),
+         ("tid", "tid", "id"), ("ts_ns", "ts", "ts"), ("dur_us", "dur", "num"))
+"""(column, event field, kind) of every kind of event (read in :meth:`_Columns.add`)."""
+_FLOW_ONLY = (("id", "id", "str"), ("ph", "ph", "str"))
+ARG_COLUMNS: dict[str, tuple[str, str]] = {
+    "external_id": ("external_id", "id"), "correlation": ("correlation", "id"),
+    "stream": ("stream", "id"), "device": ("device", "id"), "task_type": ("task_type", "str"),
+    "op_type": ("op_type", "str"), "total_allocated": ("total_allocated", "num"),
+    "total_reserved": ("total_reserved", "num"), "bytes": ("mem_bytes", "num"),
+    "device_id": ("device_id", "id"), "input_dims": ("input_dims", "raw"),
+    "input_type": ("input_type", "raw"), "concrete_inputs": ("concrete_inputs", "raw")}
+"""Columns that can be read from ``args``: column -> (field of :class:`_Args`, kind)."""
+X_COLUMNS = ("external_id", "correlation", "stream", "device", "task_type", "op_type",
+             "input_dims", "input_type", "concrete_inputs")
+"""``args`` columns kept for complete (``X``) events unless the reader asks for fewer."""
+_MEMORY = ("total_allocated", "total_reserved", "bytes", "device_id")
+_RAW_FIELDS = ("input_dims", "input_type", "concrete_inputs")
+_EMPTY_ARGS = _Args()
+
+
 @dataclass
 class ChromeTrace:
     """Columns of a decoded trace.
@@ -97,13 +118,15 @@ class ChromeTrace:
     ----------
     x : DataFrame
         Complete events (``ph == "X"``): name, cat, pid, tid, ts_ns (int64 absolute), dur_us,
-        external_id, correlation, stream, device, task_type, and the raw JSON text of the
-        operator arguments ``input_dims``, ``input_type``, ``concrete_inputs`` (Kineto
-        ``record_shapes=True``; NA elsewhere).
+        and the ``args`` columns asked for (default :data:`X_COLUMNS`: external_id,
+        correlation, stream, device, task_type, op_type, and the raw JSON text of the operator
+        arguments ``input_dims``, ``input_type``, ``concrete_inputs``, which are left out
+        when no event has them; Kineto ``record_shapes=True``).
     flows : DataFrame
         Flow events (``ph`` in s/f/t): ph, cat, name, id, pid, tid, ts_ns.
     instants : DataFrame
-        Instant events (``ph`` in i/I) with the memory args.
+        Instant events (``ph`` in i/I) with the memory args (``total_allocated``,
+        ``total_reserved``, ``bytes``, ``device_id``; left out when no event has them).
     processes : dict
         pid -> process name; ``labels`` pid -> process label (CPU/NPU).
     threads : dict
@@ -214,7 +237,29 @@ def _pa_str(values: list[Any]) -> pa.Array:
     try:
         return pa.array(values, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return _pa_str_of(values)
+
+
+def _pa_str_of(values: list[Any]) -> pa.Array:
+    """Text of each value (``str(v)``), null for None."""
+    if None in values:
         return pa.array([None if v is None else str(v) for v in values], pa.string())
+    return pa.array(list(map(str, values)), pa.string())
+
+
+def _pa_str_of_few(values: list[Any]) -> pa.Array:
+    """:func:`_pa_str_of` for values that are only ``int``, ``str`` or None.
+
+    Ids such as ``pid`` / ``tid`` take few distinct values: each distinct one is turned
+    into text once and the column is built by code. (Only for ints and strings: a float
+    equal to an int would share its dictionary slot and lose its own text.)
+    """
+    slots = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    if 4 * len(slots) > len(values):
+        return _pa_str_of(values)
+    codes = np.fromiter(map(slots.__getitem__, values), np.int64, len(values))
+    texts = pa.array([None if v is None else str(v) for v in slots], pa.string())
+    return texts.take(pa.array(codes))
 
 
 def _pa_id(values: list[Any]) -> pa.Array:
@@ -225,13 +270,31 @@ def _pa_id(values: list[Any]) -> pa.Array:
         return _pa_str(values)
 
 
-def _pa_raw(values: tuple[Any, ...]) -> pa.Array:
-    """JSON text of raw argument values (``Input Dims``), null where absent."""
-    texts = [bytes(v) for v in values]
-    if not any(texts):
-        return pa.nulls(len(values), pa.string())
-    return pa.array([t.decode("utf-8", "replace") if t and t != b"null" else None
-                     for t in texts], pa.string())
+def _pa_raw(values: list[Any]) -> pa.Array:
+    """JSON text of raw argument values (``Input Dims``), null where absent or ``null``.
+
+    The raw values are joined into one buffer and cut by their lengths into an Arrow
+    column (no Python object per value); text that is not UTF-8 has its bad bytes replaced,
+    as ``bytes.decode(errors="replace")`` does.
+    """
+    data = b"".join(values)
+    n = len(values)
+    if not data:
+        return pa.nulls(n, pa.string())
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), np.int64, n), out=offsets[1:])
+    arr = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets),
+                                                      pa.py_buffer(data)])
+    gone = pc.or_(pc.equal(pc.binary_length(arr), 0), pc.equal(arr, _NULL_JSON))
+    arr = pc.if_else(gone, pa.scalar(None, pa.large_binary()), arr)
+    try:
+        return arr.cast(pa.large_string()).cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8
+        return pa.array([None if v is None else v.decode("utf-8", "replace")
+                         for v in arr.to_pylist()], pa.string())
+
+
+_NULL_JSON = pa.scalar(b"null", pa.large_binary())
 
 
 def _pa_num(values: list[Any]) -> pa.Array:
@@ -253,15 +316,30 @@ def _pa_ts(values: list[Any], base_ns: int) -> pa.Array:
     return pc.fill_null(ns, pa.scalar(_NA_NS, pa.int64()))
 
 
-def _to_pandas(chunks: list[pa.Array], kind: str) -> Any:
-    """One pandas column from per-chunk arrow arrays (``kind``: str, id, num, ts)."""
+def _to_pandas(chunks: list[pa.Array], kind: str, categorical: bool = False) -> Any:
+    """One pandas column from per-chunk arrow arrays (``kind``: str, id, num, ts).
+
+    ``categorical``: a text column becomes a pandas Categorical (the chunks may already be
+    dictionary-encoded), holding each distinct text once.
+    """
+    text = kind == "str" or kind == "id" and any(
+        pa.types.is_string(c.type) or pa.types.is_dictionary(c.type) for c in chunks)
+    if categorical and text:
+        parts = [c if pa.types.is_dictionary(c.type) else pc.dictionary_encode(
+            c if c.type == pa.string() else pc.cast(c, pa.string())) for c in chunks]
+        col = pa.chunked_array(parts).unify_dictionaries()
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        return pd.Series(arr.to_pandas())
     if kind == "id" and any(pa.types.is_string(c.type) for c in chunks):
         chunks = [c if pa.types.is_string(c.type) else pc.cast(c, pa.string()) for c in chunks]
         kind = "str"
     if kind == "str":
         chunks = [c if c.type == pa.string() else pc.cast(c, pa.string()) for c in chunks]
-        return pd.Series(pd.arrays.ArrowStringArray(pa.chunked_array(chunks, pa.string())),
-                         dtype="string")
+        col = pa.chunked_array(chunks, pa.string())
+        if col.num_chunks > 1 and col.nbytes < 1 << 30:
+            # one contiguous array: the many takes of the tables are much faster on it
+            col = pa.chunked_array([col.combine_chunks()])
+        return pd.Series(pd.arrays.ArrowStringArray(col), dtype="string")
     arr = pa.chunked_array(chunks).combine_chunks() if len(chunks) > 1 else chunks[0]
     if kind == "id":
         if pa.types.is_null(arr.type):
@@ -274,8 +352,23 @@ def _to_pandas(chunks: list[pa.Array], kind: str) -> Any:
     return arr.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)") -> ChromeTrace:
+def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)",
+                      columns: tuple[str, ...] = X_COLUMNS,
+                      categorical: tuple[str, ...] = ()) -> ChromeTrace:
     """Decode a Chrome trace file (``.json`` or ``.json.gz``) into columns.
+
+    Parameters
+    ----------
+    path : Path
+    what : str
+        What the file should be, for error messages.
+    columns : tuple of str
+        The ``args`` columns (:data:`ARG_COLUMNS`) to keep for complete events; a reader
+        asks only for those it uses (each costs a pass over millions of events).
+    categorical : tuple of str
+        Text columns of complete events to keep as pandas Categoricals (each distinct
+        text held once, encoded block by block as the file is read): names, categories and
+        operator arguments repeat over millions of events.
 
     Raises
     ------
@@ -283,11 +376,14 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)") -> Chrome
         Empty, truncated, binary, non-UTF-8, not JSON, or JSON of another shape.
     """
     if not path.name.endswith(".gz"):
-        streamed = _read_streaming(path, what)
+        streamed = _read_streaming(path, what, columns, categorical)
         if streamed is not None:
             builder, trace, is_object = streamed
             with gc_paused():
-                return _checked(builder.finish(trace, is_object))
+                out = builder.finish(trace, is_object)
+            del builder
+            _release_after(out)
+            return _checked(out)
     raw = _read_bytes(path, what)
     head = raw[:64].lstrip()
     if head[:3] == b"\xef\xbb\xbf":
@@ -297,6 +393,7 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)") -> Chrome
         raise ProfileError(path, describe_json_error(raw, "does not start with [ or {",
                                                      what + " (JSON array or object)"))
     is_object = head[:1] == b"{"
+    typed = True
     with gc_paused():
         try:
             if is_object:
@@ -307,10 +404,23 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)") -> Chrome
                 events = msgspec.json.decode(raw, type=list[_Event])
         except msgspec.ValidationError as exc:
             events, trace = _fallback(path, raw, is_object, what, str(exc))
+            typed = False
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise ProfileError(path, describe_json_error(raw, str(exc), what)) from None
         del raw
-        return _checked(_columns(path, events, trace, is_object))
+        out = _columns(path, events, trace, is_object, columns, typed, categorical)
+    del events
+    _release_after(out)
+    return _checked(out)
+
+
+def _release_after(trace: ChromeTrace) -> None:
+    """After a large decode, give the freed memory back (see :func:`release_memory`)."""
+    if trace.n_events >= _RELEASE_EVENTS:
+        release_memory()
+
+
+_RELEASE_EVENTS = 100_000
 
 
 def _checked(trace: ChromeTrace) -> ChromeTrace:
@@ -318,33 +428,61 @@ def _checked(trace: ChromeTrace) -> ChromeTrace:
     return trace
 
 
-STREAM_MIN_BYTES = 64 << 20
+STREAM_MIN_BYTES = 16 << 20
 """Files at least this large are decoded block by block (see :func:`_read_streaming`)."""
-BLOCK_BYTES = 32 << 20
+BLOCK_BYTES = 8 << 20
+"""Bytes decoded at a time: small enough that a block's Python objects are still in the
+CPU caches while they are turned into columns (2-8 MB measured fastest)."""
 MAX_EVENT_BYTES = 64 << 20
 """More bytes than this without a ``},{`` between two events cannot be a trace."""
 
 
-def _block(path: Path, fh: Any, offset: int, what: str) -> bytes:
-    """The next block of a streamed file; a NUL byte in it ends the read."""
-    data = fh.read(BLOCK_BYTES)
-    nul = data.find(b"\x00")
+def _fill(path: Path, fh: Any, buf: bytearray, chunk: bytearray, offset: int,
+          what: str) -> int:
+    """Append the next block of a streamed file to ``buf``; a NUL byte in it ends the read.
+
+    ``chunk`` is one reusable block-sized buffer (read into, then copied once onto the end
+    of ``buf``), so no fresh memory is taken block after block. Returns the bytes read.
+    """
+    n = fh.readinto(chunk)
+    nul = chunk.find(b"\x00", 0, n)
     if nul >= 0:
         raise ProfileError(path, f"binary data (NUL byte at offset {offset + nul:,}): the "
                            f"file is damaged or zero-padded; expected {what} (JSON text)")
-    return data
+    with memoryview(chunk) as view:
+        buf += view[:n]
+    return n
+
+
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENT_LIST = msgspec.json.Decoder(list[_Event])
 
 
-def _decode_events(piece: bytes) -> list[_Event] | None:
+def _decode_span(buf: bytearray, start: int, stop: int) -> list[_Event] | None:
+    """Decode the events of ``buf[start + 1:stop]`` in place (no copy of the bytes).
+
+    ``buf[start]`` (the array's ``[`` or the separator before an event) is set to ``[`` and
+    ``buf[stop]`` (the separator after the last event, or the array's ``]``) to ``]``;
+    ``buf[stop]`` is put back when the span does not decode, so an earlier cut can be tried.
+    The events may hold views of ``buf`` (raw arguments): they must be converted and
+    dropped before ``buf`` is resized.
+    """
+    keep = buf[stop]
+    buf[start] = 0x5B  # [
+    buf[stop] = 0x5D  # ]
+    view = memoryview(buf)[start:stop + 1]
     try:
-        return msgspec.json.decode(b"[" + piece + b"]", type=list[_Event])
+        return _EVENT_LIST.decode(view)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        buf[stop] = keep
         return None
+    finally:
+        del view
 
 
-def _read_streaming(path: Path, what: str = "a Chrome trace (JSON)"
+def _read_streaming(path: Path, what: str = "a Chrome trace (JSON)",
+                    columns: tuple[str, ...] = X_COLUMNS, categorical: tuple[str, ...] = ()
                     ) -> tuple[_Builder, _Trace | None, bool] | None:
     """Decode a large plain-JSON trace block by block, so the whole file is never held.
 
@@ -354,6 +492,9 @@ def _read_streaming(path: Path, what: str = "a Chrome trace (JSON)"
     error message) for small files or anything unexpected. A block holding a NUL byte, or
     more than :data:`MAX_EVENT_BYTES` without an event boundary, stops the read with a
     ProfileError: neither can be part of a trace.
+
+    The bytes live in one ``bytearray``: blocks are appended to it, each decoded piece is
+    read in place (:func:`_decode_span`) and its bytes are then dropped from the front.
     """
     try:
         size = path.stat().st_size
@@ -364,61 +505,66 @@ def _read_streaming(path: Path, what: str = "a Chrome trace (JSON)"
     head = check_file(path, what, utf16=True)
     if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head[:3] == b"\xef\xbb\xbf":
         return None  # re-encoded whole by the caller
-    events = _Builder()
-    offset = 0
+    events = _Builder(columns, categorical=categorical)
+    buf = bytearray()
+    chunk = bytearray(BLOCK_BYTES)
     with open(path, "rb") as fh, gc_paused():
-        buf = _block(path, fh, offset, what)
-        offset += len(buf)
-        lead = buf[:64].lstrip()
+        offset = _fill(path, fh, buf, chunk, 0, what)
+        lead = bytes(buf[:64]).lstrip()
         if lead[:1] == b"[":
             is_object = False
             header = b""
-            buf = buf[buf.index(b"[") + 1:]
+            start = buf.index(b"[")  # buf[start] may be overwritten: the next event follows
         elif lead[:1] == b"{":
             m = _EVENTS_KEY.search(buf)
             if m is None:
                 return None
             is_object = True
-            header = buf[:m.start()].rstrip()
-            buf = buf[m.end():]
+            header = bytes(buf[:m.start()]).rstrip()
+            start = m.end() - 1
         else:
             return None
         eof = False
         while True:
             if not eof:
-                more = _block(path, fh, offset, what)
-                offset += len(more)
-                eof = not more
-                buf += more
+                del buf[:start]  # the decoded events and the separator before the next one
+                start = 0
+                n = _fill(path, fh, buf, chunk, offset, what)
+                offset += n
+                eof = not n
             if eof:
                 break
-            if len(buf) > MAX_EVENT_BYTES + BLOCK_BYTES:
+            if len(buf) - start > MAX_EVENT_BYTES + BLOCK_BYTES:
                 raise ProfileError(path, f"no event boundary in {len(buf) >> 20} MB before "
                                    f"offset {offset:,}: the file is damaged; expected {what}")
             # only the last few cut points are needed: look near the end first
             window = 1 << 20
-            cuts = [m.start() for m in _SPLIT.finditer(buf, max(0, len(buf) - window))]
+            cuts = [m.start() for m in _SPLIT.finditer(buf, max(start, len(buf) - window))]
             if not cuts:
-                cuts = [m.start() for m in _SPLIT.finditer(buf, max(0, len(buf) - BLOCK_BYTES))]
+                cuts = [m.start() for m in _SPLIT.finditer(
+                    buf, max(start, len(buf) - BLOCK_BYTES))]
             for cut in reversed(cuts[-8:]):
-                got = _decode_events(buf[:cut + 1])
+                got = _decode_span(buf, start, cut + 1)
                 if got is not None:
                     events.add(got)
-                    buf = buf[buf.index(b"{", cut + 1):]
+                    del got
+                    start = buf.index(b"{", cut + 1) - 1
                     break
         # the rest: last events, "]" and (for an object) the remaining keys
         end = len(buf)
         for _ in range(16):
-            end = buf.rfind(b"]", 0, end)
+            end = buf.rfind(b"]", start + 1, end)
             if end < 0:
                 return None
-            got = _decode_events(buf[:end])
+            got = _decode_span(buf, start, end)
             if got is not None:
                 events.add(got)
-                tail = buf[end + 1:].strip()
+                del got
+                tail = bytes(buf[end + 1:]).strip()
                 break
         else:
             return None
+        del buf, chunk
     if not is_object:
         return (events, None, False) if not tail else None
     head = header[:-1] if header.endswith(b",") else header
@@ -487,77 +633,104 @@ def _raw_json(value: Any) -> msgspec.Raw:
     return _NO_RAW if value is None else msgspec.Raw(msgspec.json.encode(value))
 
 
-_KINDS_X = {"name": "str", "cat": "str", "pid": "id", "tid": "id", "ts_ns": "ts",
-            "dur_us": "num", "external_id": "id", "correlation": "id", "stream": "id",
-            "device": "id", "task_type": "str", "op_type": "str", "total_allocated": "num",
-            "total_reserved": "num", "bytes": "num", "device_id": "id", "input_dims": "str",
-            "input_type": "str", "concrete_inputs": "str"}
-_KINDS_FLOW = {"name": "str", "cat": "str", "pid": "id", "tid": "id", "ts_ns": "ts",
-               "dur_us": "num", "id": "str", "ph": "str"}
-_ARG_FIELDS = ("external_id", "correlation", "stream", "device", "task_type", "op_type",
-               "total_allocated", "total_reserved", "mem_bytes", "device_id")
-_RAW_FIELDS = ("input_dims", "input_type", "concrete_inputs")
-
-
-_EMPTY_ARGS = _Args()
-
-
 class _Columns:
-    """Arrow column chunks of one kind of event, filled batch by batch."""
+    """Arrow column chunks of one kind of event, filled batch by batch.
 
-    def __init__(self, with_args: bool) -> None:
-        self.with_args = with_args
-        self.kinds = _KINDS_X if with_args else _KINDS_FLOW
+    Each column is read from the structs with its own list comprehension (the cheapest way
+    to read one attribute of many objects) and handed to Arrow at once.
+    """
+
+    def __init__(self, args: tuple[str, ...] | None, typed: bool = True,
+                 categorical: tuple[str, ...] = ()) -> None:
+        # typed: the events come from the typed decoder (ids are int, str or None only)
+        self.text_of = _pa_str_of_few if typed else _pa_str_of
+        # text columns kept dictionary-encoded, block by block (see read_chrome_trace)
+        self.categorical = frozenset(categorical)
+        self.flows = args is None
+        base = _BASE + _FLOW_ONLY if self.flows else _BASE
+        self.args = tuple((c, *ARG_COLUMNS[c]) for c in (args or ()))
+        self.kinds = {c: k for c, _, k in base} | {c: k for c, _, k in self.args}
         self.chunks: dict[str, list[pa.Array]] = {k: [] for k in self.kinds}
         self.n = 0
+        self.mixed: set[str] = set()  # columns already seen holding a value of another type
 
     def add(self, evs: list[_Event]) -> None:
-        """Convert ``evs`` (in slices, so temporary tuples stay small)."""
+        """Convert ``evs`` (in slices, so temporary lists stay small)."""
         for lo in range(0, len(evs), _CHUNK):
-            part = evs[lo:lo + _CHUNK]
+            part = evs[lo:lo + _CHUNK] if lo or len(evs) > _CHUNK else evs
             self.n += len(part)
-            name, cat, pid, tid, ts, dur, ident, args, ph = zip(
-                *map(attrgetter("name", "cat", "pid", "tid", "ts", "dur", "id", "args", "ph"),
-                     part), strict=True)
             c = self.chunks
-            c["name"].append(_pa_str(list(name)))
-            c["cat"].append(_pa_str(list(cat)))
-            c["pid"].append(_pa_id(list(pid)))
-            c["tid"].append(_pa_id(list(tid)))
-            c["ts_ns"].append(_pa_ts(list(ts), 0))
-            c["dur_us"].append(_pa_num(list(dur)))
-            if not self.with_args:
-                c["id"].append(_pa_str(list(ident)))
-                c["ph"].append(_pa_str(list(ph)))
-                continue
-            filled = [a if a is not None else _EMPTY_ARGS for a in args]
-            cols = zip(*map(attrgetter(*_ARG_FIELDS), filled), strict=True)
-            for key, vals in zip(("external_id", "correlation", "stream", "device",
-                                  "task_type", "op_type", "total_allocated",
-                                  "total_reserved", "bytes", "device_id"), cols, strict=True):
-                kind = self.kinds[key]
-                maker = _pa_id if kind == "id" else _pa_str if kind == "str" else _pa_num
-                c[key].append(maker(list(vals)))
-            raws = zip(*map(attrgetter(*_RAW_FIELDS), filled), strict=True)
-            for key, vals in zip(_RAW_FIELDS, raws, strict=True):
-                c[key].append(_pa_raw(list(vals)))
+            c["name"].append(self._str("name", [e.name for e in part]))
+            c["cat"].append(self._str("cat", [e.cat for e in part]))
+            c["pid"].append(self._id("pid", [e.pid for e in part]))
+            c["tid"].append(self._id("tid", [e.tid for e in part]))
+            c["ts_ns"].append(_pa_ts([e.ts for e in part], 0))
+            c["dur_us"].append(_pa_num([e.dur for e in part]))
+            if self.flows:
+                c["id"].append(self._str("id", [e.id for e in part]))
+                c["ph"].append(self._str("ph", [e.ph for e in part]))
+            if self.args:
+                args = [e.args for e in part]
+                if None in args:
+                    args = [_EMPTY_ARGS if a is None else a for a in args]
+                for col, attr, kind in self.args:
+                    c[col].append(self._convert(col, kind, list(map(attrgetter(attr), args))))
+            for col in self.categorical:
+                if col in c and c[col][-1].type == pa.string():
+                    c[col][-1] = pc.dictionary_encode(c[col][-1])
+
+    def _convert(self, col: str, kind: str, values: list[Any]) -> pa.Array:
+        if kind == "str":
+            return self._str(col, values)
+        if kind == "id":
+            return self._id(col, values)
+        if kind == "num":
+            return _pa_num(values)
+        if kind == "ts":
+            return _pa_ts(values, 0)
+        return _pa_raw(values)
+
+    def _str(self, key: str, values: list[Any]) -> pa.Array:
+        """Text column chunk (see :func:`_pa_str`); remembers columns that need ``str()``."""
+        if key in self.mixed:
+            return self.text_of(values)
+        try:
+            return pa.array(values, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            self.mixed.add(key)
+            return self.text_of(values)
+
+    def _id(self, key: str, values: list[Any]) -> pa.Array:
+        """Id column chunk (see :func:`_pa_id`): int64, or text once a value was not an int.
+
+        A column that was text in an earlier chunk goes straight to text: the chunks are
+        made one type (text) by :func:`_to_pandas` anyway.
+        """
+        if key not in self.mixed:
+            try:
+                return pa.array(values, pa.int64())
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                self.mixed.add(key)
+        return self.text_of(values)
 
     def frame(self, base_ns: int) -> pd.DataFrame:
         if not self.n:
             cols = ["name", "cat", "pid", "tid", "ts_ns", "dur_us", "id"]
             return pd.DataFrame({c: [] for c in cols})
-        out = {k: _to_pandas(self.chunks[k], kind)
-               for k, kind in self.kinds.items()}
+        out = {}
+        for k, kind in self.kinds.items():  # each column's chunks are let go once converted
+            out[k] = _to_pandas(self.chunks.pop(k), "str" if kind == "raw" else kind,
+                                k in self.categorical)
         if base_ns:
             ts = out["ts_ns"]
             out["ts_ns"] = np.where(ts == _NA_NS, ts, ts + np.int64(base_ns))
-        if self.with_args and all(pd.isna(out[c]).all() for c in ("total_allocated", "bytes")):
-            for c in ("total_allocated", "total_reserved", "bytes", "device_id"):
+        if "total_allocated" in out and all(pd.isna(out[c]).all()
+                                            for c in ("total_allocated", "bytes")):
+            for c in _MEMORY:
                 del out[c]
-        if self.with_args:
-            for c in _RAW_FIELDS:
-                if out[c].isna().all():
-                    del out[c]
+        for c in _RAW_FIELDS:
+            if c in out and out[c].isna().all():
+                del out[c]
         self.chunks = {}
         return pd.DataFrame(out)
 
@@ -565,10 +738,11 @@ class _Columns:
 class _Builder:
     """Collects decoded events batch by batch into columns; the structs are then dropped."""
 
-    def __init__(self) -> None:
-        self.x = _Columns(True)
-        self.flows = _Columns(False)
-        self.inst = _Columns(True)
+    def __init__(self, columns: tuple[str, ...] = X_COLUMNS, typed: bool = True,
+                 categorical: tuple[str, ...] = ()) -> None:
+        self.x = _Columns(columns, typed, categorical)
+        self.flows = _Columns(None, typed)
+        self.inst = _Columns(_MEMORY, typed)
         self.processes: dict[Any, str] = {}
         self.labels: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
@@ -638,9 +812,13 @@ def _dict_list(raw: msgspec.Raw) -> list[dict[str, Any]]:
 
 
 def _columns(path: Path, events: list[_Event], trace: _Trace | None,
-             is_object: bool) -> ChromeTrace:
-    """Columns of an already decoded event list (the whole-file path)."""
-    builder = _Builder()
+             is_object: bool, columns: tuple[str, ...] = X_COLUMNS,
+             typed: bool = True, categorical: tuple[str, ...] = ()) -> ChromeTrace:
+    """Columns of an already decoded event list (the whole-file path).
+
+    ``typed``: the events come from the typed decoder, not from :func:`_fallback`.
+    """
+    builder = _Builder(columns, typed, categorical)
     while events:  # from the end, in slices, releasing each slice once converted
         part = events[-_CHUNK:]
         del events[-_CHUNK:]

@@ -54,12 +54,13 @@ from ..profile import (
 )
 from . import cache
 from ._progress import Progress
+from .rank_tables import cached_table
 from .schema import conform
 from .sources import RankSource, parse_source
 from .sources import cluster_meta as _cluster_meta
 
 __all__ = ["DaskCluster", "RankPart", "load_cluster", "parse_task", "from_entries",
-           "require_dask", "INSTALL_HINT"]
+           "require_dask", "INSTALL_HINT", "pandas_below_bytes"]
 
 INSTALL_HINT = ("engine='dask' needs the optional dependencies dask[dataframe] and "
                 "distributed: pip install 'perfkit[dask]'")
@@ -141,7 +142,7 @@ class RankPart:
         if self.entry is not None:
             f = Path(self.entry) / f"{name}.parquet"
             try:
-                return pd.read_parquet(f, page_checksum_verification=True)
+                return cache.read_table_file(f)
             except Exception as exc:  # noqa: BLE001 - name the damaged file
                 raise ProfileError(f, f"perfkit cache entry is damaged ({type(exc).__name__}: "
                                    f"{exc}); clear the cache (perfkit.io.cache.clear()) and "
@@ -149,7 +150,20 @@ class RankPart:
         return (self.tables or {}).get(name)
 
     def table(self, name: str, maps: Mapping[str, list[int]] | None = None) -> pd.DataFrame:
-        """The rank's slice of the cluster table ``name``: the rows Cluster would hold."""
+        """The rank's slice of the cluster table ``name``: the rows Cluster would hold.
+
+        Built from a cache entry once per worker process and then served from memory
+        (:mod:`perfkit.io.rank_tables`), so the analyses of a cluster do not read the
+        same files again and again.
+        """
+        if self.entry is None:
+            return self._build(name, maps)
+        frozen = None if not maps else tuple(sorted((k, tuple(v)) for k, v in maps.items()))
+        return cached_table(Path(self.entry) / f"{name}.parquet",
+                            (name, self.rank, self.shift_us, frozen),
+                            lambda: self._build(name, maps))
+
+    def _build(self, name: str, maps: Mapping[str, list[int]] | None) -> pd.DataFrame:
         frame = conform(self.raw(name), name, self.rank)        # Profile._table
         frame = conform(shift_times(frame, name, self.shift_us), name)  # Cluster._table
         if name == "comm_matrix" and maps:
@@ -263,10 +277,13 @@ class DaskCluster(Cluster):
     lazy = True
 
     def __init__(self, parts: list[RankPart], profiles: list[Profile], meta: ProfileMeta,
-                 failed: Mapping[Any, str] | None = None):
+                 failed: Mapping[Any, str] | None = None, *, in_pandas: bool = False):
         super().__init__(profiles, meta, failed)
         self.parts = sorted(parts, key=lambda p: (p.rank is None, p.rank or 0))
         self._maps: dict[str, list[int]] | None = None
+        if in_pandas:
+            # a small job: its tables are pandas frames on this machine (see load_cluster)
+            self.lazy = False
 
     @property
     def npartitions(self) -> int:
@@ -286,6 +303,8 @@ class DaskCluster(Cluster):
                                label=f"perfkit-{name}", enforce_metadata=False)
 
     def _table(self, name: str) -> Any:
+        if not self.lazy:
+            return super()._table(name)
         if name not in self._cache:
             frame = self._lazy(name, None)
             if name == "comm_matrix":
@@ -542,5 +561,39 @@ def load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
     if any(p.entry is None for p in parts):
         cmeta.notes.append("some ranks could not be written to the cache; their tables are "
                            "held in memory and shipped inside the Dask graph")
-    return DaskCluster(parts, profiles, cmeta, failed)
+    small = _entries_bytes(parts) < pandas_below_bytes()
+    if small:
+        cmeta.notes.append(f"the job's cached tables are small (under "
+                           f"{pandas_below_bytes() >> 20} MB): they are analysed in pandas "
+                           "on this machine, where one pass costs less than scheduling it "
+                           "on Dask ($PERFKIT_DASK_PANDAS_MB sets the limit; 0: always lazy)")
+    return DaskCluster(parts, profiles, cmeta, failed, in_pandas=small)
+
+
+def pandas_below_bytes() -> int:
+    """Cached tables of a job smaller than this are analysed in pandas (default 32 MB).
+
+    ``$PERFKIT_DASK_PANDAS_MB`` sets it (0: the tables are always lazy). Computing on Dask
+    costs a scheduling round trip per pass (about 0.1 s on a small LocalCluster, whatever
+    the size), more than pandas takes for a whole table of a few MB; above the limit the
+    tables are lazy and the work is spread over the workers.
+    """
+    try:
+        mb = float(os.environ.get("PERFKIT_DASK_PANDAS_MB", "32"))
+    except ValueError:
+        mb = 32.0
+    return max(0, int(mb * (1 << 20)))
+
+
+def _entries_bytes(parts: Sequence[RankPart]) -> float:
+    """Total size of the ranks' cache entries; infinite when a rank is not in the cache."""
+    total = 0
+    for p in parts:
+        if p.entry is None:
+            return float("inf")
+        try:
+            total += sum(f.stat().st_size for f in Path(p.entry).glob("*.parquet"))
+        except OSError:
+            return float("inf")
+    return total
 

@@ -34,8 +34,8 @@ from typing import Any
 from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError, boundary
 from ..profile import Cluster, Profile, ProfileMeta
-from . import ascend, cache
-from ._common import rank_from_name
+from . import ascend, cache, handoff
+from ._common import rank_from_name, release_memory
 from ._progress import Progress
 from .sources import RankSource, cluster_meta, parse_source
 
@@ -290,23 +290,37 @@ def _work(source: RankSource, use_cache: bool, in_pool: bool = False
           ) -> tuple[RankSource, Any, Any]:
     """Worker body: parse, store in the cache, return meta (+ where the tables are).
 
-    In a worker process the tables travel back as Parquet files (in the cache, or in a
-    temporary folder outside the user's folders when the cache is off): much faster and
-    lighter than pickling large frames.
+    In a worker process the tables travel back as files: the cache entry (Parquet), or,
+    when the cache is off, uncompressed Arrow files in a temporary folder outside the
+    user's folders (:mod:`perfkit.io.handoff`): much faster and lighter than pickling
+    large frames.
     """
     meta, tables = parse_source(source)
     if use_cache:
         key = _key(source)
         if cache.write(key, meta, tables):
-            return source, meta, key
+            return _done(source, meta, key, tables, in_pool)
     if in_pool:
         tmp = Path(tempfile.mkdtemp(prefix="perfkit-rank-"))
         try:
-            cache.write_entry(tmp, meta, tables)
-            return source, meta, ("tmp", str(tmp))
+            handoff.write_tables(tmp, meta, tables)
+            return _done(source, meta, ("tmp", str(tmp)), tables, in_pool)
         except Exception:  # noqa: BLE001 - fall back to sending the frames themselves
             shutil.rmtree(tmp, ignore_errors=True)
     return source, meta, tables
+
+
+def _done(source: RankSource, meta: ProfileMeta, payload: Any, tables: dict[str, Any],
+          in_pool: bool) -> tuple[RankSource, Any, Any]:
+    """A worker's result; a pool worker first frees the rank's tables (they are on disk).
+
+    Without this a worker keeps the memory of its last rank while it waits, and the pool's
+    memory adds up with the parent's reading the tables back.
+    """
+    if in_pool:
+        tables.clear()
+        release_memory()
+    return source, meta, payload
 
 
 def _key(source: RankSource) -> str:
@@ -327,11 +341,7 @@ def _profile_from(meta: ProfileMeta, payload: Any, source: RankSource | None = N
         if source is not None:  # the entry went bad between the write and this read
             return Profile(*parse_source(source))
     if isinstance(payload, tuple) and payload[0] == "tmp":
-        folder = Path(payload[1])
-        try:
-            prof = cache.read_entry(folder, eager=True)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        prof = handoff.read_tables(Path(payload[1]), meta)
         if prof is not None:
             return prof
         raise ProfileError(meta.path, "worker output was lost before it could be read")

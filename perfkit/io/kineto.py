@@ -30,9 +30,11 @@ from ..errors import ProfileError
 from ..profile import ProfileMeta
 from ._common import rank_from_name, with_notes
 from .chrome import ChromeTrace, read_chrome_trace
+from .distinct import numeric, per_distinct, text
 from .trace_tables import (
     HOST_COMM_PATTERN,
     NA_NS,
+    grouped_breakdown,
     host_steps,
     overlap_breakdown,
     rel,
@@ -41,9 +43,16 @@ from .trace_tables import (
 )
 from .validate import plausible_origin
 
-__all__ = ["looks_like_kineto", "parse", "parse_trace", "shapes_text", "list_text"]
+__all__ = ["looks_like_kineto", "parse", "parse_trace", "shapes_text", "list_text", "last_open",
+           "TRACE_COLUMNS", "CATEGORICAL"]
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+TRACE_COLUMNS = ("external_id", "correlation", "stream", "device", "input_dims", "input_type",
+                 "concrete_inputs")
+"""``args`` of complete events the tables use (launch links, streams, operator shapes)."""
+CATEGORICAL = ("name", "cat", "pid", "tid", "input_dims", "input_type", "concrete_inputs")
+"""Text columns of the events read as Categoricals: a few thousand distinct values over
+millions of events (:func:`parse_trace` accepts either kind of column)."""
 _NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel", re.IGNORECASE)
 
 
@@ -62,7 +71,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     ProfileError
         The file is not a readable trace, or holds no complete (``ph: X``) event.
     """
-    trace = read_chrome_trace(path, "a PyTorch profiler (Kineto) trace: JSON with traceEvents")
+    trace = read_chrome_trace(path, "a PyTorch profiler (Kineto) trace: JSON with traceEvents",
+                              TRACE_COLUMNS, CATEGORICAL)
     return parse_trace(path, trace, source_format="kineto")
 
 
@@ -76,15 +86,22 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                            "with traceEvents")
     notes: list[str] = list(trace.notes)
     origin = plausible_origin(x["ts_ns"].to_numpy())
-    cat = x["cat"].fillna("").to_numpy()
-    is_step = x["name"].str.startswith("ProfilerStep#").fillna(False).to_numpy(dtype=bool)
-    spans = step_spans(x[is_step & ~np.isin(cat, _DEVICE_CATS)])
+    is_dev = _isin(x["cat"], _DEVICE_CATS)
+    is_step = _bool(per_distinct(x["name"], lambda u: u.str.startswith("ProfilerStep#")))
+    spans = step_spans(x[is_step & ~is_dev])
 
-    dev = x[np.isin(cat, _DEVICE_CATS)]
-    kernels = _kernels(x, dev, spans, origin)
-    ops = _ops(x, dev, spans, origin)
-    if "input_shapes" in ops.columns and len(kernels):
-        kernels = _kernel_shapes(x, dev, kernels, ops)
+    # each part of the trace is taken out once, with only the columns its tables need
+    dev = x.loc[is_dev, [c for c in _DEV_COLS if c in x.columns]]
+    runtime = x.loc[_isin(x["cat"], _RUNTIME_CATS), ["tid", "ts_ns", "correlation"]]
+    cpu = x.loc[_bool(x["cat"] == "cpu_op") & ~is_step,
+                [c for c in _CPU_COLS if c in x.columns]]
+    # the host events are only needed for the steps of a trace without device steps
+    host = None
+    if _host_only(runtime, dev, spans):
+        host = x[["cat", "name", "ts_ns", "dur_us"]].assign(cat=text(x["cat"]),
+                                                           name=text(x["name"]))
+    trace.x = x = x.iloc[:0]  # let the trace's columns go before the tables are built
+    kernels = _kernels(runtime, dev, spans, origin)
     if not len(spans):
         notes.append("steps: no ProfilerStep#N events (profile without schedule): "
                      "one step over the whole trace, step number NA")
@@ -95,11 +112,16 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                      "(bubble/stage/preparing are Ascend-only and left NA)")
     elif len(spans):
         cpu_only = not trace.device_properties
-        steps = _host_steps(x, spans, origin, cpu_only)
+        steps = _host_steps(host, spans, origin, cpu_only)
         notes.append("steps: no device activity in the trace; each step's wall time is its "
                      "ProfilerStep span and its host split comes from the host events"
                      + (" (a CPU-only run: the host computes)" if cpu_only else
                         " (the GPUs' activity was not recorded: the parts are NA)"))
+    del host
+    ops = _ops(runtime, cpu, dev, spans, origin)
+    if "input_shapes" in ops.columns and len(kernels):
+        kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)
+    del cpu, runtime
     comm = kernels[kernels["category"] == "communication"]
     comm_ops = pd.DataFrame({
         "step": comm["step"].to_numpy(), "name": comm["name"].to_numpy(),
@@ -146,6 +168,17 @@ def _groups(trace: ChromeTrace) -> dict[str, dict[str, object]]:
     return out
 
 
+def _host_only(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame) -> bool:
+    """Whether the steps will come from host events (:func:`_host_steps`).
+
+    Device steps (:func:`_steps`) are empty when there is no device event, or when there
+    are ProfilerStep spans but no kernel was launched inside one.
+    """
+    if not len(dev):
+        return True
+    return bool(len(spans)) and bool(np.isnan(_kernel_steps(runtime, dev, spans)).all())
+
+
 def _host_steps(x: pd.DataFrame, spans: pd.DataFrame, origin: int | None,
                 cpu_only: bool) -> pd.DataFrame:
     """Steps of a trace without device activity, from its host events per ProfilerStep."""
@@ -164,11 +197,27 @@ def _host_steps(x: pd.DataFrame, spans: pd.DataFrame, origin: int | None,
     return out
 
 
-def _kernel_steps(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
+_RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+_DEV_COLS = ("name", "cat", "pid", "tid", "ts_ns", "dur_us", "external_id", "correlation",
+             "stream", "device")
+_CPU_COLS = ("name", "tid", "ts_ns", "dur_us", "external_id", "input_dims", "input_type",
+             "concrete_inputs")
+
+
+def _bool(mask: pd.Series) -> np.ndarray:
+    """A nullable boolean column as a numpy mask (NA is False)."""
+    return mask.fillna(False).to_numpy(dtype=bool)
+
+
+def _isin(values: pd.Series, wanted: tuple[str, ...]) -> np.ndarray:
+    """``values.isin(wanted)`` as a numpy mask (NA is not in it)."""
+    return values.isin(list(wanted)).to_numpy(dtype=bool)
+
+
+def _kernel_steps(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
     """Step of each device event: the host step of the runtime call that launched it."""
     if not len(spans) or not len(dev):
         return np.full(len(dev), np.nan)
-    runtime = x[x["cat"].isin(["cuda_runtime", "cuda_driver"])]
     runtime = runtime[runtime["correlation"].notna()]
     launch = pd.Series(runtime["ts_ns"].to_numpy(),
                        index=runtime["correlation"].astype("Int64").to_numpy())
@@ -180,51 +229,50 @@ def _kernel_steps(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame) -> np
     return step_index(launch_ts, spans)
 
 
-def _kernels(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
+def _kernels(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
              origin: int | None) -> pd.DataFrame:
-    name = dev["name"].astype("string")
-    cat = dev["cat"].astype("string")
-    category = np.where(name.str.contains(_NCCL).fillna(False).to_numpy(), "communication",
+    nccl = per_distinct(dev["name"], lambda u: u.str.contains(_NCCL))
+    name = text(dev["name"])
+    cat = text(dev["cat"])
+    category = np.where(nccl.fillna(False).to_numpy(bool), "communication",
                         np.where(cat.isin(["gpu_memcpy", "gpu_memset"]).to_numpy(), "memory",
                                  "compute"))
     stream = dev["stream"] if dev["stream"].notna().any() else dev["tid"]
     return pd.DataFrame({
-        "step": _kernel_steps(x, dev, spans),
-        "name": name.to_numpy(),
-        "type": cat.to_numpy(),
+        "step": _kernel_steps(runtime, dev, spans),
+        "name": name.array,
+        "type": cat.array,
         "category": category,
-        "stream": pd.to_numeric(stream, errors="coerce").to_numpy(),
+        "stream": numeric(stream),
         "start_us": rel(dev["ts_ns"].to_numpy(), origin),
         "dur_us": dev["dur_us"].to_numpy(),
-        "device": pd.to_numeric(dev["device"], errors="coerce").to_numpy()
-        if dev["device"].notna().any() else pd.to_numeric(dev["pid"], errors="coerce").to_numpy(),
-        "correlation": pd.to_numeric(dev["correlation"], errors="coerce").to_numpy(),
+        "device": numeric(dev["device"]) if dev["device"].notna().any() else numeric(dev["pid"]),
+        "correlation": numeric(dev["correlation"]),
     })
 
 
-def _ops(x: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
+def _ops(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
          origin: int | None) -> pd.DataFrame:
-    cpu = x[x["cat"] == "cpu_op"]
-    cpu = cpu[~cpu["name"].fillna("").str.startswith("ProfilerStep#")]
     ts = cpu["ts_ns"].to_numpy()
     device = np.full(len(cpu), np.nan)
     if len(dev):
-        device = _device_time(x, cpu, dev)
+        device = _device_time(runtime, cpu, dev)
     out = pd.DataFrame({
         "step": step_index(ts, spans),
-        "name": cpu["name"].to_numpy(),
+        "name": text(cpu["name"]).array,
         "start_us": rel(ts, origin),
         "dur_us": cpu["dur_us"].to_numpy(),
-        "thread": pd.to_numeric(cpu["tid"], errors="coerce").to_numpy(),
+        "thread": numeric(cpu["tid"]),
         "device_dur_us": device,
-        "external_id": pd.to_numeric(cpu["external_id"], errors="coerce").to_numpy(),
+        "external_id": numeric(cpu["external_id"]),
     })
     if "input_dims" in cpu.columns:
-        out["input_shapes"] = shapes_text(cpu["input_dims"]).to_numpy()
-        out["input_dtypes"] = list_text(cpu["input_type"]).to_numpy() \
+        # text columns the schema does not list keep the "str" dtype (NaN when missing)
+        out["input_shapes"] = shapes_text(cpu["input_dims"]).astype("str").array
+        out["input_dtypes"] = list_text(cpu["input_type"]).astype("str").array \
             if "input_type" in cpu.columns else pd.NA
         if "concrete_inputs" in cpu.columns:
-            out["concrete_inputs"] = list_text(cpu["concrete_inputs"]).to_numpy()
+            out["concrete_inputs"] = list_text(cpu["concrete_inputs"]).astype("str").array
     return out
 
 
@@ -233,39 +281,56 @@ def shapes_text(dims: pd.Series) -> pd.Series:
 
     A nested list (a TensorList argument) keeps its inner brackets.
     """
+    return per_distinct(dims, _shapes_text)
+
+
+def list_text(values: pd.Series) -> pd.Series:
+    """A Kineto JSON list of strings (``["float", "", "True"]``) as ``"float;;True"``."""
+    return per_distinct(values, _list_text)
+
+
+def _shapes_text(dims: pd.Series) -> pd.Series:
     t = dims.astype("string").str.replace(r"\s+", "", regex=True)
     t = t.str.replace(r"^\[|\]$", "", regex=True)          # the outer list
     t = t.str.replace(r"\],\[", ";", regex=True)            # between inputs
     return t.str.replace(r"^\[|\]$", "", regex=True)       # first and last input
 
 
-def list_text(values: pd.Series) -> pd.Series:
-    """A Kineto JSON list of strings (``["float", "", "True"]``) as ``"float;;True"``."""
+def _list_text(values: pd.Series) -> pd.Series:
     t = values.astype("string").str.strip()
     t = t.str.replace(r'^\[\s*"?|"?\s*\]$', "", regex=True)
     return t.str.replace(r'"\s*,\s*"', ";", regex=True)
 
 
-def _kernel_shapes(x: pd.DataFrame, dev: pd.DataFrame, kernels: pd.DataFrame,
-                   ops: pd.DataFrame) -> pd.DataFrame:
+def _kernel_shapes(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame,
+                   kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     """Give each GPU kernel the name, shapes and dtypes of the operator that launched it."""
-    cpu = x[x["cat"] == "cpu_op"]
-    cpu = cpu[~cpu["name"].fillna("").str.startswith("ProfilerStep#")]
-    pos = _launching_op(x, cpu, dev)
+    pos = _launching_op(runtime, cpu, dev)
     ok = pos >= 0
     take = np.where(ok, pos, 0)
-    out = kernels.copy()
+    out = kernels
     for col, src in (("op_name", "name"), ("input_shapes", "input_shapes"),
                      ("input_dtypes", "input_dtypes"), ("concrete_inputs", "concrete_inputs"),
                      ("op_id", "external_id")):
         if src not in ops.columns:
             continue
-        vals = ops[src].to_numpy()[take] if len(ops) else np.full(len(out), pd.NA)
-        out[col] = pd.Series(vals, index=out.index).where(ok)
+        got = None
+        if len(ops) and isinstance(ops[src].dtype, pd.StringDtype):
+            # text stays in Arrow (no Python string per kernel); "str" is the dtype a list
+            # of Python strings would be given
+            got = pd.Series(ops[src].astype("str").array.take(np.where(ok, pos, -1),
+                                                              allow_fill=True),
+                            index=out.index)
+            if not got.notna().any():
+                got = None  # all missing: the dtype is the one inferred below
+        if got is None:
+            vals = ops[src].to_numpy()[take] if len(ops) else np.full(len(out), pd.NA)
+            got = pd.Series(vals, index=out.index).where(ok)
+        out[col] = got
     return out
 
 
-def _launching_op(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
+def _launching_op(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
     """Row position in ``cpu`` of the operator that launched each kernel (-1: unknown).
 
     The operator with the kernel's ``External id`` when most kernels have one that an
@@ -284,44 +349,82 @@ def _launching_op(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.n
     if ext_dev.notna().any() and ext_dev.isin(ext_cpu.index).mean() > 0.5:
         got = ext_cpu.reindex(ext_dev.to_numpy()).to_numpy()
         return np.where(pd.isna(got), -1, got).astype(np.int64)
-    runtime = x[x["cat"].isin(["cuda_runtime", "cuda_driver"]) & x["correlation"].notna()]
+    runtime = runtime[runtime["correlation"].notna()]
     if not len(runtime):
         return out
+    cpu_tid, rt_tid = _thread_codes(cpu["tid"], runtime["tid"])
     rt = pd.DataFrame({"corr": runtime["correlation"].astype("Int64").to_numpy(),
-                       "tid": runtime["tid"].astype("string").to_numpy(),
+                       "tid": rt_tid,
                        "ts": runtime["ts_ns"].to_numpy()}).drop_duplicates("corr")
     k = pd.DataFrame({"corr": dev["correlation"].astype("Int64").to_numpy(),
                       "i": np.arange(len(dev))}).merge(rt, on="corr", how="inner")
     starts = cpu["ts_ns"].to_numpy()
     ends = starts + np.round(np.nan_to_num(cpu["dur_us"].to_numpy()) * 1000).astype(np.int64)
-    tids = cpu["tid"].astype("string").to_numpy()
-    for tid, grp in k.groupby("tid", sort=False):
-        sel = np.nonzero(tids == tid)[0]
+    k_tid, k_ts, k_i = k["tid"].to_numpy(), k["ts"].to_numpy(), k["i"].to_numpy()
+    for tid in pd.unique(k_tid[k_tid >= 0]):
+        sel = np.flatnonzero(cpu_tid == tid)
         if not len(sel):
             continue
+        mine = k_tid == tid
         order = sel[np.argsort(starts[sel], kind="stable")]
-        s, e = starts[order], ends[order]
-        ts = grp["ts"].to_numpy()
-        # the last operator that started before the launch and is still open is the
-        # innermost one (ops nest on a thread)
-        j = np.searchsorted(s, ts, side="right") - 1
-        hit = np.full(len(ts), -1, dtype=np.int64)
-        for n, (jj, t) in enumerate(zip(j, ts, strict=True)):
-            while jj >= 0 and e[jj] < t:
-                jj -= 1
-            hit[n] = order[jj] if jj >= 0 else -1
-        out[grp["i"].to_numpy()] = hit
+        hit = last_open(starts[order], ends[order], k_ts[mine])
+        out[k_i[mine]] = np.where(hit >= 0, order[hit], -1)
     return out
 
 
-def _device_time(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
+def _thread_codes(*tids: pd.Series) -> tuple[np.ndarray, ...]:
+    """The threads of several frames as shared integer codes (-1 where unknown).
+
+    Threads are compared as text (an int tid and the same number written as text are one
+    thread), as ``astype("string")`` equality would.
+    """
+    text = pd.concat([t.astype("string").reset_index(drop=True) for t in tids],
+                     ignore_index=True)
+    codes, _ = pd.factorize(text)
+    bounds = np.cumsum([0] + [len(t) for t in tids])
+    return tuple(codes[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def last_open(starts: np.ndarray, ends: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """For each time in ``ts``, the last interval that started at or before it and is open.
+
+    ``starts`` sorted ascending, ``ends`` alongside (int64 ns). Returns, per time ``t``, the
+    largest position ``i`` with ``starts[i] <= t`` and ``ends[i] >= t``, or -1. On one
+    thread operators nest, so this is the innermost operator open at ``t``.
+
+    The same as walking back from the last interval that started before ``t`` until one
+    is still open, but with a sparse table of running maxima of ``ends`` (``levels[k][i]``
+    = the largest end among positions ``i - 2**k + 1 .. i``): each time takes at most
+    log2(n) vectorised steps instead of a Python loop that can walk the whole thread.
+    """
+    n = len(starts)
+    cur = np.searchsorted(starts, ts, side="right")  # positions < cur started by t
+    if not n or not len(ts):
+        return cur - 1
+    levels = [ends]
+    while (1 << len(levels)) <= n:
+        prev, span = levels[-1], 1 << (len(levels) - 1)
+        nxt = prev.copy()
+        np.maximum(prev[span:], prev[:-span], out=nxt[span:])
+        levels.append(nxt)
+    # invariant: every position in cur .. (last started) has ended before t
+    for k in range(len(levels) - 1, -1, -1):
+        cand = cur - (1 << k)
+        ok = cand >= 0
+        idx = np.where(ok, cur - 1, 0)
+        ok &= levels[k][idx] < ts
+        cur = np.where(ok, cand, cur)
+    return cur - 1
+
+
+def _device_time(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
     """GPU time launched by each cpu_op.
 
     Newer traces give kernels the ``External id`` of their op; older ones only link a kernel
     to its runtime launch (``correlation``), which is then placed in the last op that started
     before it on the same thread and is still open (searchsorted per thread).
     """
-    ext_ops = set(cpu["external_id"].dropna().astype("int64"))
+    ext_ops = cpu["external_id"].dropna().astype("int64").unique()
     ext_dev = dev["external_id"].dropna().astype("int64")
     if len(ext_dev) and ext_dev.isin(ext_ops).mean() > 0.5:
         key = dev["external_id"].astype("Int64")
@@ -332,35 +435,32 @@ def _device_time(x: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.nd
         out = per.reindex(ids.to_numpy()).to_numpy(np.float64)
         # ops that launched nothing on the device have zero device time
         return np.where(ids.isin(per.index).to_numpy(), out, 0.0)
-    runtime = x[x["cat"].isin(["cuda_runtime", "cuda_driver"]) & x["correlation"].notna()]
+    runtime = runtime[runtime["correlation"].notna()]
     if not len(runtime) or not len(cpu):
         return np.full(len(cpu), np.nan)
     corr_key = dev["correlation"].astype("Int64")
     per_corr = dev.groupby(corr_key)["dur_us"].sum()
     unknown = dev["dur_us"].isna().groupby(corr_key).any()
     per_corr[unknown] = np.inf  # marks ops that launched a kernel without a duration
-    launch = pd.DataFrame({"tid": runtime["tid"].astype("string").to_numpy(),
-                           "ts": runtime["ts_ns"].to_numpy(),
-                           "gpu": per_corr.reindex(runtime["correlation"].astype("Int64")
-                                                   .to_numpy()).to_numpy(np.float64)})
-    launch = launch[~np.isnan(launch["gpu"].to_numpy())]
-    ops = pd.DataFrame({"tid": cpu["tid"].astype("string").to_numpy(),
-                        "start": cpu["ts_ns"].to_numpy(),
-                        "end": cpu["ts_ns"].to_numpy()
-                        + np.round(np.nan_to_num(cpu["dur_us"].to_numpy()) * 1000)
-                        .astype(np.int64),
-                        "pos": np.arange(len(cpu))})
+    cpu_tid, rt_tid = _thread_codes(cpu["tid"], runtime["tid"])
+    gpu = per_corr.reindex(runtime["correlation"].astype("Int64").to_numpy()).to_numpy(np.float64)
+    known = ~np.isnan(gpu)
+    l_tid, l_ts, l_gpu = rt_tid[known], runtime["ts_ns"].to_numpy()[known], gpu[known]
+    start = cpu["ts_ns"].to_numpy()
+    end = start + np.round(np.nan_to_num(cpu["dur_us"].to_numpy()) * 1000).astype(np.int64)
     total = np.zeros(len(cpu))
-    for tid, grp in ops.groupby("tid", sort=False):
-        lsel = launch[launch["tid"] == tid]
-        if not len(lsel):
+    for tid in pd.unique(cpu_tid[cpu_tid >= 0]):
+        mine = l_tid == tid
+        if not mine.any():
             continue
-        g = grp.sort_values("start", kind="stable")
-        i = np.searchsorted(g["start"].to_numpy(), lsel["ts"].to_numpy(), side="right") - 1
+        g = np.flatnonzero(cpu_tid == tid)
+        g = g[np.argsort(start[g], kind="stable")]
+        ts, add = l_ts[mine], l_gpu[mine]
+        i = np.searchsorted(start[g], ts, side="right") - 1
         ok = i >= 0
         ic = np.clip(i, 0, len(g) - 1)
-        ok &= g["end"].to_numpy()[ic] >= lsel["ts"].to_numpy()
-        np.add.at(total, g["pos"].to_numpy()[ic[ok]], lsel["gpu"].to_numpy()[ok])
+        ok &= end[g][ic] >= ts
+        np.add.at(total, g[ic[ok]], add[ok])
     return np.where(np.isinf(total), np.nan, total)
 
 
@@ -382,8 +482,12 @@ def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.
     win = win.sort_values("start_ns").reset_index(drop=True)
     win["end_ns"] = np.maximum(win["end_ns"].to_numpy(), win["start_ns"].to_numpy() + 1)
     win["step"] = win["step"].astype(np.int64)
-    rows = []
     cat = kernels["category"].to_numpy()
+    fast = grouped_breakdown(start[known], end[known], cat[known] == "communication",
+                             step[known], win)
+    if fast is not None:
+        return fast
+    rows = []
     for st in win["step"].to_numpy():
         sel = step == st
         one = win[win["step"] == st]

@@ -235,7 +235,8 @@ _HOST_PIDS = {11000, 12000, 13000}
 
 
 def _timeline(path: Path) -> tuple[pd.DataFrame, list[str]]:
-    trace = read_chrome_trace(path, "ascend_timeline_display JSON (MindSpore timeline)")
+    trace = read_chrome_trace(path, "ascend_timeline_display JSON (MindSpore timeline)",
+                              ("op_type",))
     x = trace.x
     pid = pd.to_numeric(x["pid"], errors="coerce")
     tid = pd.to_numeric(x["tid"], errors="coerce")

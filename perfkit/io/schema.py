@@ -92,6 +92,30 @@ def empty(table: str) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in cols.items()})
 
 
+def _conformed(frame: pd.DataFrame, cols: dict[str, str], rank: int | None) -> bool:
+    """Whether :func:`conform` would give ``frame`` back unchanged (then it is not rebuilt).
+
+    The key columns come first, in order and in their dtypes; no other column is of
+    object dtype; the index is 0..n-1; and the rank column already holds ``rank``.
+    """
+    names = list(frame.columns)
+    if names[:len(cols)] != list(cols) or len(set(names)) != len(names):
+        return False
+    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 \
+            or frame.index.step != 1:
+        return False
+    dtypes = frame.dtypes
+    if any(str(dtypes.iloc[i]) != d for i, d in enumerate(cols.values())):
+        return False
+    if any(str(dtypes.iloc[i]) == "object" for i in range(len(cols), len(names))):
+        return False
+    if rank is not None and len(frame):
+        col = frame["rank"]
+        if col.hasnans or not bool((col == rank).all()):
+            return False
+    return True
+
+
 def conform(frame: pd.DataFrame | None, table: str, rank: int | None = None) -> pd.DataFrame:
     """Return ``frame`` with the key columns of ``table`` first, cast to their dtypes.
 
@@ -113,6 +137,8 @@ def conform(frame: pd.DataFrame | None, table: str, rank: int | None = None) -> 
     if frame is None:
         frame = empty(table)
     cols = TABLES[table]
+    if _conformed(frame, cols, rank):
+        return frame.copy(deep=False)  # already in shape (a table read from the cache)
     n = len(frame)
     out: dict[str, pd.Series] = {}
     index = pd.RangeIndex(n)

@@ -13,8 +13,10 @@ import pandas as pd
 
 from .categories import category
 from .chrome import ChromeTrace
+from .distinct import per_distinct, text
 
 __all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown",
+           "grouped_breakdown",
            "from_ascend_trace", "rel", "host_steps", "HOST_COMM_PATTERN"]
 
 NA_NS = np.iinfo(np.int64).min
@@ -145,26 +147,96 @@ def overlap_breakdown(start_ns: np.ndarray, end_ns: np.ndarray, category: np.nda
     return pd.DataFrame(rows)
 
 
+def grouped_breakdown(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
+                      step: np.ndarray, windows: pd.DataFrame) -> pd.DataFrame | None:
+    """:func:`overlap_breakdown` of every step at once, each step its own window.
+
+    ``step`` (float) says which step each device interval belongs to and ``windows``
+    (``step``, ``start_ns``, ``end_ns``; one row per step, in output order) is each step's
+    window, as the per-step loop gives them. The unions are computed for all steps in one
+    sorted sweep (steps are moved apart on the time axis so their intervals never touch);
+    every sum is an exact integer of nanoseconds, so the figures equal the loop's.
+
+    Returns None when the sweep cannot be used (a missing start, or times so far apart
+    that moving the steps apart would overflow int64): the caller then loops.
+    """
+    n_win = len(windows)
+    if not len(start_ns) or not n_win or (start_ns == NA_NS).any():
+        return None
+    slot = pd.Index(windows["step"].to_numpy(np.float64)).get_indexer(step)
+    if (slot < 0).any():
+        return None
+    w_start = windows["start_ns"].to_numpy(np.int64)
+    w_end = windows["end_ns"].to_numpy(np.int64)
+    # as overlap_breakdown's step_index: a start inside [window start, window end)
+    keep = (start_ns >= w_start[slot]) & (start_ns < w_end[slot])
+    s, e, comm, slot = start_ns[keep], end_ns[keep], is_comm[keep], slot[keep]
+    if not len(s):
+        return None
+    lo = int(s.min())
+    width = int(max(int(e.max()), int(s.max())) - lo) + 1
+    if width <= 0 or (n_win + 1) * width >= 1 << 62:
+        return None
+    shift = slot.astype(np.int64) * np.int64(width) - np.int64(lo)
+
+    def union(sel: np.ndarray) -> np.ndarray:
+        ss, ee, gg = s[sel] + shift[sel], e[sel] + shift[sel], slot[sel]
+        order = np.argsort(ss, kind="stable")
+        ss, ee, gg = ss[order], ee[order], gg[order]
+        run = np.maximum.accumulate(ee)
+        prev = np.concatenate(([ss[0]], run[:-1])) if len(ss) else run
+        contrib = np.maximum(run - np.maximum(ss, prev), 0)
+        return _group_sum(contrib, gg, n_win)
+
+    busy = union(np.ones(len(s), dtype=bool))
+    computing = union(~comm)
+    communication = union(comm)
+    present = np.bincount(slot, minlength=n_win) > 0
+    first = np.full(n_win, np.iinfo(np.int64).max)
+    last = np.full(n_win, np.iinfo(np.int64).min)
+    np.minimum.at(first, slot, s)
+    np.maximum.at(last, slot, e)
+    comp_us = computing.astype(np.float64) / 1000.0
+    comm_us = communication.astype(np.float64) / 1000.0
+    busy_us = busy.astype(np.float64) / 1000.0
+    # as _intersect_us: computing + communication - their union (0.0 when one is empty)
+    overlapped = comp_us + comm_us - busy_us
+    span = (last - first) / 1000.0
+    out = pd.DataFrame({
+        "step": windows["step"].to_numpy(np.int64), "computing_us": comp_us,
+        "communication_us": comm_us, "comm_not_overlapped_us": comm_us - overlapped,
+        "overlapped_us": overlapped, "free_us": span - busy_us})
+    return out[present].reset_index(drop=True)
+
+
+def _group_sum(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sum of ``values`` per group id (0 .. n-1)."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, group, values)
+    return out
+
+
 def _ops(trace: ChromeTrace, spans: pd.DataFrame, origin: int | None,
          device: pd.DataFrame) -> pd.DataFrame:
     x = trace.x
-    cat = x["cat"].fillna("")
-    if (cat == "cpu_op").any():
-        host = cat == "cpu_op"
-    else:
+    host = (x["cat"] == "cpu_op").fillna(False).to_numpy(bool)
+    if not host.any():
         cpu_pids = {p for p, lab in trace.labels.items() if str(lab).upper().startswith("CPU")}
         names = trace.processes
-        host = x["pid"].isin([p for p in cpu_pids if names.get(p) != "CANN"])
-    is_step = x["name"].fillna("").str.match(_STEP_RE.pattern)
-    ops = x[host & ~is_step]
+        host = x["pid"].isin([p for p in cpu_pids if names.get(p) != "CANN"]).to_numpy(bool)
+    is_step = per_distinct(x["name"], lambda u: u.str.match(_STEP_RE.pattern))
+    ops = x.loc[host & ~is_step.fillna(False).to_numpy(bool),
+                ["name", "ts_ns", "dur_us", "tid", "cat"]]
     ts = ops["ts_ns"].to_numpy()
+    cat = ops["cat"]
     frame = pd.DataFrame({
         "step": step_index(ts, spans),
-        "name": ops["name"].to_numpy(),
+        "name": text(ops["name"]).array,
         "start_us": rel(ts, origin),
         "dur_us": ops["dur_us"].to_numpy(),
         "thread": ops["tid"].to_numpy(),
-        "cat": ops["cat"].to_numpy(),
+        # the dtype a list of Python strings gets ("str"); object when all are missing
+        "cat": cat.astype("str").array if cat.notna().any() else cat.to_numpy(),
     })
     frame["device_dur_us"] = _device_time(trace, ops, device)
     return frame
@@ -181,7 +253,10 @@ def _device_time(trace: ChromeTrace, ops: pd.DataFrame, device: pd.DataFrame) ->
     finish = f[f["ph"] == "f"][["id", "pid", "tid", "ts_ns"]]
     if not len(start) or not len(finish):
         return out
-    dev = device[["pid", "tid", "ts_ns", "dur_us"]].drop_duplicates(["pid", "tid", "ts_ns"])
+    # only tasks a flow can finish at: the same dedup and join, on far fewer rows
+    dev = device[["pid", "tid", "ts_ns", "dur_us"]]
+    dev = dev[np.isin(dev["ts_ns"].to_numpy(), finish["ts_ns"].to_numpy())]
+    dev = dev.drop_duplicates(["pid", "tid", "ts_ns"])
     link = finish.merge(dev, on=["pid", "tid", "ts_ns"], how="inner")
     link = link.groupby("id", sort=False)["dur_us"].sum().reset_index()
     host = start.merge(link, on="id", how="inner")
@@ -193,31 +268,39 @@ def _device_time(trace: ChromeTrace, ops: pd.DataFrame, device: pd.DataFrame) ->
     return np.where(np.isnan(vals), 0.0, vals)
 
 
-def from_ascend_trace(trace: ChromeTrace, origin: int | None) -> dict[str, pd.DataFrame]:
-    """ops, kernels (fallback), steps (fallback) and step windows from ``trace_view.json``."""
+def from_ascend_trace(trace: ChromeTrace, origin: int | None, kernels: bool = True,
+                      steps: bool = True) -> dict[str, pd.DataFrame]:
+    """ops, kernels (fallback), steps (fallback) and step windows from ``trace_view.json``.
+
+    ``kernels`` / ``steps``: build those tables (a rank with ``kernel_details.csv`` /
+    ``step_trace_time.csv`` does not need them; they are then empty).
+    """
     x = trace.x
     spans = step_spans(x)
-    hw = [p for p, n in trace.processes.items() if n == "Ascend Hardware"]
-    device = x[x["pid"].isin(hw)]
-    ts = device["ts_ns"].to_numpy()
-    ttype = device["task_type"].astype("string")
-    kernels = pd.DataFrame({
-        "step": np.nan,
-        "name": device["name"].to_numpy(),
-        "core": ttype.to_numpy(),
-        "stream": device["tid"].to_numpy(),
-        "start_us": rel(ts, origin),
-        "dur_us": device["dur_us"].to_numpy(),
-    })
-    kernels["category"] = category(kernels["core"].astype("string"),
-                                   pd.Series(pd.NA, index=kernels.index, dtype="string"),
-                                   kernels["name"].astype("string")).to_numpy()
+    out_kernels = pd.DataFrame()
+    if kernels:
+        hw = [p for p, n in trace.processes.items() if n == "Ascend Hardware"]
+        device = x[x["pid"].isin(hw)]
+        ts = device["ts_ns"].to_numpy()
+        ttype = device["task_type"].astype("string")
+        out_kernels = pd.DataFrame({
+            "step": np.nan,
+            "name": device["name"].to_numpy(),
+            "core": ttype.to_numpy(),
+            "stream": device["tid"].to_numpy(),
+            "start_us": rel(ts, origin),
+            "dur_us": device["dur_us"].to_numpy(),
+        })
+        out_kernels["category"] = category(
+            out_kernels["core"].astype("string"),
+            pd.Series(pd.NA, index=out_kernels.index, dtype="string"),
+            out_kernels["name"].astype("string")).to_numpy()
     overlap_pid = [p for p, n in trace.processes.items() if n == "Overlap Analysis"]
-    steps = pd.DataFrame()
-    if overlap_pid:
+    out_steps = pd.DataFrame()
+    if overlap_pid and steps:
         ov = x[x["pid"].isin(overlap_pid)]
-        steps = _overlap_steps(ov, spans)
-    return {"ops": _ops(trace, spans, origin, x), "kernels": kernels, "steps": steps,
+        out_steps = _overlap_steps(ov, spans)
+    return {"ops": _ops(trace, spans, origin, x), "kernels": out_kernels, "steps": out_steps,
             "step_spans": spans}
 
 

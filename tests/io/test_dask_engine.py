@@ -45,6 +45,7 @@ def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(d))
     monkeypatch.delenv("PERFKIT_CACHE", raising=False)
     monkeypatch.delenv("PERFKIT_ENGINE", raising=False)
+    monkeypatch.setenv("PERFKIT_DASK_PANDAS_MB", "0")  # small test jobs: lazy tables
     return d
 
 
@@ -317,3 +318,22 @@ def test_ranks_with_different_extra_columns_concatenate_like_pandas(tmp_path):
     eager = Cluster(profiles, ProfileMeta(source_format="x", origin_ns=10_000))
     assert "only_here" not in lazy.kernels.columns  # empty ranks add no columns
     pd.testing.assert_frame_equal(by_rank(lazy.kernels.compute()), by_rank(eager.kernels))
+
+
+def test_a_small_job_is_analysed_in_pandas(client, cache_dir, monkeypatch):
+    """Under the size limit the ranks are still parsed on Dask, the tables held in pandas."""
+    monkeypatch.setenv("PERFKIT_DASK_PANDAS_MB", "32")
+    small = detect.load(SIM16, engine="dask", client=client, progress=False)
+    eager = detect.load(SIM16, engine="local", cache=False, progress=False)
+    assert isinstance(small, dask_engine.DaskCluster) and not small.lazy
+    assert any("analysed in pandas" in n for n in small.meta.notes)
+    for name in ("kernels", "steps", "comm_ops", "memory"):
+        got = getattr(small, name)
+        assert isinstance(got, pd.DataFrame)
+        pd.testing.assert_frame_equal(got, getattr(eager, name))
+    # the job is far below the limit: its entries are a few MB
+    total = sum(f.stat().st_size for p in small.parts for f in Path(p.entry).glob("*.parquet"))
+    assert 0 < total < dask_engine.pandas_below_bytes() == 32 << 20
+    # 0 turns the limit off: lazy tables again
+    monkeypatch.setenv("PERFKIT_DASK_PANDAS_MB", "0")
+    assert detect.load(SIM16, engine="dask", client=client, progress=False).lazy

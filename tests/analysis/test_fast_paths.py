@@ -1,0 +1,179 @@
+"""The analyses' fast paths give the results of their straightforward versions.
+
+The advisor shares intermediate tables between its rules (:func:`shared_results`); the
+operator analyses price each distinct call once, look tokens and classes up per distinct
+label and compare lanes by code. Each is checked here against the plain computation it
+replaces, written out in this file, on bundled samples.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit.analysis import _util
+from perfkit.analysis import compare as cmp
+from perfkit.analysis import efficiency as eff
+from perfkit.analysis import operators as ops
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = {
+    "ascend": ROOT / "data" / "ascend-real-pt-level1",
+    "ascend-old": ROOT / "tests" / "data" / "ascend_pt_gpt3_old",
+    "kineto": ROOT / "tests" / "data" / "kineto_hta",
+    "simulated": ROOT / "data" / "simulated" / "slow-rank",
+}
+
+
+@pytest.fixture(scope="module")
+def profiles() -> dict[str, Any]:
+    return {name: pk.load(p, cache=False, progress=False) for name, p in SAMPLES.items()}
+
+
+def _findings(found: list[Any]) -> list[tuple[Any, ...]]:
+    return [(f.rule, f.severity, f.title, f.evidence, f.recommendation, f.score,
+             f.ms_per_step, f.details) for f in found]
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_advice_with_shared_tables_equals_advice_without(profiles: Any, name: str,
+                                                         monkeypatch: Any) -> None:
+    prof = profiles[name]
+    shared = pk.advise(prof)
+    monkeypatch.setattr(_util, "_SHARED", _NoMemo())
+    plain = pk.advise(prof)
+    assert _findings(shared) == _findings(plain)
+    assert shared and not [f for f in shared if f.title.startswith("Rule ")]
+
+
+class _NoMemo:
+    """A stand-in for the memo's context variable: nothing is ever shared."""
+
+    def get(self) -> None:
+        return None
+
+    def set(self, value: Any) -> object:
+        return object()
+
+    def reset(self, token: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_prices_by_code_equal_the_merge(profiles: Any, name: str, monkeypatch: Any) -> None:
+    prof = profiles[name]
+    fast = eff.operator_costs(prof)
+    monkeypatch.setattr(eff, "_price_by_code", lambda *a, **k: None)
+    monkeypatch.setattr(eff, "_per_label", lambda labels, f: labels.map(f))
+    merged = eff.operator_costs(prof)
+    pd.testing.assert_frame_equal(fast, merged, check_exact=True)
+    assert dict(fast.attrs) == dict(merged.attrs)
+    if name != "simulated":
+        assert fast["kind"].notna().any()
+
+
+def _tokens_reference(kernels: pd.DataFrame) -> pd.Series:
+    """Token of every row, each row's label matched against TOKENS in turn."""
+    out = []
+    for typ, name in zip(kernels["type"] if "type" in kernels else [None] * len(kernels),
+                         kernels["name"], strict=True):
+        typ = None if pd.isna(typ) else str(typ)
+        generic = typ is None or typ.lower() in ("kernel", "gpu_memcpy", "gpu_memset", "")
+        label = ("" if pd.isna(name) else str(name)) if generic else typ
+        out.append(next((t for t, rx in ops._TOKEN_RE if rx.search(label)), "."))
+    return pd.Series(out, index=kernels.index)
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_tokens_and_classes_equal_row_by_row(profiles: Any, name: str) -> None:
+    k = profiles[name].kernels
+    got = ops.kernel_tokens(k)
+    assert got.tolist() == _tokens_reference(k).tolist()
+    assert (got != ".").any()
+    # classes: the per-distinct lookup equals classifying every row
+    types = k["type"] if "type" in k.columns else None
+    cls = cmp.kernel_class(k["name"], types, k.get("category"))
+    names = k["name"].astype("string").fillna("")
+    tt = types.astype("string").fillna("") if types is not None else \
+        pd.Series("", index=k.index, dtype="string")
+    ref = cmp._class_of_pairs(names.reset_index(drop=True), tt.reset_index(drop=True))
+    ref = pd.Series(ref.to_numpy(), index=k.index).where(
+        ~k["category"].eq("communication").fillna(False), "communication").astype(str)
+    assert cls.tolist() == ref.tolist()
+
+
+@pytest.mark.parametrize("name", ["ascend", "simulated"])
+def test_chain_names_equal_the_joined_labels(profiles: Any, name: str) -> None:
+    prof = profiles[name]
+    chains = eff.elementwise_chains(prof)
+    assert len(chains)
+    rows = eff._ordered(prof, ("kind", "dur_us", "bytes", "label"))
+    mem = rows["kind"].eq("elementwise").fillna(False).to_numpy(bool)
+    lane = (rows["rank"].astype("string").fillna("") + "/" + rows["_lane"]).tolist()
+    runs, cur = [], []
+    for i, m in enumerate(mem):
+        if m and cur and lane[i] == lane[cur[-1]] and mem[cur[-1]]:
+            cur.append(i)
+        else:
+            if len(cur) >= 3:
+                runs.append(cur)
+            cur = [i] if m else []
+    if len(cur) >= 3:
+        runs.append(cur)
+    labels = rows["label"].astype(str).tolist()
+    assert chains["names"].tolist() == [" > ".join(labels[i] for i in r) for r in runs]
+
+
+def test_value_changes_equal_text_comparison() -> None:
+    rank = pd.Series([0, 0, 1, 1, pd.NA, pd.NA, 1], dtype="Int64")
+    lane = pd.Series(["7", "7", "7", "8", "8", None, None], dtype="string")
+    text = (rank.astype("string").fillna("") + "/" + lane.fillna("")).tolist()
+    want = [a != b for a, b in zip(text[1:], text[:-1], strict=True)]
+    assert _util.value_changes(rank, lane).tolist() == want
+
+
+def test_pmu_bound_labels_equal_the_rule() -> None:
+    rng = np.random.default_rng(0)
+    n = 200
+    k = pd.DataFrame({c: rng.choice([np.nan, 0.0, 0.1, 0.5, 0.9], n)
+                      for c in ("aic_mac_ratio", "aiv_vec_ratio", "aic_mte2_ratio",
+                                "aiv_mte3_ratio")})
+    got = ops._bound_frame(k)
+    comp = k[["aic_mac_ratio", "aiv_vec_ratio"]].max(axis=1)
+    mem = k[["aic_mte2_ratio", "aiv_mte3_ratio"]].max(axis=1)
+    want = pd.Series(np.where((comp < 0.2) & (mem < 0.2), "latency",
+                              np.where(mem > comp, "memory", "compute")), dtype="string")
+    want = want.where(comp.notna() & mem.notna() & ((comp > 0) | (mem > 0)))
+    pd.testing.assert_series_equal(got, want)
+    assert set(got.dropna()) == {"latency", "memory", "compute"}
+
+
+def test_shared_results_are_computed_once_per_block() -> None:
+    calls: list[int] = []
+    frame = pd.DataFrame({"a": [1]})
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert _util.shared("x", (frame,), (), compute) == 1  # outside a block: every time
+    assert _util.shared("x", (frame,), (), compute) == 2
+    with _util.shared_results():
+        assert _util.shared("x", (frame,), (1,), compute) == 3
+        assert _util.shared("x", (frame,), (1,), compute) == 3
+        assert _util.shared("x", (frame.copy(),), (1,), compute) == 4  # another frame
+        assert _util.shared("x", (frame,), (2,), compute) == 5         # other parameters
+    with _util.shared_results():
+        assert _util.shared("x", (frame,), (1,), compute) == 6        # a new block
+
+
+def test_no_pattern_token_is_longer_than_one_character() -> None:
+    """The pattern search's one-character-per-row text relies on it (else it falls back)."""
+    assert all(len(t) == 1 for t, _ in ops.TOKENS)
+    assert all(isinstance(rx, re.Pattern) for _, rx in ops._TOKEN_RE)
