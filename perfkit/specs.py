@@ -491,13 +491,10 @@ class ModelSpec:
         gpt2_like = model_type in ("gpt2", "gpt_bigcode")
         hidden = pick("hidden_size", "n_embd", "d_model", required=True)
         experts = pick("num_local_experts", "num_experts", "n_routed_experts", default=1)
-        if seq_length is None:
+        context_as_seq = seq_length is None
+        if context_as_seq:
             seq_length = pick("max_position_embeddings", "n_positions", "seq_length", "n_ctx",
                               required=True)
-            warnings.warn(PerfkitWarning(
-                f"{source}: no seq_length given, so the model's maximum context "
-                f"({seq_length} tokens, from the config) is used as the training sequence "
-                "length; pass seq_length=<what the job trains with>"), stacklevel=3)
         kwargs: dict[str, Any] = {
             "num_layers": pick("num_hidden_layers", "n_layer", "num_layers", required=True),
             "hidden_size": hidden,
@@ -526,9 +523,15 @@ class ModelSpec:
             kwargs.update(norm="rmsnorm", position_embedding="rope",
                           bias="qkv" if model_type.startswith("qwen2") else "none")
         try:
-            return cls(**kwargs)
+            spec = cls(**kwargs)
         except InvalidArgumentError as exc:
             raise ConfigFileError(source, f"inconsistent model shape: {exc}") from exc
+        if context_as_seq:  # only for a config that loads: a refused one says why instead
+            warnings.warn(PerfkitWarning(
+                f"{source}: no seq_length given, so the model's maximum context "
+                f"({seq_length} tokens, from the config) is used as the training sequence "
+                "length; pass seq_length=<what the job trains with>"), stacklevel=3)
+        return spec
 
     @classmethod
     @boundary(ConfigFileError, path_arg="path", what="a MindFormers YAML")

@@ -155,4 +155,4 @@ def conform(frame: pd.DataFrame | None, table: str, rank: int | None = None) -> 
             if col.dtype == object:
                 col = col.astype(_S)
             out[name] = col
-    return pd.DataFrame(out, index=index)
+    return pd.DataFrame(out, index=index, copy=False)  # columns as built, not copied into blocks

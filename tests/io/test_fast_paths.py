@@ -272,3 +272,28 @@ def test_worker_handoff_gives_the_parsed_tables(name: str) -> None:
         for table in TABLE_NAMES:
             pd.testing.assert_frame_equal(getattr(b, table), getattr(a, table),
                                           check_exact=True)
+
+
+
+@pytest.mark.parametrize("damage", ["late_float", "quoted_newlines"])
+def test_csv_read_with_fast_settings_keeps_every_row_exact(tmp_path, damage):
+    # the CSV read tries pyarrow's fast settings (1 MB blocks typed from the first one,
+    # no quoted-newline mode) before the careful ones: a float after 200,000 integer rows,
+    # or newlines inside quoted fields across the whole file (some at block edges), must
+    # still come back row for row, whichever of the two reads it took
+    from perfkit.io._common import read_csv
+
+    rows = [(f"MatMul_{i % 7}", float(i),
+             f"{i % 5},\n{i % 3}" if damage == "quoted_newlines" and i % 97 == 0
+             else f"{i % 5},{i % 3}") for i in range(200_000)]
+    if damage == "late_float":
+        rows.append(("Add", 2.5, "1,1"))
+    lines = ["Name,Task ID,Input Shapes"] + [
+        f'{a},{b:g},"{c}"' if b != int(b) else f'{a},{int(b)},"{c}"' for a, b, c in rows]
+    path = tmp_path / "kernel_details.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert path.stat().st_size > 4 << 20  # several of pyarrow's blocks
+    table = read_csv(path, "a test CSV", text_cols=("Input Shapes",))
+    assert table.num_rows == len(rows)
+    assert [float(v) for v in table.column("Task ID").to_pylist()] == [b for _, b, _ in rows]
+    assert table.column("Input Shapes").to_pylist() == [c for _, _, c in rows]

@@ -186,7 +186,7 @@ def test_boolean_text_in_configs(tmp_path, text, tied):
           "n_positions": 128, "tie_word_embeddings": json.loads(text)}
     f = tmp_path / "config.json"
     f.write_text(json.dumps(hf))
-    assert pk.ModelSpec.from_hf_config(f).tied_embeddings is tied
+    assert pk.ModelSpec.from_hf_config(f, seq_length=128).tied_embeddings is tied
     doc = {"model": {"model_config": {"num_layers": 2, "hidden_size": 64, "num_heads": 4,
                                       "seq_length": 128, "vocab_size": 100,
                                       "tie_word_embeddings": json.loads(text)}}}
