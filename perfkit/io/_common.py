@@ -328,8 +328,7 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
 
     convert = pacsv.ConvertOptions(column_types=types, null_values=NULLS,
                                    strings_can_be_null=True, quoted_strings_can_be_null=True)
-    # 16 MB blocks: column types are inferred from the first block, so a column empty
-    # in its first rows is typed from more of them
+    # for the careful read: 16 MB blocks, so column types are inferred from more rows
     read_options = pacsv.ReadOptions(block_size=1 << 24)
     try:
         # first the fast path, 2x quicker on a 1 M-row kernel_details.csv: pyarrow's 1 MB
