@@ -181,7 +181,8 @@ def check_browser(url: str) -> None:
 
         page.route("**/*", offline)
         page.goto(url, timeout=120_000)
-        page.wait_for_selector(".pk-dashboard .widget-html svg", timeout=120_000)
+        # the overview's first chart drawn by Vega in the page (JupyterChart, no CDN)
+        page.wait_for_selector(".pk-dashboard .pk-chart svg.marks", timeout=120_000)
         text = page.inner_text("body")
         browser.close()
     if external:
