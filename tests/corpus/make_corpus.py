@@ -1329,38 +1329,21 @@ def reference_inputs(root: Path) -> dict[str, Path]:
     d = root / "ref-L1"
     shutil.copytree(L1, d, ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
     refs["L1"] = d
-    f = root / "ref-KH" / "rank0.json"
-    f.parent.mkdir(parents=True)
-    f.write_bytes(gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
-    refs["KH"] = f
-    f = root / "ref-KL" / "rank0.json"
-    f.parent.mkdir(parents=True)
-    f.write_bytes(gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes()))
-    refs["KL"] = f
-    f = root / "ref-TV" / "trace_view.json"
-    f.parent.mkdir(parents=True)
-    shutil.copy(TV, f)
-    refs["TV"] = f
-    f = root / "ref-IR" / "graph.ir"
-    f.parent.mkdir(parents=True)
-    shutil.copy(BUNDLED_IR / "silu_mul.ir", f)
-    refs["IR"] = f
-    f = root / "ref-TRAIN" / "train.log"
-    f.parent.mkdir(parents=True)
-    shutil.copy(LOGS / "mf_new_trainer_pp.log", f)
-    refs["TRAIN"] = f
-    f = root / "ref-MEM" / "mem.log"
-    f.parent.mkdir(parents=True)
-    shutil.copy(LOGS / "memory_ranks.log", f)
-    refs["MEM"] = f
-    f = root / "ref-YAML" / "run.yaml"
-    f.parent.mkdir(parents=True)
-    shutil.copy(CFG / "llama2_13b_full.yaml", f)
-    refs["YAML"] = f
-    f = root / "ref-HF" / "config.json"
-    f.parent.mkdir(parents=True)
-    f.write_text(json.dumps(_HF))
-    refs["HF"] = f
+    contents = {
+        "KH": ("rank0.json", lambda: gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes())),
+        "KL": ("rank0.json", lambda: gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes())),
+        "TV": ("trace_view.json", TV.read_bytes),
+        "IR": ("graph.ir", (BUNDLED_IR / "silu_mul.ir").read_bytes),
+        "TRAIN": ("train.log", (LOGS / "mf_new_trainer_pp.log").read_bytes),
+        "MEM": ("mem.log", (LOGS / "memory_ranks.log").read_bytes),
+        "YAML": ("run.yaml", (CFG / "llama2_13b_full.yaml").read_bytes),
+        "HF": ("config.json", lambda: json.dumps(_HF).encode()),
+    }
+    for key, (name, data) in contents.items():
+        f = root / f"ref-{key}" / name
+        f.parent.mkdir(parents=True)
+        f.write_bytes(data())
+        refs[key] = f
     return refs
 
 
