@@ -45,7 +45,7 @@ from .analysis import communication as _comm
 from .analysis import efficiency as _eff
 from .analysis import memory as _memory
 from .analysis import operators as _ops
-from .analysis._frames import collect
+from .analysis._frames import collect, is_lazy_frame
 from .analysis._util import has_values, shared_results, table
 from .analysis.steps import measured_step_s, step_breakdown
 
@@ -979,8 +979,13 @@ def _rule_ai_cpu(ctx: _Context) -> list[Finding]:
 
 def _deterministic_tasks(k: Any) -> Any:
     """Mask of the tasks with "deterministic" in their name."""
-    return k["name"].astype("string").str.contains(r"(?i)determin", regex=True) \
-        .fillna(False).astype(bool)
+    names = k["name"].astype("string")
+    if is_lazy_frame(names):
+        return names.str.contains(r"(?i)determin", regex=True).fillna(False).astype(bool)
+    # matched once per distinct name, spread back by code
+    codes, uniq = pd.factorize(names, use_na_sentinel=False)
+    hit = pd.Series(uniq, dtype="string").str.contains(r"(?i)determin", regex=True)
+    return pd.Series(hit.fillna(False).to_numpy(bool)[codes], index=names.index)
 
 
 def _rule_deterministic(ctx: _Context) -> list[Finding]:

@@ -65,13 +65,16 @@ def collect(frame: Any, columns: Sequence[str] | None = None,
     DataFrame
         With a fresh 0..n-1 index (partitions of a lazy frame each start at 0).
     """
+    if not is_lazy_frame(frame):  # the mask on the full frame, the rows of the columns kept
+        mask = where(frame) if where is not None else None
+        if columns is not None:
+            frame = frame[[c for c in columns if c in frame.columns]]
+        return frame if mask is None else frame[mask]
     if where is not None:
         frame = frame[where(frame)]
     if columns is not None:
         frame = frame[[c for c in columns if c in frame.columns]]
-    if is_lazy_frame(frame):
-        return frame.compute().reset_index(drop=True)
-    return frame
+    return frame.compute().reset_index(drop=True)
 
 
 def aggregate(frame: Any, by: Sequence[str], spec: Mapping[str, Sequence[str]],

@@ -21,7 +21,16 @@ import pandas as pd
 
 from ..calc.pipeline import bubble_fraction
 from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
-from ._util import add_note, empty_frame, has_values, interval_union, robust_z, table
+from ._util import (
+    add_note,
+    empty_frame,
+    group_changes,
+    group_codes,
+    has_values,
+    interval_union,
+    robust_z,
+    table,
+)
 from .steps import step_breakdown
 
 __all__ = ["slow_ranks", "stage_balance", "stage_of_ranks", "data_loading", "host_bound",
@@ -313,20 +322,29 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     k = k[["rank", "step", "start_us", "dur_us"]].dropna(subset=["start_us", "dur_us"])
     k = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
     keys = ["rank", "step"]
-    seg = interval_union(k, keys)
-    nxt = seg.groupby(keys, dropna=False)["start_us"].shift(-1)
-    seg["gap_us"] = nxt - seg["end_us"]
+    seg = interval_union(k, keys)  # sorted by (rank, step, start)
+    last_of_group = np.r_[group_changes(*(seg[c] for c in keys)), True]
+    nxt = np.r_[seg["start_us"].to_numpy()[1:], np.nan]
+    seg["gap_us"] = np.where(last_of_group, np.nan, nxt) - seg["end_us"].to_numpy()
     gaps = seg.dropna(subset=["gap_us"])
     gaps = gaps.assign(_short=gaps["gap_us"].where(gaps["gap_us"] < long_gap_us, 0.0),
                        _long=gaps["gap_us"].where(gaps["gap_us"] >= long_gap_us, 0.0))
-    gg = gaps.groupby(keys, dropna=False).agg(gaps=("gap_us", "size"),
-                                              launch_gap_us=("_short", "sum"),
-                                              long_gap_us=("_long", "sum"),
-                                              median_gap_us=("gap_us", "median"))
-    kg = k.groupby(keys, dropna=False).agg(kernels=("dur_us", "size"),
-                                           first=("start_us", "min"), last=("end_us", "max"),
-                                           median_kernel_us=("dur_us", "median"))
-    busy = seg.groupby(keys, dropna=False)["length_us"].sum().rename("busy_us")
+    # groups as integer codes: one factorisation per table instead of one per aggregate
+    code, index = group_codes(k, keys)
+    kg = k.groupby(code).agg(kernels=("dur_us", "size"), first=("start_us", "min"),
+                             last=("end_us", "max"), median_kernel_us=("dur_us", "median")
+                             ).set_axis(index)
+    seg_code, seg_index = group_codes(seg, keys)
+    busy = seg.groupby(seg_code)["length_us"].sum().set_axis(seg_index).rename("busy_us")
+    if gaps.empty:
+        gg = pd.DataFrame(columns=["gaps", "launch_gap_us", "long_gap_us", "median_gap_us"],
+                          index=seg_index[:0], dtype="float64")
+    else:
+        gap_code, gap_index = group_codes(gaps, keys)
+        gg = gaps.groupby(gap_code).agg(gaps=("gap_us", "size"),
+                                        launch_gap_us=("_short", "sum"),
+                                        long_gap_us=("_long", "sum"),
+                                        median_gap_us=("gap_us", "median")).set_axis(gap_index)
     out = kg.join(busy).join(gg)
     out["span_us"] = out["last"] - out["first"]
     out["idle_us"] = out["span_us"] - out["busy_us"]

@@ -64,14 +64,17 @@ TOTALS_COLUMNS = ("count", "us")
 
 
 def _classify(label: pd.Series) -> pd.Series:
-    uniq = pd.Series(label.unique())
-    cls = pd.Series("other", index=uniq.index, dtype=object)
-    done = pd.Series(False, index=uniq.index)
-    for c, rx in _CLASS_RES:
-        hit = uniq.str.contains(rx, regex=True).fillna(False).astype(bool) & ~done
-        cls[hit] = c
-        done |= hit
-    return label.map(dict(zip(uniq, cls, strict=True))).astype(object)
+    """Class of each label: the first of :data:`KERNEL_CLASSES` whose regex matches.
+
+    The labels are few (one per distinct name and type), so each is matched in Python.
+    """
+    def one(text: Any) -> str:
+        if not isinstance(text, str):
+            return "other"
+        return next((c for c, rx in _CLASS_RES if rx.search(text)), "other")
+
+    classes = {u: one(u) for u in label.unique()}
+    return pd.Series([classes[v] for v in label], index=label.index, dtype=object)
 
 
 def _class_of_pairs(names: pd.Series, types: pd.Series) -> pd.Series:
@@ -117,11 +120,15 @@ def kernel_class(names: pd.Series, types: pd.Series | None = None,
     n_u = pd.Series(n_uniq, dtype="string").take(first // max(len(t_uniq), 1))
     t_u = pd.Series(t_uniq, dtype="string").take(first % max(len(t_uniq), 1))
     cls = _class_of_pairs(n_u.reset_index(drop=True), t_u.reset_index(drop=True))
-    out = pd.Series(cls.to_numpy()[codes], index=names.index, dtype=object)
+    # one label per class, spread by integer code (no Python object per task)
+    labels, of_pair = np.unique(np.array([*cls.tolist(), "communication"], dtype=str),
+                                return_inverse=True)
+    row = of_pair[:-1][codes]
     if categories is not None:
-        out = out.where(~categories.eq("communication").fillna(False).to_numpy(bool),
-                        "communication")
-    return out.astype(str)
+        comm = categories.eq("communication").fillna(False).to_numpy(bool)
+        row = np.where(comm, of_pair[-1], row)
+    text = pd.Series(labels, dtype=object).astype(str)
+    return pd.Series(text.array.take(row), index=names.index)
 
 
 def _keyed(k: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFrame:

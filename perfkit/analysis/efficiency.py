@@ -56,6 +56,7 @@ from ._util import (
     n_step_pairs,
     shared,
     table,
+    take_rows,
     tasks_in_scope,
     value_changes,
 )
@@ -635,7 +636,9 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
         if span >= 2.0**62:
             return None
         code = code * np.int64(max(len(uniq), 1)) + part
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    inverse, _ = pd.factorize(code)  # distinct calls numbered in order of first appearance
+    # so a call's first row is where its number exceeds every number before it
+    first = np.flatnonzero(inverse > np.maximum.accumulate(np.r_[-1, inverse[:-1]]))
     distinct = text[keys].iloc[first]
     priced = [_price(d._asdict(), causal, backward_factor)
               for d in distinct.itertuples(index=False)]
@@ -878,7 +881,7 @@ def _ordered(profile: Any, columns: Sequence[str]) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
     cols = list(dict.fromkeys(["rank", "_lane", *[c for c in columns if c in rows.columns]]))
-    return rows[cols].take(order).reset_index(drop=True)
+    return take_rows(rows[cols], order).reset_index(drop=True)
 
 
 def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
@@ -945,13 +948,29 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     text = pd.Series(uniq, dtype="string").astype(str).tolist()
     bounds = np.searchsorted(r["_run"].to_numpy(), np.r_[out.index.to_numpy(),
                                                         out.index.to_numpy() + 1])
-    lo, hi = bounds[:len(out)].tolist(), bounds[len(out):].tolist()
-    code_list = codes.tolist()
-    out["names"] = [" > ".join([text[c] for c in code_list[a:b]])
-                    for a, b in zip(lo, hi, strict=True)]
+    out["names"] = _joined_runs(codes, text, bounds[:len(out)], bounds[len(out):])
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return out.reset_index(drop=True)[list(cols)].astype(cols)
+
+
+def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndarray
+                 ) -> np.ndarray:
+    """``" > ".join(text[c] for c in codes[a:b])`` for each run ``[a, b)`` of ``lo``/``hi``.
+
+    Runs repeat (every layer runs the same chain), so each distinct sequence of codes is
+    joined once: runs of one length are stacked and deduplicated as rows.
+    """
+    out = np.empty(len(lo), dtype=object)
+    lengths = hi - lo
+    for length in np.unique(lengths):
+        sel = np.flatnonzero(lengths == length)
+        seqs = codes[lo[sel][:, None] + np.arange(length)]
+        uniq, inverse = np.unique(seqs, axis=0, return_inverse=True)
+        joined = np.array([" > ".join([text[c] for c in row]) for row in uniq.tolist()],
+                          dtype=object)
+        out[sel] = joined[inverse.ravel()]
+    return out
 
 
 def attention_chains(profile: Any, hardware: Hardware | None = None,

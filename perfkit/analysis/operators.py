@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError
 from ._frames import (
     aggregate,
     any_values,
+    compute_all,
     is_lazy,
     per_rank,
     transform,
@@ -36,10 +37,12 @@ from ._frames import (
 from ._util import (
     add_note,
     empty_frame,
+    group_codes,
     has_values,
     n_step_pairs,
     shared,
     table,
+    take_rows,
     tasks_in_scope,
     value_changes,
 )
@@ -136,7 +139,7 @@ def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     pos = shared("stream_order", (k,), (), order)
     if "stream" not in k.columns:
         k = k.assign(stream=pd.NA)
-    return k[[c for c in columns if c in k.columns]].take(pos).reset_index(drop=True)
+    return take_rows(k[[c for c in columns if c in k.columns]], pos).reset_index(drop=True)
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:
@@ -396,6 +399,9 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     kernels = table(profile, "kernels")
     if not any_values(kernels, "core"):
         return empty_frame(TOP_COLUMNS, "no accelerator core recorded (not an Ascend profile)")
+    (ai_cpu,) = compute_all(kernels["core"].eq("AI_CPU").any())
+    if not ai_cpu:  # no AI CPU task anywhere: nothing to rank, the full table is not built
+        return empty_frame(TOP_COLUMNS, "no AI CPU operator in this profile")
     top = top_operators(profile, by="type", n=None)
     out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
     if out.empty:
@@ -433,27 +439,32 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
-    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us", "name"))
+    # which names are tiny does not depend on the order: counted before ordering the tasks
+    names = k.loc[(k["dur_us"] < threshold_us).to_numpy(bool), ["rank", "name"]] \
+        .groupby(["rank", "name"], dropna=False).size()
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
     tiny = k["dur_us"] < threshold_us
     same = (k["rank"].eq(k["rank"].shift()).fillna(False)
             & k["stream"].eq(k["stream"].shift()).fillna(False))
     # consecutive tiny tasks on one stream: run ids break on a non-tiny task or stream change
     brk = (~tiny) | (~same) | (~tiny.shift(fill_value=False))
-    run_id = brk.cumsum()
-    run_len = tiny.groupby(run_id).transform("sum").where(tiny, 0)
+    run_id = brk.cumsum().to_numpy()
+    tiny_np = tiny.to_numpy(bool)
+    run_len = np.bincount(run_id, weights=tiny_np).astype(np.int64)[run_id]
+    run_len = pd.Series(np.where(tiny_np, run_len, 0), index=k.index)
     prev_end = (k["start_us"] + k["dur_us"]).shift()
     gap = (k["start_us"] - prev_end).clip(lower=0)
     gap = gap.where(tiny & tiny.shift(fill_value=False) & same & (gap < max_gap_us), 0.0)
     k = k.assign(_tiny=tiny, _run=run_len, _gap=gap,
                  _tdur=k["dur_us"].where(tiny, 0.0))
-    g = k.groupby("rank", dropna=False)
-    out = g.agg(kernels=("dur_us", "size"), tiny_kernels=("_tiny", "sum"),
-                tiny_total_us=("_tdur", "sum"), total_us=("dur_us", "sum"),
-                longest_run=("_run", "max"), run_gap_us=("_gap", "sum"))
+    code, index = group_codes(k, ["rank"])
+    out = k.groupby(code).agg(kernels=("dur_us", "size"), tiny_kernels=("_tiny", "sum"),
+                              tiny_total_us=("_tdur", "sum"), total_us=("dur_us", "sum"),
+                              longest_run=("_run", "max"), run_gap_us=("_gap", "sum")
+                              ).set_axis(index)
     out["tiny_count_share"] = out["tiny_kernels"] / out["kernels"]
     out["tiny_time_share"] = out["tiny_total_us"] / out["total_us"].where(out["total_us"] > 0)
     out["storm"] = (out["tiny_count_share"] >= storm_share) | (out["longest_run"] >= min_run)
-    names = k[k["_tiny"]].groupby(["rank", "name"], dropna=False).size()
     # stable: equal counts keep name order, so a rank alone gives the same five names
     names = names.sort_values(ascending=False, kind="mergesort").groupby(
         level=0, dropna=False).head(5)
@@ -471,6 +482,17 @@ def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
     type ``kernel``). The regexes run once per distinct label, not per task, and the
     tokens are spread back by code.
     """
+    tokens, code, _, _ = _token_codes(kernels)
+    text = pd.Series(tokens, dtype=object).astype(str)
+    return pd.Series(text.array.take(code), index=kernels.index)
+
+
+def _token_codes(kernels: pd.DataFrame
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(token per label, label code per row, name code per row, distinct names).
+
+    The names (missing ones as ``""``) are coded once here for callers that also need them.
+    """
     typ = kernels["type"].astype("string") if "type" in kernels.columns else \
         pd.Series(pd.NA, index=kernels.index, dtype="string")
     name = kernels["name"].astype("string").fillna("")
@@ -485,8 +507,7 @@ def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
     labels = pd.Series(pd.concat([pd.Series(n_uniq, dtype="string"), t_uniq],
                                  ignore_index=True), dtype="string")
     code = np.where(generic, n_code, len(n_uniq) + np.maximum(t_code, 0))
-    tok = _tokens_of(labels)
-    return pd.Series(tok[code], index=kernels.index).astype(str)
+    return _tokens_of(labels), code, n_code, np.asarray(n_uniq, dtype=object)
 
 
 def _tokens_of(labels: pd.Series) -> np.ndarray:
@@ -552,12 +573,13 @@ def unfused_patterns(profile: Any, detail: bool = False,
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
     # the columns read below (the type and name give the tokens)
     k = _stream_order(k, ("rank", "stream", "start_us", "dur_us", "name", "type"))
-    tok = kernel_tokens(k).to_numpy()
+    tokens, code, name_code, name_uniq = _token_codes(k)
+    tokens = tokens.astype(str)
+    tok = tokens[code]
     # one separator between (rank, stream) blocks so that no match spans two streams
     new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
     # the token text, "|" before each block, and the row of each of its characters
-    tok = tok.astype(str)
-    if all(len(t) == 1 for t in np.unique(tok)):  # one character per row (TOKENS' letters)
+    if all(len(t) == 1 for t in tokens):  # one character per row (TOKENS' letters)
         chars = np.insert(tok.astype("U1"), np.flatnonzero(new_block), "|")
         row_of_char = np.repeat(np.arange(len(k)), 1 + new_block.astype(np.int64))
         text = "".join(chars.tolist())
@@ -568,8 +590,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
     dur = k["dur_us"].to_numpy(float)
     flash_ranks = set(k.loc[tok == "Z", "rank"].dropna().tolist())
     rows = []
-    name_code, name_uniq = pd.factorize(k["name"])
-    names = _Names(name_code, pd.Series(name_uniq, dtype="string").astype(str).to_numpy(object))
+    names = _Names(name_code, name_uniq.astype(str))
     rank_arr = k["rank"].to_numpy()
     stream_arr = k["stream"].to_numpy()
     for pname, (regex, fused, rule) in pats.items():

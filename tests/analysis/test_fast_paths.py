@@ -177,3 +177,115 @@ def test_no_pattern_token_is_longer_than_one_character() -> None:
     """The pattern search's one-character-per-row text relies on it (else it falls back)."""
     assert all(len(t) == 1 for t, _ in ops.TOKENS)
     assert all(isinstance(rx, re.Pattern) for _, rx in ops._TOKEN_RE)
+
+
+def _union_reference(frame: pd.DataFrame, keys: list[str]) -> list[tuple[Any, ...]]:
+    """Merged intervals per group, by walking each group's intervals in start order."""
+    out = []
+    f = frame.dropna(subset=["start_us", "end_us"])
+    groups = f.groupby(keys, dropna=False, sort=True) if keys else [((), f)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        cur: list[float] | None = None
+        for s, e in zip(g.sort_values("start_us", kind="mergesort")["start_us"],
+                        g.sort_values("start_us", kind="mergesort")["end_us"], strict=True):
+            if cur is not None and s <= cur[1]:
+                cur[1] = max(cur[1], e)
+                continue
+            if cur is not None:
+                out.append((*key, *cur))
+            cur = [s, e]
+        out.append((*key, *cur))
+    return [tuple(None if pd.isna(v) else v for v in row) for row in out]
+
+
+def test_interval_union_equals_a_walk_over_each_group() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n = int(rng.integers(1, 40))
+        f = pd.DataFrame({"rank": pd.array(rng.choice([0, 1, None], n), dtype="Int64"),
+                          "step": pd.array(rng.choice([1, 2, None], n), dtype="Int64"),
+                          "start_us": np.round(rng.uniform(0, 100, n))})
+        f["end_us"] = f["start_us"] + np.round(rng.uniform(0, 20, n))
+        f.loc[rng.random(n) < 0.1, "start_us"] = np.nan
+        if f["start_us"].isna().all():
+            continue
+        for keys in (["rank", "step"], ["rank"], []):
+            got = _util.interval_union(f, keys)
+            assert list(got.columns) == [*keys, "start_us", "end_us", "length_us"]
+            assert all(got[k].dtype == f[k].dtype for k in keys)
+            rows = [tuple(None if pd.isna(v) else v for v in r)
+                    for r in got[[*keys, "start_us", "end_us"]].itertuples(index=False)]
+            assert rows == _union_reference(f, keys)
+            assert np.allclose(got["length_us"], got["end_us"] - got["start_us"])
+
+
+def test_group_codes_give_the_groups_of_groupby() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n = int(rng.integers(1, 50))
+        f = pd.DataFrame({"rank": pd.array(rng.choice([0, 5, None], n), dtype="Int64"),
+                          "step": pd.array(rng.choice([1, 2, None], n), dtype="Int64"),
+                          "name": pd.array(rng.choice(["a", "b", None], n), dtype="string"),
+                          "x": rng.random(n)})
+        for keys in (["rank", "step"], ["rank"], ["name", "rank"]):
+            want = f.groupby(keys, dropna=False).agg(s=("x", "sum"), n=("x", "size"))
+            code, index = _util.group_codes(f, keys)
+            got = f.groupby(code).agg(s=("x", "sum"), n=("x", "size")).set_axis(index)
+            pd.testing.assert_frame_equal(got, want)
+    rank = pd.Series([2, 2, pd.NA, 3, 3, pd.NA], dtype="Int64")
+    assert _util.group_changes(rank).tolist() == [False, True, True, False, True]
+
+
+def test_take_rows_equals_pandas_indexing(profiles: Any) -> None:
+    rng = np.random.default_rng(5)
+    n = 40
+    f = pd.DataFrame({
+        "text": pd.array(rng.choice(["a", "bb", None], n), dtype="string"),
+        "str": pd.Series(rng.choice(["a", "bb"], n)).astype(str),
+        "int": pd.array(rng.choice([1, None], n), dtype="Int64"),
+        "float": rng.random(n), "obj": pd.Series(rng.choice(["x", None], n), dtype=object),
+        "cat": pd.Categorical(rng.choice(["u", "v"], n)), "flag": rng.random(n) > 0.5,
+        "when": pd.date_range("2026-01-01", periods=n)}, index=rng.integers(0, 9, n))
+    f.attrs["notes"] = ["kept"]
+    k = profiles["ascend"].kernels
+    for frame in (f, k):
+        m = len(frame)
+        for rows in (rng.random(m) > 0.5, np.zeros(m, bool), rng.permutation(m),
+                     np.array([1, 1, 0]), np.arange(0)):
+            want = frame[rows] if rows.dtype == bool else frame.take(rows)
+            got = _util.take_rows(frame, rows)
+            pd.testing.assert_frame_equal(got, want)
+            assert got.attrs == want.attrs
+
+
+def test_kernel_classes_equal_the_first_matching_regex() -> None:
+    labels = pd.Series(["matmulv2", "flash_fwd_kernel", "rmsnorm", "broadcast_to", "cast",
+                        "hcom_allreduce_", "", "softmaxv2", "fbgemm_thing", None] * 3,
+                       dtype="string")
+    want = pd.Series("other", index=labels.index, dtype=object)
+    done = pd.Series(False, index=labels.index)
+    for c, rx in cmp._CLASS_RES:  # the regexes in order, over every row
+        hit = labels.str.contains(rx, regex=True).fillna(False).astype(bool) & ~done
+        want[hit] = c
+        done |= hit
+    assert cmp._classify(labels).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("name", ["ascend", "kineto"])
+def test_tiny_kernel_runs_equal_a_walk_over_each_stream(profiles: Any, name: str) -> None:
+    k = profiles[name].kernels
+    k = k[k["dur_us"].notna() & k["category"].ne("communication").fillna(True)]
+    k = k.assign(stream=k["stream"] if "stream" in k.columns else pd.NA)
+    k = k.sort_values(["rank", "stream", "start_us"], kind="mergesort")
+    longest: dict[Any, int] = {}
+    run, prev = 0, None
+    for rank, stream, dur in zip(k["rank"], k["stream"], k["dur_us"], strict=True):
+        lane = (rank, None if pd.isna(stream) else stream)
+        run = run + 1 if dur < 10.0 and prev == lane and run > 0 else int(dur < 10.0)
+        prev = lane
+        longest[rank] = max(longest.get(rank, 0), run)
+    got = ops.tiny_kernels(profiles[name])
+    assert dict(zip(got["rank"], got["longest_run"], strict=True)) == longest
+    assert got["tiny_kernels"].tolist() == [
+        int((k.loc[k["rank"] == r, "dur_us"] < 10.0).sum()) for r in got["rank"]]
