@@ -233,14 +233,18 @@ def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, p
     keys = list(keys)
     code = np.zeros(len(frame), dtype=np.int64)
     levels = []
+    span = 1
     for k in keys:
-        part, uniq = pd.factorize(frame[k], sort=True, use_na_sentinel=True)
+        part, uniq = _sorted_codes(frame[k])
         size = len(uniq) + 1  # the last slot is the missing value
-        if size > 1 and len(levels) and (code.max(initial=0) + 1) * size >= 2**62:
+        span *= size
+        if span >= 2**62:
             raise OverflowError("too many key combinations to code")
         code = code * size + np.where(part < 0, size - 1, part)
         levels.append((uniq, size))
-    present = np.unique(code)
+    # the codes present, in order: counted when the code space is small, else sorted
+    present = np.flatnonzero(np.bincount(code, minlength=1)) if span <= 4 * len(code) + 1024 \
+        else np.unique(code)
     arrays, rest = [], present
     for uniq, size in reversed(levels):
         pos = rest % size
@@ -253,6 +257,24 @@ def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, p
     else:
         index = pd.MultiIndex.from_arrays(arrays, names=keys)
     return code, index
+
+
+def _sorted_codes(col: pd.Series) -> tuple[np.ndarray, Any]:
+    """``pd.factorize(col, sort=True)``; small integer ranges are coded by offset instead.
+
+    Rank and step numbers span a few values: ``value - min`` codes them without hashing
+    (values absent from the column keep their slot; :func:`group_codes` drops them).
+    """
+    if pd.api.types.is_integer_dtype(col.dtype) and len(col):
+        missing = col.isna().to_numpy(bool)
+        values = col.to_numpy(np.int64, na_value=0)
+        present = values[~missing]
+        if present.size and int(present.max()) - int(present.min()) < 4 * len(col) + 1024:
+            low = int(present.min())
+            part = np.where(missing, -1, values - low)
+            uniq = pd.array(np.arange(low, int(present.max()) + 1), dtype=col.dtype)
+            return part, uniq
+    return pd.factorize(col, sort=True, use_na_sentinel=True)
 
 
 def robust_z(values: pd.Series, groups: pd.Series | None = None) -> pd.DataFrame:
@@ -297,7 +319,10 @@ def n_step_pairs(kernels: Any) -> int:
         return max(1, len(distinct(kernels, cols)))
     if kernels.empty:
         return 1
-    return max(1, int(kernels[cols].drop_duplicates().shape[0]))
+    try:
+        return max(1, len(group_codes(kernels, cols)[1]))
+    except OverflowError:
+        return max(1, int(kernels[cols].drop_duplicates().shape[0]))
 
 
 def value_changes(*columns: pd.Series) -> np.ndarray:

@@ -576,7 +576,8 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     keys = ["label"] + [c for c in ("input_shapes", "input_dtypes", "output_shapes",
                                     "output_dtypes", "output_formats", "concrete_inputs")
                         if c in rows.columns]
-    fast = _price_by_code(rows, keys, cols, causal, backward_factor)
+    fast = _price_by_code(rows, keys, cols, causal, backward_factor,
+                          call_ids=columns is not None)
     if fast is not None:
         fast.attrs["source"] = source
         return fast
@@ -616,14 +617,15 @@ def _price(d: dict[str, Any], causal: bool, backward_factor: float) -> tuple[Any
 
 
 def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], causal: bool,
-                   backward_factor: float) -> pd.DataFrame | None:
+                   backward_factor: float, call_ids: bool = False) -> pd.DataFrame | None:
     """:func:`operator_costs`' table without a merge: each distinct call priced once.
 
     The key columns are coded (missing values form a key of their own, as in the merge),
     each distinct combination is priced once and the prices are spread back by code.
     Gives the rows in order with a fresh index and the key columns as text, as the
     left merge does. None when a combined code could overflow or a priced column
-    already exists (the caller then merges).
+    already exists (the caller then merges). ``call_ids`` adds ``_call``: the distinct
+    call of each row, numbered in order of first appearance.
     """
     if any(c in rows.columns for c in cols):
         return None
@@ -646,7 +648,8 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     out = text.reset_index(drop=True)
     take = inverse.ravel()
     # each price column is the small table's column taken by code (no Python object per row)
-    return out.assign(**{c: table_[c].array.take(take) for c in cols})
+    out = out.assign(**{c: table_[c].array.take(take) for c in cols})
+    return out.assign(_call=take) if call_ids else out
 
 
 def _per_label(labels: pd.Series, func: Any) -> pd.Series:
@@ -713,6 +716,23 @@ def _partial(profile: Any, by: str, causal: bool, backward_factor: float) -> pd.
         rows = rows.assign(input_dtypes=pd.NA)
     comp, mem = _pmu(rows)
     ok = comp.notna() & mem.notna()
+    if by == "type" and "_call" in rows.columns:
+        out = _partial_by_call(rows, comp, mem, ok)
+    else:
+        out = _partial_by_row(rows, key_col, comp, mem, ok)
+    out["steps"] = n_step_pairs(rows)
+    out["_unit"] = str(getattr(getattr(profile, "meta", None), "rank", None))
+    out["_source"] = rows.attrs.get("source", "")
+    return out
+
+
+_PARTIAL_SUMS = ("count", "total_us", "pmu_us", "pmu_c", "pmu_m")
+_PARTIAL_FIRSTS = ("flops", "bytes", "kind", "name", "dtype", "causal")
+
+
+def _partial_by_row(rows: pd.DataFrame, key_col: str, comp: pd.Series, mem: pd.Series,
+                    ok: pd.Series) -> pd.DataFrame:
+    """:func:`_partial`'s groups, every row grouped by its key, shapes and dtypes as text."""
     rows = rows.assign(
         _k=rows[key_col].astype("string").fillna(""),
         _s=rows["input_shapes"].astype("string").fillna(""),
@@ -725,12 +745,56 @@ def _partial(profile: Any, by: str, causal: bool, backward_factor: float) -> pd.
                 flops=("_fl", "first"), bytes=("_by", "first"), kind=("kind", "first"),
                 name=("name", "first"), dtype=("dtype", "first"), causal=("causal", "first"),
                 pmu_us=("_pt", "sum"), pmu_c=("_pc", "sum"), pmu_m=("_pm", "sum"))
-    out = out.reset_index().rename(columns={"_k": "key", "_s": "input_shapes",
-                                            "_d": "input_dtypes"})
-    out["steps"] = n_step_pairs(rows)
-    out["_unit"] = str(getattr(getattr(profile, "meta", None), "rank", None))
-    out["_source"] = rows.attrs.get("source", "")
-    return out
+    return out.reset_index().rename(columns={"_k": "key", "_s": "input_shapes",
+                                             "_d": "input_dtypes"})
+
+
+def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd.Series
+                     ) -> pd.DataFrame:
+    """:func:`_partial_by_row` by type, summed per distinct call first.
+
+    A group (label, shapes, dtypes) is a set of whole calls (``_call`` of the priced
+    rows), whose prices are constant: the rows are summed per call (integer codes), then
+    the few calls are grouped as the rows would be. The name is the group's first
+    non-missing one in row order, as ``first`` gives it.
+    """
+    call = rows["_call"].to_numpy(np.int64)
+    dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)
+    okv = ok.to_numpy(bool)
+    per = pd.DataFrame({"count": np.ones(len(call), dtype=np.int64), "total_us": dur,
+                        "pmu_us": np.where(okv, dur, 0.0),
+                        "pmu_c": np.where(okv, comp.to_numpy(np.float64) * dur, 0.0),
+                        "pmu_m": np.where(okv, mem.to_numpy(np.float64) * dur, 0.0)})
+    sums = per.groupby(call, sort=True).agg(
+        count=("count", "size"), total_us=("total_us", "sum"), pmu_us=("pmu_us", "sum"),
+        pmu_c=("pmu_c", "sum"), pmu_m=("pmu_m", "sum"))
+    # calls are numbered in order of first appearance: a call's first row is where its
+    # number exceeds every earlier one
+    first = np.flatnonzero(call > np.maximum.accumulate(np.r_[-1, call[:-1]]))
+    calls = take_rows(rows[["label", "input_shapes", "input_dtypes", "flops", "bytes",
+                            "kind", "dtype", "causal", "name"]], first).reset_index(drop=True)
+    calls.attrs = {}  # as a groupby's result: the rows' notes stay with the rows
+    named = np.flatnonzero(rows["name"].notna().to_numpy(bool))
+    name_at = np.full(len(first), len(call), dtype=np.int64)
+    np.minimum.at(name_at, call[named], named)
+    calls = calls.assign(
+        _k=calls["label"].astype("string").fillna(""),
+        _s=calls["input_shapes"].astype("string").fillna(""),
+        _d=calls["input_dtypes"].astype("string").fillna(""),
+        name=take_rows(rows[["name"]], np.minimum(name_at, len(call) - 1))["name"].array,
+        _named=name_at < len(call), **{c: sums[c].to_numpy() for c in _PARTIAL_SUMS})
+    calls["name"] = calls["name"].where(calls["_named"])
+    keys = ["_k", "_s", "_d"]
+    g = calls.groupby(keys, sort=False, dropna=False)
+    out = g.agg(**{c: (c, "sum") for c in _PARTIAL_SUMS},
+                **{c: (c, "first") for c in _PARTIAL_FIRSTS if c != "name"})
+    # the name: the group's call whose first named row comes first
+    by_name = calls.assign(_at=name_at).sort_values("_at", kind="mergesort")
+    out["name"] = by_name.groupby(keys, sort=False, dropna=False)["name"].first()
+    out = out[["count", "total_us", "flops", "bytes", "kind", "name", "dtype", "causal",
+               "pmu_us", "pmu_c", "pmu_m"]]
+    return out.reset_index().rename(columns={"_k": "key", "_s": "input_shapes",
+                                             "_d": "input_dtypes"})
 
 
 def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str = "type",
@@ -963,10 +1027,16 @@ def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndar
     """
     out = np.empty(len(lo), dtype=object)
     lengths = hi - lo
+    base = max(len(text), 1)
     for length in np.unique(lengths):
         sel = np.flatnonzero(lengths == length)
-        seqs = codes[lo[sel][:, None] + np.arange(length)]
-        uniq, inverse = np.unique(seqs, axis=0, return_inverse=True)
+        seqs = codes[lo[sel][:, None] + np.arange(length)].astype(np.int64)
+        if length * np.log2(base) < 62:  # each sequence as one integer (digits in base)
+            inverse, _ = pd.factorize(seqs @ base ** np.arange(length, dtype=np.int64))
+            first = np.flatnonzero(inverse > np.maximum.accumulate(np.r_[-1, inverse[:-1]]))
+            uniq = seqs[first]
+        else:
+            uniq, inverse = np.unique(seqs, axis=0, return_inverse=True)
         joined = np.array([" > ".join([text[c] for c in row]) for row in uniq.tolist()],
                           dtype=object)
         out[sel] = joined[inverse.ravel()]

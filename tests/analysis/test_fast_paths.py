@@ -289,3 +289,30 @@ def test_tiny_kernel_runs_equal_a_walk_over_each_stream(profiles: Any, name: str
     assert dict(zip(got["rank"], got["longest_run"], strict=True)) == longest
     assert got["tiny_kernels"].tolist() == [
         int((k.loc[k["rank"] == r, "dur_us"] < 10.0).sum()) for r in got["rank"]]
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_efficiency_groups_by_call_equal_the_groups_by_row(profiles: Any, name: str) -> None:
+    prof = profiles[name]
+    for p in (list(prof) if hasattr(prof, "ranks") else [prof]):
+        rows = eff._narrow_costs(p)
+        if rows.empty:
+            continue
+        assert "_call" in rows.columns
+        comp, mem = eff._pmu(rows)
+        ok = comp.notna() & mem.notna()
+        by_row = eff._partial_by_row(rows, "label", comp, mem, ok)
+        assert len(by_row)
+        pd.testing.assert_frame_equal(eff._partial_by_call(rows, comp, mem, ok), by_row,
+                                      check_exact=False, rtol=1e-12)
+
+
+def test_run_names_equal_the_joined_codes() -> None:
+    rng = np.random.default_rng(11)
+    for base in (3, 70_000):  # sequences coded as one integer, and too long for that
+        codes = rng.integers(0, base, 400)
+        text = [f"op{i}" for i in range(base)]
+        lo = np.sort(rng.choice(380, 50, replace=False))
+        hi = lo + rng.integers(2, 9, 50)
+        want = [" > ".join(text[c] for c in codes[a:b]) for a, b in zip(lo, hi, strict=True)]
+        assert eff._joined_runs(codes, text, lo, hi).tolist() == want
