@@ -20,7 +20,8 @@ from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
-           "value_changes", "group_changes", "group_codes", "tasks_in_scope", "take_rows"]
+           "value_changes", "group_changes", "group_codes", "tasks_in_scope", "take_rows",
+           "PMU_RATIOS"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -92,10 +93,16 @@ def take_rows(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
         else:
             columns[name] = arr.take(rows)
     index = frame.index[rows] if is_mask else frame.index.take(rows)
+    return _frame_of(columns, index, frame.columns, frame.attrs)
+
+
+def _frame_of(arrays: dict[Any, Any], index: pd.Index, columns: pd.Index,
+              attrs: dict[str, Any]) -> pd.DataFrame:
+    """A frame of ``arrays`` (dtypes kept, nothing copied) with ``columns`` and ``attrs``."""
     out = pd.DataFrame({name: pd.Series(values, index=index, dtype=values.dtype, copy=False)
-                        for name, values in columns.items()}, index=index, copy=False)
-    out.columns = frame.columns
-    out.attrs = copy.deepcopy(frame.attrs)
+                        for name, values in arrays.items()}, index=index, copy=False)
+    out.columns = columns
+    out.attrs = copy.deepcopy(attrs)
     return out
 
 
@@ -342,31 +349,36 @@ def value_changes(*columns: pd.Series) -> np.ndarray:
     return out
 
 
-#: Columns of the device tasks the operator analyses read (with the ``*_ratio`` PMU ones).
-_SCOPE_COLUMNS = frozenset({
-    "rank", "step", "name", "type", "op_name", "category", "core", "stream", "thread",
-    "start_us", "dur_us", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
-    "output_formats", "concrete_inputs"})
+#: The Ascend PMU pipe ratios the operator analyses read (compute and data-movement pipes).
+PMU_RATIOS = frozenset({"aic_mac_ratio", "aiv_vec_ratio", "aic_mte1_ratio", "aic_mte2_ratio",
+                        "aiv_mte2_ratio", "aiv_mte3_ratio"})
 
 
 def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
                    columns: Sequence[str] | frozenset[str]) -> pd.DataFrame:
     """Device tasks with a duration (and not communication, unless included).
 
-    Only ``columns`` (those present, in table order) and the ``*_ratio`` PMU columns are
-    returned. Within :func:`shared_results` the rows are taken out once, with every
-    column any operator analysis reads, and each caller picks its columns from them.
+    Only ``columns`` and the :data:`PMU_RATIOS` present are returned, in table order.
+    Within :func:`shared_results` the rows in scope are found once and each column is
+    taken out once, when a caller first asks for it.
     """
-    rows = shared("tasks_in_scope", (kernels,), (include_communication,),
-                  lambda: _in_scope(kernels, include_communication))
-    return rows[[c for c in rows.columns if c in columns or c.endswith("_ratio")]]
+    wanted = [c for c in kernels.columns if c in columns or c in PMU_RATIOS]
+    keep = shared("scope_rows", (kernels,), (include_communication,),
+                  lambda: _scope_rows(kernels, include_communication))
+    if keep is None:
+        return kernels[wanted]
+    index = shared("scope_index", (kernels,), (include_communication,),
+                   lambda: kernels.index[keep])
+    arrays = {c: shared("scope_column", (kernels,), (include_communication, c),
+                        lambda c=c: kernels[c].array[keep]) for c in wanted}
+    return _frame_of(arrays, index, kernels.columns[kernels.columns.isin(wanted)],
+                     kernels.attrs)
 
 
-def _in_scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
-    kernels = kernels[[c for c in kernels.columns
-                       if c in _SCOPE_COLUMNS or c.endswith("_ratio")]]
+def _scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray | None:
+    """Mask of the tasks in scope; None when every task is."""
     keep = kernels["dur_us"].notna().to_numpy(bool) if "dur_us" in kernels.columns else \
         np.ones(len(kernels), dtype=bool)
     if not include_communication and "category" in kernels.columns:
         keep = keep & kernels["category"].ne("communication").fillna(True).to_numpy(bool)
-    return kernels if keep.all() else take_rows(kernels, keep)
+    return None if keep.all() else keep

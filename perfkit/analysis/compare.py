@@ -24,7 +24,7 @@ from ._frames import aggregate, any_values, is_lazy, transform
 from ._util import empty_frame, has_values, n_step_pairs, table
 from .steps import step_breakdown
 
-__all__ = ["kernel_class", "compare_profiles", "compare_steps", "operator_totals",
+__all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "operator_totals",
            "compare_totals", "KERNEL_CLASSES", "COMPARE_COLUMNS", "TOTALS_COLUMNS"]
 
 #: (category, regex over "type name", lower-cased). The first match wins, so the specific
@@ -109,9 +109,21 @@ def kernel_class(names: pd.Series, types: pd.Series | None = None,
     Series of str
         The regexes of :data:`KERNEL_CLASSES` run once per distinct (name, type).
     """
-    names = names.astype("string").fillna("")
-    types = (types.astype("string").fillna("") if types is not None
-             else pd.Series("", index=names.index, dtype="string"))
+    labels, row = class_codes(names, types, categories)
+    text = pd.Series(labels, dtype=object).astype(str)
+    return pd.Series(text.array.take(row), index=names.index)
+
+
+def class_codes(names: pd.Series, types: pd.Series | None = None,
+                categories: pd.Series | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`kernel_class` as codes: (class labels, each task's position in them).
+
+    For callers that test one class (``labels[row] == "attention"``) without building a
+    text column of a million rows.
+    """
+    names = _text(names)
+    types = _text(types) if types is not None else \
+        pd.Series("", index=names.index, dtype="string")
     # distinct (name, type) pairs by code, in order of first appearance
     n_code, n_uniq = pd.factorize(names)
     t_code, t_uniq = pd.factorize(types)
@@ -127,8 +139,13 @@ def kernel_class(names: pd.Series, types: pd.Series | None = None,
     if categories is not None:
         comm = categories.eq("communication").fillna(False).to_numpy(bool)
         row = np.where(comm, of_pair[-1], row)
-    text = pd.Series(labels, dtype=object).astype(str)
-    return pd.Series(text.array.take(row), index=names.index)
+    return labels, row
+
+
+def _text(values: pd.Series) -> pd.Series:
+    """``values`` as text, missing values as ``""`` (copied only when some are missing)."""
+    text = values.astype("string")
+    return text.fillna("") if text.hasnans else text
 
 
 def _keyed(k: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFrame:

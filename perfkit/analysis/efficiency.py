@@ -50,6 +50,7 @@ from ..errors import InvalidArgumentError
 from ..specs import Hardware
 from ._frames import is_lazy, per_rank
 from ._util import (
+    PMU_RATIOS,
     add_note,
     empty_frame,
     has_values,
@@ -457,12 +458,12 @@ def _source(profile: Any, columns: Sequence[str] | None = None
             ) -> tuple[pd.DataFrame, str]:
     """Rows to price: device tasks with shapes, else host operators with shapes.
 
-    ``columns``: keep only these (and the ``*_ratio`` PMU columns); default all.
+    ``columns``: keep only these (and the :data:`PMU_RATIOS` columns); default all.
     """
     def narrow(frame: pd.DataFrame) -> pd.DataFrame:
         if columns is None:
             return frame
-        return frame[[c for c in frame.columns if c in columns or c.endswith("_ratio")]]
+        return frame[[c for c in frame.columns if c in columns or c in PMU_RATIOS]]
 
     k = table(profile, "kernels")
     if not k.empty and has_values(k, "input_shapes") and has_values(k, "dur_us"):
@@ -546,7 +547,7 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
 
 
 #: The columns of the priced rows that :func:`operator_efficiency` and the chain searches
-#: read (besides the ``*_ratio`` PMU columns); they price narrower rows than the full table.
+#: read (besides the PMU ratio columns); they price narrower rows than the full table.
 _NARROW = ("rank", "step", "name", "type", "op_name", "stream", "thread", "start_us", "dur_us",
            "category", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
            "output_formats", "concrete_inputs")

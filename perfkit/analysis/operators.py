@@ -46,7 +46,7 @@ from ._util import (
     tasks_in_scope,
     value_changes,
 )
-from .compare import kernel_class
+from .compare import class_codes, kernel_class
 
 __all__ = ["top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels",
            "unfused_patterns", "kernel_tokens", "recompute_evidence", "PATTERNS", "TOKENS",
@@ -440,7 +440,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
     # which names are tiny does not depend on the order: counted before ordering the tasks
-    names = k.loc[(k["dur_us"] < threshold_us).to_numpy(bool), ["rank", "name"]] \
+    names = take_rows(k[["rank", "name"]], (k["dur_us"] < threshold_us).to_numpy(bool)) \
         .groupby(["rank", "name"], dropna=False).size()
     k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
     tiny = k["dur_us"] < threshold_us
@@ -716,8 +716,8 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
     k = _scope(table(profile, "kernels"), include_communication=False)
     if k.empty:
         return empty_frame(cols, "the profile has no device tasks (kernels table)")
-    cls = kernel_class(k["name"], k.get("type"), k.get("category"))
-    att = k[(cls == "attention").to_numpy(bool)]
+    labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
+    att = take_rows(k, np.isin(cls, np.flatnonzero(labels == "attention")))
     if att.empty:
         return empty_frame(cols, "no attention task to count forward and backward passes")
     label = att["type"].astype("string").fillna("") + " " + att["name"].astype("string")

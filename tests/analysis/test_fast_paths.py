@@ -316,3 +316,21 @@ def test_run_names_equal_the_joined_codes() -> None:
         hi = lo + rng.integers(2, 9, 50)
         want = [" > ".join(text[c] for c in codes[a:b]) for a, b in zip(lo, hi, strict=True)]
         assert eff._joined_runs(codes, text, lo, hi).tolist() == want
+
+
+@pytest.mark.parametrize("name", ["ascend", "kineto"])
+def test_tasks_in_scope_equal_the_plain_filter(profiles: Any, name: str) -> None:
+    k = next(iter(profiles[name])).kernels if hasattr(profiles[name], "ranks") else \
+        profiles[name].kernels
+    columns = ("rank", "name", "dur_us", "input_shapes")
+    keep = k["dur_us"].notna() & k["category"].ne("communication").fillna(True)
+    wanted = [c for c in k.columns if c in columns or c in _util.PMU_RATIOS]
+    want = k.loc[keep.to_numpy(bool), wanted]
+    assert len(want) < len(k)  # the sample has tasks out of scope
+    pd.testing.assert_frame_equal(_util.tasks_in_scope(k, False, columns), want)
+    with _util.shared_results():  # columns taken once, then reused by the next caller
+        first = _util.tasks_in_scope(k, False, columns)
+        again = _util.tasks_in_scope(k, False, ("name", "step"))
+        pd.testing.assert_frame_equal(first, want)
+        assert again["name"].array is first["name"].array or \
+            again["name"].array.__arrow_array__() is first["name"].array.__arrow_array__()
