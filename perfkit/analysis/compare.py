@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
-from ._util import empty_frame, has_values, n_step_pairs, table
+from ._util import empty_frame, has_values, n_step_pairs, table, take_array
 from .steps import step_breakdown
 
 __all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "operator_totals",
@@ -111,7 +111,7 @@ def kernel_class(names: pd.Series, types: pd.Series | None = None,
     """
     labels, row = class_codes(names, types, categories)
     text = pd.Series(labels, dtype=object).astype(str)
-    return pd.Series(text.array.take(row), index=names.index)
+    return pd.Series(take_array(text.array, row), index=names.index)
 
 
 def class_codes(names: pd.Series, types: pd.Series | None = None,

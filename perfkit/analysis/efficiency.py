@@ -57,6 +57,7 @@ from ._util import (
     n_step_pairs,
     shared,
     table,
+    take_array,
     take_rows,
     tasks_in_scope,
     value_changes,
@@ -649,7 +650,7 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     out = text.reset_index(drop=True)
     take = inverse.ravel()
     # each price column is the small table's column taken by code (no Python object per row)
-    out = out.assign(**{c: table_[c].array.take(take) for c in cols})
+    out = out.assign(**{c: take_array(table_[c].array, take) for c in cols})
     return out.assign(_call=take) if call_ids else out
 
 
@@ -956,10 +957,16 @@ def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
     lane = "stream" if "stream" in rows.columns and rows["stream"].notna().any() else "thread"
     if lane not in rows.columns:
         rows = rows.assign(thread=0)
-    rows = rows.assign(_lane=rows[lane].astype("string").fillna(""))
+    # the lane as text ("" when missing), built and ordered per distinct value
+    code, uniq = pd.factorize(rows[lane], use_na_sentinel=True)
+    code = np.where(code < 0, len(uniq), code)
+    text = np.array([*pd.Series(uniq, dtype=object).astype(str), ""], dtype=str)
+    _, text_rank = np.unique(text, return_inverse=True)
+    rows = rows.assign(_lane=take_array(pd.array(text, dtype="string"), code))
     if "rank" not in rows.columns:
         rows = rows.assign(rank=0)
-    keys = rows[["rank", "_lane", "start_us"]].reset_index(drop=True)
+    keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": text_rank.ravel()[code],
+                         "start_us": rows["start_us"].to_numpy()})
     order = keys.sort_values(["rank", "_lane", "start_us"], kind="mergesort").index.to_numpy()
     return rows, order
 

@@ -42,6 +42,7 @@ from ._util import (
     n_step_pairs,
     shared,
     table,
+    take_array,
     take_rows,
     tasks_in_scope,
     value_changes,
@@ -484,7 +485,7 @@ def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
     """
     tokens, code, _, _ = _token_codes(kernels)
     text = pd.Series(tokens, dtype=object).astype(str)
-    return pd.Series(text.array.take(code), index=kernels.index)
+    return pd.Series(take_array(text.array, code), index=kernels.index)
 
 
 def _token_codes(kernels: pd.DataFrame

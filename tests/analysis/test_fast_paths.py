@@ -334,3 +334,21 @@ def test_tasks_in_scope_equal_the_plain_filter(profiles: Any, name: str) -> None
         pd.testing.assert_frame_equal(first, want)
         assert again["name"].array is first["name"].array or \
             again["name"].array.__arrow_array__() is first["name"].array.__arrow_array__()
+
+
+def test_lane_order_equals_sorting_the_lane_text(monkeypatch: Any) -> None:
+    rng = np.random.default_rng(13)
+    for _ in range(40):
+        n = int(rng.integers(2, 40))
+        rows = pd.DataFrame({"rank": pd.array(rng.choice([0, 1, None], n), dtype="Int64"),
+                             "stream": pd.array(rng.choice([2, 10, None], n), dtype="Int64"),
+                             "start_us": rng.random(n)})
+        if rows["stream"].isna().all():
+            continue
+        monkeypatch.setattr(eff, "_narrow_costs", lambda _p, rows=rows: rows)
+        got_rows, got = eff._order(None)
+        lane = rows["stream"].astype("string").fillna("")  # "10" sorts before "2"
+        keys = rows.assign(_lane=lane)[["rank", "_lane", "start_us"]]
+        want = keys.sort_values(["rank", "_lane", "start_us"], kind="mergesort").index
+        assert got.tolist() == want.tolist()
+        pd.testing.assert_series_equal(got_rows["_lane"], lane, check_names=False)
