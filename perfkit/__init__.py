@@ -10,8 +10,7 @@ readers, the analyses of :mod:`perfkit.analysis`, the Chrome-trace export of one
 the error types.
 """
 
-# _arrow_pool first: it picks Arrow's allocator before any table is built (see its docstring)
-from . import _arrow_pool, analysis, calc, plan  # noqa: F401
+from . import analysis, calc, plan
 from .advisor import Finding, advise
 from .bundled_samples import samples
 from .calc import *  # noqa: F403  (the calculators are part of the top-level API)
