@@ -584,19 +584,8 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
         fast.attrs["source"] = source
         return fast
     uniq = rows[keys].astype("string").drop_duplicates()
-    priced = []
-    for r in uniq.itertuples(index=False):
-        d = r._asdict()
-        got = cost_of(d["label"], d.get("input_shapes"), d.get("input_dtypes"),
-                      d.get("output_shapes"), d.get("output_dtypes"), d.get("output_formats"),
-                      d.get("concrete_inputs"), causal, backward_factor)
-        dts = _split(d.get("input_dtypes"))
-        dt = next((x for x in dts if np.isfinite(dtype_bytes(x))), "")
-        if got is None:
-            priced.append((pd.NA, np.nan, np.nan, dt, pd.NA))
-        else:
-            c, causal_txt = got
-            priced.append((c.kind, c.flops, c.bytes, dt, causal_txt or pd.NA))
+    priced = [_price(r._asdict(), causal, backward_factor)
+              for r in uniq.itertuples(index=False)]
     table_ = pd.DataFrame(priced, columns=list(cols), index=uniq.index)
     table_ = pd.concat([uniq.reset_index(drop=True), table_.reset_index(drop=True)], axis=1)
     merged = rows.astype({c: "string" for c in keys}).merge(table_, on=keys, how="left")
