@@ -630,8 +630,7 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
             return None
         code = code * np.int64(max(len(uniq), 1)) + part
     inverse, _ = pd.factorize(code)  # distinct calls numbered in order of first appearance
-    # so a call's first row is where its number exceeds every number before it
-    first = np.flatnonzero(inverse > np.maximum.accumulate(np.r_[-1, inverse[:-1]]))
+    first = _first_rows(inverse)
     distinct = text[keys].iloc[first]
     priced = [_price(d._asdict(), causal, backward_factor)
               for d in distinct.itertuples(index=False)]
@@ -641,6 +640,14 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     # each price column is the small table's column taken by code (no Python object per row)
     out = out.assign(**{c: take_array(table_[c].array, take) for c in cols})
     return out.assign(_call=take) if call_ids else out
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """First row of each code, for codes numbered in order of first appearance (factorize).
+
+    Such a code first appears where it exceeds every code before it.
+    """
+    return np.flatnonzero(codes > np.maximum.accumulate(np.r_[-1, codes[:-1]]))
 
 
 def _per_label(labels: pd.Series, func: Any) -> pd.Series:
@@ -718,7 +725,7 @@ def _partial(profile: Any, by: str, causal: bool, backward_factor: float) -> pd.
 
 
 _PARTIAL_SUMS = ("count", "total_us", "pmu_us", "pmu_c", "pmu_m")
-_PARTIAL_FIRSTS = ("flops", "bytes", "kind", "name", "dtype", "causal")
+_PARTIAL_FIRSTS = ("flops", "bytes", "kind", "dtype", "causal")  # constant per call
 
 
 def _partial_by_row(rows: pd.DataFrame, key_col: str, comp: pd.Series, mem: pd.Series,
@@ -759,9 +766,7 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
     sums = per.groupby(call, sort=True).agg(
         count=("count", "size"), total_us=("total_us", "sum"), pmu_us=("pmu_us", "sum"),
         pmu_c=("pmu_c", "sum"), pmu_m=("pmu_m", "sum"))
-    # calls are numbered in order of first appearance: a call's first row is where its
-    # number exceeds every earlier one
-    first = np.flatnonzero(call > np.maximum.accumulate(np.r_[-1, call[:-1]]))
+    first = _first_rows(call)
     calls = take_rows(rows[["label", "input_shapes", "input_dtypes", "flops", "bytes",
                             "kind", "dtype", "causal", "name"]], first).reset_index(drop=True)
     calls.attrs = {}  # as a groupby's result: the rows' notes stay with the rows
@@ -778,7 +783,7 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
     keys = ["_k", "_s", "_d"]
     g = calls.groupby(keys, sort=False, dropna=False)
     out = g.agg(**{c: (c, "sum") for c in _PARTIAL_SUMS},
-                **{c: (c, "first") for c in _PARTIAL_FIRSTS if c != "name"})
+                **{c: (c, "first") for c in _PARTIAL_FIRSTS})
     # the name: the group's call whose first named row comes first
     by_name = calls.assign(_at=name_at).sort_values("_at", kind="mergesort")
     out["name"] = by_name.groupby(keys, sort=False, dropna=False)["name"].first()
@@ -1030,8 +1035,7 @@ def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndar
         seqs = codes[lo[sel][:, None] + np.arange(length)].astype(np.int64)
         if length * np.log2(base) < 62:  # each sequence as one integer (digits in base)
             inverse, _ = pd.factorize(seqs @ base ** np.arange(length, dtype=np.int64))
-            first = np.flatnonzero(inverse > np.maximum.accumulate(np.r_[-1, inverse[:-1]]))
-            uniq = seqs[first]
+            uniq = seqs[_first_rows(inverse)]
         else:
             uniq, inverse = np.unique(seqs, axis=0, return_inverse=True)
         joined = np.array([" > ".join([text[c] for c in row]) for row in uniq.tolist()],
