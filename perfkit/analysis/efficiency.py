@@ -572,9 +572,8 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
         out.attrs["source"] = ""
         return out
     rows = rows.assign(label=_label(rows))
-    kinds = _per_label(rows["label"], kind_of)
     if source == "ops":
-        rows = rows[_leaf_ops(rows, kinds).to_numpy()]
+        rows = rows[_leaf_ops(rows, _per_label(rows["label"], kind_of)).to_numpy()]
     keys = ["label"] + [c for c in ("input_shapes", "input_dtypes", "output_shapes",
                                     "output_dtypes", "output_formats", "concrete_inputs")
                         if c in rows.columns]
@@ -759,14 +758,16 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
     call = rows["_call"].to_numpy(np.int64)
     dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)
     okv = ok.to_numpy(bool)
-    per = pd.DataFrame({"count": np.ones(len(call), dtype=np.int64), "total_us": dur,
-                        "pmu_us": np.where(okv, dur, 0.0),
-                        "pmu_c": np.where(okv, comp.to_numpy(np.float64) * dur, 0.0),
-                        "pmu_m": np.where(okv, mem.to_numpy(np.float64) * dur, 0.0)})
-    sums = per.groupby(call, sort=True).agg(
-        count=("count", "size"), total_us=("total_us", "sum"), pmu_us=("pmu_us", "sum"),
-        pmu_c=("pmu_c", "sum"), pmu_m=("pmu_m", "sum"))
     first = _first_rows(call)
+    n_calls = len(first)
+
+    def total(values: np.ndarray) -> np.ndarray:  # per call, missing values left out
+        return np.bincount(call, np.where(np.isnan(values), 0.0, values), n_calls)
+
+    sums = {"count": np.bincount(call, minlength=n_calls), "total_us": total(dur),
+            "pmu_us": total(np.where(okv, dur, 0.0)),
+            "pmu_c": total(np.where(okv, comp.to_numpy(np.float64) * dur, 0.0)),
+            "pmu_m": total(np.where(okv, mem.to_numpy(np.float64) * dur, 0.0))}
     calls = take_rows(rows[["label", "input_shapes", "input_dtypes", "flops", "bytes",
                             "kind", "dtype", "causal", "name"]], first).reset_index(drop=True)
     calls.attrs = {}  # as a groupby's result: the rows' notes stay with the rows
@@ -778,7 +779,7 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
         _s=calls["input_shapes"].astype("string").fillna(""),
         _d=calls["input_dtypes"].astype("string").fillna(""),
         name=take_rows(rows[["name"]], np.minimum(name_at, len(call) - 1))["name"].array,
-        _named=name_at < len(call), **{c: sums[c].to_numpy() for c in _PARTIAL_SUMS})
+        _named=name_at < len(call), **{c: sums[c] for c in _PARTIAL_SUMS})
     calls["name"] = calls["name"].where(calls["_named"])
     keys = ["_k", "_s", "_d"]
     g = calls.groupby(keys, sort=False, dropna=False)

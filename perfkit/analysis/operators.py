@@ -512,20 +512,34 @@ def _token_codes(kernels: pd.DataFrame
 
 
 def _tokens_of(labels: pd.Series) -> np.ndarray:
-    """Token of each distinct label: the first of :data:`_TOKEN_RE` that matches."""
-    uniq = labels.reset_index(drop=True)
-    tok = pd.Series(".", index=uniq.index, dtype=object)
-    done = pd.Series(False, index=uniq.index)
-    for t, rx in _TOKEN_RE:
-        hit = uniq.str.contains(rx, regex=True) & ~done
-        tok[hit] = t
-        done |= hit
-    return tok.to_numpy(object)
+    """Token of each distinct label: the first of :data:`_TOKEN_RE` that matches.
+
+    A missing label matches nothing (``"."``). The labels are distinct values (a few
+    hundred to a few thousand), so a plain loop costs less than one column-wide regex
+    per token.
+    """
+    return np.array([next((t for t, rx in _TOKEN_RE if rx.search(s)), ".")
+                     if isinstance(s, str) else "." for s in labels.tolist()], dtype=object)
+
+
+def _joined_letters(chars: np.ndarray) -> str:
+    """``"".join(chars)`` for an array of one-character strings, without a list of them."""
+    codes = chars.astype("U1").view(np.uint32)
+    if len(codes) and codes.max() < 128:  # ASCII (the tokens' letters): bytes decode at once
+        return codes.astype(np.uint8).tobytes().decode("ascii")
+    return "".join(chars.tolist())
 
 
 def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end positions (end exclusive) of non-overlapping matches in the token text."""
-    spans = [(m.start(), m.end()) for m in re.finditer(regex, text)]
+    """Start/end positions (end exclusive) of non-overlapping matches in the token text.
+
+    A pattern of one literal character (``"T"``, the copies) matches at every position
+    holding it: found with numpy, since such tokens can be a large share of a trace.
+    """
+    if len(regex) == 1 and regex.isascii() and regex.isalnum() and text.isascii():
+        starts = np.flatnonzero(np.frombuffer(text.encode("ascii"), np.uint8) == ord(regex))
+        return starts.astype(int), starts.astype(int) + 1
+    spans = [m.span() for m in re.finditer(regex, text)]
     if not spans:
         return np.empty(0, int), np.empty(0, int)
     arr = np.asarray(spans, dtype=int)
@@ -583,7 +597,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
     if all(len(t) == 1 for t in tokens):  # one character per row (TOKENS' letters)
         chars = np.insert(tok.astype("U1"), np.flatnonzero(new_block), "|")
         row_of_char = np.repeat(np.arange(len(k)), 1 + new_block.astype(np.int64))
-        text = "".join(chars.tolist())
+        text = _joined_letters(chars)
     else:
         tokens = np.char.add(np.where(new_block, "|", ""), tok)
         row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(tokens))
