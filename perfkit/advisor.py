@@ -46,7 +46,7 @@ from .analysis import efficiency as _eff
 from .analysis import memory as _memory
 from .analysis import operators as _ops
 from .analysis._frames import collect, is_lazy_frame
-from .analysis._util import has_values, shared_results, table
+from .analysis._util import has_values, shared_factorize, shared_results, table
 from .analysis.steps import measured_step_s, step_breakdown
 
 __all__ = ["Finding", "advise", "NOTEBOOKS", "RULES", "severity_of", "framework_of",
@@ -983,7 +983,7 @@ def _deterministic_tasks(k: Any) -> Any:
     if is_lazy_frame(names):
         return names.str.contains(r"(?i)determin", regex=True).fillna(False).astype(bool)
     # matched once per distinct name, spread back by code
-    codes, uniq = pd.factorize(names, use_na_sentinel=False)
+    codes, uniq = shared_factorize(names, use_na_sentinel=False)
     hit = pd.Series(uniq, dtype="string").str.contains(r"(?i)determin", regex=True)
     return pd.Series(hit.fillna(False).to_numpy(bool)[codes], index=names.index)
 

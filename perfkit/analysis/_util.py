@@ -21,7 +21,7 @@ from ._frames import distinct, is_lazy_frame
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "take_rows",
-           "take_array", "PMU_RATIOS"]
+           "take_array", "PMU_RATIOS", "shared_factorize"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -65,6 +65,28 @@ def shared(name: str, inputs: tuple[Any, ...], params: tuple[Any, ...],
         hit = (inputs, compute())
         memo[key] = hit
     return hit[1]
+
+
+def shared_factorize(values: pd.Series | Any, use_na_sentinel: bool = True
+                     ) -> tuple[np.ndarray, Any]:
+    """``pd.factorize(values, use_na_sentinel=...)``, once per Arrow column in a block.
+
+    Within :func:`shared_results`, an Arrow-backed column that several analyses code
+    (the type and name of the tasks in scope) is hashed once: Arrow data cannot change,
+    and the same data object survives column selection, ``assign``, ``reset_index`` and
+    ``astype`` to its own dtype. Callers must not change the returned arrays in place.
+    """
+    arr = values.array if isinstance(values, pd.Series) else values
+    data = getattr(arr, "_pa_array", None)
+    if data is None:
+        return pd.factorize(values, use_na_sentinel=use_na_sentinel)
+    codes, uniques = shared("factorize", (data,), (type(values), str(values.dtype)),
+                            lambda: pd.factorize(values, use_na_sentinel=False))
+    if not use_na_sentinel or data.null_count == 0:
+        return codes, uniques
+    # the missing value's code becomes -1 and the codes after it close the gap
+    at = int(np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))[0])
+    return np.where(codes == at, -1, codes - (codes > at)), uniques.delete(at)
 
 
 def take_rows(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
@@ -229,7 +251,7 @@ def group_changes(*columns: pd.Series) -> np.ndarray:
             data = col.to_numpy(np.int64, na_value=0)
             out |= (mask[1:] != mask[:-1]) | (~mask[1:] & (data[1:] != data[:-1]))
         else:
-            codes, _ = pd.factorize(col, use_na_sentinel=True)
+            codes, _ = shared_factorize(col, use_na_sentinel=True)
             out |= codes[1:] != codes[:-1]
     return out
 
@@ -355,7 +377,7 @@ def value_changes(*columns: pd.Series) -> np.ndarray:
         if pd.api.types.is_integer_dtype(col.dtype):  # one text per integer: code them as is
             codes, _ = pd.factorize(col, use_na_sentinel=True)
         else:
-            codes, _ = pd.factorize(col.astype("string").fillna(""), use_na_sentinel=True)
+            codes, _ = shared_factorize(col.astype("string").fillna(""), use_na_sentinel=True)
         out |= codes[1:] != codes[:-1]
     return out
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
-from ._util import empty_frame, has_values, n_step_pairs, table, take_array
+from ._util import empty_frame, has_values, n_step_pairs, shared_factorize, table, take_array
 from .steps import step_breakdown
 
 __all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "operator_totals",
@@ -125,8 +125,8 @@ def class_codes(names: pd.Series, types: pd.Series | None = None,
     types = _text(types) if types is not None else \
         pd.Series("", index=names.index, dtype="string")
     # distinct (name, type) pairs by code, in order of first appearance
-    n_code, n_uniq = pd.factorize(names)
-    t_code, t_uniq = pd.factorize(types)
+    n_code, n_uniq = shared_factorize(names)
+    t_code, t_uniq = shared_factorize(types)
     pair = n_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
     codes, first = pd.factorize(pair)
     n_u = pd.Series(n_uniq, dtype="string").take(first // max(len(t_uniq), 1))

@@ -56,6 +56,7 @@ from ._util import (
     has_values,
     n_step_pairs,
     shared,
+    shared_factorize,
     table,
     take_array,
     take_rows,
@@ -448,8 +449,14 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     label = name
     if "type" in frame.columns:
         typ = frame["type"].astype("string")
-        generic = typ.isna() | typ.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""])
-        label = typ.where(~generic.fillna(True), name)
+        # generic per distinct type (missing ones too), spread back by code
+        codes, uniq = shared_factorize(typ, use_na_sentinel=False)
+        per_type = pd.Series(uniq, dtype="string")
+        generic_u = (per_type.isna() | per_type.str.lower().isin(
+            ["kernel", "gpu_memcpy", "gpu_memset", ""])).fillna(True).to_numpy(bool)
+        generic = generic_u[codes]
+        # every task typed (Ascend): the type column itself, whose codes others share
+        label = typ if not generic.any() else typ.where(~generic, name)
     if "op_name" in frame.columns:
         label = frame["op_name"].astype("string").where(frame["op_name"].notna(), label)
     return label.fillna("")
@@ -623,7 +630,7 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     code = np.zeros(len(text), dtype=np.int64)
     span = 1.0
     for c in keys:
-        part, uniq = pd.factorize(text[c], use_na_sentinel=False)
+        part, uniq = shared_factorize(text[c], use_na_sentinel=False)
         span *= max(len(uniq), 1)
         if span >= 2.0**62:
             return None
@@ -651,7 +658,7 @@ def _first_rows(codes: np.ndarray) -> np.ndarray:
 
 def _per_label(labels: pd.Series, func: Any) -> pd.Series:
     """``labels.map(func)``, calling ``func`` once per distinct label."""
-    codes, uniq = pd.factorize(labels, use_na_sentinel=False)
+    codes, uniq = shared_factorize(labels, use_na_sentinel=False)
     mapped = np.array([func(u) for u in uniq] + [None], dtype=object)
     return pd.Series(mapped[codes], index=labels.index, dtype=object)
 
@@ -953,7 +960,7 @@ def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
     if lane not in rows.columns:
         rows = rows.assign(thread=0)
     # the lane as text ("" when missing), built and ordered per distinct value
-    code, uniq = pd.factorize(rows[lane], use_na_sentinel=True)
+    code, uniq = shared_factorize(rows[lane], use_na_sentinel=True)
     code = np.where(code < 0, len(uniq), code)
     text = np.array([*pd.Series(uniq, dtype=object).astype(str), ""], dtype=str)
     _, text_rank = np.unique(text, return_inverse=True)
@@ -1011,7 +1018,7 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
                 total_us=("dur_us", "sum"), max_bytes=("bytes", "max"))
     out = out[out["kernels"] >= min_chain]
     # names of the runs kept: the labels of each run's rows (r is in run order)
-    codes, uniq = pd.factorize(r["label"])
+    codes, uniq = shared_factorize(r["label"])
     text = pd.Series(uniq, dtype="string").astype(str).tolist()
     bounds = np.searchsorted(r["_run"].to_numpy(), np.r_[out.index.to_numpy(),
                                                         out.index.to_numpy() + 1])

@@ -41,6 +41,7 @@ from ._util import (
     has_values,
     n_step_pairs,
     shared,
+    shared_factorize,
     table,
     take_array,
     take_rows,
@@ -131,16 +132,21 @@ def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     The stable order is found on the three keys alone, once per :func:`shared_results`
     block, and the other columns are taken in that order (a missing stream is NA).
     """
+    pos = _stream_positions(k)
+    if "stream" not in k.columns:
+        k = k.assign(stream=pd.NA)
+    return take_rows(k[[c for c in columns if c in k.columns]], pos).reset_index(drop=True)
+
+
+def _stream_positions(k: pd.DataFrame) -> np.ndarray:
+    """Positions of the tasks in (rank, stream, start) order, stable; once per block."""
     def order() -> np.ndarray:
         keys = k[["rank", "start_us"]].assign(
             stream=k["stream"] if "stream" in k.columns else pd.NA).reset_index(drop=True)
         return keys.sort_values(["rank", "stream", "start_us"], kind="mergesort").index \
             .to_numpy()
 
-    pos = shared("stream_order", (k,), (), order)
-    if "stream" not in k.columns:
-        k = k.assign(stream=pd.NA)
-    return take_rows(k[[c for c in columns if c in k.columns]], pos).reset_index(drop=True)
+    return shared("stream_order", (k,), (), order)
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:
@@ -497,8 +503,8 @@ def _token_codes(kernels: pd.DataFrame
     typ = kernels["type"].astype("string") if "type" in kernels.columns else \
         pd.Series(pd.NA, index=kernels.index, dtype="string")
     name = kernels["name"].astype("string").fillna("")
-    t_code, t_uniq = pd.factorize(typ, use_na_sentinel=True)
-    n_code, n_uniq = pd.factorize(name, use_na_sentinel=True)
+    t_code, t_uniq = shared_factorize(typ, use_na_sentinel=True)
+    n_code, n_uniq = shared_factorize(name, use_na_sentinel=True)
     t_uniq = pd.Series(t_uniq, dtype="string")
     generic_t = t_uniq.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(bool)
     generic = np.where(t_code < 0, True, generic_t[np.maximum(t_code, 0)] if len(t_uniq)
@@ -587,8 +593,12 @@ def unfused_patterns(profile: Any, detail: bool = False,
     if k.empty or "start_us" not in k.columns:
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
     # the columns read below (the type and name give the tokens)
-    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us", "name", "type"))
+    # tokens and names coded on the tasks in scope (codes other analyses share), then
+    # put in stream order with the columns read below
     tokens, code, name_code, name_uniq = _token_codes(k)
+    pos = _stream_positions(k)
+    code, name_code = code[pos], name_code[pos]
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
     tokens = tokens.astype(str)
     tok = tokens[code]
     # one separator between (rank, stream) blocks so that no match spans two streams
