@@ -941,9 +941,9 @@ _CHAIN_KINDS = ("elementwise",)
 def _ordered(profile: Any, columns: Sequence[str]) -> pd.DataFrame:
     """Priced rows in execution order per (rank, stream or thread).
 
-    Only ``columns`` (those present) are taken, besides ``rank`` and ``_lane``; the order
-    is found on the three sort keys alone and shared by the callers of one
-    :func:`shared_results` block.
+    Only ``columns`` (those present) are taken, besides ``rank`` and ``_lane`` (an
+    integer per stream or thread); the order is found on the three sort keys alone and
+    shared by the callers of one :func:`shared_results` block.
     """
     rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
@@ -959,15 +959,16 @@ def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
     lane = "stream" if "stream" in rows.columns and rows["stream"].notna().any() else "thread"
     if lane not in rows.columns:
         rows = rows.assign(thread=0)
-    # the lane as text ("" when missing), built and ordered per distinct value
+    # the lane ordered as its text ("" when missing), coded per distinct value: ``_lane``
+    # is the rank of the lane's text among the lanes' texts
     code, uniq = shared_factorize(rows[lane], use_na_sentinel=True)
     code = np.where(code < 0, len(uniq), code)
     text = np.array([*pd.Series(uniq, dtype=object).astype(str), ""], dtype=str)
     _, text_rank = np.unique(text, return_inverse=True)
-    rows = rows.assign(_lane=take_array(pd.array(text, dtype="string"), code))
+    rows = rows.assign(_lane=text_rank.ravel().astype(np.int64)[code])
     if "rank" not in rows.columns:
         rows = rows.assign(rank=0)
-    keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": text_rank.ravel()[code],
+    keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": rows["_lane"].to_numpy(),
                          "start_us": rows["start_us"].to_numpy()})
     order = keys.sort_values(["rank", "_lane", "start_us"], kind="mergesort").index.to_numpy()
     return rows, order
@@ -1003,29 +1004,46 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
         return per_rank(profile, elementwise_chains, hardware, min_chain,
                         kernel_efficiency)[list(cols)].astype(cols)
-    rows = _ordered(profile, ("kind", "dur_us", "bytes", "label"))
+    rows = _ordered(profile, ("kind", "dur_us", "bytes"))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     mem = rows["kind"].isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)
     new_lane = np.r_[True, value_changes(rows["rank"], rows["_lane"])]
     brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
-    run = np.cumsum(brk)
-    r = rows.assign(_run=run)[mem]
-    if r.empty:
+    at = np.flatnonzero(mem)  # the element-wise rows, in run order
+    if not len(at):
         return empty_frame(cols, "no element-wise operator")
-    g = r.groupby("_run", sort=True)
-    out = g.agg(rank=("rank", "first"), kernels=("dur_us", "size"),
-                total_us=("dur_us", "sum"), max_bytes=("bytes", "max"))
-    out = out[out["kernels"] >= min_chain]
-    # names of the runs kept: the labels of each run's rows (r is in run order)
-    codes, uniq = shared_factorize(r["label"])
-    text = pd.Series(uniq, dtype="string").astype(str).tolist()
-    bounds = np.searchsorted(r["_run"].to_numpy(), np.r_[out.index.to_numpy(),
-                                                        out.index.to_numpy() + 1])
-    out["names"] = _joined_runs(codes, text, bounds[:len(out)], bounds[len(out):])
+    # each run is a block of consecutive element-wise rows: summed block by block (a run
+    # never spans two ranks, so its first row gives the rank)
+    run = np.cumsum(brk)[at]
+    lo = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    hi = np.r_[lo[1:], len(at)]
+    dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)[at]
+    size = rows["bytes"].to_numpy(np.float64, na_value=np.nan)[at]
+    total = np.add.reduceat(np.nan_to_num(dur, nan=0.0), lo)
+    biggest = np.maximum.reduceat(np.where(np.isnan(size), -np.inf, size), lo)
+    keep = hi - lo >= min_chain
+    lo, hi, total, biggest = lo[keep], hi[keep], total[keep], biggest[keep]
+    out = pd.DataFrame({"rank": rows["rank"].array.take(at[lo]), "kernels": hi - lo,
+                        "total_us": total,
+                        "max_bytes": np.where(np.isneginf(biggest), np.nan, biggest)})
+    # names of the runs kept: the labels of each run's rows, by code
+    codes, text = _ordered_codes(profile, "label")
+    out["names"] = _joined_runs(codes[at], text, lo, hi)
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
-    return out.reset_index(drop=True)[list(cols)].astype(cols)
+    return out[list(cols)].astype(cols)
+
+
+def _ordered_codes(profile: Any, column: str) -> tuple[np.ndarray, list[str]]:
+    """Codes of ``column`` of the :func:`_ordered` rows, and the text of each code.
+
+    Coded on the priced rows (codes the pricing shares) and put in order, instead of
+    taking the text column in order and coding it again.
+    """
+    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    codes, uniq = shared_factorize(rows[column], use_na_sentinel=False)
+    return codes[order], pd.Series(uniq, dtype="string").astype(str).tolist()
 
 
 def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndarray
