@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._frames import distinct, is_lazy_frame
@@ -118,15 +119,38 @@ def take_array(arr: Any, positions: np.ndarray) -> Any:
     """``arr.take(positions)`` (non-negative positions), straight to Arrow for Arrow arrays.
 
     pandas checks and converts the positions before calling Arrow's ``take``; on a million
-    positions that costs several times the take itself.
+    positions that costs several times the take itself. A few positions out of a column
+    in several chunks (one per Parquet row group) are taken chunk by chunk: Arrow joins
+    the chunks of a text column into one before each take.
     """
     positions = np.asarray(positions)
     if isinstance(arr, pd.arrays.ArrowExtensionArray) and len(positions) and \
             positions.min() >= 0:
-        taken = type(arr)(pc.take(arr.__arrow_array__(), positions))
+        data = arr.__arrow_array__()
+        if data.num_chunks > 1 and 8 * len(positions) < len(data) and \
+                positions.max() < len(data):
+            taken = type(arr)(pa.chunked_array([_take_by_chunk(data, positions)], data.type))
+        else:
+            taken = type(arr)(pc.take(data, positions))
         if taken.dtype == arr.dtype:
             return taken
     return arr.take(positions)
+
+
+def _take_by_chunk(data: pa.ChunkedArray, positions: np.ndarray) -> pa.Array:
+    """``data.take(positions)`` as one array, taking from each chunk the rows it holds."""
+    lengths = np.fromiter((len(c) for c in data.chunks), np.int64, data.num_chunks)
+    starts = np.r_[0, np.cumsum(lengths)[:-1]]
+    chunk = np.searchsorted(starts, positions, side="right") - 1
+    by_chunk = np.argsort(chunk, kind="stable")
+    sorted_chunk = chunk[by_chunk]
+    bounds = np.flatnonzero(np.r_[True, sorted_chunk[1:] != sorted_chunk[:-1], True])
+    parts = [data.chunk(int(sorted_chunk[a])).take(
+        pa.array(positions[by_chunk[a:b]] - starts[sorted_chunk[a]]))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    back = np.empty_like(by_chunk)
+    back[by_chunk] = np.arange(len(by_chunk))  # from chunk order back to the asked order
+    return pa.concat_arrays(parts).take(pa.array(back))
 
 
 def _frame_of(arrays: dict[Any, Any], index: pd.Index, columns: pd.Index,

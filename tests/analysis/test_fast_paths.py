@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import perfkit as pk
@@ -258,6 +259,23 @@ def test_take_rows_equals_pandas_indexing(profiles: Any) -> None:
             got = _util.take_rows(frame, rows)
             pd.testing.assert_frame_equal(got, want)
             assert got.attrs == want.attrs
+
+
+def test_take_from_several_chunks_equals_arrow_take() -> None:
+    # a text column in chunks (as read from the cache's row groups), a few positions asked
+    rng = np.random.default_rng(8)
+    chunks = [pa.array(rng.choice(["a", "bb", None, "ccc"], size).tolist(), pa.large_string())
+              for size in (50, 0, 70, 1, 80)]
+    data = pa.chunked_array(chunks)
+    arr = pd.array(pd.Series(data, dtype=pd.StringDtype("pyarrow")))
+    for positions in (np.array([200, 0, 120, 49, 50, 50, 199]), rng.integers(0, 201, 20),
+                      np.array([120])):
+        got = _util.take_array(arr, positions)
+        assert got.dtype == arr.dtype
+        assert [None if v is pd.NA else v for v in got.tolist()] == \
+            [data[int(i)].as_py() for i in positions]
+        assert pa.concat_arrays(got._pa_array.chunks).equals(
+            data.take(positions).combine_chunks())
 
 
 def test_kernel_classes_equal_the_first_matching_regex() -> None:
