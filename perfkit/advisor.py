@@ -45,8 +45,8 @@ from .analysis import communication as _comm
 from .analysis import efficiency as _eff
 from .analysis import memory as _memory
 from .analysis import operators as _ops
-from .analysis._frames import collect, is_lazy_frame
-from .analysis._util import has_values, shared_factorize, shared_results, table
+from .analysis._frames import collect
+from .analysis._util import has_values, shared_results, table, text_matches
 from .analysis.steps import measured_step_s, step_breakdown
 
 __all__ = ["Finding", "advise", "NOTEBOOKS", "RULES", "severity_of", "framework_of",
@@ -979,13 +979,7 @@ def _rule_ai_cpu(ctx: _Context) -> list[Finding]:
 
 def _deterministic_tasks(k: Any) -> Any:
     """Mask of the tasks with "deterministic" in their name."""
-    names = k["name"].astype("string")
-    if is_lazy_frame(names):
-        return names.str.contains(r"(?i)determin", regex=True).fillna(False).astype(bool)
-    # matched once per distinct name, spread back by code
-    codes, uniq = shared_factorize(names, use_na_sentinel=False)
-    hit = pd.Series(uniq, dtype="string").str.contains(r"(?i)determin", regex=True)
-    return pd.Series(hit.fillna(False).to_numpy(bool)[codes], index=names.index)
+    return text_matches(k["name"], r"(?i)determin")
 
 
 def _rule_deterministic(ctx: _Context) -> list[Finding]:

@@ -22,7 +22,7 @@ from ._frames import distinct, is_lazy_frame
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "take_rows",
-           "take_array", "PMU_RATIOS", "shared_factorize"]
+           "take_array", "PMU_RATIOS", "shared_factorize", "text_matches"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -88,6 +88,21 @@ def shared_factorize(values: pd.Series | Any, use_na_sentinel: bool = True
     # the missing value's code becomes -1 and the codes after it close the gap
     at = int(np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))[0])
     return np.where(codes == at, -1, codes - (codes > at)), uniques.delete(at)
+
+
+def text_matches(values: pd.Series, pattern: str) -> pd.Series:
+    """``values.astype("string").str.contains(pattern, regex=True)``, missing as False.
+
+    The regex runs once per distinct value (a profile repeats a few hundred operator names
+    over hundreds of thousands of rows) and the answers are spread back by code. A lazy
+    (Dask) column is matched row by row.
+    """
+    text = values.astype("string")
+    if is_lazy_frame(text):
+        return text.str.contains(pattern, regex=True).fillna(False).astype(bool)
+    codes, uniq = shared_factorize(text, use_na_sentinel=False)
+    hit = pd.Series(uniq, dtype="string").str.contains(pattern, regex=True)
+    return pd.Series(hit.fillna(False).to_numpy(bool)[codes], index=values.index)
 
 
 def take_rows(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:

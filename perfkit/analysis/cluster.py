@@ -30,6 +30,7 @@ from ._util import (
     interval_union,
     robust_z,
     table,
+    text_matches,
 )
 from .steps import step_breakdown
 
@@ -231,8 +232,7 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
 
 def _loader_ops(ops: pd.DataFrame) -> pd.DataFrame:
     """Host operators that fetch a batch (:data:`DATALOADER_PATTERN`)."""
-    return ops[ops["name"].astype("string").str.contains(DATALOADER_PATTERN, regex=True)
-               .fillna(False).astype(bool)]
+    return ops[text_matches(ops["name"], DATALOADER_PATTERN).to_numpy(bool)]
 
 
 def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
@@ -386,8 +386,7 @@ def sync_points(profile: Any) -> pd.DataFrame:
     ops = table(profile, "ops")
     if ops.empty or "name" not in ops.columns:
         return empty_frame(cols, "no host operators (ops table) in this profile")
-    hit = ops["name"].astype("string").str.contains(SYNC_PATTERN, regex=True).fillna(False)
-    sel = ops[hit.astype(bool)]
+    sel = ops[text_matches(ops["name"], SYNC_PATTERN).to_numpy(bool)]
     steps = ops.groupby("rank", dropna=False)["step"].nunique().clip(lower=1)
     if sel.empty:
         return add_note(empty_frame(cols), "no synchronising host operator found")

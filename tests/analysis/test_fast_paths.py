@@ -278,6 +278,16 @@ def test_take_from_several_chunks_equals_arrow_take() -> None:
             data.take(positions).combine_chunks())
 
 
+def test_text_matches_equal_matching_every_row() -> None:
+    names = pd.Series(["aten::item", None, "Dataloader.next", "aten::ITEM_x", "", "mul"] * 5,
+                      index=np.arange(30) * 3, dtype=object)
+    for pattern in (r"(?i)item", r"^aten::", r"(?i)dataloader|determin", r"zzz"):
+        want = names.astype("string").str.contains(pattern, regex=True).fillna(False)
+        with _util.shared_results():
+            got = _util.text_matches(names, pattern)
+        pd.testing.assert_series_equal(got, want.astype(bool))
+
+
 def test_kernel_classes_equal_the_first_matching_regex() -> None:
     labels = pd.Series(["matmulv2", "flash_fwd_kernel", "rmsnorm", "broadcast_to", "cast",
                         "hcom_allreduce_", "", "softmaxv2", "fbgemm_thing", None] * 3,
