@@ -22,7 +22,8 @@ from ._frames import distinct, is_lazy_frame
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "take_rows",
-           "take_array", "PMU_RATIOS", "shared_factorize", "text_matches"]
+           "take_array", "PMU_RATIOS", "shared_factorize", "text_matches",
+           "union_parts"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -248,10 +249,35 @@ def interval_union(frame: pd.DataFrame, keys: Sequence[str], start: str = "start
     """
     keys = list(keys)
     cols = [*keys, "start_us", "end_us", "length_us"]
-    f = frame[[*keys, start, end]].dropna(subset=[start, end])
-    if f.empty:
+    parts = union_parts(frame[[*keys, start, end]], keys, start, end)
+    if parts is None:
         return pd.DataFrame({c: pd.Series([], dtype=frame[c].dtype if c in frame else "float64")
                              for c in cols})
+    f, _, at = parts
+    out = f[keys].iloc[at].reset_index(drop=True)
+    out["start_us"] = f["_s"].to_numpy(np.float64)[at]
+    out["end_us"] = np.maximum.reduceat(f["_e"].to_numpy(np.float64), at)
+    out["length_us"] = out["end_us"] - out["start_us"]
+    return out[cols]
+
+
+def union_parts(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us",
+                end: str = "end_us") -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+    """The steps of :func:`interval_union`, for callers that also need the sorted rows.
+
+    Returns
+    -------
+    (sorted, first, at) or None
+        ``sorted``: the intervals with both bounds (``keys``, ``_s``, ``_e``, other
+        columns of ``frame`` kept), sorted by ``keys`` (missing last) then start;
+        ``first``: where each group begins in it; ``at``: where each merged segment begins
+        (a segment's end is the largest ``_e`` up to the next one). None when no interval
+        has both bounds.
+    """
+    keys = list(keys)
+    f = frame.dropna(subset=[start, end])
+    if f.empty:
+        return None
     f = f.rename(columns={start: "_s", end: "_e"}).sort_values([*keys, "_s"], kind="mergesort")
     s = f["_s"].to_numpy(np.float64)
     e = f["_e"].to_numpy(np.float64)
@@ -262,12 +288,7 @@ def interval_union(frame: pd.DataFrame, keys: Sequence[str], start: str = "start
     reach = _group_cummax(e, first)
     new_seg = first.copy()
     new_seg[1:] |= s[1:] > reach[:-1]
-    at = np.flatnonzero(new_seg)
-    out = f[keys].iloc[at].reset_index(drop=True)
-    out["start_us"] = s[at]
-    out["end_us"] = np.maximum.reduceat(e, at)
-    out["length_us"] = out["end_us"] - out["start_us"]
-    return out[cols]
+    return f, first, np.flatnonzero(new_seg)
 
 
 def _group_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:

@@ -24,13 +24,11 @@ from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
 from ._util import (
     add_note,
     empty_frame,
-    group_changes,
-    group_codes,
     has_values,
-    interval_union,
     robust_z,
     table,
     text_matches,
+    union_parts,
 )
 from .steps import step_breakdown
 
@@ -318,45 +316,49 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     k = table(profile, "kernels")
     if k.empty or not has_values(k, "dur_us"):
         return empty_frame(cols, "the profile has no device tasks (kernels table)")
-    # only the columns read below: dropping rows then moves four columns, not all of them
-    k = k[["rank", "step", "start_us", "dur_us"]].dropna(subset=["start_us", "dur_us"])
+    # only the columns read below: sorting the rows then moves five columns, not all
+    k = k[["rank", "step", "start_us", "dur_us"]]
     k = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
     keys = ["rank", "step"]
-    seg = interval_union(k, keys)  # sorted by (rank, step, start)
-    last_of_group = np.r_[group_changes(*(seg[c] for c in keys)), True]
-    nxt = np.r_[seg["start_us"].to_numpy()[1:], np.nan]
-    seg["gap_us"] = np.where(last_of_group, np.nan, nxt) - seg["end_us"].to_numpy()
-    gaps = seg.dropna(subset=["gap_us"])
-    gaps = gaps.assign(_short=gaps["gap_us"].where(gaps["gap_us"] < long_gap_us, 0.0),
-                       _long=gaps["gap_us"].where(gaps["gap_us"] >= long_gap_us, 0.0))
-    # groups as integer codes: one factorisation per table instead of one per aggregate
-    code, index = group_codes(k, keys)
-    kg = k.groupby(code).agg(kernels=("dur_us", "size"), first=("start_us", "min"),
-                             last=("end_us", "max"), median_kernel_us=("dur_us", "median")
-                             ).set_axis(index)
-    seg_code, seg_index = group_codes(seg, keys)
-    busy = seg.groupby(seg_code)["length_us"].sum().set_axis(seg_index).rename("busy_us")
-    if gaps.empty:
-        gg = pd.DataFrame(columns=["gaps", "launch_gap_us", "long_gap_us", "median_gap_us"],
-                          index=seg_index[:0], dtype="float64")
-    else:
-        gap_code, gap_index = group_codes(gaps, keys)
-        gg = gaps.groupby(gap_code).agg(gaps=("gap_us", "size"),
-                                        launch_gap_us=("_short", "sum"),
-                                        long_gap_us=("_long", "sum"),
-                                        median_gap_us=("gap_us", "median")).set_axis(gap_index)
-    out = kg.join(busy).join(gg)
+    parts = union_parts(k, keys)  # the tasks sorted by (rank, step, start), their segments
+    if parts is None:
+        return empty_frame(cols, "the profile has no device tasks with a start and duration")
+    f, first, at = parts
+    # per (rank, step) group, on the sorted arrays: groups and segments are contiguous
+    starts = np.flatnonzero(first)
+    group = np.cumsum(first) - 1
+    n = len(starts)
+    s, e = f["_s"].to_numpy(np.float64), f["_e"].to_numpy(np.float64)
+    seg_start, seg_end, seg_group = s[at], np.maximum.reduceat(e, at), group[at]
+    # the gap after each segment but the last of its group
+    inside = np.r_[seg_group[1:] == seg_group[:-1], False]
+    gap = (np.r_[seg_start[1:], np.nan] - seg_end)[inside]
+    gap_group = seg_group[inside]
+    short = gap < long_gap_us
+    out = f[keys].iloc[starts].reset_index(drop=True)
+    out = out.assign(
+        kernels=np.diff(np.r_[starts, len(f)]), first=s[starts],
+        last=np.maximum.reduceat(e, starts),
+        median_kernel_us=_group_median(f["dur_us"].to_numpy(np.float64), group, n),
+        busy_us=np.bincount(seg_group, seg_end - seg_start, n),
+        gaps=np.bincount(gap_group, minlength=n),
+        launch_gap_us=np.bincount(gap_group, np.where(short, gap, 0.0), n),
+        long_gap_us=np.bincount(gap_group, np.where(short, 0.0, gap), n),
+        median_gap_us=_group_median(gap, gap_group, n))
     out["span_us"] = out["last"] - out["first"]
     out["idle_us"] = out["span_us"] - out["busy_us"]
-    for c in ("gaps",):
-        out[c] = out[c].fillna(0)
-    for c in ("launch_gap_us", "long_gap_us"):
-        out[c] = out[c].fillna(0.0)
     out["launch_gap_share"] = out["launch_gap_us"] / out["span_us"].where(out["span_us"] > 0)
     out["host_bound"] = (out["launch_gap_share"] >= launch_share) & \
         (out["median_gap_us"] >= out["median_kernel_us"])
-    out = out.reset_index()
     return out[list(cols)].astype(cols)
+
+
+def _group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Median of ``values`` per group ``0..n-1`` (NaN for a group without values)."""
+    med = pd.Series(values).groupby(group).median()
+    out = np.full(n, np.nan)
+    out[med.index.to_numpy(np.int64)] = med.to_numpy(np.float64)
+    return out
 
 
 def sync_points(profile: Any) -> pd.DataFrame:
