@@ -447,8 +447,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
     # which names are tiny does not depend on the order: counted before ordering the tasks
-    names = take_rows(k[["rank", "name"]], (k["dur_us"] < threshold_us).to_numpy(bool)) \
-        .groupby(["rank", "name"], dropna=False).size()
+    names = _name_counts(k, (k["dur_us"] < threshold_us).to_numpy(bool))
     k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
     tiny = k["dur_us"] < threshold_us
     same = (k["rank"].eq(k["rank"].shift()).fillna(False)
@@ -480,6 +479,26 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     out["top_names"] = top.reindex(out.index)
     out = out.reset_index()
     return out[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
+
+
+def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:
+    """``k[rows].groupby(["rank", "name"], dropna=False).size()``, grouping integer codes.
+
+    The names are coded once (codes other analyses share) and each code is replaced by
+    the rank of its text, so that the groups sort as the texts do (missing names last).
+    """
+    code, uniq = shared_factorize(k["name"], use_na_sentinel=True)
+    texts, text_rank = np.unique(np.asarray(uniq, dtype=object).astype(str),
+                                 return_inverse=True)
+    text_rank = np.append(text_rank.ravel(), len(texts))  # code -1 (missing) sorts last
+    pairs = pd.DataFrame({"rank": k["rank"].array[rows], "name": text_rank[code[rows]]})
+    counts = pairs.groupby(["rank", "name"], dropna=False).size()
+    by_rank = np.append(texts, None).astype(object)
+    name = pd.array(by_rank[counts.index.get_level_values("name").to_numpy(np.int64)],
+                    dtype=k["name"].dtype)
+    counts.index = pd.MultiIndex.from_arrays(
+        [counts.index.get_level_values("rank"), name], names=["rank", "name"])
+    return counts
 
 
 def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:

@@ -288,6 +288,21 @@ def test_text_matches_equal_matching_every_row() -> None:
         pd.testing.assert_series_equal(got, want.astype(bool))
 
 
+def test_name_counts_equal_grouping_the_rows() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n = int(rng.integers(1, 60))
+        k = pd.DataFrame({
+            "rank": pd.array(rng.choice([0, 1, None, 10], n), dtype="Int64"),
+            "name": pd.array(rng.choice(["b", "a", "B", "ä", None, "10", "9"], n),
+                             dtype="string")})
+        rows = rng.random(n) > 0.4
+        want = k[rows].groupby(["rank", "name"], dropna=False).size()
+        with _util.shared_results():
+            got = ops._name_counts(k, rows)
+        pd.testing.assert_series_equal(got, want)
+
+
 def test_kernel_classes_equal_the_first_matching_regex() -> None:
     labels = pd.Series(["matmulv2", "flash_fwd_kernel", "rmsnorm", "broadcast_to", "cast",
                         "hcom_allreduce_", "", "softmaxv2", "fbgemm_thing", None] * 3,
