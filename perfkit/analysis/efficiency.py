@@ -637,7 +637,7 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
         code = code * np.int64(max(len(uniq), 1)) + part
     inverse, _ = pd.factorize(code)  # distinct calls numbered in order of first appearance
     first = _first_rows(inverse)
-    distinct = text[keys].iloc[first]
+    distinct = take_rows(text[keys], first)
     priced = [_price(d._asdict(), causal, backward_factor)
               for d in distinct.itertuples(index=False)]
     table_ = pd.DataFrame(priced, columns=list(cols)).astype(cols)
