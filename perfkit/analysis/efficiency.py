@@ -704,8 +704,12 @@ def _pmu(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     if not comp or not mem:
         nan = pd.Series(np.nan, index=frame.index)
         return nan, nan
-    return (frame[comp].astype("float64").max(axis=1),
-            frame[mem].astype("float64").max(axis=1))
+    def row_max(cols: list[str]) -> pd.Series:  # NaN only where every column is
+        values = [frame[c].to_numpy(np.float64, na_value=np.nan) for c in cols]
+        return pd.Series(np.fmax.reduce(values) if len(values) > 1 else values[0],
+                         index=frame.index)
+
+    return row_max(comp), row_max(mem)
 
 
 def _partial(profile: Any, by: str, causal: bool, backward_factor: float) -> pd.DataFrame:

@@ -303,6 +303,27 @@ def test_name_counts_equal_grouping_the_rows() -> None:
         pd.testing.assert_series_equal(got, want)
 
 
+def test_pmu_row_maxima_equal_pandas_max() -> None:
+    rng = np.random.default_rng(1)
+    n = 50
+
+    def col() -> np.ndarray:
+        v = rng.random(n)
+        v[rng.random(n) < 0.4] = np.nan
+        return v
+
+    for _ in range(10):
+        f = pd.DataFrame({"aic_mac_ratio": col(), "aiv_vec_ratio": col(),
+                          "aic_mte2_ratio": col(), "aiv_mte3_ratio": pd.array(
+                              np.where(rng.random(n) < .3, None, rng.random(n)),
+                              dtype="Float64")}, index=rng.integers(0, 100, n))
+        comp, mem = eff._pmu(f)
+        pd.testing.assert_series_equal(
+            comp, f[["aic_mac_ratio", "aiv_vec_ratio"]].astype("float64").max(axis=1))
+        pd.testing.assert_series_equal(
+            mem, f[["aic_mte2_ratio", "aiv_mte3_ratio"]].astype("float64").max(axis=1))
+
+
 def test_kernel_classes_equal_the_first_matching_regex() -> None:
     labels = pd.Series(["matmulv2", "flash_fwd_kernel", "rmsnorm", "broadcast_to", "cast",
                         "hcom_allreduce_", "", "softmaxv2", "fbgemm_thing", None] * 3,
