@@ -207,6 +207,10 @@ def _cached(rank: Path, repeat: int) -> dict[str, Any]:
             i["import_s"] + i["reopen_s"] + i["step_breakdown_s"] for i in inner),
         "advise_first_s": statistics.median(i["advise_first_s"] for i in inner),
         "advise_again_s": statistics.median(i["advise_again_s"] for i in inner),
+        "advise_again_user_s": statistics.median(i["advise_again_user_s"] for i in inner),
+        "advise_again_sys_s": statistics.median(i["advise_again_sys_s"] for i in inner),
+        "advise_again_page_faults": statistics.median(
+            i["advise_again_page_faults"] for i in inner),
         "findings": inner[0].get("findings"),
         "runs": runs,
     }
@@ -338,7 +342,10 @@ def _report(res: dict[str, Any], kinds: list[str], scales: list[str]) -> None:
               f"{c['step_breakdown_s']:.3f} s = {c['reopen_plus_step_breakdown_s']:.3f} s "
               f"(with Python start and imports: {c['process_wall_to_step_breakdown_s']:.2f} s); "
               f"advise {c['advise_first_s']:.2f} s (tables read from the cache on the way), "
-              f"again {c['advise_again_s']:.2f} s; first load {c['first_load_s']:.1f} s")
+              f"again {c['advise_again_s']:.2f} s (user {c['advise_again_user_s']:.2f} s, "
+              f"system {c['advise_again_sys_s']:.2f} s, "
+              f"{c['advise_again_page_faults']:,.0f} page faults); "
+              f"first load {c['first_load_s']:.1f} s")
     for name, r in (res.get("peers") or {}).items():
         print(f"{name}: {r['wall_s']:.1f} s, {r['peak_rss_bytes'] / 1e9:.2f} GB (exit {r['rc']})")
 
