@@ -340,7 +340,8 @@ def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, p
         span *= size
         if span >= 2**62:
             raise OverflowError("too many key combinations to code")
-        code = code * size + np.where(part < 0, size - 1, part)
+        code *= size  # in place: no new array per key
+        code += np.where(part < 0, size - 1, part)
         levels.append((uniq, size))
     # the codes present, in order: counted when the code space is small, else sorted
     present = np.flatnonzero(np.bincount(code, minlength=1)) if span <= 4 * len(code) + 1024 \

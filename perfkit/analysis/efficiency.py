@@ -634,7 +634,8 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
         span *= max(len(uniq), 1)
         if span >= 2.0**62:
             return None
-        code = code * np.int64(max(len(uniq), 1)) + part
+        code *= max(len(uniq), 1)  # in place: no new million-row array per key
+        code += part
     inverse, _ = pd.factorize(code)  # distinct calls numbered in order of first appearance
     first = _first_rows(inverse)
     distinct = take_rows(text[keys], first)
