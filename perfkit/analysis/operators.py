@@ -493,8 +493,8 @@ def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:
     text_rank = np.append(text_rank.ravel(), len(texts))  # code -1 (missing) sorts last
     pairs = pd.DataFrame({"rank": k["rank"].array[rows], "name": text_rank[code[rows]]})
     counts = pairs.groupby(["rank", "name"], dropna=False).size()
-    by_rank = np.append(texts, None).astype(object)
-    name = pd.array(by_rank[counts.index.get_level_values("name").to_numpy(np.int64)],
+    text_of_rank = np.append(texts, None).astype(object)  # the last rank: missing name
+    name = pd.array(text_of_rank[counts.index.get_level_values("name").to_numpy(np.int64)],
                     dtype=k["name"].dtype)
     counts.index = pd.MultiIndex.from_arrays(
         [counts.index.get_level_values("rank"), name], names=["rank", "name"])
