@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._hugepages import small_pages
 from .analysis import cluster as _cluster
 from .analysis import communication as _comm
 from .analysis import efficiency as _eff
@@ -1215,7 +1216,8 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
         findings whose cost cannot be measured (``warning`` before ``info``). Empty when
         nothing was found.
     """
-    with shared_results():  # analyses share their intermediate tables for this call
+    # analyses share their intermediate tables for this call; huge pages off (_hugepages)
+    with shared_results(), small_pages():
         return _advise(profile_or_cluster, model, parallel, hardware, max_findings,
                        assumptions)
 

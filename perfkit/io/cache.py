@@ -45,6 +45,7 @@ from typing import Any
 import msgspec
 import pandas as pd
 
+from .._hugepages import with_small_pages
 from ..errors import ProfileError
 from ..profile import Profile, ProfileMeta
 from .schema import TABLE_NAMES, conform
@@ -286,6 +287,7 @@ def read_entry(entry: Path, eager: bool = False, *, reparse: Reparse | None = No
     return Profile(meta, provider)
 
 
+@with_small_pages
 def read_table_file(f: Path) -> pd.DataFrame:
     """One table of an entry, its page checksums verified.
 

@@ -31,6 +31,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from .._hugepages import with_small_pages
 from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError, boundary
 from ..profile import Cluster, Profile, ProfileMeta
@@ -354,6 +355,7 @@ def default_engine() -> str:
 
 
 @boundary(ProfileError, path_arg="path", what="a profile")
+@with_small_pages
 def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
          engine: str | None = None, client: Any = None, *, workers: int | None = None,
          progress: bool | None = None) -> Profile | Cluster:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._hugepages import with_small_pages
 from ..errors import ProfileError, file_boundary
 from ..profile import Profile, ProfileMeta
 from . import ascend
@@ -97,6 +98,7 @@ def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     raise ProfileError(path, f"unknown source format {source.fmt!r}")
 
 
+@with_small_pages
 def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """Parse one rank: the pure function run in worker processes (or as a Dask task).
 
