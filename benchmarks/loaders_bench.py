@@ -3,15 +3,18 @@
 For each input (a 2-rank Kineto folder, one Ascend rank) and each size (``--scales``,
 fractions of the full inputs of ``loaders_generate.py``) the runs are interleaved:
 the parsing limit (``parsing_limit.py``, one process; and with ``--limit-workers`` the
-same number of processes perfkit uses) and ``perfkit.load`` with the cache off
-(``_loaders_one.py``), ``--repeat`` times. Every run is a fresh process; measured around
-it: wall seconds, CPU seconds of the process tree (its rusage, children included) and peak
-resident memory summed over the process tree (sampled from /proc every 20 ms); measured
-inside it: the seconds of the load itself (imports excluded). The load average is recorded
-before each run (the machine may be shared).
+same number of processes perfkit uses), the same limit with transparent huge pages off
+(``--small-pages``: the kernel setting perfkit's loads run under,
+``perfkit/_hugepages.py``) and ``perfkit.load`` with the cache off (``_loaders_one.py``),
+``--repeat`` times. Every run is a fresh process; measured around it: wall seconds, CPU
+seconds of the process tree (its rusage, children included) and peak resident memory
+summed over the process tree (sampled from /proc every 20 ms); measured inside it: the
+seconds of the load itself (imports excluded). The load average is recorded before each
+run (the machine may be shared).
 
-Then, on the full-size Ascend rank: a cached reopen plus ``step_breakdown`` and
-``perfkit.advise`` on the reopened rank (``_advise_one.py``, fresh processes). Peers
+Then, on the full-size Ascend rank: a cached reopen plus ``step_breakdown``, reading every
+table, and ``perfkit.advise`` twice on the loaded rank (``_advise_one.py``, fresh
+processes; user and system time, page faults and peak growth of each part). Peers
 (HolisticTraceAnalysis, msprof-analyze) run with ``--peers`` from their own virtual
 environments, once per input at full size.
 
@@ -134,13 +137,15 @@ def _runs(kind: str, path: Path, repeat: int, limit_workers: bool) -> dict[str, 
     """Interleaved runs of the limit(s) and perfkit on one input."""
     py = sys.executable
     limit = [py, str(HERE / "parsing_limit.py"), str(path), "--workers", "1"]
+    limit_small = [*limit, "--small-pages"]  # huge pages off, as perfkit runs its loads
     limit_par = [py, str(HERE / "parsing_limit.py"), str(path)]
     perfkit = [py, str(HERE / "_loaders_one.py"), str(path), "--no-cache"]
-    res: dict[str, list[dict[str, Any]]] = {"limit": [], "perfkit": []}
+    res: dict[str, list[dict[str, Any]]] = {"limit": [], "limit_small_pages": [],
+                                            "perfkit": []}
     if limit_workers and kind == "kineto":
         res["limit_parallel"] = []
     for i in range(repeat):
-        order = [("limit", limit), ("perfkit", perfkit)]
+        order = [("limit", limit), ("perfkit", perfkit), ("limit_small_pages", limit_small)]
         if "limit_parallel" in res:
             order.append(("limit_parallel", limit_par))
         if i % 2:  # alternate who goes first, so a drift in load hurts both alike
@@ -163,6 +168,7 @@ def _summary(res: dict[str, list[dict[str, Any]]], size: int) -> dict[str, Any]:
 
     pk_inner = statistics.median(r["inner"]["load_and_tables_s"] for r in res["perfkit"])
     lim_inner = statistics.median(r["inner"]["total_s"] for r in res["limit"])
+    small_inner = statistics.median(r["inner"]["total_s"] for r in res["limit_small_pages"])
     out = {
         "input_mb": size / 1e6,
         "limit_wall_s": med("limit", "wall_s"), "perfkit_wall_s": med("perfkit", "wall_s"),
@@ -180,6 +186,14 @@ def _summary(res: dict[str, list[dict[str, Any]]], size: int) -> dict[str, Any]:
         p["wall_s"] / q["wall_s"] for p, q in zip(res["perfkit"], res["limit"], strict=True))
     out["perfkit_s_per_mb"] = pk_inner / out["input_mb"]
     out["limit_s_per_mb"] = lim_inner / out["input_mb"]
+    # the limit under the same kernel setting as perfkit (transparent huge pages off)
+    out["limit_small_pages_wall_s"] = med("limit_small_pages", "wall_s")
+    out["limit_small_pages_inner_s"] = small_inner
+    out["limit_small_pages_peak_gb"] = max(
+        r["peak_rss_bytes"] for r in res["limit_small_pages"]) / 1e9
+    out["ratio_wall_small_pages"] = out["perfkit_wall_s"] / out["limit_small_pages_wall_s"]
+    out["ratio_inner_small_pages"] = pk_inner / small_inner
+    out["limit_small_pages_s_per_mb"] = small_inner / out["input_mb"]
     if "limit_parallel" in res:
         out["limit_parallel_wall_s"] = med("limit_parallel", "wall_s")
         out["limit_parallel_peak_gb"] = max(r["peak_rss_bytes"]
@@ -197,23 +211,29 @@ def _cached(rank: Path, repeat: int) -> dict[str, Any]:
         runs = [measure([sys.executable, str(HERE / "_advise_one.py"), str(rank)], env)
                 for _ in range(repeat)]
     inner = [r["inner"] for r in runs]
-    return {
+    out: dict[str, Any] = {
         "first_load_s": first["inner"].get("load_and_tables_s"),
-        "reopen_s": statistics.median(i["reopen_s"] for i in inner),
-        "step_breakdown_s": statistics.median(i["step_breakdown_s"] for i in inner),
         "reopen_plus_step_breakdown_s": statistics.median(
             i["reopen_s"] + i["step_breakdown_s"] for i in inner),
         "process_wall_to_step_breakdown_s": statistics.median(
             i["import_s"] + i["reopen_s"] + i["step_breakdown_s"] for i in inner),
-        "advise_first_s": statistics.median(i["advise_first_s"] for i in inner),
-        "advise_again_s": statistics.median(i["advise_again_s"] for i in inner),
-        "advise_again_user_s": statistics.median(i["advise_again_user_s"] for i in inner),
-        "advise_again_sys_s": statistics.median(i["advise_again_sys_s"] for i in inner),
-        "advise_again_page_faults": statistics.median(
-            i["advise_again_page_faults"] for i in inner),
+    }
+    for part in ("reopen", "step_breakdown", "read_tables", "advise_first", "advise_again"):
+        for what in ("s", "user_s", "sys_s", "page_faults", "maxrss_growth_mb"):
+            out[f"{part}_{what}"] = statistics.median(i[f"{part}_{what}"] for i in inner)
+        out[f"{part}_all_s"] = sorted(i[f"{part}_s"] for i in inner)
+    return {
+        **out,
         "findings": inner[0].get("findings"),
         "runs": runs,
     }
+
+
+def _split(c: dict[str, Any], part: str) -> str:
+    """``user … s, system … s, … page faults, peak +… MB`` of one timed part (medians)."""
+    return (f"user {c[part + '_user_s']:.2f} s, system {c[part + '_sys_s']:.2f} s, "
+            f"{c[part + '_page_faults']:,.0f} page faults, "
+            f"peak +{c[part + '_maxrss_growth_mb']:.0f} MB")
 
 
 def _peers(kineto: Path, ascend_rank: Path, hta_python: str, msprof: str) -> dict[str, Any]:
@@ -321,30 +341,43 @@ def _report(res: dict[str, Any], kinds: list[str], scales: list[str]) -> None:
                   f"{s['ratio_wall_paired']:.2f} | {s['ratio_cpu']:.2f} | "
                   f"{s['ratio_inner']:.2f} | {s['perfkit_peak_gb']:.2f} | "
                   f"{s['limit_peak_gb']:.2f} | {s['load_avg']:.1f} |")
+    print("\nThe limit with transparent huge pages off, as perfkit runs its loads:\n"
+          "\n| input | limit (small pages) s | perfkit / it (wall) | in-process ratio | "
+          "its peak GB |")
+    print("|---|---|---|---|---|")
+    for kind in kinds:
+        for scale in scales:
+            s = res["inputs"][f"{kind}@{scale}"]["summary"]
+            print(f"| {kind} ×{scale} | {s['limit_small_pages_wall_s']:.2f} | "
+                  f"{s['ratio_wall_small_pages']:.2f} | {s['ratio_inner_small_pages']:.2f} | "
+                  f"{s['limit_small_pages_peak_gb']:.2f} |")
     for kind in kinds:
         s = res["inputs"][f"{kind}@{scales[-1]}"]["summary"]
         if "limit_parallel_wall_s" in s:
             print(f"\n{kind} ×{scales[-1]}: limit with one process per file "
                   f"{s['limit_parallel_wall_s']:.2f} s, {s['limit_parallel_peak_gb']:.2f} GB; "
                   f"perfkit / that limit = {s['ratio_wall_vs_parallel_limit']:.2f}")
-    print("\n| input | perfkit s/MB (in-process) | limit s/MB | perfkit per-MB vs smallest |")
-    print("|---|---|---|---|")
+    print("\n| input | perfkit s/MB (in-process) | limit s/MB | limit (small pages) s/MB | "
+          "perfkit per-MB vs smallest |")
+    print("|---|---|---|---|---|")
     for kind in kinds:
         first = res["inputs"][f"{kind}@{scales[0]}"]["summary"]["perfkit_s_per_mb"]
         for scale in scales:
             s = res["inputs"][f"{kind}@{scale}"]["summary"]
             print(f"| {kind} ×{scale} | {s['perfkit_s_per_mb'] * 1e3:.2f} ms | "
                   f"{s['limit_s_per_mb'] * 1e3:.2f} ms | "
+                  f"{s['limit_small_pages_s_per_mb'] * 1e3:.2f} ms | "
                   f"{s['perfkit_s_per_mb'] / first - 1:+.0%} |")
     c = res.get("cached_ascend")
     if c:
         print(f"\nAscend rank, cached: reopen {c['reopen_s']:.3f} s + step_breakdown "
               f"{c['step_breakdown_s']:.3f} s = {c['reopen_plus_step_breakdown_s']:.3f} s "
               f"(with Python start and imports: {c['process_wall_to_step_breakdown_s']:.2f} s); "
-              f"advise {c['advise_first_s']:.2f} s (tables read from the cache on the way), "
-              f"again {c['advise_again_s']:.2f} s (user {c['advise_again_user_s']:.2f} s, "
-              f"system {c['advise_again_sys_s']:.2f} s, "
-              f"{c['advise_again_page_faults']:,.0f} page faults); "
+              f"reading every table {c['read_tables_s']:.2f} s; "
+              f"advise on the loaded rank {c['advise_first_s']:.2f} s "
+              f"({_split(c, 'advise_first')}; all runs "
+              f"{', '.join(f'{x:.2f}' for x in c['advise_first_all_s'])} s), "
+              f"again {c['advise_again_s']:.2f} s ({_split(c, 'advise_again')}); "
               f"first load {c['first_load_s']:.1f} s")
     for name, r in (res.get("peers") or {}).items():
         print(f"{name}: {r['wall_s']:.1f} s, {r['peak_rss_bytes'] / 1e9:.2f} GB (exit {r['rc']})")

@@ -15,8 +15,10 @@ No validation, no canonical tables, no cache. A folder of several JSON files use
 process per file, as many at a time as perfkit's loader would (``--workers``, default the
 CPU count), so the limit gets the same parallelism perfkit gets.
 
-Usage: ``python benchmarks/parsing_limit.py PATH [--workers N]``; prints JSON
-(seconds, rows) on stdout. PATH is a Kineto file or folder, or an Ascend rank folder.
+Usage: ``python benchmarks/parsing_limit.py PATH [--workers N] [--small-pages]``; prints
+JSON (seconds, rows) on stdout. ``--small-pages`` switches transparent huge pages off for
+the process first, as perfkit does around its loads, so that both are measured under the
+same kernel setting. PATH is a Kineto file or folder, or an Ascend rank folder.
 """
 
 from __future__ import annotations
@@ -198,6 +200,18 @@ def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.name.endswith(".json"))
 
 
+def _small_pages() -> None:
+    """Transparent huge pages off for this process, as perfkit runs its loads (Linux).
+
+    The same ``prctl(PR_SET_THP_DISABLE)`` as ``perfkit/_hugepages.py``, written out here
+    so that the limit uses nothing of perfkit.
+    """
+    import ctypes
+
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(41, 1, 0, 0, 0)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point (see the module docstring)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -206,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
         i = args.index("--workers")
         workers = int(args[i + 1])
         del args[i:i + 2]
+    if "--small-pages" in args:
+        args.remove("--small-pages")
+        _small_pages()
     path = Path(args[0])
     files = _files(path)
     t0 = time.perf_counter()
