@@ -1,0 +1,61 @@
+"""The real H100 traces (tests/data/kineto_llama_h100): loaded, counted and read as a job.
+
+Expected values come from the raw JSON (counted here with the standard library) and from
+the recording script's own settings (tools/make_kineto_llama_gpu.py), not from perfkit.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import perfkit as pk
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "kineto_llama_h100"
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+# the recording script's settings
+MICRO_BATCH, SEQ, HIDDEN, FFN, WORLD = 4, 1024, 1024, 2816, 2
+
+
+def _raw(rank: int) -> dict:
+    with gzip.open(DATA / f"rank{rank}.pt.trace.json.gz", "rt") as fh:
+        return json.load(fh)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    return pk.load(DATA, cache=False)
+
+
+def test_every_device_task_of_each_rank_is_loaded(cluster):
+    assert cluster.ranks == [0, 1]
+    k = cluster.kernels
+    for rank in (0, 1):
+        events = [e for e in _raw(rank)["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") in DEVICE_CATS]
+        mine = k[k["rank"] == rank]
+        assert len(mine) == len(events)
+        assert mine["dur_us"].sum() == pytest.approx(sum(float(e["dur"]) for e in events),
+                                                     rel=1e-9)
+
+
+def test_job_read_from_the_traces(cluster):
+    job = pk.infer_job(cluster)
+    assert job.parallel.dp == WORLD  # distributedInfo
+    assert job.hardware is not None and job.hardware.name == "h100"  # deviceProperties
+    assert job.dtype == "bf16"
+    # q, k, v of the cuDNN attention kernels' launching operator: (batch, heads, seq, dim)
+    assert job.parallel.micro_batch_size == MICRO_BATCH
+    assert job.seq_length == SEQ
+    assert job.global_batch_size == MICRO_BATCH * WORLD
+
+
+def test_gemm_priced_from_the_launching_operator(cluster):
+    costs = pk.analysis.operator_costs(cluster)
+    qkv = costs[(costs["label"] == "aten::mm")
+                & (costs["input_shapes"] == f"{MICRO_BATCH * SEQ},{HIDDEN};{HIDDEN},{3 * HIDDEN}")]
+    assert len(qkv) > 0
+    assert (qkv["flops"] == 2 * MICRO_BATCH * SEQ * HIDDEN * 3 * HIDDEN).all()
