@@ -58,9 +58,12 @@ _GEMM = re.compile(r"(?i)^(?:(?:batch)?mat_?mul\w*|aten::(?:mm|addmm|bmm|baddbmm
 #: Names of attention operators: forward and backward, per profiler.
 ATTENTION_PATTERNS = {
     "fwd": r"(?i)^(?:FlashAttentionScore|PromptFlashAttention\w*|FusedInferAttentionScore\w*"
-           r"|aten::scaled_dot_product_attention|npu::npu_fusion_attention)$",
+           r"|aten::scaled_dot_product_attention|npu::npu_fusion_attention"
+           # what a GPU kernel's launching operator is called (q, k, v as b, heads, s, d)
+           r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention"
+           r"|aten::_cudnn_attention_forward)$",
     "bwd": r"(?i)^(?:FlashAttentionScoreGrad|npu::npu_fusion_attention_grad"
-           r"|aten::_scaled_dot_product_\w+_backward|aten::_(?:flash|efficient)"
+           r"|aten::_scaled_dot_product_\w+_backward|aten::_(?:flash|efficient|cudnn)"
            r"_attention_backward)$",
 }
 _EMBED = re.compile(r"(?i)^(?:GatherV2|Gather|aten::embedding|EmbeddingLookup)$")
@@ -77,14 +80,19 @@ _BATCH_MATMUL = re.compile(r"(?i)^batch_?mat_?mul\w*$")
 
 
 def _label(frame: pd.DataFrame) -> pd.Series:
-    """The operator kind of each row: its ``type`` when the profile has one, else the name
-    without a MindSpore scope (``Default/MatMul-op3`` -> ``MatMul``)."""
+    """The operator kind of each row: the operator that launched it (``op_name``, GPU
+    kernels: their names, ``nvjet_sm90_...``, do not say what they compute), else its
+    ``type`` when the profile has one, else the name without a MindSpore scope
+    (``Default/MatMul-op3`` -> ``MatMul``)."""
     name = frame["name"].astype("string").fillna("")
-    short = name.str.rsplit("/", n=1).str[-1].str.replace(r"-op\d+$", "", regex=True)
+    label = name.str.rsplit("/", n=1).str[-1].str.replace(r"-op\d+$", "", regex=True)
     if "type" in frame.columns:
         typ = frame["type"].astype("string")
-        return typ.where(typ.notna() & (typ != ""), short).fillna("")
-    return short
+        label = typ.where(typ.notna() & (typ != ""), label)
+    if "op_name" in frame.columns:
+        op = frame["op_name"].astype("string")
+        label = op.where(op.notna() & (op != ""), label)
+    return label.fillna("")
 
 
 def parse_shapes(text: Any) -> list[tuple[int, ...]]:
@@ -124,8 +132,8 @@ def shape_records(profile: Any, ranks: list[int] | None = None) -> tuple[pd.Data
         if "input_shapes" not in present:
             continue
         frame = table(profile, name)
-        cols = [c for c in ("rank", "step", "start_us", "name", "type", "input_shapes",
-                            "input_dtypes") if c in present]
+        cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
+                            "input_shapes", "input_dtypes") if c in present]
 
         def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
             ok = ~f["input_shapes"].isna()
@@ -330,11 +338,11 @@ def _typical(counts: pd.Series, ranks: list[int] | None = None) -> dict[int, int
 
 def _where(source: str, fmt: str) -> str:
     """The file the shapes were read from, for the evidence sentences."""
+    if fmt == "kineto":  # GPU kernels carry the Input Dims of the operator that launched them
+        return "the trace's cpu_op Input Dims"
     if source == "kernels":
         return {"ascend_db": "the COMPUTE_TASK_INFO table of the .db export"}.get(
             fmt, "kernel_details.csv (Input Shapes)")
-    if fmt == "kineto":
-        return "the trace's cpu_op Input Dims"
     return "FRAMEWORK/cpu_framework_*.txt (operator input shapes)"
 
 
