@@ -23,7 +23,7 @@ __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interv
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "take_rows",
            "take_array", "PMU_RATIOS", "shared_factorize", "text_matches",
-           "union_parts"]
+           "union_parts", "stable_order"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -278,7 +278,10 @@ def union_parts(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us
     f = frame.dropna(subset=[start, end])
     if f.empty:
         return None
-    f = f.rename(columns={start: "_s", end: "_e"}).sort_values([*keys, "_s"], kind="mergesort")
+    f = f.rename(columns={start: "_s", end: "_e"})
+    order = stable_order(f, [*keys, "_s"])
+    if order is not None:
+        f = take_rows(f, order)
     s = f["_s"].to_numpy(np.float64)
     e = f["_e"].to_numpy(np.float64)
     # groups are contiguous once sorted: a segment starts at a group's first interval or
@@ -295,6 +298,39 @@ def _group_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Running maximum of ``values`` that restarts where ``first`` is True."""
     gid = np.cumsum(first) - 1
     return pd.Series(values).groupby(gid, sort=False).cummax().to_numpy()
+
+
+def stable_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
+    """Positions that sort ``frame`` by ``keys`` (missing last), or None if already sorted.
+
+    ``frame.sort_values(keys, kind="mergesort")`` is stable, so on rows that are already
+    in order it changes nothing: profiles are mostly written in time order, and one pass
+    over the keys (as numbers) tells, without the sort or the copy of the rows. Text keys
+    are not checked (always sorted).
+    """
+    n = len(frame)
+    numeric = all(pd.api.types.is_numeric_dtype(frame[k].dtype)
+                  and not pd.api.types.is_bool_dtype(frame[k].dtype) for k in keys)
+    if n > 1 and numeric:
+        undecided = np.ones(n - 1, dtype=bool)  # rows equal to the row before on keys so far
+        for k in keys:
+            col = frame[k]
+            missing = col.isna().to_numpy(bool)
+            values = col.to_numpy(np.int64 if pd.api.types.is_integer_dtype(col.dtype)
+                                  else np.float64, na_value=0)
+            for a in (missing, values):  # missing last, then the value
+                if (undecided & (a[1:] < a[:-1])).any():
+                    break
+                undecided &= a[1:] == a[:-1]
+            else:
+                continue
+            break
+        else:
+            return None
+    elif n <= 1:
+        return None
+    return frame[list(keys)].reset_index(drop=True).sort_values(
+        list(keys), kind="mergesort").index.to_numpy()
 
 
 def group_changes(*columns: pd.Series) -> np.ndarray:

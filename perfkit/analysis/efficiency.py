@@ -57,6 +57,7 @@ from ._util import (
     n_step_pairs,
     shared,
     shared_factorize,
+    stable_order,
     table,
     take_array,
     take_rows,
@@ -975,8 +976,8 @@ def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
         rows = rows.assign(rank=0)
     keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": rows["_lane"].to_numpy(),
                          "start_us": rows["start_us"].to_numpy()})
-    order = keys.sort_values(["rank", "_lane", "start_us"], kind="mergesort").index.to_numpy()
-    return rows, order
+    order = stable_order(keys, ["rank", "_lane", "start_us"])
+    return rows, np.arange(len(rows)) if order is None else order
 
 
 def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain: int = 3,

@@ -42,6 +42,7 @@ from ._util import (
     n_step_pairs,
     shared,
     shared_factorize,
+    stable_order,
     table,
     take_array,
     take_rows,
@@ -129,22 +130,27 @@ def _scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
 def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """``columns`` of the tasks in scope, sorted by (rank, stream, start), index 0..n-1.
 
-    The stable order is found on the three keys alone, once per :func:`shared_results`
-    block, and the other columns are taken in that order (a missing stream is NA).
+    The stable order is found on the three keys alone and the other columns are taken in
+    that order (a missing stream is NA), once per :func:`shared_results` block.
     """
-    pos = _stream_positions(k)
-    if "stream" not in k.columns:
-        k = k.assign(stream=pd.NA)
-    return take_rows(k[[c for c in columns if c in k.columns]], pos).reset_index(drop=True)
+    def ordered() -> pd.DataFrame:
+        pos = _stream_positions(k)
+        lanes = k if "stream" in k.columns else k.assign(stream=pd.NA)
+        lanes = lanes[[c for c in columns if c in lanes.columns]]
+        return (lanes if pos is None else take_rows(lanes, pos)).reset_index(drop=True)
+
+    return shared("stream_ordered", (k,), (tuple(columns),), ordered)
 
 
-def _stream_positions(k: pd.DataFrame) -> np.ndarray:
-    """Positions of the tasks in (rank, stream, start) order, stable; once per block."""
-    def order() -> np.ndarray:
+def _stream_positions(k: pd.DataFrame) -> np.ndarray | None:
+    """Positions of the tasks in (rank, stream, start) order, stable; once per block.
+
+    None when the tasks are already in that order.
+    """
+    def order() -> np.ndarray | None:
         keys = k[["rank", "start_us"]].assign(
-            stream=k["stream"] if "stream" in k.columns else pd.NA).reset_index(drop=True)
-        return keys.sort_values(["rank", "stream", "start_us"], kind="mergesort").index \
-            .to_numpy()
+            stream=k["stream"] if "stream" in k.columns else pd.NA)
+        return stable_order(keys, ["rank", "stream", "start_us"])
 
     return shared("stream_order", (k,), (), order)
 
@@ -449,25 +455,32 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     # which names are tiny does not depend on the order: counted before ordering the tasks
     names = _name_counts(k, (k["dur_us"] < threshold_us).to_numpy(bool))
     k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
-    tiny = k["dur_us"] < threshold_us
-    same = (k["rank"].eq(k["rank"].shift()).fillna(False)
-            & k["stream"].eq(k["stream"].shift()).fillna(False))
+    start = k["start_us"].to_numpy(np.float64, na_value=np.nan)
+    dur = k["dur_us"].to_numpy(np.float64, na_value=np.nan)
+    tiny = dur < threshold_us
+    after_tiny = np.r_[False, tiny[:-1]]
+    # the same stream of the same rank as the task before (a missing rank or stream never is)
+    same = _same_as_before(k["rank"]) & _same_as_before(k["stream"])
     # consecutive tiny tasks on one stream: run ids break on a non-tiny task or stream change
-    brk = (~tiny) | (~same) | (~tiny.shift(fill_value=False))
-    run_id = brk.cumsum().to_numpy()
-    tiny_np = tiny.to_numpy(bool)
-    run_len = np.bincount(run_id, weights=tiny_np).astype(np.int64)[run_id]
-    run_len = pd.Series(np.where(tiny_np, run_len, 0), index=k.index)
-    prev_end = (k["start_us"] + k["dur_us"]).shift()
-    gap = (k["start_us"] - prev_end).clip(lower=0)
-    gap = gap.where(tiny & tiny.shift(fill_value=False) & same & (gap < max_gap_us), 0.0)
-    k = k.assign(_tiny=tiny, _run=run_len, _gap=gap,
-                 _tdur=k["dur_us"].where(tiny, 0.0))
-    code, index = group_codes(k, ["rank"])
-    out = k.groupby(code).agg(kernels=("dur_us", "size"), tiny_kernels=("_tiny", "sum"),
-                              tiny_total_us=("_tdur", "sum"), total_us=("dur_us", "sum"),
-                              longest_run=("_run", "max"), run_gap_us=("_gap", "sum")
-                              ).set_axis(index)
+    run_id = np.cumsum(~tiny | ~same | ~after_tiny)
+    run_len = np.where(tiny, np.bincount(run_id, weights=tiny).astype(np.int64)[run_id], 0)
+    gap = np.clip(start - np.r_[np.nan, (start + dur)[:-1]], 0.0, None)
+    gap = np.where(tiny & after_tiny & same & (gap < max_gap_us), gap, 0.0)  # NaN: 0
+    code, index = group_codes(k, ["rank"])  # few ranks: per-rank sums over the code space
+    n_codes = int(code.max()) + 1
+    present = np.flatnonzero(np.bincount(code, minlength=n_codes))
+
+    def rank_sum(weights: np.ndarray) -> np.ndarray:
+        return np.bincount(code, weights, n_codes)[present]
+
+    longest = np.zeros(n_codes, dtype=np.int64)
+    np.maximum.at(longest, code, run_len)
+    out = pd.DataFrame({
+        "kernels": np.bincount(code, minlength=n_codes)[present],
+        "tiny_kernels": rank_sum(tiny.astype(np.float64)).astype(np.int64),
+        "tiny_total_us": rank_sum(np.where(tiny, dur, 0.0)),
+        "total_us": rank_sum(np.nan_to_num(dur, nan=0.0)),
+        "longest_run": longest[present], "run_gap_us": rank_sum(gap)}, index=index)
     out["tiny_count_share"] = out["tiny_kernels"] / out["kernels"]
     out["tiny_time_share"] = out["tiny_total_us"] / out["total_us"].where(out["total_us"] > 0)
     out["storm"] = (out["tiny_count_share"] >= storm_share) | (out["longest_run"] >= min_run)
@@ -479,6 +492,12 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     out["top_names"] = top.reindex(out.index)
     out = out.reset_index()
     return out[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
+
+
+def _same_as_before(col: pd.Series) -> np.ndarray:
+    """Whether each row holds the value of the row before (missing values never do)."""
+    values = col.to_numpy(np.float64, na_value=np.nan)  # ranks and streams: whole numbers
+    return np.r_[False, values[1:] == values[:-1]]
 
 
 def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:
@@ -616,7 +635,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
     # put in stream order with the columns read below
     tokens, code, name_code, name_uniq = _token_codes(k)
     pos = _stream_positions(k)
-    code, name_code = code[pos], name_code[pos]
+    if pos is not None:
+        code, name_code = code[pos], name_code[pos]
     k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
     tokens = tokens.astype(str)
     tok = tokens[code]

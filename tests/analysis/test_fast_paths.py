@@ -222,6 +222,38 @@ def test_interval_union_equals_a_walk_over_each_group() -> None:
             assert np.allclose(got["length_us"], got["end_us"] - got["start_us"])
 
 
+def test_stable_order_equals_a_stable_sort() -> None:
+    """None exactly when a stable sort would leave the rows as they are."""
+    rng = np.random.default_rng(11)
+    big = 2**53  # int64 values a float64 cannot tell apart
+    seen = {"sorted": 0, "unsorted": 0}
+    for trial in range(400):
+        n = int(rng.integers(0, 25))
+        f = pd.DataFrame({
+            "rank": pd.array(rng.choice([0, 1, None], n), dtype="Int64"),
+            "stream": pd.array(rng.choice([big, big + 1, None], n), dtype="Int64"),
+            "start_us": rng.choice([0.0, 1.5, np.nan, np.inf], n)})
+        if trial % 2:  # half the frames already in order, with their index shuffled
+            f = f.sort_values(["rank", "stream", "start_us"], kind="mergesort")
+        f.index = rng.permutation(n)
+        want = f.reset_index(drop=True).sort_values(["rank", "stream", "start_us"],
+                                                   kind="mergesort").index.to_numpy()
+        got = _util.stable_order(f, ["rank", "stream", "start_us"])
+        if got is None:
+            assert (want == np.arange(n)).all()
+            seen["sorted"] += 1
+        else:
+            assert (got == want).all()
+            seen["unsorted"] += 1
+    assert min(seen.values()) > 100
+    # a missing value in a middle key: the rows equal there, the last key decides
+    f = pd.DataFrame({"a": [1, 1], "b": [np.nan, np.nan], "c": [2.0, 1.0]})
+    assert _util.stable_order(f, ["a", "b", "c"]).tolist() == [1, 0]
+    # text keys are not checked: always sorted
+    f = pd.DataFrame({"t": pd.array(["a", "b"], dtype="string")})
+    assert _util.stable_order(f, ["t"]).tolist() == [0, 1]
+
+
 def test_group_codes_give_the_groups_of_groupby() -> None:
     rng = np.random.default_rng(3)
     for _ in range(30):
