@@ -31,9 +31,12 @@ itself never raises on a loadable profile.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +49,7 @@ from .analysis import communication as _comm
 from .analysis import efficiency as _eff
 from .analysis import memory as _memory
 from .analysis import operators as _ops
-from .analysis._frames import collect
+from .analysis._frames import collect, is_lazy
 from .analysis._util import has_values, shared_results, table, text_matches
 from .analysis.steps import measured_step_s, step_breakdown
 
@@ -218,7 +221,13 @@ def _unmeasured(rule: str, area: str, title: str, evidence: str, recommendation:
 
 
 class _Context:
-    """Lazily computed analyses shared by the rules."""
+    """Lazily computed analyses shared by the rules.
+
+    Each analysis is computed once, by the first rule (or the thread computing ahead,
+    :meth:`compute_ahead`) that asks; a rule that asks while another thread computes it
+    waits for that result, and an analysis that failed fails again for every rule that
+    asks (each rule then reports it as its own ``info`` finding).
+    """
 
     def __init__(self, profile: Any, model: Any, parallel: Any, hardware: Any,
                  assumptions: dict[str, float]):
@@ -230,12 +239,49 @@ class _Context:
         self.hardware = hardware
         self.fw = framework_of(profile)
         self.assume = assumptions
-        self._cache: dict[str, Any] = {}
+        self._results: dict[str, Future[Any]] = {}
+        self._guard = threading.Lock()
+        #: Savings a rule already counted, read by a later rule so as not to count them
+        #: twice (a slow link's share of the exposed communication, ...).
+        self.counted: dict[str, float] = {}
 
     def get(self, key: str, fn: Callable[[], Any]) -> Any:
-        if key not in self._cache:
-            self._cache[key] = fn()
-        return self._cache[key]
+        """``fn()``, computed once per advise call, by whichever thread asks first."""
+        with self._guard:
+            result = self._results.get(key)
+            mine = result is None
+            if result is None:
+                result = self._results[key] = Future()
+        if mine:
+            try:
+                result.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - kept for every rule that asks
+                result.set_exception(exc)
+        return result.result()
+
+    def efficiency(self) -> pd.DataFrame:
+        """Operators against the roofline (:func:`perfkit.analysis.operator_efficiency`)."""
+        return self.get("eff", lambda: _eff.operator_efficiency(self.profile, self.hardware))
+
+    def chains(self) -> pd.DataFrame:
+        """Runs of element-wise kernels (:func:`perfkit.analysis.elementwise_chains`)."""
+        return self.get("chains", lambda: _eff.elementwise_chains(
+            self.profile, self.hardware, min_chain=int(self.assume["min_chain"]),
+            kernel_efficiency=self.assume["kernel_efficiency"]))
+
+    def compute_ahead(self) -> None:
+        """Price the operators and find the element-wise chains, for the rules to come.
+
+        Run on a second thread while the rules run in order on the first (the pricing
+        is the largest analysis and the only one that does not start from the step and
+        gap tables, so the two overlap on two cores). Errors stay with the result and
+        reach the rule that asks for it.
+        """
+        for analysis in (self.efficiency, self.chains):
+            try:
+                analysis()
+            except Exception:  # noqa: BLE001, S112 - raised again to the rule that asks
+                continue
 
     @property
     def steps(self) -> pd.DataFrame:
@@ -479,7 +525,7 @@ def _rule_links(ctx: _Context) -> list[Finding]:
     # a collective runs at the pace of its slowest link: at the normal bandwidth its
     # exposed transfer would shrink to `ratio` of what it is
     saving = exposed * (1.0 - ratio) if np.isfinite(exposed) else 0.0
-    ctx._cache["link_saving"] = saving
+    ctx.counted["link_saving"] = saving
     link = _say(ctx.fw, {"pytorch_gpu": "NVLink / InfiniBand (nvidia-smi nvlink -e, "
                                         "ibstat, NCCL_DEBUG=INFO)",
                          "any": "HCCS / RoCE (npu-smi info, hccn_tool -i N -link -g, "
@@ -539,8 +585,8 @@ def _rule_exposed_comm(ctx: _Context) -> list[Finding]:
         # profiler's split of each collective into transfer and wait tells which part is
         # communication
         waiting = e * wf
-        ctx._cache["min_rank_wait"] = waiting
-    stake = max(0.0, e - waiting - float(ctx._cache.get("link_saving", 0.0)))
+        ctx.counted["min_rank_wait"] = waiting
+    stake = max(0.0, e - waiting - float(ctx.counted.get("link_saving", 0.0)))
     s = ctx.steps
     overlap = float("nan")
     if has_values(s, "communication_us") and has_values(s, "overlapped_us"):
@@ -595,7 +641,7 @@ def _rule_exposed_comm(ctx: _Context) -> list[Finding]:
                            "bucket_cap_mb / gradient_as_bucket_view, FSDP prefetch, "
                            "Megatron --overlap-grad-reduce), fuse small collectives and keep "
                            "tensor parallelism inside an NVLink domain."})
-    link = float(ctx._cache.get("link_saving", 0.0))
+    link = float(ctx.counted.get("link_saving", 0.0))
     if link > 0:
         ev += f"; {_fmt_time(min(link, e))} of it is the slow link's (see that finding)"
     return [_finding(ctx, "exposed_communication", "communication", stake,
@@ -612,7 +658,7 @@ def _rule_comm_wait(ctx: _Context, already: list[Finding]) -> list[Finding]:
     if not has_values(s, "comm_not_overlapped_us"):
         return []
     e, _ = _exposed(ctx)
-    own = float(ctx._cache.get("min_rank_wait", 0.0))
+    own = float(ctx.counted.get("min_rank_wait", 0.0))
     exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
                                          if "bubble_us" in s.columns else 0.0)
     per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
@@ -823,7 +869,7 @@ def _rule_unfused(ctx: _Context) -> list[Finding]:
                              "silu_mul_not_swiglu"])].sort_values("saving_us", ascending=False)
     if not fusion.empty:
         saving = ctx.per_rank_step(float(fusion["saving_us"].sum()))
-        ctx._cache["unfused_saving"] = saving
+        ctx.counted["unfused_saving"] = saving
         out.append(_finding(
             ctx, "unfused_operators", "operators", saving,
             "Operators run as chains of small kernels where one fused kernel exists: "
@@ -888,7 +934,7 @@ def _rule_gemm(ctx: _Context) -> list[Finding]:
     """GEMMs far below their roofline: what a kernel at ``kernel_efficiency`` would save."""
     if ctx.hardware is None:
         return []
-    eff = ctx.get("eff", lambda: _eff.operator_efficiency(ctx.profile, ctx.hardware))
+    eff = ctx.efficiency()
     if eff.empty:
         return []
     a = ctx.assume
@@ -933,14 +979,12 @@ def _rule_elementwise(ctx: _Context) -> list[Finding]:
     if ctx.hardware is None:
         return []
     a = ctx.assume
-    ch = ctx.get("chains", lambda: _eff.elementwise_chains(
-        ctx.profile, ctx.hardware, min_chain=int(a["min_chain"]),
-        kernel_efficiency=a["kernel_efficiency"]))
+    ch = ctx.chains()
     if ch.empty:
         return []
     total = ctx.per_rank_step(float(ch["saving_us"].sum()))
     # the known patterns (RMSNorm, rotary, SwiGLU) are such chains: not counted twice
-    saving = max(0.0, total - float(ctx._cache.get("unfused_saving", 0.0)))
+    saving = max(0.0, total - float(ctx.counted.get("unfused_saving", 0.0)))
     if saving <= 0:
         return []
     top = ch.groupby("names", sort=False)["saving_us"].sum().sort_values(ascending=False)
@@ -1165,6 +1209,10 @@ RULES: tuple[Callable[..., list[Finding]], ...] = (
 )
 """The rules run by :func:`advise`, in the seeds' order of checks (causes before symptoms)."""
 
+#: Price the operators on a second thread while the rules run (:meth:`_Context.compute_ahead`);
+#: the findings are the same either way.
+COMPUTE_AHEAD = True
+
 #: Rules that read the findings before them (run last, in this order).
 LATE_RULES: tuple[Callable[..., list[Finding]], ...] = (_rule_comm_wait, _rule_memory)
 
@@ -1215,6 +1263,12 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
         Measured findings first, most milliseconds per step at stake first; then the
         findings whose cost cannot be measured (``warning`` before ``info``). Empty when
         nothing was found.
+
+    Notes
+    -----
+    For a profile in memory with a known device, the operators are priced on a second
+    thread while the rules run (:data:`COMPUTE_AHEAD`, docs/analysis.md "Speed"); the
+    findings are the same as on one thread, and the thread has ended on return.
     """
     # analyses share their intermediate tables for this call; huge pages off (_hugepages)
     with shared_results(), small_pages():
@@ -1227,6 +1281,36 @@ def _advise(profile_or_cluster: Any, model: Any, parallel: Any, hardware: Any,
             ) -> list[Finding]:
     assume = {**ASSUMPTIONS, **(assumptions or {})}
     ctx = _Context(profile_or_cluster, model, parallel, hardware, assume)
+    ahead = _start_ahead(ctx)
+    try:
+        found = _run_rules(ctx)
+    finally:
+        if ahead is not None:
+            ahead.join()  # its results live in this call's shared_results block
+    kept = _dedupe([f for _, f in found])
+    order_of = {id(f): o for o, f in found}
+    ranked = sorted(kept, key=lambda f: (not f.measured, -f.score, _ORDER[f.severity],
+                                         order_of.get(id(f), len(RULES))))
+    return ranked[:max_findings] if max_findings is not None else ranked
+
+
+def _start_ahead(ctx: _Context) -> threading.Thread | None:
+    """Start :meth:`_Context.compute_ahead` on a second thread, when its rules will ask.
+
+    Only for a profile in memory with a known device (the pricing rules need its
+    roofline); a lazy cluster's analyses already run on the Dask workers.
+    """
+    if ctx.hardware is None or is_lazy(ctx.profile) or not COMPUTE_AHEAD:
+        return None
+    thread = threading.Thread(target=contextvars.copy_context().run,
+                              args=(ctx.compute_ahead,), name="perfkit-advise-ahead",
+                              daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_rules(ctx: _Context) -> list[tuple[int, Finding]]:
+    """Every rule in order: (its position, finding) for each finding."""
     found: list[tuple[int, Finding]] = []
 
     def run(order: int, name: str, rule: Callable[[], list[Finding]]) -> None:
@@ -1243,8 +1327,4 @@ def _advise(profile_or_cluster: Any, model: Any, parallel: Any, hardware: Any,
     for i, rule in enumerate(LATE_RULES):
         run(len(RULES) + i, rule.__name__.removeprefix("_rule_"),
             lambda rule=rule: rule(ctx, [f for _, f in found]))
-    kept = _dedupe([f for _, f in found])
-    order_of = {id(f): o for o, f in found}
-    ranked = sorted(kept, key=lambda f: (not f.measured, -f.score, _ORDER[f.severity],
-                                         order_of.get(id(f), len(RULES))))
-    return ranked[:max_findings] if max_findings is not None else ranked
+    return found

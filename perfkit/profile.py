@@ -11,6 +11,7 @@ that ranks line up. Build them with :func:`perfkit.io.detect.load`.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,10 +81,16 @@ class ProfileMeta:
 
 
 class _Tables:
-    """Attribute access to the nine canonical tables, computed once each."""
+    """Attribute access to the nine canonical tables, computed once each.
+
+    Each table is built once even when two threads ask for it at the same time (the
+    advisor computes some analyses ahead on a second thread): builds hold ``_lock``.
+    """
 
     lazy: bool = False
     """True when the tables are lazy ``dask.dataframe`` frames (``load(engine="dask")``)."""
+
+    _lock: threading.RLock
 
     def _table(self, name: str) -> pd.DataFrame:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -148,6 +155,7 @@ class Profile(_Tables):
     def __init__(self, meta: ProfileMeta, tables: Mapping[str, pd.DataFrame] | TableProvider):
         self.meta = meta
         self._cache: dict[str, pd.DataFrame] = {}
+        self._lock = threading.RLock()
         if callable(tables):
             self._provider: TableProvider = tables
         else:
@@ -160,10 +168,11 @@ class Profile(_Tables):
         return self.meta.rank
 
     def _table(self, name: str) -> pd.DataFrame:
-        if name not in self._cache:
-            frame = self._provider(name)
-            self._cache[name] = conform(frame, name, self.meta.rank)
-        return self._cache[name]
+        with self._lock:
+            if name not in self._cache:
+                frame = self._provider(name)
+                self._cache[name] = conform(frame, name, self.meta.rank)
+            return self._cache[name]
 
     def __repr__(self) -> str:
         m = self.meta
@@ -195,6 +204,7 @@ class Cluster(_Tables):
         self.meta = meta
         self.failed = dict(failed or {})
         self._cache: dict[str, pd.DataFrame] = {}
+        self._lock = threading.RLock()
 
     @property
     def ranks(self) -> list[int]:
@@ -214,6 +224,10 @@ class Cluster(_Tables):
         raise KeyError(f"rank {rank} is not in this cluster (ranks: {self.ranks})")
 
     def _table(self, name: str) -> pd.DataFrame:
+        with self._lock:
+            return self._build(name)
+
+    def _build(self, name: str) -> pd.DataFrame:
         if name in self._cache:
             return self._cache[name]
         parts = [shift_times(p._table(name), name,

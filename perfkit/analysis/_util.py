@@ -7,6 +7,7 @@ Nothing here knows a file format; everything works on the canonical tables of
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,8 +30,32 @@ __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interv
 MAD_TO_SIGMA = 1.4826
 
 
-_SHARED: ContextVar[dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] | None] = \
-    ContextVar("perfkit_shared_results", default=None)
+class _Memo:
+    """The results of one :func:`shared_results` block, each computed once.
+
+    The advisor computes some analyses ahead on a second thread, so two threads may ask
+    for the same result: each result has its own lock, and a thread that asks for a
+    result another one is computing waits for it instead of computing it again. Results
+    nest (the tasks in scope are taken inside the operator costs), and two threads could
+    only wait on each other in a circle if some result needed itself, which would recurse
+    forever on one thread too.
+    """
+
+    def __init__(self) -> None:
+        self.results: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
+        self._locks: dict[tuple[Any, ...], threading.RLock] = {}
+        self._guard = threading.Lock()
+
+    def lock(self, key: tuple[Any, ...]) -> threading.RLock:
+        """The lock of one result (made the first time it is asked for)."""
+        with self._guard:
+            found = self._locks.get(key)
+            if found is None:
+                found = self._locks[key] = threading.RLock()
+            return found
+
+
+_SHARED: ContextVar[_Memo | None] = ContextVar("perfkit_shared_results", default=None)
 
 
 @contextmanager
@@ -40,9 +65,11 @@ def shared_results() -> Iterator[None]:
     The advisor runs a dozen analyses over the same profile; several of them start from
     the same intermediate table (the device tasks in scope, the priced operator calls).
     Inside the block each is computed the first time and served from memory afterwards;
-    outside it nothing is kept (results are the same either way).
+    outside it nothing is kept (results are the same either way). A thread started
+    inside the block shares it when it runs in a copy of the block's context
+    (``contextvars.copy_context().run``); the block must outlive such threads.
     """
-    token = _SHARED.set({})
+    token = _SHARED.set(_Memo())
     try:
         yield
     finally:
@@ -56,16 +83,17 @@ def shared(name: str, inputs: tuple[Any, ...], params: tuple[Any, ...],
     ``inputs`` are the objects (profiles, tables) the result is derived from, matched by
     identity and kept alive with the result; ``params`` are compared by value. The same
     object is handed to every caller: callers must not change it in place (``assign``
-    makes a new frame).
+    makes a new frame). Safe to call from several threads of one block.
     """
     memo = _SHARED.get()
     if memo is None:
         return compute()
     key = (name, tuple(id(o) for o in inputs), params)
-    hit = memo.get(key)
-    if hit is None or any(a is not b for a, b in zip(hit[0], inputs, strict=True)):
-        hit = (inputs, compute())
-        memo[key] = hit
+    with memo.lock(key):
+        hit = memo.results.get(key)
+        if hit is None or any(a is not b for a, b in zip(hit[0], inputs, strict=True)):
+            hit = (inputs, compute())
+            memo.results[key] = hit
     return hit[1]
 
 

@@ -1,0 +1,145 @@
+"""The advisor prices the operators on a second thread: same findings, nothing left behind.
+
+``advise`` starts :meth:`_Context.compute_ahead` on a second thread while the rules run
+in order on the first. The findings must be those of the rules run in order on one
+thread; two threads asking for one shared result or one table must get it computed once;
+an analysis that fails on the second thread must reach the rule that asks for it as that
+rule's ``info`` finding, and the thread must be gone when ``advise`` returns.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit import advisor
+from perfkit.analysis import _util
+from perfkit.profile import Profile, ProfileMeta
+
+ROOT = Path(__file__).resolve().parents[1]
+H100 = pk.Hardware.preset("h100")
+#: sample -> hardware to pass (None: the profile names its device)
+SAMPLES = {
+    "ascend": (ROOT / "data" / "ascend-real-pt-level1", None),
+    "kineto": (ROOT / "tests" / "data" / "kineto_hta", H100),
+    "kineto-h100": (ROOT / "tests" / "data" / "kineto_llama_h100", None),
+    "simulated": (ROOT / "data" / "simulated" / "slow-rank", None),
+}
+
+
+def _findings(found: list[Any]) -> list[tuple[Any, ...]]:
+    return [(f.rule, f.severity, f.title, f.evidence, f.recommendation, f.score,
+             f.ms_per_step, f.details) for f in found]
+
+
+def _ahead_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "perfkit-advise-ahead"]
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_advice_computed_ahead_equals_advice_in_order(name: str, monkeypatch: Any) -> None:
+    path, hardware = SAMPLES[name]
+    prof = pk.load(path, cache=False, progress=False)
+    started: list[str] = []
+    real_start = advisor._start_ahead
+
+    def start(ctx: Any) -> Any:
+        thread = real_start(ctx)
+        started.append("yes" if thread is not None else "no")
+        return thread
+
+    monkeypatch.setattr(advisor, "_start_ahead", start)
+    ahead = pk.advise(prof, hardware=hardware)
+    assert started == ["yes"]  # the second thread did run
+    monkeypatch.setattr(advisor, "COMPUTE_AHEAD", False)
+    in_order = pk.advise(prof, hardware=hardware)
+    assert started == ["yes", "no"]
+    assert _findings(ahead) == _findings(in_order)
+    assert ahead and not [f for f in ahead if f.title.startswith("Rule ")]
+    assert not _ahead_threads()
+
+
+def test_a_failure_on_the_second_thread_reaches_the_rule_that_asks(monkeypatch: Any) -> None:
+    prof = pk.load(SAMPLES["ascend"][0], cache=False, progress=False)
+    calls: list[str] = []
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        raise RuntimeError("planted failure")
+
+    monkeypatch.setattr(advisor._eff, "operator_efficiency", broken)
+    found = pk.advise(prof)
+    failed = [f for f in found if f.title == "Rule gemm could not run on this profile"]
+    assert len(failed) == 1 and "planted failure" in failed[0].evidence
+    assert failed[0].severity == "info"
+    assert calls == ["perfkit-advise-ahead"]  # computed once, on the second thread
+    # the other rules still ran: the same measured findings as without the gemm rule
+    monkeypatch.setattr(advisor, "RULES", tuple(r for r in advisor.RULES
+                                                if r is not advisor._rule_gemm))
+    rest = pk.advise(prof)
+    assert [f.title for f in found if f.measured] == [f.title for f in rest if f.measured]
+    assert not _ahead_threads()
+
+
+def test_no_second_thread_without_a_known_device() -> None:
+    """The pricing rules need the roofline: nothing is computed ahead for nothing."""
+    prof = pk.load(SAMPLES["kineto"][0], cache=False, progress=False)
+    ctx = advisor._Context(prof, None, None, None, dict(advisor.ASSUMPTIONS))
+    assert ctx.hardware is None
+    assert advisor._start_ahead(ctx) is None
+
+
+def test_shared_result_is_computed_once_when_two_threads_ask() -> None:
+    frame = pd.DataFrame({"a": [1]})
+    computing, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+    got: dict[str, Any] = {}
+
+    def slow() -> object:
+        calls.append(threading.current_thread().name)
+        computing.set()
+        assert release.wait(10)
+        return object()
+
+    with _util.shared_results():
+        first = threading.Thread(
+            target=contextvars.copy_context().run, name="first",
+            args=(lambda: got.__setitem__("first", _util.shared("x", (frame,), (), slow)),))
+        first.start()
+        assert computing.wait(10)
+        threading.Timer(0.2, release.set).start()
+        got["main"] = _util.shared("x", (frame,), (), slow)  # waits for the first thread
+        first.join(10)
+    assert calls == ["first"]
+    assert got["main"] is got["first"]
+
+
+def test_a_table_is_built_once_when_two_threads_ask() -> None:
+    building, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def provider(name: str) -> pd.DataFrame | None:
+        if name != "kernels":
+            return None
+        calls.append(threading.current_thread().name)
+        building.set()
+        assert release.wait(10)
+        return pd.DataFrame({"name": ["a"], "start_us": [0.0], "dur_us": [1.0]})
+
+    prof = Profile(ProfileMeta(source_format="kineto", rank=0), provider)
+    got: dict[str, pd.DataFrame] = {}
+    other = threading.Thread(target=lambda: got.__setitem__("other", prof.kernels),
+                             name="other")
+    other.start()
+    assert building.wait(10)
+    threading.Timer(0.2, release.set).start()
+    got["main"] = prof.kernels
+    other.join(10)
+    assert calls == ["other"]
+    assert got["main"] is got["other"]
