@@ -56,22 +56,47 @@ _PARALLEL_MIN_BYTES = 32 << 20
 
 # ----------------------------------------------------------------------------- detection
 
-def _peek_kineto_rank(path: Path) -> int | None:
-    """Rank from ``distributedInfo`` near the top of a Kineto file, else from its name."""
+_HEAD_BYTES = 1 << 20
+
+
+def _json_head(path: Path) -> tuple[bytes, bool]:
+    """The first MiB of a (possibly gzipped) JSON file, and whether that is all of it."""
     import gzip
     import zlib
 
     try:
         with open(path, "rb") as fh:
-            head = fh.read(1 << 20)
-        if head[:2] == b"\x1f\x8b":
-            head = zlib.decompressobj(31).decompress(head, 1 << 20)
+            raw = fh.read(_HEAD_BYTES + 1)
+        if raw[:2] == b"\x1f\x8b":
+            inflate = zlib.decompressobj(31)
+            head = inflate.decompress(raw[:_HEAD_BYTES], _HEAD_BYTES)
+            return head, len(raw) <= _HEAD_BYTES and inflate.eof and \
+                not inflate.unconsumed_tail
+        return raw[:_HEAD_BYTES], len(raw) <= _HEAD_BYTES
     except (OSError, zlib.error, gzip.BadGzipFile):
-        head = b""
+        return b"", False
+
+
+def _peek_kineto_rank(path: Path) -> int | None:
+    """Rank from ``distributedInfo`` near the top of a Kineto file, else from its name."""
+    head, _ = _json_head(path)
     m = re.search(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)', head)
     if m:
         return int(m.group(1))
     return rank_from_name(path.name)
+
+
+def _not_a_trace(path: Path) -> str:
+    """Why a JSON file found beside traces is not one ("" when it may be a trace).
+
+    Only a file read whole that is a JSON object without ``traceEvents`` is ruled out
+    (a run's ``environment.json``, a config); anything else is left to the parser, which
+    says what is wrong with it.
+    """
+    head, whole = _json_head(path)
+    if whole and head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head:
+        return "not a profiler trace (a JSON object without traceEvents)"
+    return ""
 
 
 def _legacy_ranks(folder: Path) -> dict[int, list[Path]]:
@@ -160,7 +185,9 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
     -------
     (kind, sources)
         ``kind`` is ``"profile"`` (one rank), ``"cluster"`` (many ranks) or
-        ``"cluster_analysis_output"``; ``sources`` lists the ranks found, in rank order.
+        ``"cluster_analysis_output"``; ``sources`` lists the ranks found, in rank order,
+        and the JSON files beside traces that are not traces (``fmt="not_a_trace"``,
+        which :func:`load` leaves out with a note).
 
     Raises
     ------
@@ -195,6 +222,9 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
             return ("profile" if len(srcs) == 1 else "cluster"), srcs
         return "cluster", _check_unique(p, srcs + others)
     sources = _scan_parent(p)
+    if sources and all(s.fmt == "not_a_trace" for s in sources):
+        raise ProfileError(p, "no profile found: " + "; ".join(
+            f"{Path(s.path).name} is {s.error}" for s in sources))
     if not sources:
         if (p / "cluster_analysis_output").is_dir():
             return "cluster_analysis_output", [RankSource(
@@ -257,6 +287,9 @@ def _scan_child(child: Path, depth: int, files: bool) -> list[RankSource]:
     name = child.name.lower()
     if name.endswith(".json.gz") or (name.endswith(".json") and name != "trace_view.json"
                                       and not name.startswith("profiler_")):
+        why = _not_a_trace(child)
+        if why:  # not a rank: load() leaves it out and says so
+            return [RankSource("not_a_trace", str(child), error=why)]
         return [RankSource("kineto", str(child), _peek_kineto_rank(child), (str(child),))]
     if name == "trace_view.json":
         return [RankSource("trace_view", str(child), None, (str(child),))]
@@ -280,7 +313,7 @@ def _check_unique(parent: Path, sources: list[RankSource]) -> list[RankSource]:
     # ranks unknown before parsing get the numbers no other source uses, in name order
     # (an unreadable folder keeps none: it is reported by its path)
     free = (r for r in range(10**9) if r not in seen)
-    out = [s if s.rank is not None or s.fmt == "unreadable"
+    out = [s if s.rank is not None or s.fmt in ("unreadable", "not_a_trace")
            else dataclasses.replace(s, rank=next(free)) for s in out]
     return sorted(out, key=lambda s: s.rank if s.rank is not None else -1)
 
@@ -415,6 +448,19 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         from . import cluster_output
 
         return cluster_output.load(Path(sources[0].path), ranks=ranks)
+    skipped = [f"{Path(s.path).name} left out: {s.error}" for s in sources
+               if s.fmt == "not_a_trace"]
+    sources = [s for s in sources if s.fmt != "not_a_trace"]
+    loaded = _load_sources(root, kind, sources, ranks, cache, engine, client, workers,
+                           progress)
+    loaded.meta.notes.extend(skipped)
+    return loaded
+
+
+def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, cache: bool,
+                  engine: str, client: Any, workers: int | None, progress: bool | None
+                  ) -> Profile | Cluster:
+    """:func:`load` of the rank sources found (``sources``), ``ranks`` of them if given."""
     wanted = None if ranks is None else sorted({int(r) for r in ranks})
     if wanted is not None:
         have = {s.rank for s in sources}

@@ -29,8 +29,9 @@ from .validate import clean_tables
 __all__ = ["RankSource", "parse_source", "cluster_meta", "FORMATS"]
 
 FORMATS = ("ascend_text", "ascend_db", "kineto", "trace_view", "mindspore_legacy",
-           "unreadable")
-"""Values of :attr:`RankSource.fmt`; ``unreadable`` is a folder detection could not open."""
+           "unreadable", "not_a_trace")
+"""Values of :attr:`RankSource.fmt`; ``unreadable`` is a folder detection could not open,
+``not_a_trace`` a JSON file beside traces that is not one (``load`` leaves it out)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         from . import mindspore_legacy
 
         return mindspore_legacy.parse(path, source.rank)
-    if source.fmt == "unreadable":
+    if source.fmt in ("unreadable", "not_a_trace"):
         raise ProfileError(path, source.error or "cannot be read")
     raise ProfileError(path, f"unknown source format {source.fmt!r}")
 

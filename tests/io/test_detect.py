@@ -141,3 +141,50 @@ def test_profile_metadata_groups_map_local_ranks(tmp_path):
     assert set(mx["dst_rank"].astype(int)) <= {0, 8, 16, 24, 32, 40, 48, 56}
     assert (mx["dst_rank"] == mx["dst_local"] * 8).all()
     assert p.meta.world_size == 57
+
+
+HTA = Path(__file__).resolve().parents[1] / "data" / "kineto_hta"
+
+
+def _hta_folder_with(tmp_path: Path, extra: dict[str, bytes]) -> Path:
+    job = tmp_path / "job"
+    job.mkdir()
+    for trace in sorted(HTA.glob("*.json.gz")):
+        shutil.copy(trace, job / trace.name)
+    for name, data in extra.items():
+        (job / name).write_bytes(data)
+    return job
+
+
+def test_json_beside_traces_that_is_not_a_trace_is_left_out_with_a_note(tmp_path):
+    import gzip
+
+    env = json.dumps({"python": "3.12", "torch": "2.11.0", "cuda": "13.0"}).encode()
+    job = _hta_folder_with(tmp_path, {"environment.json": env,
+                                      "settings.json.gz": gzip.compress(b'{"steps": 3}')})
+    cluster = detect.load(job, cache=False, progress=False)
+    assert isinstance(cluster, Cluster)
+    assert cluster.ranks == [0, 1] and cluster.failed == {}
+    notes = [n for n in cluster.meta.notes if "left out" in n]
+    assert sorted(notes) == [
+        "environment.json left out: not a profiler trace (a JSON object without traceEvents)",
+        "settings.json.gz left out: not a profiler trace (a JSON object without traceEvents)"]
+    assert (job / "environment.json").read_bytes() == env  # the user's file is untouched
+
+
+def test_a_broken_trace_beside_traces_is_still_a_failed_rank(tmp_path):
+    """Only a JSON object read whole without traceEvents is ruled out; the rest is parsed."""
+    job = _hta_folder_with(tmp_path, {"rank_2.json": b'{"traceEvents": [{"ph": "X", ',
+                                      "rank_3.json": b"[not json"})
+    cluster = detect.load(job, cache=False, progress=False)
+    assert cluster.ranks == [0, 1]
+    assert sorted(cluster.failed) == [2, 3]
+    assert not [n for n in cluster.meta.notes if "left out" in n]
+
+
+def test_a_folder_of_json_files_that_are_not_traces_is_an_error(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "environment.json").write_text('{"torch": "2.11.0"}')
+    with pytest.raises(ProfileError, match="environment.json is not a profiler trace"):
+        detect.load(job, cache=False, progress=False)
