@@ -88,7 +88,11 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     origin = plausible_origin(x["ts_ns"].to_numpy())
     is_dev = _isin(x["cat"], _DEVICE_CATS)
     is_step = _bool(per_distinct(x["name"], lambda u: u.str.startswith("ProfilerStep#")))
-    spans = step_spans(x[is_step & ~is_dev])
+    # the step is the host's span: Kineto also draws ProfilerStep#N on the GPU's lane
+    # (cat gpu_user_annotation, first to last kernel of the step's host span that it saw)
+    # and that shorter copy would end the step before its backward kernels are launched
+    on_gpu = _isin(x["cat"], ("gpu_user_annotation",))
+    spans = step_spans(x[is_step & ~is_dev & ~on_gpu])
 
     # each part of the trace is taken out once, with only the columns its tables need
     dev = x.loc[is_dev, [c for c in _DEV_COLS if c in x.columns]]
