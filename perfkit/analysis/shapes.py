@@ -133,7 +133,8 @@ def shape_records(profile: Any, ranks: list[int] | None = None) -> tuple[pd.Data
             continue
         frame = table(profile, name)
         cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
-                            "input_shapes", "input_dtypes") if c in present]
+                            "input_shapes", "input_dtypes", "op_id", "thread")
+                if c in present]
 
         def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
             ok = ~f["input_shapes"].isna()
@@ -157,8 +158,15 @@ def shape_records(profile: Any, ranks: list[int] | None = None) -> tuple[pd.Data
         rows["backward"] = rows["name"].astype("string").str.contains(_GRAD, regex=True)\
             .fillna(False).to_numpy(bool)
         rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
+        if "op_id" in rows.columns:
+            # GPU kernels: one row per launching operator (a cuDNN attention or a split-K
+            # product launches several kernels, all with the operator's shapes)
+            call = rows[["rank", "op_id"]]
+            rows = rows[call["op_id"].isna().to_numpy(bool)
+                        | ~call.duplicated().to_numpy(bool)].reset_index(drop=True)
         _mark_after_gradients(rows)
-        return rows, name
+        _mark_autograd_launches(rows, profile, name)
+        return rows.drop(columns=[c for c in ("op_id", "thread") if c in rows.columns]), name
     return pd.DataFrame(columns=["rank", "step", "start_us", "name", "label",
                                  "input_shapes", "input_dtypes", "backward"]), ""
 
@@ -179,6 +187,58 @@ def _mark_after_gradients(rows: pd.DataFrame) -> None:
     start = first.reindex(key).to_numpy(np.float64)
     later = ~np.isnan(start) & (rows["start_us"].to_numpy(np.float64) >= start)
     rows["backward"] = rows["backward"].to_numpy(bool) | later
+
+
+_AUTOGRAD = "autograd::engine::evaluate_function"
+
+
+def _mark_autograd_launches(rows: pd.DataFrame, profile: Any, source: str) -> None:
+    """PyTorch: an operator run by the autograd engine belongs to the backward pass.
+
+    The engine wraps each backward function in an ``autograd::engine::evaluate_function:
+    MmBackward0`` host event, and the products it runs inside are plain ``aten::mm``: the
+    names alone cannot tell them from the forward ones. A row is marked when its host
+    operator (the operator itself for host rows, the launching operator ``op_id`` for GPU
+    kernels) starts inside such an event on its thread.
+    """
+    if _AUTOGRAD not in _host_names(profile):
+        return
+    ops = collect(table(profile, "ops"), ["rank", "name", "thread", "start_us", "dur_us",
+                                          "external_id"])
+    if source == "kernels":
+        if "op_id" not in rows.columns:
+            return
+        launch = ops[["rank", "external_id", "thread", "start_us"]].dropna()
+        launch = launch.drop_duplicates(["rank", "external_id"])
+        at = rows[["rank", "op_id"]].merge(
+            launch, how="left", left_on=["rank", "op_id"], right_on=["rank", "external_id"])
+    elif "thread" in rows.columns:
+        at = rows[["rank", "thread", "start_us"]]
+    else:
+        return
+    engine = ops[ops["name"].astype("string").str.startswith(_AUTOGRAD).fillna(False)
+                 .to_numpy(bool)]
+    inside = np.zeros(len(rows), dtype=bool)
+    point_rank = at["rank"].to_numpy(np.float64, na_value=np.nan)
+    point_thread = at["thread"].to_numpy(np.float64, na_value=np.nan)
+    point = at["start_us"].to_numpy(np.float64, na_value=np.nan)
+    for (rank, thread), ev in engine.groupby(["rank", "thread"]):
+        ev = ev.sort_values("start_us", kind="mergesort")
+        begin = ev["start_us"].to_numpy(np.float64)
+        reach = np.maximum.accumulate((ev["start_us"] + ev["dur_us"]).to_numpy(np.float64))
+        mine = np.flatnonzero((point_rank == rank) & (point_thread == thread))
+        last = np.searchsorted(begin, point[mine], side="right") - 1  # last event begun
+        inside[mine] = (last >= 0) & (point[mine] < reach[np.maximum(last, 0)])
+    rows["backward"] = rows["backward"].to_numpy(bool) | inside
+
+
+def _host_names(profile: Any) -> set[str]:
+    """Prefixes of the host operators' names up to the first ``": "`` (a cheap look)."""
+    ops = table(profile, "ops")
+    if ops is None or not len(ops) or "name" not in ops.columns:
+        return set()
+    names = pd.Series(ops["name"].astype("string").dropna().unique())
+    return set(names.str.split(": ", n=1).str[0])
 
 
 @dataclass
@@ -586,8 +646,7 @@ def _read_hidden(out: ShapeReading, act: list[_Gemm], emb: list[dict], where: st
         return
     sides = Counter()
     for g in act:
-        sides[g.k] += 1
-        sides[g.n] += 1
+        sides.update({g.k, g.n})  # a square projection (h → h) counts once
     h, k = sides.most_common(1)[0]
     out.put("hidden_size", h, f"{where}: the width on one side of {k} of the {len(act)} "
                               "projection GEMMs (every projection reads or writes the "
