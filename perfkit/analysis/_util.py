@@ -336,29 +336,28 @@ def stable_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
     over the keys (as numbers) tells, without the sort or the copy of the rows. Text keys
     are not checked (always sorted).
     """
-    n = len(frame)
-    numeric = all(pd.api.types.is_numeric_dtype(frame[k].dtype)
-                  and not pd.api.types.is_bool_dtype(frame[k].dtype) for k in keys)
-    if n > 1 and numeric:
-        undecided = np.ones(n - 1, dtype=bool)  # rows equal to the row before on keys so far
-        for k in keys:
-            col = frame[k]
-            missing = col.isna().to_numpy(bool)
-            values = col.to_numpy(np.int64 if pd.api.types.is_integer_dtype(col.dtype)
-                                  else np.float64, na_value=0)
-            for a in (missing, values):  # missing last, then the value
-                if (undecided & (a[1:] < a[:-1])).any():
-                    break
-                undecided &= a[1:] == a[:-1]
-            else:
-                continue
-            break
-        else:
-            return None
-    elif n <= 1:
+    if len(frame) < 2 or _in_order(frame, keys):
         return None
     return frame[list(keys)].reset_index(drop=True).sort_values(
         list(keys), kind="mergesort").index.to_numpy()
+
+
+def _in_order(frame: pd.DataFrame, keys: Sequence[str]) -> bool:
+    """Whether numeric ``keys`` are non-decreasing row to row (missing last), in key order."""
+    cols = [frame[k] for k in keys]
+    if not all(pd.api.types.is_numeric_dtype(c.dtype) and not pd.api.types.is_bool_dtype(
+            c.dtype) for c in cols):
+        return False
+    tied = np.ones(len(frame) - 1, dtype=bool)  # rows equal to the row before so far
+    for col in cols:
+        missing = col.isna().to_numpy(bool)
+        values = col.to_numpy(np.int64 if pd.api.types.is_integer_dtype(col.dtype)
+                              else np.float64, na_value=0)
+        for part in (missing, values):  # missing last, then the value
+            if (tied & (part[1:] < part[:-1])).any():
+                return False
+            tied &= part[1:] == part[:-1]
+    return True
 
 
 def group_changes(*columns: pd.Series) -> np.ndarray:
