@@ -201,23 +201,25 @@ def _mark_autograd_launches(rows: pd.DataFrame, profile: Any, source: str) -> No
     operator (the operator itself for host rows, the launching operator ``op_id`` for GPU
     kernels) starts inside such an event on its thread.
     """
-    if _AUTOGRAD not in _host_names(profile):
+    if not {"name", "thread", "start_us", "dur_us"} <= set(table_columns(profile, "ops")):
         return
-    ops = collect(table(profile, "ops"), ["rank", "name", "thread", "start_us", "dur_us",
-                                          "external_id"])
-    if source == "kernels":
-        if "op_id" not in rows.columns:
-            return
-        launch = ops[["rank", "external_id", "thread", "start_us"]].dropna()
-        launch = launch.drop_duplicates(["rank", "external_id"])
+    ops = table(profile, "ops")
+    engine = collect(ops, ["rank", "thread", "start_us", "dur_us"], where=lambda f: f[
+        "name"].astype("string").str.startswith(_AUTOGRAD).fillna(False))
+    if engine.empty:
+        return
+    if source == "kernels" and "op_id" in rows.columns and \
+            "external_id" in table_columns(profile, "ops"):
+        ids = rows["op_id"].dropna().unique().tolist()
+        launch = collect(ops, ["rank", "external_id", "thread", "start_us"],
+                         where=lambda f: f["external_id"].isin(ids))
+        launch = launch.dropna().drop_duplicates(["rank", "external_id"])
         at = rows[["rank", "op_id"]].merge(
             launch, how="left", left_on=["rank", "op_id"], right_on=["rank", "external_id"])
-    elif "thread" in rows.columns:
+    elif source == "ops" and "thread" in rows.columns:
         at = rows[["rank", "thread", "start_us"]]
     else:
         return
-    engine = ops[ops["name"].astype("string").str.startswith(_AUTOGRAD).fillna(False)
-                 .to_numpy(bool)]
     inside = np.zeros(len(rows), dtype=bool)
     point_rank = at["rank"].to_numpy(np.float64, na_value=np.nan)
     point_thread = at["thread"].to_numpy(np.float64, na_value=np.nan)
@@ -230,15 +232,6 @@ def _mark_autograd_launches(rows: pd.DataFrame, profile: Any, source: str) -> No
         last = np.searchsorted(begin, point[mine], side="right") - 1  # last event begun
         inside[mine] = (last >= 0) & (point[mine] < reach[np.maximum(last, 0)])
     rows["backward"] = rows["backward"].to_numpy(bool) | inside
-
-
-def _host_names(profile: Any) -> set[str]:
-    """Prefixes of the host operators' names up to the first ``": "`` (a cheap look)."""
-    ops = table(profile, "ops")
-    if ops is None or not len(ops) or "name" not in ops.columns:
-        return set()
-    names = pd.Series(ops["name"].astype("string").dropna().unique())
-    return set(names.str.split(": ", n=1).str[0])
 
 
 @dataclass
