@@ -77,26 +77,31 @@ def _json_head(path: Path) -> tuple[bytes, bool]:
         return b"", False
 
 
-def _peek_kineto_rank(path: Path) -> int | None:
-    """Rank from ``distributedInfo`` near the top of a Kineto file, else from its name."""
-    head, _ = _json_head(path)
+def _peek_kineto_rank(path: Path, head: bytes | None = None) -> int | None:
+    """Rank from ``distributedInfo`` near the top of a Kineto file, else from its name.
+
+    ``head``: the file's first MiB when the caller has already read it.
+    """
+    if head is None:
+        head, _ = _json_head(path)
     m = re.search(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)', head)
     if m:
         return int(m.group(1))
     return rank_from_name(path.name)
 
 
-def _not_a_trace(path: Path) -> str:
-    """Why a JSON file found beside traces is not one ("" when it may be a trace).
+def _trace_beside_traces(path: Path) -> RankSource:
+    """A JSON file found beside traces: a Kineto rank, or ``not_a_trace``.
 
     Only a file read whole that is a JSON object without ``traceEvents`` is ruled out
     (a run's ``environment.json``, a config); anything else is left to the parser, which
-    says what is wrong with it.
+    says what is wrong with it. The file's head is read once for both questions.
     """
     head, whole = _json_head(path)
     if whole and head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head:
-        return "not a profiler trace (a JSON object without traceEvents)"
-    return ""
+        return RankSource("not_a_trace", str(path),
+                          error="not a profiler trace (a JSON object without traceEvents)")
+    return RankSource("kineto", str(path), _peek_kineto_rank(path, head), (str(path),))
 
 
 def _legacy_ranks(folder: Path) -> dict[int, list[Path]]:
@@ -287,10 +292,7 @@ def _scan_child(child: Path, depth: int, files: bool) -> list[RankSource]:
     name = child.name.lower()
     if name.endswith(".json.gz") or (name.endswith(".json") and name != "trace_view.json"
                                       and not name.startswith("profiler_")):
-        why = _not_a_trace(child)
-        if why:  # not a rank: load() leaves it out and says so
-            return [RankSource("not_a_trace", str(child), error=why)]
-        return [RankSource("kineto", str(child), _peek_kineto_rank(child), (str(child),))]
+        return [_trace_beside_traces(child)]  # not_a_trace: load() leaves it out, noted
     if name == "trace_view.json":
         return [RankSource("trace_view", str(child), None, (str(child),))]
     return []
