@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import perfkit as pk
-from perfkit.charts import TIMELINE_COLORS, _time_text, chart_to_svg, timeline_chart
+from perfkit.charts import TIMELINE_COLORS, chart_to_svg, timeline_chart
+from perfkit.charts.timeline import _time_text
 
 ROOT = Path(__file__).resolve().parents[1]
 

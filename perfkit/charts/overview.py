@@ -1,0 +1,109 @@
+"""Overview tab: where the step time goes, rank by rank."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from .base import MAX_MARKS, rank_axis, require, selection_param
+
+__all__ = ["STEP_PARTS", "step_breakdown_chart"]
+
+#: Parts of a step that add up to ``step_us`` (see :func:`perfkit.analysis.step_breakdown`),
+#: in stacking order, with their legend labels.
+STEP_PARTS: dict[str, str] = {
+    "computing_us": "computing",
+    "comm_not_overlapped_us": "communication (not overlapped)",
+    "free_us": "free",
+}
+#: Colour of each step part (by column), the same in every chart.
+_PART_COLORS = {"computing_us": "#4c78a8", "comm_not_overlapped_us": "#e45756",
+                "comm_exposed_us": "#e45756", "free_us": "#bab0ac", "bubble_us": "#f58518"}
+
+
+def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
+                         width: int | None = None, height: int = 220,
+                         parts: dict[str, str] | None = None, select: bool = False,
+                         max_bars: int = 96) -> alt.Chart:
+    """Stacked bars of the step time per rank: computing, exposed communication, free.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per (rank, step) with columns ``rank``, ``step`` and the parts of
+        ``parts`` in µs, i.e. the output of :func:`perfkit.analysis.step_breakdown`. NA
+        parts are left out (never drawn as zero).
+    title : str, optional
+        Chart title.
+    width : int, optional
+        Width in pixels; by default 28 pixels per bar (at least 240, at most 900).
+    height : int
+        Height in pixels.
+    parts : dict, optional
+        Columns to stack, in order, with their legend labels (default :data:`STEP_PARTS`,
+        whose sum is the step time).
+    select : bool
+        Add the point selection :data:`SELECTION` on ``rank`` (click a bar).
+    max_bars : int
+        Up to this many (rank, step) bars, each step of a rank is drawn side by side in
+        the rank's group; beyond it each rank shows the mean of each part over its steps
+        (``step`` is then ``"mean of n"``), so that hundreds of ranks stay readable.
+        Beyond :data:`MAX_MARKS` bars and parts, only the slowest ranks are kept.
+
+    Returns
+    -------
+    altair.Chart
+        Bars with ``x = rank`` (ordinal, in rank order), ``xOffset = step``, ``y = ms``
+        stacked by ``part``. The chart data has one row per (rank, step, part) with a
+        known value: columns ``rank``, ``step``, ``part``, ``order``, ``ms`` and
+        ``share`` (of the bar's total).
+    """
+    parts = dict(STEP_PARTS if parts is None else parts)
+    require(frame, ("rank", "step", *parts), "step_breakdown_chart")
+    base = frame.loc[:, ["rank", "step", *parts]].copy()
+    base["rank"] = base["rank"].astype("Int64")
+    base["step"] = base["step"].astype("Int64").astype("string").fillna("NA")
+    if len(base) > max_bars:
+        steps = base.groupby("rank")["step"].size()
+        base = base.groupby("rank", as_index=False)[list(parts)].mean()
+        base["step"] = "mean of " + base["rank"].map(steps).astype(str)
+    long = base.melt(id_vars=["rank", "step"], var_name="column", value_name="us")
+    long = long.dropna(subset=["us"])
+    long["part"] = long["column"].map(parts)
+    long["order"] = long["column"].map({c: i for i, c in enumerate(parts)})
+    long["ms"] = long["us"].astype(float) / 1000.0
+    total = long.groupby(["rank", "step"])["ms"].transform("sum")
+    long["share"] = (long["ms"] / total.where(total > 0)).astype(float)
+    long["rank"] = long["rank"].astype(int)
+    long["step"] = long["step"].astype(str)
+    if len(long) > MAX_MARKS:  # thousands of ranks: keep the slowest ones
+        per_rank = long.groupby("rank")["ms"].sum().sort_values(ascending=False)
+        keep = per_rank.index[: max(1, MAX_MARKS // max(1, len(parts)))]
+        long = long[long["rank"].isin(keep)]
+    data = long.loc[:, ["rank", "step", "part", "order", "ms", "share"]].sort_values(
+        ["rank", "step", "order"], kind="mergesort").reset_index(drop=True)
+    labels = list(parts.values())
+    colors = [_PART_COLORS.get(c, "#999") for c in parts]
+    bars = max(1, len(base))
+    if width is None:
+        width = int(min(900, max(240, 28 * bars)))
+    chart = alt.Chart(data).mark_bar().encode(
+        x=alt.X("rank:O", axis=rank_axis(), sort="ascending"),
+        xOffset=alt.XOffset("step:N", title="step"),
+        y=alt.Y("ms:Q", stack="zero", title="time per step (ms)"),
+        color=alt.Color("part:N", sort=labels, title=None,
+                        scale=alt.Scale(domain=labels, range=colors),
+                        legend=alt.Legend(orient="bottom", direction="horizontal",
+                                          labelLimit=0)),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("rank:O"), alt.Tooltip("step:N"), alt.Tooltip("part:N"),
+                 alt.Tooltip("ms:Q", format=",.2f", title="time (ms)"),
+                 alt.Tooltip("share:Q", format=".1%", title="share of the step")],
+    ).properties(width=width, height=height)
+    if select:
+        pick = selection_param(["rank"])
+        chart = chart.add_params(pick).encode(
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.35)))
+    if title:
+        chart = chart.properties(title=title)
+    return chart
