@@ -22,6 +22,9 @@ from perfkit.analysis import _util
 from perfkit.analysis import compare as cmp
 from perfkit.analysis import efficiency as eff
 from perfkit.analysis import operators as ops
+from perfkit.analysis.efficiency import chains as eff_chains
+from perfkit.analysis.efficiency import costs as eff_costs
+from perfkit.analysis.efficiency import table as eff_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = {
@@ -70,8 +73,8 @@ class _NoMemo:
 def test_prices_by_code_equal_the_merge(profiles: Any, name: str, monkeypatch: Any) -> None:
     prof = profiles[name]
     fast = eff.operator_costs(prof)
-    monkeypatch.setattr(eff, "_price_by_code", lambda *a, **k: None)
-    monkeypatch.setattr(eff, "_per_label", lambda labels, f: labels.map(f))
+    monkeypatch.setattr(eff_costs, "_price_by_code", lambda *a, **k: None)
+    monkeypatch.setattr(eff_costs, "_per_label", lambda labels, f: labels.map(f))
     merged = eff.operator_costs(prof)
     pd.testing.assert_frame_equal(fast, merged, check_exact=True)
     assert dict(fast.attrs) == dict(merged.attrs)
@@ -114,7 +117,7 @@ def test_chain_names_equal_the_joined_labels(profiles: Any, name: str) -> None:
     prof = profiles[name]
     chains = eff.elementwise_chains(prof)
     assert len(chains)
-    rows = eff._ordered(prof, ("kind", "dur_us", "bytes", "label"))
+    rows = eff_chains._ordered(prof, ("kind", "dur_us", "bytes", "label"))
     mem = rows["kind"].eq("elementwise").fillna(False).to_numpy(bool)
     lane = (rows["rank"].astype("string").fillna("") + "/"
             + rows["_lane"].astype("string")).tolist()
@@ -349,7 +352,7 @@ def test_pmu_row_maxima_equal_pandas_max() -> None:
                           "aic_mte2_ratio": col(), "aiv_mte3_ratio": pd.array(
                               np.where(rng.random(n) < .3, None, rng.random(n)),
                               dtype="Float64")}, index=rng.integers(0, 100, n))
-        comp, mem = eff._pmu(f)
+        comp, mem = eff_table._pmu(f)
         pd.testing.assert_series_equal(
             comp, f[["aic_mac_ratio", "aiv_vec_ratio"]].astype("float64").max(axis=1))
         pd.testing.assert_series_equal(
@@ -392,15 +395,15 @@ def test_tiny_kernel_runs_equal_a_walk_over_each_stream(profiles: Any, name: str
 def test_efficiency_groups_by_call_equal_the_groups_by_row(profiles: Any, name: str) -> None:
     prof = profiles[name]
     for p in (list(prof) if hasattr(prof, "ranks") else [prof]):
-        rows = eff._narrow_costs(p)
+        rows = eff_costs.narrow_costs(p)
         if rows.empty:
             continue
         assert "_call" in rows.columns
-        comp, mem = eff._pmu(rows)
+        comp, mem = eff_table._pmu(rows)
         ok = comp.notna() & mem.notna()
-        by_row = eff._partial_by_row(rows, "label", comp, mem, ok)
+        by_row = eff_table._partial_by_row(rows, "label", comp, mem, ok)
         assert len(by_row)
-        pd.testing.assert_frame_equal(eff._partial_by_call(rows, comp, mem, ok), by_row,
+        pd.testing.assert_frame_equal(eff_table._partial_by_call(rows, comp, mem, ok), by_row,
                                       check_exact=False, rtol=1e-12)
 
 
@@ -412,7 +415,7 @@ def test_run_names_equal_the_joined_codes() -> None:
         lo = np.sort(rng.choice(380, 50, replace=False))
         hi = lo + rng.integers(2, 9, 50)
         want = [" > ".join(text[c] for c in codes[a:b]) for a, b in zip(lo, hi, strict=True)]
-        assert eff._joined_runs(codes, text, lo, hi).tolist() == want
+        assert eff_chains._joined_runs(codes, text, lo, hi).tolist() == want
 
 
 @pytest.mark.parametrize("name", ["ascend", "kineto"])
@@ -442,8 +445,8 @@ def test_lane_order_equals_sorting_the_lane_text(monkeypatch: Any) -> None:
                              "start_us": rng.random(n)})
         if rows["stream"].isna().all():
             continue
-        monkeypatch.setattr(eff, "_narrow_costs", lambda _p, rows=rows: rows)
-        got_rows, got = eff._order(None)
+        monkeypatch.setattr(eff_chains, "narrow_costs", lambda _p, rows=rows: rows)
+        got_rows, got = eff_chains._order(None)
         lane = rows["stream"].astype("string").fillna("")  # "10" sorts before "2"
         keys = rows.assign(_lane=lane)[["rank", "_lane", "start_us"]]
         want = keys.sort_values(["rank", "_lane", "start_us"], kind="mergesort").index

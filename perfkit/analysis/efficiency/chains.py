@@ -1,0 +1,216 @@
+"""Chains a fused kernel would replace: runs of element-wise kernels, unfused attention.
+
+Both searches walk the priced rows of :mod:`~.costs` in execution order on each (rank,
+stream) — host thread for a profile without device tasks — and price what one fused
+kernel would take on the hardware.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InvalidArgumentError
+from ...specs import Hardware
+from .._frames import is_lazy, per_rank
+from .._util import empty_frame, shared, shared_factorize, stable_order, take_rows, value_changes
+from .costs import first_rows, narrow_costs
+from .hardware import infer_hardware
+from .tensors import peak_key
+
+__all__ = ["elementwise_chains", "attention_chains"]
+
+#: Kinds that form an element-wise chain (normalisations and reductions end a chain: their
+#: fusions are the named patterns of :data:`perfkit.analysis.operators.PATTERNS`).
+_CHAIN_KINDS = ("elementwise",)
+
+
+def _ordered(profile: Any, columns: Sequence[str]) -> pd.DataFrame:
+    """Priced rows in execution order per (rank, stream or thread).
+
+    Only ``columns`` (those present) are taken, besides ``rank`` and ``_lane`` (an
+    integer per stream or thread); the order is found on the three sort keys alone and
+    shared by the callers of one :func:`shared_results` block.
+    """
+    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    if rows.empty:
+        return pd.DataFrame()
+    cols = list(dict.fromkeys(["rank", "_lane", *[c for c in columns if c in rows.columns]]))
+    return take_rows(rows[cols], order).reset_index(drop=True)
+
+
+def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
+    rows = narrow_costs(profile)
+    if rows.empty or "start_us" not in rows.columns:
+        return pd.DataFrame(), np.zeros(0, dtype=np.int64)
+    lane = "stream" if "stream" in rows.columns and rows["stream"].notna().any() else "thread"
+    if lane not in rows.columns:
+        rows = rows.assign(thread=0)
+    # the lane ordered as its text ("" when missing), coded per distinct value: ``_lane``
+    # is the rank of the lane's text among the lanes' texts
+    code, uniq = shared_factorize(rows[lane], use_na_sentinel=True)
+    code = np.where(code < 0, len(uniq), code)
+    text = np.array([*pd.Series(uniq, dtype=object).astype(str), ""], dtype=str)
+    _, text_rank = np.unique(text, return_inverse=True)
+    rows = rows.assign(_lane=text_rank.ravel().astype(np.int64)[code])
+    if "rank" not in rows.columns:
+        rows = rows.assign(rank=0)
+    keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": rows["_lane"].to_numpy(),
+                         "start_us": rows["start_us"].to_numpy()})
+    order = stable_order(keys, ["rank", "_lane", "start_us"])
+    return rows, np.arange(len(rows)) if order is None else order
+
+
+def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain: int = 3,
+                       kernel_efficiency: float = 0.7) -> pd.DataFrame:
+    """Runs of consecutive element-wise kernels (memory-bound by nature).
+
+    On each (rank, stream) (host thread for a profile without device tasks), a run is at
+    least ``min_chain`` priced element-wise kernels in a row (a normalisation, reduction,
+    GEMM or attention kernel ends it). One fused kernel would move
+    about the data of the run's largest member once, at ``kernel_efficiency`` of the
+    memory bandwidth: ``fused_us = max(bytes) / (kernel_efficiency · bandwidth)`` and
+    ``saving_us = max(0, total_us - fused_us)``.
+
+    Returns
+    -------
+    DataFrame
+        One row per run: ``rank``, ``kernels``, ``total_us``, ``fused_us``, ``saving_us``,
+        ``names`` (the operators, ``" > "``-joined). Empty without shapes or hardware.
+    """
+    cols = {"rank": "Int64", "kernels": "int64", "total_us": "float64", "fused_us": "float64",
+            "saving_us": "float64", "names": "string"}
+    if hardware is None:
+        hardware, why = infer_hardware(profile)
+        if hardware is None:
+            return empty_frame(cols, why)
+    if isinstance(min_chain, bool) or not isinstance(min_chain, int) or min_chain < 2:
+        raise InvalidArgumentError("min_chain", "must be a whole number >= 2", min_chain)
+    if not 0 < kernel_efficiency <= 1:
+        raise InvalidArgumentError("kernel_efficiency", "must be in (0, 1]", kernel_efficiency)
+    if is_lazy(profile):  # streams never span ranks: each rank on its worker
+        return per_rank(profile, elementwise_chains, hardware, min_chain,
+                        kernel_efficiency)[list(cols)].astype(cols)
+    rows = _ordered(profile, ("kind", "dur_us", "bytes"))
+    if rows.empty:
+        return empty_frame(cols, "no input shapes in this profile")
+    mem = rows["kind"].isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)
+    new_lane = np.r_[True, value_changes(rows["rank"], rows["_lane"])]
+    brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
+    at = np.flatnonzero(mem)  # the element-wise rows, in run order
+    if not len(at):
+        return empty_frame(cols, "no element-wise operator")
+    # each run is a block of consecutive element-wise rows: summed block by block (a run
+    # never spans two ranks, so its first row gives the rank)
+    run = np.cumsum(brk)[at]
+    lo = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    hi = np.r_[lo[1:], len(at)]
+    dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)[at]
+    size = rows["bytes"].to_numpy(np.float64, na_value=np.nan)[at]
+    total = np.add.reduceat(np.nan_to_num(dur, nan=0.0), lo)
+    biggest = np.maximum.reduceat(np.where(np.isnan(size), -np.inf, size), lo)
+    keep = hi - lo >= min_chain
+    lo, hi, total, biggest = lo[keep], hi[keep], total[keep], biggest[keep]
+    out = pd.DataFrame({"rank": rows["rank"].array.take(at[lo]), "kernels": hi - lo,
+                        "total_us": total,
+                        "max_bytes": np.where(np.isneginf(biggest), np.nan, biggest)})
+    # names of the runs kept: the labels of each run's rows, by code
+    codes, text = _ordered_codes(profile, "label")
+    out["names"] = _joined_runs(codes[at], text, lo, hi)
+    out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
+    out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
+    return out[list(cols)].astype(cols)
+
+
+def _ordered_codes(profile: Any, column: str) -> tuple[np.ndarray, list[str]]:
+    """Codes of ``column`` of the :func:`_ordered` rows, and the text of each code.
+
+    Coded on the priced rows (codes the pricing shares) and put in order, instead of
+    taking the text column in order and coding it again.
+    """
+    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    codes, uniq = shared_factorize(rows[column], use_na_sentinel=False)
+    return codes[order], pd.Series(uniq, dtype="string").astype(str).tolist()
+
+
+def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndarray
+                 ) -> np.ndarray:
+    """``" > ".join(text[c] for c in codes[a:b])`` for each run ``[a, b)`` of ``lo``/``hi``.
+
+    Runs repeat (every layer runs the same chain), so each distinct sequence of codes is
+    joined once: runs of one length are stacked and deduplicated as rows.
+    """
+    out = np.empty(len(lo), dtype=object)
+    lengths = hi - lo
+    base = max(len(text), 1)
+    for length in np.unique(lengths):
+        sel = np.flatnonzero(lengths == length)
+        seqs = codes[lo[sel][:, None] + np.arange(length)].astype(np.int64)
+        if length * np.log2(base) < 62:  # each sequence as one integer (digits in base)
+            inverse, _ = pd.factorize(seqs @ base ** np.arange(length, dtype=np.int64))
+            uniq = seqs[first_rows(inverse)]
+        else:
+            uniq, inverse = np.unique(seqs, axis=0, return_inverse=True)
+        joined = np.array([" > ".join([text[c] for c in row]) for row in uniq.tolist()],
+                          dtype=object)
+        out[sel] = joined[inverse.ravel()]
+    return out
+
+
+def attention_chains(profile: Any, hardware: Hardware | None = None,
+                     kernel_efficiency: float = 0.7) -> pd.DataFrame:
+    """Attention computed as matmul, softmax (dropout), matmul instead of a fused kernel.
+
+    Chains are found with the ``softmax_dropout_matmul`` pattern of
+    :data:`perfkit.analysis.operators.PATTERNS` (on ranks with no fused-attention kernel).
+    A fused kernel does the chain's matrix FLOPs without writing the score matrix:
+    ``fused_us = FLOPs of the chain's GEMMs / (kernel_efficiency · peak)``;
+    ``saving_us = max(0, total_us - fused_us)``.
+
+    Returns
+    -------
+    DataFrame
+        ``rank``, ``kernels``, ``total_us``, ``flops``, ``fused_us``, ``saving_us``.
+    """
+    from ..operators import PATTERNS, kernel_tokens
+
+    cols = {"rank": "Int64", "kernels": "int64", "total_us": "float64", "flops": "float64",
+            "fused_us": "float64", "saving_us": "float64"}
+    if hardware is None:
+        hardware, why = infer_hardware(profile)
+        if hardware is None:
+            return empty_frame(cols, why)
+    if is_lazy(profile):
+        return per_rank(profile, attention_chains, hardware,
+                        kernel_efficiency)[list(cols)].astype(cols)
+    rows = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype"))
+    if rows.empty:
+        return empty_frame(cols, "no input shapes in this profile")
+    tok = kernel_tokens(rows).to_numpy()
+    flash = set(rows.loc[tok == "Z", "rank"].dropna().tolist())
+    sep = np.where(np.r_[True, value_changes(rows["rank"], rows["_lane"])], "|", "")
+    text_tokens = np.char.add(sep.astype(str), tok.astype(str))
+    row_of = np.repeat(np.arange(len(rows)), np.char.str_len(text_tokens))
+    text = "".join(text_tokens.tolist())
+    found = []
+    dur = rows["dur_us"].to_numpy(float)
+    flops = rows["flops"].where(rows["kind"] == "gemm", 0.0).fillna(0.0).to_numpy(float)
+    dts = rows["dtype"].astype("string").fillna("")
+    for m in re.finditer(PATTERNS["softmax_dropout_matmul"][0], text):
+        a, b = row_of[m.start()], row_of[m.end() - 1]
+        rank = rows["rank"].iloc[a]
+        if rank in flash:
+            continue
+        key = peak_key(dts.iloc[a]) or hardware.default_dtype
+        peak = hardware.peak(key if key in hardware.peak_flops else None)
+        fl = float(flops[a:b + 1].sum())
+        fused = fl / (kernel_efficiency * peak) * 1e6
+        tot = float(dur[a:b + 1].sum())
+        found.append((rank, b - a + 1, tot, fl, fused, max(0.0, tot - fused)))
+    if not found:
+        return empty_frame(cols, "no unfused attention chain")
+    return pd.DataFrame(found, columns=list(cols)).astype(cols)

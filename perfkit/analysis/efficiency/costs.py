@@ -1,0 +1,251 @@
+"""Per-call costs of a profile: every priced device task (or host operator) and its price.
+
+The rows are the device tasks with input shapes (Ascend ``kernel_details``, GPU kernels
+through the PyTorch operator that launched them), or the host operators of a profile
+without device tasks (a CPU-only PyTorch trace), of which only the innermost modelled ones
+are priced (:func:`_leaf_ops`). Each distinct call (label, shapes, dtypes, formats, scalar
+inputs) is priced once by :func:`~.registry.cost_of` and the price spread back to its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._frames import is_lazy, per_rank
+from .._util import (
+    PMU_RATIOS,
+    empty_frame,
+    has_values,
+    shared,
+    shared_factorize,
+    table,
+    take_array,
+    take_rows,
+    tasks_in_scope,
+)
+from .registry import PRIORITY, cost_of, kind_of
+from .tensors import dtype_bytes, split_args
+
+__all__ = ["COST_COLUMNS", "operator_costs", "narrow_costs", "first_rows"]
+
+COST_COLUMNS = ("kind", "flops", "bytes", "dtype", "causal")
+
+
+def _label(frame: pd.DataFrame) -> pd.Series:
+    """Operator label of each row: GPU kernels' launching op, Ascend type, else the name."""
+    name = frame["name"].astype("string")
+    label = name
+    if "type" in frame.columns:
+        typ = frame["type"].astype("string")
+        # generic per distinct type (missing ones too), spread back by code
+        codes, uniq = shared_factorize(typ, use_na_sentinel=False)
+        per_type = pd.Series(uniq, dtype="string")
+        generic_u = (per_type.isna() | per_type.str.lower().isin(
+            ["kernel", "gpu_memcpy", "gpu_memset", ""])).fillna(True).to_numpy(bool)
+        generic = generic_u[codes]
+        # every task typed (Ascend): the type column itself, whose codes others share
+        label = typ if not generic.any() else typ.where(~generic, name)
+    if "op_name" in frame.columns:
+        label = frame["op_name"].astype("string").where(frame["op_name"].notna(), label)
+    return label.fillna("")
+
+
+def _source(profile: Any, columns: Sequence[str] | None = None
+            ) -> tuple[pd.DataFrame, str]:
+    """Rows to price: device tasks with shapes, else host operators with shapes.
+
+    ``columns``: keep only these (and the :data:`PMU_RATIOS` columns); default all.
+    """
+    def narrow(frame: pd.DataFrame) -> pd.DataFrame:
+        if columns is None:
+            return frame
+        return frame[[c for c in frame.columns if c in columns or c in PMU_RATIOS]]
+
+    k = table(profile, "kernels")
+    if not k.empty and has_values(k, "input_shapes") and has_values(k, "dur_us"):
+        if columns is not None:  # the rows the other operator analyses take out too
+            return tasks_in_scope(k, False, columns), "kernels"
+        keep = k["dur_us"].notna().to_numpy(bool)
+        if "category" in k.columns:
+            keep = keep & k["category"].ne("communication").fillna(True).to_numpy(bool)
+        return (k if keep.all() else k[keep]), "kernels"
+    o = table(profile, "ops")
+    if not o.empty and has_values(o, "input_shapes") and has_values(o, "dur_us"):
+        return narrow(o).dropna(subset=["dur_us"]), "ops"
+    return pd.DataFrame(), ""
+
+
+def _leaf_ops(o: pd.DataFrame, kinds: pd.Series) -> pd.Series:
+    """Mask of the modelled host operators to price, each FLOP and microsecond once.
+
+    Host operators nest (``aten::linear`` > ``aten::matmul`` > ``aten::mm``; a fused
+    attention operator calls small element-wise helpers). On each (rank, thread), with
+    operators in start order (an enclosing one first), a modelled operator is dropped when
+    an enclosing modelled operator is of a heavier kind (:data:`~.registry.PRIORITY`), and an
+    enclosing operator is dropped when it contains one of the same or a heavier kind.
+    """
+    m = o[kinds.notna()].assign(_kind=kinds[kinds.notna()])
+    if m.empty:
+        return pd.Series(False, index=o.index)
+    m["_end"] = m["start_us"] + m["dur_us"]
+    keys = [c for c in ("rank", "thread") if c in m.columns]
+    m = m.sort_values([*keys, "start_us", "_end"], ascending=[True] * len(keys) + [True, False],
+                      kind="mergesort")
+    keep = dict.fromkeys(m.index, True)
+    lane = m[keys].astype("string").fillna("").agg("/".join, axis=1) if keys else \
+        pd.Series("", index=m.index)
+    stack: list[tuple[float, Any, int]] = []
+    current = None
+    for idx, ln, start, end, kind in zip(m.index, lane, m["start_us"], m["_end"], m["_kind"],
+                                         strict=True):
+        if ln != current:
+            stack, current = [], ln
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        prio = PRIORITY[str(kind)]
+        if any(p > prio for _, _, p in stack):
+            keep[idx] = False
+        else:
+            for _, anc, p in stack:
+                if p <= prio:
+                    keep[anc] = False
+        stack.append((end, idx, prio))
+    out = pd.Series(False, index=o.index)
+    out[[i for i, k in keep.items() if k]] = True
+    return out
+
+
+def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
+                   ) -> pd.DataFrame:
+    """Per-call cost of every priced device task (or host operator): the rows behind
+    :func:`operator_efficiency`.
+
+    Returns
+    -------
+    DataFrame
+        The source rows (``kernels``, or ``ops`` for a profile without device tasks; for
+        ``ops`` only the innermost modelled operators) with ``label``, ``kind``, ``flops``,
+        ``bytes``, ``dtype`` (of the first input) and ``causal``; ``kind`` is NA where no
+        model applies. ``attrs["source"]`` names the table.
+    """
+    if is_lazy(profile):  # priced per rank on the rank's worker
+        out = per_rank(profile, operator_costs, causal, backward_factor)
+        out.attrs["source"] = "kernels" if "kernel" in " ".join(map(str, out.columns)) else ""
+        return out
+    return shared("operator_costs", (profile,), (causal, backward_factor),
+                  lambda: _operator_costs(profile, causal, backward_factor))
+
+
+#: The columns of the priced rows that :func:`operator_efficiency` and the chain searches
+#: read (besides the PMU ratio columns); they price narrower rows than the full table.
+_NARROW = ("rank", "step", "name", "type", "op_name", "stream", "thread", "start_us", "dur_us",
+           "category", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
+           "output_formats", "concrete_inputs")
+
+
+def narrow_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
+                  ) -> pd.DataFrame:
+    """:func:`operator_costs` of an eager profile with only the :data:`_NARROW` columns."""
+    return shared("operator_costs_narrow", (profile,), (causal, backward_factor),
+                  lambda: _operator_costs(profile, causal, backward_factor, _NARROW))
+
+
+def _operator_costs(profile: Any, causal: bool, backward_factor: float,
+                    columns: Sequence[str] | None = None) -> pd.DataFrame:
+    rows, source = _source(profile, columns)
+    cols = {"kind": "string", "flops": "float64", "bytes": "float64", "dtype": "string",
+            "causal": "string"}
+    if rows.empty:
+        out = empty_frame(cols, "no input shapes in this profile (Ascend kernel_details "
+                                "Input Shapes, or PyTorch record_shapes=True)")
+        out.attrs["source"] = ""
+        return out
+    rows = rows.assign(label=_label(rows))
+    if source == "ops":
+        rows = rows[_leaf_ops(rows, _per_label(rows["label"], kind_of)).to_numpy()]
+    keys = ["label"] + [c for c in ("input_shapes", "input_dtypes", "output_shapes",
+                                    "output_dtypes", "output_formats", "concrete_inputs")
+                        if c in rows.columns]
+    fast = _price_by_code(rows, keys, cols, causal, backward_factor,
+                          call_ids=columns is not None)
+    if fast is not None:
+        fast.attrs["source"] = source
+        return fast
+    uniq = rows[keys].astype("string").drop_duplicates()
+    priced = [_price(r._asdict(), causal, backward_factor)
+              for r in uniq.itertuples(index=False)]
+    table_ = pd.DataFrame(priced, columns=list(cols), index=uniq.index)
+    table_ = pd.concat([uniq.reset_index(drop=True), table_.reset_index(drop=True)], axis=1)
+    merged = rows.astype({c: "string" for c in keys}).merge(table_, on=keys, how="left")
+    merged = merged.astype({c: d for c, d in cols.items()})
+    merged.attrs["source"] = source
+    return merged
+
+
+def _price(d: dict[str, Any], causal: bool, backward_factor: float) -> tuple[Any, ...]:
+    """(kind, flops, bytes, dtype, causal) of one distinct call (see :func:`cost_of`)."""
+    got = cost_of(d["label"], d.get("input_shapes"), d.get("input_dtypes"),
+                  d.get("output_shapes"), d.get("output_dtypes"), d.get("output_formats"),
+                  d.get("concrete_inputs"), causal, backward_factor)
+    dts = split_args(d.get("input_dtypes"))
+    dt = next((x for x in dts if np.isfinite(dtype_bytes(x))), "")
+    if got is None:
+        return (pd.NA, np.nan, np.nan, dt, pd.NA)
+    c, causal_txt = got
+    return (c.kind, c.flops, c.bytes, dt, causal_txt or pd.NA)
+
+
+def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], causal: bool,
+                   backward_factor: float, call_ids: bool = False) -> pd.DataFrame | None:
+    """:func:`operator_costs`' table without a merge: each distinct call priced once.
+
+    The key columns are coded (missing values form a key of their own, as in the merge),
+    each distinct combination is priced once and the prices are spread back by code.
+    Gives the rows in order with a fresh index and the key columns as text, as the
+    left merge does. None when a combined code could overflow or a priced column
+    already exists (the caller then merges). ``call_ids`` adds ``_call``: the distinct
+    call of each row, numbered in order of first appearance.
+    """
+    if any(c in rows.columns for c in cols):
+        return None
+    text = rows.astype({c: "string" for c in keys})
+    code = np.zeros(len(text), dtype=np.int64)
+    span = 1.0
+    for c in keys:
+        part, uniq = shared_factorize(text[c], use_na_sentinel=False)
+        span *= max(len(uniq), 1)
+        if span >= 2.0**62:
+            return None
+        code *= max(len(uniq), 1)  # in place: no new million-row array per key
+        code += part
+    inverse, _ = pd.factorize(code)  # distinct calls numbered in order of first appearance
+    first = first_rows(inverse)
+    distinct = take_rows(text[keys], first)
+    priced = [_price(d._asdict(), causal, backward_factor)
+              for d in distinct.itertuples(index=False)]
+    table_ = pd.DataFrame(priced, columns=list(cols)).astype(cols)
+    out = text.reset_index(drop=True)
+    take = inverse.ravel()
+    # each price column is the small table's column taken by code (no Python object per row)
+    out = out.assign(**{c: take_array(table_[c].array, take) for c in cols})
+    return out.assign(_call=take) if call_ids else out
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """First row of each code, for codes numbered in order of first appearance (factorize).
+
+    Such a code first appears where it exceeds every code before it.
+    """
+    return np.flatnonzero(codes > np.maximum.accumulate(np.r_[-1, codes[:-1]]))
+
+
+def _per_label(labels: pd.Series, func: Any) -> pd.Series:
+    """``labels.map(func)``, calling ``func`` once per distinct label."""
+    codes, uniq = shared_factorize(labels, use_na_sentinel=False)
+    mapped = np.array([func(u) for u in uniq] + [None], dtype=object)
+    return pd.Series(mapped[codes], index=labels.index, dtype=object)
+
