@@ -288,6 +288,25 @@ def test_hardware_presets_and_peaks():
                     intra_node_bandwidth=1, inter_node_bandwidth=1)
 
 
+
+def test_every_hardware_preset_row_names_its_source_and_its_aliases_resolve():
+    from perfkit.specs.hardware_presets import HARDWARE_PRESETS, preset_source
+
+    assert sorted(HARDWARE_PRESETS) == pk.Hardware.presets()
+    seen: set[str] = set()
+    for name, row in HARDWARE_PRESETS.items():
+        assert row["name"] == name
+        assert len(row["source"]) > 40, name  # a sentence naming the datasheet, not a tag
+        assert preset_source(name) == row["source"]
+        hw = pk.Hardware.preset(name)
+        for alias in row["aliases"]:
+            assert alias not in seen and alias not in HARDWARE_PRESETS, alias
+            seen.add(alias)
+            assert pk.Hardware.preset(alias.upper()) == hw
+            assert preset_source(alias) == row["source"]
+    with pytest.raises(pk.InvalidArgumentError, match="unknown hardware preset"):
+        pk.Hardware.preset("no-such-device")
+
 def test_hf_tied_default_follows_transformers():
     base = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
             "vocab_size": 100, "max_position_embeddings": 32, "intermediate_size": 128}

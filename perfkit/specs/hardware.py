@@ -1,0 +1,103 @@
+"""Hardware: one accelerator's peak FLOP/s per dtype, memory and link bandwidths.
+
+The published devices, one row each with its source, are in
+:mod:`~perfkit.specs.hardware_presets`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import InvalidArgumentError, check_positive, check_positive_int
+from .hardware_presets import ALIASES, HARDWARE_PRESETS, preset_fields
+
+__all__ = ["Hardware"]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator and its links.
+
+    Parameters
+    ----------
+    name : str
+    peak_flops : mapping of str to float
+        Dense peak FLOP/s per dtype (keys like ``"bf16"``, ``"fp16"``, ``"fp32"``,
+        ``"tf32"``, ``"fp8"``, ``"int8"``). Sparse figures are never used.
+    memory_bytes : float
+        Device memory in bytes.
+    memory_bandwidth : float
+        Device-memory bandwidth, bytes/s.
+    intra_node_bandwidth : float
+        Per-device, per-direction bandwidth to the other devices of the node, bytes/s
+        (NVLink / HCCS).
+    inter_node_bandwidth : float
+        Per-device, per-direction bandwidth across nodes, bytes/s (InfiniBand / RoCE).
+    devices_per_node : int
+    default_dtype : str
+        Dtype used when a calculator is given this Hardware but no dtype.
+    """
+
+    name: str
+    peak_flops: Mapping[str, float] = field(hash=False)
+    memory_bytes: float
+    memory_bandwidth: float
+    intra_node_bandwidth: float
+    inter_node_bandwidth: float
+    devices_per_node: int = 8
+    default_dtype: str = "bf16"
+
+    #: The Hardware fields of every preset row (:data:`perfkit.specs.hardware_presets.
+    #: HARDWARE_PRESETS` without ``source`` and ``aliases``).
+    _PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        name: preset_fields(row) for name, row in HARDWARE_PRESETS.items()}
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.peak_flops, Mapping) or not self.peak_flops:
+            raise InvalidArgumentError("peak_flops", "must be a non-empty mapping dtype -> FLOP/s",
+                                       self.peak_flops)
+        for dtype, value in self.peak_flops.items():
+            check_positive(f"peak_flops[{dtype!r}]", value)
+        object.__setattr__(self, "peak_flops", dict(self.peak_flops))
+        for name in ("memory_bytes", "memory_bandwidth", "intra_node_bandwidth",
+                     "inter_node_bandwidth"):
+            check_positive(name, getattr(self, name))
+        object.__setattr__(self, "devices_per_node",
+                           check_positive_int("devices_per_node", self.devices_per_node))
+        if self.default_dtype not in self.peak_flops:
+            raise InvalidArgumentError("default_dtype", "must be a key of peak_flops",
+                                       self.default_dtype)
+
+    def peak(self, dtype: str | None = None) -> float:
+        """Dense peak FLOP/s for ``dtype`` (default: ``default_dtype``)."""
+        dtype = self.default_dtype if dtype is None else dtype
+        if dtype not in self.peak_flops:
+            raise InvalidArgumentError("dtype", f"{self.name} has peaks for "
+                                       f"{', '.join(sorted(self.peak_flops))}", dtype)
+        return float(self.peak_flops[dtype])
+
+    def replace(self, **changes: Any) -> Hardware:
+        """A copy with some fields changed, e.g. your SKU's measured peak."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def presets(cls) -> list[str]:
+        """Names accepted by :meth:`preset`."""
+        return sorted(cls._PRESETS)
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> Hardware:
+        """A published device, e.g. ``Hardware.preset("h100")``.
+
+        Names and aliases are the rows of :data:`perfkit.specs.hardware_presets.
+        HARDWARE_PRESETS` (case-insensitive), where each row's ``source`` says where its
+        figures come from (:func:`perfkit.specs.hardware_presets.preset_source`).
+        """
+        key = ALIASES.get(str(name).lower(), str(name).lower())
+        if key not in cls._PRESETS:
+            raise InvalidArgumentError("name", f"unknown hardware preset; known: "
+                                       f"{', '.join(cls.presets())}", name)
+        return cls(**{**cls._PRESETS[key], **overrides})
