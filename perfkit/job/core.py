@@ -1,0 +1,255 @@
+"""The Job: the training job a profile recorded, with where each value came from.
+
+:func:`assemble` builds one from a value per field (the model and the layout from
+:mod:`~perfkit.job.build`); its methods add a config's or the user's values
+(:mod:`~perfkit.job.config`) and say where the job disagrees with the profile
+(:mod:`~perfkit.job.problems`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ParallelConfigError
+from ..specs import Hardware, ModelSpec, ParallelConfig
+from .build import model_from_values, parallel_from_values
+from .config import read_job_config, user_values
+from .fields import (
+    DEFAULT_VALUES,
+    JOB_FIELDS,
+    PARALLEL_FIELDS,
+    SOURCES,
+    FieldValue,
+    check_field,
+    value_text,
+)
+from .problems import disagreements
+
+__all__ = ["Job", "assemble"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """The training job a profile recorded, with where each value came from.
+
+    Attributes
+    ----------
+    model : ModelSpec or None
+        The model that ran — as profiled: a profile of 8 layers describes 8 layers even
+        when the full model has 40. None when the shapes do not pin it down (the evidence
+        says which field is missing and why).
+    parallel : ParallelConfig
+        The layout; fields the profile does not show are ParallelConfig's defaults, with
+        source ``"default"`` in the evidence.
+    hardware : Hardware or None
+        The device preset (None for a CPU run or an unnamed device).
+    global_batch_size, seq_length : int or None
+        Sequences per step and tokens per sequence.
+    dtype : str or None
+        The matrix multiplications' input type (``"bf16"``, ``"fp16"``, ``"fp32"``).
+    evidence : pandas.DataFrame
+        One row per field of :data:`JOB_FIELDS`: ``field``, ``value``, ``source`` (one of
+        :data:`SOURCES`) and ``detail`` (the file and what was read, or why nothing
+        could be).
+    step_time_s : float or None
+        The measured step time (the profile's, or a training log's).
+    peak_memory_bytes : float or None
+        The framework allocator's peak allocated memory, most loaded rank.
+    world_size : int or None
+        Ranks of the job.
+    observed : dict
+        What the profile itself showed, per field (``{field: (value, detail)}``), kept
+        when a config or the user set another value, so that :meth:`problems` can say
+        where they disagree.
+    path : str
+        The profile this job was inferred from.
+    """
+
+    model: ModelSpec | None
+    parallel: ParallelConfig
+    hardware: Hardware | None
+    global_batch_size: int | None
+    seq_length: int | None
+    dtype: str | None
+    evidence: pd.DataFrame = field(repr=False, compare=False)
+    step_time_s: float | None = None
+    peak_memory_bytes: float | None = None
+    world_size: int | None = None
+    observed: Mapping[str, tuple[Any, str]] = field(default_factory=dict, repr=False,
+                                                    compare=False)
+    path: str = field(default="", compare=False)
+    _values: Mapping[str, FieldValue] = field(default_factory=dict, repr=False, compare=False)
+    _base: Mapping[str, FieldValue] = field(default_factory=dict, repr=False, compare=False)
+
+    # ---- reading --------------------------------------------------------------------
+    def value(self, name: str) -> Any:
+        """The value used for field ``name`` (see :data:`JOB_FIELDS`)."""
+        check_field(name)
+        return self._values[name].value
+
+    def source(self, name: str) -> str:
+        """Where field ``name`` came from: one of :data:`SOURCES`."""
+        check_field(name)
+        return self._values[name].source
+
+    def detail(self, name: str) -> str:
+        """What was read for field ``name``, or why nothing could be."""
+        check_field(name)
+        return self._values[name].detail
+
+    @property
+    def profile_layers(self) -> int | None:
+        """Layers the profile shows (all stages together), whatever the job says."""
+        return self.observed.get("num_layers", (None, ""))[0]
+
+    def missing(self) -> list[str]:
+        """What the metrics need but the job lacks, as sentences (empty when complete)."""
+        out = []
+        if self.model is None:
+            out.append("the model: " + self._values["name"].detail)
+        if self.hardware is None:
+            out.append("the hardware: " + self._values["hardware"].detail)
+        if self.step_time_s is None:
+            out.append("the step time: " + self._values["step_time_s"].detail)
+        return out
+
+    def problems(self) -> list[str]:
+        """Where the job disagrees with what the profile shows, one sentence each.
+
+        A config or the user may describe another job than the one profiled — the full
+        40-layer model of an 8-layer test run, another batch. Each field whose value is
+        not the profile's gives a sentence such as "the job has 40 layers but the profile
+        shows 8 (8 per stage)"; the global batch is also checked against
+        dp × micro-batch × micro-batches.
+        """
+        return disagreements(self._values, self.observed, self.parallel, self.world_size,
+                             self.global_batch_size)
+
+    def describe(self) -> str:
+        """One line: model, layout, batch, device, dtype and step time."""
+        m = self.model
+        model = (f"{m.name or 'model'} ({m.num_layers} layers, h {m.hidden_size}, "
+                 f"{m.num_attention_heads}/{m.num_kv_heads} heads, FFN {m.ffn_hidden_size} "
+                 f"{m.mlp}, vocab {m.vocab_size})") if m else "model unknown"
+        p = self.parallel
+        layout = f"dp {p.dp} × tp {p.tp} × pp {p.pp}" + (f" (vpp {p.vpp})" if p.vpp > 1
+                                                          else "")
+        batch = (f"batch {self.global_batch_size} × {self.seq_length}"
+                 if self.global_batch_size and self.seq_length else "batch unknown")
+        hw = self.hardware.name if self.hardware else "no hardware preset"
+        step = f"step {self.step_time_s:.3g} s" if self.step_time_s else "step unknown"
+        return f"{model}; {layout}; {batch}; {hw}, {self.dtype or 'dtype unknown'}; {step}"
+
+    def to_frame(self) -> pd.DataFrame:
+        """The evidence table (a copy)."""
+        return self.evidence.copy()
+
+    # ---- changing -------------------------------------------------------------------
+    def with_overrides(self, **overrides: Any) -> Job:
+        """A copy with some fields set by the user (source ``"user"``), the rest kept.
+
+        Parameters
+        ----------
+        **overrides
+            Any field of :data:`JOB_FIELDS` (``num_layers=40``, ``dp=8``,
+            ``hardware="h100"``, ``step_time_s=1.5``); ``model=`` a ModelSpec or a preset
+            name sets every model field; ``parallel=`` a ParallelConfig every layout field;
+            a value of None clears an earlier user value (back to the config, profile or
+            default).
+
+        Raises
+        ------
+        InvalidArgumentError
+            An unknown field, a value of the wrong kind, or a combination that breaks a
+            rule of ModelSpec / ParallelConfig (the message names the field).
+        """
+        values = dict(self._values)
+        for name, v in user_values(overrides).items():
+            if v.value is None:
+                values[name] = self._config_values().get(name, self._base[name])
+            else:
+                values[name] = v
+        return assemble(values, self.observed, self._base, self.path,
+                        strict_sources=("user",))
+
+    def with_config(self, config: Any) -> Job:
+        """A copy where a config (path, dict or several) wins over the profile.
+
+        See :func:`read_job_config` for what is read from each kind of file.
+        """
+        values = dict(self._values)
+        for name, v in read_job_config(config, self).items():
+            if values.get(name) is None or values[name].source != "user":
+                values[name] = v
+        return assemble(values, self.observed, self._base, self.path,
+                        strict_sources=("user", "config"))
+
+    def reset(self) -> Job:
+        """The job as the profile alone shows it (every config and user value dropped)."""
+        return assemble(dict(self._base), self.observed, self._base, self.path)
+
+    def _config_values(self) -> dict[str, FieldValue]:
+        return {n: v for n, v in self._values.items() if v.source == "config"}
+
+
+def assemble(values: dict[str, FieldValue], observed: Mapping[str, tuple[Any, str]],
+             base: Mapping[str, FieldValue], path: str, strict_sources: Iterable[str] = ()
+             ) -> Job:
+    """Build the Job from one value per field (filling what depends on other fields).
+
+    ``base`` is the job as the profile alone shows it (what a cleared user value falls
+    back to); fields whose value a config or the user gives (``strict_sources``) raise
+    when they break a rule, profile values that do are set back to their default.
+    """
+    values = dict(values)
+    strict = set(strict_sources)
+    for name in JOB_FIELDS:
+        values.setdefault(name, base.get(name, DEFAULT_VALUES.get(
+            name, FieldValue(None, "default", "not set"))))
+    # the global batch follows the layout unless a config or the user gives it
+    gb = values["global_batch_size"]
+    if gb.source not in ("user", "config"):
+        parts = [values[n] for n in ("dp", "micro_batch_size", "num_micro_batches")]
+        if all(p.value for p in parts):
+            srcs = {p.source for p in parts}
+            src = next(s for s in SOURCES if s in srcs)
+            dp, b, m = (p.value for p in parts)
+            values["global_batch_size"] = FieldValue(dp * b * m, src,
+                                                     f"dp × micro-batch × micro-batches = {dp} × "
+                                                     f"{b} × {m}")
+    parallel = parallel_from_values(values, strict)
+    for name in PARALLEL_FIELDS:
+        if hasattr(parallel, name) and values[name].value is None and \
+                getattr(parallel, name) is not None:
+            used = getattr(parallel, name)
+            values[name] = FieldValue(used, "default", f"{values[name].detail}; ParallelConfig's "
+                                                       f"default {used} is used")
+    model = model_from_values(values, parallel, observed, strict)
+    if model is not None and strict:
+        rules = parallel.problems(model)
+        given = {n for n in ("tp", "pp", "vpp", "ep", "num_micro_batches", "recompute_layers",
+                             "num_layers", "num_attention_heads", "num_kv_heads",
+                             "num_experts") if values[n].source in strict}
+        if rules and given:
+            param, _, rule = rules[0].partition(": ")
+            raise ParallelConfigError(param, rule + (f" (and: {'; '.join(rules[1:])})"
+                                                     if len(rules) > 1 else ""),
+                                      getattr(parallel, param, None), rules=rules)
+    hardware = values["hardware"].value
+    evidence = pd.DataFrame({
+        "field": pd.Series(JOB_FIELDS, dtype="string"),
+        "value": pd.Series([value_text(values[n].value) if values[n].value is not None else None
+                            for n in JOB_FIELDS], dtype=object),
+        "source": pd.Series([values[n].source for n in JOB_FIELDS], dtype="string"),
+        "detail": pd.Series([values[n].detail for n in JOB_FIELDS], dtype="string")})
+    return Job(model=model, parallel=parallel, hardware=hardware,
+               global_batch_size=values["global_batch_size"].value,
+               seq_length=values["seq_length"].value, dtype=values["dtype"].value,
+               evidence=evidence, step_time_s=values["step_time_s"].value,
+               peak_memory_bytes=values["peak_memory_bytes"].value,
+               world_size=values["world_size"].value, observed=dict(observed), path=path,
+               _values=values, _base=dict(base))

@@ -1,0 +1,136 @@
+"""infer_job: the job a profile recorded, read field by field with the evidence.
+
+The profile's readers run in order — the layout (:mod:`~perfkit.job.layout`), the model
+and the micro-batching from the operator shapes (:func:`perfkit.analysis.shapes.
+read_model`), the rest of the layout, the hardware (:mod:`~perfkit.job.device`) and the
+measurements (:mod:`~perfkit.job.measured`) — then a config and the user's values win,
+field by field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis import layout as L
+from ..analysis.shapes import read_model
+from ..errors import InvalidArgumentError
+from .core import Job, assemble
+from .device import read_hardware
+from .fields import JOB_FIELDS, FieldValue, Readings
+from .layout import read_layout, read_sharding, read_vpp
+from .measured import read_memory, read_step_time
+
+__all__ = ["infer_job", "profile_values"]
+
+
+def infer_job(profile_or_cluster: Any, config: Any = None, **overrides: Any) -> Job:
+    """The job a profile recorded: model, parallel layout, hardware, batch, dtype, step.
+
+    Parameters
+    ----------
+    profile_or_cluster : Profile or Cluster
+        From :func:`perfkit.load`.
+    config : str, path, dict or sequence of them, optional
+        A job description that wins over the profile, field by field: a MindFormers YAML
+        (:func:`perfkit.read_mindformers_config`), a Hugging Face ``config.json``
+        (:meth:`ModelSpec.from_hf_config`), a MindFormers training log
+        (:func:`perfkit.read_training_log`: step time, global batch, sequence length), or
+        a dict of field values. See :func:`read_job_config`.
+    **overrides
+        Field values that win over everything (source ``"user"``), as for
+        :meth:`Job.with_overrides`.
+
+    Returns
+    -------
+    Job
+        Its ``evidence`` says, per field, the value, the source and the file and what was
+        read. Nothing is guessed silently: a field the profile cannot show is None with
+        the reason, or a stated default.
+
+    Notes
+    -----
+    Read from the profile (docs/job.md has the full table):
+
+    * **layout** — ``parallel_group_info`` (torch_npu / MindSpore), ``pg_config``
+      (Kineto) or the communication matrix: world size, dp / tp / pp / cp / ep; vpp from
+      the first stage's pipeline sends per step (``m·(2·vpp − 1)``); optimizer sharding
+      from reduce-scatter / all-gather in the data-parallel group; sequence parallelism
+      from all-gather / reduce-scatter in the tensor-parallel group;
+    * **model and batch** — the operator input shapes (:func:`perfkit.analysis.shapes.
+      read_model`): hidden, FFN and vocabulary sizes, heads and key/value heads, layers,
+      micro-batch size, sequence length, micro-batches per step, gated or plain MLP,
+      recompute, dtype;
+    * **hardware** — the device type: an Ascend NPU is the 910B preset (its task types
+      ``AI_VECTOR_CORE`` / ``MIX_AIC`` exist from the 910B generation on), a GPU by its
+      name in ``deviceProperties`` (A100, H100, H200); a CPU run has none;
+    * **measurements** — the step time (:func:`perfkit.analysis.measured_step_s`) and the
+      framework allocator's peak memory.
+    """
+    meta = getattr(profile_or_cluster, "meta", None)
+    if meta is None:
+        raise InvalidArgumentError("profile_or_cluster", "must be a Profile or Cluster from "
+                                   "perfkit.load", type(profile_or_cluster).__name__)
+    read = profile_values(profile_or_cluster)
+    base = {name: read[name] for name in JOB_FIELDS}
+    seen = {name: (v.value, v.detail) for name, v in read.items()
+            if v.source == "profile" and v.value is not None}
+    job = assemble(dict(base), seen, base, str(meta.path))
+    if config is not None:
+        job = job.with_config(config)
+    if overrides:
+        job = job.with_overrides(**overrides)
+    return job
+
+
+def profile_values(profile: Any) -> dict[str, FieldValue]:
+    """Every field as the profile shows it (source ``profile``), or its default."""
+    out = Readings()
+    put = out.put
+    groups = read_layout(profile, out)
+    tp, pp, dp = out["tp"].value, out["pp"].value, out["dp"].value
+
+    # ---- model and micro-batching from the operator shapes ---------------------------
+    stage_of = L.stage_of_ranks(groups)
+    reading = read_model(profile, tp=tp, stage_of=stage_of, pp=pp)
+    for name in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
+                 "head_dim", "ffn_hidden_size", "vocab_size", "mlp", "norm", "bias",
+                 "position_embedding", "seq_length", "micro_batch_size",
+                 "num_micro_batches", "dtype", "recompute", "recompute_layers"):
+        put(name, reading.get(name), reading.details.get(name, "not read"))
+    out["layers_per_stage"] = FieldValue(reading.get("layers_per_stage"), "profile",
+                                         reading.details.get("layers_per_stage", ""))
+    moe = reading.get("moe")
+    put("num_experts", 1 if moe is False else None,
+        reading.details.get("moe", "") + (": dense model" if moe is False else
+                                          "; the expert count is not read"))
+    put("moe_top_k", 1 if moe is False else None, out["num_experts"].detail)
+    put("tied_embeddings", False, "the profile cannot show whether the output layer shares "
+                                  "the embedding table: untied assumed", "default")
+    put("name", None, "no preset name matched yet")
+    if out["recompute"].value is None:
+        put("recompute", "none", out["recompute"].detail + ": none assumed", "default")
+    m = out["num_micro_batches"].value
+
+    # ---- the rest of the layout ------------------------------------------------------
+    read_vpp(profile, put, pp, m, stage_of)
+    read_sharding(profile, put, groups, dp, tp)
+    put("zero_stage", 0, "a ZeRO stage is not visible in a profile (sharded optimizer "
+                         "state shows as optimizer_shard): 0", "default")
+    b = out["micro_batch_size"].value
+    if dp and b and m:
+        put("global_batch_size", dp * b * m, f"dp × micro-batch × micro-batches = {dp} × "
+                                             f"{b} × {m}")
+    else:
+        put("global_batch_size", None, "needs dp, the micro-batch size and the "
+                                       "micro-batches per step")
+
+    # ---- hardware, measurements ------------------------------------------------------
+    read_hardware(profile, put)
+    if out["dtype"].value is None and out["hardware"].value is not None:
+        hw = out["hardware"].value
+        put("dtype", hw.default_dtype, out["dtype"].detail + f"; {hw.name}'s default "
+                                                             f"{hw.default_dtype} assumed",
+            "default")
+    read_step_time(profile, put)
+    read_memory(profile, put)
+    return dict(out)

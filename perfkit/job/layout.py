@@ -1,0 +1,165 @@
+"""The parallel layout a profile shows: world size, dp / tp / pp / cp / ep, vpp, sharding.
+
+Read from the communication groups (``parallel_group_info`` of torch_npu / MindSpore,
+Kineto's ``pg_config``, or the communication matrix: :mod:`perfkit.analysis.layout`), or
+from the parallel strategy a MindSpore profile records when it lists no group; vpp from
+the first stage's pipeline sends per step; optimizer sharding and sequence parallelism
+from the collectives each group runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import layout as L
+from .fields import Readings
+
+__all__ = ["read_layout", "read_vpp", "read_sharding"]
+
+
+def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
+    """Put ``world_size``, ``tp``, ``pp``, ``cp``, ``ep`` and ``dp``; return the groups."""
+    meta = profile.meta
+    put = out.put
+    groups = L.communication_groups(profile)
+    sizes = L.group_sizes(groups)
+    loaded = list(getattr(profile, "ranks", None) or [meta.rank])
+    world_src = []
+    world = meta.world_size
+    if world:
+        how = {"kineto": "distributedInfo",
+               "mindspore_legacy": "MindSpore's rank_size"}.get(
+            str(meta.source_format), "the ranks of the communication groups")
+        world_src.append(f"{world} ({how})")
+    if not groups.empty:
+        members = {r for rs in groups["ranks"] for r in rs}
+        biggest = int(groups["size"].dropna().max()) if groups["size"].notna().any() else 0
+        cand = max([len(members), biggest] + ([world] if world else []))
+        if cand != world:
+            world_src.append(f"{cand} (members of the largest group)")
+        world = cand
+    if not world:
+        world = len(loaded)
+        world_src.append(f"{world} (the ranks loaded; no group or world size recorded)")
+        put("world_size", world, "; ".join(world_src), "default")
+    else:
+        put("world_size", world, "world size " + "; ".join(world_src))
+    have_groups = not groups.empty
+    group_text = (f"{len(groups)} communication group(s) ({groups['source'].iloc[0]})"
+                  if have_groups else "")
+    strategy = {} if have_groups else L.recorded_strategy(profile)
+    if strategy.get("rank_size") and out["world_size"].source == "default":
+        put("world_size", strategy["rank_size"],
+            f"{strategy['source']}: rank_size {strategy['rank_size']}")
+        world = strategy["rank_size"]
+    for kind in ("tp", "pp", "cp", "ep"):
+        if kind in sizes:
+            put(kind, sizes[kind][0], sizes[kind][1])
+        elif have_groups:
+            put(kind, 1, f"no {kind} group among the {group_text}")
+        elif kind == "pp" and strategy.get("stage_num"):
+            put("pp", strategy["stage_num"], f"{strategy['source']}: stage_num "
+                                             f"{strategy['stage_num']} (pipeline stages)")
+        elif kind == "tp" and _data_parallel_mode(strategy):
+            put("tp", 1, f"{strategy['source']}: parallel mode "
+                         f"{strategy['parallel_mode']} (no model parallelism)")
+        elif strategy and kind in ("cp", "ep"):
+            put(kind, 1, f"{strategy['source']}: parallel mode "
+                         f"{strategy.get('parallel_mode', '?')}, no {kind}: 1 assumed",
+                "default")
+        else:
+            put(kind, 1, "no communication groups recorded: 1 assumed", "default")
+    tp, pp, cp = out["tp"].value, out["pp"].value, out["cp"].value
+    if "dp" in sizes:
+        put("dp", sizes["dp"][0], sizes["dp"][1])
+    elif strategy and world % (tp * pp * cp) == 0:
+        how = (f"{strategy['source']}: rank_size {world} / stage_num {pp}"
+               f" (parallel mode {strategy.get('parallel_mode', '?')})")
+        put("dp", world // (tp * pp * cp), how,
+            "profile" if out["tp"].source == "profile" else "default")
+    elif have_groups and world % (tp * pp * cp) == 0:
+        kinds = set(groups["kind"].dropna())
+        unnamed = groups[groups["kind"].isna()]
+        smaller = sorted({int(n) for n in unnamed["size"].dropna() if int(n) < world})
+        if smaller:
+            put("dp", world // (tp * pp * cp),
+                f"the {group_text} include unnamed groups of {smaller} ranks whose kind "
+                f"(dp, tp, ...) the profile does not say: world {world} / (tp {tp} × pp "
+                f"{pp}) assumed", "default")
+        elif kinds <= {"world"}:
+            put("dp", world // (tp * pp * cp),
+                f"the {group_text} hold no tensor/pipeline group: every rank is a "
+                f"data-parallel replica (world {world})")
+        else:
+            put("dp", world // (tp * pp * cp), f"world {world} / (tp {tp} × pp {pp}"
+                + (f" × cp {cp}" if cp > 1 else "") + ") with no dp group listed")
+    else:
+        put("dp", max(1, world // (tp * pp * cp)),
+            f"no communication groups recorded: all {world} rank(s) counted as data "
+            "parallel (tp = pp = 1 assumed)", "default")
+    return groups
+
+
+def _data_parallel_mode(strategy: dict[str, Any]) -> bool:
+    mode = str(strategy.get("parallel_mode", "")).lower().replace("-", "_")
+    return mode in ("data_parallel", "stand_alone")
+
+
+def read_vpp(profile: Any, put: Any, pp: int, m: int | None, stage_of: dict[int, int]
+             ) -> None:
+    """Put ``vpp``: m·(2·vpp − 1) pipeline sends per step on the first stage."""
+    if pp == 1:
+        put("vpp", 1, "pp = 1: no virtual stages")
+        return
+    sends = L.p2p_sends_per_step(profile)
+    first = [r for r, s in stage_of.items() if s == 0]
+    sends = sends[sends["rank"].isin(first)] if len(sends) else sends
+    if not m or sends.empty:
+        put("vpp", 1, "the first stage's pipeline sends or the micro-batches per step are "
+                      "unknown: 1 assumed", "default")
+        return
+    per = int(sends["sends"].mode().iloc[0])
+    # first stage: m·v forward sends (every chunk) + m·(v − 1) backward (not chunk 0)
+    v2 = per / m + 1
+    if v2 % 2 or v2 < 2:
+        put("vpp", 1, f"{per} pipeline sends per step on the first stage do not fit "
+                      f"m·(2·vpp − 1) with m = {m}: 1 assumed", "default")
+        return
+    put("vpp", int(v2 // 2), f"communication.json: {per} pipeline sends per step on the "
+                             f"first stage = m·(2·vpp − 1) with m = {m}")
+
+
+def read_sharding(profile: Any, put: Any, groups: pd.DataFrame, dp: int, tp: int) -> None:
+    """Put ``optimizer_shard`` and ``sequence_parallel`` from the collectives of the dp
+    and tp groups."""
+    used = L.collectives_by_group(profile)
+    kinds = {str(g): (None if pd.isna(k) else str(k))
+             for g, k in zip(groups["group"], groups["kind"], strict=False)}
+    if len(kinds) == 1 and not any(kinds.values()) and dp > 1:
+        kinds = dict.fromkeys(kinds, "dp")  # the one unnamed group is the dp group
+    dp_ops = set().union(*[v for g, v in used.items() if kinds.get(g) == "dp"] or [set()])
+    tp_ops = set().union(*[v for g, v in used.items() if kinds.get(g) == "tp"] or [set()])
+    if dp == 1:
+        put("optimizer_shard", 1, "dp = 1: nothing to shard over")
+    elif dp_ops & {"reducescatter", "allgather"}:
+        put("optimizer_shard", dp, "gradients reduce-scattered and parameters all-gathered "
+                                   f"in the dp group ({', '.join(sorted(dp_ops))}): "
+                                   f"optimizer state sharded over dp = {dp}")
+    elif dp_ops:
+        put("optimizer_shard", 1, f"the dp group only runs {', '.join(sorted(dp_ops))}: "
+                                  "no sharding")
+    else:
+        put("optimizer_shard", 1, "no data-parallel collectives recorded: 1 assumed",
+            "default")
+    if tp == 1:
+        put("sequence_parallel", False, "tp = 1: sequence parallelism needs tp > 1")
+    elif tp_ops & {"reducescatter", "allgather"}:
+        put("sequence_parallel", True, "the tp group runs all-gather / reduce-scatter "
+                                       "(sequence parallelism)")
+    elif tp_ops:
+        put("sequence_parallel", False, f"the tp group only runs {', '.join(sorted(tp_ops))}")
+    else:
+        put("sequence_parallel", False, "no tensor-parallel collectives recorded: off "
+                                        "assumed", "default")

@@ -1,0 +1,128 @@
+"""The packages split out of the former big modules keep the layering and have no cycle.
+
+``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.specs`` and ``perfkit.job``
+were single modules; each is now a package of small modules. Imports are read from the
+source (function-level imports included; imports under ``if TYPE_CHECKING:`` are for type
+checkers only and left out), so a cycle that only closes at run time is found too.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "perfkit"
+SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.specs", "perfkit.job")
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in PKG.rglob("*.py")}
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    out: list[ast.AST] = []
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                walk(child)
+            return
+        out.append(node)
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+
+    walk(tree)
+    return out
+
+
+def _imports(mod: str) -> set[str]:
+    """perfkit modules that ``mod`` imports at run time."""
+    path = MODULES[mod]
+    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    found: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            root = base[:len(base) - node.level + 1] if node.level else []
+            name = ".".join(root + ([node.module] if node.module else []))
+            found.add(name)
+            found.update(f"{name}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {n for n in found if n in MODULES and n != mod}
+
+
+def _members(package: str) -> list[str]:
+    return [m for m in MODULES if m == package or m.startswith(package + ".")]
+
+
+@pytest.mark.parametrize("package", SPLIT)
+def test_no_import_cycle_inside_the_package(package: str) -> None:
+    mods = _members(package)
+    graph = {m: {d for d in _imports(m) if d in mods and d != package} for m in mods}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            assert state.get(d) != 1, " -> ".join(path + [m, d])
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = 2
+
+    for m in mods:
+        if m not in state:
+            visit(m, [])
+
+
+ALLOWED = {
+    # specs feed every calculator: they know nothing of profiles, analyses or views
+    "perfkit.specs": ("perfkit.specs", "perfkit.errors", "perfkit._values"),
+    # charts draw DataFrames: no analysis, no loader, no job
+    "perfkit.charts": ("perfkit.charts", "perfkit.errors", "perfkit.format", "perfkit.tables"),
+}
+FORBIDDEN = {
+    "perfkit.job": ("perfkit.charts", "perfkit.widgets", "perfkit.advisor", "perfkit.plan",
+                    "perfkit.cli"),
+    "perfkit.analysis.efficiency": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
+                                    "perfkit.io", "perfkit.advisor"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_the_layers_below(package: str) -> None:
+    for mod in _members(package):
+        bad = {d for d in _imports(mod) if not d.startswith(ALLOWED[package])}
+        assert not bad, (mod, bad)
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_does_not_import_the_layers_above(package: str) -> None:
+    for mod in _members(package):
+        bad = {d for d in _imports(mod) if d.startswith(FORBIDDEN[package])}
+        assert not bad, (mod, bad)
+
+
+@pytest.mark.parametrize("package", SPLIT)
+def test_every_public_name_is_defined_inside_the_package(package: str) -> None:
+    module = importlib.import_module(package)
+    assert module.__all__
+    for name in module.__all__:
+        obj = getattr(module, name)
+        home = getattr(obj, "__module__", None)
+        if callable(obj) and home is not None:
+            assert home.startswith(package), (name, home)
+
+
+def test_modules_stay_small() -> None:
+    for package in SPLIT:
+        for mod in _members(package):
+            lines = MODULES[mod].read_text(encoding="utf-8").count("\n")
+            assert lines < 500, (mod, lines)
