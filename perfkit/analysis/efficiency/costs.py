@@ -32,6 +32,7 @@ from .tensors import dtype_bytes, split_args
 
 __all__ = ["COST_COLUMNS", "operator_costs", "narrow_costs", "first_rows"]
 
+#: The price columns each row of :func:`operator_costs` gains.
 COST_COLUMNS = ("kind", "flops", "bytes", "dtype", "causal")
 
 
