@@ -1,6 +1,6 @@
 """The advisor prices the operators on a second thread: same findings, nothing left behind.
 
-``advise`` starts :meth:`_Context.compute_ahead` on a second thread while the rules run
+``advise`` starts :meth:`Context.compute_ahead` on a second thread while the rules run
 in order on the first. The findings must be those of the rules run in order on one
 thread; two threads asking for one shared result or one table must get it computed once;
 an analysis that fails on the second thread must reach the rule that asks for it as that
@@ -19,7 +19,10 @@ import pytest
 
 import perfkit as pk
 from perfkit import advisor
-from perfkit.analysis import _util
+from perfkit.advisor import runner
+from perfkit.advisor.context import Context
+from perfkit.advisor.operators import gemm
+from perfkit.analysis import _util, efficiency
 from perfkit.profile import Profile, ProfileMeta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,14 +50,14 @@ def test_advice_computed_ahead_equals_advice_in_order(name: str, monkeypatch: An
     path, hardware = SAMPLES[name]
     prof = pk.load(path, cache=False, progress=False)
     started: list[str] = []
-    real_start = advisor._start_ahead
+    real_start = runner._start_ahead
 
     def start(ctx: Any) -> Any:
         thread = real_start(ctx)
         started.append("yes" if thread is not None else "no")
         return thread
 
-    monkeypatch.setattr(advisor, "_start_ahead", start)
+    monkeypatch.setattr(runner, "_start_ahead", start)
     ahead = pk.advise(prof, hardware=hardware)
     assert started == ["yes"]  # the second thread did run
     monkeypatch.setattr(advisor, "COMPUTE_AHEAD", False)
@@ -73,7 +76,7 @@ def test_a_failure_on_the_second_thread_reaches_the_rule_that_asks(monkeypatch: 
         calls.append(threading.current_thread().name)
         raise RuntimeError("planted failure")
 
-    monkeypatch.setattr(advisor._eff, "operator_efficiency", broken)
+    monkeypatch.setattr(efficiency, "operator_efficiency", broken)
     found = pk.advise(prof)
     failed = [f for f in found if f.title == "Rule gemm could not run on this profile"]
     assert len(failed) == 1 and "planted failure" in failed[0].evidence
@@ -81,7 +84,7 @@ def test_a_failure_on_the_second_thread_reaches_the_rule_that_asks(monkeypatch: 
     assert calls == ["perfkit-advise-ahead"]  # computed once, on the second thread
     # the other rules still ran: the same measured findings as without the gemm rule
     monkeypatch.setattr(advisor, "RULES", tuple(r for r in advisor.RULES
-                                                if r is not advisor._rule_gemm))
+                                                if r is not gemm))
     rest = pk.advise(prof)
     assert [f.title for f in found if f.measured] == [f.title for f in rest if f.measured]
     assert not _ahead_threads()
@@ -90,9 +93,9 @@ def test_a_failure_on_the_second_thread_reaches_the_rule_that_asks(monkeypatch: 
 def test_no_second_thread_without_a_known_device() -> None:
     """The pricing rules need the roofline: nothing is computed ahead for nothing."""
     prof = pk.load(SAMPLES["kineto"][0], cache=False, progress=False)
-    ctx = advisor._Context(prof, None, None, None, dict(advisor.ASSUMPTIONS))
+    ctx = Context(prof, None, None, None, dict(advisor.ASSUMPTIONS))
     assert ctx.hardware is None
-    assert advisor._start_ahead(ctx) is None
+    assert runner._start_ahead(ctx) is None
 
 
 def test_shared_result_is_computed_once_when_two_threads_ask() -> None:

@@ -101,7 +101,7 @@ def test_load_and_advise_leave_the_process_as_they_found_it(tmp_path, monkeypatc
     assert seen and all(seen)  # the load ran with huge pages off
     assert hp.huge_pages_disabled() is False
     seen.clear()
-    monkeypatch.setattr("perfkit.advisor.step_breakdown", spy)
+    monkeypatch.setattr("perfkit.advisor.context.step_breakdown", spy)
     pk.advise(prof)
     assert seen and all(seen)  # the advisor's analyses ran with huge pages off
     assert hp.huge_pages_disabled() is False

@@ -1,0 +1,108 @@
+"""The advisor: run every analysis, turn what is abnormal into ranked :class:`Finding` s.
+
+**One currency.** Every finding that can be measured carries the step time at stake:
+``ms_per_step`` (what the problem costs, or what fixing it wins back, per training step)
+and ``score`` = that time as a share of the measured step (the mean over steps of the
+slowest rank's device span plus its preparing time). Findings are ranked by it, and
+``severity`` follows it: ``high`` >= 10 %, ``medium`` >= 3 %, ``low`` >= 1 %, else
+``info`` (:data:`SEVERITY_THRESHOLDS`; docs/analysis.md says why). There are no floors
+and no cut-offs: a 0.3 % stall is reported as a 0.3 % ``info`` finding, never dropped
+nor inflated.
+
+A finding whose cost cannot be measured from the profile (memory close to the limit, a
+risky setting, a peak that the device could not hold, MFU) has ``measured=False``,
+``score=0``, severity ``warning`` or ``info``, and always comes after every measured
+finding.
+
+**No double counting.** Causes are attributed before their symptoms: exposed
+communication is measured on the rank that waits for nobody (the least exposed one), so
+time spent waiting for a slow rank or a stalled loader is not counted again as
+communication; the part of it that a slow link explains goes to the link.
+
+**Plain words.** Each finding says what was seen (``title``, ``evidence``), what it
+costs (``ms_per_step``) and what to change (``recommendation``) in the terms of the
+profiled framework (MindSpore / MindFormers, torch_npu, or PyTorch on GPU, from
+``meta.framework`` and ``meta.device_type``); rule ids and statistics (robust z-scores,
+the seed's check order) stay in ``details``.
+
+A rule that fails on an unusual profile is reported as an ``info`` finding; the advisor
+itself never raises on a loadable profile.
+
+**Layout.** :mod:`~perfkit.advisor.finding` (the :class:`Finding` type and severity),
+:mod:`~perfkit.advisor.context` (what the rules share), :mod:`~perfkit.advisor.words`
+(numbers and framework terms), one module of rules per area (:mod:`~.cluster`,
+:mod:`~.communication`, :mod:`~.host`, :mod:`~.operators`, :mod:`~.memory_recompute`,
+:mod:`~.job`), :mod:`~perfkit.advisor.registry` (where each rule declares its area, order,
+tables, inputs, frameworks and the rules it reads) and :mod:`~perfkit.advisor.runner`.
+A new rule is one decorated function in its area's module (docs/analysis.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._hugepages import small_pages
+from ..analysis._util import shared_results
+from . import cluster, communication, host, job, memory_recompute, operators, runner
+from .context import ASSUMPTIONS, Context
+from .finding import NOTEBOOKS, SEVERITY_ORDER, SEVERITY_THRESHOLDS, Finding, severity_of
+from .registry import registered
+from .words import FRAMEWORKS, framework_of
+
+__all__ = ["Finding", "advise", "NOTEBOOKS", "RULES", "severity_of", "framework_of",
+           "SEVERITY_THRESHOLDS", "SEVERITY_ORDER", "ASSUMPTIONS", "FRAMEWORKS",
+           "COMPUTE_AHEAD"]
+
+#: The areas whose rules register themselves on import (each module's ``@rule``).
+_AREA_MODULES = (cluster, communication, host, operators, memory_recompute, job)
+
+RULES = tuple(r.check for r in registered())
+"""The rules run by :func:`advise`, in the seeds' order of checks (causes before symptoms),
+each after the rules it reads (``after=`` in :mod:`perfkit.advisor.registry`)."""
+
+#: Compute the shared analyses the rules declare ``ahead=`` (pricing the operators) on a
+#: second thread while the rules run; the findings are the same either way.
+COMPUTE_AHEAD = True
+
+
+def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
+           hardware: Any = None, max_findings: int | None = None,
+           assumptions: dict[str, float] | None = None) -> list[Finding]:
+    """Run every analysis and return ranked findings: what to fix first.
+
+    Parameters
+    ----------
+    profile_or_cluster : Profile or Cluster
+        A loaded profile (``perfkit.load``); a lazy cluster (``engine="dask"``) gives the
+        same findings, its analyses computed on the Dask workers.
+    model : perfkit.ModelSpec, optional
+        Enables the MFU check.
+    parallel : perfkit.ParallelConfig, optional
+        Pipeline stages and the schedule's own bubble.
+    hardware : perfkit.Hardware, optional
+        Memory capacity, nominal bandwidths and the operators' roofline. Default: the
+        profiled device where the profile says (:func:`perfkit.analysis.infer_hardware`).
+    max_findings : int, optional
+        Keep only the first findings.
+    assumptions : dict, optional
+        Override :data:`ASSUMPTIONS` (e.g. ``{"kernel_efficiency": 0.8}``).
+
+    Returns
+    -------
+    list of Finding
+        Measured findings first, most milliseconds per step at stake first; then the
+        findings whose cost cannot be measured (``warning`` before ``info``). Empty when
+        nothing was found.
+
+    Notes
+    -----
+    For a profile in memory with a known device, the operators are priced on a second
+    thread while the rules run (:data:`COMPUTE_AHEAD`, docs/analysis.md "Speed"); the
+    findings are the same as on one thread, and the thread has ended on return.
+    """
+    # analyses share their intermediate tables for this call; huge pages off (_hugepages)
+    with shared_results(), small_pages():
+        ctx = Context(profile_or_cluster, model, parallel, hardware,
+                      {**ASSUMPTIONS, **(assumptions or {})})
+        ranked = runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD)
+    return ranked[:max_findings] if max_findings is not None else ranked

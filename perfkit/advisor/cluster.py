@@ -1,0 +1,168 @@
+"""Rules of the cluster: a rank that holds the others back, pipeline stages out of balance.
+
+The seeds' cluster method starts here: a slow rank or stage makes every other rank wait
+inside the collectives, so it is found (and its cost counted) before the communication
+it shows up in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import cluster as _cluster
+from ..analysis._util import has_values
+from .context import Context
+from .finding import Finding, measured, unmeasured
+from .registry import rule
+from .words import fmt_time, pct, say
+
+__all__ = ["slow_ranks", "pipeline"]
+
+@rule("cluster", order=10, needs=("steps",))
+def slow_ranks(ctx: Context) -> list[Finding]:
+    """Ranks slower than the others (robust z-score per step phase); cost: their peers' wait."""
+    sr = ctx.get("slow", lambda: _cluster.slow_ranks(ctx.profile, parallel=ctx.parallel))
+    slow = sr[sr["slow"].fillna(False).astype(bool)]
+    out = []
+    for metric, grp in slow.groupby("metric", sort=False):
+        worst = grp.sort_values("excess_us", ascending=False).iloc[0]
+        ranks = ", ".join(str(int(r)) for r in grp["rank"])
+        plural = "s" if len(grp) > 1 else ""
+        rank = int(worst["rank"])
+        excess_pct = float(worst["excess_pct"])
+        if metric == "computing_us":
+            title = (f"Rank{plural} {ranks} compute{'' if plural else 's'} {excess_pct:.0f} % "
+                     "slower than the others, who wait for it")
+            rec = ("Compare that rank's operators with a normal rank's: the same operators "
+                   "running slower mean a slow device (clock, temperature, a failing card: "
+                   + say(ctx.fw, {"pytorch_gpu": "check nvidia-smi -q and the XID errors",
+                                  "any": "check npu-smi info and the device logs"})
+                   + "); more operators mean unbalanced work (an uneven pipeline stage, MoE "
+                   "routing). Replace or drain the slow device; the whole group waits for it "
+                   "in every collective.")
+        elif metric in ("free_us", "preparing_us"):
+            title = f"Rank{plural} {ranks} start{'' if plural else 's'} the step late"
+            rec = ("Look at that rank's host: data loading, CPU contention, a slow disk or a "
+                   "noisy neighbour delay its step start, and the whole group waits for it "
+                   "in every collective.")
+        else:
+            title = (f"Rank{plural} {ranks} spend{'' if plural else 's'} {excess_pct:.0f} % "
+                     "more time in exposed communication than the others")
+            rec = ("Check that rank's links in the communication matrix (a slow link) and "
+                   "whether it joins a collective that the others leave early.")
+        stake, waited = _slow_rank_stake(ctx, rank, float(worst["excess_us"]))
+        out.append(measured(
+            ctx, "slow_ranks", "cluster", stake, title,
+            f"rank {rank}: {str(worst['phase'])} {fmt_time(worst['value_us'])} per step "
+            f"against {fmt_time(worst['median_us'])} on the median rank "
+            f"(+{fmt_time(worst['excess_us'])})",
+            rec, details=f"metric {metric}; robust z = {float(worst['z']):.1f}; check "
+            f"order {int(worst['check_order'])} of the seed's cluster method; "
+            f"peers wait {waited:.0f} µs per step"))
+    return out
+
+
+def _slow_rank_stake(ctx: Context, rank: int, excess_us: float) -> tuple[float, float]:
+    """What a slow rank costs the step: how long its peers wait for it, at most its excess.
+
+    Peers are the ranks of its pipeline stage (all ranks without pipelining); each waits
+    inside the collectives for the slow rank, so their exposed communication (receive wait
+    excluded) exceeds the slow rank's by the delay. Without communication data: the excess.
+    """
+    s = ctx.steps
+    if not has_values(s, "comm_not_overlapped_us"):
+        return excess_us, float("nan")
+    exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
+                                         if "bubble_us" in s.columns else 0.0)
+    per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
+    if rank not in per.index:
+        return excess_us, float("nan")
+    stage = _cluster.stage_of_ranks(ctx.profile, parallel=ctx.parallel)
+    peers = per.drop(index=rank)
+    if not stage.empty and rank in stage.index:
+        same = stage[stage == stage[rank]].index
+        peers = peers[peers.index.isin(same)]
+    if peers.empty:
+        return excess_us, float("nan")
+    waited = float(peers.median() - per[rank])
+    if not np.isfinite(waited) or waited <= 0:
+        return excess_us, waited
+    return min(excess_us, waited), waited
+
+
+@rule("cluster", order=20, needs=("steps",))
+def pipeline(ctx: Context) -> list[Finding]:
+    """Stages out of balance, and receive wait beyond what the schedule's bubble explains."""
+    sb = ctx.get("stages", lambda: _cluster.stage_balance(ctx.profile, parallel=ctx.parallel))
+    if sb.empty or len(sb) < 2:
+        return []
+    out = []
+    worst = sb.loc[sb["stage_us"].idxmax()]
+    fastest = sb.loc[sb["stage_us"].idxmin()]
+    spread = float(worst["stage_us"] - fastest["stage_us"])
+    theo = float(sb["theoretical_bubble"].iloc[0])
+    # receive wait beyond the schedule's own bubble: what the stages lose waiting
+    excess = (sb["bubble_us"] - (theo if np.isfinite(theo) else 0.0) * sb["stage_us"])
+    excess_max = float(excess.clip(lower=0).max()) if excess.notna().any() else float("nan")
+    fix = say(ctx.fw, {
+        "mindspore": "move layers off the slow stage (MindFormers offset / pipeline_stage "
+                     "layer split; perfkit.plan.balance_pipeline proposes one)",
+        "torch_npu": "move layers off the slow stage (Megatron / MindSpeed "
+                     "--decoder-first/last-pipeline-num-layers or a custom layer split; "
+                     "perfkit.plan.balance_pipeline proposes one)",
+        "pytorch_gpu": "move layers off the slow stage (Megatron "
+                       "--decoder-first/last-pipeline-num-layers, or your pipeline's split "
+                       "points; perfkit.plan.balance_pipeline proposes one)"})
+    # the faster stages wait for the slow one in their receives: that wait (beyond the
+    # schedule's bubble) is what the imbalance costs, at most the spread of stage times
+    imbalance = min(spread, excess_max) if np.isfinite(excess_max) else spread
+    if spread > 0 and imbalance > 0:
+        out.append(measured(
+            ctx, "stage_imbalance", "cluster", imbalance,
+            f"Pipeline stage {int(worst['stage'])} takes {pct(float(worst['imbalance']))} "
+            f"longer than stage {int(fastest['stage'])}; the other stages wait for it",
+            "own work per step (step minus receive wait): " + ", ".join(
+                f"stage {int(r.stage)} (ranks {r.ranks}) {fmt_time(r.stage_us)}"
+                for r in sb.itertuples()) + f"; the stages wait {fmt_time(excess_max)} per "
+            "step in receives beyond the schedule's own bubble",
+            f"Rebalance: {fix}; count the embedding on the first stage and the output "
+            "layer and loss on the last.",
+            details=f"spread of stage_us {spread:.0f} µs; receive wait beyond the schedule "
+                    f"{excess_max:.0f} µs"))
+    br = float(sb["bubble_ratio"].max())
+    bub = float(sb["bubble_us"].max())
+    if not np.isfinite(br) or bub <= 0:
+        return out
+    more_mb = say(ctx.fw, {
+        "mindspore": "raise micro_batch_num (MindFormers parallel_config) or use pipeline "
+                     "interleave (pp_interleave_num)",
+        "torch_npu": "raise the number of micro-batches (larger global batch or smaller "
+                     "micro-batch) or use the interleaved schedule "
+                     "(--num-layers-per-virtual-pipeline-stage)",
+        "pytorch_gpu": "raise the number of micro-batches or use the interleaved schedule "
+                       "(--num-layers-per-virtual-pipeline-stage)"})
+    if not np.isfinite(theo):
+        out.append(unmeasured(
+            "bubble", "cluster", "Pipeline bubble: how much is avoidable needs the schedule",
+            f"receive wait up to {fmt_time(bub)} per step ({br:.2f} of the stage's own work)",
+            "Pass parallel= (pp, micro-batches, vpp) to compare with the schedule's own "
+            f"bubble, (pp - 1) / micro-batches. Then {more_mb}.", severity="info"))
+        return out
+    stage_of_max = float(sb.loc[sb["bubble_ratio"].idxmax(), "stage_us"])
+    extra = excess_max - (imbalance if out else 0.0)
+    if np.isfinite(extra) and extra > 0:
+        out.append(measured(
+            ctx, "bubble", "cluster", extra,
+            "Pipeline bubble larger than the schedule explains",
+            f"receive wait {fmt_time(bub)} per step against {fmt_time(theo * stage_of_max)} "
+            f"that the schedule (pp, micro-batches, vpp) implies, after the stage imbalance",
+            "Look for slow ranks and late sends first (they show up as receive wait); then "
+            f"{more_mb}.", details=f"measured ratio {br:.3f}, theoretical {theo:.3f}"))
+    out.append(unmeasured(
+        "schedule_bubble", "cluster",
+        "The pipeline schedule itself leaves the stages idle for part of the step",
+        f"(pp - 1) / micro-batches = {theo:.2f} of the stage's work, about "
+        f"{fmt_time(theo * stage_of_max)} per step",
+        f"If memory allows, {more_mb}.", severity="info"))
+    return out

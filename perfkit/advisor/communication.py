@@ -1,0 +1,219 @@
+"""Rules of communication: a slow link, exposed communication, ranks waiting in collectives.
+
+Exposed communication is measured on the rank that waits for nobody (the least exposed
+one), so that waiting for a slow rank or a stalled loader is not counted again as
+communication; the part of it a slow link explains goes to the link. What is left of
+the waiting once every cause has been looked for is :func:`comm_wait`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import communication as _comm
+from ..analysis._frames import collect
+from ..analysis._util import has_values, table
+from .context import Context
+from .finding import Finding, measured
+from .registry import rule
+from .words import fmt_time, pct, say
+
+__all__ = ["links", "exposed_comm", "comm_wait"]
+
+
+def _exposed(ctx: Context) -> tuple[float, int | None]:
+    """Exposed communication per step on the rank that waits for nobody (and that rank).
+
+    ``comm_not_overlapped - bubble`` per rank (median over steps); its minimum over
+    ranks is transfer that no other rank's lateness explains.
+    """
+    s = ctx.steps
+    if not has_values(s, "comm_not_overlapped_us"):
+        return float("nan"), None
+    exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
+                                         if "bubble_us" in s.columns else 0.0)
+    per = pd.DataFrame({"rank": s["rank"], "e": exp.clip(lower=0)}).groupby("rank")["e"]
+    per = per.median().dropna()
+    if per.empty:
+        return float("nan"), None
+    return float(per.min()), int(per.idxmin())
+
+
+@rule("communication", order=30, needs=("comm_matrix",))
+def links(ctx: Context) -> list[Finding]:
+    """The slowest link, if slow; saving: what its ranks would not expose at the usual bandwidth."""
+    sl = ctx.get("links", lambda: _comm.slow_links(ctx.profile))
+    slow = sl[sl["slow"].fillna(False).astype(bool)]
+    if slow.empty:
+        return []
+    w = slow.iloc[0]
+    ratio = float(w["ratio_to_median"])
+    s = ctx.steps
+    ranks = {int(w["src_rank"]), int(w["dst_rank"])}
+    exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
+                                         if "bubble_us" in s.columns else 0.0)
+    per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
+    on_link = per[per.index.isin(list(ranks))] if w["rank_space"] == "global" else per
+    exposed = float(on_link.min()) if len(on_link.dropna()) else float("nan")
+    # a collective runs at the pace of its slowest link: at the normal bandwidth its
+    # exposed transfer would shrink to `ratio` of what it is
+    saving = exposed * (1.0 - ratio) if np.isfinite(exposed) else 0.0
+    ctx.count("link_saving", saving)
+    link = say(ctx.fw, {"pytorch_gpu": "NVLink / InfiniBand (nvidia-smi nvlink -e, "
+                                       "ibstat, NCCL_DEBUG=INFO)",
+                        "any": "HCCS / RoCE (npu-smi info, hccn_tool -i N -link -g, "
+                               "the device logs)"})
+    return [measured(
+        ctx, "slow_link", "communication", saving,
+        f"Slow {w['transport']} link between ranks {int(w['src_rank'])} and "
+        f"{int(w['dst_rank'])}: {pct(ratio)} of the bandwidth of the others",
+        f"{len(slow)} slow link(s); worst {w['bandwidth_gbps']:.2f} GB/s against a median of "
+        f"{w['median_gbps']:.2f} GB/s; every collective of its group runs at its pace "
+        f"(exposed communication on its ranks {fmt_time(exposed)} per step)",
+        f"Check the link ({link}: errors, cable, optics, switch port) and the rank "
+        "placement; move the job off it until it is repaired.",
+        details=f"{w['rank_space']} ranks; saving = exposed x (1 - ratio)")]
+
+
+def _wait_fraction(ctx: Context, rank: int | None) -> float:
+    """Share of ``rank``'s collective time spent waiting for peers (NaN: not recorded)."""
+    def compute() -> float:
+        co = table(ctx.profile, "comm_ops")
+        if rank is None or "wait_us" not in co.columns or "elapse_us" not in co.columns:
+            return float("nan")
+        mine = collect(co, ["wait_us", "elapse_us"], where=lambda f: f["rank"] == rank)
+        total = float(mine["elapse_us"].sum())
+        if mine["wait_us"].notna().sum() == 0 or total <= 0:
+            return float("nan")
+        return min(1.0, float(mine["wait_us"].fillna(0.0).sum()) / total)
+    return ctx.get(f"wf{rank}", compute)
+
+
+def _covers_job(ctx: Context) -> bool:
+    """Whether the profile holds every rank of the job (world size or groups say so).
+
+    Then the least exposed rank waits for nobody in the profile; otherwise (or when the
+    profile does not say) its waiting may be for ranks that were not profiled.
+    """
+    s = ctx.steps
+    present = set(s["rank"].dropna().astype(int)) if "rank" in s.columns else set()
+    metas = [getattr(ctx.profile, "meta", None), *ctx.rank_metas()]
+    world = max((int(m.world_size) for m in metas
+                 if m is not None and getattr(m, "world_size", None)), default=0)
+    for m in metas:
+        for g in (getattr(m, "groups", None) or {}).values():
+            ranks = g.get("global_ranks", []) if isinstance(g, dict) else []
+            world = max([world, *[int(r) + 1 for r in ranks or []]])
+    return world > 0 and len(present) >= world
+
+
+@rule("communication", order=40, needs=("steps",), after=("links",))
+def exposed_comm(ctx: Context) -> list[Finding]:
+    """Communication that nothing computes under, on the rank that waits for nobody."""
+    e, rank = _exposed(ctx)
+    if not np.isfinite(e):
+        return []
+    waiting = 0.0
+    wf = _wait_fraction(ctx, rank) if not _covers_job(ctx) else float("nan")
+    if np.isfinite(wf):
+        # even the least exposed rank may wait (for ranks outside the profile): the
+        # profiler's split of each collective into transfer and wait tells which part is
+        # communication
+        waiting = e * wf
+        ctx.count("min_rank_wait", waiting)
+    stake = max(0.0, e - waiting - ctx.counted("link_saving"))
+    s = ctx.steps
+    overlap = float("nan")
+    if has_values(s, "communication_us") and has_values(s, "overlapped_us"):
+        comm = float(s["communication_us"].median())
+        overlap = float(s["overlapped_us"].median()) / comm if comm > 0 else float("nan")
+    cs = ctx.get("comm", lambda: _comm.comm_summary(ctx.profile))
+    if waiting > 0:
+        ev = (f"rank {rank}, the least exposed, communicates {fmt_time(e)} per step with "
+              f"nothing computing, {pct(wf)} of its collective time waiting for peers "
+              "(see that finding)")
+    else:
+        ev = (f"rank {rank}, which waits for no other rank, communicates {fmt_time(e)} per "
+              "step with nothing computing")
+    if np.isfinite(overlap):
+        ev += f"; {pct(overlap)} of all communication runs under computation"
+    if not cs.empty:
+        top = cs.iloc[0]
+        ev += f"; largest: {top['op_type']} x{int(top['count'])}, {fmt_time(top['total_us'])}"
+        ev += " in total over ranks and steps"
+    details = ""
+    if ctx.hardware is not None:
+        bw = ctx.get("bw", lambda: _comm.comm_bandwidth_summary(ctx.profile, ctx.hardware))
+        low = bw[bw["efficiency"] < 0.3] if not bw.empty else bw
+        for r in low.itertuples():
+            ev += (f"; {r.transport} reaches {r.bandwidth_gbps:.1f} GB/s, "
+                   f"{pct(r.efficiency)} of its nominal {r.nominal_gbps:.0f} GB/s")
+            details += f"low {r.transport} efficiency {r.efficiency:.3f}; "
+    if np.isfinite(overlap) and overlap < 0.1:
+        rec = say(ctx.fw, {
+            "mindspore": "Nothing overlaps: enable gradient communication fusion and overlap "
+                         "(all_reduce_fusion_config, parallel_optimizer_config "
+                         "gradient_accumulation_shard / optimizer_weight_shard_size) and "
+                         "check that no synchronisation serialises the streams.",
+            "torch_npu": "Nothing overlaps: reduce gradients in buckets during the backward "
+                         "pass (DDP bucket_cap_mb, or Megatron / MindSpeed "
+                         "--overlap-grad-reduce --overlap-param-gather) and check that no "
+                         "synchronisation serialises the streams.",
+            "pytorch_gpu": "Nothing overlaps: reduce gradients in buckets during the backward "
+                           "pass (DDP bucket_cap_mb, FSDP backward_prefetch, or Megatron "
+                           "--overlap-grad-reduce --overlap-param-gather) and check that no "
+                           "synchronisation serialises the NCCL stream."})
+    else:
+        rec = say(ctx.fw, {
+            "mindspore": "Remove avoidable communication (re-distribution between operator "
+                         "strategies), overlap the rest (all_reduce_fusion_config, optimizer "
+                         "shard overlap) and keep model parallelism inside a node (HCCS).",
+            "torch_npu": "Overlap gradient reduction with the backward pass (DDP "
+                         "bucket_cap_mb / gradient_as_bucket_view, Megatron / MindSpeed "
+                         "--overlap-grad-reduce), fuse small collectives into larger buckets "
+                         "and keep tensor parallelism inside a node (HCCS).",
+            "pytorch_gpu": "Overlap gradient reduction with the backward pass (DDP "
+                           "bucket_cap_mb / gradient_as_bucket_view, FSDP prefetch, "
+                           "Megatron --overlap-grad-reduce), fuse small collectives and keep "
+                           "tensor parallelism inside an NVLink domain."})
+    link = ctx.counted("link_saving")
+    if link > 0:
+        ev += f"; {fmt_time(min(link, e))} of it is the slow link's (see that finding)"
+    return [measured(ctx, "exposed_communication", "communication", stake,
+                     "Communication is not hidden behind computation", ev, rec,
+                     details=details.rstrip("; "))]
+
+
+@rule("communication", order=180, needs=("steps",),
+      after=("slow_ranks", "pipeline", "links", "exposed_comm", "data_loading"))
+def comm_wait(ctx: Context) -> list[Finding]:
+    """Waiting inside collectives that no other finding explains."""
+    # a cause that an earlier rule found explains the waiting (the pipeline rule finds
+    # stage_imbalance, the links rule slow_link)
+    causes = {"slow_ranks", "data_loading", "stage_imbalance", "slow_link"}
+    found = ctx.findings("slow_ranks", "pipeline", "links", "data_loading")
+    if any(f.rule in causes and f.measured and f.score >= 0.01 for f in found):
+        return []
+    s = ctx.steps
+    if not has_values(s, "comm_not_overlapped_us"):
+        return []
+    e, _ = _exposed(ctx)
+    own = ctx.counted("min_rank_wait")
+    exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
+                                         if "bubble_us" in s.columns else 0.0)
+    per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
+    spread = max(0.0, float(per.median() - e)) if np.isfinite(e) else 0.0
+    extra = spread + own
+    ev = (f"the median rank spends {fmt_time(spread)} per step more in exposed "
+          "communication than the least exposed one")
+    if own > 0:
+        ev += (f", which itself waits {fmt_time(own)} per step for its peers inside the "
+               "collectives (peers outside the profile, or all late together)")
+    if not np.isfinite(extra) or extra <= 0:
+        return []
+    return [measured(
+        ctx, "comm_wait", "communication", extra,
+        "Ranks wait for each other inside their collectives", ev,
+        "Find the rank that arrives late (step start, computation, host launch) in the "
+        "cluster step trace; the waiting is its symptom, not a communication problem.")]

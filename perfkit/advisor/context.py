@@ -1,0 +1,245 @@
+"""What the rules share during one ``advise`` call: the job, and analyses computed once.
+
+A :class:`Context` holds the profile and the job's model, parallel layout and hardware,
+the analyses the rules read (each computed once, by whichever thread asks first), and
+what the rules have already found or counted, handed only to a later rule that names
+the earlier one in its ``after=`` (:mod:`perfkit.advisor.registry`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import cluster as _cluster
+from ..analysis import efficiency as _eff
+from ..analysis import memory as _memory
+from ..analysis._frames import is_lazy, table_columns
+from ..analysis._util import has_values, n_step_pairs, table
+from ..analysis.steps import step_breakdown
+from .finding import Finding
+from .words import framework_of
+
+__all__ = ["Context", "ASSUMPTIONS", "TABLES", "INPUTS", "AHEAD"]
+
+#: Conventions of the operator rules (override with ``advise(..., assumptions={...})``):
+#: ``kernel_efficiency`` share of its roofline that a good kernel reaches (what a fix is
+#: scored against); ``far_below`` a GEMM is "far below its roofline" under this efficiency;
+#: ``min_chain`` element-wise kernels in a row that form a chain; ``deterministic`` the
+#: usual slow-down of deterministic kernels (evidence only, the finding is unmeasured).
+ASSUMPTIONS: dict[str, float] = {"kernel_efficiency": 0.7, "far_below": 0.35,
+                                 "min_chain": 3, "deterministic": 0.3}
+
+#: Tables a rule may need (:meth:`Context.has_table`): the canonical tables of a profile;
+#: ``steps`` is the step breakdown, the profiler's step table or one derived from the
+#: device tasks (:func:`perfkit.analysis.step_breakdown`).
+TABLES = ("kernels", "ops", "steps", "comm_ops", "comm_bandwidth", "comm_matrix", "memory",
+          "op_memory")
+#: What ``advise`` was given that a rule may need (:meth:`Context.has_input`).
+INPUTS = ("model", "parallel", "hardware")
+#: Shared analyses worth computing on a second thread while the rules run
+#: (:meth:`Context.compute_ahead`): they start from the device tasks, not from the step
+#: and gap tables the first rules read.
+AHEAD = ("efficiency", "chains")
+
+
+class Context:
+    """Lazily computed analyses shared by the rules.
+
+    Each analysis is computed once, by the first rule (or the thread computing ahead,
+    :meth:`compute_ahead`) that asks; a rule that asks while another thread computes it
+    waits for that result, and an analysis that failed fails again for every rule that
+    asks (each rule then reports it as its own ``info`` finding).
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+        What ``advise`` was given (a lazy cluster too).
+    model, parallel, hardware : optional
+        The job; ``hardware`` defaults to the profiled device where the profile says.
+    assumptions : dict
+        :data:`ASSUMPTIONS`, with the caller's overrides.
+    """
+
+    def __init__(self, profile: Any, model: Any, parallel: Any, hardware: Any,
+                 assumptions: dict[str, float]):
+        self.profile, self.model, self.parallel = profile, model, parallel
+        self.hardware_given = hardware is not None
+        self.hardware_why = "given"
+        if hardware is None:
+            hardware, self.hardware_why = _eff.infer_hardware(profile)
+        self.hardware = hardware
+        self.fw = framework_of(profile)
+        self.assume = assumptions
+        self._results: dict[str, Future[Any]] = {}
+        self._guard = threading.Lock()
+        #: Findings of each rule that has run (filled by the runner).
+        self._found: dict[str, list[Finding]] = {}
+        #: Savings a rule already counted (key -> (rule, µs per step)), read by a later
+        #: rule so as not to count them twice (a slow link's share of the exposed
+        #: communication, ...).
+        self._counted: dict[str, tuple[str, float]] = {}
+        self._running, self._reads = "", frozenset[str]()
+        #: Analyses of :data:`AHEAD` to compute on a second thread (set by the runner from
+        #: the rules it runs; ``None``: not planned).
+        self.ahead: tuple[str, ...] | None = None
+
+    # ----------------------------------------------------------------- shared results
+
+    def get(self, key: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, computed once per advise call, by whichever thread asks first."""
+        with self._guard:
+            result = self._results.get(key)
+            mine = result is None
+            if result is None:
+                result = self._results[key] = Future()
+        if mine:
+            try:
+                result.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - kept for every rule that asks
+                result.set_exception(exc)
+        return result.result()
+
+    def efficiency(self) -> pd.DataFrame:
+        """Operators against the roofline (:func:`perfkit.analysis.operator_efficiency`)."""
+        return self.get("eff", lambda: _eff.operator_efficiency(self.profile, self.hardware))
+
+    def chains(self) -> pd.DataFrame:
+        """Runs of element-wise kernels (:func:`perfkit.analysis.elementwise_chains`)."""
+        return self.get("chains", lambda: _eff.elementwise_chains(
+            self.profile, self.hardware, min_chain=int(self.assume["min_chain"]),
+            kernel_efficiency=self.assume["kernel_efficiency"]))
+
+    def compute_ahead(self, analyses: Sequence[str] = AHEAD) -> None:
+        """Compute shared analyses of :data:`AHEAD` (by name), for the rules to come.
+
+        Run on a second thread while the rules run in order on the first (pricing the
+        operators is the largest analysis and does not start from the step and gap
+        tables, so the two overlap on two cores). Errors stay with the result and reach
+        the rule that asks for it.
+        """
+        for name in analyses:
+            try:
+                getattr(self, name)()
+            except Exception:  # noqa: BLE001, S112 - raised again to the rule that asks
+                continue
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The step breakdown (:func:`perfkit.analysis.step_breakdown`)."""
+        return self.get("steps", lambda: step_breakdown(self.profile))
+
+    def gaps(self) -> pd.DataFrame:
+        """Idle gaps between the device tasks of each (rank, step) (``host_bound``)."""
+        return self.get("host", lambda: _cluster.host_bound(self.profile))
+
+    @property
+    def step_us(self) -> float:
+        """Measured step: mean over steps of the slowest rank's span plus its preparing."""
+        def compute() -> float:
+            s = self.steps
+            if not has_values(s, "step_us"):
+                # no step table: the device span of each (rank, step) from its tasks
+                hb = self.gaps()
+                if hb.empty or not has_values(hb, "span_us"):
+                    return float("nan")
+                return float(hb.groupby("step", dropna=False)["span_us"].max().mean())
+            wall = s["step_us"] + (s["preparing_us"].fillna(0.0)
+                                   if "preparing_us" in s.columns else 0.0)
+            per = pd.DataFrame({"step": s["step"], "w": wall}).dropna(subset=["w"])
+            return float(per.groupby("step", dropna=False)["w"].max().mean())
+        return self.get("step_us", compute)
+
+    @property
+    def n_pairs(self) -> int:
+        """(rank, step) pairs of the profile (divides a total summed over ranks and steps)."""
+        s = self.steps
+        if s.empty:
+            return n_step_pairs(table(self.profile, "kernels"))
+        return max(1, int(s[["rank", "step"]].drop_duplicates().shape[0]))
+
+    def per_rank_step(self, us_total: float) -> float:
+        """A time summed over ranks and steps, per rank and step."""
+        return us_total / self.n_pairs
+
+    def rank_median(self, column: str) -> pd.Series:
+        """Per-rank median over steps of a steps column."""
+        s = self.steps
+        if not has_values(s, column):
+            return pd.Series(dtype="float64")
+        return s.groupby("rank")[column].median()
+
+    @property
+    def memory_frac(self) -> tuple[float, float, float]:
+        """(measured device peak bytes, capacity bytes, peak / capacity) or NaNs."""
+        def compute() -> tuple[float, float, float]:
+            if self.hardware is None:
+                return (float("nan"),) * 3
+            peaks = _memory.memory_peaks(self.profile)
+            if peaks.empty or not has_values(peaks, "peak_reserved_bytes"):
+                return (float("nan"),) * 3
+            app = peaks[peaks["component"] == "APP"]
+            basis = app if has_values(app, "peak_reserved_bytes") else peaks
+            used = float(basis["peak_reserved_bytes"].max())
+            cap = float(self.hardware.memory_bytes)
+            return used, cap, used / cap
+        return self.get("memfrac", compute)
+
+    def rank_metas(self) -> list[Any]:
+        """The metadata of each rank (of the profile itself for one rank)."""
+        members = list(self.profile) if hasattr(self.profile, "ranks") else [self.profile]
+        return [getattr(p, "meta", None) for p in members]
+
+    # ----------------------------------------------------------------- what a rule needs
+
+    def has_table(self, name: str) -> bool:
+        """Whether table ``name`` of :data:`TABLES` has rows for this profile.
+
+        A lazy cluster's table counts when it has columns (counting its rows would read
+        every rank); its rule then finds the rows empty, as on a profile in memory.
+        """
+        if name == "steps":
+            return not self.steps.empty
+        if is_lazy(self.profile):
+            return bool(table_columns(self.profile, name))
+        return not table(self.profile, name).empty
+
+    def has_input(self, name: str) -> bool:
+        """Whether ``advise`` has ``name`` of :data:`INPUTS` (the hardware also inferred)."""
+        return getattr(self, name) is not None
+
+    # ------------------------------------------------- what earlier rules found or counted
+
+    def start(self, rule: str, reads: Iterable[str]) -> None:
+        """Rule ``rule`` runs now; it may read what the rules ``reads`` found or counted."""
+        self._running, self._reads = rule, frozenset(reads)
+
+    def record(self, rule: str, found: list[Finding]) -> None:
+        """Keep what rule ``rule`` found, for the rules that name it in ``after=``."""
+        self._found[rule] = list(found)
+
+    def findings(self, *rules: str) -> list[Finding]:
+        """What the earlier ``rules`` found (nothing for a rule that did not run)."""
+        self._check_reads(rules)
+        return [f for r in rules for f in self._found.get(r, [])]
+
+    def count(self, key: str, us_per_step: float) -> None:
+        """Record a saving the running rule counted, so that no later rule counts it again."""
+        self._counted[key] = (self._running, us_per_step)
+
+    def counted(self, key: str) -> float:
+        """A saving an earlier rule counted under ``key`` (0 when none did)."""
+        rule, value = self._counted.get(key, ("", 0.0))
+        if rule:
+            self._check_reads([rule])
+        return value
+
+    def _check_reads(self, rules: Iterable[str]) -> None:
+        unnamed = sorted(set(rules) - self._reads)
+        if unnamed:
+            raise RuntimeError(f"rule {self._running} reads what {', '.join(unnamed)} found "
+                               "but does not name it in after=")

@@ -1,0 +1,177 @@
+"""Rules of the host: the device waiting for data, for kernel launches, for the host itself.
+
+Idle gaps between device tasks are the host's share of the step: short ones mean the
+host cannot launch kernels fast enough, long ones a stall (a synchronisation, a barrier,
+the allocator when memory is nearly full). No gap is counted beyond the rank's free time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import cluster as _cluster
+from ..analysis import operators as _ops
+from ..analysis._util import has_values
+from .context import Context
+from .finding import Finding, measured
+from .registry import rule
+from .words import fmt_time, pct, say
+
+__all__ = ["data_loading", "host_bound", "long_gaps", "sync"]
+
+
+@rule("host", order=50, needs=("steps",))
+def data_loading(ctx: Context) -> list[Finding]:
+    """The device waiting for the next batch at the start of the step (slowest rank)."""
+    dl = ctx.get("data", lambda: _cluster.data_loading(ctx.profile))
+    if dl.empty or not has_values(dl, "stall_us"):
+        return []
+    per_step = dl.groupby("step", dropna=False)["stall_us"].max()
+    stall = float(per_step.mean())
+    if not np.isfinite(stall) or stall <= 0:
+        return []
+    worst = dl.loc[dl["stall_us"].idxmax()]
+    pieces = []
+    for col, label in (("preparing_us", "before the first device task"),
+                       ("dataloader_us", "in data-loader operators"),
+                       ("iteration_interval_us", "between steps")):
+        if has_values(dl, col):
+            pieces.append(f"{fmt_time(float(dl[col].max()))} {label}")
+    rec = say(ctx.fw, {
+        "mindspore": "Make the dataset pipeline produce ahead of the step: more parallel "
+                     "workers (num_parallel_workers), prefetch (set_prefetch_size), data "
+                     "sink mode (dataset_sink_mode=True), and move preprocessing off the "
+                     "training process.",
+        "torch_npu": "Make the DataLoader produce ahead of the step: more workers "
+                     "(num_workers), prefetch_factor, persistent_workers=True, "
+                     "pin_memory=True; move preprocessing offline or to other processes.",
+        "pytorch_gpu": "Make the DataLoader produce ahead of the step: more workers "
+                       "(num_workers), prefetch_factor, persistent_workers=True, "
+                       "pin_memory=True, or GPU decoding (DALI); move preprocessing "
+                       "offline."})
+    return [measured(
+        ctx, "data_loading", "host", stall,
+        "The device waits for the next batch at the start of the step",
+        f"{fmt_time(stall)} per step on average (slowest rank of each step; worst: rank "
+        f"{int(worst['rank'])}, step {worst['step']}: {fmt_time(float(worst['stall_us']))})"
+        + (f"; up to {', '.join(pieces)}" if pieces else ""),
+        rec)]
+
+
+def _capped(ctx: Context, gaps: pd.Series, before: pd.Series | None = None) -> pd.Series:
+    """Per-rank gaps no longer than the rank's free time (minus gaps counted ``before``).
+
+    Gaps between the device tasks are idle time only when every task is in the table; a
+    profile whose communication tasks are missing from ``kernels`` would otherwise count
+    communication as idle.
+    """
+    free = ctx.rank_median("free_us")
+    if free.empty:
+        return gaps
+    room = free.reindex(gaps.index)
+    if before is not None:
+        room = room - before.reindex(gaps.index).fillna(0.0)
+    return gaps.where(room.isna(), np.minimum(gaps, room.clip(lower=0.0)))
+
+
+@rule("host", order=60, needs=("kernels",))
+def host_bound(ctx: Context) -> list[Finding]:
+    """Gaps shorter than 1 ms between kernels: the host launching too slowly, or idling."""
+    hb = ctx.gaps()
+    if hb.empty or not has_values(hb, "launch_gap_us"):
+        return []
+    per_rank = _capped(ctx, hb.groupby("rank")["launch_gap_us"].mean())
+    gap = float(per_rank.median())
+    if not np.isfinite(gap) or gap <= 0:
+        return []
+    med_gap = float(hb["median_gap_us"].median())
+    med_kernel = float(hb["median_kernel_us"].median())
+    launch_bound = np.isfinite(med_gap) and med_gap >= med_kernel
+    title = ("The host cannot launch kernels as fast as the device runs them"
+             if launch_bound else "The device idles in short gaps between kernels")
+    ev = (f"gaps shorter than 1 ms between kernels: {fmt_time(gap)} per step; median kernel "
+          f"{fmt_time(med_kernel)}, median gap {fmt_time(med_gap)}")
+    tk = ctx.get("tiny", lambda: _ops.tiny_kernels(ctx.profile))
+    if not tk.empty and tk["storm"].fillna(False).astype(bool).any():
+        r = tk[tk["storm"].fillna(False).astype(bool)].iloc[0]
+        ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels are shorter than "
+               f"10 µs (most frequent: {r['top_names']})")
+    rec = say(ctx.fw, {
+        "mindspore": "Launch fewer, larger kernels: graph mode (jit / GRAPH_MODE) with "
+                     "kernel-by-kernel launch off, fused operators, a larger micro-batch; "
+                     "bind the process to the NPU's NUMA node (taskset / numactl).",
+        "torch_npu": "Launch fewer, larger kernels: fused operators (torch_npu.npu_rms_norm, "
+                     "npu_swiglu, npu_fusion_attention), a larger micro-batch, task queue "
+                     "(TASK_QUEUE_ENABLE=2), torch.compile / TorchAir graph mode; bind the "
+                     "process to the NPU's NUMA node.",
+        "pytorch_gpu": "Launch fewer, larger kernels: CUDA graphs or torch.compile "
+                       "(mode='reduce-overhead'), fused optimizers (foreach / fused=True), "
+                       "a larger micro-batch; keep Python work out of the step."})
+    return [measured(ctx, "host_bound", "host", gap, title, ev, rec,
+                     details=f"launch-bound test: median gap >= median kernel is {launch_bound}")]
+
+
+@rule("host", order=70, needs=("kernels",))
+def long_gaps(ctx: Context) -> list[Finding]:
+    """Idle periods of 1 ms or more inside the step: allocator, synchronisation, barriers."""
+    hb = ctx.gaps()
+    if hb.empty or not has_values(hb, "long_gap_us"):
+        return []
+    launch = _capped(ctx, hb.groupby("rank")["launch_gap_us"].mean())
+    gap = float(_capped(ctx, hb.groupby("rank")["long_gap_us"].mean(), launch).median())
+    if not np.isfinite(gap) or gap <= 0:
+        return []
+    used, cap, frac = ctx.memory_frac
+    sp = ctx.get("sync", lambda: _cluster.sync_points(ctx.profile))
+    if np.isfinite(frac) and 0.9 <= frac <= 1.0:
+        title = ("The device stalls inside the step while its memory is nearly full "
+                 "(allocator frees and retries)")
+        ev = (f"idle periods of 1 ms or more inside the step: {fmt_time(gap)} per step; "
+              f"peak memory {used / 2**30:.1f} GiB = {pct(frac)} of {cap / 2**30:.0f} GiB")
+        rec = say(ctx.fw, {
+            "mindspore": "Lower the peak: selective recompute, optimizer sharding "
+                         "(parallel_optimizer), a smaller micro-batch, or more pipeline "
+                         "stages; check max_device_memory and memory_optimize_level.",
+            "torch_npu": "Lower the peak: selective recompute, optimizer sharding (ZeRO / "
+                         "distributed optimizer), a smaller micro-batch; reduce "
+                         "fragmentation (PYTORCH_NPU_ALLOC_CONF=expandable_segments:True).",
+            "pytorch_gpu": "Lower the peak: activation checkpointing, optimizer sharding "
+                           "(ZeRO / FSDP), a smaller micro-batch; reduce fragmentation "
+                           "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)."})
+        return [measured(ctx, "memory_stalls", "memory", gap, title, ev, rec)]
+    title = "The device idles in long gaps inside the step"
+    ev = f"idle periods of 1 ms or more inside the step: {fmt_time(gap)} per step"
+    if not sp.empty:
+        ev += ("; synchronising host calls: "
+               + ", ".join(sp["name"].astype(str).drop_duplicates().head(3)))
+    rec = ("Open the timeline at those gaps: a host synchronisation (.item(), printing a "
+           "loss), a barrier, a checkpoint or an allocator retry stops the launch queue.")
+    return [measured(ctx, "host_stalls", "host", gap, title, ev, rec)]
+
+
+@rule("host", order=80, needs=("ops",))
+def sync(ctx: Context) -> list[Finding]:
+    """Host calls that wait for the device inside the step (at most the free time)."""
+    sp = ctx.get("sync", lambda: _cluster.sync_points(ctx.profile))
+    if sp.empty:
+        return []
+    per_rank = sp.groupby("rank").agg(host_us=("host_us", "sum"), per_step=("per_step", "sum"))
+    host = ctx.per_rank_step(float(per_rank["host_us"].sum()))
+    s = ctx.steps
+    free = float(s["free_us"].mean()) if has_values(s, "free_us") else float("nan")
+    stake = min(host, free) if np.isfinite(free) else host
+    names = ", ".join(sp["name"].astype(str).drop_duplicates().head(3))
+    rec = say(ctx.fw, {
+        "mindspore": "Take .asnumpy() / printing of the loss out of the step (or every N "
+                     "steps) and turn off pynative_synchronize.",
+        "torch_npu": "Take .item() / .cpu() / printing of the loss out of the step (or every "
+                     "N steps) and unset ASCEND_LAUNCH_BLOCKING.",
+        "pytorch_gpu": "Take .item() / .cpu() / printing of the loss out of the step (or "
+                       "every N steps) and unset CUDA_LAUNCH_BLOCKING."})
+    return [measured(
+        ctx, "synchronisation", "host", stake,
+        "The host waits for the device inside the step",
+        f"{float(per_rank['per_step'].median()):.0f} synchronising call(s) per step ({names}),"
+        f" {fmt_time(host)} of host time per step; the device can idle meanwhile (free "
+        f"{fmt_time(free)} per step)", rec)]

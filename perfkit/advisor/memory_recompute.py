@@ -1,0 +1,113 @@
+"""Rules of memory and recompute: memory close to (or above) the device, recompute to spare.
+
+Recompute trades time for memory: it is worth turning down only where the measured peak
+leaves room (:func:`recompute`), and memory close to its limit is a risk only while no
+stall it causes is already reported (:func:`memory`, after the host's long gaps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analysis import operators as _ops
+from ..analysis._util import has_values
+from ..calc.flops import hardware_flops, model_flops
+from .context import Context
+from .finding import Finding, measured, unmeasured
+from .registry import rule
+from .words import fmt_time, pct, say
+
+__all__ = ["recompute", "memory"]
+
+
+@rule("memory_recompute", order=190, needs=("memory",), inputs=("hardware",),
+      after=("long_gaps",))
+def memory(ctx: Context) -> list[Finding]:
+    """A measured peak above the device, or close to it with no stall reported."""
+    used, cap, frac = ctx.memory_frac
+    if not np.isfinite(frac):
+        return []
+    hw = ctx.hardware
+    stalls = [f for f in ctx.findings("long_gaps") if f.rule == "memory_stalls"]
+    out = []
+    if frac > 1.0:
+        out.append(unmeasured(
+            "memory_over_capacity", "memory",
+            "The measured memory peak is larger than the device: the hardware does not match "
+            "the profile, or the job could not have run",
+            f"peak {used / 2**30:.1f} GiB = {pct(frac)} of the {cap / 2**30:.0f} GiB of "
+            f"{hw.name} ({ctx.hardware_why})",
+            "Pass the hardware that ran the job (perfkit.Hardware.preset(...) or .replace("
+            "memory_bytes=...)); if it is right, the profile is not from a run that fit: "
+            "check the memory settings before trusting the memory figures.",
+            details=f"peak_reserved_bytes {used:.0f}"))
+    elif frac >= 0.9 and not stalls:
+        out.append(unmeasured(
+            "memory_pressure", "memory", "Device memory is close to its limit",
+            f"peak {used / 2**30:.1f} GiB = {pct(frac)} of {cap / 2**30:.0f} GiB "
+            f"({hw.name}); no stall that it causes is visible in this profile",
+            say(ctx.fw, {"mindspore": "Keep headroom for peaks: selective recompute or "
+                                      "optimizer sharding (parallel_optimizer) before "
+                                      "raising the batch.",
+                         "any": "Keep headroom for peaks: selective recompute or optimizer "
+                                "sharding before raising the batch; watch for "
+                                "out-of-memory on longer sequences."})))
+    return out
+
+
+@rule("memory_recompute", order=160)
+def recompute(ctx: Context) -> list[Finding]:
+    """Recomputation seen (forward / backward attention count) or configured."""
+    seen = ctx.get("recompute", lambda: _ops.recompute_evidence(ctx.profile))
+    doing = seen[seen["recompute"] != "none"] if not seen.empty else seen
+    if doing.empty:
+        return _configured_recompute(ctx)
+    share = float(doing["recompute_share"].median())
+    mode = str(doing["recompute"].mode().iloc[0])
+    s = ctx.steps
+    comp = float(ctx.rank_median("computing_us").median()) if has_values(
+        s, "computing_us") else float("nan")
+    us = share * comp
+    used, cap, frac = ctx.memory_frac
+    ev = (f"attention forward / backward tasks = {doing['ratio'].median():.2f} (1 without "
+          f"recompute, 2 with full recompute): about {pct(share)} of the computation, "
+          f"{fmt_time(us)} per step, is recomputation")
+    rec = say(ctx.fw, {
+        "mindspore": "With memory to spare, recompute fewer layers: MindFormers recompute_config"
+                     " (recompute: false, select_recompute, or a per-stage layer count) until "
+                     "memory is about 85-90 % used.",
+        "torch_npu": "With memory to spare, recompute fewer layers: --recompute-granularity "
+                     "selective, --recompute-num-layers, or no recompute, until memory is "
+                     "about 85-90 % used.",
+        "pytorch_gpu": "With memory to spare, checkpoint fewer layers (selective activation "
+                       "checkpointing, --recompute-num-layers) until memory is about 85-90 % "
+                       "used."})
+    if np.isfinite(frac) and frac <= 0.75:
+        return [measured(ctx, "recompute_headroom", "recompute", us,
+                         f"The {mode} recompute costs time while memory has room to spare",
+                         ev + f"; peak memory {pct(frac)} of {cap / 2**30:.0f} GiB", rec)]
+    why = (f"peak memory {pct(frac)} of the device" if np.isfinite(frac)
+           else "memory use unknown")
+    return [unmeasured(
+        "recompute", "recompute", f"The {mode} recompute costs {fmt_time(us)} per step",
+        ev + f"; {why}: whether it can be turned off depends on the memory it frees",
+        rec, severity="info")]
+
+
+def _configured_recompute(ctx: Context) -> list[Finding]:
+    """Recompute the configuration asks for but the profile cannot show (no attention)."""
+    par, model = ctx.parallel, ctx.model
+    mode = getattr(par, "recompute", "none") if par is not None else "none"
+    if mode == "none" or model is None:
+        return []
+    extra = hardware_flops(model, 1.0, recompute=mode) / model_flops(model, 1.0) - 1.0
+    share = extra / (1.0 + extra)
+    used, cap, frac = ctx.memory_frac
+    mem = f"; peak memory {pct(frac)} of the device" if np.isfinite(frac) else ""
+    return [unmeasured(
+        "recompute", "recompute", f"The configuration recomputes ({mode})",
+        f"configured recompute={mode}: about {pct(share)} of the computation is "
+        f"recomputation by the calculator (the profile shows no attention kernels to "
+        f"count){mem}",
+        "With memory to spare, recompute fewer layers (selective recompute, fewer "
+        "recomputed layers) until memory is about 85-90 % used.", severity="info")]

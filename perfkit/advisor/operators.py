@@ -1,0 +1,251 @@
+"""Rules of the operators: kernels that could be fused, GEMMs below their roofline, AI CPU.
+
+What a fix would win back is priced from each kernel's shapes against the device's
+roofline (:func:`perfkit.analysis.operator_efficiency`), under the conventions of
+:data:`~perfkit.advisor.context.ASSUMPTIONS`; a saving counted by one rule (the known
+fusion patterns) is not counted again by another (element-wise chains).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis import efficiency as _eff
+from ..analysis import operators as _ops
+from ..analysis._frames import collect
+from ..analysis._util import table, text_matches
+from .context import Context
+from .finding import Finding, measured, unmeasured
+from .registry import rule
+from .words import fmt_time, pct, say
+
+__all__ = ["unfused", "attention", "gemm", "elementwise", "ai_cpu", "deterministic"]
+
+
+#: What each known pattern of :func:`perfkit.analysis.unfused_patterns` fuses.
+_UNFUSED_TITLES = {
+    "rmsnorm_decomposed": "RMSNorm",
+    "rotary_small_ops": "rotary position embedding",
+    "silu_mul_not_swiglu": "SwiGLU (SiLU then Mul)",
+    "softmax_dropout_matmul": "attention (matmul, softmax, matmul)",
+}
+#: The fused kernel of each pattern, per framework.
+_FUSED = {
+    "mindspore": {"rmsnorm_decomposed": "RmsNorm (mindspore.ops.rms_norm)",
+                  "rotary_small_ops": "RotaryPositionEmbedding "
+                                      "(mindspore.ops.rotary_position_embedding)",
+                  "silu_mul_not_swiglu": "SwiGLU (MindFormers use_fused_swiglu / ops.swiglu)",
+                  "softmax_dropout_matmul": "FlashAttention (MindFormers use_flash_attention)"},
+    "torch_npu": {"rmsnorm_decomposed": "torch_npu.npu_rms_norm",
+                  "rotary_small_ops": "torch_npu.npu_rotary_mul",
+                  "silu_mul_not_swiglu": "torch_npu.npu_swiglu",
+                  "softmax_dropout_matmul": "torch_npu.npu_fusion_attention"},
+    "pytorch_gpu": {"rmsnorm_decomposed": "torch.nn.functional.rms_norm or a fused RMSNorm "
+                                          "(Apex / Transformer Engine)",
+                    "rotary_small_ops": "a fused rotary kernel (flash_attn.layers.rotary, "
+                                        "Transformer Engine)",
+                    "silu_mul_not_swiglu": "a fused SwiGLU (torch.compile, Transformer Engine)",
+                    "softmax_dropout_matmul": "F.scaled_dot_product_attention (flash)"},
+}
+
+
+@rule("operators", order=90, needs=("kernels",))
+def unfused(ctx: Context) -> list[Finding]:
+    """Known chains of small kernels that one fused kernel replaces; copies; cast chains."""
+    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.profile))
+    if uf.empty:
+        return []
+    g = uf.groupby("pattern", sort=False).agg(occurrences=("occurrences", "sum"),
+                                             saving_us=("saving_us", "sum"),
+                                             total_us=("total_us", "sum"))
+    fw = ctx.fw if ctx.fw in _FUSED else "torch_npu"
+    out = []
+    fusion = g[g.index.isin(["rmsnorm_decomposed", "rotary_small_ops",
+                             "silu_mul_not_swiglu"])].sort_values("saving_us", ascending=False)
+    if not fusion.empty:
+        saving = ctx.per_rank_step(float(fusion["saving_us"].sum()))
+        ctx.count("unfused_saving", saving)
+        out.append(measured(
+            ctx, "unfused_operators", "operators", saving,
+            "Operators run as chains of small kernels where one fused kernel exists: "
+            + ", ".join(_UNFUSED_TITLES[str(n)] for n in fusion.index),
+            "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {int(r['occurrences'])} chain(s) over "
+                      f"ranks and steps, {fmt_time(ctx.per_rank_step(r['total_us']))} per "
+                      f"step, about {fmt_time(ctx.per_rank_step(r['saving_us']))} avoidable"
+                      for n, r in fusion.iterrows()),
+            "Use the fused kernels: " + "; ".join(_FUSED[fw][str(n)] for n in fusion.index)
+            + ". The saving assumes the fused kernel costs as much as the chain's slowest "
+            "member.", details="patterns " + ", ".join(map(str, fusion.index))))
+    copies_label = {"pytorch_gpu": "copy kernels (contiguous / clone)",
+                    "mindspore": "TensorMove copies", "torch_npu": "TensorMove copies",
+                    "ascend": "TensorMove copies"}[ctx.fw]
+    if "copies" in g.index:
+        r = g.loc["copies"]
+        out.append(measured(
+            ctx, "redundant_copies", "operators", ctx.per_rank_step(float(r["saving_us"])),
+            f"Time in {copies_label}",
+            f"{int(r['occurrences'])} copy task(s) over ranks and steps, "
+            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
+            "Use in-place operators, drop .contiguous() where the next operator accepts "
+            "strided input, and avoid needless tensor copies."))
+    if "cast_chain" in g.index:
+        r = g.loc["cast_chain"]
+        out.append(measured(
+            ctx, "cast_chains", "operators", ctx.per_rank_step(float(r["saving_us"])),
+            "Consecutive dtype conversions (casts) that undo each other",
+            f"{int(r['occurrences'])} chain(s), "
+            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
+            say(ctx.fw, {"mindspore": "Keep one dtype across neighbouring operators "
+                                      "(amp_level / custom_mixed_precision lists).",
+                         "any": "Keep one dtype across neighbouring operators (autocast "
+                                "lists) and remove casts that only undo the previous one."})))
+    return out
+
+
+@rule("operators", order=100, needs=("kernels",))
+def attention(ctx: Context) -> list[Finding]:
+    """Attention as matmul-softmax-matmul: what a fused (flash) kernel would save."""
+    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.profile))
+    if uf.empty or "softmax_dropout_matmul" not in set(uf["pattern"].astype(str)):
+        return []
+    eff = ctx.assume["kernel_efficiency"]
+    chains = ctx.get("att_chains", lambda: _eff.attention_chains(
+        ctx.profile, ctx.hardware, kernel_efficiency=eff))
+    if chains.empty:
+        return []
+    saving = ctx.per_rank_step(float(chains["saving_us"].sum()))
+    fw = ctx.fw if ctx.fw in _FUSED else "torch_npu"
+    return [measured(
+        ctx, "attention_not_fused", "operators", saving,
+        "Attention runs as separate matmul and softmax kernels instead of one fused kernel",
+        f"{len(chains)} attention chain(s) over ranks and steps, "
+        f"{fmt_time(ctx.per_rank_step(float(chains['total_us'].sum())))} per step; a fused "
+        f"kernel at {pct(eff)} of the roofline would take "
+        f"{fmt_time(ctx.per_rank_step(float(chains['fused_us'].sum())))}",
+        f"Use {_FUSED[fw]['softmax_dropout_matmul']}: it never writes the score matrix to "
+        "memory.", details=f"kernel_efficiency {eff}")]
+
+
+@rule("operators", order=110, needs=("kernels|ops",), inputs=("hardware",),
+      ahead=("efficiency",))
+def gemm(ctx: Context) -> list[Finding]:
+    """GEMMs far below their roofline: what a kernel at ``kernel_efficiency`` would save."""
+    eff = ctx.efficiency()
+    if eff.empty:
+        return []
+    a = ctx.assume
+    g = eff[(eff["kind"] == "gemm") & (eff["efficiency"] < a["far_below"])
+            & eff["ideal_us"].notna()]
+    if g.empty:
+        return []
+    good = g["count"] * g["ideal_us"] / a["kernel_efficiency"]
+    saving_total = (g["total_us"] - good).clip(lower=0)
+    saving = ctx.per_rank_step(float(saving_total.sum()))
+    if saving <= 0:
+        return []
+    worst = g.assign(_s=saving_total).sort_values("_s", ascending=False).head(3)
+    causes = []
+    for r in worst.itertuples():
+        dims = [d for s in _eff.parse_shapes(r.input_shapes) if s for d in s]
+        odd = sorted({d for d in dims if d % 16} if dims else set())
+        why = []
+        if odd:
+            why.append(f"dimensions {', '.join(map(str, odd[:4]))} are not multiples of 16")
+        if r.ideal_us < 10:
+            why.append("too small to fill the device (ideal time "
+                       f"{fmt_time(r.ideal_us)})")
+        if r.bound == "memory":
+            why.append("memory-bound: a dimension is too small for data reuse")
+        causes.append(f"{r.key} [{r.input_shapes}] x{int(r.count)}: {pct(r.efficiency)} of "
+                      f"its roofline" + (f" ({'; '.join(why)})" if why else ""))
+    return [measured(
+        ctx, "gemm_below_roofline", "operators", saving,
+        "Matrix multiplications run far below what the hardware allows for their shapes",
+        f"{len(g)} GEMM shape(s) under {pct(a['far_below'])} of their roofline "
+        f"({ctx.hardware.name}); worst: " + "; ".join(causes),
+        "Pad hidden, FFN and vocabulary sizes to multiples of 64 (128 on Ascend's cube, "
+        "16 at least), batch tiny GEMMs together (grouped / batched matmul, larger "
+        "micro-batch), and keep the operands in the kernel's preferred layout.",
+        details=f"kernel_efficiency {a['kernel_efficiency']}; far_below {a['far_below']}; "
+                f"roofline of {ctx.hardware.name} ({ctx.hardware_why})")]
+
+
+@rule("operators", order=120, needs=("kernels|ops",), inputs=("hardware",),
+      after=("unfused",), ahead=("chains",))
+def elementwise(ctx: Context) -> list[Finding]:
+    """Chains of memory-bound element-wise kernels (beyond the known fusion patterns)."""
+    a = ctx.assume
+    ch = ctx.chains()
+    if ch.empty:
+        return []
+    total = ctx.per_rank_step(float(ch["saving_us"].sum()))
+    # the known patterns (RMSNorm, rotary, SwiGLU) are such chains: not counted twice
+    saving = max(0.0, total - ctx.counted("unfused_saving"))
+    if saving <= 0:
+        return []
+    top = ch.groupby("names", sort=False)["saving_us"].sum().sort_values(ascending=False)
+    return [measured(
+        ctx, "elementwise_chains", "operators", saving,
+        "Chains of memory-bound element-wise kernels move the same data several times",
+        f"{len(ch)} chain(s) of {int(a['min_chain'])} or more over ranks and steps, "
+        f"{fmt_time(ctx.per_rank_step(float(ch['total_us'].sum())))} per step; most "
+        f"frequent: {str(top.index[0])[:160]}",
+        say(ctx.fw, {"mindspore": "Fuse them: graph mode with graph-kernel fusion "
+                                  "(enable_graph_kernel / jit_level O1), or the fused "
+                                  "operators of MindFormers.",
+                     "torch_npu": "Fuse them: torch.compile / TorchAir, or the torch_npu "
+                                  "fused operators (npu_add_rms_norm, npu_swiglu, ...).",
+                     "pytorch_gpu": "Fuse them: torch.compile, or fused kernels (Apex, "
+                                    "Transformer Engine, Liger)."})
+        + f" Saving assumes one fused kernel at {pct(a['kernel_efficiency'])} of the memory "
+        "roofline moving the largest member's data.",
+        details=f"kernel_efficiency {a['kernel_efficiency']}; min_chain {a['min_chain']}; "
+                "minus the unfused-operators saving")]
+
+
+@rule("operators", order=130, needs=("kernels",),
+      frameworks=("mindspore", "torch_npu", "ascend"))
+def ai_cpu(ctx: Context) -> list[Finding]:
+    """Operators that fell back to the AI CPU (Ascend only)."""
+    ai = ctx.get("aicpu", lambda: _ops.ai_cpu_operators(ctx.profile))
+    if ai.empty:
+        return []
+    total = float(ai["total_us"].sum())
+    names = ", ".join(str(t) for t in ai["key"].head(3))
+    return [measured(
+        ctx, "ai_cpu", "operators", ctx.per_rank_step(total),
+        "Operators run on the AI CPU instead of the AI Core",
+        f"{int(ai['count'].sum())} AI CPU task(s), {fmt_time(ctx.per_rank_step(total))} per "
+        f"step: {names}",
+        "Find why each fell back to the AI CPU (an int64 / double dtype, a dynamic shape, "
+        "an unsupported attribute); cast the input or use an AI Core operator.")]
+
+
+def _deterministic_tasks(k: Any) -> Any:
+    """Mask of the tasks with "deterministic" in their name."""
+    return text_matches(k["name"], r"(?i)determin")
+
+
+@rule("operators", order=140, needs=("kernels",))
+def deterministic(ctx: Context) -> list[Finding]:
+    """Deterministic kernel variants in use (their slow-down is not measurable)."""
+    k = table(ctx.profile, "kernels")
+    if "name" not in k.columns or "dur_us" not in k.columns:
+        return []
+    det = collect(k, ["dur_us"], where=_deterministic_tasks)
+    if det.empty:
+        return []
+    us = ctx.per_rank_step(float(det["dur_us"].sum()))
+    return [unmeasured(
+        "deterministic", "operators", "Deterministic kernels are in use",
+        f"{len(det)} task(s) with 'deterministic' in the name, {fmt_time(us)} per step; "
+        f"deterministic variants are typically about {pct(ctx.assume['deterministic'])} "
+        "slower (not measurable from this profile)",
+        say(ctx.fw, {"mindspore": "Turn deterministic computation off for production "
+                                  "runs (deterministic='OFF', HCCL_DETERMINISTIC=false).",
+                     "torch_npu": "Turn it off for production runs "
+                                  "(torch.use_deterministic_algorithms(False), "
+                                  "HCCL_DETERMINISTIC=false).",
+                     "pytorch_gpu": "Turn it off for production runs "
+                                    "(torch.use_deterministic_algorithms(False), "
+                                    "cudnn.deterministic=False)."}))]

@@ -1,0 +1,125 @@
+"""Run the registered rules on one context, in order, and rank what they found.
+
+The rules run one after another on the calling thread, in the order of the registry
+(:func:`~perfkit.advisor.registry.run_order`); a rule whose tables, inputs or framework
+are missing is not run, and a rule that fails becomes an ``info`` finding. Meanwhile the
+shared analyses that the rules declare ``ahead=`` are computed on a second thread
+(:func:`_start_ahead`). Then symptoms that a cause already explains are dropped
+(:func:`dedupe`) and the findings are ranked.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+from ..analysis._frames import is_lazy
+from .context import Context
+from .finding import SEVERITY_ORDER, Finding, unmeasured
+from .registry import Rule, registered, rule_of, run_order
+
+__all__ = ["run", "dedupe", "ahead_of"]
+
+_SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITY_ORDER)}
+
+
+def run(ctx: Context, rules: Iterable[Callable[[Context], list[Finding]]],
+        compute_ahead: bool = True) -> list[Finding]:
+    """Run ``rules`` (registered rule functions) on ``ctx`` and rank their findings.
+
+    Parameters
+    ----------
+    ctx : Context
+        The profile, the job and the shared analyses of this ``advise`` call.
+    rules : iterable of rule functions
+        Which rules to run; they run in the registry's order whatever this order.
+    compute_ahead : bool
+        Whether the analyses the rules declare ``ahead=`` may be computed on a second
+        thread (the findings are the same either way).
+
+    Returns
+    -------
+    list of Finding
+        Measured findings first, most time at stake first; then the unmeasured ones
+        (``warning`` before ``info``); among equals, the earlier rule's first.
+    """
+    plan = run_order(rule_of(r) for r in rules)
+    ctx.ahead = ahead_of(plan, ctx) if compute_ahead else ()
+    thread = _start_ahead(ctx)
+    try:
+        found = _run_rules(ctx, plan)
+    finally:
+        if thread is not None:
+            thread.join()  # its results live in the caller's shared_results block
+    kept = dedupe(found, folded_order=len(plan))
+    return [f for _, f in sorted(kept, key=lambda of: (
+        not of[1].measured, -of[1].score, _SEVERITY_RANK[of[1].severity], of[0]))]
+
+
+def ahead_of(plan: Sequence[Rule], ctx: Context) -> tuple[str, ...]:
+    """Shared analyses that the rules of ``plan`` which apply to the job declare ``ahead=``."""
+    names: dict[str, None] = {}
+    for r in plan:
+        if r.ahead and r.applies_to(ctx):
+            names.update(dict.fromkeys(r.ahead))
+    return tuple(names)
+
+
+def _start_ahead(ctx: Context) -> threading.Thread | None:
+    """Start :meth:`Context.compute_ahead` on a second thread, when its rules will ask.
+
+    The analyses are ``ctx.ahead`` (from the rules to run, :func:`ahead_of`; every
+    registered rule when not set): none when the rules that read them do not apply (the
+    pricing rules need the device's roofline). A lazy cluster's analyses already run on
+    the Dask workers.
+    """
+    analyses = ctx.ahead if ctx.ahead is not None else ahead_of(registered(), ctx)
+    if not analyses or is_lazy(ctx.profile):
+        return None
+    thread = threading.Thread(target=contextvars.copy_context().run,
+                              args=(ctx.compute_ahead, analyses),
+                              name="perfkit-advise-ahead", daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_rules(ctx: Context, plan: Sequence[Rule]) -> list[tuple[int, Finding]]:
+    """Every rule of ``plan`` in order: (its position, finding) for each finding."""
+    found: list[tuple[int, Finding]] = []
+    for order, r in enumerate(plan):
+        ctx.start(r.name, r.after)
+        try:
+            got = r.check(ctx) if r.runs_on(ctx) else []
+        except Exception as exc:  # noqa: BLE001 - one rule must not hide the others
+            got = [unmeasured(
+                r.name, "metrics", f"Rule {r.name} could not run on this profile",
+                f"{type(exc).__name__}: {exc}", "Report this with the profile's format.",
+                severity="info")]
+        ctx.record(r.name, got)
+        found.extend((order, f) for f in got)
+    return found
+
+
+def dedupe(found: list[tuple[int, Finding]], folded_order: int) -> list[tuple[int, Finding]]:
+    """Drop symptoms that a cause already explains.
+
+    ``found`` holds (rule position, finding); a finding folded into another (its time
+    counted there) keeps ``score=0`` and goes after the rules' own: ``folded_order``.
+    """
+    rules = {f.rule for _, f in found if f.measured and f.score > 0}
+    out = []
+    for order, f in found:
+        # a late step start on a few ranks is the data-loading stall seen per rank
+        if f.rule == "slow_ranks" and "data_loading" in rules and "start" in f.title:
+            continue
+        # launch gaps are counted by host_bound; a synchronisation's idle time is in them
+        if f.rule == "synchronisation" and {"host_bound", "host_stalls"} & rules:
+            f = dataclasses.replace(f, evidence=f.evidence + " (its idle time is part of the "
+                                    "gaps reported in the host finding)", score=0.0,
+                                    ms_per_step=0.0, severity="info",
+                                    details=f.details + "; counted in the host gaps")
+            order = folded_order
+        out.append((order, f))
+    return out
