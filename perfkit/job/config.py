@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigFileError, InvalidArgumentError, PerfkitError
 from ..io.config import read_mindformers_config, read_rank_table
@@ -21,13 +21,10 @@ from .fields import (
     check_field,
 )
 
-if TYPE_CHECKING:
-    from .core import Job
-
 __all__ = ["read_job_config", "user_values", "model_values", "parallel_values"]
 
 
-def read_job_config(config: Any, job: Job | None = None) -> dict[str, FieldValue]:
+def read_job_config(config: Any, job: Any = None) -> dict[str, FieldValue]:
     """Field values from a job description the user gives (source ``"config"``).
 
     Parameters
@@ -49,7 +46,9 @@ def read_job_config(config: Any, job: Job | None = None) -> dict[str, FieldValue
           MindFormers / Hugging Face config (recognised by its keys);
         * a ModelSpec or ParallelConfig: its fields.
     job : Job, optional
-        The job being completed (gives a Hugging Face config its sequence length).
+        The job being completed (its ``seq_length`` gives a Hugging Face config its sequence
+        length). Typed loosely so that this module, which :mod:`perfkit.job.core` imports,
+        need not import the ``Job`` class back.
 
     Returns
     -------
@@ -132,7 +131,7 @@ def _log_values(path: Path) -> dict[str, FieldValue]:
     return out
 
 
-def _dict_config(config: Mapping[str, Any], job: Job | None) -> dict[str, FieldValue]:
+def _dict_config(config: Mapping[str, Any], job: Any) -> dict[str, FieldValue]:
     keys = set(config)
     if "model" in keys and isinstance(config.get("model"), Mapping):
         model = ModelSpec.from_mindformers_yaml(config)
