@@ -15,12 +15,11 @@
   (:mod:`perfkit.guards`). Opening another profile starts a new job: nothing of the
   previous profile survives;
 * the tabs **Overview, Timeline, Operators, Communication, Memory, Recompute, Planner,
-  Advice**
-  (:mod:`perfkit.widgets.tabs`), each drawn from :mod:`perfkit.analysis`,
-  :mod:`perfkit.plan`, :func:`perfkit.advise` and the chart builders of
-  :mod:`perfkit.charts`, rendered in the browser offline (:mod:`perfkit.widgets.render`);
-  a tab is computed when it is first shown (a spinner meanwhile), so the first chart
-  appears as soon as the overview is ready.
+  Advice, History** (:mod:`perfkit.widgets.tabs`, one module each), each drawn from
+  :mod:`perfkit.analysis`, :mod:`perfkit.plan`, :func:`perfkit.advise`, the tuning journal
+  and the chart builders of :mod:`perfkit.charts`, rendered in the browser offline
+  (:mod:`perfkit.widgets.render`); a tab is computed when it is first shown (a spinner
+  meanwhile), so the first chart appears as soon as the overview is ready.
 
 Every failure (a wrong path, a damaged file, an unexpected bug) becomes a message in the
 page; the panel keeps working and keeps the last profile that opened. Nothing is
@@ -43,7 +42,6 @@ from ..errors import InvalidArgumentError, ProfileError
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
 from ..job import Job
-from .history_tab import HistoryTab
 from .job import JobPanel
 from .markup import STYLE, describe_error, error, frame_html, note
 from .overview import bundled_profile, bundled_profiles
@@ -54,13 +52,12 @@ __all__ = ["TAB_TITLES", "JOB_TABS", "DEFAULT_PROFILE", "Dashboard", "dashboard"
            "tab_panel", "open_profile", "describe_error", "frame_html"]
 
 #: The tabs, in the order of the tuning cycle, then the journal of the cycle (a new tab: a
-#: class in :data:`perfkit.widgets.tabs.TAB_CLASSES` or a module of its own, and its title
+#: module of :mod:`perfkit.widgets.tabs` registered in its ``TAB_CLASSES``, and its title
 #: here).
 TAB_TITLES = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute",
               "Planner", "Advice", "History")
 #: Tabs whose figures depend on the job (redrawn when it changes).
 JOB_TABS = ("Overview", "Memory", "Recompute", "Planner", "Advice")
-_TAB_CLASSES = {**TAB_CLASSES, HistoryTab.title: HistoryTab}
 #: The bundled sample opened when no profile is given.
 DEFAULT_PROFILE = "simulated/llama2-13b-baseline-dp16"
 #: The picker's entry for a profile opened by path or upload.
@@ -106,9 +103,9 @@ def open_profile(source: str | os.PathLike[str]) -> Any:
 
 
 def _new_tab(title: str, ctx: Context) -> Tab:
-    if title not in _TAB_CLASSES:
-        raise InvalidArgumentError("title", "must be one of " + ", ".join(_TAB_CLASSES), title)
-    return _TAB_CLASSES[title](ctx)
+    if title not in TAB_CLASSES:
+        raise InvalidArgumentError("title", "must be one of " + ", ".join(TAB_CLASSES), title)
+    return TAB_CLASSES[title](ctx)
 
 
 def tab_panel(title: str, profile: Any, job: Job | JobPanel | None = None) -> W.VBox:

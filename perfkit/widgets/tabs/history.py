@@ -17,11 +17,11 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..journal import Journal, default_journal_path
-from ..journal.store import bundled_journal_path
-from .history import HistoryPanel
-from .markup import STYLE, describe_error, error, note
-from .tabs import Context, Tab
+from ...journal import Journal, default_journal_path
+from ...journal.store import bundled_journal_path
+from ..history import HistoryPanel
+from ..markup import STYLE, describe_error, error, note
+from .base import Context, Tab
 
 __all__ = ["HistoryTab", "initial_journal_path"]
 

@@ -1,0 +1,188 @@
+"""What every dashboard tab shares: the :class:`Context` of one dashboard, the
+:class:`Tab` base (controls, a message line, a body built on demand), :class:`JobTab`, and
+the small helpers the tabs use to lay out notes, headings and rank pickers."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ipywidgets as W
+
+from ...advisor import advise
+from ...job import Job
+from ..job import JobPanel
+from ..markup import STYLE, describe_error, error, note, warning_html
+from ..render import chart_widget, close_widgets, spinner_html
+
+__all__ = ["Context", "Tab", "JobTab", "ALL_RANKS", "READY_CLASS", "html_widget", "heading",
+           "warning_widgets", "no_job_note", "ranks_of", "rank_picker", "set_ranks"]
+
+#: The value of a rank picker that shows every rank (aggregated).
+ALL_RANKS = -1
+#: CSS class of a tab once its body is drawn (the browser tests and the screenshots wait
+#: for it).
+READY_CLASS = "pk-ready"
+
+
+def html_widget(markup: str) -> W.HTML:
+    """An HTML widget of ``markup`` with the dashboard's style sheet."""
+    return W.HTML(STYLE + markup)
+
+
+def ranks_of(profile: Any) -> list[int]:
+    """The ranks of a Cluster, or the one rank of a Profile (0 when it has none)."""
+    ranks = getattr(profile, "ranks", None)
+    if ranks:
+        return [int(r) for r in ranks]
+    return [int(profile.meta.rank)] if profile.meta.rank is not None else [0]
+
+
+def rank_picker(description: str = "ranks") -> W.Dropdown:
+    """A picker of one rank or all of them (:data:`ALL_RANKS`); :func:`set_ranks` fills it."""
+    return W.Dropdown(options=[("all ranks (median, min, max)", ALL_RANKS)], value=ALL_RANKS,
+                      description=description, style={"description_width": "initial"},
+                      layout=W.Layout(width="300px"))
+
+
+def set_ranks(picker: W.Dropdown, ranks: Sequence[int]) -> None:
+    """Offer ``ranks`` in ``picker``, showing all of them."""
+    picker.options = [("all ranks (median, min, max)", ALL_RANKS)] + [
+        (f"rank {r}", r) for r in ranks]
+    picker.value = ALL_RANKS
+
+
+class Context:
+    """What the tabs of one dashboard share: the job panel, the way to open a tab, and the
+    advisor's findings for the profile and job on show (computed once for both the
+    Overview and the Advice tab).
+
+    Attributes
+    ----------
+    job : JobPanel
+    open_tab : callable or None
+        ``open_tab(title)`` shows that tab (None outside a dashboard).
+    tabs : tuple of str
+        The titles of the dashboard's tabs.
+    """
+
+    def __init__(self, job: JobPanel, open_tab: Callable[[str], Any] | None = None,
+                 tabs: tuple[str, ...] = ()) -> None:
+        self.job = job
+        self.open_tab = open_tab
+        self.tabs = tabs
+        self._findings: tuple[Any, Any, list[Any]] | None = None
+
+    def findings(self, profile: Any) -> list[Any]:
+        """:func:`perfkit.advise` for ``profile`` and the job on show (cached)."""
+        job = self.job.job
+        if self._findings is not None and self._findings[0] is profile and \
+                self._findings[1] is job:
+            return self._findings[2]
+        if job is not None:
+            found = advise(profile, model=job.model, parallel=job.parallel,
+                           hardware=job.hardware)
+        else:
+            found = advise(profile)
+        self._findings = (profile, job, found)
+        return found
+
+
+class Tab(W.VBox):
+    """One tab: optional controls, a message line (spinner, error) and a body rebuilt by
+    :meth:`build`.
+
+    Attributes
+    ----------
+    charts : list of altair.JupyterChart
+        The chart widgets of the last build (tests and the static snapshot read them).
+    """
+
+    title = ""
+
+    def __init__(self, ctx: Context, controls: Sequence[W.Widget] = ()) -> None:
+        self.ctx = ctx
+        self.profile: Any = None
+        self.stale = True
+        self.charts: list[Any] = []
+        #: ids of widgets shown in the body that outlive a redraw (never closed)
+        self.keep: set[int] = set()
+        self.message = W.HTML()
+        self.body = W.VBox()
+        parts = [W.HBox(list(controls), layout=W.Layout(flex_flow="row wrap"))] \
+            if controls else []
+        super().__init__([*parts, self.message, self.body])
+        self.add_class("pk-tab")
+
+    def show(self, profile: Any) -> None:
+        """Set the profile; the body is rebuilt by the next :meth:`refresh`."""
+        self.profile, self.stale = profile, True
+        self.remove_class(READY_CLASS)
+
+    def refresh(self) -> None:
+        """Rebuild the body, with a spinner meanwhile; a failure shows its message instead
+        (the tab stays usable). The tab carries :data:`READY_CLASS` once drawn."""
+        self.stale = False
+        self.remove_class(READY_CLASS)
+        close_widgets(self.body.children, self.keep)
+        self.body.children = ()
+        self.charts = []
+        if self.profile is None:
+            self.message.value = STYLE + note("Open a profile above.")
+            self.add_class(READY_CLASS)
+            return
+        self.message.value = spinner_html(f"Computing the {self.title} tab …")
+        try:
+            children = self.build(self.profile)
+        except Exception as exc:  # noqa: BLE001 - the page must show a message, not a traceback
+            self.message.value = error(describe_error(exc, f"the {self.title} tab"))
+            self.add_class(READY_CLASS)
+            return
+        self.message.value = ""
+        self.body.children = tuple(children)
+        self.add_class(READY_CLASS)
+
+    def chart(self, chart: Any, on_select: Callable[[list[dict[str, Any]]], None] | None
+              = None, renderer: str = "svg") -> Any:
+        """A chart widget of this tab (:func:`.render.chart_widget`)."""
+        widget = chart_widget(chart, on_select, renderer=renderer)
+        self.charts.append(widget)
+        return widget
+
+    def build(self, profile: Any) -> list[W.Widget]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def static_html(self) -> str:
+        """The tab's HTML parts (for frontends without widgets)."""
+        return self.message.value + "".join(
+            c.value for c in self.body.children if isinstance(c, W.HTML))
+
+
+class JobTab(Tab):
+    """A tab whose figures depend on the job of :class:`~perfkit.widgets.job.JobPanel`."""
+
+    @property
+    def current(self) -> Job | None:
+        """The job the tab draws (the panel's)."""
+        return self.ctx.job.job
+
+
+def no_job_note(job: Job | None, what: str) -> W.HTML:
+    """The note a view shows instead of computing with a default."""
+    if job is None:
+        return html_widget(note(f"No job, so no {what}: open a profile (the job is read from "
+                                "it)."))
+    gaps = job.missing()
+    return html_widget(note(f"No {what}: the job lacks " + "; ".join(gaps) + ". Set the missing "
+                            "values in The job panel above, or load a config there."))
+
+
+def warning_widgets(text: str | None) -> list[W.HTML]:
+    """A guard's warning as a widget, or none when there is no warning."""
+    return [] if not text else [html_widget(warning_html(text))]
+
+
+def heading(text: str) -> W.HTML:
+    """A section heading inside a tab."""
+    return html_widget(f"<div class='pk-h'>{html.escape(text)}</div>")

@@ -1,0 +1,103 @@
+"""The Communication tab: collectives, slow ranks and links, overlap."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from ... import analysis as A
+from ... import charts as C
+from ...tables import over_ranks
+from ..markup import STYLE, frame_html, note
+from .base import Context, Tab, html_widget
+
+__all__ = ["CommunicationTab"]
+
+
+class CommunicationTab(Tab):
+    """Collectives per kind and group, ranks against their peers (click a rank to filter),
+    the slowest links and how much communication is hidden."""
+
+    title = "Communication"
+
+    def __init__(self, ctx: Context) -> None:
+        self.rank_detail = W.HTML()
+        self._links: pd.DataFrame | None = None
+        self._overlap: pd.DataFrame | None = None
+        super().__init__(ctx)
+
+    def build(self, profile: Any) -> list[W.Widget]:
+        summary = A.comm_summary(profile)
+        if summary.empty:
+            return [html_widget(note("This profile has no communication records (one rank, or "
+                                     "a profiler level without communication tables)."))]
+        cols = [c for c in ("op_type", "group", "count", "total_us", "mean_us", "max_us",
+                            "transit_share", "wait_share", "idle_share", "ranks")
+                if c in summary.columns]
+        out: list[W.Widget] = [html_widget(frame_html(
+            summary, "Time per collective and group", columns=cols,
+            headers={"op_type": "collective", "count": "calls", "total_us": "time",
+                     "mean_us": "mean", "max_us": "longest", "transit_share": "transit",
+                     "wait_share": "wait", "idle_share": "idle"},
+            scope={"total_us": "summed over ranks and steps", "mean_us": "per call",
+                   "count": "summed over ranks"},
+            shorten_text={"group": 28}))]
+        ranks = A.slow_ranks(profile)
+        self._links = A.slow_links(profile)
+        self._overlap = A.comm_overlap(profile)
+        if not ranks.empty:
+            out.append(self.chart(C.slow_ranks_chart(ranks, select=True,
+                                                     title="Ranks against their peers (click "
+                                                           "a rank for its links)"),
+                                  self._on_pick))
+        self.rank_detail = W.HTML()
+        out.append(self.rank_detail)
+        self._draw(None)
+        out.append(html_widget(self._overlap_html()))
+        return out
+
+    def _on_pick(self, points: list[dict[str, Any]]) -> None:
+        ranks = [int(p["rank"]) for p in points if "rank" in p]
+        self._draw(ranks[0] if ranks else None)
+
+    def _draw(self, rank: int | None) -> None:
+        links = self._links if self._links is not None else pd.DataFrame()
+        cols = [c for c in ("transport", "src_rank", "dst_rank", "size_bytes", "time_us",
+                            "bandwidth_gbps", "median_gbps", "ratio_to_median", "slow")
+                if c in links.columns]
+        headers = {"size_bytes": "size", "time_us": "time", "bandwidth_gbps": "bandwidth",
+                   "median_gbps": "peers' median", "ratio_to_median": "of the median (×)",
+                   "src_rank": "from rank", "dst_rank": "to rank"}
+        if rank is None or links.empty:
+            self.rank_detail.value = STYLE + frame_html(
+                links, "Links, slowest first (click a rank above to see its links)",
+                columns=cols, headers=headers, max_rows=10,
+                scope={"size_bytes": "summed over steps", "time_us": "summed over steps"})
+            return
+        mine = links[(links["src_rank"] == rank) | (links["dst_rank"] == rank)]
+        self.rank_detail.value = STYLE + frame_html(
+            mine, f"Links of rank {rank}, slowest first (double-click the chart to clear)",
+            columns=cols, headers=headers, max_rows=20,
+            scope={"size_bytes": "summed over steps", "time_us": "summed over steps"})
+
+    def _overlap_html(self) -> str:
+        frame = self._overlap if self._overlap is not None else pd.DataFrame()
+        if frame.empty:
+            return frame_html(frame, "Communication hidden behind computation")
+        spread = over_ranks(frame, [], ["comm_not_overlapped_us", "communication_us"],
+                            keep={"overlap_share": "median", "exposed_share": "median"})
+        return frame_html(
+            spread, "Communication hidden behind computation, over the ranks (per step)",
+            columns=["comm_not_overlapped_median_us", "comm_not_overlapped_min_us",
+                     "comm_not_overlapped_max_us", "worst_rank", "communication_median_us",
+                     "overlap_share", "exposed_share"],
+            headers={"comm_not_overlapped_median_us": "exposed, median over ranks",
+                     "comm_not_overlapped_min_us": "exposed, min",
+                     "comm_not_overlapped_max_us": "exposed, max",
+                     "worst_rank": "most exposed rank",
+                     "communication_median_us": "all communication, median",
+                     "overlap_share": "hidden, median", "exposed_share":
+                     "exposed share of the step, median"},
+            scope={"comm_not_overlapped_median_us": "summed over steps"})

@@ -1,0 +1,181 @@
+"""The Memory tab: memory over time, peaks per component, measured against theory."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from ... import analysis as A
+from ... import charts as C
+from ...errors import PerfkitError
+from ...format import bytes_text
+from ...guards import check_memory
+from ..markup import STYLE, describe_error, error, frame_html, note
+from ..memory_view import (
+    FAMILIES,
+    default_value,
+    families_present,
+    memory_series,
+    peaks_by_component,
+)
+from ..summary import memory_breakdown
+from .base import (
+    ALL_RANKS,
+    Context,
+    JobTab,
+    heading,
+    html_widget,
+    no_job_note,
+    rank_picker,
+    ranks_of,
+    warning_widgets,
+)
+
+__all__ = ["MemoryTab"]
+
+
+class MemoryTab(JobTab):
+    """Memory over time by component family (ranks folded or one rank), peaks per
+    component over the ranks, and the measured peak next to the job's theory."""
+
+    title = "Memory"
+
+    def __init__(self, ctx: Context) -> None:
+        self.family = W.Dropdown(options=list(FAMILIES), value=FAMILIES[0],
+                                 description="components", style={"description_width": "initial"},
+                                 layout=W.Layout(width="250px"))
+        self.value = W.Dropdown(options=[("allocated", "allocated_bytes"),
+                                         ("reserved", "reserved_bytes"),
+                                         ("active", "active_bytes")],
+                                value="allocated_bytes", description="quantity",
+                                style={"description_width": "initial"},
+                                layout=W.Layout(width="200px"))
+        self.rank = rank_picker("ranks")
+        self.rank.options = [("max over the ranks", ALL_RANKS)]
+        self._timeline: pd.DataFrame | None = None
+        self._quiet = False
+        super().__init__(ctx, [self.family, self.value, self.rank])
+        for widget in (self.family, self.value, self.rank):
+            widget.observe(self._on_control, names="value")
+
+    def show(self, profile: Any) -> None:
+        super().show(profile)
+        self._timeline = None
+        self._quiet = True
+        try:
+            self.rank.options = [("max over the ranks", ALL_RANKS)] + [
+                (f"rank {r}", r) for r in ranks_of(profile)]
+            self.rank.value = ALL_RANKS
+        finally:
+            self._quiet = False
+
+    def _on_control(self, change: dict[str, Any]) -> None:
+        if self._quiet:
+            return
+        if change["owner"] is self.family and self._timeline is not None:
+            self._quiet = True
+            try:
+                picked = default_value(self._timeline, self.family.value)
+                if picked:
+                    self.value.value = picked
+            finally:
+                self._quiet = False
+        self.refresh()
+
+    def _defaults(self, timeline: pd.DataFrame) -> None:
+        """Start on a family and a quantity that have data (never an all-zero series)."""
+        present = families_present(timeline)
+        self._quiet = True
+        try:
+            self.family.options = present or list(FAMILIES)
+            self.family.value = (present or list(FAMILIES))[0]
+            picked = default_value(timeline, self.family.value)
+            if picked:
+                self.value.value = picked
+        finally:
+            self._quiet = False
+
+    def build(self, profile: Any) -> list[W.Widget]:
+        out: list[W.Widget] = []
+        if self._timeline is None:
+            self._timeline = A.memory_timeline(profile, max_points=200)
+            self._defaults(self._timeline)
+        timeline = self._timeline
+        column, family = self.value.value, self.family.value
+        rank = None if self.rank.value == ALL_RANKS else int(self.rank.value)
+        series = memory_series(timeline, column, family=family, rank=rank)
+        what = column.removesuffix("_bytes")
+        if series.empty:
+            out.append(html_widget(note(f"No {what} memory above zero for the {family} components"
+                                        + ("" if rank is None else f" of rank {rank}")
+                                        + (" (profile_memory was off?)" if timeline.empty else
+                                     "; pick another quantity or family above."))))
+        else:
+            out.append(self.chart(C.memory_timeline_chart(
+                series, value=column, select=True,
+                title=f"{what.capitalize()} memory of the {family} components over time "
+                      "(scroll to zoom; click a line or a legend entry)"),
+                self._on_pick))
+            hidden = series.attrs.get("hidden", [])
+            if hidden:
+                out.append(html_widget(note(f"Hidden (no {what} byte, or beyond the 12 largest): "
+                                            + ", ".join(hidden[:30])
+                                            + (" …" if len(hidden) > 30 else ""))))
+        self.peaks = W.HTML()
+        self._peaks = peaks_by_component(A.memory_peaks(profile))
+        self._draw_peaks(None)
+        out.append(self.peaks)
+        out += self._theory()
+        return out
+
+    def _on_pick(self, points: list[dict[str, Any]]) -> None:
+        names = [str(p["series"]).split(",")[0] for p in points if "series" in p]
+        self._draw_peaks(names[0] if names else None)
+
+    def _draw_peaks(self, component: str | None) -> None:
+        peaks = self._peaks
+        if component is not None:
+            peaks = peaks[peaks["component"] == component]
+        caption = ("Peak memory per component over the ranks (components that hold nothing "
+                   "are hidden)" if component is None else
+                   f"Peak memory of {component} (double-click the chart for all components)")
+        self.peaks.value = STYLE + frame_html(
+            peaks, caption, max_rows=30,
+            headers={"peak_median_bytes": "peak, median over ranks", "peak_min_bytes":
+                     "peak, min", "peak_max_bytes": "peak, max", "worst_rank": "highest rank"})
+
+    def _theory(self) -> list[W.Widget]:
+        job = self.current
+        if job is None or job.model is None or job.hardware is None:
+            return [no_job_note(job, "memory theory") if job is None or job.model is None
+                    else html_widget(note("No memory theory: the job has no hardware ("
+                                          + job.detail("hardware") + "); set it in The job "
+                                          "panel."))]
+        try:
+            memory = memory_breakdown(job.model, job.hardware, job.parallel)
+        except PerfkitError as exc:
+            return [html_widget(error(describe_error(exc, "the memory theory")))]
+        theory = float(memory["bytes"].sum())
+        measured = job.peak_memory_bytes
+        guard = check_memory(theory, measured, job, what="the theory (static + activations)")
+        if measured:
+            ratio = theory / float(measured)
+            line = (f"<b>Measured peak</b> {bytes_text(measured)} (framework allocator, "
+                    f"allocated; {html.escape(job.detail('peak_memory_bytes'))}) · "
+                    f"<b>theory</b> {bytes_text(theory)} (static "
+                    f"{bytes_text(memory['bytes'].iloc[:3].sum())} + activations "
+                    f"{bytes_text(memory['bytes'].iloc[3])}) · theory / measured "
+                    f"{ratio:,.2f}×" + (" ⚠" if not guard.ok else ""))
+        else:
+            line = (f"<b>Theory</b> {bytes_text(theory)}; no measured peak to compare with ("
+                    f"{html.escape(job.detail('peak_memory_bytes'))}).")
+        out = [heading("Measured against the theory of the job (most loaded device)"),
+               html_widget(f"<p style='font-size:13px'>{line}</p>")]
+        out += warning_widgets(guard.warning)
+        out.append(self.chart(C.memory_chart(memory, title=f"Memory per device: "
+                                                           f"{job.model.name or 'the job'} on "
+                                                           f"{job.hardware.name} (theory)")))
+        return out

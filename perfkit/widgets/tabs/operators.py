@@ -1,0 +1,185 @@
+"""The Operators tab: device time per operator, over the ranks, the roofline,
+unfused chains and AI CPU operators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from ... import analysis as A
+from ... import charts as C
+from ...tables import over_ranks, shorten
+from ..markup import STYLE, describe_error, error, frame_html, note
+from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
+
+__all__ = ["OperatorsTab"]
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: capital first letter, full stop at the end."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?", ")")) else text + "."
+
+
+def _one_rank(profile: Any, rank: int) -> Any:
+    """The Profile of ``rank`` (a Cluster's member, or the profile itself)."""
+    return profile[rank] if getattr(profile, "ranks", None) else profile
+
+
+def _per_rank(profile: Any, func: Callable[..., pd.DataFrame], **kwargs: Any) -> pd.DataFrame:
+    """``func(rank_profile, **kwargs)`` for every rank, with a ``rank`` column."""
+    frames = []
+    for r in ranks_of(profile):
+        f = func(_one_rank(profile, r), **kwargs)
+        if len(f):
+            frames.append(f.assign(rank=r))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+class OperatorsTab(Tab):
+    """Device time per operator type or task name: chart (click an operator for its task
+    names or its ranks), the table over ranks, the roofline, unfused chains, AI CPU."""
+
+    title = "Operators"
+
+    def __init__(self, ctx: Context) -> None:
+        self.group = W.Dropdown(options=[("operator type", "type"), ("task name", "name")],
+                                value="type", description="group by",
+                                style={"description_width": "initial"},
+                                layout=W.Layout(width="230px"))
+        self.top_n = W.IntSlider(value=15, min=5, max=40, step=1, description="top",
+                                 continuous_update=False, style={"description_width": "initial"},
+                                 layout=W.Layout(width="280px"))
+        self.rank = rank_picker("ranks")
+        self.detail = W.HTML()
+        self._by: pd.DataFrame | None = None
+        super().__init__(ctx, [self.group, self.top_n, self.rank])
+        for widget in (self.group, self.top_n, self.rank):
+            widget.observe(lambda _change: self.refresh(), names="value")
+
+    def show(self, profile: Any) -> None:
+        super().show(profile)
+        set_ranks(self.rank, ranks_of(profile))
+
+    def build(self, profile: Any) -> list[W.Widget]:
+        by, n, rank = self.group.value, self.top_n.value, self.rank.value
+        scope = profile if rank == ALL_RANKS else _one_rank(profile, rank)
+        top = A.top_operators(scope, by=by, n=None)
+        if top.empty:
+            return [html_widget(note("This profile has no device operators (kernel_details / "
+                                     "op_summary or a device trace)."))]
+        self._by = top
+        what = "operator type" if by == "type" else "task name"
+        who = "mean over ranks" if rank == ALL_RANKS else f"rank {rank}"
+        chart = C.top_operators_chart(top, label=by, n=n, value="per_step_us", select=True,
+                                      title=f"Device time per step by {what} ({who}; click a "
+                                            "bar for details)")
+        shows = "task names" if by == "type" else "ranks"
+        self.detail = W.HTML(STYLE + note(f"Click a bar to see its {shows}."))
+        out: list[W.Widget] = [self.chart(chart, self._on_pick), self.detail,
+                               html_widget(self._table(profile, top, by, n, rank))]
+        out += self._roofline(scope)
+        out.append(html_widget(self._unfused(scope, rank)))
+        out.append(html_widget(frame_html(A.ai_cpu_operators(scope), "Operators on AI CPU",
+                                          columns=None, max_rows=10)))
+        return out
+
+    def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
+        keys = top.head(n)[by].astype(str).tolist()
+        if rank != ALL_RANKS or len(ranks_of(profile)) == 1:
+            cols = [c for c in (by, "category", "per_step_us", "share", "count", "mean_us",
+                                "bound") if c in top.columns]
+            scope = {"per_step_us": "per step", "count": "summed over steps",
+                     "mean_us": "per call"}
+            title = f"Top {n} by device time" + ("" if rank == ALL_RANKS else f", rank {rank}")
+            return frame_html(top.head(n), title, columns=cols, scope=scope,
+                              headers={"per_step_us": "device time", "count": "calls",
+                                       "mean_us": "mean"})
+        per = _per_rank(profile, A.top_operators, by=by, n=None)
+        per = per[per[by].astype(str).isin(keys)]
+        spread = over_ranks(per, [by], ["per_step_us"], keep={"category": "first"})
+        merged = spread.merge(top[[by, "share", "count", "mean_us"]].astype({by: "string"}),
+                              left_on=spread[by].astype("string"), right_on=by, how="left",
+                              suffixes=("", "_all"))
+        merged = merged.drop(columns=[c for c in ("key_0", f"{by}_all") if c in merged.columns])
+        headers = {"per_step_median_us": "per step, median over ranks",
+                   "per_step_min_us": "per step, min", "per_step_max_us": "per step, max",
+                   "worst_rank": "slowest rank", "count": "calls, summed over ranks",
+                   "mean_us": "mean per call", "share": "share of device time"}
+        cols = [by, "category", "per_step_median_us", "per_step_min_us", "per_step_max_us",
+                "worst_rank", "share", "count", "mean_us"]
+        return frame_html(merged, f"Top {n} by device time per step, over "
+                                  f"{len(ranks_of(profile))} ranks", columns=cols,
+                          headers=headers, max_rows=n)
+
+    def _on_pick(self, points: list[dict[str, Any]]) -> None:
+        keys = [p["full"] for p in points if "full" in p]
+        if not keys or self.profile is None:
+            self.detail.value = STYLE + note("Click a bar to see its details; double-click "
+                                             "to clear.")
+            return
+        key, by = keys[0], self.group.value
+        rank = self.rank.value
+        scope = self.profile if rank == ALL_RANKS else _one_rank(self.profile, rank)
+        try:
+            if by == "type":
+                names = A.top_operators(scope, by="name", n=None)
+                names = names[names["type"].astype(str) == key]
+                self.detail.value = STYLE + frame_html(
+                    names, f"Task names of type {key}", columns=[
+                        "name", "input_shapes", "per_step_us", "count", "mean_us"],
+                    scope={"per_step_us": "per step", "mean_us": "per call"},
+                    headers={"per_step_us": "device time", "count": "calls",
+                             "mean_us": "mean"}, max_rows=15)
+            else:
+                per = _per_rank(self.profile, A.top_operators, by="name", n=None)
+                per = per[per["name"].astype(str) == key].sort_values("per_step_us",
+                                                                      ascending=False)
+                self.detail.value = STYLE + frame_html(
+                    per, f"{shorten(key, 60)} on each rank",
+                    columns=["rank", "per_step_us", "count", "mean_us", "max_us"],
+                    headers={"per_step_us": "device time per step", "count": "calls",
+                             "mean_us": "mean per call", "max_us": "longest call"},
+                    max_rows=32)
+        except Exception as exc:  # noqa: BLE001 - shown in the page
+            self.detail.value = error(describe_error(exc, "the operator's details"))
+
+    def _roofline(self, profile: Any) -> list[W.Widget]:
+        eff = A.operator_efficiency(profile)
+        if eff.empty or not (eff["achieved_tflops"] > 0).any():
+            return [html_widget(note("No roofline: " + "; ".join(eff.attrs.get("notes", [])[:1])))]
+        hw, _why = A.infer_hardware(profile)
+        chart = C.roofline_chart(eff, bandwidth_gbps=hw.memory_bandwidth / 1e9 if hw else None,
+                                 title="Roofline: one point per operator and shapes, sized by "
+                                       "time (scroll to zoom, drag to pan)"
+                                       + (f" ({hw.name})" if hw else ""))
+        notes = eff.attrs.get("notes", [])
+        return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes))]
+
+    def _unfused(self, profile: Any, rank: int) -> str:
+        chains = A.unfused_patterns(profile)
+        if chains.empty or rank != ALL_RANKS or "rank" not in chains.columns:
+            return frame_html(chains, "Unfused chains a fused kernel could replace",
+                              columns=[c for c in ("pattern", "occurrences", "total_us",
+                                                   "saving_us", "example",
+                                                   "fused_replacement")
+                                       if c in chains.columns],
+                              headers={"total_us": "time", "saving_us": "saving"},
+                              scope={"total_us": "summed over steps"})
+        spread = over_ranks(chains, ["pattern"], ["saving_us"],
+                            keep={"occurrences": "median", "example": "first",
+                                  "fused_replacement": "first"})
+        return frame_html(spread, "Unfused chains a fused kernel could replace (saving over "
+                                  "the profiled steps, per rank)",
+                          columns=["pattern", "saving_median_us", "saving_min_us",
+                                   "saving_max_us", "worst_rank", "occurrences", "example",
+                                   "fused_replacement"],
+                          headers={"saving_median_us": "saving, median over ranks",
+                                   "saving_min_us": "min", "saving_max_us": "max",
+                                   "occurrences": "occurrences per rank"})

@@ -1,0 +1,133 @@
+"""The Overview tab: the headline, the step per rank and the steps table."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from ... import analysis as A
+from ... import charts as C
+from ...format import share_text, time_text
+from ...tables import over_ranks
+from ..headline import SPLIT_PARTS, finding_tab, headline, headline_html, with_exposed_comm
+from ..markup import STYLE, frame_html, note
+from ..overview import profile_facts
+from .base import (
+    ALL_RANKS,
+    Context,
+    JobTab,
+    heading,
+    html_widget,
+    rank_picker,
+    ranks_of,
+    set_ranks,
+)
+
+__all__ = ["OverviewTab"]
+
+
+class OverviewTab(JobTab):
+    """Headline (step time, throughput, MFU, step split, top findings), the step per rank,
+    the steps table and what was opened."""
+
+    title = "Overview"
+
+    def __init__(self, ctx: Context) -> None:
+        self.rank = rank_picker("steps of")
+        self.steps_table = W.HTML()
+        self._steps: pd.DataFrame | None = None
+        super().__init__(ctx)
+        self.keep.add(id(self.rank))
+        self.rank.observe(lambda _c: self._draw_steps(), names="value")
+
+    def show(self, profile: Any) -> None:
+        super().show(profile)
+        set_ranks(self.rank, ranks_of(profile))
+
+    def build(self, profile: Any) -> list[W.Widget]:
+        steps = A.step_breakdown(profile)
+        findings = self.ctx.findings(profile)
+        head = headline(profile, steps, self.current, findings)
+        out: list[W.Widget] = [html_widget(headline_html(head)), *self._findings(head.findings)]
+        facts = html_widget(frame_html(profile_facts(profile), "What was opened", max_rows=40,
+                                       wrap=("value",)))
+        if steps.empty:
+            return out + [html_widget(note(
+                "No training steps were found in this profile (no step markers and no step "
+                "trace), so there is no step breakdown; the Operators and Memory tabs may "
+                "still have data.")), facts]
+        self._steps = with_exposed_comm(steps)
+        parts = {k: v for k, v in SPLIT_PARTS.items()
+                 if k != "bubble_us" or self._steps["bubble_us"].fillna(0).gt(0).any()}
+        chart = C.step_breakdown_chart(self._steps, parts=parts, select=True,
+                                       title="Where the step time goes, per rank (click a "
+                                             "rank for its steps)")
+        self.steps_table = W.HTML()
+        self._draw_steps()
+        return out + [self.chart(chart, self._on_pick), self.rank, self.steps_table, facts]
+
+    def _findings(self, findings: list[Any]) -> list[W.Widget]:
+        if not findings:
+            return [html_widget("<div class='pk-h'>Top findings</div>"
+                                + note("No finding: the advisor saw nothing abnormal."))]
+        rows: list[W.Widget] = [heading("Top findings (time at stake per step)")]
+        for i, f in enumerate(findings, 1):
+            stake = (f"{time_text(f.ms_per_step * 1e3)} per step ({share_text(f.score)})"
+                     if f.measured else "cost not measurable from the profile")
+            tab = finding_tab(f.area, self.ctx.tabs)
+            text = html_widget(f"<div class='pk-finding'>{i}. <b>{html.escape(stake)}</b> — "
+                               f"{html.escape(f.title)}</div>")
+            button = W.Button(description=f"Evidence: {tab} ›",
+                              tooltip=f"Open the {tab} tab, which shows the evidence",
+                              layout=W.Layout(width="auto", min_width="170px"))
+            button.add_class("pk-evidence")
+            if self.ctx.open_tab is None:
+                button.disabled = True
+            else:
+                button.on_click(lambda _b, tab=tab: self.ctx.open_tab(tab))
+            rows.append(W.HBox([button, text], layout=W.Layout(align_items="center")))
+        return rows
+
+    def _on_pick(self, points: list[dict[str, Any]]) -> None:
+        ranks = [p["rank"] for p in points if "rank" in p]
+        self.rank.value = int(ranks[0]) if ranks else ALL_RANKS
+
+    def _draw_steps(self) -> None:
+        steps = self._steps
+        if steps is None or steps.empty:
+            self.steps_table.value = ""
+            return
+        shares = {"computing_share": "computing", "comm_exposed_share": "exposed communication",
+                  "bubble_share": "pipeline bubble", "free_share": "free"}
+        if not steps["bubble_us"].fillna(0).gt(0).any():
+            shares.pop("bubble_share")  # no pipeline bubble reported: no column of zeros
+        data = steps.assign(comm_exposed_share=steps["comm_exposed_us"] / steps["step_us"])
+        rank = self.rank.value
+        if rank == ALL_RANKS:
+            spread = over_ranks(data, ["step"], ["step_us"],
+                                keep={c: "median" for c in shares}, sort=False)
+            spread = spread.sort_values("step", kind="mergesort")
+            headers = {c: f"{label}, median over ranks" for c, label in shares.items()}
+            headers.update({"step_median_us": "step time, median over ranks",
+                            "step_min_us": "fastest rank's step",
+                            "step_max_us": "slowest rank's step", "worst_rank": "slowest rank"})
+            self.steps_table.value = STYLE + frame_html(
+                spread, "Steps: each step's time over the ranks and its split (shares of the "
+                        "step time)", columns=["step", "step_median_us", "step_min_us",
+                                                "step_max_us", "worst_rank", *shares],
+                headers=headers, max_rows=30)
+        else:
+            one = data[data["rank"].astype("Int64") == rank]
+            headers = {"step_us": "step time", **shares}
+            self.steps_table.value = STYLE + frame_html(
+                one, f"Steps of rank {rank} (shares of the step time)",
+                columns=["step", "step_us", *shares], headers=headers, max_rows=30)
+
+    def static_html(self) -> str:
+        parts = [c.value for c in self.body.children if isinstance(c, W.HTML)]
+        if self.charts:
+            parts.insert(1, C.chart_to_svg(self.charts[0].chart))
+        return self.message.value + "".join(parts)

@@ -1,0 +1,152 @@
+"""The Timeline tab: one step of a few ranks as swimlanes, exported for Perfetto."""
+
+from __future__ import annotations
+
+import base64
+import html
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from ... import analysis as A
+from ... import charts as C
+from ...export import export_trace
+from ...format import bytes_text
+from ..markup import STYLE, describe_error, error, note
+from .base import ALL_RANKS, Context, Tab, html_widget, ranks_of
+
+__all__ = ["TimelineTab"]
+
+
+_MEDIAN_STEP = "representative (median step of the slowest rank)"
+#: Most ranks the Timeline draws at once (one or a few, as swimlanes).
+TIMELINE_MAX_RANKS = 4
+#: Largest trace offered as a download link in the page (bigger ones: open the path).
+DOWNLOAD_LIMIT_BYTES = 25 * 2**20
+
+
+class TimelineTab(Tab):
+    """One step of one or a few ranks as swimlanes (:func:`perfkit.analysis.timeline`,
+    :func:`perfkit.charts.timeline_chart`): zoom with the wheel, a tooltip per event, the
+    longest kernels and collectives labelled; the same window exported for Perfetto
+    (:func:`perfkit.export_trace`) into a temporary folder, never the profile's."""
+
+    title = "Timeline"
+
+    def __init__(self, ctx: Context) -> None:
+        wide = {"description_width": "initial"}
+        self.step = W.Dropdown(options=[(_MEDIAN_STEP, ALL_RANKS)], value=ALL_RANKS,
+                               description="step", style=wide,
+                               layout=W.Layout(width="400px"))
+        self.ranks = W.SelectMultiple(options=[], rows=3, description="ranks",
+                                      style=wide, layout=W.Layout(width="200px"))
+        self.lanes = W.ToggleButtons(options=[("streams", "streams"),
+                                              ("computing / communication / free",
+                                               "categories")],
+                                     value="streams", description="lanes",
+                                     style={"description_width": "initial",
+                                            "button_width": "auto"})
+        self.export = W.Button(description="Export for Perfetto", icon="download",
+                               tooltip="Write this step of these ranks as a Chrome trace "
+                                       "(every event) that Perfetto UI and chrome://tracing "
+                                       "open", layout=W.Layout(width="auto"))
+        self.exported = W.HTML()
+        self.export.on_click(lambda _b: self.export_trace())
+        self._folder: Path | None = None
+        self._quiet = False
+        super().__init__(ctx, [self.step, self.ranks, self.lanes])
+        self.keep.update({id(self.export), id(self.exported)})
+        for widget in (self.step, self.ranks, self.lanes):
+            widget.observe(self._on_control, names="value")
+
+    def show(self, profile: Any) -> None:
+        super().show(profile)
+        self._quiet = True
+        try:
+            steps = A.step_breakdown(profile) if profile is not None else pd.DataFrame()
+            ids = sorted({int(s) for s in steps.get("step", pd.Series(dtype="Int64"))
+                          .dropna()})
+            self.step.options = [(_MEDIAN_STEP, ALL_RANKS)] + [(f"step {i}", i) for i in ids]
+            self.step.value = ALL_RANKS
+            self.ranks.options = [(f"rank {r}", r) for r in ranks_of(profile)]
+            self.ranks.value = ()
+        finally:
+            self._quiet = False
+        self.exported.value = ""
+
+    def _on_control(self, _change: dict[str, Any]) -> None:
+        if not self._quiet:
+            self.refresh()
+
+    def _chosen_step(self) -> int | None:
+        return None if self.step.value == ALL_RANKS else int(self.step.value)
+
+    def _chosen_ranks(self) -> list[int] | None:
+        picked = list(self.ranks.value)
+        return picked[:TIMELINE_MAX_RANKS] if picked else None
+
+    def build(self, profile: Any) -> list[W.Widget]:
+        ranks = self._chosen_ranks()
+        frame = A.timeline(profile, step=self._chosen_step(), ranks=ranks,
+                           lanes=self.lanes.value)
+        notes = list(frame.attrs.get("notes", []))
+        if not self.ranks.value:
+            notes.append("Pick ranks in the list (Ctrl- or Shift-click for several, at most "
+                         f"{TIMELINE_MAX_RANKS}); with none picked, the slowest and the "
+                         "fastest are drawn.")
+        if len(self.ranks.value) > TIMELINE_MAX_RANKS:
+            notes.append(f"{len(self.ranks.value)} ranks were picked; the first "
+                         f"{TIMELINE_MAX_RANKS} are drawn (a few ranks stay readable).")
+        info = frame.attrs.get("timeline", {})
+        out: list[W.Widget] = [html_widget("".join(note(n) for n in notes))]
+        if frame.empty:
+            out.append(html_widget(note("No event in this window.")))
+        else:
+            out.append(html_widget(note("Scroll over the chart to zoom, drag to pan, double-click "
+                                        "to reset; hover an event for its name and duration.")))
+            out.append(self.chart(C.timeline_chart(frame, width=960), renderer="canvas"))
+            cap = info.get("max_events")
+            out.append(html_widget(note(
+                f"{len(frame):,} rects for {int(frame['n_events'].sum()):,} events"
+                + (f" (at most {cap:,} are drawn: tiny neighbours are merged into blocks "
+                   "that keep their time; the export below has every event)." if cap
+                   else "."))))
+        out += [W.HBox([self.export, self.exported], layout=W.Layout(align_items="center"))]
+        return out
+
+    def export_trace(self) -> Path | None:
+        """Write the window on show as a gzipped Chrome trace into a temporary folder and
+        show its path and a download link; returns the path (None on a failure)."""
+        profile = self.profile
+        if profile is None:
+            self.exported.value = STYLE + note("Open a profile first.")
+            return None
+        try:
+            if self._folder is None or not self._folder.is_dir():
+                self._folder = Path(tempfile.mkdtemp(prefix="perfkit-trace-"))
+                weakref.finalize(self, shutil.rmtree, self._folder, True)
+            step = self._chosen_step()
+            ranks = self._chosen_ranks()
+            name = (f"perfkit-trace-step{step if step is not None else 'median'}-ranks"
+                    f"{'-'.join(map(str, ranks)) if ranks else 'slowest-fastest'}.json.gz")
+            path = export_trace(profile, step=step, ranks=ranks, path=self._folder / name,
+                                overwrite=True)
+        except Exception as exc:  # noqa: BLE001 - shown in the page
+            self.exported.value = error(describe_error(exc, "the export for Perfetto"))
+            return None
+        size = path.stat().st_size
+        link = ""
+        if size <= DOWNLOAD_LIMIT_BYTES:
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            link = (f" <a download='{html.escape(path.name)}' "
+                    f"href='data:application/gzip;base64,{data}'>Download it</a>.")
+        self.exported.value = STYLE + (
+            f"<span class='pk-note'>Written <code>{html.escape(str(path))}</code> "
+            f"({bytes_text(size)}), on the machine that runs the dashboard.{link} Open it "
+            "in Perfetto UI (Open trace file) or chrome://tracing.</span>")
+        return path
