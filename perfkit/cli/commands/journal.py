@@ -19,24 +19,26 @@ default_journal_path`). ``list`` and ``compare`` never create one.
 from __future__ import annotations
 
 import argparse
-import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..cli_args import config_paths
-from ..errors import PerfkitError
-from .record import measure_run
-from .store import (
+from ...errors import PerfkitError
+from ...journal import (
     DEFAULT_JOURNAL_NAME,
     JOURNAL_ENV,
     Journal,
     JournalError,
+    comparison_page,
+    comparison_text,
     default_journal_path,
+    measure_run,
+    runs_text,
 )
-from .text import comparison_page, comparison_text, runs_text
+from ..args import config_paths, paragraph
 
-__all__ = ["add_parser", "run_command", "EPILOG"]
+__all__ = ["add_parser", "run", "EPILOG"]
 
+#: The end of ``perfkit journal --help`` and of its actions': the journal file, examples.
 EPILOG = f"""\
 The journal file: --journal FILE, else ${JOURNAL_ENV}, else ./{DEFAULT_JOURNAL_NAME}
 (one SQLite file; share it as it is: see docs/journal.md).
@@ -61,9 +63,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "journal", help="the tuning journal: record runs, list them, compare two",
         formatter_class=raw, epilog=EPILOG,
-        description=textwrap.fill(
+        description=paragraph(
             "Keep every run of a tuning cycle in one file: its job, measured metrics, step "
-            "breakdown, findings and operators, and what changed between any two.", 88))
+            "breakdown, findings and operators, and what changed between any two."))
     p.set_defaults(journal_parser=p)
     jsub = p.add_subparsers(dest="journal_command", metavar="ACTION")
     add = jsub.add_parser("add", help="measure a profile and record it", formatter_class=raw,
@@ -108,7 +110,7 @@ def _path(args: argparse.Namespace) -> Path:
     return Path(args.journal).expanduser() if args.journal else default_journal_path()
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``perfkit journal ...``; returns the exit status (PerfkitErrors propagate to
     ``perfkit``'s main, which prints them as one line with status 2)."""
     action = getattr(args, "journal_command", None)

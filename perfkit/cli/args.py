@@ -1,17 +1,15 @@
-"""Argument checks shared by the ``perfkit`` subcommands (``info``, ``report``, ``journal``).
-
-Kept apart from :mod:`perfkit.cli` so that subcommands defined in their own packages
-(:mod:`perfkit.journal.cli`) use them without importing the command itself.
-"""
+"""What the ``perfkit`` commands share in their arguments: the ``--config`` check and the
+layout of their help text."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import PerfkitError
+from ..errors import PerfkitError
 
-__all__ = ["config_paths"]
+__all__ = ["config_paths", "paragraph"]
 
 
 def config_paths(configs: Sequence[str] | None) -> list[str] | None:
@@ -31,3 +29,8 @@ def config_paths(configs: Sequence[str] | None) -> list[str] | None:
             raise PerfkitError(f"config not found: {text}")
         out.append(str(path.resolve()))
     return out
+
+
+def paragraph(text: str) -> str:
+    """``text`` filled to 88 columns: a command's description in its ``--help``."""
+    return textwrap.fill(text, 88)

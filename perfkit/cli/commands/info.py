@@ -1,0 +1,91 @@
+"""``perfkit info [PATH] [--findings N] [--config FILE ...]``: the version and presets, or
+what a profile is (:func:`perfkit.cli.profile_text.profile_info_text`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ... import __version__
+from ...bundled_samples import resolve_sample
+from ...errors import PerfkitError
+from ...specs import Hardware, ModelSpec
+from .. import profile_text
+from ..args import config_paths, paragraph
+
+__all__ = ["add_parser", "run", "EPILOG", "info_text"]
+
+#: The end of ``perfkit info --help``: examples.
+EPILOG = """\
+examples:
+  perfkit info                          version, model and hardware presets
+  perfkit info sample:slow-rank         what the profile is, its steps, its top findings
+                                        (sample:NAME: a bundled sample; or a PATH)
+  perfkit info PATH --findings 10       list more findings (0: skip the advisor)
+  perfkit info PATH --config run.yaml   the job from a MindFormers YAML (or an HF
+                                        config.json, a training log) where it differs
+"""
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``info`` command to the subparsers of ``perfkit``."""
+    raw = argparse.RawDescriptionHelpFormatter
+    info_p = sub.add_parser(
+        "info", help="version and presets, or a summary of a profile",
+        formatter_class=raw, epilog=EPILOG,
+        description=paragraph("Without PATH: print the perfkit version and the model and "
+                              "hardware presets. With PATH: load the profile and print its "
+                              "format, framework, device, profiler level, ranks and world size, "
+                              "the loader's notes, the job read from it (each value's source, "
+                              "MFU and HFU checked), the steps with the measured step time (per "
+                              "step the slowest rank), and the advisor's top findings."))
+    info_p.add_argument("path", nargs="?", default=None, metavar="PATH",
+                        help="profile folder or file (anything perfkit.load reads), or "
+                             "sample:NAME for a bundled sample")
+    info_p.add_argument("--findings", type=int, default=5, metavar="N",
+                        help="how many findings to list (default 5; 0 skips the advisor)")
+    info_p.add_argument("--config", action="append", default=None, metavar="FILE",
+                        help="a MindFormers YAML, HF config.json or training log that wins "
+                             "over what the profile shows (repeatable)")
+    return info_p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``perfkit info``: print the presets, or the profile's summary."""
+    if args.path is None:
+        print(info_text())
+        return 0
+    path = resolve_sample(args.path)  # "sample:NAME" -> the bundled sample
+    if not Path(path).expanduser().exists():
+        raise PerfkitError(f"profile path not found: {args.path}")
+    print(profile_text.profile_info_text(path, n_findings=args.findings,
+                                         config=config_paths(args.config)))
+    return 0
+
+
+def info_text() -> str:
+    """What ``perfkit info`` prints: version, model presets, hardware presets.
+
+    Returns
+    -------
+    str
+        Plain text, one preset a line; hardware peaks are dense FLOP/s of the preset's
+        default dtype, memory in GiB (2**30 bytes).
+    """
+    lines = [f"perfkit {__version__}", "", "Model presets (ModelSpec.preset):",
+             f"  {'name':<14}{'parameters':>12}{'layers':>8}{'hidden':>8}{'heads':>7}"
+             f"{'kv':>5}{'seq':>7}  mlp"]
+    for name in ModelSpec.presets():
+        m = ModelSpec.preset(name)
+        params = f"{m.num_parameters() / 1e9:,.2f} B"
+        lines.append(f"  {name:<14}{params:>12}{m.num_layers:>8}{m.hidden_size:>8}"
+                     f"{m.num_attention_heads:>7}{m.num_kv_heads:>5}{m.seq_length:>7}  "
+                     f"{m.mlp}{f' MoE {m.num_experts}x top-{m.moe_top_k}' if m.is_moe else ''}")
+    lines += ["", "Hardware presets (Hardware.preset):",
+              f"  {'name':<14}{'dtype':>6}{'peak TFLOP/s':>14}{'memory GiB':>12}"]
+    for name in Hardware.presets():
+        hw = Hardware.preset(name)
+        lines.append(f"  {name:<14}{hw.default_dtype:>6}{hw.peak() / 1e12:>14,.1f}"
+                     f"{hw.memory_bytes / 2**30:>12,.1f}")
+    return "\n".join(lines)

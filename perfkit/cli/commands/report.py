@@ -1,0 +1,69 @@
+"""``perfkit report PATH [-o report.html] [--notebook NAME] [--timeout S] [--config FILE
+...]``: a guided notebook run on a profile, written as one self-contained HTML file
+(:func:`perfkit.report.write_report`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..args import config_paths, paragraph
+
+__all__ = ["add_parser", "run", "EPILOG"]
+
+#: The end of ``perfkit report --help``: examples and what the page holds.
+EPILOG = """\
+examples:
+  perfkit report sample:slow-rank -o slow-rank.html
+  perfkit report ~/runs/job42 -o job42.html --notebook 07_cluster --timeout 1200
+
+The notebook runs in a Python kernel of this interpreter (ipykernel); the profile path is
+injected as its PROFILE parameter. The page holds the notebook's explanations and outputs
+(tables, inline SVG charts), no code and nothing fetched from another server, so it can be
+mailed or archived as one file. Nothing is written into the profile folder.
+"""
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``report`` command to the subparsers of ``perfkit``."""
+    from ...report import DEFAULT_NOTEBOOK, DEFAULT_TIMEOUT_S
+
+    raw = argparse.RawDescriptionHelpFormatter
+    report_p = sub.add_parser(
+        "report", help="run a guided notebook on a profile, write one self-contained HTML",
+        formatter_class=raw, epilog=EPILOG,
+        description=paragraph(f"Run the guided notebook {DEFAULT_NOTEBOOK} (or --notebook) on "
+                              "the profile at PATH and write its outputs as a self-contained HTML "
+                              "page without code cells or CDN scripts. A progress bar over the "
+                              "cells goes to stderr."))
+    report_p.add_argument("path", metavar="PATH",
+                          help="profile folder or file (anything perfkit.load reads), or "
+                               "sample:NAME for a bundled sample")
+    report_p.add_argument("-o", "--output", default="report.html", metavar="FILE",
+                          help="HTML file to write (default report.html; replaced if it "
+                               "exists; its folder must exist)")
+    report_p.add_argument("--notebook", default=DEFAULT_NOTEBOOK, metavar="NAME",
+                          help=f"guided notebook name or .ipynb path (default "
+                               f"{DEFAULT_NOTEBOOK})")
+    report_p.add_argument("--timeout", type=float, default=float(DEFAULT_TIMEOUT_S),
+                          metavar="S",
+                          help=f"seconds each cell may run (default {DEFAULT_TIMEOUT_S})")
+    report_p.add_argument("--no-progress", action="store_true",
+                          help="no progress bar on stderr")
+    report_p.add_argument("--config", action="append", default=None, metavar="FILE",
+                          help="a MindFormers YAML, HF config.json or training log that "
+                               "wins over what the profile shows (the notebook's CONFIG; "
+                               "repeatable)")
+    return report_p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``perfkit report``: write the page and say where."""
+    from ...report import write_report
+
+    configs = config_paths(args.config)
+    path = write_report(args.path, args.output, notebook=args.notebook,
+                        timeout=args.timeout, progress=not args.no_progress,
+                        params={"CONFIG": configs} if configs else None)
+    print(f"wrote {path}")
+    return 0

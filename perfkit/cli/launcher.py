@@ -1,0 +1,237 @@
+"""The Voila launcher behind ``perfkit serve``.
+
+:func:`serve` runs the dashboard notebook (``dashboard.ipynb``, shipped with perfkit) with
+Voila on 127.0.0.1, sources stripped, tracebacks hidden, one pre-started kernel that has
+already run the notebook kept ready. The profile reaches the notebook through the
+``PERFKIT_PROFILE`` environment variable (:data:`PROFILE_ENV`). The page needs no CDN:
+Voila runs with a small template (written to a temporary folder for the life of the
+server) that drops the CDN links of the stock ``lab`` template (Font Awesome CSS, Mermaid).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+from .. import __version__
+from ..bundled_samples import resolve_sample
+from ..errors import PerfkitError
+from ..resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path
+
+__all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "HOST", "DEFAULT_PORT",
+           "TEMPLATE_NAME", "WEBSOCKET_MAX_MESSAGE_BYTES", "locate_dashboard", "voila_argv",
+           "serve"]
+
+#: The dashboard ``perfkit serve`` runs: ``dashboard.ipynb`` of the notebooks that ship with
+#: perfkit, found with importlib.resources (:mod:`perfkit.resources`).
+DASHBOARD_NOTEBOOK = resource_path(NOTEBOOK_PACKAGE) / DASHBOARD_NAME
+#: Environment variable that carries the profile path to the notebook's parameters cell.
+PROFILE_ENV = "PERFKIT_PROFILE"
+#: The address Voila listens on: this machine only.
+HOST = "127.0.0.1"
+#: The port ``perfkit serve`` listens on without ``--port``.
+DEFAULT_PORT = 8866
+#: Name of the CDN-free Voila template :func:`serve` writes for the life of the server.
+TEMPLATE_NAME = "perfkit"
+#: Largest websocket message the served page may send: room for the dashboard's 200 MiB
+#: upload limit (perfkit.io.archive.DEFAULT_MAX_UPLOAD_BYTES) plus the message's framing.
+WEBSOCKET_MAX_MESSAGE_BYTES = 256 * 2**20
+
+# Voila template: the stock "lab" template less its CDN references. The lab template's
+# notebook_css block links Font Awesome from a CDN, so it is rewritten here (same content
+# otherwise) and calls the nbconvert block directly (super.super); the nbconvert lab
+# template imports Mermaid from a CDN, whose block is emptied. MathJax is already removed
+# by Voila's lab template.
+_TEMPLATE_CONF = {"base_template": "lab"}
+_TEMPLATE_INDEX = """\
+{%- extends 'voila/templates/lab/index.html.j2' -%}
+{% import "spinner.macro.html.j2" as spinner %}
+
+{%- block notebook_css -%}
+  {% if frontend == "voila" %}
+    {{ resources.include_js("static/voila-style.js") }}
+  {% endif %}
+  {{ spinner.css() }}
+  <style>
+    .jp-mod-noOutputs.jp-mod-noInput { display: none; }
+  </style>
+  {{ super.super() }}
+{%- endblock notebook_css -%}
+
+{%- block html_head_js_mermaidjs -%}
+{%- endblock html_head_js_mermaidjs -%}
+"""
+
+
+class ServeError(PerfkitError):
+    """``perfkit serve`` cannot start: missing notebook or profile, busy port."""
+
+
+def locate_dashboard(notebook: str | os.PathLike[str] | None = None) -> Path:
+    """The dashboard notebook, or a :class:`ServeError` saying where it was looked for.
+
+    Parameters
+    ----------
+    notebook : path, optional
+        Defaults to :data:`DASHBOARD_NOTEBOOK` (``dashboard.ipynb`` of the notebooks that
+        ship inside the perfkit package).
+    """
+    path = Path(DASHBOARD_NOTEBOOK if notebook is None else notebook)
+    if not path.is_file():
+        why = ("this perfkit installation lacks its notebooks; reinstall it from its wheel, "
+               "or with 'pip install -e .' in a checkout" if notebook is None else
+               "give the path of a notebook")
+        raise ServeError(f"dashboard notebook not found: {path} ({why})")
+    return path
+
+
+def _check_port(port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise ServeError(f"--port: must be in 1..65535 (got {port})")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError as exc:
+            why = "already in use" if exc.errno == errno.EADDRINUSE else str(exc)
+            raise ServeError(f"--port: cannot listen on {HOST}:{port} ({why}); "
+                             "choose another port with --port N") from exc
+
+
+def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | None = None,
+               preheat: bool = True) -> list[str]:
+    """Command-line arguments for Voila (without the program name).
+
+    Parameters
+    ----------
+    notebook : Path
+        The notebook to serve.
+    port : int
+        Port on 127.0.0.1; Voila may not try another one (``port_retries=0``), so the URL
+        printed before serving is the one served.
+    open_browser : bool
+        False adds ``--no-browser``.
+    template : str, optional
+        Voila template name (``--template``).
+    preheat : bool
+        Keep one kernel that has already run the notebook ready for the next visitor
+        (Voila's ``preheat_kernel`` with a pool of one): the page then shows its charts
+        without waiting for a kernel to start and the profile to load.
+    """
+    argv = [str(notebook), f"--port={port}", f"--Voila.ip={HOST}", "--Voila.port_retries=0",
+            "--strip_sources=True", "--show_tracebacks=False"]
+    if preheat:
+        argv += ["--preheat_kernel=True", "--pool_size=1"]
+    if template:
+        argv.append(f"--template={template}")
+    if not open_browser:
+        argv.append("--no-browser")
+    return argv
+
+
+def _voila_data_root() -> Path | None:
+    """The Jupyter data folder holding Voila's stock ``lab`` template, if any.
+
+    Our template extends ``voila/templates/lab/index.html.j2``; Voila only finds it when
+    its data folder is on the Jupyter path, which is not the case in every environment
+    (a virtual environment layered on a system Python, for one).
+    """
+    import sysconfig
+
+    from jupyter_core.paths import jupyter_path
+
+    candidates = [Path(p) for p in jupyter_path()]
+    candidates += [Path(sys.prefix) / "share" / "jupyter",
+                   Path(sys.base_prefix) / "share" / "jupyter",
+                   Path(sysconfig.get_path("data")) / "share" / "jupyter"]
+    for root in candidates:
+        if (root / "voila" / "templates" / "lab" / "index.html.j2").is_file():
+            return root
+    return None
+
+
+def _write_template(root: Path) -> None:
+    folder = root / "voila" / "templates" / TEMPLATE_NAME
+    folder.mkdir(parents=True)
+    (folder / "conf.json").write_text(json.dumps(_TEMPLATE_CONF), encoding="utf-8")
+    (folder / "index.html.j2").write_text(_TEMPLATE_INDEX, encoding="utf-8")
+
+
+def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_PORT,
+          open_browser: bool = True, notebook: str | os.PathLike[str] | None = None,
+          preheat: bool = True) -> int:
+    """Serve the dashboard with Voila until interrupted (Ctrl-C or SIGTERM).
+
+    Parameters
+    ----------
+    profile : path, optional
+        Profile folder or file, or ``"sample:NAME"`` (a bundled sample); must exist.
+        Passed to the notebook as ``PERFKIT_PROFILE``, as an absolute path.
+    port : int
+        Port on 127.0.0.1.
+    open_browser : bool
+        Whether Voila opens a browser tab.
+    notebook : path, optional
+        Notebook to serve (default :data:`DASHBOARD_NOTEBOOK`).
+    preheat : bool
+        Keep a kernel that has already run the notebook ready (see :func:`voila_argv`).
+
+    Returns
+    -------
+    int
+        0 once the server has stopped.
+
+    Notes
+    -----
+    The kernel websocket accepts messages up to :data:`WEBSOCKET_MAX_MESSAGE_BYTES`
+    (tornado's default is 10 MiB): an upload of a zipped profile travels in one message,
+    and the dashboard refuses, with a message, uploads above its own (smaller) limit.
+
+    Raises
+    ------
+    ServeError
+        Notebook or profile missing, port not available.
+    """
+    path = locate_dashboard(notebook)
+    profile_path = None
+    if profile is not None:
+        profile_path = Path(resolve_sample(profile)).expanduser().resolve()
+        if not profile_path.exists():
+            raise ServeError(f"profile path not found: {profile}")
+    _check_port(port)
+
+    from voila.app import Voila  # heavy import: only when serving
+
+    saved = {name: os.environ.get(name) for name in (PROFILE_ENV, "JUPYTER_PATH")}
+    stock = _voila_data_root()
+    with tempfile.TemporaryDirectory(prefix="perfkit-voila-") as tmp:
+        template = None
+        if stock is not None:
+            _write_template(Path(tmp))
+            template = TEMPLATE_NAME
+        else:
+            print("perfkit: Voila's lab template was not found on the Jupyter path; serving "
+                  "the stock template (its icon font comes from a CDN)", file=sys.stderr)
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(
+            str(p) for p in (tmp, stock, saved["JUPYTER_PATH"]) if p)
+        if profile_path is not None:
+            os.environ[PROFILE_ENV] = str(profile_path)
+        else:
+            os.environ.pop(PROFILE_ENV, None)
+        print(f"perfkit {__version__}: serving {path.name} at http://{HOST}:{port}/ "
+              "(Ctrl-C to stop)", flush=True)
+        try:
+            Voila.launch_instance(
+                argv=voila_argv(path, port, open_browser, template, preheat=preheat),
+                tornado_settings={"websocket_max_message_size": WEBSOCKET_MAX_MESSAGE_BYTES})
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+    return 0

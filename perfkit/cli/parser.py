@@ -1,0 +1,70 @@
+"""The ``perfkit`` parser and its entry point: the commands of
+:mod:`perfkit.cli.commands` under one parser, and the boundary where every error becomes
+one line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..errors import PerfkitError
+from .commands import command_modules
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``perfkit`` argument parser: one subcommand per module of
+    :data:`perfkit.cli.commands.COMMANDS` (``serve``, ``info``, ``report``, ``simulate``,
+    ``notebooks``, ``journal``), each with its ``run`` as the ``run`` default."""
+    parser = argparse.ArgumentParser(
+        prog="perfkit",
+        description="A workbench for tuning the training performance of large language "
+                    "models.",
+        epilog="Run 'perfkit COMMAND --help' for the options of a command.")
+    parser.add_argument("--version", action="version", version=f"perfkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in command_modules():
+        module.add_parser(sub).set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``perfkit`` command; returns the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 2 on a usage error, a :class:`~perfkit.errors.PerfkitError` or any
+        other error (its message printed on stderr as one line, no traceback), 130 when
+        interrupted.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        run = getattr(args, "run", None)
+        if run is None:  # no command given
+            parser.print_help()
+            return 2
+        return run(args)
+    except PerfkitError as exc:
+        print(f"perfkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C before Voila's loop runs (it handles its own)
+        print("perfkit: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's boundary: one line, never a traceback
+        text = " ".join(str(exc).split())[:500]
+        print(f"perfkit: error: unexpected {type(exc).__name__}{': ' + text if text else ''} "
+              "(please report this)", file=sys.stderr)
+        return 2

@@ -1,0 +1,241 @@
+"""What ``perfkit info PATH`` prints: the profile, its job, its steps, its findings."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from .. import __version__
+from ..errors import InvalidArgumentError, PerfkitError
+
+__all__ = ["profile_info_text"]
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """``[0, 1, 2, 3, 7]`` -> ``"0-3, 7"``."""
+    out: list[str] = []
+    items = sorted(set(int(v) for v in values))
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _ms3(ms: float) -> str:
+    """Milliseconds in the unit that fits, 3 significant digits (``1.23 s``, ``0.123 ms``)."""
+    from ..format import time_text
+
+    return time_text(ms * 1e3, unit="ms" if abs(ms) < 1e3 else None)
+
+
+def _pct(value: Any) -> str:
+    from ..format import share_text
+
+    return "-" if share_text(value) == "–" else share_text(value)
+
+
+def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
+    """Lines of ``text`` under ``indent``; a number and its unit stay on one line."""
+    glued = re.sub(r"(\d) (%|ms|µs|s|GiB|MiB|KiB|B)(?!\w)", "\\1\xa0\\2",
+                   " ".join(str(text).split()))
+    lines = textwrap.wrap(glued, width=width, initial_indent=indent,
+                          subsequent_indent=indent + "  ") or [indent.rstrip()]
+    return [line.replace("\xa0", " ") for line in lines]
+
+
+def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
+    from ..analysis import measured_step_s, step_breakdown
+    from ..format import sig, time_text, time_unit
+    from ..widgets.headline import step_split, with_exposed_comm
+
+    try:
+        steps = step_breakdown(profile)
+    except PerfkitError as exc:
+        return [f"Steps: none ({exc})"]
+    if steps.empty or "step" not in steps.columns:
+        why = "; ".join(steps.attrs.get("notes", [])) or "no step found"
+        return [f"Steps: none ({why})"]
+    known = with_exposed_comm(steps.dropna(subset=["step_us"]))
+    ids = sorted({s for s in steps["step"].dropna().tolist()})
+    source = ", ".join(sorted({str(s) for s in steps.get("source", []) if s == s})) or "?"
+    lines = [f"Steps: {len(ids)} ({_ranges(ids) if ids else 'unnumbered'}), "
+             f"figures from {source} data"]
+    step_s = measured_step_s(steps)
+    if math.isnan(step_s):
+        return lines + ["  measured step time: unknown (no step has a duration)"]
+    lines.append(f"  measured step time: {time_text(step_s * 1e6)} (median over steps of the "
+                 "slowest rank's step time)")
+    split = step_split(steps)
+    if not split.empty:
+        parts = ", ".join(f"{r.label} {_pct(r.share)}" for r in split.itertuples())
+        n_ranks, n_steps = split.attrs["ranks"], split.attrs["steps"]
+        lines += _wrap(f"where the step goes: {parts} (shares of the step time summed over "
+                       f"{n_ranks} rank{'s' * (n_ranks != 1)} × {n_steps} "
+                       f"step{'s' * (n_steps != 1)}; they add up to 100 %)", "  ")
+    has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
+    unit, size = time_unit(known["step_us"])
+    head = f"step ({unit})"
+    lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {'computing':>9}  "
+                 f"{'comm exposed':>12}" + (f"  {'bubble':>7}" if has_bubble else "")
+                 + f"  {'free':>7}")
+    slowest = known.loc[known.groupby("step", dropna=False)["step_us"].idxmax()]
+    for _, row in slowest.head(max_steps).iterrows():
+        step = "NA" if row["step"] != row["step"] else int(row["step"])
+        share = row["comm_exposed_us"] / row["step_us"] if row["step_us"] else float("nan")
+        bubble = (f"  {_pct(row.get('bubble_share')):>7}" if has_bubble else "")
+        lines.append(f"  {step!s:>6}  {int(row['rank']):>12}  "
+                     f"{sig(row['step_us'] / size):>10}  "
+                     f"{_pct(row.get('computing_share')):>9}  {_pct(share):>12}{bubble}  "
+                     f"{_pct(row.get('free_share')):>7}")
+    if len(slowest) > max_steps:
+        lines.append(f"  ... {len(slowest) - max_steps} more steps")
+    return lines
+
+
+def _job_lines(job: Any) -> list[str]:
+    """The job section of ``perfkit info``: values with their sources, then the figures."""
+    from ..widgets.summary import job_summary
+
+    def src(*names: str) -> str:
+        return "/".join(sorted({job.source(n) for n in names}))
+
+    lines = ["The job (perfkit.infer_job; [source] of each value):"]
+    m = job.model
+    if m is not None:
+        lines.append(f"  {'model':<15}{m.name or 'not a preset'}: {m.num_layers} layers, "
+                     f"hidden {m.hidden_size}, {m.num_attention_heads} heads "
+                     f"({m.num_kv_heads} key/value), FFN {m.ffn_hidden_size} {m.mlp}, vocab "
+                     f"{m.vocab_size} [{src('num_layers', 'hidden_size', 'vocab_size')}]")
+    else:
+        lines += _wrap(f"unknown: {job.detail('name')}", f"  {'model':<15}")
+    p = job.parallel
+    lines.append(f"  {'layout':<15}dp {p.dp} × tp {p.tp} × pp {p.pp}"
+                 + (f" (vpp {p.vpp})" if p.vpp > 1 else "")
+                 + f" = {p.world_size} devices, micro-batch {p.micro_batch_size} × "
+                   f"{p.num_micro_batches}, recompute {p.recompute}"
+                 + (f" {list(p.recompute_layers)}" if isinstance(p.recompute_layers, tuple)
+                    else "")
+                 + f", optimizer shard {p.optimizer_shard} "
+                   f"[{src('dp', 'tp', 'pp', 'micro_batch_size', 'num_micro_batches')}]")
+    batch = (f"{job.global_batch_size} × {job.seq_length} tokens"
+             if job.global_batch_size and job.seq_length else "unknown")
+    lines.append(f"  {'batch':<15}{batch} [{src('global_batch_size', 'seq_length')}]")
+    if job.hardware is not None:
+        lines.append(f"  {'hardware':<15}{job.hardware.name}, {job.dtype or 'dtype unknown'} "
+                     f"[{src('hardware', 'dtype')}]")
+    else:
+        lines += _wrap(f"none: {job.detail('hardware')}", f"  {'hardware':<15}")
+    for problem in job.problems():
+        lines += _wrap(f"warning: {problem}", "  ")
+    if job.missing():
+        from ..widgets.headline import throughput_figure
+
+        tps = throughput_figure(job, job.step_time_s or float("nan"))
+        if tps.text != "–":
+            lines.append(f"  {'tokens/s per device':<36}{tps.text.split(' tokens')[0]}")
+        lines += _wrap("other figures: not computed, the job lacks "
+                       + "; ".join(job.missing()), "  ")
+        return lines
+    try:
+        summary = job_summary(job).set_index("key")
+    except PerfkitError as exc:
+        return lines + _wrap(f"figures: not computed: {exc}", "  ")
+    for key in ("tokens_per_s_per_device", "mfu", "hfu", "memory_gib", "predicted_step_s"):
+        row = summary.loc[key]
+        lines.append(f"  {row['metric']:<36}{row['text']}")
+        if isinstance(row["warning"], str) and row["warning"]:
+            lines += _wrap(f"warning: {row['warning']}", "    ")
+    return lines
+
+
+def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]:
+    from ..advisor import advise
+
+    findings = advise(profile) if job is None else advise(
+        profile, model=job.model, parallel=job.parallel, hardware=job.hardware)
+    if not findings:
+        return ["Findings: none (nothing abnormal found by the advisor)"]
+    shown = findings[:n_findings]
+    lines = [f"Top findings ({len(shown)} of {len(findings)}, best first; "
+             "perfkit.advise(profile)):"]
+    for i, f in enumerate(shown, 1):
+        lines += _wrap(f"{i}. [{f.severity}] {f.title}", "  ")
+        stake = (f"{_ms3(f.ms_per_step)} per step ({_pct(f.score)} of the step)"
+                 if f.measured else "not measurable from the profile")
+        lines.append(f"     at stake: {stake}; area {f.area}; notebook {f.notebook}")
+        lines += _wrap(f"evidence: {f.evidence}", "     ")
+        lines += _wrap(f"next: {f.recommendation}", "     ")
+    return lines
+
+
+def profile_info_text(profile_or_path: Any, n_findings: int = 5,
+                      config: Any = None) -> str:
+    """What ``perfkit info PATH`` prints: what the profile is, its job, steps and findings.
+
+    Parameters
+    ----------
+    profile_or_path : Profile, Cluster or path
+        A loaded profile, or a path given to :func:`perfkit.load`.
+    n_findings : int
+        How many of :func:`perfkit.advise`'s findings to list (0: none, and the advisor
+        does not run).
+    config : path or list of paths, optional
+        A MindFormers YAML, HF config.json or training log that wins over the profile
+        (see :func:`perfkit.infer_job`).
+
+    Returns
+    -------
+    str
+        Plain text: format, framework, device, profiler level, ranks, world size and the
+        loader's notes; the job read from the profile (model, layout, batch, hardware,
+        each with its source; where a config disagrees with the profile; throughput,
+        MFU, HFU, memory and the predicted step, flagged by :mod:`perfkit.guards` when
+        they cannot be right); the steps (:func:`perfkit.analysis.step_breakdown`) with the
+        measured step time (:func:`perfkit.analysis.measured_step_s`) and, per step, the
+        slowest rank and its shares; the findings with their severity, milliseconds per step
+        and share of the step at stake, evidence and recommendation.
+
+    Raises
+    ------
+    ProfileError
+        The path holds no profile perfkit can read.
+    """
+    if isinstance(profile_or_path, (str, os.PathLike)):
+        from ..io.detect import load
+
+        profile = load(profile_or_path)
+    else:
+        profile = profile_or_path
+    if isinstance(n_findings, bool) or not isinstance(n_findings, int) or n_findings < 0:
+        raise InvalidArgumentError("n_findings", "must be a whole number >= 0", n_findings)
+    meta = profile.meta
+    ranks = getattr(profile, "ranks", None)
+    if ranks:
+        rank_text = f"{len(ranks)} ({_ranges(ranks)})"
+    else:
+        rank_text = f"1 (rank {meta.rank})" if meta.rank is not None else "1"
+    facts = [("path", meta.path or str(profile_or_path)), ("format", meta.source_format),
+             ("framework", meta.framework or "unknown"),
+             ("device", meta.device_type or "unknown"),
+             ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),
+             ("world size", str(meta.world_size) if meta.world_size else "unknown")]
+    lines = [f"Profile ({type(profile).__name__}, perfkit {__version__}):"]
+    lines += [f"  {name:<15}{value}" for name, value in facts]
+    for note in meta.notes:
+        lines += _wrap(f"note: {note}", "  ")
+    from ..job import infer_job
+
+    job = infer_job(profile, config=config)
+    lines += [""] + _job_lines(job)
+    lines += [""] + _steps_lines(profile)
+    if n_findings:
+        lines += [""] + _findings_lines(profile, n_findings, job)
+    return "\n".join(lines)
