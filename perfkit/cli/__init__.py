@@ -48,7 +48,9 @@ from types import ModuleType
 from typing import Any
 
 from . import fault_spec, launcher, parser, profile_text
-from .commands import info, notebooks, simulate
+from .commands import info as _info
+from .commands import notebooks as _notebooks
+from .commands import simulate as _simulate
 from .commands.info import info_text
 from .commands.notebooks import notebooks_command
 from .commands.simulate import simulate_command
@@ -73,10 +75,10 @@ __all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "main", "build_par
            "voila_argv", "serve", "FAULTS", "parse_fault", "simulate_command",
            "notebooks_command"]
 
-#: The module each name above comes from (every name of its ``__all__``).
+#: The module each re-exported name comes from.
 _HOMES: dict[str, ModuleType] = {
-    name: module for module in (launcher, parser, profile_text, fault_spec, info, notebooks,
-                                simulate)
+    name: module for module in (launcher, parser, profile_text, fault_spec, _info, _notebooks,
+                                _simulate)
     for name in module.__all__ if name in globals()}
 
 
