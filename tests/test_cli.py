@@ -67,7 +67,7 @@ def test_serve_missing_notebook_is_a_clear_error(monkeypatch: pytest.MonkeyPatch
                                                  tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "notebooks" / "dashboard.ipynb"
-    monkeypatch.setattr(cli, "DASHBOARD_NOTEBOOK", missing)
+    monkeypatch.setattr(cli.launcher, "DASHBOARD_NOTEBOOK", missing)
     assert cli.main(["serve", "--no-browser", "--port", str(_free_port())]) == 2
     err = capsys.readouterr().err
     assert err.startswith("perfkit: error: dashboard notebook not found:")

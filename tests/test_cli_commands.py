@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfkit import cli
-from perfkit.cli import commands, launcher, profile_text
+from perfkit.cli import commands
 
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
 
@@ -66,26 +66,3 @@ def test_nothing_imports_the_command_back() -> None:
         elif rel not in ("perfkit.cli.__init__", "perfkit.cli.__main__"):
             assert "perfkit.cli" not in found, f"{rel} imports the facade perfkit.cli"
 
-
-def test_a_name_set_on_perfkit_cli_reaches_the_module_that_reads_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
-
-    def fake_serve(profile: object = None, **options: object) -> int:
-        calls.append((profile, options))
-        return 0
-
-    original = launcher.serve
-    monkeypatch.setattr(cli, "serve", fake_serve)
-    assert launcher.serve is fake_serve
-    assert cli.main(["serve", "--no-browser", "--port", "9"]) == 0
-    assert calls == [(None, {"port": 9, "open_browser": False, "preheat": True})]
-    monkeypatch.undo()
-    assert launcher.serve is original is cli.serve
-
-
-def test_names_of_other_modules_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = profile_text.profile_info_text
-    monkeypatch.setattr(cli, "not_a_perfkit_name", 1, raising=False)
-    assert not hasattr(launcher, "not_a_perfkit_name")
-    assert profile_text.profile_info_text is original is cli.profile_info_text

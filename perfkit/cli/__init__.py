@@ -37,20 +37,12 @@ Layout: :mod:`.parser` (the parser and :func:`main`), :mod:`.commands` (one modu
 command and the list of commands; a new command is a module there and its name in
 ``COMMANDS``), :mod:`.launcher` (Voila), :mod:`.profile_text` (what ``perfkit info PATH``
 prints), :mod:`.fault_spec` (``--fault``), :mod:`.args` (what the commands' arguments
-share). This module re-exports their public names; setting one of them here (a test's
-monkeypatch) sets it in the module it comes from, where the commands read it.
+share). This module re-exports their public names for callers; code that replaces one (a
+test's monkeypatch) sets it in the module that reads it, e.g. ``perfkit.cli.launcher``.
 """
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-from typing import Any
-
-from . import fault_spec, launcher, parser, profile_text
-from .commands import info as _info
-from .commands import notebooks as _notebooks
-from .commands import simulate as _simulate
 from .commands.info import info_text
 from .commands.notebooks import notebooks_command
 from .commands.simulate import simulate_command
@@ -75,23 +67,3 @@ __all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "main", "build_par
            "voila_argv", "serve", "FAULTS", "parse_fault", "simulate_command",
            "notebooks_command"]
 
-#: The module each re-exported name comes from.
-_HOMES: dict[str, ModuleType] = {
-    name: module for module in (launcher, parser, profile_text, fault_spec, _info, _notebooks,
-                                _simulate)
-    for name in module.__all__ if name in globals()}
-
-
-class _Facade(ModuleType):
-    """:mod:`perfkit.cli`, whose setting of a re-exported name reaches its home module:
-    ``monkeypatch.setattr(perfkit.cli, "DASHBOARD_NOTEBOOK", path)`` changes what
-    ``perfkit serve`` opens, as it did when the command was one module."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        home = _HOMES.get(name)
-        if home is not None:
-            setattr(home, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Facade

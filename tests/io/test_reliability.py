@@ -296,7 +296,7 @@ def test_cli_reports_any_failure_in_one_line(tmp_path, monkeypatch, capsys):
     def bug(*a, **k):
         raise KeyError("boom")
 
-    monkeypatch.setattr(cli, "profile_info_text", bug)
+    monkeypatch.setattr(cli.profile_text, "profile_info_text", bug)
     assert cli.main(["info", str(rank)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "KeyError" in err and "Traceback" not in err
