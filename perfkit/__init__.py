@@ -11,6 +11,7 @@ the error types.
 """
 
 from . import analysis, calc, plan
+from ._version import __version__ as __version__
 from .advisor import Finding, advise
 from .bundled_samples import samples
 from .calc import *  # noqa: F403  (the calculators are part of the top-level API)
@@ -44,8 +45,6 @@ from .simulate import (
     simulate,
 )
 from .specs import Hardware, ModelSpec, ParallelConfig
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Cluster",

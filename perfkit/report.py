@@ -473,7 +473,7 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
     """
     import nbformat
 
-    from . import __version__
+    from ._version import __version__
     from .io.detect import detect
 
     path = Path(resolve_sample(profile)).expanduser().resolve()  # "sample:NAME" too

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..bundled_samples import resolve_sample
 from ..errors import PerfkitError
 from ..resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path

@@ -8,7 +8,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..errors import PerfkitError
 from .commands import command_modules
 

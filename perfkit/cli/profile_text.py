@@ -9,7 +9,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InvalidArgumentError, PerfkitError
 
 __all__ = ["profile_info_text"]

@@ -156,7 +156,7 @@ class RunRecord:
 
 def perfkit_version() -> str:
     """The version of this perfkit (read when called: the package imports this module)."""
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 
