@@ -62,7 +62,9 @@ def infer_job(profile_or_cluster: Any, config: Any = None, **overrides: Any) -> 
       recompute, dtype;
     * **hardware** — the device type: an Ascend NPU is the 910B preset (its task types
       ``AI_VECTOR_CORE`` / ``MIX_AIC`` exist from the 910B generation on), a GPU by its
-      name in ``deviceProperties`` (A100, H100, H200); a CPU run has none;
+      name in ``deviceProperties`` (every preset of :mod:`perfkit.specs.hardware_presets`
+      lists the names it matches: V100 ... B200, MI250X ... MI325X, Ascend SoCs), through
+      :func:`perfkit.analysis.efficiency.hardware.read_device`; a CPU run has none;
     * **measurements** — the step time (:func:`perfkit.analysis.measured_step_s`) and the
       framework allocator's peak memory.
     """
