@@ -14,7 +14,7 @@ from typing import Any
 from ..analysis import layout as L
 from ..analysis.shapes import read_model
 from ..errors import InvalidArgumentError
-from .core import Job, assemble
+from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_hardware
 from .fields import JOB_FIELDS, FieldValue, Readings
 from .layout import read_layout, read_sharding, read_vpp
@@ -101,6 +101,13 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
         put(name, reading.get(name), reading.details.get(name, "not read"))
     out["layers_per_stage"] = FieldValue(reading.get("layers_per_stage"), "profile",
                                          reading.details.get("layers_per_stage", ""))
+    # the projection widths (query a·d, key/value g·d), known even when the heads are not
+    # (BSH attention): the Job's FLOPs need only them (Job.forward_flops_per_token)
+    for key, name in (("_q_width", WIDTH_FIELDS[0]), ("_kv_width", WIDTH_FIELDS[1])):
+        width = reading.values.get(key)
+        if width:
+            out[name] = FieldValue(int(width) * (tp or 1), "profile",
+                                   "the attention inputs' width × tp")
     moe = reading.get("moe")
     put("num_experts", 1 if moe is False else None,
         reading.details.get("moe", "") + (": dense model" if moe is False else
