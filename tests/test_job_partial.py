@@ -106,3 +106,14 @@ def test_infer_job_on_a_trace_that_loads_no_kernels(tmp_path: Path) -> None:
         json.dump(trace, fh)
     job = pk.infer_job(pk.load(path, cache=False))
     assert job.model is None
+
+
+def test_a_profile_without_step_numbers_says_so_not_over_0_steps() -> None:
+    k = pd.DataFrame({"name": ["a", "b"], "category": ["compute", "compute"],
+                      "start_us": [0.0, 10.0], "dur_us": [5.0, 5.0], "stream": [7, 7],
+                      "step": [np.nan, np.nan]})
+    job = pk.infer_job(_profile({"kernels": k}))
+    detail = job.detail("step_time_s")
+    assert job.step_time_s == pytest.approx(15e-6)  # first start to last end, by hand
+    assert "0 step" not in detail and "without step numbers" in detail
+    assert "nan" not in " ".join(job.evidence["detail"].dropna()).lower().split()

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the reference table keeps one TraceLens row per line
 """Operator efficiency against TraceLens on real traces: FLOPs and time per operator call.
 
 Reference figures: TraceLens (AMD-AGI/TraceLens) at commit
