@@ -77,8 +77,12 @@ def memory_peaks(profile: Any) -> pd.DataFrame:
                 peak_active_bytes=("active_bytes", "max"),
                 final_allocated_bytes=("allocated_bytes", "last"))
     basis = m["allocated_bytes"].where(m["allocated_bytes"].notna(), m["reserved_bytes"])
-    idx = basis.groupby([m["rank"], m["component"]], dropna=False).idxmax()
-    ts = m.loc[idx.dropna().astype(int).to_numpy(), ["rank", "component", "ts_us"]]
+    # samples with neither figure cannot hold the peak (a group of only those has no peak
+    # time: pandas 3 refuses idxmax of an all-NA group)
+    has = basis.notna().to_numpy(bool)
+    b = basis[has]
+    idx = b.groupby([m["rank"][has], m["component"][has]], dropna=False).idxmax()
+    ts = m.loc[idx.dropna().to_numpy(), ["rank", "component", "ts_us"]]
     out = out.reset_index().merge(ts.rename(columns={"ts_us": "peak_ts_us"}),
                                   on=["rank", "component"], how="left")
     out = out.sort_values("peak_reserved_bytes", ascending=False, kind="mergesort")

@@ -55,6 +55,7 @@ __all__ = [
     "mfu",
     "hfu",
     "implied_peak_flops",
+    "forward_flops_from_widths",
 ]
 
 #: FLOPs conventions: per-GEMM counts first, then the parameter-count ones.
@@ -280,6 +281,37 @@ def forward_flops(model: ModelSpec, tokens: float, causal: bool = False,
         return tokens * per_token
     layers = _layers_forward(model, causal, convention, count_router)
     return tokens * (layers + _logits_forward_per_token(model))
+
+
+def forward_flops_from_widths(tokens: float, num_layers: int, hidden_size: int,
+                              attention_width: int, kv_width: int, ffn_hidden_size: int,
+                              vocab_size: int, seq_length: int, mlp: str = "gated",
+                              causal: bool = False) -> float:
+    """Forward FLOPs of a dense decoder whose head count is unknown, from its widths.
+
+    The ``"exact"`` convention of :func:`forward_flops` needs the heads only through the
+    projection widths: ``a·d`` (query, ``attention_width``) and ``g·d`` (key/value,
+    ``kv_width``). A profile in BSH layout shows those widths but not how they split into
+    heads, so this is the same count without :class:`~perfkit.specs.ModelSpec`::
+
+        per layer and token: 2h·(a·d + 2·g·d) + 4·s·a·d·(½ if causal) + 2·a·d·h
+                             + 2·k·h·f   (k = 3 gated, 2 GPT)
+        total = tokens · (L · per_layer + 2·h·V)
+
+    Equal to ``forward_flops(model, tokens, causal)`` of any dense model with those widths
+    (tests/test_flops.py checks it on presets).
+    """
+    for name, value in (("num_layers", num_layers), ("hidden_size", hidden_size),
+                        ("attention_width", attention_width), ("kv_width", kv_width),
+                        ("ffn_hidden_size", ffn_hidden_size), ("vocab_size", vocab_size),
+                        ("seq_length", seq_length)):
+        check_positive(name, value)
+    check_choice("mlp", mlp, ("gated", "gpt"))
+    tokens = check_positive("tokens", tokens)
+    h, qw, kvw = float(hidden_size), float(attention_width), float(kv_width)
+    per_layer = (2.0 * h * (qw + 2 * kvw) + 4.0 * seq_length * qw * (0.5 if causal else 1.0)
+                 + 2.0 * qw * h + 2.0 * (3 if mlp == "gated" else 2) * h * ffn_hidden_size)
+    return tokens * (num_layers * per_layer + 2.0 * h * vocab_size)
 
 
 def model_flops(model: ModelSpec, tokens: float, causal: bool = False,

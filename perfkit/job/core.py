@@ -19,8 +19,10 @@ from ..specs import Hardware, ModelSpec, ParallelConfig
 from .build import model_from_values, parallel_from_values
 from .config import read_job_config, user_values
 from .fields import (
+    CORE_MODEL,
     DEFAULT_VALUES,
     JOB_FIELDS,
+    MODEL_FIELDS,
     PARALLEL_FIELDS,
     SOURCES,
     FieldValue,
@@ -29,7 +31,12 @@ from .fields import (
 )
 from .problems import disagreements
 
-__all__ = ["Job", "assemble"]
+__all__ = ["Job", "assemble", "WIDTH_FIELDS"]
+
+#: The attention projection widths the profile shows (``a·d`` query, ``g·d`` key/value,
+#: tp shards put together), kept in :attr:`Job.observed` under these names: the FLOPs of
+#: a model whose heads cannot be read need only them.
+WIDTH_FIELDS = ("attention_width", "kv_width")
 
 
 @dataclass(frozen=True)
@@ -106,11 +113,67 @@ class Job:
         """Layers the profile shows (all stages together), whatever the job says."""
         return self.observed.get("num_layers", (None, ""))[0]
 
+    def partial_model(self) -> dict[str, Any]:
+        """The model fields the job has, even when they do not make a full model.
+
+        When the attention heads cannot be read (BSH attention inputs without rotary
+        kernels) :attr:`model` is None — :class:`~perfkit.specs.ModelSpec` needs the heads
+        — but the layers, hidden size, FFN width, vocabulary, MLP kind and sequence length
+        that were read stay here, with the projection widths ``attention_width`` (``a·d``)
+        and ``kv_width`` (``g·d``) the profile shows. :meth:`missing_model_fields` names
+        what is missing; :meth:`forward_flops_per_token` needs only these.
+        """
+        names = [n for n in MODEL_FIELDS if n != "name"] + ["seq_length"]
+        out = {n: self._values[n].value for n in names if self._values[n].value is not None}
+        if self.model is not None:
+            out.update(attention_width=self.model.attention_width,
+                       kv_width=self.model.kv_width)
+        for name in WIDTH_FIELDS:
+            seen = self.observed.get(name, (None, ""))[0]
+            if name not in out and seen:
+                out[name] = seen
+        return out
+
+    def missing_model_fields(self) -> list[str]:
+        """The fields a full :class:`~perfkit.specs.ModelSpec` needs that the job lacks."""
+        return [n for n in (*CORE_MODEL, "seq_length", "num_experts")
+                if self._values[n].value is None]
+
+    def forward_flops_per_token(self, causal: bool = False) -> float | None:
+        """Forward FLOPs per token of the model (``"exact"`` convention), or None.
+
+        With a full model: :func:`perfkit.calc.flops.forward_flops` per token. Without
+        the heads, from :meth:`partial_model`'s widths
+        (:func:`perfkit.calc.flops.forward_flops_from_widths`, the same count): multi-head
+        attention needs the projection widths, not how they split into heads. None when
+        a width, the layers, the hidden, FFN or vocabulary size, the MLP kind or the
+        sequence length is missing, or the model is a mixture of experts.
+        """
+        from ..calc.flops import forward_flops, forward_flops_from_widths
+
+        if self.model is not None:
+            return forward_flops(self.model, 1.0, causal=causal)
+        p = self.partial_model()
+        need = ("num_layers", "hidden_size", "ffn_hidden_size", "vocab_size", "mlp",
+                "seq_length", *WIDTH_FIELDS)
+        if any(n not in p for n in need) or p.get("num_experts", 1) != 1:
+            return None
+        return forward_flops_from_widths(1.0, p["num_layers"], p["hidden_size"],
+                                         p["attention_width"], p["kv_width"],
+                                         p["ffn_hidden_size"], p["vocab_size"],
+                                         p["seq_length"], p["mlp"], causal)
+
     def missing(self) -> list[str]:
         """What the metrics need but the job lacks, as sentences (empty when complete)."""
         out = []
         if self.model is None:
-            out.append("the model: " + self._values["name"].detail)
+            text = "the model: " + self._values["name"].detail
+            have = self.partial_model()
+            if have:
+                text += ("; kept: " + ", ".join(f"{k} {v}" for k, v in have.items())
+                         + (" (FLOPs per token known from the projection widths)"
+                            if self.forward_flops_per_token() is not None else ""))
+            out.append(text)
         if self.hardware is None:
             out.append("the hardware: " + self._values["hardware"].detail)
         if self.step_time_s is None:

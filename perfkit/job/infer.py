@@ -14,7 +14,7 @@ from typing import Any
 from ..analysis import layout as L
 from ..analysis.shapes import read_model
 from ..errors import InvalidArgumentError
-from .core import Job, assemble
+from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_hardware
 from .fields import JOB_FIELDS, FieldValue, Readings
 from .layout import read_layout, read_sharding, read_vpp
@@ -62,7 +62,9 @@ def infer_job(profile_or_cluster: Any, config: Any = None, **overrides: Any) -> 
       recompute, dtype;
     * **hardware** — the device type: an Ascend NPU is the 910B preset (its task types
       ``AI_VECTOR_CORE`` / ``MIX_AIC`` exist from the 910B generation on), a GPU by its
-      name in ``deviceProperties`` (A100, H100, H200); a CPU run has none;
+      name in ``deviceProperties`` (every preset of :mod:`perfkit.specs.hardware_presets`
+      lists the names it matches: V100 ... B200, MI250X ... MI325X, Ascend SoCs), through
+      :func:`perfkit.analysis.efficiency.hardware.read_device`; a CPU run has none;
     * **measurements** — the step time (:func:`perfkit.analysis.measured_step_s`) and the
       framework allocator's peak memory.
     """
@@ -99,6 +101,13 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
         put(name, reading.get(name), reading.details.get(name, "not read"))
     out["layers_per_stage"] = FieldValue(reading.get("layers_per_stage"), "profile",
                                          reading.details.get("layers_per_stage", ""))
+    # the projection widths (query a·d, key/value g·d), known even when the heads are not
+    # (BSH attention): the Job's FLOPs need only them (Job.forward_flops_per_token)
+    for key, name in (("_q_width", WIDTH_FIELDS[0]), ("_kv_width", WIDTH_FIELDS[1])):
+        width = reading.values.get(key)
+        if width:
+            out[name] = FieldValue(int(width) * (tp or 1), "profile",
+                                   "the attention inputs' width × tp")
     moe = reading.get("moe")
     put("num_experts", 1 if moe is False else None,
         reading.details.get("moe", "") + (": dense model" if moe is False else

@@ -26,8 +26,12 @@ def read_step_time(profile: Any, put: Any) -> None:
         why = "; ".join(steps.attrs.get("notes", [])) or "no step with a duration"
     if math.isfinite(step) and step > 0:
         src = ", ".join(sorted({str(s) for s in steps.get("source", []) if s == s}))
-        put("step_time_s", step, f"median over {steps['step'].nunique()} step(s) of the "
-                                 f"slowest rank's step time ({src} step figures)")
+        known = steps.dropna(subset=["step_us"])["step"].nunique() \
+            if "step_us" in steps.columns else 0
+        over = f"median over {known} step{'s' if known != 1 else ''}" if known else \
+            "the one span without step numbers (no ProfilerStep marks in the profile)"
+        put("step_time_s", step, f"{over} of the slowest rank's step time ({src} step "
+                                 "figures)")
     else:
         put("step_time_s", None, f"no measured step: {why}")
 

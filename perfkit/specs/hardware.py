@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import InvalidArgumentError, check_positive, check_positive_int
-from .hardware_presets import ALIASES, HARDWARE_PRESETS, preset_fields
+from .hardware_presets import ALIASES, HARDWARE_PRESETS, preset_fields, preset_for_device
 
 __all__ = ["Hardware"]
 
@@ -101,3 +101,15 @@ class Hardware:
             raise InvalidArgumentError("name", f"unknown hardware preset; known: "
                                        f"{', '.join(cls.presets())}", name)
         return cls(**{**cls._PRESETS[key], **overrides})
+
+    @classmethod
+    def for_device(cls, device_name: str) -> Hardware | None:
+        """The preset of a device as a profile names it, or None when none fits.
+
+        ``Hardware.for_device("NVIDIA H100 80GB HBM3")`` is the ``h100`` preset; the
+        name is matched by :func:`perfkit.specs.hardware_presets.preset_for_device`, the
+        one matcher every reader of a profile uses (Kineto ``deviceProperties`` names,
+        Ascend SoC names).
+        """
+        name = preset_for_device(device_name)
+        return None if name is None else cls.preset(name)

@@ -59,7 +59,12 @@ def test_gemm_priced_from_the_launching_operator(cluster):
     qkv = costs[(costs["label"] == "aten::mm")
                 & (costs["input_shapes"] == f"{MICRO_BATCH * SEQ},{HIDDEN};{HIDDEN},{3 * HIDDEN}")]
     assert len(qkv) > 0
-    assert (qkv["flops"] == 2 * MICRO_BATCH * SEQ * HIDDEN * 3 * HIDDEN).all()
+    want = 2 * MICRO_BATCH * SEQ * HIDDEN * 3 * HIDDEN
+    assert (qkv["call_flops"] == want).all()
+    # each call counted once: its memset takes no share, its GEMM kernel all of it
+    per_call = qkv.groupby(["rank", "op_call"])["flops"].sum()
+    assert per_call.to_numpy() == pytest.approx(want, rel=1e-12)
+    assert (qkv.loc[qkv["category"] == "memory", "flops"] == 0).all()
 
 
 def _host_steps(raw: dict) -> list[tuple[int, float, float]]:

@@ -5,6 +5,16 @@ through the PyTorch operator that launched them), or the host operators of a pro
 without device tasks (a CPU-only PyTorch trace), of which only the innermost modelled ones
 are priced (:func:`_leaf_ops`). Each distinct call (label, shapes, dtypes, formats, scalar
 inputs) is priced once by :func:`~.registry.cost_of` and the price spread back to its rows.
+
+**One operator call, one price.** A PyTorch operator may launch several GPU kernels (an
+``aten::addmm`` launches a memset and a GEMM; a cuDNN convolution a transpose, the
+convolution and an epilogue): they share the operator's ``External id`` (``op_id``). The
+call's FLOPs and bytes are counted once and spread over its kernels in proportion to
+their time; memory tasks (memsets, copies) take no share. Each row keeps the whole call's
+price in ``call_flops`` / ``call_bytes``, ``op_call`` numbers the calls and
+``call_first`` marks each call's first row, so that tables count calls, not kernels. A
+row without an ``op_id`` (an Ascend task, a host operator, an unlinked kernel) is a call
+of its own.
 """
 
 from __future__ import annotations
@@ -32,8 +42,11 @@ from .tensors import dtype_bytes, split_args
 
 __all__ = ["COST_COLUMNS", "operator_costs", "narrow_costs", "first_rows"]
 
-#: The price columns each row of :func:`operator_costs` gains.
-COST_COLUMNS = ("kind", "flops", "bytes", "dtype", "causal")
+#: The price columns each row of :func:`operator_costs` gains: ``flops`` and ``bytes`` are
+#: the row's share of its operator call's, ``call_flops`` / ``call_bytes`` the whole call's,
+#: ``op_call`` the call (numbered per table) and ``call_first`` its first row.
+COST_COLUMNS = ("kind", "flops", "bytes", "dtype", "causal", "call_flops", "call_bytes",
+                "op_call", "call_first")
 
 
 def _label(frame: pd.DataFrame) -> pd.Series:
@@ -129,9 +142,11 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
     -------
     DataFrame
         The source rows (``kernels``, or ``ops`` for a profile without device tasks; for
-        ``ops`` only the innermost modelled operators) with ``label``, ``kind``, ``flops``,
-        ``bytes``, ``dtype`` (of the first input) and ``causal``; ``kind`` is NA where no
-        model applies. ``attrs["source"]`` names the table.
+        ``ops`` only the innermost modelled operators) with ``label``, ``kind``, ``flops``
+        and ``bytes`` (the row's share of its operator call's, by time), ``call_flops`` and
+        ``call_bytes`` (the call's), ``op_call``, ``call_first``, ``dtype`` (of the first
+        input) and ``causal``; ``kind`` is NA where no model applies.
+        ``attrs["source"]`` names the table.
     """
     if is_lazy(profile):  # priced per rank on the rank's worker
         out = per_rank(profile, operator_costs, causal, backward_factor)
@@ -143,9 +158,9 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
 
 #: The columns of the priced rows that :func:`operator_efficiency` and the chain searches
 #: read (besides the PMU ratio columns); they price narrower rows than the full table.
-_NARROW = ("rank", "step", "name", "type", "op_name", "stream", "thread", "start_us", "dur_us",
-           "category", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
-           "output_formats", "concrete_inputs")
+_NARROW = ("rank", "step", "name", "type", "op_name", "op_id", "stream", "thread", "start_us",
+           "dur_us", "category", "input_shapes", "input_dtypes", "output_shapes",
+           "output_dtypes", "output_formats", "concrete_inputs")
 
 
 def narrow_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
@@ -174,6 +189,7 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     fast = _price_by_code(rows, keys, cols, causal, backward_factor,
                           call_ids=columns is not None)
     if fast is not None:
+        fast = _spread_over_calls(fast)
         fast.attrs["source"] = source
         return fast
     uniq = rows[keys].astype("string").drop_duplicates()
@@ -182,9 +198,53 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     table_ = pd.DataFrame(priced, columns=list(cols), index=uniq.index)
     table_ = pd.concat([uniq.reset_index(drop=True), table_.reset_index(drop=True)], axis=1)
     merged = rows.astype({c: "string" for c in keys}).merge(table_, on=keys, how="left")
-    merged = merged.astype({c: d for c, d in cols.items()})
+    merged = _spread_over_calls(merged.astype({c: d for c, d in cols.items()}))
     merged.attrs["source"] = source
     return merged
+
+
+def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each operator call's price counted once, spread over its rows by time.
+
+    Rows with the same (``rank``, ``op_id``) are the kernels of one operator call; a row
+    without ``op_id`` is a call of its own. A call's FLOPs and bytes go to its non-memory
+    rows in proportion to their duration (memsets and copies take none; a call of memory
+    tasks only shares by duration, and one without durations evenly).
+    """
+    n = len(rows)
+    op_id = pd.to_numeric(rows["op_id"], errors="coerce").to_numpy(np.float64, na_value=np.nan) \
+        if "op_id" in rows.columns else np.full(n, np.nan)
+    linked = ~np.isnan(op_id)
+    if "rank" in rows.columns:
+        rank, _ = pd.factorize(rows["rank"], use_na_sentinel=False)
+    else:
+        rank = np.zeros(n, dtype=np.int64)
+    key = np.where(linked, 0, -1 - np.arange(n, dtype=np.int64)).astype(np.int64)
+    if linked.any():
+        ids, _ = pd.factorize(op_id[linked])
+        key[linked] = rank[linked].astype(np.int64) * (int(ids.max()) + 1) + ids
+    call, _ = pd.factorize(key)
+    n_calls = int(call.max()) + 1 if n else 0
+    dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan) if "dur_us" in rows.columns \
+        else np.ones(n)
+    dur = np.where(np.isfinite(dur) & (dur > 0), dur, 0.0)
+    memory = rows["category"].eq("memory").fillna(False).to_numpy(bool) \
+        if "category" in rows.columns else np.zeros(n, dtype=bool)
+    weight = np.where(memory, 0.0, dur)
+    rows_per_call = np.bincount(call, minlength=n_calls).astype(np.float64)
+    total_w = np.bincount(call, weight, n_calls)
+    total_d = np.bincount(call, dur, n_calls)
+    # non-memory time, else any time, else evenly
+    share = np.where(total_w[call] > 0, weight / np.where(total_w > 0, total_w, 1)[call],
+                     np.where(total_d[call] > 0, dur / np.where(total_d > 0, total_d, 1)[call],
+                              1.0 / rows_per_call[call]))
+    call_flops = rows["flops"].to_numpy(np.float64, na_value=np.nan)
+    call_bytes = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
+    first = np.zeros(n, dtype=bool)
+    first[first_rows(call)] = True
+    return rows.assign(flops=call_flops * share, bytes=call_bytes * share,
+                       call_flops=call_flops, call_bytes=call_bytes, op_call=call,
+                       call_first=first)
 
 
 def _price(d: dict[str, Any], causal: bool, backward_factor: float) -> tuple[Any, ...]:

@@ -1,39 +1,139 @@
-"""The profiled device as a hardware preset, for the roofline's peaks."""
+"""The profiled device as a hardware preset: the one reading the roofline and the job share.
+
+:func:`read_device` reads the device names a profile records (Kineto
+``deviceProperties[].name`` in ``meta.extra["devices"]``, an Ascend SoC name where a loader
+records one) and matches them with :func:`perfkit.specs.hardware_presets.preset_for_device`.
+A named device without a preset is said by its name, never as "no GPU model": it gets no
+roofline rather than another device's. An Ascend NPU whose chip is not named is the
+generic ``ascend-910b`` preset (its task types ``AI_VECTOR_CORE`` / ``MIX_AIC`` exist from the
+910B generation on); a CPU-only run has no accelerator.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ...specs import Hardware
+from ...specs.hardware_presets import preset_for_device
+from .._frames import distinct, table_columns
 
-__all__ = ["infer_hardware"]
+__all__ = ["DeviceReading", "read_device", "infer_hardware", "device_names"]
 
-_GPU_NAMES = (("h200", "h200"), ("h100", "h100"), ("h800", "h100"), ("a100", "a100"),
-              ("a800", "a100"))
+#: Ascend task types of the 910B generation (Atlas A2) and later.
+_A2_CORES = frozenset({"AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"})
+
+
+@dataclass(frozen=True)
+class DeviceReading:
+    """What a profile says about its device.
+
+    Attributes
+    ----------
+    hardware : Hardware or None
+        The preset, or None (no accelerator, or a device without a preset).
+    why : str
+        A sentence: what was read and which preset it gave, or why there is none.
+    assumed : bool
+        True when the preset is a default the profile does not confirm (an Ascend NPU
+        whose generation the profile does not show).
+    names : tuple of str
+        The device names the profile records (empty when it names none).
+    """
+
+    hardware: Hardware | None
+    why: str
+    assumed: bool = False
+    names: tuple[str, ...] = ()
+
+
+def _metas(profile: Any) -> list[Any]:
+    metas = [getattr(profile, "meta", None)]
+    metas += [getattr(p, "meta", None) for p in getattr(profile, "profiles", None) or []]
+    return [m for m in metas if m is not None]
+
+
+def device_names(profile: Any) -> list[str]:
+    """Distinct device names the profile (or any rank of a cluster) records, in order."""
+    seen: dict[str, None] = {}
+    for m in _metas(profile):
+        for name in (getattr(m, "extra", None) or {}).get("devices") or []:
+            text = str(name).strip()
+            if text:
+                seen.setdefault(text, None)
+    return list(seen)
+
+
+def _device_type(profile: Any) -> str:
+    for m in _metas(profile):
+        kind = str(getattr(m, "device_type", "") or "").lower()
+        if kind:
+            return kind
+    return ""
+
+
+def _ascend_cores(profile: Any) -> list[str]:
+    """The A2-generation task types of the first rank's device tasks."""
+    first = (getattr(profile, "profiles", None) or [profile])[0]
+    if "core" not in table_columns(first, "kernels"):
+        return []
+    try:
+        cores = set(distinct(first.kernels, ["core"])["core"].dropna().astype(str))
+    except Exception:  # noqa: BLE001 - the generation is then not read
+        return []
+    return sorted(cores & _A2_CORES)
+
+
+def read_device(profile: Any) -> DeviceReading:
+    """The profiled device as a :class:`perfkit.Hardware` preset, and how it was known."""
+    names = device_names(profile)
+    kind = _device_type(profile)
+    fmt = str(getattr(getattr(profile, "meta", None), "source_format", "") or "profile")
+    matched = [(n, preset_for_device(n)) for n in names]
+    found = [(n, p) for n, p in matched if p is not None]
+    label = "NPU" if kind == "npu" else "GPU" if kind == "gpu" else "device"
+    if found:
+        name, preset = found[0]
+        others = sorted({p for _, p in found} - {preset})
+        why = f"the profile names the {label} {name!r}: the {preset} preset"
+        if others:
+            why += f" (ranks also name {', '.join(others)}; {preset} is used)"
+        return DeviceReading(Hardware.preset(preset), why, False, tuple(names))
+    if names:
+        listed = ", ".join(repr(n) for n in names)
+        return DeviceReading(None, f"the profile names the {label} {listed}, for which "
+                                   "perfkit has no preset: no roofline (pass hardware="
+                                   "perfkit.Hardware(...) with its peaks)", False, tuple(names))
+    if kind == "npu":
+        a2 = _ascend_cores(profile)
+        if a2:
+            return DeviceReading(
+                Hardware.preset("ascend-910b"),
+                f"an Ascend NPU ({fmt}) whose tasks run on {', '.join(a2)}: the 910B "
+                "generation (Atlas A2) or later; the chip model (SKU) is not recorded, the "
+                "ascend-910b preset is used (set yours, e.g. ascend-910b2, for its exact peak)")
+        return DeviceReading(Hardware.preset("ascend-910b"),
+                             f"an Ascend NPU ({fmt}) whose chip (SKU) and generation the "
+                             "profile does not show: the ascend-910b preset is assumed", True)
+    if kind == "gpu":
+        return DeviceReading(None, "a GPU trace without deviceProperties: the GPU is not "
+                                   "named; pass hardware=perfkit.Hardware.preset(...) for "
+                                   "the roofline")
+    if kind == "cpu":
+        return DeviceReading(None, "a CPU-only run: no accelerator, so no peak to compare "
+                                   "with (pass hardware=perfkit.Hardware(...) with your "
+                                   "CPU's peaks for a roofline)")
+    return DeviceReading(None, "the profile does not record the device type: pass "
+                               "hardware=perfkit.Hardware.preset(...) for the roofline")
 
 
 def infer_hardware(profile: Any) -> tuple[Hardware | None, str]:
     """The profiled device as a :class:`perfkit.Hardware` preset, and how it was known.
 
-    Ascend NPUs (``meta.device_type == "npu"``) are taken as the ``ascend-910b`` preset
-    (the text exports do not name the SKU); GPUs by the model name Kineto records in
-    ``deviceProperties`` (A100 / A800, H100 / H800, H200). Anything else: ``(None, why)``.
+    A GPU by the name Kineto records in ``deviceProperties`` (every preset of
+    :data:`perfkit.specs.hardware_presets.HARDWARE_PRESETS` lists the names it matches);
+    an Ascend NPU by its SoC name when recorded, else the ``ascend-910b`` preset. A named
+    device without a preset gives ``(None, why)`` naming it (see :func:`read_device`).
     """
-    meta = getattr(profile, "meta", None)
-    members = list(profile) if hasattr(profile, "ranks") else [profile]
-    metas = [meta] + [getattr(p, "meta", None) for p in members[:1]]
-    for m in metas:
-        if m is None:
-            continue
-        if str(getattr(m, "device_type", "")).lower() == "npu":
-            return Hardware.preset("ascend-910b"), ("Ascend NPU profile: the ascend-910b "
-                                                    "preset (the export does not name the "
-                                                    "SKU; pass hardware= for yours)")
-        for dev in (getattr(m, "extra", None) or {}).get("devices", []) or []:
-            low = str(dev).lower()
-            for pat, preset in _GPU_NAMES:
-                if pat in low:
-                    return Hardware.preset(preset), f"device {dev!r} in the trace"
-    return None, ("the profile does not say which device ran it (no GPU model in the "
-                  "trace): pass hardware=perfkit.Hardware.preset(...) for the roofline")
-
+    reading = read_device(profile)
+    return reading.hardware, reading.why

@@ -35,7 +35,7 @@ EFFICIENCY_COLUMNS: dict[str, str] = {
     "total_flops": "float64", "total_bytes": "float64", "achieved_tflops": "float64",
     "achieved_gbps": "float64", "intensity": "float64", "peak_dtype": "string",
     "peak_tflops": "float64", "bound_tflops": "float64", "ideal_us": "float64",
-    "efficiency": "float64", "bound": "string", "causal": "string",
+    "efficiency": "float64", "bound": "string", "problem": "string", "causal": "string",
     "pmu_compute_ratio": "float64", "pmu_memory_ratio": "float64", "pmu_bound": "string",
 }
 
@@ -70,44 +70,89 @@ def _partial(profile: Any, by: str, causal: bool, backward_factor: float) -> pd.
     if by == "type" and "_call" in rows.columns:
         out = _partial_by_call(rows, comp, mem, ok)
     else:
-        out = _partial_by_row(rows, key_col, comp, mem, ok)
+        out = _partial_by_row(rows, key_col, comp, mem, ok, per_call=by == "type")
     out["steps"] = n_step_pairs(rows)
     out["_unit"] = str(getattr(getattr(profile, "meta", None), "rank", None))
     out["_source"] = rows.attrs.get("source", "")
     return out
 
 
-_PARTIAL_SUMS = ("count", "total_us", "pmu_us", "pmu_c", "pmu_m")
-_PARTIAL_FIRSTS = ("flops", "bytes", "kind", "dtype", "causal")  # constant per call
+_PARTIAL_SUMS = ("count", "total_us", "flops_sum", "bytes_sum", "_priced", "pmu_us", "pmu_c",
+                 "pmu_m")
+_PARTIAL_FIRSTS = ("kind", "dtype", "causal")  # constant per call
 
 
 def _partial_by_row(rows: pd.DataFrame, key_col: str, comp: pd.Series, mem: pd.Series,
-                    ok: pd.Series) -> pd.DataFrame:
+                    ok: pd.Series, per_call: bool = True) -> pd.DataFrame:
     """:func:`_partial`'s groups, every row grouped by its key, shapes and dtypes as text."""
     rows = rows.assign(
         _k=rows[key_col].astype("string").fillna(""),
         _s=rows["input_shapes"].astype("string").fillna(""),
         _d=rows["input_dtypes"].astype("string").fillna(""),
-        _fl=rows["flops"], _by=rows["bytes"],
+        _n=_call_starts(rows) if per_call else 1,
         _pt=rows["dur_us"].where(ok, 0.0), _pc=(comp * rows["dur_us"]).where(ok, 0.0),
         _pm=(mem * rows["dur_us"]).where(ok, 0.0))
     g = rows.groupby(["_k", "_s", "_d"], sort=False, dropna=False)
-    out = g.agg(count=("dur_us", "size"), total_us=("dur_us", "sum"),
-                flops=("_fl", "first"), bytes=("_by", "first"), kind=("kind", "first"),
-                name=("name", "first"), dtype=("dtype", "first"), causal=("causal", "first"),
+    out = g.agg(count=("_n", "sum"), total_us=("dur_us", "sum"),
+                flops_sum=("flops", "sum"), bytes_sum=("bytes", "sum"),
+                _priced=("flops", "count"), kind=("kind", "first"),
+                dtype=("dtype", "first"), causal=("causal", "first"),
                 pmu_us=("_pt", "sum"), pmu_c=("_pc", "sum"), pmu_m=("_pm", "sum"))
+    out = _no_price_is_na(out)
+    out["name"] = _main_names(rows, g.ngroup().to_numpy(), len(out)).array
+    out = out[["count", "total_us", "flops_sum", "bytes_sum", "kind", "name", "dtype",
+               "causal", "pmu_us", "pmu_c", "pmu_m"]]
     return out.reset_index().rename(columns={"_k": "key", "_s": "input_shapes",
                                              "_d": "input_dtypes"})
 
 
+def _call_starts(rows: pd.DataFrame) -> np.ndarray:
+    """1 on the first row of each operator call (``call_first``), else 0."""
+    if "call_first" not in rows.columns:
+        return np.ones(len(rows), dtype=np.int64)
+    return rows["call_first"].to_numpy(bool).astype(np.int64)
+
+
+def _no_price_is_na(out: pd.DataFrame) -> pd.DataFrame:
+    """Sums of groups with no priced row are NA, not 0 (no model, or shapes it cannot use)."""
+    none = out.pop("_priced").to_numpy() == 0
+    for c in ("flops_sum", "bytes_sum"):
+        out[c] = out[c].where(~none)
+    return out
+
+
+def _main_names(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> pd.Series:
+    """Each group's main kernel: the name with the most non-memory time (memsets and
+    copies only where a group has nothing else), NA for a group without names."""
+    names = rows["name"].astype("string")
+    code, uniq = pd.factorize(names, use_na_sentinel=True)
+    out = pd.Series(pd.NA, index=range(n_groups), dtype="string")
+    named = code >= 0
+    if not named.any():
+        return out
+    dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)
+    dur = np.where(np.isfinite(dur), dur, 0.0)
+    memory = rows["category"].eq("memory").fillna(False).to_numpy(bool) \
+        if "category" in rows.columns else np.zeros(len(rows), dtype=bool)
+    # compute time first, then memory time, then the first name seen: one score per row
+    score = np.where(memory, 0.0, dur) * 1e6 + np.where(memory, dur, 0.0) + 1e-9
+    pair = group[named].astype(np.int64) * len(uniq) + code[named]
+    keys, inverse = np.unique(pair, return_inverse=True)
+    totals = np.bincount(inverse.ravel(), score[named])
+    best = pd.DataFrame({"g": keys // len(uniq), "n": keys % len(uniq), "t": totals})
+    best = best.sort_values(["g", "t"], ascending=[True, False], kind="mergesort")
+    best = best.drop_duplicates("g")
+    out.iloc[best["g"].to_numpy()] = np.asarray(uniq, dtype=object)[best["n"].to_numpy()]
+    return out
+
+
 def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd.Series
                      ) -> pd.DataFrame:
-    """:func:`_partial_by_row` by type, summed per distinct call first.
+    """:func:`_partial_by_row` by type, summed per distinct priced call first.
 
-    A group (label, shapes, dtypes) is a set of whole calls (``_call`` of the priced
-    rows), whose prices are constant: the rows are summed per call (integer codes), then
-    the few calls are grouped as the rows would be. The name is the group's first
-    non-missing one in row order, as ``first`` gives it.
+    A group (label, shapes, dtypes) is a set of whole distinct calls (``_call`` of the
+    priced rows, constant prices): the rows are summed per distinct call (integer
+    codes), then the few distinct calls are grouped as the rows would be.
     """
     call = rows["_call"].to_numpy(np.int64)
     dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)
@@ -118,34 +163,64 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
     def total(values: np.ndarray) -> np.ndarray:  # per call, missing values left out
         return np.bincount(call, np.where(np.isnan(values), 0.0, values), n_calls)
 
-    sums = {"count": np.bincount(call, minlength=n_calls), "total_us": total(dur),
+    fl = rows["flops"].to_numpy(np.float64, na_value=np.nan)
+    by = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
+    sums = {"count": np.bincount(call, _call_starts(rows), n_calls).astype(np.int64),
+            "total_us": total(dur), "flops_sum": total(fl), "bytes_sum": total(by),
+            "_priced": np.bincount(call, ~np.isnan(fl), n_calls).astype(np.int64),
             "pmu_us": total(np.where(okv, dur, 0.0)),
             "pmu_c": total(np.where(okv, comp.to_numpy(np.float64) * dur, 0.0)),
             "pmu_m": total(np.where(okv, mem.to_numpy(np.float64) * dur, 0.0))}
-    calls = take_rows(rows[["label", "input_shapes", "input_dtypes", "flops", "bytes",
-                            "kind", "dtype", "causal", "name"]], first).reset_index(drop=True)
+    calls = take_rows(rows[["label", "input_shapes", "input_dtypes", "kind", "dtype",
+                            "causal"]], first).reset_index(drop=True)
     calls.attrs = {}  # as a groupby's result: the rows' notes stay with the rows
-    named = np.flatnonzero(rows["name"].notna().to_numpy(bool))
-    name_at = np.full(len(first), len(call), dtype=np.int64)
-    np.minimum.at(name_at, call[named], named)
     calls = calls.assign(
         _k=calls["label"].astype("string").fillna(""),
         _s=calls["input_shapes"].astype("string").fillna(""),
-        _d=calls["input_dtypes"].astype("string").fillna(""),
-        name=take_rows(rows[["name"]], np.minimum(name_at, len(call) - 1))["name"].array,
-        _named=name_at < len(call), **{c: sums[c] for c in _PARTIAL_SUMS})
-    calls["name"] = calls["name"].where(calls["_named"])
+        _d=calls["input_dtypes"].astype("string").fillna(""), **sums)
     keys = ["_k", "_s", "_d"]
     g = calls.groupby(keys, sort=False, dropna=False)
     out = g.agg(**{c: (c, "sum") for c in _PARTIAL_SUMS},
                 **{c: (c, "first") for c in _PARTIAL_FIRSTS})
-    # the name: the group's call whose first named row comes first
-    by_name = calls.assign(_at=name_at).sort_values("_at", kind="mergesort")
-    out["name"] = by_name.groupby(keys, sort=False, dropna=False)["name"].first()
-    out = out[["count", "total_us", "flops", "bytes", "kind", "name", "dtype", "causal",
-               "pmu_us", "pmu_c", "pmu_m"]]
+    out = _no_price_is_na(out)
+    group_of_call = g.ngroup().to_numpy()
+    out["name"] = _main_names(rows, group_of_call[call], len(out)).array
+    out = out[["count", "total_us", "flops_sum", "bytes_sum", "kind", "name", "dtype",
+               "causal", "pmu_us", "pmu_c", "pmu_m"]]
     return out.reset_index().rename(columns={"_k": "key", "_s": "input_shapes",
                                              "_d": "input_dtypes"})
+
+
+def _above_roofline(out: pd.DataFrame, hardware: Hardware) -> pd.Series:
+    """Why a row's measured rate exceeds its roofline (NA where it does not).
+
+    A rate above the roofline is not a speed the device can reach: the measurement is
+    wrong for the model, and the reason is said rather than an efficiency above 100 %.
+    """
+    eff = out["efficiency"].to_numpy(np.float64, na_value=np.nan)
+    over = np.flatnonzero(eff > 1.0)
+    problem = pd.Series(pd.NA, index=out.index, dtype="string")
+    bw = hardware.memory_bandwidth
+    for i in over:
+        r = out.iloc[i]
+        if r["flops"] > 0 and r["bound"] == "compute":
+            text = (f"{r['achieved_tflops']:.4g} TFLOP/s measured, above the "
+                    f"{r['peak_dtype']} peak of {hardware.name} ({r['peak_tflops']:.4g} "
+                    "TFLOP/s): ")
+            if r["peak_dtype"] == "fp32" and "tf32" in hardware.peak_flops:
+                text += ("fp32 operands are likely computed in TF32 (cuDNN convolutions allow "
+                         "it by default, matmuls with allow_tf32); compare with the tf32 peak")
+            else:
+                text += ("the preset is not the device profiled, its kernels' time misses "
+                         "part of the work (kernels not linked to the operator), or its "
+                         "shapes are read wrongly")
+        else:
+            text = (f"{r['achieved_gbps']:.4g} GB/s measured, above the memory bandwidth of "
+                    f"{hardware.name} ({bw / 1e9:.4g} GB/s): the bytes assume every tensor "
+                    "read from device memory once, and part of it came from on-chip cache "
+                    "(L2), or the shapes overstate the data moved")
+        problem.iloc[i] = text
+    return problem
 
 
 def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str = "type",
@@ -177,13 +252,19 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     -------
     DataFrame
         :data:`EFFICIENCY_COLUMNS`, one row per group, most time first: ``kind`` (NA
-        where no model applies), ``count``, ``total_us`` (summed over ranks and steps),
-        ``mean_us``, ``per_step_us`` (total / (rank, step) pairs), ``flops`` and ``bytes``
-        per call, their totals, ``achieved_tflops`` (total FLOPs / total time),
+        where no model applies), ``name`` (the group's main kernel: most compute time),
+        ``count`` (operator calls, not kernels, with ``by="type"``; kernels with
+        ``by="name"``), ``total_us`` (all their kernels' time, summed over ranks and
+        steps), ``mean_us`` (per call), ``per_step_us`` (total / (rank, step) pairs),
+        ``flops`` and ``bytes`` per call (each call counted once, however many kernels
+        it launched), their totals, ``achieved_tflops`` (total FLOPs / total time),
         ``achieved_gbps``, ``intensity`` (FLOPs / byte), ``peak_dtype`` and ``peak_tflops``
         (the hardware's peak used), ``bound_tflops`` (the roofline at that intensity),
-        ``ideal_us`` (per call, at the roofline), ``efficiency`` (achieved over roofline),
-        ``bound`` (``compute`` / ``memory``), ``causal`` (attention), and the Ascend PMU
+        ``ideal_us`` (per call, at the roofline), ``efficiency`` (achieved over roofline;
+        blank where the measurement exceeds the roofline), ``bound`` (``compute`` /
+        ``memory``), ``problem`` (why a row's measured rate is above its roofline, which
+        no device can reach: on-chip cache, TF32 for fp32 operands, unlinked kernels, a
+        wrong preset; NA otherwise), ``causal`` (attention), and the Ascend PMU
         pipe ratios beside it (duration-weighted ``pmu_compute_ratio``,
         ``pmu_memory_ratio`` and ``pmu_bound`` by :func:`operator_bound`'s rule).
         ``attrs["hardware"]`` names the hardware used; notes say where numbers come from.
@@ -206,15 +287,17 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
                            "trace recorded with record_shapes=True")
     source = str(part["_source"].iloc[0])
     steps = int(part.groupby("_unit")["steps"].max().sum())
-    g = part.groupby(["key", "input_shapes", "input_dtypes"], sort=False, dropna=False).agg(
-        count=("count", "sum"), total_us=("total_us", "sum"), flops=("flops", "first"),
-        bytes=("bytes", "first"), kind=("kind", "first"), name=("name", "first"),
-        dtype=("dtype", "first"), causal=("causal", "first"), pmu_us=("pmu_us", "sum"),
-        pmu_c=("pmu_c", "sum"), pmu_m=("pmu_m", "sum")).reset_index()
-    g["mean_us"] = g["total_us"] / g["count"]
+    grp = part.groupby(["key", "input_shapes", "input_dtypes"], sort=False, dropna=False)
+    g = pd.concat([grp[["count", "total_us", "pmu_us", "pmu_c", "pmu_m"]].sum(),
+                   grp[["flops_sum", "bytes_sum"]].sum(min_count=1),
+                   grp[["kind", "name", "dtype", "causal"]].first()], axis=1).reset_index()
+    calls = g["count"].where(g["count"] > 0)
+    g["mean_us"] = g["total_us"] / calls
     g["per_step_us"] = g["total_us"] / max(steps, 1)
-    g["total_flops"] = g["flops"] * g["count"]
-    g["total_bytes"] = g["bytes"] * g["count"]
+    g["total_flops"] = g.pop("flops_sum")
+    g["total_bytes"] = g.pop("bytes_sum")
+    g["flops"] = g["total_flops"] / calls
+    g["bytes"] = g["total_bytes"] / calls
     secs = g["total_us"].where(g["total_us"] > 0) * 1e-6
     g["achieved_tflops"] = g["total_flops"] / secs / 1e12
     g["achieved_gbps"] = g["total_bytes"] / secs / 1e9
@@ -245,17 +328,20 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
         if missing:
             notes.append(f"{hardware.name} lists no peak for {', '.join(missing)}: those "
                          f"operators use its {hardware.default_dtype} peak (peak_dtype)")
-        if (out["efficiency"] > 1.05).any():
-            notes.append("some operators run above their roofline (efficiency > 100 %): "
-                         "their data came partly from on-chip cache (the bytes assume device "
-                         "memory), the hardware given is not the one profiled, or their "
-                         "shapes are read wrongly")
+        out["problem"] = _above_roofline(out, hardware)
+        over = out["problem"].notna()
+        out["efficiency"] = out["efficiency"].where(~over)
+        if over.any():
+            notes.append(f"{int(over.sum())} operator row(s) measure above their roofline: "
+                         "that cannot be a real speed, so their efficiency is left blank and "
+                         "the column problem says why")
         notes.append(f"roofline of {hardware.name} ({why})")
     else:
         for c in ("peak_tflops", "bound_tflops", "ideal_us", "efficiency"):
             out[c] = np.nan
         out["peak_dtype"] = pd.NA
         out["bound"] = pd.NA
+        out["problem"] = pd.NA
         notes.append(why)
     out["pmu_compute_ratio"] = out["pmu_c"] / out["pmu_us"].where(out["pmu_us"] > 0)
     out["pmu_memory_ratio"] = out["pmu_m"] / out["pmu_us"].where(out["pmu_us"] > 0)
