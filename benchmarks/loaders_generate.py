@@ -1,4 +1,4 @@
-"""Generate the large benchmark inputs from the real samples in tests/data.
+"""Generate the large benchmark inputs from the real samples in ../shared/samples.
 
 Writes (under ``--out``, default ``/tmp/perfkit-bench``; never inside the repository):
 
@@ -24,6 +24,7 @@ import gzip
 import io
 import json
 import shutil
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -32,8 +33,11 @@ import orjson
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[1]
-KINETO_SAMPLE = ROOT / "tests" / "data" / "kineto_hta" / "sampled_rank-{rank}.json.gz"
-ASCEND_SAMPLE = ROOT / "tests" / "data" / "ascend_pt_level1" / "rank0_ascend_pt"
+sys.path.insert(0, str(ROOT / "tests"))  # shared_samples: where other projects' profiles are
+import shared_samples  # noqa: E402
+
+KINETO_SAMPLE = shared_samples.sample(shared_samples.HTA) / "sampled_rank-{rank}.json.gz"
+ASCEND_SAMPLE = shared_samples.sample(shared_samples.PT_LEVEL1) / "rank0_ascend_pt"
 
 
 def _kineto(out: Path, total_mb: int) -> None:
@@ -86,7 +90,7 @@ def _ascend(out: Path, kernel_rows: int, trace_mb: int) -> None:
     rank = out / "rank0_ascend_pt"
     if rank.exists():
         shutil.rmtree(rank)
-    shutil.copytree(ASCEND_SAMPLE, rank, ignore=shutil.ignore_patterns(
+    shared_samples.writable_copy(ASCEND_SAMPLE, rank, ignore=shutil.ignore_patterns(
         "kernel_details.csv", "trace_view.json"))
     src_out = ASCEND_SAMPLE / "ASCEND_PROFILER_OUTPUT"
     dst_out = rank / "ASCEND_PROFILER_OUTPUT"
@@ -158,6 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     if ROOT in out.resolve().parents or out.resolve() == ROOT:
         raise SystemExit("refusing to write benchmark data inside the repository")
+    if shared_samples.samples_dir() is None:
+        raise SystemExit("the inputs are made from real samples, but "
+                         + shared_samples.absent_reason())
     scales = [(s.strip(), float(s)) for s in args.scales.split(",")] if args.scales else [
         ("", 1.0)]
     for label, f in scales:

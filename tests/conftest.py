@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_samples import shared_root
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +33,26 @@ def dask_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         client.close()
         lc.close()
         mp.undo()
+
+
+@pytest.fixture(scope="session")
+def shared_samples() -> Path:
+    """The folder of other projects' real profiles (``shared/samples`` beside the checkout,
+    or ``$PERFKIT_SHARED_SAMPLES``); see ``tests/shared_samples.py``.
+
+    Skips the test with the reason when the folder is absent (a lone clone), fails it under
+    CI (``$CI`` set), where the folder must be there.
+    """
+    return shared_root()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``shared_samples`` reads other projects' profiles from
+    ``shared/samples``: before its fixtures, skip it (under CI: fail it) when they are absent.
+    """
+    if item.get_closest_marker("shared_samples"):
+        shared_root()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import PT_LEVEL1, sample, shared_param, shared_sample, writable_copy
 
 import perfkit as pk
 from perfkit.advisor import Finding, advise, severity_of
@@ -144,37 +145,41 @@ def test_ranked_and_truncated() -> None:
     assert len(advise(c, max_findings=1)) == 1
 
 
-SAMPLES = {
+SAMPLES = {  # paths in shared/samples (other projects' profiles), but the one in tests/data
     # The profiler's own step trace: 74 % of the step is communication that computation does
     # not hide; the 8-way all-reduce dominates. 27 aten::item calls per step also block the
     # host (synchronisation) and the step starts ~18 ms after the framework's step start.
-    "ascend_pt_level1": {"top": "exposed_communication",
-                         "has": {"synchronisation", "data_loading"}},
-    "ascend_pt_db_level1": {"top": "exposed_communication", "has": {"synchronisation"}},
+    "ascend/msinsight-pt-level1": {"top": "exposed_communication",
+                                   "has": {"synchronisation", "data_loading"}},
+    "ascend/msinsight-pt-db-level1": {"top": "exposed_communication",
+                                      "has": {"synchronisation"}},
     # HTA's sampled GPU trace: the GPU idles in gaps of a millisecond or more for ~45 % of
     # the step (a sampled trace keeps only some of the events), and NCCL SendRecv kernels
     # are ~25 % of the step, not overlapped.
-    "kineto_hta": {"top": "host_stalls", "has": {"exposed_communication"}},
+    "gpu/hta-trace_filter": {"top": "host_stalls", "has": {"exposed_communication"}},
     # gpt3 excerpt (2 ranks of a larger job): the all-reduce waits 94 % of its time for
     # the peers on both ranks, so most exposed communication is waiting, not transfer.
-    "ascend_pt_gpt3_old": {"top": "comm_wait", "has": {"exposed_communication"}},
+    "ascend/msinsight-pt-gpt3-old": {"top": "comm_wait", "has": {"exposed_communication"}},
     # trace_view excerpt: 4 µs kernels with 8 µs gaps, 74 % of the span is launch gaps.
-    "trace_view_excerpt": {"top": "host_bound", "has": {"ai_cpu"}},
+    "ascend/msprof-analyze-tests/timeline_advice": {"top": "host_bound", "has": {"ai_cpu"}},
+    # msprof-analyze's output for ascend/msinsight-pt-level1, made here (tests/data)
     "msprof_analyze_level1": {"top": "exposed_communication", "has": set()},
     # 16 ranks: the median rank is exposed 62 ms per step longer than the least exposed
     # one, which waits for nobody: waiting for peers first, transfer second.
-    "cluster_output": {"top": "comm_wait", "has": {"exposed_communication"}},
+    "ascend/msinsight-cluster-output": {"top": "comm_wait", "has": {"exposed_communication"}},
     # MindInsight pipeline sample: stage 1 computes ~8x more than stage 0, which waits.
-    "mindinsight_legacy/cluster_propose": {"top": None, "has": {"stage_imbalance"}},
-    "mindinsight_legacy/run_2_normal_run": {"top": None, "has": set()},
+    "ascend/mindinsight-legacy/cluster_propose": {"top": None, "has": {"stage_imbalance"}},
+    "ascend/mindinsight-legacy/run_2_normal_run": {"top": None, "has": set()},
 }
+MADE_HERE = {"msprof_analyze_level1"}  # in tests/data; the others in shared/samples
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
+@pytest.mark.parametrize("name", [n if n in MADE_HERE else shared_param(n)
+                                  for n in sorted(SAMPLES)])
 def test_real_samples(name: str) -> None:
-    prof = load(DATA / name, cache=False)
+    prof = load(DATA / name if name in MADE_HERE else sample(name), cache=False)
     kw = {}
-    if name == "mindinsight_legacy/cluster_propose":
+    if name == "ascend/mindinsight-legacy/cluster_propose":
         kw["parallel"] = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=4)
     npu = str(getattr(prof.meta, "device_type", "")) == "npu"
     found = advise(prof, hardware=pk.Hardware.preset("ascend-910b") if npu else None, **kw)
@@ -229,8 +234,8 @@ BUNDLED_TOP = {
     # the seed's Llama2-13B starting point recomputes every layer with memory to spare:
     # the seed's first advice is to turn full recompute off
     "simulated/llama2-13b-baseline-dp16": "recompute_headroom",
-    # the same real torch_npu sample as tests/data/ascend_pt_level1
-    "ascend-real-pt-level1": "exposed_communication",
+    # two tensor-parallel ranks: the all-reduces between the layers' kernels are not hidden
+    "simulated/llama2-7b-tp2": "exposed_communication",
 }
 
 
@@ -245,12 +250,9 @@ def test_bundled_profiles(name: str) -> None:
 def test_environment_settings_from_the_profiler_metadata(tmp_path):
     """The torch_npu sample records ENV_VARIABLES (all empty); set one and it is found."""
     import json
-    import shutil
-    from pathlib import Path
 
-    src = Path(__file__).parent / "data" / "ascend_pt_level1" / "rank0_ascend_pt"
-    dst = tmp_path / "rank0_ascend_pt"
-    shutil.copytree(src, dst)
+    src = shared_sample(PT_LEVEL1) / "rank0_ascend_pt"
+    dst = writable_copy(src, tmp_path / "rank0_ascend_pt")
     meta_file = dst / "profiler_metadata.json"
     meta = json.loads(meta_file.read_text())
     assert meta["ENV_VARIABLES"]["ASCEND_LAUNCH_BLOCKING"] == ""

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from shared_samples import HTA, PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
 from perfkit import advisor
@@ -29,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 H100 = pk.Hardware.preset("h100")
 #: sample -> hardware to pass (None: the profile names its device)
 SAMPLES = {
-    "ascend": (ROOT / "data" / "ascend-real-pt-level1", None),
-    "kineto": (ROOT / "tests" / "data" / "kineto_hta", H100),
+    "ascend": (sample(PT_LEVEL1), None),
+    "kineto": (sample(HTA), H100),
     "kineto-h100": (ROOT / "tests" / "data" / "kineto_llama_h100", None),
     "simulated": (ROOT / "data" / "simulated" / "slow-rank", None),
 }
@@ -45,7 +46,8 @@ def _ahead_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "perfkit-advise-ahead"]
 
 
-@pytest.mark.parametrize("name", list(SAMPLES))
+@pytest.mark.parametrize("name", [shared_param(n) if n in ("ascend", "kineto") else n
+                                  for n in SAMPLES])
 def test_advice_computed_ahead_equals_advice_in_order(name: str, monkeypatch: Any) -> None:
     path, hardware = SAMPLES[name]
     prof = pk.load(path, cache=False, progress=False)
@@ -68,6 +70,7 @@ def test_advice_computed_ahead_equals_advice_in_order(name: str, monkeypatch: An
     assert not _ahead_threads()
 
 
+@pytest.mark.shared_samples
 def test_a_failure_on_the_second_thread_reaches_the_rule_that_asks(monkeypatch: Any) -> None:
     prof = pk.load(SAMPLES["ascend"][0], cache=False, progress=False)
     calls: list[str] = []

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
 from perfkit.advisor import ASSUMPTIONS, advise, framework_of
@@ -30,7 +31,7 @@ def _text(f: pk.Finding) -> str:
 
 
 @pytest.mark.parametrize("path", [ROOT / "data" / "kineto-tiny-llama",
-                                  ROOT / "tests" / "data" / "kineto_hta"])
+                                  shared_param(sample(HTA))])
 def test_gpu_traces_get_pytorch_advice_only(path: Path) -> None:
     prof = pk.load(path, cache=False)
     assert framework_of(prof) == "pytorch_gpu"
@@ -42,10 +43,12 @@ def test_gpu_traces_get_pytorch_advice_only(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", [ROOT / "data" / "kineto-tiny-llama",
-                                  ROOT / "tests" / "data" / "kineto_hta",
+                                  ROOT / "data" / "mindspore-cpu-tiny-llama",
                                   ROOT / "data" / "simulated" / "slow-rank",
-                                  ROOT / "data" / "ascend-real-pt-level1",
-                                  ROOT / "tests" / "data" / "ascend_pt_gpt3_old"])
+                                  ROOT / "data" / "simulated" / "llama2-7b-tp2",
+                                  shared_param(sample(HTA)),
+                                  shared_param(sample(PT_LEVEL1)),
+                                  shared_param(sample(PT_GPT3_OLD))])
 def test_titles_are_plain_words(path: Path) -> None:
     for f in advise(pk.load(path, cache=False)):
         assert not JARGON.search(f.title), f.title

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.export import TraceExportError, chrome_trace
@@ -26,7 +27,6 @@ from perfkit.export import TraceExportError, chrome_trace
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_RANK = ROOT / "data" / "simulated" / "slow-rank"
 KINETO = ROOT / "data" / "kineto-tiny-llama"
-REAL = ROOT / "data" / "ascend-real-pt-level1"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,8 @@ def slow() -> Any:
 
 @pytest.fixture(scope="module")
 def real() -> Any:
-    return pk.load(REAL, cache=False, progress=False)
+    """The real torch_npu sample (shared/samples): host operators and kernels as recorded."""
+    return pk.load(shared_sample(PT_LEVEL1), cache=False, progress=False)
 
 
 def _strict_json(path: Path) -> dict[str, Any]:

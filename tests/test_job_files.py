@@ -3,7 +3,8 @@
 Every expected value is read here from the files themselves (csv / json / gzip), not from
 perfkit's tables: the real torch_npu export (a CNN: no transformer to read), the real
 Kineto traces of a tiny Llama trained with 2-rank DDP, the HTA sample of a 128-rank job,
-and the real MindSpore 2.10 CPU profile.
+the legacy MindInsight pipeline sample (those of other projects are read from
+shared/samples: tests/shared_samples.py), and the MindSpore 2.10 CPU profile recorded here.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import statistics
 from pathlib import Path
 
 import pytest
+from shared_samples import HTA as HTA_SAMPLE
+from shared_samples import MINDINSIGHT, PT_LEVEL1, sample
 
 import perfkit as pk
 
 ROOT = Path(__file__).resolve().parents[1]
-ASCEND = [ROOT / "data" / "ascend-real-pt-level1", ROOT / "tests" / "data" / "ascend_pt_level1"]
+ASCEND = sample(PT_LEVEL1)
 TINY = ROOT / "data" / "kineto-tiny-llama"
-HTA = ROOT / "tests" / "data" / "kineto_hta"
-MS_CPU = ROOT / "tests" / "data" / "mindspore_cpu"
+HTA = sample(HTA_SAMPLE)
+MS_CPU = ROOT / "data" / "mindspore-cpu-tiny-llama"
 
 
 @pytest.fixture(autouse=True)
@@ -40,8 +43,9 @@ def _kernel_rows(folder: Path) -> list[dict[str, str]]:
     return rows
 
 
-@pytest.mark.parametrize("folder", ASCEND, ids=lambda p: p.name)
-def test_real_ascend_export(folder: Path) -> None:
+@pytest.mark.shared_samples
+def test_real_ascend_export() -> None:
+    folder = ASCEND
     job = pk.infer_job(pk.load(folder, cache=False))
     # the communication matrix numbers the all-reduce group's members 0..7
     members = set()
@@ -135,6 +139,7 @@ def test_real_kineto_tiny_llama() -> None:
     assert job.step_time_s == pytest.approx(want, rel=1e-6)
 
 
+@pytest.mark.shared_samples
 def test_real_kineto_hta_sample() -> None:
     job = pk.infer_job(pk.load(HTA, cache=False))
     doc = _events(HTA / "sampled_rank-0.json.gz")
@@ -283,9 +288,10 @@ def test_evidence_has_one_row_per_field_with_a_known_source(baseline: pk.Job) ->
 
 # ----------------------------------------------------------------------------- MindSpore strategy
 
-LEGACY = ROOT / "tests" / "data" / "mindinsight_legacy" / "cluster_propose"
+LEGACY = sample(MINDINSIGHT) / "cluster_propose"
 
 
+@pytest.mark.shared_samples
 def test_legacy_mindspore_strategy_gives_the_stages_and_world() -> None:
     job = pk.infer_job(pk.load(LEGACY, cache=False))
     # MindInsight names its per-rank analysis ascend_cluster_analyse_{mode}_{stages}_{ranks}

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit import analysis as A
@@ -194,7 +195,10 @@ def test_figures_a_job_cannot_give_say_why() -> None:
     for key in ("mfu", "hfu"):  # a CPU run has no peak
         assert pd.isna(m.loc[key, "value"]) and m.loc[key, "text"] == "–"
         assert "not computed" in m.loc[key, "note"] and "hardware" in m.loc[key, "note"]
-    real = measure_run(ROOT / "data" / "ascend-real-pt-level1")  # a CNN: no LLM shapes
+
+
+def test_figures_of_a_model_that_is_not_a_transformer_say_why() -> None:
+    real = measure_run(shared_sample(PT_LEVEL1))  # the real torch_npu CNN: no LLM shapes
     m = real.metrics.set_index("key")
     for key in ("global_batch_size", "seq_length", "tokens_per_s_per_device", "mfu"):
         assert pd.isna(m.loc[key, "value"]) and "not computed" in m.loc[key, "note"], key

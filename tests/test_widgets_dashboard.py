@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from shared_samples import PT_LEVEL1, shared_sample
 
 from perfkit.widgets import TAB_TITLES, bundled_profile, bundled_profiles, dashboard
 from perfkit.widgets.dashboard import DEFAULT_PROFILE, describe_error, frame_html
@@ -104,10 +105,10 @@ def test_every_tab_renders_every_bundled_profile_for_people(name: str) -> None:
 
 
 def test_operator_table_matches_the_kernel_file(tmp_path: Path) -> None:
-    # one rank of the real Ascend export: count the kernels of the top type in the CSV
+    # the complete Level1 sample: count the kernels of the top type in the CSV files
     import csv
 
-    name = "ascend-real-pt-level1"
+    name = "simulated/llama2-7b-tp2"
     board = dashboard(name)
     panel = board.select("Operators")
     html = _html_of(panel)
@@ -393,7 +394,7 @@ def test_switching_profiles_resets_the_job_and_the_measured_step() -> None:
 
 
 def test_a_view_without_a_model_says_so() -> None:
-    board = dashboard("ascend-real-pt-level1")  # a CNN: no transformer to read
+    board = dashboard(str(shared_sample(PT_LEVEL1)))  # a real CNN: no transformer to read
     assert board.job.job.model is None
     html = _html_of(board.select("Memory"))
     assert "No memory theory" in html and "no attention kernel" in html

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.charts import SELECTION
@@ -163,7 +164,7 @@ def test_clicking_a_finding_shows_it_alone_with_a_way_to_its_evidence(board) -> 
 
 
 def test_clicking_a_memory_series_filters_the_peaks() -> None:
-    board = dashboard("ascend-real-pt-level1")
+    board = dashboard(str(shared_sample(PT_LEVEL1)))  # the real export's CANN modules
     panel = board.select("Memory")
     _click(panel.charts[0], series="PTA, max over 2 ranks")
     assert "Peak memory of PTA" in panel.peaks.value
@@ -187,7 +188,7 @@ def test_memory_defaults_to_a_series_with_data_on_kineto() -> None:
 
 
 def test_memory_groups_components_and_hides_empty_series() -> None:
-    prof = pk.load(bundled_profile("ascend-real-pt-level1"))
+    prof = pk.load(shared_sample(PT_LEVEL1))
     timeline = pk.analysis.memory_timeline(prof, max_points=200)
     assert timeline["component"].nunique() > 70  # every CANN module of the export
     held = {c for c, g in timeline.groupby("component")

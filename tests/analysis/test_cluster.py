@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import CLUSTER_OUTPUT, MINDINSIGHT, PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit.analysis import data_loading, host_bound, slow_ranks, stage_balance, sync_points
 from perfkit.io.detect import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _steps(computing: float, cno: float = 20.0, free: float = 10.0, steps: int = 2,
@@ -100,9 +97,10 @@ def test_stage_balance_unknown_stages() -> None:
     assert out.empty and out.attrs["notes"]
 
 
+@pytest.mark.shared_samples
 def test_legacy_pipeline_sample_shows_imbalance() -> None:
     """MindInsight's 2-stage sample: the last stage computes ~8x more than the first."""
-    c = load(DATA / "mindinsight_legacy" / "cluster_propose", cache=False)
+    c = load(sample(MINDINSIGHT) / "cluster_propose", cache=False)
     out = stage_balance(c, stages=[[0, 1], [2, 3]]).set_index("stage")
     s = c.steps
     med = s.assign(st=s["rank"] // 2).groupby("st")["computing_us"].median()
@@ -150,11 +148,12 @@ def test_sync_points() -> None:
     assert "aten::mm" not in out.index
 
 
+@pytest.mark.shared_samples
 def test_real_samples_run() -> None:
-    c = load(DATA / "cluster_output", cache=False)
+    c = load(sample(CLUSTER_OUTPUT), cache=False)
     out = slow_ranks(c)
     assert set(out["rank"]) == set(range(16))
-    p = load(DATA / "ascend_pt_level1", cache=False)
+    p = load(sample(PT_LEVEL1), cache=False)
     dl = data_loading(p)
     assert dl["dataloader_us"].gt(0).all()   # enumerate(DataLoader) host ops in the trace
     hb = host_bound(p)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import HTA, PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit.analysis import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
 from perfkit.analysis.communication import COMM_SUMMARY_COLUMNS, comm_op_type
 from perfkit.io.detect import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _profile(rank: int = 0, **tables: pd.DataFrame) -> Profile:
@@ -98,8 +95,9 @@ def test_overlap_per_rank() -> None:
     assert out.loc[1, "exposed_share"] == pytest.approx(20 / 100)
 
 
+@pytest.mark.shared_samples
 def test_real_samples() -> None:
-    prof = load(DATA / "ascend_pt_level1", cache=False)
+    prof = load(sample(PT_LEVEL1), cache=False)
     ops = prof.comm_ops
     out = comm_summary(prof)
     assert out["total_us"].sum() == pytest.approx(ops["elapse_us"].sum())
@@ -107,7 +105,7 @@ def test_real_samples() -> None:
     assert not comm_bandwidth_summary(prof).empty
     links = slow_links(prof)  # 2 of 8 ranks: only local ranks known
     assert (links["rank_space"] == "local").all() and not links["slow"].any()
-    gpu = load(DATA / "kineto_hta", cache=False)
+    gpu = load(sample(HTA), cache=False)
     assert comm_summary(gpu)["wait_share"].isna().all()  # NCCL kernels carry no split
     assert comm_bandwidth_summary(gpu).empty
 

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from shared_samples import HTA, PT_LEVEL1, sample
 
 from perfkit.analysis import compare_profiles, compare_steps, kernel_class
 from perfkit.analysis.compare import COMPARE_COLUMNS
 from perfkit.errors import InvalidArgumentError
 from perfkit.io.detect import load
 from perfkit.profile import Profile, ProfileMeta
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 NPU_GPU = [  # (NPU type, NPU name, GPU name, shared category)
     ("MatMulV2", "aclnnMm_MatMulCommon_MatMulV2",
@@ -84,9 +81,10 @@ def test_bad_arguments() -> None:
         compare_profiles(p, p, normalize="per_token")
 
 
+@pytest.mark.shared_samples
 def test_npu_vs_gpu_real_samples() -> None:
-    npu = load(DATA / "ascend_pt_level1", cache=False)
-    gpu = load(DATA / "kineto_hta", cache=False)
+    npu = load(sample(PT_LEVEL1), cache=False)
+    gpu = load(sample(HTA), cache=False)
     out = compare_profiles(gpu, npu)
     assert {"matmul", "communication", "copy"} <= set(out["key"])
     assert (out["delta_us"].abs().diff().dropna() <= 1e-9).all()

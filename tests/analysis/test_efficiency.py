@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import HTA, PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.analysis.efficiency import cost_of, infer_hardware, operator_efficiency
@@ -261,11 +262,9 @@ def test_cpu_trace_needs_hardware_for_the_roofline(kineto_rank: Profile) -> None
 
 # ---------------------------------------------------------------- PMU agreement
 
-@pytest.mark.parametrize("path", [ROOT / "data" / "ascend-real-pt-level1",
-                                  ROOT / "tests" / "data" / "ascend_pt_level1"])
-def test_roofline_agrees_with_the_pmu_counters(path: Path) -> None:
+def test_roofline_agrees_with_the_pmu_counters() -> None:
     """The real torch_npu sample (AlexNet, fp32, PipeUtilization counters)."""
-    e = operator_efficiency(pk.load(path, cache=False))
+    e = operator_efficiency(pk.load(shared_sample(PT_LEVEL1), cache=False))
     assert e.attrs["hardware"] == "ascend-910b"
     both = e[e["bound"].notna() & e["pmu_bound"].isin(["compute", "memory"])]
     assert len(both) >= 60
@@ -289,7 +288,7 @@ def test_roofline_agrees_with_the_pmu_counters(path: Path) -> None:
 
 def test_gpu_sample_has_bound_with_hardware() -> None:
     """HTA's real GPU trace: kernels get their operator's shapes; GEMMs get a bound."""
-    hta = pk.load(ROOT / "tests" / "data" / "kineto_hta", cache=False)
+    hta = pk.load(shared_sample(HTA), cache=False)
     e = operator_efficiency(hta, hardware=A100)
     gemm = e[e["kind"] == "gemm"]
     assert len(gemm) >= 10 and gemm["bound"].notna().all()

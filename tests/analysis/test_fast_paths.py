@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
 from perfkit.analysis import _util
@@ -28,16 +29,24 @@ from perfkit.analysis.efficiency import table as eff_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = {
-    "ascend": ROOT / "data" / "ascend-real-pt-level1",
-    "ascend-old": ROOT / "tests" / "data" / "ascend_pt_gpt3_old",
-    "kineto": ROOT / "tests" / "data" / "kineto_hta",
+    "ascend": sample(PT_LEVEL1),
+    "ascend-old": sample(PT_GPT3_OLD),
+    "kineto": sample(HTA),
     "simulated": ROOT / "data" / "simulated" / "slow-rank",
+    "simulated-pmu": ROOT / "data" / "simulated" / "llama2-7b-tp2",  # PMU counters, kernels
 }
+#: Those read from shared/samples (other projects' profiles; see tests/shared_samples.py).
+SHARED = {"ascend", "ascend-old", "kineto"}
+
+
+def _params(names: list[str]) -> list[Any]:
+    return [shared_param(n) if n in SHARED else n for n in names]
 
 
 @pytest.fixture(scope="module")
 def profiles() -> dict[str, Any]:
-    return {name: pk.load(p, cache=False, progress=False) for name, p in SAMPLES.items()}
+    return {name: pk.load(p, cache=False, progress=False) for name, p in SAMPLES.items()
+            if p.exists()}  # the shared ones' tests skip (CI: fail) without them
 
 
 def _findings(found: list[Any]) -> list[tuple[Any, ...]]:
@@ -45,7 +54,7 @@ def _findings(found: list[Any]) -> list[tuple[Any, ...]]:
              f.ms_per_step, f.details) for f in found]
 
 
-@pytest.mark.parametrize("name", list(SAMPLES))
+@pytest.mark.parametrize("name", _params(list(SAMPLES)))
 def test_advice_with_shared_tables_equals_advice_without(profiles: Any, name: str,
                                                          monkeypatch: Any) -> None:
     prof = profiles[name]
@@ -69,7 +78,7 @@ class _NoMemo:
         return None
 
 
-@pytest.mark.parametrize("name", list(SAMPLES))
+@pytest.mark.parametrize("name", _params(list(SAMPLES)))
 def test_prices_by_code_equal_the_merge(profiles: Any, name: str, monkeypatch: Any) -> None:
     prof = profiles[name]
     fast = eff.operator_costs(prof)
@@ -94,7 +103,7 @@ def _tokens_reference(kernels: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=kernels.index)
 
 
-@pytest.mark.parametrize("name", list(SAMPLES))
+@pytest.mark.parametrize("name", _params(list(SAMPLES)))
 def test_tokens_and_classes_equal_row_by_row(profiles: Any, name: str) -> None:
     k = profiles[name].kernels
     got = ops.kernel_tokens(k)
@@ -112,7 +121,7 @@ def test_tokens_and_classes_equal_row_by_row(profiles: Any, name: str) -> None:
     assert cls.tolist() == ref.tolist()
 
 
-@pytest.mark.parametrize("name", ["ascend", "simulated"])
+@pytest.mark.parametrize("name", _params(["ascend", "simulated", "simulated-pmu"]))
 def test_chain_names_equal_the_joined_labels(profiles: Any, name: str) -> None:
     prof = profiles[name]
     chains = eff.elementwise_chains(prof)
@@ -274,6 +283,7 @@ def test_group_codes_give_the_groups_of_groupby() -> None:
     assert _util.group_changes(rank).tolist() == [False, True, True, False, True]
 
 
+@pytest.mark.shared_samples
 def test_take_rows_equals_pandas_indexing(profiles: Any) -> None:
     rng = np.random.default_rng(5)
     n = 40
@@ -372,7 +382,7 @@ def test_kernel_classes_equal_the_first_matching_regex() -> None:
     assert cmp._classify(labels).tolist() == want.tolist()
 
 
-@pytest.mark.parametrize("name", ["ascend", "kineto"])
+@pytest.mark.parametrize("name", _params(["ascend", "kineto", "simulated-pmu"]))
 def test_tiny_kernel_runs_equal_a_walk_over_each_stream(profiles: Any, name: str) -> None:
     k = profiles[name].kernels
     k = k[k["dur_us"].notna() & k["category"].ne("communication").fillna(True)]
@@ -391,7 +401,7 @@ def test_tiny_kernel_runs_equal_a_walk_over_each_stream(profiles: Any, name: str
         int((k.loc[k["rank"] == r, "dur_us"] < 10.0).sum()) for r in got["rank"]]
 
 
-@pytest.mark.parametrize("name", list(SAMPLES))
+@pytest.mark.parametrize("name", _params(list(SAMPLES)))
 def test_efficiency_groups_by_call_equal_the_groups_by_row(profiles: Any, name: str) -> None:
     prof = profiles[name]
     for p in (list(prof) if hasattr(prof, "ranks") else [prof]):
@@ -418,7 +428,7 @@ def test_run_names_equal_the_joined_codes() -> None:
         assert eff_chains._joined_runs(codes, text, lo, hi).tolist() == want
 
 
-@pytest.mark.parametrize("name", ["ascend", "kineto"])
+@pytest.mark.parametrize("name", _params(["ascend", "kineto", "simulated-pmu"]))
 def test_tasks_in_scope_equal_the_plain_filter(profiles: Any, name: str) -> None:
     k = next(iter(profiles[name])).kernels if hasattr(profiles[name], "ranks") else \
         profiles[name].kernels

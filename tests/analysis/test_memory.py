@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit.analysis import largest_allocations, memory_peaks, memory_timeline, memory_vs_theory
@@ -15,7 +14,6 @@ from perfkit.errors import InvalidArgumentError
 from perfkit.io.detect import load
 from perfkit.profile import Profile, ProfileMeta
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 GIB = 2.0**30
 
 
@@ -87,8 +85,9 @@ def test_absent_memory() -> None:
     assert out.empty and out.attrs["notes"]
 
 
+@pytest.mark.shared_samples
 def test_real_sample() -> None:
-    prof = load(DATA / "ascend_pt_level1", cache=False)
+    prof = load(sample(PT_LEVEL1), cache=False)
     assert framework_component(prof) == "PTA+GE"
     peaks = memory_peaks(prof)
     m = prof.memory

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from shared_samples import PT_LEVEL1, sample
 
 from perfkit.analysis import (
     ai_cpu_operators,
@@ -17,8 +16,6 @@ from perfkit.analysis import (
 from perfkit.analysis.operators import TOP_COLUMNS, UNFUSED_COLUMNS
 from perfkit.io.detect import load
 from perfkit.profile import Profile, ProfileMeta
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _profile(kernels: pd.DataFrame, rank: int = 0) -> Profile:
@@ -172,8 +169,9 @@ def test_empty_kernels() -> None:
         assert out.empty and out.attrs["notes"]
 
 
+@pytest.mark.shared_samples
 def test_real_ascend_sample() -> None:
-    prof = load(DATA / "ascend_pt_level1", cache=False)
+    prof = load(sample(PT_LEVEL1), cache=False)
     k = prof.kernels
     compute = k[k["category"] != "communication"]
     top = top_operators(prof, n=None)

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_samples import HTA, PT_LEVEL1, sample
 
 from perfkit.analysis import derive_steps, step_breakdown
 from perfkit.analysis.steps import STEP_COLUMNS
 from perfkit.errors import InvalidArgumentError
 from perfkit.io.detect import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _profile(rank: int = 0, **tables: pd.DataFrame) -> Profile:
@@ -107,17 +104,19 @@ def test_bad_derive_argument() -> None:
         step_breakdown(_profile(), derive="sometimes")
 
 
+@pytest.mark.shared_samples
 def test_derived_matches_ascend_step_trace() -> None:
     """The priority rule reproduces torch_npu's own step_trace_time.csv on a real rank."""
-    prof = load(DATA / "ascend_pt_level1", cache=False)
+    prof = load(sample(PT_LEVEL1), cache=False)
     given = step_breakdown(prof, derive="never").set_index(["rank", "step"])
     derived = step_breakdown(prof, derive="always").set_index(["rank", "step"])
     for col in ("computing_us", "comm_not_overlapped_us", "free_us", "step_us"):
         np.testing.assert_allclose(derived[col], given[col], rtol=1e-3)
 
 
+@pytest.mark.shared_samples
 def test_kineto_parts_sum_to_step() -> None:
-    prof = load(DATA / "kineto_hta", cache=False)
+    prof = load(sample(HTA), cache=False)
     out = step_breakdown(prof, derive="always")
     assert len(out) == 4
     parts = out["computing_us"] + out["comm_not_overlapped_us"] + out["free_us"]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import CLUSTER_OUTPUT, PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.analysis.timeline import (
@@ -31,7 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SLOW_RANK = ROOT / "data" / "simulated" / "slow-rank"
 SIM16 = ROOT / "data" / "simulated" / "llama2-13b-baseline-dp16"
 KINETO = ROOT / "data" / "kineto-tiny-llama"
-REAL = ROOT / "data" / "ascend-real-pt-level1"
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def kineto() -> Any:
 
 @pytest.fixture(scope="module")
 def real() -> Any:
-    return pk.load(REAL, cache=False, progress=False)
+    return pk.load(shared_sample(PT_LEVEL1), cache=False, progress=False)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -340,7 +340,7 @@ def test_bad_arguments_are_explained(slow):
 
 
 def test_a_profile_of_summaries_only_is_refused_with_the_reason():
-    p = pk.load(ROOT / "tests" / "data" / "cluster_output", cache=False, progress=False)
+    p = pk.load(shared_sample(CLUSTER_OUTPUT), cache=False, progress=False)
     with pytest.raises(TimelineError, match="no device task or host operator with a time"):
         pk.analysis.timeline(p)
 

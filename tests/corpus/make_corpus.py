@@ -1,10 +1,15 @@
-"""Damaged inputs built from the bundled real samples, each with the outcome it must have.
+"""Damaged inputs built from real samples, each with the outcome it must have.
 
-:func:`build` copies the samples under ``tests/data`` and ``data/`` into a folder (a pytest
-``tmp_path``) and damages the copies in every way issue 18 lists: truncated, padded with
+:func:`build` copies real profiles into a folder (a pytest ``tmp_path``) and damages the
+copies in every way issue 18 lists: truncated, padded with
 zeros, sparse, garbled, fields of the wrong type, wrong header, odd-but-valid encodings
 (BOM, CRLF, UTF-16), permissions (simulated), plus the config and log readers, the IR reader
-and the zip extractor. Each :class:`Case` says what must happen:
+and the zip extractor. The profiles recorded by other projects are read from
+``shared/samples`` beside the checkout (``tests/shared_samples.py``; never copied into the
+repository): the builders that need them are registered with :func:`shared_builder` and run
+only where that folder is (``build(root, shared=False)`` leaves them out); the others use
+the project's own files (``tests/data``, ``data/``). Each :class:`Case` says what must
+happen:
 
 - ``"error"``: a :class:`perfkit.errors.PerfkitError` whose message names ``file`` and holds
   ``words``;
@@ -40,21 +45,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Case", "build", "snapshot", "ROOT"]
+try:
+    import shared_samples as S
+except ImportError:  # run as a script: tests/ is not on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import shared_samples as S
+
+__all__ = ["Case", "build", "reference_inputs", "snapshot", "ROOT"]
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-R0 = ROOT / "data" / "ascend-real-pt-level1" / "rank0_ascend_pt"
-L1 = ROOT / "data" / "ascend-real-pt-level1"
-OLD0 = DATA / "ascend_pt_gpt3_old" / "test_rank_0"
-DB0 = DATA / "ascend_pt_db_level1" / "rank0_ascend_pt"
-DB = DATA / "ascend_pt_db_level1"
-KH = DATA / "kineto_hta"
+# other projects' real profiles, in shared/samples (read by the shared_builder builders only)
+L1 = S.sample(S.PT_LEVEL1)
+R0 = L1 / "rank0_ascend_pt"
+DB = S.sample(S.PT_DB_LEVEL1)
+DB0 = DB / "rank0_ascend_pt"
+KH = S.sample(S.HTA)
+TV = S.sample(S.TRACE_VIEW_EXCERPT)
+LEG = S.sample(S.MINDINSIGHT) / "cluster_propose"
+LEG1 = S.sample(S.MINDINSIGHT) / "run_2_normal_run" / "profiler"
+# the project's own files
 KL = ROOT / "data" / "kineto-tiny-llama"
-TV = DATA / "trace_view_excerpt" / "trace_view.json"
-LEG = DATA / "mindinsight_legacy" / "cluster_propose"
-LEG1 = DATA / "mindinsight_legacy" / "run_2_normal_run" / "profiler"
-CO = DATA / "msprof_analyze_level1" / "cluster_analysis_output"
+CO = DATA / "msprof_analyze_level1" / "cluster_analysis_output"  # msprof-analyze's output
 IR = DATA / "ir"
 BUNDLED_IR = ROOT / "data" / "ir"  # the dumps the notebooks open ship with the package
 LOGS = DATA / "logs"
@@ -81,6 +93,7 @@ class Case:
     check: Callable[[Any, Any], None] | None = None
     patch: Callable[[Any], None] | None = None
     skip: str | None = None
+    shared: bool = False  # made from other projects' profiles (shared/samples)
     max_s: float = 20.0
     kwargs: dict[str, Any] = field(default_factory=dict)
 
@@ -100,8 +113,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
 
 def _copy_rank(src: Path, dst: Path, trace: bool = False) -> Path:
     ignore = None if trace else shutil.ignore_patterns(*_UNREAD)
-    shutil.copytree(src, dst, ignore=ignore)
-    return dst
+    return S.writable_copy(src, dst, ignore=ignore)
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -266,11 +278,18 @@ def _spec_equal(got: Any, ref: Any) -> None:
 # ----------------------------------------------------------------------------- builders
 
 Builder = Callable[[Path], list[Case]]
-_BUILDERS: list[Builder] = []
+_BUILDERS: list[tuple[Builder, bool]] = []
 
 
 def builder(func: Builder) -> Builder:
-    _BUILDERS.append(func)
+    """Register a builder that uses only the project's own files."""
+    _BUILDERS.append((func, False))
+    return func
+
+
+def shared_builder(func: Builder) -> Builder:
+    """Register a builder that damages copies of other projects' profiles (shared/samples)."""
+    _BUILDERS.append((func, True))
     return func
 
 
@@ -283,7 +302,7 @@ _CSV_FILES = {  # file -> (table, a timestamp column, a duration column, its can
 }
 
 
-@builder
+@shared_builder
 def ascend_csv(root: Path) -> list[Case]:
     """The five CSV files of a torch_npu rank, damaged one at a time."""
     cases: list[Case] = []
@@ -405,7 +424,7 @@ _JSON_FILES = {"communication.json": "comm_ops", "communication_matrix.json": "c
                "profiler_info_0.json": None, "profiler_metadata.json": None}
 
 
-@builder
+@shared_builder
 def ascend_json(root: Path) -> list[Case]:
     """The JSON files of a torch_npu rank."""
     cases: list[Case] = []
@@ -491,7 +510,7 @@ def _trace_events(path: Path) -> dict[str, Any]:
     return json.loads(path.read_bytes())
 
 
-@builder
+@shared_builder
 def ascend_trace_view(root: Path) -> list[Case]:
     """trace_view.json inside a rank (the ops table) and standalone."""
     cases: list[Case] = []
@@ -576,7 +595,7 @@ def _ops_dur_na(n_na: int) -> Callable[[Any, Any], None]:
     return check
 
 
-@builder
+@shared_builder
 def ascend_db(root: Path) -> list[Case]:
     """The SQLite export."""
     cases: list[Case] = []
@@ -584,7 +603,7 @@ def ascend_db(root: Path) -> list[Case]:
         stem = fname.split(".")[0]
         for tag in ("trunc", "garbage-body", "zeros-body", "empty", "magic", "dir", "denied"):
             d = root / f"db-{stem}-{tag}" / "rank0_ascend_pt"
-            shutil.copytree(DB0, d)
+            S.writable_copy(DB0, d)
             f = d / OUT / fname
             data = f.read_bytes()
             expect, words, patch = "error", ("SQLite",), None
@@ -618,7 +637,7 @@ def _kineto_json(src: Path) -> dict[str, Any]:
     return json.loads(gzip.decompress(src.read_bytes()))
 
 
-@builder
+@shared_builder
 def kineto(root: Path) -> list[Case]:
     """PyTorch (Kineto) traces: the HTA GPU sample (kernels, steps) and the CPU Llama one."""
     cases: list[Case] = []
@@ -806,7 +825,7 @@ def _ops_nodur(n: int) -> Callable[[Any, Any], None]:
     return check
 
 
-@builder
+@shared_builder
 def clusters(root: Path) -> list[Case]:
     """Folders of several ranks: a bad rank is reported, the others load."""
     cases: list[Case] = []
@@ -814,8 +833,7 @@ def clusters(root: Path) -> list[Case]:
     def two(tag: str, src: Path = L1) -> Path:
         d = root / f"cluster-{tag}"
         ign = shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*")
-        shutil.copytree(src, d, ignore=ign)
-        return d
+        return S.writable_copy(src, d, ignore=ign)
 
     d = two("garbage")
     (d / "rank1_ascend_pt" / OUT / "kernel_details.csv").write_bytes(GARBAGE)
@@ -858,21 +876,21 @@ def clusters(root: Path) -> list[Case]:
     cases.append(Case("cluster-every-rank-bad", "load", d, "error", ("no rank could be loaded",),
                       "kernel_details.csv"))
     d = two("trace-trunc")
-    shutil.copy(L1 / "rank1_ascend_pt" / OUT / "trace_view.json",
-                d / "rank1_ascend_pt" / OUT / "trace_view.json")
+    shutil.copyfile(L1 / "rank1_ascend_pt" / OUT / "trace_view.json",
+                    d / "rank1_ascend_pt" / OUT / "trace_view.json")
     tv = d / "rank1_ascend_pt" / OUT / "trace_view.json"
     tv.write_bytes(tv.read_bytes()[:1000])
     cases.append(Case("cluster-rank1-trace-view-truncated", "load", d, "partial", ("truncated",),
                       "trace_view.json", failed=(1,), ref="L1", check=_rank0_intact))
     # Kineto and DB clusters
     d = root / "cluster-kineto"
-    shutil.copytree(KH, d, ignore=shutil.ignore_patterns("*.md"))
+    S.writable_copy(KH, d, ignore=shutil.ignore_patterns("*.md"))
     f = d / "sampled_rank-1.json.gz"
     f.write_bytes(f.read_bytes()[:3000])
     cases.append(Case("cluster-kineto-rank1-truncated", "load", d, "partial", ("gzip",),
                       "sampled_rank-1.json.gz", failed=(1,)))
     d = root / "cluster-db"
-    shutil.copytree(DB, d, ignore=shutil.ignore_patterns("*.md", "LICENSE*"))
+    S.writable_copy(DB, d, ignore=shutil.ignore_patterns("*.md", "LICENSE*"))
     f = d / "rank1_ascend_pt" / OUT / "ascend_pytorch_profiler_1.db"
     f.write_bytes(f.read_bytes()[:100] + GARBAGE * 20)
     cases.append(Case("cluster-db-rank1-damaged", "load", d, "partial", ("damaged",),
@@ -881,7 +899,7 @@ def clusters(root: Path) -> list[Case]:
     d = root / "cluster-mixed"
     _copy_rank(R0, d / "rank0_ascend_pt")
     for f in LEG1.iterdir():
-        shutil.copy(f, d / f.name)
+        shutil.copyfile(f, d / f.name)
     cases.append(Case("cluster-torch-npu-and-legacy-ranks", "load", d, "ok", ref="R0",
                       check=_mixed_ranks))
     return cases
@@ -900,7 +918,7 @@ def _mixed_ranks(got: Any, ref: Any) -> None:
     pd.testing.assert_frame_equal(got[0].kernels, ref.kernels)
 
 
-@builder
+@shared_builder
 def legacy(root: Path) -> list[Case]:
     """Legacy MindSpore / MindInsight files (two ranks of cluster_propose)."""
     cases: list[Case] = []
@@ -911,7 +929,7 @@ def legacy(root: Path) -> list[Case]:
         for f in LEG.iterdir():
             if f.name.endswith(("_0.csv", "_0.json", "_1.csv", "_1.json", "_0_detail_time.csv",
                                 "_1_detail_time.csv")):
-                shutil.copy(f, d / f.name)
+                shutil.copyfile(f, d / f.name)
         return d
 
     d = copy("hccl-garbage")
@@ -933,8 +951,7 @@ def legacy(root: Path) -> list[Case]:
     f = next(d.glob("ascend_cluster_analyse_*_0.csv"))
     _edit_cell(f, 1, "computation_time", "-4")
     cases.append(Case("legacy-rank0-negative-computation", "load", d, "repaired", ("negative",)))
-    d = root / "legacy-timeline-trunc" / "profiler"
-    shutil.copytree(LEG1, d)
+    d = S.writable_copy(LEG1, root / "legacy-timeline-trunc" / "profiler")
     f = d / "ascend_timeline_display_1.json"
     f.write_bytes(f.read_bytes()[:2000])
     cases.append(Case("legacy-timeline-truncated", "load", d, "error", ("truncated",),
@@ -1255,27 +1272,43 @@ def _hf_check(kind: str | None) -> Callable[[Any, Any], None] | None:
     return None
 
 
+def _zip_of(root: Path, tag: str, members: dict[str, bytes]) -> Path:
+    f = root / f"zip-{tag}" / "upload.zip"
+    f.parent.mkdir(parents=True)
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return f
+
+
+@shared_builder
+def archives_of_a_rank(root: Path) -> list[Case]:
+    """The zip extractor of the dashboard's upload, on a zipped real rank."""
+    cases: list[Case] = []
+    rank = {f"rank0_ascend_pt/{p.relative_to(R0)}": p.read_bytes()
+            for p in R0.rglob("*") if p.is_file() and p.name not in _UNREAD}
+    good = _zip_of(root, "good", rank)
+    cases.append(Case("zip-good-rank", "zip", good, "ok", ref="R0", check=_tables("kernels",
+                                                                                   "steps")))
+    f = _zip_of(root, "trunc", rank)
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    cases.append(Case("zip-truncated", "zip", f, "error", ("damaged",), "upload.zip"))
+    damaged = dict(rank)
+    damaged["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"] = GARBAGE
+    f = _zip_of(root, "damaged-rank", damaged)
+    cases.append(Case("zip-holding-a-damaged-rank", "zip", f, "error", ("binary",),
+                      "kernel_details.csv"))
+    return cases
+
+
 @builder
 def archives(root: Path) -> list[Case]:
-    """The zip extractor of the dashboard's upload."""
+    """The zip extractor of the dashboard's upload, on damaged archives."""
     cases: list[Case] = []
 
     def zip_of(tag: str, members: dict[str, bytes]) -> Path:
-        f = root / f"zip-{tag}" / "upload.zip"
-        f.parent.mkdir(parents=True)
-        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
-            for name, data in members.items():
-                z.writestr(name, data)
-        return f
+        return _zip_of(root, tag, members)
 
-    rank = {f"rank0_ascend_pt/{p.relative_to(R0)}": p.read_bytes()
-            for p in R0.rglob("*") if p.is_file() and p.name not in _UNREAD}
-    good = zip_of("good", rank)
-    cases.append(Case("zip-good-rank", "zip", good, "ok", ref="R0", check=_tables("kernels",
-                                                                                   "steps")))
-    f = zip_of("trunc", rank)
-    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-    cases.append(Case("zip-truncated", "zip", f, "error", ("damaged",), "upload.zip"))
     cases.append(Case("zip-name-too-long", "zip", zip_of("long", {"top/" + "a" * 300: b"x"}),
                       "error", ("too long",), "upload.zip"))
     cases.append(Case("zip-deep-name-too-long", "zip",
@@ -1299,40 +1332,48 @@ def archives(root: Path) -> list[Case]:
     f.parent.mkdir()
     f.write_bytes(b"PK\x03\x04" + bytes(1 << 20))
     cases.append(Case("zip-header-then-zeros", "zip", f, "error", ("damaged",), "upload.zip"))
-    damaged = dict(rank)
-    damaged["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"] = GARBAGE
-    f = zip_of("damaged-rank", damaged)
-    cases.append(Case("zip-holding-a-damaged-rank", "zip", f, "error", ("binary",),
-                      "kernel_details.csv"))
     d = root / "zip-dir" / "upload.zip"
     d.mkdir(parents=True)
     cases.append(Case("zip-is-a-folder", "zip", d, "error", ("folder",), "upload.zip"))
     return cases
 
 
-def build(root: Path) -> list[Case]:
-    """Write every damaged input under ``root``; return the cases in a stable order."""
+def build(root: Path, shared: bool = True) -> list[Case]:
+    """Write every damaged input under ``root``; return the cases in a stable order.
+
+    ``shared=False`` leaves out the builders of :func:`shared_builder` (for a checkout
+    without ``shared/samples``); each case's ``shared`` says which kind made it.
+    """
     root.mkdir(parents=True, exist_ok=True)
     cases: list[Case] = []
-    for make in _BUILDERS:
-        cases.extend(make(root))
+    for make, needs_shared in _BUILDERS:
+        if needs_shared and not shared:
+            continue
+        made = make(root)
+        for case in made:
+            case.shared = needs_shared
+        cases.extend(made)
     names = [c.name for c in cases]
     dup = {n for n in names if names.count(n) > 1}
     assert not dup, f"duplicate case names: {dup}"
     return cases
 
 
-def reference_inputs(root: Path) -> dict[str, Path]:
-    """Intact copies the checks compare with (loaded the same way as the damaged ones)."""
-    refs = {"R0": _copy_rank(R0, root / "ref-R0" / "rank0_ascend_pt"),
-            "R0T": _copy_rank(R0, root / "ref-R0T" / "rank0_ascend_pt", trace=True)}
-    d = root / "ref-L1"
-    shutil.copytree(L1, d, ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
-    refs["L1"] = d
-    contents = {
-        "KH": ("rank0.json", lambda: gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes())),
+def reference_inputs(root: Path, shared: bool = True) -> dict[str, Path]:
+    """Intact copies the checks compare with (loaded the same way as the damaged ones);
+    ``shared=False``: only those of the project's own files."""
+    refs: dict[str, Path] = {}
+    contents: dict[str, tuple[str, Callable[[], bytes]]] = {}
+    if shared:
+        refs["R0"] = _copy_rank(R0, root / "ref-R0" / "rank0_ascend_pt")
+        refs["R0T"] = _copy_rank(R0, root / "ref-R0T" / "rank0_ascend_pt", trace=True)
+        refs["L1"] = S.writable_copy(L1, root / "ref-L1",
+                                     ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
+        contents["KH"] = ("rank0.json",
+                          lambda: gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
+        contents["TV"] = ("trace_view.json", TV.read_bytes)
+    contents |= {
         "KL": ("rank0.json", lambda: gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes())),
-        "TV": ("trace_view.json", TV.read_bytes),
         "IR": ("graph.ir", (BUNDLED_IR / "silu_mul.ir").read_bytes),
         "TRAIN": ("train.log", (LOGS / "mf_new_trainer_pp.log").read_bytes),
         "MEM": ("mem.log", (LOGS / "memory_ranks.log").read_bytes),

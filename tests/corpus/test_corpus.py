@@ -5,6 +5,10 @@ with the bad rank in ``Cluster.failed``, or a correct load with a note (the numb
 against the intact sample). No other exception type ever escapes, each case is bounded in
 time and memory, and no input tree is written to (each case's tree is snapshotted before and
 after, and the whole corpus at the end).
+
+The cases made from other projects' profiles need ``shared/samples`` beside the checkout
+(``tests/shared_samples.py``); without it only the cases made from the project's own files
+are built, and ``test_shared_cases_are_built`` says so (a skip; a failure under CI).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_samples import samples_dir, shared_param
 
 import perfkit as pk
 from perfkit.errors import PerfkitError
@@ -29,6 +34,9 @@ corpus_mod = importlib.util.module_from_spec(_spec)
 sys.modules["perfkit_corpus"] = corpus_mod
 _spec.loader.exec_module(corpus_mod)  # type: ignore[union-attr]
 
+#: Whether the cases made from other projects' profiles are built (shared/samples is here).
+SHARED = samples_dir() is not None
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -36,25 +44,34 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     mp.setenv("PERFKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     mp.delenv("PERFKIT_CACHE", raising=False)
     root = tmp_path_factory.mktemp("corpus")
-    cases = {c.name: c for c in corpus_mod.build(root / "inputs")}
-    refs = corpus_mod.reference_inputs(root / "refs")
+    cases = {c.name: c for c in corpus_mod.build(root / "inputs", shared=SHARED)}
+    refs = corpus_mod.reference_inputs(root / "refs", shared=SHARED)
     yield {"root": root / "inputs", "cases": cases, "refs": refs, "loaded": {},
            "dest": tmp_path_factory.mktemp("extracted"),
            "before": corpus_mod.snapshot(root / "inputs")}
     mp.undo()
 
 
-def _case_names() -> list[str]:
-    """Names of the cases, known before the inputs are built (built into a scratch dir)."""
+def _case_names() -> dict[str, bool]:
+    """Name -> made from shared samples, known before the inputs are built (built into a
+    scratch dir)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="perfkit-corpus-names-") as tmp:
-        return [c.name for c in corpus_mod.build(Path(tmp))]
+        return {c.name: c.shared for c in corpus_mod.build(Path(tmp), shared=SHARED)}
 
 
-NAMES = _case_names()
+CASES = _case_names()
+NAMES = list(CASES)
 
 
+@pytest.mark.shared_samples
+def test_shared_cases_are_built() -> None:
+    """The cases made from other projects' profiles are among the parameters below."""
+    assert sum(CASES.values()) >= 100
+
+
+@pytest.mark.shared_samples
 def test_corpus_is_large_and_covers_every_reader() -> None:
     assert len(NAMES) >= 150
     kinds = {n.split("-")[0] for n in NAMES}
@@ -114,7 +131,8 @@ _PYARROW_DECODES_BAD_ROW = pytest.mark.filterwarnings(
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_PYARROW_DECODES_BAD_ROW)
-                                  if n.endswith("not-utf8") else n for n in NAMES])
+                                  if n.endswith("not-utf8") else
+                                  shared_param(n) if CASES[n] else n for n in NAMES])
 def test_case(corpus: dict[str, Any], name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     case = corpus["cases"][name]
     if case.skip:

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_samples import PT_GPT3_OLD, PT_LEVEL1, TRACE_VIEW_EXCERPT, sample
 
 import perfkit.io.detect as detect
 from perfkit.io import ascend
 from perfkit.profile import Profile
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-LEVEL1 = DATA / "ascend_pt_level1"
+pytestmark = pytest.mark.shared_samples  # every test reads a real export
+LEVEL1 = sample(PT_LEVEL1)
+OLD0 = sample(PT_GPT3_OLD) / "test_rank_0"
 RANK0 = LEVEL1 / "rank0_ascend_pt"
 OUT0 = RANK0 / "ASCEND_PROFILER_OUTPUT"
 
@@ -154,15 +156,13 @@ def test_ops_from_trace_view(rank0):
 
 def test_header_variants_old_export():
     """2023 export: 9-column step_trace_time without Preparing, old memory headers."""
-    meta, tables = ascend.parse(DATA / "ascend_pt_gpt3_old" / "test_rank_0")
+    meta, tables = ascend.parse(OLD0)
     p = Profile(meta, tables)
     assert p.meta.rank == 0
     assert p.steps["preparing_us"].isna().all()
-    assert len(p.steps) == len(_rows(DATA / "ascend_pt_gpt3_old" / "test_rank_0" /
-                                     "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"))
+    assert len(p.steps) == len(_rows(OLD0 / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"))
     assert p.memory["active_bytes"].isna().all()  # 5-column memory_record has no Active
-    assert len(p.kernels) == len(_rows(DATA / "ascend_pt_gpt3_old" / "test_rank_0" /
-                                       "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"))
+    assert len(p.kernels) == len(_rows(OLD0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"))
 
 
 def test_mindspore_layout_and_renamed_columns(tmp_path):
@@ -195,7 +195,7 @@ def test_output_dir_itself_is_accepted():
 
 def test_trace_view_numeric_or_string_times(tmp_path):
     """MindSpore >= 2.4 may write ts/dur as numbers or as strings: same tables either way."""
-    src = DATA / "trace_view_excerpt" / "trace_view.json"
+    src = sample(TRACE_VIEW_EXCERPT)
     events = json.loads(src.read_text())
     as_text = detect.load(src, cache=False)
     numeric, strings = [], []

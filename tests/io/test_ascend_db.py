@@ -6,11 +6,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from shared_samples import PT_DB_LEVEL1, sample
 
 import perfkit.io.detect as detect
 from perfkit.profile import Cluster, Profile
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "ascend_pt_db_level1"
+pytestmark = pytest.mark.shared_samples  # every test reads the real DB export
+DATA = sample(PT_DB_LEVEL1)
 OUT0 = DATA / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
 DB0 = OUT0 / "ascend_pytorch_profiler_0.db"
 

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_samples import PT_LEVEL1, sample, writable_copy
 
 import perfkit.io.detect as detect
 from perfkit.errors import PerfkitError, ProfileError
 from perfkit.profile import Cluster
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-RANK0 = DATA / "ascend_pt_level1" / "rank0_ascend_pt"
+LEVEL1 = sample(PT_LEVEL1)  # the tests marked shared_samples damage copies of it
+RANK0 = LEVEL1 / "rank0_ascend_pt"
 GARBAGE = bytes(range(256)) * 64 + b"\x00\xff\xfe" * 100
 
 
@@ -50,8 +51,7 @@ def expect_error(path: Path, user_dir: Path, *words: str, **kw) -> ProfileError:
 
 def rank_copy(tmp_path: Path) -> Path:
     dst = tmp_path / "user" / "rank0_ascend_pt"
-    shutil.copytree(RANK0, dst)
-    return dst
+    return writable_copy(RANK0, dst)
 
 
 def test_path_does_not_exist(tmp_path):
@@ -77,6 +77,7 @@ def test_truncated_json_kineto(tmp_path):
     expect_error(f, user, "trace_rank0.json", "truncated", "expected")
 
 
+@pytest.mark.shared_samples
 def test_truncated_trace_view_in_rank(tmp_path):
     rank = rank_copy(tmp_path)
     tv = rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
@@ -93,6 +94,7 @@ def test_truncated_gzip(tmp_path):
     expect_error(f, user, "rank0.json.gz", "gzip")
 
 
+@pytest.mark.shared_samples
 def test_empty_files(tmp_path):
     user = tmp_path / "user"
     user.mkdir()
@@ -104,6 +106,7 @@ def test_empty_files(tmp_path):
     expect_error(rank, tmp_path / "user", "kernel_details.csv", "empty")
 
 
+@pytest.mark.shared_samples
 def test_wrong_header(tmp_path):
     rank = rank_copy(tmp_path)
     (rank / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_text(
@@ -112,6 +115,7 @@ def test_wrong_header(tmp_path):
                  "Computing", "found 'Iteration,Busy,Idle'")
 
 
+@pytest.mark.shared_samples
 def test_missing_header(tmp_path):
     rank = rank_copy(tmp_path)
     kd = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
@@ -120,6 +124,7 @@ def test_missing_header(tmp_path):
     expect_error(rank, tmp_path / "user", "kernel_details.csv", "expected a header", "Name")
 
 
+@pytest.mark.shared_samples
 def test_binary_garbage(tmp_path):
     user = tmp_path / "user"
     user.mkdir()
@@ -136,6 +141,7 @@ def test_binary_garbage(tmp_path):
                  "ascend_pytorch_profiler_0.db", "not an SQLite database")
 
 
+@pytest.mark.shared_samples
 def test_non_utf8(tmp_path):
     rank = rank_copy(tmp_path)
     kd = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
@@ -148,22 +154,24 @@ def test_non_utf8(tmp_path):
     expect_error(f, user, "trace.json", "UTF-8")
     # non-UTF-8 in a data row (not the header)
     rank2 = tmp_path / "u3" / "rank0_ascend_pt"
-    shutil.copytree(RANK0, rank2)
+    writable_copy(RANK0, rank2)
     opm = rank2 / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv"
     opm.write_bytes(opm.read_bytes().replace(b"aten::empty_strided", b"aten::\xff\xfe", 1))
     expect_error(rank2, tmp_path / "u3", "operator_memory.csv", "expected")
 
 
+@pytest.mark.shared_samples
 def test_two_folders_claim_same_rank(tmp_path):
     user = tmp_path / "user"
-    shutil.copytree(RANK0, user / "a_ascend_pt")
-    shutil.copytree(RANK0, user / "b_ascend_pt")
+    writable_copy(RANK0, user / "a_ascend_pt")
+    writable_copy(RANK0, user / "b_ascend_pt")
     expect_error(user, user, "two profiles claim rank 0", "a_ascend_pt", "b_ascend_pt")
 
 
+@pytest.mark.shared_samples
 def test_damaged_rank_spoils_only_itself(tmp_path):
     user = tmp_path / "user"
-    shutil.copytree(DATA / "ascend_pt_level1", user)
+    writable_copy(LEVEL1, user)
     tv = user / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
     tv.write_bytes(tv.read_bytes()[:1000])
     before = snapshot(user)
@@ -175,9 +183,10 @@ def test_damaged_rank_spoils_only_itself(tmp_path):
     assert any(n.startswith("rank 1 not loaded") for n in c.meta.notes)
 
 
+@pytest.mark.shared_samples
 def test_rank_without_analysed_files_is_noted(tmp_path):
     user = tmp_path / "user"
-    shutil.copytree(DATA / "ascend_pt_level1", user)
+    writable_copy(LEVEL1, user)
     shutil.rmtree(user / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
     (user / "rank2_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
     before = snapshot(user)
@@ -190,6 +199,7 @@ def test_rank_without_analysed_files_is_noted(tmp_path):
     expect_error(user / "rank1_ascend_pt", user, "rank1_ascend_pt", "ASCEND_PROFILER_OUTPUT")
 
 
+@pytest.mark.shared_samples
 def test_unknown_engine_is_an_error(monkeypatch):
     with pytest.raises(PerfkitError, match="engine"):
         detect.load(RANK0, engine="spark")
@@ -198,6 +208,7 @@ def test_unknown_engine_is_an_error(monkeypatch):
         detect.load(RANK0)
 
 
+@pytest.mark.shared_samples
 def test_dask_engine_reads_a_single_rank_locally():
     # one rank needs no Dask (nor Dask installed): the same Profile as the local engine
     a = detect.load(RANK0, engine="dask", cache=False)

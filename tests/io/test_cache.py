@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, shared_sample, writable_copy
 
 import perfkit.io.detect as detect
 from perfkit.errors import ProfileError
 from perfkit.io import cache
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-RANK0 = DATA / "ascend_pt_level1" / "rank0_ascend_pt"
+LEVEL1 = sample(PT_LEVEL1)
+RANK0 = LEVEL1 / "rank0_ascend_pt"
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def _no_parse(monkeypatch):
     monkeypatch.setattr(detect, "parse_source", boom)
 
 
+@pytest.mark.shared_samples
 def test_second_load_comes_from_cache(cache_dir, monkeypatch):
     first = detect.load(RANK0)
     entries = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
@@ -47,16 +48,17 @@ def test_second_load_comes_from_cache(cache_dir, monkeypatch):
         pd.testing.assert_frame_equal(getattr(second, name), getattr(first, name))
 
 
+@pytest.mark.shared_samples
 def test_cluster_cache_per_rank(cache_dir, monkeypatch):
-    first = detect.load(DATA / "ascend_pt_level1")
+    first = detect.load(LEVEL1)
     _no_parse(monkeypatch)
-    second = detect.load(DATA / "ascend_pt_level1")
+    second = detect.load(LEVEL1)
     pd.testing.assert_frame_equal(second.steps, first.steps)
 
 
+@pytest.mark.shared_samples
 def test_changed_file_is_reparsed(cache_dir, tmp_path):
-    user = tmp_path / "user" / "rank0_ascend_pt"
-    shutil.copytree(RANK0, user)
+    user = writable_copy(RANK0, tmp_path / "user" / "rank0_ascend_pt")
     a = detect.load(user)
     st = user / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
     st.write_text(st.read_text().replace("8873.756000000001", "9000.5"))
@@ -66,6 +68,7 @@ def test_changed_file_is_reparsed(cache_dir, tmp_path):
     assert b.steps["computing_us"].iloc[0] == 9000.5
 
 
+@pytest.mark.shared_samples
 def test_env_disables_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE", "0")
     detect.load(RANK0)
@@ -75,9 +78,9 @@ def test_env_disables_cache(cache_dir, monkeypatch):
     assert not cache_dir.exists()
 
 
+@pytest.mark.shared_samples
 def test_cache_never_inside_the_profile_folder(tmp_path, monkeypatch):
-    user = tmp_path / "user" / "rank0_ascend_pt"
-    shutil.copytree(RANK0, user)
+    user = writable_copy(RANK0, tmp_path / "user" / "rank0_ascend_pt")
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(user / "cache_here"))
     before = sorted(p.name for p in user.rglob("*"))
     detect.load(user)
@@ -92,7 +95,7 @@ def test_default_location(monkeypatch, tmp_path):
 
 # ----------------------------------------------------------------------------- self-check
 
-SMALL = DATA / "ascend_pt_gpt3_old" / "test_rank_0"
+SMALL = sample(PT_GPT3_OLD) / "test_rank_0"
 
 
 def _entries(cache_dir: Path) -> list[Path]:
@@ -114,8 +117,8 @@ def _counting(monkeypatch) -> list[str]:
 @pytest.fixture
 def cached(cache_dir, tmp_path):
     """A private copy of a small rank, loaded once (so its entry exists), and its tables."""
-    user = tmp_path / "user" / "rank0_ascend_pt"
-    shutil.copytree(SMALL, user)
+    user = writable_copy(shared_sample(PT_GPT3_OLD) / "test_rank_0",
+                         tmp_path / "user" / "rank0_ascend_pt")
     first = detect.load(user)
     tables = {n: getattr(first, n) for n in ("kernels", "steps", "memory", "op_memory")}
     (entry,) = _entries(cache_dir)
@@ -257,6 +260,7 @@ def _load_in_child(args):
     return {n: getattr(prof, n) for n in ("kernels", "steps", "comm_ops")}
 
 
+@pytest.mark.shared_samples
 def test_concurrent_loads_of_one_folder_stay_correct(tmp_path, monkeypatch):
     """Several processes load the same rank at once into one empty cache: every one gets the
     same tables as a cache-less load, and exactly one valid entry is left."""

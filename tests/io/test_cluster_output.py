@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
+from shared_samples import CLUSTER_OUTPUT, sample
 
 import perfkit.io.detect as detect
 from perfkit.errors import ProfileError
 from perfkit.profile import Cluster
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "cluster_output"
+pytestmark = pytest.mark.shared_samples  # every test reads the real cluster output
+DATA = sample(CLUSTER_OUTPUT)
 
 
 def test_steps_per_rank():

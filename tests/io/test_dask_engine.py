@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_samples import PT_LEVEL1, sample, shared_param, writable_copy
 
 import perfkit.io.detect as detect
 from perfkit.errors import InvalidArgumentError, ProfileError
@@ -25,7 +25,7 @@ distributed = pytest.importorskip("distributed")
 from perfkit.io import dask_engine  # noqa: E402 - needs dask
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = ROOT / "tests" / "data" / "ascend_pt_level1"
+REAL = sample(PT_LEVEL1)
 SIM16 = ROOT / "data" / "simulated" / "llama2-13b-tuned-dp8-pp2"
 
 
@@ -69,7 +69,8 @@ def entries(root: Path) -> list[Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [REAL, SIM16], ids=["real-2-ranks", "simulated-16-ranks"])
+@pytest.mark.parametrize("path", [shared_param(REAL), SIM16],
+                         ids=["real-2-ranks", "simulated-16-ranks"])
 def test_tables_equal_the_local_engine(path, client, cache_dir, monkeypatch):
     calls = []
     parse = dask_engine.parse_source
@@ -112,6 +113,7 @@ def test_map_ranks_and_rank_view_see_the_cluster_rows(client, cache_dir):
                                   .reset_index(drop=True))
 
 
+@pytest.mark.shared_samples
 def test_cache_off_gives_computed_tables(client, cache_dir, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE", "0")
     got = detect.load(REAL, engine="dask", client=client, progress=False)
@@ -123,6 +125,7 @@ def test_cache_off_gives_computed_tables(client, cache_dir, monkeypatch):
     assert not cache_dir.exists()
 
 
+@pytest.mark.shared_samples
 def test_failed_cache_write_leaves_nothing_and_still_loads(client, cache_dir, monkeypatch):
     written = []
 
@@ -141,6 +144,7 @@ def test_failed_cache_write_leaves_nothing_and_still_loads(client, cache_dir, mo
     assert_same_tables(lazy, eager)
 
 
+@pytest.mark.shared_samples
 @pytest.mark.slow
 def test_worker_killed_mid_write_leaves_no_entry(client, cache_dir, tmp_path):
     # a real crash: the process dies (os._exit) after two of the nine table files
@@ -180,6 +184,7 @@ dask_engine.parse_task(src, key, {str(cache_dir)!r})
         p.name.startswith(".") for p in cache_dir.iterdir())
 
 
+@pytest.mark.shared_samples
 def test_complete_entry_is_never_rewritten(cache_dir):
     prof = detect.load(REAL / "rank0_ascend_pt", cache=False)
     assert cache.write("k" * 32, prof.meta, prof.tables())
@@ -192,14 +197,14 @@ def test_complete_entry_is_never_rewritten(cache_dir):
 
 
 def damaged_copy(tmp_path: Path, ranks=(1,)) -> Path:
-    user = tmp_path / "user"
-    shutil.copytree(REAL, user)
+    user = writable_copy(REAL, tmp_path / "user")
     for r in ranks:
         f = user / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
         f.write_text("Iteration,Busy,Idle\n1,2,3\n")
     return user
 
 
+@pytest.mark.shared_samples
 def test_damaged_rank_gives_the_same_error_as_the_local_engine(client, cache_dir, tmp_path):
     user = damaged_copy(tmp_path)
     lazy = detect.load(user, engine="dask", client=client, progress=False)
@@ -211,12 +216,14 @@ def test_damaged_rank_gives_the_same_error_as_the_local_engine(client, cache_dir
     pd.testing.assert_frame_equal(by_rank(lazy.steps.compute()), by_rank(eager.steps))
 
 
+@pytest.mark.shared_samples
 def test_every_rank_damaged_raises_naming_the_file(client, cache_dir, tmp_path):
     user = damaged_copy(tmp_path, ranks=(0, 1))
     with pytest.raises(ProfileError, match="step_trace_time.csv"):
         detect.load(user, engine="dask", client=client, progress=False)
 
 
+@pytest.mark.shared_samples
 def test_environment_default_and_scheduler_address(client, cache_dir, monkeypatch):
     monkeypatch.setenv("PERFKIT_ENGINE", "dask")
     got = detect.load(REAL, client=client.cluster.scheduler_address, progress=False)
@@ -230,6 +237,7 @@ def test_environment_default_and_scheduler_address(client, cache_dir, monkeypatc
         detect.load(REAL, engine="Dask")
 
 
+@pytest.mark.shared_samples
 @pytest.mark.slow
 def test_no_client_starts_and_closes_a_local_cluster(cache_dir, monkeypatch):
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

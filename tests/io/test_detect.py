@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_samples import HTA, PT_LEVEL1, sample, writable_copy
 
 import perfkit.io.detect as detect
 from perfkit.errors import ProfileError
 from perfkit.io import _progress
 from perfkit.profile import Cluster, Profile
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-LEVEL1 = DATA / "ascend_pt_level1"
+LEVEL1 = sample(PT_LEVEL1)
 
 
 @pytest.fixture(autouse=True)
@@ -24,47 +24,53 @@ def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-@pytest.mark.parametrize("rel, fmt, kind", [
-    ("ascend_pt_level1/rank0_ascend_pt", "ascend_text", Profile),
-    ("ascend_pt_level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT", "ascend_text", Profile),
-    ("ascend_pt_level1", "ascend_text", Cluster),
-    ("ascend_pt_gpt3_old", "ascend_text", Cluster),
-    ("ascend_pt_db_level1", "ascend_db", Cluster),
-    ("ascend_pt_db_level1/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db", "ascend_db",
+@pytest.mark.shared_samples
+@pytest.mark.parametrize("rel, fmt, kind", [  # rel: a path in shared/samples
+    ("ascend/msinsight-pt-level1/rank0_ascend_pt", "ascend_text", Profile),
+    ("ascend/msinsight-pt-level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT", "ascend_text",
      Profile),
-    ("kineto_hta", "kineto", Cluster),
-    ("kineto_hta/sampled_rank-1.json.gz", "kineto", Profile),
-    ("trace_view_excerpt/trace_view.json", "trace_view", Profile),
-    ("mindinsight_legacy/cluster_propose", "mindspore_legacy", Cluster),
-    ("cluster_output", "cluster_analysis_output", Cluster),
-    ("cluster_output/cluster_analysis_output/cluster_step_trace_time.csv",
+    ("ascend/msinsight-pt-level1", "ascend_text", Cluster),
+    ("ascend/msinsight-pt-gpt3-old", "ascend_text", Cluster),
+    ("ascend/msinsight-pt-db-level1", "ascend_db", Cluster),
+    ("ascend/msinsight-pt-db-level1/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db",
+     "ascend_db", Profile),
+    ("gpu/hta-trace_filter", "kineto", Cluster),
+    ("gpu/hta-trace_filter/sampled_rank-1.json.gz", "kineto", Profile),
+    ("ascend/msprof-analyze-tests/timeline_advice/trace_view.json", "trace_view", Profile),
+    ("ascend/mindinsight-legacy/cluster_propose", "mindspore_legacy", Cluster),
+    ("ascend/msinsight-cluster-output", "cluster_analysis_output", Cluster),
+    ("ascend/msinsight-cluster-output/cluster_analysis_output/cluster_step_trace_time.csv",
      "cluster_analysis_output", Cluster),
-    ("mindinsight_legacy/cluster_propose/hccl_raw_2.csv", "mindspore_legacy", Profile),
-    ("ascend_pt_level1/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+    ("ascend/mindinsight-legacy/cluster_propose/hccl_raw_2.csv", "mindspore_legacy", Profile),
+    ("ascend/msinsight-pt-level1/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
      "ascend_text", Profile),
 ])
 def test_autodetect(rel, fmt, kind):
-    obj = detect.load(DATA / rel, cache=False)
+    obj = detect.load(sample(rel), cache=False)
     assert isinstance(obj, kind)
     assert obj.meta.source_format == fmt
 
 
-def test_unknown_file_is_an_error():
+def test_unknown_file_is_an_error(tmp_path):
+    notes = tmp_path / "PROVENANCE.md"
+    notes.write_text("# where the profile came from\n")
     with pytest.raises(ProfileError, match="unknown kind of file"):
-        detect.load(LEVEL1 / "PROVENANCE.md")
+        detect.load(notes)
 
 
+@pytest.mark.shared_samples
 def test_ranks_from_folder_names_when_info_is_missing(tmp_path):
     user = tmp_path / "job"
     for r in (0, 1):
         dst = user / f"rank{r}_ascend_pt"
-        shutil.copytree(LEVEL1 / f"rank{r}_ascend_pt", dst)
+        writable_copy(LEVEL1 / f"rank{r}_ascend_pt", dst)
         (dst / f"profiler_info_{r}.json").unlink()
     c = detect.load(user, cache=False)
     assert c.ranks == [0, 1]
     assert any("rank" in n for n in c[1].meta.notes)
 
 
+@pytest.mark.shared_samples
 def test_rank_subset():
     c = detect.load(LEVEL1, ranks=[1], cache=False)
     assert isinstance(c, Cluster) and c.ranks == [1]
@@ -73,6 +79,7 @@ def test_rank_subset():
         detect.load(LEVEL1, ranks=[7], cache=False)
 
 
+@pytest.mark.shared_samples
 def test_parallel_equals_serial():
     serial = detect.load(LEVEL1, cache=False, workers=1, progress=False)
     parallel = detect.load(LEVEL1, cache=False, workers=2, progress=False)
@@ -80,6 +87,7 @@ def test_parallel_equals_serial():
         pd.testing.assert_frame_equal(getattr(serial, name), getattr(parallel, name))
 
 
+@pytest.mark.shared_samples
 def test_cluster_times_share_one_origin():
     c = detect.load(LEVEL1, cache=False)
     assert c.meta.origin_ns == min(p.meta.origin_ns for p in c)
@@ -123,14 +131,16 @@ def test_progress_notebook(monkeypatch):
     assert bar._widget.value == 2
 
 
+@pytest.mark.shared_samples
 def test_load_shows_progress_for_clusters(capsys):
     detect.load(LEVEL1, cache=False, progress=True)
     assert "2/2" in capsys.readouterr().err
 
 
+@pytest.mark.shared_samples
 def test_profile_metadata_groups_map_local_ranks(tmp_path):
     dst = tmp_path / "rank0_ascend_pt"
-    shutil.copytree(LEVEL1 / "rank0_ascend_pt", dst)
+    writable_copy(LEVEL1 / "rank0_ascend_pt", dst)
     group = "17522688603477080586"
     md = {"parallel_group_info": {group: {"group_name": "dp", "group_rank": 0,
                                           "global_ranks": [0, 8, 16, 24, 32, 40, 48, 56]}}}
@@ -143,19 +153,17 @@ def test_profile_metadata_groups_map_local_ranks(tmp_path):
     assert p.meta.world_size == 57
 
 
-HTA = Path(__file__).resolve().parents[1] / "data" / "kineto_hta"
-
-
 def _hta_folder_with(tmp_path: Path, extra: dict[str, bytes]) -> Path:
     job = tmp_path / "job"
     job.mkdir()
-    for trace in sorted(HTA.glob("*.json.gz")):
+    for trace in sorted(sample(HTA).glob("*.json.gz")):
         shutil.copy(trace, job / trace.name)
     for name, data in extra.items():
         (job / name).write_bytes(data)
     return job
 
 
+@pytest.mark.shared_samples
 def test_json_beside_traces_that_is_not_a_trace_is_left_out_with_a_note(tmp_path):
     import gzip
 
@@ -172,6 +180,7 @@ def test_json_beside_traces_that_is_not_a_trace_is_left_out_with_a_note(tmp_path
     assert (job / "environment.json").read_bytes() == env  # the user's file is untouched
 
 
+@pytest.mark.shared_samples
 def test_a_broken_trace_beside_traces_is_still_a_failed_rank(tmp_path):
     """Only a JSON object read whole without traceEvents is ruled out; the rest is parsed."""
     job = _hta_folder_with(tmp_path, {"rank_2.json": b'{"traceEvents": [{"ph": "X", ',

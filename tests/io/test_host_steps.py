@@ -16,7 +16,7 @@ from perfkit.io import chrome
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "data" / "kineto-tiny-llama"
-MS_CPU = ROOT / "tests" / "data" / "mindspore_cpu"
+MS_CPU = ROOT / "data" / "mindspore-cpu-tiny-llama"
 
 
 @pytest.fixture(autouse=True)

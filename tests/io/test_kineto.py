@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
+from shared_samples import HTA, sample
 
 import perfkit.io.detect as detect
 from perfkit.profile import Cluster, Profile
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "kineto_hta"
+DATA = sample(HTA)
 RANK0 = DATA / "sampled_rank-0.json.gz"
 
 
@@ -30,6 +30,7 @@ def prof() -> Profile:
     return detect.load(RANK0, cache=False)
 
 
+@pytest.mark.shared_samples
 def test_meta(prof, raw):
     assert prof.meta.source_format == "kineto"
     assert prof.meta.rank == raw["distributedInfo"]["rank"] == 0
@@ -39,6 +40,7 @@ def test_meta(prof, raw):
     assert prof.meta.origin_ns == min(int(e["ts"]) for e in xs) * 1000
 
 
+@pytest.mark.shared_samples
 def test_kernels(prof, raw):
     dev = [e for e in raw["traceEvents"]
            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -53,6 +55,7 @@ def test_kernels(prof, raw):
     assert set(k["step"].dropna()) == {551, 552}
 
 
+@pytest.mark.shared_samples
 def test_ops_and_steps(prof, raw):
     cpu = [e for e in raw["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
     assert len(prof.ops) == len(cpu)
@@ -72,6 +75,7 @@ def test_ops_and_steps(prof, raw):
     assert any("comm_matrix" in n for n in prof.meta.notes)
 
 
+@pytest.mark.shared_samples
 def test_bare_array_and_rank_from_name(tmp_path, raw):
     f = tmp_path / "worker_rank5.json"
     f.write_text(json.dumps(raw["traceEvents"]))
@@ -81,6 +85,7 @@ def test_bare_array_and_rank_from_name(tmp_path, raw):
     assert len(p.kernels) == len(detect.load(RANK0, cache=False).kernels)
 
 
+@pytest.mark.shared_samples
 def test_folder_of_traces_is_cluster():
     c = detect.load(DATA, cache=False)
     assert isinstance(c, Cluster)
@@ -90,6 +95,7 @@ def test_folder_of_traces_is_cluster():
     assert sub.ranks == [1]
 
 
+@pytest.mark.shared_samples
 def test_block_decoding_equals_whole_file(tmp_path, raw, monkeypatch):
     """Large files are decoded block by block; force that path on a small trace."""
     from perfkit.io import chrome

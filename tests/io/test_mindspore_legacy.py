@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
+from shared_samples import MINDINSIGHT, sample
 
 import perfkit.io.detect as detect
 from perfkit.profile import Cluster, Profile
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mindinsight_legacy"
+pytestmark = pytest.mark.shared_samples  # every test reads the real MindInsight outputs
+DATA = sample(MINDINSIGHT)
 PROPOSE = DATA / "cluster_propose"
 
 

@@ -1,7 +1,8 @@
 """Agreement with msprof-analyze 26.2.0 `cluster -m all` on the real 2-rank Level1 sample.
 
-The fixture (tests/data/msprof_analyze_level1, see its PROVENANCE.md for the exact command)
-is that tool's untouched output; perfkit reads the raw profile independently. Per rank, the
+The fixture (tests/data/msprof_analyze_level1, see its README.md for the exact command) is
+that tool's untouched output on ``shared/samples/ascend/msinsight-pt-level1``, which
+perfkit reads here independently, from the same place. Per rank, the
 step breakdown and the communication totals must agree within 0.1 %.
 """
 
@@ -12,17 +13,19 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_samples import PT_LEVEL1, sample
 
 import perfkit.io.detect as detect
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-FIXTURE = DATA / "msprof_analyze_level1" / "cluster_analysis_output"
+pytestmark = pytest.mark.shared_samples  # msprof-analyze's input, read from shared
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "msprof_analyze_level1" / \
+    "cluster_analysis_output"
 REL = 1e-3
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    return detect.load(DATA / "ascend_pt_level1", cache=False, progress=False)
+    return detect.load(sample(PT_LEVEL1), cache=False, progress=False)
 
 
 @pytest.fixture(scope="module")

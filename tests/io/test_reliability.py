@@ -21,15 +21,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_samples import HTA, MINDINSIGHT, PT_LEVEL1, sample, writable_copy
 
 import perfkit as pk
 from perfkit.errors import ConfigFileError, PerfkitError, ProfileError
 from perfkit.io import validate
 
 ROOT = Path(__file__).resolve().parents[2]
-R0 = ROOT / "data" / "ascend-real-pt-level1" / "rank0_ascend_pt"
+LEVEL1 = sample(PT_LEVEL1)
+R0 = LEVEL1 / "rank0_ascend_pt"
 OUT = "ASCEND_PROFILER_OUTPUT"
-HTA = ROOT / "tests" / "data" / "kineto_hta" / "sampled_rank-0.json.gz"
+HTA0 = sample(HTA) / "sampled_rank-0.json.gz"
 
 
 @pytest.fixture(autouse=True)
@@ -38,10 +40,8 @@ def _private_cache(tmp_path, monkeypatch):
 
 
 def _rank(tmp_path: Path) -> Path:
-    dst = tmp_path / "user" / "rank0_ascend_pt"
-    shutil.copytree(R0, dst, ignore=shutil.ignore_patterns("trace_view.json",
-                                                           "operator_details.csv"))
-    return dst
+    return writable_copy(R0, tmp_path / "user" / "rank0_ascend_pt",
+                         ignore=shutil.ignore_patterns("trace_view.json", "operator_details.csv"))
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -84,6 +84,7 @@ def _set_cell(path: Path, row: int, column: str, value: str) -> str:
 
 # ----------------------------------------------------------------------------- silent lies
 
+@pytest.mark.shared_samples
 @pytest.mark.parametrize("bad", ["17364088", "-5", "1e300", "99999999999999999999"])
 def test_one_bad_timestamp_does_not_move_the_origin(tmp_path, bad):
     rank = _rank(tmp_path)
@@ -103,6 +104,7 @@ def test_one_bad_timestamp_does_not_move_the_origin(tmp_path, bad):
         prof.meta.notes
 
 
+@pytest.mark.shared_samples
 @pytest.mark.parametrize("bad", ["-3.5", "1e18", "1e30"])
 def test_negative_or_absurd_duration_is_na_with_a_note(tmp_path, bad):
     rank = _rank(tmp_path)
@@ -117,6 +119,7 @@ def test_negative_or_absurd_duration_is_na_with_a_note(tmp_path, bad):
     assert "kernel_details.csv" in note and "1 " in note
 
 
+@pytest.mark.shared_samples
 def test_csv_cut_mid_row_drops_the_row_with_a_note(tmp_path):
     rank = _rank(tmp_path)
     kd = rank / OUT / "kernel_details.csv"
@@ -128,6 +131,7 @@ def test_csv_cut_mid_row_drops_the_row_with_a_note(tmp_path):
     assert any("ends mid-row" in n and "last row dropped" in n for n in prof.meta.notes)
 
 
+@pytest.mark.shared_samples
 def test_second_header_line_is_not_a_kernel(tmp_path):
     rank = _rank(tmp_path)
     kd = rank / OUT / "kernel_details.csv"
@@ -140,8 +144,9 @@ def test_second_header_line_is_not_a_kernel(tmp_path):
     assert any("repeat the header" in x for x in prof.meta.notes)
 
 
+@pytest.mark.shared_samples
 def test_kineto_kernel_without_dur_is_na_not_zero(tmp_path):
-    data = json.loads(gzip.decompress(HTA.read_bytes()))
+    data = json.loads(gzip.decompress(HTA0.read_bytes()))
     kernels = [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
     for e in kernels:
         del e["dur"]
@@ -204,12 +209,13 @@ def test_non_numeric_config_values_are_refused_naming_the_key(tmp_path, value, k
     assert key in str(err.value) and str(f) in str(err.value)
 
 
+@pytest.mark.shared_samples
 def test_torch_npu_and_legacy_ranks_in_one_folder_are_both_kept(tmp_path):
     user = tmp_path / "mixed"
-    shutil.copytree(R0, user / "rank0_ascend_pt")
-    legacy = ROOT / "tests" / "data" / "mindinsight_legacy" / "run_2_normal_run" / "profiler"
+    writable_copy(R0, user / "rank0_ascend_pt")
+    legacy = sample(MINDINSIGHT) / "run_2_normal_run" / "profiler"
     for f in legacy.iterdir():
-        shutil.copy(f, user / f.name)
+        shutil.copyfile(f, user / f.name)
     cluster = pk.load(user, cache=False)
     assert cluster.ranks == [0, 1]
     assert {p.meta.source_format for p in cluster} == {"ascend_text", "mindspore_legacy"}
@@ -221,9 +227,10 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@pytest.mark.shared_samples
 def test_2gb_sparse_trace_is_refused_fast_with_bounded_memory(tmp_path):
     f = tmp_path / "rank0.json"
-    f.write_bytes(gzip.decompress(HTA.read_bytes()))
+    f.write_bytes(gzip.decompress(HTA0.read_bytes()))
     os.truncate(f, 2 << 30)  # a trace whose second part is zeros up to 2 GB
     before = _peak_mb()
     start = time.perf_counter()
@@ -234,9 +241,10 @@ def test_2gb_sparse_trace_is_refused_fast_with_bounded_memory(tmp_path):
     assert "rank0.json" in str(err.value)
 
 
+@pytest.mark.shared_samples
 def test_zeros_in_the_middle_of_a_large_trace_stop_the_read(tmp_path):
     """Not sparse, no zero at either end: the block reader stops at the first NUL."""
-    raw = gzip.decompress(HTA.read_bytes())
+    raw = gzip.decompress(HTA0.read_bytes())
     f = tmp_path / "rank0.json"
     with open(f, "wb") as fh:
         fh.write(raw[: len(raw) // 2])
@@ -250,12 +258,13 @@ def test_zeros_in_the_middle_of_a_large_trace_stop_the_read(tmp_path):
 
 # ----------------------------------------------------------------------------- boundaries
 
+@pytest.mark.shared_samples
 def test_permission_error_does_not_sink_the_cluster(tmp_path, monkeypatch):
     import builtins
 
     user = tmp_path / "cl"
-    shutil.copytree(ROOT / "data" / "ascend-real-pt-level1", user,
-                    ignore=shutil.ignore_patterns("trace_view.json", "operator_details.csv"))
+    writable_copy(LEVEL1, user,
+                  ignore=shutil.ignore_patterns("trace_view.json", "operator_details.csv"))
     denied = str(user / "rank1_ascend_pt" / OUT / "kernel_details.csv")
     real = builtins.open
 
@@ -271,6 +280,7 @@ def test_permission_error_does_not_sink_the_cluster(tmp_path, monkeypatch):
     assert "Permission denied" in cluster.failed[1] and "kernel_details.csv" in cluster.failed[1]
 
 
+@pytest.mark.shared_samples
 def test_unexpected_error_inside_a_reader_becomes_a_profile_error(tmp_path, monkeypatch):
     from perfkit.io import ascend
 
@@ -284,6 +294,7 @@ def test_unexpected_error_inside_a_reader_becomes_a_profile_error(tmp_path, monk
     assert "step_trace_time.csv" in str(err.value) and "TypeError" in str(err.value)
 
 
+@pytest.mark.shared_samples
 def test_cli_reports_any_failure_in_one_line(tmp_path, monkeypatch, capsys):
     from perfkit import cli
 
@@ -347,11 +358,12 @@ def test_messages_of_every_reader_are_perfkit_errors(tmp_path):
             call(d)
 
 
+@pytest.mark.shared_samples
 def test_a_folder_that_cannot_be_listed_is_a_failed_entry_not_a_failed_load(tmp_path,
                                                                              monkeypatch):
     user = tmp_path / "parent"
-    shutil.copytree(R0, user / "rank0_ascend_pt",
-                    ignore=shutil.ignore_patterns("trace_view.json", "operator_details.csv"))
+    writable_copy(R0, user / "rank0_ascend_pt",
+                  ignore=shutil.ignore_patterns("trace_view.json", "operator_details.csv"))
     (user / "other_runs").mkdir()
     denied = str(user / "other_runs")
     real = os.listdir

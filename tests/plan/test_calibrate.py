@@ -65,14 +65,15 @@ def test_calibration_errors_name_the_problem():
 def test_calibrates_on_a_loaded_profile():
     """calibrate() reads a real loaded Cluster's steps table.
 
-    The bundled torch_npu sample is a CNN, so the model below is only a stand-in: the test
+    The real torch_npu sample is a CNN, so the model below is only a stand-in: the test
     checks the measured side (from the CSV files, read here with the csv module) and that
     the fitted estimate reproduces that step within 5 %.
     """
     import csv
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "data" / "ascend_pt_level1"
+    from shared_samples import PT_LEVEL1, shared_sample
+
+    root = shared_sample(PT_LEVEL1)
     steps = []
     for f in sorted(root.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")):
         with f.open() as fh:
