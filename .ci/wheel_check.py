@@ -5,9 +5,10 @@ Each subcommand exits non-zero with a message naming what is wrong:
 
 ``dist DIST_DIR CHECKOUT``
     The wheel holds every file of ``data/`` and ``notebooks/`` that git tracks, mapped into
-    ``perfkit/_data`` and ``perfkit/_notebooks``, and nothing else there; the licence files
-    are in it (the samples' and perfkit's own); the wheel is under :data:`WHEEL_LIMIT_BYTES`
-    and the bundled data under :data:`DATA_LIMIT_BYTES` unpacked. The sdist holds every
+    ``perfkit/_data`` and ``perfkit/_notebooks``, and nothing else there; perfkit's licence
+    is in it and no other project's (the bundled data is all made by this project); the
+    wheel is under :data:`WHEEL_LIMIT_BYTES` and the bundled data under
+    :data:`DATA_LIMIT_BYTES` unpacked. The sdist holds every
     tracked file but ``.gitignore`` and no ``__pycache__``. (Run with any Python.)
 ``installed CHECKOUT``
     Run with the fresh environment's Python: ``import perfkit`` comes from that environment,
@@ -37,11 +38,8 @@ from pathlib import Path
 WHEEL_LIMIT_BYTES = 12 * 10**6
 #: Largest bundled data accepted, unpacked (about 23 MB when this was written).
 DATA_LIMIT_BYTES = 30 * 2**20
-#: Licence files the wheel must carry (paths inside the wheel).
-LICENCES = ("perfkit/_data/ascend-real-pt-level1/LICENSE.Ascend-msinsight.MulanPSL2.txt",
-            "perfkit-{version}.dist-info/licenses/LICENSE",
-            "perfkit-{version}.dist-info/licenses/data/ascend-real-pt-level1/"
-            "LICENSE.Ascend-msinsight.MulanPSL2.txt")
+#: Licence files the wheel must carry (paths inside the wheel): perfkit's own, and only it.
+LICENCES = ("perfkit-{version}.dist-info/licenses/LICENSE",)
 MAPPING = {"data/": "perfkit/_data/", "notebooks/": "perfkit/_notebooks/"}
 CHROMIUM = "/usr/bin/chromium"
 
@@ -80,6 +78,10 @@ def check_dist(dist: Path, checkout: Path) -> None:
     for licence in LICENCES:
         if licence.format(version=version) not in names:
             fail(f"the wheel lacks the licence file {licence.format(version=version)}")
+    licences = {n for n in names if Path(n).name.upper().startswith(("LICENSE", "LICENCE"))}
+    extra = licences - {licence.format(version=version) for licence in LICENCES}
+    if extra:
+        fail(f"the wheel carries other licence files (third-party data?): {sorted(extra)}")
     readmes = [n for n in names if n.startswith("perfkit/_data/") and n.endswith("README.md")]
     if len(readmes) < 8:
         fail(f"the wheel's data has {len(readmes)} README files (provenance), expected >= 8")

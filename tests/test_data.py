@@ -17,9 +17,9 @@ from perfkit.io.detect import load
 DATA = Path(__file__).resolve().parents[1] / "data"
 SIM = DATA / "simulated"
 SCENARIOS = ["llama2-13b-baseline-dp16", "llama2-13b-tuned-dp8-pp2", "slow-rank", "slow-link",
-             "data-stall"]
+             "data-stall", "llama2-7b-tp2"]
 RANKS = {"llama2-13b-baseline-dp16": 16, "llama2-13b-tuned-dp8-pp2": 16, "slow-rank": 4,
-         "slow-link": 4, "data-stall": 4}
+         "slow-link": 4, "data-stall": 4, "llama2-7b-tp2": 2}
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +40,35 @@ def test_data_budget_and_readmes() -> None:
     for folder in [*DATA.iterdir(), *SIM.iterdir()]:
         if folder.is_dir() and folder.name != "__pycache__":  # data/ is a package (packaging)
             assert (folder / "README.md").is_file(), folder
-    assert (DATA / "ascend-real-pt-level1" / "LICENSE.Ascend-msinsight.MulanPSL2.txt").is_file()
 
 
-def test_real_ascend_sample_loads() -> None:
-    cluster = load(DATA / "ascend-real-pt-level1", cache=False)
-    assert cluster.ranks == [0, 1]
-    assert cluster.meta.profiler_level == "Level1" or all(
-        p.meta.profiler_level == "Level1" for p in cluster)
-    assert set(cluster.steps["step"]) == {50}
-    assert len(cluster.kernels) > 100 and len(cluster.comm_ops) > 0
+def test_complete_level1_scenario(clusters: dict) -> None:
+    """llama2-7b-tp2 holds what a full Level1 export does, checked against its files."""
+    import csv
+    import json
+
+    cluster = clusters["llama2-7b-tp2"]
+    assert all(p.meta.profiler_level == "Level1" for p in cluster)
+    ranks = sorted((SIM / "llama2-7b-tp2").glob("*_ascend_pt"))
+    assert len(ranks) == 2
+    kernels = []
+    for rank in ranks:
+        with open(rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        kernels += rows
+        events = json.loads((rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+        spans = [e for e in events if e.get("ph") == "X"]
+        assert any(e.get("cat") == "cpu_op" for e in spans)  # host operators
+        # every kernel is in the timeline too (the other scenarios keep only steps and comm)
+        assert {r["Name"] for r in rows} <= {e["name"] for e in spans}
+    assert len(cluster.kernels) == len(kernels)
+    # PMU counters (aic_metrics=PipeUtilization) on every AI Core kernel
+    assert all(r["aic_mac_ratio"] != "" for r in kernels if r["Accelerator Core"] == "AI_CORE")
+    k = cluster.kernels
+    assert k.loc[k["type"].astype(str).str.startswith("MatMul"), "aic_mac_ratio"].notna().all()
+    # two all-reduces per layer and micro-batch, forward and backward (4 layers, 2 mb)
+    comm = cluster.comm_ops
+    assert (comm.groupby(["rank", "step"]).size() == 4 * 2 * 4).all()
 
 
 def test_kineto_traces_load() -> None:

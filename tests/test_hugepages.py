@@ -97,7 +97,7 @@ def test_load_and_advise_leave_the_process_as_they_found_it(tmp_path, monkeypatc
         return real_resolve(path)
 
     monkeypatch.setattr(detect, "resolve_sample", resolve_spy)
-    prof = pk.load("sample:ascend-real-pt-level1", cache=False)
+    prof = pk.load("sample:llama2-7b-tp2", cache=False)
     assert seen and all(seen)  # the load ran with huge pages off
     assert hp.huge_pages_disabled() is False
     seen.clear()

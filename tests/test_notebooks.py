@@ -35,7 +35,7 @@ CDN = ("cdn.jsdelivr", "unpkg.com", "cdnjs")
 SLOW_RANK = str(DATA / "simulated" / "slow-rank")
 #: The job of each profile is read from it (perfkit.infer_job): only the profile changes.
 ALTERNATIVES: dict[str, dict[str, Any]] = {
-    "00_start_here": {"PROFILE": str(DATA / "ascend-real-pt-level1"), "N_FINDINGS": 3},
+    "00_start_here": {"PROFILE": str(DATA / "mindspore-cpu-tiny-llama"), "N_FINDINGS": 3},
     "02_parallel_strategy": {"PROFILE": SLOW_RANK, "MODEL": "llama2-7b", "NUM_DEVICES": 8,
                              "GLOBAL_BATCH_SIZE": 256},
     "07_cluster": {"PROFILE": str(DATA / "simulated" / "data-stall")},

@@ -22,9 +22,9 @@ from perfkit.errors import PerfkitError
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 #: The sample folders of data/ (data/README.md's table, with simulated/'s own table).
-EXPECTED = ["ascend-real-pt-level1", "kineto-tiny-llama", "simulated/data-stall",
+EXPECTED = ["kineto-tiny-llama", "mindspore-cpu-tiny-llama", "simulated/data-stall",
             "simulated/llama2-13b-baseline-dp16", "simulated/llama2-13b-tuned-dp8-pp2",
-            "simulated/slow-link", "simulated/slow-rank"]
+            "simulated/llama2-7b-tp2", "simulated/slow-link", "simulated/slow-rank"]
 
 
 def _first_heading(readme: Path) -> str:

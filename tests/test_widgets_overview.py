@@ -30,7 +30,7 @@ PARALLEL = pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8,
 def test_bundled_profiles_resolve_to_folders() -> None:
     names = bundled_profiles()
     assert "simulated/llama2-13b-baseline-dp16" in names
-    assert "ascend-real-pt-level1" in names and "simulated" not in names
+    assert "mindspore-cpu-tiny-llama" in names and "simulated" not in names
     for name in names:
         assert bundled_profile(name).is_dir()
     with pytest.raises(InvalidArgumentError, match="slow-rank"):

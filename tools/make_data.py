@@ -1,9 +1,9 @@
-"""Regenerate the simulated teaching profiles in ``data/simulated/`` (and copy the real sample).
+"""Regenerate the simulated teaching profiles in ``data/simulated/``.
 
 Usage::
 
     python tools/make_data.py                 # simulated scenarios -> data/simulated/
-    python tools/make_data.py --real          # also copy the real torch_npu 2-rank sample
+    python tools/make_data.py --only NAME     # one scenario
     python tools/make_data.py --out /tmp/x    # somewhere else
 
 Every scenario is written by :func:`perfkit.simulate.simulate` with a fixed seed, so a
@@ -11,8 +11,15 @@ rerun gives byte-identical files. To stay within the size budget of ``data/`` (3
 everything), the Llama2-13B-like jobs keep the real layer widths, sequence length and
 parallel layouts of the seed's case study but only 8 of the 40 layers and a few
 micro-batches, and no PMU counters (``aic_metrics=None``) nor per-kernel events in
-``trace_view.json`` (``trace_kernels=False``, except for the data-stall scenario). The
-fault scenarios use a 4-layer Llama2-7B-like model.
+``trace_view.json`` (``trace_kernels=False``). The data-stall scenario keeps every kernel in
+``trace_view.json``; ``llama2-7b-tp2`` (2 ranks) keeps that and the PMU counters too: it is
+the complete Level1 export of the bundle. The fault scenarios and ``llama2-7b-tp2`` use a
+4-layer Llama2-7B-like model.
+
+The other bundled profiles were recorded by the project (``data/kineto-tiny-llama``:
+``tools/make_kineto_llama.py``; ``data/mindspore-cpu-tiny-llama``:
+``tools/make_mindspore_cpu_profile.py``). Profiles recorded by other projects are never
+bundled: the tests read them from ``shared/samples`` beside the checkout.
 """
 
 from __future__ import annotations
@@ -33,14 +40,11 @@ from perfkit.simulate.scenarios import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-REAL_SAMPLE = "samples/ascend/msinsight-pt-level1"
-REAL_LICENSE = "samples/ascend/LICENSE.Ascend-msinsight.MulanPSL2.txt"
 
 # The scenario definitions live in perfkit.simulate.scenarios (``perfkit simulate
 # --scenario NAME`` uses the same ones); the names below are kept for older imports.
 __all__ = ["SCENARIOS", "Scenario", "EFFICIENCY", "MERGE_US", "LLAMA13B_8L", "LLAMA7B_4L",
-           "HW", "make_scenario", "copy_real", "main"]
+           "HW", "make_scenario", "main"]
 HW = SCENARIOS[0].hardware  # every scenario runs on the same preset (HARDWARE)
 
 
@@ -82,29 +86,9 @@ def make_scenario(s: Scenario, out: Path) -> Path:
     return target
 
 
-def copy_real(data: Path, shared: Path) -> Path:
-    """Copy the real torch_npu 2-rank Level1 sample with its licence."""
-    src = shared / REAL_SAMPLE
-    if not src.is_dir():
-        raise SystemExit(f"real sample not found at {src} (pass --shared)")
-    target = data / "ascend-real-pt-level1"
-    keep = {"README.md"}
-    if target.exists():
-        for child in target.iterdir():
-            if child.name not in keep:
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-    target.mkdir(parents=True, exist_ok=True)
-    for rank_dir in sorted(src.iterdir()):
-        shutil.copytree(rank_dir, target / rank_dir.name)
-    shutil.copy2(shared / REAL_LICENSE, target / Path(REAL_LICENSE).name)
-    return target
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "data")
-    ap.add_argument("--shared", type=Path, default=SHARED)
-    ap.add_argument("--real", action="store_true", help="also copy the real sample")
     ap.add_argument("--only", nargs="*", help="scenario names to (re)make")
     args = ap.parse_args(argv)
     sim_root = args.out / "simulated"
@@ -117,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         path = make_scenario(s, sim_root)
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         print(f"{s.name}: {size / 1e6:.2f} MB", file=sys.stderr)
-    if args.real:
-        copy_real(args.out, args.shared)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Record a real MindSpore CPU profile of a tiny Llama-style training loop (test fixture).
+"""Record a real MindSpore CPU profile of a tiny Llama-style training loop (bundled sample).
 
 Pinned environment: **mindspore==2.10.0 (CPU build) with numpy<2**, in its own virtual
 environment, not the project's (perfkit does not depend on MindSpore)::
@@ -6,7 +6,7 @@ environment, not the project's (perfkit does not depend on MindSpore)::
     python3 -m venv /tmp/venv-ms
     /tmp/venv-ms/bin/pip install "numpy<2" mindspore==2.10.0
     /tmp/venv-ms/bin/python tools/make_mindspore_cpu_profile.py \\
-        --out tests/data/mindspore_cpu
+        --out data/mindspore-cpu-tiny-llama
 
 What it does: trains a 2-layer Llama-style decoder (RMSNorm, grouped-query attention with 4
 query heads and 2 key/value heads of size 16, SwiGLU MLP of width 160; hidden 64, sequence
@@ -14,9 +14,11 @@ query heads and 2 key/value heads of size 16, SwiGLU MLP of width 160; hidden 64
 shapes read back unambiguously) on random tokens with AdamWeightDecay, in graph mode
 (``mindspore.jit``) on the CPU. ``mindspore.profiler.profile`` records CPU activity with
 shapes and memory on steps 2 and 3 (schedule wait=1, warmup=1, active=2) and writes its
-``*_ascend_ms`` folder. The copy kept as the fixture drops the profiler's own ``logs/``
-folder (host names, paths and timings of the analysis, nothing perfkit reads); every other
-file is kept byte for byte.
+``*_ascend_ms`` folder. The copy kept as the bundled sample ``mindspore-cpu-tiny-llama``
+(its README.md, written by hand, says all this) drops the profiler's own ``logs/`` folder
+(host names, paths and timings of the analysis, nothing perfkit reads); every other file is
+kept byte for byte. Remove the old ``*_ascend_ms`` folder before recording again: the name
+holds the host, process id and time, so a new recording lands beside it.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ def record(out: Path) -> Path:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("tests/data/mindspore_cpu"))
+    ap.add_argument("--out", type=Path, default=Path("data/mindspore-cpu-tiny-llama"))
     args = ap.parse_args()
     if ms.__version__ != PINNED_MINDSPORE:
         print(f"warning: the fixture was made with mindspore {PINNED_MINDSPORE}, "

@@ -27,7 +27,7 @@ from perfkit.widgets import TAB_TITLES
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-PROFILES = ("simulated/llama2-13b-baseline-dp16", "ascend-real-pt-level1")
+PROFILES = ("simulated/llama2-13b-baseline-dp16", "simulated/llama2-7b-tp2")
 TABS = TAB_TITLES
 WAIT_MS = 180_000
 

@@ -3,9 +3,12 @@
 ``tools/make_data.py`` writes the bundled profiles from these definitions and
 ``perfkit simulate OUT --scenario NAME`` writes any one of them again (anywhere). Every
 scenario runs on the ``ascend-910b`` preset at a matrix-kernel efficiency of
-:data:`EFFICIENCY`, with seed 0, no PMU counters (``aic_metrics=None``) and, except for the
-data-stall scenario, no per-kernel events in ``trace_view.json``: the settings that keep
-``data/`` within its size budget. The Llama2-13B-like jobs keep the real layer widths,
+:data:`EFFICIENCY`, with seed 0 and, except for two small ones, no PMU counters
+(``aic_metrics=None``) and no per-kernel events in ``trace_view.json``: the settings that
+keep ``data/`` within its size budget. The exceptions: the data-stall scenario keeps every
+kernel in ``trace_view.json``, and ``llama2-7b-tp2``, two ranks with everything a Level1
+export holds (PMU counters of ``PipeUtilization`` included), is the bundled Ascend profile
+of the tour and of the first notebook. The Llama2-13B-like jobs keep the real layer widths,
 sequence length and parallel layouts of the seed's case study but only 8 of the 40 layers
 and a few micro-batches; the fault scenarios use a 4-layer Llama2-7B-like model.
 """
@@ -57,6 +60,8 @@ class Scenario:
         Where the symptom shows (README bullet points).
     trace_kernels : bool
         Whether every kernel goes into ``trace_view.json``.
+    aic_metrics : str or None
+        PMU metric set written into ``kernel_details.csv`` (None: no counters).
     bundled : bool
         Whether ``tools/make_data.py`` writes it into ``data/simulated/``. The pipelined
         Llama2-13B step is not bundled (size budget): only its measurements are, in the
@@ -73,6 +78,7 @@ class Scenario:
     story: str = ""
     look_at: tuple[str, ...] = field(default=())
     trace_kernels: bool = False
+    aic_metrics: str | None = None
     bundled: bool = True
 
     @property
@@ -156,6 +162,26 @@ SCENARIOS: tuple[Scenario, ...] = (
                  "ProfilerStep (this scenario keeps every kernel and host op in "
                  "trace_view.json)"),
         trace_kernels=True),
+    Scenario(
+        "llama2-7b-tp2", "Llama2-7B-like on 2 NPUs (tp 2): a complete Level1 export",
+        LLAMA7B_4L, ParallelConfig(tp=2, num_micro_batches=2, recompute="selective"), steps=2,
+        story="A small healthy job to learn the tabs on: two NPUs of one node split every "
+              "layer in two (tensor parallel 2) and all-reduce the partial results over "
+              "HCCS after each attention and each MLP block; SiLU/Mul selective recompute, "
+              "as MindFormers configures Llama by default. Unlike the other scenarios it "
+              "keeps everything a torch_npu Level1 export with "
+              "aic_metrics=PipeUtilization holds: every kernel and host operator in "
+              "trace_view.json, the PMU counters in kernel_details.csv, and the memory "
+              "records.",
+        look_at=("steps: Computing dominates; the tensor-parallel all-reduces are barely "
+                 "hidden (comm_not_overlapped_us about 5 % of the step)",
+                 "ops / kernels: the matrix multiplications (MatMulV3) take most of the "
+                 "device time, then the optimizer update and attention; every kernel "
+                 "carries its PMU ratios (aic_mac_ratio, aic_mte2_ratio, ...)",
+                 "comm_ops: 32 all-reduces per rank and step: two per layer and "
+                 "micro-batch in the forward pass, two in the backward pass",
+                 "memory: about 11 GB reserved per rank at the peak, of the NPU's 64 GB"),
+        trace_kernels=True, aic_metrics="PipeUtilization"),
 )
 
 
@@ -201,5 +227,6 @@ def write_scenario(which: str | Scenario, out: str | os.PathLike[str], *,
     s = scenario(which) if isinstance(which, str) else which
     return simulate(s.model, s.parallel, s.hardware, steps=s.steps if steps is None else steps,
                     faults=s.faults, seed=seed, out=out, framework=framework,
-                    efficiency=EFFICIENCY, aic_metrics=None, trace_kernels=s.trace_kernels,
+                    efficiency=EFFICIENCY, aic_metrics=s.aic_metrics,
+                    trace_kernels=s.trace_kernels,
                     overlap_merge_us=MERGE_US)

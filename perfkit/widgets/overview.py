@@ -43,7 +43,7 @@ def bundled_profiles() -> list[str]:
     Returns
     -------
     list of str
-        For example ``"ascend-real-pt-level1"`` or ``"simulated/slow-rank"`` (the ``name``
+        For example ``"kineto-tiny-llama"`` or ``"simulated/slow-rank"`` (the ``name``
         column of :func:`perfkit.samples`); empty when this installation lacks the data.
     """
     return sample_names()
