@@ -76,3 +76,10 @@ def test_writable_copy_can_be_changed(tmp_path) -> None:
     finally:
         for p in (src, src / "OUT", src / "OUT" / "a.csv", src / "OUT" / "b.json"):
             p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def test_ci_runs_the_suite_with_ci_set() -> None:
+    """.ci/run sets $CI before the test command, so there a missing folder fails."""
+    run = (S.ROOT / ".ci" / "run").read_text()
+    assert 'export CI="${CI:-true}"' in run
+    assert run.index("export CI=") < run.index("python -m pytest")
