@@ -93,6 +93,7 @@ def test_a_failure_on_the_second_thread_reaches_the_rule_that_asks(monkeypatch: 
     assert not _ahead_threads()
 
 
+@pytest.mark.shared_samples
 def test_no_second_thread_without_a_known_device() -> None:
     """The pricing rules need the roofline: nothing is computed ahead for nothing."""
     prof = pk.load(SAMPLES["kineto"][0], cache=False, progress=False)

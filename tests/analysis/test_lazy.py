@@ -131,6 +131,12 @@ def test_the_jobs_show_their_faults_lazily(pair: Any) -> None:
     assert {"send", "receive"} <= set(A.comm_summary(lazy)["op_type"])
     assert len(A.stage_balance(lazy, parallel=PP16)) == 2
     assert len(A.memory_peaks(pair["slow-rank"][1]))
+
+
+@pytest.mark.slow
+@pytest.mark.shared_samples
+def test_the_real_samples_are_not_empty_lazily(pair: Any) -> None:
+    """Nor on the real samples: synchronising host operators, PMU bound verdicts, AI CPU."""
     _, lazy = pair["real"]
     assert len(A.sync_points(lazy)) and len(A.operator_bound(lazy))
     assert A.top_operators(lazy)["bound"].notna().any()

@@ -203,6 +203,7 @@ def test_no_input_was_written(corpus: dict[str, Any]) -> None:
     assert not any(p.name.endswith(".parquet") for p in corpus["root"].rglob("*"))
 
 
+@pytest.mark.shared_samples
 def test_permission_cases_are_simulated_when_root() -> None:
     """As root (CI), chmod does not stop reads: the simulated cases stand in for them."""
     chmod = [n for n in NAMES if n.endswith("permission-chmod")]
