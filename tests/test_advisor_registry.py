@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from shared_samples import CLUSTER_OUTPUT, HTA, TRACE_VIEW_EXCERPT, sample, shared_param
 
 import perfkit as pk
 from perfkit import advisor
@@ -28,11 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Profiles that lack some tables: host operators only, no link matrix, no memory, ...
 SPARSE = {
     "kineto-ops-only": ROOT / "data" / "kineto-tiny-llama",
-    "mindspore-cpu": ROOT / "tests" / "data" / "mindspore_cpu",
-    "cluster-output": ROOT / "tests" / "data" / "cluster_output",
-    "trace-view": ROOT / "tests" / "data" / "trace_view_excerpt",
-    "kineto-gpu": ROOT / "tests" / "data" / "kineto_hta",
+    "mindspore-cpu": ROOT / "data" / "mindspore-cpu-tiny-llama",
+    # other projects' profiles, read from shared/samples (tests/shared_samples.py)
+    "cluster-output": sample(CLUSTER_OUTPUT),
+    "trace-view": sample(TRACE_VIEW_EXCERPT).parent,
+    "kineto-gpu": sample(HTA),
 }
+SHARED = {"cluster-output", "trace-view", "kineto-gpu"}
 
 
 def _job() -> dict[str, Any]:
@@ -99,7 +102,8 @@ def test_a_declaration_naming_nothing_known_is_refused() -> None:
         rule("host", order=1, inputs=("tokenizer",))
 
 
-@pytest.mark.parametrize("name", [*SPARSE, "empty"])
+@pytest.mark.parametrize("name", [shared_param(n) if n in SHARED else n
+                                  for n in [*SPARSE, "empty"]])
 def test_a_rule_skipped_for_its_tables_or_framework_had_nothing_to_say(name: str) -> None:
     """Run directly, every rule the runner skips on this profile finds nothing."""
     prof = _empty_profile() if name == "empty" else pk.load(SPARSE[name], cache=False,
@@ -164,7 +168,7 @@ def test_a_new_rule_is_one_decorated_function(scratch_registry: None,
     calls: list[str] = []
     probe = _probe("probe_new", calls, order=5, needs=("kernels",))
     monkeypatch.setattr(advisor, "RULES", (*advisor.RULES, probe))
-    prof = pk.load(ROOT / "data" / "ascend-real-pt-level1", cache=False, progress=False)
+    prof = pk.load(ROOT / "data" / "simulated" / "llama2-7b-tp2", cache=False, progress=False)
     found = pk.advise(prof)
     assert calls == ["probe_new"]
     assert [f for f in found if f.rule == "probe_new"]

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_samples import shared_sample
 
 import perfkit as pk
 from perfkit.analysis import operator_efficiency
@@ -118,15 +118,9 @@ LAUNCHERS = {"aten::convolution": [("aten::cudnn_convolution", None),
 
 
 def _wild(name: str) -> Path:
-    """A real profile of ``shared/samples/wild`` (``$PERFKIT_SHARED_SAMPLES`` or beside the
-    checkout); the test is skipped with the reason when it is absent."""
-    env = os.environ.get("PERFKIT_SHARED_SAMPLES", "").strip()
-    root = Path(env) if env else ROOT.parent / "shared" / "samples"
-    path = root / "wild" / name
-    if not path.exists():
-        pytest.skip(f"the real profiles of other projects are not here ({path}); they are "
-                    "never committed to perfkit")
-    return path
+    """A real profile of ``shared/samples/wild``, found by ``tests/shared_samples.py`` (the
+    test is skipped with the reason when the folder is absent, fails under CI)."""
+    return shared_sample(f"wild/{name}")
 
 
 @pytest.fixture(scope="module")
