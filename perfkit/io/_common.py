@@ -50,6 +50,8 @@ __all__ = [
     "read_csv",
     "find_col",
     "to_float",
+    "json_number",
+    "counting_numbers",
     "to_ns",
     "rel_us",
     "min_ns",
@@ -70,6 +72,8 @@ HEAD_BYTES = 1 << 16
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _NOTES: ContextVar[list[str] | None] = ContextVar("perfkit_io_notes", default=None)
+_UNREAD: ContextVar[dict[str, int] | None] = ContextVar("perfkit_io_unread", default=None)
+_NUMBER_RE = re.compile(_NUMERIC)
 _T = TypeVar("_T")
 
 
@@ -647,6 +651,41 @@ def _to_float(col: pa.ChunkedArray | pa.Array | None, n: int) -> np.ndarray:
         return pd.to_numeric(pd.Series(col.to_pylist()), errors="coerce").to_numpy(np.float64)
 
 
+def json_number(value: Any, field: str | None = None) -> float:
+    """A number of a JSON file as float: NaN when missing (``null`` or absent).
+
+    A number, or text holding one (``"12.5"``), is read. Anything else where a number
+    belongs (``"fast"``, ``true``, a list, an object) is NaN, and counted under ``field`` in
+    the innermost :func:`counting_numbers` scope, which notes the counts.
+    """
+    if value is None:
+        return np.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and _NUMBER_RE.match(value):
+        return float(value)
+    counts = _UNREAD.get()
+    if counts is not None and field is not None:
+        counts[field] = counts.get(field, 0) + 1
+    return np.nan
+
+
+@contextmanager
+def counting_numbers(name: str) -> Iterator[dict[str, int]]:
+    """Count the :func:`json_number` values of the ``with`` block that are not numbers;
+    at its end, one :func:`note` per field: ``"{name} {field}: N value(s) ... read as NA"``.
+    """
+    counts: dict[str, int] = {}
+    token = _UNREAD.set(counts)
+    try:
+        yield counts
+    finally:
+        _UNREAD.reset(token)
+    for field, n in counts.items():
+        note(f"{name} {field}: {n} value(s) not a number (text, true/false, a list or an "
+             "object) read as NA")
+
+
 def to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int = 1000,
           label: str | None = None) -> pa.Array:
     """Convert microsecond timestamps (text such as ``"1736408883704643.212\\t"`` or numbers)
@@ -767,7 +806,7 @@ def describe_json_error(data: bytes, message: str, what: str) -> str:
         if exc.start < len(data) - 4 or "utf-8" in message.lower():
             return f"not UTF-8 text (bad byte at offset {exc.start}); expected {what} (JSON)"
     stripped = data.rstrip()
-    if stripped and stripped[-1:] not in (b"}", b"]"):
+    if stripped and stripped[-1:] not in (b"}", b"]") and stripped.lstrip()[:1] in (b"{", b"["):
         return f"JSON is truncated (ends without closing bracket); expected complete {what}"
     return f"invalid JSON ({message}); expected {what}"
 
