@@ -50,6 +50,8 @@ __all__ = [
     "read_csv",
     "find_col",
     "to_float",
+    "json_number",
+    "counting_numbers",
     "to_ns",
     "rel_us",
     "min_ns",
@@ -70,6 +72,8 @@ HEAD_BYTES = 1 << 16
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _NOTES: ContextVar[list[str] | None] = ContextVar("perfkit_io_notes", default=None)
+_UNREAD: ContextVar[dict[str, int] | None] = ContextVar("perfkit_io_unread", default=None)
+_NUMBER_RE = re.compile(_NUMERIC)
 _T = TypeVar("_T")
 
 
@@ -318,8 +322,11 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     types = {c: pa.string() for c in present}
     source, _, last_line = _complete_rows(path, what)
     if last_line is not None:
-        note(f"{path.name}: file ends mid-row (no newline after the last line): last row "
-             "dropped")
+        note(f"{path.name} line {_line_of_end(source)}: "
+             + ("the last row ends inside a quoted field (file cut mid-field?)"
+                if last_line.endswith(b"\n") else
+                "file ends mid-row (no newline after the last line)")
+             + f": last row dropped ({_shown(last_line)})")
     bad_rows: list[tuple[int, str]] = []
 
     def invalid(row: Any) -> str:
@@ -366,10 +373,15 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
 
 
 def _complete_rows(path: Path, what: str = "a CSV file") -> tuple[Any, int, bytes | None]:
-    """What pyarrow should parse: the file, or its bytes up to the last newline.
+    """What pyarrow should parse: the file, or its bytes up to the start of a cut last row.
 
-    Returns ``(source, size, cut)``; ``cut`` is the partial last line that was left out
-    (None when the file ends with a newline). UTF-16 text is converted to UTF-8 in memory
+    A last row is cut when the file does not end with a newline (every CSV writer ends
+    its last row with one), or when the last line holds an odd number of double quotes: a
+    quoted field opened and never closed (a file cut inside a field, a newline added
+    after; profiler CSVs have no line breaks inside fields).
+
+    Returns ``(source, size, cut)``; ``cut`` is the cut last line that was left out
+    (None when the last row is complete). UTF-16 text is converted to UTF-8 in memory
     first (with a note).
     """
     with open(path, "rb") as fh:
@@ -378,13 +390,21 @@ def _complete_rows(path: Path, what: str = "a CSV file") -> tuple[Any, int, byte
             data = decode_text_bytes(path, fh.read(), what)
             note(f"{path.name}: UTF-16 text, converted to UTF-8")
             end = data.rfind(b"\n") + 1
+            if end == len(data) and _open_quote(data[-HEAD_BYTES:]):
+                end = data.rfind(b"\n", 0, end - 1) + 1
             if end == len(data) or end == 0:
                 return pa.BufferReader(pa.py_buffer(data)), len(data), None
             return pa.BufferReader(pa.py_buffer(data[:end])), len(data), data[end:]
         size = os.fstat(fh.fileno()).st_size
         fh.seek(max(0, size - 1))
         if fh.read(1) == b"\n":
-            return path, size, None
+            start = _open_last_line(fh, size)
+            if start is None:
+                return path, size, None
+            fh.seek(start)
+            cut = fh.read(min(size - start, 4096))
+            buf = pa.memory_map(str(path)).read_buffer(start)
+            return pa.BufferReader(buf), size, cut if cut.endswith(b"\n") else cut + b"\n"
         end = size
         while end > 0:  # the last newline, searched backwards block by block
             start = max(0, end - HEAD_BYTES)
@@ -399,6 +419,55 @@ def _complete_rows(path: Path, what: str = "a CSV file") -> tuple[Any, int, byte
                 return pa.BufferReader(buf), size, cut
             end = start
     return path, size, None  # one line only (a header without newline): parse as is
+
+
+def _open_quote(data: bytes) -> bool:
+    """True when the last line of ``data`` (text ending with a newline) holds an odd
+    number of double quotes: a quoted field that is never closed."""
+    body = data[:-1]
+    return body[body.rfind(b"\n") + 1:].count(b'"') % 2 == 1
+
+
+def _open_last_line(fh: Any, size: int) -> int | None:
+    """Offset of the last line of a file ending with a newline when that line leaves a
+    quoted field open (an odd number of double quotes), else None (also when it is the
+    only line: the header). Read backwards block by block from the end."""
+    end, quotes = size - 1, 0
+    while end > 0:
+        start = max(0, end - HEAD_BYTES)
+        fh.seek(start)
+        block = fh.read(end - start)
+        at = block.rfind(b"\n")
+        quotes += block.count(b'"', at + 1)
+        if at >= 0:
+            return start + at + 1 if quotes % 2 else None
+        end = start
+    return None
+
+
+def _line_of_end(source: Any) -> int:
+    """Line number (1-based) of the line after the last newline of ``source`` (a path or
+    the BufferReader :func:`_complete_rows` returns): the cut row that was left out.
+
+    Counted block by block; only called when a file was repaired.
+    """
+    if isinstance(source, pa.BufferReader):
+        source.seek(0)
+        data = source.read()
+        source.seek(0)
+        return data.count(b"\n") + 1
+    lines = 1
+    with open(source, "rb") as fh:
+        while block := fh.read(1 << 24):
+            lines += block.count(b"\n")
+    return lines
+
+
+def _shown(line: bytes | str, limit: int = 60) -> str:
+    """A cut line as shown in a note: quoted, shortened."""
+    text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+    text = text.rstrip("\r\n")
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _first_nul(path: Path) -> int | None:
@@ -458,7 +527,8 @@ def _repair_rows(path: Path, what: str, header: list[str], source: Any,
     last = _last_line(source)
     inner = [(n, t) for n, t in bad_rows if t.rstrip("\r\n") != last]
     if len(inner) < len(bad_rows):
-        note(f"{path.name}: last row has too few fields (file cut mid-row?): last row dropped")
+        note(f"{path.name} line {_line_of_end(source) - 1}: last row has too few fields "
+             f"({len(header)} expected; file cut mid-row?): last row dropped ({_shown(last)})")
     if not inner:
         return table
     note(f"{path.name}: {len(inner)} row(s) have fewer fields than the header: the missing "
@@ -581,6 +651,41 @@ def _to_float(col: pa.ChunkedArray | pa.Array | None, n: int) -> np.ndarray:
         return pd.to_numeric(pd.Series(col.to_pylist()), errors="coerce").to_numpy(np.float64)
 
 
+def json_number(value: Any, field: str | None = None) -> float:
+    """A number of a JSON file as float: NaN when missing (``null`` or absent).
+
+    A number, or text holding one (``"12.5"``), is read. Anything else where a number
+    belongs (``"fast"``, ``true``, a list, an object) is NaN, and counted under ``field`` in
+    the innermost :func:`counting_numbers` scope, which notes the counts.
+    """
+    if value is None:
+        return np.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and _NUMBER_RE.match(value):
+        return float(value)
+    counts = _UNREAD.get()
+    if counts is not None and field is not None:
+        counts[field] = counts.get(field, 0) + 1
+    return np.nan
+
+
+@contextmanager
+def counting_numbers(name: str) -> Iterator[dict[str, int]]:
+    """Count the :func:`json_number` values of the ``with`` block that are not numbers;
+    at its end, one :func:`note` per field: ``"{name} {field}: N value(s) ... read as NA"``.
+    """
+    counts: dict[str, int] = {}
+    token = _UNREAD.set(counts)
+    try:
+        yield counts
+    finally:
+        _UNREAD.reset(token)
+    for field, n in counts.items():
+        note(f"{name} {field}: {n} value(s) not a number (text, true/false, a list or an "
+             "object) read as NA")
+
+
 def to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int = 1000,
           label: str | None = None) -> pa.Array:
     """Convert microsecond timestamps (text such as ``"1736408883704643.212\\t"`` or numbers)
@@ -701,7 +806,7 @@ def describe_json_error(data: bytes, message: str, what: str) -> str:
         if exc.start < len(data) - 4 or "utf-8" in message.lower():
             return f"not UTF-8 text (bad byte at offset {exc.start}); expected {what} (JSON)"
     stripped = data.rstrip()
-    if stripped and stripped[-1:] not in (b"}", b"]"):
+    if stripped and stripped[-1:] not in (b"}", b"]") and stripped.lstrip()[:1] in (b"{", b"["):
         return f"JSON is truncated (ends without closing bracket); expected complete {what}"
     return f"invalid JSON ({message}); expected {what}"
 

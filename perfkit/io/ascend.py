@@ -27,9 +27,11 @@ from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
 from . import mindspore_cpu, trace_tables
 from ._common import (
+    counting_numbers,
     find_col,
     hccl_group_hash,
     int64_series,
+    json_number,
     read_csv,
     read_json,
     rel_us,
@@ -168,9 +170,13 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if md_file.exists():
         md = read_json(md_file, "profiler_metadata JSON")
         metadata = md if isinstance(md, dict) else {}
+        if not isinstance(md, dict):
+            notes.append(f"profiler_metadata.json: expected a JSON object, found "
+                         f"{_json_kind(md)}: ignored (communication groups and environment "
+                         "unknown)")
     framework = _framework(rank_dir, info)
     rank = read_rank_id(rank_dir)
-    groups = _groups(metadata)
+    groups = _groups(metadata, notes)
     level = _level(info)
 
     ns: dict[str, pa.Array] = {}
@@ -296,19 +302,40 @@ _DEVICE_FILE_NOTES = ("kernels: kernel_details.csv not found", "steps: step_trac
 """Notes about Ascend device files that a CPU profile never has (replaced by one note)."""
 
 
-def _groups(metadata: dict[str, Any]) -> dict[str, Any]:
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in words ("a list", "text", ...)."""
+    if isinstance(value, bool) or value is None:
+        return "null" if value is None else str(value).lower()
+    return {dict: "an object", list: "a list", str: "text", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _groups(metadata: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:
+    """``parallel_group_info`` of ``profiler_metadata.json``: ``{group id: {group_name,
+    group_rank, global_ranks}}``. Entries or ranks of the wrong type are left out, with a
+    note in ``notes`` (the groups they would give are unknown, not guessed)."""
     info = metadata.get("parallel_group_info")
-    if not isinstance(info, dict):
-        return {}
+    bad: list[str] = []
+    if info is not None and not isinstance(info, dict):
+        bad.append(f"parallel_group_info is {_json_kind(info)}, not an object")
     groups: dict[str, Any] = {}
-    for key, g in info.items():
-        if isinstance(g, dict):
-            ranks = g.get("global_ranks")
-            groups[str(key)] = {"group_name": g.get("group_name"),
-                                "group_rank": g.get("group_rank"),
-                                "global_ranks": [r for r in ranks if isinstance(r, int)
-                                                 and not isinstance(r, bool) and r >= 0]
-                                if isinstance(ranks, list) else []}
+    for key, g in (info.items() if isinstance(info, dict) else ()):
+        if not isinstance(g, dict):
+            bad.append(f"group {key!s} is {_json_kind(g)}, not an object")
+            continue
+        ranks = g.get("global_ranks")
+        good = [r for r in ranks if isinstance(r, int) and not isinstance(r, bool)
+                and r >= 0] if isinstance(ranks, list) else []
+        if ranks is not None and (not isinstance(ranks, list) or len(good) < len(ranks)):
+            bad.append(f"group {key!s} global_ranks {str(ranks)[:40]} are not all whole "
+                       "numbers >= 0")
+            good = []
+        groups[str(key)] = {"group_name": g.get("group_name"),
+                            "group_rank": g.get("group_rank"), "global_ranks": good}
+    if bad and notes is not None:
+        notes.append("profiler_metadata.json parallel_group_info: " + "; ".join(bad[:3])
+                     + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "")
+                     + ": left out (those groups' members unknown)")
     return groups
 
 
@@ -488,6 +515,20 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
         raise ProfileError(path, "expected a JSON object keyed by step ('step50': {...})")
     ops: list[dict[str, Any]] = []
     bws: list[dict[str, Any]] = []
+    with counting_numbers(path.name):
+        _hccl_rows(path, data, ops, bws)
+    frame = pd.DataFrame(ops)
+    if len(frame):
+        start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
+                         label=f"{path.name} Start Timestamp(us)")
+        ns["comm"] = start_ns
+        frame["start__ns"] = int64_series(start_ns)
+    return frame, pd.DataFrame(bws)
+
+
+def _hccl_rows(path: Path, data: dict[str, Any], ops: list[dict[str, Any]],
+               bws: list[dict[str, Any]]) -> None:
+    """The op rows (``ops``) and bandwidth rows (``bws``) of a rank's communication.json."""
     for step_key, step, kind, key, entry in _hccl_entries(path, data):
         if key == "Total Op Info":
             continue
@@ -499,8 +540,9 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
         ops.append({
             "step": step, "group": group, "name": name, "kind": kind,
             **time_fields(t),
-            "wait_ratio": _num(t.get("Wait Time Ratio")),
-            "sync_ratio": _num(t.get("Synchronization Time Ratio")),
+            "wait_ratio": _num(t.get("Wait Time Ratio"), "Wait Time Ratio"),
+            "sync_ratio": _num(t.get("Synchronization Time Ratio"),
+                               "Synchronization Time Ratio"),
         })
         b = entry.get("Communication Bandwidth Info")
         if isinstance(b, dict):
@@ -509,26 +551,19 @@ def _communication(path: Path, ns: dict[str, pa.Array]) -> tuple[pd.DataFrame, p
                     bws.append({
                         "step": step, "group": group, "name": name,
                         **bandwidth_fields(transport, v),
-                        "large_packet_ratio": _num(v.get("Large Packet Ratio")),
+                        "large_packet_ratio": _num(v.get("Large Packet Ratio"),
+                                                   "Large Packet Ratio"),
                     })
-    frame = pd.DataFrame(ops)
-    if len(frame):
-        start_ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
-                         label=f"{path.name} Start Timestamp(us)")
-        ns["comm"] = start_ns
-        frame["start__ns"] = int64_series(start_ns)
-    return frame, pd.DataFrame(bws)
 
 
-def _num(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return np.nan
+def _num(v: Any, field: str | None = None) -> float:
+    """A JSON number (NaN when missing; a value that is not one is counted under
+    ``field``, see :func:`~perfkit.io._common.counting_numbers`)."""
+    return json_number(v, field)
 
 
-def _ms(v: Any) -> float:
-    return _num(v) * 1000.0
+def _ms(v: Any, field: str | None = None) -> float:
+    return _num(v, field) * 1000.0
 
 
 def time_fields(t: dict[str, Any]) -> dict[str, Any]:
@@ -540,28 +575,29 @@ def time_fields(t: dict[str, Any]) -> dict[str, Any]:
     return {
         "start_text": None if start is None else repr(start) if isinstance(start, float)
         else str(start),
-        "elapse_us": _ms(t.get("Elapse Time(ms)")),
-        "transit_us": _ms(t.get("Transit Time(ms)")),
-        "wait_us": _ms(t.get("Wait Time(ms)")),
-        "sync_us": _ms(t.get("Synchronization Time(ms)")),
-        "idle_us": _ms(t.get("Idle Time(ms)")),
+        **{col: _ms(t.get(key), key) for col, key in _TIME_KEYS},
     }
+
+
+_TIME_KEYS = (("elapse_us", "Elapse Time(ms)"), ("transit_us", "Transit Time(ms)"),
+              ("wait_us", "Wait Time(ms)"), ("sync_us", "Synchronization Time(ms)"),
+              ("idle_us", "Idle Time(ms)"))
 
 
 def bandwidth_fields(transport: object, v: dict[str, Any]) -> dict[str, Any]:
     """Columns of one transport entry of ``Communication Bandwidth Info``."""
     return {"transport": str(transport),
-            "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
-            "transit_us": _ms(v.get("Transit Time(ms)")),
-            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)"))}
+            "size_bytes": _num(v.get("Transit Size(MB)"), "Transit Size(MB)") * 1e6,
+            "transit_us": _ms(v.get("Transit Time(ms)"), "Transit Time(ms)"),
+            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)"), "Bandwidth(GB/s)")}
 
 
 def link_fields(v: dict[str, Any]) -> dict[str, Any]:
     """Columns of one ``src-dst`` link of a communication matrix."""
     return {"transport": v.get("Transport Type"),
-            "size_bytes": _num(v.get("Transit Size(MB)")) * 1e6,
-            "time_us": _ms(v.get("Transit Time(ms)")),
-            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)")),
+            "size_bytes": _num(v.get("Transit Size(MB)"), "Transit Size(MB)") * 1e6,
+            "time_us": _ms(v.get("Transit Time(ms)"), "Transit Time(ms)"),
+            "bandwidth_gbps": _num(v.get("Bandwidth(GB/s)"), "Bandwidth(GB/s)"),
             "op_name": v.get("Op Name")}
 
 
@@ -571,16 +607,18 @@ def _matrix(path: Path, rank: int | None, groups: dict[str, Any],
     if not isinstance(data, dict):
         raise ProfileError(path, "expected a JSON object keyed by step ('step50': {...})")
     rows: list[dict[str, Any]] = []
-    for _, step, kind, key, links in _hccl_entries(path, data):
-        name, group = _split_key(key)
-        for link, v in links.items():
-            if not isinstance(v, dict):
-                continue
-            src, _, dst = str(link).partition("-")
-            rows.append({
-                "step": step, "group": group, "name": name, "kind": kind,
-                "src_local": _num(src), "dst_local": _num(dst), **link_fields(v),
-            })
+    with counting_numbers(path.name):
+        for _, step, kind, key, links in _hccl_entries(path, data):
+            name, group = _split_key(key)
+            for link, v in links.items():
+                if not isinstance(v, dict):
+                    continue
+                src, _, dst = str(link).partition("-")
+                rows.append({
+                    "step": step, "group": group, "name": name, "kind": kind,
+                    "src_local": _num(src, "link (src-dst)"),
+                    "dst_local": _num(dst, "link (src-dst)"), **link_fields(v),
+                })
     frame = _name_groups(pd.DataFrame(rows), groups)
     if not len(frame):
         return frame

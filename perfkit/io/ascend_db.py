@@ -25,7 +25,7 @@ import pandas as pd
 from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
 from . import ascend
-from ._common import check_file, read_json, with_notes
+from ._common import check_file, note, read_json, with_notes
 from .categories import category
 from .trace_tables import step_index
 from .validate import plausible_origin
@@ -152,9 +152,17 @@ def _strings(con: sqlite3.Connection) -> pd.Series:
     return pd.Series(s["value"].to_numpy(), index=s["id"].to_numpy())
 
 
-def _map(ids: pd.Series, strings: pd.Series) -> pd.Series:
-    return pd.Series(strings.reindex(ids.to_numpy()).to_numpy(), index=ids.index,
-                     dtype="string")
+def _map(ids: pd.Series, strings: pd.Series, label: str | None = None) -> pd.Series:
+    """The strings of interned ids; an id not in ``STRING_IDS`` is NA, counted in a note
+    under ``label`` (``"COMPUTE_TASK_INFO.name"``)."""
+    out = pd.Series(strings.reindex(ids.to_numpy()).to_numpy(), index=ids.index,
+                    dtype="string")
+    if label is not None:
+        lost = int((out.isna() & ids.notna()).sum())
+        if lost:
+            note(f"{label}: {lost} of {len(ids)} id(s) not in STRING_IDS (the string table "
+                 "is incomplete): read as NA")
+    return out
 
 
 def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.DataFrame],
@@ -163,7 +171,11 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
     if "TASK" not in have and "PYTORCH_API" not in have and "MEMORY_RECORD" not in have:
         raise ProfileError(path, "expected tables TASK / PYTORCH_API / MEMORY_RECORD of the "
                            f"Ascend DB export; found {sorted(have)[:10]}")
-    strings = _strings(con) if "STRING_IDS" in have else pd.Series(dtype=object)
+    if "STRING_IDS" not in have:
+        raise ProfileError(path, "has no STRING_IDS table, the string table every Ascend DB "
+                           "export writes: kernel, operator and memory names cannot be read "
+                           "(the export is incomplete or damaged; export the profile again)")
+    strings = _strings(con)
     starts: list[Any] = []
     kern = None
     if "TASK" in have and "COMPUTE_TASK_INFO" in have:
@@ -177,7 +189,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             "on c.globalTaskId = t.globalTaskId"))
         for col in ("name", "opType", "taskType", "inputShapes", "inputDataTypes",
                     "outputShapes"):
-            kern[col] = _map(kern[col], strings)
+            kern[col] = _map(kern[col], strings, f"{path.name} COMPUTE_TASK_INFO.{col}")
         for col in ("inputShapes", "outputShapes"):
             kern[col] = kern[col].str.strip('"')
         if "COMMUNICATION_OP" in have:
@@ -186,8 +198,10 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             comm = _query(con, path, f"select {cols} from COMMUNICATION_OP o")
             comm = pd.DataFrame({"startNs": comm["startNs"], "endNs": comm["endNs"],
                                  "connectionId": comm["connectionId"],
-                                 "name": _map(comm["opName"], strings),
-                                 "opType": _map(comm["opType"], strings),
+                                 "name": _map(comm["opName"], strings,
+                                              f"{path.name} COMMUNICATION_OP.opName"),
+                                 "opType": _map(comm["opType"], strings,
+                                                f"{path.name} COMMUNICATION_OP.opType"),
                                  "taskType": pd.Series(["HCCL"] * len(comm), dtype="string"),
                                  "waitNs": comm["waitNs"]})
             kern = pd.concat([kern, comm], ignore_index=True)
@@ -206,7 +220,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             ops = ops[ops["type"].isin(op_ids)].reset_index(drop=True)
         ops["startNs"] = pd.to_numeric(ops["startNs"]).astype("int64")
         ops["endNs"] = pd.to_numeric(ops["endNs"]).astype("int64")
-        ops["name"] = _map(ops["name"], strings)
+        ops["name"] = _map(ops["name"], strings, f"{path.name} PYTORCH_API.name")
         ops = ops[~ops["name"].fillna("").str.startswith("ProfilerStep#")].reset_index(drop=True)
         starts.append(ops["startNs"])
     mem_parts = []
@@ -214,7 +228,8 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         m = _query(con, path, "select component, timestamp, totalAllocated, totalReserved, "
                    "totalActive from MEMORY_RECORD")
         mem_parts.append(pd.DataFrame({
-            "component": _map(m["component"], strings), "ts_ns": m["timestamp"],
+            "component": _map(m["component"], strings, f"{path.name} MEMORY_RECORD.component"),
+            "ts_ns": m["timestamp"],
             "allocated_bytes": m["totalAllocated"].astype(float),
             "reserved_bytes": m["totalReserved"].astype(float),
             "active_bytes": m["totalActive"].astype(float), "source": "memory_record"}))
@@ -232,7 +247,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
     if "OP_MEMORY" in have:
         opm = _query(con, path, "select name, size, allocationTime, releaseTime, duration "
                      "from OP_MEMORY")
-        opm["name"] = _map(opm["name"], strings)
+        opm["name"] = _map(opm["name"], strings, f"{path.name} OP_MEMORY.name")
         starts.append(opm["allocationTime"])
     origin = plausible_origin(*starts)
     spans = pd.DataFrame(columns=["step", "start_ns", "end_ns"])

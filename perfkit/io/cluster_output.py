@@ -21,7 +21,16 @@ import pandas as pd
 
 from ..errors import ProfileError, file_boundary
 from ..profile import Cluster, Profile, ProfileMeta
-from ._common import collecting_notes, int64_series, read_csv, read_json, to_float, to_ns
+from ._common import (
+    collecting_notes,
+    counting_numbers,
+    int64_series,
+    note,
+    read_csv,
+    read_json,
+    to_float,
+    to_ns,
+)
 from .ascend import _STEP_COLS, _split_key, _step_of, bandwidth_fields, link_fields, time_fields
 from .validate import clean_tables, plausible_origin
 
@@ -37,7 +46,6 @@ def parse(folder: Path) -> tuple[dict[int, dict[str, pd.DataFrame]], dict[str, A
     if f.exists():
         with file_boundary(f, "cluster_step_trace_time.csv of msprof-analyze"):
             steps, stages = _steps(f)
-            steps = steps[_rank_ok(steps["rank"])]
             for r, grp in steps.groupby("rank"):
                 per_rank.setdefault(int(r), {})["steps"] = grp.drop(columns="rank")
             extra["stage_steps"] = stages.to_dict(orient="records")
@@ -62,7 +70,10 @@ def parse(folder: Path) -> tuple[dict[int, dict[str, pd.DataFrame]], dict[str, A
     g = folder / "communication_group.json"
     if g.exists():
         data = read_json(g, "communication_group.json of msprof-analyze")
-        extra["communication_group"] = data if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            raise ProfileError(g, "expected a JSON object ({'collective': [...], 'p2p': [...], "
+                               "'comm_group_parallel_info': [...]})")
+        extra["communication_group"] = data
     extra["table_files"] = files
     if not per_rank:
         raise ProfileError(folder, "no rank found; expected cluster_step_trace_time.csv or "
@@ -71,9 +82,16 @@ def parse(folder: Path) -> tuple[dict[int, dict[str, pd.DataFrame]], dict[str, A
 
 
 def _rank_ok(ranks: pd.Series) -> pd.Series:
-    """Rank numbers that can be ranks (whole, >= 0, below a billion); others are dropped."""
+    """Rank numbers that can be ranks (whole, >= 0, below a billion)."""
     r = pd.to_numeric(ranks, errors="coerce")
     return r.notna() & (r >= 0) & (r < 1e9) & (r == r.round())
+
+
+def _rows_text(rows: np.ndarray, values: pd.Series, limit: int = 3) -> str:
+    """``data row 3: 'abc', data row 7: 'x'`` for the first ``limit`` rows (1-based)."""
+    shown = ", ".join(f"data row {int(i) + 1}: {str(v)[:30]!r}"
+                      for i, v in zip(rows[:limit], values.iloc[rows[:limit]], strict=True))
+    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
 def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
@@ -84,6 +102,7 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
     """
     with collecting_notes() as read_notes:
         per_rank, extra = parse(folder)
+        groups = _groups(extra.get("communication_group", {}))
     files = extra.pop("table_files", {})
     wanted = None if ranks is None else {int(r) for r in ranks}
     if wanted is not None:
@@ -91,9 +110,9 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
         if missing:
             raise ProfileError(folder, f"rank(s) {missing} not found; ranks present: "
                                f"{sorted(per_rank)}")
-    groups = _groups(extra.get("communication_group", {}))
     origin = extra.pop("origin_ns", None)
     profiles = []
+    per_rank_notes: list[str] = []
     note = ("msprof-analyze cluster output: only steps and communication tables exist; "
             "times relative to origin_ns (earliest communication start)")
     origin = plausible_origin(*(t["comm_ops"]["start__ns"] for t in per_rank.values()
@@ -113,25 +132,48 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
                            world_size=None, device_type="npu", groups=groups, origin_ns=origin,
                            path=str(folder), notes=[note, *read_notes, *checked])
         profiles.append(Profile(meta, tables))
+        per_rank_notes += [f"rank {r}: {n}" for n in checked]
     ranks_all = sorted(per_rank)
-    per_rank_notes = [f"rank {p.meta.rank}: {n}" for p in profiles for n in p.meta.notes[1:]]
+    # the files are shared by all ranks: what was repaired in them is noted once
     cmeta = ProfileMeta(source_format="cluster_analysis_output", rank=None,
                         world_size=max(ranks_all) + 1 if ranks_all else None,
                         device_type="npu", groups=groups, origin_ns=origin, path=str(folder),
-                        notes=[note, *per_rank_notes], extra=extra)
+                        notes=[note, *read_notes, *per_rank_notes], extra=extra)
     return Cluster(profiles, cmeta)
 
 
 def _groups(data: dict[str, Any]) -> dict[str, Any]:
+    """``comm_group_parallel_info`` of ``communication_group.json``: ``{group id:
+    {group_name, global_ranks}}``.
+
+    The group id (HCCL's hash, the text after ``@`` in the communication keys) may be
+    written as text or as a whole number; a group whose id is missing or not whole, or
+    whose ``rank_set`` is not a list of whole numbers, is left out with a note (its
+    members unknown, not guessed).
+    """
     out: dict[str, Any] = {}
     infos = data.get("comm_group_parallel_info") if isinstance(data, dict) else None
-    for info in infos if isinstance(infos, list) else []:
-        if isinstance(info, dict) and info.get("group_name"):
-            ranks = info.get("rank_set")
-            out[str(info["group_name"])] = {
-                "group_name": info.get("pg_name") or None,
-                "global_ranks": [r for r in ranks if isinstance(r, int)
-                                 and not isinstance(r, bool)] if isinstance(ranks, list) else []}
+    bad: list[str] = []
+    if infos is not None and not isinstance(infos, list):
+        bad.append("comm_group_parallel_info is not a list")
+    for i, info in enumerate(infos if isinstance(infos, list) else []):
+        gid = info.get("group_name") if isinstance(info, dict) else None
+        if isinstance(gid, bool) or not isinstance(gid, (int, str)) or not str(gid).strip():
+            bad.append(f"entry {i}: no group_name (the group id)")
+            continue
+        ranks = info.get("rank_set")
+        good = [r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and r >= 0] \
+            if isinstance(ranks, list) else []
+        if not isinstance(ranks, list) or len(good) < len(ranks):
+            bad.append(f"group {gid}: rank_set {str(ranks)[:40]} is not a list of whole "
+                       "numbers >= 0")
+            good = []
+        out[str(gid).strip()] = {"group_name": info.get("pg_name") or None,
+                                 "global_ranks": good}
+    if bad:
+        note("communication_group.json: " + "; ".join(bad[:3])
+             + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "")
+             + ": left out (those groups' members unknown)")
     return out
 
 
@@ -149,29 +191,51 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             cols[canon] = to_float(table.column(src), n, label=f"{path.name} {src}")
     frame = pd.DataFrame(cols)
     is_rank = (typ == "rank").to_numpy()
-    ranks = pd.to_numeric(index, errors="coerce").to_numpy()
-    steps = frame[is_rank].copy()
-    steps.insert(0, "rank", ranks[is_rank])
-    stages = frame[~is_rank].copy()
-    stages.insert(0, "ranks", index[~is_rank].to_numpy())
+    is_stage = (typ == "stage").to_numpy()
+    other = np.flatnonzero(~is_rank & ~is_stage)
+    if len(other):
+        note(f"{path.name}: {len(other)} row(s) whose Type is neither rank nor stage "
+             f"({_rows_text(other, table.column('Type').to_pandas())}): left out")
+    ok = _rank_ok(index).to_numpy()
+    bad = np.flatnonzero(is_rank & ~ok)
+    if len(bad):
+        if not (is_rank & ok).any():
+            raise ProfileError(path, f"no rank row has a rank number in Index "
+                               f"({_rows_text(bad, index)}); expected the global rank",
+                               field="Index")
+        note(f"{path.name}: {len(bad)} rank row(s) whose Index is not a rank number "
+             f"({_rows_text(bad, index)}): left out")
+    keep = is_rank & ok
+    steps = frame[keep].copy()
+    steps.insert(0, "rank", pd.to_numeric(index, errors="coerce").to_numpy()[keep])
+    stages = frame[is_stage].copy()
+    stages.insert(0, "ranks", index[is_stage].to_numpy())
     return steps, stages
 
 
-def _entries(data: dict[str, Any]) -> Iterator[tuple[str, float, str, dict[str, Any]]]:
+def _entries(data: dict[str, Any], skipped: list[str]
+             ) -> Iterator[tuple[str, float, str, dict[str, Any]]]:
     """Walk ``{rank set: {step: {op@group: {...}}}}`` of msprof-analyze's cluster JSON files.
 
-    Yields ``(rank_set, step, key, value)`` for every object entry that is not a total.
+    Yields ``(rank_set, step, key, value)`` for every object entry that is not a total;
+    where a value that should be an object is not one goes to ``skipped``.
     """
     for set_key, steps in data.items():
         if not isinstance(steps, dict):
+            skipped.append(str(set_key)[:40])
             continue
         for step_key, entries in steps.items():
             if not isinstance(entries, dict):
+                skipped.append(f"{set_key}.{step_key}"[:60])
                 continue
             step = _step_of(str(step_key))
             for key, value in entries.items():
-                if not str(key).startswith("Total Op Info") and isinstance(value, dict):
+                if str(key).startswith("Total Op Info"):
+                    continue
+                if isinstance(value, dict):
                     yield str(set_key), step, str(key), value
+                else:
+                    skipped.append(f"{set_key}.{step_key}.{key}"[:80])
 
 
 def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -180,10 +244,32 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise ProfileError(path, "expected a JSON object keyed by rank set ('(0, 1)': ...)")
     ops: list[dict[str, Any]] = []
     bws: list[dict[str, Any]] = []
-    for set_key, step, key, by_rank in _entries(data):
+    with counting_numbers(path.name):
+        skipped = _op_rows(data, ops, bws)
+    if skipped:
+        note(f"{path.name}: {len(skipped)} entr(ies) not keyed by a rank number or not an "
+             f"object ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}): "
+             "left out")
+    frame = pd.DataFrame(ops)
+    if len(frame):
+        import pyarrow as pa
+
+        ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
+                   label=f"{path.name} Start Timestamp(us)")
+        frame["start__ns"] = int64_series(ns)
+    return frame, pd.DataFrame(bws)
+
+
+def _op_rows(data: dict[str, Any], ops: list[dict[str, Any]],
+             bws: list[dict[str, Any]]) -> list[str]:
+    """Rows of ``cluster_communication.json`` into ``ops`` and ``bws``; returns where the
+    entries left out were (``"(0, 1).step2.op@g.rank x"``)."""
+    skipped: list[str] = []
+    for set_key, step, key, by_rank in _entries(data, skipped):
         name, group = _split_key(key)
         for rank_key, entry in by_rank.items():
             if not re.fullmatch(r"\d{1,9}", str(rank_key)) or not isinstance(entry, dict):
+                skipped.append(f"{set_key}.{key}[{str(rank_key)[:20]!r}]")
                 continue
             r = int(rank_key)
             t = entry.get("Communication Time Info")
@@ -197,14 +283,7 @@ def _communication(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                 if isinstance(v, dict):
                     bws.append({"rank": r, "step": step, "group": group, "name": name,
                                 **bandwidth_fields(transport, v)})
-    frame = pd.DataFrame(ops)
-    if len(frame):
-        import pyarrow as pa
-
-        ns = to_ns(pa.array(frame.pop("start_text"), pa.string()), len(frame),
-                   label=f"{path.name} Start Timestamp(us)")
-        frame["start__ns"] = int64_series(ns)
-    return frame, pd.DataFrame(bws)
+    return skipped
 
 
 def _matrix(path: Path) -> pd.DataFrame:
@@ -212,13 +291,20 @@ def _matrix(path: Path) -> pd.DataFrame:
     if not isinstance(data, dict):
         raise ProfileError(path, "expected a JSON object keyed by rank set")
     rows: list[dict[str, Any]] = []
-    for _, step, key, links in _entries(data):
-        name, group = _split_key(key)
-        for link, v in links.items():
-            src, _, dst = str(link).partition("-")
-            if not isinstance(v, dict) or not src.isdigit() or not dst.isdigit() \
-                    or len(src) > 9 or len(dst) > 9:
-                continue
-            rows.append({"step": step, "group": group, "name": name,
-                         "src_rank": int(src), "dst_rank": int(dst), **link_fields(v)})
+    skipped: list[str] = []
+    with counting_numbers(path.name):
+        for _, step, key, links in _entries(data, skipped):
+            name, group = _split_key(key)
+            for link, v in links.items():
+                src, _, dst = str(link).partition("-")
+                if not isinstance(v, dict) or not re.fullmatch(r"\d{1,9}", src) \
+                        or not re.fullmatch(r"\d{1,9}", dst):
+                    skipped.append(f"{key}[{str(link)[:20]!r}]")
+                    continue
+                rows.append({"step": step, "group": group, "name": name,
+                             "src_rank": int(src), "dst_rank": int(dst), **link_fields(v)})
+    if skipped:
+        note(f"{path.name}: {len(skipped)} link(s) not named src-dst by rank numbers or not "
+             f"an object ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}): "
+             "left out")
     return pd.DataFrame(rows)

@@ -139,6 +139,18 @@ def _plausible_rank(rank: object) -> bool:
     return isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 10**9
 
 
+def _frameworks_note(metas: list[ProfileMeta]) -> str:
+    """The note of a folder whose ranks were recorded by different frameworks."""
+    by_fw: dict[str, list[Any]] = {}
+    for m in metas:
+        by_fw.setdefault(m.framework or "unknown", []).append(m.rank)
+    parts = "; ".join(f"{fw}: rank(s) {sorted(r for r in rs if r is not None)}"
+                      for fw, rs in sorted(by_fw.items()))
+    return (f"ranks recorded by different frameworks ({parts}): one training job runs one "
+            "framework, so these are separate runs, whose steps and times do not line up; "
+            "load each on its own (pk.load(path, ranks=[...]))")
+
+
 def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
                  ) -> ProfileMeta:
     """The facts of a cluster: merged from its ranks' metas, with the failed ranks noted."""
@@ -160,6 +172,8 @@ def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
               for n, rs in by_note.items()]
     if len(fmts) > 1:
         notes.append(f"ranks come from different formats: {fmts}")
+    if len(frameworks) > 1:
+        notes.append(_frameworks_note(metas))
     notes.append("times of every rank are relative to the cluster origin_ns (earliest rank)")
     return ProfileMeta(
         source_format="cluster" if len(fmts) != 1 else fmts[0],

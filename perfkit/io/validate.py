@@ -60,7 +60,9 @@ DURATION_COLUMNS: dict[str, tuple[str, ...]] = {
     "kernels": ("dur_us", "wait_us"),
     "ops": ("dur_us", "device_dur_us"),
     "steps": ("computing_us", "communication_us", "comm_not_overlapped_us", "overlapped_us",
-              "free_us", "bubble_us", "stage_us", "preparing_us"),
+              "free_us", "bubble_us", "stage_us", "preparing_us",
+              # legacy MindSpore step trace (step_trace_raw_{rank}_detail_time.csv)
+              "total_us", "iteration_interval_us", "fp_and_bp_us", "tail_us"),
     "comm_ops": ("elapse_us", "transit_us", "wait_us", "sync_us", "idle_us"),
     "comm_bandwidth": ("transit_us",),
     "comm_matrix": ("time_us",),
@@ -234,6 +236,17 @@ def _label(table: str, files: Mapping[str, Any], base: str) -> str:
     return f"{table} ({' and '.join(shown)})"
 
 
+def _where(frame: pd.DataFrame, bad: np.ndarray, limit: int = 3) -> str:
+    """`` (step 3, 7)`` for a table with a step column and few bad rows, else ``""``."""
+    n = int(bad.sum())
+    if "step" not in frame.columns or not 0 < n <= limit:
+        return ""
+    steps = pd.to_numeric(frame["step"], errors="coerce").to_numpy(np.float64,
+                                                                   na_value=np.nan)[bad]
+    shown = ", ".join("?" if not np.isfinite(x) else f"{x:g}" for x in steps)
+    return f" (step {shown})"
+
+
 def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, Any] | None = None,
                  base: str = "") -> list[str]:
     """Set implausible instants and durations of one rank's tables to NA; return notes.
@@ -295,10 +308,11 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
             if n_neg or n_big:
                 frame[col] = np.where(neg | big, np.nan, v)
                 if n_neg:
-                    found.setdefault(name, []).append(f"{n_neg} negative {col}")
+                    found.setdefault(name, []).append(
+                        f"{n_neg} negative {col}{_where(frame, neg)}")
                 if n_big:
                     found.setdefault(name, []).append(
-                        f"{n_big} implausibly long {col} (> {bound / 1e6:,.0f} s: twice the "
-                        "profile's time span or 1 hour)")
+                        f"{n_big} implausibly long {col}{_where(frame, big)} (> "
+                        f"{bound / 1e6:,.0f} s: twice the profile's time span or 1 hour)")
     return [f"{_label(name, files, base)}: {', '.join(parts)} set to NA"
             for name, parts in found.items()]

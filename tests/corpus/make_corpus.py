@@ -900,8 +900,8 @@ def clusters(root: Path) -> list[Case]:
     _copy_rank(R0, d / "rank0_ascend_pt")
     for f in LEG1.iterdir():
         shutil.copyfile(f, d / f.name)
-    cases.append(Case("cluster-torch-npu-and-legacy-ranks", "load", d, "ok", ref="R0",
-                      check=_mixed_ranks))
+    cases.append(Case("cluster-torch-npu-and-legacy-ranks", "load", d, "repaired",
+                      ("different frameworks",), ref="R0", check=_mixed_ranks))
     return cases
 
 
@@ -1338,6 +1338,444 @@ def archives(root: Path) -> list[Case]:
     return cases
 
 
+# ----------------------------------------------------------------------------- issue 31
+# The kinds of damage that still gave silent results (issue 31): a CSV cut inside its last
+# row or field, one damaged rank in a folder of many, ranks of two frameworks in one folder,
+# a DB export without its string table, negative legacy step totals, and msprof-analyze
+# cluster output with text where numbers or rank numbers belong.
+
+MSA8 = S.sample("ascend/msprof-analyze-tests/cluster_analysis_output")
+"""msprof-analyze's own test output: cluster_step_trace_time.csv of 8 ranks."""
+_NO_MSA8 = None if MSA8.is_dir() else f"{MSA8} not found (shared/samples absent)"
+
+
+def _writable_copy(src: Path, dst: Path, **kwargs: Any) -> Path:
+    """copytree, then every copied file and folder writable (the samples are read-only)."""
+    if src.is_dir():
+        shutil.copytree(src, dst, **kwargs)
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o700 if p.is_dir() else p.stat().st_mode | 0o600)
+    return dst
+
+
+def _cut_in_last_field(path: Path, keep: int = 3) -> None:
+    """Cut the file inside the last field of its last row that is longer than ``keep``
+    characters: ``…,17902.5\\n`` -> ``…,179`` (no newline): what is left reads as a number."""
+    data = path.read_bytes().rstrip(b"\r\n")
+    end = len(data)
+    while True:
+        start = data.rfind(b",", 0, end) + 1
+        assert start > data.rfind(b"\n") + 1, "no field long enough to cut"
+        if end - start > keep:
+            path.write_bytes(data[:start + keep])
+            return
+        end = start - 1
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+
+
+def _write_rows(path: Path, rows: list[list[str]]) -> None:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+
+
+def _edit_json(path: Path, fn: Callable[[Any], None]) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    fn(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _first_op(data: dict[str, Any]) -> dict[str, Any]:
+    """The first op entry of a rank's communication.json ({step: {kind: {op: {...}}}})."""
+    step = next(iter(data.values()))
+    return next(iter(step["collective"].values()))
+
+
+# checks: the damaged input gives the intact sample's numbers except where the damage was
+
+def _steps_rows_dropped(rank: int, n: int = 1) -> Callable[[Any, Any], None]:
+    """Rank ``rank`` lost its last ``n`` step rows; every other rank is as intact."""
+    def check(got: Any, ref: Any) -> None:
+        assert got.ranks == ref.ranks, (got.ranks, ref.ranks)
+        for r in ref.ranks:
+            g, e = got[r].steps, ref[r].steps
+            if r == rank:
+                e = e.iloc[:len(e) - n].reset_index(drop=True)
+                if not len(e):  # its only row: no steps table left
+                    assert not len(g), g
+                    continue
+            pd.testing.assert_frame_equal(g.reset_index(drop=True), e, check_like=True)
+    return check
+
+
+def _same_steps(got: Any, ref: Any) -> None:
+    assert got.ranks == ref.ranks
+    for r in ref.ranks:
+        pd.testing.assert_frame_equal(got[r].steps, ref[r].steps, check_like=True)
+
+
+def _stage_row_dropped(got: Any, ref: Any) -> None:
+    """The 8-rank file's last row is its only stage row: gone; the rank rows intact."""
+    _same_steps(got, ref)
+    assert len(ref.meta.extra["stage_steps"]) == 1 and got.meta.extra["stage_steps"] == []
+
+
+def _ranks_left_out(*gone: int, steps_of: dict[int, int] | None = None
+                    ) -> Callable[[Any, Any], None]:
+    """Ranks ``gone`` are absent (their rows unreadable); the others' steps as intact, or
+    with ``steps_of[rank]`` rows where a row of theirs was left out."""
+    def check(got: Any, ref: Any) -> None:
+        assert got.ranks == [r for r in ref.ranks if r not in gone], got.ranks
+        for r in got.ranks:
+            g, e = got[r].steps, ref[r].steps
+            if steps_of and r in steps_of:
+                assert len(g) == steps_of[r], (r, len(g))
+                e = e[e["step"].isin(g["step"])].reset_index(drop=True)
+            pd.testing.assert_frame_equal(g, e, check_like=True)
+    return check
+
+
+def _one_na(table: str, col: str, rank: int | None = None) -> Callable[[Any, Any], None]:
+    """Exactly one value of ``col`` became NA (it was not); every other value as intact."""
+    def check(got: Any, ref: Any) -> None:
+        g = getattr(got if rank is None else got[rank], table)
+        e = getattr(ref if rank is None else ref[rank], table)
+        assert len(g) == len(e)
+        gv, ev = g[col].to_numpy(np.float64), e[col].to_numpy(np.float64)
+        na = np.isnan(gv) & ~np.isnan(ev)
+        assert int(na.sum()) == 1, int(na.sum())
+        np.testing.assert_array_equal(gv[~na], ev[~na])
+    return check
+
+
+def _legacy_total_na(rank: int, step: int) -> Callable[[Any, Any], None]:
+    def check(got: Any, ref: Any) -> None:
+        g, e = got[rank].steps, ref[rank].steps
+        v = g.set_index("step")["total_us"]
+        assert np.isnan(v.loc[step]) and not np.isnan(e.set_index("step")["total_us"].loc[step])
+        keep = (g["step"] != step).to_numpy()
+        np.testing.assert_array_equal(g["total_us"].to_numpy()[keep],
+                                      e["total_us"].to_numpy()[keep])
+        pd.testing.assert_frame_equal(got[1 - rank].steps, ref[1 - rank].steps)
+    return check
+
+
+def _names_partly_na(got: Any, ref: Any) -> None:
+    """Kernels all kept; a name is NA only where its string is gone, else as intact."""
+    g, e = got.kernels, ref.kernels
+    assert len(g) == len(e)
+    na = g["name"].isna().to_numpy()
+    assert 0 < na.sum() < len(g)
+    assert (g["name"][~na] == e["name"][~na]).all()
+    np.testing.assert_array_equal(g["dur_us"].to_numpy(), e["dur_us"].to_numpy())
+
+
+def _groups_equal(got: Any, ref: Any) -> None:
+    assert got.meta.groups == ref.meta.groups and got.meta.groups
+    _same_steps(got, ref)
+
+
+def _group_members_unknown(got: Any, ref: Any) -> None:
+    (gid,) = ref.meta.groups
+    assert got.meta.groups[gid]["global_ranks"] == []  # unknown, not guessed
+    _same_steps(got, ref)
+
+
+def _mixed_frameworks(got: Any, ref: Any) -> None:
+    assert got.ranks == [0, 1]
+    assert [got[r].meta.framework for r in (0, 1)] == ["pytorch", "mindspore"]
+    assert got.meta.framework is None
+    pd.testing.assert_frame_equal(got[0].kernels, ref[0].kernels)
+
+
+def _drop_string_ids(db: Path, where: str | None = None) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        con.execute("drop table STRING_IDS" if where is None
+                    else f"delete from STRING_IDS where {where}")
+        con.commit()
+        con.execute("vacuum")
+    finally:
+        con.close()
+
+
+@shared_builder
+def csv_cut_inside_last_field(root: Path) -> list[Case]:
+    """A CSV cut inside its last field: ``17902.5`` -> ``179`` would read as a valid number;
+    the row is dropped, with a note naming the line (issue 31)."""
+    cases: list[Case] = []
+    for fname, table, source in (("kernel_details.csv", "kernels", None),
+                                 ("step_trace_time.csv", "steps", None),
+                                 ("memory_record.csv", "memory", "memory_record"),
+                                 ("operator_memory.csv", "op_memory", None)):
+        stem = fname.split(".")[0]
+        d = _copy_rank(R0, root / f"cut31-{stem}" / "rank0_ascend_pt")
+        f = d / OUT / fname
+        lines = f.read_bytes().count(b"\n")
+        _cut_in_last_field(f)
+        cases.append(Case(f"{stem}-cut-inside-last-field", "load", d, "repaired",
+                          ("ends mid-row", f"line {lines}"), ref="R0",
+                          check=_rows(table, 1, source)))
+    d = _writable_copy(CO, root / "cut31-co" / "cluster_analysis_output")
+    _cut_in_last_field(d / "cluster_step_trace_time.csv")
+    cases.append(Case("cluster_step_trace_time-cut-inside-last-field", "load", d, "repaired",
+                      ("ends mid-row", "line 3"), ref="CO", check=_steps_rows_dropped(1)))
+    d = root / "cut31-msa8" / "cluster_analysis_output"
+    if MSA8.is_dir():
+        _writable_copy(MSA8, d)
+        _cut_in_last_field(d / "cluster_step_trace_time.csv")
+    cases.append(Case("cluster_step_trace_time-8-ranks-cut-in-stage-row", "load", d, "repaired",
+                      ("ends mid-row", "line 10"), ref="MSA8", check=_stage_row_dropped,
+                      skip=_NO_MSA8))
+    for tag, pattern, rank in (("analyse", "ascend_cluster_analyse_*_1.csv", 1),
+                               ("step-trace", "step_trace_raw_1_detail_time.csv", 1)):
+        d = _legacy_copy(root / f"cut31-legacy-{tag}")
+        f = next(d.glob(pattern))
+        _cut_in_last_field(f)
+        check = _steps_rows_dropped(rank) if tag == "analyse" else _same_steps
+        cases.append(Case(f"legacy-rank1-{tag}-cut-inside-last-field", "load", d, "repaired",
+                          ("ends mid-row",), ref="LEG", check=check))
+    d = _legacy_copy(root / "cut31-legacy-hccl-quote")
+    f = d / "hccl_raw_1.csv"
+    data = f.read_bytes().rstrip(b"\r\n")
+    f.write_bytes(data[:data.rfind(b'""SDMA""')] + b"\n")  # cut in a quoted field, then \n
+    cases.append(Case("legacy-rank1-hccl-cut-inside-quoted-field", "load", d, "repaired",
+                      ("inside a quoted field",), ref="LEG", check=_same_steps))
+    return cases
+
+
+def _legacy_copy(d: Path) -> Path:
+    d.mkdir(parents=True)
+    for f in LEG.iterdir():
+        if f.name.endswith(("_0.csv", "_0.json", "_1.csv", "_1.json", "_0_detail_time.csv",
+                            "_1_detail_time.csv")):
+            shutil.copyfile(f, d / f.name)
+    return d
+
+
+@shared_builder
+def one_damaged_rank(root: Path) -> list[Case]:
+    """In a folder of many ranks, one damaged rank fails (listed in ``failed``) or loads
+    with its note; the other ranks load as intact (issue 31)."""
+    cases: list[Case] = []
+
+    def two(tag: str) -> tuple[Path, Path]:
+        d = _writable_copy(L1, root / f"rank31-{tag}",
+                           ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
+        return d, d / "rank1_ascend_pt"
+
+    d, r1 = two("meta-list")
+    (r1 / "profiler_metadata.json").write_text("[1, 2]")
+    cases.append(Case("cluster-rank1-metadata-not-an-object", "load", d, "repaired",
+                      ("rank 1: profiler_metadata.json", "expected a JSON object"), ref="L1",
+                      check=_rank0_intact))
+    d, r1 = two("meta-ranks-text")
+    (r1 / "profiler_metadata.json").write_text(json.dumps({"parallel_group_info": {
+        "17522688603477080586": {"group_name": "dp", "global_ranks": ["0", "1"]}}}))
+    cases.append(Case("cluster-rank1-metadata-group-ranks-text", "load", d, "repaired",
+                      ("rank 1:", "global_ranks"), ref="L1", check=_rank0_intact))
+    d, r1 = two("meta-trunc")
+    f = r1 / "profiler_metadata.json"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    cases.append(Case("cluster-rank1-metadata-truncated", "load", d, "partial", ("truncated",),
+                      "profiler_metadata.json", failed=(1,), ref="L1", check=_rank0_intact))
+    d, r1 = two("comm-trunc")
+    f = r1 / OUT / "communication.json"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    cases.append(Case("cluster-rank1-communication-truncated", "load", d, "partial",
+                      ("truncated",), "communication.json", failed=(1,), ref="L1",
+                      check=_rank0_intact))
+    d, r1 = two("steps-cut")
+    _cut_in_last_field(r1 / OUT / "step_trace_time.csv")
+    cases.append(Case("cluster-rank1-step-trace-time-cut", "load", d, "repaired",
+                      ("rank 1: step_trace_time.csv line 2", "ends mid-row"), ref="L1",
+                      check=_steps_rows_dropped(1)))
+    d, r1 = two("comm-text")
+    _edit_json(r1 / OUT / "communication.json",
+               lambda data: _first_op(data)["Communication Time Info"].update(
+                   {"Elapse Time(ms)": "fast"}))
+    cases.append(Case("cluster-rank1-communication-text-number", "load", d, "repaired",
+                      ("rank 1: communication.json Elapse Time(ms)", "not a number"),
+                      ref="L1", check=_one_na("comm_ops", "elapse_us", rank=1)))
+    return cases
+
+
+@shared_builder
+def mixed_frameworks(root: Path) -> list[Case]:
+    """A torch_npu rank beside a MindSpore rank: two runs, never one job (issue 31)."""
+    d = root / "mixed31"
+    _writable_copy(L1 / "rank0_ascend_pt", d / "rank0_ascend_pt",
+                   ignore=shutil.ignore_patterns(*_UNREAD))
+    _writable_copy(L1 / "rank1_ascend_pt", d / "rank1_ascend_ms",
+                   ignore=shutil.ignore_patterns(*_UNREAD))
+    return [Case("cluster-torch-npu-and-mindspore-ranks", "load", d, "repaired",
+                 ("different frameworks", "pytorch: rank(s) [0]", "mindspore: rank(s) [1]"),
+                 ref="L1", check=_mixed_frameworks)]
+
+
+@shared_builder
+def db_string_table(root: Path) -> list[Case]:
+    """A DB export without (part of) its STRING_IDS table (issue 31)."""
+    cases: list[Case] = []
+    db = "ascend_pytorch_profiler_0.db"
+    d = _writable_copy(DB0, root / "db31-no-strings" / "rank0_ascend_pt")
+    _drop_string_ids(d / OUT / db)
+    cases.append(Case("db-without-string-table", "load", d, "error", ("STRING_IDS",), db))
+    d = _writable_copy(DB0, root / "db31-some-strings" / "rank0_ascend_pt")
+    _drop_string_ids(d / OUT / db, "id % 3 = 0")
+    cases.append(Case("db-string-table-incomplete", "load", d, "repaired",
+                      ("COMPUTE_TASK_INFO.name", "not in STRING_IDS"), ref="DB0",
+                      check=_names_partly_na))
+    return cases
+
+
+@shared_builder
+def legacy_negative_totals(root: Path) -> list[Case]:
+    """Legacy step traces whose total is negative or absurd (issue 31)."""
+    cases: list[Case] = []
+    for tag, value, word in (("negative", "-17818660", "negative total_us (step 2)"),
+                             ("absurd", "1e25", "implausibly long total_us (step 2)")):
+        d = _legacy_copy(root / f"legacy31-total-{tag}")
+        _edit_cell(d / "step_trace_raw_0_detail_time.csv", 1, "total", value)
+        cases.append(Case(f"legacy-rank0-step-trace-{tag}-total", "load", d, "repaired",
+                          (word,), ref="LEG", check=_legacy_total_na(0, 2)))
+    return cases
+
+
+@shared_builder
+def cluster_output_values(root: Path) -> list[Case]:
+    """msprof-analyze cluster output with text where a number or a rank number belongs,
+    group ids written as numbers (issue 31)."""
+    cases: list[Case] = []
+
+    def msa8(tag: str) -> tuple[Path, Path]:
+        d = root / f"co31-{tag}" / "cluster_analysis_output"
+        if MSA8.is_dir():
+            _writable_copy(MSA8, d)
+        return d, d / "cluster_step_trace_time.csv"
+
+    def co(tag: str) -> Path:
+        return _writable_copy(CO, root / f"co31-{tag}" / "cluster_analysis_output")
+
+    d, f = msa8("index-text")
+    if f.exists():
+        _edit_cell(f, 3, "Index", "abc")
+    cases.append(Case("cluster_output-8-ranks-index-text", "load", d, "repaired",
+                      ("Index is not a rank number", "data row 4: 'abc'"), ref="MSA8",
+                      check=_ranks_left_out(3), skip=_NO_MSA8))
+    d, f = msa8("index-all-text")
+    if f.exists():
+        rows = _csv_rows(f)
+        for row in rows[1:]:
+            if row[1] == "rank":
+                row[2] = f"rank{row[2]}"
+        _write_rows(f, rows)
+    cases.append(Case("cluster_output-8-ranks-every-index-text", "load", d, "error",
+                      ("Index", "no rank row"), "cluster_step_trace_time.csv", skip=_NO_MSA8))
+    d, f = msa8("type-text")
+    if f.exists():
+        _edit_cell(f, 2, "Type", "ranks")
+    cases.append(Case("cluster_output-8-ranks-type-unknown", "load", d, "repaired",
+                      ("neither rank nor stage", "data row 3: 'ranks'"), ref="MSA8",
+                      check=_ranks_left_out(2), skip=_NO_MSA8))
+    d, f = msa8("computing-text")
+    if f.exists():
+        _edit_cell(f, 5, "Computing", "n/a!")
+    cases.append(Case("cluster_output-8-ranks-computing-text", "load", d, "repaired",
+                      ("cluster_step_trace_time.csv Computing", "not readable"), ref="MSA8",
+                      check=_one_na("steps", "computing_us", rank=5), skip=_NO_MSA8))
+    d, f = msa8("two-steps")
+    if f.exists():  # two steps (1, 2), then one rank row of step 2 loses its rank number
+        rows = _csv_rows(f)
+        rows = [rows[0]] + [[s, *r[1:]] for s in ("1", "2") for r in rows[1:]]
+        rows[9 + 4][2] = "four"  # step 2, rank 3
+        _write_rows(f, rows)
+    cases.append(Case("cluster_output-8-ranks-two-steps-index-text", "load", d, "repaired",
+                      ("Index is not a rank number", "data row 13: 'four'"), ref="MSA8",
+                      check=_two_steps_one_left_out, skip=_NO_MSA8))
+    d = co("elapse-text")
+    _edit_json(d / "cluster_communication.json", lambda data: next(iter(next(iter(
+        data["(0, 1)"].values())).values()))["0"]["Communication Time Info"].update(
+            {"Elapse Time(ms)": "slow"}))
+    cases.append(Case("cluster_output-communication-text-number", "load", d, "repaired",
+                      ("cluster_communication.json Elapse Time(ms)", "not a number"),
+                      ref="CO", check=_one_na("comm_ops", "elapse_us", rank=0)))
+
+    def rank_key(data: dict[str, Any]) -> None:
+        ops = next(iter(data["(0, 1)"].values()))
+        op = ops[next(k for k in ops if not k.startswith("Total"))]
+        op["rank1"] = op.pop("1")
+
+    d = co("rank-key-text")
+    _edit_json(d / "cluster_communication.json", rank_key)
+    cases.append(Case("cluster_output-communication-rank-key-text", "load", d, "repaired",
+                      ("not keyed by a rank number", "'rank1'"), ref="CO", check=_same_steps))
+    d = co("group-id-int")
+    _edit_json(d / "communication_group.json", lambda data: data["comm_group_parallel_info"][0]
+               .update(group_name=int(data["comm_group_parallel_info"][0]["group_name"])))
+    cases.append(Case("cluster_output-group-id-integer", "load", d, "ok", ref="CO",
+                      check=_groups_equal))
+    d = co("group-ranks-text")
+    _edit_json(d / "communication_group.json", lambda data: data["comm_group_parallel_info"][0]
+               .update(rank_set=["0", "1"]))
+    cases.append(Case("cluster_output-group-ranks-text", "load", d, "repaired",
+                      ("communication_group.json", "rank_set"), ref="CO",
+                      check=_group_members_unknown))
+    d = co("group-list")
+    (d / "communication_group.json").write_text("[]")
+    cases.append(Case("cluster_output-group-file-not-an-object", "load", d, "error",
+                      ("expected a JSON object",), "communication_group.json"))
+
+    def link_text(data: dict[str, Any]) -> None:
+        ops = next(iter(data["(0, 1)"].values()))
+        links = ops[next(k for k in ops if not k.startswith("Total"))]
+        links["zero-one"] = links.pop(next(iter(links)))
+
+    d = co("link-text")
+    _edit_json(d / "cluster_communication_matrix.json", link_text)
+    cases.append(Case("cluster_output-matrix-link-text", "load", d, "repaired",
+                      ("not named src-dst", "'zero-one'"), ref="CO", check=_same_steps))
+    d = _copy_rank(R0, root / "rank31-elapse-text" / "rank0_ascend_pt")
+    _edit_json(d / OUT / "communication.json",
+               lambda data: _first_op(data)["Communication Time Info"].update(
+                   {"Elapse Time(ms)": True}))
+    cases.append(Case("communication-elapse-true", "load", d, "repaired",
+                      ("communication.json Elapse Time(ms)", "not a number"), ref="R0",
+                      check=_one_na("comm_ops", "elapse_us")))
+    return cases
+
+
+def _two_steps_one_left_out(got: Any, ref: Any) -> None:
+    """Every rank has steps 1 and 2 (the 8-rank file written twice), but rank 3 only step 1:
+    its step-2 row (data row 13) lost its rank number."""
+    assert got.ranks == ref.ranks
+    for r in got.ranks:
+        steps = sorted(got[r].steps["step"].astype(int))
+        assert steps == ([1] if r == 3 else [1, 2]), (r, steps)
+        one = got[r].steps.drop(columns="step").iloc[0]
+        intact = ref[r].steps.drop(columns="step").iloc[0]
+        pd.testing.assert_series_equal(one, intact, check_names=False)
+
+
+def _issue31_refs(root: Path) -> dict[str, Path]:
+    """Intact copies for the issue-31 cases."""
+    refs = {"CO": _writable_copy(CO, root / "ref-CO" / "cluster_analysis_output"),
+            "LEG": _legacy_copy(root / "ref-LEG"),
+            "DB0": _writable_copy(DB0, root / "ref-DB0" / "rank0_ascend_pt")}
+    if MSA8.is_dir():
+        refs["MSA8"] = _writable_copy(MSA8, root / "ref-MSA8" / "cluster_analysis_output")
+    return refs
+
+
+
 def build(root: Path, shared: bool = True) -> list[Case]:
     """Write every damaged input under ``root``; return the cases in a stable order.
 
@@ -1372,6 +1810,7 @@ def reference_inputs(root: Path, shared: bool = True) -> dict[str, Path]:
         contents["KH"] = ("rank0.json",
                           lambda: gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
         contents["TV"] = ("trace_view.json", TV.read_bytes)
+        refs.update(_issue31_refs(root))
     contents |= {
         "KL": ("rank0.json", lambda: gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes())),
         "IR": ("graph.ir", (BUNDLED_IR / "silu_mul.ir").read_bytes),
