@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError, PerfkitError
+from ..io.categories import HOST_COMM_PATTERN
 from ._frames import is_lazy
 from ._util import has_values, table
 from .steps import step_breakdown
@@ -71,12 +72,10 @@ DEFAULT_HOST_DEPTH = 3
 
 LANE_MODES = ("streams", "categories")
 
-HOST_COMM_PATTERN = r"(?i)^(?:c10d::|gloo:|nccl:|record_param_comms|hcom_)"
-"""Host operators that are communication (PyTorch c10d, gloo/NCCL annotations, HCCL).
-
-The same rule the Kineto loader applies when it splits a CPU-only step into computing and
-communication, so that the lanes of a host-only timeline add up like its step table.
-"""
+# HOST_COMM_PATTERN (host operators that are communication: PyTorch c10d, gloo/NCCL
+# annotations, HCCL) is the rule the Kineto loader applies when it splits a CPU-only step
+# into computing and communication, so that the lanes of a host-only timeline add up like
+# its step table: one definition, in perfkit.io.categories.
 
 EVENT_COLUMNS: dict[str, str] = {
     "rank": "Int64", "source": "string", "name": "string", "type": "string",
