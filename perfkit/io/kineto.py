@@ -308,23 +308,19 @@ def _host_intervals(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarr
                                                  np.ndarray, np.ndarray]:
     """(start_ns, end_ns, is_comm, is_compute, thread code) of the timed host events.
 
-    Compute: host operators (``cpu_op``) that are not communication; communication: host
-    operators and annotations that are (:data:`~perfkit.io.categories.HOST_COMM_PATTERN`).
-    Other annotations (``## forward ##``, module scopes) only enclose operators.
+    Compute: host operators and annotations (``DistributedDataParallel.forward``, the
+    optimizer step: the host runs Python there too) that are not communication;
+    communication: those that are (:data:`~perfkit.io.categories.HOST_COMM_PATTERN`).
     """
-    kind = cpu["kind"].to_numpy(dtype=object)
-    name = text(cpu["name"])
     is_comm = _bool(per_distinct(cpu["name"], lambda u: u.str.contains(HOST_COMM_PATTERN,
                                                                         regex=True)))
     ts = cpu["ts_ns"].to_numpy()
     ok = ts != NA_NS
-    del name
     dur = np.nan_to_num(cpu["dur_us"].to_numpy(np.float64))
     start = ts[ok]
     end = start + np.round(dur[ok] * 1000).astype(np.int64)
     (thread,) = _thread_codes(cpu["tid"])
-    comp = (kind == "cpu_op") & ~is_comm
-    return start, end, is_comm[ok], comp[ok], thread[ok]
+    return start, end, is_comm[ok], ~is_comm[ok], thread[ok]
 
 
 def _host_steps(cpu: pd.DataFrame, spans: pd.DataFrame, origin: int | None,
