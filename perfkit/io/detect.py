@@ -162,7 +162,11 @@ def _single(path: Path) -> list[RankSource] | None:
         if name == "trace_view.json":
             return [RankSource("trace_view", str(path), None, (str(path),))]
         if name.endswith(".json") or name.endswith(".json.gz"):
-            return _suffix_ranks([_kineto_source(path)])
+            one = _suffix_ranks([_kineto_source(path)])
+            if one[0].rank is None:  # numbered like the ranks of a folder: by position
+                one = [dataclasses.replace(one[0], rank=0, rank_from="its position (the "
+                                           "only trace read)")]
+            return one
         m = _LEGACY_RE.match(path.name)
         if m:
             r = next(int(g) for g in m.groups() if g is not None)
