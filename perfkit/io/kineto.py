@@ -205,19 +205,27 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     if "input_shapes" in ops.columns and len(kernels):
         kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)
     del runtime
+    split = ("transit/wait/sync/idle split, comm_bandwidth and comm_matrix are not "
+             "recorded by Kineto")
+    comm_ops = _host_comm_ops(cpu, spans, origin) if cpu_only else \
+        _kernel_comm_ops(dev, kernels)
+    fams = ", ".join(sorted(set(comm_ops["family"].dropna()))) if len(comm_ops) else ""
     if cpu_only:
-        comm_ops = _host_comm_ops(cpu, spans, origin)
-        notes.append("comm_ops: the host collectives of a CPU-only run ("
-                     + (", ".join(sorted(set(comm_ops["family"].dropna())))
-                        if len(comm_ops) else "none found") + "); transit/wait/sync/idle "
-                     "split, comm_bandwidth and comm_matrix are not recorded by Kineto")
+        notes.append(f"comm_ops: the host collectives of a CPU-only run ({fams or 'none'}); "
+                     + split)
+    elif len(comm_ops):
+        notes.append(f"comm_ops: the communication kernels ({fams}); " + split)
     else:
-        comm_ops = _kernel_comm_ops(dev, kernels)
-        fams = sorted(set(comm_ops["family"].dropna())) if len(comm_ops) else []
-        notes.append("comm_ops: the communication kernels ("
-                     + (", ".join(fams) if fams else "none in this trace")
-                     + "); transit/wait/sync/idle split, comm_bandwidth and comm_matrix are "
-                     "not recorded by Kineto")
+        # a GPU job whose collectives ran on the host (the gloo backend with CUDA tensors)
+        comm_ops = _host_comm_ops(cpu, spans, origin)
+        if len(comm_ops):
+            notes.append("comm_ops: no communication kernel on the GPU; the collectives ran "
+                         "on the host (" + ", ".join(sorted(set(comm_ops["family"])))
+                         + "): comm_ops holds those host spans, which the device's step "
+                         "breakdown does not count; " + split)
+        else:
+            notes.append("comm_ops: no communication kernel nor host collective in this "
+                         "trace")
     del cpu, dev
     memory = _memory(trace, origin, notes)
     if not len(memory):

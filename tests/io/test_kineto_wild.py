@@ -569,3 +569,19 @@ def test_detect_lists_every_run(tmp_path: Path) -> None:
     _dist_trace(tmp_path / "y_rank0.json", 0, 2, 1.7e15 + 7200e6)
     kind, sources = detect.detect(tmp_path)
     assert kind == "cluster" and len(sources) == 2
+
+
+def test_gpu_job_with_host_collectives_lists_them() -> None:
+    """The project's H100 recording ran DDP over gloo: no NCCL kernel, the all-reduces are
+    the host's ``gloo:all_reduce`` spans (read from the raw file)."""
+    data = ROOT / "tests" / "data" / "kineto_llama_h100"
+    c = pk.load(data, cache=False, progress=False)
+    for rank in (0, 1):
+        r = Raw(data / f"rank{rank}.pt.trace.json.gz")
+        gloo = [e for e in r.host if e["name"].startswith("gloo:")]
+        co = c.comm_ops[c.comm_ops["rank"] == rank]
+        assert len(co) == len(gloo) > 0 and set(co["family"]) == {"gloo"}
+        assert co["elapse_us"].sum() == pytest.approx(sum(float(e["dur"]) for e in gloo),
+                                                      rel=1e-9)
+        assert not r.comm()  # and nothing on the GPU is communication
+    assert (c.kernels["category"] != "communication").all()
