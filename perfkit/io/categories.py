@@ -50,6 +50,7 @@ COMM_KERNEL_FAMILIES: tuple[tuple[str, str], ...] = (
 order on the lower-cased kernel name (the first match names the family)."""
 
 _COMM_KERNEL_RE = [(f, re.compile(rx)) for f, rx in COMM_KERNEL_FAMILIES]
+_ANY_COMM_KERNEL = "|".join(f"(?:{rx})" for _, rx in COMM_KERNEL_FAMILIES)
 
 HOST_COMM_PATTERN = r"(?i)^(?:c10d::|gloo:|nccl:|record_param_comms|hcom_)"
 """Host events that are communication (PyTorch c10d ops, gloo/NCCL annotations, HCCL)."""
@@ -160,21 +161,29 @@ def comm_family(names: pd.Series, vendor: str | None = None) -> pd.Series:
     nccl = "rccl" if vendor == "amd" else "nccl"
 
     def of(u: pd.Series) -> pd.Series:
-        out = []
-        for name in u.astype("string").fillna("").str.lower():
-            fam = next((f for f, rx in _COMM_KERNEL_RE if rx.search(name)), None)
-            out.append(nccl if fam == "nccl" else fam)
-        return pd.Series(out, index=u.index, dtype="string")
+        low = u.astype("string").fillna("").str.lower()
+        out = pd.Series(pd.NA, index=u.index, dtype="string")
+        # one vectorised pass finds the few communication names; only they are named
+        hit = low.str.contains(_ANY_COMM_KERNEL, regex=True).fillna(False).to_numpy(bool)
+        for i in np.flatnonzero(hit):
+            fam = next(f for f, rx in _COMM_KERNEL_RE if rx.search(low.iat[i]))
+            out.iat[i] = nccl if fam == "nccl" else fam
+        return out
     return per_distinct(names, of)
 
 
 def host_comm_family(names: pd.Series) -> pd.Series:
     """Family of each host communication event (:data:`HOST_COMM_FAMILIES`), else NA."""
     def of(u: pd.Series) -> pd.Series:
-        low = u.astype("string").fillna("").str.lower()
         out = pd.Series(pd.NA, index=u.index, dtype="string")
-        for fam, rx in reversed(HOST_COMM_FAMILIES):  # the first listed wins
-            out[low.str.contains(rx, regex=True).fillna(False).to_numpy(bool)] = fam
+        hit = u.str.contains(HOST_COMM_PATTERN, regex=True).fillna(False).to_numpy(bool)
+        if not hit.any():
+            return out
+        low = u[hit].str.lower()
+        fam = pd.Series(pd.NA, index=low.index, dtype="string")
+        for name, rx in reversed(HOST_COMM_FAMILIES):  # the first listed wins
+            fam[low.str.contains(rx, regex=True).fillna(False).to_numpy(bool)] = name
+        out[hit] = fam.to_numpy(dtype=object)
         return out
     return per_distinct(names, of)
 

@@ -132,6 +132,9 @@ X_COLUMNS = ("external_id", "correlation", "stream", "device", "task_type", "op_
              "input_dims", "input_type", "concrete_inputs")
 """``args`` columns kept for complete (``X``) events unless the reader asks for fewer."""
 _MEMORY = ("total_allocated", "total_reserved", "bytes", "device_id", "device_type")
+_SPARSE = ("pg_name", "collective", "in_nelems", "out_nelems", "msg_dtype")
+"""``args`` a collective's kernel (and ``record_param_comms``) carries, keyed on
+``Collective name``: read only from the events that have it."""
 _RAW_FIELDS = ("input_dims", "input_type", "concrete_inputs")
 _EMPTY_ARGS = _Args()
 
@@ -683,9 +686,13 @@ class _Columns:
         self.categorical = frozenset(categorical)
         self.flows = args is None
         base = _BASE + _FLOW_ONLY if self.flows else _BASE
-        self.args = tuple((c, *ARG_COLUMNS[c]) for c in (args or ()))
+        self.args = tuple((c, *ARG_COLUMNS[c]) for c in (args or ()) if c not in _SPARSE)
+        # what a collective says about itself: on a few events only, read sparsely
+        self.sparse = tuple(c for c in (args or ()) if c in _SPARSE)
         self.kinds = {c: k for c, _, k in base} | {c: k for c, _, k in self.args}
-        self.chunks: dict[str, list[pa.Array]] = {k: [] for k in self.kinds}
+        self.chunks: dict[str, list[Any]] = {k: [] for k in self.kinds}
+        if self.sparse:
+            self.chunks["_sparse"] = []
         self.n = 0
         self.mixed: set[str] = set()  # columns already seen holding a value of another type
 
@@ -709,12 +716,19 @@ class _Columns:
                 if None in args:
                     args = [_EMPTY_ARGS if a is None else a for a in args]
                 for col, attr, kind in self.args:
-                    if col == "external_id":
-                        values = [a.external_id if a.external_id is not None
-                                  else a.external_id_old for a in args]
-                    else:
-                        values = list(map(attrgetter(attr), args))
+                    values = list(map(attrgetter(attr), args))
+                    if col == "external_id" and None in values:
+                        # PyTorch 1.8-1.9 wrote a device task's link as "external id"
+                        old = list(map(attrgetter("external_id_old"), args))
+                        if old.count(None) != len(old):
+                            values = [v if v is not None else o
+                                      for v, o in zip(values, old, strict=True)]
                     c[col].append(self._convert(col, kind, values))
+                if self.sparse:
+                    hits = [i for i, a in enumerate(args) if a.collective is not None]
+                    c["_sparse"].append((len(part), hits, {
+                        col: [getattr(args[i], ARG_COLUMNS[col][0]) for i in hits]
+                        for col in self.sparse}))
             for col in self.categorical:
                 if col in c and c[col][-1].type == pa.string():
                     c[col][-1] = pc.dictionary_encode(c[col][-1])
@@ -761,6 +775,8 @@ class _Columns:
         for k, kind in self.kinds.items():  # each column's chunks are let go once converted
             out[k] = _to_pandas(self.chunks.pop(k), "str" if kind == "raw" else kind,
                                 k in self.categorical)
+        if self.sparse:
+            out.update(self._sparse_columns(self.chunks.pop("_sparse")))
         if base_ns:
             ts = out["ts_ns"]
             out["ts_ns"] = np.where(ts == _NA_NS, ts, ts + np.int64(base_ns))
@@ -773,6 +789,35 @@ class _Columns:
                 del out[c]
         self.chunks = {}
         return pd.DataFrame(out)
+
+
+    def _sparse_columns(self, chunks: list[Any]) -> dict[str, Any]:
+        """Full-length columns of the sparse args (NA where an event has none): numbers as
+        float64, texts as Categoricals (few distinct values)."""
+        pos: list[int] = []
+        vals: dict[str, list[Any]] = {c: [] for c in self.sparse}
+        offset = 0
+        for length, hits, values in chunks:
+            pos.extend(offset + h for h in hits)
+            for c in self.sparse:
+                vals[c].extend(values[c])
+            offset += length
+        where = np.asarray(pos, dtype=np.int64)
+        out: dict[str, Any] = {}
+        for c in self.sparse:
+            if ARG_COLUMNS[c][1] == "num":
+                col = np.full(self.n, np.nan)
+                col[where] = pd.to_numeric(pd.Series(vals[c], dtype=object),
+                                           errors="coerce").to_numpy(np.float64)
+                out[c] = col
+                continue
+            text = pd.Series([None if v is None else str(v) for v in vals[c]], dtype=object)
+            code, cats = pd.factorize(text, use_na_sentinel=True)
+            full = np.full(self.n, -1, dtype=np.int64)
+            full[where] = code
+            out[c] = pd.Series(pd.Categorical.from_codes(full, categories=pd.Index(
+                cats, dtype="string")))
+        return out
 
 
 class _Builder:

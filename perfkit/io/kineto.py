@@ -84,7 +84,8 @@ __all__ = ["looks_like_kineto", "parse", "parse_trace", "shapes_text", "list_tex
            "self_times", "TRACE_COLUMNS", "CATEGORICAL"]
 
 TRACE_COLUMNS = ("external_id", "correlation", "stream", "device", "input_dims", "input_type",
-                 "concrete_inputs", "pg_name", "collective", "in_nelems", "msg_dtype")
+                 "concrete_inputs", "pg_name", "collective", "in_nelems", "out_nelems",
+                 "msg_dtype")
 """``args`` of complete events the tables use (launch links, streams, operator shapes, what
 a collective's kernel says about it)."""
 CATEGORICAL = ("name", "cat", "pid", "tid", "input_dims", "input_type", "concrete_inputs",
@@ -274,7 +275,8 @@ def _vendor(trace: ChromeTrace, runtime_names: pd.Series, dev_names: pd.Series) 
     """``"amd"`` or ``"nvidia"`` from the trace header, GPU names and runtime calls."""
     h = trace.header
     gpus = " ".join(trace.device_names).lower()
-    rt = pd.Series(pd.unique(runtime_names.astype("string").dropna()), dtype="string")
+    _, distinct = codes(runtime_names)  # each runtime call's name once
+    rt = pd.Series(distinct, dtype="string").dropna()
     if "roctracer_version" in h or "hip_runtime_version" in h or \
             re.search(r"\b(?:amd|instinct|radeon)\b|\bmi\d{3}", gpus) or \
             bool(rt.str.startswith("hip").any()):
