@@ -16,15 +16,15 @@ runtime launch of each device task by its correlation id, the ProfilerStep spans
 - ``gpu/hta-trace_filter``: HolisticTraceAnalysis's 2-rank NCCL sample;
 - and the project's own CPU gloo DDP recording, ``data/kineto-tiny-llama``.
 
-They are read where they lie (never copied into the project); the tests skip, saying
-why, when ``../shared/samples`` (or ``$PERFKIT_SHARED_SAMPLES``) is not there.
+They are read where they lie (never copied into the project), through
+``tests/shared_samples.py``: the tests that need them are marked ``shared_samples`` and
+skip, saying why, when ``../shared/samples`` (or ``$PERFKIT_SHARED_SAMPLES``) is not there.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from collections import defaultdict
 from functools import cache
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import HTA, sample, samples_dir
 
 import perfkit as pk
 import perfkit.io.detect as detect
@@ -42,17 +43,6 @@ from perfkit.io._common import rank_from_name
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "data" / "kineto-tiny-llama"
-
-
-def _shared_samples() -> Path | None:
-    env = os.environ.get("PERFKIT_SHARED_SAMPLES")
-    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "samples"]:
-        if (cand / "wild").is_dir():
-            return cand
-    return None
-
-
-SAMPLES = _shared_samples()
 WILD = {
     "k_resnet50_nw0": "wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz",
     "k_resnet50_nw4": "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz",
@@ -61,19 +51,17 @@ WILD = {
     "tl_qwen_h100": "wild/tl_qwen_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
     "tl_b200_eager": "wild/tl_b200_eager/eager_trace.json.gz",
     "tl_timesformer_h100": "wild/tl_timesformer_h100/timesformer.json.gz",
-    "hta_rank0": "gpu/hta-trace_filter/sampled_rank-0.json.gz",
-    "hta_rank1": "gpu/hta-trace_filter/sampled_rank-1.json.gz",
+    "hta_rank0": f"{HTA}/sampled_rank-0.json.gz",
+    "hta_rank1": f"{HTA}/sampled_rank-1.json.gz",
 }
-needs_samples = pytest.mark.skipif(
-    SAMPLES is None, reason="../shared/samples (or $PERFKIT_SHARED_SAMPLES) is not here: "
-                            "the real traces of other projects are not in the repository")
+#: The tests that read other projects' traces (skipped without ../shared/samples).
+needs_samples = pytest.mark.shared_samples
 
 
 def _path(name: str) -> Path:
     if name.startswith("tiny"):
         return TINY / f"rank{name[-1]}.pt.trace.json.gz"
-    assert SAMPLES is not None
-    return SAMPLES / WILD[name]
+    return sample(WILD[name])
 
 
 # ----------------------------------------------------------------- independent reading
@@ -560,8 +548,8 @@ def test_one_run_folders_load_as_before() -> None:
     assert len(pk.runs(TINY)) == 1
     c = pk.load(TINY, cache=False, progress=False)
     assert c.ranks == [0, 1] and not any(n.startswith("run:") for n in c.meta.notes)
-    if SAMPLES is not None:
-        assert len(pk.runs(SAMPLES / "gpu" / "hta-trace_filter")) == 1
+    if samples_dir() is not None:
+        assert len(pk.runs(sample(HTA))) == 1
 
 
 def test_detect_lists_every_run(tmp_path: Path) -> None:
