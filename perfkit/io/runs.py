@@ -177,15 +177,17 @@ _EPOCH_US = 1e14
 def _kineto_facts(path: Path) -> dict[str, Any]:
     """World size, start and end (absolute ns) of a Kineto trace from its two ends."""
     head, whole = _head(path)
-    tail = head if whole else _tail(path, need_base=_BASE.search(head) is None)
+    events = head.find(b'"traceEvents"')
+    first = [float(t) for t in _TS.findall(head[max(events, 0):][:1 << 16])]
+    # the head tells the start when the trace has its time base there, or epoch times
+    need_base = _BASE.search(head) is None and not (first and min(first) >= _EPOCH_US)
+    tail = head if whole else _tail(path, need_base=need_base)
     out: dict[str, Any] = {}
     m = _WORLD.search(head) or (_WORLD.search(tail) if tail else None)
     if m:
         out["world_size"] = int(m.group(1))
     b = _BASE.search(head) or (_BASE.search(tail) if tail else None)
     base = int(b.group(1)) if b else 0
-    events = head.find(b'"traceEvents"')
-    first = [float(t) for t in _TS.findall(head[max(events, 0):][:1 << 16])]
     last = [float(t) for t in _TS.findall(tail)] if tail else []
     if first:
         out["start_ns"] = _abs_ns(min(first), base)
@@ -212,8 +214,10 @@ def _head(path: Path) -> tuple[bytes, bool]:
 def _tail(path: Path, need_base: bool) -> bytes:
     """The last 64 KiB of the (decompressed) file; b"" when too costly or unreadable.
 
-    A gzipped file must be inflated whole to reach its end: done only when its head lacks
-    the time base (some writers put ``baseTimeNanoseconds`` last) or the file is small.
+    A gzipped file must be inflated whole to reach its end: done only when its head does
+    not tell the start (some writers put ``baseTimeNanoseconds`` last) and the file is not
+    larger than :data:`_GZ_TAIL_MAX_BYTES`; otherwise its end is not known and runs are
+    told apart by their starts (:data:`RUN_GAP_S`).
     """
     try:
         with open(path, "rb") as fh:
@@ -222,7 +226,7 @@ def _tail(path: Path, need_base: bool) -> bytes:
             if magic != b"\x1f\x8b":
                 fh.seek(max(0, size - _TAIL_BYTES))
                 return fh.read(_TAIL_BYTES)
-            if size > _GZ_TAIL_MAX_BYTES and not need_base:
+            if size > _GZ_TAIL_MAX_BYTES or not need_base:
                 return b""
             fh.seek(0)
             inflate = zlib.decompressobj(31)
