@@ -233,11 +233,16 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
     return kind, out
 
 
-def find_runs(path: str | os.PathLike[str]) -> tuple[str, list[Run]]:
-    """What ``path`` holds, as runs: ``(kind, runs)`` (see :func:`detect`, :func:`runs`)."""
+def find_runs(path: str | os.PathLike[str], read_one: bool = False
+              ) -> tuple[str, list[Run]]:
+    """What ``path`` holds, as runs: ``(kind, runs)`` (see :func:`detect`, :func:`runs`).
+
+    ``read_one``: peek into a lone trace too, for its start time (a folder's traces are
+    always peeked at: that is how its runs are told apart).
+    """
     kind, root, sources = _detect(path)
     if kind != "cluster":
-        facts = [SourceFacts(s.fmt, rank=s.rank) for s in sources]
+        facts = [source_facts(s, read=read_one) for s in sources]
         return kind, make_runs([(sources, facts)])
     return kind, _runs_of(root, sources)
 
@@ -250,7 +255,7 @@ def runs(path: str | os.PathLike[str]) -> list[Run]:
     ``world_size``, ``start`` / ``start_ns`` and ``paths``: what a run picker shows. Files
     are only peeked at (their first and last bytes), not parsed.
     """
-    return find_runs(path)[1]
+    return find_runs(path, read_one=True)[1]
 
 
 _SKIPPED = ("unreadable", "not_a_trace")

@@ -139,6 +139,9 @@ def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
     framework = None
     start = None
     name = Path(source.path).name
+    db = re.match(r"ascend_(pytorch|mindspore)_profiler", name)
+    if db:
+        framework = db.group(1)
     m = _ASCEND_TS.search(name)
     if m:
         framework = "pytorch" if m.group(2) == "pt" else "mindspore"
