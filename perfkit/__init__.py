@@ -4,7 +4,8 @@
 :class:`ParallelConfig`, :class:`Hardware`), the job a profile recorded (:func:`infer_job`
 -> :class:`Job`), the calculators of :mod:`perfkit.calc`, the
 planner :mod:`perfkit.plan`, the profile loader (:func:`load` -> :class:`Profile` /
-:class:`Cluster`), the simulator (:func:`simulate` and its faults), the IR / log / config
+:class:`Cluster`), the separate runs of a folder (:func:`runs`, :class:`Run`,
+:class:`RunsFound`), the simulator (:func:`simulate` and its faults), the IR / log / config
 readers, the analyses of :mod:`perfkit.analysis`, the Chrome-trace export of one step
 (:func:`export_trace`), the bundled samples (:func:`samples`; ``load("sample:NAME")``) and
 the error types.
@@ -23,12 +24,14 @@ from .errors import (
     PerfkitError,
     PerfkitWarning,
     ProfileError,
+    RunsFound,
 )
 from .export import export_trace
 from .io.config import read_mindformers_config
-from .io.detect import load
+from .io.detect import load, runs
 from .io.ir import IRGraph, load_ir
 from .io.logs import read_memory_log, read_training_log
+from .io.runs import Run
 from .job import Job, infer_job
 from .journal import Journal
 from .profile import Cluster, Profile, ProfileMeta
@@ -68,6 +71,8 @@ __all__ = [
     "Profile",
     "ProfileError",
     "ProfileMeta",
+    "Run",
+    "RunsFound",
     "SlowLink",
     "SlowRank",
     "UnbalancedStage",
@@ -83,6 +88,7 @@ __all__ = [
     "read_memory_log",
     "read_mindformers_config",
     "read_training_log",
+    "runs",
     "samples",
     "simulate",
     *_calc_all,

@@ -22,6 +22,7 @@ __all__ = [
     "ParallelConfigError",
     "ConfigFileError",
     "ProfileError",
+    "RunsFound",
     "PerfkitWarning",
     "check_positive",
     "check_non_negative",
@@ -93,6 +94,32 @@ class ProfileError(PerfkitError):
         where = self.path + (f":{line}" if line is not None else "")
         what = f"{field}: {problem}" if field else problem
         super().__init__(f"{where}: {what}")
+
+
+class RunsFound(ProfileError):
+    """A folder holds several separate runs; ``load(path, run=...)`` picks one.
+
+    Attributes
+    ----------
+    runs : list of perfkit.io.runs.Run
+        The runs found, earliest first: ``id``, ``name``, ``label``, ``ranks``,
+        ``framework``, ``platform``, ``world_size``, ``start`` and ``paths`` of each.
+    """
+
+    def __init__(self, path: object, runs: Iterable[Any]) -> None:
+        self.runs = list(runs)
+        listing = "; ".join(f"{r.id} = {r.name!r}: {r.label}" for r in self.runs)
+        first = self.runs[0].id if self.runs else 0
+        claims: dict[Any, list[str]] = {}
+        for r in self.runs:
+            for rank, p in zip(r.ranks, r.paths, strict=False):
+                if rank is not None:
+                    claims.setdefault(rank, []).append(os.path.basename(str(p)))
+        twice = "".join(f"; two profiles claim rank {rank} ({', '.join(ps)})"
+                        for rank, ps in claims.items() if len(ps) > 1)
+        super().__init__(path, f"{len(self.runs)} separate runs found, not merged ({listing})"
+                         f"{twice}; load one with perfkit.load(path, run={first}) (an id or a "
+                         "name) or list them with perfkit.runs(path)")
 
 
 class PerfkitWarning(UserWarning):

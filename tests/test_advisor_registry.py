@@ -132,11 +132,12 @@ def test_the_runner_skips_a_rule_without_its_tables_inputs_or_framework(
               _probe("probe_kernels", calls, order=2, needs=("kernels|ops",)),
               _probe("probe_model", calls, order=3, inputs=("model",)),
               _probe("probe_ascend", calls, order=4, frameworks=("mindspore", "ascend")),
-              _probe("probe_gpu", calls, order=5, frameworks=("pytorch_gpu",))]
-    prof = pk.load(SPARSE["kineto-ops-only"], cache=False, progress=False)
+              _probe("probe_gpu", calls, order=5, frameworks=("pytorch_gpu",)),
+              _probe("probe_cpu", calls, order=6, frameworks=("pytorch_cpu",))]
+    prof = pk.load(SPARSE["kineto-ops-only"], cache=False, progress=False)  # CPU + gloo
     with shared_results():
         found = runner.run(Context(prof, None, None, None, dict(ASSUMPTIONS)), probes)
-    assert calls == ["probe_kernels", "probe_gpu"]
+    assert calls == ["probe_kernels", "probe_cpu"]
     assert [f.rule for f in found] == calls
 
 

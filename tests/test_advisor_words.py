@@ -17,6 +17,7 @@ from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
 from perfkit.advisor import ASSUMPTIONS, advise, framework_of
+from perfkit.advisor.words import DEVICE_TERMS
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,16 +31,18 @@ def _text(f: pk.Finding) -> str:
     return " ".join((f.title, f.evidence, f.recommendation))
 
 
-@pytest.mark.parametrize("path", [ROOT / "data" / "kineto-tiny-llama",
-                                  shared_param(sample(HTA))])
-def test_gpu_traces_get_pytorch_advice_only(path: Path) -> None:
+@pytest.mark.parametrize(("path", "fw"), [(ROOT / "data" / "kineto-tiny-llama", "pytorch_cpu"),
+                                        shared_param(sample(HTA), "pytorch_gpu")])
+def test_gpu_traces_get_pytorch_advice_only(path: Path, fw: str) -> None:
     prof = pk.load(path, cache=False)
-    assert framework_of(prof) == "pytorch_gpu"
+    assert framework_of(prof) == fw
     found = advise(prof)
     assert found
     for f in found:
         for word in MINDSPORE_ONLY:
             assert word not in _text(f), (word, f.rule, _text(f))
+        if fw == "pytorch_cpu":  # a CPU-only gloo run: no accelerator in the advice
+            assert not DEVICE_TERMS.search(_text(f)), (f.rule, _text(f))
 
 
 @pytest.mark.parametrize("path", [ROOT / "data" / "kineto-tiny-llama",

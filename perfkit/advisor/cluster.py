@@ -37,6 +37,8 @@ def slow_ranks(ctx: Context) -> list[Finding]:
             rec = ("Compare that rank's operators with a normal rank's: the same operators "
                    "running slower mean a slow device (clock, temperature, a failing card: "
                    + say(ctx.fw, {"pytorch_gpu": "check nvidia-smi -q and the XID errors",
+                                  "pytorch_cpu": "check the host's load, clock and NUMA "
+                                                 "placement (top, lscpu, numastat)",
                                   "any": "check npu-smi info and the device logs"})
                    + "); more operators mean unbalanced work (an uneven pipeline stage, MoE "
                    "routing). Replace or drain the slow device; the whole group waits for it "

@@ -62,6 +62,11 @@ def links(ctx: Context) -> list[Finding]:
     ctx.count("link_saving", saving)
     link = say(ctx.fw, {"pytorch_gpu": "NVLink / InfiniBand (nvidia-smi nvlink -e, "
                                        "ibstat, NCCL_DEBUG=INFO)",
+                        "pytorch_rocm": "Infinity Fabric (xGMI) / InfiniBand or RoCE "
+                                        "(rocm-smi --showtopo, ibstat, NCCL_DEBUG=INFO, "
+                                        "which RCCL reads)",
+                        "pytorch_cpu": "the hosts' network (ip -s link, ethtool -S, and "
+                                       "the interface gloo uses: GLOO_SOCKET_IFNAME)",
                         "any": "HCCS / RoCE (npu-smi info, hccn_tool -i N -link -g, "
                                "the device logs)"})
     return [measured(
@@ -112,8 +117,8 @@ def _covers_job(ctx: Context) -> bool:
 def exposed_comm(ctx: Context) -> list[Finding]:
     """Communication that nothing computes under, on the rank that waits for nobody."""
     e, rank = _exposed(ctx)
-    if not np.isfinite(e):
-        return []
+    if not np.isfinite(e) or e <= 0:
+        return []  # nothing exposed (or no communication at all): nothing to hide
     waiting = 0.0
     wf = _wait_fraction(ctx, rank) if not _covers_job(ctx) else float("nan")
     if np.isfinite(wf):
@@ -150,7 +155,20 @@ def exposed_comm(ctx: Context) -> list[Finding]:
             ev += (f"; {r.transport} reaches {r.bandwidth_gbps:.1f} GB/s, "
                    f"{pct(r.efficiency)} of its nominal {r.nominal_gbps:.0f} GB/s")
             details += f"low {r.transport} efficiency {r.efficiency:.3f}; "
-    if np.isfinite(overlap) and overlap < 0.1:
+    if not cs.empty and str(cs.iloc[0]["op_type"]) == "alltoall" and \
+            ctx.fw.startswith("pytorch_"):
+        # expert parallelism: the token exchange (DeepEP dispatch / combine, all-to-all)
+        rec = say(ctx.fw, {
+            "pytorch_gpu": "Hide the expert-parallel token exchange behind computation: "
+                           "overlap dispatch and combine with the attention or shared-expert "
+                           "work of another micro-batch (two micro-batches in flight, as "
+                           "DualPipe does; DeepEP's hook-based low-latency kernels), keep "
+                           "expert-parallel groups inside the NVLink domain where they fit, "
+                           "and balance the tokens per expert.",
+            "pytorch_cpu": "Hide the expert-parallel token exchange behind computation "
+                           "(overlap the all-to-all of one micro-batch with the computation "
+                           "of another) and balance the tokens per expert."})
+    elif np.isfinite(overlap) and overlap < 0.1:
         rec = say(ctx.fw, {
             "mindspore": "Nothing overlaps: enable gradient communication fusion and overlap "
                          "(all_reduce_fusion_config, parallel_optimizer_config "
@@ -163,7 +181,12 @@ def exposed_comm(ctx: Context) -> list[Finding]:
             "pytorch_gpu": "Nothing overlaps: reduce gradients in buckets during the backward "
                            "pass (DDP bucket_cap_mb, FSDP backward_prefetch, or Megatron "
                            "--overlap-grad-reduce --overlap-param-gather) and check that no "
-                           "synchronisation serialises the NCCL stream."})
+                           "synchronisation serialises the NCCL stream.",
+            "pytorch_cpu": "Nothing overlaps: let DDP reduce gradients in buckets while the "
+                           "backward pass still computes (bucket_cap_mb, "
+                           "gradient_as_bucket_view=True), keep the training loop from "
+                           "waiting on each gloo work early, and leave cores free for "
+                           "gloo's threads (torch.set_num_threads below the core count)."})
     else:
         rec = say(ctx.fw, {
             "mindspore": "Remove avoidable communication (re-distribution between operator "
@@ -176,7 +199,11 @@ def exposed_comm(ctx: Context) -> list[Finding]:
             "pytorch_gpu": "Overlap gradient reduction with the backward pass (DDP "
                            "bucket_cap_mb / gradient_as_bucket_view, FSDP prefetch, "
                            "Megatron --overlap-grad-reduce), fuse small collectives and keep "
-                           "tensor parallelism inside an NVLink domain."})
+                           "tensor parallelism inside an NVLink domain.",
+            "pytorch_cpu": "Overlap gradient reduction with the backward pass (DDP "
+                           "bucket_cap_mb / gradient_as_bucket_view), fuse small collectives "
+                           "into larger buckets, and keep the ranks of one job on hosts "
+                           "joined by a fast network (gloo sends over TCP)."})
     link = ctx.counted("link_saving")
     if link > 0:
         ev += f"; {fmt_time(min(link, e))} of it is the slow link's (see that finding)"

@@ -180,6 +180,9 @@ class Context:
             if self.hardware is None:
                 return (float("nan"),) * 3
             peaks = _memory.memory_peaks(self.profile)
+            # the host's allocator (a Kineto trace's Device Type 0 samples) is not the
+            # device's memory
+            peaks = peaks[peaks["component"].ne("host").fillna(True).to_numpy(bool)]
             if peaks.empty or not has_values(peaks, "peak_reserved_bytes"):
                 return (float("nan"),) * 3
             app = peaks[peaks["component"] == "APP"]

@@ -16,7 +16,7 @@ from ..analysis._util import has_values
 from .context import Context
 from .finding import Finding, measured
 from .registry import rule
-from .words import fmt_time, pct, say
+from .words import PYTORCH_ACCELERATED, fmt_time, pct, say
 
 __all__ = ["data_loading", "host_bound", "long_gaps", "sync"]
 
@@ -49,6 +49,10 @@ def data_loading(ctx: Context) -> list[Finding]:
         "pytorch_gpu": "Make the DataLoader produce ahead of the step: more workers "
                        "(num_workers), prefetch_factor, persistent_workers=True, "
                        "pin_memory=True, or GPU decoding (DALI); move preprocessing "
+                       "offline.",
+        "pytorch_cpu": "Make the DataLoader produce ahead of the step: worker processes "
+                       "(num_workers) on cores the training threads do not use, "
+                       "prefetch_factor, persistent_workers=True; move preprocessing "
                        "offline."})
     return [measured(
         ctx, "data_loading", "host", stall,
@@ -150,9 +154,14 @@ def long_gaps(ctx: Context) -> list[Finding]:
     return [measured(ctx, "host_stalls", "host", gap, title, ev, rec)]
 
 
-@rule("host", order=80, needs=("ops",))
+@rule("host", order=80, needs=("ops",), frameworks=PYTORCH_ACCELERATED)
 def sync(ctx: Context) -> list[Finding]:
-    """Host calls that wait for the device inside the step (at most the free time)."""
+    """Host calls that wait for the device inside the step (at most the free time).
+
+    Not on a CPU-only run: there is no device to wait for (``.item()`` reads host memory).
+    """
+    if ctx.fw not in PYTORCH_ACCELERATED:
+        return []
     sp = ctx.get("sync", lambda: _cluster.sync_points(ctx.profile))
     if sp.empty:
         return []

@@ -15,15 +15,18 @@ from ..calc.flops import hardware_flops, model_flops
 from .context import Context
 from .finding import Finding, measured, unmeasured
 from .registry import rule
-from .words import fmt_time, pct, say
+from .words import PYTORCH_ACCELERATED, fmt_time, pct, say
 
 __all__ = ["recompute", "memory"]
 
 
 @rule("memory_recompute", order=190, needs=("memory",), inputs=("hardware",),
-      after=("long_gaps",))
+      after=("long_gaps",), frameworks=PYTORCH_ACCELERATED)
 def memory(ctx: Context) -> list[Finding]:
-    """A measured peak above the device, or close to it with no stall reported."""
+    """A measured peak above the device, or close to it with no stall reported (not on a
+    CPU-only run: no device memory)."""
+    if ctx.fw not in PYTORCH_ACCELERATED:
+        return []
     used, cap, frac = ctx.memory_frac
     if not np.isfinite(frac):
         return []

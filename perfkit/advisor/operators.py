@@ -47,6 +47,7 @@ _FUSED = {
                     "silu_mul_not_swiglu": "a fused SwiGLU (torch.compile, Transformer Engine)",
                     "softmax_dropout_matmul": "F.scaled_dot_product_attention (flash)"},
 }
+_FUSED["pytorch_rocm"] = _FUSED["pytorch_gpu"]  # the same PyTorch names on ROCm
 
 
 @rule("operators", order=90, needs=("kernels",))
@@ -76,9 +77,8 @@ def unfused(ctx: Context) -> list[Finding]:
             "Use the fused kernels: " + "; ".join(_FUSED[fw][str(n)] for n in fusion.index)
             + ". The saving assumes the fused kernel costs as much as the chain's slowest "
             "member.", details="patterns " + ", ".join(map(str, fusion.index))))
-    copies_label = {"pytorch_gpu": "copy kernels (contiguous / clone)",
-                    "mindspore": "TensorMove copies", "torch_npu": "TensorMove copies",
-                    "ascend": "TensorMove copies"}[ctx.fw]
+    copies_label = ("copy kernels (contiguous / clone)" if ctx.fw.startswith("pytorch_")
+                    else "TensorMove copies")
     if "copies" in g.index:
         r = g.loc["copies"]
         out.append(measured(
@@ -196,7 +196,9 @@ def elementwise(ctx: Context) -> list[Finding]:
                      "torch_npu": "Fuse them: torch.compile / TorchAir, or the torch_npu "
                                   "fused operators (npu_add_rms_norm, npu_swiglu, ...).",
                      "pytorch_gpu": "Fuse them: torch.compile, or fused kernels (Apex, "
-                                    "Transformer Engine, Liger)."})
+                                    "Transformer Engine, Liger).",
+                     "pytorch_cpu": "Fuse them: torch.compile (its C++ / OpenMP code "
+                                    "generation fuses element-wise loops)."})
         + f" Saving assumes one fused kernel at {pct(a['kernel_efficiency'])} of the memory "
         "roofline moving the largest member's data.",
         details=f"kernel_efficiency {a['kernel_efficiency']}; min_chain {a['min_chain']}; "

@@ -3,14 +3,46 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FRAMEWORKS", "framework_of", "say", "fmt_time", "pct"]
+__all__ = ["FRAMEWORKS", "PYTORCH_ACCELERATED", "framework_of", "say", "rocm_terms",
+           "DEVICE_TERMS", "fmt_time", "pct"]
 
-#: Frameworks the advice is worded for.
-FRAMEWORKS = ("mindspore", "torch_npu", "pytorch_gpu", "ascend")
+#: Frameworks the advice is worded for: MindSpore, torch_npu, PyTorch on NVIDIA GPUs
+#: (CUDA), on AMD GPUs (ROCm) and on CPUs only (gloo), and Ascend when the framework is
+#: not known.
+FRAMEWORKS = ("mindspore", "torch_npu", "pytorch_gpu", "pytorch_rocm", "pytorch_cpu",
+              "ascend")
+#: The frameworks with an accelerator (every one but ``pytorch_cpu``).
+PYTORCH_ACCELERATED = tuple(f for f in FRAMEWORKS if f != "pytorch_cpu")
+
+#: Words that only make sense with an accelerator: no advice to a CPU-only run has them.
+DEVICE_TERMS = re.compile(r"CUDA|cuda|NVLink|NCCL|RCCL|nvidia|cudnn|cuDNN|DALI|Apex|"
+                          r"pin_memory|GPU|Transformer Engine|XID|npu|NPU|HCCS|RoCE|hccn|"
+                          r"Ascend|HIP|ROCm|xGMI")
+
+_ROCM_TERMS = (
+    (r"CUDA graphs", "HIP graphs (torch.cuda.graphs on ROCm)"),
+    (r"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"),
+    (r"CUDA_LAUNCH_BLOCKING", "HIP_LAUNCH_BLOCKING"),
+    (r"nvidia-smi -q and the XID errors", "rocm-smi and the amdgpu messages of dmesg"),
+    (r"nvidia-smi nvlink -e", "rocm-smi --showtopo"),
+    (r"an NVLink domain", "an Infinity Fabric (xGMI) domain"),
+    (r"NVLink", "Infinity Fabric (xGMI)"),
+    (r"\bNCCL\b(?!_)", "RCCL"),  # RCCL keeps NCCL's environment variables (NCCL_DEBUG)
+    (r"cudnn\.deterministic=False", "torch.backends.cudnn.deterministic=False (MIOpen)"),
+    (r"GPU decoding \(DALI\)", "GPU decoding (rocAL)"),
+)
+
+
+def rocm_terms(text: str) -> str:
+    """NVIDIA advice in ROCm's terms (HIP, RCCL, Infinity Fabric, rocm-smi)."""
+    for pattern, repl in _ROCM_TERMS:
+        text = re.sub(pattern, repl, text)
+    return text
 
 
 def fmt_time(us: float) -> str:
@@ -29,25 +61,30 @@ def pct(x: float) -> str:
 
 
 def framework_of(profile: Any) -> str:
-    """``"mindspore"``, ``"torch_npu"``, ``"pytorch_gpu"`` or ``"ascend"`` (not known).
+    """One of :data:`FRAMEWORKS` (``"ascend"`` when not known).
 
     From ``meta.framework`` (``mindspore`` / ``pytorch``), ``meta.device_type``
-    (``npu`` / ``gpu``) and ``meta.source_format`` (Kineto traces are PyTorch).
+    (``npu`` / ``gpu`` / ``cpu``), ``meta.source_format`` (Kineto traces are PyTorch) and
+    the GPU vendor a Kineto trace records (``meta.extra["vendor"]``: ``amd`` is ROCm).
     """
     metas = [getattr(profile, "meta", None)]
     if hasattr(profile, "ranks"):
         metas += [getattr(p, "meta", None) for p in list(profile)[:1]]
-    fw = dev = fmt = ""
+    fw = dev = fmt = vendor = ""
     for m in metas:
         if m is None:
             continue
         fw = fw or str(getattr(m, "framework", "") or "").lower()
         dev = dev or str(getattr(m, "device_type", "") or "").lower()
         fmt = fmt or str(getattr(m, "source_format", "") or "").lower()
+        extra = getattr(m, "extra", None) or {}
+        vendor = vendor or str(extra.get("vendor") or "").lower()
     if fw == "mindspore" or fmt.startswith("mindspore"):
         return "mindspore"
+    if (fmt == "kineto" or fw == "pytorch") and dev == "cpu":
+        return "pytorch_cpu"
     if dev == "gpu" or fmt == "kineto":
-        return "pytorch_gpu"
+        return "pytorch_rocm" if vendor == "amd" else "pytorch_gpu"
     if fw == "pytorch":
         return "torch_npu"
     return "ascend"
@@ -57,10 +94,20 @@ def say(fw: str, texts: dict[str, str]) -> str:
     """The text for framework ``fw`` (``"ascend"`` falls back to MindSpore + torch_npu).
 
     ``texts`` maps a framework of :data:`FRAMEWORKS` (or ``"any"``, the fallback) to the
-    advice in its terms.
+    advice in its terms. ROCm without a text of its own gets the CUDA text in ROCm's
+    terms (:func:`rocm_terms`); a CPU-only run without one gets the PyTorch (then the
+    ``"any"``) text only if it names no accelerator (:data:`DEVICE_TERMS`), else nothing.
     """
     if fw in texts:
         return texts[fw]
+    if fw == "pytorch_rocm" and "pytorch_gpu" in texts:
+        return rocm_terms(texts["pytorch_gpu"])
+    if fw == "pytorch_cpu":
+        for key in ("pytorch_gpu", "any"):
+            text = texts.get(key)
+            if text is not None and not DEVICE_TERMS.search(text):
+                return text
+        return ""
     if fw == "ascend" and "torch_npu" in texts and "mindspore" in texts:
         return f"MindSpore: {texts['mindspore']} torch_npu: {texts['torch_npu']}"
     return texts.get("any", next(iter(texts.values())))

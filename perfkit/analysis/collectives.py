@@ -15,6 +15,8 @@ __all__ = ["comm_op_type", "OP_TYPES"]
 OP_TYPES = (
     ("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
     ("reducescatter", r"reduce_?scatter"), ("alltoall", r"all_?to_?all"),
+    # expert-parallel dispatch / combine (DeepEP, MoE token exchange) are all-to-alls
+    ("alltoall", r"(?:^|[^a-z])(?:notify_)?(?:dispatch|combine)\b|dispatch<|combine<"),
     ("broadcast", r"broadcast"), ("sendrecv", r"sendrecv|send_?recv"),
     ("receive", r"receive|recv"), ("send", r"send"), ("reduce", r"reduce"),
     ("barrier", r"barrier"),
@@ -25,7 +27,9 @@ def comm_op_type(names: pd.Series) -> pd.Series:
     """Collective kind of each operator name (``allreduce``, ``send``, ...; else ``other``).
 
     Works on HCCL (``hcom_allReduce__586_0_1``), NCCL (``ncclKernel_AllReduce_RING_...``,
-    ``ncclDevKernel_SendRecv``) and legacy MindSpore (``AllReduce-op4582``) names.
+    ``ncclDevKernel_SendRecv``), gloo (``gloo:all_reduce``), DeepEP
+    (``deep_ep::internode::dispatch<...>``: dispatch and combine are all-to-alls) and legacy
+    MindSpore (``AllReduce-op4582``) names.
     """
     low = names.astype("string").fillna("").str.lower()
     uniq = pd.Series(low.unique())

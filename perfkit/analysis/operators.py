@@ -1,8 +1,10 @@
 """Operator analyses: the top operators, bound type, AI CPU, tiny-kernel storms, unfused patterns.
 
 All functions read the canonical ``kernels`` table (one row per device task) and work the
-same on Ascend and GPU profiles. Shares are of *device time*: the sum of the durations of
-the tasks in scope (by default every non-communication task), not of wall time.
+same on Ascend and GPU profiles; on a CPU-only run (no device task) :func:`top_operators`
+reads the host operators by self time instead (:func:`host_tasks`). Shares are of *device
+time*: the sum of the durations of the tasks in scope (by default every non-communication
+task), not of wall time.
 
 Unfused patterns are found in the order tasks run on each (rank, stream): every task gets
 a one-letter token from its type or name (``Pow`` -> ``P``, ``ReduceMean`` -> ``R``, ...),
@@ -25,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError
+from ..io.categories import host_comm_family
 from ._frames import (
     aggregate,
     any_values,
@@ -52,8 +55,8 @@ from ._util import (
 from .compare import class_codes, kernel_class
 
 __all__ = ["top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels",
-           "unfused_patterns", "kernel_tokens", "recompute_evidence", "PATTERNS", "TOKENS",
-           "TOP_COLUMNS", "UNFUSED_COLUMNS", "TINY_COLUMNS"]
+           "unfused_patterns", "host_tasks", "kernel_tokens", "recompute_evidence", "PATTERNS",
+           "TOKENS", "TOP_COLUMNS", "UNFUSED_COLUMNS", "TINY_COLUMNS"]
 
 _GENERIC_TYPES = ("kernel", "gpu_memcpy", "gpu_memset", "")
 _BY = {"type": ["type"], "name": ["name"], "name_shapes": ["name", "input_shapes"]}
@@ -299,12 +302,60 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     if by not in _BY:
         raise InvalidArgumentError("by", f"must be one of {tuple(_BY)}", by)
     kernels = table(profile, "kernels")
+    host = host_tasks(profile, kernels)
+    if host is not None:  # a CPU-only run: its operators are the host's
+        out = _top_of(host, by, n, include_communication)
+        return add_note(out, "a CPU-only run: host operators by self time (the time "
+                             "not spent in an operator nested inside), the CPU being the "
+                             "device that computes")
     if is_lazy(kernels):
         if not any_values(kernels, "dur_us"):
             return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
         return _lazy_top(kernels, by, n, include_communication)
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
+    return _top_of(kernels, by, n, include_communication)
+
+
+def host_tasks(profile: Any, kernels: pd.DataFrame | None = None) -> pd.DataFrame | None:
+    """The host operators of a CPU-only run as a ``kernels``-like table, else None.
+
+    A CPU-only PyTorch run (``meta.device_type == "cpu"``, no device task) computes on the
+    host: its operators are the ``ops`` table's, each counted by its *self time*
+    (``self_us``: its duration less that of the operators nested inside it on the same
+    thread), so that nested operators (``aten::linear`` > ``aten::matmul`` > ``aten::mm``)
+    are not counted twice and the times add up to the threads' busy time. Host
+    collectives (``gloo:*``, ``c10d::*``, ``record_param_comms``) are ``communication``.
+    """
+    meta = getattr(profile, "meta", None)
+    if meta is None or getattr(meta, "device_type", None) != "cpu":
+        return None
+    if kernels is None:
+        kernels = table(profile, "kernels")
+    if is_lazy(kernels) or len(kernels):
+        return None
+    ops = table(profile, "ops")
+    if is_lazy(ops) or ops.empty or "self_us" not in ops.columns \
+            or not has_values(ops, "self_us"):
+        return None
+    comm = host_comm_family(ops["name"]).notna().to_numpy(bool)
+    out = pd.DataFrame({
+        "rank": ops["rank"].to_numpy() if "rank" in ops.columns else pd.NA,
+        "step": ops["step"].array,
+        "name": ops["name"].astype("string").array,
+        "type": ops["name"].astype("string").array,
+        "category": pd.array(np.where(comm, "communication", "compute"), dtype="string"),
+        "start_us": ops["start_us"].to_numpy(np.float64),
+        "dur_us": ops["self_us"].to_numpy(np.float64),
+    })
+    if "input_shapes" in ops.columns:
+        out["input_shapes"] = ops["input_shapes"].astype("string").array
+    return out
+
+
+def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication: bool
+            ) -> pd.DataFrame:
+    """:func:`top_operators` of an eager tasks table."""
     k = _scope(kernels, include_communication)
     keys = _BY[by]
     k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))

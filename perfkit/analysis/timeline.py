@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError, PerfkitError
+from ..io.categories import HOST_COMM_PATTERN
 from ._frames import is_lazy
 from ._util import has_values, table
 from .steps import step_breakdown
@@ -71,12 +72,10 @@ DEFAULT_HOST_DEPTH = 3
 
 LANE_MODES = ("streams", "categories")
 
-HOST_COMM_PATTERN = r"(?i)^(?:c10d::|gloo:|nccl:|record_param_comms|hcom_)"
-"""Host operators that are communication (PyTorch c10d, gloo/NCCL annotations, HCCL).
-
-The same rule the Kineto loader applies when it splits a CPU-only step into computing and
-communication, so that the lanes of a host-only timeline add up like its step table.
-"""
+# HOST_COMM_PATTERN (host operators that are communication: PyTorch c10d, gloo/NCCL
+# annotations, HCCL) is the rule the Kineto loader applies when it splits a CPU-only step
+# into computing and communication, so that the lanes of a host-only timeline add up like
+# its step table: one definition, in perfkit.io.categories.
 
 EVENT_COLUMNS: dict[str, str] = {
     "rank": "Int64", "source": "string", "name": "string", "type": "string",
@@ -814,7 +813,8 @@ def timeline(profile: Any, step: int | None = None, ranks: Any = None,
     task (no host operator, for a host-only rank) runs, so for a window found from the
     device tasks the free lane adds up to the derived ``free_us`` of that step.
     On a host-only rank, *computing* holds the outermost non-communication host operators
-    and *communication* the communication ones (:data:`HOST_COMM_PATTERN`) at any depth.
+    (less the time their thread spends inside a collective) and *communication* the
+    communication ones (:data:`HOST_COMM_PATTERN`) at any depth.
     """
     if lanes not in LANE_MODES:
         raise TimelineError("lanes", f"must be one of {LANE_MODES}", lanes)
@@ -844,11 +844,13 @@ def timeline(profile: Any, step: int | None = None, ranks: Any = None,
         notes.append(f"{omitted} host operators nested deeper than {host_depth} levels are "
                      "not drawn (their time lies inside the operator that contains them)")
     if lanes == "categories" and len(events):
-        # a host-only rank: computing = the outermost host ops
+        # a host-only rank: computing = the outermost host ops, less the time their
+        # thread spends inside a collective (the step table's rule)
         dev_ranks = set(events.loc[events["source"] == "device", "rank"].dropna())
         inner = ((events["source"] == "host") & (events["category"] == "host")
                  & (events["depth"] > 0) & ~events["rank"].isin(dev_ranks))
         events = events[~inner.fillna(False).to_numpy(bool)].reset_index(drop=True)
+        events = _cut_by_own_collectives(events, dev_ranks)
     frame = _layout(events, window, lanes, n_labels)
     info: dict[str, Any] = {"threshold_us": math.nan, "blocks": 0, "merged_events": 0,
                             "reached": True}
@@ -872,6 +874,53 @@ def timeline(profile: Any, step: int | None = None, ranks: Any = None,
         "merged_events": info["merged_events"], "omitted_host_events": omitted,
     }
     return frame
+
+
+def _cut_by_own_collectives(events: pd.DataFrame, dev_ranks: set[Any]) -> pd.DataFrame:
+    """Host computing bars of host-only ranks with their thread's collectives cut out.
+
+    A thread inside ``c10d::allreduce_`` waits for the collective even when an enclosing
+    operator (the backward pass) is open around it: that time is communication, as in
+    the step table (:func:`perfkit.io.trace_tables.host_steps`). A bar cut in two keeps
+    its name in both pieces.
+    """
+    host = (events["source"] == "host").to_numpy(bool) & \
+        ~events["rank"].isin(dev_ranks).fillna(False).to_numpy(bool)
+    comp = host & (events["category"] == "host").to_numpy(bool)
+    comm = host & (events["category"] == "communication").to_numpy(bool)
+    if not comp.any() or not comm.any():
+        return events
+    key = events["rank"].astype("string").fillna("") + "/" + \
+        events["thread"].astype("string").fillna("")
+    keys = key.to_numpy(dtype=object)
+    start = events["start_us"].to_numpy(float)
+    end = events["end_us"].to_numpy(float)
+    cuts: dict[Any, list[tuple[float, float]]] = {}
+    for k, a, b in zip(keys[comm], start[comm], end[comm], strict=True):
+        cuts.setdefault(k, []).append((a, b))
+    pieces: list[pd.DataFrame] = []
+    cut_rows = np.zeros(len(events), dtype=bool)
+    for i in np.flatnonzero(comp):
+        spans = cuts.get(keys[i])
+        if not spans:
+            continue
+        a, b = start[i], end[i]
+        inside = sorted((max(x, a), min(y, b)) for x, y in spans if x < b and y > a)
+        if not inside:
+            continue
+        cut_rows[i] = True
+        left = a
+        for x, y in inside:
+            if x > left:
+                pieces.append(events.iloc[[i]].assign(start_us=left, end_us=x, dur_us=x - left))
+            left = max(left, y)
+        if b > left:
+            pieces.append(events.iloc[[i]].assign(start_us=left, end_us=b, dur_us=b - left))
+    if not cut_rows.any():
+        return events
+    out = pd.concat([events[~cut_rows], *pieces], ignore_index=True)
+    return out.astype(events.dtypes.to_dict()).sort_values(
+        ["rank", "source", "thread", "start_us"], kind="mergesort").reset_index(drop=True)
 
 
 def _layout(events: pd.DataFrame, window: TimelineWindow, lanes: str, n_labels: int

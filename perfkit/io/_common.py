@@ -59,6 +59,8 @@ __all__ = [
     "describe_json_error",
     "check_nonempty",
     "rank_from_name",
+    "json_head",
+    "suffix_number",
     "int64_series",
 ]
 
@@ -68,6 +70,8 @@ NULLS = ["", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-"]
 _NUMERIC = r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$"
 
 HEAD_BYTES = 1 << 16
+JSON_HEAD_BYTES = 1 << 20
+"""How much of a JSON file :func:`json_head` reads (decompressed) to peek at its header."""
 """Bytes looked at at each end of a file before it is read whole."""
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -811,19 +815,66 @@ def describe_json_error(data: bytes, message: str, what: str) -> str:
     return f"invalid JSON ({message}); expected {what}"
 
 
-def rank_from_name(name: str) -> int | None:
-    """Rank encoded in a file or folder name (``rank3``, ``..._3.json``), or None."""
+_RANK_WORDS = re.compile(r"(?:rank|(?:^|[^a-z])worker)[-_]?(\d{1,9})(?!\d)", re.IGNORECASE)
+_NAME_SUFFIXES = (".gz", ".json", ".db", ".csv", ".pt.trace")
+
+
+def _stem(name: str) -> str:
     stem = os.path.basename(name)
-    for suffix in (".gz", ".json", ".db", ".csv", ".pt.trace"):
-        if stem.lower().endswith(suffix):
-            stem = stem[: -len(suffix)]
-    m = re.search(r"rank[-_]?(\d+)", stem, re.IGNORECASE)
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _NAME_SUFFIXES:
+            if stem.lower().endswith(suffix):
+                stem = stem[: -len(suffix)]
+                changed = True
+    return stem
+
+
+def rank_from_name(name: str, suffix: bool = False) -> int | None:
+    """Rank written in a file or folder name by an explicit pattern, or None.
+
+    ``rank3``, ``rank_3``, ``rank-3``, ``sampled_rank-0``, ``worker3`` (PyTorch's trace
+    handler names files ``{worker}.{timestamp}.pt.trace.json``: ``worker0.1623143089861``
+    is worker 0). Other digits are not a rank: a process id (``host_21387``), a timestamp
+    (``worker0.1623143089861``'s second part), a job id (``Model__1016005``).
+
+    ``suffix``: also read a trailing ``_3`` (``trace_3.pt.trace.json``, ``device_3``). A
+    folder of traces uses it only when those numbers are 0..n-1 over its files
+    (:func:`suffix_number`), which a pid or a job id is not.
+    """
+    stem = _stem(name)
+    m = _RANK_WORDS.search(stem)
     if m:
         return int(m.group(1))
-    m = re.search(r"_(\d+)$", stem)
-    if m:
-        return int(m.group(1))
+    if suffix:
+        return suffix_number(name)
     return None
+
+
+def suffix_number(name: str) -> int | None:
+    """The number after the last ``_`` of a name (``trace_3.pt.trace.json`` -> 3), or None."""
+    m = re.search(r"(?:^|_)(\d{1,9})$", _stem(name))
+    return int(m.group(1)) if m else None
+
+
+def json_head(path: Path) -> tuple[bytes, bool]:
+    """The first MiB of a (possibly gzipped) JSON file, and whether that is all of it."""
+    import gzip
+    import zlib
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(JSON_HEAD_BYTES + 1)
+        if raw[:2] == b"\x1f\x8b":
+            inflate = zlib.decompressobj(31)
+            head = inflate.decompress(raw[:JSON_HEAD_BYTES], JSON_HEAD_BYTES)
+            return head, len(raw) <= JSON_HEAD_BYTES and inflate.eof and \
+                not inflate.unconsumed_tail
+        return raw[:JSON_HEAD_BYTES], len(raw) <= JSON_HEAD_BYTES
+    except (OSError, zlib.error, gzip.BadGzipFile):
+        return b"", False
+
 
 
 def hccl_group_hash(name: str) -> str:

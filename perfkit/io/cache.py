@@ -294,8 +294,18 @@ def read_table_file(f: Path) -> pd.DataFrame:
     Every column keeps its own block (``split_blocks``): no copy of the numbers into one
     2-D array, which for a wide table (48 columns of an Ascend rank) halves the read.
     """
-    return pd.read_parquet(f, page_checksum_verification=True,
-                           to_pandas_kwargs={"split_blocks": True, "self_destruct": True})
+    if _PANDAS_3:
+        return pd.read_parquet(f, page_checksum_verification=True,
+                               to_pandas_kwargs={"split_blocks": True, "self_destruct": True})
+    # pandas 2 has no to_pandas_kwargs: the same read through pyarrow (the pandas metadata
+    # stored in the file gives the same dtypes)
+    import pyarrow.parquet as pq
+
+    return pq.read_table(f, page_checksum_verification=True).to_pandas(
+        split_blocks=True, self_destruct=True)
+
+
+_PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
 
 
 def write_entry(folder: Path, meta: ProfileMeta, tables: dict[str, pd.DataFrame]) -> None:

@@ -38,10 +38,11 @@ from ._common import (
 )
 from .validate import clean_events
 
-__all__ = ["ChromeTrace", "read_chrome_trace", "ARG_COLUMNS", "X_COLUMNS"]
+__all__ = ["ChromeTrace", "read_chrome_trace", "ARG_COLUMNS", "X_COLUMNS", "HEADER_KEYS"]
 
 _IntStr = int | str | None
 _FloatStr = float | str | None
+_Scalar = int | float | str | None
 _NO_RAW = msgspec.Raw(b"")
 
 
@@ -49,6 +50,8 @@ class _Args(msgspec.Struct, gc=False):
     name: _IntStr = None
     labels: _IntStr = None
     external_id: _IntStr = msgspec.field(default=None, name="External id")
+    # PyTorch 1.8-1.9 Kineto wrote the operator link of device events in lower case
+    external_id_old: _IntStr = msgspec.field(default=None, name="external id")
     correlation: _IntStr = None
     stream: _IntStr = None
     device: _IntStr = None
@@ -58,6 +61,13 @@ class _Args(msgspec.Struct, gc=False):
     total_reserved: _FloatStr = msgspec.field(default=None, name="Total Reserved")
     mem_bytes: _FloatStr = msgspec.field(default=None, name="Bytes")
     device_id: _IntStr = msgspec.field(default=None, name="Device Id")
+    device_type: _IntStr = msgspec.field(default=None, name="Device Type")
+    # what a collective's kernel (and record_param_comms) says about it (PyTorch >= 2.1)
+    pg_name: _IntStr = msgspec.field(default=None, name="Process Group Name")
+    collective: _IntStr = msgspec.field(default=None, name="Collective name")
+    in_nelems: _FloatStr = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: _FloatStr = msgspec.field(default=None, name="Out msg nelems")
+    msg_dtype: _IntStr = msgspec.field(default=None, name="dtype")
     # operator arguments of a Kineto cpu_op (record_shapes=True), kept as raw JSON text
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
@@ -88,6 +98,18 @@ class _Trace(msgspec.Struct):
     distributedInfo: _Dist | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
     deviceProperties: msgspec.Raw = _NO_RAW  # noqa: N815
+    # what recorded the trace (kept in ChromeTrace.header)
+    schemaVersion: _Scalar = None  # noqa: N815
+    trace_id: _Scalar = None
+    cupti_version: _Scalar = None
+    cuda_runtime_version: _Scalar = None
+    roctracer_version: _Scalar = None
+    hip_runtime_version: _Scalar = None
+
+
+HEADER_KEYS = ("schemaVersion", "trace_id", "cupti_version", "cuda_runtime_version",
+               "roctracer_version", "hip_runtime_version")
+"""Top-level keys of a Kineto trace kept in :attr:`ChromeTrace.header` (when present)."""
 
 
 _BASE = (("name", "name", "str"), ("cat", "cat", "str"), ("pid", "pid", "id"),
@@ -99,13 +121,20 @@ ARG_COLUMNS: dict[str, tuple[str, str]] = {
     "stream": ("stream", "id"), "device": ("device", "id"), "task_type": ("task_type", "str"),
     "op_type": ("op_type", "str"), "total_allocated": ("total_allocated", "num"),
     "total_reserved": ("total_reserved", "num"), "bytes": ("mem_bytes", "num"),
-    "device_id": ("device_id", "id"), "input_dims": ("input_dims", "raw"),
-    "input_type": ("input_type", "raw"), "concrete_inputs": ("concrete_inputs", "raw")}
+    "device_id": ("device_id", "id"), "device_type": ("device_type", "id"),
+    "input_dims": ("input_dims", "raw"),
+    "input_type": ("input_type", "raw"), "concrete_inputs": ("concrete_inputs", "raw"),
+    "pg_name": ("pg_name", "str"), "collective": ("collective", "str"),
+    "in_nelems": ("in_nelems", "num"), "out_nelems": ("out_nelems", "num"),
+    "msg_dtype": ("msg_dtype", "str")}
 """Columns that can be read from ``args``: column -> (field of :class:`_Args`, kind)."""
 X_COLUMNS = ("external_id", "correlation", "stream", "device", "task_type", "op_type",
              "input_dims", "input_type", "concrete_inputs")
 """``args`` columns kept for complete (``X``) events unless the reader asks for fewer."""
-_MEMORY = ("total_allocated", "total_reserved", "bytes", "device_id")
+_MEMORY = ("total_allocated", "total_reserved", "bytes", "device_id", "device_type")
+_SPARSE = ("pg_name", "collective", "in_nelems", "out_nelems", "msg_dtype")
+"""``args`` a collective's kernel (and ``record_param_comms``) carries, keyed on
+``Collective name``: read only from the events that have it."""
 _RAW_FIELDS = ("input_dims", "input_type", "concrete_inputs")
 _EMPTY_ARGS = _Args()
 
@@ -146,6 +175,9 @@ class ChromeTrace:
     device_properties : list of dict
         ``deviceProperties`` (one dict per GPU: ``id``, ``name``, memory, SM count ...);
         empty when the trace lists none (CPU-only runs).
+    header : dict
+        The top-level keys of :data:`HEADER_KEYS` the file has (profiler schema, trace id,
+        CUPTI / CUDA runtime or roctracer / HIP runtime versions).
     """
 
     x: pd.DataFrame
@@ -162,6 +194,7 @@ class ChromeTrace:
     notes: list[str] = field(default_factory=list)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
     device_properties: list[dict[str, Any]] = field(default_factory=list)
+    header: dict[str, Any] = field(default_factory=dict)
 
     @property
     def device_names(self) -> list[str]:
@@ -614,7 +647,9 @@ def _fallback(path: Path, raw: bytes, is_object: bool, what: str, why: str):
             else _NO_RAW),
             baseTimeNanoseconds=base if isinstance(base, int) else None,
             deviceProperties=msgspec.Raw(msgspec.json.encode(props))
-            if isinstance(props, list) else _NO_RAW)
+            if isinstance(props, list) else _NO_RAW,
+            **{k: data[k] for k in HEADER_KEYS
+               if isinstance(data.get(k), (int, float, str)) and not isinstance(data[k], bool)})
     return events, trace
 
 
@@ -622,7 +657,10 @@ _ARG_KEYS = {"name": "name", "labels": "labels", "external_id": "External id",
              "correlation": "correlation", "stream": "stream", "device": "device",
              "task_type": "Task Type", "op_type": "type", "total_allocated": "Total Allocated",
              "total_reserved": "Total Reserved", "mem_bytes": "Bytes",
-             "device_id": "Device Id"}
+             "device_id": "Device Id", "device_type": "Device Type",
+             "external_id_old": "external id", "pg_name": "Process Group Name",
+             "collective": "Collective name", "in_nelems": "In msg nelems",
+             "out_nelems": "Out msg nelems", "msg_dtype": "dtype"}
 
 _RAW_ARG_KEYS = {"input_dims": "Input Dims", "input_type": "Input type",
                  "concrete_inputs": "Concrete Inputs"}
@@ -648,9 +686,13 @@ class _Columns:
         self.categorical = frozenset(categorical)
         self.flows = args is None
         base = _BASE + _FLOW_ONLY if self.flows else _BASE
-        self.args = tuple((c, *ARG_COLUMNS[c]) for c in (args or ()))
+        self.args = tuple((c, *ARG_COLUMNS[c]) for c in (args or ()) if c not in _SPARSE)
+        # what a collective says about itself: on a few events only, read sparsely
+        self.sparse = tuple(c for c in (args or ()) if c in _SPARSE)
         self.kinds = {c: k for c, _, k in base} | {c: k for c, _, k in self.args}
-        self.chunks: dict[str, list[pa.Array]] = {k: [] for k in self.kinds}
+        self.chunks: dict[str, list[Any]] = {k: [] for k in self.kinds}
+        if self.sparse:
+            self.chunks["_sparse"] = []
         self.n = 0
         self.mixed: set[str] = set()  # columns already seen holding a value of another type
 
@@ -674,7 +716,19 @@ class _Columns:
                 if None in args:
                     args = [_EMPTY_ARGS if a is None else a for a in args]
                 for col, attr, kind in self.args:
-                    c[col].append(self._convert(col, kind, list(map(attrgetter(attr), args))))
+                    values = list(map(attrgetter(attr), args))
+                    if col == "external_id" and None in values:
+                        # PyTorch 1.8-1.9 wrote a device task's link as "external id"
+                        old = list(map(attrgetter("external_id_old"), args))
+                        if old.count(None) != len(old):
+                            values = [v if v is not None else o
+                                      for v, o in zip(values, old, strict=True)]
+                    c[col].append(self._convert(col, kind, values))
+                if self.sparse:
+                    hits = [i for i, a in enumerate(args) if a.collective is not None]
+                    c["_sparse"].append((len(part), hits, {
+                        col: [getattr(args[i], ARG_COLUMNS[col][0]) for i in hits]
+                        for col in self.sparse}))
             for col in self.categorical:
                 if col in c and c[col][-1].type == pa.string():
                     c[col][-1] = pc.dictionary_encode(c[col][-1])
@@ -721,6 +775,8 @@ class _Columns:
         for k, kind in self.kinds.items():  # each column's chunks are let go once converted
             out[k] = _to_pandas(self.chunks.pop(k), "str" if kind == "raw" else kind,
                                 k in self.categorical)
+        if self.sparse:
+            out.update(self._sparse_columns(self.chunks.pop("_sparse")))
         if base_ns:
             ts = out["ts_ns"]
             out["ts_ns"] = np.where(ts == _NA_NS, ts, ts + np.int64(base_ns))
@@ -733,6 +789,35 @@ class _Columns:
                 del out[c]
         self.chunks = {}
         return pd.DataFrame(out)
+
+
+    def _sparse_columns(self, chunks: list[Any]) -> dict[str, Any]:
+        """Full-length columns of the sparse args (NA where an event has none): numbers as
+        float64, texts as Categoricals (few distinct values)."""
+        pos: list[int] = []
+        vals: dict[str, list[Any]] = {c: [] for c in self.sparse}
+        offset = 0
+        for length, hits, values in chunks:
+            pos.extend(offset + h for h in hits)
+            for c in self.sparse:
+                vals[c].extend(values[c])
+            offset += length
+        where = np.asarray(pos, dtype=np.int64)
+        out: dict[str, Any] = {}
+        for c in self.sparse:
+            if ARG_COLUMNS[c][1] == "num":
+                col = np.full(self.n, np.nan)
+                col[where] = pd.to_numeric(pd.Series(vals[c], dtype=object),
+                                           errors="coerce").to_numpy(np.float64)
+                out[c] = col
+                continue
+            text = pd.Series([None if v is None else str(v) for v in vals[c]], dtype=object)
+            code, cats = pd.factorize(text, use_na_sentinel=True)
+            full = np.full(self.n, -1, dtype=np.int64)
+            full[where] = code
+            out[c] = pd.Series(pd.Categorical.from_codes(full, categories=pd.Index(
+                cats, dtype="string")))
+        return out
 
 
 class _Builder:
@@ -787,17 +872,20 @@ class _Builder:
             backend = trace.distributedInfo.backend
         groups: list[dict[str, Any]] = []
         props: list[dict[str, Any]] = []
+        header: dict[str, Any] = {}
         if trace is not None:
             if trace.distributedInfo is not None:
                 groups = _dict_list(trace.distributedInfo.pg_config)
             props = _dict_list(trace.deviceProperties)
+            header = {k: getattr(trace, k) for k in HEADER_KEYS
+                      if getattr(trace, k) is not None}
         return ChromeTrace(
             x=self.x.frame(base_ns), flows=self.flows.frame(base_ns),
             instants=self.inst.frame(base_ns), processes=self.processes, labels=self.labels,
             threads=self.threads, rank=rank, world_size=world,
             backend=None if backend is None else str(backend), is_object=is_object,
             n_events=self.n_events, notes=notes, process_groups=groups,
-            device_properties=props)
+            device_properties=props, header=header)
 
 
 def _dict_list(raw: msgspec.Raw) -> list[dict[str, Any]]:

@@ -33,14 +33,24 @@ from typing import Any
 
 from .._hugepages import with_small_pages
 from ..bundled_samples import resolve_sample
-from ..errors import InvalidArgumentError, PerfkitError, ProfileError, boundary
+from ..errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache, handoff
-from ._common import rank_from_name, release_memory
+from ._common import json_head, rank_from_name, release_memory, suffix_number
 from ._progress import Progress
+from .runs import (
+    Run,
+    SourceFacts,
+    facts_from_meta,
+    group_runs,
+    make_runs,
+    pick_run,
+    source_facts,
+)
 from .sources import RankSource, cluster_meta, parse_source
 
-__all__ = ["RankSource", "detect", "parse_source", "load", "default_engine"]
+__all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
+           "default_engine"]
 
 ENGINES = ("local", "dask")
 _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
@@ -56,38 +66,24 @@ _PARALLEL_MIN_BYTES = 32 << 20
 
 # ----------------------------------------------------------------------------- detection
 
-_HEAD_BYTES = 1 << 20
+_DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)')
 
 
-def _json_head(path: Path) -> tuple[bytes, bool]:
-    """The first MiB of a (possibly gzipped) JSON file, and whether that is all of it."""
-    import gzip
-    import zlib
-
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(_HEAD_BYTES + 1)
-        if raw[:2] == b"\x1f\x8b":
-            inflate = zlib.decompressobj(31)
-            head = inflate.decompress(raw[:_HEAD_BYTES], _HEAD_BYTES)
-            return head, len(raw) <= _HEAD_BYTES and inflate.eof and \
-                not inflate.unconsumed_tail
-        return raw[:_HEAD_BYTES], len(raw) <= _HEAD_BYTES
-    except (OSError, zlib.error, gzip.BadGzipFile):
-        return b"", False
-
-
-def _peek_kineto_rank(path: Path, head: bytes | None = None) -> int | None:
-    """Rank from ``distributedInfo`` near the top of a Kineto file, else from its name.
+def _kineto_source(path: Path, head: bytes | None = None) -> RankSource:
+    """A Kineto rank: its rank from ``distributedInfo`` near the top of the file, else from
+    an explicit pattern of its name (``rank3``, ``worker3``; never other digits).
 
     ``head``: the file's first MiB when the caller has already read it.
     """
     if head is None:
-        head, _ = _json_head(path)
-    m = re.search(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)', head)
+        head, _ = json_head(path)
+    m = _DIST_RANK.search(head)
     if m:
-        return int(m.group(1))
-    return rank_from_name(path.name)
+        return RankSource("kineto", str(path), int(m.group(1)), (str(path),),
+                          rank_from="distributedInfo.rank")
+    rank = rank_from_name(path.name)
+    return RankSource("kineto", str(path), rank, (str(path),),
+                      rank_from="the file name" if rank is not None else "")
 
 
 def _trace_beside_traces(path: Path) -> RankSource:
@@ -97,11 +93,30 @@ def _trace_beside_traces(path: Path) -> RankSource:
     (a run's ``environment.json``, a config); anything else is left to the parser, which
     says what is wrong with it. The file's head is read once for both questions.
     """
-    head, whole = _json_head(path)
+    head, whole = json_head(path)
     if whole and head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head:
         return RankSource("not_a_trace", str(path),
                           error="not a profiler trace (a JSON object without traceEvents)")
-    return RankSource("kineto", str(path), _peek_kineto_rank(path, head), (str(path),))
+    return _kineto_source(path, head)
+
+
+def _suffix_ranks(sources: list[RankSource]) -> list[RankSource]:
+    """Kineto files without a rank, named ``..._0``, ``..._1`` ... ``..._{n-1}`` in one
+    folder: those numbers are their ranks (a set of pids or job ids is not 0..n-1)."""
+    by_dir: dict[str, list[int]] = {}
+    for i, s in enumerate(sources):
+        if s.fmt == "kineto" and s.rank is None:
+            by_dir.setdefault(str(Path(s.path).parent), []).append(i)
+    out = list(sources)
+    for members in by_dir.values():
+        nums = [suffix_number(Path(sources[i].path).name) for i in members]
+        if None in nums or sorted(nums) != list(range(len(nums))):  # type: ignore[type-var]
+            continue
+        for i, n in zip(members, nums, strict=True):
+            out[i] = dataclasses.replace(
+                sources[i], rank=n,
+                rank_from=f"the file names (numbered _0 .. _{len(nums) - 1} in one folder)")
+    return out
 
 
 def _legacy_ranks(folder: Path) -> dict[int, list[Path]]:
@@ -147,7 +162,11 @@ def _single(path: Path) -> list[RankSource] | None:
         if name == "trace_view.json":
             return [RankSource("trace_view", str(path), None, (str(path),))]
         if name.endswith(".json") or name.endswith(".json.gz"):
-            return [RankSource("kineto", str(path), _peek_kineto_rank(path), (str(path),))]
+            one = _suffix_ranks([_kineto_source(path)])
+            if one[0].rank is None:  # numbered like the ranks of a folder: by position
+                one = [dataclasses.replace(one[0], rank=0, rank_from="its position (the "
+                                           "only trace read)")]
+            return one
         m = _LEGACY_RE.match(path.name)
         if m:
             r = next(int(g) for g in m.groups() if g is not None)
@@ -164,7 +183,7 @@ def _single(path: Path) -> list[RankSource] | None:
         if ascend.is_rank_dir(rank_dir):
             rank = ascend.read_rank_id(rank_dir)
             if rank is None:
-                rank = rank_from_name(rank_dir.name)
+                rank = rank_from_name(rank_dir.name, suffix=True)
             return [RankSource("ascend_text", str(rank_dir), rank)]
         dbs = _db_files(out)
         if dbs:
@@ -178,7 +197,7 @@ def _single(path: Path) -> list[RankSource] | None:
         # a rank folder whose analysed files are missing: parsing it reports why
         rank = ascend.read_rank_id(rank_dir)
         if rank is None:
-            rank = rank_from_name(rank_dir.name)
+            rank = rank_from_name(rank_dir.name, suffix=True)
         return [RankSource("ascend_text", str(rank_dir), rank)]
     return None
 
@@ -190,28 +209,91 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
     -------
     (kind, sources)
         ``kind`` is ``"profile"`` (one rank), ``"cluster"`` (many ranks) or
-        ``"cluster_analysis_output"``; ``sources`` lists the ranks found, in rank order,
-        and the JSON files beside traces that are not traces (``fmt="not_a_trace"``,
-        which :func:`load` leaves out with a note).
+        ``"cluster_analysis_output"``; ``sources`` lists the ranks found, in rank order
+        (run after run when the folder holds several runs: :func:`find_runs`), and the
+        JSON files beside traces that are not traces (``fmt="not_a_trace"``, which
+        :func:`load` leaves out with a note).
 
     Raises
     ------
     ProfileError
-        The path does not exist, nothing known is inside, or two folders claim one rank.
+        The path does not exist, nothing known is inside, or two folders of one run claim
+        one rank.
     """
+    kind, runs = find_runs(path)
+    if len(runs) == 1:
+        return kind, list(runs[0].sources)
+    seen: set[RankSource] = set()
+    out = []
+    for r in runs:
+        for s in r.sources:
+            if s not in seen:
+                seen.add(s)
+                out.append(s)
+    return kind, out
+
+
+def find_runs(path: str | os.PathLike[str], read_one: bool = False
+              ) -> tuple[str, list[Run]]:
+    """What ``path`` holds, as runs: ``(kind, runs)`` (see :func:`detect`, :func:`runs`).
+
+    ``read_one``: peek into a lone trace too, for its start time (a folder's traces are
+    always peeked at: that is how its runs are told apart).
+    """
+    kind, root, sources = _detect(path)
+    if kind != "cluster":
+        facts = [source_facts(s, read=read_one) for s in sources]
+        return kind, make_runs([(sources, facts)])
+    return kind, _runs_of(root, sources)
+
+
+def runs(path: str | os.PathLike[str]) -> list[Run]:
+    """The separate runs found at ``path``, earliest first (one for a single run).
+
+    Each :class:`~perfkit.io.runs.Run` has an ``id`` and a ``name`` that ``load(path,
+    run=...)`` accepts, a ``label`` for people, its ``ranks``, ``framework``, ``platform``,
+    ``world_size``, ``start`` / ``start_ns`` and ``paths``: what a run picker shows. Files
+    are only peeked at (their first and last bytes), not parsed.
+    """
+    return find_runs(path, read_one=True)[1]
+
+
+_SKIPPED = ("unreadable", "not_a_trace")
+
+
+def _runs_of(root: Path, sources: list[RankSource]) -> list[Run]:
+    """Group a folder's rank sources into runs, each checked for duplicate ranks."""
+    sources = _suffix_ranks(sources)
+    real = [s for s in sources if s.fmt not in _SKIPPED]
+    aside = [s for s in sources if s.fmt in _SKIPPED]
+    facts = [source_facts(s) for s in real] if len(real) > 1 else \
+        [source_facts(s, read=False) for s in real]
+    groups = group_runs(facts) if len(real) > 1 else [list(range(len(real)))]
+    members = []
+    for g in groups:
+        checked = _check_unique(root, [real[i] for i in g] + aside)
+        by_path = {real[i].path: facts[i] for i in g}
+        fs = [dataclasses.replace(by_path[s.path], rank=s.rank) if s.path in by_path
+              else SourceFacts(s.fmt, rank=s.rank) for s in checked]
+        members.append((checked, fs))
+    return make_runs(members)
+
+
+def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource]]:
+    """(kind, root, sources) of :func:`detect`, the sources not yet grouped or checked."""
     path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
     p = Path(path).expanduser()
     if not p.exists():
         raise ProfileError(p, "path does not exist; expected a profiler output folder or file")
     if p.is_dir() and _is_cluster_output(p):
-        return "cluster_analysis_output", [RankSource("cluster_analysis_output", str(p))]
+        return "cluster_analysis_output", p, [RankSource("cluster_analysis_output", str(p))]
     if p.is_file() and p.name.startswith(("cluster_", "communication_group")) and \
             _is_cluster_output(p.parent):
-        return "cluster_analysis_output", [RankSource("cluster_analysis_output",
-                                                      str(p.parent))]
+        return "cluster_analysis_output", p, [RankSource("cluster_analysis_output",
+                                                         str(p.parent))]
     one = _single(p)
     if one is not None:
-        return "profile", one
+        return "profile", p, one
     # legacy MindSpore: one folder, files suffixed by rank
     legacy = _legacy_ranks(p)
     if not legacy and (p / "profiler").is_dir():
@@ -224,21 +306,21 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
         # rank folders of other formats next to the legacy files are ranks too
         others = _scan_parent(p, files=False, skip={p_leg})
         if not others:
-            return ("profile" if len(srcs) == 1 else "cluster"), srcs
-        return "cluster", _check_unique(p, srcs + others)
+            return ("profile" if len(srcs) == 1 else "cluster"), p, srcs
+        return "cluster", p, srcs + others
     sources = _scan_parent(p)
     if sources and all(s.fmt == "not_a_trace" for s in sources):
         raise ProfileError(p, "no profile found: " + "; ".join(
             f"{Path(s.path).name} is {s.error}" for s in sources))
     if not sources:
         if (p / "cluster_analysis_output").is_dir():
-            return "cluster_analysis_output", [RankSource(
+            return "cluster_analysis_output", p, [RankSource(
                 "cluster_analysis_output", str(p / "cluster_analysis_output"))]
         raise ProfileError(p, "no profile found: expected *_ascend_pt / *_ascend_ms folders "
                            "(with ASCEND_PROFILER_OUTPUT/), Ascend .db exports, Kineto "
                            ".json/.json.gz traces, legacy MindSpore files or "
                            "cluster_analysis_output/")
-    return "cluster", _check_unique(p, sources)
+    return "cluster", p, sources
 
 
 def _legacy_sources(folder: Path, legacy: dict[int, list[Path]]) -> list[RankSource]:
@@ -248,7 +330,7 @@ def _legacy_sources(folder: Path, legacy: dict[int, list[Path]]) -> list[RankSou
 
 def _unreadable(child: Path, reason: str) -> RankSource:
     """A folder that could not be examined: a rank that will fail, not a failed load."""
-    return RankSource("unreadable", str(child), rank_from_name(child.name),
+    return RankSource("unreadable", str(child), rank_from_name(child.name, suffix=True),
                       error=f"cannot be examined: {reason}")
 
 
@@ -392,8 +474,8 @@ def default_engine() -> str:
 @boundary(ProfileError, path_arg="path", what="a profile")
 @with_small_pages
 def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
-         engine: str | None = None, client: Any = None, *, workers: int | None = None,
-         progress: bool | None = None) -> Profile | Cluster:
+         engine: str | None = None, client: Any = None, *, run: Any = None,
+         workers: int | None = None, progress: bool | None = None) -> Profile | Cluster:
     """Open a profiler output, whatever produced it, into the canonical tables.
 
     Parameters
@@ -417,6 +499,10 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         For ``engine="dask"``: the client (or scheduler address) to run the tasks on.
         Default: the current client, else ``$DASK_SCHEDULER_ADDRESS``, else a LocalCluster
         started for this call and closed before it returns.
+    run : int, str or Run, optional
+        Which run to load when the folder holds several separate runs (:func:`runs` lists
+        them): its ``id``, its ``name``, or the name of one of its files. Without it, a
+        folder of several runs raises :class:`~perfkit.errors.RunsFound`, which lists them.
     workers : int, optional
         Processes for a cluster (default: CPU count, 1 for small inputs); with
         ``engine="dask"``, the number of workers of a LocalCluster started here.
@@ -430,8 +516,12 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
 
     Raises
     ------
+    RunsFound
+        The folder holds several separate runs and ``run`` does not pick one (its ``runs``
+        attribute lists them; a ProfileError).
     ProfileError
-        Missing path, unknown content, damaged file (for a single rank), duplicate rank.
+        Missing path, unknown content, damaged file (for a single rank), duplicate rank
+        within a run, a ``run`` that is not among those found.
     perfkit.bundled_samples.UnknownSampleError
         ``"sample:NAME"`` with a name no bundled sample has (the message lists them).
 
@@ -444,19 +534,43 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     if engine not in ENGINES:
         raise InvalidArgumentError("engine", "must be 'local' or 'dask' (also as "
                                    "$PERFKIT_ENGINE)", engine)
-    kind, sources = detect(path)
+    kind, found = find_runs(path)
     root = Path(path).expanduser()
     if kind == "cluster_analysis_output":
         from . import cluster_output
 
-        return cluster_output.load(Path(sources[0].path), ranks=ranks)
+        return cluster_output.load(Path(found[0].sources[0].path), ranks=ranks)
+    if len(found) > 1 and run is None:
+        raise RunsFound(root, found)
+    chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
+    sources = list(chosen.sources)
     skipped = [f"{Path(s.path).name} left out: {s.error}" for s in sources
                if s.fmt == "not_a_trace"]
     sources = [s for s in sources if s.fmt != "not_a_trace"]
     loaded = _load_sources(root, kind, sources, ranks, cache, engine, client, workers,
                            progress)
     loaded.meta.notes.extend(skipped)
+    if len(found) > 1:
+        loaded.meta.notes.append(f"run: {chosen.label} (of {len(found)} runs found in "
+                                 f"{root})")
+        loaded.meta.extra["run"] = chosen.to_dict()
+    if isinstance(loaded, Cluster):
+        _note_apart(loaded)
     return loaded
+
+
+def _note_apart(cluster: Cluster) -> None:
+    """A note when the loaded ranks look like separate runs after all (their recorded
+    steps share no number, or their times do not overlap), which only parsing shows."""
+    facts = [facts_from_meta(p.meta) for p in cluster.profiles]
+    groups = group_runs(facts)
+    if len(groups) > 1:
+        parts = "; ".join(str(sorted(cluster.profiles[i].meta.rank for i in g
+                                     if cluster.profiles[i].meta.rank is not None))
+                          for g in groups)
+        cluster.meta.notes.append(
+            f"run: these ranks look like {len(groups)} separate runs ({parts}: no common "
+            "step number or time): load them apart with ranks=[...]")
 
 
 def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, cache: bool,

@@ -41,6 +41,10 @@ class RankSource:
     ``error`` is set (and ``fmt`` is ``"unreadable"``) for a rank folder that could not
     even be examined (permission denied, ...); parsing it raises that error, so it is
     listed in ``Cluster.failed`` rather than sinking the whole load.
+
+    ``rank_from`` says where a rank known before parsing came from (``"file name"``,
+    ``"file-name numbers 0..n-1"``, ``"position"`` ...), for the rank's note when the
+    files themselves do not record it.
     """
 
     fmt: str
@@ -48,6 +52,7 @@ class RankSource:
     rank: int | None = None
     files: tuple[str, ...] = field(default=(), compare=False)
     error: str = field(default="", compare=False)
+    rank_from: str = field(default="", compare=False)
 
     def file_paths(self) -> list[Path]:
         """Files this source reads (for cache keys and sizes); unreadable folders give []."""
@@ -130,8 +135,9 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
             meta.rank = None
     if meta.rank is None and source.rank is not None:
         meta.rank = source.rank
-        meta.notes.append(f"rank: not recorded in the files; {source.rank} assigned from the "
-                          "folder name or position")
+        how = source.rank_from or "the folder name or position"
+        meta.notes.append(f"rank: not recorded in the files; {source.rank} assigned from "
+                          f"{how}")
     return meta, tables
 
 

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .categories import category
+from .categories import HOST_COMM_PATTERN, category
 from .chrome import ChromeTrace
 from .distinct import per_distinct, text
 
@@ -326,12 +326,9 @@ def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-HOST_COMM_PATTERN = r"(?i)^(?:c10d::|gloo:|nccl:|record_param_comms|hcom_)"
-"""Host events that are communication (PyTorch c10d ops, gloo/NCCL annotations, HCCL)."""
-
-
 def host_steps(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
-               spans: pd.DataFrame, host_computes: bool) -> pd.DataFrame:
+               spans: pd.DataFrame, host_computes: bool,
+               thread: np.ndarray | None = None) -> pd.DataFrame:
     """Per-step wall time and host/device split of a profile without device tasks.
 
     The step's wall time is its span (``ProfilerStep#N``, or the window the reader built for
@@ -345,6 +342,12 @@ def host_steps(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
     device activity was not recorded) those parts are NA and only the span and
     ``host_us`` are known.
 
+    With ``thread``, a thread's time inside a communication event is not computing on that
+    thread, even when an enclosing operator (the backward pass, the optimizer) is open
+    around it: computing is the union over threads of each thread's non-communication
+    events minus its own communication events. A collective that runs on another thread
+    (gloo's) while this one computes stays overlapped.
+
     Parameters
     ----------
     start_ns, end_ns : numpy.ndarray
@@ -354,6 +357,8 @@ def host_steps(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
     spans : DataFrame
         ``step``, ``start_ns``, ``end_ns`` (from :func:`step_spans`).
     host_computes : bool
+    thread : numpy.ndarray, optional
+        Thread code of each event (see above).
 
     Returns
     -------
@@ -373,8 +378,11 @@ def host_steps(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
         row = {"step": int(step), "total_us": total, "host_us": host, "device_us": np.nan,
                "step_start_ns": int(a)}
         if host_computes:
-            comp_u = _merge(s[~c], e[~c])
             comm_u = _merge(s[c], e[c])
+            if thread is None:
+                comp_u = _merge(s[~c], e[~c])
+            else:
+                comp_u = _computing(s, e, c, thread[sel])
             comm = union_us(*comm_u)
             overlapped = _intersect_us(comp_u, comm_u)
             row.update(computing_us=union_us(*comp_u), communication_us=comm,
@@ -385,3 +393,38 @@ def host_steps(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
                        comm_not_overlapped_us=np.nan, overlapped_us=np.nan, free_us=np.nan)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _computing(s: np.ndarray, e: np.ndarray, is_comm: np.ndarray, thread: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Union over threads of each thread's non-communication intervals minus its own
+    communication intervals (merged, disjoint)."""
+    parts_s, parts_e = [], []
+    for t in np.unique(thread):
+        mine = thread == t
+        comp = _merge(s[mine & ~is_comm], e[mine & ~is_comm])
+        comm = _merge(s[mine & is_comm], e[mine & is_comm])
+        a, b = _subtract(comp, comm)
+        parts_s.append(a)
+        parts_e.append(b)
+    if not parts_s:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return _merge(np.concatenate(parts_s), np.concatenate(parts_e))
+
+
+def _subtract(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the merged intervals ``a`` outside the merged intervals ``b``."""
+    if not len(a[0]) or not len(b[0]):
+        return a
+    # cut points: every boundary; keep the pieces inside a and outside b
+    pts = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
+    lo, hi = pts[:-1], pts[1:]  # each piece [lo, hi) lies wholly inside or outside each
+
+    def inside(iv: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        i = np.searchsorted(iv[0], lo, side="right") - 1
+        ok = i >= 0
+        return ok & (lo < iv[1][np.clip(i, 0, None)])
+
+    keep = inside(a) & ~inside(b)
+    return _merge(lo[keep], hi[keep])

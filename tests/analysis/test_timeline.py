@@ -250,15 +250,15 @@ def test_short_label():
 
 def _ops_depth0(ops: pd.DataFrame) -> pd.DataFrame:
     """Host ops not contained in another op of the same thread (independent O(n^2) test)."""
-    keep = []
+    keep = pd.Series(False, index=ops.index)
     for _, g in ops.groupby("thread"):
         s = g["start_us"].to_numpy()
         e = (g["start_us"] + g["dur_us"]).to_numpy()
         longer = g["dur_us"].to_numpy()
         for i in range(len(g)):
             inside = (s <= s[i]) & (e >= e[i]) & ((longer > longer[i]) | (s < s[i]))
-            keep.append(not inside.any())
-    return ops[np.array(keep)] if len(ops) else ops
+            keep[g.index[i]] = not inside.any()
+    return ops[keep.to_numpy(bool)] if len(ops) else ops
 
 
 def test_cpu_only_kineto_trace_uses_host_lanes_that_match_its_step_table(kineto):

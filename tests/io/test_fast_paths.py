@@ -101,19 +101,22 @@ def _general_paths(mp: pytest.MonkeyPatch) -> None:
             values = values.astype("string")
         return pd.to_numeric(values, errors="coerce").to_numpy()
 
-    for mod in (kineto, tt):
+    for mod in (kineto, tt, categories):
         mp.setattr(mod, "per_distinct", direct)
     mp.setattr(kineto, "numeric", numeric)
     mp.setattr(distinct, "per_distinct", direct)
     mp.setattr(categories, "_fits", lambda keys: False)  # per-row categories
 
 
-def _last_open_loop(starts: np.ndarray, ends: np.ndarray, ts: np.ndarray) -> np.ndarray:
+def _last_open_loop(starts: np.ndarray, ends: np.ndarray, ts: np.ndarray,
+                    upto: np.ndarray | None = None, closed_end: bool = False) -> np.ndarray:
     """The per-launch walk :func:`perfkit.io.kineto.last_open` replaces."""
     out = np.full(len(ts), -1, dtype=np.int64)
     for n, t in enumerate(ts):
         j = int(np.searchsorted(starts, t, side="right")) - 1
-        while j >= 0 and ends[j] < t:
+        if upto is not None:
+            j = min(j, int(upto[n]) - 1)
+        while j >= 0 and (ends[j] <= t if closed_end else ends[j] < t):
             j -= 1
         out[n] = j
     return out
@@ -191,6 +194,11 @@ def test_last_open_equals_the_walk_back(seed: int) -> None:
         ts[:2] = np.iinfo(np.int64).min  # a launch without a time
         np.testing.assert_array_equal(kineto.last_open(starts, ends, ts),
                                       _last_open_loop(starts, ends, ts))
+        # the enclosing event of each event: positions before it, an end at t not open
+        upto = np.arange(n)
+        np.testing.assert_array_equal(
+            kineto.last_open(starts, ends, starts, upto=upto, closed_end=True),
+            _last_open_loop(starts, ends, starts, upto=upto, closed_end=True))
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -57,8 +57,12 @@ def test_kernels(prof, raw):
 
 @pytest.mark.shared_samples
 def test_ops_and_steps(prof, raw):
-    cpu = [e for e in raw["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    # host operators and host annotations (ProfilerStep#N is the step, not an op)
+    cpu = [e for e in raw["traceEvents"] if e.get("ph") == "X"
+           and e.get("cat") in ("cpu_op", "user_annotation")
+           and not e["name"].startswith("ProfilerStep#")]
     assert len(prof.ops) == len(cpu)
+    assert (prof.ops["cat"] == "cpu_op").sum() == sum(e["cat"] == "cpu_op" for e in cpu)
     steps = prof.steps
     assert sorted(steps["step"]) == [551, 552]
     assert steps["bubble_us"].isna().all() and steps["preparing_us"].isna().all()
@@ -149,4 +153,8 @@ def test_memory_events(tmp_path):
     assert mem["ts_us"].tolist() == [2.0, 4.0]
     assert mem["active_bytes"].isna().all()
     assert p.meta.origin_ns == 10**18 + 1000 * 1000
-    assert len(p.kernels) == 0 and len(p.steps) == 0
+    assert len(p.kernels) == 0
+    # no ProfilerStep: one step over the whole trace (the one operator), number NA
+    assert len(p.steps) == 1 and p.steps["step"].isna().all()
+    assert p.steps["total_us"].iloc[0] == 5.0
+    assert any("no ProfilerStep" in n for n in p.meta.notes)

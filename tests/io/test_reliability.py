@@ -211,14 +211,23 @@ def test_non_numeric_config_values_are_refused_naming_the_key(tmp_path, value, k
 
 @pytest.mark.shared_samples
 def test_torch_npu_and_legacy_ranks_in_one_folder_are_both_kept(tmp_path):
+    """A PyTorch (torch_npu) export and MindSpore legacy output are two runs: neither is
+    lost, neither is merged into the other (issue 33, point 5)."""
     user = tmp_path / "mixed"
     writable_copy(R0, user / "rank0_ascend_pt")
     legacy = sample(MINDINSIGHT) / "run_2_normal_run" / "profiler"
     for f in legacy.iterdir():
         shutil.copyfile(f, user / f.name)
-    cluster = pk.load(user, cache=False)
-    assert cluster.ranks == [0, 1]
-    assert {p.meta.source_format for p in cluster} == {"ascend_text", "mindspore_legacy"}
+    with pytest.raises(pk.RunsFound) as err:
+        pk.load(user, cache=False)
+    runs = err.value.runs
+    assert sorted(r.framework for r in runs) == ["mindspore", "pytorch"]
+    formats = set()
+    for r in runs:
+        one = pk.load(user, run=r.id, cache=False)
+        formats |= {p.meta.source_format for p in one}
+        assert list(one.ranks) == [x for x in r.ranks]
+    assert formats == {"ascend_text", "mindspore_legacy"}
 
 
 # ----------------------------------------------------------------------------- bounded work
