@@ -46,7 +46,8 @@ ENGINES = ("local", "dask")
 _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 _LEGACY_RE = re.compile(
     r"^(?:step_trace_raw_(\d+)_detail_time\.csv|hccl_raw_(\d+)\.csv|"
-    r"ascend_timeline_display_(\d+)\.json|aicore_intermediate_(\d+)_(?:detail|type)\.csv|"
+    r"(?:ascend_)?timeline_display_(\d+)\.json|"
+    r"aicore_intermediate_(\d+)_(?:detail|type)\.csv|"
     r"minddata_pipeline_raw_(\d+)\.csv|flops_summary_(\d+)\.json|flops_(\d+)\.txt|"
     r"device_queue_profiling_(\d+)\.txt|dataset_iterator_profiling_(\d+)\.txt|"
     r"ascend_cluster_analyse_.*_(\d+)\.csv|framework_raw_(\d+)\.csv|"
