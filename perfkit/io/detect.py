@@ -35,7 +35,7 @@ from .._hugepages import with_small_pages
 from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError, boundary
 from ..profile import Cluster, Profile, ProfileMeta
-from . import ascend, cache, handoff
+from . import ascend, cache, cann_raw, handoff
 from ._common import rank_from_name, release_memory
 from ._progress import Progress
 from .sources import RankSource, cluster_meta, parse_source
@@ -99,6 +99,8 @@ def _trace_beside_traces(path: Path) -> RankSource:
     says what is wrong with it. The file's head is read once for both questions.
     """
     head, whole = _json_head(path)
+    if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
+        return _cann_file(path)
     if whole and head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head:
         return RankSource("not_a_trace", str(path),
                           error="not a profiler trace (a JSON object without traceEvents)")
@@ -148,7 +150,11 @@ def _single(path: Path) -> list[RankSource] | None:
         if name == "trace_view.json":
             return [RankSource("trace_view", str(path), None, (str(path),))]
         if name.endswith(".json") or name.endswith(".json.gz"):
-            return [RankSource("kineto", str(path), _peek_kineto_rank(path), (str(path),))]
+            head, _ = _json_head(path)
+            if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
+                return [_cann_file(path)]
+            return [RankSource("kineto", str(path), _peek_kineto_rank(path, head),
+                               (str(path),))]
         m = _LEGACY_RE.match(path.name)
         if m:
             r = next(int(g) for g in m.groups() if g is not None)
@@ -159,6 +165,9 @@ def _single(path: Path) -> list[RankSource] | None:
                            "trace (.json/.json.gz), trace_view.json or an Ascend .db export")
     if not path.is_dir():
         return None
+    if cann_raw.is_prof_dir(path) or cann_raw.is_device_dir(path) or (
+            path.name == "timeline" and cann_raw.is_device_dir(path.parent)):
+        return _cann_sources(path.parent if path.name == "timeline" else path)
     rank_dir = ascend.rank_dir_of(path)
     out = rank_dir / ascend.OUTPUT_DIR
     if out.is_dir():
@@ -182,6 +191,19 @@ def _single(path: Path) -> list[RankSource] | None:
             rank = rank_from_name(rank_dir.name)
         return [RankSource("ascend_text", str(rank_dir), rank)]
     return None
+
+
+def _cann_sources(path: Path) -> list[RankSource]:
+    """One source per device of a CANN ``PROF_*`` folder (or of one device folder)."""
+    return [RankSource("cann_raw", folder, rank, files, error=error)
+            for folder, rank, files, error in cann_raw.sources_of(path)]
+
+
+def _cann_file(path: Path) -> RankSource:
+    """A lone CANN timeline file; its rank from ``info.json`` when it sits in a device folder."""
+    device = path.parent.parent if path.parent.name == "timeline" else path.parent
+    rank = cann_raw.device_rank(device)[0] if cann_raw.is_device_dir(device) else None
+    return RankSource("cann_raw", str(path), rank, (str(path),))
 
 
 def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
@@ -212,7 +234,9 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
                                                       str(p.parent))]
     one = _single(p)
     if one is not None:
-        return "profile", one
+        if len(one) == 1:
+            return "profile", one
+        return "cluster", _check_unique(p, one)  # a PROF_ folder of several devices
     # legacy MindSpore: one folder, files suffixed by rank
     legacy = _legacy_ranks(p)
     if not legacy and (p / "profiler").is_dir():
