@@ -141,6 +141,8 @@ def _single(path: Path) -> list[RankSource] | None:
                 and name not in ("analysis.db", "trace_view.json"):
             # a file of a text export: the whole rank is meant
             return _single(path.parent)
+        if name == "kernel_details.csv":  # a lone export file: its folder is read
+            return _single(path.parent)
         if _DB_RE.match(path.name) or name == "analysis.db":
             from . import ascend_db
 
@@ -190,6 +192,8 @@ def _single(path: Path) -> list[RankSource] | None:
         if rank is None:
             rank = rank_from_name(rank_dir.name)
         return [RankSource("ascend_text", str(rank_dir), rank)]
+    if ascend.is_bare_output(path):
+        return [RankSource("ascend_text", str(path), rank_from_name(path.name))]
     return None
 
 
