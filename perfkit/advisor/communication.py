@@ -112,8 +112,8 @@ def _covers_job(ctx: Context) -> bool:
 def exposed_comm(ctx: Context) -> list[Finding]:
     """Communication that nothing computes under, on the rank that waits for nobody."""
     e, rank = _exposed(ctx)
-    if not np.isfinite(e):
-        return []
+    if not np.isfinite(e) or e <= 0:
+        return []  # nothing exposed (or no communication at all): nothing to hide
     waiting = 0.0
     wf = _wait_fraction(ctx, rank) if not _covers_job(ctx) else float("nan")
     if np.isfinite(wf):
