@@ -609,7 +609,7 @@ def _hardware(info: dict[str, Any], device: int | None) -> dict[str, Any]:
                     except ValueError:
                         out[name] = d[key]
             break
-    for key in ("hostname", "hwtype", "version"):
+    for key in ("hostname", "hwtype", "version", "platform_version"):
         if key in info:
             out[key] = info[key]
     return out
@@ -626,12 +626,16 @@ def _framework(kernels: pd.DataFrame | None) -> str | None:
     return "mindspore" if float(scoped.mean()) > 0.5 else None
 
 
-def _device_names(hw: dict[str, Any]) -> list[str]:
-    """The device as ``info.json`` describes it (CANN names no chip model there)."""
-    if "ai_core_num" not in hw:
-        return []
-    mhz = f" at {hw['aic_mhz']} MHz" if "aic_mhz" in hw else ""
-    return [f"Ascend NPU ({hw['ai_core_num']} AI cores{mhz})"]
+#: ``platform_version`` of ``info.json`` -> the chip, as msprof's ChipManager reads it
+#: (``CHIP_V2_1_0`` = "1", its "cloud" chip: the Ascend 910 of the Atlas 800 training
+#: servers). Other values are not named here: the profile then names no device.
+_PLATFORMS = {"1": "Ascend910"}
+
+
+def _device_names(info: dict[str, Any]) -> list[str]:
+    """The chip ``info.json`` names through its ``platform_version`` (see _PLATFORMS)."""
+    name = _PLATFORMS.get(str(info.get("platform_version", "")).strip())
+    return [name] if name else []
 
 
 @with_notes
@@ -716,7 +720,7 @@ def parse(path: Path, files: Iterable[str | Path] = ()) -> tuple[ProfileMeta,
         source_format="cann_raw", framework=framework, rank=rank, world_size=None,
         device_type="npu", profiler_level=None, origin_ns=origin, path=str(path),
         notes=notes,
-        extra={"device": hw, "devices": _device_names(hw),
+        extra={"device": hw, "devices": _device_names(info),
                "files": [f.name for f in chosen],
                "table_files": files_of})
     return meta, tables
