@@ -7,7 +7,11 @@ Recognised (see docs/loading.md):
 - the Ascend DB export: ``ascend_pytorch_profiler[_{rank}].db``,
   ``ascend_mindspore_profiler[_{rank}].db``, ``analysis.db`` or a rank folder holding them;
 - legacy MindSpore / MindInsight output: a folder of ``*_{rank}`` files
-  (``step_trace_raw_{rank}_detail_time.csv``, ``hccl_raw_{rank}.csv``, ...);
+  (``step_trace_raw_{rank}_detail_time.csv``, ``hccl_raw_{rank}.csv``,
+  ``[ascend_]timeline_display_{rank}.json``, ...);
+- raw CANN output: a ``PROF_*`` folder, one of its ``device_{id}`` folders, or a lone CANN
+  timeline file (told from a Kineto trace by its content; :mod:`perfkit.io.cann_raw`);
+- a lone ``kernel_details.csv`` (its folder is read as one rank's output folder);
 - an msprof-analyze ``cluster_analysis_output/`` folder;
 - PyTorch Kineto traces (``.json`` / ``.json.gz``) and a standalone ``trace_view.json``;
 - a parent folder holding several of the above, one per rank -> :class:`Cluster`.
