@@ -273,7 +273,7 @@ _COLUMNS = ("proc", "thread", "name", "cat", "ph", "ts", "dur", "task_type", "st
 
 
 def _decode(path: Path) -> list[_Event]:
-    what = "a CANN timeline (JSON array of trace events)"
+    what = "CANN timeline JSON (an array of trace events)"
     check_file(path, what, utf16=True)
     try:
         data = decode_text_bytes(path, path.read_bytes(), what)
