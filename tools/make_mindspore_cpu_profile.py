@@ -110,12 +110,29 @@ class TinyLlama(nn.Cell):
         return self.head(self.norm(x))
 
 
-def record(out: Path) -> Path:
-    """Train four steps, profile steps 2 and 3; return the ``*_ascend_ms`` folder."""
+class _Flat(nn.Cell):
+    """The model with its logits flattened to (tokens, vocabulary) for the loss cell."""
+
+    def __init__(self, net: nn.Cell) -> None:
+        super().__init__()
+        self.net = net
+
+    def construct(self, tokens: Tensor) -> Tensor:
+        return self.net(tokens).reshape(-1, VOCAB)
+
+
+def record(out: Path, recompute: bool = False) -> Path:
+    """Train four steps, profile steps 2 and 3; return the ``*_ascend_ms`` folder.
+
+    ``recompute``: the first decoder layer is recomputed (``Cell.recompute()``), so its
+    operators run under a ``recompute_`` scope and again before its backward.
+    """
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_device("CPU")
     ms.set_seed(0)
     net = TinyLlama()
+    if recompute:
+        net.layers[0].recompute()
     loss_fn = nn.CrossEntropyLoss()
     opt = nn.AdamWeightDecay(net.trainable_params(), 1e-3)
 
@@ -123,13 +140,18 @@ def record(out: Path) -> Path:
         logits = net(tokens)
         return loss_fn(logits.reshape(-1, VOCAB), labels.reshape(-1))
 
-    grad_fn = ms.value_and_grad(forward, None, opt.parameters)
+    if recompute:
+        # the training cell wrappers give every operator its cell scope
+        # (Default/network-WithLossCell/_backbone-TinyLlama/layers-CellList/0-Block/...)
+        train_step = nn.TrainOneStepCell(nn.WithLossCell(_Flat(net), loss_fn), opt)
+    else:
+        grad_fn = ms.value_and_grad(forward, None, opt.parameters)
 
-    @ms.jit
-    def train_step(tokens: Tensor, labels: Tensor) -> Tensor:
-        loss, grads = grad_fn(tokens, labels)
-        opt(grads)
-        return loss
+        @ms.jit
+        def train_step(tokens: Tensor, labels: Tensor) -> Tensor:
+            loss, grads = grad_fn(tokens, labels)
+            opt(grads)
+            return loss
 
     rng = np.random.default_rng(0)
     with ms.profiler.profile(activities=[ProfilerActivity.CPU], record_shapes=True,
@@ -138,7 +160,8 @@ def record(out: Path) -> Path:
                              on_trace_ready=tensorboard_trace_handler(str(out))) as prof:
         for _ in range(4):
             data = rng.integers(0, VOCAB, (BATCH, SEQ + 1))
-            train_step(Tensor(data[:, :-1], ms.int32), Tensor(data[:, 1:], ms.int32))
+            labels = data[:, 1:].reshape(-1) if recompute else data[:, 1:]
+            train_step(Tensor(data[:, :-1], ms.int32), Tensor(labels, ms.int32))
             prof.step()
     found = sorted(out.glob("*_ascend_ms"))
     if len(found) != 1:
@@ -149,12 +172,14 @@ def record(out: Path) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("data/mindspore-cpu-tiny-llama"))
+    ap.add_argument("--recompute", action="store_true",
+                    help="recompute the first decoder layer (Cell.recompute())")
     args = ap.parse_args()
     if ms.__version__ != PINNED_MINDSPORE:
         print(f"warning: the fixture was made with mindspore {PINNED_MINDSPORE}, "
               f"this is {ms.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
-        folder = record(Path(tmp))
+        folder = record(Path(tmp), recompute=args.recompute)
         shutil.rmtree(folder / "logs", ignore_errors=True)
         args.out.mkdir(parents=True, exist_ok=True)
         target = args.out / folder.name

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import operators as _ops
+from ..analysis import recompute as _rc
 from ..analysis._util import has_values
 from ..calc.flops import hardware_flops, model_flops
 from .context import Context
@@ -64,7 +65,7 @@ def recompute(ctx: Context) -> list[Finding]:
     seen = ctx.get("recompute", lambda: _ops.recompute_evidence(ctx.profile))
     doing = seen[seen["recompute"] != "none"] if not seen.empty else seen
     if doing.empty:
-        return _configured_recompute(ctx)
+        return _scoped_recompute(ctx) or _configured_recompute(ctx)
     share = float(doing["recompute_share"].median())
     mode = str(doing["recompute"].mode().iloc[0])
     s = ctx.steps
@@ -93,6 +94,40 @@ def recompute(ctx: Context) -> list[Finding]:
            else "memory use unknown")
     return [unmeasured(
         "recompute", "recompute", f"The {mode} recompute costs {fmt_time(us)} per step",
+        ev + f"; {why}: whether it can be turned off depends on the memory it frees",
+        rec, severity="info")]
+
+
+def _scoped_recompute(ctx: Context) -> list[Finding]:
+    """Recompute seen in MindSpore's operator names (``recompute_`` scopes), without IR."""
+    sc = ctx.get("recompute_scopes", lambda: _rc.recompute_scopes(ctx.profile))
+    on = sc[sc["recompute"] != "none"] if not sc.empty else sc
+    if on.empty:
+        return []
+    us = float(on["forward_scoped_us"].median())
+    share = float(on["forward_scoped_share"].median())
+    layers = str(on["scoped_layers"].iloc[0])
+    where = (f"layer(s) {layers} of {on['layers'].iloc[0]}" if layers else
+             "cells of the model (the names carry no layer number)")
+    used, cap, frac = ctx.memory_frac
+    ev = (f"{int(on['forward_scoped_tasks'].median())} forward task(s) per rank run under a "
+          f"recompute_ scope (Cell.recompute() on {where}): {fmt_time(us)} per step, "
+          f"{pct(share)} of the computation; recomputing them costs about that time again "
+          f"per micro-batch")
+    rec = say(ctx.fw, {
+        "mindspore": "With memory to spare, recompute fewer layers: MindFormers recompute_config"
+                     " (recompute: false, a per-stage layer count, or select_recompute of the "
+                     "activations only) until memory is about 85-90 % used.",
+        "any": "With memory to spare, recompute fewer layers until memory is about 85-90 % "
+               "used."})
+    if np.isfinite(frac) and frac <= 0.75:
+        return [measured(ctx, "recompute_headroom", "recompute", us,
+                         "Recompute costs time while memory has room to spare",
+                         ev + f"; peak memory {pct(frac)} of {cap / 2**30:.0f} GiB", rec)]
+    why = (f"peak memory {pct(frac)} of the device" if np.isfinite(frac)
+           else "memory use unknown")
+    return [unmeasured(
+        "recompute", "recompute", f"Recompute is on ({where}), about {fmt_time(us)} per step",
         ev + f"; {why}: whether it can be turned off depends on the memory it frees",
         rec, severity="info")]
 

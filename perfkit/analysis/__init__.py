@@ -25,12 +25,12 @@ from .operators import (
     unfused_patterns,
 )
 from .rank_summary import rank_comm_summary, rank_step_breakdown, rank_step_summary
-from .recompute import RecomputeCheck, match_pattern, recompute_check
+from .recompute import RecomputeCheck, match_pattern, recompute_check, recompute_scopes
 from .steps import derive_steps, measured_step_s, step_breakdown
 from .timeline import timeline, timeline_window, window_events
 
 __all__ = [
-    "RecomputeCheck", "match_pattern", "recompute_check",
+    "RecomputeCheck", "match_pattern", "recompute_check", "recompute_scopes",
     # steps
     "step_breakdown", "derive_steps", "measured_step_s",
     # operators

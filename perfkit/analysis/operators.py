@@ -470,7 +470,32 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
     if out.empty:
         add_note(out, "no AI CPU operator in this profile")
+    elif not is_lazy(kernels):
+        out = _ai_cpu_only(out, kernels)
     return out
+
+
+def _ai_cpu_only(out: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """Count and time of each type's AI CPU tasks only (a type such as Cast may run most
+    of its tasks on the AI Core and a few on the AI CPU); per-step figures and shares are
+    scaled with the time, so they keep the denominators of :func:`top_operators`."""
+    k = _scope(kernels, include_communication=False)
+    k = k[k["core"].astype("string").eq("AI_CPU").fillna(False).to_numpy(bool)]
+    typ = _effective_type(k).fillna("")
+    g = k["dur_us"].groupby(typ.to_numpy()).agg(["size", "sum", "mean", "max", "min"])
+    key = out["type"].astype("string").fillna("").to_numpy()
+    g = g.reindex(key)
+    scale = (g["sum"].to_numpy() / out["total_us"].to_numpy(np.float64))
+    out = out.copy()
+    out["count"] = g["size"].fillna(0).to_numpy(np.int64)
+    for col, agg in (("total_us", "sum"), ("mean_us", "mean"), ("max_us", "max"),
+                     ("min_us", "min")):
+        out[col] = g[agg].to_numpy(np.float64)
+    for col in ("share", "per_step_us"):
+        out[col] = out[col].to_numpy(np.float64) * scale
+    out["core"] = "AI_CPU"
+    return out.sort_values("total_us", ascending=False, kind="mergesort").reset_index(
+        drop=True)
 
 
 def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 0.5,

@@ -27,15 +27,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError
+from ._frames import is_lazy, per_rank
+from ._util import empty_frame, has_values, n_step_pairs, table
 
 if TYPE_CHECKING:  # the type only; analyses never read files
     from ..io.ir import IRGraph
 
-__all__ = ["RecomputeCheck", "recompute_check", "match_pattern", "LAYOUT_OPS", "VIRTUAL_OPS",
-           "DEFAULT_SELECT_PATTERNS", "DEFAULT_COMM_PATTERNS", "FULL_LAYER_SHARE"]
+__all__ = ["RecomputeCheck", "recompute_check", "recompute_scopes", "match_pattern",
+           "LAYOUT_OPS", "VIRTUAL_OPS", "DEFAULT_SELECT_PATTERNS", "DEFAULT_COMM_PATTERNS",
+           "FULL_LAYER_SHARE", "SCOPE_COLUMNS", "RECOMPUTE_SCOPE"]
 
 #: Operators that only move or re-type data: cheap to recompute, and the usual break in a
 #: recompute chain.
@@ -473,3 +477,104 @@ def _layer_summary(ann: pd.DataFrame, layer_ids: list[int], spec: _Spec,
     return pd.DataFrame(rows, columns=["layer", "forward_ops", "marked_ops", "duplicated_ops",
                                        "clones", "recompute_scope_ops", "observed",
                                        "configured"])
+
+
+# --------------------------------------------------------------------------------------
+# recompute seen from the operator names of a profile (no IR)
+# --------------------------------------------------------------------------------------
+
+#: A scope segment of a MindSpore operator name that a ``Cell.recompute()`` puts in front
+#: of the cell's scope (``recompute_Default/...``, ``Gradients/recompute_Default/...``).
+RECOMPUTE_SCOPE = r"(?:^|/)recompute_"
+
+#: Columns of :func:`recompute_scopes`.
+SCOPE_COLUMNS: dict[str, str] = {
+    "rank": "Int64", "source": "string", "tasks": "int64", "scoped_tasks": "int64",
+    "forward_scoped_tasks": "int64", "scoped_names": "int64", "forward_scoped_us": "float64",
+    "compute_us": "float64", "forward_scoped_share": "float64", "layers": "string",
+    "scoped_layers": "string", "recompute": "string",
+}
+
+
+def recompute_scopes(profile: Any) -> pd.DataFrame:
+    """Recompute seen in the operator names of a MindSpore profile, without the IR.
+
+    ``Cell.recompute()`` (MindFormers' full recompute of a layer, or of a sub-cell) puts
+    ``recompute_`` in front of the cell's scope, so every operator of a recomputed cell
+    runs as ``recompute_Default/.../0-LLamaDecodeLayer/.../MatMul-op3`` (its gradient as
+    ``Gradients/recompute_Default/...``). The device tasks (``kernels``), or on a CPU
+    profile the host operators (``ops``), are read by name.
+
+    Returns
+    -------
+    DataFrame
+        One row per rank (:data:`SCOPE_COLUMNS`): ``source`` (the table read), ``tasks``
+        (compute tasks), ``scoped_tasks`` (those under a ``recompute_`` scope),
+        ``forward_scoped_tasks`` (not under ``Gradients/``), ``scoped_names`` (distinct
+        operators under the scope), ``forward_scoped_us`` (their time per step: recomputing
+        them costs about this again, once per micro-batch), ``compute_us`` (all compute time
+        per step), ``forward_scoped_share`` (the ratio), ``layers`` and ``scoped_layers``
+        (decoder layer numbers in the names, all and under the scope; empty when the names
+        carry none), ``recompute`` ("full" when every layer seen has operators under the
+        scope, "partial" when some do, "cells" when the names carry no layer number,
+        "none" without the scope). Empty when the profile has no operator names.
+
+    Notes
+    -----
+    The scope says which cells are *configured* for recompute. Selective recompute of
+    single primitives (``select_recompute``) marks operators without changing their scope:
+    it is seen only in the IR (:func:`recompute_check`). Per step = divided by the number of
+    (rank, step) pairs of the tasks (1 without steps).
+    """
+    if is_lazy(profile):
+        return per_rank(profile, recompute_scopes)
+    source, frame = _named_tasks(profile)
+    if frame is None:
+        return empty_frame(SCOPE_COLUMNS, "no device task or host operator names to read")
+    rows = []
+    for rank, g in frame.groupby(frame["rank"].astype("Float64").fillna(-1.0), sort=True):
+        names = g["name"].astype("string").fillna("")
+        scoped = names.str.contains(RECOMPUTE_SCOPE, regex=True).to_numpy(bool)
+        grad = names.str.startswith("Gradients/").to_numpy(bool)
+        fwd = scoped & ~grad
+        dur = g["dur_us"].to_numpy(np.float64)
+        pairs = n_step_pairs(g)
+        parts = [_scope_parts(str(n)) for n in pd.unique(names)]
+        layer_of = dict(zip(pd.unique(names), [p[0] for p in parts], strict=True))
+        layers = sorted({x for x in layer_of.values() if x is not None})
+        scoped_layers = sorted({layer_of[n] for n in pd.unique(names[scoped])
+                                if layer_of[n] is not None})
+        if not scoped.any():
+            mode = "none"
+        elif not layers:
+            mode = "cells"
+        else:
+            mode = "full" if set(scoped_layers) == set(layers) else "partial"
+        compute = float(np.nansum(dur)) / pairs
+        fwd_us = float(np.nansum(dur[fwd])) / pairs
+        rows.append({
+            "rank": pd.NA if rank < 0 else int(rank), "source": source, "tasks": len(g),
+            "scoped_tasks": int(scoped.sum()), "forward_scoped_tasks": int(fwd.sum()),
+            "scoped_names": int(names[scoped].nunique()), "forward_scoped_us": fwd_us,
+            "compute_us": compute,
+            "forward_scoped_share": fwd_us / compute if compute > 0 else np.nan,
+            "layers": ",".join(map(str, layers)),
+            "scoped_layers": ",".join(map(str, scoped_layers)), "recompute": mode})
+    return pd.DataFrame(rows, columns=list(SCOPE_COLUMNS)).astype(SCOPE_COLUMNS)
+
+
+def _named_tasks(profile: Any) -> tuple[str, pd.DataFrame | None]:
+    """The compute tasks to read names from: ``kernels``, else the host ``ops``."""
+    for name in ("kernels", "ops"):
+        frame = table(profile, name)
+        if frame.empty or "name" not in frame.columns or not has_values(frame, "dur_us"):
+            continue
+        if "category" in frame.columns:
+            frame = frame[frame["category"].eq("compute").fillna(False).to_numpy(bool)]
+        cols = [c for c in ("rank", "step", "name", "dur_us") if c in frame.columns]
+        frame = frame[cols]
+        if "rank" not in frame.columns:
+            frame = frame.assign(rank=pd.NA)
+        if len(frame):
+            return name, frame
+    return "", None

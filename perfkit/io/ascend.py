@@ -43,7 +43,8 @@ from .categories import category
 from .chrome import read_chrome_trace
 from .validate import plausible_origin
 
-__all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "rank_dir_of", "read_rank_id", "parse",
+__all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
+           "read_rank_id", "parse",
            "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -69,6 +70,13 @@ def is_rank_dir(path: Path) -> bool:
              "communication.json", "op_statistic.csv", "memory_record.csv",
              "operator_memory.csv", "npu_module_mem.csv", "communication_matrix.json"}
     return bool(names & known)
+
+
+def is_bare_output(path: Path) -> bool:
+    """A folder holding ``kernel_details.csv`` itself, outside any rank folder: a copied or
+    renamed ``ASCEND_PROFILER_OUTPUT`` (or a lone ``kernel_details.csv``)."""
+    return path.is_dir() and path.name != OUTPUT_DIR and \
+        (path / "kernel_details.csv").is_file()
 
 
 def _info_files(rank_dir: Path) -> list[Path]:
@@ -151,11 +159,18 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """
     rank_dir = rank_dir_of(path)
     out = rank_dir / OUTPUT_DIR
-    if not out.is_dir():
-        raise ProfileError(rank_dir, f"no {OUTPUT_DIR}/ folder: the raw profiler data was not "
-                           "analysed yet (run torch_npu's offline analyse or MindSpore's "
-                           "analyse on it); expected the Ascend text export")
     notes: list[str] = []
+    if not out.is_dir() and is_bare_output(path):
+        out = path
+        notes.append(f"a folder of Ascend export files without its rank folder ({OUTPUT_DIR}/ "
+                     "inside *_ascend_pt / *_ascend_ms, whose profiler_info_{rank}.json and "
+                     "profiler_metadata.json give the rank, profiler level and communication "
+                     "groups); the files present are read")
+    elif not out.is_dir():
+        raise ProfileError(rank_dir, f"no {OUTPUT_DIR}/ folder: the raw profiler data was not "
+                           "analysed yet; run `torch_npu.profiler.profiler.analyse(<folder>)` "
+                           "(torch_npu) or `mindspore.profiler.profiler.analyse(<folder>)` "
+                           "(MindSpore) on it; expected the Ascend text export")
     info: dict[str, Any] = {}
     infos = _info_files(rank_dir)
     if infos:

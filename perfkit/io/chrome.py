@@ -57,6 +57,7 @@ class _Args(msgspec.Struct, gc=False):
     device: _IntStr = None
     task_type: _IntStr = msgspec.field(default=None, name="Task Type")
     op_type: _IntStr = msgspec.field(default=None, name="type")
+    fullname: _IntStr = None  # MindSpore's scope name of an operator (legacy timelines)
     total_allocated: _FloatStr = msgspec.field(default=None, name="Total Allocated")
     total_reserved: _FloatStr = msgspec.field(default=None, name="Total Reserved")
     mem_bytes: _FloatStr = msgspec.field(default=None, name="Bytes")
@@ -119,7 +120,8 @@ _FLOW_ONLY = (("id", "id", "str"), ("ph", "ph", "str"))
 ARG_COLUMNS: dict[str, tuple[str, str]] = {
     "external_id": ("external_id", "id"), "correlation": ("correlation", "id"),
     "stream": ("stream", "id"), "device": ("device", "id"), "task_type": ("task_type", "str"),
-    "op_type": ("op_type", "str"), "total_allocated": ("total_allocated", "num"),
+    "op_type": ("op_type", "str"), "fullname": ("fullname", "str"),
+    "total_allocated": ("total_allocated", "num"),
     "total_reserved": ("total_reserved", "num"), "bytes": ("mem_bytes", "num"),
     "device_id": ("device_id", "id"), "device_type": ("device_type", "id"),
     "input_dims": ("input_dims", "raw"),
@@ -655,7 +657,8 @@ def _fallback(path: Path, raw: bytes, is_object: bool, what: str, why: str):
 
 _ARG_KEYS = {"name": "name", "labels": "labels", "external_id": "External id",
              "correlation": "correlation", "stream": "stream", "device": "device",
-             "task_type": "Task Type", "op_type": "type", "total_allocated": "Total Allocated",
+             "task_type": "Task Type", "op_type": "type", "fullname": "fullname",
+             "total_allocated": "Total Allocated",
              "total_reserved": "Total Reserved", "mem_bytes": "Bytes",
              "device_id": "Device Id", "device_type": "Device Type",
              "external_id_old": "external id", "pg_name": "Process Group Name",

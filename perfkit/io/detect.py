@@ -7,7 +7,11 @@ Recognised (see docs/loading.md):
 - the Ascend DB export: ``ascend_pytorch_profiler[_{rank}].db``,
   ``ascend_mindspore_profiler[_{rank}].db``, ``analysis.db`` or a rank folder holding them;
 - legacy MindSpore / MindInsight output: a folder of ``*_{rank}`` files
-  (``step_trace_raw_{rank}_detail_time.csv``, ``hccl_raw_{rank}.csv``, ...);
+  (``step_trace_raw_{rank}_detail_time.csv``, ``hccl_raw_{rank}.csv``,
+  ``[ascend_]timeline_display_{rank}.json``, ...);
+- raw CANN output: a ``PROF_*`` folder, one of its ``device_{id}`` folders, or a lone CANN
+  timeline file (told from a Kineto trace by its content; :mod:`perfkit.io.cann_raw`);
+- a lone ``kernel_details.csv`` (its folder is read as one rank's output folder);
 - an msprof-analyze ``cluster_analysis_output/`` folder;
 - PyTorch Kineto traces (``.json`` / ``.json.gz``) and a standalone ``trace_view.json``;
 - a parent folder holding several of the above, one per rank -> :class:`Cluster`.
@@ -35,7 +39,7 @@ from .._hugepages import with_small_pages
 from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
 from ..profile import Cluster, Profile, ProfileMeta
-from . import ascend, cache, handoff
+from . import ascend, cache, cann_raw, handoff
 from ._common import json_head, rank_from_name, release_memory, suffix_number
 from ._progress import Progress
 from .runs import (
@@ -56,7 +60,8 @@ ENGINES = ("local", "dask")
 _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 _LEGACY_RE = re.compile(
     r"^(?:step_trace_raw_(\d+)_detail_time\.csv|hccl_raw_(\d+)\.csv|"
-    r"ascend_timeline_display_(\d+)\.json|aicore_intermediate_(\d+)_(?:detail|type)\.csv|"
+    r"(?:ascend_)?timeline_display_(\d+)\.json|"
+    r"aicore_intermediate_(\d+)_(?:detail|type)\.csv|"
     r"minddata_pipeline_raw_(\d+)\.csv|flops_summary_(\d+)\.json|flops_(\d+)\.txt|"
     r"device_queue_profiling_(\d+)\.txt|dataset_iterator_profiling_(\d+)\.txt|"
     r"ascend_cluster_analyse_.*_(\d+)\.csv|framework_raw_(\d+)\.csv|"
@@ -94,6 +99,8 @@ def _trace_beside_traces(path: Path) -> RankSource:
     says what is wrong with it. The file's head is read once for both questions.
     """
     head, whole = json_head(path)
+    if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
+        return _cann_file(path)
     if whole and head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head:
         return RankSource("not_a_trace", str(path),
                           error="not a profiler trace (a JSON object without traceEvents)")
@@ -153,6 +160,8 @@ def _single(path: Path) -> list[RankSource] | None:
                 and name not in ("analysis.db", "trace_view.json"):
             # a file of a text export: the whole rank is meant
             return _single(path.parent)
+        if name == "kernel_details.csv":  # a lone export file: its folder is read
+            return _single(path.parent)
         if _DB_RE.match(path.name) or name == "analysis.db":
             from . import ascend_db
 
@@ -162,6 +171,9 @@ def _single(path: Path) -> list[RankSource] | None:
         if name == "trace_view.json":
             return [RankSource("trace_view", str(path), None, (str(path),))]
         if name.endswith(".json") or name.endswith(".json.gz"):
+            head, _ = json_head(path)
+            if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
+                return [_cann_file(path)]
             one = _suffix_ranks([_kineto_source(path)])
             if one[0].rank is None:  # numbered like the ranks of a folder: by position
                 one = [dataclasses.replace(one[0], rank=0, rank_from="its position (the "
@@ -177,6 +189,9 @@ def _single(path: Path) -> list[RankSource] | None:
                            "trace (.json/.json.gz), trace_view.json or an Ascend .db export")
     if not path.is_dir():
         return None
+    if cann_raw.is_prof_dir(path) or cann_raw.is_device_dir(path) or (
+            path.name == "timeline" and cann_raw.is_device_dir(path.parent)):
+        return _cann_sources(path.parent if path.name == "timeline" else path)
     rank_dir = ascend.rank_dir_of(path)
     out = rank_dir / ascend.OUTPUT_DIR
     if out.is_dir():
@@ -199,7 +214,22 @@ def _single(path: Path) -> list[RankSource] | None:
         if rank is None:
             rank = rank_from_name(rank_dir.name, suffix=True)
         return [RankSource("ascend_text", str(rank_dir), rank)]
+    if ascend.is_bare_output(path):
+        return [RankSource("ascend_text", str(path), rank_from_name(path.name))]
     return None
+
+
+def _cann_sources(path: Path) -> list[RankSource]:
+    """One source per device of a CANN ``PROF_*`` folder (or of one device folder)."""
+    return [RankSource("cann_raw", folder, rank, files, error=error)
+            for folder, rank, files, error in cann_raw.sources_of(path)]
+
+
+def _cann_file(path: Path) -> RankSource:
+    """A lone CANN timeline file; its rank from ``info.json`` when it sits in a device folder."""
+    device = path.parent.parent if path.parent.name == "timeline" else path.parent
+    rank = cann_raw.device_rank(device)[0] if cann_raw.is_device_dir(device) else None
+    return RankSource("cann_raw", str(path), rank, (str(path),))
 
 
 def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
@@ -293,7 +323,9 @@ def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource]]:
                                                          str(p.parent))]
     one = _single(p)
     if one is not None:
-        return "profile", p, one
+        if len(one) == 1:
+            return "profile", p, one
+        return "cluster", p, _check_unique(p, one)  # a PROF_ folder of several devices
     # legacy MindSpore: one folder, files suffixed by rank
     legacy = _legacy_ranks(p)
     if not legacy and (p / "profiler").is_dir():

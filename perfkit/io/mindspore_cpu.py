@@ -32,7 +32,8 @@ import pandas as pd
 from ..errors import ProfileError
 from .trace_tables import HOST_COMM_PATTERN, host_steps
 
-__all__ = ["is_cpu_profile", "cpu_tables", "graph_runs", "shapes_text", "OPTIMIZER_PATTERN"]
+__all__ = ["is_cpu_profile", "cpu_tables", "graph_runs", "shapes_text", "self_time",
+           "OPTIMIZER_PATTERN"]
 
 FRAMEWORK_DIR = "FRAMEWORK"
 
@@ -154,6 +155,36 @@ def _framework_shapes(path: Path, ops: pd.DataFrame) -> tuple[pd.DataFrame, str 
     return ops, None
 
 
+def self_time(ops: pd.DataFrame) -> np.ndarray:
+    """Self time (µs) of each host operator: its duration less its nested children's.
+
+    A child is an operator of the same thread that starts and ends inside its parent; only
+    direct children are subtracted (theirs are subtracted from them). Operators that do
+    not nest (the usual case for MindSpore's CPU kernels) keep their duration.
+    """
+    dur = ops["dur_us"].to_numpy(np.float64)
+    out = dur.copy()
+    if not len(ops):
+        return out
+    start = ops["start_us"].to_numpy(np.float64)
+    end = start + np.nan_to_num(dur)
+    thread = ops["thread"].to_numpy() if "thread" in ops else np.zeros(len(ops))
+    order = np.lexsort((-end, start, pd.factorize(thread)[0]))
+    s, e, t = start[order], end[order], pd.factorize(thread)[0][order]
+    later = np.zeros(len(s), dtype=bool)
+    later[1:] = (t[1:] == t[:-1]) & (s[1:] < np.maximum.accumulate(e)[:-1])
+    if not later.any():  # nothing starts inside an earlier operator of its thread
+        return out
+    stack: list[int] = []
+    for k in range(len(s)):  # only profiles whose operators nest get here
+        while stack and (t[stack[-1]] != t[k] or s[k] >= e[stack[-1]]):
+            stack.pop()
+        if stack and e[k] <= e[stack[-1]] and np.isfinite(dur[order[k]]):
+            out[order[stack[-1]]] -= dur[order[k]]
+        stack.append(k)
+    return np.maximum(out, 0.0)
+
+
 def _memory(path: Path, origin: int | None) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path)
@@ -232,6 +263,12 @@ def cpu_tables(rank_dir: Path, ops: pd.DataFrame, origin: int | None
                          "operator (steps numbered in the order they ran)")
         else:
             notes.append("steps: none (" + how + ")")
+    if len(ops):
+        ops = ops.copy()
+        ops["self_us"] = self_time(ops)
+        notes.append("ops.self_us: each operator's time less that of the operators nested "
+                     "inside it on its thread (graph-mode CPU kernels do not nest: their "
+                     "duration)")
     tables["ops"] = ops
     f = _framework_file(rank_dir, "cpu_ms_memory_record")
     if f is not None:

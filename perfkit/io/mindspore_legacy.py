@@ -44,6 +44,9 @@ def _files(folder: Path, rank: int) -> dict[str, Path]:
         "info": f"profiler_info_{rank}.json",
     }
     found = {k: folder / v for k, v in pats.items() if (folder / v).is_file()}
+    if "timeline" not in found and (folder / f"timeline_display_{rank}.json").is_file():
+        # MindSpore 1.x / MindInsight wrote the same timeline without the ascend_ prefix
+        found["timeline"] = folder / f"timeline_display_{rank}.json"
     for f in sorted(folder.glob(f"ascend_cluster_analyse_*_{rank}.csv")):
         found["cluster_analyse"] = f
     return found
@@ -84,7 +87,7 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
     if rank is None:
         raise ProfileError(folder, "rank unknown; expected files named *_{rank}.csv/json")
     files = _files(folder, rank)
-    notes = ["legacy MindSpore/MindInsight output: communication bandwidth/matrix, ops and "
+    notes = ["legacy MindSpore/MindInsight output: communication bandwidth/matrix and "
              "memory tables are not produced from these files"]
     tables: dict[str, pd.DataFrame] = {}
     extra: dict[str, Any] = {"files": sorted(p.name for p in folder.glob(f"*_{rank}*"))}
@@ -109,12 +112,23 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
     else:
         notes.append("comm_ops: no hccl_raw file for this rank")
     if "timeline" in files:
-        with file_boundary(files["timeline"], "a MindSpore timeline"):
-            tables["kernels"], trace_notes = _timeline(files["timeline"])
-        table_files["kernels"] = str(files["timeline"])
-        notes.append("kernels: from ascend_timeline_display (times relative to the start of "
-                     "the timeline; no absolute epoch in legacy files, origin_ns is None)")
-        notes.extend(f"{files['timeline'].name}: {n}" for n in trace_notes)
+        tl = files["timeline"]
+        with file_boundary(tl, "a MindSpore timeline"):
+            timeline, trace_notes = _timeline(tl)
+        for name, frame in timeline.items():
+            if name == "comm_ops" and "comm_ops" in tables:
+                continue  # hccl_raw has the per-op cost and wait
+            if len(frame) or name == "kernels":
+                tables[name] = frame
+                table_files[name] = str(tl)
+        notes.append(f"kernels: from {tl.name} (times relative to the start of the timeline; "
+                     "no absolute epoch in legacy files, origin_ns is None)")
+        if "comm_ops" in timeline and table_files.get("comm_ops") == str(tl):
+            notes[:] = [n for n in notes if not n.startswith("comm_ops: no hccl_raw")]
+            notes.append(f"comm_ops: the communication operators of {tl.name} (start and "
+                         "elapse only; hccl_raw_{rank}.csv, when present, adds the wait)")
+        notes.extend(f"{tl.name}: {n}" for n in trace_notes)
+    _align_steps(folder, rank, tables, notes)
     info: dict[str, Any] = {}
     if "info" in files:
         data = read_json(files["info"], "profiler_info JSON (legacy MindSpore)")
@@ -147,8 +161,9 @@ def _step_trace(path: Path) -> pd.DataFrame:
     table = read_csv(path, "step_trace_raw_{rank}_detail_time.csv (MindSpore step trace)",
                      required=[("step_num",), ("total",), ("iteration_interval",)],
                      text_cols=["step_num"])
-    df = table.select([c for c in ("step_num", "total", "iteration_interval", "fp_and_bp",
-                                   "tail") if c in table.column_names]).to_pandas()
+    df = table.select([c for c in ("step_num", "start_point", "end_point", "total",
+                                   "iteration_interval", "fp_and_bp", "tail")
+                       if c in table.column_names]).to_pandas()
     step = pd.to_numeric(df["step_num"], errors="coerce")
     keep = step.notna() & (step > 0)  # '-' is the average row; 0 a placeholder
     n = len(df)
@@ -157,8 +172,56 @@ def _step_trace(path: Path) -> pd.DataFrame:
         if col in df:
             vals = pd.to_numeric(df[col], errors="coerce").to_numpy(np.float64)
             out[f"{col}_us"] = vals[keep.to_numpy()] * _TICK_US
+    for col in ("start_point", "end_point"):  # ticks; turned into times by _align_steps
+        if col in df:
+            out[f"_{col}"] = pd.to_numeric(df[col], errors="coerce").to_numpy(
+                np.float64)[keep.to_numpy()]
     del n
     return out
+
+
+def _align_steps(folder: Path, rank: int, tables: dict[str, pd.DataFrame],
+                 notes: list[str]) -> None:
+    """Step of each timeline event, from the step trace's tick windows.
+
+    ``min_cycle_counter_{rank}.txt`` (MindSpore 1.x) holds the counter value (10 ns ticks)
+    at time 0 of the timeline, so a step spans ``(start_point - min_cycle) * 0.01`` to
+    ``(end_point - min_cycle) * 0.01`` µs of the timeline. Without it the steps stay
+    unaligned (events keep no step).
+    """
+    steps = tables.get("steps")
+    if steps is None or "_start_point" not in steps:
+        return
+    ticks = steps[["_start_point", "_end_point"]].to_numpy(np.float64) \
+        if "_end_point" in steps else None
+    for col in ("_start_point", "_end_point"):
+        steps.pop(col) if col in steps else None
+    counter = folder / f"min_cycle_counter_{rank}.txt"
+    if ticks is None or not counter.is_file():
+        return
+    try:
+        zero = float(counter.read_text(encoding="utf-8", errors="replace").split()[0])
+    except (OSError, ValueError, IndexError):
+        notes.append(f"steps: {counter.name} is not a number; events keep no step")
+        return
+    start = (ticks[:, 0] - zero) * _TICK_US
+    end = (ticks[:, 1] - zero) * _TICK_US
+    steps["step_start_us"] = start
+    order = np.argsort(start, kind="stable")
+    s_sorted, e_sorted = start[order], end[order]
+    ids = steps["step"].to_numpy(np.float64)[order]
+    for name in ("kernels", "comm_ops", "ops"):
+        frame = tables.get(name)
+        if frame is None or not len(frame) or "start_us" not in frame:
+            continue
+        t = frame["start_us"].to_numpy(np.float64)
+        idx = np.searchsorted(s_sorted, t, side="right") - 1
+        ok = (idx >= 0) & np.isfinite(t)
+        idx_c = np.clip(idx, 0, max(len(s_sorted) - 1, 0))
+        ok &= t < e_sorted[idx_c]
+        frame["step"] = np.where(ok, ids[idx_c], np.nan)
+    notes.append(f"steps: aligned with the timeline through {counter.name} (the counter at "
+                 "time 0 of the timeline); events outside every step keep no step")
 
 
 def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
@@ -232,26 +295,50 @@ def _f(v: Any) -> float:
 
 
 _HOST_PIDS = {11000, 12000, 13000}
+_AICPU_PID, _COMM_PID, _HOST_OP_PID = 9000, 10000, 11000
+_STEP_TIDS = (100000, 100001)
+_COMM_NAME = r"AllReduce|AllGather|ReduceScatter|Broadcast|Send|Receive|AllToAll"
 
 
-def _timeline(path: Path) -> tuple[pd.DataFrame, list[str]]:
+def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """kernels, comm_ops and ops of a legacy timeline (``[ascend_]timeline_display``).
+
+    MindSpore 1.x / 2.0 layout: the device's operators under the pid of the device
+    (thread = stream; ``args.fullname`` the scope name, ``args.type`` the operator type),
+    AI CPU operators under pid 9000, communication operators under pid 10000 (one thread
+    per stream), host CPU operators under pid 11000, overlap tracks (12000) and activities
+    (13000) left out, as are the step and scope threads (tid 100000, 100001).
+    """
     trace = read_chrome_trace(path, "ascend_timeline_display JSON (MindSpore timeline)",
-                              ("op_type",))
+                              ("op_type", "fullname"))
     x = trace.x
     pid = pd.to_numeric(x["pid"], errors="coerce")
     tid = pd.to_numeric(x["tid"], errors="coerce")
-    dev = x[~pid.isin(_HOST_PIDS) & ~tid.isin([100000, 100001])]
-    ts = dev["ts_ns"].to_numpy()
+    names = x["name"].astype("string")
+    full = x["fullname"].astype("string") if "fullname" in x else names
+    name = full.where(full.notna() & (full.str.len() > 0), names)
+    device = ~pid.isin(_HOST_PIDS) & ~tid.isin(_STEP_TIDS)
+    on_comm = (pid == _COMM_PID).fillna(False)
+    comm = on_comm | names.str.contains(_COMM_NAME, regex=True).fillna(False)
+    aicpu = (pid == _AICPU_PID).fillna(False)
+    ts = x["ts_ns"].to_numpy()
     start = np.where(ts == NA_NS, np.nan, ts.astype(np.float64) / 1000.0)
-    name = dev["name"].astype("string")
-    comm = (pd.to_numeric(dev["pid"], errors="coerce") == 10000).to_numpy() | name.str.contains(
-        r"AllReduce|AllGather|ReduceScatter|Broadcast|Send|Receive|AllToAll",
-        regex=True).fillna(False).to_numpy()
-    aicpu = (pd.to_numeric(dev["pid"], errors="coerce") == 9000).to_numpy()
-    return pd.DataFrame({
-        "name": name.to_numpy(), "type": dev["op_type"].to_numpy(),
-        "category": np.where(comm, "communication", "compute"),
-        "core": np.where(aicpu, "AI_CPU", np.where(comm, "HCCL", "AI_CORE")),
-        "stream": pd.to_numeric(dev["tid"], errors="coerce").to_numpy(),
-        "start_us": start, "dur_us": dev["dur_us"].to_numpy(),
-    }), trace.notes
+    sel = device.to_numpy(bool)
+    typ = x["op_type"].astype("string") if "op_type" in x else \
+        pd.Series(pd.NA, index=x.index, dtype="string")
+    kernels = pd.DataFrame({
+        "name": name[sel].to_numpy(), "type": typ[sel].to_numpy(),
+        "category": np.where(comm[sel], "communication", "compute"),
+        "core": np.where(aicpu[sel], "AI_CPU", np.where(comm[sel], "HCCL", "AI_CORE")),
+        "stream": tid[sel].to_numpy(),
+        "start_us": start[sel], "dur_us": x["dur_us"].to_numpy()[sel],
+    })
+    c = on_comm.to_numpy(bool)
+    comm_ops = pd.DataFrame({
+        "name": names[c].to_numpy(), "start_us": start[c],
+        "elapse_us": x["dur_us"].to_numpy()[c], "stream": tid[c].to_numpy(),
+    })
+    h = (pid == _HOST_OP_PID).fillna(False).to_numpy(bool)
+    ops = pd.DataFrame({"name": name[h].to_numpy(), "start_us": start[h],
+                        "dur_us": x["dur_us"].to_numpy()[h], "thread": tid[h].to_numpy()})
+    return {"kernels": kernels, "comm_ops": comm_ops, "ops": ops}, trace.notes

@@ -29,9 +29,11 @@ from .validate import clean_tables
 __all__ = ["RankSource", "parse_source", "cluster_meta", "FORMATS"]
 
 FORMATS = ("ascend_text", "ascend_db", "kineto", "trace_view", "mindspore_legacy",
-           "unreadable", "not_a_trace")
+           "cann_raw", "unreadable", "not_a_trace")
 """Values of :attr:`RankSource.fmt`; ``unreadable`` is a folder detection could not open,
-``not_a_trace`` a JSON file beside traces that is not one (``load`` leaves it out)."""
+``not_a_trace`` a JSON file beside traces that is not one (``load`` leaves it out);
+``cann_raw`` one device of a CANN ``PROF_*`` folder (with ``error`` set when nothing was
+exported: parsing it says how to export)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class RankSource:
         """Files this source reads (for cache keys and sizes); unreadable folders give []."""
         if self.files:
             return [Path(f) for f in self.files]
+        if self.error:  # nothing will be read
+            return []
         p = Path(self.path)
         try:
             if p.is_file():
@@ -78,7 +82,8 @@ class RankSource:
 
 _WORDS = {"ascend_text": "an Ascend text export", "ascend_db": "an Ascend DB export",
           "kineto": "a PyTorch (Kineto) trace", "trace_view": "a trace_view.json",
-          "mindspore_legacy": "legacy MindSpore profiler output"}
+          "mindspore_legacy": "legacy MindSpore profiler output",
+          "cann_raw": "raw CANN profiler output (PROF_ folder)"}
 
 
 def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
@@ -99,6 +104,12 @@ def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         from . import mindspore_legacy
 
         return mindspore_legacy.parse(path, source.rank)
+    if source.fmt == "cann_raw":
+        from . import cann_raw
+
+        if source.error:
+            raise ProfileError(path, source.error)
+        return cann_raw.parse(path, source.files)
     if source.fmt in ("unreadable", "not_a_trace"):
         raise ProfileError(path, source.error or "cannot be read")
     raise ProfileError(path, f"unknown source format {source.fmt!r}")
