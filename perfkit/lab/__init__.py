@@ -1,0 +1,1 @@
+"""Teaching packs (see docs/teaching.md)."""
