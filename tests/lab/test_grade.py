@@ -29,7 +29,8 @@ pytestmark = pytest.mark.xdist_group("lab")
 def _typed(entry: dict[str, Any]) -> Any:
     """The key's answer as a student types it."""
     if entry["kind"] == "number":
-        return f"{entry['answer']:.4g}"
+        rounded = float(f"{entry['answer']:.4g}")  # four significant digits
+        return f"{rounded:g}"
     return entry["answer"]
 
 

@@ -10,8 +10,15 @@ import pytest
 
 import perfkit as pk
 from perfkit.errors import InvalidArgumentError
-from perfkit.lab.ir import BASES, NAMINGS, dump_path, rename_pattern, rename_text, \
-    select_patterns, write_variant
+from perfkit.lab.ir import (
+    BASES,
+    NAMINGS,
+    dump_path,
+    rename_pattern,
+    rename_text,
+    select_patterns,
+    write_variant,
+)
 
 pytestmark = pytest.mark.xdist_group("lab")
 
