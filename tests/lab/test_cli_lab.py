@@ -53,7 +53,7 @@ def test_serve_lab(intro_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
         return 0
 
     monkeypatch.setattr(cli.launcher, "serve", fake_serve)
-    monkeypatch.delenv(LAB_ENV, raising=False)
+    monkeypatch.setenv(LAB_ENV, "")  # restored (unset) after the test: serve sets it
     student = tmp_path / "student-3"
     shutil.copytree(intro_pack / "student-3", student)
     assert cli.main(["serve", "--lab", str(student), "--no-browser", "--port", "8999"]) == 0
