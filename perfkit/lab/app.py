@@ -25,6 +25,7 @@ from typing import Any
 import ipywidgets as W
 
 from .. import charts as C
+from ..format import sig
 from ..widgets.markup import STYLE, describe_error, frame_html, note
 from .answers import AnswerBook, answer
 from .evidence import VIEWS, Evidence
@@ -38,12 +39,6 @@ _CSS = ("<style>.pk-lab-q{border-left:4px solid #2e86c1;padding:4px 12px;margin:
         "background:#f7fbfe}.pk-lab-q p{margin:4px 0}.pk-lab-brief td,.pk-lab-brief th"
         "{padding:2px 10px;text-align:left;font-size:13px;vertical-align:top}"
         ".pk-lab-brief h4{margin:10px 0 2px 0}</style>")
-
-
-def _n(value: float, digits: int = 4) -> str:
-    from .questions import _n as fmt
-
-    return fmt(float(value), digits)
 
 
 class QuestionBox(W.VBox):
@@ -232,18 +227,18 @@ class Sheet:
         return self._title("brief") + "".join([
             "<h4>Your device</h4>", rows([
                 ("device", hw["name"]),
-                ("peak", f"{_n(hw['peak_tflops'])} TFLOP/s (fp16 and bf16)"),
-                ("memory", f"{_n(hw['memory_gib'])} GiB, {_n(hw['usable_memory_gib'])} GiB "
+                ("peak", f"{sig(hw['peak_tflops'], 4)} TFLOP/s (fp16 and bf16)"),
+                ("memory", f"{sig(hw['memory_gib'], 4)} GiB, {sig(hw['usable_memory_gib'], 4)} GiB "
                            "usable (10 % kept free)"),
-                ("memory bandwidth", f"{_n(hw['memory_bandwidth_tbps'])} TB/s"),
-                ("ridge point", f"{_n(hw['ridge_flop_per_byte'])} FLOP/byte")]),
+                ("memory bandwidth", f"{sig(hw['memory_bandwidth_tbps'], 4)} TB/s"),
+                ("ridge point", f"{sig(hw['ridge_flop_per_byte'], 4)} FLOP/byte")]),
             f"<h4>Your job ({html.escape(job['path'])})</h4>", rows([
                 ("model", f"{m['name']}: {m['layers']} layers of {job['cut_from']} "
                           f"(hidden {m['hidden_size']}, {m['attention_heads']} heads, "
                           f"{m['kv_heads']} key/value heads, FFN {m['ffn_hidden_size']}, "
                           f"vocabulary {m['vocab_size']})"),
-                ("parameters", f"{_n(m['parameters'] / 1e9)} billion"),
-                ("model FLOPs per token", f"{_n(m['flops_per_token'] / 1e9)} GFLOP "
+                ("parameters", f"{sig(m['parameters'] / 1e9, 4)} billion"),
+                ("model FLOPs per token", f"{sig(m['flops_per_token'] / 1e9, 4)} GFLOP "
                                           "(forward + backward, every matrix product, "
                                           "attention scores non-causal, no recompute)"),
                 ("layout", f"dp {job['dp']} × tp {job['tp']} × pp {job['pp']} = "

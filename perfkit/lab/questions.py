@@ -20,7 +20,6 @@ exactly (case and spaces aside); several choices as a set.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -35,6 +34,7 @@ from ..calc import (
     static_memory,
 )
 from ..errors import InvalidArgumentError
+from ..format import sig
 from .data import StudentData, layout_label, operator_label
 from .scenario import LEVELS, MEMORY_RESERVE, Setup
 
@@ -157,15 +157,6 @@ def _shuffled(options: list[str], setup: Setup, salt: int) -> list[str]:
     return [options[int(i)] for i in order]
 
 
-def _n(value: float, digits: int = 4) -> str:
-    """A number with ``digits`` significant digits, thousands separated."""
-    if value == 0 or not math.isfinite(value):
-        return str(value)
-    magnitude = int(math.floor(math.log10(abs(value))))
-    decimals = max(digits - 1 - magnitude, 0)
-    return f"{value:,.{decimals}f}"
-
-
 def _job_line(data: StudentData) -> str:
     f = data.facts
     p = f.parallel
@@ -196,11 +187,11 @@ class Throughput(Question):
             prompt=f"Your job runs on {_job_line(data)}. How many tokens per second does "
                    "each device process?",
             answer=tps, options=None,
-            derivation=f"step = slowest rank's step_us = {_n(step * 1e3)} ms "
+            derivation=f"step = slowest rank's step_us = {sig(step * 1e3, 4)} ms "
                        f"(perfkit.analysis.measured_step_s); {f.global_batch_size} × "
-                       f"{f.seq_length} / ({_n(step)} s × {f.devices}) = {_n(tps)}",
-            explanation=f"{f.global_batch_size} × {f.seq_length} tokens in {_n(step)} s "
-                        f"on {f.devices} devices: {_n(tps)} tokens/s per device. Divide by "
+                       f"{f.seq_length} / ({sig(step, 4)} s × {f.devices}) = {sig(tps, 4)}",
+            explanation=f"{f.global_batch_size} × {f.seq_length} tokens in {sig(step, 4)} s "
+                        f"on {f.devices} devices: {sig(tps, 4)} tokens/s per device. Divide by "
                         "every device, so that jobs of different layouts compare.",
             settings=("job",))
 
@@ -226,14 +217,14 @@ class MFU(Question):
         return Solution(
             prompt="What is the MFU (model FLOPs utilisation) of your job, in %?",
             answer=value, options=None,
-            derivation=f"{_n(per_token / 1e9)} GFLOP/token × "
-                       f"{_n(data.tokens_per_s_per_device)} tokens/s / "
-                       f"{_n(peak / 1e12)} TFLOP/s = {_n(value)} % (perfkit.mfu, exact GEMMs, "
-                       "non-causal attention)",
-            explanation=f"{_n(per_token / 1e9)} GFLOP per token at "
-                        f"{_n(data.tokens_per_s_per_device)} tokens/s is "
-                        f"{_n(per_token * data.tokens_per_s_per_device / 1e12)} TFLOP/s of "
-                        f"useful work against a peak of {_n(peak / 1e12)}: {_n(value, 3)} %.",
+            derivation=f"{sig(per_token / 1e9, 4)} GFLOP/token × "
+                       f"{sig(data.tokens_per_s_per_device, 4)} tokens/s / "
+                       f"{sig(peak / 1e12, 4)} TFLOP/s = {sig(value, 4)} % "
+                       "(perfkit.mfu, exact GEMMs, non-causal attention)",
+            explanation=f"{sig(per_token / 1e9, 4)} GFLOP per token at "
+                        f"{sig(data.tokens_per_s_per_device, 4)} tokens/s is "
+                        f"{sig(per_token * data.tokens_per_s_per_device / 1e12, 4)} TFLOP/s of "
+                        f"useful work against a peak of {sig(peak / 1e12, 4)}: {sig(value, 3)} %.",
             settings=("job",))
 
 
@@ -263,10 +254,10 @@ class HFU(Question):
             prompt="What is the HFU (hardware FLOPs utilisation, recompute included) of "
                    "your job, in %?",
             answer=value, options=None,
-            derivation=f"forward/backward attention tasks = {_n(ratio, 3)} "
+            derivation=f"forward/backward attention tasks = {sig(ratio, 3)} "
                        f"(perfkit.analysis.recompute_evidence) → recompute observed: "
                        f"{observed}; perfkit.hfu(recompute="
-                       f"{'full' if observed == 'full' else 'none'}) = {_n(value)} %",
+                       f"{'full' if observed == 'full' else 'none'}) = {sig(value, 4)} %",
             explanation=("Every layer's forward runs twice (full recompute): the hardware "
                          "does a third more work than the model needs, so HFU is above MFU."
                          if observed == "full" else
@@ -302,8 +293,8 @@ class Bubble(Question):
                    "ideal compute time?",
             answer=value, options=None,
             derivation=f"perfkit.bubble_fraction({p.pp}, {p.num_micro_batches}, {p.vpp}) = "
-                       f"{formula} = {_n(value)} %",
-            explanation=f"{formula} = {_n(value, 3)} %. More micro-batches, or more virtual "
+                       f"{formula} = {sig(value, 4)} %",
+            explanation=f"{formula} = {sig(value, 3)} %. More micro-batches, or more virtual "
                         "stages, shrink it; more stages grow it.",
             settings=("pipeline",))
 
@@ -333,9 +324,9 @@ class TopOperator(Question):
             answer=labels[0], options=_shuffled(labels, data.setup, 7),
             derivation=f"perfkit.analysis.operator_efficiency, largest total_us: "
                        f"{labels[0]}: {int(top['count'])} calls, "
-                       f"{_n(float(top['total_us']) / 1e3)} ms",
+                       f"{sig(float(top['total_us']) / 1e3, 4)} ms",
             explanation=f"{int(top['count'])} calls add up to "
-                        f"{_n(float(top['total_us']) / 1e3)} ms: the matrix products of the "
+                        f"{sig(float(top['total_us']) / 1e3, 4)} ms: the matrix products of the "
                         "MLP dominate a dense decoder layer.",
             settings=("job",),
             facts={"operator": str(top["name"]), "input_shapes": str(top["input_shapes"])})
@@ -374,13 +365,13 @@ class OperatorBound(Question):
             prompt=f"By the roofline of your device, is {label} compute-bound or "
                    "memory-bound?",
             answer=answer, options=["compute-bound", "memory-bound"],
-            derivation=f"perfkit.analysis.operator_efficiency: {_n(float(row['flops']))} "
-                       f"FLOP / {_n(float(row['bytes']))} B = "
-                       f"{_n(float(row['intensity']))} FLOP/B against a ridge point of "
-                       f"{_n(ridge)} FLOP/B → {answer}",
-            explanation=f"{_n(float(row['intensity']), 3)} FLOP per byte is "
+            derivation=f"perfkit.analysis.operator_efficiency: {sig(float(row['flops']), 4)} "
+                       f"FLOP / {sig(float(row['bytes']), 4)} B = "
+                       f"{sig(float(row['intensity']), 4)} FLOP/B against a ridge point of "
+                       f"{sig(ridge, 4)} FLOP/B → {answer}",
+            explanation=f"{sig(float(row['intensity']), 3)} FLOP per byte is "
                         f"{'above' if row['bound'] == 'compute' else 'below'} the ridge "
-                        f"point ({_n(ridge, 3)} FLOP/B): "
+                        f"point ({sig(ridge, 3)} FLOP/B): "
                         + ("faster arithmetic, not memory, would speed it up."
                            if row["bound"] == "compute" else
                            "it waits on memory; fusing it with its neighbours saves the "
@@ -412,9 +403,9 @@ class OperatorIntensity(Question):
             prompt=f"The costliest matrix product of your job is {label}. What is its "
                    "arithmetic intensity, in FLOP per byte?",
             answer=value, options=None,
-            derivation=f"perfkit.analysis.operator_efficiency: {_n(float(top['flops']))} "
-                       f"FLOP / {_n(float(top['bytes']))} B = {_n(value)}",
-            explanation=f"{_n(value, 3)} FLOP/B: each byte fetched feeds many "
+            derivation=f"perfkit.analysis.operator_efficiency: {sig(float(top['flops']), 4)} "
+                       f"FLOP / {sig(float(top['bytes']), 4)} B = {sig(value, 4)}",
+            explanation=f"{sig(value, 3)} FLOP/B: each byte fetched feeds many "
                         "multiply-adds, which is why large matrix products run near peak.",
             settings=("job",),
             facts={"operator": str(top["name"]), "input_shapes": str(top["input_shapes"])})
@@ -445,10 +436,10 @@ class ExposedComm(Question):
                    "hides (Communication (Not Overlapped)), in %?",
             answer=value, options=None,
             derivation=f"perfkit.analysis.step_breakdown, rank 0: "
-                       f"{_n(float(row['comm_not_overlapped_us']) / 1e3)} ms / "
-                       f"{_n(float(row['step_us']) / 1e3)} ms = {_n(value)} %",
-            explanation=f"{_n(float(row['comm_not_overlapped_us']) / 1e3, 3)} ms of "
-                        f"{_n(float(row['step_us']) / 1e3, 3)} ms: the step waits that long "
+                       f"{sig(float(row['comm_not_overlapped_us']) / 1e3, 4)} ms / "
+                       f"{sig(float(row['step_us']) / 1e3, 4)} ms = {sig(value, 4)} %",
+            explanation=f"{sig(float(row['comm_not_overlapped_us']) / 1e3, 3)} ms of "
+                        f"{sig(float(row['step_us']) / 1e3, 3)} ms: the step waits that long "
                         "on communication. Overlapped communication costs nothing; only this "
                         "part is worth attacking.",
             settings=("job",))
@@ -476,9 +467,9 @@ class WaitOrTransit(Question):
                    "should. Where does its time go?",
             answer=answer, options=list(self.options),
             derivation=f"perfkit.analysis.comm_summary, {c['op_type']} of the data-parallel "
-                       f"group: wait {_n(100 * wait, 3)} %, transit {_n(100 * transit, 3)} % "
+                       f"group: wait {sig(100 * wait, 3)} %, transit {sig(100 * transit, 3)} % "
                        "of its time",
-            explanation=f"Wait is {_n(100 * wait, 3)} % and transit {_n(100 * transit, 3)} % "
+            explanation=f"Wait is {sig(100 * wait, 3)} % and transit {sig(100 * transit, 3)} % "
                         "of the collective's time. "
                         + ("The ranks sit in the collective until a late peer joins: look "
                            "for the rank that computes longest." if wait > transit else
@@ -511,9 +502,9 @@ class WaitShare(Question):
             prompt="In your cluster profile, what share of the gradient all-reduce's time "
                    "(all ranks together) is wait, in %?",
             answer=value, options=None,
-            derivation=f"perfkit.analysis.comm_summary: wait {_n(float(c['wait_us']) / 1e3)}"
-                       f" ms of {_n(float(c['total_us']) / 1e3)} ms = {_n(value)} %",
-            explanation=f"{_n(value, 3)} % of the collective is spent waiting for peers.",
+            derivation=f"perfkit.analysis.comm_summary: wait {sig(float(c['wait_us']) / 1e3, 4)}"
+                       f" ms of {sig(float(c['total_us']) / 1e3, 4)} ms = {sig(value, 4)} %",
+            explanation=f"{sig(value, 3)} % of the collective is spent waiting for peers.",
             settings=("cluster",))
 
 
@@ -546,17 +537,17 @@ class SlowComponent(Question):
             r = int(answer.split()[1])
             row = sr[(sr["rank"] == r) & (sr["metric"] == "computing_us")].iloc[0]
             detail = (f"perfkit.analysis.slow_ranks: rank {r} computes "
-                      f"{_n(float(row['excess_pct']), 3)} % longer than its peers' median")
-            explanation = (f"Rank {r} computes {_n(float(row['excess_pct']), 3)} % longer than "
+                      f"{sig(float(row['excess_pct']), 3)} % longer than its peers' median")
+            explanation = (f"Rank {r} computes {sig(float(row['excess_pct']), 3)} % longer than "
                            "the others, who then wait for it in every collective.")
         elif answer.startswith("link"):
             sl = data.slow_links
             row = sl[sl["slow"].fillna(False)].iloc[0]
             detail = (f"perfkit.analysis.slow_links: {int(row['src_rank'])}→"
-                      f"{int(row['dst_rank'])} at {_n(float(row['bandwidth_gbps']), 3)} GB/s, "
-                      f"{_n(100 * float(row['ratio_to_median']), 3)} % of the median link")
-            explanation = (f"The {answer} delivers {_n(float(row['bandwidth_gbps']), 3)} GB/s, "
-                           f"{_n(100 * float(row['ratio_to_median']), 3)} % of the others: every "
+                      f"{int(row['dst_rank'])} at {sig(float(row['bandwidth_gbps']), 3)} GB/s, "
+                      f"{sig(100 * float(row['ratio_to_median']), 3)} % of the median link")
+            explanation = (f"The {answer} delivers {sig(float(row['bandwidth_gbps']), 3)} GB/s, "
+                           f"{sig(100 * float(row['ratio_to_median']), 3)} % of the others: every "
                            "ring collective moves at the pace of its slowest link.")
         else:
             explanation = ""
@@ -670,10 +661,11 @@ class MemoryNeed(Question):
             prompt=f"How much device memory does {_layout_text(data)} need per device: "
                    "model states plus activations, in GiB?",
             answer=value, options=None,
-            derivation=f"perfkit.static_memory(scheme='mindspore') = {_n(static / GIB)} GiB "
-                       f"+ perfkit.activation_memory = {_n(act / GIB)} GiB = {_n(value)} GiB",
-            explanation=f"{_n(static / GIB, 3)} GiB of weights, gradients and optimizer "
-                        f"state plus {_n(act / GIB, 3)} GiB of activations.",
+            derivation=f"perfkit.static_memory(scheme='mindspore') = "
+                       f"{sig(static / GIB, 4)} GiB + perfkit.activation_memory = "
+                       f"{sig(act / GIB, 4)} GiB = {sig(value, 4)} GiB",
+            explanation=f"{sig(static / GIB, 3)} GiB of weights, gradients and optimizer "
+                        f"state plus {sig(act / GIB, 3)} GiB of activations.",
             settings=("layout",))
 
 
@@ -695,11 +687,11 @@ class MemoryFit(Question):
         answer = self.options[0] if fits else self.options[1]
         return Solution(
             prompt=f"Does {_layout_text(data)} fit in the memory of your device "
-                   f"({_n(data.hardware.memory_bytes / GIB, 3)} GiB, of which 90 % usable)?",
+                   f"({sig(data.hardware.memory_bytes / GIB, 3)} GiB, of which 90 % usable)?",
             answer=answer, options=list(self.options),
-            derivation=f"{_n((static + act) / GIB)} GiB needed vs {_n(limit / GIB)} GiB "
+            derivation=f"{sig((static + act) / GIB, 4)} GiB needed vs {sig(limit / GIB, 4)} GiB "
                        "usable (device memory × 0.9)",
-            explanation=f"{_n((static + act) / GIB, 3)} GiB against {_n(limit / GIB, 3)} GiB "
+            explanation=f"{sig((static + act) / GIB, 3)} GiB against {sig(limit / GIB, 3)} GiB "
                         "usable. "
                         + ("" if fits else "Shard the optimizer, recompute more, or split "
                            "the model further (tp, pp)."),
@@ -815,9 +807,9 @@ class PlannerLayout(Question):
                    "Which layout does the planner recommend?",
             answer=labels[0], options=_shuffled(labels, data.setup, 11),
             derivation=f"perfkit.plan.search(efficiency={job.efficiency}, restricted space) "
-                       f"rank 1: {labels[0]}, step {_n(float(top['step_s']))} s",
-            explanation=f"{labels[0]}: {_n(float(top['step_s']), 3)} s per step, "
-                        f"{_n(float(top['memory_bytes']) / GIB, 3)} GiB per device. "
+                       f"rank 1: {labels[0]}, step {sig(float(top['step_s']), 4)} s",
+            explanation=f"{labels[0]}: {sig(float(top['step_s']), 3)} s per step, "
+                        f"{sig(float(top['memory_bytes']) / GIB, 3)} GiB per device. "
                         "It is the fastest layout that fits.",
             settings=("planner",))
 
@@ -841,10 +833,11 @@ class PlannerStep(Question):
             prompt="What step time, in seconds, does the planner predict for the layout it "
                    "recommends?",
             answer=value, options=None,
-            derivation=f"perfkit.plan.search rank 1 step_s = {_n(value)} s (compute "
-                       f"{_n(float(top['compute_s']))} + bubble {_n(float(top['bubble_s']))} "
-                       f"+ exposed comm {_n(float(top['exposed_comm_s']))})",
-            explanation=f"{_n(value, 3)} s: compute {_n(float(top['compute_s']), 3)} s, "
-                        f"bubble {_n(float(top['bubble_s']), 3)} s, exposed communication "
-                        f"{_n(float(top['exposed_comm_s']), 3)} s.",
+            derivation=f"perfkit.plan.search rank 1 step_s = {sig(value, 4)} s (compute "
+                       f"{sig(float(top['compute_s']), 4)} + bubble "
+                       f"{sig(float(top['bubble_s']), 4)} + exposed comm "
+                       f"{sig(float(top['exposed_comm_s']), 4)})",
+            explanation=f"{sig(value, 3)} s: compute {sig(float(top['compute_s']), 3)} s, "
+                        f"bubble {sig(float(top['bubble_s']), 3)} s, exposed communication "
+                        f"{sig(float(top['exposed_comm_s']), 3)} s.",
             settings=("planner",))
