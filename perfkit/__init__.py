@@ -7,11 +7,12 @@ planner :mod:`perfkit.plan`, the profile loader (:func:`load` -> :class:`Profile
 :class:`Cluster`), the separate runs of a folder (:func:`runs`, :class:`Run`,
 :class:`RunsFound`), the simulator (:func:`simulate` and its faults), the IR / log / config
 readers, the analyses of :mod:`perfkit.analysis`, the Chrome-trace export of one step
-(:func:`export_trace`), the bundled samples (:func:`samples`; ``load("sample:NAME")``) and
-the error types.
+(:func:`export_trace`), the bundled samples (:func:`samples`; ``load("sample:NAME")``), the
+teaching packs (:mod:`perfkit.lab`: ``lab.make``, ``lab.answer``, ``lab.grade``) and the
+error types.
 """
 
-from . import analysis, calc, plan
+from . import analysis, calc, lab, plan
 from ._version import __version__ as __version__
 from .advisor import Finding, advise
 from .bundled_samples import samples
@@ -82,6 +83,7 @@ __all__ = [
     "calc",
     "export_trace",
     "infer_job",
+    "lab",
     "load",
     "load_ir",
     "plan",

@@ -1,0 +1,268 @@
+"""A student's answers: one small SQLite file in their folder, and :func:`answer`.
+
+The store uses the journal's engine and conventions (:mod:`perfkit.journal.store`): the
+standard library's SQLite, one ordinary file (``answers.sqlite``) in rollback-journal
+mode so that a copy of the folder is complete, every write one ``BEGIN IMMEDIATE``
+transaction (SQLite's file locks let the notebook and a script write at once, one after
+the other), and the format carried by the file itself (``PRAGMA application_id`` =
+:data:`APPLICATION_ID`, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`). Every attempt
+is kept: the question, the value given (JSON), the verdict at the time, when, and from
+where (``notebook`` for the Check button, ``api`` for :func:`answer` from code).
+
+The notebook's Check button calls :func:`answer`, so both record the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .._version import __version__
+from .key import LabError, is_right, normalise, parse_number, read_check
+
+__all__ = ["AnswerBook", "Verdict", "answer", "ANSWERS_FILE", "APPLICATION_ID",
+           "SCHEMA_VERSION", "ATTEMPT_COLUMNS"]
+
+#: The answers file, relative to a student's folder.
+ANSWERS_FILE = "answers.sqlite"
+#: ``PRAGMA application_id`` of a perfkit lab answers file ("PKL1" in ASCII).
+APPLICATION_ID = 0x504B4C31
+#: Version of the tables.
+SCHEMA_VERSION = 1
+#: Columns of :meth:`AnswerBook.attempts`.
+ATTEMPT_COLUMNS = ("id", "question", "value", "correct", "at_utc", "source")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    question TEXT NOT NULL,
+    value TEXT NOT NULL,
+    correct INTEGER,
+    at_utc TEXT NOT NULL,
+    source TEXT NOT NULL
+);
+CREATE INDEX attempts_question ON attempts (question);
+"""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class AnswerBook:
+    """The answers file of one student folder.
+
+    Parameters
+    ----------
+    student_dir : path
+        The student's folder; the file is ``student_dir / answers.sqlite``.
+    readonly : bool
+        Read only (grading): a missing file reads as no answers, nothing is created.
+    timeout_s : float
+        Seconds a write waits while another process writes.
+    """
+
+    def __init__(self, student_dir: str | os.PathLike[str], *, readonly: bool = False,
+                 timeout_s: float = 30.0) -> None:
+        self.path = Path(os.path.abspath(Path(student_dir) / ANSWERS_FILE))
+        self.readonly = readonly
+        self.timeout_s = timeout_s
+        if self.path.exists():
+            self._check_header()
+            with self._guard("cannot be opened"), self._connect(write=False) as conn:
+                self._check_format(conn)
+        elif not readonly:
+            if not self.path.parent.is_dir():
+                raise LabError(f"{self.path.parent}: no such student folder")
+            self._create()
+
+    @property
+    def exists(self) -> bool:
+        """Whether the file exists (a student who never answered has none)."""
+        return self.path.exists()
+
+    def _check_header(self) -> None:
+        with self.path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+        if head and head != _SQLITE_MAGIC:
+            raise LabError(f"{self.path}: not a perfkit lab answers file (not SQLite)")
+
+    def _check_format(self, conn: sqlite3.Connection) -> None:
+        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if app == 0 and version == 0:
+            return  # created, not yet initialised
+        if app != APPLICATION_ID:
+            raise LabError(f"{self.path}: an SQLite file, but not a perfkit lab answers file")
+        if version > SCHEMA_VERSION:
+            raise LabError(f"{self.path}: written by a newer perfkit (schema {version})")
+
+    @contextmanager
+    def _connect(self, write: bool) -> Iterator[sqlite3.Connection]:
+        mode = "rwc" if write else "ro"
+        conn = sqlite3.connect(f"{self.path.as_uri()}?mode={mode}", uri=True,
+                               timeout=self.timeout_s, isolation_level=None)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _guard(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except LabError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise LabError(f"{self.path}: {doing}: {exc}") from None
+
+    def _create(self) -> None:
+        with self._guard("cannot be created"), self._connect(write=True) as conn:
+            conn.execute("PRAGMA journal_mode = DELETE")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if conn.execute("PRAGMA application_id").fetchone()[0] == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
+                        ("format", "perfkit lab answers (docs/teaching.md)"),
+                        ("created_utc", _now()), ("created_by", f"perfkit {__version__}")])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def record(self, question: str, value: Any, correct: bool | None,
+               source: str = "api") -> int:
+        """Add one attempt; returns its number for that question (1 for the first)."""
+        if self.readonly:
+            raise LabError(f"{self.path}: opened read-only")
+        text = json.dumps(value, ensure_ascii=False)
+        with self._guard("cannot record the answer"), self._connect(write=True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("INSERT INTO attempts (question, value, correct, at_utc, source) "
+                             "VALUES (?, ?, ?, ?, ?)",
+                             (question, text, None if correct is None else int(correct),
+                              _now(), source))
+                n = conn.execute("SELECT COUNT(*) FROM attempts WHERE question = ?",
+                                 (question,)).fetchone()[0]
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return int(n)
+
+    def attempts(self) -> pd.DataFrame:
+        """Every attempt, oldest first (columns :data:`ATTEMPT_COLUMNS`; ``value`` decoded)."""
+        if not self.exists:
+            return pd.DataFrame({c: pd.Series(dtype=object) for c in ATTEMPT_COLUMNS})
+        with self._guard("cannot be read"), self._connect(write=False) as conn:
+            rows = conn.execute("SELECT id, question, value, correct, at_utc, source "
+                                "FROM attempts ORDER BY id").fetchall()
+        frame = pd.DataFrame(rows, columns=list(ATTEMPT_COLUMNS))
+        frame["value"] = [json.loads(v) for v in frame["value"]]
+        frame["correct"] = frame["correct"].map(lambda c: None if c is None else bool(c))
+        return frame
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`answer` says about one attempt.
+
+    Attributes
+    ----------
+    question : str
+    value : object
+        The answer as recorded.
+    correct : bool
+    attempt : int
+        Its number for that question (1 for the first).
+    message : str
+        The explanation after a right answer, the hint after a wrong one.
+    """
+
+    question: str
+    value: Any
+    correct: bool
+    attempt: int
+    message: str
+
+    def __str__(self) -> str:
+        verdict = "right" if self.correct else "not yet"
+        return f"{self.question} (attempt {self.attempt}): {verdict}. {self.message}"
+
+
+def _clean(entry: dict[str, Any], value: Any) -> Any:
+    """The value as it is stored: a number, a choice, or a sorted list of choices."""
+    kind = entry["kind"]
+    if kind == "number":
+        number = parse_number(value)
+        return number if number is not None else str(value)
+    if kind == "choices":
+        items = [value] if isinstance(value, str) else list(value or [])
+        return sorted(str(v) for v in items)
+    return None if value is None else str(value)
+
+
+def answer(student_dir: str | os.PathLike[str], question_id: str, value: Any, *,
+           source: str = "api") -> Verdict:
+    """Check one answer of a student and record it in their folder.
+
+    Parameters
+    ----------
+    student_dir : path
+        The student's folder of a pack (``DIR/student-3``).
+    question_id : str
+        A question of their sheet (``"throughput"``, ``"fault"`` ...; see ``lab.json``).
+    value : number, str or list of str
+        A number (or text that reads as one), one choice, or the choices of a question
+        that takes several.
+    source : str
+        Where the answer came from (``"api"``; the notebook's Check button says
+        ``"notebook"``).
+
+    Returns
+    -------
+    Verdict
+        Right or not, the attempt's number, and the explanation (right) or the hint
+        (wrong).
+
+    Raises
+    ------
+    LabError
+        Not a student folder, or no such question (the message lists them).
+    """
+    checks = read_check(student_dir)
+    if question_id not in checks:
+        raise LabError(f"{student_dir}: no question {question_id!r}; the questions are "
+                       f"{', '.join(checks)}")
+    entry = checks[question_id]
+    stored = _clean(entry, value)
+    options = entry.get("options")
+    correct = is_right(entry, stored)
+    if correct:
+        message = entry.get("explanation", "")
+    elif entry["kind"] == "number" and parse_number(value) is None:
+        message = f"{value!r} is not a number. " + entry.get("hint", "")
+    elif options and entry["kind"] != "number" and not all(
+            normalise(v) in {normalise(o) for o in options}
+            for v in (stored if isinstance(stored, list) else [stored])):
+        message = "Choose among the options. " + entry.get("hint", "")
+    else:
+        message = entry.get("hint", "")
+    n = AnswerBook(student_dir).record(question_id, stored, correct, source)
+    return Verdict(question_id, stored, correct, n, message)
