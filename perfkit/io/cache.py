@@ -294,8 +294,15 @@ def read_table_file(f: Path) -> pd.DataFrame:
     Every column keeps its own block (``split_blocks``): no copy of the numbers into one
     2-D array, which for a wide table (48 columns of an Ascend rank) halves the read.
     """
+    if not _READ_PARQUET_TAKES_TO_PANDAS_KWARGS:  # pandas 2: one block per dtype
+        return pd.read_parquet(f, page_checksum_verification=True)
     return pd.read_parquet(f, page_checksum_verification=True,
                            to_pandas_kwargs={"split_blocks": True, "self_destruct": True})
+
+
+#: pandas >= 3 passes ``to_pandas_kwargs`` on to pyarrow; pandas 2 hands unknown keywords to
+#: ``pyarrow.parquet.read_table``, which refuses them (and every cached read would fail).
+_READ_PARQUET_TAKES_TO_PANDAS_KWARGS = int(pd.__version__.split(".")[0]) >= 3
 
 
 def write_entry(folder: Path, meta: ProfileMeta, tables: dict[str, pd.DataFrame]) -> None:
