@@ -16,11 +16,15 @@ Each subcommand exits non-zero with a message naming what is wrong:
 ``info OUTPUT_FILE`` / ``report HTML_FILE`` / ``notebook EXECUTED_IPYNB``
     Check what ``perfkit info sample:slow-rank`` printed, the page ``perfkit report`` wrote,
     and a notebook executed by ``jupyter nbconvert --execute``.
+``refused BASE_URL``
+    ``perfkit serve``'s address without its token gets the login page (no dashboard), and
+    its kernels' API answers 403.
 ``browser URL``
     Run with a Python that has Playwright (CI's, from ``.[test]``): headless Chromium
-    (``/usr/bin/chromium``, never a downloaded one) opens the served dashboard with every
-    request off 127.0.0.1 aborted and recorded; the first chart (an SVG in the overview) must
-    draw, with no outside request and no page error.
+    (``/usr/bin/chromium``, never a downloaded one) opens the served dashboard at ``URL``
+    (the address ``perfkit serve`` printed, with its token) with every request off the
+    server aborted and recorded; the first chart (an SVG in the overview) must draw, with
+    no outside request and no page error.
 """
 
 from __future__ import annotations
@@ -162,8 +166,32 @@ def check_notebook(path: Path) -> None:
     print(f"notebook ok: {path.name}, {shown} outputs displayed")
 
 
+def check_refused(base: str) -> None:
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    with urllib.request.urlopen(base, timeout=120) as response:
+        landed, body = response.url, response.read().decode("utf-8")
+    if urllib.parse.urlsplit(landed).path != "/login" or "pk-dashboard" in body:
+        fail(f"{base} without the token was not refused: it answered {landed}")
+    try:
+        urllib.request.urlopen(f"{base}api/kernels/00000000-0000-0000-0000-000000000000",
+                               timeout=120)
+        fail("the kernels' API answered a request without the token")
+    except urllib.error.HTTPError as exc:
+        if exc.code != 403:
+            fail(f"the kernels' API answered {exc.code} to a request without the token")
+    print("refused ok: without the token, the login page and 403 from the API")
+
+
 def check_browser(url: str) -> None:
+    from urllib.parse import urlsplit
+
     from playwright.sync_api import sync_playwright
+
+    parts = urlsplit(url)
+    server = f"{parts.scheme}://{parts.netloc}/"
 
     external: list[str] = []
     errors: list[str] = []
@@ -175,7 +203,7 @@ def check_browser(url: str) -> None:
         page.on("pageerror", lambda e: errors.append(str(e)))
 
         def offline(route) -> None:
-            if route.request.url.startswith((url, url.replace("http", "ws", 1))):
+            if route.request.url.startswith((server, server.replace("http", "ws", 1))):
                 route.continue_()
             else:
                 external.append(route.request.url)
@@ -208,6 +236,8 @@ def main(argv: list[str]) -> None:
         check_report(Path(args[0]))
     elif command == "notebook":
         check_notebook(Path(args[0]))
+    elif command == "refused":
+        check_refused(args[0])
     elif command == "browser":
         check_browser(args[0])
     else:

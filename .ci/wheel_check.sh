@@ -3,7 +3,7 @@
 # the wheel into a fresh virtual environment (dependencies from the package registry), and
 # from a temporary folder outside any checkout run `perfkit info`, `perfkit report`,
 # `perfkit notebooks` + one copied notebook, the README's tour and `perfkit serve` checked in
-# headless Chromium. Then `pip install -e .` into the same environment and check that an
+# headless Chromium at the address it prints (its random token), and refusing one without. Then `pip install -e .` into the same environment and check that an
 # editable install finds the data and notebooks too. Checks: .ci/wheel_check.py.
 #
 # Usage: bash .ci/wheel_check.sh [WORK_DIR]   (default: a new temporary folder, removed at
@@ -81,18 +81,21 @@ assert namespace["job"].ranks, "the tour's profile did not load"
 print("tour ok:", type(namespace["job"]).__name__, namespace["job"].ranks)
 EOF
 
-step "perfkit serve, and the dashboard in headless Chromium with no outside request"
+step "perfkit serve (its random token), and the dashboard in headless Chromium with no outside request"
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 perfkit serve --port "$PORT" --no-browser > "$RUN/serve.log" 2>&1 &
 SERVER_PID=$!
-URL="http://127.0.0.1:$PORT/"
+URL=""   # the address perfkit serve prints, with the token it made
 for _ in $(seq 120); do
-  if "$PY" -c "import urllib.request as u; u.urlopen('$URL', timeout=120).close()" 2>/dev/null; then
+  URL="${URL:-$(grep -o "http://127.0.0.1:$PORT/?token=[0-9a-f]\+" "$RUN/serve.log" | head -1)}"
+  if [ -n "$URL" ] && "$PY" -c "import urllib.request as u; u.urlopen('$URL', timeout=120).close()" 2>/dev/null; then
     break
   fi
   kill -0 "$SERVER_PID" 2>/dev/null || { cat "$RUN/serve.log"; exit 1; }
   sleep 1
 done
+[ -n "$URL" ] || { echo "perfkit serve printed no address with a token"; cat "$RUN/serve.log"; exit 1; }
+$CHECK refused "http://127.0.0.1:$PORT/"
 if [ -x /usr/bin/chromium ] && "$PY" -c "import playwright" 2>/dev/null; then
   $CHECK browser "$URL" || { tail -30 "$RUN/serve.log"; exit 1; }
 else

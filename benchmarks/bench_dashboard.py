@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import secrets
 import shutil
 import socket
 import statistics
@@ -56,13 +57,15 @@ def _free_port() -> int:
 
 def _start_server(preheat: bool) -> tuple[subprocess.Popen, str, float]:
     port = _free_port()
-    argv = [sys.executable, "-m", "perfkit.cli", "serve", "--port", str(port), "--no-browser"]
+    token = secrets.token_hex(16)
+    argv = [sys.executable, "-m", "perfkit.cli", "serve", "--port", str(port), "--no-browser",
+            "--token", token]
     if not preheat:
         argv.append("--no-preheat")
     env = {k: v for k, v in os.environ.items() if k != "PERFKIT_PROFILE"}
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    url = f"http://127.0.0.1:{port}/"
+    url = f"http://127.0.0.1:{port}/?token={token}"
     while proc.poll() is None:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):

@@ -113,6 +113,89 @@ def test_voila_arguments() -> None:
     assert not [a for a in cold if "preheat" in a]
 
 
+def test_voila_login_page_cannot_write_a_password() -> None:
+    # jupyter_server's login form can set a password, which it writes into the user's
+    # Jupyter config folder: perfkit's login page asks for the token only
+    argv = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False)
+    assert "--PasswordIdentityProvider.allow_password_change=False" in argv
+    assert not [a for a in argv if "token" in a.lower()]  # the token is never an argument
+
+
+class _Launched(Exception):
+    """Raised by the stand-in of Voila.launch_instance: what serve() would start."""
+
+
+@pytest.fixture
+def launched(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Replace Voila's launch with a recorder: serve() returns at once, nothing listens."""
+    from voila.app import Voila
+
+    calls: list[dict] = []
+
+    def record(argv: list[str] | None = None, **kwargs: object) -> None:
+        calls.append({"argv": argv, **kwargs})
+
+    monkeypatch.setattr(Voila, "launch_instance", record)
+    return calls
+
+
+def test_serve_makes_a_random_token_and_prints_the_address_that_carries_it(
+        launched: list[dict], capsys: pytest.CaptureFixture[str]) -> None:
+    port = _free_port()
+    assert cli.main(["serve", "--no-browser", "--port", str(port)]) == 0
+    assert cli.main(["serve", "--no-browser", "--port", str(port)]) == 0
+    first, second = (call["token"] for call in launched)
+    assert re.fullmatch(r"[0-9a-f]{48}", first) and first != second  # 24 random bytes each
+    out = capsys.readouterr()
+    assert f"at http://127.0.0.1:{port}/?token={first} (Ctrl-C to stop)" in out.out
+    assert f"?token={second} " in out.out and "warning" not in out.err
+
+
+def test_serve_token_value_and_no_token(launched: list[dict],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    port = _free_port()
+    assert cli.main(["serve", "--no-browser", "--port", str(port), "--token", "s3cret"]) == 0
+    assert launched[-1]["token"] == "s3cret"
+    out = capsys.readouterr()
+    assert f"at http://127.0.0.1:{port}/?token=s3cret (Ctrl-C to stop)" in out.out
+    assert out.err == ""
+    # --no-token: no token given to Voila (its "" disables the check), a warning on stderr
+    assert cli.main(["serve", "--no-browser", "--port", str(port), "--no-token"]) == 0
+    assert launched[-1]["token"] == ""
+    out = capsys.readouterr()
+    assert f"at http://127.0.0.1:{port}/ (Ctrl-C to stop)" in out.out
+    assert out.err.startswith("perfkit: warning: --no-token:")
+    assert "every user of this machine" in out.err and f"127.0.0.1:{port}" in out.err
+    # a token must be text a URL can carry; an empty one is a mistake, not an opt-out
+    for bad in ("", "two words", "tab\there"):
+        assert cli.main(["serve", "--no-browser", "--port", str(port), "--token", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("perfkit: error: --token:") and err.count("\n") == 1, err
+    with pytest.raises(SystemExit):  # the two are exclusive
+        cli.build_parser().parse_args(["serve", "--token", "a", "--no-token"])
+    assert len(launched) == 2
+
+
+def test_serve_opens_the_address_with_its_token_through_a_private_page(
+        launched: list[dict], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Voila would open the address without its token; perfkit opens it, token included,
+    through a page only this user can read (not on the browser's command line)."""
+    from perfkit.cli import launcher
+
+    opened: list[tuple[int, str]] = []
+    monkeypatch.setattr(launcher, "_open_browser_when_listening",
+                        lambda port, url, folder: opened.append((port, url)))
+    port = _free_port()
+    assert cli.main(["serve", "--port", str(port), "--token", "t0k"]) == 0
+    assert opened == [(port, f"http://127.0.0.1:{port}/?token=t0k")]
+    assert "--no-browser" in launched[-1]["argv"]  # never Voila's own opener
+    url = launcher.served_url(port, 'a"<b>&c')  # any token travels quoted
+    assert url == f"http://127.0.0.1:{port}/?token=a%22%3Cb%3E%26c"
+    page = launcher._redirect_page(url, tmp_path)
+    assert page.stat().st_mode & 0o777 == 0o600
+    assert f'content="0;url={url}"' in page.read_text()
+
+
 def test_uploads_fit_in_one_websocket_message() -> None:
     from perfkit.io.archive import DEFAULT_MAX_UPLOAD_BYTES
 
@@ -169,7 +252,7 @@ def test_dashboard_notebook_shows_a_bad_profile_as_a_message(
 
 # ---- serve: the real server -----------------------------------------------------------
 
-async def _drive_panel(port: int, page: str) -> tuple[dict, str]:
+async def _drive_panel(port: int, page: str, token: str) -> tuple[dict, str]:
     """Act as the browser: fetch the widget states from the page's kernel, set tp=3.
 
     Uses the Jupyter widget protocol over the kernel websocket that Voila's page opens:
@@ -177,6 +260,7 @@ async def _drive_panel(port: int, page: str) -> tuple[dict, str]:
     the job panel.
     Returns the states and the text of the first HTML value that mentions ``tp:``.
     """
+    from tornado.httpclient import HTTPClientError
     from tornado.websocket import websocket_connect
 
     config = json.loads(re.search(r'<script id="jupyter-config-data" '
@@ -200,8 +284,13 @@ async def _drive_panel(port: int, page: str) -> tuple[dict, str]:
                 if msg["header"]["msg_type"] == "comm_msg":
                     return msg["content"]["data"]
 
-    ws = await websocket_connect(f"ws://127.0.0.1:{port}/api/kernels/{config['kernelId']}"
-                                 f"/channels?session_id={session}")
+    channels = (f"ws://127.0.0.1:{port}/api/kernels/{config['kernelId']}/channels"
+                f"?session_id={session}")
+    # the page's kernel refuses a websocket without the token (jupyter_server: 403)
+    with pytest.raises(HTTPClientError) as refused:
+        await websocket_connect(channels)
+    assert refused.value.code == 403
+    ws = await websocket_connect(f"{channels}&token={token}")
     try:
         control = uuid.uuid4().hex
         await ws.write_message(message("comm_open", {"comm_id": control, "data": {},
@@ -235,10 +324,12 @@ def test_serve_smoke(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "data" / "simulated" / "slow-link", profile)
     log = (tmp_path / "serve.log").open("w")
     env = {k: v for k, v in os.environ.items() if k != cli.PROFILE_ENV}
+    token = uuid.uuid4().hex
     proc = subprocess.Popen(
         [sys.executable, "-m", "perfkit.cli", "serve", str(profile), "--port", str(port),
-         "--no-browser"], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
-    url = f"http://127.0.0.1:{port}/"
+         "--no-browser", "--token", token], stdout=log, stderr=subprocess.STDOUT, env=env,
+        cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}/?token={token}"
     page = None
     try:
         deadline = time.monotonic() + 90
@@ -251,6 +342,11 @@ def test_serve_smoke(tmp_path: Path) -> None:
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(1)
         assert page is not None, (tmp_path / "serve.log").read_text()
+        # without the token: Voila's login page, nothing of the dashboard
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=120) as response:
+            assert response.url.startswith(f"http://127.0.0.1:{port}/login")
+            refused = response.read().decode("utf-8")
+        assert str(profile) not in refused and "pk-dashboard" not in refused
         # executed output of the notebook: the profile opened, the overview's chart
         # (the widget states are JSON in the page, with < escaped as \u003c)
         assert f"Opened \\u003ccode\\u003e{profile}\\u003c/code\\u003e" in page
@@ -261,7 +357,7 @@ def test_serve_smoke(tmp_path: Path) -> None:
         # the live panel in the page's kernel: numbers, an inline SVG chart, and an error
         # message (not a crash) when the browser sets a bad tp in the job panel (the job
         # read from slow-link: Llama2-7B-like, 32 heads)
-        states, error = asyncio.run(_drive_panel(port, page))
+        states, error = asyncio.run(_drive_panel(port, page, token))
         html_values = [v["state"].get("value", "") for v in states.values()
                        if v["model_name"] == "HTMLModel"]
         assert any("MFU" in v for v in html_values)
@@ -286,7 +382,7 @@ def test_serve_smoke(tmp_path: Path) -> None:
         log.close()
     assert status == 0, (tmp_path / "serve.log").read_text()
     text = (tmp_path / "serve.log").read_text()
-    assert f"http://127.0.0.1:{port}/" in text
+    assert f"http://127.0.0.1:{port}/?token={token} " in text
 
 
 # ---- info PATH ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -45,21 +46,23 @@ def _slug(text: str) -> str:
     return text.rsplit("/", 1)[-1].lower().replace(" ", "-")
 
 
-def _serve() -> tuple[subprocess.Popen, str]:
+def _serve() -> tuple[subprocess.Popen, str, str]:
+    """The checkout's dashboard served on a free port: the process, its address, its token."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "PERFKIT_PROFILE"}
     # the checkout's dashboard notebook (an editable install may point elsewhere)
+    token = secrets.token_hex(16)
     code = ("from perfkit.cli import serve; "
             f"serve(notebook={str(ROOT / 'notebooks' / 'dashboard.ipynb')!r}, port={port}, "
-            "open_browser=False, preheat=False)")
+            f"open_browser=False, preheat=False, token={token!r})")
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}/"
+            return proc, f"http://127.0.0.1:{port}/", token
         except OSError:
             if proc.poll() is not None:
                 raise SystemExit("perfkit serve exited") from None
@@ -83,7 +86,7 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright
 
-    proc, url = _serve()
+    proc, url, token = _serve()
     written = []
     try:
         with sync_playwright() as p:
@@ -100,7 +103,7 @@ def main() -> None:
                     route.abort()
 
             page.route("**/*", offline)
-            page.goto(url, timeout=WAIT_MS)
+            page.goto(f"{url}?token={token}", timeout=WAIT_MS)
             page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
             args.out.mkdir(parents=True, exist_ok=True)
             for n, profile in enumerate(args.profiles):

@@ -413,8 +413,10 @@ def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, p
     for uniq, size in reversed(levels):
         pos = rest % size
         rest = rest // size
-        arrays.append(pd.Index(uniq).take(np.where(pos == size - 1, -1, pos),
-                                          allow_fill=True, fill_value=None))
+        # ExtensionArray.take fills -1 with the dtype's missing value on every pandas 2 and
+        # 3; Index.take(fill_value=None) does not fill on pandas 2 (it takes the last value)
+        arrays.append(pd.Index(pd.Index(uniq).array.take(np.where(pos == size - 1, -1, pos),
+                                                         allow_fill=True)))
     arrays.reverse()
     if len(keys) == 1:
         index = arrays[0].rename(keys[0])

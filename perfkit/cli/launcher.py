@@ -6,16 +6,30 @@ already run the notebook kept ready. The profile reaches the notebook through th
 ``PERFKIT_PROFILE`` environment variable (:data:`PROFILE_ENV`). The page needs no CDN:
 Voila runs with a small template (written to a temporary folder for the life of the
 server) that drops the CDN links of the stock ``lab`` template (Font Awesome CSS, Mermaid).
+
+Access needs a token, as in Jupyter: 127.0.0.1 is reachable by every user of the machine,
+and on a shared login node any of them could otherwise open the dashboard, read through its
+path box every profile the serving user can read, and upload files. :func:`serve` makes a
+random token (:func:`new_token`) unless given one, hands it to Voila's own token
+authentication (``Voila.token``: jupyter_server's identity provider), and prints and
+opens the address that carries it (:func:`served_url`); a request without it gets Voila's
+login page (an API request: HTTP 403).
 """
 
 from __future__ import annotations
 
 import errno
+import html
 import json
 import os
+import secrets
 import socket
 import sys
 import tempfile
+import threading
+import time
+import urllib.parse
+import webbrowser
 from pathlib import Path
 
 from .._version import __version__
@@ -24,8 +38,8 @@ from ..errors import PerfkitError
 from ..resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path
 
 __all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "HOST", "DEFAULT_PORT",
-           "TEMPLATE_NAME", "WEBSOCKET_MAX_MESSAGE_BYTES", "locate_dashboard", "voila_argv",
-           "serve"]
+           "TEMPLATE_NAME", "WEBSOCKET_MAX_MESSAGE_BYTES", "NO_TOKEN_WARNING",
+           "locate_dashboard", "new_token", "served_url", "voila_argv", "serve"]
 
 #: The dashboard ``perfkit serve`` runs: ``dashboard.ipynb`` of the notebooks that ship with
 #: perfkit, found with importlib.resources (:mod:`perfkit.resources`).
@@ -41,6 +55,14 @@ TEMPLATE_NAME = "perfkit"
 #: Largest websocket message the served page may send: room for the dashboard's 200 MiB
 #: upload limit (perfkit.io.archive.DEFAULT_MAX_UPLOAD_BYTES) plus the message's framing.
 WEBSOCKET_MAX_MESSAGE_BYTES = 256 * 2**20
+#: Random bytes in a token :func:`new_token` makes (48 hex digits, as Jupyter's own).
+TOKEN_BYTES = 24
+#: What ``perfkit serve --no-token`` prints on stderr before serving.
+NO_TOKEN_WARNING = (
+    "perfkit: warning: --no-token: the dashboard at {url} is open to every user of this "
+    "machine (on a shared login node: all of them), who can read through it any profile "
+    "you can read and upload files; serve with a token (the default) unless you alone "
+    "use this machine")
 
 # Voila template: the stock "lab" template less its CDN references. The lab template's
 # notebook_css block links Font Awesome from a CDN, so it is rewritten here (same content
@@ -102,6 +124,28 @@ def _check_port(port: int) -> None:
                              "choose another port with --port N") from exc
 
 
+def new_token() -> str:
+    """A random token for :func:`serve`: :data:`TOKEN_BYTES` bytes from :mod:`secrets`, as
+    hex digits (safe in a URL, as hard to guess as Jupyter's)."""
+    return secrets.token_hex(TOKEN_BYTES)
+
+
+def served_url(port: int, token: str = "") -> str:
+    """The address of the dashboard on ``port``; with ``token``, the one that logs in."""
+    base = f"http://{HOST}:{port}/"
+    return f"{base}?{urllib.parse.urlencode({'token': token})}" if token else base
+
+
+def _check_token(token: str | None) -> str:
+    if token is None:
+        return new_token()
+    if not isinstance(token, str) or token != token.strip() or any(
+            ch.isspace() or not ch.isprintable() for ch in token):
+        raise ServeError("--token: must be printable text without spaces (got "
+                         f"{token!r}); leave it out for a random one")
+    return token
+
+
 def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | None = None,
                preheat: bool = True) -> list[str]:
     """Command-line arguments for Voila (without the program name).
@@ -121,9 +165,15 @@ def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | No
         Keep one kernel that has already run the notebook ready for the next visitor
         (Voila's ``preheat_kernel`` with a pool of one): the page then shows its charts
         without waiting for a kernel to start and the profile to load.
+
+    The token is not among them: :func:`serve` sets Voila's ``token`` directly (any text,
+    none of traitlets' command-line parsing, and never in a process list).
     """
     argv = [str(notebook), f"--port={port}", f"--Voila.ip={HOST}", "--Voila.port_retries=0",
-            "--strip_sources=True", "--show_tracebacks=False"]
+            "--strip_sources=True", "--show_tracebacks=False",
+            # the login page asks for the token only: its "set a password" form would
+            # write the password into the user's Jupyter config folder
+            "--PasswordIdentityProvider.allow_password_change=False"]
     if preheat:
         argv += ["--preheat_kernel=True", "--pool_size=1"]
     if template:
@@ -161,9 +211,48 @@ def _write_template(root: Path) -> None:
     (folder / "index.html.j2").write_text(_TEMPLATE_INDEX, encoding="utf-8")
 
 
+def _redirect_page(url: str, folder: Path) -> Path:
+    """A page in ``folder``, readable by this user only, that sends the browser to ``url``.
+
+    The browser is given this page, not ``url``, as Jupyter does: the token then does not
+    show on the browser's command line, which other users could read in the process list.
+    """
+    page = folder / "open-dashboard.html"
+    fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    text = html.escape(url)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(f'<!DOCTYPE html><meta http-equiv="refresh" content="0;url={text}">'
+                 f'<p>Opening the perfkit dashboard: <a href="{text}">{text}</a></p>')
+    return page
+
+
+def _open_browser_when_listening(port: int, url: str, folder: Path,
+                                 timeout_s: float = 120.0) -> None:
+    """Open ``url`` in the user's browser (through :func:`_redirect_page`) once the server
+    accepts connections on ``port``; in a thread, so that serving goes on meanwhile."""
+    page = _redirect_page(url, folder)
+
+    def target() -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+            except OSError:
+                time.sleep(0.2)
+                continue
+            try:
+                webbrowser.open(page.as_uri(), new=2)
+            except webbrowser.Error as exc:
+                print(f"perfkit: no web browser could be opened ({exc}); open {url}",
+                      file=sys.stderr)
+            return
+
+    threading.Thread(target=target, name="perfkit-open-browser", daemon=True).start()
+
+
 def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_PORT,
           open_browser: bool = True, notebook: str | os.PathLike[str] | None = None,
-          preheat: bool = True) -> int:
+          preheat: bool = True, token: str | None = None) -> int:
     """Serve the dashboard with Voila until interrupted (Ctrl-C or SIGTERM).
 
     Parameters
@@ -174,11 +263,17 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     port : int
         Port on 127.0.0.1.
     open_browser : bool
-        Whether Voila opens a browser tab.
+        Whether to open the address (with its token) in a browser tab once the server
+        listens.
     notebook : path, optional
         Notebook to serve (default :data:`DASHBOARD_NOTEBOOK`).
     preheat : bool
         Keep a kernel that has already run the notebook ready (see :func:`voila_argv`).
+    token : str, optional
+        The token a visitor must give. None (default): a new random one
+        (:func:`new_token`); ``""``: none, the dashboard is open to every user of the
+        machine (the CLI's ``--no-token`` prints :data:`NO_TOKEN_WARNING`). The address
+        printed (and opened) carries it: :func:`served_url`.
 
     Returns
     -------
@@ -194,8 +289,10 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     Raises
     ------
     ServeError
-        Notebook or profile missing, port not available.
+        Notebook or profile missing, port not available, a token with spaces or control
+        characters.
     """
+    token = _check_token(token)
     path = locate_dashboard(notebook)
     profile_path = None
     if profile is not None:
@@ -222,11 +319,15 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
             os.environ[PROFILE_ENV] = str(profile_path)
         else:
             os.environ.pop(PROFILE_ENV, None)
-        print(f"perfkit {__version__}: serving {path.name} at http://{HOST}:{port}/ "
-              "(Ctrl-C to stop)", flush=True)
+        url = served_url(port, token)
+        print(f"perfkit {__version__}: serving {path.name} at {url} (Ctrl-C to stop)",
+              flush=True)
+        if open_browser:  # not Voila's: it opens the address without the token
+            _open_browser_when_listening(port, url, Path(tmp))
         try:
+            # token: Voila's (the token of jupyter_server's identity provider); "" = none
             Voila.launch_instance(
-                argv=voila_argv(path, port, open_browser, template, preheat=preheat),
+                argv=voila_argv(path, port, False, template, preheat=preheat), token=token,
                 tornado_settings={"websocket_max_message_size": WEBSOCKET_MAX_MESSAGE_BYTES})
         finally:
             for name, value in saved.items():

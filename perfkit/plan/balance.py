@@ -335,9 +335,10 @@ def balance_pipeline(layers: Sequence[LayerType], pp: int, vpp: int, num_micro_b
         stage_memory[s] += n * (lt.memory_parameter + lt.memory_activation[r] * inflight[c, s])
     stage_time = chunk_time.sum(axis=0)
     recompute = {r: a for r, a in recompute.items() if a.any()}
-    nominal = total_body / (p * v)
-    offset = _per_stage_list(per_chunk - int(nominal)) if nominal == int(nominal) \
-        else _per_stage_list(per_chunk)
+    # MindFormers' offset is relative to an even split, which exists only when the chunks
+    # divide the layers (integer arithmetic: no float comparison)
+    nominal, uneven = divmod(int(total_body), p * v)
+    offset = _per_stage_list(per_chunk - nominal) if not uneven else _per_stage_list(per_chunk)
     pipeline_time = m * stage_time.max() + (p - 1) * chunk_time.max()
     ideal_stage = (sum(lt.count * (lt.forward_time + lt.backward_time["none"]) for lt in body)
                    + head_work.sum()) / p

@@ -1,6 +1,7 @@
 """The served dashboard and one headless Chromium page per test module, offline.
 
-``perfkit serve`` runs in a subprocess (preheated kernel, as users get it); Debian's
+``perfkit serve`` runs in a subprocess (preheated kernel, random token, as users get it;
+the page opens the address it prints, token included); Debian's
 Chromium is driven by Playwright (``executable_path=/usr/bin/chromium``, headless, never a
 downloaded browser) with ``--no-sandbox --disable-gpu --disable-background-networking``.
 Every request that does not go to the local server is aborted and recorded in
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,29 +67,64 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of ``perfkit serve`` on a free port (preheated kernel)."""
+#: The address ``perfkit serve`` prints: its own, with the random token it made.
+SERVED_URL = re.compile(r"serving \S+ at (http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+) ")
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running ``perfkit serve``: its address, the token it made, the two together."""
+
+    base: str
+    token: str
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}?token={self.token}"
+
+    def owns(self, url: str) -> bool:
+        """Whether a request of the page goes to this server (http or its websockets)."""
+        return url.startswith((self.base, self.base.replace("http", "ws", 1)))
+
+
+def start_served(log_path: Path, *args: str, timeout_s: float = 120) -> tuple[Any, Served]:
+    """``perfkit serve --port P --no-browser ARGS`` in a subprocess, as a user starts it.
+
+    The token is the random one ``serve`` makes by default, read from the line it prints,
+    exactly as a user copies it. Returns the process and the address once it listens.
+    """
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {k: v for k, v in os.environ.items() if k != "PERFKIT_PROFILE"}
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "serve", "--port",
-                                 str(port), "--no-browser"], stdout=log,
-                                stderr=subprocess.STDOUT, env=env)
-        url = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "serve", "--port",
+                             str(port), "--no-browser", *args], stdout=log,
+                            stderr=subprocess.STDOUT, env=env)
+    log.close()  # the child keeps its own copy
+    deadline = time.monotonic() + timeout_s
+    found = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = found or SERVED_URL.search(log_path.read_text())
+        if found:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return proc, Served(found.group(1), found.group(2))
             except OSError:
-                time.sleep(0.3)
-        try:
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+                pass
+        time.sleep(0.3)
+    proc.terminate()
+    proc.wait(timeout=30)
+    raise AssertionError(f"perfkit serve did not start:\n{log_path.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``perfkit serve`` on a free port (preheated kernel, random token)."""
+    proc, served = start_served(tmp_path_factory.mktemp("serve") / "serve.log")
+    try:
+        yield served
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 class UI:
@@ -138,8 +175,9 @@ class UI:
 
 
 @pytest.fixture(scope="module")
-def page(server: str, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """One Chromium page on the served dashboard for the whole module, offline."""
+def page(server: Served, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One Chromium page on the served dashboard for the whole module, offline, opened at
+    the address with the token (as printed by ``perfkit serve``)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
@@ -150,14 +188,14 @@ def page(server: str, request: pytest.FixtureRequest) -> Iterator[Any]:
 
         def offline(route: Any) -> None:
             url = route.request.url
-            if url.startswith(server) or url.startswith(server.replace("http", "ws")):
+            if server.owns(url):
                 route.continue_()
             else:  # the page must not need anything from outside this machine
                 page.external.append(url)
                 route.abort()
 
         page.route("**/*", offline)
-        page.goto(server, timeout=WAIT_MS)
+        page.goto(server.url, timeout=WAIT_MS)
         page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
         page.wait_for_function(TAB_READY, timeout=WAIT_MS)
         try:

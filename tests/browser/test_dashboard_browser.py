@@ -8,12 +8,19 @@ neither log a console error nor ask for anything outside the machine.
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
 import pytest
 
 from perfkit.widgets import TAB_TITLES, bundled_profiles
 from perfkit.widgets.dashboard import DEFAULT_PROFILE
 
 pytest.importorskip("playwright.sync_api")
+
+WAIT_MS = 120_000
 
 
 def test_the_page_loads_offline_with_the_default_sample(ui) -> None:
@@ -43,3 +50,43 @@ def test_every_tab_of_every_bundled_profile_draws(ui, name: str) -> None:
         assert page.external == [], (name, title, page.external[:3])
         assert page.errors == [], (name, title, page.errors[:3])
     ui.show_tab("Overview")
+
+
+def test_without_its_token_the_server_shows_a_login_page_and_nothing_else(
+        ui, server) -> None:
+    """``perfkit serve`` made a random token (see conftest: the page opened the address it
+    printed). Another user of the machine, who has the port but not the token, gets Voila's
+    login page, never the dashboard or the kernels; the address with the token opens the
+    dashboard in a fresh browser as it did for the module's page."""
+    # plain HTTP without the token, or with a wrong one: redirected to the login form
+    for url in (server.base, f"{server.base}?token={'0' * len(server.token)}"):
+        with urllib.request.urlopen(url, timeout=120) as response:
+            assert urllib.parse.urlsplit(response.url).path == "/login", url
+            body = response.read().decode("utf-8")
+        assert 'type="password"' in body and "new_password" not in body
+        assert "pk-dashboard" not in body and "Opened" not in body and "jupyter-config-data" \
+            not in body
+    # the kernels' API refuses outright
+    kernel = f"{server.base}api/kernels/{uuid.uuid4()}"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(kernel, timeout=120)
+    assert refused.value.code == 403
+    # a browser without the login cookie: the login page; with the token: the dashboard
+    context = ui.page.context.browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        other = context.new_page()
+        errors: list[str] = []
+        other.on("pageerror", lambda e: errors.append(str(e)))
+        other.route("**/*", lambda route: route.continue_() if server.owns(route.request.url)
+                    else route.abort())
+        other.goto(server.base, timeout=WAIT_MS)
+        assert urllib.parse.urlsplit(other.url).path == "/login"
+        assert other.locator("input[type=password]").count() >= 1
+        assert other.locator(".pk-dashboard").count() == 0
+        assert "Opened" not in other.inner_text("body")
+        other.goto(server.url, timeout=WAIT_MS)
+        other.wait_for_selector(".pk-dashboard .pk-chart svg.marks", timeout=WAIT_MS)
+        assert f"Opened {DEFAULT_PROFILE}" in other.inner_text("body")
+        assert errors == []
+    finally:
+        context.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -71,9 +72,10 @@ def server(tmp_path_factory):
     port = _free_port()
     log = (folder / "voila.log").open("w")
     # perfkit's own server: Voila with its CDN-free template
+    token = secrets.token_hex(8)
     code = ("from perfkit.cli import serve; "
             f"serve(notebook={str(folder / 'timeline.ipynb')!r}, port={port}, "
-            "open_browser=False, preheat=False)")
+            f"open_browser=False, preheat=False, token={token!r})")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=folder, stdout=log,
                             stderr=subprocess.STDOUT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -81,12 +83,12 @@ def server(tmp_path_factory):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            urllib.request.urlopen(url, timeout=120).close()
+            urllib.request.urlopen(f"{url}?token={token}", timeout=120).close()
             break
         except (urllib.error.URLError, ConnectionError):
             time.sleep(1)
     try:
-        yield url
+        yield url, token
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -94,6 +96,7 @@ def server(tmp_path_factory):
 
 
 def test_timeline_jupyterchart_draws_tooltips_and_zooms_offline(server):
+    server, token = server
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -111,7 +114,7 @@ def test_timeline_jupyterchart_draws_tooltips_and_zooms_offline(server):
                 route.abort()
 
         page.route("**/*", offline)
-        page.goto(server, timeout=WAIT_MS)
+        page.goto(f"{server}?token={token}", timeout=WAIT_MS)
         # canvas: the renderer docs/timeline.md recommends (zoom 3x faster than SVG at 5k)
         chart = page.wait_for_selector(".vega-embed canvas", timeout=WAIT_MS)
         box = chart.bounding_box()
