@@ -24,6 +24,10 @@ import perfkit as pk
 from .conftest import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WAIT_MS, _free_port
 
 
+#: The token the student's app is served with (a class's instructor hands out the address).
+TOKEN = "lab-browser-test-token"
+
+
 @pytest.fixture(scope="module")
 def student(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pack = pk.lab.make(tmp_path_factory.mktemp("lab") / "class", students=1, seed=2,
@@ -38,7 +42,8 @@ def app(student: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     env = {k: v for k, v in os.environ.items() if k not in ("PERFKIT_PROFILE", "PERFKIT_LAB")}
     with log_path.open("w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "serve", "--lab",
-                                 str(student), "--port", str(port), "--no-browser"],
+                                 str(student), "--port", str(port), "--no-browser",
+                                 "--token", TOKEN],
                                 stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -73,7 +78,7 @@ def page(app: str) -> Iterator[Any]:
                 route.abort()
 
         page.route("**/*", offline)
-        page.goto(app, timeout=WAIT_MS)
+        page.goto(f"{app}?token={TOKEN}", timeout=WAIT_MS)
         page.wait_for_selector("text=right so far", timeout=WAIT_MS)
         try:
             yield page
