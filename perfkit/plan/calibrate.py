@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,6 +247,28 @@ def _measured_from_steps(steps: pd.DataFrame) -> dict[str, float]:
 
 
 _COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")
+
+#: What calibrate reads from a loaded profile (the job and the operator table), kept per
+#: profile object and job overrides, so that calibrating the same profile again (a
+#: dashboard re-fitting after a field changed) does not read its tables again.
+_READS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _profile_reads(source: Any, overrides: dict[str, Any]) -> tuple[Any, pd.DataFrame | None]:
+    from ..analysis import operator_efficiency  # the plan layer reads the profile's tables
+    from ..job import infer_job
+
+    key = tuple(sorted((k, v) for k, v in overrides.items()))
+    try:
+        cached = _READS.setdefault(source, {})
+    except TypeError:  # not weak-referenceable: read every time
+        cached = {}
+    if key not in cached:
+        inferred = infer_job(source, **overrides)
+        eff = operator_efficiency(source, inferred.hardware) \
+            if inferred.hardware is not None else None
+        cached[key] = (inferred, eff)
+    return cached[key]
 _COMPUTE_PARTS = ("compute", "recompute", "optimizer")
 
 
@@ -520,8 +543,9 @@ def _infer_behaviour(eff: pd.DataFrame, job: CalibratedJob, am: ActivationModel 
             style = "all" if a > 0.5 else "needed"
             if style != rates.recompute_style:
                 rates = rates.replace(recompute_style=style)
-            notes.append(f"full recompute reruns {'the whole forward' if style == 'all' else 'only what the backward needs'} "
-                         f"(MLP output/input projection calls {ratio:.2f})")
+            what = "the whole forward" if style == "all" else "only what the backward needs"
+            notes.append(f"full recompute reruns {what} (MLP output/input projection calls "
+                         f"{ratio:.2f})")
     return am, rates
 
 
@@ -529,27 +553,34 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
                   hardware: Hardware | str | None, am: ActivationModel | None, rates: Rates,
                   static_scheme: str | None, notes: list[str], skip_first_steps: int,
                   job_kw: dict[str, Any]) -> tuple[CalibratedJob, Rates, dict[str, Any]]:
-    from ..analysis import operator_efficiency  # the plan layer reads the profile's tables
-    from ..job import infer_job
-
     overrides = {k: v for k, v in (("model", model), ("parallel", parallel),
                                    ("hardware", hardware)) if v is not None}
-    inferred = infer_job(source, **overrides)
-    missing = [n for n in ("model", "hardware") if getattr(inferred, n) is None]
-    if missing:
-        raise InvalidArgumentError(missing[0], "the profile does not show it; pass it to "
-                                   "calibrate()", None)
-    job = CalibratedJob(inferred.model, inferred.parallel, inferred.hardware,
-                        inferred.parallel.global_batch_size, inferred.model.seq_length,
-                        am or ActivationModel(),
-                        static_scheme or ("megatron" if "pytorch" in str(
-                            getattr(source.meta, "framework", "")).lower()
-                            and not str(inferred.hardware.name).startswith("ascend")
-                            else "mindspore"), inferred.dtype, **job_kw)
+    inferred, eff = _profile_reads(source, overrides)
+    # what the user passed wins as given (the profile may not pin the whole model down)
+    job_model = model if model is not None else inferred.model
+    job_parallel = parallel if parallel is not None else inferred.parallel
+    job_hw = Hardware.preset(hardware) if isinstance(hardware, str) else (
+        hardware if hardware is not None else inferred.hardware)
+    for name, value in (("model", job_model), ("hardware", job_hw)):
+        if value is None:
+            raise InvalidArgumentError(name, "the profile does not show it; pass it to "
+                                       "calibrate()", None)
+    framework = str(getattr(source.meta, "framework", "")).lower()
+    scheme = static_scheme or ("megatron" if "pytorch" in framework
+                               and not job_hw.name.startswith("ascend") else "mindspore")
+    dtype = inferred.dtype if inferred.dtype in job_hw.peak_flops else None
+    if inferred.dtype is not None and dtype is None:
+        notes.append(f"the profile's matrix dtype {inferred.dtype} has no peak on "
+                     f"{job_hw.name}: its {job_hw.default_dtype} peak is used")
+    job = CalibratedJob(job_model, job_parallel, job_hw, job_parallel.global_batch_size,
+                        job_model.seq_length, am or ActivationModel(), scheme, dtype,
+                        **job_kw)
+    if eff is None or (hardware is not None and inferred.hardware != job_hw):
+        from ..analysis import operator_efficiency
+        eff = operator_efficiency(source, job_hw)
     terms: list[tuple[str, float, str]] = []
-    eff = operator_efficiency(source, job.hardware)
     kinds_measured: set[str] = set()
-    if len(eff):
+    if eff is not None and len(eff):
         am_fit, rates = _infer_behaviour(eff, job, am, rates, notes)
         job = CalibratedJob(**{**job.__dict__, "activation_model": am_fit})
         rates = _fit_operators(eff, job, rates, terms, notes)
@@ -562,7 +593,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         else m["step"]
     kernels = float(eff["count"].sum() / max((eff["total_us"] / eff["per_step_us"])
                                               .replace([np.inf], np.nan).median(), 1.0)) \
-        if len(eff) else 0.0
+        if eff is not None and len(eff) else 0.0
     if kernels > 0 and m["free"] > 0:
         gap = m["free"] / kernels
         rates = rates.replace(kernel_gap_s=gap, overhead_s=0.0)

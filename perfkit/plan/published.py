@@ -257,9 +257,10 @@ def _llama3() -> list[PublishedRun]:
                 "FLOPs with causal attention (convention not stated)")
         if not stats:
             note += ("; left out of the statistics: at 131,072 tokens the attention core is "
-                     "45 % of the FLOPs, so the unstated convention (causal or not) moves "
-                     "the implied step time by 40 %, and the fused attention kernel's "
-                     "speed, which a step time cannot calibrate, dominates the step")
+                     "40 % of a layer's FLOPs (causal count), so the unstated convention "
+                     "(causal or not) moves the implied step time by 40 %, and the fused "
+                     "attention kernel's speed, which a step time cannot calibrate, weighs "
+                     "as much as the GEMMs'")
         runs.append(PublishedRun(
             f"llama3-{gpus}-cp{cp}", LLAMA3,
             f"Table 4, {gpus:,} GPUs, TP 8 CP {cp} PP 16 DP {dp}, sequence {seq:,}: "
