@@ -169,7 +169,7 @@ class Rates:
         """A copy with some fields changed; ``link_efficiency``/``overlap`` may be partial
         (a group set to None goes back to its tier's default)."""
         for name in ("link_efficiency", "overlap"):
-            if name in changes and changes[name] is not None:
+            if isinstance(changes.get(name), Mapping):
                 changes[name] = {**getattr(self, name), **dict(changes[name])}
         return dataclasses.replace(self, **changes)
 
