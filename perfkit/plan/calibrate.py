@@ -549,6 +549,21 @@ def _infer_behaviour(eff: pd.DataFrame, job: CalibratedJob, am: ActivationModel 
     return am, rates
 
 
+def _kernels_per_rank_step(source: Any) -> float:
+    """Compute kernels a rank launches per step (median over ranks and steps), 0 if unknown."""
+    try:
+        k = source.kernels
+    except (PerfkitError, OSError, ValueError):
+        return 0.0
+    if k is None or len(k) == 0 or "rank" not in k.columns:
+        return 0.0
+    if "category" in k.columns:
+        k = k[k["category"] != "communication"]
+    keys = ["rank", "step"] if "step" in k.columns else ["rank"]
+    sizes = k.groupby(keys).size()
+    return float(sizes.median()) if len(sizes) else 0.0
+
+
 def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig | None,
                   hardware: Hardware | str | None, am: ActivationModel | None, rates: Rates,
                   static_scheme: str | None, notes: list[str], skip_first_steps: int,
@@ -591,9 +606,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     m = _measured_from_steps(steps)
     measured = inferred.step_time_s if inferred.step_time_s and not skip_first_steps \
         else m["step"]
-    kernels = float(eff["count"].sum() / max((eff["total_us"] / eff["per_step_us"])
-                                              .replace([np.inf], np.nan).median(), 1.0)) \
-        if eff is not None and len(eff) else 0.0
+    kernels = _kernels_per_rank_step(source)
     if kernels > 0 and m["free"] > 0:
         gap = m["free"] / kernels
         rates = rates.replace(kernel_gap_s=gap, overhead_s=0.0)
