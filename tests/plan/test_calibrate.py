@@ -57,6 +57,28 @@ def test_step_time_calibration_scales_the_compute_rates_only():
     assert sum(cal.parts.values()) == pytest.approx(49.05, rel=1e-6)
 
 
+def test_a_step_faster_than_the_compute_allows_scales_the_links_then_says_so():
+    # Llama2-13B, dp 16 over two 8-device nodes: the gradient traffic crosses RDMA
+    model, hw = pk.ModelSpec.preset("llama2-13b"), pk.Hardware.preset("ascend-910b")
+    par = pk.ParallelConfig(dp=16, micro_batch_size=2, optimizer_shard=16, recompute="full")
+    peak = {"gemm_efficiency": 1.0, "memory_efficiency": 1.0}
+    capped = plan.predict(None, model, par, hw, overrides=peak).step_s
+    ideal = plan.predict(None, model, par, hw, overrides={**peak, "link_efficiency": 1.0}).step_s
+    assert ideal < capped
+    # between the two: compute at its cap, the links make up the rest, and the fit closes
+    target = (capped + ideal) / 2
+    cal = plan.calibrate(target, model, par, hw)
+    assert cal.estimated_step_s == pytest.approx(target, rel=1e-6)
+    assert abs(cal.residual) < 1e-6
+    assert cal.rates.gemm_efficiency == 1.0 and cal.rates.link("dp", False) > \
+        Rates().link("dp", False)
+    assert any("link efficiencies were scaled" in n for n in cal.notes)
+    # faster than even that: the residual says how far off, never a closed-looking 0
+    cal = plan.calibrate(0.9 * ideal, model, par, hw)
+    assert cal.residual == pytest.approx(cal.estimated_step_s / (0.9 * ideal) - 1, rel=1e-9)
+    assert cal.residual > 0.1 and any("stays slower" in n for n in cal.notes)
+
+
 def test_steps_table_splits_compute_communication_and_idle():
     """A table made of known parts gives the parts back (and the measured total)."""
     model = pk.ModelSpec.preset("llama2-7b")

@@ -47,6 +47,8 @@ class PlannerTab(JobTab):
         What the figures were predicted with (the calibration, or why there is none).
     comparison : pandas.DataFrame or None
         The profiled layout measured against predicted (the chart's data).
+    ranked : pandas.DataFrame or None
+        The last search (:func:`~perfkit.widgets.prediction.ranked_layouts`).
     best : pandas.DataFrame or None
         The table of the fastest layouts (:func:`~perfkit.widgets.prediction.best_layouts`).
     """
@@ -67,6 +69,7 @@ class PlannerTab(JobTab):
         self.fit: PlannerFit | None = None
         self.comparison: pd.DataFrame | None = None
         self.best: pd.DataFrame | None = None
+        self.ranked: pd.DataFrame | None = None
         super().__init__(ctx)
         self.keep |= {id(self.controls), id(self.result)}
 
@@ -75,11 +78,11 @@ class PlannerTab(JobTab):
         super().show(profile)
         close_widgets(self.result.children)
         self.result.children = ()
-        self.fit = self.comparison = self.best = None
+        self.fit = self.comparison = self.best = self.ranked = None
 
     def build(self, profile: Any) -> list[W.Widget]:
         job = self.current
-        self.fit = self.comparison = self.best = None
+        self.fit = self.comparison = self.best = self.ranked = None
         if job is not None:
             if job.world_size:
                 self.devices.value = int(job.world_size)
@@ -145,7 +148,7 @@ class PlannerTab(JobTab):
             self.result.children = (html_widget(error(describe_error(exc, "the strategy "
                                                                           "search"))),)
             return
-        self.fit, self.best = fit, best
+        self.fit, self.best, self.ranked = fit, best, ranked
         fits = int(ranked["fits"].sum())
         how = "calibrated on this profile" if fit.source == "profile" else \
             "calibrated on the measured step" if fit.source == "step time" else \
