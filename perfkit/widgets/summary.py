@@ -208,7 +208,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         _row("predicted_step_s", "uncalibrated step estimate", estimate.step_s, "s",
              time_text(estimate.step_s * 1e6),
              "estimate_step, not calibrated on this run (the Planner and "
-             f"perfkit.plan.calibrate fit it): compute {time_text(estimate.compute_s * 1e6, 's')} + bubble "
+             "perfkit.plan.calibrate fit it): compute "
+             f"{time_text(estimate.compute_s * 1e6, 's')} + bubble "
              f"{time_text(estimate.bubble_s * 1e6, 's')} + exposed communication "
              f"{time_text(estimate.exposed_comm_s * 1e6, 's')}; compute at "
              f"{ESTIMATE_EFFICIENCY:.0%} of peak, links at {ESTIMATE_COMM_EFFICIENCY:.0%}, "

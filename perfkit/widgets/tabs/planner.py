@@ -91,7 +91,7 @@ class PlannerTab(JobTab):
         if job is None or job.missing():
             close_widgets(self.result.children)
             self.result.children = ()
-            return [no_job_note(job, "prediction or strategy search")]
+            return [no_job_note(job, "figures, prediction or strategy search")]
         self.fit = fit_job(profile, job)
         self.comparison = measured_against_predicted(profile, self.fit)
         summary = job_summary(job)
