@@ -170,7 +170,10 @@ def test_layout_changes_names_each_difference() -> None:
     assert layout_changes(a, a) == "the profiled layout"
     assert layout_changes(a, b) == ("dp 16 → 8, pp 1 → 2, micro-batch 2 → 1, micro-batches "
                                     "1 → 8, optimizer shard 16 → 8, recompute full → "
-                                    "selective + 2 full per stage")
+                                    "selective + 2 full layers per stage")
+    c = b.replace(recompute_layers=(1, 0))
+    assert layout_changes(b, c) == ("recompute selective + 2 full layers per stage → "
+                                    "selective + 1/0 full layers per stage")
     # expert tp None follows tp: not a change of its own on a dense model
     assert layout_changes(a, a.replace(tp=2, dp=8, optimizer_shard=8)) == \
         "dp 16 → 8, tp 1 → 2, optimizer shard 16 → 8"

@@ -189,8 +189,10 @@ _LABELS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "v
 
 
 def _recompute_text(parallel: ParallelConfig) -> str:
-    if parallel.recompute == "selective" and parallel.recompute_layers:
-        return f"selective + {parallel.recompute_layers} full per stage"
+    layers = parallel.recompute_layers
+    if parallel.recompute == "selective" and layers:
+        per_stage = "/".join(map(str, layers)) if isinstance(layers, tuple) else layers
+        return f"selective + {per_stage} full layers per stage"
     return str(parallel.recompute)
 
 
