@@ -2,8 +2,10 @@
 
 Run: python benchmarks/bench_plan.py
 Prints candidates evaluated per second for a few search spaces (median of 5 runs; the
-default space explores context parallelism, and expert parallelism for MoE models) and
-the solve time of the balancer on an 80-layer, pp=8, vpp=2 problem.
+default space explores context parallelism, and expert parallelism for MoE models), first
+with the first-order model, then with a calibration (``search(..., calibration=cal)``:
+the calibrated step model of ``perfkit.plan.predict``, with its band), and the solve time
+of the balancer on an 80-layer, pp=8, vpp=2 problem.
 """
 
 from __future__ import annotations
@@ -16,17 +18,44 @@ from perfkit import plan
 
 
 def time_search(name: str, model: pk.ModelSpec, hw: pk.Hardware, devices: int, gbs: int,
-                space: plan.SearchSpace | None = None, repeat: int = 5) -> None:
-    times = []
+                space: plan.SearchSpace | None = None, repeat: int = 5,
+                calibration: plan.Calibration | None = None) -> None:
+    times, cpu = [], []
     rows = 0
     for _ in range(repeat):
-        start = time.perf_counter()
-        frame = plan.search(model, hw, devices, gbs, space=space, include_rejected=True)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        frame = plan.search(model, hw, devices, gbs, space=space, include_rejected=True,
+                            calibration=calibration)
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         rows = len(frame)
-    best = statistics.median(times)
-    print(f"search  {name:<44} {rows:>9,d} candidates  {best:7.3f} s  "
-          f"{rows / best:>12,.0f} candidates/s")
+    best, best_cpu = statistics.median(times), statistics.median(cpu)
+    label = "search+cal" if calibration is not None else "search    "
+    # CPU time too: on a shared machine the wall clock also counts other jobs' turns
+    print(f"{label} {name:<44} {rows:>9,d} candidates  {best:7.3f} s  "
+          f"{rows / best:>12,.0f} candidates/s ({rows / best_cpu:,.0f} per CPU second)")
+
+
+def calibrated_searches(hw: pk.Hardware, wide: plan.SearchSpace,
+                        widest: plan.SearchSpace) -> None:
+    """The same spaces, ranked with a calibration (a measured step of one layout)."""
+    npu = pk.Hardware.preset("ascend-910b")
+    llama13 = pk.ModelSpec.preset("llama2-13b")
+    cal = plan.calibrate(pk.load("sample:llama2-13b-baseline-dp16"))
+    time_search("llama2-13b, 16 devices, gbs 1024", llama13, npu, 16, 1024, calibration=cal)
+    gpt = pk.ModelSpec.preset("gpt3-175b")
+    cal = plan.calibrate(18.0, gpt, pk.ParallelConfig(dp=8, tp=8, pp=8,
+                                                      num_micro_batches=64), hw)
+    time_search("gpt3-175b, 3072 devices, gbs 1536, wide", gpt, hw, 3072, 1536, wide,
+                calibration=cal)
+    time_search("gpt3-175b, 6144 devices, gbs 6144, widest", gpt, hw, 6144, 6144, widest,
+                calibration=cal)
+    moe = plan.SearchSpace(expert_tp=(None, 1))
+    mixtral = pk.ModelSpec.preset("mixtral-8x7b")
+    cal = plan.calibrate(8.0, mixtral, pk.ParallelConfig(dp=8, tp=2, ep=4,
+                                                         num_micro_batches=16), hw)
+    time_search("mixtral-8x7b, 64 devices, gbs 512, ep and expert_tp", mixtral, hw, 64, 512,
+                moe, calibration=cal)
 
 
 def main() -> None:
@@ -53,6 +82,7 @@ def main() -> None:
                 pk.ModelSpec.preset("mixtral-8x7b"), hw, 64, 512, moe)
     time_search("deepseek-v3 (64 layers), 2048 devices, gbs 4096",
                 pk.ModelSpec.preset("deepseek-v3", num_layers=64), hw, 2048, 4096, moe)
+    calibrated_searches(hw, wide, widest)
 
     model = pk.ModelSpec.preset("llama2-70b")
     par = pk.ParallelConfig(tp=8, pp=8, vpp=2, num_micro_batches=16, sequence_parallel=True)

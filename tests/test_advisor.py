@@ -231,9 +231,11 @@ BUNDLED_TOP = {
     "simulated/slow-rank": "slow_ranks",
     "simulated/slow-link": "slow_link",
     "simulated/data-stall": "data_loading",
-    # the seed's Llama2-13B starting point recomputes every layer with memory to spare:
-    # the seed's first advice is to turn full recompute off
-    "simulated/llama2-13b-baseline-dp16": "recompute_headroom",
+    # the seed's Llama2-13B starting point reduces every gradient and gathers every weight
+    # across the two nodes for 2 sequences per step (a quarter of the step), and
+    # recomputes every layer with memory to spare: the seed's two fixes, pipeline and
+    # less recompute, are its first two findings
+    "simulated/llama2-13b-baseline-dp16": ("exposed_communication", "recompute_headroom"),
     # two tensor-parallel ranks: the all-reduces between the layers' kernels are not hidden
     "simulated/llama2-7b-tp2": "exposed_communication",
 }
@@ -243,7 +245,10 @@ BUNDLED_TOP = {
 @pytest.mark.parametrize("name", sorted(BUNDLED_TOP))
 def test_bundled_profiles(name: str) -> None:
     found = advise(load(BUNDLED / name, cache=False), hardware=HW)
-    assert found[0].rule == BUNDLED_TOP[name], [(f.rule, round(f.score, 3)) for f in found]
+    expected = BUNDLED_TOP[name]
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = tuple(f.rule for f in found[:len(expected)])
+    assert got == expected, [(f.rule, round(f.score, 3)) for f in found]
     assert not [f for f in found if "could not run" in f.title]
 
 

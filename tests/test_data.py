@@ -150,7 +150,10 @@ def test_case_study_configurations(clusters: dict) -> None:
     stage1 = [r for r in tuned.ranks if r >= 8]
     assert (fa[stage1] == grad[stage1]).all()
     assert (fa.drop(stage1) > grad.drop(stage1)).all()
-    # both process the same global batch (64 sequences): the tuned layout is faster
-    assert _step_time(tuned.steps).mean() < 0.9 * _step_time(base.steps).mean()
+    # per device and second the tuned layout runs more tokens (the baseline runs 2
+    # sequences per device and step, the tuned one 8 micro-batches of one on two stages)
+    base_rate = 16 * 2 * 4096 / (_step_time(base.steps).mean() * 16)
+    tuned_rate = 8 * 8 * 4096 / (_step_time(tuned.steps).mean() * 16)
+    assert tuned_rate > 1.25 * base_rate
     # the pipeline crosses the nodes, the baseline's gradient reduction does
     assert set(tuned.comm_bandwidth.query("size_bytes > 0")["transport"]) >= {"RDMA", "HCCS"}

@@ -18,6 +18,7 @@ import pytest
 import perfkit as pk
 from perfkit import cli
 from perfkit.journal import Journal, fingerprint
+from perfkit.simulate.scenarios import scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "data" / "journals" / "llama2-13b-case.sqlite"
@@ -76,7 +77,8 @@ def test_numbers_against_the_profiles_files(journal: Journal, label: str, name: 
     step = _step_s(SIM / name)
     assert record.metric("step_time_s") == pytest.approx(step, rel=1e-9)
     tokens = job["global_batch_size"] * job["seq_length"]
-    assert tokens == 64 * 4096  # what the scenario simulated
+    simulated = scenario(name).parallel  # what the scenario simulated
+    assert tokens == simulated.global_batch_size * 4096
     devices = job["dp"] * job["tp"] * job["pp"]
     assert record.metric("tokens_per_s_per_device") == pytest.approx(tokens / (step * devices))
     assert record.metric("tokens_per_s_per_p") == pytest.approx(tokens / (step * job["dp"]))
@@ -98,7 +100,11 @@ def test_the_pipelined_profile_regenerates_with_its_fingerprint(
 def test_the_case_reads_as_the_guide_tells_it(journal: Journal) -> None:
     first = journal.compare("baseline", "pipelined")
     assert first.sentence().startswith("pipeline 1→2, data parallel 16→8")
-    assert first.metric("peak_memory_bytes")["delta"] < 0  # the pipeline frees memory
+    # per device the replay moves as the guide measured: 1,860 -> 2,136 -> 2,562 tokens/s/p
+    # (perf_optimize.md, Llama2-13B case), each step within 5 % of the guide's gain
+    per_device = journal.runs().set_index("label")["tokens_per_s_per_device"]
+    for label, guide in (("pipelined", 2136 / 1860), ("tuned", 2562 / 1860)):
+        assert per_device[label] / per_device["baseline"] == pytest.approx(guide, rel=0.05)
     second = journal.compare("pipelined", "tuned")
     assert second.sentence().startswith("recompute full→selective")
     assert second.metric("recompute_flops_per_step")["delta"] < 0

@@ -245,7 +245,7 @@ def test_an_invalid_job_edit_shows_a_message_and_keeps_the_job(board) -> None:
     assert board.job.message.value == "" and board.job.job.source("tp") == "profile"
     board.job.controls["num_micro_batches"].value = "8"
     assert board.job.job.source("num_micro_batches") == "user"
-    assert board.job.job.global_batch_size == 16 * 1 * 8
+    assert board.job.job.global_batch_size == 16 * 2 * 8  # dp x micro-batch size x count
     board.job.reset()
     assert board.job.job.source("num_micro_batches") == "profile"
 

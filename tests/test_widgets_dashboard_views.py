@@ -83,10 +83,10 @@ def test_the_overview_headline_of_the_default_sample(board) -> None:
     step_us = max(r["Computing"] + r["Communication(Not Overlapped)"] + r["Free"]
                   for r in rows)  # one step: the slowest rank's
     assert f"{step_us / 1e6:.2f} s</div>" in html
-    tps = 64 * 4096 / (step_us / 1e6 * 16)  # global batch x seq / (step x devices)
+    tps = 32 * 4096 / (step_us / 1e6 * 16)  # global batch x seq / (step x devices)
     assert f"{tps:,.0f} tokens/s per device" in html
     assert re.search(r"<div class='pk-k'>MFU</div><div class='pk-v'>\d+\.\d %</div>", html)
-    assert job.global_batch_size == 64 and job.seq_length == 4096
+    assert job.global_batch_size == 32 and job.seq_length == 4096  # dp 16 x 2 sequences
     # the split: computing 88.9 %, exposed communication, free; no bubble without pp
     assert "computing <b>" in html and "exposed communication <b>" in html
     assert "pipeline bubble" not in html.split("Top findings")[0]

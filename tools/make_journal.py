@@ -46,13 +46,15 @@ PIPELINED = "llama2-13b-pipelined-dp8-pp2"
 RUNS = (
     ("baseline", "llama2-13b-baseline-dp16", "1,860 tokens/s/p",
      "The seed's starting point: pure data parallel, every layer recomputed to fit in "
-     "memory. Seed (dp 8 on one node, 40 layers): about 1,860 tokens/s/p, MFU 40 %. "
-     "Simulated: 8 of the 40 layers, dp 16 over two nodes."),
+     "memory, one micro-batch of 2 sequences per step. Seed (dp 8 on one node, 40 "
+     "layers): about 1,860 tokens/s/p, MFU 40 %. Simulated: 8 of the 40 layers, dp 16 over "
+     "two nodes; a quarter of the step is the gradient reduce-scatter and weight all-gather "
+     "of every parameter, paid for 2 sequences."),
     ("pipelined", PIPELINED, "2,136 tokens/s/p",
      "Change the split: two pipeline stages (one per node), dp 8 inside each, still full "
-     "recompute. Seed (128 micro-batches): 2,136 tokens/s/p. Simulated with 8 "
-     "micro-batches, so the bubble is about 1/8 of the work instead of 1/128: the step "
-     "gets slower here, but the memory per device falls, which the next step spends."),
+     "recompute. Seed (128 micro-batches): 2,136 tokens/s/p (+15 %). Each device holds half "
+     "the parameters, their traffic stays inside a node and is paid once per 8 "
+     "micro-batches; the price is the bubble, (p - 1)/m. Simulated: +15 % per device too."),
     ("tuned", "llama2-13b-tuned-dp8-pp2", "2,562 tokens/s/p",
      "Spend the freed memory: selective recompute (SiLU/Mul) and full recompute only for "
      "the first layers of stage 0. Seed (recompute [4, 0] of 20 layers per stage): "

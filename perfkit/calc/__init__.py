@@ -1,7 +1,9 @@
 """Calculators: pure functions of ModelSpec / ParallelConfig / Hardware.
 
 Every function documents its formula and source; conventions are parameters.
-See docs/calculators.md for the overview. The published tools' own formulas live in
+See docs/calculators.md for the overview; the calibrated step model (what
+``perfkit.plan.predict`` runs) is :mod:`perfkit.calc.timing` with its rates in
+:mod:`perfkit.calc.rates`. The published tools' own formulas live in
 :mod:`perfkit.calc.deepspeed`, :mod:`perfkit.calc.megatron` and
 :mod:`perfkit.calc.llm_analysis`; activation memory in :mod:`perfkit.calc.activation`.
 """
@@ -35,6 +37,7 @@ from .pipeline import (
     in_flight_micro_batches,
     interleave_memory_penalty,
 )
+from .rates import Rates
 from .step import StepEstimate, estimate_step
 from .throughput import (
     linearity,
@@ -51,6 +54,7 @@ __all__ = [
     "CommItem",
     "CommVolume",
     "MemoryBreakdown",
+    "Rates",
     "StepEstimate",
     "activation_memory",
     "activation_per_layer",

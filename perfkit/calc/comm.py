@@ -5,17 +5,20 @@ ranks sends ``2·(n−1)/n·M``; all-gather and reduce-scatter send ``(n−1)/n�
 full, gathered size); all-to-all sends ``(n−1)/n·M``; point-to-point sends ``M``.
 
 Sources: Rajbhandari et al. 2020 (ZeRO) §7 — data parallel and ZeRO-1/2 move ``2Ψ``,
-ZeRO-3 ``3Ψ``; Shoeybi et al. 2019 / Korthikanti et al. 2022 §4.2 — tensor parallel:
-2 all-reduces forward and 2 backward per layer of ``b·s·h`` elements, replaced by
-all-gather + reduce-scatter pairs of the same total with sequence parallel;
-Narayanan et al. 2021 §4.1 — pipeline send/recv of ``b·s·h`` per micro-batch per
-boundary (``/t`` with the scatter-gather optimisation); MoE expert-parallel all-to-all of
-``top_k·b·s·h`` for dispatch and again for combine (llm-analysis), forward and backward, per
-MoE layer; context parallelism (Megatron-LM ``docs/user-guide/features/context_parallel.md``):
-every attention layer all-gathers the keys and values of the sequence in the forward, again
-in the backward, and reduce-scatters their gradients — point-to-point in a ring
-(``cp_comm_type="p2p"``, Megatron's default) or as collectives (``"all_gather"``), the same
-bytes either way: ``(cp−1)/cp`` of ``2·s·b·g·d`` elements (K and V) each time.
+ZeRO-3 ``3Ψ``; Shoeybi et al. 2019 / Korthikanti et al. 2022 §4.2 — tensor parallel: 2
+all-reduces forward and 2 backward per layer of ``b·s·h`` elements, replaced by all-gather
++ reduce-scatter pairs of the same total with sequence parallel; Narayanan et al. 2021
+§4.1 — pipeline send/recv of ``b·s·h/t`` per micro-batch per boundary: Megatron scatters
+each activation over the ``t`` tensor-parallel ranks before the send and all-gathers it
+(over the fast intra-node links) after, with or without sequence parallelism (the
+"scatter/gather communication optimization"); MoE expert-parallel all-to-all of
+``top_k·b·s·h`` for dispatch and again for combine (llm-analysis), forward and backward,
+per MoE layer; context parallelism (Megatron-LM
+``docs/user-guide/features/context_parallel.md``): every attention layer all-gathers the keys and
+values of the sequence in the forward, again in the backward, and reduce-scatters their
+gradients — point-to-point in a ring (``cp_comm_type="p2p"``, Megatron's default) or as
+collectives (``"all_gather"``), the same bytes either way: ``(cp−1)/cp`` of ``2·s·b·g·d``
+elements (K and V) each time.
 """
 
 from __future__ import annotations
@@ -187,7 +190,7 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
             items.append(CommItem("tp", "all-reduce", tp, m * per_mb, bsh_bytes,
                                   2 * (tp - 1) / tp))
     if pp > 1:
-        message = bsh_bytes / (tp if parallel.sequence_parallel else 1)
+        message = bsh_bytes / tp  # scatter/gather (Narayanan et al. 2021 §4.1)
         items.append(CommItem("pp", "send/recv", 2, 2 * m * v, message, 1.0))
     if model.is_moe and ep > 1:
         moe_layers = sum(model.layer_is_moe(i) for i in range(layers))

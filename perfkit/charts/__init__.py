@@ -16,7 +16,8 @@ One module per tab of the dashboard, the shared pieces apart:
 * :mod:`~perfkit.charts.communication` — ranks that lag behind their peers;
 * :mod:`~perfkit.charts.memory` — memory by component and over time;
 * :mod:`~perfkit.charts.recompute` — the recompute trade-off;
-* :mod:`~perfkit.charts.planner` — candidate strategies and the pipeline plan;
+* :mod:`~perfkit.charts.planner` — measured against predicted, candidate strategies and
+  the pipeline plan;
 * :mod:`~perfkit.charts.advice` — the advisor's findings;
 * :mod:`~perfkit.charts.history` — the tuning journal.
 
@@ -40,7 +41,7 @@ from .memory import MEMORY_COLUMNS as MEMORY_COLUMNS
 from .memory import memory_chart, memory_timeline_chart
 from .operators import roofline_chart, top_operators_chart
 from .overview import STEP_PARTS, step_breakdown_chart
-from .planner import pipeline_plan_chart, strategy_chart
+from .planner import pipeline_plan_chart, prediction_chart, strategy_chart
 from .recompute import recompute_tradeoff_chart
 from .timeline import TIMELINE_COLORS, timeline_chart
 
@@ -48,7 +49,8 @@ __all__ = [
     "memory_chart", "chart_to_svg",
     "step_breakdown_chart", "top_operators_chart",
     "findings_frame", "findings_chart", "findings_html", "roofline_chart",
-    "strategy_chart", "pipeline_plan_chart", "memory_timeline_chart", "slow_ranks_chart",
+    "strategy_chart", "prediction_chart", "pipeline_plan_chart", "memory_timeline_chart",
+    "slow_ranks_chart",
     "recompute_tradeoff_chart", "SVGChart", "svg", "HTMLBlock", "findings_table",
     "STEP_PARTS", "FINDING_COLUMNS", "SEVERITY_ORDER", "SELECTION", "MAX_MARKS",
     "chart_marks", "selection_param", "timeline_chart", "TIMELINE_COLORS",

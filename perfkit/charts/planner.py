@@ -1,4 +1,5 @@
-"""Planner tab: candidate strategies and the pipeline stages' layer plan."""
+"""Planner tab: measured against predicted, candidate strategies and the pipeline stages'
+layer plan."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import pandas as pd
 
 from .base import GIB, require
 
-__all__ = ["strategy_chart", "pipeline_plan_chart"]
+__all__ = ["strategy_chart", "prediction_chart", "pipeline_plan_chart"]
 
 _STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
                      "recompute", "rank")
 
 
 def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None = None,
-                   width: int = 420, height: int = 260) -> alt.LayerChart:
+                   width: int = 420, height: int = 260,
+                   step_title: str = "estimated step time (s)") -> alt.LayerChart:
     """Scatter of candidate strategies: step time against memory per device, by ``fits``.
 
     Parameters
@@ -24,7 +26,9 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
         ``memory_limit_bytes`` (the output of :func:`perfkit.plan.search`, with
         ``include_rejected=True`` to see what does not fit). The columns ``dp``, ``tp``,
         ``pp``, ``vpp``, ``micro_batch_size``, ``num_micro_batches``, ``recompute`` and
-        ``rank`` go into the tooltip when present.
+        ``rank`` go into the tooltip when present; with ``low_s`` and ``high_s`` (a
+        calibrated search: the band of :func:`perfkit.plan.predict`) each point gets a
+        vertical bar over its band.
     n : int, optional
         Keep the first ``n`` rows in ascending ``step_s`` (all when None); searches can
         return thousands of candidates and the fast ones are the interesting ones.
@@ -32,12 +36,15 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
         Chart title.
     width, height : int
         Size in pixels.
+    step_title : str
+        The step axis's title (say whether the step is calibrated).
 
     Returns
     -------
     altair.LayerChart
         Points with ``x = memory_GiB``, ``y = step_s``, ``color = fits``, plus a dashed
-        rule at the memory limit. The point layer's data has one row per candidate kept.
+        rule at the memory limit (and the band's bars, under the points). The point
+        layer's data has one row per candidate kept.
     """
     require(frame, ("step_s", "memory_bytes", "fits", "memory_limit_bytes"),
              "strategy_chart")
@@ -45,6 +52,9 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
     if n is not None:
         data = data.head(n)
     extra = [c for c in _STRATEGY_TOOLTIP if c in data.columns]
+    band = [c for c in ("low_s", "high_s") if c in data.columns]
+    if len(band) == 2 and data["low_s"].notna().any():
+        extra += band
     points = data.loc[:, ["step_s", "fits", *extra]].reset_index(drop=True)
     points["memory_GiB"] = data["memory_bytes"].astype(float).to_numpy() / GIB
     points["fits"] = points["fits"].map({True: "fits", False: "does not fit"})
@@ -53,17 +63,90 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
     limit = pd.DataFrame({"limit_GiB": [float(frame["memory_limit_bytes"].max()) / GIB]})
     dots = alt.Chart(points).mark_point(filled=True, size=40, opacity=0.7).encode(
         x=alt.X("memory_GiB:Q", title="memory per device (GiB)"),
-        y=alt.Y("step_s:Q", title="estimated step time (s)", scale=alt.Scale(zero=False)),
+        y=alt.Y("step_s:Q", title=step_title, scale=alt.Scale(zero=False)),
         color=alt.Color("fits:N", title=None,
                         scale=alt.Scale(domain=["fits", "does not fit"],
                                         range=["#2e86c1", "#c0392b"])),
-        tooltip=[alt.Tooltip("step_s:Q", format=",.3f", title="estimated step (s)"),
+        tooltip=[alt.Tooltip("step_s:Q", format=",.3f", title="step (s)"),
                  alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)"),
-                 *[alt.Tooltip(c) for c in extra]],
+                 *[alt.Tooltip(c, format=",.3f", title=f"band {c[:-2]} (s)")
+                   if c in ("low_s", "high_s") else alt.Tooltip(c) for c in extra]],
     ).interactive()  # zoom and pan
     rule = alt.Chart(limit).mark_rule(color="#c0392b", strokeDash=[4, 3]).encode(
         x=alt.X("limit_GiB:Q"))
-    chart = alt.layer(dots, rule).properties(width=width, height=height)
+    layers = [dots, rule]
+    if "low_s" in points.columns:
+        bars = alt.Chart(points).mark_rule(opacity=0.25).encode(
+            x="memory_GiB:Q", y="low_s:Q", y2="high_s:Q",
+            color=alt.Color("fits:N", legend=None,
+                            scale=alt.Scale(domain=["fits", "does not fit"],
+                                            range=["#2e86c1", "#c0392b"])))
+        layers.insert(0, bars)
+    chart = alt.layer(*layers).properties(width=width, height=height)
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+_PART_COLORS = ("#2e86c1", "#e67e22", "#95a5a6", "#7f8c8d")
+
+
+def prediction_chart(frame: pd.DataFrame, title: str | None = None, width: int = 520,
+                     height: int = 90) -> alt.LayerChart:
+    """The profiled layout's step, measured against predicted: two stacked bars and the band.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :func:`perfkit.widgets.prediction.measured_against_predicted`: columns ``run``
+        (``"measured"``, ``"predicted"``), ``part``, ``seconds``, ``step_s``, ``low_s``
+        and ``high_s`` (on the predicted rows).
+    title : str, optional
+    width, height : int
+        Size in pixels.
+
+    Returns
+    -------
+    altair.LayerChart
+        Bars ``x = seconds`` stacked by ``part``, ``y = run``; a black bar with end ticks
+        over the band ``low_s`` – ``high_s`` on the predicted row; a dashed rule at the
+        measured step across both. The bar layer's data is ``frame`` row for row.
+    """
+    require(frame, ("run", "part", "seconds", "step_s", "low_s", "high_s"),
+            "prediction_chart")
+    data = frame.loc[:, ["run", "part", "seconds", "step_s"]].reset_index(drop=True)
+    data["order"] = data.groupby("run").cumcount()
+    parts = list(dict.fromkeys(data["part"]))
+    runs = ["measured", "predicted"]
+    y = alt.Y("run:N", sort=runs, title=None)
+    bars = alt.Chart(data).mark_bar(height=22).encode(
+        x=alt.X("seconds:Q", title="seconds per step", stack="zero"),
+        y=y, order=alt.Order("order:Q"),
+        color=alt.Color("part:N", title=None, sort=parts,
+                        scale=alt.Scale(domain=parts, range=list(_PART_COLORS[:len(parts)])),
+                        legend=alt.Legend(orient="bottom", labelLimit=320)),
+        tooltip=[alt.Tooltip("run:N"), alt.Tooltip("part:N"),
+                 alt.Tooltip("seconds:Q", format=",.3f", title="seconds"),
+                 alt.Tooltip("step_s:Q", format=",.3f", title="step (s)")])
+    layers: list[alt.Chart] = [bars]
+    band = frame.dropna(subset=["low_s", "high_s"]).drop_duplicates("run")
+    if not band.empty:
+        band = band.loc[:, ["run", "low_s", "high_s", "step_s"]].reset_index(drop=True)
+        base = alt.Chart(band).encode(y=y)
+        layers += [
+            base.mark_rule(color="black", strokeWidth=2).encode(
+                x="low_s:Q", x2="high_s:Q",
+                tooltip=[alt.Tooltip("low_s:Q", format=",.3f", title="band low (s)"),
+                         alt.Tooltip("high_s:Q", format=",.3f", title="band high (s)")]),
+            base.mark_tick(color="black", thickness=2, size=18).encode(x="low_s:Q"),
+            base.mark_tick(color="black", thickness=2, size=18).encode(x="high_s:Q")]
+    measured = frame[frame["run"] == "measured"].drop_duplicates("run")
+    if not measured.empty:
+        rule = pd.DataFrame({"measured_s": [float(measured["step_s"].iloc[0])]})
+        layers.append(alt.Chart(rule).mark_rule(color="black", strokeDash=[4, 3]).encode(
+            x="measured_s:Q",
+            tooltip=[alt.Tooltip("measured_s:Q", format=",.3f", title="measured step (s)")]))
+    chart = alt.layer(*layers).properties(width=width, height=height)
     if title:
         chart = chart.properties(title=title)
     return chart

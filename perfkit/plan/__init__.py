@@ -1,4 +1,4 @@
-"""Planning: parallel-strategy search and pipeline stage balancing."""
+"""Planning: calibrate on a run, predict a layout, search layouts, balance pipeline stages."""
 
 from .balance import (
     BalanceError,
@@ -9,12 +9,20 @@ from .balance import (
     layers_from_model,
     read_sapp_layers,
 )
-from .calibrate import Calibration, calibrate
+from .calibrate import CalibratedJob, Calibration, calibrate
+from .predict import Prediction, predict
+from .published import PUBLISHED_RUNS, PublishedRun, published_runs
 from .search import SearchSpace, candidates, search, to_parallel_config
 
 __all__ = [
+    "CalibratedJob",
     "Calibration",
     "calibrate",
+    "Prediction",
+    "predict",
+    "PUBLISHED_RUNS",
+    "PublishedRun",
+    "published_runs",
     "SearchSpace",
     "candidates",
     "search",

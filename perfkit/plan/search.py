@@ -27,8 +27,11 @@ from ..calc import (
     static_memory,
 )
 from ..calc.memory import stage_parameters
+from ..calc.rates import Rates
+from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, check_fraction, check_positive, check_positive_int
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .predict import DEFAULT_SIGMA, MEASURED_SIGMA, MODEL_UNCERTAINTY, PART_RATES
 
 __all__ = ["SearchSpace", "search", "candidates", "to_parallel_config"]
 
@@ -232,8 +235,14 @@ def search(model: ModelSpec, hardware: Hardware, num_devices: int, global_batch_
 cp_overlap, overhead_s
         The step model's terms (see :func:`perfkit.calc.estimate_step`).
     calibration : Calibration, optional
-        From :func:`perfkit.plan.calibrate`: its efficiency, comm_efficiency and
-        overhead replace the three arguments.
+        From :func:`perfkit.plan.calibrate`: rank with the calibrated step model
+        (:func:`perfkit.calc.timing.step_times` at the fitted rates — exactly what
+        :func:`perfkit.plan.predict` gives for the same layout) instead of the first-order
+        one; ``efficiency``, ``comm_efficiency``, the overlaps and ``overhead_s`` are then
+        ignored, the calibration's activation model is the default, and the frame gains
+        ``recompute_s``, ``optimizer_s``, ``low_s`` and ``high_s`` (the band of
+        :func:`perfkit.plan.predict`); the ``*_comm_s`` columns are then each group's
+        *exposed* time.
     static_scheme : {"mindspore", "megatron"}
         Static-memory accounting.
     activation_model : ActivationModel, optional
@@ -255,10 +264,6 @@ cp_overlap, overhead_s
         activation_bytes, memory_bytes, memory_limit_bytes, fits`` and ``rank`` (1 =
         fastest that fits; ties go to the one using less memory), sorted by rank.
     """
-    if calibration is not None:
-        efficiency = calibration.efficiency
-        comm_efficiency = calibration.comm_efficiency
-        overhead_s = calibration.overhead_s
     eff = check_fraction("efficiency", efficiency, allow_zero=False)
     ceff = check_fraction("comm_efficiency", comm_efficiency, allow_zero=False)
     overlaps = {"dp": check_fraction("dp_overlap", dp_overlap),
@@ -277,6 +282,16 @@ cp_overlap, overhead_s
     if cols is None:
         raise InvalidArgumentError("num_devices", f"no valid configuration of {num_devices} "
                                    f"devices for global_batch_size={global_batch_size}")
+    if calibration is not None:
+        rates = getattr(calibration, "rates", None)
+        if not isinstance(rates, Rates):
+            raise InvalidArgumentError("calibration", "must come from perfkit.plan.calibrate",
+                                       type(calibration).__name__)
+        job = getattr(calibration, "job", None)
+        am = activation_model or getattr(job, "activation_model", None)
+        return _evaluate_calibrated(model, hardware, cols, calibration, rates, dtype,
+                                    static_scheme, limit, am, activation_convention, causal,
+                                    include_rejected)
     return _evaluate(model, hardware, cols, eff, ceff, overlaps, float(overhead_s), dtype,
                      static_scheme, limit, activation_model, activation_convention, causal,
                      include_rejected)
@@ -345,7 +360,7 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
     dp_bytes += np.where(expert_group > 1, 2 * (expert_group - 1) / np.maximum(expert_group, 1)
                          * split["experts"] * grad_bytes, 0.0)
     tp_bytes = np.where(tp > 1, m * (4 * n + 2 * k) * bsh * 2 * (tp - 1) / tp, 0.0)
-    pp_bytes = np.where(pp > 1, 2 * m * v * bsh / np.where(sp, tp, 1.0), 0.0)
+    pp_bytes = np.where(pp > 1, 2 * m * v * bsh / tp, 0.0)  # scatter/gather over tp
     if model.is_moe:
         moe0 = n - np.minimum(model.first_dense_layers, n)
         ep_count = (4 * moe0 + 2 * np.minimum(k, moe0)) * m
@@ -384,6 +399,77 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
                "mfu": flops_per_token(model, causal) * per_device / peak,
                "static_bytes": static, "activation_bytes": activation,
                "memory_bytes": memory, "memory_limit_bytes": np.full(len(dp), limit),
+               "fits": fits}
+    out.update({name: values[order] for name, values in results.items()})
+    frame = pd.DataFrame(out, columns=_COLUMNS + list(results))
+    ranked = int(frame["fits"].sum())
+    frame["rank"] = pd.array(list(range(1, ranked + 1)) + [pd.NA] * (len(frame) - ranked),
+                             dtype="Int64")
+    return frame
+
+
+def _max_stage_params(model: ModelSpec, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Dense and expert parameters per device of the most loaded stage, per candidate."""
+    shard_keys = {name: c[name] for name in ("tp", "pp", "ep", "expert_tp")}
+    split = {}
+    for part in ("total", "experts"):
+        split[part] = _lookup(shard_keys, lambda t, p, e, x, part=part: max(
+            stage_parameters(model, _config(e * (x or t), t, p, 1, e, x,
+                                            num_micro_batches=int(p))),
+            key=lambda st: st["total"])[part])
+    return {"dense": split["total"] - split["experts"], "experts": split["experts"]}
+
+
+def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray],
+                         calibration: object, rates: Rates, dtype: str | None, scheme: str,
+                         limit: float, activation_model: ActivationModel | None,
+                         convention: str, causal: bool, include_rejected: bool
+                         ) -> pd.DataFrame:
+    """Every candidate through the calibrated step model, with the band of ``predict``."""
+    out = step_times(model, hw, rates, c, params=_max_stage_params(model, c),
+                     activation_model=activation_model, dtype=dtype)
+    step = out["step_s"]
+    measured = getattr(calibration, "measured", frozenset())
+    terms = [np.full(len(step), float(getattr(calibration, "residual", 0.0))),
+             np.full(len(step), MODEL_UNCERTAINTY)]
+    for name in PART_NAMES:
+        sigma = MEASURED_SIGMA if PART_RATES[name] in measured else DEFAULT_SIGMA
+        terms.append(sigma * out[name] / step)
+    u = np.sqrt(np.sum(np.square(terms), axis=0))
+    pp, v, k = (c[name].astype(float) for name in ("pp", "vpp", "full_layers_per_stage"))
+    n = model.num_layers / pp
+    static = _static(model, c, scheme, c["num_micro_batches"].astype(float), pp)
+    activation = _activation(model, c, activation_model, convention, n, k, v)
+    tokens = c["dp"] * c["micro_batch_size"] * c["num_micro_batches"] * model.seq_length
+    devices = c["dp"] * c["tp"] * pp * c["cp"]
+    per_device = tokens / (step * devices)
+    exposed = sum(out[name] for name in ("tp_comm", "dp_comm", "pp_comm", "ep_comm",
+                                         "cp_comm"))
+    results = {"compute_s": out["compute"], "recompute_s": out["recompute"],
+               "bubble_s": out["bubble"], "tp_comm_s": out["tp_comm"],
+               "dp_comm_s": out["dp_comm"], "pp_comm_s": out["pp_comm"],
+               "ep_comm_s": out["ep_comm"], "cp_comm_s": out["cp_comm"],
+               "exposed_comm_s": exposed, "optimizer_s": out["optimizer"],
+               "overhead_s": out["overhead"], "step_s": step, "low_s": step * (1 - u),
+               "high_s": step * (1 + u), "tokens_per_second_per_device": per_device,
+               "mfu": flops_per_token(model, causal) * per_device / hw.peak(dtype)}
+    return _ranked(c, results, static, activation, limit, include_rejected)
+
+
+def _ranked(c: dict[str, np.ndarray], results: dict[str, np.ndarray], static: np.ndarray,
+            activation: np.ndarray, limit: float, include_rejected: bool) -> pd.DataFrame:
+    """The result frame: fits first, then faster, then smaller; ``rank`` for those that fit."""
+    memory = static + activation
+    count = len(memory)
+    fits = memory <= limit
+    step = results["step_s"]
+    order = np.lexsort((memory, step, ~fits))
+    if not include_rejected:
+        order = order[fits[order]]
+    out = {name: c[name][order] for name in _COLUMNS if name != "recompute"}
+    out["recompute"] = _REC_NAMES[c["recompute"][order]]
+    results = {**results, "static_bytes": static, "activation_bytes": activation,
+               "memory_bytes": memory, "memory_limit_bytes": np.full(count, limit),
                "fits": fits}
     out.update({name: values[order] for name, values in results.items()})
     frame = pd.DataFrame(out, columns=_COLUMNS + list(results))

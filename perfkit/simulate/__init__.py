@@ -7,10 +7,12 @@ every rank. Faults from :mod:`perfkit.simulate.faults` plant known problems.
 What the numbers come from:
 
 * **kernels**: every layer's forward, backward and recompute kernels (MatMul,
-  FlashAttentionScore, RmsNorm, RotaryMul, SiLU (``Swish``), Mul, Add, Cast, ...); matrix
-  kernels last ``FLOPs / (efficiency × peak)``, element-wise kernels
-  ``bytes / (memory_efficiency × HBM bandwidth)``, plus a small fixed cost and seeded
-  log-normal noise;
+  FlashAttentionScore, RmsNorm, RotaryMul, SiLU (``Swish``), Mul, Add, Cast, ...), timed
+  by the calibrated step model's functions (:mod:`perfkit.calc.timing`): matrix kernels
+  on the GEMM size curve at ``efficiency`` plus their operands' traffic, element-wise
+  kernels ``bytes / (memory_efficiency × HBM bandwidth)``, each with a small fixed cost
+  and seeded log-normal noise — so ``perfkit.plan.calibrate`` on a simulated profile
+  recovers the settings and ``perfkit.plan.predict`` reproduces its step;
 * **communication**: tensor-parallel all-reduces per layer, pipeline send/receive of one
   activation per micro-batch and data-parallel gradient reduction, sized by
   :func:`perfkit.calc.comm_volume` and timed over the hardware's intra-node (HCCS) or
@@ -114,7 +116,8 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
              trace_kernels: bool = True, dp_buckets: int = 4,
              activation_model: ActivationModel | None = None,
              static_scheme: str = "mindspore", first_step: int = 1,
-             overlap_merge_us: float = 0.0, allow_oom: bool = False) -> Path:
+             overlap_merge_us: float = 0.0, allow_oom: bool = False,
+             recompute_style: str = "all") -> Path:
     """Simulate a training job and write its profile, one folder per rank.
 
     Parameters
@@ -164,6 +167,10 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
         In the "Overlap Analysis" tracks of trace_view.json only, close gaps shorter than
         this (fewer, longer events; smaller files). ``step_trace_time.csv`` always counts
         every gap. 0 (default) keeps every gap, as the profiler does.
+    recompute_style : {"all", "needed"}
+        What a fully recomputed layer reruns: its whole forward (PyTorch checkpointing,
+        Megatron-LM) or only what the backward reads (graph-mode MindSpore, which prunes
+        the MLP output projection), see :data:`perfkit.calc.rates.RECOMPUTE_STYLES`.
     allow_oom : bool
         A job whose peak device memory (:func:`device_peak_bytes`) exceeds
         ``hardware.memory_bytes`` cannot run: by default that raises
@@ -207,8 +214,12 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
             raise InvalidArgumentError(name, "must be in (0, 1]", value)
     if noise < 0:
         raise InvalidArgumentError("noise", "must be >= 0", noise)
+    if recompute_style not in ("all", "needed"):
+        raise InvalidArgumentError("recompute_style", "must be 'all' or 'needed'",
+                                   recompute_style)
     settings = Settings(efficiency=efficiency, memory_efficiency=memory_efficiency,
                         comm_efficiency=comm_efficiency, noise=noise, dp_buckets=dp_buckets,
+                        recompute_style=recompute_style,
                         static_scheme=static_scheme, first_step=first_step,
                         activation_model=activation_model or ActivationModel.mindformers())
     runtime = APP_RUNTIME_BYTES if framework == "pytorch" else 0.0

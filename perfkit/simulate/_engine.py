@@ -47,6 +47,7 @@ class Settings:
     preparing_us: float = 300.0
     step_gap_us: float = 800.0
     dp_buckets: int = 4
+    recompute_style: str = field(default="all", metadata={"omit_when_default": True})
     static_scheme: str = "mindspore"
     activation_model: ActivationModel = field(default_factory=ActivationModel.mindformers)
     first_step: int = 1
@@ -223,7 +224,8 @@ def _layers_of(parallel: ParallelConfig, model: ModelSpec, stage: int, chunk: in
 
 
 def _templates(model: ModelSpec, parallel: ParallelConfig, costs: K.KernelCosts,
-               unfused: tuple[str, ...], selective: bool) -> _Templates:
+               unfused: tuple[str, ...], selective: bool,
+               recompute_style: str = "all") -> _Templates:
     catalog: list[K.Kernel] = []
     ids: dict[K.Kernel, int] = {}
 
@@ -238,7 +240,8 @@ def _templates(model: ModelSpec, parallel: ParallelConfig, costs: K.KernelCosts,
 
     fwd = add(K.layer_pass(model, parallel, "fwd", unfused))
     bwd = add(K.layer_pass(model, parallel, "bwd", unfused))
-    rfull = add(K.layer_pass(model, parallel, "recompute_full", unfused))
+    rfull = add(K.layer_pass(model, parallel, "recompute_full" if recompute_style == "all"
+                             else "recompute_needed", unfused))
     rsel = add(K.layer_pass(model, parallel, "recompute_selective", unfused))
     emb_f, emb_b = add(K.embedding_pass(model, parallel, False)), \
         add(K.embedding_pass(model, parallel, True))
@@ -379,7 +382,7 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
     selective = par.recompute == "selective"
     costs = K.KernelCosts(hardware.peak(), settings.efficiency, hardware.memory_bandwidth,
                           settings.memory_efficiency)
-    tpl = _templates(model, par, costs, unfused, selective)
+    tpl = _templates(model, par, costs, unfused, selective, settings.recompute_style)
     groups = build_groups(par)
     orders = [stage_order(p, m, v, s) for s in range(p)]
     host = _faults_of(faults, HostBound)
@@ -565,11 +568,11 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
             if sharded and d > 1:
                 members = [_rank_of(par, s, q, ti) for q in range(d)]
                 gid = _find_group(groups, "dp", r)
-                volume_b = grad_bytes / 2 * (d - 1) / d
+                volume_b = grad_bytes * (d - 1) / d  # the updated 16-bit weights
                 x = volume_b / links.group_bandwidth(members) * 1e6 + 20.0
                 own = volume_b / links.member_bandwidth(r, members) * 1e6
                 res.comm.append(CommOp(step, "collective", "allGather", gid, end + 3.0, x, own,
-                                       0.0, grad_bytes / 2, tuple(q for q in members if q != r),
+                                       0.0, grad_bytes, tuple(q for q in members if q != r),
                                        {q: links.bandwidth(r, q) / 1e9 for q in members
                                         if q != r},
                                        links.transport(r, members[(members.index(r) + 1) % d])))

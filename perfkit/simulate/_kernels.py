@@ -5,10 +5,14 @@ kernels, following the model's shape: a gated MLP (``mlp="gated"``: w1 and w3 GE
 (``Swish``) and Mul) or a plain one (``mlp="gpt"``: one up and one down GEMM around
 ``FastGelu``), RMSNorm or LayerNorm kernels, rotary kernels only with rotary positions, and
 a bias input on the GEMMs of the layers that have biases (``bias="qkv"`` or ``"all"``).
-Matrix kernels (MatMul, FlashAttentionScore) last ``FLOPs / (efficiency × peak)``;
-element-wise kernels are memory bound and last ``bytes / (memory_efficiency × HBM
-bandwidth)``; each kernel also pays a small fixed cost. Tensor-parallel all-reduces are
-marked as communication and timed from the message size and the group's bandwidth.
+Kernels are timed by the calibrated step model's own functions
+(:func:`perfkit.calc.timing.gemm_seconds` and :func:`~perfkit.calc.timing.memory_seconds`):
+matrix kernels (MatMul, FlashAttentionScore) on the GEMM size curve plus their operands'
+memory traffic, element-wise kernels from their bytes at the memory rate, each with its
+fixed cost per call; :func:`perfkit.calc.timing.layer_costs` lays out the same kernels,
+so a simulated profile and ``perfkit.plan.predict`` agree by construction.
+Tensor-parallel all-reduces are marked as communication and timed from the message size
+and the group's bandwidth.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..calc.rates import Rates
+from ..calc.timing import gemm_seconds, memory_seconds
 from ..specs import ModelSpec, ParallelConfig
 
 __all__ = ["Kernel", "KernelCosts", "Pass", "layer_pass", "embedding_pass", "head_pass",
@@ -41,11 +47,19 @@ class Kernel:
     out_dtypes: str = ""
     out_formats: str = ""
     block: int = 20
+    nbytes: float = 0.0  # CUBE kernels: operand and result bytes (the memory term)
+    attention: bool = False
 
 
 @dataclass(frozen=True)
 class KernelCosts:
-    """Conversion of work into time (all in microseconds or per second)."""
+    """Conversion of work into time with the step model's functions.
+
+    ``efficiency`` and ``memory_efficiency`` are the asymptotic shares of the peak and
+    of the HBM bandwidth; ``cube_fixed_us`` and ``vec_fixed_us`` the fixed cost of a call,
+    i.e. the size curves' half-work ``W½ = fixed · e · rate``
+    (:mod:`perfkit.calc.rates`).
+    """
 
     peak_flops: float
     efficiency: float
@@ -54,15 +68,26 @@ class KernelCosts:
     cube_fixed_us: float = 4.0
     vec_fixed_us: float = 2.0
 
+    @property
+    def rates(self) -> Rates:
+        """The same costs as step-model rates."""
+        return Rates(gemm_efficiency=self.efficiency,
+                     gemm_half_flops=self.cube_fixed_us * 1e-6 * self.efficiency
+                     * self.peak_flops,
+                     memory_efficiency=self.memory_efficiency,
+                     memory_half_bytes=self.vec_fixed_us * 1e-6 * self.memory_efficiency
+                     * self.memory_bandwidth)
+
     def duration_us(self, kernels: list[Kernel], tp_seconds_per_byte: float) -> np.ndarray:
         """Nominal duration of each kernel in microseconds."""
+        rates = self.rates
         out = np.empty(len(kernels))
         for i, k in enumerate(kernels):
             if k.work == CUBE:
-                out[i] = k.amount / (self.peak_flops * self.efficiency) * 1e6 + self.cube_fixed_us
+                out[i] = gemm_seconds(k.amount, k.nbytes, self.peak_flops,
+                                      self.memory_bandwidth, rates, k.attention) * 1e6
             elif k.work == VEC:
-                out[i] = k.amount / (self.memory_bandwidth * self.memory_efficiency) * 1e6 \
-                    + self.vec_fixed_us
+                out[i] = memory_seconds(k.amount, self.memory_bandwidth, rates) * 1e6
             else:
                 out[i] = k.amount * tp_seconds_per_byte * 1e6 + 8.0
         return out
@@ -80,13 +105,14 @@ def _mm(tag: str, m: int, k: int, n: int, dtype: str = "DT_BF16", bias: bool = F
         ) -> Kernel:
     """A MatMul ``(m,k) x (k,n)``; with ``bias`` an ``aclnnAddmm`` whose third input is the
     bias ``(n)``."""
+    nbytes = 2.0 * (m * k + k * n + m * n)
     if bias:
         return Kernel(f"aclnnAddmm_{tag}_MatMulV3", "MatMulV3", "AI_CORE", CUBE,
                       2.0 * m * k * n, f'"{m},{k};{k},{n};{n}"', f"{dtype};{dtype};{dtype}",
-                      "ND;ND;ND", f'"{m},{n}"', dtype, "ND", 24)
+                      "ND;ND;ND", f'"{m},{n}"', dtype, "ND", 24, nbytes)
     return Kernel(f"aclnnMm_{tag}_MatMulV3", "MatMulV3", "AI_CORE", CUBE, 2.0 * m * k * n,
                   f'"{m},{k};{k},{n}"', f"{dtype};{dtype}", "ND;ND", f'"{m},{n}"', dtype, "ND",
-                  24)
+                  24, nbytes)
 
 
 def _vec(name: str, type_: str, shape: str, nbytes: float, dtypes: str = "DT_BF16",
@@ -181,9 +207,10 @@ def _attention(dm: dict[str, int], grad: bool, causal_factor: float = 0.5) -> Ke
     flops = 4.0 * b * s * s * a * d * causal_factor * (2.5 if grad else 1.0)
     name = "FlashAttentionScoreGrad" if grad else "FlashAttentionScore"
     shapes = f'"{b},{s},{a * d};{b},{s},{g * d};{b},{s},{g * d}"'
+    nbytes = 2.0 * b * s * (2 * a * d + 2 * g * d) * (2.0 if grad else 1.0)
     return Kernel(f"aclnnFlashAttentionScore{'Grad' if grad else ''}_{name}_{name}", name,
                   "MIX_AIC", CUBE, flops, shapes, "DT_BF16;DT_BF16;DT_BF16", "ND;ND;ND",
-                  f'"{b},{s},{a * d}"', "DT_BF16", "ND", 24)
+                  f'"{b},{s},{a * d}"', "DT_BF16", "ND", 24, nbytes, True)
 
 
 def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
@@ -191,7 +218,10 @@ def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
     """Kernels of one layer for one micro-batch.
 
     ``kind`` is ``"fwd"``, ``"bwd"``, ``"recompute_full"`` (the forward again, before the
-    backward) or ``"recompute_selective"`` (the activation function's outputs again).
+    backward), ``"recompute_needed"`` (the forward without the MLP output projection, its
+    all-reduce and the last residual add, whose outputs the backward never reads: a
+    graph-mode framework's full recompute, :data:`perfkit.calc.rates.RECOMPUTE_STYLES`)
+    or ``"recompute_selective"`` (the activation function's outputs again).
     """
     dm = _dims(model, parallel)
     n, h, a, g, d, f = dm["n"], dm["h"], dm["a"], dm["g"], dm["d"], dm["f"]
@@ -210,7 +240,7 @@ def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
     def rotary(grad: bool) -> list[Kernel]:
         return _rotary(dm, un_rot, grad) if rope else []
 
-    if kind in ("fwd", "recompute_full"):
+    if kind in ("fwd", "recompute_full", "recompute_needed"):
         ks: list[Kernel] = [*_norm(dm, un_norm, False, "attention_norm"),
                             _mm("qkv", n, h, qkv, bias=qkv_bias), *rotary(False),
                             _attention(dm, False), _mm("wo", n, a * d, h, bias=bias)]
@@ -219,7 +249,10 @@ def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
         ks += [add, *_norm(dm, un_norm, False, "ffn_norm"), _mm("w1", n, h, f, bias=bias)]
         if gated:
             ks.append(_mm("w3", n, h, f))
-        ks += [*act(False), _mm("w2", n, f, h, bias=bias)]
+        ks += [*act(False)]
+        if kind == "recompute_needed":
+            return Pass(kind, tuple(ks))
+        ks.append(_mm("w2", n, f, h, bias=bias))
         if tp:
             ks.append(_allreduce(msg))
         ks.append(add)

@@ -159,8 +159,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     g_hfu = check_utilization(hfu_value, "HFU", job)
     g_mem = check_memory(static.total_bytes + act.total_bytes, measured_peak_bytes, job,
                          what="static + activation memory")
-    g_step = check_step(estimate.step_s, step, job, what="the predicted step")
-    g_pmfu = check_utilization(estimate.mfu, "the predicted MFU", job)
+    g_step = check_step(estimate.step_s, step, job, what="the uncalibrated step estimate")
+    g_pmfu = check_utilization(estimate.mfu, "the uncalibrated MFU estimate", job)
     device_gib = hardware.memory_bytes / GIB
     rows = [
         _row("devices", "devices (dp × tp × pp)", devices, "devices",
@@ -205,15 +205,17 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         _row("bubble_fraction", "pipeline bubble", bubble, "fraction", share_text(bubble),
              f"(pp − 1) / (vpp · m) = ({parallel.pp} − 1) / ({parallel.vpp} · "
              f"{parallel.num_micro_batches}), relative to ideal compute time"),
-        _row("predicted_step_s", "predicted step time (estimate_step)", estimate.step_s, "s",
+        _row("predicted_step_s", "uncalibrated step estimate", estimate.step_s, "s",
              time_text(estimate.step_s * 1e6),
-             f"compute {time_text(estimate.compute_s * 1e6, 's')} + bubble "
+             "estimate_step, not calibrated on this run (the Planner and "
+             "perfkit.plan.calibrate fit it): compute "
+             f"{time_text(estimate.compute_s * 1e6, 's')} + bubble "
              f"{time_text(estimate.bubble_s * 1e6, 's')} + exposed communication "
              f"{time_text(estimate.exposed_comm_s * 1e6, 's')}; compute at "
              f"{ESTIMATE_EFFICIENCY:.0%} of peak, links at {ESTIMATE_COMM_EFFICIENCY:.0%}, "
              f"no overlap; measured {time_text(step * 1e6)}", g_step),
-        _row("predicted_mfu", "predicted MFU (estimate_step)", estimate.mfu, "fraction",
-             share_text(estimate.mfu), "MFU at the predicted step time", g_pmfu),
+        _row("predicted_mfu", "uncalibrated MFU estimate", estimate.mfu, "fraction",
+             share_text(estimate.mfu), "MFU at the uncalibrated step estimate", g_pmfu),
     ]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 

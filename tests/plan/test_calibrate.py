@@ -1,50 +1,105 @@
-"""Calibration against a measured step breakdown."""
+"""Calibration: from a step time, a steps table and a loaded profile.
+
+The profile checks read the truth independently: the simulator's inputs from
+``profiler_metadata.json`` (``perfkit_simulation``) and the measured steps from
+``step_trace_time.csv`` with the csv module.
+"""
+
+import csv
+import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import perfkit as pk
 from perfkit import plan
+from perfkit.calc.rates import Rates
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM = ROOT / "data" / "simulated"
 
 
-def measured_steps(model, par, hw, efficiency, comm_efficiency, free_s, ranks=8, steps=3):
-    """A steps table as a profiler would report it for a job running at these rates."""
-    truth = pk.estimate_step(model, par, hw, efficiency=efficiency,
-                             comm_efficiency=comm_efficiency)
-    rows = [{"rank": r, "step": s, "computing_us": truth.compute_s * 1e6,
-             "comm_not_overlapped_us": truth.exposed_comm_s * 1e6,
-             "free_us": free_s * 1e6, "bubble_us": 0.0}
-            for r in range(ranks) for s in range(steps)]
-    return pd.DataFrame(rows), truth
+def _gpt_530b():
+    """Korthikanti et al. 2022 Table 3/5: MT-NLG 530B, t 8, p 35, v 3, batch 280."""
+    model = pk.ModelSpec(num_layers=105, hidden_size=20480, num_attention_heads=128,
+                         seq_length=2048, vocab_size=51200)
+    par = pk.ParallelConfig(tp=8, pp=35, vpp=3, num_micro_batches=280, recompute="full")
+    return model, par, pk.Hardware.preset("a100")
 
 
-def test_recovers_the_rates_that_made_the_profile():
+def test_a_measured_step_is_never_reestimated_with_bubble_on_top():
+    """Korthikanti Table 5: 530B full recompute, 49.05 s. A one-row steps table whose
+    communication column holds the receive waits (no bubble_us) must give 49.05 s back,
+    not 49.05 s plus a modelled bubble and communication (the old calibrate said 61.2 s)."""
+    model, par, hw = _gpt_530b()
+    one_row = pd.DataFrame({"computing_us": [42.0e6], "comm_not_overlapped_us": [6.5e6],
+                            "free_us": [0.55e6]})
+    cal = plan.calibrate(one_row, model, par, hw)
+    assert cal.measured_step_s == pytest.approx(49.05)
+    assert cal.estimated_step_s == pytest.approx(49.05, rel=1e-6)
+    assert plan.predict(cal).step_s == pytest.approx(49.05, rel=1e-6)
+    assert any("bubble" in n for n in cal.notes)  # says how it split the waits
+    for source in (49.05, one_row):
+        assert plan.predict(plan.calibrate(source, model, par, hw)).step_s \
+            == pytest.approx(49.05, rel=1e-6)
+
+
+def test_step_time_calibration_scales_the_compute_rates_only():
+    model, par, hw = _gpt_530b()
+    cal = plan.calibrate(49.05, model, par, hw)
+    assert cal.source == "step time" and cal.closed and cal.residual == 0.0
+    assert cal.measured == {"compute"}
+    start = Rates()
+    factor = cal.rates.gemm_efficiency / start.gemm_efficiency
+    assert cal.rates.memory_efficiency == pytest.approx(start.memory_efficiency * factor)
+    assert dict(cal.rates.link_efficiency) == {}  # links keep their defaults
+    assert sum(cal.parts.values()) == pytest.approx(49.05, rel=1e-6)
+
+
+def test_a_step_faster_than_the_compute_allows_scales_the_links_then_says_so():
+    # Llama2-13B, dp 16 over two 8-device nodes: the gradient traffic crosses RDMA
+    model, hw = pk.ModelSpec.preset("llama2-13b"), pk.Hardware.preset("ascend-910b")
+    par = pk.ParallelConfig(dp=16, micro_batch_size=2, optimizer_shard=16, recompute="full")
+    peak = {"gemm_efficiency": 1.0, "memory_efficiency": 1.0}
+    capped = plan.predict(None, model, par, hw, overrides=peak).step_s
+    ideal = plan.predict(None, model, par, hw, overrides={**peak, "link_efficiency": 1.0}).step_s
+    assert ideal < capped
+    # between the two: compute at its cap, the links make up the rest, and the fit closes
+    target = (capped + ideal) / 2
+    cal = plan.calibrate(target, model, par, hw)
+    assert cal.estimated_step_s == pytest.approx(target, rel=1e-6)
+    assert abs(cal.residual) < 1e-6
+    assert cal.rates.gemm_efficiency == 1.0 and cal.rates.link("dp", False) > \
+        Rates().link("dp", False)
+    assert any("link efficiencies were scaled" in n for n in cal.notes)
+    # faster than even that: the residual says how far off, never a closed-looking 0
+    cal = plan.calibrate(0.9 * ideal, model, par, hw)
+    assert cal.residual == pytest.approx(cal.estimated_step_s / (0.9 * ideal) - 1, rel=1e-9)
+    assert cal.residual > 0.1 and any("stays slower" in n for n in cal.notes)
+
+
+def test_steps_table_splits_compute_communication_and_idle():
+    """A table made of known parts gives the parts back (and the measured total)."""
     model = pk.ModelSpec.preset("llama2-7b")
     hw = pk.Hardware.preset("a100")
-    par = pk.ParallelConfig(dp=8, num_micro_batches=4, optimizer_shard=8)
-    steps, truth = measured_steps(model, par, hw, 0.42, 0.6, 0.3)
-    cal = plan.calibrate(steps, model, par, hw)
-    assert cal.efficiency == pytest.approx(0.42)
-    assert cal.comm_efficiency == pytest.approx(0.6)
-    assert cal.overhead_s == pytest.approx(0.3)
-    assert cal.measured_step_s == pytest.approx(truth.compute_s + truth.exposed_comm_s + 0.3)
-    assert abs(cal.error) < 0.05
-
-
-def test_bubble_and_receive_waits_are_kept_apart():
-    model = pk.ModelSpec.preset("llama2-13b")
-    hw = pk.Hardware.preset("ascend-910b")
-    par = pk.ParallelConfig(dp=4, pp=2, num_micro_batches=16, optimizer_shard=4)
-    truth = pk.estimate_step(model, par, hw, efficiency=0.5, comm_efficiency=0.7)
-    # receive waits (the pipeline bubble) show up as not-overlapped communication
-    steps = pd.DataFrame([{"rank": r, "step": 1, "computing_us": truth.compute_s * 1e6,
-                           "comm_not_overlapped_us": (truth.exposed_comm_s + truth.bubble_s)
-                           * 1e6, "bubble_us": truth.bubble_s * 1e6, "free_us": 0.0}
-                          for r in range(8)])
-    cal = plan.calibrate(steps, model, par, hw)
-    assert cal.efficiency == pytest.approx(0.5)
-    assert cal.comm_efficiency == pytest.approx(0.7)
-    assert abs(cal.error) < 1e-9
+    par = pk.ParallelConfig(dp=8, tp=2, num_micro_batches=4, optimizer_shard=8)
+    truth = plan.predict(None, model, par, hw)
+    p = truth.parts
+    computing = p["compute"] + p["recompute"] + p["optimizer"]
+    exposed = sum(v for k, v in p.items() if k.endswith("_comm"))
+    rows = [{"rank": r, "step": s, "computing_us": computing * 1.25e6,
+             "comm_not_overlapped_us": exposed * 2e6, "free_us": 0.05e6, "bubble_us": 0.0}
+            for r in range(4) for s in range(3)]
+    cal = plan.calibrate(pd.DataFrame(rows), model, par, hw)
+    assert cal.measured_step_s == pytest.approx(computing * 1.25 + exposed * 2 + 0.05)
+    assert abs(cal.residual) < 0.02
+    got = cal.parts
+    assert got["compute"] + got["recompute"] + got["optimizer"] == pytest.approx(
+        computing * 1.25, rel=0.02)
+    assert sum(v for k, v in got.items() if k.endswith("_comm")) == pytest.approx(
+        exposed * 2, rel=0.05)
+    assert got["overhead"] == pytest.approx(0.05, rel=0.05)
 
 
 def test_calibration_errors_name_the_problem():
@@ -54,23 +109,89 @@ def test_calibration_errors_name_the_problem():
     with pytest.raises(pk.InvalidArgumentError, match="free_us"):
         plan.calibrate(pd.DataFrame({"computing_us": [1.0], "comm_not_overlapped_us": [1.0]}),
                        model, par, hw)
-    with pytest.raises(pk.InvalidArgumentError, match="steps"):
+    with pytest.raises(pk.InvalidArgumentError, match="source"):
         plan.calibrate(object(), model, par, hw)
-    too_fast = pd.DataFrame({"computing_us": [1.0], "comm_not_overlapped_us": [0.0],
-                             "free_us": [0.0]})
-    cal = plan.calibrate(too_fast, model, par, hw)
-    assert cal.efficiency == 1.0 and any("faster than the peak" in n for n in cal.notes)
+    with pytest.raises(pk.InvalidArgumentError, match="model"):
+        plan.calibrate(2.5)
+    with pytest.raises(pk.InvalidArgumentError, match="positive"):
+        plan.calibrate(-1.0, model, par, hw)
+    too_fast = plan.calibrate(1e-4, model, par, hw)
+    assert any("faster than the model allows" in n for n in too_fast.notes)
 
 
-def test_calibrates_on_a_loaded_profile():
-    """calibrate() reads a real loaded Cluster's steps table.
+def _simulation_inputs(folder: Path) -> dict:
+    meta = next(folder.glob("*/profiler_metadata.json"))
+    return json.loads(meta.read_text())["perfkit_simulation"]
 
-    The real torch_npu sample is a CNN, so the model below is only a stand-in: the test
-    checks the measured side (from the CSV files, read here with the csv module) and that
-    the fitted estimate reproduces that step within 5 %.
-    """
-    import csv
 
+def _measured_step_s(folder: Path) -> float:
+    """Slowest rank's Computing + Communication(Not Overlapped) + Free, from the CSVs."""
+    worst = 0.0
+    for f in folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"):
+        with f.open() as fh:
+            for row in csv.DictReader(fh):
+                worst = max(worst, float(row["Computing"])
+                            + float(row["Communication(Not Overlapped)"]) + float(row["Free"]))
+    return worst / 1e6
+
+
+@pytest.fixture(scope="module")
+def baseline_calibration():
+    return plan.calibrate(pk.load(SIM / "llama2-13b-baseline-dp16", cache=False))
+
+
+def test_profile_calibration_recovers_what_made_the_profile(baseline_calibration):
+    cal = baseline_calibration
+    inputs = _simulation_inputs(SIM / "llama2-13b-baseline-dp16")
+    settings = inputs["settings"]
+    assert cal.source == "profile" and not cal.closed
+    assert cal.measured >= {"compute", "dp", "overhead"}
+    assert cal.rates.gemm_efficiency == pytest.approx(settings["efficiency"], rel=0.02)
+    assert cal.rates.memory_efficiency == pytest.approx(settings["memory_efficiency"],
+                                                        rel=0.03)
+    assert cal.rates.link_efficiency["dp"] == pytest.approx(settings["comm_efficiency"],
+                                                            rel=0.02)
+    assert cal.rates.dp_buckets == settings["dp_buckets"]
+    assert cal.rates.recompute_style == settings["recompute_style"] == "needed"
+    assert cal.job.activation_model.flash_attention
+    assert cal.measured_step_s == pytest.approx(_measured_step_s(SIM / "llama2-13b-baseline-dp16"))
+
+
+def test_bundled_baseline_predicts_its_own_layout_within_the_band(baseline_calibration):
+    """The Planner's first check: the profiled layout, predicted, lands on the measurement."""
+    cal = baseline_calibration
+    measured = _measured_step_s(SIM / "llama2-13b-baseline-dp16")
+    pred = plan.predict(cal)
+    assert pred.low_s <= measured <= pred.high_s
+    assert abs(cal.residual) < 0.03
+    assert pred.changes == ()
+
+
+def test_bundled_baseline_predicts_the_tuned_layout(baseline_calibration):
+    """Calibrated on the baseline only, the tuned layout's step (its own profile, not used
+    for fitting) falls in the band; so does the pipelined step the journal recorded."""
+    tuned = SIM / "llama2-13b-tuned-dp8-pp2"
+    layout = _simulation_inputs(tuned)["parallel"]
+    par = pk.ParallelConfig(dp=layout["dp"], pp=layout["pp"],
+                            num_micro_batches=layout["num_micro_batches"],
+                            optimizer_shard=layout["optimizer_shard"],
+                            recompute=layout["recompute"],
+                            recompute_layers=tuple(layout["recompute_layers"]))
+    pred = plan.predict(baseline_calibration, parallel=par)
+    measured = _measured_step_s(tuned)
+    assert pred.low_s <= measured <= pred.high_s
+    assert pred.step_s == pytest.approx(measured, rel=0.04)
+    assert "pp 1 → 2" in pred.changes
+    runs = pk.Journal.bundled().runs().set_index("label")
+    pred = plan.predict(baseline_calibration, parallel=par.replace(
+        recompute="full", recompute_layers=None))
+    assert pred.step_s == pytest.approx(runs.loc["pipelined", "step_time_s"], rel=0.04)
+
+
+@pytest.mark.shared_samples
+def test_calibrates_on_a_real_loaded_profile():
+    """A real torch_npu profile (a CNN, so the model is a stand-in): the measured side comes
+    from its CSV files, and closing the fit reproduces it."""
     from shared_samples import PT_LEVEL1, shared_sample
 
     root = shared_sample(PT_LEVEL1)
@@ -83,8 +204,9 @@ def test_calibrates_on_a_loaded_profile():
     profile = pk.load(root, cache=False)
     model = pk.ModelSpec(num_layers=4, hidden_size=1024, num_attention_heads=16,
                          seq_length=1024, vocab_size=32000, mlp="gated")
-    par = pk.ParallelConfig(dp=2)
-    cal = plan.calibrate(profile, model, par, pk.Hardware.preset("ascend-910b"))
+    cal = plan.calibrate(profile, model, pk.ParallelConfig(dp=2),
+                         pk.Hardware.preset("ascend-910b"), close=True)
     assert cal.measured_step_s == pytest.approx(max(steps) / 1e6)
-    assert abs(cal.error) < 0.05
-    assert 0 < cal.efficiency <= 1 and 0 < cal.comm_efficiency <= 1
+    assert cal.estimated_step_s == pytest.approx(cal.measured_step_s, rel=1e-6)
+    assert 0 < cal.rates.gemm_efficiency <= 1
+    assert cal.to_frame().columns.tolist() == ["term", "value", "how"]

@@ -180,13 +180,20 @@ def test_seed_tuned_family_beats_the_full_recompute_baseline(llama13b_search):
 
 
 def test_calibration_feeds_the_search():
+    """A calibration on a slow measured step makes every candidate slower, by the same
+    model predict() uses (tests/plan/test_predict.py checks rows against predict)."""
     model = pk.ModelSpec.preset("llama2-7b")
     hw = pk.Hardware.preset("a100")
-    cal = plan.Calibration(0.3, 0.5, 0.2, 1.0, 1.0, 0.0, ())
-    slow = plan.search(model, hw, 8, 64, calibration=cal)
-    fast = plan.search(model, hw, 8, 64, efficiency=0.6)
-    assert (slow["overhead_s"] == 0.2).all()
-    assert slow["step_s"].iloc[0] > fast["step_s"].iloc[0]
+    par = pk.ParallelConfig(dp=8, num_micro_batches=8)
+    fast = plan.calibrate(plan.predict(None, model, par, hw).step_s, model, par, hw)
+    slow = plan.calibrate(2 * fast.measured_step_s, model, par, hw)
+    a = plan.search(model, hw, 8, 64, calibration=fast)
+    b = plan.search(model, hw, 8, 64, calibration=slow)
+    assert (b["step_s"].to_numpy() > a["step_s"].to_numpy().min()).all()
+    assert b["step_s"].iloc[0] > 1.5 * a["step_s"].iloc[0]
+    assert (a["low_s"] < a["step_s"]).all() and (a["step_s"] < a["high_s"]).all()
+    with pytest.raises(pk.InvalidArgumentError, match="calibration"):
+        plan.search(model, hw, 8, 64, calibration=object())
 
 
 def test_search_bad_input():

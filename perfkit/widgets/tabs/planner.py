@@ -1,24 +1,57 @@
-"""The Planner tab: the job's figures and a search over its layouts."""
+"""The Planner tab: the profiled layout measured against predicted (calibrated on the open
+profile), the fastest layouts with their bands, and the job's figures."""
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import ipywidgets as W
+import pandas as pd
 
 from ... import charts as C
-from ...plan import search
-from ..markup import describe_error, error, frame_html
+from ...format import time_text
+from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
+from ..prediction import (
+    PlannerFit,
+    best_layouts,
+    comparison_sentence,
+    fit_job,
+    measured_against_predicted,
+    ranked_layouts,
+)
 from ..render import chart_widget, close_widgets, spinner_html
 from ..summary import job_summary
 from .base import Context, JobTab, heading, html_widget, no_job_note
 
 __all__ = ["PlannerTab"]
 
+#: Rows of the job's figures the Planner leaves out: the first-order estimate, which the
+#: calibrated prediction above replaces.
+_FIRST_ORDER = ("predicted_step_s", "predicted_mfu")
+
+_BEST_HEADERS = {"rank": "rank", "changes": "what changes from the profiled job",
+                 "step_band": "predicted step (band)",
+                 "tokens_per_second_per_device": "tokens/s per device", "mfu": "MFU",
+                 "memory_fit": "memory per device of usable", "fits": "fits"}
+
 
 class PlannerTab(JobTab):
-    """The job's figures and a search over every way to split it."""
+    """The profiled layout measured against predicted, and every way to split the job,
+    both with the model calibrated on the open profile (:func:`perfkit.plan.calibrate`).
+
+    Attributes
+    ----------
+    fit : PlannerFit or None
+        What the figures were predicted with (the calibration, or why there is none).
+    comparison : pandas.DataFrame or None
+        The profiled layout measured against predicted (the chart's data).
+    ranked : pandas.DataFrame or None
+        The last search (:func:`~perfkit.widgets.prediction.ranked_layouts`).
+    best : pandas.DataFrame or None
+        The table of the fastest layouts (:func:`~perfkit.widgets.prediction.best_layouts`).
+    """
 
     title = "Planner"
 
@@ -32,33 +65,75 @@ class PlannerTab(JobTab):
         self.run = W.Button(description="Search strategies", button_style="primary")
         self.result = W.VBox()
         self.run.on_click(lambda _button: self.search())
+        self.controls = W.HBox([self.devices, self.batch, self.run])
+        self.fit: PlannerFit | None = None
+        self.comparison: pd.DataFrame | None = None
+        self.best: pd.DataFrame | None = None
+        self.ranked: pd.DataFrame | None = None
         super().__init__(ctx)
-        self.children = (
-            heading("The job's figures (from The job panel above; edit it there)"),
-            *self.children,
-            heading("Every way to split it (perfkit.plan.search on the job's model and "
-                    "device; devices and batch start from the job)"),
-            W.HBox([self.devices, self.batch, self.run]), self.result)
+        self.keep |= {id(self.controls), id(self.result)}
 
     def show(self, profile: Any) -> None:
-        """Set the profile and start the search from the job's devices and batch."""
+        """Set the profile; the next refresh calibrates on it and searches again."""
         super().show(profile)
         close_widgets(self.result.children)
         self.result.children = ()
+        self.fit = self.comparison = self.best = self.ranked = None
 
     def build(self, profile: Any) -> list[W.Widget]:
         job = self.current
+        self.fit = self.comparison = self.best = self.ranked = None
         if job is not None:
             if job.world_size:
                 self.devices.value = int(job.world_size)
             if job.global_batch_size:
                 self.batch.value = int(job.global_batch_size)
         if job is None or job.missing():
-            return [no_job_note(job, "figures")]
-        return [html_widget(summary_html(job_summary(job)))]
+            close_widgets(self.result.children)
+            self.result.children = ()
+            return [no_job_note(job, "figures, prediction or strategy search")]
+        self.fit = fit_job(profile, job)
+        self.comparison = measured_against_predicted(profile, self.fit)
+        summary = job_summary(job)
+        summary = summary[~summary["key"].isin(_FIRST_ORDER)]
+        self.search()
+        return [
+            heading("The profiled layout: measured against predicted"),
+            *self._comparison_widgets(),
+            heading("The fastest layouts that fit (perfkit.plan.search with the same model; "
+                    "devices and batch start from the job)"),
+            self.controls, self.result,
+            heading("The job's figures (from The job panel above; edit it there)"),
+            html_widget(summary_html(summary)),
+        ]
+
+    def _comparison_widgets(self) -> list[W.Widget]:
+        fit, frame = self.fit, self.comparison
+        assert fit is not None and frame is not None
+        words = f"<p><b>{html.escape(comparison_sentence(frame, fit))}</b></p>" \
+            + note(fit.sentence)
+        if fit.calibration is not None:
+            words += "".join(note(n) for n in fit.calibration.notes)
+        title = "Step of the profiled layout, " + (
+            "calibrated on this profile" if fit.source == "profile" else
+            "calibrated on its step time" if fit.source == "step time" else
+            "UNCALIBRATED (default rates)")
+        table = frame.pivot_table(index="part", columns="run", values="seconds",
+                                  sort=False).reset_index()
+        table.columns.name = None
+        parts = [html_widget(words), self.chart(C.prediction_chart(frame, title=title))]
+        if {"measured", "predicted"} <= set(table.columns):
+            shown = pd.DataFrame({
+                "part": table["part"],
+                "measured": [time_text(v * 1e6) for v in table["measured"]],
+                "predicted": [time_text(v * 1e6) for v in table["predicted"]]})
+            parts.append(html_widget(frame_html(
+                shown, "Per part (measured: the slowest rank, median step; communication "
+                "counts what is not overlapped, pipeline waits included)")))
+        return parts
 
     def search(self) -> None:
-        """Rank every layout of the job with :func:`perfkit.plan.search`."""
+        """Rank every layout of the job with the model of the prediction above."""
         job = self.current
         close_widgets(self.result.children)
         if job is None or job.model is None or job.hardware is None:
@@ -66,24 +141,31 @@ class PlannerTab(JobTab):
             return
         self.result.children = (html_widget(spinner_html("Searching …")),)
         try:
-            ranked = search(job.model, job.hardware, self.devices.value, self.batch.value,
-                            include_rejected=True)
+            fit = self.fit if self.fit is not None else fit_job(self.profile, job)
+            ranked = ranked_layouts(job, fit, self.devices.value, self.batch.value)
+            best = best_layouts(ranked, fit, job.parallel)
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.result.children = (html_widget(error(describe_error(exc, "the strategy "
                                                                           "search"))),)
             return
-        fits = ranked[ranked["fits"]]
-        columns = [c for c in ("rank", "dp", "tp", "pp", "vpp", "micro_batch_size",
-                               "num_micro_batches", "recompute", "step_s",
-                               "tokens_per_second_per_device", "mfu", "memory_bytes")
-                   if c in ranked.columns]
-        chart = chart_widget(C.strategy_chart(ranked, title=f"{len(ranked):,} candidates, "
-                                                            f"{len(fits):,} fit (scroll to "
-                                                            "zoom)"))
+        self.fit, self.best, self.ranked = fit, best, ranked
+        fits = int(ranked["fits"].sum())
+        how = "calibrated on this profile" if fit.source == "profile" else \
+            "calibrated on the measured step" if fit.source == "step time" else \
+            "UNCALIBRATED: perfkit's default rates, not fitted to this run"
+        words = (f"{len(ranked):,} candidates over {self.devices.value:,} devices and "
+                 f"{self.batch.value:,} sequences per step; {fits:,} fit. Step times "
+                 f"{how}" + ("; the band is the prediction's (docs/planner.md)."
+                             if fit.calibrated else "; calibrate before trusting small "
+                             "differences."))
+        chart = chart_widget(C.strategy_chart(
+            ranked, title=f"{len(ranked):,} candidates, {fits:,} fit (scroll to zoom)",
+            step_title="predicted step time (s)" if fit.calibrated
+            else "uncalibrated step estimate (s)"))
         self.result.children = (
-            chart,
-            html_widget(frame_html(fits, "Fastest that fit", columns=columns, max_rows=10,
-                                   headers={"step_s": "estimated step", "memory_bytes":
-                                      "memory per device", "tokens_per_second_per_device":
-                                      "tokens/s per device", "micro_batch_size":
-                                      "micro-batch", "num_micro_batches": "micro-batches"})))
+            html_widget(note(words)), chart,
+            html_widget(frame_html(
+                best, "Fastest that fit, and the profiled layout (last row) with the same "
+                "model", columns=list(_BEST_HEADERS), max_rows=len(best),
+                headers=_BEST_HEADERS, wrap=("changes",),
+                hot=list(best["profiled"]))))

@@ -1,0 +1,136 @@
+"""Prediction accuracy on published iteration times, and calibration speed.
+
+Run: python benchmarks/bench_predict.py [--all-pairs]
+
+Prints, for every run of perfkit.plan.published (Korthikanti et al. 2022 Table 5,
+Narayanan et al. 2021 Table 1, MT-NLG 2022, Llama 3 Table 4, the MindFormers guide's
+Llama2-13B case): the published step time, perfkit's prediction out of the box (default
+rates) and calibrated (protocol: calibrate on the study's first run, predict the others),
+their errors and whether the published time lies in the prediction's band; then the mean
+and max errors over the runs in the statistics, overall and per study. ``--all-pairs``
+also calibrates on every run in turn and predicts the rest of its study.
+
+Last, the time ``perfkit.plan.calibrate`` takes on the bundled 16-rank profile
+``sample:llama2-13b-baseline-dp16`` (the first call reads the profile's tables; later
+calls on the same loaded profile reuse them), wall-clock and CPU time, median of 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import pandas as pd
+
+import perfkit as pk
+from perfkit import plan
+from perfkit.plan.published import BEHAVIOUR, PUBLISHED_RUNS, STUDIES, validate
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+6.1f}%"
+
+
+def print_table(table: pd.DataFrame) -> None:
+    print(f"{'run':<34} {'published':>10} {'out of box':>11} {'err':>7} {'calibrated':>11} "
+          f"{'err':>7} {'band':>17}  in band")
+    for study in STUDIES:
+        print(f"-- {study}")
+        for r in table[table["study"] == study].itertuples(index=False):
+            mark = "" if r.in_statistics else "  (not in statistics)"
+            role = " *" if r.role == "calibrates" else ""
+            print(f"{r.key + role:<34} {r.published_s:9.3f}s {r.out_of_box_s:10.3f}s "
+                  f"{_pct(r.out_of_box_error)} {r.predicted_s:10.3f}s {_pct(r.error)} "
+                  f"[{r.low_s:7.2f}, {r.high_s:7.2f}]  {'yes' if r.in_band else 'no'}{mark}")
+    print("* the study's calibrating run (its fit closes on it)")
+
+
+def print_statistics(table: pd.DataFrame) -> None:
+    stats = table[table["in_statistics"]]
+    predicted = stats[stats["role"] == "predicted"]
+    print()
+    print(f"{'':<34} {'out of box':>22} {'calibrated (predicted runs)':>30}")
+    print(f"{'':<34} {'mean':>10} {'max':>10} {'mean':>12} {'max':>10} {'runs':>6}")
+
+    def line(name: str, box: pd.Series, cal: pd.Series) -> None:
+        print(f"{name:<34} {100 * box.abs().mean():9.1f}% {100 * box.abs().max():9.1f}% "
+              f"{100 * cal.abs().mean():11.1f}% {100 * cal.abs().max():9.1f}% {len(cal):6d}")
+
+    line("all studies", stats["out_of_box_error"], predicted["error"])
+    for study in STUDIES:
+        line(study, stats[stats["study"] == study]["out_of_box_error"],
+             predicted[predicted["study"] == study]["error"])
+    print(f"published time inside the calibrated band: {int(predicted['in_band'].sum())} of "
+          f"{len(predicted)} predicted runs")
+
+
+def all_pairs() -> None:
+    """Every run calibrates in turn; the others of its study are predicted."""
+    errors: dict[str, list[float]] = {s: [] for s in STUDIES}
+    for anchor in PUBLISHED_RUNS:
+        if not anchor.in_statistics:
+            continue
+        cal = plan.calibrate(anchor.step_s, anchor.model, anchor.parallel,
+                             anchor.hardware_spec, activation_model=anchor.activation_model,
+                             rates=anchor.rates, stage_layers=anchor.stage_layers)
+        for run in PUBLISHED_RUNS:
+            if run.study != anchor.study or run is anchor or not run.in_statistics:
+                continue
+            pred = plan.predict(cal, run.model, run.parallel, run.hardware_spec,
+                                stage_layers=run.stage_layers,
+                                activation_model=run.activation_model,
+                                overrides={k: getattr(run.rates, k) for k in BEHAVIOUR})
+            errors[run.study].append(pred.step_s / run.step_s - 1.0)
+    print("\nall pairs (every run calibrates in turn):")
+    every = [e for v in errors.values() for e in v]
+    print(f"  all studies: mean {100 * statistics.fmean(map(abs, every)):.1f}%, "
+          f"max {100 * max(map(abs, every)):.1f}% over {len(every)} predictions")
+    for study, errs in errors.items():
+        print(f"  {study}: mean {100 * statistics.fmean(map(abs, errs)):.1f}%, "
+              f"max {100 * max(map(abs, errs)):.1f}%")
+
+
+def time_calibrate(repeat: int = 5) -> None:
+    first_wall = first_cpu = 0.0
+    wall, cpu = [], []
+    for i in range(repeat):
+        profile = pk.load("sample:llama2-13b-baseline-dp16")
+        w, c = time.perf_counter(), time.process_time()
+        cal = plan.calibrate(profile)
+        w, c = time.perf_counter() - w, time.process_time() - c
+        if i == 0:
+            first_wall, first_cpu = w, c
+        wall.append(w)
+        cpu.append(c)
+        w, c = time.perf_counter(), time.process_time()
+        plan.calibrate(profile)
+        wall.append(time.perf_counter() - w)
+        cpu.append(time.process_time() - c)
+    fresh_w, again_w = wall[0::2], wall[1::2]
+    fresh_c, again_c = cpu[0::2], cpu[1::2]
+    print(f"\ncalibrate(sample:llama2-13b-baseline-dp16), 16 ranks, residual "
+          f"{100 * cal.residual:+.2f}%:")
+    print(f"  freshly loaded profile: wall {statistics.median(fresh_w):.3f} s, CPU "
+          f"{statistics.median(fresh_c):.3f} s (median of {repeat}; very first call wall "
+          f"{first_wall:.3f} s, CPU {first_cpu:.3f} s)")
+    print(f"  profile already read:   wall {statistics.median(again_w):.3f} s, CPU "
+          f"{statistics.median(again_c):.3f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--all-pairs", action="store_true", help="also every run as anchor")
+    ap.add_argument("--no-timing", action="store_true", help="skip the calibration timing")
+    args = ap.parse_args()
+    table = validate()
+    print_table(table)
+    print_statistics(table)
+    if args.all_pairs:
+        all_pairs()
+    if not args.no_timing:
+        time_calibrate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""What a system achieves: the rates and behaviours the calibrated step model runs at.
+
+:class:`Rates` holds every number :func:`perfkit.calc.timing.step_times` needs besides the
+model, the layout and the hardware's nominal figures: how close matrix multiplies come to
+the peak as a function of their size, how much of the memory bandwidth memory-bound
+kernels get, how much of each link's bandwidth each communication group gets, and what
+the framework does (which recomputation it runs, whether it redoes all-gathers under
+sequence parallelism, how it overlaps the gradient reduction). ``perfkit.plan.calibrate``
+fits it to a measured run; its defaults are documented published figures, not fitted to
+the validation data.
+
+The size curves
+---------------
+A kernel of work ``W`` (FLOPs or bytes) on a unit of nominal rate ``R`` lasts
+
+    ``t = (W + W½) / (e_max · R)``,
+
+i.e. it reaches the share ``e(W) = e_max · W / (W + W½)`` of the nominal rate: a fixed
+cost per call (``W½ / (e_max·R)``: launch, tile and wave quantisation, pipeline fill)
+plus the work at the asymptotic efficiency ``e_max``. It is the hyperbola that fits
+Calculon's A100 efficiency tables (calculon-ai/calculon ``systems/a100_80g.json``:
+matrix ``gflops_efficiency`` 0.6 at 1 GFLOP, 0.9 at 16, 0.95 at 128 — ``e_max`` 0.95 and
+``W½`` 0.58 GFLOP reproduce them within 0.03; memory ``MB_efficiency`` 0.75 at 10 MB,
+0.9 at 100 MB — ``e_max`` 0.9, ``W½`` 2 MB). Wider models run larger GEMMs and so get
+closer to ``e_max``: the rise of achieved throughput with model width that Narayanan et
+al. 2021 (Table 1) report comes out of this curve and of the memory-bound share of a
+layer, which shrinks as ``1/h``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import pandas as pd
+
+from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
+
+__all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "size_efficiency"]
+
+#: Communication groups with their own link efficiency and overlap.
+GROUPS = ("tp", "dp", "pp", "ep", "cp")
+#: What a full recompute reruns: ``"all"`` the whole forward of the layer (PyTorch
+#: checkpointing, Megatron-LM: Narayanan et al. 2021 eq. (3) counts four forward passes),
+#: ``"needed"`` only what the backward reads (graph-mode recompute, MindSpore /
+#: MindFormers: the MLP's output projection, its tensor-parallel reduction and the final
+#: residual add feed nothing the layer's backward needs and are pruned — the guide's
+#: "full recomputation costs 20 % to 25 % more computation").
+RECOMPUTE_STYLES = ("all", "needed")
+
+_DEFAULT_LINK: Mapping[str, float] = MappingProxyType({})
+_DEFAULT_OVERLAP = MappingProxyType({g: 0.0 for g in GROUPS})
+
+
+def size_efficiency(work: float, e_max: float, half: float) -> float:
+    """``e_max · W / (W + W½)``: the share of the nominal rate a call of ``work`` gets."""
+    return e_max * work / (work + half) if work > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Achieved rates and framework behaviour for :func:`perfkit.calc.timing.step_times`.
+
+    Parameters
+    ----------
+    gemm_efficiency : float
+        ``e_max`` of matrix multiplies: the share of the peak FLOP/s a very large GEMM
+        gets. Default 0.95 (Calculon's A100 table, see the module docstring).
+    gemm_half_flops : float
+        ``W½`` of the GEMM size curve, FLOPs per call (default 0.58e9).
+    attention_efficiency : float
+        Fused (flash) attention kernels relative to a GEMM of the same FLOPs (1: as fast).
+    memory_efficiency : float
+        ``e_max`` of memory-bound kernels, share of the HBM bandwidth (default 0.9).
+    memory_half_bytes : float
+        ``W½`` of the memory size curve, bytes per call (default 2e6).
+    link_efficiency : mapping of group to float
+        Share of the nominal link bandwidth each group's collectives get (``tp``, ``dp``,
+        ``pp``, ``ep``, ``cp``), as calibrated; a group not in it runs at
+        ``intra_node_efficiency`` or ``inter_node_efficiency`` by where its ranks are.
+    intra_node_efficiency, inter_node_efficiency : float
+        Default link efficiencies inside a node (NVLink, HCCS) and across nodes
+        (InfiniBand, RoCE): 0.65 and 0.9, Calculon's A100 network figures.
+    link_latency_s : float
+        Fixed time per collective or message (default 10 µs, Calculon's NVLink figure).
+    overlap : mapping of group to float
+        Share of each group's communication hidden under compute beyond what the model
+        schedules itself (default 0; the data-parallel reduction's overlap is
+        ``dp_buckets``', context parallelism overlaps the attention core by design).
+    dp_buckets : int
+        Buckets of the gradient reduction: all but the last overlap the last
+        micro-batch's backward (PyTorch DDP / Megatron ``--overlap-grad-reduce``,
+        MindSpore's fused gradient groups). 1: the reduction starts after the backward
+        (Megatron-LM 2021/22 and DeepSpeed pipeline engine runs). Default 1.
+    gradient_bytes : float
+        Bytes per gradient element in the data-parallel reduction (2: bf16/fp16; 4: fp32
+        main gradients).
+    optimizer_bytes_per_param : float
+        Memory traffic of the optimizer step per parameter the device updates (default
+        24: Adam reads and writes two fp32 moments, reads the gradient and reads and
+        writes the 16-bit weight; the simulator's ``ApplyAdamW``).
+    recompute_style : {"all", "needed"}
+        See :data:`RECOMPUTE_STYLES`.
+    sp_ag_redo : bool
+        Under sequence parallelism the backward all-gathers each column-parallel input
+        again instead of keeping it gathered (Megatron-LM's implementation; Calculon's
+        ``seq_par_ag_redo``, set for Korthikanti et al.'s Table 5 runs). Default True.
+    overhead_s : float
+        Fixed time per step outside the layers (host, data loading, logging).
+    kernel_gap_s : float
+        Idle time between consecutive kernels of a rank (launch gaps), per kernel.
+    """
+
+    gemm_efficiency: float = 0.95
+    gemm_half_flops: float = 0.58e9
+    attention_efficiency: float = 1.0
+    memory_efficiency: float = 0.9
+    memory_half_bytes: float = 2e6
+    gemm_memory: str = "sum"
+    link_efficiency: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_LINK,
+                                                 hash=False)
+    intra_node_efficiency: float = 0.65
+    inter_node_efficiency: float = 0.9
+    link_latency_s: float = 10e-6
+    overlap: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_OVERLAP, hash=False)
+    dp_buckets: int = 1
+    gradient_bytes: float = 2.0
+    optimizer_bytes_per_param: float = 24.0
+    recompute_style: str = "all"
+    sp_ag_redo: bool = True
+    overhead_s: float = 0.0
+    kernel_gap_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",
+                     "inter_node_efficiency"):
+            check_fraction(name, getattr(self, name), allow_zero=False)
+        for name in ("gemm_half_flops", "memory_half_bytes", "link_latency_s",
+                     "optimizer_bytes_per_param", "overhead_s", "kernel_gap_s"):
+            check_non_negative(name, getattr(self, name))
+        if not 0 < self.attention_efficiency <= 2:
+            raise InvalidArgumentError("attention_efficiency", "must be in (0, 2]",
+                                       self.attention_efficiency)
+        if not self.gradient_bytes > 0:
+            raise InvalidArgumentError("gradient_bytes", "must be > 0", self.gradient_bytes)
+        check_choice("recompute_style", self.recompute_style, RECOMPUTE_STYLES)
+        check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
+        if isinstance(self.dp_buckets, bool) or not isinstance(self.dp_buckets, int) \
+                or self.dp_buckets < 1:
+            raise InvalidArgumentError("dp_buckets", "must be a whole number >= 1",
+                                       self.dp_buckets)
+        object.__setattr__(self, "link_efficiency",
+                           _groups("link_efficiency", self.link_efficiency, _DEFAULT_LINK,
+                                   allow_zero=False))
+        object.__setattr__(self, "overlap",
+                           _groups("overlap", self.overlap, _DEFAULT_OVERLAP, allow_zero=True))
+
+    def link(self, group: str, intra: bool) -> float:
+        """Link efficiency of ``group``: calibrated, else the tier's default."""
+        value = self.link_efficiency.get(group)
+        if value is not None:
+            return value
+        return self.intra_node_efficiency if intra else self.inter_node_efficiency
+
+    def replace(self, **changes: Any) -> Rates:
+        """A copy with some fields changed; ``link_efficiency``/``overlap`` may be partial
+        (a group set to None goes back to its tier's default)."""
+        for name in ("link_efficiency", "overlap"):
+            if isinstance(changes.get(name), Mapping):
+                changes[name] = {**getattr(self, name), **dict(changes[name])}
+        return dataclasses.replace(self, **changes)
+
+    def scaled(self, factor: float) -> Rates:
+        """Every compute rate (GEMM, attention, memory) times ``factor``, capped at 1."""
+        return self.replace(gemm_efficiency=min(1.0, self.gemm_efficiency * factor),
+                            memory_efficiency=min(1.0, self.memory_efficiency * factor),
+                            attention_efficiency=min(2.0, self.attention_efficiency))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per rate: ``name``, ``value``."""
+        rows = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Mapping):
+                rows.extend((f"{f.name}[{k}]", v) for k, v in value.items())
+            else:
+                rows.append((f.name, value))
+        return pd.DataFrame(rows, columns=["name", "value"])
+
+
+def _groups(name: str, value: Mapping[str, float] | float, default: Mapping[str, float],
+            allow_zero: bool) -> Mapping[str, float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = {g: float(value) for g in GROUPS}
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(name, "must be a mapping of group to share, e.g. "
+                                   "{'tp': 0.7, 'dp': 0.9}", value)
+    unknown = set(value) - set(GROUPS)
+    if unknown:
+        raise InvalidArgumentError(name, f"groups are {', '.join(GROUPS)}", sorted(unknown))
+    out = dict(default)
+    for g, v in value.items():
+        if v is None:
+            out.pop(g, None)
+            continue
+        out[g] = check_fraction(f"{name}[{g}]", v, allow_zero=allow_zero)
+    return MappingProxyType(out)

@@ -1,0 +1,541 @@
+"""The calibrated step-time model: kernels, collectives, pipeline and optimizer of one step.
+
+:func:`step_times` evaluates many layouts at once (numpy columns, one row per
+configuration); :func:`perfkit.plan.predict` calls it with one row, and
+:func:`perfkit.plan.search` with ``calibration=`` with every candidate, so both rank with
+the same model. The simulator (:mod:`perfkit.simulate`) times its kernels with
+:func:`gemm_seconds` and :func:`memory_seconds` and lays out the same passes, so a
+simulated profile and this model agree by construction (tests check it).
+
+What one step is made of, per rank
+----------------------------------
+* **Layer passes** (:func:`layer_costs`), per micro-batch and layer: the GEMMs of the
+  attention and the MLP split ``tp`` ways, each timed on the size curve
+  (:mod:`perfkit.calc.rates`) or, when its bytes outweigh its FLOPs, at the memory rate
+  (roofline); the attention core (one fused kernel with flash attention, causal work
+  halved; otherwise two batched GEMMs plus the softmax and dropout over ``a·s²``
+  elements, Korthikanti et al. 2022); the memory-bound kernels (norms, residual adds,
+  rotary embedding, MLP activation, dropout) from their bytes. The backward runs each
+  GEMM twice (input and weight gradients), the flash-attention backward 2.5 times its
+  forward (PyTorch ``flop_counter``), the memory-bound kernels with their gradient
+  traffic.
+* **Recompute**: a fully recomputed layer reruns its forward before its backward —
+  entirely (``recompute_style="all"``, Megatron-LM, Narayanan et al. 2021 eq. (3)) or
+  without the MLP output projection, its tensor-parallel reduction and the last residual
+  add, whose outputs the backward never reads (``"needed"``, graph-mode frameworks such
+  as MindSpore; the MindFormers guide's "20 % to 25 % more computation"); selective
+  recompute reruns the attention core (Korthikanti et al. 2022 §5) and/or the MLP
+  activation (the guide's SiLU/Mul ``select_recompute``).
+* **Tensor parallelism**: two all-reduces forward and two backward per layer, or their
+  all-gather / reduce-scatter halves under sequence parallelism, where the backward also
+  all-gathers each column-parallel input again (Megatron-LM's implementation,
+  Calculon's ``seq_par_ag_redo``); a recomputed forward repeats its collectives. They
+  sit on the critical path of the micro-batch (``overlap["tp"]`` hides a share).
+* **Pipeline**: each stage runs ``m`` micro-batches at its own pace, the slowest sets the
+  steady state and the warm-up/cool-down bubble is ``(p − 1)/v`` of its per-micro-batch
+  time (Narayanan et al. 2021 §2.2). Every activation a stage receives blocks it for the
+  message time (Megatron's synchronous send/recv); the message is ``b·s·h/t`` bytes:
+  Megatron scatters it over the tensor-parallel ranks and gathers it after the send,
+  with or without sequence parallelism (Narayanan et al. 2021 §4.1, "scatter/gather
+  communication optimization").
+* **Context parallelism**: the key/value ring of each attention layer (forward, again in
+  the backward with the gradients) overlaps that layer's attention core; only what the
+  core does not cover is exposed (Megatron-LM context parallel).
+* **Expert parallelism**: dispatch and combine all-to-alls forward and backward, exposed.
+* **Data parallelism and the optimizer**: after the last backward the gradients are
+  reduced (reduce-scatter with optimizer sharding, all-reduce otherwise) over the
+  ``dp·cp`` replicas; with ``dp_buckets`` buckets all but the last overlap the last
+  micro-batch's backward. Then the optimizer updates the device's share of the
+  parameters (memory-bound, ``optimizer_bytes_per_param`` each) and, with sharding, the
+  updated 16-bit weights are all-gathered. None of this scales with the micro-batches,
+  which is why a layout that runs more micro-batches per step (strong scaling the other
+  way) or holds fewer parameters per device gets faster per token.
+* **Overhead**: a fixed ``overhead_s`` per step and ``kernel_gap_s`` per kernel.
+
+Ring volumes per rank: all-reduce ``2(n−1)/n·M``, all-gather / reduce-scatter and
+all-to-all ``(n−1)/n·M``, plus ``link_latency_s`` per operation. A group uses the
+intra-node bandwidth while its ranks fit in a node (ranks laid out tp, cp, dp, pp from
+the inside out), the inter-node bandwidth otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..specs import Hardware, ModelSpec
+from .activation import ActivationModel
+from .flops import layer_forward_flops
+from .rates import GROUPS, Rates
+
+__all__ = ["LayerCosts", "layer_costs", "gemm_seconds", "memory_seconds", "step_times",
+           "uniform_stages", "PART_NAMES"]
+
+#: Parts of a step, in the order :func:`step_times` reports them (they sum to the step).
+PART_NAMES = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
+              "bubble", "dp_comm", "optimizer", "overhead")
+
+_FLASH_BACKWARD = 2.5  # FlashAttention backward / forward FLOPs (PyTorch flop_counter)
+
+
+def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
+                 rates: Rates, attention: bool = False) -> float:
+    """One GEMM (or fused attention) call: the size curve, or the memory roofline.
+
+    ``max((F + F½)/(e·peak), B/(e_mem·bandwidth))`` with ``e = gemm_efficiency`` (times
+    ``attention_efficiency`` for a fused attention kernel).
+    """
+    e = rates.gemm_efficiency * (rates.attention_efficiency if attention else 1.0)
+    compute = (flops + rates.gemm_half_flops) / (e * peak)
+    memory = nbytes / (rates.memory_efficiency * bandwidth)
+    return compute + memory if rates.gemm_memory == "sum" else max(compute, memory)
+
+
+def memory_seconds(nbytes: float, bandwidth: float, rates: Rates) -> float:
+    """One memory-bound call: ``(B + B½)/(e_mem·bandwidth)``."""
+    return (nbytes + rates.memory_half_bytes) / (rates.memory_efficiency * bandwidth)
+
+
+@dataclass(frozen=True)
+class _Op:
+    kind: str  # "gemm", "attn" or "vec"
+    flops: float
+    nbytes: float
+    calls: float
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class LayerCosts:
+    """Per micro-batch, one rank: times (s) of one layer's passes and of the stage ends.
+
+    ``fwd``/``bwd`` forward and backward compute; ``rec_all``/``rec_needed`` a full
+    recompute in either style; ``sel_core``/``sel_act`` the selective recompute of the
+    attention core / MLP activation; ``core_fwd``/``core_bwd`` the attention core (what
+    context parallelism overlaps); ``emb``/``head`` the first stage's embedding and the
+    last stage's output head (forward + backward); ``kernels_*`` kernel counts;
+    ``act_bytes`` the ``b·s/cp·h`` 16-bit activation (tensor-parallel collectives and
+    pipeline messages are sized from it); ``kv_bytes`` the K and V of the whole
+    sequence on one rank (context parallelism); ``a2a_bytes`` one expert all-to-all
+    message; ``moe_share`` the share of layers that are MoE.
+    """
+
+    fwd: float
+    bwd: float
+    rec_all: float
+    rec_needed: float
+    sel_core: float
+    sel_act: float
+    core_fwd: float
+    core_bwd: float
+    emb: float
+    head: float
+    kernels_fwd: float
+    kernels_bwd: float
+    kernels_rec_all: float
+    kernels_rec_needed: float
+    kernels_head: float
+    act_bytes: float
+    kv_bytes: float
+    a2a_bytes: float
+    moe_share: float
+
+
+def _vec(nbytes: float, tag: str = "", calls: float = 1.0) -> _Op:
+    return _Op("vec", 0.0, nbytes, calls, tag)
+
+
+def _gemm(m: float, k: float, n: float, tag: str = "", calls: float = 1.0) -> _Op:
+    return _Op("gemm", 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), calls, tag)
+
+
+def _norm(elements: float, rms: bool, norm_bytes: float, grad: bool) -> list[_Op]:
+    """A norm's kernels: MindFormers-style RmsNorm computes in fp32 after a Cast."""
+    if grad:
+        return [_vec(12.0 * elements)]
+    if rms and norm_bytes > 2:
+        return [_vec(6.0 * elements), _vec(8.0 * elements)]
+    return [_vec(8.0 * elements)]
+
+
+def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, etp: int,
+               flash: bool, dropout: bool, norm_bytes: float, moe: bool
+               ) -> tuple[list[_Op], list[_Op]]:
+    """Forward and backward ops of one layer for one micro-batch on one rank."""
+    s_q = model.seq_length / cp
+    n = b * s_q
+    h = model.hidden_size
+    n_sp = n / tp if sp else n
+    parts = layer_forward_flops(model, causal=flash, layer="moe" if moe else "dense")
+    rms = model.norm == "rmsnorm"
+    a_t = model.num_attention_heads / tp
+    g_t = max(1.0, model.num_kv_heads / tp)
+    d, dv = model.qk_head_dim, model.value_head_dim
+    fwd: list[_Op] = [*_norm(n_sp * h, rms, norm_bytes, False)]
+    qkv_out = parts["qkv"] / (2.0 * h) / tp
+    fwd.append(_gemm(n, h, qkv_out, "qkv"))
+    rope = model.position_embedding == "rope"
+    if rope:
+        fwd += [_vec(6.0 * n * a_t * d), _vec(6.0 * n * g_t * d)]
+    core_flops = parts["core"] * n / tp
+    scores = b * a_t * s_q * model.seq_length  # elements of the score matrix
+    if flash:
+        core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core")]
+    else:
+        bmm_bytes = 2.0 * (n * a_t * d + b * model.seq_length * a_t * d + scores)
+        core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"),
+                _vec(4.0 * scores, "core"),
+                _Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core")]
+        if dropout:
+            core.insert(2, _vec(5.0 * scores, "core"))
+    fwd += core
+    proj_in = parts["projection"] / (2.0 * h) / tp
+    fwd.append(_gemm(n, proj_in, h, "proj"))
+    fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "add"))
+    fwd += _norm(n_sp * h, rms, norm_bytes, False)
+    gated = model.mlp == "gated"
+    gemms = 3 if gated else 2
+    dense_mlp = (parts["mlp"] - parts["experts"]) * n / tp
+    width = dense_mlp / (2.0 * n * h * gemms) if dense_mlp else 0.0
+    mlp_in: list[_Op] = []
+    mlp_out: list[_Op] = []
+    act_elements = 0.0
+    if dense_mlp:
+        mlp_in += [_gemm(n, h, width, "mlp_in", calls=gemms - 1)]
+        mlp_out += [_gemm(n, width, h, "mlp_out")]
+        act_elements += n * width
+    if parts["experts"]:
+        local = model.num_experts / ep
+        per_expert = parts["experts"] * n / tp / local  # FLOPs of one expert's GEMMs
+        tokens_e = n * model.moe_top_k * ep / model.num_experts
+        width_e = per_expert / (2.0 * tokens_e * h * gemms)
+        mlp_in += [_gemm(tokens_e, h, width_e, "mlp_in", calls=local * (gemms - 1))]
+        mlp_out += [_gemm(tokens_e, width_e, h, "mlp_out", calls=local)]
+        act_elements += local * tokens_e * width_e
+        fwd.append(_gemm(n, h, model.num_experts, "router"))
+        fwd.append(_vec(8.0 * n * model.moe_top_k * h, "permute"))
+    fwd += mlp_in
+    act = [_vec(4.0 * act_elements, "act"), _vec(6.0 * act_elements, "act")] if gated \
+        else [_vec(4.0 * act_elements, "act")]
+    fwd += act
+    fwd += [_Op(o.kind, o.flops, o.nbytes, o.calls, "mlp_out") for o in mlp_out]
+    fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "mlp_out"))
+    # backward: every GEMM twice (input and weight gradients), activation gradients
+    bwd: list[_Op] = []
+    for o in fwd:
+        if o.kind == "gemm":
+            bwd.append(_Op("gemm", o.flops, o.nbytes, 2 * o.calls, o.tag))
+        elif o.kind == "attn":
+            bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag))
+    if not flash:
+        bwd.append(_vec(6.0 * scores))
+        if dropout:
+            bwd.append(_vec(5.0 * scores))
+    bwd += ([_vec(6.0 * act_elements, "act"), _vec(6.0 * act_elements, "act"),
+             _vec(6.0 * act_elements, "act")] if gated else [_vec(6.0 * act_elements, "act")])
+    bwd += [_vec(6.0 * n_sp * h), *_norm(n_sp * h, rms, norm_bytes, True), _vec(6.0 * n_sp * h),
+            *_norm(n_sp * h, rms, norm_bytes, True), _vec(6.0 * n_sp * h)]
+    if rope:
+        bwd += [_vec(6.0 * n * a_t * d), _vec(6.0 * n * g_t * d)]
+    if parts["experts"]:
+        bwd.append(_vec(8.0 * n * model.moe_top_k * h))
+    if dropout:
+        bwd += [_vec(5.0 * n_sp * h), _vec(5.0 * n_sp * h)]
+    del dv
+    return fwd, bwd
+
+
+def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: float
+              ) -> tuple[list[_Op], list[_Op]]:
+    """Embedding (first stage) and output head with loss (last stage), fwd + bwd."""
+    n = b * model.seq_length / cp
+    h, v = model.hidden_size, model.vocab_size / tp
+    n_sp = n / tp if sp else n
+    emb = [_vec(4.0 * n_sp * h), _vec(4.0 * n_sp * h)]
+    rms = model.norm == "rmsnorm"
+    head = [*_norm(n_sp * h, rms, norm_bytes if rms else 2.0, False), _gemm(n, h, v),
+            _vec(6.0 * n * v), _vec(8.0 * n * v),
+            _Op("gemm", 2.0 * n * h * v, 2.0 * (n * h + h * v + n * v), 2.0),
+            _vec(12.0 * n_sp * h)]
+    return emb, head
+
+
+def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
+             skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> tuple[float, float]:
+    """Total time and kernel count of ``ops`` (filtered by tag)."""
+    total = kernels = 0.0
+    for o in ops:
+        if (skip and o.tag in skip) or (only and o.tag not in only):
+            continue
+        if o.kind == "vec":
+            t = memory_seconds(o.nbytes, bandwidth, rates)
+        else:
+            t = gemm_seconds(o.flops, o.nbytes, peak, bandwidth, rates, o.kind == "attn")
+        total += o.calls * t
+        kernels += o.calls
+    return total, kernels
+
+
+def layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, micro_batch_size: int = 1,
+                tp: int = 1, sequence_parallel: bool = False, cp: int = 1, ep: int = 1,
+                expert_tp: int | None = None, activation_model: ActivationModel | None = None,
+                dtype: str | None = None) -> LayerCosts:
+    """Per-layer and per-stage-end times of one micro-batch on one rank (see module doc).
+
+    ``activation_model`` says whether attention is fused (``flash_attention``), whether
+    there is dropout and how the norms store their input (``norm_bytes``: 4 means a
+    Cast to fp32 before the norm, as MindFormers does); default ``ActivationModel()``:
+    a Megatron GPT layer (unfused attention, dropout, 16-bit norms).
+    """
+    am = ActivationModel() if activation_model is None else activation_model
+    return _layer_costs(model, hardware, rates, int(micro_batch_size), int(tp),
+                        bool(sequence_parallel), int(cp), int(ep),
+                        int(expert_tp or tp), am, dtype)
+
+
+@lru_cache(maxsize=4096)
+def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp: int,
+                 sp: bool, cp: int, ep: int, etp: int, am: ActivationModel,
+                 dtype: str | None) -> LayerCosts:
+    peak, bw = hardware.peak(dtype), hardware.memory_bandwidth
+    dropout = am.dropout if am.dropout is not None else model.mlp != "gated"
+    flash = am.flash_attention
+    kinds = [(False, 1.0)]
+    moe_share = 0.0
+    if model.is_moe:
+        moe_share = 1.0 - model.first_dense_layers / model.num_layers
+        kinds = [(True, moe_share), (False, 1.0 - moe_share)]
+    totals = dict.fromkeys(("fwd", "bwd", "rec_all", "rec_needed", "sel_core", "sel_act",
+                            "core_fwd", "core_bwd", "kf", "kb", "kra", "krn"), 0.0)
+    for moe, weight in kinds:
+        if weight <= 0:
+            continue
+        fwd, bwd = _layer_ops(model, b, tp, sp, cp, ep, etp, flash, dropout, am.norm_bytes,
+                              moe)
+        f, kf = _seconds(fwd, peak, bw, rates)
+        bk, kb = _seconds(bwd, peak, bw, rates)
+        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",))
+        sc, _ = _seconds(fwd, peak, bw, rates, only=("core",))
+        sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
+        cb, _ = _seconds(bwd, peak, bw, rates, only=("core",))
+        for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
+                           ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
+                           ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
+                           ("krn", krn)):
+            totals[key] += weight * value
+    emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes)
+    emb, _ = _seconds(emb_ops, peak, bw, rates)
+    head, kh = _seconds(head_ops, peak, bw, rates)
+    n = b * model.seq_length / cp
+    act_bytes = n * model.hidden_size * 2.0
+    kv_bytes = b * model.seq_length * model.num_kv_heads \
+        * (model.qk_head_dim + model.value_head_dim) / tp * 2.0
+    a2a = model.moe_top_k * act_bytes / (tp if sp else 1) if model.is_moe else 0.0
+    return LayerCosts(totals["fwd"], totals["bwd"], totals["rec_all"], totals["rec_needed"],
+                      totals["sel_core"], totals["sel_act"], totals["core_fwd"],
+                      totals["core_bwd"], emb, head, totals["kf"], totals["kb"],
+                      totals["kra"], totals["krn"], kh, act_bytes, kv_bytes, a2a, moe_share)
+
+
+# ----------------------------------------------------------------------------- the step
+
+def uniform_stages(cols: dict[str, np.ndarray], num_layers: int) -> dict[str, np.ndarray]:
+    """Stage rows for configurations whose stages are alike (:func:`perfkit.plan.search`).
+
+    Two rows per configuration — the first stage (embedding) and the last (output head)
+    — with ``L/pp`` layers, ``full_layers_per_stage`` fully recomputed and, with
+    ``recompute == 1`` (selective), the rest selective; a single row when ``pp == 1``.
+    Middle stages are never slower than the first, so the slowest stage is among them.
+    """
+    pp = cols["pp"].astype(np.int64)
+    count = len(pp)
+    idx = np.arange(count)
+    two = pp > 1
+    cand = np.concatenate([idx, idx[two]])
+    first = np.concatenate([np.ones(count, bool), np.zeros(int(two.sum()), bool)])
+    last = np.concatenate([~two, np.ones(int(two.sum()), bool)])
+    layers = (num_layers // pp)[cand].astype(float)
+    full = cols["full_layers_per_stage"][cand].astype(float)
+    selective = np.where(cols["recompute"][cand] == 1, layers - full, 0.0)
+    return {"cand": cand, "layers": layers, "full": full, "selective": selective,
+            "comm": np.zeros(len(cand)), "first": first, "last": last}
+
+
+def _link(hardware: Hardware, span: np.ndarray, rates: Rates, group: str) -> np.ndarray:
+    """Achieved bandwidth of ``group``'s links for groups spanning ``span`` ranks."""
+    intra = span <= hardware.devices_per_node
+    return np.where(intra, hardware.intra_node_bandwidth * rates.link(group, True),
+                    hardware.inter_node_bandwidth * rates.link(group, False))
+
+
+def _costs_columns(model: ModelSpec, hardware: Hardware, rates: Rates,
+                   cols: dict[str, np.ndarray], am: ActivationModel | None,
+                   dtype: str | None) -> dict[str, np.ndarray]:
+    """LayerCosts fields as arrays, one call of :func:`layer_costs` per distinct key."""
+    keys = [np.asarray(cols[k]).astype(np.int64) for k in (
+        "micro_batch_size", "tp", "sequence_parallel", "cp", "ep", "expert_tp")]
+    code = np.zeros(len(keys[0]), dtype=np.int64)
+    for column in keys:  # one integer per distinct key (mixed radix), then one unique
+        values, inv = np.unique(column, return_inverse=True)
+        code = code * len(values) + inv.reshape(-1)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    uniq = [tuple(int(column[i]) for column in keys) for i in first]
+    fields = LayerCosts.__dataclass_fields__
+    table = {name: np.empty(len(uniq)) for name in fields}
+    for i, (b, t, q, c, e, x) in enumerate(uniq):
+        lc = layer_costs(model, hardware, rates, int(b), int(t), bool(q), int(c), int(e),
+                         int(x) or int(t), am, dtype)
+        for name in fields:
+            table[name][i] = getattr(lc, name)
+    return {name: values[inverse] for name, values in table.items()}
+
+
+def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
+               cols: dict[str, np.ndarray], stages: dict[str, np.ndarray] | None = None, *,
+               params: dict[str, np.ndarray] | None = None,
+               activation_model: ActivationModel | None = None,
+               dtype: str | None = None) -> dict[str, np.ndarray]:
+    """Step time and its parts for every configuration of ``cols`` (see module docstring).
+
+    Parameters
+    ----------
+    model, hardware, rates
+        What runs, on what, at which rates.
+    cols : dict of arrays
+        One entry per configuration: ``dp, tp, pp, cp, ep, expert_tp`` (0 = tp),
+        ``vpp, micro_batch_size, num_micro_batches, sequence_parallel, optimizer_shard``
+        and, for :func:`uniform_stages`, ``recompute`` (0 none, 1 selective, 2 full) and
+        ``full_layers_per_stage``.
+    stages : dict of arrays, optional
+        Stage rows (``cand`` index, ``layers``, ``full``, ``selective``, ``comm`` —
+        layers whose tensor-parallel all-gathers are recomputed —, ``first``, ``last``);
+        default :func:`uniform_stages`. ``selective`` layers rerun what
+        ``activation_model.selective`` drops.
+    params : dict of arrays, optional
+        ``dense`` and ``experts`` parameters of the most loaded stage per device (as
+        :func:`perfkit.calc.memory.stage_parameters`); needed for data parallelism and the
+        optimizer.
+    activation_model : ActivationModel, optional
+        Fused attention, dropout, norm storage and the selective-recompute kind.
+
+    Returns
+    -------
+    dict of arrays
+        :data:`PART_NAMES` (seconds; they sum to ``step_s``), ``step_s``, ``stage_s``
+        (the slowest stage's time per micro-batch), ``tp_comm_raw_s`` ...
+        ``dp_comm_raw_s`` (each group's traffic time before overlap, per step) and
+        ``kernels`` (kernels per step on the slowest stage).
+    """
+    am = ActivationModel() if activation_model is None else activation_model
+    c = {k: np.asarray(v) for k, v in cols.items()}
+    c["expert_tp"] = np.where(c["expert_tp"] == 0, c["tp"], c["expert_tp"])
+    st = uniform_stages(c, model.num_layers) if stages is None else stages
+    lc = _costs_columns(model, hardware, rates, c, am, dtype)
+    f = {k: c[k].astype(float) for k in ("dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp",
+                                         "num_micro_batches", "optimizer_shard")}
+    dp, tp, pp, cp, ep, etp, v, m, osh = (f[k] for k in (
+        "dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "num_micro_batches",
+        "optimizer_shard"))
+    sp = c["sequence_parallel"].astype(bool)
+    ovl, lat = rates.overlap, rates.link_latency_s
+    # per-collective times of each group (one operation of its usual message)
+    bw_tp = _link(hardware, tp, rates, "tp")
+    half_tp = np.where(tp > 1, lc["act_bytes"] * (tp - 1) / tp / bw_tp + lat, 0.0)
+    bw_cp = _link(hardware, tp * cp, rates, "cp")
+    kv_x = np.where(cp > 1, lc["kv_bytes"] * (cp - 1) / cp / bw_cp + lat, 0.0)
+    bw_ep = _link(hardware, etp * ep, rates, "ep")
+    a2a = np.where(ep > 1, lc["a2a_bytes"] * (ep - 1) / ep / bw_ep + lat, 0.0)
+    bw_pp = _link(hardware, 2 * tp * cp * dp, rates, "pp")
+    msg_pp = np.where(pp > 1, lc["act_bytes"] / tp / bw_pp + lat, 0.0)
+    # tensor-parallel halves (all-gather or reduce-scatter) per layer and micro-batch
+    redo = sp & rates.sp_ag_redo
+    tp_fb = 8.0 + np.where(redo, 2.0, 0.0)
+    tp_rec_all = np.full(len(tp), 4.0)
+    tp_rec_needed = np.where(sp, 3.0, 2.0)
+    style_all = rates.recompute_style == "all"
+    rec_t = lc["rec_all"] if style_all else lc["rec_needed"]
+    rec_tp = tp_rec_all if style_all else tp_rec_needed
+    rec_k = lc["kernels_rec_all"] if style_all else lc["kernels_rec_needed"]
+    sel_t = lc["sel_core"] * ("attention_core" in am.selective) \
+        + lc["sel_act"] * ("mlp_activation" in am.selective)
+    # context parallelism: the K/V ring overlaps the attention core of the same layer
+    cp_fb = np.maximum(0.0, 2 * kv_x - lc["core_fwd"]) + np.maximum(0.0, 3 * kv_x
+                                                                     - lc["core_bwd"])
+    cp_rec = np.maximum(0.0, 2 * kv_x - lc["core_fwd"])
+    ep_fb = 4.0 * a2a * lc["moe_share"]
+    ep_rec = 2.0 * a2a * lc["moe_share"]
+    # per stage row, per micro-batch
+    i = st["cand"]
+    n, full, sel, comm = st["layers"], st["full"], st["selective"], st["comm"]
+    first, last = st["first"].astype(bool), st["last"].astype(bool)
+    recv = np.where(pp[i] > 1, np.where(first, 2 * v[i] - 1, 0.0)
+                    + np.where(last, 2 * v[i] - 1, 0.0)
+                    + np.where(~first & ~last, 2 * v[i], 0.0), 0.0)
+    recv = np.where((pp[i] > 1) & first & last, 0.0, recv)
+    row = {
+        "compute": n * (lc["fwd"][i] + lc["bwd"][i]) + np.where(first, lc["emb"][i], 0.0)
+        + np.where(last, lc["head"][i], 0.0),
+        "recompute": full * rec_t[i] + sel * sel_t[i],
+        "tp_comm": (n * tp_fb[i] + full * rec_tp[i] + comm * 2.0) * half_tp[i]
+        * (1 - ovl["tp"]),
+        "cp_comm": (n * cp_fb[i] + full * cp_rec[i]) * (1 - ovl["cp"]),
+        "ep_comm": (n * ep_fb[i] + full * ep_rec[i]) * (1 - ovl["ep"]),
+        "pp_comm": recv * msg_pp[i] * (1 - ovl["pp"]),
+    }
+    kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]) + full * rec_k[i] \
+        + np.where(last, lc["kernels_head"][i], 0.0)
+    row["overhead"] = kernels_row * rates.kernel_gap_s
+    per_mb = sum(row.values())
+    count = len(dp)
+    order = np.lexsort((per_mb, i))  # by configuration, then stage time
+    ends = np.r_[np.nonzero(np.diff(i[order]))[0], len(order) - 1]
+    pick = np.empty(count, dtype=np.int64)
+    pick[i[order][ends]] = order[ends]  # each configuration's slowest stage row
+    slowest = per_mb[pick]
+    out = {name: m * row[name][pick] for name in row}
+    out["overhead"] = out["overhead"] + rates.overhead_s
+    out["bubble"] = (pp - 1) / v * slowest
+    # data parallelism and the optimizer, on the stage holding the most parameters
+    if params is None:
+        dense = np.zeros(count)
+        experts = np.zeros(count)
+    else:
+        dense, experts = params["dense"], params["experts"]
+    group = dp * cp
+    expert_group = tp * cp * dp / (ep * etp)
+    sharded = osh > 1
+    bw_dp = _link(hardware, tp * cp * dp, rates, "dp")
+    bw_edp = bw_dp
+    gbytes = rates.gradient_bytes
+
+    def reduction(count_params: np.ndarray, g: np.ndarray, bw: np.ndarray) -> np.ndarray:
+        ring = np.where(g > 1, (g - 1) / np.maximum(g, 1), 0.0)
+        volume = count_params * gbytes * ring * np.where(sharded, 1.0, 2.0)
+        return np.where(g > 1, volume / bw + lat, 0.0)
+
+    reduce_s = reduction(dense, group, bw_dp) + reduction(experts, expert_group, bw_edp)
+    gather_s = np.where(sharded & (group > 1), dense * 2.0 * (group - 1) / np.maximum(group, 1)
+                        / bw_dp + lat, 0.0)
+    nb = rates.dp_buckets
+    last_bwd = lc["bwd"] * st["layers"][pick]  # the last micro-batch's backward
+    bucket = reduce_s / nb
+    exposed_reduce = np.maximum(bucket, reduce_s - last_bwd * (nb - 1) / nb)
+    exposed_reduce = np.where(reduce_s > 0, exposed_reduce, 0.0)
+    out["dp_comm"] = (exposed_reduce + gather_s) * (1 - ovl["dp"])
+    updated = (dense + experts) / np.maximum(osh, 1)
+    out["optimizer"] = np.where(updated > 0, (updated * rates.optimizer_bytes_per_param
+                                              + rates.memory_half_bytes)
+                                / (rates.memory_efficiency * hardware.memory_bandwidth), 0.0)
+    out["step_s"] = sum(out[name] for name in PART_NAMES)
+    out["stage_s"] = slowest
+    out["kernels"] = m * kernels_row[pick]
+    raw = {"tp": (st["layers"][pick] * tp_fb + full[pick] * rec_tp) * half_tp * m,
+           "cp": (st["layers"][pick] * 5 + full[pick] * 2) * kv_x * m,
+           "ep": (st["layers"][pick] * 4 + full[pick] * 2) * a2a * lc["moe_share"] * m,
+           "pp": recv[pick] * msg_pp * m, "dp": reduce_s + gather_s}
+    for g in GROUPS:
+        out[f"{g}_comm_raw_s"] = raw[g]
+    return out

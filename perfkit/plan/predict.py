@@ -1,0 +1,378 @@
+"""Predict the step time of a layout from a calibration: what the next run will do.
+
+:func:`predict` evaluates :func:`perfkit.calc.timing.step_times` — the model
+:func:`perfkit.plan.search` ranks with when it is given a calibration — for one layout,
+at the rates :func:`perfkit.plan.calibrate` fitted on the user's own run, and adds a band
+and the memory fit.
+
+The band
+--------
+``low_s``/``high_s`` are ``step_s · (1 ∓ u)`` with
+
+    ``u = sqrt(r² + u_model² + Σ_parts (σ_part · part / step)²)``,
+
+* ``r``: the calibration's residual on the run it was fitted to (how well the fitted
+  model reproduced the measured step; 0 when the fit closes it by construction);
+* ``u_model`` = :data:`MODEL_UNCERTAINTY` (0.04): the model's own error on layouts it
+  was not fitted to, measured on published runs (``benchmarks/bench_predict.py``:
+  calibrated mean error 2–3 %, the larger errors near 6 %);
+* ``σ_part`` = :data:`MEASURED_SIGMA` (0.05) for a part whose rate the calibration
+  measured on the user's run (compute from the operators or the step, a group's link
+  efficiency from its collectives), :data:`DEFAULT_SIGMA` (0.25) for a part still at
+  perfkit's default rate (a communication group the calibrating run did not use).
+
+Uncalibrated predictions (``calibration=None``) use :class:`~perfkit.calc.rates.Rates`'
+defaults (published A100 figures, see :mod:`perfkit.calc.rates`) with
+:data:`DEFAULT_SIGMA` on every part, and say so in ``notes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..calc import ActivationModel, activation_memory, static_memory
+from ..calc.flops import flops_per_token
+from ..calc.memory import stage_parameters
+from ..calc.rates import Rates
+from ..calc.timing import PART_NAMES, step_times
+from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_int
+from ..specs import Hardware, ModelSpec, ParallelConfig
+
+__all__ = ["Prediction", "predict", "MODEL_UNCERTAINTY", "MEASURED_SIGMA", "DEFAULT_SIGMA",
+           "layout_columns", "stage_rows"]
+
+#: Relative error of the calibrated model on layouts it was not fitted to (published runs).
+MODEL_UNCERTAINTY = 0.04
+#: Relative uncertainty of a part whose rate was measured on the calibrating run.
+MEASURED_SIGMA = 0.05
+#: Relative uncertainty of a part at perfkit's default rate.
+DEFAULT_SIGMA = 0.25
+
+#: Which rates each part runs at (for the band: measured or default).
+PART_RATES = {"compute": "compute", "recompute": "compute", "bubble": "compute",
+              "optimizer": "compute", "overhead": "overhead", "tp_comm": "tp",
+              "cp_comm": "cp", "ep_comm": "ep", "pp_comm": "pp", "dp_comm": "dp"}
+
+_DIVISIBILITY = "pp: pp*vpp="
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted step: time with its band, parts, memory fit, and what it assumed.
+
+    Attributes
+    ----------
+    step_s, low_s, high_s : float
+        Predicted step time and its band (see the module docstring).
+    parts : mapping of str to float
+        Seconds per part (:data:`perfkit.calc.timing.PART_NAMES`: ``compute``,
+        ``recompute``, exposed ``tp_comm``/``cp_comm``/``ep_comm``/``pp_comm``/``dp_comm``,
+        ``bubble``, ``optimizer``, ``overhead``); they sum to ``step_s``.
+    tokens_per_second_per_device, mfu : float
+        Throughput and model FLOPs utilisation at ``step_s``.
+    static_bytes, activation_bytes, memory_bytes, memory_limit_bytes : float
+        Memory of the most loaded device (static + activations of its stage) and the
+        limit it is held to; ``fits`` whether it fits.
+    model, parallel, hardware : ModelSpec, ParallelConfig, Hardware
+        The layout predicted.
+    global_batch_size, seq_length : int
+    calibrated : bool
+        Whether a calibration supplied the rates.
+    changes : tuple of str
+        What differs from the calibrated run's layout (``"pp 1 → 2"``).
+    notes : tuple of str
+    """
+
+    step_s: float
+    low_s: float
+    high_s: float
+    parts: Mapping[str, float]
+    tokens_per_second_per_device: float
+    mfu: float
+    static_bytes: float
+    activation_bytes: float
+    memory_bytes: float
+    memory_limit_bytes: float
+    fits: bool
+    model: ModelSpec = field(repr=False)
+    parallel: ParallelConfig = field(repr=False)
+    hardware: Hardware = field(repr=False)
+    global_batch_size: int = 0
+    seq_length: int = 0
+    calibrated: bool = False
+    changes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def band(self) -> float:
+        """Relative half-width of the band."""
+        return (self.high_s - self.step_s) / self.step_s
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per part (``part``, ``seconds``, ``share``), then ``step``, ``low``, ``high``."""
+        rows = [(k, v, v / self.step_s) for k, v in self.parts.items()]
+        rows += [("step", self.step_s, 1.0), ("low", self.low_s, self.low_s / self.step_s),
+                 ("high", self.high_s, self.high_s / self.step_s)]
+        return pd.DataFrame(rows, columns=["part", "seconds", "share"])
+
+
+def layout_columns(parallel: ParallelConfig) -> dict[str, np.ndarray]:
+    """One configuration as the columns :func:`perfkit.calc.timing.step_times` reads."""
+    cols = {k: np.array([getattr(parallel, k)], dtype=np.int64) for k in (
+        "dp", "tp", "pp", "cp", "ep", "vpp", "micro_batch_size", "num_micro_batches",
+        "optimizer_shard")}
+    cols["expert_tp"] = np.array([parallel.expert_tp or 0], dtype=np.int64)
+    cols["sequence_parallel"] = np.array([parallel.sequence_parallel])
+    return cols
+
+
+def _per_stage(name: str, value: int | Sequence[int] | None, pp: int) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    values = tuple(value) if isinstance(value, Sequence) else (value,) * pp
+    if len(values) != pp:
+        raise InvalidArgumentError(name, f"needs one entry per pipeline stage (pp={pp})", value)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise InvalidArgumentError(name, "entries must be whole numbers >= 0", value)
+    return tuple(int(v) for v in values)
+
+
+def stage_rows(model: ModelSpec, parallel: ParallelConfig,
+               stage_layers: Sequence[int] | None = None,
+               selective_layers: int | Sequence[int] | None = None,
+               comm_layers: int | Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Per-stage rows of one layout: layers, fully / selectively / communication-recomputed.
+
+    ``stage_layers`` overrides the even split (MindFormers' ``offset``, Megatron's lighter
+    first and last stages). Fully recomputed layers come from ``parallel.recompute_layers``
+    (or all with ``recompute="full"``); ``selective_layers`` defaults to the rest of each
+    stage with ``recompute="selective"``; ``comm_layers`` (default 0) are layers whose
+    tensor-parallel all-gathers are recomputed in the backward (MindFormers'
+    ``select_comm_recompute``).
+    """
+    pp = parallel.pp
+    layers = _per_stage("stage_layers", stage_layers, pp) or tuple(
+        parallel.layers_per_stage(model))
+    if sum(layers) != model.num_layers:
+        raise InvalidArgumentError("stage_layers", f"must add up to num_layers="
+                                   f"{model.num_layers}", stage_layers)
+    rl = parallel.recompute_layers
+    if rl is None:
+        full = layers if parallel.recompute == "full" else (0,) * pp
+    else:
+        full = tuple(rl) if isinstance(rl, tuple) else (rl,) * pp
+    if any(f > n for f, n in zip(full, layers, strict=True)):
+        raise InvalidArgumentError("recompute_layers", "more fully recomputed layers than "
+                                   "the stage holds", rl)
+    selective = _per_stage("selective_layers", selective_layers, pp)
+    if selective is None:
+        selective = tuple(n - f if parallel.recompute == "selective" else 0
+                          for n, f in zip(layers, full, strict=True))
+    comm = _per_stage("comm_layers", comm_layers, pp) or (0,) * pp
+    for name, values in (("selective_layers", selective), ("comm_layers", comm)):
+        if any(v > n for v, n in zip(values, layers, strict=True)):
+            raise InvalidArgumentError(name, "more layers than the stage holds", values)
+    stage = np.arange(pp)
+    return {"cand": np.zeros(pp, dtype=np.int64), "layers": np.array(layers, float),
+            "full": np.array(full, float), "selective": np.array(selective, float),
+            "comm": np.array(comm, float), "first": stage == 0, "last": stage == pp - 1}
+
+
+def stage_params(model: ModelSpec, parallel: ParallelConfig,
+                 stage_layers: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Dense and expert parameters per device of the most loaded stage (1-element arrays)."""
+    if stage_layers is None:
+        stages = stage_parameters(model, parallel)
+    else:
+        stages = []
+        for s, n in enumerate(stage_layers):
+            # the stage as if every stage held n layers (dense layers first, as the model)
+            even = model.replace(num_layers=n * parallel.pp)
+            par = parallel.replace(vpp=1, recompute_layers=None)
+            stages.append(stage_parameters(even, par)[s])
+    top = max(stages, key=lambda st: st["total"])
+    return {"dense": np.array([top["total"] - top["experts"]]),
+            "experts": np.array([top["experts"]])}
+
+
+def _validate(model: ModelSpec, parallel: ParallelConfig, uneven: bool) -> None:
+    rules = parallel.problems(model)
+    if uneven:
+        rules = [r for r in rules if not r.startswith(_DIVISIBILITY)
+                 and not r.startswith("recompute_layers: more than")]
+    if rules:
+        param, _, rule = rules[0].partition(": ")
+        raise ParallelConfigError(param, rule, getattr(parallel, param, None), rules=rules)
+
+
+def _resolve(calibration: Any, model: ModelSpec | None, parallel: ParallelConfig | None,
+             hardware: Hardware | str | None, global_batch_size: int | None,
+             seq_length: int | None) -> tuple[ModelSpec, ParallelConfig, Hardware]:
+    base = getattr(calibration, "job", None)
+    model = model if model is not None else getattr(base, "model", None)
+    parallel = parallel if parallel is not None else getattr(base, "parallel", None)
+    hardware = hardware if hardware is not None else getattr(base, "hardware", None)
+    for name, value in (("model", model), ("parallel", parallel), ("hardware", hardware)):
+        if value is None:
+            raise InvalidArgumentError(name, "is needed: pass it, or a calibration that "
+                                       "knows the job", None)
+    if isinstance(hardware, str):
+        hardware = Hardware.preset(hardware)
+    if not isinstance(model, ModelSpec):
+        raise InvalidArgumentError("model", "must be a ModelSpec", type(model).__name__)
+    if not isinstance(parallel, ParallelConfig):
+        raise InvalidArgumentError("parallel", "must be a ParallelConfig",
+                                   type(parallel).__name__)
+    if not isinstance(hardware, Hardware):
+        raise InvalidArgumentError("hardware", "must be a Hardware or a preset name",
+                                   type(hardware).__name__)
+    if seq_length is not None:
+        model = model.replace(seq_length=check_positive_int("seq_length", seq_length))
+    if global_batch_size is not None:
+        gbs = check_positive_int("global_batch_size", global_batch_size)
+        per = parallel.dp * parallel.micro_batch_size
+        if gbs % per:
+            raise InvalidArgumentError("global_batch_size", f"must be a multiple of dp x "
+                                       f"micro_batch_size = {per}", gbs)
+        parallel = parallel.replace(num_micro_batches=gbs // per)
+    return model, parallel, hardware
+
+
+def _changes(old: ParallelConfig | None, new: ParallelConfig, old_model: ModelSpec | None,
+             new_model: ModelSpec) -> tuple[str, ...]:
+    if old is None:
+        return ()
+    out = [f"{f.name} {getattr(old, f.name)} → {getattr(new, f.name)}"
+           for f in dataclasses.fields(ParallelConfig)
+           if getattr(old, f.name) != getattr(new, f.name)]
+    if old_model is not None and old_model != new_model:
+        out += [f"{f.name} {getattr(old_model, f.name)} → {getattr(new_model, f.name)}"
+                for f in dataclasses.fields(ModelSpec)
+                if getattr(old_model, f.name) != getattr(new_model, f.name)]
+    return tuple(out)
+
+
+def predict(calibration: Any = None, model: ModelSpec | None = None,
+            parallel: ParallelConfig | None = None, hardware: Hardware | str | None = None,
+            global_batch_size: int | None = None, seq_length: int | None = None, *,
+            stage_layers: Sequence[int] | None = None,
+            selective_layers: int | Sequence[int] | None = None,
+            comm_layers: int | Sequence[int] | None = None,
+            activation_model: ActivationModel | None = None,
+            static_scheme: str | None = None, memory_limit_bytes: float | None = None,
+            memory_reserve: float = 0.1, dtype: str | None = None,
+            overrides: Mapping[str, Any] | None = None) -> Prediction:
+    """Predict a layout's step time, its parts and memory from a calibration.
+
+    Parameters
+    ----------
+    calibration : Calibration, optional
+        From :func:`perfkit.plan.calibrate`: the rates, and the job whose fields fill in
+        whatever is not given here. None: perfkit's default rates (uncalibrated).
+    model, parallel, hardware
+        The layout to predict: every knob of :class:`~perfkit.ParallelConfig` (dp, tp, pp,
+        vpp, ep, cp, micro-batch size and count, recompute and its per-stage layers,
+        sequence parallelism, optimizer sharding; the device count is their product).
+    global_batch_size : int, optional
+        Sequences per step; sets ``num_micro_batches = B / (dp · micro_batch_size)``.
+    seq_length : int, optional
+        Tokens per sequence (replaces the model's).
+    stage_layers : sequence of int, optional
+        Uneven layers per pipeline stage (the even split by default).
+    selective_layers, comm_layers : int or sequence of int, optional
+        Per stage: layers with selective recompute (default: every layer not fully
+        recomputed when ``recompute="selective"``) and layers whose tensor-parallel
+        all-gathers are recomputed (default 0).
+    activation_model : ActivationModel, optional
+        Fused attention, dropout, norm storage, selective-recompute kind (default: the
+        calibration's, else ``ActivationModel()``).
+    static_scheme : {"mindspore", "megatron", "zero", "deepspeed"}, optional
+        Static-memory accounting (default: the calibration's, else ``"mindspore"``).
+    memory_limit_bytes : float, optional
+        Usable device memory; default ``hardware.memory_bytes · (1 − memory_reserve)``.
+    dtype : str, optional
+        Peak to use (default the hardware's).
+    overrides : mapping, optional
+        :class:`~perfkit.calc.rates.Rates` fields to change for this layout — what the
+        framework does differently, e.g. ``{"dp_buckets": 8}`` (overlap the gradient
+        reduction), ``{"recompute_style": "needed"}``, ``{"gradient_bytes": 4}``. Changing
+        a fitted rate (an efficiency) makes the prediction no longer calibrated on it.
+
+    Returns
+    -------
+    Prediction
+    """
+    model, parallel, hardware = _resolve(calibration, model, parallel, hardware,
+                                         global_batch_size, seq_length)
+    uneven = stage_layers is not None
+    _validate(model, parallel, uneven)
+    rates: Rates = getattr(calibration, "rates", None) or Rates()
+    if overrides:
+        rates = rates.replace(**dict(overrides))
+    job = getattr(calibration, "job", None)
+    am = activation_model or getattr(job, "activation_model", None) or ActivationModel()
+    scheme = static_scheme or getattr(job, "static_scheme", None) or "mindspore"
+    dtype = dtype or getattr(job, "dtype", None)
+    rows = stage_rows(model, parallel, stage_layers, selective_layers, comm_layers)
+    params = stage_params(model, parallel, tuple(int(x) for x in rows["layers"])
+                          if uneven else None)
+    out = step_times(model, hardware, rates, layout_columns(parallel), rows, params=params,
+                     activation_model=am, dtype=dtype)
+    parts = {name: float(out[name][0]) for name in PART_NAMES}
+    step = float(out["step_s"][0])
+    notes: list[str] = []
+    measured = getattr(calibration, "measured", frozenset())
+    if calibration is None:
+        notes.append("uncalibrated: perfkit's default rates (calibrate on a run of yours "
+                     "with perfkit.plan.calibrate)")
+    terms = [getattr(calibration, "residual", 0.0) if calibration is not None else 0.0,
+             MODEL_UNCERTAINTY]
+    for name, seconds in parts.items():
+        sigma = MEASURED_SIGMA if PART_RATES[name] in measured else DEFAULT_SIGMA
+        terms.append(sigma * seconds / step)
+        if seconds > 0.02 * step and PART_RATES[name] not in measured and calibration \
+                is not None and name.endswith("_comm"):
+            notes.append(f"{name} runs at the default link efficiency (the calibrating run "
+                         f"did not measure {PART_RATES[name]} traffic)")
+    u = float(np.sqrt(np.sum(np.square(terms))))
+    tokens = parallel.global_batch_size * model.seq_length
+    per_device = tokens / (step * parallel.world_size)
+    peak = hardware.peak(dtype)
+    static = static_memory(model, parallel, scheme).total_bytes
+    act = activation_memory(model, parallel, activation_model=am).total_bytes \
+        if not uneven else _uneven_activation(model, parallel, am)
+    limit = memory_limit_bytes if memory_limit_bytes is not None \
+        else hardware.memory_bytes * (1.0 - memory_reserve)
+    fits = bool(static + act <= limit) if np.isfinite(act) else True
+    if not np.isfinite(act):
+        notes.append("activation memory of this uneven stage split is not computed")
+    elif not fits:
+        notes.append(f"does not fit: {(static + act) / 2**30:.1f} GiB of "
+                     f"{limit / 2**30:.1f} GiB")
+    return Prediction(
+        step, step * (1.0 - u), step * (1.0 + u), parts, per_device,
+        flops_per_token(model) * per_device / peak, static, act, static + act, limit, fits,
+        model, parallel, hardware, parallel.global_batch_size, model.seq_length,
+        calibration is not None,
+        _changes(getattr(job, "parallel", None), parallel, getattr(job, "model", None), model),
+        tuple(notes))
+
+
+def _uneven_activation(model: ModelSpec, parallel: ParallelConfig,
+                       am: ActivationModel) -> float:
+    """Activation bytes of the first stage for an uneven split (as if it held its share)."""
+    even = model.replace(num_layers=parallel.pp * parallel.vpp
+                         * -(-model.num_layers // (parallel.pp * parallel.vpp)))
+    par = parallel.replace(recompute_layers=None) if parallel.recompute != "selective" \
+        else parallel
+    try:
+        return activation_memory(even, par, activation_model=am).total_bytes
+    except (InvalidArgumentError, ParallelConfigError):
+        return float("nan")

@@ -1,0 +1,306 @@
+"""The Planner's figures as plain DataFrames: calibrate on the open profile, the profiled
+layout measured against predicted, and the ranked layouts with their bands and what each
+changes from the profiled job.
+
+Pure functions, no widgets: the Planner tab and notebook 02 draw what they return, and
+the tests check it against the profile's own step table. The model is
+:func:`perfkit.plan.predict` (calibrated by :func:`perfkit.plan.calibrate`); see
+``docs/planner.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import step_breakdown
+from ..errors import PerfkitError
+from ..format import bytes_text, share_text, time_text
+from ..job import Job
+from ..plan import Calibration, Prediction, calibrate, predict, search, to_parallel_config
+from ..specs import ParallelConfig
+
+__all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "measured_against_predicted",
+           "comparison_sentence", "layout_changes", "ranked_layouts", "best_layouts",
+           "BEST_COLUMNS", "band_text", "memory_text"]
+
+#: The parts of a step a profile measures, and the predicted parts
+#: (:data:`perfkit.calc.timing.PART_NAMES`) each one holds. A profile's "communication
+#: not overlapped" includes the pipeline's receive waits, so the bubble goes there.
+COMPARED_PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "compute": ("computing_us", ("compute", "recompute", "optimizer")),
+    "exposed communication and pipeline waits": (
+        "comm_not_overlapped_us", ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
+                                   "bubble")),
+    "idle": ("free_us", ("overhead",)),
+}
+
+_UNCALIBRATED = ("uncalibrated: perfkit's default rates (published A100 figures), not fitted "
+                 "to this run")
+
+
+@dataclass(frozen=True)
+class PlannerFit:
+    """What the Planner predicts with: a calibration on the open profile (or why not).
+
+    Attributes
+    ----------
+    calibration : Calibration or None
+        From :func:`perfkit.plan.calibrate`; None when nothing could be fitted.
+    prediction : Prediction
+        The profiled layout predicted with it (:func:`perfkit.plan.predict`).
+    source : str
+        ``"profile"`` (operators, links and idle time of the profile), ``"step time"``
+        (the measured step only) or ``"uncalibrated"``.
+    sentence : str
+        What the figures are calibrated on, in words (uncalibrated figures say so).
+    """
+
+    calibration: Calibration | None
+    prediction: Prediction
+    source: str
+    sentence: str
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether a calibration supplied the rates."""
+        return self.calibration is not None
+
+
+def fit_job(profile: Any, job: Job) -> PlannerFit:
+    """Calibrate on the open profile for the job on show, falling back as little as needed.
+
+    First :func:`perfkit.plan.calibrate` on the profile itself with the job's model, layout
+    and hardware (the user's fields win); when the profile cannot be fitted (no step
+    breakdown, no device operators) on the job's measured step time; with neither, the
+    default rates, said in :attr:`PlannerFit.sentence`.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    job : perfkit.Job
+        Complete (``job.missing()`` empty).
+
+    Returns
+    -------
+    PlannerFit
+    """
+    why = ""
+    try:
+        cal = calibrate(profile, job.model, job.parallel, job.hardware)
+    except PerfkitError as exc:
+        why = str(exc)
+    else:
+        measured = ", ".join(sorted(cal.measured - {"compute", "overhead"}))
+        links = (f", link efficiency of its {measured} traffic from its transfers"
+                 if measured else ", links at perfkit's defaults (no transfers measured)")
+        sentence = ("Calibrated on this profile: kernel speeds from its operators, idle time "
+                    f"from its steps{links}. Before any closing, the fitted model is "
+                    f"{cal.residual:+.1%} off the measured step.")
+        return PlannerFit(cal, predict(cal), "profile", sentence)
+    step = job.step_time_s
+    if step and math.isfinite(step) and step > 0:
+        try:
+            cal = calibrate(float(step), job.model, job.parallel, job.hardware)
+        except PerfkitError as exc:  # pragma: no cover - a complete job calibrates
+            why = f"{why}; {exc}"
+        else:
+            sentence = (f"Calibrated on the measured step time only ({time_text(step * 1e6)}"
+                        f"): every compute rate scaled by one factor, links and idle time at "
+                        f"perfkit's defaults. The profile itself could not be fitted: {why}")
+            return PlannerFit(cal, predict(cal), "step time", sentence)
+    pred = predict(None, job.model, job.parallel, job.hardware)
+    return PlannerFit(None, pred, "uncalibrated",
+                      f"Not calibrated: {_UNCALIBRATED}. {why}".strip())
+
+
+def _slowest_rows(profile: Any) -> pd.DataFrame:
+    """Per step, the row of its slowest rank (what the step time counts)."""
+    steps = step_breakdown(profile).dropna(subset=["step_us"])
+    if steps.empty:
+        return steps
+    return steps.loc[steps.groupby("step", dropna=False)["step_us"].idxmax()]
+
+
+def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
+    """The profiled layout: its measured step and parts next to the prediction.
+
+    Measured: per step the slowest rank (a synchronous job steps at its pace), then the
+    median over steps of its step time and of each part of
+    :func:`perfkit.analysis.step_breakdown`. Predicted: :attr:`PlannerFit.prediction`,
+    its parts grouped as :data:`COMPARED_PARTS`, with its band.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``run`` (``"measured"``, ``"predicted"``), ``part``, ``seconds``,
+        ``step_s``, ``low_s``, ``high_s`` (NaN on the measured rows). A profile without a
+        step breakdown gives one measured row of part ``"step"`` (its parts unknown), or
+        none when it shows no step time at all.
+    """
+    rows: list[dict[str, Any]] = []
+    slowest = _slowest_rows(profile)
+    if not slowest.empty:
+        step_s = float(slowest["step_us"].median()) / 1e6
+        columns = [c for c, _parts in COMPARED_PARTS.values()]
+        if all(c in slowest.columns and slowest[c].notna().all() for c in columns):
+            for part, (column, _parts) in COMPARED_PARTS.items():
+                rows.append({"run": "measured", "part": part,
+                             "seconds": float(slowest[column].median()) / 1e6,
+                             "step_s": step_s})
+        else:
+            rows.append({"run": "measured", "part": "step", "seconds": step_s,
+                         "step_s": step_s})
+    pred = fit.prediction
+    for part, (_column, parts) in COMPARED_PARTS.items():
+        rows.append({"run": "predicted", "part": part,
+                     "seconds": float(sum(pred.parts[p] for p in parts)),
+                     "step_s": pred.step_s, "low_s": pred.low_s, "high_s": pred.high_s})
+    return pd.DataFrame(rows, columns=["run", "part", "seconds", "step_s", "low_s", "high_s"])
+
+
+def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit) -> str:
+    """One sentence: predicted step with its band against the measured one, in or out."""
+    pred = fit.prediction
+    text = (f"Predicted {time_text(pred.step_s * 1e6)} (band {time_text(pred.low_s * 1e6)}"
+            f" – {time_text(pred.high_s * 1e6)})")
+    measured = frame.loc[frame["run"] == "measured", "step_s"]
+    if measured.empty:
+        return text + "; the profile shows no step time to compare with."
+    step = float(measured.iloc[0])
+    inside = pred.low_s <= step <= pred.high_s
+    text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median step): "
+             f"{pred.step_s / step - 1:+.1%}, {'inside' if inside else 'outside'} the band.")
+    if not fit.calibrated:
+        text += " Uncalibrated: calibrate to trust it."
+    elif not inside:
+        text += (" The run loses time the model does not explain (a slow rank or link, "
+                 "stalls): see the Overview's findings before trusting the ranking below.")
+    return text
+
+
+_LABELS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "vpp",
+           "micro_batch_size": "micro-batch", "num_micro_batches": "micro-batches",
+           "optimizer_shard": "optimizer shard"}
+
+
+def _recompute_text(parallel: ParallelConfig) -> str:
+    layers = parallel.recompute_layers
+    if parallel.recompute == "selective" and layers:
+        per_stage = "/".join(map(str, layers)) if isinstance(layers, tuple) else layers
+        return f"selective + {per_stage} full layers per stage"
+    return str(parallel.recompute)
+
+
+def layout_changes(old: ParallelConfig, new: ParallelConfig) -> str:
+    """What ``new`` changes from ``old``, in a short phrase (``"dp 16 → 8, pp 1 → 2"``);
+    ``"the profiled layout"`` when nothing does."""
+    out = [f"{label} {getattr(old, name)} → {getattr(new, name)}"
+           for name, label in _LABELS.items() if getattr(old, name) != getattr(new, name)]
+    if (old.expert_tp is not None or new.expert_tp is not None) and \
+            (old.expert_tp or old.tp) != (new.expert_tp or new.tp):  # None follows tp
+        out.append(f"expert tp {old.expert_tp or old.tp} → {new.expert_tp or new.tp}")
+    if old.sequence_parallel != new.sequence_parallel:
+        out.append(f"sequence parallel {'on' if new.sequence_parallel else 'off'}")
+    if _recompute_text(old) != _recompute_text(new):
+        out.append(f"recompute {_recompute_text(old)} → {_recompute_text(new)}")
+    return ", ".join(out) if out else "the profiled layout"
+
+
+def ranked_layouts(job: Job, fit: PlannerFit, num_devices: int | None = None,
+                   global_batch_size: int | None = None) -> pd.DataFrame:
+    """Every layout of the job ranked by :func:`perfkit.plan.search` with the fit's
+    calibration: the same model as the prediction of the profiled layout.
+
+    Parameters
+    ----------
+    job : perfkit.Job
+        Complete; its model and hardware, and by default its devices and global batch.
+    fit : PlannerFit
+        From :func:`fit_job` (its calibration, or none: the search's first-order model).
+    num_devices, global_batch_size : int, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`perfkit.plan.search` with ``include_rejected=True`` (with a calibration,
+        ``low_s`` and ``high_s``: the band).
+    """
+    devices = int(num_devices or job.world_size)
+    batch = int(global_batch_size or job.global_batch_size)
+    cal = fit.calibration
+    kwargs: dict[str, Any] = {"include_rejected": True}
+    if cal is not None:
+        kwargs.update(calibration=cal, static_scheme=cal.job.static_scheme,
+                      dtype=cal.job.dtype)
+    return search(job.model, job.hardware, devices, batch, **kwargs)
+
+
+#: Columns of :func:`best_layouts`.
+BEST_COLUMNS = ("rank", "changes", "step_s", "low_s", "high_s", "step_band",
+                "tokens_per_second_per_device", "mfu", "memory_bytes", "memory_limit_bytes",
+                "memory_fit", "fits", "profiled")
+
+
+def best_layouts(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig,
+                 n: int = 8) -> pd.DataFrame:
+    """The ``n`` fastest layouts that fit, then the profiled layout as predicted.
+
+    Parameters
+    ----------
+    ranked : pandas.DataFrame
+        :func:`ranked_layouts` (or :func:`perfkit.plan.search` with ``include_rejected``).
+    fit : PlannerFit
+        Its prediction of the profiled layout makes the last row.
+    parallel : ParallelConfig
+        The profiled layout (what ``changes`` is counted from).
+    n : int
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`BEST_COLUMNS`: the search's figures, ``changes`` (:func:`layout_changes`;
+        ``"the profiled layout"`` on the last row), ``step_band`` (``"1.21 s (1.15 s –
+        1.27 s)"``; the step alone without a calibration), ``memory_fit`` (``"2.3 GiB of
+        57.6 GiB (4 %)"``), ``profiled``. The last row's ``rank`` is where the profiled
+        layout falls among the candidates that fit (1 + those predicted faster).
+    """
+    fits = ranked[ranked["fits"]].sort_values("rank", kind="stable").head(n)
+    if "low_s" not in fits.columns:
+        fits = fits.assign(low_s=np.nan, high_s=np.nan)
+    fits = fits.assign(
+        changes=[layout_changes(parallel, to_parallel_config(r)) for _, r in fits.iterrows()],
+        profiled=False)
+    pred = fit.prediction
+    faster = int((ranked.loc[ranked["fits"], "step_s"] < pred.step_s).sum())
+    own = pd.DataFrame([{
+        "rank": faster + 1, "changes": "the profiled layout", "step_s": pred.step_s,
+        "low_s": pred.low_s if fit.calibrated else np.nan,
+        "high_s": pred.high_s if fit.calibrated else np.nan,
+        "tokens_per_second_per_device": pred.tokens_per_second_per_device, "mfu": pred.mfu,
+        "memory_bytes": pred.memory_bytes, "memory_limit_bytes": pred.memory_limit_bytes,
+        "fits": pred.fits, "profiled": True}])
+    out = pd.concat([fits, own], ignore_index=True)
+    out["rank"] = out["rank"].astype("Int64")
+    out["step_band"] = [band_text(r) for _, r in out.iterrows()]
+    out["memory_fit"] = [memory_text(r) for _, r in out.iterrows()]
+    return out.loc[:, list(BEST_COLUMNS)]
+
+
+def band_text(row: Any) -> str:
+    """``"1.21 s (1.15 s – 1.27 s)"`` of a ranked row (no band without a calibration)."""
+    step = time_text(float(row["step_s"]) * 1e6)
+    if "low_s" not in row or pd.isna(row["low_s"]):
+        return step
+    return f"{step} ({time_text(float(row['low_s']) * 1e6)} – " \
+           f"{time_text(float(row['high_s']) * 1e6)})"
+
+
+def memory_text(row: Any) -> str:
+    """``"23.1 GiB of 57.6 GiB (40 %)"`` of a ranked row: memory per device of the usable."""
+    used, limit = float(row["memory_bytes"]), float(row["memory_limit_bytes"])
+    return f"{bytes_text(used)} of {bytes_text(limit)} ({share_text(used / limit, 0)})"

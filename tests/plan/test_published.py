@@ -1,0 +1,98 @@
+"""Validation against published iteration times (perfkit.plan.published), with their sources.
+
+The figures are the papers'; the checks recompute their derivations independently and
+hold the calibrated model to the issue's targets on runs it was not fitted to: mean error
+≤ 5 %, and — for the GPU studies — at most 10 %; out of the box (no calibration) mean
+≤ 15 %. The MindFormers guide's Llama2-13B case misses the 10 % bound (see
+docs/planner.md, "Validation"): its baseline lost about 13 % of its step to something
+the model does not represent, so every prediction calibrated on it comes out too slow by
+11–13 %; the test pins that bound and its sign so that a change shows.
+"""
+
+import pytest
+
+import perfkit as pk
+from perfkit.plan.published import (
+    PUBLISHED_RUNS,
+    STUDIES,
+    narayanan_flops,
+    published_runs,
+    validate,
+)
+
+# Narayanan et al. 2021 Table 1, the aggregate petaFLOP/s column (rate x GPUs, printed)
+TABLE1_AGGREGATE = {"1.7B": 4.4, "3.6B": 8.8, "7.5B": 18.2, "18.4B": 34.6, "39.1B": 70.8,
+                    "76.1B": 143.8, "145.6B": 227.1, "310.1B": 297.4, "529.6B": 410.2,
+                    "1008.0B": 502.0}
+
+
+@pytest.fixture(scope="module")
+def table():
+    return validate()
+
+
+def test_every_run_names_its_source_and_derivation():
+    frame = published_runs()
+    assert set(frame["study"]) == set(STUDIES)
+    assert frame["key"].is_unique
+    assert (frame["source"].str.len() > 10).all() and (frame["derivation"].str.len() > 5).all()
+    for study in STUDIES:
+        assert published_runs(study)["calibrates"].sum() == 1
+    with pytest.raises(pk.InvalidArgumentError, match="study"):
+        published_runs("nope")
+
+
+def test_derivations_recomputed_independently():
+    runs = {r.key: r for r in PUBLISHED_RUNS}
+    # Korthikanti Table 5 and MT-NLG print the iteration time itself
+    assert runs["korthikanti-530b-full"].step_s == 49.05
+    assert runs["mtnlg-420-nodes"].step_s == 44.4
+    # Narayanan eq. (3): 96 B s l h^2 (1 + s/6h + V/16lh) / (rate x GPUs)
+    r = runs["narayanan-1008.0b"]
+    flops = 96 * 3072 * 2048 * 128 * 25600 ** 2 * (1 + 2048 / (6 * 25600)
+                                                    + 51200 / (16 * 128 * 25600))
+    assert r.step_s == pytest.approx(flops / (163e12 * 3072))
+    assert narayanan_flops(3072, 2048, 128, 25600, 51200) == pytest.approx(flops)
+    # the printed aggregate column agrees with rate x GPUs (the rates are rounded)
+    for run in (x for x in PUBLISHED_RUNS if x.study.startswith("Narayanan")):
+        name = run.key.split("-")[1].upper()
+        printed = TABLE1_AGGREGATE[name]
+        assert run.figure * run.parallel.world_size / 1000 == pytest.approx(printed, rel=0.01)
+    # Llama 3 Table 4: 16M tokens per step = DP x batch/DP x sequence
+    for key in ("llama3-8192-cp1", "llama3-16384-cp1", "llama3-16384-cp16"):
+        run = runs[key]
+        assert run.global_batch_size * run.model.seq_length == 16 * 2 ** 20
+        assert run.parallel.world_size == int(key.split("-")[1])
+    # the guide's tokens/s/p are per device: step = tokens per device per step / rate
+    base = runs["seed-llama2-13b-baseline"]
+    assert base.step_s == pytest.approx(2 * 4096 / 1860)
+    assert runs["seed-llama2-13b-tuned"].step_s == pytest.approx(128 * 4096 / 2 / 2562)
+
+
+def _stats(table, study=None):
+    rows = table[(table["role"] == "predicted") & table["in_statistics"]]
+    if study is not None:
+        rows = rows[rows["study"] == study]
+    err = rows["error"].abs()
+    return err.mean(), err.max()
+
+
+def test_calibrated_predictions_meet_the_targets(table):
+    mean, _ = _stats(table)
+    assert mean <= 0.05
+    for study in STUDIES[:4]:  # the GPU studies
+        _, worst = _stats(table, study)
+        assert worst <= 0.10, study
+    # the calibrating runs are reproduced exactly
+    assert table[table["role"] == "calibrates"]["error"].abs().max() < 1e-6
+
+
+def test_the_guides_case_misses_the_worst_case_bound_by_a_known_amount(table):
+    rows = table[(table["study"] == STUDIES[4]) & (table["role"] == "predicted")]
+    assert (rows["error"] > 0).all()  # calibrated on the baseline: too slow, never too fast
+    assert rows["error"].max() <= 0.15
+
+
+def test_out_of_the_box_mean_error(table):
+    rows = table[table["in_statistics"]]
+    assert rows["out_of_box_error"].abs().mean() <= 0.15
