@@ -176,11 +176,13 @@ def test_clicking_a_memory_series_filters_the_peaks() -> None:
 def test_memory_defaults_to_a_series_with_data_on_kineto() -> None:
     board = dashboard("kineto-tiny-llama")
     panel = board.select("Memory")
-    # Kineto reports reserved memory as zeros: the tab starts on allocated
+    # Kineto reports reserved memory as zeros: the tab starts on allocated; a CPU-only run's
+    # samples are all the host allocator's (component "host"), the family it starts on
     memory = board.profile.memory
+    assert set(memory["component"].astype(str)) == {"host"}
     assert (memory["reserved_bytes"].fillna(0) == 0).all()
     assert memory["allocated_bytes"].max() > 0
-    assert (panel.family.value, panel.value.value) == ("framework", "allocated_bytes")
+    assert (panel.family.value, panel.value.value) == ("host allocator", "allocated_bytes")
     data = panel.charts[0].chart.data
     assert data.iloc[:, -1].max() > 0
     # the peak is the allocator's largest sample (MiB for a CPU run)

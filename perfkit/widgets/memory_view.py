@@ -30,16 +30,19 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["FAMILIES", "FRAMEWORK", "APPLICATION", "RUNTIME", "OTHER", "VALUES",
+__all__ = ["FAMILIES", "FRAMEWORK", "HOST", "APPLICATION", "RUNTIME", "OTHER", "VALUES",
            "component_family", "families_present", "default_value", "memory_series",
            "peaks_by_component"]
 
 FRAMEWORK = "framework"
+#: The framework's allocator on the host (a Kineto trace's CPU samples, ``component`` "host"):
+#: the job's memory on a CPU-only run, never a device's.
+HOST = "host allocator"
 APPLICATION = "application"
 RUNTIME = "runtime / HCCL"
 OTHER = "other"
 #: Families in the order the tab offers them.
-FAMILIES = (FRAMEWORK, APPLICATION, RUNTIME, OTHER)
+FAMILIES = (FRAMEWORK, HOST, APPLICATION, RUNTIME, OTHER)
 #: Quantities of the memory table, in the order the default is looked for.
 VALUES = ("allocated_bytes", "reserved_bytes", "active_bytes")
 
@@ -54,6 +57,8 @@ def component_family(component: object) -> str:
     name = str(component).strip().upper()
     if name in _FRAMEWORK:
         return FRAMEWORK
+    if name == "HOST":
+        return HOST
     if name in _APPLICATION:
         return APPLICATION
     if name in _RUNTIME:

@@ -23,7 +23,6 @@ import perfkit as pk
 
 from .conftest import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WAIT_MS, _free_port
 
-
 #: The token the student's app is served with (a class's instructor hands out the address).
 TOKEN = "lab-browser-test-token"
 
