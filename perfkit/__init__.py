@@ -10,88 +10,174 @@ readers, the analyses of :mod:`perfkit.analysis`, the Chrome-trace export of one
 (:func:`export_trace`), the bundled samples (:func:`samples`; ``load("sample:NAME")``), the
 teaching packs (:mod:`perfkit.lab`: ``lab.make``, ``lab.answer``, ``lab.grade``) and the
 error types.
+
+The names are resolved on first use (PEP 562 module ``__getattr__``): ``import perfkit``
+loads none of pandas, numpy, Altair or ipywidgets, so the command line and a notebook's
+first cell start at once; ``pk.load`` imports the loaders the first time it is named.
+``dir(perfkit)``, ``from perfkit import X`` and ``from perfkit import *`` behave as if every
+name had been imported eagerly.
 """
 
-from . import analysis, calc, lab, plan
-from ._version import __version__ as __version__
-from .advisor import Finding, advise
-from .bundled_samples import samples
-from .calc import *  # noqa: F403  (the calculators are part of the top-level API)
-from .calc import __all__ as _calc_all
-from .errors import (
-    ConfigFileError,
-    InvalidArgumentError,
-    ParallelConfigError,
-    PerfkitError,
-    PerfkitWarning,
-    ProfileError,
-    RunsFound,
-)
-from .export import export_trace
-from .io.config import read_mindformers_config
-from .io.detect import load, runs
-from .io.ir import IRGraph, load_ir
-from .io.logs import read_memory_log, read_training_log
-from .io.runs import Run
-from .job import Job, infer_job
-from .journal import Journal
-from .profile import Cluster, Profile, ProfileMeta
-from .simulate import (
-    DataLoadingStall,
-    FullRecompute,
-    HostBound,
-    MemoryPressure,
-    NoOverlap,
-    SlowLink,
-    SlowRank,
-    UnbalancedStage,
-    UnfusedOperators,
-    simulate,
-)
-from .specs import Hardware, ModelSpec, ParallelConfig
+from __future__ import annotations
 
-__all__ = [
-    "Cluster",
-    "ConfigFileError",
-    "DataLoadingStall",
-    "Finding",
-    "FullRecompute",
-    "Hardware",
-    "HostBound",
-    "IRGraph",
-    "InvalidArgumentError",
-    "Job",
-    "Journal",
-    "MemoryPressure",
-    "ModelSpec",
-    "NoOverlap",
-    "ParallelConfig",
-    "ParallelConfigError",
-    "PerfkitError",
-    "PerfkitWarning",
-    "Profile",
-    "ProfileError",
-    "ProfileMeta",
-    "Run",
-    "RunsFound",
-    "SlowLink",
-    "SlowRank",
-    "UnbalancedStage",
-    "UnfusedOperators",
-    "advise",
-    "analysis",
-    "calc",
-    "export_trace",
-    "infer_job",
-    "lab",
-    "load",
-    "load_ir",
-    "plan",
-    "read_memory_log",
-    "read_mindformers_config",
-    "read_training_log",
-    "runs",
-    "samples",
-    "simulate",
-    *_calc_all,
-]
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__ as __version__
+
+#: Where each public name lives: the submodule (relative to this package) that defines it.
+#: A name that is itself a submodule (``analysis``, ``calc``, ``plan``) maps to ``None``.
+_HOME: dict[str, str | None] = {
+    "analysis": None,
+    "calc": None,
+    "lab": None,
+    "plan": None,
+    "Finding": "advisor",
+    "advise": "advisor",
+    "samples": "bundled_samples",
+    "ConfigFileError": "errors",
+    "InvalidArgumentError": "errors",
+    "ParallelConfigError": "errors",
+    "PerfkitError": "errors",
+    "PerfkitWarning": "errors",
+    "ProfileError": "errors",
+    "RunsFound": "errors",
+    "export_trace": "export",
+    "read_mindformers_config": "io.config",
+    "load": "io.detect",
+    "runs": "io.detect",
+    "IRGraph": "io.ir",
+    "load_ir": "io.ir",
+    "read_memory_log": "io.logs",
+    "read_training_log": "io.logs",
+    "Run": "io.runs",
+    "Job": "job",
+    "infer_job": "job",
+    "Journal": "journal",
+    "Cluster": "profile",
+    "Profile": "profile",
+    "ProfileMeta": "profile",
+    "DataLoadingStall": "simulate",
+    "FullRecompute": "simulate",
+    "HostBound": "simulate",
+    "MemoryPressure": "simulate",
+    "NoOverlap": "simulate",
+    "SlowLink": "simulate",
+    "SlowRank": "simulate",
+    "UnbalancedStage": "simulate",
+    "UnfusedOperators": "simulate",
+    "simulate": "simulate",
+    "Hardware": "specs",
+    "ModelSpec": "specs",
+    "ParallelConfig": "specs",
+    # the calculators of perfkit.calc are part of the top-level API (tests check this list
+    # against perfkit.calc.__all__)
+    "ActivationBreakdown": "calc",
+    "ActivationModel": "calc",
+    "CommItem": "calc",
+    "CommVolume": "calc",
+    "MemoryBreakdown": "calc",
+    "StepEstimate": "calc",
+    "activation_memory": "calc",
+    "activation_per_layer": "calc",
+    "bubble_fraction": "calc",
+    "bubble_idle_share": "calc",
+    "comm_volume": "calc",
+    "estimate_step": "calc",
+    "flops_per_token": "calc",
+    "flops_table": "calc",
+    "forward_flops": "calc",
+    "hardware_flops": "calc",
+    "hfu": "calc",
+    "implied_peak_flops": "calc",
+    "in_flight_micro_batches": "calc",
+    "interleave_memory_penalty": "calc",
+    "largest_layer_parameters": "calc",
+    "layer_forward_flops": "calc",
+    "linearity": "calc",
+    "mfu": "calc",
+    "model_flops": "calc",
+    "parameters_per_device": "calc",
+    "samples_per_second": "calc",
+    "stage_parameters": "calc",
+    "static_memory": "calc",
+    "step_time_from_tokens_per_second": "calc",
+    "tokens_per_second": "calc",
+    "tokens_per_second_per_device": "calc",
+    "tokens_per_second_per_p": "calc",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public ``name`` on first use and keep it as a module attribute."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOME[name]
+    if home is None:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """This package, keeping a public function over the submodule of the same name.
+
+    The import system binds each submodule it loads onto its package (``perfkit.simulate``
+    the package, once anything imports ``perfkit.simulate.faults``); the public
+    :func:`simulate` keeps the name, as it did when this package imported it eagerly.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _HOME.get(name) == name:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from . import analysis, calc, lab, plan  # noqa: F401
+    from .advisor import Finding, advise  # noqa: F401
+    from .bundled_samples import samples  # noqa: F401
+    from .calc import *  # noqa: F401, F403
+    from .errors import (  # noqa: F401
+        ConfigFileError,
+        InvalidArgumentError,
+        ParallelConfigError,
+        PerfkitError,
+        PerfkitWarning,
+        ProfileError,
+        RunsFound,
+    )
+    from .export import export_trace  # noqa: F401
+    from .io.config import read_mindformers_config  # noqa: F401
+    from .io.detect import load, runs  # noqa: F401
+    from .io.ir import IRGraph, load_ir  # noqa: F401
+    from .io.logs import read_memory_log, read_training_log  # noqa: F401
+    from .io.runs import Run  # noqa: F401
+    from .job import Job, infer_job  # noqa: F401
+    from .journal import Journal  # noqa: F401
+    from .profile import Cluster, Profile, ProfileMeta  # noqa: F401
+    from .simulate import (  # noqa: F401
+        DataLoadingStall,
+        FullRecompute,
+        HostBound,
+        MemoryPressure,
+        NoOverlap,
+        SlowLink,
+        SlowRank,
+        UnbalancedStage,
+        UnfusedOperators,
+        simulate,
+    )
+    from .specs import Hardware, ModelSpec, ParallelConfig  # noqa: F401
