@@ -113,9 +113,22 @@ __all__ = sorted(_HOME)
 
 
 def __getattr__(name: str) -> Any:
-    """Import the public ``name`` on first use and keep it as a module attribute."""
+    """Import the public ``name`` on first use and keep it as a module attribute.
+
+    A submodule not in ``__all__`` (``pk.journal``, ``pk.io``) is imported on first use too,
+    as the eager package used to make every one of them an attribute.
+    """
+    missing = AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if name.startswith("_"):
+            raise missing
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise missing from None
+        return value
     home = _HOME[name]
     if home is None:
         value = importlib.import_module(f".{name}", __name__)

@@ -77,6 +77,13 @@ def test_unknown_name_is_an_attribute_error() -> None:
     assert not hasattr(pk, "not_a_name")
 
 
+def test_a_submodule_is_an_attribute_on_first_use() -> None:
+    out = _fresh("import perfkit as pk\n"
+                 "print(pk.journal.__name__, pk.io.__name__,"
+                 " callable(pk.journal.bundled_journals))")
+    assert out.split() == ["perfkit.journal", "perfkit.io", "True"]
+
+
 def test_simulate_stays_the_function_after_its_package_is_imported() -> None:
     # ``perfkit.simulate`` is both a package and the public function; importing the
     # package (as ``perfkit simulate`` does) must not replace the function.
