@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import importlib
 import sys
-import types
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import LazyPackage, resolve
 from ._version import __version__ as __version__
 
 #: Where each public name lives: the submodule (relative to this package) that defines it.
@@ -118,45 +118,21 @@ def __getattr__(name: str) -> Any:
     A submodule not in ``__all__`` (``pk.journal``, ``pk.io``) is imported on first use too,
     as the eager package used to make every one of them an attribute.
     """
-    missing = AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _HOME:
-        if name.startswith("_"):
-            raise missing
-        try:
-            value = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            raise missing from None
-        return value
-    home = _HOME[name]
-    if home is None:
-        value = importlib.import_module(f".{name}", __name__)
-    else:
-        value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
+    if name in _HOME or name.startswith("_"):
+        return resolve(__name__, _HOME, globals(), name)
+    try:
+        return importlib.import_module(f".{name}", __name__)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-class _Package(types.ModuleType):
-    """This package, keeping a public function over the submodule of the same name.
-
-    The import system binds each submodule it loads onto its package (``perfkit.simulate``
-    the package, once anything imports ``perfkit.simulate.faults``); the public
-    :func:`simulate` keeps the name, as it did when this package imported it eagerly.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and _HOME.get(name) == name:
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+sys.modules[__name__].__class__ = LazyPackage
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from . import analysis, calc, lab, plan  # noqa: F401

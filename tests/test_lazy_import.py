@@ -92,3 +92,19 @@ def test_simulate_stays_the_function_after_its_package_is_imported() -> None:
                  "print(isinstance(pk.simulate, types.FunctionType), pk.simulate is simulate,"
                  " pk.simulate.__name__)")
     assert out.split() == ["True", "True", "simulate"]
+
+
+def test_widget_helpers_load_neither_ipywidgets_nor_altair() -> None:
+    # `perfkit info` reads the job's figures through perfkit.widgets.summary / .headline.
+    out = _fresh("import json, sys\n"
+                 "import perfkit.widgets.summary, perfkit.widgets.headline\n"
+                 "print(json.dumps([m for m in ('altair', 'ipywidgets') if m in sys.modules]))")
+    assert json.loads(out) == []
+
+
+def test_widgets_names_resolve_and_dashboard_stays_the_function() -> None:
+    out = _fresh("import types, perfkit.widgets.dashboard, perfkit.widgets as W\n"
+                 "from perfkit.widgets import dashboard\n"
+                 "print(isinstance(W.dashboard, types.FunctionType), W.dashboard is dashboard,"
+                 " all(hasattr(W, n) for n in W.__all__), set(W.__all__) <= set(dir(W)))")
+    assert out.split() == ["True"] * 4

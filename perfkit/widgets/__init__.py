@@ -3,32 +3,85 @@
 Panels wire controls to package functions; the numbers they show come from
 :mod:`perfkit.calc` through the pure helpers of :mod:`perfkit.widgets.summary`, for the
 job :func:`perfkit.infer_job` reads from the profile (:mod:`perfkit.widgets.job`).
+
+The panels are imported on first use (PEP 562 module ``__getattr__``): the pure helpers
+(:mod:`perfkit.widgets.summary`, :mod:`perfkit.widgets.headline`) serve ``perfkit info``
+without loading ipywidgets or Altair.
 """
 
-from .dashboard import TAB_TITLES, Dashboard, dashboard, tab_panel
-from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer
-from .history import HistoryPanel, history_panel
-from .job import JobNote, JobPanel, evidence_html, job_panel, missing_note
-from .metrics import MetricsPanel, metrics_panel, summary_html
-from .overview import (
-    LinearityExplorer,
-    StepTimeExplorer,
-    bundled_ir,
-    bundled_profile,
-    bundled_profiles,
-    linearity_explorer,
-    measured_step_s,
-    profile_facts,
-    recompute_tradeoff,
-    step_time_explorer,
-)
-from .summary import job_figures, job_summary, memory_breakdown, metrics_summary
+from __future__ import annotations
 
-__all__ = ["Dashboard", "TAB_TITLES", "dashboard", "tab_panel", "Explorer", "JobPanel",
-           "job_panel", "evidence_html", "job_summary", "job_figures", "JobNote",
-           "missing_note",
-           "bandwidth_explorer", "slow_ranks_explorer", "MetricsPanel", "memory_breakdown",
-           "metrics_panel", "metrics_summary", "summary_html", "StepTimeExplorer",
-           "bundled_ir", "bundled_profile", "bundled_profiles", "measured_step_s",
-           "profile_facts", "step_time_explorer", "LinearityExplorer", "linearity_explorer",
-           "recompute_tradeoff", "HistoryPanel", "history_panel"]
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyPackage, resolve
+
+#: The submodule that defines each public name.
+_HOME: dict[str, str | None] = {
+    "TAB_TITLES": "dashboard",
+    "Dashboard": "dashboard",
+    "dashboard": "dashboard",
+    "tab_panel": "dashboard",
+    "Explorer": "explorers",
+    "bandwidth_explorer": "explorers",
+    "slow_ranks_explorer": "explorers",
+    "HistoryPanel": "history",
+    "history_panel": "history",
+    "JobNote": "job",
+    "JobPanel": "job",
+    "evidence_html": "job",
+    "job_panel": "job",
+    "missing_note": "job",
+    "MetricsPanel": "metrics",
+    "metrics_panel": "metrics",
+    "summary_html": "metrics",
+    "LinearityExplorer": "overview",
+    "StepTimeExplorer": "overview",
+    "bundled_ir": "overview",
+    "bundled_profile": "overview",
+    "bundled_profiles": "overview",
+    "linearity_explorer": "overview",
+    "measured_step_s": "overview",
+    "profile_facts": "overview",
+    "recompute_tradeoff": "overview",
+    "step_time_explorer": "overview",
+    "job_figures": "summary",
+    "job_summary": "summary",
+    "memory_breakdown": "summary",
+    "metrics_summary": "summary",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public ``name`` from its submodule on first use."""
+    return resolve(__name__, _HOME, globals(), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+sys.modules[__name__].__class__ = LazyPackage
+
+
+if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from .dashboard import TAB_TITLES, Dashboard, dashboard, tab_panel  # noqa: F401
+    from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer  # noqa: F401
+    from .history import HistoryPanel, history_panel  # noqa: F401
+    from .job import JobNote, JobPanel, evidence_html, job_panel, missing_note  # noqa: F401
+    from .metrics import MetricsPanel, metrics_panel, summary_html  # noqa: F401
+    from .overview import (  # noqa: F401
+        LinearityExplorer,
+        StepTimeExplorer,
+        bundled_ir,
+        bundled_profile,
+        bundled_profiles,
+        linearity_explorer,
+        measured_step_s,
+        profile_facts,
+        recompute_tradeoff,
+        step_time_explorer,
+    )
+    from .summary import job_figures, job_summary, memory_breakdown, metrics_summary  # noqa: F401
