@@ -28,7 +28,10 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
-import orjson
+try:  # the fastest encoder where it is installed; msgspec (a perfkit dependency) otherwise
+    from orjson import dumps as _dumps
+except ModuleNotFoundError:  # pragma: no cover - depends on the environment
+    from msgspec.json import encode as _dumps
 
 __all__ = ["main"]
 
@@ -56,8 +59,8 @@ def _kineto(out: Path, total_mb: int) -> None:
         header = {k: v for k, v in src.items() if k != "traceEvents"}
         path = out / f"rank{rank}.json"
         with open(path, "wb") as fh:
-            fh.write(orjson.dumps(header)[:-1] + b', "traceEvents": [')
-            fh.write(b",\n".join(orjson.dumps(e) for e in meta))
+            fh.write(_dumps(header)[:-1] + b', "traceEvents": [')
+            fh.write(b",\n".join(_dumps(e) for e in meta))
             written = fh.tell()
             rep = 0
             while written < per_rank:
@@ -78,7 +81,7 @@ def _kineto(out: Path, total_mb: int) -> None:
                                 a2[key] = a2[key] + rep * id_step
                         e2["args"] = a2
                     batch.append(e2)
-                chunk = b",\n" + b",\n".join(orjson.dumps(e) for e in batch)
+                chunk = b",\n" + b",\n".join(_dumps(e) for e in batch)
                 fh.write(chunk)
                 written += len(chunk)
                 rep += 1
@@ -127,7 +130,7 @@ def _ascend(out: Path, kernel_rows: int, trace_mb: int) -> None:
     tperiod = max(ts) - min(ts) + Decimal(1000)
     limit = trace_mb * 1_000_000
     with open(dst_out / "trace_view.json", "wb") as fh:
-        fh.write(b"[" + b",".join(orjson.dumps(e) for e in meta))
+        fh.write(b"[" + b",".join(_dumps(e) for e in meta))
         rep = 0
         while fh.tell() < limit:
             shift = rep * tperiod
@@ -141,7 +144,7 @@ def _ascend(out: Path, kernel_rows: int, trace_mb: int) -> None:
                 if e2.get("name", "").startswith("ProfilerStep#"):
                     e2["name"] = f"ProfilerStep#{50 + rep}"
                 batch.append(e2)
-            fh.write(b"," + b",".join(orjson.dumps(e) for e in batch))
+            fh.write(b"," + b",".join(_dumps(e) for e in batch))
             rep += 1
         fh.write(b"]")
     print(f"wrote trace_view.json ({(dst_out / 'trace_view.json').stat().st_size / 1e6:.0f} MB,"
