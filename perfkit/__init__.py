@@ -36,6 +36,7 @@ _HOME: dict[str, str | None] = {
     "plan": None,
     "Finding": "advisor",
     "advise": "advisor",
+    "advise_iter": "advisor",
     "samples": "bundled_samples",
     "ConfigFileError": "errors",
     "InvalidArgumentError": "errors",
@@ -136,7 +137,7 @@ sys.modules[__name__].__class__ = LazyPackage
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from . import analysis, calc, lab, plan  # noqa: F401
-    from .advisor import Finding, advise  # noqa: F401
+    from .advisor import Finding, advise, advise_iter  # noqa: F401
     from .bundled_samples import samples  # noqa: F401
     from .calc import *  # noqa: F401, F403
     from .errors import (  # noqa: F401

@@ -39,6 +39,9 @@ A new rule is one decorated function in its area's module (docs/analysis.md).
 
 from __future__ import annotations
 
+import queue
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from .._hugepages import small_pages
@@ -49,7 +52,7 @@ from .finding import NOTEBOOKS, SEVERITY_ORDER, SEVERITY_THRESHOLDS, Finding, se
 from .registry import registered
 from .words import FRAMEWORKS, framework_of
 
-__all__ = ["Finding", "advise", "NOTEBOOKS", "RULES", "severity_of", "framework_of",
+__all__ = ["Finding", "advise", "advise_iter", "NOTEBOOKS", "RULES", "severity_of", "framework_of",
            "SEVERITY_THRESHOLDS", "SEVERITY_ORDER", "ASSUMPTIONS", "FRAMEWORKS",
            "COMPUTE_AHEAD"]
 
@@ -106,3 +109,70 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
                       {**ASSUMPTIONS, **(assumptions or {})})
         ranked = runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD)
     return ranked[:max_findings] if max_findings is not None else ranked
+
+
+_DONE = object()
+
+
+def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
+                hardware: Any = None, assumptions: dict[str, float] | None = None
+                ) -> Iterator[Finding]:
+    """The findings of :func:`advise`, each as soon as it is known.
+
+    The rules run on a worker thread in the seeds' order of checks (causes first: slow
+    ranks, pipeline, links, exposed communication, data loading, host, then operators,
+    memory, the job); each finding is yielded once its rule has run and so have the rules
+    that may drop or fold it (``perfkit.advisor.runner.DECIDED_BY``). On the 1 M-task
+    benchmark rank the first findings come before the operators are priced, the slowest
+    part (``benchmarks/bench_first_answer.py``).
+
+    Parameters
+    ----------
+    profile_or_cluster, model, parallel, hardware, assumptions
+        As for :func:`advise`.
+
+    Yields
+    ------
+    Finding
+        The same findings as :func:`advise` returns (every field equal), in the order
+        they become final (the rules' order, but for a finding held for a later rule),
+        not ranked: rank them with :func:`advise`, or sort what has come so far by
+        ``(not f.measured, -f.score)``.
+
+    Notes
+    -----
+    Stop early (``break``, or closing the iterator) and no further rule starts; the rule
+    running then ends on the worker thread. A failure outside the rules (each rule's own
+    errors become ``info`` findings, as in :func:`advise`) is raised here.
+    """
+    found: queue.Queue[Any] = queue.Queue()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            with shared_results(), small_pages():
+                ctx = Context(profile_or_cluster, model, parallel, hardware,
+                              {**ASSUMPTIONS, **(assumptions or {})})
+                runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD, on_final=found.put,
+                           stop=stop)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            found.put(_Failed(exc))
+        finally:
+            found.put(_DONE)
+
+    worker = threading.Thread(target=work, name="perfkit-advise-iter", daemon=True)
+    worker.start()
+    try:
+        while (item := found.get()) is not _DONE:
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+
+
+class _Failed:
+    """An error of the worker thread, carried to the caller's."""
+
+    def __init__(self, error: BaseException):
+        self.error = error

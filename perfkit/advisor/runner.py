@@ -6,6 +6,11 @@ are missing is not run, and a rule that fails becomes an ``info`` finding. Meanw
 shared analyses that the rules declare ``ahead=`` are computed on a second thread
 (:func:`_start_ahead`). Then symptoms that a cause already explains are dropped
 (:func:`dedupe`) and the findings are ranked.
+
+Each finding is also handed on as soon as it is final (``on_final``): when its rule has
+run and so have the rules whose findings may drop or fold it (:data:`DECIDED_BY`). That
+is what :func:`perfkit.advisor.advise_iter` streams, so that the first findings show while
+the slowest rule (pricing the operators) still runs.
 """
 
 from __future__ import annotations
@@ -13,20 +18,28 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from ..analysis._frames import is_lazy
 from .context import Context
 from .finding import SEVERITY_ORDER, Finding, unmeasured
 from .registry import Rule, registered, rule_of, run_order
 
-__all__ = ["run", "dedupe", "ahead_of"]
+__all__ = ["run", "dedupe", "ahead_of", "DECIDED_BY"]
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITY_ORDER)}
 
+#: The rules (by registered name) whose findings :func:`dedupe` reads to decide the fate
+#: of a finding (by its ``rule``): a finding is final once these have run.
+DECIDED_BY: dict[str, tuple[str, ...]] = {
+    "slow_ranks": ("data_loading",),  # a late start is the loader's stall seen per rank
+    "synchronisation": ("host_bound", "long_gaps"),  # its idle time is in the host's gaps
+}
+
 
 def run(ctx: Context, rules: Iterable[Callable[[Context], list[Finding]]],
-        compute_ahead: bool = True) -> list[Finding]:
+        compute_ahead: bool = True, on_final: Callable[[Finding], None] | None = None,
+        stop: threading.Event | None = None) -> list[Finding]:
     """Run ``rules`` (registered rule functions) on ``ctx`` and rank their findings.
 
     Parameters
@@ -38,6 +51,11 @@ def run(ctx: Context, rules: Iterable[Callable[[Context], list[Finding]]],
     compute_ahead : bool
         Whether the analyses the rules declare ``ahead=`` may be computed on a second
         thread (the findings are the same either way).
+    on_final : callable, optional
+        Called with each finding as soon as it is final (as :func:`dedupe` leaves it), in
+        the order the rules run; the returned list holds the same findings, ranked.
+    stop : threading.Event, optional
+        When set, no further rule starts (the findings so far are returned).
 
     Returns
     -------
@@ -49,7 +67,7 @@ def run(ctx: Context, rules: Iterable[Callable[[Context], list[Finding]]],
     ctx.ahead = ahead_of(plan, ctx) if compute_ahead else ()
     thread = _start_ahead(ctx)
     try:
-        found = _run_rules(ctx, plan)
+        found = _run_rules(ctx, plan, on_final, stop)
     finally:
         if thread is not None:
             thread.join()  # its results live in the caller's shared_results block
@@ -85,10 +103,17 @@ def _start_ahead(ctx: Context) -> threading.Thread | None:
     return thread
 
 
-def _run_rules(ctx: Context, plan: Sequence[Rule]) -> list[tuple[int, Finding]]:
+def _run_rules(ctx: Context, plan: Sequence[Rule],
+               on_final: Callable[[Finding], None] | None = None,
+               stop: threading.Event | None = None) -> list[tuple[int, Finding]]:
     """Every rule of ``plan`` in order: (its position, finding) for each finding."""
     found: list[tuple[int, Finding]] = []
+    planned = {r.name for r in plan}
+    ran: set[str] = set()
+    held: list[tuple[int, Finding]] = []  # found, not yet final
     for order, r in enumerate(plan):
+        if stop is not None and stop.is_set():
+            break
         ctx.start(r.name, r.after)
         try:
             got = r.check(ctx) if r.runs_on(ctx) else []
@@ -99,16 +124,41 @@ def _run_rules(ctx: Context, plan: Sequence[Rule]) -> list[tuple[int, Finding]]:
                 severity="info")]
         ctx.record(r.name, got)
         found.extend((order, f) for f in got)
+        ran.add(r.name)
+        if on_final is not None:
+            held.extend((order, f) for f in got)
+            held = _hand_on_final(held, found, ran, planned, len(plan), on_final)
+    if on_final is not None and held:  # stopped early: what is held is final as it stands
+        _hand_on_final(held, found, planned, planned, len(plan), on_final)
     return found
 
 
-def dedupe(found: list[tuple[int, Finding]], folded_order: int) -> list[tuple[int, Finding]]:
+def _hand_on_final(held: list[tuple[int, Finding]], found: list[tuple[int, Finding]],
+                   ran: Collection[str], planned: Collection[str], folded_order: int,
+                   on_final: Callable[[Finding], None]) -> list[tuple[int, Finding]]:
+    """Hand the findings of ``held`` that are final to ``on_final``; those still held."""
+    def final(f: Finding) -> bool:
+        return all(r in ran or r not in planned for r in DECIDED_BY.get(f.rule, ()))
+
+    ready = [of for of in held if final(of[1])]
+    if ready:
+        # dedupe reads only the findings of DECIDED_BY's rules, all of which have run
+        for _, f in dedupe(ready, folded_order, found):
+            on_final(f)
+    return [of for of in held if not final(of[1])]
+
+
+def dedupe(found: list[tuple[int, Finding]], folded_order: int,
+           context: list[tuple[int, Finding]] | None = None) -> list[tuple[int, Finding]]:
     """Drop symptoms that a cause already explains.
 
     ``found`` holds (rule position, finding); a finding folded into another (its time
     counted there) keeps ``score=0`` and goes after the rules' own: ``folded_order``.
+    ``context``: every finding found so far, whose causes decide (default ``found``);
+    the rules each decision reads are :data:`DECIDED_BY`.
     """
-    rules = {f.rule for _, f in found if f.measured and f.score > 0}
+    rules = {f.rule for _, f in (found if context is None else context)
+             if f.measured and f.score > 0}
     out = []
     for order, f in found:
         # a late step start on a few ranks is the data-loading stall seen per rank
