@@ -4,7 +4,8 @@ Run by benchmarks/loaders_bench.py in a fresh process (the rank must be in the c
 A reopen reads tables lazily, so every table is read (``tables()``, timed on its own)
 before the first ``perfkit.advise``: that call is the advisor on the loaded rank, as a
 user who loaded it and then asks for advice sees it. The second call shows the same
-work in a process that has already grown to its size.
+work in a process that has already grown to its size. Then ``perfkit.advise_iter``: the
+seconds until its first and third findings, and until its last.
 """
 
 from __future__ import annotations
@@ -41,12 +42,18 @@ def main() -> None:
     t0 = time.perf_counter()
     import perfkit as pk
 
+    pk.load, pk.advise, pk.analysis  # noqa: B018 - perfkit imports them on first use
     out["import_s"] = time.perf_counter() - t0
     prof = _timed("reopen", lambda: pk.load(sys.argv[1], progress=False), out)
     _timed("step_breakdown", lambda: pk.analysis.step_breakdown(prof), out)
     _timed("read_tables", prof.tables, out)
     found = _timed("advise_first", lambda: pk.advise(prof), out)
     _timed("advise_again", lambda: pk.advise(prof), out)
+    t0 = time.perf_counter()
+    for i, _ in enumerate(pk.advise_iter(prof), 1):
+        if i in (1, 3):
+            out[f"advise_iter_finding{i}_s"] = time.perf_counter() - t0
+    out["advise_iter_all_s"] = time.perf_counter() - t0
     out["findings"] = [f.title for f in found]
     print(json.dumps(out))
 
