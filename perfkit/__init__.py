@@ -80,6 +80,7 @@ _HOME: dict[str, str | None] = {
     "CommItem": "calc",
     "CommVolume": "calc",
     "MemoryBreakdown": "calc",
+    "Rates": "calc",
     "StepEstimate": "calc",
     "activation_memory": "calc",
     "activation_per_layer": "calc",
