@@ -179,7 +179,7 @@ def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]
 
 
 def profile_info_text(profile_or_path: Any, n_findings: int = 5,
-                      config: Any = None) -> str:
+                      config: Any = None, run: Any = None) -> str:
     """What ``perfkit info PATH`` prints: what the profile is, its job, steps and findings.
 
     Parameters
@@ -205,15 +205,21 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
         slowest rank and its shares; the findings with their severity, milliseconds per step
         and share of the step at stake, evidence and recommendation.
 
+    run : int or str, optional
+        Which of the separate runs a folder holds to read (an id or a name of
+        :func:`perfkit.runs`); a folder of several runs needs it.
+
     Raises
     ------
     ProfileError
         The path holds no profile perfkit can read.
+    RunsFound
+        The folder holds several separate runs and ``run`` is None (the message lists them).
     """
     if isinstance(profile_or_path, (str, os.PathLike)):
         from ..io.detect import load
 
-        profile = load(profile_or_path)
+        profile = load(profile_or_path, run=run)
     else:
         profile = profile_or_path
     if isinstance(n_findings, bool) or not isinstance(n_findings, int) or n_findings < 0:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import __version__
 from ...bundled_samples import resolve_sample
-from ...errors import PerfkitError
+from ...errors import PerfkitError, RunsFound
 from ...specs import Hardware, ModelSpec
 from .. import profile_text
 from ..args import config_paths, paragraph
@@ -23,6 +23,8 @@ examples:
   perfkit info sample:slow-rank         what the profile is, its steps, its top findings
                                         (sample:NAME: a bundled sample; or a PATH)
   perfkit info PATH --findings 10       list more findings (0: skip the advisor)
+  perfkit info PATH --run 1            one of several separate runs in a folder (the
+                                        error without it lists them: an id or a name)
   perfkit info PATH --config run.yaml   the job from a MindFormers YAML (or an HF
                                         config.json, a training log) where it differs
 """
@@ -48,7 +50,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     info_p.add_argument("--config", action="append", default=None, metavar="FILE",
                         help="a MindFormers YAML, HF config.json or training log that wins "
                              "over what the profile shows (repeatable)")
+    info_p.add_argument("--run", type=_run_id, default=None, metavar="ID", dest="run_id",
+                        help="read this one of the separate runs a folder holds (an id or a "
+                             "name, as perfkit.runs(PATH) lists them)")
     return info_p
+
+
+def _run_id(text: str) -> int | str:
+    """``--run``: a run's id (a whole number) or its name."""
+    return int(text) if text.strip().isdigit() else text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,8 +69,13 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_sample(args.path)  # "sample:NAME" -> the bundled sample
     if not Path(path).expanduser().exists():
         raise PerfkitError(f"profile path not found: {args.path}")
-    print(profile_text.profile_info_text(path, n_findings=args.findings,
-                                         config=config_paths(args.config)))
+    try:
+        text = profile_text.profile_info_text(path, n_findings=args.findings,
+                                              config=config_paths(args.config),
+                                              run=args.run_id)
+    except RunsFound as exc:  # the API's advice, in the command's words
+        raise PerfkitError(f"{exc}; on the command line: perfkit info PATH --run ID") from exc
+    print(text)
     return 0
 
 

@@ -1,0 +1,61 @@
+"""``perfkit info PATH --run ID``: one of the separate runs of a folder (issue 33 pt 5).
+
+The folder holds two runs written here: two ranks of a 2-rank job, and a lone trace of
+another job an hour later. Which trace is which is known from how they were written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfkit.cli import main
+
+
+def _trace(path: Path, rank: int, world: int, t0: float) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+               "ts": t0, "dur": 100.0, "args": {"External id": 1}},
+              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1,
+               "tid": 1, "ts": t0, "dur": 200.0, "args": {}}]
+    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {
+        "backend": "nccl", "rank": rank, "world_size": world}}))
+
+
+@pytest.fixture()
+def two_runs(tmp_path: Path) -> Path:
+    t0 = 1.7e15  # µs since the epoch
+    _trace(tmp_path / "a_rank0.json", 0, 2, t0)
+    _trace(tmp_path / "a_rank1.json", 1, 2, t0 + 50)
+    _trace(tmp_path / "c_rank0.json", 0, 2, t0 + 3600e6)  # an hour later: another run
+    return tmp_path
+
+
+def test_info_without_run_lists_the_runs(two_runs: Path, capsys: pytest.CaptureFixture
+                                         ) -> None:
+    assert main(["info", str(two_runs), "--findings", "0"]) != 0
+    err = capsys.readouterr().err
+    assert "2 separate runs found, not merged" in err
+    assert "run 0: kineto pytorch, 2 ranks (0, 1), world size 2, started 2023-11-14 22:13" in err
+    assert "run 1: kineto pytorch, rank 0, world size 2, started 2023-11-14 23:13" in err
+    assert "perfkit info PATH --run ID" in err
+
+
+@pytest.mark.parametrize(("run", "ranks", "start"), [
+    ("0", "2 (0-1)", "22:13:20"), ("1", "1 (0)", "23:13:20"), ("20231114-231320", "1 (0)",
+                                                              "23:13:20")])
+def test_info_reads_the_run_asked_for(two_runs: Path, capsys: pytest.CaptureFixture,
+                                      run: str, ranks: str, start: str) -> None:
+    """By id or by name; the 2-rank run started first (t0), the lone trace an hour later."""
+    assert main(["info", str(two_runs), "--run", run, "--findings", "0"]) == 0
+    out = capsys.readouterr().out
+    ranks_line = next(line for line in out.splitlines() if line.strip().startswith("ranks"))
+    assert ranks in ranks_line
+    notes = " ".join(out.split())  # notes wrap
+    assert f"started 2023-11-14 {start} UTC (of 2 runs found" in notes
+
+
+def test_info_refuses_an_unknown_run(two_runs: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["info", str(two_runs), "--run", "7", "--findings", "0"]) != 0
+    assert "not among the runs found" in capsys.readouterr().err
