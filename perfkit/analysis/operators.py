@@ -470,8 +470,10 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
     if out.empty:
         add_note(out, "no AI CPU operator in this profile")
-    elif not is_lazy(kernels):
-        out = _ai_cpu_only(out, kernels)
+    else:  # a lazy table: its AI CPU tasks are few, read them whole
+        (cpu_tasks,) = compute_all(kernels[kernels["core"].eq("AI_CPU")]) \
+            if is_lazy(kernels) else (kernels,)
+        out = _ai_cpu_only(out, cpu_tasks)
     return out
 
 
@@ -493,7 +495,8 @@ def _ai_cpu_only(out: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
         out[col] = g[agg].to_numpy(np.float64)
     for col in ("share", "per_step_us"):
         out[col] = out[col].to_numpy(np.float64) * scale
-    out["core"] = "AI_CPU"
+    # the column keeps its text dtype: a bare string would make it object under pandas 2
+    out["core"] = pd.Series(["AI_CPU"] * len(out), index=out.index, dtype=out["core"].dtype)
     return out.sort_values("total_us", ascending=False, kind="mergesort").reset_index(
         drop=True)
 
