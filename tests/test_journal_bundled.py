@@ -128,3 +128,28 @@ def test_rebuilding_gives_the_same_journal(journal: Journal, tmp_path: Path) -> 
         for frame in ("job", "metrics", "breakdown", "operators"):
             pd.testing.assert_frame_equal(getattr(a, frame), getattr(b, frame),
                                           check_exact=False, rtol=1e-9)
+
+
+def test_run_ids_of_any_integer_type_name_a_run(journal: Journal) -> None:
+    """The ids that runs() gives (numpy int64) name runs everywhere a run is named."""
+    import numpy as np
+
+    from perfkit.errors import InvalidArgumentError
+    from perfkit.widgets.history import history_panel
+
+    ids = journal.runs()["id"]
+    first, last = ids.iloc[0], ids.iloc[-1]
+    assert isinstance(first, np.integer)  # what a user gets from the frame
+    assert journal.run(first).label == "baseline"
+    for ref in (np.int32(1), np.uint8(1), np.int64(1)):
+        assert journal.run(ref).label == "baseline"
+    cmp = journal.compare(first, last)
+    assert (cmp.base_label, cmp.new_label) == ("baseline", "tuned")
+    assert cmp.sentence() == journal.compare(1, 3).sentence()
+    assert journal.record(last).label == "tuned"
+    panel = history_panel(journal)
+    panel.select(first, last)
+    assert (panel.comparison.base_label, panel.comparison.new_label) == ("baseline", "tuned")
+    for bad in (True, np.float64(1.0), None):
+        with pytest.raises(InvalidArgumentError, match="must be a run id"):
+            journal.run(bad)

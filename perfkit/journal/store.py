@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import json
 import math
+import numbers
 import os
 import shutil
 import sqlite3
@@ -760,7 +761,8 @@ class Journal:
 
     # ---- reading ----------------------------------------------------------------------
     def run(self, ref: int | str | Run) -> Run:
-        """One run, by id (``2``), label (``"pp2"``) or a :class:`Run`.
+        """One run, by id (``2``, or any integer type: the ``id`` column of :meth:`runs`
+        holds numpy integers), label (``"pp2"``) or a :class:`Run`.
 
         Raises
         ------
@@ -769,6 +771,8 @@ class Journal:
         """
         if isinstance(ref, Run):
             ref = ref.id
+        if isinstance(ref, numbers.Integral) and not isinstance(ref, bool):
+            ref = int(ref)  # any integer type: numpy's int64 from runs() as Python's int
         if isinstance(ref, bool) or not isinstance(ref, (int, str)):
             raise InvalidArgumentError("run", "must be a run id, a label or a Run", ref)
         with self._reading() as c:
