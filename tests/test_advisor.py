@@ -114,6 +114,34 @@ def test_pipeline_imbalance_with_parallel_config() -> None:
     assert not next(f for f in found if f.rule == "schedule_bubble").measured
 
 
+def test_a_stage_slowed_by_one_rank_names_that_rank(tmp_path: Path) -> None:
+    """1.5x on rank 3 of dp 2 x pp 2, its data-parallel peer (rank 2) fast: stage 1 is the
+    slowest only because of rank 3, so the first finding names rank 3 and the stage it
+    delays, not "pipeline stage 1 takes 27 % longer"."""
+    from perfkit.simulate import SlowRank, UnbalancedStage, simulate
+
+    hw = pk.Hardware.preset("ascend-910b")
+    model = pk.ModelSpec.preset("llama2-7b").replace(num_layers=4, vocab_size=1024)
+    par = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=4)
+    runs = {}
+    for name, fault in (("rank", SlowRank(3, 1.5)), ("stage", UnbalancedStage(1, 1.5))):
+        simulate(model, par, hw, steps=1, faults=(fault,), out=tmp_path / name, seed=3,
+                 aic_metrics=None, trace_kernels=False)
+        prof = load(tmp_path / name, cache=False)
+        runs[name] = (prof, advise(prof, parallel=par, hardware=hw))
+    prof, found = runs["rank"]
+    top = found[0]
+    assert top.rule == "slow_ranks" and top.title.startswith("Rank 3 computes")
+    assert "pipeline stage 1" in top.title and "stage peer " in top.title
+    # the excess over its peer, read from the steps table: rank 3 against rank 2
+    comp = pk.analysis.step_breakdown(prof).groupby("rank")["computing_us"].median()
+    assert f"{100 * (comp[3] / comp[2] - 1):.1f} % longer" in top.title
+    assert comp[3] / comp[2] == pytest.approx(1.5, rel=0.05)
+    assert not any(f.rule == "stage_imbalance" for f in found)
+    # a stage whose every rank is slower is still a stage imbalance
+    assert runs["stage"][1][0].rule == "stage_imbalance"
+
+
 def test_recompute_with_headroom_and_low_mfu() -> None:
     gib = 2.0**30
     mem = pd.DataFrame({"component": ["APP", "PTA"], "ts_us": [0.0, 0.0],

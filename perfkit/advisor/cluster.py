@@ -7,6 +7,8 @@ it shows up in.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -93,9 +95,54 @@ def _slow_rank_stake(ctx: Context, rank: int, excess_us: float) -> tuple[float, 
     return min(excess_us, waited), waited
 
 
+def _rank_holding_stage(ctx: Context, sb: pd.DataFrame, stage: int
+                        ) -> tuple[int, float, pd.Series] | None:
+    """The rank whose computation makes pipeline ``stage`` the slowest, or None.
+
+    The ranks of a stage (its data-parallel replicas) run the same layers, so their
+    computation times should match. When one of them computes at least 5 % longer than
+    the median of the others while those others compute no longer than the ranks of the
+    other stages (5 % margin), the stage is not too heavy: that rank holds it back (a
+    slow device), and with it every stage that waits for it.
+
+    Returns
+    -------
+    (rank, its computation per step in µs, the computation of its stage peers by rank),
+    or None when the stage is slow as a whole or the stage has a single rank.
+    """
+    s = ctx.steps
+    if not has_values(s, "computing_us"):
+        return None
+    where = _cluster.stage_of_ranks(ctx.profile, parallel=ctx.parallel)
+    comp = pd.DataFrame({"rank": s["rank"], "c": s["computing_us"]}).groupby("rank")["c"]
+    comp = comp.median().dropna()
+    members = [r for r in where.index[where == stage] if r in comp.index]
+    if len(members) < 2:
+        return None
+    mine = comp[members]
+    rank = int(mine.idxmax())
+    peers = mine.drop(index=rank)
+    others = comp[[r for r in where.index[where != stage] if r in comp.index]]
+    peer_us = float(peers.median())
+    if others.empty or not np.isfinite(peer_us) or peer_us <= 0:
+        return None
+    if float(mine[rank]) < 1.05 * peer_us or peer_us > 1.05 * float(others.max()):
+        return None
+    return rank, float(mine[rank]), peers
+
+
+def _ranks_text(ranks: Any) -> str:
+    """``"rank 2"`` or ``"ranks 0, 1 and 2"``."""
+    items = [str(int(r)) for r in ranks]
+    if len(items) == 1:
+        return f"rank {items[0]}"
+    return f"ranks {', '.join(items[:-1])} and {items[-1]}"
+
+
 @rule("cluster", order=20, needs=("steps",))
 def pipeline(ctx: Context) -> list[Finding]:
-    """Stages out of balance, and receive wait beyond what the schedule's bubble explains."""
+    """Stages out of balance (or held back by one of their ranks), and receive wait beyond
+    what the schedule's bubble explains."""
     sb = ctx.get("stages", lambda: _cluster.stage_balance(ctx.profile, parallel=ctx.parallel))
     if sb.empty or len(sb) < 2:
         return []
@@ -119,7 +166,10 @@ def pipeline(ctx: Context) -> list[Finding]:
     # the faster stages wait for the slow one in their receives: that wait (beyond the
     # schedule's bubble) is what the imbalance costs, at most the spread of stage times
     imbalance = min(spread, excess_max) if np.isfinite(excess_max) else spread
-    if spread > 0 and imbalance > 0:
+    held = _rank_holding_stage(ctx, sb, int(worst["stage"])) if spread > 0 else None
+    if held is not None and imbalance > 0:
+        out.append(_stage_held_by_rank(ctx, sb, worst, fastest, held, imbalance, excess_max))
+    elif spread > 0 and imbalance > 0:
         out.append(measured(
             ctx, "stage_imbalance", "cluster", imbalance,
             f"Pipeline stage {int(worst['stage'])} takes {pct(float(worst['imbalance']))} "
@@ -168,3 +218,48 @@ def pipeline(ctx: Context) -> list[Finding]:
         f"{fmt_time(theo * stage_of_max)} per step",
         f"If memory allows, {more_mb}.", severity="info"))
     return out
+
+
+def _stage_held_by_rank(ctx: Context, sb: pd.DataFrame, worst: Any, fastest: Any,
+                        held: tuple[int, float, pd.Series], imbalance: float,
+                        excess_max: float) -> Finding:
+    """The finding of a stage held back by one of its ranks: it names the rank.
+
+    Its cost is the stage imbalance (what the other stages wait for beyond the schedule's
+    bubble). When the ``slow_ranks`` rule has already named the rank (three or more ranks
+    per stage), this finding is the stage's side of it, refers to it, and keeps the rule
+    ``stage_imbalance``; otherwise it is the slow rank's finding (rule ``slow_ranks``).
+    """
+    rank, mine, peers = held
+    stage = int(worst["stage"])
+    peer_us = float(peers.median())
+    slower = mine / peer_us - 1.0
+    sr = ctx.get("slow", lambda: _cluster.slow_ranks(ctx.profile, parallel=ctx.parallel))
+    named = bool((sr["slow"].fillna(False).astype(bool) & (sr["rank"] == rank)).any())
+    evidence = (f"rank {rank} computes {fmt_time(mine)} per step against "
+                f"{fmt_time(peer_us)} on {_ranks_text(peers.index)} of the same stage (the "
+                f"same layers); own work per step (step minus receive wait): " + ", ".join(
+                    f"stage {int(r.stage)} (ranks {r.ranks}) {fmt_time(r.stage_us)}"
+                    for r in sb.itertuples())
+                + f"; the stages wait {fmt_time(excess_max)} per step in receives beyond "
+                "the schedule's own bubble")
+    rec = ("Compare that rank's operators with its stage peer's: the same operators running "
+           "slower mean a slow device (clock, temperature, a failing card: "
+           + say(ctx.fw, {"pytorch_gpu": "check nvidia-smi -q and the XID errors",
+                          "any": "check npu-smi info and the device logs"})
+           + "). Replace or drain it: moving layers off the stage would only slow its "
+           "healthy ranks.")
+    details = (f"stage {stage} imbalance {float(worst['imbalance']):.3f} against stage "
+               f"{int(fastest['stage'])}, explained by rank {rank} "
+               f"(+{100.0 * slower:.0f} % computation over its stage peers)")
+    if named:
+        return measured(
+            ctx, "stage_imbalance", "cluster", imbalance,
+            f"Rank {rank} holds back pipeline stage {stage} (see its finding), and the "
+            "other stages wait for that stage", evidence, rec, details=details)
+    return measured(
+        ctx, "slow_ranks", "cluster", imbalance,
+        f"Rank {rank} computes {pct(slower)} longer than its stage "
+        f"peer{'s' * (len(peers) > 1)} and delays "
+        f"pipeline stage {stage}; the other stages wait for it", evidence, rec,
+        details=details)
