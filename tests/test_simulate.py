@@ -248,6 +248,36 @@ def test_dp_gradient_volume(tmp_path: Path) -> None:
         assert sent == pytest.approx(expected_mb, rel=1e-6)
 
 
+def test_links_carry_their_own_transport(tmp_path: Path) -> None:
+    """HCCS inside a node, RDMA across nodes (the seeds' terms): each link of the matrix
+    by its two ends, and a collective whose group crosses nodes by its slowest link."""
+    hw = HW.replace(devices_per_node=2)  # dp 4 over two nodes: ranks 0, 1 | 2, 3
+    root = simulate(TINY, pk.ParallelConfig(dp=4, num_micro_batches=2), hw, steps=1,
+                    out=tmp_path / "nodes")
+    seen = set()
+    for rank, d in _rank_dirs(root).items():
+        out = d / "ASCEND_PROFILER_OUTPUT"
+        matrix = json.loads((out / "communication_matrix.json").read_text())
+        for links in matrix["step1"]["collective"].values():
+            for link, info in links.items():
+                src, dst = (int(x) for x in link.split("-"))
+                want = "LOCAL" if src == dst else "HCCS" if src // 2 == dst // 2 else "RDMA"
+                assert info["Transport Type"] == want, (rank, link)
+                seen.add(want)
+        comm = json.loads((out / "communication.json").read_text())
+        for name, op in comm["step1"]["collective"].items():
+            if name.startswith("hcom_allReduce"):
+                sizes = {t: v["Transit Size(MB)"]
+                         for t, v in op["Communication Bandwidth Info"].items()}
+                assert sizes["RDMA"] > 0 and sizes["HCCS"] == 0, (rank, name)
+    assert seen == {"LOCAL", "HCCS", "RDMA"}
+    # each transport is compared with its own nominal bandwidth: never above it
+    bw = pk.analysis.comm_bandwidth_summary(load(root, cache=False), hw)
+    assert list(bw["transport"]) == ["RDMA"]
+    assert bw["nominal_gbps"].iloc[0] == hw.inter_node_bandwidth / 1e9
+    assert 0.5 < bw["efficiency"].iloc[0] <= 1.0
+
+
 def test_tensor_parallel_allreduces(tmp_path: Path) -> None:
     par = pk.ParallelConfig(dp=1, tp=2, num_micro_batches=2)
     root = simulate(TINY, par, HW, steps=1, out=tmp_path / "tp")

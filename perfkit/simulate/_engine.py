@@ -168,6 +168,15 @@ def _find_group(groups: dict[str, dict[str, object]], name: str, rank: int) -> s
 
 # ----------------------------------------------------------------------------- links
 
+def link_transport(hardware: Hardware, a: int, b: int) -> str:
+    """The transport between ranks ``a`` and ``b``: LOCAL on one device, HCCS between two
+    devices of one node, RDMA between nodes (``hardware.devices_per_node`` per node)."""
+    if a == b:
+        return "LOCAL"
+    per = hardware.devices_per_node
+    return "HCCS" if a // per == b // per else "RDMA"
+
+
 class Links:
     """Bandwidth between two ranks (bytes/s achieved) with slow links applied."""
 
@@ -180,7 +189,15 @@ class Links:
         return rank // self.hw.devices_per_node
 
     def transport(self, a: int, b: int) -> str:
-        return "LOCAL" if a == b else ("HCCS" if self.node(a) == self.node(b) else "RDMA")
+        """The transport of the link from ``a`` to ``b`` (:func:`link_transport`)."""
+        return link_transport(self.hw, a, b)
+
+    def group_transport(self, rank: int, peers: list[int]) -> str:
+        """The transport that paces ``rank``'s part of a collective with ``peers``: RDMA
+        when any peer sits on another node (its slowest link crosses the network), else
+        HCCS."""
+        kinds = {self.transport(rank, q) for q in peers if q != rank}
+        return "RDMA" if "RDMA" in kinds else ("HCCS" if kinds else "LOCAL")
 
     def factor(self, a: int, b: int) -> float:
         f = 1.0
@@ -503,7 +520,7 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
                             begin - own_start[j], grad_bytes / nb,
                             tuple(q for q in members if q != r),
                             {q: links.bandwidth(r, q) / 1e9 for q in members if q != r},
-                            links.transport(r, members[(j + 1) % d])))
+                            links.group_transport(r, members)))
                     own_prev = np.full(d, end)
                     prev_end = end
                 for r in members:
@@ -539,7 +556,7 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
                         float(xfer_t[j]), float(dur[i] - xfer_t[j]),
                         tpl.catalog[k.cat[i]].amount, peers,
                         {q: links.bandwidth(r, q) / 1e9 for q in peers},
-                        links.transport(r, peers[0])))
+                        links.group_transport(r, list(peers))))
             keep = ~tp_mask
             # pipeline receives and sends
             if p > 1:
@@ -575,7 +592,7 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
                                        0.0, grad_bytes, tuple(q for q in members if q != r),
                                        {q: links.bandwidth(r, q) / 1e9 for q in members
                                         if q != r},
-                                       links.transport(r, members[(members.index(r) + 1) % d])))
+                                       links.group_transport(r, members)))
                 end += 3.0 + x
             res.step.append(np.full(int(keep.sum()) + 1, step, dtype=np.int64))
             res.start.append(np.concatenate([starts[keep], [ostart]]))

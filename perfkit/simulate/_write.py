@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ..io._common import hccl_group_hash
 from . import _kernels as K
-from ._engine import EPOCH_NS, CommOp, RankResult, Simulation
+from ._engine import EPOCH_NS, CommOp, RankResult, Simulation, link_transport
 from ._text import fixed3, join, overlap, runs, us_to_ns, write_lines
 
 __all__ = ["write", "double_hash", "KERNEL_HEADER_PT", "STEP_HEADER_PT"]
@@ -308,8 +308,9 @@ def _communication(sim: Simulation, res: RankResult, names: list[str],
             for q in c.peers:
                 bw = c.link_gbps[q]
                 src, dst = (me, ranks.index(q)) if c.op != "receive" else (ranks.index(q), me)
-                links[f"{src}-{dst}"] = {"Transport Type": "HCCS" if c.transport == "HCCS"
-                                         else c.transport,
+                # each link its own transport: HCCS inside a node, RDMA across nodes
+                kind = link_transport(sim.hardware, res.rank, q)
+                links[f"{src}-{dst}"] = {"Transport Type": kind,
                                          "Transit Size(MB)": per_peer / 1e6,
                                          "Transit Time(ms)": per_peer / (bw * 1e9) * 1e3,
                                          "Bandwidth(GB/s)": round(bw, 4), "Op Name": name}
