@@ -127,9 +127,17 @@ def test_top_operators_chart_keeps_the_longest_in_order(slow_rank: object) -> No
     assert enc["y"]["field"] == "label" and enc["y"]["sort"] == data["label"].tolist()
     assert enc["x"]["field"] == "ms" and enc["color"]["field"] == "category"
     _svg(chart)
-    per_step = _data(C.top_operators_chart(frame, n=5, value="per_step_us"))
+    assert data["count"].tolist() == expected["count"].tolist()  # summed, as the bars
+    chart = C.top_operators_chart(frame, n=5, value="per_step_us")
+    per_step = _data(chart)
     expected = frame.sort_values("per_step_us", ascending=False).head(5)
     assert per_step["ms"].to_numpy() == pytest.approx(expected["per_step_us"].to_numpy() / 1e3)
+    # the calls are on the bars' basis (per rank and step), so bar = calls x mean per call
+    assert per_step["count"].to_numpy() * expected["mean_us"].to_numpy() / 1e3 == \
+        pytest.approx(per_step["ms"].to_numpy())
+    titles = {t["field"]: t["title"] for t in _encoding(chart)["tooltip"]}
+    assert titles["ms"] == "device time per rank and step (ms)"
+    assert titles["count"] == "calls per rank and step"
 
 
 def test_top_operators_chart_shortens_long_names_and_keeps_them_whole() -> None:

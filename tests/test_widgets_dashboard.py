@@ -122,6 +122,50 @@ def test_operator_table_matches_the_kernel_file(tmp_path: Path) -> None:
         counts[row["Type"]] = counts.get(row["Type"], 0) + 1
     top_type = max(counts, key=counts.get)
     assert top_type in html
+    # every figure of the table on one basis, said in its header: per rank and step
+    text = re.sub(r"<[^>]+>", "|", html)
+    assert "device time per rank and step, median over ranks" in text
+    assert "calls per rank and step, median over ranks" in text
+    assert "summed over" not in text
+
+
+def test_operator_calls_are_per_rank_and_step_as_the_time() -> None:
+    """The issue's table: 165 ms beside 1,024 calls (all ranks) and 2.58 ms per call. Here
+    the time and the calls of the top type are both per rank and step, read from the
+    kernel files of the two ranks: the table shows their medians over the ranks."""
+    import csv
+    import statistics
+
+    from perfkit.widgets import tab_panel
+
+    name = "ascend-real-pt-level1"
+    panel = tab_panel("Operators", name)
+    time_us: dict[str, list[float]] = {}
+    calls: dict[str, list[float]] = {}
+    for path in sorted(bundled_profile(name).rglob("kernel_details.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        n_steps = len({r["Step Id"] for r in rows})
+        mine: dict[str, list[float]] = {}
+        for r in rows:  # the table ranks computation: communication tasks are left out
+            if not r["Type"].startswith("hcom_"):
+                mine.setdefault(r["Type"], []).append(float(r["Duration(us)"]))
+        for kind, durs in mine.items():
+            time_us.setdefault(kind, []).append(sum(durs) / n_steps)
+            calls.setdefault(kind, []).append(len(durs) / n_steps)
+    top = max(time_us, key=lambda k: statistics.median(time_us[k]))
+    table = next(c.value for c in panel.body.children if "calls per rank and step" in
+                 getattr(c, "value", ""))
+    heads = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>.*?</th>", table)]
+    row = next(tr for tr in re.findall(r"<tr>(.*?)</tr>", table) if f">{top}<" in tr)
+    cells = dict(zip(heads, (re.sub(r"<[^>]+>", "", c)
+                             for c in re.findall(r"<td[^>]*>.*?</td>", row)), strict=True))
+    head = next(h for h in heads if h.startswith("device time per rank and step"))
+    unit = {"(µs)": 1.0, "(ms)": 1e3, "(s)": 1e6}[head.rsplit(" ", 1)[1]]
+    shown = float(cells[head].replace(",", "")) * unit
+    assert shown == pytest.approx(statistics.median(time_us[top]), rel=5e-3)
+    got = float(cells["calls per rank and step, median over ranks"].replace(",", ""))
+    assert got == pytest.approx(statistics.median(calls[top]), rel=5e-3)
 
 
 def test_changing_the_grouping_changes_the_chart(board) -> None:

@@ -65,7 +65,8 @@ TOP_COLUMNS: dict[str, str] = {
     "key": "string", "type": "string", "name": "string", "input_shapes": "string",
     "core": "string", "category": "string", "count": "int64", "total_us": "float64",
     "mean_us": "float64", "max_us": "float64", "min_us": "float64", "share": "float64",
-    "per_step_us": "float64", "ai_cpu": "boolean", "bound": "string",
+    "per_step_us": "float64", "calls_per_step": "float64", "ai_cpu": "boolean",
+    "bound": "string",
 }
 
 #: (token, regex on the operator type or kernel name). The first match wins.
@@ -292,9 +293,11 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     DataFrame
         :data:`TOP_COLUMNS`: ``key`` (the group label), ``type``/``name``/``input_shapes``
         (the grouping values; the most common value of the others), ``core``, ``category``,
-        ``count``, ``total_us``, ``mean_us``, ``max_us``, ``min_us``, ``share`` (of the
-        device time in scope), ``per_step_us`` (total divided by the number of
-        (rank, step) pairs), ``ai_cpu`` (runs on the Ascend AI CPU), ``bound``
+        ``count``, ``total_us`` (both summed over every rank and step in scope),
+        ``mean_us``, ``max_us``, ``min_us`` (per call), ``share`` (of the device time in
+        scope), ``per_step_us`` and ``calls_per_step`` (per rank and step: the total and
+        the count divided by the number of (rank, step) pairs, so that ``per_step_us =
+        calls_per_step × mean_us``), ``ai_cpu`` (runs on the Ascend AI CPU), ``bound``
         (duration-weighted PMU verdict, NA without PMU columns). Sorted by ``total_us``.
         A lazy cluster is aggregated on the workers (sums may differ from the eager ones
         in the last bits).
@@ -437,6 +440,7 @@ def _top_finish(out: pd.DataFrame, keys: list[str], total: float, pairs: int,
     """Shares, labels, order and dtypes of :func:`top_operators` from its group sums."""
     out["share"] = out["total_us"] / total if total > 0 else np.nan
     out["per_step_us"] = out["total_us"] / pairs
+    out["calls_per_step"] = out["count"] / pairs
     out["key"] = out[keys].astype("string").agg(" | ".join, axis=1) if len(keys) > 1 \
         else out[keys[0]].astype("string")
     out = out.sort_values("total_us", ascending=False, kind="mergesort")

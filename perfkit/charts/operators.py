@@ -21,7 +21,9 @@ def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None =
     frame : pandas.DataFrame
         One row per operator (type, name or name and shapes) with columns ``label``,
         ``value``, ``share`` and ``category``, sorted or not, i.e. the output of
-        :func:`perfkit.analysis.top_operators`; ``count`` goes into the tooltip.
+        :func:`perfkit.analysis.top_operators`; the calls on the bars' basis go into
+        the tooltip (``calls_per_step`` with ``per_step_us``, ``count`` with
+        ``total_us``).
     label : str
         Column that names a bar (``"key"``, ``"type"`` or ``"name"``).
     n : int, optional
@@ -47,7 +49,7 @@ def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None =
         Bars with ``y = label`` (longest first), ``x = ms`` and ``color = category``.
         The chart data has one row per operator kept: ``label`` (shortened), ``full``,
         ``category``, ``ms`` (``value`` in ms), ``share`` (fraction of device time) and
-        ``count`` when given.
+        ``count`` (the calls on the same basis as ``ms``) when given.
     """
     require(frame, (label, value, "share", "category"), "top_operators_chart")
     data = frame.sort_values(value, ascending=False, kind="stable")
@@ -58,16 +60,21 @@ def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None =
                         "category": data["category"].astype(str).to_numpy(),
                         "ms": data[value].astype(float).to_numpy() / 1000.0,
                         "share": data["share"].astype(float).to_numpy()})
-    if "count" in data.columns:
-        out["count"] = data["count"].astype("float64").to_numpy()
+    # the calls on the basis of the bars: per rank and step, or summed over them
+    per_step = value != "total_us"
+    calls = "calls_per_step" if per_step else "count"
+    if calls in data.columns:
+        out["count"] = data[calls].astype("float64").to_numpy()
     if value_title is None:
-        value_title = ("device time, summed over ranks and steps (ms)" if value == "total_us"
-                       else "device time per step and rank (ms)")
+        value_title = ("device time, summed over ranks and steps (ms)" if not per_step
+                       else "device time per rank and step (ms)")
     tips = [alt.Tooltip("full:N", title=label), alt.Tooltip("category:N"),
             alt.Tooltip("ms:Q", format=",.3f", title=value_title),
             alt.Tooltip("share:Q", format=".1%", title="share of device time")]
     if "count" in out.columns:
-        tips.append(alt.Tooltip("count:Q", format=",.0f", title="calls"))
+        tips.append(alt.Tooltip("count:Q", format=",.3~r" if per_step else ",.0f",
+                                title="calls per rank and step" if per_step else
+                                "calls, summed over ranks and steps"))
     chart = alt.Chart(out).mark_bar().encode(
         y=alt.Y("label:N", sort=list(out["label"]), title=None,
                 axis=alt.Axis(labelLimit=0)),

@@ -48,6 +48,21 @@ def test_top_by_type_counts_totals_shares() -> None:
     assert top_operators(_profile(k), by="type", n=1).shape[0] == 1
 
 
+def test_per_step_figures_share_one_basis() -> None:
+    """Time and calls per rank and step: 2 ranks x 2 steps = 4 pairs, so MatMul's 8 calls
+    of 50 µs are 2 calls and 100 µs per rank and step (never 8 calls beside 100 µs)."""
+    frames = [_seq(["MatMul", "MatMul", "Add"], [50.0, 50.0, 4.0], step=s).assign(rank=r)
+              for r in (0, 1) for s in (1, 2)]
+    from perfkit.profile import Cluster, ProfileMeta
+
+    cluster = Cluster([_profile(pd.concat([f for f in frames if f["rank"].iloc[0] == r]),
+                                rank=r) for r in (0, 1)], ProfileMeta("test"))
+    mm = top_operators(cluster, by="type").set_index("key").loc["MatMul"]
+    assert (mm["count"], mm["total_us"]) == (8, 400.0)  # summed over ranks and steps
+    assert (mm["calls_per_step"], mm["per_step_us"], mm["mean_us"]) == (2.0, 100.0, 50.0)
+    assert mm["calls_per_step"] * mm["mean_us"] == mm["per_step_us"]
+
+
 def test_top_by_name_and_shapes() -> None:
     k = _seq(["MatMul"] * 3, [10.0, 20.0, 40.0]).assign(
         name="mm", input_shapes=["1,2;2,3", "1,2;2,3", "4,4;4,4"])

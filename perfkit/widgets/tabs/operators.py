@@ -78,8 +78,8 @@ class OperatorsTab(Tab):
         what = "operator type" if by == "type" else "task name"
         who = "mean over ranks" if rank == ALL_RANKS else f"rank {rank}"
         chart = C.top_operators_chart(top, label=by, n=n, value="per_step_us", select=True,
-                                      title=f"Device time per step by {what} ({who}; click a "
-                                            "bar for details)")
+                                      title=f"Device time per rank and step by {what} ({who}; "
+                                            "click a bar for details)")
         shows = "task names" if by == "type" else "ranks"
         self.detail = W.HTML(STYLE + note(f"Click a bar to see its {shows}."))
         out: list[W.Widget] = [self.chart(chart, self._on_pick), self.detail,
@@ -91,30 +91,34 @@ class OperatorsTab(Tab):
         return out
 
     def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
+        """The top ``n`` with every figure on one basis: per rank and step (calls too),
+        per call for the mean; over the ranks, each rank's figure then its spread."""
         keys = top.head(n)[by].astype(str).tolist()
         if rank != ALL_RANKS or len(ranks_of(profile)) == 1:
-            cols = [c for c in (by, "category", "per_step_us", "share", "count", "mean_us",
-                                "bound") if c in top.columns]
-            scope = {"per_step_us": "per step", "count": "summed over steps",
+            cols = [c for c in (by, "category", "per_step_us", "share", "calls_per_step",
+                                "mean_us", "bound") if c in top.columns]
+            scope = {"per_step_us": "per rank and step", "calls_per_step": "per rank and step",
                      "mean_us": "per call"}
             title = f"Top {n} by device time" + ("" if rank == ALL_RANKS else f", rank {rank}")
             return frame_html(top.head(n), title, columns=cols, scope=scope,
-                              headers={"per_step_us": "device time", "count": "calls",
+                              headers={"per_step_us": "device time", "calls_per_step": "calls",
                                        "mean_us": "mean"})
         per = _per_rank(profile, A.top_operators, by=by, n=None)
         per = per[per[by].astype(str).isin(keys)]
-        spread = over_ranks(per, [by], ["per_step_us"], keep={"category": "first"})
-        merged = spread.merge(top[[by, "share", "count", "mean_us"]].astype({by: "string"}),
+        spread = over_ranks(per, [by], ["per_step_us"],
+                            keep={"category": "first", "calls_per_step": "median"})
+        merged = spread.merge(top[[by, "share", "mean_us"]].astype({by: "string"}),
                               left_on=spread[by].astype("string"), right_on=by, how="left",
                               suffixes=("", "_all"))
         merged = merged.drop(columns=[c for c in ("key_0", f"{by}_all") if c in merged.columns])
-        headers = {"per_step_median_us": "per step, median over ranks",
-                   "per_step_min_us": "per step, min", "per_step_max_us": "per step, max",
-                   "worst_rank": "slowest rank", "count": "calls, summed over ranks",
-                   "mean_us": "mean per call", "share": "share of device time"}
+        headers = {"per_step_median_us": "device time per rank and step, median over ranks",
+                   "per_step_min_us": "min over ranks", "per_step_max_us": "max over ranks",
+                   "worst_rank": "slowest rank",
+                   "calls_per_step": "calls per rank and step, median over ranks",
+                   "mean_us": "mean per call, all ranks", "share": "share of device time"}
         cols = [by, "category", "per_step_median_us", "per_step_min_us", "per_step_max_us",
-                "worst_rank", "share", "count", "mean_us"]
-        return frame_html(merged, f"Top {n} by device time per step, over "
+                "worst_rank", "share", "calls_per_step", "mean_us"]
+        return frame_html(merged, f"Top {n} by device time per rank and step, over "
                                   f"{len(ranks_of(profile))} ranks", columns=cols,
                           headers=headers, max_rows=n)
 
@@ -133,9 +137,10 @@ class OperatorsTab(Tab):
                 names = names[names["type"].astype(str) == key]
                 self.detail.value = STYLE + frame_html(
                     names, f"Task names of type {key}", columns=[
-                        "name", "input_shapes", "per_step_us", "count", "mean_us"],
-                    scope={"per_step_us": "per step", "mean_us": "per call"},
-                    headers={"per_step_us": "device time", "count": "calls",
+                        "name", "input_shapes", "per_step_us", "calls_per_step", "mean_us"],
+                    scope={"per_step_us": "per rank and step",
+                           "calls_per_step": "per rank and step", "mean_us": "per call"},
+                    headers={"per_step_us": "device time", "calls_per_step": "calls",
                              "mean_us": "mean"}, max_rows=15)
             else:
                 per = _per_rank(self.profile, A.top_operators, by="name", n=None)
@@ -143,8 +148,9 @@ class OperatorsTab(Tab):
                                                                       ascending=False)
                 self.detail.value = STYLE + frame_html(
                     per, f"{shorten(key, 60)} on each rank",
-                    columns=["rank", "per_step_us", "count", "mean_us", "max_us"],
-                    headers={"per_step_us": "device time per step", "count": "calls",
+                    columns=["rank", "per_step_us", "calls_per_step", "mean_us", "max_us"],
+                    headers={"per_step_us": "device time per step",
+                             "calls_per_step": "calls per step",
                              "mean_us": "mean per call", "max_us": "longest call"},
                     max_rows=32)
         except Exception as exc:  # noqa: BLE001 - shown in the page
