@@ -9,7 +9,10 @@ writes its numbers with these functions, so a figure reads the same everywhere:
 * bytes in binary units: ``10_822_982_041.6`` → ``"10.1 GiB"`` (KiB, MiB, GiB, TiB are
   powers of 1024, the units the profilers' memory figures and device capacities use);
 * any other number with 3 significant digits and thousands separators, and no exponent:
-  ``1.878749e+06`` → ``"1,878,749"``, ``0.000123`` → ``"0.000123"``.
+  ``1.878749e+06`` → ``"1,878,749"``, ``0.000123`` → ``"0.000123"``;
+* a count with its noun in the right number: :func:`counted` (``"1 device"``,
+  ``"16 devices"``), never ``"1 devices"`` nor ``"rank(s)"``; :func:`listed` joins words
+  (``"ranks 0, 1 and 3"``).
 
 Values at or above 100 keep all their integer digits (``"1,399 ms"``, not ``"1,400 ms"``):
 three significant digits is the least precision shown, never a rounding of the integer
@@ -27,7 +30,7 @@ from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
            "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
-           "is_missing", "WARNING_MARK"]
+           "is_missing", "WARNING_MARK", "plural", "counted", "listed"]
 
 #: Text of a missing value.
 MISSING = "–"
@@ -202,3 +205,49 @@ def bytes_text(value: Any, unit: str | None = None, digits: int = 3) -> str:
 def rate_text(value: Any, unit: str, digits: int = 3) -> str:
     """A rate such as tokens/s or GB/s with 3 significant digits (``"2,181 tokens/s"``)."""
     return number_text(value, digits, unit)
+
+
+#: Plurals that do not add an "s" (or that keep their last letter).
+_IRREGULAR = {"micro-batch": "micro-batches", "batch": "batches", "process": "processes",
+              "bias": "biases", "pass": "passes", "match": "matches", "entry": "entries",
+              "copy": "copies", "is": "are", "was": "were", "has": "have", "does": "do",
+              "waits": "wait", "computes": "compute", "starts": "start", "spends": "spend",
+              "this": "these", "it": "they", "its": "their"}
+
+
+def plural(n: Any, singular: str, plural_form: str | None = None) -> str:
+    """``singular`` or its plural, as fits the count ``n`` (1 takes the singular, 0 and
+    any other count the plural): ``plural(2, "rank")`` is ``"ranks"``.
+
+    Parameters
+    ----------
+    n : number
+        The count (a float such as 1.0 counts as 1).
+    singular : str
+        The word for one (``"rank"``, ``"micro-batch"``, a verb such as ``"waits"``).
+    plural_form : str, optional
+        The word for several; default: :data:`_IRREGULAR`'s or ``singular + "s"``.
+    """
+    one = not is_missing(n) and float(n) == 1.0
+    if one:
+        return singular
+    return plural_form or _IRREGULAR.get(singular, singular + "s")
+
+
+def counted(n: Any, singular: str, plural_form: str | None = None) -> str:
+    """A count and its noun in the right number: ``"1 device"``, ``"1,024 calls"``,
+    ``"0 ranks"``; a count that is not whole keeps 3 significant digits (``"2.5 calls"``).
+    """
+    if is_missing(n):
+        return f"{MISSING} {plural(2, singular, plural_form)}"
+    v = float(n)
+    text = count_text(v) if v.is_integer() else sig(v)
+    return f"{text} {plural(v, singular, plural_form)}"
+
+
+def listed(items: Iterable[Any], conjunction: str = "and") -> str:
+    """Words joined for a sentence: ``"0"``, ``"0 and 1"``, ``"0, 1 and 3"``."""
+    words = [str(x) for x in items]
+    if len(words) <= 1:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} {conjunction} {words[-1]}"

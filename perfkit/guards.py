@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgumentError
-from .format import WARNING_MARK
+from .format import WARNING_MARK, bytes_text, time_text
 
 __all__ = ["Guarded", "check_utilization", "check_memory", "check_step", "job_inputs",
            "MEMORY_RATIO", "STEP_RATIO", "WARNING_MARK"]
@@ -70,7 +70,7 @@ def job_inputs(job: Any) -> str:
         parts.append(f"{model.num_layers} layers, hidden {model.hidden_size} "
                      f"({job.source('num_layers')})")
     if job.step_time_s:
-        parts.append(f"step {job.step_time_s:.3g} s ({job.source('step_time_s')})")
+        parts.append(f"step {time_text(job.step_time_s * 1e6)} ({job.source('step_time_s')})")
     if job.global_batch_size:
         parts.append(f"global batch {job.global_batch_size} × {job.seq_length} "
                      f"({job.source('global_batch_size')})")
@@ -149,8 +149,8 @@ def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any 
     if r is None:
         return Guarded(predicted)
     why = _why(job, "check the model, the split and the recompute setting")
-    return Guarded(predicted, f"{what} ({predicted / GIB:,.2f} GiB) is {r:.2g}× the measured "
-                              f"peak ({float(measured_bytes) / GIB:,.2f} GiB): {why}")
+    return Guarded(predicted, f"{what} ({bytes_text(predicted)}) is {r:.2g}× the measured "
+                              f"peak ({bytes_text(measured_bytes)}): {why}")
 
 
 def check_step(predicted_s: float, measured_s: float | None, job: Any = None,
@@ -175,5 +175,5 @@ def check_step(predicted_s: float, measured_s: float | None, job: Any = None,
     if r is None:
         return Guarded(predicted)
     why = _why(job, "check the model and the batch it was computed for")
-    return Guarded(predicted, f"{what} ({predicted:,.3g} s) is {r:.2g}× the measured step "
-                              f"({float(measured_s):,.3g} s): {why}")
+    return Guarded(predicted, f"{what} ({time_text(predicted * 1e6)}) is {r:.2g}× the "
+                              f"measured step ({time_text(float(measured_s) * 1e6)}): {why}")

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from .format import listed, plural
 from .io.schema import TABLE_NAMES, TABLES, conform
 
 __all__ = ["ProfileMeta", "Profile", "Cluster", "LINK_COLUMNS", "group_rank_maps",
@@ -262,7 +263,8 @@ class Cluster(_Tables):
 
     def _note_mapped(self, groups: list[str]) -> None:
         note = ("comm_matrix: group-local ranks mapped to global ranks from the cluster's "
-                f"members of group(s) {groups} (ascending order)")
+                f"members of {plural(len(groups), 'group')} {listed(groups)} (ascending "
+                "order)")
         if note not in self.meta.notes:
             self.meta.notes.append(note)
 

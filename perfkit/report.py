@@ -37,6 +37,7 @@ from typing import Any
 
 from .bundled_samples import is_sample_spec, resolve_sample
 from .errors import PerfkitError
+from .format import counted, plural
 from .resources import NOTEBOOK_PACKAGE, resource_path
 
 __all__ = ["ReportError", "NOTEBOOK_DIR", "DEFAULT_NOTEBOOK", "DEFAULT_TIMEOUT_S",
@@ -421,7 +422,8 @@ def notebook_html(nb: Any, title: str, note: str = "",
                 parts.append(f'<section class="outputs">{shown}</section>')
     body, removed = _strip_remote(_reading_html(reading_notes) + "\n".join(parts))
     footer = ("" if not removed else
-              f"<p>{removed} reference(s) to files on other servers were removed.</p>")
+              f"<p>{counted(removed, 'reference')} to files on other servers "
+              f"{plural(removed, 'was', 'were')} removed.</p>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<meta name=\"generator\" content=\"perfkit\">\n"

@@ -68,3 +68,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("xdist_group") or item.get_closest_marker("notebooks"):
             continue
         item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+#: Plural nouns that a count of one must not take ("1 devices").
+_PLURALS = ("devices|ranks|steps|calls|layers|runs|chains|kernels|operators|links|stages|"
+            "micro-batches|heads|sequences|tokens|findings|groups|events|rows|files|nodes|"
+            "samples|tasks|values|lines|columns|servers|shapes|components|patterns|"
+            "occurrences|copies|lookups|up-projections|blocks|rects|GPUs|NPUs|folders|"
+            "references|collectives|transfers|threads|streams|kernel launches|entries|"
+            "seconds|minutes|hours|sizes")
+#: (rule, pattern) of what generated text must never contain.
+GRAMMAR_RULES: tuple[tuple[str, Any], ...] = tuple((name, __import__("re").compile(rx)) for
+                                                   name, rx in (
+    ("a count of one with a plural noun", rf"(?<![\w.,−-])1 (?:{_PLURALS})\b"),
+    ("a plural written as (s)", r"\w\((?:s|es)\)"),
+    ("a size in a unit too large (below 1 of it)", r"(?<![\w.,])0\.\d+\s?(?:KiB|MiB|GiB|TiB)\b"),
+    ("a missing value written as nan, inf or <NA>",
+     r"(?<![\w.])(?:nan|NaN|inf|<NA>|NaT)(?![\w])"),
+    ("a doubled word", r"(?i)\b([a-z]{2,})\s+\1\b"),
+    ("two articles in a row", r"(?i)\b(?:a|an|the)\s+(?:a|an|the)\b"),
+    ("an adjective before an article", r"\b(?:complete|whole|full)\s+(?:a|an)\b"),
+))
+
+
+def grammar_problems(text: str) -> list[str]:
+    """What in ``text`` breaks a rule of :data:`GRAMMAR_RULES`, one line per hit."""
+    out = []
+    for name, pattern in GRAMMAR_RULES:
+        for m in pattern.finditer(text):
+            a, b = max(0, m.start() - 50), min(len(text), m.end() + 50)
+            out.append(f"{name}: {m.group(0)!r} in …{text[a:b]}…")
+    return out
+
+
+@pytest.fixture(scope="session")
+def grammar() -> Any:
+    """:func:`grammar_problems`, for tests that check generated text."""
+    return grammar_problems

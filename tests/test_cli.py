@@ -578,7 +578,7 @@ def test_simulate_writes_a_loadable_profile(tmp_path: Path,
                      "--fault", "slow-rank:rank=5,factor=1.5",
                      "--fault", "data-stall:stall_us=20000,every=2"]) == 0
     captured = capsys.readouterr()
-    assert f"wrote {dp * tp * pp} rank folder(s), 2 step(s)" in captured.out
+    assert f"wrote {dp * tp * pp} rank folders, 2 steps" in captured.out
     folders = _rank_folders(out)
     assert len(folders) == dp * tp * pp
     meta = json.loads((folders[0] / "profiler_metadata.json").read_text())
@@ -610,7 +610,7 @@ def test_simulate_out_folder_rules(tmp_path: Path, capsys: pytest.CaptureFixture
     # an earlier simulation is replaced: no stale rank folders are left
     assert cli.main(["simulate", str(out), "--dp", "2", *small]) == 0
     assert len(_rank_folders(out)) == 2
-    assert "replaced 4 rank folder(s)" in capsys.readouterr().out
+    assert "replaced 4 rank folders" in capsys.readouterr().out
     # a folder holding anything else is refused, and kept with --force
     (out / "notes.txt").write_text("mine")
     assert cli.main(["simulate", str(out), "--dp", "2", *small]) == 2

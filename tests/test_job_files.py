@@ -316,7 +316,7 @@ def test_an_hccl_rank_table_gives_the_world_size(tmp_path: Path) -> None:
     job = pk.infer_job(pk.load(ROOT / "data" / "simulated" / "slow-rank", cache=False),
                        config=path)
     assert job.world_size == 16 and job.source("world_size") == "config"
-    assert "16 devices on 2 server(s)" in job.detail("world_size")
+    assert "16 devices on 2 servers" in job.detail("world_size")
     # the profile holds 4 ranks: the guards will say so
     assert "the job has world size 16 (config) but the profile shows 4" in job.problems()
 

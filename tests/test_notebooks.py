@@ -101,7 +101,7 @@ def execute(path: Path, values: dict[str, Any] | None = None) -> tuple[Any, floa
     return nb, time.perf_counter() - start
 
 
-def _check_outputs(nb: nbformat.NotebookNode, name: str) -> None:
+def _check_outputs(nb: nbformat.NotebookNode, name: str, grammar: Any = None) -> None:
     shown = 0
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -114,6 +114,8 @@ def _check_outputs(nb: nbformat.NotebookNode, name: str) -> None:
             seen = _seen_text(out)
             assert not _SCI.search(seen), f"{name}: scientific notation {_SCI.search(seen)[0]}"
             assert not _US3.search(seen), f"{name}: three decimals of µs {_US3.search(seen)[0]}"
+            if grammar is not None:
+                assert not grammar(seen), f"{name}: {grammar(seen)}"
             for value, rest in _UTILISATION.findall(text):
                 # an impossible utilisation is never shown as a plain number
                 assert float(value.replace(",", "")) <= 100.0 or "not plausible" in rest, \

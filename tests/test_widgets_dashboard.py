@@ -71,7 +71,8 @@ def board():
 def test_opens_the_default_sample_with_its_ranks_and_a_chart(board) -> None:
     folder = bundled_profile(DEFAULT_PROFILE)
     assert board.source == DEFAULT_PROFILE and board.error is None
-    assert f"{_rank_folders(folder)} rank(s)" in board.status.value
+    n = _rank_folders(folder)
+    assert f"{n} rank{'s' * (n != 1)}." in board.status.value
     assert _rank_folders(folder) == 16
     overview = board.panels["Overview"]
     assert not overview.stale and overview.message.value == ""
@@ -88,7 +89,7 @@ def test_the_tabs_follow_the_cycle(board) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", bundled_profiles())
-def test_every_tab_renders_every_bundled_profile_for_people(name: str) -> None:
+def test_every_tab_renders_every_bundled_profile_for_people(name: str, grammar) -> None:
     board = dashboard(name)
     assert board.error is None, board.error
     for title in TAB_TITLES:
@@ -102,6 +103,9 @@ def test_every_tab_renders_every_bundled_profile_for_people(name: str) -> None:
         text = re.sub(r"<[^>]+>", " ", text)
         assert not _SCI.search(text), (name, title, _SCI.search(text).group(0))
         assert not _US3.search(text), (name, title, _US3.search(text).group(0))
+        # sentences and captions (the charts' titles too) read right
+        titles = " | ".join(json.dumps(spec.get("title", "")) for spec in _specs(panel))
+        assert not grammar(text + " | " + titles), (name, title, grammar(text + titles))
 
 
 def test_operator_table_matches_the_kernel_file(tmp_path: Path) -> None:

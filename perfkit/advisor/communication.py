@@ -14,6 +14,7 @@ import pandas as pd
 from ..analysis import communication as _comm
 from ..analysis._frames import collect
 from ..analysis._util import has_values, table
+from ..format import counted, number_text
 from .context import Context
 from .finding import Finding, measured
 from .registry import rule
@@ -73,8 +74,10 @@ def links(ctx: Context) -> list[Finding]:
         ctx, "slow_link", "communication", saving,
         f"Slow {w['transport']} link between ranks {int(w['src_rank'])} and "
         f"{int(w['dst_rank'])}: {pct(ratio)} of the bandwidth of the others",
-        f"{len(slow)} slow link(s); worst {w['bandwidth_gbps']:.2f} GB/s against a median of "
-        f"{w['median_gbps']:.2f} GB/s; every collective of its group runs at its pace "
+        f"{counted(len(slow), 'slow link')}; worst {number_text(w['bandwidth_gbps'], unit='GB/s')}"
+        f" against a median of {number_text(w['median_gbps'], unit='GB/s')}; every collective "
+        "of its group runs at its "
+        "pace "
         f"(exposed communication on its ranks {fmt_time(exposed)} per step)",
         f"Check the link ({link}: errors, cable, optics, switch port) and the rank "
         "placement; move the job off it until it is repaired.",
@@ -152,8 +155,9 @@ def exposed_comm(ctx: Context) -> list[Finding]:
         bw = ctx.get("bw", lambda: _comm.comm_bandwidth_summary(ctx.profile, ctx.hardware))
         low = bw[bw["efficiency"] < 0.3] if not bw.empty else bw
         for r in low.itertuples():
-            ev += (f"; {r.transport} reaches {r.bandwidth_gbps:.1f} GB/s, "
-                   f"{pct(r.efficiency)} of its nominal {r.nominal_gbps:.0f} GB/s")
+            ev += (f"; {r.transport} reaches {number_text(r.bandwidth_gbps, unit='GB/s')}, "
+                   f"{pct(r.efficiency)} of its nominal "
+                   f"{number_text(r.nominal_gbps, unit='GB/s')}")
             details += f"low {r.transport} efficiency {r.efficiency:.3f}; "
     if not cs.empty and str(cs.iloc[0]["op_type"]) == "alltoall" and \
             ctx.fw.startswith("pytorch_"):

@@ -13,10 +13,11 @@ import pandas as pd
 from ..analysis import cluster as _cluster
 from ..analysis import operators as _ops
 from ..analysis._util import has_values
+from ..format import counted
 from .context import Context
 from .finding import Finding, measured
 from .registry import rule
-from .words import PYTORCH_ACCELERATED, fmt_time, pct, say
+from .words import PYTORCH_ACCELERATED, fmt_bytes, fmt_time, pct, say
 
 __all__ = ["data_loading", "host_bound", "long_gaps", "sync"]
 
@@ -132,7 +133,7 @@ def long_gaps(ctx: Context) -> list[Finding]:
         title = ("The device stalls inside the step while its memory is nearly full "
                  "(allocator frees and retries)")
         ev = (f"idle periods of 1 ms or more inside the step: {fmt_time(gap)} per step; "
-              f"peak memory {used / 2**30:.1f} GiB = {pct(frac)} of {cap / 2**30:.0f} GiB")
+              f"peak memory {fmt_bytes(used)} = {pct(frac)} of {fmt_bytes(cap)}")
         rec = say(ctx.fw, {
             "mindspore": "Lower the peak: selective recompute, optimizer sharding "
                          "(parallel_optimizer), a smaller micro-batch, or more pipeline "
@@ -181,6 +182,7 @@ def sync(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "synchronisation", "host", stake,
         "The host waits for the device inside the step",
-        f"{float(per_rank['per_step'].median()):.0f} synchronising call(s) per step ({names}),"
+        f"{counted(round(float(per_rank['per_step'].median())), 'synchronising call')} per "
+        f"step ({names}),"
         f" {fmt_time(host)} of host time per step; the device can idle meanwhile (free "
         f"{fmt_time(free)} per step)", rec)]

@@ -8,6 +8,7 @@ from ..analysis._util import has_values
 from ..analysis.steps import measured_step_s
 from ..calc import flops as _flops
 from ..calc.throughput import tokens_per_second_per_device
+from ..format import plural
 from .context import Context
 from .finding import Finding, unmeasured
 from .registry import rule
@@ -41,7 +42,7 @@ def environment(ctx: Context) -> list[Finding]:
             shown = ", ".join(str(r) for r in ranks[:8]) + (" ..." if len(ranks) > 8 else "")
             out.append(unmeasured(
                 rule_id, area, f"{var} is set: {effect}",
-                f"the profiler recorded {var}=on for rank(s) {shown}",
+                f"the profiler recorded {var}=on for {plural(len(ranks), 'rank')} {shown}",
                 "Unset it for training runs; keep it only to locate an error or while "
                 "debugging reproducibility."))
     return out

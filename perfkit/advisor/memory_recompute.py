@@ -16,7 +16,7 @@ from ..calc.flops import hardware_flops, model_flops
 from .context import Context
 from .finding import Finding, measured, unmeasured
 from .registry import rule
-from .words import PYTORCH_ACCELERATED, fmt_time, pct, say
+from .words import PYTORCH_ACCELERATED, fmt_bytes, fmt_time, pct, say
 
 __all__ = ["recompute", "memory"]
 
@@ -39,7 +39,7 @@ def memory(ctx: Context) -> list[Finding]:
             "memory_over_capacity", "memory",
             "The measured memory peak is larger than the device: the hardware does not match "
             "the profile, or the job could not have run",
-            f"peak {used / 2**30:.1f} GiB = {pct(frac)} of the {cap / 2**30:.0f} GiB of "
+            f"peak {fmt_bytes(used)} = {pct(frac)} of the {fmt_bytes(cap)} of "
             f"{hw.name} ({ctx.hardware_why})",
             "Pass the hardware that ran the job (perfkit.Hardware.preset(...) or .replace("
             "memory_bytes=...)); if it is right, the profile is not from a run that fit: "
@@ -48,7 +48,7 @@ def memory(ctx: Context) -> list[Finding]:
     elif frac >= 0.9 and not stalls:
         out.append(unmeasured(
             "memory_pressure", "memory", "Device memory is close to its limit",
-            f"peak {used / 2**30:.1f} GiB = {pct(frac)} of {cap / 2**30:.0f} GiB "
+            f"peak {fmt_bytes(used)} = {pct(frac)} of {fmt_bytes(cap)} "
             f"({hw.name}); no stall that it causes is visible in this profile",
             say(ctx.fw, {"mindspore": "Keep headroom for peaks: selective recompute or "
                                       "optimizer sharding (parallel_optimizer) before "
@@ -89,7 +89,7 @@ def recompute(ctx: Context) -> list[Finding]:
     if np.isfinite(frac) and frac <= 0.75:
         return [measured(ctx, "recompute_headroom", "recompute", us,
                          f"The {mode} recompute costs time while memory has room to spare",
-                         ev + f"; peak memory {pct(frac)} of {cap / 2**30:.0f} GiB", rec)]
+                         ev + f"; peak memory {pct(frac)} of {fmt_bytes(cap)}", rec)]
     why = (f"peak memory {pct(frac)} of the device" if np.isfinite(frac)
            else "memory use unknown")
     return [unmeasured(

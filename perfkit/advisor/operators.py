@@ -14,6 +14,7 @@ from ..analysis import efficiency as _eff
 from ..analysis import operators as _ops
 from ..analysis._frames import collect
 from ..analysis._util import table, text_matches
+from ..format import counted, plural
 from .context import Context
 from .finding import Finding, measured, unmeasured
 from .registry import rule
@@ -70,7 +71,7 @@ def unfused(ctx: Context) -> list[Finding]:
             ctx, "unfused_operators", "operators", saving,
             "Operators run as chains of small kernels where one fused kernel exists: "
             + ", ".join(_UNFUSED_TITLES[str(n)] for n in fusion.index),
-            "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {int(r['occurrences'])} chain(s) over "
+            "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {counted(r['occurrences'], 'chain')} over "
                       f"ranks and steps, {fmt_time(ctx.per_rank_step(r['total_us']))} per "
                       f"step, about {fmt_time(ctx.per_rank_step(r['saving_us']))} avoidable"
                       for n, r in fusion.iterrows()),
@@ -84,7 +85,7 @@ def unfused(ctx: Context) -> list[Finding]:
         out.append(measured(
             ctx, "redundant_copies", "operators", ctx.per_rank_step(float(r["saving_us"])),
             f"Time in {copies_label}",
-            f"{int(r['occurrences'])} copy task(s) over ranks and steps, "
+            f"{counted(r['occurrences'], 'copy task')} over ranks and steps, "
             f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
             "Use in-place operators, drop .contiguous() where the next operator accepts "
             "strided input, and avoid needless tensor copies."))
@@ -93,7 +94,7 @@ def unfused(ctx: Context) -> list[Finding]:
         out.append(measured(
             ctx, "cast_chains", "operators", ctx.per_rank_step(float(r["saving_us"])),
             "Consecutive dtype conversions (casts) that undo each other",
-            f"{int(r['occurrences'])} chain(s), "
+            f"{counted(r['occurrences'], 'chain')}, "
             f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
             say(ctx.fw, {"mindspore": "Keep one dtype across neighbouring operators "
                                       "(amp_level / custom_mixed_precision lists).",
@@ -118,7 +119,7 @@ def attention(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "attention_not_fused", "operators", saving,
         "Attention runs as separate matmul and softmax kernels instead of one fused kernel",
-        f"{len(chains)} attention chain(s) over ranks and steps, "
+        f"{counted(len(chains), 'attention chain')} over ranks and steps, "
         f"{fmt_time(ctx.per_rank_step(float(chains['total_us'].sum())))} per step; a fused "
         f"kernel at {pct(eff)} of the roofline would take "
         f"{fmt_time(ctx.per_rank_step(float(chains['fused_us'].sum())))}",
@@ -161,7 +162,8 @@ def gemm(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "gemm_below_roofline", "operators", saving,
         "Matrix multiplications run far below what the hardware allows for their shapes",
-        f"{len(g)} GEMM shape(s) under {pct(a['far_below'])} of their roofline "
+        f"{counted(len(g), 'GEMM shape')} under {pct(a['far_below'])} of "
+        f"{plural(len(g), 'its', 'their')} roofline "
         f"({ctx.hardware.name}); worst: " + "; ".join(causes),
         "Pad hidden, FFN and vocabulary sizes to multiples of 64 (128 on Ascend's cube, "
         "16 at least), batch tiny GEMMs together (grouped / batched matmul, larger "
@@ -187,7 +189,8 @@ def elementwise(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "elementwise_chains", "operators", saving,
         "Chains of memory-bound element-wise kernels move the same data several times",
-        f"{len(ch)} chain(s) of {int(a['min_chain'])} or more over ranks and steps, "
+        f"{counted(len(ch), 'chain')} of {int(a['min_chain'])} or more kernels over ranks "
+        "and steps, "
         f"{fmt_time(ctx.per_rank_step(float(ch['total_us'].sum())))} per step; most "
         f"frequent: {str(top.index[0])[:160]}",
         say(ctx.fw, {"mindspore": "Fuse them: graph mode with graph-kernel fusion "
@@ -217,7 +220,7 @@ def ai_cpu(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "ai_cpu", "operators", ctx.per_rank_step(total),
         "Operators run on the AI CPU instead of the AI Core",
-        f"{int(ai['count'].sum())} AI CPU task(s), {fmt_time(ctx.per_rank_step(total))} per "
+        f"{counted(ai['count'].sum(), 'AI CPU task')}, {fmt_time(ctx.per_rank_step(total))} per "
         f"step: {names}",
         "Find why each fell back to the AI CPU (an int64 / double dtype, a dynamic shape, "
         "an unsupported attribute); cast the input or use an AI Core operator.")]
@@ -240,7 +243,8 @@ def deterministic(ctx: Context) -> list[Finding]:
     us = ctx.per_rank_step(float(det["dur_us"].sum()))
     return [unmeasured(
         "deterministic", "operators", "Deterministic kernels are in use",
-        f"{len(det)} task(s) with 'deterministic' in the name, {fmt_time(us)} per step; "
+        f"{counted(len(det), 'task')} with 'deterministic' in the name, {fmt_time(us)} per "
+        "step; "
         f"deterministic variants are typically about {pct(ctx.assume['deterministic'])} "
         "slower (not measurable from this profile)",
         say(ctx.fw, {"mindspore": "Turn deterministic computation off for production "

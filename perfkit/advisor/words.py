@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 import numpy as np
 
+from ..format import bytes_text, time_text
+
 __all__ = ["FRAMEWORKS", "PYTORCH_ACCELERATED", "framework_of", "say", "rocm_terms",
-           "DEVICE_TERMS", "fmt_time", "pct"]
+           "DEVICE_TERMS", "fmt_time", "fmt_bytes", "pct"]
 
 #: Frameworks the advice is worded for: MindSpore, torch_npu, PyTorch on NVIDIA GPUs
 #: (CUDA), on AMD GPUs (ROCm) and on CPUs only (gloo), and Ascend when the framework is
@@ -46,13 +47,19 @@ def rocm_terms(text: str) -> str:
 
 
 def fmt_time(us: float) -> str:
-    """A duration in the unit that fits, 3 significant digits (``1.23 ms``)."""
+    """A duration in the unit that fits, 3 significant digits (``1.23 ms``): the one time
+    formatter of every view (:func:`perfkit.format.time_text`); ``n/a`` when not finite."""
     if not np.isfinite(us):
         return "n/a"
-    a = abs(us)
-    value, unit = (us / 1e6, "s") if a >= 1e6 else (us / 1e3, "ms") if a >= 1e3 else (us, "µs")
-    digits = max(0, 2 - int(math.floor(math.log10(abs(value))))) if value else 0
-    return f"{value:.{digits}f} {unit}"
+    return time_text(us)
+
+
+def fmt_bytes(size: float) -> str:
+    """A size in the binary unit that fits (``136 MiB``, ``7.52 GiB``; never
+    ``0.1 GiB``): :func:`perfkit.format.bytes_text`; ``n/a`` when not finite."""
+    if not np.isfinite(size):
+        return "n/a"
+    return bytes_text(size)
 
 
 def pct(x: float) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..format import counted
 from ._frames import collect, table_columns
 from ._util import table
 from .collectives import comm_op_type
@@ -170,7 +171,7 @@ def group_sizes(groups: pd.DataFrame) -> dict[str, tuple[int, str]]:
         sizes = use["size"].astype(int)
         size = int(sizes.mode().iloc[0])
         example = use.iloc[int(np.argmax(sizes.to_numpy() == size))]
-        text = (f"{use['source'].iloc[0]}: {len(use)} group(s) named "
+        text = (f"{use['source'].iloc[0]}: {counted(len(use), 'group')} named "
                 f"{', '.join(sorted(set(use['name'].astype(str))))!s} of {size} ranks "
                 f"(e.g. {list(example['ranks'])[:8]})")
         if sizes.nunique() > 1:

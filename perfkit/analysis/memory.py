@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..calc.memory import activation_memory, static_memory
 from ..errors import InvalidArgumentError
+from ..format import bytes_text
 from ._frames import aggregate, is_lazy, per_rank
 from ._util import add_note, empty_frame, has_values, table
 
@@ -278,7 +279,7 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     theory, measured = s_bytes + a_bytes, float(fw["peak_allocated_bytes"].max())
     if measured > 0 and not 1.0 / flag_ratio <= theory / measured <= flag_ratio:
         out.attrs["warnings"] = [
-            f"the theory (static + activation, {theory / 2**30:,.2f} GiB) is "
-            f"{theory / measured:.2g}× the measured peak ({measured / 2**30:,.2f} GiB): "
+            f"the theory (static + activation, {bytes_text(theory)}) is "
+            f"{theory / measured:.2g}× the measured peak ({bytes_text(measured)}): "
             "check the model, the split and the recompute setting"]
     return add_note(out, f"framework component: {comp}")

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..format import counted, listed, plural
 from ._frames import collect, table_columns
 from ._util import table
 
@@ -611,7 +612,8 @@ def _read_batch(out: ShapeReading, att: list[_Attn], gemms: list[_Gemm], emb: li
     if fwd:
         b, s = _mode([(a.b, a.s) for a in fwd])
         ex = next(a for a in fwd if (a.b, a.s) == (b, s))
-        text = f"{where}: {ex.what} inputs give batch {b}, sequence {s} ({len(fwd)} kernels)"
+        text = (f"{where}: {ex.what} inputs give batch {b}, sequence {s} "
+                f"({counted(len(fwd), 'kernel')})")
         out.put("micro_batch_size", b, text)
         out.put("seq_length", s, text)
         return
@@ -813,15 +815,16 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
     if not e.empty:
         per = _typical(_per_step(e))
         m = _mode(list(per.values()))
-        out.put("num_micro_batches", m, f"{where}: {m} embedding lookup(s) per step on the "
-                                         "first pipeline stage (one per micro-batch)")
+        out.put("num_micro_batches", m, f"{where}: {counted(m, 'embedding lookup')} per "
+                                         "step on the first pipeline stage (one per "
+                                         "micro-batch)")
     else:
         lmask = label.str.contains(_LOSS).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
         loss = recs[lmask]
         if not loss.empty:
             m = _mode(list(_typical(_per_step(loss)).values()))
-            out.put("num_micro_batches", m, f"{where}: {m} loss kernel(s) per step on the "
-                                             "last stage (one per micro-batch)")
+            out.put("num_micro_batches", m, f"{where}: {counted(m, 'loss kernel')} per "
+                                             "step on the last stage (one per micro-batch)")
         else:
             out.put("num_micro_batches", None, "no embedding lookup or loss kernel per step "
                                                "on the loaded ranks")
@@ -857,8 +860,10 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
     what = att[0].what
     missing = [s for s in range(pp) if s not in layers]
     if missing:
-        why = (f"stage(s) {missing} of {pp} not loaded or their attention kernels do not "
-               "divide by the micro-batches")
+        why = (f"{plural(len(missing), 'stage')} {listed(missing)} of {pp} "
+               f"{plural(len(missing), 'is', 'are')} not loaded or "
+               f"{plural(len(missing), 'its', 'their')} attention kernels do not divide by "
+               "the micro-batches")
         out.put("num_layers", None, why)
         out.put("layers_per_stage", None, why)
         out.put("recompute_layers", None, why)
@@ -870,8 +875,8 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
     basis = ("backward attention kernels" if backward_seen
              else "forward attention kernels (no backward in the profile)")
     out.put("num_layers", total,
-            f"{where}: {basis} per step / {m} micro-batch(es) = {list(per_stage)} layer(s) "
-            f"per stage ({what})")
+            f"{where}: {basis} per step / {counted(m, 'micro-batch')} = {list(per_stage)} "
+            f"{plural(2 if pp > 1 else per_stage[0], 'layer')} per stage ({what})")
     out.put("layers_per_stage", per_stage, out.details["num_layers"])
     recomputed = tuple(full.get(s, 0) for s in range(pp))
     # selective recompute: the activation function runs again for the other layers
@@ -894,7 +899,8 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
         out.put("recompute_layers", None, "no backward kernels: recompute cannot be seen")
         return
     detail = (f"{where}: forward minus backward attention kernels per step / {m} = "
-              f"{list(recomputed)} fully recomputed layer(s) per stage")
+              f"{list(recomputed)} fully recomputed "
+              f"{plural(2 if pp > 1 else recomputed[0], 'layer')} per stage")
     if selective:
         detail += "; the activation function runs once more for every other layer " \
                   "(selective recompute)"
@@ -941,7 +947,7 @@ def _read_mlp(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: list
         out.put("mlp", None, f"{where}: {k} up-projections {h} → {f} per layer: neither a "
                              "plain (1) nor a gated (2) MLP")
         return
-    out.put("mlp", kind, f"{where}: {k} up-projection(s) {h} → {f} before the down-"
+    out.put("mlp", kind, f"{where}: {counted(k, 'up-projection')} {h} → {f} before the down-"
                          f"projection in each forward layer ({'gated' if k == 2 else 'plain'}"
                          " MLP)")
 

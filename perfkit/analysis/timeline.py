@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError, PerfkitError
+from ..format import counted, listed, plural, time_text
 from ..io.categories import HOST_COMM_PATTERN
 from ._frames import is_lazy
 from ._util import has_values, table
@@ -268,10 +269,7 @@ def _as_rank_list(ranks: Any) -> list[Any] | None:
 def _fmt_us(us: float) -> str:
     if not math.isfinite(us):
         return "n/a"
-    a = abs(us)
-    value, unit = (us / 1e6, "s") if a >= 1e6 else (us / 1e3, "ms") if a >= 1e3 else (us, "µs")
-    digits = max(0, 2 - int(math.floor(math.log10(abs(value))))) if value else 0
-    return f"{value:.{digits}f} {unit}"
+    return time_text(us)
 
 
 def _median_step(s: pd.DataFrame) -> int:
@@ -321,7 +319,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     if wanted is not None and not single:
         missing = [r for r in wanted if r not in have]
         if missing:
-            raise TimelineError("ranks", f"rank(s) {missing} are not in this profile "
+            raise TimelineError("ranks", f"{plural(len(missing), 'rank')} {listed(missing)} "
+                                f"{plural(len(missing), 'is', 'are')} not in this profile "
                                 f"(ranks: {have})", ranks)
     if single and wanted is not None and have[0] is not None and wanted != [have[0]]:
         raise TimelineError("ranks", f"this profile holds rank {have[0]} only", ranks)
@@ -364,7 +363,7 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
             reasons.insert(0, f"step {step}: the median-duration step of "
                            f"{'the slowest rank' if pace == slowest and not single else 'rank'}"
                            f" {pace} ({_fmt_us(float(mine['step_us'].median()))} median over "
-                           f"{len(mine)} step(s))")
+                           f"{counted(len(mine), 'step')})")
         else:
             step = _first_step(profile, chosen)
             reasons.insert(0, "no step times: " + (f"step {step}, the first with events"

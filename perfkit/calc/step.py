@@ -33,6 +33,7 @@ from ..errors import (
     check_non_negative,
     check_positive,
 )
+from ..format import bytes_text, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
 from .comm import comm_volume
@@ -207,8 +208,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         f"bubble = (pp-1)/(vpp*m) x compute = {bubble_s / compute_s:.4f} x compute",
         f"links at {comm_eff:.0%} of nominal; tp-innermost rank order; overlap "
         + ", ".join(f"{k} {overlaps[k]:.0%}" for k in shown),
-        f"memory: {static_scheme} static + peak-stage activations vs {limit / 2**30:.1f} GiB",
-        f"fixed overhead {overhead:.3g} s per step",
+        f"memory: {static_scheme} static + peak-stage activations vs {bytes_text(limit)}",
+        f"fixed overhead {time_text(overhead * 1e6)} per step",
     )
     return StepEstimate(
         compute_s=compute_s, bubble_s=bubble_s, overhead_s=overhead, tp_comm_s=times["tp"],

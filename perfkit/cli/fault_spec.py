@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..format import counted
 
 __all__ = ["FAULTS", "parse_fault"]
 
@@ -100,7 +101,7 @@ def parse_fault(spec: str) -> Any:
                 raise InvalidArgumentError(f"--fault {name}", "a bare value cannot follow "
                                            "a field=value", spec)
             if i >= len(fields):
-                rule = (f"takes at most {len(fields)} value(s) ({', '.join(by_name)})"
+                rule = (f"takes at most {counted(len(fields), 'value')} ({', '.join(by_name)})"
                         if fields else "takes no values")
                 raise InvalidArgumentError(f"--fault {name}", rule, spec)
             field, text = fields[i], key

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import InvalidArgumentError, PerfkitError
+from ..format import counted
 
 __all__ = ["profile_info_text"]
 
@@ -121,7 +122,7 @@ def _job_lines(job: Any) -> list[str]:
     p = job.parallel
     lines.append(f"  {'layout':<15}dp {p.dp} × tp {p.tp} × pp {p.pp}"
                  + (f" (vpp {p.vpp})" if p.vpp > 1 else "")
-                 + f" = {p.world_size} devices, micro-batch {p.micro_batch_size} × "
+                 + f" = {counted(p.world_size, 'device')}, micro-batch {p.micro_batch_size} × "
                    f"{p.num_micro_batches}, recompute {p.recompute}"
                  + (f" {list(p.recompute_layers)}" if isinstance(p.recompute_layers, tuple)
                     else "")

@@ -811,7 +811,8 @@ def describe_json_error(data: bytes, message: str, what: str) -> str:
             return f"not UTF-8 text (bad byte at offset {exc.start}); expected {what} (JSON)"
     stripped = data.rstrip()
     if stripped and stripped[-1:] not in (b"}", b"]") and stripped.lstrip()[:1] in (b"{", b"["):
-        return f"JSON is truncated (ends without closing bracket); expected complete {what}"
+        return (f"JSON is truncated (it ends without its closing bracket); expected {what} "
+                "in full")
     return f"invalid JSON ({message}); expected {what}"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigFileError, InvalidArgumentError, PerfkitError
+from ..format import counted
 from ..io.config import read_mindformers_config, read_rank_table
 from ..io.logs import read_training_log
 from ..specs import Hardware, ModelSpec, ParallelConfig
@@ -93,8 +94,8 @@ def read_job_config(config: Any, job: Any = None) -> dict[str, FieldValue]:
         if table is not None:
             where = f"{path.name} (rank table)"
             return {"world_size": FieldValue(table["world_size"], "config",
-                                             f"{where}: {table['world_size']} devices on "
-                                             f"{table['servers']} server(s)")}
+                                             f"{where}: {counted(table['world_size'], 'device')}"
+                                             f" on {counted(table['servers'], 'server')}")}
     if suffix == ".json" or path.is_dir():
         seq = job.seq_length if job is not None and job.seq_length else None
         model = ModelSpec.from_hf_config(path, seq_length=seq)
@@ -121,8 +122,9 @@ def _log_values(path: Path) -> dict[str, FieldValue]:
         times = times.iloc[1:]  # the first step includes compilation
     if len(times):
         out["step_time_s"] = FieldValue(float(times.median()) / 1e3, "config",
-                                        f"{where}: median per_step_time of {len(times)} step "
-                                        "line(s) (the first step left out: it compiles)")
+                                        f"{where}: median per_step_time of "
+                                        f"{counted(len(times), 'step line')} (the first step "
+                                        "left out: it compiles)")
     for name in ("global_batch_size", "seq_length"):
         hit = log.attrs.get("settings", {}).get(name)
         if hit:

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import ParallelConfigError
+from ..format import time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .build import model_from_values, parallel_from_values
 from .config import read_job_config, user_values
@@ -204,7 +205,8 @@ class Job:
         batch = (f"batch {self.global_batch_size} × {self.seq_length}"
                  if self.global_batch_size and self.seq_length else "batch unknown")
         hw = self.hardware.name if self.hardware else "no hardware preset"
-        step = f"step {self.step_time_s:.3g} s" if self.step_time_s else "step unknown"
+        step = f"step {time_text(self.step_time_s * 1e6)}" if self.step_time_s \
+            else "step unknown"
         return f"{model}; {layout}; {batch}; {hw}, {self.dtype or 'dtype unknown'}; {step}"
 
     def to_frame(self) -> pd.DataFrame:

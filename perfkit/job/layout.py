@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import layout as L
+from ..format import counted, listed
 from .fields import Readings
 
 __all__ = ["read_layout", "read_vpp", "read_sharding"]
@@ -47,7 +48,8 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
     else:
         put("world_size", world, "world size " + "; ".join(world_src))
     have_groups = not groups.empty
-    group_text = (f"{len(groups)} communication group(s) ({groups['source'].iloc[0]})"
+    group_text = (f"{counted(len(groups), 'communication group')} "
+                  f"({groups['source'].iloc[0]})"
                   if have_groups else "")
     strategy = {} if have_groups else L.recorded_strategy(profile)
     if strategy.get("rank_size") and out["world_size"].source == "default":
@@ -85,7 +87,8 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
         smaller = sorted({int(n) for n in unnamed["size"].dropna() if int(n) < world})
         if smaller:
             put("dp", world // (tp * pp * cp),
-                f"the {group_text} include unnamed groups of {smaller} ranks whose kind "
+                f"the {group_text} include unnamed groups of {listed(smaller, 'or')} ranks "
+                "whose kind "
                 f"(dp, tp, ...) the profile does not say: world {world} / (tp {tp} × pp "
                 f"{pp}) assumed", "default")
         elif kinds <= {"world"}:
@@ -97,8 +100,9 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
                 + (f" × cp {cp}" if cp > 1 else "") + ") with no dp group listed")
     else:
         put("dp", max(1, world // (tp * pp * cp)),
-            f"no communication groups recorded: all {world} rank(s) counted as data "
-            "parallel (tp = pp = 1 assumed)", "default")
+            "no communication groups recorded: "
+            + (f"all {world} ranks counted" if world != 1 else "the one rank counted")
+            + " as data parallel (tp = pp = 1 assumed)", "default")
     return groups
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..format import counted
 from ..specs import ParallelConfig
 from .fields import FieldValue, field_label, same, value_text
 
@@ -47,15 +48,15 @@ def disagreements(values: Mapping[str, FieldValue], observed: Mapping[str, tuple
             per = observed.get("layers_per_stage", (None, ""))[0]
             extra = f" ({'+'.join(map(str, per))} per stage)" if per and len(per) > 1 \
                 else f" ({seen} per stage)" if per else ""
-            out.append(f"the job has {used.value} layers ({used.source}) but the profile "
-                       f"shows {seen}{extra}")
+            out.append(f"the job has {counted(used.value, 'layer')} ({used.source}) but the "
+                       f"profile shows {seen}{extra}")
         else:
             out.append(f"the job has {field_label(name)} {value_text(used.value)} "
                        f"({used.source}) but the profile shows {value_text(seen)}")
     p = parallel
     if world_size and p.world_size != world_size:
         out.append(f"dp × tp × pp = {p.dp} × {p.tp} × {p.pp} = {p.world_size} but the "
-                   f"job has {world_size} ranks ({values['world_size'].source})")
+                   f"job has {counted(world_size, 'rank')} ({values['world_size'].source})")
     gbs = global_batch_size
     if gbs is not None and gbs != p.global_batch_size:
         out.append(f"the global batch is {gbs} ({values['global_batch_size'].source})"

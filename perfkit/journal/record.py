@@ -35,6 +35,7 @@ from ..calc import (
     tokens_per_second_per_p,
 )
 from ..errors import InvalidArgumentError
+from ..format import bytes_text, time_text
 from ..guards import check_utilization
 from ..job import JOB_FIELDS, MODEL_FIELDS, PARALLEL_FIELDS, Job, infer_job
 from ..resources import ResourceError
@@ -291,10 +292,12 @@ def run_metrics(job: Job) -> pd.DataFrame:
         tps_p = tokens_per_second_per_p(gbs, seq, step, p.dp)
         rows.append(_metric("tokens_per_s_per_device", "tokens/s per device", tps_device,
                             "tokens/s", f"{tps_device:,.0f}",
-                            f"B·s / (T·D) = {gbs} × {seq} / ({step:.4g} s × {devices})"))
+                            f"B·s / (T·D) = {gbs} × {seq} / ({time_text(step * 1e6, digits=4)}"
+                            f" × {devices})"))
         rows.append(_metric("tokens_per_s_per_p", "tokens/s/p (seed, p = dp)", tps_p,
                             "tokens/s", f"{tps_p:,.0f}",
-                            f"B·s / (T·dp) = {gbs} × {seq} / ({step:.4g} s × {p.dp})"))
+                            f"B·s / (T·dp) = {gbs} × {seq} / ({time_text(step * 1e6, digits=4)}"
+                            f" × {p.dp})"))
     else:
         why = "the job has no " + ("step time" if not step else "sequence length" if not seq
                                    else "global batch")
@@ -306,7 +309,7 @@ def run_metrics(job: Job) -> pd.DataFrame:
     peak = job.peak_memory_bytes
     if peak:
         rows.append(_metric("peak_memory_bytes", "peak memory (measured)", peak, "bytes",
-                            f"{peak / GIB:,.2f} GiB",
+                            bytes_text(peak),
                             f"{job.detail('peak_memory_bytes')} "
                             f"[{job.source('peak_memory_bytes')}]"))
     else:
@@ -316,7 +319,7 @@ def run_metrics(job: Job) -> pd.DataFrame:
 
 
 def _seconds(s: float) -> str:
-    return f"{s:.3g} s" if s >= 1 else f"{s * 1e3:.3g} ms"
+    return time_text(s * 1e6)
 
 
 def _utilisation_rows(job: Job, tps_device: float | None) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ import pandas as pd
 
 from ..bundled_samples import SAMPLE_PREFIX, is_sample_spec, resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, check_choice
+from ..format import counted
 from ..resources import data_dir
 from .compare import RunComparison, compare_records
 from .fingerprint import fingerprint as content_fingerprint
@@ -454,7 +455,7 @@ class Journal:
 
     def __repr__(self) -> str:
         try:
-            n = f"{len(self)} runs"
+            n = counted(len(self), "run")
         except PerfkitError:
             n = "unreadable"
         ro = ", read-only" if self.readonly else ""

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..format import bytes_text, time_text
 from .compare import MINUS, RunComparison
 from .record import perfkit_version
 
@@ -57,11 +58,7 @@ def fmt_ms(us: Any) -> str:
     """Microseconds in the unit that fits, 3 significant digits (``1.23 s``, ``45.6 ms``)."""
     if not _finite(us):
         return "–"
-    v = float(us)
-    a = abs(v)
-    value, unit = (v / 1e6, "s") if a >= 1e6 else (v / 1e3, "ms") if a >= 1e3 else (v, "µs")
-    digits = max(0, 2 - int(math.floor(math.log10(abs(value))))) if value else 0
-    return f"{value:.{digits}f} {unit}".replace("-", MINUS)
+    return time_text(us).replace("-", MINUS)
 
 
 def fmt_share(x: Any) -> str:
@@ -114,7 +111,8 @@ def _runs_rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
                      layout, fmt_ms(r.step_time_s * 1e6) if _finite(r.step_time_s) else "–",
                      _number(r.tokens_per_s_per_device), _number(r.tokens_per_s_per_p),
                      str(r.mfu_text or "–"), str(r.hfu_text or "–"),
-                     _number(r.peak_memory_gib, "{:,.1f} GiB"), fmt_share(r.bubble_share),
+                     bytes_text(r.peak_memory_gib * 2**30) if _finite(r.peak_memory_gib)
+                     else "–", fmt_share(r.bubble_share),
                      str(r.top_finding or "–")])
     return header, rows
 

@@ -39,6 +39,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import InvalidArgumentError, ProfileError
+from ..format import counted
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
 from ..job import Job
@@ -271,7 +272,8 @@ class Dashboard(W.VBox):
         ranks = getattr(profile, "ranks", None) or [profile.meta.rank]
         self.status.value = _STYLE + (
             f"<div class='pk-ok'>Opened <code>{html.escape(shown)}</code>: "
-            f"{html.escape(str(profile.meta.source_format))}, {len(ranks)} rank(s).</div>")
+            f"{html.escape(str(profile.meta.source_format))}, "
+            f"{counted(len(ranks), 'rank')}.</div>")
         for panel in self.panels.values():
             panel.show(profile)
         # a new job from this profile: nothing of the previous one survives

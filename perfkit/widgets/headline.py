@@ -31,7 +31,7 @@ import pandas as pd
 from ..analysis import measured_step_s
 from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
-from ..format import number_text, share_text, time_text
+from ..format import counted, number_text, share_text, time_text
 from ..job import Job
 from .summary import job_summary
 
@@ -173,7 +173,8 @@ def throughput_figure(job: Job | None, step_s: float) -> Figure:
                                                                         ["a step time"]))
     tps = tokens_per_second_per_device(gbs, seq, step_s, devices)
     return Figure(name, f"{number_text(tps)} tokens/s per device",
-                  f"{gbs:,} sequences × {seq:,} tokens per step over {devices:,} devices "
+                  f"{counted(gbs, 'sequence')} × {counted(seq, 'token')} per step over "
+                  f"{counted(devices, 'device')} "
                   f"[{job.source('global_batch_size')}]")
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidArgumentError
+from ..format import counted
 
 __all__ = ["FAMILIES", "FRAMEWORK", "HOST", "APPLICATION", "RUNTIME", "OTHER", "VALUES",
            "component_family", "families_present", "default_value", "memory_series",
@@ -157,7 +158,7 @@ def memory_series(timeline: pd.DataFrame, value: str, family: str | None = None,
         data = data.assign(_bin=b, _t=lo + b * width)
         data = data.groupby(["component", "_bin"], as_index=False).agg(
             ts_us=("_t", "first"), **{value: (value, "max")})
-        label = {c: f"{c}, max over {n_ranks} ranks" for c in kept}
+        label = {c: f"{c}, max over {counted(n_ranks, 'rank')}" for c in kept}
     else:
         label = {c: (f"{c}, rank {int(rank)}" if rank is not None else c) for c in kept}
     data["series"] = data["component"].map(label)

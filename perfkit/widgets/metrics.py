@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..charts import chart_to_svg, memory_chart
 from ..errors import PerfkitError, check_choice
+from ..format import time_text
 from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .summary import memory_breakdown, metrics_summary
@@ -147,7 +148,8 @@ class MetricsPanel(W.VBox):
                     c["sequence_parallel"]]),
         ])
         if job is not None:
-            step = (f"its measured step {job.step_time_s:.3g} s" if job.step_time_s else
+            step = (f"its measured step {time_text(job.step_time_s * 1e6)}"
+                    if job.step_time_s else
                     "no measured step (the step time below is yours to set)")
             about = (f"<div><b>The job of</b> <code>{html.escape(job.path)}</code>: "
                      f"{html.escape(job.describe())} &mdash; the controls start from it and "

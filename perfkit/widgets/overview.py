@@ -20,6 +20,7 @@ from ..analysis import measured_step_s
 from ..bundled_samples import sample_names, sample_path
 from ..calc import estimate_step, linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
+from ..format import counted
 from ..job import Job
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
@@ -309,8 +310,8 @@ class LinearityExplorer(W.VBox):
             return
         self.result.value = (
             f"<div class='pk-metrics'><b>linearity {self.value:.1%}</b>: "
-            f"{self._tps:,.0f} tokens/s per device on {self._devices} devices against "
-            f"{self.base_throughput.value:,.0f} on {self.base_devices.value} "
+            f"{self._tps:,.0f} tokens/s per device on {counted(self._devices, 'device')} "
+            f"against {self.base_throughput.value:,.0f} on {self.base_devices.value} "
             "(1.0 = perfect scaling; above 0.8 is usually good)</div>")
 
 

@@ -24,7 +24,7 @@ from ..calc import (
     tokens_per_second_per_p,
 )
 from ..errors import InvalidArgumentError, check_positive
-from ..format import bytes_text, number_text, share_text, time_text
+from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
@@ -172,11 +172,11 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"{parallel.micro_batch_size} × {parallel.num_micro_batches}"),
         _row("tokens_per_s_per_device", "tokens/s per device", tps_device, "tokens/s",
              number_text(tps_device),
-             f"B·s / (step time · {devices} devices): the figure MFU uses"),
+             f"B·s / (step time · {counted(devices, 'device')}): the figure MFU uses"),
         _row("tokens_per_s_per_p", "tokens/s/p (seed, p = DP size)", tps_p, "tokens/s",
              number_text(tps_p),
              f"the seed's tokens/s/p divides by p = dp = {parallel.dp}, not by all "
-             f"{devices} devices"),
+             f"{counted(devices, 'device')}"),
         _row("samples_per_s", "samples/s", sps, "sequences/s", number_text(sps),
              "global batch size / step time"),
         _row("mfu", "MFU", mfu_value, "fraction", share_text(mfu_value),
@@ -186,21 +186,21 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"adds recompute FLOPs ({parallel.recompute}); selective counted strictly "
              "(attention core re-run); non-causal", g_hfu),
         _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
-             bytes_text(static.total_bytes, "GiB"),
+             bytes_text(static.total_bytes),
              f"fp16 weights + fp32 Adam m, v over optimizer shard "
              f"t = {parallel.optimizer_shard}, + fp16 gradient buffer when accumulating"),
         _row("activation_gib", "activation memory", act_gib, "GiB",
-             bytes_text(act.total_bytes, "GiB"),
+             bytes_text(act.total_bytes),
              f"peak stage {act.stage}, {act.in_flight:g} micro-batches in flight; "
              f"{act.formula}"),
         _row("memory_gib", "static + activation", static_gib + act_gib, "GiB",
-             bytes_text(static.total_bytes + act.total_bytes, "GiB"),
+             bytes_text(static.total_bytes + act.total_bytes),
              ("fits" if estimate.fits else
-              f"does not fit in {estimate.memory_limit_bytes / GIB:,.1f} GiB usable")
-             + (f"; measured peak {bytes_text(measured_peak_bytes, 'GiB')}"
+              f"does not fit in {bytes_text(estimate.memory_limit_bytes)} usable")
+             + (f"; measured peak {bytes_text(measured_peak_bytes)}"
                 if measured_peak_bytes else ""), g_mem),
         _row("device_memory_gib", "device memory", device_gib, "GiB",
-             bytes_text(hardware.memory_bytes, "GiB"),
+             bytes_text(hardware.memory_bytes),
              hardware.name),
         _row("bubble_fraction", "pipeline bubble", bubble, "fraction", share_text(bubble),
              f"(pp − 1) / (vpp · m) = ({parallel.pp} − 1) / ({parallel.vpp} · "

@@ -325,7 +325,7 @@ def test_one_profile_of_one_rank(tmp_path):
 # --------------------------------------------------------------------------- errors
 
 def test_bad_arguments_are_explained(slow):
-    with pytest.raises(TimelineError, match=r"rank\(s\) \[7\] are not in this profile"):
+    with pytest.raises(TimelineError, match=r"rank 7 is not in this profile"):
         pk.analysis.timeline(slow, ranks=[7])
     with pytest.raises(TimelineError, match=r"no timed event in step 9 .*: \[1, 2\]"):
         pk.analysis.timeline(slow, step=9)

@@ -26,7 +26,7 @@ WAIT_MS = 120_000
 def test_the_page_loads_offline_with_the_default_sample(ui) -> None:
     page = ui.page
     text = ui.text()
-    assert f"Opened {DEFAULT_PROFILE}" in text and "16 rank(s)" in text
+    assert f"Opened {DEFAULT_PROFILE}" in text and "16 ranks" in text
     assert ui.picked("bundled sample") == DEFAULT_PROFILE  # the picker shows what is open
     for title in TAB_TITLES:
         assert page.locator(".lm-TabBar-tab", has_text=title).count() == 1

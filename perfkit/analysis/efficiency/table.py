@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InvalidArgumentError
+from ...format import counted, plural
 from ...specs import Hardware
 from .._frames import is_lazy, per_rank
 from .._util import add_note, empty_frame, n_step_pairs, take_rows
@@ -332,9 +333,12 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
         over = out["problem"].notna()
         out["efficiency"] = out["efficiency"].where(~over)
         if over.any():
-            notes.append(f"{int(over.sum())} operator row(s) measure above their roofline: "
-                         "that cannot be a real speed, so their efficiency is left blank and "
-                         "the column problem says why")
+            n_over = int(over.sum())
+            notes.append(f"{counted(n_over, 'operator row')} "
+                         f"{plural(n_over, 'measures', 'measure')} above the roofline: that "
+                         f"cannot be a real speed, so {plural(n_over, 'its', 'their')} "
+                         "efficiency is left blank and the "
+                         "column problem says why")
         notes.append(f"roofline of {hardware.name} ({why})")
     else:
         for c in ("peak_tflops", "bound_tflops", "ideal_us", "efficiency"):

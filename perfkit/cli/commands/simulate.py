@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidArgumentError
+from ...format import counted
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from .. import fault_spec
 from ..args import paragraph
@@ -216,7 +217,8 @@ def simulate_command(args: argparse.Namespace) -> int:
             "what is there (nothing of it is deleted)")
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    print(f"perfkit simulate: {what}; {ranks} rank(s), {steps} step(s)", file=sys.stderr,
+    print(f"perfkit simulate: {what}; {counted(ranks, 'rank')}, {counted(steps, 'step')}",
+          file=sys.stderr,
           flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix=".perfkit-simulate-", dir=out) as tmp:
@@ -231,8 +233,10 @@ def simulate_command(args: argparse.Namespace) -> int:
         raise
     size = sum(f.stat().st_size for p in out.iterdir() if _is_simulated_rank(p)
                for f in p.rglob("*") if f.is_file())
-    replaced = f" (replaced {len(old)} rank folder(s) of an earlier simulation)" if old else ""
-    print(f"wrote {ranks} rank folder(s), {steps} step(s), {size / 1e6:.1f} MB to {out}"
+    replaced = (f" (replaced {counted(len(old), 'rank folder')} of an earlier simulation)"
+                if old else "")
+    print(f"wrote {counted(ranks, 'rank folder')}, {counted(steps, 'step')}, "
+          f"{size / 1e6:.1f} MB to {out}"
           f"{replaced}\nopen it with: perfkit info {out}   or in Python: "
           f"perfkit.load({str(out)!r})")
     return 0
