@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..errors import ProfileError
+from ..format import counted, plural
 
 __all__ = [
     "NULLS",
@@ -320,7 +321,8 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     missing = [alts[0] for alts in required if find_col(header, *alts) is None]
     if missing:
         shown = ",".join(header[:12]) + (",..." if len(header) > 12 else "")
-        raise ProfileError(path, f"expected a header with column(s) {', '.join(missing)} "
+        raise ProfileError(path, f"expected a header with {plural(len(missing), 'column')} "
+                           f"{', '.join(missing)} "
                            f"({what}); found '{shown}'", line=1)
     present = {c for c in text_cols if c in header}
     types = {c: pa.string() for c in present}
@@ -526,7 +528,9 @@ def _repair_rows(path: Path, what: str, header: list[str], source: Any,
                            f"or zero-padded; expected {what} (text)")
     long_rows = [n for n, _ in bad_rows if n > len(header)]
     if long_rows:
-        raise ProfileError(path, f"{len(long_rows)} row(s) have more fields than the header "
+        n_long = len(long_rows)
+        raise ProfileError(path, f"{counted(n_long, 'row')} {plural(n_long, 'has', 'have')} "
+                           "more fields than the header "
                            f"({long_rows[0]} instead of {len(header)}); expected {what}")
     last = _last_line(source)
     inner = [(n, t) for n, t in bad_rows if t.rstrip("\r\n") != last]
@@ -535,7 +539,8 @@ def _repair_rows(path: Path, what: str, header: list[str], source: Any,
              f"({len(header)} expected; file cut mid-row?): last row dropped ({_shown(last)})")
     if not inner:
         return table
-    note(f"{path.name}: {len(inner)} row(s) have fewer fields than the header: the missing "
+    note(f"{path.name}: {counted(len(inner), 'row')} {plural(len(inner), 'has', 'have')} "
+         "fewer fields than the header: the missing "
          "cells are read as NA")
     return _read_ragged(path, what, header, source, drop_last=len(inner) < len(bad_rows))
 
@@ -569,7 +574,8 @@ def _drop_repeated_headers(path: Path, table: pa.Table) -> pa.Table:
     n = pc.sum(same).as_py() or 0
     if not n:
         return table
-    note(f"{path.name}: {n} line(s) repeat the header (files concatenated?): dropped")
+    note(f"{path.name}: {counted(n, 'line')} {plural(n, 'repeats', 'repeat')} the header "
+         "(files concatenated?): dropped")
     return table.filter(pc.invert(same))
 
 
@@ -622,7 +628,8 @@ def _note_unreadable(label: str | None, col: Any, missing_after: int, n: int) ->
         return
     lost = missing_after - (n - _present(col))
     if lost > 0:
-        note(f"{label}: {lost} value(s) not readable as a number (garbled, or out of range) "
+        note(f"{label}: {counted(lost, 'value')} not readable as a number (garbled, or out of "
+             "range) "
              "read as NA")
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError, file_boundary
+from ..format import listed, plural
 from ..profile import Cluster, Profile, ProfileMeta
 from ._common import (
     collecting_notes,
@@ -108,7 +109,8 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
     if wanted is not None:
         missing = sorted(wanted - set(per_rank))
         if missing:
-            raise ProfileError(folder, f"rank(s) {missing} not found; ranks present: "
+            raise ProfileError(folder, f"{plural(len(missing), 'rank')} {listed(missing)} "
+                               "not found; ranks present: "
                                f"{sorted(per_rank)}")
     origin = extra.pop("origin_ns", None)
     profiles = []

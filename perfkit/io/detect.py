@@ -38,6 +38,7 @@ from typing import Any
 from .._hugepages import with_small_pages
 from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
+from ..format import listed, plural
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache, cann_raw, handoff
 from ._common import json_head, rank_from_name, release_memory, suffix_number
@@ -614,7 +615,8 @@ def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, 
         have = {s.rank for s in sources}
         missing = [r for r in wanted if r not in have]
         if missing:
-            raise ProfileError(root, f"rank(s) {missing} not found; ranks present: "
+            raise ProfileError(root, f"{plural(len(missing), 'rank')} {listed(missing)} "
+                               "not found; ranks present: "
                                f"{sorted(r for r in have if r is not None)}")
         sources = [s for s in sources if s.rank in wanted]
     use_cache = bool(cache) and _cache_ok(root)

@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError
+from ..format import counted, plural
 from ..profile import ProfileMeta
 from ._common import rank_from_name, with_notes
 from .categories import (
@@ -803,8 +804,10 @@ def _unknown_where_durations_missing(steps: pd.DataFrame, kernels: pd.DataFrame,
     if hit.any():
         steps = steps.copy()
         steps.loc[hit, cols] = np.nan
-        notes.append(f"steps: {int(missing.sum())} GPU kernel(s) have no duration; the "
-                     f"breakdown of {int(hit.sum())} step(s) holding them is unknown (NA)")
+        n = int(missing.sum())
+        notes.append(f"steps: {counted(n, 'GPU kernel')} {plural(n, 'has', 'have')} no "
+                     f"duration; the breakdown of {counted(int(hit.sum()), 'step')} holding "
+                     f"{plural(n, 'it', 'them')} is unknown (NA)")
     return steps
 
 

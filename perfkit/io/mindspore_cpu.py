@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError
+from ..format import counted
 from .trace_tables import HOST_COMM_PATTERN, host_steps
 
 __all__ = ["is_cpu_profile", "cpu_tables", "graph_runs", "shapes_text", "self_time",
@@ -127,7 +128,7 @@ def graph_runs(names: np.ndarray) -> tuple[np.ndarray, str]:
         out[start:start + period] = step
     if not step:
         return out, "no complete run of the graph"
-    return out, f"{step} complete run(s) of the {period}-node graph; {how}"
+    return out, f"{counted(step, 'complete run')} of the {period}-node graph; {how}"
 
 
 def _framework_shapes(path: Path, ops: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:

@@ -40,6 +40,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..format import counted, plural
+
 __all__ = ["WINDOW_NS", "MIN_DURATION_BOUND_US", "NEGATIVE_TOLERANCE_US", "INSTANT_COLUMNS",
            "DURATION_COLUMNS", "plausible_origin", "duration_bound_us", "clean_events",
            "clean_tables"]
@@ -179,10 +181,12 @@ def clean_events(x: pd.DataFrame, *extra_ts: pd.DataFrame) -> list[str]:
                 f["ts_ns"] = np.where(bad, _NA_NS, t)
                 bad_ts += n
     if bad_ts:
-        notes.append(f"{bad_ts} event timestamp(s) far outside the trace's time window "
+        notes.append(f"{counted(bad_ts, 'event timestamp')} far outside the trace's time "
+                     "window "
                      "(more than 7 days from its median, or negative) set to NA")
     if unread:
-        notes.append(f"{unread} complete event(s) (ph 'X') without a readable timestamp (ts): "
+        notes.append(f"{counted(unread, 'complete event')} (ph 'X') without a readable "
+                     "timestamp (ts): "
                      "kept with start NA")
     if "dur_us" not in x:
         return notes
@@ -197,7 +201,8 @@ def clean_events(x: pd.DataFrame, *extra_ts: pd.DataFrame) -> list[str]:
         notes.append(_dur_note("events", n_neg, n_big, duration_bound_us(span)))
     missing = int(np.isnan(dur).sum())
     if missing:
-        notes.append(f"{missing} complete event(s) (ph 'X') without a duration (dur): "
+        notes.append(f"{counted(missing, 'complete event')} (ph 'X') without a duration "
+                     "(dur): "
                      "kept with duration NA")
     return notes
 
@@ -209,7 +214,7 @@ def _dur_note(what: str, n_neg: int, n_big: int, bound: float) -> str:
     if n_big:
         parts.append(f"{n_big} implausibly long (> {bound / 1e6:,.0f} s, twice the "
                      "profile's time span or 1 hour)")
-    return f"{' and '.join(parts)} {what} duration(s) set to NA"
+    return f"{' and '.join(parts)} {what} {plural(n_neg + n_big, 'duration')} set to NA"
 
 
 def _float(frame: pd.DataFrame, col: str) -> np.ndarray:

@@ -75,7 +75,7 @@ def test_rank_subset():
     c = detect.load(LEVEL1, ranks=[1], cache=False)
     assert isinstance(c, Cluster) and c.ranks == [1]
     assert set(c.steps["rank"]) == {1}
-    with pytest.raises(ProfileError, match=r"rank\(s\) \[7\] not found"):
+    with pytest.raises(ProfileError, match=r"rank 7 not found"):
         detect.load(LEVEL1, ranks=[7], cache=False)
 
 

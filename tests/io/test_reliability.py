@@ -141,7 +141,7 @@ def test_second_header_line_is_not_a_kernel(tmp_path):
     prof = pk.load(rank, cache=False)
     assert len(prof.kernels) == n
     assert "Name" not in set(prof.kernels["name"])
-    assert any("repeat the header" in x for x in prof.meta.notes)
+    assert any("1 line repeats the header" in x for x in prof.meta.notes)
 
 
 @pytest.mark.shared_samples
