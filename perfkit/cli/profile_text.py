@@ -44,12 +44,13 @@ def _pct(value: Any) -> str:
 
 
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
-    """Lines of ``text`` under ``indent``; a number and its unit stay on one line, and a
-    path or a word is never cut (at its hyphens or in its middle), so it can be copied."""
+    """Lines of ``text`` after ``indent`` (a label such as ``"  model          "`` on the
+    first line only, blanks on the next ones); a number and its unit stay on one line, and
+    a path or a word is never cut (at its hyphens or in its middle), so it can be copied."""
     glued = re.sub(r"(\d) (%|ms|µs|s|GiB|MiB|KiB|B)(?!\w)", "\\1\xa0\\2",
                    " ".join(str(text).split()))
     lines = textwrap.wrap(glued, width=width, initial_indent=indent,
-                          subsequent_indent=indent + "  ", break_on_hyphens=False,
+                          subsequent_indent=" " * len(indent) + "  ", break_on_hyphens=False,
                           break_long_words=False) or [indent.rstrip()]
     return [line.replace("\xa0", " ") for line in lines]
 
