@@ -100,6 +100,7 @@ def test_every_tab_renders_every_bundled_profile_for_people(name: str, grammar) 
         # numbers for people: no scientific notation, no µs with three decimals
         text = re.sub(r"<style>.*?</style>", "", panel.message.value + _html_of(panel),
                       flags=re.S)
+        text = re.sub(r"</t[hd]>", " | ", text)  # table cells are not one sentence
         text = re.sub(r"<[^>]+>", " ", text)
         assert not _SCI.search(text), (name, title, _SCI.search(text).group(0))
         assert not _US3.search(text), (name, title, _US3.search(text).group(0))
@@ -437,15 +438,18 @@ def test_switching_profiles_resets_the_job_and_the_measured_step() -> None:
     html = _all_html(board)
     assert "1394.8" not in html and "0.5 s" not in html
     # a CPU run: no hardware, so no MFU; the Overview says why
-    assert "MFU</div><div class='pk-v'>–" in html and "not computed: the job lacks the " \
-        "hardware" in html and "CPU-only run" in html
+    assert "MFU</div><div class='pk-v'>–" in html and "not computed: the hardware is not " \
+        "known" in html and "CPU-only run" in html
 
 
 def test_a_view_without_a_model_says_so() -> None:
     board = dashboard(str(shared_sample(PT_LEVEL1)))  # a real CNN: no transformer to read
     assert board.job.job.model is None
     html = _html_of(board.select("Memory"))
-    assert "No memory theory" in html and "no attention kernel" in html
+    # the tab says what is missing in one line; the Overview's panel says why
+    assert "No memory theory: the model is not known" in html
+    assert "no attention kernel" not in html
+    assert "no attention kernel" in _html_of(board.select("Overview"))
     assert "No recompute trade-off" in _html_of(board.select("Recompute"))
     board.select("Planner").search()
     assert "No strategy search" in board.panels["Planner"].result.children[0].value

@@ -11,7 +11,8 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import InvalidArgumentError, PerfkitError
-from ..format import counted
+from ..format import counted, listed, plural
+from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
 
 __all__ = ["profile_info_text"]
 
@@ -119,7 +120,7 @@ def _job_lines(job: Any) -> list[str]:
                      f"({m.num_kv_heads} key/value), FFN {m.ffn_hidden_size} {m.mlp}, vocab "
                      f"{m.vocab_size} [{src('num_layers', 'hidden_size', 'vocab_size')}]")
     else:
-        lines += _wrap(f"unknown: {job.detail('name')}", f"  {'model':<15}")
+        lines.append(f"  {'model':<15}unknown (see {PANEL_TITLE}, below)")
     p = job.parallel
     lines.append(f"  {'layout':<15}dp {p.dp} × tp {p.tp} × pp {p.pp}"
                  + (f" (vpp {p.vpp})" if p.vpp > 1 else "")
@@ -136,7 +137,7 @@ def _job_lines(job: Any) -> list[str]:
         lines.append(f"  {'hardware':<15}{job.hardware.name}, {job.dtype or 'dtype unknown'} "
                      f"[{src('hardware', 'dtype')}]")
     else:
-        lines += _wrap(f"none: {job.detail('hardware')}", f"  {'hardware':<15}")
+        lines.append(f"  {'hardware':<15}not known (see {PANEL_TITLE}, below)")
     for problem in job.problems():
         lines += _wrap(f"warning: {problem}", "  ")
     if job.missing():
@@ -145,8 +146,10 @@ def _job_lines(job: Any) -> list[str]:
         tps = throughput_figure(job, job.step_time_s or float("nan"))
         if tps.text != "–":
             lines.append(f"  {'tokens/s per device':<36}{tps.text.split(' tokens')[0]}")
-        lines += _wrap("other figures: not computed, the job lacks "
-                       + "; ".join(job.missing()), "  ")
+        labels = unknown_labels(job, ("model", "hardware", "step_time_s"))
+        lines += _wrap(f"other figures: not computed, {listed(labels)} "
+                       f"{plural(len(labels), 'is', 'are')} not known (see {PANEL_TITLE}, "
+                       "below)", "  ")
         return lines
     try:
         summary = job_summary(job).set_index("key")
@@ -157,6 +160,20 @@ def _job_lines(job: Any) -> list[str]:
         lines.append(f"  {row['metric']:<36}{row['text']}")
         if isinstance(row["warning"], str) and row["warning"]:
             lines += _wrap(f"warning: {row['warning']}", "    ")
+    return lines
+
+
+def _unknown_lines(job: Any) -> list[str]:
+    """The section "What perfkit could not read": each missing field, why, what waits for
+    it and how to give it (``--config`` or Python); nothing for a complete job."""
+    items = job.unknowns()
+    if not items:
+        return []
+    lines = ["", f"{PANEL_TITLE}:"]
+    for u in items:
+        lines += _wrap(f"{u.label}: {u.why}", "  ")
+        lines += _wrap(f"needed for: {u.needed_for}", "    ")
+        lines += _wrap(f"how to set it: {how_to_set(u, 'cli')}", "    ")
     return lines
 
 
@@ -244,7 +261,7 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
     from ..job import infer_job
 
     job = infer_job(profile, config=config)
-    lines += [""] + _job_lines(job)
+    lines += [""] + _job_lines(job) + _unknown_lines(job)
     lines += [""] + _steps_lines(profile)
     if n_findings:
         lines += [""] + _findings_lines(profile, n_findings, job)

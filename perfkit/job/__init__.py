@@ -18,8 +18,9 @@ evidence), :mod:`~perfkit.job.core` (the :class:`Job` and building it from value
 :mod:`~perfkit.job.build` (the ModelSpec and ParallelConfig the values describe), the
 profile's readers — :mod:`~perfkit.job.infer` (:func:`infer_job`, the order of reading, the
 model from the shapes), :mod:`~perfkit.job.layout`, :mod:`~perfkit.job.device`,
-:mod:`~perfkit.job.measured` —, :mod:`~perfkit.job.config` (configs and the user's values)
-and :mod:`~perfkit.job.problems` (where a job disagrees with its profile).
+:mod:`~perfkit.job.measured` —, :mod:`~perfkit.job.config` (configs and the user's values),
+:mod:`~perfkit.job.problems` (where a job disagrees with its profile) and
+:mod:`~perfkit.job.unknowns` (what could not be read, why, and how to give it).
 """
 
 from .config import read_job_config
@@ -33,6 +34,8 @@ from .fields import (
     SOURCES,
 )
 from .infer import infer_job
+from .unknowns import PANEL_TITLE, Unknown, how_to_set, unknowns
 
 __all__ = ["Job", "infer_job", "read_job_config", "SOURCES", "MODEL_FIELDS",
-           "PARALLEL_FIELDS", "RUN_FIELDS", "JOB_FIELDS", "EVIDENCE_COLUMNS"]
+           "PARALLEL_FIELDS", "RUN_FIELDS", "JOB_FIELDS", "EVIDENCE_COLUMNS", "Unknown",
+           "unknowns", "how_to_set", "PANEL_TITLE"]

@@ -181,6 +181,14 @@ class Job:
             out.append("the step time: " + self._values["step_time_s"].detail)
         return out
 
+    def unknowns(self) -> list[Any]:
+        """What the profile did not give that some figure needs: one
+        :class:`~perfkit.job.unknowns.Unknown` per field (why, what waits for it, how to
+        give it); see :func:`perfkit.job.unknowns.unknowns`."""
+        from .unknowns import unknowns
+
+        return unknowns(self)
+
     def problems(self) -> list[str]:
         """Where the job disagrees with what the profile shows, one sentence each.
 

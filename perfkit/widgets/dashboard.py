@@ -197,7 +197,7 @@ class Dashboard(W.VBox):
                                    description="Upload .zip",
                                    layout=W.Layout(width="auto"))
         self.status = W.HTML()
-        self.job = JobPanel()
+        self.job = JobPanel(unknowns="line")  # the Overview shows them, once
         self.context = Context(self.job, open_tab=self.select, tabs=TAB_TITLES)
         self.panels: dict[str, Tab] = {t: _new_tab(t, self.context) for t in TAB_TITLES}
         self.tabs = W.Tab(children=[self.panels[t] for t in TAB_TITLES], titles=TAB_TITLES)

@@ -31,8 +31,9 @@ import pandas as pd
 from ..analysis import measured_step_s
 from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
-from ..format import counted, number_text, share_text, time_text
+from ..format import counted, listed, number_text, plural, share_text, time_text
 from ..job import Job
+from ..job.unknowns import PANEL_TITLE, unknown_labels
 from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
@@ -168,9 +169,10 @@ def throughput_figure(job: Job | None, step_s: float) -> Figure:
     devices = job.world_size or devices
     if not gbs or not seq or not devices or not (step_s > 0):
         lacks = [w for w, v in (("the global batch", gbs), ("the sequence length", seq),
-                                ("the devices", devices)) if not v]
-        return Figure(name, "–", "not known: the job lacks " + ", ".join(lacks or
-                                                                        ["a step time"]))
+                                ("the devices", devices)) if not v] or ["the step time"]
+        return Figure(name, "–", f"not computed: {listed(lacks)} "
+                                 f"{plural(len(lacks), 'is', 'are')} not known (see “"
+                                 f"{PANEL_TITLE}”)")
     tps = tokens_per_second_per_device(gbs, seq, step_s, devices)
     return Figure(name, f"{number_text(tps)} tokens/s per device",
                   f"{counted(gbs, 'sequence')} × {counted(seq, 'token')} per step over "
@@ -184,8 +186,10 @@ def mfu_figure(job: Job | None) -> Figure:
     if job is None:
         return Figure(name, "–", "no job: open a profile")
     if job.missing():
-        return Figure(name, "–", "not computed: the job lacks " + "; ".join(
-            m.split(":")[0] for m in job.missing()) + " (set it in The job)")
+        labels = unknown_labels(job, ("model", "hardware", "step_time_s"))
+        return Figure(name, "–", f"not computed: {listed(labels)} "
+                                 f"{plural(len(labels), 'is', 'are')} not known (see “"
+                                 f"{PANEL_TITLE}”)")
     try:
         summary = job_summary(job).set_index("key")
     except PerfkitError as exc:

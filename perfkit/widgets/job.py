@@ -23,11 +23,13 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import PerfkitError
-from ..format import bytes_text, time_text
+from ..format import bytes_text, listed, plural, time_text
 from ..job import MODEL_FIELDS, PARALLEL_FIELDS, RUN_FIELDS, Job, infer_job
+from ..job.unknowns import PANEL_TITLE, UNKNOWNS_WHERE, how_to_set, unknown_labels, unknown_line
 from .metrics import _TABLE_STYLE
 
-__all__ = ["JobPanel", "job_panel", "evidence_html", "JOB_GROUPS", "JobNote", "missing_note"]
+__all__ = ["JobPanel", "job_panel", "evidence_html", "JOB_GROUPS", "JobNote", "missing_note",
+           "unknowns_html", "unknown_line", "UNKNOWNS_WHERE"]
 
 #: The panel's three groups of fields, as (title, fields).
 JOB_GROUPS = (("Model", MODEL_FIELDS), ("Parallel layout", PARALLEL_FIELDS),
@@ -41,7 +43,36 @@ _STYLE = _TABLE_STYLE + (
     ".pk-job-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:6px;"
     "border-radius:4px;margin:4px 0}"
     ".pk-job-line{font-size:13px;padding:4px 8px 4px 0}"
+    ".pk-unknowns{border:1px solid #faebcc;background:#fffdf5;border-radius:4px;"
+    "padding:6px 10px;margin:8px 0}"
+    ".pk-unknowns table{border-collapse:collapse;font-size:12px}"
+    ".pk-unknowns td,.pk-unknowns th{text-align:left;vertical-align:top;padding:3px 8px;"
+    "border-bottom:1px solid #f0e6c8;white-space:normal}"
+    ".pk-unknowns .pk-h{margin-top:0}"
     "</style>")
+
+
+
+def unknowns_html(job: Job | None, place: str = "dashboard") -> str:
+    """The "What perfkit could not read" panel: each missing field, why, what waits for
+    it, and how to set it (:func:`perfkit.job.unknowns.unknowns`); "" for a complete job.
+
+    Parameters
+    ----------
+    job : perfkit.Job or None
+    place : {"dashboard", "python", "cli"}
+        Whom the "how to set it" column speaks to (:func:`perfkit.job.how_to_set`).
+    """
+    items = [] if job is None else job.unknowns()
+    if not items:
+        return ""
+    rows = "".join(
+        f"<tr><td><b>{html.escape(u.label)}</b></td><td>{html.escape(u.why)}</td>"
+        f"<td>{html.escape(u.needed_for)}</td>"
+        f"<td>{html.escape(how_to_set(u, place))}</td></tr>" for u in items)
+    return (f"<div class='pk-unknowns'><div class='pk-h'>{html.escape(PANEL_TITLE)}</div>"
+            "<table><thead><tr><th>field</th><th>why</th><th>needed for</th>"
+            f"<th>how to set it</th></tr></thead><tbody>{rows}</tbody></table></div>")
 
 
 def _source_tag(source: str) -> str:
@@ -132,7 +163,12 @@ class JobPanel(W.VBox):
         folded at first so that the tabs stay near the top of the page.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, unknowns: str = "panel") -> None:
+        if unknowns not in ("panel", "line"):
+            raise ValueError(f"unknowns must be 'panel' or 'line', not {unknowns!r}")
+        #: "panel": the unknowns' table under the job line (notebooks); "line": one line
+        #: that refers to the Overview's panel (the dashboard)
+        self.unknowns = unknowns
         self.job: Job | None = None
         self._listeners: list[Callable[[Job | None], None]] = []
         self._quiet = False
@@ -316,9 +352,17 @@ class JobPanel(W.VBox):
                               f"{html.escape(job.describe())} "
                               f"<span class='pk-note'>(values from: {sources})</span></div>")
         notes = [f"The job disagrees with its profile: {p}." for p in job.problems()]
-        notes += [f"Not known: {m}." for m in job.missing()]
+        labels = unknown_labels(job)
+        unknown = ""
+        if labels and self.unknowns == "line":
+            notes.append(f"Not read from the profile: {listed(labels)} (“{PANEL_TITLE}” on "
+                         "the Overview says why and how to set "
+                         f"{plural(len(labels), 'it', 'them')}).")
+        elif labels:
+            unknown = unknowns_html(job, "python")
         self.warnings.value = (_STYLE + "".join(f"<div class='pk-job-warn'>"
-                                                f"{html.escape(n)}</div>" for n in notes))
+                                                f"{html.escape(n)}</div>" for n in notes)
+                               + unknown)
         self.table.value = _STYLE + evidence_html(job)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
@@ -355,16 +399,11 @@ def missing_note(job: Job | None, what: str) -> JobNote:
     Returns
     -------
     JobNote
-        An ``ipywidgets.HTML`` naming every missing piece (``job.missing()``) and how to
-        give it (the job panel, a config).
+        An ``ipywidgets.HTML``: one line naming the missing pieces
+        (:func:`unknown_line`); the job panel's "What perfkit could not read" says why
+        and how to give them.
     """
-    if job is None:
-        text = f"No {what}: there is no job (open a profile; its job is read from it)."
-    else:
-        gaps = job.missing() or ["nothing (the job is complete)"]
-        text = (f"No {what}: the job lacks " + "; ".join(gaps) + ". Give the missing "
-                "values with job.with_overrides(...), a config (pk.infer_job(profile, "
-                "config=...)) or in the job panel.")
+    text = unknown_line(job, what, place="python")
     return JobNote(_STYLE + f"<p class='pk-note'>{html.escape(text)}</p>")
 
 

@@ -27,6 +27,7 @@ from ..errors import InvalidArgumentError, check_positive
 from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
+from ..job.unknowns import unknown_line
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
@@ -191,7 +192,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"t = {parallel.optimizer_shard}, + fp16 gradient buffer when accumulating"),
         _row("activation_gib", "activation memory", act_gib, "GiB",
              bytes_text(act.total_bytes),
-             f"peak stage {act.stage}, {act.in_flight:g} micro-batches in flight; "
+             f"peak stage {act.stage}, {counted(act.in_flight, 'micro-batch')} in flight; "
              f"{act.formula}"),
         _row("memory_gib", "static + activation", static_gib + act_gib, "GiB",
              bytes_text(static.total_bytes + act.total_bytes),
@@ -265,9 +266,11 @@ def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     """
     try:
         summary = job_summary(job)
-    except InvalidArgumentError:
-        gaps = job.missing() or ["the job's dtype has no peak on its hardware"]
-        return pd.DataFrame({"not computed": gaps})
+    except InvalidArgumentError as exc:
+        # one line; the job panel's "What perfkit could not read" says why (said once)
+        why = unknown_line(job, "figures", ("model", "hardware", "step_time_s"), "python") \
+            if job.missing() else str(exc)
+        return pd.DataFrame({"not computed": [why]})
     if keys is not None:
         summary = summary[summary["key"].isin(keys)]
     out = summary[["metric", "text", "note", "warning"]].rename(

@@ -12,7 +12,7 @@ import ipywidgets as W
 
 from ...advisor import advise
 from ...job import Job
-from ..job import JobPanel
+from ..job import JobPanel, unknown_line
 from ..markup import STYLE, describe_error, error, note, warning_html
 from ..render import chart_widget, close_widgets, spinner_html
 
@@ -168,14 +168,13 @@ class JobTab(Tab):
         return self.ctx.job.job
 
 
-def no_job_note(job: Job | None, what: str) -> W.HTML:
-    """The note a view shows instead of computing with a default."""
-    if job is None:
-        return html_widget(note(f"No job, so no {what}: open a profile (the job is read from "
-                                "it)."))
-    gaps = job.missing()
-    return html_widget(note(f"No {what}: the job lacks " + "; ".join(gaps) + ". Set the missing "
-                            "values in The job panel above, or load a config there."))
+def no_job_note(job: Job | None, what: str, fields: tuple[str, ...] = (),
+                in_dashboard: bool = True) -> W.HTML:
+    """The one line a view shows instead of computing with a default: what it lacks, and
+    where the "What perfkit could not read" panel says why (the Overview in the
+    dashboard, the job panel elsewhere), never the reason again."""
+    return html_widget(note(unknown_line(job, what, fields,
+                                         "dashboard" if in_dashboard else "python")))
 
 
 def warning_widgets(text: str | None) -> list[W.HTML]:

@@ -150,10 +150,8 @@ class MemoryTab(JobTab):
     def _theory(self) -> list[W.Widget]:
         job = self.current
         if job is None or job.model is None or job.hardware is None:
-            return [no_job_note(job, "memory theory") if job is None or job.model is None
-                    else html_widget(note("No memory theory: the job has no hardware ("
-                                          + job.detail("hardware") + "); set it in The job "
-                                          "panel."))]
+            return [no_job_note(job, "memory theory", ("model", "hardware"),
+                                self.ctx.open_tab is not None)]
         try:
             memory = memory_breakdown(job.model, job.hardware, job.parallel)
         except PerfkitError as exc:

@@ -13,6 +13,7 @@ from ... import charts as C
 from ...format import share_text, time_text
 from ...tables import over_ranks
 from ..headline import SPLIT_PARTS, finding_tab, headline, headline_html, with_exposed_comm
+from ..job import unknowns_html
 from ..markup import STYLE, frame_html, note
 from ..overview import profile_facts
 from .base import (
@@ -30,8 +31,9 @@ __all__ = ["OverviewTab"]
 
 
 class OverviewTab(JobTab):
-    """Headline (step time, throughput, MFU, step split, top findings), the step per rank,
-    the steps table and what was opened."""
+    """Headline (step time, throughput, MFU, step split, top findings), what perfkit could
+    not read (once for every tab), the step per rank, the steps table and what was
+    opened."""
 
     title = "Overview"
 
@@ -52,6 +54,10 @@ class OverviewTab(JobTab):
         findings = self.ctx.findings(profile)
         head = headline(profile, steps, self.current, findings)
         out: list[W.Widget] = [html_widget(headline_html(head)), *self._findings(head.findings)]
+        # what the profile did not give, said once for every tab (they refer here)
+        unknown = unknowns_html(self.current, "dashboard" if self.ctx.open_tab else "python")
+        if unknown:
+            out.append(html_widget(unknown))
         facts = html_widget(frame_html(profile_facts(profile), "What was opened", max_rows=40,
                                        wrap=("value",)))
         if steps.empty:

@@ -91,7 +91,9 @@ class PlannerTab(JobTab):
         if job is None or job.missing():
             close_widgets(self.result.children)
             self.result.children = ()
-            return [no_job_note(job, "figures, prediction or strategy search")]
+            return [no_job_note(job, "figures, prediction or strategy search",
+                                ("model", "hardware", "step_time_s"),
+                                self.ctx.open_tab is not None)]
         self.fit = fit_job(profile, job)
         self.comparison = measured_against_predicted(profile, self.fit)
         summary = job_summary(job)
@@ -137,7 +139,8 @@ class PlannerTab(JobTab):
         job = self.current
         close_widgets(self.result.children)
         if job is None or job.model is None or job.hardware is None:
-            self.result.children = (no_job_note(job, "strategy search"),)
+            self.result.children = (no_job_note(job, "strategy search", ("model", "hardware"),
+                                                self.ctx.open_tab is not None),)
             return
         self.result.children = (html_widget(spinner_html("Searching …")),)
         try:

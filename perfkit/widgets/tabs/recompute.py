@@ -13,7 +13,7 @@ from ...errors import PerfkitError, ProfileError
 from ...guards import check_step
 from ...io.ir import load_ir
 from ...tables import over_ranks
-from ..markup import describe_error, error, frame_html, note
+from ..markup import describe_error, error, frame_html
 from ..overview import IR_DIR, recompute_tradeoff
 from .base import Context, JobTab, heading, html_widget, no_job_note, warning_widgets
 
@@ -65,9 +65,8 @@ class RecomputeTab(JobTab):
         out = [html_widget(table)]
         job = self.current
         if job is None or job.model is None or job.hardware is None:
-            out.append(no_job_note(job, "recompute trade-off") if job is None or job.model is None
-                       else html_widget(note("No recompute trade-off: the job has no hardware ("
-                                             + job.detail("hardware") + ").")))
+            out.append(no_job_note(job, "recompute trade-off", ("model", "hardware"),
+                                   self.ctx.open_tab is not None))
             return out
         try:
             tradeoff = recompute_tradeoff(job.model, job.parallel, job.hardware)
