@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from shared_samples import HTA, PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit.cli.profile_text import profile_info_text
@@ -24,12 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests" / "data"
 
 #: profile -> the unknowns it must list (what its files lack)
+MS_CPU = ROOT / "data" / "mindspore-cpu-tiny-llama"
 CASES = {
-    TESTS / "mindspore_cpu": ["hardware"],
-    ROOT / "data" / "ascend-real-pt-level1": ["model", "global_batch_size"],
-    TESTS / "kineto_hta": ["model", "global_batch_size", "hardware", "peak_memory_bytes"],
+    MS_CPU: ["hardware"],
+    sample(PT_LEVEL1): ["model", "global_batch_size"],
+    sample(HTA): ["model", "global_batch_size", "hardware", "peak_memory_bytes"],
     TESTS / "kineto_llama_h100": [],
 }
+pytestmark = pytest.mark.shared_samples  # two of the cases are other projects' profiles
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,7 @@ def _page_text(board) -> str:
 
 
 def test_the_dashboard_says_each_reason_once_and_the_tabs_refer_to_it(jobs: dict) -> None:
-    path = TESTS / "mindspore_cpu"
+    path = MS_CPU
     board = dashboard(str(path))
     why = " ".join(jobs[path].detail("hardware").split())
     text = _page_text(board)
@@ -79,14 +82,14 @@ def test_the_dashboard_says_each_reason_once_and_the_tabs_refer_to_it(jobs: dict
 
 
 def test_a_notebooks_job_panel_holds_the_table(jobs: dict) -> None:
-    job = jobs[ROOT / "data" / "ascend-real-pt-level1"]
+    job = jobs[sample(PT_LEVEL1)]
     static = job_panel(job)._repr_mimebundle_()["text/html"]
     assert PANEL_TITLE in static and "pk.infer_job(profile, config=FILE)" in static
     assert html.escape(job.detail("global_batch_size")) in static
 
 
 def test_perfkit_info_has_the_section(jobs: dict) -> None:
-    path = TESTS / "kineto_hta"
+    path = sample(HTA)
     text = profile_info_text(pk.load(path), n_findings=0)
     assert f"\n{PANEL_TITLE}:\n" in text
     section = text.split(f"\n{PANEL_TITLE}:\n", 1)[1].split("\n\n", 1)[0]

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.cli.fault_spec import parse_fault
@@ -50,7 +51,7 @@ JOBS = {
                    (SlowRank(1, 1.3), SlowLink(2, 3, 0.2), MemoryPressure(0.97, 5000.0))),
 }
 #: profiles of other kinds: a CPU MindSpore rank, a 2-rank CPU Kineto run, a GPU run
-OTHERS = (TESTS / "mindspore_cpu", ROOT / "data" / "kineto-tiny-llama",
+OTHERS = (ROOT / "data" / "mindspore-cpu-tiny-llama", ROOT / "data" / "kineto-tiny-llama",
           TESTS / "kineto_llama_h100")
 
 
@@ -143,7 +144,7 @@ def _errors_of(calls: list) -> list[str]:
 
 
 def test_errors_of_bad_input_with_one_and_several(tmp_path: Path, grammar) -> None:
-    rank0 = TESTS / "ascend_pt_level1" / "rank0_ascend_pt"
+    rank0 = shared_sample(PT_LEVEL1) / "rank0_ascend_pt"
     texts = []
     for n in (1, 3):  # one and several rows with more fields than the header
         rank = tmp_path / f"long{n}" / "rank0_ascend_pt"
@@ -177,7 +178,7 @@ def test_the_step_is_said_in_one_unit_on_a_page() -> None:
     (the issue: "step 0.0401 s" beside "40.1 ms")."""
     from perfkit.widgets import dashboard
 
-    board = dashboard(str(TESTS / "mindspore_cpu"))
+    board = dashboard(str(ROOT / "data" / "mindspore-cpu-tiny-llama"))
     job = board.job.job
     shown = time_text(job.step_time_s * 1e6)
     assert shown.endswith(" ms")

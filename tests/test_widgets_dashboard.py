@@ -143,11 +143,11 @@ def test_operator_calls_are_per_rank_and_step_as_the_time() -> None:
 
     from perfkit.widgets import tab_panel
 
-    name = "ascend-real-pt-level1"
-    panel = tab_panel("Operators", name)
+    folder = shared_sample(PT_LEVEL1)
+    panel = tab_panel("Operators", str(folder))
     time_us: dict[str, list[float]] = {}
     calls: dict[str, list[float]] = {}
-    for path in sorted(bundled_profile(name).rglob("kernel_details.csv")):
+    for path in sorted(folder.rglob("kernel_details.csv")):
         with path.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         n_steps = len({r["Step Id"] for r in rows})

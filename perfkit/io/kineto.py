@@ -846,8 +846,10 @@ def _memory(trace: ChromeTrace, origin: int | None, notes: list[str]) -> pd.Data
                      "(PyTorch <= 1.9, no Total Allocated): allocated_bytes is their running "
                      "sum since the trace began (memory held before it is not seen)")
     if host.any():
-        notes.append(f"memory: {int(host.sum())} host allocator sample(s) (Device Type 0 / "
-                     "Device Id -1) are the 'host' component, not device memory")
+        n_host = int(host.sum())
+        notes.append(f"memory: {counted(n_host, 'host allocator sample')} (Device Type 0 / "
+                     f"Device Id -1) {plural(n_host, 'is', 'are')} the 'host' component, not "
+                     "device memory")
     return pd.DataFrame({
         "component": pd.array(component, dtype="string"),
         "ts_us": rel(ts, origin),
