@@ -174,6 +174,18 @@ def column_format(frame: pd.DataFrame, name: str, scope: str | None = None,
     return Column(name, header, kind)
 
 
+def _in_unit(in_column: str, own: str, other_unit: bool) -> str:
+    """A cell's number in its column's unit (the unit is in the header), or, for a value
+    a thousand times too small for that unit (64 B in a GiB column: ``0.0000000596``),
+    the value with its own unit (``64 B``)."""
+    number = in_column.rsplit(" ", 1)[0]
+    try:
+        tiny = other_unit and 0 < abs(float(number.replace(",", ""))) < 1e-3
+    except ValueError:
+        tiny = False
+    return own if tiny else number
+
+
 def _cell(value: Any, col: Column) -> str:
     if col.kind == "text":
         return MISSING if value is None or (not isinstance(value, str) and is_missing(value)) \
@@ -191,9 +203,11 @@ def _cell(value: Any, col: Column) -> str:
             factor = 1e3
         elif col.name.endswith("_s"):
             factor = 1e6
-        return time_text(v * factor, col.unit).rsplit(" ", 1)[0]
+        return _in_unit(time_text(v * factor, col.unit), time_text(v * factor),
+                        time_unit([abs(v * factor)])[0] != col.unit)
     if col.kind == "bytes":
-        return bytes_text(v, col.unit).rsplit(" ", 1)[0]
+        return _in_unit(bytes_text(v, col.unit), bytes_text(v),
+                        bytes_unit([abs(v)])[0] != col.unit)
     if col.kind == "share":
         return share_text(v).removesuffix(" %")
     if col.kind == "pct":
@@ -224,6 +238,9 @@ class Table:
     warnings : tuple of str
         Figures of the frame that cannot be right (``frame.attrs["warnings"]``, set by
         the analyses): shown above the table, never dropped.
+    notes : tuple of str
+        What the analysis says about the frame (``frame.attrs["notes"]``): an empty table
+        says the first one, so that "nothing" comes with its reason.
     """
 
     text: pd.DataFrame
@@ -234,6 +251,7 @@ class Table:
     hot: list[bool] = field(default_factory=list)
     wrap: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def html(self) -> str:
         """The table as HTML (text escaped; a shortened cell carries its whole text in
@@ -328,7 +346,8 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
     flags = (flags + [False] * len(shown))[: len(shown)]
     hidden = 0 if max_rows is None else max(0, len(frame) - max_rows)
     warnings = tuple(str(w) for w in frame.attrs.get("warnings", ()))
-    return Table(text, full, cols, caption, hidden, flags, tuple(wrap), warnings)
+    notes = tuple(str(n) for n in frame.attrs.get("notes", ()) if str(n).strip())
+    return Table(text, full, cols, caption, hidden, flags, tuple(wrap), warnings, notes)
 
 
 def table_html(tab: Table) -> str:
@@ -340,6 +359,9 @@ def table_html(tab: Table) -> str:
     caption = f"<caption>{html.escape(tab.caption)}</caption>" if tab.caption else ""
     if tab.text.empty:
         title = f"<b>{html.escape(tab.caption)}</b>: " if tab.caption else ""
+        if tab.notes:
+            return (f"<p class='pk-note'>{title}nothing to show "
+                    f"({html.escape(tab.notes[0].rstrip('.'))}).</p>")
         return f"<p class='pk-note'>{title}nothing in this profile.</p>"
     kinds = {c.header: c for c in tab.columns}
 

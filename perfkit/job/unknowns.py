@@ -126,7 +126,7 @@ def unknowns(job: Any) -> list[Unknown]:
         out.append(Unknown("peak_memory_bytes", "the measured memory peak",
                            job.detail("peak_memory_bytes"),
                            "the check of the memory theory against the measurement", "",
-                           "peak_memory_bytes=8e9", "the box peak_memory_bytes",
+                           "peak_memory_bytes=8_000_000_000", "the box peak_memory_bytes",
                            "bytes, the allocator's peak"))
     return out
 

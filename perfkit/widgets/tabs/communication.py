@@ -9,11 +9,28 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ...format import counted
 from ...tables import over_ranks
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
-__all__ = ["CommunicationTab"]
+__all__ = ["CommunicationTab", "empty_communication_note"]
+
+
+def empty_communication_note(profile: Any) -> str:
+    """Why the Communication tab has nothing, and what would fill it, in one sentence."""
+    ranks = getattr(profile, "ranks", None)
+    n = len(ranks) if ranks else 1
+    meta = getattr(profile, "meta", None)
+    world = getattr(meta, "world_size", None) or n
+    if world <= 1:
+        return ("No communication: this is a one-rank run, so it has no collectives (a "
+                "profile of a run over several ranks would fill this tab).")
+    return (f"No communication: no collective was recorded in the {counted(n, 'loaded rank')} "
+            f"of this {world}-rank run (no communication tables, collective kernels or host "
+            "collectives such as NCCL, HCCL or gloo; a torch_npu or MindSpore export at "
+            "Level1 with its communication.json, or a Kineto trace of the distributed run, "
+            "would fill this tab).")
 
 
 class CommunicationTab(Tab):
@@ -31,8 +48,7 @@ class CommunicationTab(Tab):
     def build(self, profile: Any) -> list[W.Widget]:
         summary = A.comm_summary(profile)
         if summary.empty:
-            return [html_widget(note("This profile has no communication records (one rank, or "
-                                     "a profiler level without communication tables)."))]
+            return [html_widget(note(empty_communication_note(profile)))]
         cols = [c for c in ("op_type", "group", "count", "total_us", "mean_us", "max_us",
                             "transit_share", "wait_share", "idle_share", "ranks")
                 if c in summary.columns]

@@ -1,5 +1,5 @@
 """The Operators tab: device time per operator, over the ranks, the roofline,
-unfused chains and AI CPU operators."""
+unfused chains and AI CPU operators; on a CPU-only run, the host operators' self time."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ...tables import over_ranks, shorten
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
 
-__all__ = ["OperatorsTab"]
+__all__ = ["OperatorsTab", "empty_operators_note"]
 
 
 def _sentence(text: str) -> str:
@@ -25,6 +25,33 @@ def _sentence(text: str) -> str:
         return text
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "!", "?", ")")) else text + "."
+
+
+def _cpu_only(profile: Any) -> bool:
+    """Whether the profile is a CPU-only run (its operators are the host's)."""
+    return getattr(getattr(profile, "meta", None), "device_type", None) == "cpu"
+
+
+def _time_word(profile: Any) -> str:
+    """What the operators' time is: the device's, or the host's own (self) time of a
+    CPU-only run (:func:`perfkit.analysis.top_operators`)."""
+    return "host self time" if _cpu_only(profile) else "device time"
+
+
+def _ascend(profile: Any) -> bool:
+    """Whether the profile comes from an Ascend NPU (AI CPU is one of its cores)."""
+    return getattr(getattr(profile, "meta", None), "device_type", None) == "npu"
+
+
+def empty_operators_note(profile: Any) -> str:
+    """Why the Operators tab has nothing, and what would fill it, in one sentence."""
+    if _cpu_only(profile):
+        return ("No operators: this CPU-only profile has no host operators with their "
+                "times (a PyTorch profile with ProfilerActivity.CPU, or a MindSpore CPU "
+                "profile with its trace_view.json, would fill this tab).")
+    return ("No operators: this profile has no device tasks (a torch_npu or MindSpore "
+            "export with kernel_details.csv or op_summary, or a Kineto trace with its GPU "
+            "kernels, would fill this tab).")
 
 
 def _one_rank(profile: Any, rank: int) -> Any:
@@ -72,36 +99,43 @@ class OperatorsTab(Tab):
         scope = profile if rank == ALL_RANKS else _one_rank(profile, rank)
         top = A.top_operators(scope, by=by, n=None)
         if top.empty:
-            return [html_widget(note("This profile has no device operators (kernel_details / "
-                                     "op_summary or a device trace)."))]
+            return [html_widget(note(empty_operators_note(profile)))]
         self._by = top
         what = "operator type" if by == "type" else "task name"
         who = "mean over ranks" if rank == ALL_RANKS else f"rank {rank}"
+        word = _time_word(profile)
         chart = C.top_operators_chart(top, label=by, n=n, value="per_step_us", select=True,
-                                      title=f"Device time per rank and step by {what} ({who}; "
-                                            "click a bar for details)")
+                                      title=f"{word.capitalize()} per rank and step by {what} "
+                                            f"({who}; click a bar for details)")
         shows = "task names" if by == "type" else "ranks"
         self.detail = W.HTML(STYLE + note(f"Click a bar to see its {shows}."))
         out: list[W.Widget] = [self.chart(chart, self._on_pick), self.detail,
                                html_widget(self._table(profile, top, by, n, rank))]
+        if _cpu_only(profile):  # say where the times come from
+            out.append(html_widget("".join(note(_sentence(t))
+                                           for t in top.attrs.get("notes", []))))
         out += self._roofline(scope)
         out.append(html_widget(self._unfused(scope, rank)))
-        out.append(html_widget(frame_html(A.ai_cpu_operators(scope), "Operators on AI CPU",
-                                          columns=None, max_rows=10)))
+        ai_cpu = A.ai_cpu_operators(scope)
+        if not _cpu_only(profile) and (len(ai_cpu) or _ascend(profile)):  # an Ascend notion
+            out.append(html_widget(frame_html(ai_cpu, "Operators on AI CPU", columns=None,
+                                              max_rows=10)))
         return out
 
     def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
         """The top ``n`` with every figure on one basis: per rank and step (calls too),
         per call for the mean; over the ranks, each rank's figure then its spread."""
         keys = top.head(n)[by].astype(str).tolist()
+        word = _time_word(profile)
         if rank != ALL_RANKS or len(ranks_of(profile)) == 1:
             cols = [c for c in (by, "category", "per_step_us", "share", "calls_per_step",
-                                "mean_us", "bound") if c in top.columns]
+                                "mean_us", "bound") if c in top.columns
+                    and (c != "bound" or top[c].notna().any())]  # no PMU: no verdict
             scope = {"per_step_us": "per rank and step", "calls_per_step": "per rank and step",
                      "mean_us": "per call"}
-            title = f"Top {n} by device time" + ("" if rank == ALL_RANKS else f", rank {rank}")
+            title = f"Top {n} by {word}" + ("" if rank == ALL_RANKS else f", rank {rank}")
             return frame_html(top.head(n), title, columns=cols, scope=scope,
-                              headers={"per_step_us": "device time", "calls_per_step": "calls",
+                              headers={"per_step_us": word, "calls_per_step": "calls",
                                        "mean_us": "mean"})
         per = _per_rank(profile, A.top_operators, by=by, n=None)
         per = per[per[by].astype(str).isin(keys)]
@@ -111,14 +145,14 @@ class OperatorsTab(Tab):
                               left_on=spread[by].astype("string"), right_on=by, how="left",
                               suffixes=("", "_all"))
         merged = merged.drop(columns=[c for c in ("key_0", f"{by}_all") if c in merged.columns])
-        headers = {"per_step_median_us": "device time per rank and step, median over ranks",
+        headers = {"per_step_median_us": f"{word} per rank and step, median over ranks",
                    "per_step_min_us": "min over ranks", "per_step_max_us": "max over ranks",
                    "worst_rank": "slowest rank",
                    "calls_per_step": "calls per rank and step, median over ranks",
-                   "mean_us": "mean per call, all ranks", "share": "share of device time"}
+                   "mean_us": "mean per call, all ranks", "share": f"share of {word}"}
         cols = [by, "category", "per_step_median_us", "per_step_min_us", "per_step_max_us",
                 "worst_rank", "share", "calls_per_step", "mean_us"]
-        return frame_html(merged, f"Top {n} by device time per rank and step, over "
+        return frame_html(merged, f"Top {n} by {word} per rank and step, over "
                                   f"{len(ranks_of(profile))} ranks", columns=cols,
                           headers=headers, max_rows=n)
 
@@ -140,7 +174,7 @@ class OperatorsTab(Tab):
                         "name", "input_shapes", "per_step_us", "calls_per_step", "mean_us"],
                     scope={"per_step_us": "per rank and step",
                            "calls_per_step": "per rank and step", "mean_us": "per call"},
-                    headers={"per_step_us": "device time", "calls_per_step": "calls",
+                    headers={"per_step_us": _time_word(scope), "calls_per_step": "calls",
                              "mean_us": "mean"}, max_rows=15)
             else:
                 per = _per_rank(self.profile, A.top_operators, by="name", n=None)
@@ -149,7 +183,7 @@ class OperatorsTab(Tab):
                 self.detail.value = STYLE + frame_html(
                     per, f"{shorten(key, 60)} on each rank",
                     columns=["rank", "per_step_us", "calls_per_step", "mean_us", "max_us"],
-                    headers={"per_step_us": "device time per step",
+                    headers={"per_step_us": f"{_time_word(scope)} per step",
                              "calls_per_step": "calls per step",
                              "mean_us": "mean per call", "max_us": "longest call"},
                     max_rows=32)
@@ -159,7 +193,9 @@ class OperatorsTab(Tab):
     def _roofline(self, profile: Any) -> list[W.Widget]:
         eff = A.operator_efficiency(profile)
         if eff.empty or not (eff["achieved_tflops"] > 0).any():
-            return [html_widget(note("No roofline: " + "; ".join(eff.attrs.get("notes", [])[:1])))]
+            why = [n for n in eff.attrs.get("notes", []) if not n.startswith("no device tasks")]
+            return [html_widget(note(_sentence("No roofline: " + "; ".join(
+                why or ["no operator with shapes that perfkit can price"]))))]
         hw, _why = A.infer_hardware(profile)
         chart = C.roofline_chart(eff, bandwidth_gbps=hw.memory_bandwidth / 1e9 if hw else None,
                                  title="Roofline: one point per operator and shapes, sized by "

@@ -1,0 +1,121 @@
+"""Every tab shows what the profile holds, and a tab with nothing says why (issue 29.1).
+
+A CPU-only run computes on the host: its Operators tab ranks the host operators (a
+MindSpore CPU profile's graph kernels, a PyTorch CPU run's ``aten::`` operators) by their
+own time, never "no device operators". The numbers are checked against the raw
+``trace_view.json`` read here. A tab that truly has nothing (a one-rank run's
+Communication) says why in one sentence and what would fill it; an empty table says the
+analysis' reason; the host allocator of a run is a memory family of its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import html
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit.tables import table
+from perfkit.widgets import tab_panel
+from perfkit.widgets.memory_view import HOST, component_family
+
+ROOT = Path(__file__).resolve().parents[1]
+MS_CPU = ROOT / "data" / "mindspore-cpu-tiny-llama"
+KINETO_CPU = ROOT / "data" / "kineto-tiny-llama"
+
+
+def _text(panel) -> str:
+    parts = [panel.message.value]
+
+    def walk(widgets):
+        for w in widgets:
+            value = getattr(w, "value", None)
+            if isinstance(value, str) and type(w).__name__ == "HTML":
+                parts.append(value)
+            walk(getattr(w, "children", ()) or ())
+
+    walk(panel.body.children)
+    text = re.sub(r"<style.*?</style>", "", "".join(parts), flags=re.S)
+    text = re.sub(r"</t[hd]>", " | ", text)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
+
+
+def _mindspore_matmul_per_step() -> tuple[int, float]:
+    """Calls and time (µs) per step of MatMul, read from the raw trace: every node of
+    the compiled graph runs once per step, and the recording holds a partial run and
+    then two whole ones, so each node's last two launches are the two whole steps."""
+    path = next(MS_CPU.glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json"))
+    events = json.loads(path.read_text(encoding="utf-8"))
+    events = events if isinstance(events, list) else events["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    launches = collections.defaultdict(list)
+    for e in sorted((e for e in events if e.get("ph") == "X"
+                     and procs.get(e["pid"]) == "CPU OP"), key=lambda e: float(e["ts"])):
+        launches[e["name"]].append(float(e["dur"]))
+    matmuls = {n: d for n, d in launches.items()
+               if n.rsplit("/", 1)[-1].startswith("MatMul-op")}
+    assert {len(d) for d in launches.values()} == {2, 3}  # the partial run, then 2 steps
+    return len(matmuls), sum(sum(d[-2:]) for d in matmuls.values()) / 2
+
+
+def test_a_mindspore_cpu_run_shows_its_host_operators() -> None:
+    panel = tab_panel("Operators", str(MS_CPU))
+    text = _text(panel)
+    assert "no device operators" not in text.lower() and panel.charts
+    assert "Top 15 by host self time" in text and "device time" not in text
+    calls, time_us = _mindspore_matmul_per_step()
+    # the table's MatMul row: type | category | host self time | share | calls | mean
+    row = re.search(r"\| MatMul \| compute \| ([\d,.]+) \| ([\d.]+) \| ([\d,.]+) \|", text)
+    assert row, text[:2000]
+    assert float(row.group(1).replace(",", "")) == pytest.approx(time_us, rel=5e-4)
+    assert float(row.group(3)) == calls == 45
+    # the basis is said: the host's own time, the CPU being the device
+    assert "A CPU-only run: host operators by self time" in text
+    # no Ascend notion on a CPU run, no empty PMU column
+    assert "AI CPU" not in text and "| bound |" not in text
+
+
+def test_a_pytorch_cpu_run_says_host_time_in_its_operator_table() -> None:
+    text = _text(tab_panel("Operators", str(KINETO_CPU)))
+    assert "host self time per rank and step, median over ranks" in text
+    assert "aten::mm" in text and "device time" not in text
+
+
+def test_a_one_rank_run_says_why_it_has_no_communication() -> None:
+    text = _text(tab_panel("Communication", str(MS_CPU)))
+    assert text == ("No communication: this is a one-rank run, so it has no collectives (a "
+                    "profile of a run over several ranks would fill this tab).")
+
+
+def test_the_host_allocator_is_a_memory_family_of_its_own() -> None:
+    assert component_family("host") == HOST
+    panel = tab_panel("Memory", str(KINETO_CPU))
+    assert panel.family.value == HOST  # the CPU run's only memory, drawn
+    assert panel.charts and "| host allocator | host | allocated | 4.86 |" in _text(panel)
+
+
+def test_an_empty_table_says_the_analysis_reason() -> None:
+    frame = pd.DataFrame({"name": pd.Series(dtype="string")})
+    frame.attrs["notes"] = ["no link matrix (comm_matrix) in this profile"]
+    assert table(frame, caption="Links").html() == (
+        "<p class='pk-note'><b>Links</b>: nothing to show (no link matrix (comm_matrix) in "
+        "this profile).</p>")
+
+
+def test_a_value_far_below_its_columns_unit_keeps_its_own_unit() -> None:
+    frame = pd.DataFrame({"peak_bytes": [4.61 * 2**30, 64.0], "time_us": [2e6, 0.5]})
+    cells = table(frame).text
+    assert list(cells["peak (GiB)"]) == ["4.61", "64 B"]
+    assert list(cells["time (s)"]) == ["2.00", "0.500 µs"]
+
+
+def test_the_loader_gives_mindspore_cpu_operators_their_self_time() -> None:
+    ops = pk.load(MS_CPU, cache=False).ops
+    # graph kernels run one after another on one thread: nothing nests, self = duration
+    assert ops["self_us"].tolist() == pytest.approx(ops["dur_us"].tolist())
