@@ -13,7 +13,8 @@ __all__ = ["top_operators_chart", "roofline_chart"]
 def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None = 15,
                         title: str | None = None, width: int = 420,
                         value: str = "total_us", value_title: str | None = None,
-                        select: bool = False, label_limit: int = 48) -> alt.Chart:
+                        select: bool = False, label_limit: int = 48,
+                        time_word: str = "device time") -> alt.Chart:
     """Horizontal bars of the operators that take the most device time.
 
     Parameters
@@ -42,6 +43,9 @@ def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None =
     label_limit : int
         Longest bar label (characters); longer names are shortened in the middle and
         shown whole in the tooltip.
+    time_word : str
+        What the time is, in the axis and the tooltip: ``"device time"``, or
+        ``"host self time"`` for the host operators of a CPU-only run.
 
     Returns
     -------
@@ -66,11 +70,11 @@ def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None =
     if calls in data.columns:
         out["count"] = data[calls].astype("float64").to_numpy()
     if value_title is None:
-        value_title = ("device time, summed over ranks and steps (ms)" if not per_step
-                       else "device time per rank and step (ms)")
+        value_title = (f"{time_word}, summed over ranks and steps (ms)" if not per_step
+                       else f"{time_word} per rank and step (ms)")
     tips = [alt.Tooltip("full:N", title=label), alt.Tooltip("category:N"),
             alt.Tooltip("ms:Q", format=",.3f", title=value_title),
-            alt.Tooltip("share:Q", format=".1%", title="share of device time")]
+            alt.Tooltip("share:Q", format=".1%", title=f"share of {time_word}")]
     if "count" in out.columns:
         tips.append(alt.Tooltip("count:Q", format=",.3~r" if per_step else ",.0f",
                                 title="calls per rank and step" if per_step else

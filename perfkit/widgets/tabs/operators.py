@@ -104,9 +104,10 @@ class OperatorsTab(Tab):
         what = "operator type" if by == "type" else "task name"
         who = "mean over ranks" if rank == ALL_RANKS else f"rank {rank}"
         word = _time_word(profile)
-        chart = C.top_operators_chart(top, label=by, n=n, value="per_step_us", select=True,
-                                      title=f"{word.capitalize()} per rank and step by {what} "
-                                            f"({who}; click a bar for details)")
+        chart = C.top_operators_chart(
+            top, label=by, n=n, value="per_step_us", select=True, time_word=word,
+            title=f"{word.capitalize()} per rank and step by {what} ({who}; click a bar for "
+                  "details)")
         shows = "task names" if by == "type" else "ranks"
         self.detail = W.HTML(STYLE + note(f"Click a bar to see its {shows}."))
         out: list[W.Widget] = [self.chart(chart, self._on_pick), self.detail,
