@@ -1,11 +1,15 @@
-"""The guided notebooks run top to bottom, on the bundled default and on another profile.
+"""The guided notebooks run top to bottom, as stored and on profiles of every kind.
 
 Each notebook in ``notebooks/`` (the Voila dashboard has its own tests) is executed with
-nbclient twice: as stored, and with its parameters overridden the way papermill does it —
-a cell tagged ``injected-parameters`` inserted right after the cell tagged
-``parameters`` — pointing ``PROFILE`` at another bundled profile. A run must finish in
-under 60 s without an error output. Stored notebooks must have no outputs and a
-parameters cell first.
+nbclient: as stored (its default is a bundled Ascend profile: a simulated torch_npu
+export), and on the three other kinds of profile perfkit reads (issue 29.2) — a GPU
+Kineto trace (H100), a CPU Kineto trace (the bundled 2-rank gloo DDP run) and a MindSpore
+CPU profile (the bundled tiny Llama) — with its parameters overridden the way papermill
+does it: a cell tagged ``injected-parameters`` inserted right after the cell tagged
+``parameters``, pointing ``PROFILE`` (and every other profile parameter) at the profile.
+A section that needs a field the profile does not give (a CPU run names no hardware)
+says so and is skipped: a run must finish in under 60 s without an error output. Stored
+notebooks must have no outputs and a parameters cell first.
 """
 
 from __future__ import annotations
@@ -30,24 +34,31 @@ ALL_NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 GUIDED = [p for p in ALL_NOTEBOOKS if p.name != "dashboard.ipynb"]
 CDN = ("cdn.jsdelivr", "unpkg.com", "cdnjs")
 
-#: The other bundled profile each notebook runs on, with the settings that describe it.
-#: A notebook not listed here must run with only ``PROFILE`` changed.
-SLOW_RANK = str(DATA / "simulated" / "slow-rank")
-#: The job of each profile is read from it (perfkit.infer_job): only the profile changes.
-ALTERNATIVES: dict[str, dict[str, Any]] = {
-    "00_start_here": {"PROFILE": str(DATA / "mindspore-cpu-tiny-llama"), "N_FINDINGS": 3},
-    "02_parallel_strategy": {"PROFILE": SLOW_RANK, "MODEL": "llama2-7b", "NUM_DEVICES": 8,
-                             "GLOBAL_BATCH_SIZE": 256},
-    "07_cluster": {"PROFILE": str(DATA / "simulated" / "data-stall")},
-    "04_communication": {"PROFILE": SLOW_RANK, "HARDWARE": "ascend-910b"},
-    "06_recompute": {"PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2")},
-    "09_exercises": {"PROFILE": str(DATA / "simulated" / "slow-link"),
-                     "PP": 2, "MICRO_BATCHES": 4},
-    # the case replayed the other way round: every cell must still run
-    "08_case_llama2_13b": {
-        "PROFILE": str(DATA / "simulated" / "llama2-13b-tuned-dp8-pp2"),
-        "TUNED_PROFILE": str(DATA / "simulated" / "llama2-13b-baseline-dp16")},
+#: The kinds of profile every notebook runs on besides its bundled Ascend default.
+KINDS: dict[str, str] = {
+    "gpu-kineto": str(ROOT / "tests" / "data" / "kineto_llama_h100"),
+    "cpu-kineto": str(DATA / "kineto-tiny-llama"),
+    "mindspore-cpu": str(DATA / "mindspore-cpu-tiny-llama"),
 }
+#: Parameters besides the profiles that a notebook needs to run on another profile (the
+#: job of each profile is read from it: pk.infer_job).
+SETTINGS: dict[str, dict[str, Any]] = {
+    "00_start_here": {"N_FINDINGS": 3},
+    "02_parallel_strategy": {"MODEL": "llama2-7b", "NUM_DEVICES": 8,
+                             "GLOBAL_BATCH_SIZE": 256},
+    "09_exercises": {"PP": 2, "MICRO_BATCHES": 4},
+}
+#: The parameters that name a profile: every one points at the profile of the kind.
+PROFILE_PARAMETERS = ("PROFILE", "TUNED_PROFILE", "BASELINE")
+
+
+def kind_parameters(path: Path, profile: str) -> dict[str, Any]:
+    """The injected parameters that run ``path`` on ``profile``."""
+    default = _read(path).cells[0].source
+    values = {name: profile for name in PROFILE_PARAMETERS
+              if re.search(rf"^{name}\s*=", default, flags=re.M)}
+    return {**values, **SETTINGS.get(path.stem, {})}
+
 
 #: An MFU or HFU cell of a table (a DataFrame or the metrics panel), with its value.
 _UTILISATION = re.compile(r"(?:MFU|HFU)</td>\s*<td[^>]*>\s*([0-9.,]+)\s?%([^<]*)<")
@@ -173,16 +184,17 @@ def test_notebook_runs_on_bundled_data(path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.notebooks
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("path", GUIDED, ids=_ids(GUIDED))
-def test_notebook_runs_on_another_profile(path: Path) -> None:
-    values = ALTERNATIVES.get(path.stem, {"PROFILE": SLOW_RANK})
+def test_notebook_runs_on_every_kind(path: Path, kind: str, grammar: Any) -> None:
+    values = kind_parameters(path, KINDS[kind])
     default = _read(path).cells[0].source
-    assert repr(values["PROFILE"]) not in default
+    assert "PROFILE" in values and repr(values["PROFILE"]) not in default
     nb, seconds = execute(path, values)
-    _check_outputs(nb, path.name)
+    _check_outputs(nb, f"{path.name} on {kind}", grammar)
     injected = nb.cells[1]
     assert "injected-parameters" in injected.metadata["tags"]
-    assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.1f} s"
+    assert seconds < TIME_LIMIT_S, f"{path.name} on {kind} took {seconds:.1f} s"
 
 
 @pytest.mark.notebooks

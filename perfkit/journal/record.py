@@ -35,7 +35,7 @@ from ..calc import (
     tokens_per_second_per_p,
 )
 from ..errors import InvalidArgumentError
-from ..format import bytes_text, time_text
+from ..format import bytes_text, sig, time_text
 from ..guards import check_utilization
 from ..job import JOB_FIELDS, MODEL_FIELDS, PARALLEL_FIELDS, Job, infer_job
 from ..resources import ResourceError
@@ -364,10 +364,11 @@ def _utilisation_rows(job: Job, tps_device: float | None) -> list[dict[str, Any]
 
 def flops_text(flops: float) -> str:
     """FLOPs in the unit that fits, 3 significant digits (``1.52 PFLOP``, ``312 TFLOP``)."""
-    for unit, scale in (("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9)):
+    for unit, scale in (("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9),
+                        ("MFLOP", 1e6), ("kFLOP", 1e3)):
         if abs(flops) >= scale:
-            return f"{flops / scale:.3g} {unit}"
-    return f"{flops:.3g} FLOP"
+            return f"{sig(flops / scale)} {unit}"
+    return f"{sig(flops)} FLOP"
 
 
 def _flops_rows(job: Job, gbs: int | None, seq: int | None) -> list[dict[str, Any]]:

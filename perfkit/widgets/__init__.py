@@ -32,6 +32,7 @@ _HOME: dict[str, str | None] = {
     "evidence_html": "job",
     "job_panel": "job",
     "missing_note": "job",
+    "skip_note": "job",
     "MetricsPanel": "metrics",
     "metrics_panel": "metrics",
     "summary_html": "metrics",
@@ -70,7 +71,14 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .dashboard import TAB_TITLES, Dashboard, dashboard, tab_panel  # noqa: F401
     from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer  # noqa: F401
     from .history import HistoryPanel, history_panel  # noqa: F401
-    from .job import JobNote, JobPanel, evidence_html, job_panel, missing_note  # noqa: F401
+    from .job import (  # noqa: F401
+        JobNote,
+        JobPanel,
+        evidence_html,
+        job_panel,
+        missing_note,
+        skip_note,
+    )
     from .metrics import MetricsPanel, metrics_panel, summary_html  # noqa: F401
     from .overview import (  # noqa: F401
         LinearityExplorer,

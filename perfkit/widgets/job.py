@@ -29,6 +29,7 @@ from ..job.unknowns import PANEL_TITLE, UNKNOWNS_WHERE, how_to_set, unknown_labe
 from .metrics import _TABLE_STYLE
 
 __all__ = ["JobPanel", "job_panel", "evidence_html", "JOB_GROUPS", "JobNote", "missing_note",
+           "skip_note",
            "unknowns_html", "unknown_line", "UNKNOWNS_WHERE"]
 
 #: The panel's three groups of fields, as (title, fields).
@@ -405,6 +406,34 @@ def missing_note(job: Job | None, what: str) -> JobNote:
     """
     text = unknown_line(job, what, place="python")
     return JobNote(_STYLE + f"<p class='pk-note'>{html.escape(text)}</p>")
+
+
+def skip_note(job: Job | None, what: str, *fields: str) -> JobNote | None:
+    """The note that stands for a notebook section whose job lacks one of ``fields``,
+    or None when the job has them all (the section runs).
+
+    A section of a guided notebook that needs a field the profile did not give is
+    skipped with one line instead of raising: ``skip_note(job, "memory theory",
+    "model", "hardware") or C.svg(...)`` shows either the line or the chart.
+
+    Parameters
+    ----------
+    job : perfkit.Job or None
+    what : str
+        The section (``"memory theory"``: the line reads "No memory theory: ...").
+    *fields : str
+        What it needs: ``"model"``, ``"hardware"``, ``"step_time_s"``,
+        ``"global_batch_size"``, ``"seq_length"``, ``"peak_memory_bytes"``.
+
+    Returns
+    -------
+    JobNote or None
+    """
+    if job is not None and all(getattr(job, f, None) is not None for f in fields):
+        return None
+    text = unknown_line(job, what, fields, place="python")
+    return JobNote(_STYLE + f"<p class='pk-note'>{html.escape(text)} This section is "
+                   "skipped.</p>")
 
 
 def job_panel(profile_or_job: Any = None) -> JobPanel:

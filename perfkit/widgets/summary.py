@@ -260,9 +260,11 @@ def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     -------
     pandas.DataFrame
         With a complete job: ``metric``, ``value`` (the text shown, flagged by the guards
-        when implausible), ``how it is counted`` and ``warning``. Without one: a single
-        column ``not computed`` with one row per missing piece (``job.missing()``), so the
-        reader sees why instead of a figure computed with a default.
+        when implausible), ``how it is counted`` and ``warning``. Without one: the same
+        columns and one row, ``figures`` not computed, with what is missing in ``how it is
+        counted`` (the job panel's "What perfkit could not read" says why), so the reader
+        sees why instead of a figure computed with a default, and a table of these columns
+        still draws.
     """
     try:
         summary = job_summary(job)
@@ -270,7 +272,8 @@ def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
         # one line; the job panel's "What perfkit could not read" says why (said once)
         why = unknown_line(job, "figures", ("model", "hardware", "step_time_s"), "python") \
             if job.missing() else str(exc)
-        return pd.DataFrame({"not computed": [why]})
+        return pd.DataFrame({"metric": ["figures"], "value": ["not computed"],
+                             "how it is counted": [why], "warning": [""]})
     if keys is not None:
         summary = summary[summary["key"].isin(keys)]
     out = summary[["metric", "text", "note", "warning"]].rename(
