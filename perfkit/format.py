@@ -30,7 +30,7 @@ from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
            "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
-           "is_missing", "WARNING_MARK", "plural", "counted", "listed"]
+           "is_missing", "WARNING_MARK", "plural", "counted", "listed", "ratio_text"]
 
 #: Text of a missing value.
 MISSING = "–"
@@ -251,3 +251,17 @@ def listed(items: Iterable[Any], conjunction: str = "and") -> str:
     if len(words) <= 1:
         return "".join(words)
     return f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
+
+
+def ratio_text(ratio: float) -> str:
+    """How many times another figure ``ratio`` is, for a sentence "X is … the Y":
+    ``"2.3×"``, ``"0.017×"``, and a ratio below 1/100 as a fraction, ``"1/510,000 of"``
+    (never ``2e-06×``); ``"–×"`` when missing."""
+    if is_missing(ratio):
+        return f"{MISSING}×"
+    r = float(ratio)
+    if 0 < r < 0.01:
+        inverse = 1.0 / r
+        step = 10 ** max(0, math.floor(math.log10(inverse)) - 1)  # two significant digits
+        return f"1/{count_text(round(inverse / step) * step)} of"
+    return f"{sig(r, 2)}×"

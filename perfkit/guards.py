@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgumentError
-from .format import WARNING_MARK, bytes_text, time_text
+from .format import WARNING_MARK, bytes_text, ratio_text, time_text
 
 __all__ = ["Guarded", "check_utilization", "check_memory", "check_step", "job_inputs",
            "MEMORY_RATIO", "STEP_RATIO", "WARNING_MARK"]
@@ -149,7 +149,7 @@ def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any 
     if r is None:
         return Guarded(predicted)
     why = _why(job, "check the model, the split and the recompute setting")
-    return Guarded(predicted, f"{what} ({bytes_text(predicted)}) is {r:.2g}× the measured "
+    return Guarded(predicted, f"{what} ({bytes_text(predicted)}) is {ratio_text(r)} the measured "
                               f"peak ({bytes_text(measured_bytes)}): {why}")
 
 
@@ -175,5 +175,5 @@ def check_step(predicted_s: float, measured_s: float | None, job: Any = None,
     if r is None:
         return Guarded(predicted)
     why = _why(job, "check the model and the batch it was computed for")
-    return Guarded(predicted, f"{what} ({time_text(predicted * 1e6)}) is {r:.2g}× the "
+    return Guarded(predicted, f"{what} ({time_text(predicted * 1e6)}) is {ratio_text(r)} the "
                               f"measured step ({time_text(float(measured_s) * 1e6)}): {why}")

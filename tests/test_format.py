@@ -14,6 +14,7 @@ from perfkit.format import (
     bytes_text,
     count_text,
     number_text,
+    ratio_text,
     share_text,
     sig,
     time_text,
@@ -169,3 +170,11 @@ def test_format_and_tables_sit_above_every_layer() -> None:
         imported = {n.module for n in ast.walk(tree)
                     if isinstance(n, ast.ImportFrom) and n.level}
         assert imported <= {"errors", "format"}, (name, imported)
+
+
+@pytest.mark.parametrize("ratio, text", [(2.345, "2.3×"), (0.0171, "0.017×"),
+                                         (1 / 510_204, "1/510,000 of"),
+                                         (0.005, "1/200 of"), (150.0, "150×")])
+def test_a_ratio_reads_without_an_exponent(ratio: float, text: str) -> None:
+    assert ratio_text(ratio) == text
+

@@ -81,6 +81,7 @@ def _seen_text(out: Any) -> str:
         return ""
     if markup:
         markup = re.sub(r"<style.*?</style>|<svg.*?</svg>", " ", markup, flags=re.S)
+        markup = re.sub(r"</t[hd]>", " | ", markup)  # table cells are not one sentence
         return re.sub(r"<[^>]+>", " ", markup)
     return data.get("text/plain", "")
 

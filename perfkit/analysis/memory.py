@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..calc.memory import activation_memory, static_memory
 from ..errors import InvalidArgumentError
-from ..format import bytes_text
+from ..format import bytes_text, ratio_text
 from ._frames import aggregate, is_lazy, per_rank
 from ._util import add_note, empty_frame, has_values, table
 
@@ -280,6 +280,6 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     if measured > 0 and not 1.0 / flag_ratio <= theory / measured <= flag_ratio:
         out.attrs["warnings"] = [
             f"the theory (static + activation, {bytes_text(theory)}) is "
-            f"{theory / measured:.2g}× the measured peak ({bytes_text(measured)}): "
+            f"{ratio_text(theory / measured)} the measured peak ({bytes_text(measured)}): "
             "check the model, the split and the recompute setting"]
     return add_note(out, f"framework component: {comp}")

@@ -278,6 +278,7 @@ def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
         summary = summary[summary["key"].isin(keys)]
     out = summary[["metric", "text", "note", "warning"]].rename(
         columns={"text": "value", "note": "how it is counted"})
+    out["warning"] = out["warning"].fillna("")  # no warning: blank, never NaN
     return out.reset_index(drop=True)
 
 
