@@ -124,3 +124,21 @@ def test_the_loader_gives_mindspore_cpu_operators_their_self_time() -> None:
     ops = pk.load(MS_CPU, cache=False).ops
     # graph kernels run one after another on one thread: nothing nests, self = duration
     assert ops["self_us"].tolist() == pytest.approx(ops["dur_us"].tolist())
+
+
+def test_host_collectives_of_a_gpu_job_are_not_shown_as_fully_hidden() -> None:
+    """The H100 trace reduces its CUDA tensors with gloo: its collectives run on host
+    threads and no communication kernel reaches the device (read from the raw trace), so
+    the device's step split holds no communication: the overlap table must say it is not
+    measured instead of "0 µs exposed of 0 µs"."""
+    import gzip
+
+    trace = ROOT / "tests" / "data" / "kineto_llama_h100" / "rank0.pt.trace.json.gz"
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert not [e for e in events if e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
+    assert any(str(e.get("name", "")).startswith("gloo:") for e in events)
+    text = _text(tab_panel("Communication", str(trace.parent)))
+    assert "| allreduce |" in text  # the collectives are shown
+    section = text.split("Communication hidden behind computation", 1)[1]
+    assert "on host threads (gloo)" in section and "not measured" in section
+    assert "exposed, median" not in section

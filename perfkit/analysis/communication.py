@@ -313,6 +313,9 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
         ``rank``, ``steps``, ``step_us``, ``communication_us``, ``overlapped_us``,
         ``comm_not_overlapped_us``, ``overlap_share`` (overlapped / communication: how much
         communication is hidden) and ``exposed_share`` (not-overlapped / step time).
+        Empty, with a note, when the steps hold no communication time although the
+        profile records collectives (host collectives of a GPU job: gloo with CUDA
+        tensors), never zeros that would read as "fully hidden".
     """
     cols = {"rank": "Int64", "steps": "int64", "step_us": "float64",
             "communication_us": "float64", "overlapped_us": "float64",
@@ -321,6 +324,16 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
     s = step_breakdown(profile)
     if s.empty or not has_values(s, "comm_not_overlapped_us"):
         return empty_frame(cols, "no communication time in the step breakdown")
+    if not (s["communication_us"].fillna(0) > 0).any():
+        comm = table(profile, "comm_ops")
+        n = len(comm) if not is_lazy(comm) else 0
+        if n:  # a zero would read as "fully hidden": the device never saw them
+            host = ("family" in comm.columns
+                    and comm["family"].astype("string").eq("gloo").any())
+            where = "on host threads (gloo)" if host else "outside the device's streams"
+            return empty_frame(cols, f"the {n} collectives of the profile ran {where}, so "
+                                     "the device's step split holds no communication time "
+                                     "and their overlap with computation is not measured")
     g = s.groupby("rank", dropna=False).agg(
         steps=("step_us", "size"), step_us=("step_us", "mean"),
         communication_us=("communication_us", "mean"), overlapped_us=("overlapped_us", "mean"),
