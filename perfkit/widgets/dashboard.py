@@ -38,7 +38,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..errors import InvalidArgumentError, ProfileError
+from ..errors import InvalidArgumentError, ProfileError, RunsFound
 from ..format import counted
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
@@ -72,7 +72,7 @@ _STYLE = STYLE + (
     "</style>")
 
 
-def open_profile(source: str | os.PathLike[str]) -> Any:
+def open_profile(source: str | os.PathLike[str], run: Any = None) -> Any:
     """Load a profile for the dashboard: a bundled sample's name or a path.
 
     Parameters
@@ -80,6 +80,9 @@ def open_profile(source: str | os.PathLike[str]) -> Any:
     source : str or path
         A name of :func:`~perfkit.widgets.bundled_profiles` (``"simulated/slow-rank"``)
         or a folder or file on this machine (``~`` is expanded).
+    run : int or str, optional
+        Which of the separate runs a folder holds (an id or a name of :func:`perfkit.runs`);
+        a folder of several runs raises :class:`perfkit.RunsFound` without it.
 
     Returns
     -------
@@ -100,7 +103,7 @@ def open_profile(source: str | os.PathLike[str]) -> Any:
     if not path.exists():
         raise ProfileError(path, "no such file or folder on the machine that runs the "
                                  "dashboard")
-    return load(path)
+    return load(path, run=run)
 
 
 def _new_tab(title: str, ctx: Context) -> Tab:
@@ -197,6 +200,11 @@ class Dashboard(W.VBox):
                                    description="Upload .zip",
                                    layout=W.Layout(width="auto"))
         self.status = W.HTML()
+        #: Shown when a folder holds several separate runs (:class:`perfkit.RunsFound`):
+        #: one entry per run, choosing one opens it.
+        self.runs = W.Dropdown(options=[], value=None, description="run",
+                               style=label, layout=W.Layout(width="520px", display="none"))
+        self._runs_source: str | None = None
         self.job = JobPanel(unknowns="line")  # the Overview shows them, once
         self.context = Context(self.job, open_tab=self.select, tabs=TAB_TITLES)
         self.panels: dict[str, Tab] = {t: _new_tab(t, self.context) for t in TAB_TITLES}
@@ -205,6 +213,7 @@ class Dashboard(W.VBox):
         picker = W.VBox([
             W.HBox([self.samples]),
             W.HBox([self.path, self.open_button]),
+            W.HBox([self.runs]),
             W.HBox([self.upload, W.HTML(f"<span class='pk-note'>or a zipped profile folder, "
                                         f"at most {limit}</span>")],
                    layout=W.Layout(align_items="center")),
@@ -214,6 +223,7 @@ class Dashboard(W.VBox):
         self.samples.observe(self._on_sample, names="value")
         self.path.observe(self._on_path, names="value")
         self.open_button.on_click(lambda _button: self.load_profile(self.path.value))
+        self.runs.observe(self._on_run, names="value")
         self.upload.observe(self._on_upload, names="value")
         self.tabs.observe(lambda _change: self._refresh_selected(), names="selected_index")
         self.job.observe_job(self._on_job_change)
@@ -244,7 +254,8 @@ class Dashboard(W.VBox):
         finally:
             self._quiet = False
 
-    def load_profile(self, source: str | os.PathLike[str], label: str | None = None) -> bool:
+    def load_profile(self, source: str | os.PathLike[str], label: str | None = None,
+                     run: Any = None) -> bool:
         """Open a bundled sample or a path and redraw the tabs.
 
         Parameters
@@ -253,6 +264,10 @@ class Dashboard(W.VBox):
             As for :func:`open_profile`.
         label : str, optional
             How to name it in the page (default: ``source``).
+        run : int or str, optional
+            One of the separate runs of a folder (see :func:`open_profile`). A folder of
+            several runs opened without it shows the run picker (:attr:`runs`) with its
+            runs, and the message says to choose one.
 
         Returns
         -------
@@ -263,10 +278,19 @@ class Dashboard(W.VBox):
         shown = label or str(source)
         self.status.value = STYLE + note(f"Opening {shown} …")
         try:
-            profile = open_profile(source)
+            profile = open_profile(source, run=run)
+        except RunsFound as exc:
+            self._offer_runs(str(source), exc.runs)
+            self._fail(f"{shown} holds {counted(len(exc.runs), 'separate run')}, not "
+                       "merged: choose one in the run picker above.")
+            return False
         except Exception as exc:  # noqa: BLE001 - shown in the page, never a traceback
             self._fail(describe_error(exc, f"opening {shown}"))
             return False
+        if run is None:  # a folder of one run: no picker
+            self._offer_runs(None, [])
+        else:  # the picker stays, to switch to another run
+            shown = f"{shown} (run {run})"
         self.profile, self.source, self.error = profile, shown, None
         self._show_source()
         ranks = getattr(profile, "ranks", None) or [profile.meta.rank]
@@ -279,6 +303,22 @@ class Dashboard(W.VBox):
         # a new job from this profile: nothing of the previous one survives
         self.job.set_profile(profile)
         return True
+
+    def _offer_runs(self, source: str | None, runs: list[Any]) -> None:
+        """Fill the run picker with ``runs`` of ``source`` (none: hide it)."""
+        self._runs_source = source
+        self._quiet = True
+        try:
+            self.runs.options = [(f"{r.id}: {r.label}", r.id) for r in runs]
+            self.runs.value = None
+        finally:
+            self._quiet = False
+        self.runs.layout.display = "flex" if runs else "none"
+
+    def _on_run(self, change: dict[str, Any]) -> None:
+        if self._quiet or change["new"] is None or self._runs_source is None:
+            return
+        self.load_profile(self._runs_source, run=change["new"])
 
     def _fail(self, message: str) -> None:
         """Show ``message`` and say which profile stays on show."""

@@ -1,4 +1,5 @@
-"""``perfkit info PATH --run ID``: one of the separate runs of a folder (issue 33 pt 5).
+"""One of a folder's separate runs: ``perfkit info PATH --run ID`` and the dashboard's run
+picker (issue 33 pt 5).
 
 The folder holds two runs written here: two ranks of a 2-rank job, and a lone trace of
 another job an hour later. Which trace is which is known from how they were written.
@@ -59,3 +60,24 @@ def test_info_reads_the_run_asked_for(two_runs: Path, capsys: pytest.CaptureFixt
 def test_info_refuses_an_unknown_run(two_runs: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["info", str(two_runs), "--run", "7", "--findings", "0"]) != 0
     assert "not among the runs found" in capsys.readouterr().err
+
+
+def test_the_dashboard_offers_the_runs_and_opens_the_one_chosen(two_runs: Path) -> None:
+    from perfkit.widgets import dashboard
+
+    board = dashboard()
+    assert board.runs.layout.display == "none"
+    assert board.load_profile(str(two_runs)) is False
+    assert "holds 2 separate runs, not merged" in board.status.value
+    assert board.runs.layout.display == "flex"
+    labels = [label for label, _ in board.runs.options]
+    assert [run_id for _, run_id in board.runs.options] == [0, 1]
+    assert "2 ranks (0, 1)" in labels[0] and "rank 0," in labels[1]
+    board.runs.value = 1  # the lone trace, an hour later
+    assert board.error is None and board.profile.ranks == [0]
+    assert "(run 1)" in board.status.value
+    assert board.runs.layout.display == "flex"  # still there, to switch
+    board.runs.value = 0
+    assert board.profile.ranks == [0, 1]
+    board.load_profile("sample:slow-rank")  # a folder of one run: no picker
+    assert board.runs.layout.display == "none" and board.error is None
