@@ -313,3 +313,21 @@ def test_the_mfu_finding_uses_the_jobs_measured_step():
     value = pk.mfu(job.model, tokens / job.step_time_s / job.parallel.world_size,
                    job.hardware.peak())
     assert f"{value * 100:.1f} %" in found[0].title
+
+
+def test_exposed_communication_advice_follows_the_parallelism() -> None:
+    """dp = 1 (the simulated TP2 sample: one data-parallel replica over two tensor-parallel
+    ranks) has no gradient reduction to overlap: the advice is about tensor parallelism;
+    the dp16 baseline's is about reducing gradients during the backward pass."""
+    tp2 = pk.load("sample:llama2-7b-tp2", progress=False)
+    par = pk.infer_job(tp2).parallel
+    assert (par.dp, par.tp) == (1, 2)
+    rec = next(f.recommendation for f in pk.advise(tp2, parallel=par)
+               if f.rule == "exposed_communication")
+    assert "tensor parallel" in rec and "bucket" not in rec
+    dp16 = pk.load("sample:llama2-13b-baseline-dp16", progress=False)
+    par16 = pk.infer_job(dp16).parallel
+    assert par16.dp == 16
+    rec16 = next(f.recommendation for f in pk.advise(dp16, parallel=par16)
+                 if f.rule == "exposed_communication")
+    assert "gradient" in rec16 and "dp = 1" not in rec16

@@ -172,6 +172,27 @@ def exposed_comm(ctx: Context) -> list[Finding]:
             "pytorch_cpu": "Hide the expert-parallel token exchange behind computation "
                            "(overlap the all-to-all of one micro-batch with the computation "
                            "of another) and balance the tokens per expert."})
+    elif _tensor_parallel_only(ctx):
+        # dp = 1: no gradient reduction to overlap; the exposed collectives are the layers'
+        # own tensor-parallel all-reduces / all-gathers
+        rec = say(ctx.fw, {
+            "mindspore": "The exposed collectives are model (tensor) parallel, not gradient "
+                         "reduction (dp = 1): keep the model-parallel group inside a node "
+                         "(HCCS), overlap its collectives with computation (sequence "
+                         "parallelism, communication fusion), or trade model parallelism for "
+                         "data parallelism where memory allows.",
+            "torch_npu": "The exposed collectives are tensor parallel, not gradient "
+                         "reduction (dp = 1): keep tp inside a node (HCCS), use sequence "
+                         "parallelism and MindSpeed's fused matmul-communication kernels "
+                         "(--use-ascend-mc2), or trade tp for dp where memory allows.",
+            "pytorch_gpu": "The exposed collectives are tensor parallel, not gradient "
+                           "reduction (dp = 1): keep tp inside an NVLink domain, use sequence "
+                           "parallelism and tensor-parallel communication overlap (Megatron "
+                           "--tp-comm-overlap with Transformer Engine), or trade tp for dp "
+                           "where memory allows.",
+            "pytorch_cpu": "The exposed collectives are tensor parallel, not gradient "
+                           "reduction (dp = 1): every layer waits on gloo over TCP; trade tp "
+                           "for dp (or a larger host) where memory allows."})
     elif np.isfinite(overlap) and overlap < 0.1:
         rec = say(ctx.fw, {
             "mindspore": "Nothing overlaps: enable gradient communication fusion and overlap "
@@ -214,6 +235,12 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     return [measured(ctx, "exposed_communication", "communication", stake,
                      "Communication is not hidden behind computation", ev, rec,
                      details=details.rstrip("; "))]
+
+
+def _tensor_parallel_only(ctx: Context) -> bool:
+    """Whether the job has no data parallelism to overlap (dp = 1) but tensor parallelism."""
+    par = ctx.parallel
+    return par is not None and getattr(par, "dp", None) == 1 and (getattr(par, "tp", 1) or 1) > 1
 
 
 @rule("communication", order=180, needs=("steps",),
