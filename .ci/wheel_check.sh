@@ -10,6 +10,8 @@
 # the end unless KEEP_WHEEL_CHECK=1). Needs python3 with venv, git, and for the browser
 # check Playwright in python3 (pip install -e ".[test]") and /usr/bin/chromium.
 set -euo pipefail
+# a failing command ends the check: say which, instead of stopping without a word
+trap 'echo "wheel check: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 CHECKOUT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="$(command -v "${PYTHON:-python3}")"   # absolute: PATH gets the fresh venv below
 WORK="${1:-$(mktemp -d "${TMPDIR:-/tmp}/perfkit-wheel-check.XXXXXX")}"
@@ -87,7 +89,9 @@ perfkit serve --port "$PORT" --no-browser > "$RUN/serve.log" 2>&1 &
 SERVER_PID=$!
 URL=""   # the address perfkit serve prints, with the token it made
 for _ in $(seq 120); do
-  URL="${URL:-$(grep -o "http://127.0.0.1:$PORT/?token=[0-9a-f]\+" "$RUN/serve.log" | head -1)}"
+  # (no match yet is no error: under set -e and pipefail a failing grep would end the check
+  # silently before serve has printed its address)
+  URL="${URL:-$(grep -o "http://127.0.0.1:$PORT/?token=[0-9a-f]\+" "$RUN/serve.log" | head -1 || true)}"
   if [ -n "$URL" ] && "$PY" -c "import urllib.request as u; u.urlopen('$URL', timeout=120).close()" 2>/dev/null; then
     break
   fi
