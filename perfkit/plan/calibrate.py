@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,18 +177,8 @@ def _solve_scale(job: CalibratedJob, rates: Rates, target: float,
         out = _evaluate(job, rates.scaled(k))
         return sum(out[p] for p in parts) if parts else out["step_s"]
 
-    lo, hi = 1e-3, 1.0 / min(rates.gemm_efficiency, rates.memory_efficiency)
-    if value(hi) > target:
-        return hi, True
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        if value(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-        if hi / lo < 1 + 1e-9:
-            break
-    return math.sqrt(lo * hi), False
+    return _bisect_factor(value, 1e-3, 1.0 / min(rates.gemm_efficiency,
+                                                  rates.memory_efficiency), target)
 
 
 def _check_job(model: Any, parallel: Any, hardware: Any) -> tuple[ModelSpec, ParallelConfig,
@@ -317,11 +307,17 @@ def _solve_link_scale(job: CalibratedJob, rates: Rates, target: float) -> tuple[
     and whether the cap (efficiency 1) kept it from reaching it."""
     dpn = job.hardware.devices_per_node
     lowest = min(rates.link(g, _group_span(job, g) <= dpn) for g in GROUPS)
-    lo, hi = 1.0, 1.0 / lowest
 
     def value(k: float) -> float:
         return _evaluate(job, _links_scaled(job, rates, k))["step_s"]
 
+    return _bisect_factor(value, 1.0, 1.0 / lowest, target)
+
+
+def _bisect_factor(value: Callable[[float], float], lo: float, hi: float,
+                   target: float) -> tuple[float, bool]:
+    """The factor in [lo, hi] at which the falling ``value`` meets ``target`` (bisection on
+    its log, to 1e-9), and whether ``hi`` (the caps) still leaves it above the target."""
     if value(hi) > target:
         return hi, True
     for _ in range(60):
