@@ -52,7 +52,7 @@ def _svg(chart: alt.TopLevelMixin) -> str:
 def test_step_breakdown_chart_draws_every_part_of_every_rank(slow_rank: object) -> None:
     frame = A.step_breakdown(slow_rank)
     chart = C.step_breakdown_chart(frame, title="steps")
-    enc = _encoding(chart)
+    enc = _encoding(chart, layer=0)
     assert enc["x"]["field"] == "rank" and enc["xOffset"]["field"] == "step"
     assert enc["y"]["field"] == "ms" and enc["y"]["stack"] == "zero"
     assert enc["color"]["field"] == "part"
@@ -77,6 +77,30 @@ def test_step_breakdown_chart_draws_every_part_of_every_rank(slow_rank: object) 
     assert merged["share"].to_numpy() == pytest.approx(shares.loc[keys].to_numpy(), rel=1e-6)
     assert enc["x"]["type"] == "ordinal" and enc["x"]["axis"]["labelAngle"] == 0
     _svg(chart)
+
+
+def test_step_breakdown_chart_numbers_the_bars_of_a_rank_with_several_steps() -> None:
+    two = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [2, 3, 2, 3],
+                        "computing_us": [900.0, 950.0, 800.0, 700.0],
+                        "comm_not_overlapped_us": [100.0, 50.0, 0.0, 25.0],
+                        "free_us": [10.0, 20.0, 30.0, 40.0]})
+    chart = C.step_breakdown_chart(two)
+    spec = chart.to_dict()
+    assert len(spec["layer"]) == 2
+    label = spec["layer"][1]
+    assert label["mark"]["type"] == "text" and label["encoding"]["text"]["field"] == "step"
+    assert label["encoding"]["xOffset"]["field"] == "step"
+    # the label sits on the bar's total: the sum of its parts (ms), per rank and step
+    assert label["transform"][0]["aggregate"] == [{"op": "sum", "field": "ms", "as": "total"}]
+    assert label["encoding"]["y"]["field"] == "total"
+    assert "one bar per step" in spec["layer"][0]["encoding"]["x"]["axis"]["title"]
+    svg = _svg(chart)
+    for step in ("2", "3"):  # each step number is drawn, once per rank
+        assert svg.count(f">{step}</text>") >= 2
+    # one step per rank: nothing to tell apart, no labels
+    one = C.step_breakdown_chart(two[two["step"] == 2])
+    assert len(one.to_dict()["layer"]) == 1
+    assert one.to_dict()["layer"][0]["encoding"]["x"]["axis"]["title"] == "rank"
 
 
 def test_step_breakdown_chart_averages_steps_when_there_are_many_bars() -> None:
@@ -299,6 +323,19 @@ def test_memory_timeline_chart_draws_each_series(slow_rank: object) -> None:
     assert (enc["x"]["field"], enc["y"]["field"], enc["color"]["field"]) == (
         "ms", "GiB", "series")
     _svg(chart)
+
+
+def test_memory_timeline_axis_spans_the_samples_not_a_rounded_out_range() -> None:
+    # a sample 20 µs before the profile's start: the axis must not open at -20 ms (Vega's
+    # "nice" rounding does that, -1,000 ms on a long run)
+    frame = pd.DataFrame({"series": "a", "ts_us": [-20.0, 100_000.0, 244_000.0],
+                          "allocated_bytes": [1.0, 2.0, 3.0]})
+    chart = C.memory_timeline_chart(frame, value="allocated_bytes")
+    scale = chart.to_dict()["encoding"]["x"]["scale"]
+    assert scale == {"nice": False, "zero": False}
+    svg = _svg(chart)
+    assert ">-20</text>" not in svg and ">−20</text>" not in svg
+    assert ">0</text>" in svg and ">240</text>" in svg
 
 
 def test_slow_ranks_chart_marks_the_slow_rank(slow_rank: object) -> None:

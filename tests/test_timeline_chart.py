@@ -55,6 +55,14 @@ def test_tooltip_values_are_in_the_unit_that_fits(frame):
     assert row["duration"] == (f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms")
     assert _time_text(850.0) == "850 µs" and _time_text(1234.0) == "1.23 ms"
     assert _time_text(2.5e6) == "2.50 s" and _time_text(0.0) == "0 µs"
+    # "span (block)" only where it means something: an event's tooltip has no empty row
+    blocky = pk.analysis.timeline(pk.load(ROOT / "data" / "simulated" / "slow-rank",
+                                          progress=False), step=1, max_events=100)
+    kinds = blocky["kind"].astype(str).tolist()
+    assert {"block", "event"} <= set(kinds)
+    rows = _values(timeline_chart(blocky).to_dict())  # one row per frame row, in order
+    assert [("span" in v) for v in rows] == [k == "block" for k in kinds]
+    assert all(v["span"] for v in rows if "span" in v)
 
 
 def test_svg_draws_every_event_and_labels_the_longest(frame):

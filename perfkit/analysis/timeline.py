@@ -335,6 +335,7 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     slowest = fastest = None
     if len(known) and not single:
         med = known.groupby("rank")["step_us"].median()
+        timed = len(med)
         slowest = int(med.sort_values(ascending=False, kind="mergesort").index[0])
         fastest = int(med.sort_values(kind="mergesort").index[0])
     reasons = []
@@ -346,6 +347,9 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
             reasons.append(f"ranks: the slowest ({slowest}) and the fastest ({fastest}) by "
                            "median step time" if slowest != fastest else
                            f"rank {slowest}: the only rank" if len(have) == 1 else
+                           f"rank {slowest}: the only rank with step times "
+                           f"({counted(len(have) - 1, 'other rank')} without)"
+                           if timed == 1 else
                            f"rank {slowest}: all ranks have the same median step time")
         else:
             chosen = have[:1]

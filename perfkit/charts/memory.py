@@ -124,7 +124,10 @@ def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
     order = list(dict.fromkeys(data["series"]))
     what = value.removesuffix("_bytes")
     chart = alt.Chart(data).mark_line(interpolate="step-after", point=False).encode(
-        x=alt.X("ms:Q", title="time since the profile's start (ms)"),
+        # the axis spans the samples, not a rounded-out range (a sample a few µs before
+        # the start would otherwise open the axis at -20 ms, or -1,000 ms on a long run)
+        x=alt.X("ms:Q", title="time since the profile's start (ms)",
+                scale=alt.Scale(nice=False, zero=False)),
         y=alt.Y(f"{unit}:Q", title=f"{what} ({unit})"),
         color=alt.Color("series:N", title=None, sort=order,
                         legend=alt.Legend(orient="right", labelLimit=0)),

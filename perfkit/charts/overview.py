@@ -24,7 +24,7 @@ _PART_COLORS = {"computing_us": "#4c78a8", "comm_not_overlapped_us": "#e45756",
 def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
                          width: int | None = None, height: int = 220,
                          parts: dict[str, str] | None = None, select: bool = False,
-                         max_bars: int = 96) -> alt.Chart:
+                         max_bars: int = 96) -> alt.LayerChart:
     """Stacked bars of the step time per rank: computing, exposed communication, free.
 
     Parameters
@@ -52,9 +52,11 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
 
     Returns
     -------
-    altair.Chart
-        Bars with ``x = rank`` (ordinal, in rank order), ``xOffset = step``, ``y = ms``
-        stacked by ``part``. The chart data has one row per (rank, step, part) with a
+    altair.LayerChart
+        Its first layer: bars with ``x = rank`` (ordinal, in rank order),
+        ``xOffset = step``, ``y = ms`` stacked by ``part``. When a rank has several bars
+        (steps), a second layer writes each bar's step number above it, and the axis
+        title says so. The chart data has one row per (rank, step, part) with a
         known value: columns ``rank``, ``step``, ``part``, ``order``, ``ms`` and
         ``share`` (of the bar's total).
     """
@@ -87,9 +89,12 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
     bars = max(1, len(base))
     if width is None:
         width = int(min(900, max(240, 28 * bars)))
-    chart = alt.Chart(data).mark_bar().encode(
-        x=alt.X("rank:O", axis=rank_axis(), sort="ascending"),
-        xOffset=alt.XOffset("step:N", title="step"),
+    several = bool(len(data)) and data.groupby("rank")["step"].nunique().max() > 1
+    x = alt.X("rank:O", sort="ascending", axis=rank_axis(
+        "rank (one bar per step, its number above it)" if several else "rank"))
+    offset = alt.XOffset("step:N", title="step")
+    bar = alt.Chart().mark_bar().encode(
+        x=x, xOffset=offset,
         y=alt.Y("ms:Q", stack="zero", title="time per step (ms)"),
         color=alt.Color("part:N", sort=labels, title=None,
                         scale=alt.Scale(domain=labels, range=colors),
@@ -99,11 +104,18 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
         tooltip=[alt.Tooltip("rank:O"), alt.Tooltip("step:N"), alt.Tooltip("part:N"),
                  alt.Tooltip("ms:Q", format=",.2f", title="time (ms)"),
                  alt.Tooltip("share:Q", format=".1%", title="share of the step")],
-    ).properties(width=width, height=height)
+    )
     if select:
         pick = selection_param(["rank"])
-        chart = chart.add_params(pick).encode(
+        bar = bar.add_params(pick).encode(
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.35)))
+    layers = [bar]
+    if several:  # which bar is which step: its number on top of it
+        layers.append(alt.Chart().transform_aggregate(
+            total="sum(ms)", groupby=["rank", "step"]).mark_text(
+            dy=-5, fontSize=9, color="#333").encode(
+            x=x, xOffset=offset, y=alt.Y("total:Q"), text=alt.Text("step:N")))
+    chart = alt.layer(*layers, data=data).properties(width=width, height=height)
     if title:
         chart = chart.properties(title=title)
     return chart

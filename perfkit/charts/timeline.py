@@ -110,6 +110,9 @@ def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 9
     x_title = (f"ms from the start of step {step}" if step is not None
                else "ms from the start of the window")
     values = data.to_dict("records")
+    for row in values:  # an event, not a block: no "span (block)" row in its tooltip
+        if not row["span"]:
+            del row["span"]
     # a plain {"values": [...]} skips Altair's per-row schema validation (0.4 s at 5,000
     # rows) and its 5,000-row limit: the analysis's event cap bounds the rows
     base = alt.Chart({"values": values})

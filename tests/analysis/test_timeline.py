@@ -365,6 +365,24 @@ def test_a_default_rank_without_the_step_is_left_out_with_a_note():
         pk.analysis.timeline(c, ranks=[0, 1])
 
 
+def test_the_caption_says_when_only_one_rank_has_step_times():
+    from perfkit.profile import Cluster, Profile, ProfileMeta
+
+    def rank(r: int, rows: list[tuple[Any, float, float]]) -> Profile:
+        k = pd.DataFrame(rows, columns=["step", "start_us", "dur_us"]).assign(
+            name="k", category="compute", stream=1)
+        k["step"] = k["step"].astype("Int64")
+        return Profile(ProfileMeta(source_format="test", rank=r, origin_ns=0), {"kernels": k})
+
+    # ranks 1 and 2 recorded kernels outside any step: they have no median to compare
+    c = Cluster([rank(0, [(1, 0.0, 100.0), (2, 200.0, 200.0)]),
+                 rank(1, [(None, 0.0, 50.0)]), rank(2, [(None, 0.0, 50.0)])],
+                ProfileMeta(source_format="cluster", origin_ns=0))
+    reason = pk.analysis.timeline(c).attrs["timeline"]["reason"]
+    assert "rank 0: the only rank with step times (2 other ranks without)" in reason
+    assert "same median" not in reason
+
+
 # --------------------------------------------------------------------------- lazy
 
 def test_lazy_cluster_gives_the_eager_frame(dask_client):
