@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import cluster as _cluster
+from ..analysis import host_comm as _host_comm
 from ..analysis import operators as _ops
 from ..analysis._util import has_values
 from ..format import counted
 from .context import Context
 from .finding import Finding, measured
 from .registry import rule
-from .words import PYTORCH_ACCELERATED, fmt_bytes, fmt_time, pct, say
+from .words import PYTORCH_ACCELERATED, fmt_bytes, fmt_time, kernel_names, pct, say
 
 __all__ = ["data_loading", "host_bound", "long_gaps", "sync"]
 
@@ -101,7 +102,7 @@ def host_bound(ctx: Context) -> list[Finding]:
     if not tk.empty and tk["storm"].fillna(False).astype(bool).any():
         r = tk[tk["storm"].fillna(False).astype(bool)].iloc[0]
         ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels are shorter than "
-               f"10 µs (most frequent: {r['top_names']})")
+               f"10 µs (most frequent: {kernel_names(r['top_names'])})")
     rec = say(ctx.fw, {
         "mindspore": "Launch fewer, larger kernels: graph mode (jit / GRAPH_MODE) with "
                      "kernel-by-kernel launch off, fused operators, a larger micro-batch; "
@@ -145,6 +146,9 @@ def long_gaps(ctx: Context) -> list[Finding]:
                            "(ZeRO / FSDP), a smaller micro-batch; reduce fragmentation "
                            "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)."})
         return [measured(ctx, "memory_stalls", "memory", gap, title, ev, rec)]
+    waiting = _host_collectives(ctx, gap)
+    if waiting is not None:
+        return [waiting]
     title = "The device idles in long gaps inside the step"
     ev = f"idle periods of 1 ms or more inside the step: {fmt_time(gap)} per step"
     if not sp.empty:
@@ -153,6 +157,37 @@ def long_gaps(ctx: Context) -> list[Finding]:
     rec = ("Open the timeline at those gaps: a host synchronisation (.item(), printing a "
            "loss), a barrier, a checkpoint or an allocator retry stops the launch queue.")
     return [measured(ctx, "host_stalls", "host", gap, title, ev, rec)]
+
+
+def _host_collectives(ctx: Context, gap: float) -> Finding | None:
+    """The long gaps as a wait for collectives run on the host (gloo), when they mostly
+    are: at least half of the long-gap time overlaps the host's collective events
+    (:func:`perfkit.analysis.host_collective_waits`); else None."""
+    waits = ctx.get("host_comm_waits", lambda: _host_comm.host_collective_waits(ctx.profile))
+    if waits.empty or not has_values(waits, "long_gap_us"):
+        return None
+    total = float(waits["long_gap_us"].sum())
+    share = float(waits["host_comm_us"].sum()) / total if total > 0 else 0.0
+    if not share >= 0.5:
+        return None
+    names = waits["collectives"].dropna().astype(str)
+    shown = names.iloc[0] if len(names) else "collectives"
+    title = "The device waits while the host runs the collectives (gloo)"
+    ev = (f"idle periods of 1 ms or more inside the step: {fmt_time(gap)} per step, "
+          f"{pct(share)} of them while the host ran {shown} (the gloo backend runs "
+          "collectives on CPU threads: the step split counts this wait as free time, "
+          "not communication)")
+    rec = say(ctx.fw, {
+        "mindspore": "Run the collectives on the device (HCCL), one device per rank.",
+        "torch_npu": "Use the HCCL backend (torch.distributed.init_process_group('hccl')), "
+                     "one NPU per rank, so that the gradient all-reduce runs on the device "
+                     "and overlaps the backward pass.",
+        "pytorch_gpu": "Use the NCCL backend (torch.distributed.init_process_group('nccl')), "
+                       "one GPU per rank, so that the gradient all-reduce runs on the "
+                       "device and DDP overlaps it with the backward pass; gloo is meant "
+                       "for CPU training."})
+    return measured(ctx, "host_stalls", "communication", gap, title, ev, rec,
+                    details=f"long gaps covered by host collectives: {pct(share)}")
 
 
 @rule("host", order=80, needs=("ops",), frameworks=PYTORCH_ACCELERATED)

@@ -10,7 +10,7 @@ import numpy as np
 from ..format import bytes_text, time_text
 
 __all__ = ["FRAMEWORKS", "PYTORCH_ACCELERATED", "framework_of", "say", "rocm_terms",
-           "DEVICE_TERMS", "fmt_time", "fmt_bytes", "pct"]
+           "DEVICE_TERMS", "fmt_time", "fmt_bytes", "pct", "kernel_names"]
 
 #: Frameworks the advice is worded for: MindSpore, torch_npu, PyTorch on NVIDIA GPUs
 #: (CUDA), on AMD GPUs (ROCm) and on CPUs only (gloo), and Ascend when the framework is
@@ -118,3 +118,28 @@ def say(fw: str, texts: dict[str, str]) -> str:
     if fw == "ascend" and "torch_npu" in texts and "mindspore" in texts:
         return f"MindSpore: {texts['mindspore']} torch_npu: {texts['torch_npu']}"
     return texts.get("any", next(iter(texts.values())))
+
+
+def kernel_names(joined: str) -> str:
+    """Names joined by ``", "`` (``tiny_kernels``' ``top_names``), each shortened for a
+    sentence (:func:`perfkit.analysis.timeline.short_label`: a C++ kernel signature of
+    hundreds of characters becomes its function name); repeats are said once.
+
+    The text is split only at the commas outside brackets, so a template argument list
+    (``kernel<4, float>``) stays one name.
+    """
+    from ..analysis.timeline import short_label
+
+    names, depth, start = [], 0, 0
+    text = str(joined)
+    for i, ch in enumerate(text):
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            names.append(text[start:i])
+            start = i + 1
+    names.append(text[start:])
+    labels = [short_label(n.strip(), max_len=48) for n in names if n.strip()]
+    return ", ".join(dict.fromkeys(labels))

@@ -15,6 +15,7 @@ from .efficiency import (
     operator_costs,
     operator_efficiency,
 )
+from .host_comm import host_collective_waits
 from .memory import largest_allocations, memory_peaks, memory_timeline, memory_vs_theory
 from .operators import (
     ai_cpu_operators,
@@ -43,6 +44,7 @@ __all__ = [
     "compare_profiles", "compare_steps", "kernel_class",
     # communication
     "comm_summary", "comm_bandwidth_summary", "slow_links", "comm_overlap",
+    "host_collective_waits",
     # cluster
     "slow_ranks", "stage_balance", "data_loading", "host_bound", "sync_points",
     # memory

@@ -556,7 +556,9 @@ def short_label(name: str, type_: str | None = None, max_len: int = 28) -> str:
     (``hcom_allReduce__586_0_1`` → ``hcom_allReduce``); a C++ kernel loses its template
     arguments, parameters, return type and namespaces
     (``void at::native::elementwise_kernel<128, 4, ...>(int, ...)`` →
-    ``elementwise_kernel``). Longer results are cut to ``max_len`` characters with ``…``.
+    ``elementwise_kernel``; ``(anonymous namespace)`` is no parameter list); a runtime
+    task's own words stay (``Memcpy DtoD (Device -> Device)`` → ``Memcpy DtoD``). Longer
+    results are cut to ``max_len`` characters with ``…``.
     """
     text = str(name).strip()
     t = str(type_).strip().rstrip("_") if type_ is not None and not pd.isna(type_) else ""
@@ -564,11 +566,14 @@ def short_label(name: str, type_: str | None = None, max_len: int = 28) -> str:
     if t and not cxx and t in text and len(t) >= 3:
         text = t
     else:
+        text = text.replace("(anonymous namespace)::", "")
+        signature = "::" in text or "<" in text or text.startswith("void ")
         prev = None
         while prev != text:
             prev, text = text, _TEMPLATE.sub("", text)
         text = text.split("(", 1)[0].strip()
-        text = text.split(" ")[-1] if " " in text else text
+        if signature:  # a return type before the function's name
+            text = text.split(" ")[-1] if " " in text else text
         text = text.rsplit("::", 1)[-1] or text
         text = re.sub(r"__\d+(?:_\d+)*$", "", text)
     text = text or str(name)

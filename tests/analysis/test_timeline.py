@@ -244,6 +244,12 @@ def test_short_label():
     nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
     assert short_label(nccl + "(ncclDevKernelArgsStorage)", None) == nccl[:27] + "…"
     assert len(short_label("x" * 100, None)) == 28
+    anon = ("void (anonymous namespace)::elementwise_kernel_with_index<int, at::native::"
+            "arange_cuda_out(c10::Scalar const&)::{lambda()#1}>(int, long)")
+    assert short_label(anon, None, max_len=48) == "elementwise_kernel_with_index"
+    assert short_label("Memcpy DtoD (Device -> Device)", None) == "Memcpy DtoD"
+    assert short_label("Memset (Device)", None) == "Memset"
+    assert short_label("void gemv2T_kernel(int, float)", None) == "gemv2T_kernel"
 
 
 # --------------------------------------------------------------------------- samples
