@@ -9,7 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from shared_samples import PT_LEVEL1, sample, shared_param, shared_sample, writable_copy
+from shared_samples import (
+    PT_LEVEL1,
+    TRACE_VIEW_EXCERPT,
+    sample,
+    shared_param,
+    shared_sample,
+    writable_copy,
+)
 
 import perfkit as pk
 from perfkit.advisor import Finding, advise, severity_of
@@ -331,3 +338,31 @@ def test_exposed_communication_advice_follows_the_parallelism() -> None:
     rec16 = next(f.recommendation for f in pk.advise(dp16, parallel=par16)
                  if f.rule == "exposed_communication")
     assert "gradient" in rec16 and "dp = 1" not in rec16
+
+
+def test_a_lone_file_and_its_folder_give_the_same_findings() -> None:
+    # the file records no rank: opened alone it is rank 0, as in its folder, so every
+    # per-rank rule (host gaps, data loading) sees the same one rank either way
+    path = shared_sample(TRACE_VIEW_EXCERPT)
+    alone = pk.load(path, cache=False, progress=False)
+    folder = pk.load(path.parent, cache=False, progress=False)
+    assert alone.meta.rank == 0
+    assert any("0 assigned from its position" in n for n in alone.meta.notes)
+    got, want = pk.advise(alone), pk.advise(folder)
+    assert [dataclasses.asdict(f) for f in got] == [dataclasses.asdict(f) for f in want]
+    assert {"host_bound", "data_loading"} <= {f.rule for f in got}
+    assert not [f for f in got if "could not run" in f.title]
+
+
+def test_a_profile_without_a_rank_is_one_rank_to_the_synchronisation_rule() -> None:
+    ops = pd.DataFrame({"name": ["aten::item", "aten::mm"], "start_us": [100.0, 0.0],
+                        "dur_us": [400.0, 50.0], "thread": 1, "step": 1})
+    kernels = pd.DataFrame({"name": ["k", "k"], "start_us": [0.0, 900.0],
+                            "dur_us": [50.0, 50.0], "step": 1, "stream": 7,
+                            "category": "compute"})
+    prof = Profile(ProfileMeta(source_format="test", framework="pytorch", device_type="gpu",
+                               origin_ns=0), {"ops": ops, "kernels": kernels})
+    found = {f.rule: f for f in pk.advise(prof)}
+    assert not [f for f in found.values() if "could not run" in f.title]
+    assert "synchronisation" in found
+    assert "1 synchronising call per step (aten::item)" in found["synchronisation"].evidence

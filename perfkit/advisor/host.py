@@ -201,7 +201,9 @@ def sync(ctx: Context) -> list[Finding]:
     sp = ctx.get("sync", lambda: _cluster.sync_points(ctx.profile))
     if sp.empty:
         return []
-    per_rank = sp.groupby("rank").agg(host_us=("host_us", "sum"), per_step=("per_step", "sum"))
+    # a profile built without a rank (NA) is one rank, not none
+    per_rank = sp.groupby("rank", dropna=False).agg(host_us=("host_us", "sum"),
+                                                   per_step=("per_step", "sum"))
     host = ctx.per_rank_step(float(per_rank["host_us"].sum()))
     s = ctx.steps
     free = float(s["free_us"].mean()) if has_values(s, "free_us") else float("nan")

@@ -153,6 +153,12 @@ def _db_files(out: Path) -> list[Path]:
         return []
 
 
+#: Where the rank of a lone file that records none comes from: it is rank 0, as it would
+#: be in a folder of its own (the analyses and the advisor then see one rank, not an
+#: unknown one, whichever way the profile was opened).
+_ONLY_ONE = "its position (the only trace read)"
+
+
 def _single(path: Path) -> list[RankSource] | None:
     """Sources when ``path`` itself is one profile (or one legacy folder), else None."""
     if path.is_file():
@@ -168,17 +174,20 @@ def _single(path: Path) -> list[RankSource] | None:
 
             rank_dir = ascend_db.rank_dir_of(path)
             rank = ascend_db.rank_of(path, rank_dir)
+            if rank is None:  # the only profile read: rank 0, as in its folder
+                return [RankSource("ascend_db", str(path), 0, (str(path),),
+                                   rank_from=_ONLY_ONE)]
             return [RankSource("ascend_db", str(path), rank, (str(path),))]
         if name == "trace_view.json":
-            return [RankSource("trace_view", str(path), None, (str(path),))]
+            # a rank the file's folder records wins over this (perfkit.io.sources)
+            return [RankSource("trace_view", str(path), 0, (str(path),), rank_from=_ONLY_ONE)]
         if name.endswith(".json") or name.endswith(".json.gz"):
             head, _ = json_head(path)
             if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
                 return [_cann_file(path)]
             one = _suffix_ranks([_kineto_source(path)])
             if one[0].rank is None:  # numbered like the ranks of a folder: by position
-                one = [dataclasses.replace(one[0], rank=0, rank_from="its position (the "
-                                           "only trace read)")]
+                one = [dataclasses.replace(one[0], rank=0, rank_from=_ONLY_ONE)]
             return one
         m = _LEGACY_RE.match(path.name)
         if m:
