@@ -62,11 +62,18 @@ ATTENTION_PATTERNS = {
            r"|aten::scaled_dot_product_attention|npu::npu_fusion_attention"
            # what a GPU kernel's launching operator is called (q, k, v as b, heads, s, d)
            r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention"
-           r"|aten::_cudnn_attention_forward)$",
+           r"|aten::_cudnn_attention_forward"
+           # the kernels' own launchers, q, k, v as (b, s, heads, d): _BSND
+           r"|aten::_(?:flash|efficient)_attention_forward)$",
     "bwd": r"(?i)^(?:FlashAttentionScoreGrad|npu::npu_fusion_attention_grad"
            r"|aten::_scaled_dot_product_\w+_backward|aten::_(?:flash|efficient|cudnn)"
            r"_attention_backward)$",
 }
+#: Attention operators whose q, k, v are (batch, sequence, heads, head size), where the
+#: others of :data:`ATTENTION_PATTERNS` take (batch, heads, sequence, head size): PyTorch's
+#: ``_flash_attention_forward`` / ``_efficient_attention_forward`` (and their backward),
+#: which ``_scaled_dot_product_*_attention`` calls after transposing.
+_BSND = re.compile(r"(?i)^aten::_(?:flash|efficient)_attention_(?:forward|backward)$")
 _EMBED = re.compile(r"(?i)^(?:GatherV2|Gather|aten::embedding|EmbeddingLookup)$")
 _LOSS = re.compile(r"(?i)^(?:SoftmaxCrossEntropyWithLogits|SparseSoftmaxCrossEntropyWithLogits"
                    r"|aten::cross_entropy_loss|aten::_log_softmax|CrossEntropyLoss)$")
@@ -111,7 +118,8 @@ def parse_shapes(text: Any) -> list[tuple[int, ...]]:
     return out
 
 
-def shape_records(profile: Any, ranks: list[int] | None = None) -> tuple[pd.DataFrame, str]:
+def shape_records(profile: Any, ranks: list[int] | None = None,
+                  tables: tuple[str, ...] | None = None) -> tuple[pd.DataFrame, str]:
     """The operators whose shapes matter to the model, from ``kernels`` or ``ops``.
 
     Parameters
@@ -119,6 +127,8 @@ def shape_records(profile: Any, ranks: list[int] | None = None) -> tuple[pd.Data
     profile : Profile or Cluster
     ranks : list of int, optional
         Only these ranks (a big cluster needs one rank per pipeline stage).
+    tables : tuple of str, optional
+        The tables to try, in order (default ``("kernels", "ops")``: the first with shapes).
 
     Returns
     -------
@@ -128,48 +138,55 @@ def shape_records(profile: Any, ranks: list[int] | None = None) -> tuple[pd.Data
         is a gradient), sorted by rank and start; and the table they came from
         (``"kernels"`` or ``"ops"``, ``""`` when neither has shapes).
     """
-    for name in ("kernels", "ops"):
-        present = table_columns(profile, name)
-        if "input_shapes" not in present:
-            continue
-        frame = table(profile, name)
-        cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
-                            "input_shapes", "input_dtypes", "op_id", "thread")
-                if c in present]
-
-        def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
-            ok = ~f["input_shapes"].isna()
-            if ranks is not None:
-                ok &= f["rank"].isin(ranks)
-            return ok
-
-        rows = collect(frame, cols, where=wanted)
-        if rows.empty:
-            continue
-        rows = rows.copy()
-        rows["label"] = _label(rows).to_numpy()
-        labels = rows["label"].astype(str)
-        keep = rows["name"].astype(str).str.contains(_GEMM).to_numpy(bool).copy()
-        for rx in (_GEMM, _EMBED, _LOSS, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT,
-                   _PLAIN_ACT, _MOE, *ATTENTION_PATTERNS.values(), _BATCH_MATMUL):
-            keep |= labels.str.contains(rx).to_numpy(bool)
-        rows = rows[keep]
-        if "input_dtypes" not in rows.columns:
-            rows["input_dtypes"] = pd.Series(pd.NA, index=rows.index, dtype="string")
-        rows["backward"] = rows["name"].astype("string").str.contains(_GRAD, regex=True)\
-            .fillna(False).to_numpy(bool)
-        rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
-        if "op_id" in rows.columns:
-            # GPU kernels: one row per launching operator (a cuDNN attention or a split-K
-            # product launches several kernels, all with the operator's shapes)
-            call = rows[["rank", "op_id"]]
-            rows = rows[call["op_id"].isna().to_numpy(bool)
-                        | ~call.duplicated().to_numpy(bool)].reset_index(drop=True)
-        _mark_after_gradients(rows)
-        _mark_autograd_launches(rows, profile, name)
-        return rows.drop(columns=[c for c in ("op_id", "thread") if c in rows.columns]), name
+    for name in (tables or ("kernels", "ops")):
+        rows = _records_of(profile, name, ranks)
+        if rows is not None:
+            return rows, name
     return pd.DataFrame(columns=["rank", "step", "start_us", "name", "label",
                                  "input_shapes", "input_dtypes", "backward"]), ""
+
+
+def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFrame | None:
+    """:func:`shape_records` of one table (None when it has no shapes)."""
+    present = table_columns(profile, name)
+    if "input_shapes" not in present:
+        return None
+    frame = table(profile, name)
+    cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
+                        "input_shapes", "input_dtypes", "op_id", "thread")
+            if c in present]
+
+    def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
+        ok = ~f["input_shapes"].isna()
+        if ranks is not None:
+            ok &= f["rank"].isin(ranks)
+        return ok
+
+    rows = collect(frame, cols, where=wanted)
+    if rows.empty:
+        return None
+    rows = rows.copy()
+    rows["label"] = _label(rows).to_numpy()
+    labels = rows["label"].astype(str)
+    keep = rows["name"].astype(str).str.contains(_GEMM).to_numpy(bool).copy()
+    for rx in (_GEMM, _EMBED, _LOSS, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT,
+               _PLAIN_ACT, _MOE, *ATTENTION_PATTERNS.values(), _BATCH_MATMUL):
+        keep |= labels.str.contains(rx).to_numpy(bool)
+    rows = rows[keep]
+    if "input_dtypes" not in rows.columns:
+        rows["input_dtypes"] = pd.Series(pd.NA, index=rows.index, dtype="string")
+    rows["backward"] = rows["name"].astype("string").str.contains(_GRAD, regex=True)\
+        .fillna(False).to_numpy(bool)
+    rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
+    if "op_id" in rows.columns:
+        # GPU kernels: one row per launching operator (a cuDNN attention or a split-K
+        # product launches several kernels, all with the operator's shapes)
+        call = rows[["rank", "op_id"]]
+        rows = rows[call["op_id"].isna().to_numpy(bool)
+                    | ~call.duplicated().to_numpy(bool)].reset_index(drop=True)
+    _mark_after_gradients(rows)
+    _mark_autograd_launches(rows, profile, name)
+    return rows.drop(columns=[c for c in ("op_id", "thread") if c in rows.columns])
 
 
 def _mark_after_gradients(rows: pd.DataFrame) -> None:
@@ -439,6 +456,47 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
                 pick[st] = r
         wanted_ranks = sorted(pick.values()) or None
     recs, source = shape_records(profile, wanted_ranks)
+    out = _read(profile, recs, source, tp, stage_of, pp)
+    if source == "kernels" and any(out.get(f) is None for f in _FILLABLE):
+        # a GPU kernel has shapes only when the trace kept its launch: kernels launched
+        # before the trace began (an embedding, the first attention calls) leave gaps that
+        # the operators, which all carry their shapes, may fill
+        ops, _ = shape_records(profile, wanted_ranks, tables=("ops",))
+        if not ops.empty:
+            _fill(out, _read(profile, ops, "ops", tp, stage_of, pp))
+    return out
+
+
+#: Fields a reading of the operators may fill when the kernels left them unknown.
+_FILLABLE = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
+             "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size", "mlp", "num_layers",
+             "layers_per_stage", "num_micro_batches", "recompute", "recompute_layers", "norm",
+             "position_embedding", "bias")
+#: Fields both readings must agree on before one fills the other.
+_AGREE = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
+          "head_dim", "ffn_hidden_size")
+
+
+def _fill(out: ShapeReading, other: ShapeReading) -> None:
+    """Fill ``out``'s unknown fields from ``other`` when no field both know disagrees."""
+    for name in _AGREE:
+        mine, theirs = out.get(name), other.get(name)
+        if mine is not None and theirs is not None and mine != theirs:
+            return
+    for name in _FILLABLE:
+        if out.get(name) is not None or name not in other.details:
+            continue
+        if other.get(name) is not None:
+            out.put(name, other.get(name), other.details[name] + " (the kernels' shapes "
+                    "left it unknown; read from the host operators)")
+        else:  # unknown both ways: the fuller reading's reason
+            out.put(name, None, other.details[name])
+
+
+def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
+          stage_of: dict[int, int], pp: int) -> ShapeReading:
+    """:func:`read_model` on the shape records of one table."""
+    stage_of = dict(stage_of)
     recs = _one_step(recs)
     out = ShapeReading(source=source)
     fmt = str(profile.meta.source_format)
@@ -541,7 +599,11 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_A
         row = rows(i)
         common = dict(rank=int(row["rank"]), step=row["step"], start=float(row["start_us"]),
                       backward=bool(bwd[i]), what=str(lab[i]))
-        if len(q) == 3 and len(k) == 3 and q[:2] == k[:2]:  # BSH
+        if len(q) == 4 and len(k) == 4 and _BSND.match(str(lab[i])):  # BSND
+            if q[0] == k[0] and q[3] == k[3]:
+                out.append(_Attn(b=q[0], s=q[1], heads=q[2], kv_heads=k[2], d=q[3],
+                                 q_width=q[2] * q[3], kv_width=k[2] * k[3], **common))
+        elif len(q) == 3 and len(k) == 3 and q[:2] == k[:2]:  # BSH
             out.append(_Attn(b=q[0], s=q[1], heads=None, kv_heads=None, d=None,
                              q_width=q[2], kv_width=k[2], **common))
         elif len(q) == 4 and len(k) == 4 and q[0] == k[0] and q[3] == k[3]:  # BNSD

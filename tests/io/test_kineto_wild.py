@@ -208,6 +208,35 @@ def test_tasks_launched_before_the_trace_belong_to_no_step() -> None:
 
 
 @needs_samples
+def test_the_qwen_model_is_read_from_its_kernels_and_the_operators_before_the_trace() -> None:
+    """TraceLens' Qwen trace (inference, one forward pass). Its flash-attention kernels are
+    launched by ``aten::_flash_attention_forward``, whose q, k, v are (batch, sequence,
+    heads, head size); its embedding kernel is launched by ``aten::index_select`` (inside
+    ``aten::embedding``), so the kernels alone do not show the vocabulary, the layer count
+    or the micro-batches: the host operators, which all carry their shapes, fill them. The
+    model read is Qwen1.5-0.5B as its published config.json gives it (Hugging Face
+    ``Qwen/Qwen1.5-0.5B-Chat``: 24 layers, hidden 1024, 16 heads and 16 key/value heads,
+    intermediate 2816, vocabulary 151,936, bias on q/k/v only)."""
+    r = raw("tl_qwen_h100")
+    flash = [e for e in r.host if e["name"] == "aten::_flash_attention_forward"]
+    b, seq, heads, d = flash[0]["args"]["Input Dims"][0]  # (b, s, h, d)
+    embedding = [e for e in r.host if e["name"] == "aten::embedding"]
+    vocab, hidden = embedding[0]["args"]["Input Dims"][0]
+    gather = [e for e in r.device if "indexSelect" in e["name"]]
+    assert len(gather) == 1 and not [e for e in r.device if "embedding" in e["name"].lower()]
+    job = pk.infer_job(loaded("tl_qwen_h100"))
+    m = job.model
+    assert m is not None
+    assert (m.num_layers, m.hidden_size, m.num_attention_heads, m.num_kv_heads,
+            m.ffn_hidden_size, m.vocab_size, m.bias) == (24, 1024, 16, 16, 2816, 151936,
+                                                          "qkv")
+    assert len(flash) == m.num_layers  # one attention call per layer, one forward pass
+    assert (heads, d, seq, vocab, hidden) == (m.num_attention_heads, m.head_dim,
+                                              m.seq_length, m.vocab_size, m.hidden_size)
+    assert b == job.parallel.micro_batch_size == 16
+
+
+@needs_samples
 @pytest.mark.parametrize(("name", "families"), [
     ("ds_train", {"deepep": 32}), ("tl_b200_eager", {"nccl": 1, "symm_mem": 73}),
     ("hta_rank0", {"nccl": 10}), ("hta_rank1", {"nccl": 10}),
