@@ -38,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import _sqlite
 from ..bundled_samples import SAMPLE_PREFIX, is_sample_spec, resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, check_choice
 from ..format import counted
@@ -73,7 +74,6 @@ BUNDLED_FOLDER = "journals"
 #: Seconds a write waits for another process's transaction to end.
 DEFAULT_TIMEOUT_S = 60.0
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -243,10 +243,6 @@ def _none_if_nan(value: Any) -> Any:
     return value
 
 
-def _reason(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 class Journal:
     """A tuning journal: every run measured, and what changed between any two.
 
@@ -336,11 +332,10 @@ class Journal:
 
     def _check_header(self) -> None:
         try:
-            with self.path.open("rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
+            head = _sqlite.file_head(self.path)
         except OSError as exc:
             raise JournalError(self.path, f"cannot be read: {exc.strerror or exc}") from None
-        if head and head != _SQLITE_MAGIC:
+        if head is not None:
             raise JournalError(self.path, "is not a perfkit journal: not an SQLite database "
                                           f"(it starts with {head[:8]!r})")
 
@@ -368,53 +363,19 @@ class Journal:
         return "ok"
 
     def _initialise(self, conn: sqlite3.Connection) -> None:
-        conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if self._state(conn) == "empty":  # another process may have won the race
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
-                    ("format", "perfkit tuning journal (docs/journal.md)"),
-                    ("schema_version", str(SCHEMA_VERSION)),
-                    ("created_utc", _now()), ("created_by", f"perfkit {perfkit_version()}")])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        _sqlite.create(conn, _SCHEMA, APPLICATION_ID, SCHEMA_VERSION, [
+            ("format", "perfkit tuning journal (docs/journal.md)"),
+            ("schema_version", str(SCHEMA_VERSION)),
+            ("created_utc", _now()), ("created_by", f"perfkit {perfkit_version()}")],
+            is_empty=lambda c: self._state(c) == "empty")  # another process may have won
 
-    def _uri(self, write: bool) -> str:
-        mode = "rwc" if write and not self.readonly else "ro"
-        extra = "&immutable=1" if self._immutable else ""
-        return f"{self.path.as_uri()}?mode={mode}{extra}"
+    def _connect(self, write: bool = False) -> Any:
+        return _sqlite.connect(self.path, write and not self.readonly, self.timeout_s,
+                               immutable=self._immutable, foreign_keys=True)
 
-    @contextmanager
-    def _connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self._uri(write), uri=True, timeout=self.timeout_s,
-                               isolation_level=None)
-        try:
-            conn.execute("PRAGMA foreign_keys = ON")
-            yield conn
-        finally:
-            conn.close()
-
-    @contextmanager
-    def _guard(self, doing: str) -> Iterator[None]:
+    def _guard(self, doing: str) -> Any:
         """Turn every sqlite3 / OS error into a :class:`JournalError` naming the file."""
-        try:
-            yield
-        except PerfkitError:
-            raise
-        except sqlite3.DatabaseError as exc:
-            text = _reason(exc)
-            if "not a database" in text or "malformed" in text:
-                text += " (the file is damaged or not a journal)"
-            raise JournalError(self.path, f"{doing}: {text}") from None
-        except (sqlite3.Error, OSError) as exc:
-            raise JournalError(self.path, f"{doing}: {_reason(exc)}") from None
+        return _sqlite.guard(lambda problem: JournalError(self.path, problem), doing)
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
@@ -422,14 +383,9 @@ class Journal:
         if self.readonly:
             raise JournalError(self.path, "is open read-only (a bundled journal: "
                                           "journal.copy_to(PATH) gives a copy you can add to)")
-        with self._guard(doing), self._connect(write=True) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._guard(doing), self._connect(write=True) as conn, \
+                _sqlite.transaction(conn):
+            yield conn
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -573,7 +529,8 @@ class Journal:
                 finally:
                     dst.close()
             except (sqlite3.Error, OSError) as exc:
-                raise JournalError(target, f"cannot write the copy: {_reason(exc)}") from None
+                raise JournalError(target, "cannot write the copy: "
+                                           f"{_sqlite.reason(exc)}") from None
         copy = Journal(target, create=False)
         with copy._transaction("cannot rewrite paths") as c:
             for run_id, stored in c.execute("SELECT id, path FROM runs").fetchall():

@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import _sqlite
 from .._version import __version__
 from .key import LabError, is_right, normalise, parse_number, read_check
 
@@ -40,7 +39,6 @@ APPLICATION_ID = 0x504B4C31
 SCHEMA_VERSION = 1
 #: Columns of :meth:`AnswerBook.attempts`.
 ATTEMPT_COLUMNS = ("id", "question", "value", "correct", "at_utc", "source")
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE attempts (
@@ -92,9 +90,9 @@ class AnswerBook:
         return self.path.exists()
 
     def _check_header(self) -> None:
-        with self.path.open("rb") as f:
-            head = f.read(len(_SQLITE_MAGIC))
-        if head and head != _SQLITE_MAGIC:
+        with self._guard("cannot be read"):
+            head = _sqlite.file_head(self.path)
+        if head is not None:
             raise LabError(f"{self.path}: not a perfkit lab answers file (not SQLite)")
 
     def _check_format(self, conn: sqlite3.Connection) -> None:
@@ -107,43 +105,18 @@ class AnswerBook:
         if version > SCHEMA_VERSION:
             raise LabError(f"{self.path}: written by a newer perfkit (schema {version})")
 
-    @contextmanager
-    def _connect(self, write: bool) -> Iterator[sqlite3.Connection]:
-        mode = "rwc" if write else "ro"
-        conn = sqlite3.connect(f"{self.path.as_uri()}?mode={mode}", uri=True,
-                               timeout=self.timeout_s, isolation_level=None)
-        try:
-            yield conn
-        finally:
-            conn.close()
+    def _connect(self, write: bool) -> Any:
+        return _sqlite.connect(self.path, write, self.timeout_s)
 
-    @contextmanager
-    def _guard(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except LabError:
-            raise
-        except (sqlite3.Error, OSError) as exc:
-            raise LabError(f"{self.path}: {doing}: {exc}") from None
+    def _guard(self, doing: str) -> Any:
+        return _sqlite.guard(lambda problem: LabError(f"{self.path}: {problem}"), doing)
 
     def _create(self) -> None:
         with self._guard("cannot be created"), self._connect(write=True) as conn:
-            conn.execute("PRAGMA journal_mode = DELETE")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if conn.execute("PRAGMA application_id").fetchone()[0] == 0:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
-                        ("format", "perfkit lab answers (docs/teaching.md)"),
-                        ("created_utc", _now()), ("created_by", f"perfkit {__version__}")])
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            _sqlite.create(conn, _SCHEMA, APPLICATION_ID, SCHEMA_VERSION, [
+                ("format", "perfkit lab answers (docs/teaching.md)"),
+                ("created_utc", _now()), ("created_by", f"perfkit {__version__}")],
+                is_empty=lambda c: c.execute("PRAGMA application_id").fetchone()[0] == 0)
 
     def record(self, question: str, value: Any, correct: bool | None,
                source: str = "api") -> int:
@@ -151,19 +124,14 @@ class AnswerBook:
         if self.readonly:
             raise LabError(f"{self.path}: opened read-only")
         text = json.dumps(value, ensure_ascii=False)
-        with self._guard("cannot record the answer"), self._connect(write=True) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute("INSERT INTO attempts (question, value, correct, at_utc, source) "
-                             "VALUES (?, ?, ?, ?, ?)",
-                             (question, text, None if correct is None else int(correct),
-                              _now(), source))
-                n = conn.execute("SELECT COUNT(*) FROM attempts WHERE question = ?",
-                                 (question,)).fetchone()[0]
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._guard("cannot record the answer"), self._connect(write=True) as conn, \
+                _sqlite.transaction(conn):
+            conn.execute("INSERT INTO attempts (question, value, correct, at_utc, source) "
+                         "VALUES (?, ?, ?, ?, ?)",
+                         (question, text, None if correct is None else int(correct),
+                          _now(), source))
+            n = conn.execute("SELECT COUNT(*) FROM attempts WHERE question = ?",
+                             (question,)).fetchone()[0]
         return int(n)
 
     def attempts(self) -> pd.DataFrame:
