@@ -76,7 +76,7 @@ def test_opens_the_default_sample_with_its_ranks_and_a_chart(board) -> None:
     assert _rank_folders(folder) == 16
     overview = board.panels["Overview"]
     assert not overview.stale and overview.message.value == ""
-    assert len(overview.charts) == 1 and _specs(overview)[0]["mark"]["type"] == "bar"
+    assert len(overview.charts) == 1 and _specs(overview)[0]["layer"][0]["mark"]["type"] == "bar"
     # the other tabs wait until they are shown
     assert all(board.panels[t].stale for t in TAB_TITLES if t != "Overview")
 
