@@ -17,6 +17,7 @@ import urllib.request
 import uuid
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -121,21 +122,20 @@ def test_voila_login_page_cannot_write_a_password() -> None:
     assert not [a for a in argv if "token" in a.lower()]  # the token is never an argument
 
 
-class _Launched(Exception):
-    """Raised by the stand-in of Voila.launch_instance: what serve() would start."""
-
-
 @pytest.fixture
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Replace Voila's launch with a recorder: serve() returns at once, nothing listens."""
-    from voila.app import Voila
+    """Replace Voila's run with a recorder: serve() returns at once, nothing listens. The
+    recorder runs what serve() schedules for when Voila serves, with no Voila application
+    (so no preheated kernel to wait for: the address is printed at once)."""
+    from perfkit.cli import launcher
 
     calls: list[dict] = []
 
-    def record(argv: list[str] | None = None, **kwargs: object) -> None:
-        calls.append({"argv": argv, **kwargs})
+    def record(argv: list[str], token: str, when_serving: Any) -> None:
+        calls.append({"argv": argv, "token": token})
+        asyncio.run(when_serving(None))
 
-    monkeypatch.setattr(Voila, "launch_instance", record)
+    monkeypatch.setattr(launcher, "_run_voila", record)
     return calls
 
 
@@ -158,7 +158,9 @@ def test_serve_token_value_and_no_token(launched: list[dict],
     assert launched[-1]["token"] == "s3cret"
     out = capsys.readouterr()
     assert f"at http://127.0.0.1:{port}/?token=s3cret (Ctrl-C to stop)" in out.out
-    assert out.err == ""
+    # stderr: only what the page waits for (the token is never there)
+    assert out.err.startswith("perfkit: preparing the page: a kernel runs dashboard.ipynb;")
+    assert out.err.count("\n") == 1 and "s3cret" not in out.err
     # --no-token: no token given to Voila (its "" disables the check), a warning on stderr
     assert cli.main(["serve", "--no-browser", "--port", str(port), "--no-token"]) == 0
     assert launched[-1]["token"] == ""
@@ -183,8 +185,8 @@ def test_serve_opens_the_address_with_its_token_through_a_private_page(
     from perfkit.cli import launcher
 
     opened: list[tuple[int, str]] = []
-    monkeypatch.setattr(launcher, "_open_browser_when_listening",
-                        lambda port, url, folder: opened.append((port, url)))
+    monkeypatch.setattr(launcher, "_open_browser",
+                        lambda url, folder: opened.append((port, url)))
     port = _free_port()
     assert cli.main(["serve", "--port", str(port), "--token", "t0k"]) == 0
     assert opened == [(port, f"http://127.0.0.1:{port}/?token=t0k")]

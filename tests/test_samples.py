@@ -167,15 +167,15 @@ def test_cli_takes_sample_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert err.count("\n") == 1
 
     # serve hands the sample's folder to the dashboard notebook (Voila itself not started)
-    import voila.app
+    from perfkit.cli import launcher
 
     seen = {}
 
-    def launch(**kwargs):
+    def launch(argv, token, when_serving):
         seen["profile"] = os.environ.get(cli.PROFILE_ENV)
-        seen["argv"] = kwargs["argv"]
+        seen["argv"] = argv
 
-    monkeypatch.setattr(voila.app.Voila, "launch_instance", launch)
+    monkeypatch.setattr(launcher, "_run_voila", launch)
     monkeypatch.delenv(cli.PROFILE_ENV, raising=False)
     port = cli.DEFAULT_PORT + 17
     assert cli.serve("sample:slow-rank", port=port, open_browser=False) == 0

@@ -14,6 +14,10 @@ random token (:func:`new_token`) unless given one, hands it to Voila's own token
 authentication (``Voila.token``: jupyter_server's identity provider), and prints and
 opens the address that carries it (:func:`served_url`); a request without it gets Voila's
 login page (an API request: HTTP 403).
+
+The address is printed (and opened) once the preheated kernel has run the notebook
+(:mod:`perfkit.cli.page_ready`), with progress lines on stderr meanwhile: the page it
+leads to then answers at once instead of showing Voila's spinner for the rest of that run.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 import urllib.parse
 import webbrowser
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from .._version import __version__
 from ..bundled_samples import resolve_sample
@@ -226,28 +231,36 @@ def _redirect_page(url: str, folder: Path) -> Path:
     return page
 
 
-def _open_browser_when_listening(port: int, url: str, folder: Path,
-                                 timeout_s: float = 120.0) -> None:
-    """Open ``url`` in the user's browser (through :func:`_redirect_page`) once the server
-    accepts connections on ``port``; in a thread, so that serving goes on meanwhile."""
+def _open_browser(url: str, folder: Path) -> None:
+    """Open ``url`` in the user's browser (through :func:`_redirect_page`), in a thread:
+    starting a browser may take a while, and serving goes on meanwhile."""
     page = _redirect_page(url, folder)
 
     def target() -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((HOST, port), timeout=1).close()
-            except OSError:
-                time.sleep(0.2)
-                continue
-            try:
-                webbrowser.open(page.as_uri(), new=2)
-            except webbrowser.Error as exc:
-                print(f"perfkit: no web browser could be opened ({exc}); open {url}",
-                      file=sys.stderr)
-            return
+        try:
+            webbrowser.open(page.as_uri(), new=2)
+        except webbrowser.Error as exc:
+            print(f"perfkit: no web browser could be opened ({exc}); open {url}",
+                  file=sys.stderr)
 
     threading.Thread(target=target, name="perfkit-open-browser", daemon=True).start()
+
+
+def _run_voila(argv: list[str], token: str,
+               when_serving: Callable[[Any], Awaitable[Any]]) -> None:
+    """Run Voila with ``argv`` and ``token`` until it stops; ``when_serving(app)`` runs on
+    its event loop once the loop runs, i.e. once the port listens."""
+    from tornado.ioloop import IOLoop
+    from voila.app import Voila  # heavy import: only when serving
+
+    # what Voila.launch_instance does, with the callback added before the loop starts;
+    # token: Voila's (the token of jupyter_server's identity provider); "" = none
+    app = Voila.instance(
+        token=token,
+        tornado_settings={"websocket_max_message_size": WEBSOCKET_MAX_MESSAGE_BYTES})
+    app.initialize(argv)
+    IOLoop.current().add_callback(when_serving, app)  # the loop Voila starts
+    app.start()
 
 
 def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_PORT,
@@ -263,12 +276,14 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     port : int
         Port on 127.0.0.1.
     open_browser : bool
-        Whether to open the address (with its token) in a browser tab once the server
-        listens.
+        Whether to open the address (with its token) in a browser tab once it is printed.
     notebook : path, optional
         Notebook to serve (default :data:`DASHBOARD_NOTEBOOK`).
     preheat : bool
-        Keep a kernel that has already run the notebook ready (see :func:`voila_argv`).
+        Keep a kernel that has already run the notebook ready (see :func:`voila_argv`),
+        and print the address once it has (:func:`perfkit.cli.page_ready.announce`: at
+        most :data:`~perfkit.cli.page_ready.PREPARE_TIMEOUT_S` later, saying on stderr
+        what it waits for); False prints it as soon as the port listens.
     token : str, optional
         The token a visitor must give. None (default): a new random one
         (:func:`new_token`); ``""``: none, the dashboard is open to every user of the
@@ -300,8 +315,11 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
         if not profile_path.exists():
             raise ServeError(f"profile path not found: {profile}")
     _check_port(port)
-
-    from voila.app import Voila  # heavy import: only when serving
+    if preheat:  # at once: importing and starting Voila take seconds
+        on = f" on {profile_path}" if profile_path is not None else ""
+        print(f"perfkit: preparing the page: a kernel runs {path.name}{on}; its address "
+              "follows once the page is ready …", file=sys.stderr, flush=True)
+    from .page_ready import announce  # asyncio: only when serving
 
     saved = {name: os.environ.get(name) for name in (PROFILE_ENV, "JUPYTER_PATH")}
     stock = _voila_data_root()
@@ -320,15 +338,15 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
         else:
             os.environ.pop(PROFILE_ENV, None)
         url = served_url(port, token)
-        print(f"perfkit {__version__}: serving {path.name} at {url} (Ctrl-C to stop)",
-              flush=True)
-        if open_browser:  # not Voila's: it opens the address without the token
-            _open_browser_when_listening(port, url, Path(tmp))
+        line = f"perfkit {__version__}: serving {path.name} at {url} (Ctrl-C to stop)"
+
+        def on_ready() -> None:
+            if open_browser:  # not Voila's: it opens the address without the token
+                _open_browser(url, Path(tmp))
+
         try:
-            # token: Voila's (the token of jupyter_server's identity provider); "" = none
-            Voila.launch_instance(
-                argv=voila_argv(path, port, False, template, preheat=preheat), token=token,
-                tornado_settings={"websocket_max_message_size": WEBSOCKET_MAX_MESSAGE_BYTES})
+            _run_voila(voila_argv(path, port, False, template, preheat=preheat), token,
+                       lambda app: announce(app, line, preheat, on_ready))
         finally:
             for name, value in saved.items():
                 if value is None:

@@ -1,17 +1,50 @@
-"""A small progress bar that works in a terminal and in a Jupyter notebook.
+"""A small progress bar that works in a terminal, in a Jupyter notebook and in a panel.
 
 In a notebook kernel with ipywidgets available it shows an ``IntProgress`` widget with a
 label; elsewhere it redraws one line on stderr (``\\r``) when stderr is a terminal, and
 prints a final summary line otherwise. No dependency beyond the standard library.
+
+Inside ``with progress_in(box):`` the widget goes into ``box`` (an ipywidgets box of a
+panel, such as the dashboard's) instead of the cell's output, and leaves it when done:
+a served page shows progress where the panel wants it, and nothing once finished.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TextIO
 
-__all__ = ["Progress", "in_notebook"]
+__all__ = ["Progress", "in_notebook", "progress_in"]
+
+#: The box that :class:`Progress` widgets go into (:func:`progress_in`), if any.
+_TARGET: ContextVar[Any] = ContextVar("perfkit_progress_target", default=None)
+
+
+@contextmanager
+def progress_in(box: Any) -> Iterator[Any]:
+    """Show the progress bars made inside the ``with`` block in ``box``.
+
+    Parameters
+    ----------
+    box : ipywidgets.Box
+        Where each bar is appended (as one row: the bar and a label saying what it
+        counts); a bar removes its row, and closes its widgets, when it is done.
+
+    Notes
+    -----
+    The setting is a context variable: it holds in the thread (or asyncio task) that
+    entered the block; work handed to another thread gets it only through
+    :func:`contextvars.copy_context`.
+    """
+    token = _TARGET.set(box)
+    try:
+        yield box
+    finally:
+        _TARGET.reset(token)
 
 
 def in_notebook() -> bool:
@@ -49,18 +82,28 @@ class Progress:
         self._start = time.perf_counter()
         self._widget: Any = None
         self._label: Any = None
+        self._row: Any = None
+        self._target: Any = None
         self.mode = "off"
         if not enabled:
             return
-        if in_notebook():
+        target = _TARGET.get()
+        if target is not None or in_notebook():
             try:
                 import ipywidgets as widgets  # type: ignore[import-not-found]
-                from IPython.display import display  # type: ignore[import-not-found]
 
-                self._widget = widgets.IntProgress(value=0, min=0, max=max(self.total, 1),
-                                                   description=desc[:20])
-                self._label = widgets.Label(value=f"0/{self.total}")
-                display(widgets.HBox([self._widget, self._label]))
+                self._widget = widgets.IntProgress(value=0, min=0, max=max(self.total, 1))
+                # the words in a label of their own: a widget description is cut short
+                self._label = widgets.Label(value=self._text(""))
+                self._row = widgets.HBox([self._widget, self._label])
+                self._row.add_class("pk-progress")
+                if target is not None:
+                    self._target = target
+                    target.children = (*target.children, self._row)
+                else:
+                    from IPython.display import display  # type: ignore[import-not-found]
+
+                    display(self._row)
                 self.mode = "widget"
                 return
             except ImportError:
@@ -73,6 +116,10 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _text(self, note: str) -> str:
+        words = f"{self.desc}: " if self.desc else ""
+        return f"{words}{self.done}/{self.total}" + (f" {note}" if note else "")
 
     def _draw(self, note: str) -> None:
         if self.mode != "tty":
@@ -92,12 +139,13 @@ class Progress:
         self.done = min(self.done + n, self.total)
         if self.mode == "widget":
             self._widget.value = self.done
-            self._label.value = f"{self.done}/{self.total} {note}"
+            self._label.value = self._text(note)
         else:
             self._draw(note)
 
     def close(self) -> None:
-        """Finish the bar (newline in a terminal, a summary line in a log)."""
+        """Finish the bar: a newline in a terminal, a summary line in a log, the finished
+        bar in a notebook's output; in a panel's box (:func:`progress_in`) it is removed."""
         if not self.enabled or self.mode == "closed":
             return
         elapsed = time.perf_counter() - self._start
@@ -106,8 +154,13 @@ class Progress:
             self.stream.write("\n")
         elif self.mode == "lines":
             self.stream.write(f"{self.desc}: {self.done}/{self.total} in {elapsed:.1f}s\n")
-        elif self.mode == "widget":
+        elif self.mode == "widget" and self._target is not None:  # done: gone from the box
+            self._target.children = tuple(w for w in self._target.children
+                                          if w is not self._row)
+            for widget in (self._row, self._widget, self._label):
+                widget.close()
+        elif self.mode == "widget":  # in a notebook's output: what it did stays
             self._widget.bar_style = "success"
-            self._label.value = f"{self.done}/{self.total} in {elapsed:.1f}s"
+            self._label.value = self._text(f"in {elapsed:.1f}s")
         self.stream.flush() if self.mode in ("tty", "lines") else None
         self.mode = "closed"

@@ -40,6 +40,7 @@ import ipywidgets as W
 
 from ..errors import InvalidArgumentError, ProfileError, RunsFound
 from ..format import counted
+from ..io._progress import progress_in
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
 from ..job import Job
@@ -200,6 +201,10 @@ class Dashboard(W.VBox):
                                    description="Upload .zip",
                                    layout=W.Layout(width="auto"))
         self.status = W.HTML()
+        #: Progress of the profile being opened (perfkit.io's bars, one row each); empty,
+        #: hence invisible, once it is open.
+        self.progress = W.VBox()
+        self.progress.add_class("pk-open-progress")
         #: Shown when a folder holds several separate runs (:class:`perfkit.RunsFound`):
         #: one entry per run, choosing one opens it.
         self.runs = W.Dropdown(options=[], value=None, description="run",
@@ -218,7 +223,8 @@ class Dashboard(W.VBox):
                                         f"at most {limit}</span>")],
                    layout=W.Layout(align_items="center")),
         ])
-        super().__init__([W.HTML(_STYLE), picker, self.status, self.job, self.tabs])
+        super().__init__([W.HTML(_STYLE), picker, self.progress, self.status, self.job,
+                          self.tabs])
         self.add_class("pk-dashboard")
         self.samples.observe(self._on_sample, names="value")
         self.path.observe(self._on_path, names="value")
@@ -278,7 +284,8 @@ class Dashboard(W.VBox):
         shown = label or str(source)
         self.status.value = STYLE + note(f"Opening {shown} …")
         try:
-            profile = open_profile(source, run=run)
+            with progress_in(self.progress):  # not above the panel, gone when done
+                profile = open_profile(source, run=run)
         except RunsFound as exc:
             self._offer_runs(str(source), exc.runs)
             self._fail(f"{shown} holds {counted(len(exc.runs), 'separate run')}, not "
