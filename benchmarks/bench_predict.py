@@ -1,6 +1,6 @@
 """Prediction accuracy on published iteration times, and calibration speed.
 
-Run: python benchmarks/bench_predict.py [--all-pairs]
+Run: python benchmarks/bench_predict.py [--all-pairs] [--parts STUDY]
 
 Prints, for every run of perfkit.plan.published (Korthikanti et al. 2022 Table 5,
 Narayanan et al. 2021 Table 1, MT-NLG 2022, Llama 3 Table 4, the MindFormers guide's
@@ -8,7 +8,10 @@ Llama2-13B case): the published step time, perfkit's prediction out of the box (
 rates) and calibrated (protocol: calibrate on the study's first run, predict the others),
 their errors and whether the published time lies in the prediction's band; then the mean
 and max errors over the runs in the statistics, overall and per study. ``--all-pairs``
-also calibrates on every run in turn and predicts the rest of its study.
+also calibrates on every run in turn and predicts the rest of its study. ``--parts STUDY``
+(a study name or its first word, e.g. ``MindFormers``) prints, for that study, each run's
+calibrated parts per device and token, and the error of every run when each run of the
+study calibrates in turn: where a calibration's misses come from.
 
 Last, the time ``perfkit.plan.calibrate`` takes on the bundled 16-rank profile
 ``sample:llama2-13b-baseline-dp16`` (the first call reads the profile's tables; later
@@ -91,6 +94,40 @@ def all_pairs() -> None:
               f"max {100 * max(map(abs, errs)):.1f}%")
 
 
+def _calibration(anchor):
+    return plan.calibrate(anchor.step_s, anchor.model, anchor.parallel, anchor.hardware_spec,
+                          activation_model=anchor.activation_model, rates=anchor.rates,
+                          stage_layers=anchor.stage_layers)
+
+
+def _predict(cal, run):
+    return plan.predict(cal, run.model, run.parallel, run.hardware_spec,
+                        stage_layers=run.stage_layers, activation_model=run.activation_model,
+                        overrides={k: getattr(run.rates, k) for k in BEHAVIOUR})
+
+
+def print_parts(name: str) -> None:
+    """One study: parts per device-token of each run (calibrated on the study's anchor),
+    then every run as the anchor in turn."""
+    study = next((s for s in STUDIES if s == name or s.split()[0] == name), None)
+    if study is None:
+        raise SystemExit(f"--parts: no study {name!r}; one of {', '.join(STUDIES)}")
+    runs = [r for r in PUBLISHED_RUNS if r.study == study]
+    cal = _calibration(next(r for r in runs if r.calibrates))
+    print(f"\n{study}: parts per device and token (µs), calibrated on the anchor")
+    for run in runs:
+        pred = _predict(cal, run)
+        tokens = run.global_batch_size * run.model.seq_length / run.parallel.world_size
+        parts = " ".join(f"{k} {1e6 * v / tokens:.1f}" for k, v in pred.parts.items() if v)
+        print(f"  {run.key:<32} measured {1e6 * run.step_s / tokens:6.1f}  predicted "
+              f"{1e6 * pred.step_s / tokens:6.1f} = {parts}")
+    print(f"{study}: error of each run (columns) when each run (rows) calibrates")
+    for anchor in runs:
+        cal = _calibration(anchor)
+        errs = " ".join(f"{_pct(_predict(cal, r).step_s / r.step_s - 1)}" for r in runs)
+        print(f"  {anchor.key:<32} {errs}")
+
+
 def time_calibrate(repeat: int = 5) -> None:
     first_wall = first_cpu = 0.0
     wall, cpu = [], []
@@ -122,12 +159,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all-pairs", action="store_true", help="also every run as anchor")
     ap.add_argument("--no-timing", action="store_true", help="skip the calibration timing")
+    ap.add_argument("--parts", metavar="STUDY", help="parts and all anchors of one study")
     args = ap.parse_args()
     table = validate()
     print_table(table)
     print_statistics(table)
     if args.all_pairs:
         all_pairs()
+    if args.parts:
+        print_parts(args.parts)
     if not args.no_timing:
         time_calibrate()
 
