@@ -275,8 +275,8 @@ def _seed() -> list[PublishedRun]:
     model = ModelSpec.preset("llama2-13b")
     am = ActivationModel.mindformers()
     # MindFormers' LayerSetting: with pipeline_stage 1 the layers fall into
-    # gradient_aggregation_group (4) communication-fusion groups, whose gradient
-    # reductions overlap the backward; with pipeline stages all of them share one group
+    # gradient_aggregation_group (4) communication-fusion groups, so all but the last can
+    # reduce during the backward; with pipeline stages all of them share one group
     # (set_comm_fusion(2)), reduced once after the last micro-batch.
     rates = {1: Rates(recompute_style="needed", dp_buckets=4),
              2: Rates(recompute_style="needed", dp_buckets=1)}
