@@ -44,7 +44,7 @@ from .chrome import read_chrome_trace
 from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
-           "read_rank_id", "parse",
+           "read_rank_id", "parse", "read_step_trace",
            "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -464,6 +464,12 @@ _STEP_COLS = {
     "preparing_us": ("Preparing",),
     "device_id": ("Device_id",),
 }
+
+
+def read_step_trace(path: Path) -> pd.DataFrame:
+    """The ``steps`` table of one ``step_trace_time.csv`` (what :func:`parse` reads; the
+    dashboard's first figures come from it alone, :mod:`perfkit.io.preview`)."""
+    return _steps(path)
 
 
 def _steps(path: Path) -> pd.DataFrame:

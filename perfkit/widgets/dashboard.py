@@ -21,6 +21,14 @@
   (:mod:`perfkit.widgets.render`); a tab is computed when it is first shown (a spinner
   meanwhile), so the first chart appears as soon as the overview is ready.
 
+A large profile (``background_bytes``, 64 MiB of files by default) opens progressively:
+its steps are read first (:func:`perfkit.io.preview.preview`: ``step_trace_time.csv``,
+the ``ProfilerStep`` spans, msprof-analyze's step CSV) and the Overview shows its step time
+and split at once, while :func:`perfkit.load` reads the rest on a background thread; every
+other tab shows a progress bar and what it waits for (:mod:`perfkit.widgets.opening`), and
+all redraw when the load ends. Opening another profile meanwhile drops the first one's
+result.
+
 Every failure (a wrong path, a damaged file, an unexpected bug) becomes a message in the
 page; the panel keeps working and keeps the last profile that opened. Nothing is
 computed here: this module wires controls to package functions and formats their frames.
@@ -32,6 +40,7 @@ import html
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -44,8 +53,10 @@ from ..io._progress import progress_in
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
 from ..job import Job
+from .background import BackgroundOpening
 from .job import JobPanel
 from .markup import STYLE, describe_error, error, frame_html, note
+from .opening import BACKGROUND_BYTES, Opening
 from .overview import bundled_profile, bundled_profiles
 from .render import enable_offline
 from .tabs import TAB_CLASSES, Context, Tab
@@ -73,7 +84,8 @@ _STYLE = STYLE + (
     "</style>")
 
 
-def open_profile(source: str | os.PathLike[str], run: Any = None) -> Any:
+def open_profile(source: str | os.PathLike[str], run: Any = None,
+                 progress: bool | None = None) -> Any:
     """Load a profile for the dashboard: a bundled sample's name or a path.
 
     Parameters
@@ -84,6 +96,8 @@ def open_profile(source: str | os.PathLike[str], run: Any = None) -> Any:
     run : int or str, optional
         Which of the separate runs a folder holds (an id or a name of :func:`perfkit.runs`);
         a folder of several runs raises :class:`perfkit.RunsFound` without it.
+    progress : bool, optional
+        As for :func:`perfkit.load` (the dashboard's background opening passes False).
 
     Returns
     -------
@@ -99,12 +113,12 @@ def open_profile(source: str | os.PathLike[str], run: Any = None) -> Any:
     if not text:
         raise InvalidArgumentError("path", "is empty: type the folder of a profile", text)
     if text in bundled_profiles() or text.startswith("sample:"):
-        return load(bundled_profile(text))
+        return load(bundled_profile(text), progress=progress)
     path = Path(text).expanduser()
     if not path.exists():
         raise ProfileError(path, "no such file or folder on the machine that runs the "
                                  "dashboard")
-    return load(path, run=run)
+    return load(path, run=run, progress=progress)
 
 
 def _new_tab(title: str, ctx: Context) -> Tab:
@@ -153,7 +167,7 @@ def tab_panel(title: str, profile: Any, job: Job | JobPanel | None = None) -> W.
 # the dashboard
 # --------------------------------------------------------------------------------------
 
-class Dashboard(W.VBox):
+class Dashboard(BackgroundOpening, W.VBox):
     """The panel returned by :func:`dashboard`.
 
     Attributes
@@ -178,10 +192,20 @@ class Dashboard(W.VBox):
         job tab follows it.
     tabs : ipywidgets.Tab
         One child per :data:`TAB_TITLES`; ``panels`` maps the title to the tab.
+    opening : perfkit.widgets.opening.Opening or None
+        The profile being read in the background, if any (:meth:`wait` waits for it).
+    background_bytes : int or None
+        Profiles of at least this many bytes open progressively (None: never).
     """
 
-    def __init__(self, upload_limit_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> None:
+    def __init__(self, upload_limit_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+                 background_bytes: int | None = BACKGROUND_BYTES) -> None:
         enable_offline()
+        self.background_bytes = background_bytes
+        self.opening: Opening | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.RLock()
+        self._hold_job = False
         self.profile: Any = None
         self.source: str | None = None
         self.error: str | None = None
@@ -278,12 +302,20 @@ class Dashboard(W.VBox):
         Returns
         -------
         bool
-            True when it opened; False when it failed (the message is in the page, the
-            previous profile stays on show and the picker says which).
+            True when it opened, or when a large profile is opening in the background
+            (its steps on show, :attr:`opening` set; :meth:`wait` waits for the rest);
+            False when it failed (the message is in the page, the previous profile stays
+            on show and the picker says which).
         """
         shown = label or str(source)
         self.status.value = STYLE + note(f"Opening {shown} …")
+        with self._lock:
+            self._drop_opening()
         try:
+            early = self._early(source, run)
+            if early is not None:
+                self._open_in_background(early, source, shown, run)
+                return True
             with progress_in(self.progress):  # not above the panel, gone when done
                 profile = open_profile(source, run=run)
         except RunsFound as exc:
@@ -294,6 +326,12 @@ class Dashboard(W.VBox):
         except Exception as exc:  # noqa: BLE001 - shown in the page, never a traceback
             self._fail(describe_error(exc, f"opening {shown}"))
             return False
+        self._opened(profile, shown, run)
+        self.job.set_profile(profile)  # a new job: nothing of the previous one survives
+        return True
+
+    def _opened(self, profile: Any, shown: str, run: Any) -> None:
+        """Put ``profile`` on show in every tab (its job is set by the caller)."""
         if run is None:  # a folder of one run: no picker
             self._offer_runs(None, [])
         else:  # the picker stays, to switch to another run
@@ -307,9 +345,9 @@ class Dashboard(W.VBox):
             f"{counted(len(ranks), 'rank')}.</div>")
         for panel in self.panels.values():
             panel.show(profile)
-        # a new job from this profile: nothing of the previous one survives
-        self.job.set_profile(profile)
-        return True
+
+    def _load(self, source: Any, run: Any, progress: bool | None) -> Any:
+        return open_profile(source, run=run, progress=progress)
 
     def _offer_runs(self, source: str | None, runs: list[Any]) -> None:
         """Fill the run picker with ``runs`` of ``source`` (none: hide it)."""
@@ -333,6 +371,7 @@ class Dashboard(W.VBox):
         kept = f" Still showing {self.source}." if self.profile is not None else ""
         self.status.value = error(message + kept)
         self._show_source()
+        self._refresh_selected()  # a dropped opening put the last profile back
 
     def _on_path(self, change: dict[str, Any]) -> None:
         if change["new"].strip():
@@ -342,7 +381,8 @@ class Dashboard(W.VBox):
         for title in JOB_TABS:
             if title in self.panels:
                 self.panels[title].stale = True
-        self._refresh_selected()
+        if self.opening is None and not self._hold_job:  # while opening, the tabs wait
+            self._refresh_selected()
 
     def _on_sample(self, change: dict[str, Any]) -> None:
         if self._quiet or not change["new"] or change["new"] == _OTHER:
@@ -417,7 +457,8 @@ def _remove_folder(folder: Path | None) -> None:
 
 
 def dashboard(profile: str | os.PathLike[str] | None = None, *,
-              upload_limit_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> Dashboard:
+              upload_limit_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+              background_bytes: int | None = BACKGROUND_BYTES) -> Dashboard:
     """The dashboard panel: profile picker, the job and the tabs.
 
     Parameters
@@ -428,6 +469,9 @@ def dashboard(profile: str | os.PathLike[str] | None = None, *,
     upload_limit_bytes : int
         Largest zipped profile accepted by the upload button (compressed size); larger
         profiles are opened by path.
+    background_bytes : int or None
+        Profiles whose files add up to at least this many bytes open progressively: the
+        steps first, the rest in the background (None: always wait for the whole load).
 
     Returns
     -------
@@ -435,7 +479,8 @@ def dashboard(profile: str | os.PathLike[str] | None = None, *,
         An ``ipywidgets.VBox``. A profile that cannot be opened shows its message in the
         page instead of raising.
     """
-    board = Dashboard(upload_limit_bytes=upload_limit_bytes)
+    board = Dashboard(upload_limit_bytes=upload_limit_bytes,
+                      background_bytes=background_bytes)
     if profile is None and DEFAULT_PROFILE in bundled_profiles():
         profile = DEFAULT_PROFILE
     if profile is not None:

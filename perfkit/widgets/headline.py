@@ -38,7 +38,8 @@ from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
            "throughput_figure", "mfu_figure",
-           "step_split", "finding_tab", "headline", "headline_html", "split_bar_html"]
+           "step_split", "finding_tab", "headline", "headline_html", "split_bar_html",
+           "top_findings"]
 
 #: The parts of the step split (columns of :func:`with_exposed_comm`), in stacking order,
 #: with their labels; their sum is the step time.
@@ -233,16 +234,22 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
     out.figures.append(throughput_figure(job, step_s))
     out.figures.append(mfu_figure(job))
     out.split = step_split(breakdown)
-    chosen = list(findings or [])
-    measured = [f for f in chosen if getattr(f, "measured", True)]
-    out.findings = (measured + [f for f in chosen if f not in measured])[:n_findings]
+    out.findings = top_findings(findings or [], n_findings)
     return out
 
 
-def split_bar_html(split: pd.DataFrame) -> str:
-    """The step split as one stacked HTML bar with a legend (shares with one decimal)."""
-    if split.empty:
-        return "<p class='pk-note'>No step split: no step with its parts in this profile.</p>"
+def top_findings(findings: list[Any], n: int = 3) -> list[Any]:
+    """The first ``n`` findings, measured ones first (each group in the given order)."""
+    measured = [f for f in findings if getattr(f, "measured", True)]
+    return (measured + [f for f in findings if f not in measured])[:n]
+
+
+def split_bar_html(split: pd.DataFrame, missing: str | None = None) -> str:
+    """The step split as one stacked HTML bar with a legend (shares with one decimal);
+    ``missing``: what to say when no step has its parts (default: the profile has none)."""
+    if split.empty or not split.attrs.get("rows", 1):
+        return "<p class='pk-note'>" + html.escape(
+            missing or "No step split: no step with its parts in this profile.") + "</p>"
     cells, legend = [], []
     for row in split.itertuples(index=False):
         share = float(row.share) if row.share == row.share else 0.0
@@ -280,9 +287,9 @@ HEADLINE_CSS = (
     "</style>")
 
 
-def headline_html(head: Headline) -> str:
+def headline_html(head: Headline, split_missing: str | None = None) -> str:
     """The figures as cards, then the split bar (the findings are wired by the dashboard,
-    as buttons that open their tab)."""
+    as buttons that open their tab); ``split_missing`` as for :func:`split_bar_html`."""
     cards = []
     for f in head.figures:
         warn = f"<div class='pk-w'>⚠ {html.escape(f.warning)}</div>" if f.warning else ""
@@ -290,4 +297,5 @@ def headline_html(head: Headline) -> str:
                      f"<div class='pk-v'>{html.escape(f.text)}</div>"
                      f"<div class='pk-n'>{html.escape(f.note)}</div>{warn}</div>")
     return (HEADLINE_CSS + f"<div class='pk-cards'>{''.join(cards)}</div>"
-            "<div><b>Where the step time goes</b></div>" + split_bar_html(head.split))
+            "<div><b>Where the step time goes</b></div>"
+            + split_bar_html(head.split, split_missing))

@@ -237,14 +237,20 @@ class JobPanel(W.VBox):
         """Call ``callback(job)`` whenever the job changes (a new profile, an edit)."""
         self._listeners.append(callback)
 
-    def set_profile(self, profile: Any) -> None:
-        """Infer the job of ``profile`` (None: no job); every earlier value is dropped."""
+    def set_profile(self, profile: Any, inferred: Any = None) -> None:
+        """Infer the job of ``profile`` (None: no job); every earlier value is dropped.
+
+        ``inferred``: :func:`perfkit.infer_job` of ``profile``, or the error it raised,
+        when already worked out (the dashboard does it on its background thread).
+        """
         self.message.value = ""
         if profile is None:
             self.set_job(None)
             return
         try:
-            job = infer_job(profile)
+            if isinstance(inferred, Exception):
+                raise inferred
+            job = inferred if inferred is not None else infer_job(profile)
         except PerfkitError as exc:
             self.job = None
             self._error(f"The job could not be read from this profile: {exc}")

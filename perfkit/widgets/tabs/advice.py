@@ -21,6 +21,7 @@ class AdviceTab(JobTab):
     seen, what to change, and the details behind each."""
 
     title = "Advice"
+    waits_for = "every table: the advisor reads them all"
 
     def __init__(self, ctx: Context) -> None:
         self.table = W.HTML()

@@ -1,6 +1,7 @@
 """What every dashboard tab shares: the :class:`Context` of one dashboard, the
-:class:`Tab` base (controls, a message line, a body built on demand), :class:`JobTab`, and
-the small helpers the tabs use to lay out notes, headings and rank pickers."""
+:class:`Tab` base (controls, a message line, a body built on demand, a waiting view while
+the profile is still being read), :class:`JobTab`, and the small helpers the tabs use to
+lay out notes, headings and rank pickers."""
 
 from __future__ import annotations
 
@@ -10,20 +11,24 @@ from typing import Any
 
 import ipywidgets as W
 
-from ...advisor import advise
+from ...advisor import SEVERITY_ORDER, advise, advise_iter
+from ...advisor.registry import registered
 from ...job import Job
 from ..job import JobPanel, unknown_line
 from ..markup import STYLE, describe_error, error, note, warning_html
 from ..render import chart_widget, close_widgets, spinner_html
 
-__all__ = ["Context", "Tab", "JobTab", "ALL_RANKS", "READY_CLASS", "html_widget", "heading",
-           "warning_widgets", "no_job_note", "ranks_of", "rank_picker", "set_ranks"]
+__all__ = ["Context", "Tab", "JobTab", "ALL_RANKS", "READY_CLASS", "WAITING_CLASS",
+           "html_widget", "heading", "warning_widgets", "no_job_note", "ranks_of",
+           "rank_picker", "set_ranks", "ranked"]
 
 #: The value of a rank picker that shows every rank (aggregated).
 ALL_RANKS = -1
 #: CSS class of a tab once its body is drawn (the browser tests and the screenshots wait
 #: for it).
 READY_CLASS = "pk-ready"
+#: CSS class of a tab that shows what it waits for (the profile is still being read).
+WAITING_CLASS = "pk-waiting"
 
 
 def html_widget(markup: str) -> W.HTML:
@@ -51,6 +56,21 @@ def set_ranks(picker: W.Dropdown, ranks: Sequence[int]) -> None:
     picker.options = [("all ranks (median, min, max)", ALL_RANKS)] + [
         (f"rank {r}", r) for r in ranks]
     picker.value = ALL_RANKS
+
+
+def ranked(findings: Sequence[Any]) -> list[Any]:
+    """Findings in :func:`perfkit.advise`'s order: measured first, most time at stake first,
+    then by severity, then in the rules' order (the order they came among one rule's).
+
+    This ranks what :func:`perfkit.advise_iter` has yielded so far, and, once it ends, all
+    its findings as :func:`perfkit.advise` would return them.
+    """
+    position = {r.name: i for i, r in enumerate(registered())}
+    severity = {s: i for i, s in enumerate(SEVERITY_ORDER)}
+    order = sorted(range(len(findings)), key=lambda i: (
+        not findings[i].measured, -findings[i].score, severity.get(findings[i].severity, 9),
+        position.get(findings[i].rule, len(position)), i))
+    return [findings[i] for i in order]
 
 
 class Context:
@@ -88,6 +108,38 @@ class Context:
         self._findings = (profile, job, found)
         return found
 
+    def known_findings(self, profile: Any) -> list[Any] | None:
+        """The findings for ``profile`` and the job on show when already computed, else None."""
+        if self._findings is not None and self._findings[0] is profile and \
+                self._findings[1] is self.job.job:
+            return self._findings[2]
+        return None
+
+    def stream_findings(self, profile: Any,
+                        show: Callable[[list[Any], bool], None]) -> list[Any]:
+        """The findings as they come (:func:`perfkit.advise_iter`), then all of them.
+
+        ``show(findings, done)`` is called with what has come so far, ranked among itself
+        (:func:`ranked`), after each finding (``done`` False), and once with the final
+        ranked list (``done`` True), which is kept as :meth:`findings` (one advisor run
+        for the Overview and the Advice tab). Returns the final list.
+        """
+        known = self.known_findings(profile)
+        if known is not None:
+            show(known, True)
+            return known
+        job = self.job.job
+        so_far: list[Any] = []
+        found = advise_iter(profile, model=job.model, parallel=job.parallel,
+                            hardware=job.hardware) if job is not None else advise_iter(profile)
+        for finding in found:
+            so_far.append(finding)
+            show(ranked(so_far), False)
+        final = ranked(so_far)
+        self._findings = (profile, job, final)
+        show(final, True)
+        return final
+
 
 class Tab(W.VBox):
     """One tab: optional controls, a message line (spinner, error) and a body rebuilt by
@@ -100,10 +152,14 @@ class Tab(W.VBox):
     """
 
     title = ""
+    #: What the tab needs of a profile being opened (its waiting view says so).
+    waits_for = "the profile's tables"
 
     def __init__(self, ctx: Context, controls: Sequence[W.Widget] = ()) -> None:
         self.ctx = ctx
         self.profile: Any = None
+        #: the :class:`~perfkit.widgets.opening.Opening` the tab waits for, if any
+        self.opening: Any = None
         self.stale = True
         self.charts: list[Any] = []
         #: ids of widgets shown in the body that outlive a redraw (never closed)
@@ -117,8 +173,19 @@ class Tab(W.VBox):
 
     def show(self, profile: Any) -> None:
         """Set the profile; the body is rebuilt by the next :meth:`refresh`."""
-        self.profile, self.stale = profile, True
+        self.profile, self.stale, self.opening = profile, True, None
         self.remove_class(READY_CLASS)
+
+    def wait(self, opening: Any) -> None:
+        """Wait for a profile being opened (:class:`~perfkit.widgets.opening.Opening`): the
+        next :meth:`refresh` draws :meth:`waiting` until :meth:`show` gives the profile."""
+        self.profile, self.stale, self.opening = None, True, opening
+        self.remove_class(READY_CLASS)
+
+    def waiting(self, opening: Any) -> list[W.Widget]:
+        """The body while the profile is being read: a progress bar and what this tab
+        waits for (:attr:`waits_for`)."""
+        return opening.widgets(self.waits_for)
 
     def refresh(self) -> None:
         """Rebuild the body, with a spinner meanwhile; a failure shows its message instead
@@ -128,6 +195,15 @@ class Tab(W.VBox):
         close_widgets(self.body.children, self.keep)
         self.body.children = ()
         self.charts = []
+        self.remove_class(WAITING_CLASS)
+        if self.profile is None and self.opening is not None:
+            self.message.value = ""
+            try:
+                self.body.children = tuple(self.waiting(self.opening))
+            except Exception as exc:  # noqa: BLE001 - a message, not a traceback
+                self.message.value = error(describe_error(exc, f"the {self.title} tab"))
+            self.add_class(WAITING_CLASS)
+            return
         if self.profile is None:
             self.message.value = STYLE + note("Open a profile above.")
             self.add_class(READY_CLASS)
@@ -141,7 +217,15 @@ class Tab(W.VBox):
             return
         self.message.value = ""
         self.body.children = tuple(children)
+        try:
+            self.finish()
+        except Exception as exc:  # noqa: BLE001 - the page must show a message
+            self.message.value = error(describe_error(exc, f"the {self.title} tab"))
         self.add_class(READY_CLASS)
+
+    def finish(self) -> None:
+        """Work done once the body is on show (the Overview's findings, as they come);
+        the tab is marked ready after it."""
 
     def chart(self, chart: Any, on_select: Callable[[list[dict[str, Any]]], None] | None
               = None, renderer: str = "svg") -> Any:

@@ -38,6 +38,7 @@ class CommunicationTab(Tab):
     the slowest links and how much communication is hidden."""
 
     title = "Communication"
+    waits_for = "the communication tables (collectives, bandwidth, links)"
 
     def __init__(self, ctx: Context) -> None:
         self.rank_detail = W.HTML()

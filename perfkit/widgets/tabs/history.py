@@ -37,6 +37,7 @@ class HistoryTab(Tab):
     profile on show (with the job panel's job) in the journal named in the box."""
 
     title = "History"
+    waits_for = "the profile, to compare it with the runs of the journal"
 
     def __init__(self, ctx: Context) -> None:
         self.path = W.Text(value=str(initial_journal_path()), description="journal",

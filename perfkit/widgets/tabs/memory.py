@@ -42,6 +42,7 @@ class MemoryTab(JobTab):
     component over the ranks, and the measured peak next to the job's theory."""
 
     title = "Memory"
+    waits_for = "the memory tables, and the job (model, batch) the memory theory needs"
 
     def __init__(self, ctx: Context) -> None:
         self.family = W.Dropdown(options=list(FAMILIES), value=FAMILIES[0],

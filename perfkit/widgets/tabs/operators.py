@@ -74,6 +74,7 @@ class OperatorsTab(Tab):
     names or its ranks), the table over ranks, the roofline, unfused chains, AI CPU."""
 
     title = "Operators"
+    waits_for = "the operator tables (device tasks and host operators)"
 
     def __init__(self, ctx: Context) -> None:
         self.group = W.Dropdown(options=[("operator type", "type"), ("task name", "name")],

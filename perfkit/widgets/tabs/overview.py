@@ -1,4 +1,11 @@
-"""The Overview tab: the headline, the step per rank and the steps table."""
+"""The Overview tab: the headline, the step per rank and the steps table.
+
+The top findings come as the advisor finds them (:meth:`Context.stream_findings`): the
+first ones, ranked among what has come so far, while the slower rules still run (the page
+says so), then the final ranked list. While a large profile is still being read, the tab
+shows its steps, read first (:mod:`perfkit.io.preview`): the step time and, where the step
+file gives it, the step split; the findings, throughput and MFU wait for the rest.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +19,19 @@ from ... import analysis as A
 from ... import charts as C
 from ...format import share_text, time_text
 from ...tables import over_ranks
-from ..headline import SPLIT_PARTS, finding_tab, headline, headline_html, with_exposed_comm
+from ..headline import (
+    SPLIT_PARTS,
+    Figure,
+    finding_tab,
+    headline,
+    headline_html,
+    top_findings,
+    with_exposed_comm,
+)
 from ..job import unknowns_html
 from ..markup import STYLE, frame_html, note
 from ..overview import profile_facts
+from ..render import close_widgets, spinner_html
 from .base import (
     ALL_RANKS,
     Context,
@@ -36,11 +52,15 @@ class OverviewTab(JobTab):
     opened."""
 
     title = "Overview"
+    waits_for = ("the device tasks: the top findings, and the job (model, batch) that the "
+                 "throughput and MFU need, come with them")
 
     def __init__(self, ctx: Context) -> None:
         self.rank = rank_picker("steps of")
         self.steps_table = W.HTML()
         self._steps: pd.DataFrame | None = None
+        self._findings_box = W.VBox()
+        self._streaming = False
         super().__init__(ctx)
         self.keep.add(id(self.rank))
         self.rank.observe(lambda _c: self._draw_steps(), names="value")
@@ -51,9 +71,13 @@ class OverviewTab(JobTab):
 
     def build(self, profile: Any) -> list[W.Widget]:
         steps = A.step_breakdown(profile)
-        findings = self.ctx.findings(profile)
-        head = headline(profile, steps, self.current, findings)
-        out: list[W.Widget] = [html_widget(headline_html(head)), *self._findings(head.findings)]
+        known = self.ctx.known_findings(profile)
+        head = headline(profile, steps, self.current, known)
+        # the findings come in finish(), once the rest is on show
+        self._streaming = known is None
+        self._findings_box = W.VBox(self._working(0) if self._streaming
+                                    else self._findings(head.findings))
+        out: list[W.Widget] = [html_widget(headline_html(head)), self._findings_box]
         # what the profile did not give, said once for every tab (they refer here)
         unknown = unknowns_html(self.current, "dashboard" if self.ctx.open_tab else "python")
         if unknown:
@@ -74,6 +98,60 @@ class OverviewTab(JobTab):
         self.steps_table = W.HTML()
         self._draw_steps()
         return out + [self.chart(chart, self._on_pick), self.rank, self.steps_table, facts]
+
+    def finish(self) -> None:
+        if self._streaming:
+            self._streaming = False
+            self.ctx.stream_findings(self.profile, self._show_findings)
+
+    def _show_findings(self, found: list[Any], done: bool) -> None:
+        """Show the top findings of ``found`` (so far, or final when ``done``)."""
+        rows = self._findings(top_findings(found)) if done or found else []
+        if not done:
+            rows = self._working(len(found)) + rows[1:]
+        old = self._findings_box.children
+        self._findings_box.children = tuple(rows)
+        close_widgets(old)
+
+    @staticmethod
+    def _working(count: int) -> list[W.Widget]:
+        so_far = (f"{count} found so far, ranked among themselves: the list may still change"
+                  if count else "none found yet")
+        return [html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"
+                            + spinner_html(f"The advisor is still working ({so_far}) …"))]
+
+    def waiting(self, opening: Any) -> list[W.Widget]:
+        """The steps read first (:mod:`perfkit.io.preview`), and a progress bar for the
+        rest; without them, the progress bar only."""
+        early = getattr(opening.preview, "profile", None)
+        if early is None:
+            return super().waiting(opening)
+        steps = A.step_breakdown(early)
+        head = headline(early, steps, None)
+        first = head.figures[0]
+        host = early.meta.source_format == "kineto"
+        if host:  # a ProfilerStep span is the host's pace: perfkit's step is the device's
+            span = first.note.replace("slowest rank's step", "slowest rank's ProfilerStep "
+                                      "span")
+            steps_first = [
+                Figure("step time", "…", "comes with the device tasks, still being read: "
+                                         "each step from its first to its last GPU task"),
+                Figure("host step span", first.text, span + "; read first (the host's "
+                                                             "pace, not the device's)")]
+        else:
+            steps_first = [Figure(first.name, first.text, first.note + "; read first, from "
+                                  + opening.preview.steps_from, first.warning)]
+        head.figures = [
+            *steps_first,
+            Figure("throughput", "…", "comes with the job: its batch and sequence length are "
+                                      "read from the operator shapes, still being read"),
+            Figure("MFU", "…", "comes with the job: the model is read from the operator "
+                               "shapes, still being read")]
+        missing = ("The split (computing, exposed communication, free) comes with the device "
+                   "tasks, still being read." if host else None)
+        return [html_widget(headline_html(head, missing)),
+                html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"),
+                *opening.widgets(self.waits_for)]
 
     def _findings(self, findings: list[Any]) -> list[W.Widget]:
         if not findings:

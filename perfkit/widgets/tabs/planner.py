@@ -54,6 +54,7 @@ class PlannerTab(JobTab):
     """
 
     title = "Planner"
+    waits_for = "the job (model, layout, batch), read from the operator shapes"
 
     def __init__(self, ctx: Context) -> None:
         wide = {"description_width": "initial"}

@@ -24,6 +24,7 @@ class RecomputeTab(JobTab):
     """Recompute seen in the profile, the job's memory/time trade-off and an IR check."""
 
     title = "Recompute"
+    waits_for = "the operator tables and the job (model, layout)"
 
     def __init__(self, ctx: Context) -> None:
         default_ir = IR_DIR / "silu_mul.ir"

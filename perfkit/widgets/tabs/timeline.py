@@ -37,6 +37,7 @@ class TimelineTab(Tab):
     (:func:`perfkit.export_trace`) into a temporary folder, never the profile's."""
 
     title = "Timeline"
+    waits_for = "the device tasks and host operators it draws in time"
 
     def __init__(self, ctx: Context) -> None:
         wide = {"description_width": "initial"}

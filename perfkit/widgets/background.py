@@ -1,0 +1,164 @@
+"""How the dashboard opens a large profile: its steps at once, the rest in the background.
+
+:class:`BackgroundOpening` is the part of :class:`perfkit.widgets.Dashboard` that does it
+(a mixin: it uses the dashboard's panels, job panel, status line and lock):
+
+1. :func:`perfkit.io.preview.preview` finds the ranks and the size of their files; a
+   profile of at least ``background_bytes`` has its steps read (small files, or the
+   ``ProfilerStep`` events of a trace) and the Overview draws them at once;
+2. every tab waits for an :class:`~perfkit.widgets.opening.Opening` (a progress bar and
+   what it waits for) while a thread runs :func:`perfkit.load`, then
+   :func:`perfkit.infer_job`;
+3. when they end, every tab gets the profile and the job, as after a plain open, and the
+   tab on show redraws. A failure puts the message in the page and the last profile that
+   opened (and its job) back on show; opening another profile meanwhile does the same,
+   and the first thread's result is dropped when it comes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunsFound
+from ..io.preview import Preview, describe, preview
+from ..job import infer_job
+from .markup import STYLE, describe_error, note
+from .opening import Opening
+from .overview import bundled_profiles
+
+__all__ = ["BackgroundOpening"]
+
+
+class BackgroundOpening:
+    """The dashboard's background opening (see the module docstring).
+
+    The class using it has ``panels``, ``job`` (a JobPanel), ``status``, ``profile``,
+    ``background_bytes``, ``opening``, ``_thread``, ``_lock``, ``_hold_job``, and the
+    methods ``_load(source, run, progress)``, ``_opened(profile, shown, run)``,
+    ``_fail(message)`` and ``_refresh_selected()``.
+    """
+
+    panels: dict[str, Any]
+    job: Any
+    status: Any
+    profile: Any
+    background_bytes: int | None
+    opening: Opening | None
+    _thread: threading.Thread | None
+    _lock: threading.RLock
+    _hold_job: bool
+
+    def _load(self, source: Any, run: Any, progress: bool | None) -> Any:
+        raise NotImplementedError  # pragma: no cover - the dashboard's
+
+    def _opened(self, profile: Any, shown: str, run: Any) -> None:
+        raise NotImplementedError  # pragma: no cover - the dashboard's
+
+    def _fail(self, message: str) -> None:
+        raise NotImplementedError  # pragma: no cover - the dashboard's
+
+    def _refresh_selected(self) -> None:
+        raise NotImplementedError  # pragma: no cover - the dashboard's
+
+    def _early(self, source: str | os.PathLike[str], run: Any) -> Preview | None:
+        """The preview of a large profile to open in the background; None to open it at
+        once (a bundled sample, a small profile, a path that does not exist)."""
+        text = str(source).strip()
+        if self.background_bytes is None or not text or text in bundled_profiles() or \
+                text.startswith("sample:") or not Path(text).expanduser().exists():
+            return None
+        try:
+            size = preview(text, run=run, read_steps=False)
+            if size.input_bytes < self.background_bytes:
+                return None
+            return preview(text, run=run)
+        except RunsFound:
+            raise
+        except Exception:  # noqa: BLE001 - the full load says what is wrong, as always
+            return None
+
+    def _open_in_background(self, early: Preview, source: Any, shown: str, run: Any) -> None:
+        """Show the steps of ``early`` and read the rest on a thread."""
+        opening = Opening(shown + ("" if run is None else f" (run {run})"), early)
+        with self._lock:
+            opening.kept_job = self.job.job  # type: ignore[attr-defined]
+            self.opening = opening
+            self._set_job(None)
+            for panel in self.panels.values():
+                panel.wait(opening)
+        self.status.value = STYLE + note(
+            f"Opening {shown}: {describe(early)}; the rest is being read in the "
+            "background, and every tab follows when it is.")
+        opening.start()
+        self._refresh_selected()
+        self._thread = threading.Thread(target=self._read_rest, name="perfkit-open",
+                                        args=(opening, source, shown, run), daemon=True)
+        self._thread.start()
+
+    def _read_rest(self, opening: Opening, source: Any, shown: str, run: Any) -> None:
+        """The background thread: load, work out the job, redraw (unless superseded)."""
+        try:
+            profile = self._load(source, run, False)
+            opening.files_read()
+            try:
+                job: Any = infer_job(profile)
+            except Exception as exc:  # noqa: BLE001 - the job panel says why
+                job = exc
+        except Exception as exc:  # noqa: BLE001 - shown in the page, never a traceback
+            with self._lock:
+                if self.opening is not opening:
+                    return
+                self._drop_opening("failed")
+                self._fail(describe_error(exc, f"opening {shown}"))
+            return
+        with self._lock:
+            if self.opening is not opening:
+                return  # another profile was opened meanwhile
+            opening.end()
+            self.opening = None
+            self._opened(profile, shown, run)
+            self.job.set_profile(profile, inferred=job)
+
+    def _drop_opening(self, stage: str = "superseded") -> bool:
+        """End the opening in progress, if any, and put the last profile that opened (and
+        its job) back in every tab (the tab on show redraws at the next refresh); the
+        opening's thread result is dropped when it comes. True if there was one."""
+        opening = self.opening
+        if opening is None:
+            return False
+        opening.end(stage)
+        self.opening = None
+        for panel in self.panels.values():
+            panel.show(self.profile)
+        self._set_job(getattr(opening, "kept_job", None))
+        return True
+
+    def _set_job(self, job: Any) -> None:
+        """Set the job panel's job without redrawing the tab on show."""
+        self._hold_job = True
+        try:
+            self.job.set_job(job)
+        finally:
+            self._hold_job = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the profile opening in the background, if any, and its redraw.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait at most (default: until it ends).
+
+        Returns
+        -------
+        bool
+            True when nothing is being opened any more.
+        """
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True

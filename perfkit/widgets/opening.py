@@ -1,0 +1,157 @@
+"""A profile being opened in the background: what each tab shows while it waits.
+
+The dashboard opens a large profile in two parts (:meth:`perfkit.widgets.Dashboard.
+load_profile`): the steps first (:func:`perfkit.io.preview.preview`, small files, a
+fraction of a second), drawn on the Overview at once, then the whole profile
+(:func:`perfkit.load`) on a background thread. Meanwhile an :class:`Opening` stands for
+it: every tab shows a progress bar and one sentence saying what it waits for
+(:meth:`Opening.widgets`), refreshed twice a second until the load ends.
+
+The bar's fraction is the time spent over the time expected: the size of the files to read
+over a reading rate (:data:`DEFAULT_RATE_BYTES_PER_S` at first, then the rate the last
+opening in this process measured), never above 95 % before the load ends. A profile already
+in perfkit's cache is expected to take a second. The sentence says it is an estimate.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from typing import Any
+
+import ipywidgets as W
+
+from ..format import bytes_text
+from .markup import STYLE
+
+__all__ = ["Opening", "DEFAULT_RATE_BYTES_PER_S", "BACKGROUND_BYTES"]
+
+#: Reading rate assumed before any opening was measured in this process: about what the
+#: loaders reach on two busy cores (benchmarks/README.md: a 1.1 GB Kineto pair in 8 s,
+#: a 0.87 GB Ascend rank in 6 s, with the job worked out after).
+DEFAULT_RATE_BYTES_PER_S = 100e6
+#: Profiles whose files add up to at least this many bytes open in the background (the
+#: dashboard's ``background_bytes`` default): below it the whole load takes about a second.
+BACKGROUND_BYTES = 64 << 20
+
+_rate = [DEFAULT_RATE_BYTES_PER_S]  # the last measured rate (bytes per second)
+_CSS = ("<style>.pk-waiting-text{font-size:13px;color:#444;margin:2px 0 8px 0}</style>")
+
+
+class Opening:
+    """One profile being read on a background thread (see the module docstring).
+
+    Parameters
+    ----------
+    label : str
+        How the page names the profile.
+    preview : perfkit.io.preview.Preview
+        What was read first: the steps, the size of the rest, whether it is cached.
+
+    Attributes
+    ----------
+    stage : str
+        ``"reading"`` (the files), ``"job"`` (working out the job from the operator
+        shapes), ``"done"`` or ``"failed"``.
+    started : float
+        ``time.perf_counter()`` when the opening began.
+    """
+
+    def __init__(self, label: str, preview: Any) -> None:
+        self.label = label
+        self.preview = preview
+        self.stage = "reading"
+        self.started = time.perf_counter()
+        self.read_s: float | None = None
+        self._ended = threading.Event()
+        self._shown: list[tuple[W.FloatProgress, W.HTML, str]] = []
+        self._lock = threading.Lock()
+        self._ticker: threading.Thread | None = None
+
+    # ---- the estimate ------------------------------------------------------------
+    def expected_s(self) -> float:
+        """Seconds the whole load is expected to take (see the module docstring)."""
+        if self.preview.cached:
+            return 1.0
+        return max(self.preview.input_bytes / _rate[0], 1.0)
+
+    def fraction(self) -> float:
+        """The bar's fraction: elapsed over expected, at most 0.95 before the end."""
+        if self.stage == "done":
+            return 1.0
+        if self.stage == "job":
+            return 0.95
+        return min((time.perf_counter() - self.started) / self.expected_s(), 0.95)
+
+    def sentence(self, waits_for: str) -> str:
+        """What a tab waits for, and how far the reading is (one sentence)."""
+        elapsed = time.perf_counter() - self.started
+        size = bytes_text(self.preview.input_bytes)
+        if self.stage == "job":
+            where = (f"the files of {self.label} are read; perfkit is working out the job "
+                     f"(model, layout, batch) from the operator shapes ({elapsed:.0f} s so "
+                     "far)")
+        elif self.preview.cached:
+            where = (f"perfkit is reading {self.label} back from its cache ({elapsed:.0f} s "
+                     "so far)")
+        else:
+            left = max(self.expected_s() - elapsed, 0.0)
+            where = (f"perfkit is reading {size} of {self.label}: {elapsed:.0f} s so far, "
+                     f"about {left:.0f} s left (an estimate from the size)")
+        return f"Waiting for {waits_for}: {where}."
+
+    # ---- the widgets ---------------------------------------------------------------
+    def widgets(self, waits_for: str) -> list[W.Widget]:
+        """A progress bar and the sentence for a tab that waits for ``waits_for``; both
+        are kept up to date until the load ends."""
+        bar = W.FloatProgress(value=self.fraction(), min=0.0, max=1.0, bar_style="info",
+                              layout=W.Layout(width="420px"))
+        bar.add_class("pk-progress")
+        text = W.HTML(self._text(waits_for))
+        with self._lock:
+            self._shown.append((bar, text, waits_for))
+        return [bar, text]
+
+    def _text(self, waits_for: str) -> str:
+        return (STYLE + _CSS + "<div class='pk-waiting-text'>"
+                + html.escape(self.sentence(waits_for)) + "</div>")
+
+    def tick(self) -> None:
+        """Redraw every bar and sentence."""
+        with self._lock:
+            shown = list(self._shown)
+        value = self.fraction()
+        for bar, text, waits_for in shown:
+            bar.value = value
+            text.value = self._text(waits_for)
+
+    def start(self, every_s: float = 0.5) -> None:
+        """Tick every ``every_s`` seconds on a daemon thread until :meth:`end`."""
+        def run() -> None:
+            while not self._ended.wait(every_s):
+                self.tick()
+        self._ticker = threading.Thread(target=run, name="perfkit-opening", daemon=True)
+        self._ticker.start()
+
+    def files_read(self) -> None:
+        """The load has returned: record the reading rate, say the job comes next."""
+        self.read_s = time.perf_counter() - self.started
+        if not self.preview.cached and self.read_s > 0 and self.preview.input_bytes:
+            _rate[0] = max(self.preview.input_bytes / self.read_s, 1e6)
+        self.stage = "job"
+        self.tick()
+
+    def end(self, stage: str = "done") -> None:
+        """Stop ticking (``stage``: ``"done"`` or ``"failed"``); the widgets are forgotten."""
+        self.stage = stage
+        self._ended.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
+        with self._lock:
+            self._shown.clear()
+
+    @property
+    def ended(self) -> bool:
+        """True once :meth:`end` was called."""
+        return self._ended.is_set()
