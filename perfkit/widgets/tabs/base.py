@@ -37,7 +37,10 @@ def html_widget(markup: str) -> W.HTML:
 
 
 def ranks_of(profile: Any) -> list[int]:
-    """The ranks of a Cluster, or the one rank of a Profile (0 when it has none)."""
+    """The ranks of a Cluster, or the one rank of a Profile (0 when it has none); none
+    without a profile."""
+    if profile is None:
+        return []
     ranks = getattr(profile, "ranks", None)
     if ranks:
         return [int(r) for r in ranks]

@@ -1,0 +1,219 @@
+"""Progressive opening in the dashboard: the steps first, every tab waiting with a progress
+bar, then the whole profile; a failed or superseded background load; the Overview's
+findings as the advisor finds them.
+
+The background load is held on an event, so that what the page shows meanwhile is checked
+at leisure (no timing is asserted). Step times are checked against the raw files read with
+the csv and json modules.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+import statistics
+import threading
+from pathlib import Path
+
+import pytest
+from shared_samples import HTA, PT_LEVEL1, shared_sample
+
+import perfkit as pk
+from perfkit.errors import ProfileError
+from perfkit.format import time_text
+from perfkit.widgets import bundled_profile
+from perfkit.widgets.dashboard import Dashboard
+from perfkit.widgets.job import JobPanel
+from perfkit.widgets.tabs import Context, OverviewTab
+from perfkit.widgets.tabs.base import WAITING_CLASS
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _html(panel) -> str:
+    """Every HTML value in the tab's body (nested boxes included)."""
+    def walk(widgets):
+        for w in widgets:
+            value = getattr(w, "value", None)
+            if isinstance(value, str) and type(w).__name__ == "HTML":
+                yield value
+            yield from walk(getattr(w, "children", ()) or ())
+    return "".join(walk(getattr(panel, "body", panel).children))
+
+
+def _card(html: str, name: str) -> str | None:
+    m = re.search(rf"<div class='pk-k'>{re.escape(name)}</div><div class='pk-v'>([^<]*)<",
+                  html)
+    return m.group(1) if m else None
+
+
+def _bars(panel) -> list:
+    def walk(widgets):
+        for w in widgets:
+            if type(w).__name__ == "FloatProgress":
+                yield w
+            yield from walk(getattr(w, "children", ()) or ())
+    return list(walk(panel.body.children))
+
+
+def _held(board: Dashboard) -> threading.Event:
+    """Hold the board's background load until the returned event is set."""
+    go = threading.Event()
+    real = board._load
+
+    def held(source, run, progress):
+        assert go.wait(120), "the test never released the load"
+        return real(source, run, progress)
+    board._load = held  # type: ignore[method-assign]
+    return go
+
+
+def _csv_step_s(folder: Path) -> float:
+    """The measured step from the raw step_trace_time.csv files: per step, the slowest
+    rank's computing + exposed communication + free; the median over steps."""
+    per_step: dict[int, float] = {}
+    for path in folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"):
+        with path.open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                us = (float(r["Computing"]) + float(r["Communication(Not Overlapped)"])
+                      + float(r["Free"]))
+                step = int(r["Step"])
+                per_step[step] = max(per_step.get(step, 0.0), us)
+    return statistics.median(per_step.values()) / 1e6
+
+
+@pytest.mark.shared_samples
+def test_the_steps_come_first_then_the_whole_profile() -> None:
+    folder = shared_sample(PT_LEVEL1)
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(folder))
+    assert board.opening is not None
+    step = time_text(_csv_step_s(folder) * 1e6)
+    overview = board.panels["Overview"]
+    html = _html(overview)
+    assert _card(html, "step time") == step  # from step_trace_time.csv, before the rest
+    assert "read first, from step_trace_time.csv" in html
+    assert "computing <b>" in html  # the split is in the step file
+    assert _card(html, "throughput") == "…" and _card(html, "MFU") == "…"
+    assert len(_bars(overview)) == 1 and "Waiting for the device tasks" in html
+    # a tab opened early says what it waits for, with its own progress bar
+    operators = board.select("Operators")
+    assert WAITING_CLASS in operators._dom_classes
+    assert "Waiting for the operator tables" in _html(operators)
+    assert len(_bars(operators)) == 1
+    assert "being read in the background" in board.status.value
+    board.select("Overview")
+    go.set()
+    assert board.wait(120)
+    assert board.opening is None and board.error is None
+    html = _html(overview)
+    assert _card(html, "step time") == step  # the same figure from the whole profile
+    assert "read first" not in html and not _bars(overview)
+    assert "Top findings" in html and "still working" not in html
+    assert board.job.job is not None and "Opened" in board.status.value
+    operators = board.select("Operators")
+    assert WAITING_CLASS not in operators._dom_classes and operators.charts
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
+
+
+def _json_span_s(folder: Path) -> float:
+    per_step: dict[int, float] = {}
+    for path in folder.glob("*.json.gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            events = json.load(fh)["traceEvents"]
+        for e in events:
+            name = e.get("name", "")
+            if name.startswith("ProfilerStep#") and e.get("ph") == "X" and \
+                    e.get("cat") != "gpu_user_annotation":
+                step = int(name.split("#")[1])
+                per_step[step] = max(per_step.get(step, 0.0), float(e["dur"]))
+    return statistics.median(per_step.values()) / 1e6
+
+
+@pytest.mark.shared_samples
+def test_a_kineto_trace_shows_its_host_step_span_first() -> None:
+    folder = shared_sample(HTA)
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(folder))
+    html = _html(board.panels["Overview"])
+    assert _card(html, "host step span") == time_text(_json_span_s(folder) * 1e6)
+    assert _card(html, "step time") == "…"  # the device's count needs the device tasks
+    assert "comes with the device tasks" in html
+    go.set()
+    assert board.wait(120) and board.error is None
+    final = _html(board.panels["Overview"])
+    assert _card(final, "host step span") is None
+    expected = pk.analysis.measured_step_s(pk.analysis.step_breakdown(board.profile))
+    assert _card(final, "step time") == time_text(expected * 1e6)
+
+
+@pytest.mark.shared_samples
+def test_a_failed_background_load_shows_why_and_keeps_the_last_profile() -> None:
+    board = Dashboard(background_bytes=0)
+    assert board.load_profile("simulated/slow-rank")  # bundled: opens at once
+    kept, kept_job = board.profile, board.job.job
+
+    def broken(source, run, progress):
+        raise ProfileError(source, "damaged beyond reading (a test)")
+    board._load = broken  # type: ignore[method-assign]
+    assert board.load_profile(str(shared_sample(PT_LEVEL1)))
+    assert board.wait(120)
+    assert "damaged beyond reading" in board.status.value and board.error
+    assert "Still showing simulated/slow-rank" in board.status.value
+    assert board.profile is kept and board.job.job is kept_job
+    overview = board.panels["Overview"]
+    assert WAITING_CLASS not in overview._dom_classes and not _bars(overview)
+    assert _card(_html(overview), "step time") not in (None, "…")
+    # the dashboard keeps working
+    del board._load
+    assert board.load_profile("simulated/llama2-13b-baseline-dp16") and board.error is None
+
+
+@pytest.mark.shared_samples
+def test_opening_another_profile_meanwhile_drops_the_first() -> None:
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(shared_sample(PT_LEVEL1)))
+    opening = board.opening
+    del board._load  # the next open is a bundled sample: at once
+    assert board.load_profile("simulated/slow-rank")
+    assert board.opening is None and opening.ended
+    shown = board.profile
+    go.set()
+    assert board.wait(120)
+    assert board.profile is shown and board.source == "simulated/slow-rank"
+
+
+def test_the_top_findings_come_as_they_are_found_then_ranked() -> None:
+    profile = pk.load(bundled_profile("simulated/slow-rank"))
+    panel = JobPanel()
+    panel.set_profile(profile)
+    ctx = Context(panel)
+    overview = OverviewTab(ctx)
+    seen: list[tuple[int, bool, str]] = []
+    show = overview._show_findings
+
+    def spy(found, done):
+        show(found, done)
+        html = _html(overview._findings_box)
+        seen.append((len(found), done, html))
+    overview._show_findings = spy  # type: ignore[method-assign]
+    overview.show(profile)
+    overview.refresh()
+    job = panel.job
+    expected = pk.advise(profile, model=job.model, parallel=job.parallel,
+                         hardware=job.hardware)
+    assert seen[-1][1] and [n for n, done, _ in seen if not done] == list(
+        range(1, len(expected) + 1))  # one call per finding, then the final list
+    assert all("still working" in html for _, done, html in seen if not done)
+    assert "still working" not in seen[-1][2]
+    final = ctx.findings(profile)  # kept for the Advice tab: advise's list, in its order
+    assert [(f.rule, f.title) for f in final] == [(f.rule, f.title) for f in expected]
+    top = [f for f in expected if f.measured][:3]
+    for f in top:
+        assert f.title[:30].replace("&", "&amp;") in seen[-1][2]
