@@ -87,6 +87,7 @@ class BackgroundOpening:
             opening.kept_job = self.job.job  # type: ignore[attr-defined]
             self.opening = opening
             self._set_job(None)
+            self.job.pending(f"read from the profile once {shown} is loaded …")
             for panel in self.panels.values():
                 panel.wait(opening)
         self.status.value = STYLE + note(

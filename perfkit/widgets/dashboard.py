@@ -436,10 +436,12 @@ class Dashboard(BackgroundOpening, W.VBox):
 
     # ---- tabs --------------------------------------------------------------------------
     def _refresh_selected(self) -> None:
-        index = self.tabs.selected_index or 0
-        panel = self.panels[TAB_TITLES[index]]
-        if panel.stale:
-            panel.refresh()
+        # under the lock: the background opening hands the profile to the tabs meanwhile
+        with self._lock:
+            index = self.tabs.selected_index or 0
+            panel = self.panels[TAB_TITLES[index]]
+            if panel.stale:
+                panel.refresh()
 
     def select(self, title: str) -> Tab:
         """Show the tab ``title`` (computing it if needed) and return it."""

@@ -259,6 +259,11 @@ class JobPanel(W.VBox):
             return
         self.set_job(job)
 
+    def pending(self, text: str) -> None:
+        """Say on the job line why there is no job yet (the profile is still being read)."""
+        self.summary.value = (_STYLE + "<div class='pk-job-line'><b>The job</b>: "
+                              f"<span class='pk-note'>{html.escape(text)}</span></div>")
+
     def set_job(self, job: Job | None) -> None:
         """Show ``job`` and tell the listeners."""
         self.job = job

@@ -96,9 +96,10 @@ class Opening:
             where = (f"perfkit is reading {self.label} back from its cache ({elapsed:.0f} s "
                      "so far)")
         else:
-            left = max(self.expected_s() - elapsed, 0.0)
-            where = (f"perfkit is reading {size} of {self.label}: {elapsed:.0f} s so far, "
-                     f"about {left:.0f} s left (an estimate from the size)")
+            left = self.expected_s() - elapsed
+            guess = (f"about {left:.0f} s left (an estimate from the size)" if left >= 1
+                     else "longer than estimated from the size")
+            where = f"perfkit is reading {size} of {self.label}: {elapsed:.0f} s so far, {guess}"
         return f"Waiting for {waits_for}: {where}."
 
     # ---- the widgets ---------------------------------------------------------------
@@ -119,7 +120,8 @@ class Opening:
 
     def tick(self) -> None:
         """Redraw every bar and sentence."""
-        with self._lock:
+        with self._lock:  # widgets closed by a redraw (no comm any more) are forgotten
+            self._shown = [s for s in self._shown if s[0].comm is not None]
             shown = list(self._shown)
         value = self.fraction()
         for bar, text, waits_for in shown:
