@@ -37,7 +37,12 @@ SERVED = re.compile(r"serving \S+ at (http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+)
 
 __all__ = ["main"]
 
-STEP_SHOWN = """() => {
+#: The new profile's step figure is on show: the status line says its steps are (or the
+#: whole profile is) open, and the visible tab has a step card with a value.
+STEP_SHOWN = """(path) => {
+  const text = document.body.innerText;
+  if (path && !(text.includes('being read in the background')
+                || text.includes('Opened ' + path))) return false;
   const tab = [...document.querySelectorAll('.pk-tab')].find(t => t.offsetParent !== null);
   if (!tab) return false;
   return [...tab.querySelectorAll('.pk-card')].some(c => {
@@ -85,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
                                             args=["--no-sandbox", "--disable-gpu"])
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(url, timeout=180_000)
-                page.wait_for_function(STEP_SHOWN, timeout=180_000)
+                page.wait_for_function(STEP_SHOWN, arg="", timeout=180_000)
                 box = page.locator("input[placeholder^='/path/to/your/profile']")
                 for name in args.inputs.split(","):
                     path = str(Path(args.data) / name)
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
                         t0 = time.perf_counter()
                         page.locator("button", has_text="Open").first.click()
                         page.wait_for_selector(f"text=Opening {path}", timeout=180_000)
-                        page.wait_for_function(STEP_SHOWN, timeout=180_000)
+                        page.wait_for_function(STEP_SHOWN, arg=path, timeout=180_000)
                         first = time.perf_counter() - t0
                         if args.shots and state == "cold":
                             Path(args.shots).mkdir(parents=True, exist_ok=True)

@@ -217,3 +217,25 @@ def test_the_top_findings_come_as_they_are_found_then_ranked() -> None:
     top = [f for f in expected if f.measured][:3]
     for f in top:
         assert f.title[:30].replace("&", "&amp;") in seen[-1][2]
+
+
+def test_the_findings_stop_when_another_profile_is_shown() -> None:
+    profile = pk.load(bundled_profile("simulated/slow-rank"))
+    other = pk.load(bundled_profile("simulated/llama2-13b-baseline-dp16"))
+    panel = JobPanel()
+    panel.set_profile(profile)
+    ctx = Context(panel)
+    overview = OverviewTab(ctx)
+    calls = []
+    show = overview._show_findings
+
+    def spy(found, done):
+        calls.append(done)
+        show(found, done)
+        overview.show(other)  # a new profile while the advisor still works
+    overview._show_findings = spy  # type: ignore[method-assign]
+    overview.show(profile)
+    overview.refresh()
+    assert calls == [False]  # the first finding shown, then no more
+    assert overview.message.value == ""  # stopping is no error
+    assert ctx.known_findings(profile) is None and overview.stale

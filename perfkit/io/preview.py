@@ -41,7 +41,7 @@ import pandas as pd
 
 from ..bundled_samples import resolve_sample
 from ..errors import ProfileError, RunsFound, file_boundary
-from ..format import plural
+from ..format import counted
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache
 from ._common import collecting_notes
@@ -345,5 +345,5 @@ def describe(p: Preview) -> str:
     if p.profile is None:
         return "no quick step reading for this format"
     ranks = getattr(p.profile, "ranks", None) or [p.profile.meta.rank]
-    return (f"steps of {plural(len(ranks), 'rank')} from {p.steps_from} in "
+    return (f"steps of {counted(len(ranks), 'rank')} from {p.steps_from} in "
             f"{p.seconds:.1f} s")

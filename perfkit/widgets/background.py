@@ -110,25 +110,30 @@ class BackgroundOpening:
                 job = exc
         except Exception as exc:  # noqa: BLE001 - shown in the page, never a traceback
             with self._lock:
-                if self.opening is not opening:
-                    return
-                self._drop_opening("failed")
-                self._fail(describe_error(exc, f"opening {shown}"))
+                if not self._drop_opening("failed", only=opening):
+                    return  # another profile was opened meanwhile
+            self._fail(describe_error(exc, f"opening {shown}"))
             return
-        with self._lock:
+        with self._lock:  # the swap only: the tab on show redraws after, unlocked
             if self.opening is not opening:
                 return  # another profile was opened meanwhile
             opening.end()
             self.opening = None
             self._opened(profile, shown, run)
-            self.job.set_profile(profile, inferred=job)
+            self._hold_job = True
+            try:
+                self.job.set_profile(profile, inferred=job)
+            finally:
+                self._hold_job = False
+        self._refresh_selected()
 
-    def _drop_opening(self, stage: str = "superseded") -> bool:
-        """End the opening in progress, if any, and put the last profile that opened (and
-        its job) back in every tab (the tab on show redraws at the next refresh); the
-        opening's thread result is dropped when it comes. True if there was one."""
+    def _drop_opening(self, stage: str = "superseded", only: Opening | None = None) -> bool:
+        """End the opening in progress, if any (``only``: if it is that one), and put the
+        last profile that opened (and its job) back in every tab (the tab on show redraws
+        at the next refresh); the opening's thread result is dropped when it comes. True
+        if one was ended."""
         opening = self.opening
-        if opening is None:
+        if opening is None or (only is not None and opening is not only):
             return False
         opening.end(stage)
         self.opening = None

@@ -436,12 +436,9 @@ class Dashboard(BackgroundOpening, W.VBox):
 
     # ---- tabs --------------------------------------------------------------------------
     def _refresh_selected(self) -> None:
-        # under the lock: the background opening hands the profile to the tabs meanwhile
-        with self._lock:
-            index = self.tabs.selected_index or 0
-            panel = self.panels[TAB_TITLES[index]]
-            if panel.stale:
-                panel.refresh()
+        with self._lock:  # the background opening may be handing the profile to the tabs
+            panel = self.panels[TAB_TITLES[self.tabs.selected_index or 0]]
+        panel.refresh_if_stale()
 
     def select(self, title: str) -> Tab:
         """Show the tab ``title`` (computing it if needed) and return it."""

@@ -6,6 +6,7 @@ lay out notes, headings and rank pickers."""
 from __future__ import annotations
 
 import html
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -135,9 +136,12 @@ class Context:
         so_far: list[Any] = []
         found = advise_iter(profile, model=job.model, parallel=job.parallel,
                             hardware=job.hardware) if job is not None else advise_iter(profile)
-        for finding in found:
-            so_far.append(finding)
-            show(ranked(so_far), False)
+        try:
+            for finding in found:
+                so_far.append(finding)
+                show(ranked(so_far), False)
+        finally:
+            found.close()  # when ``show`` raised: no further rule starts
         final = ranked(so_far)
         self._findings = (profile, job, final)
         show(final, True)
@@ -165,6 +169,9 @@ class Tab(W.VBox):
         self.opening: Any = None
         self.stale = True
         self.charts: list[Any] = []
+        #: one build at a time (the dashboard's background opening may refresh a tab while
+        #: the kernel's thread handles a click)
+        self.building = threading.RLock()
         #: ids of widgets shown in the body that outlive a redraw (never closed)
         self.keep: set[int] = set()
         self.message = W.HTML()
@@ -193,6 +200,16 @@ class Tab(W.VBox):
     def refresh(self) -> None:
         """Rebuild the body, with a spinner meanwhile; a failure shows its message instead
         (the tab stays usable). The tab carries :data:`READY_CLASS` once drawn."""
+        with self.building:
+            self._refresh()
+
+    def refresh_if_stale(self) -> None:
+        """:meth:`refresh` unless the body is up to date (checked once the tab is free)."""
+        with self.building:
+            if self.stale:
+                self._refresh()
+
+    def _refresh(self) -> None:
         self.stale = False
         self.remove_class(READY_CLASS)
         close_widgets(self.body.children, self.keep)

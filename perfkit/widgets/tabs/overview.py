@@ -100,9 +100,19 @@ class OverviewTab(JobTab):
         return out + [self.chart(chart, self._on_pick), self.rank, self.steps_table, facts]
 
     def finish(self) -> None:
-        if self._streaming:
-            self._streaming = False
-            self.ctx.stream_findings(self.profile, self._show_findings)
+        if not self._streaming:
+            return
+        self._streaming = False
+        profile = self.profile
+
+        def show(found: list[Any], done: bool) -> None:
+            if self.profile is not profile or self.stale:
+                raise _Superseded  # another profile or job: this list is not wanted
+            self._show_findings(found, done)
+        try:
+            self.ctx.stream_findings(profile, show)
+        except _Superseded:
+            pass
 
     def _show_findings(self, found: list[Any], done: bool) -> None:
         """Show the top findings of ``found`` (so far, or final when ``done``)."""
@@ -215,3 +225,7 @@ class OverviewTab(JobTab):
         if self.charts:
             parts.insert(1, C.chart_to_svg(self.charts[0].chart))
         return self.message.value + "".join(parts)
+
+
+class _Superseded(Exception):
+    """The tab's profile or job changed while its findings were coming: stop them."""
