@@ -5,8 +5,8 @@
 the page and waits for the bundled sample's Overview; then, for each input, the path is
 typed in the *or a path* box and *Open* clicked, and the script times:
 
-- ``first``: until the Overview shows a step figure (the step time card, or the host step
-  span a Kineto trace gives first), a value and not "…";
+- ``first``: until the Overview shows the step figure read first (the step time card, or
+  the host step span a Kineto trace gives first; its note says "read first"), a value;
 - ``all``: until the status line says "Opened" (the whole profile read, the job worked out;
   the Overview then redraws with its findings);
 
@@ -37,14 +37,11 @@ SERVED = re.compile(r"serving \S+ at (http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+)
 
 __all__ = ["main"]
 
-#: The new profile's step figure is on show: the status line says its steps are (or the
-#: whole profile is) open, and the visible tab has a step card with a value.
-STEP_SHOWN = """(path) => {
-  const text = document.body.innerText;
-  if (path && !(text.includes('being read in the background')
-                || text.includes('Opened ' + path))) return false;
+#: The new profile's step figure is on show: the visible tab shows the steps read first
+#: (its step card says "read first"; with ``fresh`` false, any step card) with a value.
+STEP_SHOWN = """(fresh) => {
   const tab = [...document.querySelectorAll('.pk-tab')].find(t => t.offsetParent !== null);
-  if (!tab) return false;
+  if (!tab || (fresh && !tab.innerText.includes('read first'))) return false;
   return [...tab.querySelectorAll('.pk-card')].some(c => {
     const k = c.querySelector('.pk-k'), v = c.querySelector('.pk-v');
     return k && v && ['step time', 'host step span'].includes(k.textContent.trim())
@@ -90,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                                             args=["--no-sandbox", "--disable-gpu"])
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(url, timeout=180_000)
-                page.wait_for_function(STEP_SHOWN, arg="", timeout=180_000)
+                page.wait_for_function(STEP_SHOWN, arg=False, timeout=180_000)
                 box = page.locator("input[placeholder^='/path/to/your/profile']")
                 for name in args.inputs.split(","):
                     path = str(Path(args.data) / name)
@@ -100,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                         t0 = time.perf_counter()
                         page.locator("button", has_text="Open").first.click()
                         page.wait_for_selector(f"text=Opening {path}", timeout=180_000)
-                        page.wait_for_function(STEP_SHOWN, arg=path, timeout=180_000)
+                        page.wait_for_function(STEP_SHOWN, arg=True, timeout=180_000)
                         first = time.perf_counter() - t0
                         if args.shots and state == "cold":
                             Path(args.shots).mkdir(parents=True, exist_ok=True)

@@ -198,8 +198,8 @@ def test_the_top_findings_come_as_they_are_found_then_ranked() -> None:
     seen: list[tuple[int, bool, str]] = []
     show = overview._show_findings
 
-    def spy(found, done):
-        show(found, done)
+    def spy(found, done, box=None):
+        show(found, done, box)
         html = _html(overview._findings_box)
         seen.append((len(found), done, html))
     overview._show_findings = spy  # type: ignore[method-assign]
@@ -229,9 +229,9 @@ def test_the_findings_stop_when_another_profile_is_shown() -> None:
     calls = []
     show = overview._show_findings
 
-    def spy(found, done):
+    def spy(found, done, box=None):
         calls.append(done)
-        show(found, done)
+        show(found, done, box)
         overview.show(other)  # a new profile while the advisor still works
     overview._show_findings = spy  # type: ignore[method-assign]
     overview.show(profile)

@@ -172,6 +172,9 @@ class Tab(W.VBox):
         #: one build at a time (the dashboard's background opening may refresh a tab while
         #: the kernel's thread handles a click)
         self.building = threading.RLock()
+        #: counts the builds: work that outlives its build (:meth:`finish`) stops once a
+        #: newer one began
+        self.generation = 0
         #: ids of widgets shown in the body that outlive a redraw (never closed)
         self.keep: set[int] = set()
         self.message = W.HTML()
@@ -200,16 +203,33 @@ class Tab(W.VBox):
     def refresh(self) -> None:
         """Rebuild the body, with a spinner meanwhile; a failure shows its message instead
         (the tab stays usable). The tab carries :data:`READY_CLASS` once drawn."""
-        with self.building:
-            self._refresh()
+        self._refresh(only_if_stale=False)
 
     def refresh_if_stale(self) -> None:
         """:meth:`refresh` unless the body is up to date (checked once the tab is free)."""
-        with self.building:
-            if self.stale:
-                self._refresh()
+        self._refresh(only_if_stale=True)
 
-    def _refresh(self) -> None:
+    def _refresh(self, only_if_stale: bool) -> None:
+        """Build under :attr:`building`; :meth:`finish` after, outside it, so that a newer
+        build never waits for it (a finish whose build was replaced stops, see
+        :attr:`generation`)."""
+        with self.building:
+            if only_if_stale and not self.stale:
+                return
+            self.generation += 1
+            generation = self.generation
+            if not self._build_body():
+                return
+        try:
+            self.finish()
+        except Exception as exc:  # noqa: BLE001 - the page must show a message
+            if generation == self.generation:
+                self.message.value = error(describe_error(exc, f"the {self.title} tab"))
+        if generation == self.generation:
+            self.add_class(READY_CLASS)
+
+    def _build_body(self) -> bool:
+        """Draw the body; True when :meth:`finish` is to run (the tab was built)."""
         self.stale = False
         self.remove_class(READY_CLASS)
         close_widgets(self.body.children, self.keep)
@@ -223,25 +243,21 @@ class Tab(W.VBox):
             except Exception as exc:  # noqa: BLE001 - a message, not a traceback
                 self.message.value = error(describe_error(exc, f"the {self.title} tab"))
             self.add_class(WAITING_CLASS)
-            return
+            return False
         if self.profile is None:
             self.message.value = STYLE + note("Open a profile above.")
             self.add_class(READY_CLASS)
-            return
+            return False
         self.message.value = spinner_html(f"Computing the {self.title} tab …")
         try:
             children = self.build(self.profile)
         except Exception as exc:  # noqa: BLE001 - the page must show a message, not a traceback
             self.message.value = error(describe_error(exc, f"the {self.title} tab"))
             self.add_class(READY_CLASS)
-            return
+            return False
         self.message.value = ""
         self.body.children = tuple(children)
-        try:
-            self.finish()
-        except Exception as exc:  # noqa: BLE001 - the page must show a message
-            self.message.value = error(describe_error(exc, f"the {self.title} tab"))
-        self.add_class(READY_CLASS)
+        return True
 
     def finish(self) -> None:
         """Work done once the body is on show (the Overview's findings, as they come);

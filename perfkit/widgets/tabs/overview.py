@@ -100,27 +100,31 @@ class OverviewTab(JobTab):
         return out + [self.chart(chart, self._on_pick), self.rank, self.steps_table, facts]
 
     def finish(self) -> None:
-        if not self._streaming:
-            return
-        self._streaming = False
-        profile = self.profile
+        with self.building:  # what this build drew: the profile and the findings' place
+            if not self._streaming:
+                return
+            self._streaming = False
+            profile, box, generation = self.profile, self._findings_box, self.generation
 
         def show(found: list[Any], done: bool) -> None:
-            if self.profile is not profile or self.stale:
-                raise _Superseded  # another profile or job: this list is not wanted
-            self._show_findings(found, done)
+            if self.generation != generation or self.stale:
+                raise _Superseded  # redrawn meanwhile (another profile, another job)
+            self._show_findings(found, done, box)
         try:
             self.ctx.stream_findings(profile, show)
         except _Superseded:
             pass
 
-    def _show_findings(self, found: list[Any], done: bool) -> None:
-        """Show the top findings of ``found`` (so far, or final when ``done``)."""
+    def _show_findings(self, found: list[Any], done: bool, box: W.VBox | None = None
+                       ) -> None:
+        """Show the top findings of ``found`` (so far, or final when ``done``) in ``box``
+        (default: the last build's)."""
+        box = self._findings_box if box is None else box
         rows = self._findings(top_findings(found)) if done or found else []
         if not done:
             rows = self._working(len(found)) + rows[1:]
-        old = self._findings_box.children
-        self._findings_box.children = tuple(rows)
+        old = box.children
+        box.children = tuple(rows)
         close_widgets(old)
 
     @staticmethod
