@@ -225,7 +225,14 @@ class OverviewTab(JobTab):
                 columns=["step", "step_us", *shares], headers=headers, max_rows=30)
 
     def static_html(self) -> str:
-        parts = [c.value for c in self.body.children if isinstance(c, W.HTML)]
+        parts = []
+        for c in self.body.children:
+            if isinstance(c, W.HTML):
+                parts.append(c.value)
+            elif c is self._findings_box:  # the findings' texts, without their buttons
+                parts.extend(w.value for row in c.children
+                             for w in (row.children if isinstance(row, W.HBox) else [row])
+                             if isinstance(w, W.HTML))
         if self.charts:
             parts.insert(1, C.chart_to_svg(self.charts[0].chart))
         return self.message.value + "".join(parts)
