@@ -338,8 +338,39 @@ def stable_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
     """
     if len(frame) < 2 or _in_order(frame, keys):
         return None
+    if all(_is_number(frame[k]) for k in keys):
+        return _numeric_order(frame, keys)
     return frame[list(keys)].reset_index(drop=True).sort_values(
         list(keys), kind="mergesort").index.to_numpy()
+
+
+def _is_number(col: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(
+        col.dtype)
+
+
+def _numeric_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """The stable order of ``frame.sort_values(keys, kind="mergesort")`` on numeric keys.
+
+    Sorted key by key from the last (each sort stable, so earlier keys decide first and
+    ties keep table order), on numpy arrays instead of pandas' multi-key sort: each key
+    by its values, then by its missing marks (missing last, as pandas puts them).
+    """
+    order = np.arange(len(frame))
+    for k in reversed(list(keys)):
+        col = frame[k]
+        if pd.api.types.is_integer_dtype(col.dtype):
+            values = col.to_numpy(np.int64, na_value=0)[order]
+            low = int(values.min()) if len(values) else 0
+            if len(values) and int(values.max()) - low < 2**16:  # radix-sorted
+                values = (values - low).astype(np.uint16)
+        else:  # NaN sorts last in numpy too, ties kept in order by the stable sort
+            values = col.to_numpy(np.float64, na_value=np.nan)[order]
+        order = order[np.argsort(values, kind="stable")]
+        missing = col.isna().to_numpy(bool)[order]
+        if missing.any():
+            order = order[np.argsort(missing, kind="stable")]
+    return order
 
 
 def _in_order(frame: pd.DataFrame, keys: Sequence[str]) -> bool:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import is_lazy, per_rank
-from ._util import empty_frame, has_values, n_step_pairs, table
+from ._util import empty_frame, has_values, n_step_pairs, shared_factorize, table, take_rows
 
 if TYPE_CHECKING:  # the type only; analyses never read files
     from ..io.ir import IRGraph
@@ -528,22 +528,41 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
     """
     if is_lazy(profile):
         return per_rank(profile, recompute_scopes)
-    source, frame = _named_tasks(profile)
+    source, frame, keep = _named_tasks(profile)
     if frame is None:
         return empty_frame(SCOPE_COLUMNS, "no device task or host operator names to read")
+    # the names are read by code: each distinct name is matched once (a profile repeats a
+    # few hundred names over a million tasks) and no task's text is copied
+    code, uniq = shared_factorize(frame["name"], use_na_sentinel=True)
+    text = pd.Series(uniq, dtype=object).astype("string").fillna("")
+    text = pd.concat([text, pd.Series([""], dtype="string")], ignore_index=True)
+    code = np.where(code < 0, len(text) - 1, code)  # a missing name reads as ""
+    scoped_of = text.str.contains(RECOMPUTE_SCOPE, regex=True).to_numpy(bool)
+    grad_of = text.str.startswith("Gradients/").to_numpy(bool)
+    text = text.tolist()
+    rank_key = frame["rank"].astype("Float64").fillna(-1.0).to_numpy(np.float64)
+    dur_all = frame["dur_us"].to_numpy(np.float64, na_value=np.nan)
+    pair_cols = frame[[c for c in ("rank", "step") if c in frame.columns]]
+    if keep is not None:
+        code, rank_key, dur_all = code[keep], rank_key[keep], dur_all[keep]
+        pair_cols = take_rows(pair_cols, keep)
+    ranks = np.unique(rank_key)
+    order = None if len(ranks) < 2 else np.argsort(rank_key, kind="stable")
+    bounds = np.searchsorted(rank_key[order] if order is not None else rank_key,
+                             ranks, side="left").tolist() + [len(rank_key)]
     rows = []
-    for rank, g in frame.groupby(frame["rank"].astype("Float64").fillna(-1.0), sort=True):
-        names = g["name"].astype("string").fillna("")
-        scoped = names.str.contains(RECOMPUTE_SCOPE, regex=True).to_numpy(bool)
-        grad = names.str.startswith("Gradients/").to_numpy(bool)
-        fwd = scoped & ~grad
-        dur = g["dur_us"].to_numpy(np.float64)
-        pairs = n_step_pairs(g)
-        parts = [_scope_parts(str(n)) for n in pd.unique(names)]
-        layer_of = dict(zip(pd.unique(names), [p[0] for p in parts], strict=True))
+    for i, rank in enumerate(ranks.tolist()):
+        rows_of = order[bounds[i]:bounds[i + 1]] if order is not None else slice(None)
+        c = code[rows_of]
+        present = np.unique(c)
+        scoped = scoped_of[c]
+        fwd = scoped & ~grad_of[c]
+        dur = dur_all[rows_of]
+        pairs = n_step_pairs(pair_cols if order is None else take_rows(pair_cols, rows_of))
+        layer_of = {t: _scope_parts(t)[0] for t in {text[n] for n in present.tolist()}}
         layers = sorted({x for x in layer_of.values() if x is not None})
-        scoped_layers = sorted({layer_of[n] for n in pd.unique(names[scoped])
-                                if layer_of[n] is not None})
+        scoped_names = {text[n] for n in present[scoped_of[present]].tolist()}
+        scoped_layers = sorted({layer_of[n] for n in scoped_names if layer_of[n] is not None})
         if not scoped.any():
             mode = "none"
         elif not layers:
@@ -553,9 +572,9 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
         compute = float(np.nansum(dur)) / pairs
         fwd_us = float(np.nansum(dur[fwd])) / pairs
         rows.append({
-            "rank": pd.NA if rank < 0 else int(rank), "source": source, "tasks": len(g),
+            "rank": pd.NA if rank < 0 else int(rank), "source": source, "tasks": len(c),
             "scoped_tasks": int(scoped.sum()), "forward_scoped_tasks": int(fwd.sum()),
-            "scoped_names": int(names[scoped].nunique()), "forward_scoped_us": fwd_us,
+            "scoped_names": len(scoped_names), "forward_scoped_us": fwd_us,
             "compute_us": compute,
             "forward_scoped_share": fwd_us / compute if compute > 0 else np.nan,
             "layers": ",".join(map(str, layers)),
@@ -563,18 +582,22 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(SCOPE_COLUMNS)).astype(SCOPE_COLUMNS)
 
 
-def _named_tasks(profile: Any) -> tuple[str, pd.DataFrame | None]:
-    """The compute tasks to read names from: ``kernels``, else the host ``ops``."""
+def _named_tasks(profile: Any) -> tuple[str, pd.DataFrame | None, np.ndarray | None]:
+    """The table to read names from, its columns read, and the mask of its compute tasks.
+
+    ``kernels``, else the host ``ops``; the mask is None when the table has no category
+    (every task counts). Nothing when no such table has a compute task.
+    """
     for name in ("kernels", "ops"):
         frame = table(profile, name)
         if frame.empty or "name" not in frame.columns or not has_values(frame, "dur_us"):
             continue
+        keep = None
         if "category" in frame.columns:
-            frame = frame[frame["category"].eq("compute").fillna(False).to_numpy(bool)]
-        cols = [c for c in ("rank", "step", "name", "dur_us") if c in frame.columns]
-        frame = frame[cols]
+            keep = frame["category"].eq("compute").fillna(False).to_numpy(bool)
+        frame = frame[[c for c in ("rank", "step", "name", "dur_us") if c in frame.columns]]
         if "rank" not in frame.columns:
             frame = frame.assign(rank=pd.NA)
-        if len(frame):
-            return name, frame
-    return "", None
+        if keep is None or keep.any():
+            return name, frame, None if keep is None or keep.all() else keep
+    return "", None, None

@@ -215,6 +215,15 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
     op_id = pd.to_numeric(rows["op_id"], errors="coerce").to_numpy(np.float64, na_value=np.nan) \
         if "op_id" in rows.columns else np.full(n, np.nan)
     linked = ~np.isnan(op_id)
+    call_flops = rows["flops"].to_numpy(np.float64, na_value=np.nan)
+    call_bytes = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
+    if not linked.any():
+        # every row a call of its own (Ascend tasks, host operators): its share is
+        # x / x = 1 whichever rule below applies, so the prices are the call's
+        first = np.ones(n, dtype=bool)
+        return rows.assign(flops=call_flops * 1.0, bytes=call_bytes * 1.0,
+                           call_flops=call_flops, call_bytes=call_bytes,
+                           op_call=np.arange(n, dtype=np.int64), call_first=first)
     if "rank" in rows.columns:
         rank, _ = pd.factorize(rows["rank"], use_na_sentinel=False)
     else:
@@ -238,8 +247,6 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
     share = np.where(total_w[call] > 0, weight / np.where(total_w > 0, total_w, 1)[call],
                      np.where(total_d[call] > 0, dur / np.where(total_d > 0, total_d, 1)[call],
                               1.0 / rows_per_call[call]))
-    call_flops = rows["flops"].to_numpy(np.float64, na_value=np.nan)
-    call_bytes = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
     first = np.zeros(n, dtype=bool)
     first[first_rows(call)] = True
     return rows.assign(flops=call_flops * share, bytes=call_bytes * share,

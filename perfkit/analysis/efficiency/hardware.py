@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from ...specs import Hardware
 from ...specs.hardware_presets import preset_for_device
 from .._frames import distinct, table_columns
@@ -78,7 +80,11 @@ def _ascend_cores(profile: Any) -> list[str]:
     if "core" not in table_columns(first, "kernels"):
         return []
     try:
-        cores = set(distinct(first.kernels, ["core"])["core"].dropna().astype(str))
+        kernels = first.kernels
+        # a table in memory: its distinct values (hashed by Arrow, not as a frame's rows)
+        values = kernels["core"].unique() if isinstance(kernels, pd.DataFrame) else \
+            distinct(kernels, ["core"])["core"]
+        cores = set(pd.Series(values, dtype=object).dropna().astype(str))
     except Exception:  # noqa: BLE001 - the generation is then not read
         return []
     return sorted(cores & _A2_CORES)

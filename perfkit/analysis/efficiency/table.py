@@ -22,7 +22,7 @@ from ...errors import InvalidArgumentError
 from ...format import counted, plural
 from ...specs import Hardware
 from .._frames import is_lazy, per_rank
-from .._util import add_note, empty_frame, n_step_pairs, take_rows
+from .._util import add_note, empty_frame, n_step_pairs, shared_factorize, take_rows
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
@@ -126,7 +126,7 @@ def _main_names(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> pd.Seri
     """Each group's main kernel: the name with the most non-memory time (memsets and
     copies only where a group has nothing else), NA for a group without names."""
     names = rows["name"].astype("string")
-    code, uniq = pd.factorize(names, use_na_sentinel=True)
+    code, uniq = shared_factorize(names, use_na_sentinel=True)  # the codes others share
     out = pd.Series(pd.NA, index=range(n_groups), dtype="string")
     named = code >= 0
     if not named.any():
@@ -138,8 +138,13 @@ def _main_names(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> pd.Seri
     # compute time first, then memory time, then the first name seen: one score per row
     score = np.where(memory, 0.0, dur) * 1e6 + np.where(memory, dur, 0.0) + 1e-9
     pair = group[named].astype(np.int64) * len(uniq) + code[named]
-    keys, inverse = np.unique(pair, return_inverse=True)
-    totals = np.bincount(inverse.ravel(), score[named])
+    if n_groups * len(uniq) <= 4 * len(pair) + 1024:  # the pairs counted, not sorted
+        present = np.bincount(pair, minlength=n_groups * len(uniq)) > 0
+        keys = np.flatnonzero(present)
+        totals = np.bincount(pair, score[named], n_groups * len(uniq))[keys]
+    else:
+        keys, inverse = np.unique(pair, return_inverse=True)
+        totals = np.bincount(inverse.ravel(), score[named])
     best = pd.DataFrame({"g": keys // len(uniq), "n": keys % len(uniq), "t": totals})
     best = best.sort_values(["g", "t"], ascending=[True, False], kind="mergesort")
     best = best.drop_duplicates("g")
