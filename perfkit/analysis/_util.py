@@ -22,7 +22,8 @@ from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
-           "value_changes", "group_changes", "group_codes", "tasks_in_scope", "take_rows",
+           "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
+           "take_rows",
            "take_array", "PMU_RATIOS", "shared_factorize", "text_matches",
            "union_parts", "stable_order"]
 
@@ -553,8 +554,7 @@ def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
     taken out once, when a caller first asks for it.
     """
     wanted = [c for c in kernels.columns if c in columns or c in PMU_RATIOS]
-    keep = shared("scope_rows", (kernels,), (include_communication,),
-                  lambda: _scope_rows(kernels, include_communication))
+    keep = scope_rows(kernels, include_communication)
     if keep is None:
         return kernels[wanted]
     index = shared("scope_index", (kernels,), (include_communication,),
@@ -563,6 +563,12 @@ def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
                         lambda c=c: kernels[c].array[keep]) for c in wanted}
     return _frame_of(arrays, index, kernels.columns[kernels.columns.isin(wanted)],
                      kernels.attrs)
+
+
+def scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray | None:
+    """The mask of :func:`tasks_in_scope`'s rows (None: every task), once per block."""
+    return shared("scope_rows", (kernels,), (include_communication,),
+                  lambda: _scope_rows(kernels, include_communication))
 
 
 def _scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray | None:

@@ -30,6 +30,7 @@ from .._util import (
     PMU_RATIOS,
     empty_frame,
     has_values,
+    scope_rows,
     shared,
     shared_factorize,
     table,
@@ -68,11 +69,12 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     return label.fillna("")
 
 
-def _source(profile: Any, columns: Sequence[str] | None = None
+def _source(profile: Any, columns: Sequence[str] | None = None, split: bool = False
             ) -> tuple[pd.DataFrame, str]:
     """Rows to price: device tasks with shapes, else host operators with shapes.
 
     ``columns``: keep only these (and the :data:`PMU_RATIOS` columns); default all.
+    ``split``: device tasks without the :data:`_KEY_ONLY` columns (:func:`_outside_keys`).
     """
     def narrow(frame: pd.DataFrame) -> pd.DataFrame:
         if columns is None:
@@ -82,7 +84,9 @@ def _source(profile: Any, columns: Sequence[str] | None = None
     k = table(profile, "kernels")
     if not k.empty and has_values(k, "input_shapes") and has_values(k, "dur_us"):
         if columns is not None:  # the rows the other operator analyses take out too
-            return tasks_in_scope(k, False, columns), "kernels"
+            # (the pricing keys no reader reads per task are coded by _outside_keys)
+            inside = [c for c in columns if c not in _KEY_ONLY] if split else columns
+            return tasks_in_scope(k, False, inside), "kernels"
         keep = k["dur_us"].notna().to_numpy(bool)
         if "category" in k.columns:
             keep = keep & k["category"].ne("communication").fillna(True).to_numpy(bool)
@@ -161,18 +165,42 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
 _NARROW = ("rank", "step", "name", "type", "op_name", "op_id", "stream", "thread", "start_us",
            "dur_us", "category", "input_shapes", "input_dtypes", "output_shapes",
            "output_dtypes", "output_formats", "concrete_inputs")
+#: Pricing keys that no reader of :func:`narrow_costs`' rows reads task by task: on device
+#: tasks they are coded on the whole table and read for the distinct calls only, instead of
+#: copying their text for every task in scope (about 70 MB on a million Ascend tasks).
+_KEY_ONLY = ("output_shapes", "output_dtypes", "output_formats", "concrete_inputs")
 
 
 def narrow_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
                   ) -> pd.DataFrame:
     """:func:`operator_costs` of an eager profile with only the :data:`_NARROW` columns."""
     return shared("operator_costs_narrow", (profile,), (causal, backward_factor),
-                  lambda: _operator_costs(profile, causal, backward_factor, _NARROW))
+                  lambda: _operator_costs(profile, causal, backward_factor, _NARROW,
+                                          split=True))
+
+
+def _outside_keys(kernels: pd.DataFrame) -> dict[str, tuple[np.ndarray, pd.Series]]:
+    """The :data:`_KEY_ONLY` columns of the device tasks in scope, by code.
+
+    Each is coded on the whole table (once per :func:`shared_results` block) and the codes
+    of the tasks in scope kept: (code of each task in scope, text of each code).
+    """
+    keep = scope_rows(kernels, False)
+    out = {}
+    for c in _KEY_ONLY:
+        if c in kernels.columns:
+            codes, uniq = shared_factorize(kernels[c].astype("string"), use_na_sentinel=False)
+            out[c] = (codes if keep is None else codes[keep], pd.Series(uniq, dtype="string"))
+    return out
 
 
 def _operator_costs(profile: Any, causal: bool, backward_factor: float,
-                    columns: Sequence[str] | None = None) -> pd.DataFrame:
-    rows, source = _source(profile, columns)
+                    columns: Sequence[str] | None = None, split: bool = False
+                    ) -> pd.DataFrame:
+    """:func:`operator_costs`; ``columns`` and ``split`` as :func:`_source`'s."""
+    rows, source = _source(profile, columns, split)
+    outside = _outside_keys(table(profile, "kernels")) if split and source == "kernels" \
+        else {}
     cols = {"kind": "string", "flops": "float64", "bytes": "float64", "dtype": "string",
             "causal": "string"}
     if rows.empty:
@@ -187,11 +215,13 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
                                     "output_dtypes", "output_formats", "concrete_inputs")
                         if c in rows.columns]
     fast = _price_by_code(rows, keys, cols, causal, backward_factor,
-                          call_ids=columns is not None)
+                          call_ids=columns is not None, outside=outside)
     if fast is not None:
         fast = _spread_over_calls(fast)
         fast.attrs["source"] = source
         return fast
+    if outside:  # the merge below needs every key as a column
+        return _operator_costs(profile, causal, backward_factor, columns)
     uniq = rows[keys].astype("string").drop_duplicates()
     priced = [_price(r._asdict(), causal, backward_factor)
               for r in uniq.itertuples(index=False)]
@@ -268,7 +298,9 @@ def _price(d: dict[str, Any], causal: bool, backward_factor: float) -> tuple[Any
 
 
 def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], causal: bool,
-                   backward_factor: float, call_ids: bool = False) -> pd.DataFrame | None:
+                   backward_factor: float, call_ids: bool = False,
+                   outside: dict[str, tuple[np.ndarray, pd.Series]] | None = None
+                   ) -> pd.DataFrame | None:
     """:func:`operator_costs`' table without a merge: each distinct call priced once.
 
     The key columns are coded (missing values form a key of their own, as in the merge),
@@ -276,8 +308,10 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     Gives the rows in order with a fresh index and the key columns as text, as the
     left merge does. None when a combined code could overflow or a priced column
     already exists (the caller then merges). ``call_ids`` adds ``_call``: the distinct
-    call of each row, numbered in order of first appearance.
+    call of each row, numbered in order of first appearance. ``outside``: keys that are not
+    columns of ``rows`` (:func:`_outside_keys`), priced but not returned.
     """
+    outside = outside or {}
     if any(c in rows.columns for c in cols):
         return None
     text = rows.astype({c: "string" for c in keys})
@@ -290,9 +324,17 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
             return None
         code *= max(len(uniq), 1)  # in place: no new million-row array per key
         code += part
+    for part, uniq in outside.values():
+        span *= max(len(uniq), 1)
+        if span >= 2.0**62:
+            return None
+        code *= max(len(uniq), 1)
+        code += part
     inverse, _ = pd.factorize(code)  # distinct calls numbered in order of first appearance
     first = first_rows(inverse)
     distinct = take_rows(text[keys], first)
+    distinct = distinct.assign(**{c: uniq.array.take(part[first])
+                                  for c, (part, uniq) in outside.items()})
     priced = [_price(d._asdict(), causal, backward_factor)
               for d in distinct.itertuples(index=False)]
     table_ = pd.DataFrame(priced, columns=list(cols)).astype(cols)
