@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,7 +26,7 @@ __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interv
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
            "take_rows",
            "take_array", "PMU_RATIOS", "shared_factorize", "text_matches",
-           "union_parts", "stable_order"]
+           "union_parts", "stable_order", "group_median"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
@@ -325,8 +326,42 @@ def union_parts(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us
 
 def _group_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Running maximum of ``values`` that restarts where ``first`` is True."""
+    starts = np.flatnonzero(first)
+    if len(starts) <= _FEW_GROUPS and not np.isnan(values).any():
+        # a few groups (a rank's steps): numpy's running maximum over each slice
+        out = np.empty_like(values)
+        for a, b in zip(starts, [*starts[1:], len(values)], strict=True):
+            np.maximum.accumulate(values[a:b], out=out[a:b])
+        return out
     gid = np.cumsum(first) - 1
     return pd.Series(values).groupby(gid, sort=False).cummax().to_numpy()
+
+
+#: Up to this many groups, per-group numpy calls on contiguous slices beat a groupby.
+_FEW_GROUPS = 64
+
+
+def group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Median of ``values`` per group ``0..n-1``, missing values left out (NaN: none).
+
+    ``pd.Series(values).groupby(group).median()`` spread over the ``n`` groups; a few
+    groups in contiguous runs (rows sorted by group) take numpy's median of each slice
+    (the same value: the middle one, or the mean of the two middle ones).
+    """
+    out = np.full(n, np.nan)
+    if not len(values):
+        return out
+    if n <= _FEW_GROUPS and (len(group) < 2 or bool((group[1:] >= group[:-1]).all())):
+        bounds = np.searchsorted(group, np.arange(n + 1), side="left")
+        with warnings.catch_warnings():  # a group of NaN only is NaN, as in pandas
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for g in range(n):
+                if bounds[g + 1] > bounds[g]:
+                    out[g] = np.nanmedian(values[bounds[g]:bounds[g + 1]])
+        return out
+    med = pd.Series(values).groupby(group).median()
+    out[med.index.to_numpy(np.int64)] = med.to_numpy(np.float64)
+    return out
 
 
 def stable_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:

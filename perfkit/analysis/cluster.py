@@ -24,6 +24,7 @@ from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
 from ._util import (
     add_note,
     empty_frame,
+    group_median,
     has_values,
     robust_z,
     table,
@@ -339,26 +340,18 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     out = out.assign(
         kernels=np.diff(np.r_[starts, len(f)]), first=s[starts],
         last=np.maximum.reduceat(e, starts),
-        median_kernel_us=_group_median(f["dur_us"].to_numpy(np.float64), group, n),
+        median_kernel_us=group_median(f["dur_us"].to_numpy(np.float64), group, n),
         busy_us=np.bincount(seg_group, seg_end - seg_start, n),
         gaps=np.bincount(gap_group, minlength=n),
         launch_gap_us=np.bincount(gap_group, np.where(short, gap, 0.0), n),
         long_gap_us=np.bincount(gap_group, np.where(short, 0.0, gap), n),
-        median_gap_us=_group_median(gap, gap_group, n))
+        median_gap_us=group_median(gap, gap_group, n))
     out["span_us"] = out["last"] - out["first"]
     out["idle_us"] = out["span_us"] - out["busy_us"]
     out["launch_gap_share"] = out["launch_gap_us"] / out["span_us"].where(out["span_us"] > 0)
     out["host_bound"] = (out["launch_gap_share"] >= launch_share) & \
         (out["median_gap_us"] >= out["median_kernel_us"])
     return out[list(cols)].astype(cols)
-
-
-def _group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
-    """Median of ``values`` per group ``0..n-1`` (NaN for a group without values)."""
-    med = pd.Series(values).groupby(group).median()
-    out = np.full(n, np.nan)
-    out[med.index.to_numpy(np.int64)] = med.to_numpy(np.float64)
-    return out
 
 
 def sync_points(profile: Any) -> pd.DataFrame:

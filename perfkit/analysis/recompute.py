@@ -554,7 +554,7 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
     for i, rank in enumerate(ranks.tolist()):
         rows_of = order[bounds[i]:bounds[i + 1]] if order is not None else slice(None)
         c = code[rows_of]
-        present = np.unique(c)
+        present = np.flatnonzero(np.bincount(c, minlength=len(text)))  # codes seen
         scoped = scoped_of[c]
         fwd = scoped & ~grad_of[c]
         dur = dur_all[rows_of]
