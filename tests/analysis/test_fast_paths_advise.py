@@ -1,0 +1,171 @@
+"""The advisor's faster analyses give the results of their straightforward versions.
+
+Each fast path written for ``pk.advise`` on a million tasks (benchmarks/README.md, "The
+first answer") is checked against the plain pandas computation it replaces, written out
+here: names read by code in :func:`recompute_scopes`, numeric stable sorts, medians and
+running maxima per contiguous group, prices of keys coded on the whole table, and the
+spread of a call's price when every task is a call of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from shared_samples import PT_LEVEL1, sample, shared_param
+
+import perfkit as pk
+from perfkit.analysis import _util
+from perfkit.analysis._util import n_step_pairs
+from perfkit.analysis.efficiency import costs as eff_costs
+from perfkit.analysis.recompute import RECOMPUTE_SCOPE, SCOPE_COLUMNS, recompute_scopes
+from perfkit.profile import Profile, ProfileMeta
+
+ROOT = Path(__file__).resolve().parents[2]
+RECOMPUTE = ROOT / "tests" / "data" / "mindspore_cpu_recompute"  # MindSpore, recompute_ scopes
+SIMULATED = ROOT / "data" / "simulated" / "llama2-7b-tp2"  # Ascend-like tasks with shapes
+
+
+def _plain_scopes(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """recompute_scopes written row by row: each task's name matched on its own."""
+    from perfkit.analysis.recompute import _scope_parts
+
+    if "category" in frame.columns:
+        frame = frame[frame["category"].eq("compute").fillna(False).to_numpy(bool)]
+    frame = frame if "rank" in frame.columns else frame.assign(rank=pd.NA)
+    rows = []
+    for rank, g in frame.groupby(frame["rank"].astype("Float64").fillna(-1.0), sort=True):
+        names = g["name"].astype("string").fillna("")
+        scoped = names.str.contains(RECOMPUTE_SCOPE, regex=True).to_numpy(bool)
+        fwd = scoped & ~names.str.startswith("Gradients/").to_numpy(bool)
+        dur = g["dur_us"].to_numpy(np.float64)
+        pairs = n_step_pairs(g)
+        layer_of = {n: _scope_parts(str(n))[0] for n in names}
+        layers = sorted({x for x in layer_of.values() if x is not None})
+        scoped_layers = sorted({layer_of[n] for n in names[scoped] if layer_of[n] is not None})
+        mode = ("none" if not scoped.any() else "cells" if not layers else
+                "full" if scoped_layers == layers else "partial")
+        compute, fwd_us = np.nansum(dur) / pairs, np.nansum(dur[fwd]) / pairs
+        rows.append({"rank": pd.NA if rank < 0 else int(rank), "source": source,
+                     "tasks": len(g), "scoped_tasks": int(scoped.sum()),
+                     "forward_scoped_tasks": int(fwd.sum()),
+                     "scoped_names": names[scoped].nunique(), "forward_scoped_us": fwd_us,
+                     "compute_us": compute,
+                     "forward_scoped_share": fwd_us / compute if compute > 0 else np.nan,
+                     "layers": ",".join(map(str, layers)),
+                     "scoped_layers": ",".join(map(str, scoped_layers)), "recompute": mode})
+    return pd.DataFrame(rows, columns=list(SCOPE_COLUMNS)).astype(SCOPE_COLUMNS)
+
+
+def _mixed_kernels(n: int = 3000, seed: int = 5) -> pd.DataFrame:
+    """Tasks of three ranks (one missing), some communication, missing and scoped names."""
+    rng = np.random.default_rng(seed)
+    names = np.array([
+        "recompute_Default/model-Llama/layers-CellList/0-LLamaDecodeLayer/MatMul-op1",
+        "Gradients/recompute_Default/model-Llama/layers-CellList/0-LLamaDecodeLayer/Mul-op2",
+        "Default/model-Llama/layers-CellList/1-LLamaDecodeLayer/Add-op3",
+        "Default/model-Llama/layers-CellList/1-LLamaDecodeLayer/attention-Attention/Softmax-op4",
+        "recompute_Default/model-Llama/norm-RMSNorm/Mul-op5", "Default/AllReduce-op6", "",
+        None], dtype=object)
+    return pd.DataFrame({
+        "rank": pd.array(rng.choice([0, 1, None], n), dtype="Int64"),
+        "step": pd.array(rng.choice([3, 4], n), dtype="Int64"),
+        "name": pd.array(rng.choice(names, n), dtype="string"),
+        "category": pd.array(rng.choice(["compute", "communication", "memory", None], n,
+                                        p=[0.7, 0.1, 0.1, 0.1]), dtype="string"),
+        "dur_us": np.where(rng.random(n) < 0.05, np.nan, rng.random(n) * 50)})
+
+
+def test_recompute_scopes_equal_the_names_read_row_by_row() -> None:
+    k = _mixed_kernels()
+    no_rank = k.assign(rank=pd.array([pd.NA] * len(k), dtype="Int64"))
+    for tasks, n_ranks in ((k, 3), (no_rank, 1)):
+        prof = Profile(ProfileMeta("test", rank=None), {"kernels": tasks})  # ranks as given
+        got = recompute_scopes(prof)
+        assert set(got["recompute"]) == {"partial"}  # the sample exercises the scoped names
+        assert len(got) == n_ranks and got["rank"].isna().any()  # a missing rank too
+        pd.testing.assert_frame_equal(got, _plain_scopes(prof.kernels, "kernels"))
+
+
+@pytest.mark.skipif(not RECOMPUTE.exists(), reason="bundled test data missing")
+def test_recompute_scopes_of_a_mindspore_profile_equal_the_plain_reading() -> None:
+    prof = pk.load(RECOMPUTE, cache=False, progress=False)
+    got = recompute_scopes(prof)
+    assert got["scoped_tasks"].sum() > 0
+    source = str(got["source"].iloc[0])
+    with _util.shared_results():  # the codes shared with the other analyses give the same
+        shared = recompute_scopes(prof)
+    pd.testing.assert_frame_equal(got, _plain_scopes(getattr(prof, source), source))
+    pd.testing.assert_frame_equal(shared, got)
+
+
+def test_numeric_stable_order_equals_pandas_multi_key_sort() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(2, 300))
+        f = pd.DataFrame({"rank": pd.array(rng.integers(0, 3, n), dtype="Int64"),
+                          "stream": rng.integers(0, 4, n).astype("float64"),
+                          "start_us": rng.normal(size=n).round(1),
+                          "wide": rng.integers(-10**9, 10**9, n)})
+        f.loc[rng.random(n) < 0.2, "rank"] = pd.NA
+        f.loc[rng.random(n) < 0.2, "stream"] = np.nan
+        f.loc[rng.random(n) < 0.1, "start_us"] = np.nan
+        for keys in (["rank", "stream", "start_us"], ["stream", "rank"], ["wide", "rank"]):
+            want = f[keys].reset_index(drop=True).sort_values(keys, kind="mergesort").index
+            got = _util.stable_order(f, keys)
+            assert (np.arange(n) if got is None else got).tolist() == want.tolist()
+
+
+def test_medians_and_running_maxima_of_contiguous_groups_equal_a_groupby() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        n, m = int(rng.integers(1, 90)), int(rng.integers(0, 400))  # few groups and many
+        group = np.sort(rng.integers(0, n, m))
+        values = rng.normal(size=m).round(2)
+        values[rng.random(m) < 0.2] = np.nan
+        med = pd.Series(values).groupby(group).median()
+        want = np.full(n, np.nan)
+        want[med.index.to_numpy(np.int64)] = med.to_numpy()
+        assert np.array_equal(_util.group_median(values, group, n), want, equal_nan=True)
+        if m:
+            first = np.r_[True, group[1:] != group[:-1]]
+            ends = np.abs(rng.normal(size=m))
+            want_max = pd.Series(ends).groupby(np.cumsum(first)).cummax().to_numpy()
+            assert np.array_equal(_util._group_cummax(ends, first), want_max)
+
+
+@pytest.mark.parametrize("path", [SIMULATED, shared_param(PT_LEVEL1)])
+def test_prices_of_keys_coded_on_the_whole_table_equal_prices_of_the_rows(path: Any) -> None:
+    prof = pk.load(sample(path) if isinstance(path, str) else path, cache=False,
+                   progress=False)
+    for p in (list(prof) if hasattr(prof, "ranks") else [prof]):
+        narrow = eff_costs.narrow_costs(p)  # output shapes, dtypes, formats by code
+        full = eff_costs.operator_costs(p)  # every pricing key a column of the rows
+        assert len(narrow) == len(full) and narrow["kind"].notna().any()
+        for c in ("label", "kind", "flops", "bytes", "dtype", "causal", "call_flops",
+                  "call_bytes", "op_call", "call_first"):
+            pd.testing.assert_series_equal(narrow[c].reset_index(drop=True),
+                                           full[c].reset_index(drop=True))
+        assert not {"output_shapes", "output_formats"} & set(narrow.columns)
+
+
+def test_a_price_spread_over_calls_of_one_task_each_is_the_call_price() -> None:
+    rng = np.random.default_rng(8)
+    n = 500
+    rows = pd.DataFrame({"rank": pd.array(rng.integers(0, 2, n), dtype="Int64"),
+                         "dur_us": np.where(rng.random(n) < 0.1, np.nan, rng.random(n)),
+                         "category": rng.choice(["compute", "memory"], n),
+                         "flops": np.where(rng.random(n) < 0.3, np.nan, rng.random(n) * 1e9),
+                         "bytes": rng.random(n) * 1e6})
+    got = eff_costs._spread_over_calls(rows)
+    assert got["flops"].equals(rows["flops"]) and got["bytes"].equals(rows["bytes"])
+    assert got["op_call"].tolist() == list(range(n)) and got["call_first"].all()
+    # tasks linked to one operator call (rank, op_id) still share its price by time
+    pairs = rows.assign(rank=pd.array([0] * n, dtype="Int64"), op_id=np.arange(n) // 2,
+                        category="compute", dur_us=1.0, flops=np.repeat(rng.random(n // 2), 2))
+    linked = eff_costs._spread_over_calls(pairs)
+    assert linked["op_call"].tolist() == (np.arange(n) // 2).tolist()
+    assert np.allclose(linked["flops"], pairs["flops"] / 2)
