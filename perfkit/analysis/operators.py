@@ -606,7 +606,16 @@ def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:
                                  return_inverse=True)
     text_rank = np.append(text_rank.ravel(), len(texts))  # code -1 (missing) sorts last
     pairs = pd.DataFrame({"rank": k["rank"].array[rows], "name": text_rank[code[rows]]})
-    counts = pairs.groupby(["rank", "name"], dropna=False).size()
+    try:  # sorted groups, missing ranks last, as the groupby: counted by integer code
+        group, index = group_codes(pairs, ["rank", "name"])
+        if len(group) and int(group.max()) <= 4 * len(group) + 1024:
+            sizes = np.bincount(group)
+            sizes = sizes[sizes > 0]  # the codes present, in order: the index's
+        else:
+            sizes = np.unique(group, return_counts=True)[1]
+        counts = pd.Series(sizes, index=index, dtype="int64")
+    except OverflowError:
+        counts = pairs.groupby(["rank", "name"], dropna=False).size()
     text_of_rank = np.append(texts, None).astype(object)  # the last rank: missing name
     name = pd.array(text_of_rank[counts.index.get_level_values("name").to_numpy(np.int64)],
                     dtype=k["name"].dtype)
