@@ -95,10 +95,10 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
         return per_rank(profile, elementwise_chains, hardware, min_chain,
                         kernel_efficiency)[list(cols)].astype(cols)
-    rows = _ordered(profile, ("kind", "dur_us", "bytes"))
+    rows = _ordered(profile, ("dur_us", "bytes"))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
-    mem = rows["kind"].isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)
+    mem = _chain_kind(profile)
     new_lane = np.r_[True, value_changes(rows["rank"], rows["_lane"])]
     brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
     at = np.flatnonzero(mem)  # the element-wise rows, in run order
@@ -124,6 +124,20 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return out[list(cols)].astype(cols)
+
+
+def _chain_kind(profile: Any) -> np.ndarray:
+    """Whether each :func:`_ordered` row is of a :data:`_CHAIN_KINDS` kind.
+
+    The kind is a price, the same for every row of a distinct call (``_call``): it is
+    read once per call instead of once per task.
+    """
+    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    if "_call" not in rows.columns:
+        return rows["kind"].isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)[order]
+    call = rows["_call"].to_numpy(np.int64)
+    per_call = pd.Series(rows["kind"].array.take(first_rows(call)))
+    return per_call.isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)[call[order]]
 
 
 def _ordered_codes(profile: Any, column: str) -> tuple[np.ndarray, list[str]]:
