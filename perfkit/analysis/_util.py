@@ -581,14 +581,14 @@ PMU_RATIOS = frozenset({"aic_mac_ratio", "aiv_vec_ratio", "aic_mte1_ratio", "aic
 
 
 def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
-                   columns: Sequence[str] | frozenset[str]) -> pd.DataFrame:
+                   columns: Sequence[str] | frozenset[str], pmu: bool = True) -> pd.DataFrame:
     """Device tasks with a duration (and not communication, unless included).
 
-    Only ``columns`` and the :data:`PMU_RATIOS` present are returned, in table order.
-    Within :func:`shared_results` the rows in scope are found once and each column is
-    taken out once, when a caller first asks for it.
+    Only ``columns`` and (``pmu``) the :data:`PMU_RATIOS` present are returned, in table
+    order. Within :func:`shared_results` the rows in scope are found once and each column
+    is taken out once, when a caller first asks for it.
     """
-    wanted = [c for c in kernels.columns if c in columns or c in PMU_RATIOS]
+    wanted = [c for c in kernels.columns if c in columns or (pmu and c in PMU_RATIOS)]
     keep = scope_rows(kernels, include_communication)
     if keep is None:
         return kernels[wanted]

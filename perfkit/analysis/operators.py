@@ -119,16 +119,22 @@ TINY_COLUMNS: dict[str, str] = {
 
 _USED = ("rank", "step", "name", "type", "category", "core", "stream", "start_us", "dur_us",
          "input_shapes")
+#: What the analyses of task sequences read (tiny kernels, unfused patterns, attention
+#: directions): no core, shapes or PMU ratios, which a million tasks would copy for nothing.
+_LANES = ("rank", "step", "name", "type", "category", "stream", "start_us", "dur_us")
 
 
-def _scope(kernels: pd.DataFrame, include_communication: bool) -> pd.DataFrame:
-    """The tasks in scope, with only the columns the analyses read (PMU ratios kept).
+def _scope(kernels: pd.DataFrame, include_communication: bool,
+           columns: tuple[str, ...] = _USED) -> pd.DataFrame:
+    """The tasks in scope, with only the columns the analyses read.
 
     Tasks with a duration (and, unless ``include_communication``, not communication),
-    taken out in one pass (:func:`tasks_in_scope`).
+    taken out in one pass (:func:`tasks_in_scope`); the PMU ratios too, except with
+    ``columns`` :data:`_LANES`. The same frame for the same columns within a block.
     """
-    return shared("scope", (kernels,), (include_communication,),
-                  lambda: tasks_in_scope(kernels, include_communication, _USED))
+    return shared("scope", (kernels,), (include_communication, columns),
+                  lambda: tasks_in_scope(kernels, include_communication, columns,
+                                         pmu=columns != _LANES))
 
 
 def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -544,7 +550,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
         return per_rank(profile, tiny_kernels, threshold_us, storm_share, min_run,
                         max_gap_us)[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
-    k = _scope(table(profile, "kernels"), include_communication=False)
+    k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
     # which names are tiny does not depend on the order: counted before ordering the tasks
@@ -731,7 +737,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
     pats = PATTERNS if patterns is None else patterns
     if is_lazy(profile):
         return _lazy_unfused(profile, detail, pats)
-    k = _scope(table(profile, "kernels"), include_communication=False)
+    k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
     if k.empty or "start_us" not in k.columns:
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
     # the columns read below (the type and name give the tokens)
@@ -832,7 +838,8 @@ def _lazy_unfused(profile: Any, detail: bool,
                 "names", "fused_replacement"]
         if len(out):
             rows = aggregate(transform(table(profile, "kernels"),
-                                       lambda f: _scope(f, include_communication=False)),
+                                       lambda f: _scope(f, include_communication=False,
+                                                         columns=_LANES)),
                              ["rank"], {"dur_us": ["size"]})
             before = rows["dur_us_size"].cumsum() - rows["dur_us_size"]
             shift = out["rank"].astype("float64").map(
@@ -881,7 +888,7 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
         out = out[list(cols)].astype(cols).reset_index(drop=True)
         out.attrs["notes"] = notes
         return out
-    k = _scope(table(profile, "kernels"), include_communication=False)
+    k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
     if k.empty:
         return empty_frame(cols, "the profile has no device tasks (kernels table)")
     labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
