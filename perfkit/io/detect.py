@@ -52,7 +52,7 @@ from .runs import (
     pick_run,
     source_facts,
 )
-from .sources import RankSource, cluster_meta, parse_source
+from .sources import RankSource, cluster_meta, input_bytes, parse_source
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
            "default_engine"]
@@ -657,17 +657,6 @@ def _load_one(source: RankSource, use_cache: bool) -> tuple[Profile, bool]:
     return Profile(meta, tables), False
 
 
-def _total_bytes(sources: Sequence[RankSource]) -> int:
-    total = 0
-    for s in sources:
-        for f in s.file_paths():
-            try:
-                total += f.stat().st_size
-            except OSError:
-                continue
-    return total
-
-
 def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
                   workers: int | None, progress: bool | None) -> Cluster:
     profiles: list[Profile] = []
@@ -680,7 +669,7 @@ def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
                 profiles.append(hit)
                 continue
         todo.append(s)
-    size = _total_bytes(todo)
+    size = input_bytes(todo)
     if workers is None:
         workers = 1 if size < _PARALLEL_MIN_BYTES else min(len(todo), os.cpu_count() or 1)
     workers = max(1, min(int(workers), len(todo) or 1))

@@ -48,9 +48,9 @@ from ._common import collecting_notes
 from .categories import DEVICE_KINDS, KINETO_KINDS
 from .detect import _key, find_runs
 from .runs import pick_run
-from .sources import RankSource, cluster_meta
+from .sources import RankSource, cluster_meta, input_bytes
 
-__all__ = ["Preview", "preview", "kineto_step_spans", "input_bytes", "describe"]
+__all__ = ["Preview", "preview", "kineto_step_spans", "describe"]
 
 #: What a Kineto step event is named (``ProfilerStep#12``), as bytes of the file.
 _STEP_KEY = b'"ProfilerStep#'
@@ -164,18 +164,6 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
 
 _NO_STEPS = {"kineto": "no ProfilerStep#N event: its steps come with the full load",
              "ascend_text": "no step_trace_time.csv: its steps come with the full load"}
-
-
-def input_bytes(sources: list[RankSource]) -> int:
-    """Total size of the files the sources' full load reads."""
-    total = 0
-    for s in sources:
-        for f in s.file_paths():
-            try:
-                total += f.stat().st_size
-            except OSError:
-                continue
-    return total
 
 
 def _folder_bytes(folder: Path) -> int:

@@ -13,7 +13,7 @@ in both directions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from ..profile import Profile, ProfileMeta
 from . import ascend
 from .validate import clean_tables
 
-__all__ = ["RankSource", "parse_source", "cluster_meta", "FORMATS"]
+__all__ = ["RankSource", "parse_source", "cluster_meta", "input_bytes", "FORMATS"]
 
 FORMATS = ("ascend_text", "ascend_db", "kineto", "trace_view", "mindspore_legacy",
            "cann_raw", "unreadable", "not_a_trace")
@@ -201,3 +201,16 @@ def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
         groups=groups, origin_ns=min(origins) if origins else None, path=str(root),
         notes=notes, extra={"ranks": [m.rank for m in metas]},
     )
+
+
+def input_bytes(sources: Sequence[RankSource]) -> int:
+    """Total size of the files the sources' full load reads (a file that cannot be
+    examined counts for nothing)."""
+    total = 0
+    for s in sources:
+        for f in s.file_paths():
+            try:
+                total += f.stat().st_size
+            except OSError:
+                continue
+    return total
