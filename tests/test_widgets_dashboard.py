@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from shared_samples import PT_LEVEL1, shared_sample
+from widget_html import panel_html
 
 from perfkit.widgets import TAB_TITLES, bundled_profile, bundled_profiles, dashboard
 from perfkit.widgets.dashboard import DEFAULT_PROFILE, describe_error, frame_html
@@ -49,13 +50,7 @@ def _upload(board, name: str, content: bytes) -> None:
 
 def _html_of(panel) -> str:
     """Every HTML value in the tab's body (nested boxes included)."""
-    def walk(widgets):
-        for w in widgets:
-            value = getattr(w, "value", None)
-            if isinstance(value, str) and type(w).__name__ == "HTML":
-                yield value
-            yield from walk(getattr(w, "children", ()) or ())
-    return "".join(walk(panel.body.children))
+    return panel_html(panel)
 
 
 def _specs(panel) -> list[dict]:

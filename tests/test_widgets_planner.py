@@ -15,6 +15,7 @@ import statistics
 from collections import defaultdict
 
 import pytest
+from widget_html import panel_html
 
 import perfkit as pk
 from perfkit import plan
@@ -34,13 +35,7 @@ _TAGS = re.compile(r"<[^>]+>")
 
 
 def _text(panel) -> str:
-    def walk(widgets):
-        for w in widgets:
-            value = getattr(w, "value", None)
-            if isinstance(value, str) and type(w).__name__ == "HTML":
-                yield value
-            yield from walk(getattr(w, "children", ()) or ())
-    html = "".join(walk(panel.body.children))
+    html = panel_html(panel)
     html = re.sub(r"<style>.*?</style>", "", html, flags=re.S)
     return re.sub(r"\s+", " ", _TAGS.sub(" ", html)).replace("&#x27;", "'")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from shared_samples import HTA, PT_LEVEL1, shared_sample
+from widget_html import panel_html
 
 import perfkit as pk
 from perfkit.errors import ProfileError
@@ -34,13 +35,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def _html(panel) -> str:
     """Every HTML value in the tab's body (nested boxes included)."""
-    def walk(widgets):
-        for w in widgets:
-            value = getattr(w, "value", None)
-            if isinstance(value, str) and type(w).__name__ == "HTML":
-                yield value
-            yield from walk(getattr(w, "children", ()) or ())
-    return "".join(walk(getattr(panel, "body", panel).children))
+    return panel_html(panel)
 
 
 def _card(html: str, name: str) -> str | None:

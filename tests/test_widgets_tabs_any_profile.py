@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from widget_html import panel_html
 
 import perfkit as pk
 from perfkit.tables import table
@@ -30,17 +31,8 @@ KINETO_CPU = ROOT / "data" / "kineto-tiny-llama"
 
 
 def _text(panel) -> str:
-    parts = [panel.message.value]
-
-    def walk(widgets):
-        for w in widgets:
-            value = getattr(w, "value", None)
-            if isinstance(value, str) and type(w).__name__ == "HTML":
-                parts.append(value)
-            walk(getattr(w, "children", ()) or ())
-
-    walk(panel.body.children)
-    text = re.sub(r"<style.*?</style>", "", "".join(parts), flags=re.S)
+    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
+                  flags=re.S)
     text = re.sub(r"</t[hd]>", " | ", text)
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
