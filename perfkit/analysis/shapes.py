@@ -457,7 +457,7 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
         wanted_ranks = sorted(pick.values()) or None
     recs, source = shape_records(profile, wanted_ranks)
     out = _read(profile, recs, source, tp, stage_of, pp)
-    if source == "kernels" and any(out.get(f) is None for f in _FILLABLE):
+    if source == "kernels" and any(out.get(f) is None for f in _SHAPE):
         # a GPU kernel has shapes only when the trace kept its launch: kernels launched
         # before the trace began (an embedding, the first attention calls) leave gaps that
         # the operators, which all carry their shapes, may fill
@@ -467,6 +467,11 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
     return out
 
 
+#: The model's shape: when the kernels leave one of these unknown, the operators are read
+#: too (not for fields that are often unknown on any profile, such as recompute_layers or
+#: position_embedding, which would read every GPU profile twice).
+_SHAPE = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
+          "ffn_hidden_size", "vocab_size", "num_layers", "num_micro_batches")
 #: Fields a reading of the operators may fill when the kernels left them unknown.
 _FILLABLE = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
              "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size", "mlp", "num_layers",
