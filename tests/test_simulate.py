@@ -288,6 +288,43 @@ def test_tensor_parallel_allreduces(tmp_path: Path) -> None:
         assert len(ops) == 4 * TINY.num_layers * 2
 
 
+def test_sequence_parallel_gathers_and_scatters(tmp_path: Path) -> None:
+    """Under sequence parallelism each all-reduce of a layer becomes a reduce-scatter, an
+    all-gather brings the sequence in front of each block (and again for the weight
+    gradients: Megatron's redo), and the norms run on 1/t of the tokens; the tensor group
+    then moves 10 ring passes per layer and micro-batch instead of 8."""
+    par = pk.ParallelConfig(dp=1, tp=2, num_micro_batches=2, sequence_parallel=True)
+    root = simulate(TINY, par, HW, steps=1, out=tmp_path / "sp")
+    plain = simulate(TINY, par.replace(sequence_parallel=False), HW, steps=1,
+                     out=tmp_path / "plain")
+    units = TINY.num_layers * 2  # layers x micro-batches
+    tokens = TINY.seq_length  # one sequence per micro-batch
+    for want, got_root in ((False, plain), (True, root)):
+        for d in _rank_dirs(got_root).values():
+            out = d / "ASCEND_PROFILER_OUTPUT"
+            comm = json.loads((out / "communication.json").read_text())["step1"]["collective"]
+            count = {op: sum(k.startswith(f"hcom_{op}_") for k in comm)
+                     for op in ("allReduce", "allGather", "reduceScatter")}
+            sent = sum(v["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"]
+                       for k, v in comm.items() if k.startswith("hcom_"))  # not the total
+            # 2 ring passes of (t - 1)/t of the layer's activation per all-reduce, 1 per
+            # gather or scatter; the activation: tokens x hidden x 2 bytes
+            act_mb = tokens * TINY.hidden_size * 2 / 1e6
+            if want:
+                assert count == {"allReduce": 0, "allGather": 6 * units,
+                                 "reduceScatter": 4 * units}
+                assert sent == pytest.approx(10 * units * act_mb / 2)
+            else:
+                assert count == {"allReduce": 4 * units, "allGather": 0, "reduceScatter": 0}
+                assert sent == pytest.approx(8 * units * act_mb / 2)
+            norms = [row["Input Shapes"] for row in _csv(out / "kernel_details.csv")
+                     if row["Type"] in ("RmsNorm", "RmsNormGrad")
+                     and "final_norm" not in row["Name"]]  # the layers' norms
+            rows = tokens // 2 if want else tokens
+            assert norms and all(s.strip('"').startswith(f"{rows},") for s in norms)
+        assert pk.infer_job(load(got_root, cache=False)).parallel.sequence_parallel is want
+
+
 def test_loads_in_perfkit(tmp_path: Path) -> None:
     root = _sim(tmp_path, "a")
     cluster = load(root, cache=False)

@@ -333,7 +333,8 @@ def _rank_kernels(tpl: _Templates, order: list[Op], stage: int, rng: np.random.G
     tp = tpl.is_tp[cat]
     dur[~tp] *= compute_factor
     if tp.any():
-        amounts = np.array([k.amount for k in tpl.catalog])
+        amounts = np.array([k.amount * K.wire_share(k) if k.work == K.TP_COMM else k.amount
+                            for k in tpl.catalog])
         dur[tp] = amounts[cat[tp]] * tp_us_per_byte + 8.0 * noise[tp]
     lo, hi = settings.launch_gap_us
     gap = rng.uniform(lo, hi, len(cat))
@@ -552,7 +553,8 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
                 xfer_t = k.dur[idx]
                 for j, i in enumerate(idx):
                     res.comm.append(CommOp(
-                        step, "collective", "allReduce", gid, float(starts[i]), float(dur[i]),
+                        step, "collective", K.collective_op(tpl.catalog[k.cat[i]]), gid,
+                        float(starts[i]), float(dur[i]),
                         float(xfer_t[j]), float(dur[i] - xfer_t[j]),
                         tpl.catalog[k.cat[i]].amount, peers,
                         {q: links.bandwidth(r, q) / 1e9 for q in peers},

@@ -26,7 +26,7 @@ from ..calc.timing import gemm_seconds, memory_seconds
 from ..specs import ModelSpec, ParallelConfig
 
 __all__ = ["Kernel", "KernelCosts", "Pass", "layer_pass", "embedding_pass", "head_pass",
-           "optimizer_kernel"]
+           "optimizer_kernel", "collective_op", "wire_share"]
 
 CUBE, VEC, TP_COMM = "cube", "vec", "tp"
 
@@ -89,7 +89,7 @@ class KernelCosts:
             elif k.work == VEC:
                 out[i] = memory_seconds(k.amount, self.memory_bandwidth, rates) * 1e6
             else:
-                out[i] = k.amount * tp_seconds_per_byte * 1e6 + 8.0
+                out[i] = k.amount * wire_share(k) * tp_seconds_per_byte * 1e6 + 8.0
         return out
 
 
@@ -123,8 +123,27 @@ def _vec(name: str, type_: str, shape: str, nbytes: float, dtypes: str = "DT_BF1
                   "ND", 40)
 
 
-def _allreduce(nbytes: float) -> Kernel:
-    return Kernel("hcom_allReduce_", "hcom_allReduce_", "HCCL", TP_COMM, nbytes)
+def _collective(op: str, nbytes: float) -> Kernel:
+    """A tensor-parallel collective (``allReduce``, ``allGather``, ``reduceScatter``) of a
+    tensor of ``nbytes`` (the whole tensor, gathered)."""
+    return Kernel(f"hcom_{op}_", f"hcom_{op}_", "HCCL", TP_COMM, nbytes)
+
+
+#: Ring passes over the whole tensor of each tensor-parallel collective: an all-reduce is
+#: a reduce-scatter then an all-gather, each ``(t − 1)/t`` of the tensor per member.
+_HALVES = {"allReduce": 2, "allGather": 1, "reduceScatter": 1}
+
+
+def collective_op(kernel: Kernel) -> str:
+    """The collective a tensor-parallel kernel runs (``allReduce``, ``allGather``,
+    ``reduceScatter``), as ``hcom_{op}_`` names it."""
+    return kernel.name.removeprefix("hcom_").removesuffix("_")
+
+
+def wire_share(kernel: Kernel) -> float:
+    """A tensor-parallel kernel's time on the links relative to an all-reduce of its tensor
+    (1 for an all-reduce, 1/2 for an all-gather or a reduce-scatter)."""
+    return _HALVES[collective_op(kernel)] / 2
 
 
 def _dims(model: ModelSpec, parallel: ParallelConfig) -> dict[str, int]:
@@ -134,6 +153,14 @@ def _dims(model: ModelSpec, parallel: ParallelConfig) -> dict[str, int]:
             "a": model.num_attention_heads // t, "g": max(1, model.num_kv_heads // t),
             "d": model.head_dim, "f": model.ffn_hidden_size // t, "v": model.vocab_size // t,
             "t": t, "layernorm": model.norm == "layernorm"}
+
+
+def _row_dims(dm: dict[str, int], parallel: ParallelConfig) -> dict[str, int]:
+    """``dm`` for the kernels that see each token on its own (norms, residual adds, the
+    embedding): under sequence parallelism, ``1/t`` of the tokens."""
+    if dm["t"] > 1 and parallel.sequence_parallel:
+        return {**dm, "n": dm["n"] // dm["t"]}
+    return dm
 
 
 def _norm(dm: dict[str, int], unfused: bool, grad: bool, tag: str) -> list[Kernel]:
@@ -222,17 +249,32 @@ def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
     all-reduce and the last residual add, whose outputs the backward never reads: a
     graph-mode framework's full recompute, :data:`perfkit.calc.rates.RECOMPUTE_STYLES`)
     or ``"recompute_selective"`` (the activation function's outputs again).
+
+    Tensor parallelism all-reduces the output of each row-parallel matrix multiply (the
+    attention output and MLP down projections) in the forward, and the input gradient of
+    each column-parallel block in the backward. With sequence parallelism (Korthikanti et
+    al. 2022, §4.2.2) the norms and residual adds run on ``1/t`` of the tokens: each
+    all-reduce becomes a reduce-scatter, and an all-gather brings the whole sequence in
+    front of each column-parallel block (forward; in the backward, the gradient arriving at
+    each block is gathered and the input gradient reduce-scattered). The backward gathers
+    each column-parallel input once more for its weight gradient (Megatron-LM does not keep
+    it gathered: ``Rates.sp_ag_redo``, which :mod:`perfkit.calc.timing` charges the same).
     """
     dm = _dims(model, parallel)
     n, h, a, g, d, f = dm["n"], dm["h"], dm["a"], dm["g"], dm["d"], dm["f"]
     tp = dm["t"] > 1
+    sp = tp and parallel.sequence_parallel
     msg = n * h * 2.0
     un_norm, un_rot, un_act = ("rms_norm" in unfused, "rotary" in unfused, "swiglu" in unfused)
     gated = model.mlp == "gated"
     rope = model.position_embedding == "rope"
     qkv_bias, bias = model.bias in ("qkv", "all"), model.bias == "all"
     qkv = (a + 2 * g) * d
-    add = _vec("aclnnAdd_Add_Add", "Add", f"{n},{h}", n * h * 6.0, n_in=2)
+    row_dm = _row_dims(dm, parallel)  # norms and residual adds: the sequence shard
+    rows = row_dm["n"]
+    add = _vec("aclnnAdd_Add_Add", "Add", f"{rows},{h}", rows * h * 6.0, n_in=2)
+    gather = [_collective("allGather", msg)] if sp else []
+    reduce = [_collective("reduceScatter" if sp else "allReduce", msg)] if tp else []
 
     def act(grad: bool) -> list[Kernel]:
         return _act(dm, un_act, grad) if gated else _gelu(dm, grad)
@@ -241,42 +283,36 @@ def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
         return _rotary(dm, un_rot, grad) if rope else []
 
     if kind in ("fwd", "recompute_full", "recompute_needed"):
-        ks: list[Kernel] = [*_norm(dm, un_norm, False, "attention_norm"),
+        ks: list[Kernel] = [*_norm(row_dm, un_norm, False, "attention_norm"), *gather,
                             _mm("qkv", n, h, qkv, bias=qkv_bias), *rotary(False),
-                            _attention(dm, False), _mm("wo", n, a * d, h, bias=bias)]
-        if tp:
-            ks.append(_allreduce(msg))
-        ks += [add, *_norm(dm, un_norm, False, "ffn_norm"), _mm("w1", n, h, f, bias=bias)]
+                            _attention(dm, False), _mm("wo", n, a * d, h, bias=bias), *reduce,
+                            add, *_norm(row_dm, un_norm, False, "ffn_norm"), *gather,
+                            _mm("w1", n, h, f, bias=bias)]
         if gated:
             ks.append(_mm("w3", n, h, f))
         ks += [*act(False)]
         if kind == "recompute_needed":
             return Pass(kind, tuple(ks))
-        ks.append(_mm("w2", n, f, h, bias=bias))
-        if tp:
-            ks.append(_allreduce(msg))
-        ks.append(add)
+        ks += [_mm("w2", n, f, h, bias=bias), *reduce, add]
         return Pass(kind, tuple(ks))
     if kind == "recompute_selective":
         return Pass(kind, tuple(act(False)))
-    ks = [_mm("w2_dx", n, h, f), _mm("w2_dw", f, n, h), *act(True)]
+    # the backward: the gradient is gathered in front of each block (sp), the block's
+    # input is gathered again for the weight gradients (sp), the input gradient reduced
+    ks = [*gather, _mm("w2_dx", n, h, f), _mm("w2_dw", f, n, h), *act(True), *gather]
     if gated:
         ks += [_mm("w3_dx", n, f, h), _mm("w3_dw", h, n, f)]
-    ks += [_mm("w1_dx", n, f, h), _mm("w1_dw", h, n, f), add]
-    if tp:
-        ks.append(_allreduce(msg))
-    ks += [*_norm(dm, un_norm, True, "ffn_norm"), add, _mm("wo_dx", n, h, a * d),
-           _mm("wo_dw", a * d, n, h), _attention(dm, True), *rotary(True),
-           _mm("qkv_dx", n, qkv, h), _mm("qkv_dw", h, n, qkv)]
-    if tp:
-        ks.append(_allreduce(msg))
-    ks += [*_norm(dm, un_norm, True, "attention_norm"), add]
+    ks += [_mm("w1_dx", n, f, h), _mm("w1_dw", h, n, f), add, *reduce,
+           *_norm(row_dm, un_norm, True, "ffn_norm"), add, *gather, _mm("wo_dx", n, h, a * d),
+           _mm("wo_dw", a * d, n, h), _attention(dm, True), *rotary(True), *gather,
+           _mm("qkv_dx", n, qkv, h), _mm("qkv_dw", h, n, qkv), *reduce,
+           *_norm(row_dm, un_norm, True, "attention_norm"), add]
     return Pass(kind, tuple(ks))
 
 
 def embedding_pass(model: ModelSpec, parallel: ParallelConfig, backward: bool) -> Pass:
     """Token embedding lookup (forward) or its gradient (backward) on the first stage."""
-    dm = _dims(model, parallel)
+    dm = _row_dims(_dims(model, parallel), parallel)
     n, h = dm["n"], dm["h"]
     if backward:
         k = _vec("aclnnEmbeddingDenseBackward_EmbeddingDenseGrad_EmbeddingDenseGrad",
@@ -290,14 +326,15 @@ def head_pass(model: ModelSpec, parallel: ParallelConfig, backward: bool) -> Pas
     """Final norm, output projection and loss on the last stage."""
     dm = _dims(model, parallel)
     n, h, v = dm["n"], dm["h"], dm["v"]
+    row_dm = _row_dims(dm, parallel)
     loss = _vec("aclnnCrossEntropyLoss_SoftmaxCrossEntropyWithLogits_"
                 "SoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", f"{n},{v}",
                 n * v * 8.0, "FLOAT")
     if backward:
         ks = [_mm("lm_head_dx", n, v, h), _mm("lm_head_dw", h, n, v),
-              *_norm(dm, False, True, "final_norm")]
+              *_norm(row_dm, False, True, "final_norm")]
         return Pass("head_bwd", tuple(ks))
-    ks = [*_norm(dm, False, False, "final_norm"), _mm("lm_head", n, h, v),
+    ks = [*_norm(row_dm, False, False, "final_norm"), _mm("lm_head", n, h, v),
           _vec("aclnnCast_Cast_Cast", "Cast", f"{n},{v}", n * v * 6.0), loss]
     return Pass("head_fwd", tuple(ks))
 
