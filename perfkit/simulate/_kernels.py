@@ -116,11 +116,11 @@ def _mm(tag: str, m: int, k: int, n: int, dtype: str = "DT_BF16", bias: bool = F
 
 
 def _vec(name: str, type_: str, shape: str, nbytes: float, dtypes: str = "DT_BF16",
-         n_in: int = 1) -> Kernel:
+         n_in: int = 1, out_dtype: str | None = None) -> Kernel:
     ins = ";".join([shape] * n_in)
     return Kernel(name, type_, "AI_VECTOR_CORE", VEC, nbytes, f'"{ins}"',
-                  ";".join([dtypes] * n_in), ";".join(["ND"] * n_in), f'"{shape}"', dtypes,
-                  "ND", 40)
+                  ";".join([dtypes] * n_in), ";".join(["ND"] * n_in), f'"{shape}"',
+                  out_dtype or dtypes, "ND", 40)
 
 
 def _collective(op: str, nbytes: float) -> Kernel:
@@ -174,8 +174,8 @@ def _norm(dm: dict[str, int], unfused: bool, grad: bool, tag: str) -> list[Kerne
     if not unfused:
         if grad:
             return [_vec(f"aclnnRmsNormGrad_{tag}_RmsNormGrad", "RmsNormGrad", shape,
-                         n * h * 12.0, n_in=2)]
-        return [_vec(f"aclnnCast_{tag}_Cast", "Cast", shape, n * h * 6.0),
+                         n * h * 12.0, "FLOAT", n_in=2)]
+        return [_vec(f"aclnnCast_{tag}_Cast", "Cast", shape, n * h * 6.0, out_dtype="FLOAT"),
                 _vec(f"aclnnRmsNorm_{tag}_RmsNorm", "RmsNorm", shape, n * h * 8.0, "FLOAT")]
     names = (["Mul", "Mul", "ReduceSum", "Mul", "Sub", "Mul"] if grad
              else ["Cast", "Pow", "ReduceMean", "Add", "Rsqrt", "Mul", "Mul"])
@@ -335,7 +335,7 @@ def head_pass(model: ModelSpec, parallel: ParallelConfig, backward: bool) -> Pas
               *_norm(row_dm, False, True, "final_norm")]
         return Pass("head_bwd", tuple(ks))
     ks = [*_norm(row_dm, False, False, "final_norm"), _mm("lm_head", n, h, v),
-          _vec("aclnnCast_Cast_Cast", "Cast", f"{n},{v}", n * v * 6.0), loss]
+          _vec("aclnnCast_Cast_Cast", "Cast", f"{n},{v}", n * v * 6.0, out_dtype="FLOAT"), loss]
     return Pass("head_fwd", tuple(ks))
 
 
