@@ -29,7 +29,16 @@ from shared_samples import (
 )
 
 import perfkit.io.detect as detect
-from perfkit.io import cache, categories, chrome, distinct, kineto, rank_tables, schema
+from perfkit.io import (
+    cache,
+    categories,
+    chrome,
+    chrome_columns,
+    distinct,
+    kineto,
+    rank_tables,
+    schema,
+)
 from perfkit.io import trace_tables as tt
 from perfkit.io.schema import TABLE_NAMES
 
@@ -222,17 +231,17 @@ def test_grouped_breakdown_equals_the_step_loop(seed: int) -> None:
 
 def test_raw_arguments_text() -> None:
     raw = msgspec.Raw
-    got = chrome._pa_raw([raw(b"[[4, 64], []]"), raw(b""), raw(b"null"), raw(b'["\xc3\xa9"]'),
-                          raw(b"\xff")])
+    got = chrome_columns._pa_raw([raw(b"[[4, 64], []]"), raw(b""), raw(b"null"),
+                                  raw(b'["\xc3\xa9"]'), raw(b"\xff")])
     assert got.to_pylist() == ["[[4, 64], []]", None, None, '["é"]', "\ufffd"]
-    assert chrome._pa_raw([raw(b""), raw(b"")]).null_count == 2
+    assert chrome_columns._pa_raw([raw(b""), raw(b"")]).null_count == 2
 
 
 def test_ids_as_text_equal_str_of_each_value() -> None:
     values = [1, "stream 7", None, 1, "stream 7", 22] * 10
     want = [None if v is None else str(v) for v in values]
-    assert chrome._pa_str_of_few(values).to_pylist() == want
-    assert chrome._pa_str_of(values).to_pylist() == want
+    assert chrome_columns._pa_str_of_few(values).to_pylist() == want
+    assert chrome_columns._pa_str_of(values).to_pylist() == want
 
 
 def test_per_distinct_keeps_missing_values() -> None:
