@@ -1,11 +1,11 @@
 """The packages split out of the former big modules keep the layering and have no cycle.
 
-``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.specs`` and ``perfkit.job``
-were single modules; each is now a package of small modules. ``perfkit.io.chrome`` kept its
-module and gave jobs to sibling modules named after it (``chrome_events``, ...): they stay
-small too. Imports are read from the source (function-level imports included; imports under
-``if TYPE_CHECKING:`` are for type checkers only and left out), so a cycle that only closes
-at run time is found too.
+``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.specs``, ``perfkit.job`` and
+``perfkit.io._common`` were single modules; each is now a package of small modules.
+``perfkit.io.chrome`` kept its module and gave jobs to sibling modules named after it
+(``chrome_events``, ...): they stay small too. Imports are read from the source
+(function-level imports included; imports under ``if TYPE_CHECKING:`` are for type checkers
+only and left out), so a cycle that only closes at run time is found too.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
-SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.specs", "perfkit.job")
+SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.specs", "perfkit.job",
+         "perfkit.io._common")
 SIBLINGS = ("perfkit.io.chrome",)
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
@@ -91,6 +92,8 @@ ALLOWED = {
     "perfkit.specs": ("perfkit.specs", "perfkit.errors", "perfkit._values"),
     # charts draw DataFrames: no analysis, no loader, no job
     "perfkit.charts": ("perfkit.charts", "perfkit.errors", "perfkit.format", "perfkit.tables"),
+    # the loaders' shared reading helpers: below every loader, they know no file format
+    "perfkit.io._common": ("perfkit.io._common", "perfkit.errors", "perfkit.format"),
 }
 FORBIDDEN = {
     "perfkit.job": ("perfkit.charts", "perfkit.widgets", "perfkit.advisor", "perfkit.plan",
