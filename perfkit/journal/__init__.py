@@ -9,7 +9,10 @@ and per name, the profile's path and content fingerprint, and the time; :meth:`J
 lists them and :meth:`Journal.compare` says what changed between two, field by field, with
 one sentence (:func:`change_sentence`). See docs/journal.md.
 
-Modules: :mod:`~perfkit.journal.store` (the file), :mod:`~perfkit.journal.record` (what is
+Modules: :mod:`~perfkit.journal.store` (the :class:`Journal`), :mod:`~perfkit.journal.schema`
+(the file's format), :mod:`~perfkit.journal.tables` (a run's rows, and the frames read
+back), :mod:`~perfkit.journal.locations` (the default and the bundled journals),
+:mod:`~perfkit.journal.run` (a run and the errors), :mod:`~perfkit.journal.record` (what is
 measured), :mod:`~perfkit.journal.compare` (the diff and the sentence),
 :mod:`~perfkit.journal.text` (terminal and HTML tables), :mod:`~perfkit.journal.fingerprint`.
 """

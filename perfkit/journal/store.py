@@ -1,29 +1,16 @@
-"""The tuning journal's store: one SQLite file of runs.
+"""The tuning journal's store: :class:`Journal`, one SQLite file of runs.
 
-Why SQLite (the standard library's :mod:`sqlite3`): a journal is one ordinary file that
-can be copied, e-mailed and opened anywhere (Python, the ``sqlite3`` shell, DB Browser)
-without a server or another dependency; every write is an ACID transaction, so a run is
-either completely in the journal or not at all, also when the process is killed half way
-(the rollback journal is replayed on the next open); and SQLite's file locks let several
-processes add runs at once, one transaction after the other, without losing any.
-
-The journal uses SQLite's default *rollback-journal* mode (``journal_mode=DELETE``), not
-WAL: between writes the journal is exactly one file (WAL keeps a ``-wal`` and a ``-shm``
-file beside it, and a copy of the main file alone can miss the last runs). While a write is
-in progress a ``-journal`` file exists next to it for a moment. Like every SQLite
-database, it must not live on a network file system whose locks do not work (some NFS
-set-ups); a local disk or a shared disk with working locks is fine.
-
-The file carries its format: ``PRAGMA application_id`` = :data:`APPLICATION_ID` marks a
-perfkit journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION` its schema, and the
-``meta`` table repeats both in words. See docs/journal.md.
+A :class:`Journal` opens (and checks) the file, adds, changes and reads runs, and finds
+their profiles. The file's format — why SQLite, its tables, the marks it carries — is
+:mod:`~perfkit.journal.schema`; a run's rows and the frames read back are
+:mod:`~perfkit.journal.tables`; where journals are, :mod:`~perfkit.journal.locations`;
+:class:`Run` and the errors, :mod:`~perfkit.journal.run`. See docs/journal.md.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
-import math
 import numbers
 import os
 import shutil
@@ -31,7 +18,6 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -42,205 +28,32 @@ from .. import _sqlite
 from ..bundled_samples import SAMPLE_PREFIX, is_sample_spec, resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, check_choice
 from ..format import counted
-from ..resources import data_dir
 from .compare import RunComparison, compare_records
 from .fingerprint import fingerprint as content_fingerprint
-from .record import (
-    BREAKDOWN_COLUMNS,
-    FINDING_COLUMNS,
-    JOB_COLUMNS,
-    METRIC_COLUMNS,
-    OPERATOR_COLUMNS,
-    RunRecord,
-    measure_run,
-    perfkit_version,
+from .locations import (
+    BUNDLED_FOLDER,
+    DEFAULT_JOURNAL_NAME,
+    JOURNAL_ENV,
+    bundled_journal_path,
+    bundled_journals,
+    default_journal_path,
 )
+from .record import RunRecord, measure_run, perfkit_version
+from .run import DuplicateRunError, JournalError, Run
+from .schema import _SCHEMA, _TABLES, APPLICATION_ID, SCHEMA_VERSION
+from .tables import RUNS_COLUMNS, insert_details, read_record, runs_frame
 
 __all__ = ["Journal", "Run", "JournalError", "DuplicateRunError", "SCHEMA_VERSION",
            "APPLICATION_ID", "JOURNAL_ENV", "DEFAULT_JOURNAL_NAME", "RUNS_COLUMNS",
            "default_journal_path", "bundled_journal_path", "bundled_journals",
            "BUNDLED_FOLDER"]
 
-#: Version of the journal's tables; a file with a newer one is refused (upgrade perfkit).
-SCHEMA_VERSION = 1
-#: ``PRAGMA application_id`` of a perfkit journal ("PKJ1" in ASCII).
-APPLICATION_ID = 0x504B4A31
-#: Environment variable naming the default journal file.
-JOURNAL_ENV = "PERFKIT_JOURNAL"
-#: File name of the default journal in the working folder.
-DEFAULT_JOURNAL_NAME = "perfkit-journal.sqlite"
-#: Folder of the bundled journals in perfkit's data.
-BUNDLED_FOLDER = "journals"
 #: Seconds a write waits for another process's transaction to end.
 DEFAULT_TIMEOUT_S = 60.0
 
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    label TEXT NOT NULL UNIQUE,
-    note TEXT,
-    added_utc TEXT NOT NULL,
-    profiled_utc TEXT,
-    path TEXT,
-    fingerprint TEXT NOT NULL UNIQUE,
-    profile_bytes INTEGER,
-    source_format TEXT,
-    framework TEXT,
-    ranks INTEGER,
-    job_line TEXT NOT NULL,
-    job_problems TEXT NOT NULL,
-    operator_names_total INTEGER NOT NULL,
-    provenance TEXT,
-    perfkit_version TEXT NOT NULL
-);
-CREATE TABLE job (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    field TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL, source TEXT, detail TEXT,
-    PRIMARY KEY (run_id, field)
-);
-CREATE TABLE metrics (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    position INTEGER NOT NULL, key TEXT NOT NULL, metric TEXT NOT NULL, value REAL,
-    unit TEXT, text TEXT, warning TEXT, note TEXT,
-    PRIMARY KEY (run_id, key)
-);
-CREATE TABLE breakdown (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    position INTEGER NOT NULL, part TEXT NOT NULL, us REAL, share REAL,
-    PRIMARY KEY (run_id, part)
-);
-CREATE TABLE findings (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    position INTEGER NOT NULL, rule TEXT, severity TEXT, area TEXT, title TEXT,
-    ms_per_step REAL, measured INTEGER, score REAL, evidence TEXT, recommendation TEXT,
-    PRIMARY KEY (run_id, position)
-);
-CREATE TABLE operators (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    grouping TEXT NOT NULL, key TEXT NOT NULL, count REAL, us REAL,
-    PRIMARY KEY (run_id, grouping, key)
-);
-"""
-_TABLES = ("meta", "runs", "job", "metrics", "breakdown", "findings", "operators")
-
-#: Columns of :meth:`Journal.runs`.
-RUNS_COLUMNS = (
-    "id", "label", "added_utc", "profiled_utc", "note", "path", "fingerprint", "job",
-    "world_size", "dp", "tp", "pp", "vpp", "num_micro_batches", "recompute",
-    "recompute_layers", "step_time_s", "tokens_per_s_per_device", "tokens_per_s_per_p",
-    "mfu", "mfu_text", "hfu", "hfu_text", "peak_memory_gib", "computing_share",
-    "comm_not_overlapped_share", "free_share", "bubble_share", "n_findings", "top_finding",
-    "provenance")
-
-
-class JournalError(PerfkitError):
-    """A journal file cannot be opened, read or written; the message names the file."""
-
-    def __init__(self, path: object, problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
-
-
-class DuplicateRunError(JournalError):
-    """The profile is already in the journal (same content fingerprint).
-
-    Attributes
-    ----------
-    run : Run
-        The run already recorded.
-    """
-
-    def __init__(self, path: object, problem: str, run: Run) -> None:
-        super().__init__(path, problem)
-        self.run = run
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run of a journal (what :meth:`Journal.add` returns).
-
-    Attributes
-    ----------
-    id : int
-        Its number in the journal (1, 2, ... in the order added; never reused).
-    label, note : str or None
-    added_utc, profiled_utc : str or None
-        When it was added, and when the profile started (ISO 8601, UTC).
-    path : str or None
-        The profile as stored: ``"sample:NAME"``, a path relative to the journal's folder,
-        an absolute path, or None (see ``provenance``).
-    fingerprint : str
-        Content fingerprint of the profile.
-    job_line : str
-        The job in one line.
-    provenance : str or None
-        How the profile was made or can be made again.
-    existing : bool
-        True when :meth:`Journal.add` found the profile already recorded and returned
-        this run instead of adding one (``if_exists="return"``).
-    """
-
-    id: int
-    label: str
-    note: str | None
-    added_utc: str
-    profiled_utc: str | None
-    path: str | None
-    fingerprint: str
-    job_line: str
-    provenance: str | None = None
-    existing: bool = False
-
-    def __str__(self) -> str:
-        what = " (already in the journal)" if self.existing else ""
-        return f"run {self.id} {self.label!r}{what}: {self.job_line}"
-
-
-def default_journal_path() -> Path:
-    """Where ``perfkit journal`` keeps runs unless told: ``$PERFKIT_JOURNAL`` when set,
-    else ``perfkit-journal.sqlite`` in the working folder."""
-    env = os.environ.get(JOURNAL_ENV, "").strip()
-    return Path(env).expanduser() if env else Path.cwd() / DEFAULT_JOURNAL_NAME
-
-
-def bundled_journals() -> list[str]:
-    """Names of the journals that ship with perfkit (``llama2-13b-case``)."""
-    folder = data_dir() / BUNDLED_FOLDER
-    return sorted(p.stem for p in folder.glob("*.sqlite")) if folder.is_dir() else []
-
-
-def bundled_journal_path(name: str = "llama2-13b-case") -> Path:
-    """The file of a bundled journal.
-
-    Raises
-    ------
-    JournalError
-        No bundled journal has that name (the message lists the names there are).
-    """
-    path = data_dir() / BUNDLED_FOLDER / f"{name}.sqlite"
-    if not path.is_file():
-        raise JournalError(path, f"no bundled journal is called {name!r}; the bundled "
-                                 f"journals are: {', '.join(bundled_journals()) or 'none'}")
-    return path
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _none_if_nan(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "item"):
-        value = value.item()
-        if isinstance(value, float) and math.isnan(value):
-            return None
-    return value
 
 
 class Journal:
@@ -670,27 +483,11 @@ class Journal:
              int(record.operator_names_total), record.provenance, record.perfkit_version))
         return int(cur.lastrowid)
 
+
     def _insert_details(self, conn: sqlite3.Connection, run_id: int,
                         record: RunRecord) -> None:
-        """The run's tables (in the same transaction as its row)."""
-        def rows(frame: pd.DataFrame, columns: tuple[str, ...], position: bool) -> list:
-            out = []
-            for i, values in enumerate(frame[list(columns)].itertuples(index=False), 1):
-                out.append((run_id, *([i] if position else []),
-                            *(_none_if_nan(v) for v in values)))
-            return out
-
-        conn.executemany("INSERT INTO job VALUES (?, ?, ?, ?, ?, ?)",
-                         rows(record.job, JOB_COLUMNS, False))
-        conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         rows(record.metrics, METRIC_COLUMNS, True))
-        conn.executemany("INSERT INTO breakdown VALUES (?, ?, ?, ?, ?)",
-                         rows(record.breakdown, BREAKDOWN_COLUMNS, True))
-        findings = record.findings.drop(columns=["position"])
-        conn.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         rows(findings, FINDING_COLUMNS[1:], True))
-        conn.executemany("INSERT INTO operators VALUES (?, ?, ?, ?, ?)",
-                         rows(record.operators, OPERATOR_COLUMNS, False))
+        """The run's tables (in the same transaction as its row): :func:`insert_details`."""
+        insert_details(conn, run_id, record)
 
     # ---- changing ---------------------------------------------------------------------
     def annotate(self, run: int | str | Run, label: str | None = None,
@@ -756,36 +553,7 @@ class Journal:
         (``label``, ``path`` as stored)."""
         r = self.run(ref)
         with self._reading() as c:
-            row = c.execute("SELECT profile_bytes, source_format, framework, ranks, "
-                            "job_problems, operator_names_total, perfkit_version FROM runs "
-                            "WHERE id = ?", (r.id,)).fetchone()
-
-            def frame(table: str, columns: tuple[str, ...], order: str) -> pd.DataFrame:
-                cur = c.execute(f"SELECT {', '.join(columns)} FROM {table} "
-                                f"WHERE run_id = ? ORDER BY {order}", (r.id,))
-                return pd.DataFrame(cur.fetchall(), columns=list(columns))
-
-            job = frame("job", JOB_COLUMNS, "rowid")
-            metrics = frame("metrics", METRIC_COLUMNS, "position")
-            breakdown = frame("breakdown", BREAKDOWN_COLUMNS, "position")
-            findings = frame("findings", FINDING_COLUMNS, "position")
-            operators = frame("operators", OPERATOR_COLUMNS, "rowid")
-        metrics["value"] = pd.to_numeric(metrics["value"], errors="coerce").astype(float)
-        for col in ("us", "share"):
-            breakdown[col] = pd.to_numeric(breakdown[col], errors="coerce").astype(float)
-        for col in ("ms_per_step", "score"):
-            findings[col] = pd.to_numeric(findings[col], errors="coerce").astype(float)
-        findings["measured"] = findings["measured"].astype(bool)
-        for col in ("count", "us"):
-            operators[col] = pd.to_numeric(operators[col], errors="coerce").astype(float)
-        return RunRecord(
-            path=r.path, fingerprint=r.fingerprint, profile_bytes=int(row[0] or 0),
-            label=r.label, note=r.note, job_line=r.job_line,
-            job_problems=tuple(json.loads(row[4])), job=job, metrics=metrics,
-            breakdown=breakdown, findings=findings, operators=operators,
-            operator_names_total=int(row[5]), source_format=row[1], framework=row[2],
-            ranks=row[3], profiled_utc=r.profiled_utc, added_utc=r.added_utc,
-            provenance=r.provenance, perfkit_version=row[6])
+            return read_record(c, r)
 
     def runs(self) -> pd.DataFrame:
         """Every run, one row each, in the order added.
@@ -805,47 +573,7 @@ class Journal:
             these columns) when the journal has no run.
         """
         with self._reading() as c:
-            base = pd.read_sql_query(
-                "SELECT id, label, added_utc, profiled_utc, note, path, fingerprint, "
-                "job_line AS job, provenance FROM runs ORDER BY id", c)
-            metrics = pd.read_sql_query("SELECT run_id, key, value, text FROM metrics", c)
-            job = pd.read_sql_query("SELECT run_id, field, value FROM job WHERE field IN "
-                                    "('world_size', 'dp', 'tp', 'pp', 'vpp', "
-                                    "'num_micro_batches', 'recompute', 'recompute_layers')", c)
-            shares = pd.read_sql_query("SELECT run_id, part, share FROM breakdown", c)
-            findings = pd.read_sql_query("SELECT run_id, position, title FROM findings", c)
-        if base.empty:
-            return pd.DataFrame({c: pd.Series([], dtype=object) for c in RUNS_COLUMNS})
-        out = base.set_index("id")
-        for field in ("world_size", "dp", "tp", "pp", "vpp", "num_micro_batches",
-                      "recompute", "recompute_layers"):
-            values = job[job["field"] == field].set_index("run_id")["value"].map(json.loads)
-            out[field] = values.reindex(out.index)
-        value = metrics.pivot(index="run_id", columns="key", values="value") \
-            if not metrics.empty else pd.DataFrame(index=out.index)
-        text = metrics.pivot(index="run_id", columns="key", values="text") \
-            if not metrics.empty else pd.DataFrame(index=out.index)
-        for key in ("step_time_s", "tokens_per_s_per_device", "tokens_per_s_per_p", "mfu",
-                    "hfu"):
-            out[key] = pd.to_numeric(value.get(key), errors="coerce").reindex(out.index) \
-                if key in value else float("nan")
-        for key in ("mfu", "hfu"):
-            out[f"{key}_text"] = text[key].reindex(out.index) if key in text else None
-        peak = pd.to_numeric(value["peak_memory_bytes"], errors="coerce") \
-            if "peak_memory_bytes" in value else pd.Series(dtype=float)
-        out["peak_memory_gib"] = (peak / 2**30).reindex(out.index)
-        for part in ("computing", "comm_not_overlapped", "free", "bubble"):
-            s = shares[shares["part"] == f"{part}_us"].set_index("run_id")["share"]
-            out[f"{part}_share"] = pd.to_numeric(s, errors="coerce").reindex(out.index)
-        out["n_findings"] = findings.groupby("run_id").size().reindex(out.index) \
-            .fillna(0).astype(int)
-        first = findings[findings["position"] == 1].set_index("run_id")["title"]
-        out["top_finding"] = first.reindex(out.index)
-        out = out.reset_index()
-        for col in ("note", "path", "profiled_utc", "provenance", "top_finding", "mfu_text",
-                    "hfu_text"):  # text or None, never NaN
-            out[col] = out[col].astype(object).where(out[col].notna(), None)
-        return out[list(RUNS_COLUMNS)]
+            return runs_frame(c)
 
     def compare(self, a: int | str | Run, b: int | str | Run, *, operators: str = "stored",
                 by: str = "category", n: int | None = None) -> RunComparison:
