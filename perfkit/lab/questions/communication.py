@@ -1,0 +1,107 @@
+"""The questions of communication: exposed time, waiting or transit, the wait's share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...format import sig
+from ..data import StudentData
+from ..scenario import Setup
+from .registry import Question, Solution, question
+
+__all__ = ["ExposedComm", "WaitOrTransit", "WaitShare"]
+
+
+@question
+class ExposedComm(Question):
+    id = "exposed_comm"
+    title = "Exposed communication"
+    stage = "communication"
+    unit = "%"
+    rel_tol = 0.05
+    abs_tol = 0.3
+    guide = "04_communication"
+    evidence = ("job_steps",)
+    hint = ("Exposed communication is the part no computation hides: Communication (Not "
+            "Overlapped). Divide it by the step (Computing + Communication (Not Overlapped) "
+            "+ Free). On a pipeline stage it includes the time spent waiting in receives.")
+
+    def solve(self, data: StudentData) -> Solution:
+        steps = data.job_steps
+        row = steps[steps["rank"] == 0].iloc[0]
+        value = 100 * float(row["comm_not_overlapped_us"]) / float(row["step_us"])
+        return Solution(
+            prompt="On rank 0, what share of the step is communication that no computation "
+                   "hides (Communication (Not Overlapped)), in %?",
+            answer=value, options=None,
+            derivation=f"perfkit.analysis.step_breakdown, rank 0: "
+                       f"{sig(float(row['comm_not_overlapped_us']) / 1e3, 4)} ms / "
+                       f"{sig(float(row['step_us']) / 1e3, 4)} ms = {sig(value, 4)} %",
+            explanation=f"{sig(float(row['comm_not_overlapped_us']) / 1e3, 3)} ms of "
+                        f"{sig(float(row['step_us']) / 1e3, 3)} ms: the step waits that long "
+                        "on communication. Overlapped communication costs nothing; only this "
+                        "part is worth attacking.",
+            settings=("job",))
+
+
+@question
+class WaitOrTransit(Question):
+    id = "wait_or_transit"
+    title = "Wait or transit?"
+    stage = "communication"
+    kind = "choice"
+    guide = "04_communication"
+    evidence = ("cluster_comm",)
+    hint = ("Split each collective's time into transit (moving data) and wait (the "
+            "operator started but a peer had not arrived). A late peer shows as wait on "
+            "everyone else; a slow link as long transit on the ranks it joins.")
+    options = ("wait: a peer arrives late", "transit: the data moves slowly")
+
+    def solve(self, data: StudentData) -> Solution:
+        c = data.collective
+        wait, transit = float(c["wait_share"]), float(c["transit_share"])
+        answer = self.options[0] if wait > transit else self.options[1]
+        return Solution(
+            prompt="In your cluster profile the gradient all-reduce takes longer than it "
+                   "should. Where does its time go?",
+            answer=answer, options=list(self.options),
+            derivation=f"perfkit.analysis.comm_summary, {c['op_type']} of the data-parallel "
+                       f"group: wait {sig(100 * wait, 3)} %, transit {sig(100 * transit, 3)} % "
+                       "of its time",
+            explanation=f"Wait is {sig(100 * wait, 3)} % and transit {sig(100 * transit, 3)} % "
+                        "of the collective's time. "
+                        + ("The ranks sit in the collective until a late peer joins: look "
+                           "for the rank that computes longest." if wait > transit else
+                           "The data itself moves slowly: look for the link with the lowest "
+                           "bandwidth."),
+            settings=("cluster",))
+
+    def truth(self, setup: Setup) -> Any:
+        kind = type(setup.cluster.faults[0]).__name__
+        return self.options[0] if kind == "SlowRank" else self.options[1]
+
+
+@question
+class WaitShare(Question):
+    id = "wait_share"
+    title = "Share of wait"
+    stage = "communication"
+    unit = "%"
+    abs_tol = 1.0
+    levels = ("advanced",)
+    guide = "04_communication"
+    evidence = ("cluster_comm",)
+    hint = ("Add up the wait time of the all-reduce over every rank and divide by its "
+            "total elapsed time over every rank.")
+
+    def solve(self, data: StudentData) -> Solution:
+        c = data.collective
+        value = 100 * float(c["wait_share"])
+        return Solution(
+            prompt="In your cluster profile, what share of the gradient all-reduce's time "
+                   "(all ranks together) is wait, in %?",
+            answer=value, options=None,
+            derivation=f"perfkit.analysis.comm_summary: wait {sig(float(c['wait_us']) / 1e3, 4)}"
+                       f" ms of {sig(float(c['total_us']) / 1e3, 4)} ms = {sig(value, 4)} %",
+            explanation=f"{sig(value, 3)} % of the collective is spent waiting for peers.",
+            settings=("cluster",))
