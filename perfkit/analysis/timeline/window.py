@@ -1,0 +1,343 @@
+"""The window of a timeline: which step and ranks, and each rank's time span.
+
+:func:`timeline_window` chooses the step (by default the median-duration step of the
+slowest rank) and the ranks (by default the slowest and the fastest) and finds each rank's
+window from its device tasks, its step table or its host operators
+(:class:`TimelineWindow`); :class:`TimelineError` says why a timeline cannot be drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InvalidArgumentError, PerfkitError
+from ...format import counted, listed, plural, time_text
+from .._frames import is_lazy
+from .._util import has_values, table
+from ..steps import step_breakdown
+
+__all__ = ["timeline_window", "TimelineWindow", "TimelineError"]
+
+class TimelineError(InvalidArgumentError):
+    """A timeline cannot be drawn for this step or these ranks; the message says why."""
+
+
+@dataclass(frozen=True)
+class TimelineWindow:
+    """The time window of one step on a few ranks, on the profile's clock.
+
+    Attributes
+    ----------
+    step : int or None
+        The step shown (None: the profile has no step numbers; the window is the whole
+        trace of each rank).
+    ranks : tuple
+        The ranks shown, in drawing order (a rank may be None for a single profile whose
+        rank is not recorded).
+    start_us, end_us : dict
+        ``{rank: microseconds}``: each rank's window on the profile's clock.
+    origin_us : dict
+        ``{rank: microseconds}`` subtracted from that rank's times in :func:`timeline`: the
+        earliest window start of all ranks (``align="common"``: ranks stay aligned, a late
+        rank starts late) or the rank's own start (``align="rank"``).
+    source : dict
+        ``{rank: how the window was found}``: ``"device tasks"`` (first start to last end
+        of the step's device tasks, the span :func:`~perfkit.analysis.step_breakdown`
+        derives), ``"step table"`` (the profiler's step span, e.g. a Kineto
+        ``ProfilerStep``), or ``"host ops"`` (first start to last end of the step's host
+        operators).
+    step_us : dict
+        ``{rank: the step time of the step breakdown}`` (NaN when unknown).
+    slowest_rank, fastest_rank : int or None
+        By median step time over the steps (None with one rank).
+    reason : str
+        Why this step and these ranks, in words.
+    """
+
+    step: int | None
+    ranks: tuple[Any, ...]
+    start_us: dict[Any, float]
+    end_us: dict[Any, float]
+    origin_us: dict[Any, float]
+    source: dict[Any, str]
+    step_us: dict[Any, float] = field(default_factory=dict)
+    slowest_rank: Any = None
+    fastest_rank: Any = None
+    reason: str = ""
+
+    def duration_us(self, rank: Any) -> float:
+        """Length of ``rank``'s window in µs."""
+        return self.end_us[rank] - self.start_us[rank]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (ranks as given, NA rank as None)."""
+        return {"step": self.step, "ranks": list(self.ranks),
+                "start_us": {str(r): v for r, v in self.start_us.items()},
+                "end_us": {str(r): v for r, v in self.end_us.items()},
+                "origin_us": {str(r): v for r, v in self.origin_us.items()},
+                "source": {str(r): v for r, v in self.source.items()},
+                "step_us": {str(r): v for r, v in self.step_us.items()},
+                "slowest_rank": self.slowest_rank, "fastest_rank": self.fastest_rank,
+                "reason": self.reason}
+
+
+# ----------------------------------------------------------------------------- tables
+
+def _is_cluster(profile: Any) -> bool:
+    return hasattr(profile, "profiles")
+
+
+def _profile_ranks(profile: Any) -> list[Any]:
+    if _is_cluster(profile):
+        return list(profile.ranks)
+    return [profile.meta.rank]
+
+
+def _rank_tables(profile: Any, rank: Any) -> dict[str, pd.DataFrame]:
+    """``kernels``, ``ops`` and ``steps`` of one rank as pandas frames, on the profile's clock.
+
+    A lazy cluster hands over that rank alone (``rank_view``: one cache entry read, on the
+    cluster's clock); an eager cluster's tables are filtered by rank.
+    """
+    if is_lazy(profile):
+        view = getattr(profile, "rank_view", None)
+        if view is None:
+            raise PerfkitError("timeline: this lazy cluster cannot hand over one rank's "
+                               "tables; load it with engine=\"local\"")
+        source: Any = view(rank)
+        return {n: table(source, n) for n in ("kernels", "ops", "steps")}
+    out = {}
+    for name in ("kernels", "ops", "steps"):
+        frame = table(profile, name)
+        if _is_cluster(profile) and len(frame) and "rank" in frame.columns:
+            frame = frame[(frame["rank"] == rank).fillna(False).to_numpy(bool)]
+        out[name] = frame
+    return out
+
+
+def _timed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a start and a non-negative duration."""
+    if frame.empty or not {"start_us", "dur_us"} <= set(frame.columns):
+        return frame.iloc[0:0]
+    ok = frame["start_us"].notna() & frame["dur_us"].notna() & (frame["dur_us"] >= 0)
+    return frame[ok.to_numpy(bool)]
+
+
+def _of_step(frame: pd.DataFrame, step: int | None) -> pd.DataFrame:
+    if step is None or "step" not in frame.columns:
+        return frame
+    return frame[(frame["step"] == step).fillna(False).to_numpy(bool)]
+
+
+def _span(frame: pd.DataFrame) -> tuple[float, float] | None:
+    if frame.empty:
+        return None
+    start = float(frame["start_us"].min())
+    end = float((frame["start_us"] + frame["dur_us"]).max())
+    return (start, end) if math.isfinite(start) and math.isfinite(end) else None
+
+
+def _rank_window(tables: dict[str, pd.DataFrame], step: int | None
+                 ) -> tuple[float, float, str] | None:
+    """The window of ``step`` on one rank: device span, else step table span, else host."""
+    span = _span(_of_step(_timed(tables["kernels"]), step))
+    if span is not None:
+        return (*span, "device tasks")
+    steps = _of_step(tables["steps"], step)
+    if (step is not None and has_values(steps, "step_start_us")
+            and has_values(steps, "total_us")):
+        row = steps.dropna(subset=["step_start_us", "total_us"]).iloc[0]
+        start, total = float(row["step_start_us"]), float(row["total_us"])
+        if math.isfinite(start) and math.isfinite(total) and total >= 0:
+            return start, start + total, "step table"
+    span = _span(_of_step(_timed(tables["ops"]), step))
+    if span is not None:
+        return (*span, "host ops")
+    return None
+
+
+# ----------------------------------------------------------------------------- window
+
+def _as_rank_list(ranks: Any) -> list[Any] | None:
+    if ranks is None:
+        return None
+    if isinstance(ranks, (int, np.integer)):
+        return [int(ranks)]
+    if isinstance(ranks, str) or not isinstance(ranks, Iterable):
+        raise TimelineError("ranks", "must be a rank number or a list of them", ranks)
+    out = []
+    for r in ranks:
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
+            raise TimelineError("ranks", "must be a rank number or a list of them", ranks)
+        if int(r) not in out:
+            out.append(int(r))
+    if not out:
+        raise TimelineError("ranks", "is empty; give at least one rank", ranks)
+    return out
+
+
+def _fmt_us(us: float) -> str:
+    if not math.isfinite(us):
+        return "n/a"
+    return time_text(us)
+
+
+def _median_step(s: pd.DataFrame) -> int:
+    """The step whose time is nearest the median of ``s`` (earliest on a tie)."""
+    med = float(s["step_us"].median())
+    dist = (s["step_us"] - med).abs()
+    return int(s.loc[dist.sort_values(kind="mergesort").index[0], "step"])
+
+
+def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
+                    align: str = "common") -> TimelineWindow:
+    """Choose the step and ranks of a timeline and find each rank's time window.
+
+    Parameters
+    ----------
+    profile : Profile, Cluster or lazy cluster
+    step : int, optional
+        The step to show. Default: the median-duration step of the slowest rank (the step
+        whose :func:`~perfkit.analysis.step_breakdown` ``step_us`` is nearest that rank's
+        median; the earliest on a tie) — a typical step of the rank that sets the pace.
+    ranks : int or list of int, optional
+        Ranks to show. Default: the slowest and the fastest rank by median step time
+        (one rank when the profile has one, or when all ranks are equally fast).
+    align : {"common", "rank"}
+        ``"common"``: every rank's times are measured from the earliest window start of
+        the ranks shown, so a rank that starts the step late is drawn late (the clocks are
+        the profile's, aligned across ranks by the loader). ``"rank"``: each rank from its
+        own window start.
+
+    Returns
+    -------
+    TimelineWindow
+
+    Raises
+    ------
+    TimelineError
+        A rank or step that the profile does not have (the message lists those it has),
+        or no timed event at all.
+    """
+    if align not in ("common", "rank"):
+        raise TimelineError("align", "must be 'common' or 'rank'", align)
+    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, np.integer))):
+        raise TimelineError("step", "must be a step number (int) or None", step)
+    have = _profile_ranks(profile)
+    wanted = _as_rank_list(ranks)
+    single = not _is_cluster(profile)
+    if wanted is not None and not single:
+        missing = [r for r in wanted if r not in have]
+        if missing:
+            raise TimelineError("ranks", f"{plural(len(missing), 'rank')} {listed(missing)} "
+                                f"{plural(len(missing), 'is', 'are')} not in this profile "
+                                f"(ranks: {have})", ranks)
+    if single and wanted is not None and have[0] is not None and wanted != [have[0]]:
+        raise TimelineError("ranks", f"this profile holds rank {have[0]} only", ranks)
+
+    bd = step_breakdown(profile)
+    bd = bd[["rank", "step", "step_us"]] if len(bd) else bd
+    known = bd.dropna(subset=["step", "step_us"]) if len(bd) else bd
+    known = known[known["step_us"] > 0] if len(known) else known
+    if single and len(known):
+        known = known.assign(rank=have[0] if have[0] is not None else pd.NA)
+
+    slowest = fastest = None
+    if len(known) and not single:
+        med = known.groupby("rank")["step_us"].median()
+        timed = len(med)
+        slowest = int(med.sort_values(ascending=False, kind="mergesort").index[0])
+        fastest = int(med.sort_values(kind="mergesort").index[0])
+    reasons = []
+    if wanted is None:
+        if single:
+            chosen = [have[0]]
+        elif slowest is not None:
+            chosen = [slowest] if slowest == fastest else [slowest, fastest]
+            reasons.append(f"ranks: the slowest ({slowest}) and the fastest ({fastest}) by "
+                           "median step time" if slowest != fastest else
+                           f"rank {slowest}: the only rank" if len(have) == 1 else
+                           f"rank {slowest}: the only rank with step times "
+                           f"({counted(len(have) - 1, 'other rank')} without)"
+                           if timed == 1 else
+                           f"rank {slowest}: all ranks have the same median step time")
+        else:
+            chosen = have[:1]
+            reasons.append(f"rank {chosen[0]}: the first (no step times to rank them)")
+    else:
+        chosen = [have[0]] if single else wanted
+    if step is None:
+        if len(known):
+            pace = slowest if slowest is not None and wanted is None else chosen[0]
+            mine = known[(known["rank"] == pace).fillna(False).to_numpy(bool)] \
+                if pace is not None else known
+            if mine.empty:
+                mine = known
+            step = _median_step(mine)
+            reasons.insert(0, f"step {step}: the median-duration step of "
+                           f"{'the slowest rank' if pace == slowest and not single else 'rank'}"
+                           f" {pace} ({_fmt_us(float(mine['step_us'].median()))} median over "
+                           f"{counted(len(mine), 'step')})")
+        else:
+            step = _first_step(profile, chosen)
+            reasons.insert(0, "no step times: " + (f"step {step}, the first with events"
+                                                   if step is not None else
+                                                   "the whole trace is one window"))
+    else:
+        step = int(step)
+        reasons.insert(0, f"step {step}: chosen by the caller")
+
+    starts, ends, sources, step_us = {}, {}, {}, {}
+    for r in chosen:
+        tables = _rank_tables(profile, r)
+        win = _rank_window(tables, step)
+        if win is None:
+            with_events = _steps_with_events(tables)
+            if wanted is None and r != chosen[0]:  # a default rank: leave it out, say so
+                reasons.append(f"rank {r} left out: it has no timed event in step {step}")
+                continue
+            if not with_events and not len(_timed(tables["kernels"])) \
+                    and not len(_timed(tables["ops"])):
+                where = getattr(profile.meta, "path", "") or "the profile"
+                raise TimelineError(
+                    "profile", f"{where}: rank {r} has no device task or host operator "
+                    f"with a time (a {profile.meta.source_format} profile may hold summaries "
+                    "only); a timeline needs the ranks' own profiler output", r)
+            raise TimelineError("step", f"rank {r} has no timed event in step {step} "
+                                f"(steps with events on rank {r}: {with_events or 'none'})",
+                                step)
+        starts[r], ends[r], sources[r] = win
+        if len(known):
+            hit = known[(known["step"] == step).fillna(False).to_numpy(bool)]
+            if not single:
+                hit = hit[(hit["rank"] == r).fillna(False).to_numpy(bool)]
+            step_us[r] = float(hit["step_us"].iloc[0]) if len(hit) else math.nan
+        else:
+            step_us[r] = math.nan
+    chosen = [r for r in chosen if r in starts]
+    first = min(starts.values())
+    origin = {r: (first if align == "common" else starts[r]) for r in chosen}
+    return TimelineWindow(step=step, ranks=tuple(chosen), start_us=starts, end_us=ends,
+                          origin_us=origin, source=sources, step_us=step_us,
+                          slowest_rank=slowest, fastest_rank=fastest,
+                          reason="; ".join(reasons))
+
+
+def _steps_with_events(tables: dict[str, pd.DataFrame]) -> list[int]:
+    steps: set[int] = set()
+    for name in ("kernels", "ops"):
+        f = tables[name]
+        if "step" in f.columns:
+            steps |= {int(s) for s in f["step"].dropna().unique()}
+    return sorted(steps)
+
+
+def _first_step(profile: Any, ranks: Sequence[Any]) -> int | None:
+    steps = _steps_with_events(_rank_tables(profile, ranks[0]))
+    return steps[0] if steps else None
