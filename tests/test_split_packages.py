@@ -1,12 +1,12 @@
 """The packages split out of the former big modules keep the layering and have no cycle.
 
 ``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.analysis.timeline``,
-``perfkit.specs``, ``perfkit.job``, ``perfkit.io._common`` and ``perfkit.lab.questions`` were
-single modules; each is now a package of small modules. ``perfkit.io.chrome`` kept its module
-and gave jobs to sibling modules named after it (``chrome_events``, ...): they stay small too.
-Imports are read from the source (function-level imports included; imports under
-``if TYPE_CHECKING:`` are for type checkers only and left out), so a cycle that only closes at
-run time is found too.
+``perfkit.analysis.shapes``, ``perfkit.specs``, ``perfkit.job``, ``perfkit.io._common`` and
+``perfkit.lab.questions`` were single modules; each is now a package of small modules.
+``perfkit.io.chrome`` kept its module and gave jobs to sibling modules named after it
+(``chrome_events``, ...): they stay small too. Imports are read from the source (function-level
+imports included; imports under ``if TYPE_CHECKING:`` are for type checkers only and left out),
+so a cycle that only closes at run time is found too.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
 SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.timeline",
-         "perfkit.specs", "perfkit.job", "perfkit.io._common", "perfkit.lab.questions")
+         "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
+         "perfkit.lab.questions")
 SIBLINGS = ("perfkit.io.chrome",)
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
@@ -106,6 +107,9 @@ FORBIDDEN = {
     "perfkit.analysis.timeline": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                   "perfkit.advisor", "perfkit.io.ascend", "perfkit.io.kineto",
                                   "perfkit.io.chrome", "perfkit.io.detect"),
+    # the model read from the shapes: the canonical tables only, never a loader or a view
+    "perfkit.analysis.shapes": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
+                                "perfkit.io", "perfkit.advisor"),
 }
 
 

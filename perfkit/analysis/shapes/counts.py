@@ -1,0 +1,125 @@
+"""How often the layer's pattern repeats: layers per stage, micro-batches, recompute.
+
+Backward attention kernels per step and micro-batch count the layers of a stage; embedding
+lookups (or loss kernels) count the micro-batches; forward attention kernels beyond the
+layers count the layers recomputed in full.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...format import counted, listed, plural
+from .fields import ShapeReading
+from .operators import _Attn, _mode, _per_step, _typical
+from .records import _GATED_ACT, _LOSS, _PLAIN_ACT
+
+__all__: list[str] = []  # private to read_model
+
+def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: list[_Attn],
+                 emb: list[dict], stage_of: dict[int, int], pp: int, ranks: list[int],
+                 where: str) -> None:
+    # micro-batches per step: embedding lookups per step on the first stage
+    if emb:
+        e = pd.DataFrame(emb)
+        e = e[e["rank"].map(lambda r: stage_of.get(int(r), 0) == 0)]
+    else:
+        e = pd.DataFrame()
+    if not e.empty:
+        per = _typical(_per_step(e))
+        m = _mode(list(per.values()))
+        out.put("num_micro_batches", m, f"{where}: {counted(m, 'embedding lookup')} per "
+                                         "step on the first pipeline stage (one per "
+                                         "micro-batch)")
+    else:
+        lmask = label.str.contains(_LOSS).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
+        loss = recs[lmask]
+        if not loss.empty:
+            m = _mode(list(_typical(_per_step(loss)).values()))
+            out.put("num_micro_batches", m, f"{where}: {counted(m, 'loss kernel')} per "
+                                             "step on the last stage (one per micro-batch)")
+        else:
+            out.put("num_micro_batches", None, "no embedding lookup or loss kernel per step "
+                                               "on the loaded ranks")
+    m = out.get("num_micro_batches")
+    if not att:
+        why = "no attention kernel: the layers cannot be counted"
+        for name in ("num_layers", "layers_per_stage", "recompute_layers"):
+            out.put(name, None, why)
+        out.put("recompute", None, why)
+        return
+    if not m:
+        for name in ("num_layers", "layers_per_stage", "recompute_layers", "recompute"):
+            out.put(name, None, "the micro-batches per step are unknown")
+        return
+    frame = pd.DataFrame([{"rank": a.rank, "step": a.step, "backward": a.backward}
+                          for a in att])
+    fwd = _typical(_per_step(frame[~frame["backward"]]))
+    bwd = _typical(_per_step(frame[frame["backward"]]))
+    layers: dict[int, int] = {}
+    full: dict[int, int] = {}
+    for r in ranks:
+        st = stage_of.get(r, 0)
+        if st in layers:
+            continue
+        f_count, b_count = fwd.get(r, 0), bwd.get(r, 0)
+        if b_count:
+            if b_count % m or f_count % m:
+                continue
+            layers[st] = b_count // m
+            full[st] = max(f_count - b_count, 0) // m
+        elif f_count and f_count % m == 0:
+            layers[st] = f_count // m
+    what = att[0].what
+    missing = [s for s in range(pp) if s not in layers]
+    if missing:
+        why = (f"{plural(len(missing), 'stage')} {listed(missing)} of {pp} "
+               f"{plural(len(missing), 'is', 'are')} not loaded or "
+               f"{plural(len(missing), 'its', 'their')} attention kernels do not divide by "
+               "the micro-batches")
+        out.put("num_layers", None, why)
+        out.put("layers_per_stage", None, why)
+        out.put("recompute_layers", None, why)
+        out.put("recompute", None, why)
+        return
+    per_stage = tuple(layers[s] for s in range(pp))
+    total = sum(per_stage)
+    backward_seen = any(bwd.values())
+    basis = ("backward attention kernels" if backward_seen
+             else "forward attention kernels (no backward in the profile)")
+    out.put("num_layers", total,
+            f"{where}: {basis} per step / {counted(m, 'micro-batch')} = {list(per_stage)} "
+            f"{plural(2 if pp > 1 else per_stage[0], 'layer')} per stage ({what})")
+    out.put("layers_per_stage", per_stage, out.details["num_layers"])
+    recomputed = tuple(full.get(s, 0) for s in range(pp))
+    # selective recompute: the activation function runs again for the other layers
+    act_mask = (label.str.contains(_GATED_ACT) | label.str.contains(_PLAIN_ACT)).to_numpy(
+        bool) & ~recs["backward"].to_numpy(bool)
+    act = _typical(_per_step(recs[act_mask]))
+    selective = False
+    if act and backward_seen:
+        extra = []
+        for r in ranks:
+            st = stage_of.get(r, 0)
+            a = act.get(r)
+            if a is None:
+                continue
+            extra.append(a - fwd.get(r, 0) == (layers[st] - full.get(st, 0)) * m
+                         and layers[st] > full.get(st, 0))
+        selective = bool(extra) and all(extra)
+    if not backward_seen:
+        out.put("recompute", None, "no backward kernels: recompute cannot be seen")
+        out.put("recompute_layers", None, "no backward kernels: recompute cannot be seen")
+        return
+    detail = (f"{where}: forward minus backward attention kernels per step / {m} = "
+              f"{list(recomputed)} fully recomputed "
+              f"{plural(2 if pp > 1 else recomputed[0], 'layer')} per stage")
+    if selective:
+        detail += "; the activation function runs once more for every other layer " \
+                  "(selective recompute)"
+    if all(r == n for r, n in zip(recomputed, per_stage, strict=True)) and total:
+        out.put("recompute", "full", detail)
+        out.put("recompute_layers", None, detail + " (every layer)")
+    else:
+        out.put("recompute", "selective" if selective else "none", detail)
+        out.put("recompute_layers", recomputed if any(recomputed) else None, detail)

@@ -1,0 +1,263 @@
+"""The shape records as sized operators, and the counting helpers the readers share.
+
+Attention kernels (:class:`_Attn`: batch, sequence, heads, head size), matrix products
+(:class:`_Gemm`: the candidate ``(M, K, N)``) and embedding lookups, read from one step per
+rank (:func:`_one_step`); per-step counts (:func:`_per_step`, :func:`_typical`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .records import _BATCH_MATMUL, _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS
+
+__all__: list[str] = []  # private to the shape readers
+
+@dataclass
+class _Gemm:
+    rank: int
+    step: Any
+    start: float
+    cands: list[tuple[int, int, int]]
+    bias: bool
+    linear: bool
+    batched: tuple[int, ...]
+    backward: bool
+    m: int = 0
+    k: int = 0
+    n: int = 0
+
+    def over(self, tokens: int) -> _Gemm | None:
+        """This product as a projection of ``tokens`` rows (None when it is not one)."""
+        for m, k, n in self.cands:
+            if m == tokens and (not self.batched or self.linear):
+                return _Gemm(self.rank, self.step, self.start, self.cands, self.bias,
+                             self.linear, self.batched, self.backward, m, k, n)
+        return None
+
+
+def _gemm_dims(shapes: list[tuple[int, ...]], label: str
+               ) -> tuple[list[tuple[int, int, int]], bool, tuple[int, ...]]:
+    """Candidate ``(M, K, N)`` of a matrix product, whether it has a bias, batch dims.
+
+    2-D products may have either operand transposed; every orientation whose inner
+    dimensions agree is a candidate. ``aten::linear`` is ``x (.., in) · Wᵀ`` with
+    ``W (out, in)``; ``aten::addmm`` puts the bias first.
+    """
+    low = label.lower()
+    ins = [s for s in shapes if s]
+    if low == "aten::addmm" and len(ins) >= 3:
+        bias, a, b = True, ins[1], ins[2]
+    elif len(ins) < 2:
+        return [], False, ()
+    else:
+        a, b = ins[0], ins[1]
+        bias = len(ins) >= 3 and len(ins[2]) == 1
+    if low == "aten::linear":
+        if len(b) != 2 or a[-1] != b[1]:
+            return [], False, ()
+        rows = int(np.prod(a[:-1]))
+        has_bias = len(shapes) >= 3 and len(shapes[2]) == 1
+        return [(rows, b[1], b[0])], has_bias, tuple(a[:-1])
+    if len(a) > 2 or len(b) > 2:
+        if len(a) != len(b) or a[:-2] != b[:-2]:
+            return [], False, ()
+        batch = tuple(a[:-2])
+        a2, b2 = a[-2:], b[-2:]
+    else:
+        batch, a2, b2 = (), a, b
+    if len(a2) != 2 or len(b2) != 2:
+        return [], False, ()
+    cands = []
+    for ma, ka in ((a2[0], a2[1]), (a2[1], a2[0])):
+        for kb, nb in ((b2[0], b2[1]), (b2[1], b2[0])):
+            if ka == kb and (ma, ka, nb) not in cands:
+                cands.append((ma, ka, nb))
+    return cands, bias, batch
+
+
+_Shapes = list[list[tuple[int, ...]]]
+"""Parsed input shapes of each record, in record order."""
+
+
+class _Rows:
+    """Plain per-row access to the columns the readers loop over (``iloc`` is slow)."""
+
+    def __init__(self, recs: pd.DataFrame) -> None:
+        self.rank = recs["rank"].astype("Int64").fillna(-1).to_numpy(np.int64)
+        self.step = recs["step"].to_numpy(object)
+        self.start = recs["start_us"].to_numpy(np.float64)
+        self.backward = recs["backward"].to_numpy(bool)
+
+    def __call__(self, i: int) -> dict[str, Any]:
+        return {"rank": int(self.rank[i]), "step": self.step[i], "start_us": self.start[i],
+                "backward": bool(self.backward[i])}
+
+
+def _one_step(recs: pd.DataFrame) -> pd.DataFrame:
+    """The records of one step per rank (every step of a job runs the same operators):
+    the last of the steps with the most records. Profiles without step numbers keep all."""
+    if recs.empty or not recs["step"].notna().any():
+        return recs
+    counts = recs.dropna(subset=["step"]).groupby(["rank", "step"]).size()
+    keep = []
+    for rank, part in counts.groupby(level=0):
+        top = part[part == part.max()]
+        keep.append((rank, top.index[-1][1]))
+    pick = pd.MultiIndex.from_tuples(keep, names=["rank", "step"])
+    key = pd.MultiIndex.from_arrays([recs["rank"], recs["step"]])
+    return recs[key.isin(pick)].reset_index(drop=True)
+
+
+def _mode(values: list[Any]) -> Any:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return Counter(values).most_common(1)[0][0]
+
+
+def _per_step(rows: pd.DataFrame) -> pd.Series:
+    """Rows per (rank, step), steps without a number counted as one step."""
+    if rows.empty:
+        return pd.Series(dtype="float64")
+    if rows["step"].notna().any():
+        rows = rows[rows["step"].notna()]
+    step = rows["step"].astype("Float64").fillna(-1.0)
+    return rows.groupby([rows["rank"].to_numpy(), step.to_numpy()]).size()
+
+
+def _typical(counts: pd.Series, ranks: list[int] | None = None) -> dict[int, int]:
+    """Most common per-step count of each rank."""
+    out = {}
+    if counts.empty:
+        return out
+    for rank, part in counts.groupby(level=0):
+        if ranks is not None and rank not in ranks:
+            continue
+        out[int(rank)] = int(part.mode().iloc[0])
+    return out
+
+
+def _where(source: str, fmt: str) -> str:
+    """The file the shapes were read from, for the evidence sentences."""
+    if fmt == "kineto":  # GPU kernels carry the Input Dims of the operator that launched them
+        return "the trace's cpu_op Input Dims"
+    if source == "kernels":
+        return {"ascend_db": "the COMPUTE_TASK_INFO table of the .db export"}.get(
+            fmt, "kernel_details.csv (Input Shapes)")
+    return "FRAMEWORK/cpu_framework_*.txt (operator input shapes)"
+
+
+@dataclass
+class _Attn:
+    rank: int
+    step: Any
+    start: float
+    backward: bool
+    b: int | None
+    s: int | None
+    heads: int | None
+    kv_heads: int | None
+    d: int | None
+    q_width: int | None
+    kv_width: int | None
+    what: str
+
+
+def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Attn]:
+    """Attention kernels (forward and backward) with the sizes their shapes give."""
+    rows = _Rows(recs)
+    lab = label.tolist()
+    out: list[_Attn] = []
+    fwd = label.str.contains(re.compile(ATTENTION_PATTERNS["fwd"])).to_numpy(bool).copy()
+    bwd = label.str.contains(re.compile(ATTENTION_PATTERNS["bwd"])).to_numpy(bool).copy()
+    # Kineto records nested attention ops; count only the outermost name of each kind
+    for mask in (fwd, bwd):
+        names = label[mask]
+        if names.nunique() > 1:
+            first = names.value_counts().index
+            top = [n for n in first if "scaled_dot_product_attention" in n.lower()
+                   or "FlashAttentionScore" in n]
+            keep = top[0] if top else first[-1]
+            mask &= (label == keep).to_numpy(bool)
+    for i in np.nonzero(fwd | bwd)[0]:
+        sh = [s for s in shapes[i] if s]
+        if len(sh) < 2:
+            continue
+        q, k = sh[0], sh[1]
+        row = rows(i)
+        common = dict(rank=int(row["rank"]), step=row["step"], start=float(row["start_us"]),
+                      backward=bool(bwd[i]), what=str(lab[i]))
+        if len(q) == 4 and len(k) == 4 and _BSND.match(str(lab[i])):  # BSND
+            if q[0] == k[0] and q[3] == k[3]:
+                out.append(_Attn(b=q[0], s=q[1], heads=q[2], kv_heads=k[2], d=q[3],
+                                 q_width=q[2] * q[3], kv_width=k[2] * k[3], **common))
+        elif len(q) == 3 and len(k) == 3 and q[:2] == k[:2]:  # BSH
+            out.append(_Attn(b=q[0], s=q[1], heads=None, kv_heads=None, d=None,
+                             q_width=q[2], kv_width=k[2], **common))
+        elif len(q) == 4 and len(k) == 4 and q[0] == k[0] and q[3] == k[3]:  # BNSD
+            out.append(_Attn(b=q[0], s=q[2], heads=q[1], kv_heads=k[1], d=q[3],
+                             q_width=q[1] * q[3], kv_width=k[1] * k[3], **common))
+    # unfused attention (MindSpore graphs): the batched q·kᵀ product (b, a, s, d)x(b, a, d, s)
+    bmm = label.str.contains(_BATCH_MATMUL).to_numpy(bool) & ~(fwd | bwd)
+    for i in np.nonzero(bmm)[0]:
+        sh = [s for s in shapes[i] if s]
+        if len(sh) < 2 or len(sh[0]) != 4 or len(sh[1]) != 4:
+            continue
+        q, k = sh[0], sh[1]
+        if q[:2] == k[:2] and q[3] == k[2] and q[2] == k[3] and q[2] != q[3]:
+            row = rows(i)
+            out.append(_Attn(rank=int(row["rank"]), step=row["step"],
+                             start=float(row["start_us"]), backward=bool(row["backward"]),
+                             b=q[0], s=q[2], heads=q[1], kv_heads=None, d=q[3],
+                             q_width=q[1] * q[3], kv_width=None,
+                             what="batched q·kᵀ MatMul " + ("(backward)" if row["backward"]
+                                                            else "(forward)")))
+    return out
+
+
+def _gemms(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Gemm]:
+    """Matrix products with one orientation each (the activation one when it is clear)."""
+    rows = _Rows(recs)
+    lab = label.tolist()
+    mask = label.str.contains(_GEMM).to_numpy(bool) | recs["name"].astype(str)\
+        .str.contains(_GEMM.pattern, regex=True).to_numpy(bool)
+    linear = label.str.lower().eq("aten::linear").to_numpy(bool)
+    if (mask & linear).any():  # forward GEMMs with explicit (b, s, in) -> out
+        mask &= linear
+    out = []
+    for i in np.nonzero(mask)[0]:
+        cands, bias, batch = _gemm_dims(shapes[i], lab[i])
+        if not cands:
+            continue
+        row = rows(i)
+        out.append(_Gemm(int(row["rank"]), row["step"], float(row["start_us"]), cands, bias,
+                         bool(linear[i]), batch, bool(row["backward"])))
+    return out
+
+
+def _embeddings(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[dict]:
+    """Embedding lookups: table ``(V, h)`` when the input is there, indices ``(b, s)``."""
+    rows = _Rows(recs)
+    out = []
+    mask = label.str.contains(_EMBED).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
+    for i in np.nonzero(mask)[0]:
+        sh = shapes[i]
+        row = rows(i)
+        e = {"rank": int(row["rank"]), "step": row["step"], "table": None, "bs": None,
+             "tokens_h": None}
+        ins = [s for s in sh if s]
+        if len(ins) >= 2 and len(ins[0]) == 2:
+            e["table"] = ins[0]
+            if len(ins[1]) == 2:
+                e["bs"] = ins[1]
+        elif len(ins) == 1 and len(ins[0]) == 2:  # torch_npu GatherV2 as the simulator
+            e["tokens_h"] = ins[0]                  # writes it: (tokens, h)
+        out.append(e)
+    return out

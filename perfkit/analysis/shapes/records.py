@@ -1,0 +1,225 @@
+"""The operators whose input shapes tell the model, read from the canonical tables.
+
+:func:`shape_records` keeps the operators a reader needs (attention, matrix products,
+embeddings, loss, norms, activations, rotary, MoE), each with its kind, shapes, data types
+and whether it runs in the backward pass; :func:`parse_shapes` reads a shapes text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._frames import collect, table_columns
+from .._util import table
+
+__all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS"]
+
+#: Input data types as the profilers write them -> the calculators' dtype names.
+DTYPE_NAMES = {
+    "dt_bf16": "bf16", "bf16": "bf16", "bfloat16": "bf16", "c10::bfloat16": "bf16",
+    "dt_float16": "fp16", "float16": "fp16", "fp16": "fp16", "c10::half": "fp16",
+    "half": "fp16", "float": "fp32", "dt_float": "fp32", "float32": "fp32", "fp32": "fp32",
+    "dt_float32": "fp32", "double": "fp64", "float64": "fp64",
+    "float8_e4m3fn": "fp8", "c10::float8_e4m3fn": "fp8", "dt_float8_e4m3fn": "fp8",
+}
+
+_GEMM = re.compile(r"(?i)^(?:(?:batch)?mat_?mul\w*|aten::(?:mm|addmm|bmm|baddbmm|linear))$"
+                   r"|aclnn(?:Mm|Addmm|Matmul|BatchMatMul|Bmm)_")
+#: Names of attention operators: forward and backward, per profiler.
+ATTENTION_PATTERNS = {
+    "fwd": r"(?i)^(?:FlashAttentionScore|PromptFlashAttention\w*|FusedInferAttentionScore\w*"
+           r"|aten::scaled_dot_product_attention|npu::npu_fusion_attention"
+           # what a GPU kernel's launching operator is called (q, k, v as b, heads, s, d)
+           r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention"
+           r"|aten::_cudnn_attention_forward"
+           # the kernels' own launchers, q, k, v as (b, s, heads, d): _BSND
+           r"|aten::_(?:flash|efficient)_attention_forward)$",
+    "bwd": r"(?i)^(?:FlashAttentionScoreGrad|npu::npu_fusion_attention_grad"
+           r"|aten::_scaled_dot_product_\w+_backward|aten::_(?:flash|efficient|cudnn)"
+           r"_attention_backward)$",
+}
+#: Attention operators whose q, k, v are (batch, sequence, heads, head size), where the
+#: others of :data:`ATTENTION_PATTERNS` take (batch, heads, sequence, head size): PyTorch's
+#: ``_flash_attention_forward`` / ``_efficient_attention_forward`` (and their backward),
+#: which ``_scaled_dot_product_*_attention`` calls after transposing.
+_BSND = re.compile(r"(?i)^aten::_(?:flash|efficient)_attention_(?:forward|backward)$")
+_EMBED = re.compile(r"(?i)^(?:GatherV2|Gather|aten::embedding|EmbeddingLookup)$")
+_LOSS = re.compile(r"(?i)^(?:SoftmaxCrossEntropyWithLogits|SparseSoftmaxCrossEntropyWithLogits"
+                   r"|aten::cross_entropy_loss|aten::_log_softmax|CrossEntropyLoss)$")
+_ROTARY = re.compile(r"(?i)rotary|RotaryMul|rope")
+_LAYERNORM = re.compile(r"(?i)layer_?norm")
+_RMSNORM = re.compile(r"(?i)rms_?norm|^aten::rsqrt$|^Rsqrt$")
+_GATED_ACT = re.compile(r"(?i)^(?:Swish|Silu|SiLU|SwiGlu|aten::silu|aten::silu_)$")
+_PLAIN_ACT = re.compile(r"(?i)^(?:Gelu\w*|FastGelu\w*|aten::gelu|Relu|aten::relu)$")
+_MOE = re.compile(r"(?i)GroupedMatmul|MoeGating|MoeInitRouting|MoeFinalizeRouting|moe_")
+_GRAD = re.compile(r"(?i)grad|backward|^Gradients/")
+_BATCH_MATMUL = re.compile(r"(?i)^batch_?mat_?mul\w*$")
+
+
+def _label(frame: pd.DataFrame) -> pd.Series:
+    """The operator kind of each row: the operator that launched it (``op_name``, GPU
+    kernels: their names, ``nvjet_sm90_...``, do not say what they compute), else its
+    ``type`` when the profile has one, else the name without a MindSpore scope
+    (``Default/MatMul-op3`` -> ``MatMul``)."""
+    name = frame["name"].astype("string").fillna("")
+    label = name.str.rsplit("/", n=1).str[-1].str.replace(r"-op\d+$", "", regex=True)
+    if "type" in frame.columns:
+        typ = frame["type"].astype("string")
+        label = typ.where(typ.notna() & (typ != ""), label)
+    if "op_name" in frame.columns:
+        op = frame["op_name"].astype("string")
+        label = op.where(op.notna() & (op != ""), label)
+    return label.fillna("")
+
+
+def parse_shapes(text: Any) -> list[tuple[int, ...]]:
+    """Input shapes text (``"2,128,1024;1024,512;"``, quotes allowed) as tuples; an
+    empty entry (a scalar, ``NoShape``) is ``()``."""
+    if text is None or (isinstance(text, float) and np.isnan(text)) or text is pd.NA:
+        return []
+    out = []
+    for part in str(text).strip().strip('"').split(";"):
+        dims = [d.strip() for d in part.strip().strip('"').split(",") if d.strip()]
+        try:
+            out.append(tuple(int(d) for d in dims))
+        except ValueError:
+            out.append(())
+    return out
+
+
+def shape_records(profile: Any, ranks: list[int] | None = None,
+                  tables: tuple[str, ...] | None = None) -> tuple[pd.DataFrame, str]:
+    """The operators whose shapes matter to the model, from ``kernels`` or ``ops``.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    ranks : list of int, optional
+        Only these ranks (a big cluster needs one rank per pipeline stage).
+    tables : tuple of str, optional
+        The tables to try, in order (default ``("kernels", "ops")``: the first with shapes).
+
+    Returns
+    -------
+    (DataFrame, str)
+        Rows ``rank``, ``step``, ``start_us``, ``name``, ``label`` (type, or the name
+        without scope), ``input_shapes``, ``input_dtypes``, ``backward`` (the name says it
+        is a gradient), sorted by rank and start; and the table they came from
+        (``"kernels"`` or ``"ops"``, ``""`` when neither has shapes).
+    """
+    for name in (tables or ("kernels", "ops")):
+        rows = _records_of(profile, name, ranks)
+        if rows is not None:
+            return rows, name
+    return pd.DataFrame(columns=["rank", "step", "start_us", "name", "label",
+                                 "input_shapes", "input_dtypes", "backward"]), ""
+
+
+def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFrame | None:
+    """:func:`shape_records` of one table (None when it has no shapes)."""
+    present = table_columns(profile, name)
+    if "input_shapes" not in present:
+        return None
+    frame = table(profile, name)
+    cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
+                        "input_shapes", "input_dtypes", "op_id", "thread")
+            if c in present]
+
+    def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
+        ok = ~f["input_shapes"].isna()
+        if ranks is not None:
+            ok &= f["rank"].isin(ranks)
+        return ok
+
+    rows = collect(frame, cols, where=wanted)
+    if rows.empty:
+        return None
+    rows = rows.copy()
+    rows["label"] = _label(rows).to_numpy()
+    labels = rows["label"].astype(str)
+    keep = rows["name"].astype(str).str.contains(_GEMM).to_numpy(bool).copy()
+    for rx in (_GEMM, _EMBED, _LOSS, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT,
+               _PLAIN_ACT, _MOE, *ATTENTION_PATTERNS.values(), _BATCH_MATMUL):
+        keep |= labels.str.contains(rx).to_numpy(bool)
+    rows = rows[keep]
+    if "input_dtypes" not in rows.columns:
+        rows["input_dtypes"] = pd.Series(pd.NA, index=rows.index, dtype="string")
+    rows["backward"] = rows["name"].astype("string").str.contains(_GRAD, regex=True)\
+        .fillna(False).to_numpy(bool)
+    rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
+    if "op_id" in rows.columns:
+        # GPU kernels: one row per launching operator (a cuDNN attention or a split-K
+        # product launches several kernels, all with the operator's shapes)
+        call = rows[["rank", "op_id"]]
+        rows = rows[call["op_id"].isna().to_numpy(bool)
+                    | ~call.duplicated().to_numpy(bool)].reset_index(drop=True)
+    _mark_after_gradients(rows)
+    _mark_autograd_launches(rows, profile, name)
+    return rows.drop(columns=[c for c in ("op_id", "thread") if c in rows.columns])
+
+
+def _mark_after_gradients(rows: pd.DataFrame) -> None:
+    """MindSpore graphs: a kept operator at or after the step's first ``Gradients/``
+    matrix product belongs to the backward pass. Expanded operators
+    (``Expand/_MatMulExt/BatchMatMul-op3``) carry no scope of their own, but a graph runs
+    its forward pass first. (Small ``Gradients/`` element-wise operators may be scheduled
+    early, so only the products mark the start of the backward pass.)"""
+    names = rows["name"].astype("string").fillna("")
+    grads = rows[names.str.startswith("Gradients/").to_numpy(bool)
+                 & rows["label"].astype(str).str.contains(_GEMM).to_numpy(bool)]
+    if grads.empty:
+        return
+    first = grads.groupby(["rank", "step"])["start_us"].min()
+    key = pd.MultiIndex.from_arrays([rows["rank"], rows["step"]])
+    start = first.reindex(key).to_numpy(np.float64)
+    later = ~np.isnan(start) & (rows["start_us"].to_numpy(np.float64) >= start)
+    rows["backward"] = rows["backward"].to_numpy(bool) | later
+
+
+_AUTOGRAD = "autograd::engine::evaluate_function"
+
+
+def _mark_autograd_launches(rows: pd.DataFrame, profile: Any, source: str) -> None:
+    """PyTorch: an operator run by the autograd engine belongs to the backward pass.
+
+    The engine wraps each backward function in an ``autograd::engine::evaluate_function:
+    MmBackward0`` host event, and the products it runs inside are plain ``aten::mm``: the
+    names alone cannot tell them from the forward ones. A row is marked when its host
+    operator (the operator itself for host rows, the launching operator ``op_id`` for GPU
+    kernels) starts inside such an event on its thread.
+    """
+    if not {"name", "thread", "start_us", "dur_us"} <= set(table_columns(profile, "ops")):
+        return
+    ops = table(profile, "ops")
+    engine = collect(ops, ["rank", "thread", "start_us", "dur_us"], where=lambda f: f[
+        "name"].astype("string").str.startswith(_AUTOGRAD).fillna(False))
+    if engine.empty:
+        return
+    if source == "kernels" and "op_id" in rows.columns and \
+            "external_id" in table_columns(profile, "ops"):
+        ids = rows["op_id"].dropna().unique().tolist()
+        launch = collect(ops, ["rank", "external_id", "thread", "start_us"],
+                         where=lambda f: f["external_id"].isin(ids))
+        launch = launch.dropna().drop_duplicates(["rank", "external_id"])
+        at = rows[["rank", "op_id"]].merge(
+            launch, how="left", left_on=["rank", "op_id"], right_on=["rank", "external_id"])
+    elif source == "ops" and "thread" in rows.columns:
+        at = rows[["rank", "thread", "start_us"]]
+    else:
+        return
+    inside = np.zeros(len(rows), dtype=bool)
+    point_rank = at["rank"].to_numpy(np.float64, na_value=np.nan)
+    point_thread = at["thread"].to_numpy(np.float64, na_value=np.nan)
+    point = at["start_us"].to_numpy(np.float64, na_value=np.nan)
+    for (rank, thread), ev in engine.groupby(["rank", "thread"]):
+        ev = ev.sort_values("start_us", kind="mergesort")
+        begin = ev["start_us"].to_numpy(np.float64)
+        reach = np.maximum.accumulate((ev["start_us"] + ev["dur_us"]).to_numpy(np.float64))
+        mine = np.flatnonzero((point_rank == rank) & (point_thread == thread))
+        last = np.searchsorted(begin, point[mine], side="right") - 1  # last event begun
+        inside[mine] = (last >= 0) & (point[mine] < reach[np.maximum(last, 0)])
+    rows["backward"] = rows["backward"].to_numpy(bool) | inside
