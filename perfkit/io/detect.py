@@ -55,7 +55,7 @@ from .runs import (
 from .sources import RankSource, cluster_meta, input_bytes, parse_source
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
-           "default_engine"]
+           "default_engine", "select_ranks"]
 
 ENGINES = ("local", "dask")
 _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
@@ -517,7 +517,8 @@ def default_engine() -> str:
 @with_small_pages
 def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
          engine: str | None = None, client: Any = None, *, run: Any = None,
-         workers: int | None = None, progress: bool | None = None) -> Profile | Cluster:
+         workers: int | None = None, progress: bool | None = None,
+         wait: bool = True) -> Profile | Cluster:
     """Open a profiler output, whatever produced it, into the canonical tables.
 
     Parameters
@@ -549,12 +550,26 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         Processes for a cluster (default: CPU count, 1 for small inputs); with
         ``engine="dask"``, the number of workers of a LocalCluster started here.
     progress : bool, optional
-        Show a progress bar (default: when more than one rank must be parsed).
+        Show a progress bar (default: when more than one rank must be parsed; never with
+        ``wait=False``, whose parse runs in the background).
+    wait : bool, default True
+        False: return at once (after finding the ranks, a few milliseconds) while a
+        background thread parses the profile, as this call does with ``wait=True``, and
+        writes the cache. ``steps`` is served early when quick files give the very table
+        the parse will (Ascend ``step_trace_time.csv``, msprof-analyze's
+        ``cluster_step_trace_time.csv``: :attr:`perfkit.io.preview.Preview.steps_final`);
+        every other table, ``meta`` and a Cluster's ranks wait for the parse. A missing
+        path, several runs, an unknown ``run`` or missing ``ranks`` still raise here; an
+        error of the parse is raised, the same PerfkitError, by the first access that
+        waits. ``done``, ``wait()`` and ``loading`` (progress, the error) ask without
+        blocking; see docs/loading.md and :mod:`perfkit.io.early`. Local engine only.
 
     Returns
     -------
     Profile or Cluster
-        A Profile for one rank, a Cluster for a parent folder of ranks.
+        A Profile for one rank, a Cluster for a parent folder of ranks (with
+        ``wait=False``: a :class:`~perfkit.io.early.LoadingProfile` or
+        :class:`~perfkit.io.early.LoadingCluster`, their subclasses).
 
     Raises
     ------
@@ -576,6 +591,11 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     if engine not in ENGINES:
         raise InvalidArgumentError("engine", "must be 'local' or 'dask' (also as "
                                    "$PERFKIT_ENGINE)", engine)
+    if not wait:
+        from .early import load_early
+
+        return load_early(path, ranks, cache, engine, run=run, workers=workers,
+                          progress=progress)
     kind, found = find_runs(path)
     root = Path(path).expanduser()
     if kind == "cluster_analysis_output":
@@ -619,15 +639,7 @@ def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, 
                   engine: str, client: Any, workers: int | None, progress: bool | None
                   ) -> Profile | Cluster:
     """:func:`load` of the rank sources found (``sources``), ``ranks`` of them if given."""
-    wanted = None if ranks is None else sorted({int(r) for r in ranks})
-    if wanted is not None:
-        have = {s.rank for s in sources}
-        missing = [r for r in wanted if r not in have]
-        if missing:
-            raise ProfileError(root, f"{plural(len(missing), 'rank')} {listed(missing)} "
-                               "not found; ranks present: "
-                               f"{sorted(r for r in have if r is not None)}")
-        sources = [s for s in sources if s.rank in wanted]
+    sources = select_ranks(root, sources, ranks)
     use_cache = bool(cache) and _cache_ok(root)
     if kind == "profile" and len(sources) == 1:
         profile, _ = _load_one(sources[0], use_cache)
@@ -638,6 +650,27 @@ def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, 
         return dask_engine.load_cluster(root, sources, use_cache, client=client,
                                         workers=workers, progress=progress)
     return _load_cluster(root, sources, use_cache, workers, progress)
+
+
+def select_ranks(root: Path, sources: list[RankSource], ranks: Iterable[int] | None
+                 ) -> list[RankSource]:
+    """The ``sources`` of the global ``ranks`` asked for (all when None).
+
+    Raises
+    ------
+    ProfileError
+        A rank asked for is not among the sources (the message lists those present).
+    """
+    wanted = None if ranks is None else sorted({int(r) for r in ranks})
+    if wanted is None:
+        return sources
+    have = {s.rank for s in sources}
+    missing = [r for r in wanted if r not in have]
+    if missing:
+        raise ProfileError(root, f"{plural(len(missing), 'rank')} {listed(missing)} "
+                           "not found; ranks present: "
+                           f"{sorted(r for r in have if r is not None)}")
+    return [s for s in sources if s.rank in wanted]
 
 
 def _cache_ok(root: Path) -> bool:
