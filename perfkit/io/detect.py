@@ -55,7 +55,7 @@ from .runs import (
 from .sources import RankSource, cluster_meta, input_bytes, parse_source
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
-           "default_engine", "select_ranks"]
+           "default_engine", "checked_engine", "select_ranks"]
 
 ENGINES = ("local", "dask")
 _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
@@ -513,12 +513,22 @@ def default_engine() -> str:
     return os.environ.get("PERFKIT_ENGINE", "").strip().lower() or "local"
 
 
+def checked_engine(engine: str | None) -> str:
+    """``engine``, or :func:`default_engine` when None; an InvalidArgumentError when it is
+    neither ``"local"`` nor ``"dask"``."""
+    if engine is None:
+        engine = default_engine()
+    if engine not in ENGINES:
+        raise InvalidArgumentError("engine", "must be 'local' or 'dask' (also as "
+                                   "$PERFKIT_ENGINE)", engine)
+    return engine
+
+
 @boundary(ProfileError, path_arg="path", what="a profile")
 @with_small_pages
 def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
          engine: str | None = None, client: Any = None, *, run: Any = None,
-         workers: int | None = None, progress: bool | None = None,
-         wait: bool = True) -> Profile | Cluster:
+         workers: int | None = None, progress: bool | None = None) -> Profile | Cluster:
     """Open a profiler output, whatever produced it, into the canonical tables.
 
     Parameters
@@ -550,26 +560,12 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         Processes for a cluster (default: CPU count, 1 for small inputs); with
         ``engine="dask"``, the number of workers of a LocalCluster started here.
     progress : bool, optional
-        Show a progress bar (default: when more than one rank must be parsed; never with
-        ``wait=False``, whose parse runs in the background).
-    wait : bool, default True
-        False: return at once (after finding the ranks, a few milliseconds) while a
-        background thread parses the profile, as this call does with ``wait=True``, and
-        writes the cache. ``steps`` is served early when quick files give the very table
-        the parse will (Ascend ``step_trace_time.csv``, msprof-analyze's
-        ``cluster_step_trace_time.csv``: :attr:`perfkit.io.preview.Preview.steps_final`);
-        every other table, ``meta`` and a Cluster's ranks wait for the parse. A missing
-        path, several runs, an unknown ``run`` or missing ``ranks`` still raise here; an
-        error of the parse is raised, the same PerfkitError, by the first access that
-        waits. ``done``, ``wait()`` and ``loading`` (progress, the error) ask without
-        blocking; see docs/loading.md and :mod:`perfkit.io.early`. Local engine only.
+        Show a progress bar (default: when more than one rank must be parsed).
 
     Returns
     -------
     Profile or Cluster
-        A Profile for one rank, a Cluster for a parent folder of ranks (with
-        ``wait=False``: a :class:`~perfkit.io.early.LoadingProfile` or
-        :class:`~perfkit.io.early.LoadingCluster`, their subclasses).
+        A Profile for one rank, a Cluster for a parent folder of ranks.
 
     Raises
     ------
@@ -586,16 +582,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     naming the file (see docs/errors.md).
     """
     path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
-    if engine is None:
-        engine = default_engine()
-    if engine not in ENGINES:
-        raise InvalidArgumentError("engine", "must be 'local' or 'dask' (also as "
-                                   "$PERFKIT_ENGINE)", engine)
-    if not wait:
-        from .early import load_early
-
-        return load_early(path, ranks, cache, engine, run=run, workers=workers,
-                          progress=progress)
+    engine = checked_engine(engine)
     kind, found = find_runs(path)
     root = Path(path).expanduser()
     if kind == "cluster_analysis_output":

@@ -25,7 +25,7 @@ import perfkit as pk
 import perfkit.io.detect as detect
 from perfkit.bundled_samples import resolve_sample
 from perfkit.errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound
-from perfkit.io.early import Loading, LoadingCluster, LoadingProfile
+from perfkit.io.loading import Loading, LoadingCluster, LoadingProfile
 from perfkit.io.preview import preview
 from perfkit.io.schema import TABLE_NAMES
 from perfkit.profile import Cluster, Profile

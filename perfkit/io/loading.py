@@ -1,4 +1,8 @@
-"""``perfkit.load(path, wait=False)``: the profile at once, its tables when the parse ends.
+"""``perfkit.load``: :func:`perfkit.io.detect.load`, or with ``wait=False`` the profile at
+once and its tables when a background parse ends.
+
+``load(path)`` (``wait=True``, the default) is :func:`perfkit.io.detect.load`: it returns
+once the whole profile is parsed.
 
 A profile of a gigabyte takes seconds to parse. ``load(path, wait=False)`` only finds the
 ranks (what ``load`` does before parsing: milliseconds), starts a daemon thread and returns
@@ -43,16 +47,21 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pandas as pd
 
-from ..errors import InvalidArgumentError, ProfileError, RunsFound
+from ..bundled_samples import resolve_sample
+from ..errors import InvalidArgumentError, ProfileError, RunsFound, boundary
 from ..format import bytes_text
 from ..profile import Cluster, Profile, ProfileMeta
+from . import detect
+from .preview import preview
+from .runs import pick_run
 
-__all__ = ["Loading", "LoadingProfile", "LoadingCluster", "load_early", "expected_seconds",
+__all__ = ["load", "Loading", "LoadingProfile", "LoadingCluster", "expected_seconds",
            "record_rate", "DEFAULT_RATE_BYTES_PER_S"]
 
 #: Reading rate (bytes per second) assumed before any load was timed in this process:
@@ -231,8 +240,6 @@ class Loading:
 
     def _run(self, path: str, run: Any, ranks: list[int] | None,
              options: dict[str, Any]) -> None:
-        from .detect import load
-
         try:
             self._read_steps(path, run, ranks, bool(options.get("cache", True)))
         finally:
@@ -240,7 +247,7 @@ class Loading:
         self.stage = "reading"
         t0 = time.perf_counter()
         try:
-            loaded = load(path, ranks, run=run, wait=True, **options)
+            loaded = detect.load(path, ranks, run=run, **options)
         except BaseException as exc:  # noqa: BLE001 - raised by the first access that waits
             self.error, self._traceback = exc, exc.__traceback__
             self.stage = "failed"
@@ -257,8 +264,6 @@ class Loading:
                     use_cache: bool) -> None:
         """Step 1: the size, whether it is cached, and the steps when the preview reads
         them as the parse will. Any failure here is left to the parse to report."""
-        from .preview import preview
-
         try:
             found = preview(path, run=run, read_steps=False)
             self.input_bytes, self.cached = found.input_bytes, found.cached and use_cache
@@ -327,7 +332,7 @@ class _Background:
 
 class LoadingProfile(_Background, Profile):
     """A :class:`~perfkit.Profile` parsed on a background thread (``load(..., wait=False)``;
-    see :mod:`perfkit.io.early`)."""
+    see :mod:`perfkit.io.loading`)."""
 
     def __init__(self, loading: Loading) -> None:  # noqa: D107 - see the class
         self.loading = loading
@@ -340,7 +345,7 @@ class LoadingProfile(_Background, Profile):
 
 class LoadingCluster(_Background, Cluster):
     """A :class:`~perfkit.Cluster` parsed on a background thread (``load(..., wait=False)``;
-    see :mod:`perfkit.io.early`). ``profiles``, ``failed`` (and so ``ranks``, ``len()``,
+    see :mod:`perfkit.io.loading`). ``profiles``, ``failed`` (and so ``ranks``, ``len()``,
     iteration, ``cluster[rank]``) wait for the parse."""
 
     def __init__(self, loading: Loading) -> None:  # noqa: D107 - see the class
@@ -367,39 +372,56 @@ class LoadingCluster(_Background, Cluster):
         return self._describe("Cluster")
 
 
-def load_early(path: str | os.PathLike[str], ranks: Any = None, cache: bool = True,
-               engine: str = "local", *, run: Any = None, workers: int | None = None,
-               progress: bool | None = None) -> LoadingProfile | LoadingCluster:
-    """``perfkit.load(..., wait=False)`` (see the module docstring; ``path`` is already a
-    path, a bundled sample's name resolved).
+_WAIT_DOC = """    wait : bool, default True
+        False: return at once (after finding the ranks, milliseconds) a Profile or Cluster
+        whose parse runs on a background thread, as ``wait=True`` parses (same tables,
+        same errors, the cache written the same way). ``steps`` is served before the parse
+        ends when small files give the parse's own table (Ascend ``step_trace_time.csv``,
+        msprof-analyze's ``cluster_step_trace_time.csv``); every other table, ``meta`` and
+        a Cluster's ranks wait for it. What is found before parsing (no such path, several
+        runs, ``run`` or ``ranks`` not found) is raised here; an error of the parse is
+        raised by the first access that waits. ``done``, ``wait(timeout)`` and
+        ``loading`` (progress, the error) ask without blocking. No terminal progress bar
+        unless ``progress=True``. Local engine only. See :mod:`perfkit.io.loading` and
+        docs/loading.md.
+"""
 
-    Raises
-    ------
-    InvalidArgumentError
-        ``engine="dask"``.
-    RunsFound, ProfileError
-        What ``load`` finds before parsing: no such path, several runs without ``run``,
-        ``run`` or ``ranks`` not found.
-    """
-    from .detect import find_runs, select_ranks
-    from .runs import pick_run
 
-    if engine != "local":
+@boundary(ProfileError, path_arg="path", what="a profile")
+def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
+         engine: str | None = None, client: Any = None, *, run: Any = None,
+         workers: int | None = None, progress: bool | None = None,
+         wait: bool = True) -> Profile | Cluster:
+    # the docstring is detect.load's with ``wait`` added (below): one text for both
+    if wait:
+        return detect.load(path, ranks, cache, engine, client, run=run, workers=workers,
+                           progress=progress)
+    path = resolve_sample(path)
+    if detect.checked_engine(engine) != "local":
         raise InvalidArgumentError(
             "engine", "wait=False parses with the local engine only; engine='dask' "
             "returns a Cluster of lazy frames already", engine)
     wanted = None if ranks is None else sorted({int(r) for r in ranks})
     root = Path(path).expanduser()
-    kind, found = find_runs(path)
+    kind, found = detect.find_runs(path)
     cluster = True
     if kind != "cluster_analysis_output":
         if len(found) > 1 and run is None:
             raise RunsFound(root, found)
         chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
-        sources = select_ranks(root, [s for s in chosen.sources if s.fmt != "not_a_trace"],
-                               wanted)
+        sources = detect.select_ranks(
+            root, [s for s in chosen.sources if s.fmt != "not_a_trace"], wanted)
         cluster = not (kind == "profile" and len(sources) == 1)
     loading = Loading(str(path), cluster)
-    loading.start(str(path), run, wanted, {"cache": cache, "workers": workers,
-                                           "progress": bool(progress)})
+    loading.start(str(path), run, wanted, {"cache": cache, "engine": "local",
+                                           "workers": workers, "progress": bool(progress)})
     return LoadingCluster(loading) if cluster else LoadingProfile(loading)
+
+
+def _with_wait(doc: str) -> str:
+    """``detect.load``'s docstring with the ``wait`` parameter after the others."""
+    at = doc.index("\n    Returns\n    -------")
+    return doc[:at] + "\n" + _WAIT_DOC.rstrip("\n") + doc[at:]
+
+
+load.__doc__ = _with_wait(detect.load.__doc__ or "")
