@@ -398,9 +398,10 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
                            progress=progress)
     path = resolve_sample(path)
     if detect.checked_engine(engine) != "local":
+        given = "" if engine is not None else " ($PERFKIT_ENGINE=dask: pass engine='local')"
         raise InvalidArgumentError(
             "engine", "wait=False parses with the local engine only; engine='dask' "
-            "returns a Cluster of lazy frames already", engine)
+            f"returns a Cluster of lazy frames already{given}", engine or "dask")
     wanted = None if ranks is None else sorted({int(r) for r in ranks})
     root = Path(path).expanduser()
     kind, found = detect.find_runs(path)

@@ -168,6 +168,29 @@ def test_steps_come_before_the_parse_ends(held_parse):
     assert prof.loading.fraction == 1.0 and "loaded in" in prof.loading.describe()
 
 
+def test_steps_wait_when_the_quick_reading_is_not_the_parses(held_parse, monkeypatch):
+    """A preview that is an approximation (``steps_final`` False, as a Kineto trace's host
+    spans) is never served as ``steps``: they wait for the parse like every table."""
+    import perfkit.io.loading as loading
+
+    def approximate(*args, **kwargs):
+        got = preview(*args, **kwargs)
+        got.steps_final = False
+        return got
+
+    monkeypatch.setattr(loading, "preview", approximate)
+    prof = pk.load(SLOW_RANK, wait=False)
+    got: list[pd.DataFrame] = []
+    reader = threading.Thread(target=lambda: got.append(prof.steps))
+    reader.start()
+    reader.join(0.5)
+    assert reader.is_alive() and not got and not prof.loading.steps_early
+    assert prof.loading.preview is not None  # the quick reading is there for who wants it
+    held_parse.set()
+    reader.join(60)
+    pdt.assert_frame_equal(got[0], pk.load(SLOW_RANK).steps)
+
+
 def test_some_ranks_steps_early(held_parse):
     prof = pk.load(SLOW_RANK, ranks=[1, 3], wait=False)
     steps = prof.steps
@@ -269,6 +292,14 @@ def test_what_is_found_before_parsing_raises_at_once(tmp_path):
         pk.load(SLOW_RANK, engine="dask", wait=False)
 
 
+def test_dask_from_the_environment_is_named(monkeypatch):
+    monkeypatch.setenv("PERFKIT_ENGINE", "dask")
+    with pytest.raises(InvalidArgumentError, match=r"\$PERFKIT_ENGINE=dask"):
+        pk.load(SLOW_RANK, wait=False)
+    prof = pk.load(SLOW_RANK, engine="local", wait=False)
+    assert prof.wait(60) and prof.ranks == [0, 1, 2, 3]
+
+
 def test_several_runs_raise_at_once(tmp_path):
     runs = tmp_path / "runs"
     shutil.copytree(sorted(SLOW_RANK.glob("*_ascend_pt"))[0], runs / "a" / "rank0_ascend_pt")
@@ -285,5 +316,6 @@ def test_several_runs_raise_at_once(tmp_path):
 
 def test_plain_profiles_never_wait():
     eager = pk.load(SLOW_RANK)
+    assert type(eager) is Cluster  # the default load is detect.load's, untouched
     assert eager.done and eager.wait() and eager.wait(0) and eager.loading is None
     assert isinstance(eager.steps, pd.DataFrame)
