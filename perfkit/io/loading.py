@@ -123,6 +123,7 @@ class Loading:
         self.input_bytes: int | None = None
         self.cached = False
         self.error: BaseException | None = None
+        self._traceback: Any = None  # the error's, as the parse raised it
         self.seconds: float | None = None
         self.started = time.perf_counter()
         self._steps: pd.DataFrame | None = None
@@ -291,8 +292,6 @@ class Loading:
         if not set(ranks) <= set(quick.ranks):
             return None
         return steps[steps["rank"].isin(ranks).to_numpy()].reset_index(drop=True)
-
-    _traceback: Any = None
 
 
 class _Background:
