@@ -47,7 +47,7 @@ _HOME: dict[str, str | None] = {
     "RunsFound": "errors",
     "export_trace": "export",
     "read_mindformers_config": "io.config",
-    "load": "io.detect",
+    "load": "io.loading",
     "runs": "io.detect",
     "IRGraph": "io.ir",
     "load_ir": "io.ir",
@@ -152,8 +152,9 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     )
     from .export import export_trace  # noqa: F401
     from .io.config import read_mindformers_config  # noqa: F401
-    from .io.detect import load, runs  # noqa: F401
+    from .io.detect import runs  # noqa: F401
     from .io.ir import IRGraph, load_ir  # noqa: F401
+    from .io.loading import load  # noqa: F401
     from .io.logs import read_memory_log, read_training_log  # noqa: F401
     from .io.runs import Run  # noqa: F401
     from .job import Job, infer_job  # noqa: F401

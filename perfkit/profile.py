@@ -5,7 +5,9 @@ A :class:`Profile` holds a :class:`ProfileMeta` and nine tables (``kernels``, ``
 Tables are produced on first access by a provider (the parsed frames in memory, or the
 Parquet files of the cache) and kept. A :class:`Cluster` exposes the same attributes,
 concatenated over its ranks; its times are re-based to the cluster's earliest origin so
-that ranks line up. Build them with :func:`perfkit.io.detect.load`.
+that ranks line up. Build them with :func:`perfkit.io.detect.load`; with ``wait=False`` it
+returns one while a thread parses (:mod:`perfkit.io.loading`): ``done``, ``wait()`` and
+``loading`` say how far it is.
 """
 
 from __future__ import annotations
@@ -92,6 +94,36 @@ class _Tables:
     """True when the tables are lazy ``dask.dataframe`` frames (``load(engine="dask")``)."""
 
     _lock: threading.RLock
+
+    loading: Any = None
+    """The background parse of ``load(..., wait=False)`` (a :class:`perfkit.io.loading.
+    Loading`: progress, error, the loaded object); None for a profile loaded whole."""
+
+    @property
+    def done(self) -> bool:
+        """True once every table and ``meta`` can be read without waiting (always, except
+        while ``load(..., wait=False)`` parses; also True when that parse failed)."""
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background parse of ``load(..., wait=False)``, if any.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait at most (default: until the parse ends).
+
+        Returns
+        -------
+        bool
+            True when the profile is loaded; False when ``timeout`` passed first.
+
+        Raises
+        ------
+        PerfkitError
+            The parse failed: its error, as ``load(...)`` would have raised it.
+        """
+        return True
 
     def _table(self, name: str) -> pd.DataFrame:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -55,7 +55,7 @@ from .runs import (
 from .sources import RankSource, cluster_meta, input_bytes, parse_source
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
-           "default_engine"]
+           "default_engine", "checked_engine", "select_ranks"]
 
 ENGINES = ("local", "dask")
 _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
@@ -513,6 +513,17 @@ def default_engine() -> str:
     return os.environ.get("PERFKIT_ENGINE", "").strip().lower() or "local"
 
 
+def checked_engine(engine: str | None) -> str:
+    """``engine``, or :func:`default_engine` when None; an InvalidArgumentError when it is
+    neither ``"local"`` nor ``"dask"``."""
+    if engine is None:
+        engine = default_engine()
+    if engine not in ENGINES:
+        raise InvalidArgumentError("engine", "must be 'local' or 'dask' (also as "
+                                   "$PERFKIT_ENGINE)", engine)
+    return engine
+
+
 @boundary(ProfileError, path_arg="path", what="a profile")
 @with_small_pages
 def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache: bool = True,
@@ -571,11 +582,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     naming the file (see docs/errors.md).
     """
     path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
-    if engine is None:
-        engine = default_engine()
-    if engine not in ENGINES:
-        raise InvalidArgumentError("engine", "must be 'local' or 'dask' (also as "
-                                   "$PERFKIT_ENGINE)", engine)
+    engine = checked_engine(engine)
     kind, found = find_runs(path)
     root = Path(path).expanduser()
     if kind == "cluster_analysis_output":
@@ -619,15 +626,7 @@ def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, 
                   engine: str, client: Any, workers: int | None, progress: bool | None
                   ) -> Profile | Cluster:
     """:func:`load` of the rank sources found (``sources``), ``ranks`` of them if given."""
-    wanted = None if ranks is None else sorted({int(r) for r in ranks})
-    if wanted is not None:
-        have = {s.rank for s in sources}
-        missing = [r for r in wanted if r not in have]
-        if missing:
-            raise ProfileError(root, f"{plural(len(missing), 'rank')} {listed(missing)} "
-                               "not found; ranks present: "
-                               f"{sorted(r for r in have if r is not None)}")
-        sources = [s for s in sources if s.rank in wanted]
+    sources = select_ranks(root, sources, ranks)
     use_cache = bool(cache) and _cache_ok(root)
     if kind == "profile" and len(sources) == 1:
         profile, _ = _load_one(sources[0], use_cache)
@@ -638,6 +637,27 @@ def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, 
         return dask_engine.load_cluster(root, sources, use_cache, client=client,
                                         workers=workers, progress=progress)
     return _load_cluster(root, sources, use_cache, workers, progress)
+
+
+def select_ranks(root: Path, sources: list[RankSource], ranks: Iterable[int] | None
+                 ) -> list[RankSource]:
+    """The ``sources`` of the global ``ranks`` asked for (all when None).
+
+    Raises
+    ------
+    ProfileError
+        A rank asked for is not among the sources (the message lists those present).
+    """
+    wanted = None if ranks is None else sorted({int(r) for r in ranks})
+    if wanted is None:
+        return sources
+    have = {s.rank for s in sources}
+    missing = [r for r in wanted if r not in have]
+    if missing:
+        raise ProfileError(root, f"{plural(len(missing), 'rank')} {listed(missing)} "
+                           "not found; ranks present: "
+                           f"{sorted(r for r in have if r is not None)}")
+    return [s for s in sources if s.rank in wanted]
 
 
 def _cache_ok(root: Path) -> bool:

@@ -50,7 +50,11 @@ from .detect import _key, find_runs
 from .runs import pick_run
 from .sources import RankSource, cluster_meta, input_bytes
 
-__all__ = ["Preview", "preview", "kineto_step_spans", "describe"]
+__all__ = ["Preview", "preview", "kineto_step_spans", "describe", "FINAL_STEPS"]
+
+#: ``meta.extra`` key of a rank's steps-only Profile whose steps are the full load's table
+#: (not an approximation): :attr:`Preview.steps_final` holds when every rank has it.
+FINAL_STEPS = "preview_steps_final"
 
 #: What a Kineto step event is named (``ProfilerStep#12``), as bytes of the file.
 _STEP_KEY = b'"ProfilerStep#'
@@ -89,6 +93,12 @@ class Preview:
         How long the preview took.
     notes : list of str
         Ranks without a quick step reading, and why.
+    steps_final : bool
+        Every rank's steps were read, each one as the full load reads it (the same reader
+        on the same file), so ``profile.steps`` is the full load's table (less the rows of
+        a rank that then fails to load). False for an approximation (a Kineto trace's host
+        ``ProfilerStep`` spans) or when some rank has no quick reading.
+        ``perfkit.load(..., wait=False)`` serves ``steps`` early only when it is True.
     """
 
     path: str
@@ -99,6 +109,7 @@ class Preview:
     steps_from: str = ""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    steps_final: bool = False
 
 
 def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool = True
@@ -135,7 +146,7 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
         profile = _cluster_output_steps(folder) if read_steps else None
         return Preview(str(root), kind, profile, size, steps_from=(
             "cluster_step_trace_time.csv" if profile is not None else ""),
-            seconds=time.perf_counter() - t0)
+            seconds=time.perf_counter() - t0, steps_final=profile is not None)
     if len(found) > 1 and run is None:
         raise RunsFound(root, found)
     chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
@@ -158,6 +169,8 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
             out.profile = profiles[0] if kind == "profile" and len(sources) == 1 else \
                 Cluster(profiles, cluster_meta(root, profiles, {}))
             out.steps_from = " and ".join(sorted(froms))
+            out.steps_final = len(profiles) == len(sources) and all(
+                p.meta.extra.get(FINAL_STEPS) for p in profiles)
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -189,7 +202,8 @@ def _rank_steps(source: RankSource) -> tuple[Profile, str] | None:
         with file_boundary(f, "step_trace_time.csv"):
             steps = ascend.read_step_trace(f)
         meta = ProfileMeta("ascend_text", rank=source.rank, device_type="npu",
-                           path=str(rank_dir), notes=[f"preview: steps of {f.name} only"])
+                           path=str(rank_dir), notes=[f"preview: steps of {f.name} only"],
+                           extra={FINAL_STEPS: True})  # the full load's reader and file
         return Profile(meta, {"steps": steps}), "step_trace_time.csv"
     if source.fmt == "kineto":
         f = Path(source.path)

@@ -9,7 +9,8 @@ it: every tab shows a progress bar and one sentence saying what it waits for
 
 The bar's fraction is the time spent over the time expected: the size of the files to read
 over a reading rate (:data:`DEFAULT_RATE_BYTES_PER_S` at first, then the rate the last
-opening in this process measured), never above 95 % before the load ends. A profile already
+load in this process measured: :func:`perfkit.io.loading.expected_seconds`, shared with
+``perfkit.load(..., wait=False)``), never above 95 % before the load ends. A profile already
 in perfkit's cache is expected to take a second. The sentence says it is an estimate.
 """
 
@@ -23,19 +24,15 @@ from typing import Any
 import ipywidgets as W
 
 from ..format import bytes_text
+from ..io.loading import DEFAULT_RATE_BYTES_PER_S, expected_seconds, record_rate
 from .markup import STYLE
 
 __all__ = ["Opening", "DEFAULT_RATE_BYTES_PER_S", "BACKGROUND_BYTES"]
 
-#: Reading rate assumed before any opening was measured in this process: about what the
-#: loaders reach on two busy cores (benchmarks/README.md: a 1.1 GB Kineto pair in 8 s,
-#: a 0.87 GB Ascend rank in 6 s, with the job worked out after).
-DEFAULT_RATE_BYTES_PER_S = 100e6
 #: Profiles whose files add up to at least this many bytes open in the background (the
 #: dashboard's ``background_bytes`` default): below it the whole load takes about a second.
 BACKGROUND_BYTES = 64 << 20
 
-_rate = [DEFAULT_RATE_BYTES_PER_S]  # the last measured rate (bytes per second)
 _CSS = ("<style>.pk-waiting-text{font-size:13px;color:#444;margin:2px 0 8px 0}</style>")
 
 
@@ -72,9 +69,7 @@ class Opening:
     # ---- the estimate ------------------------------------------------------------
     def expected_s(self) -> float:
         """Seconds the whole load is expected to take (see the module docstring)."""
-        if self.preview.cached:
-            return 1.0
-        return max(self.preview.input_bytes / _rate[0], 1.0)
+        return expected_seconds(self.preview.input_bytes, self.preview.cached)
 
     def fraction(self) -> float:
         """The bar's fraction: elapsed over expected, at most 0.95 before the end."""
@@ -139,8 +134,8 @@ class Opening:
     def files_read(self) -> None:
         """The load has returned: record the reading rate, say the job comes next."""
         self.read_s = time.perf_counter() - self.started
-        if not self.preview.cached and self.read_s > 0 and self.preview.input_bytes:
-            _rate[0] = max(self.preview.input_bytes / self.read_s, 1e6)
+        if not self.preview.cached:
+            record_rate(self.preview.input_bytes, self.read_s)
         self.stage = "job"
         self.tick()
 
