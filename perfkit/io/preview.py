@@ -8,12 +8,27 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   overlap, free, bubble per step);
 - an **msprof-analyze** ``cluster_analysis_output/``: the rank rows of
   ``cluster_step_trace_time.csv``, as :func:`perfkit.load` reads them;
-- a **PyTorch Kineto trace** (``.json`` / ``.json.gz``): the host ``ProfilerStep#N``
-  spans (:func:`kineto_step_spans`), found by a byte scan of the file: each occurrence
-  of ``"ProfilerStep#`` is decoded as the one JSON event around it, the rest of the file
-  is never parsed. The step time is then the span's duration (``total_us``); the full
-  load counts a step from its first to its last device task, a little shorter, and only
-  it gives the split (computing, communication, free), which stays NA here.
+- a **PyTorch Kineto trace** (``.json`` / ``.json.gz``): the step time :func:`perfkit.load`
+  gives, each ``ProfilerStep#N`` from the first to the last device task it launched
+  (:func:`kineto_device_steps`: the tasks whose runtime launch, same ``correlation``, ran
+  in the host span), read by decoding only ``ph``, ``cat``, ``ts``, ``dur`` and
+  ``args.correlation`` of each event; the split (computing, communication, free) needs the
+  tasks' names and stays NA. That is a pass over the whole file, about a fifth of the full
+  load's time (``benchmarks/README.md``), so it is the default up to
+  :data:`DEVICE_STEPS_MAX_BYTES` of traces (256 MiB). Above it (or with
+  ``device_steps=False``) the step figure is the host ``ProfilerStep#N`` span
+  (:func:`kineto_step_spans`, a byte scan: each occurrence of ``"ProfilerStep#`` decoded
+  as the one JSON event around it, the rest never parsed), which is the host's pace, not
+  the step time (1 % to 2.4× apart on the shared samples): :attr:`Preview.host_spans` is
+  then True and the page must say which it shows. A trace
+  without any device task in its steps (a CPU-only run) has its host spans as step times,
+  as in the full load. A rank already in perfkit's cache gives the steps table of its
+  cache entry, the split included. The copy of a range Kineto draws on the device lane
+  (``gpu_user_annotation``) is not used: it can leave out kernels launched inside the range
+  under a nested range with a copy of its own (on the shared B200 trace an outer range's
+  copy lasts 84.04 ms, the kernels launched in it 84.49 ms, the last one an all-gather
+  under ``nccl:_all_gather_base``); on the two shared traces with a ``ProfilerStep`` copy
+  it matches the device step within 2 ns.
 
 Other formats (Ascend DB, legacy MindSpore, raw CANN, a standalone ``trace_view.json``)
 have no quick step reading: their preview has no profile, only the size to read.
@@ -59,8 +74,9 @@ __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "de
            "DEVICE_STEPS_MAX_BYTES"]
 
 #: Up to this many bytes of Kineto traces, :func:`preview` reads the device step by default
-#: (:func:`kineto_device_steps`: about 4 s per GB on one idle core, benchmarks/README.md);
-#: above it, the host ProfilerStep spans (a byte scan: about 0.3 s per GB), labelled as such.
+#: (:func:`kineto_device_steps`, about a fifth of the full load's time: benchmarks/README.md);
+#: above it, the host ProfilerStep spans (a byte scan, a few hundred events decoded),
+#: labelled as such.
 DEVICE_STEPS_MAX_BYTES = 256 << 20
 #: What a Kineto step event is named (``ProfilerStep#12``), as bytes of the file.
 _STEP_KEY = b'"ProfilerStep#'
