@@ -344,3 +344,24 @@ def test_the_cached_steps_are_read_back(tmp_path: Path, monkeypatch) -> None:
     theirs = A.step_breakdown(full)
     assert mine["step_us"].tolist() == theirs["step_us"].tolist()
     assert mine["computing_us"].tolist() == theirs["computing_us"].tolist()  # the split too
+
+
+def test_ranks_are_never_mixed_device_and_host(tmp_path: Path) -> None:
+    """One rank whose events do not decode the quick way gives its host span: then every
+    rank gives its host span, so that the slowest rank's step compares like with like."""
+    def trace(extra: list[dict]) -> dict:
+        return {"traceEvents": [
+            _event("ProfilerStep#1", 100.0, 50.0),
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110.0,
+             "dur": 2.0, "args": {"correlation": 9}},
+            {"ph": "X", "cat": "kernel", "name": "k", "ts": 140.0, "dur": 30.5,
+             "args": {"correlation": 9}}, *extra]}
+
+    (tmp_path / "rank0.json").write_text(json.dumps(trace([])))
+    odd = {"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1.0, "dur": 1.0, "args": [1, 2]}
+    (tmp_path / "rank1.json").write_text(json.dumps(trace([odd])))
+    assert P.kineto_device_steps(tmp_path / "rank0.json")["total_us"].tolist() == [30.5]
+    assert P.kineto_device_steps(tmp_path / "rank1.json") is None  # args not an object
+    got = preview(tmp_path, device_steps=True)
+    assert got.host_spans and got.steps_from == "the host ProfilerStep spans"
+    assert got.profile.steps["total_us"].tolist() == [50.0, 50.0]

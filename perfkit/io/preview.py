@@ -226,7 +226,7 @@ def _cached_steps(source: RankSource) -> tuple[Profile, str] | None:
 def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: set[str]
                      ) -> tuple[list[Profile], set[str]]:
     """The ranks again, every Kineto rank by its host spans (see :func:`preview`)."""
-    by_path = {str(s.path): s for s in sources}
+    by_path = {str(Path(s.path)): s for s in sources}
     out, where = [], froms - {*_KINETO_FROM.values(), _FROM_CACHE}
     for p in profiles:
         if p.meta.extra.get("preview_steps") in ("device", "host_is_step", "cached"):
@@ -277,10 +277,11 @@ def _kineto_rank_steps(source: RankSource, device: bool) -> tuple[Profile, str] 
     """A Kineto rank's steps: the device steps where they can be read, else the host spans
     (``meta.extra["preview_steps"]`` says which, see :attr:`Preview.host_spans`)."""
     f = Path(source.path)
-    spans = kineto_step_spans(f)
+    rows = _host_spans(f)
+    spans = _first_spans(rows)
     if spans.empty:
         return None
-    found = kineto_device_steps(f) if device else None
+    found = _device_steps(f, rows) if device else None
     if found is not None and len(found):
         steps = pd.DataFrame({"step": found["step"].to_numpy(np.int64),
                               "total_us": found["total_us"].to_numpy(np.float64),
@@ -358,7 +359,11 @@ def kineto_step_spans(path: str | os.PathLike[str]) -> pd.DataFrame:
     ProfileError
         The file cannot be read.
     """
-    rows = _host_spans(Path(path))
+    return _first_spans(_host_spans(Path(path)))
+
+
+def _first_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
+    """:func:`kineto_step_spans`' frame from every span found: each step's first."""
     first: dict[int, tuple[float, float]] = {}
     for step, ts, dur in rows:
         first.setdefault(step, (ts, dur))
@@ -509,7 +514,11 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
         The file cannot be read.
     """
     p = Path(path)
-    rows = _host_spans(p)
+    return _device_steps(p, _host_spans(p))
+
+
+def _device_steps(p: Path, rows: list[tuple[int, float, float]]) -> pd.DataFrame | None:
+    """:func:`kineto_device_steps` given the trace's host spans (:func:`_host_spans`)."""
     if not rows:
         return None
     with file_boundary(p, p.name):
