@@ -13,8 +13,8 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   (:func:`kineto_device_steps`: the tasks whose runtime launch, same ``correlation``, ran
   in the host span), read by decoding only ``ph``, ``cat``, ``ts``, ``dur`` and
   ``args.correlation`` of each event; the split (computing, communication, free) needs the
-  tasks' names and stays NA. That is a pass over the whole file, about a fifth of the full
-  load's time (``benchmarks/README.md``), so it is the default up to
+  tasks' names and stays NA. That is a pass over the whole file, a fifth to a third of the
+  full load's time (``benchmarks/README.md``), so it is the default up to
   :data:`DEVICE_STEPS_MAX_BYTES` of traces (256 MiB). Above it (or with
   ``device_steps=False``) the step figure is the host ``ProfilerStep#N`` span
   (:func:`kineto_step_spans`, a byte scan: each occurrence of ``"ProfilerStep#`` decoded
@@ -74,7 +74,8 @@ __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "de
            "DEVICE_STEPS_MAX_BYTES"]
 
 #: Up to this many bytes of Kineto traces, :func:`preview` reads the device step by default
-#: (:func:`kineto_device_steps`, about a fifth of the full load's time: benchmarks/README.md);
+#: (:func:`kineto_device_steps`, a fifth to a third of the full load's time: see
+#: benchmarks/README.md);
 #: above it, the host ProfilerStep spans (a byte scan, a few hundred events decoded),
 #: labelled as such.
 DEVICE_STEPS_MAX_BYTES = 256 << 20
@@ -489,8 +490,8 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
 
     Only the fields this needs are decoded (``ph``, ``cat``, ``ts``, ``dur`` and
     ``args.correlation`` of every event, the rest of each event skipped by msgspec):
-    several times faster than :func:`perfkit.load`, which builds every table, but still
-    a pass over the whole file (``benchmarks/README.md`` has the figures). The loader's
+    three to five times faster than :func:`perfkit.load`, which builds every table, but
+    still a pass over the whole file (``benchmarks/README.md`` has the figures). The loader's
     plausibility rules (:mod:`perfkit.io.validate`) are not applied: on a trace with
     garbled timestamps the two may differ.
 
