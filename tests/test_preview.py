@@ -18,6 +18,13 @@ from perfkit.io import preview as P
 from perfkit.io.preview import kineto_step_spans, preview
 
 
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch) -> None:
+    """Read the files: a rank in perfkit's cache (another test loaded it) gives its cached
+    steps instead (test_the_cached_steps_are_read_back turns the cache back on)."""
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+
+
 def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``folder`` with its size and modification time."""
     return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
