@@ -5,7 +5,8 @@ the empty dashboard are not timed), then times, from the call of ``load_profile`
 *Open* does):
 
 - ``first_step_s``: until the Overview holds a step figure (its HTML is read back: the
-  step time card, or for a Kineto trace the host step span that comes first);
+  step time card, or for a Kineto trace above 256 MiB the host step span that comes
+  first);
 - ``all_s``: until the whole profile is on show: loaded, the job worked out and the
   Overview redrawn with its final findings (``Dashboard.wait``);
 
@@ -22,7 +23,9 @@ Run::
 
 The inputs are ``kineto/`` (a 1.1 GB pair of Kineto traces) and ``ascend/`` (a 0.87 GB
 torch_npu rank) under ``--data``, written by ``loaders_generate.py --out DIR`` (needs
-``../shared/samples``).
+``../shared/samples``); ``loaders_generate.py --out DIR --kineto-mb 240 --only kineto``
+writes a pair under the preview's 256 MiB, whose device step comes first
+(``bench_preview.py`` times the preview alone).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ the page and waits for the bundled sample's Overview; then, for each input, the 
 typed in the *or a path* box and *Open* clicked, and the script times:
 
 - ``first``: until the Overview shows the step figure read first (the step time card, or
-  the host step span a Kineto trace gives first; its note says "read first"), a value;
+  the host step span a Kineto trace above 256 MiB gives first; its note says "read
+  first"), a value;
 - ``all``: until the status line says "Opened" (the whole profile read, the job worked out;
   the Overview then redraws with its findings);
 

@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import statistics
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,13 @@ from shared_samples import HTA, PT_LEVEL1, shared_sample
 
 from perfkit.io import preview as P
 from perfkit.io.preview import kineto_step_spans, preview
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch) -> None:
+    """Read the files: a rank in perfkit's cache (another test loaded it) gives its cached
+    steps instead (test_the_cached_steps_are_read_back turns the cache back on)."""
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
@@ -75,9 +83,9 @@ def test_kineto_steps_are_the_profiler_step_events() -> None:
         expected = _json_spans(trace)
         spans = kineto_step_spans(trace)
         assert dict(zip(spans["step"], spans["dur_us"], strict=True)) == expected
-    got = preview(folder)
-    assert got.steps_from == "the ProfilerStep spans"
-    # what the Overview shows first: the median over steps of the slowest rank's span
+    got = preview(folder, device_steps=False)
+    assert got.steps_from == "the host ProfilerStep spans" and got.host_spans
+    # what the Overview shows first then: the median over steps of the slowest rank's span
     per_step: dict[int, float] = {}
     for trace in folder.glob("*.json.gz"):
         for step, dur in _json_spans(trace).items():
@@ -147,3 +155,220 @@ def test_a_missing_path_is_a_profile_error(tmp_path: Path) -> None:
 
     with pytest.raises(ProfileError, match="does not exist"):
         preview(tmp_path / "nowhere")
+
+
+# ---- the device step: equal to the full load's, checked against the raw JSON ----------
+
+#: Every Kineto trace of the shared samples (test_every_kineto_sample_is_listed keeps the
+#: list whole) and of the bundled data.
+KINETO_SAMPLES = [
+    "gpu/hta-trace_filter/sampled_rank-0.json.gz",
+    "gpu/hta-trace_filter/sampled_rank-1.json.gz",
+    "wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz",
+    "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz",
+    "wild/ds_train/train.json",
+    "wild/tl_qwen_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "wild/tl_timesformer_h100/timesformer.json.gz",
+    "wild/tl_b200_eager/eager_trace.json.gz",
+    "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz",
+]
+_DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
+_RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
+
+
+def _raw_events(path: Path) -> list[dict]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        data = json.load(fh, parse_float=Decimal)  # exact decimals: no float rounding
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def _raw_device_steps(path: Path) -> tuple[dict[int, Decimal | None], bool]:
+    """Step -> first to last device task (µs, exact; None when one has no duration), read
+    with ``json``; and whether the trace has any device task in a step (else the step is
+    its host span, as perfkit says).
+
+    A task belongs to the host ProfilerStep#N span its launch (the runtime call with the
+    same correlation, the first one) started in; the latest-starting span at or before the
+    launch, if the launch is before its end. Without any runtime call, the task's own start.
+    """
+    events = [e for e in _raw_events(path) if e.get("ph") == "X"]
+    spans = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+                   for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+                   and str(e.get("cat", "")).lower() not in ("gpu_user_annotation", "kernel"))
+    launch: dict = {}
+    tasks = []
+    for e in events:
+        cat = str(e.get("cat", "")).strip().lower()
+        corr = (e.get("args") or {}).get("correlation")
+        if cat in _RUNTIME_CATS and corr is not None:
+            launch.setdefault(corr, e["ts"])
+        elif cat in _DEVICE_CATS:
+            tasks.append(e)
+    windows: dict[int, list] = {}
+    for t in tasks:
+        when = launch.get((t.get("args") or {}).get("correlation")) if launch else t["ts"]
+        if when is None:
+            continue
+        before = [s for s in spans if s[0] <= when]
+        if not before or when >= before[-1][1]:
+            continue
+        end = t["ts"] + t.get("dur", 0)
+        lo_hi = windows.setdefault(before[-1][2], [t["ts"], end, False])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], t["ts"]), max(lo_hi[1], end)
+        lo_hi[2] |= "dur" not in t
+    if windows:
+        return {s: None if unknown else Decimal(hi) - Decimal(lo)
+                for s, (lo, hi, unknown) in windows.items()}, True
+    return {s: Decimal(b) - Decimal(a) for a, b, s in reversed(spans)}, False
+
+
+def _kineto_paths() -> list[Path]:
+    from perfkit.bundled_samples import resolve_sample
+
+    bundled = sorted(Path(resolve_sample("sample:kineto-tiny-llama")).glob("*.json.gz"))
+    return [shared_sample(name) for name in KINETO_SAMPLES] + bundled
+
+
+@pytest.mark.shared_samples
+def test_every_kineto_sample_is_listed(shared_samples: Path) -> None:
+    traces = {str(p.relative_to(shared_samples)) for p in shared_samples.rglob("*.json.gz")}
+    traces |= {str(p.relative_to(shared_samples)) for p in shared_samples.rglob("*.json")
+               if b'"cuda_runtime"' in p.read_bytes()[:4 << 20]}
+    assert traces == set(KINETO_SAMPLES)
+
+
+@pytest.mark.shared_samples
+def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample() -> None:
+    import perfkit as pk
+    from perfkit import analysis as A
+
+    with_steps = 0
+    for path in _kineto_paths():
+        raw, on_device = _raw_device_steps(path)
+        got = preview(path, device_steps=True)
+        if not raw:  # no ProfilerStep: no quick reading, and the page says why
+            assert got.profile is None and "no ProfilerStep#N event" in got.notes[0], path
+            continue
+        with_steps += 1
+        assert not got.host_spans, path  # every step time read is the full load's
+        assert got.steps_from == ("the device tasks of each ProfilerStep" if on_device
+                                  else "the ProfilerStep spans"), path
+        mine = A.step_breakdown(got.profile)
+        assert {int(s): v for s, v in zip(mine["step"], mine["step_us"], strict=True)} == \
+            pytest.approx({s: float(v) for s, v in raw.items()}, rel=1e-12, abs=1e-6), path
+        full = A.step_breakdown(pk.load(path, cache=False))
+        full = full.dropna(subset=["step"])
+        assert dict(zip(full["step"].astype(int), full["step_us"], strict=True)) == \
+            pytest.approx(dict(zip(mine["step"].astype(int), mine["step_us"], strict=True)),
+                          rel=1e-12), path
+        assert A.measured_step_s(mine) == pytest.approx(A.measured_step_s(full), rel=1e-12)
+    assert with_steps == 9  # 7 shared traces with ProfilerStep spans, 2 bundled ranks
+
+
+@pytest.mark.shared_samples
+def test_the_host_span_is_labelled_where_the_device_step_is_not_read() -> None:
+    folder = shared_sample(HTA)
+    got = preview(folder, device_steps=False)
+    assert got.host_spans and got.steps_from == "the host ProfilerStep spans"
+    expected = {}
+    for trace in folder.glob("*.json.gz"):
+        expected.update(_json_spans(trace))
+    steps = got.profile.steps
+    assert dict(zip(steps["step"], steps["total_us"], strict=True)) == expected
+    assert all("not the step time" in p.meta.notes[0] for p in got.profile.profiles)
+    # by default a small trace gives its device step, a large one its host span
+    assert not preview(folder).host_spans
+    assert preview(folder, device_steps=None).host_spans is False
+
+
+def test_a_large_trace_gives_its_host_span_by_default(tmp_path: Path, monkeypatch) -> None:
+    events = [_event("ProfilerStep#1", 100.0, 50.0),
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110.0,
+               "dur": 2.0, "args": {"correlation": 9}},
+              {"ph": "X", "cat": "kernel", "name": "k", "ts": 140.0, "dur": 30.5,
+               "args": {"correlation": 9}}]
+    trace = tmp_path / "rank0.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    assert preview(trace).profile.steps["total_us"].tolist() == [30.5]  # the kernel
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 10)
+    got = preview(trace)
+    assert got.host_spans and got.profile.steps["total_us"].tolist() == [50.0]
+
+
+def test_device_steps_follow_the_launch_not_the_task(tmp_path: Path) -> None:
+    """A task launched in a step counts in it even when it runs after the span ends; one
+    launched between spans, or whose launch is not in the trace, counts nowhere; a step
+    holding a task without a duration has no known time."""
+    def rt(ts: float, corr: int) -> dict:
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts,
+                "dur": 1.0, "args": {"correlation": corr}}
+
+    def task(ts: float, dur: float | None, corr: int, cat: str = "kernel") -> dict:
+        e = {"ph": "X", "cat": cat, "name": "k", "ts": ts, "args": {"correlation": corr}}
+        return e if dur is None else {**e, "dur": dur}
+
+    events = [_event("ProfilerStep#1", 1000.0, 100.0), _event("ProfilerStep#2", 1100.0, 100.0),
+              _event("ProfilerStep#3", 1300.0, 100.0),
+              _event("ProfilerStep#1", 1005.0, 80.0, cat="gpu_user_annotation"),
+              rt(1010.0, 1), task(1020.0, 5.0, 1),  # step 1 ...
+              rt(1090.0, 2), task(1150.0, 40.25, 2, "gpu_memcpy"),  # ... runs into step 2
+              rt(1110.0, 3), task(1195.0, 10.0, 3),  # step 2
+              rt(1250.0, 4), task(1260.0, 500.0, 4),  # between spans: no step
+              task(900.0, 1000.0, 99),  # launched before the trace: no step
+              rt(1310.0, 5), task(1320.0, None, 5)]  # step 3: a task without duration
+    trace = tmp_path / "rank0.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    raw, on_device = _raw_device_steps(trace)
+    assert on_device and raw == {1: Decimal("170.25"), 2: Decimal("10.0"), 3: None}
+    got = P.kineto_device_steps(trace)
+    assert dict(zip(got["step"], got["total_us"], strict=True)) == pytest.approx(
+        {1: 170.25, 2: 10.0, 3: float("nan")}, nan_ok=True)
+    # a trace of device tasks only: each by its own start
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps([e for e in events if e.get("cat") != "cuda_runtime"]))
+    got = P.kineto_device_steps(bare)
+    assert dict(zip(got["step"], got["total_us"], strict=True)) == pytest.approx(
+        {1: 5.0, 2: 55.0, 3: float("nan")}, nan_ok=True)
+
+
+def test_the_cached_steps_are_read_back(tmp_path: Path, monkeypatch) -> None:
+    import perfkit as pk
+    from perfkit import analysis as A
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PERFKIT_CACHE", raising=False)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    from perfkit.bundled_samples import resolve_sample
+
+    for f in Path(resolve_sample("sample:kineto-tiny-llama")).glob("*.json.gz"):
+        (folder / f.name).write_bytes(f.read_bytes())
+    full = pk.load(folder)  # writes the cache
+    got = preview(folder)
+    assert got.cached and got.steps_from == "perfkit's cache" and not got.host_spans
+    mine = A.step_breakdown(got.profile)
+    theirs = A.step_breakdown(full)
+    assert mine["step_us"].tolist() == theirs["step_us"].tolist()
+    assert mine["computing_us"].tolist() == theirs["computing_us"].tolist()  # the split too
+
+
+def test_ranks_are_never_mixed_device_and_host(tmp_path: Path) -> None:
+    """One rank whose events do not decode the quick way gives its host span: then every
+    rank gives its host span, so that the slowest rank's step compares like with like."""
+    def trace(extra: list[dict]) -> dict:
+        return {"traceEvents": [
+            _event("ProfilerStep#1", 100.0, 50.0),
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110.0,
+             "dur": 2.0, "args": {"correlation": 9}},
+            {"ph": "X", "cat": "kernel", "name": "k", "ts": 140.0, "dur": 30.5,
+             "args": {"correlation": 9}}, *extra]}
+
+    (tmp_path / "rank0.json").write_text(json.dumps(trace([])))
+    odd = {"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1.0, "dur": 1.0, "args": [1, 2]}
+    (tmp_path / "rank1.json").write_text(json.dumps(trace([odd])))
+    assert P.kineto_device_steps(tmp_path / "rank0.json")["total_us"].tolist() == [30.5]
+    assert P.kineto_device_steps(tmp_path / "rank1.json") is None  # args not an object
+    got = preview(tmp_path, device_steps=True)
+    assert got.host_spans and got.steps_from == "the host ProfilerStep spans"
+    assert got.profile.steps["total_us"].tolist() == [50.0, 50.0]

@@ -129,8 +129,59 @@ def _json_span_s(folder: Path) -> float:
     return statistics.median(per_step.values()) / 1e6
 
 
+def _json_device_step_s(folder: Path) -> float:
+    """The measured step from the raw traces: per step, the slowest rank's first to last
+    device task among those whose runtime launch (same correlation) ran in its host
+    ProfilerStep span; the median over steps."""
+    per_step: dict[int, float] = {}
+    for path in folder.glob("*.json.gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+        spans = [(e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in events
+                 if e.get("name", "").startswith("ProfilerStep#")
+                 and e.get("cat") != "gpu_user_annotation"]
+        launch = {e["args"]["correlation"]: e["ts"] for e in events
+                  if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+        windows: dict[int, list[float]] = {}
+        for e in events:
+            if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+                continue
+            when = launch.get(e["args"].get("correlation"))
+            step = next((s for a, b, s in spans if when is not None and a <= when < b), None)
+            if step is not None:
+                w = windows.setdefault(step, [e["ts"], e["ts"] + e["dur"]])
+                w[0], w[1] = min(w[0], e["ts"]), max(w[1], e["ts"] + e["dur"])
+        for step, (lo, hi) in windows.items():
+            per_step[step] = max(per_step.get(step, 0.0), hi - lo)
+    return statistics.median(per_step.values()) / 1e6
+
+
 @pytest.mark.shared_samples
-def test_a_kineto_trace_shows_its_host_step_span_first() -> None:
+def test_a_kineto_trace_shows_its_device_step_first_and_the_same_after(monkeypatch) -> None:
+    monkeypatch.setenv("PERFKIT_CACHE", "0")  # read, not read back from an earlier load
+    folder = shared_sample(HTA)
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(folder))
+    html = _html(board.panels["Overview"])
+    step = time_text(_json_device_step_s(folder) * 1e6)
+    assert _card(html, "step time") == step  # the device's, before the rest is read
+    assert _card(html, "host step span") is None
+    assert "read first, from the device tasks of each ProfilerStep" in html
+    assert "The split (computing, exposed communication, free) comes with" in html
+    go.set()
+    assert board.wait(120) and board.error is None
+    final = _html(board.panels["Overview"])
+    assert _card(final, "step time") == step  # the same figure from the whole profile
+    assert "read first" not in final
+
+
+@pytest.mark.shared_samples
+def test_a_large_kineto_trace_shows_its_host_step_span_first(monkeypatch) -> None:
+    from perfkit.io import preview as P
+
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
+    monkeypatch.setenv("PERFKIT_CACHE", "0")  # not read back from an earlier test's load
     folder = shared_sample(HTA)
     board = Dashboard(background_bytes=0)
     go = _held(board)
@@ -145,6 +196,7 @@ def test_a_kineto_trace_shows_its_host_step_span_first() -> None:
     assert _card(final, "host step span") is None
     expected = pk.analysis.measured_step_s(pk.analysis.step_breakdown(board.profile))
     assert _card(final, "step time") == time_text(expected * 1e6)
+    assert _card(final, "step time") == time_text(_json_device_step_s(folder) * 1e6)
 
 
 @pytest.mark.shared_samples

@@ -8,12 +8,27 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   overlap, free, bubble per step);
 - an **msprof-analyze** ``cluster_analysis_output/``: the rank rows of
   ``cluster_step_trace_time.csv``, as :func:`perfkit.load` reads them;
-- a **PyTorch Kineto trace** (``.json`` / ``.json.gz``): the host ``ProfilerStep#N``
-  spans (:func:`kineto_step_spans`), found by a byte scan of the file: each occurrence
-  of ``"ProfilerStep#`` is decoded as the one JSON event around it, the rest of the file
-  is never parsed. The step time is then the span's duration (``total_us``); the full
-  load counts a step from its first to its last device task, a little shorter, and only
-  it gives the split (computing, communication, free), which stays NA here.
+- a **PyTorch Kineto trace** (``.json`` / ``.json.gz``): the step time :func:`perfkit.load`
+  gives, each ``ProfilerStep#N`` from the first to the last device task it launched
+  (:func:`kineto_device_steps`: the tasks whose runtime launch, same ``correlation``, ran
+  in the host span), read by decoding only ``ph``, ``cat``, ``ts``, ``dur`` and
+  ``args.correlation`` of each event; the split (computing, communication, free) needs the
+  tasks' names and stays NA. That is a pass over the whole file, a fifth to a third of the
+  full load's time (``benchmarks/README.md``), so it is the default up to
+  :data:`DEVICE_STEPS_MAX_BYTES` of traces (256 MiB). Above it (or with
+  ``device_steps=False``) the step figure is the host ``ProfilerStep#N`` span
+  (:func:`kineto_step_spans`, a byte scan: each occurrence of ``"ProfilerStep#`` decoded
+  as the one JSON event around it, the rest never parsed), which is the host's pace, not
+  the step time (1 % to 2.4× apart on the shared samples): :attr:`Preview.host_spans` is
+  then True and the page must say which it shows. A trace
+  without any device task in its steps (a CPU-only run) has its host spans as step times,
+  as in the full load. A rank already in perfkit's cache gives the steps table of its
+  cache entry, the split included. The copy of a range Kineto draws on the device lane
+  (``gpu_user_annotation``) is not used: it can leave out kernels launched inside the range
+  under a nested range with a copy of its own (on the shared B200 trace an outer range's
+  copy lasts 84.04 ms, the kernels launched in it 84.49 ms, the last one an all-gather
+  under ``nccl:_all_gather_base``); on the two shared traces with a ``ProfilerStep`` copy
+  it matches the device step within 2 ns.
 
 Other formats (Ascend DB, legacy MindSpore, raw CANN, a standalone ``trace_view.json``)
 have no quick step reading: their preview has no profile, only the size to read.
@@ -33,29 +48,41 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..bundled_samples import resolve_sample
 from ..errors import ProfileError, RunsFound, file_boundary
 from ..format import counted
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache
-from ._common import collecting_notes
+from ._common import collecting_notes, to_ns
 from .categories import DEVICE_KINDS, KINETO_KINDS
 from .detect import _key, find_runs
 from .runs import pick_run
 from .sources import RankSource, cluster_meta, input_bytes
+from .trace_tables import step_index, step_spans
 
-__all__ = ["Preview", "preview", "kineto_step_spans", "describe", "FINAL_STEPS"]
+__all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "describe",
+           "DEVICE_STEPS_MAX_BYTES", "FINAL_STEPS"]
 
 #: ``meta.extra`` key of a rank's steps-only Profile whose steps are the full load's table
 #: (not an approximation): :attr:`Preview.steps_final` holds when every rank has it.
 FINAL_STEPS = "preview_steps_final"
 
+#: Up to this many bytes of Kineto traces, :func:`preview` reads the device step by default
+#: (:func:`kineto_device_steps`, a fifth to a third of the full load's time: see
+#: benchmarks/README.md);
+#: above it, the host ProfilerStep spans (a byte scan, a few hundred events decoded),
+#: labelled as such.
+DEVICE_STEPS_MAX_BYTES = 256 << 20
 #: What a Kineto step event is named (``ProfilerStep#12``), as bytes of the file.
 _STEP_KEY = b'"ProfilerStep#'
 _STEP_RE = re.compile(r"^ProfilerStep#(\d{1,9})$")
@@ -99,6 +126,10 @@ class Preview:
         a rank that then fails to load). False for an approximation (a Kineto trace's host
         ``ProfilerStep`` spans) or when some rank has no quick reading.
         ``perfkit.load(..., wait=False)`` serves ``steps`` early only when it is True.
+    host_spans : bool
+        The step times are Kineto host ``ProfilerStep`` spans, not the step time the full
+        load reports (first to last device task of each step): the page must say so.
+        False when every step time read is the full load's.
     """
 
     path: str
@@ -110,10 +141,11 @@ class Preview:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     steps_final: bool = False
+    host_spans: bool = False
 
 
-def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool = True
-            ) -> Preview:
+def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool = True,
+            device_steps: bool | None = None) -> Preview:
     """The step table of the profile at ``path``, without loading the rest.
 
     Parameters
@@ -124,6 +156,12 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
         Which run of a folder of several runs, as for :func:`perfkit.load`.
     read_steps : bool
         False: only find the ranks and the size of their files (no file is read).
+    device_steps : bool, optional
+        For a Kineto trace, True reads each step's device tasks (:func:`kineto_device_steps`,
+        a pass over the whole file) to give the step time the full load gives; False only
+        the host ``ProfilerStep`` spans (a byte scan), labelled as such
+        (:attr:`Preview.host_spans`). Default: True when the run's files add up to at most
+        :data:`DEVICE_STEPS_MAX_BYTES`, whose pass stays within about a second.
 
     Returns
     -------
@@ -155,16 +193,24 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
     cached = bool(sources) and cache.usable_for(root) and all(
         cache.entry_path(_key(s)).is_dir() for s in sources)
     out = Preview(str(root), kind, None, size, cached=cached)
+    if device_steps is None:
+        device_steps = size <= DEVICE_STEPS_MAX_BYTES
     if read_steps:
         profiles, froms = [], set()
         for s in sources:
-            got = _rank_steps(s)
+            got = _cached_steps(s) if cached else None
+            got = got or _rank_steps(s, device_steps)
             if got is None:
                 out.notes.append(f"{Path(s.path).name}: " + _NO_STEPS.get(
                     s.fmt, f"no quick step reading for its format ({s.fmt})"))
                 continue
             profiles.append(got[0])
             froms.add(got[1])
+        bases = {p.meta.extra.get("preview_steps") for p in profiles}
+        if "host" in bases and bases - {"host", None}:
+            # one figure over the ranks: every Kineto rank's host span, none mixed in
+            profiles, froms = _host_spans_only(sources, profiles, froms)
+        out.host_spans = "host" in bases
         if profiles:
             out.profile = profiles[0] if kind == "profile" and len(sources) == 1 else \
                 Cluster(profiles, cluster_meta(root, profiles, {}))
@@ -173,6 +219,38 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
                 p.meta.extra.get(FINAL_STEPS) for p in profiles)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _cached_steps(source: RankSource) -> tuple[Profile, str] | None:
+    """The steps table of a Kineto rank's cache entry (what the full load will read back),
+    or None where it cannot be read."""
+    if source.fmt != "kineto":
+        return None
+    f = cache.entry_path(_key(source)) / "steps.parquet"
+    try:
+        steps = cache.read_table_file(f)
+    except Exception:  # noqa: BLE001 - a missing or damaged entry: the full load rebuilds it
+        return None
+    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank, device_type="gpu",
+                       path=str(source.path), notes=["preview: steps of perfkit's cache"],
+                       extra={"preview_steps": "cached"})
+    return Profile(meta, {"steps": steps}), _FROM_CACHE
+
+
+def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: set[str]
+                     ) -> tuple[list[Profile], set[str]]:
+    """The ranks again, every Kineto rank by its host spans (see :func:`preview`)."""
+    by_path = {str(Path(s.path)): s for s in sources}
+    out, where = [], froms - {*_KINETO_FROM.values(), _FROM_CACHE}
+    for p in profiles:
+        if p.meta.extra.get("preview_steps") in ("device", "host_is_step", "cached"):
+            got = _kineto_rank_steps(by_path[p.meta.path], device=False)
+            if got is not None:
+                p = got[0]
+        out.append(p)
+        if p.meta.source_format == "kineto":
+            where.add(_KINETO_FROM[p.meta.extra.get("preview_steps", "host")])
+    return out, where
 
 
 _NO_STEPS = {"kineto": "no ProfilerStep#N event: its steps come with the full load",
@@ -189,7 +267,7 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-def _rank_steps(source: RankSource) -> tuple[Profile, str] | None:
+def _rank_steps(source: RankSource, device: bool = True) -> tuple[Profile, str] | None:
     """One rank's steps-only Profile and where its steps came from, or None."""
     if source.fmt == "ascend_text":
         rank_dir = ascend.rank_dir_of(Path(source.path))
@@ -206,19 +284,49 @@ def _rank_steps(source: RankSource) -> tuple[Profile, str] | None:
                            extra={FINAL_STEPS: True})  # the full load's reader and file
         return Profile(meta, {"steps": steps}), "step_trace_time.csv"
     if source.fmt == "kineto":
-        f = Path(source.path)
-        spans = kineto_step_spans(f)
-        if spans.empty:
-            return None
+        return _kineto_rank_steps(source, device)
+    return None
+
+
+def _kineto_rank_steps(source: RankSource, device: bool) -> tuple[Profile, str] | None:
+    """A Kineto rank's steps: the device steps where they can be read, else the host spans
+    (``meta.extra["preview_steps"]`` says which, see :attr:`Preview.host_spans`)."""
+    f = Path(source.path)
+    rows = _host_spans(f)
+    spans = _first_spans(rows)
+    if spans.empty:
+        return None
+    found = _device_steps(f, rows) if device else None
+    if found is not None and len(found):
+        steps = pd.DataFrame({"step": found["step"].to_numpy(np.int64),
+                              "total_us": found["total_us"].to_numpy(np.float64),
+                              "computing_us": np.nan})
+        basis, note = "device", ("preview: step time = first to last device task of each "
+                                 "ProfilerStep, as the full load; the split needs the device "
+                                 "tasks' names, read by the full load")
+    else:
         steps = pd.DataFrame({"step": spans["step"].to_numpy(),
                               "total_us": spans["dur_us"].to_numpy(np.float64),
                               "computing_us": np.nan})
-        meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
-                           device_type="gpu", path=str(f),
-                           notes=["preview: step time = the host ProfilerStep span; the split "
-                                  "needs the device tasks of the full load"])
-        return Profile(meta, {"steps": steps}), "the ProfilerStep spans"
-    return None
+        if found is not None:  # spans but no device task in any: the loader's step too
+            basis, note = "host_is_step", ("preview: step time = the ProfilerStep span (no "
+                                           "device task in the trace's steps), as the full "
+                                           "load")
+        else:
+            basis, note = "host", ("preview: the host ProfilerStep span, not the step time "
+                                   "(first to last device task), which comes with the full "
+                                   "load; the split too")
+    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
+                       device_type="gpu", path=str(f), notes=[note],
+                       extra={"preview_steps": basis})
+    return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
+
+
+_FROM_CACHE = "perfkit's cache"
+#: Where a Kineto rank's preview steps come from, by basis (``meta.extra["preview_steps"]``).
+_KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
+                "host_is_step": "the ProfilerStep spans",
+                "host": "the host ProfilerStep spans"}
 
 
 def _cluster_output_steps(folder: Path) -> Cluster | None:
@@ -266,32 +374,44 @@ def kineto_step_spans(path: str | os.PathLike[str]) -> pd.DataFrame:
     ProfileError
         The file cannot be read.
     """
-    p = Path(path)
-    rows: dict[int, tuple[float, float]] = {}
+    return _first_spans(_host_spans(Path(path)))
+
+
+def _first_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
+    """:func:`kineto_step_spans`' frame from every span found: each step's first."""
+    first: dict[int, tuple[float, float]] = {}
+    for step, ts, dur in rows:
+        first.setdefault(step, (ts, dur))
+    out = pd.DataFrame([(s, ts, dur) for s, (ts, dur) in first.items()],
+                       columns=["step", "ts_us", "dur_us"])
+    out["step"] = out["step"].astype("int64")
+    return out.sort_values("ts_us", kind="stable").reset_index(drop=True)
+
+
+def _host_spans(p: Path) -> list[tuple[int, float, float]]:
+    """Every host ProfilerStep span of the trace (step, ts, dur), in file order."""
+    rows: list[tuple[int, float, float]] = []
     with file_boundary(p, p.name):
         if p.name.lower().endswith(".gz"):
             _scan_stream(p, rows)
         elif p.stat().st_size:
             with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 _scan(mm, 0, len(mm), rows)
-    out = pd.DataFrame([(s, ts, dur) for s, (ts, dur) in rows.items()],
-                       columns=["step", "ts_us", "dur_us"])
-    out["step"] = out["step"].astype("int64")
-    return out.sort_values("ts_us", kind="stable").reset_index(drop=True)
+    return rows
 
 
-def _scan(buf: Any, pos: int, limit: int, rows: dict[int, tuple[float, float]]) -> int:
+def _scan(buf: Any, pos: int, limit: int, rows: list[tuple[int, float, float]]) -> int:
     """Decode the step events whose key starts in ``buf[pos:limit]`` (bytes or mmap) into
-    ``rows`` (the first span of each step number); return where the scan stopped."""
+    ``rows``; return where the scan stopped."""
     while (hit := buf.find(_STEP_KEY, pos)) >= 0 and hit < limit:
         event = _event_at(buf, hit)
         if event is not None:
-            rows.setdefault(event[0], event[1:])
+            rows.append(event)
         pos = hit + len(_STEP_KEY)
     return limit
 
 
-def _scan_stream(p: Path, rows: dict[int, tuple[float, float]]) -> None:
+def _scan_stream(p: Path, rows: list[tuple[int, float, float]]) -> None:
     """:func:`_scan` over a compressed file, decompressed chunk by chunk."""
     with gzip.open(p, "rb") as fh:
         carry, base, done = b"", 0, 0  # base: file offset of buf[0]; done: hits handled
@@ -333,13 +453,221 @@ def _step_event(obj: dict[str, Any]) -> tuple[int, float, float] | None:
         return None
     if str(obj.get("cat", "")).strip().lower() in _NOT_HOST:
         return None
-    try:
+    try:  # a number as the loader's decoder reads it (msgspec: float64, ints included)
         ts, dur = float(obj["ts"]), float(obj["dur"])
     except (KeyError, TypeError, ValueError):
         return None
     if not (np.isfinite(ts) and np.isfinite(dur)) or dur < 0:
         return None
     return int(m.group(1)), ts, dur
+
+
+# ---- the device step: the tasks each ProfilerStep launched ---------------------------
+
+class _TaskArgs(msgspec.Struct, gc=False):
+    correlation: int | str | None = None
+
+
+class _Task(msgspec.Struct, gc=False):
+    """The fields of an event the device step needs, typed as the loader reads them
+    (:mod:`perfkit.io.chrome`), so that every number converts to the same nanosecond."""
+
+    ph: str = ""
+    cat: int | str | None = None
+    ts: float | str | None = None
+    dur: float | str | None = None
+    args: _TaskArgs | None = None
+
+
+class _Tasks(msgspec.Struct):
+    traceEvents: list[_Task] = msgspec.field(default_factory=list)  # noqa: N815
+
+
+_TASKS = msgspec.json.Decoder(_Tasks)
+_TASK_LIST = msgspec.json.Decoder(list[_Task])
+_NA_NS = np.iinfo(np.int64).min
+#: Lower-cased Kineto categories of device tasks and of runtime (launch) calls.
+_DEVICE_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind in DEVICE_KINDS)
+_RUNTIME_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind == "runtime")
+
+
+def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
+    """The device step of each ``ProfilerStep#N`` of a Kineto trace, as :func:`perfkit.load`
+    measures it.
+
+    The definition is :mod:`perfkit.io.kineto`'s: a step's device tasks (kernels, memcpy,
+    memset) are those whose runtime launch (the ``cuda_runtime`` / ``cuda_driver`` ...
+    call with the same ``correlation``) started inside its host ``ProfilerStep#N`` span
+    (each task by its own start where the trace records no launch at all); the step runs
+    from its first task's start to its last task's end, in the loader's exact nanoseconds.
+    A step holding a task without a duration has no known time (NaN), as in the loader.
+
+    Only the fields this needs are decoded (``ph``, ``cat``, ``ts``, ``dur`` and
+    ``args.correlation`` of every event, the rest of each event skipped by msgspec):
+    three to five times faster than :func:`perfkit.load`, which builds every table, but
+    still a pass over the whole file (``benchmarks/README.md`` has the figures). The loader's
+    plausibility rules (:mod:`perfkit.io.validate`) are not applied: on a trace with
+    garbled timestamps the two may differ.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A Kineto ``.json`` or ``.json.gz`` trace.
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        ``step`` (int), ``total_us`` (last task end minus first task start, µs), sorted by
+        the step's first task; an empty frame when the trace has ProfilerStep spans but
+        no device task launched in any (the loader then takes the host span as the
+        step); None when the trace has no ProfilerStep span, or its events cannot be
+        decoded this way (the full load will say what is wrong).
+
+    Raises
+    ------
+    ProfileError
+        The file cannot be read.
+    """
+    p = Path(path)
+    return _device_steps(p, _host_spans(p))
+
+
+def _device_steps(p: Path, rows: list[tuple[int, float, float]]) -> pd.DataFrame | None:
+    """:func:`kineto_device_steps` given the trace's host spans (:func:`_host_spans`)."""
+    if not rows:
+        return None
+    with file_boundary(p, p.name):
+        tasks = _decode_tasks(p)
+    if tasks is None:
+        return None
+    return _device_windows(rows, tasks)
+
+
+def _decode_tasks(p: Path) -> list[_Task] | None:
+    """Every event of the trace with the fields of :class:`_Task`; None if it does not
+    decode (damaged, or fields of unexpected types)."""
+    if p.name.lower().endswith(".gz"):
+        with gzip.open(p, "rb") as fh:
+            data: Any = fh.read()
+    else:
+        if not p.stat().st_size:
+            return None
+        fh = open(p, "rb")  # noqa: SIM115 - closed below, after the mapping
+        try:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        finally:
+            fh.close()
+    try:
+        head = bytes(data[:4096]).lstrip()
+        if head[:3] == b"\xef\xbb\xbf":
+            return None  # the loader re-encodes these; rare enough to wait for it
+        try:
+            if head[:1] == b"[":
+                return _TASK_LIST.decode(data)
+            return _TASKS.decode(data).traceEvents
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return None
+    finally:
+        if isinstance(data, mmap.mmap):
+            data.close()
+
+
+def _ns(values: list[Any]) -> np.ndarray:
+    """Absolute int64 nanoseconds of ``ts`` values, as the loader converts them."""
+    try:
+        arr = pa.array(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        arr = pa.array([None if v is None else str(v) for v in values], pa.string())
+    ns = to_ns(arr, len(values))
+    return pc.fill_null(ns, pa.scalar(_NA_NS, pa.int64())).to_numpy(zero_copy_only=False)
+
+
+def _num(values: list[Any]) -> np.ndarray:
+    """float64 of ``dur`` values (NaN where missing or not a number)."""
+    try:
+        return pa.array(values, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
+            np.float64)
+
+
+def _device_windows(rows: list[tuple[int, float, float]], tasks: list[_Task]
+                    ) -> pd.DataFrame:
+    """Per step, first task start to last task end (see :func:`kineto_device_steps`)."""
+    host = pd.DataFrame({"name": [f"ProfilerStep#{s}" for s, _, _ in rows],
+                         "ts_ns": _ns([ts for _, ts, _ in rows]),
+                         "dur_us": np.array([d for _, _, d in rows], np.float64)})
+    spans = step_spans(host)
+    none = pd.DataFrame({"step": pd.Series([], dtype="int64"), "total_us": []})
+    # each distinct category worked out once: 1 a device task, 2 a runtime call, 0 other
+    cats = list(map(attrgetter("cat"), tasks))
+    lut = {c: _cat_code(c) for c in set(cats)}
+    code = np.fromiter(map(lut.__getitem__, cats), np.int8, len(cats))
+    del cats
+    picked = np.flatnonzero(code)
+    complete = np.fromiter(map("X".__eq__, map(attrgetter("ph"), _pick(tasks, picked))),
+                           bool, len(picked))  # complete events only, as the loader
+    is_dev = np.zeros(len(tasks), bool)
+    is_rt = np.zeros(len(tasks), bool)
+    is_dev[picked[complete]] = code[picked[complete]] == 1
+    is_rt[picked[complete]] = code[picked[complete]] == 2
+    dev = _pick(tasks, is_dev)
+    if not dev:
+        return none
+    start = _ns(list(map(attrgetter("ts"), dev)))
+    dur = _num(list(map(attrgetter("dur"), dev)))
+    rt = _pick(tasks, is_rt)
+    rt_corr = _corrs(rt)
+    has = ~np.isnan(rt_corr)
+    if has.any():
+        launch = pd.Series(_ns([t.ts for t, ok in zip(rt, has, strict=True) if ok]),
+                           index=rt_corr[has])
+        launch = launch[~launch.index.duplicated()]  # a correlation's first runtime call
+        at = launch.index.get_indexer(_corrs(dev))  # -1: no runtime call in the trace
+        when = np.where(at >= 0, launch.to_numpy(np.int64)[np.maximum(at, 0)], _NA_NS)
+    else:  # no runtime call recorded: each task by its own start
+        when = start
+    step = step_index(when, spans)
+    known = ~np.isnan(step) & (start != _NA_NS)
+    if not known.any():
+        return none
+    end = start + np.round(np.nan_to_num(dur) * 1000).astype(np.int64)
+    frame = pd.DataFrame({"step": step[known].astype(np.int64), "s": start[known],
+                          "e": end[known], "missing": np.isnan(dur[known])})
+    win = frame.groupby("step").agg(s=("s", "min"), e=("e", "max"), missing=("missing", "any"))
+    win = win.sort_values("s", kind="stable")
+    e = np.maximum(win["e"].to_numpy(), win["s"].to_numpy() + 1)
+    total = (e - win["s"].to_numpy()) / 1000.0
+    total[win["missing"].to_numpy()] = np.nan
+    return pd.DataFrame({"step": win.index.to_numpy(np.int64), "total_us": total})
+
+
+def _cat_code(cat: Any) -> int:
+    """1 for a device task's category, 2 for a runtime call's, else 0."""
+    if not isinstance(cat, str):
+        return 0
+    low = cat.strip().lower()
+    return 1 if low in _DEVICE_CATS else 2 if low in _RUNTIME_CATS else 0
+
+
+def _pick(tasks: list[_Task], where: np.ndarray) -> list[_Task]:
+    """The events at ``where`` (a mask, or indices), in file order."""
+    idx = np.flatnonzero(where) if where.dtype == bool else where
+    if not len(idx):
+        return []
+    if len(idx) == 1:
+        return [tasks[int(idx[0])]]
+    return list(itemgetter(*idx.tolist())(tasks))
+
+
+def _corrs(tasks: list[_Task]) -> np.ndarray:
+    """The ``args.correlation`` of each event as float64 (NaN where it has none)."""
+    values = [None if a is None else a.correlation for a in map(attrgetter("args"), tasks)]
+    try:
+        return pa.array(values, pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
+            np.float64)
 
 
 def describe(p: Preview) -> str:

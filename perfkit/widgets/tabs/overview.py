@@ -143,8 +143,10 @@ class OverviewTab(JobTab):
         steps = A.step_breakdown(early)
         head = headline(early, steps, None)
         first = head.figures[0]
-        host = early.meta.source_format == "kineto"
-        if host:  # a ProfilerStep span is the host's pace: perfkit's step is the device's
+        # Kineto host ProfilerStep spans are the host's pace: perfkit's step is the
+        # device's (the preview reads it where it can, and then says host_spans=False)
+        host = bool(getattr(opening.preview, "host_spans", False))
+        if host:
             span = first.note.replace("slowest rank's step", "slowest rank's ProfilerStep "
                                       "span")
             steps_first = [
@@ -161,8 +163,9 @@ class OverviewTab(JobTab):
                                       "read from the operator shapes, still being read"),
             Figure("MFU", "…", "comes with the job: the model is read from the operator "
                                "shapes, still being read")]
-        missing = ("The split (computing, exposed communication, free) comes with the device "
-                   "tasks, still being read." if host else None)
+        split_known = "computing_us" in steps and steps["computing_us"].notna().any()
+        missing = (None if split_known else "The split (computing, exposed communication, "
+                   "free) comes with the device tasks, still being read.")
         return [html_widget(headline_html(head, missing)),
                 html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"),
                 *opening.widgets(self.waits_for)]
