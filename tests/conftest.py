@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,19 +56,62 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         shared_root()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep each test file on one pytest-xdist worker, except the notebook executions.
+#: Tests spread one by one over the xdist workers (they share no fixture): the notebook
+#: executions, each in its own kernel.
+SPREAD = ("tests/test_notebooks.py::",)
+#: Folders whose test files share session fixtures, so one worker runs the whole folder
+#: (tests/lab: the packs of tests/lab/conftest.py; its modules say so with
+#: ``xdist_group("lab")`` too).
+SHARED_FOLDERS = {"tests/lab/": "lab"}
+#: Folders whose files take longest (a served dashboard and a browser each): started first.
+FIRST = ("tests/browser/",)
 
-    Under ``--dist loadgroup`` (the README's test command) tests with one ``xdist_group`` run
-    on one worker. Many files share an expensive module-scoped fixture (a loaded cluster, a
-    Dask client, a served dashboard), so a file's tests stay together; the notebook
-    executions (marker ``notebooks``) each start their own kernel and share nothing, so
-    they are spread over the workers. Without ``-n`` this changes nothing.
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to under ``--dist loadgroup``: its file, its folder
+    (:data:`SHARED_FOLDERS`), its own (:data:`SPREAD`), or the ``xdist_group`` that
+    pytest-xdist wrote into the node id (``…@name``) where it still can."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return nodeid.rsplit("@", 1)[1]
+    if nodeid.startswith(SPREAD):
+        return nodeid
+    path = nodeid.split("::", 1)[0]
+    return next((g for folder, g in SHARED_FOLDERS.items() if path.startswith(folder)), path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup`` (the README's test command), one worker runs each test
+    file, so the file's module-scoped fixtures (a loaded cluster, a Dask client, a served
+    dashboard and its browser) are made once; the notebook executions, which share
+    nothing, spread over the workers and fill the end, so both workers finish together.
+
+    pytest-xdist groups by the ``xdist_group`` marks it writes into the node ids on the
+    workers, which pytest 9.2 no longer lets it do (pytest-xdist issue 1386): the groups
+    are read from the node ids here instead (:func:`xdist_scope`). Work starts with the
+    browser files, then the files with most tests, and ends with the spread tests. Without
+    ``-n``, or with another ``--dist``, this changes nothing.
     """
-    for item in items:
-        if item.get_closest_marker("xdist_group") or item.get_closest_marker("notebooks"):
-            continue
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    def priority(unit: tuple[str, dict[str, bool]]) -> tuple[int, int]:
+        scope, tests = unit
+        return (0 if scope.startswith(FIRST) else 2 if scope.startswith(SPREAD) else 1,
+                -len(tests))
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not getattr(self, "ordered", False):  # the first assignment: the whole queue
+                self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=priority))
+                self.ordered = True
+            super()._assign_work_unit(node)
+
+    return FileScheduling(config, log)
 
 
 #: Plural nouns that a count of one must not take ("1 devices").

@@ -13,6 +13,7 @@ import shutil
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from shared_samples import PT_LEVEL1, shared_sample
@@ -63,6 +64,24 @@ def board():
     return dashboard()
 
 
+@pytest.fixture(scope="module")
+def every_tab_shown() -> Any:
+    """``every_tab_shown(name)``: the dashboard opened on the bundled profile ``name`` with
+    each of its tabs shown once, in order; made once per module, shared by the tests that
+    only read it (each test alone makes its own)."""
+    boards: dict[str, Any] = {}
+
+    def shown(name: str) -> Any:
+        if name not in boards:
+            board = dashboard(name)
+            for title in TAB_TITLES:
+                board.select(title)
+            boards[name] = board
+        return boards[name]
+
+    return shown
+
+
 def test_opens_the_default_sample_with_its_ranks_and_a_chart(board) -> None:
     folder = bundled_profile(DEFAULT_PROFILE)
     assert board.source == DEFAULT_PROFILE and board.error is None
@@ -84,8 +103,9 @@ def test_the_tabs_follow_the_cycle(board) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", bundled_profiles())
-def test_every_tab_renders_every_bundled_profile_for_people(name: str, grammar) -> None:
-    board = dashboard(name)
+def test_every_tab_renders_every_bundled_profile_for_people(name: str, grammar,
+                                                           every_tab_shown) -> None:
+    board = every_tab_shown(name)
     assert board.error is None, board.error
     for title in TAB_TITLES:
         panel = board.select(title)
@@ -408,8 +428,8 @@ def _all_html(board) -> str:
 
 
 @pytest.mark.parametrize("name", bundled_profiles())
-def test_no_tab_shows_an_impossible_utilisation(name: str) -> None:
-    board = dashboard(name)
+def test_no_tab_shows_an_impossible_utilisation(name: str, every_tab_shown) -> None:
+    board = every_tab_shown(name)
     html = _all_html(board)
     found = _PERCENT.findall(html) + _CARD.findall(html)
     for what, value, rest in found:
