@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,6 +34,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from bench_progressive import _load, _size  # noqa: E402 - the progressive benchmark's helpers
+from bench_progressive import _run as run_child  # noqa: E402
 
 __all__ = ["main"]
 
@@ -60,22 +61,8 @@ print(json.dumps({"return_s": returned, "steps_s": steps_s, "all_s": done,
 MODES = ("wait=False", "wait=True")
 
 
-def _load() -> str:
-    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def _run(path: Path, mode: str, cache: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PERFKIT_CACHE_DIR": str(cache)}
-    env.pop("PERFKIT_CACHE", None)
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path), mode], env=env,
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{mode} on {path} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return run_child(path, mode, cache, CHILD)
 
 
 def main(argv: list[str] | None = None) -> None:

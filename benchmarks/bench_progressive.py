@@ -88,10 +88,12 @@ def _load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _run(path: Path, mode: str, cache: Path) -> dict[str, Any]:
+def _run(path: Path, mode: str, cache: Path, child: str = CHILD) -> dict[str, Any]:
+    """Run ``child`` (a script printing one JSON line) on ``path`` in a fresh process with
+    its own cache folder; the JSON it printed last."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PERFKIT_CACHE_DIR": str(cache)}
     env.pop("PERFKIT_CACHE", None)
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path), mode], env=env,
+    done = subprocess.run([sys.executable, "-c", child, str(path), mode], env=env,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{mode} on {path} failed:\n{done.stderr[-3000:]}")
