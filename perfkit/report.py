@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -144,7 +145,7 @@ def inject_parameters(nb: Any, params: Mapping[str, Any] | None = None, /,
 # --------------------------------------------------------------------------------------
 
 def notebook_client(nb: Any, cwd: str | os.PathLike[str], timeout: float = DEFAULT_TIMEOUT_S,
-                    **kwargs: Any) -> Any:
+                    transport: str | None = None, **kwargs: Any) -> Any:
     """An ``nbclient.NotebookClient`` whose kernel is this Python interpreter.
 
     The kernel is ipykernel's own ``python3`` spec started with ``sys.executable``, not
@@ -159,18 +160,33 @@ def notebook_client(nb: Any, cwd: str | os.PathLike[str], timeout: float = DEFAU
         Working folder of the kernel.
     timeout : float
         Seconds each cell may run.
+    transport : {"tcp", "ipc"}, optional
+        How the kernel's five channels connect; default ``"ipc"`` on POSIX systems and
+        ``"tcp"`` elsewhere. ``"tcp"`` (Jupyter's default) picks five
+        free localhost ports, releases them and lets the kernel bind them, so a process
+        starting kernels beside this one can take a port in between ("Address already in
+        use"). ``"ipc"`` (POSIX only) uses Unix sockets named uniquely in the temporary
+        folder instead: nothing to race for. Jupyter removes them when the kernel stops.
     **kwargs
         Further ``NotebookClient`` options (hooks such as ``on_cell_start``).
     """
     from jupyter_client.kernelspec import KernelSpecManager
     from nbclient import NotebookClient
 
+    if transport is None:
+        transport = "ipc" if os.name == "posix" else "tcp"
+    if transport not in ("tcp", "ipc"):
+        raise ValueError(f"transport must be 'tcp' or 'ipc', not {transport!r}")
+    channels: dict[str, str] = {"transport": transport}
+    if transport == "ipc":  # an absolute, unique prefix: never files in the notebook's folder
+        channels["ip"] = os.path.join(tempfile.gettempdir(), f"perfkit-kernel-{uuid.uuid4().hex}")
+
     class _Client(NotebookClient):
         def create_kernel_manager(self) -> Any:
             # an empty kernel_dirs leaves only ipykernel's native spec (sys.executable)
             self.km = self.kernel_manager_class(
                 kernel_name="python3", config=self.config,
-                kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
+                kernel_spec_manager=KernelSpecManager(kernel_dirs=[]), **channels)
             return self.km
 
     return _Client(nb, timeout=max(1, math.ceil(timeout)), kernel_name="python3",

@@ -219,12 +219,11 @@ def test_dashboard_notebook_is_stored_clean() -> None:
 
 
 def _run_dashboard(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, profile: Path) -> dict:
-    from nbclient import NotebookClient
+    from perfkit import report
 
     monkeypatch.setenv(cli.PROFILE_ENV, str(profile))
     nb = nbformat.read(cli.locate_dashboard(), as_version=4)
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    report.notebook_client(nb, cwd=tmp_path, timeout=180, transport="ipc").execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     panel = nb.cells[-1].outputs[-1].data

@@ -107,7 +107,8 @@ def execute(path: Path, values: dict[str, Any] | None = None) -> tuple[Any, floa
     nb = _read(path)
     if values:
         inject_parameters(nb, values)
-    client = report.notebook_client(nb, cwd=path.parent, timeout=int(TIME_LIMIT_S * 2))
+    client = report.notebook_client(nb, cwd=path.parent, timeout=int(TIME_LIMIT_S * 2),
+                                   transport="ipc")  # no port race between test workers
     start = time.perf_counter()
     client.execute()
     return nb, time.perf_counter() - start

@@ -85,7 +85,7 @@ def test_a_copied_notebook_runs_in_its_new_folder(tmp_path: Path) -> None:
     target = tmp_path / "nbs"
     assert cli.main(["notebooks", str(target)]) == 0
     nb = nbformat.read(target / "07_cluster.ipynb", as_version=4)
-    client = report.notebook_client(nb, cwd=target, timeout=240)
+    client = report.notebook_client(nb, cwd=target, timeout=240, transport="ipc")
     start = time.perf_counter()
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs

@@ -18,9 +18,9 @@ from typing import Any
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 import perfkit as pk
+from perfkit import report
 from perfkit.lab.key import LabError
 
 pytestmark = pytest.mark.xdist_group("lab")
@@ -69,8 +69,8 @@ def graded(intro_pack: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "print(json.dumps(verdicts))"))
     with pytest.MonkeyPatch.context() as mp:  # the kernel finds the folder as a student's
         mp.delenv("PERFKIT_LAB", raising=False)
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(pack / "student-1")}}).execute()
+        report.notebook_client(nb, cwd=pack / "student-1", timeout=600,
+                               transport="ipc").execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.output_type == "error"]
     assert not errors, errors
