@@ -107,10 +107,12 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     rank = rank_of(prof_db or path, rank_dir)
     framework = None
     files: dict[str, str] = {}
+    devices: list[str] = []
     if prof_db is not None:
         framework = "mindspore" if "mindspore" in prof_db.name else "pytorch"
         with _database(prof_db) as con:
             origin, groups, rank_db = _read_profiler_db(con, prof_db, tables, notes)
+            devices = _npu_names(con)
         files.update({t: str(prof_db) for t in tables})
         if rank is None:
             rank = rank_db
@@ -137,8 +139,25 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         source_format="ascend_db", framework=framework, rank=rank,
         world_size=max(ranks) + 1 if ranks else None, device_type="npu",
         profiler_level=level, groups=groups, origin_ns=origin, path=str(path),
-        notes=notes, extra={"profiler_info": info, "table_files": files})
+        notes=notes, extra={"profiler_info": info, "table_files": files, "devices": devices})
     return meta, tables
+
+
+def _npu_names(con: sqlite3.Connection) -> list[str]:
+    """The chip names the export's ``NPU_INFO`` table records (``id, name``), distinct.
+
+    ``"Ascend910B"`` in the torch_npu exports we have; the hardware reading
+    (:func:`perfkit.analysis.efficiency.hardware.read_device`) turns it into a preset. An
+    export without the table, or with another layout, names no device.
+    """
+    if "NPU_INFO" not in _tables(con):
+        return []
+    try:
+        rows = con.execute("select name from NPU_INFO").fetchall()
+    except sqlite3.Error:  # another layout: the device is then read from the tasks
+        return []
+    return list(dict.fromkeys(str(r[0]).strip() for r in rows
+                              if r[0] is not None and str(r[0]).strip()))
 
 
 def _select(con: sqlite3.Connection, table: str, alias: str, wanted: list[str]) -> str:

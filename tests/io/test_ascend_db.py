@@ -82,3 +82,28 @@ def test_database_is_opened_read_only(tmp_path):
     assert tree() == before  # no -journal / -wal / -shm files, nothing touched
     assert not any(name.endswith(("-wal", "-shm", "-journal")) for name in os.listdir(
         user / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"))
+
+
+def test_the_chip_named_in_npu_info_chooses_the_hardware():
+    from perfkit.analysis.efficiency.hardware import read_device
+    named = sorted({r[0] for r in _q(DB0, "select name from NPU_INFO")})
+    assert named  # the real export records its chip
+    p = detect.load(DB0, cache=False)
+    assert p.meta.extra["devices"] == named
+    reading = read_device(p)
+    # "Ascend910B" names the generation: the generic preset, and the page says so
+    assert named == ["Ascend910B"] and reading.hardware.name == "ascend-910b"
+    assert not reading.assumed and "not the chip model" in reading.why
+
+
+def test_an_export_without_npu_info_names_no_device(tmp_path):
+    import shutil
+    db = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / DB0.name
+    db.parent.mkdir(parents=True)
+    shutil.copy(DB0, db)
+    con = sqlite3.connect(db)
+    con.execute("drop table NPU_INFO")
+    con.commit()
+    con.close()
+    p = detect.load(db, cache=False)
+    assert p.meta.extra["devices"] == []

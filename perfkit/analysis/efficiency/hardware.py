@@ -104,6 +104,9 @@ def read_device(profile: Any) -> DeviceReading:
         why = f"the profile names the {label} {name!r}: the {preset} preset"
         if others:
             why += f" (ranks also name {', '.join(others)}; {preset} is used)"
+        if preset == "ascend-910b":  # "Ascend910B", as torch_npu's NPU_INFO writes it
+            why += (" (the name gives the generation, not the chip model: set yours, e.g. "
+                    "ascend-910b2, for its exact peak)")
         return DeviceReading(Hardware.preset(preset), why, False, tuple(names))
     if names:
         listed = ", ".join(repr(n) for n in names)
