@@ -372,3 +372,82 @@ def test_ranks_are_never_mixed_device_and_host(tmp_path: Path) -> None:
     got = preview(tmp_path, device_steps=True)
     assert got.host_spans and got.steps_from == "the host ProfilerStep spans"
     assert got.profile.steps["total_us"].tolist() == [50.0, 50.0]
+
+
+# ---- above the limit: the device lane's copy of each step, where the trace has one -----
+
+def _raw_lane_steps(path: Path) -> dict[int, Decimal]:
+    """Step -> earliest start to latest end of its ``gpu_user_annotation`` ProfilerStep
+    copies (µs, exact), read with ``json``."""
+    window: dict[int, list[Decimal]] = {}
+    for e in _raw_events(path):
+        if e.get("ph") == "X" and e.get("cat") == "gpu_user_annotation" and \
+                str(e.get("name", "")).startswith("ProfilerStep#"):
+            lo, hi = Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"])
+            w = window.setdefault(int(e["name"].split("#")[1]), [lo, hi])
+            w[0], w[1] = min(w[0], lo), max(w[1], hi)
+    return {s: hi - lo for s, (lo, hi) in window.items()}
+
+
+@pytest.mark.shared_samples
+def test_above_the_limit_a_trace_with_device_lane_steps_gives_them() -> None:
+    """Every shared trace read as one above the limit: its device-lane step copies where it
+    has them (the two recent H100 traces), else its host spans, labelled either way."""
+    on_lane = 0
+    for path in _kineto_paths():
+        raw_spans = _json_spans(path)
+        if not raw_spans:
+            continue
+        lane = _raw_lane_steps(path)
+        got = preview(path, device_steps=False)
+        steps = dict(zip(got.profile.steps["step"].astype(int),
+                         got.profile.steps["total_us"], strict=True))
+        if lane:
+            on_lane += 1
+            assert got.device_lane and not got.host_spans, path
+            assert got.steps_from == "the ProfilerStep ranges on the device lane", path
+            assert steps == pytest.approx({s: float(v) for s, v in lane.items()}, rel=1e-12)
+            # on these traces the copy is the device step the full load gives
+            raw_device, _ = _raw_device_steps(path)
+            assert steps == pytest.approx({s: float(v) for s, v in raw_device.items()},
+                                          rel=1e-6), path
+            assert steps != pytest.approx(raw_spans, rel=1e-3), path  # not the host's pace
+        else:
+            assert got.host_spans and not got.device_lane, path
+            assert steps == pytest.approx(raw_spans, rel=1e-12), path
+    assert on_lane == 2
+
+
+def _two_kinds_of_step(tmp_path: Path) -> tuple[Path, Path]:
+    """rank0 with a device-lane copy of its step that a nested range cuts short, rank1
+    without one."""
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "args": {"correlation": 1}}
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "dur": 1.0}
+    events0 = [_event("ProfilerStep#3", 100.0, 100.0),
+               {**launch, "ts": 110.0, "args": {"correlation": 1}},
+               {**kernel, "ts": 120.0, "dur": 10.0},
+               {**launch, "ts": 150.0, "args": {"correlation": 2}},
+               {**kernel, "ts": 160.0, "dur": 30.0, "args": {"correlation": 2}},
+               # Kineto's copy spans the kernels launched directly under the step only
+               _event("ProfilerStep#3", 120.0, 10.0, cat="gpu_user_annotation")]
+    events1 = [_event("ProfilerStep#3", 100.0, 80.0)]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for rank, events in enumerate((events0, events1)):
+        (folder / f"rank{rank}.json").write_text(json.dumps({
+            "distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}))
+    return folder / "rank0.json", folder
+
+
+def test_a_lane_copy_is_labelled_as_such_and_never_mixed_with_host_spans(
+        tmp_path: Path) -> None:
+    rank0, folder = _two_kinds_of_step(tmp_path)
+    alone = preview(rank0, device_steps=False)
+    assert alone.device_lane and alone.profile.steps["total_us"].tolist() == [10.0]
+    assert "device lane" in alone.profile.meta.notes[0]
+    # the full load's step runs from the first to the last kernel launched in the span
+    assert preview(rank0, device_steps=True).profile.steps["total_us"].tolist() == [70.0]
+    both = preview(folder, device_steps=False)  # rank1 has only its host span
+    assert both.host_spans and not both.device_lane
+    assert both.steps_from == "the host ProfilerStep spans"
+    assert sorted(both.profile.steps["total_us"].tolist()) == [80.0, 100.0]

@@ -286,3 +286,33 @@ def test_the_findings_stop_when_another_profile_is_shown() -> None:
     assert calls == [False]  # the first finding shown, then no more
     assert overview.message.value == ""  # stopping is no error
     assert ctx.known_findings(profile) is None and overview.stale
+
+
+@pytest.mark.shared_samples
+def test_a_large_recent_kineto_trace_shows_its_device_lane_step_first(monkeypatch) -> None:
+    """Above the limit, a trace whose steps Kineto copies onto the device lane (the real
+    H100 Qwen trace) shows that copy as its step time at once, said to be read first."""
+    from perfkit.io import preview as P
+
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    trace = next(shared_sample("wild/tl_qwen_h100").glob("*.json.gz"))
+    with gzip.open(trace, "rt", encoding="utf-8") as fh:
+        lane = [e for e in json.load(fh)["traceEvents"]
+                if e.get("cat") == "gpu_user_annotation"
+                and str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(lane) == 1
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(trace))
+    html = _html(board.panels["Overview"])
+    assert _card(html, "step time") == time_text(float(lane[0]["dur"]))
+    assert _card(html, "host step span") is None
+    assert "read first, from the ProfilerStep ranges on the device lane" in html
+    assert "close to the step the full load gives" in html
+    go.set()
+    assert board.wait(120) and board.error is None
+    final = _html(board.panels["Overview"])
+    assert "read first" not in final
+    expected = pk.analysis.measured_step_s(pk.analysis.step_breakdown(board.profile))
+    assert _card(final, "step time") == time_text(expected * 1e6)

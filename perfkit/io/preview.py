@@ -20,7 +20,10 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   (:func:`kineto_step_spans`, a byte scan: each occurrence of ``"ProfilerStep#`` decoded
   as the one JSON event around it, the rest never parsed), which is the host's pace, not
   the step time (1 % to 2.4× apart on the shared samples): :attr:`Preview.host_spans` is
-  then True and the page must say which it shows. A trace
+  then True and the page must say which it shows. Where the trace also holds the copy of
+  each ``ProfilerStep#N`` range Kineto draws on the device lane (``gpu_user_annotation``,
+  written by recent PyTorch versions), that copy is the step figure above the limit
+  instead (:attr:`Preview.device_lane`): the device's pace, read by the same byte scan. A trace
   without any device task in its steps (a CPU-only run) has its host spans as step times,
   as in the full load. A rank already in perfkit's cache gives the steps table of its
   cache entry, the split included. The copy of a range Kineto draws on the device lane
@@ -28,7 +31,8 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   under a nested range with a copy of its own (on the shared B200 trace an outer range's
   copy lasts 84.04 ms, the kernels launched in it 84.49 ms, the last one an all-gather
   under ``nccl:_all_gather_base``); on the two shared traces with a ``ProfilerStep`` copy
-  it matches the device step within 2 ns.
+  it matches the device step within 2 ns. So it is used only above the limit, where the
+  alternative is the host span, and labelled as the device lane's range.
 
 Other formats (Ascend DB, legacy MindSpore, raw CANN, a standalone ``trace_view.json``)
 have no quick step reading: their preview has no profile, only the size to read.
@@ -130,6 +134,13 @@ class Preview:
         The step times are Kineto host ``ProfilerStep`` spans, not the step time the full
         load reports (first to last device task of each step): the page must say so.
         False when every step time read is the full load's.
+    device_lane : bool
+        The step times (of some ranks at least) are the ``ProfilerStep#N`` ranges Kineto
+        draws on the device lane (``gpu_user_annotation``): the device's pace, read above
+        :data:`DEVICE_STEPS_MAX_BYTES` instead of the host span. Kineto extends such a
+        range only over the kernels launched directly under it, so a nested range with a
+        device-lane copy of its own can end it early: close to, not always equal to, the
+        full load's step time (equal within 2 ns on the two shared traces that have it).
     """
 
     path: str
@@ -142,6 +153,7 @@ class Preview:
     notes: list[str] = field(default_factory=list)
     steps_final: bool = False
     host_spans: bool = False
+    device_lane: bool = False
 
 
 def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool = True,
@@ -210,7 +222,9 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
         if "host" in bases and bases - {"host", None}:
             # one figure over the ranks: every Kineto rank's host span, none mixed in
             profiles, froms = _host_spans_only(sources, profiles, froms)
+            bases = {p.meta.extra.get("preview_steps") for p in profiles}
         out.host_spans = "host" in bases
+        out.device_lane = "device_lane" in bases
         if profiles:
             out.profile = profiles[0] if kind == "profile" and len(sources) == 1 else \
                 Cluster(profiles, cluster_meta(root, profiles, {}))
@@ -243,8 +257,9 @@ def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: 
     by_path = {str(Path(s.path)): s for s in sources}
     out, where = [], froms - {*_KINETO_FROM.values(), _FROM_CACHE}
     for p in profiles:
-        if p.meta.extra.get("preview_steps") in ("device", "host_is_step", "cached"):
-            got = _kineto_rank_steps(by_path[p.meta.path], device=False)
+        if p.meta.extra.get("preview_steps") in ("device", "host_is_step", "cached",
+                                                  "device_lane"):
+            got = _kineto_rank_steps(by_path[p.meta.path], device=False, lane=False)
             if got is not None:
                 p = got[0]
         out.append(p)
@@ -288,16 +303,27 @@ def _rank_steps(source: RankSource, device: bool = True) -> tuple[Profile, str] 
     return None
 
 
-def _kineto_rank_steps(source: RankSource, device: bool) -> tuple[Profile, str] | None:
-    """A Kineto rank's steps: the device steps where they can be read, else the host spans
-    (``meta.extra["preview_steps"]`` says which, see :attr:`Preview.host_spans`)."""
+def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True
+                       ) -> tuple[Profile, str] | None:
+    """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the
+    device-lane copies of the steps, else the host spans (``meta.extra["preview_steps"]``
+    says which, see :attr:`Preview.host_spans` and :attr:`Preview.device_lane`)."""
     f = Path(source.path)
-    rows = _host_spans(f)
+    rows, lane_rows = _step_events(f)
     spans = _first_spans(rows)
     if spans.empty:
         return None
     found = _device_steps(f, rows) if device else None
-    if found is not None and len(found):
+    on_lane = _lane_steps(lane_rows, spans) if lane and found is None else None
+    if on_lane is not None:
+        steps = pd.DataFrame({"step": on_lane["step"].to_numpy(np.int64),
+                              "total_us": on_lane["total_us"].to_numpy(np.float64),
+                              "computing_us": np.nan})
+        basis, note = "device_lane", (
+            "preview: step time = the ProfilerStep range Kineto draws on the device lane "
+            "(gpu_user_annotation), the device's pace; the full load's step (first to last "
+            "device task the step launched) and the split follow")
+    elif found is not None and len(found):
         steps = pd.DataFrame({"step": found["step"].to_numpy(np.int64),
                               "total_us": found["total_us"].to_numpy(np.float64),
                               "computing_us": np.nan})
@@ -325,6 +351,7 @@ def _kineto_rank_steps(source: RankSource, device: bool) -> tuple[Profile, str] 
 _FROM_CACHE = "perfkit's cache"
 #: Where a Kineto rank's preview steps come from, by basis (``meta.extra["preview_steps"]``).
 _KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
+                "device_lane": "the ProfilerStep ranges on the device lane",
                 "host_is_step": "the ProfilerStep spans",
                 "host": "the host ProfilerStep spans"}
 
@@ -390,17 +417,45 @@ def _first_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
 
 def _host_spans(p: Path) -> list[tuple[int, float, float]]:
     """Every host ProfilerStep span of the trace (step, ts, dur), in file order."""
-    rows: list[tuple[int, float, float]] = []
+    return _step_events(p)[0]
+
+
+def _step_events(p: Path) -> tuple[list[tuple[int, float, float]],
+                                    list[tuple[int, float, float]]]:
+    """The trace's ProfilerStep events (step, ts, dur) in file order: the host spans, and
+    the copies on the device lane (``gpu_user_annotation``); one byte scan."""
+    found: list[tuple[int, float, float, bool]] = []
     with file_boundary(p, p.name):
         if p.name.lower().endswith(".gz"):
-            _scan_stream(p, rows)
+            _scan_stream(p, found)
         elif p.stat().st_size:
             with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                _scan(mm, 0, len(mm), rows)
-    return rows
+                _scan(mm, 0, len(mm), found)
+    return ([r[:3] for r in found if not r[3]],  # type: ignore[misc]
+            [r[:3] for r in found if r[3]])  # type: ignore[misc]
 
 
-def _scan(buf: Any, pos: int, limit: int, rows: list[tuple[int, float, float]]) -> int:
+def _lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
+                ) -> pd.DataFrame | None:
+    """Each host step's range on the device lane (``step``, ``total_us``: the earliest
+    start to the latest end of its copies); None when no step has one."""
+    known = set(spans["step"].tolist())
+    copies: dict[int, list[tuple[float, float]]] = {}
+    for step, ts, dur in lane:
+        if step in known:
+            copies.setdefault(step, []).append((ts, dur))
+    if not copies:
+        return None
+    order = [s for s in spans["step"].tolist() if s in copies]
+    # measured from the first start (ts - lo is exact), not as end - start of two
+    # epoch-sized numbers, whose float sum would round the µs fraction
+    total = [max((ts - lo) + dur for ts, dur in copies[s])
+             for s in order for lo in [min(ts for ts, _ in copies[s])]]
+    return pd.DataFrame({"step": order, "total_us": total})
+
+
+def _scan(buf: Any, pos: int, limit: int, rows: list[tuple[int, float, float, bool]]
+          ) -> int:
     """Decode the step events whose key starts in ``buf[pos:limit]`` (bytes or mmap) into
     ``rows``; return where the scan stopped."""
     while (hit := buf.find(_STEP_KEY, pos)) >= 0 and hit < limit:
@@ -411,7 +466,7 @@ def _scan(buf: Any, pos: int, limit: int, rows: list[tuple[int, float, float]]) 
     return limit
 
 
-def _scan_stream(p: Path, rows: list[tuple[int, float, float]]) -> None:
+def _scan_stream(p: Path, rows: list[tuple[int, float, float, bool]]) -> None:
     """:func:`_scan` over a compressed file, decompressed chunk by chunk."""
     with gzip.open(p, "rb") as fh:
         carry, base, done = b"", 0, 0  # base: file offset of buf[0]; done: hits handled
@@ -426,8 +481,9 @@ def _scan_stream(p: Path, rows: list[tuple[int, float, float]]) -> None:
             base += len(buf) - len(carry)
 
 
-def _event_at(buf: Any, hit: int) -> tuple[int, float, float] | None:
-    """(step, ts, dur) of the host ProfilerStep event around ``buf[hit]``, or None."""
+def _event_at(buf: Any, hit: int) -> tuple[int, float, float, bool] | None:
+    """(step, ts, dur, on the device lane) of the ProfilerStep event around ``buf[hit]``,
+    or None."""
     lo = max(0, hit - _CONTEXT)
     upper = hit
     for _ in range(64):
@@ -446,12 +502,14 @@ def _event_at(buf: Any, hit: int) -> tuple[int, float, float] | None:
     return None
 
 
-def _step_event(obj: dict[str, Any]) -> tuple[int, float, float] | None:
+def _step_event(obj: dict[str, Any]) -> tuple[int, float, float, bool] | None:
     name = obj.get("name")
     m = _STEP_RE.match(name) if isinstance(name, str) else None
     if m is None or obj.get("ph") != "X":
         return None
-    if str(obj.get("cat", "")).strip().lower() in _NOT_HOST:
+    cat = str(obj.get("cat", "")).strip().lower()
+    on_lane = KINETO_KINDS.get(cat) == "gpu_user_annotation"
+    if cat in _NOT_HOST and not on_lane:
         return None
     try:  # a number as the loader's decoder reads it (msgspec: float64, ints included)
         ts, dur = float(obj["ts"]), float(obj["dur"])
@@ -459,7 +517,7 @@ def _step_event(obj: dict[str, Any]) -> tuple[int, float, float] | None:
         return None
     if not (np.isfinite(ts) and np.isfinite(dur)) or dur < 0:
         return None
-    return int(m.group(1)), ts, dur
+    return int(m.group(1)), ts, dur, on_lane
 
 
 # ---- the device step: the tasks each ProfilerStep launched ---------------------------

@@ -155,8 +155,12 @@ class OverviewTab(JobTab):
                 Figure("host step span", first.text, span + "; read first (the host's "
                                                              "pace, not the device's)")]
         else:
+            lane = bool(getattr(opening.preview, "device_lane", False))
             steps_first = [Figure(first.name, first.text, first.note + "; read first, from "
-                                  + opening.preview.steps_from, first.warning)]
+                                  + opening.preview.steps_from
+                                  + ("; close to the step the full load gives (first to "
+                                     "last GPU task), which replaces it" if lane else ""),
+                                  first.warning)]
         head.figures = [
             *steps_first,
             Figure("throughput", "…", "comes with the job: its batch and sequence length are "
