@@ -2,9 +2,10 @@
 
 For each input (a Kineto file or folder), in one process, one after the other:
 
-- ``host_preview_s``: :func:`perfkit.io.preview.preview` with ``device_steps=False`` (the
-  host ``ProfilerStep`` spans, a byte scan) and the step it gives (``host_span_step_s``:
-  the median over steps of the slowest rank's span);
+- ``scan_preview_s``: :func:`perfkit.io.preview.preview` with ``device_steps=False`` (a
+  byte scan for the ``ProfilerStep`` events: the copies on the device lane where the trace
+  has them, else the host spans; ``scan_basis`` says which) and the step it gives
+  (``scan_step_s``: the median over steps of the slowest rank's);
 - ``device_preview_s``: the same with ``device_steps=True`` (each step's first to last
   device task, :func:`perfkit.io.preview.kineto_device_steps`) and ``device_step_s``;
 - ``full_load_s``: ``perfkit.load(path, cache=False)`` and ``full_step_s``
@@ -43,6 +44,8 @@ def measure(path: str) -> dict[str, Any]:
     t = time.perf_counter()
     host = preview(path, device_steps=False)
     host_s = time.perf_counter() - t
+    basis = "device lane" if host.device_lane else "host spans" if host.host_spans else \
+        host.steps_from
     t = time.perf_counter()
     device = preview(path, device_steps=True)
     device_s = time.perf_counter() - t
@@ -53,10 +56,11 @@ def measure(path: str) -> dict[str, Any]:
              for name, p in (("host", host.profile), ("device", device.profile),
                              ("full", full))}
     return {"path": path, "bytes": device.input_bytes, "load_avg": round(load, 2),
-            "host_preview_s": round(host_s, 2), "device_preview_s": round(device_s, 2),
+            "scan_preview_s": round(host_s, 2), "scan_basis": basis,
+            "device_preview_s": round(device_s, 2),
             "full_load_s": round(full_s, 2),
             "device_over_full": round(device_s / full_s, 3),
-            "host_span_step_s": steps["host"], "device_step_s": steps["device"],
+            "scan_step_s": steps["host"], "device_step_s": steps["device"],
             "full_step_s": steps["full"], "equal": steps["device"] == steps["full"]}
 
 

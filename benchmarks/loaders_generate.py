@@ -4,7 +4,10 @@ Writes (under ``--out``, default ``/tmp/perfkit-bench``; never inside the reposi
 
 - ``kineto/rank{0,1}.json``: PyTorch Kineto traces made by repeating the events of the HTA
   sample trace with shifted timestamps and fresh ids/correlations, ``--kineto-mb`` in total
-  (default 1100 MB, i.e. >= 1 GB), one ``ProfilerStep#N`` per repetition;
+  (default 1100 MB, i.e. >= 1 GB), one ``ProfilerStep#N`` per repetition; with
+  ``--device-lane``, also the copy of each step on the device lane (``gpu_user_annotation``
+  from the repetition's first to its last device task) that recent PyTorch versions write
+  (the HTA sample predates it);
 - ``ascend/rank0_ascend_pt/``: one torch_npu rank whose ``kernel_details.csv`` has
   ``--kernel-rows`` rows (default 1,000,000) and whose ``trace_view.json`` is at least
   ``--trace-mb`` MB (default 520), built by repeating the real Level1 sample; the small files
@@ -43,7 +46,10 @@ KINETO_SAMPLE = shared_samples.sample(shared_samples.HTA) / "sampled_rank-{rank}
 ASCEND_SAMPLE = shared_samples.sample(shared_samples.PT_LEVEL1) / "rank0_ascend_pt"
 
 
-def _kineto(out: Path, total_mb: int) -> None:
+_DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def _kineto(out: Path, total_mb: int, device_lane: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
     per_rank = total_mb * 1_000_000 // 2
     for rank in (0, 1):
@@ -55,6 +61,9 @@ def _kineto(out: Path, total_mb: int) -> None:
         t0 = min(e["ts"] for e in events)
         t1 = max(e["ts"] + e.get("dur", 0) for e in events)
         period = int(t1 - t0) + 1000
+        device = [e for e in events if e.get("cat") in _DEVICE_CATS]
+        lane_ts = min(e["ts"] for e in device)
+        lane_dur = max(e["ts"] + e.get("dur", 0) for e in device) - lane_ts
         id_step = 10_000_000
         header = {k: v for k, v in src.items() if k != "traceEvents"}
         path = out / f"rank{rank}.json"
@@ -70,6 +79,11 @@ def _kineto(out: Path, total_mb: int) -> None:
                         "pid": events[0]["pid"], "tid": events[0]["tid"],
                         "ts": t0 + shift, "dur": period - 500}
                 batch.append(step)
+                if device_lane:
+                    batch.append({"ph": "X", "cat": "gpu_user_annotation",
+                                  "name": f"ProfilerStep#{rep}", "pid": device[0]["pid"],
+                                  "tid": device[0]["tid"], "ts": lane_ts + shift,
+                                  "dur": lane_dur})
                 for e in events:
                     e2 = dict(e)
                     e2["ts"] = e["ts"] + shift
@@ -159,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kernel-rows", type=int, default=1_000_000)
     ap.add_argument("--trace-mb", type=int, default=520)
     ap.add_argument("--only", choices=["kineto", "ascend"], default=None)
+    ap.add_argument("--device-lane", action="store_true",
+                    help="Kineto: write each step's gpu_user_annotation copy too")
     ap.add_argument("--scales", default=None,
                     help="comma-separated fractions, each written under OUT/scale-<s>/")
     args = ap.parse_args(argv)
@@ -173,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     for label, f in scales:
         dest = out / f"scale-{label}" if label else out
         if args.only in (None, "kineto"):
-            _kineto(dest / "kineto", round(args.kineto_mb * f))
+            _kineto(dest / "kineto", round(args.kineto_mb * f), args.device_lane)
         if args.only in (None, "ascend"):
             _ascend(dest / "ascend", round(args.kernel_rows * f), round(args.trace_mb * f))
 

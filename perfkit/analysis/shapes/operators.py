@@ -232,8 +232,12 @@ def _gemms(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Gemm]
     if (mask & linear).any():  # forward GEMMs with explicit (b, s, in) -> out
         mask &= linear
     out = []
+    dims: dict[tuple[Any, str], Any] = {}  # a step repeats a few hundred distinct products
     for i in np.nonzero(mask)[0]:
-        cands, bias, batch = _gemm_dims(shapes[i], lab[i])
+        key = (tuple(shapes[i]), lab[i])
+        if key not in dims:
+            dims[key] = _gemm_dims(shapes[i], lab[i])
+        cands, bias, batch = dims[key]
         if not cands:
             continue
         row = rows(i)

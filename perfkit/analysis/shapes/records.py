@@ -60,13 +60,40 @@ _GRAD = re.compile(r"(?i)grad|backward|^Gradients/")
 _BATCH_MATMUL = re.compile(r"(?i)^batch_?mat_?mul\w*$")
 
 
+_OP_SUFFIX = re.compile(r"-op\d+$")
+#: The labels whose rows :func:`shape_records` keeps.
+_KEPT_LABELS = (_GEMM, _EMBED, _LOSS, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT, _PLAIN_ACT,
+                _MOE, *(re.compile(p) for p in ATTENTION_PATTERNS.values()), _BATCH_MATMUL)
+
+
+def _per_name(values: pd.Series, func: Any) -> pd.Series:
+    """``values.map(func)`` as a text column, ``func`` called once per distinct text.
+
+    A profile repeats a few thousand operator names over up to a million rows; the text
+    work runs on the distinct ones and is spread back by code (missing stays missing).
+    """
+    codes, uniq = pd.factorize(values, use_na_sentinel=True)
+    done = np.array([func(u) for u in np.asarray(uniq, dtype=object)] + [pd.NA],
+                    dtype=object)
+    return pd.Series(pd.array(done[codes], dtype="string"), index=values.index)
+
+
+def _matches(values: pd.Series, *patterns: re.Pattern[str]) -> np.ndarray:
+    """Whether each text matches any of ``patterns`` (``re.search``; missing: False),
+    tested once per distinct text."""
+    codes, uniq = pd.factorize(values, use_na_sentinel=True)
+    hit = np.array([any(rx.search(u) for rx in patterns) if isinstance(u, str) else False
+                    for u in np.asarray(uniq, dtype=object)] + [False], dtype=bool)
+    return hit[codes]
+
+
 def _label(frame: pd.DataFrame) -> pd.Series:
     """The operator kind of each row: the operator that launched it (``op_name``, GPU
     kernels: their names, ``nvjet_sm90_...``, do not say what they compute), else its
     ``type`` when the profile has one, else the name without a MindSpore scope
     (``Default/MatMul-op3`` -> ``MatMul``)."""
     name = frame["name"].astype("string").fillna("")
-    label = name.str.rsplit("/", n=1).str[-1].str.replace(r"-op\d+$", "", regex=True)
+    label = _per_name(name, lambda text: _OP_SUFFIX.sub("", text.rsplit("/", 1)[-1]))
     if "type" in frame.columns:
         typ = frame["type"].astype("string")
         label = typ.where(typ.notna() & (typ != ""), label)
@@ -140,16 +167,12 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
         return None
     rows = rows.copy()
     rows["label"] = _label(rows).to_numpy()
-    labels = rows["label"].astype(str)
-    keep = rows["name"].astype(str).str.contains(_GEMM).to_numpy(bool).copy()
-    for rx in (_GEMM, _EMBED, _LOSS, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT,
-               _PLAIN_ACT, _MOE, *ATTENTION_PATTERNS.values(), _BATCH_MATMUL):
-        keep |= labels.str.contains(rx).to_numpy(bool)
+    keep = _matches(rows["name"].astype(str), _GEMM) | \
+        _matches(rows["label"].astype(str), *_KEPT_LABELS)
     rows = rows[keep]
     if "input_dtypes" not in rows.columns:
         rows["input_dtypes"] = pd.Series(pd.NA, index=rows.index, dtype="string")
-    rows["backward"] = rows["name"].astype("string").str.contains(_GRAD, regex=True)\
-        .fillna(False).to_numpy(bool)
+    rows["backward"] = _matches(rows["name"].astype("string"), _GRAD)
     rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
     if "op_id" in rows.columns:
         # GPU kernels: one row per launching operator (a cuDNN attention or a split-K
