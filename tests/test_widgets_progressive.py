@@ -316,3 +316,21 @@ def test_a_large_recent_kineto_trace_shows_its_device_lane_step_first(monkeypatc
     assert "read first" not in final
     expected = pk.analysis.measured_step_s(pk.analysis.step_breakdown(board.profile))
     assert _card(final, "step time") == time_text(expected * 1e6)
+
+
+def test_the_seconds_so_far_count_from_open_and_the_time_left_from_the_load(
+        monkeypatch) -> None:
+    """The preview took 4 s before the background load began: the page says 4 s so far at
+    once, and the size estimate (10 s) still has 10 s left."""
+    from types import SimpleNamespace
+
+    from perfkit.widgets import opening as O
+
+    clock = [100.0]
+    monkeypatch.setattr(O.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(O, "expected_seconds", lambda size, cached: 10.0)
+    preview = SimpleNamespace(input_bytes=2 << 30, cached=False, seconds=4.0)
+    o = O.Opening("run", preview)
+    assert "4 s so far, about 10 s left" in o.sentence("the operators")
+    clock[0] += 3.0
+    assert "7 s so far, about 7 s left" in o.sentence("the operators")

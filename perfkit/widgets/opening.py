@@ -52,7 +52,10 @@ class Opening:
         ``"reading"`` (the files), ``"job"`` (working out the job from the operator
         shapes), ``"done"`` or ``"failed"``.
     started : float
-        ``time.perf_counter()`` when the opening began.
+        ``time.perf_counter()`` when the opening began (the background load).
+    opened : float
+        When the user opened the profile: ``started`` less the preview's seconds. The
+        "so far" the page shows counts from here; the time left, from ``started``.
     """
 
     def __init__(self, label: str, preview: Any) -> None:
@@ -60,6 +63,7 @@ class Opening:
         self.preview = preview
         self.stage = "reading"
         self.started = time.perf_counter()
+        self.opened = self.started - float(getattr(preview, "seconds", 0.0) or 0.0)
         self.read_s: float | None = None
         self._ended = threading.Event()
         self._shown: list[tuple[W.FloatProgress, W.HTML, str]] = []
@@ -81,7 +85,8 @@ class Opening:
 
     def sentence(self, waits_for: str) -> str:
         """What a tab waits for, and how far the reading is (one sentence)."""
-        elapsed = time.perf_counter() - self.started
+        now = time.perf_counter()
+        elapsed = now - self.opened  # since Open: the preview's seconds too
         size = bytes_text(self.preview.input_bytes)
         if self.stage == "job":
             where = (f"the files of {self.label} are read; perfkit is working out the job "
@@ -91,7 +96,7 @@ class Opening:
             where = (f"perfkit is reading {self.label} back from its cache ({elapsed:.0f} s "
                      "so far)")
         else:
-            left = self.expected_s() - elapsed
+            left = self.expected_s() - (now - self.started)
             guess = (f"about {left:.0f} s left (an estimate from the size)" if left >= 1
                      else "longer than estimated from the size")
             where = f"perfkit is reading {size} of {self.label}: {elapsed:.0f} s so far, {guess}"
