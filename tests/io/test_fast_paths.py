@@ -11,6 +11,8 @@ plain ``pandas.read_parquet``.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,20 @@ FALLBACKS: list[Path] = []
 """Files the untyped fallback decoder read while the general paths were on."""
 
 
+def _patch_kineto(mp: pytest.MonkeyPatch, name: str, value: Any) -> None:
+    """Set ``name`` in every module of the :mod:`perfkit.io.kineto` package that holds it.
+
+    The Kineto reader is a package: a helper such as ``last_open`` or ``numeric`` is looked
+    up in each module that imported it, so each of those is patched.
+    """
+    mods = [kineto] + [importlib.import_module(f"{kineto.__name__}.{m.name}")
+                       for m in pkgutil.iter_modules(kineto.__path__)]
+    hit = [m for m in mods if name in vars(m)]
+    assert any(m is not kineto for m in hit), name  # a module that looks it up
+    for m in hit:
+        mp.setattr(m, name, value)
+
+
 def _general_paths(mp: pytest.MonkeyPatch) -> None:
     """Switch every fast path of the loaders off."""
     mp.setattr(chrome, "STREAM_MIN_BYTES", 1 << 62)  # whole-file decoding
@@ -97,9 +113,9 @@ def _general_paths(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(chrome, "msgspec", type("M", (), {
         "json": _Refuse(msgspec.json), "Raw": msgspec.Raw,
         "ValidationError": msgspec.ValidationError, "DecodeError": msgspec.DecodeError}))
-    mp.setattr(kineto, "CATEGORICAL", ())  # plain string columns
-    mp.setattr(kineto, "grouped_breakdown", lambda *a, **k: None)  # per-step loop
-    mp.setattr(kineto, "last_open", _last_open_loop)
+    _patch_kineto(mp, "CATEGORICAL", ())  # plain string columns
+    _patch_kineto(mp, "grouped_breakdown", lambda *a, **k: None)  # per-step loop
+    _patch_kineto(mp, "last_open", _last_open_loop)
     mp.setattr(schema, "_conformed", lambda *a, **k: False)
 
     def direct(values: pd.Series, func: Any) -> pd.Series:
@@ -110,9 +126,10 @@ def _general_paths(mp: pytest.MonkeyPatch) -> None:
             values = values.astype("string")
         return pd.to_numeric(values, errors="coerce").to_numpy()
 
-    for mod in (kineto, tt, categories):
+    for mod in (tt, categories):
         mp.setattr(mod, "per_distinct", direct)
-    mp.setattr(kineto, "numeric", numeric)
+    _patch_kineto(mp, "per_distinct", direct)
+    _patch_kineto(mp, "numeric", numeric)
     mp.setattr(distinct, "per_distinct", direct)
     mp.setattr(categories, "_fits", lambda keys: False)  # per-row categories
 
@@ -224,7 +241,7 @@ def test_grouped_breakdown_equals_the_step_loop(seed: int) -> None:
         spans = pd.DataFrame({"step": [3], "start_ns": [0], "end_ns": [1]})
         fast = kineto._steps(dev, kern, spans)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(kineto, "grouped_breakdown", lambda *a, **k: None)
+            _patch_kineto(mp, "grouped_breakdown", lambda *a, **k: None)
             loop = kineto._steps(dev, kern, spans)
         pd.testing.assert_frame_equal(fast, loop, check_exact=True)
 

@@ -1,0 +1,122 @@
+"""The ``steps`` table of a Kineto trace: each step's device or host breakdown.
+
+:func:`_steps` splits each step's device window (first to last task it launched) into
+computing, communication and their overlap; :func:`_unknown_where_durations_missing`
+makes the breakdown of a step holding a task without a duration unknown. A trace without
+device activity is split from its host events (:func:`_host_steps`), over the whole
+trace when it has no ``ProfilerStep`` (:func:`_whole_trace_span`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...format import counted, plural
+from ..categories import HOST_COMM_PATTERN
+from ..distinct import per_distinct
+from ..trace_tables import NA_NS, grouped_breakdown, host_steps, overlap_breakdown, rel
+from .kinds import _bool
+from .nesting import _thread_codes
+
+__all__: list[str] = []  # private to the Kineto reader
+
+
+def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+    """Each step's device window and its split (one row over the trace without spans)."""
+    if not len(dev):
+        return pd.DataFrame()
+    start = dev["ts_ns"].to_numpy()
+    end = start + np.round(np.nan_to_num(dev["dur_us"].to_numpy()) * 1000).astype(np.int64)
+    step = kernels["step"].to_numpy()
+    if not len(spans):
+        whole = pd.DataFrame({"step": [0], "start_ns": [start.min()], "end_ns": [end.max() + 1]})
+        out = overlap_breakdown(start, end, kernels["category"].to_numpy(), whole)
+        out["step"] = np.nan
+        return out
+    # windows follow the device: from the first to the last kernel launched in each step
+    known = ~np.isnan(step)
+    frame = pd.DataFrame({"step": step[known], "s": start[known], "e": end[known]})
+    win = frame.groupby("step").agg(start_ns=("s", "min"), end_ns=("e", "max")).reset_index()
+    win = win.sort_values("start_ns").reset_index(drop=True)
+    win["end_ns"] = np.maximum(win["end_ns"].to_numpy(), win["start_ns"].to_numpy() + 1)
+    win["step"] = win["step"].astype(np.int64)
+    cat = kernels["category"].to_numpy()
+    fast = grouped_breakdown(start[known], end[known], cat[known] == "communication",
+                             step[known], win)
+    if fast is not None:
+        return fast
+    rows = []
+    for st in win["step"].to_numpy():
+        sel = step == st
+        one = win[win["step"] == st]
+        rows.append(overlap_breakdown(start[sel], end[sel], cat[sel], one))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _unknown_where_durations_missing(steps: pd.DataFrame, kernels: pd.DataFrame,
+                                     notes: list[str]) -> pd.DataFrame:
+    """Steps holding a kernel without a (plausible) duration: their breakdown is unknown.
+
+    A missing ``dur`` is not a zero-length kernel: the step's computing, communication,
+    overlap and free time are set to NA rather than computed without it (with a note).
+    """
+    missing = kernels["dur_us"].isna().to_numpy()
+    if not missing.any() or not len(steps):
+        return steps
+    cols = [c for c in steps.columns if c.endswith("_us")]
+    if steps["step"].isna().all():  # one whole-trace row
+        hit = np.ones(len(steps), dtype=bool)
+    else:
+        bad = set(pd.unique(kernels["step"].to_numpy()[missing]))
+        hit = steps["step"].isin(bad).to_numpy()
+    if hit.any():
+        steps = steps.copy()
+        steps.loc[hit, cols] = np.nan
+        n = int(missing.sum())
+        notes.append(f"steps: {counted(n, 'GPU kernel')} {plural(n, 'has', 'have')} no "
+                     f"duration; the breakdown of {counted(int(hit.sum()), 'step')} holding "
+                     f"{plural(n, 'it', 'them')} is unknown (NA)")
+    return steps
+
+
+def _whole_trace_span(cpu: pd.DataFrame, origin: int | None) -> pd.DataFrame:
+    """One window over all host events (a CPU-only trace without ProfilerStep)."""
+    ts = cpu["ts_ns"].to_numpy()
+    ok = ts != NA_NS
+    if not ok.any():
+        return pd.DataFrame(columns=["step", "start_ns", "end_ns"])
+    end = ts[ok] + np.round(np.nan_to_num(cpu["dur_us"].to_numpy(np.float64)[ok]) * 1000
+                            ).astype(np.int64)
+    return pd.DataFrame({"step": [0], "start_ns": [int(ts[ok].min())],
+                         "end_ns": [int(max(end.max(), ts[ok].min() + 1))]})
+
+
+def _host_intervals(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                 np.ndarray, np.ndarray]:
+    """(start_ns, end_ns, is_comm, is_compute, thread code) of the timed host events.
+
+    Compute: host operators and annotations (``DistributedDataParallel.forward``, the
+    optimizer step: the host runs Python there too) that are not communication;
+    communication: those that are (:data:`~perfkit.io.categories.HOST_COMM_PATTERN`).
+    """
+    is_comm = _bool(per_distinct(cpu["name"], lambda u: u.str.contains(HOST_COMM_PATTERN,
+                                                                        regex=True)))
+    ts = cpu["ts_ns"].to_numpy()
+    ok = ts != NA_NS
+    dur = np.nan_to_num(cpu["dur_us"].to_numpy(np.float64))
+    start = ts[ok]
+    end = start + np.round(dur[ok] * 1000).astype(np.int64)
+    (thread,) = _thread_codes(cpu["tid"])
+    return start, end, is_comm[ok], ~is_comm[ok], thread[ok]
+
+
+def _host_steps(cpu: pd.DataFrame, spans: pd.DataFrame, origin: int | None,
+                cpu_only: bool) -> pd.DataFrame:
+    """Steps of a trace without device activity, from its host events per ProfilerStep."""
+    start, end, is_comm, comp, thread = _host_intervals(cpu)
+    keep = is_comm | comp
+    out = host_steps(start[keep], end[keep], is_comm[keep], spans, host_computes=cpu_only,
+                     thread=thread[keep])
+    out["step_start_us"] = rel(out.pop("step_start_ns").to_numpy(np.int64), origin)
+    return out

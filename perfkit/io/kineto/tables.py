@@ -1,0 +1,187 @@
+"""A Kineto trace read into the canonical tables: :func:`parse` and :func:`parse_trace`.
+
+:func:`parse` decodes the file (:func:`perfkit.io.chrome.read_chrome_trace`, with the
+columns :data:`TRACE_COLUMNS` and the Categoricals :data:`CATEGORICAL`);
+:func:`parse_trace` takes each part of the trace out once (device tasks, runtime calls,
+host operators), builds each table from its module and writes the notes and the
+:class:`~perfkit.profile.ProfileMeta`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...errors import ProfileError
+from ...profile import ProfileMeta
+from .._common import rank_from_name, with_notes
+from ..categories import DEVICE_KINDS
+from ..chrome import ChromeTrace, read_chrome_trace
+from ..distinct import per_distinct
+from ..trace_tables import step_spans
+from ..validate import plausible_origin
+from .comm import _host_comm_ops, _kernel_comm_ops
+from .kernels import _kernels
+from .kinds import _bool, _Kinds
+from .launches import _kernel_shapes
+from .memory import _memory
+from .meta import _groups, _last_end, _vendor
+from .ops import _ops
+from .steps import _host_steps, _steps, _unknown_where_durations_missing, _whole_trace_span
+
+__all__ = ["looks_like_kineto", "parse", "parse_trace", "TRACE_COLUMNS", "CATEGORICAL"]
+
+
+TRACE_COLUMNS = ("external_id", "correlation", "stream", "device", "input_dims", "input_type",
+                 "concrete_inputs", "pg_name", "collective", "in_nelems", "out_nelems",
+                 "msg_dtype")
+"""``args`` of complete events the tables use (launch links, streams, operator shapes, what
+a collective's kernel says about it)."""
+
+CATEGORICAL = ("name", "cat", "pid", "tid", "input_dims", "input_type", "concrete_inputs",
+               "pg_name", "collective", "msg_dtype")
+"""Text columns of the events read as Categoricals: a few thousand distinct values over
+millions of events (:func:`parse_trace` accepts either kind of column)."""
+
+_DEV_COLS = ("name", "cat", "pid", "tid", "ts_ns", "dur_us", "external_id", "correlation",
+             "stream", "device", "pg_name", "collective", "in_nelems", "out_nelems",
+             "msg_dtype")
+
+_CPU_COLS = ("name", "tid", "ts_ns", "dur_us", "external_id", "input_dims", "input_type",
+             "concrete_inputs")
+
+
+def looks_like_kineto(path: Path) -> bool:
+    """True for a file named like a Kineto trace (``*.json``, ``*.json.gz``)."""
+    name = path.name.lower()
+    return path.is_file() and (name.endswith(".json") or name.endswith(".json.gz"))
+
+
+@with_notes
+def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Read one Kineto trace file into the canonical tables.
+
+    Raises
+    ------
+    ProfileError
+        The file is not a readable trace, or holds no complete (``ph: X``) event.
+    """
+    trace = read_chrome_trace(path, "a PyTorch profiler (Kineto) trace: JSON with traceEvents",
+                              TRACE_COLUMNS, CATEGORICAL)
+    return parse_trace(path, trace, source_format="kineto")
+
+
+def parse_trace(path: Path, trace: ChromeTrace, source_format: str
+                ) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Canonical tables of a decoded GPU trace (see :func:`parse`)."""
+    x = trace.x.drop(columns=["task_type", "op_type"], errors="ignore")
+    trace.x = x  # the trace's own copy is not needed any more
+    if not len(x):
+        raise ProfileError(path, "no complete events (ph 'X') found; expected a profiler trace "
+                           "with traceEvents")
+    notes: list[str] = list(trace.notes)
+    origin = plausible_origin(x["ts_ns"].to_numpy())
+    end_ns = _last_end(x)
+    kinds = _Kinds(x["cat"])
+    is_dev = kinds.mask(*DEVICE_KINDS)
+    is_step = _bool(per_distinct(x["name"], lambda u: u.str.startswith("ProfilerStep#")))
+    # the step is the host's span: Kineto also draws ProfilerStep#N on the GPU's lane
+    # (gpu_user_annotation, first to last kernel of the step's host span that it saw)
+    # and that shorter copy would end the step before its backward kernels are launched
+    on_gpu = kinds.mask("gpu_user_annotation")
+    spans = step_spans(x[is_step & ~is_dev & ~on_gpu])
+
+    # each part of the trace is taken out once, with only the columns its tables need
+    dev = x.loc[is_dev, [c for c in _DEV_COLS if c in x.columns]]
+    dev = dev.assign(kind=kinds.of(is_dev))
+    is_rt = kinds.mask("runtime")
+    runtime = x.loc[is_rt, ["tid", "ts_ns", "correlation", "name"]]
+    host_sel = kinds.mask("cpu_op", "user_annotation") & ~is_step
+    cpu = x.loc[host_sel, [c for c in _CPU_COLS if c in x.columns]]
+    cpu = cpu.assign(kind=kinds.of(host_sel))
+    trace.x = x = x.iloc[:0]  # let the trace's columns go before the tables are built
+    vendor = _vendor(trace, runtime["name"], dev["name"])
+    cpu_only = not len(dev) and not trace.device_properties and not len(runtime)
+
+    kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
+    steps = _steps(dev, kernels, spans)
+    steps = _unknown_where_durations_missing(steps, kernels, notes)
+    if not len(spans):
+        notes.append("steps: no ProfilerStep#N events (profile without schedule): "
+                     "one step over the whole trace, step number NA")
+    if len(steps):
+        notes.append("steps: a step is its host ProfilerStep span; its device work is the "
+                     "GPU tasks it launched (runtime call with the same correlation id), from "
+                     "the first to the last of them (bubble/stage/preparing are Ascend-only "
+                     "and left NA)" if len(spans) else
+                     "steps: computed from the GPU kernel intervals of the whole trace "
+                     "(bubble/stage/preparing are Ascend-only and left NA)")
+    else:
+        whole = spans if len(spans) else _whole_trace_span(cpu, origin)
+        if len(whole):
+            steps = _host_steps(cpu, whole, origin, cpu_only)
+            if not len(spans):
+                steps["step"] = np.nan
+            notes.append("steps: no device activity in the trace; each step's wall time is "
+                         "its ProfilerStep span and its host split comes from the host events"
+                         + (" (a CPU-only run: the host computes; a thread's time inside a "
+                            "collective is communication, not computing)" if cpu_only else
+                            " (the GPUs' activity was not recorded: the parts are NA)"))
+    ops = _ops(runtime, cpu, dev, spans, origin)
+    if "input_shapes" in ops.columns and len(kernels):
+        kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)
+    del runtime
+    split = ("transit/wait/sync/idle split, comm_bandwidth and comm_matrix are not "
+             "recorded by Kineto")
+    comm_ops = _host_comm_ops(cpu, spans, origin) if cpu_only else \
+        _kernel_comm_ops(dev, kernels)
+    fams = ", ".join(sorted(set(comm_ops["family"].dropna()))) if len(comm_ops) else ""
+    if cpu_only:
+        notes.append(f"comm_ops: the host collectives of a CPU-only run ({fams or 'none'}); "
+                     + split)
+    elif len(comm_ops):
+        notes.append(f"comm_ops: the communication kernels ({fams}); " + split)
+    else:
+        # a GPU job whose collectives ran on the host (the gloo backend with CUDA tensors)
+        comm_ops = _host_comm_ops(cpu, spans, origin)
+        if len(comm_ops):
+            notes.append("comm_ops: no communication kernel on the GPU; the collectives ran "
+                         "on the host (" + ", ".join(sorted(set(comm_ops["family"])))
+                         + "): comm_ops holds those host spans, which the device's step "
+                         "breakdown does not count; " + split)
+        else:
+            notes.append("comm_ops: no communication kernel nor host collective in this "
+                         "trace")
+    del cpu, dev
+    memory = _memory(trace, origin, notes)
+    if not len(memory):
+        notes.append("memory: no [memory] events (profile_memory=False)")
+    notes.append("op_memory: not recorded by Kineto")
+    rank, how = trace.rank, "distributedInfo.rank"
+    if rank is None:
+        rank = rank_from_name(path.name)
+        how = "the file name" if rank is not None else ""
+    notes.append(f"rank: {rank} from {how}" if rank is not None else
+                 "rank: not in the trace (no distributedInfo) nor in the file name "
+                 "(rank3, rank_3, worker3 ...)")
+    families = sorted(set(comm_ops["family"].dropna())) if "family" in comm_ops else []
+    meta = ProfileMeta(
+        source_format=source_format, framework="pytorch", rank=rank,
+        world_size=trace.world_size,
+        device_type="cpu" if cpu_only else "gpu",
+        profiler_level=None, groups=_groups(trace),
+        origin_ns=origin, path=str(path), notes=notes,
+        extra={"backend": trace.backend, "events": trace.n_events,
+               "trace_object": trace.is_object,
+               "table_files": {t: str(path) for t in ("kernels", "ops", "steps", "comm_ops",
+                                                      "memory")},
+               "devices": list(trace.device_names), "vendor": vendor,
+               "header": dict(trace.header), "end_ns": end_ns,
+               "rank_source": how or None,
+               "profiler_steps": sorted(int(s) for s in spans["step"]) if len(spans) else [],
+               "comm_families": families},
+    )
+    return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,
+                  "memory": memory}
