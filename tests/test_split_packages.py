@@ -1,9 +1,9 @@
 """The packages split out of the former big modules keep the layering and have no cycle.
 
 ``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.analysis.timeline``,
-``perfkit.analysis.shapes``, ``perfkit.specs``, ``perfkit.job``, ``perfkit.io._common``,
-``perfkit.io.kineto`` and ``perfkit.lab.questions`` were single modules; each is now a package
-of small modules.
+``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
+``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto`` and ``perfkit.lab.questions``
+were single modules; each is now a package of small modules.
 ``perfkit.io.chrome`` kept its module and gave jobs to sibling modules named after it
 (``chrome_events``, ...): they stay small too. Imports are read from the source (function-level
 imports included; imports under ``if TYPE_CHECKING:`` are for type checkers only and left out),
@@ -21,7 +21,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
 SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.timeline",
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
-         "perfkit.lab.questions", "perfkit.io.kineto")
+         "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators")
 SIBLINGS = ("perfkit.io.chrome",)
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
@@ -111,6 +111,11 @@ FORBIDDEN = {
     # the model read from the shapes: the canonical tables only, never a loader or a view
     "perfkit.analysis.shapes": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                 "perfkit.io", "perfkit.advisor"),
+    # the operator analyses read the canonical tables: no view, no job, and of perfkit.io
+    # only the rule that says which host operators are communication (perfkit.io.categories)
+    "perfkit.analysis.operators": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
+                                   "perfkit.advisor", "perfkit.io.ascend", "perfkit.io.kineto",
+                                   "perfkit.io.chrome", "perfkit.io.detect"),
     # a loader: never an analysis, a view, a job or the advice
     "perfkit.io.kineto": ("perfkit.analysis", "perfkit.advisor", "perfkit.charts",
                           "perfkit.widgets", "perfkit.plan", "perfkit.job"),

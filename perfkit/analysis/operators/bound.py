@@ -1,0 +1,120 @@
+"""Compute-, memory- or latency-bound, from the Ascend PMU pipe ratios.
+
+:func:`operator_bound` gives the duration-weighted verdict per operator type;
+:func:`_bound_frame` the label of each task, which
+:func:`~perfkit.analysis.operators.top.top_operators` weighs per group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .._frames import aggregate, is_lazy, transform
+from .._util import empty_frame, table
+from .scope import _scope
+
+__all__ = ["operator_bound"]
+
+
+def _row_max(k: pd.DataFrame, cols: list[str]) -> pd.Series:
+    """``k[cols].astype("float64").max(axis=1)`` (NaN only where every value is)."""
+    with np.errstate(invalid="ignore"):
+        vals = np.fmax.reduce([k[c].to_numpy(np.float64, na_value=np.nan) for c in cols])
+    return pd.Series(vals, index=k.index)
+
+
+def _bound_frame(k: pd.DataFrame) -> pd.Series:
+    """Per-task bound label from PMU pipe ratios (NA where no PMU columns)."""
+    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in k.columns]
+    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
+                               "aiv_mte3_ratio") if c in k.columns]
+    if not compute_cols or not memory_cols:
+        return pd.Series(pd.NA, index=k.index, dtype="string")
+    comp = _row_max(k, compute_cols)
+    mem = _row_max(k, memory_cols)
+    c, m = comp.to_numpy(), mem.to_numpy()
+    with np.errstate(invalid="ignore"):
+        code = np.where(m > c, 0, 1)  # memory, compute
+        code = np.where((c < 0.2) & (m < 0.2), 2, code)  # latency
+        known = ~np.isnan(c) & ~np.isnan(m) & ((c > 0) | (m > 0))
+    # the three labels as a dictionary column (no Python string per task)
+    arr = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8), mask=~known),
+                                         pa.array(["memory", "compute", "latency"]))
+    return pd.Series(pd.arrays.ArrowStringArray(arr.cast(pa.large_string())),
+                     index=k.index, dtype="string")
+
+
+def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
+    """(compute-pipe, data-movement) PMU ratio columns present in ``columns``."""
+    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in columns]
+    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
+                               "aiv_mte3_ratio") if c in columns]
+    return compute_cols, memory_cols
+
+
+def _bound_weights(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Tasks in scope with PMU ratios: ``_type``, ``dur_us``, duration-weighted ratios."""
+    k = _scope(kernels, include_communication=False)
+    compute_cols, memory_cols = _pmu_columns(k.columns)
+    k = k.assign(_c=k[compute_cols].astype("float64").max(axis=1),
+                 _m=k[memory_cols].astype("float64").max(axis=1))
+    k = k[k["_c"].notna() & k["_m"].notna()]
+    k = k.assign(_cw=k["_c"] * k["dur_us"], _mw=k["_m"] * k["dur_us"],
+                 _type=k["type"].fillna(k["name"]))
+    return k[["_type", "dur_us", "_cw", "_mw"]]
+
+
+def operator_bound(profile: Any) -> pd.DataFrame:
+    """Compute- vs memory-bound per operator type from the PMU pipe ratios.
+
+    Uses the Ascend ``aic_mac_ratio`` / ``aiv_vec_ratio`` (compute pipes) against
+    ``aic_mte1/2_ratio``, ``aiv_mte2/3_ratio`` (data movement), duration-weighted per
+    operator type. ``bound`` is ``"memory"`` when the busiest movement pipe exceeds the
+    busiest compute pipe, ``"compute"`` otherwise, ``"latency"`` when both are below 0.2
+    (the kernel mostly waits: too small, or scalar-bound).
+
+    Returns
+    -------
+    DataFrame
+        ``type``, ``count``, ``total_us``, ``compute_ratio``, ``memory_ratio``, ``bound``;
+        empty with a note when the profile has no PMU columns (for example GPU traces or
+        Ascend ``aic_metrics`` other than PipeUtilization).
+    """
+    cols = {"type": "string", "count": "int64", "total_us": "float64",
+            "compute_ratio": "float64", "memory_ratio": "float64", "bound": "string"}
+    note = ("no PMU pipe-ratio columns (needs Ascend aic_metrics=PipeUtilization); bound "
+            "type unknown")
+    kernels = table(profile, "kernels")
+    if is_lazy(kernels):  # weighted sums per type on the workers
+        if not _pmu_columns(kernels.columns)[0] or not _pmu_columns(kernels.columns)[1]:
+            return empty_frame(cols, note)
+        a = aggregate(transform(kernels, _bound_weights), ["_type"],
+                      {"dur_us": ["size", "sum"], "_cw": ["sum"], "_mw": ["sum"]},
+                      dropna=False)
+        if a.empty:
+            return empty_frame(cols, note)
+        g = a.set_index("_type").rename(columns={"dur_us_size": "count",
+                                                 "dur_us_sum": "total_us",
+                                                 "_cw_sum": "_cw", "_mw_sum": "_mw"})
+    else:
+        k = _scope(kernels, include_communication=False)
+        compute_cols, memory_cols = _pmu_columns(k.columns)
+        if k.empty or not compute_cols or not memory_cols:
+            return empty_frame(cols, note)
+        k = _bound_weights(k)
+        g = k.groupby("_type", dropna=False).agg(
+            count=("dur_us", "size"), total_us=("dur_us", "sum"), _cw=("_cw", "sum"),
+            _mw=("_mw", "sum"))
+    g["compute_ratio"] = g["_cw"] / g["total_us"].where(g["total_us"] > 0)
+    g["memory_ratio"] = g["_mw"] / g["total_us"].where(g["total_us"] > 0)
+    lab = np.where(g["memory_ratio"] > g["compute_ratio"], "memory", "compute")
+    lab = np.where((g["compute_ratio"] < 0.2) & (g["memory_ratio"] < 0.2), "latency", lab)
+    g["bound"] = pd.Series(lab, index=g.index, dtype="string").where(
+        g["compute_ratio"].notna() & ((g["compute_ratio"] > 0) | (g["memory_ratio"] > 0)))
+    g = g.rename_axis("type").reset_index().sort_values("total_us", ascending=False)
+    out = g[list(cols)].reset_index(drop=True)
+    return out.astype(cols)

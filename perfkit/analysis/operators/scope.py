@@ -1,0 +1,85 @@
+"""The tasks the operator analyses read: in scope, typed, in stream order.
+
+:func:`_scope` takes the tasks with a duration (and, unless asked, not communication) with
+only the columns an analysis reads (:data:`_USED`, or :data:`_LANES` for the analyses of
+task sequences); :func:`_stream_order` and :func:`_stream_positions` put them in (rank,
+stream, start) order; :func:`_effective_type` is each task's operator type, the shared
+kernel class for GPU tasks of the generic type ``kernel``. Each is worked out once per
+:func:`~perfkit.analysis._util.shared_results` block.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._util import shared, stable_order, take_rows, tasks_in_scope
+from ..compare import kernel_class
+
+__all__: list[str] = []  # private to the operator analyses
+
+
+_GENERIC_TYPES = ("kernel", "gpu_memcpy", "gpu_memset", "")
+
+_USED = ("rank", "step", "name", "type", "category", "core", "stream", "start_us", "dur_us",
+         "input_shapes")
+
+#: What the analyses of task sequences read (tiny kernels, unfused patterns, attention
+#: directions): no core, shapes or PMU ratios, which a million tasks would copy for nothing.
+_LANES = ("rank", "step", "name", "type", "category", "stream", "start_us", "dur_us")
+
+
+def _scope(kernels: pd.DataFrame, include_communication: bool,
+           columns: tuple[str, ...] = _USED) -> pd.DataFrame:
+    """The tasks in scope, with only the columns the analyses read.
+
+    Tasks with a duration (and, unless ``include_communication``, not communication),
+    taken out in one pass (:func:`tasks_in_scope`); the PMU ratios too, except with
+    ``columns`` :data:`_LANES`. The same frame for the same columns within a block.
+    """
+    return shared("scope", (kernels,), (include_communication, columns),
+                  lambda: tasks_in_scope(kernels, include_communication, columns,
+                                         pmu=columns != _LANES))
+
+
+def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` of the tasks in scope, sorted by (rank, stream, start), index 0..n-1.
+
+    The stable order is found on the three keys alone and the other columns are taken in
+    that order (a missing stream is NA), once per :func:`shared_results` block.
+    """
+    def ordered() -> pd.DataFrame:
+        pos = _stream_positions(k)
+        lanes = k if "stream" in k.columns else k.assign(stream=pd.NA)
+        lanes = lanes[[c for c in columns if c in lanes.columns]]
+        return (lanes if pos is None else take_rows(lanes, pos)).reset_index(drop=True)
+
+    return shared("stream_ordered", (k,), (tuple(columns),), ordered)
+
+
+def _stream_positions(k: pd.DataFrame) -> np.ndarray | None:
+    """Positions of the tasks in (rank, stream, start) order, stable; once per block.
+
+    None when the tasks are already in that order.
+    """
+    def order() -> np.ndarray | None:
+        keys = k[["rank", "start_us"]].assign(
+            stream=k["stream"] if "stream" in k.columns else pd.NA)
+        return stable_order(keys, ["rank", "stream", "start_us"])
+
+    return shared("stream_order", (k,), (), order)
+
+
+def _effective_type(k: pd.DataFrame) -> pd.Series:
+    """Operator type; GPU tasks (generic type ``kernel``) get their shared category."""
+    typ = k["type"].astype("string") if "type" in k.columns else \
+        pd.Series(pd.NA, index=k.index, dtype="string")
+    generic = typ.isna() | typ.str.lower().isin(list(_GENERIC_TYPES)).fillna(True)
+    if not generic.any():
+        return typ
+    cls = shared("kernel_class", (k,), (), lambda: kernel_class(
+        k["name"], None, k.get("category"))).astype("string")
+    has_type = typ.notna() & ~generic
+    # Ascend tasks without a type (trace_view) keep their name; GPU tasks get a class
+    fallback = cls.where(typ.notna(), k["name"].astype("string"))
+    return typ.where(has_type, fallback)

@@ -1,0 +1,88 @@
+"""One letter per task for the unfused-pattern search: :data:`TOKENS`, :func:`kernel_tokens`.
+
+A task's token comes from its operator type, or its name where the type is generic
+(``kernel``); the regular expressions run once per distinct label
+(:func:`_token_codes`, :func:`_tokens_of`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .._util import shared_factorize, take_array
+
+__all__ = ["kernel_tokens", "TOKENS"]
+
+
+#: (token, regex on the operator type or kernel name). The first match wins.
+TOKENS: tuple[tuple[str, str], ...] = (
+    ("Z", r"flashattention|flash_attn|fmha|fused_attention|scaled_dot_product"),
+    ("T", r"tensormove|contiguous|viewcopy|asstrided|^identity$|copy_kernel|direct_copy"),
+    ("C", r"^cast|cast$|_to_copy|to_copy|cast_kernel"),
+    ("W", r"swiglu|swish|silu"),
+    ("G", r"sigmoid"),
+    ("F", r"softmax"),
+    ("O", r"dropout|dropoutdomask|dropoutgenmask"),
+    ("B", r"batchmatmul|bmm|matmul|gemm|cutlass|xmma"),
+    ("Q", r"rsqrt"),
+    ("S", r"sqrt"),
+    ("P", r"^pow|pow_|square"),
+    ("R", r"reducemean|reduce_mean|meanops|^mean"),
+    ("N", r"^neg|neg_kernel|negative"),
+    ("K", r"^concat|cat_array|catarray|^cat$"),
+    ("L", r"slice|split|^narrow|index_select"),
+    ("D", r"^div|realdiv|div_|div_true"),
+    ("M", r"^mul|mul_|mulfunctor"),
+    ("A", r"^add|add_|addfunctor|cuda_add"),
+)
+
+_TOKEN_RE = [(t, re.compile(p, re.IGNORECASE)) for t, p in TOKENS]
+
+
+def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
+    """One-letter token per task for the pattern search (``"."`` when nothing matches).
+
+    The operator ``type`` is tried first, then the ``name`` (GPU kernels have the generic
+    type ``kernel``). The regexes run once per distinct label, not per task, and the
+    tokens are spread back by code.
+    """
+    tokens, code, _, _ = _token_codes(kernels)
+    text = pd.Series(tokens, dtype=object).astype(str)
+    return pd.Series(take_array(text.array, code), index=kernels.index)
+
+
+def _token_codes(kernels: pd.DataFrame
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(token per label, label code per row, name code per row, distinct names).
+
+    The names (missing ones as ``""``) are coded once here for callers that also need them.
+    """
+    typ = kernels["type"].astype("string") if "type" in kernels.columns else \
+        pd.Series(pd.NA, index=kernels.index, dtype="string")
+    name = kernels["name"].astype("string").fillna("")
+    t_code, t_uniq = shared_factorize(typ, use_na_sentinel=True)
+    n_code, n_uniq = shared_factorize(name, use_na_sentinel=True)
+    t_uniq = pd.Series(t_uniq, dtype="string")
+    generic_t = t_uniq.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(bool)
+    generic = np.where(t_code < 0, True, generic_t[np.maximum(t_code, 0)] if len(t_uniq)
+                       else True)
+    # each row's label is its type, or its name where the type is generic (as a label code:
+    # names first, then types)
+    labels = pd.Series(pd.concat([pd.Series(n_uniq, dtype="string"), t_uniq],
+                                 ignore_index=True), dtype="string")
+    code = np.where(generic, n_code, len(n_uniq) + np.maximum(t_code, 0))
+    return _tokens_of(labels), code, n_code, np.asarray(n_uniq, dtype=object)
+
+
+def _tokens_of(labels: pd.Series) -> np.ndarray:
+    """Token of each distinct label: the first of :data:`_TOKEN_RE` that matches.
+
+    A missing label matches nothing (``"."``). The labels are distinct values (a few
+    hundred to a few thousand), so a plain loop costs less than one column-wide regex
+    per token.
+    """
+    return np.array([next((t for t, rx in _TOKEN_RE if rx.search(s)), ".")
+                     if isinstance(s, str) else "." for s in labels.tolist()], dtype=object)

@@ -1,0 +1,180 @@
+"""The top operators by total device time: :func:`top_operators`.
+
+Grouped by operator type, task name or (name, input shapes), with count, total, mean,
+extremes, share, per-step figures, the AI CPU flag and the duration-weighted bound; an
+eager table is grouped here (:func:`_top_of`), a lazy one on the workers
+(:func:`_lazy_top`), and both finish alike (:func:`_top_finish`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InvalidArgumentError
+from .._frames import aggregate, any_values, is_lazy, transform, with_position
+from .._util import add_note, empty_frame, has_values, n_step_pairs, table
+from .bound import _bound_frame
+from .host import host_tasks
+from .scope import _effective_type, _scope
+
+__all__ = ["top_operators", "TOP_COLUMNS"]
+
+
+_BY = {"type": ["type"], "name": ["name"], "name_shapes": ["name", "input_shapes"]}
+
+TOP_COLUMNS: dict[str, str] = {
+    "key": "string", "type": "string", "name": "string", "input_shapes": "string",
+    "core": "string", "category": "string", "count": "int64", "total_us": "float64",
+    "mean_us": "float64", "max_us": "float64", "min_us": "float64", "share": "float64",
+    "per_step_us": "float64", "calls_per_step": "float64", "ai_cpu": "boolean",
+    "bound": "string",
+}
+
+
+def top_operators(profile: Any, by: str = "type", n: int | None = 20,
+                  include_communication: bool = False) -> pd.DataFrame:
+    """Top operators by total device time.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    by : {"type", "name", "name_shapes"}
+        Group by operator type, by task name, or by (name, input shapes).
+    n : int or None
+        Keep the ``n`` largest rows (None: all).
+    include_communication : bool
+        Include communication tasks (default: computation and memory tasks only).
+
+    Returns
+    -------
+    DataFrame
+        :data:`TOP_COLUMNS`: ``key`` (the group label), ``type``/``name``/``input_shapes``
+        (the grouping values; the most common value of the others), ``core``, ``category``,
+        ``count``, ``total_us`` (both summed over every rank and step in scope),
+        ``mean_us``, ``max_us``, ``min_us`` (per call), ``share`` (of the device time in
+        scope), ``per_step_us`` and ``calls_per_step`` (per rank and step: the total and
+        the count divided by the number of (rank, step) pairs, so that ``per_step_us =
+        calls_per_step × mean_us``), ``ai_cpu`` (runs on the Ascend AI CPU), ``bound``
+        (duration-weighted PMU verdict, NA without PMU columns). Sorted by ``total_us``.
+        A lazy cluster is aggregated on the workers (sums may differ from the eager ones
+        in the last bits).
+    """
+    if by not in _BY:
+        raise InvalidArgumentError("by", f"must be one of {tuple(_BY)}", by)
+    kernels = table(profile, "kernels")
+    host = host_tasks(profile, kernels)
+    if host is not None:  # a CPU-only run: its operators are the host's
+        out = _top_of(host, by, n, include_communication)
+        return add_note(out, "a CPU-only run: host operators by self time (the time "
+                             "not spent in an operator nested inside), the CPU being the "
+                             "device that computes")
+    if is_lazy(kernels):
+        if not any_values(kernels, "dur_us"):
+            return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
+        return _lazy_top(kernels, by, n, include_communication)
+    if kernels.empty or not has_values(kernels, "dur_us"):
+        return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
+    return _top_of(kernels, by, n, include_communication)
+
+
+def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication: bool
+            ) -> pd.DataFrame:
+    """:func:`top_operators` of an eager tasks table."""
+    k = _scope(kernels, include_communication)
+    keys = _BY[by]
+    k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
+    if "input_shapes" not in k.columns:
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
+    grp = k.groupby([k[c].fillna("") for c in keys], sort=False)
+    out = grp.agg(count=("dur_us", "size"), total_us=("dur_us", "sum"),
+                  mean_us=("dur_us", "mean"), max_us=("dur_us", "max"),
+                  min_us=("dur_us", "min"))
+    firsts = {c: (c, "first") for c in ("type", "name", "input_shapes", "core", "category")
+              if c not in keys and c in k.columns}
+    if firsts:
+        out = out.join(grp.agg(**firsts))
+    cores = k["core"].astype("string").fillna("") if "core" in k.columns else None
+    if cores is not None:
+        out["ai_cpu"] = cores.eq("AI_CPU").groupby([k[c].fillna("") for c in keys],
+                                                   sort=False).any()
+    else:
+        out["ai_cpu"] = False
+    # duration-weighted bound: the label carrying most time in the group
+    bt = k[[*dict.fromkeys([*keys, "_bound", "dur_us"])]].dropna(subset=["_bound"])
+    if not bt.empty:
+        wb = bt.groupby([*[bt[c].fillna("") for c in keys], bt["_bound"]])["dur_us"].sum()
+        wb = wb.sort_values(ascending=False)
+        wb = wb[~wb.index.droplevel(-1).duplicated()]
+        best = pd.Series(wb.index.get_level_values(-1), index=wb.index.droplevel(-1))
+        out["bound"] = best.reindex(out.index)
+    out = out.reset_index()
+    return _top_finish(out, keys, float(k["dur_us"].sum()), n_step_pairs(k), n)
+
+
+def _top_rows(kernels: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFrame:
+    """Tasks in scope with what :func:`top_operators` groups and aggregates (row-wise)."""
+    k = _scope(kernels, include_communication)
+    k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
+    if "input_shapes" not in k.columns:
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
+    cores = k["core"].astype("string").fillna("") if "core" in k.columns else \
+        pd.Series("", index=k.index, dtype="string")
+    k = k.assign(_aicpu=cores.eq("AI_CPU").astype("int64"))
+    return k.assign(**{f"_k_{c}": k[c].astype("string").fillna("") for c in _BY[by]})
+
+
+def _lazy_top(kernels: Any, by: str, n: int | None, include_communication: bool
+              ) -> pd.DataFrame:
+    """:func:`top_operators` of a lazy ``kernels``: one groupby-aggregation on the workers.
+
+    Groups are put in the order in which the eager ``groupby(sort=False)`` meets them
+    (smallest row position), so that ties in ``total_us`` sort alike.
+    """
+    keys = _BY[by]
+    kcols = [f"_k_{c}" for c in keys]
+    k = with_position(transform(kernels, lambda f: _top_rows(f, by, include_communication)))
+    firsts = [c for c in ("type", "name", "input_shapes", "core", "category")
+              if c not in keys and c in k.columns]
+    spec = {"dur_us": ["size", "sum", "max", "min"], "_pos": ["min"], "_aicpu": ["sum"],
+            **{c: ["first"] for c in firsts}}
+    a = aggregate(k, kcols, spec)
+    a = a.sort_values("_pos_min", kind="mergesort")
+    out = a.rename(columns={**{kc: c for kc, c in zip(kcols, keys, strict=True)},
+                            "dur_us_size": "count", "dur_us_sum": "total_us",
+                            "dur_us_max": "max_us", "dur_us_min": "min_us",
+                            **{f"{c}_first": c for c in firsts}}).set_index(keys)
+    out["mean_us"] = out["total_us"] / out["count"]
+    out["ai_cpu"] = out["_aicpu_sum"] > 0
+    wb = aggregate(k[k["_bound"].notnull()], [*kcols, "_bound"], {"dur_us": ["sum"]})
+    if not wb.empty:
+        wb = wb.set_index([*kcols, "_bound"])["dur_us_sum"].sort_values(ascending=False)
+        wb = wb[~wb.index.droplevel(-1).duplicated()]
+        best = pd.Series(wb.index.get_level_values(-1), index=wb.index.droplevel(-1))
+        best.index = best.index.set_names(keys)
+        out["bound"] = best.reindex(out.index)
+    out = out.drop(columns=["_pos_min", "_aicpu_sum"]).reset_index()
+    return _top_finish(out, keys, float(out["total_us"].sum()), n_step_pairs(k), n)
+
+
+def _top_finish(out: pd.DataFrame, keys: list[str], total: float, pairs: int,
+                n: int | None) -> pd.DataFrame:
+    """Shares, labels, order and dtypes of :func:`top_operators` from its group sums."""
+    out["share"] = out["total_us"] / total if total > 0 else np.nan
+    out["per_step_us"] = out["total_us"] / pairs
+    out["calls_per_step"] = out["count"] / pairs
+    out["key"] = out[keys].astype("string").agg(" | ".join, axis=1) if len(keys) > 1 \
+        else out[keys[0]].astype("string")
+    out = out.sort_values("total_us", ascending=False, kind="mergesort")
+    if n is not None:
+        out = out.head(n)
+    for col, dtype in TOP_COLUMNS.items():
+        if col not in out.columns:
+            out[col] = pd.Series(pd.NA, index=out.index, dtype=dtype) if dtype != "float64" \
+                else np.nan
+    out = out[list(TOP_COLUMNS)].astype(TOP_COLUMNS).reset_index(drop=True)
+    for c in keys:
+        out[c] = out[c].replace("", pd.NA)
+    return out

@@ -1,0 +1,223 @@
+"""Known unfused operator sequences and the time fusing them could save.
+
+:func:`unfused_patterns` writes each (rank, stream)'s tokens as one string and finds each
+of :data:`PATTERNS` in it with a regular expression (:func:`_find`); the saving is
+``sum - max`` of an occurrence's durations (a copy's whole duration). A lazy cluster is
+searched rank by rank on the workers (:func:`_lazy_unfused`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._frames import aggregate, is_lazy, per_rank, transform
+from .._util import empty_frame, table, value_changes
+from .scope import _LANES, _scope, _stream_order, _stream_positions
+from .tokens import _token_codes
+
+__all__ = ["unfused_patterns", "PATTERNS", "UNFUSED_COLUMNS"]
+
+
+#: Unfused patterns: name -> (regex over tokens, fused replacement, saving rule).
+PATTERNS: dict[str, tuple[str, str, str]] = {
+    "rmsnorm_decomposed": (r"C*P[C]*R[C]*A[C]*(?:S[C]*D|Q)[C]*M(?:[C]*M)?",
+                           "a fused RmsNorm kernel", "chain"),
+    "rotary_small_ops": (r"L{1,2}[C]*N[C]*K[C]*M[C]*M?[C]*A|M[C]*L{1,2}[C]*N[C]*K[C]*M[C]*A",
+                         "a fused rotary position embedding kernel", "chain"),
+    "silu_mul_not_swiglu": (r"(?:W|G[C]*M)[C]*M", "a fused SwiGLU kernel", "chain"),
+    "softmax_dropout_matmul": (r"B[CMDA]{0,3}F[CO]{0,3}B", "flash attention", "chain"),
+    "cast_chain": (r"C{2,}", "one cast (or none)", "chain"),
+    "copies": (r"T", "in-place / stride-aware operators", "all"),
+}
+
+UNFUSED_COLUMNS: dict[str, str] = {
+    "rank": "Int64", "pattern": "string", "occurrences": "int64", "kernels": "int64",
+    "total_us": "float64", "saving_us": "float64", "saving_share": "float64",
+    "example": "string", "fused_replacement": "string",
+}
+
+
+def _joined_letters(chars: np.ndarray) -> str:
+    """``"".join(chars)`` for an array of one-character strings, without a list of them."""
+    codes = chars.astype("U1").view(np.uint32)
+    if len(codes) and codes.max() < 128:  # ASCII (the tokens' letters): bytes decode at once
+        return codes.astype(np.uint8).tobytes().decode("ascii")
+    return "".join(chars.tolist())
+
+
+def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end positions (end exclusive) of non-overlapping matches in the token text.
+
+    A pattern of one literal character (``"T"``, the copies) matches at every position
+    holding it: found with numpy, since such tokens can be a large share of a trace.
+    """
+    if len(regex) == 1 and regex.isascii() and regex.isalnum() and text.isascii():
+        starts = np.flatnonzero(np.frombuffer(text.encode("ascii"), np.uint8) == ord(regex))
+        return starts.astype(int), starts.astype(int) + 1
+    spans = [m.span() for m in re.finditer(regex, text)]
+    if not spans:
+        return np.empty(0, int), np.empty(0, int)
+    arr = np.asarray(spans, dtype=int)
+    return arr[:, 0], arr[:, 1]
+
+
+class _Names:
+    """``k["name"].astype(str).to_numpy()`` by code: rows are looked up when indexed."""
+
+    def __init__(self, codes: np.ndarray, text: np.ndarray) -> None:
+        self.codes, self.text = codes, text
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        return self.text[self.codes[idx]]
+
+
+def unfused_patterns(profile: Any, detail: bool = False,
+                     patterns: dict[str, tuple[str, str, str]] | None = None) -> pd.DataFrame:
+    """Known unfused operator sequences and the time a fused kernel could save.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    detail : bool
+        Return one row per occurrence (``rank``, ``stream``, ``pattern``, ``first_row``,
+        ``kernels``, ``total_us``, ``saving_us``, ``names``) instead of the summary.
+    patterns : dict, optional
+        Replace :data:`PATTERNS` (name -> (token regex, fused replacement, saving rule
+        ``"chain"`` or ``"all"``)).
+
+    Returns
+    -------
+    DataFrame
+        Summary per (rank, pattern) (:data:`UNFUSED_COLUMNS`): ``occurrences``,
+        ``kernels`` matched, ``total_us`` of the matched tasks, ``saving_us`` (rule
+        ``"chain"``: sum - max per occurrence; ``"all"``: the whole duration),
+        ``saving_share`` of the rank's device time, an ``example`` of the names and the
+        ``fused_replacement``. Sorted by ``saving_us``. A flash-attention task anywhere on
+        a rank suppresses ``softmax_dropout_matmul`` there.
+    """
+    pats = PATTERNS if patterns is None else patterns
+    if is_lazy(profile):
+        return _lazy_unfused(profile, detail, pats)
+    k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
+    if k.empty or "start_us" not in k.columns:
+        return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
+    # the columns read below (the type and name give the tokens)
+    # tokens and names coded on the tasks in scope (codes other analyses share), then
+    # put in stream order with the columns read below
+    tokens, code, name_code, name_uniq = _token_codes(k)
+    pos = _stream_positions(k)
+    if pos is not None:
+        code, name_code = code[pos], name_code[pos]
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
+    tokens = tokens.astype(str)
+    tok = tokens[code]
+    # one separator between (rank, stream) blocks so that no match spans two streams
+    new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
+    # the token text, "|" before each block, and the row of each of its characters
+    if all(len(t) == 1 for t in tokens):  # one character per row (TOKENS' letters)
+        chars = np.insert(tok.astype("U1"), np.flatnonzero(new_block), "|")
+        row_of_char = np.repeat(np.arange(len(k)), 1 + new_block.astype(np.int64))
+        text = _joined_letters(chars)
+    else:
+        tokens = np.char.add(np.where(new_block, "|", ""), tok)
+        row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(tokens))
+        text = "".join(tokens.tolist())
+    dur = k["dur_us"].to_numpy(float)
+    flash_ranks = set(k.loc[tok == "Z", "rank"].dropna().tolist())
+    rows = []
+    names = _Names(name_code, name_uniq.astype(str))
+    rank_arr = k["rank"].to_numpy()
+    stream_arr = k["stream"].to_numpy()
+    for pname, (regex, fused, rule) in pats.items():
+        starts, ends = _find(text, regex)
+        if not len(starts):
+            continue
+        first = row_of_char[starts]
+        last = row_of_char[ends - 1]  # patterns hold no "|", so matches end on a token
+        counts = last - first + 1
+        idx = np.repeat(first, counts) + (np.arange(counts.sum())
+                                          - np.repeat(np.cumsum(counts) - counts, counts))
+        occ = np.repeat(np.arange(len(first)), counts)
+        d = pd.Series(dur[idx])
+        tot = d.groupby(occ).sum().to_numpy()
+        mx = d.groupby(occ).max().to_numpy()
+        saving = tot if rule == "all" else tot - mx
+        part = pd.DataFrame({"rank": rank_arr[first], "stream": stream_arr[first],
+                             "pattern": pname, "first_row": first, "kernels": counts,
+                             "total_us": tot, "saving_us": saving,
+                             "fused_replacement": fused})
+        if pname == "softmax_dropout_matmul" and flash_ranks:
+            part = part[~part["rank"].isin(flash_ranks)]
+        rows.append(part)
+    det_cols = {"rank": "Int64", "stream": "Int64", "pattern": "string", "first_row": "int64",
+                "kernels": "int64", "total_us": "float64", "saving_us": "float64",
+                "names": "string", "fused_replacement": "string"}
+    if not rows:
+        return empty_frame(det_cols if detail else UNFUSED_COLUMNS,
+                           "no known unfused pattern found")
+    det = pd.concat(rows, ignore_index=True)
+
+    def chain_names(frame: pd.DataFrame) -> pd.Series:
+        # "a > b > c" per occurrence, built with string concatenation (no Python loop)
+        idx = np.repeat(frame["first_row"].to_numpy(), frame["kernels"].to_numpy())
+        occ = np.repeat(np.arange(len(frame)), frame["kernels"].to_numpy())
+        idx = idx + (np.arange(len(idx)) - np.repeat(np.cumsum(frame["kernels"].to_numpy())
+                                                     - frame["kernels"].to_numpy(),
+                                                     frame["kernels"].to_numpy()))
+        sep = np.where(np.r_[True, occ[1:] != occ[:-1]], "", " > ")
+        text = pd.Series(np.char.add(sep.astype(str), names[idx].astype(str)))
+        return text.groupby(occ).sum().set_axis(frame.index)
+
+    if detail:
+        return det.assign(names=chain_names(det))[list(det_cols)].astype(det_cols)
+    device = k.groupby("rank", dropna=False)["dur_us"].sum()
+    out = det.groupby(["rank", "pattern"], dropna=False, sort=False).agg(
+        occurrences=("kernels", "size"), kernels=("kernels", "sum"),
+        total_us=("total_us", "sum"), saving_us=("saving_us", "sum"),
+        first=("first_row", "first"), n_first=("kernels", "first"),
+        fused_replacement=("fused_replacement", "first"))
+    out = out.reset_index()
+    out["example"] = chain_names(pd.DataFrame({"first_row": out["first"],
+                                               "kernels": out["n_first"]})).to_numpy()
+    out["saving_share"] = out["saving_us"] / out["rank"].map(device).astype("float64")
+    out = out.sort_values("saving_us", ascending=False, kind="mergesort")
+    return out[list(UNFUSED_COLUMNS)].astype(UNFUSED_COLUMNS).reset_index(drop=True)
+
+
+def _lazy_unfused(profile: Any, detail: bool,
+                  pats: dict[str, tuple[str, str, str]]) -> pd.DataFrame:
+    """:func:`unfused_patterns` of a lazy cluster: each rank searched on its worker.
+
+    Streams never span ranks, so the per-rank matches are the cluster's; ``first_row`` of
+    the detail is shifted by the rows of the ranks before, and the summary is put in the
+    eager order (pattern, then rank, then largest saving first).
+    """
+    out = per_rank(profile, unfused_patterns, detail, pats)
+    notes = list(out.attrs.get("notes", [])) if out.empty else []
+    if detail:
+        cols = ["rank", "stream", "pattern", "first_row", "kernels", "total_us", "saving_us",
+                "names", "fused_replacement"]
+        if len(out):
+            rows = aggregate(transform(table(profile, "kernels"),
+                                       lambda f: _scope(f, include_communication=False,
+                                                         columns=_LANES)),
+                             ["rank"], {"dur_us": ["size"]})
+            before = rows["dur_us_size"].cumsum() - rows["dur_us_size"]
+            shift = out["rank"].astype("float64").map(
+                pd.Series(before.to_numpy(), index=rows["rank"].astype("float64")))
+            out["first_row"] = (out["first_row"] + shift.fillna(0).astype("int64"))
+            order = out["pattern"].map({p: i for i, p in enumerate(pats)})
+            out = out.assign(_o=order).sort_values(["_o", "first_row"], kind="mergesort")
+            out = out.drop(columns="_o").reset_index(drop=True)
+        out = out[cols].astype(dict(out[cols].dtypes))
+    elif len(out):
+        order = out["pattern"].map({p: i for i, p in enumerate(pats)})
+        out = out.assign(_o=order).sort_values(["_o", "rank"], kind="mergesort")
+        out = out.sort_values("saving_us", ascending=False, kind="mergesort")
+        out = out[list(UNFUSED_COLUMNS)].astype(UNFUSED_COLUMNS).reset_index(drop=True)
+    out.attrs["notes"] = notes
+    return out
