@@ -93,8 +93,11 @@ class Rates:
     dp_buckets : int
         Buckets of the gradient reduction: all but the last overlap the last
         micro-batch's backward (PyTorch DDP / Megatron ``--overlap-grad-reduce``,
-        MindSpore's fused gradient groups). 1: the reduction starts after the backward
-        (Megatron-LM 2021/22 and DeepSpeed pipeline engine runs). Default 1.
+        MindSpore's fused gradient groups with ``enable_grad_comm_opt``). 1: the
+        reduction starts after the backward (Megatron-LM 2021/22 and DeepSpeed pipeline
+        engine runs; MindSpore by default, whose overlap of the dx computation with
+        data-parallel gradient communication is that opt-in option, default False, and
+        only without pipeline stages). Default 1.
     gradient_bytes : float
         Bytes per gradient element in the data-parallel reduction (2: bf16/fp16; 4: fp32
         main gradients).

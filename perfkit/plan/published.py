@@ -41,7 +41,9 @@ Studies
   910B, 1,860 → 2,136 → 2,353 → 2,562 tokens/s/p (per device). Layouts from the guide
   and from the configuration it points to (mindformers ``configs/llama2/
   pretrain_llama2_13b.yaml``: dp 8, batch 2, one micro-batch, full recompute, optimizer
-  parallel, flash attention, fp16, ``gradient_aggregation_group: 4``).
+  parallel, flash attention, fp16, ``gradient_aggregation_group: 4``, no
+  ``parallel_speed_up_json_path``: MindSpore's defaults, under which the gradient
+  reduce-scatter and the weight all-gather do not overlap computation).
 
 Runs excluded from the error statistics (``in_statistics=False``) say why in ``notes``.
 """
@@ -274,12 +276,21 @@ def _llama3() -> list[PublishedRun]:
 def _seed() -> list[PublishedRun]:
     model = ModelSpec.preset("llama2-13b")
     am = ActivationModel.mindformers()
-    # MindFormers' LayerSetting: with pipeline_stage 1 the layers fall into
-    # gradient_aggregation_group (4) communication-fusion groups, so all but the last can
-    # reduce during the backward; with pipeline stages all of them share one group
-    # (set_comm_fusion(2)), reduced once after the last micro-batch.
-    rates = {1: Rates(recompute_style="needed", dp_buckets=4),
-             2: Rates(recompute_style="needed", dp_buckets=1)}
+    # The gradient reduce-scatter runs after the backward in every run (dp_buckets 1).
+    # Without pipeline stages MindSpore overlaps it with the backward's dx computation
+    # only when asked to: ascend_config parallel_speed_up_json_path option
+    # enable_grad_comm_opt (later grad_computation_allreduce_overlap), "overlap between dx
+    # ops and data parallel communication ops", default False (mindspore.set_context,
+    # r2.3; the pass that does it, InsertDependForGradComm, runs only with it set and
+    # without pipeline stages); the yaml sets no parallel_speed_up json. Its weight
+    # all-gather likewise overlaps the forward only with enable_opt_shard_comm_opt
+    # (default False), as the model charges it. MindFormers' gradient_aggregation_group
+    # (4) fusion groups (LayerSetting.set_comm_fusion) say which gradients reduce
+    # together, not when: and the embedding shares group 4 with layers 30-39, the output
+    # head keeps the default group 1 with layers 0-9, so half the gradients could not
+    # start before the backward ends anyway. With pipeline stages every layer shares one
+    # fusion group (set_comm_fusion(2)), reduced once after the last micro-batch.
+    rates = Rates(recompute_style="needed", dp_buckets=1)
     pipe = dict(dp=8, pp=2, micro_batch_size=1, num_micro_batches=128, optimizer_shard=8)
     rows = (
         ("baseline", "DP 8, MP 1, PP 1, full recompute", 1860,
@@ -299,7 +310,7 @@ def _seed() -> list[PublishedRun]:
             f"seed-llama2-13b-{name}", SEED,
             f"perf_optimize.md, Llama2-13B case: {what}: {rate:,} tokens/s/p", model, par,
             "ascend-910b", rate, "tokens/s per device", tokens / rate,
-            f"{tokens:,.0f} tokens per device per step / {rate:,} tokens/s", rates[par.pp], am,
+            f"{tokens:,.0f} tokens per device per step / {rate:,} tokens/s", rates, am,
             calibrates=name == "baseline",
             notes="batch 2 per replica for the baseline (the yaml it names), 1 with 128 "
                   "micro-batches once pipelined; tokens/s/p is per device (the guide's MFU "

@@ -2,13 +2,12 @@
 
 The figures are the papers'; the checks recompute their derivations independently and
 hold the calibrated model to the issue's targets on runs it was not fitted to: mean error
-≤ 5 %, and — for the GPU studies — at most 10 %; out of the box (no calibration) mean
-≤ 15 %. The MindFormers guide's Llama2-13B case misses the 10 % bound (see
-docs/planner.md, "Why the guide's case misses 10 %"): its three pipelined runs agree with
-one another within 2 % whichever of them calibrates, but its baseline is 9–11 % slower
-than any of them predicts — about 0.47 s of its 4.4 s step that the model (and the guide)
-does not account for — so every prediction calibrated on the baseline comes out too slow
-by 11–13 %; the tests pin both so that a change shows.
+≤ 5 %, and at most 10 %; out of the box (no calibration) mean ≤ 15 %. The MindFormers
+guide's Llama2-13B case is the narrowest (see docs/planner.md, "The guide's Llama2-13B
+case"): its three pipelined runs agree with one another within 2 % whichever of them
+calibrates, but its baseline is 6–8 % slower than any of them predicts — about 0.34 s of
+its 4.4 s step that no source accounts for — so every prediction calibrated on the
+baseline comes out too slow by 7–10 %; the tests pin both so that a change shows.
 """
 
 import pytest
@@ -82,19 +81,41 @@ def _stats(table, study=None):
 
 
 def test_calibrated_predictions_meet_the_targets(table):
-    mean, _ = _stats(table)
+    mean, worst = _stats(table)
     assert mean <= 0.05
+    assert worst <= 0.10
     for study in STUDIES[:4]:  # the GPU studies
         _, worst = _stats(table, study)
-        assert worst <= 0.10, study
+        assert worst <= 0.06, study
     # the calibrating runs are reproduced exactly
     assert table[table["role"] == "calibrates"]["error"].abs().max() < 1e-6
 
 
-def test_the_guides_case_misses_the_worst_case_bound_by_a_known_amount(table):
+def test_the_guides_case_keeps_its_known_residual(table):
     rows = table[(table["study"] == STUDIES[4]) & (table["role"] == "predicted")]
     assert (rows["error"] > 0).all()  # calibrated on the baseline: too slow, never too fast
-    assert rows["error"].max() <= 0.15
+    assert 0.05 <= rows["error"].max() <= 0.10
+
+
+def test_the_guides_baseline_reduces_its_gradients_after_the_backward():
+    """MindSpore overlaps the dx computation with the data-parallel gradient reduction only
+    with ``enable_grad_comm_opt`` (default False; the baseline's yaml does not set it) and
+    the forward with the optimizer-parallel weight all-gather only with
+    ``enable_opt_shard_comm_opt`` (default False): the baseline's exposed data-parallel
+    time is the whole reduce-scatter plus the whole all-gather of every parameter."""
+    base = next(r for r in PUBLISHED_RUNS if r.key == "seed-llama2-13b-baseline")
+    pred = plan.predict(None, base.model, base.parallel, base.hardware_spec,
+                        activation_model=base.activation_model,
+                        overrides={k: getattr(base.rates, k) for k in BEHAVIOUR})
+    # Llama2-13B by hand: 40 layers of q, k, v, o (4 h^2), gate, up, down (3 h f) and two
+    # norms, the embedding and the output head (V h each), the final norm
+    h, f, v = 5120, 13824, 32000
+    params = 40 * (4 * h * h + 3 * h * f + 2 * h) + 2 * v * h + h
+    assert params == pytest.approx(13.0e9, rel=0.002)
+    ring = 7 / 8  # dp 8, one node: (n - 1)/n of the 16-bit tensor per rank
+    link = 196e9 * 0.65  # HCCS per direction x the default intra-node efficiency
+    one_op = params * 2 * ring / link + 10e-6
+    assert pred.parts["dp_comm"] == pytest.approx(2 * one_op, rel=2e-3)
 
 
 def _seed_error(anchor, run):
@@ -109,14 +130,14 @@ def _seed_error(anchor, run):
 def test_the_guides_pipelined_runs_predict_each_other():
     """Full recompute → 13/5 → 4/0 fully recomputed layers (2,136 → 2,353 → 2,562 tokens/s/p):
     calibrated on any one of them, the model predicts the other two within 3 %; the
-    baseline (1,860) comes out 5–15 % too fast from each (the gap is the baseline's)."""
+    baseline (1,860) comes out 5–10 % too fast from each (the gap is the baseline's)."""
     runs = [r for r in PUBLISHED_RUNS if r.study == STUDIES[4]]
     base, piped = runs[0], runs[1:]
     assert base.parallel.pp == 1 and all(r.parallel.pp == 2 for r in piped)
     for anchor in piped:
         for run in piped:
             assert abs(_seed_error(anchor, run)) <= 0.03, (anchor.key, run.key)
-        assert -0.15 <= _seed_error(anchor, base) <= -0.05, anchor.key
+        assert -0.10 <= _seed_error(anchor, base) <= -0.05, anchor.key
 
 
 def test_out_of_the_box_mean_error(table):
