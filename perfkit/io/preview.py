@@ -447,10 +447,12 @@ def _lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
     if not copies:
         return None
     order = [s for s in spans["step"].tolist() if s in copies]
-    # measured from the first start (ts - lo is exact), not as end - start of two
-    # epoch-sized numbers, whose float sum would round the µs fraction
-    total = [max((ts - lo) + dur for ts, dur in copies[s])
-             for s in order for lo in [min(ts for ts, _ in copies[s])]]
+    total = []
+    for s in order:
+        # measured from the first start (ts - lo is exact), not as end - start of two
+        # epoch-sized numbers, whose float sum would round the µs fraction
+        lo = min(ts for ts, _ in copies[s])
+        total.append(max((ts - lo) + dur for ts, dur in copies[s]))
     return pd.DataFrame({"step": order, "total_us": total})
 
 
