@@ -19,13 +19,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import _text_codes
 from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
-           "take_rows",
-           "take_array", "PMU_RATIOS", "shared_factorize", "text_matches",
+           "take_rows", "with_columns", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
+           "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
            "union_parts", "stable_order", "group_median"]
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
@@ -106,14 +107,23 @@ def shared_factorize(values: pd.Series | Any, use_na_sentinel: bool = True
     Within :func:`shared_results`, an Arrow-backed column that several analyses code
     (the type and name of the tasks in scope) is hashed once: Arrow data cannot change,
     and the same data object survives column selection, ``assign``, ``reset_index`` and
-    ``astype`` to its own dtype. Callers must not change the returned arrays in place.
+    ``astype`` to its own dtype. A column whose row ids are known (a table read from the
+    cache, and the rows selected from it: :mod:`perfkit._text_codes`) is coded from them
+    instead of from its text, to the same result. Callers must not change the returned
+    arrays in place.
     """
     arr = values.array if isinstance(values, pd.Series) else values
     data = getattr(arr, "_pa_array", None)
     if data is None:
         return pd.factorize(values, use_na_sentinel=use_na_sentinel)
-    codes, uniques = shared("factorize", (data,), (type(values), str(values.dtype)),
-                            lambda: pd.factorize(values, use_na_sentinel=False))
+
+    def code() -> tuple[np.ndarray, Any]:
+        ids = _text_codes.ids_of(data)  # the row ids a cached table was stored with
+        if ids is None:
+            return pd.factorize(values, use_na_sentinel=False)
+        return _text_codes.factorize(values, ids)
+
+    codes, uniques = shared("factorize", (data,), (type(values), str(values.dtype)), code)
     if not use_na_sentinel or data.null_count == 0:
         return codes, uniques
     # the missing value's code becomes -1 and the codes after it close the gap
@@ -136,6 +146,23 @@ def text_matches(values: pd.Series, pattern: str) -> pd.Series:
     return pd.Series(hit.fillna(False).to_numpy(bool)[codes], index=values.index)
 
 
+def with_columns(frame: pd.DataFrame, **columns: Any) -> pd.DataFrame:
+    """``frame.assign(**columns)``, each new numpy array kept as it is rather than copied.
+
+    pandas 3 copies a numpy array handed to ``assign``; on a million rows each copy is
+    8 MB of memory touched for the first time (page faults cost more than the copy). The
+    arrays are wrapped as Series over the frame's index instead (``copy=False``): the
+    caller hands over a fresh array and does not change it afterwards, nor puts the same
+    array in two columns. Other values (Series, scalars, extension arrays) go to
+    ``assign`` unchanged.
+    """
+    wrapped = {name: pd.Series(value, index=frame.index, copy=False)
+               if isinstance(value, np.ndarray) and value.ndim == 1
+               and len(value) == len(frame) else value
+               for name, value in columns.items()}
+    return frame.assign(**wrapped)
+
+
 def take_rows(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """``frame[rows]`` (boolean mask) or ``frame.take(rows)`` (positions), column by column.
 
@@ -154,7 +181,7 @@ def take_rows(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     for name in frame.columns:
         arr = frame[name].array
         if is_mask:
-            columns[name] = arr[rows]
+            columns[name] = _carried(arr, arr[rows], rows)
         else:
             columns[name] = take_array(arr, rows)
     index = frame.index[rows] if is_mask else frame.index.take(rows)
@@ -179,8 +206,16 @@ def take_array(arr: Any, positions: np.ndarray) -> Any:
         else:
             taken = type(arr)(pc.take(data, positions))
         if taken.dtype == arr.dtype:
-            return taken
-    return arr.take(positions)
+            return _carried(arr, taken, positions)
+    return _carried(arr, arr.take(positions), positions)
+
+
+def _carried(source: Any, taken: Any, rows: np.ndarray) -> Any:
+    """``taken`` (``source`` at ``rows``), with the row ids of its text carried over."""
+    data = getattr(source, "_pa_array", None)
+    if data is not None:
+        _text_codes.carry(data, getattr(taken, "_pa_array", None), rows)
+    return taken
 
 
 def _take_by_chunk(data: pa.ChunkedArray, positions: np.ndarray) -> pa.Array:
@@ -392,6 +427,9 @@ def _numeric_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     ties keep table order), on numpy arrays instead of pandas' multi-key sort: each key
     by its values, then by its missing marks (missing last, as pandas puts them).
     """
+    grouped = _grouped_order(frame, keys)
+    if grouped is not None:
+        return grouped
     order = np.arange(len(frame))
     for k in reversed(list(keys)):
         col = frame[k]
@@ -406,6 +444,52 @@ def _numeric_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
         missing = col.isna().to_numpy(bool)[order]
         if missing.any():
             order = order[np.argsort(missing, kind="stable")]
+    return order
+
+
+def _grouped_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
+    """:func:`_numeric_order` in one pass, where the rows are in order within their groups.
+
+    The leading integer keys (rank, stream, step) span few values: coded together into
+    one small integer (missing last), they are put in order by one stable radix sort.
+    When the other keys (start times) are then already non-decreasing within each group,
+    as a trace written in time order has them, that is the stable order of all the keys;
+    otherwise None (the caller sorts key by key).
+    """
+    keys = list(keys)
+    lead = 0
+    while lead < len(keys) and pd.api.types.is_integer_dtype(frame[keys[lead]].dtype):
+        lead += 1
+    if lead == 0:
+        return None
+    code = np.zeros(len(frame), dtype=np.int64)
+    span = 1
+    for k in keys[:lead]:
+        col = frame[k]
+        missing = col.isna().to_numpy(bool)
+        values = col.to_numpy(np.int64, na_value=0)
+        present = values[~missing] if missing.any() else values
+        low, high = (int(present.min()), int(present.max())) if present.size else (0, 0)
+        size = high - low + 2  # the last slot is the missing value
+        span *= size
+        if span > 2**16:
+            return None
+        code *= size
+        code += np.where(missing, size - 1, values - low)
+    order = np.argsort(code.astype(np.uint16), kind="stable")  # a radix sort
+    rest = keys[lead:]
+    if not rest:
+        return order
+    tied = code[order][1:] == code[order][:-1]  # same group as the row before
+    for k in rest:
+        col = frame[k]
+        missing = col.isna().to_numpy(bool)[order]
+        values = col.to_numpy(np.int64 if pd.api.types.is_integer_dtype(col.dtype)
+                              else np.float64, na_value=0)[order]
+        for part in (missing, values):  # missing last, then the value
+            if (tied & (part[1:] < part[:-1])).any():
+                return None
+            tied &= part[1:] == part[:-1]
     return order
 
 
@@ -471,7 +555,8 @@ def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, p
         if span >= 2**62:
             raise OverflowError("too many key combinations to code")
         code *= size  # in place: no new array per key
-        code += np.where(part < 0, size - 1, part)
+        missing = part < 0
+        code += np.where(missing, size - 1, part) if missing.any() else part
         levels.append((uniq, size))
     # the codes present, in order: counted when the code space is small, else sorted
     present = np.flatnonzero(np.bincount(code, minlength=1)) if span <= 4 * len(code) + 1024 \
@@ -500,12 +585,15 @@ def _sorted_codes(col: pd.Series) -> tuple[np.ndarray, Any]:
     """
     if pd.api.types.is_integer_dtype(col.dtype) and len(col):
         missing = col.isna().to_numpy(bool)
-        values = col.to_numpy(np.int64, na_value=0)
-        present = values[~missing]
+        values = col.to_numpy(np.int64, na_value=0)  # no copy where nothing is missing
+        any_missing = bool(missing.any())
+        present = values[~missing] if any_missing else values
         if present.size and int(present.max()) - int(present.min()) < 4 * len(col) + 1024:
-            low = int(present.min())
-            part = np.where(missing, -1, values - low)
-            uniq = pd.array(np.arange(low, int(present.max()) + 1), dtype=col.dtype)
+            low, high = int(present.min()), int(present.max())
+            part = values - low  # the one new array of a million rows
+            if any_missing:
+                part[missing] = -1
+            uniq = pd.array(np.arange(low, high + 1), dtype=col.dtype)
             return part, uniq
     return pd.factorize(col, sort=True, use_na_sentinel=True)
 
@@ -552,10 +640,25 @@ def n_step_pairs(kernels: Any) -> int:
         return max(1, len(distinct(kernels, cols)))
     if kernels.empty:
         return 1
+    # a key of one value throughout (one rank, one step) does not divide the pairs
+    cols = [c for c in cols if not _one_value(kernels[c])]
+    if not cols:
+        return 1
     try:
         return max(1, len(group_codes(kernels, cols)[1]))
     except OverflowError:
         return max(1, int(kernels[cols].drop_duplicates().shape[0]))
+
+
+def _one_value(col: pd.Series) -> bool:
+    """Whether an integer column holds one value in every row (none missing).
+
+    Read from its minimum and maximum, without coding the rows.
+    """
+    if not pd.api.types.is_integer_dtype(col.dtype) or col.isna().any():
+        return False
+    values = col.to_numpy(np.int64)  # no copy: nothing is missing
+    return bool(values.min() == values.max())
 
 
 def value_changes(*columns: pd.Series) -> np.ndarray:
@@ -575,9 +678,29 @@ def value_changes(*columns: pd.Series) -> np.ndarray:
     return out
 
 
-#: The Ascend PMU pipe ratios the operator analyses read (compute and data-movement pipes).
-PMU_RATIOS = frozenset({"aic_mac_ratio", "aiv_vec_ratio", "aic_mte1_ratio", "aic_mte2_ratio",
-                        "aiv_mte2_ratio", "aiv_mte3_ratio"})
+#: The Ascend PMU ratios of the compute pipes (cube MAC, vector) and of the data-movement
+#: pipes (MTE1-3), as the operator analyses read them.
+PMU_COMPUTE = ("aic_mac_ratio", "aiv_vec_ratio")
+PMU_MEMORY = ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")
+#: Every PMU pipe ratio the operator analyses read.
+PMU_RATIOS = frozenset(PMU_COMPUTE + PMU_MEMORY)
+
+
+def pmu_maxima(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per row, the largest compute-pipe ratio and the largest data-movement-pipe ratio.
+
+    NaN only where every column of the kind is; None when the frame lacks either kind.
+    """
+    comp = [c for c in PMU_COMPUTE if c in frame.columns]
+    mem = [c for c in PMU_MEMORY if c in frame.columns]
+    if not comp or not mem:
+        return None
+
+    def row_max(cols: list[str]) -> np.ndarray:
+        values = [frame[c].to_numpy(np.float64, na_value=np.nan) for c in cols]
+        return np.fmax.reduce(values) if len(values) > 1 else values[0].copy()
+
+    return row_max(comp), row_max(mem)
 
 
 def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
@@ -595,7 +718,8 @@ def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
     index = shared("scope_index", (kernels,), (include_communication,),
                    lambda: kernels.index[keep])
     arrays = {c: shared("scope_column", (kernels,), (include_communication, c),
-                        lambda c=c: kernels[c].array[keep]) for c in wanted}
+                        lambda c=c: _carried(kernels[c].array, kernels[c].array[keep], keep))
+              for c in wanted}
     return _frame_of(arrays, index, kernels.columns[kernels.columns.isin(wanted)],
                      kernels.attrs)
 

@@ -7,6 +7,7 @@ importing one another.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["comm_op_type", "OP_TYPES"]
@@ -31,12 +32,13 @@ def comm_op_type(names: pd.Series) -> pd.Series:
     (``deep_ep::internode::dispatch<...>``: dispatch and combine are all-to-alls) and legacy
     MindSpore (``AllReduce-op4582``) names.
     """
-    low = names.astype("string").fillna("").str.lower()
-    uniq = pd.Series(low.unique())
-    out = pd.Series("other", index=uniq.index, dtype=object)
-    done = pd.Series(False, index=uniq.index)
+    # each distinct name (missing as "") matched once, the kinds spread back by code
+    codes, uniq = pd.factorize(names.astype("string").fillna(""), use_na_sentinel=False)
+    low = pd.Series(uniq, dtype="string").str.lower()
+    kinds = np.full(len(low), "other", dtype=object)
+    done = np.zeros(len(low), dtype=bool)
     for kind, rx in OP_TYPES:
-        hit = uniq.str.contains(rx, regex=True).fillna(False).astype(bool) & ~done
-        out[hit] = kind
+        hit = low.str.contains(rx, regex=True).fillna(False).to_numpy(bool) & ~done
+        kinds[hit] = kind
         done |= hit
-    return low.map(dict(zip(uniq, out, strict=True))).astype(str)
+    return pd.Series(kinds[codes], index=names.index).astype(str)

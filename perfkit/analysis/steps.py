@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
-from ._util import add_note, empty_frame, has_values, interval_union, table
+from ._util import add_note, empty_frame, has_values, interval_union, shared, table
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "STEP_COLUMNS", "PART_COLUMNS",
            "RECEIVE_PATTERN"]
@@ -185,6 +185,14 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
         raise InvalidArgumentError("derive", f"must be one of {_DERIVE}", derive)
     if is_lazy(profile):  # each rank where its data lies; only the step rows travel
         return _lazy_step_breakdown(profile, derive)
+    # the analyses of one shared_results block (pk.advise) read it several times: worked
+    # out once, each caller given its own shallow copy (a column added stays its own)
+    return shared("step_breakdown", (profile,), (derive,),
+                  lambda: _step_breakdown(profile, derive)).copy(deep=False)
+
+
+def _step_breakdown(profile: Any, derive: str) -> pd.DataFrame:
+    """:func:`step_breakdown` of a profile in memory."""
     steps = table(profile, "steps")
     usable = (not steps.empty and "computing_us" in steps.columns
               and (has_values(steps, "computing_us") or has_values(steps, "total_us")))

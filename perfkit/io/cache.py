@@ -48,6 +48,7 @@ import pandas as pd
 from .._hugepages import with_small_pages
 from ..errors import ProfileError
 from ..profile import Profile, ProfileMeta
+from .parquet_text import read_frame
 from .schema import TABLE_NAMES, conform
 
 __all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "entry_path", "read",
@@ -292,20 +293,11 @@ def read_table_file(f: Path) -> pd.DataFrame:
     """One table of an entry, its page checksums verified.
 
     Every column keeps its own block (``split_blocks``): no copy of the numbers into one
-    2-D array, which for a wide table (48 columns of an Ascend rank) halves the read.
+    2-D array, which for a wide table (48 columns of an Ascend rank) halves the read. The
+    text columns' Parquet dictionary indices are kept as their row ids
+    (:mod:`perfkit.io.parquet_text`), which the analyses code them by.
     """
-    if _PANDAS_3:
-        return pd.read_parquet(f, page_checksum_verification=True,
-                               to_pandas_kwargs={"split_blocks": True, "self_destruct": True})
-    # pandas 2 has no to_pandas_kwargs: the same read through pyarrow (the pandas metadata
-    # stored in the file gives the same dtypes)
-    import pyarrow.parquet as pq
-
-    return pq.read_table(f, page_checksum_verification=True).to_pandas(
-        split_blocks=True, self_destruct=True)
-
-
-_PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+    return read_frame(f)
 
 
 def write_entry(folder: Path, meta: ProfileMeta, tables: dict[str, pd.DataFrame]) -> None:

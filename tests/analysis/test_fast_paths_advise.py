@@ -21,6 +21,7 @@ import perfkit as pk
 from perfkit.analysis import _util
 from perfkit.analysis._util import n_step_pairs
 from perfkit.analysis.efficiency import costs as eff_costs
+from perfkit.analysis.efficiency import table as eff_table
 from perfkit.analysis.recompute import RECOMPUTE_SCOPE, SCOPE_COLUMNS, recompute_scopes
 from perfkit.profile import Profile, ProfileMeta
 
@@ -145,11 +146,22 @@ def test_prices_of_keys_coded_on_the_whole_table_equal_prices_of_the_rows(path: 
         narrow = eff_costs.narrow_costs(p)  # output shapes, dtypes, formats by code
         full = eff_costs.operator_costs(p)  # every pricing key a column of the rows
         assert len(narrow) == len(full) and narrow["kind"].notna().any()
-        for c in ("label", "kind", "flops", "bytes", "dtype", "causal", "call_flops",
-                  "call_bytes", "op_call", "call_first"):
+        for c in ("label", "flops", "bytes", "call_flops", "call_bytes", "op_call",
+                  "call_first"):
             pd.testing.assert_series_equal(narrow[c].reset_index(drop=True),
                                            full[c].reset_index(drop=True))
+        for c in ("kind", "dtype", "causal"):  # one byte per row: the text by category
+            assert isinstance(narrow[c].dtype, pd.CategoricalDtype)
+            pd.testing.assert_series_equal(
+                narrow[c].astype(full[c].dtype).reset_index(drop=True),
+                full[c].reset_index(drop=True))
         assert not {"output_shapes", "output_formats"} & set(narrow.columns)
+        # the PMU ratios as their row maxima, equal to the maxima of the full rows' columns
+        comp, mem = eff_table._pmu(narrow)
+        want_c, want_m = eff_table._pmu(full)
+        assert comp.notna().any()
+        assert np.array_equal(comp.to_numpy(), want_c.to_numpy(), equal_nan=True)
+        assert np.array_equal(mem.to_numpy(), want_m.to_numpy(), equal_nan=True)
 
 
 def test_a_price_spread_over_calls_of_one_task_each_is_the_call_price() -> None:

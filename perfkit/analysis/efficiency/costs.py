@@ -30,6 +30,7 @@ from .._util import (
     PMU_RATIOS,
     empty_frame,
     has_values,
+    pmu_maxima,
     scope_rows,
     shared,
     shared_factorize,
@@ -37,6 +38,7 @@ from .._util import (
     take_array,
     take_rows,
     tasks_in_scope,
+    with_columns,
 )
 from .registry import PRIORITY, cost_of, kind_of
 from .tensors import dtype_bytes, split_args
@@ -84,9 +86,16 @@ def _source(profile: Any, columns: Sequence[str] | None = None, split: bool = Fa
     k = table(profile, "kernels")
     if not k.empty and has_values(k, "input_shapes") and has_values(k, "dur_us"):
         if columns is not None:  # the rows the other operator analyses take out too
-            # (the pricing keys no reader reads per task are coded by _outside_keys)
-            inside = [c for c in columns if c not in _KEY_ONLY] if split else columns
-            return tasks_in_scope(k, False, inside), "kernels"
+            if not split:
+                return tasks_in_scope(k, False, columns), "kernels"
+            # the pricing keys no reader reads per task are coded by _outside_keys, and the
+            # PMU ratios come as their two row maxima
+            inside = [c for c in columns if c not in _KEY_ONLY]
+            rows = tasks_in_scope(k, False, inside, pmu=False)
+            pmu = _pmu_in_scope(k)
+            if pmu is not None:
+                rows = with_columns(rows, _pmu_compute=pmu[0], _pmu_memory=pmu[1])
+            return rows, "kernels"
         keep = k["dur_us"].notna().to_numpy(bool)
         if "category" in k.columns:
             keep = keep & k["category"].ne("communication").fillna(True).to_numpy(bool)
@@ -161,7 +170,8 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
 
 
 #: The columns of the priced rows that :func:`operator_efficiency` and the chain searches
-#: read (besides the PMU ratio columns); they price narrower rows than the full table.
+#: read; they price narrower rows than the full table. The PMU ratios of device tasks come
+#: as their row maxima (:data:`PMU_MAXIMA`), not as six columns.
 _NARROW = ("rank", "step", "name", "type", "op_name", "op_id", "stream", "thread", "start_us",
            "dur_us", "category", "input_shapes", "input_dtypes", "output_shapes",
            "output_dtypes", "output_formats", "concrete_inputs")
@@ -177,6 +187,16 @@ def narrow_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
     return shared("operator_costs_narrow", (profile,), (causal, backward_factor),
                   lambda: _operator_costs(profile, causal, backward_factor, _NARROW,
                                           split=True))
+
+
+def _pmu_in_scope(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`pmu_maxima` of the device tasks in scope (worked out on the whole table,
+    then the tasks in scope kept): two columns instead of the six ratios taken out."""
+    both = pmu_maxima(kernels)
+    keep = scope_rows(kernels, False)
+    if both is None or keep is None:
+        return both
+    return both[0][keep], both[1][keep]
 
 
 def _outside_keys(kernels: pd.DataFrame) -> dict[str, tuple[np.ndarray, pd.Series]]:
@@ -251,9 +271,11 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
         # every row a call of its own (Ascend tasks, host operators): its share is
         # x / x = 1 whichever rule below applies, so the prices are the call's
         first = np.ones(n, dtype=bool)
-        return rows.assign(flops=call_flops * 1.0, bytes=call_bytes * 1.0,
-                           call_flops=call_flops, call_bytes=call_bytes,
-                           op_call=np.arange(n, dtype=np.int64), call_first=first)
+        # call_flops / call_bytes may be views of rows' price columns, which the result
+        # replaces: both callers hand over a frame of their own, so no copy is needed
+        return with_columns(rows, flops=call_flops * 1.0, bytes=call_bytes * 1.0,
+                            call_flops=call_flops, call_bytes=call_bytes,
+                            op_call=np.arange(n, dtype=np.int64), call_first=first)
     if "rank" in rows.columns:
         rank, _ = pd.factorize(rows["rank"], use_na_sentinel=False)
     else:
@@ -279,9 +301,9 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
                               1.0 / rows_per_call[call]))
     first = np.zeros(n, dtype=bool)
     first[first_rows(call)] = True
-    return rows.assign(flops=call_flops * share, bytes=call_bytes * share,
-                       call_flops=call_flops, call_bytes=call_bytes, op_call=call,
-                       call_first=first)
+    return with_columns(rows, flops=call_flops * share, bytes=call_bytes * share,
+                        call_flops=call_flops, call_bytes=call_bytes,
+                        op_call=call, call_first=first)
 
 
 def _price(d: dict[str, Any], causal: bool, backward_factor: float) -> tuple[Any, ...]:
@@ -340,9 +362,29 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     table_ = pd.DataFrame(priced, columns=list(cols)).astype(cols)
     out = text.reset_index(drop=True)
     take = inverse.ravel()
-    # each price column is the small table's column taken by code (no Python object per row)
-    out = out.assign(**{c: take_array(table_[c].array, take) for c in cols})
-    return out.assign(_call=take) if call_ids else out
+    # each price column is the small table's column taken by code (no Python object per
+    # row); the numbers as numpy arrays handed over uncopied
+    out = with_columns(out, **{c: _price_column(table_[c], d, take, coded=call_ids)
+                               for c, d in cols.items()})
+    return with_columns(out, _call=take) if call_ids else out
+
+
+def _price_column(prices: pd.Series, dtype: str, take: np.ndarray, coded: bool) -> Any:
+    """One price column of the distinct calls spread over the rows (``take``: the call of
+    each row).
+
+    Numbers as a numpy array; text (kind, dtype, causal) as text, or with ``coded`` (the
+    rows :func:`narrow_costs` keeps for the analyses) as a categorical over the few
+    distinct prices: one byte per row instead of a string.
+    """
+    if dtype == "float64":
+        return prices.to_numpy(np.float64)[take]
+    if not coded:
+        return take_array(prices.array, take)
+    codes, uniq = pd.factorize(prices, use_na_sentinel=True)
+    small = codes.astype(np.int8 if len(uniq) < 127 else np.int32)
+    return pd.Categorical.from_codes(small[take], dtype=pd.CategoricalDtype(
+        pd.Index(uniq, dtype=dtype)))
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:

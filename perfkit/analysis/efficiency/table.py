@@ -22,7 +22,14 @@ from ...errors import InvalidArgumentError
 from ...format import counted, plural
 from ...specs import Hardware
 from .._frames import is_lazy, per_rank
-from .._util import add_note, empty_frame, n_step_pairs, shared_factorize, take_rows
+from .._util import (
+    add_note,
+    empty_frame,
+    n_step_pairs,
+    pmu_maxima,
+    shared_factorize,
+    take_rows,
+)
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
@@ -42,18 +49,18 @@ EFFICIENCY_COLUMNS: dict[str, str] = {
 
 
 def _pmu(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    comp = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in frame.columns]
-    mem = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")
-           if c in frame.columns]
-    if not comp or not mem:
+    """Per row, the largest compute-pipe and data-movement-pipe PMU ratio (NaN: none).
+
+    Rows of :func:`~.costs.narrow_costs` carry them worked out (``_pmu_compute``,
+    ``_pmu_memory``); other rows have the ratio columns (:func:`pmu_maxima`).
+    """
+    if "_pmu_compute" in frame.columns:
+        return frame["_pmu_compute"], frame["_pmu_memory"]
+    got = pmu_maxima(frame)
+    if got is None:
         nan = pd.Series(np.nan, index=frame.index)
         return nan, nan
-    def row_max(cols: list[str]) -> pd.Series:  # NaN only where every column is
-        values = [frame[c].to_numpy(np.float64, na_value=np.nan) for c in cols]
-        return pd.Series(np.fmax.reduce(values) if len(values) > 1 else values[0],
-                         index=frame.index)
-
-    return row_max(comp), row_max(mem)
+    return pd.Series(got[0], index=frame.index), pd.Series(got[1], index=frame.index)
 
 
 def _partial(profile: Any, by: str, causal: bool, backward_factor: float) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .._frames import aggregate, is_lazy, transform
-from .._util import empty_frame, table
+from .._util import PMU_COMPUTE, PMU_MEMORY, empty_frame, table
 from .scope import _scope
 
 __all__ = ["operator_bound"]
@@ -29,9 +29,7 @@ def _row_max(k: pd.DataFrame, cols: list[str]) -> pd.Series:
 
 def _bound_frame(k: pd.DataFrame) -> pd.Series:
     """Per-task bound label from PMU pipe ratios (NA where no PMU columns)."""
-    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in k.columns]
-    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
-                               "aiv_mte3_ratio") if c in k.columns]
+    compute_cols, memory_cols = _pmu_columns(k.columns)
     if not compute_cols or not memory_cols:
         return pd.Series(pd.NA, index=k.index, dtype="string")
     comp = _row_max(k, compute_cols)
@@ -50,10 +48,7 @@ def _bound_frame(k: pd.DataFrame) -> pd.Series:
 
 def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
     """(compute-pipe, data-movement) PMU ratio columns present in ``columns``."""
-    compute_cols = [c for c in ("aic_mac_ratio", "aiv_vec_ratio") if c in columns]
-    memory_cols = [c for c in ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio",
-                               "aiv_mte3_ratio") if c in columns]
-    return compute_cols, memory_cols
+    return [c for c in PMU_COMPUTE if c in columns], [c for c in PMU_MEMORY if c in columns]
 
 
 def _bound_weights(kernels: pd.DataFrame) -> pd.DataFrame:

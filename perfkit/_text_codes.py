@@ -1,0 +1,113 @@
+"""Integer ids of text columns known without hashing their text, and coding by them.
+
+A table read back from the cache comes from Parquet, which stores a text column as a
+dictionary of its distinct values and, for each row, an index into it. Those indices are
+an integer id per row, equal exactly where the text is equal (missing values share an id
+of their own). :mod:`perfkit.io.cache` hands them to :func:`remember` beside the column's
+Arrow data; a selection of rows (the tasks in scope, rows put in stream order) hands the
+selected ids on with :func:`carry`. Coding such a column (``pd.factorize``, which the
+analyses do a dozen times per ``advise`` on the same million-row columns) then reads
+small integers instead of hashing strings (:func:`factorize`): about 3 ms instead of 16-20
+ms per million rows on the benchmark rank (benchmarks/README.md, "advise").
+
+The ids are kept by the identity of the Arrow data (a ``pyarrow.ChunkedArray``, which
+pandas keeps through column selection, ``assign`` and ``astype`` to the same dtype) for
+as long as that data lives, and never change what any function returns: :func:`factorize`
+gives exactly what ``pd.factorize(values, use_na_sentinel=False)`` gives.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["remember", "ids_of", "carry", "smallest_ids", "factorize"]
+
+#: id(Arrow data) -> (weak reference to that data, its row ids)
+_IDS: dict[int, tuple[weakref.ref[Any], np.ndarray]] = {}
+
+
+def remember(data: Any, ids: np.ndarray) -> None:
+    """Keep ``ids`` (one non-negative integer per row) for the Arrow ``data`` of a column.
+
+    ``ids`` must be equal exactly where the rows' values are equal, missing values
+    included; they are dropped when ``data`` is.
+    """
+    if len(ids) != len(data):
+        raise ValueError(f"{len(ids)} ids for a column of {len(data)} rows")
+    key = id(data)
+    _IDS[key] = (weakref.ref(data), ids)
+    weakref.finalize(data, _forget, key, ids)
+
+
+def _forget(key: int, ids: np.ndarray) -> None:
+    hit = _IDS.get(key)
+    if hit is not None and hit[1] is ids:
+        del _IDS[key]
+
+
+def ids_of(data: Any) -> np.ndarray | None:
+    """The ids :func:`remember` keeps for ``data`` (None when it keeps none)."""
+    hit = _IDS.get(id(data))
+    if hit is None or hit[0]() is not data:
+        return None
+    return hit[1]
+
+
+def carry(source: Any, taken: Any, rows: np.ndarray) -> None:
+    """``taken`` is ``source`` at ``rows`` (a boolean mask or positions): carry its ids."""
+    if taken is None or taken is source:
+        return
+    ids = ids_of(source)
+    if ids is not None:
+        remember(taken, ids[np.asarray(rows)])
+
+
+def smallest_ids(indices: np.ndarray, n_values: int) -> np.ndarray:
+    """``indices`` (into ``n_values`` distinct values, missing as ``n_values``) in the
+    smallest unsigned integer type that holds them: 1 byte per row for up to 255 values."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if n_values < np.iinfo(dtype).max:
+            return indices.astype(dtype, copy=False)
+    return indices.astype(np.int64, copy=False)
+
+
+def factorize(values: pd.Series | Any, ids: np.ndarray) -> tuple[np.ndarray, Any]:
+    """``pd.factorize(values, use_na_sentinel=False)``, read from ``values``' row ids.
+
+    The codes number the distinct values in order of first appearance: the ids' first
+    appearances are found block by block from the top (a profile's first step holds
+    nearly every distinct value), and each id is mapped to its rank among them. The
+    uniques are ``pd.factorize`` of the few rows where each value first appears, so their
+    type and missing value are the ones ``pd.factorize`` gives for ``values``.
+    """
+    n = len(ids)
+    if n == 0:
+        return pd.factorize(values, use_na_sentinel=False)
+    counts = np.bincount(ids)
+    present = int(np.count_nonzero(counts))
+    seen = np.zeros(len(counts), dtype=bool)
+    order_parts, first_parts = [], []
+    found, start, block = 0, 0, 1 << 16
+    while found < present and start < n:
+        part = ids[start:start + block]
+        codes, uniq = pd.factorize(part)
+        first = np.flatnonzero(codes > np.maximum.accumulate(np.r_[-1, codes[:-1]]))
+        new = ~seen[uniq]
+        order_parts.append(uniq[new])
+        first_parts.append(first[new] + start)
+        seen[uniq] = True
+        found += int(new.sum())
+        start += block
+        block *= 2
+    order = np.concatenate(order_parts).astype(np.int64)
+    first = np.concatenate(first_parts)
+    rank = np.zeros(len(counts), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    codes = rank[ids]
+    head = values.iloc[first] if isinstance(values, pd.Series) else values.take(first)
+    _, uniques = pd.factorize(head, use_na_sentinel=False)
+    return codes, uniques

@@ -1,0 +1,175 @@
+"""Text columns coded from the row ids a cached table was stored with.
+
+Each fast path is checked against the plain pandas computation it replaces:
+``pd.factorize`` of the text itself, ``pandas.read_parquet``, pandas' stable multi-key
+sort, ``DataFrame.assign``, and the distinct (rank, step) pairs counted by ``groupby``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from shared_samples import PT_LEVEL1, sample
+
+import perfkit as pk
+from perfkit import _text_codes
+from perfkit.analysis import _util
+from perfkit.analysis._util import (
+    n_step_pairs,
+    shared_factorize,
+    shared_results,
+    take_rows,
+    tasks_in_scope,
+    with_columns,
+)
+from perfkit.io import parquet_text
+
+ROOT = Path(__file__).resolve().parents[2]
+SIMULATED = ROOT / "data" / "simulated" / "llama2-7b-tp2"
+
+
+def _text(rng: np.random.Generator, n: int, late: bool = True) -> pd.Series:
+    """Text with repeats, missing values and (``late``) values first seen near the end."""
+    words = np.array([f"op_{i}" for i in range(40)] + [""], dtype=object)
+    values = words[rng.integers(0, len(words), n)]
+    values[rng.random(n) < 0.05] = None
+    if late and n > 1000:
+        values[-3:] = ["only_at_the_end", None, "only_at_the_end"]
+    return pd.Series(values, dtype="string")
+
+
+def _ids(values: pd.Series) -> np.ndarray:
+    """An equality labelling of ``values`` unrelated to their order: ids by sorted text."""
+    text = values.fillna("\x00missing").to_numpy(dtype=object)
+    _, inverse = np.unique(text.astype(str), return_inverse=True)
+    return _text_codes.smallest_ids(inverse.ravel(), int(inverse.max()) + 1)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 70_000, 300_000])
+def test_factorize_from_ids_equals_pd_factorize_of_the_text(n: int) -> None:
+    values = _text(np.random.default_rng(n), n)
+    ids = _ids(values) if n else np.zeros(0, dtype=np.uint8)
+    for given in (values, values.array):
+        got_codes, got_uniques = _text_codes.factorize(given, ids)
+        want_codes, want_uniques = pd.factorize(given, use_na_sentinel=False)
+        assert np.array_equal(got_codes, want_codes)
+        assert type(got_uniques) is type(want_uniques)
+        pd.testing.assert_extension_array_equal(pd.array(got_uniques), pd.array(want_uniques))
+
+
+def test_smallest_ids_use_one_byte_for_few_values() -> None:
+    assert _text_codes.smallest_ids(np.arange(200), 200).dtype == np.uint8
+    assert _text_codes.smallest_ids(np.arange(300), 300).dtype == np.uint16
+    assert _text_codes.smallest_ids(np.arange(70_000), 70_000).dtype == np.uint32
+
+
+def test_ids_live_as_long_as_the_column_and_are_carried_to_a_selection() -> None:
+    values = _text(np.random.default_rng(3), 5_000)
+    data = values.array._pa_array
+    _text_codes.remember(data, _ids(values))
+    assert _text_codes.ids_of(data) is not None
+    keep = np.random.default_rng(4).random(len(values)) < 0.6
+    picked = take_rows(pd.DataFrame({"name": values}), keep)["name"]
+    positions = np.random.default_rng(5).permutation(len(values))[:1_234]
+    taken = take_rows(pd.DataFrame({"name": values}), positions)["name"]
+    for sub in (picked, taken):
+        assert _text_codes.ids_of(sub.array._pa_array) is not None
+        with shared_results():
+            got = shared_factorize(sub, use_na_sentinel=True)
+        want = pd.factorize(sub, use_na_sentinel=True)
+        assert np.array_equal(got[0], want[0])
+        assert list(got[1]) == list(want[1])
+    with pytest.raises(ValueError, match="ids for a column"):
+        _text_codes.remember(data, np.zeros(3, dtype=np.uint8))
+
+
+def _parquet_files(tmp_path: Path) -> list[Path]:
+    out = []
+    for path in (SIMULATED, sample(PT_LEVEL1)):
+        prof = pk.load(path, cache=False, progress=False)
+        members = list(prof) if hasattr(prof, "ranks") else [prof]
+        for i, p in enumerate(members[:1]):
+            for name, frame in p.tables().items():
+                f = tmp_path / f"{Path(path).name}-{i}-{name}.parquet"
+                frame.to_parquet(f, index=False, write_page_checksum=True)
+                out.append(f)
+    return out
+
+
+@pytest.mark.shared_samples
+def test_a_table_read_with_its_ids_equals_pandas_read_parquet(tmp_path: Path) -> None:
+    files = _parquet_files(tmp_path)
+    coded = 0
+    for f in files:
+        got = parquet_text.read_frame(f)
+        want = pd.read_parquet(f)
+        pd.testing.assert_frame_equal(got, want)
+        for c in got.columns:
+            data = getattr(got[c].array, "_pa_array", None)
+            ids = _text_codes.ids_of(data) if data is not None else None
+            if ids is None:
+                continue
+            coded += 1  # the ids label the text exactly as its own factorization does
+            codes, _ = pd.factorize(got[c], use_na_sentinel=False)
+            assert np.array_equal(pd.factorize(ids)[0], codes)
+    assert coded >= 10
+
+
+def test_the_advisor_codes_a_cached_rank_as_it_codes_the_parsed_one(tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    parsed = pk.load(SIMULATED, progress=False)  # parses, writes the cache
+    cached = pk.load(SIMULATED, progress=False)  # read back: text with ids
+    for a, b in zip(parsed, cached, strict=True):
+        assert _text_codes.ids_of(b.kernels["name"].array._pa_array) is not None
+        with shared_results():
+            scoped = tasks_in_scope(b.kernels, False, ("name", "type"))
+            got = shared_factorize(scoped["name"], use_na_sentinel=True)
+        want = pd.factorize(tasks_in_scope(a.kernels, False, ("name",))["name"])
+        assert np.array_equal(got[0], want[0]) and list(got[1]) == list(want[1])
+    assert [f.title for f in pk.advise(cached)] == [f.title for f in pk.advise(parsed)]
+
+
+def test_the_grouped_order_equals_pandas_sort_where_times_are_in_order_per_lane() -> None:
+    rng = np.random.default_rng(11)
+    for n in (2, 50, 20_000):
+        lane = rng.integers(0, 4, n)
+        start = np.cumsum(rng.random(n))  # in time order, lanes interleaved
+        rank = pd.array(np.where(rng.random(n) < 0.05, None, rng.integers(0, 3, n)),
+                        dtype="Int64")
+        frame = pd.DataFrame({"rank": rank, "stream": pd.array(lane, dtype="Int64"),
+                              "start_us": start})
+        keys = ["rank", "stream", "start_us"]
+        assert _util._grouped_order(frame, keys) is not None
+        want = frame.reset_index(drop=True).sort_values(keys, kind="mergesort").index
+        assert np.array_equal(_util.stable_order(frame, keys), want.to_numpy())
+    shuffled = frame.assign(start_us=rng.permutation(frame["start_us"].to_numpy()))
+    assert _util._grouped_order(shuffled, keys) is None  # sorted key by key instead
+    want = shuffled.reset_index(drop=True).sort_values(keys, kind="mergesort").index
+    assert np.array_equal(_util.stable_order(shuffled, keys), want.to_numpy())
+
+
+def test_with_columns_keeps_the_arrays_and_equals_assign() -> None:
+    frame = pd.DataFrame({"a": np.arange(5.0)}, index=[3, 1, 4, 1, 5])
+    new = np.linspace(0, 1, 5)
+    got = with_columns(frame, b=new, c=pd.Series(7, index=frame.index), d=1)
+    pd.testing.assert_frame_equal(got, frame.assign(b=new, c=7, d=1))
+    assert np.shares_memory(got["b"].to_numpy(), new)
+    assert "b" not in frame.columns
+
+
+def test_pairs_of_a_constant_rank_and_step_are_counted_without_coding() -> None:
+    n = 1_000
+    one = pd.DataFrame({"rank": pd.array(np.zeros(n, int), dtype="Int64"),
+                        "step": pd.array(np.full(n, 50), dtype="Int64")})
+    assert n_step_pairs(one) == 1
+    rng = np.random.default_rng(2)
+    mixed = one.assign(step=pd.array(np.where(rng.random(n) < 0.1, None,
+                                              rng.integers(1, 4, n)), dtype="Int64"))
+    want = len(mixed.groupby(["rank", "step"], dropna=False))
+    assert n_step_pairs(mixed) == want
+    assert pa.types.is_integer(pa.array(mixed["step"]).type)
