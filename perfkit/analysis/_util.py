@@ -670,10 +670,10 @@ def value_changes(*columns: pd.Series) -> np.ndarray:
     n = len(columns[0]) if columns else 0
     out = np.zeros(max(n - 1, 0), dtype=bool)
     for col in columns:
-        if pd.api.types.is_integer_dtype(col.dtype):  # one text per integer: code them as is
-            codes, _ = pd.factorize(col, use_na_sentinel=True)
-        else:
-            codes, _ = shared_factorize(col.astype("string").fillna(""), use_na_sentinel=True)
+        if pd.api.types.is_integer_dtype(col.dtype):  # one text per integer: compared as is
+            out |= group_changes(col)
+            continue
+        codes, _ = shared_factorize(col.astype("string").fillna(""), use_na_sentinel=True)
         out |= codes[1:] != codes[:-1]
     return out
 

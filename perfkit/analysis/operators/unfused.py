@@ -141,10 +141,11 @@ def unfused_patterns(profile: Any, detail: bool = False,
         counts = last - first + 1
         idx = np.repeat(first, counts) + (np.arange(counts.sum())
                                           - np.repeat(np.cumsum(counts) - counts, counts))
-        occ = np.repeat(np.arange(len(first)), counts)
-        d = pd.Series(dur[idx])
-        tot = d.groupby(occ).sum().to_numpy()
-        mx = d.groupby(occ).max().to_numpy()
+        # the occurrences' rows lie in runs, one after another: sums and maxima per run
+        at = np.cumsum(counts) - counts
+        d = dur[idx]
+        tot = np.add.reduceat(np.nan_to_num(d, nan=0.0), at)
+        mx = np.fmax.reduceat(d, at)  # NaN only where every duration is, as max() skips
         saving = tot if rule == "all" else tot - mx
         part = pd.DataFrame({"rank": rank_arr[first], "stream": stream_arr[first],
                              "pattern": pname, "first_row": first, "kernels": counts,
