@@ -24,22 +24,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["remember", "ids_of", "carry", "smallest_ids", "factorize"]
+__all__ = ["remember", "ids_of", "values_of", "carry", "smallest_ids", "factorize",
+           "first_appearance", "first_rows"]
 
-#: id(Arrow data) -> (weak reference to that data, its row ids)
-_IDS: dict[int, tuple[weakref.ref[Any], np.ndarray]] = {}
+#: id(Arrow data) -> (weak reference to that data, its row ids, the text of each id)
+_IDS: dict[int, tuple[weakref.ref[Any], np.ndarray, Any]] = {}
 
 
-def remember(data: Any, ids: np.ndarray) -> None:
+def remember(data: Any, ids: np.ndarray, values: Any = None) -> None:
     """Keep ``ids`` (one non-negative integer per row) for the Arrow ``data`` of a column.
 
     ``ids`` must be equal exactly where the rows' values are equal, missing values
-    included; they are dropped when ``data`` is.
+    included; ``values``, when given, is the text of each id (a pandas array of the
+    column's dtype, missing where the id is the missing value's). Both are dropped when
+    ``data`` is.
     """
     if len(ids) != len(data):
         raise ValueError(f"{len(ids)} ids for a column of {len(data)} rows")
     key = id(data)
-    _IDS[key] = (weakref.ref(data), ids)
+    _IDS[key] = (weakref.ref(data), ids, values)
     weakref.finalize(data, _forget, key, ids)
 
 
@@ -49,21 +52,32 @@ def _forget(key: int, ids: np.ndarray) -> None:
         del _IDS[key]
 
 
-def ids_of(data: Any) -> np.ndarray | None:
-    """The ids :func:`remember` keeps for ``data`` (None when it keeps none)."""
+def _hit(data: Any) -> tuple[Any, np.ndarray, Any] | None:
     hit = _IDS.get(id(data))
     if hit is None or hit[0]() is not data:
         return None
-    return hit[1]
+    return hit
+
+
+def ids_of(data: Any) -> np.ndarray | None:
+    """The ids :func:`remember` keeps for ``data`` (None when it keeps none)."""
+    hit = _hit(data)
+    return None if hit is None else hit[1]
+
+
+def values_of(data: Any) -> Any:
+    """The text of each id of ``data`` (None when not kept)."""
+    hit = _hit(data)
+    return None if hit is None else hit[2]
 
 
 def carry(source: Any, taken: Any, rows: np.ndarray) -> None:
     """``taken`` is ``source`` at ``rows`` (a boolean mask or positions): carry its ids."""
     if taken is None or taken is source:
         return
-    ids = ids_of(source)
-    if ids is not None:
-        remember(taken, ids[np.asarray(rows)])
+    hit = _hit(source)
+    if hit is not None:
+        remember(taken, hit[1][np.asarray(rows)], hit[2])
 
 
 def smallest_ids(indices: np.ndarray, n_values: int) -> np.ndarray:
@@ -75,39 +89,71 @@ def smallest_ids(indices: np.ndarray, n_values: int) -> np.ndarray:
     return indices.astype(np.int64, copy=False)
 
 
-def factorize(values: pd.Series | Any, ids: np.ndarray) -> tuple[np.ndarray, Any]:
-    """``pd.factorize(values, use_na_sentinel=False)``, read from ``values``' row ids.
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """First row of each code, for codes numbered in order of first appearance (factorize).
 
-    The codes number the distinct values in order of first appearance: the ids' first
-    appearances are found block by block from the top (a profile's first step holds
-    nearly every distinct value), and each id is mapped to its rank among them. The
-    uniques are ``pd.factorize`` of the few rows where each value first appears, so their
-    type and missing value are the ones ``pd.factorize`` gives for ``values``.
+    Such a code first appears where it exceeds every code before it. The rows are read
+    block by block from the top and the search stops once the largest code has appeared:
+    a profile's distinct calls all appear in its first steps.
+    """
+    n = len(codes)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    last = int(codes.max())
+    found, top, start, block = [], -1, 0, 1 << 12
+    while top < last and start < n:
+        part = codes[start:start + block]
+        before = np.maximum.accumulate(np.r_[top, part[:-1]])
+        found.append(np.flatnonzero(part > before) + start)
+        top = max(top, int(part.max()))
+        start += block
+        block *= 4
+    return np.concatenate(found).astype(np.int64, copy=False)
+
+
+def first_appearance(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(ids)[0]`` and the first row of each code, for small non-negative ids.
+
+    The ids' first appearances are found block by block from the top (a profile's first
+    step holds nearly every distinct value), and each id is mapped to its rank among them:
+    no hashing of every row.
     """
     n = len(ids)
     if n == 0:
-        return pd.factorize(values, use_na_sentinel=False)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     counts = np.bincount(ids)
     present = int(np.count_nonzero(counts))
     seen = np.zeros(len(counts), dtype=bool)
     order_parts, first_parts = [], []
-    found, start, block = 0, 0, 1 << 16
+    found, start, block = 0, 0, 1 << 12
     while found < present and start < n:
         part = ids[start:start + block]
         codes, uniq = pd.factorize(part)
-        first = np.flatnonzero(codes > np.maximum.accumulate(np.r_[-1, codes[:-1]]))
+        first = first_rows(codes)
         new = ~seen[uniq]
         order_parts.append(uniq[new])
         first_parts.append(first[new] + start)
         seen[uniq] = True
         found += int(new.sum())
         start += block
-        block *= 2
+        block *= 4
     order = np.concatenate(order_parts).astype(np.int64)
-    first = np.concatenate(first_parts)
     rank = np.zeros(len(counts), dtype=np.int64)
     rank[order] = np.arange(len(order), dtype=np.int64)
-    codes = rank[ids]
+    return rank[ids], np.concatenate(first_parts).astype(np.int64, copy=False)
+
+
+def factorize(values: pd.Series | Any, ids: np.ndarray) -> tuple[np.ndarray, Any]:
+    """``pd.factorize(values, use_na_sentinel=False)``, read from ``values``' row ids.
+
+    The codes number the distinct values in order of first appearance
+    (:func:`first_appearance`); the uniques are ``pd.factorize`` of the few rows where
+    each value first appears, so their type and missing value are the ones
+    ``pd.factorize`` gives for ``values``.
+    """
+    if len(ids) == 0:
+        return pd.factorize(values, use_na_sentinel=False)
+    codes, first = first_appearance(ids)
     head = values.iloc[first] if isinstance(values, pd.Series) else values.take(first)
     _, uniques = pd.factorize(head, use_na_sentinel=False)
     return codes, uniques

@@ -696,9 +696,11 @@ def pmu_maxima(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
     if not comp or not mem:
         return None
 
-    def row_max(cols: list[str]) -> np.ndarray:
-        values = [frame[c].to_numpy(np.float64, na_value=np.nan) for c in cols]
-        return np.fmax.reduce(values) if len(values) > 1 else values[0].copy()
+    def row_max(cols: list[str]) -> np.ndarray:  # column by column into one new array
+        out = frame[cols[0]].to_numpy(np.float64, na_value=np.nan).copy()
+        for c in cols[1:]:
+            np.fmax(out, frame[c].to_numpy(np.float64, na_value=np.nan), out=out)
+        return out
 
     return row_max(comp), row_max(mem)
 

@@ -48,7 +48,7 @@ def read_frame(f: Path) -> pd.DataFrame:
     text = _dictionary_text_columns(pq.ParquetFile(f))
     table = pq.ParquetFile(f, page_checksum_verification=True,
                            read_dictionary=text or None).read(use_pandas_metadata=True)
-    ids: dict[str, np.ndarray] = {}
+    ids: dict[str, tuple[np.ndarray, pa.Array]] = {}
     for name in text:
         i = table.schema.get_field_index(name)
         coded = table.column(i)
@@ -58,15 +58,20 @@ def read_frame(f: Path) -> pd.DataFrame:
         value_type = coded.type.value_type
         chunks = coded.chunks
         n_values = len(chunks[0].dictionary) if chunks else 0
-        ids[name] = smallest_ids(
+        row_ids = smallest_ids(
             np.concatenate([np.asarray(c.indices.fill_null(n_values)) for c in chunks])
             if chunks else np.zeros(0, dtype=np.int64), n_values)
+        dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
+        ids[name] = (row_ids, pa.concat_arrays([dictionary.cast(value_type),
+                                                pa.nulls(1, value_type)]))
         plain = pa.chunked_array([c.dictionary.take(c.indices) for c in chunks], value_type)
         table = table.set_column(i, name, plain)
     frame = table.to_pandas(split_blocks=True, self_destruct=True)
     del table
-    for name, row_ids in ids.items():
-        data = getattr(frame[name].array, "_pa_array", None)
+    for name, (row_ids, text) in ids.items():
+        column = frame[name].array
+        data = getattr(column, "_pa_array", None)
         if data is not None and len(data) == len(row_ids):
-            remember(data, row_ids)
+            # the text of each id (the last one missing), in the column's own dtype
+            remember(data, row_ids, type(column)._from_sequence(text, dtype=column.dtype))
     return frame

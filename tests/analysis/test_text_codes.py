@@ -173,3 +173,42 @@ def test_pairs_of_a_constant_rank_and_step_are_counted_without_coding() -> None:
     want = len(mixed.groupby(["rank", "step"], dropna=False))
     assert n_step_pairs(mixed) == want
     assert pa.types.is_integer(pa.array(mixed["step"]).type)
+
+
+def test_first_rows_and_first_appearance_equal_the_plain_computation() -> None:
+    rng = np.random.default_rng(21)
+    for n in (1, 5, 4_096, 50_000):
+        ids = rng.integers(0, 30, n).astype(np.uint8)
+        ids[-1] = 200  # a value first seen in the last row
+        codes, first = _text_codes.first_appearance(ids)
+        want, _ = pd.factorize(ids)
+        assert np.array_equal(codes, want)
+        plain = np.flatnonzero(want > np.maximum.accumulate(np.r_[-1, want[:-1]]))
+        assert np.array_equal(first, plain)
+        assert np.array_equal(_text_codes.first_rows(want), plain)
+    assert len(_text_codes.first_rows(np.zeros(0, dtype=np.int64))) == 0
+
+
+def test_prices_of_a_cached_rank_coded_by_its_ids_equal_the_prices_of_the_rows(
+        tmp_path: Path, monkeypatch) -> None:
+    from perfkit.analysis.efficiency import costs
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    pk.load(SIMULATED, progress=False)  # parsed and written to the cache
+    for p in pk.load(SIMULATED, progress=False):  # read back: keys coded by their ids
+        data = p.kernels["input_shapes"].array._pa_array
+        values = _text_codes.values_of(data)
+        assert values is not None and _text_codes.ids_of(data) is not None
+        # the text of each id is the text of the rows holding it
+        ids = _text_codes.ids_of(data)
+        assert list(values[ids[:50].astype(np.int64)]) == list(p.kernels["input_shapes"][:50])
+        with shared_results():
+            narrow = costs.narrow_costs(p)
+        full = costs.operator_costs(p)
+        for c in ("label", "flops", "bytes", "call_flops", "call_bytes", "op_call"):
+            pd.testing.assert_series_equal(narrow[c].reset_index(drop=True),
+                                           full[c].reset_index(drop=True))
+        for c in ("kind", "dtype", "input_shapes", "input_dtypes"):
+            pd.testing.assert_series_equal(
+                narrow[c].astype(full[c].dtype).reset_index(drop=True),
+                full[c].astype("string").reset_index(drop=True))

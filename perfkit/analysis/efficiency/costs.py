@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_codes import first_appearance, first_rows, ids_of, values_of
 from .._frames import is_lazy, per_rank
 from .._util import (
     PMU_RATIOS,
@@ -76,7 +77,8 @@ def _source(profile: Any, columns: Sequence[str] | None = None, split: bool = Fa
     """Rows to price: device tasks with shapes, else host operators with shapes.
 
     ``columns``: keep only these (and the :data:`PMU_RATIOS` columns); default all.
-    ``split``: device tasks without the :data:`_KEY_ONLY` columns (:func:`_outside_keys`).
+    ``split``: device tasks without the :data:`_KEY_ONLY` and :data:`_CODED_KEYS` columns
+    (:func:`_outside_keys` codes them on the whole table).
     """
     def narrow(frame: pd.DataFrame) -> pd.DataFrame:
         if columns is None:
@@ -90,7 +92,7 @@ def _source(profile: Any, columns: Sequence[str] | None = None, split: bool = Fa
                 return tasks_in_scope(k, False, columns), "kernels"
             # the pricing keys no reader reads per task are coded by _outside_keys, and the
             # PMU ratios come as their two row maxima
-            inside = [c for c in columns if c not in _KEY_ONLY]
+            inside = [c for c in columns if c not in _KEY_ONLY + _CODED_KEYS]
             rows = tasks_in_scope(k, False, inside, pmu=False)
             pmu = _pmu_in_scope(k)
             if pmu is not None:
@@ -179,6 +181,10 @@ _NARROW = ("rank", "step", "name", "type", "op_name", "op_id", "stream", "thread
 #: tasks they are coded on the whole table and read for the distinct calls only, instead of
 #: copying their text for every task in scope (about 70 MB on a million Ascend tasks).
 _KEY_ONLY = ("output_shapes", "output_dtypes", "output_formats", "concrete_inputs")
+#: Pricing keys the readers of :func:`narrow_costs` read per operator call, not as text
+#: per task: coded on the whole table like :data:`_KEY_ONLY` and kept in the rows as
+#: categoricals (one or two bytes per task instead of its text).
+_CODED_KEYS = ("input_shapes", "input_dtypes")
 
 
 def narrow_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
@@ -200,18 +206,37 @@ def _pmu_in_scope(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None
 
 
 def _outside_keys(kernels: pd.DataFrame) -> dict[str, tuple[np.ndarray, pd.Series]]:
-    """The :data:`_KEY_ONLY` columns of the device tasks in scope, by code.
+    """The :data:`_KEY_ONLY` and :data:`_CODED_KEYS` columns of the tasks in scope, by code.
 
     Each is coded on the whole table (once per :func:`shared_results` block) and the codes
     of the tasks in scope kept: (code of each task in scope, text of each code).
     """
     keep = scope_rows(kernels, False)
     out = {}
-    for c in _KEY_ONLY:
-        if c in kernels.columns:
-            codes, uniq = shared_factorize(kernels[c].astype("string"), use_na_sentinel=False)
-            out[c] = (codes if keep is None else codes[keep], pd.Series(uniq, dtype="string"))
+    for c in _KEY_ONLY + _CODED_KEYS:
+        if c not in kernels.columns:
+            continue
+        text = kernels[c].astype("string")
+        data = getattr(text.array, "_pa_array", None)
+        ids = ids_of(data) if data is not None else None
+        values = values_of(data) if data is not None else None
+        if ids is not None and values is not None:  # the cache's ids and their text
+            codes, uniq = ids, pd.Series(values, dtype="string")
+        else:
+            codes, uniq = shared_factorize(text, use_na_sentinel=False)
+            uniq = pd.Series(uniq, dtype="string")
+        out[c] = (codes if keep is None else codes[keep], uniq)
     return out
+
+
+def _categorical(codes: np.ndarray, uniq: pd.Series) -> pd.Categorical:
+    """The text ``uniq[codes]`` as a categorical (a missing value as its missing code)."""
+    missing = uniq.isna().to_numpy(bool)
+    mapping = np.cumsum(~missing) - 1  # each distinct value's category
+    mapping[missing] = -1
+    small = np.int8 if len(uniq) < 127 else np.int16 if len(uniq) < 32_000 else np.int32
+    return pd.Categorical.from_codes(mapping.astype(small)[codes], dtype=pd.CategoricalDtype(
+        pd.Index(uniq[~missing].array, dtype=uniq.dtype)))
 
 
 def _operator_costs(profile: Any, causal: bool, backward_factor: float,
@@ -237,6 +262,8 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     fast = _price_by_code(rows, keys, cols, causal, backward_factor,
                           call_ids=columns is not None, outside=outside)
     if fast is not None:
+        fast = with_columns(fast, **{c: _categorical(*outside[c]) for c in _CODED_KEYS
+                                     if c in outside})
         fast = _spread_over_calls(fast)
         fast.attrs["source"] = source
         return fast
@@ -352,10 +379,14 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
             return None
         code *= max(len(uniq), 1)
         code += part
-    inverse, _ = pd.factorize(code)  # distinct calls numbered in order of first appearance
-    first = first_rows(inverse)
+    # distinct calls numbered in order of first appearance, and the first row of each
+    if span <= 4 * len(code) + 1024:
+        inverse, first = first_appearance(code)
+    else:
+        inverse, _ = pd.factorize(code)
+        first = first_rows(inverse)
     distinct = take_rows(text[keys], first)
-    distinct = distinct.assign(**{c: uniq.array.take(part[first])
+    distinct = distinct.assign(**{c: uniq.array.take(part[first].astype(np.int64))
                                   for c, (part, uniq) in outside.items()})
     priced = [_price(d._asdict(), causal, backward_factor)
               for d in distinct.itertuples(index=False)]
@@ -385,14 +416,6 @@ def _price_column(prices: pd.Series, dtype: str, take: np.ndarray, coded: bool) 
     small = codes.astype(np.int8 if len(uniq) < 127 else np.int32)
     return pd.Categorical.from_codes(small[take], dtype=pd.CategoricalDtype(
         pd.Index(uniq, dtype=dtype)))
-
-
-def first_rows(codes: np.ndarray) -> np.ndarray:
-    """First row of each code, for codes numbered in order of first appearance (factorize).
-
-    Such a code first appears where it exceeds every code before it.
-    """
-    return np.flatnonzero(codes > np.maximum.accumulate(np.r_[-1, codes[:-1]]))
 
 
 def _per_label(labels: pd.Series, func: Any) -> pd.Series:
