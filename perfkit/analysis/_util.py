@@ -25,6 +25,7 @@ from ._frames import distinct, is_lazy_frame
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
+           "scope_stream_order",
            "take_rows", "with_columns", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
            "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
            "union_parts", "stable_order", "group_median"]
@@ -724,6 +725,25 @@ def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
               for c in wanted}
     return _frame_of(arrays, index, kernels.columns[kernels.columns.isin(wanted)],
                      kernels.attrs)
+
+
+def scope_stream_order(kernels: pd.DataFrame, include_communication: bool = False
+                       ) -> np.ndarray | None:
+    """Positions that put :func:`tasks_in_scope`'s rows in (rank, stream, start) order.
+
+    Stable (ties keep table order, a missing stream last); None when the rows are already
+    in that order. Worked out once per :func:`shared_results` block for every analysis
+    of task sequences (tiny kernels, unfused patterns, element-wise chains).
+    """
+    def order() -> np.ndarray | None:
+        k = tasks_in_scope(kernels, include_communication, ("rank", "stream", "start_us"),
+                           pmu=False)
+        keys = pd.DataFrame({"rank": k["rank"] if "rank" in k.columns else 0,
+                             "stream": k["stream"] if "stream" in k.columns else pd.NA,
+                             "start_us": k["start_us"]}, index=k.index)
+        return stable_order(keys, ["rank", "stream", "start_us"])
+
+    return shared("scope_stream_order", (kernels,), (include_communication,), order)
 
 
 def scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray | None:

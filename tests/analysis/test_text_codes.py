@@ -8,6 +8,7 @@ sort, ``DataFrame.assign``, and the distinct (rank, step) pairs counted by ``gro
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -212,3 +213,26 @@ def test_prices_of_a_cached_rank_coded_by_its_ids_equal_the_prices_of_the_rows(
             pd.testing.assert_series_equal(
                 narrow[c].astype(full[c].dtype).reset_index(drop=True),
                 full[c].astype("string").reset_index(drop=True))
+
+
+@pytest.mark.parametrize("path", [SIMULATED, pytest.param(
+    PT_LEVEL1, marks=pytest.mark.shared_samples)])
+def test_chains_in_the_shared_stream_order_equal_chains_sorted_by_lane(path: Any,
+                                                                      monkeypatch) -> None:
+    from perfkit.analysis.efficiency import chains, infer_hardware
+
+    prof = pk.load(sample(path) if isinstance(path, str) else path, cache=False,
+                   progress=False)
+    hw, _ = infer_hardware(prof)
+    used = []
+    real = chains._as_the_streams
+    monkeypatch.setattr(chains, "_as_the_streams",
+                        lambda *a: used.append(real(*a)) or used[-1])
+    with shared_results():
+        fast = chains.elementwise_chains(prof, hw)
+    assert any(used)  # the shared (rank, stream, start) order was taken
+    monkeypatch.setattr(chains, "_as_the_streams", lambda *a: False)
+    with shared_results():
+        plain = chains.elementwise_chains(prof, hw)
+    assert len(plain)
+    pd.testing.assert_frame_equal(fast, plain)

@@ -17,7 +17,17 @@ import pandas as pd
 from ...errors import InvalidArgumentError
 from ...specs import Hardware
 from .._frames import is_lazy, per_rank
-from .._util import empty_frame, shared, shared_factorize, stable_order, take_rows, value_changes
+from .._util import (
+    empty_frame,
+    scope_stream_order,
+    shared,
+    shared_factorize,
+    stable_order,
+    table,
+    take_rows,
+    value_changes,
+    with_columns,
+)
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
@@ -53,16 +63,38 @@ def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
     # the lane ordered as its text ("" when missing), coded per distinct value: ``_lane``
     # is the rank of the lane's text among the lanes' texts
     code, uniq = shared_factorize(rows[lane], use_na_sentinel=True)
-    code = np.where(code < 0, len(uniq), code)
+    missing = bool((code < 0).any())
+    code = np.where(code < 0, len(uniq), code) if missing else code
     text = np.array([*pd.Series(uniq, dtype=object).astype(str), ""], dtype=str)
     _, text_rank = np.unique(text, return_inverse=True)
-    rows = rows.assign(_lane=text_rank.ravel().astype(np.int64)[code])
+    text_rank = text_rank.ravel().astype(np.int64)
+    rows = with_columns(rows, _lane=text_rank[code])
     if "rank" not in rows.columns:
         rows = rows.assign(rank=0)
-    keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": rows["_lane"].to_numpy(),
-                         "start_us": rows["start_us"].to_numpy()})
-    order = stable_order(keys, ["rank", "_lane", "start_us"])
+    if _as_the_streams(rows, lane, uniq, text_rank, missing):
+        order = scope_stream_order(table(profile, "kernels"))
+    else:
+        keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": rows["_lane"].to_numpy(),
+                             "start_us": rows["start_us"].to_numpy()})
+        order = stable_order(keys, ["rank", "_lane", "start_us"])
     return rows, np.arange(len(rows)) if order is None else order
+
+
+def _as_the_streams(rows: pd.DataFrame, lane: str, uniq: Any, text_rank: np.ndarray,
+                    missing: bool) -> bool:
+    """Whether the lanes' order is the tasks in scope's (rank, stream, start) order.
+
+    So when the rows are the device tasks in scope (:func:`narrow_costs` of a kernels
+    table), every task has a stream, and the streams' texts sort as their numbers do
+    (streams 2 and 3, not 2 and 10): the analyses of task sequences have found that order
+    already (:func:`~perfkit.analysis._util.scope_stream_order`).
+    """
+    if lane != "stream" or missing or rows.attrs.get("source") != "kernels" or \
+            not pd.api.types.is_integer_dtype(rows["stream"].dtype):
+        return False
+    numbers = np.asarray(pd.array(uniq, dtype="Int64").to_numpy(np.int64))
+    by_number = text_rank[:len(numbers)][np.argsort(numbers, kind="stable")]
+    return bool((np.diff(by_number) > 0).all())
 
 
 def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain: int = 3,

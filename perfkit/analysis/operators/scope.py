@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._util import shared, stable_order, take_rows, tasks_in_scope
+from .._util import scope_stream_order, shared, take_rows, tasks_in_scope
 from ..compare import kernel_class
 
 __all__: list[str] = []  # private to the operator analyses
@@ -42,14 +42,17 @@ def _scope(kernels: pd.DataFrame, include_communication: bool,
                                          pmu=columns != _LANES))
 
 
-def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
-    """``columns`` of the tasks in scope, sorted by (rank, stream, start), index 0..n-1.
+def _stream_order(k: pd.DataFrame, columns: tuple[str, ...], kernels: pd.DataFrame
+                  ) -> pd.DataFrame:
+    """``columns`` of the tasks in scope ``k`` (``_scope(kernels, False, ...)``), sorted by
+    (rank, stream, start), index 0..n-1.
 
-    The stable order is found on the three keys alone and the other columns are taken in
-    that order (a missing stream is NA), once per :func:`shared_results` block.
+    The stable order is found on the three keys alone (:func:`_stream_positions`) and the
+    other columns are taken in that order (a missing stream is NA), once per
+    :func:`shared_results` block.
     """
     def ordered() -> pd.DataFrame:
-        pos = _stream_positions(k)
+        pos = _stream_positions(kernels)
         lanes = k if "stream" in k.columns else k.assign(stream=pd.NA)
         lanes = lanes[[c for c in columns if c in lanes.columns]]
         return (lanes if pos is None else take_rows(lanes, pos)).reset_index(drop=True)
@@ -57,17 +60,12 @@ def _stream_order(k: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return shared("stream_ordered", (k,), (tuple(columns),), ordered)
 
 
-def _stream_positions(k: pd.DataFrame) -> np.ndarray | None:
-    """Positions of the tasks in (rank, stream, start) order, stable; once per block.
-
-    None when the tasks are already in that order.
+def _stream_positions(kernels: pd.DataFrame) -> np.ndarray | None:
+    """Positions of the tasks in scope of ``kernels`` (communication left out) in (rank,
+    stream, start) order, stable; once per block, shared with the element-wise chains
+    (:func:`~perfkit.analysis._util.scope_stream_order`). None when already in order.
     """
-    def order() -> np.ndarray | None:
-        keys = k[["rank", "start_us"]].assign(
-            stream=k["stream"] if "stream" in k.columns else pd.NA)
-        return stable_order(keys, ["rank", "stream", "start_us"])
-
-    return shared("stream_order", (k,), (), order)
+    return scope_stream_order(kernels, include_communication=False)
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:

@@ -53,12 +53,13 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
         return per_rank(profile, tiny_kernels, threshold_us, storm_share, min_run,
                         max_gap_us)[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
-    k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
+    kernels = table(profile, "kernels")
+    k = _scope(kernels, include_communication=False, columns=_LANES)
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
     # which names are tiny does not depend on the order: counted before ordering the tasks
     names = _name_counts(k, (k["dur_us"] < threshold_us).to_numpy(bool))
-    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"), kernels)
     start = k["start_us"].to_numpy(np.float64, na_value=np.nan)
     dur = k["dur_us"].to_numpy(np.float64, na_value=np.nan)
     tiny = dur < threshold_us

@@ -102,17 +102,18 @@ def unfused_patterns(profile: Any, detail: bool = False,
     pats = PATTERNS if patterns is None else patterns
     if is_lazy(profile):
         return _lazy_unfused(profile, detail, pats)
-    k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
+    kernels = table(profile, "kernels")
+    k = _scope(kernels, include_communication=False, columns=_LANES)
     if k.empty or "start_us" not in k.columns:
         return empty_frame(UNFUSED_COLUMNS, "the profile has no device tasks (kernels table)")
     # the columns read below (the type and name give the tokens)
     # tokens and names coded on the tasks in scope (codes other analyses share), then
     # put in stream order with the columns read below
     tokens, code, name_code, name_uniq = _token_codes(k)
-    pos = _stream_positions(k)
+    pos = _stream_positions(kernels)
     if pos is not None:
         code, name_code = code[pos], name_code[pos]
-    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"))
+    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"), kernels)
     tokens = tokens.astype(str)
     tok = tokens[code]
     # one separator between (rank, stream) blocks so that no match spans two streams
