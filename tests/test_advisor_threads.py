@@ -20,7 +20,7 @@ from shared_samples import HTA, PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
 from perfkit import advisor
-from perfkit.advisor import runner
+from perfkit.advisor import registry, runner
 from perfkit.advisor.context import Context
 from perfkit.advisor.operators import gemm
 from perfkit.analysis import _util, efficiency
@@ -94,11 +94,17 @@ def test_a_failure_on_the_second_thread_reaches_the_rule_that_asks(monkeypatch: 
 
 
 @pytest.mark.shared_samples
-def test_no_second_thread_without_a_known_device() -> None:
-    """The pricing rules need the roofline: nothing is computed ahead for nothing."""
+def test_no_pricing_ahead_without_a_known_device() -> None:
+    """The pricing rules need the roofline: without it nothing is priced ahead for nothing;
+    the recompute rule, which applies to any profile, still has its analyses computed
+    ahead, and with no rule that reads one no second thread starts."""
     prof = pk.load(SAMPLES["kineto"][0], cache=False, progress=False)
     ctx = Context(prof, None, None, None, dict(advisor.ASSUMPTIONS))
     assert ctx.hardware is None
+    plan = registry.run_order(registry.rule_of(r) for r in advisor.RULES)
+    assert runner.ahead_of(plan, ctx) == ("recompute",)
+    ctx.ahead = runner.ahead_of([r for r in plan if r.name != "recompute"], ctx)
+    assert ctx.ahead == ()
     assert runner._start_ahead(ctx) is None
 
 

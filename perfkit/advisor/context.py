@@ -18,6 +18,8 @@ import pandas as pd
 from ..analysis import cluster as _cluster
 from ..analysis import efficiency as _eff
 from ..analysis import memory as _memory
+from ..analysis import operators as _ops
+from ..analysis import recompute as _rc
 from ..analysis._frames import is_lazy, table_columns
 from ..analysis._util import has_values, n_step_pairs, table
 from ..analysis.steps import step_breakdown
@@ -43,8 +45,9 @@ TABLES = ("kernels", "ops", "steps", "comm_ops", "comm_bandwidth", "comm_matrix"
 INPUTS = ("model", "parallel", "hardware")
 #: Shared analyses worth computing on a second thread while the rules run
 #: (:meth:`Context.compute_ahead`): they start from the device tasks, not from the step
-#: and gap tables the first rules read.
-AHEAD = ("efficiency", "chains")
+#: and gap tables the first rules read. ``recompute`` (the attention passes, and the
+#: ``recompute_`` scopes where they show none) comes last: the rules that read it run last.
+AHEAD = ("efficiency", "chains", "recompute")
 
 
 class Context:
@@ -113,6 +116,21 @@ class Context:
         return self.get("chains", lambda: _eff.elementwise_chains(
             self.profile, self.hardware, min_chain=int(self.assume["min_chain"]),
             kernel_efficiency=self.assume["kernel_efficiency"]))
+
+    def recompute_evidence(self) -> pd.DataFrame:
+        """Forward / backward attention passes (:func:`perfkit.analysis.recompute_evidence`)."""
+        return self.get("recompute", lambda: _ops.recompute_evidence(self.profile))
+
+    def recompute_scopes(self) -> pd.DataFrame:
+        """``recompute_`` scopes in the names (:func:`perfkit.analysis.recompute_scopes`)."""
+        return self.get("recompute_scopes", lambda: _rc.recompute_scopes(self.profile))
+
+    def recompute(self) -> None:
+        """What the recompute rule reads: the attention passes, and the ``recompute_`` scopes
+        where the passes show no recompute (for :meth:`compute_ahead`)."""
+        seen = self.recompute_evidence()
+        if seen.empty or not (seen["recompute"] != "none").any():
+            self.recompute_scopes()
 
     def compute_ahead(self, analyses: Sequence[str] = AHEAD) -> None:
         """Compute shared analyses of :data:`AHEAD` (by name), for the rules to come.

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis import operators as _ops
-from ..analysis import recompute as _rc
 from ..analysis._util import has_values
 from ..calc.flops import hardware_flops, model_flops
 from .context import Context
@@ -59,10 +57,10 @@ def memory(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule("memory_recompute", order=160)
+@rule("memory_recompute", order=160, ahead=("recompute",))
 def recompute(ctx: Context) -> list[Finding]:
     """Recomputation seen (forward / backward attention count) or configured."""
-    seen = ctx.get("recompute", lambda: _ops.recompute_evidence(ctx.profile))
+    seen = ctx.recompute_evidence()
     doing = seen[seen["recompute"] != "none"] if not seen.empty else seen
     if doing.empty:
         return _scoped_recompute(ctx) or _configured_recompute(ctx)
@@ -100,7 +98,7 @@ def recompute(ctx: Context) -> list[Finding]:
 
 def _scoped_recompute(ctx: Context) -> list[Finding]:
     """Recompute seen in MindSpore's operator names (``recompute_`` scopes), without IR."""
-    sc = ctx.get("recompute_scopes", lambda: _rc.recompute_scopes(ctx.profile))
+    sc = ctx.recompute_scopes()
     on = sc[sc["recompute"] != "none"] if not sc.empty else sc
     if on.empty:
         return []
