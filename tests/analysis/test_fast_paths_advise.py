@@ -181,3 +181,16 @@ def test_a_price_spread_over_calls_of_one_task_each_is_the_call_price() -> None:
     linked = eff_costs._spread_over_calls(pairs)
     assert linked["op_call"].tolist() == (np.arange(n) // 2).tolist()
     assert np.allclose(linked["flops"], pairs["flops"] / 2)
+
+
+def test_the_row_of_each_token_character_equals_the_repeated_rows() -> None:
+    from perfkit.analysis.operators.unfused import _RowOfChar
+
+    rng = np.random.default_rng(12)
+    for n in (1, 7, 5_000):
+        new_block = np.r_[True, rng.random(n - 1) < 0.01]
+        want = np.repeat(np.arange(n), 1 + new_block.astype(np.int64))  # "|" then the row
+        blocks = np.flatnonzero(new_block)
+        rows = _RowOfChar(blocks + np.arange(len(blocks)))
+        letters = np.flatnonzero(np.insert(np.zeros(n, dtype=bool), blocks, True) == 0)
+        assert np.array_equal(rows[letters], want[letters])

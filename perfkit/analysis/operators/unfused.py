@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, table, value_changes
+from .._util import empty_frame, group_codes, table, value_changes
 from .scope import _LANES, _scope, _stream_order, _stream_positions
 from .tokens import _token_codes
 
@@ -41,14 +41,6 @@ UNFUSED_COLUMNS: dict[str, str] = {
 }
 
 
-def _joined_letters(chars: np.ndarray) -> str:
-    """``"".join(chars)`` for an array of one-character strings, without a list of them."""
-    codes = chars.astype("U1").view(np.uint32)
-    if len(codes) and codes.max() < 128:  # ASCII (the tokens' letters): bytes decode at once
-        return codes.astype(np.uint8).tobytes().decode("ascii")
-    return "".join(chars.tolist())
-
-
 def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
     """Start/end positions (end exclusive) of non-overlapping matches in the token text.
 
@@ -63,6 +55,18 @@ def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
         return np.empty(0, int), np.empty(0, int)
     arr = np.asarray(spans, dtype=int)
     return arr[:, 0], arr[:, 1]
+
+
+class _RowOfChar:
+    """The row of each character of the token text, one letter per row: ``row[p]`` is ``p``
+    less the block separators at or before ``p`` (their places ``seps``, sorted)."""
+
+    def __init__(self, seps: np.ndarray) -> None:
+        self.seps = seps
+
+    def __getitem__(self, pos: np.ndarray) -> np.ndarray:
+        pos = np.asarray(pos)
+        return pos - np.searchsorted(self.seps, pos, side="right")
 
 
 class _Names:
@@ -115,20 +119,26 @@ def unfused_patterns(profile: Any, detail: bool = False,
         code, name_code = code[pos], name_code[pos]
     k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"), kernels)
     tokens = tokens.astype(str)
-    tok = tokens[code]
     # one separator between (rank, stream) blocks so that no match spans two streams
     new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
     # the token text, "|" before each block, and the row of each of its characters
-    if all(len(t) == 1 for t in tokens):  # one character per row (TOKENS' letters)
-        chars = np.insert(tok.astype("U1"), np.flatnonzero(new_block), "|")
-        row_of_char = np.repeat(np.arange(len(k)), 1 + new_block.astype(np.int64))
-        text = _joined_letters(chars)
+    if all(len(t) == 1 and t.isascii() for t in tokens):  # one letter per row (TOKENS')
+        letters = np.frombuffer("".join(tokens).encode("ascii"), np.uint8)[code]
+        blocks = np.flatnonzero(new_block)
+        text = np.insert(letters, blocks, ord("|")).tobytes().decode("ascii")
+        # the separators' places in the text: the character at p is row p - (separators
+        # up to p), read for the matches only
+        seps = blocks + np.arange(len(blocks))
+        row_of_char = _RowOfChar(seps)
+        is_flash = letters == ord("Z")
     else:
-        tokens = np.char.add(np.where(new_block, "|", ""), tok)
-        row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(tokens))
-        text = "".join(tokens.tolist())
+        tok = tokens[code]
+        spelled = np.char.add(np.where(new_block, "|", ""), tok)
+        row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(spelled))
+        text = "".join(spelled.tolist())
+        is_flash = tok == "Z"
     dur = k["dur_us"].to_numpy(float)
-    flash_ranks = set(k.loc[tok == "Z", "rank"].dropna().tolist())
+    flash_ranks = set(k.loc[is_flash, "rank"].dropna().tolist())
     rows = []
     names = _Names(name_code, name_uniq.astype(str))
     rank_arr = k["rank"].to_numpy()
@@ -176,7 +186,10 @@ def unfused_patterns(profile: Any, detail: bool = False,
 
     if detail:
         return det.assign(names=chain_names(det))[list(det_cols)].astype(det_cols)
-    device = k.groupby("rank", dropna=False)["dur_us"].sum()
+    code_of_rank, ranks = group_codes(k, ["rank"])  # device time per rank, by code
+    present = np.bincount(code_of_rank) > 0
+    device = pd.Series(np.bincount(code_of_rank, np.nan_to_num(dur, nan=0.0))[present],
+                       index=ranks, dtype="float64")
     out = det.groupby(["rank", "pattern"], dropna=False, sort=False).agg(
         occurrences=("kernels", "size"), kernels=("kernels", "sum"),
         total_us=("total_us", "sum"), saving_us=("saving_us", "sum"),
