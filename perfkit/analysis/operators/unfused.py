@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, group_codes, table, value_changes
+from .._util import empty_frame, table, value_changes
 from .scope import _LANES, _scope, _stream_order, _stream_positions
 from .tokens import _token_codes
 
@@ -186,10 +186,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
 
     if detail:
         return det.assign(names=chain_names(det))[list(det_cols)].astype(det_cols)
-    code_of_rank, ranks = group_codes(k, ["rank"])  # device time per rank, by code
-    present = np.bincount(code_of_rank) > 0
-    device = pd.Series(np.bincount(code_of_rank, np.nan_to_num(dur, nan=0.0))[present],
-                       index=ranks, dtype="float64")
+    device = k.groupby("rank", dropna=False)["dur_us"].sum()
     out = det.groupby(["rank", "pattern"], dropna=False, sort=False).agg(
         occurrences=("kernels", "size"), kernels=("kernels", "sum"),
         total_us=("total_us", "sum"), saving_us=("saving_us", "sum"),
