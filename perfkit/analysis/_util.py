@@ -341,7 +341,8 @@ def union_parts(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us
         has both bounds.
     """
     keys = list(keys)
-    f = frame.dropna(subset=[start, end])
+    bounded = frame[start].notna().to_numpy(bool) & frame[end].notna().to_numpy(bool)
+    f = frame if bounded.all() else frame[bounded]  # no copy when every interval has both
     if f.empty:
         return None
     f = f.rename(columns={start: "_s", end: "_e"})
@@ -463,31 +464,39 @@ def _grouped_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | Non
         lead += 1
     if lead == 0:
         return None
-    code = np.zeros(len(frame), dtype=np.int64)
+    # the group code in 16 bits: (value - low) wraps correctly once both are cast, since
+    # the whole code space is under 2**16
+    code = np.zeros(len(frame), dtype=np.uint16)
     span = 1
     for k in keys[:lead]:
         col = frame[k]
         missing = col.isna().to_numpy(bool)
+        any_missing = bool(missing.any())
         values = col.to_numpy(np.int64, na_value=0)
-        present = values[~missing] if missing.any() else values
+        present = values[~missing] if any_missing else values
         low, high = (int(present.min()), int(present.max())) if present.size else (0, 0)
         size = high - low + 2  # the last slot is the missing value
         span *= size
-        if span > 2**16:
+        if span >= 2**16:
             return None
-        code *= size
-        code += np.where(missing, size - 1, values - low)
-    order = np.argsort(code.astype(np.uint16), kind="stable")  # a radix sort
+        part = values.astype(np.uint16) - np.uint16(low & 0xFFFF)
+        if any_missing:
+            part[missing] = size - 1
+        code *= np.uint16(size)
+        code += part
+    order = np.argsort(code, kind="stable")  # a radix sort of 16-bit keys
     rest = keys[lead:]
     if not rest:
         return order
-    tied = code[order][1:] == code[order][:-1]  # same group as the row before
+    grouped = code[order]
+    tied = grouped[1:] == grouped[:-1]  # same group as the row before
     for k in rest:
         col = frame[k]
-        missing = col.isna().to_numpy(bool)[order]
+        missing = col.isna().to_numpy(bool)
         values = col.to_numpy(np.int64 if pd.api.types.is_integer_dtype(col.dtype)
                               else np.float64, na_value=0)[order]
-        for part in (missing, values):  # missing last, then the value
+        parts = (missing[order], values) if missing.any() else (values,)
+        for part in parts:  # missing last, then the value
             if (tied & (part[1:] < part[:-1])).any():
                 return None
             tied &= part[1:] == part[:-1]
