@@ -127,11 +127,13 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
         return per_rank(profile, elementwise_chains, hardware, min_chain,
                         kernel_efficiency)[list(cols)].astype(cols)
-    rows = _ordered(profile, ("dur_us", "bytes"))
+    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     mem = _chain_kind(profile)
-    new_lane = np.r_[True, value_changes(rows["rank"], rows["_lane"])]
+    # the rows in execution order are read as arrays taken in that order, and only the
+    # element-wise rows' durations and sizes (no frame of every row in order)
+    new_lane = np.r_[True, _lane_changes(rows, order)]
     brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
     at = np.flatnonzero(mem)  # the element-wise rows, in run order
     if not len(at):
@@ -141,13 +143,13 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     run = np.cumsum(brk)[at]
     lo = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
     hi = np.r_[lo[1:], len(at)]
-    dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)[at]
-    size = rows["bytes"].to_numpy(np.float64, na_value=np.nan)[at]
+    dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)[order[at]]
+    size = rows["bytes"].to_numpy(np.float64, na_value=np.nan)[order[at]]
     total = np.add.reduceat(np.nan_to_num(dur, nan=0.0), lo)
     biggest = np.maximum.reduceat(np.where(np.isnan(size), -np.inf, size), lo)
     keep = hi - lo >= min_chain
     lo, hi, total, biggest = lo[keep], hi[keep], total[keep], biggest[keep]
-    out = pd.DataFrame({"rank": rows["rank"].array.take(at[lo]), "kernels": hi - lo,
+    out = pd.DataFrame({"rank": rows["rank"].array.take(order[at[lo]]), "kernels": hi - lo,
                         "total_us": total,
                         "max_bytes": np.where(np.isneginf(biggest), np.nan, biggest)})
     # names of the runs kept: the labels of each run's rows, by code
@@ -156,6 +158,23 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return out[list(cols)].astype(cols)
+
+
+def _lane_changes(rows: pd.DataFrame, order: np.ndarray) -> np.ndarray:
+    """``value_changes(rank, _lane)`` of the rows taken in ``order`` (length n - 1).
+
+    The ranks and lanes are whole numbers: compared as numbers, missing ranks equal to
+    each other and to no number (as ``value_changes`` codes them).
+    """
+    lane = rows["_lane"].to_numpy(np.int64)[order]
+    out = lane[1:] != lane[:-1]
+    rank = rows["rank"]
+    if pd.api.types.is_integer_dtype(rank.dtype) or pd.api.types.is_float_dtype(rank.dtype):
+        missing = rank.isna().to_numpy(bool)[order]
+        values = rank.to_numpy(np.float64, na_value=0.0)[order]
+        out |= (missing[1:] != missing[:-1]) | (~missing[1:] & (values[1:] != values[:-1]))
+        return out
+    return out | value_changes(pd.Series(rank.array.take(order)))
 
 
 def _chain_kind(profile: Any) -> np.ndarray:
