@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -114,6 +114,9 @@ def shared_factorize(values: pd.Series | Any, use_na_sentinel: bool = True
     arrays in place.
     """
     arr = values.array if isinstance(values, pd.Series) else values
+    if isinstance(arr, pd.Categorical) and pd.api.types.is_string_dtype(
+            arr.categories.dtype):
+        return _factorize_coded(values, arr, use_na_sentinel)
     data = getattr(arr, "_pa_array", None)
     if data is None:
         return pd.factorize(values, use_na_sentinel=use_na_sentinel)
@@ -128,6 +131,27 @@ def shared_factorize(values: pd.Series | Any, use_na_sentinel: bool = True
     if not use_na_sentinel or data.null_count == 0:
         return codes, uniques
     # the missing value's code becomes -1 and the codes after it close the gap
+    at = int(np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))[0])
+    return np.where(codes == at, -1, codes - (codes > at)), uniques.delete(at)
+
+
+def _factorize_coded(values: pd.Series | Any, cat: pd.Categorical, use_na_sentinel: bool
+                     ) -> tuple[np.ndarray, Any]:
+    """:func:`shared_factorize` of text held as a categorical (:func:`tasks_in_scope`'s
+    ``coded``): what ``pd.factorize`` gives for the same text as a text column."""
+    def code() -> tuple[np.ndarray, Any]:
+        n = len(cat.categories)
+        raw = cat.codes
+        ids = np.where(raw < 0, n, raw).astype(np.int64) if (raw < 0).any() else raw
+        codes, first = _text_codes.first_appearance(ids)
+        head = pd.array(cat.take(first), dtype=cat.categories.dtype)
+        if isinstance(values, pd.Series):
+            head = pd.Series(head)
+        return codes, pd.factorize(head, use_na_sentinel=False)[1]
+
+    codes, uniques = shared("factorize", (cat._ndarray,), (type(values),), code)
+    if not use_na_sentinel or not pd.isna(np.asarray(uniques, dtype=object)).any():
+        return codes, uniques
     at = int(np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))[0])
     return np.where(codes == at, -1, codes - (codes > at)), uniques.delete(at)
 
@@ -716,12 +740,16 @@ def pmu_maxima(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
-                   columns: Sequence[str] | frozenset[str], pmu: bool = True) -> pd.DataFrame:
+                   columns: Sequence[str] | frozenset[str], pmu: bool = True,
+                   coded: Collection[str] = ()) -> pd.DataFrame:
     """Device tasks with a duration (and not communication, unless included).
 
     Only ``columns`` and (``pmu``) the :data:`PMU_RATIOS` present are returned, in table
     order. Within :func:`shared_results` the rows in scope are found once and each column
-    is taken out once, when a caller first asks for it.
+    is taken out once, when a caller first asks for it. A text column of ``coded`` whose
+    row ids are known (a table read from the cache) comes out as a categorical over the
+    column's distinct values, for callers that read it by code (:func:`shared_factorize`)
+    or per distinct value: one or two bytes per task instead of its text.
     """
     wanted = [c for c in kernels.columns if c in columns or (pmu and c in PMU_RATIOS)]
     keep = scope_rows(kernels, include_communication)
@@ -729,11 +757,36 @@ def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
         return kernels[wanted]
     index = shared("scope_index", (kernels,), (include_communication,),
                    lambda: kernels.index[keep])
-    arrays = {c: shared("scope_column", (kernels,), (include_communication, c),
-                        lambda c=c: _carried(kernels[c].array, kernels[c].array[keep], keep))
-              for c in wanted}
+
+    def take(c: str) -> Any:
+        arr = kernels[c].array
+        if c in coded:
+            cat = shared("scope_coded", (kernels,), (include_communication, c),
+                         lambda: _coded_rows(arr, keep))
+            if cat is not None:
+                return cat
+        return shared("scope_column", (kernels,), (include_communication, c),
+                      lambda: _carried(arr, arr[keep], keep))
+
+    arrays = {c: take(c) for c in wanted}
     return _frame_of(arrays, index, kernels.columns[kernels.columns.isin(wanted)],
                      kernels.attrs)
+
+
+def _coded_rows(arr: Any, rows: np.ndarray) -> pd.Categorical | None:
+    """The text column ``arr`` at ``rows`` as a categorical, from its known row ids and the
+    text of each id (None when they are not known)."""
+    data = getattr(arr, "_pa_array", None)
+    ids = _text_codes.ids_of(data) if data is not None else None
+    values = _text_codes.values_of(data) if data is not None else None
+    if ids is None or values is None:
+        return None
+    n_values = len(values) - 1  # the last id is the missing value's
+    small = np.int8 if n_values < 127 else np.int16 if n_values < 32_000 else np.int32
+    codes = ids[rows].astype(small)
+    codes[codes == n_values] = -1
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(
+        pd.Index(values[:-1], dtype=arr.dtype)))
 
 
 def scope_stream_order(kernels: pd.DataFrame, include_communication: bool = False

@@ -143,7 +143,13 @@ def class_codes(names: pd.Series, types: pd.Series | None = None,
 
 
 def _text(values: pd.Series) -> pd.Series:
-    """``values`` as text, missing values as ``""`` (copied only when some are missing)."""
+    """``values`` as text, missing values as ``""`` (copied only when some are missing).
+
+    Text held as a categorical (the tasks in scope of a cached table) stays one while
+    nothing is missing: it is read by code.
+    """
+    if isinstance(values.dtype, pd.CategoricalDtype) and not values.hasnans:
+        return values
     text = values.astype("string")
     return text.fillna("") if text.hasnans else text
 

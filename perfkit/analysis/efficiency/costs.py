@@ -55,8 +55,10 @@ COST_COLUMNS = ("kind", "flops", "bytes", "dtype", "causal", "call_flops", "call
 
 def _label(frame: pd.DataFrame) -> pd.Series:
     """Operator label of each row: GPU kernels' launching op, Ascend type, else the name."""
-    name = frame["name"].astype("string")
-    label = name
+    def name() -> pd.Series:  # text, read only where a task's type says nothing
+        return frame["name"].astype("string")
+
+    label = None
     if "type" in frame.columns:
         typ = frame["type"].astype("string")
         # generic per distinct type (missing ones too), spread back by code
@@ -66,7 +68,9 @@ def _label(frame: pd.DataFrame) -> pd.Series:
             ["kernel", "gpu_memcpy", "gpu_memset", ""])).fillna(True).to_numpy(bool)
         generic = generic_u[codes]
         # every task typed (Ascend): the type column itself, whose codes others share
-        label = typ if not generic.any() else typ.where(~generic, name)
+        label = typ if not generic.any() else typ.where(~generic, name())
+    if label is None:
+        label = name()
     if "op_name" in frame.columns:
         label = frame["op_name"].astype("string").where(frame["op_name"].notna(), label)
     return label.fillna("")
@@ -93,7 +97,7 @@ def _source(profile: Any, columns: Sequence[str] | None = None, split: bool = Fa
             # the pricing keys no reader reads per task are coded by _outside_keys, and the
             # PMU ratios come as their two row maxima
             inside = [c for c in columns if c not in _KEY_ONLY + _CODED_KEYS]
-            rows = tasks_in_scope(k, False, inside, pmu=False)
+            rows = tasks_in_scope(k, False, inside, pmu=False, coded=_BY_CODE)
             pmu = _pmu_in_scope(k)
             if pmu is not None:
                 rows = with_columns(rows, _pmu_compute=pmu[0], _pmu_memory=pmu[1])
@@ -181,6 +185,9 @@ _NARROW = ("rank", "step", "name", "type", "op_name", "op_id", "stream", "thread
 #: tasks they are coded on the whole table and read for the distinct calls only, instead of
 #: copying their text for every task in scope (about 70 MB on a million Ascend tasks).
 _KEY_ONLY = ("output_shapes", "output_dtypes", "output_formats", "concrete_inputs")
+#: Columns of :func:`narrow_costs`' rows that every reader reads by code (the names: the
+#: main kernel of each group): categoricals where the table's row ids are known.
+_BY_CODE = ("name",)
 #: Pricing keys the readers of :func:`narrow_costs` read per operator call, not as text
 #: per task: coded on the whole table like :data:`_KEY_ONLY` and kept in the rows as
 #: categoricals (one or two bytes per task instead of its text).

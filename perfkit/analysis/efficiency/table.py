@@ -132,7 +132,9 @@ def _no_price_is_na(out: pd.DataFrame) -> pd.DataFrame:
 def _main_names(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> pd.Series:
     """Each group's main kernel: the name with the most non-memory time (memsets and
     copies only where a group has nothing else), NA for a group without names."""
-    names = rows["name"].astype("string")
+    names = rows["name"]  # text, or a categorical of it: read by code either way
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype("string")
     code, uniq = shared_factorize(names, use_na_sentinel=True)  # the codes others share
     out = pd.Series(pd.NA, index=range(n_groups), dtype="string")
     named = code >= 0

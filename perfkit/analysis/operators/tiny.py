@@ -127,8 +127,11 @@ def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:
     except OverflowError:
         counts = pairs.groupby(["rank", "name"], dropna=False).size()
     text_of_rank = np.append(texts, None).astype(object)  # the last rank: missing name
+    dtype = k["name"].dtype  # the text's dtype, also of names held as a categorical
+    if isinstance(dtype, pd.CategoricalDtype):
+        dtype = dtype.categories.dtype
     name = pd.array(text_of_rank[counts.index.get_level_values("name").to_numpy(np.int64)],
-                    dtype=k["name"].dtype)
+                    dtype=dtype)
     counts.index = pd.MultiIndex.from_arrays(
         [counts.index.get_level_values("rank"), name], names=["rank", "name"])
     return counts

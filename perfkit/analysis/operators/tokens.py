@@ -8,6 +8,7 @@ A task's token comes from its operator type, or its name where the type is gener
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,9 +63,8 @@ def _token_codes(kernels: pd.DataFrame
     """
     typ = kernels["type"].astype("string") if "type" in kernels.columns else \
         pd.Series(pd.NA, index=kernels.index, dtype="string")
-    name = kernels["name"].astype("string").fillna("")
     t_code, t_uniq = shared_factorize(typ, use_na_sentinel=True)
-    n_code, n_uniq = shared_factorize(name, use_na_sentinel=True)
+    n_code, n_uniq = _name_codes(kernels["name"])
     t_uniq = pd.Series(t_uniq, dtype="string")
     generic_t = t_uniq.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(bool)
     generic = np.where(t_code < 0, True, generic_t[np.maximum(t_code, 0)] if len(t_uniq)
@@ -75,6 +75,25 @@ def _token_codes(kernels: pd.DataFrame
                                  ignore_index=True), dtype="string")
     code = np.where(generic, n_code, len(n_uniq) + np.maximum(t_code, 0))
     return _tokens_of(labels), code, n_code, np.asarray(n_uniq, dtype=object)
+
+
+def _name_codes(names: pd.Series) -> tuple[np.ndarray, Any]:
+    """Codes and distinct values of the names, a missing name read as ``""``.
+
+    Names held as a categorical (the tasks in scope of a cached table) are coded as they
+    are, and a missing one joins ``""``; text is coded as ``fillna("")`` text.
+    """
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return shared_factorize(names.astype("string").fillna(""), use_na_sentinel=True)
+    code, uniq = shared_factorize(names, use_na_sentinel=True)
+    if not (code < 0).any():
+        return code, uniq
+    text = pd.Series(uniq, dtype="string")
+    empty = np.flatnonzero(text.eq("").to_numpy(bool))
+    if len(empty):
+        return np.where(code < 0, int(empty[0]), code), uniq
+    return np.where(code < 0, len(text), code), pd.Index(
+        pd.concat([text, pd.Series([""], dtype="string")], ignore_index=True))
 
 
 def _tokens_of(labels: pd.Series) -> np.ndarray:
