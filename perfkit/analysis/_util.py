@@ -23,7 +23,7 @@ from .. import _text_codes
 from ._frames import distinct, is_lazy_frame
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
-           "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "shared_results", "shared",
+           "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
            "scope_stream_order",
            "take_rows", "with_columns", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
@@ -675,7 +675,7 @@ def n_step_pairs(kernels: Any) -> int:
     if kernels.empty:
         return 1
     # a key of one value throughout (one rank, one step) does not divide the pairs
-    cols = [c for c in cols if not _one_value(kernels[c])]
+    cols = [c for c in cols if not one_value(kernels[c])]
     if not cols:
         return 1
     try:
@@ -684,7 +684,7 @@ def n_step_pairs(kernels: Any) -> int:
         return max(1, int(kernels[cols].drop_duplicates().shape[0]))
 
 
-def _one_value(col: pd.Series) -> bool:
+def one_value(col: pd.Series) -> bool:
     """Whether an integer column holds one value in every row (none missing).
 
     Read from its minimum and maximum, without coding the rows.

@@ -32,7 +32,15 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import is_lazy, per_rank
-from ._util import empty_frame, has_values, n_step_pairs, shared_factorize, table, take_rows
+from ._util import (
+    empty_frame,
+    has_values,
+    n_step_pairs,
+    one_value,
+    shared_factorize,
+    table,
+    take_rows,
+)
 
 if TYPE_CHECKING:  # the type only; analyses never read files
     from ..io.ir import IRGraph
@@ -540,13 +548,18 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
     scoped_of = text.str.contains(RECOMPUTE_SCOPE, regex=True).to_numpy(bool)
     grad_of = text.str.startswith("Gradients/").to_numpy(bool)
     text = text.tolist()
-    rank_key = frame["rank"].astype("Float64").fillna(-1.0).to_numpy(np.float64)
+    rank_key = pd.to_numeric(frame["rank"], errors="coerce").to_numpy(
+        np.float64, na_value=-1.0)
     dur_all = frame["dur_us"].to_numpy(np.float64, na_value=np.nan)
     pair_cols = frame[[c for c in ("rank", "step") if c in frame.columns]]
+    # one rank and one step throughout (a rank's profile of one step): one pair per rank,
+    # without taking the columns out for the compute tasks
+    one_pair = all(one_value(pair_cols[c]) for c in pair_cols.columns)
     if keep is not None:
         code, rank_key, dur_all = code[keep], rank_key[keep], dur_all[keep]
-        pair_cols = take_rows(pair_cols, keep)
-    ranks = np.unique(rank_key)
+        if not one_pair:
+            pair_cols = take_rows(pair_cols, keep)
+    ranks = np.sort(pd.unique(rank_key))  # the few ranks, without sorting every task
     order = None if len(ranks) < 2 else np.argsort(rank_key, kind="stable")
     bounds = np.searchsorted(rank_key[order] if order is not None else rank_key,
                              ranks, side="left").tolist() + [len(rank_key)]
@@ -558,7 +571,8 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
         scoped = scoped_of[c]
         fwd = scoped & ~grad_of[c]
         dur = dur_all[rows_of]
-        pairs = n_step_pairs(pair_cols if order is None else take_rows(pair_cols, rows_of))
+        pairs = 1 if one_pair else n_step_pairs(
+            pair_cols if order is None else take_rows(pair_cols, rows_of))
         layer_of = {t: _scope_parts(t)[0] for t in {text[n] for n in present.tolist()}}
         layers = sorted({x for x in layer_of.values() if x is not None})
         scoped_names = {text[n] for n in present[scoped_of[present]].tolist()}
