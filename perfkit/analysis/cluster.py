@@ -26,6 +26,7 @@ from ._util import (
     empty_frame,
     group_median,
     has_values,
+    one_value,
     robust_z,
     table,
     text_matches,
@@ -382,9 +383,12 @@ def sync_points(profile: Any) -> pd.DataFrame:
     if ops.empty or "name" not in ops.columns:
         return empty_frame(cols, "no host operators (ops table) in this profile")
     sel = ops[text_matches(ops["name"], SYNC_PATTERN).to_numpy(bool)]
-    steps = ops.groupby("rank", dropna=False)["step"].nunique().clip(lower=1)
     if sel.empty:
         return add_note(empty_frame(cols), "no synchronising host operator found")
+    if one_value(ops["rank"]) and one_value(ops["step"]):  # one rank's one step
+        steps = pd.Series([1], index=pd.Index(ops["rank"].iloc[:1].array, name="rank"))
+    else:
+        steps = ops.groupby("rank", dropna=False)["step"].nunique().clip(lower=1)
     out = sel.groupby(["rank", "name"], dropna=False).agg(count=("dur_us", "size"),
                                                           host_us=("dur_us", "sum"))
     out = out.reset_index()

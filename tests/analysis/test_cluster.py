@@ -146,6 +146,11 @@ def test_sync_points() -> None:
     assert out.loc["aten::item", "count"] == 2 and out.loc["aten::item", "host_us"] == 12.0
     assert out.loc["aten::item", "per_step"] == pytest.approx(1.0)
     assert "aten::mm" not in out.index
+    # one rank's one step (counted without grouping): every call is in that step
+    one = Profile(ProfileMeta("test", rank=0), {"ops": ops.assign(step=3)})
+    got = sync_points(one).set_index("name")
+    assert got.loc["aten::item", "per_step"] == pytest.approx(2.0)
+    assert got.loc["cudaStreamSynchronize", "per_step"] == pytest.approx(1.0)
 
 
 @pytest.mark.shared_samples
