@@ -185,9 +185,10 @@ _NARROW = ("rank", "step", "name", "type", "op_name", "op_id", "stream", "thread
 #: tasks they are coded on the whole table and read for the distinct calls only, instead of
 #: copying their text for every task in scope (about 70 MB on a million Ascend tasks).
 _KEY_ONLY = ("output_shapes", "output_dtypes", "output_formats", "concrete_inputs")
-#: Columns of :func:`narrow_costs`' rows that every reader reads by code (the names: the
-#: main kernel of each group): categoricals where the table's row ids are known.
-_BY_CODE = ("name",)
+#: Columns of :func:`narrow_costs`' rows that every reader reads by code or compares with
+#: one value (the names: the main kernel of each group; the category: memory tasks):
+#: categoricals where the table's row ids are known.
+_BY_CODE = ("name", "category")
 #: Pricing keys the readers of :func:`narrow_costs` read per operator call, not as text
 #: per task: coded on the whole table like :data:`_KEY_ONLY` and kept in the rows as
 #: categoricals (one or two bytes per task instead of its text).

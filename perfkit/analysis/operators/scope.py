@@ -35,13 +35,15 @@ def _scope(kernels: pd.DataFrame, include_communication: bool,
 
     Tasks with a duration (and, unless ``include_communication``, not communication),
     taken out in one pass (:func:`tasks_in_scope`); the PMU ratios too, except with
-    ``columns`` :data:`_LANES`, whose readers read the names by code (a categorical where
-    the table's row ids are known). The same frame for the same columns within a block.
+    ``columns`` :data:`_LANES`, whose readers read the names and categories by code or
+    compare them with one value (categoricals where the table's row ids are known). The
+    same frame for the same columns within a block.
     """
     lanes = columns == _LANES
     return shared("scope", (kernels,), (include_communication, columns),
                   lambda: tasks_in_scope(kernels, include_communication, columns,
-                                         pmu=not lanes, coded=("name",) if lanes else ()))
+                                         pmu=not lanes,
+                                         coded=("name", "category") if lanes else ()))
 
 
 def _stream_order(k: pd.DataFrame, columns: tuple[str, ...], kernels: pd.DataFrame
