@@ -3,9 +3,10 @@
 A table read back from the cache comes from Parquet, which stores a text column as a
 dictionary of its distinct values and, for each row, an index into it. Those indices are
 an integer id per row, equal exactly where the text is equal (missing values share an id
-of their own). :mod:`perfkit.io.cache` hands them to :func:`remember` beside the column's
-Arrow data; a selection of rows (the tasks in scope, rows put in stream order) hands the
-selected ids on with :func:`carry`. Coding such a column (``pd.factorize``, which the
+of their own). :mod:`perfkit.io.parquet_text` tells :func:`remember_lazily` where to
+read them, beside the column's Arrow data, the first time an analysis asks; a selection of
+rows (the tasks in scope, rows put in stream order) hands the selected ids on with
+:func:`carry`. Coding such a column (``pd.factorize``, which the
 analyses do a dozen times per ``advise`` on the same million-row columns) then reads
 small integers instead of hashing strings (:func:`factorize`): about 3 ms instead of 16-20
 ms per million rows on the benchmark rank (benchmarks/README.md, "advise").
@@ -18,17 +19,34 @@ gives exactly what ``pd.factorize(values, use_na_sentinel=False)`` gives.
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["remember", "ids_of", "values_of", "carry", "smallest_ids", "factorize",
-           "first_appearance", "first_rows"]
+__all__ = ["remember", "remember_lazily", "ids_of", "values_of", "carry", "smallest_ids",
+           "factorize", "first_appearance", "first_rows"]
 
-#: id(Arrow data) -> (weak reference to that data, its row ids, the text of each id)
-_IDS: dict[int, tuple[weakref.ref[Any], np.ndarray, Any]] = {}
+#: Loads (row ids, text of each id) when first asked for; None when they cannot be had.
+Loader = Callable[[], "tuple[np.ndarray, Any] | None"]
+
+
+class _Entry:
+    """The ids of one column's data, or how to load them when first asked for."""
+
+    __slots__ = ("ref", "ids", "values", "load")
+
+    def __init__(self, ref: weakref.ref[Any], ids: np.ndarray | None, values: Any,
+                 load: Loader | None) -> None:
+        self.ref, self.ids, self.values, self.load = ref, ids, values, load
+
+
+#: id(Arrow data) -> its entry
+_IDS: dict[int, _Entry] = {}
+_LOADING = threading.Lock()
 
 
 def remember(data: Any, ids: np.ndarray, values: Any = None) -> None:
@@ -41,43 +59,63 @@ def remember(data: Any, ids: np.ndarray, values: Any = None) -> None:
     """
     if len(ids) != len(data):
         raise ValueError(f"{len(ids)} ids for a column of {len(data)} rows")
+    _keep(data, _Entry(weakref.ref(data), ids, values, None))
+
+
+def remember_lazily(data: Any, load: Loader) -> None:
+    """Keep how to load ``data``'s ids and their text: ``load()`` runs the first time they
+    are asked for (:func:`ids_of`), once; when it gives None or fails, there are none."""
+    _keep(data, _Entry(weakref.ref(data), None, None, load))
+
+
+def _keep(data: Any, entry: _Entry) -> None:
     key = id(data)
-    _IDS[key] = (weakref.ref(data), ids, values)
-    weakref.finalize(data, _forget, key, ids)
+    _IDS[key] = entry
+    weakref.finalize(data, _forget, key, entry)
 
 
-def _forget(key: int, ids: np.ndarray) -> None:
-    hit = _IDS.get(key)
-    if hit is not None and hit[1] is ids:
+def _forget(key: int, entry: _Entry) -> None:
+    if _IDS.get(key) is entry:
         del _IDS[key]
 
 
-def _hit(data: Any) -> tuple[Any, np.ndarray, Any] | None:
-    hit = _IDS.get(id(data))
-    if hit is None or hit[0]() is not data:
+def _hit(data: Any) -> _Entry | None:
+    entry = _IDS.get(id(data))
+    if entry is None or entry.ref() is not data:
         return None
-    return hit
+    if entry.load is not None:
+        with _LOADING:  # one thread loads, another asking meanwhile waits for it
+            if entry.load is not None:
+                try:
+                    got = entry.load()
+                except Exception:  # noqa: BLE001 - no ids: the column is coded by its text
+                    got = None
+                if got is not None and len(got[0]) == len(data):
+                    entry.ids, entry.values = got
+                entry.load = None
+    return entry if entry.ids is not None else None
 
 
 def ids_of(data: Any) -> np.ndarray | None:
-    """The ids :func:`remember` keeps for ``data`` (None when it keeps none)."""
-    hit = _hit(data)
-    return None if hit is None else hit[1]
+    """The ids kept for ``data`` (loaded now if need be; None when there are none)."""
+    entry = _hit(data)
+    return None if entry is None else entry.ids
 
 
 def values_of(data: Any) -> Any:
     """The text of each id of ``data`` (None when not kept)."""
-    hit = _hit(data)
-    return None if hit is None else hit[2]
+    entry = _hit(data)
+    return None if entry is None else entry.values
 
 
 def carry(source: Any, taken: Any, rows: np.ndarray) -> None:
-    """``taken`` is ``source`` at ``rows`` (a boolean mask or positions): carry its ids."""
+    """``taken`` is ``source`` at ``rows`` (a boolean mask or positions): carry its ids
+    (loading them if need be)."""
     if taken is None or taken is source:
         return
-    hit = _hit(source)
-    if hit is not None:
-        remember(taken, hit[1][np.asarray(rows)], hit[2])
+    entry = _hit(source)
+    if entry is not None:
+        remember(taken, entry.ids[np.asarray(rows)], entry.values)
 
 
 def smallest_ids(indices: np.ndarray, n_values: int) -> np.ndarray:

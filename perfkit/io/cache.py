@@ -294,8 +294,8 @@ def read_table_file(f: Path) -> pd.DataFrame:
 
     Every column keeps its own block (``split_blocks``): no copy of the numbers into one
     2-D array, which for a wide table (48 columns of an Ascend rank) halves the read. The
-    text columns' Parquet dictionary indices are kept as their row ids
-    (:mod:`perfkit.io.parquet_text`), which the analyses code them by.
+    analyses that code a text column read its Parquet dictionary indices as row ids the
+    first time they ask (:mod:`perfkit.io.parquet_text`).
     """
     return read_frame(f)
 
