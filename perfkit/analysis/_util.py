@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import warnings
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -21,6 +20,7 @@ import pyarrow.compute as pc
 
 from .. import _text_codes
 from ._frames import distinct, is_lazy_frame
+from ._order import _group_cummax, group_median, stable_order
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "shared_results", "shared",
@@ -383,166 +383,6 @@ def union_parts(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us
     new_seg = first.copy()
     new_seg[1:] |= s[1:] > reach[:-1]
     return f, first, np.flatnonzero(new_seg)
-
-
-def _group_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` that restarts where ``first`` is True."""
-    starts = np.flatnonzero(first)
-    if len(starts) <= _FEW_GROUPS and not np.isnan(values).any():
-        # a few groups (a rank's steps): numpy's running maximum over each slice
-        out = np.empty_like(values)
-        for a, b in zip(starts, [*starts[1:], len(values)], strict=True):
-            np.maximum.accumulate(values[a:b], out=out[a:b])
-        return out
-    gid = np.cumsum(first) - 1
-    return pd.Series(values).groupby(gid, sort=False).cummax().to_numpy()
-
-
-#: Up to this many groups, per-group numpy calls on contiguous slices beat a groupby.
-_FEW_GROUPS = 64
-
-
-def group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
-    """Median of ``values`` per group ``0..n-1``, missing values left out (NaN: none).
-
-    ``pd.Series(values).groupby(group).median()`` spread over the ``n`` groups; a few
-    groups in contiguous runs (rows sorted by group) take numpy's median of each slice
-    (the same value: the middle one, or the mean of the two middle ones).
-    """
-    out = np.full(n, np.nan)
-    if not len(values):
-        return out
-    if n <= _FEW_GROUPS and (len(group) < 2 or bool((group[1:] >= group[:-1]).all())):
-        bounds = np.searchsorted(group, np.arange(n + 1), side="left")
-        with warnings.catch_warnings():  # a group of NaN only is NaN, as in pandas
-            warnings.simplefilter("ignore", RuntimeWarning)
-            for g in range(n):
-                if bounds[g + 1] > bounds[g]:
-                    out[g] = np.nanmedian(values[bounds[g]:bounds[g + 1]])
-        return out
-    med = pd.Series(values).groupby(group).median()
-    out[med.index.to_numpy(np.int64)] = med.to_numpy(np.float64)
-    return out
-
-
-def stable_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
-    """Positions that sort ``frame`` by ``keys`` (missing last), or None if already sorted.
-
-    ``frame.sort_values(keys, kind="mergesort")`` is stable, so on rows that are already
-    in order it changes nothing: profiles are mostly written in time order, and one pass
-    over the keys (as numbers) tells, without the sort or the copy of the rows. Text keys
-    are not checked (always sorted).
-    """
-    if len(frame) < 2 or _in_order(frame, keys):
-        return None
-    if all(_is_number(frame[k]) for k in keys):
-        return _numeric_order(frame, keys)
-    return frame[list(keys)].reset_index(drop=True).sort_values(
-        list(keys), kind="mergesort").index.to_numpy()
-
-
-def _is_number(col: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(
-        col.dtype)
-
-
-def _numeric_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
-    """The stable order of ``frame.sort_values(keys, kind="mergesort")`` on numeric keys.
-
-    Sorted key by key from the last (each sort stable, so earlier keys decide first and
-    ties keep table order), on numpy arrays instead of pandas' multi-key sort: each key
-    by its values, then by its missing marks (missing last, as pandas puts them).
-    """
-    grouped = _grouped_order(frame, keys)
-    if grouped is not None:
-        return grouped
-    order = np.arange(len(frame))
-    for k in reversed(list(keys)):
-        col = frame[k]
-        if pd.api.types.is_integer_dtype(col.dtype):
-            values = col.to_numpy(np.int64, na_value=0)[order]
-            low = int(values.min()) if len(values) else 0
-            if len(values) and int(values.max()) - low < 2**16:  # radix-sorted
-                values = (values - low).astype(np.uint16)
-        else:  # NaN sorts last in numpy too, ties kept in order by the stable sort
-            values = col.to_numpy(np.float64, na_value=np.nan)[order]
-        order = order[np.argsort(values, kind="stable")]
-        missing = col.isna().to_numpy(bool)[order]
-        if missing.any():
-            order = order[np.argsort(missing, kind="stable")]
-    return order
-
-
-def _grouped_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
-    """:func:`_numeric_order` in one pass, where the rows are in order within their groups.
-
-    The leading integer keys (rank, stream, step) span few values: coded together into
-    one small integer (missing last), they are put in order by one stable radix sort.
-    When the other keys (start times) are then already non-decreasing within each group,
-    as a trace written in time order has them, that is the stable order of all the keys;
-    otherwise None (the caller sorts key by key).
-    """
-    keys = list(keys)
-    lead = 0
-    while lead < len(keys) and pd.api.types.is_integer_dtype(frame[keys[lead]].dtype):
-        lead += 1
-    if lead == 0:
-        return None
-    # the group code in 16 bits: (value - low) wraps correctly once both are cast, since
-    # the whole code space is under 2**16
-    code = np.zeros(len(frame), dtype=np.uint16)
-    span = 1
-    for k in keys[:lead]:
-        col = frame[k]
-        missing = col.isna().to_numpy(bool)
-        any_missing = bool(missing.any())
-        values = col.to_numpy(np.int64, na_value=0)
-        present = values[~missing] if any_missing else values
-        low, high = (int(present.min()), int(present.max())) if present.size else (0, 0)
-        size = high - low + 2  # the last slot is the missing value
-        span *= size
-        if span >= 2**16:
-            return None
-        part = values.astype(np.uint16) - np.uint16(low & 0xFFFF)
-        if any_missing:
-            part[missing] = size - 1
-        code *= np.uint16(size)
-        code += part
-    order = np.argsort(code, kind="stable")  # a radix sort of 16-bit keys
-    rest = keys[lead:]
-    if not rest:
-        return order
-    grouped = code[order]
-    tied = grouped[1:] == grouped[:-1]  # same group as the row before
-    for k in rest:
-        col = frame[k]
-        missing = col.isna().to_numpy(bool)
-        values = col.to_numpy(np.int64 if pd.api.types.is_integer_dtype(col.dtype)
-                              else np.float64, na_value=0)[order]
-        parts = (missing[order], values) if missing.any() else (values,)
-        for part in parts:  # missing last, then the value
-            if (tied & (part[1:] < part[:-1])).any():
-                return None
-            tied &= part[1:] == part[:-1]
-    return order
-
-
-def _in_order(frame: pd.DataFrame, keys: Sequence[str]) -> bool:
-    """Whether numeric ``keys`` are non-decreasing row to row (missing last), in key order."""
-    cols = [frame[k] for k in keys]
-    if not all(pd.api.types.is_numeric_dtype(c.dtype) and not pd.api.types.is_bool_dtype(
-            c.dtype) for c in cols):
-        return False
-    tied = np.ones(len(frame) - 1, dtype=bool)  # rows equal to the row before so far
-    for col in cols:
-        missing = col.isna().to_numpy(bool)
-        values = col.to_numpy(np.int64 if pd.api.types.is_integer_dtype(col.dtype)
-                              else np.float64, na_value=0)
-        for part in (missing, values):  # missing last, then the value
-            if (tied & (part[1:] < part[:-1])).any():
-                return False
-            tied &= part[1:] == part[:-1]
-    return True
 
 
 def group_changes(*columns: pd.Series) -> np.ndarray:

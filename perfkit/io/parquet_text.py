@@ -68,7 +68,9 @@ def _column_ids(f: Path, name: str, stamp: tuple[int, int, int], dtype: Any
     ids = np.concatenate([np.asarray(c.indices.fill_null(n_values)) for c in chunks]) \
         if chunks else np.zeros(0, dtype=np.int64)
     text = pa.concat_arrays([dictionary.cast(value_type), pa.nulls(1, value_type)])
-    return smallest_ids(ids, n_values), pd.array(text, dtype=dtype)
+    # the few distinct texts through Python objects: the same on every pandas version
+    return smallest_ids(ids, n_values), pd.array(text.to_numpy(zero_copy_only=False),
+                                                 dtype=dtype)
 
 
 def read_frame(f: Path) -> pd.DataFrame:

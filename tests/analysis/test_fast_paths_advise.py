@@ -18,7 +18,7 @@ import pytest
 from shared_samples import PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
-from perfkit.analysis import _util
+from perfkit.analysis import _order, _util
 from perfkit.analysis._util import n_step_pairs
 from perfkit.analysis.efficiency import costs as eff_costs
 from perfkit.analysis.efficiency import table as eff_table
@@ -135,7 +135,7 @@ def test_medians_and_running_maxima_of_contiguous_groups_equal_a_groupby() -> No
             first = np.r_[True, group[1:] != group[:-1]]
             ends = np.abs(rng.normal(size=m))
             want_max = pd.Series(ends).groupby(np.cumsum(first)).cummax().to_numpy()
-            assert np.array_equal(_util._group_cummax(ends, first), want_max)
+            assert np.array_equal(_order._group_cummax(ends, first), want_max)
 
 
 @pytest.mark.parametrize("path", [SIMULATED, shared_param(PT_LEVEL1)])

@@ -18,7 +18,7 @@ from shared_samples import PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit import _text_codes
-from perfkit.analysis import _util
+from perfkit.analysis import _order, _util
 from perfkit.analysis._util import (
     n_step_pairs,
     shared_factorize,
@@ -145,18 +145,18 @@ def test_the_grouped_order_equals_pandas_sort_where_times_are_in_order_per_lane(
         frame = pd.DataFrame({"rank": rank, "stream": pd.array(lane, dtype="Int64"),
                               "start_us": start})
         keys = ["rank", "stream", "start_us"]
-        assert _util._grouped_order(frame, keys) is not None
+        assert _order._grouped_order(frame, keys) is not None
         want = frame.reset_index(drop=True).sort_values(keys, kind="mergesort").index
         assert np.array_equal(_util.stable_order(frame, keys), want.to_numpy())
     # negative values, and a code space too large for 16 bits (sorted key by key)
     for low, high in ((-7, 5), (-40_000, 40_000)):
         wide = frame.assign(stream=pd.array(rng.integers(low, high, len(frame)),
                                             dtype="Int64"))
-        assert (_util._grouped_order(wide, keys) is None) == (high - low > 2**15)
+        assert (_order._grouped_order(wide, keys) is None) == (high - low > 2**15)
         want = wide.reset_index(drop=True).sort_values(keys, kind="mergesort").index
         assert np.array_equal(_util.stable_order(wide, keys), want.to_numpy())
     shuffled = frame.assign(start_us=rng.permutation(frame["start_us"].to_numpy()))
-    assert _util._grouped_order(shuffled, keys) is None  # sorted key by key instead
+    assert _order._grouped_order(shuffled, keys) is None  # sorted key by key instead
     want = shuffled.reset_index(drop=True).sort_values(keys, kind="mergesort").index
     assert np.array_equal(_util.stable_order(shuffled, keys), want.to_numpy())
 
