@@ -31,6 +31,14 @@ from perfkit.io import parquet_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SIMULATED = ROOT / "data" / "simulated" / "llama2-7b-tp2"
+#: pandas 3 copies a numpy array handed to ``assign`` (copy on write); pandas 2 may too
+PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+
+
+def _arrow_text(values: pd.Series) -> bool:
+    """Whether a text column is Arrow data (pandas 3; pandas 2 keeps Python strings), the
+    only kind that carries row ids: where it is not, every column is coded by its text."""
+    return getattr(values.array, "_pa_array", None) is not None
 
 
 def _text(rng: np.random.Generator, n: int, late: bool = True) -> pd.Series:
@@ -69,7 +77,7 @@ def test_smallest_ids_use_one_byte_for_few_values() -> None:
 
 
 def test_ids_live_as_long_as_the_column_and_are_carried_to_a_selection() -> None:
-    values = _text(np.random.default_rng(3), 5_000)
+    values = _text(np.random.default_rng(3), 5_000).astype(pd.StringDtype("pyarrow"))
     data = values.array._pa_array
     _text_codes.remember(data, _ids(values))
     assert _text_codes.ids_of(data) is not None
@@ -117,7 +125,9 @@ def test_a_table_read_with_its_ids_equals_pandas_read_parquet(tmp_path: Path) ->
             coded += 1  # the ids label the text exactly as its own factorization does
             codes, _ = pd.factorize(got[c], use_na_sentinel=False)
             assert np.array_equal(pd.factorize(ids)[0], codes)
-    assert coded >= 10
+    text_of_arrow = any(_arrow_text(parquet_text.read_frame(f)["name"]) for f in files
+                        if "kernels" in f.name)
+    assert coded >= 10 if text_of_arrow else coded == 0
 
 
 def test_the_advisor_codes_a_cached_rank_as_it_codes_the_parsed_one(tmp_path: Path,
@@ -126,7 +136,8 @@ def test_the_advisor_codes_a_cached_rank_as_it_codes_the_parsed_one(tmp_path: Pa
     parsed = pk.load(SIMULATED, progress=False)  # parses, writes the cache
     cached = pk.load(SIMULATED, progress=False)  # read back: text with ids
     for a, b in zip(parsed, cached, strict=True):
-        assert _text_codes.ids_of(b.kernels["name"].array._pa_array) is not None
+        if _arrow_text(b.kernels["name"]):
+            assert _text_codes.ids_of(b.kernels["name"].array._pa_array) is not None
         with shared_results():
             scoped = tasks_in_scope(b.kernels, False, ("name", "type"))
             got = shared_factorize(scoped["name"], use_na_sentinel=True)
@@ -166,7 +177,7 @@ def test_with_columns_keeps_the_arrays_and_equals_assign() -> None:
     new = np.linspace(0, 1, 5)
     got = with_columns(frame, b=new, c=pd.Series(7, index=frame.index), d=1)
     pd.testing.assert_frame_equal(got, frame.assign(b=new, c=7, d=1))
-    assert np.shares_memory(got["b"].to_numpy(), new)
+    assert np.shares_memory(got["b"].to_numpy(), new) or not PANDAS_3
     assert "b" not in frame.columns
 
 
@@ -204,12 +215,14 @@ def test_prices_of_a_cached_rank_coded_by_its_ids_equal_the_prices_of_the_rows(
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     pk.load(SIMULATED, progress=False)  # parsed and written to the cache
     for p in pk.load(SIMULATED, progress=False):  # read back: keys coded by their ids
-        data = p.kernels["input_shapes"].array._pa_array
-        values = _text_codes.values_of(data)
-        assert values is not None and _text_codes.ids_of(data) is not None
-        # the text of each id is the text of the rows holding it
-        ids = _text_codes.ids_of(data)
-        assert list(values[ids[:50].astype(np.int64)]) == list(p.kernels["input_shapes"][:50])
+        if _arrow_text(p.kernels["input_shapes"]):
+            data = p.kernels["input_shapes"].array._pa_array
+            values = _text_codes.values_of(data)
+            assert values is not None and _text_codes.ids_of(data) is not None
+            # the text of each id is the text of the rows holding it
+            ids = _text_codes.ids_of(data)
+            assert list(values[ids[:50].astype(np.int64)]) == \
+                list(p.kernels["input_shapes"][:50])
         with shared_results():
             narrow = costs.narrow_costs(p)
         full = costs.operator_costs(p)
@@ -263,7 +276,9 @@ def test_analyses_of_a_cached_profile_equal_those_of_the_parsed_one(path: Any, t
         from perfkit.analysis.operators.scope import _LANES, _scope
         lanes = _scope(rank.kernels, include_communication=False, columns=_LANES)
         coded = isinstance(lanes["name"].dtype, pd.CategoricalDtype)
-    assert coded  # both profiles have communication tasks: the scope drops rows
+    # both profiles have communication tasks: the scope drops rows, and where the text is
+    # Arrow data (with ids) the names come out as a categorical
+    assert coded == _arrow_text(rank.kernels["name"])
     for fn, kwargs in ((A.tiny_kernels, {}), (A.unfused_patterns, {}),
                        (A.unfused_patterns, {"detail": True}), (A.recompute_evidence, {}),
                        (A.operator_efficiency, {}), (A.elementwise_chains, {})):
