@@ -3,10 +3,10 @@
 Parquet stores a text column of few distinct values (operator names, types, shapes) as a
 dictionary and one index per row. :func:`read_frame` reads the table as pandas does and,
 for each such column, tells :func:`perfkit._text_codes.remember_lazily` how to read those
-indices and the dictionary (:func:`_column_ids`): the first analysis that codes the column
-reads them, in a few milliseconds, instead of hashing a million strings, and every later
-one reuses them (``pk.advise``). A profile whose columns no analysis codes reads nothing
-more than before.
+indices and the dictionary (:class:`_FileIds`): the first analysis that codes one of the
+file's text columns reads them all at once, in a few tens of milliseconds, instead of
+hashing a million strings per column, and every later one reuses them (``pk.advise``).
+A profile whose columns no analysis codes reads nothing more than before.
 """
 
 from __future__ import annotations
@@ -49,28 +49,44 @@ def _stamp(f: Path) -> tuple[int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _column_ids(f: Path, name: str, stamp: tuple[int, int, int], dtype: Any
-                ) -> tuple[np.ndarray, Any] | None:
-    """The dictionary indices of column ``name`` of ``f`` (missing as the dictionary's
-    length) and the text of each index, the last one missing; None when the file is no
-    longer the one read (another inode, size or modification time)."""
-    if _stamp(f) != stamp:
-        return None
-    coded = pq.ParquetFile(f, page_checksum_verification=True, read_dictionary=[name]) \
-        .read(columns=[name]).column(0)
-    if not pa.types.is_dictionary(coded.type):
-        return None
-    coded = coded.unify_dictionaries()
-    value_type = coded.type.value_type
-    chunks = coded.chunks
-    dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
-    n_values = len(dictionary)
-    ids = np.concatenate([np.asarray(c.indices.fill_null(n_values)) for c in chunks]) \
-        if chunks else np.zeros(0, dtype=np.int64)
-    text = pa.concat_arrays([dictionary.cast(value_type), pa.nulls(1, value_type)])
-    # the few distinct texts through Python objects: the same on every pandas version
-    return smallest_ids(ids, n_values), pd.array(text.to_numpy(zero_copy_only=False),
-                                                 dtype=dtype)
+class _FileIds:
+    """The dictionary indices and texts of a file's text columns, read all at once the first
+    time one of them is asked for (one read of those columns, checked against the file's
+    inode, size and modification time at the table's read)."""
+
+    def __init__(self, f: Path, stamp: tuple[int, int, int], names: list[str]) -> None:
+        self.f, self.stamp, self.names = f, stamp, names
+        self.got: dict[str, tuple[np.ndarray, pa.Array]] | None = None
+
+    def column(self, name: str, dtype: Any) -> tuple[np.ndarray, Any] | None:
+        """(row ids, the text of each id, the last one missing) of column ``name``."""
+        if self.got is None:
+            self.got = self._read() if _stamp(self.f) == self.stamp else {}
+        hit = self.got.get(name)
+        if hit is None:
+            return None
+        # the few distinct texts through Python objects: the same on every pandas version
+        return hit[0], pd.array(hit[1].to_numpy(zero_copy_only=False), dtype=dtype)
+
+    def _read(self) -> dict[str, tuple[np.ndarray, pa.Array]]:
+        table = pq.ParquetFile(self.f, page_checksum_verification=True,
+                               read_dictionary=self.names).read(columns=self.names)
+        out = {}
+        for name in self.names:
+            coded = table.column(name)
+            if not pa.types.is_dictionary(coded.type):
+                continue
+            coded = coded.unify_dictionaries()
+            value_type = coded.type.value_type
+            chunks = coded.chunks
+            dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
+            n_values = len(dictionary)
+            ids = np.concatenate([np.asarray(c.indices.fill_null(n_values)) for c in chunks]) \
+                if chunks else np.zeros(0, dtype=np.int64)
+            out[name] = (smallest_ids(ids, n_values),
+                         pa.concat_arrays([dictionary.cast(value_type),
+                                           pa.nulls(1, value_type)]))
+        return out
 
 
 def read_frame(f: Path) -> pd.DataFrame:
@@ -93,9 +109,10 @@ def read_frame(f: Path) -> pd.DataFrame:
         names = _dictionary_text_columns(pq.ParquetFile(f))
     except (OSError, pa.ArrowException):
         return frame
-    for name in names:
-        column = frame[name].array
-        data = getattr(column, "_pa_array", None)
-        if data is not None:
-            remember_lazily(data, partial(_column_ids, f, name, stamp, column.dtype))
+    coded = [n for n in names if getattr(frame[n].array, "_pa_array", None) is not None]
+    if coded:
+        ids = _FileIds(f, stamp, coded)
+        for name in coded:
+            column = frame[name].array
+            remember_lazily(column._pa_array, partial(ids.column, name, column.dtype))
     return frame
