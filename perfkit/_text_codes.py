@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["remember", "remember_lazily", "ids_of", "values_of", "carry", "smallest_ids",
-           "factorize", "first_appearance", "first_rows"]
+__all__ = ["remember", "remember_lazily", "ids_of", "values_of", "carry", "id_dtype",
+           "smallest_ids", "factorize", "first_appearance", "first_rows"]
 
 #: Loads (row ids, text of each id) when first asked for; None when they cannot be had.
 Loader = Callable[[], "tuple[np.ndarray, Any] | None"]
@@ -118,13 +118,19 @@ def carry(source: Any, taken: Any, rows: np.ndarray) -> None:
         remember(taken, entry.ids[np.asarray(rows)], entry.values)
 
 
-def smallest_ids(indices: np.ndarray, n_values: int) -> np.ndarray:
-    """``indices`` (into ``n_values`` distinct values, missing as ``n_values``) in the
-    smallest unsigned integer type that holds them: 1 byte per row for up to 255 values."""
+def id_dtype(n_values: int) -> type[np.integer[Any]]:
+    """The smallest unsigned integer type for ids of ``n_values`` distinct values and the
+    missing value's (``n_values``): 1 byte per row for up to 254 values."""
     for dtype in (np.uint8, np.uint16, np.uint32):
         if n_values < np.iinfo(dtype).max:
-            return indices.astype(dtype, copy=False)
-    return indices.astype(np.int64, copy=False)
+            return dtype
+    return np.int64
+
+
+def smallest_ids(indices: np.ndarray, n_values: int) -> np.ndarray:
+    """``indices`` (into ``n_values`` distinct values, missing as ``n_values``) as
+    :func:`id_dtype` of ``n_values``."""
+    return indices.astype(id_dtype(n_values), copy=False)
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._text_codes import remember_lazily, smallest_ids
+from .._text_codes import id_dtype, remember_lazily
 
 __all__ = ["read_frame"]
 
@@ -81,12 +81,23 @@ class _FileIds:
             chunks = coded.chunks
             dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
             n_values = len(dictionary)
-            ids = np.concatenate([np.asarray(c.indices.fill_null(n_values)) for c in chunks]) \
-                if chunks else np.zeros(0, dtype=np.int64)
-            out[name] = (smallest_ids(ids, n_values),
+            out[name] = (_row_ids(chunks, n_values),
                          pa.concat_arrays([dictionary.cast(value_type),
                                            pa.nulls(1, value_type)]))
         return out
+
+
+def _row_ids(chunks: list[pa.DictionaryArray], n_values: int) -> np.ndarray:
+    """The chunks' indices as one array of the smallest unsigned type (missing as
+    ``n_values``), written chunk by chunk into it: no copy of the indices in between."""
+    out = np.empty(sum(len(c) for c in chunks), dtype=id_dtype(n_values))
+    at = 0
+    for c in chunks:
+        indices = c.indices
+        part = np.asarray(indices.fill_null(n_values) if indices.null_count else indices)
+        out[at:at + len(c)] = part
+        at += len(c)
+    return out
 
 
 def read_frame(f: Path) -> pd.DataFrame:
