@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["remember", "remember_lazily", "ids_of", "values_of", "carry", "id_dtype",
-           "smallest_ids", "factorize", "first_appearance", "first_rows"]
+           "factorize", "first_appearance", "first_rows"]
 
 #: Loads (row ids, text of each id) when first asked for; None when they cannot be had.
 Loader = Callable[[], "tuple[np.ndarray, Any] | None"]
@@ -126,11 +126,6 @@ def id_dtype(n_values: int) -> type[np.integer[Any]]:
             return dtype
     return np.int64
 
-
-def smallest_ids(indices: np.ndarray, n_values: int) -> np.ndarray:
-    """``indices`` (into ``n_values`` distinct values, missing as ``n_values``) as
-    :func:`id_dtype` of ``n_values``."""
-    return indices.astype(id_dtype(n_values), copy=False)
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:

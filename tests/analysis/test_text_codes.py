@@ -55,7 +55,8 @@ def _ids(values: pd.Series) -> np.ndarray:
     """An equality labelling of ``values`` unrelated to their order: ids by sorted text."""
     text = values.fillna("\x00missing").to_numpy(dtype=object)
     _, inverse = np.unique(text.astype(str), return_inverse=True)
-    return _text_codes.smallest_ids(inverse.ravel(), int(inverse.max()) + 1)
+    n_values = int(inverse.max()) + 1
+    return inverse.ravel().astype(_text_codes.id_dtype(n_values))
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 70_000, 300_000])
@@ -70,10 +71,11 @@ def test_factorize_from_ids_equals_pd_factorize_of_the_text(n: int) -> None:
         pd.testing.assert_extension_array_equal(pd.array(got_uniques), pd.array(want_uniques))
 
 
-def test_smallest_ids_use_one_byte_for_few_values() -> None:
-    assert _text_codes.smallest_ids(np.arange(200), 200).dtype == np.uint8
-    assert _text_codes.smallest_ids(np.arange(300), 300).dtype == np.uint16
-    assert _text_codes.smallest_ids(np.arange(70_000), 70_000).dtype == np.uint32
+def test_ids_use_one_byte_for_few_values() -> None:
+    # the missing value's id is n_values itself: it must fit too
+    assert _text_codes.id_dtype(200) is np.uint8 and _text_codes.id_dtype(255) is np.uint16
+    assert _text_codes.id_dtype(300) is np.uint16
+    assert _text_codes.id_dtype(70_000) is np.uint32
 
 
 def test_ids_live_as_long_as_the_column_and_are_carried_to_a_selection() -> None:
