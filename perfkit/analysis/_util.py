@@ -149,7 +149,11 @@ def _factorize_coded(values: pd.Series | Any, cat: pd.Categorical, use_na_sentin
             head = pd.Series(head)
         return codes, pd.factorize(head, use_na_sentinel=False)[1]
 
-    codes, uniques = shared("factorize", (cat._ndarray,), (type(values),), code)
+    # the categorical's own codes array identifies it (pandas keeps it as ``_ndarray``;
+    # without it the column is coded again by each caller, to the same result)
+    key = getattr(cat, "_ndarray", None)
+    codes, uniques = shared("factorize", (key,), (type(values),), code) if key is not None \
+        else code()
     if not use_na_sentinel or not pd.isna(np.asarray(uniques, dtype=object)).any():
         return codes, uniques
     at = int(np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))[0])
