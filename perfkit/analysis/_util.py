@@ -25,7 +25,7 @@ from ._order import _group_cummax, group_median, stable_order
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
-           "scope_stream_order",
+           "scope_stream_order", "categorical_of",
            "take_rows", "with_columns", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
            "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
            "union_parts", "stable_order", "group_median"]
@@ -130,8 +130,17 @@ def shared_factorize(values: pd.Series | Any, use_na_sentinel: bool = True
     codes, uniques = shared("factorize", (data,), (type(values), str(values.dtype)), code)
     if not use_na_sentinel or data.null_count == 0:
         return codes, uniques
-    # the missing value's code becomes -1 and the codes after it close the gap
-    at = int(np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))[0])
+    return _missing_as_sentinel(codes, uniques)
+
+
+def _missing_as_sentinel(codes: np.ndarray, uniques: Any) -> tuple[np.ndarray, Any]:
+    """``pd.factorize(use_na_sentinel=False)``'s result as with ``True``: the missing
+    value's code becomes -1 and the codes after it close the gap (unchanged when no
+    value is missing)."""
+    missing = np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))
+    if not len(missing):
+        return codes, uniques
+    at = int(missing[0])
     return np.where(codes == at, -1, codes - (codes > at)), uniques.delete(at)
 
 
@@ -154,10 +163,7 @@ def _factorize_coded(values: pd.Series | Any, cat: pd.Categorical, use_na_sentin
     key = getattr(cat, "_ndarray", None)
     codes, uniques = shared("factorize", (key,), (type(values),), code) if key is not None \
         else code()
-    if not use_na_sentinel or not pd.isna(np.asarray(uniques, dtype=object)).any():
-        return codes, uniques
-    at = int(np.flatnonzero(pd.isna(np.asarray(uniques, dtype=object)))[0])
-    return np.where(codes == at, -1, codes - (codes > at)), uniques.delete(at)
+    return _missing_as_sentinel(codes, uniques) if use_na_sentinel else (codes, uniques)
 
 
 def text_matches(values: pd.Series, pattern: str) -> pd.Series:
@@ -625,12 +631,18 @@ def _coded_rows(arr: Any, rows: np.ndarray) -> pd.Categorical | None:
     values = _text_codes.values_of(data) if data is not None else None
     if ids is None or values is None:
         return None
-    n_values = len(values) - 1  # the last id is the missing value's
-    small = np.int8 if n_values < 127 else np.int16 if n_values < 32_000 else np.int32
-    codes = ids[rows].astype(small)
-    codes[codes == n_values] = -1
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(
-        pd.Index(values[:-1], dtype=arr.dtype)))
+    return categorical_of(ids[rows], pd.Series(values, dtype=arr.dtype))
+
+
+def categorical_of(codes: np.ndarray, uniq: pd.Series) -> pd.Categorical:
+    """The text ``uniq[codes]`` as a categorical over ``uniq``'s values (a missing one as
+    the missing code), its codes in the smallest integer type."""
+    missing = uniq.isna().to_numpy(bool)
+    mapping = np.cumsum(~missing) - 1  # each distinct value's category
+    mapping[missing] = -1
+    small = np.int8 if len(uniq) < 127 else np.int16 if len(uniq) < 32_000 else np.int32
+    return pd.Categorical.from_codes(mapping.astype(small)[codes], dtype=pd.CategoricalDtype(
+        pd.Index(uniq[~missing].array, dtype=uniq.dtype)))
 
 
 def scope_stream_order(kernels: pd.DataFrame, include_communication: bool = False

@@ -29,6 +29,7 @@ from ..._text_codes import first_appearance, first_rows, ids_of, values_of
 from .._frames import is_lazy, per_rank
 from .._util import (
     PMU_RATIOS,
+    categorical_of,
     empty_frame,
     has_values,
     pmu_maxima,
@@ -237,16 +238,6 @@ def _outside_keys(kernels: pd.DataFrame) -> dict[str, tuple[np.ndarray, pd.Serie
     return out
 
 
-def _categorical(codes: np.ndarray, uniq: pd.Series) -> pd.Categorical:
-    """The text ``uniq[codes]`` as a categorical (a missing value as its missing code)."""
-    missing = uniq.isna().to_numpy(bool)
-    mapping = np.cumsum(~missing) - 1  # each distinct value's category
-    mapping[missing] = -1
-    small = np.int8 if len(uniq) < 127 else np.int16 if len(uniq) < 32_000 else np.int32
-    return pd.Categorical.from_codes(mapping.astype(small)[codes], dtype=pd.CategoricalDtype(
-        pd.Index(uniq[~missing].array, dtype=uniq.dtype)))
-
-
 def _operator_costs(profile: Any, causal: bool, backward_factor: float,
                     columns: Sequence[str] | None = None, split: bool = False
                     ) -> pd.DataFrame:
@@ -270,7 +261,7 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     fast = _price_by_code(rows, keys, cols, causal, backward_factor,
                           call_ids=columns is not None, outside=outside)
     if fast is not None:
-        fast = with_columns(fast, **{c: _categorical(*outside[c]) for c in _CODED_KEYS
+        fast = with_columns(fast, **{c: categorical_of(*outside[c]) for c in _CODED_KEYS
                                      if c in outside})
         fast = _spread_over_calls(fast)
         fast.attrs["source"] = source
