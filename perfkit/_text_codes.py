@@ -37,16 +37,18 @@ Loader = Callable[[], "tuple[np.ndarray, Any] | None"]
 class _Entry:
     """The ids of one column's data, or how to load them when first asked for."""
 
-    __slots__ = ("ref", "ids", "values", "load")
+    __slots__ = ("ref", "ids", "values", "load", "loading")
 
     def __init__(self, ref: weakref.ref[Any], ids: np.ndarray | None, values: Any,
                  load: Loader | None) -> None:
         self.ref, self.ids, self.values, self.load = ref, ids, values, load
+        # one thread loads, another asking for the same column meanwhile waits for it
+        # (columns load in parallel: pyarrow reads without the GIL)
+        self.loading = threading.Lock() if load is not None else None
 
 
 #: id(Arrow data) -> its entry
 _IDS: dict[int, _Entry] = {}
-_LOADING = threading.Lock()
 
 
 def remember(data: Any, ids: np.ndarray, values: Any = None) -> None:
@@ -83,8 +85,8 @@ def _hit(data: Any) -> _Entry | None:
     entry = _IDS.get(id(data))
     if entry is None or entry.ref() is not data:
         return None
-    if entry.load is not None:
-        with _LOADING:  # one thread loads, another asking meanwhile waits for it
+    if entry.load is not None and entry.loading is not None:
+        with entry.loading:
             if entry.load is not None:
                 try:
                     got = entry.load()

@@ -4,13 +4,14 @@ Parquet stores a text column of few distinct values (operator names, types, shap
 dictionary and one index per row. :func:`read_frame` reads the table as pandas does and,
 for each such column, tells :func:`perfkit._text_codes.remember_lazily` how to read those
 indices and the dictionary (:class:`_FileIds`): the first analysis that codes one of the
-file's text columns reads them all at once, in a few tens of milliseconds, instead of
-hashing a million strings per column, and every later one reuses them (``pk.advise``).
+file's text columns reads that column's, in 5-10 milliseconds per million rows, instead
+of hashing a million strings, and every later one reuses them (``pk.advise``).
 A profile whose columns no analysis codes reads nothing more than before.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from functools import partial
 from pathlib import Path
@@ -26,6 +27,7 @@ from .._text_codes import id_dtype, remember_lazily
 __all__ = ["read_frame"]
 
 _PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+_PYARROW_19 = int(pa.__version__.split(".")[0]) >= 19
 
 
 def _dictionary_text_columns(pf: pq.ParquetFile) -> list[str]:
@@ -50,41 +52,36 @@ def _stamp(f: Path) -> tuple[int, int, int]:
 
 
 class _FileIds:
-    """The dictionary indices and texts of a file's text columns, read all at once the first
-    time one of them is asked for (one read of those columns, checked against the file's
-    inode, size and modification time at the table's read)."""
+    """The dictionary indices and texts of a file's text columns, each column read the
+    first time it is asked for (checked against the file's inode, size and modification
+    time at the table's read): an analysis that codes two columns reads two, about 5-10 ms
+    each on a million rows, and a column no analysis codes is never read."""
 
-    def __init__(self, f: Path, stamp: tuple[int, int, int], names: list[str]) -> None:
-        self.f, self.stamp, self.names = f, stamp, names
-        self.got: dict[str, tuple[np.ndarray, pa.Array]] | None = None
+    def __init__(self, f: Path, stamp: tuple[int, int, int]) -> None:
+        self.f, self.stamp = f, stamp
 
     def column(self, name: str, dtype: Any) -> tuple[np.ndarray, Any] | None:
         """(row ids, the text of each id, the last one missing) of column ``name``."""
-        if self.got is None:
-            self.got = self._read() if _stamp(self.f) == self.stamp else {}
-        hit = self.got.get(name)
+        if _stamp(self.f) != self.stamp:
+            return None
+        hit = self._read(name)
         if hit is None:
             return None
         # the few distinct texts through Python objects: the same on every pandas version
         return hit[0], pd.array(hit[1].to_numpy(zero_copy_only=False), dtype=dtype)
 
-    def _read(self) -> dict[str, tuple[np.ndarray, pa.Array]]:
-        table = pq.ParquetFile(self.f, page_checksum_verification=True,
-                               read_dictionary=self.names).read(columns=self.names)
-        out = {}
-        for name in self.names:
-            coded = table.column(name)
-            if not pa.types.is_dictionary(coded.type):
-                continue
-            coded = coded.unify_dictionaries()
-            value_type = coded.type.value_type
-            chunks = coded.chunks
-            dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
-            n_values = len(dictionary)
-            out[name] = (_row_ids(chunks, n_values),
-                         pa.concat_arrays([dictionary.cast(value_type),
-                                           pa.nulls(1, value_type)]))
-        return out
+    def _read(self, name: str) -> tuple[np.ndarray, pa.Array] | None:
+        coded = pq.ParquetFile(self.f, page_checksum_verification=True,
+                               read_dictionary=[name]).read(columns=[name]).column(name)
+        if not pa.types.is_dictionary(coded.type):
+            return None
+        coded = coded.unify_dictionaries()
+        value_type = coded.type.value_type
+        chunks = coded.chunks
+        dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
+        n_values = len(dictionary)
+        return (_row_ids(chunks, n_values),
+                pa.concat_arrays([dictionary.cast(value_type), pa.nulls(1, value_type)]))
 
 
 def _row_ids(chunks: list[pa.DictionaryArray], n_values: int) -> np.ndarray:
@@ -104,26 +101,45 @@ def read_frame(f: Path) -> pd.DataFrame:
     """``f`` as a DataFrame (page checksums verified), and where its text columns' row ids
     are, for the analyses that code those columns.
 
-    Every column keeps its own block (``split_blocks``): no copy of the numbers into one
-    2-D array, which for a wide table (48 columns of an Ascend rank) halves the read.
+    The frame is the one ``pandas.read_parquet`` gives, read with one Arrow chunk per row
+    group (:func:`_read_table`). Every column keeps its own block (``split_blocks``): no
+    copy of the numbers into one 2-D array, which for a wide table (48 columns of an
+    Ascend rank) halves the read.
     """
-    if _PANDAS_3:
-        frame = pd.read_parquet(f, page_checksum_verification=True,
-                                to_pandas_kwargs={"split_blocks": True,
-                                                  "self_destruct": True})
-    else:  # pandas 2 has no to_pandas_kwargs: the same read through pyarrow (the pandas
-        # metadata stored in the file gives the same dtypes)
-        frame = pq.read_table(f, page_checksum_verification=True).to_pandas(
-            split_blocks=True, self_destruct=True)
-    try:
-        stamp = _stamp(f)
-        names = _dictionary_text_columns(pq.ParquetFile(f))
-    except (OSError, pa.ArrowException):
-        return frame
+    with pq.ParquetFile(f, page_checksum_verification=True) as pf:
+        frame = _read_table(f, pf)
+        try:
+            stamp = _stamp(f)
+            names = _dictionary_text_columns(pf)
+        except (OSError, pa.ArrowException):
+            return frame
     coded = [n for n in names if getattr(frame[n].array, "_pa_array", None) is not None]
     if coded:
-        ids = _FileIds(f, stamp, coded)
+        ids = _FileIds(f, stamp)
         for name in coded:
             column = frame[name].array
             remember_lazily(column._pa_array, partial(ids.column, name, column.dtype))
+    return frame
+
+
+def _read_table(f: Path, pf: pq.ParquetFile) -> pd.DataFrame:
+    """What ``pandas.read_parquet(f)`` gives, each column one Arrow chunk per row group.
+
+    ``pandas.read_parquet`` reads through pyarrow's dataset scanner, which cuts every
+    column into chunks of 128 Ki rows; a text column of a million rows comes in 8 chunks,
+    and pyarrow's ``take`` (pandas' row selection by position) first joins a chunked
+    text column into one array: 7 ms and 30 MB of fresh memory per take of a million
+    names, whatever the rows taken. Read row group by row group, the column is one array.
+    The conversion is pyarrow's, as pandas calls it (pandas 3 with pyarrow 19 or later
+    maps no type itself; with older pyarrow pandas' own read is kept), with the frame's
+    ``attrs`` that pandas stores beside the table.
+    """
+    if _PANDAS_3 and not _PYARROW_19:
+        return pd.read_parquet(f, page_checksum_verification=True,
+                               to_pandas_kwargs={"split_blocks": True, "self_destruct": True})
+    table = pf.read(use_pandas_metadata=True)
+    attrs = (table.schema.metadata or {}).get(b"PANDAS_ATTRS")
+    frame = table.to_pandas(split_blocks=True, self_destruct=True)
+    if attrs is not None:
+        frame.attrs = json.loads(attrs)
     return frame

@@ -194,3 +194,71 @@ def test_the_row_of_each_token_character_equals_the_repeated_rows() -> None:
         rows = _RowOfChar(blocks + np.arange(len(blocks)))
         letters = np.flatnonzero(np.insert(np.zeros(n, dtype=bool), blocks, True) == 0)
         assert np.array_equal(rows[letters], want[letters])
+
+
+def test_patterns_found_in_the_shortened_token_text_are_those_of_the_whole_text() -> None:
+    import re
+
+    from perfkit.analysis.operators.unfused import PATTERNS, _find, _searched
+
+    regexes = [rx for rx, _, _ in PATTERNS.values()]
+    rng = np.random.default_rng(5)
+    letters = np.frombuffer(b"." * 64 + b"CCMMTBOFADPRSQWGLNKZ|", np.uint8)
+    # one occurrence of each pattern (an RmsNorm, a rotary embedding, SiLU * x, attention,
+    # casts), put between random tokens
+    whole_patterns = [b"CPRASDM", b"LNKMMA", b"WM", b"BMFOB", b"CCC", b"T"]
+    found = 0
+    for n in (1, 40, 20_000):
+        chars = rng.choice(letters, n)
+        for at in rng.integers(0, n, n // 100):
+            piece = whole_patterns[int(at) % len(whole_patterns)]
+            chars[at:at + len(piece)] = np.frombuffer(piece, np.uint8)[:n - at]
+        whole = chars.tobytes().decode("ascii")
+        text, where = _searched(chars, regexes)
+        if n == 20_000:  # mostly tokens no pattern spells: the text is shortened
+            assert where is not None and len(text) < 0.8 * n
+        for rx in regexes:
+            starts, ends = _find(text, rx)
+            if where is not None:
+                starts, ends = where[starts], where[ends - 1] + 1
+            want = [m.span() for m in re.finditer(rx, whole)]
+            assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == want, rx
+            found += len(want) > 0
+    assert found >= len(regexes)  # every pattern found somewhere
+    # a pattern that could match other characters, or nothing, keeps the whole text
+    chars = rng.choice(letters, 5_000)
+    for rx in (r"M.M", r"\wM", r"C*", r"[^M]M"):
+        assert _searched(chars, [rx])[1] is None
+
+
+def test_per_rank_counts_sums_and_maxima_equal_a_groupby() -> None:
+    from perfkit.analysis.operators.scope import _ByRank
+    from perfkit.analysis.operators.tiny import _name_counts
+
+    rng = np.random.default_rng(8)
+    n = 3_000
+    for ranks in ([3], [0, 2, 5], [1, None, 4]):
+        frame = pd.DataFrame({
+            "rank": pd.array(rng.choice(np.array(ranks, dtype=object), n), dtype="Int64"),
+            "name": pd.array(rng.choice(np.array(["b", "a", None, "c"], dtype=object), n),
+                             dtype="string"),
+            "dur_us": np.where(rng.random(n) < 0.1, np.nan, rng.random(n))})
+        by = _ByRank(frame)
+        grouped = frame.groupby("rank", dropna=False)
+        assert by.index.tolist() == grouped.size().index.tolist()
+        assert by.count().tolist() == grouped.size().tolist()
+        assert np.allclose(by.sum(frame["dur_us"].to_numpy()), grouped["dur_us"].sum())
+        rows = np.flatnonzero(rng.random(n) < 0.3)
+        picked = frame.iloc[rows].groupby("rank", dropna=False)
+        want = picked.size().reindex(grouped.size().index, fill_value=0)
+        assert by.count(rows).tolist() == want.tolist()
+        values = rng.integers(1, 100, len(rows))
+        want = pd.Series(values, index=frame.index[rows]).groupby(
+            frame["rank"].iloc[rows], dropna=False).max()
+        assert by.max(values, rows).tolist() == want.reindex(
+            grouped.size().index, fill_value=0).tolist()
+        mask = frame["dur_us"].lt(0.5).to_numpy(bool)
+        want = frame[mask].groupby(["rank", "name"], dropna=False).size()
+        got = _name_counts(frame, mask)
+        assert got.index.tolist() == want.index.tolist()
+        assert got.tolist() == want.tolist()

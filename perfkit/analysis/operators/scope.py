@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._util import scope_stream_order, shared, take_rows, tasks_in_scope
+from .._util import group_codes, one_value, scope_stream_order, shared, take_rows, tasks_in_scope
 from ..compare import kernel_class
 
 __all__: list[str] = []  # private to the operator analyses
@@ -70,6 +70,60 @@ def _stream_positions(kernels: pd.DataFrame) -> np.ndarray | None:
     (:func:`~perfkit.analysis._util.scope_stream_order`). None when already in order.
     """
     return scope_stream_order(kernels, include_communication=False)
+
+
+class _ByRank:
+    """Per-rank counts, sums and maxima over the rows of a frame with a ``rank`` column.
+
+    The ranks present in the order ``frame.groupby("rank", dropna=False)`` gives them
+    (:func:`~perfkit.analysis._util.group_codes`, a missing rank last) are ``index``; a
+    reduction returns one value per rank in that order. A frame of one rank (every rank's
+    own table) is reduced directly, without a code per row.
+    """
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        rank = frame["rank"]
+        self.n_rows = len(frame)
+        if one_value(rank):
+            self.code = None
+            self.index = pd.Index(rank.array[:1], name="rank")
+            return
+        self.code, self.index = group_codes(frame, ["rank"])
+        self.n_codes = int(self.code.max()) + 1 if len(self.code) else 0
+        self.present = np.flatnonzero(np.bincount(self.code, minlength=self.n_codes))
+
+    def _codes(self, rows: np.ndarray | None) -> np.ndarray:
+        return self.code if rows is None else self.code[rows]
+
+    def count(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Rows per rank (``rows``: positions or a mask of the rows counted)."""
+        if self.code is None:
+            n = self.n_rows if rows is None else (
+                int(np.count_nonzero(rows)) if rows.dtype == bool else len(rows))
+            return np.array([n], dtype=np.int64)
+        return np.bincount(self._codes(rows), minlength=self.n_codes)[self.present]
+
+    def sum(self, values: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Sum of ``values`` (one per row counted) per rank, NaN left out."""
+        if self.code is None:
+            return np.array([np.nansum(values)], dtype=np.float64)
+        return np.bincount(self._codes(rows), np.nan_to_num(values, nan=0.0),
+                           self.n_codes)[self.present]
+
+    def max(self, values: np.ndarray, rows: np.ndarray | None = None, initial: int = 0
+            ) -> np.ndarray:
+        """Largest of ``values`` per rank (integers), ``initial`` for a rank without any."""
+        if self.code is None:
+            return np.array([max(initial, int(values.max()) if len(values) else initial)],
+                            dtype=np.int64)
+        out = np.full(self.n_codes, initial, dtype=np.int64)
+        np.maximum.at(out, self._codes(rows), values)
+        return out[self.present]
+
+
+def _by_rank(frame: pd.DataFrame) -> _ByRank:
+    """:class:`_ByRank` of ``frame``, once per :func:`shared_results` block."""
+    return shared("by_rank", (frame,), (), lambda: _ByRank(frame))
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .._frames import is_lazy, per_rank
-from .._util import empty_frame, group_codes, shared_factorize, table
-from .scope import _LANES, _scope, _stream_order
+from .._util import empty_frame, shared_factorize, table
+from .scope import _LANES, _by_rank, _scope, _stream_order
 
 __all__ = ["tiny_kernels", "TINY_COLUMNS"]
 
@@ -63,29 +63,26 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     start = k["start_us"].to_numpy(np.float64, na_value=np.nan)
     dur = k["dur_us"].to_numpy(np.float64, na_value=np.nan)
     tiny = dur < threshold_us
-    after_tiny = np.r_[False, tiny[:-1]]
     # the same stream of the same rank as the task before (a missing rank or stream never is)
     same = _same_as_before(k["rank"]) & _same_as_before(k["stream"])
-    # consecutive tiny tasks on one stream: run ids break on a non-tiny task or stream change
-    run_id = np.cumsum(~tiny | ~same | ~after_tiny)
-    run_len = np.where(tiny, np.bincount(run_id, weights=tiny).astype(np.int64)[run_id], 0)
-    gap = np.clip(start - np.r_[np.nan, (start + dur)[:-1]], 0.0, None)
-    gap = np.where(tiny & after_tiny & same & (gap < max_gap_us), gap, 0.0)  # NaN: 0
-    code, index = group_codes(k, ["rank"])  # few ranks: per-rank sums over the code space
-    n_codes = int(code.max()) + 1
-    present = np.flatnonzero(np.bincount(code, minlength=n_codes))
-
-    def rank_sum(weights: np.ndarray) -> np.ndarray:
-        return np.bincount(code, weights, n_codes)[present]
-
-    longest = np.zeros(n_codes, dtype=np.int64)
-    np.maximum.at(longest, code, run_len)
+    # runs of consecutive tiny tasks on one stream: a tiny task after a tiny task of its
+    # stream carries its run on; the others start one (first) or end one (last)
+    carried = tiny & same & np.r_[False, tiny[:-1]]
+    first = np.flatnonzero(tiny & ~carried)
+    last = np.flatnonzero(tiny & ~np.r_[carried[1:], False])
+    by_rank = _by_rank(k)
+    # the idle time before each tiny task that carries a run on (launch overhead), where
+    # shorter than max_gap_us (NaN: none)
+    at = np.flatnonzero(carried)
+    gap = np.clip(start[at] - (start[at - 1] + dur[at - 1]), 0.0, None)
+    gap = np.where(gap < max_gap_us, gap, 0.0)
+    tiny_rows = np.flatnonzero(tiny)
     out = pd.DataFrame({
-        "kernels": np.bincount(code, minlength=n_codes)[present],
-        "tiny_kernels": rank_sum(tiny.astype(np.float64)).astype(np.int64),
-        "tiny_total_us": rank_sum(np.where(tiny, dur, 0.0)),
-        "total_us": rank_sum(np.nan_to_num(dur, nan=0.0)),
-        "longest_run": longest[present], "run_gap_us": rank_sum(gap)}, index=index)
+        "kernels": by_rank.count(), "tiny_kernels": by_rank.count(tiny_rows),
+        "tiny_total_us": by_rank.sum(dur[tiny_rows], tiny_rows),
+        "total_us": by_rank.sum(dur),
+        "longest_run": by_rank.max(last - first + 1, first),
+        "run_gap_us": by_rank.sum(gap, at)}, index=by_rank.index)
     out["tiny_count_share"] = out["tiny_kernels"] / out["kernels"]
     out["tiny_time_share"] = out["tiny_total_us"] / out["total_us"].where(out["total_us"] > 0)
     out["storm"] = (out["tiny_count_share"] >= storm_share) | (out["longest_run"] >= min_run)
@@ -106,32 +103,29 @@ def _same_as_before(col: pd.Series) -> np.ndarray:
 
 
 def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:
-    """``k[rows].groupby(["rank", "name"], dropna=False).size()``, grouping integer codes.
+    """``k[rows].groupby(["rank", "name"], dropna=False).size()``, counting integer codes.
 
     The names are coded once (codes other analyses share) and each code is replaced by
-    the rank of its text, so that the groups sort as the texts do (missing names last).
+    the rank of its text, so that the groups sort as the texts do (missing names last);
+    each (rank, name) pair is one integer, counted.
     """
     code, uniq = shared_factorize(k["name"], use_na_sentinel=True)
     texts, text_rank = np.unique(np.asarray(uniq, dtype=object).astype(str),
                                  return_inverse=True)
     text_rank = np.append(text_rank.ravel(), len(texts))  # code -1 (missing) sorts last
-    pairs = pd.DataFrame({"rank": k["rank"].array[rows], "name": text_rank[code[rows]]})
-    try:  # sorted groups, missing ranks last, as the groupby: counted by integer code
-        group, index = group_codes(pairs, ["rank", "name"])
-        if len(group) and int(group.max()) <= 4 * len(group) + 1024:
-            sizes = np.bincount(group)
-            sizes = sizes[sizes > 0]  # the codes present, in order: the index's
-        else:
-            sizes = np.unique(group, return_counts=True)[1]
-        counts = pd.Series(sizes, index=index, dtype="int64")
-    except OverflowError:
-        counts = pairs.groupby(["rank", "name"], dropna=False).size()
+    n_names = len(texts) + 1
+    by_rank = _by_rank(k)
+    picked = np.flatnonzero(rows)
+    pair = text_rank[code[picked]]
+    if by_rank.code is not None:  # the rank's place among the ranks present, first
+        pair = pair + np.searchsorted(by_rank.present, by_rank.code[picked]) * n_names
+    sizes = np.bincount(pair, minlength=1)
+    keys = np.flatnonzero(sizes)
     text_of_rank = np.append(texts, None).astype(object)  # the last rank: missing name
     dtype = k["name"].dtype  # the text's dtype, also of names held as a categorical
     if isinstance(dtype, pd.CategoricalDtype):
         dtype = dtype.categories.dtype
-    name = pd.array(text_of_rank[counts.index.get_level_values("name").to_numpy(np.int64)],
-                    dtype=dtype)
-    counts.index = pd.MultiIndex.from_arrays(
-        [counts.index.get_level_values("rank"), name], names=["rank", "name"])
-    return counts
+    index = pd.MultiIndex.from_arrays(
+        [by_rank.index.take(keys // n_names),
+         pd.array(text_of_rank[keys % n_names], dtype=dtype)], names=["rank", "name"])
+    return pd.Series(sizes[keys], index=index, dtype="int64")

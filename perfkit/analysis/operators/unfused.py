@@ -16,7 +16,7 @@ import pandas as pd
 
 from .._frames import aggregate, is_lazy, per_rank, transform
 from .._util import empty_frame, table, value_changes
-from .scope import _LANES, _scope, _stream_order, _stream_positions
+from .scope import _LANES, _by_rank, _scope, _stream_order, _stream_positions
 from .tokens import _token_codes
 
 __all__ = ["unfused_patterns", "PATTERNS", "UNFUSED_COLUMNS"]
@@ -55,6 +55,35 @@ def _find(text: str, regex: str) -> tuple[np.ndarray, np.ndarray]:
         return np.empty(0, int), np.empty(0, int)
     arr = np.asarray(spans, dtype=int)
     return arr[:, 0], arr[:, 1]
+
+
+#: A pattern of token letters, quantifiers, (non-capturing) groups, sets and alternatives
+#: only: it matches no character it does not spell out (no ``.``, escape, anchor or
+#: negated set).
+_PLAIN = re.compile(r"[A-Za-z0-9*+?{},:()|\[\]]*")
+
+
+def _searched(chars: np.ndarray, regexes: list[str]) -> tuple[str, np.ndarray | None]:
+    """The token text to search and, when shortened, where each of its characters is.
+
+    A token that no pattern spells (``"."``, most tasks of a trace) can be in no match:
+    like the block separator, it only divides the text. Each run of such characters is
+    cut to one, which leaves every match the same and the regular expressions a third of
+    the text to read; the positions found map back through the returned index. Kept
+    whole where a pattern could match other characters or the empty text.
+    """
+    text_of = lambda a: a.tobytes().decode("ascii")  # noqa: E731 - one-letter tokens
+    if not regexes or not all(_PLAIN.fullmatch(rx) and re.fullmatch(rx, "") is None
+                              for rx in regexes):
+        return text_of(chars), None
+    spelled = sorted({c for rx in regexes for c in rx if c.isalnum()})
+    other = ~np.isin(chars, np.frombuffer("".join(spelled).encode("ascii"), np.uint8))
+    keep = ~other
+    keep[1:] |= ~other[:-1]  # the first of each run of other characters stays
+    keep[0] = True
+    if keep.sum() > 0.8 * len(chars):
+        return text_of(chars), None
+    return text_of(chars[keep]), np.flatnonzero(keep)
 
 
 class _RowOfChar:
@@ -125,7 +154,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
     if all(len(t) == 1 and t.isascii() for t in tokens):  # one letter per row (TOKENS')
         letters = np.frombuffer("".join(tokens).encode("ascii"), np.uint8)[code]
         blocks = np.flatnonzero(new_block)
-        text = np.insert(letters, blocks, ord("|")).tobytes().decode("ascii")
+        chars = np.insert(letters, blocks, ord("|"))
+        text, where = _searched(chars, [rx for rx, _, _ in pats.values()])
         # the separators' places in the text: the character at p is row p - (separators
         # up to p), read for the matches only
         seps = blocks + np.arange(len(blocks))
@@ -135,7 +165,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
         tok = tokens[code]
         spelled = np.char.add(np.where(new_block, "|", ""), tok)
         row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(spelled))
-        text = "".join(spelled.tolist())
+        text, where = "".join(spelled.tolist()), None
         is_flash = tok == "Z"
     dur = k["dur_us"].to_numpy(float)
     flash_ranks = set(k.loc[is_flash, "rank"].dropna().tolist())
@@ -147,6 +177,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
         starts, ends = _find(text, regex)
         if not len(starts):
             continue
+        if where is not None:  # back to places in the whole token text
+            starts, ends = where[starts], where[ends - 1] + 1
         first = row_of_char[starts]
         last = row_of_char[ends - 1]  # patterns hold no "|", so matches end on a token
         counts = last - first + 1
@@ -186,7 +218,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
 
     if detail:
         return det.assign(names=chain_names(det))[list(det_cols)].astype(det_cols)
-    device = k.groupby("rank", dropna=False)["dur_us"].sum()
+    by_rank = _by_rank(k)  # each rank's device time (as a groupby's sum, NaN left out)
+    device = pd.Series(by_rank.sum(dur), index=by_rank.index)
     out = det.groupby(["rank", "pattern"], dropna=False, sort=False).agg(
         occurrences=("kernels", "size"), kernels=("kernels", "sum"),
         total_us=("total_us", "sum"), saving_us=("saving_us", "sum"),
