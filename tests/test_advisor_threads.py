@@ -156,3 +156,38 @@ def test_a_table_is_built_once_when_two_threads_ask() -> None:
     other.join(10)
     assert calls == ["other"]
     assert got["main"] is got["other"]
+
+
+def test_a_rule_waiting_for_an_analysis_computes_the_next_one_queued() -> None:
+    """While the second thread computes the pricing, the rule that waits for it computes
+    the queued analysis after it (each once, each by one thread), then gets the pricing."""
+    computing, release = threading.Event(), threading.Event()
+    ran: dict[str, str] = {}
+
+    class Probe(Context):
+        def efficiency(self) -> Any:
+            def slow() -> str:
+                ran["efficiency"] = threading.current_thread().name
+                computing.set()
+                assert release.wait(10)
+                return "priced"
+            return self.get("eff", slow)
+
+        def chains(self) -> Any:
+            def quick() -> str:
+                ran["chains"] = threading.current_thread().name
+                release.set()  # the pricing may finish once the chains are done
+                return "chained"
+            return self.get("chains", quick)
+
+    prof = pk.load(ROOT / "data" / "simulated" / "slow-rank", cache=False, progress=False)
+    ctx = Probe(prof, None, None, H100, dict(advisor.ASSUMPTIONS))
+    ahead = threading.Thread(target=ctx.compute_ahead, args=(("efficiency", "chains"),),
+                             name="perfkit-advise-ahead")
+    ahead.start()
+    assert computing.wait(10)
+    assert ctx.efficiency() == "priced"  # waits, computing the chains meanwhile
+    ahead.join(10)
+    assert not ahead.is_alive()
+    assert ran == {"efficiency": "perfkit-advise-ahead", "chains": "MainThread"}
+    assert ctx.chains() == "chained"

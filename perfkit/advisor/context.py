@@ -9,6 +9,7 @@ the earlier one in its ``after=`` (:mod:`perfkit.advisor.registry`).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -90,6 +91,9 @@ class Context:
         #: Analyses of :data:`AHEAD` to compute on a second thread (set by the runner from
         #: the rules it runs; ``None``: not planned).
         self.ahead: tuple[str, ...] | None = None
+        #: Analyses of :meth:`compute_ahead` not started yet, taken in order by the thread
+        #: computing ahead or by a rule's thread while it waits (:meth:`get`).
+        self._queued: deque[str] = deque()
 
     # ----------------------------------------------------------------- shared results
 
@@ -105,6 +109,8 @@ class Context:
                 result.set_result(fn())
             except BaseException as exc:  # noqa: BLE001 - kept for every rule that asks
                 result.set_exception(exc)
+        elif not result.done():  # another thread computes it: help with what is queued
+            self._run_queued()
         return result.result()
 
     def efficiency(self) -> pd.DataFrame:
@@ -137,10 +143,22 @@ class Context:
 
         Run on a second thread while the rules run in order on the first (pricing the
         operators is the largest analysis and does not start from the step and gap
-        tables, so the two overlap on two cores). Errors stay with the result and reach
-        the rule that asks for it.
+        tables, so the two overlap on two cores). A rule that waits for one of them takes
+        the next not started meanwhile (:meth:`get`), so neither thread idles while work is
+        left. Errors stay with the result and reach the rule that asks for it.
         """
-        for name in analyses:
+        with self._guard:
+            self._queued.extend(analyses)
+        self._run_queued()
+
+    def _run_queued(self) -> None:
+        """Compute the queued analyses of :meth:`compute_ahead`, one at a time, until none
+        is left (another thread may take some)."""
+        while True:
+            with self._guard:
+                if not self._queued:
+                    return
+                name = self._queued.popleft()
             try:
                 getattr(self, name)()
             except Exception:  # noqa: BLE001, S112 - raised again to the rule that asks
