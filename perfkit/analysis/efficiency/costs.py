@@ -288,12 +288,13 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
     tasks only shares by duration, and one without durations evenly).
     """
     n = len(rows)
-    op_id = pd.to_numeric(rows["op_id"], errors="coerce").to_numpy(np.float64, na_value=np.nan) \
-        if "op_id" in rows.columns else np.full(n, np.nan)
-    linked = ~np.isnan(op_id)
+    if "op_id" in rows.columns:
+        op_id = pd.to_numeric(rows["op_id"], errors="coerce").to_numpy(np.float64,
+                                                                      na_value=np.nan)
+        linked = ~np.isnan(op_id)
     call_flops = rows["flops"].to_numpy(np.float64, na_value=np.nan)
     call_bytes = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
-    if not linked.any():
+    if "op_id" not in rows.columns or not linked.any():
         # every row a call of its own (Ascend tasks, host operators): its share is
         # x / x = 1 whichever rule below applies, so the prices are the call's
         first = np.ones(n, dtype=bool)

@@ -145,15 +145,24 @@ def _main_names(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> pd.Seri
     memory = rows["category"].eq("memory").fillna(False).to_numpy(bool) \
         if "category" in rows.columns else np.zeros(len(rows), dtype=bool)
     # compute time first, then memory time, then the first name seen: one score per row
-    score = np.where(memory, 0.0, dur) * 1e6 + np.where(memory, dur, 0.0) + 1e-9
-    pair = group[named].astype(np.int64) * len(uniq) + code[named]
-    if n_groups * len(uniq) <= 4 * len(pair) + 1024:  # the pairs counted, not sorted
-        present = np.bincount(pair, minlength=n_groups * len(uniq)) > 0
+    score = np.where(memory, dur, dur * 1e6)
+    score += 1e-9
+    if not named.all():
+        group, code, score = group[named], code[named], score[named]
+    pair = group.astype(np.int64)  # a new array, made the (group, name) pair in place
+    pair *= len(uniq)
+    pair += code
+    space = n_groups * len(uniq)
+    if space <= 4 * len(pair) + 1024:  # the pairs counted, not sorted
+        all_totals = np.bincount(pair, score, space)
+        # every score is positive (a duration, at least 1e-9): a pair present has a total
+        present = all_totals > 0 if len(score) and score.min() > 0 else \
+            np.bincount(pair, minlength=space) > 0
         keys = np.flatnonzero(present)
-        totals = np.bincount(pair, score[named], n_groups * len(uniq))[keys]
+        totals = all_totals[keys]
     else:
         keys, inverse = np.unique(pair, return_inverse=True)
-        totals = np.bincount(inverse.ravel(), score[named])
+        totals = np.bincount(inverse.ravel(), score)
     best = pd.DataFrame({"g": keys // len(uniq), "n": keys % len(uniq), "t": totals})
     best = best.sort_values(["g", "t"], ascending=[True, False], kind="mergesort")
     best = best.drop_duplicates("g")
