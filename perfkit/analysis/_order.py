@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["stable_order", "group_median"]
+__all__ = ["stable_order", "group_median", "slice_median"]
 
 
 def _group_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -47,15 +47,32 @@ def group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
     if not len(values):
         return out
     if n <= _FEW_GROUPS and (len(group) < 2 or bool((group[1:] >= group[:-1]).all())):
-        bounds = np.searchsorted(group, np.arange(n + 1), side="left")
-        with warnings.catch_warnings():  # a group of NaN only is NaN, as in pandas
-            warnings.simplefilter("ignore", RuntimeWarning)
-            for g in range(n):
-                if bounds[g + 1] > bounds[g]:
-                    out[g] = np.nanmedian(values[bounds[g]:bounds[g + 1]])
-        return out
+        return _slice_medians(values, np.searchsorted(group, np.arange(n + 1), side="left"))
     med = pd.Series(values).groupby(group).median()
     out[med.index.to_numpy(np.int64)] = med.to_numpy(np.float64)
+    return out
+
+
+def slice_median(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """:func:`group_median` of groups in contiguous runs that begin at ``starts`` (sorted,
+    the first 0): without a group number per row where the groups are few."""
+    n = len(starts)
+    if n > _FEW_GROUPS:
+        group = np.repeat(np.arange(n), np.diff(np.r_[starts, len(values)]))
+        return group_median(values, group, n)
+    return _slice_medians(values, np.r_[starts, len(values)])
+
+
+def _slice_medians(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Median of each ``values[bounds[g]:bounds[g + 1]]``, NaN left out (NaN: none)."""
+    n = len(bounds) - 1
+    out = np.full(n, np.nan)
+    bounds = bounds.tolist()
+    with warnings.catch_warnings():  # a group of NaN only is NaN, as in pandas
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for g in range(n):
+            if bounds[g + 1] > bounds[g]:
+                out[g] = np.nanmedian(values[bounds[g]:bounds[g + 1]])
     return out
 
 

@@ -21,10 +21,10 @@ import pandas as pd
 
 from ..calc.pipeline import bubble_fraction
 from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
+from ._order import group_median, slice_median
 from ._util import (
     add_note,
     empty_frame,
-    group_median,
     has_values,
     one_value,
     robust_z,
@@ -328,10 +328,10 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     f, first, at = parts
     # per (rank, step) group, on the sorted arrays: groups and segments are contiguous
     starts = np.flatnonzero(first)
-    group = np.cumsum(first) - 1
     n = len(starts)
     s, e = f["_s"].to_numpy(np.float64), f["_e"].to_numpy(np.float64)
-    seg_start, seg_end, seg_group = s[at], np.maximum.reduceat(e, at), group[at]
+    seg_start, seg_end = s[at], np.maximum.reduceat(e, at)
+    seg_group = np.searchsorted(starts, at, side="right") - 1  # the group of each segment
     # the gap after each segment but the last of its group
     inside = np.r_[seg_group[1:] == seg_group[:-1], False]
     gap = (np.r_[seg_start[1:], np.nan] - seg_end)[inside]
@@ -341,7 +341,7 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     out = out.assign(
         kernels=np.diff(np.r_[starts, len(f)]), first=s[starts],
         last=np.maximum.reduceat(e, starts),
-        median_kernel_us=group_median(f["dur_us"].to_numpy(np.float64), group, n),
+        median_kernel_us=slice_median(f["dur_us"].to_numpy(np.float64), starts),
         busy_us=np.bincount(seg_group, seg_end - seg_start, n),
         gaps=np.bincount(gap_group, minlength=n),
         launch_gap_us=np.bincount(gap_group, np.where(short, gap, 0.0), n),

@@ -548,21 +548,26 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
     scoped_of = text.str.contains(RECOMPUTE_SCOPE, regex=True).to_numpy(bool)
     grad_of = text.str.startswith("Gradients/").to_numpy(bool)
     text = text.tolist()
-    rank_key = pd.to_numeric(frame["rank"], errors="coerce").to_numpy(
-        np.float64, na_value=-1.0)
     dur_all = frame["dur_us"].to_numpy(np.float64, na_value=np.nan)
     pair_cols = frame[[c for c in ("rank", "step") if c in frame.columns]]
     # one rank and one step throughout (a rank's profile of one step): one pair per rank,
     # without taking the columns out for the compute tasks
     one_pair = all(one_value(pair_cols[c]) for c in pair_cols.columns)
+    one_rank = one_value(frame["rank"])  # a rank's own profile: no rank per task to read
+    rank_key = None if one_rank else pd.to_numeric(frame["rank"], errors="coerce").to_numpy(
+        np.float64, na_value=-1.0)
     if keep is not None:
-        code, rank_key, dur_all = code[keep], rank_key[keep], dur_all[keep]
+        code, dur_all = code[keep], dur_all[keep]
+        rank_key = None if one_rank else rank_key[keep]
         if not one_pair:
             pair_cols = take_rows(pair_cols, keep)
-    ranks = np.sort(pd.unique(rank_key))  # the few ranks, without sorting every task
-    order = None if len(ranks) < 2 else np.argsort(rank_key, kind="stable")
-    bounds = np.searchsorted(rank_key[order] if order is not None else rank_key,
-                             ranks, side="left").tolist() + [len(rank_key)]
+    if rank_key is None:
+        ranks, order, bounds = np.array([float(frame["rank"].iloc[0])]), None, [0, len(code)]
+    else:
+        ranks = np.sort(pd.unique(rank_key))  # the few ranks, without sorting every task
+        order = None if len(ranks) < 2 else np.argsort(rank_key, kind="stable")
+        bounds = np.searchsorted(rank_key[order] if order is not None else rank_key,
+                                 ranks, side="left").tolist() + [len(rank_key)]
     rows = []
     for i, rank in enumerate(ranks.tolist()):
         rows_of = order[bounds[i]:bounds[i + 1]] if order is not None else slice(None)

@@ -133,6 +133,10 @@ def test_medians_and_running_maxima_of_contiguous_groups_equal_a_groupby() -> No
         assert np.array_equal(_util.group_median(values, group, n), want, equal_nan=True)
         if m:
             first = np.r_[True, group[1:] != group[:-1]]
+            # the groups present, each from where it starts
+            present = med.index.to_numpy(np.int64)
+            assert np.array_equal(_order.slice_median(values, np.flatnonzero(first)),
+                                  want[present], equal_nan=True)
             ends = np.abs(rng.normal(size=m))
             want_max = pd.Series(ends).groupby(np.cumsum(first)).cummax().to_numpy()
             assert np.array_equal(_order._group_cummax(ends, first), want_max)
