@@ -19,6 +19,7 @@ from ...specs import Hardware
 from .._frames import is_lazy, per_rank
 from .._util import (
     empty_frame,
+    one_value,
     scope_stream_order,
     shared,
     shared_factorize,
@@ -139,9 +140,9 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if not len(at):
         return empty_frame(cols, "no element-wise operator")
     # each run is a block of consecutive element-wise rows: summed block by block (a run
-    # never spans two ranks, so its first row gives the rank)
-    run = np.cumsum(brk)[at]
-    lo = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    # never spans two ranks, so its first row gives the rank). An element-wise row starts
+    # a run where it breaks one (a new lane, or a row of another kind before it)
+    lo = np.flatnonzero(brk[at])
     hi = np.r_[lo[1:], len(at)]
     dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)[order[at]]
     size = rows["bytes"].to_numpy(np.float64, na_value=np.nan)[order[at]]
@@ -169,6 +170,8 @@ def _lane_changes(rows: pd.DataFrame, order: np.ndarray) -> np.ndarray:
     lane = rows["_lane"].to_numpy(np.int64)[order]
     out = lane[1:] != lane[:-1]
     rank = rows["rank"]
+    if one_value(rank):  # a rank's own tasks: only the lanes change
+        return out
     if pd.api.types.is_integer_dtype(rank.dtype) or pd.api.types.is_float_dtype(rank.dtype):
         missing = rank.isna().to_numpy(bool)[order]
         values = rank.to_numpy(np.float64, na_value=0.0)[order]
