@@ -137,6 +137,15 @@ def test_the_order_of_few_or_many_group_codes_is_numpys_stable_sort() -> None:
     keys = ["rank", "stream", "start_us"]
     want = f[keys].reset_index(drop=True).sort_values(keys, kind="mergesort").index
     assert _order._grouped_order(f, keys).tolist() == want.tolist()
+    # rows read block by block: in order, or out of order at a block's edge or far down
+    f = pd.DataFrame({"rank": pd.array(np.zeros(25_000, dtype=np.int64), dtype="Int64"),
+                      "start_us": np.arange(25_000.0)})
+    assert _order.stable_order(f, ["rank", "start_us"]) is None
+    for at in (1, 4_096, 4_097, 20_480, 20_481, 24_999):
+        g = f.copy()
+        g.loc[at, "start_us"] = g.loc[at - 1, "start_us"] - 0.5
+        want = g.reset_index(drop=True).sort_values(["rank", "start_us"], kind="mergesort")
+        assert _order.stable_order(g, ["rank", "start_us"]).tolist() == want.index.tolist()
 
 
 def test_medians_and_running_maxima_of_contiguous_groups_equal_a_groupby() -> None:
