@@ -557,8 +557,10 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
     rank_key = None if one_rank else pd.to_numeric(frame["rank"], errors="coerce").to_numpy(
         np.float64, na_value=-1.0)
     if keep is not None:
-        code, dur_all = code[keep], dur_all[keep]
-        rank_key = None if one_rank else rank_key[keep]
+        if one_rank:  # the other tasks counted apart (code len(text)): no copy of the rows
+            code = np.where(keep, code, len(text))
+        else:
+            code, dur_all, rank_key = code[keep], dur_all[keep], rank_key[keep]
         if not one_pair:
             pair_cols = take_rows(pair_cols, keep)
     if rank_key is None:
@@ -568,31 +570,36 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
         order = None if len(ranks) < 2 else np.argsort(rank_key, kind="stable")
         bounds = np.searchsorted(rank_key[order] if order is not None else rank_key,
                                  ranks, side="left").tolist() + [len(rank_key)]
+    fwd_of = scoped_of & ~grad_of
     rows = []
     for i, rank in enumerate(ranks.tolist()):
         rows_of = order[bounds[i]:bounds[i + 1]] if order is not None else slice(None)
+        # tasks and time per distinct name (NaN durations left out, as nansum does), the
+        # tasks apart of code len(text) dropped
         c = code[rows_of]
-        present = np.flatnonzero(np.bincount(c, minlength=len(text)))  # codes seen
-        scoped = scoped_of[c]
-        fwd = scoped & ~grad_of[c]
-        dur = dur_all[rows_of]
+        count = np.bincount(c, minlength=len(text) + 1)[:len(text)]
+        busy = np.bincount(c, np.nan_to_num(dur_all[rows_of], nan=0.0),
+                           len(text) + 1)[:len(text)]
+        present = np.flatnonzero(count)  # codes seen
         pairs = 1 if one_pair else n_step_pairs(
             pair_cols if order is None else take_rows(pair_cols, rows_of))
         layer_of = {t: _scope_parts(t)[0] for t in {text[n] for n in present.tolist()}}
         layers = sorted({x for x in layer_of.values() if x is not None})
         scoped_names = {text[n] for n in present[scoped_of[present]].tolist()}
         scoped_layers = sorted({layer_of[n] for n in scoped_names if layer_of[n] is not None})
-        if not scoped.any():
+        scoped_tasks = int(count[scoped_of].sum())
+        if not scoped_tasks:
             mode = "none"
         elif not layers:
             mode = "cells"
         else:
             mode = "full" if set(scoped_layers) == set(layers) else "partial"
-        compute = float(np.nansum(dur)) / pairs
-        fwd_us = float(np.nansum(dur[fwd])) / pairs
+        compute = float(busy.sum()) / pairs
+        fwd_us = float(busy[fwd_of].sum()) / pairs
         rows.append({
-            "rank": pd.NA if rank < 0 else int(rank), "source": source, "tasks": len(c),
-            "scoped_tasks": int(scoped.sum()), "forward_scoped_tasks": int(fwd.sum()),
+            "rank": pd.NA if rank < 0 else int(rank), "source": source,
+            "tasks": int(count.sum()), "scoped_tasks": scoped_tasks,
+            "forward_scoped_tasks": int(count[fwd_of].sum()),
             "scoped_names": len(scoped_names), "forward_scoped_us": fwd_us,
             "compute_us": compute,
             "forward_scoped_share": fwd_us / compute if compute > 0 else np.nan,

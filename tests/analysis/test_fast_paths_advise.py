@@ -83,11 +83,12 @@ def _mixed_kernels(n: int = 3000, seed: int = 5) -> pd.DataFrame:
 def test_recompute_scopes_equal_the_names_read_row_by_row() -> None:
     k = _mixed_kernels()
     no_rank = k.assign(rank=pd.array([pd.NA] * len(k), dtype="Int64"))
-    for tasks, n_ranks in ((k, 3), (no_rank, 1)):
+    one_rank = k.assign(rank=pd.array([2] * len(k), dtype="Int64"))  # a rank's own profile
+    for tasks, n_ranks, missing in ((k, 3, True), (no_rank, 1, True), (one_rank, 1, False)):
         prof = Profile(ProfileMeta("test", rank=None), {"kernels": tasks})  # ranks as given
         got = recompute_scopes(prof)
         assert set(got["recompute"]) == {"partial"}  # the sample exercises the scoped names
-        assert len(got) == n_ranks and got["rank"].isna().any()  # a missing rank too
+        assert len(got) == n_ranks and got["rank"].isna().any() == missing
         pd.testing.assert_frame_equal(got, _plain_scopes(prof.kernels, "kernels"))
 
 
