@@ -385,8 +385,9 @@ def sync_points(profile: Any) -> pd.DataFrame:
     sel = ops[text_matches(ops["name"], SYNC_PATTERN).to_numpy(bool)]
     if sel.empty:
         return add_note(empty_frame(cols), "no synchronising host operator found")
-    if one_value(ops["rank"]) and one_value(ops["step"]):  # one rank's one step
-        steps = pd.Series([1], index=pd.Index(ops["rank"].iloc[:1].array, name="rank"))
+    if one_value(ops["rank"]):  # one rank: its steps counted without a groupby
+        n_steps = 1 if one_value(ops["step"]) else max(int(ops["step"].nunique()), 1)
+        steps = pd.Series([n_steps], index=pd.Index(ops["rank"].iloc[:1].array, name="rank"))
     else:
         steps = ops.groupby("rank", dropna=False)["step"].nunique().clip(lower=1)
     out = sel.groupby(["rank", "name"], dropna=False).agg(count=("dur_us", "size"),
