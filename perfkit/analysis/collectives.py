@@ -7,6 +7,8 @@ importing one another.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -32,13 +34,12 @@ def comm_op_type(names: pd.Series) -> pd.Series:
     (``deep_ep::internode::dispatch<...>``: dispatch and combine are all-to-alls) and legacy
     MindSpore (``AllReduce-op4582``) names.
     """
-    # each distinct name (missing as "") matched once, the kinds spread back by code
+    # each distinct name (missing as "") matched once, the kinds spread back by code: a
+    # profile has a few dozen distinct collective names
     codes, uniq = pd.factorize(names.astype("string").fillna(""), use_na_sentinel=False)
-    low = pd.Series(uniq, dtype="string").str.lower()
-    kinds = np.full(len(low), "other", dtype=object)
-    done = np.zeros(len(low), dtype=bool)
-    for kind, rx in OP_TYPES:
-        hit = low.str.contains(rx, regex=True).fillna(False).to_numpy(bool) & ~done
-        kinds[hit] = kind
-        done |= hit
+    kinds = np.array([next((kind for kind, rx in _OP_TYPE_RE if rx.search(str(u).lower())),
+                           "other") for u in uniq], dtype=object)
     return pd.Series(kinds[codes], index=names.index).astype(str)
+
+
+_OP_TYPE_RE = [(kind, re.compile(rx)) for kind, rx in OP_TYPES]

@@ -122,9 +122,9 @@ def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
     agg = {"count": ("elapse_us", "size"), "total_us": ("elapse_us", "sum"),
            "mean_us": ("elapse_us", "mean"), "max_us": ("elapse_us", "max"),
            "ranks": ("rank", "nunique")}
-    for p in parts:
-        agg[p] = (p, lambda s: s.sum(min_count=1))
-    out = g.agg(**agg).reset_index()
+    out = g.agg(**agg)
+    out[parts] = g[parts].sum(min_count=1)  # NA where a group has no such part
+    out = out.reset_index()
     if not by_group:
         out["group"] = pd.NA
     for p in parts:
