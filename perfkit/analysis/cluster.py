@@ -273,7 +273,9 @@ def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
             else None
     else:
         timed = not ops.empty and has_values(ops, "dur_us")
-        dl = _loader_ops(ops) if timed else None
+        # only the columns summed below are taken out for the rows that match
+        dl = ops[["rank", "step", "dur_us"]][text_matches(
+            ops["name"], DATALOADER_PATTERN).to_numpy(bool)] if timed else None
     if timed:
         per = dl.groupby(["rank", "step"])["dur_us"].sum().rename("dataloader_us")
         out = out.merge(per.reset_index(), on=["rank", "step"], how="left")
