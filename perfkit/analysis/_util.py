@@ -25,7 +25,7 @@ from ._order import _group_cummax, group_median, stable_order
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
-           "scope_stream_order", "categorical_of",
+           "scope_stream_order", "categorical_of", "nan_as_zero",
            "take_rows", "with_columns", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
            "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
            "union_parts", "stable_order", "group_median"]
@@ -179,6 +179,13 @@ def text_matches(values: pd.Series, pattern: str) -> pd.Series:
     codes, uniq = shared_factorize(text, use_na_sentinel=False)
     hit = pd.Series(uniq, dtype="string").str.contains(pattern, regex=True)
     return pd.Series(hit.fillna(False).to_numpy(bool)[codes], index=values.index)
+
+
+def nan_as_zero(values: np.ndarray) -> np.ndarray:
+    """``values`` with NaN as 0 for a sum that leaves missing values out (``nansum``, a
+    groupby's ``sum``); infinities kept. The array itself when nothing is NaN."""
+    missing = np.isnan(values)
+    return np.where(missing, 0.0, values) if missing.any() else values
 
 
 def with_columns(frame: pd.DataFrame, **columns: Any) -> pd.DataFrame:

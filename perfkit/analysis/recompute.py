@@ -36,6 +36,7 @@ from ._util import (
     empty_frame,
     has_values,
     n_step_pairs,
+    nan_as_zero,
     one_value,
     shared_factorize,
     table,
@@ -578,7 +579,7 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
         # tasks apart of code len(text) dropped
         c = code[rows_of]
         count = np.bincount(c, minlength=len(text) + 1)[:len(text)]
-        busy = np.bincount(c, np.nan_to_num(dur_all[rows_of], nan=0.0),
+        busy = np.bincount(c, nan_as_zero(dur_all[rows_of]),
                            len(text) + 1)[:len(text)]
         present = np.flatnonzero(count)  # codes seen
         pairs = 1 if one_pair else n_step_pairs(

@@ -26,6 +26,7 @@ from .._util import (
     add_note,
     empty_frame,
     n_step_pairs,
+    nan_as_zero,
     pmu_maxima,
     shared_factorize,
     take_rows,
@@ -185,13 +186,15 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
     n_calls = len(first)
 
     def total(values: np.ndarray) -> np.ndarray:  # per call, missing values left out
-        return np.bincount(call, np.where(np.isnan(values), 0.0, values), n_calls)
+        return np.bincount(call, nan_as_zero(values), n_calls)
 
     fl = rows["flops"].to_numpy(np.float64, na_value=np.nan)
     by = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
-    sums = {"count": np.bincount(call, _call_starts(rows), n_calls).astype(np.int64),
+    starts = rows["call_first"].to_numpy(bool) if "call_first" in rows.columns else None
+    counted = call if starts is None or starts.all() else call[starts]  # first rows only
+    sums = {"count": np.bincount(counted, minlength=n_calls).astype(np.int64),
             "total_us": total(dur), "flops_sum": total(fl), "bytes_sum": total(by),
-            "_priced": np.bincount(call, ~np.isnan(fl), n_calls).astype(np.int64),
+            "_priced": np.bincount(call[~np.isnan(fl)], minlength=n_calls).astype(np.int64),
             "pmu_us": total(np.where(okv, dur, 0.0)),
             "pmu_c": total(np.where(okv, comp.to_numpy(np.float64) * dur, 0.0)),
             "pmu_m": total(np.where(okv, mem.to_numpy(np.float64) * dur, 0.0))}

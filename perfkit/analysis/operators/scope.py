@@ -13,7 +13,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._util import group_codes, one_value, scope_stream_order, shared, take_rows, tasks_in_scope
+from .._util import (
+    group_codes,
+    nan_as_zero,
+    one_value,
+    scope_stream_order,
+    shared,
+    take_rows,
+    tasks_in_scope,
+)
 from ..compare import kernel_class
 
 __all__: list[str] = []  # private to the operator analyses
@@ -107,7 +115,7 @@ class _ByRank:
         """Sum of ``values`` (one per row counted) per rank, NaN left out."""
         if self.code is None:
             return np.array([np.nansum(values)], dtype=np.float64)
-        return np.bincount(self._codes(rows), np.nan_to_num(values, nan=0.0),
+        return np.bincount(self._codes(rows), nan_as_zero(values),
                            self.n_codes)[self.present]
 
     def max(self, values: np.ndarray, rows: np.ndarray | None = None, initial: int = 0
