@@ -122,6 +122,12 @@ def _call_starts(rows: pd.DataFrame) -> np.ndarray:
     return rows["call_first"].to_numpy(bool).astype(np.int64)
 
 
+def _where_not_nan(call: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The calls of the rows whose value is not NaN (``call`` itself when none is)."""
+    missing = np.isnan(values)
+    return call[~missing] if missing.any() else call
+
+
 def _no_price_is_na(out: pd.DataFrame) -> pd.DataFrame:
     """Sums of groups with no priced row are NA, not 0 (no model, or shapes it cannot use)."""
     none = out.pop("_priced").to_numpy() == 0
@@ -194,7 +200,8 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
     counted = call if starts is None or starts.all() else call[starts]  # first rows only
     sums = {"count": np.bincount(counted, minlength=n_calls).astype(np.int64),
             "total_us": total(dur), "flops_sum": total(fl), "bytes_sum": total(by),
-            "_priced": np.bincount(call[~np.isnan(fl)], minlength=n_calls).astype(np.int64),
+            "_priced": np.bincount(_where_not_nan(call, fl), minlength=n_calls).astype(
+                np.int64),
             "pmu_us": total(np.where(okv, dur, 0.0)),
             "pmu_c": total(np.where(okv, comp.to_numpy(np.float64) * dur, 0.0)),
             "pmu_m": total(np.where(okv, mem.to_numpy(np.float64) * dur, 0.0))}
