@@ -54,8 +54,8 @@ def _stamp(f: Path) -> tuple[int, int, int]:
 class _FileIds:
     """The dictionary indices and texts of a file's text columns, each column read the
     first time it is asked for (checked against the file's inode, size and modification
-    time at the table's read): an analysis that codes two columns reads two, 3-5 ms each
-    on a million rows, and a column no analysis codes is never read."""
+    time at the table's read): an analysis that codes two columns reads two, 5-10 ms
+    each on a million rows, and a column no analysis codes is never read."""
 
     def __init__(self, f: Path, stamp: tuple[int, int, int]) -> None:
         self.f, self.stamp = f, stamp

@@ -121,14 +121,8 @@ def test_numeric_stable_order_equals_pandas_multi_key_sort() -> None:
             assert (np.arange(n) if got is None else got).tolist() == want.tolist()
 
 
-def test_the_order_of_few_or_many_group_codes_is_numpys_stable_sort() -> None:
+def test_time_ordered_tasks_of_a_few_streams_are_put_in_stream_order() -> None:
     rng = np.random.default_rng(6)
-    for present in (1, 2, 5, 8, 9, 300):
-        for n in (1, 50, 4_000):
-            values = rng.choice(rng.choice(2**16 - 1, present, replace=False), n)
-            code = values.astype(np.uint16)
-            got = _order._small_code_order(code, int(code.max()) + 1)
-            assert got.tolist() == np.argsort(code, kind="stable").tolist()
     # time-ordered tasks on a few streams: ordered by rank and stream in one pass
     n = 3_000
     f = pd.DataFrame({"rank": pd.array(rng.integers(0, 2, n), dtype="Int64"),
