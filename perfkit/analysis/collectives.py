@@ -25,6 +25,8 @@ OP_TYPES = (
     ("barrier", r"barrier"),
 )
 
+_OP_TYPE_RE = [(kind, re.compile(rx)) for kind, rx in OP_TYPES]
+
 
 def comm_op_type(names: pd.Series) -> pd.Series:
     """Collective kind of each operator name (``allreduce``, ``send``, ...; else ``other``).
@@ -40,6 +42,3 @@ def comm_op_type(names: pd.Series) -> pd.Series:
     kinds = np.array([next((kind for kind, rx in _OP_TYPE_RE if rx.search(str(u).lower())),
                            "other") for u in uniq], dtype=object)
     return pd.Series(kinds[codes], index=names.index).astype(str)
-
-
-_OP_TYPE_RE = [(kind, re.compile(rx)) for kind, rx in OP_TYPES]

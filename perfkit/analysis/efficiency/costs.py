@@ -288,13 +288,13 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
     tasks only shares by duration, and one without durations evenly).
     """
     n = len(rows)
-    if "op_id" in rows.columns:
-        op_id = pd.to_numeric(rows["op_id"], errors="coerce").to_numpy(np.float64,
-                                                                      na_value=np.nan)
-        linked = ~np.isnan(op_id)
+    # no op_id column: no task is linked to an operator call (no array of NaN built)
+    op_id = pd.to_numeric(rows["op_id"], errors="coerce").to_numpy(
+        np.float64, na_value=np.nan) if "op_id" in rows.columns else None
+    linked = ~np.isnan(op_id) if op_id is not None else None
     call_flops = rows["flops"].to_numpy(np.float64, na_value=np.nan)
     call_bytes = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
-    if "op_id" not in rows.columns or not linked.any():
+    if op_id is None or linked is None or not linked.any():
         # every row a call of its own (Ascend tasks, host operators): its share is
         # x / x = 1 whichever rule below applies, so the prices are the call's
         first = np.ones(n, dtype=bool)
