@@ -68,7 +68,7 @@ def _searched(chars: np.ndarray, regexes: list[str]) -> tuple[str, np.ndarray | 
 
     A token that no pattern spells (``"."``, most tasks of a trace) can be in no match:
     like the block separator, it only divides the text. Each run of such characters is
-    cut to one, which leaves every match the same and the regular expressions a third of
+    cut to one, which leaves every match the same and the regular expressions two fifths of
     the text to read; the positions found map back through the returned index. Kept
     whole where a pattern could match other characters or the empty text.
     """
