@@ -130,7 +130,7 @@ def _read_table(f: Path, pf: pq.ParquetFile) -> pd.DataFrame:
     ``pandas.read_parquet`` reads through pyarrow's dataset scanner, which cuts every
     column into chunks of 128 Ki rows; a text column of a million rows comes in 8 chunks,
     and pyarrow's ``take`` (pandas' row selection by position) first joins a chunked
-    text column into one array: 7 ms and 30 MB of fresh memory per take of a million
+    text column into one array: 7 ms and 40 MB of fresh memory per take of a million
     names, whatever the rows taken. Read row group by row group, the column is one array.
     The conversion is pyarrow's, as pandas calls it (pandas 3 with pyarrow 19 or later
     maps no type itself; with older pyarrow pandas' own read is kept), with the frame's
