@@ -230,9 +230,14 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
     return g[list(cols)].astype(cols)
 
 
+#: What :func:`data_loading` sums of the loader operators.
+_LOADER_COLUMNS = ["rank", "step", "dur_us"]
+
+
 def _loader_ops(ops: pd.DataFrame) -> pd.DataFrame:
-    """Host operators that fetch a batch (:data:`DATALOADER_PATTERN`)."""
-    return ops[text_matches(ops["name"], DATALOADER_PATTERN).to_numpy(bool)]
+    """:data:`_LOADER_COLUMNS` of the host operators that fetch a batch
+    (:data:`DATALOADER_PATTERN`): only the columns summed are taken out for those rows."""
+    return ops[_LOADER_COLUMNS][text_matches(ops["name"], DATALOADER_PATTERN).to_numpy(bool)]
 
 
 def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
@@ -269,13 +274,11 @@ def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
     ops = table(profile, "ops")
     if is_lazy(ops):  # only the loader operators leave the workers
         timed = any_values(ops, "dur_us")
-        dl = collect(transform(ops, _loader_ops), ["rank", "step", "dur_us"]) if timed \
+        dl = collect(transform(ops, _loader_ops), _LOADER_COLUMNS) if timed \
             else None
     else:
         timed = not ops.empty and has_values(ops, "dur_us")
-        # only the columns summed below are taken out for the rows that match
-        dl = ops[["rank", "step", "dur_us"]][text_matches(
-            ops["name"], DATALOADER_PATTERN).to_numpy(bool)] if timed else None
+        dl = _loader_ops(ops) if timed else None
     if timed:
         per = dl.groupby(["rank", "step"])["dur_us"].sum().rename("dataloader_us")
         out = out.merge(per.reset_index(), on=["rank", "step"], how="left")
