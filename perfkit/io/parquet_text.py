@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,39 +52,66 @@ def _stamp(f: Path) -> tuple[int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-class _FileIds:
-    """The dictionary indices and texts of a file's text columns, each column read the
-    first time it is asked for (checked against the file's inode, size and modification
-    time at the table's read): an analysis that codes two columns reads two, 5-10 ms
-    each on a million rows, and a column no analysis codes is never read."""
+#: The text columns the operator analyses code (names, types, categories, the pricing
+#: keys): the first of them asked for reads all of them present, in one read that decodes
+#: the columns in parallel, outside the interpreter lock (about 27 ms for eight columns of
+#: a million rows, where eight reads one by one took 10-18 ms each).
+READ_TOGETHER = ("name", "type", "category", "input_shapes", "input_dtypes",
+                 "output_shapes", "output_dtypes", "output_formats")
 
-    def __init__(self, f: Path, stamp: tuple[int, int, int]) -> None:
+
+class _FileIds:
+    """The dictionary indices and texts of a file's text columns, read the first time one
+    is asked for (checked against the file's inode, size and modification time at the
+    table's read). A column of :data:`READ_TOGETHER` is read with the others of the group
+    present in ``names``, each handed out once; any other column is read alone, and a
+    column no analysis codes is never read."""
+
+    def __init__(self, f: Path, stamp: tuple[int, int, int], names: list[str]) -> None:
         self.f, self.stamp = f, stamp
+        self.together = [n for n in READ_TOGETHER if n in names]
+        self.read_ahead: dict[str, tuple[np.ndarray, pa.Array] | None] = {}
+        self.lock = threading.Lock()
 
     def column(self, name: str, dtype: Any) -> tuple[np.ndarray, Any] | None:
         """(row ids, the text of each id, the last one missing) of column ``name``."""
         if _stamp(self.f) != self.stamp:
             return None
-        hit = self._read(name)
+        hit = self._take(name)
         if hit is None:
             return None
         # the few distinct texts through Python objects: the same on every pandas version
         return hit[0], pd.array(hit[1].to_numpy(zero_copy_only=False), dtype=dtype)
 
-    def _read(self, name: str) -> tuple[np.ndarray, pa.Array] | None:
+    def _take(self, name: str) -> tuple[np.ndarray, pa.Array] | None:
+        """Column ``name``'s ids and texts, read now (with its group) or handed out once
+        from the group's read."""
+        if name not in self.together:
+            return self._read([name])[name]
+        with self.lock:
+            if name not in self.read_ahead:
+                self.read_ahead.update(self._read(self.together))
+            return self.read_ahead.pop(name, None)
+
+    def _read(self, names: list[str]) -> dict[str, tuple[np.ndarray, pa.Array] | None]:
         # the pages' checksums were verified when the table was read from these bytes (the
         # same inode, size and modification time, checked above): not again, which would
         # double the read
-        coded = pq.ParquetFile(self.f, read_dictionary=[name]).read(columns=[name]).column(name)
-        if not pa.types.is_dictionary(coded.type):
-            return None
-        coded = coded.unify_dictionaries()
-        value_type = coded.type.value_type
-        chunks = coded.chunks
-        dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
-        n_values = len(dictionary)
-        return (_row_ids(chunks, n_values),
-                pa.concat_arrays([dictionary.cast(value_type), pa.nulls(1, value_type)]))
+        table = pq.ParquetFile(self.f, read_dictionary=names).read(columns=names)
+        out: dict[str, tuple[np.ndarray, pa.Array] | None] = {}
+        for name in names:
+            coded = table.column(name)
+            if not pa.types.is_dictionary(coded.type):
+                out[name] = None
+                continue
+            coded = coded.unify_dictionaries()
+            value_type = coded.type.value_type
+            chunks = coded.chunks
+            dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
+            out[name] = (_row_ids(chunks, len(dictionary)),
+                         pa.concat_arrays([dictionary.cast(value_type),
+                                           pa.nulls(1, value_type)]))
+        return out
 
 
 def _row_ids(chunks: list[pa.DictionaryArray], n_values: int) -> np.ndarray:
@@ -117,7 +145,7 @@ def read_frame(f: Path) -> pd.DataFrame:
             return frame
     coded = [n for n in names if getattr(frame[n].array, "_pa_array", None) is not None]
     if coded:
-        ids = _FileIds(f, stamp)
+        ids = _FileIds(f, stamp, coded)
         for name in coded:
             column = frame[name].array
             remember_lazily(column._pa_array, partial(ids.column, name, column.dtype))
