@@ -67,13 +67,17 @@ def _token_codes(kernels: pd.DataFrame
     n_code, n_uniq = _name_codes(kernels["name"])
     t_uniq = pd.Series(t_uniq, dtype="string")
     generic_t = t_uniq.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(bool)
-    generic = np.where(t_code < 0, True, generic_t[np.maximum(t_code, 0)] if len(t_uniq)
-                       else True)
-    # each row's label is its type, or its name where the type is generic (as a label code:
-    # names first, then types)
+    # each row's label is its type, or its name where the type is generic or missing (as
+    # a label code: names first, then types); read per distinct type (code -1, a missing
+    # type, indexes the last entry)
+    generic = np.append(generic_t, True)
     labels = pd.Series(pd.concat([pd.Series(n_uniq, dtype="string"), t_uniq],
                                  ignore_index=True), dtype="string")
-    code = np.where(generic, n_code, len(n_uniq) + np.maximum(t_code, 0))
+    type_label = np.append(len(n_uniq) + np.arange(len(t_uniq)), 0)
+    if not generic_t.any() and not (t_code < 0).any():
+        code = type_label[t_code]  # every task has a type of its own (Ascend)
+    else:
+        code = np.where(generic[t_code], n_code, type_label[t_code])
     return _tokens_of(labels), code, n_code, np.asarray(n_uniq, dtype=object)
 
 
