@@ -30,6 +30,7 @@ from ._util import (
     robust_z,
     table,
     text_matches,
+    typed,
     union_parts,
 )
 from .steps import step_breakdown
@@ -134,7 +135,7 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
     long["check_order"] = long["metric"].map(lambda m: order[m][0])
     long["phase"] = long["metric"].map(lambda m: order[m][1])
     long = long.sort_values(["check_order", "metric", "rank"], kind="mergesort")
-    out = long[list(SLOW_COLUMNS)].astype(SLOW_COLUMNS).reset_index(drop=True)
+    out = typed(long, SLOW_COLUMNS).reset_index(drop=True)
     if per_rank.shape[0] < 3 or (n_ranks < 3).any():
         add_note(out, "fewer than 3 comparable ranks (per stage when stages are known): a "
                       "robust outlier rule needs at least 3")
@@ -227,7 +228,7 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
                                                   parallel.vpp)
     else:
         g["theoretical_bubble"] = np.nan
-    return g[list(cols)].astype(cols)
+    return typed(g, cols)
 
 
 #: What :func:`data_loading` sums of the loader operators.
@@ -290,7 +291,7 @@ def data_loading(profile: Any, stall_share: float = 0.1) -> pd.DataFrame:
     wall = out["step_us"] + out["preparing_us"].fillna(0.0)
     out["stall_share"] = (out["stall_us"] / wall.where(wall > 0)).clip(upper=1.0)
     out["stall"] = (out["stall_share"] >= stall_share).where(out["stall_share"].notna())
-    return out[list(cols)].astype(cols)
+    return typed(out, cols)
 
 
 def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 0.2
@@ -357,7 +358,7 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     out["launch_gap_share"] = out["launch_gap_us"] / out["span_us"].where(out["span_us"] > 0)
     out["host_bound"] = (out["launch_gap_share"] >= launch_share) & \
         (out["median_gap_us"] >= out["median_kernel_us"])
-    return out[list(cols)].astype(cols)
+    return typed(out, cols)
 
 
 def sync_points(profile: Any) -> pd.DataFrame:
@@ -379,7 +380,7 @@ def sync_points(profile: Any) -> pd.DataFrame:
     if is_lazy(profile):  # per (rank, name) on each rank's worker, then one global order
         out = per_rank(profile, sync_points)
         notes = list(out.attrs.get("notes", [])) if out.empty else []
-        out = out[list(cols)].astype(cols).sort_values("host_us", ascending=False,
+        out = typed(out, cols).sort_values("host_us", ascending=False,
                                                        kind="mergesort")
         out = out.reset_index(drop=True)
         out.attrs["notes"] = notes  # as eagerly: notes only explain an empty answer
@@ -400,4 +401,4 @@ def sync_points(profile: Any) -> pd.DataFrame:
     out = out.reset_index()
     out["per_step"] = out["count"] / out["rank"].map(steps).astype("float64")
     out = out.sort_values("host_us", ascending=False, kind="mergesort")
-    return out[list(cols)].astype(cols).reset_index(drop=True)
+    return typed(out, cols).reset_index(drop=True)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
-from ._util import add_note, empty_frame, has_values, robust_z, table
+from ._util import add_note, empty_frame, has_values, robust_z, table, typed
 from .collectives import comm_op_type
 from .steps import step_breakdown
 
@@ -85,7 +85,7 @@ def _lazy_comm_summary(c: Any, by_group: bool) -> pd.DataFrame:
     for p in _PARTS:
         out[p.replace("_us", "_share")] = out[p] / out["total_us"].where(out["total_us"] > 0)
     out = out.sort_values("total_us", ascending=False, kind="mergesort")
-    return out[list(COMM_SUMMARY_COLUMNS)].astype(COMM_SUMMARY_COLUMNS).reset_index(drop=True)
+    return typed(out, COMM_SUMMARY_COLUMNS).reset_index(drop=True)
 
 
 def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
@@ -131,7 +131,7 @@ def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
         out[p.replace("_us", "_share")] = out[p] / out["total_us"].where(out["total_us"] > 0)
     out["group"] = out["group"].replace("", pd.NA)
     out = out.sort_values("total_us", ascending=False, kind="mergesort")
-    return out[list(COMM_SUMMARY_COLUMNS)].astype(COMM_SUMMARY_COLUMNS).reset_index(drop=True)
+    return typed(out, COMM_SUMMARY_COLUMNS).reset_index(drop=True)
 
 
 def _moved(b: Any) -> Any:
@@ -188,7 +188,7 @@ def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
         out["nominal_gbps"] = np.nan
     out["efficiency"] = out["bandwidth_gbps"] / out["nominal_gbps"]
     out = out.sort_values("size_bytes", ascending=False)
-    return out[list(cols)].astype(cols).reset_index(drop=True)
+    return typed(out, cols).reset_index(drop=True)
 
 
 def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
@@ -341,4 +341,4 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
     g["overlap_share"] = g["overlapped_us"] / g["communication_us"].where(
         g["communication_us"] > 0)
     g["exposed_share"] = g["comm_not_overlapped_us"] / g["step_us"].where(g["step_us"] > 0)
-    return g[list(cols)].astype(cols)
+    return typed(g, cols)

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
-from ._util import empty_frame, has_values, n_step_pairs, shared_factorize, table, take_array
+from ._util import empty_frame, has_values, n_step_pairs, shared_factorize, table, take_array, typed
 from .steps import step_breakdown
 
 __all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "operator_totals",
@@ -251,7 +251,7 @@ def compare_totals(base: pd.DataFrame, new: pd.DataFrame, n: int | None = None
                       .index)
     if n is not None:
         out = out.head(n)
-    return out[list(COMPARE_COLUMNS)].astype(COMPARE_COLUMNS).reset_index(drop=True)
+    return typed(out, COMPARE_COLUMNS).reset_index(drop=True)
 
 
 def compare_profiles(base: Any, new: Any, by: str = "category",

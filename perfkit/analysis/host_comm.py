@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ._frames import is_lazy, per_rank
-from ._util import empty_frame, has_values, table
+from ._util import empty_frame, has_values, table, typed
 
 __all__ = ["HOST_RUN_FAMILIES", "host_collective_waits"]
 
@@ -86,7 +86,7 @@ def host_collective_waits(profile: Any, long_gap_us: float = 1000.0,
                          "long_gap_us": float((gap_hi - gap_lo).sum()),
                          "host_comm_us": float(covered.sum()),
                          "collectives": ", ".join(names)})
-    return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(_COLUMNS)
+    return typed(pd.DataFrame(rows, columns=list(_COLUMNS)), _COLUMNS)
 
 
 def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

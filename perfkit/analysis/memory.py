@@ -21,7 +21,7 @@ from ..calc.memory import activation_memory, static_memory
 from ..errors import InvalidArgumentError
 from ..format import bytes_text, ratio_text
 from ._frames import aggregate, is_lazy, per_rank
-from ._util import add_note, empty_frame, has_values, table
+from ._util import add_note, empty_frame, has_values, table, typed
 
 __all__ = ["memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
            "framework_component", "FRAMEWORK_COMPONENTS"]
@@ -61,7 +61,7 @@ def memory_peaks(profile: Any) -> pd.DataFrame:
     if is_lazy(profile):  # per (rank, component) on each rank's worker, then one order
         out = per_rank(profile, memory_peaks)
         notes = list(out.attrs.get("notes", [])) if out.empty else []
-        out = out[list(_PEAK_COLS)].astype(_PEAK_COLS)
+        out = typed(out, _PEAK_COLS)
         out = out.sort_values("peak_reserved_bytes", ascending=False, kind="mergesort")
         out = out.reset_index(drop=True)
         out.attrs["notes"] = notes
@@ -87,7 +87,7 @@ def memory_peaks(profile: Any) -> pd.DataFrame:
     out = out.reset_index().merge(ts.rename(columns={"ts_us": "peak_ts_us"}),
                                   on=["rank", "component"], how="left")
     out = out.sort_values("peak_reserved_bytes", ascending=False, kind="mergesort")
-    return out[list(_PEAK_COLS)].astype(_PEAK_COLS).reset_index(drop=True)
+    return typed(out, _PEAK_COLS).reset_index(drop=True)
 
 
 def memory_timeline(profile: Any, max_points: int = 500,
@@ -111,7 +111,7 @@ def memory_timeline(profile: Any, max_points: int = 500,
     if is_lazy(profile):  # binned per (rank, component) on each rank's worker
         out = per_rank(profile, memory_timeline, max_points, components)
         notes = list(out.attrs.get("notes", [])) if out.empty else []
-        out = out[list(cols)].astype(cols).reset_index(drop=True)
+        out = typed(out, cols).reset_index(drop=True)
         out.attrs["notes"] = notes
         return out
     m = _memory(profile)
@@ -132,7 +132,7 @@ def memory_timeline(profile: Any, max_points: int = 500,
         reserved_bytes=("reserved_bytes", "max"),
         active_bytes=("active_bytes", "max")).reset_index()
     out = out.sort_values([*keys, "ts_us"], kind="mergesort")
-    return out[list(cols)].astype(cols).reset_index(drop=True)
+    return typed(out, cols).reset_index(drop=True)
 
 
 def largest_allocations(profile: Any, n: int = 20, by_name: bool = False) -> pd.DataFrame:
@@ -173,7 +173,7 @@ def largest_allocations(profile: Any, n: int = 20, by_name: bool = False) -> pd.
         out = out.nlargest(n, "total_bytes")
     else:
         out = om.nlargest(n, "size_bytes")
-    return out[list(cols)].astype(cols).reset_index(drop=True)
+    return typed(out, cols).reset_index(drop=True)
 
 
 def framework_component(profile: Any) -> str | None:
@@ -274,7 +274,7 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     out["gib"] = out["bytes"] / 2**30
     meas = out["rank"].map(fw["peak_allocated_bytes"]).astype("float64")
     out["share"] = out["bytes"] / meas.where(meas > 0)
-    out = out[list(cols)].astype(cols)
+    out = typed(out, cols)
     # a theory far from the measurement is about another job: say so with the table
     theory, measured = s_bytes + a_bytes, float(fw["peak_allocated_bytes"].max())
     if measured > 0 and not 1.0 / flag_ratio <= theory / measured <= flag_ratio:

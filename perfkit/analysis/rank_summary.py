@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, is_lazy_frame, table_columns
-from ._util import add_note, empty_frame
+from ._util import add_note, empty_frame, typed
 from .collectives import comm_op_type
 from .steps import step_breakdown
 
@@ -101,7 +101,7 @@ def rank_step_summary(obj: Any, derive: str = "auto") -> pd.DataFrame:
     step = out["step_us"].where(out["step_us"] > 0)
     for p in _PARTS:
         out[f"{p}_share"] = out[f"{p}_us"] / step
-    out = out[list(RANK_STEP_COLUMNS)].astype(RANK_STEP_COLUMNS)
+    out = typed(out, RANK_STEP_COLUMNS)
     for n in s.attrs.get("notes", []):
         add_note(out, n)
     return out
@@ -170,4 +170,4 @@ def rank_comm_summary(obj: Any, by_op_type: bool = False) -> pd.DataFrame:
         else:
             out[col] = np.nan
         out[f"{p}_share"] = out[col] / total
-    return out[list(cols)].astype(cols).reset_index(drop=True)
+    return typed(out, cols).reset_index(drop=True)

@@ -41,6 +41,7 @@ from ._util import (
     shared_factorize,
     table,
     take_rows,
+    typed,
 )
 
 if TYPE_CHECKING:  # the type only; analyses never read files
@@ -606,7 +607,7 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
             "forward_scoped_share": fwd_us / compute if compute > 0 else np.nan,
             "layers": ",".join(map(str, layers)),
             "scoped_layers": ",".join(map(str, scoped_layers)), "recompute": mode})
-    return pd.DataFrame(rows, columns=list(SCOPE_COLUMNS)).astype(SCOPE_COLUMNS)
+    return typed(pd.DataFrame(rows, columns=list(SCOPE_COLUMNS)), SCOPE_COLUMNS)
 
 
 def _named_tasks(profile: Any) -> tuple[str, pd.DataFrame | None, np.ndarray | None]:

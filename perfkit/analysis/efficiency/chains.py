@@ -26,6 +26,7 @@ from .._util import (
     stable_order,
     table,
     take_rows,
+    typed,
     value_changes,
     with_columns,
 )
@@ -126,8 +127,8 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if not 0 < kernel_efficiency <= 1:
         raise InvalidArgumentError("kernel_efficiency", "must be in (0, 1]", kernel_efficiency)
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
-        return per_rank(profile, elementwise_chains, hardware, min_chain,
-                        kernel_efficiency)[list(cols)].astype(cols)
+        return typed(per_rank(profile, elementwise_chains, hardware, min_chain,
+                              kernel_efficiency), cols)
     rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
@@ -158,7 +159,7 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     out["names"] = _joined_runs(codes[at], text, lo, hi)
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
-    return out[list(cols)].astype(cols)
+    return typed(out, cols)
 
 
 def _lane_changes(rows: pd.DataFrame, order: np.ndarray) -> np.ndarray:
@@ -206,13 +207,16 @@ def _ordered_codes(profile: Any, column: str) -> tuple[np.ndarray, list[str]]:
 
 
 def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndarray
-                 ) -> np.ndarray:
-    """``" > ".join(text[c] for c in codes[a:b])`` for each run ``[a, b)`` of ``lo``/``hi``.
+                 ) -> Any:
+    """``" > ".join(text[c] for c in codes[a:b])`` for each run ``[a, b)`` of ``lo``/``hi``,
+    as a ``string`` array.
 
     Runs repeat (every layer runs the same chain), so each distinct sequence of codes is
-    joined once: runs of one length are stacked and deduplicated as rows.
+    joined once (runs of one length are stacked and deduplicated as rows) and the runs
+    take their text from the few joined ones: no Python string per run to convert.
     """
-    out = np.empty(len(lo), dtype=object)
+    joined: list[str] = []
+    which = np.zeros(len(lo), dtype=np.int64)
     lengths = hi - lo
     base = max(len(text), 1)
     for length in np.unique(lengths):
@@ -223,10 +227,9 @@ def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndar
             uniq = seqs[first_rows(inverse)]
         else:
             uniq, inverse = np.unique(seqs, axis=0, return_inverse=True)
-        joined = np.array([" > ".join([text[c] for c in row]) for row in uniq.tolist()],
-                          dtype=object)
-        out[sel] = joined[inverse.ravel()]
-    return out
+        which[sel] = len(joined) + inverse.ravel()
+        joined.extend(" > ".join([text[c] for c in row]) for row in uniq.tolist())
+    return pd.array(joined, dtype="string").take(which)
 
 
 def attention_chains(profile: Any, hardware: Hardware | None = None,
@@ -253,8 +256,8 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         if hardware is None:
             return empty_frame(cols, why)
     if is_lazy(profile):
-        return per_rank(profile, attention_chains, hardware,
-                        kernel_efficiency)[list(cols)].astype(cols)
+        return typed(per_rank(profile, attention_chains, hardware, kernel_efficiency),
+                     cols)
     rows = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype"))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
@@ -281,4 +284,4 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         found.append((rank, b - a + 1, tot, fl, fused, max(0.0, tot - fused)))
     if not found:
         return empty_frame(cols, "no unfused attention chain")
-    return pd.DataFrame(found, columns=list(cols)).astype(cols)
+    return typed(pd.DataFrame(found, columns=list(cols)), cols)

@@ -40,6 +40,7 @@ from .._util import (
     take_array,
     take_rows,
     tasks_in_scope,
+    typed,
     with_columns,
 )
 from .registry import PRIORITY, cost_of, kind_of
@@ -390,7 +391,7 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
                                   for c, (part, uniq) in outside.items()})
     priced = [_price(d._asdict(), causal, backward_factor)
               for d in distinct.itertuples(index=False)]
-    table_ = pd.DataFrame(priced, columns=list(cols)).astype(cols)
+    table_ = typed(pd.DataFrame(priced, columns=list(cols)), cols)
     out = text.reset_index(drop=True)
     take = inverse.ravel()
     # each price column is the small table's column taken by code (no Python object per

@@ -30,6 +30,7 @@ from .._util import (
     pmu_maxima,
     shared_factorize,
     take_rows,
+    typed,
 )
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
@@ -391,7 +392,7 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     out = out.sort_values("total_us", ascending=False, kind="mergesort")
     if n is not None:
         out = out.head(n)
-    out = out[list(EFFICIENCY_COLUMNS)].astype(EFFICIENCY_COLUMNS).reset_index(drop=True)
+    out = typed(out, EFFICIENCY_COLUMNS).reset_index(drop=True)
     if source == "ops":
         notes.insert(0, "no device tasks: priced from the innermost host operators "
                         "(CPU time of a CPU-only run)")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .._frames import is_lazy, per_rank
-from .._util import empty_frame, table, take_rows
+from .._util import empty_frame, table, take_rows, typed
 from ..compare import class_codes
 from .scope import _LANES, _scope
 
@@ -46,7 +46,7 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
     if is_lazy(profile):  # counted per rank on that rank's worker
         out = per_rank(profile, recompute_evidence, full_ratio)
         notes = list(out.attrs.get("notes", [])) if out.empty else []
-        out = out[list(cols)].astype(cols).reset_index(drop=True)
+        out = typed(out, cols).reset_index(drop=True)
         out.attrs["notes"] = notes
         return out
     k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
@@ -67,4 +67,4 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
     g["recompute"] = np.where(g["ratio"] >= full_ratio, "full",
                               np.where(g["ratio"] > 1.2, "partial", "none"))
     g["recompute_share"] = ((g["ratio"] - 1.0) / (g["ratio"] + 2.0)).clip(lower=0.0)
-    return g[list(cols)].astype(cols).reset_index(drop=True)
+    return typed(g, cols).reset_index(drop=True)

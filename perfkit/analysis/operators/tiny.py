@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._frames import is_lazy, per_rank
-from .._util import empty_frame, shared_factorize, table
+from .._util import empty_frame, shared_factorize, table, typed
 from .scope import _LANES, _by_rank, _scope, _stream_order
 
 __all__ = ["tiny_kernels", "TINY_COLUMNS"]
@@ -51,8 +51,8 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         launch overhead they expose), ``storm`` and the five most frequent tiny names.
     """
     if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
-        return per_rank(profile, tiny_kernels, threshold_us, storm_share, min_run,
-                        max_gap_us)[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
+        return typed(per_rank(profile, tiny_kernels, threshold_us, storm_share, min_run,
+                              max_gap_us), TINY_COLUMNS)
     kernels = table(profile, "kernels")
     k = _scope(kernels, include_communication=False, columns=_LANES)
     if k.empty:
@@ -93,7 +93,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         lambda s: ", ".join(s.astype(str)))
     out["top_names"] = top.reindex(out.index)
     out = out.reset_index()
-    return out[list(TINY_COLUMNS)].astype(TINY_COLUMNS)
+    return typed(out, TINY_COLUMNS)
 
 
 def _same_as_before(col: pd.Series) -> np.ndarray:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...errors import InvalidArgumentError
 from .._frames import aggregate, any_values, is_lazy, transform, with_position
-from .._util import add_note, empty_frame, has_values, n_step_pairs, table
+from .._util import add_note, empty_frame, has_values, n_step_pairs, table, typed
 from .bound import _bound_frame
 from .host import host_tasks
 from .scope import _effective_type, _scope
@@ -174,7 +174,7 @@ def _top_finish(out: pd.DataFrame, keys: list[str], total: float, pairs: int,
         if col not in out.columns:
             out[col] = pd.Series(pd.NA, index=out.index, dtype=dtype) if dtype != "float64" \
                 else np.nan
-    out = out[list(TOP_COLUMNS)].astype(TOP_COLUMNS).reset_index(drop=True)
+    out = typed(out, TOP_COLUMNS).reset_index(drop=True)
     for c in keys:
         out[c] = out[c].replace("", pd.NA)
     return out

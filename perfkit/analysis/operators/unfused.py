@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, table, value_changes
+from .._util import empty_frame, table, typed, value_changes
 from .scope import _LANES, _by_rank, _scope, _stream_order, _stream_positions
 from .tokens import _token_codes
 
@@ -230,7 +230,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
                                                "kernels": out["n_first"]})).to_numpy()
     out["saving_share"] = out["saving_us"] / out["rank"].map(device).astype("float64")
     out = out.sort_values("saving_us", ascending=False, kind="mergesort")
-    return out[list(UNFUSED_COLUMNS)].astype(UNFUSED_COLUMNS).reset_index(drop=True)
+    return typed(out, UNFUSED_COLUMNS).reset_index(drop=True)
 
 
 def _lazy_unfused(profile: Any, detail: bool,
@@ -263,6 +263,6 @@ def _lazy_unfused(profile: Any, detail: bool,
         order = out["pattern"].map({p: i for i, p in enumerate(pats)})
         out = out.assign(_o=order).sort_values(["_o", "rank"], kind="mergesort")
         out = out.sort_values("saving_us", ascending=False, kind="mergesort")
-        out = out[list(UNFUSED_COLUMNS)].astype(UNFUSED_COLUMNS).reset_index(drop=True)
+        out = typed(out, UNFUSED_COLUMNS).reset_index(drop=True)
     out.attrs["notes"] = notes
     return out

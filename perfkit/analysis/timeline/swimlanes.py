@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._util import typed
 from .events import window_events
 from .labels import _labels, _labels_of
 from .lanes import _free_rows, _lane_keys, _track_sort, pack_sublanes
@@ -287,4 +288,4 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     for c in TIMELINE_COLUMNS:
         if c not in frame.columns:
             frame[c] = pd.Series(dtype=TIMELINE_COLUMNS[c])
-    return frame[list(TIMELINE_COLUMNS)].astype(TIMELINE_COLUMNS)
+    return typed(frame, TIMELINE_COLUMNS)
