@@ -173,8 +173,9 @@ def test_prices_of_keys_coded_on_the_whole_table_equal_prices_of_the_rows(path: 
         narrow = eff_costs.narrow_costs(p)  # output shapes, dtypes, formats by code
         full = eff_costs.operator_costs(p)  # every pricing key a column of the rows
         assert len(narrow) == len(full) and narrow["kind"].notna().any()
-        for c in ("label", "flops", "bytes", "call_flops", "call_bytes", "op_call",
-                  "call_first"):
+        # the rows' shares and the calls' first rows; not the calls' own prices
+        assert not {"call_flops", "call_bytes", "op_call"} & set(narrow.columns)
+        for c in ("label", "flops", "bytes", "call_first"):
             pd.testing.assert_series_equal(narrow[c].reset_index(drop=True),
                                            full[c].reset_index(drop=True))
         for c in ("kind", "dtype", "causal"):  # one byte per row: the text by category
@@ -208,6 +209,12 @@ def test_a_price_spread_over_calls_of_one_task_each_is_the_call_price() -> None:
     linked = eff_costs._spread_over_calls(pairs)
     assert linked["op_call"].tolist() == (np.arange(n) // 2).tolist()
     assert np.allclose(linked["flops"], pairs["flops"] / 2)
+    # the narrow rows: the same shares and first rows, without the calls' own columns
+    for frame, whole in ((rows, got), (pairs, linked)):
+        narrow = eff_costs._spread_over_calls(frame, whole=False)
+        assert not {"call_flops", "call_bytes", "op_call"} & set(narrow.columns)
+        for c in ("flops", "bytes", "call_first"):
+            assert narrow[c].equals(whole[c])
 
 
 def test_the_row_of_each_token_character_equals_the_repeated_rows() -> None:

@@ -25,6 +25,7 @@ from perfkit.analysis._util import (
     shared_results,
     take_rows,
     tasks_in_scope,
+    typed,
     with_columns,
 )
 from perfkit.io import parquet_text
@@ -132,6 +133,30 @@ def test_a_table_read_with_its_ids_equals_pandas_read_parquet(tmp_path: Path) ->
     assert coded >= 10 if text_of_arrow else coded == 0
 
 
+def test_the_operator_columns_ids_are_read_together_once_and_others_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(12)
+    n = 20_000
+    frame = pd.DataFrame({c: _text(rng, n) for c in ("name", "type", "input_shapes", "core")}
+                         | {"dur_us": rng.random(n)})
+    f = tmp_path / "kernels.parquet"
+    frame.to_parquet(f, index=False, write_page_checksum=True)
+    got = parquet_text.read_frame(f)
+    if not _arrow_text(got["name"]):
+        pytest.skip("text read as Python strings (pandas 2): no row ids to read")
+    reads: list[list[str]] = []
+    real = parquet_text._FileIds._read
+    monkeypatch.setattr(parquet_text._FileIds, "_read",
+                        lambda self, names: reads.append(list(names)) or real(self, names))
+    for c in ("type", "name", "input_shapes", "core", "type"):
+        ids = _text_codes.ids_of(got[c].array._pa_array)
+        assert ids is not None  # labels the text exactly as its own factorization does
+        assert np.array_equal(pd.factorize(ids)[0],
+                              pd.factorize(got[c], use_na_sentinel=False)[0])
+    # the three operator columns in one read (the first asked for), the other alone
+    assert reads == [["name", "type", "input_shapes"], ["core"]]
+
+
 def test_the_advisor_codes_a_cached_rank_as_it_codes_the_parsed_one(tmp_path: Path,
                                                                       monkeypatch) -> None:
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
@@ -183,6 +208,19 @@ def test_with_columns_keeps_the_arrays_and_equals_assign() -> None:
     assert "b" not in frame.columns
 
 
+def test_typed_equals_astype_of_the_selected_columns() -> None:
+    frame = pd.DataFrame({"a": [1, 2, 3], "b": [0.5, None, 2.0], "c": ["x", None, "z"],
+                          "d": pd.array([1, None, 3], dtype="Int64"), "e": [True, False, True]})
+    for types in ({"a": "int64", "b": "float64", "c": "string", "d": "Int64"},  # mixed
+                  {"d": "float64", "a": "Int64", "e": "boolean"},  # every one converted
+                  {"b": "float64", "a": "int64"}):  # none converted, another order
+        got = typed(frame, types)
+        pd.testing.assert_frame_equal(got, frame[list(types)].astype(types))
+        assert got is not frame
+    with pytest.raises(KeyError):
+        typed(frame, {"missing": "int64"})
+
+
 def test_pairs_of_a_constant_rank_and_step_are_counted_without_coding() -> None:
     n = 1_000
     one = pd.DataFrame({"rank": pd.array(np.zeros(n, int), dtype="Int64"),
@@ -228,7 +266,8 @@ def test_prices_of_a_cached_rank_coded_by_its_ids_equal_the_prices_of_the_rows(
         with shared_results():
             narrow = costs.narrow_costs(p)
         full = costs.operator_costs(p)
-        for c in ("label", "flops", "bytes", "call_flops", "call_bytes", "op_call"):
+        assert not {"call_flops", "call_bytes", "op_call"} & set(narrow.columns)
+        for c in ("label", "flops", "bytes", "call_first"):
             pd.testing.assert_series_equal(narrow[c].reset_index(drop=True),
                                            full[c].reset_index(drop=True))
         for c in ("kind", "dtype", "input_shapes", "input_dtypes"):

@@ -199,7 +199,9 @@ _CODED_KEYS = ("input_shapes", "input_dtypes")
 
 def narrow_costs(profile: Any, causal: bool = True, backward_factor: float = 2.5
                   ) -> pd.DataFrame:
-    """:func:`operator_costs` of an eager profile with only the :data:`_NARROW` columns."""
+    """:func:`operator_costs` of an eager profile with only the :data:`_NARROW` columns,
+    and of the price columns only the rows' shares (``flops``, ``bytes``), ``call_first``,
+    ``kind``, ``dtype`` and ``causal`` (no ``call_flops``, ``call_bytes``, ``op_call``)."""
     return shared("operator_costs_narrow", (profile,), (causal, backward_factor),
                   lambda: _operator_costs(profile, causal, backward_factor, _NARROW,
                                           split=True))
@@ -264,7 +266,7 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     if fast is not None:
         fast = with_columns(fast, **{c: categorical_of(*outside[c]) for c in _CODED_KEYS
                                      if c in outside})
-        fast = _spread_over_calls(fast)
+        fast = _spread_over_calls(fast, whole=columns is None)
         fast.attrs["source"] = source
         return fast
     if outside:  # the merge below needs every key as a column
@@ -280,13 +282,16 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     return merged
 
 
-def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
+def _spread_over_calls(rows: pd.DataFrame, whole: bool = True) -> pd.DataFrame:
     """Each operator call's price counted once, spread over its rows by time.
 
     Rows with the same (``rank``, ``op_id``) are the kernels of one operator call; a row
     without ``op_id`` is a call of its own. A call's FLOPs and bytes go to its non-memory
     rows in proportion to their duration (memsets and copies take none; a call of memory
-    tasks only shares by duration, and one without durations evenly).
+    tasks only shares by duration, and one without durations evenly). Without ``whole``
+    (:func:`narrow_costs`, whose readers read a row's share and the calls' first rows)
+    the call's own price and number (``call_flops``, ``call_bytes``, ``op_call``) are left
+    out: three million-row columns fewer.
     """
     n = len(rows)
     # no op_id column: no task is linked to an operator call (no array of NaN built)
@@ -299,6 +304,8 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
         # every row a call of its own (Ascend tasks, host operators): its share is
         # x / x = 1 whichever rule below applies, so the prices are the call's
         first = np.ones(n, dtype=bool)
+        if not whole:  # the rows' own price columns are the shares
+            return with_columns(rows, call_first=first)
         # call_flops / call_bytes may be views of rows' price columns, which the result
         # replaces: both callers hand over a frame of their own, so no copy is needed
         return with_columns(rows, flops=call_flops * 1.0, bytes=call_bytes * 1.0,
@@ -329,6 +336,9 @@ def _spread_over_calls(rows: pd.DataFrame) -> pd.DataFrame:
                               1.0 / rows_per_call[call]))
     first = np.zeros(n, dtype=bool)
     first[first_rows(call)] = True
+    if not whole:
+        return with_columns(rows, flops=call_flops * share, bytes=call_bytes * share,
+                            call_first=first)
     return with_columns(rows, flops=call_flops * share, bytes=call_bytes * share,
                         call_flops=call_flops, call_bytes=call_bytes,
                         op_call=call, call_first=first)
