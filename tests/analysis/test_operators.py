@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from shared_samples import PT_LEVEL1, sample
@@ -213,3 +215,35 @@ def test_recompute_evidence_counts_attention_passes() -> None:
     b = recompute_evidence(_profile(none.assign(type="kernel"))).iloc[0]
     assert (b["ratio"], b["recompute"], b["recompute_share"]) == (1.0, "none", 0.0)
     assert recompute_evidence(_profile(_seq(["MatMul"], [1.0]))).empty
+
+
+def test_unfused_summary_equals_the_occurrences_grouped_by_rank_and_pattern() -> None:
+    """The summary, summed per pattern with numpy, against pandas' groupby of the detail:
+    the simulated two-rank job, and three ranks (listed out of order) where rank 0 also
+    runs a flash-attention task, which suppresses the attention pattern there only."""
+    from perfkit.profile import Cluster
+
+    rms = ["Pow", "ReduceMean", "Add", "Sqrt", "RealDiv", "Mul"]
+    attn = ["BatchMatMul", "SoftmaxV2", "DropOutDoMask", "BatchMatMul"]
+    members = []
+    for rank in (2, 0, 1):
+        types = (rms + attn) * 3 + (["FlashAttentionScore"] if rank == 0 else [])
+        durs = [float(1 + (rank * 7 + j) % 5) for j in range(len(types))]
+        members.append(_profile(_seq(types, durs, stream=rank).assign(rank=rank), rank=rank))
+    simulated = load(Path(__file__).resolve().parents[2] / "data" / "simulated" /
+                     "llama2-7b-tp2", progress=False)
+    for prof in (Cluster(members, ProfileMeta("test")), simulated):
+        out = unfused_patterns(prof)
+        det = unfused_patterns(prof, detail=True)
+        want = det.groupby(["rank", "pattern"], sort=False, dropna=False).agg(
+            occurrences=("kernels", "size"), kernels=("kernels", "sum"),
+            total_us=("total_us", "sum"), saving_us=("saving_us", "sum")).reset_index()
+        assert len(want) >= 2
+        key = ["rank", "pattern"]
+        got = out[key + ["occurrences", "kernels", "total_us", "saving_us"]]
+        pd.testing.assert_frame_equal(
+            got.sort_values(key).reset_index(drop=True),
+            want.astype(got.dtypes.to_dict()).sort_values(key).reset_index(drop=True))
+    summary = unfused_patterns(Cluster(members, ProfileMeta("test")))
+    ranks = summary[summary["pattern"] == "softmax_dropout_matmul"]["rank"].tolist()
+    assert sorted(ranks) == [1, 2]  # not rank 0, which has a flash-attention task

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_codes import first_rows
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, table, typed, value_changes
+from .._util import empty_frame, nan_as_zero, table, typed, value_changes
 from .scope import _LANES, _by_rank, _scope, _stream_order, _stream_positions
 from .tokens import _token_codes
 
@@ -108,6 +109,28 @@ class _Names:
         return self.text[self.codes[idx]]
 
 
+def _per_rank(rank: np.ndarray, first: np.ndarray, counts: np.ndarray, tot: np.ndarray,
+              saving: np.ndarray, pattern: str, fused: str) -> pd.DataFrame:
+    """The occurrences of one pattern summed per rank, ranks in order of first occurrence
+    (a missing rank a group of its own): the summary's rows of the pattern, as
+    ``groupby(["rank", "pattern"], sort=False, dropna=False)`` of the occurrences gives
+    them (sums with NaN left out; ``first`` and ``n_first``: the first occurrence's row
+    and length)."""
+    code, ranks = pd.factorize(rank, use_na_sentinel=False)
+    n = len(ranks)
+    at = first_rows(code)
+
+    def total(values: np.ndarray) -> np.ndarray:  # one rank: numpy's pairwise sum
+        values = nan_as_zero(values)
+        return np.array([values.sum()]) if n == 1 else np.bincount(code, values, n)
+
+    return pd.DataFrame({
+        "rank": ranks, "pattern": pattern, "occurrences": np.bincount(code, minlength=n),
+        "kernels": total(counts.astype(np.float64)).astype(np.int64),  # exact below 2**53
+        "total_us": total(tot), "saving_us": total(saving),
+        "first": first[at], "n_first": counts[at], "fused_replacement": fused})
+
+
 def unfused_patterns(profile: Any, detail: bool = False,
                      patterns: dict[str, tuple[str, str, str]] | None = None) -> pd.DataFrame:
     """Known unfused operator sequences and the time a fused kernel could save.
@@ -190,13 +213,18 @@ def unfused_patterns(profile: Any, detail: bool = False,
         tot = np.add.reduceat(np.nan_to_num(d, nan=0.0), at)
         mx = np.fmax.reduceat(d, at)  # NaN only where every duration is, as max() skips
         saving = tot if rule == "all" else tot - mx
-        part = pd.DataFrame({"rank": rank_arr[first], "stream": stream_arr[first],
-                             "pattern": pname, "first_row": first, "kernels": counts,
-                             "total_us": tot, "saving_us": saving,
-                             "fused_replacement": fused})
+        rank_of = rank_arr[first]
         if pname == "softmax_dropout_matmul" and flash_ranks:
-            part = part[~part["rank"].isin(flash_ranks)]
-        rows.append(part)
+            kept = ~pd.Series(rank_of).isin(flash_ranks).to_numpy(bool)
+            rank_of, first, counts, tot, saving = (a[kept] for a in (rank_of, first, counts,
+                                                                     tot, saving))
+        if detail:
+            rows.append(pd.DataFrame({"rank": rank_of, "stream": stream_arr[first],
+                                      "pattern": pname, "first_row": first,
+                                      "kernels": counts, "total_us": tot,
+                                      "saving_us": saving, "fused_replacement": fused}))
+        elif len(first):
+            rows.append(_per_rank(rank_of, first, counts, tot, saving, pname, fused))
     det_cols = {"rank": "Int64", "stream": "Int64", "pattern": "string", "first_row": "int64",
                 "kernels": "int64", "total_us": "float64", "saving_us": "float64",
                 "names": "string", "fused_replacement": "string"}
@@ -220,12 +248,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
         return det.assign(names=chain_names(det))[list(det_cols)].astype(det_cols)
     by_rank = _by_rank(k)  # each rank's device time (as a groupby's sum, NaN left out)
     device = pd.Series(by_rank.sum(dur), index=by_rank.index)
-    out = det.groupby(["rank", "pattern"], dropna=False, sort=False).agg(
-        occurrences=("kernels", "size"), kernels=("kernels", "sum"),
-        total_us=("total_us", "sum"), saving_us=("saving_us", "sum"),
-        first=("first_row", "first"), n_first=("kernels", "first"),
-        fused_replacement=("fused_replacement", "first"))
-    out = out.reset_index()
+    out = det
     out["example"] = chain_names(pd.DataFrame({"first_row": out["first"],
                                                "kernels": out["n_first"]})).to_numpy()
     out["saving_share"] = out["saving_us"] / out["rank"].map(device).astype("float64")
