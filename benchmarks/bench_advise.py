@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not rank.exists():
         raise SystemExit(f"{rank} is missing: run benchmarks/bench_first_answer.py once")
     trees = ({"before": Path(args.before).resolve()} if args.before else {}) | {"now": ROOT}
+    results = Path(args.results).resolve() if args.results else None  # before the chdir
     os.chdir(tempfile.gettempdir())  # each tree's PYTHONPATH decides which perfkit runs
     runs = _runs(trees, rank, args.repeat)
     summary = {name: {k: statistics.median(r[k] for r in rs) for k in FIGURES}
@@ -95,8 +96,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(trees) > 1:
         same = len({json.dumps(s["findings"]) for s in summary.values()}) == 1
         print("same findings (titles) in both trees:", same)
-    if args.results:
-        Path(args.results).write_text(json.dumps(res, indent=1, default=str))
+    if results is not None:
+        results.write_text(json.dumps(res, indent=1, default=str))
     return res
 
 
