@@ -4,7 +4,8 @@ Parquet stores a text column of few distinct values (operator names, types, shap
 dictionary and one index per row. :func:`read_frame` reads the table as pandas does and,
 for each such column, tells :func:`perfkit._text_codes.remember_lazily` how to read those
 indices and the dictionary (:class:`_FileIds`): the first analysis that codes one of the
-file's text columns reads that column's, in 5-10 milliseconds per million rows, instead
+file's text columns reads that column's (with the other operator columns of
+:data:`READ_TOGETHER`, in one parallel read), in milliseconds per million rows, instead
 of hashing a million strings, and every later one reuses them (``pk.advise``).
 A profile whose columns no analysis codes reads nothing more than before.
 """
@@ -54,8 +55,9 @@ def _stamp(f: Path) -> tuple[int, int, int]:
 
 #: The text columns the operator analyses code (names, types, categories, the pricing
 #: keys): the first of them asked for reads all of them present, in one read that decodes
-#: the columns in parallel, outside the interpreter lock (about 27 ms for eight columns of
-#: a million rows, where eight reads one by one took 10-18 ms each).
+#: the columns in parallel, outside the interpreter lock (about 30 ms warm for eight
+#: columns of a million rows, 40-75 ms in a fresh process, where eight reads one by one
+#: took 10-18 ms each on advise's second thread).
 READ_TOGETHER = ("name", "type", "category", "input_shapes", "input_dtypes",
                  "output_shapes", "output_dtypes", "output_formats")
 

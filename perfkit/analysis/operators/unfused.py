@@ -109,8 +109,9 @@ class _Names:
         return self.text[self.codes[idx]]
 
 
-def _per_rank(rank: np.ndarray, first: np.ndarray, counts: np.ndarray, tot: np.ndarray,
-              saving: np.ndarray, pattern: str, fused: str) -> pd.DataFrame:
+def _summed_per_rank(rank: np.ndarray, first: np.ndarray, counts: np.ndarray,
+                     tot: np.ndarray, saving: np.ndarray, pattern: str, fused: str
+                     ) -> pd.DataFrame:
     """The occurrences of one pattern summed per rank, ranks in order of first occurrence
     (a missing rank a group of its own): the summary's rows of the pattern, as
     ``groupby(["rank", "pattern"], sort=False, dropna=False)`` of the occurrences gives
@@ -224,7 +225,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
                                       "kernels": counts, "total_us": tot,
                                       "saving_us": saving, "fused_replacement": fused}))
         elif len(first):
-            rows.append(_per_rank(rank_of, first, counts, tot, saving, pname, fused))
+            rows.append(_summed_per_rank(rank_of, first, counts, tot, saving, pname, fused))
     det_cols = {"rank": "Int64", "stream": "Int64", "pattern": "string", "first_row": "int64",
                 "kernels": "int64", "total_us": "float64", "saving_us": "float64",
                 "names": "string", "fused_replacement": "string"}
