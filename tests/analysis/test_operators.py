@@ -247,3 +247,23 @@ def test_unfused_summary_equals_the_occurrences_grouped_by_rank_and_pattern() ->
     summary = unfused_patterns(Cluster(members, ProfileMeta("test")))
     ranks = summary[summary["pattern"] == "softmax_dropout_matmul"]["rank"].tolist()
     assert sorted(ranks) == [1, 2]  # not rank 0, which has a flash-attention task
+
+
+def test_unfused_on_interleaved_streams_equals_unfused_on_rows_sorted_by_stream() -> None:
+    """Two streams whose tasks alternate in the table (written in time order): the search
+    puts them in stream order itself; the same tasks handed over already sorted by
+    (stream, start) must give the same occurrences, names and times."""
+    rms = ["Pow", "ReduceMean", "Add", "Sqrt", "RealDiv", "Mul"]
+    attn = ["BatchMatMul", "SoftmaxV2", "DropOutDoMask", "BatchMatMul"]
+    a = _seq((rms + attn) * 2, [float(1 + j % 4) for j in range(20)], stream=7, gap=0.5)
+    b = _seq((attn + rms) * 2, [float(2 + j % 3) for j in range(20)], stream=3, gap=0.7)
+    interleaved = pd.concat([a, b], ignore_index=True).sort_values(
+        "start_us", kind="mergesort", ignore_index=True)
+    assert interleaved["stream"].diff().ne(0).sum() > 10  # the streams alternate
+    by_stream = interleaved.sort_values(["stream", "start_us"], kind="mergesort",
+                                        ignore_index=True)
+    for detail in (False, True):
+        got = unfused_patterns(_profile(interleaved), detail=detail)
+        want = unfused_patterns(_profile(by_stream), detail=detail)
+        assert len(got) >= 2
+        pd.testing.assert_frame_equal(got, want)

@@ -100,13 +100,20 @@ class _RowOfChar:
 
 
 class _Names:
-    """``k["name"].astype(str).to_numpy()`` by code: rows are looked up when indexed."""
+    """``k["name"].astype(str).to_numpy()`` by code: rows are looked up when indexed.
 
-    def __init__(self, codes: np.ndarray, text: np.ndarray) -> None:
-        self.codes, self.text = codes, text
+    ``codes`` are in table order; ``pos`` (the stream order's positions, None: the same
+    order) maps the rows asked for, which are in stream order, to them: only the rows
+    looked up are reordered, not a million codes.
+    """
+
+    def __init__(self, codes: np.ndarray, text: np.ndarray, pos: np.ndarray | None = None
+                 ) -> None:
+        self.codes, self.text, self.pos = codes, text, pos
 
     def __getitem__(self, idx: Any) -> np.ndarray:
-        return self.text[self.codes[idx]]
+        rows = idx if self.pos is None else self.pos[idx]
+        return self.text[self.codes[rows]]
 
 
 def _summed_per_rank(rank: np.ndarray, first: np.ndarray, counts: np.ndarray,
@@ -168,15 +175,16 @@ def unfused_patterns(profile: Any, detail: bool = False,
     # put in stream order with the columns read below
     tokens, code, name_code, name_uniq = _token_codes(k)
     pos = _stream_positions(kernels)
-    if pos is not None:
-        code, name_code = code[pos], name_code[pos]
     k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"), kernels)
     tokens = tokens.astype(str)
     # one separator between (rank, stream) blocks so that no match spans two streams
     new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
     # the token text, "|" before each block, and the row of each of its characters
     if all(len(t) == 1 and t.isascii() for t in tokens):  # one letter per row (TOKENS')
+        # each row's letter, then put in stream order: one byte per row moved, not a code
         letters = np.frombuffer("".join(tokens).encode("ascii"), np.uint8)[code]
+        if pos is not None:
+            letters = letters[pos]
         blocks = np.flatnonzero(new_block)
         chars = np.insert(letters, blocks, ord("|"))
         text, where = _searched(chars, [rx for rx, _, _ in pats.values()])
@@ -186,7 +194,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
         row_of_char = _RowOfChar(seps)
         is_flash = letters == ord("Z")
     else:
-        tok = tokens[code]
+        tok = tokens[code if pos is None else code[pos]]
         spelled = np.char.add(np.where(new_block, "|", ""), tok)
         row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(spelled))
         text, where = "".join(spelled.tolist()), None
@@ -194,7 +202,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
     dur = k["dur_us"].to_numpy(float)
     flash_ranks = set(k.loc[is_flash, "rank"].dropna().tolist())
     rows = []
-    names = _Names(name_code, name_uniq.astype(str))
+    names = _Names(name_code, name_uniq.astype(str), pos)
     rank_arr = k["rank"].to_numpy()
     stream_arr = k["stream"].to_numpy()
     for pname, (regex, fused, rule) in pats.items():
