@@ -149,11 +149,14 @@ def _main_names(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> pd.Seri
     if not named.any():
         return out
     dur = rows["dur_us"].to_numpy(np.float64, na_value=np.nan)
-    dur = np.where(np.isfinite(dur), dur, 0.0)
+    finite = np.isfinite(dur)
+    if not finite.all():
+        dur = np.where(finite, dur, 0.0)
     memory = rows["category"].eq("memory").fillna(False).to_numpy(bool) \
         if "category" in rows.columns else np.zeros(len(rows), dtype=bool)
     # compute time first, then memory time, then the first name seen: one score per row
-    score = np.where(memory, dur, dur * 1e6)
+    score = dur * 1e6  # a new array, changed in place below
+    np.copyto(score, dur, where=memory)
     score += 1e-9
     if not named.all():
         group, code, score = group[named], code[named], score[named]
@@ -198,11 +201,21 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
     fl = rows["flops"].to_numpy(np.float64, na_value=np.nan)
     by = rows["bytes"].to_numpy(np.float64, na_value=np.nan)
     starts = rows["call_first"].to_numpy(bool) if "call_first" in rows.columns else None
-    counted = call if starts is None or starts.all() else call[starts]  # first rows only
-    sums = {"count": np.bincount(counted, minlength=n_calls).astype(np.int64),
-            "total_us": total(dur), "flops_sum": total(fl), "bytes_sum": total(by),
-            "_priced": np.bincount(_where_not_nan(call, fl), minlength=n_calls).astype(
-                np.int64),
+    own = starts is None or bool(starts.all())  # every row an operator call of its own
+    counted = call if own else call[starts]  # first rows only
+    count = np.bincount(counted, minlength=n_calls).astype(np.int64)
+    if own:
+        # each row carries its distinct call's whole price: a call's sum is that price
+        # times its rows (a row without a price adds nothing and is not counted as priced)
+        price_fl, price_by = fl[first], by[first]
+        flops_sum = np.where(np.isnan(price_fl), 0.0, price_fl * count)
+        bytes_sum = np.where(np.isnan(price_by), 0.0, price_by * count)
+        priced = np.where(np.isnan(price_fl), 0, count)
+    else:
+        flops_sum, bytes_sum = total(fl), total(by)
+        priced = np.bincount(_where_not_nan(call, fl), minlength=n_calls).astype(np.int64)
+    sums = {"count": count, "total_us": total(dur), "flops_sum": flops_sum,
+            "bytes_sum": bytes_sum, "_priced": priced,
             "pmu_us": total(np.where(okv, dur, 0.0)),
             "pmu_c": total(np.where(okv, comp.to_numpy(np.float64) * dur, 0.0)),
             "pmu_m": total(np.where(okv, mem.to_numpy(np.float64) * dur, 0.0))}
