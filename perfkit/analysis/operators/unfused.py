@@ -240,7 +240,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
     if not rows:
         return empty_frame(det_cols if detail else UNFUSED_COLUMNS,
                            "no known unfused pattern found")
-    det = pd.concat(rows, ignore_index=True)
+    # the occurrences (detail), else their sums per rank and pattern
+    found = pd.concat(rows, ignore_index=True)
 
     def chain_names(frame: pd.DataFrame) -> pd.Series:
         # "a > b > c" per occurrence, built with string concatenation (no Python loop)
@@ -254,10 +255,10 @@ def unfused_patterns(profile: Any, detail: bool = False,
         return text.groupby(occ).sum().set_axis(frame.index)
 
     if detail:
-        return det.assign(names=chain_names(det))[list(det_cols)].astype(det_cols)
+        return typed(found.assign(names=chain_names(found)), det_cols)
     by_rank = _by_rank(k)  # each rank's device time (as a groupby's sum, NaN left out)
     device = pd.Series(by_rank.sum(dur), index=by_rank.index)
-    out = det
+    out = found
     out["example"] = chain_names(pd.DataFrame({"first_row": out["first"],
                                                "kernels": out["n_first"]})).to_numpy()
     out["saving_share"] = out["saving_us"] / out["rank"].map(device).astype("float64")
