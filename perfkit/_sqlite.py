@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import PerfkitError
 
-__all__ = ["SQLITE_MAGIC", "connect", "create", "file_head", "guard", "reason",
+__all__ = ["SQLITE_MAGIC", "connect", "create", "file_head", "format_of", "guard", "reason",
            "transaction"]
 
 #: The first bytes of every SQLite database file.
@@ -85,6 +85,22 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def format_of(conn: sqlite3.Connection) -> tuple[int, int, set[str]]:
+    """The file's ``application_id``, ``user_version`` and table names, read in one
+    statement, so from one snapshot of the file.
+
+    Read one ``PRAGMA`` at a time (each its own read transaction outside ``BEGIN``), they
+    can straddle another process's creating commit: ``application_id`` 0 from before it,
+    the tables from after, which looks like a foreign database.
+    """
+    app, version, names = conn.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id),"
+        " (SELECT user_version FROM pragma_user_version),"
+        " (SELECT group_concat(name, char(31)) FROM sqlite_master WHERE type = 'table')"
+    ).fetchone()
+    return int(app), int(version), set(names.split("\x1f")) if names else set()
 
 
 def create(conn: sqlite3.Connection, schema: str, application_id: int, user_version: int,

@@ -153,10 +153,7 @@ class Journal:
                                           f"(it starts with {head[:8]!r})")
 
     def _state(self, conn: sqlite3.Connection) -> str:
-        app = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        app, version, tables = _sqlite.format_of(conn)  # one snapshot: see format_of
         if app == 0 and not tables:
             return "empty"
         if app != APPLICATION_ID:

@@ -78,7 +78,9 @@ class AnswerBook:
         if self.path.exists():
             self._check_header()
             with self._guard("cannot be opened"), self._connect(write=False) as conn:
-                self._check_format(conn)
+                initialised = self._check_format(conn)
+            if not initialised and not readonly:
+                self._create()  # another process's creation not committed yet, or killed
         elif not readonly:
             if not self.path.parent.is_dir():
                 raise LabError(f"{self.path.parent}: no such student folder")
@@ -95,15 +97,17 @@ class AnswerBook:
         if head is not None:
             raise LabError(f"{self.path}: not a perfkit lab answers file (not SQLite)")
 
-    def _check_format(self, conn: sqlite3.Connection) -> None:
-        app = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if app == 0 and version == 0:
-            return  # created, not yet initialised
+    def _check_format(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file is an initialised answers file (False: still empty); raises
+        :class:`LabError` for any other SQLite file, or one of a newer schema."""
+        app, version, tables = _sqlite.format_of(conn)  # one snapshot: see format_of
+        if app == 0 and version == 0 and not tables:
+            return False  # created, not yet initialised
         if app != APPLICATION_ID:
             raise LabError(f"{self.path}: an SQLite file, but not a perfkit lab answers file")
         if version > SCHEMA_VERSION:
             raise LabError(f"{self.path}: written by a newer perfkit (schema {version})")
+        return True
 
     def _connect(self, write: bool) -> Any:
         return _sqlite.connect(self.path, write, self.timeout_s)
@@ -116,7 +120,7 @@ class AnswerBook:
             _sqlite.create(conn, _SCHEMA, APPLICATION_ID, SCHEMA_VERSION, [
                 ("format", "perfkit lab answers (docs/teaching.md)"),
                 ("created_utc", _now()), ("created_by", f"perfkit {__version__}")],
-                is_empty=lambda c: c.execute("PRAGMA application_id").fetchone()[0] == 0)
+                is_empty=lambda c: not self._check_format(c))  # another may have won
 
     def record(self, question: str, value: Any, correct: bool | None,
                source: str = "api") -> int:
@@ -136,11 +140,14 @@ class AnswerBook:
 
     def attempts(self) -> pd.DataFrame:
         """Every attempt, oldest first (columns :data:`ATTEMPT_COLUMNS`; ``value`` decoded)."""
-        if not self.exists:
+        rows: list[tuple[Any, ...]] = []
+        if self.exists:
+            with self._guard("cannot be read"), self._connect(write=False) as conn:
+                if self._check_format(conn):  # else created, nothing written yet
+                    rows = conn.execute("SELECT id, question, value, correct, at_utc, "
+                                        "source FROM attempts ORDER BY id").fetchall()
+        if not rows:
             return pd.DataFrame({c: pd.Series(dtype=object) for c in ATTEMPT_COLUMNS})
-        with self._guard("cannot be read"), self._connect(write=False) as conn:
-            rows = conn.execute("SELECT id, question, value, correct, at_utc, source "
-                                "FROM attempts ORDER BY id").fetchall()
         frame = pd.DataFrame(rows, columns=list(ATTEMPT_COLUMNS))
         frame["value"] = [json.loads(v) for v in frame["value"]]
         frame["correct"] = frame["correct"].map(lambda c: None if c is None else bool(c))
