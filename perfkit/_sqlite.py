@@ -18,7 +18,7 @@ from pathlib import Path
 from .errors import PerfkitError
 
 __all__ = ["SQLITE_MAGIC", "connect", "create", "file_head", "format_of", "guard", "reason",
-           "transaction"]
+           "snapshot", "transaction"]
 
 #: The first bytes of every SQLite database file.
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -85,6 +85,17 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One read transaction: every statement inside sees the file as one commit left it
+    (outside ``BEGIN``, each statement is its own, and a writer can commit in between)."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")  # it wrote nothing: ends the read either way
 
 
 def format_of(conn: sqlite3.Connection) -> tuple[int, int, set[str]]:

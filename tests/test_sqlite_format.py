@@ -117,3 +117,25 @@ def test_answers_foreign_sqlite_with_tables_refused(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE other (x)")
     with pytest.raises(LabError, match="not a perfkit lab answers file"):
         AnswerBook(tmp_path)
+
+
+def test_snapshot_keeps_writers_out_until_it_ends(tmp_path: Path) -> None:
+    """Statements inside ``snapshot`` see one commit: a writer's commit waits for its end
+    (the journal reads a record's tables inside one)."""
+    path = tmp_path / "f.sqlite"
+    with sqlite3.connect(path, isolation_level=None) as setup:
+        setup.execute("CREATE TABLE t (x)")
+        setup.execute("INSERT INTO t VALUES (1)")
+    reader = sqlite3.connect(path, isolation_level=None)
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        with _sqlite.snapshot(reader):
+            assert reader.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 1
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                writer.execute("INSERT INTO t VALUES (2)")
+            assert reader.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 1
+        writer.execute("INSERT INTO t VALUES (2)")
+        assert reader.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 2
+    finally:
+        reader.close()
+        writer.close()

@@ -199,7 +199,8 @@ class Journal:
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        with self._guard("cannot be read"), self._connect() as conn:
+        with self._guard("cannot be read"), self._connect() as conn, \
+                _sqlite.snapshot(conn):  # a record's tables from one commit
             yield conn
 
     # ---- facts ------------------------------------------------------------------------
