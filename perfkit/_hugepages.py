@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
+
+from ._switch import ProcessSwitch
 
 __all__ = ["small_pages", "with_small_pages", "huge_pages_disabled"]
 
@@ -34,10 +34,6 @@ _PR_SET_THP_DISABLE = 41
 _PR_GET_THP_DISABLE = 42
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_lock = threading.Lock()
-_depth = 0  # nesting of small_pages() blocks across threads
-_switched = False  # whether the outermost block switched huge pages off
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,30 +65,21 @@ def _set(disabled: bool) -> bool:
     return prctl is not None and prctl(_PR_SET_THP_DISABLE, int(disabled), 0, 0, 0) == 0
 
 
-@contextmanager
-def small_pages() -> Iterator[None]:
+def _switch_off() -> bool:
+    return huge_pages_disabled() is False and _set(True)
+
+
+_SWITCH = ProcessSwitch(_switch_off, lambda: _set(False), "PERFKIT_HUGE_PAGES")
+
+
+def small_pages() -> AbstractContextManager[None]:
     """Within the block, new memory of this process is not backed by huge pages.
 
     Blocks nest and may run in several threads: the outermost one switches huge pages
     off (when they were on) and the last one to end switches them back on. A no-op when
     ``PERFKIT_HUGE_PAGES=keep``, off Linux, or when the kernel refuses.
     """
-    global _depth, _switched
-    if os.environ.get("PERFKIT_HUGE_PAGES", "").strip().lower() == "keep":
-        yield
-        return
-    with _lock:
-        if _depth == 0:
-            _switched = huge_pages_disabled() is False and _set(True)
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _switched:
-                _set(False)
-                _switched = False
+    return _SWITCH.block()
 
 
 def with_small_pages(fn: F) -> F:

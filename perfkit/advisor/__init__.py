@@ -44,6 +44,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from .._freed_memory import freed_memory_kept
 from .._hugepages import small_pages
 from ..analysis._util import shared_results
 from . import cluster, communication, host, job, memory_recompute, operators, runner
@@ -103,8 +104,9 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
     thread while the rules run (:data:`COMPUTE_AHEAD`, docs/analysis.md "Speed"); the
     findings are the same as on one thread, and the thread has ended on return.
     """
-    # analyses share their intermediate tables for this call; huge pages off (_hugepages)
-    with shared_results(), small_pages():
+    # analyses share their intermediate tables for this call; huge pages off (_hugepages);
+    # the arrays one analysis frees kept for the next (_freed_memory)
+    with shared_results(), small_pages(), freed_memory_kept():
         ctx = Context(profile_or_cluster, model, parallel, hardware,
                       {**ASSUMPTIONS, **(assumptions or {})})
         ranked = runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD)
@@ -150,7 +152,7 @@ def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None
 
     def work() -> None:
         try:
-            with shared_results(), small_pages():
+            with shared_results(), small_pages(), freed_memory_kept():
                 ctx = Context(profile_or_cluster, model, parallel, hardware,
                               {**ASSUMPTIONS, **(assumptions or {})})
                 runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD, on_final=found.put,
