@@ -76,7 +76,12 @@ def _set(mmap_bytes: int, trim_bytes: int) -> bool:
 
 
 def _keep() -> bool:
-    return _set(KEPT_BYTES, KEPT_BYTES)
+    """Raise both thresholds; True wherever glibc's ``mallopt`` is, so that the last
+    block always sets the after-values, even if glibc refused part of this."""
+    if _mallopt() is None:
+        return False
+    _set(KEPT_BYTES, KEPT_BYTES)
+    return True
 
 
 def _after() -> None:

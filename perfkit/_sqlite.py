@@ -95,7 +95,8 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     finally:
-        conn.execute("COMMIT")  # it wrote nothing: ends the read either way
+        if conn.in_transaction:  # it wrote nothing: COMMIT ends the read either way
+            conn.execute("COMMIT")
 
 
 def format_of(conn: sqlite3.Connection) -> tuple[int, int, set[str]]:

@@ -53,6 +53,7 @@ def test_keep_leaves_glibc_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == []
 
 
+@glibc
 def test_advise_keeps_freed_memory_and_sets_the_after_values(
         monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, int]] = []
