@@ -265,6 +265,38 @@ def test_patterns_found_in_the_shortened_token_text_are_those_of_the_whole_text(
         assert _searched(chars, [rx])[1] is None
 
 
+def test_every_match_holds_a_letter_of_each_needed_set() -> None:
+    """The letters ``_find`` checks before searching are in every match (so a text without
+    them has none): checked on random texts, for the patterns and for harder ones."""
+    import re
+
+    from perfkit.analysis.operators.unfused import PATTERNS, _find, _needed_letters
+
+    extra = [r"(?:A|B)C", r"C{2,}M?", r"(?:AB|A(?:C|D))+", r"[AB]C*D", r"A|B", r"C*", r"A.B",
+             r"(?i)a", r"(?i:a)B", r"[^A]B", r"A??B", r"(?:A|)B"]
+    rng = np.random.default_rng(11)
+    alphabet = np.frombuffer(b"ABCDFKLMNOPQRSTWZ.|", np.uint8)
+    checked = 0
+    for rx in [r for r, _, _ in PATTERNS.values()] + extra:
+        needs = _needed_letters(rx)
+        for n in (30, 3_000):
+            text = rng.choice(alphabet, n).tobytes().decode("ascii")
+            for m in re.finditer(rx, text):
+                for clause in needs:
+                    assert any(c in m.group() for c in clause), (rx, m.group(), clause)
+                    checked += 1
+            # the text without one needed letter: the search is skipped, to the same answer
+            for clause in needs:
+                cut = re.sub("[" + "".join(clause) + "]", ".", text)
+                starts, ends = _find(cut, rx)
+                assert not len(starts) and not list(re.finditer(rx, cut)), rx
+    assert checked > 1_000
+    assert _needed_letters(r"(?i)a") == () and _needed_letters(r"(?i:a)B") == (
+        frozenset("B"),)
+    assert _needed_letters(r"A|") == () and _needed_letters(r"C*") == ()
+    assert set(_needed_letters(r"(?:A|B)C")) == {frozenset("AB"), frozenset("C")}
+
+
 def test_per_rank_counts_sums_and_maxima_equal_a_groupby() -> None:
     from perfkit.analysis.operators.scope import _ByRank
     from perfkit.analysis.operators.tiny import _name_counts
