@@ -74,6 +74,19 @@ def test_slow_rank_is_the_top_finding() -> None:
     assert "robust z" not in top.title + top.evidence and "robust z" in top.details
 
 
+def test_no_slow_rank_is_sought_among_fewer_than_three() -> None:
+    """The rule skips the analysis below three ranks, where the analysis marks none slow:
+    the same answer as running it (two ranks, one 50 % slower: no finding either way)."""
+    from perfkit.analysis import slow_ranks
+
+    two = _cluster([{"steps": _steps()}, {"steps": _steps(computing=1200.0)}])
+    assert not slow_ranks(two)["slow"].fillna(False).any()
+    assert not [f for f in advise(two) if f.rule == "slow_ranks"]
+    three = _cluster([{"steps": _steps()}, {"steps": _steps(computing=790.0)},
+                      {"steps": _steps(computing=1200.0)}])
+    assert [f.rule for f in advise(three)][0] == "slow_ranks"
+
+
 def test_data_loading_stall_is_the_top_finding() -> None:
     c = _cluster([{"steps": _steps(computing=600.0, free=300.0, preparing=280.0)}
                   for _ in range(3)])

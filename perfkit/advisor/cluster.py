@@ -24,6 +24,8 @@ __all__ = ["slow_ranks", "pipeline"]
 @rule("cluster", order=10, needs=("steps",))
 def slow_ranks(ctx: Context) -> list[Finding]:
     """Ranks slower than the others (robust z-score per step phase); cost: their peers' wait."""
+    if ctx.steps["rank"].nunique() < 3:  # the analysis marks no rank of fewer than 3 slow
+        return []
     sr = ctx.get("slow", lambda: _cluster.slow_ranks(ctx.profile, parallel=ctx.parallel))
     slow = sr[sr["slow"].fillna(False).astype(bool)]
     out = []
