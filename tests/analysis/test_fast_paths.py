@@ -467,3 +467,18 @@ def test_lane_order_equals_sorting_the_lane_text(monkeypatch: Any) -> None:
             for j in range(n):
                 assert (codes[i] == codes[j]) == (texts[i] == texts[j])
                 assert (codes[i] < codes[j]) == (texts[i] < texts[j])
+
+
+def test_has_values_finds_a_value_below_the_rows_it_looks_at_first() -> None:
+    from perfkit.analysis._util import _HEAD_ROWS, has_values
+
+    n = _HEAD_ROWS * 3
+    for dtype, value in (("float64", 1.5), ("Int64", 3), ("string", "x"), ("object", "y")):
+        for at in (None, 0, _HEAD_ROWS - 1, _HEAD_ROWS, n - 1):
+            col = pd.Series([None] * n, dtype=dtype)
+            if at is not None:
+                col.iloc[at] = value
+            frame = pd.DataFrame({"c": col})
+            assert has_values(frame, "c") == bool(col.notna().any()) == (at is not None)
+    assert not has_values(pd.DataFrame({"c": [1.0]}), "d")
+    assert not has_values(pd.DataFrame({"c": pd.Series([], dtype="float64")}), "c")
