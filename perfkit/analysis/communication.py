@@ -119,10 +119,11 @@ def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
         if p not in c.columns:
             c[p] = np.nan
     g = c.groupby([c[k].astype("string").fillna("") for k in keys], sort=False)
-    agg = {"count": ("elapse_us", "size"), "total_us": ("elapse_us", "sum"),
-           "mean_us": ("elapse_us", "mean"), "max_us": ("elapse_us", "max"),
-           "ranks": ("rank", "nunique")}
-    out = g.agg(**agg)
+    # one reduction per column: a third of the time of the same named aggregation, on
+    # tables of a few rows where pandas' overhead is all the cost
+    e = g["elapse_us"]
+    out = pd.DataFrame({"count": e.size(), "total_us": e.sum(), "mean_us": e.mean(),
+                        "max_us": e.max(), "ranks": g["rank"].nunique()})
     out[parts] = g[parts].sum(min_count=1)  # NA where a group has no such part
     out = out.reset_index()
     if not by_group:
@@ -174,10 +175,11 @@ def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
         return empty_frame(cols, "no transport moved data")
     b = b.assign(_op_gbps=b["size_bytes"] / b["transit_us"] / 1e3,
                  transport=b["transport"].astype("string").str.upper())
-    out = b.groupby("transport").agg(ops=("size_bytes", "size"), size_bytes=("size_bytes", "sum"),
-                                     transit_us=("transit_us", "sum"),
-                                     median_op_gbps=("_op_gbps", "median"),
-                                     min_op_gbps=("_op_gbps", "min")).reset_index()
+    g = b.groupby("transport")
+    out = pd.DataFrame({"ops": g["size_bytes"].size(), "size_bytes": g["size_bytes"].sum(),
+                        "transit_us": g["transit_us"].sum(),
+                        "median_op_gbps": g["_op_gbps"].median(),
+                        "min_op_gbps": g["_op_gbps"].min()}).reset_index()
     out["bandwidth_gbps"] = out["size_bytes"] / out["transit_us"] / 1e3
     if hardware is not None:
         field = out["transport"].map(NOMINAL_TRANSPORT)
@@ -236,8 +238,7 @@ def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
         keys = ["transport", "_src", "_dst"]
     if m.empty:
         return empty_frame(SLOW_LINK_COLUMNS, "no link moved data")
-    g = m.groupby(keys, dropna=False).agg(size_bytes=("size_bytes", "sum"),
-                                          time_us=("time_us", "sum")).reset_index()
+    g = m.groupby(keys, dropna=False)[["size_bytes", "time_us"]].sum().reset_index()
     return _slow_links_of(g, space, ratio, z_threshold, min_bytes)
 
 
