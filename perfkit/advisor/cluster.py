@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..analysis import cluster as _cluster
 from ..analysis._util import has_values
 from .context import Context
@@ -91,7 +92,7 @@ def _slow_rank_stake(ctx: Context, rank: int, excess_us: float) -> tuple[float, 
         peers = peers[peers.index.isin(same)]
     if peers.empty:
         return excess_us, float("nan")
-    waited = float(peers.median() - per[rank])
+    waited = median(peers) - float(per[rank])
     if not np.isfinite(waited) or waited <= 0:
         return excess_us, waited
     return min(excess_us, waited), waited
@@ -125,7 +126,7 @@ def _rank_holding_stage(ctx: Context, sb: pd.DataFrame, stage: int
     rank = int(mine.idxmax())
     peers = mine.drop(index=rank)
     others = comp[[r for r in where.index[where != stage] if r in comp.index]]
-    peer_us = float(peers.median())
+    peer_us = median(peers)
     if others.empty or not np.isfinite(peer_us) or peer_us <= 0:
         return None
     if float(mine[rank]) < 1.05 * peer_us or peer_us > 1.05 * float(others.max()):
@@ -234,7 +235,7 @@ def _stage_held_by_rank(ctx: Context, sb: pd.DataFrame, worst: Any, fastest: Any
     """
     rank, mine, peers = held
     stage = int(worst["stage"])
-    peer_us = float(peers.median())
+    peer_us = median(peers)
     slower = mine / peer_us - 1.0
     sr = ctx.get("slow", lambda: _cluster.slow_ranks(ctx.profile, parallel=ctx.parallel))
     named = bool((sr["slow"].fillna(False).astype(bool) & (sr["rank"] == rank)).any())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..analysis import communication as _comm
 from ..analysis._frames import collect
 from ..analysis._util import has_values, table
@@ -134,8 +135,8 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     s = ctx.steps
     overlap = float("nan")
     if has_values(s, "communication_us") and has_values(s, "overlapped_us"):
-        comm = float(s["communication_us"].median())
-        overlap = float(s["overlapped_us"].median()) / comm if comm > 0 else float("nan")
+        comm = median(s["communication_us"])
+        overlap = median(s["overlapped_us"]) / comm if comm > 0 else float("nan")
     cs = ctx.get("comm", lambda: _comm.comm_summary(ctx.profile))
     if waiting > 0:
         ev = (f"rank {rank}, the least exposed, communicates {fmt_time(e)} per step with "
@@ -261,7 +262,7 @@ def comm_wait(ctx: Context) -> list[Finding]:
     exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
                                          if "bubble_us" in s.columns else 0.0)
     per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
-    spread = max(0.0, float(per.median() - e)) if np.isfinite(e) else 0.0
+    spread = max(0.0, median(per) - e) if np.isfinite(e) else 0.0
     extra = spread + own
     ev = (f"the median rank spends {fmt_time(spread)} per step more in exposed "
           "communication than the least exposed one")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..analysis import cluster as _cluster
 from ..analysis import host_comm as _host_comm
 from ..analysis import operators as _ops
@@ -88,11 +89,11 @@ def host_bound(ctx: Context) -> list[Finding]:
     if hb.empty or not has_values(hb, "launch_gap_us"):
         return []
     per_rank = _capped(ctx, hb.groupby("rank")["launch_gap_us"].mean())
-    gap = float(per_rank.median())
+    gap = median(per_rank)
     if not np.isfinite(gap) or gap <= 0:
         return []
-    med_gap = float(hb["median_gap_us"].median())
-    med_kernel = float(hb["median_kernel_us"].median())
+    med_gap = median(hb["median_gap_us"])
+    med_kernel = median(hb["median_kernel_us"])
     launch_bound = np.isfinite(med_gap) and med_gap >= med_kernel
     title = ("The host cannot launch kernels as fast as the device runs them"
              if launch_bound else "The device idles in short gaps between kernels")
@@ -125,7 +126,7 @@ def long_gaps(ctx: Context) -> list[Finding]:
     if hb.empty or not has_values(hb, "long_gap_us"):
         return []
     launch = _capped(ctx, hb.groupby("rank")["launch_gap_us"].mean())
-    gap = float(_capped(ctx, hb.groupby("rank")["long_gap_us"].mean(), launch).median())
+    gap = median(_capped(ctx, hb.groupby("rank")["long_gap_us"].mean(), launch))
     if not np.isfinite(gap) or gap <= 0:
         return []
     used, cap, frac = ctx.memory_frac
@@ -219,7 +220,7 @@ def sync(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "synchronisation", "host", stake,
         "The host waits for the device inside the step",
-        f"{counted(round(float(per_rank['per_step'].median())), 'synchronising call')} per "
+        f"{counted(round(median(per_rank['per_step'])), 'synchronising call')} per "
         f"step ({names}),"
         f" {fmt_time(host)} of host time per step; the device can idle meanwhile (free "
         f"{fmt_time(free)} per step)", rec)]

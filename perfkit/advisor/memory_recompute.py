@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._stats import median
 from ..analysis._util import has_values
 from ..calc.flops import hardware_flops, model_flops
 from .context import Context
@@ -64,14 +65,14 @@ def recompute(ctx: Context) -> list[Finding]:
     doing = seen[seen["recompute"] != "none"] if not seen.empty else seen
     if doing.empty:
         return _scoped_recompute(ctx) or _configured_recompute(ctx)
-    share = float(doing["recompute_share"].median())
+    share = median(doing["recompute_share"])
     mode = str(doing["recompute"].mode().iloc[0])
     s = ctx.steps
-    comp = float(ctx.rank_median("computing_us").median()) if has_values(
+    comp = median(ctx.rank_median("computing_us")) if has_values(
         s, "computing_us") else float("nan")
     us = share * comp
     used, cap, frac = ctx.memory_frac
-    ev = (f"attention forward / backward tasks = {doing['ratio'].median():.2f} (1 without "
+    ev = (f"attention forward / backward tasks = {median(doing['ratio']):.2f} (1 without "
           f"recompute, 2 with full recompute): about {pct(share)} of the computation, "
           f"{fmt_time(us)} per step, is recomputation")
     rec = say(ctx.fw, {
@@ -102,13 +103,13 @@ def _scoped_recompute(ctx: Context) -> list[Finding]:
     on = sc[sc["recompute"] != "none"] if not sc.empty else sc
     if on.empty:
         return []
-    us = float(on["forward_scoped_us"].median())
-    share = float(on["forward_scoped_share"].median())
+    us = median(on["forward_scoped_us"])
+    share = median(on["forward_scoped_share"])
     layers = str(on["scoped_layers"].iloc[0])
     where = (f"layer(s) {layers} of {on['layers'].iloc[0]}" if layers else
              "cells of the model (the names carry no layer number)")
     used, cap, frac = ctx.memory_frac
-    ev = (f"{int(on['forward_scoped_tasks'].median())} forward task(s) per rank run under a "
+    ev = (f"{int(median(on['forward_scoped_tasks']))} forward task(s) per rank run under a "
           f"recompute_ scope (Cell.recompute() on {where}): {fmt_time(us)} per step, "
           f"{pct(share)} of the computation; recomputing them costs about that time again "
           f"per micro-batch")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
 from ._util import empty_frame, has_values, n_step_pairs, shared_factorize, table, take_array, typed
@@ -307,8 +308,8 @@ def compare_steps(base: Any, new: Any) -> pd.DataFrame:
     if b.empty and w.empty:
         return empty_frame(cols, "neither profile has a step breakdown")
     out = pd.DataFrame({"part": list(_STEP_PARTS),
-                        "base_us": [b[c].median() if c in b else np.nan for c in _STEP_PARTS],
-                        "new_us": [w[c].median() if c in w else np.nan for c in _STEP_PARTS]})
+                        "base_us": [median(b[c]) if c in b else np.nan for c in _STEP_PARTS],
+                        "new_us": [median(w[c]) if c in w else np.nan for c in _STEP_PARTS]})
     out["delta_us"] = out["new_us"] - out["base_us"]
     out["delta_pct"] = 100.0 * out["delta_us"] / out["base_us"].where(out["base_us"] > 0)
     return out.astype(cols)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..errors import InvalidArgumentError
 from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
 from ._util import add_note, empty_frame, has_values, interval_union, shared, table
@@ -277,4 +278,4 @@ def measured_step_s(breakdown: pd.DataFrame) -> float:
     if known.empty:
         return math.nan
     slowest = known.groupby("step", dropna=False)["step_us"].max()
-    return float(slowest.median()) / 1e6
+    return median(slowest) / 1e6

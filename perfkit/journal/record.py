@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._stats import median
 from ..advisor import advise
 from ..analysis.compare import operator_totals
 from ..analysis.steps import step_breakdown
@@ -412,11 +413,11 @@ def run_breakdown(profile: Any) -> pd.DataFrame:
     steps = step_breakdown(profile)
     rows = []
     if not steps.empty and "step_us" in steps.columns:
-        step = steps["step_us"].median()
+        step = median(steps["step_us"])
         for part in BREAKDOWN_PARTS:
             if part not in steps.columns:
                 continue
-            us = steps[part].median()
+            us = median(steps[part])
             if pd.isna(us):
                 continue
             share = float(us) / float(step) if pd.notna(step) and step > 0 else None

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..calc import ActivationModel
 from ..calc.rates import GROUPS, Rates
 from ..calc.timing import PART_NAMES, step_times
@@ -231,9 +232,9 @@ def _measured_from_steps(steps: pd.DataFrame) -> dict[str, float]:
     has_bubble = bool(per_rank["bubble"].notna().any())
     return {"step": float(per_rank["step_us"].max()) / 1e6,
             "computing": float(per_rank["computing_us"].max()) / 1e6,
-            "comm": float(per_rank["comm_not_overlapped_us"].median()) / 1e6,
-            "free": float(per_rank["free_us"].median()) / 1e6,
-            "bubble": float(per_rank["bubble"].median()) / 1e6 if has_bubble else math.nan}
+            "comm": median(per_rank["comm_not_overlapped_us"]) / 1e6,
+            "free": median(per_rank["free_us"]) / 1e6,
+            "bubble": median(per_rank["bubble"]) / 1e6 if has_bubble else math.nan}
 
 
 _COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")

@@ -28,6 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..errors import InvalidArgumentError
 from ..format import counted
 
@@ -198,7 +199,7 @@ def peaks_by_component(peaks: pd.DataFrame) -> pd.DataFrame:
                 v = g[column].astype(float)
                 worst = g.loc[v.idxmax(), "rank"]
                 rows.append({"family": component_family(component), "component": component,
-                             "quantity": quantity, "peak_median_bytes": float(v.median()),
+                             "quantity": quantity, "peak_median_bytes": median(v),
                              "peak_min_bytes": float(v.min()),
                              "peak_max_bytes": float(v.max()),
                              "worst_rank": None if worst is pd.NA or (

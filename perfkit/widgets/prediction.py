@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._stats import median
 from ..analysis import step_breakdown
 from ..errors import PerfkitError
 from ..format import bytes_text, share_text, time_text
@@ -145,12 +146,12 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     slowest = _slowest_rows(profile)
     if not slowest.empty:
-        step_s = float(slowest["step_us"].median()) / 1e6
+        step_s = median(slowest["step_us"]) / 1e6
         columns = [c for c, _parts in COMPARED_PARTS.values()]
         if all(c in slowest.columns and slowest[c].notna().all() for c in columns):
             for part, (column, _parts) in COMPARED_PARTS.items():
                 rows.append({"run": "measured", "part": part,
-                             "seconds": float(slowest[column].median()) / 1e6,
+                             "seconds": median(slowest[column]) / 1e6,
                              "step_s": step_s})
         else:
             rows.append({"run": "measured", "part": "step", "seconds": step_s,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._stats import median
 from ...errors import InvalidArgumentError, PerfkitError
 from ...format import counted, listed, plural, time_text
 from .._frames import is_lazy
@@ -190,7 +191,7 @@ def _fmt_us(us: float) -> str:
 
 def _median_step(s: pd.DataFrame) -> int:
     """The step whose time is nearest the median of ``s`` (earliest on a tie)."""
-    med = float(s["step_us"].median())
+    med = median(s["step_us"])
     dist = (s["step_us"] - med).abs()
     return int(s.loc[dist.sort_values(kind="mergesort").index[0], "step"])
 
@@ -282,7 +283,7 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
             step = _median_step(mine)
             reasons.insert(0, f"step {step}: the median-duration step of "
                            f"{'the slowest rank' if pace == slowest and not single else 'rank'}"
-                           f" {pace} ({_fmt_us(float(mine['step_us'].median()))} median over "
+                           f" {pace} ({_fmt_us(median(mine['step_us']))} median over "
                            f"{counted(len(mine), 'step')})")
         else:
             step = _first_step(profile, chosen)

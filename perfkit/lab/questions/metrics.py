@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._stats import median
 from ...calc import bubble_fraction, flops_per_token, hfu, mfu
 from ...format import sig
 from ..data import StudentData
@@ -95,7 +96,7 @@ class HFU(Question):
         value = 100 * hfu(f.model, data.tokens_per_s_per_device, f.hardware,
                           recompute="full" if observed == "full" else "none")
         ev = data.recompute_evidence
-        ratio = float(ev["ratio"].median()) if not ev.empty else float("nan")
+        ratio = median(ev["ratio"]) if not ev.empty else float("nan")
         return Solution(
             prompt="What is the HFU (hardware FLOPs utilisation, recompute included) of "
                    "your job, in %?",
