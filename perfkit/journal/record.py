@@ -418,10 +418,10 @@ def run_breakdown(profile: Any) -> pd.DataFrame:
             if part not in steps.columns:
                 continue
             us = median(steps[part])
-            if pd.isna(us):
+            if math.isnan(us):
                 continue
-            share = float(us) / float(step) if pd.notna(step) and step > 0 else None
-            rows.append({"part": part, "us": float(us), "share": share})
+            share = us / step if step > 0 else None  # NaN > 0 is False
+            rows.append({"part": part, "us": us, "share": share})
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
 
 
