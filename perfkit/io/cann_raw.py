@@ -28,10 +28,12 @@ What becomes which table
     "stream id" of its plane tasks) are ``communication``; the operator type of a MindSpore
     task is the last scope segment of its name without ``-opN``.
 ``steps``
-    One row per iteration: ``total_us`` (Iteration Time), ``fp_and_bp_us``, ``tail_us``
-    (Iteration Refresh), ``iteration_interval_us`` (Data_aug Bound) and, from the Overlap
-    Analysis tracks inside the iteration, ``computing_us``, ``communication_us``,
-    ``comm_not_overlapped_us``, ``free_us``.
+    One row per iteration: ``iteration_interval_us`` (Data_aug Bound: the device waiting
+    for data from the previous iteration's end), ``fp_and_bp_us``, ``tail_us`` (Iteration
+    Refresh), ``total_us`` (the interval plus the Iteration Time, which starts after it: the
+    step as MindSpore's step trace counts it) and, from the Overlap Analysis tracks inside
+    the iteration, ``computing_us``, ``communication_us``, ``comm_not_overlapped_us`` and
+    ``free_us`` (plus the interval, when the device runs nothing).
 ``comm_ops``
     The whole communication operators: name, start, ``elapse_us``.
 ``comm_bandwidth`` / ``comm_matrix``
@@ -403,7 +405,39 @@ def _steps(ev: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFra
     else:
         notes.append("steps: no Overlap Analysis tracks (msprof_*.json): computing / "
                      "communication / free per step unknown; total_us is the iteration time")
+    if "iteration_interval_us" in steps:
+        _count_the_interval(steps, windows, notes)
     return steps, windows
+
+
+def _count_the_interval(steps: pd.DataFrame, windows: pd.DataFrame, notes: list[str]) -> None:
+    """Count each iteration's Data_aug Bound in its step, as idle device time.
+
+    msprof's Iteration Time of iteration N starts at its FP start; its Data_aug Bound is
+    the time before, from the end of iteration N-1, while the device waits for the next
+    batch. MindSpore's step trace counts that step interval in the step (interval + FP/BP
+    + tail = total), and the job steps at that pace: here too ``total_us`` and ``free_us``
+    gain it (no task runs then) and ``step_start_ns`` moves back by it. The bound is
+    capped at the gap to the iteration before (it is measured to the FP start, a few µs
+    inside the Iteration Time), so that no time is counted twice.
+    """
+    bound = steps["iteration_interval_us"].to_numpy(np.float64)
+    order = windows.sort_values("start_ns", kind="stable")
+    gap = (order["start_ns"] - order["end_ns"].shift()).to_numpy(np.float64) / 1000.0
+    gap_of = dict(zip(order["step"].to_numpy(), gap, strict=True))
+    before = steps["step"].map(gap_of).to_numpy(np.float64)
+    counted = np.where(np.isnan(bound), 0.0, np.clip(bound, 0.0, None))
+    counted = np.where(np.isfinite(before), np.minimum(counted, np.clip(before, 0.0, None)),
+                       counted)
+    steps["iteration_interval_us"] = np.where(np.isnan(bound), np.nan, counted)
+    steps["total_us"] = steps["total_us"] + counted
+    if "free_us" in steps:
+        steps["free_us"] = steps["free_us"] + counted
+    steps["step_start_ns"] = steps["step_start_ns"] - np.round(counted * 1000).astype(np.int64)
+    if counted.any():
+        notes.append("steps: each step counts its Data_aug Bound (the device idle from the "
+                     "previous iteration's end to its FP start) in total_us and free_us, as "
+                     "MindSpore's step trace counts its step interval")
 
 
 def _op_type(names: pd.Series) -> pd.Series:

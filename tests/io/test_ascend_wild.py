@@ -96,7 +96,12 @@ def _device_reading(device: Path) -> dict:
         for e in _events(f):
             if e.get("cat") == "Iteration Time":
                 iters[e["args"]["Iteration ID"]] = e
+    # Data_aug Bound N (a flow end, "t", named by its iteration): the wait before iteration N
+    bounds = {int(e["name"].rsplit(" ", 1)[1]): e["args"]["Data_aug Bound(us)"]
+              for f in sorted(tl.glob("step_trace_*.json")) for e in _events(f)
+              if e.get("cat") == "Data_aug Bound" and e.get("ph") == "t"}
     computing = collections.defaultdict(float)
+    free = collections.defaultdict(float)
     for f in sorted(tl.glob("msprof_*.json")):
         it = int(re.search(r"_(\d+)\.json$", f.name).group(1))
         ev = _events(f)
@@ -104,13 +109,15 @@ def _device_reading(device: Path) -> dict:
                and e["args"]["name"] == "Overlap Analysis"}
         computing[it] += sum(e["dur"] for e in ev if e.get("ph") == "X"
                              and e["pid"] in pid and e["name"] == "Computing")
+        free[it] += sum(e["dur"] for e in ev if e.get("ph") == "X"
+                        and e["pid"] in pid and e["name"] == "Free")
     moved = [e for e in plane if e["name"] in ("Memcpy", "Reduce_Inline")
              and e["args"]["transport type"] == "SDMA"
              and e["args"]["link type"] != "ON_CHIP"
              and e["args"]["src rank"] != e["args"]["dst rank"]]
     start = json.loads(next(device.glob("start_info.[0-9]")).read_text())
     return {"rank": info["rank_id"], "tasks": tasks, "whole": whole, "iters": iters,
-            "computing": computing, "moved": moved,
+            "computing": computing, "free": free, "bounds": bounds, "moved": moved,
             "task_types": collections.Counter(e["args"]["Task Type"] for e in tasks),
             "begin_us": int(start["collectionTimeBegin"]),
             "mono_ns": int(start["clockMonotonicRaw"])}
@@ -136,10 +143,14 @@ def test_prof_folder_loads_every_device_against_the_raw_timeline(mi_prof):
         assert dict(k["core"].value_counts()) == dict(r["task_types"])
         assert k["step"].notna().all()  # every task inside an iteration
         assert _close(len(p.steps), len(r["iters"]))
-        total = p.steps.set_index("step")["total_us"]
+        steps = p.steps.set_index("step")
         for it, e in r["iters"].items():
-            assert _close(total[it], e["dur"])
-            assert _close(p.steps.set_index("step")["computing_us"][it], r["computing"][it])
+            # the step also spans the wait before it (Data_aug Bound), as MindSpore's step
+            # trace counts its step interval: the device is idle then
+            wait = r["bounds"].get(it, 0.0)
+            assert _close(steps["total_us"][it], e["dur"] + wait)
+            assert _close(steps["free_us"][it], r["free"][it] + wait)
+            assert _close(steps["computing_us"][it], r["computing"][it])
         assert _close(len(p.comm_ops), len(r["whole"]))
         assert _close(float(p.comm_ops["elapse_us"].sum()), sum(e["dur"] for e in r["whole"]))
         assert set(p.comm_ops["op_type"]) == {"AllReduce"}
@@ -155,6 +166,30 @@ def test_prof_folder_loads_every_device_against_the_raw_timeline(mi_prof):
                 == "communication").all()
         assert p.meta.framework == "mindspore"
         assert p.meta.extra["devices"] == ["Ascend910"]
+
+
+def test_data_wait_between_iterations_is_part_of_the_step(mi_prof):
+    """msprof's Iteration Time starts after the wait for data (Data_aug Bound): the job steps
+    at the pace of both, so the step counts the wait and the stall is a share of it."""
+    root, readings = mi_prof
+    c = pk.load(root, cache=False, progress=False)
+    for r in readings.values():
+        iters = sorted(r["iters"].items())
+        waits = []
+        for (_, prev), (it, e) in zip(iters, iters[1:], strict=False):
+            gap = e["ts"] - (prev["ts"] + prev["dur"])  # the raw timeline's idle time
+            assert abs(gap - r["bounds"][it]) < 10.0  # the bound is that gap (to FP start)
+            waits.append(r["bounds"][it])
+        s = pk.analysis.step_breakdown(c[r["rank"]]).set_index("step")
+        parts = s["computing_share"] + s["comm_not_overlapped_share"] + s["free_share"]
+        assert ((parts - 1.0).abs() < 1e-6).all()
+        dl = pk.analysis.data_loading(c[r["rank"]]).set_index("step")
+        for (it, e), wait in zip(iters[1:], waits, strict=True):
+            assert _close(dl["stall_share"][it], wait / (e["dur"] + wait))
+        assert (dl["stall_share"] < 1.0).all()  # a share of the step, never clipped at 100 %
+    finding = next(f for f in pk.advise(c) if f.rule == "data_loading")
+    step = pk.analysis.step_breakdown(c).groupby("step")["step_us"].max().mean() / 1e3
+    assert finding.ms_per_step < step  # the wait is part of the step it is a share of
 
 
 def test_prof_ranks_are_aligned_on_the_epoch(mi_prof):
