@@ -7,11 +7,14 @@ add up to the step time:
 - ``comm_not_overlapped`` — the device only communicates (nothing computes meanwhile);
 - ``free`` — the device runs nothing (waiting for the host, for data, for a barrier).
 
-Three more quantities are reported next to them but are *not* added to the step time
-because they are contained in the parts above: ``overlapped`` (communication hidden under
-computation), ``bubble`` (pipeline receive wait, a part of ``comm_not_overlapped``) and
-``preparing`` (time from the framework's step start to the first device task, host launch
-latency; Ascend reports it separately from the device span).
+Three more quantities are reported next to them but are *not* added to the step time:
+``overlapped`` (communication hidden under computation) and ``bubble`` (pipeline receive
+wait, a part of ``comm_not_overlapped``) are contained in the parts above; ``preparing``
+(time from the framework's step start to the first device task, host launch latency) lies
+before the device span that the parts cover: on the Ascend samples Computing +
+Communication(Not Overlapped) + Free equals the span from the step's first device task to
+its last, and Preparing comes on top (the data-loading analysis and the advisor add it to
+the step's wall time).
 
 When the profile ships a step table (Ascend ``step_trace_time.csv``, the DB, msprof-analyze,
 legacy MindSpore) the profiler's numbers are used. Otherwise — or with
@@ -180,7 +183,8 @@ def step_breakdown(profile: Any, derive: str = "auto") -> pd.DataFrame:
     Notes
     -----
     Shares of ``computing``, ``comm_not_overlapped`` and ``free`` add up to 1;
-    ``overlapped``, ``bubble`` and ``preparing`` are contained in other parts.
+    ``overlapped`` and ``bubble`` are contained in them; ``preparing`` lies before the
+    device span they cover.
     """
     if derive not in _DERIVE:
         raise InvalidArgumentError("derive", f"must be one of {_DERIVE}", derive)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from shared_samples import PT_LEVEL1, sample
 
+import perfkit as pk
 import perfkit.io.detect as detect
 
 pytestmark = pytest.mark.shared_samples  # msprof-analyze's input, read from shared
@@ -99,3 +100,27 @@ def test_communication_bandwidth_totals(cluster, peer_comm):
                 if time > 0:
                     # GB/s = bytes / µs / 1000
                     assert size / time / 1000 == pytest.approx(v["Bandwidth(GB/s)"], rel=REL)
+
+
+def test_preparing_lies_before_the_device_span_the_step_parts_cover(cluster):
+    """Read from the raw rank files with csv: Computing + Communication(Not Overlapped) +
+    Free is the span from the step's first device task to its last (kernel_details.csv),
+    and Preparing comes before it, so the data-loading stall is a share of both."""
+    for rank in cluster.ranks:
+        out = sample(PT_LEVEL1) / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+        with open(out / "kernel_details.csv", newline="") as fh:
+            tasks = list(csv.DictReader(fh))
+        start = [float(t["Start Time(us)"].strip()) for t in tasks]
+        end = [s + float(t["Duration(us)"]) for s, t in zip(start, tasks, strict=True)]
+        with open(out / "step_trace_time.csv", newline="") as fh:
+            (row,) = csv.DictReader(fh)
+        span = max(end) - min(start)
+        parts = sum(float(row[c]) for c in ("Computing", "Communication(Not Overlapped)",
+                                            "Free"))
+        assert parts == pytest.approx(span, rel=REL)
+        preparing = float(row["Preparing"])
+        assert preparing > 0
+        dl = pk.analysis.data_loading(cluster[rank])
+        assert dl["step_us"].iloc[0] == pytest.approx(span, rel=REL)
+        assert dl["stall_share"].iloc[0] == pytest.approx(preparing / (span + preparing),
+                                                          rel=REL)
