@@ -10,6 +10,8 @@ it into ``chart.selections.pick``, which the tab observes.
 from __future__ import annotations
 
 import csv
+import gzip
+import json
 import re
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from shared_samples import PT_LEVEL1, shared_sample
 import perfkit as pk
 from perfkit.charts import SELECTION
 from perfkit.widgets import TAB_TITLES, bundled_profile, dashboard
-from perfkit.widgets.headline import finding_tab, step_split
+from perfkit.widgets.headline import finding_tab, headline, split_bar_html, step_split
 from perfkit.widgets.memory_view import component_family, default_value, memory_series
 
 
@@ -74,6 +76,23 @@ def test_step_split_adds_up_and_matches_the_step_trace_files() -> None:
     assert shares["bubble_us"] == pytest.approx(bubble / total, rel=1e-9)
     assert shares["free_us"] == pytest.approx(free / total, rel=1e-9)
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_trace_without_step_marks_is_one_step_not_zero() -> None:
+    """The AMD DDP trace has no ProfilerStep (read with gzip and json): its step time is the
+    one span of the trace, and the split is over that one step, not "over 0 steps"."""
+    path = shared_sample("wild/tl_ddp_resnet18_mi300")
+    (trace,) = path.glob("*.json.gz")
+    with gzip.open(trace, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    assert not [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    prof = pk.load(path, cache=False, progress=False)
+    breakdown = pk.analysis.step_breakdown(prof)
+    (note,) = [f.note for f in headline(prof, breakdown, None).figures if f.name == "step time"]
+    assert "one span without step numbers" in note and "0 steps" not in note
+    split = step_split(breakdown)
+    assert split.attrs["steps"] == 1 and split.attrs["ranks"] == 1
+    assert "1 rank × 1 step;" in split_bar_html(split)
 
 
 def test_the_overview_headline_of_the_default_sample(board) -> None:

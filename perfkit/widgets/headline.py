@@ -134,8 +134,9 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
         rows.append({"part": part, "label": label, "us": us,
                      "share": us / step_total if step_total > 0 else math.nan})
     out = pd.DataFrame(rows, columns=cols)
-    out.attrs.update(rows=len(data), ranks=int(data["rank"].nunique()),
-                     steps=int(data["step"].nunique()))
+    # a span without a step number (a trace without step marks) is a step of its own
+    out.attrs.update(rows=len(data), ranks=int(data["rank"].nunique(dropna=False)),
+                     steps=int(data["step"].nunique(dropna=False)))
     return out
 
 
@@ -226,16 +227,24 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
     if math.isnan(step_s):
         out.figures.append(Figure("step time", "–", "no step found in this profile"))
     else:
-        steps = int(breakdown["step"].nunique())
-        out.figures.append(Figure(
-            "step time", time_text(step_s * 1e6),
-            f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's "
-            f"step ({len(ranks)} rank{'s' if len(ranks) != 1 else ''} loaded)"))
+        out.figures.append(Figure("step time", time_text(step_s * 1e6),
+                                  f"{_step_basis(breakdown)} ({len(ranks)} "
+                                  f"rank{'s' if len(ranks) != 1 else ''} loaded)"))
     out.figures.append(throughput_figure(job, step_s))
     out.figures.append(mfu_figure(job))
     out.split = step_split(breakdown)
     out.findings = top_findings(findings or [], n_findings)
     return out
+
+
+def _step_basis(breakdown: pd.DataFrame) -> str:
+    """What the measured step time is over: the steps :func:`measured_step_s` counts (a
+    span without a step number among them), or the one span of a profile without steps."""
+    known = breakdown.dropna(subset=["step_us"])["step"]
+    if not known.notna().any():
+        return "the one span without step numbers (no step marks in the profile)"
+    steps = int(known.nunique(dropna=False))
+    return f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
 
 
 def top_findings(findings: list[Any], n: int = 3) -> list[Any]:
