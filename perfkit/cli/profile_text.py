@@ -57,9 +57,11 @@ def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
 
 
 def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
+    import pandas as pd
+
     from ..analysis import measured_step_s, step_breakdown
     from ..format import sig, time_text, time_unit
-    from ..widgets.headline import step_split, with_exposed_comm
+    from ..widgets.headline import step_basis, step_split, with_exposed_comm
 
     try:
         steps = step_breakdown(profile)
@@ -71,13 +73,13 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     known = with_exposed_comm(steps.dropna(subset=["step_us"]))
     ids = sorted({s for s in steps["step"].dropna().tolist()})
     source = ", ".join(sorted({str(s) for s in steps.get("source", []) if s == s})) or "?"
-    lines = [f"Steps: {len(ids)} ({_ranges(ids) if ids else 'unnumbered'}), "
+    n_steps = len(ids) or 1  # a trace without step marks is one unnumbered span
+    lines = [f"Steps: {n_steps} ({_ranges(ids) if ids else 'unnumbered'}), "
              f"figures from {source} data"]
     step_s = measured_step_s(steps)
     if math.isnan(step_s):
         return lines + ["  measured step time: unknown (no step has a duration)"]
-    lines.append(f"  measured step time: {time_text(step_s * 1e6)} (median over steps of the "
-                 "slowest rank's step time)")
+    lines.append(f"  measured step time: {time_text(step_s * 1e6)} ({step_basis(steps)})")
     split = step_split(steps)
     if not split.empty:
         parts = ", ".join(f"{r.label} {_pct(r.share)}" for r in split.itertuples())
@@ -93,10 +95,12 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
                  + f"  {'free':>7}")
     slowest = known.loc[known.groupby("step", dropna=False)["step_us"].idxmax()]
     for _, row in slowest.head(max_steps).iterrows():
-        step = "NA" if row["step"] != row["step"] else int(row["step"])
+        # a trace without step marks is one unnumbered step (pd.NA in an Int64 column)
+        step = "NA" if pd.isna(row["step"]) else int(row["step"])
+        rank = "NA" if pd.isna(row["rank"]) else int(row["rank"])
         share = row["comm_exposed_us"] / row["step_us"] if row["step_us"] else float("nan")
         bubble = (f"  {_pct(row.get('bubble_share')):>7}" if has_bubble else "")
-        lines.append(f"  {step!s:>6}  {int(row['rank']):>12}  "
+        lines.append(f"  {step!s:>6}  {rank!s:>12}  "
                      f"{sig(row['step_us'] / size):>10}  "
                      f"{_pct(row.get('computing_share')):>9}  {_pct(share):>12}{bubble}  "
                      f"{_pct(row.get('free_share')):>7}")

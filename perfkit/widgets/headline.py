@@ -37,7 +37,7 @@ from ..job.unknowns import PANEL_TITLE, unknown_labels
 from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
-           "throughput_figure", "mfu_figure",
+           "throughput_figure", "mfu_figure", "step_basis",
            "step_split", "finding_tab", "headline", "headline_html", "split_bar_html",
            "top_findings"]
 
@@ -228,7 +228,7 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
         out.figures.append(Figure("step time", "–", "no step found in this profile"))
     else:
         out.figures.append(Figure("step time", time_text(step_s * 1e6),
-                                  f"{_step_basis(breakdown)} ({len(ranks)} "
+                                  f"{step_basis(breakdown)} ({len(ranks)} "
                                   f"rank{'s' if len(ranks) != 1 else ''} loaded)"))
     out.figures.append(throughput_figure(job, step_s))
     out.figures.append(mfu_figure(job))
@@ -237,12 +237,12 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
     return out
 
 
-def _step_basis(breakdown: pd.DataFrame) -> str:
+def step_basis(breakdown: pd.DataFrame) -> str:
     """What the measured step time is over: the steps :func:`measured_step_s` counts (a
     span without a step number among them), or the one span of a profile without steps."""
     known = breakdown.dropna(subset=["step_us"])["step"]
     if not known.notna().any():
-        return "the one span without step numbers (no step marks in the profile)"
+        return "the one span without step numbers: no step marks in the profile"
     steps = int(known.nunique(dropna=False))
     return f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
 
