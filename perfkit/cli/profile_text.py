@@ -72,7 +72,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
         return [f"Steps: none ({why})"]
     known = with_exposed_comm(steps.dropna(subset=["step_us"]))
     ids = sorted({s for s in steps["step"].dropna().tolist()})
-    source = ", ".join(sorted({str(s) for s in steps.get("source", []) if s == s})) or "?"
+    source = ", ".join(sorted({str(s) for s in steps.get("source", []) if pd.notna(s)})) or "?"
     n_steps = len(ids) or 1  # a trace without step marks is one unnumbered span
     lines = [f"Steps: {n_steps} ({_ranges(ids) if ids else 'unnumbered'}), "
              f"figures from {source} data"]

@@ -156,7 +156,7 @@ def _db_files(out: Path) -> list[Path]:
 #: Where the rank of a lone file that records none comes from: it is rank 0, as it would
 #: be in a folder of its own (the analyses and the advisor then see one rank, not an
 #: unknown one, whichever way the profile was opened).
-_ONLY_ONE = "its position (the only trace read)"
+_ONLY_ONE = "its position (the only profile read)"
 
 
 def _single(path: Path) -> list[RankSource] | None:
@@ -334,6 +334,9 @@ def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource]]:
     one = _single(p)
     if one is not None:
         if len(one) == 1:
+            if one[0].rank is None:  # the only profile read (a lone export): rank 0, as in
+                # its folder; every table and view then has a rank to group and draw by
+                one = [dataclasses.replace(one[0], rank=0, rank_from=_ONLY_ONE)]
             return "profile", p, one
         return "cluster", p, _check_unique(p, one)  # a PROF_ folder of several devices
     # legacy MindSpore: one folder, files suffixed by rank

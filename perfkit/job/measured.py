@@ -25,7 +25,7 @@ def read_step_time(profile: Any, put: Any) -> None:
     else:
         why = "; ".join(steps.attrs.get("notes", [])) or "no step with a duration"
     if math.isfinite(step) and step > 0:
-        src = ", ".join(sorted({str(s) for s in steps.get("source", []) if s == s}))
+        src = ", ".join(sorted({str(s) for s in steps.get("source", []) if pd.notna(s)}))
         known = steps.dropna(subset=["step_us"])["step"].nunique() \
             if "step_us" in steps.columns else 0
         over = f"median over {known} step{'s' if known != 1 else ''}" if known else \

@@ -317,6 +317,9 @@ def test_lone_kernel_details_loads_as_one_rank():
         hccl = sum(r["Accelerator Core"] == "HCCL" for r in rows)
         assert int((p.kernels["category"] == "communication").sum()) == hccl
         assert any("without its rank folder" in n for n in p.meta.notes)
+        # the files record no rank: the only profile read is rank 0, and says so
+        assert p.meta.rank == 0 and set(p.kernels["rank"]) == {0}
+        assert any("0 assigned from its position" in n for n in p.meta.notes)
     ai = A.ai_cpu_operators(p)
     cpu_rows = [r for r in rows if r["Accelerator Core"] == "AI_CPU"]
     assert int(ai["count"].sum()) == len(cpu_rows)
