@@ -127,6 +127,32 @@ def test_step_breakdown_chart_leaves_missing_parts_out() -> None:
         "comm_not_overlapped_us"])).any()
 
 
+@pytest.mark.shared_samples
+def test_step_breakdown_chart_draws_the_legacy_step_trace_phases() -> None:
+    """A legacy MindSpore profile has no computing / communication / free split, but its
+    step trace has the phases the seed guide reads first; the chart stacks those, summing
+    to the step (read here from step_trace_raw_1_detail_time.csv: 10 ns ticks)."""
+    import csv
+
+    from shared_samples import shared_sample
+
+    folder = shared_sample("wild/mi_run1")
+    with open(folder / "profiler" / "step_trace_raw_1_detail_time.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["step_num"] not in ("-", "0")]
+    steps = A.step_breakdown(pk.load(folder, cache=False, progress=False))
+    assert steps["computing_us"].isna().all()  # nothing to split the step by
+    data = _data(C.step_breakdown_chart(steps, max_bars=len(rows)))
+    assert set(data["part"]) == set(C.TRACE_PHASES.values())
+    drawn = data.groupby("step")["ms"].sum()
+    for r in rows:
+        phases = sum(int(r[c]) for c in ("iteration_interval", "fp_and_bp", "tail"))
+        assert phases == int(r["total"])  # the phases add up to the step total
+        assert drawn[r["step_num"]] == pytest.approx(phases * 0.01 / 1e3, rel=1e-9)
+    # and a step table without any part is drawn whole
+    whole = _data(C.step_breakdown_chart(steps[["rank", "step", "step_us"]]))
+    assert set(whole["part"]) == set(C.WHOLE_STEP.values())
+
+
 def test_step_breakdown_chart_renders_an_empty_frame_and_rejects_a_wrong_one() -> None:
     empty = pd.DataFrame(columns=["rank", "step", *C.STEP_PARTS])
     assert _data(C.step_breakdown_chart(empty)).empty

@@ -515,3 +515,20 @@ def test_a_config_in_the_job_panel_reaches_every_tab() -> None:
     assert "<div class='pk-job-warn'>" not in board.job.warnings.value
     assert not board.job.load_config("/no/such/file.yaml")
     assert "no such file" in board.job.message.value
+
+
+@pytest.mark.shared_samples
+def test_a_legacy_step_trace_shows_its_phases_not_an_empty_chart(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """MindInsight's step trace has no computing / communication / free split: the Overview
+    says so and stacks the trace's phases, where it once drew an empty chart."""
+    from perfkit import charts as C
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    board = dashboard(str(shared_sample("wild/mi_run1")))
+    panel = board.select("Overview")
+    assert "phases instead, the step interval (waiting for data)" in _html_of(panel)
+    (spec,) = [s for s in _specs(panel) if "per rank" in json.dumps(s.get("title", ""))]
+    (rows,) = spec["datasets"].values()
+    assert {r["part"] for r in rows} == set(C.TRACE_PHASES.values())
+    assert sum(r["ms"] for r in rows) > 0

@@ -40,7 +40,7 @@ from .history import journal_breakdown_chart, journal_operators_chart, journal_p
 from .memory import MEMORY_COLUMNS as MEMORY_COLUMNS
 from .memory import memory_chart, memory_timeline_chart
 from .operators import roofline_chart, top_operators_chart
-from .overview import STEP_PARTS, step_breakdown_chart
+from .overview import STEP_PARTS, TRACE_PHASES, WHOLE_STEP, step_breakdown_chart, step_parts
 from .planner import pipeline_plan_chart, prediction_chart, strategy_chart
 from .recompute import recompute_tradeoff_chart
 from .timeline import TIMELINE_COLORS, timeline_chart
@@ -52,7 +52,8 @@ __all__ = [
     "strategy_chart", "prediction_chart", "pipeline_plan_chart", "memory_timeline_chart",
     "slow_ranks_chart",
     "recompute_tradeoff_chart", "SVGChart", "svg", "HTMLBlock", "findings_table",
-    "STEP_PARTS", "FINDING_COLUMNS", "SEVERITY_ORDER", "SELECTION", "MAX_MARKS",
+    "STEP_PARTS", "TRACE_PHASES", "WHOLE_STEP", "step_parts",
+    "FINDING_COLUMNS", "SEVERITY_ORDER", "SELECTION", "MAX_MARKS",
     "chart_marks", "selection_param", "timeline_chart", "TIMELINE_COLORS",
     "journal_progress_chart", "journal_breakdown_chart", "journal_operators_chart",
 ]

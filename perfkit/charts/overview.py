@@ -7,7 +7,7 @@ import pandas as pd
 
 from .base import MAX_MARKS, rank_axis, require, selection_param
 
-__all__ = ["STEP_PARTS", "step_breakdown_chart"]
+__all__ = ["STEP_PARTS", "TRACE_PHASES", "WHOLE_STEP", "step_parts", "step_breakdown_chart"]
 
 #: Parts of a step that add up to ``step_us`` (see :func:`perfkit.analysis.step_breakdown`),
 #: in stacking order, with their legend labels.
@@ -16,9 +16,36 @@ STEP_PARTS: dict[str, str] = {
     "comm_not_overlapped_us": "communication (not overlapped)",
     "free_us": "free",
 }
+#: The phases of MindSpore's legacy step trace (MindInsight; raw CANN output has them too),
+#: which add up to its step total: drawn where a profile has them but no computing /
+#: communication / free split.
+TRACE_PHASES: dict[str, str] = {
+    "iteration_interval_us": "step interval (waiting for data)",
+    "fp_and_bp_us": "forward and backward",
+    "tail_us": "step tail (gradients, update)",
+}
+#: A step whose parts the profile does not give: drawn whole.
+WHOLE_STEP: dict[str, str] = {"step_us": "step (no parts in this profile)"}
 #: Colour of each step part (by column), the same in every chart.
 _PART_COLORS = {"computing_us": "#4c78a8", "comm_not_overlapped_us": "#e45756",
-                "comm_exposed_us": "#e45756", "free_us": "#bab0ac", "bubble_us": "#f58518"}
+                "comm_exposed_us": "#e45756", "free_us": "#bab0ac", "bubble_us": "#f58518",
+                "iteration_interval_us": "#bab0ac", "fp_and_bp_us": "#4c78a8",
+                "tail_us": "#72b7b2", "step_us": "#9d9d9d"}
+
+
+def step_parts(frame: pd.DataFrame, parts: dict[str, str] | None = None) -> dict[str, str]:
+    """The parts of the step to stack: ``parts`` (default :data:`STEP_PARTS`) where some row
+    has a value of them, else the legacy step-trace phases (:data:`TRACE_PHASES`), else the
+    whole step (:data:`WHOLE_STEP`), so that a profile without a split still shows its
+    steps. ``parts`` itself when no row has any of them."""
+    wanted = dict(STEP_PARTS if parts is None else parts)
+    if not isinstance(frame, pd.DataFrame):  # the chart says what it needs
+        return wanted
+    for candidate in (wanted, TRACE_PHASES, WHOLE_STEP):
+        cols = list(candidate)
+        if all(c in frame.columns for c in cols) and bool(frame[cols].notna().any().any()):
+            return dict(candidate)
+    return wanted
 
 
 def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
@@ -41,7 +68,8 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
         Height in pixels.
     parts : dict, optional
         Columns to stack, in order, with their legend labels (default :data:`STEP_PARTS`,
-        whose sum is the step time).
+        whose sum is the step time). Where no row has a value of them, the legacy
+        step-trace phases or the whole step are drawn instead (:func:`step_parts`).
     select : bool
         Add the point selection :data:`SELECTION` on ``rank`` (click a bar).
     max_bars : int
@@ -60,7 +88,7 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
         known value: columns ``rank``, ``step``, ``part``, ``order``, ``ms`` and
         ``share`` (of the bar's total).
     """
-    parts = dict(STEP_PARTS if parts is None else parts)
+    parts = step_parts(frame, parts)
     require(frame, ("rank", "step", *parts), "step_breakdown_chart")
     base = frame.loc[:, ["rank", "step", *parts]].copy()
     base["rank"] = base["rank"].astype("Int64")

@@ -77,7 +77,8 @@ class OverviewTab(JobTab):
         self._streaming = known is None
         self._findings_box = W.VBox(self._working(0) if self._streaming
                                     else self._findings(head.findings))
-        out: list[W.Widget] = [html_widget(headline_html(head)), self._findings_box]
+        out: list[W.Widget] = [html_widget(headline_html(head, _split_missing(steps))),
+                               self._findings_box]
         # what the profile did not give, said once for every tab (they refer here)
         unknown = unknowns_html(self.current, "dashboard" if self.ctx.open_tab else "python")
         if unknown:
@@ -247,3 +248,13 @@ class OverviewTab(JobTab):
 
 class _Superseded(Exception):
     """The tab's profile or job changed while its findings were coming: stop them."""
+
+
+def _split_missing(steps: pd.DataFrame) -> str | None:
+    """What the headline's split says when the profile gives no computing / communication
+    / free split but its step trace's phases (legacy MindSpore): the chart shows those."""
+    if steps.empty or C.step_parts(steps) != C.TRACE_PHASES:
+        return None
+    return ("No computing / communication / free split in this profile: its step trace "
+            "gives each step's phases instead, the step interval (waiting for data), forward "
+            "and backward, and the step tail, which the chart below stacks per rank.")
