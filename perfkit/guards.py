@@ -2,7 +2,9 @@
 
 A figure that cannot be right is never shown as a plain number: MFU or HFU above 100 %,
 a predicted memory more than 2× or less than 0.5× the measured peak, a predicted step more
-than 3× off the measured one. Each guard returns the value with a warning that names the
+than 3× off the measured one, and any of them on a profile that runs no training step (an
+inference or evaluation step: no backward pass, :meth:`perfkit.Job.training_step`), which
+they all count. Each guard returns the value with a warning that names the
 inputs that disagree — first the fields where the job (a config, the user) differs from
 what the profile shows (:meth:`perfkit.job.Job.problems`, e.g. "the job has 40 layers but
 the profile shows 8 per stage"), else the inputs the figure was computed from, so the
@@ -86,6 +88,13 @@ def job_inputs(job: Any) -> str:
     return "; ".join(parts)
 
 
+def _not_training(job: Any) -> bool:
+    """Whether the job's profile runs no training step (:meth:`perfkit.Job.training_step`),
+    which MFU, HFU, the memory theory and the step model all count."""
+    step = getattr(job, "training_step", None)
+    return callable(step) and step() is False
+
+
 def _why(job: Any, fallback: str) -> str:
     problems = job.problems() if job is not None else []
     if problems:
@@ -111,6 +120,9 @@ def check_utilization(value: float, what: str = "MFU", job: Any = None) -> Guard
     Guarded
     """
     value = float(value)
+    if math.isfinite(value) and _not_training(job):
+        return Guarded(value, f"{what} {value:.1%} counts a training step's FLOPs: "
+                              f"{_why(job, '')}")
     if not math.isfinite(value) or value <= 1.0:
         return Guarded(value)
     why = _why(job, "check the inputs it comes from")
@@ -145,6 +157,9 @@ def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any 
         Name of the predicted figure.
     """
     predicted = float(predicted_bytes)
+    if _not_training(job):
+        return Guarded(predicted, f"{what} ({bytes_text(predicted)}) counts a training "
+                                  f"step's memory: {_why(job, '')}")
     r = _off_by(predicted, measured_bytes, ratio)
     if r is None:
         return Guarded(predicted)
@@ -171,6 +186,9 @@ def check_step(predicted_s: float, measured_s: float | None, job: Any = None,
         Name of the predicted figure.
     """
     predicted = float(predicted_s)
+    if _not_training(job):
+        return Guarded(predicted, f"{what} ({time_text(predicted * 1e6)}) models a training "
+                                  f"step: {_why(job, '')}")
     r = _off_by(predicted, measured_s, ratio)
     if r is None:
         return Guarded(predicted)

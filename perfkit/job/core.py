@@ -30,6 +30,7 @@ from .fields import (
     check_field,
     value_text,
 )
+from .measured import TRAINING_STEP
 from .problems import disagreements
 
 __all__ = ["Job", "assemble", "WIDTH_FIELDS"]
@@ -196,10 +197,23 @@ class Job:
         40-layer model of an 8-layer test run, another batch. Each field whose value is
         not the profile's gives a sentence such as "the job has 40 layers but the profile
         shows 8 (8 per stage)"; the global batch is also checked against
-        dp × micro-batch × micro-batches.
+        dp × micro-batch × micro-batches. A profile that runs no backward pass (an
+        inference or evaluation step, :meth:`training_step`) comes first: every figure
+        counts a training step.
         """
-        return disagreements(self._values, self.observed, self.parallel, self.world_size,
-                             self.global_batch_size)
+        out = disagreements(self._values, self.observed, self.parallel, self.world_size,
+                            self.global_batch_size)
+        if self.training_step() is False:  # the figures' premise itself does not hold
+            detail = self.observed[TRAINING_STEP][1]
+            out.insert(0, f"the profile is not a training step: {detail}; the figures count "
+                          "a training step (forward and backward)")
+        return out
+
+    def training_step(self) -> bool | None:
+        """Whether the profiled step trains (runs a backward pass): False for an inference
+        or evaluation step, None where the profile cannot tell
+        (:func:`perfkit.job.measured.read_training_step`)."""
+        return self.observed.get(TRAINING_STEP, (None, ""))[0]
 
     def describe(self) -> str:
         """One line: model, layout, batch, device, dtype and step time."""

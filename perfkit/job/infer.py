@@ -18,7 +18,7 @@ from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_hardware
 from .fields import JOB_FIELDS, FieldValue, Readings
 from .layout import read_layout, read_sharding, read_vpp
-from .measured import read_memory, read_step_time
+from .measured import read_memory, read_step_time, read_training_step
 
 __all__ = ["infer_job", "profile_values"]
 
@@ -142,4 +142,5 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
             "default")
     read_step_time(profile, put)
     read_memory(profile, put)
+    read_training_step(profile, out)
     return dict(out)

@@ -1,4 +1,5 @@
-"""What a profile measured: the step time and the framework allocator's peak memory."""
+"""What a profile measured: the step time, the framework allocator's peak memory, and
+whether its step trains (runs a backward pass)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,24 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis._frames import is_lazy
+from ..analysis._util import table, text_matches
 from ..analysis.memory import framework_component, memory_peaks
 from ..analysis.steps import measured_step_s, step_breakdown
 from ..errors import PerfkitError
+from ..format import counted
+from .fields import FieldValue
 
-__all__ = ["read_step_time", "read_memory"]
+__all__ = ["read_step_time", "read_memory", "read_training_step", "TRAINING_STEP",
+           "BACKWARD_PATTERN"]
+
+#: Where :func:`read_training_step` puts what it read (in :attr:`perfkit.Job.observed`).
+TRAINING_STEP = "training_step"
+#: Host operators of a backward pass: PyTorch autograd's (``autograd::engine::
+#: evaluate_function: MmBackward0``, ``MulBackward0``), torch_npu's the same.
+BACKWARD_PATTERN = r"Backward|autograd::engine|backward"
+#: Fewer PyTorch operators than this tell nothing about a missing backward pass.
+_MIN_OPERATORS = 50
 
 
 def read_step_time(profile: Any, put: Any) -> None:
@@ -56,3 +70,34 @@ def read_memory(profile: Any, put: Any) -> None:
     put("peak_memory_bytes", float(row["peak_allocated_bytes"]),
         f"peak allocated of the framework allocator ({comp}), rank {row['rank']} "
         "(the most loaded)")
+
+
+def read_training_step(profile: Any, out: dict[str, Any]) -> None:
+    """Put :data:`TRAINING_STEP`: whether the profiled step runs a backward pass.
+
+    MFU, the memory theory and the planner count a training step (forward and backward:
+    6 FLOPs per parameter and token, optimizer states, kept activations). A PyTorch trace
+    whose host operators (``aten::...``, at least 50) include none of autograd's backward
+    operators (:data:`BACKWARD_PATTERN`) is an inference or evaluation step: False, with
+    the count; True where some are. Nothing is put where the profile has no PyTorch
+    operators to tell (an Ascend export without host operators, MindSpore's graph mode)
+    or is a lazy cluster.
+    """
+    if is_lazy(profile):
+        return
+    ops = table(profile, "ops")
+    if ops.empty or "name" not in ops.columns:
+        return
+    names = ops["name"]
+    n_aten = int(text_matches(names, r"^aten::").to_numpy(bool).sum())
+    if n_aten < _MIN_OPERATORS:
+        return
+    n_backward = int(text_matches(names, BACKWARD_PATTERN).to_numpy(bool).sum())
+    if n_backward:
+        found = counted(n_backward, "backward operator")
+        out[TRAINING_STEP] = FieldValue(True, "profile", f"{found} among the host operators")
+    else:
+        out[TRAINING_STEP] = FieldValue(
+            False, "profile", f"no backward operator (autograd, *Backward) among its "
+                              f"{counted(n_aten, 'PyTorch operator')}, so it is an "
+                              "inference or evaluation step")

@@ -7,7 +7,7 @@ and the memory fit.
 
 The band
 --------
-``low_s``/``high_s`` are ``step_s · (1 ∓ u)`` with
+``low_s``/``high_s`` are ``step_s · (1 ∓ u)`` (the low end never below 0) with
 
     ``u = sqrt(r² + u_model² + Σ_parts (σ_part · part / step)²)``,
 
@@ -357,7 +357,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         notes.append(f"does not fit: {(static + act) / 2**30:.1f} GiB of "
                      f"{limit / 2**30:.1f} GiB")
     return Prediction(
-        step, step * (1.0 - u), step * (1.0 + u), parts, per_device,
+        step, step * max(0.0, 1.0 - u), step * (1.0 + u), parts, per_device,
         flops_per_token(model) * per_device / peak, static, act, static + act, limit, fits,
         model, parallel, hardware, parallel.global_batch_size, model.seq_length,
         calibration is not None,

@@ -450,8 +450,9 @@ def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
                "dp_comm_s": out["dp_comm"], "pp_comm_s": out["pp_comm"],
                "ep_comm_s": out["ep_comm"], "cp_comm_s": out["cp_comm"],
                "exposed_comm_s": exposed, "optimizer_s": out["optimizer"],
-               "overhead_s": out["overhead"], "step_s": step, "low_s": step * (1 - u),
-               "high_s": step * (1 + u), "tokens_per_second_per_device": per_device,
+               "overhead_s": out["overhead"], "step_s": step,
+               "low_s": step * np.maximum(0.0, 1 - u), "high_s": step * (1 + u),
+               "tokens_per_second_per_device": per_device,
                "mfu": flops_per_token(model, causal) * per_device / hw.peak(dtype)}
     return _ranked(c, results, static, activation, limit, include_rejected)
 

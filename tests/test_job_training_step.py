@@ -1,0 +1,83 @@
+"""Whether the profiled step trains: MFU, the memory theory and the planner count a
+training step, so a profile of an inference or evaluation step must say it is not one.
+
+Three of the TraceLens traces in ``shared/samples/wild`` are Hugging Face models run
+forward only; the Kineto ResNet-50 sample trains. Each is read here with gzip and json
+(no perfkit code) for its PyTorch operators and autograd's backward operators.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import pytest
+from shared_samples import shared_sample
+
+import perfkit as pk
+from perfkit.guards import check_memory, check_step, check_utilization
+from perfkit.widgets.summary import job_summary
+
+pytestmark = pytest.mark.shared_samples
+
+BACKWARD = re.compile(r"Backward|autograd::engine|backward")
+
+
+def _operators(name: str) -> tuple[int, int]:
+    """(PyTorch operators, backward operators) of the trace's host operator events."""
+    (trace,) = shared_sample(f"wild/{name}").glob("*.json*")
+    opener = gzip.open if trace.name.endswith(".gz") else open
+    with opener(trace, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    # host operators: "cpu_op" events; "Operator" in the 2021 schema of PyTorch 1.9
+    ops = [e["name"] for e in events if e.get("ph") == "X"
+           and e.get("cat") in ("cpu_op", "Operator")]
+    return (sum(n.startswith("aten::") for n in ops),
+            sum(bool(BACKWARD.search(n)) for n in ops))
+
+
+@pytest.mark.parametrize("name", ["tl_qwen_h100", "tl_b200_eager", "tl_timesformer_h100"])
+def test_a_forward_only_trace_is_not_a_training_step(name: str) -> None:
+    aten, backward = _operators(name)
+    assert aten >= 50 and backward == 0
+    job = pk.infer_job(pk.load(shared_sample(f"wild/{name}"), progress=False))
+    assert job.training_step() is False
+    first = job.problems()[0]
+    assert first.startswith("the profile is not a training step")
+    assert f"{aten:,} PyTorch operators" in first
+    # no figure that counts a training step is shown as a plain number
+    assert not check_utilization(0.3, "MFU", job).ok
+    assert not check_step(0.1, job.step_time_s, job).ok
+    assert not check_memory(2.0**30, 2.0**30, job).ok
+    if job.model is not None and job.global_batch_size:
+        mfu = job_summary(job).set_index("key").loc["mfu"]
+        assert "not a training step" in mfu["warning"] and "not plausible" in mfu["text"]
+
+
+def test_a_training_trace_is_a_training_step() -> None:
+    aten, backward = _operators("k_resnet50_nw0")
+    assert aten >= 50 and backward > 0
+    job = pk.infer_job(pk.load(shared_sample("wild/k_resnet50_nw0"), progress=False))
+    assert job.training_step() is True
+    assert f"{backward:,} backward operators" in job.observed["training_step"][1]
+    assert not any("not a training step" in p for p in job.problems())
+    assert check_utilization(0.3, "MFU", job).ok
+
+
+def test_a_profile_without_pytorch_operators_cannot_tell() -> None:
+    job = pk.infer_job(pk.load("sample:slow-rank", progress=False))
+    assert job.training_step() is None
+    assert check_utilization(0.3, "MFU", job).ok
+
+
+def test_a_band_wider_than_the_step_stops_at_zero() -> None:
+    """Calibrated on a forward-only trace, the training-step model misses by more than the
+    step itself: its band's low end is 0, never a negative time."""
+    prof = pk.load(shared_sample("wild/tl_qwen_h100"), progress=False)
+    job = pk.infer_job(prof)
+    cal = pk.plan.calibrate(prof, job.model, job.parallel, job.hardware)
+    pred = pk.plan.predict(cal, job.model, job.parallel, job.hardware,
+                           job.global_batch_size, job.seq_length)
+    assert pred.band > 1.0  # u > 1: step · (1 - u) would be negative
+    assert pred.low_s == 0.0 and pred.high_s == pytest.approx(pred.step_s * (1 + pred.band))
