@@ -81,3 +81,18 @@ def test_a_band_wider_than_the_step_stops_at_zero() -> None:
                            job.global_batch_size, job.seq_length)
     assert pred.band > 1.0  # u > 1: step · (1 - u) would be negative
     assert pred.low_s == 0.0 and pred.high_s == pytest.approx(pred.step_s * (1 + pred.band))
+
+
+def test_the_planner_does_not_compare_a_forward_pass_with_a_training_step() -> None:
+    from perfkit.widgets.prediction import (
+        comparison_sentence,
+        fit_job,
+        measured_against_predicted,
+    )
+
+    prof = pk.load(shared_sample("wild/tl_qwen_h100"), progress=False)
+    job = pk.infer_job(prof)
+    fit = fit_job(prof, job)
+    frame = measured_against_predicted(prof, fit)
+    assert "is not a training step" in comparison_sentence(frame, fit, job)
+    assert "is not a training step" not in comparison_sentence(frame, fit)

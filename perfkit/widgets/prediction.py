@@ -164,8 +164,10 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "part", "seconds", "step_s", "low_s", "high_s"])
 
 
-def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit) -> str:
-    """One sentence: predicted step with its band against the measured one, in or out."""
+def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Any = None) -> str:
+    """One sentence: predicted step with its band against the measured one, in or out;
+    with ``job``, whether its profile is a training step at all (the model predicts one,
+    :meth:`perfkit.Job.training_step`)."""
     pred = fit.prediction
     text = (f"Predicted {time_text(pred.step_s * 1e6)} (band {time_text(pred.low_s * 1e6)}"
             f" – {time_text(pred.high_s * 1e6)})")
@@ -176,7 +178,12 @@ def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit) -> str:
     inside = pred.low_s <= step <= pred.high_s
     text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median step): "
              f"{pred.step_s / step - 1:+.1%}, {'inside' if inside else 'outside'} the band.")
-    if not fit.calibrated:
+    training = getattr(job, "training_step", None)
+    if callable(training) and training() is False:
+        text += (" The profile is not a training step (it runs no backward pass) and the "
+                 "model predicts one: the two do not compare, and neither do the layouts "
+                 "below with this run.")
+    elif not fit.calibrated:
         text += " Uncalibrated: calibrate to trust it."
     elif not inside:
         text += (" The run loses time the model does not explain (a slow rank or link, "

@@ -113,7 +113,7 @@ class PlannerTab(JobTab):
     def _comparison_widgets(self) -> list[W.Widget]:
         fit, frame = self.fit, self.comparison
         assert fit is not None and frame is not None
-        words = f"<p><b>{html.escape(comparison_sentence(frame, fit))}</b></p>" \
+        words = f"<p><b>{html.escape(comparison_sentence(frame, fit, self.current))}</b></p>" \
             + note(fit.sentence)
         if fit.calibration is not None:
             words += "".join(note(n) for n in fit.calibration.notes)
