@@ -35,7 +35,7 @@ from typing import Any
 __all__ = ["ENV", "ROOT", "DEFAULT", "configured", "samples_dir", "sample", "absent_reason",
            "required", "shared_param", "shared_root", "shared_sample", "writable_copy",
            "PT_LEVEL1", "PT_DB_LEVEL1", "PT_GPT3_OLD", "CLUSTER_OUTPUT", "HTA", "MINDINSIGHT",
-           "TRACE_VIEW_EXCERPT"]
+           "TRACE_VIEW_EXCERPT", "WILD"]
 
 #: The environment variable that names the samples folder (overrides the default).
 ENV = "PERFKIT_SHARED_SAMPLES"
@@ -58,6 +58,10 @@ HTA = "gpu/hta-trace_filter"
 MINDINSIGHT = "ascend/mindinsight-legacy"
 #: A torch_npu ``trace_view.json`` excerpt (msprof-analyze's unit-test data).
 TRACE_VIEW_EXCERPT = "ascend/msprof-analyze-tests/timeline_advice/trace_view.json"
+#: The real profiles users bring, one of each kind (``wild/``, each folder's name).
+WILD = ("ds_train", "k_resnet50_nw0", "k_resnet50_nw4", "mi_prof", "mi_run1",
+        "msa_kernel_details", "tl_b200_eager", "tl_ddp_resnet18_mi300", "tl_qwen_h100",
+        "tl_timesformer_h100")
 
 
 def configured() -> Path:

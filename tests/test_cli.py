@@ -21,6 +21,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from shared_samples import WILD, shared_sample
 
 import perfkit as pk
 from perfkit import cli
@@ -716,19 +717,12 @@ def test_simulate_refuses_a_job_that_does_not_fit(tmp_path: Path,
     assert len(list((tmp_path / "yes").glob("*_ascend_pt"))) == 1
 
 
-WILD = ("ds_train", "k_resnet50_nw0", "k_resnet50_nw4", "mi_prof", "mi_run1",
-        "msa_kernel_details", "tl_b200_eager", "tl_ddp_resnet18_mi300", "tl_qwen_h100",
-        "tl_timesformer_h100")
-
-
 @pytest.mark.shared_samples
 @pytest.mark.parametrize("name", WILD)
 def test_info_reads_every_wild_profile(name: str, tmp_path: Path, monkeypatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     """``perfkit info`` on each real profile of other projects: an answer, never an error
     (the AMD trace without step marks once failed on its unnumbered step)."""
-    from shared_samples import shared_sample
-
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     assert cli.main(["info", str(shared_sample(f"wild/{name}"))]) == 0
     captured = capsys.readouterr()

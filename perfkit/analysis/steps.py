@@ -38,8 +38,8 @@ from ..errors import InvalidArgumentError
 from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
 from ._util import add_note, empty_frame, has_values, interval_union, shared, table
 
-__all__ = ["step_breakdown", "derive_steps", "measured_step_s", "STEP_COLUMNS", "PART_COLUMNS",
-           "RECEIVE_PATTERN"]
+__all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "STEP_COLUMNS",
+           "PART_COLUMNS", "RECEIVE_PATTERN"]
 
 #: Parts whose sum is the step time.
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
@@ -283,3 +283,13 @@ def measured_step_s(breakdown: pd.DataFrame) -> float:
         return math.nan
     slowest = known.groupby("step", dropna=False)["step_us"].max()
     return median(slowest) / 1e6
+
+
+def step_basis(breakdown: pd.DataFrame) -> str:
+    """What :func:`measured_step_s` is over, in words: the steps it counts (a span without
+    a step number among them), or the one span of a profile without step marks."""
+    known = breakdown.dropna(subset=["step_us"])["step"]
+    if not known.notna().any():
+        return "the one span without step numbers: no step marks in the profile"
+    steps = int(known.nunique(dropna=False))
+    return f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"

@@ -60,8 +60,9 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     import pandas as pd
 
     from ..analysis import measured_step_s, step_breakdown
+    from ..analysis.steps import step_basis
     from ..format import sig, time_text, time_unit
-    from ..widgets.headline import step_basis, step_split, with_exposed_comm
+    from ..widgets.headline import step_split, with_exposed_comm
 
     try:
         steps = step_breakdown(profile)

@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 
 from ..analysis._frames import is_lazy
-from ..analysis._util import table, text_matches
+from ..analysis._util import table
 from ..analysis.memory import framework_component, memory_peaks
-from ..analysis.steps import measured_step_s, step_breakdown
+from ..analysis.steps import measured_step_s, step_basis, step_breakdown
 from ..errors import PerfkitError
 from ..format import counted
 from .fields import FieldValue
@@ -40,12 +40,7 @@ def read_step_time(profile: Any, put: Any) -> None:
         why = "; ".join(steps.attrs.get("notes", [])) or "no step with a duration"
     if math.isfinite(step) and step > 0:
         src = ", ".join(sorted({str(s) for s in steps.get("source", []) if pd.notna(s)}))
-        known = steps.dropna(subset=["step_us"])["step"].nunique() \
-            if "step_us" in steps.columns else 0
-        over = f"median over {known} step{'s' if known != 1 else ''}" if known else \
-            "the one span without step numbers (no ProfilerStep marks in the profile)"
-        put("step_time_s", step, f"{over} of the slowest rank's step time ({src} step "
-                                 "figures)")
+        put("step_time_s", step, f"{step_basis(steps)} ({src} step figures)")
     else:
         put("step_time_s", None, f"no measured step: {why}")
 
@@ -88,11 +83,13 @@ def read_training_step(profile: Any, out: dict[str, Any]) -> None:
     ops = table(profile, "ops")
     if ops.empty or "name" not in ops.columns:
         return
-    names = ops["name"]
-    n_aten = int(text_matches(names, r"^aten::").to_numpy(bool).sum())
+    counts = ops["name"].astype("string").value_counts()  # each distinct name once
+    names = pd.Series(counts.index, dtype="string")
+    n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
     if n_aten < _MIN_OPERATORS:
         return
-    n_backward = int(text_matches(names, BACKWARD_PATTERN).to_numpy(bool).sum())
+    n_backward = int(counts[names.str.contains(BACKWARD_PATTERN, regex=True)
+                            .fillna(False).to_numpy(bool)].sum())
     if n_backward:
         found = counted(n_backward, "backward operator")
         out[TRAINING_STEP] = FieldValue(True, "profile", f"{found} among the host operators")

@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import measured_step_s
+from ..analysis.steps import step_basis
 from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
@@ -37,7 +38,7 @@ from ..job.unknowns import PANEL_TITLE, unknown_labels
 from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
-           "throughput_figure", "mfu_figure", "step_basis",
+           "throughput_figure", "mfu_figure",
            "step_split", "finding_tab", "headline", "headline_html", "split_bar_html",
            "top_findings"]
 
@@ -235,16 +236,6 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
     out.split = step_split(breakdown)
     out.findings = top_findings(findings or [], n_findings)
     return out
-
-
-def step_basis(breakdown: pd.DataFrame) -> str:
-    """What the measured step time is over: the steps :func:`measured_step_s` counts (a
-    span without a step number among them), or the one span of a profile without steps."""
-    known = breakdown.dropna(subset=["step_us"])["step"]
-    if not known.notna().any():
-        return "the one span without step numbers: no step marks in the profile"
-    steps = int(known.nunique(dropna=False))
-    return f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
 
 
 def top_findings(findings: list[Any], n: int = 3) -> list[Any]:

@@ -164,7 +164,7 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "part", "seconds", "step_s", "low_s", "high_s"])
 
 
-def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Any = None) -> str:
+def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = None) -> str:
     """One sentence: predicted step with its band against the measured one, in or out;
     with ``job``, whether its profile is a training step at all (the model predicts one,
     :meth:`perfkit.Job.training_step`)."""
@@ -178,8 +178,7 @@ def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Any = None) -
     inside = pred.low_s <= step <= pred.high_s
     text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median step): "
              f"{pred.step_s / step - 1:+.1%}, {'inside' if inside else 'outside'} the band.")
-    training = getattr(job, "training_step", None)
-    if callable(training) and training() is False:
+    if job is not None and job.training_step() is False:
         text += (" The profile is not a training step (it runs no backward pass) and the "
                  "model predicts one: the two do not compare, and neither do the layouts "
                  "below with this run.")
