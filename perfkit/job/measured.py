@@ -11,7 +11,7 @@ import pandas as pd
 from ..analysis._frames import is_lazy
 from ..analysis._util import table
 from ..analysis.memory import framework_component, memory_peaks
-from ..analysis.steps import measured_step_s, step_basis, step_breakdown
+from ..analysis.steps import measured_step_s, step_breakdown
 from ..errors import PerfkitError
 from ..format import counted
 from .fields import FieldValue
@@ -40,7 +40,12 @@ def read_step_time(profile: Any, put: Any) -> None:
         why = "; ".join(steps.attrs.get("notes", [])) or "no step with a duration"
     if math.isfinite(step) and step > 0:
         src = ", ".join(sorted({str(s) for s in steps.get("source", []) if pd.notna(s)}))
-        put("step_time_s", step, f"{step_basis(steps)} ({src} step figures)")
+        known = steps.dropna(subset=["step_us"])["step"].nunique() \
+            if "step_us" in steps.columns else 0
+        over = f"median over {known} step{'s' if known != 1 else ''}" if known else \
+            "the one span without step numbers (no ProfilerStep marks in the profile)"
+        put("step_time_s", step, f"{over} of the slowest rank's step time ({src} step "
+                                 "figures)")
     else:
         put("step_time_s", None, f"no measured step: {why}")
 
