@@ -130,7 +130,6 @@ def long_gaps(ctx: Context) -> list[Finding]:
     if not np.isfinite(gap) or gap <= 0:
         return []
     used, cap, frac = ctx.memory_frac
-    sp = ctx.get("sync", lambda: _cluster.sync_points(ctx.profile))
     if np.isfinite(frac) and 0.9 <= frac <= 1.0:
         title = ("The device stalls inside the step while its memory is nearly full "
                  "(allocator frees and retries)")
@@ -152,6 +151,7 @@ def long_gaps(ctx: Context) -> list[Finding]:
         return [waiting]
     title = "The device idles in long gaps inside the step"
     ev = f"idle periods of 1 ms or more inside the step: {fmt_time(gap)} per step"
+    sp = ctx.get("sync", lambda: _cluster.sync_points(ctx.profile))
     if not sp.empty:
         ev += ("; synchronising host calls: "
                + ", ".join(sp["name"].astype(str).drop_duplicates().head(3)))

@@ -19,17 +19,17 @@ import pandas as pd
 __all__ = ["stable_order", "group_median", "slice_median"]
 
 
-def _group_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` that restarts where ``first`` is True."""
-    starts = np.flatnonzero(first)
+def _group_cummax(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` that restarts at each of ``starts`` (the positions
+    where the groups begin, the first 0), worked out in place: ``values`` is returned."""
     if len(starts) <= _FEW_GROUPS and not np.isnan(values).any():
         # a few groups (a rank's steps): numpy's running maximum over each slice
-        out = np.empty_like(values)
-        for a, b in zip(starts, [*starts[1:], len(values)], strict=True):
-            np.maximum.accumulate(values[a:b], out=out[a:b])
-        return out
-    gid = np.cumsum(first) - 1
-    return pd.Series(values).groupby(gid, sort=False).cummax().to_numpy()
+        for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(values)], strict=True):
+            np.maximum.accumulate(values[a:b], out=values[a:b])
+        return values
+    gid = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(values)]))
+    values[:] = pd.Series(values).groupby(gid, sort=False).cummax().to_numpy()
+    return values
 
 
 #: Up to this many groups, per-group numpy calls on contiguous slices beat a groupby.

@@ -7,6 +7,7 @@ Nothing here knows a file format; everything works on the canonical tables of
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -370,7 +371,8 @@ def interval_union(frame: pd.DataFrame, keys: Sequence[str], start: str = "start
     Parameters
     ----------
     frame : DataFrame
-        One row per interval with ``keys``, ``start`` and ``end`` columns.
+        One row per interval with ``keys``, ``start`` and ``end`` columns; each interval
+        ends at or after its start (callers clip negative durations).
     keys : sequence of str
         Group columns (for example ``["rank", "step"]``); intervals of different groups
         never merge.
@@ -385,50 +387,98 @@ def interval_union(frame: pd.DataFrame, keys: Sequence[str], start: str = "start
     """
     keys = list(keys)
     cols = [*keys, "start_us", "end_us", "length_us"]
-    parts = union_parts(frame[[*keys, start, end]], keys, start, end)
-    if parts is None:
+    u = union_parts(frame, keys, start, end)
+    if u is None:
         return pd.DataFrame({c: pd.Series([], dtype=frame[c].dtype if c in frame else "float64")
                              for c in cols})
-    f, _, at = parts
-    out = f[keys].iloc[at].reset_index(drop=True)
-    out["start_us"] = f["_s"].to_numpy(np.float64)[at]
-    out["end_us"] = np.maximum.reduceat(f["_e"].to_numpy(np.float64), at)
+    out = take_rows(frame[keys], u.rows_at(u.at)).reset_index(drop=True)
+    out["start_us"] = u.start[u.at]
+    out["end_us"] = u.segment_ends()
     out["length_us"] = out["end_us"] - out["start_us"]
     return out[cols]
 
 
-def union_parts(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us",
-                end: str = "end_us") -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
-    """The steps of :func:`interval_union`, for callers that also need the sorted rows.
+@dataclasses.dataclass(frozen=True)
+class IntervalUnion:
+    """Intervals sorted by group, then start, and where their merged segments begin.
 
-    Returns
-    -------
-    (sorted, first, at) or None
-        ``sorted``: the intervals with both bounds (``keys``, ``_s``, ``_e``, other
-        columns of ``frame`` kept), sorted by ``keys`` (missing last) then start;
-        ``first``: where each group begins in it; ``at``: where each merged segment begins
-        (a segment's end is the largest ``_e`` up to the next one). None when no interval
-        has both bounds.
+    :func:`union_parts` gives it; the arrays are in the sorted order.
+
+    Attributes
+    ----------
+    rows : ndarray or None
+        Position in the frame given of each sorted interval (None: the frame's own rows,
+        already in order and each with both bounds).
+    start : ndarray
+        Each interval's start.
+    reach : ndarray
+        The latest end so far within the interval's group (its running maximum).
+    first : ndarray
+        Positions where each group begins.
+    at : ndarray
+        Positions where each merged segment begins (a group's first interval, or one that
+        starts after every earlier end of its group; touching intervals merge).
+    """
+
+    rows: np.ndarray | None
+    start: np.ndarray
+    reach: np.ndarray
+    first: np.ndarray
+    at: np.ndarray
+
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        """Positions in the frame given of the sorted intervals at ``positions``."""
+        return positions if self.rows is None else self.rows[positions]
+
+    def segment_ends(self) -> np.ndarray:
+        """The end of each merged segment: the reach of its last interval (intervals end
+        at or after their start, so no earlier segment of the group reaches further)."""
+        return self.reach[np.r_[self.at[1:], len(self.reach)] - 1]
+
+    def group_ends(self) -> np.ndarray:
+        """The latest end of each group (the reach of its last interval)."""
+        return self.reach[np.r_[self.first[1:], len(self.reach)] - 1]
+
+
+def union_parts(frame: pd.DataFrame, keys: Sequence[str], start: str = "start_us",
+                end: str = "end_us", ends: np.ndarray | None = None) -> IntervalUnion | None:
+    """The intervals of ``frame`` sorted per group (``keys``, missing last) then start, and
+    their merged segments (:class:`IntervalUnion`); None when no interval has both bounds.
+
+    ``ends``: the ends as an array the caller hands over (the ``end`` column is then not
+    read), which becomes ``reach`` in place when the rows are in order: a million
+    intervals in order are merged without a new array of their ends.
     """
     keys = list(keys)
-    bounded = frame[start].notna().to_numpy(bool) & frame[end].notna().to_numpy(bool)
-    f = frame if bounded.all() else frame[bounded]  # no copy when every interval has both
-    if f.empty:
+    s = frame[start].to_numpy(np.float64, na_value=np.nan)
+    e = frame[end].to_numpy(np.float64, na_value=np.nan) if ends is None else ends
+    bounded = ~(np.isnan(s) | np.isnan(e))
+    if not bounded.any():
         return None
-    f = f.rename(columns={start: "_s", end: "_e"})
-    order = stable_order(f, [*keys, "_s"])
+    rows = None if bounded.all() else np.flatnonzero(bounded)
+    key_cols = {k: frame[k] if rows is None else pd.Series(take_array(frame[k].array, rows))
+                for k in keys}
+    if rows is not None:
+        s = s[rows]
+        e = e[rows]
+    order = stable_order(pd.DataFrame({**key_cols, "_s": s}, copy=False), [*keys, "_s"])
     if order is not None:
-        f = take_rows(f, order)
-    s = f["_s"].to_numpy(np.float64)
-    e = f["_e"].to_numpy(np.float64)
+        rows = order if rows is None else rows[order]
+        key_cols = {k: pd.Series(take_array(c.array, order)) for k, c in key_cols.items()}
+        s = s[order]
+        e = e[order]
+    elif ends is None and rows is None:
+        e = e.copy()  # the frame's own column: reach is worked out in place
     # groups are contiguous once sorted: a segment starts at a group's first interval or
-    # where an interval starts after every earlier end of its group (touching ones merge)
-    first = np.r_[True, group_changes(*(f[k] for k in keys))] if keys else \
-        np.r_[True, np.zeros(len(f) - 1, dtype=bool)]
+    # where an interval starts after every earlier end of its group
+    changes = group_changes(*key_cols.values()) if keys else None
+    first = np.zeros(1, np.int64) if changes is None else np.r_[0, np.flatnonzero(changes) + 1]
     reach = _group_cummax(e, first)
-    new_seg = first.copy()
-    new_seg[1:] |= s[1:] > reach[:-1]
-    return f, first, np.flatnonzero(new_seg)
+    new_seg = np.empty(len(s), dtype=bool)
+    new_seg[0] = True
+    np.greater(s[1:], reach[:-1], out=new_seg[1:])
+    new_seg[first] = True
+    return IntervalUnion(rows, s, reach, first, np.flatnonzero(new_seg))
 
 
 def group_changes(*columns: pd.Series) -> np.ndarray:

@@ -29,6 +29,7 @@ from ._util import (
     one_value,
     robust_z,
     table,
+    take_rows,
     text_matches,
     typed,
     union_parts,
@@ -324,30 +325,31 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     k = table(profile, "kernels")
     if k.empty or not has_values(k, "dur_us"):
         return empty_frame(cols, "the profile has no device tasks (kernels table)")
-    # only the columns read below: sorting the rows then moves five columns, not all
-    k = k[["rank", "step", "start_us", "dur_us"]]
-    k = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
     keys = ["rank", "step"]
-    parts = union_parts(k, keys)  # the tasks sorted by (rank, step, start), their segments
-    if parts is None:
+    dur = k["dur_us"].to_numpy(np.float64, na_value=np.nan)
+    # each task's end (a negative duration as none), handed over to become the running
+    # maximum of the ends in place: one new array of a million rows
+    ends = np.clip(dur, 0.0, None)
+    ends += k["start_us"].to_numpy(np.float64, na_value=np.nan)
+    u = union_parts(k, keys, ends=ends)  # sorted by (rank, step, start), their segments
+    if u is None:
         return empty_frame(cols, "the profile has no device tasks with a start and duration")
-    f, first, at = parts
     # per (rank, step) group, on the sorted arrays: groups and segments are contiguous
-    starts = np.flatnonzero(first)
+    starts, at = u.first, u.at
     n = len(starts)
-    s, e = f["_s"].to_numpy(np.float64), f["_e"].to_numpy(np.float64)
-    seg_start, seg_end = s[at], np.maximum.reduceat(e, at)
-    seg_group = np.searchsorted(starts, at, side="right") - 1  # the group of each segment
-    # the gap after each segment but the last of its group
+    seg_end = u.segment_ends()
+    seg_start = u.start[at]
+    # the group of each segment, and the gap after each segment but the last of its group
+    seg_group = np.searchsorted(starts, at, side="right") - 1
     inside = np.r_[seg_group[1:] == seg_group[:-1], False]
     gap = (np.r_[seg_start[1:], np.nan] - seg_end)[inside]
     gap_group = seg_group[inside]
     short = gap < long_gap_us
-    out = f[keys].iloc[starts].reset_index(drop=True)
+    out = take_rows(k[keys], u.rows_at(starts)).reset_index(drop=True)
     out = out.assign(
-        kernels=np.diff(np.r_[starts, len(f)]), first=s[starts],
-        last=np.maximum.reduceat(e, starts),
-        median_kernel_us=slice_median(f["dur_us"].to_numpy(np.float64), starts),
+        kernels=np.diff(np.r_[starts, len(u.start)]), first=u.start[starts],
+        last=u.group_ends(),
+        median_kernel_us=slice_median(dur if u.rows is None else dur[u.rows], starts),
         busy_us=np.bincount(seg_group, seg_end - seg_start, n),
         gaps=np.bincount(gap_group, minlength=n),
         launch_gap_us=np.bincount(gap_group, np.where(short, gap, 0.0), n),

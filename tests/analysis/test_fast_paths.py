@@ -225,13 +225,63 @@ def test_interval_union_equals_a_walk_over_each_group() -> None:
         if f["start_us"].isna().all():
             continue
         for keys in (["rank", "step"], ["rank"], []):
+            before = f.copy()
             got = _util.interval_union(f, keys)
+            pd.testing.assert_frame_equal(f, before)  # the ends' running maximum is a copy
             assert list(got.columns) == [*keys, "start_us", "end_us", "length_us"]
             assert all(got[k].dtype == f[k].dtype for k in keys)
             rows = [tuple(None if pd.isna(v) else v for v in r)
                     for r in got[[*keys, "start_us", "end_us"]].itertuples(index=False)]
             assert rows == _union_reference(f, keys)
             assert np.allclose(got["length_us"], got["end_us"] - got["start_us"])
+
+
+def test_host_bound_equals_a_walk_over_each_step() -> None:
+    """Busy time, gaps and their medians of each (rank, step), from the merged intervals
+    of :func:`_union_reference`, on tasks out of order, with missing keys, missing bounds
+    and negative durations; the kernels table is left as it was."""
+    from perfkit.analysis import cluster
+    from perfkit.profile import Profile, ProfileMeta
+
+    def key(*values: Any) -> tuple[Any, ...]:
+        return tuple(None if pd.isna(v) else v for v in values)
+
+    rng = np.random.default_rng(13)
+    for _ in range(60):
+        n = int(rng.integers(1, 60))
+        k = pd.DataFrame({"rank": pd.array(rng.choice([0, 1, None], n), dtype="Int64"),
+                          "step": pd.array(rng.choice([1, 2, None], n), dtype="Int64"),
+                          "start_us": np.round(rng.uniform(0, 5000, n)),
+                          "dur_us": np.round(rng.uniform(-5, 900, n))})
+        k.loc[rng.random(n) < 0.1, "dur_us"] = np.nan
+        if rng.random() < 0.3:  # a rank's tasks in order, as a profile writes them
+            k = k.assign(rank=pd.array([0] * n, dtype="Int64"),
+                         step=pd.array([1] * n, dtype="Int64")).sort_values("start_us")
+        prof = Profile(ProfileMeta("test"), {"kernels": k})
+        k = prof.kernels  # as the profile holds it
+        before = k.copy()
+        got = cluster.host_bound(prof)
+        pd.testing.assert_frame_equal(k, before)
+        f = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
+        f = f.dropna(subset=["end_us"])
+        segments: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+        for *group, s, e in _union_reference(f, ["rank", "step"]):
+            segments.setdefault(key(*group), []).append((s, e))
+        groups = f.groupby(["rank", "step"], dropna=False, sort=True)
+        assert len(got) == groups.ngroups
+        for row, (group, tasks) in zip(got.itertuples(), groups, strict=True):
+            assert key(row.rank, row.step) == key(*group)
+            mine = np.array(segments[key(*group)])
+            gaps = mine[1:, 0] - mine[:-1, 1]
+            assert row.kernels == len(tasks)
+            assert row.busy_us == pytest.approx(float((mine[:, 1] - mine[:, 0]).sum()))
+            assert row.span_us == pytest.approx(tasks["end_us"].max() - tasks["start_us"].min())
+            assert row.gaps == len(gaps)
+            assert row.launch_gap_us == pytest.approx(float(gaps[gaps < 1000].sum()))
+            assert row.long_gap_us == pytest.approx(float(gaps[gaps >= 1000].sum()))
+            assert row.median_kernel_us == pytest.approx(float(tasks["dur_us"].median()))
+            want = float(np.median(gaps)) if len(gaps) else np.nan
+            assert row.median_gap_us == pytest.approx(want, nan_ok=True)
 
 
 def test_stable_order_equals_a_stable_sort() -> None:

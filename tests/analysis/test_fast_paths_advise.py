@@ -162,7 +162,8 @@ def test_medians_and_running_maxima_of_contiguous_groups_equal_a_groupby() -> No
                                   want[present], equal_nan=True)
             ends = np.abs(rng.normal(size=m))
             want_max = pd.Series(ends).groupby(np.cumsum(first)).cummax().to_numpy()
-            assert np.array_equal(_order._group_cummax(ends, first), want_max)
+            got = _order._group_cummax(ends, np.flatnonzero(first))
+            assert got is ends and np.array_equal(got, want_max)  # worked out in place
 
 
 @pytest.mark.parametrize("path", [SIMULATED, shared_param(PT_LEVEL1)])
