@@ -30,7 +30,8 @@ from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
            "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
-           "is_missing", "WARNING_MARK", "plural", "counted", "listed", "ratio_text"]
+           "is_missing", "WARNING_MARK", "plural", "counted", "listed", "ratio_text",
+           "world_size_text"]
 
 #: Text of a missing value.
 MISSING = "–"
@@ -265,3 +266,14 @@ def ratio_text(ratio: float) -> str:
         step = 10 ** max(0, math.floor(math.log10(inverse)) - 1)  # two significant digits
         return f"1/{count_text(round(inverse / step) * step)} of"
     return f"{sig(r, 2)}×"
+
+
+def world_size_text(world_size: Any, at_least: bool = False) -> str:
+    """A profile's world size as a fact: ``"4"``, ``"unknown"``, or with ``at_least`` (one
+    rank that counted it from its own communication groups, which need not reach every
+    rank) ``"at least 3 (its communication groups)"``."""
+    if is_missing(world_size) or not world_size:
+        return "unknown"
+    if at_least:
+        return f"at least {count_text(world_size)} (its communication groups)"
+    return count_text(world_size)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from .format import listed, plural
+from .format import listed, plural, world_size_text
 from .io.schema import TABLE_NAMES, TABLES, conform
 
 __all__ = ["ProfileMeta", "Profile", "Cluster", "LINK_COLUMNS", "group_rank_maps",
@@ -43,7 +43,10 @@ class ProfileMeta:
     rank : int or None
         Global rank (None for a cluster).
     world_size : int or None
-        Number of ranks of the job when the source records it.
+        Number of ranks of the job when the source records it. An Ascend export does not:
+        its ranks count it from their own communication groups (``extra["world_size_from"]
+        == "groups"``), so one rank's count is at least the job's, and not always all of it
+        (:meth:`world_size_text`).
     device_type : str or None
         ``"npu"`` or ``"gpu"``.
     profiler_level : str or None
@@ -75,6 +78,12 @@ class ProfileMeta:
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a plain (JSON-able) dict."""
         return dataclasses.asdict(self)
+
+    def world_size_text(self) -> str:
+        """The world size as people read it: ``"4"``, ``"unknown"``, or for one rank that
+        counted it from its own groups ``"at least 3 (its communication groups)"``."""
+        return world_size_text(self.world_size, at_least=self.rank is not None and (
+            self.extra or {}).get("world_size_from") == "groups")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProfileMeta:

@@ -258,7 +258,7 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
              ("framework", meta.framework or "unknown"),
              ("device", meta.device_type or "unknown"),
              ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),
-             ("world size", str(meta.world_size) if meta.world_size else "unknown")]
+             ("world size", meta.world_size_text())]
     lines = [f"Profile ({type(profile).__name__}, perfkit {__version__}):"]
     lines += [f"  {name:<15}{value}" for name, value in facts]
     for note in meta.notes:

@@ -44,7 +44,7 @@ from .chrome import read_chrome_trace
 from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
-           "read_rank_id", "parse", "read_step_trace",
+           "read_rank_id", "parse", "read_step_trace", "WORLD_FROM_GROUPS",
            "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -305,7 +305,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         extra={"profiler_info": info, "metadata_keys": sorted(metadata),
                "env": {str(k): str(v) for k, v in
                        _dict(metadata.get("ENV_VARIABLES")).items()},
-               "table_files": {k: v for k, v in files.items() if k in tables}},
+               "table_files": {k: v for k, v in files.items() if k in tables},
+               **WORLD_FROM_GROUPS},
     )
     if rank is None:
         notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
@@ -355,8 +356,16 @@ def _groups(metadata: dict[str, Any], notes: list[str] | None = None) -> dict[st
 
 
 def _world_size(groups: dict[str, Any]) -> int | None:
+    """The highest global rank of a rank's communication groups, plus one: at least the
+    job's world size, which the export does not record (:data:`WORLD_FROM_GROUPS`)."""
     ranks = {r for g in groups.values() for r in g.get("global_ranks", [])}
     return max(ranks) + 1 if ranks else None
+
+
+#: ``meta.extra`` of a rank whose ``world_size`` is :func:`_world_size`: a rank lists only
+#: its own groups (rank 0 of dp 2 × pp 2 is in dp {0, 1} and pp {0, 2}: 3), so ranks of one
+#: job may disagree on it, and it does not tell runs apart (:mod:`perfkit.io.runs`).
+WORLD_FROM_GROUPS = {"world_size_from": "groups"}
 
 
 def _finish_times(frame: pd.DataFrame, origin: int | None) -> pd.DataFrame:

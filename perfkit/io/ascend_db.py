@@ -139,7 +139,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         source_format="ascend_db", framework=framework, rank=rank,
         world_size=max(ranks) + 1 if ranks else None, device_type="npu",
         profiler_level=level, groups=groups, origin_ns=origin, path=str(path),
-        notes=notes, extra={"profiler_info": info, "table_files": files, "devices": devices})
+        notes=notes, extra={"profiler_info": info, "table_files": files, "devices": devices,
+                            **ascend.WORLD_FROM_GROUPS})
     return meta, tables
 
 

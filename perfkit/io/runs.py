@@ -154,10 +154,16 @@ def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
 
 
 def facts_from_meta(meta: Any) -> SourceFacts:
-    """The facts of a parsed rank (its :class:`~perfkit.profile.ProfileMeta`)."""
+    """The facts of a parsed rank (its :class:`~perfkit.profile.ProfileMeta`).
+
+    A world size worked out from the rank's own communication groups (an Ascend export,
+    ``extra["world_size_from"] == "groups"``) is left out: it is only at least the job's,
+    and the ranks of one dp × pp job disagree on it.
+    """
     extra = meta.extra or {}
+    world = None if extra.get("world_size_from") == "groups" else meta.world_size
     return SourceFacts(_PLATFORM.get(meta.source_format, meta.source_format),
-                       meta.framework, meta.rank, meta.world_size, meta.origin_ns,
+                       meta.framework, meta.rank, world, meta.origin_ns,
                        extra.get("end_ns"), tuple(extra.get("profiler_steps") or ()))
 
 

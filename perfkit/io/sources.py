@@ -199,8 +199,15 @@ def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
         device_type=metas[0].device_type if metas else None,
         profiler_level=levels[0] if len(levels) == 1 else None,
         groups=groups, origin_ns=min(origins) if origins else None, path=str(root),
-        notes=notes, extra={"ranks": [m.rank for m in metas]},
+        notes=notes, extra={"ranks": [m.rank for m in metas], **_world_from(metas)},
     )
+
+
+def _world_from(metas: list[ProfileMeta]) -> dict[str, str]:
+    """``{"world_size_from": "groups"}`` when every rank that gives a world size counted it
+    from its own communication groups (at least the job's: :data:`ascend.WORLD_FROM_GROUPS`)."""
+    froms = {(m.extra or {}).get("world_size_from") for m in metas if m.world_size}
+    return {"world_size_from": "groups"} if froms == {"groups"} else {}
 
 
 def input_bytes(sources: Sequence[RankSource]) -> int:

@@ -103,7 +103,25 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
             "no communication groups recorded: "
             + (f"all {world} ranks counted" if world != 1 else "the one rank counted")
             + " as data parallel (tp = pp = 1 assumed)", "default")
+    _at_least_the_groups(meta, out, world)
     return groups
+
+
+def _at_least_the_groups(meta: Any, out: Readings, world: int) -> None:
+    """Put ``world_size`` = dp × tp × pp × cp where that is more than ``world`` and the
+    profile does not record its world size (it was counted from the loaded ranks' own
+    groups: rank 0 of dp 2 × pp 2 alone lists ranks 0, 1 and 2)."""
+    declared = (meta.world_size and (meta.extra or {}).get("world_size_from") != "groups")
+    if declared or out["world_size"].source != "profile":
+        return
+    sizes = {k: int(out[k].value) for k in ("dp", "tp", "pp", "cp")}
+    product = sizes["dp"] * sizes["tp"] * sizes["pp"] * sizes["cp"]
+    if product > world:
+        parts = " × ".join(f"{k} {v}" for k, v in sizes.items() if k != "cp" or v > 1)
+        whose = "the loaded rank lists" if meta.rank is not None else "the loaded ranks list"
+        out.put("world_size", product,
+                f"{parts} (the sizes of the communication groups; {whose} {world} ranks in "
+                f"{'its' if meta.rank is not None else 'their'} groups)")
 
 
 def _data_parallel_mode(strategy: dict[str, Any]) -> bool:

@@ -164,7 +164,7 @@ def profile_facts(profile: Any) -> pd.DataFrame:
             ("device", meta.device_type or "unknown"),
             ("profiler level", meta.profiler_level or "unknown"),
             ("ranks", ", ".join(map(str, ranks)) if ranks else str(meta.rank)),
-            ("world size", str(meta.world_size) if meta.world_size else "unknown")]
+            ("world size", meta.world_size_text())]
     rows += [("note", str(note)) for note in meta.notes]
     return pd.DataFrame(rows, columns=["fact", "value"])
 
