@@ -195,7 +195,8 @@ def framework_component(profile: Any) -> str | None:
 
 
 def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "megatron",
-                     hardware: Any = None, flag_ratio: float = 2.0) -> pd.DataFrame:
+                     hardware: Any = None, flag_ratio: float = 2.0,
+                     activation_model: Any = None) -> pd.DataFrame:
     """Measured peak memory of each rank against the theoretical static + activation memory.
 
     Parameters
@@ -211,6 +212,10 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     flag_ratio : float
         A theory more than this factor above or below the measured peak is flagged
         (2×: far beyond workspaces and fragmentation, tens of percent in the seeds).
+    activation_model : perfkit.calc.ActivationModel, optional
+        How activations are counted: the job's (:attr:`perfkit.Job.activation_model`,
+        tensor by tensor without the scores when it ran fused attention); default the
+        seed's table.
 
     Returns
     -------
@@ -236,7 +241,7 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     if peaks.empty or comp is None:
         return empty_frame(cols, "no framework allocator samples to compare with the theory")
     static = static_memory(model, parallel, scheme=scheme)
-    act = activation_memory(model, parallel)
+    act = activation_memory(model, parallel, activation_model=activation_model)
     s_bytes = float(static.total_bytes)
     a_bytes = float(act.total_bytes)
     fw = peaks[peaks["component"] == comp].set_index("rank")

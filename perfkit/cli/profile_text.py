@@ -12,6 +12,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import InvalidArgumentError, PerfkitError
 from ..format import counted, listed, plural
+from ..job.activations import ACTIVATIONS, activation_text
 from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
 
 __all__ = ["profile_info_text"]
@@ -143,6 +144,8 @@ def _job_lines(job: Any) -> list[str]:
                      f"[{src('hardware', 'dtype')}]")
     else:
         lines.append(f"  {'hardware':<15}not known (see {PANEL_TITLE}, below)")
+    read = "profile" if ACTIVATIONS in job.observed else "default"
+    lines.append(f"  {'activations':<15}{activation_text(job.activation_model)} [{read}]")
     for problem in job.problems():
         lines += _wrap(f"warning: {problem}", "  ")
     if job.missing():

@@ -14,9 +14,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..calc.activation import ActivationModel
 from ..errors import ParallelConfigError
 from ..format import time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .activations import ACTIVATIONS
 from .build import model_from_values, parallel_from_values
 from .config import read_job_config, user_values
 from .fields import (
@@ -214,6 +216,19 @@ class Job:
         or evaluation step, None where the profile cannot tell
         (:func:`perfkit.job.measured.read_training_step`)."""
         return self.observed.get(TRAINING_STEP, (None, ""))[0]
+
+    @property
+    def activation_model(self) -> ActivationModel:
+        """How the memory theory counts this job's activations, as the profile shows its
+        attention (:func:`perfkit.job.activations.read_activations`): tensor by tensor
+        with a fused (flash) attention kernel, else the seed's table."""
+        return self.observed.get(ACTIVATIONS, (ActivationModel(), ""))[0]
+
+    @property
+    def activation_detail(self) -> str:
+        """What :attr:`activation_model` was read from."""
+        return self.observed.get(ACTIVATIONS, (None, "the profile shows no attention "
+                                                     "kernel: the seed's table"))[1]
 
     def describe(self) -> str:
         """One line: model, layout, batch, device, dtype and step time."""

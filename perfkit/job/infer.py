@@ -14,6 +14,7 @@ from typing import Any
 from ..analysis import layout as L
 from ..analysis.shapes import read_model
 from ..errors import InvalidArgumentError
+from .activations import ACTIVATIONS, read_activations
 from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_hardware
 from .fields import JOB_FIELDS, FieldValue, Readings
@@ -108,6 +109,7 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
         if width:
             out[name] = FieldValue(int(width) * (tp or 1), "profile",
                                    "the attention inputs' width × tp")
+    out[ACTIVATIONS] = read_activations(profile, reading, out["mlp"].value)
     moe = reading.get("moe")
     put("num_experts", 1 if moe is False else None,
         reading.details.get("moe", "") + (": dense model" if moe is False else

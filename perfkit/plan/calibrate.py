@@ -541,24 +541,9 @@ def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
     return rates.replace(link_efficiency=eff, **changes), set(eff)
 
 
-def _infer_behaviour(eff: pd.DataFrame, job: CalibratedJob, am: ActivationModel | None,
-                     rates: Rates, notes: list[str]) -> tuple[ActivationModel, Rates]:
-    names = eff["name"].astype("string").str.lower().fillna("") + " " \
-        + eff["key"].astype("string").str.lower().fillna("")
-    kinds = eff["kind"].astype("string").fillna("")
-    if am is None:
-        flash = bool(names.str.contains("flash").any())
-        dropout = bool(names.str.contains("dropout").any())
-        norms = eff[kinds == "norm"]
-        fp32 = bool(norms["input_dtypes"].astype("string").str.upper()
-                    .str.contains("FLOAT|FP32", regex=True, na=False).any())
-        selective = ("mlp_activation",) if flash and job.model.mlp == "gated" \
-            else ("attention_core",)
-        am = ActivationModel("tensors", flash_attention=flash, dropout=dropout,
-                             norm_bytes=4.0 if fp32 else 2.0, selective=selective) \
-            if flash else ActivationModel()
-        notes.append(f"read from the kernels: flash attention {flash}, dropout {dropout}, "
-                     f"fp32 norm inputs {fp32}")
+def _infer_recompute(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
+                     notes: list[str]) -> Rates:
+    """The recompute style a fully recomputed run shows in its MLP projection calls."""
     full = sum(job.parallel.full_recompute_layers_per_stage(job.model))
     share = full / job.model.num_layers
     if share >= 0.25:
@@ -586,7 +571,7 @@ def _infer_behaviour(eff: pd.DataFrame, job: CalibratedJob, am: ActivationModel 
             what = "the whole forward" if style == "all" else "only what the backward needs"
             notes.append(f"full recompute reruns {what} (MLP output/input projection calls "
                          f"{ratio:.2f})")
-    return am, rates
+    return rates
 
 
 def _kernels_per_rank_step(source: Any) -> float:
@@ -628,16 +613,17 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         notes.append(f"the profile's matrix dtype {inferred.dtype} has no peak on "
                      f"{job_hw.name}: its {job_hw.default_dtype} peak is used")
     job = CalibratedJob(job_model, job_parallel, job_hw, job_parallel.global_batch_size,
-                        job_model.seq_length, am or ActivationModel(), scheme, dtype,
+                        job_model.seq_length, am or inferred.activation_model, scheme, dtype,
                         **job_kw)
+    if am is None:
+        notes.append(f"activations as the profile keeps them: {inferred.activation_detail}")
     if eff is None or (hardware is not None and inferred.hardware != job_hw):
         from ..analysis import operator_efficiency
         eff = operator_efficiency(source, job_hw)
     terms: list[tuple[str, float, str]] = []
     kinds_measured: set[str] = set()
     if eff is not None and len(eff):
-        am_fit, rates = _infer_behaviour(eff, job, am, rates, notes)
-        job = CalibratedJob(**{**job.__dict__, "activation_model": am_fit})
+        rates = _infer_recompute(eff, job, rates, notes)
         rates = _fit_operators(eff, job, rates, terms, notes)
         kinds_measured.add("compute")
     rates, groups = _fit_links(source, job, rates, terms)
@@ -685,8 +671,9 @@ def calibrate(source: Any, model: ModelSpec | None = None,
     model, parallel, hardware
         What ran. Required with a steps table or a step time.
     activation_model : ActivationModel, optional
-        Fused attention, dropout, norm storage, selective kind (read from a profile's
-        kernels when not given; ``ActivationModel()`` otherwise).
+        Fused attention, dropout, norm storage, selective kind (the profile's, as the job
+        reads it, when not given: :attr:`perfkit.Job.activation_model`;
+        ``ActivationModel()`` otherwise).
     rates : Rates, optional
         Starting rates and framework behaviour (recompute style, gradient-reduction
         buckets and bytes); default ``Rates()``.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..calc import (
+    ActivationModel,
     activation_memory,
     bubble_fraction,
     estimate_step,
@@ -71,7 +72,8 @@ def _row(key: str, metric: str, value: float, unit: str, text: str,
 def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     parallel: ParallelConfig, step_time_s: float,
                     dtype: str | None = None, *, job: Job | None = None,
-                    measured_peak_bytes: float | None = None) -> pd.DataFrame:
+                    measured_peak_bytes: float | None = None,
+                    activation_model: ActivationModel | None = None) -> pd.DataFrame:
     """Throughput, utilisation, memory and pipeline figures of one training configuration.
 
     Parameters
@@ -91,6 +93,10 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         profile, and its measured peak memory is compared with the theory.
     measured_peak_bytes : float, optional
         The measured peak memory (default: ``job.peak_memory_bytes``).
+    activation_model : perfkit.calc.ActivationModel, optional
+        How activations are counted (default: the job's, :attr:`perfkit.Job.
+        activation_model`, which reads the attention kernel the profile ran; without a job
+        the seed's table).
 
     Returns
     -------
@@ -120,7 +126,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     (non-causal) attention score matrix and the model's exact GEMMs; HFU adds recompute
     FLOPs with strict selective recompute (only the attention core re-runs); static memory
     uses the MindSpore scheme (``10N/t + 2N``); activation memory is the peak pipeline
-    stage (Korthikanti et al. 2022, Table 2); the bubble is relative to the ideal compute
+    stage (Korthikanti et al. 2022, Table 2, or tensor by tensor without the attention
+    scores when the job ran a fused attention kernel); the bubble is relative to the ideal compute
     time; the predicted step comes from :func:`~perfkit.calc.step.estimate_step` with its
     default assumptions.
     """
@@ -146,11 +153,14 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     full_recompute_layers=parallel.full_recompute_layers_per_stage(model),
                     dtype=dtype)
     static = static_memory(model, parallel, scheme="mindspore")
-    act = activation_memory(model, parallel)
+    if activation_model is None and job is not None:
+        activation_model = job.activation_model
+    act = activation_memory(model, parallel, activation_model=activation_model)
     bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
     estimate = estimate_step(model, parallel, hardware, efficiency=ESTIMATE_EFFICIENCY,
                              comm_efficiency=ESTIMATE_COMM_EFFICIENCY, dtype=dtype,
-                             static_scheme="mindspore", selective_mode="strict", causal=False)
+                             static_scheme="mindspore", selective_mode="strict", causal=False,
+                             activation_model=activation_model)
 
     static_gib = static.total_bytes / GIB
     act_gib = act.total_bytes / GIB
@@ -283,7 +293,8 @@ def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
 
 
 def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | None = None,
-                     parallel: ParallelConfig | None = None) -> pd.DataFrame:
+                     parallel: ParallelConfig | None = None,
+                     activation_model: ActivationModel | None = None) -> pd.DataFrame:
     """Memory of the most loaded device by component, for :func:`perfkit.charts.memory_chart`.
 
     Parameters
@@ -293,6 +304,8 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
         its own); a job without a model or hardware raises, naming what is missing.
     hardware : Hardware or str
     parallel : ParallelConfig
+    activation_model : perfkit.calc.ActivationModel, optional
+        How activations are counted (default: a job's own, else the seed's table).
 
     Returns
     -------
@@ -310,6 +323,8 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
         model = job.model
         hardware = job.hardware if hardware is None else hardware
         parallel = job.parallel if parallel is None else parallel
+        activation_model = job.activation_model if activation_model is None \
+            else activation_model
     model = resolve_model(model)
     hardware = resolve_hardware(hardware)
     if not isinstance(parallel, ParallelConfig):
@@ -317,7 +332,7 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
                                    type(parallel).__name__)
     parallel.validate(model)
     static = static_memory(model, parallel, scheme="mindspore")
-    act = activation_memory(model, parallel)
+    act = activation_memory(model, parallel, activation_model=activation_model)
     parts = {"weights": static.weights_bytes, "gradients": static.gradients_bytes,
              "optimizer state": static.optimizer_bytes, "activations": act.total_bytes}
     frame = pd.DataFrame({"component": list(parts), "bytes": [float(v) for v in parts.values()]})

@@ -16,7 +16,16 @@ import pandas as pd
 
 from ...format import counted
 from .operators import _Attn, _Gemm, _mode, _Shapes
-from .records import _GEMM, _LAYERNORM, _LOSS, _RMSNORM, _ROTARY, DTYPE_NAMES
+from .records import (
+    _GEMM,
+    _LAYERNORM,
+    _LOSS,
+    _RMSNORM,
+    _ROTARY,
+    ATTENTION_PATTERNS,
+    DTYPE_NAMES,
+    FUSED_ATTENTION,
+)
 
 __all__ = ["ShapeReading"]
 
@@ -341,3 +350,32 @@ def _read_bias(out: ShapeReading, act: list[_Gemm], where: str) -> None:
     kind = "all" if qkv_b and rest_b else "qkv" if qkv_b else "none"
     out.put("bias", kind, f"{where}: QKV projections {'with' if qkv_b else 'without'} a bias "
                           f"input, other projections {'with' if rest_b else 'without'}")
+
+
+def _read_activations(out: ShapeReading, recs: pd.DataFrame, label: pd.Series,
+                      att: list[_Attn], where: str) -> None:
+    """Put ``flash_attention`` (the attention scores are not kept) and ``norm_fp32`` (the
+    norms take fp32 inputs): how the activation memory of a layer is counted."""
+    fwd = label[label.str.contains(ATTENTION_PATTERNS["fwd"]).to_numpy(bool)]
+    fused = sorted({str(n) for n in fwd.unique() if FUSED_ATTENTION.search(str(n))})
+    if fused:
+        out.put("flash_attention", True, f"{where}: {', '.join(fused[:2])}: fused attention, "
+                                         "the s × s scores are not kept")
+    elif any(not a.backward for a in att):
+        what = next(a.what for a in att if not a.backward)
+        out.put("flash_attention", False, f"{where}: {what}: the attention scores are "
+                                          "computed apart and kept")
+    else:
+        out.put("flash_attention", None, "no forward attention kernel with shapes")
+    norms = recs[(label.str.contains(_LAYERNORM) | label.str.contains(_RMSNORM)).to_numpy(bool)
+                 & ~recs["backward"].to_numpy(bool)]
+    types = [DTYPE_NAMES.get(str(t).split(";")[0].strip().lower())
+             for t in norms["input_dtypes"].dropna()]
+    types = [t for t in types if t]
+    if not types:
+        out.put("norm_fp32", None, "no forward normalisation kernel with a data type")
+        return
+    kind = Counter(types).most_common(1)[0][0]
+    cast = kind == "fp32" and out.get("dtype") not in (None, "fp32")
+    out.put("norm_fp32", kind == "fp32", f"{where}: the norms take {kind} inputs"
+            + (f" (cast up from the {out.get('dtype')} activations)" if cast else ""))

@@ -14,6 +14,7 @@ import pandas as pd
 from .counts import _read_counts
 from .fields import (
     ShapeReading,
+    _read_activations,
     _read_batch,
     _read_bias,
     _read_dtype,
@@ -85,7 +86,7 @@ _SHAPE = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads"
 _FILLABLE = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
              "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size", "mlp", "num_layers",
              "layers_per_stage", "num_micro_batches", "recompute", "recompute_layers", "norm",
-             "position_embedding", "bias")
+             "position_embedding", "bias", "flash_attention", "norm_fp32")
 #: Fields both readings must agree on before one fills the other.
 _AGREE = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
           "head_dim", "ffn_hidden_size")
@@ -148,10 +149,11 @@ def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
     _read_mlp(out, recs, label, att, act, where)
     _read_norm_position(out, recs, label, emb, where)
     _read_bias(out, act, where)
+    _read_activations(out, recs, label, att, where)
     return out
 
 
 _FIELDS = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
            "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size", "mlp", "num_layers",
            "layers_per_stage", "num_micro_batches", "recompute", "recompute_layers", "norm",
-           "position_embedding", "bias", "dtype", "moe")
+           "position_embedding", "bias", "dtype", "moe", "flash_attention", "norm_fp32")

@@ -16,7 +16,8 @@ import pandas as pd
 from .._frames import collect, table_columns
 from .._util import table
 
-__all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS"]
+__all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS",
+           "FUSED_ATTENTION"]
 
 #: Input data types as the profilers write them -> the calculators' dtype names.
 DTYPE_NAMES = {
@@ -34,7 +35,7 @@ ATTENTION_PATTERNS = {
     "fwd": r"(?i)^(?:FlashAttentionScore|PromptFlashAttention\w*|FusedInferAttentionScore\w*"
            r"|aten::scaled_dot_product_attention|npu::npu_fusion_attention"
            # what a GPU kernel's launching operator is called (q, k, v as b, heads, s, d)
-           r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention"
+           r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention(?:_for_cpu)?"
            r"|aten::_cudnn_attention_forward"
            # the kernels' own launchers, q, k, v as (b, s, heads, d): _BSND
            r"|aten::_(?:flash|efficient)_attention_forward)$",
@@ -42,6 +43,10 @@ ATTENTION_PATTERNS = {
            r"|aten::_scaled_dot_product_\w+_backward|aten::_(?:flash|efficient|cudnn)"
            r"_attention_backward)$",
 }
+#: Attention operators computed fused (flash attention and its kin): the ``s × s`` scores
+#: are never written to memory, so they are not kept for the backward pass either.
+FUSED_ATTENTION = re.compile(r"(?i)flash|efficient_attention|cudnn_attention|fusion_attention"
+                             r"|FusedInferAttention")
 #: Attention operators whose q, k, v are (batch, sequence, heads, head size), where the
 #: others of :data:`ATTENTION_PATTERNS` take (batch, heads, sequence, head size): PyTorch's
 #: ``_flash_attention_forward`` / ``_efficient_attention_forward`` (and their backward),

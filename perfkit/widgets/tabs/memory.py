@@ -13,6 +13,7 @@ from ... import charts as C
 from ...errors import PerfkitError
 from ...format import bytes_text
 from ...guards import check_memory
+from ...job.activations import activation_text
 from ..markup import STYLE, describe_error, error, frame_html, note
 from ..memory_view import (
     FAMILIES,
@@ -154,7 +155,7 @@ class MemoryTab(JobTab):
             return [no_job_note(job, "memory theory", ("model", "hardware"),
                                 self.ctx.open_tab is not None)]
         try:
-            memory = memory_breakdown(job.model, job.hardware, job.parallel)
+            memory = memory_breakdown(job)
         except PerfkitError as exc:
             return [html_widget(error(describe_error(exc, "the memory theory")))]
         theory = float(memory["bytes"].sum())
@@ -166,7 +167,8 @@ class MemoryTab(JobTab):
                     f"allocated; {html.escape(job.detail('peak_memory_bytes'))}) · "
                     f"<b>theory</b> {bytes_text(theory)} (static "
                     f"{bytes_text(memory['bytes'].iloc[:3].sum())} + activations "
-                    f"{bytes_text(memory['bytes'].iloc[3])}) · theory / measured "
+                    f"{bytes_text(memory['bytes'].iloc[3])}, "
+                    f"{html.escape(activation_text(job.activation_model))}) · theory / measured "
                     f"{ratio:,.2f}×" + (" ⚠" if not guard.ok else ""))
         else:
             line = (f"<b>Theory</b> {bytes_text(theory)}; no measured peak to compare with ("

@@ -70,7 +70,8 @@ class RecomputeTab(JobTab):
                                    self.ctx.open_tab is not None))
             return out
         try:
-            tradeoff = recompute_tradeoff(job.model, job.parallel, job.hardware)
+            tradeoff = recompute_tradeoff(job.model, job.parallel, job.hardware,
+                                          activation_model=job.activation_model)
         except PerfkitError as exc:
             out.append(html_widget(error(describe_error(exc, "the recompute trade-off"))))
             return out
