@@ -36,3 +36,45 @@ def test_info_gives_the_throughput_of_a_job_without_hardware() -> None:
     # 8 sequences x 64 tokens over 2 devices in the measured step
     assert tps == pytest.approx(8 * 64 / (step_s * 2), rel=5e-3)
     assert "other figures: not computed" in text and "CPU-only run" in text
+
+
+def _stall_steps() -> tuple[float, float]:
+    """data-stall's step_trace_time.csv, read with csv: the step shown (median over steps
+    of the slowest rank's Computing + Communication(Not Overlapped) + Free) and the mean
+    over steps of the slowest rank's step with its Preparing, in ms."""
+    import csv
+    import statistics
+
+    folder = bundled_profile("data-stall")
+    steps: dict[int, list[tuple[float, float]]] = {}
+    for f in folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"):
+        with open(f, newline="") as fh:
+            for row in csv.DictReader(fh):
+                step = sum(float(row[c]) for c in ("Computing",
+                                                   "Communication(Not Overlapped)", "Free"))
+                steps.setdefault(int(row["Step"]), []).append(
+                    (step, step + float(row["Preparing"])))
+    shown = statistics.median(max(s for s, _ in rows) for rows in steps.values())
+    basis = statistics.mean(max(w for _, w in rows) for rows in steps.values())
+    return shown / 1e3, basis / 1e3
+
+
+def test_a_share_of_another_step_than_the_one_shown_names_its_basis() -> None:
+    """The data-loading wait lies before each step: the advisor's shares are of the step
+    with that wait (293 ms), not of the 213 ms step shown, and say so."""
+    shown, basis = _stall_steps()
+    assert basis > 1.2 * shown
+    text = profile_info_text(str(bundled_profile("data-stall")), n_findings=3)
+    text = re.sub(r"\n +", " ", text)  # lines wrapped for the terminal, joined
+    assert f"measured step time: {shown:.0f} ms" in text
+    stakes = re.findall(r"at stake: ([\d.]+) ms per step \(([\d.]+) % of ([^;]*)\);", text)
+    assert stakes
+    for ms, pct, of in stakes:
+        assert of == f"{basis:.0f} ms"
+        assert float(pct) == pytest.approx(100 * float(ms) / basis, abs=0.15)
+    assert f"(shares of {basis:.0f} ms: the mean over steps of the slowest rank's step " \
+           "with the preparing before it" in text
+    # where the two agree (preparing of a fraction of a millisecond) the share is "of the
+    # step", as the headline shows it
+    other = profile_info_text(str(bundled_profile("slow-rank")), n_findings=3)
+    assert "% of the step)" in other and "with the preparing before it" not in other

@@ -14,8 +14,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..format import share_text, time_text
+
 __all__ = ["Finding", "severity_of", "measured", "unmeasured", "NOTEBOOKS",
-           "SEVERITY_THRESHOLDS", "SEVERITY_ORDER"]
+           "SEVERITY_THRESHOLDS", "SEVERITY_ORDER", "share_of_step", "step_basis_note",
+           "STEP_BASIS_TOLERANCE"]
 
 #: Notebook to open for each area (the guided notebooks of DESIGN.md).
 NOTEBOOKS = {
@@ -73,6 +76,10 @@ class Finding:
         Whether ``ms_per_step`` comes from the measurement.
     details : str
         Rule id and the statistics behind the finding (for experts and bug reports).
+    step_ms : float
+        The step ``score`` is a share of, in ms: the advisor's measured step, the mean
+        over steps of the slowest rank's step and the preparing before it (NaN when not
+        measured). A view whose own step time differs says so (:func:`share_of_step`).
     """
 
     severity: str
@@ -86,6 +93,7 @@ class Finding:
     ms_per_step: float = float("nan")
     measured: bool = True
     details: str = ""
+    step_ms: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict."""
@@ -111,7 +119,50 @@ def measured(ctx: _MeasuredStep, rule: str, area: str, us_per_step: float, title
                    recommendation=recommendation,
                    notebook=NOTEBOOKS.get(area, NOTEBOOKS["metrics"]), score=share,
                    rule=rule, ms_per_step=us / 1e3, measured=True,
-                   details=f"rule {rule}" + (f"; {details}" if details else ""))
+                   details=f"rule {rule}" + (f"; {details}" if details else ""),
+                   step_ms=step / 1e3 if np.isfinite(step) and step > 0 else float("nan"))
+
+
+#: A view's step time and a finding's basis (:attr:`Finding.step_ms`) further apart than
+#: this share: the finding's share names its basis.
+STEP_BASIS_TOLERANCE = 0.05
+
+
+def _other_basis(f: Finding, shown_step_ms: float | None) -> bool:
+    """Whether ``f``'s share is of another step than ``shown_step_ms`` (see
+    :data:`STEP_BASIS_TOLERANCE`)."""
+    basis = f.step_ms
+    return shown_step_ms is not None and bool(np.isfinite(basis)) and shown_step_ms > 0 \
+        and abs(basis - shown_step_ms) > STEP_BASIS_TOLERANCE * shown_step_ms
+
+
+def share_of_step(f: Finding, shown_step_ms: float | None = None) -> str:
+    """A measured finding's share as a view writes it beside its own step time.
+
+    ``"27.4 % of the step"`` where the view shows no step time or one within
+    :data:`STEP_BASIS_TOLERANCE` of the finding's basis (:attr:`Finding.step_ms`); else
+    ``"27.4 % of 294 ms"``, so that it does not read as a share of the step shown
+    (:func:`step_basis_note` says once what that basis is).
+    """
+    if _other_basis(f, shown_step_ms):
+        return f"{share_text(f.score)} of {time_text(f.step_ms * 1e3)}"
+    return f"{share_text(f.score)} of the step"
+
+
+def step_basis_note(findings: list[Finding], shown_step_ms: float | None) -> str | None:
+    """Why the findings' shares are of another step than the one a view shows, or None.
+
+    The advisor's step is the mean over steps of the slowest rank's step with the
+    preparing before it (a data-loading wait lies there); a view's step time is the
+    median without it (:func:`perfkit.analysis.measured_step_s`).
+    """
+    other = next((f for f in findings if f.measured and _other_basis(f, shown_step_ms)),
+                 None)
+    if other is None or shown_step_ms is None:
+        return None
+    return (f"shares of {time_text(other.step_ms * 1e3)}: the mean over steps of the "
+            "slowest rank's step with the preparing before it, which the step time "
+            f"shown ({time_text(shown_step_ms * 1e3)}) leaves out")
 
 
 def unmeasured(rule: str, area: str, title: str, evidence: str, recommendation: str,

@@ -187,6 +187,7 @@ def _unknown_lines(job: Any) -> list[str]:
 
 def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]:
     from ..advisor import advise
+    from ..advisor.finding import share_of_step, step_basis_note
 
     findings = advise(profile) if job is None else advise(
         profile, model=job.model, parallel=job.parallel, hardware=job.hardware)
@@ -195,9 +196,13 @@ def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]
     shown = findings[:n_findings]
     lines = [f"Top findings ({len(shown)} of {len(findings)}, best first; "
              "perfkit.advise(profile)):"]
+    step_ms = job.step_time_s * 1e3 if job is not None and job.step_time_s else None
+    basis = step_basis_note(shown, step_ms)
+    if basis:
+        lines += _wrap(f"({basis})", "  ")
     for i, f in enumerate(shown, 1):
         lines += _wrap(f"{i}. [{f.severity}] {f.title}", "  ")
-        stake = (f"{_ms3(f.ms_per_step)} per step ({_pct(f.score)} of the step)"
+        stake = (f"{_ms3(f.ms_per_step)} per step ({share_of_step(f, step_ms)})"
                  if f.measured else "not measurable from the profile")
         lines.append(f"     at stake: {stake}; area {f.area}; notebook {f.notebook}")
         lines += _wrap(f"evidence: {f.evidence}", "     ")

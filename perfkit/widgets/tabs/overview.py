@@ -10,6 +10,7 @@ file gives it, the step split; the findings, throughput and MFU wait for the res
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 import ipywidgets as W
@@ -17,7 +18,8 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
-from ...format import share_text, time_text
+from ...advisor.finding import share_of_step, step_basis_note
+from ...format import time_text
 from ...tables import over_ranks
 from ..headline import (
     SPLIT_PARTS,
@@ -61,6 +63,7 @@ class OverviewTab(JobTab):
         self._steps: pd.DataFrame | None = None
         self._findings_box = W.VBox()
         self._streaming = False
+        self._step_ms: float | None = None  # the step time the headline shows
         super().__init__(ctx)
         self.keep.add(id(self.rank))
         self.rank.observe(lambda _c: self._draw_steps(), names="value")
@@ -71,6 +74,8 @@ class OverviewTab(JobTab):
 
     def build(self, profile: Any) -> list[W.Widget]:
         steps = A.step_breakdown(profile)
+        step_s = A.measured_step_s(steps) if not steps.empty else math.nan
+        self._step_ms = step_s * 1e3 if math.isfinite(step_s) else None
         known = self.ctx.known_findings(profile)
         head = headline(profile, steps, self.current, known)
         # the findings come in finish(), once the rest is on show
@@ -180,8 +185,12 @@ class OverviewTab(JobTab):
             return [html_widget("<div class='pk-h'>Top findings</div>"
                                 + note("No finding: the advisor saw nothing abnormal."))]
         rows: list[W.Widget] = [heading("Top findings (time at stake per step)")]
+        basis = step_basis_note(findings, self._step_ms)
+        if basis:
+            rows.append(html_widget(note(basis[0].upper() + basis[1:] + ".")))
         for i, f in enumerate(findings, 1):
-            stake = (f"{time_text(f.ms_per_step * 1e3)} per step ({share_text(f.score)})"
+            stake = (f"{time_text(f.ms_per_step * 1e3)} per step "
+                     f"({share_of_step(f, self._step_ms)})"
                      if f.measured else "cost not measurable from the profile")
             tab = finding_tab(f.area, self.ctx.tabs)
             text = html_widget(f"<div class='pk-finding'>{i}. <b>{html.escape(stake)}</b> — "
