@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["stable_order", "group_median", "slice_median"]
+__all__ = ["stable_order", "group_median", "slice_median", "group_code16", "order_by_group"]
 
 
 def _group_cummax(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -128,10 +128,10 @@ def _grouped_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | Non
     """:func:`_numeric_order` in one pass, where the rows are in order within their groups.
 
     The leading integer keys (rank, stream, step) span few values: coded together into
-    one small integer (missing last), they are put in order by one stable radix sort.
-    When the other keys (start times) are then already non-decreasing within each group,
-    as a trace written in time order has them, that is the stable order of all the keys;
-    otherwise None (the caller sorts key by key).
+    one small integer (missing last, :func:`group_code16`), they are put in order by one
+    stable radix sort. When the other keys (start times) are then already non-decreasing
+    within each group, as a trace written in time order has them, that is the stable order
+    of all the keys; otherwise None (the caller sorts key by key).
     """
     keys = list(keys)
     lead = 0
@@ -139,26 +139,9 @@ def _grouped_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | Non
         lead += 1
     if lead == 0:
         return None
-    # the group code in 16 bits: (value - low) wraps correctly once both are cast, since
-    # the whole code space is under 2**16
-    code = np.zeros(len(frame), dtype=np.uint16)
-    span = 1
-    for k in keys[:lead]:
-        col = frame[k]
-        missing = col.isna().to_numpy(bool)
-        any_missing = bool(missing.any())
-        values = col.to_numpy(np.int64, na_value=0)
-        present = values[~missing] if any_missing else values
-        low, high = (int(present.min()), int(present.max())) if present.size else (0, 0)
-        size = high - low + 2  # the last slot is the missing value
-        span *= size
-        if span >= 2**16:
-            return None
-        part = values.astype(np.uint16) - np.uint16(low & 0xFFFF)
-        if any_missing:
-            part[missing] = size - 1
-        code *= np.uint16(size)
-        code += part
+    code = group_code16(frame, keys[:lead])
+    if code is None:
+        return None
     order = np.argsort(code, kind="stable")  # a radix sort of 16-bit keys
     rest = keys[lead:]
     if not rest:
@@ -176,6 +159,68 @@ def _grouped_order(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | Non
                 return None
             tied &= part[1:] == part[:-1]
     return order
+
+
+def group_code16(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
+    """The integer ``keys`` of each row as one 16-bit code that sorts as the keys do (each
+    key's missing value after its numbers), or None when their values span 2**16 codes
+    or more."""
+    # (value - low) wraps correctly once both are cast, the whole code space being under
+    # 2**16
+    code = np.zeros(len(frame), dtype=np.uint16)
+    span = 1
+    for k in keys:
+        col = frame[k]
+        missing = col.isna().to_numpy(bool)
+        any_missing = bool(missing.any())
+        values = col.to_numpy(np.int64, na_value=0)
+        present = values[~missing] if any_missing else values
+        low, high = (int(present.min()), int(present.max())) if present.size else (0, 0)
+        size = high - low + 2  # the last slot is the missing value
+        span *= size
+        if span >= 2**16:
+            return None
+        if high == low and not any_missing:
+            continue  # one value throughout (a rank's own tasks): nothing to code
+        part = values.astype(np.uint16) - np.uint16(low & 0xFFFF)
+        if any_missing:
+            part[missing] = size - 1
+        code *= np.uint16(size)
+        code += part
+    return code
+
+
+def order_by_group(code: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """Positions that sort rows by ``code``, then ``values`` (NaN last), stably; None when
+    the rows are in that order already.
+
+    One stable radix sort of a 16-bit ``code`` where the values are then in order within
+    each group (tasks of interleaved streams, each written in time order); else numpy's
+    stable ``lexsort``, which puts NaN last as pandas does.
+    """
+    n = len(code)
+    if n < 2:
+        return None
+    missing = np.isnan(values)
+    if bool((code[1:] >= code[:-1]).all()):
+        tied = code[1:] == code[:-1]
+        if not _tied_out_of_order(tied, missing, values):
+            return None
+    order = np.argsort(code, kind="stable")
+    grouped = code[order]
+    tied = grouped[1:] == grouped[:-1]
+    if not _tied_out_of_order(tied, missing[order], values[order]):
+        return order
+    return np.lexsort((values, code))
+
+
+def _tied_out_of_order(tied: np.ndarray, missing: np.ndarray, values: np.ndarray) -> bool:
+    """Whether a row tied with the row before (``tied``) has a smaller value than it
+    (a missing value after every number)."""
+    if (tied & missing[:-1] & ~missing[1:]).any():
+        return True
+    both = tied & ~missing[:-1] & ~missing[1:]
+    return bool((both & (values[1:] < values[:-1])).any())
 
 
 def _in_order(frame: pd.DataFrame, keys: Sequence[str]) -> bool:

@@ -21,12 +21,12 @@ import pyarrow.compute as pc
 
 from .. import _text_codes
 from ._frames import distinct, is_lazy_frame
-from ._order import _group_cummax, group_median, stable_order
+from ._order import _group_cummax, group_code16, group_median, order_by_group, stable_order
 
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
-           "scope_stream_order", "categorical_of", "nan_as_zero",
+           "scope_stream_order", "scope_lanes", "Lanes", "categorical_of", "nan_as_zero",
            "take_rows", "with_columns", "typed", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
            "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
            "union_parts", "stable_order", "group_median"]
@@ -731,23 +731,87 @@ def categorical_of(codes: np.ndarray, uniq: pd.Series) -> pd.Categorical:
         pd.Index(uniq[~missing].array, dtype=uniq.dtype)))
 
 
-def scope_stream_order(kernels: pd.DataFrame, include_communication: bool = False
-                       ) -> np.ndarray | None:
-    """Positions that put :func:`tasks_in_scope`'s rows in (rank, stream, start) order.
+@dataclasses.dataclass(frozen=True)
+class Lanes:
+    """The tasks in scope in (rank, stream, start) order, and where each lane begins.
 
-    Stable (ties keep table order, a missing stream last); None when the rows are already
-    in that order. Worked out once per :func:`shared_results` block for every analysis
-    of task sequences (tiny kernels, unfused patterns, element-wise chains).
+    :func:`scope_lanes` gives it, once per :func:`shared_results` block, for every analysis
+    of task sequences (tiny kernels, unfused patterns, element-wise chains): they read the
+    columns they need in this order (:meth:`take`) instead of a frame of them.
+
+    Attributes
+    ----------
+    positions : ndarray or None
+        The scope's rows in that order (stable: ties keep table order; a missing rank,
+        stream or start last); None when the rows are in that order already.
+    starts : ndarray
+        Where each (rank, stream) lane begins, in that order (the first is 0). Tasks of
+        one rank without a stream make one lane, as ``groupby(dropna=False)`` has it.
+    unknown : ndarray or None
+        The rows (in that order) without a rank or a stream; None when every row has both.
     """
-    def order() -> np.ndarray | None:
+
+    positions: np.ndarray | None
+    starts: np.ndarray
+    unknown: np.ndarray | None
+
+    def take(self, values: Any) -> Any:
+        """``values`` (one per scope row, in table order) in lane order."""
+        return values if self.positions is None else values[self.positions]
+
+    def lane_start(self, n: int) -> np.ndarray:
+        """Whether each of the ``n`` rows begins a lane."""
+        out = np.zeros(n, dtype=bool)
+        out[self.starts] = True
+        return out
+
+    def continues(self, n: int) -> np.ndarray:
+        """Whether each row is on the lane of the row before, both with a known rank and
+        stream (a task without a stream never continues another)."""
+        out = ~self.lane_start(n)
+        if self.unknown is not None:  # the row before is then unknown too, or another lane
+            out &= ~self.unknown
+        return out
+
+
+def scope_lanes(kernels: pd.DataFrame, include_communication: bool = False) -> Lanes:
+    """:class:`Lanes` of :func:`tasks_in_scope`'s rows, once per :func:`shared_results`
+    block.
+
+    The rank and stream of each task are one 16-bit code where they span few values
+    (:func:`~perfkit.analysis._order.group_code16`), sorted with the start times by one
+    stable radix sort (:func:`~perfkit.analysis._order.order_by_group`): the order of
+    ``sort_values(["rank", "stream", "start_us"], kind="mergesort")``.
+    """
+    def lanes() -> Lanes:
         k = tasks_in_scope(kernels, include_communication, ("rank", "stream", "start_us"),
                            pmu=False)
-        keys = pd.DataFrame({"rank": k["rank"] if "rank" in k.columns else 0,
-                             "stream": k["stream"] if "stream" in k.columns else pd.NA,
-                             "start_us": k["start_us"]}, index=k.index)
-        return stable_order(keys, ["rank", "stream", "start_us"])
+        keys = [c for c in ("rank", "stream") if c in k.columns]
+        code = group_code16(k, keys) if keys else np.zeros(len(k), dtype=np.uint16)
+        if code is None:  # too many ranks and streams for 16 bits
+            code = group_codes(k, keys)[0]
+        start = k["start_us"].to_numpy(np.float64, na_value=np.nan)
+        order = order_by_group(code, start)
+        grouped = code if order is None else code[order]
+        starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(grouped) \
+            else np.zeros(0, dtype=np.int64)
+        unknown = np.ones(len(k), dtype=bool) if "stream" not in k.columns else None
+        for c in keys:
+            missing = k[c].isna().to_numpy(bool)
+            if missing.any():
+                unknown = missing if unknown is None else unknown | missing
+        if unknown is not None and order is not None:
+            unknown = unknown[order]
+        return Lanes(order, starts, unknown)
 
-    return shared("scope_stream_order", (kernels,), (include_communication,), order)
+    return shared("scope_lanes", (kernels,), (include_communication,), lanes)
+
+
+def scope_stream_order(kernels: pd.DataFrame, include_communication: bool = False
+                       ) -> np.ndarray | None:
+    """Positions that put :func:`tasks_in_scope`'s rows in (rank, stream, start) order
+    (:attr:`Lanes.positions` of :func:`scope_lanes`); None when they are in it already."""
+    return scope_lanes(kernels, include_communication).positions
 
 
 def scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray | None:

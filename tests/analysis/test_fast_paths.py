@@ -126,10 +126,14 @@ def test_chain_names_equal_the_joined_labels(profiles: Any, name: str) -> None:
     prof = profiles[name]
     chains = eff.elementwise_chains(prof)
     assert len(chains)
-    rows = eff_chains._ordered(prof, ("kind", "dur_us", "bytes", "label"))
+    rows, new_lane = eff_chains._ordered(prof, ("kind", "dur_us", "bytes", "label", "stream",
+                                                 "thread"))
     mem = rows["kind"].eq("elementwise").fillna(False).to_numpy(bool)
+    lane_col = "stream" if "stream" in rows.columns and rows["stream"].notna().any() \
+        else "thread"
     lane = (rows["rank"].astype("string").fillna("") + "/"
-            + rows["_lane"].astype("string")).tolist()
+            + rows[lane_col].astype("string").fillna("")).tolist()
+    assert new_lane.tolist() == [i == 0 or lane[i] != lane[i - 1] for i in range(len(lane))]
     runs, cur = [], []
     for i, m in enumerate(mem):
         if m and cur and lane[i] == lane[cur[-1]] and mem[cur[-1]]:
@@ -506,17 +510,49 @@ def test_lane_order_equals_sorting_the_lane_text(monkeypatch: Any) -> None:
         if rows["stream"].isna().all():
             continue
         monkeypatch.setattr(eff_chains, "narrow_costs", lambda _p, rows=rows: rows)
-        got_rows, got = eff_chains._order(None)
+        _rows, got, new_lane = eff_chains._order(None)
         lane = rows["stream"].astype("string").fillna("")  # "10" sorts before "2"
         keys = rows.assign(_lane=lane)[["rank", "_lane", "start_us"]]
         want = keys.sort_values(["rank", "_lane", "start_us"], kind="mergesort").index
         assert got.tolist() == want.tolist()
-        # _lane codes the lane text: equal and ordered exactly as the texts are
-        codes, texts = got_rows["_lane"].tolist(), lane.tolist()
-        for i in range(n):
-            for j in range(n):
-                assert (codes[i] == codes[j]) == (texts[i] == texts[j])
-                assert (codes[i] < codes[j]) == (texts[i] < texts[j])
+        # a lane begins where the (rank, stream text) changes, missing ones equal
+        text = (rows["rank"].astype("string").fillna("") + "/" + lane).to_numpy()[got]
+        assert new_lane.tolist() == [i == 0 or text[i] != text[i - 1] for i in range(n)]
+
+
+def test_lanes_equal_a_stable_sort_by_rank_stream_and_start() -> None:
+    """:func:`scope_lanes`: the order of ``sort_values(["rank", "stream", "start_us"],
+    kind="mergesort")``, lanes beginning where (rank, stream) changes (missing equal to
+    missing), and the rows without a rank or stream; tasks in time order, interleaved or
+    not, with missing keys and starts, communication left out."""
+    rng = np.random.default_rng(17)
+    for trial in range(120):
+        n = int(rng.integers(1, 60))
+        k = pd.DataFrame({
+            "rank": pd.array(rng.choice([0, 1, None] if trial % 3 else [5], n), dtype="Int64"),
+            "stream": pd.array(rng.choice([2, 3, 70000, None] if trial % 4 == 0 else [2, 3],
+                                          n), dtype="Int64"),
+            "category": pd.array(rng.choice(["compute", "communication"], n, p=[.8, .2]),
+                                 dtype="string"),
+            "start_us": np.sort(rng.random(n)) if trial % 2 else rng.random(n),
+            "dur_us": rng.random(n)})
+        k.loc[rng.random(n) < 0.1, "start_us"] = np.nan
+        scope = k[k["category"] != "communication"].reset_index(drop=True)
+        want = scope.sort_values(["rank", "stream", "start_us"], kind="mergesort")
+        with _util.shared_results():
+            lanes = _util.scope_lanes(k)
+        got = np.arange(len(scope)) if lanes.positions is None else lanes.positions
+        assert got.tolist() == want.index.tolist()
+        keys = [(None if pd.isna(r) else r, None if pd.isna(s) else s)
+                for r, s in zip(want["rank"], want["stream"], strict=True)]
+        assert lanes.starts.tolist() == [i for i in range(len(keys))
+                                         if i == 0 or keys[i] != keys[i - 1]]
+        unknown = (want["rank"].isna() | want["stream"].isna()).to_numpy(bool)
+        assert (lanes.unknown if lanes.unknown is not None
+                else np.zeros(len(scope), dtype=bool)).tolist() == unknown.tolist()
+        cont = lanes.continues(len(scope))
+        assert cont.tolist() == [i > 0 and keys[i] == keys[i - 1] and not unknown[i]
+                                 and not unknown[i - 1] for i in range(len(keys))]
 
 
 def test_has_values_finds_a_value_below_the_rows_it_looks_at_first() -> None:

@@ -20,7 +20,7 @@ from .._frames import is_lazy, per_rank
 from .._util import (
     empty_frame,
     one_value,
-    scope_stream_order,
+    scope_lanes,
     shared,
     shared_factorize,
     stable_order,
@@ -28,7 +28,6 @@ from .._util import (
     take_rows,
     typed,
     value_changes,
-    with_columns,
 )
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
@@ -41,24 +40,37 @@ __all__ = ["elementwise_chains", "attention_chains"]
 _CHAIN_KINDS = ("elementwise",)
 
 
-def _ordered(profile: Any, columns: Sequence[str]) -> pd.DataFrame:
-    """Priced rows in execution order per (rank, stream or thread).
+def _ordered(profile: Any, columns: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Priced rows in execution order per (rank, stream or thread), and where each lane
+    begins in that order.
 
-    Only ``columns`` (those present) are taken, besides ``rank`` and ``_lane`` (an
-    integer per stream or thread); the order is found on the three sort keys alone and
-    shared by the callers of one :func:`shared_results` block.
+    Only ``columns`` (those present) are taken, besides ``rank``; the order is found on
+    the sort keys alone and shared by the callers of one :func:`shared_results` block.
     """
-    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    rows, order, new_lane = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
-        return pd.DataFrame()
-    cols = list(dict.fromkeys(["rank", "_lane", *[c for c in columns if c in rows.columns]]))
-    return take_rows(rows[cols], order).reset_index(drop=True)
+        return pd.DataFrame(), new_lane
+    cols = list(dict.fromkeys(["rank", *[c for c in columns if c in rows.columns]]))
+    return take_rows(rows[cols], order).reset_index(drop=True), new_lane
 
 
-def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
+def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The priced rows, the positions that put them in execution order per (rank, lane),
+    and whether each row (in that order) begins a lane.
+
+    The lanes are the streams (the host threads of a profile without device tasks),
+    ordered as their texts; where the rows are the tasks in scope and the streams' texts
+    sort as their numbers, that is the order the analyses of task sequences share
+    (:func:`~perfkit.analysis._util.scope_lanes`), lane starts included.
+    """
     rows = narrow_costs(profile)
+    none = np.zeros(0, dtype=np.int64)
     if rows.empty or "start_us" not in rows.columns:
-        return pd.DataFrame(), np.zeros(0, dtype=np.int64)
+        return pd.DataFrame(), none, np.zeros(0, dtype=bool)
+    if _as_the_streams(rows):
+        lanes = scope_lanes(table(profile, "kernels"))
+        order = np.arange(len(rows)) if lanes.positions is None else lanes.positions
+        return rows, order, lanes.lane_start(len(rows))
     lane = "stream" if "stream" in rows.columns and rows["stream"].notna().any() else "thread"
     if lane not in rows.columns:
         rows = rows.assign(thread=0)
@@ -69,34 +81,32 @@ def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray]:
     code = np.where(code < 0, len(uniq), code) if missing else code
     text = np.array([*pd.Series(uniq, dtype=object).astype(str), ""], dtype=str)
     _, text_rank = np.unique(text, return_inverse=True)
-    text_rank = text_rank.ravel().astype(np.int64)
-    rows = with_columns(rows, _lane=text_rank[code])
+    lanes_ = text_rank.ravel().astype(np.int64)[code]
     if "rank" not in rows.columns:
         rows = rows.assign(rank=0)
-    if _as_the_streams(rows, lane, uniq, text_rank, missing):
-        order = scope_stream_order(table(profile, "kernels"))
-    else:
-        keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": rows["_lane"].to_numpy(),
-                             "start_us": rows["start_us"].to_numpy()})
-        order = stable_order(keys, ["rank", "_lane", "start_us"])
-    return rows, np.arange(len(rows)) if order is None else order
+    keys = pd.DataFrame({"rank": rows["rank"].array, "_lane": lanes_,
+                         "start_us": rows["start_us"].to_numpy()})
+    order = stable_order(keys, ["rank", "_lane", "start_us"])
+    order = np.arange(len(rows)) if order is None else order
+    return rows, order, np.r_[True, _lane_changes(rows["rank"], lanes_, order)]
 
 
-def _as_the_streams(rows: pd.DataFrame, lane: str, uniq: Any, text_rank: np.ndarray,
-                    missing: bool) -> bool:
+def _as_the_streams(rows: pd.DataFrame) -> bool:
     """Whether the lanes' order is the tasks in scope's (rank, stream, start) order.
 
     So when the rows are the device tasks in scope (:func:`narrow_costs` of a kernels
     table), every task has a stream, and the streams' texts sort as their numbers do
-    (streams 2 and 3, not 2 and 10): the analyses of task sequences have found that order
-    already (:func:`~perfkit.analysis._util.scope_stream_order`).
+    (streams 2 and 3, not 2 and 10).
     """
-    if lane != "stream" or missing or rows.attrs.get("source") != "kernels" or \
+    if rows.attrs.get("source") != "kernels" or "stream" not in rows.columns or \
             not pd.api.types.is_integer_dtype(rows["stream"].dtype):
         return False
-    numbers = np.asarray(pd.array(uniq, dtype="Int64").to_numpy(np.int64))
-    by_number = text_rank[:len(numbers)][np.argsort(numbers, kind="stable")]
-    return bool((np.diff(by_number) > 0).all())
+    stream = rows["stream"]
+    if not len(stream) or stream.isna().any():
+        return False
+    numbers = np.unique(stream.to_numpy(np.int64))
+    return bool((np.argsort(numbers.astype(str), kind="stable") == np.arange(len(numbers))
+                 ).all())
 
 
 def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain: int = 3,
@@ -129,13 +139,12 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
         return typed(per_rank(profile, elementwise_chains, hardware, min_chain,
                               kernel_efficiency), cols)
-    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    rows, order, new_lane = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     mem = _chain_kind(profile)
     # the rows in execution order are read as arrays taken in that order, and only the
     # element-wise rows' durations and sizes (no frame of every row in order)
-    new_lane = np.r_[True, _lane_changes(rows, order)]
     brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
     at = np.flatnonzero(mem)  # the element-wise rows, in run order
     if not len(at):
@@ -162,15 +171,14 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     return typed(out, cols)
 
 
-def _lane_changes(rows: pd.DataFrame, order: np.ndarray) -> np.ndarray:
-    """``value_changes(rank, _lane)`` of the rows taken in ``order`` (length n - 1).
+def _lane_changes(rank: pd.Series, lane: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``value_changes(rank, lane)`` of the rows taken in ``order`` (length n - 1).
 
     The ranks and lanes are whole numbers: compared as numbers, missing ranks equal to
     each other and to no number (as ``value_changes`` codes them).
     """
-    lane = rows["_lane"].to_numpy(np.int64)[order]
+    lane = lane[order]
     out = lane[1:] != lane[:-1]
-    rank = rows["rank"]
     if one_value(rank):  # a rank's own tasks: only the lanes change
         return out
     if pd.api.types.is_integer_dtype(rank.dtype) or pd.api.types.is_float_dtype(rank.dtype):
@@ -187,7 +195,7 @@ def _chain_kind(profile: Any) -> np.ndarray:
     The kind is a price, the same for every row of a distinct call (``_call``): it is
     read once per call instead of once per task.
     """
-    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    rows, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
     if "_call" not in rows.columns:
         return rows["kind"].isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)[order]
     call = rows["_call"].to_numpy(np.int64)
@@ -201,7 +209,7 @@ def _ordered_codes(profile: Any, column: str) -> tuple[np.ndarray, list[str]]:
     Coded on the priced rows (codes the pricing shares) and put in order, instead of
     taking the text column in order and coding it again.
     """
-    rows, order = shared("ordered", (profile,), (), lambda: _order(profile))
+    rows, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
     codes, uniq = shared_factorize(rows[column], use_na_sentinel=False)
     return codes[order], pd.Series(uniq, dtype="string").astype(str).tolist()
 
@@ -258,12 +266,12 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     if is_lazy(profile):
         return typed(per_rank(profile, attention_chains, hardware, kernel_efficiency),
                      cols)
-    rows = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype"))
+    rows, new_lane = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype"))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     tok = kernel_tokens(rows).to_numpy()
     flash = set(rows.loc[tok == "Z", "rank"].dropna().tolist())
-    sep = np.where(np.r_[True, value_changes(rows["rank"], rows["_lane"])], "|", "")
+    sep = np.where(new_lane, "|", "")
     text_tokens = np.char.add(sep.astype(str), tok.astype(str))
     row_of = np.repeat(np.arange(len(rows)), np.char.str_len(text_tokens))
     text = "".join(text_tokens.tolist())

@@ -14,9 +14,11 @@ import numpy as np
 import pandas as pd
 
 from .._util import (
+    Lanes,
     group_codes,
     nan_as_zero,
     one_value,
+    scope_lanes,
     scope_stream_order,
     shared,
     take_rows,
@@ -89,7 +91,7 @@ class _ByRank:
     own table) is reduced directly, without a code per row.
     """
 
-    def __init__(self, frame: pd.DataFrame) -> None:
+    def __init__(self, frame: pd.DataFrame, order: np.ndarray | None = None) -> None:
         rank = frame["rank"]
         self.n_rows = len(frame)
         if one_value(rank):
@@ -99,6 +101,8 @@ class _ByRank:
         self.code, self.index = group_codes(frame, ["rank"])
         self.n_codes = int(self.code.max()) + 1 if len(self.code) else 0
         self.present = np.flatnonzero(np.bincount(self.code, minlength=self.n_codes))
+        if order is not None:  # rows counted by their place in that order
+            self.code = self.code[order]
 
     def _codes(self, rows: np.ndarray | None) -> np.ndarray:
         return self.code if rows is None else self.code[rows]
@@ -129,9 +133,18 @@ class _ByRank:
         return out[self.present]
 
 
-def _by_rank(frame: pd.DataFrame) -> _ByRank:
-    """:class:`_ByRank` of ``frame``, once per :func:`shared_results` block."""
-    return shared("by_rank", (frame,), (), lambda: _ByRank(frame))
+def _by_rank(frame: pd.DataFrame, lanes: Lanes | None = None) -> _ByRank:
+    """:class:`_ByRank` of ``frame``, once per :func:`shared_results` block; with
+    ``lanes`` (of ``frame``'s rows), of its rows in lane order."""
+    order = None if lanes is None else lanes.positions
+    return shared("by_rank", (frame,), (order is not None,),
+                  lambda: _ByRank(frame, order))
+
+
+def _lanes(kernels: pd.DataFrame) -> Lanes:
+    """The lanes of the tasks in scope of ``kernels``, communication left out
+    (:func:`~perfkit.analysis._util.scope_lanes`)."""
+    return scope_lanes(kernels, include_communication=False)
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .._frames import is_lazy, per_rank
 from .._util import empty_frame, shared_factorize, table, typed
-from .scope import _LANES, _by_rank, _scope, _stream_order
+from .scope import _LANES, _by_rank, _lanes, _scope
 
 __all__ = ["tiny_kernels", "TINY_COLUMNS"]
 
@@ -58,19 +58,21 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     if k.empty:
         return empty_frame(TINY_COLUMNS, "the profile has no device tasks (kernels table)")
     # which names are tiny does not depend on the order: counted before ordering the tasks
-    names = _name_counts(k, (k["dur_us"] < threshold_us).to_numpy(bool))
-    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"), kernels)
-    start = k["start_us"].to_numpy(np.float64, na_value=np.nan)
     dur = k["dur_us"].to_numpy(np.float64, na_value=np.nan)
+    names = _name_counts(k, dur < threshold_us)
+    # the tasks of each (rank, stream) in start order
+    lanes = _lanes(kernels)
+    start = lanes.take(k["start_us"].to_numpy(np.float64, na_value=np.nan))
+    dur = lanes.take(dur)
     tiny = dur < threshold_us
     # the same stream of the same rank as the task before (a missing rank or stream never is)
-    same = _same_as_before(k["rank"]) & _same_as_before(k["stream"])
+    same = lanes.continues(len(dur))
     # runs of consecutive tiny tasks on one stream: a tiny task after a tiny task of its
     # stream carries its run on; the others start one (first) or end one (last)
     carried = tiny & same & np.r_[False, tiny[:-1]]
     first = np.flatnonzero(tiny & ~carried)
     last = np.flatnonzero(tiny & ~np.r_[carried[1:], False])
-    by_rank = _by_rank(k)
+    by_rank = _by_rank(k, lanes)
     # the idle time before each tiny task that carries a run on (launch overhead), where
     # shorter than max_gap_us (NaN: none)
     at = np.flatnonzero(carried)
@@ -94,12 +96,6 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
     out["top_names"] = top.reindex(out.index)
     out = out.reset_index()
     return typed(out, TINY_COLUMNS)
-
-
-def _same_as_before(col: pd.Series) -> np.ndarray:
-    """Whether each row holds the value of the row before (missing values never do)."""
-    values = col.to_numpy(np.float64, na_value=np.nan)  # ranks and streams: whole numbers
-    return np.r_[False, values[1:] == values[:-1]]
 
 
 def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:

@@ -19,8 +19,8 @@ import pandas as pd
 
 from ..._text_codes import first_rows
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, nan_as_zero, table, typed, value_changes
-from .scope import _LANES, _by_rank, _scope, _stream_order, _stream_positions
+from .._util import empty_frame, nan_as_zero, table, typed
+from .scope import _LANES, _by_rank, _lanes, _scope
 from .tokens import _token_codes
 
 try:  # the parser of :mod:`re` (Python 3.11 on); ``sre_parse`` before
@@ -155,6 +155,17 @@ class _RowOfChar:
         return pos - np.searchsorted(self.seps, pos, side="right")
 
 
+class _Taken:
+    """``values`` in lane order (``pos``, None: the same order), looked up row by row when
+    indexed instead of reordered whole."""
+
+    def __init__(self, values: np.ndarray, pos: np.ndarray | None) -> None:
+        self.values, self.pos = values, pos
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        return self.values[idx if self.pos is None else self.pos[idx]]
+
+
 class _Names:
     """``k["name"].astype(str).to_numpy()`` by code: rows are looked up when indexed.
 
@@ -230,11 +241,11 @@ def unfused_patterns(profile: Any, detail: bool = False,
     # tokens and names coded on the tasks in scope (codes other analyses share), then
     # put in stream order with the columns read below
     tokens, code, name_code, name_uniq = _token_codes(k)
-    pos = _stream_positions(kernels)
-    k = _stream_order(k, ("rank", "stream", "start_us", "dur_us"), kernels)
+    lanes = _lanes(kernels)  # the tasks of each (rank, stream) in start order
+    pos = lanes.positions
     tokens = tokens.astype(str)
     # one separator between (rank, stream) blocks so that no match spans two streams
-    new_block = np.r_[True, value_changes(k["rank"], k["stream"])]
+    new_block = lanes.lane_start(len(k))
     # the token text, "|" before each block, and the row of each of its characters
     if all(len(t) == 1 and t.isascii() for t in tokens):  # one letter per row (TOKENS')
         # each row's letter, then put in stream order: one byte per row moved, not a code
@@ -255,12 +266,13 @@ def unfused_patterns(profile: Any, detail: bool = False,
         row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(spelled))
         text, where = "".join(spelled.tolist()), None
         is_flash = tok == "Z"
-    dur = k["dur_us"].to_numpy(float)
-    flash_ranks = set(k.loc[is_flash, "rank"].dropna().tolist())
+    dur = lanes.take(k["dur_us"].to_numpy(np.float64, na_value=np.nan))
+    rank_arr = _Taken(k["rank"].to_numpy(), pos)  # looked up for the matches only
+    stream_arr = _Taken(k["stream"].to_numpy() if "stream" in k.columns
+                        else np.full(len(k), pd.NA, dtype=object), pos)
+    flash_ranks = set(pd.Series(rank_arr[np.flatnonzero(is_flash)]).dropna().tolist())
     rows = []
     names = _Names(name_code, name_uniq.astype(str), pos)
-    rank_arr = k["rank"].to_numpy()
-    stream_arr = k["stream"].to_numpy()
     for pname, (regex, fused, rule) in pats.items():
         starts, ends = _find(text, regex)
         if not len(starts):
@@ -312,7 +324,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
 
     if detail:
         return typed(found.assign(names=chain_names(found)), det_cols)
-    by_rank = _by_rank(k)  # each rank's device time (as a groupby's sum, NaN left out)
+    by_rank = _by_rank(k, lanes)  # each rank's device time (as a groupby's sum, NaN left out)
     device = pd.Series(by_rank.sum(dur), index=by_rank.index)
     out = found
     out["example"] = chain_names(pd.DataFrame({"first_row": out["first"],
