@@ -26,7 +26,7 @@ from ._order import _group_cummax, group_code16, group_median, order_by_group, s
 __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interval_union",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "shared_results", "shared",
            "value_changes", "group_changes", "group_codes", "tasks_in_scope", "scope_rows",
-           "scope_stream_order", "scope_lanes", "Lanes", "categorical_of", "nan_as_zero",
+           "scope_lanes", "Lanes", "categorical_of", "nan_as_zero",
            "take_rows", "with_columns", "typed", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
            "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
            "union_parts", "stable_order", "group_median"]
@@ -805,13 +805,6 @@ def scope_lanes(kernels: pd.DataFrame, include_communication: bool = False) -> L
         return Lanes(order, starts, unknown)
 
     return shared("scope_lanes", (kernels,), (include_communication,), lanes)
-
-
-def scope_stream_order(kernels: pd.DataFrame, include_communication: bool = False
-                       ) -> np.ndarray | None:
-    """Positions that put :func:`tasks_in_scope`'s rows in (rank, stream, start) order
-    (:attr:`Lanes.positions` of :func:`scope_lanes`); None when they are in it already."""
-    return scope_lanes(kernels, include_communication).positions
 
 
 def scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray | None:

@@ -2,8 +2,8 @@
 
 :func:`_scope` takes the tasks with a duration (and, unless asked, not communication) with
 only the columns an analysis reads (:data:`_USED`, or :data:`_LANES` for the analyses of
-task sequences); :func:`_stream_order` and :func:`_stream_positions` put them in (rank,
-stream, start) order; :func:`_effective_type` is each task's operator type, the shared
+task sequences); :func:`_lanes` puts them in (rank, stream, start) order and says where
+each lane begins; :func:`_effective_type` is each task's operator type, the shared
 kernel class for GPU tasks of the generic type ``kernel``. Each is worked out once per
 :func:`~perfkit.analysis._util.shared_results` block.
 """
@@ -19,9 +19,7 @@ from .._util import (
     nan_as_zero,
     one_value,
     scope_lanes,
-    scope_stream_order,
     shared,
-    take_rows,
     tasks_in_scope,
 )
 from ..compare import kernel_class
@@ -54,32 +52,6 @@ def _scope(kernels: pd.DataFrame, include_communication: bool,
                   lambda: tasks_in_scope(kernels, include_communication, columns,
                                          pmu=not lanes,
                                          coded=("name", "category") if lanes else ()))
-
-
-def _stream_order(k: pd.DataFrame, columns: tuple[str, ...], kernels: pd.DataFrame
-                  ) -> pd.DataFrame:
-    """``columns`` of the tasks in scope ``k`` (``_scope(kernels, False, ...)``), sorted by
-    (rank, stream, start), index 0..n-1.
-
-    The stable order is found on the three keys alone (:func:`_stream_positions`) and the
-    other columns are taken in that order (a missing stream is NA), once per
-    :func:`shared_results` block.
-    """
-    def ordered() -> pd.DataFrame:
-        pos = _stream_positions(kernels)
-        lanes = k if "stream" in k.columns else k.assign(stream=pd.NA)
-        lanes = lanes[[c for c in columns if c in lanes.columns]]
-        return (lanes if pos is None else take_rows(lanes, pos)).reset_index(drop=True)
-
-    return shared("stream_ordered", (k,), (tuple(columns),), ordered)
-
-
-def _stream_positions(kernels: pd.DataFrame) -> np.ndarray | None:
-    """Positions of the tasks in scope of ``kernels`` (communication left out) in (rank,
-    stream, start) order, stable; once per block, shared with the element-wise chains
-    (:func:`~perfkit.analysis._util.scope_stream_order`). None when already in order.
-    """
-    return scope_stream_order(kernels, include_communication=False)
 
 
 class _ByRank:
