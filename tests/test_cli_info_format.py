@@ -72,9 +72,10 @@ def test_a_share_of_another_step_than_the_one_shown_names_its_basis() -> None:
     for ms, pct, of in stakes:
         assert of == f"{basis:.0f} ms"
         assert float(pct) == pytest.approx(100 * float(ms) / basis, abs=0.15)
-    assert f"(shares of {basis:.0f} ms: the mean over steps of the slowest rank's step " \
-           "with the preparing before it" in text
+    assert f"(shares of {basis:.0f} ms, the mean over steps of the slowest rank's step " \
+           f"and the preparing before it; the step time shown, {shown:.0f} ms, is the median" \
+           in text
     # where the two agree (preparing of a fraction of a millisecond) the share is "of the
     # step", as the headline shows it
     other = profile_info_text(str(bundled_profile("slow-rank")), n_findings=3)
-    assert "% of the step)" in other and "with the preparing before it" not in other
+    assert "% of the step)" in other and "the preparing before it" not in other

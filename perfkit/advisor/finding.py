@@ -160,9 +160,9 @@ def step_basis_note(findings: list[Finding], shown_step_ms: float | None) -> str
                  None)
     if other is None or shown_step_ms is None:
         return None
-    return (f"shares of {time_text(other.step_ms * 1e3)}: the mean over steps of the "
-            "slowest rank's step with the preparing before it, which the step time "
-            f"shown ({time_text(shown_step_ms * 1e3)}) leaves out")
+    return (f"shares of {time_text(other.step_ms * 1e3)}, the mean over steps of the "
+            "slowest rank's step and the preparing before it; the step time shown, "
+            f"{time_text(shown_step_ms * 1e3)}, is the median without the preparing")
 
 
 def unmeasured(rule: str, area: str, title: str, evidence: str, recommendation: str,

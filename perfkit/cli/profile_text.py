@@ -144,8 +144,9 @@ def _job_lines(job: Any) -> list[str]:
                      f"[{src('hardware', 'dtype')}]")
     else:
         lines.append(f"  {'hardware':<15}not known (see {PANEL_TITLE}, below)")
-    read = "profile" if ACTIVATIONS in job.observed else "default"
-    lines.append(f"  {'activations':<15}{activation_text(job.activation_model)} [{read}]")
+    if m is not None or ACTIVATIONS in job.observed:  # not for a model without attention
+        read = "profile" if ACTIVATIONS in job.observed else "default"
+        lines.append(f"  {'activations':<15}{activation_text(job.activation_model)} [{read}]")
     for problem in job.problems():
         lines += _wrap(f"warning: {problem}", "  ")
     if job.missing():
