@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -196,12 +197,22 @@ def typed(frame: pd.DataFrame, columns: Mapping[str, Any]) -> pd.DataFrame:
     An analysis's result table is mostly of its documented types already; pandas'
     ``astype`` with a mapping converts every column it names all the same (about 1 ms per
     small table, a dozen tables per ``pk.advise``, all of it holding the interpreter lock).
-    The result is the same either way: a new frame of ``columns`` in their order and types.
+    Here the dtypes are read once, a frame already in that column order is not selected
+    again, and the columns that change are replaced one by one: about 0.05 ms where none
+    changes. The result is the same either way: a new frame of ``columns`` in their order
+    and types.
     """
-    out = frame[list(columns)]
-    change = {c: d for c, d in columns.items()
-              if out[c].dtype != pd.api.types.pandas_dtype(d)}
-    return out.astype(change) if change else out
+    dtypes = dict(zip(frame.columns, frame.dtypes, strict=True))
+    change = {c: d for c, d in columns.items() if dtypes[c] != _dtype(d)}
+    out = frame.copy(deep=False) if list(frame.columns) == list(columns) \
+        else frame[list(columns)]
+    return out.assign(**{c: out[c].astype(d) for c, d in change.items()}) if change else out
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype(name: Any) -> Any:
+    """``pandas_dtype(name)``, looked up once per name (``"Int64"``, ``"string"``)."""
+    return pd.api.types.pandas_dtype(name)
 
 
 def with_columns(frame: pd.DataFrame, **columns: Any) -> pd.DataFrame:

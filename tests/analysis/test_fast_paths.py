@@ -555,6 +555,28 @@ def test_lanes_equal_a_stable_sort_by_rank_stream_and_start() -> None:
                                  and not unknown[i - 1] for i in range(len(keys))]
 
 
+def test_typed_equals_astype_of_the_columns_named() -> None:
+    """``typed``: ``frame[list(columns)].astype(columns)``, whether the frame holds other
+    columns, another order, or already the types; a new frame whose change leaves the
+    frame given as it was."""
+    frame = pd.DataFrame({"rank": np.array([0, 1, 2]), "flag": np.array([True, False, True]),
+                          "name": ["a", None, "c"], "us": [1.5, np.nan, 3.0],
+                          "n": pd.array([1, None, 3], dtype="Int64")}, index=[7, 8, 9])
+    wanted = [{"rank": "Int64", "flag": "boolean", "name": "string", "us": "float64",
+               "n": "Int64"},                                  # every column, in order
+              {"us": "float64", "rank": "Int64"},              # some, reordered
+              {"rank": "int64", "us": "float64", "n": "Int64"},  # nothing changes
+              {"n": "float64", "flag": "bool"}]
+    for columns in wanted:
+        before = frame.copy()
+        got = _util.typed(frame, columns)
+        want = frame[list(columns)].astype(columns)
+        pd.testing.assert_frame_equal(got, want)
+        assert got is not frame
+        got[next(iter(columns))] = 0  # the caller's own frame
+        pd.testing.assert_frame_equal(frame, before)
+
+
 def test_has_values_finds_a_value_below_the_rows_it_looks_at_first() -> None:
     from perfkit.analysis._util import _HEAD_ROWS, has_values
 
