@@ -193,21 +193,26 @@ class Context:
     @property
     def n_pairs(self) -> int:
         """(rank, step) pairs of the profile (divides a total summed over ranks and steps)."""
-        s = self.steps
-        if s.empty:
-            return n_step_pairs(table(self.profile, "kernels"))
-        return max(1, int(s[["rank", "step"]].drop_duplicates().shape[0]))
+        def compute() -> int:
+            s = self.steps
+            if s.empty:
+                return n_step_pairs(table(self.profile, "kernels"))
+            return max(1, int(s[["rank", "step"]].drop_duplicates().shape[0]))
+        return self.get("n_pairs", compute)
 
     def per_rank_step(self, us_total: float) -> float:
         """A time summed over ranks and steps, per rank and step."""
         return us_total / self.n_pairs
 
     def rank_median(self, column: str) -> pd.Series:
-        """Per-rank median over steps of a steps column."""
-        s = self.steps
-        if not has_values(s, column):
-            return pd.Series(dtype="float64")
-        return s.groupby("rank")[column].median()
+        """Per-rank median over steps of a steps column (once per call of ``advise``; the
+        same Series for every rule, which must not change it)."""
+        def compute() -> pd.Series:
+            s = self.steps
+            if not has_values(s, column):
+                return pd.Series(dtype="float64")
+            return s.groupby("rank")[column].median()
+        return self.get(f"rank_median:{column}", compute)
 
     @property
     def memory_frac(self) -> tuple[float, float, float]:
