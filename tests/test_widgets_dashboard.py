@@ -342,6 +342,18 @@ def test_advice_lists_the_advisors_findings() -> None:
         assert finding.title.replace("&", "&amp;")[:40] in html
 
 
+def test_advice_and_overview_say_what_the_shares_are_of_where_not_the_step_shown() -> None:
+    """data-stall: the advisor's shares are of the step with the 120 ms wait before it, the
+    job and the Overview show the device step; both tabs say so once (the basis is checked
+    against step_trace_time.csv in tests/test_cli_info_format.py)."""
+    board = dashboard("simulated/data-stall")
+    for tab in ("Advice", "Overview"):
+        html = _html_of(board.select(tab))
+        assert "the mean over steps of the slowest rank" in html, tab
+    slow = dashboard("simulated/slow-rank")  # preparing under a millisecond: nothing said
+    assert "the mean over steps of the slowest rank" not in _html_of(slow.select("Advice"))
+
+
 def test_describe_error_and_frame_html() -> None:
     import pandas as pd
 

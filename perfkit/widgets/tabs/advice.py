@@ -8,8 +8,9 @@ import ipywidgets as W
 import pandas as pd
 
 from ... import charts as C
+from ...advisor.finding import step_basis_note
 from ..headline import finding_tab
-from ..markup import STYLE
+from ..markup import STYLE, note
 from ..render import close_widgets
 from .base import Context, JobTab
 
@@ -27,10 +28,15 @@ class AdviceTab(JobTab):
         self.table = W.HTML()
         self.goto = W.HBox()
         self._frame: pd.DataFrame | None = None
+        self._basis = ""  # what the shares are of, where it is not the job's step
         super().__init__(ctx)
 
     def build(self, profile: Any) -> list[W.Widget]:
-        self._frame = C.findings_frame(self.ctx.findings(profile))
+        findings = self.ctx.findings(profile)
+        self._frame = C.findings_frame(findings)
+        step_s = getattr(self.current, "step_time_s", None)
+        basis = step_basis_note(findings, step_s * 1e3 if step_s else None)
+        self._basis = note(basis[0].upper() + basis[1:] + ".") if basis else ""
         out: list[W.Widget] = []
         measured = self._frame[self._frame["measured"].astype(bool)] \
             if not self._frame.empty else self._frame
@@ -61,8 +67,8 @@ class AdviceTab(JobTab):
                 button.add_class("pk-evidence")
                 button.on_click(lambda _b: self.ctx.open_tab(tab))
                 self.goto.children = (button,)
-        self.table.value = STYLE + "<div class='pk-table'>" + C.findings_html(
-            frame, n=None) + "</div>"
+        self.table.value = STYLE + self._basis + "<div class='pk-table'>" + \
+            C.findings_html(frame, n=None) + "</div>"
 
     def static_html(self) -> str:
         return self.message.value + self.table.value
