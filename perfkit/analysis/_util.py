@@ -32,6 +32,9 @@ __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interv
            "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
            "union_parts", "stable_order", "group_median"]
 
+#: Whether pandas copies data shared between frames only when one of them is written
+#: (always from pandas 3 on).
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_SIGMA = 1.4826
 
@@ -204,7 +207,8 @@ def typed(frame: pd.DataFrame, columns: Mapping[str, Any]) -> pd.DataFrame:
     """
     dtypes = dict(zip(frame.columns, frame.dtypes, strict=True))
     change = {c: d for c, d in columns.items() if dtypes[c] != _dtype(d)}
-    out = frame.copy(deep=False) if list(frame.columns) == list(columns) \
+    # a frame of its own: pandas 3 copies shared data on write, pandas 2 must copy it now
+    out = frame.copy(deep=not _COPY_ON_WRITE) if list(frame.columns) == list(columns) \
         else frame[list(columns)]
     return out.assign(**{c: out[c].astype(d) for c, d in change.items()}) if change else out
 
