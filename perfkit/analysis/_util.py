@@ -30,7 +30,7 @@ __all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "interv
            "scope_lanes", "Lanes", "categorical_of", "nan_as_zero",
            "take_rows", "with_columns", "typed", "take_array", "PMU_RATIOS", "PMU_COMPUTE",
            "PMU_MEMORY", "pmu_maxima", "shared_factorize", "text_matches",
-           "union_parts", "stable_order", "group_median"]
+           "union_parts", "IntervalUnion", "stable_order", "group_median"]
 
 #: Whether pandas copies data shared between frames only when one of them is written
 #: (always from pandas 3 on).
