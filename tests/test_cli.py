@@ -373,6 +373,12 @@ def test_serve_smoke(tmp_path: Path) -> None:
             assert not re.search(r"""(?:import|from)\s*\(?\s*["'](?:https?:)?//""",
                                  chart["_esm"])
         assert "tp: must divide num_attention_heads=32" in error
+        # the address follows once the preheated kernel has drawn the page, which on a
+        # busy machine can be after this page's own kernel has (at most 60 s of waiting)
+        deadline = time.monotonic() + 90
+        while f"token={token} " not in (tmp_path / "serve.log").read_text() and \
+                time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
