@@ -15,7 +15,9 @@ The names are resolved on first use (PEP 562 module ``__getattr__``): ``import p
 loads none of pandas, numpy, Altair or ipywidgets, so the command line and a notebook's
 first cell start at once; ``pk.load`` imports the loaders the first time it is named.
 ``dir(perfkit)``, ``from perfkit import X`` and ``from perfkit import *`` behave as if every
-name had been imported eagerly.
+name had been imported eagerly. One slow import that Altair pulls in, ``rfc3987_syntax``
+(1 s per notebook kernel), is deferred to its first use
+(:func:`perfkit._deferred_imports.defer_rfc3987_syntax`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ._deferred_imports import defer_rfc3987_syntax
 from ._lazy import LazyPackage, resolve
 from ._version import __version__ as __version__
 
@@ -135,6 +138,7 @@ def __dir__() -> list[str]:
 
 
 sys.modules[__name__].__class__ = LazyPackage
+defer_rfc3987_syntax()  # before anything of perfkit imports Altair (jsonschema)
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from . import analysis, calc, lab, plan  # noqa: F401
