@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from loaders_bench import (  # noqa: E402 - the benchmarks' shared helpers
+    NEUTRAL_CWD,
     _cached,
     _input_bytes,
     _machine,
@@ -74,11 +75,12 @@ def _imports(trees: dict[str, Path], runs: int) -> dict[str, Any]:
                                               for k in trees}
     for _ in range(runs):
         for name, tree in trees.items():
-            r = measure([sys.executable, "-c", IMPORT_CODE], _env(tree))
+            r = measure([sys.executable, "-c", IMPORT_CODE], _env(tree), cwd=NEUTRAL_CWD)
             if r["rc"] != 0:
                 raise SystemExit(f"import perfkit failed ({name}): {r['stderr_tail']}")
             done = subprocess.run([sys.executable, "-c", IMPORT_CODE], capture_output=True,
-                                  text=True, env={**os.environ, **_env(tree)}, check=True)
+                                  text=True, env={**os.environ, **_env(tree)}, check=True,
+                                  cwd=NEUTRAL_CWD)
             got[name]["in_process_s"].append(float(done.stdout.strip()))
             got[name]["process_wall_s"].append(r["wall_s"])
     return {name: {k: statistics.median(v) for k, v in parts.items()} | {"runs": parts}
@@ -92,13 +94,13 @@ def _info(trees: dict[str, Path], sample: str, repeat: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="perfkit-first-answer-cache-") as tmp:
         caches = {name: str(Path(tmp) / name) for name in trees}
         for name, tree in trees.items():
-            r = measure(cmd, _env(tree, PERFKIT_CACHE_DIR=caches[name]))
+            r = measure(cmd, _env(tree, PERFKIT_CACHE_DIR=caches[name]), cwd=NEUTRAL_CWD)
             if r["rc"] != 0:
                 raise SystemExit(f"perfkit info failed ({name}): {r['stderr_tail']}")
             out[name] = {"cold_s": r["wall_s"], "cold_cpu_s": r["cpu_s"], "warm": []}
         for _ in range(repeat):
             for name, tree in trees.items():
-                r = measure(cmd, _env(tree, PERFKIT_CACHE_DIR=caches[name]))
+                r = measure(cmd, _env(tree, PERFKIT_CACHE_DIR=caches[name]), cwd=NEUTRAL_CWD)
                 out[name]["warm"].append({"wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
                                           "load": r["load_before"]})
     for v in out.values():

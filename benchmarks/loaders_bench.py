@@ -79,15 +79,25 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+#: A folder without a perfkit package, for the commands that name the tree to measure by
+#: ``PYTHONPATH`` (see :func:`measure`).
+NEUTRAL_CWD = tempfile.gettempdir()
+
+
 def measure(cmd: list[str], env: dict[str, str] | None = None,
-            timeout: float = 3600) -> dict[str, Any]:
-    """Run ``cmd``: wall and CPU seconds, peak tree RSS (bytes), exit code, stdout JSON."""
+            timeout: float = 3600, cwd: str | None = None) -> dict[str, Any]:
+    """Run ``cmd``: wall and CPU seconds, peak tree RSS (bytes), exit code, stdout JSON.
+
+    ``cwd``: where it runs. A ``python -c`` or ``python -m`` command imports from its
+    folder first, before ``PYTHONPATH``: run from a checkout, it would measure that
+    checkout's perfkit whatever tree ``PYTHONPATH`` names (:data:`NEUTRAL_CWD` avoids it).
+    """
     peak = 0
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **(env or {})}, text=True)
+                            env={**os.environ, **(env or {})}, text=True, cwd=cwd)
     done = threading.Event()
 
     def sample() -> None:
