@@ -27,6 +27,7 @@ __all__ = ["defer_rfc3987_syntax"]
 
 _NAME = "rfc3987_syntax"
 _lock = threading.Lock()
+_failed: list[ImportError] = []  # the real module's import error, once it failed
 
 
 class _Deferred(types.ModuleType):
@@ -39,6 +40,9 @@ class _Deferred(types.ModuleType):
         self.__file__ = spec.origin
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__all__":  # ``from rfc3987_syntax import *``: the real module's names
+            real = _real(self)
+            return list(getattr(real, "__all__", [n for n in vars(real) if n[:1] != "_"]))
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(_real(self), name)
@@ -65,13 +69,15 @@ def _real(stand_in: _Deferred | None) -> types.ModuleType | None:
         current = sys.modules.get(_NAME)
         if current is not None and not isinstance(current, _Deferred):
             return current
-        sys.modules.pop(_NAME, None)
-        try:
-            return importlib.import_module(_NAME)
-        except ImportError:
-            if stand_in is not None:
-                raise
-            return None
+        if not _failed:
+            sys.modules.pop(_NAME, None)
+            try:
+                return importlib.import_module(_NAME)
+            except ImportError as exc:  # not tried again on every check
+                _failed.append(exc)
+        if stand_in is not None:
+            raise _failed[0]
+        return None
 
 
 def defer_rfc3987_syntax() -> bool:

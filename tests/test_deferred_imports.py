@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 __all__: list[str] = []
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("rfc3987_syntax") is None,
                                 reason="rfc3987_syntax is not installed here")
@@ -60,7 +64,10 @@ def test_the_real_module_replaces_the_stand_in_on_first_use() -> None:
                "stand_in = sys.modules['rfc3987_syntax']\n"
                "assert stand_in.RFC3987_SYNTAX_PARSER_TYPE == 'earley'\n"
                "assert sys.modules['rfc3987_syntax'] is not stand_in\n"
-               "assert sys.modules['rfc3987_syntax'].syntax_parser is not None")
+               "assert sys.modules['rfc3987_syntax'].syntax_parser is not None\n"
+               "namespace = {}\n"
+               "exec('from rfc3987_syntax import *', namespace)\n"
+               "assert {'is_valid_syntax', 'parse', 'syntax_parser'} <= set(namespace)")
     assert got["loaded_before"]
 
 
@@ -69,3 +76,28 @@ def test_nothing_is_deferred_once_jsonschema_is_imported() -> None:
                "from perfkit._deferred_imports import defer_rfc3987_syntax\n"
                "assert not defer_rfc3987_syntax()")
     assert got["loaded_before"]
+
+
+def test_a_module_that_fails_to_import_leaves_the_format_unchecked_as_before(
+        tmp_path: Path) -> None:
+    # an installed rfc3987_syntax whose import fails: jsonschema then leaves ``iri``
+    # unchecked (it suppresses the ImportError); with the stand-in the answer is the same,
+    # and the import is tried once, not on every check
+    package = tmp_path / "rfc3987_syntax"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import builtins\nbuiltins.TRIES = getattr(builtins, 'TRIES', 0) + 1\n"
+        "raise ImportError('broken on purpose')\n", encoding="utf-8")
+    code = ("import builtins, json, sys\n{before}\nimport jsonschema\n"
+            "checker = jsonschema.Draft202012Validator.FORMAT_CHECKER\n"
+            "answers = [checker.conforms('no scheme here', 'iri') for _ in range(3)]\n"
+            "print(json.dumps([answers, getattr(builtins, 'TRIES', 0)]))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    got = {}
+    for name, before in (("plain", ""), ("deferred", "import perfkit")):
+        out = subprocess.run([sys.executable, "-c", code.format(before=before)], env=env,
+                             capture_output=True, text=True, check=True, timeout=120,
+                             cwd=tmp_path)
+        got[name] = json.loads(out.stdout)
+    assert got["plain"] == [[True, True, True], 1]
+    assert got["deferred"] == got["plain"]
