@@ -30,7 +30,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from loaders_bench import NEUTRAL_CWD, _machine, measure  # noqa: E402 - the benchmarks' shared helpers
+from loaders_bench import (  # noqa: E402 - the benchmarks' shared helpers
+    NEUTRAL_CWD,
+    _machine,
+    measure,
+)
 
 __all__ = ["main"]
 
