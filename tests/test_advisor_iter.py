@@ -18,7 +18,7 @@ from perfkit.advisor import advise_iter, runner
 from perfkit.advisor.context import ASSUMPTIONS, Context
 from perfkit.advisor.finding import Finding
 from perfkit.advisor.registry import Rule
-from perfkit.analysis._util import shared_results
+from perfkit.analysis._shared import shared_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "data" / "simulated"

@@ -22,7 +22,7 @@ from perfkit.advisor import registry, runner
 from perfkit.advisor.context import ASSUMPTIONS, Context
 from perfkit.advisor.finding import Finding, unmeasured
 from perfkit.advisor.registry import Rule, registered, rule, rule_of, run_order
-from perfkit.analysis._util import shared_results
+from perfkit.analysis._shared import shared_results
 from perfkit.profile import Profile, ProfileMeta
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from perfkit import advisor
 from perfkit.advisor import registry, runner
 from perfkit.advisor.context import Context
 from perfkit.advisor.operators import gemm
-from perfkit.analysis import _util, efficiency
+from perfkit.analysis import _shared, efficiency
 from perfkit.profile import Profile, ProfileMeta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,14 +120,14 @@ def test_shared_result_is_computed_once_when_two_threads_ask() -> None:
         assert release.wait(10)
         return object()
 
-    with _util.shared_results():
+    with _shared.shared_results():
         first = threading.Thread(
             target=contextvars.copy_context().run, name="first",
-            args=(lambda: got.__setitem__("first", _util.shared("x", (frame,), (), slow)),))
+            args=(lambda: got.__setitem__("first", _shared.shared("x", (frame,), (), slow)),))
         first.start()
         assert computing.wait(10)
         threading.Timer(0.2, release.set).start()
-        got["main"] = _util.shared("x", (frame,), (), slow)  # waits for the first thread
+        got["main"] = _shared.shared("x", (frame,), (), slow)  # waits for the first thread
         first.join(10)
     assert calls == ["first"]
     assert got["main"] is got["first"]

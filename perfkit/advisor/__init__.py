@@ -46,7 +46,7 @@ from typing import Any
 
 from .._freed_memory import freed_memory_kept
 from .._hugepages import small_pages
-from ..analysis._util import shared_results
+from ..analysis._shared import shared_results
 from . import cluster, communication, host, job, memory_recompute, operators, runner
 from .context import ASSUMPTIONS, Context
 from .finding import NOTEBOOKS, SEVERITY_ORDER, SEVERITY_THRESHOLDS, Finding, severity_of

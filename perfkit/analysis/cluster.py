@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..calc.pipeline import bubble_fraction
 from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
+from ._intervals import union_parts
 from ._order import group_median, slice_median
 from ._util import (
     add_note,
@@ -32,7 +33,6 @@ from ._util import (
     take_rows,
     text_matches,
     typed,
-    union_parts,
 )
 from .steps import step_breakdown
 

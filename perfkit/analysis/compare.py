@@ -22,7 +22,8 @@ import pandas as pd
 from .._stats import median
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
-from ._util import empty_frame, has_values, n_step_pairs, shared_factorize, table, take_array, typed
+from ._shared import shared_factorize
+from ._util import empty_frame, has_values, n_step_pairs, table, take_array, typed
 from .steps import step_breakdown
 
 __all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "operator_totals",

@@ -32,13 +32,13 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError
 from ._frames import is_lazy, per_rank
+from ._shared import shared_factorize
 from ._util import (
     empty_frame,
     has_values,
     n_step_pairs,
     nan_as_zero,
     one_value,
-    shared_factorize,
     table,
     take_rows,
     typed,

@@ -36,7 +36,9 @@ import pandas as pd
 from .._stats import median
 from ..errors import InvalidArgumentError
 from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
-from ._util import add_note, empty_frame, has_values, interval_union, shared, table
+from ._intervals import interval_union
+from ._shared import shared
+from ._util import add_note, empty_frame, has_values, table
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "STEP_COLUMNS",
            "PART_COLUMNS", "RECEIVE_PATTERN"]

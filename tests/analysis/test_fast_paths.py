@@ -20,7 +20,7 @@ import pytest
 from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
-from perfkit.analysis import _util
+from perfkit.analysis import _intervals, _order, _shared, _tasks, _util
 from perfkit.analysis import compare as cmp
 from perfkit.analysis import efficiency as eff
 from perfkit.analysis import operators as ops
@@ -60,7 +60,7 @@ def test_advice_with_shared_tables_equals_advice_without(profiles: Any, name: st
                                                          monkeypatch: Any) -> None:
     prof = profiles[name]
     shared = pk.advise(prof)
-    monkeypatch.setattr(_util, "_SHARED", _NoMemo())
+    monkeypatch.setattr(_shared, "_SHARED", _NoMemo())
     plain = pk.advise(prof)
     assert _findings(shared) == _findings(plain)
     assert shared and not [f for f in shared if f.title.startswith("Rule ")]
@@ -181,15 +181,15 @@ def test_shared_results_are_computed_once_per_block() -> None:
         calls.append(1)
         return len(calls)
 
-    assert _util.shared("x", (frame,), (), compute) == 1  # outside a block: every time
-    assert _util.shared("x", (frame,), (), compute) == 2
-    with _util.shared_results():
-        assert _util.shared("x", (frame,), (1,), compute) == 3
-        assert _util.shared("x", (frame,), (1,), compute) == 3
-        assert _util.shared("x", (frame.copy(),), (1,), compute) == 4  # another frame
-        assert _util.shared("x", (frame,), (2,), compute) == 5         # other parameters
-    with _util.shared_results():
-        assert _util.shared("x", (frame,), (1,), compute) == 6        # a new block
+    assert _shared.shared("x", (frame,), (), compute) == 1  # outside a block: every time
+    assert _shared.shared("x", (frame,), (), compute) == 2
+    with _shared.shared_results():
+        assert _shared.shared("x", (frame,), (1,), compute) == 3
+        assert _shared.shared("x", (frame,), (1,), compute) == 3
+        assert _shared.shared("x", (frame.copy(),), (1,), compute) == 4  # another frame
+        assert _shared.shared("x", (frame,), (2,), compute) == 5         # other parameters
+    with _shared.shared_results():
+        assert _shared.shared("x", (frame,), (1,), compute) == 6        # a new block
 
 
 def test_no_pattern_token_is_longer_than_one_character() -> None:
@@ -231,7 +231,7 @@ def test_interval_union_equals_a_walk_over_each_group() -> None:
             continue
         for keys in (["rank", "step"], ["rank"], []):
             before = f.copy()
-            got = _util.interval_union(f, keys)
+            got = _intervals.interval_union(f, keys)
             pd.testing.assert_frame_equal(f, before)  # the ends' running maximum is a copy
             assert list(got.columns) == [*keys, "start_us", "end_us", "length_us"]
             assert all(got[k].dtype == f[k].dtype for k in keys)
@@ -305,7 +305,7 @@ def test_stable_order_equals_a_stable_sort() -> None:
         f.index = rng.permutation(n)
         want = f.reset_index(drop=True).sort_values(["rank", "stream", "start_us"],
                                                    kind="mergesort").index.to_numpy()
-        got = _util.stable_order(f, ["rank", "stream", "start_us"])
+        got = _order.stable_order(f, ["rank", "stream", "start_us"])
         if got is None:
             assert (want == np.arange(n)).all()
             seen["sorted"] += 1
@@ -315,10 +315,10 @@ def test_stable_order_equals_a_stable_sort() -> None:
     assert min(seen.values()) > 100
     # a missing value in a middle key: the rows equal there, the last key decides
     f = pd.DataFrame({"a": [1, 1], "b": [np.nan, np.nan], "c": [2.0, 1.0]})
-    assert _util.stable_order(f, ["a", "b", "c"]).tolist() == [1, 0]
+    assert _order.stable_order(f, ["a", "b", "c"]).tolist() == [1, 0]
     # text keys are not checked: always sorted
     f = pd.DataFrame({"t": pd.array(["a", "b"], dtype="string")})
-    assert _util.stable_order(f, ["t"]).tolist() == [0, 1]
+    assert _order.stable_order(f, ["t"]).tolist() == [0, 1]
 
 
 def test_group_codes_give_the_groups_of_groupby() -> None:
@@ -383,7 +383,7 @@ def test_text_matches_equal_matching_every_row() -> None:
                       index=np.arange(30) * 3, dtype=object)
     for pattern in (r"(?i)item", r"^aten::", r"(?i)dataloader|determin", r"zzz"):
         want = names.astype("string").str.contains(pattern, regex=True).fillna(False)
-        with _util.shared_results():
+        with _shared.shared_results():
             got = _util.text_matches(names, pattern)
         pd.testing.assert_series_equal(got, want.astype(bool))
 
@@ -398,7 +398,7 @@ def test_name_counts_equal_grouping_the_rows() -> None:
                              dtype="string")})
         rows = rng.random(n) > 0.4
         want = k[rows].groupby(["rank", "name"], dropna=False).size()
-        with _util.shared_results():
+        with _shared.shared_results():
             got = ops._name_counts(k, rows)
         pd.testing.assert_series_equal(got, want)
 
@@ -489,13 +489,13 @@ def test_tasks_in_scope_equal_the_plain_filter(profiles: Any, name: str) -> None
         profiles[name].kernels
     columns = ("rank", "name", "dur_us", "input_shapes")
     keep = k["dur_us"].notna() & k["category"].ne("communication").fillna(True)
-    wanted = [c for c in k.columns if c in columns or c in _util.PMU_RATIOS]
+    wanted = [c for c in k.columns if c in columns or c in _tasks.PMU_RATIOS]
     want = k.loc[keep.to_numpy(bool), wanted]
     assert len(want) < len(k)  # the sample has tasks out of scope
-    pd.testing.assert_frame_equal(_util.tasks_in_scope(k, False, columns), want)
-    with _util.shared_results():  # columns taken once, then reused by the next caller
-        first = _util.tasks_in_scope(k, False, columns)
-        again = _util.tasks_in_scope(k, False, ("name", "step"))
+    pd.testing.assert_frame_equal(_tasks.tasks_in_scope(k, False, columns), want)
+    with _shared.shared_results():  # columns taken once, then reused by the next caller
+        first = _tasks.tasks_in_scope(k, False, columns)
+        again = _tasks.tasks_in_scope(k, False, ("name", "step"))
         pd.testing.assert_frame_equal(first, want)
         assert again["name"].array is first["name"].array or \
             again["name"].array.__arrow_array__() is first["name"].array.__arrow_array__()
@@ -540,8 +540,8 @@ def test_lanes_equal_a_stable_sort_by_rank_stream_and_start() -> None:
         k.loc[rng.random(n) < 0.1, "start_us"] = np.nan
         scope = k[k["category"] != "communication"].reset_index(drop=True)
         want = scope.sort_values(["rank", "stream", "start_us"], kind="mergesort")
-        with _util.shared_results():
-            lanes = _util.scope_lanes(k)
+        with _shared.shared_results():
+            lanes = _tasks.scope_lanes(k)
         got = np.arange(len(scope)) if lanes.positions is None else lanes.positions
         assert got.tolist() == want.index.tolist()
         keys = [(None if pd.isna(r) else r, None if pd.isna(s) else s)

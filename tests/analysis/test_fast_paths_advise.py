@@ -18,7 +18,7 @@ import pytest
 from shared_samples import PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
-from perfkit.analysis import _order, _util
+from perfkit.analysis import _order, _shared
 from perfkit.analysis._util import n_step_pairs
 from perfkit.analysis.efficiency import costs as eff_costs
 from perfkit.analysis.efficiency import table as eff_table
@@ -98,7 +98,7 @@ def test_recompute_scopes_of_a_mindspore_profile_equal_the_plain_reading() -> No
     got = recompute_scopes(prof)
     assert got["scoped_tasks"].sum() > 0
     source = str(got["source"].iloc[0])
-    with _util.shared_results():  # the codes shared with the other analyses give the same
+    with _shared.shared_results():  # the codes shared with the other analyses give the same
         shared = recompute_scopes(prof)
     pd.testing.assert_frame_equal(got, _plain_scopes(getattr(prof, source), source))
     pd.testing.assert_frame_equal(shared, got)
@@ -117,7 +117,7 @@ def test_numeric_stable_order_equals_pandas_multi_key_sort() -> None:
         f.loc[rng.random(n) < 0.1, "start_us"] = np.nan
         for keys in (["rank", "stream", "start_us"], ["stream", "rank"], ["wide", "rank"]):
             want = f[keys].reset_index(drop=True).sort_values(keys, kind="mergesort").index
-            got = _util.stable_order(f, keys)
+            got = _order.stable_order(f, keys)
             assert (np.arange(n) if got is None else got).tolist() == want.tolist()
 
 
@@ -153,7 +153,7 @@ def test_medians_and_running_maxima_of_contiguous_groups_equal_a_groupby() -> No
         med = pd.Series(values).groupby(group).median()
         want = np.full(n, np.nan)
         want[med.index.to_numpy(np.int64)] = med.to_numpy()
-        assert np.array_equal(_util.group_median(values, group, n), want, equal_nan=True)
+        assert np.array_equal(_order.group_median(values, group, n), want, equal_nan=True)
         if m:
             first = np.r_[True, group[1:] != group[:-1]]
             # the groups present, each from where it starts

@@ -18,16 +18,10 @@ from shared_samples import PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit import _text_codes
-from perfkit.analysis import _order, _util
-from perfkit.analysis._util import (
-    n_step_pairs,
-    shared_factorize,
-    shared_results,
-    take_rows,
-    tasks_in_scope,
-    typed,
-    with_columns,
-)
+from perfkit.analysis import _order
+from perfkit.analysis._shared import shared_factorize, shared_results
+from perfkit.analysis._tasks import tasks_in_scope
+from perfkit.analysis._util import n_step_pairs, take_rows, typed, with_columns
 from perfkit.io import parquet_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,18 +179,18 @@ def test_the_grouped_order_equals_pandas_sort_where_times_are_in_order_per_lane(
         keys = ["rank", "stream", "start_us"]
         assert _order._grouped_order(frame, keys) is not None
         want = frame.reset_index(drop=True).sort_values(keys, kind="mergesort").index
-        assert np.array_equal(_util.stable_order(frame, keys), want.to_numpy())
+        assert np.array_equal(_order.stable_order(frame, keys), want.to_numpy())
     # negative values, and a code space too large for 16 bits (sorted key by key)
     for low, high in ((-7, 5), (-40_000, 40_000)):
         wide = frame.assign(stream=pd.array(rng.integers(low, high, len(frame)),
                                             dtype="Int64"))
         assert (_order._grouped_order(wide, keys) is None) == (high - low > 2**15)
         want = wide.reset_index(drop=True).sort_values(keys, kind="mergesort").index
-        assert np.array_equal(_util.stable_order(wide, keys), want.to_numpy())
+        assert np.array_equal(_order.stable_order(wide, keys), want.to_numpy())
     shuffled = frame.assign(start_us=rng.permutation(frame["start_us"].to_numpy()))
     assert _order._grouped_order(shuffled, keys) is None  # sorted key by key instead
     want = shuffled.reset_index(drop=True).sort_values(keys, kind="mergesort").index
-    assert np.array_equal(_util.stable_order(shuffled, keys), want.to_numpy())
+    assert np.array_equal(_order.stable_order(shuffled, keys), want.to_numpy())
 
 
 def test_with_columns_keeps_the_arrays_and_equals_assign() -> None:

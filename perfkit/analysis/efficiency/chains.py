@@ -17,18 +17,10 @@ import pandas as pd
 from ...errors import InvalidArgumentError
 from ...specs import Hardware
 from .._frames import is_lazy, per_rank
-from .._util import (
-    empty_frame,
-    one_value,
-    scope_lanes,
-    shared,
-    shared_factorize,
-    stable_order,
-    table,
-    take_rows,
-    typed,
-    value_changes,
-)
+from .._order import stable_order
+from .._shared import shared, shared_factorize
+from .._tasks import scope_lanes
+from .._util import empty_frame, one_value, table, take_rows, typed, value_changes
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
@@ -61,7 +53,7 @@ def _order(profile: Any) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     The lanes are the streams (the host threads of a profile without device tasks),
     ordered as their texts; where the rows are the tasks in scope and the streams' texts
     sort as their numbers, that is the order the analyses of task sequences share
-    (:func:`~perfkit.analysis._util.scope_lanes`), lane starts included.
+    (:func:`~perfkit.analysis._tasks.scope_lanes`), lane starts included.
     """
     rows = narrow_costs(profile)
     none = np.zeros(0, dtype=np.int64)

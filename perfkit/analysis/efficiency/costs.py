@@ -27,22 +27,9 @@ import pandas as pd
 
 from ..._text_codes import first_appearance, first_rows, ids_of, values_of
 from .._frames import is_lazy, per_rank
-from .._util import (
-    PMU_RATIOS,
-    categorical_of,
-    empty_frame,
-    has_values,
-    pmu_maxima,
-    scope_rows,
-    shared,
-    shared_factorize,
-    table,
-    take_array,
-    take_rows,
-    tasks_in_scope,
-    typed,
-    with_columns,
-)
+from .._shared import shared, shared_factorize
+from .._tasks import PMU_RATIOS, categorical_of, pmu_maxima, scope_rows, tasks_in_scope
+from .._util import empty_frame, has_values, table, take_array, take_rows, typed, with_columns
 from .registry import PRIORITY, cost_of, kind_of
 from .tensors import dtype_bytes, split_args
 

@@ -22,16 +22,9 @@ from ...errors import InvalidArgumentError
 from ...format import counted, plural
 from ...specs import Hardware
 from .._frames import is_lazy, per_rank
-from .._util import (
-    add_note,
-    empty_frame,
-    n_step_pairs,
-    nan_as_zero,
-    pmu_maxima,
-    shared_factorize,
-    take_rows,
-    typed,
-)
+from .._shared import shared_factorize
+from .._tasks import pmu_maxima
+from .._util import add_note, empty_frame, n_step_pairs, nan_as_zero, take_rows, typed
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key

@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .._frames import aggregate, is_lazy, transform
-from .._util import PMU_COMPUTE, PMU_MEMORY, empty_frame, table
+from .._tasks import PMU_COMPUTE, PMU_MEMORY
+from .._util import empty_frame, table
 from .scope import _scope
 
 __all__ = ["operator_bound"]

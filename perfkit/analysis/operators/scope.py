@@ -5,7 +5,7 @@ only the columns an analysis reads (:data:`_USED`, or :data:`_LANES` for the ana
 task sequences); :func:`_lanes` puts them in (rank, stream, start) order and says where
 each lane begins; :func:`_effective_type` is each task's operator type, the shared
 kernel class for GPU tasks of the generic type ``kernel``. Each is worked out once per
-:func:`~perfkit.analysis._util.shared_results` block.
+:func:`~perfkit.analysis._shared.shared_results` block.
 """
 
 from __future__ import annotations
@@ -13,15 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._util import (
-    Lanes,
-    group_codes,
-    nan_as_zero,
-    one_value,
-    scope_lanes,
-    shared,
-    tasks_in_scope,
-)
+from .._shared import shared
+from .._tasks import Lanes, scope_lanes, tasks_in_scope
+from .._util import group_codes, nan_as_zero, one_value
 from ..compare import kernel_class
 
 __all__: list[str] = []  # private to the operator analyses
@@ -115,7 +109,7 @@ def _by_rank(frame: pd.DataFrame, lanes: Lanes | None = None) -> _ByRank:
 
 def _lanes(kernels: pd.DataFrame) -> Lanes:
     """The lanes of the tasks in scope of ``kernels``, communication left out
-    (:func:`~perfkit.analysis._util.scope_lanes`)."""
+    (:func:`~perfkit.analysis._tasks.scope_lanes`)."""
     return scope_lanes(kernels, include_communication=False)
 
 

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .._frames import is_lazy, per_rank
-from .._util import empty_frame, shared_factorize, table, typed
+from .._shared import shared_factorize
+from .._util import empty_frame, table, typed
 from .scope import _LANES, _by_rank, _lanes, _scope
 
 __all__ = ["tiny_kernels", "TINY_COLUMNS"]

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._util import shared_factorize, take_array
+from .._shared import shared_factorize
+from .._util import take_array
 
 __all__ = ["kernel_tokens", "TOKENS"]
 
