@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -113,6 +114,24 @@ def test_voila_arguments() -> None:
     assert "--preheat_kernel=True" in argv and "--pool_size=1" in argv
     cold = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, preheat=False)
     assert not [a for a in cold if "preheat" in a]
+
+
+def test_voila_kernels_on_private_unix_sockets_where_the_path_allows(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # kernels on Unix sockets in Voila's owner-only connection folder, not on TCP ports
+    # every user of the machine can reach; a temporary folder whose path would make a
+    # socket's path longer than the system allows (104 bytes on macOS) keeps TCP
+    short = tmp_path / "t"
+    short.mkdir()
+    long = tmp_path / ("x" * (110 - len(str(tmp_path))))
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(short))
+    argv = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False)
+    if os.name == "posix" and len(str(short)) + 64 <= 100:
+        assert "--KernelManager.transport=ipc" in argv
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    argv = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False)
+    assert not [a for a in argv if "transport" in a]
 
 
 def test_voila_login_page_cannot_write_a_password() -> None:
@@ -391,6 +410,8 @@ def test_serve_smoke(tmp_path: Path) -> None:
     assert status == 0, (tmp_path / "serve.log").read_text()
     text = (tmp_path / "serve.log").read_text()
     assert f"http://127.0.0.1:{port}/?token={token} " in text
+    if os.name == "posix" and len(tempfile.gettempdir()) + 64 <= 100:  # Unix sockets
+        assert "running over TCP" not in text, text
 
 
 # ---- info PATH ------------------------------------------------------------------------

@@ -151,6 +151,29 @@ def _check_token(token: str | None) -> str:
     return token
 
 
+#: Longest Unix socket path the transport check allows (the C limit is 104 bytes on
+#: macOS, 108 on Linux, the terminating NUL included).
+_MAX_SOCKET_PATH = 100
+#: Characters Voila and jupyter_client add to the temporary folder for a kernel's
+#: socket: ``/voila_XXXXXXXX/kernel-<36-character id>-ipc-N``.
+_SOCKET_NAME_CHARS = 64
+
+
+def _kernel_transport_args() -> list[str]:
+    """Voila's kernels on Unix sockets where they can be: ``--KernelManager.transport=ipc``.
+
+    By default a kernel listens on five TCP ports of 127.0.0.1, which every user of the
+    machine can connect to (the messages are signed, not encrypted, and ipykernel warns
+    about it at every start). As Unix sockets they live in Voila's connection folder,
+    which only the owner can enter. Not on Windows, and not where the temporary folder's
+    path would make a socket's path too long for the system (kept on TCP, as before).
+    """
+    if os.name != "posix" or \
+            len(tempfile.gettempdir()) + _SOCKET_NAME_CHARS > _MAX_SOCKET_PATH:
+        return []
+    return ["--KernelManager.transport=ipc"]
+
+
 def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | None = None,
                preheat: bool = True) -> list[str]:
     """Command-line arguments for Voila (without the program name).
@@ -178,7 +201,8 @@ def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | No
             "--strip_sources=True", "--show_tracebacks=False",
             # the login page asks for the token only: its "set a password" form would
             # write the password into the user's Jupyter config folder
-            "--PasswordIdentityProvider.allow_password_change=False"]
+            "--PasswordIdentityProvider.allow_password_change=False",
+            *_kernel_transport_args()]
     if preheat:
         argv += ["--preheat_kernel=True", "--pool_size=1"]
     if template:
