@@ -98,3 +98,48 @@ def test_the_memory_theory_of_a_fused_attention_job_is_not_flagged() -> None:
     seed = pk.static_memory(job.model, job.parallel).total_bytes + \
         pk.activation_memory(job.model, job.parallel).total_bytes
     assert seed / 2**20 > 2 * peak_mb  # what the seed's table gave
+
+
+def _matmul_input_types(folder: Path) -> set[str]:
+    """The input types of the matrix multiplications in the raw files: Kineto's cpu_op
+    ``Input type``, Ascend's kernel_details ``Input Data Types`` of MatMul tasks."""
+    types: set[str] = set()
+    for f in folder.rglob("*.json*"):
+        opener = gzip.open if f.suffix == ".gz" else open
+        with opener(f, "rt") as fh:
+            doc = json.load(fh)
+        for e in doc.get("traceEvents", []) if isinstance(doc, dict) else doc:
+            if isinstance(e, dict) and e.get("cat") == "cpu_op" and e.get("name") in (
+                    "aten::mm", "aten::addmm", "aten::bmm"):
+                types |= set(e.get("args", {}).get("Input type", [])[:2])
+    for f in folder.rglob("kernel_details.csv"):
+        with open(f, newline="") as fh:
+            for row in csv.DictReader(fh):
+                if "matmul" in row.get("Type", "").lower():
+                    types |= set(row.get("Input Data Types", "").split(";")[:2])
+    return types - {""}
+
+
+@pytest.mark.parametrize("path", [DATA / "kineto-tiny-llama",
+                                  DATA / "simulated" / "llama2-13b-baseline-dp16"])
+def test_an_fp32_run_keeps_its_activations_at_4_bytes(path: Path) -> None:
+    # the seed's table counts 16-bit tensors; a run whose matrix multiplications take
+    # fp32 inputs (the raw file's types) keeps every tensor at 4 bytes per element
+    types = _matmul_input_types(path)
+    fp32 = types == {"float"}
+    assert fp32 or types == {"DT_BF16"}, types
+    job = pk.infer_job(pk.load(path, cache=False, progress=False))
+    model = job.activation_model
+    assert model.element_bytes == (4.0 if fp32 else 2.0)
+    if fp32:
+        assert model.accounting == "tensors" and model.norm_bytes == 4.0
+        assert "fp32 run" in job.activation_detail
+        # a layer of the tiny Llama (s 64, h 64, f 256 gated, no dropout) at b = 1: inputs
+        # 4+4, norm inputs 4+4, Q K V and projection input 4·4, gate, up, SiLU and product
+        # outputs 4·4·4, softmax statistics 4·a/h (flash), all × s·b·h
+        m = job.model
+        s, h, a, f = m.seq_length, m.hidden_size, m.num_attention_heads, m.ffn_hidden_size
+        assert (s, h, f, m.num_kv_heads) == (64, 64, 256, a)
+        want = s * h * (16 + 16 + 16 * f / h + 4 * a / h)
+        got, _ = pk.activation_per_layer(m, 1, activation_model=model)
+        assert got == pytest.approx(want)

@@ -93,6 +93,41 @@ def test_dynamic_memory_table_rows(row, tp, sp, recompute):
                                          m.num_attention_heads, tp))
 
 
+# The table's tensors in an fp32 run: its 16-bit tensors (32·sbh and 4·as²b of the 34·sbh
+# and 5·as²b) at 4 bytes per element, the dropout masks (2·sbh, as²b) still 1 byte.
+@pytest.mark.parametrize("tp,sp,recompute,want", [
+    (1, False, "none", lambda s, b, h, a, t: s * b * h * (64 + 2 + (8 + 1) * a * s / h)),
+    (4, True, "none", lambda s, b, h, a, t: s * b * h * (66 + 9 * a * s / h) / t),
+    (4, False, "selective", lambda s, b, h, a, t: s * b * h * (16 + 2 + 48 / t)),
+    (4, False, "full", lambda s, b, h, a, t: s * b * h * 4),
+])
+def test_activations_of_an_fp32_run(tp, sp, recompute, want):
+    m = pk.ModelSpec.preset("gpt3-175b")
+    b = 2
+    # "tensors" with the GPT layer's dropout equals the table at 2 bytes (norm inputs 2)...
+    sixteen = pk.ActivationModel("tensors", dropout=True)
+    got16, _ = pk.activation_per_layer(m, b, tp, sp, recompute, sixteen)
+    row = {("none", False): "tensor parallel", ("none", True): "tensor + sequence parallel",
+           ("selective", False): "tensor parallel + selective recompute",
+           ("full", False): "full recompute"}[(recompute, sp)]
+    if tp == 1:
+        row = "no parallelism"
+    assert got16 == pytest.approx(seed_row(row, m.seq_length, b, m.hidden_size,
+                                           m.num_attention_heads, tp))
+    # ... and at 4 bytes per element (norm inputs fp32 too) every 16-bit tensor doubles
+    fp32 = pk.ActivationModel("tensors", dropout=True, norm_bytes=4.0, element_bytes=4.0)
+    got32, _ = pk.activation_per_layer(m, b, tp, sp, recompute, fp32)
+    assert got32 == pytest.approx(want(m.seq_length, b, m.hidden_size,
+                                       m.num_attention_heads, tp))
+
+
+def test_the_printed_table_is_16_bit_only():
+    with pytest.raises(pk.PerfkitError, match="element_bytes"):
+        pk.ActivationModel(element_bytes=4.0)
+    with pytest.raises(pk.PerfkitError, match="element_bytes"):
+        pk.ActivationModel("tensors", element_bytes=0.0)
+
+
 def test_korthikanti_figure1_175b():
     # GPT-3 175B, t=8, p=8, v=3, b=1: 66.84375 GiB without recompute, 12.3515625 GiB
     # with sequence parallel + selective recompute (calculators.md §3, Megatron penalty).

@@ -42,8 +42,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import InvalidArgumentError, check_choice, check_non_negative, check_positive_int
+from ..errors import (
+    InvalidArgumentError,
+    check_choice,
+    check_non_negative,
+    check_positive,
+    check_positive_int,
+)
 from ..specs import ModelSpec, ParallelConfig
+from ..specs._fields import optional
 from ._common import as_model
 from .llm_analysis import llm_analysis_activation_extra, llm_analysis_activation_per_layer
 from .megatron import megatron_activation_bytes, megatron_activation_per_layer
@@ -144,6 +151,11 @@ class ActivationModel:
         What ``recompute="selective"`` drops: the attention core's ``s²`` tensors
         (Korthikanti's selective recompute) and/or the MLP activation outputs (the seed's
         SiLU/Mul ``select_recompute``). ``"table"`` supports only the first.
+    element_bytes : float
+        ``"tensors"`` only: bytes per element of the tensors a layer keeps (2 in a 16-bit
+        run, the table's; 4 in an fp32 run). The norm inputs keep ``norm_bytes``, a
+        dropout mask 1 byte per element and flash attention's softmax statistics 4,
+        whatever the run's type. ``"table"`` is the printed 16-bit table: 2 only.
 
     Under ``convention="llm-analysis"`` only ``flash_attention``, ``dropout`` (there:
     softmax dropout) and ``norm_bytes`` are read; :meth:`llm_analysis` gives that tool's
@@ -155,10 +167,16 @@ class ActivationModel:
     dropout: bool | None = None
     norm_bytes: float = 2.0
     selective: tuple[str, ...] = ("attention_core",)
+    element_bytes: float = optional(2.0)  # left out of saved settings while 2 (16-bit)
 
     def __post_init__(self) -> None:
         check_choice("accounting", self.accounting, ("table", "tensors"))
         check_non_negative("norm_bytes", self.norm_bytes)
+        check_positive("element_bytes", self.element_bytes)
+        if self.accounting == "table" and self.element_bytes != 2.0:
+            raise InvalidArgumentError("element_bytes", "the 'table' accounting is the "
+                                       "printed 16-bit table; use accounting='tensors'",
+                                       self.element_bytes)
         parts = tuple(self.selective)
         for part in parts:
             check_choice("selective", part, ("attention_core", "mlp_activation"))
@@ -242,9 +260,10 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
     b, t = float(micro_batch_size), float(tp)
     sbh = s * b * h if cp == 1 else s / cp * b * h
     sp = sequence_parallel and tp > 1
-    if recompute == "full":
-        return (2.0 * sbh / t, "full recompute, sequence parallel") if sp \
-            else (2.0 * sbh, "full recompute")
+    if recompute == "full":  # the layer's input only
+        kept = am.element_bytes * sbh
+        return (kept / t, "full recompute, sequence parallel") if sp \
+            else (kept, "full recompute")
     selective = recompute == "selective"
     if am.accounting == "table" or convention == "korthikanti":
         replicated, split = 10.0, 24.0
@@ -258,8 +277,14 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
 
 def _tensor_accounting(model: ModelSpec, am: ActivationModel,
                        selective: bool) -> tuple[float, float, float]:
-    """(kept whole by TP, split by TP, attention-core) bytes per ``s·b·h``."""
+    """(kept whole by TP, split by TP, attention-core) bytes per ``s·b·h``.
+
+    The table's 16-bit tensors are counted at ``2·e/2 = e`` bytes per element with
+    ``e = am.element_bytes``; norm inputs at ``am.norm_bytes``, dropout masks at 1 and
+    flash attention's statistics at 4, whatever ``e``.
+    """
     s, h, a = model.seq_length, model.hidden_size, model.num_attention_heads
+    e = am.element_bytes / 2.0  # the 16-bit table's tensors scaled to the run's type
     dropout = (model.mlp == "gpt") if am.dropout is None else am.dropout
     q = model.gqa_ratio
     if model.is_moe:
@@ -268,21 +293,22 @@ def _tensor_accounting(model: ModelSpec, am: ActivationModel,
     else:
         f = model.ffn_hidden_size / h
     gated = model.mlp == "gated"
-    replicated = 2.0 + 2.0 + 2.0 * am.norm_bytes + (2.0 if dropout else 0.0)
+    # attention and MLP inputs, two norm inputs, two dropout masks (1 byte per element)
+    replicated = 2.0 * e + 2.0 * e + 2.0 * am.norm_bytes + (2.0 if dropout else 0.0)
     if not model.is_mla and model.attention_width == h:
-        attention = 2.0 + 4.0 / q + 2.0
+        attention = (2.0 + 4.0 / q + 2.0) * e
     else:  # Q, K, V and the projection input at their real widths
         g, dqk, dv = model.num_kv_heads, model.qk_head_dim, model.value_head_dim
-        attention = 2.0 * (a * dqk + g * dqk + g * dv + a * dv) / h
-    mlp = (8.0 if gated else 4.0) * f
+        attention = 2.0 * e * (a * dqk + g * dqk + g * dv + a * dv) / h
+    mlp = (8.0 if gated else 4.0) * f * e
     if selective and "mlp_activation" in am.selective:
-        mlp -= (4.0 if gated else 2.0) * f
+        mlp -= (4.0 if gated else 2.0) * f * e
     if am.flash_attention:
         s2 = 4.0 * a / h
     elif selective and "attention_core" in am.selective:
         s2 = 0.0
-    else:
-        s2 = (2.0 + (3.0 if dropout else 0.0)) * a * s / h
+    else:  # softmax output, and with dropout its mask (1 byte) and output
+        s2 = (2.0 * e + ((1.0 + 2.0 * e) if dropout else 0.0)) * a * s / h
     return replicated, attention + mlp, s2
 
 

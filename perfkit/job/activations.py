@@ -29,30 +29,40 @@ ACTIVATIONS = "activation_model"
 _DROPOUT = dict(TOKENS)["O"]
 
 
-def read_activations(profile: Any, reading: Any, mlp: str | None) -> FieldValue:
+def read_activations(profile: Any, reading: Any, mlp: str | None,
+                     dtype: str | None = None) -> FieldValue:
     """The :class:`~perfkit.calc.ActivationModel` the profile shows, with what was read.
 
     ``reading``: the :class:`~perfkit.analysis.shapes.fields.ShapeReading` of the profile
     (``flash_attention``, ``norm_fp32``); ``mlp``: the MLP kind read (a gated MLP's
-    selective recompute drops its SiLU and product outputs, MindFormers' ``select_recompute``).
+    selective recompute drops its SiLU and product outputs, MindFormers' ``select_recompute``);
+    ``dtype``: the data type the profile's GEMMs ran in. An fp32 run keeps its tensors
+    at 4 bytes per element (``element_bytes=4``), which the seed's 16-bit table cannot
+    say: they are then counted tensor by tensor, the scores kept without flash attention.
     """
     flash = reading.get("flash_attention")
     attention = reading.details.get("flash_attention", "")
-    if not flash:
+    fp32_run = dtype == "fp32"
+    if not flash and not fp32_run:
         why = attention if flash is False else f"{attention}: the attention is not known"
         return FieldValue(ActivationModel(), "profile" if flash is False else "default",
                           f"{why}; activations by the seed's table (the scores kept)")
     dropout = _has_dropout(profile)
-    fp32 = bool(reading.get("norm_fp32"))
+    fp32_norms = fp32_run or bool(reading.get("norm_fp32"))
     seen = "not read (a lazy cluster)" if dropout is None else \
         "kernels seen" if dropout else "none"
-    model = ActivationModel("tensors", flash_attention=True, dropout=bool(dropout),
-                            norm_bytes=4.0 if fp32 else 2.0,
+    model = ActivationModel("tensors", flash_attention=bool(flash), dropout=bool(dropout),
+                            norm_bytes=4.0 if fp32_norms else 2.0,
                             selective=("mlp_activation",) if mlp == "gated"
-                            else ("attention_core",))
-    return FieldValue(model, "profile", f"{attention}; dropout {seen}; "
-                      f"{reading.details.get('norm_fp32', 'norm inputs not read')}: "
-                      "activations counted tensor by tensor")
+                            else ("attention_core",),
+                            element_bytes=4.0 if fp32_run else 2.0)
+    norms = "an fp32 run: every tensor 4 bytes per element" if fp32_run else \
+        reading.details.get("norm_fp32", "norm inputs not read")
+    if flash is None:  # an fp32 run whose attention is not known: the scores counted
+        attention = f"{attention}: the attention is not known, its scores counted"
+    return FieldValue(model, "default" if flash is None else "profile",
+                      f"{attention}; dropout {seen}; {norms}: activations counted tensor "
+                      "by tensor")
 
 
 def _has_dropout(profile: Any) -> bool | None:
@@ -69,9 +79,13 @@ def _has_dropout(profile: Any) -> bool | None:
 
 def activation_text(model: ActivationModel) -> str:
     """How ``model`` counts activations, in a few words for a page or ``perfkit info``."""
-    if not model.flash_attention:
+    if model.accounting == "table":
         return "the seed's table (attention scores kept)"
+    fp32 = model.element_bytes == 4.0
     extras = [w for w, on in (("dropout masks", model.dropout),
-                              ("fp32 norm inputs", model.norm_bytes == 4.0)) if on]
-    return ("fused attention, no scores kept: tensor by tensor"
-            + (f" ({', '.join(extras)})" if extras else ""))
+                              ("fp32 tensors", fp32),
+                              ("fp32 norm inputs", model.norm_bytes == 4.0 and not fp32))
+              if on]
+    head = "fused attention, no scores kept" if model.flash_attention else \
+        "attention scores kept"
+    return f"{head}: tensor by tensor" + (f" ({', '.join(extras)})" if extras else "")

@@ -109,7 +109,8 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
         if width:
             out[name] = FieldValue(int(width) * (tp or 1), "profile",
                                    "the attention inputs' width × tp")
-    out[ACTIVATIONS] = read_activations(profile, reading, out["mlp"].value)
+    out[ACTIVATIONS] = read_activations(profile, reading, out["mlp"].value,
+                                        out["dtype"].value)
     moe = reading.get("moe")
     put("num_experts", 1 if moe is False else None,
         reading.details.get("moe", "") + (": dense model" if moe is False else
