@@ -37,7 +37,7 @@ activation bytes unchanged under balanced routing (each rank receives on average
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -58,6 +58,7 @@ from .pipeline import in_flight_micro_batches
 
 __all__ = [
     "ACTIVATION_CONVENTIONS",
+    "ELEMENT_BYTES",
     "ActivationBreakdown",
     "ActivationModel",
     "activation_per_layer",
@@ -66,6 +67,10 @@ __all__ = [
 
 #: Values of ``convention=`` in :func:`activation_per_layer` and :func:`activation_memory`.
 ACTIVATION_CONVENTIONS = ("seed", "korthikanti", "megatron", "llm-analysis")
+#: Bytes per element of a layer's saved tensors in a run of each data type
+#: (:attr:`ActivationModel.element_bytes`).
+ELEMENT_BYTES: dict[str, float] = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0,
+                                   "fp8": 2.0}
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,20 @@ class ActivationModel:
             raise InvalidArgumentError("selective", "the 'table' accounting only knows "
                                        "('attention_core',); use accounting='tensors'", parts)
         object.__setattr__(self, "selective", parts)
+
+    def in_dtype(self, dtype: str | None) -> ActivationModel:
+        """This accounting for a run whose tensors are of ``dtype``.
+
+        ``"fp32"`` and ``"tf32"`` (fp32 tensors, TF32 matrix units) keep 4 bytes per
+        element, the 16-bit types and ``"fp8"`` (whose activations are kept in 16 bits)
+        2 (:data:`ELEMENT_BYTES`). Unchanged for None, another type, and the printed
+        table (16-bit only): what the planner applies when it is asked for another type
+        than the calibrating run's.
+        """
+        nbytes = ELEMENT_BYTES.get(dtype or "")
+        if nbytes is None or self.accounting == "table" or nbytes == self.element_bytes:
+            return self
+        return replace(self, element_bytes=nbytes)
 
     @classmethod
     def mindformers(cls) -> ActivationModel:

@@ -18,7 +18,7 @@ from typing import Any
 from ..analysis._frames import is_lazy
 from ..analysis._util import table, text_matches
 from ..analysis.operators.tokens import TOKENS
-from ..calc.activation import ActivationModel
+from ..calc.activation import ELEMENT_BYTES, ActivationModel
 from .fields import FieldValue
 
 __all__ = ["ACTIVATIONS", "read_activations", "activation_text"]
@@ -42,7 +42,7 @@ def read_activations(profile: Any, reading: Any, mlp: str | None,
     """
     flash = reading.get("flash_attention")
     attention = reading.details.get("flash_attention", "")
-    fp32_run = dtype == "fp32"
+    fp32_run = ELEMENT_BYTES.get(dtype or "") == 4.0
     if not flash and not fp32_run:
         why = attention if flash is False else f"{attention}: the attention is not known"
         return FieldValue(ActivationModel(), "profile" if flash is False else "default",

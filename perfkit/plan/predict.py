@@ -298,7 +298,9 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     memory_limit_bytes : float, optional
         Usable device memory; default ``hardware.memory_bytes · (1 − memory_reserve)``.
     dtype : str, optional
-        Peak to use (default the hardware's).
+        Peak to use (default the calibrating run's type, else the hardware's); the
+        calibration's activation accounting then keeps its tensors at this type's size
+        (:meth:`~perfkit.calc.ActivationModel.in_dtype`).
     overrides : mapping, optional
         :class:`~perfkit.calc.rates.Rates` fields to change for this layout — what the
         framework does differently, e.g. ``{"dp_buckets": 8}`` (overlap the gradient
@@ -318,6 +320,8 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         rates = rates.replace(**dict(overrides))
     job = getattr(calibration, "job", None)
     am = activation_model or getattr(job, "activation_model", None) or ActivationModel()
+    if activation_model is None:  # the calibrating run's tensors, in the type asked for
+        am = am.in_dtype(dtype)
     scheme = static_scheme or getattr(job, "static_scheme", None) or "mindspore"
     dtype = dtype or getattr(job, "dtype", None)
     rows = stage_rows(model, parallel, stage_layers, selective_layers, comm_layers)

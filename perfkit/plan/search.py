@@ -239,7 +239,9 @@ cp_overlap, overhead_s
         (:func:`perfkit.calc.timing.step_times` at the fitted rates — exactly what
         :func:`perfkit.plan.predict` gives for the same layout) instead of the first-order
         one; ``efficiency``, ``comm_efficiency``, the overlaps and ``overhead_s`` are then
-        ignored, the calibration's activation model is the default, and the frame gains
+        ignored, the calibration's activation model is the default (its tensors at the
+        size of ``dtype`` when given: :meth:`~perfkit.calc.ActivationModel.in_dtype`),
+        and the frame gains
         ``recompute_s``, ``optimizer_s``, ``low_s`` and ``high_s`` (the band of
         :func:`perfkit.plan.predict`); the ``*_comm_s`` columns are then each group's
         *exposed* time.
@@ -289,6 +291,8 @@ cp_overlap, overhead_s
                                        type(calibration).__name__)
         job = getattr(calibration, "job", None)
         am = activation_model or getattr(job, "activation_model", None)
+        if activation_model is None and am is not None:  # the run's tensors in ``dtype``
+            am = am.in_dtype(dtype)
         return _evaluate_calibrated(model, hardware, cols, calibration, rates, dtype,
                                     static_scheme, limit, am, activation_convention, causal,
                                     include_rejected)

@@ -181,3 +181,33 @@ def test_predict_needs_a_job():
         _pred(pk.ParallelConfig(dp=4, num_micro_batches=2), global_batch_size=10)
     with pytest.raises(pk.InvalidArgumentError, match="stage_layers"):
         _pred(pk.ParallelConfig(pp=2, num_micro_batches=2), stage_layers=(10, 10))
+
+
+def test_the_next_run_in_another_type_keeps_its_activations_at_that_size():
+    """Calibrated on an fp32 run (4 bytes per element, fp32 norm inputs), a prediction asked
+    for bf16 keeps the layer's tensors at 2 bytes (the norm inputs stay fp32); written out
+    for Llama2-13B (s 4096, h 5120, 40 heads, f 13824 gated, flash attention, no dropout),
+    40 layers, one micro-batch in flight (pp = 1), in bytes per s·b·h."""
+    par = pk.ParallelConfig(dp=8, num_micro_batches=4)
+    fp32 = pk.ActivationModel("tensors", flash_attention=True, dropout=False, norm_bytes=4.0,
+                              element_bytes=4.0)
+    cal = plan.calibrate(30.0, LLAMA, par, H100, activation_model=fp32)
+    sbh = 4096 * 5120
+    f, c = 13824 / 5120, 4 * 40 / 5120  # MLP width over h; flash statistics (fp32)
+    as_run = plan.predict(cal).activation_bytes
+    # kept whole: attention and MLP inputs, two norm inputs; then Q, K, V and the
+    # projection input (2 + 2 + 2 + 2 at 16 bits), the gated MLP's four outputs (8f at
+    # 16 bits), the flash statistics
+    assert as_run == pytest.approx(40 * sbh * ((4 + 4 + 2 * 4) + 8 * 2 + 8 * f * 2 + c))
+    bf16 = plan.predict(cal, dtype="bf16").activation_bytes
+    assert bf16 == pytest.approx(40 * sbh * ((2 + 2 + 2 * 4) + 8 + 8 * f + c))
+    # an activation model given for the layout is taken as it is
+    assert plan.predict(cal, dtype="bf16", activation_model=fp32).activation_bytes == \
+        pytest.approx(as_run)
+    # the strategy search prices the same layout the same way
+    frame = plan.search(LLAMA, H100, 8, 32, calibration=cal, dtype="bf16",
+                        include_rejected=True)
+    row = frame[(frame["dp"] == 8) & (frame["tp"] == 1) & (frame["pp"] == 1)
+                & (frame["micro_batch_size"] == 1) & (frame["recompute"] == "none")]
+    assert len(row) >= 1
+    assert row["activation_bytes"].iloc[0] == pytest.approx(bf16)
