@@ -53,7 +53,9 @@ def read_activations(profile: Any, reading: Any, mlp: str | None,
         "kernels seen" if dropout else "none"
     model = ActivationModel("tensors", flash_attention=bool(flash), dropout=bool(dropout),
                             norm_bytes=4.0 if fp32_norms else 2.0,
-                            selective=("mlp_activation",) if mlp == "gated"
+                            # without flash attention the scores are what selective
+                            # recompute drops (Korthikanti's), as in the seed's table
+                            selective=("mlp_activation",) if flash and mlp == "gated"
                             else ("attention_core",),
                             element_bytes=4.0 if fp32_run else 2.0)
     norms = "an fp32 run: every tensor 4 bytes per element" if fp32_run else \
