@@ -26,6 +26,7 @@ from shared_samples import WILD, shared_sample
 
 import perfkit as pk
 from perfkit import cli
+from perfkit.cli import launcher
 
 __all__: list[str] = []
 
@@ -116,6 +117,12 @@ def test_voila_arguments() -> None:
     assert not [a for a in cold if "preheat" in a]
 
 
+def _sockets_fit(folder: str) -> bool:
+    """Whether a kernel's Unix socket under ``folder`` is short enough (the launcher's rule)."""
+    return os.name == "posix" and \
+        len(folder) + launcher._SOCKET_NAME_CHARS <= launcher._MAX_SOCKET_PATH
+
+
 def test_voila_kernels_on_private_unix_sockets_where_the_path_allows(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # kernels on Unix sockets in Voila's owner-only connection folder, not on TCP ports
@@ -123,11 +130,11 @@ def test_voila_kernels_on_private_unix_sockets_where_the_path_allows(
     # socket's path longer than the system allows (104 bytes on macOS) keeps TCP
     short = tmp_path / "t"
     short.mkdir()
-    long = tmp_path / ("x" * (110 - len(str(tmp_path))))
+    long = tmp_path / ("x" * max(1, 110 - len(str(tmp_path))))
     long.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(short))
     argv = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False)
-    if os.name == "posix" and len(str(short)) + 64 <= 100:
+    if _sockets_fit(str(short)):
         assert "--KernelManager.transport=ipc" in argv
     monkeypatch.setattr(tempfile, "tempdir", str(long))
     argv = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False)
@@ -410,7 +417,7 @@ def test_serve_smoke(tmp_path: Path) -> None:
     assert status == 0, (tmp_path / "serve.log").read_text()
     text = (tmp_path / "serve.log").read_text()
     assert f"http://127.0.0.1:{port}/?token={token} " in text
-    if os.name == "posix" and len(tempfile.gettempdir()) + 64 <= 100:  # Unix sockets
+    if _sockets_fit(tempfile.gettempdir()):  # the kernels were on Unix sockets
         assert "running over TCP" not in text, text
 
 
