@@ -142,6 +142,32 @@ def test_selective_modes_and_partial_full_recompute():
     assert mixed - base == pytest.approx(10 * layer_fwd + (L - 10) * 4 * s * s * h)
 
 
+def test_selective_recompute_without_the_attention_core_adds_no_matrix_flops():
+    """SiLU/Mul selective recompute (or a fused attention, which keeps no scores to drop)
+    re-runs element-wise work only: just the fully recomputed layers add a forward."""
+    m = pk.ModelSpec.preset("gpt3-175b")
+    s, h = m.seq_length, m.hidden_size
+    base = pk.model_flops(m, s)
+    layer_fwd = 24 * h * h * s + 4 * s * s * h  # one GPT layer forward for s tokens
+    for mode in ("strict", "korthikanti"):
+        assert pk.hardware_flops(m, s, "selective", mode, selective_core=False) == base
+        mixed = pk.hardware_flops(m, s, "selective", mode, full_recompute_layers=10,
+                                  selective_core=False)
+        assert mixed - base == pytest.approx(10 * layer_fwd)
+    # full recompute is the same whatever selective recompute would have re-run
+    assert pk.hardware_flops(m, s, "full", selective_core=False) == \
+        pk.hardware_flops(m, s, "full")
+    hw = pk.Hardware.preset("a100")
+    assert pk.hfu(m, 100.0, hw, "selective", selective_core=False) == \
+        pytest.approx(pk.mfu(m, 100.0, hw))
+    # which a job's activation accounting is
+    assert pk.ActivationModel().recomputes_attention_core
+    assert not pk.ActivationModel.mindformers().recomputes_attention_core  # SiLU/Mul
+    assert not pk.ActivationModel("tensors", flash_attention=True).recomputes_attention_core
+    assert pk.ActivationModel("tensors", selective=("attention_core", "mlp_activation")
+                              ).recomputes_attention_core
+
+
 def test_mfu_hfu_definitions():
     m = pk.ModelSpec.preset("llama2-7b")
     tps, peak = 4695.0, 400e12

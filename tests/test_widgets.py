@@ -86,6 +86,27 @@ def test_hfu_counts_fully_recomputed_layers_of_every_stage() -> None:
     assert frame2.set_index("key").loc["hfu", "value"] == pytest.approx(frame["hfu"])
 
 
+def test_hfu_of_silu_mul_selective_recompute_counts_only_full_layers() -> None:
+    """MindFormers' selective recompute re-runs SiLU and Mul: no matrix FLOPs, so only the
+    4 fully recomputed layers of stage 0 add a forward each (Llama2-13B: h 5120, FFN 13824
+    gated, 4096 tokens; the per-token forward of a layer written out)."""
+    parallel = PARALLEL.replace(recompute_layers=(4, 0))
+    frame = metrics_summary(MODEL, HARDWARE, parallel, STEP_S,
+                            activation_model=pk.ActivationModel.mindformers()
+                            ).set_index("key")
+    model = pk.ModelSpec.preset(MODEL)
+    h, f, s = 5120, 13824, 4096
+    layer = 2 * h * 3 * h + 4 * s * h + 2 * h * h + 2 * h * f * 3  # qkv, core, proj, MLP
+    assert pk.layer_forward_flops(model)["total"] == pytest.approx(layer)
+    per_token = pk.model_flops(model, 1) + 4 * layer
+    peak = pk.Hardware.preset(HARDWARE).peak()
+    assert frame.loc["hfu", "value"] == pytest.approx(per_token * 1280.0 / peak, rel=1e-12)
+    assert "selective adds no matrix FLOPs (fused attention)" in frame.loc["hfu", "note"]
+    default = metrics_summary(MODEL, HARDWARE, parallel, STEP_S).set_index("key")
+    assert default.loc["hfu", "value"] > frame.loc["hfu", "value"]  # the core re-run
+    assert "attention core re-run" in default.loc["hfu", "note"]
+
+
 def test_summary_accepts_specs_and_names_conventions() -> None:
     frame = metrics_summary(pk.ModelSpec.preset(MODEL), pk.Hardware.preset(HARDWARE),
                             PARALLEL, STEP_S).set_index("key")

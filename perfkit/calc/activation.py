@@ -204,6 +204,23 @@ class ActivationModel:
             return self
         return replace(self, element_bytes=nbytes)
 
+    @property
+    def recomputes_attention_core(self) -> bool:
+        """Whether selective recompute under this accounting runs the attention core again:
+        it drops the core's ``s²`` tensors (``"attention_core"``) and the attention keeps
+        them (not flash). The one selective recompute that adds matrix FLOPs
+        (:func:`perfkit.hardware_flops`'s ``selective_core``)."""
+        return "attention_core" in self.selective and not self.flash_attention
+
+    @property
+    def selective_flops_note(self) -> str:
+        """How HFU counts a selectively recomputed layer under this accounting, in words
+        (for a page's formula column)."""
+        if self.recomputes_attention_core:
+            return "selective counted strictly (attention core re-run)"
+        what = "fused attention" if self.flash_attention else "MLP activation only"
+        return f"selective adds no matrix FLOPs ({what})"
+
     @classmethod
     def mindformers(cls) -> ActivationModel:
         """MindFormers Llama defaults: flash attention, no dropout, fp32 norm inputs,

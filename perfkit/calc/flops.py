@@ -332,7 +332,7 @@ def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
                    selective_mode: str = "strict", causal: bool = False,
                    full_recompute_layers: int | Sequence[int] | None = None,
                    convention: str = "exact", count_router: bool = True,
-                   num_parameters: float | None = None) -> float:
+                   num_parameters: float | None = None, selective_core: bool = True) -> float:
     """FLOPs the hardware executes, recompute included, for ``tokens`` tokens.
 
     ``model_flops`` plus, per token:
@@ -357,13 +357,21 @@ def hardware_flops(model: ModelSpec, tokens: float, recompute: str = "none",
     ``ParallelConfig.recompute_layers`` given as an int counts *per stage*: pass
     ``parallel.full_recompute_layers_per_stage(model)``); default all layers for
     ``"full"``, none otherwise.
+
+    ``selective_core``: whether a selectively recomputed layer runs its attention core
+    again (Korthikanti's selective recompute, the default). Pass False where selective
+    recompute redoes element-wise work only: the MLP activation (SiLU and Mul, the
+    seed's ``select_recompute``), or an attention that is fused (flash: it keeps no
+    ``s²`` tensors to drop). Element-wise work adds no matrix FLOPs, so such layers add
+    nothing; :attr:`perfkit.ActivationModel.recomputes_attention_core` says which a job's
+    accounting is.
     """
     model = as_model(model)
     check_choice("recompute", recompute, ("none", "selective", "full"))
     check_choice("selective_mode", selective_mode, SELECTIVE_MODES)
     base = model_flops(model, tokens, causal, convention, count_router, num_parameters)
     full = full_layer_count(model, recompute, full_recompute_layers)
-    selective = model.num_layers - full if recompute == "selective" else 0
+    selective = model.num_layers - full if recompute == "selective" and selective_core else 0
     factor = 1.0 if selective_mode == "strict" else 3.0
     if convention in _PARAMETER_CONVENTIONS:
         core = _attention_parts(model, causal)[1] if convention == "palm" else 0.0
@@ -405,15 +413,15 @@ def hfu(model: ModelSpec, tokens_per_second_per_device: float,
         selective_mode: str = "strict", causal: bool = False,
         full_recompute_layers: int | Sequence[int] | None = None, dtype: str | None = None,
         convention: str = "exact", count_router: bool = True,
-        num_parameters: float | None = None) -> float:
+        num_parameters: float | None = None, selective_core: bool = True) -> float:
     """Hardware FLOPs utilisation: like :func:`mfu` with recompute FLOPs counted.
 
-    See :func:`hardware_flops` for ``recompute``, ``selective_mode`` and
-    ``full_recompute_layers``.
+    See :func:`hardware_flops` for ``recompute``, ``selective_mode``,
+    ``full_recompute_layers`` and ``selective_core``.
     """
     tps = check_positive("tokens_per_second_per_device", tokens_per_second_per_device)
     per_token = hardware_flops(model, 1, recompute, selective_mode, causal, full_recompute_layers,
-                               convention, count_router, num_parameters)
+                               convention, count_router, num_parameters, selective_core)
     return per_token * tps / peak_of(peak_flops, dtype)
 
 

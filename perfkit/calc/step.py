@@ -165,7 +165,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     # Selective recompute costs GEMM FLOPs only when it recomputes the attention core; the
     # MLP-activation kind (SiLU/Mul) recomputes element-wise work that FLOPs do not count.
     am = ActivationModel() if activation_model is None else activation_model
-    recomputes_core = "attention_core" in am.selective and not am.flash_attention
+    recomputes_core = am.recomputes_attention_core
     factor = 1.0 if selective_mode == "strict" else 3.0
     layers = parallel.layers_per_stage(model)
     full = parallel.full_recompute_layers_per_stage(model)
@@ -189,11 +189,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
 
     tokens_per_device = parallel.global_batch_size * model.seq_length / (step_s
                                                                           * parallel.world_size)
-    total_full = sum(full)
-    hw_recompute = parallel.recompute if recomputes_core or parallel.recompute != "selective" \
-        else ("full" if total_full else "none")
-    hw_per_token = hardware_flops(model, 1, hw_recompute, selective_mode, causal,
-                                  full_recompute_layers=total_full, count_router=count_router)
+    hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
+                                  full_recompute_layers=sum(full), count_router=count_router,
+                                  selective_core=recomputes_core)
     static = static_memory(model, parallel, static_scheme,
                            gradient_bytes=None if gradient_bytes_given is None
                            else gradient_bytes_given).total_bytes

@@ -346,14 +346,14 @@ def _utilisation_rows(job: Job, tps_device: float | None) -> list[dict[str, Any]
         "mfu": mfu(model, tps_device, job.hardware, causal=False, dtype=dtype),
         "hfu": hfu(model, tps_device, job.hardware, recompute=p.recompute,
                    selective_mode="strict", causal=False, full_recompute_layers=full,
-                   dtype=dtype),
+                   dtype=dtype, selective_core=job.activation_model.recomputes_attention_core),
     }
     peak = job.hardware.peak(dtype)
     notes = {
         "mfu": f"model FLOPs (exact GEMMs, non-causal) × tokens/s per device / "
                f"{dtype or job.hardware.default_dtype} peak {peak / 1e12:,.0f} TFLOP/s",
         "hfu": f"adds recompute FLOPs ({p.recompute}, full layers per stage "
-               f"{list(full)}; selective counted strictly); non-causal",
+               f"{list(full)}; {job.activation_model.selective_flops_note}); non-causal",
     }
     rows = []
     for key, label in labels.items():
@@ -383,7 +383,8 @@ def _flops_rows(job: Job, gbs: int | None, seq: int | None) -> list[dict[str, An
     full = p.full_recompute_layers_per_stage(job.model)
     base = model_flops(job.model, tokens, causal=False)
     extra = hardware_flops(job.model, tokens, recompute=p.recompute, selective_mode="strict",
-                           causal=False, full_recompute_layers=full) - base
+                           causal=False, full_recompute_layers=full,
+                           selective_core=job.activation_model.recomputes_attention_core) - base
     return [
         _metric("model_flops_per_step", keys["model_flops_per_step"], base, "FLOP",
                 flops_text(base), f"model_flops(model, B·s = {tokens}), "
@@ -391,7 +392,7 @@ def _flops_rows(job: Job, gbs: int | None, seq: int | None) -> list[dict[str, An
         _metric("recompute_flops_per_step", keys["recompute_flops_per_step"], extra, "FLOP",
                 flops_text(extra),
                 f"hardware_flops − model_flops: recompute {p.recompute}, full layers per "
-                f"stage {list(full)}, selective counted strictly"),
+                f"stage {list(full)}, {job.activation_model.selective_flops_note}"),
     ]
 
 

@@ -341,7 +341,7 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
     n = L / pp
     am = ActivationModel() if activation_model is None else activation_model
     # as estimate_step: only attention-core selective recompute costs GEMM FLOPs
-    recomputes_core = "attention_core" in am.selective and not am.flash_attention
+    recomputes_core = am.recomputes_attention_core
     selective = np.where(rec == 1, n - k, 0.0)
     tokens = mbs * m * s / cp  # tokens each rank runs per step
     compute = _compute_seconds(model, causal, n, k, selective, tp, tokens,

@@ -124,7 +124,9 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     Conventions: tokens/s per device divides by all ``dp·tp·pp`` devices; the seed's
     tokens/s/p divides by the data-parallel size ``p = dp``; MFU and HFU count the full
     (non-causal) attention score matrix and the model's exact GEMMs; HFU adds recompute
-    FLOPs with strict selective recompute (only the attention core re-runs); static memory
+    FLOPs with strict selective recompute (only the attention core re-runs, where the
+    activation accounting's selective recompute drops it and the attention is not fused;
+    recomputing the MLP activation adds no matrix FLOPs); static memory
     uses the MindSpore scheme (``10N/t + 2N``); activation memory is the peak pipeline
     stage (Korthikanti et al. 2022, Table 2, or tensor by tensor without the attention
     scores when the job ran a fused attention kernel); the bubble is relative to the ideal compute
@@ -148,13 +150,14 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     tps_p = tokens_per_second_per_p(gbs, seq, step, parallel.dp)
     sps = samples_per_second(gbs, step)
     mfu_value = mfu(model, tps_device, hardware, causal=False, dtype=dtype)
+    if activation_model is None and job is not None:
+        activation_model = job.activation_model
+    am = ActivationModel() if activation_model is None else activation_model
     hfu_value = hfu(model, tps_device, hardware, recompute=parallel.recompute,
                     selective_mode="strict", causal=False,
                     full_recompute_layers=parallel.full_recompute_layers_per_stage(model),
-                    dtype=dtype)
+                    dtype=dtype, selective_core=am.recomputes_attention_core)
     static = static_memory(model, parallel, scheme="mindspore")
-    if activation_model is None and job is not None:
-        activation_model = job.activation_model
     act = activation_memory(model, parallel, activation_model=activation_model)
     bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
     estimate = estimate_step(model, parallel, hardware, efficiency=ESTIMATE_EFFICIENCY,
@@ -194,8 +197,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"model FLOPs (exact GEMMs, non-causal attention) / {dtype_name} peak "
              f"{peak / 1e12:,.0f} TFLOP/s", g_mfu),
         _row("hfu", "HFU", hfu_value, "fraction", share_text(hfu_value),
-             f"adds recompute FLOPs ({parallel.recompute}); selective counted strictly "
-             "(attention core re-run); non-causal", g_hfu),
+             f"adds recompute FLOPs ({parallel.recompute}); {am.selective_flops_note}; "
+             "non-causal", g_hfu),
         _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
              bytes_text(static.total_bytes),
              f"fp16 weights + fp32 Adam m, v over optimizer shard "
