@@ -100,9 +100,10 @@ def test_run_as_script_exits_with_status(tmp_path: Path) -> None:
                            "--no-browser"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == f"perfkit: error: profile path not found: {missing}"
-    done = subprocess.run([sys.executable, "-m", "perfkit.cli", "info"], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0 and "ascend-910b" in done.stdout
+    for module in ("perfkit.cli", "perfkit"):  # python -m perfkit runs the command too
+        done = subprocess.run([sys.executable, "-m", module, "info"], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0 and "ascend-910b" in done.stdout, module
 
 
 def test_voila_arguments() -> None:
