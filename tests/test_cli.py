@@ -767,3 +767,43 @@ def test_info_reads_every_wild_profile(name: str, tmp_path: Path, monkeypatch,
         assert "Steps: 1 (unnumbered)" in captured.out
         assert "the one span without step numbers" in captured.out
         assert re.search(r"^\s+NA\s+0\s+[\d.]+\s+[\d.]+ %", captured.out, re.MULTILINE)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGINT are POSIX's")
+def test_ctrl_c_while_the_page_is_drawn_stops_quietly(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) while the preheated kernel still
+    runs the dashboard: no ipykernel traceback, and no kernel left running."""
+    log_path = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if k != cli.PROFILE_ENV}
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "perfkit", "serve", "--port", str(_free_port()),
+             "--no-browser"], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
+            start_new_session=True)  # its own group, as a terminal's foreground job
+        try:
+            deadline = time.monotonic() + 120
+            while "it runs the notebook" not in log_path.read_text() and \
+                    time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            text = log_path.read_text()
+            assert "it runs the notebook" in text and "perfkit: the page is ready" not in text, text
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    text = log_path.read_text()
+    assert "Traceback" not in text and "ZMQError" not in text, text
+    assert "Kernel shutdown" in text  # Voila ended the kernel, which it had started
+    deadline = time.monotonic() + 10  # every process of the group has ended
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("a process of perfkit serve's group still runs")

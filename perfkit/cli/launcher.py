@@ -270,6 +270,30 @@ def _open_browser(url: str, folder: Path) -> None:
     threading.Thread(target=target, name="perfkit-open-browser", daemon=True).start()
 
 
+def _kill_busy_kernels(kernel_manager: Any) -> int:
+    """Stop at once every kernel that is not idle; how many were stopped.
+
+    Stopped while a kernel still starts or runs the dashboard (Ctrl-C before the page is
+    ready), Voila asks it to shut down mid-cell: the kernel closes its sockets, and when
+    the cell ends it fails to send its reply and prints an ipykernel traceback on the
+    terminal. Such a kernel holds nothing but the page it was drawing, so it is ended
+    (``now=True``: killed, its connection files removed) before Voila shuts down the rest
+    politely. Best effort: a kernel that cannot be stopped here is left to Voila.
+    """
+    from jupyter_core.utils import run_sync
+
+    stopped = 0
+    for kernel_id in list(kernel_manager.list_kernel_ids()):
+        try:
+            if getattr(kernel_manager.get_kernel(kernel_id), "execution_state", "") == "idle":
+                continue
+            run_sync(kernel_manager.shutdown_kernel)(kernel_id, now=True)
+            stopped += 1
+        except Exception:  # noqa: BLE001, S112 - Voila's own shutdown follows anyway
+            continue
+    return stopped
+
+
 def _run_voila(argv: list[str], token: str,
                when_serving: Callable[[Any], Awaitable[Any]]) -> None:
     """Run Voila with ``argv`` and ``token`` until it stops; ``when_serving(app)`` runs on
@@ -283,6 +307,13 @@ def _run_voila(argv: list[str], token: str,
         token=token,
         tornado_settings={"websocket_max_message_size": WEBSOCKET_MAX_MESSAGE_BYTES})
     app.initialize(argv)
+    voila_stop = app.stop
+
+    def stop() -> None:  # what Voila calls once its loop ends: busy kernels first
+        _kill_busy_kernels(app.kernel_manager)
+        voila_stop()
+
+    app.stop = stop
     IOLoop.current().add_callback(when_serving, app)  # the loop Voila starts
     app.start()
 
