@@ -165,3 +165,23 @@ def test_gradient_bytes_reach_static_memory_too():
     two = pk.estimate_step(m, par, hw)
     four = pk.estimate_step(m, par, hw, gradient_bytes=4)
     assert four.static_bytes - two.static_bytes == pytest.approx(2 * m.num_parameters())
+
+
+def test_an_fp32_run_sends_and_keeps_four_bytes():
+    """dtype="fp32" (no mixed precision): 4-byte gradients in the data-parallel reduction,
+    4-byte activations in the tensor-parallel collectives, and fp32 static memory."""
+    m = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("a100")
+    par = pk.ParallelConfig(dp=4, tp=2, num_micro_batches=2, optimizer_shard=4)
+    half = pk.estimate_step(m, par, hw, dtype="bf16")
+    full = pk.estimate_step(m, par, hw, dtype="fp32")
+    assert full.dp_comm_s == pytest.approx(2 * half.dp_comm_s)
+    assert full.tp_comm_s == pytest.approx(2 * half.tp_comm_s)
+    n = m.num_parameters() / 2  # tp = 2 halves the (tp-split) parameters on each device
+    assert full.static_bytes == pytest.approx(
+        pk.static_memory(m, par, dtype="fp32").total_bytes)
+    # MindSpore scheme, fp32: 12N/t + 4N (gradient buffer: accumulating) on the device
+    per_device = pk.calc.memory.parameters_per_device(m, par)
+    assert per_device == pytest.approx(n, rel=0.01)
+    assert full.static_bytes == pytest.approx(12 * per_device / 4 + 4 * per_device)
+    assert half.static_bytes == pytest.approx(10 * per_device / 4 + 2 * per_device)

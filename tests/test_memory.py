@@ -76,6 +76,37 @@ def seed_row(row, s, b, h, a, t):
     }[row]
 
 
+def test_static_memory_of_an_fp32_run():
+    """No mixed precision: fp32 weights (the optimizer's own copy), fp32 gradients and
+    Adam's two fp32 moments, 4 + 4 + 8 bytes per parameter, sharded as each scheme shards."""
+    n, t, dp = 7e9, 8, 8
+    plain = pk.static_memory(n, pk.ParallelConfig(dp=dp), dtype="fp32")
+    assert plain.total_bytes == (4 + 4 + 4) * n  # no gradient buffer: weights + m + v
+    # the seed's 10N/t + 2N becomes 12N/t + 4N: 10.5 GB + 28 GB
+    acc = pk.static_memory(n, pk.ParallelConfig(dp=dp, optimizer_shard=t, num_micro_batches=4),
+                           dtype="tf32")
+    assert acc.total_bytes == pytest.approx(12 * n / t + 4 * n) and acc.gradients_bytes == 4 * n
+    assert acc.total_bytes == pytest.approx(38.5 * GB)
+    # Megatron's 18 bytes (bf16 weight, fp32 grad, main param, m, v) become 16, no main param
+    mega = pk.static_memory(n, pk.ParallelConfig(dp=dp, optimizer_shard=dp), "megatron",
+                            dtype="fp32")
+    assert mega.total_bytes == pytest.approx((4 + 4 + 8 / dp) * n)
+    # ZeRO's 2 + 2 + K with K = 12 becomes 4 + 4 + 8
+    expected = {0: 16 * n, 1: 8 * n + 8 * n / dp, 2: 4 * n + 12 * n / dp, 3: 16 * n / dp}
+    for stage, total in expected.items():
+        got = pk.static_memory(n, pk.ParallelConfig(dp=dp, zero_stage=stage), "zero",
+                               dtype="fp32")
+        assert got.total_bytes == pytest.approx(total)
+    # 16-bit types keep the mixed-precision bytes; explicit bytes still win
+    for dtype in (None, "bf16", "fp16", "fp8"):
+        assert pk.static_memory(n, pk.ParallelConfig(dp=dp), dtype=dtype).total_bytes == 10 * n
+    assert pk.static_memory(n, pk.ParallelConfig(dp=dp), dtype="fp32",
+                            weight_bytes=2).total_bytes == (2 + 4 + 4) * n
+    with pytest.raises(pk.PerfkitError, match="dtype"):
+        pk.static_memory(pk.ModelSpec.preset("llama2-7b"), pk.ParallelConfig(dp=dp),
+                         "deepspeed", dtype="fp32")
+
+
 @pytest.mark.parametrize("row,tp,sp,recompute", [
     ("no parallelism", 1, False, "none"),
     ("tensor parallel", 4, False, "none"),

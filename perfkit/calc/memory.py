@@ -22,6 +22,11 @@ Static memory, four published schemes (``scheme=``):
   ``4 × largest layer``, optimizer and parameter offload to the CPU, and the host memory
   per node.
 
+These are mixed-precision schemes (16-bit weights, fp32 optimizer state). A run whose
+tensors are fp32 (``dtype="fp32"`` or ``"tf32"``) keeps 4-byte weights and gradients and
+no second fp32 copy of the weights: 4 + 4 + 8 (Adam's two moments) bytes per parameter
+under the first three schemes, sharded as they shard (``dtype=``).
+
 Activation memory lives in :mod:`perfkit.calc.activation` (re-exported here).
 """
 
@@ -42,6 +47,7 @@ from ..errors import (
 from ..specs import ModelSpec, ParallelConfig
 from ._common import as_param_count
 from .activation import (
+    ELEMENT_BYTES,
     ActivationBreakdown,
     ActivationModel,
     activation_memory,
@@ -58,6 +64,7 @@ __all__ = [
     "parameters_per_device",
     "stage_parameters",
     "static_memory",
+    "full_precision",
     "activation_per_layer",
     "activation_memory",
 ]
@@ -68,6 +75,15 @@ _DEFAULT_BYTES = {  # scheme -> (weight, gradient, optimizer) bytes per paramete
     "megatron": (2.0, 4.0, 12.0),
     "zero": (2.0, 2.0, 12.0),
 }
+#: (weight, gradient, optimizer) bytes per parameter of a run without mixed precision:
+#: fp32 weights (the optimizer's own copy) and gradients, Adam's two fp32 moments.
+_FP32_BYTES = (4.0, 4.0, 8.0)
+
+
+def full_precision(dtype: str | None) -> bool:
+    """Whether a run of ``dtype`` keeps its tensors in fp32 (``"fp32"``, ``"tf32"``:
+    4 bytes in :data:`~perfkit.calc.activation.ELEMENT_BYTES`), without mixed precision."""
+    return ELEMENT_BYTES.get(dtype or "") == 4.0
 
 
 def _frame(rows: dict[str, float]) -> pd.DataFrame:
@@ -210,7 +226,7 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
                   gradient_buffer: bool | None = None, *, offload_optimizer: bool = False,
                   offload_params: bool = False, largest_layer_params: float | None = None,
                   zero_init: bool = True, additional_buffer_factor: float = 1.5,
-                  devices_per_node: int = 8) -> MemoryBreakdown:
+                  devices_per_node: int = 8, dtype: str | None = None) -> MemoryBreakdown:
     """Weights + gradients + optimizer state of the most loaded device, in bytes.
 
     Parameters
@@ -245,6 +261,14 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
     devices_per_node : int
         ``"deepspeed"``: GPUs per node, for the host memory per node (a job smaller than
         a node is one node of ``world_size`` GPUs).
+    dtype : str, optional
+        The type the run trains in. ``"fp32"`` or ``"tf32"``: no mixed precision, so
+        4 / 4 / 8 bytes per parameter (fp32 weights, which are the optimizer's copy, fp32
+        gradients, Adam's two moments) instead of the scheme's defaults, sharded as the
+        scheme shards them (the seed's ``10N/t + 2N`` becomes ``12N/t + 4N``). None
+        (default) and the 16-bit types: the scheme's mixed-precision bytes. The explicit
+        ``*_bytes`` arguments still win. Not with ``"deepspeed"``, whose estimator counts
+        mixed precision only.
 
     Examples
     --------
@@ -252,7 +276,12 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
     parallel, 22.75 GB with optimizer parallel and gradient accumulation.
     """
     check_choice("scheme", scheme, STATIC_SCHEMES)
+    fp32 = full_precision(dtype)
     if scheme == "deepspeed":
+        if fp32:
+            raise InvalidArgumentError("dtype", "DeepSpeed's estimator counts mixed-precision "
+                                       "training only; use scheme='zero' for an fp32 run",
+                                       dtype)
         if any(x is not None for x in (weight_bytes, gradient_bytes, optimizer_bytes)):
             given = [name for name, x in (("weight_bytes", weight_bytes),
                                           ("gradient_bytes", gradient_bytes),
@@ -268,7 +297,7 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
         raise InvalidArgumentError("offload_optimizer" if offload_optimizer else
                                    "offload_params", "CPU offload is modelled by "
                                    "scheme='deepspeed' (DeepSpeed's estimator)", True)
-    w, g, o = _DEFAULT_BYTES[scheme]
+    w, g, o = _FP32_BYTES if fp32 else _DEFAULT_BYTES[scheme]
     w = w if weight_bytes is None else check_non_negative("weight_bytes", weight_bytes)
     g = g if gradient_bytes is None else check_non_negative("gradient_bytes", gradient_bytes)
     o = o if optimizer_bytes is None else check_non_negative("optimizer_bytes",

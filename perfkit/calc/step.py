@@ -38,7 +38,7 @@ from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
 from .comm import comm_volume
 from .flops import flops_per_token, hardware_flops, layer_forward_flops
-from .memory import ActivationModel, activation_memory, static_memory
+from .memory import ActivationModel, activation_memory, full_precision, static_memory
 from .pipeline import bubble_fraction
 
 __all__ = ["StepEstimate", "estimate_step"]
@@ -110,7 +110,10 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     comm_efficiency : float
         Achieved share of nominal link bandwidth, in (0, 1].
     dtype : str, optional
-        Peak to use (default ``hardware.default_dtype``); activations are 2 bytes.
+        The run's type: the peak to use (default ``hardware.default_dtype``). ``"fp32"``
+        and ``"tf32"`` (no mixed precision) also send 4-byte activations and gradients
+        and keep fp32 weights (``static_memory(..., dtype=)``); otherwise activations are
+        2 bytes.
     dp_overlap, tp_overlap, pp_overlap, ep_overlap, cp_overlap : float
         Share of each kind of communication hidden under compute, in [0, 1]. Default 0:
         nothing hidden (a pessimistic bound; calibrate against a profile).
@@ -134,7 +137,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         :class:`~perfkit.calc.memory.ActivationModel`.
     gradient_bytes : float, optional
         Bytes per gradient element, in the data-parallel reduction and in static memory;
-        default 4 with ``static_scheme="megatron"`` (fp32 gradient buffers) and 2 otherwise.
+        default 4 with ``static_scheme="megatron"`` (fp32 gradient buffers) or an fp32
+        ``dtype``, and 2 otherwise.
     cp_comm : {"p2p", "all_gather"}
         How context parallelism exchanges keys and values (same bytes), see
         :func:`~perfkit.calc.comm.comm_volume`.
@@ -174,10 +178,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     compute_s = max(stage_flops) / (peak * eff)
     bubble_s = bubble_fraction(pp, parallel.num_micro_batches, v) * compute_s
 
+    fp32 = full_precision(dtype)
     gradient_bytes_given = gradient_bytes
     if gradient_bytes is None:
-        gradient_bytes = 4.0 if static_scheme == "megatron" else 2.0
-    volume = comm_volume(model, parallel, gradient_bytes=gradient_bytes, cp_comm=cp_comm)
+        gradient_bytes = 4.0 if static_scheme == "megatron" or fp32 else 2.0
+    volume = comm_volume(model, parallel, dtype_bytes=4.0 if fp32 else 2.0,
+                         gradient_bytes=gradient_bytes, cp_comm=cp_comm)
     # tp innermost, then cp, dp, pp: a group stays on intra-node links only while its ranks
     # fit in one node; some pipeline boundary crosses nodes as soon as the job does.
     spans = {"tp": tp, "dp": tp * cp * dp, "pp": parallel.world_size,
@@ -194,7 +200,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                                   selective_core=recomputes_core)
     static = static_memory(model, parallel, static_scheme,
                            gradient_bytes=None if gradient_bytes_given is None
-                           else gradient_bytes_given).total_bytes
+                           else gradient_bytes_given, dtype=dtype).total_bytes
     act = activation_memory(model, parallel, activation_model=activation_model,
                             convention=activation_convention).total_bytes
     limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \

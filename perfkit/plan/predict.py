@@ -349,7 +349,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     tokens = parallel.global_batch_size * model.seq_length
     per_device = tokens / (step * parallel.world_size)
     peak = hardware.peak(dtype)
-    static = static_memory(model, parallel, scheme).total_bytes
+    static = static_memory(model, parallel, scheme, dtype=dtype).total_bytes
     act = activation_memory(model, parallel, activation_model=am).total_bytes \
         if not uneven else _uneven_activation(model, parallel, am)
     limit = memory_limit_bytes if memory_limit_bytes is not None \

@@ -26,7 +26,7 @@ from ..calc import (
     layer_forward_flops,
     static_memory,
 )
-from ..calc.memory import stage_parameters
+from ..calc.memory import full_precision, stage_parameters
 from ..calc.rates import Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, check_fraction, check_positive, check_positive_int
@@ -356,8 +356,9 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
                                             num_micro_batches=int(p))),
             key=lambda st: st["total"])[part])
     dense_params = split["total"] - split["experts"]
-    bsh = mbs * (s / cp) * h * 2.0
-    grad_bytes = 4.0 if scheme == "megatron" else 2.0  # as estimate_step's default
+    fp32 = full_precision(dtype)  # as estimate_step: 4-byte activations and gradients
+    bsh = mbs * (s / cp) * h * (4.0 if fp32 else 2.0)
+    grad_bytes = 4.0 if scheme == "megatron" or fp32 else 2.0  # as estimate_step's default
     group = dp * cp
     expert_group = tp * cp * dp / (ep * etp)
     dp_bytes = np.where(group > 1, 2 * (group - 1) / group * dense_params * grad_bytes, 0.0)
@@ -385,7 +386,7 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
              "cp": cp_bytes / link(tp * cp)}
     exposed = sum(times[key] * (1 - overlaps[key]) for key in times)
     step = compute + bubble + exposed + overhead
-    static = _static(model, c, scheme, m, pp)
+    static = _static(model, c, scheme, m, pp, dtype)
     activation = _activation(model, c, activation_model, convention, n, k, v)
     memory = static + activation
     per_device = dp * mbs * m * s / (step * dp * tp * pp * cp)
@@ -442,7 +443,7 @@ def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
     u = np.sqrt(np.sum(np.square(terms), axis=0))
     pp, v, k = (c[name].astype(float) for name in ("pp", "vpp", "full_layers_per_stage"))
     n = model.num_layers / pp
-    static = _static(model, c, scheme, c["num_micro_batches"].astype(float), pp)
+    static = _static(model, c, scheme, c["num_micro_batches"].astype(float), pp, dtype)
     activation = _activation(model, c, activation_model, convention, n, k, v)
     tokens = c["dp"] * c["micro_batch_size"] * c["num_micro_batches"] * model.seq_length
     devices = c["dp"] * c["tp"] * pp * c["cp"]
@@ -511,14 +512,15 @@ def _compute_seconds(model: ModelSpec, causal: bool, n: np.ndarray, k: np.ndarra
 
 
 def _static(model: ModelSpec, c: dict[str, np.ndarray], scheme: str, m: np.ndarray,
-            pp: np.ndarray) -> np.ndarray:
-    """Static memory per distinct (dp, tp, pp, cp, ep, expert_tp, shard, gradient buffer)."""
+            pp: np.ndarray, dtype: str | None) -> np.ndarray:
+    """Static memory per distinct (dp, tp, pp, cp, ep, expert_tp, shard, gradient buffer),
+    of a run of ``dtype`` (``static_memory``'s)."""
     keys = {name: c[name] for name in ("dp", "tp", "pp", "cp", "ep", "expert_tp",
                                          "optimizer_shard")}
     keys["g"] = (m > 1) | (pp > 1)
     return _lookup(keys, lambda d, t, p, cc, e, x, os_, g: static_memory(
         model, _config(d, t, p, cc, e, x, num_micro_batches=int(p), optimizer_shard=int(os_)),
-        scheme, gradient_buffer=bool(g)).total_bytes)
+        scheme, gradient_buffer=bool(g), dtype=dtype).total_bytes)
 
 
 def _activation(model: ModelSpec, c: dict[str, np.ndarray],

@@ -24,6 +24,7 @@ from ..calc import (
     tokens_per_second_per_device,
     tokens_per_second_per_p,
 )
+from ..calc.memory import full_precision
 from ..errors import InvalidArgumentError, check_positive
 from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
@@ -157,11 +158,15 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     selective_mode="strict", causal=False,
                     full_recompute_layers=parallel.full_recompute_layers_per_stage(model),
                     dtype=dtype, selective_core=am.recomputes_attention_core)
-    static = static_memory(model, parallel, scheme="mindspore")
+    run_dtype = dtype or (job.dtype if job is not None else None)  # the run's tensors
+    static = static_memory(model, parallel, scheme="mindspore", dtype=run_dtype)
     act = activation_memory(model, parallel, activation_model=activation_model)
     bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
+    # the estimate counts the run's bytes as the rows above do (its peak where the device
+    # has one for the run's type, else ``dtype``'s)
     estimate = estimate_step(model, parallel, hardware, efficiency=ESTIMATE_EFFICIENCY,
-                             comm_efficiency=ESTIMATE_COMM_EFFICIENCY, dtype=dtype,
+                             comm_efficiency=ESTIMATE_COMM_EFFICIENCY,
+                             dtype=run_dtype if run_dtype in hardware.peak_flops else dtype,
                              static_scheme="mindspore", selective_mode="strict", causal=False,
                              activation_model=activation_model)
 
@@ -201,8 +206,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              "non-causal", g_hfu),
         _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
              bytes_text(static.total_bytes),
-             f"fp16 weights + fp32 Adam m, v over optimizer shard "
-             f"t = {parallel.optimizer_shard}, + fp16 gradient buffer when accumulating"),
+             _static_note(parallel, full_precision(run_dtype))),
         _row("activation_gib", "activation memory", act_gib, "GiB",
              bytes_text(act.total_bytes),
              f"peak stage {act.stage}, {counted(act.in_flight, 'micro-batch')} in flight; "
@@ -297,7 +301,8 @@ def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
 
 def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | None = None,
                      parallel: ParallelConfig | None = None,
-                     activation_model: ActivationModel | None = None) -> pd.DataFrame:
+                     activation_model: ActivationModel | None = None,
+                     dtype: str | None = None) -> pd.DataFrame:
     """Memory of the most loaded device by component, for :func:`perfkit.charts.memory_chart`.
 
     Parameters
@@ -309,6 +314,9 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
     parallel : ParallelConfig
     activation_model : perfkit.calc.ActivationModel, optional
         How activations are counted (default: a job's own, else the seed's table).
+    dtype : str, optional
+        The run's type (default: a job's own): ``"fp32"`` or ``"tf32"`` keeps fp32 weights
+        and gradients (:func:`~perfkit.calc.memory.static_memory`'s ``dtype``).
 
     Returns
     -------
@@ -328,13 +336,14 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
         parallel = job.parallel if parallel is None else parallel
         activation_model = job.activation_model if activation_model is None \
             else activation_model
+        dtype = job.dtype if dtype is None else dtype
     model = resolve_model(model)
     hardware = resolve_hardware(hardware)
     if not isinstance(parallel, ParallelConfig):
         raise InvalidArgumentError("parallel", "must be a ParallelConfig",
                                    type(parallel).__name__)
     parallel.validate(model)
-    static = static_memory(model, parallel, scheme="mindspore")
+    static = static_memory(model, parallel, scheme="mindspore", dtype=dtype)
     act = activation_memory(model, parallel, activation_model=activation_model)
     parts = {"weights": static.weights_bytes, "gradients": static.gradients_bytes,
              "optimizer state": static.optimizer_bytes, "activations": act.total_bytes}
@@ -342,3 +351,11 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
     frame["GiB"] = frame["bytes"] / GIB
     frame["device_GiB"] = hardware.memory_bytes / GIB
     return frame
+
+
+def _static_note(parallel: ParallelConfig, fp32: bool) -> str:
+    """The static-memory row's formula: the MindSpore scheme, in 16 or 32 bits."""
+    size = "fp32" if fp32 else "fp16"
+    return (f"{size} weights + fp32 Adam m, v over optimizer shard "
+            f"t = {parallel.optimizer_shard}, + {size} gradient buffer when accumulating"
+            + ("; an fp32 run: no mixed precision" if fp32 else ""))

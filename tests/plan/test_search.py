@@ -146,6 +146,22 @@ def test_dense_first_moe_rows_equal_estimate_step():
             assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
 
 
+def test_fp32_rows_equal_estimate_step():
+    """An fp32 run: the search prices its 4-byte activations, gradients and weights as
+    estimate_step does."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("a100")
+    space = plan.SearchSpace(pp=(1, 2), vpp=(1,), micro_batch_size=(1,), cp=(1,))
+    frame = plan.search(model, hw, 8, 64, space=space, include_rejected=True, dtype="fp32")
+    for _, row in frame.head(12).iterrows():
+        par = plan.to_parallel_config(row)
+        est = pk.estimate_step(model, par, hw, dtype="fp32")
+        for column in ("compute_s", "tp_comm_s", "dp_comm_s", "pp_comm_s", "step_s",
+                       "static_bytes", "activation_bytes"):
+            assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+        assert row["static_bytes"] > pk.estimate_step(model, par, hw, dtype="bf16").static_bytes
+
+
 def test_activation_conventions_reach_the_search():
     model = pk.ModelSpec.preset("llama2-7b")
     hw = pk.Hardware.preset("a100")
