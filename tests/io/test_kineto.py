@@ -65,7 +65,10 @@ def test_ops_and_steps(prof, raw):
     assert (prof.ops["cat"] == "cpu_op").sum() == sum(e["cat"] == "cpu_op" for e in cpu)
     steps = prof.steps
     assert sorted(steps["step"]) == [551, 552]
-    assert steps["bubble_us"].isna().all() and steps["preparing_us"].isna().all()
+    assert steps["bubble_us"].isna().all()  # Ascend-only
+    # the device's wait before each step's first task (checked against the raw trace in
+    # test_kineto_wild.py::test_preparing_is_the_devices_wait_before_each_steps_first_task)
+    assert (steps["preparing_us"] >= 0).all()
     # computing + communication(not overlapped) + free is the device span of the step
     k = prof.kernels
     for _, row in steps.iterrows():

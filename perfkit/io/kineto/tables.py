@@ -114,8 +114,10 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     if len(steps):
         notes.append("steps: a step is its host ProfilerStep span; its device work is the "
                      "GPU tasks it launched (runtime call with the same correlation id), from "
-                     "the first to the last of them (bubble/stage/preparing are Ascend-only "
-                     "and left NA)" if len(spans) else
+                     "the first to the last of them; preparing is the device's wait before "
+                     "the first of them, from the span's start or the previous step's last "
+                     "task if later (bubble/stage are Ascend-only and left NA)" if len(spans)
+                     else
                      "steps: computed from the GPU kernel intervals of the whole trace "
                      "(bubble/stage/preparing are Ascend-only and left NA)")
     else:
