@@ -353,7 +353,7 @@ def _utilisation_rows(job: Job, tps_device: float | None) -> list[dict[str, Any]
         "mfu": f"model FLOPs (exact GEMMs, non-causal) × tokens/s per device / "
                f"{dtype or job.hardware.default_dtype} peak {peak / 1e12:,.0f} TFLOP/s",
         "hfu": f"adds recompute FLOPs ({p.recompute}, full layers per stage "
-               f"{list(full)}; {job.activation_model.selective_flops_note}); non-causal",
+               f"{list(full)}{_selective_clause(job, '; ')}); non-causal",
     }
     rows = []
     for key, label in labels.items():
@@ -392,8 +392,16 @@ def _flops_rows(job: Job, gbs: int | None, seq: int | None) -> list[dict[str, An
         _metric("recompute_flops_per_step", keys["recompute_flops_per_step"], extra, "FLOP",
                 flops_text(extra),
                 f"hardware_flops − model_flops: recompute {p.recompute}, full layers per "
-                f"stage {list(full)}, {job.activation_model.selective_flops_note}"),
+                f"stage {list(full)}{_selective_clause(job, ', ')}"),
     ]
+
+
+def _selective_clause(job: Job, sep: str) -> str:
+    """How a selectively recomputed layer was counted, after ``sep``; nothing without
+    selective recompute."""
+    if job.parallel.recompute != "selective":
+        return ""
+    return sep + job.activation_model.selective_flops_note
 
 
 # --------------------------------------------------------------------------------------

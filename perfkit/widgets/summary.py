@@ -202,8 +202,9 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"model FLOPs (exact GEMMs, non-causal attention) / {dtype_name} peak "
              f"{peak / 1e12:,.0f} TFLOP/s", g_mfu),
         _row("hfu", "HFU", hfu_value, "fraction", share_text(hfu_value),
-             f"adds recompute FLOPs ({parallel.recompute}); {am.selective_flops_note}; "
-             "non-causal", g_hfu),
+             "; ".join([f"adds recompute FLOPs ({parallel.recompute})"]
+                       + ([am.selective_flops_note] if parallel.recompute == "selective"
+                          else []) + ["non-causal"]), g_hfu),
         _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
              bytes_text(static.total_bytes),
              _static_note(parallel, full_precision(run_dtype))),
