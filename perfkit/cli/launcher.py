@@ -270,8 +270,8 @@ def _open_browser(url: str, folder: Path) -> None:
     threading.Thread(target=target, name="perfkit-open-browser", daemon=True).start()
 
 
-def _kill_busy_kernels(kernel_manager: Any) -> int:
-    """Stop at once every kernel that is not idle; how many were stopped.
+def _kill_busy_kernels(kernel_manager: Any) -> None:
+    """Stop at once every kernel that is not idle.
 
     Stopped while a kernel still starts or runs the dashboard (Ctrl-C before the page is
     ready), Voila asks it to shut down mid-cell: the kernel closes its sockets, and when
@@ -282,16 +282,12 @@ def _kill_busy_kernels(kernel_manager: Any) -> int:
     """
     from jupyter_core.utils import run_sync
 
-    stopped = 0
     for kernel_id in list(kernel_manager.list_kernel_ids()):
         try:
-            if getattr(kernel_manager.get_kernel(kernel_id), "execution_state", "") == "idle":
-                continue
-            run_sync(kernel_manager.shutdown_kernel)(kernel_id, now=True)
-            stopped += 1
+            if getattr(kernel_manager.get_kernel(kernel_id), "execution_state", "") != "idle":
+                run_sync(kernel_manager.shutdown_kernel)(kernel_id, now=True)
         except Exception:  # noqa: BLE001, S112 - Voila's own shutdown follows anyway
             continue
-    return stopped
 
 
 def _run_voila(argv: list[str], token: str,
