@@ -539,3 +539,53 @@ def test_a_legacy_step_trace_shows_its_phases_not_an_empty_chart(tmp_path: Path,
     (rows,) = spec["datasets"].values()
     assert {r["part"] for r in rows} == set(C.TRACE_PHASES.values())
     assert sum(r["ms"] for r in rows) > 0
+
+
+@pytest.mark.shared_samples
+def test_one_rank_is_not_charted_against_its_peers(tmp_path: Path, monkeypatch) -> None:
+    """DeepEP's trace is rank 0 of 64, alone: the Communication tab once drew four empty
+    panels at zero for it against itself. It now says there are no peers to compare."""
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("wild/ds_train")
+    (raw,) = folder.glob("*.json")
+    trace = json.loads(raw.read_text(encoding="utf-8"))
+    # one trace file, of one rank of a larger run (read from the raw JSON)
+    assert trace["distributedInfo"]["rank"] == 0 and trace["distributedInfo"]["world_size"] > 1
+    board = dashboard(str(folder))
+    panel = board.select("Communication")
+    text = _html_of(panel)
+    assert "one rank is loaded, so it has no peers to be compared with" in text
+    assert not [s for s in _specs(panel) if "peers" in json.dumps(s.get("title", ""))]
+    assert "click a rank above" not in text  # no chart of ranks to click
+
+
+@pytest.mark.shared_samples
+def test_two_ranks_are_charted_and_the_outlier_rule_says_why_none_is_slow(
+        tmp_path: Path, monkeypatch) -> None:
+    """The raw CANN output of two devices: both ranks are charted against each other, and
+    the page says why neither can be flagged (the outlier rule needs three)."""
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("wild/mi_prof")
+    devices = sorted(p.name for p in folder.glob("PROF_*/device_*"))
+    assert devices == ["device_0", "device_1"]
+    board = dashboard(str(folder))
+    panel = board.select("Communication")
+    text = _html_of(panel)
+    (spec,) = [s for s in _specs(panel) if "peers" in json.dumps(s.get("title", ""))]
+    ranks = {r["rank"] for rows in spec["datasets"].values() for r in rows}
+    assert ranks == {0, 1}
+    assert "a robust outlier rule needs at least 3, so no rank is flagged as slow" in text
+
+
+def test_slow_ranks_explorer_on_one_rank_says_there_are_no_peers() -> None:
+    import perfkit as pk
+    from perfkit.widgets import slow_ranks_explorer
+
+    folder = bundled_profile("simulated/slow-rank")
+    one = sorted(p for p in folder.iterdir() if p.is_dir())[0]
+    explorer = slow_ranks_explorer(pk.load(one))
+    assert "<svg" not in explorer.output.value
+    assert "one rank is loaded, so it has no peers" in explorer.output.value
+    # the whole cluster is charted, with no such note
+    explorer = slow_ranks_explorer(pk.load(folder))
+    assert "<svg" in explorer.output.value and "no peers" not in explorer.output.value

@@ -15,8 +15,9 @@ from .. import analysis as A
 from .. import charts as C
 from ..specs import Hardware, ParallelConfig
 from .markup import STYLE as _STYLE
-from .markup import describe_error, frame_html
+from .markup import describe_error, frame_html, note
 from .markup import error as _error
+from .tabs.communication import has_peers, peers_note
 
 __all__ = ["Explorer", "bandwidth_explorer", "slow_ranks_explorer"]
 
@@ -100,8 +101,11 @@ def slow_ranks_explorer(profile: Any, parallel: ParallelConfig | None = None,
     def render(value: float) -> str:
         ranks = A.slow_ranks(profile, parallel=parallel, min_excess=value)
         slow = sorted(ranks.loc[ranks["slow"].fillna(False).astype(bool), "rank"].unique())
-        chart = C.chart_to_svg(C.slow_ranks_chart(ranks, title="Excess over the peers"))
+        peers = peers_note(ranks)
+        chart = C.chart_to_svg(C.slow_ranks_chart(ranks, title="Excess over the peers")) \
+            if has_peers(ranks) else ""
         return (_STYLE + f"<p><b>Slow at {value:.0%}:</b> "
-                f"{', '.join(f'rank {r}' for r in slow) or 'none'}</p>" + chart)
+                f"{', '.join(f'rank {r}' for r in slow) or 'none'}</p>" + chart
+                + (note(peers) if peers else ""))
 
     return Explorer(control, render)

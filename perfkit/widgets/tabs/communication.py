@@ -14,7 +14,7 @@ from ...tables import over_ranks
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
-__all__ = ["CommunicationTab", "empty_communication_note"]
+__all__ = ["CommunicationTab", "empty_communication_note", "has_peers", "peers_note"]
 
 
 def empty_communication_note(profile: Any) -> str:
@@ -33,6 +33,29 @@ def empty_communication_note(profile: Any) -> str:
             "would fill this tab).")
 
 
+def has_peers(ranks: pd.DataFrame) -> bool:
+    """Whether :func:`perfkit.analysis.slow_ranks` compared more than one rank (a chart of
+    one rank against itself is four empty panels at zero)."""
+    return not ranks.empty and ranks["rank"].nunique(dropna=False) > 1
+
+
+def peers_note(ranks: pd.DataFrame) -> str | None:
+    """What the comparison of ranks with their peers (:func:`perfkit.analysis.slow_ranks`)
+    cannot tell from this few ranks, in one sentence; None when it can.
+
+    One rank has no peers (:func:`has_peers`). Two ranks are compared, but the outlier
+    test needs three, so neither is ever called slow.
+    """
+    if ranks.empty:
+        return None
+    if not has_peers(ranks):
+        return ("Ranks against their peers: one rank is loaded, so it has no peers to be "
+                "compared with (open the run's other ranks, e.g. the folder that holds all "
+                "of them, to see whether one is slow).")
+    why = "; ".join(ranks.attrs.get("notes", []))
+    return f"Ranks against their peers: {why}, so no rank is flagged as slow." if why else None
+
+
 class CommunicationTab(Tab):
     """Collectives per kind and group, ranks against their peers (click a rank to filter),
     the slowest links and how much communication is hidden."""
@@ -44,6 +67,7 @@ class CommunicationTab(Tab):
         self.rank_detail = W.HTML()
         self._links: pd.DataFrame | None = None
         self._overlap: pd.DataFrame | None = None
+        self._pickable = False  # whether a chart of the ranks is there to click
         super().__init__(ctx)
 
     def build(self, profile: Any) -> list[W.Widget]:
@@ -64,11 +88,15 @@ class CommunicationTab(Tab):
         ranks = A.slow_ranks(profile)
         self._links = A.slow_links(profile)
         self._overlap = A.comm_overlap(profile)
-        if not ranks.empty:
+        peers = peers_note(ranks)
+        self._pickable = has_peers(ranks)
+        if self._pickable:
             out.append(self.chart(C.slow_ranks_chart(ranks, select=True,
                                                      title="Ranks against their peers (click "
                                                            "a rank for its links)"),
                                   self._on_pick))
+        if peers:
+            out.append(html_widget(note(peers)))
         self.rank_detail = W.HTML()
         out.append(self.rank_detail)
         self._draw(None)
@@ -89,7 +117,8 @@ class CommunicationTab(Tab):
                    "src_rank": "from rank", "dst_rank": "to rank"}
         if rank is None or links.empty:
             self.rank_detail.value = STYLE + frame_html(
-                links, "Links, slowest first (click a rank above to see its links)",
+                links, "Links, slowest first" + (
+                    " (click a rank above to see its links)" if self._pickable else ""),
                 columns=cols, headers=headers, max_rows=10,
                 scope={"size_bytes": "summed over steps", "time_us": "summed over steps"})
             return
