@@ -542,6 +542,33 @@ def test_a_legacy_step_trace_shows_its_phases_not_an_empty_chart(tmp_path: Path,
 
 
 @pytest.mark.shared_samples
+def test_a_legacy_step_trace_tabulates_its_phases_not_columns_of_dashes(
+        tmp_path: Path, monkeypatch) -> None:
+    """The steps table of MindInsight's step trace once showed computing, exposed
+    communication and free as three columns of dashes; it now shows the trace's phases,
+    each step's share read here from the raw step_trace_raw CSV (times in clock cycles)."""
+    import csv
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("wild/mi_run1")
+    (raw,) = folder.rglob("step_trace_raw_*_detail_time.csv")
+    with raw.open(newline="", encoding="utf-8") as fh:
+        step2 = next(r for r in csv.DictReader(fh) if r["step_num"] == "2")
+    total = float(step2["total"])
+    want = [f"{100 * float(step2[c]) / total:.1f}"
+            for c in ("iteration_interval", "fp_and_bp", "tail")]
+    board = dashboard(str(folder))
+    table = board.select("Overview").steps_table.value
+    text = re.sub(r"<[^>]+>", "|", table)
+    assert "and its phases (shares of the step time)" in text
+    assert "forward and backward, median over ranks" in text
+    assert "computing" not in text and "free" not in text
+    (row,) = re.findall(r"<tr><td>2</td>(.*?)</tr>", table)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[-3:] == want, (cells, want)
+
+
+@pytest.mark.shared_samples
 def test_one_rank_is_not_charted_against_its_peers(tmp_path: Path, monkeypatch) -> None:
     """DeepEP's trace is rank 0 of 64, alone: the Communication tab once drew four empty
     panels at zero for it against itself. It now says there are no peers to compare."""

@@ -215,11 +215,7 @@ class OverviewTab(JobTab):
         if steps is None or steps.empty:
             self.steps_table.value = ""
             return
-        shares = {"computing_share": "computing", "comm_exposed_share": "exposed communication",
-                  "bubble_share": "pipeline bubble", "free_share": "free"}
-        if not steps["bubble_us"].fillna(0).gt(0).any():
-            shares.pop("bubble_share")  # no pipeline bubble reported: no column of zeros
-        data = steps.assign(comm_exposed_share=steps["comm_exposed_us"] / steps["step_us"])
+        data, shares, split = _step_shares(steps)
         rank = self.rank.value
         if rank == ALL_RANKS:
             spread = over_ranks(data, ["step"], ["step_us"],
@@ -230,15 +226,15 @@ class OverviewTab(JobTab):
                             "step_min_us": "fastest rank's step",
                             "step_max_us": "slowest rank's step", "worst_rank": "slowest rank"})
             self.steps_table.value = STYLE + frame_html(
-                spread, "Steps: each step's time over the ranks and its split (shares of the "
-                        "step time)", columns=["step", "step_median_us", "step_min_us",
-                                                "step_max_us", "worst_rank", *shares],
+                spread, f"Steps: each step's time over the ranks{split}",
+                columns=["step", "step_median_us", "step_min_us", "step_max_us", "worst_rank",
+                         *shares],
                 headers=headers, max_rows=30)
         else:
             one = data[data["rank"].astype("Int64") == rank]
             headers = {"step_us": "step time", **shares}
             self.steps_table.value = STYLE + frame_html(
-                one, f"Steps of rank {rank} (shares of the step time)",
+                one, f"Steps of rank {rank}{split}",
                 columns=["step", "step_us", *shares], headers=headers, max_rows=30)
 
     def static_html(self) -> str:
@@ -257,6 +253,32 @@ class OverviewTab(JobTab):
 
 class _Superseded(Exception):
     """The tab's profile or job changed while its findings were coming: stop them."""
+
+
+def _step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str]:
+    """The steps with the shares the steps table shows, those columns with their labels,
+    and the caption's words for them.
+
+    The split into computing / exposed communication / pipeline bubble / free; a legacy
+    MindSpore step trace, which has no such split, gives its phases instead (as the chart
+    does, :func:`perfkit.charts.step_parts`). A share no step has is left out rather than
+    shown as a column of dashes (the bubble of a run without pipeline stages too).
+    """
+    if C.step_parts(steps) == C.TRACE_PHASES:
+        step = steps["step_us"].where(steps["step_us"] > 0)
+        shares = {c.removesuffix("_us") + "_share": label for c, label in C.TRACE_PHASES.items()}
+        data = steps.assign(**{c.removesuffix("_us") + "_share": steps[c] / step
+                               for c in C.TRACE_PHASES})
+        words = " and its phases (shares of the step time)"
+    else:
+        shares = {"computing_share": "computing", "comm_exposed_share": "exposed communication",
+                  "bubble_share": "pipeline bubble", "free_share": "free"}
+        if not steps["bubble_us"].fillna(0).gt(0).any():
+            shares.pop("bubble_share")  # no pipeline bubble reported: no column of zeros
+        data = steps.assign(comm_exposed_share=steps["comm_exposed_us"] / steps["step_us"])
+        words = " and its split (shares of the step time)"
+    shares = {c: label for c, label in shares.items() if data[c].notna().any()}
+    return data, shares, words if shares else ""
 
 
 def _split_missing(steps: pd.DataFrame) -> str | None:
