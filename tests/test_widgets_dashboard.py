@@ -12,6 +12,7 @@ import re
 import shutil
 import zipfile
 from datetime import datetime, timezone
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -584,6 +585,14 @@ def test_one_rank_is_not_charted_against_its_peers(tmp_path: Path, monkeypatch) 
     assert "one rank is loaded, so it has no peers to be compared with" in text
     assert not [s for s in _specs(panel) if "peers" in json.dumps(s.get("title", ""))]
     assert "click a rank above" not in text  # no chart of ranks to click
+    # the trace's kernels carry no process group, and Kineto no transit / wait / idle
+    # split: said once, instead of four columns of dashes
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert not any("Process Group Name" in e.get("args", {}) for e in kernels)
+    (collectives,) = re.findall(r"<table.*?</table>", text.split("Not recorded")[0], re.S)[:1]
+    assert "Time per collective<" in collectives and "transit" not in collectives
+    assert "Not recorded in this profile: the collectives' group, transit share, wait share " \
+           "and idle share" in unescape(text)
 
 
 @pytest.mark.shared_samples

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
-from ...format import counted
+from ...format import counted, listed
 from ...tables import over_ranks
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
@@ -74,17 +74,26 @@ class CommunicationTab(Tab):
         summary = A.comm_summary(profile)
         if summary.empty:
             return [html_widget(note(empty_communication_note(profile)))]
+        headers = {"op_type": "collective", "count": "calls", "total_us": "time",
+                   "mean_us": "mean", "max_us": "longest", "transit_share": "transit",
+                   "wait_share": "wait", "idle_share": "idle"}
         cols = [c for c in ("op_type", "group", "count", "total_us", "mean_us", "max_us",
                             "transit_share", "wait_share", "idle_share", "ranks")
                 if c in summary.columns]
+        # what the profile does not record is said once, not shown as columns of dashes
+        unrecorded = [c for c in cols if not summary[c].notna().any()]
         out: list[W.Widget] = [html_widget(frame_html(
-            summary, "Time per collective and group", columns=cols,
-            headers={"op_type": "collective", "count": "calls", "total_us": "time",
-                     "mean_us": "mean", "max_us": "longest", "transit_share": "transit",
-                     "wait_share": "wait", "idle_share": "idle"},
+            summary, "Time per collective" + ("" if "group" in unrecorded else " and group"),
+            columns=[c for c in cols if c not in unrecorded], headers=headers,
             scope={"total_us": "summed over ranks and steps", "mean_us": "per call",
                    "count": "summed over ranks"},
             shorten_text={"group": 28}))]
+        if unrecorded:
+            out.append(html_widget(note(
+                "Not recorded in this profile: the collectives' "
+                f"{listed(c.replace('_share', ' share') for c in unrecorded)} (a torch_npu or "
+                "MindSpore export's communication.json gives each collective's group and "
+                "its transit / wait / idle split).")))
         ranks = A.slow_ranks(profile)
         self._links = A.slow_links(profile)
         self._overlap = A.comm_overlap(profile)
