@@ -7,6 +7,7 @@ host-to-device links are pandas merges, busy time is an interval union over sort
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 import numpy as np
 import pandas as pd
@@ -299,13 +300,21 @@ def from_ascend_trace(trace: ChromeTrace, origin: int | None, kernels: bool = Tr
     out_steps = pd.DataFrame()
     if overlap_pid and steps:
         ov = x[x["pid"].isin(overlap_pid)]
-        out_steps = _overlap_steps(ov, spans)
+        declared = {name for (pid, _tid), name in trace.threads.items() if pid in overlap_pid}
+        out_steps = _overlap_steps(ov, spans, declared)
     return {"ops": _ops(trace, spans, origin, x), "kernels": out_kernels, "steps": out_steps,
             "step_spans": spans}
 
 
-def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
-    """Sum the Overlap Analysis tracks per step (one row with step NA without steps)."""
+def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame, declared: Collection[str] = ()
+                   ) -> pd.DataFrame:
+    """Sum the Overlap Analysis tracks per step (one row with step NA without steps).
+
+    A track with events elsewhere but none in a step, or one the file names
+    (``declared``: its ``thread_name`` metadata) without any event, counts 0 in the step
+    (a run whose communication all overlaps has an empty "Communication(Not Overlapped)"
+    track); a track the file does not have is NA.
+    """
     ts = ov["ts_ns"].to_numpy()
     step = step_index(ts, spans) if len(spans) > 1 else np.full(len(ov), np.nan)
     if len(spans) == 1:
@@ -320,7 +329,10 @@ def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
                               ("communication_us", "Communication"),
                               ("comm_not_overlapped_us", "Communication(Not Overlapped)"),
                               ("free_us", "Free")):
-        out[canon] = wide[track_name].to_numpy() if track_name in wide else np.nan
+        if track_name in wide:
+            out[canon] = wide[track_name].fillna(0.0).to_numpy()
+        else:
+            out[canon] = 0.0 if track_name in declared else np.nan
     out["overlapped_us"] = out["communication_us"] - out["comm_not_overlapped_us"]
     out["step"] = out["step"].where(out["step"] >= 0)
     return out

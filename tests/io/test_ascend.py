@@ -234,3 +234,32 @@ def test_trace_view_numeric_or_string_times(tmp_path):
                                  and m.get("name") == "process_name"
                                  and m["args"]["name"] == "Ascend Hardware"}]
     assert len(as_text.kernels) == len(x_events)
+
+
+def test_trace_view_empty_overlap_track_counts_zero_not_unknown():
+    """The excerpt's Overlap Analysis process names four tracks but its
+    Communication(Not Overlapped) track has no event: the step has no exposed
+    communication (0), and its time is the device window, read here from the raw JSON,
+    where it was once unknown (the Overview's steps row all dashes)."""
+    src = sample(TRACE_VIEW_EXCERPT)
+    events = json.loads(src.read_text())
+    (ov_pid,) = {e["pid"] for e in events if e.get("ph") == "M"
+                 and e.get("name") == "process_name" and e["args"]["name"] == "Overlap Analysis"}
+    tracks = {e["tid"]: e["args"]["name"] for e in events
+              if e.get("ph") == "M" and e.get("name") == "thread_name" and e["pid"] == ov_pid}
+    spans = [e for e in events if e.get("ph") == "X" and e["pid"] == ov_pid]
+    busy = {name: sum(float(e["dur"]) for e in spans if e["tid"] == tid)
+            for tid, name in tracks.items()}
+    assert busy["Communication(Not Overlapped)"] == 0.0 < busy["Computing"]
+    window = (max(Decimal(str(e["ts"])) + Decimal(str(e["dur"])) for e in spans)
+              - min(Decimal(str(e["ts"])) for e in spans))
+    from perfkit.analysis import step_breakdown
+
+    steps = step_breakdown(detect.load(src, cache=False))
+    assert len(steps) == 1
+    row = steps.iloc[0]
+    assert row["comm_not_overlapped_us"] == 0.0
+    assert row["computing_us"] == pytest.approx(busy["Computing"])
+    assert row["free_us"] == pytest.approx(busy["Free"])
+    # the tracks tile the window: the step is its length
+    assert row["step_us"] == pytest.approx(float(window), abs=0.5)
