@@ -625,3 +625,27 @@ def test_slow_ranks_explorer_on_one_rank_says_there_are_no_peers() -> None:
     # the whole cluster is charted, with no such note
     explorer = slow_ranks_explorer(pk.load(folder))
     assert "<svg" in explorer.output.value and "no peers" not in explorer.output.value
+
+
+@pytest.mark.shared_samples
+def test_ai_cpu_table_has_no_column_of_dashes(tmp_path: Path, monkeypatch) -> None:
+    """msprof-analyze's kernel_details.csv has 7 AI CPU tasks, all Cast: the table shows
+    their count and total (read here from the CSV) without a roofline 'bound' column, which
+    no AI CPU task has."""
+    import csv
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("wild/msa_kernel_details")
+    with (folder / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["Accelerator Core"] == "AI_CPU"]
+    assert {r["Type"] for r in rows} == {"Cast"}
+    total_us = sum(float(r["Duration(us)"]) for r in rows)
+    board = dashboard(str(folder))
+    page = _html_of(board.select("Operators"))
+    (table,) = re.findall(r"<table><caption>Operators on AI CPU</caption>.*?</table>", page,
+                          re.S)
+    heads = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table)]
+    assert "bound" not in heads and "count" in heads and "total (µs)" in heads
+    (row,) = re.findall(r"<tr><td[^>]*>Cast</td>(.*?)</tr>", table, re.S)
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+    assert str(len(rows)) in cells and f"{total_us:,.0f}" in cells, (cells, total_us)

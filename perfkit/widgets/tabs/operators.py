@@ -120,7 +120,9 @@ class OperatorsTab(Tab):
         out.append(html_widget(self._unfused(scope, rank)))
         ai_cpu = A.ai_cpu_operators(scope)
         if not _cpu_only(profile) and (len(ai_cpu) or _ascend(profile)):  # an Ascend notion
-            out.append(html_widget(frame_html(ai_cpu, "Operators on AI CPU", columns=None,
+            # a column no AI CPU task has a value for (its roofline bound) is left out
+            cols = [c for c in ai_cpu.columns if ai_cpu.empty or ai_cpu[c].notna().any()]
+            out.append(html_widget(frame_html(ai_cpu, "Operators on AI CPU", columns=cols,
                                               max_rows=10)))
         return out
 
