@@ -649,3 +649,30 @@ def test_ai_cpu_table_has_no_column_of_dashes(tmp_path: Path, monkeypatch) -> No
     (row,) = re.findall(r"<tr><td[^>]*>Cast</td>(.*?)</tr>", table, re.S)
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
     assert str(len(rows)) in cells and f"{total_us:,.0f}" in cells, (cells, total_us)
+
+
+@pytest.mark.shared_samples
+def test_ranks_of_separate_runs_are_warned_about_at_the_top(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """msprof-analyze's test folder gathers three unrelated excerpts (two kernel_details.csv
+    of different runs, one trace_view.json): perfkit merges them with a note that they look
+    like separate runs, and the page now says so above the tabs, where the note alone sat
+    at the foot of the Overview."""
+    import csv
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("ascend/msprof-analyze-tests")
+    starts = []  # each excerpt's first device task, read from the raw files
+    for csv_path in sorted(folder.glob("compute_advice_v*/kernel_details.csv")):
+        with csv_path.open(newline="", encoding="utf-8") as fh:
+            starts.append(min(float(r["Start Time(us)"]) for r in csv.DictReader(fh)))
+    events = json.loads((folder / "timeline_advice" / "trace_view.json").read_text())
+    starts.append(min(float(e["ts"]) for e in events if e.get("ph") == "X"))
+    assert len(starts) == 3 and min(abs(a - b) for i, a in enumerate(starts)
+                                    for b in starts[i + 1:]) > 60e6  # minutes apart
+    board = dashboard(str(folder))
+    assert board.error is None
+    assert "These ranks look like 3 separate runs" in board.status.value
+    # one run: no such warning
+    board = dashboard("simulated/slow-rank")
+    assert "separate runs" not in board.status.value

@@ -617,9 +617,10 @@ def _note_apart(cluster: Cluster) -> None:
     facts = [facts_from_meta(p.meta) for p in cluster.profiles]
     groups = group_runs(facts)
     if len(groups) > 1:
-        parts = "; ".join(str(sorted(cluster.profiles[i].meta.rank for i in g
-                                     if cluster.profiles[i].meta.rank is not None))
-                          for g in groups)
+        apart = [sorted(cluster.profiles[i].meta.rank for i in g
+                        if cluster.profiles[i].meta.rank is not None) for g in groups]
+        cluster.meta.extra["apart"] = apart  # for a page to warn about (the dashboard)
+        parts = "; ".join(str(g) for g in apart)
         cluster.meta.notes.append(
             f"run: these ranks look like {len(groups)} separate runs ({parts}: no common "
             "step number or time): load them apart with ranks=[...]")

@@ -48,14 +48,14 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import InvalidArgumentError, ProfileError, RunsFound
-from ..format import counted
+from ..format import counted, listed
 from ..io._progress import progress_in
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
 from ..job import Job
 from .background import BackgroundOpening
 from .job import JobPanel
-from .markup import STYLE, describe_error, error, frame_html, note
+from .markup import STYLE, describe_error, error, frame_html, note, warning_html
 from .opening import BACKGROUND_BYTES, Opening
 from .overview import bundled_profile, bundled_profiles
 from .render import enable_offline
@@ -119,6 +119,21 @@ def open_profile(source: str | os.PathLike[str], run: Any = None,
         raise ProfileError(path, "no such file or folder on the machine that runs the "
                                  "dashboard")
     return load(path, run=run, progress=progress)
+
+
+def _apart_warning(profile: Any) -> str:
+    """A warning when the opened ranks look like separate runs (no common step number or
+    time: :func:`perfkit.load`'s note, ``meta.extra["apart"]``), else ``""``: the figures
+    of such a page mix runs, which the notes at the bottom of the Overview alone would
+    hide."""
+    apart = getattr(getattr(profile, "meta", None), "extra", {}).get("apart")
+    if not apart:
+        return ""
+    groups = "; ".join(f"rank{'s' if len(g) > 1 else ''} {listed(g)}" for g in apart)
+    return warning_html(
+        f"These ranks look like {len(apart)} separate runs ({groups}): they share no step "
+        "number and no time, so the figures below mix runs. Open each run's folder on its "
+        "own, or load them apart with perfkit.load(path, ranks=[...]).")
 
 
 def _new_tab(title: str, ctx: Context) -> Tab:
@@ -342,7 +357,7 @@ class Dashboard(BackgroundOpening, W.VBox):
         self.status.value = _STYLE + (
             f"<div class='pk-ok'>Opened <code>{html.escape(shown)}</code>: "
             f"{html.escape(str(profile.meta.source_format))}, "
-            f"{counted(len(ranks), 'rank')}.</div>")
+            f"{counted(len(ranks), 'rank')}.</div>") + _apart_warning(profile)
         for panel in self.panels.values():
             panel.show(profile)
 
