@@ -55,6 +55,23 @@ def _html_of(panel) -> str:
     return panel_html(panel)
 
 
+def _dash_columns(page: str) -> list[tuple[str, str]]:
+    """(caption, header) of each table column of ``page`` with no value in any row, only
+    dashes: what the profile does not record should be said once, not shown that way. The
+    step number of a trace without step marks (one row for the whole trace) is allowed."""
+    found = []
+    for tab in re.findall(r"<table.*?</table>", page, re.S):
+        caption = re.search(r"<caption>(.*?)</caption>", tab, re.S)
+        heads = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", tab, re.S)]
+        rows = [r for r in (re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+                            for row in re.findall(r"<tr>(.*?)</tr>", tab, re.S)) if r]
+        for i, head in enumerate(heads):
+            cells = [r[i].strip() for r in rows if i < len(r)]
+            if cells and all(c in ("–", "") for c in cells) and head != "step":
+                found.append((caption.group(1) if caption else "", head))
+    return found
+
+
 def _specs(panel) -> list[dict]:
     """The Vega-Lite specs of the tab's live charts (altair.JupyterChart widgets)."""
     return [chart.chart.to_dict() for chart in panel.charts]
@@ -113,6 +130,7 @@ def test_every_tab_renders_every_bundled_profile_for_people(name: str, grammar,
         assert not panel.stale and "pk-ready" in panel._dom_classes
         assert "class='pk-error'" not in panel.message.value, (title, panel.message.value)
         assert panel.body.children, title
+        assert not _dash_columns(_html_of(panel)), (name, title, _dash_columns(_html_of(panel)))
         # numbers for people: no scientific notation, no µs with three decimals
         text = re.sub(r"<style>.*?</style>", "", panel.message.value + _html_of(panel),
                       flags=re.S)
@@ -142,6 +160,7 @@ def test_every_tab_shows_every_wild_profile(name: str, tmp_path: Path, monkeypat
         assert "class='pk-error'" not in panel.message.value, (name, title,
                                                                 panel.message.value)
         assert panel.body.children, (name, title)
+        assert not _dash_columns(_html_of(panel)), (name, title, _dash_columns(_html_of(panel)))
 
 
 def test_operator_table_matches_the_kernel_file(tmp_path: Path) -> None:
@@ -590,7 +609,7 @@ def test_one_rank_is_not_charted_against_its_peers(tmp_path: Path, monkeypatch) 
     kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert not any("Process Group Name" in e.get("args", {}) for e in kernels)
     (collectives,) = re.findall(r"<table.*?</table>", text.split("Not recorded")[0], re.S)[:1]
-    assert "Time per collective<" in collectives and "transit" not in collectives
+    assert "Collectives: time per kind<" in collectives and "transit" not in collectives
     assert "Not recorded in this profile: the collectives' group, transit share, wait share " \
            "and idle share" in unescape(text)
 

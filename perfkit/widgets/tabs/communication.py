@@ -83,7 +83,8 @@ class CommunicationTab(Tab):
         # what the profile does not record is said once, not shown as columns of dashes
         unrecorded = [c for c in cols if not summary[c].notna().any()]
         out: list[W.Widget] = [html_widget(frame_html(
-            summary, "Time per collective" + ("" if "group" in unrecorded else " and group"),
+            summary, "Collectives: time per kind" + ("" if "group" in unrecorded
+                                                     else " and group"),
             columns=[c for c in cols if c not in unrecorded], headers=headers,
             scope={"total_us": "summed over ranks and steps", "mean_us": "per call",
                    "count": "summed over ranks"},
