@@ -90,3 +90,20 @@ def test_without_its_token_the_server_shows_a_login_page_and_nothing_else(
         assert errors == []
     finally:
         context.close()
+
+
+def test_the_headline_figures_stay_inside_their_cards_in_a_narrow_window(ui) -> None:
+    """At 1024 px the throughput card's figure ("6,793 tokens/s per device" on the default
+    sample) once ran out of its card, cut at "per devic"; it now wraps at its spaces."""
+    page = ui.page
+    ui.show_tab("Overview")
+    try:
+        for width in (1024, 1280):
+            page.set_viewport_size({"width": width, "height": 900})
+            spill = page.eval_on_selector_all(
+                ".pk-card", "cards => cards.filter(c => c.scrollWidth > c.clientWidth + 1)"
+                ".map(c => c.innerText.slice(0, 60))")
+            assert spill == [], (width, spill)
+            assert page.locator(".pk-card").count() == 3
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
