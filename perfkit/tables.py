@@ -42,7 +42,7 @@ from .format import (
 )
 
 __all__ = ["Column", "Table", "column_format", "table", "table_html", "over_ranks",
-           "shorten", "TABLE_CSS", "SPREAD_STATS"]
+           "shorten", "with_values", "TABLE_CSS", "SPREAD_STATS"]
 
 #: What :func:`over_ranks` writes for each value column, in order.
 SPREAD_STATS = ("median", "min", "max")
@@ -396,6 +396,19 @@ def _split_unit(name: str) -> tuple[str, str]:
     """``"step_us"`` → ``("step", "_us")``; a name without a unit suffix → ``(name, "")``."""
     m = _UNIT_SUFFIX.search(name)
     return (name[: m.start()], m.group(0)) if m else (name, "")
+
+
+def with_values(frame: pd.DataFrame, columns: Iterable[str] | None = None) -> list[str]:
+    """The ``columns`` of ``frame`` (default: all) that hold a value in some row.
+
+    A page leaves the others out and says once what the profile does not record, rather
+    than show a column of dashes. All of them when the frame has no row (its empty table
+    says so itself).
+    """
+    names = list(frame.columns if columns is None else columns)
+    if frame.empty:
+        return names
+    return [c for c in names if bool(frame[c].notna().any())]
 
 
 def over_ranks(frame: pd.DataFrame, by: Sequence[str], values: Sequence[str],

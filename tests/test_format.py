@@ -20,7 +20,7 @@ from perfkit.format import (
     time_text,
     time_unit,
 )
-from perfkit.tables import over_ranks, shorten, table
+from perfkit.tables import over_ranks, shorten, table, with_values
 
 SCI = re.compile(r"\d[eE][+-]?\d")
 
@@ -178,3 +178,12 @@ def test_format_and_tables_sit_above_every_layer() -> None:
 def test_a_ratio_reads_without_an_exponent(ratio: float, text: str) -> None:
     assert ratio_text(ratio) == text
 
+
+
+def test_with_values_leaves_out_the_columns_no_row_fills() -> None:
+    frame = pd.DataFrame({"op": ["allreduce", "send"], "group": [None, None],
+                          "wait_share": [np.nan, 0.0], "idle_share": pd.array([pd.NA, pd.NA],
+                                                                               dtype="Float64")})
+    assert with_values(frame) == ["op", "wait_share"]  # a 0 is a value; NaN and NA are not
+    assert with_values(frame, ["idle_share", "op"]) == ["op"]  # in the order asked for
+    assert with_values(frame.iloc[:0]) == list(frame.columns)  # no row: nothing to judge

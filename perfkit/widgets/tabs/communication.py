@@ -10,7 +10,7 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...format import counted, listed
-from ...tables import over_ranks
+from ...tables import over_ranks, with_values
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
@@ -81,7 +81,7 @@ class CommunicationTab(Tab):
                             "transit_share", "wait_share", "idle_share", "ranks")
                 if c in summary.columns]
         # what the profile does not record is said once, not shown as columns of dashes
-        unrecorded = [c for c in cols if not summary[c].notna().any()]
+        unrecorded = [c for c in cols if c not in with_values(summary, cols)]
         out: list[W.Widget] = [html_widget(frame_html(
             summary, "Collectives: time per kind" + ("" if "group" in unrecorded
                                                      else " and group"),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
-from ...tables import over_ranks, shorten
+from ...tables import over_ranks, shorten, with_values
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
 
@@ -121,8 +121,8 @@ class OperatorsTab(Tab):
         ai_cpu = A.ai_cpu_operators(scope)
         if not _cpu_only(profile) and (len(ai_cpu) or _ascend(profile)):  # an Ascend notion
             # a column no AI CPU task has a value for (its roofline bound) is left out
-            cols = [c for c in ai_cpu.columns if ai_cpu.empty or ai_cpu[c].notna().any()]
-            out.append(html_widget(frame_html(ai_cpu, "Operators on AI CPU", columns=cols,
+            out.append(html_widget(frame_html(ai_cpu, "Operators on AI CPU",
+                                              columns=with_values(ai_cpu),
                                               max_rows=10)))
         return out
 

@@ -20,7 +20,7 @@ from ... import analysis as A
 from ... import charts as C
 from ...advisor.finding import share_of_step, step_basis_note
 from ...format import time_text
-from ...tables import over_ranks
+from ...tables import over_ranks, with_values
 from ..headline import (
     SPLIT_PARTS,
     Figure,
@@ -277,7 +277,7 @@ def _step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str
             shares.pop("bubble_share")  # no pipeline bubble reported: no column of zeros
         data = steps.assign(comm_exposed_share=steps["comm_exposed_us"] / steps["step_us"])
         words = " and its split (shares of the step time)"
-    shares = {c: label for c, label in shares.items() if data[c].notna().any()}
+    shares = {c: shares[c] for c in with_values(data, shares)}
     return data, shares, words if shares else ""
 
 
