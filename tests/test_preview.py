@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from raw_kineto import raw_device_steps, raw_events, raw_walls, raw_windows
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 
 from perfkit.io import preview as P
@@ -172,57 +173,6 @@ KINETO_SAMPLES = [
     "wild/tl_b200_eager/eager_trace.json.gz",
     "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz",
 ]
-_DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
-_RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
-
-
-def _raw_events(path: Path) -> list[dict]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        data = json.load(fh, parse_float=Decimal)  # exact decimals: no float rounding
-    return data["traceEvents"] if isinstance(data, dict) else data
-
-
-def _raw_device_steps(path: Path) -> tuple[dict[int, Decimal | None], bool]:
-    """Step -> first to last device task (µs, exact; None when one has no duration), read
-    with ``json``; and whether the trace has any device task in a step (else the step is
-    its host span, as perfkit says).
-
-    A task belongs to the host ProfilerStep#N span its launch (the runtime call with the
-    same correlation, the first one) started in; the latest-starting span at or before the
-    launch, if the launch is before its end. Without any runtime call, the task's own start.
-    """
-    events = [e for e in _raw_events(path) if e.get("ph") == "X"]
-    spans = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
-                   for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
-                   and str(e.get("cat", "")).lower() not in ("gpu_user_annotation", "kernel"))
-    launch: dict = {}
-    tasks = []
-    for e in events:
-        cat = str(e.get("cat", "")).strip().lower()
-        corr = (e.get("args") or {}).get("correlation")
-        if cat in _RUNTIME_CATS and corr is not None:
-            launch.setdefault(corr, e["ts"])
-        elif cat in _DEVICE_CATS:
-            tasks.append(e)
-    windows: dict[int, list] = {}
-    for t in tasks:
-        when = launch.get((t.get("args") or {}).get("correlation")) if launch else t["ts"]
-        if when is None:
-            continue
-        before = [s for s in spans if s[0] <= when]
-        if not before or when >= before[-1][1]:
-            continue
-        end = t["ts"] + t.get("dur", 0)
-        lo_hi = windows.setdefault(before[-1][2], [t["ts"], end, False])
-        lo_hi[0], lo_hi[1] = min(lo_hi[0], t["ts"]), max(lo_hi[1], end)
-        lo_hi[2] |= "dur" not in t
-    if windows:
-        return {s: None if unknown else Decimal(hi) - Decimal(lo)
-                for s, (lo, hi, unknown) in windows.items()}, True
-    return {s: Decimal(b) - Decimal(a) for a, b, s in reversed(spans)}, False
-
-
 def _kineto_paths() -> list[Path]:
     from perfkit.bundled_samples import resolve_sample
 
@@ -245,7 +195,7 @@ def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample()
 
     with_steps = 0
     for path in _kineto_paths():
-        raw, on_device = _raw_device_steps(path)
+        raw, on_device = raw_device_steps(path)
         got = preview(path, device_steps=True)
         if not raw:  # no ProfilerStep: no quick reading, and the page says why
             assert got.profile is None and "no ProfilerStep#N event" in got.notes[0], path
@@ -264,6 +214,51 @@ def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample()
                           rel=1e-12), path
         assert A.measured_step_s(mine) == pytest.approx(A.measured_step_s(full), rel=1e-12)
     assert with_steps == 9  # 7 shared traces with ProfilerStep spans, 2 bundled ranks
+
+
+@pytest.mark.shared_samples
+def test_the_step_time_is_the_wall_of_each_step_on_every_kineto_sample() -> None:
+    """The measured step counts the device's wait before each step's first task (a data
+    stall, a slow launch), read from the raw trace; the preview gives the same figure."""
+    import statistics
+
+    import perfkit as pk
+    from perfkit import analysis as A
+
+    checked = 0
+    for path in _kineto_paths():
+        walls = raw_walls(path)
+        if not walls:  # no device task in a ProfilerStep: the host span is the step
+            continue
+        checked += 1
+        expected = float(statistics.median(walls.values())) / 1e6
+        full = A.step_breakdown(pk.load(path, cache=False))
+        assert A.measured_step_s(full) == pytest.approx(expected, rel=1e-9), path
+        quick = A.step_breakdown(preview(path, device_steps=True).profile)
+        assert A.measured_step_s(quick) == pytest.approx(expected, rel=1e-9), path
+    assert checked == 7  # 5 shared traces with device tasks in their steps, 2 bundled ranks
+
+
+@pytest.mark.shared_samples
+def test_a_data_loading_stall_is_in_the_step_time() -> None:
+    """PyTorch 1.9's ResNet-50 with ``num_workers=0`` loads each batch on the training
+    thread: the device waits about 57 ms before each step's first kernel. The step time is
+    then the pace of the host's ProfilerStep spans (read with ``json``), not the device
+    window alone, which is a third shorter."""
+    import statistics
+
+    import perfkit as pk
+    from perfkit import analysis as A
+
+    path = shared_sample("wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz")
+    windows, spans, _ = raw_windows(path)
+    host = statistics.median(float(b) - float(a) for a, b, _s in spans)
+    window = statistics.median(float(hi) - float(lo) for lo, hi, _u in windows.values())
+    steps = A.step_breakdown(pk.load(path, cache=False))
+    wall = A.measured_step_s(steps) * 1e6
+    assert wall == pytest.approx(host, rel=0.02)  # 177.4 ms against 176.3 ms
+    assert window < 0.7 * host  # 118.6 ms: the device span alone
+    assert A.measured_step_s(steps, preparing=False) * 1e6 == pytest.approx(window, rel=1e-9)
 
 
 @pytest.mark.shared_samples
@@ -319,7 +314,7 @@ def test_device_steps_follow_the_launch_not_the_task(tmp_path: Path) -> None:
               rt(1310.0, 5), task(1320.0, None, 5)]  # step 3: a task without duration
     trace = tmp_path / "rank0.json"
     trace.write_text(json.dumps({"traceEvents": events}))
-    raw, on_device = _raw_device_steps(trace)
+    raw, on_device = raw_device_steps(trace)
     assert on_device and raw == {1: Decimal("170.25"), 2: Decimal("10.0"), 3: None}
     got = P.kineto_device_steps(trace)
     assert dict(zip(got["step"], got["total_us"], strict=True)) == pytest.approx(
@@ -380,7 +375,7 @@ def _raw_lane_steps(path: Path) -> dict[int, Decimal]:
     """Step -> earliest start to latest end of its ``gpu_user_annotation`` ProfilerStep
     copies (µs, exact), read with ``json``."""
     window: dict[int, list[Decimal]] = {}
-    for e in _raw_events(path):
+    for e in raw_events(path):
         if e.get("ph") == "X" and e.get("cat") == "gpu_user_annotation" and \
                 str(e.get("name", "")).startswith("ProfilerStep#"):
             lo, hi = Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"])
@@ -408,7 +403,7 @@ def test_above_the_limit_a_trace_with_device_lane_steps_gives_them() -> None:
             assert got.steps_from == "the ProfilerStep ranges on the device lane", path
             assert steps == pytest.approx({s: float(v) for s, v in lane.items()}, rel=1e-12)
             # on these traces the copy is the device step the full load gives
-            raw_device, _ = _raw_device_steps(path)
+            raw_device, _ = raw_device_steps(path)
             assert steps == pytest.approx({s: float(v) for s, v in raw_device.items()},
                                           rel=1e-6), path
             assert steps != pytest.approx(raw_spans, rel=1e-3), path  # not the host's pace

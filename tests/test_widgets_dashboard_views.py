@@ -67,15 +67,44 @@ def test_step_split_adds_up_and_matches_the_step_trace_files() -> None:
     exposed = sum(r["Communication(Not Overlapped)"] for r in rows)
     bubble = sum(r["Bubble"] for r in rows)
     free = sum(r["Free"] for r in rows)
-    total = comp + exposed + free
-    assert bubble > 0
+    wait = sum(r["Preparing"] for r in rows)  # before the device span, in the step's wall
+    total = comp + exposed + free + wait
+    assert bubble > 0 and wait > 0
     split = step_split(pk.analysis.step_breakdown(pk.load(bundled_profile(name))))
     shares = dict(zip(split["part"], split["share"], strict=True))
     assert shares["computing_us"] == pytest.approx(comp / total, rel=1e-9)
     assert shares["comm_exposed_us"] == pytest.approx((exposed - bubble) / total, rel=1e-9)
     assert shares["bubble_us"] == pytest.approx(bubble / total, rel=1e-9)
     assert shares["free_us"] == pytest.approx(free / total, rel=1e-9)
+    assert shares["preparing_us"] == pytest.approx(wait / total, rel=1e-9)
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_data_stall_is_a_part_of_the_step_split_and_of_the_step_time() -> None:
+    """The bundled data-stall run waits about 120 ms for data before every other step
+    (its raw step_trace_time.csv, read here): the headline's step time counts the wait,
+    and the split shows it as its own part, so that the shares still add up to 100 %."""
+    import statistics
+
+    name = "simulated/data-stall"
+    rows = _step_rows(bundled_profile(name))
+    wall: dict[int, float] = {}
+    for r in rows:
+        us = r["Computing"] + r["Communication(Not Overlapped)"] + r["Free"] + r["Preparing"]
+        wall[int(r["Step"])] = max(wall.get(int(r["Step"]), 0.0), us)
+    assert max(r["Preparing"] for r in rows) > 100e3  # the stall: over 100 ms
+    prof = pk.load(bundled_profile(name))
+    breakdown = pk.analysis.step_breakdown(prof)
+    head = headline(prof, breakdown, None)
+    (step,) = [f.text for f in head.figures if f.name == "step time"]
+    assert step == pk.format.time_text(statistics.median(wall.values()))
+    shares = dict(zip(head.split["part"], head.split["share"], strict=True))
+    wait = sum(r["Preparing"] for r in rows)
+    total = sum(r["Computing"] + r["Communication(Not Overlapped)"] + r["Free"]
+                + r["Preparing"] for r in rows)
+    assert shares["preparing_us"] == pytest.approx(wait / total, rel=1e-9)
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-12)
+    assert "before the first device task (data, launch) <b>" in split_bar_html(head.split)
 
 
 def test_a_trace_without_step_marks_is_one_step_not_zero() -> None:
@@ -100,7 +129,7 @@ def test_the_overview_headline_of_the_default_sample(board) -> None:
     job = board.job.job
     rows = _step_rows(bundled_profile("simulated/llama2-13b-baseline-dp16"))
     step_us = max(r["Computing"] + r["Communication(Not Overlapped)"] + r["Free"]
-                  for r in rows)  # one step: the slowest rank's
+                  + r["Preparing"] for r in rows)  # one step: the slowest rank's wall
     assert f"{step_us / 1e6:.2f} s</div>" in html
     tps = 32 * 4096 / (step_us / 1e6 * 16)  # global batch x seq / (step x devices)
     assert f"{tps:,.0f} tokens/s per device" in html

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import math
+import statistics
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -51,9 +54,23 @@ def test_profile_facts_and_measured_step_on_a_bundled_profile() -> None:
     prof = pk.load(bundled_profile("simulated/slow-rank"))
     facts = profile_facts(prof).set_index("fact")["value"]
     assert facts["format"] == "ascend_text" and facts["ranks"] == "0, 1, 2, 3"
+    # the raw step_trace_time.csv of each rank, read here: a step's wall is Computing +
+    # Communication(Not Overlapped) + Free (the device span) + Preparing (the wait before it)
+    walls: dict[int, list[float]] = {}
+    spans: dict[int, list[float]] = {}
+    for f in sorted(Path(prof.meta.path).glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/"
+                                              "step_trace_time.csv")):
+        for row in csv.DictReader(f.open(encoding="utf-8")):
+            span = sum(float(row[c]) for c in ("Computing", "Communication(Not Overlapped)",
+                                               "Free"))
+            spans.setdefault(int(row["Step"]), []).append(span)
+            walls.setdefault(int(row["Step"]), []).append(span + float(row["Preparing"]))
+    assert len(walls) > 1 and all(len(v) == 4 for v in walls.values())
     steps = pk.analysis.step_breakdown(prof)
-    expected = steps.groupby("step")["step_us"].max().median() / 1e6
-    assert measured_step_s(steps) == pytest.approx(expected)
+    assert measured_step_s(steps) == pytest.approx(
+        statistics.median(max(v) for v in walls.values()) / 1e6, rel=1e-9)
+    assert measured_step_s(steps, preparing=False) == pytest.approx(
+        statistics.median(max(v) for v in spans.values()) / 1e6, rel=1e-9)
 
 
 def test_step_time_explorer_follows_the_slider() -> None:

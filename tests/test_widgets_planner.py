@@ -211,3 +211,41 @@ def test_plan_helpers_agree_with_plan_predict() -> None:
     assert fit.prediction.step_s == pytest.approx(direct.step_s, rel=1e-12)
     assert (fit.prediction.low_s, fit.prediction.high_s) == pytest.approx(
         (direct.low_s, direct.high_s), rel=1e-12)
+
+
+def test_the_planner_says_its_measured_step_leaves_out_the_wait_for_data() -> None:
+    """The model predicts the device's span; the bundled data-stall run also waits for data
+    before its steps (Preparing in its raw step_trace_time.csv, read here). The measured
+    figure the planner compares is the span (per step the slowest rank's, median), its wait
+    is the median of that rank's Preparing, and the sentence says the Overview counts it."""
+    from perfkit.widgets.prediction import comparison_sentence
+
+    rows = []
+    for path in sorted(bundled_profile("simulated/data-stall").rglob("step_trace_time.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows += list(csv.DictReader(fh))
+    slowest: dict[int, tuple[float, float]] = {}
+    for r in rows:
+        span = float(r["Computing"]) + float(r["Communication(Not Overlapped)"]) + \
+            float(r["Free"])
+        step = int(r["Step"])
+        if step not in slowest or span > slowest[step][0]:
+            slowest[step] = (span, float(r["Preparing"]))
+    span_s = statistics.median(s for s, _ in slowest.values()) / 1e6
+    wait_s = statistics.median(w for _, w in slowest.values()) / 1e6
+    prof = pk.load(bundled_profile("simulated/data-stall"))
+    job = pk.infer_job(prof)
+    fit = fit_job(prof, job)
+    frame = measured_against_predicted(prof, fit)
+    measured = frame[frame["run"] == "measured"]
+    assert measured["step_s"].iloc[0] == pytest.approx(span_s, rel=1e-9)
+    assert measured["wait_s"].iloc[0] == pytest.approx(wait_s, rel=1e-9)
+    assert fit.calibration is not None
+    assert fit.calibration.measured_step_s == pytest.approx(span_s, rel=1e-9)
+    text = comparison_sentence(frame, fit, job)
+    assert f"also counts the {time_text(wait_s * 1e6)} the device waits" in text
+    # a run without a wait worth saying (the baseline: Preparing under 0.5 % of the step)
+    base = pk.load(bundled_profile(BASELINE))
+    base_fit = fit_job(base, pk.infer_job(base))
+    assert "waits before" not in comparison_sentence(
+        measured_against_predicted(base, base_fit), base_fit)

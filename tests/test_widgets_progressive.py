@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from raw_kineto import raw_walls
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 from widget_html import panel_html
 
@@ -67,13 +68,14 @@ def _held(board: Dashboard) -> threading.Event:
 
 def _csv_step_s(folder: Path) -> float:
     """The measured step from the raw step_trace_time.csv files: per step, the slowest
-    rank's computing + exposed communication + free; the median over steps."""
+    rank's computing + exposed communication + free + preparing (the wait before the
+    device span, where the file has it); the median over steps."""
     per_step: dict[int, float] = {}
     for path in folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"):
         with path.open(newline="", encoding="utf-8") as fh:
             for r in csv.DictReader(fh):
                 us = (float(r["Computing"]) + float(r["Communication(Not Overlapped)"])
-                      + float(r["Free"]))
+                      + float(r["Free"]) + float(r.get("Preparing") or 0.0))
                 step = int(r["Step"])
                 per_step[step] = max(per_step.get(step, 0.0), us)
     return statistics.median(per_step.values()) / 1e6
@@ -130,29 +132,14 @@ def _json_span_s(folder: Path) -> float:
 
 
 def _json_device_step_s(folder: Path) -> float:
-    """The measured step from the raw traces: per step, the slowest rank's first to last
-    device task among those whose runtime launch (same correlation) ran in its host
-    ProfilerStep span; the median over steps."""
+    """The measured step from the raw traces (:func:`raw_kineto.raw_walls`): per step, the
+    slowest rank's wall, the first to last device task among those whose runtime launch
+    ran in its host ProfilerStep span and the device's wait before it; the median over
+    steps."""
     per_step: dict[int, float] = {}
     for path in folder.glob("*.json.gz"):
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
-        spans = [(e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in events
-                 if e.get("name", "").startswith("ProfilerStep#")
-                 and e.get("cat") != "gpu_user_annotation"]
-        launch = {e["args"]["correlation"]: e["ts"] for e in events
-                  if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
-        windows: dict[int, list[float]] = {}
-        for e in events:
-            if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
-                continue
-            when = launch.get(e["args"].get("correlation"))
-            step = next((s for a, b, s in spans if when is not None and a <= when < b), None)
-            if step is not None:
-                w = windows.setdefault(step, [e["ts"], e["ts"] + e["dur"]])
-                w[0], w[1] = min(w[0], e["ts"]), max(w[1], e["ts"] + e["dur"])
-        for step, (lo, hi) in windows.items():
-            per_step[step] = max(per_step.get(step, 0.0), hi - lo)
+        for step, us in raw_walls(path).items():
+            per_step[step] = max(per_step.get(step, 0.0), float(us))
     return statistics.median(per_step.values()) / 1e6
 
 
@@ -291,22 +278,26 @@ def test_the_findings_stop_when_another_profile_is_shown() -> None:
 @pytest.mark.shared_samples
 def test_a_large_recent_kineto_trace_shows_its_device_lane_step_first(monkeypatch) -> None:
     """Above the limit, a trace whose steps Kineto copies onto the device lane (the real
-    H100 Qwen trace) shows that copy as its step time at once, said to be read first."""
+    H100 Qwen trace) shows that copy, with the device's wait before it, as its step time at
+    once, said to be read first."""
     from perfkit.io import preview as P
 
     monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
     monkeypatch.setenv("PERFKIT_CACHE", "0")
     trace = next(shared_sample("wild/tl_qwen_h100").glob("*.json.gz"))
     with gzip.open(trace, "rt", encoding="utf-8") as fh:
-        lane = [e for e in json.load(fh)["traceEvents"]
-                if e.get("cat") == "gpu_user_annotation"
-                and str(e.get("name", "")).startswith("ProfilerStep#")]
-    assert len(lane) == 1
+        events = json.load(fh)["traceEvents"]
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    lane = [e for e in steps if e.get("cat") == "gpu_user_annotation"]
+    host = [e for e in steps if e.get("cat") != "gpu_user_annotation" and e.get("ph") == "X"]
+    assert len(lane) == 1 and len(host) == 1
+    # the range's length and the device's wait before it, from the host step's start
+    wait = max(float(lane[0]["ts"]) - float(host[0]["ts"]), 0.0)
     board = Dashboard(background_bytes=0)
     go = _held(board)
     assert board.load_profile(str(trace))
     html = _html(board.panels["Overview"])
-    assert _card(html, "step time") == time_text(float(lane[0]["dur"]))
+    assert _card(html, "step time") == time_text(float(lane[0]["dur"]) + wait)
     assert _card(html, "host step span") is None
     assert "read first, from the ProfilerStep ranges on the device lane" in html
     assert "close to the step the full load gives" in html

@@ -154,7 +154,8 @@ def step_basis_note(findings: list[Finding], shown_step_ms: float | None) -> str
 
     The advisor's step is the mean over steps of the slowest rank's step with the
     preparing before it (a data-loading wait lies there); a view's step time is the
-    median without it (:func:`perfkit.analysis.measured_step_s`).
+    median over the steps of the same (:func:`perfkit.analysis.measured_step_s`): they
+    differ where one step is far from the others (a warm-up, a checkpoint).
     """
     other = next((f for f in findings if f.measured and _other_basis(f, shown_step_ms)),
                  None)
@@ -162,7 +163,7 @@ def step_basis_note(findings: list[Finding], shown_step_ms: float | None) -> str
         return None
     return (f"shares of {time_text(other.step_ms * 1e3)}, the mean over steps of the "
             "slowest rank's step and the preparing before it; the step time shown, "
-            f"{time_text(shown_step_ms * 1e3)}, is the median without the preparing")
+            f"{time_text(shown_step_ms * 1e3)}, is the median over the steps")
 
 
 def unmeasured(rule: str, area: str, title: str, evidence: str, recommendation: str,

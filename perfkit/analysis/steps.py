@@ -13,8 +13,8 @@ wait, a part of ``comm_not_overlapped``) are contained in the parts above; ``pre
 (time from the framework's step start to the first device task, host launch latency) lies
 before the device span that the parts cover: on the Ascend samples Computing +
 Communication(Not Overlapped) + Free equals the span from the step's first device task to
-its last, and Preparing comes on top (the data-loading analysis and the advisor add it to
-the step's wall time).
+its last, and Preparing comes on top: the data-loading analysis, the advisor and the
+measured step time (:func:`measured_step_s`) add it to the step's wall time.
 
 When the profile ships a step table (Ascend ``step_trace_time.csv``, the DB, msprof-analyze,
 legacy MindSpore) the profiler's numbers are used. Otherwise — or with
@@ -40,8 +40,8 @@ from ._intervals import interval_union
 from ._shared import shared
 from ._util import add_note, empty_frame, has_values, table
 
-__all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "STEP_COLUMNS",
-           "PART_COLUMNS", "RECEIVE_PATTERN"]
+__all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_wall_us",
+           "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
 
 #: Parts whose sum is the step time.
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
@@ -135,12 +135,29 @@ def derive_steps(kernels: pd.DataFrame, ops: pd.DataFrame | None = None) -> pd.D
     if ops is not None and not ops.empty and has_values(ops, "start_us"):
         host_start = ops.groupby(keys, dropna=False)["start_us"].min().rename("host_start_us")
         out = out.join(host_start)
-        out["preparing_us"] = (out["first_us"] - out["host_start_us"]).clip(lower=0)
+        out["preparing_us"] = _device_wait(out)
     out = out.reset_index()
     out["source"] = "derived"
     out = _shares(out)
     return _finish(out.drop(columns=["first_us", "last_us", "busy_us", "host_start_us"],
                             errors="ignore"))
+
+
+def _device_wait(windows: pd.DataFrame) -> pd.Series:
+    """Each (rank, step) window's wait before its first device task: from the step's first
+    host operator, or from the end of the rank's earlier windows when that is later (the
+    device still running the previous step is not waiting), clipped at 0; NaN without a
+    host start. No device time is then counted in two steps, as in a Kineto trace's
+    (:func:`perfkit.io.trace_tables.device_wait_us`)."""
+    order = windows.sort_values("first_us", kind="mergesort")
+    rank = order.index.get_level_values("rank")
+    before = order["last_us"].groupby(rank, dropna=False).cummax().groupby(
+        rank, dropna=False).shift(1)
+    start = np.fmax(order["host_start_us"].to_numpy(np.float64),
+                    before.to_numpy(np.float64))  # fmax: a missing one is ignored
+    start[order["host_start_us"].isna().to_numpy()] = np.nan
+    wait = pd.Series(order["first_us"].to_numpy(np.float64) - start, index=order.index)
+    return wait.clip(lower=0).reindex(windows.index)
 
 
 def _from_profiler(steps: pd.DataFrame) -> pd.DataFrame:
@@ -260,17 +277,31 @@ def _lazy_breakdown(obj: Any, derive: str) -> pd.DataFrame:
     return out.sort_values(["rank", "step"], kind="mergesort").reset_index(drop=True)
 
 
-def measured_step_s(breakdown: pd.DataFrame) -> float:
-    """The measured step time in seconds from a step breakdown.
+def measured_step_s(breakdown: pd.DataFrame, preparing: bool = True) -> float:
+    """The measured step time in seconds from a step breakdown: the step's wall time.
+
+    A step's wall time is its device span (``step_us``: computing + exposed
+    communication + free) and, with ``preparing``, the device's wait before that span
+    (``preparing_us``: the batch being fetched, the host launching the step), where the
+    profile measures one. The seed guides count data processing and host launch as parts
+    of the training step, and a training log's step time (the interval between
+    iterations) includes them; without them a data-loading stall would leave the step
+    time and the throughput computed from it as if the device never waited. A Kineto
+    trace's ``preparing_us`` is idle device time only (the previous step's tail is left
+    out, :mod:`perfkit.io.kineto.steps`), so that no device time is counted in two steps.
 
     A synchronous data-parallel or pipelined job steps at the pace of its slowest rank,
-    so each step counts as its longest ``step_us`` over the ranks; the median over the
-    steps keeps one odd step (a warm-up, a checkpoint) from moving the figure.
+    so each step counts as its longest wall over the ranks; the median over the steps
+    keeps one odd step (a warm-up, a checkpoint) from moving the figure.
 
     Parameters
     ----------
     breakdown : pandas.DataFrame
-        :func:`perfkit.analysis.step_breakdown` output (columns ``step`` and ``step_us``).
+        :func:`perfkit.analysis.step_breakdown` output (columns ``step`` and ``step_us``;
+        ``preparing_us`` where known, missing values counted as 0).
+    preparing : bool
+        Add the wait before the device span (default); ``False``: the device span alone
+        (Ascend's Computing + Communication(Not Overlapped) + Free).
 
     Returns
     -------
@@ -283,8 +314,19 @@ def measured_step_s(breakdown: pd.DataFrame) -> float:
     known = breakdown.dropna(subset=["step_us"])
     if known.empty:
         return math.nan
-    slowest = known.groupby("step", dropna=False)["step_us"].max()
+    wall = step_wall_us(known) if preparing else known["step_us"]
+    slowest = pd.DataFrame({"step": known["step"], "w": wall}).groupby(
+        "step", dropna=False)["w"].max()
     return median(slowest) / 1e6
+
+
+def step_wall_us(breakdown: pd.DataFrame) -> pd.Series:
+    """Each row's wall time in µs: ``step_us`` + ``preparing_us`` (missing: 0), the step
+    time :func:`measured_step_s` counts."""
+    wall = breakdown["step_us"].astype("float64")
+    if "preparing_us" in breakdown.columns:
+        wall = wall + breakdown["preparing_us"].astype("float64").fillna(0.0)
+    return wall
 
 
 def step_basis(breakdown: pd.DataFrame) -> str:
@@ -294,4 +336,7 @@ def step_basis(breakdown: pd.DataFrame) -> str:
     if not known.notna().any():
         return "the one span without step numbers: no step marks in the profile"
     steps = int(known.nunique(dropna=False))
-    return f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
+    waits = "preparing_us" in breakdown.columns and bool(
+        breakdown["preparing_us"].fillna(0.0).gt(0).any())
+    return (f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
+            + (" with the wait before its first device task" if waits else ""))

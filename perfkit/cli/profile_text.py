@@ -61,7 +61,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     import pandas as pd
 
     from ..analysis import measured_step_s, step_breakdown
-    from ..analysis.steps import step_basis
+    from ..analysis.steps import step_basis, step_wall_us
     from ..format import sig, time_text, time_unit
     from ..widgets.headline import step_split, with_exposed_comm
 
@@ -89,23 +89,32 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
         lines += _wrap(f"where the step goes: {parts} (shares of the step time summed over "
                        f"{n_ranks} rank{'s' * (n_ranks != 1)} × {n_steps} "
                        f"step{'s' * (n_steps != 1)}; they add up to 100 %)", "  ")
+    # each step's wall time (the device span and the wait before it), as the headline
+    known = known.assign(wall_us=step_wall_us(known))
     has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
-    unit, size = time_unit(known["step_us"])
+    has_wait = "preparing_us" in known.columns and bool(
+        known["preparing_us"].fillna(0).gt(0).any())
+    unit, size = time_unit(known["wall_us"])
     head = f"step ({unit})"
     lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {'computing':>9}  "
                  f"{'comm exposed':>12}" + (f"  {'bubble':>7}" if has_bubble else "")
-                 + f"  {'free':>7}")
-    slowest = known.loc[known.groupby("step", dropna=False)["step_us"].idxmax()]
+                 + f"  {'free':>7}" + (f"  {'wait':>7}" if has_wait else ""))
+    slowest = known.loc[known.groupby("step", dropna=False)["wall_us"].idxmax()]
     for _, row in slowest.head(max_steps).iterrows():
         # a trace without step marks is one unnumbered step (pd.NA in an Int64 column)
         step = "NA" if pd.isna(row["step"]) else int(row["step"])
         rank = "NA" if pd.isna(row["rank"]) else int(row["rank"])
-        share = row["comm_exposed_us"] / row["step_us"] if row["step_us"] else float("nan")
-        bubble = (f"  {_pct(row.get('bubble_share')):>7}" if has_bubble else "")
+        wall = row["wall_us"] if row["wall_us"] > 0 else float("nan")
+
+        def share(col: str, row: Any = row, wall: float = wall) -> str:
+            return _pct(row.get(col, float("nan")) / wall)
+
         lines.append(f"  {step!s:>6}  {rank!s:>12}  "
-                     f"{sig(row['step_us'] / size):>10}  "
-                     f"{_pct(row.get('computing_share')):>9}  {_pct(share):>12}{bubble}  "
-                     f"{_pct(row.get('free_share')):>7}")
+                     f"{sig(row['wall_us'] / size):>10}  "
+                     f"{share('computing_us'):>9}  {share('comm_exposed_us'):>12}"
+                     + (f"  {share('bubble_us'):>7}" if has_bubble else "")
+                     + f"  {share('free_us'):>7}"
+                     + (f"  {share('preparing_us'):>7}" if has_wait else ""))
     if len(slowest) > max_steps:
         lines.append(f"  ... {len(slowest) - max_steps} more steps")
     return lines

@@ -9,17 +9,18 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
 - an **msprof-analyze** ``cluster_analysis_output/``: the rank rows of
   ``cluster_step_trace_time.csv``, as :func:`perfkit.load` reads them;
 - a **PyTorch Kineto trace** (``.json`` / ``.json.gz``): the step time :func:`perfkit.load`
-  gives, each ``ProfilerStep#N`` from the first to the last device task it launched
-  (:func:`kineto_device_steps`: the tasks whose runtime launch, same ``correlation``, ran
-  in the host span), read by decoding only ``ph``, ``cat``, ``ts``, ``dur`` and
-  ``args.correlation`` of each event; the split (computing, communication, free) needs the
-  tasks' names and stays NA. That is a pass over the whole file, a fifth to a third of the
-  full load's time (``benchmarks/README.md``), so it is the default up to
+  gives, each ``ProfilerStep#N`` from the first to the last device task it launched and
+  the device's wait before the first (:func:`kineto_device_steps`: the tasks whose
+  runtime launch, same ``correlation``, ran in the host span), read by decoding only
+  ``ph``, ``cat``, ``ts``, ``dur`` and ``args.correlation`` of each event; the split
+  (computing, communication, free) needs the tasks' names and stays NA. That is a pass
+  over the whole file, a fifth to a third of the full load's time
+  (``benchmarks/README.md``), so it is the default up to
   :data:`DEVICE_STEPS_MAX_BYTES` of traces (256 MiB). Above it (or with
   ``device_steps=False``) the step figure is the host ``ProfilerStep#N`` span
   (:func:`kineto_step_spans`, a byte scan: each occurrence of ``"ProfilerStep#`` decoded
   as the one JSON event around it, the rest never parsed), which is the host's pace, not
-  the step time (1 % to 2.4× apart on the shared samples): :attr:`Preview.host_spans` is
+  the step time (up to 14 % apart in a step on the shared samples): :attr:`Preview.host_spans` is
   then True and the page must say which it shows. Where the trace also holds the copy of
   each ``ProfilerStep#N`` range Kineto draws on the device lane (``gpu_user_annotation``,
   written by recent PyTorch versions), that copy is the step figure above the limit
@@ -72,7 +73,7 @@ from .categories import DEVICE_KINDS, KINETO_KINDS
 from .detect import _key, find_runs
 from .runs import pick_run
 from .sources import RankSource, cluster_meta, input_bytes
-from .trace_tables import step_index, step_spans
+from .trace_tables import device_wait_us, step_index, step_spans
 
 __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "describe",
            "DEVICE_STEPS_MAX_BYTES", "FINAL_STEPS"]
@@ -318,18 +319,22 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True
     if on_lane is not None:
         steps = pd.DataFrame({"step": on_lane["step"].to_numpy(np.int64),
                               "total_us": on_lane["total_us"].to_numpy(np.float64),
-                              "computing_us": np.nan})
+                              "computing_us": np.nan,
+                              "preparing_us": on_lane["preparing_us"].to_numpy(np.float64)})
         basis, note = "device_lane", (
             "preview: step time = the ProfilerStep range Kineto draws on the device lane "
-            "(gpu_user_annotation), the device's pace; the full load's step (first to last "
-            "device task the step launched) and the split follow")
+            "(gpu_user_annotation), the device's pace, and the device's wait before it; the "
+            "full load's step (first to last device task the step launched, and the wait "
+            "before) and the split follow")
     elif found is not None and len(found):
         steps = pd.DataFrame({"step": found["step"].to_numpy(np.int64),
                               "total_us": found["total_us"].to_numpy(np.float64),
-                              "computing_us": np.nan})
+                              "computing_us": np.nan,
+                              "preparing_us": found["preparing_us"].to_numpy(np.float64)})
         basis, note = "device", ("preview: step time = first to last device task of each "
-                                 "ProfilerStep, as the full load; the split needs the device "
-                                 "tasks' names, read by the full load")
+                                 "ProfilerStep and the device's wait before the first, as "
+                                 "the full load; the split needs the device tasks' names, "
+                                 "read by the full load")
     else:
         steps = pd.DataFrame({"step": spans["step"].to_numpy(),
                               "total_us": spans["dur_us"].to_numpy(np.float64),
@@ -438,7 +443,8 @@ def _step_events(p: Path) -> tuple[list[tuple[int, float, float]],
 def _lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
                 ) -> pd.DataFrame | None:
     """Each host step's range on the device lane (``step``, ``total_us``: the earliest
-    start to the latest end of its copies); None when no step has one."""
+    start to the latest end of its copies; ``preparing_us``: the device's wait before it,
+    :func:`~perfkit.io.trace_tables.device_wait_us`); None when no step has one."""
     known = set(spans["step"].tolist())
     copies: dict[int, list[tuple[float, float]]] = {}
     for step, ts, dur in lane:
@@ -447,13 +453,23 @@ def _lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
     if not copies:
         return None
     order = [s for s in spans["step"].tolist() if s in copies]
-    total = []
+    total, first = [], []
     for s in order:
         # measured from the first start (ts - lo is exact), not as end - start of two
         # epoch-sized numbers, whose float sum would round the µs fraction
         lo = min(ts for ts, _ in copies[s])
+        first.append(lo)
         total.append(max((ts - lo) + dur for ts, dur in copies[s]))
-    return pd.DataFrame({"step": order, "total_us": total})
+    out = pd.DataFrame({"step": order, "total_us": total})
+    # the wait before each range, as the loader measures it before each device window
+    start = _ns(first)
+    win = pd.DataFrame({"step": order, "start_ns": start,
+                        "end_ns": start + np.round(np.asarray(total) * 1000).astype(np.int64)})
+    win = win.sort_values("start_ns", kind="stable")
+    host = pd.DataFrame({"step": spans["step"], "start_ns": _ns(spans["ts_us"].tolist())})
+    wait = device_wait_us(win, host)
+    out["preparing_us"] = out["step"].map(wait).to_numpy(np.float64)
+    return out
 
 
 def _scan(buf: Any, pos: int, limit: int, rows: list[tuple[int, float, float, bool]]
@@ -577,8 +593,10 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
     Returns
     -------
     pandas.DataFrame or None
-        ``step`` (int), ``total_us`` (last task end minus first task start, µs), sorted by
-        the step's first task; an empty frame when the trace has ProfilerStep spans but
+        ``step`` (int), ``total_us`` (last task end minus first task start, µs) and
+        ``preparing_us`` (the device's wait before the first task, as the loader measures
+        it: :func:`~perfkit.io.trace_tables.device_wait_us`), sorted by the step's first
+        task; an empty frame when the trace has ProfilerStep spans but
         no device task launched in any (the loader then takes the host span as the
         step); None when the trace has no ProfilerStep span, or its events cannot be
         decoded this way (the full load will say what is wrong).
@@ -658,7 +676,8 @@ def _device_windows(rows: list[tuple[int, float, float]], tasks: list[_Task]
                          "ts_ns": _ns([ts for _, ts, _ in rows]),
                          "dur_us": np.array([d for _, _, d in rows], np.float64)})
     spans = step_spans(host)
-    none = pd.DataFrame({"step": pd.Series([], dtype="int64"), "total_us": []})
+    none = pd.DataFrame({"step": pd.Series([], dtype="int64"), "total_us": [],
+                         "preparing_us": []})
     # each distinct category worked out once: 1 a device task, 2 a runtime call, 0 other
     cats = list(map(attrgetter("cat"), tasks))
     lut = {c: _cat_code(c) for c in set(cats)}
@@ -699,7 +718,11 @@ def _device_windows(rows: list[tuple[int, float, float]], tasks: list[_Task]
     e = np.maximum(win["e"].to_numpy(), win["s"].to_numpy() + 1)
     total = (e - win["s"].to_numpy()) / 1000.0
     total[win["missing"].to_numpy()] = np.nan
-    return pd.DataFrame({"step": win.index.to_numpy(np.int64), "total_us": total})
+    steps = win.index.to_numpy(np.int64)
+    wait = device_wait_us(pd.DataFrame({"step": steps, "start_ns": win["s"].to_numpy(),
+                                        "end_ns": e}), spans)
+    return pd.DataFrame({"step": steps, "total_us": total,
+                         "preparing_us": wait.to_numpy(np.float64)})
 
 
 def _cat_code(cat: Any) -> int:

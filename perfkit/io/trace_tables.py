@@ -17,7 +17,7 @@ from .chrome import ChromeTrace
 from .distinct import per_distinct, text
 
 __all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown",
-           "grouped_breakdown",
+           "grouped_breakdown", "device_wait_us",
            "from_ascend_trace", "rel", "host_steps", "HOST_COMM_PATTERN"]
 
 NA_NS = np.iinfo(np.int64).min
@@ -440,3 +440,29 @@ def _subtract(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
 
     keep = inside(a) & ~inside(b)
     return _merge(lo[keep], hi[keep])
+
+
+def device_wait_us(win: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
+    """Per step, the device's idle time before its first task (µs): from the step's host
+    start (its ``ProfilerStep`` span), or from the end of the previous step's device work
+    when that is later, to the first task the step launched; 0 when the device never
+    waited. What Ascend's ``Preparing`` measures (framework step start to first device
+    task): the time the host spent before it launched anything, e.g. fetching the batch.
+    The previous step's tail is left out because it is already in that step's window (a
+    GPU runs behind the host), so that no device time is counted in two steps: the window
+    and the wait before it are the step's wall time (:func:`perfkit.analysis.measured_step_s`).
+
+    ``win``: the steps' device windows (``step``, ``start_ns``, ``end_ns``), sorted by
+    start; ``spans``: the host ``ProfilerStep`` spans (``step``, ``start_ns``). Used by the
+    Kineto reader and by the preview (:mod:`perfkit.io.preview`), which must agree."""
+    # in int64 nanoseconds throughout: an epoch timestamp in float64 is off by up to 128 ns
+    host = spans.drop_duplicates("step").set_index("step")["start_ns"]
+    w_start = win["start_ns"].to_numpy(np.int64)  # windows sorted by start
+    w_end = np.maximum.accumulate(win["end_ns"].to_numpy(np.int64))
+    at = pd.Index(host.index).get_indexer(win["step"].to_numpy())
+    own = at >= 0  # a step without a span of its own has no known wait (NaN)
+    host_start = np.where(own, host.to_numpy(np.int64)[np.maximum(at, 0)], NA_NS)
+    before = np.r_[NA_NS, w_end[:-1]]  # NA_NS: no previous window
+    idle = (w_start - np.maximum(host_start, before)) / 1000.0
+    return pd.Series(np.where(own, np.clip(idle, 0.0, None), np.nan),
+                     index=win["step"].to_numpy())

@@ -29,7 +29,8 @@ _MIN_OPERATORS = 50
 
 
 def read_step_time(profile: Any, put: Any) -> None:
-    """Put ``step_time_s``: the median over steps of the slowest rank's step time."""
+    """Put ``step_time_s``: the median over steps of the slowest rank's step time, the
+    device's wait before the step's first task included (:func:`measured_step_s`)."""
     try:
         steps = step_breakdown(profile)
         step = measured_step_s(steps)
@@ -44,7 +45,10 @@ def read_step_time(profile: Any, put: Any) -> None:
             if "step_us" in steps.columns else 0
         over = f"median over {known} step{'s' if known != 1 else ''}" if known else \
             "the one span without step numbers (no ProfilerStep marks in the profile)"
-        put("step_time_s", step, f"{over} of the slowest rank's step time ({src} step "
+        waits = "preparing_us" in steps.columns and bool(
+            steps["preparing_us"].fillna(0.0).gt(0).any())
+        wait = ", with the wait before its first device task" if waits else ""
+        put("step_time_s", step, f"{over} of the slowest rank's step time{wait} ({src} step "
                                  "figures)")
     else:
         put("step_time_s", None, f"no measured step: {why}")

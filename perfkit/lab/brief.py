@@ -159,7 +159,8 @@ def _tolerance(q: Any) -> str:
 
 _METHODS = {
     "throughput": "global batch × sequence / (slowest rank's step × devices); step = "
-                  "Computing + Communication(Not Overlapped) + Free (analysis.step_breakdown)",
+                  "Computing + Communication(Not Overlapped) + Free + Preparing "
+                  "(analysis.measured_step_s)",
     "mfu": "perfkit.mfu: model FLOPs per token (exact GEMMs, non-causal) × tokens/s per "
            "device / peak",
     "hfu": "perfkit.hfu with the recompute the profile shows (analysis.recompute_evidence)",
@@ -172,7 +173,8 @@ _METHODS = {
     "operator_bound": "FLOPs / bytes of the operator asked about against peak / HBM "
                       "bandwidth (analysis.operator_efficiency)",
     "operator_intensity": "FLOPs / bytes of the costliest operator",
-    "exposed_comm": "rank 0's Communication(Not Overlapped) / step (analysis.step_breakdown)",
+    "exposed_comm": "rank 0's Communication(Not Overlapped) / its device span, Computing + "
+                    "Communication(Not Overlapped) + Free (analysis.step_breakdown)",
     "wait_or_transit": "the cluster's all-reduce: wait share vs transit share "
                        "(analysis.comm_summary)",
     "wait_share": "the cluster's all-reduce: wait / elapsed over all ranks",

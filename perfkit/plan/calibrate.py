@@ -29,7 +29,9 @@ What is fitted, by source
   the MLP's output-projection shape occurs next to its input-projection shape).
 
 The residual is the model with these rates against the measured step (slowest rank,
-median step); it is *not* closed unless ``close=True``, so it measures the model.
+median step, the device span: the wait before the step's first device task, fetching data
+or launching, is not part of the model and is left out); it is *not* closed unless
+``close=True``, so it measures the model.
 
 **A steps table** (``computing_us``, ``comm_not_overlapped_us``, ``free_us`` and, when
 known, ``bubble_us``, per rank and step) and **a measured step time** (seconds) need
@@ -100,7 +102,8 @@ class Calibration:
     source : str
         ``"profile"``, ``"steps"`` or ``"step time"``.
     measured_step_s : float
-        The measured step (slowest rank, median over steps).
+        The measured step (slowest rank, median over steps; of a profile, the device span
+        without the wait before it).
     predicted_step_s : float
         The model's step for the calibrating run with the fitted rates, before closing.
     residual : float
@@ -630,8 +633,11 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     kinds_measured |= groups
     steps = _steps_table(source.steps, skip_first_steps)
     m = _measured_from_steps(steps)
-    measured = inferred.step_time_s if inferred.step_time_s and not skip_first_steps \
-        else m["step"]
+    # the model's step is the device's (compute, communication, bubble, idle gaps): it is
+    # calibrated on the device span, without the wait before the step (data, launch) that
+    # the job's wall step time includes (the advisor reports that wait on its own)
+    device_step = _device_step_s(source) if not skip_first_steps else math.nan
+    measured = device_step if device_step > 0 else m["step"]
     kernels = _kernels_per_rank_step(source)
     if kernels > 0 and m["free"] > 0:
         gap = m["free"] / kernels
@@ -649,6 +655,19 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     predicted = _evaluate(job, rates)["step_s"]
     return job, rates, {"measured": measured, "terms": terms, "predicted": predicted,
                         "residual": predicted / measured - 1.0, "kinds": kinds_measured}
+
+
+def _device_step_s(source: Any) -> float:
+    """The measured device step of a profile: median over steps of the slowest rank's
+    device span (:func:`perfkit.analysis.measured_step_s` without the wait before it);
+    NaN when the profile has none."""
+    from ..analysis.steps import measured_step_s, step_breakdown
+
+    try:
+        steps = step_breakdown(source)
+    except PerfkitError:
+        return math.nan
+    return measured_step_s(steps, preparing=False) if not steps.empty else math.nan
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -4,14 +4,15 @@
 reads first, each with how it was counted:
 
 * the **measured step time** (:func:`perfkit.analysis.measured_step_s`: median over the
-  steps of the slowest rank's step);
+  steps of the slowest rank's step, with the device's wait before its first task);
 * the **throughput** in tokens/s per device (:func:`perfkit.tokens_per_second_per_device`:
   global batch × sequence length / (step time × devices)), when the job knows its batch,
   sequence length and devices;
 * the **MFU** when the job is complete (:func:`perfkit.widgets.summary.job_summary`), with
   the guard's warning when it cannot be right (never a plain figure above 100 %);
 * the **step split** (:func:`step_split`): computing, exposed communication, pipeline
-  bubble and free time as shares of the step time that add up to 100 %;
+  bubble, free time and the wait before the first device task as shares of the step time
+  that add up to 100 %;
 * the **top findings** of :func:`perfkit.advise` with the milliseconds at stake and the tab
   that shows their evidence (:data:`FINDING_TABS`).
 
@@ -37,21 +38,35 @@ from ..job import Job
 from ..job.unknowns import PANEL_TITLE, unknown_labels
 from .summary import job_summary
 
-__all__ = ["SPLIT_PARTS", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
+__all__ = ["SPLIT_PARTS", "split_parts", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
            "throughput_figure", "mfu_figure",
            "step_split", "finding_tab", "headline", "headline_html", "split_bar_html",
            "top_findings"]
 
 #: The parts of the step split (columns of :func:`with_exposed_comm`), in stacking order,
-#: with their labels; their sum is the step time.
+#: with their labels; their sum is the step time (:func:`perfkit.analysis.step_wall_us`):
+#: the device span's parts, then ``preparing_us``, the device's wait before the span.
 SPLIT_PARTS: dict[str, str] = {
     "computing_us": "computing",
     "comm_exposed_us": "exposed communication",
     "bubble_us": "pipeline bubble",
     "free_us": "free (device idle)",
+    "preparing_us": "before the first device task (data, launch)",
 }
 _SPLIT_COLORS = {"computing_us": "#4c78a8", "comm_exposed_us": "#e45756",
-                 "bubble_us": "#f58518", "free_us": "#bab0ac"}
+                 "bubble_us": "#f58518", "free_us": "#bab0ac", "preparing_us": "#9d755d"}
+#: Parts left out of the split when no row has a value above 0 (not reported as a zero).
+_OPTIONAL_PARTS = ("bubble_us", "preparing_us")
+
+
+def split_parts(breakdown: pd.DataFrame) -> dict[str, str]:
+    """The parts of :data:`SPLIT_PARTS` this breakdown has: the pipeline bubble and the
+    wait before the first device task only where some row has them above 0."""
+    def present(part: str) -> bool:
+        return part in breakdown.columns and bool(
+            breakdown[part].astype("float64").fillna(0.0).gt(0).any())
+
+    return {k: v for k, v in SPLIT_PARTS.items() if k not in _OPTIONAL_PARTS or present(k)}
 
 #: The tab that shows the evidence of a finding, per advisor area.
 FINDING_TABS: dict[str, str] = {
@@ -101,9 +116,10 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     """Where the step time goes, as shares that add up to 100 %.
 
     Each part is summed over every rank and step whose three base parts (computing,
-    exposed communication, free) are known, and divided by the sum of their step times:
-    the share of the device time of all ranks spent in each part (a time-weighted mean of
-    the per-rank shares, so the four shares add up to 1).
+    exposed communication, free) are known, and divided by the sum of their step times
+    (the device span and the wait before it, :func:`perfkit.analysis.step_wall_us`): the
+    share of the wall time of all ranks spent in each part (a time-weighted mean of the
+    per-rank shares, so the shares add up to 1).
 
     Parameters
     ----------
@@ -113,8 +129,9 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        One row per part of :data:`SPLIT_PARTS` (the bubble only when the profile reports
-        it): ``part`` (column), ``label``, ``us`` (summed over ranks and steps), ``share``.
+        One row per part of :data:`SPLIT_PARTS` (the bubble and the wait before the first
+        task only when the profile reports them above 0): ``part`` (column), ``label``,
+        ``us`` (summed over ranks and steps), ``share``.
         ``attrs``: ``rows`` (rank × step rows used), ``ranks``, ``steps``.
     """
     cols = ["part", "label", "us", "share"]
@@ -125,13 +142,13 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     data = with_exposed_comm(breakdown)
     base = ["computing_us", "comm_not_overlapped_us", "free_us"]
     data = data.dropna(subset=base)
-    step_total = float(data[base].to_numpy(dtype="float64").sum())
+    if "preparing_us" not in data.columns:
+        data = data.assign(preparing_us=math.nan)
+    step_total = float(data[[*base, "preparing_us"]].astype("float64").fillna(0.0)
+                       .to_numpy().sum())
     rows = []
-    for part, label in SPLIT_PARTS.items():
-        values = data[part].astype("float64")
-        if part == "bubble_us" and not values.fillna(0).gt(0).any():
-            continue  # no pipeline bubble reported: the part is left out, not a zero
-        us = float(values.fillna(0.0).sum())
+    for part, label in split_parts(data).items():  # a part not reported is left out
+        us = float(data[part].astype("float64").fillna(0.0).sum())
         rows.append({"part": part, "label": label, "us": us,
                      "share": us / step_total if step_total > 0 else math.nan})
     out = pd.DataFrame(rows, columns=cols)
@@ -274,7 +291,7 @@ HEADLINE_CSS = (
     ".pk-card{border:1px solid #dde;border-radius:6px;padding:8px 12px;min-width:200px;"
     "max-width:380px;flex:1 1 200px;background:#fafbfd}"
     ".pk-card .pk-k{font-size:12px;color:#555;text-transform:uppercase;letter-spacing:.04em}"
-    # a long figure ("6,793 tokens/s per device") wraps at its spaces in a narrow card
+    # a long figure ("6,792 tokens/s per device") wraps at its spaces in a narrow card
     # rather than run out of it (a 1024 px window)
     ".pk-card .pk-v{font-size:22px;font-weight:600;margin:2px 0;overflow-wrap:break-word}"
     ".pk-card .pk-n{font-size:12px;color:#555}"

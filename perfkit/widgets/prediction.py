@@ -19,6 +19,7 @@ import pandas as pd
 
 from .._stats import median
 from ..analysis import step_breakdown
+from ..analysis._util import has_values
 from ..errors import PerfkitError
 from ..format import bytes_text, share_text, time_text
 from ..job import Job
@@ -131,15 +132,19 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
     """The profiled layout: its measured step and parts next to the prediction.
 
     Measured: per step the slowest rank (a synchronous job steps at its pace), then the
-    median over steps of its step time and of each part of
-    :func:`perfkit.analysis.step_breakdown`. Predicted: :attr:`PlannerFit.prediction`,
-    its parts grouped as :data:`COMPARED_PARTS`, with its band.
+    median over steps of its device span (``step_us``, what the step model predicts) and
+    of each part of :func:`perfkit.analysis.step_breakdown`; ``wait_s`` on the measured
+    rows is the median of the device's wait before the span (``preparing_us``: data,
+    launch), which the job's step time counts and the model has no part for. Predicted:
+    :attr:`PlannerFit.prediction`, its parts grouped as :data:`COMPARED_PARTS`, with its
+    band.
 
     Returns
     -------
     pandas.DataFrame
         Columns ``run`` (``"measured"``, ``"predicted"``), ``part``, ``seconds``,
-        ``step_s``, ``low_s``, ``high_s`` (NaN on the measured rows). A profile without a
+        ``step_s``, ``low_s``, ``high_s`` (NaN on the measured rows), ``wait_s`` (NaN on
+        the predicted rows, and where the profile measures no wait). A profile without a
         step breakdown gives one measured row of part ``"step"`` (its parts unknown), or
         none when it shows no step time at all.
     """
@@ -147,21 +152,24 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
     slowest = _slowest_rows(profile)
     if not slowest.empty:
         step_s = median(slowest["step_us"]) / 1e6
+        wait_s = median(slowest["preparing_us"].fillna(0.0)) / 1e6 \
+            if has_values(slowest, "preparing_us") else math.nan
         columns = [c for c, _parts in COMPARED_PARTS.values()]
         if all(c in slowest.columns and slowest[c].notna().all() for c in columns):
             for part, (column, _parts) in COMPARED_PARTS.items():
                 rows.append({"run": "measured", "part": part,
                              "seconds": median(slowest[column]) / 1e6,
-                             "step_s": step_s})
+                             "step_s": step_s, "wait_s": wait_s})
         else:
             rows.append({"run": "measured", "part": "step", "seconds": step_s,
-                         "step_s": step_s})
+                         "step_s": step_s, "wait_s": wait_s})
     pred = fit.prediction
     for part, (_column, parts) in COMPARED_PARTS.items():
         rows.append({"run": "predicted", "part": part,
                      "seconds": float(sum(pred.parts[p] for p in parts)),
                      "step_s": pred.step_s, "low_s": pred.low_s, "high_s": pred.high_s})
-    return pd.DataFrame(rows, columns=["run", "part", "seconds", "step_s", "low_s", "high_s"])
+    return pd.DataFrame(rows, columns=["run", "part", "seconds", "step_s", "low_s", "high_s",
+                                       "wait_s"])
 
 
 def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = None) -> str:
@@ -178,6 +186,12 @@ def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = 
     inside = pred.low_s <= step <= pred.high_s
     text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median step): "
              f"{pred.step_s / step - 1:+.1%}, {'inside' if inside else 'outside'} the band.")
+    waits = frame.loc[frame["run"] == "measured", "wait_s"] if "wait_s" in frame else None
+    wait = float(waits.iloc[0]) if waits is not None and len(waits) else math.nan
+    if wait > 0.005 * step:  # more than half a percent of the span: worth saying
+        text += (" Both figures are the device's span: the step time on the Overview also "
+                 f"counts the {time_text(wait * 1e6)} the device waits before each step's "
+                 "first task (data, launch), which no layout shortens.")
     if job is not None and job.training_step() is False:
         text += (" The profile is not a training step (it runs no backward pass) and the "
                  "model predicts one: the two do not compare, and neither do the layouts "

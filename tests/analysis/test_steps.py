@@ -64,6 +64,22 @@ def test_receive_is_bubble_and_preparing_from_host_ops() -> None:
     assert row["preparing_us"] == pytest.approx(100.0 - 60.0)
 
 
+def test_the_wait_before_a_derived_step_leaves_out_the_previous_steps_tail() -> None:
+    """The host starts step 2 at 20 µs while the device runs step 1 until 50 µs: the
+    device waits from 50 to 55 µs only, not from 20. Step 3's host start (120 µs) comes
+    after step 2's end (95 µs): it waits from there, 130 − 120. No device time counts in
+    two steps: the walls of steps 2 and 3 end where their windows end and begin no
+    earlier than the window before them ends."""
+    k = _kernels([(1, "A", "compute", 25.0, 25.0), (2, "A", "compute", 55.0, 40.0),
+                  (3, "A", "compute", 130.0, 20.0)])
+    ops = pd.DataFrame({"step": [1, 2, 3], "name": "aten::mm",
+                        "start_us": [0.0, 20.0, 120.0], "dur_us": 1.0})
+    out = step_breakdown(_profile(kernels=k, ops=ops)).set_index("step")
+    assert out["preparing_us"].tolist() == pytest.approx([25.0, 5.0, 10.0])
+    assert (out["step_us"] + out["preparing_us"]).tolist() == pytest.approx(
+        [50.0 - 0.0, 95.0 - 50.0, 150.0 - 120.0])
+
+
 def test_steps_are_per_rank_and_step() -> None:
     a = _profile(0, kernels=_kernels([(1, "A", "compute", 0, 5), (2, "A", "compute", 10, 7)]))
     b = _profile(1, kernels=_kernels([(1, "A", "compute", 0, 3)]))

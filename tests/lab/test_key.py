@@ -60,7 +60,13 @@ def _steps(profile: Path) -> dict[int, dict[str, float]]:
 
 
 def _step_us(row: dict[str, float]) -> float:
+    """The device span: Computing + Communication(Not Overlapped) + Free."""
     return row["Computing"] + row["Communication(Not Overlapped)"] + row["Free"]
+
+
+def _wall_us(row: dict[str, float]) -> float:
+    """The step's wall time: the device span and the wait before it (Preparing)."""
+    return _step_us(row) + row["Preparing"]
 
 
 def _kernel_totals(profile: Path) -> dict[tuple[str, str], float]:
@@ -110,7 +116,7 @@ def _flops_per_token(m: dict[str, Any]) -> float:
 def _tokens_per_s_per_device(student: Path, settings: dict[str, Any]) -> float:
     job = settings["job"]
     p, m = job["parallel"], job["model"]
-    step_s = max(_step_us(r) for r in _steps(student / job["path"]).values()) / 1e6
+    step_s = max(_wall_us(r) for r in _steps(student / job["path"]).values()) / 1e6
     gbs = p["dp"] * p["micro_batch_size"] * p["num_micro_batches"]
     return gbs * m["seq_length"] / step_s / (p["dp"] * p["tp"] * p["pp"])
 

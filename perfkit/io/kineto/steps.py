@@ -2,7 +2,7 @@
 
 :func:`_steps` splits each step's device window (first to last task it launched) into
 computing, communication and their overlap, and measures the device's wait before the
-window (:func:`_preparing_us`); :func:`_unknown_where_durations_missing`
+window (:func:`~perfkit.io.trace_tables.device_wait_us`); :func:`_unknown_where_durations_missing`
 makes the breakdown of a step holding a task without a duration unknown. A trace without
 device activity is split from its host events (:func:`_host_steps`), over the whole
 trace when it has no ``ProfilerStep`` (:func:`_whole_trace_span`).
@@ -16,7 +16,14 @@ import pandas as pd
 from ...format import counted, plural
 from ..categories import HOST_COMM_PATTERN
 from ..distinct import per_distinct
-from ..trace_tables import NA_NS, grouped_breakdown, host_steps, overlap_breakdown, rel
+from ..trace_tables import (
+    NA_NS,
+    device_wait_us,
+    grouped_breakdown,
+    host_steps,
+    overlap_breakdown,
+    rel,
+)
 from .kinds import _bool
 from .nesting import _thread_codes
 
@@ -53,25 +60,8 @@ def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.
             rows.append(overlap_breakdown(start[sel], end[sel], cat[sel], one))
         out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     if len(out):
-        out["preparing_us"] = out["step"].map(_preparing_us(win, spans)).astype("float64")
+        out["preparing_us"] = out["step"].map(device_wait_us(win, spans)).astype("float64")
     return out
-
-
-def _preparing_us(win: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
-    """Per step, the device's idle time before its first task (µs): from the step's host
-    start (its ``ProfilerStep`` span), or from the end of the previous step's device work
-    when that is later, to the first task the step launched; 0 when the device never
-    waited. What Ascend's ``Preparing`` measures (framework step start to first device
-    task): the time the host spent before it launched anything, e.g. fetching the batch.
-    The previous step's tail is left out because it is already in that step's window (a
-    GPU runs behind the host)."""
-    host = spans.drop_duplicates("step").set_index("step")["start_ns"]
-    w_start = win["start_ns"].to_numpy(np.int64)  # windows sorted by start
-    w_end = np.maximum.accumulate(win["end_ns"].to_numpy(np.int64))
-    host_start = win["step"].map(host).to_numpy(np.float64)  # NaN: no span of its own
-    before = np.r_[-np.inf, w_end[:-1].astype(np.float64)]
-    idle = (w_start - np.maximum(host_start, before)) / 1000.0
-    return pd.Series(np.clip(idle, 0.0, None), index=win["step"].to_numpy())
 
 
 def _unknown_where_durations_missing(steps: pd.DataFrame, kernels: pd.DataFrame,

@@ -23,7 +23,8 @@ class Throughput(Question):
     guide = "01_metrics"
     evidence = ("brief", "job_steps")
     hint = ("Take the step time as the slowest rank's step (Computing + Communication "
-            "(Not Overlapped) + Free in step_trace_time.csv), then tokens per step = global "
+            "(Not Overlapped) + Free + Preparing in step_trace_time.csv: the device's span "
+            "and its wait before it), then tokens per step = global "
             "batch × sequence length, divided by the step time and by every device of the "
             "job (not only the data-parallel ones).")
 
@@ -34,7 +35,8 @@ class Throughput(Question):
             prompt=f"Your job runs on {_job_line(data)}. How many tokens per second does "
                    "each device process?",
             answer=tps, options=None,
-            derivation=f"step = slowest rank's step_us = {sig(step * 1e3, 4)} ms "
+            derivation=f"step = slowest rank's step_us + preparing_us = "
+                       f"{sig(step * 1e3, 4)} ms "
                        f"(perfkit.analysis.measured_step_s); {f.global_batch_size} × "
                        f"{f.seq_length} / ({sig(step, 4)} s × {f.devices}) = {sig(tps, 4)}",
             explanation=f"{f.global_batch_size} × {f.seq_length} tokens in {sig(step, 4)} s "

@@ -22,11 +22,11 @@ from ...advisor.finding import share_of_step, step_basis_note
 from ...format import time_text
 from ...tables import over_ranks, with_values
 from ..headline import (
-    SPLIT_PARTS,
     Figure,
     finding_tab,
     headline,
     headline_html,
+    split_parts,
     top_findings,
     with_exposed_comm,
 )
@@ -96,8 +96,7 @@ class OverviewTab(JobTab):
                 "trace), so there is no step breakdown; the Operators and Memory tabs may "
                 "still have data.")), facts]
         self._steps = with_exposed_comm(steps)
-        parts = {k: v for k, v in SPLIT_PARTS.items()
-                 if k != "bubble_us" or self._steps["bubble_us"].fillna(0).gt(0).any()}
+        parts = split_parts(self._steps)
         chart = C.step_breakdown_chart(self._steps, parts=parts, select=True,
                                        title="Where the step time goes, per rank (click a "
                                              "rank for its steps)")
@@ -259,10 +258,13 @@ def _step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str
     """The steps with the shares the steps table shows, those columns with their labels,
     and the caption's words for them.
 
-    The split into computing / exposed communication / pipeline bubble / free; a legacy
-    MindSpore step trace, which has no such split, gives its phases instead (as the chart
-    does, :func:`perfkit.charts.step_parts`). A share no step has is left out rather than
-    shown as a column of dashes (the bubble of a run without pipeline stages too).
+    The split into computing / exposed communication / pipeline bubble / free / the wait
+    before the first device task, as shares of the step's wall time, which is the step
+    time the table shows (:func:`perfkit.analysis.step_wall_us`, as the headline counts
+    it); a legacy MindSpore step trace, which has no such split, gives its phases instead
+    (as the chart does, :func:`perfkit.charts.step_parts`). A share no step has is left out
+    rather than shown as a column of dashes (the bubble of a run without pipeline stages,
+    the wait of a profile that does not measure it).
     """
     if C.step_parts(steps) == C.TRACE_PHASES:
         step = steps["step_us"].where(steps["step_us"] > 0)
@@ -271,11 +273,13 @@ def _step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str
                                for c in C.TRACE_PHASES})
         words = " and its phases (shares of the step time)"
     else:
-        shares = {"computing_share": "computing", "comm_exposed_share": "exposed communication",
-                  "bubble_share": "pipeline bubble", "free_share": "free"}
-        if not steps["bubble_us"].fillna(0).gt(0).any():
-            shares.pop("bubble_share")  # no pipeline bubble reported: no column of zeros
-        data = steps.assign(comm_exposed_share=steps["comm_exposed_us"] / steps["step_us"])
+        parts = split_parts(steps)  # no bubble or wait reported: no column of zeros
+        wall = A.step_wall_us(steps)
+        wall = wall.where(wall > 0)
+        shares = {c.removesuffix("_us") + "_share": label for c, label in parts.items()}
+        data = steps.assign(step_us=wall, **{c.removesuffix("_us") + "_share":
+                                             steps[c].astype("float64") / wall
+                                             for c in parts})
         words = " and its split (shares of the step time)"
     shares = {c: shares[c] for c in with_values(data, shares)}
     return data, shares, words if shares else ""

@@ -1,0 +1,90 @@
+"""Independent readings of raw Kineto traces (``json`` with exact decimals), shared by the
+tests that check perfkit's step figures against them: each step's device window (first to
+last device task its host ``ProfilerStep`` launched) and its wall time (the window and the
+device's wait before it)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+__all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls"]
+
+_DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
+_RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
+
+
+def raw_events(path: Path) -> list[dict]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        data = json.load(fh, parse_float=Decimal)  # exact decimals: no float rounding
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def raw_windows(path: Path) -> tuple[dict[int, list], list[tuple], bool]:
+    """Step -> [first device task start, last task end, a task without duration] (µs as
+    written), the host ProfilerStep spans (start, end, step) in start order, and whether
+    the trace has any device task in a step; read with ``json``.
+
+    A task belongs to the host ProfilerStep#N span its launch (the runtime call with the
+    same correlation, the first one) started in; the latest-starting span at or before the
+    launch, if the launch is before its end. Without any runtime call, the task's own start.
+    """
+    events = [e for e in raw_events(path) if e.get("ph") == "X"]
+    spans = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+                   for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+                   and str(e.get("cat", "")).lower() not in ("gpu_user_annotation", "kernel"))
+    launch: dict = {}
+    tasks = []
+    for e in events:
+        cat = str(e.get("cat", "")).strip().lower()
+        corr = (e.get("args") or {}).get("correlation")
+        if cat in _RUNTIME_CATS and corr is not None:
+            launch.setdefault(corr, e["ts"])
+        elif cat in _DEVICE_CATS:
+            tasks.append(e)
+    windows: dict[int, list] = {}
+    for t in tasks:
+        when = launch.get((t.get("args") or {}).get("correlation")) if launch else t["ts"]
+        if when is None:
+            continue
+        before = [s for s in spans if s[0] <= when]
+        if not before or when >= before[-1][1]:
+            continue
+        end = t["ts"] + t.get("dur", 0)
+        lo_hi = windows.setdefault(before[-1][2], [t["ts"], end, False])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], t["ts"]), max(lo_hi[1], end)
+        lo_hi[2] |= "dur" not in t
+    return windows, spans, bool(windows)
+
+
+def raw_device_steps(path: Path) -> tuple[dict[int, Decimal | None], bool]:
+    """Step -> first to last device task (µs, exact; None when one has no duration), and
+    whether the trace has any device task in a step (else the step is its host span, as
+    perfkit says): :func:`raw_windows`."""
+    windows, spans, on_device = raw_windows(path)
+    if on_device:
+        return {s: None if unknown else Decimal(hi) - Decimal(lo)
+                for s, (lo, hi, unknown) in windows.items()}, True
+    return {s: Decimal(b) - Decimal(a) for a, b, s in reversed(spans)}, False
+
+
+def raw_walls(path: Path) -> dict[int, Decimal]:
+    """Step -> its wall time (µs, exact): the device window and the device's wait before
+    it, from the step's host start or the end of the previous windows' work when later to
+    the window's first task (0 when the device never waited); steps with device tasks
+    only, each window with every task's duration."""
+    windows, spans, _ = raw_windows(path)
+    host = {}
+    for a, _b, s in spans:
+        host.setdefault(s, a)  # a step's first span
+    walls, end = {}, None
+    for s, (lo, hi, unknown) in sorted(windows.items(), key=lambda kv: kv[1][0]):
+        start = Decimal(host[s]) if end is None else max(Decimal(host[s]), end)
+        wait = max(Decimal(lo) - start, Decimal(0))
+        if not unknown:
+            walls[s] = Decimal(hi) - Decimal(lo) + wait
+        end = Decimal(hi) if end is None else max(end, Decimal(hi))
+    return walls
