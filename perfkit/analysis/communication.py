@@ -19,7 +19,7 @@ import pandas as pd
 from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
 from ._util import add_note, empty_frame, has_values, robust_z, table, typed
 from .collectives import comm_op_type
-from .steps import step_breakdown
+from .steps import step_breakdown, step_wall_us
 
 __all__ = ["comm_op_type", "comm_summary", "comm_bandwidth_summary", "slow_links",
            "comm_overlap", "NOMINAL_TRANSPORT", "COMM_SUMMARY_COLUMNS", "SLOW_LINK_COLUMNS"]
@@ -311,9 +311,11 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        ``rank``, ``steps``, ``step_us``, ``communication_us``, ``overlapped_us``,
-        ``comm_not_overlapped_us``, ``overlap_share`` (overlapped / communication: how much
-        communication is hidden) and ``exposed_share`` (not-overlapped / step time).
+        ``rank``, ``steps``, ``step_us`` (the step's wall: the device span and the wait
+        before it, :func:`~perfkit.analysis.step_wall_us`, the step time the headline
+        shows), ``communication_us``, ``overlapped_us``, ``comm_not_overlapped_us``,
+        ``overlap_share`` (overlapped / communication: how much communication is hidden)
+        and ``exposed_share`` (not-overlapped / step time).
         Empty, with a note, when the steps hold no communication time although the
         profile records collectives (host collectives of a GPU job: gloo with CUDA
         tensors), never zeros that would read as "fully hidden".
@@ -335,8 +337,9 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
             return empty_frame(cols, f"the {n} collectives of the profile ran {where}, so "
                                      "the device's step split holds no communication time "
                                      "and their overlap with computation is not measured")
+    s = s.assign(wall_us=step_wall_us(s))
     g = s.groupby("rank", dropna=False).agg(
-        steps=("step_us", "size"), step_us=("step_us", "mean"),
+        steps=("step_us", "size"), step_us=("wall_us", "mean"),
         communication_us=("communication_us", "mean"), overlapped_us=("overlapped_us", "mean"),
         comm_not_overlapped_us=("comm_not_overlapped_us", "mean")).reset_index()
     g["overlap_share"] = g["overlapped_us"] / g["communication_us"].where(

@@ -95,6 +95,21 @@ def test_overlap_per_rank() -> None:
     assert out.loc[1, "exposed_share"] == pytest.approx(20 / 100)
 
 
+def test_the_exposed_share_is_of_the_step_time_the_headline_shows() -> None:
+    """A rank that waits 25 µs for data before the first of its two 100 µs device spans:
+    its steps last 125 and 100 µs, and its 20 µs of exposed communication per step is a
+    share of their mean, 112.5 µs (the headline's split counts the same wait as a part
+    of the step)."""
+    steps = pd.DataFrame({"step": [1, 2], "computing_us": [70.0, 70.0],
+                          "communication_us": [40.0, 40.0],
+                          "comm_not_overlapped_us": [20.0, 20.0],
+                          "overlapped_us": [20.0, 20.0], "free_us": [10.0, 10.0],
+                          "preparing_us": [25.0, np.nan]})  # NaN: no wait measured
+    out = comm_overlap(_profile(0, steps=steps)).set_index("rank")
+    assert out.loc[0, "step_us"] == pytest.approx((125 + 100) / 2)
+    assert out.loc[0, "exposed_share"] == pytest.approx(20 / 112.5)
+
+
 @pytest.mark.shared_samples
 def test_real_samples() -> None:
     prof = load(sample(PT_LEVEL1), cache=False)
