@@ -18,9 +18,11 @@ unclipped, in the Trace Event Format (the JSON object form)::
 - one complete event (``ph: "X"``, ``ts`` and ``dur`` in µs) per device task and host
   operator, with ``cat`` = its category and ``args`` carrying its type, stream or thread,
   and its start on the profile's clock; plus one ``"step N"`` event per rank spanning the
-  rank's window, on the first lane.
+  rank's window, on the first lane, after one :data:`WAIT_NAME` event where the device
+  waits before the step's first task (:attr:`perfkit.analysis.timeline.TimelineWindow.wait_us`).
 
-Times are µs from the window origin (the earliest window start of the ranks shown),
+Times are µs from the window origin (the earliest window start of the ranks shown, the
+wait before it included),
 moved later by ``otherData.ts_offset_us`` when an event that overlaps the window began
 before it, so that no timestamp is negative. ``otherData`` records the profile, the step,
 the ranks, why they were chosen and ``origin_ns`` (the epoch nanoseconds the profile's
@@ -51,7 +53,10 @@ from .analysis.timeline import (
 )
 from .errors import InvalidArgumentError
 
-__all__ = ["export_trace", "chrome_trace", "TraceExportError"]
+__all__ = ["export_trace", "chrome_trace", "TraceExportError", "WAIT_NAME"]
+
+#: Name of the event that marks the device's wait before a step's first task (data, launch).
+WAIT_NAME = "wait before the first device task (data, launch)"
 
 
 class TraceExportError(InvalidArgumentError):
@@ -129,14 +134,19 @@ def chrome_trace(profile: Any, step: int | None = None, ranks: Any = None,
                      "args": {"sort_index": order}})
         shift = lead - window.origin_us[r]
         ws, we = window.start_us[r], window.end_us[r]
+        marks = [{"ph": "X", "name": (f"step {window.step}" if window.step is not None
+                                      else "window"), "cat": "step", "pid": pid,
+                  "ts": _num(ws + shift), "dur": _num(we - ws),
+                  "args": {"window_source": window.source[r],
+                           "step_us": None if math.isnan(window.step_us.get(r, math.nan))
+                           else _num(window.step_us[r])}}]
+        wait = window.wait_us.get(r, 0.0)
+        if wait > 0:  # the device's wait before the step's first task, just before it
+            marks.insert(0, {"ph": "X", "name": WAIT_NAME, "cat": "step", "pid": pid,
+                             "ts": _num(ws - wait + shift), "dur": _num(wait),
+                             "args": {"wait_us": _num(wait)}})
         tracks: list[tuple[tuple[Any, ...], str, list[dict[str, Any]]]] = [
-            ((0,), f"step {window.step}" if window.step is not None else "window",
-             [{"ph": "X", "name": (f"step {window.step}" if window.step is not None
-                                   else "window"), "cat": "step", "pid": pid,
-               "ts": _num(ws + shift), "dur": _num(we - ws),
-               "args": {"window_source": window.source[r],
-                        "step_us": None if math.isnan(window.step_us.get(r, math.nan))
-                        else _num(window.step_us[r])}}])]
+            ((0,), f"step {window.step}" if window.step is not None else "window", marks)]
         tracks += _lane_tracks(_rows_of(events, r), pid, shift, ws)
         tracks.sort(key=lambda t: t[0])
         for tid, (_, name, evs) in enumerate(tracks, start=1):

@@ -22,7 +22,7 @@ import pytest
 from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
-from perfkit.export import TraceExportError, chrome_trace
+from perfkit.export import WAIT_NAME, TraceExportError, chrome_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_RANK = ROOT / "data" / "simulated" / "slow-rank"
@@ -59,6 +59,12 @@ def _overlapping(frame: pd.DataFrame, rank: int, ws: float, we: float) -> pd.Dat
 def _window(kernels: pd.DataFrame, rank: int, step: int) -> tuple[float, float]:
     k = kernels[(kernels["rank"] == rank) & (kernels["step"] == step)]
     return float(k["start_us"].min()), float((k["start_us"] + k["dur_us"]).max())
+
+
+def _wait(steps: pd.DataFrame, rank: int, step: int) -> float:
+    """The device's wait before the step's first task: the step table's Preparing."""
+    row = steps[(steps["rank"] == rank) & (steps["step"] == step)]
+    return float(row["preparing_us"].fillna(0.0).iloc[0]) if len(row) else 0.0
 
 
 def _check_format(trace: dict[str, Any]) -> None:
@@ -108,13 +114,19 @@ def test_the_file_holds_exactly_the_steps_events(slow, tmp_path):
         assert sum(e["dur"] for e in mine) == pytest.approx(theirs["dur_us"].sum(),
                                                             abs=1e-3 * len(mine))
         assert sorted(e["name"] for e in mine) == sorted(theirs["name"])
-    # the step marker spans each rank's window; times count from the earliest start
-    origin = min(w[0] for w in windows.values())
-    steps = {e["pid"]: e for e in trace["traceEvents"] if e.get("cat") == "step"}
+    # the step marker spans each rank's window, the wait marker the device's wait just
+    # before it; times count from the earliest start of a wait
+    waits = {r: _wait(slow.steps, r, 2) for r in (0, 2)}
+    assert all(w > 0 for w in waits.values())
+    origin = min(w[0] - waits[r] for r, w in windows.items())
+    marks = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
+    steps = {e["pid"]: e for e in marks if e["name"] == "step 2"}
+    waited = {e["pid"]: e for e in marks if e["name"] == WAIT_NAME}
     for r, (ws, we) in windows.items():
         assert steps[r]["ts"] == pytest.approx(ws - origin, abs=1e-3)
         assert steps[r]["dur"] == pytest.approx(we - ws, abs=1e-3)
-        assert steps[r]["name"] == "step 2"
+        assert waited[r]["ts"] == pytest.approx(ws - waits[r] - origin, abs=1e-3)
+        assert waited[r]["dur"] == pytest.approx(waits[r], abs=1e-3)
     # one kernel, followed from the table to the file
     k = expected.sort_values("dur_us").iloc[-1]
     e = next(e for e in x if e["pid"] == k["rank"] and e["name"] == k["name"]
@@ -141,9 +153,15 @@ def test_host_operators_are_exported_nested_and_nothing_is_negative(real, tmp_pa
         n_expected += len(_overlapping(real.kernels, r, ws, we))
         n_expected += len(_overlapping(real.ops, r, ws, we))
     assert len(x) == n_expected
-    # host ops began before the device window: the offset keeps every ts >= 0
-    assert other["ts_offset_us"] > 0
-    assert min(e["ts"] for e in x) == pytest.approx(0.0, abs=1e-3)
+    # host ops began before the device window and the wait before it: the offset keeps
+    # every ts >= 0, the earliest at 0
+    first_op = min(float(real.ops.loc[real.ops["rank"] == r, "start_us"].min())
+                   for r in ranks)
+    origin = min(_window(real.kernels, r, step)[0] - _wait(real.steps, r, step)
+                 for r in ranks)
+    assert other["ts_offset_us"] == pytest.approx(max(0.0, origin - first_op), abs=1e-3)
+    every = [e for e in trace["traceEvents"] if e["ph"] == "X"]  # the markers too
+    assert min(e["ts"] for e in every) == pytest.approx(0.0, abs=1e-3)
 
 
 def test_cpu_only_trace(tmp_path):

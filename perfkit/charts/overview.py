@@ -30,7 +30,7 @@ WHOLE_STEP: dict[str, str] = {"step_us": "step (no parts in this profile)"}
 _PART_COLORS = {"computing_us": "#4c78a8", "comm_not_overlapped_us": "#e45756",
                 "comm_exposed_us": "#e45756", "free_us": "#bab0ac", "bubble_us": "#f58518",
                 "iteration_interval_us": "#bab0ac", "fp_and_bp_us": "#4c78a8",
-                "tail_us": "#72b7b2", "step_us": "#9d9d9d", "preparing_us": "#9d755d"}
+                "tail_us": "#72b7b2", "step_us": "#9d9d9d", "preparing_us": "#eeca3b"}
 
 
 def step_parts(frame: pd.DataFrame, parts: dict[str, str] | None = None) -> dict[str, str]:

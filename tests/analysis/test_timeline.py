@@ -103,17 +103,31 @@ def test_default_step_and_ranks_are_the_median_step_of_the_slowest_and_fastest(s
     assert list(f["rank"].unique()) == [slowest, fastest]
 
 
+def _wait(steps: pd.DataFrame, rank: int, step: int) -> float:
+    """The device's wait before the step's first task: the step table's Preparing."""
+    row = steps[(steps["rank"] == rank) & (steps["step"] == step)]
+    return float(row["preparing_us"].fillna(0.0).iloc[0])
+
+
 def test_window_is_the_device_span_of_the_step_and_times_are_relative_to_it(slow):
+    """The window is the device span; the device's wait before it (Preparing) is drawn
+    just before it, on a lane of its own, and the times count from the earliest wait."""
     f = pk.analysis.timeline(slow, step=2, ranks=[0, 2])
     w = {r: _window(slow.kernels, r, 2) for r in (0, 2)}
+    waits = {r: _wait(slow.steps, r, 2) for r in (0, 2)}
+    assert all(v > 0 for v in waits.values())
     info = f.attrs["timeline"]
-    origin = min(ws for ws, _ in w.values())
+    origin = min(ws - waits[r] for r, (ws, _) in w.items())
     for r in (0, 2):
         assert info["start_us"][str(r)] == pytest.approx(w[r][0])
         assert info["end_us"][str(r)] == pytest.approx(w[r][1])
-        rows = f[f["rank"] == r]
+        assert info["wait_us"][str(r)] == pytest.approx(waits[r])
+        rows = f[(f["rank"] == r) & (f["kind"] != "wait")]
         assert rows["start_us"].min() == pytest.approx(w[r][0] - origin)
         assert rows["end_us"].max() == pytest.approx(w[r][1] - origin)
+        (wait,) = f[(f["rank"] == r) & (f["kind"] == "wait")].itertuples()
+        assert (wait.lane, wait.start_us, wait.end_us) == \
+            ("wait", pytest.approx(w[r][0] - waits[r] - origin), pytest.approx(w[r][0] - origin))
     assert (f["start_us"] >= 0).all() and (f["end_us"] >= f["start_us"]).all()
     g = pk.analysis.timeline(slow, step=2, ranks=[0, 2], align="rank")
     assert g.groupby("rank")["start_us"].min().tolist() == pytest.approx([0.0, 0.0])
@@ -125,7 +139,7 @@ def test_stream_lanes_hold_every_kernel_of_the_window_clipped(slow):
     for r in (1, 3):
         ws, we = _window(slow.kernels, r, 1)
         k = _clipped(slow.kernels, r, ws, we)
-        rows = f[f["rank"] == r]
+        rows = f[(f["rank"] == r) & (f["kind"] != "wait")]
         assert len(rows) == len(k)
         for stream, part in k.groupby(k["stream"].fillna(-1)):
             lane = "no stream (HCCL)" if stream == -1 else f"stream {int(stream)}"
@@ -190,7 +204,9 @@ def test_cap_merges_tiny_events_without_losing_time(sim16):
 def test_default_cap_holds_on_every_rank_of_a_16_rank_job(sim16):
     f = pk.analysis.timeline(sim16, ranks=sim16.ranks)
     assert len(f) <= DEFAULT_MAX_EVENTS
-    assert f["n_events"].sum() == len(sim16.kernels)  # one step: every kernel is in it
+    tasks = f[f["kind"] != "wait"]  # and one wait before the step on each rank
+    assert tasks["n_events"].sum() == len(sim16.kernels)  # one step: every kernel is in it
+    assert (f["kind"] == "wait").sum() == int((sim16.steps["preparing_us"] > 0).sum())
 
 
 def test_merge_tiny_events_by_hand():
@@ -226,7 +242,7 @@ def test_longest_kernels_and_collectives_are_labelled(real):
     f = pk.analysis.timeline(real, n_labels=3, max_events=None)
     k = real.kernels
     for r in f["rank"].unique():
-        mine = f[(f["rank"] == r) & f["labelled"]]
+        mine = f[(f["rank"] == r) & f["labelled"] & (f["kind"] != "wait")]
         kr = k[k["rank"] == r]
         comm = kr[kr["category"] == "communication"].nlargest(3, "dur_us")
         comp = kr[kr["category"] != "communication"].nlargest(3, "dur_us")
@@ -401,3 +417,26 @@ def test_lazy_cluster_gives_the_eager_frame(dask_client):
     from perfkit.export import chrome_trace
 
     assert chrome_trace(lazy)["traceEvents"] == chrome_trace(eager)["traceEvents"]
+
+
+@pytest.mark.shared_samples
+def test_a_data_loading_wait_is_drawn_before_the_step_and_counted_in_its_time():
+    """PyTorch 1.9's ResNet-50 with num_workers=0 (its raw JSON read by raw_kineto): the
+    representative step is chosen by its wall time, the reason says it, and the wait
+    before its first kernel is one bar as long as the raw trace's."""
+    import statistics
+
+    from raw_kineto import raw_walls, raw_windows
+
+    path = shared_sample("wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz")
+    walls = {s: float(w) for s, w in raw_walls(path).items()}
+    windows, _spans, _ = raw_windows(path)
+    f = pk.analysis.timeline(pk.load(path, cache=False, progress=False))
+    step = f.attrs["timeline"]["step"]
+    med = statistics.median(walls.values())
+    assert step == min(walls, key=lambda s: (abs(walls[s] - med), s))
+    assert f"({pk.format.time_text(med)} median over 6 steps)" in f.attrs["notes"][0]
+    (wait,) = f[f["kind"] == "wait"].itertuples()
+    lo, hi, _ = windows[step]
+    assert wait.dur_us == pytest.approx(walls[step] - (float(hi) - float(lo)), abs=1e-3)
+    assert wait.dur_us > 40e3  # the batch is fetched on the training thread: ~57 ms

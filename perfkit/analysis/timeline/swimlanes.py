@@ -43,13 +43,15 @@ TIMELINE_COLUMNS: dict[str, str] = {
 """Columns of :func:`timeline`.
 
 ``rank`` and ``lane`` (``"stream 2"``, ``"no stream (HCCL)"``, ``"host thread 7"``,
-``"computing"``, ``"communication"``, ``"free"``; `` · 2`` for a sub-lane); ``track``
+``"computing"``, ``"communication"``, ``"free"``, ``"wait"``: the device's wait before the
+step's first task, :attr:`TimelineWindow.wait_us`; `` · 2`` for a sub-lane); ``track``
 (``"rank 0 · stream 2"``, what a chart puts on its y axis) and ``track_order`` (its rank
 from the top); ``name`` (full) and ``label`` (short, for a text mark); ``category``
 (``compute``, ``communication``, ``memory``, ``other`` for device tasks, ``host`` for a
-host operator, ``free``, or ``mixed`` for a block of several); ``kind`` (``"event"``,
-``"free"`` or ``"block"``); ``start_us`` / ``end_us`` relative to the window origin
-(see :class:`TimelineWindow`), clipped to the window; ``dur_us`` the time the event ran
+host operator, ``free``, ``wait``, or ``mixed`` for a block of several); ``kind``
+(``"event"``, ``"free"``, ``"wait"`` or ``"block"``); ``start_us`` / ``end_us``
+relative to the window origin (see :class:`TimelineWindow`), clipped to the window (a
+wait lies just before it); ``dur_us`` the time the event ran
 inside the window (for a block: the sum over its events, which can be less than
 ``end_us - start_us``); ``n_events`` (1, or the number of events a block stands for);
 ``labelled`` (among the longest kernels / collectives of its rank); ``clipped`` (the
@@ -241,10 +243,19 @@ def _layout(events: pd.DataFrame, window: TimelineWindow, lanes: str, n_labels: 
             "_src": ev["source"].to_numpy(object),
         })
         part["labelled"] = _labels(part, n_labels)
+        wait = window.wait_us.get(r, 0.0)
+        if wait > 0:  # the device's wait before the first task: a lane of its own, on top
+            part = pd.concat([part, pd.DataFrame({
+                "rank": pd.array([r if r is not None else pd.NA], dtype="Int64"),
+                "lane": "wait", "_key": [(-1, 0, 0)],
+                "name": "the device waits before the step's first task (data, launch)",
+                "label": "wait (data, launch)", "category": "wait", "kind": "wait",
+                "start_us": [ws - wait], "end_us": [ws], "dur_us": [wait], "n_events": 1,
+                "clipped": False, "_src": "wait", "labelled": True})], ignore_index=True)
         if lanes == "categories":
             busy = part[(part["_src"] == "device").to_numpy(bool)]
             if busy.empty:
-                busy = part
+                busy = part[(part["_src"] != "wait").to_numpy(bool)]
             fs, fe = _free_rows(busy["start_us"].to_numpy(float),
                                 busy["end_us"].to_numpy(float), ws, we)
             part = pd.concat([part, pd.DataFrame({

@@ -21,7 +21,7 @@ from ...errors import InvalidArgumentError, PerfkitError
 from ...format import counted, listed, plural, time_text
 from .._frames import is_lazy
 from .._util import has_values, table
-from ..steps import step_breakdown
+from ..steps import step_breakdown, step_wall_us
 
 __all__ = ["timeline_window", "TimelineWindow", "TimelineError"]
 
@@ -46,7 +46,8 @@ class TimelineWindow:
     origin_us : dict
         ``{rank: microseconds}`` subtracted from that rank's times in :func:`timeline`: the
         earliest window start of all ranks (``align="common"``: ranks stay aligned, a late
-        rank starts late) or the rank's own start (``align="rank"``).
+        rank starts late) or the rank's own start (``align="rank"``), each window start
+        taken back by its :attr:`wait_us`.
     source : dict
         ``{rank: how the window was found}``: ``"device tasks"`` (first start to last end
         of the step's device tasks, the span :func:`~perfkit.analysis.step_breakdown`
@@ -54,7 +55,15 @@ class TimelineWindow:
         ``ProfilerStep``), or ``"host ops"`` (first start to last end of the step's host
         operators).
     step_us : dict
-        ``{rank: the step time of the step breakdown}`` (NaN when unknown).
+        ``{rank: the step time}``: the step breakdown's device span and the wait before
+        it (:func:`~perfkit.analysis.step_wall_us`, the step time the Overview shows; NaN
+        when unknown).
+    wait_us : dict
+        ``{rank: µs}``: the device's wait before the step's first task (``preparing_us``
+        of the step breakdown: data, launch) where the window was found from the device
+        tasks and the wait is above 0. It lies just before the window, which stays the
+        device span; the origin leaves room for it, and :func:`timeline` draws it on a
+        lane of its own.
     slowest_rank, fastest_rank : int or None
         By median step time over the steps (None with one rank).
     reason : str
@@ -68,6 +77,7 @@ class TimelineWindow:
     origin_us: dict[Any, float]
     source: dict[Any, str]
     step_us: dict[Any, float] = field(default_factory=dict)
+    wait_us: dict[Any, float] = field(default_factory=dict)
     slowest_rank: Any = None
     fastest_rank: Any = None
     reason: str = ""
@@ -84,6 +94,7 @@ class TimelineWindow:
                 "origin_us": {str(r): v for r, v in self.origin_us.items()},
                 "source": {str(r): v for r, v in self.source.items()},
                 "step_us": {str(r): v for r, v in self.step_us.items()},
+                "wait_us": {str(r): v for r, v in self.wait_us.items()},
                 "slowest_rank": self.slowest_rank, "fastest_rank": self.fastest_rank,
                 "reason": self.reason}
 
@@ -243,7 +254,11 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         raise TimelineError("ranks", f"this profile holds rank {have[0]} only", ranks)
 
     bd = step_breakdown(profile)
-    bd = bd[["rank", "step", "step_us"]] if len(bd) else bd
+    if len(bd):  # the step time is the wall (the device span and the wait before it)
+        wait = bd["preparing_us"].astype("float64") if "preparing_us" in bd.columns \
+            else pd.Series(np.nan, index=bd.index)
+        bd = pd.DataFrame({"rank": bd["rank"], "step": bd["step"],
+                           "step_us": step_wall_us(bd), "wait_us": wait})
     known = bd.dropna(subset=["step", "step_us"]) if len(bd) else bd
     known = known[known["step_us"] > 0] if len(known) else known
     if single and len(known):
@@ -294,7 +309,7 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         step = int(step)
         reasons.insert(0, f"step {step}: chosen by the caller")
 
-    starts, ends, sources, step_us = {}, {}, {}, {}
+    starts, ends, sources, step_us, wait_us = {}, {}, {}, {}, {}
     for r in chosen:
         tables = _rank_tables(profile, r)
         win = _rank_window(tables, step)
@@ -319,13 +334,22 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
             if not single:
                 hit = hit[(hit["rank"] == r).fillna(False).to_numpy(bool)]
             step_us[r] = float(hit["step_us"].iloc[0]) if len(hit) else math.nan
+            wait = float(hit["wait_us"].iloc[0]) if len(hit) else math.nan
+            if sources[r] == "device tasks" and wait > 0:  # drawn before the first task
+                wait_us[r] = wait
         else:
             step_us[r] = math.nan
+    if wait_us:
+        waits = [_fmt_us(w) if len(chosen) == 1 else f"{_fmt_us(w)} on rank {r}"
+                 for r, w in wait_us.items()]
+        reasons.append("drawn before the step's first device task, the device's wait for "
+                       f"it (data, launch): {listed(waits)}")
     chosen = [r for r in chosen if r in starts]
-    first = min(starts.values())
-    origin = {r: (first if align == "common" else starts[r]) for r in chosen}
+    begins = {r: starts[r] - wait_us.get(r, 0.0) for r in chosen}  # room for the waits
+    first = min(begins.values())
+    origin = {r: (first if align == "common" else begins[r]) for r in chosen}
     return TimelineWindow(step=step, ranks=tuple(chosen), start_us=starts, end_us=ends,
-                          origin_us=origin, source=sources, step_us=step_us,
+                          origin_us=origin, source=sources, step_us=step_us, wait_us=wait_us,
                           slowest_rank=slowest, fastest_rank=fastest,
                           reason="; ".join(reasons))
 
