@@ -103,34 +103,49 @@ def test_default_step_and_ranks_are_the_median_step_of_the_slowest_and_fastest(s
     assert list(f["rank"].unique()) == [slowest, fastest]
 
 
-def _wait(steps: pd.DataFrame, rank: int, step: int) -> float:
-    """The device's wait before the step's first task: the step table's Preparing."""
-    row = steps[(steps["rank"] == rank) & (steps["step"] == step)]
-    return float(row["preparing_us"].fillna(0.0).iloc[0])
-
-
 def test_window_is_the_device_span_of_the_step_and_times_are_relative_to_it(slow):
-    """The window is the device span; the device's wait before it (Preparing) is drawn
-    just before it, on a lane of its own, and the times count from the earliest wait."""
     f = pk.analysis.timeline(slow, step=2, ranks=[0, 2])
     w = {r: _window(slow.kernels, r, 2) for r in (0, 2)}
-    waits = {r: _wait(slow.steps, r, 2) for r in (0, 2)}
-    assert all(v > 0 for v in waits.values())
     info = f.attrs["timeline"]
-    origin = min(ws - waits[r] for r, (ws, _) in w.items())
+    origin = min(ws for ws, _ in w.values())
     for r in (0, 2):
         assert info["start_us"][str(r)] == pytest.approx(w[r][0])
         assert info["end_us"][str(r)] == pytest.approx(w[r][1])
-        assert info["wait_us"][str(r)] == pytest.approx(waits[r])
-        rows = f[(f["rank"] == r) & (f["kind"] != "wait")]
+        rows = f[f["rank"] == r]
         assert rows["start_us"].min() == pytest.approx(w[r][0] - origin)
         assert rows["end_us"].max() == pytest.approx(w[r][1] - origin)
-        (wait,) = f[(f["rank"] == r) & (f["kind"] == "wait")].itertuples()
-        assert (wait.lane, wait.start_us, wait.end_us) == \
-            ("wait", pytest.approx(w[r][0] - waits[r] - origin), pytest.approx(w[r][0] - origin))
     assert (f["start_us"] >= 0).all() and (f["end_us"] >= f["start_us"]).all()
+    # its Preparing, about 0.3 ms of a 350 ms step, is under 1 % of it: no wait lane
+    assert info["wait_us"] == {} and not (f["kind"] == "wait").any()
     g = pk.analysis.timeline(slow, step=2, ranks=[0, 2], align="rank")
     assert g.groupby("rank")["start_us"].min().tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_the_wait_for_data_is_drawn_just_before_the_step():
+    """data-stall's ranks wait 120 ms for data before step 3 (Preparing in their raw
+    step_trace_time.csv, read here): a wait bar that long ends where the first device task
+    starts, and the times count from the earliest wait."""
+    import csv
+
+    folder = pk.widgets.bundled_profile("simulated/data-stall")
+    prof = pk.load(folder)
+    waits = {}
+    for path in folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"):
+        for row in csv.DictReader(path.open(newline="", encoding="utf-8")):
+            if int(row["Step"]) == 3:
+                waits[int(row["Device_id"])] = float(row["Preparing"])
+    assert min(waits[r] for r in (0, 2)) > 100e3
+    f = pk.analysis.timeline(prof, step=3, ranks=[0, 2])
+    w = {r: _window(prof.kernels, r, 3) for r in (0, 2)}
+    origin = min(ws - waits[r] for r, (ws, _) in w.items())
+    for r in (0, 2):
+        (wait,) = f[(f["rank"] == r) & (f["kind"] == "wait")].itertuples()
+        assert wait.lane == "wait" and wait.dur_us == pytest.approx(waits[r])
+        assert wait.start_us == pytest.approx(w[r][0] - waits[r] - origin)
+        assert wait.end_us == pytest.approx(w[r][0] - origin)
+        tasks = f[(f["rank"] == r) & (f["kind"] != "wait")]
+        assert tasks["start_us"].min() == pytest.approx(w[r][0] - origin)
+    assert "the device's wait for it (data, launch)" in f.attrs["notes"][0]
 
 
 def test_stream_lanes_hold_every_kernel_of_the_window_clipped(slow):
@@ -204,9 +219,7 @@ def test_cap_merges_tiny_events_without_losing_time(sim16):
 def test_default_cap_holds_on_every_rank_of_a_16_rank_job(sim16):
     f = pk.analysis.timeline(sim16, ranks=sim16.ranks)
     assert len(f) <= DEFAULT_MAX_EVENTS
-    tasks = f[f["kind"] != "wait"]  # and one wait before the step on each rank
-    assert tasks["n_events"].sum() == len(sim16.kernels)  # one step: every kernel is in it
-    assert (f["kind"] == "wait").sum() == int((sim16.steps["preparing_us"] > 0).sum())
+    assert f["n_events"].sum() == len(sim16.kernels)  # one step: every kernel is in it
 
 
 def test_merge_tiny_events_by_hand():
@@ -242,7 +255,7 @@ def test_longest_kernels_and_collectives_are_labelled(real):
     f = pk.analysis.timeline(real, n_labels=3, max_events=None)
     k = real.kernels
     for r in f["rank"].unique():
-        mine = f[(f["rank"] == r) & f["labelled"] & (f["kind"] != "wait")]
+        mine = f[(f["rank"] == r) & f["labelled"] & (f["kind"] != "wait")]  # wait: its own
         kr = k[k["rank"] == r]
         comm = kr[kr["category"] == "communication"].nlargest(3, "dur_us")
         comp = kr[kr["category"] != "communication"].nlargest(3, "dur_us")

@@ -93,9 +93,8 @@ def test_the_timeline_zooms_shows_tooltips_and_exports(ui) -> None:
     box = canvas.bounding_box()
     assert box["width"] > 600
     before = canvas.screenshot()
-    # hover the second lane (a dense row of kernels of the slowest rank; the first is the
-    # device's wait before the step): a tooltip
-    x, y = box["x"] + box["width"] * 0.45, box["y"] + 38 + 22
+    # hover the first lane (a dense row of kernels of the slowest rank): a tooltip
+    x, y = box["x"] + box["width"] * 0.45, box["y"] + 38
     page.mouse.move(x, y)
     page.mouse.move(x + 2, y)
     tip = page.locator("#vg-tooltip-element.visible")

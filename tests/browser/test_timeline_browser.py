@@ -121,9 +121,8 @@ def test_timeline_jupyterchart_draws_tooltips_and_zooms_offline(server):
         assert box["width"] > 600 and box["height"] > 60
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         before = chart.screenshot(path=str(ARTIFACTS / "timeline_jupyterchart.png"))
-        # hover the second lane (rank 2 · stream 2: a dense row of kernels; the first is
-        # the device's wait before the step) -> tooltip
-        x, y = box["x"] + box["width"] * 0.45, box["y"] + 38 + 22
+        # hover the first lane (rank 2 · stream 2: a dense row of kernels) -> tooltip
+        x, y = box["x"] + box["width"] * 0.45, box["y"] + 38
         page.mouse.move(x, y)
         page.mouse.move(x + 2, y)
         tip = page.wait_for_selector("#vg-tooltip-element.visible", timeout=10_000)

@@ -23,7 +23,12 @@ from .._frames import is_lazy
 from .._util import has_values, table
 from ..steps import step_breakdown, step_wall_us
 
-__all__ = ["timeline_window", "TimelineWindow", "TimelineError"]
+__all__ = ["timeline_window", "TimelineWindow", "TimelineError", "MIN_WAIT_SHARE"]
+
+#: A wait before the step's first task is drawn (:attr:`TimelineWindow.wait_us`) when it is
+#: at least this share of the step's time: a launch latency of a fraction of a millisecond
+#: in a second-long step would be a lane with nothing to see.
+MIN_WAIT_SHARE = 0.01
 
 class TimelineError(InvalidArgumentError):
     """A timeline cannot be drawn for this step or these ranks; the message says why."""
@@ -61,7 +66,8 @@ class TimelineWindow:
     wait_us : dict
         ``{rank: µs}``: the device's wait before the step's first task (``preparing_us``
         of the step breakdown: data, launch) where the window was found from the device
-        tasks and the wait is above 0. It lies just before the window, which stays the
+        tasks and the wait is at least :data:`MIN_WAIT_SHARE` of the step's time. It lies
+        just before the window, which stays the
         device span; the origin leaves room for it, and :func:`timeline` draws it on a
         lane of its own.
     slowest_rank, fastest_rank : int or None
@@ -335,7 +341,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 hit = hit[(hit["rank"] == r).fillna(False).to_numpy(bool)]
             step_us[r] = float(hit["step_us"].iloc[0]) if len(hit) else math.nan
             wait = float(hit["wait_us"].iloc[0]) if len(hit) else math.nan
-            if sources[r] == "device tasks" and wait > 0:  # drawn before the first task
+            if sources[r] == "device tasks" and wait > 0 \
+                    and wait >= MIN_WAIT_SHARE * step_us[r]:  # drawn before the first task
                 wait_us[r] = wait
         else:
             step_us[r] = math.nan
