@@ -41,7 +41,7 @@ from ._shared import shared
 from ._util import add_note, empty_frame, has_values, table
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_wall_us",
-           "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
+           "has_wait", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
 
 #: Parts whose sum is the step time.
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
@@ -336,7 +336,12 @@ def step_basis(breakdown: pd.DataFrame) -> str:
     if not known.notna().any():
         return "the one span without step numbers: no step marks in the profile"
     steps = int(known.nunique(dropna=False))
-    waits = "preparing_us" in breakdown.columns and bool(
-        breakdown["preparing_us"].fillna(0.0).gt(0).any())
     return (f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
-            + (" with the wait before its first device task" if waits else ""))
+            + (" with the wait before its first device task" if has_wait(breakdown) else ""))
+
+
+def has_wait(breakdown: pd.DataFrame) -> bool:
+    """Whether some row of a step breakdown has a wait before its device span
+    (``preparing_us`` above 0), which :func:`measured_step_s` counts."""
+    return "preparing_us" in breakdown.columns and bool(
+        breakdown["preparing_us"].astype("float64").fillna(0.0).gt(0).any())

@@ -61,7 +61,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     import pandas as pd
 
     from ..analysis import measured_step_s, step_breakdown
-    from ..analysis.steps import step_basis, step_wall_us
+    from ..analysis.steps import has_wait, step_basis, step_wall_us
     from ..format import sig, time_text, time_unit
     from ..widgets.headline import step_split, with_exposed_comm
 
@@ -92,13 +92,12 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     # each step's wall time (the device span and the wait before it), as the headline
     known = known.assign(wall_us=step_wall_us(known))
     has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
-    has_wait = "preparing_us" in known.columns and bool(
-        known["preparing_us"].fillna(0).gt(0).any())
+    waits = has_wait(known)
     unit, size = time_unit(known["wall_us"])
     head = f"step ({unit})"
     lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {'computing':>9}  "
                  f"{'comm exposed':>12}" + (f"  {'bubble':>7}" if has_bubble else "")
-                 + f"  {'free':>7}" + (f"  {'wait':>7}" if has_wait else ""))
+                 + f"  {'free':>7}" + (f"  {'wait':>7}" if waits else ""))
     slowest = known.loc[known.groupby("step", dropna=False)["wall_us"].idxmax()]
     for _, row in slowest.head(max_steps).iterrows():
         # a trace without step marks is one unnumbered step (pd.NA in an Int64 column)
@@ -114,7 +113,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
                      f"{share('computing_us'):>9}  {share('comm_exposed_us'):>12}"
                      + (f"  {share('bubble_us'):>7}" if has_bubble else "")
                      + f"  {share('free_us'):>7}"
-                     + (f"  {share('preparing_us'):>7}" if has_wait else ""))
+                     + (f"  {share('preparing_us'):>7}" if waits else ""))
     if len(slowest) > max_steps:
         lines.append(f"  ... {len(slowest) - max_steps} more steps")
     return lines

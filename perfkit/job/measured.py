@@ -11,7 +11,7 @@ import pandas as pd
 from ..analysis._frames import is_lazy
 from ..analysis._util import table
 from ..analysis.memory import framework_component, memory_peaks
-from ..analysis.steps import measured_step_s, step_breakdown
+from ..analysis.steps import has_wait, measured_step_s, step_breakdown
 from ..errors import PerfkitError
 from ..format import counted
 from .fields import FieldValue
@@ -45,9 +45,7 @@ def read_step_time(profile: Any, put: Any) -> None:
             if "step_us" in steps.columns else 0
         over = f"median over {known} step{'s' if known != 1 else ''}" if known else \
             "the one span without step numbers (no ProfilerStep marks in the profile)"
-        waits = "preparing_us" in steps.columns and bool(
-            steps["preparing_us"].fillna(0.0).gt(0).any())
-        wait = ", with the wait before its first device task" if waits else ""
+        wait = ", with the wait before its first device task" if has_wait(steps) else ""
         put("step_time_s", step, f"{over} of the slowest rank's step time{wait} ({src} step "
                                  "figures)")
     else:

@@ -30,6 +30,7 @@ __all__ = ["timeline_window", "TimelineWindow", "TimelineError", "MIN_WAIT_SHARE
 #: in a second-long step would be a lane with nothing to see.
 MIN_WAIT_SHARE = 0.01
 
+
 class TimelineError(InvalidArgumentError):
     """A timeline cannot be drawn for this step or these ranks; the message says why."""
 
@@ -67,9 +68,8 @@ class TimelineWindow:
         ``{rank: µs}``: the device's wait before the step's first task (``preparing_us``
         of the step breakdown: data, launch) where the window was found from the device
         tasks and the wait is at least :data:`MIN_WAIT_SHARE` of the step's time. It lies
-        just before the window, which stays the
-        device span; the origin leaves room for it, and :func:`timeline` draws it on a
-        lane of its own.
+        just before the window, which stays the device span; the origin leaves room for
+        it, and :func:`timeline` draws it on a lane of its own.
     slowest_rank, fastest_rank : int or None
         By median step time over the steps (None with one rank).
     reason : str
