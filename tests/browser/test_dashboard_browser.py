@@ -107,3 +107,20 @@ def test_the_headline_figures_stay_inside_their_cards_in_a_narrow_window(ui) -> 
             assert page.locator(".pk-card").count() == 3
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_the_timeline_fits_a_1024_pixel_window(ui) -> None:
+    """A 960 px plot and its lane names made the Timeline tab scroll sideways at 1024 px;
+    the drawn chart now ends inside the window, at 1024 px and at 1280 px."""
+    page = ui.page
+    ui.show_tab("Timeline")
+    try:
+        for width in (1024, 1280):
+            page.set_viewport_size({"width": width, "height": 900})
+            canvas = ui.tab().locator(".pk-chart canvas.marks").first
+            canvas.wait_for(state="visible", timeout=WAIT_MS)
+            box = canvas.bounding_box()
+            assert box["width"] > 600, width  # still a wide plot
+            assert box["x"] + box["width"] <= width, (width, box)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})

@@ -29,6 +29,10 @@ TIMELINE_MAX_RANKS = 4
 #: Largest trace offered as a download link in the page (bigger ones: open the path).
 DOWNLOAD_LIMIT_BYTES = 25 * 2**20
 
+#: Width of the timeline's plot in pixels: with its lane names (up to about 180 px) it fits
+#: the tab of a 1024 px window, where a 960 px plot made the tab scroll sideways.
+TIMELINE_WIDTH = 780
+
 
 class TimelineTab(Tab):
     """One step of one or a few ranks as swimlanes (:func:`perfkit.analysis.timeline`,
@@ -110,7 +114,8 @@ class TimelineTab(Tab):
         else:
             out.append(html_widget(note("Scroll over the chart to zoom, drag to pan, double-click "
                                         "to reset; hover an event for its name and duration.")))
-            out.append(self.chart(C.timeline_chart(frame, width=960), renderer="canvas"))
+            out.append(self.chart(C.timeline_chart(frame, width=TIMELINE_WIDTH),
+                                  renderer="canvas"))
             cap = info.get("max_events")
             out.append(html_widget(note(
                 f"{len(frame):,} rects for {int(frame['n_events'].sum()):,} events"
