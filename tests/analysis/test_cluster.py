@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from shared_samples import CLUSTER_OUTPUT, MINDINSIGHT, PT_LEVEL1, sample
+from shared_samples import CLUSTER_OUTPUT, MINDINSIGHT, PT_LEVEL1, sample, shared_sample
 
 import perfkit as pk
 from perfkit.analysis import data_loading, host_bound, slow_ranks, stage_balance, sync_points
@@ -121,6 +121,40 @@ def test_data_loading_from_host_ops() -> None:
     assert row["step_us"] == pytest.approx(100.0)          # device span 100..200
     assert row["stall_share"] == pytest.approx(100.0 / (100.0 + 100.0))
     assert bool(row["stall"])
+
+
+def test_the_stall_is_the_devices_wait_not_the_loaders_time() -> None:
+    """The loader runs 80 µs from 0, but the device still works on the previous step
+    until 50 µs: it waits 50 µs (until its first task at 100), and that is what a faster
+    loader wins back."""
+    k = pd.DataFrame({"step": [1, 2], "name": ["a", "b"], "category": "compute",
+                      "start_us": [-100.0, 100.0], "dur_us": [150.0, 100.0]})
+    ops = pd.DataFrame({"step": [1, 2, 2], "name": ["aten::mm", "enumerate(DataLoader)#_next",
+                                                    "aten::mm"],
+                        "start_us": [-120.0, 0.0, 90.0], "dur_us": [5.0, 80.0, 5.0]})
+    p = Profile(ProfileMeta("test", rank=0), {"kernels": k, "ops": ops})
+    row = data_loading(p).set_index("step").loc[2]
+    assert row["dataloader_us"] == pytest.approx(80.0)
+    assert row["preparing_us"] == pytest.approx(100.0 - 50.0)
+    assert row["stall_us"] == pytest.approx(50.0)
+
+
+@pytest.mark.shared_samples
+def test_the_data_loading_finding_is_the_wait_read_from_the_raw_trace() -> None:
+    """PyTorch 1.9's ResNet-50 with num_workers=0: the finding's milliseconds per step are
+    the mean over steps of the device's wait before each step's first kernel, read from
+    the raw JSON (raw_kineto), not the loader operators' longer host time."""
+    from raw_kineto import raw_walls, raw_windows
+
+    import perfkit as pk
+
+    path = shared_sample("wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz")
+    walls = raw_walls(path)
+    windows, _spans, _ = raw_windows(path)
+    waits = [float(walls[s]) - (float(hi) - float(lo)) for s, (lo, hi, _u) in windows.items()]
+    (found,) = [f for f in pk.advise(pk.load(path, cache=False, progress=False))
+                if f.rule == "data_loading"]
+    assert found.ms_per_step == pytest.approx(np.mean(waits) / 1e3, rel=1e-6)
 
 
 def test_host_bound_short_gaps() -> None:
