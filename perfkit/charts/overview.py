@@ -7,7 +7,8 @@ import pandas as pd
 
 from .base import MAX_MARKS, rank_axis, require, selection_param
 
-__all__ = ["STEP_PARTS", "TRACE_PHASES", "WHOLE_STEP", "step_parts", "step_breakdown_chart"]
+__all__ = ["STEP_PARTS", "TRACE_PHASES", "WHOLE_STEP", "WAIT_COLOR", "step_parts",
+           "step_breakdown_chart"]
 
 #: Parts of a step that add up to ``step_us`` (see :func:`perfkit.analysis.step_breakdown`),
 #: in stacking order, with their legend labels.
@@ -26,11 +27,14 @@ TRACE_PHASES: dict[str, str] = {
 }
 #: A step whose parts the profile does not give: drawn whole.
 WHOLE_STEP: dict[str, str] = {"step_us": "step (no parts in this profile)"}
+#: Colour of the device's wait before a step's first task, in the step chart and on the
+#: Timeline (and in the headline's split bar, :mod:`perfkit.widgets.headline`).
+WAIT_COLOR = "#eeca3b"
 #: Colour of each step part (by column), the same in every chart.
 _PART_COLORS = {"computing_us": "#4c78a8", "comm_not_overlapped_us": "#e45756",
                 "comm_exposed_us": "#e45756", "free_us": "#bab0ac", "bubble_us": "#f58518",
                 "iteration_interval_us": "#bab0ac", "fp_and_bp_us": "#4c78a8",
-                "tail_us": "#72b7b2", "step_us": "#9d9d9d", "preparing_us": "#eeca3b"}
+                "tail_us": "#72b7b2", "step_us": "#9d9d9d", "preparing_us": WAIT_COLOR}
 
 
 def step_parts(frame: pd.DataFrame, parts: dict[str, str] | None = None) -> dict[str, str]:

@@ -9,6 +9,7 @@ import altair as alt
 import pandas as pd
 
 from .base import require
+from .overview import WAIT_COLOR
 
 __all__ = ["TIMELINE_COLORS", "timeline_chart"]
 
@@ -17,7 +18,7 @@ __all__ = ["TIMELINE_COLORS", "timeline_chart"]
 TIMELINE_COLORS: dict[str, str] = {
     "compute": "#4c78a8", "communication": "#e45756", "memory": "#72b7b2",
     "other": "#9d755d", "host": "#54a24b", "mixed": "#b279a2", "free": "#d9d9d9",
-    "wait": "#eeca3b",  # the device's wait before the first task, as in the step split
+    "wait": WAIT_COLOR,  # the device's wait before the first task, as in the step split
 }
 
 _TIMELINE_NEEDS = ("track", "track_order", "name", "label", "category", "kind", "start_us",

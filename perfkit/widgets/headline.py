@@ -54,7 +54,8 @@ SPLIT_PARTS: dict[str, str] = {
     "preparing_us": "before the first device task (data, launch)",
 }
 _SPLIT_COLORS = {"computing_us": "#4c78a8", "comm_exposed_us": "#e45756",
-                 "bubble_us": "#f58518", "free_us": "#bab0ac", "preparing_us": "#eeca3b"}
+                 "bubble_us": "#f58518", "free_us": "#bab0ac",
+                 "preparing_us": "#eeca3b"}  # perfkit.charts.overview.WAIT_COLOR (no altair here)
 #: Parts left out of the split when no row has a value above 0 (not reported as a zero).
 _OPTIONAL_PARTS = ("bubble_us", "preparing_us")
 
