@@ -36,18 +36,27 @@ KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
     ("attention", r"flashattention|flash_attn|flash_fwd|flash_bwd|fmha|attention|"
                   r"scaled_dot_product|sdpa"),
     ("embedding", r"embedding|gather|index_select|indexselect|scatter"),
-    ("matmul", r"matmul|(?<!fb)gemm|bmm|cutlass|xmma|cublas|conv2d|convolution|\bconv|"
-               r"wgrad2d|dgrad2d|grouped_mm|\bmm\b"),
+    # GEMMs and convolutions: cuBLAS (nvjet, gemv), hipBLASLt / Tensile (Cijk_), cuDNN
+    # (scudnn, winograd, wgrad / dgrad engines, im2col)
+    ("matmul", r"matmul|(?<!fb)gemm|gemv|bmm|cutlass|xmma|cublas|nvjet|^cijk_|scudnn|"
+               r"winograd|conv2d|convolution|\bconv|(?<![a-z0-9])wgrad|(?<![a-z0-9])dgrad|"
+               r"wgrad2d|dgrad2d|im2col|grouped_mm|\bmm\b"),
+    # cuDNN batch norm (bn_fw_*, bn_bw_*); PyTorch's layer / group norm kernels
     ("norm", r"rmsnorm|rms_norm|layernorm|layer_norm|batchnorm|batch_norm|groupnorm|"
-             r"instance_norm"),
+             r"instance_norm|\bbn_(?:fw|bw)|gammabetabackward|rowwisemoments"),
     ("softmax", r"softmax"),
     ("dropout", r"dropout|genmask|domask|bitmask"),
     ("activation", r"swiglu|silu|swish|gelu|relu|sigmoid|tanh|fastgelu"),
     ("rotary", r"rotary|rope"),
-    ("optimizer", r"adam|foreach|multi_tensor|apply_|lamb|sgd"),
-    ("cast", r"(?<!broad)cast|_to_copy|convert"),
+    # "lamb" but not the "{lambda()#1}" in nearly every PyTorch element-wise kernel's name
+    ("optimizer", r"adam|foreach|multi_tensor|lamb(?!da)|sgd|ftrl|applymomentum|"
+                  r"apply_momentum"),
+    # not PyTorch's "gpu_kernel_impl_nocast" nor its "LoadWithoutCast" loaders
+    ("cast", r"(?<!broad)(?<!no)(?<!without)cast|_to_copy|convert"),
+    # "memory" as a type (Ascend), not PyTorch's "at::native::memory::" namespace
     ("copy", r"tensormove|memcpy|memset|copy|transdata|transpose|contiguous|permute|"
-             r"concat|\bcat|split|slice|reshape|zeroslike|fill|memory"),
+             r"concat|\bcat|split|slice|reshape|zeroslike|oneslike|asstrided|broadcastto|"
+             r"nchwtonhwc|nhwctonchw|fill|memory(?!::)"),
     ("reduction", r"reduce|sum|mean|max|min|argmax|norm|cumsum|sort|scan|topk"),
     ("elementwise", r"add|mul|div|sub|sqrt|rsqrt|pow|exp|log|neg|where|select|equal|less|"
                     r"greater|logical|elementwise|vectorized|unrolled|abs|clamp|square"),

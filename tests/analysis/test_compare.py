@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
-from shared_samples import HTA, PT_LEVEL1, sample
+from shared_samples import HTA, PT_LEVEL1, sample, shared_sample
 
 from perfkit.analysis import compare_profiles, compare_steps, kernel_class
 from perfkit.analysis.compare import COMPARE_COLUMNS
@@ -110,3 +112,62 @@ def test_compare_steps_before_after() -> None:
     assert out.loc["free_us", "delta_pct"] == pytest.approx(-75.0)
     assert out.loc["computing_us", "delta_us"] == 0.0
     assert pd.isna(out.loc["bubble_us", "delta_us"])
+
+
+def _raw_kernels(name: str) -> list[tuple[str, float]]:
+    """(name, µs) of every GPU kernel of a shared Kineto trace, read with ``json``."""
+    from raw_kineto import raw_events
+
+    trace = next(shared_sample(name).glob("*.json*"))
+    return [(str(e["name"]), float(e.get("dur", 0))) for e in raw_events(trace)
+            if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"]
+
+
+_OPTIMIZER_WORDS = re.compile(r"adam|sgd|multi_tensor|foreach|lamb(?!da)", re.I)
+
+
+@pytest.mark.shared_samples
+@pytest.mark.parametrize("name", ["wild/tl_timesformer_h100", "wild/tl_qwen_h100",
+                                  "wild/k_resnet50_nw0", "gpu/hta-trace_filter"])
+def test_only_optimizer_kernels_are_optimizer(name: str) -> None:
+    """PyTorch's element-wise kernels carry ``{lambda()#1}`` in their names: "lamb" (the
+    optimizer) must not claim them. Checked on every kernel of real traces: a kernel is
+    classed optimizer only with an optimizer's word in its name."""
+    kernels = _raw_kernels(name)
+    names = pd.Series([n for n, _ in kernels])
+    cls = kernel_class(names, pd.Series("kernel", index=names.index))
+    wrong = sorted({n[:90] for n, c in zip(names, cls, strict=True)
+                    if c == "optimizer" and not _OPTIMIZER_WORDS.search(n)})
+    assert not wrong, wrong
+
+
+@pytest.mark.shared_samples
+def test_convolutions_and_batch_norm_of_a_resnet_are_classed() -> None:
+    """ResNet-50 on a V100 (PyTorch 1.9): its cuDNN convolutions (scudnn, winograd,
+    wgrad / dgrad engines) are GEMM-like and its batch norms are norms, so that little of
+    its device time is left as "other" (the raw kernels' time, summed here)."""
+    kernels = _raw_kernels("wild/k_resnet50_nw0")
+    names = pd.Series([n for n, _ in kernels])
+    dur = pd.Series([d for _, d in kernels])
+    cls = kernel_class(names, pd.Series("kernel", index=names.index))
+    conv = names.str.contains(r"scudnn|winograd|wgrad_alg|dgrad_engine|implicit_convolve",
+                              case=False)
+    bn = names.str.contains(r"cudnn::bn_(?:fw|bw)", case=False)
+    assert conv.sum() > 0 and bn.sum() > 0
+    assert set(cls[conv]) == {"matmul"}
+    assert set(cls[bn]) == {"norm"}
+    assert dur[cls == "other"].sum() < 0.05 * dur.sum()
+
+
+def test_nocast_and_without_cast_are_not_casts() -> None:
+    """``gpu_kernel_impl_nocast`` and ``LoadWithoutCast`` say the kernel does *not* cast."""
+    names = pd.Series([
+        "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+        "at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}>(int)",
+        "void at::native::unrolled_elementwise_kernel<at::native::CUDAFunctor_add<float>, "
+        "at::native::memory::LoadWithoutCast, at::native::memory::StoreWithoutCast>(int)",
+        "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
+        "at::TensorIteratorBase&)::{lambda()#3}, at::native::memory::LoadWithCast<1>, "
+        "at::native::memory::StoreWithCast<1> >(int)"])
+    cls = kernel_class(names, pd.Series("kernel", index=names.index)).tolist()
+    assert cls == ["elementwise", "elementwise", "cast"]
