@@ -10,7 +10,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-__all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls"]
+__all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls", "raw_outside"]
 
 _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
@@ -71,12 +71,49 @@ def raw_device_steps(path: Path) -> tuple[dict[int, Decimal | None], bool]:
     return {s: Decimal(b) - Decimal(a) for a, b, s in reversed(spans)}, False
 
 
+def raw_outside(path: Path) -> list[tuple[Decimal, Decimal]]:
+    """(start, end) µs of the device tasks of no step: launched before the trace began
+    (no runtime call with their correlation) or outside every host ProfilerStep span, as
+    :func:`raw_windows` leaves them out."""
+    events = [e for e in raw_events(path) if e.get("ph") == "X"]
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                   if str(e.get("name", "")).startswith("ProfilerStep#")
+                   and str(e.get("cat", "")).lower() not in ("gpu_user_annotation", "kernel"))
+    launch: dict = {}
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if str(e.get("cat", "")).strip().lower() in _RUNTIME_CATS and corr is not None:
+            launch.setdefault(corr, e["ts"])
+    out = []
+    for t in events:
+        if str(t.get("cat", "")).strip().lower() not in _DEVICE_CATS:
+            continue
+        when = launch.get((t.get("args") or {}).get("correlation")) if launch else t["ts"]
+        in_step = when is not None and any(a <= when < b for a, b in spans)
+        if not in_step:
+            out.append((Decimal(t["ts"]), Decimal(t["ts"]) + Decimal(t.get("dur", 0))))
+    return out
+
+
+def _covered(intervals: list[tuple[Decimal, Decimal]], lo: Decimal, hi: Decimal) -> Decimal:
+    """Length of the union of ``intervals`` inside ``[lo, hi]``."""
+    parts = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
+    total, reach = Decimal(0), lo
+    for a, b in parts:
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
+
+
 def raw_walls(path: Path) -> dict[int, Decimal]:
     """Step -> its wall time (µs, exact): the device window and the device's wait before
     it, from the step's host start or the end of the previous windows' work when later to
-    the window's first task (0 when the device never waited); steps with device tasks
+    the window's first task (0 when the device never waited), less the time the device
+    ran tasks of no step in that range (:func:`raw_outside`); steps with device tasks
     only, each window with every task's duration."""
     windows, spans, _ = raw_windows(path)
+    outside = raw_outside(path)
     host = {}
     for a, _b, s in spans:
         host.setdefault(s, a)  # a step's first span
@@ -84,6 +121,8 @@ def raw_walls(path: Path) -> dict[int, Decimal]:
     for s, (lo, hi, unknown) in sorted(windows.items(), key=lambda kv: kv[1][0]):
         start = Decimal(host[s]) if end is None else max(Decimal(host[s]), end)
         wait = max(Decimal(lo) - start, Decimal(0))
+        if wait > 0:
+            wait -= _covered(outside, start, Decimal(lo))
         if not unknown:
             walls[s] = Decimal(hi) - Decimal(lo) + wait
         end = Decimal(hi) if end is None else max(end, Decimal(hi))

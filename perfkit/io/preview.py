@@ -719,8 +719,13 @@ def _device_windows(rows: list[tuple[int, float, float]], tasks: list[_Task]
     total = (e - win["s"].to_numpy()) / 1000.0
     total[win["missing"].to_numpy()] = np.nan
     steps = win.index.to_numpy(np.int64)
+    # tasks of no step (launched before the trace, or outside every span) keep the device
+    # busy: not a wait, as the loader counts it
+    other = ~known & (start != _NA_NS)
+    busy = (start[other], start[other] + np.round(np.nan_to_num(dur[other]) * 1000).astype(
+        np.int64))
     wait = device_wait_us(pd.DataFrame({"step": steps, "start_ns": win["s"].to_numpy(),
-                                        "end_ns": e}), spans)
+                                        "end_ns": e}), spans, busy)
     return pd.DataFrame({"step": steps, "total_us": total,
                          "preparing_us": wait.to_numpy(np.float64)})
 

@@ -7,7 +7,7 @@ host-to-device links are pandas merges, busy time is an interval union over sort
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import numpy as np
 import pandas as pd
@@ -442,7 +442,8 @@ def _subtract(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
     return _merge(lo[keep], hi[keep])
 
 
-def device_wait_us(win: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
+def device_wait_us(win: pd.DataFrame, spans: pd.DataFrame,
+                   busy: tuple[np.ndarray, np.ndarray] | None = None) -> pd.Series:
     """Per step, the device's idle time before its first task (µs): from the step's host
     start (its ``ProfilerStep`` span), or from the end of the previous step's device work
     when that is later, to the first task the step launched; 0 when the device never
@@ -453,8 +454,11 @@ def device_wait_us(win: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
     and the wait before it are the step's wall time (:func:`perfkit.analysis.measured_step_s`).
 
     ``win``: the steps' device windows (``step``, ``start_ns``, ``end_ns``), sorted by
-    start; ``spans``: the host ``ProfilerStep`` spans (``step``, ``start_ns``). Used by the
-    Kineto reader and by the preview (:mod:`perfkit.io.preview`), which must agree."""
+    start; ``spans``: the host ``ProfilerStep`` spans (``step``, ``start_ns``); ``busy``:
+    (start, end) in ns of the device tasks of no step (launched before the trace began, or
+    outside every span): the device runs them, so their time in that range is not a wait.
+    Used by the Kineto reader and by the preview (:mod:`perfkit.io.preview`), which must
+    agree."""
     # in int64 nanoseconds throughout: an epoch timestamp in float64 is off by up to 128 ns
     host = spans.drop_duplicates("step").set_index("step")["start_ns"]
     w_start = win["start_ns"].to_numpy(np.int64)  # windows sorted by start
@@ -463,6 +467,30 @@ def device_wait_us(win: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
     own = at >= 0  # a step without a span of its own has no known wait (NaN)
     host_start = np.where(own, host.to_numpy(np.int64)[np.maximum(at, 0)], NA_NS)
     before = np.r_[NA_NS, w_end[:-1]]  # NA_NS: no previous window
-    idle = (w_start - np.maximum(host_start, before)) / 1000.0
-    return pd.Series(np.where(own, np.clip(idle, 0.0, None), np.nan),
+    lo = np.maximum(host_start, before)
+    idle = (w_start - lo).astype(np.float64)
+    if busy is not None and len(busy[0]):
+        covered = _busy_time(busy[0], busy[1])
+        idle -= np.where(w_start > lo, covered(w_start) - covered(lo), 0)
+    return pd.Series(np.where(own, np.clip(idle / 1000.0, 0.0, None), np.nan),
                      index=win["step"].to_numpy())
+
+
+def _busy_time(start: np.ndarray, end: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A function ``t -> ns`` of the union of the intervals ``[start, end)`` before ``t``
+    (overlapping intervals counted once)."""
+    order = np.argsort(start, kind="stable")
+    s = start[order].astype(np.int64)
+    e = np.maximum.accumulate(end[order].astype(np.int64))
+    # merged runs: a new one starts where an interval begins after every earlier end
+    new = np.r_[True, s[1:] > e[:-1]]
+    run_s = s[new]
+    run_e = np.r_[e[np.flatnonzero(new)[1:] - 1], e[-1]]
+    before = np.r_[0, np.cumsum(run_e - run_s)]  # union length before each run
+
+    def covered(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(run_s, t, side="right") - 1
+        inside = np.clip(t - run_s[np.maximum(i, 0)], 0, (run_e - run_s)[np.maximum(i, 0)])
+        return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0)
+
+    return covered

@@ -60,7 +60,9 @@ def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.
             rows.append(overlap_breakdown(start[sel], end[sel], cat[sel], one))
         out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     if len(out):
-        out["preparing_us"] = out["step"].map(device_wait_us(win, spans)).astype("float64")
+        busy = (start[~known], end[~known])  # tasks of no step: the device is not waiting
+        out["preparing_us"] = out["step"].map(device_wait_us(win, spans, busy)).astype(
+            "float64")
     return out
 
 
