@@ -22,7 +22,7 @@ from .. import _text_codes
 from ._frames import distinct, is_lazy_frame
 from ._shared import shared_factorize
 
-__all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "robust_z",
+__all__ = ["table", "in_steps", "empty_frame", "add_note", "notes_of", "has_values", "robust_z",
            "MAD_TO_SIGMA", "n_step_pairs", "one_value", "value_changes", "group_changes",
            "group_codes", "nan_as_zero", "take_rows", "with_columns", "typed", "take_array",
            "text_matches"]
@@ -372,7 +372,9 @@ def robust_z(values: pd.Series, groups: pd.Series | None = None) -> pd.DataFrame
 def n_step_pairs(kernels: Any) -> int:
     """Number of distinct (rank, step) pairs in a kernels-like table (at least 1).
 
-    ``kernels`` may be a lazy (Dask) table: each partition is deduplicated where it lies.
+    A row without a step (a task launched before the trace began) is not a step of its
+    own when other rows have one (:func:`in_steps`). ``kernels`` may be a lazy (Dask)
+    table: each partition is deduplicated where it lies.
     """
     cols = [c for c in ("rank", "step") if c in kernels.columns]
     if not cols:
@@ -381,6 +383,10 @@ def n_step_pairs(kernels: Any) -> int:
         return max(1, len(distinct(kernels, cols)))
     if kernels.empty:
         return 1
+    if "step" in cols:
+        stepped = kernels["step"].notna().to_numpy(bool)
+        if stepped.any() and not stepped.all():
+            kernels = kernels[stepped]
     # a key of one value throughout (one rank, one step) does not divide the pairs
     cols = [c for c in cols if not one_value(kernels[c])]
     if not cols:
@@ -389,6 +395,28 @@ def n_step_pairs(kernels: Any) -> int:
         return max(1, len(group_codes(kernels, cols)[1]))
     except OverflowError:
         return max(1, int(kernels[cols].drop_duplicates().shape[0]))
+
+
+def in_steps(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The tasks of the recorded steps, for figures per step.
+
+    A task without a step (launched before the trace began, or outside every step span:
+    the Kineto reader's note counts them) belongs to no step: where other tasks have one,
+    it is left out, with a note, so that a per-step figure is over the steps' own tasks as
+    the step breakdown is. ``kernels`` is returned as it is when every task, or none, has
+    a step, and when it is lazy.
+    """
+    if is_lazy_frame(kernels) or "step" not in kernels.columns or kernels.empty:
+        return kernels
+    stepped = kernels["step"].notna().to_numpy(bool)
+    n_out = len(stepped) - int(stepped.sum())
+    if n_out == 0 or n_out == len(stepped):
+        return kernels
+    out = kernels[stepped]
+    out.attrs = {k: copy.copy(v) for k, v in kernels.attrs.items()}
+    return add_note(out, f"{n_out} device task{'s' if n_out != 1 else ''} of no step "
+                         "(launched before the trace began or outside every step) left out "
+                         "of the figures per step")
 
 
 def one_value(col: pd.Series) -> bool:

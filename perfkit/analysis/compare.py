@@ -23,7 +23,7 @@ from .._stats import median
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
 from ._shared import shared_factorize
-from ._util import empty_frame, has_values, n_step_pairs, table, take_array, typed
+from ._util import empty_frame, has_values, in_steps, n_step_pairs, table, take_array, typed
 from .steps import step_breakdown
 
 __all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "operator_totals",
@@ -189,7 +189,7 @@ def _totals(profile: Any, by: str, include_communication: bool) -> pd.DataFrame:
         return g
     if k.empty or not has_values(k, "dur_us"):
         return pd.DataFrame(columns=["count", "us"])
-    k = k.dropna(subset=["dur_us"])
+    k = in_steps(k).dropna(subset=["dur_us"])
     cls = kernel_class(k["name"], k.get("type"), k.get("category"))
     if not include_communication:
         keep = (cls != "communication").to_numpy(bool)

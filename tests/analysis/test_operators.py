@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from shared_samples import PT_LEVEL1, sample
+from raw_kineto import raw_events
+from shared_samples import PT_LEVEL1, sample, shared_sample
 
 from perfkit.analysis import (
     ai_cpu_operators,
@@ -267,3 +268,29 @@ def test_unfused_on_interleaved_streams_equals_unfused_on_rows_sorted_by_stream(
         want = unfused_patterns(_profile(by_stream), detail=detail)
         assert len(got) >= 2
         pd.testing.assert_frame_equal(got, want)
+
+
+@pytest.mark.shared_samples
+def test_tasks_of_no_step_are_not_a_step_of_their_own() -> None:
+    """The Qwen H100 trace has one ProfilerStep and 509 kernels launched before the trace
+    began (no runtime call with their correlation). They are no step: the Operators table
+    is per step over ProfilerStep#6's own tasks, whole calls per step, its time the sum of
+    those tasks' durations read from the raw JSON (before: 2 steps, 0.5 calls per step)."""
+    from raw_kineto import raw_outside, raw_windows
+
+    import perfkit as pk
+    from perfkit.analysis import top_operators
+
+    path = next(shared_sample("wild/tl_qwen_h100").glob("*.json.gz"))
+    windows, _spans, _ = raw_windows(path)
+    assert list(windows) == [6]
+    outside = raw_outside(path)
+    events = [e for e in raw_events(path) if e.get("ph") == "X"
+              and str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")]
+    in_step = len(events) - len(outside)
+    in_step_us = sum(float(e["dur"]) for e in events) - sum(float(b - a) for a, b in outside)
+    top = top_operators(pk.load(path, cache=False, progress=False))
+    assert int(top["count"].sum()) == in_step
+    assert (top["calls_per_step"] == top["count"]).all()  # one step
+    assert top["per_step_us"].sum() == pytest.approx(in_step_us, rel=1e-9)
+    assert any("509 device tasks of no step" in n for n in top.attrs["notes"])

@@ -15,7 +15,16 @@ import pandas as pd
 
 from ...errors import InvalidArgumentError
 from .._frames import aggregate, any_values, is_lazy, transform, with_position
-from .._util import add_note, empty_frame, has_values, n_step_pairs, table, typed
+from .._util import (
+    add_note,
+    empty_frame,
+    has_values,
+    in_steps,
+    n_step_pairs,
+    notes_of,
+    table,
+    typed,
+)
 from .bound import _bound_frame
 from .host import host_tasks
 from .scope import _effective_type, _scope
@@ -77,7 +86,9 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         return _lazy_top(kernels, by, n, include_communication)
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
-    return _top_of(kernels, by, n, include_communication)
+    stepped = in_steps(kernels)
+    out = _top_of(stepped, by, n, include_communication)
+    return add_note(out, notes_of(stepped)[-1]) if stepped is not kernels else out
 
 
 def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication: bool
