@@ -159,3 +159,14 @@ def test_assumptions_are_parameters() -> None:
     b = next(f for f in advise(prof, hardware=HW, assumptions={"kernel_efficiency": 0.9})
              if f.rule == "gemm_below_roofline")
     assert b.ms_per_step > a.ms_per_step  # a better kernel would save more
+
+
+@pytest.mark.parametrize("name", [shared_param("wild/k_resnet50_nw0"),
+                                  shared_param("wild/tl_timesformer_h100")])
+def test_gpu_advice_names_no_ascend_hardware(name: str) -> None:
+    """A ResNet-50 on a V100 and a TimeSformer on an H100: their GEMMs are below the
+    roofline, and the advice pads for tensor cores, not for Ascend's cube unit."""
+    found = advise(pk.load(sample(name), cache=False, progress=False))
+    assert any(f.rule == "gemm_below_roofline" for f in found)
+    for f in found:
+        assert not re.search(r"Ascend|\bcube\b|\bNPU\b", _text(f)), (f.rule, _text(f))

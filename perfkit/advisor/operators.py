@@ -127,6 +127,17 @@ def attention(ctx: Context) -> list[Finding]:
         "memory.", details=f"kernel_efficiency {eff}")]
 
 
+#: How to pad a GEMM's dimensions, for an NPU (False) or a GPU (True): the cube unit works
+#: on 16 × 16 fractals and prefers 128-aligned sizes; tensor cores want multiples of 8
+#: (fp16 / bf16) to 16 and are fastest on 64-aligned tiles.
+_GEMM_ADVICE_START = {
+    False: "Pad the GEMM dimensions (hidden, FFN and vocabulary sizes, a CNN's channels) to "
+           "multiples of 128 on the cube unit (16 at least), ",
+    True: "Pad the GEMM dimensions (hidden, FFN and vocabulary sizes, a CNN's channels) to "
+          "multiples of 64 for the tensor cores (8 at least for fp16 / bf16), ",
+}
+
+
 @rule("operators", order=110, needs=("kernels|ops",), inputs=("hardware",),
       ahead=("efficiency",))
 def gemm(ctx: Context) -> list[Finding]:
@@ -165,9 +176,9 @@ def gemm(ctx: Context) -> list[Finding]:
         f"{counted(len(g), 'GEMM shape')} under {pct(a['far_below'])} of "
         f"{plural(len(g), 'its', 'their')} roofline "
         f"({ctx.hardware.name}); worst: " + "; ".join(causes),
-        "Pad hidden, FFN and vocabulary sizes to multiples of 64 (128 on Ascend's cube, "
-        "16 at least), batch tiny GEMMs together (grouped / batched matmul, larger "
-        "micro-batch), and keep the operands in the kernel's preferred layout.",
+        _GEMM_ADVICE_START[ctx.fw.startswith(("pytorch_gpu", "pytorch_rocm"))]
+        + "batch tiny GEMMs together (grouped / batched matmul, larger micro-batch), and "
+        "keep the operands in the kernel's preferred layout.",
         details=f"kernel_efficiency {a['kernel_efficiency']}; far_below {a['far_below']}; "
                 f"roofline of {ctx.hardware.name} ({ctx.hardware_why})")]
 
