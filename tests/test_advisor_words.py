@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_param
+from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_param, shared_sample
 
 import perfkit as pk
 from perfkit.advisor import ASSUMPTIONS, advise, framework_of
@@ -170,3 +170,23 @@ def test_gpu_advice_names_no_ascend_hardware(name: str) -> None:
     assert any(f.rule == "gemm_below_roofline" for f in found)
     for f in found:
         assert not re.search(r"Ascend|\bcube\b|\bNPU\b", _text(f)), (f.rule, _text(f))
+
+
+@pytest.mark.shared_samples
+def test_forward_only_trace_gets_no_gradient_advice() -> None:
+    """vLLM on a B200 (one of its tensor-parallel ranks, forward only): its exposed
+    all-reduces are the forward's, not gradient reduction, and the rank loaded cannot be
+    said to wait for nobody: the job's world size is in the raw trace's distributedInfo."""
+    import gzip
+    import json
+
+    path = next(shared_sample("wild/tl_b200_eager").glob("*.json.gz"))
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        world = int(json.load(fh)["distributedInfo"]["world_size"])
+    (f,) = [f for f in advise(pk.load(path, cache=False, progress=False))
+            if f.rule == "exposed_communication"]
+    assert "no backward pass" in f.recommendation
+    assert not re.search(r"bucket|gradient reduction with|--overlap-grad-reduce",
+                         f.recommendation)
+    assert "waits for no other rank" not in f.evidence
+    assert f"1 of the job's {world} ranks is in the profile" in f.evidence

@@ -13,9 +13,11 @@ import pandas as pd
 
 from .._stats import median
 from ..analysis import communication as _comm
-from ..analysis._frames import collect
+from ..analysis._frames import collect, is_lazy
+from ..analysis._shared import shared_factorize
 from ..analysis._util import has_values, table
 from ..format import counted, number_text
+from ..job.measured import BACKWARD_PATTERN
 from .context import Context
 from .finding import Finding, measured
 from .registry import rule
@@ -105,6 +107,13 @@ def _covers_job(ctx: Context) -> bool:
     Then the least exposed rank waits for nobody in the profile; otherwise (or when the
     profile does not say) its waiting may be for ranks that were not profiled.
     """
+    loaded, world = _ranks_of_job(ctx)
+    return world > 0 and loaded >= world
+
+
+def _ranks_of_job(ctx: Context) -> tuple[int, int]:
+    """(ranks loaded, the job's world size; 0 where neither the world size nor the
+    communication groups say)."""
     s = ctx.steps
     present = set(s["rank"].dropna().astype(int)) if "rank" in s.columns else set()
     metas = [getattr(ctx.profile, "meta", None), *ctx.rank_metas()]
@@ -114,7 +123,7 @@ def _covers_job(ctx: Context) -> bool:
         for g in (getattr(m, "groups", None) or {}).values():
             ranks = g.get("global_ranks", []) if isinstance(g, dict) else []
             world = max([world, *[int(r) + 1 for r in ranks or []]])
-    return world > 0 and len(present) >= world
+    return len(present), world
 
 
 @rule("communication", order=40, needs=("steps",), after=("links",))
@@ -124,7 +133,8 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     if not np.isfinite(e) or e <= 0:
         return []  # nothing exposed (or no communication at all): nothing to hide
     waiting = 0.0
-    wf = _wait_fraction(ctx, rank) if not _covers_job(ctx) else float("nan")
+    covers = _covers_job(ctx)
+    wf = _wait_fraction(ctx, rank) if not covers else float("nan")
     if np.isfinite(wf):
         # even the least exposed rank may wait (for ranks outside the profile): the
         # profiler's split of each collective into transfer and wait tells which part is
@@ -141,10 +151,18 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     if waiting > 0:
         ev = (f"rank {rank}, the least exposed, communicates {fmt_time(e)} per step with "
               f"nothing computing, {pct(wf)} of its collective time waiting for peers "
-              "(see that finding)")
-    else:
+              "(left out of the time at stake)")
+    elif covers:
         ev = (f"rank {rank}, which waits for no other rank, communicates {fmt_time(e)} per "
               "step with nothing computing")
+    else:  # ranks of the job not profiled, or not known: the least exposed may wait
+        loaded, world = _ranks_of_job(ctx)
+        why = (f"{loaded} of the job's {world} ranks {'is' if loaded == 1 else 'are'} in "
+               "the profile" if world else
+               "the profile does not say whether it holds every rank of the job")
+        ev = (f"rank {rank}, the least exposed of the ranks loaded, communicates "
+              f"{fmt_time(e)} per step with nothing computing ({why}: part of it may be "
+              "waiting for ranks not profiled)")
     if np.isfinite(overlap):
         ev += f"; {pct(overlap)} of all communication runs under computation"
     if not cs.empty:
@@ -194,6 +212,22 @@ def exposed_comm(ctx: Context) -> list[Finding]:
             "pytorch_cpu": "The exposed collectives are tensor parallel, not gradient "
                            "reduction (dp = 1): every layer waits on gloo over TCP; trade tp "
                            "for dp (or a larger host) where memory allows."})
+    elif _forward_only(ctx):
+        # inference / evaluation: no gradient to reduce; the collectives are the forward's
+        rec = say(ctx.fw, {
+            "any": "The profiled step runs no backward pass, so its collectives are the "
+                   "forward's own (tensor-parallel all-reduces and all-gathers), not "
+                   "gradient reduction: keep the tensor-parallel group inside a node, "
+                   "overlap its collectives with computation (sequence parallelism, fused "
+                   "matmul-communication kernels), or use fewer tensor-parallel ranks where "
+                   "memory allows.",
+            "pytorch_gpu": "The profiled step runs no backward pass, so its collectives "
+                           "are the forward's own (tensor-parallel all-reduces and "
+                           "all-gathers), not gradient reduction: keep the tensor-parallel "
+                           "group inside an NVLink domain, overlap its collectives with "
+                           "computation (sequence parallelism, fused GEMM-communication "
+                           "kernels, CUDA graphs over the decode step), or use fewer "
+                           "tensor-parallel ranks where memory allows."})
     elif np.isfinite(overlap) and overlap < 0.1:
         rec = say(ctx.fw, {
             "mindspore": "Nothing overlaps: enable gradient communication fusion and overlap "
@@ -236,6 +270,25 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     return [measured(ctx, "exposed_communication", "communication", stake,
                      "Communication is not hidden behind computation", ev, rec,
                      details=details.rstrip("; "))]
+
+
+def _forward_only(ctx: Context) -> bool:
+    """Whether the profiled step runs no backward pass: at least 50 PyTorch host operators
+    and none of autograd's backward ones (the rule of
+    :func:`perfkit.job.measured.read_training_step`), read from the operators' distinct
+    names (coded once per ``advise`` call)."""
+    def compute() -> bool:
+        ops = table(ctx.profile, "ops")
+        if is_lazy(ctx.profile) or ops.empty or "name" not in ops.columns:
+            return False
+        codes, uniq = shared_factorize(ops["name"].astype("string"), use_na_sentinel=False)
+        names = pd.Series(uniq, dtype="string")
+        rows = np.bincount(codes, minlength=len(names))
+        aten = names.str.startswith("aten::").fillna(False).to_numpy(bool)
+        if rows[aten].sum() < 50:
+            return False  # too few PyTorch operators to tell
+        return not bool(names.str.contains(BACKWARD_PATTERN, regex=True).fillna(False).any())
+    return bool(ctx.get("forward_only", compute))
 
 
 def _tensor_parallel_only(ctx: Context) -> bool:
