@@ -188,3 +188,22 @@ def test_dashboard_history_tab_adds_the_profile_on_show(monkeypatch, tmp_path) -
     tab.add_profile()  # the same profile again: refused, nothing added
     assert "already in the journal" in tab.status.value
     assert len(Journal(own, create=False).runs()) == 1
+
+
+def test_the_breakdown_table_names_the_parts_inside_others(case: Journal) -> None:
+    """The comparison's step breakdown: computing, communication not overlapped and free
+    make up the step (checked on the recorded microseconds); the overlapped communication
+    and the bubble lie inside them, and the table says so instead of listing them as
+    siblings whose shares would add up to more than 100 %."""
+    from perfkit.journal.text import time_diff_html
+
+    cmp = case.compare("pipelined", "tuned")
+    b = cmp.breakdown.set_index("part")
+    for col in ("base_us", "new_us"):
+        whole = b.loc[["computing_us", "comm_not_overlapped_us", "free_us"], col].sum()
+        assert whole == pytest.approx(b.loc["step_us", col], rel=5e-3)
+        assert b.loc["bubble_us", col] <= b.loc["comm_not_overlapped_us", col]
+    html = time_diff_html(cmp)
+    assert "pipeline bubble (part of communication not overlapped)" in html
+    assert "communication under computing (part of computing)" in html
+    assert "add up to the step" in html

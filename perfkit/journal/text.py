@@ -41,10 +41,21 @@ STYLE = (
     ".pk-journal h3{margin:14px 0 4px;font-size:14px}"
     "</style>"
 )
+#: The parts of the median step as the comparison names them. Computing, communication
+#: not overlapped and free make up the step; the overlapped communication runs under the
+#: computing and the bubble is inside the communication not overlapped, so they are named
+#: as parts of those (their shares are not added to the step's); the wait before the
+#: first device task is outside the device's step (:data:`BREAKDOWN_NOTE`).
 _PART_LABELS = {"step_us": "step", "computing_us": "computing",
                 "comm_not_overlapped_us": "communication (not overlapped)",
-                "overlapped_us": "communication (overlapped)", "free_us": "free",
-                "bubble_us": "bubble", "preparing_us": "preparing"}
+                "overlapped_us": "communication under computing (part of computing)",
+                "free_us": "free",
+                "bubble_us": "pipeline bubble (part of communication not overlapped)",
+                "preparing_us": "before the first device task (data, launch)"}
+#: What the shares of the comparison's step breakdown add up to.
+BREAKDOWN_NOTE = ("Computing, communication (not overlapped) and free add up to the step; "
+                  "a row marked \"part of\" is inside the row it names, and the wait before "
+                  "the first device task comes before the step's device work.")
 
 
 def _finite(x: Any) -> bool:
@@ -172,6 +183,7 @@ def comparison_text(cmp: RunComparison, n_operators: int = 10, n_findings: int =
               fmt_ms(r.new_us), fmt_share(r.new_share), fmt_pct(r.delta_pct),
               fmt_pct(100 * r.delta_share, points=True)]
              for r in cmp.breakdown.itertuples(index=False)], right={1, 2, 3, 4, 5, 6})]
+        out.append(f"  {BREAKDOWN_NOTE}")
     ops = cmp.operators.head(n_operators)
     out += ["", f"Operators that moved most (per rank and step; {cmp.operators_source}):"]
     if ops.empty:
@@ -270,6 +282,7 @@ def time_diff_html(cmp: RunComparison, n_operators: int = 12) -> str:
               fmt_ms(r.new_us), fmt_share(r.new_share), fmt_pct(r.delta_pct),
               fmt_pct(100 * r.delta_share, points=True)]
              for r in cmp.breakdown.itertuples(index=False)], right={1, 2, 3, 4, 5, 6}))
+        parts.append(f"<p class='note'>{_esc(BREAKDOWN_NOTE)}</p>")
     parts.append("<h3>Operators that moved most (per rank and step)</h3>")
     ops = cmp.operators.head(n_operators)
     if ops.empty:
