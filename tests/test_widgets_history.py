@@ -207,3 +207,17 @@ def test_the_breakdown_table_names_the_parts_inside_others(case: Journal) -> Non
     assert "pipeline bubble (part of communication not overlapped)" in html
     assert "communication under computing (part of computing)" in html
     assert "add up to the step" in html
+
+
+def test_a_finding_worded_differently_by_each_run_shows_both_titles(case: Journal) -> None:
+    """The pipelined run used full recompute and the tuned one partial: the kept finding
+    carries each run's own title (from the journal's findings table), not only the new
+    run's beside the old run's figures."""
+    from perfkit.journal.text import time_diff_html
+
+    cmp = case.compare("pipelined", "tuned")
+    f = cmp.findings.set_index("rule")
+    base, new = f.loc["recompute_headroom", ["base_title", "new_title"]]
+    assert base != new
+    html = time_diff_html(cmp)
+    assert f"tuned: {new} / pipelined: {base}" in html
