@@ -79,7 +79,7 @@ from .categories import category
 from .trace_tables import step_index
 
 __all__ = ["EXPORT_HINT", "TIMELINE_KINDS", "is_prof_dir", "is_device_dir", "sources_of",
-           "sniff_timeline", "parse", "device_rank"]
+           "sniff_timeline", "parse", "device_rank", "collection_window"]
 
 EXPORT_HINT = (
     "export it first: `msprof --export=on --output=<PROF_ folder>` (CANN's msprof; it "
@@ -141,6 +141,28 @@ def device_rank(device_dir: Path) -> tuple[int | None, int | None]:
     dev = int(m.group(1)) if m else None
     info = _info(device_dir)
     return _rank_of(info), dev
+
+
+def collection_window(folder: Path) -> tuple[int | None, int | None]:
+    """(start, end) of a device's collection, epoch ns, from ``start_info.{id}``
+    (``collectionTimeBegin``) and ``end_info.{id}`` (``collectionTimeEnd``, µs) of a
+    ``device_{id}`` folder (or of the one device of a PROF folder); None where not known.
+
+    Cheap (two small files): how the runs of a folder are told apart before parsing.
+    """
+    devices = [folder] if _DEVICE_RE.match(folder.name) else \
+        sorted(d for d in folder.glob("device_*") if d.is_dir())
+    if len(devices) != 1:
+        return None, None
+    out: list[int | None] = []
+    for kind, key in (("start_info", "collectionTimeBegin"), ("end_info", "collectionTimeEnd")):
+        found = [f for f in sorted(devices[0].glob(f"{kind}.*")) if not f.name.endswith(".done")]
+        value = str(_small_json(found[0]).get(key, "")).strip() if found else ""
+        out.append(int(value) * 1000 if value.isdigit() and len(value) < 19 else None)
+    start, end = out
+    if start is None or (end is not None and end < start):
+        return start, None
+    return start, end
 
 
 def _rank_of(info: dict[str, Any]) -> int | None:

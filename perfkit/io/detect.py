@@ -252,7 +252,8 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
         ``"cluster_analysis_output"``; ``sources`` lists the ranks found, in rank order
         (run after run when the folder holds several runs: :func:`find_runs`), and the
         JSON files beside traces that are not traces (``fmt="not_a_trace"``, which
-        :func:`load` leaves out with a note).
+        :func:`load` leaves out with a note; with several runs, those of a folder that
+        holds a run's ranks: a folder of such files alone is no part of any run).
 
     Raises
     ------
@@ -302,21 +303,49 @@ _SKIPPED = ("unreadable", "not_a_trace")
 
 
 def _runs_of(root: Path, sources: list[RankSource]) -> list[Run]:
-    """Group a folder's rank sources into runs, each checked for duplicate ranks."""
+    """Group a folder's rank sources into runs, each checked for duplicate ranks.
+
+    The sources set aside (files that are not traces, folders that cannot be examined) go
+    with the runs of their folder (:func:`_aside_runs`), not with every run.
+    """
     sources = _suffix_ranks(sources)
     real = [s for s in sources if s.fmt not in _SKIPPED]
     aside = [s for s in sources if s.fmt in _SKIPPED]
     facts = [source_facts(s) for s in real] if len(real) > 1 else \
         [source_facts(s, read=False) for s in real]
     groups = group_runs(facts) if len(real) > 1 else [list(range(len(real)))]
+    owners = _aside_runs(aside, [[real[i] for i in g] for g in groups])
     members = []
-    for g in groups:
-        checked = _check_unique(root, [real[i] for i in g] + aside)
+    for k, g in enumerate(groups):
+        mine = [s for s, runs in zip(aside, owners, strict=True) if k in runs]
+        checked = _check_unique(root, [real[i] for i in g] + mine)
         by_path = {real[i].path: facts[i] for i in g}
         fs = [dataclasses.replace(by_path[s.path], rank=s.rank) if s.path in by_path
               else SourceFacts(s.fmt, rank=s.rank) for s in checked]
         members.append((checked, fs))
-    return make_runs(members)
+    return make_runs(members, root)
+
+
+def _aside_runs(aside: list[RankSource], runs: list[list[RankSource]]) -> list[set[int]]:
+    """For each source set aside, the runs (positions in ``runs``) it goes with.
+
+    Those with a rank in its folder or below; among them, those holding the rank its name
+    gives (``parallel_strategy_1.json``: rank 1), when one does. A file whose folder holds
+    no rank of any run (a folder of side files alone) goes with none. With a single run
+    (or none but these), everything goes with it.
+    """
+    if len(runs) <= 1:
+        return [{0} for _ in aside]
+    out: list[set[int]] = []
+    for s in aside:
+        where = Path(s.path).parent
+        near = {k for k, run in enumerate(runs)
+                if any(where == Path(r.path) or where in Path(r.path).parents for r in run)}
+        rank = s.rank if s.fmt == "unreadable" else rank_from_name(Path(s.path).name,
+                                                                   suffix=True)
+        holding = {k for k in near if any(r.rank == rank for r in runs[k])}
+        out.append(holding if rank is not None and holding else near)
+    return out
 
 
 def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource]]:

@@ -14,13 +14,21 @@ the rank sources of a folder into :class:`Run` s by what each file says about it
   file that starts after every file of the run before it has ended (or, when the ends are
   not known, :data:`RUN_GAP_S` after the last start) starts a new run;
 - **ranks**: one run cannot hold one rank twice: a second file claiming a rank the run
-  already has starts a new run (in time order);
+  already has starts a new run (in time order). The ranks of one legacy MindSpore folder
+  (its ``*_{rank}`` files, written by one job) stay together: the folder joins a run only
+  when none of its ranks is already there;
 - **step numbering** (after parsing): ranks that recorded steps and share no step number
   with the run's other ranks are another run.
 
 Runs are numbered 0, 1, ... in start order; each has a ``name`` (its start time in UTC,
-``20240602-101530``, or its first file's name when the time is unknown) and a ``label``
-for people.
+``20240602-101530``, or its first rank's file or folder, relative to the folder opened,
+when the time is unknown) and a ``label`` for people.
+
+Files beside the ranks that are not profiles (a run's ``environment.json``, MindSpore's
+``parallel_strategy_{rank}.json``) are no ranks: they are the run's ``side_files``, which
+:func:`perfkit.load` leaves out with a note. :func:`perfkit.io.detect.find_runs` gives
+each to the runs with ranks in its folder (those holding the rank its name ends with, when
+one does), and to none when its folder holds no profile.
 """
 
 from __future__ import annotations
@@ -66,6 +74,9 @@ class SourceFacts:
     start_ns: int | None = None
     end_ns: int | None = None
     steps: tuple[int, ...] = ()
+    #: sources with the same value were written by one job and stay in one run (the rank
+    #: files of one legacy MindSpore folder: its path); None: told apart on their own
+    together: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,14 +93,19 @@ class Run:
     label : str
         For people: profiler, framework, ranks, world size and start.
     ranks : tuple
-        Ranks known before parsing (None where a file does not say).
+        Ranks known before parsing (None where a file does not say), one per entry of
+        ``paths``.
     framework, platform : str or None
         ``"pytorch"`` / ``"mindspore"``; ``"kineto"`` / ``"ascend"`` ...
     world_size : int or None
     start_ns, end_ns : int or None
         Absolute epoch nanoseconds of the first event and last event, when known.
     paths : tuple of str
-        The files or folders of its ranks.
+        The file or folder of each of its ranks (one folder holds several ranks of legacy
+        MindSpore output).
+    side_files : tuple of str
+        Files beside its ranks that are not profiles (``environment.json``,
+        ``parallel_strategy_{rank}.json``): no ranks; ``load`` leaves them out with a note.
     """
 
     id: int
@@ -102,6 +118,7 @@ class Run:
     start_ns: int | None
     end_ns: int | None
     paths: tuple[str, ...]
+    side_files: tuple[str, ...] = ()
     sources: tuple[RankSource, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -116,6 +133,7 @@ class Run:
                if f.name != "sources"}
         out["ranks"] = list(self.ranks)
         out["paths"] = list(self.paths)
+        out["side_files"] = list(self.side_files)
         out["start"] = None if self.start is None else self.start.isoformat()
         return out
 
@@ -124,18 +142,29 @@ class Run:
 
 _PLATFORM = {"kineto": "kineto", "ascend_text": "ascend", "ascend_db": "ascend",
              "trace_view": "ascend", "mindspore_legacy": "ascend"}
+#: How a label names a platform that is not a plain word (the rest are named as they are).
+_PLATFORM_WORDS = {"cann_raw": "raw CANN output"}
+#: Formats of sources that are not ranks with a profile: a run never takes its platform
+#: from them, and its label never names them.
+_NOT_PROFILES = ("not_a_trace", "unreadable")
 _ASCEND_TS = re.compile(r"_(\d{17})_ascend_(pt|ms)$")
 
 
 def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
     """The facts of one rank source, before parsing.
 
-    ``read``: open Kineto files (first MiB, last 64 KiB); without it only names count.
+    ``read``: open Kineto files (first MiB, last 64 KiB) and a raw CANN device's
+    ``start_info`` / ``end_info``; without it only names count.
     """
     platform = _PLATFORM.get(source.fmt, source.fmt)
     if source.fmt == "kineto":
         facts = _kineto_facts(Path(source.path)) if read else {}
         return SourceFacts(platform, "pytorch", source.rank, **facts)
+    if source.fmt == "cann_raw":
+        from .cann_raw import collection_window  # loaded already by detection
+
+        start, end = collection_window(Path(source.path)) if read else (None, None)
+        return SourceFacts(platform, None, source.rank, start_ns=start, end_ns=end)
     framework = None
     start = None
     name = Path(source.path).name
@@ -150,7 +179,8 @@ def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
         framework = "pytorch"
     elif name.endswith("_ascend_ms") or source.fmt == "mindspore_legacy":
         framework = "mindspore"
-    return SourceFacts(platform, framework, source.rank, start_ns=start)
+    together = source.path if source.fmt == "mindspore_legacy" else None
+    return SourceFacts(platform, framework, source.rank, start_ns=start, together=together)
 
 
 def facts_from_meta(meta: Any) -> SourceFacts:
@@ -345,22 +375,36 @@ def _by_time(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]
 
 
 def _by_rank(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]]:
-    """A rank seen twice starts another run (files in start order)."""
+    """A rank seen twice starts another run (files in start order).
+
+    Sources written together (:attr:`SourceFacts.together`: the ranks of one legacy
+    folder) move as one: they join the first run that has none of their ranks.
+    """
     order = sorted(members, key=lambda i: (facts[i].start_ns is None, facts[i].start_ns or 0,
                                            i))
+    units: list[list[int]] = []
+    by_key: dict[str, list[int]] = {}
+    for i in order:
+        key = facts[i].together
+        if key is None:
+            units.append([i])
+        elif key in by_key:
+            by_key[key].append(i)
+        else:
+            by_key[key] = [i]
+            units.append(by_key[key])
     runs: list[list[int]] = []
     seen: list[set[int]] = []
-    for i in order:
-        r = facts[i].rank
+    for unit in units:
+        mine = {facts[i].rank for i in unit if facts[i].rank is not None}
         for run, ranks in zip(runs, seen, strict=True):
-            if r is None or r not in ranks:
-                run.append(i)
-                if r is not None:
-                    ranks.add(r)
+            if not ranks & mine:
+                run.extend(unit)
+                ranks |= mine
                 break
         else:
-            runs.append([i])
-            seen.append({r} if r is not None else set())
+            runs.append(list(unit))
+            seen.append(set(mine))
     return runs
 
 
@@ -388,50 +432,85 @@ def _by_steps(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int
 
 # ----------------------------------------------------------------------------- runs
 
-def make_runs(members: Sequence[tuple[Sequence[RankSource], Sequence[SourceFacts]]]
-              ) -> list[Run]:
-    """:class:`Run` s from each run's rank sources and their facts, in the order given."""
+def make_runs(members: Sequence[tuple[Sequence[RankSource], Sequence[SourceFacts]]],
+              root: str | Path | None = None) -> list[Run]:
+    """:class:`Run` s from each run's sources and their facts, in the order given.
+
+    A run's sources that are not profiles (``fmt="not_a_trace"``) are its ``side_files``,
+    not ranks. ``root``: the folder opened; a run whose start is unknown is named after
+    its first rank's path relative to it (else after that path's last part).
+    """
     runs: list[Run] = []
     names: set[str] = set()
     for k, (srcs, fs) in enumerate(members):
-        starts = [f.start_ns for f in fs if f.start_ns is not None]
-        ends = [f.end_ns for f in fs if f.end_ns is not None]
+        pairs = [(s, f) for s, f in zip(srcs, fs, strict=True) if s.fmt != "not_a_trace"]
+        side = [s for s in srcs if s.fmt == "not_a_trace"]
+        rank_srcs = [s for s, _ in pairs]
+        rank_fs = [f for _, f in pairs]
+        starts = [f.start_ns for f in rank_fs if f.start_ns is not None]
+        ends = [f.end_ns for f in rank_fs if f.end_ns is not None]
         start = min(starts) if starts else None
-        worlds = sorted({f.world_size for f in fs if f.world_size})
-        frameworks = sorted({f.framework for f in fs if f.framework})
-        name = _name(start, srcs[0].path if srcs else str(k))
+        worlds = sorted({f.world_size for f in rank_fs if f.world_size})
+        frameworks = sorted({f.framework for f in rank_fs if f.framework})
+        first = rank_srcs[0].path if rank_srcs else (side[0].path if side else str(k))
+        name = base = _name(start, first, root)
+        n = 1
         while name in names:
-            name += "b"
+            n += 1
+            name = f"{base}-{n}"
         names.add(name)
-        ranks = tuple(s.rank for s in srcs)
-        platform = fs[0].platform if fs else ""
+        ranks = tuple(s.rank for s in rank_srcs)
+        platform = next((f.platform for f in rank_fs if f.platform not in _NOT_PROFILES),
+                        rank_fs[0].platform if rank_fs else "")
         runs.append(Run(
             id=k, name=name,
             label=_label(k, platform, frameworks, ranks, worlds, start),
             ranks=ranks, framework=frameworks[0] if len(frameworks) == 1 else None,
             platform=platform, world_size=worlds[0] if len(worlds) == 1 else None,
-            start_ns=start, end_ns=max(ends) if ends and len(ends) == len(fs) else None,
-            paths=tuple(s.path for s in srcs), sources=tuple(srcs)))
+            start_ns=start,
+            end_ns=max(ends) if ends and len(ends) == len(rank_fs) else None,
+            paths=tuple(s.path for s in rank_srcs), side_files=tuple(s.path for s in side),
+            sources=(*rank_srcs, *side)))
     return runs
 
 
-def _name(start: int | None, first_path: str) -> str:
+def _name(start: int | None, first_path: str, root: str | Path | None = None) -> str:
     if start is not None:
         return _dt.datetime.fromtimestamp(start / 1e9, tz=_dt.timezone.utc).strftime(
             "%Y%m%d-%H%M%S")
-    return Path(first_path).name
+    path = Path(first_path)
+    if root is not None:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            rel = ""
+        if rel not in ("", "."):
+            return rel
+    return path.name
 
 
 def _label(k: int, platform: str, frameworks: list[str], ranks: tuple[int | None, ...],
            worlds: list[int], start: int | None) -> str:
+    """``run 1: ascend mindspore, 4 ranks (0-3), start unknown``: in words, the count of
+    ranks that of those listed (plus those whose rank is not known, said so)."""
     known = sorted(r for r in ranks if r is not None)
-    who = (f"rank {known[0]}" if len(ranks) == 1 and known else
-           f"{len(ranks)} ranks" + (f" ({_span(known)})" if known else ""))
+    unknown = len(ranks) - len(known)
+    if not ranks:
+        who = "no ranks"
+    elif len(ranks) == 1:
+        who = f"rank {known[0]}" if known else "1 rank (not known)"
+    else:
+        parts = ([_span(known)] if known else []) + (
+            [f"{unknown} not known"] if unknown else [])
+        who = f"{len(ranks)} ranks ({', '.join(parts)})"
     world = f", world size {worlds[0]}" if len(worlds) == 1 else ""
     when = (", started " + _dt.datetime.fromtimestamp(start / 1e9, tz=_dt.timezone.utc)
             .strftime("%Y-%m-%d %H:%M:%S UTC")) if start is not None else ", start unknown"
-    fw = "/".join(frameworks) or "unknown framework"
-    return f"run {k}: {platform} {fw}, {who}{world}{when}"
+    prof = _PLATFORM_WORDS.get(platform, platform)
+    if platform in _NOT_PROFILES or not prof:
+        prof = "unreadable output"
+    what = f"{prof} {'/'.join(frameworks)}" if frameworks else f"{prof}, framework unknown"
+    return f"run {k}: {what}, {who}{world}{when}"
 
 
 def _span(ranks: list[int]) -> str:
