@@ -70,8 +70,8 @@ def test_the_dashboard_offers_the_runs_and_opens_the_one_chosen(two_runs: Path) 
     assert board.load_profile(str(two_runs)) is False
     assert "holds 2 separate runs, not merged" in board.status.value
     assert board.runs.layout.display == "flex"
-    labels = [label for label, _ in board.runs.options]
-    assert [run_id for _, run_id in board.runs.options] == [0, 1]
+    labels = [label for label, _ in board.runs.options[1:]]  # after the prompt
+    assert [run_id for _, run_id in board.runs.options[1:]] == [0, 1]
     assert "2 ranks (0, 1)" in labels[0] and "rank 0," in labels[1]
     board.runs.value = 1  # the lone trace, an hour later
     assert board.error is None and board.profile.ranks == [0]
@@ -81,3 +81,23 @@ def test_the_dashboard_offers_the_runs_and_opens_the_one_chosen(two_runs: Path) 
     assert board.profile.ranks == [0, 1]
     board.load_profile("sample:slow-rank")  # a folder of one run: no picker
     assert board.runs.layout.display == "none" and board.error is None
+
+
+def test_the_run_picker_says_to_choose_a_run_and_every_tab_points_to_it(two_runs: Path
+                                                                        ) -> None:
+    """Opened first (``perfkit serve PATH``), a folder of two runs leaves nothing on show:
+    the picker reads as a prompt, never blank, and the tabs say where to choose."""
+    from perfkit.widgets import TAB_TITLES, dashboard
+
+    board = dashboard(str(two_runs))
+    assert board.profile is None and board.runs.layout.display == "flex"
+    assert board.runs.index == 0 and board.runs.label  # something is written in it
+    assert "choose one of the 2 runs" in board.runs.label
+    assert [run_id for _, run_id in board.runs.options[1:]] == [0, 1]
+    for title in TAB_TITLES:
+        message = board.select(title).message.value
+        assert "Open a profile above" not in message
+        assert "Choose one of the 2 runs in the run picker above" in message
+    board.runs.value = 1
+    assert board.error is None and board.profile.ranks == [0]
+    assert board.runs.label.startswith("run 1: kineto pytorch, rank 0")

@@ -60,6 +60,7 @@ from .opening import BACKGROUND_BYTES, Opening
 from .overview import bundled_profile, bundled_profiles
 from .render import enable_offline
 from .tabs import TAB_CLASSES, Context, Tab
+from .tabs.base import OPEN_ONE
 
 __all__ = ["TAB_TITLES", "JOB_TABS", "DEFAULT_PROFILE", "Dashboard", "dashboard",
            "tab_panel", "open_profile", "describe_error", "frame_html"]
@@ -75,6 +76,8 @@ JOB_TABS = ("Overview", "Memory", "Recompute", "Planner", "Advice")
 DEFAULT_PROFILE = "simulated/llama2-13b-baseline-dp16"
 #: The picker's entry for a profile opened by path or upload.
 _OTHER = "__opened__"
+#: The run picker's first entry, the prompt (run ids are 0, 1, ...).
+_CHOOSE_RUN = -1
 
 _STYLE = STYLE + (
     "<style>"
@@ -245,7 +248,7 @@ class Dashboard(BackgroundOpening, W.VBox):
         self.progress = W.VBox()
         self.progress.add_class("pk-open-progress")
         #: Shown when a folder holds several separate runs (:class:`perfkit.RunsFound`):
-        #: one entry per run, choosing one opens it.
+        #: a prompt, then one entry per run (its label); choosing one opens it.
         self.runs = W.Dropdown(options=[], value=None, description="run",
                                style=label, layout=W.Layout(width="520px", display="none"))
         self._runs_source: str | None = None
@@ -365,18 +368,31 @@ class Dashboard(BackgroundOpening, W.VBox):
         return open_profile(source, run=run, progress=progress)
 
     def _offer_runs(self, source: str | None, runs: list[Any]) -> None:
-        """Fill the run picker with ``runs`` of ``source`` (none: hide it)."""
+        """Fill the run picker with ``runs`` of ``source`` (none: hide it).
+
+        Its first entry is a prompt, on show until a run is chosen (a dropdown whose value
+        is None would be blank); while no profile is open, every tab says to choose there.
+        """
         self._runs_source = source
+        prompt = f"— choose one of the {len(runs)} runs —"
         self._quiet = True
         try:
-            self.runs.options = [(f"{r.id}: {r.label}", r.id) for r in runs]
-            self.runs.value = None
+            self.runs.options = ([(prompt, _CHOOSE_RUN)] if runs else []) + [
+                (r.label, r.id) for r in runs]
+            self.runs.value = _CHOOSE_RUN if runs else None
         finally:
             self._quiet = False
         self.runs.layout.display = "flex" if runs else "none"
+        none_open = (f"Choose one of the {len(runs)} runs in the run picker above."
+                     if runs else OPEN_ONE)
+        if none_open != self.context.none_open:
+            self.context.none_open = none_open
+            for panel in self.panels.values():
+                if panel.profile is None and panel.opening is None:
+                    panel.stale = True  # its note changes
 
     def _on_run(self, change: dict[str, Any]) -> None:
-        if self._quiet or change["new"] is None or self._runs_source is None:
+        if self._quiet or change["new"] in (None, _CHOOSE_RUN) or self._runs_source is None:
             return
         self.load_profile(self._runs_source, run=change["new"])
 

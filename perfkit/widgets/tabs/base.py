@@ -20,7 +20,7 @@ from ..markup import STYLE, describe_error, error, note, warning_html
 from ..render import chart_widget, close_widgets, spinner_html
 
 __all__ = ["Context", "Tab", "JobTab", "ALL_RANKS", "READY_CLASS", "WAITING_CLASS",
-           "html_widget", "heading", "warning_widgets", "no_job_note", "ranks_of",
+           "OPEN_ONE", "html_widget", "heading", "warning_widgets", "no_job_note", "ranks_of",
            "rank_picker", "set_ranks", "ranked"]
 
 #: The value of a rank picker that shows every rank (aggregated).
@@ -30,6 +30,8 @@ ALL_RANKS = -1
 READY_CLASS = "pk-ready"
 #: CSS class of a tab that shows what it waits for (the profile is still being read).
 WAITING_CLASS = "pk-waiting"
+#: What a tab says when no profile is open (:attr:`Context.none_open`, by default).
+OPEN_ONE = "Open a profile above."
 
 
 def html_widget(markup: str) -> W.HTML:
@@ -89,6 +91,9 @@ class Context:
         ``open_tab(title)`` shows that tab (None outside a dashboard).
     tabs : tuple of str
         The titles of the dashboard's tabs.
+    none_open : str
+        What a tab says while no profile is open: :data:`OPEN_ONE`, or where to choose
+        one (the dashboard's run picker, when the folder opened holds several runs).
     """
 
     def __init__(self, job: JobPanel, open_tab: Callable[[str], Any] | None = None,
@@ -96,6 +101,7 @@ class Context:
         self.job = job
         self.open_tab = open_tab
         self.tabs = tabs
+        self.none_open = OPEN_ONE
         self._findings: tuple[Any, Any, list[Any]] | None = None
 
     def findings(self, profile: Any) -> list[Any]:
@@ -245,7 +251,7 @@ class Tab(W.VBox):
             self.add_class(WAITING_CLASS)
             return False
         if self.profile is None:
-            self.message.value = STYLE + note("Open a profile above.")
+            self.message.value = STYLE + note(self.ctx.none_open)
             self.add_class(READY_CLASS)
             return False
         self.message.value = spinner_html(f"Computing the {self.title} tab …")
