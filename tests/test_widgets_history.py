@@ -221,3 +221,27 @@ def test_a_finding_worded_differently_by_each_run_shows_both_titles(case: Journa
     assert base != new
     html = time_diff_html(cmp)
     assert f"tuned: {new} / pipelined: {base}" in html
+
+
+def test_history_tab_offers_to_add_only_a_profile_on_show(monkeypatch, tmp_path) -> None:
+    """With nothing open (a folder of several runs, or none yet) there is no profile to
+    add: the button is disabled; it is enabled once a profile is on show and the journal
+    in the box is the user's."""
+    from perfkit.journal import bundled_journal_path
+    from perfkit.widgets.dashboard import Dashboard
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PERFKIT_JOURNAL", raising=False)
+    board = Dashboard()
+    tab = board.select("History")
+    assert board.profile is None
+    own = tmp_path / "journal.sqlite"
+    tab.path.value = str(own)  # the user's journal, writable: still nothing to add
+    assert tab.add_button.disabled
+    board.load_profile("simulated/slow-rank")
+    board.select("History")
+    assert not tab.add_button.disabled
+    tab.path.value = str(bundled_journal_path())  # the bundled case: read-only
+    assert tab.add_button.disabled
+    tab.path.value = str(own)
+    assert not tab.add_button.disabled

@@ -52,9 +52,36 @@ class HistoryTab(Tab):
         self.panel = HistoryPanel(None)
         super().__init__(ctx, [self.path, self.open_button, self.label, self.add_button])
         self.open_button.on_click(lambda _b: self.refresh())
-        self.path.observe(lambda _change: self.refresh(), names="value")
+        self.path.observe(self._on_path, names="value")
         self.add_button.on_click(lambda _b: self.add_profile())
         self.keep.update({id(self.panel), id(self.status)})
+        self._sync_add()
+
+    def show(self, profile: Any) -> None:
+        """Set the profile (see :meth:`Tab.show`); *Add* follows it at once."""
+        super().show(profile)
+        self._sync_add()
+
+    def wait(self, opening: Any) -> None:
+        """Wait for a profile being opened (see :meth:`Tab.wait`): none to add meanwhile."""
+        super().wait(opening)
+        self._sync_add()
+
+    def _on_path(self, _change: dict[str, Any]) -> None:
+        self._sync_add()  # also while no profile is open (no body is built then)
+        self.refresh()
+
+    def _sync_add(self) -> None:
+        """*Add* is offered only with a profile on show and a journal that can be written
+        (the bundled one is read-only); its tooltip says why not."""
+        if self.profile is None:
+            why = "open a profile first: there is none on show to add"
+        elif self._is_bundled(self._journal_path()):
+            why = "the bundled journal is read-only: type the path of your own journal to add runs"
+        else:
+            why = ""
+        self.add_button.disabled = bool(why)
+        self.add_button.tooltip = why
 
     def _journal_path(self) -> Path:
         return Path(self.path.value.strip()).expanduser()
@@ -67,6 +94,7 @@ class HistoryTab(Tab):
 
     def build(self, profile: Any) -> list[W.Widget]:
         path = self._journal_path()
+        self._sync_add()
         if not path.is_file():
             self.panel.set_journal(None)
             return [_html(note(f"No journal at {path} yet: “Add the profile on show” "
@@ -77,9 +105,6 @@ class HistoryTab(Tab):
         except Exception as exc:  # noqa: BLE001 - the panel says why
             self.panel.set_journal(None)
             return [_html(error(describe_error(exc, f"opening the journal {path}")))]
-        self.add_button.disabled = readonly
-        self.add_button.tooltip = ("the bundled journal is read-only: type the path of "
-                                   "your own journal to add runs" if readonly else "")
         return [self.status, self.panel]
 
     def add_profile(self) -> None:
