@@ -291,7 +291,7 @@ def forward_flops_from_widths(tokens: float, num_layers: int, hidden_size: int,
 
     The ``"exact"`` convention of :func:`forward_flops` needs the heads only through the
     projection widths: ``a·d`` (query, ``attention_width``) and ``g·d`` (key/value,
-    ``kv_width``). A profile in BSH layout shows those widths but not how they split into
+    ``kv_width``). A profile in BSH / SBH layout shows those widths but not how they split into
     heads, so this is the same count without :class:`~perfkit.specs.ModelSpec`::
 
         per layer and token: 2h·(a·d + 2·g·d) + 4·s·a·d·(½ if causal) + 2·a·d·h

@@ -120,11 +120,12 @@ class Job:
     def partial_model(self) -> dict[str, Any]:
         """The model fields the job has, even when they do not make a full model.
 
-        When the attention heads cannot be read (BSH attention inputs without rotary
-        kernels) :attr:`model` is None — :class:`~perfkit.specs.ModelSpec` needs the heads
-        — but the layers, hidden size, FFN width, vocabulary, MLP kind and sequence length
-        that were read stay here, with the projection widths ``attention_width`` (``a·d``)
-        and ``kv_width`` (``g·d``) the profile shows. :meth:`missing_model_fields` names
+        When the attention heads cannot be read (3-D BSH / SBH attention inputs without
+        softmax statistics or rotary kernels) :attr:`model` is None —
+        :class:`~perfkit.specs.ModelSpec` needs the heads — but the layers, hidden size,
+        FFN width, vocabulary, MLP kind and sequence length that were read stay here, with
+        the projection widths ``attention_width`` (``a·d``) and ``kv_width`` (``g·d``) the
+        profile shows. :meth:`missing_model_fields` names
         what is missing; :meth:`forward_flops_per_token` needs only these.
         """
         names = [n for n in MODEL_FIELDS if n != "name"] + ["seq_length"]

@@ -103,7 +103,7 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     out["layers_per_stage"] = FieldValue(reading.get("layers_per_stage"), "profile",
                                          reading.details.get("layers_per_stage", ""))
     # the projection widths (query a·d, key/value g·d), known even when the heads are not
-    # (BSH attention): the Job's FLOPs need only them (Job.forward_flops_per_token)
+    # (3-D BSH / SBH attention): the Job's FLOPs need only them (Job.forward_flops_per_token)
     for key, name in (("_q_width", WIDTH_FIELDS[0]), ("_kv_width", WIDTH_FIELDS[1])):
         width = reading.values.get(key)
         if width:

@@ -4,11 +4,13 @@ With ``record_shapes=True`` (torch_npu, Kineto) or always (Ascend ``kernel_detai
 from Level0 on, MindSpore's CPU ``cpu_framework`` file) every operator's input shapes are
 in the profile. A transformer leaves a recognisable pattern in them:
 
-* the **attention** kernels (``FlashAttentionScore`` in BSH layout
-  ``b,s,a·d;b,s,g·d;b,s,g·d``, ``scaled_dot_product_attention`` and batched ``q·kᵀ``
-  MatMuls in ``(b, a, s, d)`` layout) give the micro-batch size ``b``, the sequence
-  length ``s`` and, with the rotary kernels' ``(b, s, heads, d)`` inputs, the heads
-  ``a`` and key/value heads ``g`` held by one rank and the head size ``d``;
+* the **attention** kernels (``FlashAttentionScore`` in the layout the profile settles,
+  :mod:`~perfkit.analysis.shapes.qkv_layout`: BSH ``b,s,a·d;b,s,g·d;b,s,g·d``, SBH
+  ``s,b,a·d;...``, BNSD, BSND or TND; ``scaled_dot_product_attention`` and batched
+  ``q·kᵀ`` MatMuls in ``(b, a, s, d)`` layout) give the micro-batch size ``b``, the
+  sequence length ``s`` and, with a 3-D query's softmax statistics ``(b, a, s, 8)`` or the
+  rotary kernels' ``(b, s, heads, d)`` inputs, the heads ``a`` and key/value heads ``g``
+  held by one rank and the head size ``d``;
 * the **projection GEMMs** whose rows are the micro-batch's ``n = b·s`` tokens map one
   width to another: the hidden size ``h`` is on one side of every one of them, the query
   / key-value / fused QKV widths, the FFN width ``f`` and the logits width ``V`` (once
@@ -28,10 +30,11 @@ where it came from, or the reason it could not be read. It never looks at anythi
 canonical tables.
 
 One module a job: :mod:`~perfkit.analysis.shapes.records` (the operators kept and their
-shapes), :mod:`~perfkit.analysis.shapes.operators` (attention kernels, matrix products and
-embeddings with their sizes), :mod:`~perfkit.analysis.shapes.fields` (widths and kinds,
-:class:`ShapeReading`), :mod:`~perfkit.analysis.shapes.counts` (layers, micro-batches,
-recompute) and :mod:`~perfkit.analysis.shapes.model` (:func:`read_model`).
+shapes), :mod:`~perfkit.analysis.shapes.qkv_layout` (which layout an Ascend attention
+kernel's inputs are in), :mod:`~perfkit.analysis.shapes.operators` (attention kernels,
+matrix products and embeddings with their sizes), :mod:`~perfkit.analysis.shapes.fields`
+(widths and kinds, :class:`ShapeReading`), :mod:`~perfkit.analysis.shapes.counts` (layers,
+micro-batches, recompute) and :mod:`~perfkit.analysis.shapes.model` (:func:`read_model`).
 """
 
 from __future__ import annotations

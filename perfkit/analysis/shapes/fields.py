@@ -80,13 +80,18 @@ def _read_batch(out: ShapeReading, att: list[_Attn], gemms: list[_Gemm], emb: li
         b, s = _mode([(a.b, a.s) for a in fwd])
         ex = next(a for a in fwd if (a.b, a.s) == (b, s))
         text = (f"{where}: {ex.what} inputs give batch {b}, sequence {s} "
-                f"({counted(len(fwd), 'kernel')})")
+                f"({counted(len(fwd), 'kernel')})" + (f"; {ex.note}" if ex.note else ""))
         out.put("micro_batch_size", b, text)
         out.put("seq_length", s, text)
         return
-    why = ("no attention kernel (FlashAttentionScore, scaled_dot_product_attention, batched "
-           "q·kᵀ MatMul) with shapes: the batch and sequence cannot be read (not a "
-           "transformer, or an attention the reader does not know)")
+    packed = [a for a in att if not a.backward and a.layout == "TND"]
+    if packed:
+        why = (f"{where}: {packed[0].what} takes packed sequences ({packed[0].note}): it "
+               "shows the tokens, not how they split into sequences")
+    else:
+        why = ("no attention kernel (FlashAttentionScore, scaled_dot_product_attention, "
+               "batched q·kᵀ MatMul) with shapes: the batch and sequence cannot be read (not "
+               "a transformer, or an attention the reader does not know)")
     out.put("micro_batch_size", None, why)
     out.put("seq_length", None, why)
 
@@ -125,12 +130,15 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
     q_width = _mode([a.q_width for a in fwd if a.q_width])
     kv_width = _mode([a.kv_width for a in fwd if a.kv_width])
     # the widths alone already tell the projections apart, even when the heads are not
-    # known (BSH attention without rotary kernels)
+    # known (a 3-D BSH / SBH query without softmax statistics or rotary kernels)
     if q_width:
         out.values["_q_width"] = q_width
     if kv_width:
         out.values["_kv_width"] = kv_width
     how = fwd[0].what if fwd else ""
+    told = [a for a in fwd if a.heads_from]
+    if told:
+        how = f"{told[0].what} and {told[0].heads_from}"
     rot = label.str.contains(_ROTARY).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
     b, s = out.get("micro_batch_size"), out.get("seq_length")
     rot_heads = []
@@ -159,7 +167,8 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
         return
     if d is None or heads is None:
         why = (f"{where}: {how} shows query width {q_width} but not how it splits into "
-               "heads (BSH layout without rotary kernels)")
+               "heads (a 3-D query, B,S,H or S,B,H, without softmax statistics or rotary "
+               "kernels)")
         for name in ("num_attention_heads", "num_kv_heads", "head_dim"):
             out.put(name, None, why)
         return

@@ -134,9 +134,9 @@ def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
     moe = label.str.contains(_MOE).any()
     out.put("moe", bool(moe), f"{where}: " + ("MoE routing / grouped-matmul operators "
                                                  "seen" if moe else "no MoE routing operator"))
-    att = _attention(recs, label, shapes)
-    gemms = _gemms(recs, label, shapes)
     emb = _embeddings(recs, label, shapes)
+    att = _attention(recs, label, shapes, emb, where)
+    gemms = _gemms(recs, label, shapes)
     _read_batch(out, att, gemms, emb, where)
     n_tok = None
     if out.get("micro_batch_size") and out.get("seq_length"):

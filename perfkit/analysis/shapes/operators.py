@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .records import _BATCH_MATMUL, _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS
+from .qkv_layout import LAYOUT_ARGUMENT, embedding_cue, kernel_cues, settle, sizes
+from .records import _BATCH_MATMUL, _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS, parse_shapes
 
 __all__: list[str] = []  # private to the shape readers
 
@@ -168,13 +169,26 @@ class _Attn:
     q_width: int | None
     kv_width: int | None
     what: str
+    layout: str = ""      # an Ascend kernel's input layout as settled (qkv_layout)
+    note: str = ""        # how that layout was settled, or that it was assumed
+    heads_from: str = ""  # what gave the heads of a 3-D query, when something did
 
 
-def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Attn]:
-    """Attention kernels (forward and backward) with the sizes their shapes give."""
+def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
+               emb: list[dict] | None = None, where: str = "the profile") -> list[_Attn]:
+    """Attention kernels (forward and backward) with the sizes their shapes give.
+
+    Ascend kernels whose layout is an argument (:data:`~.qkv_layout.LAYOUT_ARGUMENT`) are
+    read in the layout their other tensors and the embeddings' token ids ``emb``
+    (:func:`_embeddings`) settle (:mod:`~perfkit.analysis.shapes.qkv_layout`); ``where``
+    (the file the shapes come from) is named when the layout had to be assumed.
+    """
     rows = _Rows(recs)
     lab = label.tolist()
-    out: list[_Attn] = []
+    out: list[_Attn | None] = []
+    pending: list[tuple[int, tuple[int, ...], tuple[int, ...], list[tuple[int, ...]],
+                        dict[str, Any]]] = []
+    outputs = recs["output_shapes"] if "output_shapes" in recs.columns else None
     fwd = label.str.contains(re.compile(ATTENTION_PATTERNS["fwd"])).to_numpy(bool).copy()
     bwd = label.str.contains(re.compile(ATTENTION_PATTERNS["bwd"])).to_numpy(bool).copy()
     # Kineto records nested attention ops; count only the outermost name of each kind
@@ -194,7 +208,15 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_A
         row = rows(i)
         common = dict(rank=int(row["rank"]), step=row["step"], start=float(row["start_us"]),
                       backward=bool(bwd[i]), what=str(lab[i]))
-        if len(q) == 4 and len(k) == 4 and _BSND.match(str(lab[i])):  # BSND
+        if LAYOUT_ARGUMENT.match(str(lab[i])) and len(q) == len(k) and (
+                (len(q) == 3 and q[:2] == k[:2])
+                or (len(q) == 4 and q[0] == k[0] and q[3] == k[3])):
+            others = list(sh[3:])
+            if outputs is not None:
+                others += [s for s in parse_shapes(outputs.iat[i]) if s]
+            pending.append((len(out), q, k, others, common))
+            out.append(None)  # read once the profile's layout is settled
+        elif len(q) == 4 and len(k) == 4 and _BSND.match(str(lab[i])):  # BSND
             if q[0] == k[0] and q[3] == k[3]:
                 out.append(_Attn(b=q[0], s=q[1], heads=q[2], kv_heads=k[2], d=q[3],
                                  q_width=q[2] * q[3], kv_width=k[2] * k[3], **common))
@@ -219,7 +241,32 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_A
                              q_width=q[1] * q[3], kv_width=None,
                              what="batched q·kᵀ MatMul " + ("(backward)" if row["backward"]
                                                             else "(forward)")))
-    return out
+    _settle(out, pending, emb or [], where)
+    return [a for a in out if a is not None]
+
+
+def _settle(out: list[_Attn | None], pending: list[tuple[int, tuple[int, ...],
+            tuple[int, ...], list[tuple[int, ...]], dict[str, Any]]], emb: list[dict],
+            where: str) -> None:
+    """Read the kernels whose layout the profile does not record, in the layout settled
+    for each rank of query (3-D, 4-D) by all their cues together."""
+    ids = _mode([tuple(e["bs"]) for e in emb if e.get("bs")])
+    for rank in (3, 4):
+        mine = [p for p in pending if len(p[1]) == rank]
+        if not mine:
+            continue
+        q = _mode([p[1] for p in mine if not p[4]["backward"]] or [p[1] for p in mine])
+        cues = [c for p in mine for c in kernel_cues(p[1], p[3])]
+        cue = embedding_cue(q, ids) if ids else None
+        if cue is not None:
+            cues.append(cue)
+        layout, note = settle(q, cues, where)
+        for at, qs, ks, others, common in mine:
+            got = sizes(layout, qs, ks, others)
+            out[at] = _Attn(b=got["b"], s=got["s"], heads=got["heads"],
+                            kv_heads=got["kv_heads"], d=got["d"], q_width=got["q_width"],
+                            kv_width=got["kv_width"], layout=layout, note=note,
+                            heads_from=got["heads_from"], **common)
 
 
 def _gemms(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Gemm]:

@@ -139,8 +139,9 @@ def shape_records(profile: Any, ranks: list[int] | None = None,
     -------
     (DataFrame, str)
         Rows ``rank``, ``step``, ``start_us``, ``name``, ``label`` (type, or the name
-        without scope), ``input_shapes``, ``input_dtypes``, ``backward`` (the name says it
-        is a gradient), sorted by rank and start; and the table they came from
+        without scope), ``input_shapes``, ``input_dtypes``, ``output_shapes`` (NA where the
+        profile records none), ``backward`` (the name says it is a gradient), sorted by
+        rank and start; and the table they came from
         (``"kernels"`` or ``"ops"``, ``""`` when neither has shapes).
     """
     for name in (tables or ("kernels", "ops")):
@@ -148,7 +149,8 @@ def shape_records(profile: Any, ranks: list[int] | None = None,
         if rows is not None:
             return rows, name
     return pd.DataFrame(columns=["rank", "step", "start_us", "name", "label",
-                                 "input_shapes", "input_dtypes", "backward"]), ""
+                                 "input_shapes", "input_dtypes", "output_shapes",
+                                 "backward"]), ""
 
 
 def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFrame | None:
@@ -158,7 +160,7 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
         return None
     frame = table(profile, name)
     cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
-                        "input_shapes", "input_dtypes", "op_id", "thread")
+                        "input_shapes", "input_dtypes", "output_shapes", "op_id", "thread")
             if c in present]
 
     def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
@@ -175,8 +177,9 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
     keep = _matches(rows["name"].astype(str), _GEMM) | \
         _matches(rows["label"].astype(str), *_KEPT_LABELS)
     rows = rows[keep]
-    if "input_dtypes" not in rows.columns:
-        rows["input_dtypes"] = pd.Series(pd.NA, index=rows.index, dtype="string")
+    for col in ("input_dtypes", "output_shapes"):
+        if col not in rows.columns:
+            rows[col] = pd.Series(pd.NA, index=rows.index, dtype="string")
     rows["backward"] = _matches(rows["name"].astype("string"), _GRAD)
     rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
     if "op_id" in rows.columns:
