@@ -62,6 +62,20 @@ def test_gpt3_old_batch_and_sequence_come_from_its_token_ids() -> None:
 
 
 @pytest.mark.shared_samples
+def test_gpt3_old_dtype_is_read_from_its_attention_inputs() -> None:
+    folder = sample(PT_GPT3_OLD)
+    assert not [r for f in ("MatMul", "MatMulV2", "MatMulV3", "BatchMatMul")
+                for r in _kernels(folder, f)]  # the fixture keeps no matrix product
+    types = {t for r in _kernels(folder, "FlashAttentionScore")
+             for t in r["Input Data Types"].split(";")[:3]}
+    types |= {r["Input Data Types"].split(";")[0] for r in _kernels(folder, "GatherV2")}
+    assert types == {"DT_BF16"}
+    job = _job(folder)
+    assert job.dtype == "bf16" and job.source("dtype") == "profile"
+    assert "attention kernels take bf16 queries" in job.detail("dtype")
+
+
+@pytest.mark.shared_samples
 def test_msprof_fixture_batch_sequence_and_heads_from_the_softmax_statistics() -> None:
     folder = sample(MSPROF_TESTS)
     fwd = _kernels(folder, "FlashAttentionScore")

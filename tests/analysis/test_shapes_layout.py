@@ -135,3 +135,16 @@ def test_packed_sequences_give_heads_but_no_batch() -> None:
     assert r.get("micro_batch_size") is None and r.get("seq_length") is None
     assert "packed sequences" in r.details["seq_length"] and "TND" in r.details["seq_length"]
     assert (r.get("num_attention_heads"), r.get("head_dim")) == (N, D)
+
+
+def test_the_attention_kernels_give_the_dtype_when_no_matrix_product_has_one() -> None:
+    r = read_model(_profile([_fa(SBH, f";;;{S},{S}")]))
+    assert r.get("dtype") == "bf16"
+    assert "attention kernels take bf16 queries" in r.details["dtype"]
+    # without attention either: the embedding table's type
+    rows = [("GatherV2", f"32000,{H};{B},{S};1", "FLOAT16;INT32;INT64", f"{B},{S},{H}")]
+    r = read_model(_profile(rows))
+    assert r.get("dtype") == "fp16" and "embedding lookups" in r.details["dtype"]
+    # matrix products, when they carry a type, still decide
+    rows = [("MatMulV2", f"{B * S},{H};{H},{H}", "FLOAT;FLOAT", f"{B * S},{H}"), _fa(SBH)]
+    assert read_model(_profile(rows)).get("dtype") == "fp32"

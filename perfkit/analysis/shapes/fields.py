@@ -17,6 +17,7 @@ import pandas as pd
 from ...format import counted
 from .operators import _Attn, _Gemm, _mode, _Shapes
 from .records import (
+    _EMBED,
     _GEMM,
     _LAYERNORM,
     _LOSS,
@@ -57,20 +58,35 @@ class ShapeReading:
         return self.values.get(name)
 
 
-def _read_dtype(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, where: str) -> None:
-    gemm = recs[label.str.contains(_GEMM).to_numpy(bool)]
-    types = gemm["input_dtypes"].dropna().astype(str)
+def _first_dtypes(rows: pd.DataFrame) -> list[str]:
+    """The calculators' name of each row's first input type (rows without one left out)."""
+    types = rows["input_dtypes"].dropna().astype(str)
     names = [DTYPE_NAMES.get(t.split(";")[0].strip().lower()) for t in types]
-    names = [n for n in names if n]
-    if not names:
-        out.put("dtype", None, f"{where}: the matrix multiplications carry no data type "
-                               "(MindSpore's CPU profile records none)" if len(gemm)
-                else "no matrix multiplication with shapes in the profile")
+    return [n for n in names if n]
+
+
+def _read_dtype(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, where: str) -> None:
+    """The matrix multiplications' input type; without one (a profile cut short, or kept
+    to a few kernels), the attention kernels' query type, then the embedding table's."""
+    gemm = recs[label.str.contains(_GEMM).to_numpy(bool)]
+    none = ("the matrix multiplications carry no data type (MindSpore's CPU profile "
+            "records none)" if len(gemm) else "no matrix multiplication with shapes in the "
+                                              "profile")
+    attn = (label.str.contains(ATTENTION_PATTERNS["fwd"])
+            | label.str.contains(ATTENTION_PATTERNS["bwd"])).to_numpy(bool)
+    tried = (("matrix multiplications", "inputs", gemm),
+             ("attention kernels", "queries", recs[attn]),
+             ("embedding lookups", "tables", recs[label.str.contains(_EMBED).to_numpy(bool)]))
+    for what, inputs, rows in tried:
+        names = _first_dtypes(rows)
+        if not names:
+            continue
+        counts = Counter(names)
+        name, k = counts.most_common(1)[0]
+        text = f"{where}: {k} of {len(names)} {what} take {name} {inputs} ({dict(counts)})"
+        out.put("dtype", name, text if rows is gemm else f"{text}; {none}")
         return
-    counts = Counter(names)
-    name, k = counts.most_common(1)[0]
-    out.put("dtype", name, f"{where}: {k} of {len(names)} matrix multiplications take "
-                           f"{name} inputs ({dict(counts)})")
+    out.put("dtype", None, f"{where}: {none}" if len(gemm) else none)
 
 
 def _read_batch(out: ShapeReading, att: list[_Attn], gemms: list[_Gemm], emb: list[dict],
