@@ -18,6 +18,7 @@ import pytest
 from shared_samples import PT_GPT3_OLD, sample, shared_param
 
 import perfkit as pk
+from perfkit.widgets.headline import throughput_figure
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 MSPROF_TESTS = "ascend/msprof-analyze-tests"
@@ -73,6 +74,46 @@ def test_gpt3_old_dtype_is_read_from_its_attention_inputs() -> None:
     job = _job(folder)
     assert job.dtype == "bf16" and job.source("dtype") == "profile"
     assert "attention kernels take bf16 queries" in job.detail("dtype")
+
+
+def _matrix_group_sizes(folder: Path) -> dict[str, int]:
+    """Each group of communication_matrix.json: the highest local rank a link names + 1."""
+    sizes: dict[str, int] = {}
+    for f in sorted(folder.rglob("communication_matrix.json")):
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        for step in doc.values():
+            for ops in step.values():
+                for op, links in ops.items():
+                    if "@" not in op:
+                        continue
+                    group = op.split("@", 1)[1]
+                    top = max(int(x) for key in links for x in key.split("-"))
+                    sizes[group] = max(sizes.get(group, 0), top + 1)
+    return sizes
+
+
+@pytest.mark.shared_samples
+def test_gpt3_old_layout_is_said_to_be_assumed() -> None:
+    """The groups are numbered, not named: groups of 2 and 8 ranks may be tp or pp groups
+    (a send from rank 0 to rank 8 is in the matrix), so tp = pp = 1 and the world of 10
+    (the highest local rank a link names, + 1) are assumed, not measured."""
+    folder = sample(PT_GPT3_OLD)
+    assert not list(folder.rglob("profiler_metadata.json"))  # no parallel_group_info
+    sizes = _matrix_group_sizes(folder)
+    world = max(sizes.values())
+    middle = sorted({n for n in sizes.values() if 1 < n < world})
+    assert (world, middle) == (10, [2, 8])
+    job = _job(folder)
+    assert job.world_size == world
+    for name in ("world_size", "dp", "tp", "pp", "global_batch_size"):
+        assert job.source(name) == "default", name
+        assert "assumed" in job.detail(name), name
+    for name in ("tp", "pp"):
+        assert "unnamed groups of 2 or 8 ranks" in job.detail(name)
+    assert job.global_batch_size == job.parallel.dp * 2 * job.parallel.num_micro_batches
+    # what the Overview shows: the batch of 2 × 8,192 and its source
+    note = throughput_figure(job, 0.3).note
+    assert "8,192 tokens per step" in note and note.endswith("[default]")
 
 
 @pytest.mark.shared_samples

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..calc.activation import ActivationModel
 from ..errors import ParallelConfigError
-from ..format import time_text
+from ..format import listed, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .activations import ACTIVATIONS
 from .build import model_from_values, parallel_from_values
@@ -319,11 +319,14 @@ def assemble(values: dict[str, FieldValue], observed: Mapping[str, tuple[Any, st
         parts = [values[n] for n in ("dp", "micro_batch_size", "num_micro_batches")]
         if all(p.value for p in parts):
             srcs = {p.source for p in parts}
-            src = next(s for s in SOURCES if s in srcs)
+            # a product resting on an assumed factor is assumed too, and says which
+            assumed = [w for w, p in zip(("dp", "the micro-batch size", "the micro-batches"),
+                                         parts, strict=True) if p.source == "default"]
+            src = "default" if assumed else next(s for s in SOURCES if s in srcs)
             dp, b, m = (p.value for p in parts)
-            values["global_batch_size"] = FieldValue(dp * b * m, src,
-                                                     f"dp × micro-batch × micro-batches = {dp} × "
-                                                     f"{b} × {m}")
+            values["global_batch_size"] = FieldValue(
+                dp * b * m, src, f"dp × micro-batch × micro-batches = {dp} × {b} × {m}"
+                + (f" ({listed(assumed)} assumed)" if assumed else ""))
     parallel = parallel_from_values(values, strict)
     for name in PARALLEL_FIELDS:
         if hasattr(parallel, name) and values[name].value is None and \

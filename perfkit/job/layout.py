@@ -41,16 +41,22 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
         if cand != world:
             world_src.append(f"{cand} (members of the largest group)")
         world = cand
+    unknown = _unknown_kinds(groups, world)
     if not world:
         world = len(loaded)
         world_src.append(f"{world} (the ranks loaded; no group or world size recorded)")
         put("world_size", world, "; ".join(world_src), "default")
+    elif unknown and not meta.world_size and _from_matrix(groups):
+        put("world_size", world,
+            f"at least {world}: the largest communication group links local ranks 0.."
+            f"{world - 1} in communication_matrix.json; {world} assumed, as the world size "
+            "is not recorded, the loaded ranks' links need not reach every rank, and "
+            f"unnamed groups of {listed(unknown, 'or')} ranks leave the layout unknown",
+            "default")
     else:
         put("world_size", world, "world size " + "; ".join(world_src))
     have_groups = not groups.empty
-    group_text = (f"{counted(len(groups), 'communication group')} "
-                  f"({groups['source'].iloc[0]})"
-                  if have_groups else "")
+    group_text = _group_text(groups)
     strategy = {} if have_groups else L.recorded_strategy(profile)
     if strategy.get("rank_size") and out["world_size"].source == "default":
         put("world_size", strategy["rank_size"],
@@ -59,6 +65,10 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
     for kind in ("tp", "pp", "cp", "ep"):
         if kind in sizes:
             put(kind, sizes[kind][0], sizes[kind][1])
+        elif have_groups and unknown:
+            put(kind, 1, f"1 assumed: no group is named {kind}, and the {group_text} include "
+                         f"unnamed groups of {listed(unknown, 'or')} ranks whose kind the "
+                         f"profile does not say (one may be the {kind} group)", "default")
         elif have_groups:
             put(kind, 1, f"no {kind} group among the {group_text}")
         elif kind == "pp" and strategy.get("stage_num"):
@@ -122,6 +132,33 @@ def _at_least_the_groups(meta: Any, out: Readings, world: int) -> None:
         out.put("world_size", product,
                 f"{parts} (the sizes of the communication groups; {whose} {world} ranks in "
                 f"{'its' if meta.rank is not None else 'their'} groups)")
+
+
+def _unknown_kinds(groups: pd.DataFrame, world: int | None) -> list[int]:
+    """Sizes of the unnamed groups larger than one rank and smaller than the world: a tp,
+    pp, cp or ep group may be among them, so the absence of a named one proves nothing."""
+    if groups.empty or not world:
+        return []
+    unnamed = groups.loc[groups["kind"].isna(), "size"].dropna()
+    return sorted({int(n) for n in unnamed if 1 < int(n) < world})
+
+
+def _from_matrix(groups: pd.DataFrame) -> bool:
+    """Whether the groups were read from the communication matrix, whose sizes are the
+    highest local rank a loaded rank links to, plus one: lower bounds."""
+    return bool(len(groups)) and bool(
+        groups["source"].astype(str).str.startswith("communication_matrix").all())
+
+
+def _group_text(groups: pd.DataFrame) -> str:
+    """``"the 6 communication groups (communication_matrix.json)"`` without its ``the``:
+    one group keeps its source's details, several only the file they come from."""
+    if groups.empty:
+        return ""
+    source = str(groups["source"].iloc[0])
+    if len(groups) > 1:
+        source = source.split(" (", 1)[0]
+    return f"{counted(len(groups), 'communication group')} ({source})"
 
 
 def _data_parallel_mode(strategy: dict[str, Any]) -> bool:
