@@ -379,3 +379,28 @@ def test_a_profile_without_a_rank_is_one_rank_to_the_synchronisation_rule() -> N
     assert not [f for f in found.values() if "could not run" in f.title]
     assert "synchronisation" in found
     assert "1 synchronising call per step (aten::item)" in found["synchronisation"].evidence
+
+
+@pytest.mark.shared_samples
+def test_each_synchronisation_is_counted_once_in_the_advice() -> None:
+    """Level1's trace has 27 aten::item calls per rank, each wrapping one
+    aten::_local_scalar_dense on its thread: 27 synchronisations, not 54, and the host time
+    of the item calls alone (the step is about 150 ms; the two levels summed were 175 ms)."""
+    import json
+
+    root = shared_sample(PT_LEVEL1)
+    items, total_us = [], 0.0
+    for rank in (0, 1):
+        trace = root / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+        events = json.loads(trace.read_text())
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        calls = [e for e in events if e.get("ph") == "X" and e.get("name") == "aten::item"]
+        items.append(len(calls))
+        total_us += sum(float(e["dur"]) for e in calls)
+    assert items == [27, 27]
+    per_step_ms = total_us / 2 / 1000.0  # two ranks, one step each
+    found = next(f for f in pk.advise(load(root, cache=False, progress=False))
+                 if f.rule == "synchronisation")
+    assert found.evidence.startswith(
+        f"27 synchronising calls per step (aten::item), {per_step_ms:.1f} ms of host time "
+        "per step"), found.evidence

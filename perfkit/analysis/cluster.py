@@ -376,12 +376,16 @@ def sync_points(profile: Any) -> pd.DataFrame:
     host catches up (the seeds' checklist: turn off stream synchronisation, avoid
     ``.item()`` / ``asnumpy`` inside the step).
 
+    Each synchronisation is counted once: a synchronising operator inside another on the
+    same thread (``aten::_local_scalar_dense`` inside ``aten::item``) is part of the outer
+    call and left out, so that its time is not counted twice.
+
     Returns
     -------
     DataFrame
         Per ``rank`` and operator ``name``: ``count``, ``host_us`` (host time spent in it),
-        ``per_step`` (count / number of steps). Empty with a note when the profile has no
-        host operators.
+        ``per_step`` (count / number of steps), of the outermost synchronising calls. Empty
+        with a note when the profile has no host operators.
     """
     cols = {"rank": "Int64", "name": "string", "count": "int64", "host_us": "float64",
             "per_step": "float64"}
@@ -399,6 +403,7 @@ def sync_points(profile: Any) -> pd.DataFrame:
     sel = ops[text_matches(ops["name"], SYNC_PATTERN).to_numpy(bool)]
     if sel.empty:
         return add_note(empty_frame(cols), "no synchronising host operator found")
+    sel = sel[_outermost_calls(sel)]
     if one_value(ops["rank"]):  # one rank: its steps counted without a groupby
         n_steps = 1 if one_value(ops["step"]) else max(int(ops["step"].nunique()), 1)
         steps = pd.Series([n_steps], index=pd.Index(ops["rank"].iloc[:1].array, name="rank"))
@@ -410,3 +415,30 @@ def sync_points(profile: Any) -> pd.DataFrame:
     out["per_step"] = out["count"] / out["rank"].map(steps).astype("float64")
     out = out.sort_values("host_us", ascending=False, kind="mergesort")
     return typed(out, cols).reset_index(drop=True)
+
+
+def _outermost_calls(sel: pd.DataFrame) -> np.ndarray:
+    """Which of the synchronising calls ``sel`` no other of them encloses on the same rank
+    and thread (a call whose thread is not known is kept: it may run beside the other).
+
+    Sorted per (rank, thread) by start, the longer first at equal starts, a call is nested
+    when it ends no later than a call before it (the running maximum of the ends); a
+    thousandth of a microsecond is allowed for rounding of the exported times.
+    """
+    keep = np.ones(len(sel), dtype=bool)
+    if "thread" not in sel.columns or "start_us" not in sel.columns:
+        return keep
+    keys = ["rank", "thread"] if "rank" in sel.columns else ["thread"]
+    start = sel["start_us"].to_numpy(np.float64, na_value=np.nan)
+    end = start + np.nan_to_num(sel["dur_us"].to_numpy(np.float64, na_value=np.nan))
+    frame = pd.DataFrame({k: sel[k].astype("string").to_numpy(object) for k in keys})
+    frame = frame.assign(start=start, neg_end=-end, pos=np.arange(len(sel)))
+    frame = frame[frame["thread"].notna() & np.isfinite(start)]
+    frame = frame.sort_values([*keys, "start", "neg_end"], kind="mergesort")
+    ends = -frame["neg_end"]
+    groups = [frame[k] for k in keys]
+    before = ends.groupby(groups, dropna=False, sort=False).cummax() \
+        .groupby(groups, dropna=False, sort=False).shift(1)
+    nested = (ends <= before + 1e-3).to_numpy(bool)
+    keep[frame["pos"].to_numpy()[nested]] = False
+    return keep

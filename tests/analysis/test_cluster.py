@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
-from shared_samples import CLUSTER_OUTPUT, MINDINSIGHT, PT_LEVEL1, sample, shared_sample
+from shared_samples import (
+    CLUSTER_OUTPUT,
+    MINDINSIGHT,
+    PT_DB_LEVEL1,
+    PT_LEVEL1,
+    TRACE_VIEW_EXCERPT,
+    sample,
+    shared_sample,
+)
 
 import perfkit as pk
 from perfkit.analysis import data_loading, host_bound, slow_ranks, stage_balance, sync_points
@@ -185,6 +198,75 @@ def test_sync_points() -> None:
     got = sync_points(one).set_index("name")
     assert got.loc["aten::item", "per_step"] == pytest.approx(2.0)
     assert got.loc["cudaStreamSynchronize", "per_step"] == pytest.approx(1.0)
+
+
+def test_a_sync_call_inside_another_is_counted_once() -> None:
+    # aten::item wraps aten::_local_scalar_dense on its thread: one synchronisation; the
+    # same names on another thread, overlapping in time, are another one
+    ops = pd.DataFrame({"step": 1, "thread": [1, 1, 2, 2],
+                        "name": ["aten::item", "aten::_local_scalar_dense"] * 2,
+                        "start_us": [0.0, 2.0, 1.0, 3.0], "dur_us": [10.0, 7.0, 10.0, 7.0]})
+    out = sync_points(Profile(ProfileMeta("test", rank=0), {"ops": ops}))
+    assert out["name"].tolist() == ["aten::item"]
+    assert out["count"].tolist() == [2] and out["host_us"].tolist() == [20.0]
+
+
+SYNC_NAMES = ("aten::item", "aten::_local_scalar_dense")
+
+
+def _outermost(calls: list[tuple[int, int, object]]) -> tuple[int, float]:
+    """The number and summed duration (µs) of the calls ``(start_ns, end_ns, thread)`` that
+    no other call encloses on the same thread."""
+    calls = sorted(calls, key=lambda c: (c[0], -c[1]))
+    outer: list[tuple[int, int, object]] = []
+    for start, end, thread in calls:
+        if not any(t == thread and s <= start and end <= e for s, e, t in outer):
+            outer.append((start, end, thread))
+    assert len(outer) < len(calls)  # the samples nest them
+    return len(outer), sum(e - s for s, e, _ in outer) / 1000.0
+
+
+def _ns(text: object) -> int:
+    """Microseconds written as text or a number, as whole nanoseconds (no float rounding:
+    the timestamps have 16 digits)."""
+    return int(Decimal(str(text)) * 1000)
+
+
+def _trace_calls(trace: Path) -> list[tuple[int, int, object]]:
+    """The synchronising host events of a trace_view.json, read with json alone."""
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    return [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), (e["pid"], e["tid"]))
+            for e in events if e.get("ph") == "X" and e.get("name") in SYNC_NAMES]
+
+
+def _db_calls(db: Path) -> list[tuple[int, int, object]]:
+    """The synchronising host calls of a torch_npu database, read with sqlite3 alone."""
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    try:
+        rows = con.execute("SELECT a.startNs, a.endNs, a.globalTid FROM PYTORCH_API a JOIN "
+                           "STRING_IDS s ON a.name = s.id WHERE s.value IN (?, ?)",
+                           SYNC_NAMES).fetchall()
+    finally:
+        con.close()
+    return [(int(a), int(b), t) for a, b, t in rows]
+
+
+@pytest.mark.shared_samples
+@pytest.mark.parametrize("name", [f"{PT_LEVEL1}/rank0_ascend_pt", f"{PT_LEVEL1}/rank1_ascend_pt",
+                                  f"{PT_DB_LEVEL1}/rank1_ascend_pt", TRACE_VIEW_EXCERPT])
+def test_sync_points_count_each_real_synchronisation_once(name: str) -> None:
+    path = sample(name)
+    if path.suffix == ".json":
+        calls = _trace_calls(path)
+    elif name.startswith(PT_DB_LEVEL1):
+        calls = _db_calls(path / "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_1.db")
+    else:
+        calls = _trace_calls(path / "ASCEND_PROFILER_OUTPUT/trace_view.json")
+    count, host_us = _outermost(calls)
+    out = sync_points(load(path, cache=False, progress=False))
+    assert int(out["count"].sum()) == count  # 27 on each rank of Level1, 45 in the excerpt
+    assert float(out["host_us"].sum()) == pytest.approx(host_us, abs=0.01 * count)
 
 
 @pytest.mark.shared_samples
