@@ -45,7 +45,8 @@ from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
            "read_rank_id", "parse", "read_step_trace", "WORLD_FROM_GROUPS",
-           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
+           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields",
+           "TOTAL_OP_INFO", "is_total_op"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 TRACE_COLUMNS = ("task_type",)
@@ -520,12 +521,25 @@ def _step_of(key: str) -> float:
     return float(m.group(1)) if m else np.nan
 
 
+#: The key of the summary entry of a step in the HCCL JSON files (the sum of its operations,
+#: links or bandwidths; msprof-analyze's cluster files have it too).
+TOTAL_OP_INFO = "Total Op Info"
+
+
+def is_total_op(key: object) -> bool:
+    """Whether an HCCL JSON key (or an operation name of the DB export) is a step's
+    ``Total Op Info`` summary rather than one operation: read as an operation, it would count
+    every link and every millisecond a second time."""
+    return str(key).strip().startswith(TOTAL_OP_INFO)
+
+
 def _hccl_entries(path: Path, data: dict[str, Any]
                   ) -> Iterator[tuple[str, float, str, str, dict[str, Any]]]:
     """Walk ``{step: {kind: {op@group: {...}}}}`` of a rank's HCCL JSON files.
 
-    Yields ``(step_key, step, kind, key, entry)`` for every object entry; a step whose value
-    is not an object is an error naming it.
+    Yields ``(step_key, step, kind, key, entry)`` for every object entry but the step's
+    ``Total Op Info`` summary (:func:`is_total_op`); a step whose value is not an object is
+    an error naming it.
     """
     for step_key, kinds in data.items():
         if not isinstance(kinds, dict):
@@ -535,7 +549,7 @@ def _hccl_entries(path: Path, data: dict[str, Any]
         for kind, entries in kinds.items():
             if isinstance(entries, dict):
                 for key, entry in entries.items():
-                    if isinstance(entry, dict):
+                    if isinstance(entry, dict) and not is_total_op(key):
                         yield str(step_key), step, kind, str(key), entry
 
 
@@ -560,8 +574,6 @@ def _hccl_rows(path: Path, data: dict[str, Any], ops: list[dict[str, Any]],
                bws: list[dict[str, Any]]) -> None:
     """The op rows (``ops``) and bandwidth rows (``bws``) of a rank's communication.json."""
     for step_key, step, kind, key, entry in _hccl_entries(path, data):
-        if key == "Total Op Info":
-            continue
         t = entry.get("Communication Time Info")
         if not isinstance(t, dict):
             raise ProfileError(path, "expected a 'Communication Time Info' object",

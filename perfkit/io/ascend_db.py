@@ -357,8 +357,15 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         return pd.to_numeric(col.astype(str).str.extract(r"(\d+)", expand=False),
                              errors="coerce")
 
+    def ops_only(frame: pd.DataFrame) -> pd.DataFrame:
+        """The rows of operations, not a step's ``Total Op Info`` summary (counted twice)."""
+        if "hccl_op_name" not in frame.columns:
+            return frame
+        total = frame["hccl_op_name"].map(ascend.is_total_op).astype(bool).to_numpy()
+        return frame[~total].reset_index(drop=True) if total.any() else frame
+
     if "CommAnalyzerTime" in have:
-        t = _query(con, path, "select * from CommAnalyzerTime")
+        t = ops_only(_query(con, path, "select * from CommAnalyzerTime"))
         start_ns = np.round(pd.to_numeric(t["start_timestamp"]).to_numpy(np.float64) * 1000)
         tables["comm_ops"] = pd.DataFrame({
             "step": step_num(t["step"]), "group": t["group_name"].astype("string"),
@@ -371,7 +378,7 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         notes.append("comm_ops: analysis.db has no CommAnalyzerTime (profiler level below "
                      "Level1?)")
     if "CommAnalyzerBandwidth" in have:
-        b = _query(con, path, "select * from CommAnalyzerBandwidth")
+        b = ops_only(_query(con, path, "select * from CommAnalyzerBandwidth"))
         # one row per packet size; the op-level figures repeat on each
         b = b.drop_duplicates(["step", "type", "hccl_op_name", "group_name", "transport_type"])
         tables["comm_bandwidth"] = pd.DataFrame({
@@ -381,7 +388,7 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             "size_bytes": b["transit_size"] * 1e6, "transit_us": b["transit_time"] * 1000.0,
             "bandwidth_gbps": b["bandwidth"], "large_packet_ratio": b["large_packet_ratio"]})
     if "CommAnalyzerMatrix" in have:
-        mx = _query(con, path, "select * from CommAnalyzerMatrix")
+        mx = ops_only(_query(con, path, "select * from CommAnalyzerMatrix"))
         tables["comm_matrix"] = pd.DataFrame({
             "step": step_num(mx["step"]), "group": mx["group_name"].astype("string"),
             "name": mx["hccl_op_name"].astype("string"),

@@ -32,7 +32,15 @@ from ._common import (
     to_float,
     to_ns,
 )
-from .ascend import _STEP_COLS, _split_key, _step_of, bandwidth_fields, link_fields, time_fields
+from .ascend import (
+    _STEP_COLS,
+    _split_key,
+    _step_of,
+    bandwidth_fields,
+    is_total_op,
+    link_fields,
+    time_fields,
+)
 from .validate import clean_tables, plausible_origin
 
 __all__ = ["load", "parse"]
@@ -232,7 +240,7 @@ def _entries(data: dict[str, Any], skipped: list[str]
                 continue
             step = _step_of(str(step_key))
             for key, value in entries.items():
-                if str(key).startswith("Total Op Info"):
+                if is_total_op(key):
                     continue
                 if isinstance(value, dict):
                     yield str(set_key), step, str(key), value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from shared_samples import HTA, PT_LEVEL1, sample
+from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit.analysis import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
@@ -130,3 +130,46 @@ def test_absent_tables() -> None:
     for fn in (comm_summary, comm_bandwidth_summary, slow_links, comm_overlap):
         out = fn(p)
         assert out.empty and out.attrs["notes"]
+
+
+@pytest.mark.shared_samples
+def test_each_link_is_listed_once_with_the_sum_of_its_operations() -> None:
+    """gpt3-old's communication_matrix.json closes each step with a "Total Op Info" entry
+    (the sum of the step's operations): read as an operation, rank 1 -> 7 (180 MiB,
+    10.6 ms) and every other link were listed twice."""
+    import json
+    from collections import Counter
+
+    root = sample(PT_GPT3_OLD)
+    want: dict[tuple[str, str, int, int], list[float]] = {}
+    for rank in (0, 1):
+        path = root / f"test_rank_{rank}/ASCEND_PROFILER_OUTPUT/communication_matrix.json"
+        for step in json.loads(path.read_text()).values():
+            for ops in step.values():
+                for key, op in ops.items():
+                    if key == "Total Op Info":
+                        continue
+                    for link, v in op.items():
+                        src, dst = (int(x) for x in link.split("-"))
+                        if v["Transport Type"] == "LOCAL" or not v["Transit Time(ms)"] > 0:
+                            continue
+                        got = want.setdefault((v["Transport Type"], key.split("@")[1], src,
+                                               dst), [0.0, 0.0])
+                        got[0] += v["Transit Size(MB)"] * 1e6
+                        got[1] += v["Transit Time(ms)"] * 1000
+    want = {k: v for k, v in want.items() if v[0] >= 1e6}  # slow_links' min_bytes
+    links = slow_links(load(root, cache=False, progress=False))
+    assert len(links) == len(want)
+    # a pair of local ranks is listed once per communication group it is a link of (RDMA
+    # 0 -> 1 is in two groups here: two different links)
+    per_group = Counter(k[:1] + k[2:] for k in want)
+    listed = Counter(zip(links["transport"], links["src_rank"].astype(int),
+                         links["dst_rank"].astype(int), strict=True))
+    assert listed == per_group
+    hccs_1_7 = [v for k, v in want.items() if k[0] == "HCCS" and k[2:] == (1, 7)]
+    assert len(hccs_1_7) == 1
+    row = links[(links["transport"] == "HCCS") & (links["src_rank"] == 1)
+                & (links["dst_rank"] == 7)]
+    assert len(row) == 1
+    assert row["size_bytes"].iloc[0] == pytest.approx(hccs_1_7[0][0])
+    assert row["time_us"].iloc[0] == pytest.approx(hccs_1_7[0][1])

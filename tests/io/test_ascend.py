@@ -117,6 +117,26 @@ def test_matrix_ranks_left_na_without_groups(rank0):
     assert set(mx["src_local"].dropna().astype(int)) <= set(range(8))
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_matrix_total_op_info_is_not_an_operation(rank):
+    # the older export (gpt3-old) sums every link of a step under "Total Op Info"; read as
+    # one more operation, every link was listed twice in the Communication tab
+    path = sample(PT_GPT3_OLD) / f"test_rank_{rank}" / "ASCEND_PROFILER_OUTPUT"
+    data = json.loads((path / "communication_matrix.json").read_text())
+    links = [(kind, key, link, v) for step in data.values() for kind, ops in step.items()
+             for key, op in ops.items() for link, v in op.items()]
+    assert any(key == "Total Op Info" for _, key, _, _ in links)
+    ops = [x for x in links if x[1] != "Total Op Info"]
+    meta, tables = ascend.parse(path.parent)
+    mx = tables["comm_matrix"]
+    assert "Total Op Info" not in set(mx["name"])
+    assert len(mx) == len(ops)
+    assert mx["size_bytes"].sum() == pytest.approx(
+        sum(v["Transit Size(MB)"] for *_, v in ops) * 1e6)
+    assert mx["time_us"].sum() == pytest.approx(sum(v["Transit Time(ms)"] for *_, v in ops)
+                                                * 1000)
+
+
 def test_memory_units(rank0):
     rows = _rows(OUT0 / "memory_record.csv")
     mem = rank0.memory

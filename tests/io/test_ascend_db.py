@@ -107,3 +107,35 @@ def test_an_export_without_npu_info_names_no_device(tmp_path):
     con.close()
     p = detect.load(db, cache=False)
     assert p.meta.extra["devices"] == []
+
+
+def test_a_total_op_info_row_of_the_db_is_not_an_operation(tmp_path):
+    # the text export's "Total Op Info" (a step's sums) may reach analysis.db as an
+    # operation name; such a row would list every link and count every millisecond twice
+    import shutil
+
+    dst = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    shutil.copytree(OUT0, dst)
+    for p in dst.iterdir():
+        p.chmod(0o644)
+    db = dst / "analysis.db"
+    con = sqlite3.connect(db)
+    try:
+        for t in ("CommAnalyzerMatrix", "CommAnalyzerTime", "CommAnalyzerBandwidth"):
+            cols = [r[1] for r in con.execute(f"pragma table_info({t})")]
+            sel = ", ".join("'Total Op Info'" if c == "hccl_op_name" else c for c in cols)
+            con.execute(f"insert into {t} select {sel} from {t}")  # every row again
+        con.commit()
+    finally:
+        con.close()
+    want = {t: _q(OUT0 / "analysis.db", f"select count(*) from {t}")[0][0]
+            for t in ("CommAnalyzerMatrix", "CommAnalyzerTime")}
+    (bw_ops,) = _q(OUT0 / "analysis.db", "select count(*) from (select distinct step, type, "
+                   "hccl_op_name, group_name, transport_type from CommAnalyzerBandwidth)")[0]
+    (elapse_ms,) = _q(OUT0 / "analysis.db", "select sum(elapse_time) from CommAnalyzerTime")[0]
+    p = detect.load(dst.parent, cache=False)
+    assert len(p.comm_matrix) == want["CommAnalyzerMatrix"]
+    assert len(p.comm_ops) == want["CommAnalyzerTime"]
+    assert len(p.comm_bandwidth) == bw_ops
+    assert p.comm_ops["elapse_us"].sum() == pytest.approx(elapse_ms * 1000)
+    assert "Total Op Info" not in set(p.comm_matrix["name"].dropna())
