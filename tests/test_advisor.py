@@ -404,3 +404,50 @@ def test_each_synchronisation_is_counted_once_in_the_advice() -> None:
     assert found.evidence.startswith(
         f"27 synchronising calls per step (aten::item), {per_step_ms:.1f} ms of host time "
         "per step"), found.evidence
+
+
+@pytest.mark.shared_samples
+def test_the_data_loading_stake_is_the_wait_of_the_slowest_rank() -> None:
+    """Level1's step_trace_time.csv: rank 0's step (device span + Preparing) is the longer,
+    154 ms against rank 1's 152 ms, and rank 0 waited 17.9 ms; rank 1 waited 20.4 ms but
+    finished sooner. The step time counts rank 0's wall, so the stake is its wait."""
+    import csv
+
+    walls = {}
+    for rank in (0, 1):
+        path = shared_sample(PT_LEVEL1) / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT" \
+            / "step_trace_time.csv"
+        with open(path, newline="", encoding="utf-8") as fh:
+            (row,) = list(csv.DictReader(fh))
+        span = sum(float(row[c]) for c in ("Computing", "Communication(Not Overlapped)",
+                                           "Free"))
+        walls[rank] = (span + float(row["Preparing"]), float(row["Preparing"]))
+    slowest = max(walls, key=lambda r: walls[r][0])
+    other = 1 - slowest
+    assert walls[other][1] > walls[slowest][1]  # the largest wait is not the slowest rank's
+    found = next(f for f in pk.advise(load(shared_sample(PT_LEVEL1), cache=False,
+                                           progress=False)) if f.rule == "data_loading")
+    assert found.ms_per_step == pytest.approx(walls[slowest][1] / 1000.0)
+    wait_ms = f"{walls[slowest][1] / 1000.0:.1f} ms"
+    assert found.evidence.startswith(
+        f"{wait_ms} per step on average, the wait of the slowest rank of each step (the rank "
+        f"the step time counts; worst: rank {slowest}, step 50: {wait_ms})"), found.evidence
+    assert f"the longest wait of any rank: rank {other}, step 50: " \
+           f"{walls[other][1] / 1000.0:.1f} ms" in found.evidence
+
+
+def test_the_data_loading_stake_follows_the_slowest_rank_of_each_step() -> None:
+    # step 1: rank 0 is slower (1,000 + 100 µs against 800 + 250 µs); step 2: rank 1
+    # (900 + 200 against 900 + 50): the stake is (100 + 200) / 2, not the largest waits'
+    # (250 + 200) / 2
+    def steps(computing: list[float], preparing: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"step": [1, 2], "computing_us": computing,
+                             "comm_not_overlapped_us": 0.0, "communication_us": 0.0,
+                             "overlapped_us": 0.0, "free_us": 0.0, "preparing_us": preparing})
+
+    c = _cluster([{"steps": steps([1000.0, 900.0], [100.0, 50.0])},
+                  {"steps": steps([800.0, 900.0], [250.0, 200.0])}])
+    found = next(f for f in advise(c) if f.rule == "data_loading")
+    assert found.ms_per_step == pytest.approx((100.0 + 200.0) / 2 / 1000.0)
+    assert "worst: rank 1, step 2: 200 µs" in found.evidence
+    assert "the longest wait of any rank: rank 1, step 1: 250 µs" in found.evidence

@@ -15,6 +15,7 @@ from ..analysis import cluster as _cluster
 from ..analysis import host_comm as _host_comm
 from ..analysis import operators as _ops
 from ..analysis._util import has_values
+from ..analysis.steps import step_wall_us
 from ..format import counted
 from .context import Context
 from .finding import Finding, measured
@@ -26,15 +27,21 @@ __all__ = ["data_loading", "host_bound", "long_gaps", "sync"]
 
 @rule("host", order=50, needs=("steps",))
 def data_loading(ctx: Context) -> list[Finding]:
-    """The device waiting for the next batch at the start of the step (slowest rank)."""
+    """The device waiting for the next batch at the start of the step: the wait of each
+    step's slowest rank (:func:`_slowest_rank_waits`), the wait the step time counts."""
     dl = ctx.get("data", lambda: _cluster.data_loading(ctx.profile))
     if dl.empty or not has_values(dl, "stall_us"):
         return []
-    per_step = dl.groupby("step", dropna=False)["stall_us"].max()
-    stall = float(per_step.mean())
+    slowest = _slowest_rank_waits(dl)
+    stall = float(slowest["stall_us"].mean())
     if not np.isfinite(stall) or stall <= 0:
         return []
-    worst = dl.loc[dl["stall_us"].idxmax()]
+    worst = slowest.loc[slowest["stall_us"].idxmax()]
+    longest = dl.loc[dl["stall_us"].idxmax()]
+    other = "" if float(longest["stall_us"]) <= float(worst["stall_us"]) else (
+        f"; the longest wait of any rank: rank {int(longest['rank'])}, step "
+        f"{longest['step']}: {fmt_time(float(longest['stall_us']))}, a rank that finished "
+        "that step sooner")
     pieces = []
     for col, label in (("preparing_us", "before the first device task"),
                        ("dataloader_us", "in data-loader operators"),
@@ -60,10 +67,25 @@ def data_loading(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "data_loading", "host", stall,
         "The device waits for the next batch at the start of the step",
-        f"{fmt_time(stall)} per step on average (slowest rank of each step; worst: rank "
-        f"{int(worst['rank'])}, step {worst['step']}: {fmt_time(float(worst['stall_us']))})"
+        f"{fmt_time(stall)} per step on average, the wait of the slowest rank of each step "
+        f"(the rank the step time counts; worst: rank {int(worst['rank'])}, step "
+        f"{worst['step']}: {fmt_time(float(worst['stall_us']))}){other}"
         + (f"; up to {', '.join(pieces)}" if pieces else ""),
         rec)]
+
+
+def _slowest_rank_waits(dl: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :func:`perfkit.analysis.data_loading` of each step's slowest rank.
+
+    The slowest rank is the one with the longest wall time (its device span and the wait
+    before it, :func:`perfkit.analysis.step_wall_us`), the rank whose step the Overview's
+    step time counts (:func:`perfkit.analysis.measured_step_s`); in a step whose wall times
+    are unknown, the rank that waited longest.
+    """
+    order = dl.assign(_wall=step_wall_us(dl)).sort_values(
+        ["step", "_wall", "stall_us"], ascending=[True, False, False], na_position="last",
+        kind="mergesort")
+    return order.drop_duplicates("step", keep="first").drop(columns="_wall")
 
 
 def _capped(ctx: Context, gaps: pd.Series, before: pd.Series | None = None) -> pd.Series:
