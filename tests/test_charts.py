@@ -400,3 +400,43 @@ def test_recompute_tradeoff_chart_places_each_mode() -> None:
     with pytest.raises(pk.PerfkitError, match="step_s"):
         C.recompute_tradeoff_chart(frame.drop(columns="step_s"))
     _svg(chart)
+
+
+def test_step_breakdown_chart_orders_the_steps_by_number() -> None:
+    # step labels are text to the chart: without an explicit order, Vega sorts "10" before
+    # "5" (k_resnet50_nw0's steps 5..10 were drawn 10, 5, 6, ...)
+    steps = [5, 6, 7, 8, 9, 10]
+    frame = pd.DataFrame({"rank": 0, "step": steps, "computing_us": 1000.0,
+                          "comm_not_overlapped_us": 0.0, "free_us": 10.0})
+    chart = C.step_breakdown_chart(frame)
+    want = [str(s) for s in sorted(steps)]
+    spec = chart.to_dict()
+    for layer in spec["layer"]:
+        assert layer["encoding"]["xOffset"]["sort"] == want
+    assert list(dict.fromkeys(_data(chart)["step"])) == want
+    # a missing step number ("NA") after the numbers
+    na = C.step_breakdown_chart(frame.assign(step=pd.array([1, 10, 2, None, 3, 20],
+                                                           dtype="Int64")))
+    assert na.to_dict()["layer"][0]["encoding"]["xOffset"]["sort"] == \
+        ["1", "2", "3", "10", "20", "NA"]
+
+
+
+@pytest.mark.shared_samples
+def test_the_real_steps_are_drawn_in_their_numeric_order() -> None:
+    import gzip
+    import json
+    import re
+
+    from shared_samples import sample
+
+    path = sample("wild/k_resnet50_nw0")
+    (trace,) = path.glob("*.pt.trace.json.gz")
+    with gzip.open(trace, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    steps = sorted({int(m.group(1)) for e in events
+                    if (m := re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name", ""))))})
+    assert steps[-1] >= 10 > steps[0]  # text order would differ from numeric order
+    chart = C.step_breakdown_chart(A.step_breakdown(pk.load(path, progress=False)))
+    assert chart.to_dict()["layer"][0]["encoding"]["xOffset"]["sort"] == \
+        [str(s) for s in steps]

@@ -114,8 +114,11 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
         per_rank = long.groupby("rank")["ms"].sum().sort_values(ascending=False)
         keep = per_rank.index[: max(1, MAX_MARKS // max(1, len(parts)))]
         long = long[long["rank"].isin(keep)]
-    data = long.loc[:, ["rank", "step", "part", "order", "ms", "share"]].sort_values(
-        ["rank", "step", "order"], kind="mergesort").reset_index(drop=True)
+    steps_in_order = _step_order(long["step"].unique())
+    long["step_pos"] = long["step"].map({s: i for i, s in enumerate(steps_in_order)})
+    data = long.loc[:, ["rank", "step", "part", "order", "ms", "share", "step_pos"]] \
+        .sort_values(["rank", "step_pos", "order"], kind="mergesort") \
+        .drop(columns="step_pos").reset_index(drop=True)
     labels = list(parts.values())
     colors = [_PART_COLORS.get(c, "#999") for c in parts]
     bars = max(1, len(base))
@@ -124,7 +127,9 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
     several = bool(len(data)) and data.groupby("rank")["step"].nunique().max() > 1
     x = alt.X("rank:O", sort="ascending", axis=rank_axis(
         "rank (one bar per step, its number above it)" if several else "rank"))
-    offset = alt.XOffset("step:N", title="step")
+    # the step numbers are labels (text): in their numeric order, not Vega's text order
+    # that puts step 10 before step 5
+    offset = alt.XOffset("step:N", title="step", sort=steps_in_order)
     bar = alt.Chart().mark_bar().encode(
         x=x, xOffset=offset,
         y=alt.Y("ms:Q", stack="zero", title="time per step (ms)"),
@@ -151,3 +156,14 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
     if title:
         chart = chart.properties(title=title)
     return chart
+
+
+def _step_order(labels: object) -> list[str]:
+    """Step labels (``"5"``, ``"10"``, ``"NA"``, ``"mean of 3"``) in numeric order, the
+    labels that are not numbers after them in text order."""
+    def key(label: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(label), label)
+        except ValueError:
+            return (1, 0.0, label)
+    return sorted((str(v) for v in labels), key=key)
