@@ -31,7 +31,7 @@ from typing import Any
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
            "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
            "is_missing", "WARNING_MARK", "plural", "counted", "listed", "ratio_text",
-           "world_size_text"]
+           "world_size_text", "ranges_text", "ranks_text"]
 
 #: Text of a missing value.
 MISSING = "–"
@@ -277,3 +277,27 @@ def world_size_text(world_size: Any, at_least: bool = False) -> str:
     if at_least:
         return f"at least {count_text(world_size)} (its communication groups)"
     return count_text(world_size)
+
+
+def ranges_text(values: Iterable[Any]) -> str:
+    """Whole numbers as runs: ``[0, 1, 2, 3, 7]`` -> ``"0-3, 7"``."""
+    out: list[str] = []
+    items = sorted({int(v) for v in values})
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def ranks_text(ranks: Iterable[Any] | None, rank: Any = None) -> str:
+    """The ranks of a profile as a fact, their number first: ``"4 (0-3)"`` for a Cluster's
+    ``ranks``, ``"1 (rank 3)"`` for one rank's profile whose ``rank`` is known, ``"1"``
+    when it is not (never a bare ``"0"``, which reads as no rank at all)."""
+    listed_ranks = list(ranks) if ranks is not None else []
+    if listed_ranks:
+        return f"{len(listed_ranks)} ({ranges_text(listed_ranks)})"
+    return "1" if is_missing(rank) else f"1 (rank {int(rank)})"

@@ -14,6 +14,7 @@ from perfkit.format import (
     bytes_text,
     count_text,
     number_text,
+    ranks_text,
     ratio_text,
     share_text,
     sig,
@@ -187,3 +188,12 @@ def test_with_values_leaves_out_the_columns_no_row_fills() -> None:
     assert with_values(frame) == ["op", "wait_share"]  # a 0 is a value; NaN and NA are not
     assert with_values(frame, ["idle_share", "op"]) == ["op"]  # in the order asked for
     assert with_values(frame.iloc[:0]) == list(frame.columns)  # no row: nothing to judge
+
+
+
+def test_ranks_are_counted_before_they_are_listed() -> None:
+    # never a bare "0", which reads as no rank at all
+    assert ranks_text([0]) == "1 (0)"
+    assert ranks_text([0, 1, 2, 3, 7]) == "5 (0-3, 7)"
+    assert ranks_text(None, 3) == "1 (rank 3)" and ranks_text([], 0) == "1 (rank 0)"
+    assert ranks_text(None, None) == "1" and ranks_text(None, pd.NA) == "1"

@@ -53,7 +53,7 @@ def test_measured_step_is_the_slowest_rank_median_over_steps() -> None:
 def test_profile_facts_and_measured_step_on_a_bundled_profile() -> None:
     prof = pk.load(bundled_profile("simulated/slow-rank"))
     facts = profile_facts(prof).set_index("fact")["value"]
-    assert facts["format"] == "ascend_text" and facts["ranks"] == "0, 1, 2, 3"
+    assert facts["format"] == "ascend_text" and facts["ranks"] == "4 (0-3)"
     # the raw step_trace_time.csv of each rank, read here: a step's wall is Computing +
     # Communication(Not Overlapped) + Free (the device span) + Preparing (the wait before it)
     walls: dict[int, list[float]] = {}
@@ -138,3 +138,36 @@ def test_recompute_tradeoff_orders_memory_and_time() -> None:
                                                     optimizer_shard=8, recompute="full"),
                            HARDWARE, activation_model=ActivationModel.mindformers())
     assert rows.loc["full", "step_s"] == pytest.approx(est.step_s)
+
+
+
+@pytest.mark.shared_samples
+@pytest.mark.parametrize(("name", "trace"), [("ds_train", "train.json"),
+                                             ("k_resnet50_nw0", None)])
+def test_the_facts_give_the_number_of_ranks_before_which_ranks(name: str,
+                                                                trace: str | None) -> None:
+    # a one-rank folder read "ranks 0", as if it had none, while the banner said "1 rank"
+    import gzip
+    import json
+    import re
+
+    from shared_samples import sample
+
+    from perfkit.cli.profile_text import profile_info_text
+
+    path = sample(f"wild/{name}")
+    files = sorted(path.iterdir())
+    assert len(files) == 1
+    if trace:  # the rank the trace records
+        rank = json.loads(files[0].read_text(encoding="utf-8"))["distributedInfo"]["rank"]
+    else:  # no distributedInfo: the rank its name says (worker0.<timestamp>.pt.trace...)
+        with gzip.open(files[0], "rt", encoding="utf-8") as fh:
+            assert "distributedInfo" not in json.load(fh)
+        rank = int(re.match(r"worker(\d+)\.", files[0].name).group(1))
+    prof = pk.load(path, progress=False)
+    value = profile_facts(prof).set_index("fact")["value"]["ranks"]
+    assert value == f"1 ({rank})"
+    # the same words as perfkit info's "ranks" line
+    line = next(x for x in profile_info_text(prof, n_findings=0).splitlines()
+                if x.strip().startswith("ranks"))
+    assert line.split(None, 1)[1] == value

@@ -6,30 +6,15 @@ import math
 import os
 import re
 import textwrap
-from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
 from ..errors import InvalidArgumentError, PerfkitError
-from ..format import counted, listed, plural
+from ..format import counted, listed, plural, ranges_text, ranks_text
 from ..job.activations import ACTIVATIONS, activation_text
 from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
 
 __all__ = ["profile_info_text"]
-
-
-def _ranges(values: Sequence[int]) -> str:
-    """``[0, 1, 2, 3, 7]`` -> ``"0-3, 7"``."""
-    out: list[str] = []
-    items = sorted(set(int(v) for v in values))
-    i = 0
-    while i < len(items):
-        j = i
-        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
-            j += 1
-        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 def _ms3(ms: float) -> str:
@@ -76,7 +61,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     ids = sorted({s for s in steps["step"].dropna().tolist()})
     source = ", ".join(sorted({str(s) for s in steps.get("source", []) if pd.notna(s)})) or "?"
     n_steps = len(ids) or 1  # a trace without step marks is one unnumbered span
-    lines = [f"Steps: {n_steps} ({_ranges(ids) if ids else 'unnumbered'}), "
+    lines = [f"Steps: {n_steps} ({ranges_text(ids) if ids else 'unnumbered'}), "
              f"figures from {source} data"]
     step_s = measured_step_s(steps)
     if math.isnan(step_s):
@@ -266,11 +251,7 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
     if isinstance(n_findings, bool) or not isinstance(n_findings, int) or n_findings < 0:
         raise InvalidArgumentError("n_findings", "must be a whole number >= 0", n_findings)
     meta = profile.meta
-    ranks = getattr(profile, "ranks", None)
-    if ranks:
-        rank_text = f"{len(ranks)} ({_ranges(ranks)})"
-    else:
-        rank_text = f"1 (rank {meta.rank})" if meta.rank is not None else "1"
+    rank_text = ranks_text(getattr(profile, "ranks", None), meta.rank)
     facts = [("path", meta.path or str(profile_or_path)), ("format", meta.source_format),
              ("framework", meta.framework or "unknown"),
              ("device", meta.device_type or "unknown"),

@@ -20,7 +20,7 @@ from ..analysis import measured_step_s
 from ..bundled_samples import sample_names, sample_path
 from ..calc import estimate_step, linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
-from ..format import counted
+from ..format import counted, ranks_text
 from ..job import Job
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
@@ -158,12 +158,13 @@ def profile_facts(profile: Any) -> pd.DataFrame:
         Columns ``fact`` and ``value`` (strings), one row per fact and per note.
     """
     meta = profile.meta
-    ranks = getattr(profile, "ranks", None)
     rows = [("path", meta.path), ("format", meta.source_format),
             ("framework", meta.framework or "unknown"),
             ("device", meta.device_type or "unknown"),
             ("profiler level", meta.profiler_level or "unknown"),
-            ("ranks", ", ".join(map(str, ranks)) if ranks else str(meta.rank)),
+            # their number, then which: as ``perfkit info`` writes them ("1 (rank 0)", not
+            # a bare "0" that reads as no rank)
+            ("ranks", ranks_text(getattr(profile, "ranks", None), meta.rank)),
             ("world size", meta.world_size_text())]
     rows += [("note", str(note)) for note in meta.notes]
     return pd.DataFrame(rows, columns=["fact", "value"])
