@@ -171,3 +171,26 @@ def test_the_facts_give_the_number_of_ranks_before_which_ranks(name: str,
     line = next(x for x in profile_info_text(prof, n_findings=0).splitlines()
                 if x.strip().startswith("ranks"))
     assert line.split(None, 1)[1] == value
+
+
+@pytest.mark.shared_samples
+def test_the_legacy_timeline_note_is_plain_words() -> None:
+    # mi_run1's note ended "no absolute epoch in legacy files, origin_ns is None": a
+    # variable's name and a raw None in the Overview's "What was opened"; the next one named
+    # "hccl_raw_{rank}.csv", a placeholder, not the file of this rank
+    import json
+
+    from shared_samples import sample
+
+    path = sample("wild/mi_run1")
+    (timeline,) = (path / "profiler").glob("timeline_display_*.json")
+    events = json.loads(timeline.read_text(encoding="utf-8"))
+    starts = [float(e["ts"]) for e in events if e.get("ph") == "X"]
+    assert min(starts) < 1e9  # µs from the timeline's start, not from the epoch (~1.7e15)
+    notes = [v for f, v in profile_facts(pk.load(path, progress=False)).itertuples(index=False)
+             if f == "note" and timeline.name in v]
+    rank = int(timeline.stem.rsplit("_", 1)[1])
+    assert notes == [f"kernels: from {timeline.name}, with times counted from the start of "
+                     "that timeline (legacy MindSpore files record no date or clock time)",
+                     f"comm_ops: the communication operators of {timeline.name} (start and "
+                     f"elapse only; hccl_raw_{rank}.csv, when present, adds the wait)"]

@@ -121,12 +121,12 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
             if len(frame) or name == "kernels":
                 tables[name] = frame
                 table_files[name] = str(tl)
-        notes.append(f"kernels: from {tl.name} (times relative to the start of the timeline; "
-                     "no absolute epoch in legacy files, origin_ns is None)")
+        notes.append(f"kernels: from {tl.name}, with times counted from the start of that "
+                     "timeline (legacy MindSpore files record no date or clock time)")
         if "comm_ops" in timeline and table_files.get("comm_ops") == str(tl):
             notes[:] = [n for n in notes if not n.startswith("comm_ops: no hccl_raw")]
             notes.append(f"comm_ops: the communication operators of {tl.name} (start and "
-                         "elapse only; hccl_raw_{rank}.csv, when present, adds the wait)")
+                         f"elapse only; hccl_raw_{rank}.csv, when present, adds the wait)")
         notes.extend(f"{tl.name}: {n}" for n in trace_notes)
     _align_steps(folder, rank, tables, notes)
     info: dict[str, Any] = {}
