@@ -125,12 +125,20 @@ def _kind(name: str, series: pd.Series) -> tuple[str, str]:
         return "share", base
     if pd.api.types.is_bool_dtype(series.dtype):
         return "bool", base
-    if pd.api.types.is_integer_dtype(series.dtype) or base in _COUNTS:
+    if pd.api.types.is_integer_dtype(series.dtype) or base in _COUNTS \
+            or _is_count_rate(base):
         if pd.api.types.is_numeric_dtype(series.dtype):
             return "count", base
     if pd.api.types.is_numeric_dtype(series.dtype):
         return "number", base
     return "text", base
+
+
+def _is_count_rate(name: str) -> bool:
+    """A count per step or per rank (``calls_per_step``): whole numbers are written without
+    decimals (``"4"``, not ``"4.00"``), a fraction with 3 significant digits."""
+    stem, sep, per = name.rpartition("_per_")
+    return bool(sep) and per in ("step", "rank") and stem in _COUNTS
 
 
 _ACRONYMS = {"mfu": "MFU", "hfu": "HFU", "ai": "AI", "cpu": "CPU", "npu": "NPU",

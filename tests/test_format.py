@@ -197,3 +197,45 @@ def test_ranks_are_counted_before_they_are_listed() -> None:
     assert ranks_text([0, 1, 2, 3, 7]) == "5 (0-3, 7)"
     assert ranks_text(None, 3) == "1 (rank 3)" and ranks_text([], 0) == "1 (rank 0)"
     assert ranks_text(None, None) == "1" and ranks_text(None, pd.NA) == "1"
+
+
+
+def test_whole_counts_per_step_have_no_decimals() -> None:
+    # the Operators tab wrote calls per step "4.00", "64.0", "65.0", "3.00"; a mean that is
+    # really fractional keeps 3 significant digits
+    frame = pd.DataFrame({"calls_per_step": [4.0, 64.0, 2.5, 1 / 3, 1234.0],
+                          "kernels_per_rank": [3.0, 1.0, 2.0, 0.5, 7.0],
+                          "ms_per_step": [4.0, 64.0, 2.5, 1 / 3, 1234.0]})
+    text = table(frame).text
+    assert text.iloc[:, 0].tolist() == ["4", "64", "2.50", "0.333", "1,234"]
+    assert text.iloc[:, 1].tolist() == ["3", "1", "2", "0.500", "7"]
+    # a time per step is not a count: its decimals stay
+    assert text.iloc[:, 2].tolist()[:2] == ["4.00", "64.0"]
+
+
+@pytest.mark.shared_samples
+def test_the_real_calls_per_step_are_whole_numbers() -> None:
+    # k_resnet50_nw0: 90 launches of one convolution kernel over 6 profiler steps, read
+    # from the raw trace with gzip and json: 15 calls per step, written "15"
+    import gzip
+    import json
+
+    from shared_samples import sample
+
+    import perfkit as pk
+    from perfkit import analysis as A
+
+    path = sample("wild/k_resnet50_nw0")
+    (trace,) = path.glob("*.pt.trace.json.gz")
+    with gzip.open(trace, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    name = next(e["name"] for e in events if e.get("cat") == "Kernel"
+                and e["name"].startswith("void implicit_convolve_sgemm<float, float, 1024,"))
+    calls = sum(e.get("cat") == "Kernel" and e["name"] == name for e in events)
+    steps = sum(re.fullmatch(r"ProfilerStep#\d+", str(e.get("name", ""))) is not None
+                for e in events)
+    assert (calls, steps) == (90, 6)
+    top = A.top_operators(pk.load(path, progress=False), by="name", n=None)
+    tab = table(top, ["name", "calls_per_step"])
+    row = top.index[top["name"] == name][0]
+    assert tab.text.iloc[top.index.get_loc(row), 1] == f"{calls // steps}"
