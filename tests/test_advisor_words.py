@@ -190,3 +190,33 @@ def test_forward_only_trace_gets_no_gradient_advice() -> None:
                          f.recommendation)
     assert "waits for no other rank" not in f.evidence
     assert f"1 of the job's {world} ranks is in the profile" in f.evidence
+
+
+def test_a_long_list_is_cut_between_names_and_says_so() -> None:
+    from perfkit.advisor.words import clipped
+
+    chain = " > ".join(["aten::add_", "aten::mul_"] * 20)  # 40 names, 518 characters
+    out = clipped(chain, 60, noun="kernel")
+    assert out == "aten::add_ > aten::mul_ > aten::add_ > aten::mul_ > … and 36 more kernels"
+    assert clipped("aten::add_ > aten::mul_", 60) == "aten::add_ > aten::mul_"
+    assert clipped("x" * 100, 10) == "x" * 9 + "…"
+
+
+@pytest.mark.shared_samples
+def test_the_chain_in_the_evidence_ends_on_whole_names() -> None:
+    # k_resnet50_nw0's optimizer chain was cut at 160 characters, mid-name: "... > aten"
+    import gzip
+    import json
+
+    path = sample("wild/k_resnet50_nw0")
+    (trace,) = path.glob("*.pt.trace.json.gz")
+    with gzip.open(trace, "rt", encoding="utf-8") as fh:
+        names = {str(e.get("name")) for e in json.load(fh)["traceEvents"]}
+    found = next(f for f in advise(pk.load(path, progress=False))
+                 if f.rule == "elementwise_chains")
+    chain = found.evidence.split("most frequent: ", 1)[1]
+    m = re.fullmatch(r"(.+) > … and (\d+) more kernels", chain)
+    assert m, chain
+    shown = m.group(1).split(" > ")
+    assert shown and all(name in names for name in shown), shown  # each a whole name
+    assert len(chain) <= 160 + len(f" > … and {m.group(2)} more kernels")

@@ -18,7 +18,7 @@ from ..format import counted, plural
 from .context import Context
 from .finding import Finding, measured, unmeasured
 from .registry import rule
-from .words import fmt_time, pct, say
+from .words import clipped, fmt_time, pct, say
 
 __all__ = ["unfused", "attention", "gemm", "elementwise", "ai_cpu", "deterministic"]
 
@@ -203,7 +203,7 @@ def elementwise(ctx: Context) -> list[Finding]:
         f"{counted(len(ch), 'chain')} of {int(a['min_chain'])} or more kernels over ranks "
         "and steps, "
         f"{fmt_time(ctx.per_rank_step(float(ch['total_us'].sum())))} per step; most "
-        f"frequent: {str(top.index[0])[:160]}",
+        f"frequent: {clipped(str(top.index[0]), noun='kernel')}",
         say(ctx.fw, {"mindspore": "Fuse them: graph mode with graph-kernel fusion "
                                   "(enable_graph_kernel / jit_level O1), or the fused "
                                   "operators of MindFormers.",

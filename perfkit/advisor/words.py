@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from ..format import bytes_text, time_text
+from ..format import bytes_text, plural, time_text
 
 __all__ = ["FRAMEWORKS", "PYTORCH_ACCELERATED", "framework_of", "say", "rocm_terms",
-           "DEVICE_TERMS", "fmt_time", "fmt_bytes", "pct", "kernel_names"]
+           "DEVICE_TERMS", "fmt_time", "fmt_bytes", "pct", "kernel_names", "clipped"]
 
 #: Frameworks the advice is worded for: MindSpore, torch_npu, PyTorch on NVIDIA GPUs
 #: (CUDA), on AMD GPUs (ROCm) and on CPUs only (gloo), and Ascend when the framework is
@@ -143,3 +143,24 @@ def kernel_names(joined: str) -> str:
     names.append(text[start:])
     labels = [short_label(n.strip(), max_len=48) for n in names if n.strip()]
     return ", ".join(dict.fromkeys(labels))
+
+
+def clipped(text: str, limit: int = 160, sep: str = " > ", noun: str = "") -> str:
+    """``text`` of at most about ``limit`` characters, cut between two of its parts
+    (separated by ``sep``) and saying how many were left out: ``"a > b > … and 9 more"``
+    (``"… and 9 more kernels"`` with ``noun="kernel"``); a first part longer than ``limit``
+    is cut with an ellipsis. Never a name cut off in the middle without a mark."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    parts = text.split(sep)
+    kept: list[str] = []
+    for part in parts:
+        if len(sep.join([*kept, part])) > limit:
+            break
+        kept.append(part)
+    if not kept:
+        return text[: max(1, limit - 1)].rstrip() + "…"
+    left = len(parts) - len(kept)
+    return f"{sep.join(kept)}{sep}… and {left} more" + (f" {plural(left, noun)}" if noun
+                                                          else "")
