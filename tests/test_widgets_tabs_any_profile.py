@@ -85,9 +85,74 @@ def test_a_pytorch_cpu_run_says_host_time_in_its_operator_table() -> None:
 
 
 def test_a_one_rank_run_says_why_it_has_no_communication() -> None:
+    # the profile does not record its world size: the note says what it knows, that the
+    # one loaded rank recorded no collective, not that the run had one rank
     text = _text(tab_panel("Communication", str(MS_CPU)))
-    assert text == ("No communication: this is a one-rank run, so it has no collectives (a "
-                    "profile of a run over several ranks would fill this tab).")
+    assert text == ("No communication: the one loaded rank recorded no collective (no "
+                    "communication tables, communication tasks or host collectives such as "
+                    "NCCL, HCCL or gloo) and the profile does not say how many ranks the run "
+                    "had; a one-rank run has none (a profile of a run over several ranks "
+                    "would fill this tab).")
+
+
+def test_a_recorded_one_rank_run_says_it_is_one() -> None:
+    from perfkit.profile import Profile, ProfileMeta
+    from perfkit.widgets.tabs.communication import empty_communication_note
+
+    assert empty_communication_note(Profile(ProfileMeta("test", world_size=1), {})) == (
+        "No communication: this is a one-rank run, so it has no collectives (a profile of a "
+        "run over several ranks would fill this tab).")
+
+
+@pytest.mark.shared_samples
+def test_a_lone_kernel_details_shows_its_collectives() -> None:
+    """msprof-analyze's kernel_details.csv records 19 HCCL tasks (~346 ms) and no
+    communication.json: the tab shows them per kind (numbers read here from the raw CSV)
+    and the exposed share the Overview quotes, never "No communication"."""
+    import csv
+
+    from shared_samples import shared_sample
+
+    folder = shared_sample("wild/msa_kernel_details")
+    with (folder / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    hccl = [r for r in rows if r["Accelerator Core"] == "HCCL"]
+    kinds = collections.defaultdict(list)
+    for r in hccl:
+        kinds[r["Type"].removeprefix("hcom_").strip("_").lower()].append(
+            float(r["Duration(us)"]))
+    text = _text(tab_panel("Communication", str(folder)))
+    assert "No communication" not in text
+    assert "from the device's communication tasks" in text
+    assert f"each of its {len(hccl)} communication tasks counts as one collective" in text
+    for kind, durs in kinds.items():  # collective | calls | time (ms) | ...
+        row = re.search(rf"\| {kind} \| (\d+) \| ([\d,.]+) \|", text)
+        assert row, (kind, text[:1500])
+        assert int(row.group(1)) == len(durs)
+        assert float(row.group(2).replace(",", "")) == pytest.approx(sum(durs) / 1e3,
+                                                                     rel=5e-3)
+    # exposed share of the step: communication time under no compute task, over the span
+    # of all tasks (the one step's wall)
+    spans = [(float(r["Start Time(us)"]), float(r["Start Time(us)"])
+              + float(r["Duration(us)"]), r["Accelerator Core"] == "HCCL") for r in rows]
+    compute = _union([(a, b) for a, b, comm in spans if not comm])
+    comm = _union([(a, b) for a, b, is_comm in spans if is_comm])
+    hidden = sum(max(0.0, min(b, d) - max(a, c)) for a, b in comm for c, d in compute)
+    wall = max(b for _, b, _ in spans) - min(a for a, _, _ in spans)
+    exposed = (sum(b - a for a, b in comm) - hidden) / wall
+    section = text.split("Communication hidden behind computation", 1)[1]
+    assert f"| {100 * exposed:.1f} |" in section and round(100 * exposed, 1) == 66.8
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals, as disjoint sorted intervals."""
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def test_the_host_allocator_is_a_memory_family_of_its_own() -> None:

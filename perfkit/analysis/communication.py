@@ -21,7 +21,7 @@ from ._util import add_note, empty_frame, has_values, robust_z, table, typed
 from .collectives import comm_op_type
 from .steps import step_breakdown, step_wall_us
 
-__all__ = ["comm_op_type", "comm_summary", "comm_bandwidth_summary", "slow_links",
+__all__ = ["comm_op_type", "comm_summary", "comm_tasks", "comm_bandwidth_summary", "slow_links",
            "comm_overlap", "NOMINAL_TRANSPORT", "COMM_SUMMARY_COLUMNS", "SLOW_LINK_COLUMNS"]
 
 #: Which Hardware field is the nominal bandwidth of a transport. PCIe is not the
@@ -88,8 +88,47 @@ def _lazy_comm_summary(c: Any, by_group: bool) -> pd.DataFrame:
     return typed(out, COMM_SUMMARY_COLUMNS).reset_index(drop=True)
 
 
+#: Why :func:`comm_summary` is empty: neither table records a collective.
+_NO_COMM = ("no communication operators (comm_ops) and no communication task among the "
+            "device's tasks (kernels); Ascend needs profiler_level Level1")
+
+
+#: Columns of :func:`comm_tasks` (those of ``comm_ops`` that device tasks record).
+_TASK_COLUMNS: dict[str, str] = {"rank": "Int64", "step": "Int64", "group": "string",
+                                 "name": "string", "start_us": "float64", "elapse_us": "float64"}
+
+
+def _is_comm_task(k: Any) -> Any:
+    """Rows of ``kernels`` that are communication tasks (pandas or lazy frame)."""
+    return k["category"].eq("communication").fillna(False)
+
+
+def comm_tasks(profile: Any) -> pd.DataFrame:
+    """The device's communication tasks (``kernels`` of category ``communication``) in the
+    layout of ``comm_ops``: ``rank``, ``step``, ``name``, ``start_us`` and ``elapse_us``
+    (the task's duration), ``group``.
+
+    The stand-in for ``comm_ops`` when a profile records its collectives only as device
+    tasks (a lone Ascend ``kernel_details.csv``, whose HCCL rows are one per collective):
+    ``group`` NA and no transit / wait / sync / idle split. Empty when there are none.
+    """
+    k = table(profile, "kernels")
+    if "category" not in k.columns or "dur_us" not in k.columns:
+        return empty_frame(_TASK_COLUMNS)
+    rows = collect(k, ["rank", "step", "name", "start_us", "dur_us"], where=_is_comm_task)
+    rows = rows.rename(columns={"dur_us": "elapse_us"})
+    rows = rows.assign(**{c: pd.NA for c in _TASK_COLUMNS if c not in rows.columns})
+    return typed(rows, _TASK_COLUMNS).reset_index(drop=True)
+
+
 def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
     """Communication time per operator type (and group): count, total, time-split shares.
+
+    The collectives are those of ``comm_ops``. A profile with no ``comm_ops`` rows whose
+    device tasks include communication tasks (a lone Ascend ``kernel_details.csv``: its
+    HCCL rows, one per collective) is summed from those tasks (:func:`comm_tasks`): each
+    task's duration is the collective's time; group and time split are not recorded
+    (NA), a note says so and ``attrs["source"]`` is ``"kernels"``.
 
     Returns
     -------
@@ -102,14 +141,24 @@ def comm_summary(profile: Any, by_group: bool = True) -> pd.DataFrame:
         here (sums may differ from the eager ones in the last bits).
     """
     c = table(profile, "comm_ops")
-    if is_lazy(c):
-        if not any_values(c, "elapse_us"):
-            return empty_frame(COMM_SUMMARY_COLUMNS, "no communication operators (comm_ops); "
-                                                     "Ascend needs profiler_level Level1")
+    if is_lazy(c) and any_values(c, "elapse_us"):
         return _lazy_comm_summary(c, by_group)
-    if c.empty or not has_values(c, "elapse_us"):
-        return empty_frame(COMM_SUMMARY_COLUMNS, "no communication operators (comm_ops); "
-                                                 "Ascend needs profiler_level Level1")
+    if is_lazy(c) or c.empty or not has_values(c, "elapse_us"):
+        c = comm_tasks(profile)
+        if c.empty or not has_values(c, "elapse_us"):
+            return empty_frame(COMM_SUMMARY_COLUMNS, _NO_COMM)
+        out = _summary_of(c, by_group)
+        out.attrs["source"] = "kernels"
+        return add_note(out, f"from the device's {len(c)} communication tasks (kernels), as "
+                             "the profile has no communication operators (comm_ops): each "
+                             "task's duration is its collective's time; group and transit / "
+                             "wait / idle split not recorded")
+    return _summary_of(c, by_group)
+
+
+def _summary_of(c: pd.DataFrame, by_group: bool) -> pd.DataFrame:
+    """:func:`comm_summary` of an eager frame of collectives (``name``, ``rank``,
+    ``elapse_us``, optional ``group`` and time-split parts)."""
     c = c.assign(op_type=comm_op_type(c["name"]))
     keys = ["op_type", "group"] if by_group else ["op_type"]
     if not by_group:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample
+from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_sample
 
 import perfkit as pk
 from perfkit.analysis import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
-from perfkit.analysis.communication import COMM_SUMMARY_COLUMNS, comm_op_type
+from perfkit.analysis.communication import COMM_SUMMARY_COLUMNS, comm_op_type, comm_tasks
 from perfkit.io.detect import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
@@ -173,3 +173,59 @@ def test_each_link_is_listed_once_with_the_sum_of_its_operations() -> None:
     assert len(row) == 1
     assert row["size_bytes"].iloc[0] == pytest.approx(hccs_1_7[0][0])
     assert row["time_us"].iloc[0] == pytest.approx(hccs_1_7[0][1])
+
+
+def test_a_profile_without_comm_ops_is_summed_from_its_communication_tasks() -> None:
+    """A lone kernel table (no communication.json) still records its collectives as
+    device tasks of category ``communication``: they are the collectives, never "none"."""
+    kernels = pd.DataFrame({
+        "rank": 0, "step": 1, "start_us": [0.0, 10.0, 20.0, 30.0],
+        "name": ["hcom_allReduce__1_0", "MatMul1", "hcom_allReduce__1_1",
+                 "hcom_broadcast__2_0"],
+        "category": ["communication", "compute", "communication", "communication"],
+        "dur_us": [5.0, 100.0, 7.0, 50.0]})
+    p = _profile(kernels=kernels)
+    tasks = comm_tasks(p)
+    assert list(tasks["name"]) == ["hcom_allReduce__1_0", "hcom_allReduce__1_1",
+                                   "hcom_broadcast__2_0"]
+    out = comm_summary(p).set_index("op_type")
+    assert list(out.index) == ["broadcast", "allreduce"]  # sorted by total
+    assert out.loc["allreduce", "count"] == 2 and out.loc["allreduce", "total_us"] == 12.0
+    assert out.loc["allreduce", "max_us"] == 7.0 and out.loc["broadcast", "ranks"] == 1
+    assert out["group"].isna().all() and out["wait_share"].isna().all()  # not recorded
+    assert out.attrs["source"] == "kernels"
+    assert any("3 communication tasks" in n for n in out.attrs["notes"])
+    # a profile with communication operators keeps them (no double counting)
+    ops = pd.DataFrame({"step": 1, "group": "g", "name": ["hcom_allGather__9"],
+                        "elapse_us": [3.0]})
+    out = comm_summary(_profile(kernels=kernels, comm_ops=ops))
+    assert list(out["op_type"]) == ["allgather"] and "source" not in out.attrs
+    # compute tasks alone: nothing, with the reason
+    out = comm_summary(_profile(kernels=kernels[kernels["category"] == "compute"]))
+    assert out.empty and "no communication task" in out.attrs["notes"][0]
+
+
+@pytest.mark.shared_samples
+def test_a_lone_kernel_details_csv_shows_its_hccl_collectives() -> None:
+    """msprof-analyze's kernel_details.csv (one rank, no communication.json) holds 19 HCCL
+    tasks, one per collective (broadcast, allReduce, reduceScatter, allGather): the
+    summary counts and times each kind as the raw CSV, read here, does."""
+    import csv
+
+    folder = shared_sample("wild/msa_kernel_details")
+    with (folder / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
+        hccl = [r for r in csv.DictReader(fh) if r["Accelerator Core"] == "HCCL"]
+    expected: dict[str, list[float]] = {}
+    for r in hccl:  # Type "hcom_allReduce_" -> "allreduce"
+        kind = r["Type"].removeprefix("hcom_").strip("_").lower()
+        expected.setdefault(kind, []).append(float(r["Duration(us)"]))
+    assert len(hccl) == 19 and set(expected) == {"broadcast", "allreduce",
+                                                  "reducescatter", "allgather"}
+    out = comm_summary(load(folder, cache=False)).set_index("op_type")
+    assert set(out.index) == set(expected)
+    for kind, durs in expected.items():
+        assert out.loc[kind, "count"] == len(durs)
+        assert out.loc[kind, "total_us"] == pytest.approx(sum(durs), rel=1e-9)
+        assert out.loc[kind, "max_us"] == pytest.approx(max(durs), rel=1e-9)
+    assert out["total_us"].sum() == pytest.approx(sum(sum(d) for d in expected.values()))
+    assert out["total_us"].sum() == pytest.approx(346398.74)  # ~346 ms

@@ -18,14 +18,27 @@ __all__ = ["CommunicationTab", "empty_communication_note", "has_peers", "peers_n
 
 
 def empty_communication_note(profile: Any) -> str:
-    """Why the Communication tab has nothing, and what would fill it, in one sentence."""
+    """Why the Communication tab has nothing, and what would fill it, in one sentence.
+
+    Only for a profile in which :func:`perfkit.analysis.comm_summary` found no collective,
+    neither in its communication tables nor among its device tasks. The run is called a
+    one-rank run only when the profile records a world size of one; when it does not say,
+    the note says that the one loaded rank recorded none.
+    """
     ranks = getattr(profile, "ranks", None)
     n = len(ranks) if ranks else 1
     meta = getattr(profile, "meta", None)
-    world = getattr(meta, "world_size", None) or n
-    if world <= 1:
+    recorded = getattr(meta, "world_size", None)
+    world = recorded or n
+    if recorded == 1:
         return ("No communication: this is a one-rank run, so it has no collectives (a "
                 "profile of a run over several ranks would fill this tab).")
+    if world <= 1:
+        return ("No communication: the one loaded rank recorded no collective (no "
+                "communication tables, communication tasks or host collectives such as "
+                "NCCL, HCCL or gloo) and the profile does not say how many ranks the run "
+                "had; a one-rank run has none (a profile of a run over several ranks would "
+                "fill this tab).")
     return (f"No communication: no collective was recorded in the {counted(n, 'loaded rank')} "
             f"of this {world}-rank run (no communication tables, collective kernels or host "
             "collectives such as NCCL, HCCL or gloo; a torch_npu or MindSpore export at "
@@ -82,13 +95,21 @@ class CommunicationTab(Tab):
                 if c in summary.columns]
         # what the profile does not record is said once, not shown as columns of dashes
         unrecorded = [c for c in cols if c not in with_values(summary, cols)]
+        # a profile without communication tables: the device's communication tasks
+        tasks = summary.attrs.get("source") == "kernels"
         out: list[W.Widget] = [html_widget(frame_html(
             summary, "Collectives: time per kind" + ("" if "group" in unrecorded
-                                                     else " and group"),
+                                                     else " and group")
+            + (", from the device's communication tasks" if tasks else ""),
             columns=[c for c in cols if c not in unrecorded], headers=headers,
             scope={"total_us": "summed over ranks and steps", "mean_us": "per call",
                    "count": "summed over ranks"},
             shorten_text={"group": 28}))]
+        if tasks:
+            out.append(html_widget(note(
+                f"The profile has no communication tables, so each of its "
+                f"{counted(int(summary['count'].sum()), 'communication task')} counts as one "
+                "collective and its duration as the collective's time.")))
         if unrecorded:
             out.append(html_widget(note(
                 "Not recorded in this profile: the collectives' "
