@@ -119,6 +119,39 @@ def test_unfused_rmsnorm_is_found_with_its_saving() -> None:
     assert "rmsnorm_decomposed" not in top.title and "rmsnorm_decomposed" in top.details
 
 
+def _casts(dtypes: list[tuple[str, str]] | None) -> Profile:
+    """A MatMul, then 3 Casts, 20 times on one stream; dtypes per cast (None: unrecorded)."""
+    types = ["MatMul", "Cast", "Cast", "Cast"] * 20
+    durs = [100.0, 4.0, 6.0, 5.0] * 20
+    k = pd.DataFrame({"step": 1, "name": types, "type": types, "category": "compute",
+                      "core": "AI_VECTOR_CORE", "stream": 1,
+                      "start_us": np.cumsum([0.0, *durs[:-1]]), "dur_us": durs})
+    if dtypes is not None:
+        k["input_dtypes"] = ["FLOAT16", *(a for a, _ in dtypes)] * 20
+        k["output_dtypes"] = ["FLOAT16", *(b for _, b in dtypes)] * 20
+        k["input_shapes"] = k["output_shapes"] = "4,8"
+    return Profile(ProfileMeta("test", rank=0), {"kernels": k})
+
+
+def test_a_cast_chain_finding_only_for_casts_that_undo_each_other() -> None:
+    # FLOAT16 -> FLOAT -> FLOAT16 undone (the third cast, FLOAT16 -> INT8, goes on its own)
+    found = {f.rule: f for f in advise(_casts([("FLOAT16", "FLOAT"), ("FLOAT", "FLOAT16"),
+                                               ("FLOAT16", "INT8")]))}
+    f = found["cast_chains"]
+    assert f.title == "Consecutive dtype conversions (casts) that undo each other"
+    assert f.evidence.startswith("20 chains") and "cast_runs" not in found
+    assert f.ms_per_step == pytest.approx(20 * (10.0 - 6.0) / 1e3)  # sum - max per chain
+    # three casts each FLOAT16 -> FLOAT (what kernel_details showed): no finding
+    rules = {f.rule for f in advise(_casts([("FLOAT16", "FLOAT")] * 3))}
+    assert not rules & {"cast_chains", "cast_runs"}
+    # no dtypes: the casts may undo each other, and the finding says it assumed so
+    found = {f.rule: f for f in advise(_casts(None))}
+    f = found["cast_runs"]
+    assert "cast_chains" not in found and "may undo each other" in f.title
+    assert "does not record their dtypes" in f.evidence and "assumes" in f.evidence
+    assert f.ms_per_step == pytest.approx(20 * (15.0 - 6.0) / 1e3)
+
+
 def test_pipeline_imbalance_with_parallel_config() -> None:
     fast = {"steps": _steps(computing=400.0, cno=300.0, bubble_us=280.0, stage_us=520.0)}
     slow = {"steps": _steps(computing=780.0, cno=20.0, bubble_us=10.0, stage_us=790.0)}

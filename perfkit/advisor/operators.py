@@ -89,17 +89,32 @@ def unfused(ctx: Context) -> list[Finding]:
             f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
             "Use in-place operators, drop .contiguous() where the next operator accepts "
             "strided input, and avoid needless tensor copies."))
+    keep_dtype = say(ctx.fw, {"mindspore": "Keep one dtype across neighbouring operators "
+                                           "(amp_level / custom_mixed_precision lists).",
+                              "any": "Keep one dtype across neighbouring operators (autocast "
+                                     "lists) and remove casts that only undo the previous "
+                                     "one."})
     if "cast_chain" in g.index:
+        # checked on the tasks' dtypes and shapes (analysis.operators.unfused)
         r = g.loc["cast_chain"]
         out.append(measured(
             ctx, "cast_chains", "operators", ctx.per_rank_step(float(r["saving_us"])),
             "Consecutive dtype conversions (casts) that undo each other",
-            f"{counted(r['occurrences'], 'chain')}, "
+            f"{counted(r['occurrences'], 'chain')} of casts that convert a tensor back to a "
+            "dtype it had (each cast takes the dtype and shape the previous one gave), "
             f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
-            say(ctx.fw, {"mindspore": "Keep one dtype across neighbouring operators "
-                                      "(amp_level / custom_mixed_precision lists).",
-                         "any": "Keep one dtype across neighbouring operators (autocast "
-                                "lists) and remove casts that only undo the previous one."})))
+            keep_dtype))
+    if "cast_run" in g.index:
+        r = g.loc["cast_run"]
+        out.append(measured(
+            ctx, "cast_runs", "operators", ctx.per_rank_step(float(r["saving_us"])),
+            "Consecutive dtype conversions (casts) that may undo each other",
+            f"{counted(r['occurrences'], 'run')} of consecutive casts, "
+            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step; the profile does "
+            "not record their dtypes or shapes, so whether they undo each other is not "
+            "known: the time at stake assumes they do, and that one cast per run would do",
+            "Check these casts' dtypes (a profile with operator shapes and dtypes shows "
+            "them). " + keep_dtype))
     return out
 
 

@@ -151,9 +151,65 @@ def test_rotary_swiglu_attention_casts_copies() -> None:
     assert _one_pattern(k, "rotary_small_ops")["saving_us"] == pytest.approx(17 - 4)
     assert _one_pattern(k, "silu_mul_not_swiglu")["saving_us"] == pytest.approx(8.0)
     assert _one_pattern(k, "softmax_dropout_matmul")["saving_us"] == pytest.approx(73 - 30)
-    assert _one_pattern(k, "cast_chain")["saving_us"] == pytest.approx(9 - 4)
+    # no dtypes recorded: the casts follow one another, whether they undo each other is
+    # not known (a run, not a chain)
+    assert _one_pattern(k, "cast_run")["saving_us"] == pytest.approx(9 - 4)
+    assert "cast_chain" not in set(unfused_patterns(_profile(k))["pattern"])
     cp = _one_pattern(k, "copies")
     assert cp["occurrences"] == 2 and cp["saving_us"] == pytest.approx(12.0)
+
+
+def _casts(dtypes: list[tuple[str, str]], shapes: list[str], stream: int = 1,
+           start: float = 0.0) -> pd.DataFrame:
+    """Back-to-back Casts, ``(input dtype, output dtype)`` and one shape each."""
+    k = _seq(["Cast"] * len(dtypes), [float(i + 2) for i in range(len(dtypes))],
+             stream=stream, start=start)
+    return k.assign(input_dtypes=[a for a, _ in dtypes], output_dtypes=[b for _, b in dtypes],
+                    input_shapes=shapes, output_shapes=shapes)
+
+
+def test_a_cast_chain_is_casts_that_undo_each_other() -> None:
+    # FLOAT16 -> FLOAT -> FLOAT16 on one tensor: undone (2 + 3 µs, the longer one kept)
+    back = _casts([("FLOAT16", "FLOAT"), ("FLOAT", "FLOAT16")], ["4,8", "4,8"])
+    row = _one_pattern(back, "cast_chain")
+    assert (row["occurrences"], row["kernels"]) == (1, 2)
+    assert row["total_us"] == pytest.approx(5.0) and row["saving_us"] == pytest.approx(2.0)
+    # through a third dtype: FLOAT16 -> FLOAT -> BF16 -> FLOAT16, one chain of three
+    row = _one_pattern(_casts([("FLOAT16", "FLOAT"), ("FLOAT", "BF16"), ("BF16", "FLOAT16")],
+                              ["8"] * 3), "cast_chain")
+    assert row["kernels"] == 3 and row["total_us"] == pytest.approx(9.0)
+    # the checked dtypes spelled as other profilers do (DT_ prefix, FLOAT32 for FLOAT)
+    row = _one_pattern(_casts([("DT_FLOAT16", "FLOAT32"), ("FLOAT", "float16")],
+                              ['"4,8"', "4, 8"]), "cast_chain")
+    assert row["kernels"] == 2
+    # what msprof's kernel_details shows: FLOAT16 -> FLOAT on one tensor after another
+    # (different shapes), and two casts that go the same way on one shape: none undoes
+    # another
+    none = [_casts([("FLOAT16", "FLOAT")] * 3, ["78643200", "12582912", "56623104"]),
+            _casts([("FLOAT16", "FLOAT")] * 2, ["12288", "12288"], stream=2),
+            # the second does not take the first's output (FLOAT16 in, not FLOAT)
+            _casts([("FLOAT", "FLOAT16"), ("BF16", "FLOAT")], ["6", "6"], stream=3),
+            # back to FLOAT16, but on another shape: another tensor
+            _casts([("FLOAT16", "FLOAT"), ("FLOAT", "FLOAT16")], ["6", "7"], stream=4),
+            # a conversion onwards, never back
+            _casts([("INT64", "INT32"), ("INT32", "FLOAT")], ["4"] * 2, stream=5)]
+    out = unfused_patterns(_profile(pd.concat(none, ignore_index=True)))
+    assert not out["pattern"].isin(["cast_chain", "cast_run"]).any(), out
+    # a chain undone in the middle of a longer run: only its casts are counted
+    run = _casts([("INT32", "FLOAT"), ("FLOAT16", "FLOAT"), ("FLOAT", "FLOAT16"),
+                  ("FLOAT16", "INT8")], ["3"] * 4)
+    det = unfused_patterns(_profile(run), detail=True)
+    det = det[det["pattern"] == "cast_chain"]
+    assert list(zip(det["first_row"], det["kernels"], strict=True)) == [(1, 2)]
+    assert det["names"].iloc[0] == "Cast_1 > Cast_2"
+
+
+def test_casts_without_dtypes_are_a_run_not_a_chain() -> None:
+    """Where a cast of the run records no dtype or shape, whether the casts undo each
+    other cannot be told: the run is reported as ``cast_run``, never as a chain."""
+    k = _casts([("FLOAT16", "FLOAT"), ("FLOAT", "FLOAT16")], ["4,8", ""])  # shape unknown
+    out = unfused_patterns(_profile(k)).set_index("pattern")
+    assert "cast_chain" not in out.index and out.loc["cast_run", "kernels"] == 2
 
 
 def test_flash_attention_suppresses_attention_pattern() -> None:
@@ -294,3 +350,62 @@ def test_tasks_of_no_step_are_not_a_step_of_their_own() -> None:
     assert (top["calls_per_step"] == top["count"]).all()  # one step
     assert top["per_step_us"].sum() == pytest.approx(in_step_us, rel=1e-9)
     assert any("509 device tasks of no step" in n for n in top.attrs["notes"])
+
+
+def _stream_runs(rows: list[dict[str, str]]) -> list[list[dict[str, str]]]:
+    """Runs of consecutive Cast tasks on each stream (start order), communication tasks
+    left out, from rows of the raw kernel_details.csv."""
+    lanes: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        if r["Accelerator Core"] != "HCCL":
+            lanes.setdefault(r["Stream ID"], []).append(r)
+    runs = []
+    for lane in lanes.values():
+        lane.sort(key=lambda r: float(r["Start Time(us)"]))
+        run: list[dict[str, str]] = []
+        for r in [*lane, None]:
+            if r is not None and r["Type"] == "Cast":
+                run.append(r)
+                continue
+            if len(run) > 1:
+                runs.append(run)
+            run = []
+    return runs
+
+
+@pytest.mark.shared_samples
+def test_msprof_consecutive_float16_casts_are_not_a_cast_chain() -> None:
+    """msprof-analyze's kernel_details.csv has long runs of consecutive casts (Cast47 >
+    Cast48 > ...), every one FLOAT16 -> FLOAT on a tensor of its own (read here from the
+    raw CSV): none gives back a dtype an earlier one took, so no cast chain "that undoes
+    itself" is reported, and no finding says so."""
+    import csv
+
+    from shared_samples import shared_sample
+
+    import perfkit as pk
+
+    folder = shared_sample("wild/msa_kernel_details")
+    with (folder / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    runs = _stream_runs(rows)
+    names = [[r["Name"] for r in run] for run in runs]
+    assert ["Cast47", "Cast48", "Cast49"] == names[0][:3] and len(names[0]) == 28
+    linked = 0
+    for run in runs:
+        # every cast records its dtypes and shapes ...
+        assert all(r[c].strip('"') for r in run for c in ("Input Data Types",
+                                                          "Output Data Types",
+                                                          "Input Shapes", "Output Shapes"))
+        # ... and none takes the dtype and shape the previous one gave: no cast converts
+        # the previous one's output again, let alone back
+        linked += sum(b["Input Data Types"] == a["Output Data Types"]
+                      and b["Input Shapes"] == a["Output Shapes"]
+                      for a, b in zip(run[:-1], run[1:], strict=True))
+    assert linked == 0
+    assert {(r["Input Data Types"], r["Output Data Types"]) for r in runs[0]} == {
+        ("FLOAT16", "FLOAT")}
+    profile = load(folder, cache=False)
+    out = unfused_patterns(profile)
+    assert not out["pattern"].isin(["cast_chain", "cast_run"]).any(), out
+    assert not [f for f in pk.advise(profile) if f.rule in ("cast_chains", "cast_runs")]
