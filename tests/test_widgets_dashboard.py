@@ -668,6 +668,13 @@ def test_ai_cpu_table_has_no_column_of_dashes(tmp_path: Path, monkeypatch) -> No
     (row,) = re.findall(r"<tr><td[^>]*>Cast</td>(.*?)</tr>", table, re.S)
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
     assert str(len(rows)) in cells and f"{total_us:,.0f}" in cells, (cells, total_us)
+    # every figure is the AI CPU tasks': one step, so 7 calls per step (not the 75 casts
+    # of all cores), and an AI CPU task's name (not Cast66, an AI_VECTOR_CORE task)
+    by_head = dict(zip(heads[1:], cells, strict=True))
+    assert float(by_head["calls per step"]) == len(rows), by_head
+    assert by_head["name"] == rows[0]["Name"] == "trans_Cast_5"
+    assert "Cast66" not in table and "4,1025" not in table
+    assert "input shapes" not in heads  # the AI CPU tasks record none (empty in the CSV)
 
 
 @pytest.mark.shared_samples

@@ -91,6 +91,30 @@ def test_ai_cpu_flagged() -> None:
     assert bool(top_operators(_profile(k)).set_index("key").loc["NonZero", "ai_cpu"])
 
 
+def test_ai_cpu_rows_describe_the_ai_cpu_tasks_only() -> None:
+    """A type with tasks on both cores (Cast: 6 on the AI Core, 2 on the AI CPU, over two
+    steps): the AI CPU row counts, times and names the AI CPU tasks alone; its share,
+    time and calls per step keep the denominators of the whole table."""
+    vec = pd.concat([_seq(["Cast"] * 3, [1.0, 2.0, 3.0], step=s, start=1000.0 * s)
+                     for s in (1, 2)], ignore_index=True).assign(
+        name="Cast66", input_shapes="4,1025")
+    cpu = pd.concat([_seq(["Cast"], [40.0 * s], step=s, core="AI_CPU", stream=2,
+                          start=1000.0 * s) for s in (1, 2)], ignore_index=True).assign(
+        name="trans_Cast_5", input_shapes="")
+    mm = _seq(["MatMul"], [100.0], core="AI_CORE", stream=3)
+    k = pd.concat([vec, cpu, mm], ignore_index=True)
+    row = ai_cpu_operators(_profile(k)).set_index("key").loc["Cast"]
+    assert row["count"] == 2 and row["calls_per_step"] == pytest.approx(2 / 2)
+    assert row["total_us"] == pytest.approx(120.0) and row["per_step_us"] == pytest.approx(60.0)
+    assert (row["mean_us"], row["max_us"], row["min_us"]) == pytest.approx((60.0, 80.0, 40.0))
+    assert row["share"] == pytest.approx(120.0 / (12.0 + 120.0 + 100.0))
+    assert row["name"] == "trans_Cast_5" and row["core"] == "AI_CPU"
+    assert pd.isna(row["input_shapes"])  # recorded as empty: not recorded
+    # the type's row of the whole table is all its tasks
+    top = top_operators(_profile(k)).set_index("key").loc["Cast"]
+    assert top["count"] == 8 and top["calls_per_step"] == pytest.approx(4.0)
+
+
 def test_bound_from_pmu_ratios() -> None:
     k = _seq(["MatMul", "Add"], [100.0, 50.0]).assign(
         aic_mac_ratio=[0.8, 0.0], aiv_vec_ratio=[0.0, 0.1],
@@ -409,3 +433,36 @@ def test_msprof_consecutive_float16_casts_are_not_a_cast_chain() -> None:
     out = unfused_patterns(profile)
     assert not out["pattern"].isin(["cast_chain", "cast_run"]).any(), out
     assert not [f for f in pk.advise(profile) if f.rule in ("cast_chains", "cast_runs")]
+
+
+@pytest.mark.shared_samples
+def test_msprof_ai_cpu_tasks_are_the_ai_cpu_row() -> None:
+    """msprof-analyze's kernel_details.csv: 75 Cast tasks, 7 of them on the AI CPU
+    (trans_Cast_5, trans_Cast_18, no shapes), one step (read here from the raw CSV). The
+    AI CPU row counts, times and names those 7, never Cast66 (an AI_VECTOR_CORE task) nor
+    the 75 casts per step."""
+    import csv
+
+    from shared_samples import shared_sample
+
+    folder = shared_sample("wild/msa_kernel_details")
+    with (folder / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    cpu = [r for r in rows if r["Accelerator Core"] == "AI_CPU"]
+    durs = [float(r["Duration(us)"]) for r in cpu]
+    steps = {r["Step Id"] for r in rows}
+    assert len(cpu) == 7 and {r["Type"] for r in cpu} == {"Cast"} and steps == {"1"}
+    assert sum(r["Type"] == "Cast" for r in rows) == 75
+    assert {r["Name"] for r in cpu} == {"trans_Cast_5", "trans_Cast_18"}
+    assert {r["Input Shapes"] for r in cpu} == {'""'}  # recorded as empty
+    out = ai_cpu_operators(load(folder, cache=False))
+    assert list(out["key"]) == ["Cast"]
+    row = out.iloc[0]
+    assert row["count"] == len(cpu)
+    assert row["calls_per_step"] == pytest.approx(len(cpu) / len(steps))
+    assert row["total_us"] == pytest.approx(sum(durs))
+    assert row["per_step_us"] == pytest.approx(sum(durs) / len(steps))
+    assert (row["max_us"], row["min_us"]) == pytest.approx((max(durs), min(durs)))
+    assert row["name"] == cpu[0]["Name"] == "trans_Cast_5"
+    assert pd.isna(row["input_shapes"])  # not Cast66's "4,1025"
+    assert row["core"] == "AI_CPU"

@@ -1,7 +1,8 @@
 """Operators that ran on the Ascend AI CPU: :func:`ai_cpu_operators`.
 
 The :func:`~perfkit.analysis.operators.top.top_operators` rows of the types with AI CPU
-tasks, counted and timed on those tasks only (:func:`_ai_cpu_only`).
+tasks, described by those tasks only (:func:`_ai_cpu_only`): their count, times, calls
+per step, example name and shapes, not those of the type's AI Core tasks.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import numpy as np
 import pandas as pd
 
 from .._frames import any_values, compute_all, is_lazy
-from .._util import add_note, empty_frame, table
-from .scope import _effective_type, _scope
-from .top import TOP_COLUMNS, top_operators
+from .._util import add_note, empty_frame, table, typed
+from .top import TOP_COLUMNS, _top_of, top_operators
 
 __all__ = ["ai_cpu_operators"]
+
+#: What :func:`_ai_cpu_only` takes from the AI CPU tasks alone (the rest is rescaled).
+_OWN = ("name", "input_shapes", "core", "category", "count", "total_us", "mean_us",
+        "max_us", "min_us", "bound")
 
 
 def ai_cpu_operators(profile: Any) -> pd.DataFrame:
@@ -24,8 +28,13 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
 
     AI CPU operators run on the device's general-purpose cores, typically ten times slower
     than an AI Core implementation, and often stall the stream. Returns the
-    :func:`top_operators` columns for those types only; empty (with a note) when the
-    profile records no accelerator core (GPU traces) or has no AI CPU task.
+    :func:`top_operators` columns for those types only, every figure of the type's AI CPU
+    tasks alone (a type such as Cast may run most of its tasks on the AI Core and a few on
+    the AI CPU): ``count``, the times, ``calls_per_step``, the example ``name`` and
+    ``input_shapes``; ``share``, ``per_step_us`` and ``calls_per_step`` keep the
+    denominators of :func:`top_operators` (all device time in scope, every (rank, step)
+    pair). Empty (with a note) when the profile records no accelerator core (GPU traces)
+    or has no AI CPU task.
     """
     kernels = table(profile, "kernels")
     if not any_values(kernels, "core"):
@@ -37,32 +46,35 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
     if out.empty:
         add_note(out, "no AI CPU operator in this profile")
-    else:  # a lazy table: its AI CPU tasks are few, read them whole
-        (cpu_tasks,) = compute_all(kernels[kernels["core"].eq("AI_CPU")]) \
-            if is_lazy(kernels) else (kernels,)
-        out = _ai_cpu_only(out, cpu_tasks)
-    return out
+        return out
+    on_cpu = kernels[kernels["core"].eq("AI_CPU").fillna(False)]
+    # a lazy table: its AI CPU tasks are few, read them whole
+    (cpu_tasks,) = compute_all(on_cpu) if is_lazy(kernels) else (on_cpu,)
+    return _ai_cpu_only(out, cpu_tasks)
 
 
-def _ai_cpu_only(out: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
-    """Count and time of each type's AI CPU tasks only (a type such as Cast may run most
-    of its tasks on the AI Core and a few on the AI CPU); per-step figures and shares are
-    scaled with the time, so they keep the denominators of :func:`top_operators`."""
-    k = _scope(kernels, include_communication=False)
-    k = k[k["core"].astype("string").eq("AI_CPU").fillna(False).to_numpy(bool)]
-    typ = _effective_type(k).fillna("")
-    g = k["dur_us"].groupby(typ.to_numpy()).agg(["size", "sum", "mean", "max", "min"])
-    key = out["type"].astype("string").fillna("").to_numpy()
-    g = g.reindex(key)
-    scale = (g["sum"].to_numpy() / out["total_us"].to_numpy(np.float64))
-    out = out.copy()
-    out["count"] = g["size"].fillna(0).to_numpy(np.int64)
-    for col, agg in (("total_us", "sum"), ("mean_us", "mean"), ("max_us", "max"),
-                     ("min_us", "min")):
-        out[col] = g[agg].to_numpy(np.float64)
-    for col in ("share", "per_step_us"):
-        out[col] = out[col].to_numpy(np.float64) * scale
-    # the column keeps its text dtype: a bare string would make it object under pandas 2
-    out["core"] = pd.Series(["AI_CPU"] * len(out), index=out.index, dtype=out["core"].dtype)
-    return out.sort_values("total_us", ascending=False, kind="mergesort").reset_index(
-        drop=True)
+def _ai_cpu_only(out: pd.DataFrame, cpu_tasks: pd.DataFrame) -> pd.DataFrame:
+    """The rows ``out`` of :func:`top_operators` (by type) described by their AI CPU tasks.
+
+    Count, times, the example name and shapes, the category and the bound come from
+    ``cpu_tasks`` alone (:func:`~perfkit.analysis.operators.top._top_of` of them; an empty
+    name or shapes is NA, not recorded); the share and the per-step time are the type's
+    scaled by the AI CPU part of its time, the calls per step by the AI CPU part of its
+    count, so that they keep the denominators of :func:`top_operators` (all device time in
+    scope, every (rank, step) pair).
+    """
+    mine = _top_of(cpu_tasks.reset_index(drop=True), "type", None, False)
+    mine = mine.set_index(mine["key"].astype("string").fillna(""))
+    mine = mine.reindex(out["key"].astype("string").fillna("").to_numpy())
+    res = out.copy()
+    for col in _OWN:
+        res[col] = mine[col].to_numpy()
+    for col in ("name", "input_shapes"):  # an empty text records nothing (msprof's "")
+        res[col] = res[col].astype("string").replace("", pd.NA)
+    time = mine["total_us"].to_numpy(np.float64) / out["total_us"].to_numpy(np.float64)
+    calls = mine["count"].to_numpy(np.float64) / out["count"].to_numpy(np.float64)
+    res["share"] = out["share"].to_numpy(np.float64) * time
+    res["per_step_us"] = out["per_step_us"].to_numpy(np.float64) * time
+    res["calls_per_step"] = out["calls_per_step"].to_numpy(np.float64) * calls
+    res = res.sort_values("total_us", ascending=False, kind="mergesort")
+    return typed(res, TOP_COLUMNS).reset_index(drop=True)
