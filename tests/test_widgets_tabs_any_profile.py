@@ -11,13 +11,16 @@ analysis' reason; the host allocator of a run is a memory family of its own.
 from __future__ import annotations
 
 import collections
+import csv
 import html
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from shared_samples import CLUSTER_OUTPUT, shared_sample
 from widget_html import panel_html
 
 import perfkit as pk
@@ -199,3 +202,53 @@ def test_host_collectives_of_a_gpu_job_are_not_shown_as_fully_hidden() -> None:
     section = text.split("Communication hidden behind computation", 1)[1]
     assert "on host threads (gloo)" in section and "not measured" in section
     assert "exposed, median" not in section
+
+
+def _table_after(text: str, caption: str) -> dict[str, str]:
+    """The one-row table that follows ``caption`` in a tab's text: {header: cell}."""
+    cells = [c.strip() for c in text.split(caption, 1)[1].split(" | ")]
+    n = next(i for i, c in enumerate(cells) if re.fullmatch(r"[\d,.]+", c))
+    return dict(zip(cells[:n], cells[n:2 * n], strict=True))
+
+
+@pytest.mark.shared_samples
+def test_the_communication_tab_counts_exposed_communication_as_the_overview_does() -> None:
+    """The cluster output's ranks 8-15 wait 178-195 ms per step in pipeline receives,
+    which msprof-analyze counts in "Communication(Not Overlapped)". The Overview splits
+    that bubble from the exposed communication; the Communication tab must give the same
+    exposed figure (msprof-analyze's "... and Exclude Receive" column, read here), not
+    the 185 ms median, rank 11 most exposed, 53.9 % of the step that held the bubble."""
+    folder = shared_sample(CLUSTER_OUTPUT) / "cluster_analysis_output"
+    with open(folder / "cluster_step_trace_time.csv", newline="", encoding="utf-8") as fh:
+        rows = {int(r["Index"]): r for r in csv.DictReader(fh) if r["Type"] == "rank"}
+
+    def col(name: str) -> dict[int, float]:
+        return {k: float(r[name]) for k, r in rows.items()}
+
+    exposed = col("Communication(Not Overlapped and Exclude Receive)")
+    bubble = col("Bubble")
+    step = {k: float(r["Computing"]) + float(r["Communication(Not Overlapped)"])
+            + float(r["Free"]) for k, r in rows.items()}
+    comm_text = _text(tab_panel("Communication", str(folder)))
+    table = _table_after(comm_text,
+                         "Communication hidden behind computation, over the ranks (per step)")
+    ms = {k: float(v.replace(",", "")) for k, v in table.items() if "(ms)" in k}
+    assert ms["exposed, median over ranks (ms)"] == pytest.approx(
+        np.median(list(exposed.values())) / 1e3, rel=5e-3)
+    assert ms["exposed, min (ms)"] == pytest.approx(min(exposed.values()) / 1e3, rel=5e-3)
+    assert ms["exposed, max (ms)"] == pytest.approx(max(exposed.values()) / 1e3, rel=5e-3)
+    assert int(table["most exposed rank"]) == max(exposed, key=exposed.__getitem__) == 7
+    assert ms["pipeline bubble, median (ms)"] == pytest.approx(
+        np.median(list(bubble.values())) / 1e3, rel=5e-3)
+    share = float(table["exposed share of the step, median (%)"])
+    assert share == pytest.approx(100 * np.median([exposed[k] / step[k] for k in rows]),
+                                  abs=0.05)
+    # the same figure as the Overview's steps table, and the advice's least exposed rank
+    overview = _text(tab_panel("Overview", str(folder)))
+    assert f"| {share:.1f} |" in overview.split("exposed communication, median over ranks")[1]
+    assert f"rank {min(exposed, key=exposed.__getitem__)}, which waits for no other rank, " \
+           f"communicates {min(exposed.values()) / 1e3:.1f} ms" in _text(
+               tab_panel("Advice", str(folder)))
+    waiting = sum(b > 0 for b in bubble.values())
+    assert f"leaves out the pipeline bubble: {waiting} of the 16 ranks wait" in comm_text
+

@@ -27,13 +27,13 @@ from .operators import (
 )
 from .rank_summary import rank_comm_summary, rank_step_breakdown, rank_step_summary
 from .recompute import RecomputeCheck, match_pattern, recompute_check, recompute_scopes
-from .steps import derive_steps, measured_step_s, step_breakdown, step_wall_us
+from .steps import derive_steps, exposed_comm_us, measured_step_s, step_breakdown, step_wall_us
 from .timeline import timeline, timeline_window, window_events
 
 __all__ = [
     "RecomputeCheck", "match_pattern", "recompute_check", "recompute_scopes",
     # steps
-    "step_breakdown", "derive_steps", "measured_step_s", "step_wall_us",
+    "step_breakdown", "derive_steps", "measured_step_s", "step_wall_us", "exposed_comm_us",
     # operators
     "top_operators", "operator_bound", "ai_cpu_operators", "tiny_kernels", "unfused_patterns",
     "recompute_evidence",

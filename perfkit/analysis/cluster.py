@@ -34,20 +34,25 @@ from ._util import (
     text_matches,
     typed,
 )
-from .steps import step_breakdown
+from .steps import exposed_comm_us, step_breakdown
 
 __all__ = ["slow_ranks", "stage_balance", "stage_of_ranks", "data_loading", "host_bound",
            "sync_points", "SLOW_RANK_METRICS", "DATALOADER_PATTERN", "SYNC_PATTERN"]
 
 #: Metrics of :func:`slow_ranks`, in the seed's order of checks, with the phase they stand
 #: for: step interval (free / preparing time), forward+backward (computing), then
-#: communication.
+#: communication. ``comm_exposed_us`` is the exposed communication without the pipeline
+#: bubble (:func:`~perfkit.analysis.steps.exposed_comm_us`), as on the Overview: a later
+#: pipeline stage's receive wait is :func:`stage_balance`'s, not a rank's communication.
 SLOW_RANK_METRICS: tuple[tuple[str, int, str], ...] = (
     ("free_us", 1, "step interval (device idle: data loading, host)"),
     ("preparing_us", 1, "step interval (host preparing the step)"),
     ("computing_us", 2, "forward and backward computation"),
-    ("comm_not_overlapped_us", 3, "communication not hidden by computation"),
+    ("comm_exposed_us", 3, "communication not hidden by computation (pipeline receive "
+                           "wait excluded)"),
 )
+#: Earlier names of the metrics, accepted by ``slow_ranks(metrics=...)``.
+_METRIC_ALIASES = {"comm_not_overlapped_us": "comm_exposed_us"}
 
 #: Host operators that fetch a batch.
 DATALOADER_PATTERN = (r"(?i)dataloader|enumerate\(|__next__|next_data|getnext|"
@@ -89,8 +94,9 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
     min_excess : float
         Minimum relative excess over the median.
     metrics : sequence of str, optional
-        Subset of ``free_us``, ``preparing_us``, ``computing_us``,
-        ``comm_not_overlapped_us`` (default: all that the steps table has).
+        Subset of ``free_us``, ``preparing_us``, ``computing_us``, ``comm_exposed_us``
+        (default: all that the steps table has; ``comm_not_overlapped_us``, the earlier
+        name, stands for ``comm_exposed_us``).
     stages, parallel : optional
         Pipeline stages (see :func:`stage_of_ranks`). When known, ranks are compared
         with the other ranks of *their own stage* (the seed: "screen the stage that
@@ -110,7 +116,10 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
     s = step_breakdown(cluster)
     if s.empty:
         return empty_frame(SLOW_COLUMNS, "no step breakdown in this profile")
-    wanted = [m for m in SLOW_RANK_METRICS if metrics is None or m[0] in metrics]
+    if "comm_not_overlapped_us" in s.columns:
+        s = s.assign(comm_exposed_us=exposed_comm_us(s))
+    names = None if metrics is None else {_METRIC_ALIASES.get(m, m) for m in metrics}
+    wanted = [m for m in SLOW_RANK_METRICS if names is None or m[0] in names]
     wanted = [m for m in wanted if has_values(s, m[0])]
     if not wanted:
         return empty_frame(SLOW_COLUMNS, "the step breakdown has none of the metrics")

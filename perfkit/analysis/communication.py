@@ -19,7 +19,7 @@ import pandas as pd
 from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
 from ._util import add_note, empty_frame, has_values, robust_z, table, typed
 from .collectives import comm_op_type
-from .steps import step_breakdown, step_wall_us
+from .steps import exposed_comm_us, step_breakdown, step_wall_us
 
 __all__ = ["comm_op_type", "comm_summary", "comm_tasks", "comm_bandwidth_summary", "slow_links",
            "comm_overlap", "NOMINAL_TRANSPORT", "COMM_SUMMARY_COLUMNS", "SLOW_LINK_COLUMNS"]
@@ -357,26 +357,37 @@ def _slow_links_of(g: pd.DataFrame, space: str, ratio: float, z_threshold: float
 def comm_overlap(profile: Any) -> pd.DataFrame:
     """Communication/computation overlap per rank (mean over steps).
 
+    Exposed communication is counted as on the Overview and in the advisor: without the
+    pipeline bubble. The profiler's "Communication(Not Overlapped)" holds the pipeline
+    receive wait (``bubble_us``, the time a later stage waits for the activations of an
+    earlier one), which is not a transfer to speed up; ``comm_exposed_us`` leaves it out
+    (:func:`~perfkit.analysis.steps.exposed_comm_us`) and ``bubble_us`` keeps it beside.
+
     Returns
     -------
     DataFrame
         ``rank``, ``steps``, ``step_us`` (the step's wall: the device span and the wait
         before it, :func:`~perfkit.analysis.step_wall_us`, the step time the headline
-        shows), ``communication_us``, ``overlapped_us``, ``comm_not_overlapped_us``,
-        ``overlap_share`` (overlapped / communication: how much communication is hidden)
-        and ``exposed_share`` (not-overlapped / step time).
+        shows), ``communication_us``, ``overlapped_us``, ``comm_not_overlapped_us`` (the
+        profiler's figure, pipeline receive wait included), ``bubble_us`` (that receive
+        wait; NA where the source does not split it out), ``comm_exposed_us``
+        (not-overlapped less the bubble), ``overlap_share`` (overlapped / communication:
+        how much communication is hidden), ``exposed_share`` (``comm_exposed_us`` / step
+        time) and ``bubble_share`` (``bubble_us`` / step time).
         Empty, with a note, when the steps hold no communication time although the
         profile records collectives (host collectives of a GPU job: gloo with CUDA
         tensors), never zeros that would read as "fully hidden".
     """
     cols = {"rank": "Int64", "steps": "int64", "step_us": "float64",
             "communication_us": "float64", "overlapped_us": "float64",
-            "comm_not_overlapped_us": "float64", "overlap_share": "float64",
-            "exposed_share": "float64"}
+            "comm_not_overlapped_us": "float64", "bubble_us": "float64",
+            "comm_exposed_us": "float64", "overlap_share": "float64",
+            "exposed_share": "float64", "bubble_share": "float64"}
     s = step_breakdown(profile)
     if s.empty or not has_values(s, "comm_not_overlapped_us"):
         return empty_frame(cols, "no communication time in the step breakdown")
-    if not (s["communication_us"].fillna(0) > 0).any():
+    talking = (s["communication_us"].fillna(0) > 0) | (s["comm_not_overlapped_us"].fillna(0) > 0)
+    if not talking.any():
         comm = table(profile, "comm_ops")
         n = len(comm) if not is_lazy(comm) else 0
         if n:  # a zero would read as "fully hidden": the device never saw them
@@ -386,12 +397,16 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
             return empty_frame(cols, f"the {n} collectives of the profile ran {where}, so "
                                      "the device's step split holds no communication time "
                                      "and their overlap with computation is not measured")
-    s = s.assign(wall_us=step_wall_us(s))
+    s = s.assign(wall_us=step_wall_us(s), comm_exposed_us=exposed_comm_us(s))
     g = s.groupby("rank", dropna=False).agg(
         steps=("step_us", "size"), step_us=("wall_us", "mean"),
         communication_us=("communication_us", "mean"), overlapped_us=("overlapped_us", "mean"),
-        comm_not_overlapped_us=("comm_not_overlapped_us", "mean")).reset_index()
+        comm_not_overlapped_us=("comm_not_overlapped_us", "mean"),
+        bubble_us=("bubble_us", "mean"),
+        comm_exposed_us=("comm_exposed_us", "mean")).reset_index()
     g["overlap_share"] = g["overlapped_us"] / g["communication_us"].where(
         g["communication_us"] > 0)
-    g["exposed_share"] = g["comm_not_overlapped_us"] / g["step_us"].where(g["step_us"] > 0)
+    step = g["step_us"].where(g["step_us"] > 0)
+    g["exposed_share"] = g["comm_exposed_us"] / step
+    g["bubble_share"] = g["bubble_us"] / step
     return typed(g, cols)

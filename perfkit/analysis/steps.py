@@ -41,7 +41,7 @@ from ._shared import shared
 from ._util import add_note, empty_frame, has_values, table
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_wall_us",
-           "has_wait", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
+           "exposed_comm_us", "has_wait", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
 
 #: Parts whose sum is the step time.
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
@@ -327,6 +327,34 @@ def step_wall_us(breakdown: pd.DataFrame) -> pd.Series:
     if "preparing_us" in breakdown.columns:
         wall = wall + breakdown["preparing_us"].astype("float64").fillna(0.0)
     return wall
+
+
+def exposed_comm_us(breakdown: pd.DataFrame) -> pd.Series:
+    """Each row's exposed communication without the pipeline bubble, in µs.
+
+    The profiler's ``comm_not_overlapped_us`` (Ascend's "Communication(Not Overlapped)")
+    holds the pipeline receive wait, ``bubble_us``; msprof-analyze writes the difference
+    as "Communication(Not Overlapped and Exclude Receive)". This is that difference, the
+    exposed communication every view shows beside the bubble: computing + exposed
+    communication + bubble + free is the device span. Where the bubble is not known (NA,
+    or no ``bubble_us`` column) nothing is subtracted; never below 0.
+
+    Parameters
+    ----------
+    breakdown : pandas.DataFrame
+        :func:`step_breakdown` output, or any frame with ``comm_not_overlapped_us`` (and
+        ``bubble_us`` where known).
+
+    Returns
+    -------
+    pandas.Series
+        float64, on the frame's index; NA where ``comm_not_overlapped_us`` is NA.
+    """
+    comm = breakdown["comm_not_overlapped_us"].astype("float64")
+    if "bubble_us" not in breakdown.columns:
+        return comm.clip(lower=0.0)
+    bubble = breakdown["bubble_us"].astype("float64").fillna(0.0)
+    return (comm - bubble).clip(lower=0.0)
 
 
 def step_basis(breakdown: pd.DataFrame) -> str:

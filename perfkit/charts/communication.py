@@ -11,8 +11,9 @@ __all__ = ["slow_ranks_chart"]
 
 #: Readable names of the metrics of :func:`perfkit.analysis.slow_ranks`.
 _METRIC_LABELS = {"free_us": "free time (device idle)", "preparing_us": "preparing (host)",
-                  "computing_us": "computing", "comm_not_overlapped_us":
-                  "exposed communication", "bubble_us": "pipeline bubble",
+                  "computing_us": "computing", "comm_exposed_us": "exposed communication",
+                  "comm_not_overlapped_us": "communication (not overlapped)",
+                  "bubble_us": "pipeline bubble",
                   "stage_us": "stage time", "step_us": "step time"}
 
 

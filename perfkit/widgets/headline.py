@@ -16,8 +16,9 @@ reads first, each with how it was counted:
 * the **top findings** of :func:`perfkit.advise` with the milliseconds at stake and the tab
   that shows their evidence (:data:`FINDING_TABS`).
 
-Nothing here computes a metric beyond sums and the subtraction that separates the bubble
-from the exposed communication it is part of (:mod:`perfkit.analysis.steps`).
+Nothing here computes a metric beyond sums; the subtraction that separates the bubble
+from the exposed communication it is part of is :func:`perfkit.analysis.steps.
+exposed_comm_us`, which the Communication tab and the slow-rank check use too.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import measured_step_s
-from ..analysis.steps import step_basis
+from ..analysis.steps import exposed_comm_us, step_basis
 from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
@@ -107,9 +108,7 @@ def with_exposed_comm(breakdown: pd.DataFrame) -> pd.DataFrame:
     out = breakdown.copy()
     if "bubble_us" not in out.columns:
         out["bubble_us"] = float("nan")
-    bubble = out["bubble_us"].astype("float64")
-    comm = out["comm_not_overlapped_us"].astype("float64")
-    out["comm_exposed_us"] = (comm - bubble.fillna(0.0)).clip(lower=0.0)
+    out["comm_exposed_us"] = exposed_comm_us(out)
     return out
 
 

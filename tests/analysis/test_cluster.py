@@ -269,6 +269,38 @@ def test_sync_points_count_each_real_synchronisation_once(name: str) -> None:
     assert float(out["host_us"].sum()) == pytest.approx(host_us, abs=0.01 * count)
 
 
+def test_a_pipeline_bubble_is_not_exposed_communication_of_its_rank() -> None:
+    """Ranks of a later stage wait in pipeline receives: that wait is the stage's bubble
+    (stage_balance's), not communication of a rank that its peers lack."""
+    frames = [_steps(100.0, cno=20.0, bubble_us=0.0) for _ in range(3)]
+    frames += [_steps(100.0, cno=220.0, bubble_us=200.0) for _ in range(3)]
+    out = slow_ranks(_cluster(frames))
+    comm = out[out["metric"] == "comm_exposed_us"]
+    assert comm["value_us"].tolist() == pytest.approx([20.0] * 6)
+    assert not out["slow"].any()
+    assert "comm_not_overlapped_us" not in set(out["metric"])
+    # the earlier name still selects the metric
+    assert set(slow_ranks(_cluster(frames), metrics=["comm_not_overlapped_us"])["metric"]) \
+        == {"comm_exposed_us"}
+
+
+@pytest.mark.shared_samples
+def test_the_peers_exposed_communication_is_msprof_analyzes_exclude_receive() -> None:
+    """The cluster output's ranks 8-15 wait 178-195 ms per step in pipeline receives; their
+    exposed communication is msprof-analyze's "Communication(Not Overlapped and Exclude
+    Receive)", read here from the CSV: 29-38 ms, below ranks 0-7's 143-161 ms."""
+    import csv
+
+    path = sample(CLUSTER_OUTPUT) / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+    with open(path, newline="", encoding="utf-8") as fh:
+        raw = {int(r["Index"]): float(r["Communication(Not Overlapped and Exclude Receive)"])
+               for r in csv.DictReader(fh) if r["Type"] == "rank"}
+    out = slow_ranks(load(sample(CLUSTER_OUTPUT), cache=False))
+    comm = out[out["metric"] == "comm_exposed_us"].set_index("rank")["value_us"]
+    assert comm.to_dict() == pytest.approx(raw, rel=1e-9)
+    assert comm.idxmax() == max(raw, key=raw.__getitem__) == 7
+
+
 @pytest.mark.shared_samples
 def test_real_samples_run() -> None:
     c = load(sample(CLUSTER_OUTPUT), cache=False)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pandas as pd
 import pytest
-from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample, shared_sample
+from shared_samples import (
+    CLUSTER_OUTPUT,
+    HTA,
+    MINDINSIGHT,
+    PT_GPT3_OLD,
+    PT_LEVEL1,
+    sample,
+    shared_sample,
+)
 
 import perfkit as pk
 from perfkit.analysis import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
@@ -93,6 +103,77 @@ def test_overlap_per_rank() -> None:
     out = comm_overlap(c).set_index("rank")
     assert out.loc[0, "overlap_share"] == pytest.approx(30 / 40)
     assert out.loc[1, "exposed_share"] == pytest.approx(20 / 100)
+
+
+def test_the_exposed_communication_leaves_the_pipeline_bubble_out() -> None:
+    """A later pipeline stage's receive wait (the bubble) is part of the profiler's
+    not-overlapped communication; the exposed figure is the rest, as on the Overview."""
+    steps = pd.DataFrame({"step": [1, 2], "computing_us": [70.0, 70.0],
+                          "communication_us": [60.0, 60.0],
+                          "comm_not_overlapped_us": [50.0, 40.0],
+                          "overlapped_us": [10.0, 20.0], "free_us": [30.0, 40.0],
+                          "bubble_us": [35.0, 25.0]})
+    out = comm_overlap(_profile(0, steps=steps)).set_index("rank")
+    assert out.loc[0, "comm_not_overlapped_us"] == pytest.approx(45.0)  # kept, as read
+    assert out.loc[0, "bubble_us"] == pytest.approx(30.0)
+    assert out.loc[0, "comm_exposed_us"] == pytest.approx(15.0)
+    assert out.loc[0, "exposed_share"] == pytest.approx(15.0 / 150.0)
+    assert out.loc[0, "bubble_share"] == pytest.approx(30.0 / 150.0)
+    # no bubble recorded (a Kineto trace): nothing is taken out
+    out = comm_overlap(_profile(0, steps=steps.drop(columns="bubble_us"))).set_index("rank")
+    assert out.loc[0, "comm_exposed_us"] == pytest.approx(45.0)
+    assert np.isnan(out.loc[0, "bubble_us"])
+
+
+def _rank_rows(path) -> dict[int, dict[str, float]]:
+    """The rank rows of msprof-analyze's cluster_step_trace_time.csv, read here."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {int(r["Index"]): {k: float(v) for k, v in r.items()
+                                  if k not in ("Step", "Type", "Index")}
+                for r in csv.DictReader(fh) if r["Type"] == "rank"}
+
+
+@pytest.mark.shared_samples
+def test_the_cluster_outputs_exposed_communication_is_msprof_analyzes_exclude_receive() -> None:
+    """msprof-analyze writes the exposed communication without the receive wait in its own
+    column, "Communication(Not Overlapped and Exclude Receive)": comm_overlap's figure is
+    that column on every rank (rank 11: 36.2 ms, not the 231.7 ms that hold its 195.5 ms
+    bubble), and its share is of the step Computing + Communication(Not Overlapped) +
+    Free."""
+    folder = sample(CLUSTER_OUTPUT) / "cluster_analysis_output"
+    raw = _rank_rows(folder / "cluster_step_trace_time.csv")
+    out = comm_overlap(load(folder, cache=False)).set_index("rank")
+    assert sorted(out.index) == sorted(raw)
+    for rank, r in raw.items():
+        step = r["Computing"] + r["Communication(Not Overlapped)"] + r["Free"]
+        exposed = r["Communication(Not Overlapped and Exclude Receive)"]
+        assert out.loc[rank, "comm_exposed_us"] == pytest.approx(exposed, rel=1e-9)
+        assert out.loc[rank, "bubble_us"] == pytest.approx(r["Bubble"], rel=1e-9)
+        assert out.loc[rank, "comm_not_overlapped_us"] == pytest.approx(
+            r["Communication(Not Overlapped)"], rel=1e-9)
+        assert out.loc[rank, "exposed_share"] == pytest.approx(exposed / step, rel=1e-9)
+    assert out.loc[11, "comm_exposed_us"] == pytest.approx(36_199.92, abs=0.01)
+    assert out["comm_exposed_us"].idxmin() == 12  # the advisor's rank that waits for no one
+
+
+@pytest.mark.shared_samples
+def test_a_mindinsight_pipeline_runs_exposed_communication_is_its_collective_alone_time() -> None:
+    """Legacy MindSpore records no total communication, only the time communication runs
+    alone, split into the receive wait and collectives: the overlap is not measured, the
+    exposed communication is the collectives' alone time (mean over each rank's steps),
+    never "not measured" for collectives that the step table does count."""
+    folder = sample(MINDINSIGHT) / "cluster_propose"
+    out = comm_overlap(load(folder, cache=False)).set_index("rank")
+    assert not out.empty
+    for rank in out.index:
+        path = folder / f"ascend_cluster_analyse_pipeline-parallel_2_4_{rank}.csv"
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        alone = np.mean([float(r["collective_communication_alone_time"]) for r in rows])
+        receive = np.mean([float(r["receive_alone_time"]) for r in rows])
+        assert out.loc[rank, "comm_exposed_us"] == pytest.approx(alone * 1e3, rel=1e-6)
+        assert out.loc[rank, "bubble_us"] == pytest.approx(receive * 1e3, rel=1e-6)
+    assert out["overlap_share"].isna().all()  # no total communication: not measured
 
 
 def test_the_exposed_share_is_of_the_step_time_the_headline_shows() -> None:

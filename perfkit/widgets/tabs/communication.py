@@ -9,12 +9,13 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
-from ...format import counted, listed
+from ...format import counted, listed, time_text
 from ...tables import over_ranks, with_values
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
-__all__ = ["CommunicationTab", "empty_communication_note", "has_peers", "peers_note"]
+__all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_peers",
+           "peers_note"]
 
 
 def empty_communication_note(profile: Any) -> str:
@@ -163,18 +164,41 @@ class CommunicationTab(Tab):
         frame = self._overlap if self._overlap is not None else pd.DataFrame()
         if frame.empty:
             return frame_html(frame, "Communication hidden behind computation")
-        spread = over_ranks(frame, [], ["comm_not_overlapped_us", "communication_us"],
-                            keep={"overlap_share": "median", "exposed_share": "median"})
-        return frame_html(
+        bubble = bool(frame["bubble_us"].fillna(0.0).gt(0).any())
+        values = ["comm_exposed_us", "communication_us", *(["bubble_us"] if bubble else [])]
+        keep = {"overlap_share": "median", "exposed_share": "median",
+                **({"bubble_share": "median"} if bubble else {})}
+        spread = over_ranks(frame, [], values, keep=keep)
+        columns = ["comm_exposed_median_us", "comm_exposed_min_us", "comm_exposed_max_us",
+                   "worst_rank", *(["bubble_median_us"] if bubble else []),
+                   "communication_median_us", "overlap_share", "exposed_share",
+                   *(["bubble_share"] if bubble else [])]
+        table = frame_html(
             spread, "Communication hidden behind computation, over the ranks (per step)",
-            columns=["comm_not_overlapped_median_us", "comm_not_overlapped_min_us",
-                     "comm_not_overlapped_max_us", "worst_rank", "communication_median_us",
-                     "overlap_share", "exposed_share"],
-            headers={"comm_not_overlapped_median_us": "exposed, median over ranks",
-                     "comm_not_overlapped_min_us": "exposed, min",
-                     "comm_not_overlapped_max_us": "exposed, max",
+            columns=columns,
+            headers={"comm_exposed_median_us": "exposed, median over ranks",
+                     "comm_exposed_min_us": "exposed, min",
+                     "comm_exposed_max_us": "exposed, max",
                      "worst_rank": "most exposed rank",
+                     "bubble_median_us": "pipeline bubble, median",
                      "communication_median_us": "all communication, median",
                      "overlap_share": "hidden, median", "exposed_share":
-                     "exposed share of the step, median"},
-            scope={"comm_not_overlapped_median_us": "summed over steps"})
+                     "exposed share of the step, median",
+                     "bubble_share": "bubble share of the step, median"})
+        return table + (note(bubble_note(frame)) if bubble else "")
+
+
+def bubble_note(overlap: pd.DataFrame) -> str:
+    """What the exposed communication of :func:`perfkit.analysis.comm_overlap` leaves out
+    where the profile measures a pipeline bubble, in one sentence with its figures."""
+    per = overlap.set_index("rank")["bubble_us"].astype("float64")
+    worst = int(per.idxmax())
+    waiting = int(per.fillna(0.0).gt(0).sum())
+    who = (f"all {counted(len(per), 'rank')}" if waiting == len(per)
+           else f"{waiting} of the {counted(len(per), 'rank')}")
+    return ("Exposed communication here leaves out the pipeline bubble: "
+            f"{who} wait in pipeline receives (up to {time_text(float(per.max()))} per "
+            f"step, rank {worst}), time the step table counts as communication not "
+            "overlapped, but which is one stage waiting for another, not a transfer to "
+            "speed up. It is counted apart, as the pipeline bubble, wherever perfkit splits "
+            "the step (the Overview, the advice).")
