@@ -252,3 +252,24 @@ def test_the_communication_tab_counts_exposed_communication_as_the_overview_does
     waiting = sum(b > 0 for b in bubble.values())
     assert f"leaves out the pipeline bubble: {waiting} of the 16 ranks wait" in comm_text
 
+
+@pytest.mark.shared_samples
+def test_a_summary_only_export_says_why_it_has_no_timeline() -> None:
+    """msprof-analyze's cluster summary has no event to place in time: the Timeline tab
+    says what the folder holds (its files, read here, and its ranks, counted from the
+    CSV's rank rows), why nothing is drawn and what to open instead, never "Could not
+    finish the Timeline tab: ... (got 11)"; the pickers of step and ranks are hidden."""
+    folder = shared_sample(CLUSTER_OUTPUT) / "cluster_analysis_output"
+    with open(folder / "cluster_step_trace_time.csv", newline="", encoding="utf-8") as fh:
+        ranks = {r["Index"] for r in csv.DictReader(fh) if r["Type"] == "rank"}
+    panel = tab_panel("Timeline", str(folder))
+    text = _text(panel)
+    assert "Could not finish" not in text and "(got " not in text
+    assert text.startswith("No timeline: this folder is msprof-analyze's cluster summary "
+                           f"(cluster_analysis_output) of {len(ranks)} ranks")
+    for name in sorted(p.name for p in folder.iterdir()):
+        assert name in text
+    assert "no device task or host operator with its start and duration" in text
+    assert "*_ascend_pt" in text and "trace_view.json" in text
+    assert panel.controls.layout.display == "none"
+    assert not panel.charts

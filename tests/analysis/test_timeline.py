@@ -380,6 +380,21 @@ def test_a_profile_of_summaries_only_is_refused_with_the_reason():
         pk.analysis.timeline(p)
 
 
+def test_whether_a_profile_has_anything_to_draw_in_time(slow):
+    """msprof-analyze's cluster summary holds step totals and per-collective figures (its
+    JSON has a start per collective, but no device task or host operator at all): the
+    views ask this before drawing, and explain instead of showing the refusal above."""
+    from perfkit.analysis.timeline import has_timed_events
+
+    folder = shared_sample(CLUSTER_OUTPUT) / "cluster_analysis_output"
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == ["cluster_communication.json", "cluster_communication_matrix.json",
+                     "cluster_step_trace_time.csv", "communication_group.json"]
+    assert not has_timed_events(pk.load(folder, cache=False, progress=False))
+    assert has_timed_events(slow)  # device tasks
+    assert has_timed_events(pk.load(KINETO, cache=False, progress=False))  # host ops
+
+
 def test_a_default_rank_without_the_step_is_left_out_with_a_note():
     from perfkit.profile import Cluster, Profile, ProfileMeta
 

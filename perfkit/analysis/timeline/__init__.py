@@ -47,9 +47,9 @@ from .labels import short_label
 from .lanes import pack_sublanes
 from .merge import DEFAULT_MAX_EVENTS, merge_tiny_events
 from .swimlanes import DEFAULT_HOST_DEPTH, DEFAULT_LABELS, LANE_MODES, TIMELINE_COLUMNS, timeline
-from .window import TimelineError, TimelineWindow, timeline_window
+from .window import TimelineError, TimelineWindow, has_timed_events, timeline_window
 
 __all__ = ["timeline", "timeline_window", "window_events", "merge_tiny_events",
-           "short_label", "pack_sublanes", "TimelineWindow", "TimelineError",
+           "short_label", "pack_sublanes", "TimelineWindow", "TimelineError", "has_timed_events",
            "TIMELINE_COLUMNS", "EVENT_COLUMNS", "DEFAULT_MAX_EVENTS", "DEFAULT_LABELS",
            "DEFAULT_HOST_DEPTH", "HOST_COMM_PATTERN", "LANE_MODES"]

@@ -19,11 +19,12 @@ import pandas as pd
 from ..._stats import median
 from ...errors import InvalidArgumentError, PerfkitError
 from ...format import counted, listed, plural, time_text
-from .._frames import is_lazy
+from .._frames import any_values, is_lazy
 from .._util import has_values, table
 from ..steps import step_breakdown, step_wall_us
 
-__all__ = ["timeline_window", "TimelineWindow", "TimelineError", "MIN_WAIT_SHARE"]
+__all__ = ["timeline_window", "TimelineWindow", "TimelineError", "has_timed_events",
+           "MIN_WAIT_SHARE"]
 
 #: A wait before the step's first task is drawn (:attr:`TimelineWindow.wait_us`) when it is
 #: at least this share of the step's time: a launch latency of a fraction of a millisecond
@@ -178,6 +179,33 @@ def _rank_window(tables: dict[str, pd.DataFrame], step: int | None
     if span is not None:
         return (*span, "host ops")
     return None
+
+
+def has_timed_events(profile: Any) -> bool:
+    """Whether some rank of ``profile`` has what a timeline draws: a device task or a host
+    operator with its start and duration.
+
+    A summary-only export has none: msprof-analyze's ``cluster_analysis_output`` holds
+    per-rank step totals and per-collective figures, not the events themselves, and
+    :func:`timeline_window` refuses it with a :class:`TimelineError`. A view asks this
+    first to explain why there is no timeline instead of showing that error.
+
+    Parameters
+    ----------
+    profile : Profile, Cluster or lazy cluster
+
+    Returns
+    -------
+    bool
+    """
+    for name in ("kernels", "ops"):
+        frame = table(profile, name)
+        if is_lazy(frame):
+            if any_values(frame, "start_us") and any_values(frame, "dur_us"):
+                return True
+        elif len(_timed(frame)):
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------- window

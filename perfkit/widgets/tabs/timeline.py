@@ -15,12 +15,13 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ...analysis.timeline import has_timed_events
 from ...export import export_trace
-from ...format import bytes_text
+from ...format import bytes_text, counted
 from ..markup import STYLE, describe_error, error, note
 from .base import ALL_RANKS, Context, Tab, html_widget, ranks_of
 
-__all__ = ["TimelineTab"]
+__all__ = ["TimelineTab", "empty_timeline_note"]
 
 
 _MEDIAN_STEP = "representative (median step of the slowest rank)"
@@ -32,6 +33,46 @@ DOWNLOAD_LIMIT_BYTES = 25 * 2**20
 #: Width of the timeline's plot in pixels: with its lane names (up to about 180 px) it fits
 #: the tab of a 1024 px window, where a 960 px plot made the tab scroll sideways.
 TIMELINE_WIDTH = 780
+
+
+#: The files of msprof-analyze's cluster summary, with what each holds.
+_CLUSTER_FILES = {
+    "cluster_step_trace_time.csv": "each rank's step totals: computing, communication, "
+                                   "free time, pipeline bubble",
+    "cluster_communication.json": "figures per collective: time split, bandwidth",
+    "cluster_communication_matrix.json": "figures per link",
+    "communication_group.json": "the communication groups",
+}
+
+
+def empty_timeline_note(profile: Any) -> str:
+    """Why the Timeline tab draws nothing for a profile without timed events
+    (:func:`perfkit.analysis.timeline.has_timed_events`): what the profile holds, why no
+    timeline comes of it, where its figures are shown and what to open instead."""
+    meta = getattr(profile, "meta", None)
+    fmt = getattr(meta, "source_format", None) or "this"
+    if fmt == "cluster_analysis_output":
+        folder = Path(str(getattr(meta, "path", "") or ""))
+        held = [f"{name} ({what})" for name, what in _CLUSTER_FILES.items()
+                if (folder / name).is_file()]
+        ranks = getattr(profile, "ranks", None) or [meta.rank]
+        return ("No timeline: this folder is msprof-analyze's cluster summary "
+                "(cluster_analysis_output) of "
+                f"{counted(len(ranks), 'rank')}, not a recording of events. It holds "
+                + ("; ".join(held) if held else "summary tables")
+                + ", but no device task or host operator with its start and duration, so "
+                "nothing can be placed in time. Its figures are on the Overview (each "
+                "rank's step split) and the Communication tab (collectives, links, exposed "
+                "communication). To draw a timeline, open what msprof-analyze read (the "
+                "folder given to its -d): the ranks' own profiler output, the *_ascend_pt "
+                "(torch_npu) or *_ascend_ms (MindSpore) folders with "
+                "ASCEND_PROFILER_OUTPUT/trace_view.json or kernel_details.csv, all of them "
+                "or one rank's.")
+    return (f"No timeline: this {fmt} profile has no device task or host operator with its "
+            "start and duration, which a timeline draws, so nothing can be placed in time; "
+            "its step and communication figures are on the Overview and the Communication "
+            "tab. A torch_npu or MindSpore export with trace_view.json or "
+            "kernel_details.csv, or a Kineto trace, would fill this tab.")
 
 
 class TimelineTab(Tab):
@@ -65,6 +106,8 @@ class TimelineTab(Tab):
         self._folder: Path | None = None
         self._quiet = False
         super().__init__(ctx, [self.step, self.ranks, self.lanes])
+        #: the row of the step, ranks and lanes pickers (hidden when nothing can be drawn)
+        self.controls = self.children[0]
         self.keep.update({id(self.export), id(self.exported)})
         for widget in (self.step, self.ranks, self.lanes):
             widget.observe(self._on_control, names="value")
@@ -96,6 +139,10 @@ class TimelineTab(Tab):
         return picked[:TIMELINE_MAX_RANKS] if picked else None
 
     def build(self, profile: Any) -> list[W.Widget]:
+        drawable = has_timed_events(profile)
+        self.controls.layout.display = "" if drawable else "none"
+        if not drawable:  # a summary-only export: say what it holds, not the API's error
+            return [html_widget(note(empty_timeline_note(profile)))]
         ranks = self._chosen_ranks()
         frame = A.timeline(profile, step=self._chosen_step(), ranks=ranks,
                            lanes=self.lanes.value)
