@@ -9,12 +9,13 @@ line refer to it in one sentence; ``perfkit info`` has the same section.
 
 from __future__ import annotations
 
+import csv
 import html
 import re
 from pathlib import Path
 
 import pytest
-from shared_samples import HTA, PT_LEVEL1, sample
+from shared_samples import CLUSTER_OUTPUT, HTA, PT_LEVEL1, sample
 
 import perfkit as pk
 from perfkit.cli.profile_text import profile_info_text
@@ -31,6 +32,8 @@ CASES = {
     sample(PT_LEVEL1): ["model", "global_batch_size"],
     sample(HTA): ["model", "global_batch_size", "hardware", "peak_memory_bytes"],
     TESTS / "kineto_llama_h100": [],
+    # a measured pipeline bubble, no pipeline group: pp is not read (see below)
+    sample(CLUSTER_OUTPUT): ["model", "pp", "global_batch_size", "peak_memory_bytes"],
 }
 pytestmark = pytest.mark.shared_samples  # two of the cases are other projects' profiles
 
@@ -100,3 +103,45 @@ def test_perfkit_info_has_the_section(jobs: dict) -> None:
     # the job section points there instead of repeating the 400-character reason
     job_part = text.split(f"\n{PANEL_TITLE}:\n", 1)[0]
     assert jobs[path].detail("name") not in " ".join(job_part.split())
+
+
+def test_a_measured_bubble_without_a_pipeline_group_leaves_pp_unread(jobs: dict) -> None:
+    """msprof-analyze's cluster output measures a pipeline bubble on ranks 8-15 (its Bubble
+    column, read here) but records no pipeline group: pp is not shown as 1 from the profile.
+    Its reading says pp > 1 and that its size is not read (no size guessed: nothing gives
+    one); dp's says it is smaller; the job line, the unknowns and perfkit info say so."""
+    path = sample(CLUSTER_OUTPUT) / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+    with open(path, newline="", encoding="utf-8") as fh:
+        bubble = {int(r["Index"]): float(r["Bubble"]) for r in csv.DictReader(fh)
+                  if r["Type"] == "rank"}
+    waiting = {r: b for r, b in bubble.items() if b > 0}
+    worst = max(waiting, key=waiting.__getitem__)
+    job = jobs[sample(CLUSTER_OUTPUT)]
+    assert (job.parallel.pp, job.source("pp")) == (1, "default")
+    detail = job.detail("pp")
+    assert detail.startswith("not read: the step table measures a pipeline bubble")
+    assert (f"on {len(waiting)} of {len(bubble)} ranks, up to {waiting[worst] / 1e3:.0f} ms "
+            f"per step (rank {worst}): the job is pipelined, pp > 1") in detail
+    assert "1 is a placeholder, not a reading" in detail
+    assert job.detail("dp").endswith(f"so dp is at most {len(bubble) // 2}")
+    assert "pp not read: a pipeline bubble is measured, so pp > 1" in job.describe()
+    text = " ".join(profile_info_text(pk.load(sample(CLUSTER_OUTPUT)), n_findings=0).split())
+    assert "dp 16 × tp 1 × pp 1 (pp not read: a pipeline bubble is measured, so pp > 1)" in text
+    assert f"the pipeline size (pp): {' '.join(detail.split())}" in text
+    # the way to set it works, and then nothing is a placeholder
+    pp = [u for u in job.unknowns() if u.field == "pp"][0]
+    given = job.with_overrides(**dict(kv.split("=") for kv in pp.example.split(", ")))
+    assert given.parallel.pp == 2 and given.parallel.world_size == len(bubble)
+    assert given.pp_unread is None and "pp" not in [u.field for u in given.unknowns()]
+
+
+def test_a_read_pp_or_no_bubble_is_left_as_it_is() -> None:
+    """The bundled dp 8 × pp 2 run gives pp from its pipeline groups (its Bubble is > 0);
+    a run without a bubble keeps pp = 1 as assumed, with no word about a pipeline."""
+    from perfkit.widgets import bundled_profile
+
+    piped = pk.infer_job(pk.load(bundled_profile("simulated/llama2-13b-tuned-dp8-pp2")))
+    assert (piped.parallel.pp, piped.source("pp")) == (2, "profile")
+    assert piped.pp_unread is None and "not read" not in piped.detail("pp")
+    flat = pk.infer_job(pk.load(sample(PT_LEVEL1)))
+    assert flat.pp_unread is None and "bubble" not in flat.detail("pp")

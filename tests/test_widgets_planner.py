@@ -249,3 +249,36 @@ def test_the_planner_says_its_measured_step_leaves_out_the_wait_for_data() -> No
     base_fit = fit_job(base, pk.infer_job(base))
     assert "waits before" not in comparison_sentence(
         measured_against_predicted(base, base_fit), base_fit)
+
+
+@pytest.mark.shared_samples
+def test_the_planner_does_not_present_a_placeholder_pp_as_the_profiled_layout() -> None:
+    """msprof-analyze's cluster output measures a pipeline bubble (its Bubble column, read
+    here) with no pipeline group recorded: with a model given, the Planner's sentence says
+    the profiled layout's pp = 1 is a placeholder, and the schedule's bubble of the job's
+    figures, (pp − 1) / (vpp · m) = 0, is flagged instead of shown as the run's."""
+    from shared_samples import CLUSTER_OUTPUT, shared_sample
+
+    from perfkit.widgets.prediction import comparison_sentence
+    from perfkit.widgets.summary import job_summary
+
+    folder = shared_sample(CLUSTER_OUTPUT) / "cluster_analysis_output"
+    with open(folder / "cluster_step_trace_time.csv", newline="", encoding="utf-8") as fh:
+        assert any(float(r["Bubble"]) > 0 for r in csv.DictReader(fh) if r["Type"] == "rank")
+    prof = pk.load(folder)
+    job = pk.infer_job(prof).with_overrides(model="llama2-7b", seq_length=4096,
+                                            global_batch_size=16)
+    assert job.parallel.pp == 1 and job.pp_unread
+    fit = fit_job(prof, job)
+    text = comparison_sentence(measured_against_predicted(prof, fit), fit, job)
+    assert f"The profiled layout's pp = 1 is a placeholder, not the run's: {job.pp_unread}" \
+        in text
+    row = job_summary(job).set_index("key").loc["bubble_fraction"]
+    assert row["value"] == 0.0 and row["text"].endswith("not plausible")
+    assert job.pp_unread in row["warning"]
+    # once the user gives pp, no placeholder is left to flag
+    given = job.with_overrides(pp=2, dp=8)
+    assert "placeholder" not in comparison_sentence(
+        measured_against_predicted(prof, fit_job(prof, given)), fit_job(prof, given), given)
+    assert not isinstance(job_summary(given).set_index("key").loc["bubble_fraction",
+                                                                  "warning"], str)

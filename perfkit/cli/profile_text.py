@@ -12,6 +12,7 @@ from .._version import __version__
 from ..errors import InvalidArgumentError, PerfkitError
 from ..format import counted, listed, plural, ranges_text, ranks_text
 from ..job.activations import ACTIVATIONS, activation_text
+from ..job.layout import PP_UNREAD
 from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
 
 __all__ = ["profile_info_text"]
@@ -123,6 +124,7 @@ def _job_lines(job: Any) -> list[str]:
     p = job.parallel
     lines.append(f"  {'layout':<15}dp {p.dp} × tp {p.tp} × pp {p.pp}"
                  + (f" (vpp {p.vpp})" if p.vpp > 1 else "")
+                 + (f" ({PP_UNREAD})" if job.pp_unread else "")
                  + f" = {counted(p.world_size, 'device')}, micro-batch {p.micro_batch_size} × "
                    f"{p.num_micro_batches}, recompute {p.recompute}"
                  + (f" {list(p.recompute_layers)}" if isinstance(p.recompute_layers, tuple)

@@ -28,8 +28,11 @@ def parallel_from_values(values: dict[str, FieldValue], strict: set[str]) -> Par
         if v is not None and v.value is not None:
             kwargs[name] = v.value
     pp = kwargs.get("pp", 1)
-    if pp > 1 and "num_micro_batches" not in kwargs:
-        # unknown micro-batches with a pipeline: the fewest a pipeline runs, said as such
+    m = values.get("num_micro_batches")
+    if pp > 1 and ("num_micro_batches" not in kwargs or (
+            m is not None and m.source == "default" and kwargs["num_micro_batches"] < pp)):
+        # unknown micro-batches with a pipeline (or ParallelConfig's default 1, which no
+        # pipeline runs): the fewest a pipeline runs, said as such
         kwargs["num_micro_batches"] = pp
         v = values["num_micro_batches"]
         values["num_micro_batches"] = FieldValue(

@@ -32,6 +32,7 @@ from .fields import (
     check_field,
     value_text,
 )
+from .layout import PIPELINE_BUBBLE, PP_UNREAD
 from .measured import TRAINING_STEP
 from .problems import disagreements
 
@@ -231,6 +232,20 @@ class Job:
         return self.observed.get(ACTIVATIONS, (None, "the profile shows no attention "
                                                      "kernel: the seed's table"))[1]
 
+    @property
+    def pp_unread(self) -> str | None:
+        """Why the layout's pp is a placeholder, or None when it is not one.
+
+        Where the profile measures a pipeline bubble but records no pipeline group, pp
+        is 1 with source ``default`` (:func:`perfkit.job.layout.read_pipeline_bubble`):
+        the run is pipelined and its pp not read. A pp from a config or the user is not
+        a placeholder.
+        """
+        seen = self.observed.get(PIPELINE_BUBBLE)
+        if seen is None or self.source("pp") != "default":
+            return None
+        return seen[1]
+
     def describe(self) -> str:
         """One line: model, layout, batch, device, dtype and step time."""
         m = self.model
@@ -240,6 +255,8 @@ class Job:
         p = self.parallel
         layout = f"dp {p.dp} × tp {p.tp} × pp {p.pp}" + (f" (vpp {p.vpp})" if p.vpp > 1
                                                           else "")
+        if self.pp_unread:
+            layout += f" ({PP_UNREAD})"
         batch = (f"batch {self.global_batch_size} × {self.seq_length}"
                  if self.global_batch_size and self.seq_length else "batch unknown")
         hw = self.hardware.name if self.hardware else "no hardware preset"

@@ -4,7 +4,9 @@ Read from the communication groups (``parallel_group_info`` of torch_npu / MindS
 Kineto's ``pg_config``, or the communication matrix: :mod:`perfkit.analysis.layout`), or
 from the parallel strategy a MindSpore profile records when it lists no group; vpp from
 the first stage's pipeline sends per step; optimizer sharding and sequence parallelism
-from the collectives each group runs.
+from the collectives each group runs. Where no pipeline group gives pp but the step table
+measures a pipeline bubble, pp > 1 is said and its size left unread
+(:func:`read_pipeline_bubble`): 1 stays as a placeholder, never as a reading.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import layout as L
-from ..format import counted, listed
-from .fields import Readings
+from ..analysis.steps import step_breakdown
+from ..errors import PerfkitError
+from ..format import counted, listed, time_text
+from .fields import FieldValue, Readings
 
-__all__ = ["read_layout", "read_vpp", "read_sharding"]
+__all__ = ["read_layout", "read_vpp", "read_sharding", "read_pipeline_bubble",
+           "PIPELINE_BUBBLE", "PP_UNREAD"]
+
+#: The reading of :func:`read_pipeline_bubble` (kept in :attr:`perfkit.Job.observed`):
+#: the largest per-rank pipeline bubble in µs per step, and what was read.
+PIPELINE_BUBBLE = "pipeline_bubble"
+#: What the one-line descriptions of a job add to a placeholder pp.
+PP_UNREAD = "pp not read: a pipeline bubble is measured, so pp > 1"
 
 
 def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
@@ -114,7 +125,47 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
             + (f"all {world} ranks counted" if world != 1 else "the one rank counted")
             + " as data parallel (tp = pp = 1 assumed)", "default")
     _at_least_the_groups(meta, out, world)
+    read_pipeline_bubble(profile, out)
     return groups
+
+
+def read_pipeline_bubble(profile: Any, out: Readings) -> None:
+    """Say that pp > 1 where pp was not read but the step table measures a pipeline bubble.
+
+    The bubble (``bubble_us`` of :func:`perfkit.analysis.step_breakdown`, the time a rank
+    waits in pipeline receives) exists only with pipeline parallelism, but its size does
+    not give the number of stages, and neither do msprof-analyze's ``stage`` rows (sets
+    of ranks joined by their communication groups, not a recorded setting). So pp keeps
+    the placeholder 1 with source ``default`` and a detail that says so, dp's detail
+    says it is smaller, and :data:`PIPELINE_BUBBLE` records the largest bubble for
+    :func:`perfkit.job.unknowns.unknowns`. Nothing changes where pp was read.
+    """
+    if out["pp"].source != "default" or out["pp"].value != 1:
+        return
+    try:
+        steps = step_breakdown(profile)
+    except PerfkitError:
+        return
+    if steps.empty or "bubble_us" not in steps.columns:
+        return
+    per = steps.groupby("rank")["bubble_us"].median().astype("float64")
+    waiting = per[per > 0]
+    if waiting.empty:
+        return
+    worst = waiting.idxmax()
+    seen = (f"the step table measures a pipeline bubble (time waiting in pipeline "
+            f"receives) on {len(waiting)} of {counted(len(per), 'rank')}, up to "
+            f"{time_text(float(waiting.max()))} per step (rank {worst}): the job is "
+            "pipelined, pp > 1")
+    out[PIPELINE_BUBBLE] = FieldValue(float(waiting.max()), "profile", seen)
+    out.put("pp", 1, f"not read: {seen}, but no pipeline group or stage count is "
+                     "recorded to give its size; 1 is a placeholder, not a reading",
+            "default")
+    world, dp = out["world_size"].value, out["dp"]
+    rest = out["tp"].value * out["cp"].value  # dp × tp × pp × cp = world, with pp ≥ 2
+    if dp.value and world and dp.value * rest == world:
+        out.put("dp", dp.value, f"{dp.detail}; the measured pipeline bubble shows pp > 1, "
+                                f"so dp is at most {world // (2 * rest)}", dp.source)
 
 
 def _at_least_the_groups(meta: Any, out: Readings, world: int) -> None:

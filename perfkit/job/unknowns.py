@@ -81,9 +81,11 @@ def unknowns(job: Any) -> list[Unknown]:
     -------
     list of Unknown
         The model (when no full model could be read: the fields missing and why), the
-        sequence length and global batch (throughput), the hardware and its data type
-        (MFU, roofline, memory capacity), the step time (throughput, MFU) and the
-        measured memory peak (the memory check); empty for a complete job.
+        pipeline size where a measured pipeline bubble shows pp > 1 but no group gives it
+        (:attr:`perfkit.Job.pp_unread`), the sequence length and global batch
+        (throughput), the hardware and its data type (MFU, roofline, memory capacity),
+        the step time (throughput, MFU) and the measured memory peak (the memory check);
+        empty for a complete job.
     """
     out: list[Unknown] = []
     if job.model is None:
@@ -100,6 +102,17 @@ def unknowns(job: Any) -> list[Unknown]:
                            "the throughput in tokens/s and MFU",
                            f"{_MODEL_FILES}, or a training log", "seq_length=4096",
                            "the box seq_length", "tokens per sequence"))
+    if job.pp_unread:
+        p = job.parallel
+        rest = p.tp * p.cp
+        dp = max(1, (job.world_size or p.world_size) // (2 * rest))
+        out.append(Unknown("pp", "the pipeline size (pp)", job.detail("pp"),
+                           "dp (world size / (tp × pp)), the global batch, the memory "
+                           "theory, the schedule's bubble and the planner's profiled layout",
+                           "a MindFormers YAML (parallel_config.pipeline_stage)",
+                           f"pp=2, dp={dp}", "the boxes pp and dp",
+                           "the run's pipeline stages, 2 only as an example; dp = world "
+                           "size / (tp × pp)"))
     if job.global_batch_size is None:
         out.append(Unknown("global_batch_size", "the global batch",
                            job.detail("global_batch_size"),

@@ -174,8 +174,9 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
 
 def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = None) -> str:
     """One sentence: predicted step with its band against the measured one, in or out;
-    with ``job``, whether its profile is a training step at all (the model predicts one,
-    :meth:`perfkit.Job.training_step`)."""
+    with ``job``, whether its pp is a placeholder (a measured bubble shows pp > 1,
+    :attr:`perfkit.Job.pp_unread`) and whether its profile is a training step at all (the
+    model predicts one, :meth:`perfkit.Job.training_step`)."""
     pred = fit.prediction
     text = (f"Predicted {time_text(pred.step_s * 1e6)} (band {time_text(pred.low_s * 1e6)}"
             f" – {time_text(pred.high_s * 1e6)})")
@@ -192,6 +193,10 @@ def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = 
         text += (" Both figures are the device's span: the step time on the Overview also "
                  f"counts the {time_text(wait * 1e6)} the device waits before each step's "
                  "first task (data, launch), which no layout shortens.")
+    if job is not None and job.pp_unread:
+        text += (" The profiled layout's pp = 1 is a placeholder, not the run's: "
+                 f"{job.pp_unread}; the prediction and the layouts below assume no pipeline "
+                 "until pp is set in the job.")
     if job is not None and job.training_step() is False:
         text += (" The profile is not a training step (it runs no backward pass) and the "
                  "model predicts one: the two do not compare, and neither do the layouts "

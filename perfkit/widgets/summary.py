@@ -223,7 +223,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              hardware.name),
         _row("bubble_fraction", "pipeline bubble", bubble, "fraction", share_text(bubble),
              f"(pp − 1) / (vpp · m) = ({parallel.pp} − 1) / ({parallel.vpp} · "
-             f"{parallel.num_micro_batches}), relative to ideal compute time"),
+             f"{parallel.num_micro_batches}), relative to ideal compute time",
+             _placeholder_pp(bubble, job)),
         _row("predicted_step_s", "uncalibrated step estimate", estimate.step_s, "s",
              time_text(estimate.step_s * 1e6),
              "estimate_step, not calibrated on this run (the Planner and "
@@ -237,6 +238,15 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              share_text(estimate.mfu), "MFU at the uncalibrated step estimate", g_pmfu),
     ]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def _placeholder_pp(bubble: float, job: Job | None) -> Guarded | None:
+    """The schedule's bubble flagged where the job's pp is a placeholder (a bubble is
+    measured but pp was not read, :attr:`perfkit.Job.pp_unread`); None otherwise."""
+    if job is None or not job.pp_unread:
+        return None
+    return Guarded(bubble, f"pp = 1 is a placeholder, not the run's: {job.pp_unread}; set "
+                           "pp (and dp) in the job")
 
 
 def job_summary(job: Job) -> pd.DataFrame:
