@@ -30,8 +30,8 @@ from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
            "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
-           "is_missing", "WARNING_MARK", "plural", "counted", "listed", "ratio_text",
-           "world_size_text", "ranges_text", "ranks_text"]
+           "is_missing", "WARNING_MARK", "plural", "counted", "listed", "runs_text",
+           "ratio_text", "world_size_text", "ranges_text", "ranks_text"]
 
 #: Text of a missing value.
 MISSING = "–"
@@ -254,6 +254,12 @@ def listed(items: Iterable[Any], conjunction: str = "and") -> str:
     return f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
 
 
+def runs_text(numbers: Iterable[int]) -> str:
+    """Whole numbers as runs, for step or rank numbers: ``[1, 2, 3, 7, 9, 10]`` ->
+    ``"1–3, 7, 9–10"`` (sorted, repeats once)."""
+    return ranges_text(numbers, dash="–")
+
+
 def ratio_text(ratio: float) -> str:
     """How many times another figure ``ratio`` is, for a sentence "X is … the Y":
     ``"2.3×"``, ``"0.017×"``, and a ratio below 1/100 as a fraction, ``"1/510,000 of"``
@@ -279,18 +285,16 @@ def world_size_text(world_size: Any, at_least: bool = False) -> str:
     return count_text(world_size)
 
 
-def ranges_text(values: Iterable[Any]) -> str:
-    """Whole numbers as runs: ``[0, 1, 2, 3, 7]`` -> ``"0-3, 7"``."""
-    out: list[str] = []
-    items = sorted({int(v) for v in values})
-    i = 0
-    while i < len(items):
-        j = i
-        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
-            j += 1
-        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
-        i = j + 1
-    return ", ".join(out)
+def ranges_text(values: Iterable[Any], dash: str = "-") -> str:
+    """Whole numbers as runs, sorted, each once, for step or rank numbers:
+    ``[0, 1, 2, 3, 7]`` -> ``"0-3, 7"`` (``dash="–"``: ``"0–3, 7"``, in a sentence)."""
+    runs: list[list[int]] = []
+    for n in sorted({int(v) for v in values}):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}{dash}{b}" for a, b in runs)
 
 
 def ranks_text(ranks: Iterable[Any] | None, rank: Any = None) -> str:

@@ -589,6 +589,36 @@ def test_a_legacy_step_trace_tabulates_its_phases_not_columns_of_dashes(
 
 
 @pytest.mark.shared_samples
+def test_legacy_all_reduce_phases_read_the_same_on_every_tab(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """mi_run1's pid 10000 events are the step trace's all-reduce phases (MindInsight's
+    AllReduce track): the Communication tab lists them as allreduce (once 'other'), and
+    says, as the Overview does, that the steps have no computing / communication split
+    (once 'no communication time'); the Timeline draws a step whose device tasks were
+    recorded and says which were; no finding reads their gaps as idle time."""
+    from raw_mindspore import mi_run1
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("wild/mi_run1")
+    raw = mi_run1(folder)
+    board = dashboard(str(folder))
+    assert "No computing / communication / free split" in _html_of(board.select("Overview"))
+    text = unescape(re.sub(r"<[^>]+>", "|", _html_of(board.select("Communication"))))
+    assert f"|allreduce||{len(raw['phases']):,}|" in text
+    assert "|other|" not in text
+    assert (f"the steps of this profile are not split into computing and communication (the "
+            f"Overview shows the parts its step table gives), so how much of the time of its "
+            f"{len(raw['phases']):,} collectives runs under computation is not measured"
+            in text)
+    timeline = unescape(_html_of(board.select("Timeline")))
+    assert "device tasks recorded for steps 1–14 of 322" in timeline
+    advice = unescape(_html_of(board.select("Advice")))
+    assert "long gaps inside the step" not in advice
+    assert "counted over the steps whose device tasks were recorded: steps 1–14 of 322" \
+        in advice
+
+
+@pytest.mark.shared_samples
 def test_one_rank_is_not_charted_against_its_peers(tmp_path: Path, monkeypatch) -> None:
     """DeepEP's trace is rank 0 of 64, alone: the Communication tab once drew four empty
     panels at zero for it against itself. It now says there are no peers to compare."""

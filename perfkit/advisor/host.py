@@ -15,6 +15,7 @@ from ..analysis import cluster as _cluster
 from ..analysis import host_comm as _host_comm
 from ..analysis import operators as _ops
 from ..analysis._util import has_values
+from ..analysis.recorded import recorded_steps_text
 from ..analysis.steps import step_wall_us
 from ..format import counted
 from .context import Context
@@ -86,6 +87,12 @@ def _slowest_rank_waits(dl: pd.DataFrame) -> pd.DataFrame:
         ["step", "_wall", "stall_us"], ascending=[True, False, False], na_position="last",
         kind="mergesort")
     return order.drop_duplicates("step", keep="first").drop(columns="_wall")
+def _recorded(ctx: Context) -> str:
+    """What the gaps were counted over when not every step's device tasks were recorded
+    (:mod:`perfkit.analysis.recorded`), as the end of an evidence; else ``""``."""
+    which = recorded_steps_text(ctx.steps)
+    return f"; counted over the steps whose device tasks were recorded: {which}" \
+        if which else ""
 
 
 def _capped(ctx: Context, gaps: pd.Series, before: pd.Series | None = None) -> pd.Series:
@@ -126,6 +133,7 @@ def host_bound(ctx: Context) -> list[Finding]:
         r = tk[tk["storm"].fillna(False).astype(bool)].iloc[0]
         ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels are shorter than "
                f"10 µs (most frequent: {kernel_names(r['top_names'])})")
+    ev += _recorded(ctx)
     rec = say(ctx.fw, {
         "mindspore": "Launch fewer, larger kernels: graph mode (jit / GRAPH_MODE) with "
                      "kernel-by-kernel launch off, fused operators, a larger micro-batch; "
@@ -156,7 +164,8 @@ def long_gaps(ctx: Context) -> list[Finding]:
         title = ("The device stalls inside the step while its memory is nearly full "
                  "(allocator frees and retries)")
         ev = (f"idle periods of 1 ms or more inside the step: {fmt_time(gap)} per step; "
-              f"peak memory {fmt_bytes(used)} = {pct(frac)} of {fmt_bytes(cap)}")
+              f"peak memory {fmt_bytes(used)} = {pct(frac)} of {fmt_bytes(cap)}"
+              + _recorded(ctx))
         rec = say(ctx.fw, {
             "mindspore": "Lower the peak: selective recompute, optimizer sharding "
                          "(parallel_optimizer), a smaller micro-batch, or more pipeline "
@@ -177,6 +186,7 @@ def long_gaps(ctx: Context) -> list[Finding]:
     if not sp.empty:
         ev += ("; synchronising host calls: "
                + ", ".join(sp["name"].astype(str).drop_duplicates().head(3)))
+    ev += _recorded(ctx)
     rec = ("Open the timeline at those gaps: a host synchronisation (.item(), printing a "
            "loss), a barrier, a checkpoint or an allocator retry stops the launch queue.")
     return [measured(ctx, "host_stalls", "host", gap, title, ev, rec)]

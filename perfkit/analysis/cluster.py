@@ -34,6 +34,7 @@ from ._util import (
     text_matches,
     typed,
 )
+from .recorded import recorded_mask, recorded_text, unrecorded
 from .steps import exposed_comm_us, step_breakdown
 
 __all__ = ["slow_ranks", "stage_balance", "stage_of_ranks", "data_loading", "host_bound",
@@ -327,7 +328,10 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
         ``median_gap_us``, ``launch_gap_share`` (launch gaps / span), ``host_bound``
         (``launch_gap_share >= launch_share`` and the median gap at least as long as the
         median kernel: the device waits for launches longer than it computes; short
-        turnaround gaps between long kernels are normal).
+        turnaround gaps between long kernels are normal). Where the ``steps`` table says
+        which steps' device tasks were recorded (``tasks_recorded``, see
+        :mod:`perfkit.analysis.recorded`), only those steps: the gaps of the others are
+        tasks the profiler did not record, not idle time (a note says which steps).
     """
     cols = {"rank": "Int64", "step": "Int64", "kernels": "int64", "span_us": "float64",
             "busy_us": "float64", "idle_us": "float64", "gaps": "int64",
@@ -375,7 +379,24 @@ def host_bound(profile: Any, long_gap_us: float = 1000.0, launch_share: float = 
     out["launch_gap_share"] = out["launch_gap_us"] / out["span_us"].where(out["span_us"] > 0)
     out["host_bound"] = (out["launch_gap_share"] >= launch_share) & \
         (out["median_gap_us"] >= out["median_kernel_us"])
-    return typed(out, cols)
+    steps = table(profile, "steps")
+    if recorded_mask(steps) is None:
+        return typed(out, cols)
+    out = typed(_recorded_only(out, steps), cols).reset_index(drop=True)
+    return add_note(out, f"gaps of the steps whose device tasks were recorded only: "
+                         f"{recorded_text(steps)}")
+
+
+def _recorded_only(frame: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` (``rank``, ``step``) of steps whose device tasks were recorded
+    (:mod:`perfkit.analysis.recorded`); rows outside every step go too, as they are no
+    step of the record."""
+    skip = unrecorded(steps)
+    def key(f: pd.DataFrame) -> pd.Series:
+        return f["rank"].astype("Int64").astype("string").fillna("") + "/" + \
+            f["step"].astype("Int64").astype("string").fillna("")
+    keep = frame["step"].notna().to_numpy(bool) & ~key(frame).isin(set(key(skip))).to_numpy(bool)
+    return frame[keep]
 
 
 def sync_points(profile: Any) -> pd.DataFrame:

@@ -16,6 +16,9 @@ __all__ = ["comm_op_type", "OP_TYPES"]
 
 #: ``(kind, regular expression)`` pairs, tried in order on the lower-cased name.
 OP_TYPES = (
+    # legacy MindSpore step trace: the all-reduce phase of a stream (stream_520_parallel_0),
+    # what MindInsight's timeline draws as its AllReduce track (pid 10000)
+    ("allreduce", r"^stream_\d+_parallel_\d+$"),
     ("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
     ("reducescatter", r"reduce_?scatter"), ("alltoall", r"all_?to_?all"),
     # expert-parallel dispatch / combine (DeepEP, MoE token exchange) are all-to-alls
@@ -34,7 +37,8 @@ def comm_op_type(names: pd.Series) -> pd.Series:
     Works on HCCL (``hcom_allReduce__586_0_1``), NCCL (``ncclKernel_AllReduce_RING_...``,
     ``ncclDevKernel_SendRecv``), gloo (``gloo:all_reduce``), DeepEP
     (``deep_ep::internode::dispatch<...>``: dispatch and combine are all-to-alls) and legacy
-    MindSpore (``AllReduce-op4582``) names.
+    MindSpore (``AllReduce-op4582``, and the step trace's all-reduce phases
+    ``stream_520_parallel_0``) names.
     """
     # each distinct name (missing as "") matched once, the kinds spread back by code: a
     # profile has a few dozen distinct collective names

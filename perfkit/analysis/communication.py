@@ -376,7 +376,8 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
         time) and ``bubble_share`` (``bubble_us`` / step time).
         Empty, with a note, when the steps hold no communication time although the
         profile records collectives (host collectives of a GPU job: gloo with CUDA
-        tensors), never zeros that would read as "fully hidden".
+        tensors; a legacy MindSpore step trace, split into phases rather than computing
+        and communication), never zeros that would read as "fully hidden".
     """
     cols = {"rank": "Int64", "steps": "int64", "step_us": "float64",
             "communication_us": "float64", "overlapped_us": "float64",
@@ -385,6 +386,14 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
             "exposed_share": "float64", "bubble_share": "float64"}
     s = step_breakdown(profile)
     if s.empty or not has_values(s, "comm_not_overlapped_us"):
+        comm = table(profile, "comm_ops")
+        n = len(comm) if not s.empty and not is_lazy(comm) else 0
+        if n:  # the collectives are there; the steps say nothing of their overlap
+            return empty_frame(cols, f"the steps of this profile are not split into "
+                                     "computing and communication (the Overview shows the "
+                                     "parts its step table gives), so how much of the time "
+                                     f"of its {n:,} collectives runs under computation is "
+                                     "not measured")
         return empty_frame(cols, "no communication time in the step breakdown")
     talking = (s["communication_us"].fillna(0) > 0) | (s["comm_not_overlapped_us"].fillna(0) > 0)
     if not talking.any():

@@ -9,7 +9,12 @@ What maps to the canonical tables:
   fp+bp, tail - kept as extra ``*_us`` columns);
 - ``comm_ops``: ``hccl_raw_{rank}.csv`` (per-op cost and wait in ms per step);
 - ``kernels``: ``ascend_timeline_display_{rank}.json`` (Chrome trace, times relative to the
-  start of profiling: the file has no epoch, so ``origin_ns`` stays None).
+  start of profiling: the file has no epoch, so ``origin_ns`` stays None). Its pid 10000
+  holds the step trace's all-reduce phases (``stream_{id}_parallel_{n}``: from an
+  all-reduce's start mark to its end mark on a stream, in every step; MindInsight's
+  ``TimelineAnalyser.add_all_reduce_info``): communication of type ``AllReduce``. The
+  device operators may stop long before the step trace does: ``steps.tasks_recorded``
+  says which steps' device tasks were recorded in full (:func:`_align_steps`).
 
 The other files (``aicore_intermediate``, ``minddata_pipeline_raw``, queue profiling,
 ``flops``) are listed in ``meta.extra['files']``; they hold aggregates, not events.
@@ -26,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError, file_boundary
+from ..format import runs_text
 from ..profile import ProfileMeta
 from ._common import read_csv, read_header, read_json, to_float, with_notes
 from .chrome import read_chrome_trace
@@ -125,8 +131,14 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
                      "timeline (legacy MindSpore files record no date or clock time)")
         if "comm_ops" in timeline and table_files.get("comm_ops") == str(tl):
             notes[:] = [n for n in notes if not n.startswith("comm_ops: no hccl_raw")]
-            notes.append(f"comm_ops: the communication operators of {tl.name} (start and "
-                         f"elapse only; hccl_raw_{rank}.csv, when present, adds the wait)")
+            phases = timeline["comm_ops"]["name"].astype("string").str.match(
+                _REDUCE_FIELD).fillna(False)
+            what = ("the step trace's all-reduce phases (pid 10000, stream_{id}_parallel_{n}:"
+                    " from an all-reduce's start mark to its end mark on a stream, waits "
+                    "included; one per stream and step)" if bool(phases.all()) else
+                    "the communication operators")
+            notes.append(f"comm_ops: {what} of {tl.name} (start and elapse only; "
+                         f"hccl_raw_{rank}.csv, when present, adds the wait)")
         notes.extend(f"{tl.name}: {n}" for n in trace_notes)
     _align_steps(folder, rank, tables, notes)
     info: dict[str, Any] = {}
@@ -222,6 +234,48 @@ def _align_steps(folder: Path, rank: int, tables: dict[str, pd.DataFrame],
         frame["step"] = np.where(ok, ids[idx_c], np.nan)
     notes.append(f"steps: aligned with the timeline through {counter.name} (the counter at "
                  "time 0 of the timeline); events outside every step keep no step")
+    _mark_recorded(steps, tables.get("kernels"), start, end, notes)
+
+
+def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, start: np.ndarray,
+                   end: np.ndarray, notes: list[str]) -> None:
+    """``steps.tasks_recorded``: whether the timeline holds each step's device tasks in full.
+
+    The step trace covers every step, but the timeline's device operators (every event but
+    the step trace's all-reduce phases, which MindInsight writes for every step) can stop
+    long before: on ``wild/mi_run1`` they end inside step 15 of 322. A step is recorded
+    when it has device tasks and the record of device tasks spans its whole window (the
+    first step may start after the record, the last end after it). The gaps between the
+    all-reduce phases of another step are not the device idling.
+    """
+    if kernels is None or not len(kernels) or "start_us" not in kernels or not len(start):
+        return
+    task = ~kernels["name"].astype("string").str.match(_REDUCE_FIELD).fillna(False) \
+        .to_numpy(bool)
+    t0 = kernels["start_us"].to_numpy(np.float64)[task]
+    t1 = t0 + np.clip(kernels["dur_us"].to_numpy(np.float64)[task], 0.0, None)
+    ok = np.isfinite(t0) & np.isfinite(t1)
+    ids = steps["step"].to_numpy(np.float64)
+    if not ok.any():
+        recorded = np.zeros(len(ids), dtype=bool)
+    else:
+        first, last = float(t0[ok].min()), float(t1[ok].max())
+        stepped = kernels["step"].to_numpy(np.float64)[task] if "step" in kernels \
+            else np.full(int(task.sum()), np.nan)
+        has = np.isin(ids, stepped[np.isfinite(stepped)])
+        recorded = has & ((start >= first) | (start == np.nanmin(start))) \
+            & ((end <= last) | (end == np.nanmax(end)))
+    steps["tasks_recorded"] = recorded
+    if recorded.all():
+        return
+    done = [int(s) for s in ids[recorded]]
+    which = (f"steps {runs_text(done)}" if len(done) > 1 else
+             f"step {done[0]}" if done else "no step")
+    rest = ("hold only the step trace's all-reduce phases, whose gaps are not idle time"
+            if not task.all() else "have none of their device tasks, or only some")
+    notes.append(f"steps: device tasks recorded for {which} of {len(ids)} (steps."
+                 f"tasks_recorded): the timeline's device operators cover no more; the other "
+                 f"steps {rest}")
 
 
 def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
@@ -298,6 +352,9 @@ _HOST_PIDS = {11000, 12000, 13000}
 _AICPU_PID, _COMM_PID, _HOST_OP_PID = 9000, 10000, 11000
 _STEP_TIDS = (100000, 100001)
 _COMM_NAME = r"AllReduce|AllGather|ReduceScatter|Broadcast|Send|Receive|AllToAll"
+#: The name of an all-reduce phase of the step trace (a column of step_trace_raw, an event of
+#: pid 10000 in the timeline): ``stream_{stream id}_parallel_{n}``.
+_REDUCE_FIELD = r"^stream_\d+_parallel_\d+$"
 
 
 def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
@@ -305,9 +362,11 @@ def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
 
     MindSpore 1.x / 2.0 layout: the device's operators under the pid of the device
     (thread = stream; ``args.fullname`` the scope name, ``args.type`` the operator type),
-    AI CPU operators under pid 9000, communication operators under pid 10000 (one thread
-    per stream), host CPU operators under pid 11000, overlap tracks (12000) and activities
-    (13000) left out, as are the step and scope threads (tid 100000, 100001).
+    AI CPU operators under pid 9000, communication under pid 10000 (one thread per
+    stream: MindInsight writes there the step trace's all-reduce phases,
+    ``stream_{id}_parallel_{n}``, typed ``AllReduce`` here), host CPU operators under pid
+    11000, overlap tracks (12000) and activities (13000) left out, as are the step and
+    scope threads (tid 100000, 100001).
     """
     trace = read_chrome_trace(path, "ascend_timeline_display JSON (MindSpore timeline)",
                               ("op_type", "fullname"))
@@ -326,6 +385,8 @@ def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
     sel = device.to_numpy(bool)
     typ = x["op_type"].astype("string") if "op_type" in x else \
         pd.Series(pd.NA, index=x.index, dtype="string")
+    reduce = on_comm & names.str.match(_REDUCE_FIELD).fillna(False)
+    typ = typ.mask(reduce.to_numpy(bool), "AllReduce")
     kernels = pd.DataFrame({
         "name": name[sel].to_numpy(), "type": typ[sel].to_numpy(),
         "category": np.where(comm[sel], "communication", "compute"),

@@ -311,3 +311,28 @@ def test_real_samples_run() -> None:
     assert dl["dataloader_us"].gt(0).all()   # enumerate(DataLoader) host ops in the trace
     hb = host_bound(p)
     assert (hb["busy_us"] + hb["idle_us"]).tolist() == pytest.approx(hb["span_us"].tolist())
+
+
+@pytest.mark.shared_samples
+def test_host_bound_counts_only_the_steps_whose_device_tasks_were_recorded() -> None:
+    """mi_run1: the timeline's device operators stop inside step 15 of 322; steps 16-322
+    hold only the step trace's 11 all-reduce phases, whose gaps (about 70 ms a step) were
+    once counted as the device idling. The gaps are those of steps 1-14 alone, each equal
+    to the gaps between the raw events' union in that step (read with json / csv)."""
+    from raw_mindspore import mi_run1, union_gaps
+
+    folder = shared_sample("wild/mi_run1")
+    raw = mi_run1(folder)
+    hb = host_bound(load(folder, cache=False, progress=False))
+    assert list(hb["step"]) == raw["recorded"] == list(range(1, 15))
+    assert any("device tasks recorded for steps 1–14 of 322" in n
+               for n in hb.attrs.get("notes", []))
+    events = raw["tasks"] + raw["phases"]
+    for row in hb.itertuples():
+        gaps = union_gaps(events, *raw["windows"][row.step])
+        assert row.launch_gap_us == pytest.approx(sum(g for g in gaps if g < 1000), rel=1e-6)
+        assert row.long_gap_us == pytest.approx(sum(g for g in gaps if g >= 1000), abs=1e-6)
+    # the steps left out: only phases, with gaps that are no idle time
+    lo, hi = raw["windows"][140]
+    assert not [e for e in raw["tasks"] if lo <= e["ts"] < hi]
+    assert sum(union_gaps(raw["phases"], lo, hi)) > 50e3

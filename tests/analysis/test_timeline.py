@@ -468,3 +468,38 @@ def test_a_data_loading_wait_is_drawn_before_the_step_and_counted_in_its_time():
     lo, hi, _ = windows[step]
     assert wait.dur_us == pytest.approx(walls[step] - (float(hi) - float(lo)), abs=1e-3)
     assert wait.dur_us > 40e3  # the batch is fetched on the training thread: ~57 ms
+
+
+@pytest.mark.shared_samples
+def test_the_representative_step_is_one_whose_device_tasks_were_recorded():
+    """mi_run1's step 140 (its median step over all 322) holds only the step trace's 11
+    all-reduce phases: the timeline's device operators stop inside step 15 (read with json
+    / csv). The representative step is the median of steps 1-14, drawn with its compute
+    tasks, and the caption says which steps were recorded; step 140 asked for says that
+    its gaps are not idle time."""
+    import statistics
+
+    from raw_mindspore import mi_run1
+
+    folder = shared_sample("wild/mi_run1")
+    raw = mi_run1(folder)
+    total = {int(r["step_num"]): int(r["total"]) / 100 for r in raw["rows"]}
+    walls = {s: total[s] for s in raw["recorded"]}
+    med = statistics.median(walls.values())
+    p = pk.load(folder, cache=False, progress=False)
+    f = pk.analysis.timeline(p)
+    step = f.attrs["timeline"]["step"]
+    # 14 steps: the two middle ones are equally near the median; the earlier is shown
+    dist = {s: abs(w - med) for s, w in walls.items()}
+    assert step == min(s for s in dist if dist[s] <= min(dist.values()) + 1e-3)
+    note = f.attrs["notes"][0]
+    assert "device tasks recorded for steps 1–14 of 322" in note
+    assert f"({pk.format.time_text(med)} median over 14 steps whose device tasks" in note
+    lo, hi = raw["windows"][step]
+    tasks = [e for e in raw["tasks"] if lo <= e["ts"] < hi]
+    assert (f["category"] == "compute").sum() == len(tasks) > 100
+    g = pk.analysis.timeline(p, step=140)
+    assert set(g["category"]) == {"communication"}
+    assert "its device tasks were not recorded in full" in g.attrs["notes"][0]
+    assert "the gaps drawn are not idle time" in g.attrs["notes"][0]
+

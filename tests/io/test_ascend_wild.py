@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import raw_mindspore
 
 import perfkit as pk
 import perfkit.analysis as A
@@ -300,6 +301,30 @@ def test_legacy_timeline_display_without_prefix():
         lo, hi = win[int(step)]
         assert lo <= start < hi
     assert p.meta.origin_ns is None
+
+
+def test_legacy_steps_say_which_device_tasks_were_recorded():
+    """mi_run1's step trace has 322 steps, its timeline's device operators end inside step
+    15: only steps 1-14 (their windows inside the operators' span, read with csv / json)
+    are marked recorded; the others hold only pid 10000, the step trace's all-reduce
+    phases (11 per step), which are communication of kind allreduce, not 'other'."""
+    raw = raw_mindspore.mi_run1(_shared() / "wild" / "mi_run1")
+    assert raw["recorded"] == list(range(1, 15)) and len(raw["windows"]) == 322
+    p = pk.load(_shared() / "wild" / "mi_run1", cache=False, progress=False)
+    steps = p.steps.set_index("step")
+    assert sorted(steps.index[steps["tasks_recorded"].astype(bool)]) == raw["recorded"]
+    assert any("device tasks recorded for steps 1–14 of 322" in n for n in p.meta.notes)
+    # every step has its 11 phases; the unrecorded ones have nothing else
+    per_step = collections.Counter(int(s) for s in p.kernels["step"].dropna())
+    assert len(raw["phases"]) == 11 * 322
+    phases = p.kernels[p.kernels["name"].str.match(r"^stream_\d+_parallel_\d+$")]
+    assert len(phases) == len(raw["phases"])
+    assert set(phases["category"]) == {"communication"} and set(phases["type"]) == {"AllReduce"}
+    assert all(per_step[s] == 11 for s in range(16, 323))
+    kinds = A.comm_summary(p)
+    assert list(kinds["op_type"]) == ["allreduce"]
+    assert int(kinds["count"].iloc[0]) == len(raw["phases"])
+    assert _close(float(kinds["total_us"].iloc[0]), sum(e["dur"] for e in raw["phases"]))
 
 
 # ----------------------------------------------------------------------------- lone CSV

@@ -21,6 +21,7 @@ from ...errors import InvalidArgumentError, PerfkitError
 from ...format import counted, listed, plural, time_text
 from .._frames import any_values, is_lazy
 from .._util import has_values, table
+from ..recorded import recorded_mask, recorded_text
 from ..steps import step_breakdown, step_wall_us
 
 __all__ = ["timeline_window", "TimelineWindow", "TimelineError", "has_timed_events",
@@ -235,10 +236,16 @@ def _fmt_us(us: float) -> str:
 
 
 def _median_step(s: pd.DataFrame) -> int:
-    """The step whose time is nearest the median of ``s`` (earliest on a tie)."""
+    """The step whose time is nearest the median of ``s`` (earliest on a tie).
+
+    With an even number of steps the median lies halfway between the two middle steps, so
+    they tie: a difference in the last bits of the floats (1e-9 of the median) is no
+    reason to prefer the later one.
+    """
     med = median(s["step_us"])
     dist = (s["step_us"] - med).abs()
-    return int(s.loc[dist.sort_values(kind="mergesort").index[0], "step"])
+    near = dist <= float(dist.min()) + 1e-9 * abs(med)
+    return int(s.loc[near.to_numpy(bool), "step"].min())
 
 
 def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
@@ -251,7 +258,10 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     step : int, optional
         The step to show. Default: the median-duration step of the slowest rank (the step
         whose :func:`~perfkit.analysis.step_breakdown` ``step_us`` is nearest that rank's
-        median; the earliest on a tie) — a typical step of the rank that sets the pace.
+        median; the earliest on a tie) — a typical step of the rank that sets the pace —
+        among the steps whose device tasks were recorded where the profile says
+        (``steps.tasks_recorded``, :mod:`perfkit.analysis.recorded`; ``reason`` then says
+        which, or that none was).
     ranks : int or list of int, optional
         Ranks to show. Default: the slowest and the fastest rank by median step time
         (one rank when the profile has one, or when all ranks are equally fast).
@@ -288,11 +298,14 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         raise TimelineError("ranks", f"this profile holds rank {have[0]} only", ranks)
 
     bd = step_breakdown(profile)
+    recorded = recorded_text(bd) if len(bd) else None  # None: every step's tasks recorded
     if len(bd):  # the step time is the wall (the device span and the wait before it)
         wait = bd["preparing_us"].astype("float64") if "preparing_us" in bd.columns \
             else pd.Series(np.nan, index=bd.index)
+        mask = recorded_mask(bd)
         bd = pd.DataFrame({"rank": bd["rank"], "step": bd["step"],
-                           "step_us": step_wall_us(bd), "wait_us": wait})
+                           "step_us": step_wall_us(bd), "wait_us": wait,
+                           "recorded": True if mask is None else mask.to_numpy(bool)})
     known = bd.dropna(subset=["step", "step_us"]) if len(bd) else bd
     known = known[known["step_us"] > 0] if len(known) else known
     if single and len(known):
@@ -329,11 +342,22 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 if pace is not None else known
             if mine.empty:
                 mine = known
-            step = _median_step(mine)
-            reasons.insert(0, f"step {step}: the median-duration step of "
-                           f"{'the slowest rank' if pace == slowest and not single else 'rank'}"
-                           f" {pace} ({_fmt_us(median(mine['step_us']))} median over "
-                           f"{counted(len(mine), 'step')})")
+            whose = f"{'the slowest rank' if pace == slowest and not single else 'rank'} {pace}"
+            full = mine[mine["recorded"].to_numpy(bool)]
+            if recorded is None or len(full):
+                # a step whose device tasks were not recorded shows no device time
+                among = "" if recorded is None else " whose device tasks were recorded"
+                step = _median_step(full)
+                reasons.insert(0, f"step {step}: the median-duration step of {whose} "
+                               f"({_fmt_us(median(full['step_us']))} median over "
+                               f"{counted(len(full), 'step')}{among})"
+                               + (f"; {recorded}" if recorded else ""))
+            else:
+                step = _median_step(mine)
+                reasons.insert(0, f"step {step}: the median-duration step of {whose} "
+                               f"({_fmt_us(median(mine['step_us']))} median over "
+                               f"{counted(len(mine), 'step')}); {recorded}, so no step of "
+                               f"{whose} has all its device tasks drawn")
         else:
             step = _first_step(profile, chosen)
             reasons.insert(0, "no step times: " + (f"step {step}, the first with events"
@@ -342,6 +366,11 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     else:
         step = int(step)
         reasons.insert(0, f"step {step}: chosen by the caller")
+        missed = known[(known["step"] == step).fillna(False).to_numpy(bool)
+                       & ~known["recorded"].to_numpy(bool)] if recorded else known.iloc[0:0]
+        if len(missed):  # its gaps are tasks not recorded, not the device idling
+            reasons.insert(1, f"its device tasks were not recorded in full ({recorded}), "
+                              "so the gaps drawn are not idle time")
 
     starts, ends, sources, step_us, wait_us = {}, {}, {}, {}, {}
     for r in chosen:
