@@ -47,6 +47,8 @@ def data_loading(ctx: Context) -> list[Finding]:
     for col, label in (("preparing_us", "before the first device task"),
                        ("dataloader_us", "in data-loader operators"),
                        ("iteration_interval_us", "between steps")):
+        if col == "iteration_interval_us" and has_values(dl, "preparing_us"):
+            continue  # the same wait, measured as the step trace's interval (raw CANN)
         if has_values(dl, col):
             pieces.append(f"{fmt_time(float(dl[col].max()))} {label}")
     rec = say(ctx.fw, {

@@ -28,12 +28,13 @@ What becomes which table
     "stream id" of its plane tasks) are ``communication``; the operator type of a MindSpore
     task is the last scope segment of its name without ``-opN``.
 ``steps``
-    One row per iteration: ``iteration_interval_us`` (Data_aug Bound: the device waiting
-    for data from the previous iteration's end), ``fp_and_bp_us``, ``tail_us`` (Iteration
-    Refresh), ``total_us`` (the interval plus the Iteration Time, which starts after it: the
-    step as MindSpore's step trace counts it) and, from the Overlap Analysis tracks inside
-    the iteration, ``computing_us``, ``communication_us``, ``comm_not_overlapped_us`` and
-    ``free_us`` (plus the interval, when the device runs nothing).
+    One row per iteration: ``preparing_us`` and ``iteration_interval_us`` (Data_aug Bound:
+    the device waiting for data from the previous iteration's end, before the iteration's
+    first task), ``fp_and_bp_us``, ``tail_us`` (Iteration Refresh), ``total_us`` (the
+    Iteration Time, which starts after the wait: the step time adds the two, as
+    MindSpore's step trace counts its step interval in its step) and, from the Overlap
+    Analysis tracks inside the iteration, ``computing_us``, ``communication_us``,
+    ``comm_not_overlapped_us`` and ``free_us``.
 ``comm_ops``
     The whole communication operators: name, start, ``elapse_us``.
 ``comm_bandwidth`` / ``comm_matrix``
@@ -433,15 +434,18 @@ def _steps(ev: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFra
 
 
 def _count_the_interval(steps: pd.DataFrame, windows: pd.DataFrame, notes: list[str]) -> None:
-    """Count each iteration's Data_aug Bound in its step, as idle device time.
+    """Each iteration's Data_aug Bound as the device's wait before it (``preparing_us``).
 
     msprof's Iteration Time of iteration N starts at its FP start; its Data_aug Bound is
     the time before, from the end of iteration N-1, while the device waits for the next
-    batch. MindSpore's step trace counts that step interval in the step (interval + FP/BP
-    + tail = total), and the job steps at that pace: here too ``total_us`` and ``free_us``
-    gain it (no task runs then) and ``step_start_ns`` moves back by it. The bound is
-    capped at the gap to the iteration before (it is measured to the FP start, a few µs
-    inside the Iteration Time), so that no time is counted twice.
+    batch: the wait before the step's first device task, which is what ``preparing_us``
+    is for every format. MindSpore's step trace counts that step interval in the step
+    (interval + FP/BP + tail = total), and the job steps at that pace: the step time
+    (``step_us + preparing_us``, :func:`perfkit.analysis.step_wall_us`) counts it too; the
+    Overview splits it off as the wait before the first device task, and the Timeline
+    draws it before the iteration's tasks. The bound is capped at the gap to the iteration
+    before (it is measured to the FP start, a few µs inside the Iteration Time), so that
+    no time is counted twice.
     """
     bound = steps["iteration_interval_us"].to_numpy(np.float64)
     order = windows.sort_values("start_ns", kind="stable")
@@ -452,13 +456,11 @@ def _count_the_interval(steps: pd.DataFrame, windows: pd.DataFrame, notes: list[
     counted = np.where(np.isfinite(before), np.minimum(counted, np.clip(before, 0.0, None)),
                        counted)
     steps["iteration_interval_us"] = np.where(np.isnan(bound), np.nan, counted)
-    steps["total_us"] = steps["total_us"] + counted
-    if "free_us" in steps:
-        steps["free_us"] = steps["free_us"] + counted
-    steps["step_start_ns"] = steps["step_start_ns"] - np.round(counted * 1000).astype(np.int64)
+    steps["preparing_us"] = steps["iteration_interval_us"]
     if counted.any():
-        notes.append("steps: each step counts its Data_aug Bound (the device idle from the "
-                     "previous iteration's end to its FP start) in total_us and free_us, as "
+        notes.append("steps: each step's Data_aug Bound (the device idle from the previous "
+                     "iteration's end to its FP start) is its preparing_us, the device's wait "
+                     "before its first task; the step time adds it to the iteration, as "
                      "MindSpore's step trace counts its step interval")
 
 

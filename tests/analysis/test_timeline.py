@@ -503,3 +503,43 @@ def test_the_representative_step_is_one_whose_device_tasks_were_recorded():
     assert "its device tasks were not recorded in full" in g.attrs["notes"][0]
     assert "the gaps drawn are not idle time" in g.attrs["notes"][0]
 
+
+@pytest.mark.shared_samples
+def test_a_mindspore_wait_for_data_is_drawn_before_the_iteration():
+    """mi_prof (raw CANN, read with json): msprof's Iteration Time starts after the wait for
+    data (Data_aug Bound, 16 ms of a 33 ms step). The representative step is the slowest
+    rank's median by its wall (iteration and wait), each rank's wait is one bar as long
+    as its raw bound, and the drawn window spans the step time the caption gives."""
+    import statistics
+
+    from raw_mindspore import mi_prof
+
+    root = shared_sample("wild/mi_prof")
+    raw = mi_prof(root)
+    walls: dict[int, dict[int, float]] = {}
+    for r, d in raw.items():  # the device span (its three tracks) and the wait before it
+        order = sorted(d["iters"])
+        walls[r] = {}
+        for i, it in enumerate(order):
+            t, e = d["tracks"][it], d["iters"][it]
+            wait = d["bounds"].get(it, 0.0)
+            if i:  # measured to the FP start: at most the gap to the iteration before
+                prev = d["iters"][order[i - 1]]
+                wait = min(wait, e["ts"] - (prev["ts"] + prev["dur"]))
+            walls[r][it] = (t["Computing"] + t["Communication(Not Overlapped)"] + t["Free"]
+                            + wait)
+    slowest = max(walls, key=lambda r: statistics.median(walls[r].values()))
+    med = statistics.median(walls[slowest].values())
+    f = pk.analysis.timeline(pk.load(root, cache=False, progress=False))
+    step = f.attrs["timeline"]["step"]
+    # ten steps: the two middle ones are equally near the median; the earlier is shown
+    dist = {s: abs(w - med) for s, w in walls[slowest].items()}
+    assert step == min(s for s in dist if dist[s] <= min(dist.values()) + 1e-3)
+    assert f"({pk.format.time_text(med)} median over 10 steps)" in f.attrs["notes"][0]
+    assert "the device's wait for it (data, launch)" in f.attrs["notes"][0]
+    for rank, d in raw.items():
+        (wait,) = f[(f["rank"] == rank) & (f["kind"] == "wait")].itertuples()
+        assert wait.dur_us == pytest.approx(d["bounds"][step], rel=0.01)
+        mine = f[f["rank"] == rank]
+        drawn = float(mine["end_us"].max() - mine["start_us"].min())
+        assert drawn == pytest.approx(walls[rank][step], rel=0.01)

@@ -146,11 +146,12 @@ def test_prof_folder_loads_every_device_against_the_raw_timeline(mi_prof):
         assert _close(len(p.steps), len(r["iters"]))
         steps = p.steps.set_index("step")
         for it, e in r["iters"].items():
-            # the step also spans the wait before it (Data_aug Bound), as MindSpore's step
-            # trace counts its step interval: the device is idle then
+            # the wait before the iteration (Data_aug Bound) is the device's wait before the
+            # step's first task, preparing_us; the iteration's own span is the rest
             wait = r["bounds"].get(it, 0.0)
-            assert _close(steps["total_us"][it], e["dur"] + wait)
-            assert _close(steps["free_us"][it], r["free"][it] + wait)
+            assert _close(steps["total_us"][it], e["dur"])
+            assert _close(steps["preparing_us"][it], wait)
+            assert _close(steps["free_us"][it], r["free"][it])
             assert _close(steps["computing_us"][it], r["computing"][it])
         assert _close(len(p.comm_ops), len(r["whole"]))
         assert _close(float(p.comm_ops["elapse_us"].sum()), sum(e["dur"] for e in r["whole"]))
@@ -325,6 +326,31 @@ def test_legacy_steps_say_which_device_tasks_were_recorded():
     assert list(kinds["op_type"]) == ["allreduce"]
     assert int(kinds["count"].iloc[0]) == len(raw["phases"])
     assert _close(float(kinds["total_us"].iloc[0]), sum(e["dur"] for e in raw["phases"]))
+
+
+def test_the_wait_for_data_is_the_wait_before_the_first_task(mi_prof):
+    """Raw CANN: the Data_aug Bound before an iteration (read with json) is the step's
+    preparing_us, the device's wait before its first task, as a Kineto or torch_npu step
+    has it; the step's device span is the Iteration Time, split by the Overlap Analysis
+    tracks; the step time (span and wait) is MindSpore's step."""
+    root, _ = mi_prof
+    raw = raw_mindspore.mi_prof(root)
+    c = pk.load(root, cache=False, progress=False)
+    s = A.step_breakdown(c)
+    for rank, r in raw.items():
+        mine = s[s["rank"] == rank].set_index("step")
+        for it, e in r["iters"].items():
+            wait = r["bounds"].get(it, 0.0)
+            assert _close(mine["preparing_us"][it], wait), (rank, it)
+            assert _close(mine["free_us"][it], r["tracks"][it]["Free"]), (rank, it)
+            assert _close(mine["step_us"][it], e["dur"], rel=0.005), (rank, it)
+            assert _close(A.step_wall_us(mine.loc[[it]]).iloc[0], e["dur"] + wait)
+        # the tasks of an iteration start after the wait: none inside it
+        for it in sorted(r["iters"])[1:]:
+            e = r["iters"][it]
+            inside = [t for t in r["tasks"] if e["ts"] - r["bounds"][it] + 10 < t["ts"]
+                      < e["ts"] - 10]
+            assert not inside, (rank, it, inside[:1])
 
 
 # ----------------------------------------------------------------------------- lone CSV
