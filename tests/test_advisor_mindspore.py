@@ -1,8 +1,12 @@
-"""The advisor on real MindSpore profiles, against the raw files read with json / csv.
+"""The advisor on the two real MindSpore profiles, against the raw files read with json / csv.
 
 - ``wild/mi_run1``: the step trace covers 322 steps, the timeline's device operators only
   steps 1-14; the gaps between the step trace's all-reduce phases of the other steps were
   once the top finding, "the device idles in long gaps" (68 ms a step).
+- ``wild/mi_prof``: two ranks whose first all-reduce takes 42-51 ms, the others 9-12 ms;
+  the exposed communication was once a median over the steps on one page and a mean on
+  another, so that rank 0's finding (9.39 ms) lay below the least exposed rank's figure
+  on the Communication tab (12.9 ms).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from raw_mindspore import mi_run1, union_gaps
+from raw_mindspore import mi_prof, mi_run1, union_gaps
 from shared_samples import shared_sample
 
 import perfkit as pk
@@ -36,3 +40,27 @@ def test_gaps_of_steps_without_recorded_tasks_are_no_finding(tmp_path, monkeypat
     assert "counted over the steps whose device tasks were recorded: steps 1–14 of 322" \
         in hb.evidence
 
+
+def test_exposed_communication_is_the_mean_over_the_steps(tmp_path, monkeypatch) -> None:
+    """mi_prof: the exposed communication of each rank is the mean over its iterations of
+    the raw Overlap Analysis "Communication(Not Overlapped)" track; the finding is that of
+    the least exposed rank, says it is a mean, and is the minimum the Communication tab's
+    table shows (perfkit.analysis.comm_overlap)."""
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = shared_sample("wild/mi_prof")
+    raw = mi_prof(root)
+    exposed = {r: statistics.mean(t.get("Communication(Not Overlapped)", 0.0)
+                                  for t in d["tracks"].values()) for r, d in raw.items()}
+    least = min(exposed, key=exposed.get)
+    c = pk.load(root, progress=False)
+    (f,) = [f for f in pk.advise(c) if f.rule == "exposed_communication"]
+    assert f.ms_per_step == pytest.approx(exposed[least] / 1e3, rel=1e-6)
+    assert f"rank {least}, which waits for no other rank, communicates " \
+           f"{pk.format.time_text(exposed[least])} per step on average (the mean over its " \
+           "10 steps)" in f.evidence
+    overlap = pk.analysis.comm_overlap(c)
+    assert f.ms_per_step * 1e3 == pytest.approx(float(overlap["comm_not_overlapped_us"].min()))
+    # the wait for data is said once: it is both the wait before the first device task and
+    # the step trace's interval
+    (dl,) = [f for f in pk.advise(c) if f.rule == "data_loading"]
+    assert "before the first device task" in dl.evidence and "between steps" not in dl.evidence

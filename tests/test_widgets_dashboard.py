@@ -619,6 +619,44 @@ def test_legacy_all_reduce_phases_read_the_same_on_every_tab(tmp_path: Path,
 
 
 @pytest.mark.shared_samples
+def test_exposed_communication_reads_the_same_on_every_tab(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """mi_prof: the finding's exposed communication (rank 0, the least exposed) is the
+    Communication tab's minimum over the ranks, both the mean over the steps of the raw
+    Overlap Analysis track; the Overview's split counts the wait for data (the raw
+    Data_aug Bounds) as the wait before the first device task, and the Timeline draws it."""
+    import statistics
+
+    from raw_mindspore import mi_prof
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = shared_sample("wild/mi_prof")
+    raw = mi_prof(root)
+    exposed = {r: statistics.mean(t["Communication(Not Overlapped)"]
+                                  for t in d["tracks"].values()) for r, d in raw.items()}
+    want = f"{min(exposed.values()) / 1e3:.1f}"
+    board = dashboard(str(root))
+    overview = unescape(_html_of(board.select("Overview")))
+    assert f"2. <b>{want} ms per step (" in overview
+    text = re.sub(r"<[^>]+>", "|", _html_of(board.select("Communication")))
+    (table,) = [t for t in text.split("Communication hidden behind computation")[1:2]]
+    cells = [c for c in table.split("|") if re.fullmatch(r"[\d.,]+", c)]
+    assert cells[1] == want  # exposed, min (ms)
+    assert "mean over its 10 steps" in unescape(table)
+    # the split's wait: the raw bounds over the raw steps (tracks and bound), all ranks
+    wait = sum(d["bounds"].get(it, 0.0) for d in raw.values() for it in d["iters"])
+    wall = wait + sum(t[k] for d in raw.values() for t in d["tracks"].values()
+                      for k in ("Computing", "Communication(Not Overlapped)", "Free"))
+    (shown,) = re.findall(r"before the first device task \(data, launch\) <b>([\d.]+) %",
+                          overview)
+    assert float(shown) == pytest.approx(100 * wait / wall, abs=0.06)
+    (spec,) = _specs(board.select("Timeline"))
+    rows = [r for data in spec["datasets"].values() for r in data]
+    assert {r["track"] for r in rows if r["category"] == "wait"} == {"rank 0 · wait",
+                                                                     "rank 1 · wait"}
+
+
+@pytest.mark.shared_samples
 def test_one_rank_is_not_charted_against_its_peers(tmp_path: Path, monkeypatch) -> None:
     """DeepEP's trace is rank 0 of 64, alone: the Communication tab once drew four empty
     panels at zero for it against itself. It now says there are no peers to compare."""

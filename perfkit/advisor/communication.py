@@ -1,9 +1,9 @@
 """Rules of communication: a slow link, exposed communication, ranks waiting in collectives.
 
 Exposed communication is measured on the rank that waits for nobody (the least exposed
-one), so that waiting for a slow rank or a stalled loader is not counted again as
-communication; the part of it a slow link explains goes to the link. What is left of
-the waiting once every cause has been looked for is :func:`comm_wait`.
+one, by its mean over the steps), so that waiting for a slow rank or a stalled loader is
+not counted again as communication; the part of it a slow link explains goes to the link.
+What is left of the waiting once every cause has been looked for is :func:`comm_wait`.
 """
 
 from __future__ import annotations
@@ -26,22 +26,42 @@ from .words import fmt_time, pct, say
 __all__ = ["links", "exposed_comm", "comm_wait"]
 
 
+def _exposed_per_rank(ctx: Context) -> pd.Series:
+    """Exposed communication per step of each rank: ``comm_not_overlapped - bubble``, the
+    mean over the rank's steps (empty without a communication split).
+
+    The mean, as every time at stake per step is counted (the step time the findings are
+    shares of is a mean over the steps too), and as the Communication tab's overlap table
+    (:func:`perfkit.analysis.comm_overlap`) and the Overview's split (sums over ranks and
+    steps) count it: a long first collective (a warm-up) weighs in all of them alike.
+    """
+    def compute() -> pd.Series:
+        s = ctx.steps
+        if not has_values(s, "comm_not_overlapped_us"):
+            return pd.Series(dtype="float64")
+        exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
+                                             if "bubble_us" in s.columns else 0.0)
+        per = pd.DataFrame({"rank": s["rank"], "e": exp.clip(lower=0)})
+        return per.groupby("rank")["e"].mean().dropna()
+    return ctx.get("exposed_per_rank", compute)
+
+
 def _exposed(ctx: Context) -> tuple[float, int | None]:
     """Exposed communication per step on the rank that waits for nobody (and that rank).
 
-    ``comm_not_overlapped - bubble`` per rank (median over steps); its minimum over
-    ranks is transfer that no other rank's lateness explains.
+    The least exposed rank's :func:`_exposed_per_rank` (the mean over its steps): transfer
+    that no other rank's lateness explains.
     """
-    s = ctx.steps
-    if not has_values(s, "comm_not_overlapped_us"):
-        return float("nan"), None
-    exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
-                                         if "bubble_us" in s.columns else 0.0)
-    per = pd.DataFrame({"rank": s["rank"], "e": exp.clip(lower=0)}).groupby("rank")["e"]
-    per = per.median().dropna()
+    per = _exposed_per_rank(ctx)
     if per.empty:
         return float("nan"), None
     return float(per.min()), int(per.idxmin())
+
+
+def _steps_of(ctx: Context, rank: int | None) -> int:
+    """How many steps of ``rank`` the step breakdown has (what its mean is over)."""
+    s = ctx.steps
+    return int((s["rank"] == rank).fillna(False).sum()) if rank is not None else 0
 
 
 @rule("communication", order=30, needs=("comm_matrix",))
@@ -53,11 +73,8 @@ def links(ctx: Context) -> list[Finding]:
         return []
     w = slow.iloc[0]
     ratio = float(w["ratio_to_median"])
-    s = ctx.steps
     ranks = {int(w["src_rank"]), int(w["dst_rank"])}
-    exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
-                                         if "bubble_us" in s.columns else 0.0)
-    per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
+    per = _exposed_per_rank(ctx)
     on_link = per[per.index.isin(list(ranks))] if w["rank_space"] == "global" else per
     exposed = float(on_link.min()) if len(on_link.dropna()) else float("nan")
     # a collective runs at the pace of its slowest link: at the normal bandwidth its
@@ -81,7 +98,8 @@ def links(ctx: Context) -> list[Finding]:
         f" against a median of {number_text(w['median_gbps'], unit='GB/s')}; every collective "
         "of its group runs at its "
         "pace "
-        f"(exposed communication on its ranks {fmt_time(exposed)} per step)",
+        f"(exposed communication on its ranks {fmt_time(exposed)} per step, the mean over "
+        "the steps)",
         f"Check the link ({link}: errors, cable, optics, switch port) and the rank "
         "placement; move the job off it until it is repaired.",
         details=f"{w['rank_space']} ranks; saving = exposed x (1 - ratio)")]
@@ -145,23 +163,25 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     s = ctx.steps
     overlap = float("nan")
     if has_values(s, "communication_us") and has_values(s, "overlapped_us"):
-        comm = median(s["communication_us"])
-        overlap = median(s["overlapped_us"]) / comm if comm > 0 else float("nan")
+        # over every rank and step, as the Overview's split sums them
+        comm = float(s["communication_us"].sum())
+        overlap = float(s["overlapped_us"].sum()) / comm if comm > 0 else float("nan")
     cs = ctx.get("comm", lambda: _comm.comm_summary(ctx.profile))
+    mean = f"per step on average (the mean over its {counted(_steps_of(ctx, rank), 'step')})"
     if waiting > 0:
-        ev = (f"rank {rank}, the least exposed, communicates {fmt_time(e)} per step with "
+        ev = (f"rank {rank}, the least exposed, communicates {fmt_time(e)} {mean} with "
               f"nothing computing, {pct(wf)} of its collective time waiting for peers "
               "(left out of the time at stake)")
     elif covers:
-        ev = (f"rank {rank}, which waits for no other rank, communicates {fmt_time(e)} per "
-              "step with nothing computing")
+        ev = (f"rank {rank}, which waits for no other rank, communicates {fmt_time(e)} {mean}"
+              " with nothing computing")
     else:  # ranks of the job not profiled, or not known: the least exposed may wait
         loaded, world = _ranks_of_job(ctx)
         why = (f"{loaded} of the job's {world} ranks {'is' if loaded == 1 else 'are'} in "
                "the profile" if world else
                "the profile does not say whether it holds every rank of the job")
         ev = (f"rank {rank}, the least exposed of the ranks loaded, communicates "
-              f"{fmt_time(e)} per step with nothing computing ({why}: part of it may be "
+              f"{fmt_time(e)} {mean} with nothing computing ({why}: part of it may be "
               "waiting for ranks not profiled)")
     if np.isfinite(overlap):
         ev += f"; {pct(overlap)} of all communication runs under computation"
@@ -312,13 +332,11 @@ def comm_wait(ctx: Context) -> list[Finding]:
         return []
     e, _ = _exposed(ctx)
     own = ctx.counted("min_rank_wait")
-    exp = s["comm_not_overlapped_us"] - (s["bubble_us"].fillna(0.0)
-                                         if "bubble_us" in s.columns else 0.0)
-    per = pd.DataFrame({"rank": s["rank"], "e": exp}).groupby("rank")["e"].median()
+    per = _exposed_per_rank(ctx)
     spread = max(0.0, median(per) - e) if np.isfinite(e) else 0.0
     extra = spread + own
     ev = (f"the median rank spends {fmt_time(spread)} per step more in exposed "
-          "communication than the least exposed one")
+          "communication than the least exposed one (means over the steps)")
     if own > 0:
         ev += (f", which itself waits {fmt_time(own)} per step for its peers inside the "
                "collectives (peers outside the profile, or all late together)")

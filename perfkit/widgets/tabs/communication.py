@@ -173,8 +173,11 @@ class CommunicationTab(Tab):
                    "worst_rank", *(["bubble_median_us"] if bubble else []),
                    "communication_median_us", "overlap_share", "exposed_share",
                    *(["bubble_share"] if bubble else [])]
+        steps = int(frame["steps"].max()) if "steps" in frame.columns and len(frame) else 0
         table = frame_html(
-            spread, "Communication hidden behind computation, over the ranks (per step)",
+            spread, "Communication hidden behind computation, over the ranks (per step: each "
+                    f"rank's mean over its {counted(steps, 'step')}, as the findings count "
+                    "it)",
             columns=columns,
             headers={"comm_exposed_median_us": "exposed, median over ranks",
                      "comm_exposed_min_us": "exposed, min",
