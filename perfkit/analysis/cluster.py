@@ -391,12 +391,16 @@ def _recorded_only(frame: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``frame`` (``rank``, ``step``) of steps whose device tasks were recorded
     (:mod:`perfkit.analysis.recorded`); rows outside every step go too, as they are no
     step of the record."""
-    skip = unrecorded(steps)
-    def key(f: pd.DataFrame) -> pd.Series:
-        return f["rank"].astype("Int64").astype("string").fillna("") + "/" + \
-            f["step"].astype("Int64").astype("string").fillna("")
-    keep = frame["step"].notna().to_numpy(bool) & ~key(frame).isin(set(key(skip))).to_numpy(bool)
+    skip = set(_pair_keys(unrecorded(steps)))
+    keep = frame["step"].notna().to_numpy(bool) & \
+        ~_pair_keys(frame).isin(skip).to_numpy(bool)
     return frame[keep]
+
+
+def _pair_keys(frame: pd.DataFrame) -> pd.Series:
+    """``"rank/step"`` of each row, as text (a missing rank or step as ``""``)."""
+    return frame["rank"].astype("Int64").astype("string").fillna("") + "/" + \
+        frame["step"].astype("Int64").astype("string").fillna("")
 
 
 def sync_points(profile: Any) -> pd.DataFrame:

@@ -271,11 +271,11 @@ def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, start: np.
     done = [int(s) for s in ids[recorded]]
     which = (f"steps {runs_text(done)}" if len(done) > 1 else
              f"step {done[0]}" if done else "no step")
-    rest = ("hold only the step trace's all-reduce phases, whose gaps are not idle time"
-            if not task.all() else "have none of their device tasks, or only some")
+    none = " (most hold only the step trace's all-reduce phases)" if not task.all() else ""
     notes.append(f"steps: device tasks recorded for {which} of {len(ids)} (steps."
-                 f"tasks_recorded): the timeline's device operators cover no more; the other "
-                 f"steps {rest}")
+                 "tasks_recorded): the timeline's device operators cover no more; the other "
+                 f"steps hold part of their device tasks or none{none}, so their gaps are not "
+                 "idle time")
 
 
 def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
