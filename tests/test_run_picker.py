@@ -7,29 +7,20 @@ another job an hour later. Which trace is which is known from how they were writ
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from kineto_files import write_trace
 
 from perfkit.cli import main
-
-
-def _trace(path: Path, rank: int, world: int, t0: float) -> None:
-    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
-               "ts": t0, "dur": 100.0, "args": {"External id": 1}},
-              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1,
-               "tid": 1, "ts": t0, "dur": 200.0, "args": {}}]
-    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {
-        "backend": "nccl", "rank": rank, "world_size": world}}))
 
 
 @pytest.fixture()
 def two_runs(tmp_path: Path) -> Path:
     t0 = 1.7e15  # µs since the epoch
-    _trace(tmp_path / "a_rank0.json", 0, 2, t0)
-    _trace(tmp_path / "a_rank1.json", 1, 2, t0 + 50)
-    _trace(tmp_path / "c_rank0.json", 0, 2, t0 + 3600e6)  # an hour later: another run
+    write_trace(tmp_path / "a_rank0.json", 0, 2, t0)
+    write_trace(tmp_path / "a_rank1.json", 1, 2, t0 + 50)
+    write_trace(tmp_path / "c_rank0.json", 0, 2, t0 + 3600e6)  # an hour later: another run
     return tmp_path
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from kineto_files import write_trace
 from shared_samples import MINDINSIGHT, sample
 
 import perfkit as pk
@@ -120,23 +121,14 @@ def test_the_raw_cann_run_starts_when_its_collection_began() -> None:
 
 # ---- a folder of Kineto traces of two runs, with side files written here -------------
 
-def _trace(path: Path, rank: int, world: int, t0: float) -> None:
-    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
-               "ts": t0, "dur": 100.0, "args": {"External id": 1}},
-              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1,
-               "tid": 1, "ts": t0, "dur": 200.0, "args": {}}]
-    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {
-        "backend": "nccl", "rank": rank, "world_size": world}}))
-
-
 @pytest.fixture()
 def two_runs_and_side_files(tmp_path: Path) -> Path:
     """Run A: ranks 0 and 1 (t0); run B: rank 0 an hour later; beside them a parallel
     strategy of rank 1, and one of rank 0 in a folder of its own."""
     t0 = 1.7e15  # µs since the epoch
-    _trace(tmp_path / "a_rank0.json", 0, 2, t0)
-    _trace(tmp_path / "a_rank1.json", 1, 2, t0 + 50)
-    _trace(tmp_path / "b_rank0.json", 0, 2, t0 + 3600e6)
+    write_trace(tmp_path / "a_rank0.json", 0, 2, t0)
+    write_trace(tmp_path / "a_rank1.json", 1, 2, t0 + 50)
+    write_trace(tmp_path / "b_rank0.json", 0, 2, t0 + 3600e6)
     strategy = {"config": {"rankId": 1, "stageId": 0}, "graph": {"node": []}}
     (tmp_path / "parallel_strategy_1.json").write_text(json.dumps(strategy))
     (tmp_path / "elsewhere").mkdir()
