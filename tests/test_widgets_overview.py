@@ -192,5 +192,8 @@ def test_the_legacy_timeline_note_is_plain_words() -> None:
     rank = int(timeline.stem.rsplit("_", 1)[1])
     assert notes == [f"kernels: from {timeline.name}, with times counted from the start of "
                      "that timeline (legacy MindSpore files record no date or clock time)",
-                     f"comm_ops: the communication operators of {timeline.name} (start and "
-                     f"elapse only; hccl_raw_{rank}.csv, when present, adds the wait)"]
+                     "comm_ops: the step trace's all-reduce phases (pid 10000, "
+                     "stream_{id}_parallel_{n}: from an all-reduce's start mark to its end "
+                     "mark on a stream, waits included; one per stream and step) of "
+                     f"{timeline.name} (start and elapse only; hccl_raw_{rank}.csv, when "
+                     "present, adds the wait)"]

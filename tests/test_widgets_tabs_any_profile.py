@@ -231,7 +231,8 @@ def test_the_communication_tab_counts_exposed_communication_as_the_overview_does
             + float(r["Free"]) for k, r in rows.items()}
     comm_text = _text(tab_panel("Communication", str(folder)))
     table = _table_after(comm_text,
-                         "Communication hidden behind computation, over the ranks (per step)")
+                         "Communication hidden behind computation, over the ranks (per step: "
+                         "each rank's mean over its 1 step, as the findings count it)")
     ms = {k: float(v.replace(",", "")) for k, v in table.items() if "(ms)" in k}
     assert ms["exposed, median over ranks (ms)"] == pytest.approx(
         np.median(list(exposed.values())) / 1e3, rel=5e-3)
