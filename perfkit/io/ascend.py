@@ -39,14 +39,13 @@ from ._common import (
     to_ns,
     with_notes,
 )
-from .categories import category
+from .categories import category, is_total_op
 from .chrome import read_chrome_trace
 from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
            "read_rank_id", "parse", "read_step_trace", "WORLD_FROM_GROUPS",
-           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields",
-           "TOTAL_OP_INFO", "is_total_op"]
+           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 TRACE_COLUMNS = ("task_type",)
@@ -519,18 +518,6 @@ def _split_key(key: str) -> tuple[str, str | None]:
 def _step_of(key: str) -> float:
     m = re.fullmatch(r"step(\d+)", key)
     return float(m.group(1)) if m else np.nan
-
-
-#: The key of the summary entry of a step in the HCCL JSON files (the sum of its operations,
-#: links or bandwidths; msprof-analyze's cluster files have it too).
-TOTAL_OP_INFO = "Total Op Info"
-
-
-def is_total_op(key: object) -> bool:
-    """Whether an HCCL JSON key (or an operation name of the DB export) is a step's
-    ``Total Op Info`` summary rather than one operation: read as an operation, it would count
-    every link and every millisecond a second time."""
-    return str(key).strip().startswith(TOTAL_OP_INFO)
 
 
 def _hccl_entries(path: Path, data: dict[str, Any]

@@ -26,7 +26,7 @@ from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
 from . import ascend
 from ._common import check_file, note, read_json, with_notes
-from .categories import category
+from .categories import category, is_total_op
 from .trace_tables import step_index
 from .validate import plausible_origin
 
@@ -361,7 +361,7 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         """The rows of operations, not a step's ``Total Op Info`` summary (counted twice)."""
         if "hccl_op_name" not in frame.columns:
             return frame
-        total = frame["hccl_op_name"].map(ascend.is_total_op).astype(bool).to_numpy()
+        total = frame["hccl_op_name"].map(is_total_op).astype(bool).to_numpy()
         return frame[~total].reset_index(drop=True) if total.any() else frame
 
     if "CommAnalyzerTime" in have:

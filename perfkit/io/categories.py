@@ -26,7 +26,7 @@ from .distinct import per_distinct
 
 __all__ = ["category", "comm_family", "host_comm_family", "kineto_kind",
            "COMM_KERNEL_FAMILIES", "HOST_COMM_FAMILIES", "HOST_COMM_PATTERN", "KINETO_KINDS",
-           "DEVICE_KINDS"]
+           "DEVICE_KINDS", "TOTAL_OP_INFO", "is_total_op"]
 
 COMM_KERNEL_FAMILIES: tuple[tuple[str, str], ...] = (
     # MSCCL / MSCCL++ (also shipped inside RCCL) before NCCL: their kernels say "msccl"
@@ -187,3 +187,14 @@ def host_comm_family(names: pd.Series) -> pd.Series:
         return out
     return per_distinct(names, of)
 
+
+#: The key of the summary entry of a step in the HCCL JSON files (the sum of its operations,
+#: links or bandwidths; msprof-analyze's cluster files have it too).
+TOTAL_OP_INFO = "Total Op Info"
+
+
+def is_total_op(key: object) -> bool:
+    """Whether an HCCL JSON key (or an operation name of the DB export) is a step's
+    ``Total Op Info`` summary rather than one operation: read as an operation, it would count
+    every link and every millisecond a second time."""
+    return str(key).strip().startswith(TOTAL_OP_INFO)

@@ -37,10 +37,10 @@ from .ascend import (
     _split_key,
     _step_of,
     bandwidth_fields,
-    is_total_op,
     link_fields,
     time_fields,
 )
+from .categories import is_total_op
 from .validate import clean_tables, plausible_origin
 
 __all__ = ["load", "parse"]
