@@ -17,7 +17,7 @@ from ..format import counted
 from .fields import FieldValue
 
 __all__ = ["read_step_time", "read_memory", "read_training_step", "TRAINING_STEP",
-           "BACKWARD_PATTERN"]
+           "BACKWARD_PATTERN", "MIN_OPERATORS"]
 
 #: Where :func:`read_training_step` puts what it read (in :attr:`perfkit.Job.observed`).
 TRAINING_STEP = "training_step"
@@ -25,7 +25,7 @@ TRAINING_STEP = "training_step"
 #: evaluate_function: MmBackward0``, ``MulBackward0``), torch_npu's the same.
 BACKWARD_PATTERN = r"Backward|autograd::engine|backward"
 #: Fewer PyTorch operators than this tell nothing about a missing backward pass.
-_MIN_OPERATORS = 50
+MIN_OPERATORS = 50
 
 
 def read_step_time(profile: Any, put: Any) -> None:
@@ -93,7 +93,7 @@ def read_training_step(profile: Any, out: dict[str, Any]) -> None:
     counts = ops["name"].astype("string").value_counts()  # each distinct name once
     names = pd.Series(counts.index, dtype="string")
     n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
-    if n_aten < _MIN_OPERATORS:
+    if n_aten < MIN_OPERATORS:
         return
     n_backward = int(counts[names.str.contains(BACKWARD_PATTERN, regex=True)
                             .fillna(False).to_numpy(bool)].sum())
