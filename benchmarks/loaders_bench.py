@@ -83,6 +83,13 @@ def tree_rss(pid: int) -> int:
 #: ``PYTHONPATH`` (see :func:`measure`).
 NEUTRAL_CWD = tempfile.gettempdir()
 
+# The processes measured use byte code, as an installed package does (pip writes it at
+# install; a checkout writes it on its first import). Where the environment forbids it
+# (PYTHONDONTWRITEBYTECODE, set on some build machines), every fresh process would compile
+# the modules changed since the last write, and that compile time would be measured as
+# import and advise time (16 modules, 25 ms of one ``pk.advise`` on 2026-11-25).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 def measure(cmd: list[str], env: dict[str, str] | None = None,
             timeout: float = 3600, cwd: str | None = None) -> dict[str, Any]:
