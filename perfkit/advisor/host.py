@@ -113,6 +113,40 @@ def _capped(ctx: Context, gaps: pd.Series, before: pd.Series | None = None) -> p
     return gaps.where(room.isna(), np.minimum(gaps, room.clip(lower=0.0)))
 
 
+#: Advice when the host launches too slowly (the median gap is at least the median
+#: kernel): fewer, larger launches, and a host that runs ahead of the device.
+_LAUNCH_BOUND_ADVICE = {
+    "mindspore": "Launch fewer, larger kernels: graph mode (jit / GRAPH_MODE) with "
+                 "kernel-by-kernel launch off, fused operators, a larger micro-batch; "
+                 "bind the process to the NPU's NUMA node (taskset / numactl).",
+    "torch_npu": "Launch fewer, larger kernels: fused operators (torch_npu.npu_rms_norm, "
+                 "npu_swiglu, npu_fusion_attention), a larger micro-batch, task queue "
+                 "(TASK_QUEUE_ENABLE=2), torch.compile / TorchAir graph mode; bind the "
+                 "process to the NPU's NUMA node.",
+    "pytorch_gpu": "Launch fewer, larger kernels: CUDA graphs or torch.compile "
+                   "(mode='reduce-overhead'), fused optimizers (foreach / fused=True), "
+                   "a larger micro-batch; keep Python work out of the step."}
+
+#: Advice when the host keeps up (the median gap is shorter than the median kernel): the
+#: gaps are the device's turnaround between many kernels, which only fewer kernels (or a
+#: captured graph, whose launches turn around faster) shorten; a faster host does not.
+_TURNAROUND_ADVICE = {
+    "mindspore": "The host keeps up (the median gap is shorter than the median kernel), so "
+                 "these gaps are the turnaround between many kernels: run fewer of them "
+                 "(graph mode with kernel-by-kernel launch off, fused operators, a larger "
+                 "micro-batch); binding the host process will not shorten them.",
+    "torch_npu": "The host keeps up (the median gap is shorter than the median kernel), so "
+                 "these gaps are the turnaround between many kernels: run fewer of them "
+                 "(fused operators such as torch_npu.npu_rms_norm, npu_swiglu, "
+                 "npu_fusion_attention; TorchAir graph mode; a larger micro-batch); a "
+                 "faster host or task queue will not shorten them.",
+    "pytorch_gpu": "The host keeps up (the median gap is shorter than the median kernel), "
+                   "so these gaps are the turnaround between many kernels: run fewer of "
+                   "them (torch.compile, fused optimizers with foreach / fused=True, fused "
+                   "attention, a larger micro-batch) or capture the step in a CUDA graph; "
+                   "a faster host will not shorten them."}
+
+
 @rule("host", order=60, needs=("kernels",))
 def host_bound(ctx: Context) -> list[Finding]:
     """Gaps shorter than 1 ms between kernels: the host launching too slowly, or idling."""
@@ -136,17 +170,7 @@ def host_bound(ctx: Context) -> list[Finding]:
         ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels are shorter than "
                f"10 µs (most frequent: {kernel_names(r['top_names'])})")
     ev += _recorded(ctx)
-    rec = say(ctx.fw, {
-        "mindspore": "Launch fewer, larger kernels: graph mode (jit / GRAPH_MODE) with "
-                     "kernel-by-kernel launch off, fused operators, a larger micro-batch; "
-                     "bind the process to the NPU's NUMA node (taskset / numactl).",
-        "torch_npu": "Launch fewer, larger kernels: fused operators (torch_npu.npu_rms_norm, "
-                     "npu_swiglu, npu_fusion_attention), a larger micro-batch, task queue "
-                     "(TASK_QUEUE_ENABLE=2), torch.compile / TorchAir graph mode; bind the "
-                     "process to the NPU's NUMA node.",
-        "pytorch_gpu": "Launch fewer, larger kernels: CUDA graphs or torch.compile "
-                       "(mode='reduce-overhead'), fused optimizers (foreach / fused=True), "
-                       "a larger micro-batch; keep Python work out of the step."})
+    rec = say(ctx.fw, _LAUNCH_BOUND_ADVICE if launch_bound else _TURNAROUND_ADVICE)
     return [measured(ctx, "host_bound", "host", gap, title, ev, rec,
                      details=f"launch-bound test: median gap >= median kernel is {launch_bound}")]
 
