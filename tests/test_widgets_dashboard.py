@@ -106,6 +106,11 @@ def test_opens_the_default_sample_with_its_ranks_and_a_chart(board) -> None:
     n = _rank_folders(folder)
     assert f"{n} rank{'s' * (n != 1)}." in board.status.value
     assert _rank_folders(folder) == 16
+    # the format in words (its rank folders hold ASCEND_PROFILER_OUTPUT's CSV files), not
+    # the loader's code for it
+    assert any(folder.glob("*/ASCEND_PROFILER_OUTPUT/*.csv"))
+    assert ": an Ascend text export, " in board.status.value
+    assert "ascend_text" not in board.status.value
     overview = board.panels["Overview"]
     assert not overview.stale and overview.message.value == ""
     assert len(overview.charts) == 1 and _specs(overview)[0]["layer"][0]["mark"]["type"] == "bar"

@@ -53,7 +53,9 @@ def test_measured_step_is_the_slowest_rank_median_over_steps() -> None:
 def test_profile_facts_and_measured_step_on_a_bundled_profile() -> None:
     prof = pk.load(bundled_profile("simulated/slow-rank"))
     facts = profile_facts(prof).set_index("fact")["value"]
-    assert facts["format"] == "ascend_text" and facts["ranks"] == "4 (0-3)"
+    # the format in words, then the loader's code for it (as ``perfkit info`` says it)
+    assert facts["format"] == "an Ascend text export (ascend_text)"
+    assert facts["ranks"] == "4 (0-3)"
     # the raw step_trace_time.csv of each rank, read here: a step's wall is Computing +
     # Communication(Not Overlapped) + Free (the device span) + Preparing (the wait before it)
     walls: dict[int, list[float]] = {}

@@ -252,9 +252,12 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
         profile = profile_or_path
     if isinstance(n_findings, bool) or not isinstance(n_findings, int) or n_findings < 0:
         raise InvalidArgumentError("n_findings", "must be a whole number >= 0", n_findings)
+    from ..io.sources import format_fact  # with the loaders: `perfkit --help` needs neither
+
     meta = profile.meta
     rank_text = ranks_text(getattr(profile, "ranks", None), meta.rank)
-    facts = [("path", meta.path or str(profile_or_path)), ("format", meta.source_format),
+    facts = [("path", meta.path or str(profile_or_path)),
+             ("format", format_fact(meta.source_format)),
              ("framework", meta.framework or "unknown"),
              ("device", meta.device_type or "unknown"),
              ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),

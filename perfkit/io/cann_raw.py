@@ -629,9 +629,8 @@ def _origin(folder: Path, ts: np.ndarray) -> tuple[int | None, int, str | None]:
             continue
         shift = begin_us * 1000 - mono_ns
         return first + shift, shift, None
-    return None, -first, ("origin_ns: no start_info with collectionTimeBegin / "
-                          "clockMonotonicRaw: times are relative to the first event and "
-                          "ranks cannot be aligned")
+    return None, -first, ("no start_info with collectionTimeBegin / clockMonotonicRaw: times "
+                          "are counted from the first event and ranks cannot be aligned")
 
 
 def _device_folder(path: Path) -> Path:

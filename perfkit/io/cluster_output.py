@@ -124,7 +124,7 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
     profiles = []
     per_rank_notes: list[str] = []
     note = ("msprof-analyze cluster output: only steps and communication tables exist; "
-            "times relative to origin_ns (earliest communication start)")
+            "times counted from the earliest communication start")
     origin = plausible_origin(*(t["comm_ops"]["start__ns"] for t in per_rank.values()
                                 if "comm_ops" in t and len(t["comm_ops"])))
     for r, tables in sorted(per_rank.items()):

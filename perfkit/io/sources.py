@@ -26,7 +26,8 @@ from ..profile import Profile, ProfileMeta
 from . import ascend
 from .validate import clean_tables
 
-__all__ = ["RankSource", "parse_source", "cluster_meta", "input_bytes", "FORMATS"]
+__all__ = ["RankSource", "parse_source", "cluster_meta", "input_bytes", "FORMATS",
+           "format_words", "format_fact"]
 
 FORMATS = ("ascend_text", "ascend_db", "kineto", "trace_view", "mindspore_legacy",
            "cann_raw", "unreadable", "not_a_trace")
@@ -84,6 +85,23 @@ _WORDS = {"ascend_text": "an Ascend text export", "ascend_db": "an Ascend DB exp
           "kineto": "a PyTorch (Kineto) trace", "trace_view": "a trace_view.json",
           "mindspore_legacy": "legacy MindSpore profiler output",
           "cann_raw": "raw CANN profiler output (PROF_ folder)"}
+#: What a cluster's ``source_format`` says, in words (its ranks' formats are in ``_WORDS``).
+_CLUSTER_WORDS = {"cluster": "ranks of several formats",
+                  "cluster_analysis_output": "msprof-analyze's cluster_analysis_output"}
+
+
+def format_words(fmt: str | None) -> str:
+    """What a profile's ``meta.source_format`` is, in words for a page ("a PyTorch (Kineto)
+    trace"); a format without words of its own is given as it is."""
+    key = str(fmt or "")
+    return _WORDS.get(key) or _CLUSTER_WORDS.get(key) or key or "an unknown format"
+
+
+def format_fact(fmt: str | None) -> str:
+    """The format in words and then its code ("a PyTorch (Kineto) trace (kineto)"), for a
+    table of facts: the words for a reader, the code for a bug report."""
+    words = format_words(fmt)
+    return words if words == str(fmt or "") else f"{words} ({fmt})" if fmt else words
 
 
 def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
@@ -191,7 +209,7 @@ def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
         notes.append(f"ranks come from different formats: {fmts}")
     if len(frameworks) > 1:
         notes.append(_frameworks_note(metas))
-    notes.append("times of every rank are relative to the cluster origin_ns (earliest rank)")
+    notes.append("the ranks' times are on one clock, counted from the earliest rank's start")
     return ProfileMeta(
         source_format="cluster" if len(fmts) != 1 else fmts[0],
         framework=frameworks[0] if len(frameworks) == 1 else None,

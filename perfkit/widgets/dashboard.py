@@ -52,6 +52,7 @@ from ..format import counted, listed
 from ..io._progress import progress_in
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 from ..io.detect import load
+from ..io.sources import format_words
 from ..job import Job
 from .background import BackgroundOpening
 from .job import JobPanel
@@ -359,7 +360,7 @@ class Dashboard(BackgroundOpening, W.VBox):
         ranks = getattr(profile, "ranks", None) or [profile.meta.rank]
         self.status.value = _STYLE + (
             f"<div class='pk-ok'>Opened <code>{html.escape(shown)}</code>: "
-            f"{html.escape(str(profile.meta.source_format))}, "
+            f"{html.escape(format_words(profile.meta.source_format))}, "
             f"{counted(len(ranks), 'rank')}.</div>") + _apart_warning(profile)
         for panel in self.panels.values():
             panel.show(profile)

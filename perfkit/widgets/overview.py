@@ -21,6 +21,7 @@ from ..bundled_samples import sample_names, sample_path
 from ..calc import estimate_step, linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
 from ..format import counted, ranks_text
+from ..io.sources import format_fact
 from ..job import Job
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
@@ -158,7 +159,7 @@ def profile_facts(profile: Any) -> pd.DataFrame:
         Columns ``fact`` and ``value`` (strings), one row per fact and per note.
     """
     meta = profile.meta
-    rows = [("path", meta.path), ("format", meta.source_format),
+    rows = [("path", meta.path), ("format", format_fact(meta.source_format)),
             ("framework", meta.framework or "unknown"),
             ("device", meta.device_type or "unknown"),
             ("profiler level", meta.profiler_level or "unknown"),
