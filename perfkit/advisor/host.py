@@ -143,7 +143,7 @@ _TURNAROUND_ADVICE = {
     "pytorch_gpu": "The host keeps up (the median gap is shorter than the median kernel), "
                    "so these gaps are the turnaround between many kernels: run fewer of "
                    "them (torch.compile, fused optimizers with foreach / fused=True, fused "
-                   "attention, a larger micro-batch) or capture the step in a CUDA graph; "
+                   "attention, a larger micro-batch) or capture the step with CUDA graphs; "
                    "a faster host will not shorten them."}
 
 
