@@ -208,14 +208,24 @@ def _align_steps(folder: Path, rank: int, tables: dict[str, pd.DataFrame],
         if "_end_point" in steps else None
     for col in ("_start_point", "_end_point"):
         steps.pop(col) if col in steps else None
+    if ticks is None:
+        return
     counter = folder / f"min_cycle_counter_{rank}.txt"
-    if ticks is None or not counter.is_file():
-        return
-    try:
-        zero = float(counter.read_text(encoding="utf-8", errors="replace").split()[0])
-    except (OSError, ValueError, IndexError):
-        notes.append(f"steps: {counter.name} is not a number; events keep no step")
-        return
+    if counter.is_file():
+        try:
+            zero = float(counter.read_text(encoding="utf-8", errors="replace").split()[0])
+        except (OSError, ValueError, IndexError):
+            notes.append(f"steps: {counter.name} is not a number; events keep no step")
+            return
+        how = f"{counter.name} (the counter at time 0 of the timeline)"
+    else:
+        data = folder / f"output_timeline_data_{rank}.txt"
+        zero_us = _timeline_zero_us(data, tables.get("kernels"))
+        if zero_us is None:
+            return
+        zero = zero_us / _TICK_US
+        how = (f"{data.name} (its operators' start times in ms on the counter's clock, "
+               "matched with the same operators in the timeline)")
     start = (ticks[:, 0] - zero) * _TICK_US
     end = (ticks[:, 1] - zero) * _TICK_US
     steps["step_start_us"] = start
@@ -232,9 +242,51 @@ def _align_steps(folder: Path, rank: int, tables: dict[str, pd.DataFrame],
         idx_c = np.clip(idx, 0, max(len(s_sorted) - 1, 0))
         ok &= t < e_sorted[idx_c]
         frame["step"] = np.where(ok, ids[idx_c], np.nan)
-    notes.append(f"steps: aligned with the timeline through {counter.name} (the counter at "
-                 "time 0 of the timeline); events outside every step keep no step")
+    notes.append(f"steps: aligned with the timeline through {how}; events outside every "
+                 "step keep no step")
     _mark_recorded(steps, tables.get("kernels"), start, end, notes)
+
+
+def _timeline_zero_us(path: Path, kernels: pd.DataFrame | None,
+                      tolerance_us: float = 1.0) -> float | None:
+    """Time 0 of the timeline on the step trace's clock (µs), from ``output_timeline_data``.
+
+    Without ``min_cycle_counter_{rank}.txt`` (MindInsight's later layouts), the timeline
+    file still lists each device operator's start in ms on the system counter's clock
+    (``op_name, stream_id, start_time(ms), duration(ms)``; 1 ms = 1e5 ticks of 10 ns, the
+    unit of ``step_trace_raw``): on ``wild/mi_run1``, where both exist, the first
+    operator's start is the counter at time 0 exactly. The k-th run of an operator in this
+    file and in the timeline's ``kernels`` are the same task, so each pair gives the shift
+    from the timeline's times to the counter's; their median is used when at least 90 % of
+    the pairs agree with it within ``tolerance_us``, else None (the steps stay unaligned).
+    """
+    if kernels is None or not len(kernels) or not path.is_file():
+        return None
+    try:
+        data = pd.read_csv(path, skipinitialspace=True)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+    if data.shape[1] < 3 or data.empty:
+        return None
+    name = data.iloc[:, 0].astype("string").str.strip()
+    ms = pd.to_numeric(data.iloc[:, 2], errors="coerce")
+    absolute = pd.DataFrame({"name": name, "t": ms * 1000.0}).dropna()
+    relative = pd.DataFrame({"name": kernels["name"].astype("string"),
+                             "t": pd.to_numeric(kernels["start_us"], errors="coerce")}) \
+        .dropna()
+    pairs = []
+    for frame in (absolute, relative):
+        frame = frame.sort_values("t", kind="stable")
+        frame["k"] = frame.groupby("name").cumcount()
+        pairs.append(frame)
+    both = pairs[0].merge(pairs[1], on=["name", "k"], suffixes=("_abs", "_rel"))
+    if both.empty:
+        return None
+    shift = (both["t_abs"] - both["t_rel"]).to_numpy(np.float64)
+    zero = float(np.median(shift))
+    if np.mean(np.abs(shift - zero) <= tolerance_us) < 0.9:
+        return None
+    return zero
 
 
 def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, start: np.ndarray,

@@ -61,6 +61,49 @@ def test_single_rank_run_with_timeline():
     assert any("computation_time" in n for n in p.meta.notes)
 
 
+def _ticks_and_timeline(folder):
+    """The step trace's (step, start, end) in 10 ns ticks and ``output_timeline_data``'s
+    (op, start in ms) rows, read here with the csv module."""
+    with open(next(folder.glob("step_trace_raw_*_detail_time.csv")), newline="") as fh:
+        steps = [(int(r["step_num"]), int(r["start_point"]), int(r["end_point"]))
+                 for r in csv.DictReader(fh) if r["step_num"].strip().isdigit()
+                 and int(r["step_num"]) > 0]
+    with open(next(folder.glob("output_timeline_data_*.txt")), newline="") as fh:
+        rows = list(csv.reader(fh, skipinitialspace=True))[1:]
+    return steps, [(r[0].strip(), float(r[2])) for r in rows if len(r) >= 3]
+
+
+def test_steps_of_a_timeline_without_the_counter_file():
+    """run_2_normal_run has no min_cycle_counter file, so its kernels had no step and the
+    Timeline showed nothing in step 1. output_timeline_data lists the same operators in ms
+    on the step trace's counter (1 ms = 1e5 ticks): the operators that start inside step
+    1's tick window, counted here, are the kernels perfkit puts in step 1."""
+    folder = DATA / "run_2_normal_run" / "profiler"
+    assert not list(folder.glob("min_cycle_counter_*"))
+    steps, ops = _ticks_and_timeline(folder)
+    p = detect.load(DATA / "run_2_normal_run", cache=False)
+    device = p.kernels[p.kernels["name"].isin({name for name, _ in ops})]
+    assert len(device) == len(ops)  # the other events are the host's (pid 9000)
+    for step, start, end in steps:
+        inside = sum(start <= ms * 1e5 < end for _, ms in ops)
+        assert inside > 0
+        assert int((device["step"] == step).sum()) == inside, step
+    assert p.steps["tasks_recorded"].all()
+    assert any("output_timeline_data_1.txt" in n for n in p.meta.notes)
+
+
+def test_the_timeline_data_gives_the_counter_files_zero():
+    """mi_run1 has both files: the time 0 matched from output_timeline_data is the value
+    of min_cycle_counter (10 ns ticks), read here."""
+    from perfkit.io.mindspore_legacy import _timeline_zero_us
+
+    folder = sample("wild/mi_run1") / "profiler"
+    zero_ticks = float((folder / "min_cycle_counter_1.txt").read_text().split()[0])
+    p = detect.load(folder.parent, cache=False)
+    got = _timeline_zero_us(folder / "output_timeline_data_1.txt", p.kernels)
+    assert got == pytest.approx(zero_ticks * 0.01, abs=0.05)
+
+
 def test_aggregate_only_files_are_recognised(tmp_path):
     import shutil
 
