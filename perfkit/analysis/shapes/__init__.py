@@ -8,8 +8,10 @@ in the profile. A transformer leaves a recognisable pattern in them:
   :mod:`~perfkit.analysis.shapes.qkv_layout`: BSH ``b,s,a·d;b,s,g·d;b,s,g·d``, SBH
   ``s,b,a·d;...``, BNSD, BSND or TND; ``scaled_dot_product_attention`` and batched
   ``q·kᵀ`` MatMuls in ``(b, a, s, d)`` layout) give the micro-batch size ``b``, the
-  sequence length ``s`` and, with a 3-D query's softmax statistics ``(b, a, s, 8)`` or the
-  rotary kernels' ``(b, s, heads, d)`` inputs, the heads ``a`` and key/value heads ``g``
+  sequence length ``s`` (3-D ``q·kᵀ`` bmm, softmax, ``·v`` bmm: ``s`` and ``d``, with
+  ``b`` folded into the heads, :mod:`~perfkit.analysis.shapes.bmm_attention`) and, with
+  a 3-D query's softmax statistics ``(b, a, s, 8)`` or the rotary kernels'
+  ``(b, s, heads, d)`` inputs, the heads ``a`` and key/value heads ``g``
   held by one rank and the head size ``d``;
 * the **projection GEMMs** whose rows are the micro-batch's ``n = b·s`` tokens map one
   width to another: the hidden size ``h`` is on one side of every one of them, the query
@@ -30,18 +32,21 @@ where it came from, or the reason it could not be read. It never looks at anythi
 canonical tables.
 
 One module a job: :mod:`~perfkit.analysis.shapes.records` (the operators kept and their
-shapes), :mod:`~perfkit.analysis.shapes.qkv_layout` (which layout an Ascend attention
-kernel's inputs are in), :mod:`~perfkit.analysis.shapes.operators` (attention kernels,
-matrix products and embeddings with their sizes), :mod:`~perfkit.analysis.shapes.fields`
+shapes), :mod:`~perfkit.analysis.shapes.bmm_attention` (attention run as 3-D bmm, softmax,
+bmm: :func:`bmm_attention`), :mod:`~perfkit.analysis.shapes.qkv_layout` (which layout an
+Ascend attention kernel's inputs are in), :mod:`~perfkit.analysis.shapes.operators`
+(attention kernels, matrix products and embeddings with their sizes),
+:mod:`~perfkit.analysis.shapes.fields`
 (widths and kinds, :class:`ShapeReading`), :mod:`~perfkit.analysis.shapes.counts` (layers,
 micro-batches, recompute) and :mod:`~perfkit.analysis.shapes.model` (:func:`read_model`).
 """
 
 from __future__ import annotations
 
+from .bmm_attention import bmm_attention
 from .fields import ShapeReading
 from .model import read_model
 from .records import ATTENTION_PATTERNS, DTYPE_NAMES, parse_shapes, shape_records
 
 __all__ = ["ShapeReading", "shape_records", "parse_shapes", "read_model", "DTYPE_NAMES",
-           "ATTENTION_PATTERNS"]
+           "ATTENTION_PATTERNS", "bmm_attention"]

@@ -101,9 +101,15 @@ def _read_batch(out: ShapeReading, att: list[_Attn], gemms: list[_Gemm], emb: li
         out.put("seq_length", s, text)
         return
     packed = [a for a in att if not a.backward and a.layout == "TND"]
+    folded = [a for a in att if not a.backward and a.bh]
     if packed:
         why = (f"{where}: {packed[0].what} takes packed sequences ({packed[0].note}): it "
                "shows the tokens, not how they split into sequences")
+    elif folded:
+        pairs = sorted({(a.bh, a.s) for a in folded})
+        why = (f"{where}: {folded[0].what}: batch × heads and sequence "
+               + ", ".join(f"{n} and {s_}" for n, s_ in pairs[:3])
+               + " (3-D products fold the batch into the heads: the batch cannot be read)")
     else:
         why = ("no attention kernel (FlashAttentionScore, scaled_dot_product_attention, "
                "batched q·kᵀ MatMul) with shapes: the batch and sequence cannot be read (not "
@@ -185,6 +191,9 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
         why = (f"{where}: {how} shows query width {q_width} but not how it splits into "
                "heads (a 3-D query, B,S,H or S,B,H, without softmax statistics or rotary "
                "kernels)")
+        if q_width is None and any(a.bh for a in fwd):
+            why = (f"{where}: {how}: head size {d}, the heads folded with the batch into "
+                   "one dimension (batch × heads): the heads cannot be read")
         for name in ("num_attention_heads", "num_kv_heads", "head_dim"):
             out.put(name, None, why)
         return

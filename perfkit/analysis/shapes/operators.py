@@ -1,6 +1,7 @@
 """The shape records as sized operators, and the counting helpers the readers share.
 
-Attention kernels (:class:`_Attn`: batch, sequence, heads, head size), matrix products
+Attention kernels (:class:`_Attn`: batch, sequence, heads, head size; or batch × heads,
+sequence and head size of an attention run as 3-D bmm, softmax, bmm), matrix products
 (:class:`_Gemm`: the candidate ``(M, K, N)``) and embedding lookups, read from one step per
 rank (:func:`_one_step`); per-step counts (:func:`_per_step`, :func:`_typical`).
 """
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .bmm_attention import record_triples
 from .qkv_layout import LAYOUT_ARGUMENT, embedding_cue, kernel_cues, settle, sizes
 from .records import _BATCH_MATMUL, _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS, parse_shapes
 
@@ -172,6 +174,7 @@ class _Attn:
     layout: str = ""      # an Ascend kernel's input layout as settled (qkv_layout)
     note: str = ""        # how that layout was settled, or that it was assumed
     heads_from: str = ""  # what gave the heads of a 3-D query, when something did
+    bh: int | None = None  # batch × heads of a 3-D bmm attention (folded together)
 
 
 def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
@@ -241,8 +244,26 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
                              q_width=q[1] * q[3], kv_width=None,
                              what="batched q·kᵀ MatMul " + ("(backward)" if row["backward"]
                                                             else "(forward)")))
+    out.extend(_bmm_attention(recs, label, shapes, rows))
     _settle(out, pending, emb or [], where)
     return [a for a in out if a is not None]
+
+
+def _bmm_attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes, rows: _Rows
+                   ) -> list[_Attn]:
+    """Unfused attention as 3-D bmm, softmax, bmm on one lane
+    (:func:`~.bmm_attention.bmm_attention_triples`): ``N = b·a`` is folded, so neither the
+    batch nor the heads are read, only the sequence ``S`` and the head size ``d``."""
+    out = []
+    for t in record_triples(recs, shapes):
+        row = rows(t.qk)
+        out.append(_Attn(rank=int(row["rank"]), step=row["step"],
+                         start=float(row["start_us"]), backward=bool(row["backward"]),
+                         b=None, s=t.s, heads=None, kv_heads=None, d=t.d, q_width=None,
+                         kv_width=None, bh=t.n,
+                         what="batched q·kᵀ bmm, softmax, bmm " + (
+                             "(backward)" if row["backward"] else "(forward)")))
+    return out
 
 
 def _settle(out: list[_Attn | None], pending: list[tuple[int, tuple[int, ...],

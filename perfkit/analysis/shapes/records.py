@@ -63,12 +63,16 @@ _PLAIN_ACT = re.compile(r"(?i)^(?:Gelu\w*|FastGelu\w*|aten::gelu|Relu|aten::relu
 _MOE = re.compile(r"(?i)GroupedMatmul|MoeGating|MoeInitRouting|MoeFinalizeRouting|moe_")
 _GRAD = re.compile(r"(?i)grad|backward|^Gradients/")
 _BATCH_MATMUL = re.compile(r"(?i)^batch_?mat_?mul\w*$")
+#: Softmax operators: the middle of an attention computed as 3-D batched products
+#: (:mod:`~perfkit.analysis.shapes.bmm_attention`).
+_SOFTMAX = re.compile(r"(?i)^(?:aten::_?softmax|aten::_safe_softmax|Softmax(?:V2)?)$")
 
 
 _OP_SUFFIX = re.compile(r"-op\d+$")
 #: The labels whose rows :func:`shape_records` keeps.
 _KEPT_LABELS = (_GEMM, _EMBED, _LOSS, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT, _PLAIN_ACT,
-                _MOE, *(re.compile(p) for p in ATTENTION_PATTERNS.values()), _BATCH_MATMUL)
+                _MOE, *(re.compile(p) for p in ATTENTION_PATTERNS.values()), _BATCH_MATMUL,
+                _SOFTMAX)
 
 
 def _per_name(values: pd.Series, func: Any) -> pd.Series:
@@ -140,8 +144,9 @@ def shape_records(profile: Any, ranks: list[int] | None = None,
     (DataFrame, str)
         Rows ``rank``, ``step``, ``start_us``, ``name``, ``label`` (type, or the name
         without scope), ``input_shapes``, ``input_dtypes``, ``output_shapes`` (NA where the
-        profile records none), ``backward`` (the name says it is a gradient), sorted by
-        rank and start; and the table they came from
+        profile records none), ``backward`` (the name says it is a gradient), ``lane``
+        (the stream of a kernel, the host thread of an operator; NA where the table has
+        neither), sorted by rank and start; and the table they came from
         (``"kernels"`` or ``"ops"``, ``""`` when neither has shapes).
     """
     for name in (tables or ("kernels", "ops")):
@@ -150,7 +155,7 @@ def shape_records(profile: Any, ranks: list[int] | None = None,
             return rows, name
     return pd.DataFrame(columns=["rank", "step", "start_us", "name", "label",
                                  "input_shapes", "input_dtypes", "output_shapes",
-                                 "backward"]), ""
+                                 "backward", "lane"]), ""
 
 
 def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFrame | None:
@@ -159,9 +164,11 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
     if "input_shapes" not in present:
         return None
     frame = table(profile, name)
+    lane = "stream" if name == "kernels" else "thread"
     cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
-                        "input_shapes", "input_dtypes", "output_shapes", "op_id", "thread")
-            if c in present]
+                        "input_shapes", "input_dtypes", "output_shapes", "op_id", "thread",
+                        lane) if c in present]
+    cols = list(dict.fromkeys(cols))
 
     def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
         ok = ~f["input_shapes"].isna()
@@ -181,6 +188,8 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
         if col not in rows.columns:
             rows[col] = pd.Series(pd.NA, index=rows.index, dtype="string")
     rows["backward"] = _matches(rows["name"].astype("string"), _GRAD)
+    rows["lane"] = rows[lane].astype("string") if lane in rows.columns else \
+        pd.Series(pd.NA, index=rows.index, dtype="string")
     rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
     if "op_id" in rows.columns:
         # GPU kernels: one row per launching operator (a cuDNN attention or a split-K
@@ -190,7 +199,7 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
                     | ~call.duplicated().to_numpy(bool)].reset_index(drop=True)
     _mark_after_gradients(rows)
     _mark_autograd_launches(rows, profile, name)
-    return rows.drop(columns=[c for c in ("op_id", "thread") if c in rows.columns])
+    return rows.drop(columns=[c for c in ("op_id", "thread", "stream") if c in rows.columns])
 
 
 def _mark_after_gradients(rows: pd.DataFrame) -> None:

@@ -1,0 +1,221 @@
+"""Attention computed as 3-D batched products: ``q·kᵀ`` bmm, softmax, ``·v`` bmm.
+
+Eager PyTorch attention (HuggingFace's TimeSformer, ViT, GPT-2 ``eager``) folds the batch
+and the heads into one dimension ``N = b·a`` and runs ``scores = bmm(q (N, S, d),
+kᵀ (N, d, S))`` (``(N, S, S)``), a softmax of the scores over their last dimension, then
+``bmm(p (N, S, S), v (N, S, d))``. A 3-D bmm alone says nothing (MoE experts and other
+batched GEMMs take the same kinds of operands), so :func:`bmm_attention_triples` takes a
+product for ``q·kᵀ`` only inside the whole chain, on one lane (stream or host thread), in
+order, with the next softmax or matrix product after each member being the next member:
+
+* ``q·kᵀ``: ``aten::bmm`` / ``aten::baddbmm`` (its bias first) or a ``BatchMatMul`` with
+  operands ``(N, S, d) x (N, d, S)``;
+* a softmax (``aten::softmax`` / ``aten::_softmax`` / ``aten::_safe_softmax``,
+  ``Softmax``) of ``N·S·S`` elements whose last dimension is ``S`` (the scores, or their
+  ``(b, a, S, S)`` view). Its ``dim`` argument is not read: the tables it is read from
+  keep the shapes, not the arguments;
+* ``·v``: a bmm with operands ``(N, S, S) x (N, S, d)``, the same ``N``, ``S``, ``d``.
+
+Consecutive rows of one operator (its kernels, or a softmax nested in another, as host
+traces record ``aten::softmax`` around ``aten::_softmax``) count as one member. The
+backward pass runs the products in another order (``_softmax_backward_data`` between them)
+and is not matched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .records import (
+    _BATCH_MATMUL,
+    _GEMM,
+    _SOFTMAX,
+    ATTENTION_PATTERNS,
+    parse_shapes,
+    shape_records,
+)
+
+__all__ = ["BmmAttention", "bmm_attention_triples", "bmm_attention", "record_triples"]
+
+_BMM = re.compile(r"(?i)^aten::(?:bmm|baddbmm)$")
+#: The labels that end the search for the next member: products, softmaxes, attention.
+_STOPS = (_GEMM, _BATCH_MATMUL, _SOFTMAX,
+          *(re.compile(p) for p in ATTENTION_PATTERNS.values()))
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BmmAttention:
+    """One attention found as ``q·kᵀ`` bmm, softmax, ``·v`` bmm.
+
+    Attributes
+    ----------
+    qk, softmax, pv : int
+        The first row of each member (``qk`` and ``pv`` may span several rows: ``qk_end``
+        is the ``q·kᵀ`` product's last row, ``pv_end`` the ``·v`` product's).
+    qk_end, pv_end : int
+        The last row of the first and of the second product.
+    n : int
+        Batch × heads ``N`` (the bmm's batch dimension: the two are folded together).
+    s : int
+        The sequence ``S`` (queries = keys).
+    d : int
+        The head size.
+    """
+
+    qk: int
+    qk_end: int
+    softmax: int
+    pv: int
+    pv_end: int
+    n: int
+    s: int
+    d: int
+
+
+def _operands(label: str, shapes: Sequence[Shape]) -> tuple[Shape, Shape] | None:
+    """The two 3-D operands of a batched product (``baddbmm``: after its bias)."""
+    ins = [s for s in shapes if s]
+    if label.lower() == "aten::baddbmm":
+        ins = ins[1:]
+    if len(ins) < 2 or len(ins[0]) != 3 or len(ins[1]) != 3:
+        return None
+    return ins[0], ins[1]
+
+
+def _qk(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
+    """``(N, S, d)`` of a ``q (N, S, d) x kᵀ (N, d, S)`` product, else None."""
+    ops = _operands(label, shapes)
+    if ops is None:
+        return None
+    (n, s, d), (n2, d2, s2) = ops
+    return (n, s, d) if n == n2 and d == d2 and s == s2 else None
+
+
+def _pv(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
+    """``(N, S, d)`` of a ``p (N, S, S) x v (N, S, d)`` product, else None."""
+    if label.lower() == "aten::baddbmm":
+        return None
+    ops = _operands(label, shapes)
+    if ops is None:
+        return None
+    (n, s, s1), (n2, s2, d) = ops
+    return (n, s, d) if n == n2 and s == s1 == s2 else None
+
+
+def _scores(shapes: Sequence[Shape], n: int, s: int) -> bool:
+    """Whether a softmax's input is ``N·S·S`` elements with ``S`` last."""
+    ins = [x for x in shapes if x]
+    return bool(ins) and len(ins[0]) >= 2 and ins[0][-1] == s and \
+        int(np.prod(ins[0], dtype=np.int64)) == n * s * s
+
+
+def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape]],
+                          lane: np.ndarray) -> list[BmmAttention]:
+    """The ``q·kᵀ`` bmm, softmax, ``·v`` bmm chains among rows in execution order.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        Each row's operator (``aten::bmm``, ``aten::_softmax``, ...).
+    shapes : sequence of list of tuple
+        Each row's parsed input shapes (:func:`~perfkit.analysis.shapes.parse_shapes`).
+    lane : ndarray
+        Each row's lane (rank and stream or host thread, coded): rows of one lane are in
+        start order.
+
+    Returns
+    -------
+    list of BmmAttention
+        In row order of the ``q·kᵀ`` product; see the module's text for the rules.
+    """
+    lane = np.asarray(lane)
+    code_of, uniq = pd.factorize(np.asarray(labels, dtype=object), use_na_sentinel=False)
+    stop = np.array([any(rx.search(str(u)) for rx in _STOPS) for u in uniq.tolist()],
+                    dtype=bool)
+    rows = np.flatnonzero(stop[code_of]) if len(uniq) else np.zeros(0, dtype=int)
+    out: list[BmmAttention] = []
+    for code in dict.fromkeys(lane[rows].tolist()):
+        members = _members(rows[lane[rows] == code], labels, shapes)
+        for j in range(len(members) - 2):
+            (a, a_end), (b, _), (c, c_end) = members[j], members[j + 1], members[j + 2]
+            if not (_BMM.search(labels[a]) or _BATCH_MATMUL.search(labels[a])):
+                continue
+            got = _qk(labels[a], shapes[a])
+            if got is None or not _SOFTMAX.search(labels[b]) or \
+                    not _scores(shapes[b], got[0], got[1]):
+                continue
+            if (_BMM.search(labels[c]) or _BATCH_MATMUL.search(labels[c])) and \
+                    _pv(labels[c], shapes[c]) == got:
+                out.append(BmmAttention(a, a_end, b, c, c_end, *got))
+    return sorted(out, key=lambda t: t.qk)
+
+
+def _members(rows: np.ndarray, labels: Sequence[str], shapes: Sequence[Sequence[Shape]]
+             ) -> list[tuple[int, int]]:
+    """Runs of one lane's rows that are one operator: ``(first, last)`` row of each run of
+    consecutive rows with the same shapes and the same label, or both softmaxes."""
+    out: list[tuple[int, int]] = []
+    for r in rows.tolist():
+        if out:
+            p = out[-1][1]
+            same = list(shapes[p]) == list(shapes[r]) and (
+                labels[p] == labels[r]
+                or (_SOFTMAX.search(labels[p]) is not None
+                    and _SOFTMAX.search(labels[r]) is not None))
+            if same:
+                out[-1] = (out[-1][0], r)
+                continue
+        out.append((r, r))
+    return out
+
+
+def record_triples(recs: pd.DataFrame, shapes: Sequence[Sequence[Shape]]
+                   ) -> list[BmmAttention]:
+    """:func:`bmm_attention_triples` of shape records (:func:`~.records.shape_records`:
+    sorted by rank and start), each (rank, ``lane``) a lane."""
+    lane = recs["lane"] if "lane" in recs.columns else pd.Series(pd.NA, index=recs.index)
+    key = pd.MultiIndex.from_arrays([recs["rank"].astype("Int64").fillna(-1).to_numpy(),
+                                     lane.astype("string").fillna("").to_numpy()])
+    code, _ = pd.factorize(key)
+    return bmm_attention_triples(recs["label"].astype(str).tolist(), shapes, code)
+
+
+def bmm_attention(profile: Any) -> pd.DataFrame:
+    """The attentions a profile runs as 3-D bmm, softmax, bmm (:func:`bmm_attention_triples`).
+
+    Read from the shape records (:func:`~.records.shape_records`: the kernels' launching
+    operators, else the host operators).
+
+    Returns
+    -------
+    DataFrame
+        One row per attention, in rank and start order: ``rank``, ``step``, ``start_us``
+        (of the ``q·kᵀ`` product), ``backward``, ``batch_heads`` (``N``, batch × heads),
+        ``seq`` (``S``), ``head_dim`` (``d``), ``qk_shapes``, ``softmax_shapes``,
+        ``pv_shapes`` (the members' input shapes as the profile writes them).
+    """
+    recs, _ = shape_records(profile)
+    cols = ["rank", "step", "start_us", "backward", "batch_heads", "seq", "head_dim",
+            "qk_shapes", "softmax_shapes", "pv_shapes"]
+    if recs.empty:
+        return pd.DataFrame(columns=cols)
+    texts = recs["input_shapes"].astype("string").fillna("")
+    parsed = {t: parse_shapes(t) for t in texts.unique()}
+    found = record_triples(recs, [parsed[t] for t in texts])
+    at = [t.qk for t in found]
+    return pd.DataFrame({
+        "rank": recs["rank"].to_numpy()[at], "step": recs["step"].to_numpy()[at],
+        "start_us": recs["start_us"].to_numpy(np.float64)[at],
+        "backward": recs["backward"].to_numpy(bool)[at],
+        "batch_heads": [t.n for t in found], "seq": [t.s for t in found],
+        "head_dim": [t.d for t in found], "qk_shapes": texts.to_numpy()[at],
+        "softmax_shapes": texts.to_numpy()[[t.softmax for t in found]],
+        "pv_shapes": texts.to_numpy()[[t.pv for t in found]]}, columns=cols)

@@ -1,0 +1,138 @@
+"""Attention run as 3-D batched products: ``q·kᵀ`` bmm, softmax, ``·v`` bmm.
+
+HuggingFace's TimeSformer (``wild/tl_timesformer_h100``, an H100 Kineto trace with
+``record_shapes``) folds batch and heads into one dimension and runs its attention as
+``bmm (N, S, d) x (N, d, S)``, a softmax over the last dimension, ``bmm (N, S, S) x
+(N, S, d)``. The tests read the raw gzip JSON themselves (its ``cpu_op`` events and their
+``Input Dims``, the device tasks and their ``External id``) and check the recognition, the
+model reading and the advisor's unfused-attention finding against it; a hand-written table
+checks that 3-D bmms outside that chain are not taken for attention.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from shared_samples import sample
+
+import perfkit as pk
+from perfkit.analysis.shapes import read_model
+from perfkit.profile import Profile, ProfileMeta
+
+TIMESFORMER = "wild/tl_timesformer_h100"
+_PRODUCTS = {"aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm"}
+
+
+def _raw(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)["traceEvents"]
+
+
+def _raw_triples(events: list[dict]) -> list[dict]:
+    """Each ``aten::bmm``, ``aten::_softmax``, ``aten::bmm`` in a row among one host
+    thread's products and softmaxes, with the shapes of attention: ``(N, S, d) x
+    (N, d, S)``, a softmax over dim -1 of ``N·S·S`` values ending in ``S``, ``(N, S, S) x
+    (N, S, d)``."""
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"
+           and (e["name"] in _PRODUCTS or e["name"] == "aten::_softmax")]
+    by_tid: dict = defaultdict(list)
+    for e in sorted(ops, key=lambda e: e["ts"]):
+        by_tid[e["tid"]].append(e)
+    out = []
+    for seq in by_tid.values():
+        for a, b, c in zip(seq, seq[1:], seq[2:], strict=False):
+            if (a["name"], b["name"], c["name"]) != ("aten::bmm", "aten::_softmax",
+                                                     "aten::bmm"):
+                continue
+            q, k = a["args"]["Input Dims"][:2]
+            scores = b["args"]["Input Dims"][0]
+            p, v = c["args"]["Input Dims"][:2]
+            n, s, d = q
+            if k != [n, d, s] or p != [n, s, s] or v != [n, s, d]:
+                continue
+            if scores[-1] != s or math.prod(scores) != n * s * s or \
+                    b["args"]["Concrete Inputs"][1] != "-1":
+                continue
+            out.append({"n": n, "s": s, "d": d, "qk": a, "softmax": b, "pv": c})
+    return out
+
+
+@pytest.mark.shared_samples
+def test_timesformer_bmm_attention_is_recognised_as_the_raw_trace_has_it() -> None:
+    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+    events = _raw(path)
+    raw = _raw_triples(events)
+    bmms = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::bmm"]
+    assert raw and 2 * len(raw) == len(bmms)  # every bmm of the trace is in one attention
+    # the model reading: the scores are computed apart (no fused kernel), heads folded
+    r = read_model(pk.load(path, cache=False, progress=False))
+    assert r.get("flash_attention") is False
+    assert "bmm" in r.details["flash_attention"]
+    for n, s in {(t["n"], t["s"]) for t in raw}:
+        assert f"{n} and {s}" in r.details["seq_length"]
+
+    from perfkit.analysis.shapes import bmm_attention
+
+    found = bmm_attention(pk.load(path, cache=False, progress=False))
+    assert len(found) == len(raw)
+    assert sorted(zip(found["batch_heads"], found["seq"], found["head_dim"], strict=True)) \
+        == sorted((t["n"], t["s"], t["d"]) for t in raw)
+    # the members' shapes as the raw Input Dims write them, in the raw order
+    as_text = lambda dims: ";".join(",".join(map(str, x)) for x in dims if x)  # noqa: E731
+    assert [str(x).strip(";") for x in found["qk_shapes"]] == \
+        [as_text(t["qk"]["args"]["Input Dims"]) for t in raw]
+    assert [str(x).strip(";") for x in found["pv_shapes"]] == \
+        [as_text(t["pv"]["args"]["Input Dims"]) for t in raw]
+    assert not found["backward"].any()  # a forward-only trace
+
+
+def _gpu(rows: list[tuple[int, str, str, str]]) -> Profile:
+    """One rank, one step of GPU kernels: (stream, launching operator, kernel name, input
+    shapes) each, 10 µs apart."""
+    recs = [{"rank": 0, "step": 1, "name": kname, "type": "kernel", "category": "compute",
+             "stream": stream, "start_us": 10.0 * i, "dur_us": 5.0, "op_name": op,
+             "input_shapes": shapes, "input_dtypes": "c10::BFloat16;c10::BFloat16"}
+            for i, (stream, op, kname, shapes) in enumerate(rows)]
+    return Profile(ProfileMeta("test", framework="pytorch", rank=0, device_type="gpu"),
+                   {"kernels": pd.DataFrame(recs)})
+
+
+GEMM, SOFTMAX, MUL = "cutlass_gemm_bf16", "softmax_warp_forward", "vectorized_mul_kernel"
+
+
+def _attention(n: int, s: int, d: int, stream: int = 7, softmax: str = "") -> list:
+    return [(stream, "aten::bmm", GEMM, f"{n},{s},{d};{n},{d},{s}"),
+            (stream, "aten::_softmax", SOFTMAX, softmax or f"{n // 4},4,{s},{s};;"),
+            (stream, "aten::bmm", GEMM, f"{n},{s},{s};{n},{s},{d}")]
+
+
+def test_only_the_whole_chain_on_one_stream_is_attention() -> None:
+    others = [
+        # the same two products with no softmax between them
+        (7, "aten::bmm", GEMM, "32,128,64;32,64,128"), (7, "aten::mul", MUL, "32,128,128;"),
+        (7, "aten::bmm", GEMM, "32,128,128;32,128,64"),
+        # a softmax of other values (a router's) between them
+        *_attention(8, 256, 64, softmax="4096,8;;"),
+        # the chain split over two streams
+        *[(7 if i == 0 else 9, *r[1:]) for i, r in enumerate(_attention(16, 512, 64))],
+        # batched GEMMs of MoE experts, then a softmax
+        (7, "aten::bmm", GEMM, "8,512,1024;8,1024,4096"), (7, "aten::_softmax", SOFTMAX,
+                                                          "8,512,4096;;"),
+        (7, "aten::bmm", GEMM, "8,512,4096;8,4096,1024"),
+    ]
+    assert read_model(_gpu(others + _attention(64, 1024, 128))).get("flash_attention") \
+        is False
+    assert read_model(_gpu(others)).get("flash_attention") is None
+
+    from perfkit.analysis.shapes import bmm_attention
+
+    assert bmm_attention(_gpu(others)).empty
+    found = bmm_attention(_gpu(others + _attention(64, 1024, 128)))
+    assert list(zip(found["batch_heads"], found["seq"], found["head_dim"], strict=True)) == \
+        [(64, 1024, 128)]
