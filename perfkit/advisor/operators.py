@@ -120,10 +120,12 @@ def unfused(ctx: Context) -> list[Finding]:
 
 @rule("operators", order=100, needs=("kernels",))
 def attention(ctx: Context) -> list[Finding]:
-    """Attention as matmul-softmax-matmul: what a fused (flash) kernel would save."""
-    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.profile))
-    if uf.empty or "softmax_dropout_matmul" not in set(uf["pattern"].astype(str)):
-        return []
+    """Attention as matmul-softmax-matmul: what a fused (flash) kernel would save.
+
+    The chains are :func:`perfkit.analysis.attention_chains`: the kernel pattern of
+    :func:`perfkit.analysis.unfused_patterns`, and 3-D bmm, softmax, bmm of matching
+    shapes, which copies between the members leave to the pattern unmatched.
+    """
     eff = ctx.assume["kernel_efficiency"]
     chains = ctx.get("att_chains", lambda: _eff.attention_chains(
         ctx.profile, ctx.hardware, kernel_efficiency=eff))

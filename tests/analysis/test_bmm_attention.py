@@ -22,11 +22,14 @@ import pytest
 from shared_samples import sample
 
 import perfkit as pk
+from perfkit.advisor import ASSUMPTIONS
 from perfkit.analysis.shapes import read_model
 from perfkit.profile import Profile, ProfileMeta
 
 TIMESFORMER = "wild/tl_timesformer_h100"
+H100 = pk.Hardware.preset("h100")
 _PRODUCTS = {"aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm"}
+_DEVICE = {"kernel", "gpu_memset", "gpu_memcpy"}
 
 
 def _raw(path: Path) -> list[dict]:
@@ -90,6 +93,38 @@ def test_timesformer_bmm_attention_is_recognised_as_the_raw_trace_has_it() -> No
     assert [str(x).strip(";") for x in found["pv_shapes"]] == \
         [as_text(t["pv"]["args"]["Input Dims"]) for t in raw]
     assert not found["backward"].any()  # a forward-only trace
+
+
+@pytest.mark.shared_samples
+def test_timesformer_unfused_attention_finding_times_the_raw_kernels() -> None:
+    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+    events = _raw(path)
+    raw = _raw_triples(events)
+    host = {e["args"]["External id"]: e["name"] for e in events
+            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    tasks = sorted((e for e in events if e.get("cat") in _DEVICE), key=lambda e: e["ts"])
+    steps = len({e["name"] for e in events
+                 if str(e.get("name", "")).startswith("ProfilerStep#")})
+    peak = H100.peak_flops["bf16"]  # the trace's products take c10::BFloat16
+    eff = ASSUMPTIONS["kernel_efficiency"]
+    totals, savings = [], []
+    for t in raw:
+        qk, pv = t["qk"]["args"]["External id"], t["pv"]["args"]["External id"]
+        mine = [i for i, e in enumerate(tasks) if e["args"].get("External id") in (qk, pv)]
+        stream = tasks[mine[0]]["args"]["stream"]
+        chain = [e for e in tasks[mine[0]:mine[-1] + 1] if e["args"].get("stream") == stream]
+        # the copies (.contiguous() of v) are the copy finding's time, not attention's
+        tot = sum(e["dur"] for e in chain
+                  if host.get(e["args"].get("External id")) != "aten::copy_")
+        fused = 2 * (2.0 * t["n"] * t["s"] * t["s"] * t["d"]) / (eff * peak) * 1e6
+        totals.append(tot)
+        savings.append(max(0.0, tot - fused))
+    found = pk.advise(pk.load(path, cache=False, progress=False), hardware=H100)
+    (att,) = [f for f in found if f.rule == "attention_not_fused"]
+    assert att.ms_per_step == pytest.approx(sum(savings) / steps / 1e3, rel=1e-9)
+    assert f"{len(raw)} attention chains" in att.evidence
+    chains = pk.analysis.attention_chains(pk.load(path, cache=False, progress=False), H100)
+    assert sorted(chains["total_us"]) == pytest.approx(sorted(totals), rel=1e-9)
 
 
 def _gpu(rows: list[tuple[int, str, str, str]]) -> Profile:

@@ -237,8 +237,14 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     """Attention computed as matmul, softmax (dropout), matmul instead of a fused kernel.
 
     Chains are found with the ``softmax_dropout_matmul`` pattern of
-    :data:`perfkit.analysis.operators.PATTERNS` (on ranks with no fused-attention kernel).
-    A fused kernel does the chain's matrix FLOPs without writing the score matrix:
+    :data:`perfkit.analysis.operators.PATTERNS`, and, where the rows have shapes, as a
+    3-D ``q·kᵀ`` bmm, softmax, ``·v`` bmm of matching shapes
+    (:func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples`; one not
+    already within a pattern's match): from the first product's first kernel to the
+    second's last on the lane. Only ranks with no fused-attention kernel are searched. A
+    chain's ``kernels`` and ``total_us`` leave out its copy kernels (``.contiguous()`` of
+    ``v``, counted by the copies pattern). A fused kernel does the chain's matrix FLOPs
+    without writing the score matrix:
     ``fused_us = FLOPs of the chain's GEMMs / (kernel_efficiency · peak)``;
     ``saving_us = max(0, total_us - fused_us)``.
 
@@ -258,10 +264,13 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     if is_lazy(profile):
         return typed(per_rank(profile, attention_chains, hardware, kernel_efficiency),
                      cols)
-    rows, new_lane = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype"))
+    rows, new_lane = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype",
+                                        "label", "input_shapes"))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     tok = kernel_tokens(rows).to_numpy()
+    if not (tok == "F").any():  # both searches need a softmax
+        return empty_frame(cols, "no unfused attention chain")
     flash = set(rows.loc[tok == "Z", "rank"].dropna().tolist())
     sep = np.where(new_lane, "|", "")
     text_tokens = np.char.add(sep.astype(str), tok.astype(str))
@@ -271,8 +280,11 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     dur = rows["dur_us"].to_numpy(float)
     flops = rows["flops"].where(rows["kind"] == "gemm", 0.0).fillna(0.0).to_numpy(float)
     dts = rows["dtype"].astype("string").fillna("")
-    for m in re.finditer(PATTERNS["softmax_dropout_matmul"][0], text):
-        a, b = row_of[m.start()], row_of[m.end() - 1]
+    spans = [(int(row_of[m.start()]), int(row_of[m.end() - 1]))
+             for m in re.finditer(PATTERNS["softmax_dropout_matmul"][0], text)]
+    spans = sorted(spans + _bmm_spans(rows, new_lane, spans))
+    counted_ = tok != "T"  # copies: the copies pattern's time
+    for a, b in spans:
         rank = rows["rank"].iloc[a]
         if rank in flash:
             continue
@@ -280,8 +292,50 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         peak = hardware.peak(key if key in hardware.peak_flops else None)
         fl = float(flops[a:b + 1].sum())
         fused = fl / (kernel_efficiency * peak) * 1e6
-        tot = float(dur[a:b + 1].sum())
-        found.append((rank, b - a + 1, tot, fl, fused, max(0.0, tot - fused)))
+        mine = counted_[a:b + 1]
+        tot = float(dur[a:b + 1][mine].sum())
+        found.append((rank, int(mine.sum()), tot, fl, fused, max(0.0, tot - fused)))
     if not found:
         return empty_frame(cols, "no unfused attention chain")
     return typed(pd.DataFrame(found, columns=list(cols)), cols)
+
+
+class _ParsedShapes:
+    """Each row's parsed input shapes, parsed once per distinct text when looked up."""
+
+    def __init__(self, texts: pd.Series) -> None:
+        from ..shapes.records import parse_shapes
+
+        self.codes, uniq = shared_factorize(texts.astype("string").fillna(""),
+                                            use_na_sentinel=False)
+        self.text = pd.Series(uniq, dtype="string").fillna("").tolist()
+        self.parse = parse_shapes
+        self.done: dict[int, list[tuple[int, ...]]] = {}
+
+    def __getitem__(self, i: int) -> list[tuple[int, ...]]:
+        c = int(self.codes[i])
+        if c not in self.done:
+            self.done[c] = self.parse(self.text[c])
+        return self.done[c]
+
+
+def _bmm_spans(rows: pd.DataFrame, new_lane: np.ndarray, taken: list[tuple[int, int]]
+               ) -> list[tuple[int, int]]:
+    """The rows (first, last) of each 3-D bmm attention on a lane of the ordered rows, that
+    no span of ``taken`` overlaps."""
+    from ..shapes.bmm_attention import bmm_attention_triples
+
+    if "label" not in rows.columns or "input_shapes" not in rows.columns:
+        return []
+    labels = rows["label"].astype("string").fillna("").to_numpy(dtype=object)
+    found = bmm_attention_triples(labels, _ParsedShapes(rows["input_shapes"]),
+                                  np.cumsum(new_lane))
+    starts = np.sort(np.asarray([a for a, _ in taken], dtype=np.int64))
+    ends = np.asarray([b for _, b in sorted(taken)], dtype=np.int64)
+    out = []
+    for t in found:
+        j = int(np.searchsorted(starts, t.pv_end, side="right")) - 1  # last begun by its end
+        if j >= 0 and ends[j] >= t.qk:
+            continue
+        out.append((t.qk, t.pv_end))
+    return out
