@@ -126,6 +126,10 @@ def attention(ctx: Context) -> list[Finding]:
     :func:`perfkit.analysis.unfused_patterns`, and 3-D bmm, softmax, bmm of matching
     shapes, which copies between the members leave to the pattern unmatched.
     """
+    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.profile))
+    by_pattern = not uf.empty and "softmax_dropout_matmul" in set(uf["pattern"].astype(str))
+    if not by_pattern and not _eff.may_hold_bmm_attention(ctx.profile):
+        return []  # neither search can find a chain: not worth ordering the tasks
     eff = ctx.assume["kernel_efficiency"]
     chains = ctx.get("att_chains", lambda: _eff.attention_chains(
         ctx.profile, ctx.hardware, kernel_efficiency=eff))

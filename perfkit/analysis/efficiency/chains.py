@@ -25,7 +25,7 @@ from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
 
-__all__ = ["elementwise_chains", "attention_chains"]
+__all__ = ["elementwise_chains", "attention_chains", "may_hold_bmm_attention"]
 
 #: Kinds that form an element-wise chain (normalisations and reductions end a chain: their
 #: fusions are the named patterns of :data:`perfkit.analysis.operators.PATTERNS`).
@@ -264,8 +264,9 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     if is_lazy(profile):
         return typed(per_rank(profile, attention_chains, hardware, kernel_efficiency),
                      cols)
+    shaped = may_hold_bmm_attention(profile)
     rows, new_lane = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype",
-                                        "label", "input_shapes"))
+                                        *(("label", "input_shapes") if shaped else ())))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     tok = kernel_tokens(rows).to_numpy()
@@ -298,6 +299,22 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     if not found:
         return empty_frame(cols, "no unfused attention chain")
     return typed(pd.DataFrame(found, columns=list(cols)), cols)
+
+
+def may_hold_bmm_attention(profile: Any) -> bool:
+    """Whether the priced rows hold a 3-D ``q·kᵀ`` batched product, the first member of an
+    attention run as bmm, softmax, bmm
+    (:func:`~perfkit.analysis.shapes.bmm_attention.has_qk_product`); False rules out the
+    search by shapes of :func:`attention_chains`, which orders two more columns."""
+    from ..shapes.bmm_attention import has_qk_product
+
+    rows = narrow_costs(profile)
+    if rows.empty or "label" not in rows.columns or "input_shapes" not in rows.columns:
+        return False
+    if "_call" in rows.columns:  # one row per distinct call (label, shapes, ...) is enough
+        rows = take_rows(rows[["label", "input_shapes"]],
+                         first_rows(rows["_call"].to_numpy(np.int64)))
+    return has_qk_product(rows["label"], rows["input_shapes"])
 
 
 class _ParsedShapes:

@@ -41,7 +41,8 @@ from .records import (
     shape_records,
 )
 
-__all__ = ["BmmAttention", "bmm_attention_triples", "bmm_attention", "record_triples"]
+__all__ = ["BmmAttention", "bmm_attention_triples", "bmm_attention", "record_triples",
+           "has_qk_product"]
 
 _BMM = re.compile(r"(?i)^aten::(?:bmm|baddbmm)$")
 #: The labels that end the search for the next member: products, softmaxes, attention.
@@ -115,6 +116,26 @@ def _scores(shapes: Sequence[Shape], n: int, s: int) -> bool:
     ins = [x for x in shapes if x]
     return bool(ins) and len(ins[0]) >= 2 and ins[0][-1] == s and \
         int(np.prod(ins[0], dtype=np.int64)) == n * s * s
+
+
+def has_qk_product(labels: pd.Series, shapes: pd.Series) -> bool:
+    """Whether any row is a 3-D ``q (N, S, d) x kᵀ (N, d, S)`` batched product.
+
+    The first member of every chain of :func:`bmm_attention_triples`, so False rules the
+    search out. Each distinct label and each distinct (label, shapes) pair of the batched
+    products is tested once: a million-task profile costs two factorisations.
+    """
+    codes, uniq = pd.factorize(labels, use_na_sentinel=True)
+    batched = np.array([bool(_BMM.search(str(u)) or _BATCH_MATMUL.search(str(u)))
+                        for u in uniq.tolist()], dtype=bool)
+    if not batched.any():
+        return False
+    pick = (codes >= 0) & batched[np.where(codes >= 0, codes, 0)]
+    pairs = pd.DataFrame({"label": np.asarray(labels, dtype=object)[pick],
+                          "shapes": np.asarray(shapes, dtype=object)[pick]}) \
+        .drop_duplicates()
+    return any(_qk(str(lab), parse_shapes("" if pd.isna(shp) else str(shp))) is not None
+               for lab, shp in zip(pairs["label"], pairs["shapes"], strict=True))
 
 
 def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape]],
