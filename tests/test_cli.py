@@ -757,16 +757,16 @@ def test_simulate_refuses_a_job_that_does_not_fit(tmp_path: Path,
 def test_info_reads_every_wild_profile(name: str, tmp_path: Path, monkeypatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     """``perfkit info`` on each real profile of other projects: an answer, never an error
-    (the AMD trace without step marks once failed on its unnumbered step)."""
+    (the AMD trace without ProfilerStep once failed on its unnumbered step; its steps are
+    now its optimizer's iterations)."""
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     assert cli.main(["info", str(shared_sample(f"wild/{name}"))]) == 0
     captured = capsys.readouterr()
     assert "error" not in captured.err.lower()
     assert "measured step time:" in captured.out and "Top findings" in captured.out
-    if name == "tl_ddp_resnet18_mi300":  # no ProfilerStep in the trace: one unnumbered span
-        assert "Steps: 1 (unnumbered)" in captured.out
-        assert "the one span without step numbers" in captured.out
-        assert re.search(r"^\s+NA\s+0\s+[\d.]+\s+[\d.]+ %", captured.out, re.MULTILINE)
+    if name == "tl_ddp_resnet18_mi300":  # no ProfilerStep: its 5 Optimizer.step iterations
+        assert "Steps: 5 (0-4)" in captured.out
+        assert re.search(r"^\s+4\s+0\s+[\d.]+\s+[\d.]+ %", captured.out, re.MULTILINE)
 
 
 @pytest.mark.slow

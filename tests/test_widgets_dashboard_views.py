@@ -107,21 +107,28 @@ def test_a_data_stall_is_a_part_of_the_step_split_and_of_the_step_time() -> None
     assert "before the first device task (data, launch) <b>" in split_bar_html(head.split)
 
 
-def test_a_trace_without_step_marks_is_one_step_not_zero() -> None:
-    """The AMD DDP trace has no ProfilerStep (read with gzip and json): its step time is the
-    one span of the trace, and the split is over that one step, not "over 0 steps"."""
+def test_a_trace_without_step_marks_shows_its_optimizer_iterations() -> None:
+    """The AMD DDP trace has no ProfilerStep (read with gzip and json) and 5 host
+    ``Optimizer.step#SGD.step`` annotations: the step time card counts 5 steps, the
+    iterations inferred from them (it was the one span of the trace, 5 iterations long),
+    and the split is over those 5 steps, not "over 0 steps"."""
     path = shared_sample("wild/tl_ddp_resnet18_mi300")
     (trace,) = path.glob("*.json.gz")
     with gzip.open(trace, "rt", encoding="utf-8") as fh:
         events = json.load(fh)["traceEvents"]
     assert not [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    marks = {e["name"] for e in events if e.get("ph") == "X"
+             and e.get("cat") == "user_annotation" and e["name"].startswith("Optimizer.step#")}
+    n = sum(e.get("ph") == "X" and e.get("cat") == "user_annotation" and e["name"] in marks
+            for e in events)
+    assert (n, marks) == (5, {"Optimizer.step#SGD.step"})
     prof = pk.load(path, cache=False, progress=False)
     breakdown = pk.analysis.step_breakdown(prof)
     (note,) = [f.note for f in headline(prof, breakdown, None).figures if f.name == "step time"]
-    assert "one span without step numbers" in note and "0 steps" not in note
+    assert f"median over {n} steps" in note and "0 steps" not in note
     split = step_split(breakdown)
-    assert split.attrs["steps"] == 1 and split.attrs["ranks"] == 1
-    assert "1 rank × 1 step;" in split_bar_html(split)
+    assert split.attrs["steps"] == n and split.attrs["ranks"] == 1
+    assert f"1 rank × {n} steps;" in split_bar_html(split)
 
 
 def test_the_overview_headline_of_the_default_sample(board) -> None:

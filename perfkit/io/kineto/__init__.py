@@ -24,8 +24,11 @@ array, of every schema since PyTorch 1.8: the categories of PyTorch 1.8-1.9 (``O
   neither stretches a step nor counts in one. The step's window runs from its first to its
   last task. A CPU-only run (no device in the trace) is split from its host events: what
   the threads compute, and the collectives (``gloo:*`` on gloo's own threads, ``c10d::*``,
-  ``record_param_comms``). A trace without ``ProfilerStep`` is one step over the whole
-  trace (step number NA), and a note says so.
+  ``record_param_comms``). A trace without ``ProfilerStep`` has its training iterations
+  as steps where its optimizer's annotations tell them (:mod:`~perfkit.io.kineto.
+  iterations`: each step ends where an ``Optimizer.step#<Class>.step`` ends; the column
+  ``step_mark`` names that annotation); otherwise it is one step over the whole trace
+  (step number NA). A note says which.
 - ``comm_ops``: the communication kernels, with the process group, collective and message
   size where the kernel's args record them (PyTorch >= 2.1); on a CPU-only run, the host
   collectives.
@@ -54,7 +57,8 @@ One module a job, every name re-exported here: :mod:`~perfkit.io.kineto.tables`
 :mod:`~perfkit.io.kineto.kernels`, :mod:`~perfkit.io.kineto.ops`,
 :mod:`~perfkit.io.kineto.steps`, :mod:`~perfkit.io.kineto.comm` and
 :mod:`~perfkit.io.kineto.memory` (one table each), :mod:`~perfkit.io.kineto.launches`
-(which operator launched each device task), :mod:`~perfkit.io.kineto.nesting` (events
+(which operator launched each device task), :mod:`~perfkit.io.kineto.iterations` (the
+steps of a trace without ProfilerStep), :mod:`~perfkit.io.kineto.nesting` (events
 nested on a thread: :func:`last_open`, :func:`self_times`) and
 :mod:`~perfkit.io.kineto.meta` (vendor, process groups, last end).
 """

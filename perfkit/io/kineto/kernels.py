@@ -52,7 +52,7 @@ def _kernel_steps(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
                          "belong to no step")
         if n_outside:
             notes.append(f"steps: {n_outside} GPU task(s) were launched outside every "
-                         "ProfilerStep span: they belong to no step")
+                         "step span: they belong to no step")
     return out
 
 

@@ -23,6 +23,7 @@ from ..distinct import per_distinct
 from ..trace_tables import step_spans
 from ..validate import plausible_origin
 from .comm import _host_comm_ops, _kernel_comm_ops
+from .iterations import FROM_OPTIMIZER, optimizer_spans
 from .kernels import _kernels
 from .kinds import _bool, _Kinds
 from .launches import _kernel_shapes
@@ -104,6 +105,17 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     trace.x = x = x.iloc[:0]  # let the trace's columns go before the tables are built
     vendor = _vendor(trace, runtime["name"], dev["name"])
     cpu_only = not len(dev) and not trace.device_properties and not len(runtime)
+    marks = spans  # the trace's own ProfilerStep spans (meta.extra["profiler_steps"])
+    span, mark = "host ProfilerStep span", None
+    if not len(spans):
+        spans, mark = optimizer_spans(cpu, runtime, notes)
+        if len(spans):
+            span = "iteration span"
+            notes.append(
+                f"steps: no ProfilerStep#N events; the {len(spans)} steps are the training "
+                f"iterations inferred from {FROM_OPTIMIZER} ({mark}): each ends where an "
+                "optimizer step ends and the next begins there, the first at the trace's "
+                "first host event; what runs after the last optimizer step is in no step")
 
     kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
     steps = _steps(dev, kernels, spans)
@@ -112,7 +124,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
         notes.append("steps: no ProfilerStep#N events (profile without schedule): "
                      "one step over the whole trace, step number NA")
     if len(steps):
-        notes.append("steps: a step is its host ProfilerStep span; its device work is the "
+        notes.append(f"steps: a step is its {span}; its device work is the "
                      "GPU tasks it launched (runtime call with the same correlation id), from "
                      "the first to the last of them; preparing is the device's wait before "
                      "the first of them, from the span's start or the previous step's last "
@@ -127,10 +139,12 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
             if not len(spans):
                 steps["step"] = np.nan
             notes.append("steps: no device activity in the trace; each step's wall time is "
-                         "its ProfilerStep span and its host split comes from the host events"
+                         f"its {span} and its host split comes from the host events"
                          + (" (a CPU-only run: the host computes; a thread's time inside a "
                             "collective is communication, not computing)" if cpu_only else
                             " (the GPUs' activity was not recorded: the parts are NA)"))
+    if mark is not None and len(steps):  # what ends each step (analysis.steps.STEP_MARK)
+        steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
     ops = _ops(runtime, cpu, dev, spans, origin)
     if "input_shapes" in ops.columns and len(kernels):
         kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)
@@ -182,7 +196,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                "devices": list(trace.device_names), "vendor": vendor,
                "header": dict(trace.header), "end_ns": end_ns,
                "rank_source": how or None,
-               "profiler_steps": sorted(int(s) for s in spans["step"]) if len(spans) else [],
+               "profiler_steps": sorted(int(s) for s in marks["step"]) if len(marks) else [],
                "comm_families": families},
     )
     return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,

@@ -1,0 +1,229 @@
+"""A Kineto trace without ``ProfilerStep#N``: its steps are the optimizer's iterations.
+
+Every expected figure is read from the raw trace here (``gzip`` / ``json`` with exact
+decimals): the host ``Optimizer.step#<Class>.step`` annotations, the trace's first host
+event, the runtime launch of each device task by its correlation id. The rule
+(:mod:`perfkit.io.kineto.iterations`): step ``k`` ends where the ``k``-th optimizer step
+ends, the next begins there, the first begins at the trace's first host event; a device
+task belongs to the step its launch ran in, as with ProfilerStep spans.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import statistics
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from raw_kineto import raw_device_steps, raw_walls
+from shared_samples import sample
+
+import perfkit as pk
+
+MI300 = "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz"
+RESNET50 = "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz"
+#: Host categories of both Kineto schemas (PyTorch 1.8-1.9 and >= 1.10).
+HOST = {"cpu_op", "user_annotation", "Operator"}
+RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
+DEVICE = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+STEP_MARK = re.compile(r"^Optimizer\.step#\w+\.step$")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh, parse_float=Decimal)  # exact decimals: no float rounding
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+class Iterations:
+    """The optimizer's iterations of a raw trace, by the rule of the module docstring."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        x = [e for e in events if e.get("ph") == "X"]
+        marks = sorted(e["ts"] + e["dur"] for e in x
+                       if e.get("cat") in HOST and STEP_MARK.match(e["name"]))
+        first = min(e["ts"] for e in x if e.get("cat") in HOST | RUNTIME
+                    and not e["name"].startswith("ProfilerStep#"))
+        bounds = [first, *marks]
+        self.spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+        launch: dict[Any, Decimal] = {}
+        for e in x:
+            corr = (e.get("args") or {}).get("correlation")
+            if e.get("cat") in RUNTIME and corr is not None:
+                launch.setdefault(corr, e["ts"])
+        self.tasks = [e for e in x if e.get("cat") in DEVICE]
+        self.step = [self.index(launch.get(e["args"].get("correlation")))
+                     for e in self.tasks]
+        self.host = [e for e in x if e.get("cat") in HOST
+                     and not e["name"].startswith("ProfilerStep#")]
+
+    def index(self, ts: Decimal | None) -> int | None:
+        """The iteration whose span holds ``ts`` (None: in none)."""
+        if ts is None:
+            return None
+        return next((k for k, (a, b) in enumerate(self.spans) if a <= ts < b), None)
+
+    def walls(self) -> dict[int, tuple[Decimal, Decimal]]:
+        """Iteration -> (device window: first task start to last task end; wall: the
+        window and the device's wait before it, from the iteration's start or the end of
+        the earlier windows when later), µs; the tasks of no step are checked apart."""
+        win: dict[int, list[Decimal]] = {}
+        for e, k in zip(self.tasks, self.step, strict=True):
+            if k is not None:
+                lo_hi = win.setdefault(k, [e["ts"], e["ts"] + e["dur"]])
+                lo_hi[0], lo_hi[1] = min(lo_hi[0], e["ts"]), max(lo_hi[1], e["ts"] + e["dur"])
+        out, done = {}, None
+        for k, (lo, hi) in sorted(win.items(), key=lambda kv: kv[1][0]):
+            start = self.spans[k][0] if done is None else max(self.spans[k][0], done)
+            out[k] = (hi - lo, hi - lo + max(lo - start, Decimal(0)))
+            done = hi if done is None else max(done, hi)
+        return out
+
+
+@pytest.mark.shared_samples
+def test_the_steps_of_a_trace_without_profiler_steps_are_its_optimizer_iterations() -> None:
+    """AMD MI300 ResNet-18 (TraceLens): 5 Optimizer.step#SGD.step and no ProfilerStep. It
+    was read as one step of the whole trace (3.39 s, 5 iterations); now 5 steps, each
+    holding the tasks its host iteration launched, with the device window and wall time
+    read from the raw file (0.5 µs: an epoch timestamp in µs as float64 keeps about
+    0.1 µs)."""
+    path = sample(MI300)
+    events = _events(path)
+    assert not [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    it = Iterations(events)
+    assert len(it.spans) == 5
+    p = pk.load(path, cache=False, progress=False)
+    assert p.steps["step"].tolist() == [0, 1, 2, 3, 4]
+    # each device task in the iteration its launch ran in; after the last one: no step
+    want = {k: it.step.count(k) for k in range(5)}
+    got = p.kernels["step"].value_counts()
+    assert {int(k): int(n) for k, n in got.items()} == want
+    assert int(p.kernels["step"].isna().sum()) == it.step.count(None) == 1
+    # host operators and annotations by their start
+    ops = [it.index(e["ts"]) for e in it.host]
+    got_ops = p.ops["step"].value_counts()
+    assert {int(k): int(n) for k, n in got_ops.items()} == {k: ops.count(k) for k in range(5)}
+    # the device window and the wall time of each step
+    b = pk.analysis.step_breakdown(p).set_index("step")
+    walls = it.walls()
+    assert sorted(walls) == list(range(5))
+    for k, (window, wall) in walls.items():
+        assert b.loc[k, "step_us"] == pytest.approx(float(window), abs=0.5), k
+        assert b.loc[k, "step_us"] + b.loc[k, "preparing_us"] == pytest.approx(
+            float(wall), abs=0.5), k
+    step_s = pk.analysis.measured_step_s(b.reset_index())
+    assert step_s == pytest.approx(float(statistics.median(w for _, w in walls.values()))
+                                   / 1e6, rel=1e-9)
+    # the host's pace agrees: the loop waits for each iteration (loss.item()), so the GPU
+    # ends each iteration's work within 50 µs of the end of the host's Optimizer.step;
+    # 0.1 % of an iteration (>= 115 ms) leaves room for that and no more
+    for k, (a, b_end) in enumerate(it.spans):
+        assert float(walls[k][1]) == pytest.approx(float(b_end - a), rel=1e-3), k
+    assert any("inferred from the optimizer's annotations (Optimizer.step#SGD.step)" in n
+               for n in p.meta.notes)
+    assert p.meta.extra["profiler_steps"] == []  # step numbers of its own, not the job's
+    assert p.steps["step_mark"].tolist() == ["Optimizer.step#SGD.step"] * 5
+
+
+@pytest.mark.shared_samples
+def test_without_its_profiler_steps_a_trace_gets_back_the_same_steps(tmp_path: Path) -> None:
+    """PyTorch 1.9 ResNet-50 (categories ``Operator`` / ``Runtime``): the trace has both
+    ProfilerStep#5-10 and an Optimizer.step#SGD.step in each. Each ProfilerStep ends
+    10-12 µs after its optimizer step and the next begins 65-70 µs later, the first 145
+    µs after the trace's first host event. With the ProfilerStep events taken out (a copy
+    in tmp_path), each iteration holds the same device tasks as its ProfilerStep: the same
+    device window (:func:`raw_kineto.raw_device_steps`), and a wall time (the window and
+    the device's wait before it, :func:`raw_kineto.raw_walls`) at most 0.2 ms longer, the
+    wait counted from the iteration's earlier start, in steps of 116 to 182 ms."""
+    path = sample(RESNET50)
+    events = _events(path)
+    marked = raw_walls(path)
+    windows, on_device = raw_device_steps(path)
+    assert sorted(marked) == sorted(windows) == list(range(5, 11)) and on_device
+
+    def unmarked(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in evs if not str(e.get("name", "")).startswith("ProfilerStep#")]
+
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    copy = tmp_path / "worker0.pt.trace.json.gz"
+    with gzip.open(copy, "wt", encoding="utf-8") as fh:
+        json.dump({**doc, "traceEvents": unmarked(doc["traceEvents"])}, fh)
+    it = Iterations(unmarked(events))
+    assert len(it.spans) == 6
+    p = pk.load(copy, cache=False, progress=False)
+    b = pk.analysis.step_breakdown(p)
+    assert b["step"].tolist() == list(range(6))
+    walls = b["step_us"] + b["preparing_us"]
+    for k, step in enumerate(sorted(marked)):
+        assert walls[k] == pytest.approx(float(it.walls()[k][1]), abs=0.5), k
+        assert b["step_us"][k] == pytest.approx(float(windows[step]), abs=0.5), k
+        assert -0.5 <= walls[k] - float(marked[step]) <= 200, k
+
+
+# ----------------------------------------------------------------- when not to infer
+
+def _trace(tmp_path: Path, marks: list[tuple[str, int, int, int]], name: str = "t.json"
+           ) -> Path:
+    """A trace of one ``aten::mm`` (with a kernel) every 100 µs from ts 1000, and the
+    ``marks`` (name, tid, ts, dur) as host annotations."""
+    ev: list[dict[str, Any]] = []
+    for i in range(6):
+        t = 1000 + 100 * i
+        ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t,
+                "dur": 10},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                "tid": 1, "ts": t + 1, "dur": 2, "args": {"correlation": i + 1}},
+               {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7,
+                "ts": t + 5, "dur": 20, "args": {"correlation": i + 1, "stream": 7,
+                                                 "device": 0}}]
+    ev += [{"ph": "X", "cat": "user_annotation", "name": n, "pid": 1, "tid": tid, "ts": ts,
+            "dur": dur} for n, tid, ts, dur in marks]
+    f = tmp_path / name
+    f.write_text(json.dumps({"traceEvents": ev}))
+    return f
+
+
+@pytest.mark.parametrize(("marks", "why"), [
+    ([("Optimizer.step#SGD.step", 1, 1050, 20)], "only one optimizer step"),
+    ([("Optimizer.step#Adam.step", 1, 1050, 20), ("Optimizer.step#SGD.step", 1, 1250, 20),
+      ("Optimizer.step#Adam.step", 1, 1450, 20), ("Optimizer.step#SGD.step", 1, 1550, 20)],
+     "several optimizers step (Optimizer.step#Adam.step, Optimizer.step#SGD.step), so "
+     "where an iteration ends cannot be told"),
+    ([("Optimizer.step#SGD.step", 1, 1050, 20), ("Optimizer.step#SGD.step", 2, 1250, 20)],
+     "the optimizer steps on several threads"),
+])
+def test_marks_that_tell_no_iteration_leave_one_step(tmp_path: Path, marks: list,
+                                                      why: str) -> None:
+    """One step over the whole trace, as without any mark, and a note that says why."""
+    p = pk.load(_trace(tmp_path, marks), cache=False, progress=False)
+    assert len(p.steps) == 1 and p.steps["step"].isna().all()
+    assert p.kernels["step"].isna().all()
+    assert any(n.endswith(why) and "not used as step boundaries" in n for n in p.meta.notes)
+
+
+def test_an_optimizer_wrapping_another_marks_each_iteration_once(tmp_path: Path) -> None:
+    """``Optimizer.step#Lookahead.step`` around ``Optimizer.step#SGD.step`` (same thread):
+    the outer one is the mark. Iterations end at 1060 and 1360: the kernels launched at
+    1001, 1101 ... are in step 0 up to 1060 (one), step 1 up to 1360 (three), none
+    after (two)."""
+    marks = [("Optimizer.step#Lookahead.step", 1, 1040, 20),
+             ("Optimizer.step#SGD.step", 1, 1045, 10),
+             ("Optimizer.step#Lookahead.step", 1, 1340, 20),
+             ("Optimizer.step#SGD.step", 1, 1345, 10)]
+    p = pk.load(_trace(tmp_path, marks), cache=False, progress=False)
+    launches = [1000 + 100 * i + 1 for i in range(6)]
+    want = [0 if t < 1060 else 1 if t < 1360 else None for t in launches]
+    got = [None if pd.isna(v) else int(v) for v in p.kernels["step"].tolist()]
+    assert got == want
+    assert p.steps["step"].tolist() == [0, 1]
