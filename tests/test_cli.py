@@ -766,6 +766,8 @@ def test_info_reads_every_wild_profile(name: str, tmp_path: Path, monkeypatch,
     assert "measured step time:" in captured.out and "Top findings" in captured.out
     if name == "tl_ddp_resnet18_mi300":  # no ProfilerStep: its 5 Optimizer.step iterations
         assert "Steps: 5 (0-4)" in captured.out
+        assert "iterations inferred from the optimizer's Optimizer.step#SGD.step annotations" \
+            in captured.out
         assert re.search(r"^\s+4\s+0\s+[\d.]+\s+[\d.]+ %", captured.out, re.MULTILINE)
 
 

@@ -109,9 +109,9 @@ def test_a_data_stall_is_a_part_of_the_step_split_and_of_the_step_time() -> None
 
 def test_a_trace_without_step_marks_shows_its_optimizer_iterations() -> None:
     """The AMD DDP trace has no ProfilerStep (read with gzip and json) and 5 host
-    ``Optimizer.step#SGD.step`` annotations: the step time card counts 5 steps, the
-    iterations inferred from them (it was the one span of the trace, 5 iterations long),
-    and the split is over those 5 steps, not "over 0 steps"."""
+    ``Optimizer.step#SGD.step`` annotations: the step time card counts 5 steps and says
+    they are the iterations inferred from them (it was the one span of the trace, 5
+    iterations long), and the split is over those 5 steps, not "over 0 steps"."""
     path = shared_sample("wild/tl_ddp_resnet18_mi300")
     (trace,) = path.glob("*.json.gz")
     with gzip.open(trace, "rt", encoding="utf-8") as fh:
@@ -126,6 +126,8 @@ def test_a_trace_without_step_marks_shows_its_optimizer_iterations() -> None:
     breakdown = pk.analysis.step_breakdown(prof)
     (note,) = [f.note for f in headline(prof, breakdown, None).figures if f.name == "step time"]
     assert f"median over {n} steps" in note and "0 steps" not in note
+    assert "iterations inferred from the optimizer's Optimizer.step#SGD.step annotations" \
+        in note
     split = step_split(breakdown)
     assert split.attrs["steps"] == n and split.attrs["ranks"] == 1
     assert f"1 rank × {n} steps;" in split_bar_html(split)

@@ -41,7 +41,8 @@ from ._shared import shared
 from ._util import add_note, empty_frame, has_values, table
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_wall_us",
-           "exposed_comm_us", "has_wait", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN"]
+           "exposed_comm_us", "has_wait", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN",
+           "STEP_MARK"]
 
 #: Parts whose sum is the step time.
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
@@ -56,6 +57,11 @@ STEP_COLUMNS: dict[str, str] = {
     "overlapped_share": "float64", "free_share": "float64", "bubble_share": "float64",
     "preparing_share": "float64", "source": "string",
 }
+
+#: Optional ``steps`` column of steps a reader inferred: the annotation that ends each step
+#: (``Optimizer.step#SGD.step`` for a Kineto trace without ``ProfilerStep``,
+#: :mod:`perfkit.io.kineto.iterations`); absent where the profiler marked its steps.
+STEP_MARK = "step_mark"
 
 #: Names of pipeline-parallel receive operators (their time is the bubble).
 RECEIVE_PATTERN = r"(?i)(?:hcom_receive|^receive(?:[-_]op|$)|\breceive-op)"
@@ -359,13 +365,20 @@ def exposed_comm_us(breakdown: pd.DataFrame) -> pd.Series:
 
 def step_basis(breakdown: pd.DataFrame) -> str:
     """What :func:`measured_step_s` is over, in words: the steps it counts (a span without
-    a step number among them), or the one span of a profile without step marks."""
-    known = breakdown.dropna(subset=["step_us"])["step"]
-    if not known.notna().any():
+    a step number among them), or the one span of a profile without step marks. Steps
+    a reader inferred (a :data:`STEP_MARK` column: a Kineto trace without ``ProfilerStep``,
+    split at the ends of its ``Optimizer.step#...`` annotations) are said to be so."""
+    known = breakdown.dropna(subset=["step_us"])
+    if not known["step"].notna().any():
         return "the one span without step numbers: no step marks in the profile"
-    steps = int(known.nunique(dropna=False))
+    steps = int(known["step"].nunique(dropna=False))
+    marks = sorted(set(known[STEP_MARK].dropna())) if STEP_MARK in known.columns else []
+    inferred = (f"; the steps are iterations inferred from the optimizer's "
+                f"{', '.join(marks)} annotations, as the trace has no ProfilerStep marks"
+                if marks else "")
     return (f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
-            + (" with the wait before its first device task" if has_wait(breakdown) else ""))
+            + (" with the wait before its first device task" if has_wait(breakdown) else "")
+            + inferred)
 
 
 def has_wait(breakdown: pd.DataFrame) -> bool:
