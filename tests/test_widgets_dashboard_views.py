@@ -207,6 +207,37 @@ def test_clicking_a_rank_of_the_peers_chart_filters_the_links() -> None:
     assert "Links, slowest first" in panel.rank_detail.value
 
 
+@pytest.mark.shared_samples
+def test_links_of_local_ranks_are_told_apart_by_their_group() -> None:
+    """gpt3-old's matrices know only group-local ranks: "RDMA 0 -> 1" is a link of two
+    2-rank groups (read here from each rank's communication_matrix.json, ``op@group``), and
+    the links of local rank 0 listed it twice, alike. Each row now shows its group."""
+    from perfkit.widgets import tab_panel
+
+    folder = shared_sample("ascend/msinsight-pt-gpt3-old")
+    groups = set()
+    for path in folder.rglob("communication_matrix.json"):
+        for step in json.loads(path.read_text(encoding="utf-8")).values():
+            for ops in step.values():
+                for key, op in ops.items():
+                    link = op.get("0-1", {})
+                    if key != "Total Op Info" and link.get("Transport Type") == "RDMA":
+                        groups.add(key.split("@")[1])
+    assert len(groups) == 2
+    panel = tab_panel("Communication", str(folder))
+    _click(panel.charts[0], rank=0)
+    rows = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>.*?</td>", tr)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", panel.rank_detail.value, flags=re.S)]
+    heads = [re.sub(r"<[^>]+>", "", h)
+             for h in re.findall(r"<th[^>]*>.*?</th>", panel.rank_detail.value)]
+    assert "communication group" in heads
+    shown = [dict(zip(heads, r, strict=True)) for r in rows if r]
+    rdma = [r for r in shown if r["transport"] == "RDMA" and r["from rank in group"] == "0"
+            and r["to rank in group"] == "1"]
+    assert sorted(r["communication group"] for r in rdma) == sorted(groups)
+    assert "local rank 0" in panel.rank_detail.value
+
+
 def test_clicking_a_finding_shows_it_alone_with_a_way_to_its_evidence(board) -> None:
     panel = board.select("Advice")
     findings = board.context.findings(board.profile)

@@ -41,9 +41,10 @@ COMM_SUMMARY_COLUMNS: dict[str, str] = {
 }
 
 SLOW_LINK_COLUMNS: dict[str, str] = {
-    "transport": "string", "src_rank": "Int64", "dst_rank": "Int64", "size_bytes": "float64",
-    "time_us": "float64", "bandwidth_gbps": "float64", "median_gbps": "float64",
-    "ratio_to_median": "float64", "z": "float64", "slow": "boolean", "rank_space": "string",
+    "transport": "string", "group": "string", "src_rank": "Int64", "dst_rank": "Int64",
+    "size_bytes": "float64", "time_us": "float64", "bandwidth_gbps": "float64",
+    "median_gbps": "float64", "ratio_to_median": "float64", "z": "float64", "slow": "boolean",
+    "rank_space": "string",
 }
 
 
@@ -258,7 +259,10 @@ def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
     DataFrame
         :data:`SLOW_LINK_COLUMNS`, slowest first. ``rank_space`` is ``"global"`` when the
         matrix had global ranks and ``"local"`` when only group-local ranks were known
-        (then ``src_rank``/``dst_rank`` are local ranks; see ``meta.groups``).
+        (then ``src_rank``/``dst_rank`` are local ranks; see ``meta.groups``). A link of
+        local ranks is one per communication ``group`` (the matrix's ``op@group``
+        suffix): local ranks 0 -> 1 of two groups are two different pairs of devices, two
+        rows told apart by their group; ``group`` is NA for global ranks.
     """
     m = table(profile, "comm_matrix")
     if is_lazy(m):
@@ -345,7 +349,9 @@ def _slow_links_of(g: pd.DataFrame, space: str, ratio: float, z_threshold: float
     g["z"] = rz["z"]
     g["ratio_to_median"] = g["bandwidth_gbps"] / g["median_gbps"]
     g["slow"] = (g["ratio_to_median"] < ratio) & (g["z"] < -z_threshold)
-    g = g.rename(columns={"_src": "src_rank", "_dst": "dst_rank"})
+    g = g.rename(columns={"_src": "src_rank", "_dst": "dst_rank", "_grp": "group"})
+    if "group" not in g.columns:  # global ranks name a link on their own
+        g["group"] = pd.Series(pd.NA, index=g.index, dtype="string")
     g["rank_space"] = space
     out = g.sort_values("ratio_to_median", kind="mergesort")[list(SLOW_LINK_COLUMNS)]
     out = out.astype(SLOW_LINK_COLUMNS).reset_index(drop=True)

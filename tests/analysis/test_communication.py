@@ -256,6 +256,49 @@ def test_each_link_is_listed_once_with_the_sum_of_its_operations() -> None:
     assert row["time_us"].iloc[0] == pytest.approx(hccs_1_7[0][1])
 
 
+def _raw_links(root) -> dict[tuple[str, str, int, int], list[float]]:
+    """gpt3-old's communication_matrix.json read with json: (transport, group, local source,
+    local destination) -> [bytes, µs] summed over the operations (not "Total Op Info",
+    not LOCAL, not the links under slow_links' 1 MB)."""
+    import json
+
+    out: dict[tuple[str, str, int, int], list[float]] = {}
+    for rank in (0, 1):
+        path = root / f"test_rank_{rank}/ASCEND_PROFILER_OUTPUT/communication_matrix.json"
+        for step in json.loads(path.read_text()).values():
+            for ops in step.values():
+                for key, op in ops.items():
+                    if key == "Total Op Info":
+                        continue
+                    for link, v in op.items():
+                        if v["Transport Type"] == "LOCAL" or not v["Transit Time(ms)"] > 0:
+                            continue
+                        src, dst = (int(x) for x in link.split("-"))
+                        got = out.setdefault((v["Transport Type"], key.split("@")[1], src,
+                                              dst), [0.0, 0.0])
+                        got[0] += v["Transit Size(MB)"] * 1e6
+                        got[1] += v["Transit Time(ms)"] * 1000
+    return {k: v for k, v in out.items() if v[0] >= 1e6}
+
+
+@pytest.mark.shared_samples
+def test_a_link_of_local_ranks_names_its_communication_group() -> None:
+    """RDMA local 0 -> 1 is a link of two 2-rank groups in gpt3-old's matrices (rank 0's
+    file: hcom_allReduce__459_0@10471851537367425459; rank 1's: hcom_allReduce__303_0@
+    368314942532213303): two pairs of devices, listed as two rows that looked alike.
+    Each row now carries its group, and its sums are those of that group's operations."""
+    want = _raw_links(sample(PT_GPT3_OLD))
+    rdma = sorted(k[1] for k in want if k[0] == "RDMA" and k[2:] == (0, 1))
+    assert len(rdma) == 2  # two groups, two links
+    links = slow_links(load(sample(PT_GPT3_OLD), cache=False, progress=False))
+    got = {(t, g, int(s), int(d)): [b, us] for t, g, s, d, b, us in zip(
+        links["transport"], links["group"], links["src_rank"], links["dst_rank"],
+        links["size_bytes"], links["time_us"], strict=True)}
+    assert set(got) == set(want)
+    for key, (size, time) in want.items():
+        assert got[key] == pytest.approx([size, time], rel=1e-9), key
+
+
 def test_a_profile_without_comm_ops_is_summed_from_its_communication_tasks() -> None:
     """A lone kernel table (no communication.json) still records its collectives as
     device tasks of category ``communication``: they are the collectives, never "none"."""

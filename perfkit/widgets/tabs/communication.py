@@ -141,24 +141,31 @@ class CommunicationTab(Tab):
 
     def _draw(self, rank: int | None) -> None:
         links = self._links if self._links is not None else pd.DataFrame()
-        cols = [c for c in ("transport", "src_rank", "dst_rank", "size_bytes", "time_us",
-                            "bandwidth_gbps", "median_gbps", "ratio_to_median", "slow")
+        # links of group-local ranks: one row per communication group, the group shown
+        local = "group" in links.columns and bool(links["group"].notna().any())
+        cols = [c for c in ("transport", *(["group"] if local else []), "src_rank",
+                            "dst_rank", "size_bytes", "time_us", "bandwidth_gbps",
+                            "median_gbps", "ratio_to_median", "slow")
                 if c in links.columns]
+        where = " in group" if local else ""
         headers = {"size_bytes": "size", "time_us": "time", "bandwidth_gbps": "bandwidth",
                    "median_gbps": "peers' median", "ratio_to_median": "of the median (×)",
-                   "src_rank": "from rank", "dst_rank": "to rank"}
+                   "src_rank": f"from rank{where}", "dst_rank": f"to rank{where}",
+                   "group": "communication group"}
+        shown = {"columns": cols, "headers": headers, "shorten_text": {"group": 28},
+                 "scope": {"size_bytes": "summed over steps", "time_us": "summed over steps"}}
         if rank is None or links.empty:
             self.rank_detail.value = STYLE + frame_html(
                 links, "Links, slowest first" + (
                     " (click a rank above to see its links)" if self._pickable else ""),
-                columns=cols, headers=headers, max_rows=10,
-                scope={"size_bytes": "summed over steps", "time_us": "summed over steps"})
+                max_rows=10, **shown)
             return
         mine = links[(links["src_rank"] == rank) | (links["dst_rank"] == rank)]
         self.rank_detail.value = STYLE + frame_html(
-            mine, f"Links of rank {rank}, slowest first (double-click the chart to clear)",
-            columns=cols, headers=headers, max_rows=20,
-            scope={"size_bytes": "summed over steps", "time_us": "summed over steps"})
+            mine, (f"Links of local rank {rank} in their groups (the profile records no "
+                   "global ranks for its links)" if local else f"Links of rank {rank}")
+            + ", slowest first (double-click the chart to clear)",
+            max_rows=20, **shown)
 
     def _overlap_html(self) -> str:
         frame = self._overlap if self._overlap is not None else pd.DataFrame()
