@@ -79,11 +79,11 @@ def test_a_mindspore_cpu_run_shows_its_host_operators() -> None:
 def test_a_pytorch_cpu_run_says_host_time_in_its_operator_table() -> None:
     panel = tab_panel("Operators", str(KINETO_CPU))
     text = _text(panel)
-    assert "host self time per rank and step, median over ranks" in text
+    assert "host self time per rank and step, mean over ranks" in text
     assert "aten::mm" in text and "device time" not in text
     encoding = panel.charts[0].chart.to_dict()["encoding"]
     tips = {t["field"]: t.get("title") for t in encoding["tooltip"]}
-    assert tips["ms"] == "host self time per rank and step (ms)"
+    assert tips["ms"] == "host self time per rank and step, mean over ranks (ms)"
     assert tips["share"] == "share of host self time"
 
 

@@ -50,16 +50,18 @@ def ranks_of(profile: Any) -> list[int]:
     return [int(profile.meta.rank)] if profile.meta.rank is not None else [0]
 
 
-def rank_picker(description: str = "ranks") -> W.Dropdown:
-    """A picker of one rank or all of them (:data:`ALL_RANKS`); :func:`set_ranks` fills it."""
-    return W.Dropdown(options=[("all ranks (median, min, max)", ALL_RANKS)], value=ALL_RANKS,
-                      description=description, style={"description_width": "initial"},
-                      layout=W.Layout(width="300px"))
+def rank_picker(description: str = "ranks", statistic: str = "median") -> W.Dropdown:
+    """A picker of one rank or all of them (:data:`ALL_RANKS`); :func:`set_ranks` fills it.
+    ``statistic`` is what the tab shows over all the ranks beside their min and max."""
+    return W.Dropdown(options=[(f"all ranks ({statistic}, min, max)", ALL_RANKS)],
+                      value=ALL_RANKS, description=description,
+                      style={"description_width": "initial"}, layout=W.Layout(width="300px"))
 
 
-def set_ranks(picker: W.Dropdown, ranks: Sequence[int]) -> None:
-    """Offer ``ranks`` in ``picker``, showing all of them."""
-    picker.options = [("all ranks (median, min, max)", ALL_RANKS)] + [
+def set_ranks(picker: W.Dropdown, ranks: Sequence[int], statistic: str = "median") -> None:
+    """Offer ``ranks`` in ``picker``, showing all of them (``statistic`` as in
+    :func:`rank_picker`)."""
+    picker.options = [(f"all ranks ({statistic}, min, max)", ALL_RANKS)] + [
         (f"rank {r}", r) for r in ranks]
     picker.value = ALL_RANKS
 

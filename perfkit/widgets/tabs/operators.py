@@ -15,7 +15,10 @@ from ...tables import over_ranks, shorten, with_values
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
 
-__all__ = ["OperatorsTab", "empty_operators_note"]
+__all__ = ["OperatorsTab", "empty_operators_note", "MEAN_OVER_RANKS"]
+
+#: The statistic over the ranks of the chart and of the table beside it (one for both).
+MEAN_OVER_RANKS = "mean over ranks"
 
 
 def _sentence(text: str) -> str:
@@ -69,6 +72,26 @@ def _per_rank(profile: Any, func: Callable[..., pd.DataFrame], **kwargs: Any) ->
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def _with_absent_ranks(per: pd.DataFrame, by: str, keys: list[str]) -> pd.DataFrame:
+    """The rows of ``per`` (:func:`perfkit.analysis.top_operators` of each rank, with a
+    ``rank`` column) for the operators ``keys``, with a row of 0 µs per step for each rank
+    that has device tasks but none of an operator: its figure for that operator is 0, as
+    the mean over the ranks counts it."""
+    if per.empty:
+        return per
+    ranks = pd.unique(per["rank"])
+    per = per[per[by].astype(str).isin(keys)]
+    grid = pd.MultiIndex.from_product([keys, ranks], names=["_key", "rank"])
+    have = pd.MultiIndex.from_arrays([per[by].astype(str), per["rank"]])
+    missing = grid[~grid.isin(have)]
+    per = per[[by, "rank", "per_step_us"]]
+    if not len(missing):
+        return per
+    zeros = pd.DataFrame({by: missing.get_level_values(0),
+                          "rank": missing.get_level_values(1), "per_step_us": 0.0})
+    return pd.concat([per, zeros], ignore_index=True)
+
+
 class OperatorsTab(Tab):
     """Device time per operator type or task name: chart (click an operator for its task
     names or its ranks), the table over ranks, the roofline, unfused chains, AI CPU."""
@@ -84,7 +107,7 @@ class OperatorsTab(Tab):
         self.top_n = W.IntSlider(value=15, min=5, max=40, step=1, description="top",
                                  continuous_update=False, style={"description_width": "initial"},
                                  layout=W.Layout(width="280px"))
-        self.rank = rank_picker("ranks")
+        self.rank = rank_picker("ranks", statistic="mean")
         self.detail = W.HTML()
         self._by: pd.DataFrame | None = None
         super().__init__(ctx, [self.group, self.top_n, self.rank])
@@ -93,7 +116,7 @@ class OperatorsTab(Tab):
 
     def show(self, profile: Any) -> None:
         super().show(profile)
-        set_ranks(self.rank, ranks_of(profile))
+        set_ranks(self.rank, ranks_of(profile), statistic="mean")
 
     def build(self, profile: Any) -> list[W.Widget]:
         by, n, rank = self.group.value, self.top_n.value, self.rank.value
@@ -103,12 +126,14 @@ class OperatorsTab(Tab):
             return [html_widget(note(empty_operators_note(profile)))]
         self._by = top
         what = "operator type" if by == "type" else "task name"
-        who = "mean over ranks" if rank == ALL_RANKS else f"rank {rank}"
         word = _time_word(profile)
+        over = rank == ALL_RANKS and len(ranks_of(profile)) > 1
+        who = MEAN_OVER_RANKS if over else ("" if rank == ALL_RANKS else f"rank {rank}")
         chart = C.top_operators_chart(
             top, label=by, n=n, value="per_step_us", select=True, time_word=word,
-            title=f"{word.capitalize()} per rank and step by {what} ({who}; click a bar for "
-                  "details)")
+            value_title=f"{word} per rank and step, {who} (ms)" if over else None,
+            title=f"{word.capitalize()} per rank and step by {what} ("
+                  + (f"{who}; " if who else "") + "click a bar for details)")
         shows = "task names" if by == "type" else "ranks"
         self.detail = W.HTML(STYLE + note(f"Click a bar to see its {shows}."))
         out: list[W.Widget] = [self.chart(chart, self._on_pick), self.detail,
@@ -128,7 +153,16 @@ class OperatorsTab(Tab):
 
     def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
         """The top ``n`` with every figure on one basis: per rank and step (calls too),
-        per call for the mean; over the ranks, each rank's figure then its spread."""
+        per call for the mean.
+
+        Over the ranks, the time and the calls are the chart's statistic, the mean over
+        the ranks (:func:`perfkit.analysis.top_operators` of the cluster: the sum over
+        every rank and step divided by the number of (rank, step) pairs), beside the
+        smallest and largest rank's own figure and the slowest rank. A rank with device
+        tasks but none of an operator's counts as 0 µs for it, in the mean as in the
+        smallest figure, so that an operator only some ranks run (the first stage's
+        embedding, one rank's extra kernels) is not shown at its one rank's figure.
+        """
         keys = top.head(n)[by].astype(str).tolist()
         word = _time_word(profile)
         if rank != ALL_RANKS or len(ranks_of(profile)) == 1:
@@ -141,20 +175,22 @@ class OperatorsTab(Tab):
             return frame_html(top.head(n), title, columns=cols, scope=scope,
                               headers={"per_step_us": word, "calls_per_step": "calls",
                                        "mean_us": "mean"})
-        per = _per_rank(profile, A.top_operators, by=by, n=None)
-        per = per[per[by].astype(str).isin(keys)]
-        spread = over_ranks(per, [by], ["per_step_us"],
-                            keep={"category": "first", "calls_per_step": "median"})
-        merged = spread.merge(top[[by, "share", "mean_us"]].astype({by: "string"}),
-                              left_on=spread[by].astype("string"), right_on=by, how="left",
-                              suffixes=("", "_all"))
-        merged = merged.drop(columns=[c for c in ("key_0", f"{by}_all") if c in merged.columns])
-        headers = {"per_step_median_us": f"{word} per rank and step, median over ranks",
+        spread = over_ranks(_with_absent_ranks(
+            _per_rank(profile, A.top_operators, by=by, n=None), by, keys),
+            [by], ["per_step_us"], sort=False)
+        head = top.head(n)[[by, "category", "per_step_us", "share", "calls_per_step",
+                            "mean_us"]]
+        merged = head.merge(spread.drop(columns=["per_step_median_us"]).astype(
+            {by: "string"}), left_on=head[by].astype("string"), right_on=by, how="left",
+            suffixes=("", "_ranks"))
+        merged = merged.drop(columns=[c for c in ("key_0", f"{by}_ranks")
+                                      if c in merged.columns])
+        headers = {"per_step_us": f"{word} per rank and step, {MEAN_OVER_RANKS}",
                    "per_step_min_us": "min over ranks", "per_step_max_us": "max over ranks",
                    "worst_rank": "slowest rank",
-                   "calls_per_step": "calls per rank and step, median over ranks",
+                   "calls_per_step": f"calls per rank and step, {MEAN_OVER_RANKS}",
                    "mean_us": "mean per call, all ranks", "share": f"share of {word}"}
-        cols = [by, "category", "per_step_median_us", "per_step_min_us", "per_step_max_us",
+        cols = [by, "category", "per_step_us", "per_step_min_us", "per_step_max_us",
                 "worst_rank", "share", "calls_per_step", "mean_us"]
         return frame_html(merged, f"Top {n} by {word} per rank and step, over "
                                   f"{len(ranks_of(profile))} ranks", columns=cols,
