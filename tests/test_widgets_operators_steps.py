@@ -1,10 +1,13 @@
-"""The Operators tab's figures per rank and step against the raw files of real profiles
+"""The Operators tab's figures per rank and step against the raw files of two real profiles
 (read here with csv / json, no perfkit code):
 
 - ``ascend/msinsight-pt-gpt3-old`` (two ranks, one step each): FlashAttentionScore runs on
   rank 0 only. The chart showed the mean over the ranks (10.6 ms) beside a table that
   showed the median over the ranks that run it (21.1 ms, "min over ranks" 21.1 ms too,
   while rank 1 spends nothing on it): one statistic now, the mean, said in both.
+- ``wild/mi_run1`` (MindInsight-era MindSpore): the timeline's device operators stop inside
+  step 15 of 322; the figures per step were divided by 15 steps, step 15's few tasks
+  included, instead of the 14 whose tasks were recorded.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import re
 from collections import defaultdict
 
 import pytest
+from raw_mindspore import mi_run1
 from shared_samples import PT_GPT3_OLD, shared_sample
 from widget_html import panel_html
 
+import perfkit as pk
 from perfkit.widgets import tab_panel
 
 pytestmark = pytest.mark.shared_samples
@@ -82,3 +87,26 @@ def test_chart_and_table_show_the_same_mean_over_ranks_for_an_operator_some_rank
     assert _us(high, cells[high]) == pytest.approx(biggest, rel=5e-4)
     assert cells["slowest rank"] == "0"
 
+
+def test_figures_per_step_are_over_the_steps_whose_device_tasks_were_recorded():
+    folder = shared_sample("wild/mi_run1")
+    raw = mi_run1(folder)
+    recorded = raw["recorded"]
+    assert recorded == list(range(1, 15))  # of 322: the operators stop inside step 15
+    windows = [raw["windows"][s] for s in recorded]
+    per_type: dict[str, list[float]] = defaultdict(list)
+    for e in raw["tasks"]:
+        if any(lo <= e["ts"] < hi for lo, hi in windows):
+            per_type[e["args"]["type"]].append(e["dur"])
+    top = pk.analysis.top_operators(pk.load(folder, cache=False, progress=False), n=None)
+    for row in top.head(8).itertuples():
+        durs = per_type[row.type]
+        assert row.per_step_us == pytest.approx(sum(durs) / len(recorded), rel=1e-6), row.type
+        assert row.calls_per_step == pytest.approx(len(durs) / len(recorded)), row.type
+    assert any("recorded in full: steps 1–14 of 322" in n for n in top.attrs["notes"])
+
+    panel = tab_panel("Operators", str(folder))
+    first = top["type"].iloc[0]
+    chart = next(r for r in _chart_rows(panel) if r["full"] == first)
+    assert chart["ms"] * 1e3 == pytest.approx(sum(per_type[first]) / len(recorded), rel=1e-6)
+    assert "recorded in full: steps 1–14 of 322" in panel_html(panel)  # the page says so

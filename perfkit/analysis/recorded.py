@@ -9,21 +9,28 @@ are not the device idling, they are tasks that were not recorded.
 A loader that knows marks each step in the optional ``tasks_recorded`` column of the
 ``steps`` table (False: the step's device tasks were not recorded, or only in part). The
 analyses that read gaps between device tasks as idle time
-(:func:`perfkit.analysis.host_bound`) and the Timeline's representative step
-(:func:`perfkit.analysis.timeline_window`) use only the other steps, and say so with
-:func:`recorded_text`. A profile without the column has every step recorded.
+(:func:`perfkit.analysis.host_bound`), the Timeline's representative step
+(:func:`perfkit.analysis.timeline_window`) and the figures per step of the operators
+(:func:`perfkit.analysis.top_operators`, through :func:`recorded_tasks`) use only the
+other steps, and say so with :func:`recorded_text`. A profile without the column has
+every step recorded.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..format import runs_text
+from ._frames import compute_all, is_lazy_frame
 
-__all__ = ["RECORDED", "recorded_mask", "unrecorded", "recorded_steps_text", "recorded_text"]
+__all__ = ["RECORDED", "recorded_mask", "unrecorded", "recorded_steps_text", "recorded_text",
+           "recorded_tasks"]
 
 #: The optional ``steps`` column: whether the step's device tasks were recorded in full.
 RECORDED = "tasks_recorded"
+#: How :func:`recorded_tasks`' note begins (the steps in words follow).
+_ONLY = "figures per step over the steps whose device tasks were recorded in full: "
 
 
 def recorded_mask(steps: pd.DataFrame) -> pd.Series | None:
@@ -74,3 +81,63 @@ def recorded_text(steps: pd.DataFrame) -> str | None:
     None when every step's device tasks were recorded."""
     which = recorded_steps_text(steps)
     return None if which is None else f"device tasks recorded for {which}"
+
+
+def recorded_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The tasks of ``kernels`` (``rank``, ``step``) in the steps whose device tasks were
+    recorded in full, for figures per step, and the note that says so.
+
+    A figure per step is a sum over the steps' tasks divided by the number of steps that
+    have tasks (:func:`perfkit.analysis._util.n_step_pairs`): the few tasks recorded in a
+    step cut short (``wild/mi_run1``'s step 15) or the all-reduce phases of the steps after
+    it would count those steps in the division with a fraction of their tasks in the sum.
+    Here the tasks of every (rank, step) that :func:`unrecorded` lists are left out, so
+    that both the sum and the division are over the recorded steps only; a task of no step
+    is kept (:func:`perfkit.analysis._util.in_steps` decides about it).
+
+    Returns
+    -------
+    (DataFrame, str or None)
+        ``kernels`` itself and None when every step's tasks were recorded (no
+        :data:`RECORDED` column, or no task in a step that is not); otherwise the tasks
+        kept and the note ``"figures per step over the steps whose device tasks were
+        recorded in full: steps 1–14 of 322 (N device tasks of the other steps left
+        out)"``. A lazy (Dask) ``kernels`` is filtered partition by partition, with
+        no count in the note.
+    """
+    if "step" not in kernels.columns or RECORDED not in steps.columns:
+        return kernels, None
+    if is_lazy_frame(steps):  # a lazy cluster's: one row per rank and step, read whole
+        (steps,) = compute_all(steps[[c for c in ("rank", "step", RECORDED)
+                                      if c in steps.columns]])
+    skip = unrecorded(steps)
+    if skip.empty:
+        return kernels, None
+    by_rank = "rank" in kernels.columns
+    skip_keys = _pair_codes(skip["rank"] if by_rank else None, skip["step"])
+
+    def keep(frame: pd.DataFrame) -> pd.DataFrame:
+        codes = _pair_codes(frame["rank"] if by_rank else None, frame["step"])
+        return frame[~np.isin(codes, skip_keys)]
+
+    if is_lazy_frame(kernels):
+        return kernels.map_partitions(keep, meta=keep(kernels._meta)), _ONLY + str(
+            recorded_steps_text(steps))
+    out = keep(kernels)
+    n_out = len(kernels) - len(out)
+    if n_out == 0:
+        return kernels, None
+    out.attrs = {k: list(v) if isinstance(v, list) else v for k, v in kernels.attrs.items()}
+    return out, (f"{_ONLY}{recorded_steps_text(steps)} ({n_out:,} device "
+                 f"task{'s' if n_out != 1 else ''} of the other steps left out)")
+
+
+def _pair_codes(rank: pd.Series | None, step: pd.Series) -> np.ndarray:
+    """One int64 per row for its (rank, step) (a missing value as -1; no rank: rank -1)."""
+    s = pd.to_numeric(step, errors="coerce").astype("Float64").fillna(-1) \
+        .to_numpy(np.float64).astype(np.int64)
+    if rank is None:
+        return s + 1
+    r = pd.to_numeric(rank, errors="coerce").astype("Float64").fillna(-1) \
+        .to_numpy(np.float64).astype(np.int64)
+    return (r + 1) * (1 << 32) + (s + 1)

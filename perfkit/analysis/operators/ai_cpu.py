@@ -14,6 +14,7 @@ import pandas as pd
 
 from .._frames import any_values, compute_all, is_lazy
 from .._util import add_note, empty_frame, table, typed
+from ..recorded import recorded_tasks
 from .top import TOP_COLUMNS, _top_of, top_operators
 
 __all__ = ["ai_cpu_operators"]
@@ -50,6 +51,8 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     on_cpu = kernels[kernels["core"].eq("AI_CPU").fillna(False)]
     # a lazy table: its AI CPU tasks are few, read them whole
     (cpu_tasks,) = compute_all(on_cpu) if is_lazy(kernels) else (on_cpu,)
+    # the tasks top_operators counts: those of the steps whose tasks were recorded
+    cpu_tasks, _why = recorded_tasks(cpu_tasks, table(profile, "steps"))
     return _ai_cpu_only(out, cpu_tasks)
 
 

@@ -25,6 +25,7 @@ from .._util import (
     table,
     typed,
 )
+from ..recorded import recorded_tasks
 from .bound import _bound_frame
 from .host import host_tasks
 from .scope import _effective_type, _scope
@@ -66,8 +67,11 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         ``mean_us``, ``max_us``, ``min_us`` (per call), ``share`` (of the device time in
         scope), ``per_step_us`` and ``calls_per_step`` (per rank and step: the total and
         the count divided by the number of (rank, step) pairs, so that ``per_step_us =
-        calls_per_step × mean_us``), ``ai_cpu`` (runs on the Ascend AI CPU), ``bound``
-        (duration-weighted PMU verdict, NA without PMU columns). Sorted by ``total_us``.
+        calls_per_step × mean_us``; only the steps whose device tasks were recorded in
+        full count, in the sum as in the division, with a note, where the ``steps`` table
+        says which: :func:`~perfkit.analysis.recorded.recorded_tasks`), ``ai_cpu``
+        (runs on the Ascend AI CPU), ``bound`` (duration-weighted PMU verdict, NA without
+        PMU columns). Sorted by ``total_us``.
         A lazy cluster is aggregated on the workers (sums may differ from the eager ones
         in the last bits).
     """
@@ -83,12 +87,17 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     if is_lazy(kernels):
         if not any_values(kernels, "dur_us"):
             return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
-        return _lazy_top(kernels, by, n, include_communication)
+        kept, why = recorded_tasks(kernels, table(profile, "steps"))
+        out = _lazy_top(kept, by, n, include_communication)
+        return add_note(out, why) if why else out
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
-    stepped = in_steps(kernels)
+    kept, why = recorded_tasks(kernels, table(profile, "steps"))
+    stepped = in_steps(kept)
     out = _top_of(stepped, by, n, include_communication)
-    return add_note(out, notes_of(stepped)[-1]) if stepped is not kernels else out
+    if stepped is not kept:
+        out = add_note(out, notes_of(stepped)[-1])
+    return add_note(out, why) if why else out
 
 
 def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication: bool

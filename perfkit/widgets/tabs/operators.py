@@ -138,9 +138,10 @@ class OperatorsTab(Tab):
         self.detail = W.HTML(STYLE + note(f"Click a bar to see its {shows}."))
         out: list[W.Widget] = [self.chart(chart, self._on_pick), self.detail,
                                html_widget(self._table(profile, top, by, n, rank))]
-        if _cpu_only(profile):  # say where the times come from
-            out.append(html_widget("".join(note(_sentence(t))
-                                           for t in top.attrs.get("notes", []))))
+        # say where the times come from (a CPU-only run's host operators) and which
+        # tasks and steps the figures per step are over
+        if top.attrs.get("notes"):
+            out.append(html_widget("".join(note(_sentence(t)) for t in top.attrs["notes"])))
         out += self._roofline(scope)
         out.append(html_widget(self._unfused(scope, rank)))
         ai_cpu = A.ai_cpu_operators(scope)
