@@ -64,12 +64,42 @@ __all__ = [
     "parameters_per_device",
     "stage_parameters",
     "static_memory",
+    "STATIC_SCHEMES",
+    "STATIC_SCHEME_NAMES",
+    "framework_static_scheme",
     "full_precision",
     "activation_per_layer",
     "activation_memory",
 ]
 
 STATIC_SCHEMES = ("mindspore", "megatron", "zero", "deepspeed")
+#: Each scheme's name as the figures label it ("static memory (Megatron-LM scheme)").
+STATIC_SCHEME_NAMES = {"mindspore": "MindSpore scheme", "megatron": "Megatron-LM scheme",
+                       "zero": "ZeRO scheme", "deepspeed": "DeepSpeed's estimator"}
+
+
+def framework_static_scheme(framework: str | None, hardware_name: str | None = None) -> str:
+    """The static-memory scheme of a job's framework, as :func:`perfkit.plan.calibrate`
+    picks it for a profile: ``"megatron"`` for PyTorch on a GPU (fp32 gradients and an
+    fp32 main copy, 18 B/param), ``"mindspore"`` otherwise (MindSpore, torch_npu on an
+    Ascend NPU, or an unknown framework: the seed's ``10N/t + 2N``).
+
+    Parameters
+    ----------
+    framework : str or None
+        The profile's framework (``profile.meta.framework``: ``"pytorch"``,
+        ``"mindspore"``), any case.
+    hardware_name : str, optional
+        The device preset's name (an ``"ascend..."`` preset keeps the MindSpore scheme).
+
+    Returns
+    -------
+    str
+        One of :data:`STATIC_SCHEMES`.
+    """
+    pytorch = "pytorch" in str(framework or "").lower()
+    ascend = str(hardware_name or "").lower().startswith("ascend")
+    return "megatron" if pytorch and not ascend else "mindspore"
 _DEFAULT_BYTES = {  # scheme -> (weight, gradient, optimizer) bytes per parameter
     "mindspore": (2.0, 2.0, 8.0),
     "megatron": (2.0, 4.0, 12.0),

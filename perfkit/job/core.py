@@ -15,12 +15,14 @@ from typing import Any
 import pandas as pd
 
 from ..calc.activation import ActivationModel
+from ..calc.memory import framework_static_scheme
 from ..errors import ParallelConfigError
 from ..format import listed, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .activations import ACTIVATIONS
 from .build import model_from_values, parallel_from_values
 from .config import read_job_config, user_values
+from .device import FRAMEWORK
 from .fields import (
     CORE_MODEL,
     DEFAULT_VALUES,
@@ -218,6 +220,20 @@ class Job:
         or evaluation step, None where the profile cannot tell
         (:func:`perfkit.job.measured.read_training_step`)."""
         return self.observed.get(TRAINING_STEP, (None, ""))[0]
+
+    @property
+    def framework(self) -> str | None:
+        """The framework the profile recorded (``"pytorch"``, ``"mindspore"``), or None
+        where it cannot tell (:func:`perfkit.job.device.read_framework`)."""
+        return self.observed.get(FRAMEWORK, (None, ""))[0]
+
+    @property
+    def static_scheme(self) -> str:
+        """The static-memory convention of this job's framework, as the Planner's
+        calibration counts it (:func:`perfkit.calc.memory.framework_static_scheme`):
+        ``"megatron"`` for PyTorch on a GPU, ``"mindspore"`` otherwise."""
+        return framework_static_scheme(self.framework,
+                                       self.hardware.name if self.hardware else None)
 
     @property
     def activation_model(self) -> ActivationModel:

@@ -59,6 +59,7 @@ import pandas as pd
 
 from .._stats import median
 from ..calc import ActivationModel
+from ..calc.memory import framework_static_scheme
 from ..calc.rates import GROUPS, Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, PerfkitError
@@ -608,9 +609,8 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         if value is None:
             raise InvalidArgumentError(name, "the profile does not show it; pass it to "
                                        "calibrate()", None)
-    framework = str(getattr(source.meta, "framework", "")).lower()
-    scheme = static_scheme or ("megatron" if "pytorch" in framework
-                               and not job_hw.name.startswith("ascend") else "mindspore")
+    scheme = static_scheme or framework_static_scheme(getattr(source.meta, "framework", None),
+                                                      job_hw.name)
     dtype = inferred.dtype if inferred.dtype in job_hw.peak_flops else None
     if inferred.dtype is not None and dtype is None:
         notes.append(f"the profile's matrix dtype {inferred.dtype} has no peak on "

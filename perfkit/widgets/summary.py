@@ -24,7 +24,7 @@ from ..calc import (
     tokens_per_second_per_device,
     tokens_per_second_per_p,
 )
-from ..calc.memory import full_precision
+from ..calc.memory import STATIC_SCHEME_NAMES, full_precision
 from ..errors import InvalidArgumentError, check_positive
 from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
@@ -74,7 +74,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     parallel: ParallelConfig, step_time_s: float,
                     dtype: str | None = None, *, job: Job | None = None,
                     measured_peak_bytes: float | None = None,
-                    activation_model: ActivationModel | None = None) -> pd.DataFrame:
+                    activation_model: ActivationModel | None = None,
+                    static_scheme: str | None = None) -> pd.DataFrame:
     """Throughput, utilisation, memory and pipeline figures of one training configuration.
 
     Parameters
@@ -98,6 +99,12 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         How activations are counted (default: the job's, :attr:`perfkit.Job.
         activation_model`, which reads the attention kernel the profile ran; without a job
         the seed's table).
+    static_scheme : str, optional
+        The static-memory convention (:func:`~perfkit.calc.memory.static_memory`'s
+        ``scheme``; the row's label names it). Default: the job's framework's
+        (:attr:`perfkit.Job.static_scheme`: ``"megatron"`` for PyTorch on a GPU, as the
+        Planner's calibration counts it, ``"mindspore"`` otherwise); without a job
+        ``"mindspore"`` (the seed's).
 
     Returns
     -------
@@ -128,7 +135,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     FLOPs with strict selective recompute (only the attention core re-runs, where the
     activation accounting's selective recompute drops it and the attention is not fused;
     recomputing the MLP activation adds no matrix FLOPs); static memory
-    uses the MindSpore scheme (``10N/t + 2N``); activation memory is the peak pipeline
+    uses ``static_scheme`` (the MindSpore scheme is the seed's ``10N/t + 2N``, the
+    Megatron-LM one ``6N + 12N/d``); activation memory is the peak pipeline
     stage (Korthikanti et al. 2022, Table 2, or tensor by tensor without the attention
     scores when the job ran a fused attention kernel); the bubble is relative to the ideal compute
     time; the predicted step comes from :func:`~perfkit.calc.step.estimate_step` with its
@@ -159,7 +167,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     full_recompute_layers=parallel.full_recompute_layers_per_stage(model),
                     dtype=dtype, selective_core=am.recomputes_attention_core)
     run_dtype = dtype or (job.dtype if job is not None else None)  # the run's tensors
-    static = static_memory(model, parallel, scheme="mindspore", dtype=run_dtype)
+    scheme = _scheme(static_scheme, job)
+    static = static_memory(model, parallel, scheme=scheme, dtype=run_dtype)
     act = activation_memory(model, parallel, activation_model=activation_model)
     bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
     # the estimate counts the run's bytes as the rows above do (its peak where the device
@@ -167,7 +176,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     estimate = estimate_step(model, parallel, hardware, efficiency=ESTIMATE_EFFICIENCY,
                              comm_efficiency=ESTIMATE_COMM_EFFICIENCY,
                              dtype=run_dtype if run_dtype in hardware.peak_flops else dtype,
-                             static_scheme="mindspore", selective_mode="strict", causal=False,
+                             static_scheme=scheme, selective_mode="strict", causal=False,
                              activation_model=activation_model)
 
     static_gib = static.total_bytes / GIB
@@ -205,9 +214,9 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              "; ".join([f"adds recompute FLOPs ({parallel.recompute})"]
                        + ([am.selective_flops_note] if parallel.recompute == "selective"
                           else []) + ["non-causal"]), g_hfu),
-        _row("static_gib", "static memory (MindSpore scheme)", static_gib, "GiB",
-             bytes_text(static.total_bytes),
-             _static_note(parallel, full_precision(run_dtype))),
+        _row("static_gib", f"static memory ({STATIC_SCHEME_NAMES[scheme]})", static_gib,
+             "GiB", bytes_text(static.total_bytes),
+             _static_note(scheme, parallel, full_precision(run_dtype))),
         _row("activation_gib", "activation memory", act_gib, "GiB",
              bytes_text(act.total_bytes),
              f"peak stage {act.stage}, {counted(act.in_flight, 'micro-batch')} in flight; "
@@ -313,7 +322,8 @@ def job_figures(job: Job, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
 def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | None = None,
                      parallel: ParallelConfig | None = None,
                      activation_model: ActivationModel | None = None,
-                     dtype: str | None = None) -> pd.DataFrame:
+                     dtype: str | None = None,
+                     static_scheme: str | None = None) -> pd.DataFrame:
     """Memory of the most loaded device by component, for :func:`perfkit.charts.memory_chart`.
 
     Parameters
@@ -328,15 +338,20 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
     dtype : str, optional
         The run's type (default: a job's own): ``"fp32"`` or ``"tf32"`` keeps fp32 weights
         and gradients (:func:`~perfkit.calc.memory.static_memory`'s ``dtype``).
+    static_scheme : str, optional
+        The static-memory convention, as for :func:`metrics_summary` (default: a job's
+        framework's, :attr:`perfkit.Job.static_scheme`; else ``"mindspore"``).
 
     Returns
     -------
     pandas.DataFrame
-        Rows ``weights``, ``gradients``, ``optimizer state`` (MindSpore scheme,
+        Rows ``weights``, ``gradients``, ``optimizer state`` (``static_scheme``,
         :func:`~perfkit.calc.memory.static_memory`) and ``activations`` (peak stage,
         :func:`~perfkit.calc.memory.activation_memory`); columns ``component``, ``bytes``,
-        ``GiB`` and ``device_GiB`` (the device capacity).
+        ``GiB`` and ``device_GiB`` (the device capacity); ``attrs["static_scheme"]``
+        names the convention.
     """
+    job: Job | None = None
     if isinstance(model, Job):
         job = model
         if job.model is None or job.hardware is None:
@@ -354,19 +369,40 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
         raise InvalidArgumentError("parallel", "must be a ParallelConfig",
                                    type(parallel).__name__)
     parallel.validate(model)
-    static = static_memory(model, parallel, scheme="mindspore", dtype=dtype)
+    scheme = _scheme(static_scheme, job)
+    static = static_memory(model, parallel, scheme=scheme, dtype=dtype)
     act = activation_memory(model, parallel, activation_model=activation_model)
     parts = {"weights": static.weights_bytes, "gradients": static.gradients_bytes,
              "optimizer state": static.optimizer_bytes, "activations": act.total_bytes}
     frame = pd.DataFrame({"component": list(parts), "bytes": [float(v) for v in parts.values()]})
     frame["GiB"] = frame["bytes"] / GIB
     frame["device_GiB"] = hardware.memory_bytes / GIB
+    frame.attrs["static_scheme"] = scheme
     return frame
 
 
-def _static_note(parallel: ParallelConfig, fp32: bool) -> str:
-    """The static-memory row's formula: the MindSpore scheme, in 16 or 32 bits."""
-    size = "fp32" if fp32 else "fp16"
-    return (f"{size} weights + fp32 Adam m, v over optimizer shard "
-            f"t = {parallel.optimizer_shard}, + {size} gradient buffer when accumulating"
-            + ("; an fp32 run: no mixed precision" if fp32 else ""))
+def _scheme(static_scheme: str | None, job: Job | None) -> str:
+    """The static-memory convention: the one given, else the job's framework's, else the
+    seed's (MindSpore)."""
+    if static_scheme is not None:
+        return static_scheme
+    return job.static_scheme if job is not None else "mindspore"
+
+
+def _static_note(scheme: str, parallel: ParallelConfig, fp32: bool) -> str:
+    """The static-memory row's formula under ``scheme``, in 16 or 32 bits."""
+    fp32_note = "; an fp32 run: no mixed precision" if fp32 else ""
+    if scheme == "mindspore":
+        size = "fp32" if fp32 else "fp16"
+        return (f"{size} weights + fp32 Adam m, v over optimizer shard "
+                f"t = {parallel.optimizer_shard}, + {size} gradient buffer when "
+                f"accumulating{fp32_note}")
+    if scheme == "megatron":
+        if fp32:
+            return (f"fp32 weights and gradients + fp32 Adam m, v over the distributed "
+                    f"optimizer d = {parallel.optimizer_shard} (Megatron-LM's most loaded "
+                    f"shard){fp32_note}")
+        return ("bf16 weights + fp32 gradients + fp32 main weights and Adam m, v over the "
+                f"distributed optimizer d = {parallel.optimizer_shard}: 6 + 12/d bytes per "
+                "parameter (Megatron-LM's most loaded shard)")
+    return f"perfkit.calc.static_memory, scheme {scheme!r}{fp32_note}"

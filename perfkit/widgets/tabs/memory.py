@@ -10,6 +10,7 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ...calc.memory import STATIC_SCHEME_NAMES
 from ...errors import PerfkitError
 from ...format import bytes_text
 from ...guards import check_memory
@@ -159,19 +160,21 @@ class MemoryTab(JobTab):
         except PerfkitError as exc:
             return [html_widget(error(describe_error(exc, "the memory theory")))]
         theory = float(memory["bytes"].sum())
+        scheme = STATIC_SCHEME_NAMES[memory.attrs["static_scheme"]]  # the job's framework's
         measured = job.peak_memory_bytes
         guard = check_memory(theory, measured, job, what="the theory (static + activations)")
         if measured:
             ratio = theory / float(measured)
             line = (f"<b>Measured peak</b> {bytes_text(measured)} (framework allocator, "
                     f"allocated; {html.escape(job.detail('peak_memory_bytes'))}) · "
-                    f"<b>theory</b> {bytes_text(theory)} (static "
+                    f"<b>theory</b> {bytes_text(theory)} (static, {scheme}, "
                     f"{bytes_text(memory['bytes'].iloc[:3].sum())} + activations "
                     f"{bytes_text(memory['bytes'].iloc[3])}, "
                     f"{html.escape(activation_text(job.activation_model))}) · theory / measured "
                     f"{ratio:,.2f}×" + (" ⚠" if not guard.ok else ""))
         else:
-            line = (f"<b>Theory</b> {bytes_text(theory)}; no measured peak to compare with ("
+            line = (f"<b>Theory</b> {bytes_text(theory)} (static memory by the {scheme}); "
+                    f"no measured peak to compare with ("
                     f"{html.escape(job.detail('peak_memory_bytes'))}).")
         out = [heading("Measured against the theory of the job (most loaded device)"),
                html_widget(f"<p style='font-size:13px'>{line}</p>")]
