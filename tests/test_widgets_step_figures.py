@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
+import statistics
 
 import pytest
 from shared_samples import shared_sample
 from widget_html import panel_html
 
 import perfkit as pk
+from perfkit.format import time_text
+from perfkit.plan.predict import DEFAULT_SIGMA, MEASURED_SIGMA, MODEL_UNCERTAINTY
 from perfkit.widgets import bundled_profile, dashboard
 from perfkit.widgets.summary import job_summary, memory_breakdown
 
@@ -43,6 +47,58 @@ def qwen_board():
     board.select("Planner")
     board.select("Recompute")
     return board
+
+
+@pytest.mark.shared_samples
+def test_planner_and_recompute_show_one_step_for_the_profiled_layout(qwen_board) -> None:
+    events = _trace_events()
+    # the device step: the GPU side of each ProfilerStep annotation, median over steps
+    spans = [e["dur"] for e in events if e.get("cat") == "gpu_user_annotation"
+             and str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert spans
+    device_step_s = statistics.median(spans) / 1e6
+    # a forward pass only: none of autograd's operators among the host operators
+    ops = [e["name"] for e in events if e.get("cat") == "cpu_op"]
+    assert len(ops) > 50 and not any(re.search(r"Backward|autograd::engine|backward", n)
+                                     for n in ops)
+    planner, recompute = qwen_board.panels["Planner"], qwen_board.panels["Recompute"]
+    predicted = planner.fit.prediction.step_s
+    frame = planner.comparison
+    assert frame.loc[frame["run"] == "measured", "step_s"].iloc[0] == pytest.approx(
+        device_step_s, rel=1e-6)
+    # the Recompute tab shows the Planner's figure for the profiled layout, not another
+    # estimate of the same step
+    words = _text(recompute)
+    shown = time_text(predicted * 1e6)
+    assert f"Predicted {shown}" in _text(planner)
+    assert f"predicts {shown}, the Planner's figure" in words
+    own = recompute.tradeoff[recompute.tradeoff["profiled"]]
+    assert list(own["recompute"]) == [qwen_board.job.job.parallel.recompute]
+    assert float(own["step_s"].iloc[0]) == pytest.approx(predicted, rel=1e-12)
+    # and the difference from the measured step is stated, with why they do not compare
+    assert f"Measured: {time_text(device_step_s * 1e6)} on the device" in words
+    assert "runs no backward pass" in words and "do not compare" in words
+    # every mode's step is the Planner's model of that layout (its compute plus the rest)
+    for _, row in recompute.tradeoff.iterrows():
+        assert row["low_s"] < row["step_s"] < row["high_s"]
+
+
+@pytest.mark.shared_samples
+def test_the_band_of_a_forward_only_trace_leaves_out_what_it_does_not_run(qwen_board) -> None:
+    # the residual against a forward pass is the backward and optimizer the trace does not
+    # run: the band counts the parts instead, compute at the default uncertainty
+    fit = qwen_board.panels["Planner"].fit
+    pred = fit.prediction
+    step = pred.step_s
+    terms = [MODEL_UNCERTAINTY]
+    for part, seconds in pred.parts.items():
+        sigma = MEASURED_SIGMA if part == "overhead" else DEFAULT_SIGMA
+        terms.append(sigma * seconds / step)
+    u = math.sqrt(sum(t * t for t in terms))
+    assert pred.low_s == pytest.approx(step * (1 - u), rel=1e-9)
+    assert pred.high_s == pytest.approx(step * (1 + u), rel=1e-9)
+    assert 0 < pred.low_s < step < pred.high_s < 2 * step
+    assert "runs no backward pass" in fit.sentence
 
 
 def _qwen_parameters() -> int:

@@ -10,6 +10,7 @@ the tests check it against the profile's own step table. The model is
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +27,10 @@ from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict, search, to_parallel_config
 from ..specs import ParallelConfig
 
-__all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "measured_against_predicted",
-           "comparison_sentence", "layout_changes", "ranked_layouts", "best_layouts",
-           "BEST_COLUMNS", "band_text", "memory_text"]
+__all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "predict_layout", "recompute_modes",
+           "RECOMPUTE_COLUMNS", "measured_against_predicted", "comparison_sentence",
+           "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "band_text",
+           "memory_text"]
 
 #: The parts of a step a profile measures, and the predicted parts
 #: (:data:`perfkit.calc.timing.PART_NAMES`) each one holds. A profile's "communication
@@ -81,6 +83,14 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
     breakdown, no device operators) on the job's measured step time; with neither, the
     default rates, said in :attr:`PlannerFit.sentence`.
 
+    A profile that runs no backward pass (:meth:`perfkit.Job.training_step` False: an
+    inference or evaluation step) measures a forward pass, and the model predicts a
+    training step (forward, backward, optimizer): the calibration's residual is then what
+    the profile does not run, not the model's error, so the prediction's band leaves it
+    out (it would reach from 0 to more than twice the step) and counts the compute part
+    at perfkit's default uncertainty instead of the measured one (the backward's speed
+    is not measured): :data:`perfkit.plan.predict.DEFAULT_SIGMA`.
+
     Parameters
     ----------
     profile : Profile or Cluster
@@ -103,6 +113,13 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
         sentence = ("Calibrated on this profile: kernel speeds from its operators, idle time "
                     f"from its steps{links}. Before any closing, the fitted model is "
                     f"{cal.residual:+.1%} off the measured step.")
+        if job.training_step() is False:
+            sentence += (" The profile runs no backward pass: it measures a forward pass and "
+                         "the model predicts a training step (forward, backward, optimizer), "
+                         "so that gap is what the profile does not run, not the model's "
+                         "error; the band leaves it out and counts the compute at perfkit's "
+                         "default uncertainty (the backward's speed is not measured).")
+            cal = dataclasses.replace(cal, residual=0.0, measured=cal.measured - {"compute"})
         return PlannerFit(cal, predict(cal), "profile", sentence)
     step = job.step_time_s
     if step and math.isfinite(step) and step > 0:
@@ -115,9 +132,79 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
                         f"): every compute rate scaled by one factor, links and idle time at "
                         f"perfkit's defaults. The profile itself could not be fitted: {why}")
             return PlannerFit(cal, predict(cal), "step time", sentence)
-    pred = predict(None, job.model, job.parallel, job.hardware)
+    pred = predict(None, job.model, job.parallel, job.hardware,
+                   activation_model=job.activation_model, static_scheme=job.static_scheme)
     return PlannerFit(None, pred, "uncalibrated",
                       f"Not calibrated: {_UNCALIBRATED}. {why}".strip())
+
+
+def predict_layout(fit: PlannerFit, job: Job, parallel: ParallelConfig) -> Prediction:
+    """Another layout of the job predicted by the fit's model: its calibration
+    (:func:`perfkit.plan.predict`), or, uncalibrated, the default rates with the job's
+    activation accounting and static-memory convention, as :func:`fit_job` predicts the
+    profiled layout. With ``parallel = job.parallel`` this is :attr:`PlannerFit.prediction`.
+    """
+    if fit.calibration is not None:
+        return predict(fit.calibration, parallel=parallel)
+    return predict(None, job.model, parallel, job.hardware,
+                   activation_model=job.activation_model, static_scheme=job.static_scheme)
+
+
+#: Columns of :func:`recompute_modes`.
+RECOMPUTE_COLUMNS = ("recompute", "activation_GiB", "memory_GiB", "fits", "compute_s",
+                     "step_s", "low_s", "high_s", "tokens_per_s_per_device", "mfu",
+                     "profiled")
+
+
+def recompute_modes(fit: PlannerFit, job: Job,
+                    modes: tuple[str, ...] = ("none", "selective", "full")) -> pd.DataFrame:
+    """Memory against time for each recompute mode, predicted by the Planner's model.
+
+    Each row is :func:`predict_layout` of the job's layout with ``recompute`` changed
+    (``recompute_layers`` dropped, so the mode applies to every layer): the same model,
+    calibration and conventions (activations, static memory) as the Planner's prediction
+    of the profiled layout, so the mode the job runs shows the Planner's step figure. A
+    job whose layout is none of the rows (some layers fully recomputed) gets one more row,
+    the profiled layout itself (:attr:`PlannerFit.prediction`).
+
+    Parameters
+    ----------
+    fit : PlannerFit
+        From :func:`fit_job` on the profile and ``job``.
+    job : perfkit.Job
+        Complete (model, hardware, layout).
+    modes : tuple of str
+        Values of ``ParallelConfig.recompute`` to compare.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`RECOMPUTE_COLUMNS`: ``activation_GiB`` (peak stage) and ``memory_GiB``
+        (static + activations) per device, ``fits``, ``compute_s`` (the predicted compute
+        and recompute parts), ``step_s`` with its band ``low_s`` – ``high_s`` (NaN
+        uncalibrated), ``tokens_per_s_per_device``, ``mfu`` (at the predicted step) and
+        ``profiled`` (the row of the job's own layout).
+    """
+    own = job.parallel
+    rows = []
+    for mode in modes:
+        changed = dataclasses.replace(own, recompute=mode, recompute_layers=None)
+        rows.append(_mode_row(mode, predict_layout(fit, job, changed), fit.calibrated,
+                              changed == own))
+    if not any(r["profiled"] for r in rows):
+        rows.append(_mode_row(f"{_recompute_text(own)} (the profiled layout)",
+                              fit.prediction, fit.calibrated, True))
+    return pd.DataFrame(rows, columns=list(RECOMPUTE_COLUMNS))
+
+
+def _mode_row(mode: str, pred: Prediction, calibrated: bool, profiled: bool) -> dict[str, Any]:
+    return {"recompute": mode, "activation_GiB": pred.activation_bytes / 2**30,
+            "memory_GiB": pred.memory_bytes / 2**30, "fits": pred.fits,
+            "compute_s": pred.parts["compute"] + pred.parts["recompute"],
+            "step_s": pred.step_s, "low_s": pred.low_s if calibrated else math.nan,
+            "high_s": pred.high_s if calibrated else math.nan,
+            "tokens_per_s_per_device": pred.tokens_per_second_per_device, "mfu": pred.mfu,
+            "profiled": profiled}
 
 
 def _slowest_rows(profile: Any) -> pd.DataFrame:

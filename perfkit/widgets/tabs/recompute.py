@@ -6,22 +6,66 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as W
+import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
 from ...errors import PerfkitError, ProfileError
+from ...format import time_text
 from ...guards import check_step
 from ...io.ir import load_ir
+from ...job import Job
 from ...tables import over_ranks
-from ..markup import describe_error, error, frame_html
-from ..overview import IR_DIR, recompute_tradeoff
+from ..markup import describe_error, error, frame_html, note
+from ..overview import IR_DIR
+from ..prediction import (
+    PlannerFit,
+    band_text,
+    fit_job,
+    measured_against_predicted,
+    recompute_modes,
+)
 from .base import Context, JobTab, heading, html_widget, no_job_note, warning_widgets
 
 __all__ = ["RecomputeTab"]
 
 
+def _step_words(fit: PlannerFit, job: Job, own: Any, measured: pd.DataFrame) -> str:
+    """What the trade-off's step times are: the Planner's prediction (the same figure for
+    the profiled layout), against the step the Planner measures (``measured``:
+    :func:`~perfkit.widgets.prediction.measured_against_predicted`, the device span of the
+    slowest rank, median step) and, for a profile without a backward pass, why the two
+    do not compare."""
+    how = ("calibrated on this profile" if fit.source == "profile" else
+           "calibrated on the measured step" if fit.source == "step time" else
+           "uncalibrated: perfkit's default rates")
+    text = (f"Step times are predicted training steps (forward, backward, optimizer) by the "
+            f"Planner's model ({how}): the profiled layout (recompute "
+            f"{own['recompute']}) predicts {time_text(float(own['step_s']) * 1e6)}, the "
+            "Planner's figure for it.")
+    rows = measured.loc[measured["run"] == "measured"]
+    if len(rows):
+        step = float(rows["step_s"].iloc[0])
+        text += (f" Measured: {time_text(step * 1e6)} on the device (slowest rank, median "
+                 "step; the Overview's step also counts the device's wait before it)")
+        text += (": the profile runs no backward pass (a forward pass only), so the two do "
+                 "not compare." if job.training_step() is False else
+                 "; the Planner compares the two part by part.")
+    return text
+
+
 class RecomputeTab(JobTab):
-    """Recompute seen in the profile, the job's memory/time trade-off and an IR check."""
+    """Recompute seen in the profile, the job's memory/time trade-off and an IR check.
+
+    Attributes
+    ----------
+    fit : PlannerFit or None
+        The Planner's model the trade-off is predicted with (:func:`~perfkit.widgets.
+        prediction.fit_job` on the open profile).
+    tradeoff : pandas.DataFrame or None
+        :func:`~perfkit.widgets.prediction.recompute_modes`: its profiled row is the
+        Planner's prediction of the profiled layout.
+    """
 
     title = "Recompute"
     waits_for = "the operator tables and the job (model, layout)"
@@ -39,12 +83,15 @@ class RecomputeTab(JobTab):
         self.check = W.Button(description="Check the IR", button_style="primary")
         self.ir_result = W.VBox()
         self.check.on_click(lambda _button: self.check_ir())
+        self.fit: PlannerFit | None = None
+        self.tradeoff: pd.DataFrame | None = None
         super().__init__(ctx)
         self.children = (*self.children, heading("Do the select_recompute patterns hit "
                                                  "the operators they should?"),
                          self.ir_path, self.patterns, self.check, self.ir_result)
 
     def build(self, profile: Any) -> list[W.Widget]:
+        self.fit = self.tradeoff = None
         evidence = A.recompute_evidence(profile)
         if not evidence.empty and "rank" in evidence.columns:
             spread = over_ranks(evidence, ["recompute"], ["recompute_share"],
@@ -70,25 +117,33 @@ class RecomputeTab(JobTab):
                                    self.ctx.open_tab is not None))
             return out
         try:
-            tradeoff = recompute_tradeoff(job.model, job.parallel, job.hardware,
-                                          activation_model=job.activation_model)
+            fit = fit_job(profile, job)
+            tradeoff = recompute_modes(fit, job)
         except PerfkitError as exc:
             out.append(html_widget(error(describe_error(exc, "the recompute trade-off"))))
             return out
-        mode = tradeoff[tradeoff["recompute"] == job.parallel.recompute]
-        if len(mode) and job.step_time_s:
-            guard = check_step(float(mode["step_s"].iloc[0]), job.step_time_s, job,
-                               what=f"the estimate for recompute={job.parallel.recompute}")
+        own = tradeoff[tradeoff["profiled"]].iloc[0]
+        self.fit, self.tradeoff = fit, tradeoff
+        out.append(html_widget(note(_step_words(fit, job, own,
+                                                measured_against_predicted(profile, fit)))))
+        if job.step_time_s:
+            guard = check_step(float(own["step_s"]), job.step_time_s, job,
+                               what=f"the prediction for recompute={own['recompute']}")
             out += warning_widgets(guard.warning)
         out.append(self.chart(C.recompute_tradeoff_chart(
-            tradeoff, memory_limit_GiB=job.hardware.memory_bytes / 2**30,
+            tradeoff, memory_limit_GiB=fit.prediction.memory_limit_bytes / 2**30,
             title="Memory against time for each recompute mode")))
+        shown = tradeoff.assign(step_band=[band_text(r) for _, r in tradeoff.iterrows()])
         out.append(html_widget(frame_html(
-            tradeoff, "Memory against time for the job (perfkit.estimate_step, each mode on "
-                      "every layer, per device)",
+            shown, "Memory against time for the job (the Planner's model, perfkit.plan."
+                   "predict: each mode on every layer, per device; the profiled layout's row "
+                   "is the Planner's prediction)",
+            columns=["recompute", "activation_GiB", "memory_GiB", "fits", "compute_s",
+                     "step_band", "tokens_per_s_per_device", "mfu"],
             headers={"activation_GiB": "activations", "memory_GiB": "static + activations",
-                     "compute_s": "compute", "step_s": "step",
-                     "tokens_per_s_per_device": "tokens/s per device"})))
+                     "compute_s": "compute", "step_band": "predicted step (band)",
+                     "tokens_per_s_per_device": "tokens/s per device"},
+            hot=list(tradeoff["profiled"]))))
         return out
 
     def check_ir(self) -> None:
