@@ -459,7 +459,8 @@ def test_info_on_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
     (fault,) = scenario("slow-rank").faults  # the answer key the data were made with
     assert cli.main(["info", str(SLOW_RANK)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^\s+format\s+ascend_text$", out, re.MULTILINE)
+    assert re.search(r"^\s+format\s+an Ascend text export \(ascend_text\)$", out,
+                     re.MULTILINE)
     assert re.search(r"^\s+framework\s+pytorch$", out, re.MULTILINE)
     assert re.search(r"^\s+device\s+npu$", out, re.MULTILINE)
     assert re.search(r"^\s+profiler level\s+Level1$", out, re.MULTILINE)

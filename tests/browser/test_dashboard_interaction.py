@@ -33,7 +33,7 @@ def test_a_tooltip_gives_exact_values_with_units(ui) -> None:
     assert "rank" in text and "time (ms)" in text and "share of the step" in text
     ui.show_tab("Operators")
     text = _hover_tooltip(ui, ui.marks().first)
-    assert "MatMulV3" in text and "device time per rank and step (ms)" in text
+    assert "MatMulV3" in text and "device time per rank and step, mean over ranks (ms)" in text
     assert "calls per rank and step" in text  # the basis of both, never mixed (issue 29.5)
     assert ui.page.errors == []
 

@@ -308,6 +308,8 @@ def may_hold_bmm_attention(profile: Any) -> bool:
     search by shapes of :func:`attention_chains`, which orders two more columns."""
     from ..shapes.bmm_attention import has_qk_product
 
+    if is_lazy(profile):  # searched rank by rank on the workers (attention_chains)
+        return True
     rows = narrow_costs(profile)
     if rows.empty or "label" not in rows.columns or "input_shapes" not in rows.columns:
         return False
