@@ -208,34 +208,41 @@ def test_clicking_a_rank_of_the_peers_chart_filters_the_links() -> None:
 
 
 @pytest.mark.shared_samples
-def test_links_of_local_ranks_are_told_apart_by_their_group() -> None:
-    """gpt3-old's matrices know only group-local ranks: "RDMA 0 -> 1" is a link of two
-    2-rank groups (read here from each rank's communication_matrix.json, ``op@group``), and
-    the links of local rank 0 listed it twice, alike. Each row now shows its group."""
+def test_clicking_a_rank_lists_the_links_it_recorded_where_only_local_ranks_are_known() -> None:
+    """gpt3-old's matrices know only group-local ranks and no group's rank list. The chart's
+    ranks are global, so a click on rank 0 compared global rank 0 with local ranks: it
+    listed rank 1's links too (RDMA local 0 -> 1 of rank 1's group 368314942532213303, HCCS
+    local 1 -> 0 of the 8-rank group). It now lists the links in rank 0's own
+    communication_matrix.json (read here: not LOCAL, not "Total Op Info", 1 MB or more
+    summed over the operations), each with its group, and says so."""
     from perfkit.widgets import tab_panel
 
     folder = shared_sample("ascend/msinsight-pt-gpt3-old")
-    groups = set()
-    for path in folder.rglob("communication_matrix.json"):
-        for step in json.loads(path.read_text(encoding="utf-8")).values():
-            for ops in step.values():
-                for key, op in ops.items():
-                    link = op.get("0-1", {})
-                    if key != "Total Op Info" and link.get("Transport Type") == "RDMA":
-                        groups.add(key.split("@")[1])
-    assert len(groups) == 2
+    sizes: dict[tuple[str, str, int, int], float] = {}
+    path = folder / "test_rank_0/ASCEND_PROFILER_OUTPUT/communication_matrix.json"
+    for step in json.loads(path.read_text(encoding="utf-8")).values():
+        for ops in step.values():
+            for key, op in ops.items():
+                for link, v in op.items() if key != "Total Op Info" else ():
+                    if v["Transport Type"] != "LOCAL" and v["Transit Time(ms)"] > 0:
+                        src, dst = (int(x) for x in link.split("-"))
+                        k = (v["Transport Type"], key.split("@")[1], src, dst)
+                        sizes[k] = sizes.get(k, 0.0) + v["Transit Size(MB)"]
+    own = sorted(k for k, mb in sizes.items() if mb >= 1.0)
+    assert ("RDMA", "10471851537367425459", 0, 1) in own and len(own) == 9
     panel = tab_panel("Communication", str(folder))
     _click(panel.charts[0], rank=0)
     rows = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>.*?</td>", tr)]
             for tr in re.findall(r"<tr>(.*?)</tr>", panel.rank_detail.value, flags=re.S)]
     heads = [re.sub(r"<[^>]+>", "", h)
              for h in re.findall(r"<th[^>]*>.*?</th>", panel.rank_detail.value)]
-    assert "communication group" in heads
     shown = [dict(zip(heads, r, strict=True)) for r in rows if r]
-    rdma = [r for r in shown if r["transport"] == "RDMA" and r["from rank in group"] == "0"
-            and r["to rank in group"] == "1"]
-    assert sorted(r["communication group"] for r in rdma) == sorted(groups)
-    assert "local rank 0" in panel.rank_detail.value
+    groups = {k[1] for k in own}
+    assert all(len(g) <= 28 for g in groups)  # shown whole
+    assert sorted((r["transport"], r["communication group"], int(r["from rank in group"]),
+                   int(r["to rank in group"])) for r in shown) == own
+    assert {r["recorded by rank"] for r in shown} == {"0"}
+    assert "the links rank 0 recorded itself" in panel.rank_detail.value
 
 
 def test_clicking_a_finding_shows_it_alone_with_a_way_to_its_evidence(board) -> None:

@@ -44,7 +44,7 @@ SLOW_LINK_COLUMNS: dict[str, str] = {
     "transport": "string", "group": "string", "src_rank": "Int64", "dst_rank": "Int64",
     "size_bytes": "float64", "time_us": "float64", "bandwidth_gbps": "float64",
     "median_gbps": "float64", "ratio_to_median": "float64", "z": "float64", "slow": "boolean",
-    "rank_space": "string",
+    "rank_space": "string", "recorded_by": "Int64",
 }
 
 
@@ -247,7 +247,8 @@ def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
                min_bytes: float = 1e6) -> pd.DataFrame:
     """Links whose bandwidth is far below the other links of the same transport.
 
-    Per (transport, source, destination) the bandwidth is total bytes / total time over
+    Per (transport, source, destination) link (and, for group-local ranks, per group and
+    recording rank: see below) the bandwidth is total bytes / total time over
     the matrix rows (the ``-total`` rows of Ascend's matrix when present, otherwise every
     row). A link is *slow* when its bandwidth is below ``ratio`` × the transport's median
     **and** its robust z-score (:func:`~perfkit.analysis._util.robust_z`) is below
@@ -257,42 +258,62 @@ def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
     Returns
     -------
     DataFrame
-        :data:`SLOW_LINK_COLUMNS`, slowest first. ``rank_space`` is ``"global"`` when the
-        matrix had global ranks and ``"local"`` when only group-local ranks were known
-        (then ``src_rank``/``dst_rank`` are local ranks; see ``meta.groups``). A link of
-        local ranks is one per communication ``group`` (the matrix's ``op@group``
-        suffix): local ranks 0 -> 1 of two groups are two different pairs of devices, two
-        rows told apart by their group; ``group`` is NA for global ranks.
+        :data:`SLOW_LINK_COLUMNS`, slowest first. ``rank_space`` says, row by row, which
+        ranks ``src_rank``/``dst_rank`` are: ``"global"`` where the matrix row has global
+        ranks (recorded, or mapped by the loader from the group's rank list, e.g.
+        ``parallel_group_info`` or ``communication_group.json``, or by the cluster from a
+        group whose every member is loaded; see ``meta.groups``), ``"local"`` where only
+        the ranks within the communication group are known. A link of local ranks is one
+        per communication ``group`` (the matrix's ``op@group`` suffix) and per
+        ``recorded_by``, the rank whose matrix file recorded it (the matrix row's
+        ``rank``): local ranks 0 -> 1 of two groups are two different pairs of devices,
+        two rows told apart by their group. ``group`` and ``recorded_by`` are NA for
+        global ranks, which name a link on their own.
     """
     m = table(profile, "comm_matrix")
     if is_lazy(m):
         if not any_values(m, "size_bytes"):
             return empty_frame(SLOW_LINK_COLUMNS, "no link matrix (comm_matrix) in this "
                                                   "profile")
-        g, space = _lazy_links(m)
-        return _slow_links_of(g, space, ratio, z_threshold, min_bytes)
+        return _slow_links_of(_lazy_links(m), ratio, z_threshold, min_bytes)
     if m.empty or not has_values(m, "size_bytes"):
         return empty_frame(SLOW_LINK_COLUMNS, "no link matrix (comm_matrix) in this profile")
-    m = m[~m["transport"].astype("string").str.upper().isin(["LOCAL"]).fillna(False)]
-    m = m[(m["time_us"] > 0) & (m["size_bytes"] > 0)]
+    m = m[_link_rows(m)]
     name = m["name"].astype("string").fillna("")
     if name.str.endswith("-total").any():
         m = m[name.str.endswith("-total")]
-    space = "global"
-    src, dst = m["src_rank"], m["dst_rank"]
-    if src.isna().all() and "src_local" in m.columns:
-        src, dst, space = m["src_local"], m["dst_local"], "local"
-    m = m.assign(_src=pd.to_numeric(src, errors="coerce"), _dst=pd.to_numeric(dst, errors="coerce"),
-                 transport=m["transport"].astype("string").str.upper())
-    if space == "local":
-        m = m.assign(_grp=m["group"].astype("string"))
-        keys = ["transport", "_grp", "_src", "_dst"]
-    else:
-        keys = ["transport", "_src", "_dst"]
     if m.empty:
         return empty_frame(SLOW_LINK_COLUMNS, "no link moved data")
-    g = m.groupby(keys, dropna=False)[["size_bytes", "time_us"]].sum().reset_index()
-    return _slow_links_of(g, space, ratio, z_threshold, min_bytes)
+    g = m.pipe(_link_keys).groupby(_LINK_KEYS, dropna=False)[["size_bytes", "time_us"]].sum()
+    g = g.reset_index()
+    return _slow_links_of(g, ratio, z_threshold, min_bytes)
+
+
+#: Keys of a link in :func:`slow_links` (see :func:`_link_keys`).
+_LINK_KEYS = ["transport", "_local", "_grp", "_by", "_src", "_dst"]
+
+
+def _link_keys(f: pd.DataFrame) -> pd.DataFrame:
+    """``f`` with the keys of each row's link (:data:`_LINK_KEYS`).
+
+    ``_src``/``_dst`` are the row's global ranks where it has both, else (``_local``) its
+    group-local ranks, told apart by the group ``_grp`` and by ``_by``, the rank whose
+    file recorded the row. Rows of global ranks get ``""`` and -1 there: no key is NA, so
+    pandas of any version and Dask group them alike.
+    """
+    src = pd.to_numeric(f["src_rank"], errors="coerce")
+    dst = pd.to_numeric(f["dst_rank"], errors="coerce")
+    local = pd.Series(False, index=f.index)
+    if "src_local" in f.columns:
+        local = src.isna() | dst.isna()
+        src = src.where(~local, pd.to_numeric(f["src_local"], errors="coerce"))
+        dst = dst.where(~local, pd.to_numeric(f["dst_local"], errors="coerce"))
+    grp = f["group"].astype("string").fillna("") if "group" in f.columns else ""
+    by = pd.to_numeric(f["rank"], errors="coerce").fillna(-1) if "rank" in f.columns else -1
+    return f.assign(transport=f["transport"].astype("string").str.upper(),
+                    _local=local, _src=src, _dst=dst,
+                    _grp=pd.Series(grp, index=f.index, dtype="string").where(local, ""),
+                    _by=pd.Series(by, index=f.index, dtype="int64").where(local, -1))
 
 
 def _link_rows(m: Any) -> Any:
@@ -301,41 +322,23 @@ def _link_rows(m: Any) -> Any:
             & (m["time_us"] > 0) & (m["size_bytes"] > 0))
 
 
-def _lazy_links(m: Any) -> tuple[pd.DataFrame, str]:
+def _lazy_links(m: Any) -> pd.DataFrame:
     """Per-link byte and time sums of a lazy ``comm_matrix`` (the rule of :func:`slow_links`).
 
-    Two small reductions decide which rows count (``-total`` rows when there are any) and
-    the rank space; one groupby-aggregation sums the links.
+    One small reduction decides which rows count (``-total`` rows when there are any); one
+    groupby-aggregation sums the links.
     """
     m = m[_link_rows(m)]
     total = m["name"].astype("string").fillna("").str.endswith("-total")
-    src = m["src_rank"].notnull()
-    has_total, src_total, src_all = compute_all(total.any(), (src & total).any(), src.any())
+    (has_total,) = compute_all(total.any())
     if bool(has_total):
         m = m[m["name"].astype("string").fillna("").str.endswith("-total")]
-    any_src = src_total if bool(has_total) else src_all
-    space = "global"
-    if not bool(any_src) and "src_local" in m.columns:
-        space = "local"
-
-    def keys_of(f: pd.DataFrame) -> pd.DataFrame:
-        src, dst = (f["src_local"], f["dst_local"]) if space == "local" else \
-            (f["src_rank"], f["dst_rank"])
-        out = f.assign(_src=pd.to_numeric(src, errors="coerce"),
-                       _dst=pd.to_numeric(dst, errors="coerce"),
-                       transport=f["transport"].astype("string").str.upper())
-        if space == "local":
-            out = out.assign(_grp=f["group"].astype("string"))
-        return out
-
-    keys = ["transport", "_grp", "_src", "_dst"] if space == "local" else \
-        ["transport", "_src", "_dst"]
-    m = transform(m, keys_of)
-    g = aggregate(m, keys, {"size_bytes": ["sum"], "time_us": ["sum"]}, dropna=False)
-    return g.rename(columns={"size_bytes_sum": "size_bytes", "time_us_sum": "time_us"}), space
+    m = transform(m, _link_keys)
+    g = aggregate(m, _LINK_KEYS, {"size_bytes": ["sum"], "time_us": ["sum"]}, dropna=False)
+    return g.rename(columns={"size_bytes_sum": "size_bytes", "time_us_sum": "time_us"})
 
 
-def _slow_links_of(g: pd.DataFrame, space: str, ratio: float, z_threshold: float,
+def _slow_links_of(g: pd.DataFrame, ratio: float, z_threshold: float,
                    min_bytes: float) -> pd.DataFrame:
     """Robust-z verdict on per-link sums (``keys``, ``size_bytes``, ``time_us``)."""
     if g.empty:
@@ -349,14 +352,20 @@ def _slow_links_of(g: pd.DataFrame, space: str, ratio: float, z_threshold: float
     g["z"] = rz["z"]
     g["ratio_to_median"] = g["bandwidth_gbps"] / g["median_gbps"]
     g["slow"] = (g["ratio_to_median"] < ratio) & (g["z"] < -z_threshold)
-    g = g.rename(columns={"_src": "src_rank", "_dst": "dst_rank", "_grp": "group"})
-    if "group" not in g.columns:  # global ranks name a link on their own
-        g["group"] = pd.Series(pd.NA, index=g.index, dtype="string")
-    g["rank_space"] = space
+    local = g["_local"].astype(bool)
+    g = g.rename(columns={"_src": "src_rank", "_dst": "dst_rank"})
+    g["group"] = g["_grp"].astype("string").where(local)
+    g["recorded_by"] = pd.Series(g["_by"], dtype="Int64").where(local & (g["_by"] >= 0))
+    g["rank_space"] = np.where(local, "local", "global")
     out = g.sort_values("ratio_to_median", kind="mergesort")[list(SLOW_LINK_COLUMNS)]
     out = out.astype(SLOW_LINK_COLUMNS).reset_index(drop=True)
-    if space == "local":
-        add_note(out, "global ranks unknown (no parallel_group_info): links use local ranks")
+    if local.all():
+        add_note(out, "global ranks unknown (no parallel_group_info): links use local ranks "
+                      "of their communication group")
+    elif local.any():
+        add_note(out, f"global ranks unknown for {int(local.sum())} of {len(local)} links "
+                      "(their groups' rank lists are not in the profile): those use local "
+                      "ranks of their communication group")
     return out
 
 

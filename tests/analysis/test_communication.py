@@ -299,6 +299,77 @@ def test_a_link_of_local_ranks_names_its_communication_group() -> None:
         assert got[key] == pytest.approx([size, time], rel=1e-9), key
 
 
+@pytest.mark.shared_samples
+def test_a_link_of_local_ranks_names_the_rank_whose_file_recorded_it() -> None:
+    """gpt3-old's matrices know only group-local ranks and no group's rank list, so a link
+    cannot be put on global ranks; the rank whose communication_matrix.json recorded it is
+    known (test_rank_<r>), and it is what ties the link to a global rank: RDMA local 0 -> 1
+    of group 368314942532213303 was recorded by rank 1, not rank 0."""
+    import json
+
+    root = sample(PT_GPT3_OLD)
+    want: dict[tuple[str, str, int, int, int], list[float]] = {}
+    for rank in (0, 1):
+        path = root / f"test_rank_{rank}/ASCEND_PROFILER_OUTPUT/communication_matrix.json"
+        for step in json.loads(path.read_text()).values():
+            for ops in step.values():
+                for key, op in ops.items():
+                    if key == "Total Op Info":
+                        continue
+                    for link, v in op.items():
+                        if v["Transport Type"] == "LOCAL" or not v["Transit Time(ms)"] > 0:
+                            continue
+                        src, dst = (int(x) for x in link.split("-"))
+                        got = want.setdefault((v["Transport Type"], key.split("@")[1], rank,
+                                               src, dst), [0.0, 0.0])
+                        got[0] += v["Transit Size(MB)"] * 1e6
+                        got[1] += v["Transit Time(ms)"] * 1000
+    want = {k: v for k, v in want.items() if v[0] >= 1e6}  # slow_links' min_bytes
+    assert want[("RDMA", "368314942532213303", 1, 0, 1)][0] == pytest.approx(131072000.0)
+    links = slow_links(load(root, cache=False, progress=False))
+    assert (links["rank_space"] == "local").all()
+    got = {(t, g, int(r), int(s), int(d)): [b, us] for t, g, r, s, d, b, us in zip(
+        links["transport"], links["group"], links["recorded_by"], links["src_rank"],
+        links["dst_rank"], links["size_bytes"], links["time_us"], strict=True)}
+    assert set(got) == set(want)
+    for key, (size, time) in want.items():
+        assert got[key] == pytest.approx([size, time], rel=1e-9), key
+
+
+def test_links_are_on_global_ranks_where_their_group_is_mapped_and_local_elsewhere() -> None:
+    """A cluster whose matrix has one group with a known rank list (ranks 4 and 6 are its
+    two members, both loaded) and one without (an 8-rank group of which only two members
+    are loaded): the first group's links are on global ranks, the second's on local ranks
+    with their group and recording rank. Before, one mapped group made every link count as
+    global: the unmapped links, NA ranks, were summed into one link of no ranks."""
+    def prof(rank: int, me: int) -> Profile:
+        ops = pd.DataFrame({"group": ["pair", "g8"], "name": ["allreduce", "allgather"],
+                            "elapse_us": [1.0, 1.0]})
+        mx = pd.DataFrame({  # each rank records its links from its own local rank
+            "group": ["pair", "g8", "g8"], "name": ["allreduce-top1", "allgather-top1",
+                                                    "allgather-top1"],
+            "transport": ["HCCS"] * 3, "src_local": [float(me)] * 3,
+            "dst_local": [float(1 - me), 5.0, 7.0],
+            "size_bytes": [8e6, 4e6 * (me + 1), 2e6], "time_us": [400.0, 100.0, 50.0 + me]})
+        return Profile(ProfileMeta("test", rank=rank, origin_ns=0),
+                       {"comm_ops": ops, "comm_matrix": mx})
+
+    c = Cluster([prof(4, 0), prof(6, 1)], ProfileMeta("cluster", origin_ns=0))
+    links = slow_links(c)
+    rows = {(r.rank_space, None if pd.isna(r.group) else r.group,
+             None if pd.isna(r.recorded_by) else int(r.recorded_by), int(r.src_rank),
+             int(r.dst_rank)): (r.size_bytes, r.time_us) for r in links.itertuples()}
+    assert rows == {
+        ("global", None, None, 4, 6): (8e6, 400.0),  # rank 4 = local 0 of "pair"
+        ("global", None, None, 6, 4): (8e6, 400.0),
+        ("local", "g8", 4, 0, 5): (4e6, 100.0),
+        ("local", "g8", 4, 0, 7): (2e6, 50.0),
+        ("local", "g8", 6, 1, 5): (8e6, 100.0),
+        ("local", "g8", 6, 1, 7): (2e6, 51.0),
+    }
+    assert any("4 of 6 links" in n for n in links.attrs["notes"])
+
+
 def test_a_profile_without_comm_ops_is_summed_from_its_communication_tasks() -> None:
     """A lone kernel table (no communication.json) still records its collectives as
     device tasks of category ``communication``: they are the collectives, never "none"."""

@@ -15,7 +15,7 @@ from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
 __all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_peers",
-           "peers_note"]
+           "links_caption", "peers_note"]
 
 
 def empty_communication_note(profile: Any) -> str:
@@ -45,6 +45,26 @@ def empty_communication_note(profile: Any) -> str:
             "collectives such as NCCL, HCCL or gloo; a torch_npu or MindSpore export at "
             "Level1 with its communication.json, or a Kineto trace of the distributed run, "
             "would fill this tab).")
+
+
+def links_caption(rank: int, some_local: bool, all_local: bool) -> str:
+    """Title of the links of a clicked ``rank`` (global rank): which links they are.
+
+    A link of global ranks is the rank's when it is one of its ends. A link of
+    group-local ranks (the profile records no rank list for its group) cannot be matched
+    with a global rank, so the rank's links there are those its own matrix file recorded
+    (``recorded_by``), and the title says so: links in which it is only the peer,
+    recorded by other ranks, are then not among them.
+    """
+    if not some_local:
+        return f"Links of rank {rank}"
+    own = (f"the links rank {rank} recorded itself (its communication matrix), their ranks "
+           "local to their communication group as the profile gives no global ranks for "
+           f"them; links recorded by rank {rank}'s peers are not listed")
+    if all_local:
+        return f"Links of rank {rank}: {own}"
+    return (f"Links of rank {rank}: by global rank where the profile maps the group's ranks, "
+            f"and elsewhere {own}")
 
 
 def has_peers(ranks: pd.DataFrame) -> bool:
@@ -141,17 +161,24 @@ class CommunicationTab(Tab):
 
     def _draw(self, rank: int | None) -> None:
         links = self._links if self._links is not None else pd.DataFrame()
-        # links of group-local ranks: one row per communication group, the group shown
-        local = "group" in links.columns and bool(links["group"].notna().any())
-        cols = [c for c in ("transport", *(["group"] if local else []), "src_rank",
-                            "dst_rank", "size_bytes", "time_us", "bandwidth_gbps",
-                            "median_gbps", "ratio_to_median", "slow")
+        # links of group-local ranks (slow_links' rank_space): one row per communication
+        # group and recording rank, both shown; ranks are global wherever the profile maps
+        # the group's local ranks
+        local = (links["rank_space"].eq("local").fillna(False) if "rank_space" in links.columns
+                 else pd.Series(False, index=links.index))
+        some, every = bool(local.any()), bool(len(local)) and bool(local.all())
+        cols = [c for c in ("transport", *(["group", "recorded_by"] if some else []),
+                            "src_rank", "dst_rank", *(["rank_space"] if some and not every
+                                                      else []),
+                            "size_bytes", "time_us", "bandwidth_gbps", "median_gbps",
+                            "ratio_to_median", "slow")
                 if c in links.columns]
-        where = " in group" if local else ""
+        where = " in group" if every else ""
         headers = {"size_bytes": "size", "time_us": "time", "bandwidth_gbps": "bandwidth",
                    "median_gbps": "peers' median", "ratio_to_median": "of the median (×)",
                    "src_rank": f"from rank{where}", "dst_rank": f"to rank{where}",
-                   "group": "communication group"}
+                   "group": "communication group", "recorded_by": "recorded by rank",
+                   "rank_space": "ranks (global / local in group)"}
         shown = {"columns": cols, "headers": headers, "shorten_text": {"group": 28},
                  "scope": {"size_bytes": "summed over steps", "time_us": "summed over steps"}}
         if rank is None or links.empty:
@@ -160,12 +187,12 @@ class CommunicationTab(Tab):
                     " (click a rank above to see its links)" if self._pickable else ""),
                 max_rows=10, **shown)
             return
-        mine = links[(links["src_rank"] == rank) | (links["dst_rank"] == rank)]
+        ends = links["src_rank"].eq(rank) | links["dst_rank"].eq(rank)
+        recorded = links["recorded_by"].eq(rank) if "recorded_by" in links.columns else False
+        mine = links[(~local & ends.fillna(False)) | (local & recorded).fillna(False)]
         self.rank_detail.value = STYLE + frame_html(
-            mine, (f"Links of local rank {rank} in their groups (the profile records no "
-                   "global ranks for its links)" if local else f"Links of rank {rank}")
-            + ", slowest first (double-click the chart to clear)",
-            max_rows=20, **shown)
+            mine, links_caption(rank, some, every)
+            + ", slowest first (double-click the chart to clear)", max_rows=20, **shown)
 
     def _overlap_html(self) -> str:
         frame = self._overlap if self._overlap is not None else pd.DataFrame()
