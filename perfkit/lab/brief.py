@@ -173,8 +173,10 @@ _METHODS = {
     "operator_bound": "FLOPs / bytes of the operator asked about against peak / HBM "
                       "bandwidth (analysis.operator_efficiency)",
     "operator_intensity": "FLOPs / bytes of the costliest operator",
-    "exposed_comm": "rank 0's Communication(Not Overlapped) / its device span, Computing + "
-                    "Communication(Not Overlapped) + Free (analysis.step_breakdown)",
+    "exposed_comm": "rank 0's Communication(Not Overlapped) less its Bubble "
+                    "(analysis.exposed_comm_us) / its step, Computing + Communication(Not "
+                    "Overlapped) + Free + Preparing (analysis.step_wall_us, the Overview's "
+                    "step time)",
     "wait_or_transit": "the cluster's all-reduce: wait share vs transit share "
                        "(analysis.comm_summary)",
     "wait_share": "the cluster's all-reduce: wait / elapsed over all ranks",

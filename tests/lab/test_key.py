@@ -69,6 +69,12 @@ def _wall_us(row: dict[str, float]) -> float:
     return _step_us(row) + row["Preparing"]
 
 
+def _exposed_us(row: dict[str, float]) -> float:
+    """Exposed communication: Communication(Not Overlapped) less the pipeline bubble
+    (Bubble, the receive wait of a pipeline stage), as the dashboard counts it."""
+    return max(row["Communication(Not Overlapped)"] - row["Bubble"], 0.0)
+
+
 def _kernel_totals(profile: Path) -> dict[tuple[str, str], float]:
     """(kernel name, input shapes) -> device time summed over ranks, compute kernels only."""
     totals: dict[tuple[str, str], float] = defaultdict(float)
@@ -255,7 +261,7 @@ def _derive(student: Path, settings: dict[str, Any], entry: dict[str, Any],
         return "memory-bound"
     if qid == "exposed_comm":
         row = _steps(student / job["path"])[0]
-        return 100 * row["Communication(Not Overlapped)"] / _step_us(row)
+        return 100 * _exposed_us(row) / _wall_us(row)
     if qid in ("wait_or_transit", "wait_share"):
         times = _collective_times(student / settings["cluster"]["path"])
         if qid == "wait_share":
@@ -344,6 +350,32 @@ def test_intro_key_is_right(intro_pack: Path) -> None:
 
 def test_advanced_key_is_right(advanced_pack: Path) -> None:
     assert _check_pack(advanced_pack) == 2 * 18
+
+
+def test_the_exposed_communication_answer_is_the_share_of_the_step_the_dashboard_shows(
+        intro_pack: Path) -> None:
+    """The exposed_comm answer is rank 0's exposed communication over its step, the step
+    time of the Overview (the device span and the Preparing before it), read here from
+    rank 0's step_trace_time.csv. It divided Communication(Not Overlapped) by the device
+    span alone, and kept the pipeline bubble in: student-2 (pp 2, a data-loading stall)
+    was told 30.9 % (183.6 ms / 594.4 ms), where the Overview splits that step into a
+    bubble of 183.59 ms and a few µs of exposed communication, of a 781.6 ms step."""
+    key = json.loads((intro_pack / "instructor" / "key.json").read_text())
+    for student, entry in key["entries"].items():
+        job = entry["settings"]["job"]
+        row = _steps(intro_pack / student / job["path"])[0]
+        wall = (row["Computing"] + row["Communication(Not Overlapped)"] + row["Free"]
+                + row["Preparing"])
+        exposed = row["Communication(Not Overlapped)"] - row["Bubble"]
+        assert math.isclose(exposed, row["Communication(Not Overlapped and Exclude Receive)"],
+                            rel_tol=1e-9, abs_tol=1e-6)
+        got = entry["answers"]["exposed_comm"]["answer"]
+        assert math.isclose(got, 100 * exposed / wall, rel_tol=REL), (student, got)
+        # the figure the Communication tab shows for rank 0 (its one step)
+        overlap = pk.analysis.comm_overlap(pk.load(intro_pack / student / job["path"],
+                                                   cache=False, progress=False))
+        shown = overlap.loc[overlap["rank"] == 0, "exposed_share"].iloc[0]
+        assert math.isclose(got, 100 * shown, rel_tol=REL), (student, got, shown)
 
 
 def test_key_settings_reproduce_the_profiles(intro_pack: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import analysis as A
 from ...format import sig
 from ..data import StudentData
 from ..scenario import Setup
@@ -23,24 +24,40 @@ class ExposedComm(Question):
     guide = "04_communication"
     evidence = ("job_steps",)
     hint = ("Exposed communication is the part no computation hides: Communication (Not "
-            "Overlapped). Divide it by the step (Computing + Communication (Not Overlapped) "
-            "+ Free). On a pipeline stage it includes the time spent waiting in receives.")
+            "Overlapped), less the pipeline bubble (Bubble: the time a pipeline stage waits "
+            "in receives for another stage, counted apart). Divide it by the step, the "
+            "Overview's step time: Computing + Communication (Not Overlapped) + Free + "
+            "Preparing (the device's span and its wait before it).")
 
     def solve(self, data: StudentData) -> Solution:
+        """Rank 0's first step: exposed communication
+        (:func:`~perfkit.analysis.exposed_comm_us`: not overlapped less the bubble) over
+        the step's wall time (:func:`~perfkit.analysis.step_wall_us`: the device span and
+        the wait before it, the step time of the Overview and of measured_step_s), in %:
+        the share the Overview's split and the Communication tab show for the rank."""
         steps = data.job_steps
-        row = steps[steps["rank"] == 0].iloc[0]
-        value = 100 * float(row["comm_not_overlapped_us"]) / float(row["step_us"])
+        row = steps[steps["rank"] == 0].iloc[[0]]
+        exposed = float(A.exposed_comm_us(row).iloc[0])
+        wall = float(A.step_wall_us(row).iloc[0])
+        bubble = float(row["bubble_us"].fillna(0.0).iloc[0]) if "bubble_us" in row else 0.0
+        value = 100 * exposed / wall
+        ms = {k: sig(v / 1e3, 4) for k, v in (
+            ("cno", float(row["comm_not_overlapped_us"].iloc[0])), ("bubble", bubble),
+            ("exposed", exposed), ("wall", wall))}
         return Solution(
             prompt="On rank 0, what share of the step is communication that no computation "
-                   "hides (Communication (Not Overlapped)), in %?",
+                   "hides (Communication (Not Overlapped), the pipeline bubble left out), "
+                   "in %?",
             answer=value, options=None,
-            derivation=f"perfkit.analysis.step_breakdown, rank 0: "
-                       f"{sig(float(row['comm_not_overlapped_us']) / 1e3, 4)} ms / "
-                       f"{sig(float(row['step_us']) / 1e3, 4)} ms = {sig(value, 4)} %",
-            explanation=f"{sig(float(row['comm_not_overlapped_us']) / 1e3, 3)} ms of "
-                        f"{sig(float(row['step_us']) / 1e3, 3)} ms: the step waits that long "
-                        "on communication. Overlapped communication costs nothing; only this "
-                        "part is worth attacking.",
+            derivation=f"perfkit.analysis.step_breakdown, rank 0: exposed communication "
+                       f"{ms['exposed']} ms (not overlapped {ms['cno']} ms − bubble "
+                       f"{ms['bubble']} ms, analysis.exposed_comm_us) / step {ms['wall']} ms "
+                       "(computing + not overlapped + free + preparing, "
+                       f"analysis.step_wall_us) = {sig(value, 4)} %",
+            explanation=f"{sig(exposed / 1e3, 3)} ms of the {sig(wall / 1e3, 3)} ms step: the "
+                        "step waits that long on communication. Overlapped communication "
+                        "costs nothing; only this part is worth attacking (the pipeline "
+                        "bubble is a stage waiting for another, counted apart).",
             settings=("job",))
 
 
