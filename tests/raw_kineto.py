@@ -1,16 +1,20 @@
 """Independent readings of raw Kineto traces (``json`` with exact decimals), shared by the
 tests that check perfkit's step figures against them: each step's device window (first to
 last device task its host ``ProfilerStep`` launched) and its wall time (the window and the
-device's wait before it)."""
+device's wait before it); for a trace without ``ProfilerStep``, its optimizer's iterations
+(:class:`Iterations`)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
-__all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls", "raw_outside"]
+__all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls", "raw_outside",
+           "Iterations"]
 
 _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
@@ -127,3 +131,61 @@ def raw_walls(path: Path) -> dict[int, Decimal]:
             walls[s] = Decimal(hi) - Decimal(lo) + wait
         end = Decimal(hi) if end is None else max(end, Decimal(hi))
     return walls
+
+
+# ---- a trace without ProfilerStep: the optimizer's iterations --------------------------
+
+#: Host categories of both Kineto schemas (PyTorch 1.8-1.9 and >= 1.10).
+HOST = {"cpu_op", "user_annotation", "Operator"}
+RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
+DEVICE = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+STEP_MARK = re.compile(r"^Optimizer\.step#\w+\.step$")
+
+
+class Iterations:
+    """The optimizer's iterations of a raw trace (events of :func:`raw_events`), by the rule
+    of :mod:`perfkit.io.kineto.iterations`: iteration ``k`` ends where the ``k``-th host
+    ``Optimizer.step#<Class>.step`` ends, the next begins there, the first begins at the
+    trace's first host event (operator, annotation or runtime call); a device task belongs
+    to the iteration its launch (first runtime call with its correlation) ran in."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        x = [e for e in events if e.get("ph") == "X"]
+        marks = sorted(e["ts"] + e["dur"] for e in x
+                       if e.get("cat") in HOST and STEP_MARK.match(e["name"]))
+        first = min(e["ts"] for e in x if e.get("cat") in HOST | RUNTIME
+                    and not e["name"].startswith("ProfilerStep#"))
+        bounds = [first, *marks]
+        self.spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+        launch: dict[Any, Decimal] = {}
+        for e in x:
+            corr = (e.get("args") or {}).get("correlation")
+            if e.get("cat") in RUNTIME and corr is not None:
+                launch.setdefault(corr, e["ts"])
+        self.tasks = [e for e in x if e.get("cat") in DEVICE]
+        self.step = [self.index(launch.get(e["args"].get("correlation")))
+                     for e in self.tasks]
+        self.host = [e for e in x if e.get("cat") in HOST
+                     and not e["name"].startswith("ProfilerStep#")]
+
+    def index(self, ts: Decimal | None) -> int | None:
+        """The iteration whose span holds ``ts`` (None: in none)."""
+        if ts is None:
+            return None
+        return next((k for k, (a, b) in enumerate(self.spans) if a <= ts < b), None)
+
+    def walls(self) -> dict[int, tuple[Decimal, Decimal]]:
+        """Iteration -> (device window: first task start to last task end; wall: the
+        window and the device's wait before it, from the iteration's start or the end of
+        the earlier windows when later), µs; the tasks of no step are checked apart."""
+        win: dict[int, list[Decimal]] = {}
+        for e, k in zip(self.tasks, self.step, strict=True):
+            if k is not None:
+                lo_hi = win.setdefault(k, [e["ts"], e["ts"] + e["dur"]])
+                lo_hi[0], lo_hi[1] = min(lo_hi[0], e["ts"]), max(lo_hi[1], e["ts"] + e["dur"])
+        out, done = {}, None
+        for k, (lo, hi) in sorted(win.items(), key=lambda kv: kv[1][0]):
+            start = self.spans[k][0] if done is None else max(self.spans[k][0], done)
+            out[k] = (hi - lo, hi - lo + max(lo - start, Decimal(0)))
+            done = hi if done is None else max(done, hi)
+        return out

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import statistics
 from decimal import Decimal
 from pathlib import Path
@@ -20,20 +19,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from raw_kineto import raw_device_steps, raw_walls
+from raw_kineto import Iterations, raw_device_steps, raw_walls
 from shared_samples import sample
 
 import perfkit as pk
 
 MI300 = "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz"
 RESNET50 = "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz"
-#: Host categories of both Kineto schemas (PyTorch 1.8-1.9 and >= 1.10).
-HOST = {"cpu_op", "user_annotation", "Operator"}
-RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
-DEVICE = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
-STEP_MARK = re.compile(r"^Optimizer\.step#\w+\.step$")
-
-
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
@@ -43,51 +35,6 @@ def _events(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         doc = json.load(fh, parse_float=Decimal)  # exact decimals: no float rounding
     return doc["traceEvents"] if isinstance(doc, dict) else doc
-
-
-class Iterations:
-    """The optimizer's iterations of a raw trace, by the rule of the module docstring."""
-
-    def __init__(self, events: list[dict[str, Any]]) -> None:
-        x = [e for e in events if e.get("ph") == "X"]
-        marks = sorted(e["ts"] + e["dur"] for e in x
-                       if e.get("cat") in HOST and STEP_MARK.match(e["name"]))
-        first = min(e["ts"] for e in x if e.get("cat") in HOST | RUNTIME
-                    and not e["name"].startswith("ProfilerStep#"))
-        bounds = [first, *marks]
-        self.spans = list(zip(bounds[:-1], bounds[1:], strict=True))
-        launch: dict[Any, Decimal] = {}
-        for e in x:
-            corr = (e.get("args") or {}).get("correlation")
-            if e.get("cat") in RUNTIME and corr is not None:
-                launch.setdefault(corr, e["ts"])
-        self.tasks = [e for e in x if e.get("cat") in DEVICE]
-        self.step = [self.index(launch.get(e["args"].get("correlation")))
-                     for e in self.tasks]
-        self.host = [e for e in x if e.get("cat") in HOST
-                     and not e["name"].startswith("ProfilerStep#")]
-
-    def index(self, ts: Decimal | None) -> int | None:
-        """The iteration whose span holds ``ts`` (None: in none)."""
-        if ts is None:
-            return None
-        return next((k for k, (a, b) in enumerate(self.spans) if a <= ts < b), None)
-
-    def walls(self) -> dict[int, tuple[Decimal, Decimal]]:
-        """Iteration -> (device window: first task start to last task end; wall: the
-        window and the device's wait before it, from the iteration's start or the end of
-        the earlier windows when later), µs; the tasks of no step are checked apart."""
-        win: dict[int, list[Decimal]] = {}
-        for e, k in zip(self.tasks, self.step, strict=True):
-            if k is not None:
-                lo_hi = win.setdefault(k, [e["ts"], e["ts"] + e["dur"]])
-                lo_hi[0], lo_hi[1] = min(lo_hi[0], e["ts"]), max(lo_hi[1], e["ts"] + e["dur"])
-        out, done = {}, None
-        for k, (lo, hi) in sorted(win.items(), key=lambda kv: kv[1][0]):
-            start = self.spans[k][0] if done is None else max(self.spans[k][0], done)
-            out[k] = (hi - lo, hi - lo + max(lo - start, Decimal(0)))
-            done = hi if done is None else max(done, hi)
-        return out
 
 
 @pytest.mark.shared_samples
