@@ -5,9 +5,13 @@ For each input (a Kineto file or folder), in one process, one after the other:
 - ``scan_preview_s``: :func:`perfkit.io.preview.preview` with ``device_steps=False`` (a
   byte scan for the ``ProfilerStep`` events: the copies on the device lane where the trace
   has them, else the host spans; ``scan_basis`` says which) and the step it gives
-  (``scan_step_s``: the median over steps of the slowest rank's);
+  (``scan_step_s``: the median over steps of the slowest rank's; None for a trace without
+  ``ProfilerStep``, which the byte scan alone does not read);
 - ``device_preview_s``: the same with ``device_steps=True`` (each step's first to last
-  device task, :func:`perfkit.io.preview.kineto_device_steps`) and ``device_step_s``;
+  device task, :func:`perfkit.io.preview.kineto_device_steps`; a trace without
+  ``ProfilerStep``: each training iteration's, the iterations inferred from the
+  optimizer's ``Optimizer.step#<Class>.step`` annotations as the full load does) and
+  ``device_step_s``;
 - ``full_load_s``: ``perfkit.load(path, cache=False)`` and ``full_step_s``
   (:func:`perfkit.analysis.measured_step_s` of its step breakdown);
 
@@ -52,7 +56,9 @@ def measure(path: str) -> dict[str, Any]:
     t = time.perf_counter()
     full = pk.load(path, cache=False, progress=False)
     full_s = time.perf_counter() - t
-    steps = {name: A.measured_step_s(A.step_breakdown(p))
+    # None: no quick reading (a trace without ProfilerStep above the limit, whose
+    # optimizer's iterations are read with the device steps only)
+    steps = {name: None if p is None else A.measured_step_s(A.step_breakdown(p))
              for name, p in (("host", host.profile), ("device", device.profile),
                              ("full", full))}
     return {"path": path, "bytes": device.input_bytes, "load_avg": round(load, 2),

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from raw_kineto import raw_device_steps, raw_events, raw_walls, raw_windows
+from raw_kineto import Iterations, raw_device_steps, raw_events, raw_walls, raw_windows
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 
 from perfkit.io import preview as P
@@ -193,11 +193,15 @@ def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample()
     import perfkit as pk
     from perfkit import analysis as A
 
-    with_steps = 0
+    with_steps = iterations = 0
     for path in _kineto_paths():
         raw, on_device = raw_device_steps(path)
         got = preview(path, device_steps=True)
-        if not raw:  # no ProfilerStep: no quick reading, and the page says why
+        if not raw and Iterations(raw_events(path)).spans:  # the optimizer's iterations
+            iterations += 1  # (test_a_trace_without_profiler_steps_previews_its_iterations)
+            assert got.profile is not None and not got.host_spans, path
+            continue
+        if not raw:  # no ProfilerStep nor iterations: no quick reading, and the page says why
             assert got.profile is None and "no ProfilerStep#N event" in got.notes[0], path
             continue
         with_steps += 1
@@ -214,6 +218,109 @@ def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample()
                           rel=1e-12), path
         assert A.measured_step_s(mine) == pytest.approx(A.measured_step_s(full), rel=1e-12)
     assert with_steps == 9  # 7 shared traces with ProfilerStep spans, 2 bundled ranks
+    assert iterations == 1  # the MI300 trace (Optimizer.step#SGD.step, no ProfilerStep)
+
+
+@pytest.mark.shared_samples
+def test_a_trace_without_profiler_steps_previews_its_iterations() -> None:
+    """AMD MI300 ResNet-18 (TraceLens): no ProfilerStep#N, 5 host Optimizer.step#SGD.step
+    annotations. The preview had no step for it ("its steps come with the full load"), so
+    the Overview's first answer had no step time. It now reads the full load's steps, the
+    5 training iterations (:class:`raw_kineto.Iterations`, from the raw gzip JSON with exact
+    decimals): each one's device window and wall time within 0.5 µs of the raw figures (an
+    epoch timestamp in µs as float64 keeps about 0.1 µs), equal to the full load's, and a
+    step basis that says the steps were inferred from the optimizer."""
+    import perfkit as pk
+    from perfkit import analysis as A
+
+    path = shared_sample("wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz")
+    events = raw_events(path)
+    assert not [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    walls = Iterations(events).walls()  # iteration -> (device window, wall), µs
+    assert sorted(walls) == list(range(5))
+    got = preview(path)  # a small trace: the device steps by default
+    assert got.profile is not None and not got.host_spans and not got.device_lane
+    assert got.steps_from == ("the device tasks of each training iteration, inferred from "
+                              "the optimizer's annotations")
+    mine = A.step_breakdown(got.profile)
+    assert mine["step"].tolist() == list(range(5))
+    for k, (window, wall) in walls.items():
+        row = mine[mine["step"] == k].iloc[0]
+        assert row["step_us"] == pytest.approx(float(window), abs=0.5), k
+        assert row["step_us"] + row["preparing_us"] == pytest.approx(float(wall), abs=0.5), k
+    expected = float(statistics.median(w for _, w in walls.values())) / 1e6
+    assert A.measured_step_s(mine) == pytest.approx(expected, rel=1e-9)
+    full = A.step_breakdown(pk.load(path, cache=False, progress=False))
+    for col in ("step", "step_us", "preparing_us"):
+        assert mine[col].tolist() == pytest.approx(full[col].tolist(), rel=1e-12), col
+    basis = A.steps.step_basis(mine)
+    assert basis == A.steps.step_basis(full)
+    assert "inferred from the optimizer's Optimizer.step#SGD.step annotations" in basis
+    # above the limit only the byte scan runs: no iterations, and the page says why
+    scan = preview(path, device_steps=False)
+    assert scan.profile is None
+    assert "optimizer's iterations are read only with the device steps" in scan.notes[0]
+
+
+@pytest.mark.parametrize(("marks", "why"), [
+    ([], "no ProfilerStep#N event nor optimizer iterations"),
+    ([("Optimizer.step#SGD.step", 1, 150.0, 20.0)], "only one optimizer step"),
+    ([("Optimizer.step#Adam.step", 1, 150.0, 20.0), ("Optimizer.step#SGD.step", 1, 250.0, 20.0),
+      ("Optimizer.step#Adam.step", 1, 350.0, 20.0), ("Optimizer.step#SGD.step", 1, 450.0, 20.0)],
+     "several optimizers step"),
+    ([("Optimizer.step#SGD.step", 1, 150.0, 20.0), ("Optimizer.step#SGD.step", 2, 250.0, 20.0)],
+     "the optimizer steps on several threads"),
+])
+def test_marks_that_tell_no_iteration_leave_no_preview(tmp_path: Path, marks: list,
+                                                       why: str) -> None:
+    """Where the full load keeps one step over the whole trace, the preview has none, and
+    says why as the full load's note does."""
+    events = [_event("aten::mm", 100.0 * i, 5.0, cat="cpu_op") for i in range(6)]
+    events += [{**_event(n, ts, dur), "tid": tid} for n, tid, ts, dur in marks]
+    trace = tmp_path / "rank0.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    got = preview(trace)
+    assert got.profile is None and "no ProfilerStep#N event" in got.notes[0]
+    assert why in got.notes[0] and got.notes[0].endswith("its steps come with the full load")
+
+
+def test_the_outermost_optimizer_step_ends_each_previewed_iteration(tmp_path: Path) -> None:
+    """``Optimizer.step#Lookahead.step`` around ``Optimizer.step#SGD.step`` twice, with a
+    copy of the inner one on the device lane (``gpu_user_annotation``, not a mark): each
+    iteration ends where an outer annotation ends, the first begins at the trace's first
+    host event (the first launch). Kernels launched at 101 + 50 k (k = 0..7) run 20 µs
+    from 5 µs after their launch; each iteration's step runs from the first to the last
+    kernel launched in it; the last launches come after both iterations, in none."""
+    events: list[dict] = []
+    for k in range(8):
+        t = 100.0 + 50 * k
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                    "tid": 1, "ts": t + 1, "dur": 2.0, "args": {"correlation": k + 1}},
+                   {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7,
+                    "ts": t + 6, "dur": 20.0, "args": {"correlation": k + 1}}]
+    for outer in (220.0, 420.0):
+        events += [_event("Optimizer.step#Lookahead.step", outer, 20.0),
+                   _event("Optimizer.step#SGD.step", outer + 5, 10.0),
+                   _event("Optimizer.step#SGD.step", outer + 6, 1.0, cat="gpu_user_annotation")]
+    trace = tmp_path / "rank0.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    first = min(e["ts"] for e in events if e["cat"] in ("cuda_runtime", "user_annotation"))
+    bounds = [first, *(e["ts"] + e["dur"] for e in events if "Lookahead" in e["name"])]
+    launch = {e["args"]["correlation"]: e["ts"] for e in events if e["cat"] == "cuda_runtime"}
+    want: dict[int, list[tuple[float, float]]] = {}
+    for e in events:
+        if e["cat"] == "kernel":
+            at = launch[e["args"]["correlation"]]
+            k = next((i for i in range(len(bounds) - 1) if bounds[i] <= at < bounds[i + 1]),
+                     None)
+            if k is not None:
+                want.setdefault(k, []).append((e["ts"], e["ts"] + e["dur"]))
+    assert sorted(want) == [0, 1] and [len(v) for _, v in sorted(want.items())] == [3, 4]
+    got = preview(trace).profile.steps
+    assert got["step"].tolist() == [0, 1]
+    assert got["total_us"].tolist() == [max(b for _, b in v) - min(a for a, _ in v)
+                                        for _, v in sorted(want.items())]
+    assert got["step_mark"].tolist() == ["Optimizer.step#Lookahead.step"] * 2
 
 
 @pytest.mark.shared_samples

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from raw_kineto import raw_walls
+from raw_kineto import Iterations, raw_events, raw_walls
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 from widget_html import panel_html
 
@@ -161,6 +161,30 @@ def test_a_kineto_trace_shows_its_device_step_first_and_the_same_after(monkeypat
     final = _html(board.panels["Overview"])
     assert _card(final, "step time") == step  # the same figure from the whole profile
     assert "read first" not in final
+
+
+@pytest.mark.shared_samples
+def test_a_trace_without_profiler_steps_shows_its_iterations_step_first(monkeypatch) -> None:
+    """The AMD MI300 trace has no ProfilerStep#N: its first answer had no step time (the
+    preview had none, "its steps come with the full load"). It now shows the median wall
+    of its 5 training iterations (:class:`raw_kineto.Iterations`, from the raw gzip JSON),
+    says they were inferred from the optimizer's annotations, and the same figure after."""
+    monkeypatch.setenv("PERFKIT_CACHE", "0")  # read, not read back from an earlier load
+    path = shared_sample("wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz")
+    walls = Iterations(raw_events(path)).walls()
+    assert len(walls) == 5
+    step = time_text(float(statistics.median(w for _, w in walls.values())))
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(path))
+    html = _html(board.panels["Overview"])
+    assert _card(html, "step time") == step  # before the rest is read
+    assert "read first, from the device tasks of each training iteration" in html
+    assert "inferred from the optimizer&#x27;s Optimizer.step#SGD.step annotations" in html
+    go.set()
+    assert board.wait(120) and board.error is None
+    final = _html(board.panels["Overview"])
+    assert _card(final, "step time") == step and "read first" not in final
 
 
 @pytest.mark.shared_samples

@@ -34,6 +34,15 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   under ``nccl:_all_gather_base``); on the two shared traces with a ``ProfilerStep`` copy
   it matches the device step within 2 ns. So it is used only above the limit, where the
   alternative is the host span, and labelled as the device lane's range.
+  A trace **without** ``ProfilerStep#N`` has its training iterations as steps, as in the
+  full load: the windows are the loader's own (:func:`perfkit.io.kineto.iterations.
+  optimizer_spans`: each ends where a host ``Optimizer.step#<Class>.step`` ends, the first
+  begins at the trace's first host event), given the annotations (a byte scan for
+  ``"Optimizer.step#``) and the start of every host event (the same pass as the device
+  step), each iteration's step measured as a ProfilerStep's, with a ``step_mark`` column
+  naming the annotation (so the step's basis says the steps were inferred). That needs
+  the pass over the whole file, so it is read with the device steps only (up to
+  :data:`DEVICE_STEPS_MAX_BYTES`); above it such a trace has no quick reading.
 
 Other formats (Ascend DB, legacy MindSpore, raw CANN, a standalone ``trace_view.json``)
 have no quick step reading: their preview has no profile, only the size to read.
@@ -52,6 +61,8 @@ import mmap
 import os
 import re
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -71,6 +82,7 @@ from . import ascend, cache
 from ._common import collecting_notes, to_ns
 from .categories import DEVICE_KINDS, KINETO_KINDS
 from .detect import _key, find_runs
+from .kineto.iterations import FROM_OPTIMIZER, OPTIMIZER_STEP, optimizer_spans
 from .runs import pick_run
 from .sources import RankSource, cluster_meta, input_bytes
 from .trace_tables import device_wait_us, step_index, step_spans
@@ -211,11 +223,12 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
     if read_steps:
         profiles, froms = [], set()
         for s in sources:
+            why: list[str] = []
             got = _cached_steps(s) if cached else None
-            got = got or _rank_steps(s, device_steps)
+            got = got or _rank_steps(s, device_steps, why)
             if got is None:
-                out.notes.append(f"{Path(s.path).name}: " + _NO_STEPS.get(
-                    s.fmt, f"no quick step reading for its format ({s.fmt})"))
+                out.notes.append(f"{Path(s.path).name}: " + (why[0] if why else _NO_STEPS.get(
+                    s.fmt, f"no quick step reading for its format ({s.fmt})")))
                 continue
             profiles.append(got[0])
             froms.add(got[1])
@@ -283,8 +296,10 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-def _rank_steps(source: RankSource, device: bool = True) -> tuple[Profile, str] | None:
-    """One rank's steps-only Profile and where its steps came from, or None."""
+def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None = None
+                ) -> tuple[Profile, str] | None:
+    """One rank's steps-only Profile and where its steps came from, or None (``why``
+    then says why, where more than the format's :data:`_NO_STEPS` can be said)."""
     if source.fmt == "ascend_text":
         rank_dir = ascend.rank_dir_of(Path(source.path))
         out = rank_dir / ascend.OUTPUT_DIR
@@ -300,20 +315,26 @@ def _rank_steps(source: RankSource, device: bool = True) -> tuple[Profile, str] 
                            extra={FINAL_STEPS: True})  # the full load's reader and file
         return Profile(meta, {"steps": steps}), "step_trace_time.csv"
     if source.fmt == "kineto":
-        return _kineto_rank_steps(source, device)
+        return _kineto_rank_steps(source, device, why=why)
     return None
 
 
-def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True
-                       ) -> tuple[Profile, str] | None:
+def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
+                       why: list[str] | None = None) -> tuple[Profile, str] | None:
     """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the
     device-lane copies of the steps, else the host spans (``meta.extra["preview_steps"]``
-    says which, see :attr:`Preview.host_spans` and :attr:`Preview.device_lane`)."""
+    says which, see :attr:`Preview.host_spans` and :attr:`Preview.device_lane`). A trace
+    without ``ProfilerStep`` has its optimizer's iterations as steps, with the device steps
+    only (:func:`_iteration_rank_steps`); None otherwise, and ``why`` says why."""
     f = Path(source.path)
     rows, lane_rows = _step_events(f)
     spans = _first_spans(rows)
     if spans.empty:
-        return None
+        rule: list[str] = []
+        got = _iteration_rank_steps(source, f, rule) if device else None
+        if got is None and why is not None:
+            why.append(_no_iterations(rule, device))
+        return got
     found = _device_steps(f, rows) if device else None
     on_lane = _lane_steps(lane_rows, spans) if lane and found is None else None
     if on_lane is not None:
@@ -353,12 +374,31 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True
     return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
 
 
+def _no_iterations(rule: list[str], device: bool) -> str:
+    """Why a trace without ``ProfilerStep`` has no preview: ``rule`` holds the note of
+    :func:`~perfkit.io.kineto.iterations.optimizer_spans` where its annotations tell no
+    iteration; ``device``: whether they were looked for."""
+    if rule:
+        why = "; " + rule[0].removeprefix("steps: ")
+    elif device:
+        why = " nor optimizer iterations (Optimizer.step#<Class>.step annotations)"
+    else:
+        why = ("; the optimizer's iterations are read only with the device steps "
+               f"(device_steps, by default up to {DEVICE_STEPS_MAX_BYTES >> 20} MiB of "
+               "traces)")
+    return f"no ProfilerStep#N event{why}; its steps come with the full load"
+
+
 _FROM_CACHE = "perfkit's cache"
 #: Where a Kineto rank's preview steps come from, by basis (``meta.extra["preview_steps"]``).
 _KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
                 "device_lane": "the ProfilerStep ranges on the device lane",
                 "host_is_step": "the ProfilerStep spans",
-                "host": "the host ProfilerStep spans"}
+                "host": "the host ProfilerStep spans",
+                "iterations": "the device tasks of each training iteration, inferred from "
+                              + FROM_OPTIMIZER,
+                "iteration_spans": "the training iterations' spans, inferred from "
+                                   + FROM_OPTIMIZER}
 
 
 def _cluster_output_steps(folder: Path) -> Cluster | None:
@@ -472,15 +512,16 @@ def _lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
     return out
 
 
-def _scan(buf: Any, pos: int, limit: int, rows: list[tuple[int, float, float, bool]]
-          ) -> int:
-    """Decode the step events whose key starts in ``buf[pos:limit]`` (bytes or mmap) into
-    ``rows``; return where the scan stopped."""
-    while (hit := buf.find(_STEP_KEY, pos)) >= 0 and hit < limit:
-        event = _event_at(buf, hit)
+def _scan(buf: Any, pos: int, limit: int, rows: list[Any], key: bytes = _STEP_KEY,
+          read: Callable[[dict[str, Any]], Any] | None = None) -> int:
+    """Decode the events (``read``, by default :func:`_step_event`) whose ``key`` starts in
+    ``buf[pos:limit]`` (bytes or mmap) into ``rows``; return where the scan stopped."""
+    read = read or _step_event
+    while (hit := buf.find(key, pos)) >= 0 and hit < limit:
+        event = _event_at(buf, hit, read)
         if event is not None:
             rows.append(event)
-        pos = hit + len(_STEP_KEY)
+        pos = hit + len(key)
     return limit
 
 
@@ -499,9 +540,9 @@ def _scan_stream(p: Path, rows: list[tuple[int, float, float, bool]]) -> None:
             base += len(buf) - len(carry)
 
 
-def _event_at(buf: Any, hit: int) -> tuple[int, float, float, bool] | None:
-    """(step, ts, dur, on the device lane) of the ProfilerStep event around ``buf[hit]``,
-    or None."""
+def _event_at(buf: Any, hit: int, read: Callable[[dict[str, Any]], Any]) -> Any:
+    """What ``read`` (:func:`_step_event`: step, ts, dur, on the device lane) makes of the
+    event around ``buf[hit]``, or None."""
     lo = max(0, hit - _CONTEXT)
     upper = hit
     for _ in range(64):
@@ -516,7 +557,7 @@ def _event_at(buf: Any, hit: int) -> tuple[int, float, float, bool] | None:
             continue
         if end <= hit - start or not isinstance(obj, dict):
             continue  # an object that ends before the name: an earlier one encloses it
-        return _step_event(obj)
+        return read(obj)
     return None
 
 
@@ -618,36 +659,43 @@ def _device_steps(p: Path, rows: list[tuple[int, float, float]]) -> pd.DataFrame
         tasks = _decode_tasks(p)
     if tasks is None:
         return None
-    return _device_windows(rows, tasks)
+    return _device_windows(_profiler_spans(rows), tasks)
 
 
 def _decode_tasks(p: Path) -> list[_Task] | None:
     """Every event of the trace with the fields of :class:`_Task`; None if it does not
     decode (damaged, or fields of unexpected types)."""
+    with _trace_bytes(p) as data:
+        return None if data is None else _decode_data(data)
+
+
+@contextmanager
+def _trace_bytes(p: Path) -> Iterator[Any]:
+    """The trace's bytes: a ``.gz`` decompressed whole, else the file mapped (closed on
+    exit); None for an empty file."""
     if p.name.lower().endswith(".gz"):
         with gzip.open(p, "rb") as fh:
             data: Any = fh.read()
-    else:
-        if not p.stat().st_size:
-            return None
-        fh = open(p, "rb")  # noqa: SIM115 - closed below, after the mapping
-        try:
-            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        finally:
-            fh.close()
+        yield data
+        return
+    if not p.stat().st_size:
+        yield None
+        return
+    with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        yield mm
+
+
+def _decode_data(data: Any) -> list[_Task] | None:
+    """:func:`_decode_tasks` of the trace's bytes (:func:`_trace_bytes`)."""
+    head = bytes(data[:4096]).lstrip()
+    if head[:3] == b"\xef\xbb\xbf":
+        return None  # the loader re-encodes these; rare enough to wait for it
     try:
-        head = bytes(data[:4096]).lstrip()
-        if head[:3] == b"\xef\xbb\xbf":
-            return None  # the loader re-encodes these; rare enough to wait for it
-        try:
-            if head[:1] == b"[":
-                return _TASK_LIST.decode(data)
-            return _TASKS.decode(data).traceEvents
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-            return None
-    finally:
-        if isinstance(data, mmap.mmap):
-            data.close()
+        if head[:1] == b"[":
+            return _TASK_LIST.decode(data)
+        return _TASKS.decode(data).traceEvents
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
 
 
 def _ns(values: list[Any]) -> np.ndarray:
@@ -669,13 +717,18 @@ def _num(values: list[Any]) -> np.ndarray:
             np.float64)
 
 
-def _device_windows(rows: list[tuple[int, float, float]], tasks: list[_Task]
-                    ) -> pd.DataFrame:
-    """Per step, first task start to last task end (see :func:`kineto_device_steps`)."""
+def _profiler_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
+    """The step windows (``step``, ``start_ns``, ``end_ns``) of host ProfilerStep spans, as
+    the loader makes them (:func:`~perfkit.io.trace_tables.step_spans`)."""
     host = pd.DataFrame({"name": [f"ProfilerStep#{s}" for s, _, _ in rows],
                          "ts_ns": _ns([ts for _, ts, _ in rows]),
                          "dur_us": np.array([d for _, _, d in rows], np.float64)})
-    spans = step_spans(host)
+    return step_spans(host)
+
+
+def _device_windows(spans: pd.DataFrame, tasks: list[_Task]) -> pd.DataFrame:
+    """Per step, first task start to last task end (see :func:`kineto_device_steps`), of
+    the step windows ``spans`` (``step``, ``start_ns``, ``end_ns``, sorted by start)."""
     none = pd.DataFrame({"step": pd.Series([], dtype="int64"), "total_us": [],
                          "preparing_us": []})
     # each distinct category worked out once: 1 a device task, 2 a runtime call, 0 other
@@ -756,6 +809,120 @@ def _corrs(tasks: list[_Task]) -> np.ndarray:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
             np.float64)
+
+
+# ---- a trace without ProfilerStep: its optimizer's iterations ------------------------
+
+#: What marks a training iteration where no ProfilerStep does, as bytes of the file.
+_OPTIMIZER_KEY = b'"Optimizer.step#'
+#: Kinds (:data:`~perfkit.io.categories.KINETO_KINDS`) of the host events the loader
+#: reads the optimizer's annotations from, and of those whose first start begins the
+#: first iteration (with the runtime calls).
+_HOST_KINDS = ("cpu_op", "user_annotation")
+_FIRST_KINDS = (*_HOST_KINDS, "runtime")
+
+
+def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
+                          ) -> tuple[Profile, str] | None:
+    """The steps of a Kineto trace without ``ProfilerStep``: its training iterations, by
+    the full load's rule (:func:`perfkit.io.kineto.iterations.optimizer_spans`), each one's
+    device step measured as :func:`kineto_device_steps` measures a ProfilerStep's; where
+    no device task was launched in any, the iteration's span, as the full load. The
+    ``step_mark`` column (:data:`perfkit.analysis.steps.STEP_MARK`) names the annotation,
+    as in the full load's steps table, so that :func:`perfkit.analysis.steps.step_basis`
+    says the steps were inferred. None where the rule gives no step (``notes`` then says
+    why, where the trace has some annotation)."""
+    got = _iteration_steps(f, notes)
+    if got is None:
+        return None
+    found, spans, mark = got
+    if len(found):
+        steps = pd.DataFrame({"step": found["step"].to_numpy(np.int64),
+                              "total_us": found["total_us"].to_numpy(np.float64),
+                              "computing_us": np.nan,
+                              "preparing_us": found["preparing_us"].to_numpy(np.float64)})
+        basis, note = "iterations", (
+            "preview: step time = first to last device task of each training iteration "
+            f"(no ProfilerStep: the iterations inferred from {FROM_OPTIMIZER}, {mark}, as "
+            "the full load) and the device's wait before the first; the split needs the "
+            "device tasks' names, read by the full load")
+    else:
+        steps = pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
+                              "total_us": (spans["end_ns"] - spans["start_ns"]).to_numpy(
+                                  np.int64) / 1000.0,
+                              "computing_us": np.nan})
+        basis, note = "iteration_spans", (
+            "preview: step time = the span of each training iteration (no ProfilerStep: "
+            f"inferred from {FROM_OPTIMIZER}, {mark}; no device task in them), as the full "
+            "load")
+    # what ends each step (analysis.steps.STEP_MARK), as in the full load's table
+    steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
+    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
+                       device_type="gpu", path=str(f), notes=[note],
+                       extra={"preview_steps": basis})
+    return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
+
+
+def _iteration_steps(p: Path, notes: list[str]
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, str] | None:
+    """(the device step of each iteration, as :func:`_device_windows` gives it; the
+    iteration windows ``step``, ``start_ns``, ``end_ns``; the annotation's name) of a trace
+    without ``ProfilerStep``, or None: no optimizer annotation (a byte scan finds them,
+    :func:`_mark_event`), events that do not decode, or the rule of :mod:`perfkit.io.
+    kineto.iterations` does not hold (it adds the reason to ``notes``).
+
+    The iteration windows are the loader's own (:func:`~perfkit.io.kineto.iterations.
+    optimizer_spans`), given the annotations and the start of every host operator,
+    annotation and runtime call (the first of which begins the first iteration)."""
+    found: list[tuple[str, Any, float, float]] = []
+    with file_boundary(p, p.name), _trace_bytes(p) as data:  # one read for both
+        if data is not None:
+            _scan(data, 0, len(data), found, _OPTIMIZER_KEY, _mark_event)
+        tasks = _decode_data(data) if found else None
+    if tasks is None:
+        return None
+    marks = list(dict.fromkeys(found))  # an event found twice (its name in its args) once
+    cpu = pd.DataFrame({"name": pd.array([m[0] for m in marks], dtype="string"),
+                        "tid": pd.Series([m[1] for m in marks], dtype=object),
+                        "ts_ns": _ns([m[2] for m in marks]),
+                        "dur_us": np.array([m[3] for m in marks], np.float64)})
+    first = pd.DataFrame({"ts_ns": _host_ns(tasks)})
+    spans, mark = optimizer_spans(cpu, first, notes)
+    if mark is None:
+        return None
+    return _device_windows(spans, tasks), spans, mark
+
+
+def _mark_event(obj: dict[str, Any]) -> tuple[str, Any, float, float] | None:
+    """(name, tid, ts, dur) of a host ``Optimizer.step#<Class>.step`` annotation (a
+    complete event of a host category, as the loader selects them), or None: another
+    event, or the annotation's copy on the device lane (``gpu_user_annotation``)."""
+    name = obj.get("name")
+    if not isinstance(name, str) or OPTIMIZER_STEP.match(name) is None or \
+            obj.get("ph") != "X":
+        return None
+    if KINETO_KINDS.get(str(obj.get("cat", "")).strip().lower()) not in _HOST_KINDS:
+        return None
+    try:  # a number as the loader's decoder reads it (msgspec: float64, ints included)
+        ts = float(obj["ts"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    try:
+        dur = float(obj["dur"])
+    except (KeyError, TypeError, ValueError):
+        dur = float("nan")  # no known end: the loader leaves it out, as optimizer_spans
+    tid = obj.get("tid")
+    return name, tid if isinstance(tid, (int, str)) else str(tid), ts, dur
+
+
+def _host_ns(tasks: list[_Task]) -> np.ndarray:
+    """Start (ns, as the loader converts it) of every complete host operator, annotation
+    and runtime call of the trace (:data:`_FIRST_KINDS`)."""
+    cats = list(map(attrgetter("cat"), tasks))
+    lut = {c: isinstance(c, str) and KINETO_KINDS.get(c.strip().lower()) in _FIRST_KINDS
+           for c in set(cats)}
+    host = _pick(tasks, np.fromiter(map(lut.__getitem__, cats), bool, len(cats)))
+    return _ns([t.ts for t in host if t.ph == "X"])
 
 
 def describe(p: Preview) -> str:

@@ -46,7 +46,7 @@ from ..trace_tables import NA_NS
 from .kinds import _bool
 from .nesting import _thread_codes
 
-__all__: list[str] = []  # private to the Kineto reader
+__all__: list[str] = []  # private to the Kineto reader and its preview (io.preview)
 
 #: What ``torch.optim.Optimizer`` names the annotation around ``step()``.
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#([^#]+)\.step$")
