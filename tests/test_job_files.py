@@ -16,10 +16,12 @@ import statistics
 from pathlib import Path
 
 import pytest
+from raw_kineto import Iterations, raw_events
 from shared_samples import HTA as HTA_SAMPLE
 from shared_samples import MINDINSIGHT, PT_LEVEL1, sample
 
 import perfkit as pk
+from perfkit.analysis.steps import step_basis
 
 ROOT = Path(__file__).resolve().parents[1]
 ASCEND = sample(PT_LEVEL1)
@@ -138,6 +140,37 @@ def test_real_kineto_tiny_llama() -> None:
                 spans.setdefault(e["name"], []).append(e["dur"])
     want = statistics.median(max(v) for v in spans.values()) / 1e6
     assert job.step_time_s == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.shared_samples
+def test_a_trace_without_profiler_steps_says_its_steps_were_inferred() -> None:
+    """AMD MI300 ResNet-18 (TraceLens): no ProfilerStep#N, 5 host Optimizer.step#SGD.step
+    annotations (read with gzip and json). The job's step time is the median wall of its 5
+    training iterations (:class:`raw_kineto.Iterations`), and its evidence says that they
+    were inferred from the optimizer's annotations, in the words of the step time's basis
+    (:func:`perfkit.analysis.steps.step_basis`): it said "median over 5 steps" as if the
+    profiler had marked them."""
+    path = sample("wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz")
+    events = raw_events(path)
+    assert not [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    marks = [e["name"] for e in events if e.get("ph") == "X" and e.get("cat") ==
+             "user_annotation" and e["name"].startswith("Optimizer.step#")]
+    assert marks == ["Optimizer.step#SGD.step"] * 5
+    walls = Iterations(events).walls()
+    assert len(walls) == 5
+    profile = pk.load(path, cache=False, progress=False)
+    job = pk.infer_job(profile)
+    assert job.step_time_s == pytest.approx(
+        float(statistics.median(w for _, w in walls.values())) / 1e6, rel=1e-9)
+    detail = job.detail("step_time_s")
+    assert detail.startswith("median over 5 steps of the slowest rank's step time")
+    said = ("the steps are iterations inferred from the optimizer's Optimizer.step#SGD.step "
+            "annotations, as the trace has no ProfilerStep marks")
+    assert detail.endswith("; " + said)
+    assert step_basis(pk.analysis.step_breakdown(profile)).endswith("; " + said)
+    # a trace with ProfilerStep marks says nothing of the kind
+    marked = pk.infer_job(pk.load(TINY, cache=False, progress=False))
+    assert "inferred" not in marked.detail("step_time_s")
 
 
 @pytest.mark.shared_samples

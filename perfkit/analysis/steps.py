@@ -41,8 +41,8 @@ from ._shared import shared
 from ._util import add_note, empty_frame, has_values, table
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_wall_us",
-           "exposed_comm_us", "has_wait", "STEP_COLUMNS", "PART_COLUMNS", "RECEIVE_PATTERN",
-           "STEP_MARK"]
+           "exposed_comm_us", "has_wait", "inferred_steps", "STEP_COLUMNS", "PART_COLUMNS",
+           "RECEIVE_PATTERN", "STEP_MARK"]
 
 #: Parts whose sum is the step time.
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
@@ -372,13 +372,23 @@ def step_basis(breakdown: pd.DataFrame) -> str:
     if not known["step"].notna().any():
         return "the one span without step numbers: no step marks in the profile"
     steps = int(known["step"].nunique(dropna=False))
-    marks = sorted(set(known[STEP_MARK].dropna())) if STEP_MARK in known.columns else []
-    inferred = (f"; the steps are iterations inferred from the optimizer's "
-                f"{', '.join(marks)} annotations, as the trace has no ProfilerStep marks"
-                if marks else "")
+    inferred = inferred_steps(breakdown)
     return (f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
             + (" with the wait before its first device task" if has_wait(breakdown) else "")
-            + inferred)
+            + (f"; {inferred}" if inferred else ""))
+
+
+def inferred_steps(breakdown: pd.DataFrame) -> str:
+    """How the steps with a duration were told, where a reader inferred them (a
+    :data:`STEP_MARK` column: a Kineto trace without ``ProfilerStep``, split at the ends of
+    its ``Optimizer.step#...`` annotations): "the steps are iterations inferred from the
+    optimizer's ... annotations, as the trace has no ProfilerStep marks"; empty where the
+    profiler marked them. One sentence for :func:`step_basis` and the job's evidence."""
+    if STEP_MARK not in breakdown.columns or "step_us" not in breakdown.columns:
+        return ""
+    marks = sorted(set(breakdown.dropna(subset=["step_us"])[STEP_MARK].dropna()))
+    return (f"the steps are iterations inferred from the optimizer's {', '.join(marks)} "
+            "annotations, as the trace has no ProfilerStep marks" if marks else "")
 
 
 def has_wait(breakdown: pd.DataFrame) -> bool:

@@ -11,7 +11,7 @@ import pandas as pd
 from ..analysis._frames import is_lazy
 from ..analysis._util import table
 from ..analysis.memory import framework_component, memory_peaks
-from ..analysis.steps import has_wait, measured_step_s, step_breakdown
+from ..analysis.steps import has_wait, inferred_steps, measured_step_s, step_breakdown
 from ..errors import PerfkitError
 from ..format import counted
 from .fields import FieldValue
@@ -30,7 +30,9 @@ MIN_OPERATORS = 50
 
 def read_step_time(profile: Any, put: Any) -> None:
     """Put ``step_time_s``: the median over steps of the slowest rank's step time, the
-    device's wait before the step's first task included (:func:`measured_step_s`)."""
+    device's wait before the step's first task included (:func:`measured_step_s`); the
+    evidence says where the steps were inferred (:func:`~perfkit.analysis.steps.
+    inferred_steps`, as :func:`~perfkit.analysis.steps.step_basis` says it)."""
     try:
         steps = step_breakdown(profile)
         step = measured_step_s(steps)
@@ -46,8 +48,9 @@ def read_step_time(profile: Any, put: Any) -> None:
         over = f"median over {known} step{'s' if known != 1 else ''}" if known else \
             "the one span without step numbers (no ProfilerStep marks in the profile)"
         wait = ", with the wait before its first device task" if has_wait(steps) else ""
+        inferred = inferred_steps(steps)
         put("step_time_s", step, f"{over} of the slowest rank's step time{wait} ({src} step "
-                                 "figures)")
+                                 "figures)" + (f"; {inferred}" if inferred else ""))
     else:
         put("step_time_s", None, f"no measured step: {why}")
 
