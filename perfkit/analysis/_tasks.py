@@ -1,10 +1,10 @@
 """The device tasks the operator analyses read: in scope, their columns, in lane order.
 
-:func:`scope_rows` says which tasks are in scope (with a duration, and not communication
-unless asked); :func:`tasks_in_scope` takes their columns out once per
-:func:`~perfkit.analysis._shared.shared_results` block; :func:`scope_lanes` puts them in
-(rank, stream, start) order (:class:`Lanes`); :func:`pmu_maxima` reads the Ascend PMU
-pipe ratios.
+:func:`scope_rows` says which tasks are in scope (with a duration, not communication
+unless asked, and in a step where other tasks have one); :func:`tasks_in_scope` takes
+their columns out once per :func:`~perfkit.analysis._shared.shared_results` block;
+:func:`scope_lanes` puts them in (rank, stream, start) order (:class:`Lanes`);
+:func:`pmu_maxima` reads the Ascend PMU pipe ratios.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pandas as pd
 from .. import _text_codes
 from ._order import group_code16, order_by_group
 from ._shared import shared
-from ._util import _carried, _frame_of, group_codes
+from ._util import _carried, _frame_of, group_codes, step_rows
 
 __all__ = ["tasks_in_scope", "scope_rows", "scope_lanes", "Lanes", "categorical_of",
            "PMU_RATIOS", "PMU_COMPUTE", "PMU_MEMORY", "pmu_maxima"]
@@ -55,7 +55,8 @@ def pmu_maxima(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
 def tasks_in_scope(kernels: pd.DataFrame, include_communication: bool,
                    columns: Sequence[str] | frozenset[str], pmu: bool = True,
                    coded: Collection[str] = ()) -> pd.DataFrame:
-    """Device tasks with a duration (and not communication, unless included).
+    """Device tasks with a duration (and not communication, unless included), in a step
+    where other tasks have one (:func:`scope_rows`).
 
     Only ``columns`` and (``pmu``) the :data:`PMU_RATIOS` present are returned, in table
     order. Within :func:`shared_results` the rows in scope are found once and each column
@@ -191,9 +192,18 @@ def scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray
 
 
 def _scope_rows(kernels: pd.DataFrame, include_communication: bool) -> np.ndarray | None:
-    """Mask of the tasks in scope; None when every task is."""
+    """Mask of the tasks in scope; None when every task is.
+
+    In scope: a duration, not communication (unless included), and a step where other
+    tasks have one (:func:`~._util.step_rows`, the tasks :func:`~._util.in_steps` keeps):
+    the operator analyses' figures are summed over the steps, and a task launched before
+    the trace began belongs to none.
+    """
     keep = kernels["dur_us"].notna().to_numpy(bool) if "dur_us" in kernels.columns else \
         np.ones(len(kernels), dtype=bool)
     if not include_communication and "category" in kernels.columns:
         keep = keep & kernels["category"].ne("communication").fillna(True).to_numpy(bool)
+    stepped = step_rows(kernels)
+    if stepped is not None:
+        keep = keep & stepped
     return None if keep.all() else keep

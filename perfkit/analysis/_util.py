@@ -20,11 +20,12 @@ import pyarrow.compute as pc
 
 from .. import _text_codes
 from ._frames import distinct, is_lazy_frame
-from ._shared import shared_factorize
+from ._shared import shared, shared_factorize
 
-__all__ = ["table", "in_steps", "empty_frame", "add_note", "notes_of", "has_values", "robust_z",
-           "MAD_TO_SIGMA", "n_step_pairs", "one_value", "value_changes", "group_changes",
-           "group_codes", "nan_as_zero", "take_rows", "with_columns", "typed", "take_array",
+__all__ = ["table", "in_steps", "step_rows", "no_step_note", "noted_no_step",
+           "empty_frame", "add_note", "notes_of", "has_values", "robust_z", "MAD_TO_SIGMA",
+           "n_step_pairs", "one_value", "value_changes", "group_changes", "group_codes",
+           "nan_as_zero", "take_rows", "with_columns", "typed", "take_array",
            "text_matches"]
 
 #: Whether pandas copies data shared between frames only when one of them is written
@@ -402,21 +403,68 @@ def in_steps(kernels: pd.DataFrame) -> pd.DataFrame:
 
     A task without a step (launched before the trace began, or outside every step span:
     the Kineto reader's note counts them) belongs to no step: where other tasks have one,
-    it is left out, with a note, so that a per-step figure is over the steps' own tasks as
-    the step breakdown is. ``kernels`` is returned as it is when every task, or none, has
-    a step, and when it is lazy.
+    it is left out, with a note (:func:`no_step_note`), so that a per-step figure is over
+    the steps' own tasks as the step breakdown is. ``kernels`` is returned as it is when
+    every task, or none, has a step, and when it is lazy.
     """
-    if is_lazy_frame(kernels) or "step" not in kernels.columns or kernels.empty:
-        return kernels
-    stepped = kernels["step"].notna().to_numpy(bool)
-    n_out = len(stepped) - int(stepped.sum())
-    if n_out == 0 or n_out == len(stepped):
+    stepped = step_rows(kernels)
+    if stepped is None:
         return kernels
     out = kernels[stepped]
     out.attrs = {k: copy.copy(v) for k, v in kernels.attrs.items()}
-    return add_note(out, f"{n_out} device task{'s' if n_out != 1 else ''} of no step "
-                         "(launched before the trace began or outside every step) left out "
-                         "of the figures per step")
+    return add_note(out, no_step_note(kernels))
+
+
+def step_rows(kernels: pd.DataFrame) -> np.ndarray | None:
+    """Mask of the tasks :func:`in_steps` keeps: those with a step; None when it keeps
+    every task (every task, or none, has a step; no ``step`` column; a lazy table).
+
+    Once per :func:`~._shared.shared_results` block. A step column with no missing
+    value (every task of a fully recorded run) is told from its missing count alone:
+    no mask of a million tasks is built.
+    """
+    if is_lazy_frame(kernels) or "step" not in kernels.columns or kernels.empty:
+        return None
+
+    def compute() -> np.ndarray | None:
+        step = kernels["step"]
+        if not _has_missing(step):
+            return None
+        stepped = step.notna().to_numpy(bool)
+        return stepped if stepped.any() else None
+
+    return shared("step_rows", (kernels,), (), compute)
+
+
+def _has_missing(values: pd.Series) -> bool:
+    """Whether a column holds a missing value; an Arrow column's null count, a masked
+    column's mask, else ``hasnans``."""
+    arr = values.array
+    data = getattr(arr, "_pa_array", None)
+    if data is not None:
+        return bool(data.null_count)
+    mask = getattr(arr, "_mask", None)
+    if isinstance(mask, np.ndarray):
+        return bool(mask.any())
+    return bool(values.hasnans)
+
+
+def no_step_note(kernels: pd.DataFrame) -> str:
+    """The note of the tasks :func:`in_steps` leaves out of ``kernels`` ("" when none):
+    how many, and why they belong to no step."""
+    stepped = step_rows(kernels)
+    n_out = 0 if stepped is None else len(stepped) - int(np.count_nonzero(stepped))
+    if not n_out:
+        return ""
+    return (f"{n_out} device task{'s' if n_out != 1 else ''} of no step (launched before "
+            "the trace began or outside every step) left out of the figures per step")
+
+
+def noted_no_step(frame: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with :func:`no_step_note` of ``kernels`` added, where tasks were left out
+    (an analysis over the tasks in scope, :func:`~._tasks.scope_rows`)."""
+    note = no_step_note(kernels)
+    return add_note(frame, note) if note else frame
 
 
 def one_value(col: pd.Series) -> bool:

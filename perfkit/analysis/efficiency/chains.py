@@ -20,7 +20,15 @@ from .._frames import is_lazy, per_rank
 from .._order import stable_order
 from .._shared import shared, shared_factorize
 from .._tasks import scope_lanes
-from .._util import empty_frame, one_value, table, take_rows, typed, value_changes
+from .._util import (
+    empty_frame,
+    noted_no_step,
+    one_value,
+    table,
+    take_rows,
+    typed,
+    value_changes,
+)
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
@@ -117,6 +125,9 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     DataFrame
         One row per run: ``rank``, ``kernels``, ``total_us``, ``fused_us``, ``saving_us``,
         ``names`` (the operators, ``" > "``-joined). Empty without shapes or hardware.
+        The device tasks read are those in scope
+        (:func:`~perfkit.analysis._tasks.scope_rows`): a task of no step (launched before
+        the trace began) is left out where other tasks have one, with a note.
     """
     cols = {"rank": "Int64", "kernels": "int64", "total_us": "float64", "fused_us": "float64",
             "saving_us": "float64", "names": "string"}
@@ -160,7 +171,15 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     out["names"] = _joined_runs(codes[at], text, lo, hi)
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
-    return typed(out, cols)
+    return _noted(typed(out, cols), profile, rows)
+
+
+def _noted(out: pd.DataFrame, profile: Any, rows: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with the note of the device tasks of no step left out of the priced rows
+    (:func:`~perfkit.analysis._util.noted_no_step`), where the rows are device tasks."""
+    if rows.attrs.get("source") != "kernels":
+        return out
+    return noted_no_step(out, table(profile, "kernels"))
 
 
 def _lane_changes(rank: pd.Series, lane: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -298,7 +317,7 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         found.append((rank, int(mine.sum()), tot, fl, fused, max(0.0, tot - fused)))
     if not found:
         return empty_frame(cols, "no unfused attention chain")
-    return typed(pd.DataFrame(found, columns=list(cols)), cols)
+    return _noted(typed(pd.DataFrame(found, columns=list(cols)), cols), profile, rows)
 
 
 def may_hold_bmm_attention(profile: Any) -> bool:

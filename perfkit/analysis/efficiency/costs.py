@@ -91,10 +91,8 @@ def _source(profile: Any, columns: Sequence[str] | None = None, split: bool = Fa
             if pmu is not None:
                 rows = with_columns(rows, _pmu_compute=pmu[0], _pmu_memory=pmu[1])
             return rows, "kernels"
-        keep = k["dur_us"].notna().to_numpy(bool)
-        if "category" in k.columns:
-            keep = keep & k["category"].ne("communication").fillna(True).to_numpy(bool)
-        return (k if keep.all() else k[keep]), "kernels"
+        keep = scope_rows(k, False)  # the tasks in scope of the other operator analyses
+        return (k if keep is None else k[keep]), "kernels"
     o = table(profile, "ops")
     if not o.empty and has_values(o, "input_shapes") and has_values(o, "dur_us"):
         return narrow(o).dropna(subset=["dur_us"]), "ops"

@@ -24,7 +24,16 @@ from ...specs import Hardware
 from .._frames import is_lazy, per_rank
 from .._shared import shared_factorize
 from .._tasks import pmu_maxima
-from .._util import add_note, empty_frame, n_step_pairs, nan_as_zero, take_rows, typed
+from .._util import (
+    add_note,
+    empty_frame,
+    n_step_pairs,
+    nan_as_zero,
+    noted_no_step,
+    table,
+    take_rows,
+    typed,
+)
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
@@ -296,7 +305,10 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
         where no model applies), ``name`` (the group's main kernel: most compute time),
         ``count`` (operator calls, not kernels, with ``by="type"``; kernels with
         ``by="name"``), ``total_us`` (all their kernels' time, summed over ranks and
-        steps), ``mean_us`` (per call), ``per_step_us`` (total / (rank, step) pairs),
+        steps; the device tasks in scope, :func:`~perfkit.analysis._tasks.scope_rows`:
+        a task of no step, launched before the trace began, is left out where other tasks
+        have one, with a note), ``mean_us`` (per call), ``per_step_us`` (total / (rank,
+        step) pairs),
         ``flops`` and ``bytes`` per call (each call counted once, however many kernels
         it launched), their totals, ``achieved_tflops`` (total FLOPs / total time),
         ``achieved_gbps``, ``intensity`` (FLOPs / byte), ``peak_dtype`` and ``peak_tflops``
@@ -402,6 +414,8 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     if source == "ops":
         notes.insert(0, "no device tasks: priced from the innermost host operators "
                         "(CPU time of a CPU-only run)")
+    elif source == "kernels" and not is_lazy(profile):
+        out = noted_no_step(out, table(profile, "kernels"))
     for note in notes:
         add_note(out, note)
     out.attrs["hardware"] = hardware.name if hardware is not None else None

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._frames import any_values, compute_all, is_lazy
-from .._util import add_note, empty_frame, table, typed
+from .._util import add_note, empty_frame, step_rows, table, typed
 from ..recorded import recorded_tasks
 from .top import TOP_COLUMNS, _top_of, top_operators
 
@@ -48,7 +48,9 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     if out.empty:
         add_note(out, "no AI CPU operator in this profile")
         return out
-    on_cpu = kernels[kernels["core"].eq("AI_CPU").fillna(False)]
+    is_cpu = kernels["core"].eq("AI_CPU").fillna(False)
+    stepped = step_rows(kernels)  # of no step: left out, as top_operators leaves them out
+    on_cpu = kernels[is_cpu if stepped is None else is_cpu & stepped]
     # a lazy table: its AI CPU tasks are few, read them whole
     (cpu_tasks,) = compute_all(on_cpu) if is_lazy(kernels) else (on_cpu,)
     # the tasks top_operators counts: those of the steps whose tasks were recorded

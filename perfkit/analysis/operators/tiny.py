@@ -14,7 +14,7 @@ import pandas as pd
 
 from .._frames import is_lazy, per_rank
 from .._shared import shared_factorize
-from .._util import empty_frame, table, typed
+from .._util import empty_frame, noted_no_step, table, typed
 from .scope import _LANES, _by_rank, _lanes, _scope
 
 __all__ = ["tiny_kernels", "TINY_COLUMNS"]
@@ -50,6 +50,8 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         shares, ``longest_run`` (most consecutive tiny tasks on one stream),
         ``run_gap_us`` (device idle time between consecutive tiny tasks of a stream, the
         launch overhead they expose), ``storm`` and the five most frequent tiny names.
+        A task of no step (launched before the trace began) is left out where other
+        tasks have one (:func:`~perfkit.analysis._tasks.scope_rows`), with a note.
     """
     if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
         return typed(per_rank(profile, tiny_kernels, threshold_us, storm_share, min_run,
@@ -96,7 +98,7 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         lambda s: ", ".join(s.astype(str)))
     out["top_names"] = top.reindex(out.index)
     out = out.reset_index()
-    return typed(out, TINY_COLUMNS)
+    return noted_no_step(typed(out, TINY_COLUMNS), kernels)
 
 
 def _name_counts(k: pd.DataFrame, rows: np.ndarray) -> pd.Series:

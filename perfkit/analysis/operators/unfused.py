@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..._text_codes import first_rows
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, nan_as_zero, table, typed
+from .._util import empty_frame, nan_as_zero, noted_no_step, table, typed
 from .scope import _LANES, _by_rank, _lanes, _scope
 from .tokens import _token_codes
 
@@ -301,8 +301,10 @@ def unfused_patterns(profile: Any, detail: bool = False,
     ----------
     profile : Profile or Cluster
     detail : bool
-        Return one row per occurrence (``rank``, ``stream``, ``pattern``, ``first_row``,
-        ``kernels``, ``total_us``, ``saving_us``, ``names``) instead of the summary.
+        Return one row per occurrence (``rank``, ``stream``, ``pattern``, ``first_row``:
+        the occurrence's first task, a position among the tasks in scope in (rank,
+        stream, start) order; ``kernels``, ``total_us``, ``saving_us``, ``names``)
+        instead of the summary.
     patterns : dict, optional
         Replace :data:`PATTERNS` (name -> (token regex, fused replacement, saving rule
         ``"chain"`` or ``"all"``)).
@@ -316,6 +318,13 @@ def unfused_patterns(profile: Any, detail: bool = False,
         ``saving_share`` of the rank's device time, an ``example`` of the names and the
         ``fused_replacement``. Sorted by ``saving_us``. A flash-attention task anywhere on
         a rank suppresses ``softmax_dropout_matmul`` there.
+
+        The tasks searched are those in scope (:func:`~perfkit.analysis._tasks.scope_rows`:
+        a duration, not communication, and a step where other tasks have one), so that
+        the sums are over the steps' own tasks, as the step breakdown and
+        :func:`~perfkit.analysis.top_operators` count them; a task of no step (launched
+        before the trace began) is left out, and a note says how many. The positions
+        (``first_row``) and the sequences are of those tasks alone.
     """
     pats = PATTERNS if patterns is None else patterns
     if is_lazy(profile):
@@ -400,8 +409,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
                 "kernels": "int64", "total_us": "float64", "saving_us": "float64",
                 "names": "string", "fused_replacement": "string"}
     if not rows:
-        return empty_frame(det_cols if detail else UNFUSED_COLUMNS,
-                           "no known unfused pattern found")
+        return noted_no_step(empty_frame(det_cols if detail else UNFUSED_COLUMNS,
+                                         "no known unfused pattern found"), kernels)
     # the occurrences (detail), else their sums per rank and pattern
     found = pd.concat(rows, ignore_index=True)
 
@@ -417,7 +426,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
         return text.groupby(occ).sum().set_axis(frame.index)
 
     if detail:
-        return typed(found.assign(names=chain_names(found)), det_cols)
+        return noted_no_step(typed(found.assign(names=chain_names(found)), det_cols), kernels)
     by_rank = _by_rank(k, lanes)  # each rank's device time (as a groupby's sum, NaN left out)
     device = pd.Series(by_rank.sum(dur), index=by_rank.index)
     out = found
@@ -425,7 +434,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
                                                "kernels": out["n_first"]})).to_numpy()
     out["saving_share"] = out["saving_us"] / out["rank"].map(device).astype("float64")
     out = out.sort_values("saving_us", ascending=False, kind="mergesort")
-    return typed(out, UNFUSED_COLUMNS).reset_index(drop=True)
+    return noted_no_step(typed(out, UNFUSED_COLUMNS).reset_index(drop=True), kernels)
 
 
 def _lazy_unfused(profile: Any, detail: bool,
