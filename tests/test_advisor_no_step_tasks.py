@@ -17,13 +17,16 @@ import re
 from functools import cache
 from typing import Any
 
+import pandas as pd
 import pytest
 from shared_samples import shared_sample
 
 import perfkit as pk
 from perfkit import analysis as A
-from perfkit.advisor import advise
+from perfkit.advisor import ASSUMPTIONS, advise
+from perfkit.profile import Profile, ProfileMeta
 
+HW = pk.Hardware.preset("ascend-910b")
 DEVICE = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME = {"cuda_runtime", "cuda_driver"}
 #: The CUDA copy kernels, as PyTorch names them (``direct_copy_kernel_cuda``,
@@ -90,3 +93,79 @@ def test_the_priced_operators_are_the_tasks_launched_inside_the_step() -> None:
     top = A.top_operators(prof, n=None)
     assert float(top["total_us"].sum()) == pytest.approx(want_us, rel=1e-6)
 
+
+def _kernels(rows: list[tuple[Any, ...]]) -> Profile:
+    """Back-to-back tasks on one stream: (step or None, type, input shapes, dtypes,
+    output shapes, µs); a task of step None was launched before the trace began."""
+    recs, t = [], 0.0
+    for step, typ, shapes, dtypes, out, dur in rows:
+        recs.append({"name": f"aclnn{typ}", "type": typ, "category": "compute",
+                     "core": "AI_CORE", "stream": 1, "step": step, "start_us": t,
+                     "dur_us": dur, "input_shapes": shapes, "input_dtypes": dtypes,
+                     "output_shapes": out, "output_dtypes": dtypes.split(";")[0]})
+        t += dur
+    frame = pd.DataFrame(recs).astype({"step": "Int64"})
+    return Profile(ProfileMeta("test", framework="pytorch", rank=0, device_type="npu"),
+                   {"kernels": frame})
+
+
+def test_a_gemm_of_no_step_is_not_priced_in_the_step() -> None:
+    """Two thin GEMMs of 500 µs launched before the trace, one in step 1: the saving is
+    the step's one, ``500 - ideal / kernel_efficiency`` on the 910B roofline."""
+    m, k, n = 4095, 4095, 33
+    thin = ("MatMulV3", f"{m},{k};{k},{n}", "DT_BF16;DT_BF16", f"{m},{n}", 500.0)
+    prof = _kernels([(None, *thin), (None, *thin), (1, *thin)])
+    (gemm,) = [f for f in advise(prof, hardware=HW) if f.rule == "gemm_below_roofline"]
+    flops = 2.0 * m * n * k
+    nbytes = (m * k + k * n + m * n) * 2.0
+    ideal_us = max(flops / 320e12, nbytes / 1600e9) * 1e6
+    assert gemm.ms_per_step == pytest.approx(
+        (500.0 - ideal_us / ASSUMPTIONS["kernel_efficiency"]) / 1e3)
+    assert "2 device tasks of no step" in gemm.evidence
+
+
+def test_an_elementwise_chain_of_no_step_saves_nothing_in_the_step() -> None:
+    """Add, Mul, Cast (110 µs) three times, the first run launched before the trace: two
+    chains of step 1 count, each saving 110 µs less one fused kernel moving the largest
+    member's data (Add: two bf16 inputs and one output of 4096 × 4096)."""
+    shape = "4096,4096"
+    chain = [("Add", f"{shape};{shape}", "DT_BF16;DT_BF16", shape, 40.0),
+             ("Mul", f"{shape};{shape}", "DT_BF16;DT_BF16", shape, 40.0),
+             ("Cast", shape, "DT_BF16", shape, 30.0),
+             ("MatMulV3", "4096,4096;4096,4096", "DT_BF16;DT_BF16", shape,
+              2.0 * 4096 ** 3 / (0.6 * 320e12) * 1e6)]
+    prof = _kernels([(None, *r) for r in chain] + [(1, *r) for r in chain * 2])
+    (f,) = [f for f in advise(prof, hardware=HW) if f.rule == "elementwise_chains"]
+    fused_us = 3 * 4096 * 4096 * 2.0 / (ASSUMPTIONS["kernel_efficiency"] * 1600e9) * 1e6
+    assert f.ms_per_step == pytest.approx(2 * (110.0 - fused_us) / 1e3)
+    assert f.evidence.startswith("2 chains of 3 or more kernels")
+
+
+def _tasks(rows: list[tuple[Any, ...]]) -> Profile:
+    """Back-to-back Ascend tasks on one stream: (step or None, name, type, core, µs)."""
+    recs, t = [], 0.0
+    for step, name, typ, core, dur in rows:
+        recs.append({"name": name, "type": typ, "category": "compute", "core": core,
+                     "stream": 1, "step": step, "start_us": t, "dur_us": dur})
+        t += dur
+    frame = pd.DataFrame(recs).astype({"step": "Int64"})
+    return Profile(ProfileMeta("test", framework="pytorch", rank=0, device_type="npu"),
+                   {"kernels": frame})
+
+
+def test_ai_cpu_and_deterministic_tasks_of_no_step_are_left_out() -> None:
+    """An AI CPU GetNext of 500 µs and a deterministic reduction of 300 µs run before
+    step 1 (no step); in step 1 a GetNext of 100 µs and a deterministic reduction of
+    70 µs: the AI CPU rule counts 1 task and 100 µs, the deterministic rule 1 task."""
+    prof = _tasks([(None, "GetNext", "GetNext", "AI_CPU", 500.0),
+                   (None, "ReduceSumDeterministic", "ReduceSum", "AI_VECTOR_CORE", 300.0),
+                   (1, "GetNext", "GetNext", "AI_CPU", 100.0),
+                   (1, "ReduceSumDeterministic", "ReduceSum", "AI_VECTOR_CORE", 70.0),
+                   (1, "MatMul", "MatMul", "AI_CORE", 1000.0)])
+    found = {f.rule: f for f in advise(prof, hardware=HW)}
+    assert found["ai_cpu"].ms_per_step == pytest.approx(100.0 / 1e3)
+    assert found["ai_cpu"].evidence.startswith("1 AI CPU task, ")
+    assert found["deterministic"].evidence.startswith("1 task with 'deterministic' in the "
+                                                      "name, 70")
+    for rule in ("ai_cpu", "deterministic"):
+        assert "2 device tasks of no step" in found[rule].evidence

@@ -192,12 +192,21 @@ class Context:
 
     @property
     def n_pairs(self) -> int:
-        """(rank, step) pairs of the profile (divides a total summed over ranks and steps)."""
+        """(rank, step) pairs of the profile (divides a total summed over ranks and steps).
+
+        A breakdown derived from the device tasks groups the tasks of no step under step
+        NA: not a step where other rows have one, as the operator analyses leave those
+        tasks out of their sums (:func:`~perfkit.analysis._util.in_steps`).
+        """
         def compute() -> int:
             s = self.steps
             if s.empty:
                 return n_step_pairs(table(self.profile, "kernels"))
-            return max(1, int(s[["rank", "step"]].drop_duplicates().shape[0]))
+            pairs = s[["rank", "step"]].drop_duplicates()
+            stepped = pairs["step"].notna().to_numpy(bool)
+            if stepped.any():
+                pairs = pairs[stepped]
+            return max(1, int(pairs.shape[0]))
         return self.get("n_pairs", compute)
 
     def per_rank_step(self, us_total: float) -> float:

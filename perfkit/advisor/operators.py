@@ -3,7 +3,9 @@
 What a fix would win back is priced from each kernel's shapes against the device's
 roofline (:func:`perfkit.analysis.operator_efficiency`), under the conventions of
 :data:`~perfkit.advisor.context.ASSUMPTIONS`; a saving counted by one rule (the known
-fusion patterns) is not counted again by another (element-wise chains).
+fusion patterns) is not counted again by another (element-wise chains). Every figure per
+step is over the steps' own device tasks: a task of no step (launched before the trace
+began) is left out, as the Operators tab leaves it out, and the evidence says how many.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from ..analysis import efficiency as _eff
 from ..analysis import operators as _ops
 from ..analysis._frames import collect
-from ..analysis._util import table, text_matches
+from ..analysis._util import in_steps, no_step_note, table, text_matches
 from ..format import counted, plural
 from .context import Context
 from .finding import Finding, measured, unmeasured
@@ -51,6 +53,14 @@ _FUSED = {
 _FUSED["pytorch_rocm"] = _FUSED["pytorch_gpu"]  # the same PyTorch names on ROCm
 
 
+def _no_step(ctx: Context) -> str:
+    """The device tasks of no step the operator analyses left out of their sums
+    (:func:`~perfkit.analysis._util.no_step_note`: launched before the trace began), as
+    the end of an evidence; else ``""``."""
+    note = ctx.get("no_step_note", lambda: no_step_note(table(ctx.profile, "kernels")))
+    return f"; {note}" if note else ""
+
+
 @rule("operators", order=90, needs=("kernels",))
 def unfused(ctx: Context) -> list[Finding]:
     """Known chains of small kernels that one fused kernel replaces; copies; cast chains."""
@@ -74,7 +84,7 @@ def unfused(ctx: Context) -> list[Finding]:
             "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {counted(r['occurrences'], 'chain')} over "
                       f"ranks and steps, {fmt_time(ctx.per_rank_step(r['total_us']))} per "
                       f"step, about {fmt_time(ctx.per_rank_step(r['saving_us']))} avoidable"
-                      for n, r in fusion.iterrows()),
+                      for n, r in fusion.iterrows()) + _no_step(ctx),
             "Use the fused kernels: " + "; ".join(_FUSED[fw][str(n)] for n in fusion.index)
             + ". The saving assumes the fused kernel costs as much as the chain's slowest "
             "member.", details="patterns " + ", ".join(map(str, fusion.index))))
@@ -86,7 +96,7 @@ def unfused(ctx: Context) -> list[Finding]:
             ctx, "redundant_copies", "operators", ctx.per_rank_step(float(r["saving_us"])),
             f"Time in {copies_label}",
             f"{counted(r['occurrences'], 'copy task')} over ranks and steps, "
-            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
+            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step" + _no_step(ctx),
             "Use in-place operators, drop .contiguous() where the next operator accepts "
             "strided input, and avoid needless tensor copies."))
     keep_dtype = say(ctx.fw, {"mindspore": "Keep one dtype across neighbouring operators "
@@ -102,7 +112,7 @@ def unfused(ctx: Context) -> list[Finding]:
             "Consecutive dtype conversions (casts) that undo each other",
             f"{counted(r['occurrences'], 'chain')} of casts that convert a tensor back to a "
             "dtype it had (each cast takes the dtype and shape the previous one gave), "
-            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step",
+            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step" + _no_step(ctx),
             keep_dtype))
     if "cast_run" in g.index:
         r = g.loc["cast_run"]
@@ -112,7 +122,8 @@ def unfused(ctx: Context) -> list[Finding]:
             f"{counted(r['occurrences'], 'run')} of consecutive casts, "
             f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step; the profile does "
             "not record their dtypes or shapes, so whether they undo each other is not "
-            "known: the time at stake assumes they do, and that one cast per run would do",
+            "known: the time at stake assumes they do, and that one cast per run would do"
+            + _no_step(ctx),
             "Check these casts' dtypes (a profile with operator shapes and dtypes shows "
             "them). " + keep_dtype))
     return out
@@ -143,7 +154,7 @@ def attention(ctx: Context) -> list[Finding]:
         f"{counted(len(chains), 'attention chain')} over ranks and steps, "
         f"{fmt_time(ctx.per_rank_step(float(chains['total_us'].sum())))} per step; a fused "
         f"kernel at {pct(eff)} of the roofline would take "
-        f"{fmt_time(ctx.per_rank_step(float(chains['fused_us'].sum())))}",
+        f"{fmt_time(ctx.per_rank_step(float(chains['fused_us'].sum())))}" + _no_step(ctx),
         f"Use {_FUSED[fw]['softmax_dropout_matmul']}: it never writes the score matrix to "
         "memory.", details=f"kernel_efficiency {eff}")]
 
@@ -196,7 +207,7 @@ def gemm(ctx: Context) -> list[Finding]:
         "Matrix multiplications run far below what the hardware allows for their shapes",
         f"{counted(len(g), 'GEMM shape')} under {pct(a['far_below'])} of "
         f"{plural(len(g), 'its', 'their')} roofline "
-        f"({ctx.hardware.name}); worst: " + "; ".join(causes),
+        f"({ctx.hardware.name}); worst: " + "; ".join(causes) + _no_step(ctx),
         _GEMM_ADVICE_START[ctx.fw.startswith(("pytorch_gpu", "pytorch_rocm"))]
         + "batch tiny GEMMs together (grouped / batched matmul, larger micro-batch), and "
         "keep the operands in the kernel's preferred layout.",
@@ -224,7 +235,7 @@ def elementwise(ctx: Context) -> list[Finding]:
         f"{counted(len(ch), 'chain')} of {int(a['min_chain'])} or more kernels over ranks "
         "and steps, "
         f"{fmt_time(ctx.per_rank_step(float(ch['total_us'].sum())))} per step; most "
-        f"frequent: {clipped(str(top.index[0]), noun='kernel')}",
+        f"frequent: {clipped(str(top.index[0]), noun='kernel')}" + _no_step(ctx),
         say(ctx.fw, {"mindspore": "Fuse them: graph mode with graph-kernel fusion "
                                   "(enable_graph_kernel / jit_level O1), or the fused "
                                   "operators of MindFormers.",
@@ -253,7 +264,7 @@ def ai_cpu(ctx: Context) -> list[Finding]:
         ctx, "ai_cpu", "operators", ctx.per_rank_step(total),
         "Operators run on the AI CPU instead of the AI Core",
         f"{counted(ai['count'].sum(), 'AI CPU task')}, {fmt_time(ctx.per_rank_step(total))} per "
-        f"step: {names}",
+        f"step: {names}{_no_step(ctx)}",
         "Find why each fell back to the AI CPU (an int64 / double dtype, a dynamic shape, "
         "an unsupported attribute); cast the input or use an AI Core operator.")]
 
@@ -266,7 +277,7 @@ def _deterministic_tasks(k: Any) -> Any:
 @rule("operators", order=140, needs=("kernels",))
 def deterministic(ctx: Context) -> list[Finding]:
     """Deterministic kernel variants in use (their slow-down is not measurable)."""
-    k = table(ctx.profile, "kernels")
+    k = in_steps(table(ctx.profile, "kernels"))  # per step: the steps' own tasks
     if "name" not in k.columns or "dur_us" not in k.columns:
         return []
     det = collect(k, ["dur_us"], where=_deterministic_tasks)
@@ -276,7 +287,7 @@ def deterministic(ctx: Context) -> list[Finding]:
     return [unmeasured(
         "deterministic", "operators", "Deterministic kernels are in use",
         f"{counted(len(det), 'task')} with 'deterministic' in the name, {fmt_time(us)} per "
-        "step; "
+        f"step{_no_step(ctx)}; "
         f"deterministic variants are typically about {pct(ctx.assume['deterministic'])} "
         "slower (not measurable from this profile)",
         say(ctx.fw, {"mindspore": "Turn deterministic computation off for production "
