@@ -209,7 +209,9 @@ def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
         notes.append(f"ranks come from different formats: {fmts}")
     if len(frameworks) > 1:
         notes.append(_frameworks_note(metas))
-    notes.append("the ranks' times are on one clock, counted from the earliest rank's start")
+    if len(metas) > 1:  # one rank's times are its own
+        notes.append("the ranks' times are on one clock, counted from the earliest rank's "
+                     "start")
     return ProfileMeta(
         source_format="cluster" if len(fmts) != 1 else fmts[0],
         framework=frameworks[0] if len(frameworks) == 1 else None,

@@ -319,3 +319,17 @@ def test_plain_profiles_never_wait():
     assert type(eager) is Cluster  # the default load is detect.load's, untouched
     assert eager.done and eager.wait() and eager.wait(0) and eager.loading is None
     assert isinstance(eager.steps, pd.DataFrame)
+
+
+def test_the_common_clock_note_is_for_several_ranks_only() -> None:
+    """Two ranks of the bundled gloo run are aligned on one clock and the notes say so; a
+    cluster of one of them has nothing to align."""
+    from pathlib import Path
+
+    import perfkit as pk
+
+    folder = Path(__file__).resolve().parents[2] / "data" / "kineto-tiny-llama"
+    both = pk.load(folder, cache=False, progress=False)
+    one = pk.load(folder, ranks=[0], cache=False, progress=False)
+    assert len(both.ranks) == 2 and any("one clock" in n for n in both.meta.notes)
+    assert not any("one clock" in n for n in one.meta.notes)
