@@ -484,3 +484,27 @@ def test_the_data_loading_stake_follows_the_slowest_rank_of_each_step() -> None:
     assert found.ms_per_step == pytest.approx((100.0 + 200.0) / 2 / 1000.0)
     assert "worst: rank 1, step 2: 200 µs" in found.evidence
     assert "the longest wait of any rank: rank 1, step 1: 250 µs" in found.evidence
+
+
+def test_a_slow_link_of_local_ranks_is_named_in_its_groups_numbering() -> None:
+    """Two ranks (4 and 6) of an 8-rank group whose rank list the profile does not give:
+    the matrix numbers the ends within the group. Rank 4's link from local 0 to local 3
+    moves 100 MB in 1,000 µs (100 GB/s) where every other link takes 100 µs (1,000 GB/s):
+    the finding names local ranks 0 and 3 of the group and the rank that recorded it, not
+    "ranks 0 and 3" of the job (global rank 0 is not even loaded)."""
+    def prof(rank: int, me: int) -> Profile:
+        dst = [d for d in range(8) if d != me]
+        mx = pd.DataFrame({"group": "g8", "name": "allgather-top1", "transport": "HCCS",
+                           "src_local": float(me), "dst_local": [float(d) for d in dst],
+                           "size_bytes": 1e8,
+                           "time_us": [1000.0 if (me, d) == (0, 3) else 100.0 for d in dst]})
+        ops = pd.DataFrame({"group": ["g8"], "name": ["allgather"], "elapse_us": [1.0]})
+        return Profile(ProfileMeta("test", rank=rank, origin_ns=0),
+                       {"comm_ops": ops, "comm_matrix": mx})
+
+    found = advise(Cluster([prof(4, 0), prof(6, 1)], ProfileMeta("cluster", origin_ns=0)))
+    (f,) = [f for f in found if f.rule == "slow_link"]
+    assert f.title == ("Slow HCCS link between local ranks 0 and 3 of communication group g8 "
+                       f"(recorded by rank 4): {100 * 100 / 1000:.1f} % of the bandwidth of "
+                       "the others")
+    assert "local ranks" in f.details

@@ -90,15 +90,21 @@ def links(ctx: Context) -> list[Finding]:
                                        "the interface gloo uses: GLOO_SOCKET_IFNAME)",
                         "any": "HCCS / RoCE (npu-smi info, hccn_tool -i N -link -g, "
                                "the device logs)"})
+    pair = f"ranks {int(w['src_rank'])} and {int(w['dst_rank'])}"
+    if w["rank_space"] != "global":  # the group's own numbering, not the job's
+        pair = f"local {pair} of communication group {w['group']}" + (
+            f" (recorded by rank {int(w['recorded_by'])})"
+            if "recorded_by" in w.index and pd.notna(w["recorded_by"]) else "")
     return [measured(
         ctx, "slow_link", "communication", saving,
-        f"Slow {w['transport']} link between ranks {int(w['src_rank'])} and "
-        f"{int(w['dst_rank'])}: {pct(ratio)} of the bandwidth of the others",
+        f"Slow {w['transport']} link between {pair}: {pct(ratio)} of the bandwidth of the "
+        "others",
         f"{counted(len(slow), 'slow link')}; worst {number_text(w['bandwidth_gbps'], unit='GB/s')}"
         f" against a median of {number_text(w['median_gbps'], unit='GB/s')}; every collective "
         "of its group runs at its "
         "pace "
-        f"(exposed communication on its ranks {fmt_time(exposed)} per step, the mean over "
+        f"(exposed communication on {'its' if w['rank_space'] == 'global' else 'the'} "
+        f"ranks {fmt_time(exposed)} per step, the mean over "
         "the steps)",
         f"Check the link ({link}: errors, cable, optics, switch port) and the rank "
         "placement; move the job off it until it is repaired.",
