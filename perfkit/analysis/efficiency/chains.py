@@ -324,7 +324,8 @@ def may_hold_bmm_attention(profile: Any) -> bool:
     """Whether the priced rows hold a 3-D ``q·kᵀ`` batched product, the first member of an
     attention run as bmm, softmax, bmm
     (:func:`~perfkit.analysis.shapes.bmm_attention.has_qk_product`); False rules out the
-    search by shapes of :func:`attention_chains`, which orders two more columns."""
+    search by shapes of :func:`attention_chains`, which orders two more columns. A lazy
+    cluster may: each rank is searched on its worker (its priced rows are not here)."""
     from ..shapes.bmm_attention import has_qk_product
 
     if is_lazy(profile):  # searched rank by rank on the workers (attention_chains)
