@@ -23,6 +23,8 @@ from shared_samples import sample
 
 import perfkit as pk
 from perfkit.advisor import ASSUMPTIONS
+from perfkit.analysis._util import table
+from perfkit.analysis.operators import kernel_tokens
 from perfkit.analysis.shapes import read_model
 from perfkit.profile import Profile, ProfileMeta
 
@@ -95,27 +97,36 @@ def test_timesformer_bmm_attention_is_recognised_as_the_raw_trace_has_it() -> No
     assert not found["backward"].any()  # a forward-only trace
 
 
+def _raw_chain_tasks(events: list[dict], raw: list[dict]) -> list[list[dict]]:
+    """The device tasks of each chain of ``raw``: on the stream of its first kernel, from
+    the ``q·kᵀ`` product's first kernel to the ``·v`` product's last, less the copies
+    (``.contiguous()`` of ``v``: the copy finding's time, not attention's)."""
+    host = {e["args"]["External id"]: e["name"] for e in events
+            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    tasks = sorted((e for e in events if e.get("cat") in _DEVICE), key=lambda e: e["ts"])
+    out = []
+    for t in raw:
+        qk, pv = t["qk"]["args"]["External id"], t["pv"]["args"]["External id"]
+        mine = [i for i, e in enumerate(tasks) if e["args"].get("External id") in (qk, pv)]
+        stream = tasks[mine[0]]["args"]["stream"]
+        out.append([e for e in tasks[mine[0]:mine[-1] + 1]
+                    if e["args"].get("stream") == stream
+                    and host.get(e["args"].get("External id")) != "aten::copy_"])
+    return out
+
+
 @pytest.mark.shared_samples
 def test_timesformer_unfused_attention_finding_times_the_raw_kernels() -> None:
     path = next(sample(TIMESFORMER).glob("*.json.gz"))
     events = _raw(path)
     raw = _raw_triples(events)
-    host = {e["args"]["External id"]: e["name"] for e in events
-            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
-    tasks = sorted((e for e in events if e.get("cat") in _DEVICE), key=lambda e: e["ts"])
     steps = len({e["name"] for e in events
                  if str(e.get("name", "")).startswith("ProfilerStep#")})
     peak = H100.peak_flops["bf16"]  # the trace's products take c10::BFloat16
     eff = ASSUMPTIONS["kernel_efficiency"]
     totals, savings = [], []
-    for t in raw:
-        qk, pv = t["qk"]["args"]["External id"], t["pv"]["args"]["External id"]
-        mine = [i for i, e in enumerate(tasks) if e["args"].get("External id") in (qk, pv)]
-        stream = tasks[mine[0]]["args"]["stream"]
-        chain = [e for e in tasks[mine[0]:mine[-1] + 1] if e["args"].get("stream") == stream]
-        # the copies (.contiguous() of v) are the copy finding's time, not attention's
-        tot = sum(e["dur"] for e in chain
-                  if host.get(e["args"].get("External id")) != "aten::copy_")
+    for t, chain in zip(raw, _raw_chain_tasks(events, raw), strict=True):
+        tot = sum(e["dur"] for e in chain)
         fused = 2 * (2.0 * t["n"] * t["s"] * t["s"] * t["d"]) / (eff * peak) * 1e6
         totals.append(tot)
         savings.append(max(0.0, tot - fused))
@@ -171,3 +182,66 @@ def test_only_the_whole_chain_on_one_stream_is_attention() -> None:
     found = bmm_attention(_gpu(others + _attention(64, 1024, 128)))
     assert list(zip(found["batch_heads"], found["seq"], found["head_dim"], strict=True)) == \
         [(64, 1024, 128)]
+
+
+@pytest.mark.shared_samples
+def test_timesformer_unfused_pattern_rows_are_the_raw_attention_chains() -> None:
+    """The Operators tab's unfused-attention rows are the chains the advisor counts: a
+    copy between the softmax and the second bmm no longer hides them, and the copies are
+    left to the copies row."""
+    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+    events = _raw(path)
+    raw = _raw_triples(events)
+    chains = _raw_chain_tasks(events, raw)
+    profile = pk.load(path, cache=False, progress=False)
+    uf = pk.analysis.unfused_patterns(profile)
+    (row,) = uf[uf["pattern"] == "softmax_dropout_matmul"].itertuples()
+    assert row.occurrences == len(raw)
+    assert row.kernels == sum(len(c) for c in chains)
+    assert row.total_us == pytest.approx(sum(e["dur"] for c in chains for e in c), rel=1e-9)
+    assert row.saving_us == pytest.approx(
+        sum(sum(e["dur"] for e in c) - max(e["dur"] for e in c) for c in chains), rel=1e-9)
+    det = pk.analysis.unfused_patterns(profile, detail=True)
+    det = det[det["pattern"] == "softmax_dropout_matmul"]
+    assert sorted(det["total_us"]) == pytest.approx(
+        sorted(sum(e["dur"] for e in c) for c in chains), rel=1e-9)
+    assert sorted(det["names"]) == sorted(" > ".join(e["name"] for e in c) for c in chains)
+    # the advisor's chains, the same ones
+    ch = pk.analysis.attention_chains(profile, H100)
+    assert sorted(ch["total_us"]) == pytest.approx(sorted(det["total_us"]), rel=1e-9)
+    assert sorted(ch["kernels"]) == sorted(det["kernels"])
+
+
+def test_a_router_softmax_between_batched_gemms_is_not_attention() -> None:
+    """bmm, softmax, bmm by their kernels' names, whose shapes make no attention (a MoE
+    router's softmax between experts' batched GEMMs): neither the unfused-pattern table
+    nor the advisor takes it for attention; the same kernels without shapes, and with the
+    shapes of attention, are."""
+    router = [(7, "aten::bmm", GEMM, "8,512,1024;8,1024,4096"),
+              (7, "aten::_softmax", SOFTMAX, "8,512,4096;;"),
+              (7, "aten::bmm", GEMM, "8,512,4096;8,4096,1024"),
+              (7, "aten::bmm", GEMM, "8,256,64;8,64,256"),  # q·kᵀ shapes, a router's
+              (7, "aten::_softmax", SOFTMAX, "4096,8;;"),  # softmax over 8 experts
+              (7, "aten::bmm", GEMM, "8,256,256;8,256,64")]
+    letters = "".join(kernel_tokens(table(_gpu(router), "kernels")))
+    assert letters == "BFBBFB"  # what the letter pattern alone matches
+
+    def attention_rows(profile: Profile) -> pd.DataFrame:
+        uf = pk.analysis.unfused_patterns(profile)
+        return uf[uf["pattern"] == "softmax_dropout_matmul"]
+
+    def advised(profile: Profile) -> list[str]:
+        return [f.rule for f in pk.advise(profile, hardware=H100)]
+
+    routed = _gpu(router)
+    assert attention_rows(routed).empty
+    assert pk.analysis.attention_chains(routed, H100).empty
+    assert "attention_not_fused" not in advised(routed)
+    # without shapes the kernels' names are all there is: the letter pattern stands
+    unshaped = _gpu([(s, op, name, "") for s, op, name, _ in router])
+    assert attention_rows(unshaped)["occurrences"].sum() == 2
+    # the shapes of attention after the router's: one chain, its three kernels
+    real = _gpu(router + _attention(64, 1024, 128))
+    row = attention_rows(real)
+    assert row["occurrences"].tolist() == [1] and row["kernels"].tolist() == [3]
+    assert len(pk.analysis.attention_chains(real, H100)) == 1

@@ -255,15 +255,15 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
                      kernel_efficiency: float = 0.7) -> pd.DataFrame:
     """Attention computed as matmul, softmax (dropout), matmul instead of a fused kernel.
 
-    Chains are found with the ``softmax_dropout_matmul`` pattern of
-    :data:`perfkit.analysis.operators.PATTERNS`, and, where the rows have shapes, as a
-    3-D ``q·kᵀ`` bmm, softmax, ``·v`` bmm of matching shapes
-    (:func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples`; one not
-    already within a pattern's match): from the first product's first kernel to the
-    second's last on the lane. Only ranks with no fused-attention kernel are searched. A
-    chain's ``kernels`` and ``total_us`` leave out its copy kernels (``.contiguous()`` of
-    ``v``, counted by the copies pattern). A fused kernel does the chain's matrix FLOPs
-    without writing the score matrix:
+    The chains are :func:`~perfkit.analysis.operators.attention_spans.attention_spans` of
+    the priced rows in execution order, as the ``softmax_dropout_matmul`` rows of
+    :func:`perfkit.analysis.operators.unfused_patterns` find them: 3-D ``q·kᵀ`` bmm,
+    softmax, ``·v`` bmm of matching shapes where the rows carry shapes, else the letter
+    pattern of :data:`perfkit.analysis.operators.PATTERNS`; each from the first product's
+    first kernel to the second's last on the lane. Only ranks with no fused-attention
+    kernel are searched. A chain's ``kernels`` and ``total_us`` leave out its copy
+    kernels (``.contiguous()`` of ``v``, counted by the copies pattern). A fused kernel
+    does the chain's matrix FLOPs without writing the score matrix:
     ``fused_us = FLOPs of the chain's GEMMs / (kernel_efficiency · peak)``;
     ``saving_us = max(0, total_us - fused_us)``.
 
@@ -272,8 +272,6 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     DataFrame
         ``rank``, ``kernels``, ``total_us``, ``flops``, ``fused_us``, ``saving_us``.
     """
-    from ..operators import PATTERNS, kernel_tokens
-
     cols = {"rank": "Int64", "kernels": "int64", "total_us": "float64", "flops": "float64",
             "fused_us": "float64", "saving_us": "float64"}
     if hardware is None:
@@ -283,41 +281,60 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     if is_lazy(profile):
         return typed(per_rank(profile, attention_chains, hardware, kernel_efficiency),
                      cols)
-    shaped = may_hold_bmm_attention(profile)
-    rows, new_lane = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype",
-                                        *(("label", "input_shapes") if shaped else ())))
-    if rows.empty:
-        return empty_frame(cols, "no input shapes in this profile")
-    tok = kernel_tokens(rows).to_numpy()
-    if not (tok == "F").any():  # both searches need a softmax
-        return empty_frame(cols, "no unfused attention chain")
-    flash = set(rows.loc[tok == "Z", "rank"].dropna().tolist())
-    sep = np.where(new_lane, "|", "")
-    text_tokens = np.char.add(sep.astype(str), tok.astype(str))
-    row_of = np.repeat(np.arange(len(rows)), np.char.str_len(text_tokens))
-    text = "".join(text_tokens.tolist())
+    rows, spans, counted_ = _attention_found(profile)
+    if not spans:
+        return empty_frame(cols, "no unfused attention chain"
+                           if not rows.empty else "no input shapes in this profile")
     found = []
     dur = rows["dur_us"].to_numpy(float)
     flops = rows["flops"].where(rows["kind"] == "gemm", 0.0).fillna(0.0).to_numpy(float)
     dts = rows["dtype"].astype("string").fillna("")
-    spans = [(int(row_of[m.start()]), int(row_of[m.end() - 1]))
-             for m in re.finditer(PATTERNS["softmax_dropout_matmul"][0], text)]
-    spans = sorted(spans + _bmm_spans(rows, new_lane, spans))
-    counted_ = tok != "T"  # copies: the copies pattern's time
     for a, b in spans:
-        rank = rows["rank"].iloc[a]
-        if rank in flash:
-            continue
         key = peak_key(dts.iloc[a]) or hardware.default_dtype
         peak = hardware.peak(key if key in hardware.peak_flops else None)
         fl = float(flops[a:b + 1].sum())
         fused = fl / (kernel_efficiency * peak) * 1e6
         mine = counted_[a:b + 1]
         tot = float(dur[a:b + 1][mine].sum())
-        found.append((rank, int(mine.sum()), tot, fl, fused, max(0.0, tot - fused)))
-    if not found:
-        return empty_frame(cols, "no unfused attention chain")
+        found.append((rows["rank"].iloc[a], int(mine.sum()), tot, fl, fused,
+                      max(0.0, tot - fused)))
     return _noted(typed(pd.DataFrame(found, columns=list(cols)), cols), profile, rows)
+
+
+def _attention_found(profile: Any) -> tuple[pd.DataFrame, list[tuple[int, int]], np.ndarray]:
+    """The ordered rows :func:`attention_chains` reads, its chains on the ranks without a
+    fused-attention kernel (first and last row), and whether each row is counted (not a
+    copy); once per :func:`shared_results` block."""
+    return shared("attention_found", (profile,), (), lambda: _find_attention(profile))
+
+
+def _find_attention(profile: Any) -> tuple[pd.DataFrame, list[tuple[int, int]], np.ndarray]:
+    """:func:`_attention_found`."""
+    from ..operators import PATTERNS, kernel_tokens
+    from ..operators.attention_spans import attention_spans
+
+    shaped = may_hold_bmm_attention(profile)
+    rows, new_lane = _ordered(profile, ("type", "name", "dur_us", "flops", "kind", "dtype",
+                                        *(("label", "input_shapes") if shaped else ())))
+    if rows.empty:
+        return rows, [], np.zeros(0, dtype=bool)
+    tok = kernel_tokens(rows).to_numpy()
+    if not (tok == "F").any():  # both searches need a softmax
+        return rows, [], tok != "T"
+    flash = set(rows.loc[tok == "Z", "rank"].dropna().tolist())
+    sep = np.where(new_lane, "|", "")
+    text_tokens = np.char.add(sep.astype(str), tok.astype(str))
+    row_of = np.repeat(np.arange(len(rows)), np.char.str_len(text_tokens))
+    text = "".join(text_tokens.tolist())
+    letter = [(int(row_of[m.start()]), int(row_of[m.end() - 1]))
+              for m in re.finditer(PATTERNS["softmax_dropout_matmul"][0], text)]
+    triples = _bmm_triples(rows, new_lane) if shaped else []
+    label_of, shapes_of = _row_reader(profile, "label"), _row_reader(profile, "input_shapes")
+    spans = attention_spans(letter, triples, label_of,
+                            lambda i: _parsed(shapes_of(i)))
+    rank = rows["rank"]
+    spans = [(a, b) for a, b in spans if rank.iloc[a] not in flash]
+    return rows, spans, tok != "T"  # copies: the copies pattern's time
 
 
 def may_hold_bmm_attention(profile: Any) -> bool:
@@ -358,23 +375,30 @@ class _ParsedShapes:
         return self.done[c]
 
 
-def _bmm_spans(rows: pd.DataFrame, new_lane: np.ndarray, taken: list[tuple[int, int]]
-               ) -> list[tuple[int, int]]:
-    """The rows (first, last) of each 3-D bmm attention on a lane of the ordered rows, that
-    no span of ``taken`` overlaps."""
+def _bmm_triples(rows: pd.DataFrame, new_lane: np.ndarray) -> list[Any]:
+    """The 3-D bmm attentions among the ordered rows, each lane on its own
+    (:func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples`)."""
     from ..shapes.bmm_attention import bmm_attention_triples
 
     if "label" not in rows.columns or "input_shapes" not in rows.columns:
         return []
     labels = rows["label"].astype("string").fillna("").to_numpy(dtype=object)
-    found = bmm_attention_triples(labels, _ParsedShapes(rows["input_shapes"]),
-                                  np.cumsum(new_lane))
-    starts = np.sort(np.asarray([a for a, _ in taken], dtype=np.int64))
-    ends = np.asarray([b for _, b in sorted(taken)], dtype=np.int64)
-    out = []
-    for t in found:
-        j = int(np.searchsorted(starts, t.pv_end, side="right")) - 1  # last begun by its end
-        if j >= 0 and ends[j] >= t.qk:
-            continue
-        out.append((t.qk, t.pv_end))
-    return out
+    return bmm_attention_triples(labels, _ParsedShapes(rows["input_shapes"]),
+                                 np.cumsum(new_lane))
+
+
+def _row_reader(profile: Any, column: str) -> Any:
+    """``column`` of the :func:`_ordered` row at a position, read one row at a time (the
+    few letter matches), without taking the column in order; NA where it is absent."""
+    rows, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
+    if column not in rows.columns:
+        return lambda i: pd.NA
+    values = rows[column]
+    return lambda i: values.iloc[int(order[i])]
+
+
+def _parsed(text: Any) -> list[tuple[int, ...]]:
+    """:func:`~perfkit.analysis.shapes.parse_shapes` of a shapes text (NA: none)."""
+    from ..shapes.records import parse_shapes
+
+    return parse_shapes("" if pd.isna(text) else str(text))

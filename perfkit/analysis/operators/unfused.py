@@ -19,7 +19,9 @@ import pandas as pd
 
 from ..._text_codes import first_rows
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, nan_as_zero, noted_no_step, table, typed
+from .._shared import shared_factorize
+from .._tasks import scope_rows, tasks_in_scope
+from .._util import empty_frame, nan_as_zero, noted_no_step, table, take_rows, typed
 from .scope import _LANES, _by_rank, _lanes, _scope
 from .tokens import _token_codes
 
@@ -44,6 +46,10 @@ PATTERNS: dict[str, tuple[str, str, str]] = {
                  "chain"),
     "copies": (r"T", "in-place / stride-aware operators", "all"),
 }
+
+#: The pattern of unfused attention: its occurrences are the chains of
+#: :func:`~.attention_spans.attention_spans` (:func:`_attention_rows`), as the advisor's.
+_ATTENTION = "softmax_dropout_matmul"
 
 #: Patterns whose matches are then checked on the tasks' dtypes and shapes: a run of casts
 #: is a ``cast_chain`` only where its casts undo each other (:func:`_undoing_casts`), and
@@ -276,8 +282,7 @@ def _summed_per_rank(rank: np.ndarray, first: np.ndarray, counts: np.ndarray,
     """The occurrences of one pattern summed per rank, ranks in order of first occurrence
     (a missing rank a group of its own): the summary's rows of the pattern, as
     ``groupby(["rank", "pattern"], sort=False, dropna=False)`` of the occurrences gives
-    them (sums with NaN left out; ``first`` and ``n_first``: the first occurrence's row
-    and length)."""
+    them (sums with NaN left out; ``_occurrence``: each rank's first occurrence)."""
     code, ranks = pd.factorize(rank, use_na_sentinel=False)
     n = len(ranks)
     at = first_rows(code)
@@ -289,8 +294,127 @@ def _summed_per_rank(rank: np.ndarray, first: np.ndarray, counts: np.ndarray,
     return pd.DataFrame({
         "rank": ranks, "pattern": pattern, "occurrences": np.bincount(code, minlength=n),
         "kernels": total(counts.astype(np.float64)).astype(np.int64),  # exact below 2**53
-        "total_us": total(tot), "saving_us": total(saving),
-        "first": first[at], "n_first": counts[at], "fused_replacement": fused})
+        "total_us": total(tot), "saving_us": total(saving), "_occurrence": at,
+        "fused_replacement": fused})
+
+
+def _chain_names(names: _Names, idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``"a > b > c"`` per occurrence: the names of its rows ``idx`` (the occurrences' rows
+    one after another, ``counts`` each), joined with string concatenation (no Python loop
+    over the rows)."""
+    occ = np.repeat(np.arange(len(counts)), counts)
+    sep = np.where(np.r_[True, occ[1:] != occ[:-1]], "", " > ")
+    text = pd.Series(np.char.add(sep.astype(str), names[idx].astype(str)))
+    return text.groupby(occ).sum().to_numpy(dtype=object)
+
+
+def _attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
+                    first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first and last rows (in lane order) of the unfused attention chains:
+    :func:`~.attention_spans.attention_spans` of the letter pattern's matches
+    (``first``, ``last``) and, where a 3-D ``q·kᵀ`` product is among the tasks, of the 3-D
+    bmm chains found by their shapes, as
+    :func:`~perfkit.analysis.efficiency.attention_chains` finds them on the priced rows.
+
+    The tasks' operator is labelled as the pricing labels it (its launching operator,
+    else its type, else its name). The labels of every task are read only where a
+    batched product's shapes are those of ``q·kᵀ`` (each distinct one tested once); the
+    letter matches' first rows are read one by one. Without shapes the matches stand.
+    """
+    from ..efficiency.costs import _label
+    from ..efficiency.tensors import parse_shapes
+    from ..shapes.bmm_attention import bmm_attention_triples, has_qk_product, is_batched
+    from .attention_spans import attention_spans
+
+    if "input_shapes" not in kernels.columns:
+        return first, last
+    # the columns the tokens read, as they took them out (the shapes: row by row)
+    scoped = tasks_in_scope(kernels, False, ("op_name", "type", "name"), pmu=False,
+                            coded=("name",))
+    keep = scope_rows(kernels, False)
+    shape_col = kernels["input_shapes"]
+    pos = lanes.positions
+    in_scope = None if keep is None else np.flatnonzero(keep)  # the scope's table rows
+
+    def in_table(r: Any) -> np.ndarray:  # rows of lane order -> of the scope's table order
+        return np.asarray(r) if pos is None else pos[np.asarray(r)]
+
+    def to_kernels(r: Any) -> np.ndarray:  # rows of the scope -> of the kernels table
+        return np.asarray(r) if in_scope is None else in_scope[np.asarray(r)]
+
+    parsed: dict[str, list[tuple[int, ...]]] = {}
+
+    def shapes_at(r: int) -> list[tuple[int, ...]]:  # r: a row of the scope's table order
+        text = shape_col.iloc[int(to_kernels(r))]
+        text = "" if pd.isna(text) else str(text)
+        if text not in parsed:
+            parsed[text] = parse_shapes(text)
+        return parsed[text]
+
+    def labels_at(rows: np.ndarray) -> pd.Series:
+        return _label(take_rows(scoped, rows))
+
+    batched = np.flatnonzero(_batched_rows(scoped, is_batched))
+    triples = []
+    if len(batched) and has_qk_product(labels_at(batched),
+                                       shape_col.iloc[to_kernels(batched)]):
+        every = in_table(np.arange(len(scoped)))  # each row of lane order in the scope
+        label_text = labels_at(every).to_numpy(dtype=object)
+        code, uniq = pd.factorize(shape_col.to_numpy(dtype=object)[to_kernels(every)],
+                                  use_na_sentinel=False)
+        texts = ["" if pd.isna(t) else str(t) for t in uniq.tolist()]
+        by_code: dict[int, list[tuple[int, ...]]] = {}
+
+        def lane_shapes(i: int) -> list[tuple[int, ...]]:  # parsed once per distinct text
+            c = int(code[i])
+            if c not in by_code:
+                by_code[c] = parse_shapes(texts[c])
+            return by_code[c]
+
+        triples = bmm_attention_triples(label_text, _Lookup(lane_shapes),
+                                        np.cumsum(new_block))
+    starts = in_table(first)
+    letter_labels = labels_at(starts).to_numpy(dtype=object)
+    at = {int(a): j for j, a in enumerate(first.tolist())}
+    spans = attention_spans(list(zip(first.tolist(), last.tolist(), strict=True)), triples,
+                            lambda i: letter_labels[at[int(i)]],
+                            lambda i: shapes_at(starts[at[int(i)]]))
+    out = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    return out[:, 0], out[:, 1]
+
+
+def _batched_rows(scoped: pd.DataFrame, test: Any) -> np.ndarray:
+    """Whether each task's label (:func:`~perfkit.analysis.efficiency.costs._label`: its
+    launching operator, else its type unless generic, else its name) passes ``test``,
+    worked out per distinct operator, type and name."""
+    def per_value(column: str) -> tuple[np.ndarray, np.ndarray]:
+        if column not in scoped.columns:
+            return np.full(len(scoped), -1), np.zeros(0, dtype=bool)
+        code, uniq = shared_factorize(scoped[column], use_na_sentinel=True)
+        text = pd.Series(uniq, dtype="string").fillna("")
+        return code, np.array([test(t) for t in text.tolist()], dtype=bool)
+
+    op_code, op_hit = per_value("op_name")
+    t_code, t_hit = per_value("type")
+    n_code, n_hit = per_value("name")
+    types = pd.Series(shared_factorize(scoped["type"], use_na_sentinel=True)[1],
+                      dtype="string") if "type" in scoped.columns else pd.Series(
+                          [], dtype="string")
+    generic = types.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(
+        bool)
+    by_type = np.where(t_code >= 0, ~np.append(generic, True)[t_code], False)
+    hit = np.where(by_type, np.append(t_hit, False)[t_code], np.append(n_hit, False)[n_code])
+    return np.where(op_code >= 0, np.append(op_hit, False)[op_code], hit)
+
+
+class _Lookup:
+    """``fn(i)`` as ``lookup[i]``."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __getitem__(self, i: int) -> Any:
+        return self.fn(i)
 
 
 def unfused_patterns(profile: Any, detail: bool = False,
@@ -355,13 +479,13 @@ def unfused_patterns(profile: Any, detail: bool = False,
         # up to p), read for the matches only
         seps = blocks + np.arange(len(blocks))
         row_of_char = _RowOfChar(seps)
-        is_flash = letters == ord("Z")
+        is_flash, copy_row = letters == ord("Z"), letters == ord("T")
     else:
         tok = tokens[code if pos is None else code[pos]]
         spelled = np.char.add(np.where(new_block, "|", ""), tok)
         row_of_char = np.repeat(np.arange(len(k)), np.char.str_len(spelled))
         text, where = "".join(spelled.tolist()), None
-        is_flash = tok == "Z"
+        is_flash, copy_row = tok == "Z", tok == "T"
     dur = lanes.take(k["dur_us"].to_numpy(np.float64, na_value=np.nan))
     rank_arr = _Taken(k["rank"].to_numpy(), pos)  # looked up for the matches only
     stream_arr = _Taken(k["stream"].to_numpy() if "stream" in k.columns
@@ -371,12 +495,19 @@ def unfused_patterns(profile: Any, detail: bool = False,
     names = _Names(name_code, name_uniq.astype(str), pos)
     for pname, (regex, fused, rule) in pats.items():
         starts, ends = _find(text, regex)
-        if not len(starts):
+        # as attention_chains: a softmax somewhere, on a rank without fused attention
+        attention = pname == _ATTENTION and "F" in text and not (
+            flash_ranks and flash_ranks >= set(pd.unique(k["rank"].dropna())))
+        if not len(starts) and not attention:
             continue
-        if where is not None:  # back to places in the whole token text
+        if where is not None and len(starts):  # back to places in the whole token text
             starts, ends = where[starts], where[ends - 1] + 1
         first = row_of_char[starts]
         last = row_of_char[ends - 1]  # patterns hold no "|", so matches end on a token
+        if attention:  # the chains attention_chains counts, where the tasks have shapes
+            first, last = _attention_rows(kernels, lanes, new_block, first, last)
+            if not len(first):
+                continue
         counts = last - first + 1
         if pname in _CAST_CHECKS:  # the runs of casts, checked on their dtypes and shapes
             runs = np.repeat(first, counts) + (np.arange(counts.sum())
@@ -385,26 +516,37 @@ def unfused_patterns(profile: Any, detail: bool = False,
             first, counts = check(first, counts, _cast_fields(kernels, k, pos, runs))
             if not len(first):
                 continue
+        rank_of = rank_arr[first]
+        if pname == _ATTENTION and flash_ranks:
+            kept = ~pd.Series(rank_of).isin(flash_ranks).to_numpy(bool)
+            rank_of, first, counts = rank_of[kept], first[kept], counts[kept]
+            if not len(first):
+                continue
         idx = np.repeat(first, counts) + (np.arange(counts.sum())
                                           - np.repeat(np.cumsum(counts) - counts, counts))
+        if pname == _ATTENTION:  # its copies (.contiguous() of v) are the copies' time
+            own = ~copy_row[idx]
+            counts = np.add.reduceat(own.astype(np.int64), np.cumsum(counts) - counts)
+            idx = idx[own]
         # the occurrences' rows lie in runs, one after another: sums and maxima per run
         at = np.cumsum(counts) - counts
         d = dur[idx]
         tot = np.add.reduceat(np.nan_to_num(d, nan=0.0), at)
         mx = np.fmax.reduceat(d, at)  # NaN only where every duration is, as max() skips
         saving = tot if rule == "all" else tot - mx
-        rank_of = rank_arr[first]
-        if pname == "softmax_dropout_matmul" and flash_ranks:
-            kept = ~pd.Series(rank_of).isin(flash_ranks).to_numpy(bool)
-            rank_of, first, counts, tot, saving = (a[kept] for a in (rank_of, first, counts,
-                                                                     tot, saving))
         if detail:
             rows.append(pd.DataFrame({"rank": rank_of, "stream": stream_arr[first],
                                       "pattern": pname, "first_row": first,
                                       "kernels": counts, "total_us": tot,
-                                      "saving_us": saving, "fused_replacement": fused}))
-        elif len(first):
-            rows.append(_summed_per_rank(rank_of, first, counts, tot, saving, pname, fused))
+                                      "saving_us": saving,
+                                      "names": _chain_names(names, idx, counts),
+                                      "fused_replacement": fused}))
+        else:
+            part = _summed_per_rank(rank_of, first, counts, tot, saving, pname, fused)
+            one = part.pop("_occurrence").to_numpy()  # each rank's first occurrence
+            part["example"] = _chain_names(names, np.concatenate(
+                [idx[at[o]:at[o] + counts[o]] for o in one]), counts[one])
+            rows.append(part)
     det_cols = {"rank": "Int64", "stream": "Int64", "pattern": "string", "first_row": "int64",
                 "kernels": "int64", "total_us": "float64", "saving_us": "float64",
                 "names": "string", "fused_replacement": "string"}
@@ -413,25 +555,11 @@ def unfused_patterns(profile: Any, detail: bool = False,
                                          "no known unfused pattern found"), kernels)
     # the occurrences (detail), else their sums per rank and pattern
     found = pd.concat(rows, ignore_index=True)
-
-    def chain_names(frame: pd.DataFrame) -> pd.Series:
-        # "a > b > c" per occurrence, built with string concatenation (no Python loop)
-        idx = np.repeat(frame["first_row"].to_numpy(), frame["kernels"].to_numpy())
-        occ = np.repeat(np.arange(len(frame)), frame["kernels"].to_numpy())
-        idx = idx + (np.arange(len(idx)) - np.repeat(np.cumsum(frame["kernels"].to_numpy())
-                                                     - frame["kernels"].to_numpy(),
-                                                     frame["kernels"].to_numpy()))
-        sep = np.where(np.r_[True, occ[1:] != occ[:-1]], "", " > ")
-        text = pd.Series(np.char.add(sep.astype(str), names[idx].astype(str)))
-        return text.groupby(occ).sum().set_axis(frame.index)
-
     if detail:
-        return noted_no_step(typed(found.assign(names=chain_names(found)), det_cols), kernels)
+        return noted_no_step(typed(found, det_cols), kernels)
     by_rank = _by_rank(k, lanes)  # each rank's device time (as a groupby's sum, NaN left out)
     device = pd.Series(by_rank.sum(dur), index=by_rank.index)
     out = found
-    out["example"] = chain_names(pd.DataFrame({"first_row": out["first"],
-                                               "kernels": out["n_first"]})).to_numpy()
     out["saving_share"] = out["saving_us"] / out["rank"].map(device).astype("float64")
     out = out.sort_values("saving_us", ascending=False, kind="mergesort")
     return noted_no_step(typed(out, UNFUSED_COLUMNS).reset_index(drop=True), kernels)

@@ -42,7 +42,7 @@ from .records import (
 )
 
 __all__ = ["BmmAttention", "bmm_attention_triples", "bmm_attention", "record_triples",
-           "has_qk_product"]
+           "has_qk_product", "judged_by_shapes", "is_batched"]
 
 _BMM = re.compile(r"(?i)^aten::(?:bmm|baddbmm)$")
 #: The labels that end the search for the next member: products, softmaxes, attention.
@@ -111,11 +111,26 @@ def _pv(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
     return (n, s, d) if n == n2 and s == s1 == s2 else None
 
 
+def judged_by_shapes(label: str, shapes: Sequence[Shape]) -> bool:
+    """Whether a matrix product's shapes say whether it begins an attention chain: a
+    PyTorch ``aten::bmm`` / ``aten::baddbmm`` of two readable 3-D operands (recorded as
+    the views it takes, a transposed ``kᵀ`` as ``(N, d, S)``). It begins one only as the
+    ``q·kᵀ`` product of a chain of :func:`bmm_attention_triples`. An Ascend
+    ``BatchMatMul`` is not judged: its shapes may be of untransposed operands."""
+    return bool(_BMM.search(label)) and _operands(label, shapes) is not None
+
+
 def _scores(shapes: Sequence[Shape], n: int, s: int) -> bool:
     """Whether a softmax's input is ``N·S·S`` elements with ``S`` last."""
     ins = [x for x in shapes if x]
     return bool(ins) and len(ins[0]) >= 2 and ins[0][-1] == s and \
         int(np.prod(ins[0], dtype=np.int64)) == n * s * s
+
+
+def is_batched(label: str) -> bool:
+    """Whether an operator label is a batched product (``aten::bmm`` / ``aten::baddbmm``,
+    a ``BatchMatMul``): what :func:`has_qk_product` tests the shapes of."""
+    return bool(_BMM.search(label) or _BATCH_MATMUL.search(label))
 
 
 def has_qk_product(labels: pd.Series, shapes: pd.Series) -> bool:
@@ -126,8 +141,7 @@ def has_qk_product(labels: pd.Series, shapes: pd.Series) -> bool:
     products is tested once: a million-task profile costs two factorisations.
     """
     codes, uniq = pd.factorize(labels, use_na_sentinel=True)
-    batched = np.array([bool(_BMM.search(str(u)) or _BATCH_MATMUL.search(str(u)))
-                        for u in uniq.tolist()], dtype=bool)
+    batched = np.array([is_batched(str(u)) for u in uniq.tolist()], dtype=bool)
     if not batched.any():
         return False
     pick = (codes >= 0) & batched[np.where(codes >= 0, codes, 0)]
