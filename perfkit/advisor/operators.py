@@ -171,15 +171,22 @@ _GEMM_ADVICE_START = {
 
 
 @rule("operators", order=110, needs=("kernels|ops",), inputs=("hardware",),
-      ahead=("efficiency",))
+      after=("attention",), ahead=("efficiency",))
 def gemm(ctx: Context) -> list[Finding]:
-    """GEMMs far below their roofline: what a kernel at ``kernel_efficiency`` would save."""
+    """GEMMs far below their roofline: what a kernel at ``kernel_efficiency`` would save.
+
+    The GEMM calls of the unfused attention chains that the ``attention_not_fused``
+    finding counts (:func:`perfkit.analysis.efficiency.attention_chain_gemms`) are left
+    out: a fused attention kernel replaces them, and their time is that finding's. Each
+    group is judged on its other calls: ``efficiency = count · ideal_us / total_us``.
+    """
     eff = ctx.efficiency()
     if eff.empty:
         return []
     a = ctx.assume
-    g = eff[(eff["kind"] == "gemm") & (eff["efficiency"] < a["far_below"])
-            & eff["ideal_us"].notna()]
+    g = eff[(eff["kind"] == "gemm") & eff["ideal_us"].notna()]
+    g, left_out = _without_attention(ctx, g)
+    g = g[g["efficiency"] < a["far_below"]]
     if g.empty:
         return []
     good = g["count"] * g["ideal_us"] / a["kernel_efficiency"]
@@ -207,12 +214,35 @@ def gemm(ctx: Context) -> list[Finding]:
         "Matrix multiplications run far below what the hardware allows for their shapes",
         f"{counted(len(g), 'GEMM shape')} under {pct(a['far_below'])} of "
         f"{plural(len(g), 'its', 'their')} roofline "
-        f"({ctx.hardware.name}); worst: " + "; ".join(causes) + _no_step(ctx),
+        f"({ctx.hardware.name}); worst: " + "; ".join(causes) + left_out + _no_step(ctx),
         _GEMM_ADVICE_START[ctx.fw.startswith(("pytorch_gpu", "pytorch_rocm"))]
         + "batch tiny GEMMs together (grouped / batched matmul, larger micro-batch), and "
         "keep the operands in the kernel's preferred layout.",
         details=f"kernel_efficiency {a['kernel_efficiency']}; far_below {a['far_below']}; "
                 f"roofline of {ctx.hardware.name} ({ctx.hardware_why})")]
+
+
+def _without_attention(ctx: Context, g: Any) -> tuple[Any, str]:
+    """The GEMM groups ``g`` of the efficiency table less the calls of the attention
+    chains the ``attention_not_fused`` finding counts, and a sentence saying what was
+    left out ("" when nothing was)."""
+    if not any(f.rule == "attention_not_fused" and f.measured
+               for f in ctx.findings("attention")):
+        return g, ""
+    att = ctx.get("att_gemms", lambda: _eff.attention_chain_gemms(ctx.profile))
+    if att.empty:
+        return g, ""
+    keys = ["key", "input_shapes", "input_dtypes"]
+    att = att.groupby(keys, sort=False).agg(_n=("count", "sum"), _t=("total_us", "sum"))
+    g = g.astype({k: "string" for k in keys}).fillna({k: "" for k in keys}) \
+        .join(att, on=keys)
+    n, t = g["_n"].fillna(0), g["_t"].fillna(0.0)
+    g = g.assign(count=g["count"] - n, total_us=g["total_us"] - t)
+    g = g[g["count"] > 0].drop(columns=["_n", "_t"])
+    g = g.assign(efficiency=g["count"] * g["ideal_us"] / g["total_us"])
+    calls, us = int(n.sum()), ctx.per_rank_step(float(t.sum()))
+    return g, (f"; leaves out {counted(calls, 'GEMM call')} ({fmt_time(us)} per step) of "
+               "the unfused attention chains, which the attention finding counts")
 
 
 @rule("operators", order=120, needs=("kernels|ops",), inputs=("hardware",),

@@ -23,6 +23,7 @@ from shared_samples import sample
 
 import perfkit as pk
 from perfkit.advisor import ASSUMPTIONS
+from perfkit.advisor.words import fmt_time
 from perfkit.analysis._util import table
 from perfkit.analysis.operators import kernel_tokens
 from perfkit.analysis.shapes import read_model
@@ -182,6 +183,60 @@ def test_only_the_whole_chain_on_one_stream_is_attention() -> None:
     found = bmm_attention(_gpu(others + _attention(64, 1024, 128)))
     assert list(zip(found["batch_heads"], found["seq"], found["head_dim"], strict=True)) == \
         [(64, 1024, 128)]
+
+
+@pytest.mark.shared_samples
+def test_timesformer_gemm_finding_leaves_out_the_attention_chains_gemms() -> None:
+    """The GEMM finding prices the GEMM calls outside the attention chains only: the
+    chains' bmm kernels are the unfused-attention finding's time (129 ms per step there,
+    which the GEMM finding priced again, 24 ms, before)."""
+    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+    events = _raw(path)
+    raw = _raw_triples(events)
+    in_chains = {t[m]["args"]["External id"] for t in raw for m in ("qk", "pv")}
+    steps = len({e["name"] for e in events
+                 if str(e.get("name", "")).startswith("ProfilerStep#")})
+    ops = {e["args"]["External id"]: e for e in events
+           if e.get("cat") == "cpu_op" and e["name"] in _PRODUCTS}
+    # every GEMM of the trace: its device tasks' time, grouped by operator, dims, dtypes
+    time: dict = defaultdict(float)
+    for e in events:
+        if e.get("cat") in _DEVICE and e["args"].get("External id") in ops:
+            time[e["args"]["External id"]] += e["dur"]
+    assert {ops[i]["name"] for i in time} == {"aten::bmm", "aten::addmm"}
+    assert in_chains <= set(time)  # every chain's products ran kernels
+    groups: dict = defaultdict(lambda: [0, 0.0])
+    for i, us in time.items():
+        if i in in_chains:
+            continue
+        a = ops[i]["args"]
+        assert ops[i]["name"] == "aten::addmm"  # every bmm is in a chain
+        (m, k), (k2, n) = a["Input Dims"][1], a["Input Dims"][2]
+        assert k == k2 and a["Input type"][:3] == ["c10::BFloat16"] * 3
+        key = (m, k, n)
+        groups[key][0] += 1
+        groups[key][1] += us
+    # the roofline of each group (calc.op_cost.gemm_cost: 2·m·n·k FLOPs, bf16 operands
+    # and result read and written once), far below at under 35 %, scored at 70 %
+    eff, far = ASSUMPTIONS["kernel_efficiency"], ASSUMPTIONS["far_below"]
+    saving = 0.0
+    for (m, k, n), (count, us) in groups.items():
+        ideal = max(2.0 * m * n * k / H100.peak_flops["bf16"],
+                    2.0 * (m * k + k * n + m * n) / H100.memory_bandwidth) * 1e6
+        if count * ideal / us < far:
+            saving += max(0.0, us - count * ideal / eff)
+    found = pk.advise(pk.load(path, cache=False, progress=False), hardware=H100)
+    (gemm,) = [f for f in found if f.rule == "gemm_below_roofline"]
+    assert saving > 0
+    assert gemm.ms_per_step == pytest.approx(saving / steps / 1e3, rel=1e-6)
+    # and it says what it left out: the chains' GEMM calls and their time per step
+    left = sum(us for i, us in time.items() if i in in_chains) / steps
+    assert f"leaves out {len(in_chains)} GEMM calls ({fmt_time(left)} per step)" \
+        in gemm.evidence
+    # which is the products' time within the chains the attention finding counts
+    chained = [e for c in _raw_chain_tasks(events, raw) for e in c
+               if e["args"].get("External id") in in_chains]
+    assert sum(e["dur"] for e in chained) / steps == pytest.approx(left, rel=1e-9)
 
 
 @pytest.mark.shared_samples

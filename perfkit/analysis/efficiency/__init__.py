@@ -33,7 +33,12 @@ docs/analysis.md):
 * :mod:`~.chains` — element-wise and attention chains a fused kernel would replace.
 """
 
-from .chains import attention_chains, elementwise_chains, may_hold_bmm_attention
+from .chains import (
+    attention_chain_gemms,
+    attention_chains,
+    elementwise_chains,
+    may_hold_bmm_attention,
+)
 from .costs import COST_COLUMNS, operator_costs
 from .hardware import infer_hardware
 from .registry import KIND_PATTERNS as KIND_PATTERNS  # importable here, not in __all__
@@ -42,6 +47,7 @@ from .table import EFFICIENCY_COLUMNS, operator_efficiency
 from .tensors import dtype_bytes, parse_shapes, peak_key
 
 __all__ = ["operator_efficiency", "operator_costs", "infer_hardware", "cost_of",
-           "elementwise_chains", "attention_chains", "may_hold_bmm_attention",
+           "elementwise_chains", "attention_chains", "attention_chain_gemms",
+           "may_hold_bmm_attention",
            "parse_shapes", "dtype_bytes", "peak_key", "kind_of", "EFFICIENCY_COLUMNS",
            "COST_COLUMNS"]

@@ -33,7 +33,8 @@ from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
 from .tensors import peak_key
 
-__all__ = ["elementwise_chains", "attention_chains", "may_hold_bmm_attention"]
+__all__ = ["elementwise_chains", "attention_chains", "attention_chain_gemms",
+           "may_hold_bmm_attention"]
 
 #: Kinds that form an element-wise chain (normalisations and reductions end a chain: their
 #: fusions are the named patterns of :data:`perfkit.analysis.operators.PATTERNS`).
@@ -299,6 +300,48 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         found.append((rows["rank"].iloc[a], int(mine.sum()), tot, fl, fused,
                       max(0.0, tot - fused)))
     return _noted(typed(pd.DataFrame(found, columns=list(cols)), cols), profile, rows)
+
+
+def attention_chain_gemms(profile: Any) -> pd.DataFrame:
+    """The GEMM calls inside the chains of :func:`attention_chains`, per operator and shapes.
+
+    What the unfused-attention finding already counts: the GEMM rule leaves these calls
+    out of its groups (:func:`~perfkit.analysis.efficiency.operator_efficiency` groups,
+    keyed alike). A chain's GEMM rows are its priced rows of kind ``gemm``; ``count`` is
+    their operator calls (first rows, ``call_first``), as the efficiency table counts
+    them, and ``total_us`` their summed durations.
+
+    Returns
+    -------
+    DataFrame
+        ``key`` (the operator label), ``input_shapes``, ``input_dtypes`` (missing as
+        ``""``), ``count``, ``total_us``, one row per group holding such calls.
+    """
+    cols = {"key": "string", "input_shapes": "string", "input_dtypes": "string",
+            "count": "int64", "total_us": "float64"}
+    if is_lazy(profile):
+        return typed(per_rank(profile, attention_chain_gemms), cols)
+    rows, spans, counted_ = _attention_found(profile)
+    if not spans:
+        return empty_frame(cols, "no unfused attention chain")
+    inside = np.zeros(len(rows), dtype=bool)
+    for a, b in spans:
+        inside[a:b + 1] = True
+    gemm = inside & counted_ & rows["kind"].eq("gemm").fillna(False).to_numpy(bool)
+    if not gemm.any():
+        return empty_frame(cols, "no GEMM in the attention chains")
+    every, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
+    at = order[np.flatnonzero(gemm)]  # those rows among the priced rows
+    got = pd.DataFrame({c: pd.Series(every[c].array.take(at), dtype="string").fillna("")
+                        if c in every.columns else "" for c in ("label", "input_shapes",
+                                                                "input_dtypes")})
+    first = every["call_first"].to_numpy(bool)[at] if "call_first" in every.columns \
+        else np.ones(len(at), dtype=bool)
+    got = got.assign(count=first.astype(np.int64),
+                     total_us=every["dur_us"].to_numpy(np.float64, na_value=np.nan)[at])
+    out = got.groupby(["label", "input_shapes", "input_dtypes"], sort=False).agg(
+        count=("count", "sum"), total_us=("total_us", "sum")).reset_index()
+    return typed(out.rename(columns={"label": "key"}), cols)
 
 
 def _attention_found(profile: Any) -> tuple[pd.DataFrame, list[tuple[int, int]], np.ndarray]:
