@@ -338,20 +338,14 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
     found = _device_steps(f, rows) if device else None
     on_lane = _lane_steps(lane_rows, spans) if lane and found is None else None
     if on_lane is not None:
-        steps = pd.DataFrame({"step": on_lane["step"].to_numpy(np.int64),
-                              "total_us": on_lane["total_us"].to_numpy(np.float64),
-                              "computing_us": np.nan,
-                              "preparing_us": on_lane["preparing_us"].to_numpy(np.float64)})
+        steps = _measured_steps(on_lane)
         basis, note = "device_lane", (
             "preview: step time = the ProfilerStep range Kineto draws on the device lane "
             "(gpu_user_annotation), the device's pace, and the device's wait before it; the "
             "full load's step (first to last device task the step launched, and the wait "
             "before) and the split follow")
     elif found is not None and len(found):
-        steps = pd.DataFrame({"step": found["step"].to_numpy(np.int64),
-                              "total_us": found["total_us"].to_numpy(np.float64),
-                              "computing_us": np.nan,
-                              "preparing_us": found["preparing_us"].to_numpy(np.float64)})
+        steps = _measured_steps(found)
         basis, note = "device", ("preview: step time = first to last device task of each "
                                  "ProfilerStep and the device's wait before the first, as "
                                  "the full load; the split needs the device tasks' names, "
@@ -372,6 +366,16 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
                        device_type="gpu", path=str(f), notes=[note],
                        extra={"preview_steps": basis})
     return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
+
+
+def _measured_steps(found: pd.DataFrame) -> pd.DataFrame:
+    """The preview's steps table of measured steps (``step``, ``total_us``,
+    ``preparing_us``): the split (``computing_us``) needs the device tasks' names, read by
+    the full load."""
+    return pd.DataFrame({"step": found["step"].to_numpy(np.int64),
+                         "total_us": found["total_us"].to_numpy(np.float64),
+                         "computing_us": np.nan,
+                         "preparing_us": found["preparing_us"].to_numpy(np.float64)})
 
 
 def _no_iterations(rule: list[str], device: bool) -> str:
@@ -837,10 +841,7 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
         return None
     found, spans, mark = got
     if len(found):
-        steps = pd.DataFrame({"step": found["step"].to_numpy(np.int64),
-                              "total_us": found["total_us"].to_numpy(np.float64),
-                              "computing_us": np.nan,
-                              "preparing_us": found["preparing_us"].to_numpy(np.float64)})
+        steps = _measured_steps(found)
         basis, note = "iterations", (
             "preview: step time = first to last device task of each training iteration "
             f"(no ProfilerStep: the iterations inferred from {FROM_OPTIMIZER}, {mark}, as "
