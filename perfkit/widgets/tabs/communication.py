@@ -167,7 +167,10 @@ class CommunicationTab(Tab):
         local = (links["rank_space"].eq("local").fillna(False) if "rank_space" in links.columns
                  else pd.Series(False, index=links.index))
         some, every = bool(local.any()), bool(len(local)) and bool(local.all())
-        cols = [c for c in ("transport", *(["group", "recorded_by"] if some else []),
+        named = "group" in links.columns and bool(  # a group the matrix names
+            links["group"].astype("string").fillna("").str.strip().ne("").any())
+        cols = [c for c in ("transport", *(["group"] if some and named else []),
+                            *(["recorded_by"] if some else []),
                             "src_rank", "dst_rank", *(["rank_space"] if some and not every
                                                       else []),
                             "size_bytes", "time_us", "bandwidth_gbps", "median_gbps",
