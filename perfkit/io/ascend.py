@@ -9,6 +9,9 @@ Sources per table: ``kernels`` kernel_details.csv; ``ops`` trace_view.json (host
 ``cpu_op`` events, device time through the ``async_npu`` flows); ``steps`` step_trace_time.csv;
 ``comm_ops`` / ``comm_bandwidth`` communication.json; ``comm_matrix`` communication_matrix.json;
 ``memory`` memory_record.csv + npu_module_mem.csv; ``op_memory`` operator_memory.csv.
+``steps.tasks_recorded`` is False for a step whose tasks in kernel_details.csv cover less
+than half its busy time in step_trace_time.csv (a file cut short,
+:mod:`perfkit.io.ascend_recorded`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ._common import (
     to_ns,
     with_notes,
 )
+from .ascend_recorded import mark_recorded
 from .categories import category, is_total_op
 from .chrome import read_chrome_trace
 from .validate import plausible_origin
@@ -286,6 +290,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
             notes.append("kernels.step: no Step Id column; assigned from host ProfilerStep spans")
     if "kernels" in tables and "step" not in tables["kernels"]:
         notes.append("kernels.step: kernel_details.csv has no Step Id column (no schedule)")
+    if "steps" in tables:
+        mark_recorded(tables["steps"], tables.get("kernels"), notes)
     device_type = "npu"
     if mindspore_cpu.is_cpu_profile(rank_dir):
         # the Ascend files are missing by nature, not lost: say what a CPU profile is instead

@@ -46,8 +46,16 @@ def _ascend(profile: Any) -> bool:
     return getattr(getattr(profile, "meta", None), "device_type", None) == "npu"
 
 
-def empty_operators_note(profile: Any) -> str:
-    """Why the Operators tab has nothing, and what would fill it, in one sentence."""
+def empty_operators_note(profile: Any, top: pd.DataFrame | None = None) -> str:
+    """Why the Operators tab has nothing, and what would fill it, in one sentence.
+
+    When :func:`perfkit.analysis.top_operators` (``top``) left every device task out, as
+    it does when no step's tasks were recorded in full
+    (:func:`perfkit.analysis.recorded.recorded_tasks`), its notes say why: the profile
+    has device tasks, only not a whole step of them."""
+    why = [str(n) for n in (top.attrs.get("notes", []) if top is not None else [])]
+    if why:
+        return _sentence("No operators: " + "; ".join(why))
     if _cpu_only(profile):
         return ("No operators: this CPU-only profile has no host operators with their "
                 "times (a PyTorch profile with ProfilerActivity.CPU, or a MindSpore CPU "
@@ -123,7 +131,7 @@ class OperatorsTab(Tab):
         scope = profile if rank == ALL_RANKS else _one_rank(profile, rank)
         top = A.top_operators(scope, by=by, n=None)
         if top.empty:
-            return [html_widget(note(empty_operators_note(profile)))]
+            return [html_widget(note(empty_operators_note(profile, top)))]
         self._by = top
         what = "operator type" if by == "type" else "task name"
         word = _time_word(profile)
