@@ -45,7 +45,7 @@ from ._common import (
 from .ascend_recorded import mark_recorded
 from .categories import category, is_total_op
 from .chrome import read_chrome_trace
-from .validate import plausible_origin
+from .validate import WINDOW_NS, plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
            "read_rank_id", "parse", "read_step_trace", "WORLD_FROM_GROUPS",
@@ -230,11 +230,12 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     else:
         notes.append("comm_matrix: communication_matrix.json not found "
                      f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
-    mem_parts = []
+    mem_parts: dict[str, pd.DataFrame] = {}
     if (out / "memory_record.csv").exists():
-        mem_parts.append(read("memory_record.csv", ("memory",), _memory_record, ns, framework))
+        mem_parts["memory"] = read("memory_record.csv", ("memory",), _memory_record, ns,
+                                   framework)
     if (out / "npu_module_mem.csv").exists():
-        mem_parts.append(read("npu_module_mem.csv", ("memory",), _npu_module_mem, ns))
+        mem_parts["module_mem"] = read("npu_module_mem.csv", ("memory",), _npu_module_mem, ns)
     if not mem_parts:
         notes.append("memory: memory_record.csv / npu_module_mem.csv not found "
                      "(written when profile_memory=True)")
@@ -253,6 +254,15 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     else:
         notes.append("ops: trace_view.json not found")
 
+    for key, (name, why) in _other_run(ns).items():
+        del ns[key]
+        mem_parts.pop(key, None)
+        if key == "op_memory":
+            del raw["op_memory"]
+        for t in ("memory", "op_memory"):
+            files[t] = [f for f in files.get(t, []) if Path(f).name != name]
+        notes.append(f"{'op_memory' if key == 'op_memory' else 'memory'}: {name} left out: "
+                     f"{why}")
     origin = plausible_origin(*ns.values())
     tables: dict[str, pd.DataFrame] = {}
     if "kernels" in raw:
@@ -265,7 +275,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if "comm_matrix" in raw:
         tables["comm_matrix"] = raw["comm_matrix"]
     if mem_parts:
-        tables["memory"] = _finish_times(pd.concat(mem_parts, ignore_index=True), origin)
+        tables["memory"] = _finish_times(pd.concat(list(mem_parts.values()),
+                                                   ignore_index=True), origin)
     if "op_memory" in raw:
         tables["op_memory"] = _finish_times(raw["op_memory"], origin)
     if trace is not None:
@@ -317,6 +328,55 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if rank is None:
         notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
     return meta, tables
+
+
+#: The memory files :func:`_other_run` checks (key of ``ns``: file name).
+_MEMORY_FILES = {"memory": "memory_record.csv", "module_mem": "npu_module_mem.csv",
+                 "op_memory": "operator_memory.csv"}
+#: The device's own record, the times a memory file of the run falls among.
+_ANCHORS = ("kernels", "comm", "trace")
+
+
+def _other_run(ns: dict[str, pa.Array]) -> dict[str, tuple[str, str]]:
+    """The memory files of another run: ``{key of ns: (file name, why in words)}``.
+
+    A memory file of the run holds samples taken while its device tasks ran. One none of
+    whose timestamps lies within :data:`~perfkit.io.validate.WINDOW_NS` (7 days) of the
+    median of the device's tasks (kernel_details.csv, communication.json, trace_view.json)
+    was copied in from another run: ``ascend/msinsight-pt-gpt3-old``'s rank 0 holds an
+    npu_module_mem.csv of 2024-08-26 beside tasks of 2023-09-19 (its profiler_info_0.json
+    ends the collection at 2023-09-19 09:22:59 UTC). Its rows would otherwise be kept with
+    no time and their sizes counted among the run's peaks. A file with no readable
+    timestamp, or a profile with no device task, is not judged.
+    """
+    anchors = [_valid_ns(ns[k]) for k in _ANCHORS if k in ns]
+    anchors = [a for a in anchors if len(a)]
+    if not anchors:
+        return {}
+    mid = float(np.median(np.concatenate(anchors)))
+    out = {}
+    for key, name in _MEMORY_FILES.items():
+        ts = _valid_ns(ns.get(key))
+        if not len(ts) or bool(np.any(np.abs(ts.astype(np.float64) - mid) <= WINDOW_NS)):
+            continue
+        days = abs(float(np.median(ts)) - mid) / 86_400e9
+        out[key] = (name, f"its timestamps ({_day(ts.min())} to {_day(ts.max())}) are "
+                          f"{days:,.0f} days from the device tasks' ({_day(mid)}): a file of "
+                          "another run, not mixed in")
+    return out
+
+
+def _valid_ns(values: pa.Array | None) -> np.ndarray:
+    """The readable, non-negative int64 ns of ``values`` (none for None)."""
+    if values is None:
+        return np.zeros(0, np.int64)
+    arr = pc.drop_null(values).to_numpy(zero_copy_only=False).astype(np.int64)
+    return arr[arr >= 0]
+
+
+def _day(ns_value: float) -> str:
+    """The UTC date of a timestamp in ns: ``"2024-08-26"``."""
+    return str(np.datetime64(int(ns_value), "ns").astype("datetime64[D]"))
 
 
 _DEVICE_FILE_NOTES = ("kernels: kernel_details.csv not found", "steps: step_trace_time.csv",

@@ -20,6 +20,7 @@ truncated (e.g. 20 kernel rows) ... npu_module_mem is from a 2024 run"):
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ from perfkit.widgets import tab_panel
 pytestmark = pytest.mark.shared_samples
 OLD = sample(PT_GPT3_OLD)
 LEVEL1 = sample(PT_LEVEL1)
+_WEEK_US = 7 * 24 * 3600 * 1e6
 
 
 @pytest.fixture(autouse=True)
@@ -105,3 +107,45 @@ def test_the_operators_tab_does_not_sum_a_cut_list_as_the_step():
     assert "recorded in full" in html and "has no device tasks" not in html
     gaps = pk.analysis.host_bound(p)  # the gaps between 21 tasks are not idle time
     assert gaps.empty
+
+
+def _epoch_us(info: Path) -> float:
+    return json.loads(info.read_text())["end_info"]["collectionTimeEnd"] / 1000.0
+
+
+def test_a_memory_file_of_another_run_is_left_out_with_a_note():
+    rank0 = OLD / "test_rank_0"
+    end = _epoch_us(rank0 / "profiler_info_0.json")
+    module = _rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "npu_module_mem.csv")
+    starts = [float(r["Start Time(us)"]) for r in
+              _rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")]
+    assert max(starts) <= end  # the tasks are of the collection
+    assert min(float(r["Timestamp(us)"]) for r in module) > end + 300 * 24 * 3600e6
+    record = _rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv")
+
+    meta, tables = ascend.parse(rank0)
+    memory = tables["memory"]
+    assert set(memory["source"]) == {"memory_record"}
+    assert len(memory) == len(record)
+    app = max(float(r["Total Reserved(MB)"]) for r in record if r["Component"] == "APP")
+    peaks = pk.analysis.memory_peaks(pk.load(rank0, cache=False, progress=False))
+    got = peaks.loc[peaks["component"] == "APP", "peak_reserved_bytes"].tolist()
+    assert got == [pytest.approx(app * 1024 * 1024)]  # 11,224 MiB, not npu_module_mem's
+    assert [c for c in ("HCCL", "RUNTIME", "ROS") if c in set(peaks["component"])] == []
+    said = [n for n in meta.notes if "npu_module_mem.csv left out" in n]
+    assert len(said) == 1 and "another run" in said[0] and "2024-08-26" in said[0]
+
+
+def test_an_operator_memory_file_of_another_run_is_left_out():
+    rank1 = OLD / "test_rank_1"
+    end = _epoch_us(rank1 / "profiler_info_1.json")
+    allocs = [float(r["Allocation Time(us)"]) for r in
+              _rows(rank1 / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv")]
+    assert allocs and min(allocs) > end + _WEEK_US  # every allocation is of 2024-01-31
+    meta, tables = ascend.parse(rank1)
+    assert "op_memory" not in tables
+    assert any("operator_memory.csv left out" in n and "2024-01-31" in n for n in meta.notes)
+    # rank 0's operator_memory.csv is of the run: kept, row for row
+    rank0 = OLD / "test_rank_0" / "ASCEND_PROFILER_OUTPUT"
+    _, tables0 = ascend.parse(rank0.parent)
+    assert len(tables0["op_memory"]) == len(_rows(rank0 / "operator_memory.csv"))
