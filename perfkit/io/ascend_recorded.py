@@ -49,8 +49,11 @@ def covered_us(kernels: pd.DataFrame) -> pd.DataFrame:
     order = np.lexsort((t0, step))
     step, t0, t1, comm = step[order], t0[order], t1[order], comm[order]
     out = {"step": [], "covered_us": [], "communication": []}
-    for s in np.unique(step):
-        at = step == s
+    bounds = np.r_[0, np.flatnonzero(np.diff(step)) + 1, len(step)]  # sorted: one slice a step
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if lo == hi:
+            continue
+        s, at = step[lo], slice(lo, hi)
         a, b = t0[at], t1[at]
         reach = np.maximum.accumulate(b)  # the end of the union so far
         new = np.r_[True, a[1:] > reach[:-1]]  # a task that starts a new busy block

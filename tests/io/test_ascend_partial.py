@@ -149,3 +149,19 @@ def test_an_operator_memory_file_of_another_run_is_left_out():
     rank0 = OLD / "test_rank_0" / "ASCEND_PROFILER_OUTPUT"
     _, tables0 = ascend.parse(rank0.parent)
     assert len(tables0["op_memory"]) == len(_rows(rank0 / "operator_memory.csv"))
+
+
+def test_covered_time_is_the_union_of_each_steps_tasks() -> None:
+    """Two steps, tasks out of order and overlapping: step 1's [0, 10] and [5, 12] cover
+    12 µs, its [20, 21] one more; step 2's [100, 104] inside [100, 110] cover 10 µs."""
+    import pandas as pd
+
+    from perfkit.io.ascend_recorded import covered_us
+
+    k = pd.DataFrame({"step": [2, 1, 1, 2, 1], "start_us": [100.0, 20.0, 0.0, 100.0, 5.0],
+                      "dur_us": [4.0, 1.0, 10.0, 10.0, 7.0],
+                      "category": ["compute", "compute", "communication", "compute",
+                                   "compute"]})
+    got = covered_us(k).set_index("step")
+    assert got["covered_us"].to_dict() == {1.0: 13.0, 2.0: 10.0}
+    assert got["communication"].to_dict() == {1.0: True, 2.0: False}
