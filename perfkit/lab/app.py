@@ -28,7 +28,7 @@ from .. import charts as C
 from ..format import sig
 from ..widgets.markup import STYLE, describe_error, frame_html, note
 from .answers import AnswerBook, answer
-from .evidence import VIEWS, Evidence
+from .evidence import STEP_COLUMNS, VIEWS, Evidence
 from .key import LAB_ENV, LabError, read_sheet
 
 __all__ = ["Sheet", "QuestionBox", "LAB_ENV"]
@@ -289,7 +289,8 @@ class Sheet:
         ev = self.evidence
         return (self._title("job_steps")
                 + self._chart(ev.job_breakdown(), "Step time per rank")
-                + frame_html(ev.job_steps(), caption="step_trace_time per rank and step"))
+                + frame_html(ev.job_steps(), caption="step_trace_time per rank and step"
+                             + STEP_COLUMNS))
 
     def _job_operators(self) -> str:
         ev = self.evidence
@@ -307,7 +308,8 @@ class Sheet:
         ev = self.evidence
         return (self._title("cluster_steps")
                 + self._chart(ev.cluster_breakdown(), "Cluster: step time per rank")
-                + frame_html(ev.cluster_steps(), caption="step_trace_time per rank"))
+                + frame_html(ev.cluster_steps(), caption="step_trace_time per rank"
+                             + STEP_COLUMNS))
 
     def _cluster_comm(self) -> str:
         ev = self.evidence

@@ -23,7 +23,7 @@ from ..io.ir import load_ir
 from ..specs import Hardware, ModelSpec
 from .ir import IR_FILE
 
-__all__ = ["Evidence", "VIEWS"]
+__all__ = ["Evidence", "VIEWS", "STEP_COLUMNS"]
 
 #: The views of a student app, in the order of the cycle, with their titles.
 VIEWS = {
@@ -38,6 +38,10 @@ VIEWS = {
     "planner": "The planner",
 }
 GIB = 2**30
+#: The caption's key to the step tables' derived columns (all in ms).
+STEP_COLUMNS = (" (ms): step_ms = preparing + device span, the Overview's step time; "
+                "device_span_ms = computing + comm not overlapped + free; exposed_comm_ms "
+                "= comm not overlapped − bubble")
 
 
 class Evidence:
@@ -71,18 +75,36 @@ class Evidence:
 
     @staticmethod
     def _steps(profile: Any) -> pd.DataFrame:
+        """Per rank and step, in ms: ``step_ms``, the step time of the Overview
+        (:func:`perfkit.analysis.step_wall_us`: Preparing + the device span);
+        ``device_span_ms`` (Computing + Communication(Not Overlapped) + Free, the
+        breakdown's ``step_us``); the parts of step_trace_time.csv; ``exposed_comm_ms``
+        (:func:`perfkit.analysis.exposed_comm_us`: Communication(Not Overlapped) less the
+        Bubble, never below 0). Every figure the step questions are computed from (the
+        step, exposed communication) is a column: a student needs no other reading."""
         b = A.step_breakdown(profile)
-        cols = ["rank", "step", "step_us", "computing_us", "comm_not_overlapped_us",
-                "overlapped_us", "free_us", "bubble_us", "preparing_us"]
-        out = b[[c for c in cols if c in b.columns]].copy()
-        for c in out.columns:
+        out = pd.DataFrame({"rank": b["rank"], "step": b["step"]})
+        if "step_us" in b.columns:
+            out["step_us"] = A.step_wall_us(b)
+            out["device_span_us"] = b["step_us"]
+        for c in ("computing_us", "comm_not_overlapped_us", "bubble_us"):
+            if c in b.columns:
+                out[c] = b[c]
+        if "comm_not_overlapped_us" in b.columns:
+            out["exposed_comm_us"] = A.exposed_comm_us(b)
+        for c in ("overlapped_us", "free_us", "preparing_us"):
+            if c in b.columns:
+                out[c] = b[c]
+        for c in list(out.columns):
             if c.endswith("_us"):
-                out[c.replace("_us", "_ms")] = out.pop(c) / 1e3
+                out[c.replace("_us", "_ms")] = out.pop(c).astype("float64") / 1e3
         return out
 
     def job_steps(self) -> pd.DataFrame:
-        """Per rank and step of the job: step, computing, exposed communication,
-        overlapped communication, free, bubble, preparing (ms)."""
+        """Per rank and step of the job, in ms: the step (the Overview's: preparing +
+        device span), the device span, computing, communication not overlapped, bubble,
+        exposed communication (not overlapped − bubble), overlapped communication, free,
+        preparing (see :meth:`_steps`)."""
         return self._steps(self.job)
 
     def job_breakdown(self) -> pd.DataFrame:

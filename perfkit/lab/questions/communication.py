@@ -25,9 +25,9 @@ class ExposedComm(Question):
     evidence = ("job_steps",)
     hint = ("Exposed communication is the part no computation hides: Communication (Not "
             "Overlapped), less the pipeline bubble (Bubble: the time a pipeline stage waits "
-            "in receives for another stage, counted apart). Divide it by the step, the "
-            "Overview's step time: Computing + Communication (Not Overlapped) + Free + "
-            "Preparing (the device's span and its wait before it).")
+            "in receives for another stage, counted apart): exposed_comm_ms. Divide it by "
+            "the step, the Overview's step time: step_ms, Computing + Communication (Not "
+            "Overlapped) + Free + Preparing (the device's span and its wait before it).")
 
     def solve(self, data: StudentData) -> Solution:
         """Rank 0's first step: exposed communication

@@ -22,9 +22,9 @@ class Throughput(Question):
     rel_tol = 0.03
     guide = "01_metrics"
     evidence = ("brief", "job_steps")
-    hint = ("Take the step time as the slowest rank's step (Computing + Communication "
-            "(Not Overlapped) + Free + Preparing in step_trace_time.csv: the device's span "
-            "and its wait before it), then tokens per step = global "
+    hint = ("Take the step time as the slowest rank's step (step_ms: Computing + "
+            "Communication (Not Overlapped) + Free + Preparing in step_trace_time.csv, the "
+            "device's span and its wait before it), then tokens per step = global "
             "batch × sequence length, divided by the step time and by every device of the "
             "job (not only the data-parallel ones).")
 
