@@ -24,6 +24,7 @@ from shared_samples import shared_sample
 import perfkit as pk
 from perfkit import analysis as A
 from perfkit.advisor import ASSUMPTIONS, advise
+from perfkit.advisor.context import Context
 from perfkit.profile import Profile, ProfileMeta
 
 HW = pk.Hardware.preset("ascend-910b")
@@ -169,3 +170,24 @@ def test_ai_cpu_and_deterministic_tasks_of_no_step_are_left_out() -> None:
                                                       "name, 70")
     for rule in ("ai_cpu", "deterministic"):
         assert "2 device tasks of no step" in found[rule].evidence
+
+
+def test_the_step_time_of_severity_leaves_the_tasks_of_no_step_out() -> None:
+    """No step table: the breakdown is derived from the tasks, back to back on one stream.
+    Two thin GEMMs of 500 µs of no step (launched before the trace), then step 1 (one GEMM:
+    a span of 500 µs) and step 2 (a GEMM and a Cast of 200 µs: 700 µs). The step time the
+    findings are scored against is the mean of the two steps, 600 µs, not of three rows
+    with the no-step span of 1000 µs (733.3 µs)."""
+    m, k, n = 4095, 4095, 33
+    thin = ("MatMulV3", f"{m},{k};{k},{n}", "DT_BF16;DT_BF16", f"{m},{n}", 500.0)
+    cast = ("Cast", "4096,4096", "DT_BF16", "4096,4096", 200.0)
+    prof = _kernels([(None, *thin), (None, *thin), (1, *thin), (2, *thin), (2, *cast)])
+    assert prof.steps.empty  # the breakdown is derived from the device tasks
+    rows = A.step_breakdown(prof)
+    assert rows["step"].isna().sum() == 1 and rows["step_us"].max() == pytest.approx(1000.0)
+    want_us = (500.0 + (500.0 + 200.0)) / 2
+    ctx = Context(prof, None, None, HW, dict(ASSUMPTIONS))
+    assert ctx.step_us == pytest.approx(want_us)
+    (gemm,) = [f for f in advise(prof, hardware=HW) if f.rule == "gemm_below_roofline"]
+    assert gemm.step_ms == pytest.approx(want_us / 1e3)
+    assert gemm.score == pytest.approx(gemm.ms_per_step / gemm.step_ms)

@@ -51,6 +51,17 @@ INPUTS = ("model", "parallel", "hardware")
 AHEAD = ("efficiency", "chains", "recompute")
 
 
+def _mean_of_slowest(step: pd.Series, us: pd.Series) -> float:
+    """Mean over steps of the largest ``us`` of each step (its slowest rank); rows of step
+    NA (tasks of no step) are left out where other rows have a step, and rows with no
+    ``us`` (both Series on one index)."""
+    per = pd.DataFrame({"step": step, "w": us.astype("float64")}).dropna(subset=["w"])
+    stepped = per["step"].notna().to_numpy(bool)
+    if stepped.any():
+        per = per[stepped]
+    return float(per.groupby("step", dropna=False)["w"].max().mean())
+
+
 class Context:
     """Lazily computed analyses shared by the rules.
 
@@ -175,7 +186,12 @@ class Context:
 
     @property
     def step_us(self) -> float:
-        """Measured step: mean over steps of the slowest rank's span plus its preparing."""
+        """Measured step: mean over steps of the slowest rank's span plus its preparing.
+
+        A breakdown derived from the device tasks groups the tasks of no step under step
+        NA: not a step where other rows have one (as :attr:`n_pairs` and the operator
+        analyses, :func:`~perfkit.analysis._util.in_steps`), so it is left out of the mean.
+        """
         def compute() -> float:
             s = self.steps
             if not has_values(s, "step_us"):
@@ -183,11 +199,10 @@ class Context:
                 hb = self.gaps()
                 if hb.empty or not has_values(hb, "span_us"):
                     return float("nan")
-                return float(hb.groupby("step", dropna=False)["span_us"].max().mean())
+                return _mean_of_slowest(hb["step"], hb["span_us"])
             wall = s["step_us"] + (s["preparing_us"].fillna(0.0)
                                    if "preparing_us" in s.columns else 0.0)
-            per = pd.DataFrame({"step": s["step"], "w": wall}).dropna(subset=["w"])
-            return float(per.groupby("step", dropna=False)["w"].max().mean())
+            return _mean_of_slowest(s["step"], wall)
         return self.get("step_us", compute)
 
     @property
