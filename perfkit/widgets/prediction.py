@@ -263,7 +263,12 @@ def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = 
     """One sentence: predicted step with its band against the measured one, in or out;
     with ``job``, whether its pp is a placeholder (a measured bubble shows pp > 1,
     :attr:`perfkit.Job.pp_unread`) and whether its profile is a training step at all (the
-    model predicts one, :meth:`perfkit.Job.training_step`)."""
+    model predicts one, :meth:`perfkit.Job.training_step`).
+
+    A profile that runs no backward pass (``training_step()`` False) measures a forward
+    pass where the model predicts a training step (forward, backward, optimizer): the
+    sentence then says the two do not compare, and gives no difference and no "inside" or
+    "outside the band", which would compare them."""
     pred = fit.prediction
     text = (f"Predicted {time_text(pred.step_s * 1e6)} (band {time_text(pred.low_s * 1e6)}"
             f" – {time_text(pred.high_s * 1e6)})")
@@ -272,8 +277,16 @@ def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = 
         return text + "; the profile shows no step time to compare with."
     step = float(measured.iloc[0])
     inside = pred.low_s <= step <= pred.high_s
-    text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median step): "
-             f"{pred.step_s / step - 1:+.1%}, {'inside' if inside else 'outside'} the band.")
+    forward_only = job is not None and job.training_step() is False
+    if forward_only:
+        text += (" for a training step (forward, backward, optimizer), and a measured "
+                 f"{time_text(step * 1e6)} (slowest rank, median step) of a profile that "
+                 "is not a training step (it runs no backward pass): the two do not "
+                 "compare, and neither do the layouts below with this run.")
+    else:
+        text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
+                 f"step): {pred.step_s / step - 1:+.1%}, "
+                 f"{'inside' if inside else 'outside'} the band.")
     waits = frame.loc[frame["run"] == "measured", "wait_s"] if "wait_s" in frame else None
     wait = float(waits.iloc[0]) if waits is not None and len(waits) else math.nan
     if wait > 0.005 * step:  # more than half a percent of the span: worth saying
@@ -284,11 +297,9 @@ def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = 
         text += (" The profiled layout's pp = 1 is a placeholder, not the run's: "
                  f"{job.pp_unread}; the prediction and the layouts below assume no pipeline "
                  "until pp is set in the job.")
-    if job is not None and job.training_step() is False:
-        text += (" The profile is not a training step (it runs no backward pass) and the "
-                 "model predicts one: the two do not compare, and neither do the layouts "
-                 "below with this run.")
-    elif not fit.calibrated:
+    if forward_only:  # the first sentence says they do not compare: nothing to explain
+        return text
+    if not fit.calibrated:
         text += " Uncalibrated: calibrate to trust it."
     elif not inside:
         text += (" The run loses time the model does not explain (a slow rank or link, "
