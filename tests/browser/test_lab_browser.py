@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -88,7 +89,10 @@ def page(app: str) -> Iterator[Any]:
 
 
 def _question(page: Any, title: str) -> Any:
-    return page.locator(".widget-vbox", has=page.locator(f".pk-lab-q:has-text('{title}')")).last
+    """The box of the question titled ``title`` ("Q5. Pipeline bubble (%)"): matched on its
+    numbered title, as other questions may name it in their text."""
+    heading = page.locator(".pk-lab-q").filter(has_text=re.compile(rf"Q\d+\. {re.escape(title)}"))
+    return page.locator(".widget-vbox", has=heading).last
 
 
 def test_the_app_shows_the_brief_views_and_questions(page: Any, student: Path) -> None:

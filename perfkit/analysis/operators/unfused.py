@@ -19,9 +19,8 @@ import pandas as pd
 
 from ..._text_codes import first_rows
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._shared import shared_factorize
-from .._tasks import scope_rows, tasks_in_scope
-from .._util import empty_frame, nan_as_zero, noted_no_step, table, take_rows, typed
+from .._util import empty_frame, nan_as_zero, noted_no_step, table, typed
+from .attention_spans import attention_rows
 from .scope import _LANES, _by_rank, _lanes, _scope
 from .tokens import _token_codes
 
@@ -48,7 +47,8 @@ PATTERNS: dict[str, tuple[str, str, str]] = {
 }
 
 #: The pattern of unfused attention: its occurrences are the chains of
-#: :func:`~.attention_spans.attention_spans` (:func:`_attention_rows`), as the advisor's.
+#: :func:`~.attention_spans.attention_spans` (:func:`~.attention_spans.attention_rows`), as
+#: the advisor's.
 _ATTENTION = "softmax_dropout_matmul"
 
 #: Patterns whose matches are then checked on the tasks' dtypes and shapes: a run of casts
@@ -308,115 +308,6 @@ def _chain_names(names: _Names, idx: np.ndarray, counts: np.ndarray) -> np.ndarr
     return text.groupby(occ).sum().to_numpy(dtype=object)
 
 
-def _attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
-                    first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first and last rows (in lane order) of the unfused attention chains:
-    :func:`~.attention_spans.attention_spans` of the letter pattern's matches
-    (``first``, ``last``) and, where a 3-D ``q·kᵀ`` product is among the tasks, of the 3-D
-    bmm chains found by their shapes, as
-    :func:`~perfkit.analysis.efficiency.attention_chains` finds them on the priced rows.
-
-    The tasks' operator is labelled as the pricing labels it (its launching operator,
-    else its type, else its name). The labels of every task are read only where a
-    batched product's shapes are those of ``q·kᵀ`` (each distinct one tested once); the
-    letter matches' first rows are read one by one. Without shapes the matches stand.
-    """
-    from ..efficiency.costs import _label
-    from ..efficiency.tensors import parse_shapes
-    from ..shapes.bmm_attention import bmm_attention_triples, has_qk_product, is_batched
-    from .attention_spans import attention_spans
-
-    if "input_shapes" not in kernels.columns:
-        return first, last
-    # the columns the tokens read, as they took them out (the shapes: row by row)
-    scoped = tasks_in_scope(kernels, False, ("op_name", "type", "name"), pmu=False,
-                            coded=("name",))
-    keep = scope_rows(kernels, False)
-    shape_col = kernels["input_shapes"]
-    pos = lanes.positions
-    in_scope = None if keep is None else np.flatnonzero(keep)  # the scope's table rows
-
-    def in_table(r: Any) -> np.ndarray:  # rows of lane order -> of the scope's table order
-        return np.asarray(r) if pos is None else pos[np.asarray(r)]
-
-    def to_kernels(r: Any) -> np.ndarray:  # rows of the scope -> of the kernels table
-        return np.asarray(r) if in_scope is None else in_scope[np.asarray(r)]
-
-    parsed: dict[str, list[tuple[int, ...]]] = {}
-
-    def shapes_at(r: int) -> list[tuple[int, ...]]:  # r: a row of the scope's table order
-        text = shape_col.iloc[int(to_kernels(r))]
-        text = "" if pd.isna(text) else str(text)
-        if text not in parsed:
-            parsed[text] = parse_shapes(text)
-        return parsed[text]
-
-    def labels_at(rows: np.ndarray) -> pd.Series:
-        return _label(take_rows(scoped, rows))
-
-    batched = np.flatnonzero(_batched_rows(scoped, is_batched))
-    triples = []
-    if len(batched) and has_qk_product(labels_at(batched),
-                                       shape_col.iloc[to_kernels(batched)]):
-        every = in_table(np.arange(len(scoped)))  # each row of lane order in the scope
-        label_text = labels_at(every).to_numpy(dtype=object)
-        code, uniq = pd.factorize(shape_col.to_numpy(dtype=object)[to_kernels(every)],
-                                  use_na_sentinel=False)
-        texts = ["" if pd.isna(t) else str(t) for t in uniq.tolist()]
-        by_code: dict[int, list[tuple[int, ...]]] = {}
-
-        def lane_shapes(i: int) -> list[tuple[int, ...]]:  # parsed once per distinct text
-            c = int(code[i])
-            if c not in by_code:
-                by_code[c] = parse_shapes(texts[c])
-            return by_code[c]
-
-        triples = bmm_attention_triples(label_text, _Lookup(lane_shapes),
-                                        np.cumsum(new_block))
-    starts = in_table(first)
-    letter_labels = labels_at(starts).to_numpy(dtype=object)
-    at = {int(a): j for j, a in enumerate(first.tolist())}
-    spans = attention_spans(list(zip(first.tolist(), last.tolist(), strict=True)), triples,
-                            lambda i: letter_labels[at[int(i)]],
-                            lambda i: shapes_at(starts[at[int(i)]]))
-    out = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    return out[:, 0], out[:, 1]
-
-
-def _batched_rows(scoped: pd.DataFrame, test: Any) -> np.ndarray:
-    """Whether each task's label (:func:`~perfkit.analysis.efficiency.costs._label`: its
-    launching operator, else its type unless generic, else its name) passes ``test``,
-    worked out per distinct operator, type and name."""
-    def per_value(column: str) -> tuple[np.ndarray, np.ndarray]:
-        if column not in scoped.columns:
-            return np.full(len(scoped), -1), np.zeros(0, dtype=bool)
-        code, uniq = shared_factorize(scoped[column], use_na_sentinel=True)
-        text = pd.Series(uniq, dtype="string").fillna("")
-        return code, np.array([test(t) for t in text.tolist()], dtype=bool)
-
-    op_code, op_hit = per_value("op_name")
-    t_code, t_hit = per_value("type")
-    n_code, n_hit = per_value("name")
-    types = pd.Series(shared_factorize(scoped["type"], use_na_sentinel=True)[1],
-                      dtype="string") if "type" in scoped.columns else pd.Series(
-                          [], dtype="string")
-    generic = types.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(
-        bool)
-    by_type = np.where(t_code >= 0, ~np.append(generic, True)[t_code], False)
-    hit = np.where(by_type, np.append(t_hit, False)[t_code], np.append(n_hit, False)[n_code])
-    return np.where(op_code >= 0, np.append(op_hit, False)[op_code], hit)
-
-
-class _Lookup:
-    """``fn(i)`` as ``lookup[i]``."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def __getitem__(self, i: int) -> Any:
-        return self.fn(i)
-
-
 def unfused_patterns(profile: Any, detail: bool = False,
                      patterns: dict[str, tuple[str, str, str]] | None = None) -> pd.DataFrame:
     """Known unfused operator sequences and the time a fused kernel could save.
@@ -505,7 +396,7 @@ def unfused_patterns(profile: Any, detail: bool = False,
         first = row_of_char[starts]
         last = row_of_char[ends - 1]  # patterns hold no "|", so matches end on a token
         if attention:  # the chains attention_chains counts, where the tasks have shapes
-            first, last = _attention_rows(kernels, lanes, new_block, first, last)
+            first, last = attention_rows(kernels, lanes, new_block, first, last)
             if not len(first):
                 continue
         counts = last - first + 1
