@@ -133,7 +133,8 @@ def check_installed(checkout: Path) -> None:
 
 def check_info(output: Path) -> None:
     text = output.read_text(encoding="utf-8")
-    for needle in ("format         ascend_text", "ranks          4 (0-3)", "Top findings",
+    for needle in ("format         an Ascend text export (ascend_text)",
+                   "ranks          4 (0-3)", "Top findings",
                    "/perfkit/_data/simulated/slow-rank"):
         if needle not in text:
             fail(f"perfkit info sample:slow-rank did not print {needle!r}:\n{text}")
