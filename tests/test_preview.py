@@ -15,6 +15,7 @@ import pytest
 from raw_kineto import Iterations, raw_device_steps, raw_events, raw_walls, raw_windows
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 
+from perfkit.io import kineto_scan
 from perfkit.io import preview as P
 from perfkit.io.preview import kineto_step_spans, preview
 
@@ -123,8 +124,8 @@ def test_the_byte_scan_keeps_host_steps_only(tmp_path: Path, monkeypatch) -> Non
         spans = kineto_step_spans(path)
         assert dict(zip(spans["step"], spans["dur_us"], strict=True)) == expected
     # a compressed file read in chunks smaller than the file: no hit lost or read twice
-    monkeypatch.setattr(P, "_CHUNK", 4096)
-    monkeypatch.setattr(P, "_CONTEXT", 1024)
+    monkeypatch.setattr(kineto_scan, "_CHUNK", 4096)
+    monkeypatch.setattr(kineto_scan, "_CONTEXT", 1024)
     spans = kineto_step_spans(packed)
     assert dict(zip(spans["step"], spans["dur_us"], strict=True)) == expected
 

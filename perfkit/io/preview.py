@@ -55,37 +55,34 @@ on it as on the full profile. Nothing is written anywhere (no cache entry either
 
 from __future__ import annotations
 
-import gzip
-import json
-import mmap
 import os
-import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..bundled_samples import resolve_sample
 from ..errors import ProfileError, RunsFound, file_boundary
 from ..format import counted
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache
-from ._common import collecting_notes, to_ns
-from .categories import DEVICE_KINDS, KINETO_KINDS
+from ._common import collecting_notes
 from .detect import _key, find_runs
-from .kineto.iterations import FROM_OPTIMIZER, OPTIMIZER_STEP, optimizer_spans
+from .kineto.iterations import FROM_OPTIMIZER
+from .kineto_scan import (
+    first_spans,
+    iteration_steps,
+    kineto_device_steps,
+    kineto_step_spans,
+    lane_steps,
+    step_events,
+    steps_on_device,
+)
 from .runs import pick_run
 from .sources import RankSource, cluster_meta, input_bytes
-from .trace_tables import device_wait_us, step_index, step_spans
 
 __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "describe",
            "DEVICE_STEPS_MAX_BYTES", "FINAL_STEPS"]
@@ -100,19 +97,6 @@ FINAL_STEPS = "preview_steps_final"
 #: above it, the host ProfilerStep spans (a byte scan, a few hundred events decoded),
 #: labelled as such.
 DEVICE_STEPS_MAX_BYTES = 256 << 20
-#: What a Kineto step event is named (``ProfilerStep#12``), as bytes of the file.
-_STEP_KEY = b'"ProfilerStep#'
-_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,9})$")
-#: Bytes read at a time, and the context kept around each hit to decode its event.
-_CHUNK = 64 << 20
-_CONTEXT = 16 << 10
-_DECODER = json.JSONDecoder()
-#: Kineto categories whose ProfilerStep copies are not the host's span (the device lane's
-#: ``gpu_user_annotation`` copy runs from the step's first to its last kernel).
-_NOT_HOST = {c for c, kind in KINETO_KINDS.items()
-             if kind in (*DEVICE_KINDS, "gpu_user_annotation")}
-
-
 @dataclass
 class Preview:
     """What :func:`preview` read.
@@ -327,16 +311,16 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
     without ``ProfilerStep`` has its optimizer's iterations as steps, with the device steps
     only (:func:`_iteration_rank_steps`); None otherwise, and ``why`` says why."""
     f = Path(source.path)
-    rows, lane_rows = _step_events(f)
-    spans = _first_spans(rows)
+    rows, lane_rows = step_events(f)
+    spans = first_spans(rows)
     if spans.empty:
         rule: list[str] = []
         got = _iteration_rank_steps(source, f, rule) if device else None
         if got is None and why is not None:
             why.append(_no_iterations(rule, device))
         return got
-    found = _device_steps(f, rows) if device else None
-    on_lane = _lane_steps(lane_rows, spans) if lane and found is None else None
+    found = steps_on_device(f, rows) if device else None
+    on_lane = lane_steps(lane_rows, spans) if lane and found is None else None
     if on_lane is not None:
         steps = _measured_steps(on_lane)
         basis, note = "device_lane", (
@@ -424,408 +408,6 @@ def _cluster_output_steps(folder: Path) -> Cluster | None:
     return Cluster(profiles, cluster_meta(folder, profiles, {}))
 
 
-def kineto_step_spans(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """The host ``ProfilerStep#N`` spans of a Kineto trace, by a byte scan of the file.
-
-    Each occurrence of ``"ProfilerStep#`` is decoded as the one JSON object around it
-    (the innermost ``{`` before it whose object reaches past it); the events kept are
-    complete events (``ph`` ``"X"``) of a host category: the copy Kineto draws on the
-    device lane (``gpu_user_annotation``) is left out, as :mod:`perfkit.io.kineto` does.
-    The file is read in chunks (a ``.gz`` decompressed as it is read) and never parsed
-    whole.
-
-    Parameters
-    ----------
-    path : str or path-like
-        A Kineto ``.json`` or ``.json.gz`` trace.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``step`` (int), ``ts_us`` (the event's ``ts`` as written, µs), ``dur_us``; one row
-        per step number (its first span), sorted by ``ts_us``. Empty when there is none.
-
-    Raises
-    ------
-    ProfileError
-        The file cannot be read.
-    """
-    return _first_spans(_host_spans(Path(path)))
-
-
-def _first_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
-    """:func:`kineto_step_spans`' frame from every span found: each step's first."""
-    first: dict[int, tuple[float, float]] = {}
-    for step, ts, dur in rows:
-        first.setdefault(step, (ts, dur))
-    out = pd.DataFrame([(s, ts, dur) for s, (ts, dur) in first.items()],
-                       columns=["step", "ts_us", "dur_us"])
-    out["step"] = out["step"].astype("int64")
-    return out.sort_values("ts_us", kind="stable").reset_index(drop=True)
-
-
-def _host_spans(p: Path) -> list[tuple[int, float, float]]:
-    """Every host ProfilerStep span of the trace (step, ts, dur), in file order."""
-    return _step_events(p)[0]
-
-
-def _step_events(p: Path) -> tuple[list[tuple[int, float, float]],
-                                    list[tuple[int, float, float]]]:
-    """The trace's ProfilerStep events (step, ts, dur) in file order: the host spans, and
-    the copies on the device lane (``gpu_user_annotation``); one byte scan."""
-    found: list[tuple[int, float, float, bool]] = []
-    with file_boundary(p, p.name):
-        if p.name.lower().endswith(".gz"):
-            _scan_stream(p, found)
-        elif p.stat().st_size:
-            with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                _scan(mm, 0, len(mm), found)
-    return ([r[:3] for r in found if not r[3]],  # type: ignore[misc]
-            [r[:3] for r in found if r[3]])  # type: ignore[misc]
-
-
-def _lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
-                ) -> pd.DataFrame | None:
-    """Each host step's range on the device lane (``step``, ``total_us``: the earliest
-    start to the latest end of its copies; ``preparing_us``: the device's wait before it,
-    :func:`~perfkit.io.trace_tables.device_wait_us`); None when no step has one."""
-    known = set(spans["step"].tolist())
-    copies: dict[int, list[tuple[float, float]]] = {}
-    for step, ts, dur in lane:
-        if step in known:
-            copies.setdefault(step, []).append((ts, dur))
-    if not copies:
-        return None
-    order = [s for s in spans["step"].tolist() if s in copies]
-    total, first = [], []
-    for s in order:
-        # measured from the first start (ts - lo is exact), not as end - start of two
-        # epoch-sized numbers, whose float sum would round the µs fraction
-        lo = min(ts for ts, _ in copies[s])
-        first.append(lo)
-        total.append(max((ts - lo) + dur for ts, dur in copies[s]))
-    out = pd.DataFrame({"step": order, "total_us": total})
-    # the wait before each range, as the loader measures it before each device window
-    start = _ns(first)
-    win = pd.DataFrame({"step": order, "start_ns": start,
-                        "end_ns": start + np.round(np.asarray(total) * 1000).astype(np.int64)})
-    win = win.sort_values("start_ns", kind="stable")
-    host = pd.DataFrame({"step": spans["step"], "start_ns": _ns(spans["ts_us"].tolist())})
-    wait = device_wait_us(win, host)
-    out["preparing_us"] = out["step"].map(wait).to_numpy(np.float64)
-    return out
-
-
-def _scan(buf: Any, pos: int, limit: int, rows: list[Any], key: bytes = _STEP_KEY,
-          read: Callable[[dict[str, Any]], Any] | None = None) -> int:
-    """Decode the events (``read``, by default :func:`_step_event`) whose ``key`` starts in
-    ``buf[pos:limit]`` (bytes or mmap) into ``rows``; return where the scan stopped."""
-    read = read or _step_event
-    while (hit := buf.find(key, pos)) >= 0 and hit < limit:
-        event = _event_at(buf, hit, read)
-        if event is not None:
-            rows.append(event)
-        pos = hit + len(key)
-    return limit
-
-
-def _scan_stream(p: Path, rows: list[tuple[int, float, float, bool]]) -> None:
-    """:func:`_scan` over a compressed file, decompressed chunk by chunk."""
-    with gzip.open(p, "rb") as fh:
-        carry, base, done = b"", 0, 0  # base: file offset of buf[0]; done: hits handled
-        while True:
-            chunk = fh.read(_CHUNK)
-            buf = carry + chunk
-            limit = len(buf) if not chunk else max(len(buf) - _CONTEXT, 0)
-            done = base + _scan(buf, max(done - base, 0), limit, rows)
-            if not chunk:
-                return
-            carry = buf[-2 * _CONTEXT:]
-            base += len(buf) - len(carry)
-
-
-def _event_at(buf: Any, hit: int, read: Callable[[dict[str, Any]], Any]) -> Any:
-    """What ``read`` (:func:`_step_event`: step, ts, dur, on the device lane) makes of the
-    event around ``buf[hit]``, or None."""
-    lo = max(0, hit - _CONTEXT)
-    upper = hit
-    for _ in range(64):
-        start = buf.rfind(b"{", lo, upper)
-        if start < 0:
-            return None
-        upper = start
-        text = buf[start:hit + _CONTEXT].decode("utf-8", "replace")
-        try:
-            obj, end = _DECODER.raw_decode(text)
-        except ValueError:
-            continue
-        if end <= hit - start or not isinstance(obj, dict):
-            continue  # an object that ends before the name: an earlier one encloses it
-        return read(obj)
-    return None
-
-
-def _step_event(obj: dict[str, Any]) -> tuple[int, float, float, bool] | None:
-    name = obj.get("name")
-    m = _STEP_RE.match(name) if isinstance(name, str) else None
-    if m is None or obj.get("ph") != "X":
-        return None
-    cat = str(obj.get("cat", "")).strip().lower()
-    on_lane = KINETO_KINDS.get(cat) == "gpu_user_annotation"
-    if cat in _NOT_HOST and not on_lane:
-        return None
-    try:  # a number as the loader's decoder reads it (msgspec: float64, ints included)
-        ts, dur = float(obj["ts"]), float(obj["dur"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not (np.isfinite(ts) and np.isfinite(dur)) or dur < 0:
-        return None
-    return int(m.group(1)), ts, dur, on_lane
-
-
-# ---- the device step: the tasks each ProfilerStep launched ---------------------------
-
-class _TaskArgs(msgspec.Struct, gc=False):
-    correlation: int | str | None = None
-
-
-class _Task(msgspec.Struct, gc=False):
-    """The fields of an event the device step needs, typed as the loader reads them
-    (:mod:`perfkit.io.chrome`), so that every number converts to the same nanosecond."""
-
-    ph: str = ""
-    cat: int | str | None = None
-    ts: float | str | None = None
-    dur: float | str | None = None
-    args: _TaskArgs | None = None
-
-
-class _Tasks(msgspec.Struct):
-    traceEvents: list[_Task] = msgspec.field(default_factory=list)  # noqa: N815
-
-
-_TASKS = msgspec.json.Decoder(_Tasks)
-_TASK_LIST = msgspec.json.Decoder(list[_Task])
-_NA_NS = np.iinfo(np.int64).min
-#: Lower-cased Kineto categories of device tasks and of runtime (launch) calls.
-_DEVICE_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind in DEVICE_KINDS)
-_RUNTIME_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind == "runtime")
-
-
-def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
-    """The device step of each ``ProfilerStep#N`` of a Kineto trace, as :func:`perfkit.load`
-    measures it.
-
-    The definition is :mod:`perfkit.io.kineto`'s: a step's device tasks (kernels, memcpy,
-    memset) are those whose runtime launch (the ``cuda_runtime`` / ``cuda_driver`` ...
-    call with the same ``correlation``) started inside its host ``ProfilerStep#N`` span
-    (each task by its own start where the trace records no launch at all); the step runs
-    from its first task's start to its last task's end, in the loader's exact nanoseconds.
-    A step holding a task without a duration has no known time (NaN), as in the loader.
-
-    Only the fields this needs are decoded (``ph``, ``cat``, ``ts``, ``dur`` and
-    ``args.correlation`` of every event, the rest of each event skipped by msgspec):
-    three to five times faster than :func:`perfkit.load`, which builds every table, but
-    still a pass over the whole file (``benchmarks/README.md`` has the figures). The loader's
-    plausibility rules (:mod:`perfkit.io.validate`) are not applied: on a trace with
-    garbled timestamps the two may differ.
-
-    Parameters
-    ----------
-    path : str or path-like
-        A Kineto ``.json`` or ``.json.gz`` trace.
-
-    Returns
-    -------
-    pandas.DataFrame or None
-        ``step`` (int), ``total_us`` (last task end minus first task start, µs) and
-        ``preparing_us`` (the device's wait before the first task, as the loader measures
-        it: :func:`~perfkit.io.trace_tables.device_wait_us`), sorted by the step's first
-        task; an empty frame when the trace has ProfilerStep spans but
-        no device task launched in any (the loader then takes the host span as the
-        step); None when the trace has no ProfilerStep span, or its events cannot be
-        decoded this way (the full load will say what is wrong).
-
-    Raises
-    ------
-    ProfileError
-        The file cannot be read.
-    """
-    p = Path(path)
-    return _device_steps(p, _host_spans(p))
-
-
-def _device_steps(p: Path, rows: list[tuple[int, float, float]]) -> pd.DataFrame | None:
-    """:func:`kineto_device_steps` given the trace's host spans (:func:`_host_spans`)."""
-    if not rows:
-        return None
-    with file_boundary(p, p.name):
-        tasks = _decode_tasks(p)
-    if tasks is None:
-        return None
-    return _device_windows(_profiler_spans(rows), tasks)
-
-
-def _decode_tasks(p: Path) -> list[_Task] | None:
-    """Every event of the trace with the fields of :class:`_Task`; None if it does not
-    decode (damaged, or fields of unexpected types)."""
-    with _trace_bytes(p) as data:
-        return None if data is None else _decode_data(data)
-
-
-@contextmanager
-def _trace_bytes(p: Path) -> Iterator[Any]:
-    """The trace's bytes: a ``.gz`` decompressed whole, else the file mapped (closed on
-    exit); None for an empty file."""
-    if p.name.lower().endswith(".gz"):
-        with gzip.open(p, "rb") as fh:
-            data: Any = fh.read()
-        yield data
-        return
-    if not p.stat().st_size:
-        yield None
-        return
-    with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        yield mm
-
-
-def _decode_data(data: Any) -> list[_Task] | None:
-    """:func:`_decode_tasks` of the trace's bytes (:func:`_trace_bytes`)."""
-    head = bytes(data[:4096]).lstrip()
-    if head[:3] == b"\xef\xbb\xbf":
-        return None  # the loader re-encodes these; rare enough to wait for it
-    try:
-        if head[:1] == b"[":
-            return _TASK_LIST.decode(data)
-        return _TASKS.decode(data).traceEvents
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        return None
-
-
-def _ns(values: list[Any]) -> np.ndarray:
-    """Absolute int64 nanoseconds of ``ts`` values, as the loader converts them."""
-    try:
-        arr = pa.array(values, pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        arr = pa.array([None if v is None else str(v) for v in values], pa.string())
-    ns = to_ns(arr, len(values))
-    return pc.fill_null(ns, pa.scalar(_NA_NS, pa.int64())).to_numpy(zero_copy_only=False)
-
-
-def _num(values: list[Any]) -> np.ndarray:
-    """float64 of ``dur`` values (NaN where missing or not a number)."""
-    try:
-        return pa.array(values, pa.float64()).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
-            np.float64)
-
-
-def _profiler_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
-    """The step windows (``step``, ``start_ns``, ``end_ns``) of host ProfilerStep spans, as
-    the loader makes them (:func:`~perfkit.io.trace_tables.step_spans`)."""
-    host = pd.DataFrame({"name": [f"ProfilerStep#{s}" for s, _, _ in rows],
-                         "ts_ns": _ns([ts for _, ts, _ in rows]),
-                         "dur_us": np.array([d for _, _, d in rows], np.float64)})
-    return step_spans(host)
-
-
-def _device_windows(spans: pd.DataFrame, tasks: list[_Task]) -> pd.DataFrame:
-    """Per step, first task start to last task end (see :func:`kineto_device_steps`), of
-    the step windows ``spans`` (``step``, ``start_ns``, ``end_ns``, sorted by start)."""
-    none = pd.DataFrame({"step": pd.Series([], dtype="int64"), "total_us": [],
-                         "preparing_us": []})
-    # each distinct category worked out once: 1 a device task, 2 a runtime call, 0 other
-    cats = list(map(attrgetter("cat"), tasks))
-    lut = {c: _cat_code(c) for c in set(cats)}
-    code = np.fromiter(map(lut.__getitem__, cats), np.int8, len(cats))
-    del cats
-    picked = np.flatnonzero(code)
-    complete = np.fromiter(map("X".__eq__, map(attrgetter("ph"), _pick(tasks, picked))),
-                           bool, len(picked))  # complete events only, as the loader
-    is_dev = np.zeros(len(tasks), bool)
-    is_rt = np.zeros(len(tasks), bool)
-    is_dev[picked[complete]] = code[picked[complete]] == 1
-    is_rt[picked[complete]] = code[picked[complete]] == 2
-    dev = _pick(tasks, is_dev)
-    if not dev:
-        return none
-    start = _ns(list(map(attrgetter("ts"), dev)))
-    dur = _num(list(map(attrgetter("dur"), dev)))
-    rt = _pick(tasks, is_rt)
-    rt_corr = _corrs(rt)
-    has = ~np.isnan(rt_corr)
-    if has.any():
-        launch = pd.Series(_ns([t.ts for t, ok in zip(rt, has, strict=True) if ok]),
-                           index=rt_corr[has])
-        launch = launch[~launch.index.duplicated()]  # a correlation's first runtime call
-        at = launch.index.get_indexer(_corrs(dev))  # -1: no runtime call in the trace
-        when = np.where(at >= 0, launch.to_numpy(np.int64)[np.maximum(at, 0)], _NA_NS)
-    else:  # no runtime call recorded: each task by its own start
-        when = start
-    step = step_index(when, spans)
-    known = ~np.isnan(step) & (start != _NA_NS)
-    if not known.any():
-        return none
-    end = start + np.round(np.nan_to_num(dur) * 1000).astype(np.int64)
-    frame = pd.DataFrame({"step": step[known].astype(np.int64), "s": start[known],
-                          "e": end[known], "missing": np.isnan(dur[known])})
-    win = frame.groupby("step").agg(s=("s", "min"), e=("e", "max"), missing=("missing", "any"))
-    win = win.sort_values("s", kind="stable")
-    e = np.maximum(win["e"].to_numpy(), win["s"].to_numpy() + 1)
-    total = (e - win["s"].to_numpy()) / 1000.0
-    total[win["missing"].to_numpy()] = np.nan
-    steps = win.index.to_numpy(np.int64)
-    # tasks of no step (launched before the trace, or outside every span) keep the device
-    # busy: not a wait, as the loader counts it
-    other = ~known & (start != _NA_NS)
-    busy = (start[other], start[other] + np.round(np.nan_to_num(dur[other]) * 1000).astype(
-        np.int64))
-    wait = device_wait_us(pd.DataFrame({"step": steps, "start_ns": win["s"].to_numpy(),
-                                        "end_ns": e}), spans, busy)
-    return pd.DataFrame({"step": steps, "total_us": total,
-                         "preparing_us": wait.to_numpy(np.float64)})
-
-
-def _cat_code(cat: Any) -> int:
-    """1 for a device task's category, 2 for a runtime call's, else 0."""
-    if not isinstance(cat, str):
-        return 0
-    low = cat.strip().lower()
-    return 1 if low in _DEVICE_CATS else 2 if low in _RUNTIME_CATS else 0
-
-
-def _pick(tasks: list[_Task], where: np.ndarray) -> list[_Task]:
-    """The events at ``where`` (a mask, or indices), in file order."""
-    idx = np.flatnonzero(where) if where.dtype == bool else where
-    if not len(idx):
-        return []
-    if len(idx) == 1:
-        return [tasks[int(idx[0])]]
-    return list(itemgetter(*idx.tolist())(tasks))
-
-
-def _corrs(tasks: list[_Task]) -> np.ndarray:
-    """The ``args.correlation`` of each event as float64 (NaN where it has none)."""
-    values = [None if a is None else a.correlation for a in map(attrgetter("args"), tasks)]
-    try:
-        return pa.array(values, pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
-            np.float64)
-
-
-# ---- a trace without ProfilerStep: its optimizer's iterations ------------------------
-
-#: What marks a training iteration where no ProfilerStep does, as bytes of the file.
-_OPTIMIZER_KEY = b'"Optimizer.step#'
-#: Kinds (:data:`~perfkit.io.categories.KINETO_KINDS`) of the host events the loader
-#: reads the optimizer's annotations from, and of those whose first start begins the
-#: first iteration (with the runtime calls).
-_HOST_KINDS = ("cpu_op", "user_annotation")
-_FIRST_KINDS = (*_HOST_KINDS, "runtime")
-
-
 def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
                           ) -> tuple[Profile, str] | None:
     """The steps of a Kineto trace without ``ProfilerStep``: its training iterations, by
@@ -836,7 +418,7 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
     as in the full load's steps table, so that :func:`perfkit.analysis.steps.step_basis`
     says the steps were inferred. None where the rule gives no step (``notes`` then says
     why, where the trace has some annotation)."""
-    got = _iteration_steps(f, notes)
+    got = iteration_steps(f, notes)
     if got is None:
         return None
     found, spans, mark = got
@@ -862,68 +444,6 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
                        device_type="gpu", path=str(f), notes=[note],
                        extra={"preview_steps": basis})
     return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
-
-
-def _iteration_steps(p: Path, notes: list[str]
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, str] | None:
-    """(the device step of each iteration, as :func:`_device_windows` gives it; the
-    iteration windows ``step``, ``start_ns``, ``end_ns``; the annotation's name) of a trace
-    without ``ProfilerStep``, or None: no optimizer annotation (a byte scan finds them,
-    :func:`_mark_event`), events that do not decode, or the rule of :mod:`perfkit.io.
-    kineto.iterations` does not hold (it adds the reason to ``notes``).
-
-    The iteration windows are the loader's own (:func:`~perfkit.io.kineto.iterations.
-    optimizer_spans`), given the annotations and the start of every host operator,
-    annotation and runtime call (the first of which begins the first iteration)."""
-    found: list[tuple[str, Any, float, float]] = []
-    with file_boundary(p, p.name), _trace_bytes(p) as data:  # one read for both
-        if data is not None:
-            _scan(data, 0, len(data), found, _OPTIMIZER_KEY, _mark_event)
-        tasks = _decode_data(data) if found else None
-    if tasks is None:
-        return None
-    marks = list(dict.fromkeys(found))  # an event found twice (its name in its args) once
-    cpu = pd.DataFrame({"name": pd.array([m[0] for m in marks], dtype="string"),
-                        "tid": pd.Series([m[1] for m in marks], dtype=object),
-                        "ts_ns": _ns([m[2] for m in marks]),
-                        "dur_us": np.array([m[3] for m in marks], np.float64)})
-    first = pd.DataFrame({"ts_ns": _host_ns(tasks)})
-    spans, mark = optimizer_spans(cpu, first, notes)
-    if mark is None:
-        return None
-    return _device_windows(spans, tasks), spans, mark
-
-
-def _mark_event(obj: dict[str, Any]) -> tuple[str, Any, float, float] | None:
-    """(name, tid, ts, dur) of a host ``Optimizer.step#<Class>.step`` annotation (a
-    complete event of a host category, as the loader selects them), or None: another
-    event, or the annotation's copy on the device lane (``gpu_user_annotation``)."""
-    name = obj.get("name")
-    if not isinstance(name, str) or OPTIMIZER_STEP.match(name) is None or \
-            obj.get("ph") != "X":
-        return None
-    if KINETO_KINDS.get(str(obj.get("cat", "")).strip().lower()) not in _HOST_KINDS:
-        return None
-    try:  # a number as the loader's decoder reads it (msgspec: float64, ints included)
-        ts = float(obj["ts"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    try:
-        dur = float(obj["dur"])
-    except (KeyError, TypeError, ValueError):
-        dur = float("nan")  # no known end: the loader leaves it out, as optimizer_spans
-    tid = obj.get("tid")
-    return name, tid if isinstance(tid, (int, str)) else str(tid), ts, dur
-
-
-def _host_ns(tasks: list[_Task]) -> np.ndarray:
-    """Start (ns, as the loader converts it) of every complete host operator, annotation
-    and runtime call of the trace (:data:`_FIRST_KINDS`)."""
-    cats = list(map(attrgetter("cat"), tasks))
-    lut = {c: isinstance(c, str) and KINETO_KINDS.get(c.strip().lower()) in _FIRST_KINDS
-           for c in set(cats)}
-    host = _pick(tasks, np.fromiter(map(lut.__getitem__, cats), bool, len(cats)))
-    return _ns([t.ts for t in host if t.ph == "X"])
 
 
 def describe(p: Preview) -> str:
