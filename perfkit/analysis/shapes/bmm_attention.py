@@ -16,16 +16,25 @@ order, with the next softmax or matrix product after each member being the next 
   keep the shapes, not the arguments;
 * ``·v``: a bmm with operands ``(N, S, S) x (N, S, d)``, the same ``N``, ``S``, ``d``.
 
+Its backward (autograd's ``BmmBackward0`` and ``SoftmaxBackward0``) is five members on the
+lane, matched alike (``backward`` set):
+
+* the ``·v`` product's two gradients, in either order: ``grad_v = bmm(pᵀ (N, S, S),
+  grad (N, S, d))`` and ``grad_p = bmm(grad (N, S, d), vᵀ (N, d, S))``;
+* ``aten::_softmax_backward_data`` of ``N·S·S`` elements whose last dimension is ``S``;
+* the ``q·kᵀ`` product's two gradients, in either order: ``grad_kᵀ = bmm(qᵀ (N, d, S),
+  grad (N, S, S))`` and ``grad_q = bmm(grad (N, S, S), k (N, S, d))``;
+
+all of the same ``N``, ``S``, ``d``.
+
 Consecutive rows of one operator (its kernels, or a softmax nested in another, as host
-traces record ``aten::softmax`` around ``aten::_softmax``) count as one member. The
-backward pass runs the products in another order (``_softmax_backward_data`` between them)
-and is not matched.
+traces record ``aten::softmax`` around ``aten::_softmax``) count as one member.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +45,7 @@ from .records import (
     _BATCH_MATMUL,
     _GEMM,
     _SOFTMAX,
+    _SOFTMAX_BACKWARD,
     ATTENTION_PATTERNS,
     parse_shapes,
     shape_records,
@@ -46,29 +56,37 @@ __all__ = ["BmmAttention", "bmm_attention_triples", "bmm_attention", "record_tri
 
 _BMM = re.compile(r"(?i)^aten::(?:bmm|baddbmm)$")
 #: The labels that end the search for the next member: products, softmaxes, attention.
-_STOPS = (_GEMM, _BATCH_MATMUL, _SOFTMAX,
+_STOPS = (_GEMM, _BATCH_MATMUL, _SOFTMAX, _SOFTMAX_BACKWARD,
           *(re.compile(p) for p in ATTENTION_PATTERNS.values()))
 
 Shape = tuple[int, ...]
+#: What a product's shapes give: ``(N, S, d)`` when they are of one kind, else None.
+_Sizes = Callable[[str, Sequence[Shape]], "tuple[int, int, int] | None"]
 
 
 @dataclass(frozen=True)
 class BmmAttention:
-    """One attention found as ``q·kᵀ`` bmm, softmax, ``·v`` bmm.
+    """One attention found as ``q·kᵀ`` bmm, softmax, ``·v`` bmm, or its backward.
 
     Attributes
     ----------
     qk, softmax, pv : int
         The first row of each member (``qk`` and ``pv`` may span several rows: ``qk_end``
-        is the ``q·kᵀ`` product's last row, ``pv_end`` the ``·v`` product's).
+        is the ``q·kᵀ`` product's last row, ``pv_end`` the ``·v`` product's). Of a
+        backward chain: the first row of the ``·v`` product's two gradients, of the
+        softmax's backward, and of the ``q·kᵀ`` product's two gradients.
     qk_end, pv_end : int
-        The last row of the first and of the second product.
+        The last row of the first and of the second product (of a backward chain: of the
+        first pair of products and of the second).
     n : int
         Batch × heads ``N`` (the bmm's batch dimension: the two are folded together).
     s : int
         The sequence ``S`` (queries = keys).
     d : int
         The head size.
+    backward : bool
+        Whether this is the backward chain (``·v`` gradients, softmax backward, ``q·kᵀ``
+        gradients).
     """
 
     qk: int
@@ -79,6 +97,7 @@ class BmmAttention:
     n: int
     s: int
     d: int
+    backward: bool = False
 
 
 def _operands(label: str, shapes: Sequence[Shape]) -> tuple[Shape, Shape] | None:
@@ -109,6 +128,31 @@ def _pv(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
         return None
     (n, s, s1), (n2, s2, d) = ops
     return (n, s, d) if n == n2 and s == s1 == s2 else None
+
+
+def _kt(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
+    """``(N, S, d)`` of a ``qᵀ (N, d, S) x grad (N, S, S)`` product (the gradient of
+    ``kᵀ``), else None."""
+    if label.lower() == "aten::baddbmm":
+        return None
+    ops = _operands(label, shapes)
+    if ops is None:
+        return None
+    (n, d, s), (n2, s1, s2) = ops
+    return (n, s, d) if n == n2 and s == s1 == s2 else None
+
+
+def _pair(labels: Sequence[str], shapes: Sequence[Sequence[Shape]], a: int, b: int,
+          first: _Sizes, second: _Sizes) -> tuple[int, int, int] | None:
+    """``(N, S, d)`` where the products at rows ``a`` and ``b`` are, in either order, one
+    of the kind ``first`` and one of the kind ``second`` of the same sizes."""
+    if not all(_BMM.search(labels[r]) or _BATCH_MATMUL.search(labels[r]) for r in (a, b)):
+        return None
+    for x, y in ((a, b), (b, a)):
+        got = first(labels[x], shapes[x])
+        if got is not None and second(labels[y], shapes[y]) == got:
+            return got
+    return None
 
 
 def judged_by_shapes(label: str, shapes: Sequence[Shape]) -> bool:
@@ -169,7 +213,8 @@ def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape
     Returns
     -------
     list of BmmAttention
-        In row order of the ``q·kᵀ`` product; see the module's text for the rules.
+        In order of their first rows, forward and backward chains; see the module's text
+        for the rules.
     """
     lane = np.asarray(lane)
     code_of, uniq = pd.factorize(np.asarray(labels, dtype=object), use_na_sentinel=False)
@@ -179,6 +224,7 @@ def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape
     out: list[BmmAttention] = []
     for code in dict.fromkeys(lane[rows].tolist()):
         members = _members(rows[lane[rows] == code], labels, shapes)
+        out.extend(_backward(members, labels, shapes))
         for j in range(len(members) - 2):
             (a, a_end), (b, _), (c, c_end) = members[j], members[j + 1], members[j + 2]
             if not (_BMM.search(labels[a]) or _BATCH_MATMUL.search(labels[a])):
@@ -191,6 +237,25 @@ def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape
                     _pv(labels[c], shapes[c]) == got:
                 out.append(BmmAttention(a, a_end, b, c, c_end, *got))
     return sorted(out, key=lambda t: t.qk)
+
+
+def _backward(members: list[tuple[int, int]], labels: Sequence[str],
+              shapes: Sequence[Sequence[Shape]]) -> list[BmmAttention]:
+    """The backward chains among one lane's members (see the module's text): the ``·v``
+    product's two gradients, the softmax's backward, the ``q·kᵀ`` product's two."""
+    out = []
+    for j in range(2, len(members) - 2):
+        (b, _) = members[j]
+        if not _SOFTMAX_BACKWARD.search(labels[b]):
+            continue
+        (p1, _), (p2, p2_end) = members[j - 2], members[j - 1]
+        (g1, _), (g2, g2_end) = members[j + 1], members[j + 2]
+        got = _pair(labels, shapes, p1, p2, _qk, _pv)
+        if got is None or not _scores(shapes[b], got[0], got[1]) or \
+                _pair(labels, shapes, g1, g2, _kt, _pv) != got:
+            continue
+        out.append(BmmAttention(p1, p2_end, b, g1, g2_end, *got, backward=True))
+    return out
 
 
 def _members(rows: np.ndarray, labels: Sequence[str], shapes: Sequence[Sequence[Shape]]
@@ -232,10 +297,12 @@ def bmm_attention(profile: Any) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        One row per attention, in rank and start order: ``rank``, ``step``, ``start_us``
-        (of the ``q·kᵀ`` product), ``backward``, ``batch_heads`` (``N``, batch × heads),
-        ``seq`` (``S``), ``head_dim`` (``d``), ``qk_shapes``, ``softmax_shapes``,
-        ``pv_shapes`` (the members' input shapes as the profile writes them).
+        One row per attention, forward or backward, in rank and start order: ``rank``,
+        ``step``, ``start_us`` (of the ``q·kᵀ`` product), ``backward``, ``batch_heads``
+        (``N``, batch × heads), ``seq`` (``S``), ``head_dim`` (``d``), ``qk_shapes``,
+        ``softmax_shapes``, ``pv_shapes`` (the members' input shapes as the profile writes
+        them; of a backward chain, the first rows of its first pair of products, of the
+        softmax's backward and of its second pair).
     """
     recs, _ = shape_records(profile)
     cols = ["rank", "step", "start_us", "backward", "batch_heads", "seq", "head_dim",
@@ -249,7 +316,8 @@ def bmm_attention(profile: Any) -> pd.DataFrame:
     return pd.DataFrame({
         "rank": recs["rank"].to_numpy()[at], "step": recs["step"].to_numpy()[at],
         "start_us": recs["start_us"].to_numpy(np.float64)[at],
-        "backward": recs["backward"].to_numpy(bool)[at],
+        "backward": recs["backward"].to_numpy(bool)[at] | np.array(
+            [t.backward for t in found], dtype=bool),
         "batch_heads": [t.n for t in found], "seq": [t.s for t in found],
         "head_dim": [t.d for t in found], "qk_shapes": texts.to_numpy()[at],
         "softmax_shapes": texts.to_numpy()[[t.softmax for t in found]],

@@ -257,13 +257,48 @@ def _bmm_attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes, rows: 
     out = []
     for t in record_triples(recs, shapes):
         row = rows(t.qk)
+        back = t.backward or bool(row["backward"])
         out.append(_Attn(rank=int(row["rank"]), step=row["step"],
-                         start=float(row["start_us"]), backward=bool(row["backward"]),
+                         start=float(row["start_us"]), backward=back,
                          b=None, s=t.s, heads=None, kv_heads=None, d=t.d, q_width=None,
                          kv_width=None, bh=t.n,
                          what="batched q·kᵀ bmm, softmax, bmm " + (
-                             "(backward)" if row["backward"] else "(forward)")))
+                             "(backward)" if back else "(forward)")))
     return out
+
+
+def _folded_heads(att: list[_Attn], gemms: list[_Gemm]) -> tuple[int, bool, str] | None:
+    """The query heads of forward attentions run as 3-D bmm (batch × heads folded into
+    ``N``), read from the projections beside them.
+
+    ``h`` heads fit an attention of ``(N, S, d)`` when ``h`` divides ``N`` and a forward
+    projection of ``N·S / h`` tokens writes its queries (``h·d`` wide, or ``3·h·d`` for a
+    fused QKV) or reads its output (``h·d`` wide). Returns the one ``h`` that fits every
+    distinct ``(N, S, d)``, whether a fused QKV projection was among the fits, and that
+    projection in words; None when no single ``h`` fits them all.
+    """
+    sizes = sorted({(a.bh, a.s, a.d) for a in att if a.bh and a.s and a.d and not a.backward})
+    dims = sorted({c for g in gemms if not g.backward and (not g.batched or g.linear)
+                   for c in g.cands})
+    fits: set[int] | None = None
+    proj: dict[int, tuple[int, int, int, int]] = {}
+    for bh, s, d in sizes:
+        mine = set()
+        for m, k, n in dims:
+            h = bh * s // m if m > 0 and (bh * s) % m == 0 else 0
+            if h and bh % h == 0 and (n in (h * d, 3 * h * d) or k == h * d):
+                mine.add(h)
+                if n == 3 * h * d or h not in proj:
+                    proj[h] = (m, k, n, d)
+        fits = mine if fits is None else fits & mine
+    if not fits or len(fits) != 1:
+        return None
+    h = fits.pop()
+    m, k, n, d = proj[h]
+    fused = n == 3 * h * d
+    return h, fused, (f"a projection of {m} tokens, {k} → {n}"
+                      + (f" = 3·{h}·{d} (fused QKV)" if fused else "")
+                      + f", so batch × heads splits into {h} heads of {d}")
 
 
 def _settle(out: list[_Attn | None], pending: list[tuple[int, tuple[int, ...],

@@ -66,13 +66,15 @@ _BATCH_MATMUL = re.compile(r"(?i)^batch_?mat_?mul\w*$")
 #: Softmax operators: the middle of an attention computed as 3-D batched products
 #: (:mod:`~perfkit.analysis.shapes.bmm_attention`).
 _SOFTMAX = re.compile(r"(?i)^(?:aten::_?softmax|aten::_safe_softmax|Softmax(?:V2)?)$")
+#: The softmax's backward: the middle of such an attention's backward.
+_SOFTMAX_BACKWARD = re.compile(r"(?i)^aten::_softmax_backward_data$")
 
 
 _OP_SUFFIX = re.compile(r"-op\d+$")
 #: The labels whose rows :func:`shape_records` keeps.
 _KEPT_LABELS = (_GEMM, _EMBED, _LOSS, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT, _PLAIN_ACT,
                 _MOE, *(re.compile(p) for p in ATTENTION_PATTERNS.values()), _BATCH_MATMUL,
-                _SOFTMAX)
+                _SOFTMAX, _SOFTMAX_BACKWARD)
 
 
 def _per_name(values: pd.Series, func: Any) -> pd.Series:
