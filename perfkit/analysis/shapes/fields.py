@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted
-from .operators import _Attn, _Gemm, _mode, _Shapes
+from .operators import _Attn, _folded_heads, _Gemm, _mode, _Shapes
 from .records import (
     _EMBED,
     _GEMM,
@@ -143,7 +143,8 @@ def _read_hidden(out: ShapeReading, act: list[_Gemm], emb: list[dict], where: st
 
 
 def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
-                att: list[_Attn], act: list[_Gemm], tp: int, where: str) -> None:
+                att: list[_Attn], act: list[_Gemm], tp: int, where: str,
+                gemms: list[_Gemm] | None = None) -> None:
     fwd = [a for a in att if not a.backward]
     h = out.get("hidden_size")
     d = _mode([a.d for a in fwd if a.d])
@@ -187,13 +188,24 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
         for name in ("num_attention_heads", "num_kv_heads", "head_dim"):
             out.put(name, None, why)
         return
+    if d is not None and heads is None and q_width is None and any(a.bh for a in fwd):
+        # batch × heads folded: the projections beside the products split them
+        got = _folded_heads(fwd, gemms or [])
+        if got is None:
+            out.put("head_dim", d, f"{where}: {how}: head size {d}")
+            why = (f"{where}: {how}: head size {d}, the heads folded with the batch into "
+                   "one dimension (batch × heads), and no projection beside them shows how "
+                   "many heads: the heads cannot be read")
+            out.put("num_attention_heads", None, why)
+            out.put("num_kv_heads", None, why)
+            return
+        heads, fused, proj = got
+        kv = heads if fused else None
+        how = f"{how} and {proj}"
     if d is None or heads is None:
         why = (f"{where}: {how} shows query width {q_width} but not how it splits into "
                "heads (a 3-D query, B,S,H or S,B,H, without softmax statistics or rotary "
                "kernels)")
-        if q_width is None and any(a.bh for a in fwd):
-            why = (f"{where}: {how}: head size {d}, the heads folded with the batch into "
-                   "one dimension (batch × heads): the heads cannot be read")
         for name in ("num_attention_heads", "num_kv_heads", "head_dim"):
             out.put(name, None, why)
         return

@@ -143,7 +143,7 @@ def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
         n_tok = out.get("micro_batch_size") * out.get("seq_length")
     act = [a for a in (g.over(n_tok) for g in gemms) if a is not None] if n_tok else []
     _read_hidden(out, act, emb, where)
-    _read_heads(out, recs, label, shapes, att, act, tp, where)
+    _read_heads(out, recs, label, shapes, att, act, tp, where, gemms)
     _read_widths(out, recs, label, shapes, act, emb, tp, where)
     _read_counts(out, recs, label, att, emb, stage_of, pp, ranks, where)
     _read_mlp(out, recs, label, att, act, where)
