@@ -246,11 +246,22 @@ def _without_attention(ctx: Context, g: Any) -> tuple[Any, str]:
 
 
 @rule("operators", order=120, needs=("kernels|ops",), inputs=("hardware",),
-      after=("unfused",), ahead=("chains",))
+      after=("unfused", "attention"), ahead=("chains",))
 def elementwise(ctx: Context) -> list[Finding]:
-    """Chains of memory-bound element-wise kernels (beyond the known fusion patterns)."""
+    """Chains of memory-bound element-wise kernels (beyond the known fusion patterns).
+
+    Where the ``attention_not_fused`` finding counts unfused attention chains, their
+    kernels (a scale, mask or dropout between the products) are in no run here
+    (:func:`perfkit.analysis.elementwise_chains` ``without_attention``): that finding
+    counts their time.
+    """
     a = ctx.assume
-    ch = ctx.chains()
+    if any(f.rule == "attention_not_fused" and f.measured for f in ctx.findings("attention")):
+        ch = ctx.get("chains_without_attention", lambda: _eff.elementwise_chains(
+            ctx.profile, ctx.hardware, min_chain=int(a["min_chain"]),
+            kernel_efficiency=a["kernel_efficiency"], without_attention=True))
+    else:
+        ch = ctx.chains()
     if ch.empty:
         return []
     total = ctx.per_rank_step(float(ch["saving_us"].sum()))

@@ -111,12 +111,16 @@ def _as_the_streams(rows: pd.DataFrame) -> bool:
 
 
 def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain: int = 3,
-                       kernel_efficiency: float = 0.7) -> pd.DataFrame:
+                       kernel_efficiency: float = 0.7, without_attention: bool = False
+                       ) -> pd.DataFrame:
     """Runs of consecutive element-wise kernels (memory-bound by nature).
 
     On each (rank, stream) (host thread for a profile without device tasks), a run is at
     least ``min_chain`` priced element-wise kernels in a row (a normalisation, reduction,
-    GEMM or attention kernel ends it). One fused kernel would move
+    GEMM or attention kernel ends it). With ``without_attention``, the kernels that the
+    unfused attention chains of :func:`attention_chains` count (a scale, mask or dropout
+    between their products and softmax) end a run too, and are in none: a fused attention
+    kernel replaces them, and their time is that finding's. One fused kernel would move
     about the data of the run's largest member once, at ``kernel_efficiency`` of the
     memory bandwidth: ``fused_us = max(bytes) / (kernel_efficiency · bandwidth)`` and
     ``saving_us = max(0, total_us - fused_us)``.
@@ -142,11 +146,13 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
         raise InvalidArgumentError("kernel_efficiency", "must be in (0, 1]", kernel_efficiency)
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
         return typed(per_rank(profile, elementwise_chains, hardware, min_chain,
-                              kernel_efficiency), cols)
+                              kernel_efficiency, without_attention), cols)
     rows, order, new_lane = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
     mem = _chain_kind(profile)
+    if without_attention:  # the attention chains' own kernels: that finding's time
+        mem = mem & ~_in_attention(profile)
     # the rows in execution order are read as arrays taken in that order, and only the
     # element-wise rows' durations and sizes (no frame of every row in order)
     brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
@@ -173,6 +179,16 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return _noted(typed(out, cols), profile, rows)
+
+
+def _in_attention(profile: Any) -> np.ndarray:
+    """Whether each :func:`_ordered` row is one that :func:`attention_chains` counts: inside
+    a chain, not a copy."""
+    rows, spans, counted_ = _attention_found(profile)
+    inside = np.zeros(len(rows), dtype=bool)
+    for a, b in spans:
+        inside[a:b + 1] = True
+    return inside & counted_
 
 
 def _noted(out: pd.DataFrame, profile: Any, rows: pd.DataFrame) -> pd.DataFrame:
@@ -321,13 +337,10 @@ def attention_chain_gemms(profile: Any) -> pd.DataFrame:
             "count": "int64", "total_us": "float64"}
     if is_lazy(profile):
         return typed(per_rank(profile, attention_chain_gemms), cols)
-    rows, spans, counted_ = _attention_found(profile)
+    rows, spans, _ = _attention_found(profile)
     if not spans:
         return empty_frame(cols, "no unfused attention chain")
-    inside = np.zeros(len(rows), dtype=bool)
-    for a, b in spans:
-        inside[a:b + 1] = True
-    gemm = inside & counted_ & rows["kind"].eq("gemm").fillna(False).to_numpy(bool)
+    gemm = _in_attention(profile) & rows["kind"].eq("gemm").fillna(False).to_numpy(bool)
     if not gemm.any():
         return empty_frame(cols, "no GEMM in the attention chains")
     every, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
