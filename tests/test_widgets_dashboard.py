@@ -323,7 +323,7 @@ def test_planner_search_draws_the_candidates_and_fills_the_step(board) -> None:
     html = "".join(getattr(child, "value", "") for child in panel.result.children
                    if type(child).__name__ == "HTML")
     charts = [c for c in panel.result.children if type(c).__name__ == "JupyterChart"]
-    assert len(charts) == 1 and "Fastest that fit" in html
+    assert len(charts) == 1 and "Layouts that fit, by predicted step" in html
     panel.devices.value = 7  # no split of 40 heads, 40 layers and 1024 sequences over 7
     panel.search()
     assert "class='pk-error'" in panel.result.children[0].value

@@ -1,5 +1,5 @@
 """The Planner tab: the profiled layout measured against predicted (calibrated on the open
-profile), the fastest layouts with their bands, and the job's figures."""
+profile), the layouts that fit ranked with it with their bands, and the job's figures."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..prediction import (
     fit_job,
     measured_against_predicted,
     ranked_layouts,
+    ranking_sentence,
 )
 from ..render import chart_widget, close_widgets, spinner_html
 from ..summary import job_summary
@@ -50,7 +51,8 @@ class PlannerTab(JobTab):
     ranked : pandas.DataFrame or None
         The last search (:func:`~perfkit.widgets.prediction.ranked_layouts`).
     best : pandas.DataFrame or None
-        The table of the fastest layouts (:func:`~perfkit.widgets.prediction.best_layouts`).
+        The table of the fastest layouts that fit with the profiled one in its place
+        (:func:`~perfkit.widgets.prediction.best_layouts`).
     """
 
     title = "Planner"
@@ -103,8 +105,9 @@ class PlannerTab(JobTab):
         return [
             heading("The profiled layout: measured against predicted"),
             *self._comparison_widgets(),
-            heading("The fastest layouts that fit (perfkit.plan.search with the same model; "
-                    "devices and batch start from the job)"),
+            heading("Other layouts that fit, ranked with the profiled one by predicted step "
+                    "(perfkit.plan.search with the same model; devices and batch start from "
+                    "the job)"),
             self.controls, self.result,
             heading("The job's figures (from The job panel above; edit it there)"),
             html_widget(summary_html(summary)),
@@ -148,6 +151,7 @@ class PlannerTab(JobTab):
             fit = self.fit if self.fit is not None else fit_job(self.profile, job)
             ranked = ranked_layouts(job, fit, self.devices.value, self.batch.value)
             best = best_layouts(ranked, fit, job.parallel)
+            verdict = ranking_sentence(ranked, fit, job.parallel)
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.result.children = (html_widget(error(describe_error(exc, "the strategy "
                                                                           "search"))),)
@@ -166,10 +170,14 @@ class PlannerTab(JobTab):
             ranked, title=f"{len(ranked):,} candidates, {fits:,} fit (scroll to zoom)",
             step_title="predicted step time (s)" if fit.calibrated
             else "uncalibrated step estimate (s)"))
+        ranked_too = best.loc[best["profiled"], "rank"].notna().all()
+        caption = "Layouts that fit, by predicted step with the same model; " + (
+            "the profiled layout (highlighted) in its place" if ranked_too else
+            "the profiled layout (highlighted, last) apart, without a rank: it runs another "
+            "job size")
         self.result.children = (
-            html_widget(note(words)), chart,
+            html_widget(f"<p><b>{html.escape(verdict)}</b></p>" + note(words)), chart,
             html_widget(frame_html(
-                best, "Fastest that fit, and the profiled layout (last row) with the same "
-                "model", columns=list(_BEST_HEADERS), max_rows=len(best),
+                best, caption, columns=list(_BEST_HEADERS), max_rows=len(best),
                 headers=_BEST_HEADERS, wrap=("changes",),
                 hot=list(best["profiled"]))))
