@@ -10,7 +10,7 @@ import ipywidgets as W
 import pandas as pd
 
 from ... import charts as C
-from ...format import time_text
+from ...format import counted, time_text
 from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
 from ..prediction import (
@@ -161,8 +161,9 @@ class PlannerTab(JobTab):
         how = "calibrated on this profile" if fit.source == "profile" else \
             "calibrated on the measured step" if fit.source == "step time" else \
             "UNCALIBRATED: perfkit's default rates, not fitted to this run"
-        words = (f"{len(ranked):,} candidates over {self.devices.value:,} devices and "
-                 f"{self.batch.value:,} sequences per step; {fits:,} fit. Step times "
+        words = (f"{counted(len(ranked), 'candidate')} over "
+                 f"{counted(self.devices.value, 'device')} and "
+                 f"{counted(self.batch.value, 'sequence')} per step; {fits:,} fit. Step times "
                  f"{how}" + ("; the band is the prediction's (docs/planner.md)."
                              if fit.calibrated else "; calibrate before trusting small "
                              "differences."))
