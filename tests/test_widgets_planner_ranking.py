@@ -21,7 +21,7 @@ import pytest
 from shared_samples import shared_sample
 from widget_html import panel_html
 
-from perfkit.format import count_text, share_text, time_text
+from perfkit.format import count_text, counted, share_text, time_text
 from perfkit.widgets import dashboard
 from perfkit.widgets.prediction import best_layouts, ranking_sentence
 
@@ -123,6 +123,9 @@ def test_qwen_none_faster_is_said_and_the_profiled_layout_ranks_once(qwen) -> No
     sentence = ranking_sentence(panel.ranked, fit, job.parallel)
     assert time_text(measured_s * 1e6) not in sentence and said in sentence
     assert "fastest layouts that fit" not in text.lower()
+    # the search note counts the trace's GPUs in words: "over 1 device", not "1 devices"
+    gpus = {e["pid"] for e in events if e.get("cat") == "kernel"}
+    assert f"over {counted(len(gpus), 'device')} and " in text and len(gpus) == job.world_size
 
 
 def test_baseline_says_how_much_faster_the_fastest_is(baseline, grammar) -> None:
