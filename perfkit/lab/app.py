@@ -26,12 +26,13 @@ import ipywidgets as W
 
 from .. import charts as C
 from ..format import sig
+from ..widgets.headline import split_parts, with_exposed_comm
 from ..widgets.markup import STYLE, describe_error, frame_html, note
 from .answers import AnswerBook, answer
 from .evidence import STEP_COLUMNS, VIEWS, Evidence
 from .key import LAB_ENV, LabError, read_sheet
 
-__all__ = ["Sheet", "QuestionBox", "LAB_ENV"]
+__all__ = ["Sheet", "QuestionBox", "LAB_ENV", "step_chart"]
 
 _OK = "<span style='color:#1a7f37;font-weight:600'>&#10004; Right.</span> "
 _NO = "<span style='color:#cf222e;font-weight:600'>&#10008; Not yet.</span> "
@@ -124,6 +125,30 @@ class QuestionBox(W.VBox):
         self.feedback.value = ((_OK if v.correct else _NO) + html.escape(v.message)
                                + f" <span class='pk-note'>(attempt {v.attempt})</span>")
         return v
+
+
+def step_chart(breakdown: Any, title: str) -> Any:
+    """The step per rank, split as the dashboard's Overview splits it.
+
+    Parameters
+    ----------
+    breakdown : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown` of a profile.
+    title : str
+        The chart's title.
+
+    Returns
+    -------
+    altair.LayerChart
+        :func:`perfkit.charts.step_breakdown_chart` of the parts of the Overview's split
+        (:data:`perfkit.widgets.headline.SPLIT_PARTS`): computing, exposed communication
+        (not overlapped less the bubble), the pipeline bubble, free and the wait before
+        the first device task (Preparing); the bubble and the wait only where some rank
+        has them. Each bar is the step time of the Overview and the step table's
+        ``step_ms``.
+    """
+    frame = with_exposed_comm(breakdown)
+    return C.step_breakdown_chart(frame, parts=split_parts(frame), title=title)
 
 
 def _shown(value: Any) -> str:
@@ -281,7 +306,7 @@ class Sheet:
 
     def _chart(self, frame: Any, title: str) -> str:
         try:
-            return C.chart_to_svg(C.step_breakdown_chart(frame, title=title))
+            return C.chart_to_svg(step_chart(frame, title))
         except Exception as exc:  # a chart that cannot be drawn leaves the table
             return note(f"(chart not drawn: {exc})")
 
