@@ -21,8 +21,10 @@ def class_progress_chart(frame: pd.DataFrame, title: str | None = None,
     ----------
     frame : pandas.DataFrame
         One row per (student, question) with columns ``student``, ``question`` and
-        ``status`` (``"right"``, ``"wrong"`` or ``"unanswered"``), in the order to draw
-        (the output of :func:`perfkit.lab.grade`); ``attempts`` and ``answer`` go into
+        ``status`` (``"right"``, ``"wrong"`` or ``"unanswered"``), students in the order
+        to draw, each student's questions in the order asked (the output of
+        :func:`perfkit.lab.grade`; students may be asked different questions, each column
+        goes where it is first asked); ``attempts`` and ``answer`` go into
         the tooltip when present.
     title : str, optional
         Chart title.
@@ -37,7 +39,13 @@ def class_progress_chart(frame: pd.DataFrame, title: str | None = None,
     """
     require(frame, ("student", "question", "status"), "class_progress_chart")
     students = list(dict.fromkeys(frame["student"].astype(str)))
-    questions = list(dict.fromkeys(frame["question"].astype(str)))
+    # in the order they are asked: students may be asked different questions (a pipeline
+    # job's bubble, another job's exposed communication), so by each question's earliest
+    # place in a student's list, then by first appearance
+    place = pd.DataFrame({"question": frame["question"].astype(str).to_numpy(),
+                          "at": frame.groupby("student", sort=False).cumcount().to_numpy()})
+    first = place.groupby("question", sort=False)["at"].min()
+    questions = sorted(first.index, key=lambda q: first[q])
     data = pd.DataFrame({"student": frame["student"].astype(str),
                          "question": frame["question"].astype(str),
                          "status": frame["status"].astype(str)})

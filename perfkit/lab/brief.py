@@ -113,7 +113,8 @@ Open the profiles in Python with `perfkit.load("{j['path']}")`, the dump with
 
 def instructor_readme(level: str, seed: int, students: int, questions: list[Any]) -> str:
     """The instructor folder's README.md: what the key holds and how each answer is made."""
-    rows = "\n".join(f"| `{q.id}` | {q.stage} | {q.title} | {q.kind} | "
+    rows = "\n".join(f"| `{q.id}` | {q.stage} | {q.title}"
+                     f"{f' (asked of {q.asked_of})' if q.asked_of else ''} | {q.kind} | "
                      f"{_tolerance(q)} | {_method(q)} |" for q in questions)
     return f"""# Lab pack: instructor's folder
 
@@ -139,6 +140,9 @@ Students answer in their folder (`answers.sqlite`); `perfkit lab grade DIR` gath
 folder's answers and checks them against this key (never against the students' own copy).
 
 ## The questions
+
+A question marked "asked of" is asked only of the students whose job has that layout
+(each student's `lab.json` lists their own questions; `key.json` holds their answers).
 
 | id | stage | title | kind | tolerance | how the answer is derived |
 |---|---|---|---|---|---|
@@ -177,6 +181,9 @@ _METHODS = {
                     "(analysis.exposed_comm_us) / its step, Computing + Communication(Not "
                     "Overlapped) + Free + Preparing (analysis.step_wall_us, the Overview's "
                     "step time)",
+    "step_bubble": "rank 0's Bubble (the stage's receive wait, which Communication(Not "
+                   "Overlapped) holds) / its step, Computing + Communication(Not Overlapped) "
+                   "+ Free + Preparing (analysis.step_wall_us)",
     "wait_or_transit": "the cluster's all-reduce: wait share vs transit share "
                        "(analysis.comm_summary)",
     "wait_share": "the cluster's all-reduce: wait / elapsed over all ranks",

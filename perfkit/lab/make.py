@@ -12,7 +12,10 @@ A pack::
 
 Each student's setup is drawn from the seed (:func:`perfkit.lab.scenario.draw`), their
 files are written, and every answer is computed from those files
-(:mod:`perfkit.lab.questions`). A draw whose symptom does not give the answer the
+(:mod:`perfkit.lab.questions`). A student is asked the level's questions that make sense
+of their layout (``Question.asks``: exposed communication where the job has collectives,
+the bubble in the step where it is a pipeline); key.json's ``questions`` lists every
+question the level may ask. A draw whose symptom does not give the answer the
 simulator's inputs decide is drawn again (up to :data:`MAX_ATTEMPTS` times). Students are
 made in parallel processes (one per core by default); the same arguments give the same
 pack.
@@ -128,11 +131,11 @@ def make_student(pack: str | os.PathLike[str], index: int, seed: int = 0,
         As for :func:`make`.
     """
     pack = Path(pack)
-    questions = questions_for(level)
     folder = pack / student_name(index)
     problems: list[str] = []
     for attempt in range(MAX_ATTEMPTS):
         setup = draw(index, seed, level, attempt)
+        questions = questions_for(level, setup)  # those this student's layout makes sense of
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)

@@ -79,12 +79,23 @@ def _check_pack(pack: Path) -> int:
             assert math.isclose(r["exposed_comm_ms"], exposed / 1e3, rel_tol=1e-9,
                                 abs_tol=1e-9)
         answers = entry["answers"]
-        # exposed communication: rank 0's row of the table alone
         r0 = table[table["rank"] == 0].iloc[0]
-        from_table = 100 * r0["exposed_comm_ms"] / r0["step_ms"]
         row = raw[0]
-        by_hand = 100 * (row["Communication(Not Overlapped)"] - row["Bubble"]) / _wall_us(row)
-        assert math.isclose(answers["exposed_comm"]["answer"], from_table, rel_tol=1e-9), \
+        for _, r in table.iterrows():  # the bubble column, against the raw file
+            assert math.isclose(r["bubble_ms"], raw[int(r["rank"])]["Bubble"] / 1e3,
+                                rel_tol=1e-9, abs_tol=1e-12)
+        # exposed communication (a job with collectives) or the bubble (a pipeline):
+        # rank 0's row of the table alone
+        asked = [q for q in ("exposed_comm", "step_bubble") if q in answers]
+        assert len(asked) == 1, (student, asked)
+        if "exposed_comm" in answers:
+            from_table = 100 * r0["exposed_comm_ms"] / r0["step_ms"]
+            by_hand = 100 * (row["Communication(Not Overlapped)"] - row["Bubble"]) \
+                / _wall_us(row)
+        else:
+            from_table = 100 * r0["bubble_ms"] / r0["step_ms"]
+            by_hand = 100 * row["Bubble"] / _wall_us(row)
+        assert math.isclose(answers[asked[0]]["answer"], from_table, rel_tol=1e-9), \
             (student, from_table)
         assert math.isclose(from_table, by_hand, rel_tol=1e-9, abs_tol=1e-12)
         # throughput: the slowest rank's step_ms of each step, the median over steps
@@ -114,7 +125,8 @@ def test_the_step_hints_name_columns_of_the_step_table(intro_pack: Path) -> None
     student = intro_pack / "student-1"
     columns = set(Evidence(student, read_sheet(student)).job_steps().columns)
     for qid, needed in (("throughput", {"step_ms"}),
-                        ("exposed_comm", {"step_ms", "exposed_comm_ms"})):
+                        ("exposed_comm", {"step_ms", "exposed_comm_ms"}),
+                        ("step_bubble", {"step_ms", "bubble_ms"})):
         q = QUESTIONS[qid]
         assert "job_steps" in q.evidence
         named = set(re.findall(r"\b[a-z_]+_ms\b", q.hint))

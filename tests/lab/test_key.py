@@ -262,6 +262,9 @@ def _derive(student: Path, settings: dict[str, Any], entry: dict[str, Any],
     if qid == "exposed_comm":
         row = _steps(student / job["path"])[0]
         return 100 * _exposed_us(row) / _wall_us(row)
+    if qid == "step_bubble":
+        row = _steps(student / job["path"])[0]
+        return 100 * row["Bubble"] / _wall_us(row)
     if qid in ("wait_or_transit", "wait_share"):
         times = _collective_times(student / settings["cluster"]["path"])
         if qid == "wait_share":
@@ -361,6 +364,7 @@ def test_the_exposed_communication_answer_is_the_share_of_the_step_the_dashboard
     was told 30.9 % (183.6 ms / 594.4 ms), where the Overview splits that step into a
     bubble of 183.59 ms and a few µs of exposed communication, of a 781.6 ms step."""
     key = json.loads((intro_pack / "instructor" / "key.json").read_text())
+    asked = 0
     for student, entry in key["entries"].items():
         job = entry["settings"]["job"]
         row = _steps(intro_pack / student / job["path"])[0]
@@ -369,6 +373,9 @@ def test_the_exposed_communication_answer_is_the_share_of_the_step_the_dashboard
         exposed = row["Communication(Not Overlapped)"] - row["Bubble"]
         assert math.isclose(exposed, row["Communication(Not Overlapped and Exclude Receive)"],
                             rel_tol=1e-9, abs_tol=1e-6)
+        if "exposed_comm" not in entry["answers"]:
+            continue  # a pipeline job (see the test below)
+        asked += 1
         got = entry["answers"]["exposed_comm"]["answer"]
         assert math.isclose(got, 100 * exposed / wall, rel_tol=REL), (student, got)
         # the figure the Communication tab shows for rank 0 (its one step)
@@ -376,6 +383,51 @@ def test_the_exposed_communication_answer_is_the_share_of_the_step_the_dashboard
                                                    cache=False, progress=False))
         shown = overlap.loc[overlap["rank"] == 0, "exposed_share"].iloc[0]
         assert math.isclose(got, 100 * shown, rel_tol=REL), (student, got, shown)
+    assert asked >= 2
+
+
+def _asked_what(pack: Path) -> list[tuple[str, dict[str, Any], dict[str, float]]]:
+    key = json.loads((pack / "instructor" / "key.json").read_text())
+    return [(student, entry, _steps(pack / student / entry["settings"]["job"]["path"])[0])
+            for student, entry in key["entries"].items()]
+
+
+def test_a_pipeline_student_is_asked_the_bubble_their_communication_holds(
+        intro_pack: Path, advanced_pack: Path) -> None:
+    """On a pipeline alone (dp 1, tp 1) rank 0's Communication(Not Overlapped) is the
+    stage's receive wait, the bubble: its exposed communication, the answer once asked,
+    was a few µs (intro seed 11: student-2 0.0006 %, student-4 0.00008 %), within the
+    question's 0.3-point tolerance of 0, so answering 0 was right and the bubble the
+    exercise was about went unasked. A pipeline student is now asked the bubble's share of
+    the step (rank 0's Bubble over Computing + Communication(Not Overlapped) + Free +
+    Preparing, from step_trace_time.csv read here), a student of a job with collectives
+    exposed communication; either way an answer of 0 is wrong."""
+    kinds = set()
+    for pack in (intro_pack, advanced_pack):
+        for student, entry, row in _asked_what(pack):
+            p = entry["settings"]["job"]["parallel"]
+            answers = entry["answers"]
+            pipeline, collectives = p["pp"] > 1, p["dp"] * p["tp"] * p["cp"] > 1
+            assert ("step_bubble" in answers) == pipeline, student
+            assert ("exposed_comm" in answers) == collectives, student
+            for qid, part_us in (("exposed_comm", _exposed_us(row)),
+                                 ("step_bubble", row["Bubble"])):
+                if qid not in answers:
+                    continue
+                kinds.add(qid)
+                a = answers[qid]
+                share = 100 * part_us / _wall_us(row)
+                assert math.isclose(a["answer"], share, rel_tol=REL), (student, qid)
+                # 0 is outside the tolerance: the student has to read the figure
+                assert share > a["abs_tol"] and a["rel_tol"] < 1, (student, qid, share)
+            if pipeline:  # the share the Communication tab shows beside the bubble
+                overlap = pk.analysis.comm_overlap(pk.load(
+                    pack / student / entry["settings"]["job"]["path"], cache=False,
+                    progress=False))
+                shown = overlap.loc[overlap["rank"] == 0, "bubble_share"].iloc[0]
+                assert math.isclose(answers["step_bubble"]["answer"], 100 * shown,
+                                    rel_tol=REL), student
+    assert kinds == {"exposed_comm", "step_bubble"}
 
 
 def test_key_settings_reproduce_the_profiles(intro_pack: Path, tmp_path: Path) -> None:
@@ -398,11 +450,12 @@ def test_key_settings_reproduce_the_profiles(intro_pack: Path, tmp_path: Path) -
 def test_answers_differ_between_students(intro_pack: Path) -> None:
     key = json.loads((intro_pack / "instructor" / "key.json").read_text())
     answers = {s: e["answers"] for s, e in key["entries"].items()}
-    for qid in ("throughput", "mfu", "exposed_comm", "memory_need", "planner_step"):
-        values = [a[qid]["answer"] for a in answers.values()]
-        assert len({round(v, 9) for v in values}) == len(values), qid
+    for qid in ("throughput", "mfu", "exposed_comm", "step_bubble", "memory_need",
+                "planner_step"):
+        values = [a[qid]["answer"] for a in answers.values() if qid in a]
+        assert len(values) >= 2 and len({round(v, 9) for v in values}) == len(values), qid
     for (s1, a1), (s2, a2) in itertools.combinations(answers.items(), 2):
-        differ = sum(a1[q]["answer"] != a2[q]["answer"] for q in a1)
+        differ = sum(q not in a2 or a1[q]["answer"] != a2[q]["answer"] for q in a1)
         assert differ >= 7, (s1, s2, differ)
     # the class sees every planted problem kind, one per student
     kinds = {e["settings"]["job"]["faults"][0]["fault"] for e in key["entries"].values()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,9 +20,22 @@ pytestmark = pytest.mark.xdist_group("lab")
 make_module = importlib.import_module("perfkit.lab.make")  # the module, not pk.lab.make
 
 INTRO = ["throughput", "mfu", "bubble", "top_operator", "operator_bound", "exposed_comm",
-         "wait_or_transit", "slow_component", "fault", "memory_need", "memory_fit",
-         "recompute_effective", "recompute_mul", "planner_layout", "planner_step"]
+         "step_bubble", "wait_or_transit", "slow_component", "fault", "memory_need",
+         "memory_fit", "recompute_effective", "recompute_mul", "planner_layout",
+         "planner_step"]
 ADVANCED_ONLY = {"hfu", "operator_intensity", "wait_share"}
+
+
+def _asked(ids: list[str], settings: dict[str, Any]) -> list[str]:
+    """The level's questions a student of that job is asked: the bubble in the step on a
+    pipeline, exposed communication where the job has data or tensor parallelism."""
+    p = settings["job"]["parallel"]
+    skip = set()
+    if p["pp"] == 1:
+        skip.add("step_bubble")
+    if p["dp"] * p["tp"] * p["cp"] == 1:
+        skip.add("exposed_comm")
+    return [q for q in ids if q not in skip]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -53,9 +67,11 @@ def test_a_pack_holds_a_folder_per_student_and_the_key(intro_pack: Path) -> None
 def test_levels_ask_what_they_say(advanced_pack: Path) -> None:
     assert [q.id for q in questions_for("intro")] == INTRO
     advanced = [q.id for q in questions_for("advanced")]
-    assert set(advanced) == set(INTRO) | ADVANCED_ONLY and len(advanced) == 18
+    assert set(advanced) == set(INTRO) | ADVANCED_ONLY and len(advanced) == 19
     sheet = read_sheet(advanced_pack / "student-1")
-    assert [q["id"] for q in sheet["questions"]] == advanced
+    settings = pk.lab.read_key(advanced_pack)["entries"]["student-1"]["settings"]
+    assert [q["id"] for q in sheet["questions"]] == _asked(advanced, settings)
+    assert len(sheet["questions"]) == 18
     with pytest.raises(InvalidArgumentError, match="level"):
         questions_for("expert")
 
@@ -68,12 +84,19 @@ def test_the_notebook_asks_exactly_the_pack_questions(intro_pack: Path,
     first = template["cells"][0]
     assert first["metadata"]["tags"] == ["parameters"]
     assert all(not c.get("outputs") for c in template["cells"] if c["cell_type"] == "code")
+    asked_somewhere = set()
     for pack, ids in ((intro_pack, INTRO), (advanced_pack, list(QUESTIONS))):
-        nb = json.loads((pack / "student-1" / "lab.ipynb").read_text())
-        cells = [c["metadata"].get("lab", {}).get("question") for c in nb["cells"]]
-        assert [q for q in cells if q] == ids
+        key = pk.lab.read_key(pack)
+        for student, entry in key["entries"].items():
+            nb = json.loads((pack / student / "lab.ipynb").read_text())
+            cells = [c["metadata"].get("lab", {}).get("question") for c in nb["cells"]]
+            mine = _asked(ids, entry["settings"])
+            assert [q for q in cells if q] == mine == list(entry["answers"]), student
+            assert [q["id"] for q in read_sheet(pack / student)["questions"]] == mine
+            asked_somewhere |= set(mine)
         code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
         assert "def " not in code and "for " not in code  # wiring only
+    assert asked_somewhere == set(QUESTIONS)  # both kinds of job among the students
 
 
 def test_the_student_sees_no_answer(intro_pack: Path) -> None:

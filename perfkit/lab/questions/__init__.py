@@ -24,6 +24,11 @@ bubble), :mod:`~perfkit.lab.questions.operators`,
 component, the planted fault), :mod:`~perfkit.lab.questions.memory` (and recompute),
 :mod:`~perfkit.lab.questions.planning`. They are imported here in that order, which is the
 order the questions are asked.
+
+:meth:`Question.asks` says which students a question is asked of: every one, except where
+a question only makes sense for some layouts (exposed communication for jobs with
+collectives, the bubble in the step for pipeline jobs: a student of a pipeline alone has
+a few µs of exposed communication, and a bubble to read instead).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from __future__ import annotations
 # the stage modules register their questions when imported: this order is the order asked
 from .metrics import Throughput, MFU, HFU, Bubble
 from .operators import TopOperator, OperatorBound, OperatorIntensity
-from .communication import ExposedComm, WaitOrTransit, WaitShare
+from .communication import ExposedComm, StepBubble, WaitOrTransit, WaitShare
 from .faults import SlowComponent, PlantedFault
 from .memory import MemoryNeed, MemoryFit, RecomputeEffective, RecomputeMul
 from .planning import PlannerLayout, PlannerStep
@@ -53,6 +58,6 @@ from .registry import (
 __all__ = ["Solution", "Question", "QUESTIONS", "question", "questions_for", "KINDS",
            "STAGES", "FAULT_WORDS", "NONE_TAKES_EFFECT", "GIB",
            "Throughput", "MFU", "HFU", "Bubble", "TopOperator", "OperatorBound",
-           "OperatorIntensity", "ExposedComm", "WaitOrTransit", "WaitShare", "SlowComponent",
-           "PlantedFault", "MemoryNeed", "MemoryFit", "RecomputeEffective", "RecomputeMul",
-           "PlannerLayout", "PlannerStep"]
+           "OperatorIntensity", "ExposedComm", "StepBubble", "WaitOrTransit", "WaitShare",
+           "SlowComponent", "PlantedFault", "MemoryNeed", "MemoryFit", "RecomputeEffective",
+           "RecomputeMul", "PlannerLayout", "PlannerStep"]

@@ -1,16 +1,17 @@
-"""The questions of communication: exposed time, waiting or transit, the wait's share."""
+"""The questions of communication: exposed time (or, on a pipeline, the bubble), waiting or
+transit, the wait's share."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ... import analysis as A
-from ...format import sig
+from ...format import sig, time_text
 from ..data import StudentData
 from ..scenario import Setup
 from .registry import Question, Solution, question
 
-__all__ = ["ExposedComm", "WaitOrTransit", "WaitShare"]
+__all__ = ["ExposedComm", "StepBubble", "WaitOrTransit", "WaitShare"]
 
 
 @question
@@ -23,11 +24,19 @@ class ExposedComm(Question):
     abs_tol = 0.3
     guide = "04_communication"
     evidence = ("job_steps",)
+    asked_of = "jobs with data or tensor parallelism"
     hint = ("Exposed communication is the part no computation hides: Communication (Not "
             "Overlapped), less the pipeline bubble (Bubble: the time a pipeline stage waits "
             "in receives for another stage, counted apart): exposed_comm_ms. Divide it by "
             "the step, the Overview's step time: step_ms, Computing + Communication (Not "
             "Overlapped) + Free + Preparing (the device's span and its wait before it).")
+
+    def asks(self, setup: Setup) -> bool:
+        """Asked where the job has collectives besides the pipeline's sends and receives:
+        on a pipeline alone rank 0's exposed communication is a few µs, and its
+        Communication (Not Overlapped) is the bubble (:class:`StepBubble`)."""
+        p = setup.job.parallel
+        return p.world_size > p.pp
 
     def solve(self, data: StudentData) -> Solution:
         """Rank 0's first step: exposed communication
@@ -58,6 +67,59 @@ class ExposedComm(Question):
                         "step waits that long on communication. Overlapped communication "
                         "costs nothing; only this part is worth attacking (the pipeline "
                         "bubble is a stage waiting for another, counted apart).",
+            settings=("job",))
+
+
+@question
+class StepBubble(Question):
+    id = "step_bubble"
+    title = "The bubble in your step"
+    stage = "communication"
+    unit = "%"
+    rel_tol = 0.05
+    abs_tol = 0.3
+    guide = "04_communication"
+    evidence = ("job_steps",)
+    asked_of = "jobs with a pipeline"
+    hint = ("A pipeline stage that waits for another stage's activations or gradients "
+            "waits inside a receive, so step_trace_time.csv counts that wait as "
+            "Communication (Not Overlapped) although no data is late on a link. Its Bubble "
+            "column is that wait: bubble_ms in the step table. Divide it by the step, the "
+            "Overview's step time: step_ms, Computing + Communication (Not Overlapped) + "
+            "Free + Preparing.")
+
+    def asks(self, setup: Setup) -> bool:
+        """Asked where the job is a pipeline (more than one stage)."""
+        return setup.job.parallel.pp > 1
+
+    def solve(self, data: StudentData) -> Solution:
+        """Rank 0's first step: the bubble (``bubble_us``, the receive wait of the
+        stage) over the step's wall time (:func:`~perfkit.analysis.step_wall_us`), in %:
+        the ``bubble_share`` the Communication tab shows for the rank, and rank 0's
+        bubble on the Overview's chart."""
+        steps = data.job_steps
+        row = steps[steps["rank"] == 0].iloc[[0]]
+        bubble = float(row["bubble_us"].iloc[0])
+        cno = float(row["comm_not_overlapped_us"].iloc[0])
+        wall = float(A.step_wall_us(row).iloc[0])
+        value = 100 * bubble / wall
+        ms = {k: sig(v / 1e3, 4) for k, v in (("bubble", bubble), ("cno", cno),
+                                               ("wall", wall))}
+        rest = time_text(max(cno - bubble, 0.0))
+        return Solution(
+            prompt=f"Your job is a pipeline of {data.facts.parallel.pp} stages. On rank 0, "
+                   "what share of the step does the stage spend waiting for another stage "
+                   "(the pipeline bubble), in %?",
+            answer=value, options=None,
+            derivation=f"perfkit.analysis.step_breakdown, rank 0: bubble {ms['bubble']} ms "
+                       f"(of the {ms['cno']} ms of Communication (Not Overlapped)) / step "
+                       f"{ms['wall']} ms (computing + not overlapped + free + preparing, "
+                       f"analysis.step_wall_us) = {sig(value, 4)} %",
+            explanation=f"Rank 0 waits {ms['bubble']} ms of its {ms['wall']} ms step for another "
+                        f"stage. The profiler files that wait under Communication (Not "
+                        f"Overlapped), {ms['cno']} ms, of which only {rest} is "
+                        "communication: faster links would not shorten it. More "
+                        "micro-batches, interleaved stages or better balanced stages do.",
             settings=("job",))
 
 

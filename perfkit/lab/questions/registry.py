@@ -89,6 +89,14 @@ class Question:
     guide: ClassVar[str] = ""
     #: The views of the student app that hold what the question needs.
     evidence: ClassVar[tuple[str, ...]] = ()
+    #: Whose job the question is asked about, in words ("" for every student; see
+    #: :meth:`asks`).
+    asked_of: ClassVar[str] = ""
+
+    def asks(self, setup: Setup) -> bool:
+        """Whether this student is asked the question (every student unless a question
+        only makes sense for some layouts, e.g. the pipeline's bubble)."""
+        return True
 
     def solve(self, data: StudentData) -> Solution:
         """The question for this student, answered from their data."""
@@ -103,7 +111,7 @@ class Question:
         return {"id": self.id, "title": self.title, "stage": self.stage, "kind": self.kind,
                 "unit": self.unit, "rel_tol": self.rel_tol, "abs_tol": self.abs_tol,
                 "levels": list(self.levels), "guide": self.guide,
-                "evidence": list(self.evidence)}
+                "evidence": list(self.evidence), "asked_of": self.asked_of}
 
 
 #: Every question, by id, in the order of the tuning cycle.
@@ -121,11 +129,13 @@ def question(cls: type[Question]) -> type[Question]:
     return cls
 
 
-def questions_for(level: str) -> list[Question]:
-    """The questions of a pack of that level, in order."""
+def questions_for(level: str, setup: Setup | None = None) -> list[Question]:
+    """The questions of a pack of that level, in order: every one the level may ask, or,
+    given a student's ``setup``, those that student is asked (:meth:`Question.asks`)."""
     if level not in LEVELS:
         raise InvalidArgumentError("level", f"must be one of {LEVELS}", level)
-    return [q for q in QUESTIONS.values() if level in q.levels]
+    return [q for q in QUESTIONS.values()
+            if level in q.levels and (setup is None or q.asks(setup))]
 
 
 # ---- helpers ---------------------------------------------------------------------------
