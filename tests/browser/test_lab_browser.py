@@ -7,6 +7,7 @@ with the Check button: a right answer gets the explanation, a wrong one the hint
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -106,6 +107,30 @@ def test_the_app_shows_the_brief_views_and_questions(page: Any, student: Path) -
     assert page.locator(".pk-error").count() == 0
     assert "Traceback" not in text and "def " not in text  # sources stripped
     assert page.external == [] and page.errors == []
+
+
+def test_the_step_chart_shows_the_overview_parts(page: Any, student: Path) -> None:
+    """The job's step chart stacks the Overview's parts: the wait before the first device
+    task (Preparing, in step_trace_time.csv) is on it whenever the job has one, and its
+    bars reach the step_ms of the table (it once drew the device span only)."""
+    section = page.locator(".widget-html", has=page.locator(
+        "h3", has_text="Your job: the step, rank by rank")).first
+    section.scroll_into_view_if_needed()
+    legend = section.inner_text()
+    for words in ("computing", "exposed communication", "free (device idle)"):
+        assert words in legend, words
+    rows = []  # every rank's step, read from step_trace_time.csv
+    for path in (student / "profiles" / "job").glob("*/ASCEND_PROFILER_OUTPUT/"
+                                                    "step_trace_time.csv"):
+        with path.open(newline="") as f:
+            rows += list(csv.DictReader(f))
+    assert len(rows) == 2
+    for words, column in (("before the first device task (data, launch)", "Preparing"),
+                          ("pipeline bubble", "Bubble")):  # shown where a rank has it
+        assert (words in legend) == any(float(r[column]) > 0 for r in rows), words
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    section.screenshot(path=str(ARTIFACTS / "lab_step_chart.png"))
+    assert page.errors == [] and page.external == []
 
 
 def test_check_records_and_answers_with_hint_or_explanation(page: Any, student: Path) -> None:
