@@ -19,6 +19,7 @@ from ..analysis import layout as L
 from ..analysis.steps import step_breakdown
 from ..errors import PerfkitError
 from ..format import counted, listed, time_text
+from ..io.comm_words import comm_words_of
 from .fields import FieldValue, Readings
 
 __all__ = ["read_layout", "read_vpp", "read_sharding", "read_pipeline_bubble",
@@ -237,8 +238,8 @@ def read_vpp(profile: Any, put: Any, pp: int, m: int | None, stage_of: dict[int,
         put("vpp", 1, f"{per} pipeline sends per step on the first stage do not fit "
                       f"m·(2·vpp − 1) with m = {m}: 1 assumed", "default")
         return
-    put("vpp", int(v2 // 2), f"communication.json: {per} pipeline sends per step on the "
-                             f"first stage = m·(2·vpp − 1) with m = {m}")
+    put("vpp", int(v2 // 2), f"{comm_words_of(profile).source}: {per} pipeline sends per "
+                             f"step on the first stage = m·(2·vpp − 1) with m = {m}")
 
 
 def read_sharding(profile: Any, put: Any, groups: pd.DataFrame, dp: int, tp: int) -> None:

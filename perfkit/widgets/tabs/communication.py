@@ -10,12 +10,13 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...format import counted, listed, time_text
+from ...io.comm_words import comm_words_of
 from ...tables import over_ranks, with_values
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
 __all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_peers",
-           "links_caption", "peers_note"]
+           "links_caption", "peers_note", "unrecorded_note"]
 
 
 def empty_communication_note(profile: Any) -> str:
@@ -24,7 +25,9 @@ def empty_communication_note(profile: Any) -> str:
     Only for a profile in which :func:`perfkit.analysis.comm_summary` found no collective,
     neither in its communication tables nor among its device tasks. The run is called a
     one-rank run only when the profile records a world size of one; when it does not say,
-    the note says that the one loaded rank recorded none.
+    the note says that the one loaded rank recorded none. What would fill the tab is named
+    in the profile's own format (:func:`perfkit.io.comm_words.comm_words_of`): a Kineto
+    trace's NCCL kernels, never an Ascend export's communication.json.
     """
     ranks = getattr(profile, "ranks", None)
     n = len(ranks) if ranks else 1
@@ -42,9 +45,20 @@ def empty_communication_note(profile: Any) -> str:
                 "fill this tab).")
     return (f"No communication: no collective was recorded in the {counted(n, 'loaded rank')} "
             f"of this {world}-rank run (no communication tables, collective kernels or host "
-            "collectives such as NCCL, HCCL or gloo; a torch_npu or MindSpore export at "
-            "Level1 with its communication.json, or a Kineto trace of the distributed run, "
-            "would fill this tab).")
+            f"collectives such as NCCL, HCCL or gloo; {comm_words_of(profile).fill} would "
+            "fill this tab).")
+
+
+def unrecorded_note(profile: Any, unrecorded: list[str]) -> str:
+    """What the collectives of ``profile`` do not record (``unrecorded``: columns of
+    :func:`perfkit.analysis.comm_summary` with no value) and what would record them, in the
+    profile's own format (:func:`perfkit.io.comm_words.comm_words_of`), in one sentence."""
+    group = "group" in unrecorded
+    split = any(c.endswith("_share") for c in unrecorded)
+    why = comm_words_of(profile).unrecorded(group, split)
+    shown = listed(c.replace("_share", " share") for c in unrecorded)
+    return (f"Not recorded in this profile: the collectives' {shown}"
+            + (f" ({why})." if why else "."))
 
 
 def links_caption(rank: int, some_local: bool, all_local: bool) -> str:
@@ -132,11 +146,7 @@ class CommunicationTab(Tab):
                 f"{counted(int(summary['count'].sum()), 'communication task')} counts as one "
                 "collective and its duration as the collective's time.")))
         if unrecorded:
-            out.append(html_widget(note(
-                "Not recorded in this profile: the collectives' "
-                f"{listed(c.replace('_share', ' share') for c in unrecorded)} (a torch_npu or "
-                "MindSpore export's communication.json gives each collective's group and "
-                "its transit / wait / idle split).")))
+            out.append(html_widget(note(unrecorded_note(profile, unrecorded))))
         ranks = A.slow_ranks(profile)
         self._links = A.slow_links(profile)
         self._overlap = A.comm_overlap(profile)
