@@ -15,6 +15,7 @@ from ...errors import PerfkitError
 from ...format import bytes_text
 from ...guards import check_memory
 from ...job.activations import activation_text
+from ..load_notes import notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from ..memory_view import (
     FAMILIES,
@@ -36,7 +37,11 @@ from .base import (
     warning_widgets,
 )
 
-__all__ = ["MemoryTab"]
+__all__ = ["MemoryTab", "MEMORY_TABLES"]
+
+#: The tables the Memory tab draws, and what its notes call them: the loader's notes about
+#: them (a memory file of another run left out, ...) are said on the tab, under its peaks.
+MEMORY_TABLES = {"memory": "memory over time", "op_memory": "operator memory"}
 
 
 class MemoryTab(JobTab):
@@ -131,6 +136,9 @@ class MemoryTab(JobTab):
         self._peaks = peaks_by_component(A.memory_peaks(profile))
         self._draw_peaks(None)
         out.append(self.peaks)
+        loading = notes_about(profile, MEMORY_TABLES)
+        if loading:
+            out.append(html_widget("".join(note(n) for n in loading)))
         out += self._theory()
         return out
 
