@@ -170,8 +170,11 @@ def _kineto(library: str) -> CommWords:
                          f"{group}, and {split}")
     fill = (f"a trace of every rank recorded with ProfilerActivity.CUDA (the {library} "
             "kernels in it are the run's collectives)")
-    group = ("a Kineto trace names a collective's group only where PyTorch (2.1 or later) "
-             f"records it, in the “Process Group Name” argument of its {library} kernels")
+    # the argument came with Kineto's pull request 906 (April 2024, PyTorch 2.4); older
+    # traces have none, or a "Process Group ID"
+    group = ("a Kineto trace names a collective's group only where the profiler records "
+             f"it (PyTorch 2.4 or later), in the “Process Group Name” argument of its "
+             f"{library} kernels")
     return CommWords("the trace's communication kernels", fill, group, split,
                      f"{group}, and does not split a collective's time into transit, wait "
                      "and idle")
