@@ -6,7 +6,9 @@ DB are int64 nanoseconds; strings are interned in ``STRING_IDS``. Sources: ``ker
 TASK + COMPUTE_TASK_INFO (+ COMMUNICATION_OP as HCCL rows); ``ops`` PYTORCH_API (type op);
 ``memory`` MEMORY_RECORD + NPU_MODULE_MEM; ``op_memory`` OP_MEMORY; ``steps`` /
 ``comm_ops`` / ``comm_bandwidth`` / ``comm_matrix`` analysis.db (StepTraceTime,
-CommAnalyzerTime, CommAnalyzerBandwidth, CommAnalyzerMatrix).
+CommAnalyzerTime, CommAnalyzerBandwidth, CommAnalyzerMatrix). A step whose tasks cover
+less than half its busy time in StepTraceTime is marked ``steps.tasks_recorded`` False, as
+in the text export (:mod:`perfkit.io.ascend_recorded`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
 from . import ascend
 from ._common import check_file, note, read_json, with_notes
+from .ascend_recorded import mark_recorded
 from .categories import category, is_total_op
 from .trace_tables import step_index
 from .validate import plausible_origin
@@ -125,6 +128,11 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         files.update({t: str(analysis) for t in tables if t not in files})
     else:
         notes.append("analysis.db not found: steps and communication tables unavailable")
+    if "steps" in tables and prof_db is not None:
+        # a TASK table cut short holds a fragment of each step: the text export's rule
+        mark_recorded(tables["steps"], tables.get("kernels"), notes,
+                      file=f"{prof_db.name} (TASK table)",
+                      step_file="analysis.db (StepTraceTime table)")
     if not tables:
         raise ProfileError(path, "no table perfkit knows in this database; expected TASK, "
                            "COMPUTE_TASK_INFO or StepTraceTime")

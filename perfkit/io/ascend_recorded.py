@@ -10,6 +10,11 @@ it does to the microsecond (step 50: 110,837 µs of 110,837 µs on rank 0, 105,2
 fixture whose kernel list was trimmed to 21 and 22 rows) covers 37,216 µs of the
 221,789 µs of rank 0's step 2 (16.8 %) and 11,515 µs of 226,726 µs on rank 1 (5.1 %).
 
+The DB export holds the same two records (``analysis.db``'s ``StepTraceTime`` and the
+``TASK`` table of ``ascend_pytorch_profiler_{rank}.db``), which cover each other as well
+(step 50 of ``ascend/msinsight-pt-db-level1``: 106,975 µs of 106,975 µs on rank 0);
+:mod:`perfkit.io.ascend_db` applies the same rule to them.
+
 :func:`mark_recorded` sets the ``steps`` table's ``tasks_recorded`` column
 (:mod:`perfkit.analysis.recorded`) from that comparison, so that the figures per step of the
 operators, the gaps read as idle time and the Timeline's step leave such steps out.
@@ -65,9 +70,14 @@ def covered_us(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list[str],
-                  file: str = "kernel_details.csv") -> None:
+                  file: str = "kernel_details.csv",
+                  step_file: str = "step_trace_time.csv") -> None:
     """Set ``steps.tasks_recorded``: False for a step whose tasks in ``kernels`` cover less
     than :data:`MIN_COVERED` of its busy time, with a note that gives the figures.
+
+    ``file`` and ``step_file`` name, in the note, where the tasks and the step trace were
+    read (the text export's two CSV files; the DB export's ``TASK`` table and
+    ``analysis.db``'s ``StepTraceTime``, :mod:`perfkit.io.ascend_db`).
 
     The busy time is ``computing_us + comm_not_overlapped_us`` of the step trace, or
     ``computing_us`` alone when none of the step's tasks is a communication task (a
@@ -113,7 +123,7 @@ def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list
     whose = "the step's" if one else "those steps'"
     notes.append(f"steps: device tasks recorded only in part for {which} (steps."
                  f"tasks_recorded): the tasks of {file} cover less than half the busy time "
-                 "(computing + not-overlapped communication) that step_trace_time.csv gives "
+                 f"(computing + not-overlapped communication) that {step_file} gives "
                  f"{'it' if one else 'them'} ({'; '.join(shown)}{more}); the file was cut "
                  f"short, so its sums are not {whose} times and the gaps between its tasks "
                  "are not idle time")
