@@ -23,6 +23,7 @@ from ..analysis import operators as _ops
 from ..analysis import recompute as _rc
 from ..analysis._frames import is_lazy, table_columns
 from ..analysis._util import has_values, n_step_pairs, table
+from ..analysis.recorded import recorded_pairs, recorded_profile
 from ..analysis.steps import step_breakdown
 from .finding import Finding
 from .words import framework_of
@@ -124,14 +125,36 @@ class Context:
             self._run_queued()
         return result.result()
 
+    @property
+    def tasks(self) -> Any:
+        """The profile with only the device tasks of the steps recorded in full
+        (:func:`perfkit.analysis.recorded.recorded_profile`): what the operator rules
+        read, so that no chain, pattern or sum comes from a fragment of a step's tasks.
+        The profile itself when every step's tasks were recorded."""
+        return self.get("tasks", lambda: recorded_profile(self.profile))
+
+    @property
+    def fragments_only(self) -> bool:
+        """Whether the profile says that no step's device tasks were recorded in full
+        (every step's task list was cut short): the operator rules then find nothing."""
+        return self.get("fragments_only", lambda: recorded_pairs(self.steps) == 0)
+
+    def per_recorded_step(self, us_total: float) -> float:
+        """A time summed over the tasks of :attr:`tasks`, per rank and step whose device
+        tasks were recorded in full (:meth:`per_rank_step` when every step's were)."""
+        n = self.get("recorded_pairs", lambda: recorded_pairs(self.steps))
+        return us_total / n if n else self.per_rank_step(us_total)
+
     def efficiency(self) -> pd.DataFrame:
-        """Operators against the roofline (:func:`perfkit.analysis.operator_efficiency`)."""
-        return self.get("eff", lambda: _eff.operator_efficiency(self.profile, self.hardware))
+        """Operators against the roofline (:func:`perfkit.analysis.operator_efficiency`),
+        of the steps whose device tasks were recorded in full (:attr:`tasks`)."""
+        return self.get("eff", lambda: _eff.operator_efficiency(self.tasks, self.hardware))
 
     def chains(self) -> pd.DataFrame:
-        """Runs of element-wise kernels (:func:`perfkit.analysis.elementwise_chains`)."""
+        """Runs of element-wise kernels (:func:`perfkit.analysis.elementwise_chains`), of
+        the steps whose device tasks were recorded in full (:attr:`tasks`)."""
         return self.get("chains", lambda: _eff.elementwise_chains(
-            self.profile, self.hardware, min_chain=int(self.assume["min_chain"]),
+            self.tasks, self.hardware, min_chain=int(self.assume["min_chain"]),
             kernel_efficiency=self.assume["kernel_efficiency"]))
 
     def recompute_evidence(self) -> pd.DataFrame:

@@ -6,6 +6,10 @@ roofline (:func:`perfkit.analysis.operator_efficiency`), under the conventions o
 fusion patterns) is not counted again by another (element-wise chains). Every figure per
 step is over the steps' own device tasks: a task of no step (launched before the trace
 began) is left out, as the Operators tab leaves it out, and the evidence says how many.
+The rules read only the steps whose device tasks were recorded in full
+(:attr:`~perfkit.advisor.context.Context.tasks`): a chain, a pattern or a sum found in a
+kernel list cut short is not the step's. When no step's tasks were recorded in full
+(``ascend/msinsight-pt-gpt3-old``), they find nothing, and :func:`cut_task_lists` says so.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from ..analysis import efficiency as _eff
 from ..analysis import operators as _ops
 from ..analysis._frames import collect
 from ..analysis._util import in_steps, no_step_note, table, text_matches
+from ..analysis.recorded import recorded_steps_text
 from ..format import counted, plural
 from .context import Context
 from .finding import Finding, measured, unmeasured
 from .registry import rule
 from .words import clipped, fmt_time, pct, say
 
-__all__ = ["unfused", "attention", "gemm", "elementwise", "ai_cpu", "deterministic"]
+__all__ = ["cut_task_lists", "unfused", "attention", "gemm", "elementwise", "ai_cpu",
+           "deterministic"]
 
 
 #: What each known pattern of :func:`perfkit.analysis.unfused_patterns` fuses.
@@ -54,17 +60,44 @@ _FUSED["pytorch_rocm"] = _FUSED["pytorch_gpu"]  # the same PyTorch names on ROCm
 
 
 def _no_step(ctx: Context) -> str:
-    """The device tasks of no step the operator analyses left out of their sums
-    (:func:`~perfkit.analysis._util.no_step_note`: launched before the trace began), as
-    the end of an evidence; else ``""``."""
-    note = ctx.get("no_step_note", lambda: no_step_note(table(ctx.profile, "kernels")))
-    return f"; {note}" if note else ""
+    """The device tasks the operator analyses left out of their sums, as the end of an
+    evidence: those of no step (:func:`~perfkit.analysis._util.no_step_note`: launched
+    before the trace began) and those of the steps whose tasks were recorded only in part
+    (:attr:`~perfkit.advisor.context.Context.tasks`); else ``""``."""
+    note = ctx.get("no_step_note", lambda: no_step_note(table(ctx.tasks, "kernels")))
+    which = recorded_steps_text(ctx.steps)
+    part = f"; counted over the steps whose device tasks were recorded in full: {which}" \
+        if which else ""
+    return (f"; {note}" if note else "") + part
+
+
+@rule("operators", order=85, needs=("kernels",))
+def cut_task_lists(ctx: Context) -> list[Finding]:
+    """No step's device tasks were recorded in full: the operator rules find nothing.
+
+    Chains of kernels, fusion patterns and times per step need a step's whole task list;
+    those of a list cut short (``ascend/msinsight-pt-gpt3-old`` keeps 21 tasks of a
+    221.8 ms step, covering 16.8 % of its busy time) are a fragment's, so the other
+    operator rules leave every such step out (:attr:`Context.tasks`) and, here, find
+    nothing. This finding says why the operators have none.
+    """
+    if not ctx.fragments_only:
+        return []
+    return [unmeasured(
+        "cut_task_lists", "operators",
+        "No operator finding: every step's device tasks were recorded only in part",
+        f"device tasks recorded in full for {recorded_steps_text(ctx.steps)}: the "
+        "profile's kernel lists cover only part of each step's busy time (the profile's "
+        "notes give the figures); chains of kernels, fusion patterns and times per step "
+        "found in such a fragment would not be the step's, so none is reported",
+        "Export the profile again with every device task of at least one step (a complete "
+        "kernel list) to get the operator findings.", severity="info")]
 
 
 @rule("operators", order=90, needs=("kernels",))
 def unfused(ctx: Context) -> list[Finding]:
     """Known chains of small kernels that one fused kernel replaces; copies; cast chains."""
-    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.profile))
+    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.tasks))
     if uf.empty:
         return []
     g = uf.groupby("pattern", sort=False).agg(occurrences=("occurrences", "sum"),
@@ -75,15 +108,15 @@ def unfused(ctx: Context) -> list[Finding]:
     fusion = g[g.index.isin(["rmsnorm_decomposed", "rotary_small_ops",
                              "silu_mul_not_swiglu"])].sort_values("saving_us", ascending=False)
     if not fusion.empty:
-        saving = ctx.per_rank_step(float(fusion["saving_us"].sum()))
+        saving = ctx.per_recorded_step(float(fusion["saving_us"].sum()))
         ctx.count("unfused_saving", saving)
         out.append(measured(
             ctx, "unfused_operators", "operators", saving,
             "Operators run as chains of small kernels where one fused kernel exists: "
             + ", ".join(_UNFUSED_TITLES[str(n)] for n in fusion.index),
             "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {counted(r['occurrences'], 'chain')} over "
-                      f"ranks and steps, {fmt_time(ctx.per_rank_step(r['total_us']))} per "
-                      f"step, about {fmt_time(ctx.per_rank_step(r['saving_us']))} avoidable"
+                      f"ranks and steps, {fmt_time(ctx.per_recorded_step(r['total_us']))} per "
+                      f"step, about {fmt_time(ctx.per_recorded_step(r['saving_us']))} avoidable"
                       for n, r in fusion.iterrows()) + _no_step(ctx),
             "Use the fused kernels: " + "; ".join(_FUSED[fw][str(n)] for n in fusion.index)
             + ". The saving assumes the fused kernel costs as much as the chain's slowest "
@@ -93,10 +126,10 @@ def unfused(ctx: Context) -> list[Finding]:
     if "copies" in g.index:
         r = g.loc["copies"]
         out.append(measured(
-            ctx, "redundant_copies", "operators", ctx.per_rank_step(float(r["saving_us"])),
+            ctx, "redundant_copies", "operators", ctx.per_recorded_step(float(r["saving_us"])),
             f"Time in {copies_label}",
             f"{counted(r['occurrences'], 'copy task')} over ranks and steps, "
-            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step" + _no_step(ctx),
+            f"{fmt_time(ctx.per_recorded_step(float(r['total_us'])))} per step" + _no_step(ctx),
             "Use in-place operators, drop .contiguous() where the next operator accepts "
             "strided input, and avoid needless tensor copies."))
     keep_dtype = say(ctx.fw, {"mindspore": "Keep one dtype across neighbouring operators "
@@ -108,19 +141,19 @@ def unfused(ctx: Context) -> list[Finding]:
         # checked on the tasks' dtypes and shapes (analysis.operators.unfused)
         r = g.loc["cast_chain"]
         out.append(measured(
-            ctx, "cast_chains", "operators", ctx.per_rank_step(float(r["saving_us"])),
+            ctx, "cast_chains", "operators", ctx.per_recorded_step(float(r["saving_us"])),
             "Consecutive dtype conversions (casts) that undo each other",
             f"{counted(r['occurrences'], 'chain')} of casts that convert a tensor back to a "
             "dtype it had (each cast takes the dtype and shape the previous one gave), "
-            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step" + _no_step(ctx),
+            f"{fmt_time(ctx.per_recorded_step(float(r['total_us'])))} per step" + _no_step(ctx),
             keep_dtype))
     if "cast_run" in g.index:
         r = g.loc["cast_run"]
         out.append(measured(
-            ctx, "cast_runs", "operators", ctx.per_rank_step(float(r["saving_us"])),
+            ctx, "cast_runs", "operators", ctx.per_recorded_step(float(r["saving_us"])),
             "Consecutive dtype conversions (casts) that may undo each other",
             f"{counted(r['occurrences'], 'run')} of consecutive casts, "
-            f"{fmt_time(ctx.per_rank_step(float(r['total_us'])))} per step; the profile does "
+            f"{fmt_time(ctx.per_recorded_step(float(r['total_us'])))} per step; the profile does "
             "not record their dtypes or shapes, so whether they undo each other is not "
             "known: the time at stake assumes they do, and that one cast per run would do"
             + _no_step(ctx),
@@ -137,24 +170,24 @@ def attention(ctx: Context) -> list[Finding]:
     :func:`perfkit.analysis.unfused_patterns`, and 3-D bmm, softmax, bmm of matching
     shapes, which copies between the members leave to the pattern unmatched.
     """
-    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.profile))
+    uf = ctx.get("unfused", lambda: _ops.unfused_patterns(ctx.tasks))
     by_pattern = not uf.empty and "softmax_dropout_matmul" in set(uf["pattern"].astype(str))
-    if not by_pattern and not _eff.may_hold_bmm_attention(ctx.profile):
+    if not by_pattern and not _eff.may_hold_bmm_attention(ctx.tasks):
         return []  # neither search can find a chain: not worth ordering the tasks
     eff = ctx.assume["kernel_efficiency"]
     chains = ctx.get("att_chains", lambda: _eff.attention_chains(
-        ctx.profile, ctx.hardware, kernel_efficiency=eff))
+        ctx.tasks, ctx.hardware, kernel_efficiency=eff))
     if chains.empty:
         return []
-    saving = ctx.per_rank_step(float(chains["saving_us"].sum()))
+    saving = ctx.per_recorded_step(float(chains["saving_us"].sum()))
     fw = ctx.fw if ctx.fw in _FUSED else "torch_npu"
     return [measured(
         ctx, "attention_not_fused", "operators", saving,
         "Attention runs as separate matmul and softmax kernels instead of one fused kernel",
         f"{counted(len(chains), 'attention chain')} over ranks and steps, "
-        f"{fmt_time(ctx.per_rank_step(float(chains['total_us'].sum())))} per step; a fused "
+        f"{fmt_time(ctx.per_recorded_step(float(chains['total_us'].sum())))} per step; a fused "
         f"kernel at {pct(eff)} of the roofline would take "
-        f"{fmt_time(ctx.per_rank_step(float(chains['fused_us'].sum())))}" + _no_step(ctx),
+        f"{fmt_time(ctx.per_recorded_step(float(chains['fused_us'].sum())))}" + _no_step(ctx),
         f"Use {_FUSED[fw]['softmax_dropout_matmul']}: it never writes the score matrix to "
         "memory.", details=f"kernel_efficiency {eff}")]
 
@@ -191,7 +224,7 @@ def gemm(ctx: Context) -> list[Finding]:
         return []
     good = g["count"] * g["ideal_us"] / a["kernel_efficiency"]
     saving_total = (g["total_us"] - good).clip(lower=0)
-    saving = ctx.per_rank_step(float(saving_total.sum()))
+    saving = ctx.per_recorded_step(float(saving_total.sum()))
     if saving <= 0:
         return []
     worst = g.assign(_s=saving_total).sort_values("_s", ascending=False).head(3)
@@ -229,7 +262,7 @@ def _without_attention(ctx: Context, g: Any) -> tuple[Any, str]:
     if not any(f.rule == "attention_not_fused" and f.measured
                for f in ctx.findings("attention")):
         return g, ""
-    att = ctx.get("att_gemms", lambda: _eff.attention_chain_gemms(ctx.profile))
+    att = ctx.get("att_gemms", lambda: _eff.attention_chain_gemms(ctx.tasks))
     if att.empty:
         return g, ""
     keys = ["key", "input_shapes", "input_dtypes"]
@@ -240,7 +273,7 @@ def _without_attention(ctx: Context, g: Any) -> tuple[Any, str]:
     g = g.assign(count=g["count"] - n, total_us=g["total_us"] - t)
     g = g[g["count"] > 0].drop(columns=["_n", "_t"])
     g = g.assign(efficiency=g["count"] * g["ideal_us"] / g["total_us"])
-    calls, us = int(n.sum()), ctx.per_rank_step(float(t.sum()))
+    calls, us = int(n.sum()), ctx.per_recorded_step(float(t.sum()))
     return g, (f"; leaves out {counted(calls, 'GEMM call')} ({fmt_time(us)} per step) of "
                "the unfused attention chains, which the attention finding counts")
 
@@ -264,7 +297,7 @@ def elementwise(ctx: Context) -> list[Finding]:
         ch = ctx.chains()
     if ch.empty:
         return []
-    total = ctx.per_rank_step(float(ch["saving_us"].sum()))
+    total = ctx.per_recorded_step(float(ch["saving_us"].sum()))
     # the known patterns (RMSNorm, rotary, SwiGLU) are such chains: not counted twice
     saving = max(0.0, total - ctx.counted("unfused_saving"))
     if saving <= 0:
@@ -275,7 +308,7 @@ def elementwise(ctx: Context) -> list[Finding]:
         "Chains of memory-bound element-wise kernels move the same data several times",
         f"{counted(len(ch), 'chain')} of {int(a['min_chain'])} or more kernels over ranks "
         "and steps, "
-        f"{fmt_time(ctx.per_rank_step(float(ch['total_us'].sum())))} per step; most "
+        f"{fmt_time(ctx.per_recorded_step(float(ch['total_us'].sum())))} per step; most "
         f"frequent: {clipped(str(top.index[0]), noun='kernel')}" + _no_step(ctx),
         say(ctx.fw, {"mindspore": "Fuse them: graph mode with graph-kernel fusion "
                                   "(enable_graph_kernel / jit_level O1), or the fused "
@@ -296,16 +329,16 @@ def elementwise(ctx: Context) -> list[Finding]:
       frameworks=("mindspore", "torch_npu", "ascend"))
 def ai_cpu(ctx: Context) -> list[Finding]:
     """Operators that fell back to the AI CPU (Ascend only)."""
-    ai = ctx.get("aicpu", lambda: _ops.ai_cpu_operators(ctx.profile))
+    ai = ctx.get("aicpu", lambda: _ops.ai_cpu_operators(ctx.tasks))
     if ai.empty:
         return []
     total = float(ai["total_us"].sum())
     names = ", ".join(str(t) for t in ai["key"].head(3))
     return [measured(
-        ctx, "ai_cpu", "operators", ctx.per_rank_step(total),
+        ctx, "ai_cpu", "operators", ctx.per_recorded_step(total),
         "Operators run on the AI CPU instead of the AI Core",
-        f"{counted(ai['count'].sum(), 'AI CPU task')}, {fmt_time(ctx.per_rank_step(total))} per "
-        f"step: {names}{_no_step(ctx)}",
+        f"{counted(ai['count'].sum(), 'AI CPU task')}, "
+        f"{fmt_time(ctx.per_recorded_step(total))} per step: {names}{_no_step(ctx)}",
         "Find why each fell back to the AI CPU (an int64 / double dtype, a dynamic shape, "
         "an unsupported attribute); cast the input or use an AI Core operator.")]
 
@@ -318,13 +351,13 @@ def _deterministic_tasks(k: Any) -> Any:
 @rule("operators", order=140, needs=("kernels",))
 def deterministic(ctx: Context) -> list[Finding]:
     """Deterministic kernel variants in use (their slow-down is not measurable)."""
-    k = in_steps(table(ctx.profile, "kernels"))  # per step: the steps' own tasks
+    k = in_steps(table(ctx.tasks, "kernels"))  # per step: the steps' own tasks
     if "name" not in k.columns or "dur_us" not in k.columns:
         return []
     det = collect(k, ["dur_us"], where=_deterministic_tasks)
     if det.empty:
         return []
-    us = ctx.per_rank_step(float(det["dur_us"].sum()))
+    us = ctx.per_recorded_step(float(det["dur_us"].sum()))
     return [unmeasured(
         "deterministic", "operators", "Deterministic kernels are in use",
         f"{counted(len(det), 'task')} with 'deterministic' in the name, {fmt_time(us)} per "

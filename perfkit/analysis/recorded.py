@@ -12,20 +12,26 @@ analyses that read gaps between device tasks as idle time
 (:func:`perfkit.analysis.host_bound`), the Timeline's representative step
 (:func:`perfkit.analysis.timeline_window`) and the figures per step of the operators
 (:func:`perfkit.analysis.top_operators`, through :func:`recorded_tasks`) use only the
-other steps, and say so with :func:`recorded_text`. A profile without the column has
-every step recorded.
+other steps, and say so with :func:`recorded_text`. The analyses of task sequences
+(element-wise chains, fusion patterns, attention chains, the roofline table) are given
+:func:`recorded_profile`, the profile with only those steps' tasks, by the advisor. A
+profile without the column has every step recorded.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..format import runs_text
-from ._frames import compute_all, is_lazy_frame
+from ..profile import Cluster, Profile
+from ._frames import compute_all, is_lazy, is_lazy_frame
+from ._util import table
 
 __all__ = ["RECORDED", "recorded_mask", "unrecorded", "recorded_steps_text", "recorded_text",
-           "recorded_tasks"]
+           "recorded_tasks", "recorded_pairs", "recorded_profile"]
 
 #: The optional ``steps`` column: whether the step's device tasks were recorded in full.
 RECORDED = "tasks_recorded"
@@ -130,6 +136,46 @@ def recorded_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataF
     out.attrs = {k: list(v) if isinstance(v, list) else v for k, v in kernels.attrs.items()}
     return out, (f"{_ONLY}{recorded_steps_text(steps)} ({n_out:,} device "
                  f"task{'s' if n_out != 1 else ''} of the other steps left out)")
+
+
+def recorded_pairs(steps: pd.DataFrame) -> int | None:
+    """The number of (rank, step) pairs of a ``steps`` table (or step breakdown) whose
+    device tasks were recorded in full; None when the table does not say (every pair
+    counts). Rows of no step are not pairs."""
+    mask = recorded_mask(steps)
+    if mask is None:
+        return None
+    ok = steps.loc[mask.to_numpy(bool) & steps["step"].notna().to_numpy(bool)]
+    cols = [c for c in ("rank", "step") if c in ok.columns]
+    return int(ok[cols].drop_duplicates().shape[0])
+
+
+def recorded_profile(profile: Any) -> Any:
+    """``profile`` (a :class:`~perfkit.profile.Profile` or a
+    :class:`~perfkit.profile.Cluster`) whose ``kernels`` hold only the device tasks of
+    the steps recorded in full (:func:`recorded_tasks`, rank by rank); its other tables
+    are the profile's own.
+
+    The analyses of task sequences read it: a chain of kernels or a fusion pattern found
+    in a fragment of a step's tasks (``ascend/msinsight-pt-gpt3-old`` keeps 21 tasks of a
+    221.8 ms step) is not the step's, nor is its time per step. ``profile`` itself is
+    returned when every step's tasks were recorded, and for a lazy (Dask) cluster, whose
+    ranks are read on the workers (its figures per step then include such steps).
+    """
+    if is_lazy(profile):
+        return profile
+    if isinstance(profile, Cluster):
+        ranks = [recorded_profile(p) for p in profile]
+        if all(a is b for a, b in zip(ranks, profile, strict=True)):
+            return profile
+        return Cluster(ranks, profile.meta, profile.failed)
+    if not isinstance(profile, Profile):
+        return profile
+    kept, why = recorded_tasks(table(profile, "kernels"), table(profile, "steps"))
+    if why is None:
+        return profile
+    return Profile(profile.meta, lambda name: kept if name == "kernels" else
+                   table(profile, name))
 
 
 def _pair_codes(rank: pd.Series | None, step: pd.Series) -> np.ndarray:

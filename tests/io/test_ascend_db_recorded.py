@@ -35,22 +35,29 @@ def _union_ns(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
+def _query(path: Path, sql: str, *args: int) -> list[tuple]:
+    """The rows of ``sql`` on the database ``path``, opened read-only and immutable (so
+    that nothing is written beside a shared sample: no -shm / -wal files)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
 def _raw(out: Path, rank: int) -> tuple[int, int, float, float, int]:
     """(time covered by step 50's tasks in ns, the number of its communication ops, its
     Computing and Communication(Not Overlapped) of StepTraceTime in µs, compute tasks)."""
-    with sqlite3.connect(f"file:{out / f'ascend_pytorch_profiler_{rank}.db'}?mode=ro",
-                         uri=True) as con:
-        s0, s1 = con.execute("select startNs, endNs from STEP_TIME where id = 50").fetchone()
-        compute = con.execute(
-            "select t.startNs, t.endNs from TASK t join COMPUTE_TASK_INFO c "
-            "on c.globalTaskId = t.globalTaskId where t.startNs between ? and ?",
-            (s0, s1)).fetchall()
-        comm = con.execute("select startNs, endNs from COMMUNICATION_OP "
-                           "where startNs between ? and ?", (s0, s1)).fetchall()
-    with sqlite3.connect(f"file:{out / 'analysis.db'}?mode=ro", uri=True) as con:
-        computing, not_overlapped = con.execute(
-            "select computing, communication_not_overlapped from StepTraceTime "
-            "where step = '50'").fetchone()
+    db = out / f"ascend_pytorch_profiler_{rank}.db"
+    ((s0, s1),) = _query(db, "select startNs, endNs from STEP_TIME where id = 50")
+    compute = _query(db, "select t.startNs, t.endNs from TASK t join COMPUTE_TASK_INFO c "
+                     "on c.globalTaskId = t.globalTaskId where t.startNs between ? and ?",
+                     s0, s1)
+    comm = _query(db, "select startNs, endNs from COMMUNICATION_OP "
+                  "where startNs between ? and ?", s0, s1)
+    ((computing, not_overlapped),) = _query(
+        out / "analysis.db", "select computing, communication_not_overlapped "
+        "from StepTraceTime where step = '50'")
     return _union_ns(compute + comm), len(comm), computing, not_overlapped, len(compute)
 
 
