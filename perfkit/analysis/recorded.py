@@ -20,21 +20,26 @@ profile without the column has every step recorded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..format import runs_text
+from ..format import listed, runs_text, share_text
 from ..profile import Cluster, Profile
 from ._frames import compute_all, is_lazy, is_lazy_frame
 from ._util import table
 
-__all__ = ["RECORDED", "recorded_mask", "unrecorded", "recorded_steps_text", "recorded_text",
-           "recorded_tasks", "recorded_pairs", "recorded_profile"]
+__all__ = ["RECORDED", "COVERED", "recorded_mask", "unrecorded", "recorded_steps_text",
+           "recorded_text", "recorded_tasks", "recorded_pairs", "recorded_profile",
+           "fragment_text"]
 
 #: The optional ``steps`` column: whether the step's device tasks were recorded in full.
 RECORDED = "tasks_recorded"
+#: The optional ``steps`` column a loader may add beside :data:`RECORDED`: the share of the
+#: step's busy time (from the step trace) that its recorded tasks cover.
+COVERED = "tasks_covered"
 #: How :func:`recorded_tasks`' note begins (the steps in words follow).
 _ONLY = "figures per step over the steps whose device tasks were recorded in full: "
 
@@ -176,6 +181,49 @@ def recorded_profile(profile: Any) -> Any:
         return profile
     return Profile(profile.meta, lambda name: kept if name == "kernels" else
                    table(profile, name))
+
+
+def fragment_text(steps: pd.DataFrame, step: int | None, ranks: Sequence[Any]) -> str | None:
+    """The warning for a view that draws the device tasks of ``step`` on ``ranks`` when
+    some of them were recorded only in part; None when all were (or the table does not
+    say).
+
+    ``steps`` is a ``steps`` table or step breakdown; a rank None (a profile that does
+    not record its rank) matches every row. Where the loader measured it
+    (:data:`COVERED`), the share of the step's busy time the drawn tasks cover is given:
+    ``ascend/msinsight-pt-gpt3-old``'s step 2 reads "the tasks drawn cover 5.1 % of the
+    step's busy time (its computing and communication in the step trace) on rank 1 and
+    16.8 % on rank 0".
+    """
+    mask = recorded_mask(steps)
+    if mask is None or step is None:
+        return None
+    rows = steps[(pd.to_numeric(steps["step"], errors="coerce") == step).fillna(False)
+                 .to_numpy(bool) & ~mask.to_numpy(bool)]
+    known = [r for r in ranks if r is not None]
+    if known and len(known) == len(ranks) and "rank" in rows.columns:
+        order = {r: i for i, r in enumerate(known)}
+        rows = rows[rows["rank"].isin(known).fillna(False).to_numpy(bool)]
+        rows = rows.iloc[np.argsort([order[r] for r in rows["rank"]], kind="stable")]
+    if rows.empty:
+        return None
+    many = "rank" in rows.columns and rows["rank"].notna().all() and len(ranks) > 1
+    shares = rows[COVERED].to_numpy(np.float64) if COVERED in rows.columns else \
+        np.full(len(rows), np.nan)
+    where = [f"rank {int(r)}" for r in rows["rank"]] if many else []
+    if np.isfinite(shares).all():
+        items = [share_text(v) for v in shares]
+        items[0] += " of the step's busy time (its computing and communication in the step " \
+            "trace)"
+        cover = listed(f"{v} on {w}" for v, w in zip(items, where, strict=True)) if where \
+            else listed(items)
+        how = f"the tasks drawn cover {cover}"
+    else:
+        how = "the tasks drawn are " + ("those recorded on " + listed(where) if where
+                                        else "those recorded")
+    return (f"Only part of step {step}'s device tasks were recorded, so this is a fragment "
+            f"of the step, not the whole step: {how}. The gaps between the tasks are tasks "
+            "that were not recorded, not idle time.")
 
 
 def _pair_codes(rank: pd.Series | None, step: pd.Series) -> np.ndarray:

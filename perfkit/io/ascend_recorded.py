@@ -73,7 +73,9 @@ def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list
                   file: str = "kernel_details.csv",
                   step_file: str = "step_trace_time.csv") -> None:
     """Set ``steps.tasks_recorded``: False for a step whose tasks in ``kernels`` cover less
-    than :data:`MIN_COVERED` of its busy time, with a note that gives the figures.
+    than :data:`MIN_COVERED` of its busy time, with a note that gives the figures, and
+    ``steps.tasks_covered``, the share of each step's busy time its tasks cover (NaN where
+    unknown), which the Timeline writes beside the fragment it draws.
 
     ``file`` and ``step_file`` name, in the note, where the tasks and the step trace were
     read (the text export's two CSV files; the DB export's ``TASK`` table and
@@ -112,6 +114,8 @@ def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list
     if not short.any():
         return
     steps["tasks_recorded"] = pd.array(np.where(known, ~short, pd.NA), dtype="boolean")
+    # the share of each step's busy time its tasks cover, for the views that draw them
+    steps["tasks_covered"] = np.where(known, covered / np.where(known, busy, 1.0), np.nan)
     bad = [int(s) for s in ids[short]]
     shown = [f"step {ids[i]:g}: {covered[i] / 1000:,.1f} ms of {busy[i] / 1000:,.1f} ms, "
              f"{covered[i] / busy[i]:.1%}" for i in np.flatnonzero(short)[:3]]

@@ -15,10 +15,11 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ...analysis.recorded import fragment_text
 from ...analysis.timeline import has_timed_events
 from ...export import export_trace
 from ...format import bytes_text, counted
-from ..markup import STYLE, describe_error, error, note
+from ..markup import STYLE, describe_error, error, note, warning_html
 from .base import ALL_RANKS, Context, Tab, html_widget, ranks_of
 
 __all__ = ["TimelineTab", "empty_timeline_note"]
@@ -155,7 +156,11 @@ class TimelineTab(Tab):
             notes.append(f"{len(self.ranks.value)} ranks were picked; the first "
                          f"{TIMELINE_MAX_RANKS} are drawn (a few ranks stay readable).")
         info = frame.attrs.get("timeline", {})
-        out: list[W.Widget] = [html_widget("".join(note(n) for n in notes))]
+        # a step whose task list was cut short: said first, before anything is read off it
+        fragment = fragment_text(A.step_breakdown(profile), info.get("step"),
+                                 tuple(info.get("ranks", ())))
+        out: list[W.Widget] = [html_widget(warning_html(fragment))] if fragment else []
+        out.append(html_widget("".join(note(n) for n in notes)))
         if frame.empty:
             out.append(html_widget(note("No event in this window.")))
         else:
@@ -168,7 +173,9 @@ class TimelineTab(Tab):
                 f"{len(frame):,} rects for {int(frame['n_events'].sum()):,} events"
                 + (f" (at most {cap:,} are drawn: tiny neighbours are merged into blocks "
                    "that keep their time; the export below has every event)." if cap
-                   else "."))))
+                   else ".")
+                + (" These events are a fragment of the step: its other device tasks were "
+                   "not recorded (see the warning above)." if fragment else ""))))
         out += [W.HBox([self.export, self.exported], layout=W.Layout(align_items="center"))]
         return out
 
