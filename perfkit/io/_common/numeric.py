@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...format import counted
+from ...format import counted, time_text
 from .notes import note
 
 __all__ = ["int64_series", "to_float", "json_number", "counting_numbers", "to_ns", "rel_us",
@@ -137,9 +137,64 @@ def to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int = 100
     with ``label`` their count goes to a :func:`note`.
     """
     out = _to_ns(col, n, scale_to_ns)
+    out, coarse = _scientific(col, out, scale_to_ns)
     if label is not None:
-        _note_unreadable(label, col, out.null_count, n)
+        if coarse:
+            _note_coarse(label, coarse, n, scale_to_ns)
+        _note_unreadable(label, col, out.null_count - len(coarse), n)
     return out
+
+
+#: A number in scientific notation: its integer digits, decimals and exponent.
+_SCIENTIFIC = re.compile(r"^[-+]?(\d+)(?:\.(\d*))?[eE]([-+]?\d+)$")
+
+
+def _scientific(col: pa.ChunkedArray | pa.Array | None, out: pa.Array, scale_to_ns: int
+                ) -> tuple[pa.Array, list[tuple[str, int, int]]]:
+    """Times written in scientific notation (``1.69512E+15``), which :func:`_to_ns` leaves
+    missing: those exact to one unit of the file (``1.695115378653323E+15`` µs) are read;
+    the others are returned as ``(text, significant digits, resolution in units)``.
+
+    A spreadsheet program saves a large number with six significant digits: a time in µs
+    since 1970 is then rounded to ten thousand seconds, which places it nowhere in a run.
+    """
+    if col is None or not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return out, []
+    text = pc.utf8_trim(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col,
+                        "\t \"")
+    maybe = pc.and_(pc.is_null(out), pc.match_substring_regex(text, "[eE]"))
+    where = np.flatnonzero(maybe.fill_null(False).to_numpy(zero_copy_only=False))
+    if not len(where):
+        return out, []
+    values = out.to_pylist()
+    coarse = []
+    for i in where.tolist():
+        cell = text[i].as_py()
+        m = _SCIENTIFIC.match(cell)
+        if m is None:
+            continue
+        whole, frac, exp = m.group(1), m.group(2) or "", int(m.group(3))
+        resolution = exp - len(frac)  # the last digit written is worth 10 ** resolution
+        if resolution >= 1:  # coarser than one unit: not a time of the run
+            digits = len((whole + frac).lstrip("0")) or 1
+            coarse.append((cell, digits, 10 ** resolution))
+            continue
+        ns = Decimal(cell) * scale_to_ns
+        if abs(ns) < _INT64_LIMIT:
+            values[i] = int(ns)
+    return pa.array(values, type=pa.int64()), coarse
+
+
+def _note_coarse(label: str, coarse: list[tuple[str, int, int]], n: int,
+                 scale_to_ns: int) -> None:
+    """The note of the times :func:`_scientific` could not read, in words."""
+    digits = min(d for _, d, _ in coarse)
+    step_us = max(r for _, _, r in coarse) * scale_to_ns / 1000.0
+    note(f"{label}: {len(coarse):,} of {n:,} values are written in scientific notation "
+         f"with {digits} significant digits ({coarse[0][0]}), which rounds each time to the "
+         f"nearest {time_text(step_us)}: too coarse to place in the run, so they are read as "
+         "NA and what they time is left off every chart over time (a spreadsheet program "
+         "saves large numbers so; export the file again from the profiler)")
 
 
 def _to_ns(col: pa.ChunkedArray | pa.Array | None, n: int, scale_to_ns: int) -> pa.Array:
