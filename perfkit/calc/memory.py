@@ -78,28 +78,33 @@ STATIC_SCHEME_NAMES = {"mindspore": "MindSpore scheme", "megatron": "Megatron-LM
                        "zero": "ZeRO scheme", "deepspeed": "DeepSpeed's estimator"}
 
 
-def framework_static_scheme(framework: str | None, hardware_name: str | None = None) -> str:
-    """The static-memory scheme of a job's framework, as :func:`perfkit.plan.calibrate`
-    picks it for a profile: ``"megatron"`` for PyTorch on a GPU (fp32 gradients and an
-    fp32 main copy, 18 B/param), ``"mindspore"`` otherwise (MindSpore, torch_npu on an
-    Ascend NPU, or an unknown framework: the seed's ``10N/t + 2N``).
+def framework_static_scheme(framework: str | None) -> str:
+    """The static-memory scheme of a job's framework, as :attr:`perfkit.Job.static_scheme`
+    and :func:`perfkit.plan.calibrate` count it for a profile.
+
+    ``"megatron"`` for PyTorch on any device: on a GPU, and on an Ascend NPU too
+    (torch_npu), where LLMs train with Megatron-LM itself or MindSpeed (Megatron-LM on
+    Ascend, the same optimizer): bf16 weights, fp32 gradients, an fp32 main copy and Adam's
+    two fp32 moments, 18 B/param (Megatron-LM ``theoretical_memory_usage.py``;
+    docs/calculators.md compares the schemes). MindSpore's seed ``10N/t + 2N`` (fp16 weights and
+    Adam moments, no fp32 main copy) describes MindSpore's own optimizer, which a
+    torch_npu job does not run. ``"mindspore"`` for MindSpore, and for an unknown
+    framework (the seed's scheme, as before).
 
     Parameters
     ----------
     framework : str or None
         The profile's framework (``profile.meta.framework``: ``"pytorch"``,
         ``"mindspore"``), any case.
-    hardware_name : str, optional
-        The device preset's name (an ``"ascend..."`` preset keeps the MindSpore scheme).
 
     Returns
     -------
     str
         One of :data:`STATIC_SCHEMES`.
     """
-    pytorch = "pytorch" in str(framework or "").lower()
-    ascend = str(hardware_name or "").lower().startswith("ascend")
-    return "megatron" if pytorch and not ascend else "mindspore"
+    return "megatron" if "pytorch" in str(framework or "").lower() else "mindspore"
+
+
 _DEFAULT_BYTES = {  # scheme -> (weight, gradient, optimizer) bytes per parameter
     "mindspore": (2.0, 2.0, 8.0),
     "megatron": (2.0, 4.0, 12.0),

@@ -322,7 +322,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
                "env": {str(k): str(v) for k, v in
                        _dict(metadata.get("ENV_VARIABLES")).items()},
                "table_files": {k: v for k, v in files.items() if k in tables},
-               **WORLD_FROM_GROUPS},
+               **_simulated_scheme(metadata), **WORLD_FROM_GROUPS},
     )
     if rank is None:
         notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
@@ -340,6 +340,15 @@ def _json_kind(value: Any) -> str:
         return "null" if value is None else str(value).lower()
     return {dict: "an object", list: "a list", str: "text", int: "a number",
             float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _simulated_scheme(metadata: dict[str, Any]) -> dict[str, str]:
+    """``{"simulated_static_scheme": scheme}`` for a rank that :func:`perfkit.simulate.
+    simulate` wrote (``perfkit_simulation.settings.static_scheme`` of its metadata: the
+    static-memory scheme its memory records were made with), else nothing."""
+    settings = _dict(_dict(metadata.get("perfkit_simulation")).get("settings"))
+    scheme = settings.get("static_scheme")
+    return {"simulated_static_scheme": scheme} if isinstance(scheme, str) and scheme else {}
 
 
 def _groups(metadata: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:

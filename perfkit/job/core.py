@@ -22,7 +22,7 @@ from ..specs import Hardware, ModelSpec, ParallelConfig
 from .activations import ACTIVATIONS
 from .build import model_from_values, parallel_from_values
 from .config import read_job_config, user_values
-from .device import FRAMEWORK
+from .device import FRAMEWORK, STATIC_SCHEME, scheme_reason
 from .fields import (
     CORE_MODEL,
     DEFAULT_VALUES,
@@ -229,11 +229,20 @@ class Job:
 
     @property
     def static_scheme(self) -> str:
-        """The static-memory convention of this job's framework, as the Planner's
-        calibration counts it (:func:`perfkit.calc.memory.framework_static_scheme`):
-        ``"megatron"`` for PyTorch on a GPU, ``"mindspore"`` otherwise."""
-        return framework_static_scheme(self.framework,
-                                       self.hardware.name if self.hardware else None)
+        """The static-memory convention of this job, as the Planner's calibration counts it:
+        the one a simulated profile was made with
+        (:func:`perfkit.job.device.read_static_scheme`), else its framework's
+        (:func:`perfkit.calc.memory.framework_static_scheme`): ``"megatron"`` for PyTorch,
+        on a GPU or on an Ascend NPU (torch_npu), ``"mindspore"`` otherwise."""
+        seen = self.observed.get(STATIC_SCHEME)
+        return str(seen[0]) if seen else framework_static_scheme(self.framework)
+
+    @property
+    def static_scheme_detail(self) -> str:
+        """Why :attr:`static_scheme`, in words (what was read, or the framework's
+        convention)."""
+        seen = self.observed.get(STATIC_SCHEME)
+        return str(seen[1]) if seen else scheme_reason(self.framework)
 
     @property
     def activation_model(self) -> ActivationModel:

@@ -16,7 +16,7 @@ from ..analysis.shapes import read_model
 from ..errors import InvalidArgumentError
 from .activations import ACTIVATIONS, read_activations
 from .core import WIDTH_FIELDS, Job, assemble
-from .device import read_framework, read_hardware
+from .device import read_framework, read_hardware, read_static_scheme
 from .fields import JOB_FIELDS, FieldValue, Readings
 from .layout import read_layout, read_sharding, read_vpp
 from .measured import read_memory, read_step_time, read_training_step
@@ -147,4 +147,5 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     read_memory(profile, put)
     read_training_step(profile, out)
     read_framework(profile, out)
+    read_static_scheme(profile, out)
     return dict(out)

@@ -59,7 +59,6 @@ import pandas as pd
 
 from .._stats import median
 from ..calc import ActivationModel
-from ..calc.memory import framework_static_scheme
 from ..calc.rates import GROUPS, Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, PerfkitError
@@ -609,8 +608,9 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         if value is None:
             raise InvalidArgumentError(name, "the profile does not show it; pass it to "
                                        "calibrate()", None)
-    scheme = static_scheme or framework_static_scheme(getattr(source.meta, "framework", None),
-                                                      job_hw.name)
+    # the job's own convention (its framework's, or the one a simulation was made with):
+    # the Planner's memory and the job's figures count static memory alike
+    scheme = static_scheme or inferred.static_scheme
     dtype = inferred.dtype if inferred.dtype in job_hw.peak_flops else None
     if inferred.dtype is not None and dtype is None:
         notes.append(f"the profile's matrix dtype {inferred.dtype} has no peak on "
@@ -697,8 +697,10 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         Starting rates and framework behaviour (recompute style, gradient-reduction
         buckets and bytes); default ``Rates()``.
     static_scheme : str, optional
-        Static-memory accounting for later predictions (``"mindspore"`` by default,
-        ``"megatron"`` for a PyTorch GPU profile).
+        Static-memory accounting for later predictions. Default: for a profile, the
+        job's (:attr:`perfkit.Job.static_scheme`: ``"megatron"`` for PyTorch, on a GPU or
+        an Ascend NPU, ``"mindspore"`` for MindSpore); ``"mindspore"`` for a steps table
+        or a step time.
     dtype : str, optional
         Peak to use (default the hardware's, or the profile's matrix dtype).
     skip_first_steps : int

@@ -21,13 +21,15 @@ import pandas as pd
 from .._stats import median
 from ..analysis import step_breakdown
 from ..analysis._util import has_values
+from ..calc.memory import STATIC_SCHEME_NAMES
 from ..errors import PerfkitError
 from ..format import bytes_text, count_text, counted, plural, share_text, time_text
 from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict, search, to_parallel_config
 from ..specs import ParallelConfig
 
-__all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "predict_layout", "recompute_modes",
+__all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "scheme_sentence", "predict_layout",
+           "recompute_modes",
            "RECOMPUTE_COLUMNS", "measured_against_predicted", "comparison_sentence",
            "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence",
            "band_text", "memory_text"]
@@ -81,7 +83,9 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
     First :func:`perfkit.plan.calibrate` on the profile itself with the job's model, layout
     and hardware (the user's fields win); when the profile cannot be fitted (no step
     breakdown, no device operators) on the job's measured step time; with neither, the
-    default rates, said in :attr:`PlannerFit.sentence`.
+    default rates, said in :attr:`PlannerFit.sentence`. Every path counts static memory
+    with the job's scheme (:attr:`perfkit.Job.static_scheme`; :func:`scheme_sentence`
+    says which), and the step-time path keeps the job's activations too, as the others.
 
     A profile that runs no backward pass (:meth:`perfkit.Job.training_step` False: an
     inference or evaluation step) measures a forward pass, and the model predicts a
@@ -103,7 +107,8 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
     """
     why = ""
     try:
-        cal = calibrate(profile, job.model, job.parallel, job.hardware)
+        cal = calibrate(profile, job.model, job.parallel, job.hardware,
+                        static_scheme=job.static_scheme)
     except PerfkitError as exc:
         why = str(exc)
     else:
@@ -124,7 +129,9 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
     step = job.step_time_s
     if step and math.isfinite(step) and step > 0:
         try:
-            cal = calibrate(float(step), job.model, job.parallel, job.hardware)
+            cal = calibrate(float(step), job.model, job.parallel, job.hardware,
+                            activation_model=job.activation_model,
+                            static_scheme=job.static_scheme)
         except PerfkitError as exc:  # pragma: no cover - a complete job calibrates
             why = f"{why}; {exc}"
         else:
@@ -136,6 +143,16 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
                    activation_model=job.activation_model, static_scheme=job.static_scheme)
     return PlannerFit(None, pred, "uncalibrated",
                       f"Not calibrated: {_UNCALIBRATED}. {why}".strip())
+
+
+def scheme_sentence(fit: PlannerFit, job: Job) -> str:
+    """Which static-memory scheme the fit's memory figures use, and why, in one sentence:
+    the calibration's (:func:`fit_job` gives it the job's), else the job's."""
+    scheme = fit.calibration.job.static_scheme if fit.calibration is not None \
+        else job.static_scheme
+    why = job.static_scheme_detail if scheme == job.static_scheme else "as asked"
+    return (f"Static memory (weights, gradients, optimizer state) is counted with the "
+            f"{STATIC_SCHEME_NAMES.get(scheme, scheme)}: {why}.")
 
 
 def predict_layout(fit: PlannerFit, job: Job, parallel: ParallelConfig) -> Prediction:

@@ -101,9 +101,10 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         the seed's table).
     static_scheme : str, optional
         The static-memory convention (:func:`~perfkit.calc.memory.static_memory`'s
-        ``scheme``; the row's label names it). Default: the job's framework's
-        (:attr:`perfkit.Job.static_scheme`: ``"megatron"`` for PyTorch on a GPU, as the
-        Planner's calibration counts it, ``"mindspore"`` otherwise); without a job
+        ``scheme``; the row's label names it). Default: the job's
+        (:attr:`perfkit.Job.static_scheme`: ``"megatron"`` for PyTorch, on a GPU or an
+        Ascend NPU, as the Planner's calibration counts it, ``"mindspore"`` otherwise, or
+        the scheme a simulated profile was made with); without a job
         ``"mindspore"`` (the seed's).
 
     Returns

@@ -24,6 +24,7 @@ from ..prediction import (
     fit_job,
     measured_against_predicted,
     recompute_modes,
+    scheme_sentence,
 )
 from .base import Context, JobTab, heading, html_widget, no_job_note, warning_widgets
 
@@ -125,7 +126,8 @@ class RecomputeTab(JobTab):
         own = tradeoff[tradeoff["profiled"]].iloc[0]
         self.fit, self.tradeoff = fit, tradeoff
         out.append(html_widget(note(_step_words(fit, job, own,
-                                                measured_against_predicted(profile, fit)))))
+                                                measured_against_predicted(profile, fit))
+                                    + " " + scheme_sentence(fit, job))))
         if job.step_time_s:
             guard = check_step(float(own["step_s"]), job.step_time_s, job,
                                what=f"the prediction for recompute={own['recompute']}")

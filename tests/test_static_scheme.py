@@ -1,0 +1,126 @@
+"""Which static-memory scheme a job counts, and that the job, the Planner's calibration and
+the pages agree on it.
+
+PyTorch keeps Megatron-LM's 18 bytes per parameter (bf16 weights, fp32 gradients, an fp32
+main copy, Adam's two fp32 moments) on an Ascend NPU too: torch_npu trains LLMs with
+Megatron-LM or MindSpeed (Megatron-LM on Ascend). MindSpore's seed ``10N/t + 2N`` is
+MindSpore's own optimizer. A profile written by ``perfkit.simulate`` keeps the scheme its
+memory records were made with. Expected figures are counted here by hand from the model's
+shapes, and the framework and simulation settings are read from the raw files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from shared_samples import PT_LEVEL1, shared_sample
+
+import perfkit as pk
+from perfkit.widgets.prediction import fit_job, scheme_sentence
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "data" / "simulated" / "llama2-13b-baseline-dp16"
+
+
+def _llama2_7b_parameters() -> int:
+    """Llama2-7B's parameters, counted from its published shapes: embedding and untied
+    output ``V·h`` each, per layer the four attention projections ``4h²``, the gated MLP
+    ``3·h·f`` and two RMSNorm weights ``2h``, and the final norm ``h``."""
+    v, h, f, layers = 32000, 4096, 11008, 32
+    return 2 * v * h + layers * (4 * h * h + 3 * h * f + 2 * h) + h
+
+
+def _torch_npu_job(path: Path) -> tuple[pk.Profile, pk.Job]:
+    profile = pk.load(path, cache=False)
+    # the CNN of this sample shows no transformer: the model is the user's, as in the
+    # dashboard's job panel
+    job = pk.infer_job(profile).with_overrides(model="llama2-7b", seq_length=4096,
+                                               global_batch_size=8)
+    return profile, job
+
+
+@pytest.mark.shared_samples
+def test_a_torch_npu_job_counts_megatron_memory_in_the_job_and_the_calibration() -> None:
+    path = shared_sample(PT_LEVEL1)
+    # torch_npu's export, read from the raw folder: one *_ascend_pt folder per rank, with
+    # the NPU among the profiler's activities
+    ranks = sorted(p for p in path.iterdir() if p.name.endswith("_ascend_pt"))
+    assert ranks
+    info = json.loads((ranks[0] / "profiler_info_0.json").read_text(encoding="utf-8"))
+    assert "ProfilerActivity.NPU" in info["config"]["common_config"]["activities"]
+    profile, job = _torch_npu_job(path)
+    assert job.hardware.name.startswith("ascend")
+    assert job.static_scheme == "megatron"
+    fit = fit_job(profile, job)
+    assert fit.calibration is not None
+    assert fit.calibration.job.static_scheme == job.static_scheme
+    # Megatron-LM: 6 bytes per parameter stay (bf16 weight, fp32 gradient), the 12 of
+    # the fp32 main copy and Adam's moments are sharded by the distributed optimizer
+    shard = job.parallel.optimizer_shard
+    expected = _llama2_7b_parameters() * (6 + 12 / shard)
+    assert fit.prediction.static_bytes == pytest.approx(expected, rel=1e-9)
+    # what the Recompute tab says next to its figures
+    sentence = scheme_sentence(fit, job)
+    assert "Megatron-LM scheme" in sentence and "torch_npu" in sentence
+
+
+@pytest.mark.shared_samples
+def test_calibrating_a_torch_npu_profile_directly_keeps_the_jobs_scheme() -> None:
+    profile, job = _torch_npu_job(shared_sample(PT_LEVEL1))
+    cal = pk.plan.calibrate(profile, job.model, job.parallel, job.hardware)
+    assert cal.job.static_scheme == job.static_scheme == "megatron"
+
+
+def test_a_step_time_calibration_keeps_the_jobs_scheme_and_activations(tmp_path: Path) -> None:
+    # a profile that cannot be fitted (its steps are cut out) falls back to the measured
+    # step time: the calibration then counts memory and activations as the job does, not
+    # with the step-time defaults (the MindSpore scheme, the seed's table)
+    model = pk.ModelSpec.preset("llama2-7b").replace(num_layers=2, vocab_size=1024,
+                                                     name="tiny")
+    fused = pk.calc.ActivationModel("tensors", flash_attention=True)
+    out = pk.simulate(model, pk.ParallelConfig(dp=2), pk.Hardware.preset("ascend-910b"),
+                      steps=1, out=tmp_path / "run", static_scheme="megatron",
+                      activation_model=fused)
+    for path in Path(out).rglob("*"):
+        if path.name in ("step_trace_time.csv", "trace_view.json"):
+            path.unlink()
+    profile = pk.load(out, cache=False)
+    job = pk.infer_job(profile).with_overrides(step_time_s=0.5)  # as a training log gives
+    fit = fit_job(profile, job)
+    assert fit.source == "step time"
+    assert fit.calibration.job.static_scheme == job.static_scheme == "megatron"
+    assert fit.calibration.job.activation_model == job.activation_model
+    assert job.activation_model.flash_attention
+
+
+@pytest.mark.parametrize(("framework", "scheme"), [("mindspore", "megatron"),
+                                                   ("pytorch", "zero")])
+def test_a_simulated_profile_keeps_the_scheme_it_was_made_with(tmp_path: Path, framework: str,
+                                                               scheme: str) -> None:
+    model = pk.ModelSpec.preset("llama2-7b").replace(num_layers=2, vocab_size=1024,
+                                                     name="tiny")
+    out = pk.simulate(model, pk.ParallelConfig(dp=2), pk.Hardware.preset("ascend-910b"),
+                      steps=1, out=tmp_path / "run", framework=framework,
+                      static_scheme=scheme)
+    rank = sorted(p for p in Path(out).iterdir() if p.is_dir())[0]
+    written = json.loads((rank / "profiler_metadata.json").read_text(encoding="utf-8"))
+    recorded = written["perfkit_simulation"]["settings"]["static_scheme"]
+    profile = pk.load(out, cache=False)
+    job = pk.infer_job(profile)
+    assert job.static_scheme == recorded == scheme
+    assert "simulation" in job.static_scheme_detail
+
+
+def test_the_bundled_simulations_keep_mindspore_memory_in_torch_npu_files() -> None:
+    rank = sorted(p for p in BUNDLED.iterdir() if p.name.endswith("_ascend_pt"))[0]
+    written = json.loads((rank / "profiler_metadata.json").read_text(encoding="utf-8"))
+    recorded = written["perfkit_simulation"]["settings"]["static_scheme"]
+    profile = pk.load(BUNDLED, cache=False)
+    job = pk.infer_job(profile)
+    assert job.framework == "pytorch"
+    assert job.static_scheme == recorded
+    fit = fit_job(profile, job)
+    assert fit.calibration.job.static_scheme == recorded
+    assert pk.calc.memory.STATIC_SCHEME_NAMES[recorded] in scheme_sentence(fit, job)
