@@ -14,9 +14,10 @@ import pytest
 import perfkit as pk
 from perfkit import analysis as A
 from perfkit import charts as C
-from perfkit.widgets import bundled_profiles, recompute_tradeoff
+from perfkit.widgets import bundled_profiles
 from perfkit.widgets.headline import SPLIT_PARTS, with_exposed_comm
 from perfkit.widgets.memory_view import default_value, memory_series
+from perfkit.widgets.prediction import fit_job, recompute_modes
 from perfkit.widgets.summary import memory_breakdown
 
 pytestmark = pytest.mark.slow
@@ -87,7 +88,7 @@ def _charts(name: str) -> dict[str, alt.TopLevelMixin]:
         out["memory"] = C.memory_chart(memory_breakdown(job.model, job.hardware,
                                                         job.parallel))
         out["recompute_tradeoff"] = C.recompute_tradeoff_chart(
-            recompute_tradeoff(job.model, job.parallel, job.hardware))
+            recompute_modes(fit_job(prof, job), job))
         par = pk.ParallelConfig(dp=1, pp=2, num_micro_batches=8)
         layers = pk.plan.layers_from_model(job.model, par, job.hardware)
         plan = pk.plan.balance_pipeline(layers, 2, 1, 8, memory_limit=job.hardware.memory_bytes)

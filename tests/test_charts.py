@@ -383,19 +383,22 @@ def test_slow_ranks_chart_marks_the_slow_rank(slow_rank: object) -> None:
 
 
 def test_recompute_tradeoff_chart_places_each_mode() -> None:
-    from perfkit.widgets import recompute_tradeoff
+    from perfkit.widgets.prediction import fit_job, recompute_modes
 
-    hw = pk.Hardware.preset("ascend-910b")
-    frame = recompute_tradeoff(pk.ModelSpec.preset("llama2-13b"),
-                               pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8), hw)
-    chart = C.recompute_tradeoff_chart(frame, memory_limit_GiB=hw.memory_bytes / 2**30)
+    prof = pk.load("sample:llama2-7b-tp2")
+    job = pk.infer_job(prof)
+    fit = fit_job(prof, job)
+    frame = recompute_modes(fit, job)
+    limit = fit.prediction.memory_limit_bytes / 2**30
+    chart = C.recompute_tradeoff_chart(frame, memory_limit_GiB=limit)
     points = _data(chart, 0)
-    assert list(points["recompute"]) == ["none", "selective", "full"]
+    assert list(points["recompute"]) == list(frame["recompute"])
+    assert list(points["recompute"])[:3] == ["none", "selective", "full"]
     assert points["memory_GiB"].to_numpy() == pytest.approx(frame["memory_GiB"].to_numpy())
     assert points["step_s"].to_numpy() == pytest.approx(frame["step_s"].to_numpy())
     # full recompute keeps the least activation memory and takes the longest step
     assert points["memory_GiB"].idxmin() == 2 and points["step_s"].idxmax() == 2
-    assert _data(chart, 2)["limit_GiB"].iloc[0] == pytest.approx(hw.memory_bytes / 2**30)
+    assert _data(chart, 2)["limit_GiB"].iloc[0] == pytest.approx(limit)
     assert _encoding(chart, 1)["text"]["field"] == "recompute"
     with pytest.raises(pk.PerfkitError, match="step_s"):
         C.recompute_tradeoff_chart(frame.drop(columns="step_s"))

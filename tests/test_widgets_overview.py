@@ -122,27 +122,6 @@ def test_bundled_ir_missing_names_the_dumps() -> None:
         bundled_ir("../ir/silu_mul.ir")  # a name, not a path
 
 
-def test_recompute_tradeoff_orders_memory_and_time() -> None:
-    from perfkit.calc import ActivationModel
-    from perfkit.widgets import recompute_tradeoff
-
-    model = pk.ModelSpec.preset("llama2-13b")
-    par = pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8)
-    frame = recompute_tradeoff(model, par, HARDWARE,
-                               activation_model=ActivationModel.mindformers())
-    rows = frame.set_index("recompute")
-    assert list(rows.index) == ["none", "selective", "full"]
-    assert rows.loc["none", "activation_GiB"] > rows.loc["selective", "activation_GiB"] \
-        > rows.loc["full", "activation_GiB"]
-    assert rows.loc["full", "step_s"] > rows.loc["none", "step_s"]
-    assert rows.loc["full", "hfu"] > rows.loc["full", "mfu"]
-    est = pk.estimate_step(model, pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8,
-                                                    optimizer_shard=8, recompute="full"),
-                           HARDWARE, activation_model=ActivationModel.mindformers())
-    assert rows.loc["full", "step_s"] == pytest.approx(est.step_s)
-
-
-
 @pytest.mark.shared_samples
 @pytest.mark.parametrize(("name", "trace"), [("ds_train", "train.json"),
                                              ("k_resnet50_nw0", None)])

@@ -19,9 +19,11 @@ def recompute_tradeoff_chart(frame: pd.DataFrame, memory_limit_GiB: float | None
     ----------
     frame : pandas.DataFrame
         One row per mode with columns ``recompute``, ``memory_GiB`` and ``step_s``:
-        :func:`perfkit.widgets.recompute_tradeoff`.
+        :func:`perfkit.widgets.prediction.recompute_modes` (the Planner's model, as the
+        dashboard's Recompute tab and notebook 06 predict it).
     memory_limit_GiB : float, optional
-        Device memory, drawn as a dashed rule.
+        Device memory, drawn as a dashed rule (the Planner's limit:
+        ``fit.prediction.memory_limit_bytes / 2**30``).
     title : str, optional
         Chart title.
     width, height : int

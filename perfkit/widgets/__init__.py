@@ -44,7 +44,6 @@ _HOME: dict[str, str | None] = {
     "linearity_explorer": "overview",
     "measured_step_s": "overview",
     "profile_facts": "overview",
-    "recompute_tradeoff": "overview",
     "step_time_explorer": "overview",
     "job_figures": "summary",
     "job_summary": "summary",
@@ -89,7 +88,6 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         linearity_explorer,
         measured_step_s,
         profile_facts,
-        recompute_tradeoff,
         step_time_explorer,
     )
     from .summary import job_figures, job_summary, memory_breakdown, metrics_summary  # noqa: F401

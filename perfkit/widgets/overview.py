@@ -8,7 +8,6 @@ this module picks rows, converts units and wires sliders.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pandas as pd
 
 from ..analysis import measured_step_s
 from ..bundled_samples import sample_names, sample_path
-from ..calc import estimate_step, linearity
+from ..calc import linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
 from ..format import counted, ranks_text
 from ..io.sources import format_fact
@@ -30,9 +29,8 @@ from .metrics import _TABLE_STYLE, _error_html, summary_html
 from .summary import job_summary, metrics_summary
 
 __all__ = ["DATA_DIR", "IR_DIR", "bundled_profiles", "bundled_profile", "bundled_ir",
-           "measured_step_s", "recompute_tradeoff",
-           "profile_facts", "StepTimeExplorer", "step_time_explorer", "LinearityExplorer",
-           "linearity_explorer"]
+           "measured_step_s", "profile_facts", "StepTimeExplorer", "step_time_explorer",
+           "LinearityExplorer", "linearity_explorer"]
 
 #: The bundled data (``data/`` of the repository, ``perfkit/_data`` once installed), found
 #: with importlib.resources (:mod:`perfkit.resources`).
@@ -105,44 +103,6 @@ def bundled_ir(name: str) -> Path:
                                                   "perfkit installation lacks its bundled "
                                                   "data)"),
         name)
-
-
-def recompute_tradeoff(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware,
-                       modes: tuple[str, ...] = ("none", "selective", "full"),
-                       activation_model: Any = None) -> pd.DataFrame:
-    """Memory against time for each recompute mode, from :func:`perfkit.estimate_step`.
-
-    Every row re-runs :func:`perfkit.estimate_step` (and through it
-    :func:`perfkit.activation_memory`) with ``parallel`` changed only in ``recompute``
-    (``recompute_layers`` dropped, so each mode applies to every layer);
-    nothing is computed here but unit conversions.
-
-    Parameters
-    ----------
-    model, parallel, hardware
-        As for :func:`perfkit.estimate_step`.
-    modes : tuple of str
-        Values of ``ParallelConfig.recompute`` to compare.
-    activation_model : perfkit.calc.ActivationModel, optional
-        How activations are counted (e.g. ``ActivationModel.mindformers()``).
-
-    Returns
-    -------
-    DataFrame
-        One row per mode: ``recompute``, ``activation_GiB`` (peak stage), ``memory_GiB``
-        (static + activations), ``fits``, ``compute_s``, ``step_s``,
-        ``tokens_per_s_per_device``, ``mfu`` and ``hfu`` (recomputed work counted).
-    """
-    rows = []
-    for mode in modes:
-        changed = dataclasses.replace(parallel, recompute=mode, recompute_layers=None)
-        est = estimate_step(model, changed, hardware, activation_model=activation_model)
-        rows.append({"recompute": mode, "activation_GiB": est.activation_bytes / 2**30,
-                     "memory_GiB": est.memory_bytes / 2**30, "fits": est.fits,
-                     "compute_s": est.compute_s, "step_s": est.step_s,
-                     "tokens_per_s_per_device": est.tokens_per_second_per_device,
-                     "mfu": est.mfu, "hfu": est.hfu})
-    return pd.DataFrame(rows)
 
 
 def profile_facts(profile: Any) -> pd.DataFrame:
