@@ -7,11 +7,14 @@ stall it causes is already reported (:func:`memory`, after the host's long gaps)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._stats import median
 from ..analysis._util import has_values
 from ..calc.flops import hardware_flops, model_flops
+from ..format import counted
 from .context import Context
 from .finding import Finding, measured, unmeasured
 from .registry import rule
@@ -132,19 +135,78 @@ def _scoped_recompute(ctx: Context) -> list[Finding]:
 
 
 def _configured_recompute(ctx: Context) -> list[Finding]:
-    """Recompute the configuration asks for but the profile cannot show (no attention)."""
+    """Recompute the configuration asks for but the profile cannot show (no attention).
+
+    The mode is the configured one (:class:`~perfkit.ParallelConfig`: ``recompute`` and the
+    per-stage fully recomputed layers ``recompute_layers``, as MindFormers'
+    ``recompute_config`` or Megatron-LM's ``--recompute-granularity`` give them): full
+    recompute of every layer costs one more forward of each layer, a share of the
+    computation that :func:`perfkit.calc.flops.hardware_flops` counts, and its advice is
+    to recompute less than every layer; selective recompute costs little, and its advice
+    is to turn it off only with memory to spare.
+    """
     par, model = ctx.parallel, ctx.model
-    mode = getattr(par, "recompute", "none") if par is not None else "none"
-    if mode == "none" or model is None:
+    if par is None or model is None:
         return []
-    extra = hardware_flops(model, 1.0, recompute=mode) / model_flops(model, 1.0) - 1.0
+    full_layers = _full_layers(par, model)
+    mode = par.recompute
+    if mode == "none" and not full_layers:
+        return []
+    every = full_layers >= model.num_layers
+    extra = hardware_flops(model, 1.0, recompute="full" if every else (
+        "selective" if mode == "selective" else "none"),
+        full_recompute_layers=None if every else full_layers) / model_flops(model, 1.0) - 1.0
     share = extra / (1.0 + extra)
     used, cap, frac = ctx.memory_frac
     mem = f"; peak memory {pct(frac)} of the device" if np.isfinite(frac) else ""
+    s = ctx.steps
+    comp = median(ctx.rank_median("computing_us")) if has_values(
+        s, "computing_us") else float("nan")
+    cost = (f", about {fmt_time(share * comp)} of the {fmt_time(comp)} of computation per "
+            "step" if np.isfinite(comp) and comp > 0 else "")
+    what, title, rec = _configured_words(ctx, mode, every, full_layers, model.num_layers,
+                                         extra)
     return [unmeasured(
-        "recompute", "recompute", f"The configuration recomputes ({mode})",
-        f"configured recompute={mode}: about {pct(share)} of the computation is "
-        f"recomputation by the calculator (the profile shows no attention kernels to "
-        f"count){mem}",
-        "With memory to spare, recompute fewer layers (selective recompute, fewer "
-        "recomputed layers) until memory is about 85-90 % used.", severity="info")]
+        "recompute", "recompute", title,
+        f"configured {what}: about {pct(share)} of the computation is recomputation by "
+        f"the calculator{cost} (the profile shows no attention kernels to count){mem}",
+        rec, severity="info")]
+
+
+def _full_layers(par: Any, model: Any) -> int:
+    """Layers of the whole model the configuration recomputes in full."""
+    return int(sum(par.full_recompute_layers_per_stage(model)))
+
+
+def _configured_words(ctx: Context, mode: str, every: bool, full_layers: int,
+                      layers: int, extra: float) -> tuple[str, str, str]:
+    """What is configured, the finding's title and its advice, in the framework's terms
+    (``extra``: the recomputed work over the model's own)."""
+    more = f"Full recompute adds {pct(extra)} to the computation: with memory to spare, "
+    if every:
+        return ("full recompute of every layer (one more forward of each layer)",
+                "The configuration recomputes every layer in full",
+                more + say(ctx.fw, {
+                    "mindspore": "recompute only what is needed (MindFormers recompute_config: "
+                                 "recompute as a per-stage layer count, or recompute: False "
+                                 "with select_recompute of the activations) until memory is "
+                                 "about 85-90 % used.",
+                    "torch_npu": "use --recompute-granularity selective, or "
+                                 "--recompute-method block with fewer --recompute-num-layers, "
+                                 "until memory is about 85-90 % used.",
+                    "pytorch_gpu": "checkpoint fewer layers (--recompute-num-layers) or "
+                                   "selectively (--recompute-granularity selective) until "
+                                   "memory is about 85-90 % used.",
+                    "any": "recompute fewer layers, or selectively, until memory is about "
+                           "85-90 % used."}))
+    if full_layers:
+        rest = "selective recompute" if mode == "selective" else "no recompute"
+        return (f"full recompute of {counted(full_layers, 'layer')} of {layers}, {rest} of "
+                "the others",
+                f"The configuration recomputes {counted(full_layers, 'layer')} in full",
+                "With memory to spare, recompute fewer layers in full, stage by stage, "
+                "until memory is about 85-90 % used.")
+    return ("selective recompute (only cheap operators with large outputs are recomputed)",
+            "The configuration recomputes selectively",
+            "Selective recompute costs little; turn it off only with memory to spare (about "
+            "85-90 % used at most), and check that its patterns recompute anything at all.")
