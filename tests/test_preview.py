@@ -277,6 +277,8 @@ def test_marks_that_tell_no_iteration_leave_no_preview(tmp_path: Path, marks: li
     """Where the full load keeps one step over the whole trace, the preview has none, and
     says why as the full load's note does."""
     events = [_event("aten::mm", 100.0 * i, 5.0, cat="cpu_op") for i in range(6)]
+    events += [{**_event("autograd::engine::evaluate_function: MmBackward0", 100.0 * i + 30,
+                         5.0, cat="cpu_op"), "tid": 2} for i in range(6)]
     events += [{**_event(n, ts, dur), "tid": tid} for n, tid, ts, dur in marks]
     trace = tmp_path / "rank0.json"
     trace.write_text(json.dumps({"traceEvents": events}))
@@ -286,12 +288,13 @@ def test_marks_that_tell_no_iteration_leave_no_preview(tmp_path: Path, marks: li
 
 
 def test_the_outermost_optimizer_step_ends_each_previewed_iteration(tmp_path: Path) -> None:
-    """``Optimizer.step#Lookahead.step`` around ``Optimizer.step#SGD.step`` twice, with a
-    copy of the inner one on the device lane (``gpu_user_annotation``, not a mark): each
-    iteration ends where an outer annotation ends, the first begins at the trace's first
-    host event (the first launch). Kernels launched at 101 + 50 k (k = 0..7) run 20 µs
-    from 5 µs after their launch; each iteration's step runs from the first to the last
-    kernel launched in it; the last launches come after both iterations, in none."""
+    """``Optimizer.step#Lookahead.step`` around ``Optimizer.step#SGD.step`` three times,
+    with a copy of the inner one on the device lane (``gpu_user_annotation``, not a mark),
+    and a backward function before each: each iteration ends where an outer annotation
+    ends, the first begins at the trace's first host event (the first launch). Kernels
+    launched at 101 + 50 k (k = 0..7) run 20 µs from 5 µs after their launch; each
+    iteration's step runs from the first to the last kernel launched in it; the last
+    launches come after the iterations, in none."""
     events: list[dict] = []
     for k in range(8):
         t = 100.0 + 50 * k
@@ -299,13 +302,16 @@ def test_the_outermost_optimizer_step_ends_each_previewed_iteration(tmp_path: Pa
                     "tid": 1, "ts": t + 1, "dur": 2.0, "args": {"correlation": k + 1}},
                    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7,
                     "ts": t + 6, "dur": 20.0, "args": {"correlation": k + 1}}]
-    for outer in (220.0, 420.0):
-        events += [_event("Optimizer.step#Lookahead.step", outer, 20.0),
+    for outer in (170.0, 270.0, 370.0):
+        events += [{**_event("autograd::engine::evaluate_function: MmBackward0", outer - 40,
+                             5.0, cat="cpu_op"), "tid": 2},
+                   _event("Optimizer.step#Lookahead.step", outer, 20.0),
                    _event("Optimizer.step#SGD.step", outer + 5, 10.0),
                    _event("Optimizer.step#SGD.step", outer + 6, 1.0, cat="gpu_user_annotation")]
     trace = tmp_path / "rank0.json"
     trace.write_text(json.dumps({"traceEvents": events}))
-    first = min(e["ts"] for e in events if e["cat"] in ("cuda_runtime", "user_annotation"))
+    first = min(e["ts"] for e in events if e["cat"] in ("cuda_runtime", "user_annotation",
+                                                        "cpu_op"))
     bounds = [first, *(e["ts"] + e["dur"] for e in events if "Lookahead" in e["name"])]
     launch = {e["args"]["correlation"]: e["ts"] for e in events if e["cat"] == "cuda_runtime"}
     want: dict[int, list[tuple[float, float]]] = {}
@@ -316,12 +322,12 @@ def test_the_outermost_optimizer_step_ends_each_previewed_iteration(tmp_path: Pa
                      None)
             if k is not None:
                 want.setdefault(k, []).append((e["ts"], e["ts"] + e["dur"]))
-    assert sorted(want) == [0, 1] and [len(v) for _, v in sorted(want.items())] == [3, 4]
+    assert sorted(want) == [0, 1, 2] and [len(v) for _, v in sorted(want.items())] == [2, 2, 2]
     got = preview(trace).profile.steps
-    assert got["step"].tolist() == [0, 1]
+    assert got["step"].tolist() == [0, 1, 2]
     assert got["total_us"].tolist() == [max(b for _, b in v) - min(a for a, _ in v)
                                         for _, v in sorted(want.items())]
-    assert got["step_mark"].tolist() == ["Optimizer.step#Lookahead.step"] * 2
+    assert got["step_mark"].tolist() == ["Optimizer.step#Lookahead.step"] * 3
 
 
 @pytest.mark.shared_samples

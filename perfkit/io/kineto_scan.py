@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from ..errors import file_boundary
 from ._common import to_ns
 from .categories import DEVICE_KINDS, KINETO_KINDS
-from .kineto.iterations import OPTIMIZER_STEP, optimizer_spans
+from .kineto.iterations import BACKWARD, FETCH, OPTIMIZER_STEP, optimizer_spans
 from .trace_tables import device_wait_us, step_index, step_spans
 
 __all__ = ["kineto_step_spans", "kineto_device_steps", "step_events", "first_spans",
@@ -235,6 +235,22 @@ class _Tasks(msgspec.Struct):
 
 _TASKS = msgspec.json.Decoder(_Tasks)
 _TASK_LIST = msgspec.json.Decoder(list[_Task])
+
+
+class _Named(_Task, gc=False):
+    """:class:`_Task` with the event's name and thread: a trace without ProfilerStep reads
+    its iterations from the names of its host events (:func:`iteration_steps`)."""
+
+    name: int | str | None = None
+    tid: int | str | None = None
+
+
+class _NamedEvents(msgspec.Struct):
+    traceEvents: list[_Named] = msgspec.field(default_factory=list)  # noqa: N815
+
+
+_NAMED = msgspec.json.Decoder(_NamedEvents)
+_NAMED_LIST = msgspec.json.Decoder(list[_Named])
 _NA_NS = np.iinfo(np.int64).min
 #: Lower-cased Kineto categories of device tasks and of runtime (launch) calls.
 _DEVICE_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind in DEVICE_KINDS)
@@ -318,15 +334,17 @@ def _trace_bytes(p: Path) -> Iterator[Any]:
         yield mm
 
 
-def _decode_data(data: Any) -> list[_Task] | None:
-    """:func:`_decode_tasks` of the trace's bytes (:func:`_trace_bytes`)."""
+def _decode_data(data: Any, named: bool = False) -> list[Any] | None:
+    """:func:`_decode_tasks` of the trace's bytes (:func:`_trace_bytes`): :class:`_Task`
+    events, or (``named``) :class:`_Named` ones."""
     head = bytes(data[:4096]).lstrip()
     if head[:3] == b"\xef\xbb\xbf":
         return None  # the loader re-encodes these; rare enough to wait for it
+    whole, bare = (_NAMED, _NAMED_LIST) if named else (_TASKS, _TASK_LIST)
     try:
         if head[:1] == b"[":
-            return _TASK_LIST.decode(data)
-        return _TASKS.decode(data).traceEvents
+            return bare.decode(data)
+        return whole.decode(data).traceEvents
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return None
 
@@ -453,58 +471,47 @@ _OPTIMIZER_KEY = b'"Optimizer.step#'
 #: first iteration (with the runtime calls).
 _HOST_KINDS = ("cpu_op", "user_annotation")
 _FIRST_KINDS = (*_HOST_KINDS, "runtime")
+#: The host events :func:`~perfkit.io.kineto.iterations.optimizer_spans` reads: the
+#: optimizer's annotations, the backward functions and the DataLoader's fetches.
+_ITERATION_NAMES = re.compile("|".join(f"(?:{r.pattern})" for r in (
+    OPTIMIZER_STEP, BACKWARD, FETCH)))
 
 
 def iteration_steps(p: Path, notes: list[str]
                      ) -> tuple[pd.DataFrame, pd.DataFrame, str] | None:
     """(the device step of each iteration, as :func:`_device_windows` gives it; the
-    iteration windows ``step``, ``start_ns``, ``end_ns``; the annotation's name) of a trace
-    without ``ProfilerStep``, or None: no optimizer annotation (a byte scan finds them,
-    :func:`_mark_event`), events that do not decode, or the rule of :mod:`perfkit.io.
-    kineto.iterations` does not hold (it adds the reason to ``notes``).
+    iteration windows ``step``, ``start_ns``, ``end_ns``; the name of the annotation that
+    ends each) of a trace without ``ProfilerStep``, or None: no optimizer annotation (a
+    byte scan for ``"Optimizer.step#`` finds none), events that do not decode, or the rules
+    of :mod:`perfkit.io.kineto.iterations` do not hold (it adds the reason to ``notes``).
 
     The iteration windows are the loader's own (:func:`~perfkit.io.kineto.iterations.
-    optimizer_spans`), given the annotations and the start of every host operator,
-    annotation and runtime call (the first of which begins the first iteration)."""
-    found: list[tuple[str, Any, float, float]] = []
+    optimizer_spans`), given the host events it reads (the optimizer's annotations, the
+    backward functions, the DataLoader's fetches: each event decoded with its name and
+    thread) and the start of every host operator, annotation and runtime call (the first
+    of which begins the first iteration)."""
     with file_boundary(p, p.name), _trace_bytes(p) as data:  # one read for both
-        if data is not None:
-            _scan(data, 0, len(data), found, _OPTIMIZER_KEY, _mark_event)
-        tasks = _decode_data(data) if found else None
+        tasks = _decode_data(data, named=True) if data is not None and \
+            data.find(_OPTIMIZER_KEY) >= 0 else None
     if tasks is None:
         return None
-    marks = list(dict.fromkeys(found))  # an event found twice (its name in its args) once
-    cpu = pd.DataFrame({"name": pd.array([m[0] for m in marks], dtype="string"),
-                        "tid": pd.Series([m[1] for m in marks], dtype=object),
-                        "ts_ns": _ns([m[2] for m in marks]),
-                        "dur_us": np.array([m[3] for m in marks], np.float64)})
+    cats = list(map(attrgetter("cat"), tasks))
+    lut = {c: isinstance(c, str) and KINETO_KINDS.get(c.strip().lower()) in _HOST_KINDS
+           for c in set(cats)}
+    names = list(map(attrgetter("name"), tasks))
+    read = {n: isinstance(n, str) and _ITERATION_NAMES.search(n) is not None
+            for n in set(names)}
+    host = [t for t, c, n in zip(tasks, cats, names, strict=True)
+            if lut[c] and read[n] and t.ph == "X"]
+    cpu = pd.DataFrame({"name": pd.array([t.name for t in host], dtype="string"),
+                        "tid": pd.Series([t.tid for t in host], dtype=object),
+                        "ts_ns": _ns([t.ts for t in host]),
+                        "dur_us": _num([t.dur for t in host])})
     first = pd.DataFrame({"ts_ns": _host_ns(tasks)})
     spans, mark = optimizer_spans(cpu, first, notes)
     if mark is None:
         return None
     return _device_windows(spans, tasks), spans, mark
-
-
-def _mark_event(obj: dict[str, Any]) -> tuple[str, Any, float, float] | None:
-    """(name, tid, ts, dur) of a host ``Optimizer.step#<Class>.step`` annotation (a
-    complete event of a host category, as the loader selects them), or None: another
-    event, or the annotation's copy on the device lane (``gpu_user_annotation``)."""
-    name = obj.get("name")
-    if not isinstance(name, str) or OPTIMIZER_STEP.match(name) is None or \
-            obj.get("ph") != "X":
-        return None
-    if KINETO_KINDS.get(str(obj.get("cat", "")).strip().lower()) not in _HOST_KINDS:
-        return None
-    try:  # a number as the loader's decoder reads it (msgspec: float64, ints included)
-        ts = float(obj["ts"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    try:
-        dur = float(obj["dur"])
-    except (KeyError, TypeError, ValueError):
-        dur = float("nan")  # no known end: the loader leaves it out, as optimizer_spans
-    tid = obj.get("tid")
-    return name, tid if isinstance(tid, (int, str)) else str(tid), ts, dur
 
 
 def _host_ns(tasks: list[_Task]) -> np.ndarray:

@@ -36,13 +36,17 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   alternative is the host span, and labelled as the device lane's range.
   A trace **without** ``ProfilerStep#N`` has its training iterations as steps, as in the
   full load: the windows are the loader's own (:func:`perfkit.io.kineto.iterations.
-  optimizer_spans`: each ends where a host ``Optimizer.step#<Class>.step`` ends, the first
-  begins at the trace's first host event), given the annotations (a byte scan for
-  ``"Optimizer.step#``) and the start of every host event (the same pass as the device
-  step), each iteration's step measured as a ProfilerStep's, with a ``step_mark`` column
-  naming the annotation (so the step's basis says the steps were inferred). That needs
-  the pass over the whole file, so it is read with the device steps only (up to
-  :data:`DEVICE_STEPS_MAX_BYTES`); above it such a trace has no quick reading.
+  optimizer_spans`: each ends where an iteration's last host ``Optimizer.step#<Class>.
+  step`` ends, the iterations told apart by the backward pass before each, the first
+  begins at the trace's first host event), given the host events those rules read (the
+  optimizer's annotations, the backward functions, the DataLoader's fetches: the same
+  pass as the device step, decoding each event's ``name`` and ``tid`` too) and the start
+  of every host event, each iteration's step measured as a ProfilerStep's, with a
+  ``step_mark`` column naming the annotation (so the step's basis says the steps were
+  inferred). That needs the pass over the whole file, so it is read with the device
+  steps only (up to :data:`DEVICE_STEPS_MAX_BYTES`); above it such a trace has no quick
+  reading: the byte scan finds the optimizer's annotations cheaply, but not the backward
+  functions between them (thousands per iteration) that tell which end an iteration.
 
 Other formats (Ascend DB, legacy MindSpore, raw CANN, a standalone ``trace_view.json``)
 have no quick step reading: their preview has no profile, only the size to read.

@@ -26,7 +26,8 @@ array, of every schema since PyTorch 1.8: the categories of PyTorch 1.8-1.9 (``O
   the threads compute, and the collectives (``gloo:*`` on gloo's own threads, ``c10d::*``,
   ``record_param_comms``). A trace without ``ProfilerStep`` has its training iterations
   as steps where its optimizer's annotations tell them (:mod:`~perfkit.io.kineto.
-  iterations`: each step ends where an ``Optimizer.step#<Class>.step`` ends; the column
+  iterations`: each step ends where the iteration's last ``Optimizer.step#<Class>.step``
+  ends, the iterations told apart by the backward pass before each; the column
   ``step_mark`` names that annotation); otherwise it is one step over the whole trace
   (step number NA). A note says which.
 - ``comm_ops``: the communication kernels, with the process group, collective and message

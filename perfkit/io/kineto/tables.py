@@ -113,9 +113,11 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
             span = "iteration span"
             notes.append(
                 f"steps: no ProfilerStep#N events; the {len(spans)} steps are the training "
-                f"iterations inferred from {FROM_OPTIMIZER} ({mark}): each ends where an "
-                "optimizer step ends and the next begins there, the first at the trace's "
-                "first host event; what runs after the last optimizer step is in no step")
+                f"iterations inferred from {FROM_OPTIMIZER} ({mark}): each ends where the "
+                "iteration's last optimizer step ends (the iterations told apart by the "
+                "backward pass before each) and the next begins there, the first at the "
+                "trace's first host event; what runs after the last optimizer step is in no "
+                "step")
 
     kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
     steps = _steps(dev, kernels, spans)
