@@ -331,6 +331,59 @@ def test_the_outermost_optimizer_step_ends_each_previewed_iteration(tmp_path: Pa
 
 
 @pytest.mark.shared_samples
+def test_the_device_steps_of_a_trace_without_profiler_steps_are_its_iterations() -> None:
+    """``kineto_device_steps`` on the AMD MI300 ResNet-18 trace (no ProfilerStep#N, 5 host
+    ``Optimizer.step#SGD.step``) returned None, while ``perfkit.load`` gives 5 steps. It now
+    gives those 5 iterations, each one's device window and the device's wait before it
+    within 0.5 µs of the raw figures (:class:`raw_kineto.Iterations`: the raw gzip JSON
+    with exact decimals, each iteration ending where an optimizer step's annotation ends),
+    and a ``step_mark`` column saying they were inferred from that annotation."""
+    path = shared_sample("wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz")
+    walls = Iterations(raw_events(path)).walls()  # iteration -> (device window, wall), µs
+    assert sorted(walls) == list(range(5))
+    got = P.kineto_device_steps(path)
+    assert got is not None and got["step"].tolist() == list(range(5))
+    for k, (window, wall) in walls.items():
+        row = got[got["step"] == k].iloc[0]
+        assert row["total_us"] == pytest.approx(float(window), abs=0.5), k
+        assert row["total_us"] + row["preparing_us"] == pytest.approx(float(wall), abs=0.5), k
+    assert got["step_mark"].tolist() == ["Optimizer.step#SGD.step"] * 5
+
+
+def test_a_gan_loop_previews_its_iterations_where_its_data_loader_says(tmp_path: Path
+                                                                       ) -> None:
+    """A GAN's loop (:mod:`optimizer_loops`: per iteration a DataLoader fetch, then the
+    discriminator's and the generator's forward, backward and ``Optimizer.step#Adam.step``),
+    4 times: the preview and ``kineto_device_steps`` gave 8 steps of half an iteration. Now
+    4, with the device windows and walls of the loop written; without the fetches, where
+    an iteration ends cannot be told: no step, and the note says why."""
+    from optimizer_loops import loop_events, true_steps, write_trace
+
+    from perfkit.io.kineto.iterations import BACKWARD  # the names the loader reads
+
+    phases = [("Adam", ("SigmoidBackward0", "AddmmBackward0", "AddmmBackward0")),
+              ("Adam", ("SigmoidBackward0", "AddmmBackward0", "TanhBackward0",
+                        "AddmmBackward0"))]
+    assert all(BACKWARD.search(n) for _, names in phases for n in names)
+    events = loop_events(4, phases, fetch=True)
+    trace = write_trace(tmp_path / "gan.json", events)
+    want = true_steps(events, per_iteration=2)
+    assert sorted(want) == [0, 1, 2, 3]
+    for got in (P.kineto_device_steps(trace), preview(trace).profile.steps):
+        assert got["step"].tolist() == [0, 1, 2, 3]
+        assert got["total_us"].tolist() == pytest.approx([w for w, _ in want.values()])
+        assert (got["total_us"] + got["preparing_us"]).tolist() == pytest.approx(
+            [w for _, w in want.values()])
+        assert got["step_mark"].tolist() == ["Optimizer.step#Adam.step"] * 4
+    bare = write_trace(tmp_path / "bare.json", loop_events(4, phases, fetch=False))
+    assert P.kineto_device_steps(bare) is None
+    got = preview(bare)
+    assert got.profile is None
+    assert "the updates come in turns of 2, each after a different backward pass" in \
+        got.notes[0]
+
+
+@pytest.mark.shared_samples
 def test_the_step_time_is_the_wall_of_each_step_on_every_kineto_sample() -> None:
     """The measured step counts the device's wait before each step's first task (a data
     stall, a slow launch), read from the raw trace; the preview gives the same figure."""

@@ -7,7 +7,8 @@
   task it launched and the device's wait before the first, decoding only ``ph``, ``cat``,
   ``ts``, ``dur`` and ``args.correlation`` of each event (:func:`_device_windows`);
 - :func:`iteration_steps`: the same for a trace without ``ProfilerStep``, whose steps are
-  its optimizer's iterations (:mod:`perfkit.io.kineto.iterations`).
+  its optimizer's iterations (:mod:`perfkit.io.kineto.iterations`); :func:`kineto_device_steps`
+  gives those too.
 
 What each figure is, and when the preview uses it, is in :mod:`perfkit.io.preview`.
 """
@@ -258,8 +259,9 @@ _RUNTIME_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind == "runt
 
 
 def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
-    """The device step of each ``ProfilerStep#N`` of a Kineto trace, as :func:`perfkit.load`
-    measures it.
+    """The device step of each step of a Kineto trace, as :func:`perfkit.load` measures it:
+    each ``ProfilerStep#N``, or in a trace without ``ProfilerStep``, each training
+    iteration inferred from the optimizer's annotations.
 
     The definition is :mod:`perfkit.io.kineto`'s: a step's device tasks (kernels, memcpy,
     memset) are those whose runtime launch (the ``cuda_runtime`` / ``cuda_driver`` ...
@@ -267,9 +269,15 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
     (each task by its own start where the trace records no launch at all); the step runs
     from its first task's start to its last task's end, in the loader's exact nanoseconds.
     A step holding a task without a duration has no known time (NaN), as in the loader.
+    Where the trace has no ``ProfilerStep``, the host spans are its training iterations,
+    by the loader's rules (:mod:`perfkit.io.kineto.iterations`: each ends where the
+    iteration's last ``Optimizer.step#<Class>.step`` ends, checked against the backward
+    pass before each); the frame then has a ``step_mark`` column naming that annotation,
+    as the loader's ``steps`` table does (:data:`perfkit.analysis.steps.STEP_MARK`).
 
     Only the fields this needs are decoded (``ph``, ``cat``, ``ts``, ``dur`` and
-    ``args.correlation`` of every event, the rest of each event skipped by msgspec):
+    ``args.correlation`` of every event, the rest of each event skipped by msgspec; the
+    ``name`` and ``tid`` too in a trace without ``ProfilerStep``):
     three to five times faster than :func:`perfkit.load`, which builds every table, but
     still a pass over the whole file (``benchmarks/README.md`` has the figures). The loader's
     plausibility rules (:mod:`perfkit.io.validate`) are not applied: on a trace with
@@ -286,10 +294,12 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
         ``step`` (int), ``total_us`` (last task end minus first task start, µs) and
         ``preparing_us`` (the device's wait before the first task, as the loader measures
         it: :func:`~perfkit.io.trace_tables.device_wait_us`), sorted by the step's first
-        task; an empty frame when the trace has ProfilerStep spans but
-        no device task launched in any (the loader then takes the host span as the
-        step); None when the trace has no ProfilerStep span, or its events cannot be
-        decoded this way (the full load will say what is wrong).
+        task, and ``step_mark`` (str) where the steps are inferred iterations; an empty
+        frame when the trace has steps but no device task launched in any (the loader then
+        takes the host span as the step); None when the trace has neither ProfilerStep
+        spans nor iterations its optimizer's annotations tell (the full load then makes one
+        step of the whole trace, and its notes say why), or its events cannot be decoded
+        this way (the full load will say what is wrong).
 
     Raises
     ------
@@ -297,7 +307,14 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
         The file cannot be read.
     """
     p = Path(path)
-    return steps_on_device(p, _host_spans(p))
+    rows = _host_spans(p)
+    if rows:
+        return steps_on_device(p, rows)
+    got = iteration_steps(p, [])
+    if got is None:
+        return None
+    found, _spans, mark = got
+    return found.assign(step_mark=pd.array([mark] * len(found), dtype="string"))
 
 
 def steps_on_device(p: Path, rows: list[tuple[int, float, float]]) -> pd.DataFrame | None:
