@@ -7,7 +7,7 @@ stall it causes is already reported (:func:`memory`, after the host's long gaps)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from .context import Context
 from .finding import Finding, measured, unmeasured
 from .registry import rule
 from .words import PYTORCH_ACCELERATED, fmt_bytes, fmt_time, pct, say
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["recompute", "memory"]
 
@@ -67,7 +70,7 @@ def recompute(ctx: Context) -> list[Finding]:
     seen = ctx.recompute_evidence()
     doing = seen[seen["recompute"] != "none"] if not seen.empty else seen
     if doing.empty:
-        return _scoped_recompute(ctx) or _configured_recompute(ctx)
+        return _scoped_recompute(ctx) or _configured_recompute(ctx, seen)
     share = median(doing["recompute_share"])
     mode = str(doing["recompute"].mode().iloc[0])
     s = ctx.steps
@@ -134,8 +137,8 @@ def _scoped_recompute(ctx: Context) -> list[Finding]:
         rec, severity="info")]
 
 
-def _configured_recompute(ctx: Context) -> list[Finding]:
-    """Recompute the configuration asks for but the profile cannot show (no attention).
+def _configured_recompute(ctx: Context, seen: pd.DataFrame) -> list[Finding]:
+    """Recompute the configuration asks for but the profile does not show.
 
     The mode is the configured one (:class:`~perfkit.ParallelConfig`: ``recompute`` and the
     per-stage fully recomputed layers ``recompute_layers``, as MindFormers'
@@ -144,6 +147,12 @@ def _configured_recompute(ctx: Context) -> list[Finding]:
     computation that :func:`perfkit.calc.flops.hardware_flops` counts, and its advice is
     to recompute less than every layer; selective recompute costs little, and its advice
     is to turn it off only with memory to spare.
+
+    ``seen`` is :func:`~perfkit.analysis.recompute_evidence`: empty when the profile has no
+    attention tasks of both directions to count. When it counts them and finds no second
+    forward, a configuration that recomputes layers in full is not what the profile ran
+    (a full recompute reruns each recomputed layer's attention forward), and the evidence
+    says so; selective recompute reruns no attention kernel of its own, so it cannot show.
     """
     par, model = ctx.parallel, ctx.model
     if par is None or model is None:
@@ -169,8 +178,22 @@ def _configured_recompute(ctx: Context) -> list[Finding]:
     return [unmeasured(
         "recompute", "recompute", title,
         f"configured {what}: about {pct(share)} of the computation is recomputation by "
-        f"the calculator{cost} (the profile shows no attention kernels to count){mem}",
+        f"the calculator{cost} ({_what_the_profile_shows(seen, full_layers)}){mem}",
         rec, severity="info")]
+
+
+def _what_the_profile_shows(seen: pd.DataFrame, full_layers: int) -> str:
+    """Why the profile does not confirm the configured recompute (``seen``:
+    :func:`~perfkit.analysis.recompute_evidence`)."""
+    if seen.empty:
+        return "the profile shows no attention kernels to count"
+    ratio = f"attention forward / backward tasks = {median(seen['ratio']):.2f}"
+    if full_layers:
+        return (f"but the profile's {ratio}, as without recompute (2 with full recompute of "
+                "every layer): check that this configuration is the one the profiled run "
+                "used")
+    return (f"the profile's {ratio}: selective recompute reruns no attention kernel, so "
+            "the profile cannot show it")
 
 
 def _full_layers(par: Any, model: Any) -> int:
