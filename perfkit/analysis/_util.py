@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,14 +20,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import _text_codes
+from ..format import runs_text
 from ._frames import distinct, is_lazy_frame
 from ._shared import shared, shared_factorize
 
 __all__ = ["table", "in_steps", "step_rows", "no_step_note", "noted_no_step",
-           "empty_frame", "add_note", "notes_of", "has_values", "robust_z", "MAD_TO_SIGMA",
-           "n_step_pairs", "one_value", "value_changes", "group_changes", "group_codes",
-           "nan_as_zero", "take_rows", "with_columns", "typed", "take_array",
-           "text_matches"]
+           "ranks_noted_no_step", "empty_frame", "add_note", "notes_of", "has_values",
+           "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "value_changes",
+           "group_changes", "group_codes", "nan_as_zero", "take_rows", "with_columns",
+           "typed", "take_array", "text_matches"]
 
 #: Whether pandas copies data shared between frames only when one of them is written
 #: (always from pandas 3 on).
@@ -449,22 +451,81 @@ def _has_missing(values: pd.Series) -> bool:
     return bool(values.hasnans)
 
 
-def no_step_note(kernels: pd.DataFrame) -> str:
+def no_step_note(kernels: Any) -> str:
     """The note of the tasks :func:`in_steps` leaves out of ``kernels`` ("" when none):
-    how many, and why they belong to no step."""
-    stepped = step_rows(kernels)
-    n_out = 0 if stepped is None else len(stepped) - int(np.count_nonzero(stepped))
+    how many, and why they belong to no step.
+
+    Where ``kernels`` holds several ranks, the ranks whose tasks are left out are named
+    (``"1018 device tasks of no step on ranks 0–1 (...)"``). A lazy (Dask) table is
+    counted rank by rank where each rank lies, as the lazy analyses leave each rank's
+    tasks of no step out (:func:`~._tasks.scope_rows` on its partition): a lazy cluster
+    gets the note the eager one gets.
+    """
+    counts = _no_step_by_rank(kernels)
+    n_out = int(counts.sum())
     if not n_out:
         return ""
-    return (f"{n_out} device task{'s' if n_out != 1 else ''} of no step (launched before "
-            "the trace began or outside every step) left out of the figures per step")
+    ranks = [int(r) for r in counts.index if not pd.isna(r)]
+    several = (kernels.npartitions > 1 if is_lazy_frame(kernels)
+               else "rank" in kernels.columns and not one_value(kernels["rank"]))
+    where = ""
+    if several and ranks:
+        where = f" on rank{'s' if len(ranks) != 1 else ''} {runs_text(ranks)}"
+    return (f"{n_out} device task{'s' if n_out != 1 else ''} of no step{where} (launched "
+            "before the trace began or outside every step) left out of the figures per step")
 
 
-def noted_no_step(frame: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+def _no_step_by_rank(kernels: Any) -> pd.Series:
+    """How many tasks of ``kernels`` :func:`in_steps` leaves out, per rank (index: the
+    rank, NA for a task without one; empty when none is left out)."""
+    if is_lazy_frame(kernels):
+        if "step" not in kernels.columns:
+            return pd.Series(dtype="int64")
+        cols = [c for c in ("rank", "step") if c in kernels.columns]
+        meta = _partition_no_step(kernels._meta[cols])
+        found = kernels[cols].map_partitions(_partition_no_step, meta=meta).compute()
+        return found.groupby(level=0, dropna=False, sort=True).sum()
+    return _partition_no_step(kernels)
+
+
+def _partition_no_step(kernels: pd.DataFrame) -> pd.Series:
+    """:func:`_no_step_by_rank` of a table in memory (one rank's partition, or all)."""
+    stepped = step_rows(kernels)
+    if stepped is None:
+        return pd.Series(dtype="int64")
+    if "rank" not in kernels.columns:
+        return pd.Series([len(stepped) - int(np.count_nonzero(stepped))], index=[pd.NA],
+                         dtype="int64")
+    left = kernels["rank"].to_numpy(np.float64, na_value=np.nan)[~stepped]
+    return pd.Series(left).value_counts(dropna=False, sort=False).sort_index().astype("int64")
+
+
+#: The start of every note :func:`no_step_note` writes (whatever the count and ranks).
+_NO_STEP = re.compile(r"\d+ device tasks? of no step\b")
+
+
+def noted_no_step(frame: pd.DataFrame, kernels: Any) -> pd.DataFrame:
     """``frame`` with :func:`no_step_note` of ``kernels`` added, where tasks were left out
     (an analysis over the tasks in scope, :func:`~._tasks.scope_rows`)."""
     note = no_step_note(kernels)
     return add_note(frame, note) if note else frame
+
+
+def ranks_noted_no_step(frame: pd.DataFrame, kernels: Any) -> pd.DataFrame:
+    """A lazy cluster's analysis put together from its ranks' results
+    (:func:`~._frames.per_rank`), with the cluster's note of the tasks of no step.
+
+    Each rank's result notes its own tasks of no step (:func:`noted_no_step` on that rank
+    alone); put together they would say one rank's count. Those notes give way to
+    :func:`no_step_note` of the cluster's ``kernels``: every rank's tasks counted and the
+    ranks named, as the eager analysis of the cluster writes it. A frame without such a
+    note (no rank left a task out) is returned as it is.
+    """
+    notes = notes_of(frame)
+    if not any(_NO_STEP.match(n) for n in notes):
+        return frame
+    frame.attrs["notes"] = [n for n in notes if not _NO_STEP.match(n)]
+    return noted_no_step(frame, kernels)
 
 
 def one_value(col: pd.Series) -> bool:

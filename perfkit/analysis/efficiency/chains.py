@@ -24,6 +24,7 @@ from .._util import (
     empty_frame,
     noted_no_step,
     one_value,
+    ranks_noted_no_step,
     table,
     take_rows,
     typed,
@@ -145,8 +146,10 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if not 0 < kernel_efficiency <= 1:
         raise InvalidArgumentError("kernel_efficiency", "must be in (0, 1]", kernel_efficiency)
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
-        return typed(per_rank(profile, elementwise_chains, hardware, min_chain,
-                              kernel_efficiency, without_attention), cols)
+        return ranks_noted_no_step(typed(per_rank(profile, elementwise_chains, hardware,
+                                                  min_chain, kernel_efficiency,
+                                                  without_attention), cols),
+                                   table(profile, "kernels"))
     rows, order, new_lane = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
         return empty_frame(cols, "no input shapes in this profile")
@@ -296,8 +299,9 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         if hardware is None:
             return empty_frame(cols, why)
     if is_lazy(profile):
-        return typed(per_rank(profile, attention_chains, hardware, kernel_efficiency),
-                     cols)
+        return ranks_noted_no_step(typed(per_rank(profile, attention_chains, hardware,
+                                                  kernel_efficiency), cols),
+                                   table(profile, "kernels"))
     rows, spans, counted_ = _attention_found(profile)
     if not spans:
         return empty_frame(cols, "no unfused attention chain"

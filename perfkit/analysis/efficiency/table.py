@@ -414,7 +414,7 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     if source == "ops":
         notes.insert(0, "no device tasks: priced from the innermost host operators "
                         "(CPU time of a CPU-only run)")
-    elif source == "kernels" and not is_lazy(profile):
+    elif source == "kernels":  # a lazy cluster's counted over its ranks, as the eager one's
         out = noted_no_step(out, table(profile, "kernels"))
     for note in notes:
         add_note(out, note)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .._frames import is_lazy, per_rank
 from .._shared import shared_factorize
-from .._util import empty_frame, noted_no_step, table, typed
+from .._util import empty_frame, noted_no_step, ranks_noted_no_step, table, typed
 from .scope import _LANES, _by_rank, _lanes, _scope
 
 __all__ = ["tiny_kernels", "TINY_COLUMNS"]
@@ -54,8 +54,9 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         tasks have one (:func:`~perfkit.analysis._tasks.scope_rows`), with a note.
     """
     if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
-        return typed(per_rank(profile, tiny_kernels, threshold_us, storm_share, min_run,
-                              max_gap_us), TINY_COLUMNS)
+        return ranks_noted_no_step(typed(per_rank(profile, tiny_kernels, threshold_us,
+                                                  storm_share, min_run, max_gap_us),
+                                         TINY_COLUMNS), table(profile, "kernels"))
     kernels = table(profile, "kernels")
     k = _scope(kernels, include_communication=False, columns=_LANES)
     if k.empty:

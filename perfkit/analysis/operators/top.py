@@ -21,6 +21,7 @@ from .._util import (
     has_values,
     in_steps,
     n_step_pairs,
+    noted_no_step,
     notes_of,
     table,
     typed,
@@ -88,7 +89,8 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         if not any_values(kernels, "dur_us"):
             return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
         kept, why = recorded_tasks(kernels, table(profile, "steps"))
-        out = _lazy_top(kept, by, n, include_communication)
+        # each rank's tasks of no step are left out where they lie (_scope), noted here
+        out = noted_no_step(_lazy_top(kept, by, n, include_communication), kept)
         return add_note(out, why) if why else out
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")

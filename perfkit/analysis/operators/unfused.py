@@ -19,7 +19,14 @@ import pandas as pd
 
 from ..._text_codes import first_rows
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import empty_frame, nan_as_zero, noted_no_step, table, typed
+from .._util import (
+    empty_frame,
+    nan_as_zero,
+    noted_no_step,
+    ranks_noted_no_step,
+    table,
+    typed,
+)
 from .attention_spans import attention_rows
 from .scope import _LANES, _by_rank, _lanes, _scope
 from .tokens import _token_codes
@@ -488,4 +495,6 @@ def _lazy_unfused(profile: Any, detail: bool,
         out = out.sort_values("saving_us", ascending=False, kind="mergesort")
         out = typed(out, UNFUSED_COLUMNS).reset_index(drop=True)
     out.attrs["notes"] = notes
-    return out
+    kernels = table(profile, "kernels")
+    # the tasks of no step left out, over every rank, as the eager search notes them
+    return ranks_noted_no_step(out, kernels) if out.empty else noted_no_step(out, kernels)
