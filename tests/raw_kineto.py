@@ -1,6 +1,7 @@
 """Independent readings of raw Kineto traces (``json`` with exact decimals), shared by the
-tests that check perfkit's step figures against them: each step's device window (first to
-last device task its host ``ProfilerStep`` launched) and its wall time (the window and the
+tests that check perfkit's step figures against them: each step's device time (first to
+last device task its host ``ProfilerStep`` launched, and the device's idle time after the
+last one while the span lasts: :func:`idle_tails`) and its wall time (that and the
 device's wait before it); for a trace without ``ProfilerStep``, its optimizer's iterations
 (:class:`Iterations`)."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls", "raw_outside",
-           "Iterations"]
+           "idle_tails", "Iterations"]
 
 _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
@@ -65,14 +66,48 @@ def raw_windows(path: Path) -> tuple[dict[int, list], list[tuple], bool]:
 
 
 def raw_device_steps(path: Path) -> tuple[dict[int, Decimal | None], bool]:
-    """Step -> first to last device task (µs, exact; None when one has no duration), and
-    whether the trace has any device task in a step (else the step is its host span, as
-    perfkit says): :func:`raw_windows`."""
+    """Step -> first to last device task and the idle tail after it (:func:`idle_tails`;
+    µs, exact; None when a task has no duration), and whether the trace has any device
+    task in a step (else the step is its host span, as perfkit says): :func:`raw_windows`."""
     windows, spans, on_device = raw_windows(path)
     if on_device:
-        return {s: None if unknown else Decimal(hi) - Decimal(lo)
+        tails = idle_tails(windows, _span_ends(spans), raw_outside(path))
+        return {s: None if unknown else Decimal(hi) - Decimal(lo) + tails[s][0]
                 for s, (lo, hi, unknown) in windows.items()}, True
     return {s: Decimal(b) - Decimal(a) for a, b, s in reversed(spans)}, False
+
+
+def _span_ends(spans: list[tuple]) -> dict[int, Decimal]:
+    """Step -> the end of its first host span."""
+    ends: dict[int, Decimal] = {}
+    for _a, b, s in spans:
+        ends.setdefault(s, Decimal(b))
+    return ends
+
+
+def idle_tails(windows: dict[int, list], ends: dict[int, Decimal],
+               outside: list[tuple[Decimal, Decimal]]) -> dict[int, tuple[Decimal, Decimal]]:
+    """Step -> (the device's idle time after the step's last task that its host span
+    covers, µs; where the step's device time ends, that tail included).
+
+    The tail runs from the end of the step's device work (or of an earlier step's, when
+    later) to the end of the step's span, or to the next step's first task when that is
+    sooner, less the time the device ran tasks of no step (``outside``) in that range; none
+    when the device was still running at the span's end."""
+    order = sorted(windows.items(), key=lambda kv: kv[1][0])
+    ends = {s: Decimal(b) for s, b in ends.items()}  # exact, whether given as floats or not
+    outside = [(Decimal(a), Decimal(b)) for a, b in outside]
+    out, done = {}, None
+    for i, (s, window) in enumerate(order):
+        hi = window[1]
+        done = Decimal(hi) if done is None else max(done, Decimal(hi))
+        stop = ends[s] if i + 1 == len(order) else min(ends[s], Decimal(order[i + 1][1][0]))
+        if stop > done:
+            out[s] = (stop - done - _covered(outside, done, stop), stop)
+        else:
+            out[s] = (Decimal(0), Decimal(hi))
+        done = max(done, out[s][1])
+    return out
 
 
 def raw_outside(path: Path) -> list[tuple[Decimal, Decimal]]:
@@ -111,13 +146,15 @@ def _covered(intervals: list[tuple[Decimal, Decimal]], lo: Decimal, hi: Decimal)
 
 
 def raw_walls(path: Path) -> dict[int, Decimal]:
-    """Step -> its wall time (µs, exact): the device window and the device's wait before
-    it, from the step's host start or the end of the previous windows' work when later to
-    the window's first task (0 when the device never waited), less the time the device
-    ran tasks of no step in that range (:func:`raw_outside`); steps with device tasks
-    only, each window with every task's duration."""
+    """Step -> its wall time (µs, exact): the device window, the idle tail after it
+    (:func:`idle_tails`) and the device's wait before it, from the step's host start or
+    the end of the previous steps' device time (their tails included) when later to the
+    window's first task (0 when the device never waited), less the time the device ran
+    tasks of no step in that range (:func:`raw_outside`); steps with device tasks only,
+    each window with every task's duration."""
     windows, spans, _ = raw_windows(path)
     outside = raw_outside(path)
+    tails = idle_tails(windows, _span_ends(spans), outside)
     host = {}
     for a, _b, s in spans:
         host.setdefault(s, a)  # a step's first span
@@ -128,8 +165,8 @@ def raw_walls(path: Path) -> dict[int, Decimal]:
         if wait > 0:
             wait -= _covered(outside, start, Decimal(lo))
         if not unknown:
-            walls[s] = Decimal(hi) - Decimal(lo) + wait
-        end = Decimal(hi) if end is None else max(end, Decimal(hi))
+            walls[s] = Decimal(hi) - Decimal(lo) + tails[s][0] + wait
+        end = tails[s][1] if end is None else max(end, tails[s][1])
     return walls
 
 
@@ -175,17 +212,23 @@ class Iterations:
         return next((k for k, (a, b) in enumerate(self.spans) if a <= ts < b), None)
 
     def walls(self) -> dict[int, tuple[Decimal, Decimal]]:
-        """Iteration -> (device window: first task start to last task end; wall: the
-        window and the device's wait before it, from the iteration's start or the end of
-        the earlier windows when later), µs; the tasks of no step are checked apart."""
+        """Iteration -> (device time: first task start to last task end, and the idle tail
+        after it within the iteration, :func:`idle_tails`; wall: that and the device's
+        wait before it, from the iteration's start or the end of the earlier iterations'
+        device time when later), µs; the tasks of no step are checked apart."""
         win: dict[int, list[Decimal]] = {}
         for e, k in zip(self.tasks, self.step, strict=True):
             if k is not None:
                 lo_hi = win.setdefault(k, [e["ts"], e["ts"] + e["dur"]])
                 lo_hi[0], lo_hi[1] = min(lo_hi[0], e["ts"]), max(lo_hi[1], e["ts"] + e["dur"])
+        outside = [(e["ts"], e["ts"] + e["dur"]) for e, k in zip(self.tasks, self.step,
+                                                                 strict=True) if k is None]
+        tails = idle_tails(win, {k: Decimal(b) for k, (_a, b) in enumerate(self.spans)},
+                           outside)
         out, done = {}, None
         for k, (lo, hi) in sorted(win.items(), key=lambda kv: kv[1][0]):
             start = self.spans[k][0] if done is None else max(self.spans[k][0], done)
-            out[k] = (hi - lo, hi - lo + max(lo - start, Decimal(0)))
-            done = hi if done is None else max(done, hi)
+            time = hi - lo + tails[k][0]
+            out[k] = (time, time + max(lo - start, Decimal(0)))
+            done = tails[k][1] if done is None else max(done, tails[k][1])
         return out

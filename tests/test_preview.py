@@ -12,7 +12,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from raw_kineto import Iterations, raw_device_steps, raw_events, raw_walls, raw_windows
+from raw_kineto import (
+    Iterations,
+    idle_tails,
+    raw_device_steps,
+    raw_events,
+    raw_walls,
+    raw_windows,
+)
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 
 from perfkit.io import kineto_scan
@@ -540,7 +547,8 @@ def test_ranks_are_never_mixed_device_and_host(tmp_path: Path) -> None:
 
 def _raw_lane_steps(path: Path) -> dict[int, Decimal]:
     """Step -> earliest start to latest end of its ``gpu_user_annotation`` ProfilerStep
-    copies (µs, exact), read with ``json``."""
+    copies, and the idle tail after that range that the step's host span covers
+    (:func:`raw_kineto.idle_tails`; µs, exact), read with ``json``."""
     window: dict[int, list[Decimal]] = {}
     for e in raw_events(path):
         if e.get("ph") == "X" and e.get("cat") == "gpu_user_annotation" and \
@@ -548,7 +556,12 @@ def _raw_lane_steps(path: Path) -> dict[int, Decimal]:
             lo, hi = Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"])
             w = window.setdefault(int(e["name"].split("#")[1]), [lo, hi])
             w[0], w[1] = min(w[0], lo), max(w[1], hi)
-    return {s: hi - lo for s, (lo, hi) in window.items()}
+    _, spans, _ = raw_windows(path)
+    ends: dict[int, Decimal] = {}
+    for _a, b, s in spans:
+        ends.setdefault(s, Decimal(b))
+    tails = idle_tails(window, ends, [])
+    return {s: hi - lo + tails[s][0] for s, (lo, hi) in window.items()}
 
 
 @pytest.mark.shared_samples
@@ -605,10 +618,13 @@ def test_a_lane_copy_is_labelled_as_such_and_never_mixed_with_host_spans(
         tmp_path: Path) -> None:
     rank0, folder = _two_kinds_of_step(tmp_path)
     alone = preview(rank0, device_steps=False)
-    assert alone.device_lane and alone.profile.steps["total_us"].tolist() == [10.0]
+    # the copy (120-130 µs) and the idle tail after it that the host span (100-200 µs)
+    # covers: 200 - 120
+    assert alone.device_lane and alone.profile.steps["total_us"].tolist() == [80.0]
     assert "device lane" in alone.profile.meta.notes[0]
     # the full load's step runs from the first to the last kernel launched in the span
-    assert preview(rank0, device_steps=True).profile.steps["total_us"].tolist() == [70.0]
+    # (120-190 µs) and the device's idle time after it until the span's end (190-200 µs)
+    assert preview(rank0, device_steps=True).profile.steps["total_us"].tolist() == [80.0]
     both = preview(folder, device_steps=False)  # rank1 has only its host span
     assert both.host_spans and not both.device_lane
     assert both.steps_from == "the host ProfilerStep spans"

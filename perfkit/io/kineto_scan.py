@@ -36,7 +36,7 @@ from ..errors import file_boundary
 from ._common import to_ns
 from .categories import DEVICE_KINDS, KINETO_KINDS
 from .kineto.iterations import BACKWARD, FETCH, OPTIMIZER_STEP, optimizer_spans
-from .trace_tables import device_wait_us, step_index, step_spans
+from .trace_tables import device_tail, device_wait_us, step_index, step_spans
 
 __all__ = ["kineto_step_spans", "kineto_device_steps", "step_events", "first_spans",
            "steps_on_device", "lane_steps", "iteration_steps"]
@@ -117,8 +117,10 @@ def step_events(p: Path) -> tuple[list[tuple[int, float, float]],
 def lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
                 ) -> pd.DataFrame | None:
     """Each host step's range on the device lane (``step``, ``total_us``: the earliest
-    start to the latest end of its copies; ``preparing_us``: the device's wait before it,
-    :func:`~perfkit.io.trace_tables.device_wait_us`); None when no step has one."""
+    start to the latest end of its copies, and the idle tail after it that the host span
+    still covers, :func:`~perfkit.io.trace_tables.device_tail`; ``preparing_us``: the
+    device's wait before it, :func:`~perfkit.io.trace_tables.device_wait_us`); None when
+    no step has one."""
     known = set(spans["step"].tolist())
     copies: dict[int, list[tuple[float, float]]] = {}
     for step, ts, dur in lane:
@@ -134,14 +136,21 @@ def lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
         lo = min(ts for ts, _ in copies[s])
         first.append(lo)
         total.append(max((ts - lo) + dur for ts, dur in copies[s]))
-    out = pd.DataFrame({"step": order, "total_us": total})
-    # the wait before each range, as the loader measures it before each device window
+    # the idle tail after each range within its host span, and the wait before it, as the
+    # loader measures them around each device window
     start = _ns(first)
     win = pd.DataFrame({"step": order, "start_ns": start,
                         "end_ns": start + np.round(np.asarray(total) * 1000).astype(np.int64)})
-    win = win.sort_values("start_ns", kind="stable")
-    host = pd.DataFrame({"step": spans["step"], "start_ns": _ns(spans["ts_us"].tolist())})
-    wait = device_wait_us(win, host)
+    win = win.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    host_start = _ns(spans["ts_us"].tolist())
+    host = pd.DataFrame({"step": spans["step"], "start_ns": host_start,
+                         "end_ns": host_start + np.round(
+                             spans["dur_us"].to_numpy(np.float64) * 1000).astype(np.int64)})
+    tail = device_tail(win, host)
+    idle = pd.Series(tail["idle_us"].to_numpy(), index=tail["step"].to_numpy())
+    out = pd.DataFrame({"step": order, "total_us": np.asarray(total) + idle.reindex(
+        order).to_numpy(np.float64)})
+    wait = device_wait_us(win.assign(end_ns=tail["end_ns"].to_numpy()), host)
     out["preparing_us"] = out["step"].map(wait).to_numpy(np.float64)
     return out
 
@@ -291,7 +300,9 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
     Returns
     -------
     pandas.DataFrame or None
-        ``step`` (int), ``total_us`` (last task end minus first task start, µs) and
+        ``step`` (int), ``total_us`` (last task end minus first task start, and the
+        device's idle time after the last task that the step's span still covers:
+        :func:`~perfkit.io.trace_tables.device_tail`; µs) and
         ``preparing_us`` (the device's wait before the first task, as the loader measures
         it: :func:`~perfkit.io.trace_tables.device_wait_us`), sorted by the step's first
         task, and ``step_mark`` (str) where the steps are inferred iterations; an empty
@@ -395,7 +406,8 @@ def _profiler_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
 
 
 def _device_windows(spans: pd.DataFrame, tasks: list[_Task]) -> pd.DataFrame:
-    """Per step, first task start to last task end (see :func:`kineto_device_steps`), of
+    """Per step, first task start to last task end and the idle tail after it (see
+    :func:`kineto_device_steps`), of
     the step windows ``spans`` (``step``, ``start_ns``, ``end_ns``, sorted by start)."""
     none = pd.DataFrame({"step": pd.Series([], dtype="int64"), "total_us": [],
                          "preparing_us": []})
@@ -437,16 +449,19 @@ def _device_windows(spans: pd.DataFrame, tasks: list[_Task]) -> pd.DataFrame:
     win = frame.groupby("step").agg(s=("s", "min"), e=("e", "max"), missing=("missing", "any"))
     win = win.sort_values("s", kind="stable")
     e = np.maximum(win["e"].to_numpy(), win["s"].to_numpy() + 1)
-    total = (e - win["s"].to_numpy()) / 1000.0
-    total[win["missing"].to_numpy()] = np.nan
     steps = win.index.to_numpy(np.int64)
     # tasks of no step (launched before the trace, or outside every span) keep the device
     # busy: not a wait, as the loader counts it
     other = ~known & (start != _NA_NS)
     busy = (start[other], start[other] + np.round(np.nan_to_num(dur[other]) * 1000).astype(
         np.int64))
-    wait = device_wait_us(pd.DataFrame({"step": steps, "start_ns": win["s"].to_numpy(),
-                                        "end_ns": e}), spans, busy)
+    windows = pd.DataFrame({"step": steps, "start_ns": win["s"].to_numpy(), "end_ns": e})
+    # the device's idle time after the last task, within the step's span, is the step's
+    # (free time in the loader's split), as the loader counts it
+    tail = device_tail(windows, spans, busy)
+    total = (e - win["s"].to_numpy()) / 1000.0 + tail["idle_us"].to_numpy()
+    total[win["missing"].to_numpy()] = np.nan
+    wait = device_wait_us(windows.assign(end_ns=tail["end_ns"].to_numpy()), spans, busy)
     return pd.DataFrame({"step": steps, "total_us": total,
                          "preparing_us": wait.to_numpy(np.float64)})
 

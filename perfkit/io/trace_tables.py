@@ -17,7 +17,7 @@ from .chrome import ChromeTrace
 from .distinct import per_distinct, text
 
 __all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown",
-           "grouped_breakdown", "device_wait_us",
+           "grouped_breakdown", "device_wait_us", "device_tail",
            "from_ascend_trace", "rel", "host_steps", "HOST_COMM_PATTERN"]
 
 NA_NS = np.iinfo(np.int64).min
@@ -474,6 +474,44 @@ def device_wait_us(win: pd.DataFrame, spans: pd.DataFrame,
         idle -= np.where(w_start > lo, covered(w_start) - covered(lo), 0)
     return pd.Series(np.where(own, np.clip(idle / 1000.0, 0.0, None), np.nan),
                      index=win["step"].to_numpy())
+
+
+def device_tail(win: pd.DataFrame, spans: pd.DataFrame,
+                busy: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+    """Per step, the device's idle time after its last task that the step's own span covers.
+
+    From the end of the step's device work (or of an earlier step's, when that is later) to
+    the end of its host span (``ProfilerStep#N``, or the iteration an optimizer marks), or
+    to the start of the next step's device work when that is sooner; less the time the
+    device ran tasks of no step in that range. The host is still in the step then (its
+    optimizer, a synchronisation, logging) while the device waits for it: that idle time is
+    the step's free time, and the step's wall time (:func:`perfkit.analysis.measured_step_s`)
+    covers its span as the interval between iterations does, instead of leaving it in no
+    step. 0 where the device ran past the span's end (a GPU behind the host, the usual
+    case) and for a step without a span of its own.
+
+    ``win`` and ``busy`` are those of :func:`device_wait_us` (windows sorted by start);
+    ``spans`` has ``step`` and ``end_ns``. Returns ``step``, ``end_ns`` (where the step's
+    device time ends, its idle tail included: the next step's wait is measured from there,
+    so that no time counts in two steps) and ``idle_us``, in the order of ``win``. Used by
+    the Kineto reader and by the preview (:mod:`perfkit.io.kineto_scan`), which must agree.
+    """
+    ends = spans.drop_duplicates("step").set_index("step")["end_ns"]
+    steps = win["step"].to_numpy()
+    w_start = win["start_ns"].to_numpy(np.int64)
+    w_end = win["end_ns"].to_numpy(np.int64)
+    done = np.maximum.accumulate(w_end)  # the device work of this step and the earlier ones
+    at = pd.Index(ends.index).get_indexer(steps)
+    own = at >= 0
+    span_end = np.where(own, ends.to_numpy(np.int64)[np.maximum(at, 0)], NA_NS)
+    hi = np.minimum(span_end, np.r_[w_start[1:], np.iinfo(np.int64).max])
+    tail = own & (hi > done)
+    idle = np.where(tail, hi - done, 0)
+    if busy is not None and len(busy[0]) and tail.any():
+        covered = _busy_time(busy[0], busy[1])
+        idle = idle - np.where(tail, covered(hi) - covered(done), 0)
+    return pd.DataFrame({"step": steps, "end_ns": np.where(tail, hi, w_end),
+                         "idle_us": np.clip(idle, 0, None) / 1000.0})
 
 
 def _busy_time(start: np.ndarray, end: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

@@ -69,11 +69,22 @@ def test_ops_and_steps(prof, raw):
     # the device's wait before each step's first task (checked against the raw trace in
     # test_kineto_wild.py::test_preparing_is_the_devices_wait_before_each_steps_first_task)
     assert (steps["preparing_us"] >= 0).all()
-    # computing + communication(not overlapped) + free is the device span of the step
+    # computing + communication(not overlapped) + free is the device span of the step and
+    # the device's idle time after it while the host's ProfilerStep span lasts (the spans
+    # from the raw trace, on the profile's clock; no task of no step in this trace)
     k = prof.kernels
+    assert k["step"].notna().all()
+    origin_us = prof.meta.origin_ns / 1000.0
+    ends = {int(e["name"].split("#")[1]): float(e["ts"]) + float(e["dur"]) - origin_us
+            for e in raw["traceEvents"] if e.get("ph") == "X"
+            and e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+    first = k.groupby("step")["start_us"].min()
     for _, row in steps.iterrows():
         sel = k[k["step"] == row["step"]]
-        span = (sel["start_us"] + sel["dur_us"]).max() - sel["start_us"].min()
+        last = (sel["start_us"] + sel["dur_us"]).max()
+        later = first[first > sel["start_us"].min()]
+        stop = min(ends[int(row["step"])], later.min() if len(later) else float("inf"))
+        span = max(last, stop) - sel["start_us"].min()
         total = row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"]
         assert total == pytest.approx(span, rel=1e-9)
     nccl = k[k["category"] == "communication"]

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from raw_kineto import idle_tails
 from shared_samples import HTA, sample, samples_dir
 
 import perfkit as pk
@@ -190,14 +191,22 @@ def test_a_step_holds_the_tasks_launched_inside_its_profiler_step(name: str) -> 
         assert any("no ProfilerStep" in n for n in p.meta.notes)
         return
     assert sorted(s["step"]) == sorted(want)
-    for step, n in want.items():
+    windows = {}
+    for step in want:
         tasks = [e for e in r.device if r.step_of(e) == step]
-        a = min(float(e["ts"]) for e in tasks)
-        b = max(float(e["ts"]) + float(e["dur"]) for e in tasks)
+        windows[step] = [min(float(e["ts"]) for e in tasks),
+                         max(float(e["ts"]) + float(e["dur"]) for e in tasks)]
+    ends = {st: b for st, _a, b in reversed(r.steps)}  # each step's first span
+    outside = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in r.device
+               if r.step_of(e) is None]
+    tails = idle_tails(windows, ends, outside)
+    for step, n in want.items():
+        a, b = windows[step]
         row = s[s["step"] == step].iloc[0]
-        # computing + exposed communication + free = first to last task of the step
+        # computing + exposed communication + free = first to last task of the step, and
+        # the device's idle time after it while the step's span lasts
         total = row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"]
-        assert total == pytest.approx(b - a, rel=1e-6), (step, n)
+        assert total == pytest.approx(b - a + float(tails[step][0]), rel=1e-6), (step, n)
 
 
 @needs_samples

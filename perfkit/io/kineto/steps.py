@@ -1,7 +1,9 @@
 """The ``steps`` table of a Kineto trace: each step's device or host breakdown.
 
 :func:`_steps` splits each step's device window (first to last task it launched) into
-computing, communication and their overlap, and measures the device's wait before the
+computing, communication and their overlap, adds to its free time the device's idle time
+after the last task that the step's span still covers
+(:func:`~perfkit.io.trace_tables.device_tail`), and measures the device's wait before the
 window (:func:`~perfkit.io.trace_tables.device_wait_us`); :func:`_unknown_where_durations_missing`
 makes the breakdown of a step holding a task without a duration unknown. A trace without
 device activity is split from its host events (:func:`_host_steps`), over the whole
@@ -18,6 +20,7 @@ from ..categories import HOST_COMM_PATTERN
 from ..distinct import per_distinct
 from ..trace_tables import (
     NA_NS,
+    device_tail,
     device_wait_us,
     grouped_breakdown,
     host_steps,
@@ -61,7 +64,13 @@ def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.
         out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     if len(out):
         busy = (start[~known], end[~known])  # tasks of no step: the device is not waiting
-        out["preparing_us"] = out["step"].map(device_wait_us(win, spans, busy)).astype(
+        # the device's idle time after a step's last task, while the host is still in the
+        # step's span, is the step's free time; the next step's wait starts after it
+        tail = device_tail(win, spans, busy)
+        idle = pd.Series(tail["idle_us"].to_numpy(), index=tail["step"].to_numpy())
+        out["free_us"] = out["free_us"] + out["step"].map(idle).to_numpy(np.float64)
+        ended = win.assign(end_ns=tail["end_ns"].to_numpy())
+        out["preparing_us"] = out["step"].map(device_wait_us(ended, spans, busy)).astype(
             "float64")
     return out
 

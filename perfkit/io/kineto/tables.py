@@ -128,9 +128,10 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     if len(steps):
         notes.append(f"steps: a step is its {span}; its device work is the "
                      "GPU tasks it launched (runtime call with the same correlation id), from "
-                     "the first to the last of them; preparing is the device's wait before "
-                     "the first of them, from the span's start or the previous step's last "
-                     "task if later (bubble/stage are Ascend-only and left NA)" if len(spans)
+                     "the first to the last of them, and the device's idle time after the last "
+                     "while the span lasts is its free time; preparing is the device's wait "
+                     "before the first of them, from the span's start or the previous step's "
+                     "last task if later (bubble/stage are Ascend-only and left NA)" if len(spans)
                      else
                      "steps: computed from the GPU kernel intervals of the whole trace "
                      "(bubble/stage/preparing are Ascend-only and left NA)")
