@@ -383,7 +383,10 @@ def n_step_pairs(kernels: Any) -> int:
     if not cols:
         return 1
     if is_lazy_frame(kernels):
-        return max(1, len(distinct(kernels, cols)))
+        pairs = distinct(kernels, cols)
+        if "step" in cols and pairs["step"].notna().any():  # as below: no step of its own
+            pairs = pairs[pairs["step"].notna()]
+        return max(1, len(pairs))
     if kernels.empty:
         return 1
     if "step" in cols:
@@ -407,14 +410,25 @@ def in_steps(kernels: pd.DataFrame) -> pd.DataFrame:
     the Kineto reader's note counts them) belongs to no step: where other tasks have one,
     it is left out, with a note (:func:`no_step_note`), so that a per-step figure is over
     the steps' own tasks as the step breakdown is. ``kernels`` is returned as it is when
-    every task, or none, has a step, and when it is lazy.
+    every task, or none, has a step. A lazy table keeps each rank's tasks with a step
+    where it lies (as :func:`~._tasks.scope_rows` does on each partition), without a note:
+    :func:`no_step_note` counts them when asked.
     """
+    if is_lazy_frame(kernels):
+        return kernels.map_partitions(_stepped_part, meta=kernels._meta)
     stepped = step_rows(kernels)
     if stepped is None:
         return kernels
     out = kernels[stepped]
     out.attrs = {k: copy.copy(v) for k, v in kernels.attrs.items()}
     return add_note(out, no_step_note(kernels))
+
+
+def _stepped_part(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The tasks with a step of one rank's partition of a lazy table (all, where every
+    task or none has one)."""
+    stepped = step_rows(kernels)
+    return kernels if stepped is None else kernels[stepped]
 
 
 def step_rows(kernels: pd.DataFrame) -> np.ndarray | None:

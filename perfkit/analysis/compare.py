@@ -179,10 +179,10 @@ def _keyed(k: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFram
 
 def _totals(profile: Any, by: str, include_communication: bool) -> pd.DataFrame:
     k = table(profile, "kernels")
-    if is_lazy(k):  # counts and sums per key on the workers
+    if is_lazy(k):  # counts and sums per key on the workers, over the steps' own tasks
         if not any_values(k, "dur_us"):
             return pd.DataFrame(columns=["count", "us"])
-        a = aggregate(transform(k, lambda f: _keyed(f, by, include_communication)),
+        a = aggregate(transform(in_steps(k), lambda f: _keyed(f, by, include_communication)),
                       ["_key"], {"dur_us": ["size", "sum"]})
         g = a.set_index("_key").rename_axis(None)
         g.columns = ["count", "us"]

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from shared_samples import shared_sample
 
@@ -143,3 +144,27 @@ def test_the_lazy_findings_say_what_the_eager_ones_say(clusters: dict[str, Any],
     assert "redundant_copies" in noted
     for rule in noted:
         assert lazily[rule] == said[rule]
+
+
+@cache
+def _device_tasks(path: Path) -> int:
+    """How many device tasks ``path`` holds, read raw."""
+    return sum(e.get("ph") == "X" and e.get("cat") in DEVICE
+               for e in _read(path)["traceEvents"])
+
+
+@pytest.mark.parametrize("job", ["qwen-twice", "qwen-and-stepped"])
+def test_the_lazy_comparison_counts_the_steps_own_tasks(clusters: dict[str, Any],
+                                                        job: str) -> None:
+    """compare_profiles per step: the tasks of the steps over the (rank, step) pairs, one
+    step on each rank here. The lazy cluster counted every task, those of no step too,
+    over pairs that took the tasks of no step for a step of their own: for the Qwen trace
+    twice, 853.5 tasks per step (3,414 over 4 pairs) rather than 1,198."""
+    files, eager, lazy = clusters[job]
+    in_steps = sum(_device_tasks(f) - _no_step_tasks(f) for f in files)
+    for side in (eager, lazy):
+        diff = A.compare_profiles(side, side)
+        assert diff["base_count"].sum() == pytest.approx(in_steps / len(files)), side
+        assert diff["delta_us"].abs().max() == 0.0
+    pd.testing.assert_frame_equal(A.compare_profiles(lazy, lazy),
+                                  A.compare_profiles(eager, eager), rtol=1e-12)
