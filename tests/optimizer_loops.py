@@ -75,11 +75,13 @@ def write_trace(path: Path, events: list[dict[str, Any]]) -> Path:
 
 def true_steps(events: list[dict[str, Any]], per_iteration: int
                ) -> dict[int, tuple[float, float]]:
-    """Iteration -> (device window, wall) in µs of a loop whose iterations each end with
+    """Iteration -> (device step, wall) in µs of a loop whose iterations each end with
     their ``per_iteration``-th optimizer step: the first begins at the first host event;
-    a kernel is in the iteration its launch ran in; the window runs from its first kernel's
-    start to its last kernel's end, the wall adds the device's wait before the first
-    kernel, from the iteration's start or the previous window's end if later."""
+    a kernel is in the iteration its launch ran in. The device step runs from its first
+    kernel's start to its last kernel's end, plus the device's idle tail after that while
+    the iteration lasts (to its end, or to the next iteration's first kernel if sooner);
+    the wall adds the device's wait before the first kernel, from the iteration's start or
+    the previous iteration's device end (tail included) if later."""
     ends = sorted(e["ts"] + e["dur"] for e in events
                   if e["name"].startswith("Optimizer.step#"))[per_iteration - 1::per_iteration]
     first = min(e["ts"] for e in events if e["cat"] in ("cpu_op", "user_annotation",
@@ -96,9 +98,15 @@ def true_steps(events: list[dict[str, Any]], per_iteration: int
         if k is not None:
             runs.setdefault(k, []).append((e["ts"], e["ts"] + e["dur"]))
     out, done = {}, None
-    for k in sorted(runs):
+    order = sorted(runs)
+    for i, k in enumerate(order):
         lo, hi = min(a for a, _ in runs[k]), max(b for _, b in runs[k])
         start = bounds[k] if done is None else max(bounds[k], done)
-        out[k] = (hi - lo, hi - lo + max(lo - start, 0))
+        wait = max(lo - start, 0)
         done = hi if done is None else max(done, hi)
+        stop = bounds[k + 1] if i + 1 == len(order) else min(
+            bounds[k + 1], min(a for a, _ in runs[order[i + 1]]))
+        tail = max(stop - done, 0)
+        done = max(done, stop)
+        out[k] = (hi - lo + tail, hi - lo + tail + wait)
     return out

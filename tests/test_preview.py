@@ -332,8 +332,13 @@ def test_the_outermost_optimizer_step_ends_each_previewed_iteration(tmp_path: Pa
     assert sorted(want) == [0, 1, 2] and [len(v) for _, v in sorted(want.items())] == [2, 2, 2]
     got = preview(trace).profile.steps
     assert got["step"].tolist() == [0, 1, 2]
-    assert got["total_us"].tolist() == [max(b for _, b in v) - min(a for a, _ in v)
-                                        for _, v in sorted(want.items())]
+    # each iteration's first to last task, and the device's idle time after it until the
+    # iteration ends (the outer optimizer step's end) or the next one's first task
+    windows = {k: [min(a for a, _ in v), max(b for _, b in v)] for k, v in want.items()}
+    tails = idle_tails(windows, {k: bounds[k + 1] for k in windows}, [])
+    assert got["total_us"].tolist() == [b - a + float(tails[k][0])
+                                        for k, (a, b) in sorted(windows.items())]
+    assert float(tails[0][0]) > 0  # the device waits after iteration 0's last task
     assert got["step_mark"].tolist() == ["Optimizer.step#Lookahead.step"] * 3
 
 
