@@ -153,7 +153,8 @@ def _scientific(col: pa.ChunkedArray | pa.Array | None, out: pa.Array, scale_to_
                 ) -> tuple[pa.Array, list[tuple[str, int, int]]]:
     """Times written in scientific notation (``1.69512E+15``), which :func:`_to_ns` leaves
     missing: those exact to one unit of the file (``1.695115378653323E+15`` µs) are read;
-    the others are returned as ``(text, significant digits, resolution in units)``.
+    the others are returned as ``(text, significant digits, resolution in units)``, but
+    for a value out of int64 nanoseconds' range (``1e300``), which stays unreadable.
 
     A spreadsheet program saves a large number with six significant digits: a time in µs
     since 1970 is then rounded to ten thousand seconds, which places it nowhere in a run.
@@ -174,14 +175,15 @@ def _scientific(col: pa.ChunkedArray | pa.Array | None, out: pa.Array, scale_to_
         if m is None:
             continue
         whole, frac, exp = m.group(1), m.group(2) or "", int(m.group(3))
+        ns = Decimal(cell) * scale_to_ns
+        if abs(ns) >= _INT64_LIMIT:  # out of range (1e300): unreadable, not rounded
+            continue
         resolution = exp - len(frac)  # the last digit written is worth 10 ** resolution
         if resolution >= 1:  # coarser than one unit: not a time of the run
             digits = len((whole + frac).lstrip("0")) or 1
             coarse.append((cell, digits, 10 ** resolution))
             continue
-        ns = Decimal(cell) * scale_to_ns
-        if abs(ns) < _INT64_LIMIT:
-            values[i] = int(ns)
+        values[i] = int(ns)
     return pa.array(values, type=pa.int64()), coarse
 
 
