@@ -19,14 +19,7 @@ import pandas as pd
 
 from ..._text_codes import first_rows
 from .._frames import aggregate, is_lazy, per_rank, transform
-from .._util import (
-    empty_frame,
-    nan_as_zero,
-    noted_no_step,
-    ranks_noted_no_step,
-    table,
-    typed,
-)
+from .._util import empty_frame, nan_as_zero, noted_no_step, ranks_noted_no_step, table, typed
 from .attention_spans import attention_rows
 from .scope import _LANES, _by_rank, _lanes, _scope
 from .tokens import _token_codes
