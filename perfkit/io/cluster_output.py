@@ -41,7 +41,7 @@ from .ascend import (
     time_fields,
 )
 from .categories import is_total_op
-from .validate import clean_tables, plausible_origin
+from .validate import clean_tables, files_of_tables, plausible_origin
 
 __all__ = ["load", "parse"]
 
@@ -140,7 +140,8 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
         checked = clean_tables(tables, files, str(folder))
         meta = ProfileMeta(source_format="cluster_analysis_output", framework=None, rank=r,
                            world_size=None, device_type="npu", groups=groups, origin_ns=origin,
-                           path=str(folder), notes=[note, *read_notes, *checked])
+                           path=str(folder), notes=[note, *read_notes, *checked],
+                           extra={"table_files": files_of_tables(files, str(folder))})
         profiles.append(Profile(meta, tables))
         per_rank_notes += [f"rank {r}: {n}" for n in checked]
     ranks_all = sorted(per_rank)
@@ -148,7 +149,8 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
     cmeta = ProfileMeta(source_format="cluster_analysis_output", rank=None,
                         world_size=max(ranks_all) + 1 if ranks_all else None,
                         device_type="npu", groups=groups, origin_ns=origin, path=str(folder),
-                        notes=[note, *read_notes, *per_rank_notes], extra=extra)
+                        notes=[note, *read_notes, *per_rank_notes],
+                        extra={**extra, "table_files": files_of_tables(files, str(folder))})
     return Cluster(profiles, cmeta)
 
 

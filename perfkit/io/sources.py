@@ -24,7 +24,7 @@ from .._hugepages import with_small_pages
 from ..errors import ProfileError, file_boundary
 from ..profile import Profile, ProfileMeta
 from . import ascend
-from .validate import clean_tables
+from .validate import clean_tables, files_of_tables
 
 __all__ = ["RankSource", "parse_source", "cluster_meta", "input_bytes", "FORMATS",
            "format_words", "format_fact"]
@@ -158,6 +158,8 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
         meta, tables = _parse(source)
         files = meta.extra.pop("table_files", None) or {}
         meta.notes.extend(clean_tables(tables, files, meta.path))
+        # kept: a note led by a file's name is about the tables that file fed (a tab says it)
+        meta.extra["table_files"] = files_of_tables(files, meta.path)
         if meta.rank is not None and not _plausible_rank(meta.rank):
             meta.notes.append(f"rank: {meta.rank!r} recorded in the files is not a rank; "
                               "ignored")
@@ -219,8 +221,19 @@ def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
         device_type=metas[0].device_type if metas else None,
         profiler_level=levels[0] if len(levels) == 1 else None,
         groups=groups, origin_ns=min(origins) if origins else None, path=str(root),
-        notes=notes, extra={"ranks": [m.rank for m in metas], **_world_from(metas)},
+        notes=notes, extra={"ranks": [m.rank for m in metas], **_world_from(metas),
+                            "table_files": _table_files(metas)},
     )
+
+
+def _table_files(metas: list[ProfileMeta]) -> dict[str, list[str]]:
+    """Every file each table was read from, over the ranks (in the ranks' order)."""
+    out: dict[str, list[str]] = {}
+    for m in metas:
+        for table, files in ((m.extra or {}).get("table_files") or {}).items():
+            known = out.setdefault(table, [])
+            known += [f for f in files if f not in known]
+    return out
 
 
 def _world_from(metas: list[ProfileMeta]) -> dict[str, str]:

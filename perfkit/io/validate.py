@@ -44,7 +44,7 @@ from ..format import counted, plural
 
 __all__ = ["WINDOW_NS", "MIN_DURATION_BOUND_US", "NEGATIVE_TOLERANCE_US", "INSTANT_COLUMNS",
            "DURATION_COLUMNS", "plausible_origin", "duration_bound_us", "clean_events",
-           "clean_tables"]
+           "clean_tables", "files_of_tables"]
 
 WINDOW_NS = 7 * 24 * 3600 * 10**9
 """Half-width of the plausible window around the median timestamp (7 days, in ns)."""
@@ -224,21 +224,46 @@ def _float(frame: pd.DataFrame, col: str) -> np.ndarray:
     return pd.to_numeric(s, errors="coerce").to_numpy(np.float64, na_value=np.nan)
 
 
+def files_of_tables(files: Mapping[str, Any] | None, base: str = "") -> dict[str, list[str]]:
+    """The file or files each table was read from, as the notes name them.
+
+    Parameters
+    ----------
+    files : mapping, optional
+        Table name -> the file (or list of files) a loader read it from
+        (``meta.extra["table_files"]`` as the loader wrote it).
+    base : str, optional
+        Folder the files are shown relative to (the profile's path); a file outside it
+        keeps its whole path.
+
+    Returns
+    -------
+    dict of str to list of str
+        ``{"memory": ["ASCEND_PROFILER_OUTPUT/memory_record.csv"], ...}``, JSON-able, for
+        ``meta.extra["table_files"]``: a note led by a file's name (``"memory_record.csv
+        Timestamp(us): …"``) is then known to be about the tables that file fed.
+    """
+    out: dict[str, list[str]] = {}
+    for table, f in (files or {}).items():
+        if not f:
+            continue
+        shown = []
+        for one in [f] if isinstance(f, (str, os.PathLike)) else list(f):
+            text = str(one)
+            if base:
+                try:
+                    rel = os.path.relpath(text, base)
+                except ValueError:
+                    rel = text
+                text = text if rel.startswith("..") or rel == "." else rel
+            shown.append(text)
+        out[str(table)] = shown
+    return out
+
+
 def _label(table: str, files: Mapping[str, Any], base: str) -> str:
-    f = files.get(table)
-    if not f:
-        return table
-    shown = []
-    for one in [f] if isinstance(f, (str, os.PathLike)) else list(f):
-        text = str(one)
-        if base:
-            try:
-                rel = os.path.relpath(text, base)
-            except ValueError:
-                rel = text
-            text = text if rel.startswith("..") else rel
-        shown.append(text)
-    return f"{table} ({' and '.join(shown)})"
+    shown = files_of_tables({table: files.get(table)}, base).get(table)
+    return f"{table} ({' and '.join(shown)})" if shown else table
 
 
 def _where(frame: pd.DataFrame, bad: np.ndarray, limit: int = 3) -> str:
