@@ -12,11 +12,18 @@ from ... import charts as C
 from ...format import counted, listed, time_text
 from ...io.comm_words import comm_words_of
 from ...tables import over_ranks, with_values
+from ..load_notes import notes_about
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
 __all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_peers",
-           "links_caption", "peers_note", "unrecorded_note"]
+           "links_caption", "peers_note", "unrecorded_note", "COMMUNICATION_TABLES"]
+
+#: The tables the Communication tab draws, and what its notes call them: the loader's notes
+#: about them, or about the files they were read from (communication.json, ...), are said
+#: at the foot of the tab.
+COMMUNICATION_TABLES = {"comm_ops": "collectives", "comm_bandwidth": "bandwidth",
+                        "comm_matrix": "links"}
 
 
 def empty_communication_note(profile: Any) -> str:
@@ -163,6 +170,9 @@ class CommunicationTab(Tab):
         out.append(self.rank_detail)
         self._draw(None)
         out.append(html_widget(self._overlap_html()))
+        loading = notes_about(profile, COMMUNICATION_TABLES)
+        if loading:
+            out.append(html_widget("".join(note(n) for n in loading)))
         return out
 
     def _on_pick(self, points: list[dict[str, Any]]) -> None:

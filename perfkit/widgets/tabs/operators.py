@@ -12,10 +12,16 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...tables import over_ranks, shorten, with_values
+from ..load_notes import notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
 
-__all__ = ["OperatorsTab", "empty_operators_note", "MEAN_OVER_RANKS"]
+__all__ = ["OperatorsTab", "empty_operators_note", "MEAN_OVER_RANKS", "OPERATOR_TABLES"]
+
+#: The table the Operators tab draws, and what its notes call it: the loader's notes about
+#: it, or about the file it was read from (kernel_details.csv), are said under the AI CPU
+#: operators.
+OPERATOR_TABLES = {"kernels": "device tasks"}
 
 #: The statistic over the ranks of the chart and of the table beside it (one for both).
 MEAN_OVER_RANKS = "mean over ranks"
@@ -100,6 +106,12 @@ def _with_absent_ranks(per: pd.DataFrame, by: str, keys: list[str]) -> pd.DataFr
     return pd.concat([per, zeros], ignore_index=True)
 
 
+def _loading(profile: Any) -> list[W.Widget]:
+    """The loader's notes about the device tasks, or none."""
+    loading = notes_about(profile, OPERATOR_TABLES)
+    return [html_widget("".join(note(n) for n in loading))] if loading else []
+
+
 class OperatorsTab(Tab):
     """Device time per operator type or task name: chart (click an operator for its task
     names or its ranks), the table over ranks, the roofline, unfused chains, AI CPU."""
@@ -131,7 +143,7 @@ class OperatorsTab(Tab):
         scope = profile if rank == ALL_RANKS else _one_rank(profile, rank)
         top = A.top_operators(scope, by=by, n=None)
         if top.empty:
-            return [html_widget(note(empty_operators_note(profile, top)))]
+            return [html_widget(note(empty_operators_note(profile, top))), *_loading(profile)]
         self._by = top
         what = "operator type" if by == "type" else "task name"
         word = _time_word(profile)
@@ -158,7 +170,7 @@ class OperatorsTab(Tab):
             out.append(html_widget(frame_html(ai_cpu, "Operators on AI CPU",
                                               columns=with_values(ai_cpu),
                                               max_rows=10)))
-        return out
+        return out + _loading(profile)
 
     def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
         """The top ``n`` with every figure on one basis: per rank and step (calls too),
