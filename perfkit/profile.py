@@ -303,9 +303,11 @@ class Cluster(_Tables):
         return apply_group_rank_maps(matrix, maps)
 
     def _note_mapped(self, groups: list[str]) -> None:
-        note = ("comm_matrix: group-local ranks mapped to global ranks from the cluster's "
-                f"members of {plural(len(groups), 'group')} {listed(groups)} (ascending "
-                "order)")
+        # after the ranks' own notes, which left these links' global ranks NA: this says
+        # the cluster filled them, so the two do not read as a contradiction
+        note = (f"comm_matrix: for {plural(len(groups), 'group')} {listed(groups)}, the "
+                "group-local ranks that the ranks' files left NA are mapped to global ranks "
+                "from the cluster's members of the group (ascending order)")
         if note not in self.meta.notes:
             self.meta.notes.append(note)
 
