@@ -7,6 +7,7 @@ layers count the layers recomputed in full.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ...format import counted, listed, plural
@@ -15,6 +16,33 @@ from .operators import _Attn, _mode, _per_step, _typical
 from .records import _GATED_ACT, _LOSS, _PLAIN_ACT
 
 __all__: list[str] = []  # private to read_model
+
+
+def _outermost(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows not run inside another of ``rows`` on their lane.
+
+    A host operator runs the operators it calls inside its own span on the same thread:
+    ``aten::cross_entropy_loss`` runs ``aten::_log_softmax``, and both are one loss call.
+    Rows without a lane or an end (GPU kernels of a table without durations) are all kept.
+    """
+    if rows.empty or "end_us" not in rows.columns:
+        return rows
+    rank = rows["rank"].astype("Int64").fillna(-1).to_numpy(np.int64)
+    lane = rows["lane"].astype("string").fillna("").to_numpy(object)
+    start = rows["start_us"].to_numpy(np.float64)
+    end = rows["end_us"].astype("Float64").to_numpy(np.float64, na_value=np.nan)
+    known = np.flatnonzero((lane != "") & ~np.isnan(end) & ~np.isnan(start))
+    keep = np.ones(len(rows), dtype=bool)
+    reach: dict[tuple[int, str], float] = {}
+    # by lane, then start, the longer first: a call and its first inner call may start at
+    # the same microsecond
+    for i in sorted(known, key=lambda i: (rank[i], lane[i], start[i], -end[i])):
+        key = (int(rank[i]), str(lane[i]))
+        if start[i] < reach.get(key, -np.inf):
+            keep[i] = False
+        reach[key] = max(reach.get(key, -np.inf), end[i])
+    return rows[keep]
+
 
 def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: list[_Attn],
                  emb: list[dict], stage_of: dict[int, int], pp: int, ranks: list[int],
@@ -33,11 +61,14 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
                                          "micro-batch)")
     else:
         lmask = label.str.contains(_LOSS).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
-        loss = recs[lmask]
+        # a loss call runs its parts inside itself (cross_entropy_loss: log_softmax,
+        # nll_loss): only the outermost one is the micro-batch's
+        loss = _outermost(recs[lmask])
         if not loss.empty:
             m = _mode(list(_typical(_per_step(loss)).values()))
-            out.put("num_micro_batches", m, f"{where}: {counted(m, 'loss kernel')} per "
-                                             "step on the last stage (one per micro-batch)")
+            what = "loss call" if out.source == "ops" else "loss kernel"
+            out.put("num_micro_batches", m, f"{where}: {counted(m, what)} per step on the "
+                                             "last stage (one per micro-batch)")
         else:
             out.put("num_micro_batches", None, "no embedding lookup or loss kernel per step "
                                                "on the loaded ranks")

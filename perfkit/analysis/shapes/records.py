@@ -144,7 +144,8 @@ def shape_records(profile: Any, ranks: list[int] | None = None,
     Returns
     -------
     (DataFrame, str)
-        Rows ``rank``, ``step``, ``start_us``, ``name``, ``label`` (type, or the name
+        Rows ``rank``, ``step``, ``start_us``, ``end_us`` (NA where the table has no
+        durations), ``name``, ``label`` (type, or the name
         without scope), ``input_shapes``, ``input_dtypes``, ``output_shapes`` (NA where the
         profile records none), ``backward`` (the name says it is a gradient), ``lane``
         (the stream of a kernel, the host thread of an operator; NA where the table has
@@ -155,7 +156,7 @@ def shape_records(profile: Any, ranks: list[int] | None = None,
         rows = _records_of(profile, name, ranks)
         if rows is not None:
             return rows, name
-    return pd.DataFrame(columns=["rank", "step", "start_us", "name", "label",
+    return pd.DataFrame(columns=["rank", "step", "start_us", "end_us", "name", "label",
                                  "input_shapes", "input_dtypes", "output_shapes",
                                  "backward", "lane"]), ""
 
@@ -167,7 +168,7 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
         return None
     frame = table(profile, name)
     lane = "stream" if name == "kernels" else "thread"
-    cols = [c for c in ("rank", "step", "start_us", "name", "type", "op_name",
+    cols = [c for c in ("rank", "step", "start_us", "dur_us", "name", "type", "op_name",
                         "input_shapes", "input_dtypes", "output_shapes", "op_id", "thread",
                         lane) if c in present]
     cols = list(dict.fromkeys(cols))
@@ -192,6 +193,10 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
     rows["backward"] = _matches(rows["name"].astype("string"), _GRAD)
     rows["lane"] = rows[lane].astype("string") if lane in rows.columns else \
         pd.Series(pd.NA, index=rows.index, dtype="string")
+    # when each operator ends: a host operator run inside another (a loss inside the loss
+    # call that wraps it) is told by its span
+    rows["end_us"] = (rows["start_us"] + rows["dur_us"]).astype("Float64") \
+        if "dur_us" in rows.columns else pd.Series(pd.NA, index=rows.index, dtype="Float64")
     rows = rows.sort_values(["rank", "start_us"], kind="mergesort").reset_index(drop=True)
     if "op_id" in rows.columns:
         # GPU kernels: one row per launching operator (a cuDNN attention or a split-K
@@ -201,7 +206,8 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
                     | ~call.duplicated().to_numpy(bool)].reset_index(drop=True)
     _mark_after_gradients(rows)
     _mark_autograd_launches(rows, profile, name)
-    return rows.drop(columns=[c for c in ("op_id", "thread", "stream") if c in rows.columns])
+    return rows.drop(columns=[c for c in ("op_id", "thread", "stream", "dur_us")
+                              if c in rows.columns])
 
 
 def _mark_after_gradients(rows: pd.DataFrame) -> None:
