@@ -22,6 +22,9 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+from shared_samples import sample
+
 import perfkit as pk
 from perfkit.analysis.shapes import read_model
 
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "tests" / "data" / "kineto_bmm_attention_cpu" / \
     "bmm_attention.pt.trace.json.gz"
 SCRIPT = ROOT / "tools" / "make_kineto_bmm_attention.py"
+TIMESFORMER = "wild/tl_timesformer_h100"
 #: The loss family as PyTorch's host operators name it (the wrapper and what it runs).
 _LOSS_FAMILY = re.compile(r"^aten::(?:cross_entropy_loss|_?log_softmax|nll_loss\w*)$")
 _ENGINE = "autograd::engine::evaluate_function"
@@ -89,3 +93,52 @@ def test_a_nested_loss_call_is_one_micro_batch() -> None:
     assert r.get("num_layers") == true["LAYERS"]
     assert r.get("layers_per_stage") == (true["LAYERS"],)
     assert "1 loss call per step" in r.details["num_micro_batches"]
+
+
+def _fused_qkv_inputs(events: list[dict]) -> set[int]:
+    """Input widths ``K`` of the raw products ``K → N`` with ``N = 3·heads·d``, for the
+    head size ``d`` of the raw ``q·kᵀ`` bmms ``(n, s, d) x (n, d, s)`` and heads that split
+    ``n·s`` into the product's rows (``aten::addmm``: bias, x ``(M, K)``, W ``(K, N)``;
+    ``aten::linear``: x ``(.., K)``, W ``(N, K)``)."""
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    qk = set()
+    for e in ops:
+        dims = e["args"].get("Input Dims") or []
+        if e["name"] == "aten::bmm" and len(dims) >= 2 and len(dims[0]) == 3 and \
+                dims[1] == [dims[0][0], dims[0][2], dims[0][1]] and dims[0][1] != dims[0][2]:
+            qk.add(tuple(dims[0]))
+    out = set()
+    for e in ops:
+        dims = e["args"].get("Input Dims") or []
+        if e["name"] == "aten::addmm" and len(dims) >= 3 and len(dims[1]) == 2:
+            rows, k, n = dims[1][0], dims[1][1], dims[2][1]
+        elif e["name"] == "aten::linear" and len(dims) >= 2 and len(dims[1]) == 2:
+            rows = 1
+            for x in dims[0][:-1]:
+                rows *= x
+            k, n = dims[0][-1], dims[1][0]
+        else:
+            continue
+        for bh, s, d in qk:
+            heads = n // (3 * d) if n % (3 * d) == 0 else 0
+            if heads and bh % heads == 0 and rows * heads == bh * s:
+                out.add(k)
+    return out
+
+
+@pytest.mark.shared_samples
+def test_timesformer_hidden_size_is_the_fused_qkv_projections_input() -> None:
+    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+    widths = _fused_qkv_inputs(_events(path))
+    assert len(widths) == 1
+    r = read_model(pk.load(path, cache=False, progress=False))
+    assert r.get("hidden_size") == widths.pop()
+    assert "fused QKV" in r.details["hidden_size"]
+
+
+def test_recorded_hidden_size_is_the_fused_qkv_projections_input() -> None:
+    widths = _fused_qkv_inputs(_events(RECORDED))
+    assert widths == {_script_constants()["HIDDEN"]}
+    r = read_model(pk.load(RECORDED, cache=False, progress=False))
+    assert r.get("hidden_size") == _script_constants()["HIDDEN"]
+    assert "fused QKV" in r.details["hidden_size"]

@@ -199,9 +199,15 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
             out.put("num_attention_heads", None, why)
             out.put("num_kv_heads", None, why)
             return
-        heads, fused, proj = got
+        heads, fused, proj, width = got
         kv = heads if fused else None
         how = f"{how} and {proj}"
+        if fused and h is None:
+            # no embedding, and the batch folded (no tokens to pick the projections by):
+            # the fused QKV projection reads the hidden state
+            h = width
+            out.put("hidden_size", h, f"{where}: {how}: the fused QKV projection reads "
+                                      f"the hidden state, {h} wide")
     if d is None or heads is None:
         why = (f"{where}: {how} shows query width {q_width} but not how it splits into "
                "heads (a 3-D query, B,S,H or S,B,H, without softmax statistics or rotary "
@@ -384,6 +390,9 @@ def _read_bias(out: ShapeReading, act: list[_Gemm], where: str) -> None:
     qw, kvw = out.values.get("_q_width"), out.values.get("_kv_width")
     if not h or not qw or not kvw:
         out.put("bias", None, "the projection widths are unknown")
+        return
+    if not act:  # widths known (a fused QKV gave them) but not which products are these
+        out.put("bias", None, "no projection GEMM over the micro-batch's tokens")
         return
     qkv = {qw, kvw, qw + 2 * kvw}
     first = [g for g in act if g.k == h and g.n in qkv]

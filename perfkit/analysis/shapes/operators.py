@@ -267,15 +267,17 @@ def _bmm_attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes, rows: 
     return out
 
 
-def _folded_heads(att: list[_Attn], gemms: list[_Gemm]) -> tuple[int, bool, str] | None:
+def _folded_heads(att: list[_Attn], gemms: list[_Gemm]
+                  ) -> tuple[int, bool, str, int] | None:
     """The query heads of forward attentions run as 3-D bmm (batch × heads folded into
     ``N``), read from the projections beside them.
 
     ``h`` heads fit an attention of ``(N, S, d)`` when ``h`` divides ``N`` and a forward
     projection of ``N·S / h`` tokens writes its queries (``h·d`` wide, or ``3·h·d`` for a
     fused QKV) or reads its output (``h·d`` wide). Returns the one ``h`` that fits every
-    distinct ``(N, S, d)``, whether a fused QKV projection was among the fits, and that
-    projection in words; None when no single ``h`` fits them all.
+    distinct ``(N, S, d)``, whether a fused QKV projection was among the fits, that
+    projection in words and its input width (the hidden size, for a fused QKV); None when
+    no single ``h`` fits them all.
     """
     sizes = sorted({(a.bh, a.s, a.d) for a in att if a.bh and a.s and a.d and not a.backward})
     dims = sorted({c for g in gemms if not g.backward and (not g.batched or g.linear)
@@ -296,9 +298,10 @@ def _folded_heads(att: list[_Attn], gemms: list[_Gemm]) -> tuple[int, bool, str]
     h = fits.pop()
     m, k, n, d = proj[h]
     fused = n == 3 * h * d
-    return h, fused, (f"a projection of {m} tokens, {k} → {n}"
-                      + (f" = 3·{h}·{d} (fused QKV)" if fused else "")
-                      + f", so batch × heads splits into {h} heads of {d}")
+    text = (f"a projection of {m} tokens, {k} → {n}"
+            + (f" = 3·{h}·{d} (fused QKV)" if fused else "")
+            + f", so batch × heads splits into {h} heads of {d}")
+    return h, fused, text, k
 
 
 def _settle(out: list[_Attn | None], pending: list[tuple[int, tuple[int, ...],
