@@ -1,7 +1,9 @@
 """Forward against backward attention tasks: the evidence of recompute.
 
 :func:`recompute_evidence` counts, per rank, the attention tasks of each direction; their
-ratio is about 1 without recompute and about 2 with full recompute.
+ratio is about 1 without recompute and about 2 with full recompute. Only the steps whose
+device tasks were recorded in full are counted (:func:`perfkit.analysis.recorded.
+recorded_tasks`): a task list cut short can hold a step's forward without its backward.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from .._frames import is_lazy, per_rank
-from .._util import empty_frame, table, take_rows, typed
+from .._util import add_note, empty_frame, table, take_rows, typed
 from ..compare import class_codes
+from ..recorded import recorded_steps_text, recorded_tasks
 from .scope import _LANES, _scope
 
 __all__ = ["recompute_evidence"]
@@ -39,7 +42,12 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
         when above 1.2, else ``"none"``) and ``recompute_share``: the share of the
         computation spent recomputing, ``(ratio - 1) / (ratio + 2)`` (a forward pass is
         about one third of forward + backward). Empty when no attention task is found
-        in both directions.
+        in both directions. Only the tasks of the steps whose device tasks were
+        recorded in full are counted, as the operator rules count them
+        (:func:`~perfkit.analysis.recorded.recorded_tasks`): the fragment of a step
+        cut short (``ascend/msinsight-pt-gpt3-old`` keeps 4 forward attention tasks of
+        rank 0's step and no backward) would count passes the step did not finish; a
+        note then names the steps counted.
     """
     cols = {"rank": "Int64", "forward": "int64", "backward": "int64", "ratio": "float64",
             "recompute": "string", "recompute_share": "float64"}
@@ -49,22 +57,35 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
         out = typed(out, cols).reset_index(drop=True)
         out.attrs["notes"] = notes
         return out
-    k = _scope(table(profile, "kernels"), include_communication=False, columns=_LANES)
+    steps = table(profile, "steps")
+    kernels, cut = recorded_tasks(table(profile, "kernels"), steps)
+    k = _scope(kernels, include_communication=False, columns=_LANES)
+    counted = None if cut is None else ("attention passes counted over the steps whose "
+                                        "device tasks were recorded in full: "
+                                        f"{recorded_steps_text(steps)}")
     if k.empty:
-        return empty_frame(cols, "the profile has no device tasks (kernels table)")
+        return empty_frame(cols, counted or "the profile has no device tasks (kernels table)")
     labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
     att = take_rows(k, np.isin(cls, np.flatnonzero(labels == "attention")))
     if att.empty:
-        return empty_frame(cols, "no attention task to count forward and backward passes")
+        return _with_note(empty_frame(cols, "no attention task to count forward and "
+                                            "backward passes"), counted)
     label = att["type"].astype("string").fillna("") + " " + att["name"].astype("string")
     bwd = label.str.contains(_BACKWARD, regex=True).fillna(False).astype(bool)
     g = att.assign(_b=bwd, _f=~bwd).groupby("rank", dropna=False).agg(
         forward=("_f", "sum"), backward=("_b", "sum")).reset_index()
     g = g[(g["forward"] > 0) & (g["backward"] > 0)]
     if g.empty:
-        return empty_frame(cols, "attention tasks of only one direction")
+        return _with_note(empty_frame(cols, "attention tasks of only one direction"), counted)
     g["ratio"] = g["forward"] / g["backward"]
     g["recompute"] = np.where(g["ratio"] >= full_ratio, "full",
                               np.where(g["ratio"] > 1.2, "partial", "none"))
     g["recompute_share"] = ((g["ratio"] - 1.0) / (g["ratio"] + 2.0)).clip(lower=0.0)
-    return typed(g, cols).reset_index(drop=True)
+    return _with_note(typed(g, cols).reset_index(drop=True), counted)
+
+
+def _with_note(frame: pd.DataFrame, note: str | None) -> pd.DataFrame:
+    """``frame`` with ``note`` added to its notes (when there is one)."""
+    if note:
+        add_note(frame, note)
+    return frame
