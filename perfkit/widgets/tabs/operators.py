@@ -11,12 +11,15 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ...analysis._util import table
+from ...analysis.recorded import recorded_profile, recorded_steps_text
 from ...tables import over_ranks, shorten, with_values
 from ..load_notes import notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
 
-__all__ = ["OperatorsTab", "empty_operators_note", "MEAN_OVER_RANKS", "OPERATOR_TABLES"]
+__all__ = ["OperatorsTab", "empty_operators_note", "sequences_note", "MEAN_OVER_RANKS",
+           "OPERATOR_TABLES"]
 
 #: The table the Operators tab draws, and what its notes call it: the loader's notes about
 #: it, or about the file it was read from (kernel_details.csv), are said under the AI CPU
@@ -69,6 +72,16 @@ def empty_operators_note(profile: Any, top: pd.DataFrame | None = None) -> str:
     return ("No operators: this profile has no device tasks (a torch_npu or MindSpore "
             "export with kernel_details.csv or op_summary, or a Kineto trace with its GPU "
             "kernels, would fill this tab).")
+
+
+def sequences_note(steps: pd.DataFrame) -> str:
+    """Which steps the roofline and the unfused chains are over, in one sentence, when
+    the device tasks of some steps were not recorded in full
+    (:func:`perfkit.analysis.recorded.recorded_profile` left them out)."""
+    which = recorded_steps_text(steps) or "every step"
+    return ("The roofline and the unfused chains are over the steps whose device tasks were "
+            f"recorded in full ({which}); the tasks of the other steps are left out, as a "
+            "fragment of a step does not show its operators.")
 
 
 def _one_rank(profile: Any, rank: int) -> Any:
@@ -162,8 +175,13 @@ class OperatorsTab(Tab):
         # tasks and steps the figures per step are over
         if top.attrs.get("notes"):
             out.append(html_widget("".join(note(_sentence(t)) for t in top.attrs["notes"])))
-        out += self._roofline(scope)
-        out.append(html_widget(self._unfused(scope, rank)))
+        # the task sequences (roofline, unfused chains) of the steps recorded in full only,
+        # as the advisor reads them: a fragment of a step is not the step's operators
+        tasks = recorded_profile(scope)
+        out += self._roofline(tasks)
+        out.append(html_widget(self._unfused(tasks, rank)))
+        if tasks is not scope:
+            out.append(html_widget(note(sequences_note(table(scope, "steps")))))
         ai_cpu = A.ai_cpu_operators(scope)
         if not _cpu_only(profile) and (len(ai_cpu) or _ascend(profile)):  # an Ascend notion
             # a column no AI CPU task has a value for (its roofline bound) is left out
