@@ -1,0 +1,76 @@
+"""The Operators tab of an export where one rank's kernel list was cut short, as a user sees
+it at 1366 × 768: ``ascend/msinsight-pt-level1`` with rank 1's kernel_details.csv cut to its
+last 20 tasks (a copy in a temporary folder), whose tasks then cover less than half of the
+step's busy time in step_trace_time.csv (computed here from the raw files). The roofline
+and the unfused chains are rank 0's alone, and the page says so under them. A screenshot is
+kept in the test artifacts.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from shared_samples import PT_LEVEL1, sample, writable_copy
+
+from .conftest import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, TAB_READY, UI, WAIT_MS, start_served
+
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.shared_samples
+LEVEL1 = sample(PT_LEVEL1)
+_KEEP = 20
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _covered_share(out: Path) -> float:
+    """The union of the tasks over the step's Computing + Communication(Not Overlapped)."""
+    spans = sorted((float(r["Start Time(us)"]), float(r["Start Time(us)"])
+                    + float(r["Duration(us)"])) for r in _rows(out / "kernel_details.csv"))
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    (step,) = _rows(out / "step_trace_time.csv")
+    return total / (float(step["Computing"]) + float(step["Communication(Not Overlapped)"]))
+
+
+def test_roofline_says_it_is_over_the_steps_recorded_in_full(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = writable_copy(LEVEL1, tmp_path / "level1")
+    out = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    lines = (out / "kernel_details.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (out / "kernel_details.csv").write_text("".join(lines[:1] + lines[-_KEEP:]),
+                                            encoding="utf-8")
+    assert _covered_share(out) < 0.5
+    assert _covered_share(root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT") > 0.99
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    proc, served = start_served(tmp_path / "serve.log", str(root))
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=LAUNCH_ARGS)
+            page = browser.new_page(viewport={"width": 1366, "height": 768})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(served.url, timeout=WAIT_MS)
+            page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
+            page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+            tab = UI(page).show_tab("Operators")
+            said = tab.get_by_text("The roofline and the unfused chains are over the steps")
+            said.wait_for(timeout=WAIT_MS)
+            assert "(step 50 of 1 on rank 0; no step of 1 on rank 1)" in said.inner_text()
+            assert said.is_visible()
+            said.scroll_into_view_if_needed()
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "operators_recorded_1366x768.png"))
+            browser.close()
+            assert not errors
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
