@@ -68,6 +68,7 @@ __all__ = [
     "STATIC_SCHEME_NAMES",
     "framework_static_scheme",
     "full_precision",
+    "scheme_gradient_bytes",
     "activation_per_layer",
     "activation_memory",
 ]
@@ -119,6 +120,34 @@ def full_precision(dtype: str | None) -> bool:
     """Whether a run of ``dtype`` keeps its tensors in fp32 (``"fp32"``, ``"tf32"``:
     4 bytes in :data:`~perfkit.calc.activation.ELEMENT_BYTES`), without mixed precision."""
     return ELEMENT_BYTES.get(dtype or "") == 4.0
+
+
+def scheme_gradient_bytes(static_scheme: str | None, dtype: str | None = None) -> float:
+    """Bytes per gradient element a job's data-parallel reduction moves, by its scheme.
+
+    4 under the Megatron-LM scheme: Megatron-LM keeps fp32 main gradients and reduces
+    them in fp32 — with bf16 it sets ``accumulate_allreduce_grads_in_fp32`` itself
+    (``megatron/training/arguments.py``: "bfloat16 requires gradient accumulation and
+    all-reduce to be done in fp32"; only ``--grad-reduce-in-bf16`` undoes it), and its
+    static memory counts the same 4-byte gradients (18 B/param,
+    ``theoretical_memory_usage.py``). 4 also for an fp32 ``dtype`` (no mixed precision).
+    2 otherwise: MindSpore's fp16 gradients, the ZeRO paper's 16-bit ones. This is
+    :func:`perfkit.calc.estimate_step`'s default and the calibrated step model's
+    (:class:`perfkit.calc.Rates` with ``gradient_bytes=None``), so both agree.
+
+    Parameters
+    ----------
+    static_scheme : str or None
+        ``"mindspore"``, ``"megatron"``, ``"zero"`` or ``"deepspeed"`` (None: the
+        MindSpore scheme).
+    dtype : str, optional
+        The run's type (``"fp32"``/``"tf32"`` keep fp32 gradients).
+
+    Returns
+    -------
+    float
+    """
+    return 4.0 if static_scheme == "megatron" or full_precision(dtype) else 2.0
 
 
 def _frame(rows: dict[str, float]) -> pd.DataFrame:

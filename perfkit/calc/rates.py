@@ -98,9 +98,12 @@ class Rates:
         engine runs; MindSpore by default, whose overlap of the dx computation with
         data-parallel gradient communication is that opt-in option, default False, and
         only without pipeline stages). Default 1.
-    gradient_bytes : float
+    gradient_bytes : float or None
         Bytes per gradient element in the data-parallel reduction (2: bf16/fp16; 4: fp32
-        main gradients).
+        main gradients). None (default): by the job's static-memory scheme and dtype,
+        :func:`perfkit.calc.memory.scheme_gradient_bytes` (4 under the Megatron-LM
+        scheme, whose fp32 gradients Megatron-LM reduces in fp32; 2 otherwise), as
+        :func:`perfkit.calc.estimate_step` does.
     optimizer_bytes_per_param : float
         Memory traffic of the optimizer step per parameter the device updates (default
         24: Adam reads and writes two fp32 moments, reads the gradient and reads and
@@ -130,7 +133,7 @@ class Rates:
     link_latency_s: float = 10e-6
     overlap: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_OVERLAP, hash=False)
     dp_buckets: int = 1
-    gradient_bytes: float = 2.0
+    gradient_bytes: float | None = None
     optimizer_bytes_per_param: float = 24.0
     recompute_style: str = "all"
     sp_ag_redo: bool = True
@@ -147,7 +150,7 @@ class Rates:
         if not 0 < self.attention_efficiency <= 2:
             raise InvalidArgumentError("attention_efficiency", "must be in (0, 2]",
                                        self.attention_efficiency)
-        if not self.gradient_bytes > 0:
+        if self.gradient_bytes is not None and not self.gradient_bytes > 0:
             raise InvalidArgumentError("gradient_bytes", "must be > 0", self.gradient_bytes)
         check_choice("recompute_style", self.recompute_style, RECOMPUTE_STYLES)
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))

@@ -38,7 +38,13 @@ from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
 from .comm import comm_volume
 from .flops import flops_per_token, hardware_flops, layer_forward_flops
-from .memory import ActivationModel, activation_memory, full_precision, static_memory
+from .memory import (
+    ActivationModel,
+    activation_memory,
+    full_precision,
+    scheme_gradient_bytes,
+    static_memory,
+)
 from .pipeline import bubble_fraction
 
 __all__ = ["StepEstimate", "estimate_step"]
@@ -181,7 +187,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     fp32 = full_precision(dtype)
     gradient_bytes_given = gradient_bytes
     if gradient_bytes is None:
-        gradient_bytes = 4.0 if static_scheme == "megatron" or fp32 else 2.0
+        gradient_bytes = scheme_gradient_bytes(static_scheme, dtype)
     volume = comm_volume(model, parallel, dtype_bytes=4.0 if fp32 else 2.0,
                          gradient_bytes=gradient_bytes, cp_comm=cp_comm)
     # tp innermost, then cp, dp, pp: a group stays on intra-node links only while its ranks

@@ -68,6 +68,7 @@ import numpy as np
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
 from .flops import layer_forward_flops
+from .memory import scheme_gradient_bytes
 from .rates import GROUPS, Rates
 
 __all__ = ["LayerCosts", "layer_costs", "gemm_seconds", "memory_seconds", "step_times",
@@ -397,7 +398,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                cols: dict[str, np.ndarray], stages: dict[str, np.ndarray] | None = None, *,
                params: dict[str, np.ndarray] | None = None,
                activation_model: ActivationModel | None = None,
-               dtype: str | None = None) -> dict[str, np.ndarray]:
+               dtype: str | None = None,
+               static_scheme: str | None = None) -> dict[str, np.ndarray]:
     """Step time and its parts for every configuration of ``cols`` (see module docstring).
 
     Parameters
@@ -420,6 +422,13 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         optimizer.
     activation_model : ActivationModel, optional
         Fused attention, dropout, norm storage and the selective-recompute kind.
+    dtype : str, optional
+        The run's type (its peak; fp32 keeps 4-byte gradients).
+    static_scheme : str, optional
+        The job's static-memory scheme: the gradients' size in the data-parallel
+        reduction when ``rates.gradient_bytes`` is None
+        (:func:`perfkit.calc.memory.scheme_gradient_bytes`: 4 bytes under
+        ``"megatron"``, 2 otherwise).
 
     Returns
     -------
@@ -509,12 +518,14 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     sharded = osh > 1
     bw_dp = _link(hardware, tp * cp * dp, rates, "dp")
     bw_edp = bw_dp
-    gbytes = rates.gradient_bytes
+    gbytes = rates.gradient_bytes if rates.gradient_bytes is not None \
+        else scheme_gradient_bytes(static_scheme, dtype)
 
     def reduction(count_params: np.ndarray, g: np.ndarray, bw: np.ndarray) -> np.ndarray:
         ring = np.where(g > 1, (g - 1) / np.maximum(g, 1), 0.0)
         volume = count_params * gbytes * ring * np.where(sharded, 1.0, 2.0)
-        return np.where(g > 1, volume / bw + lat, 0.0)
+        # no collective without parameters to reduce (a dense model's expert group)
+        return np.where((g > 1) & (count_params > 0), volume / bw + lat, 0.0)
 
     reduce_s = reduction(dense, group, bw_dp) + reduction(experts, expert_group, bw_edp)
     gather_s = np.where(sharded & (group > 1), dense * 2.0 * (group - 1) / np.maximum(group, 1)

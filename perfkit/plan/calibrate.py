@@ -165,7 +165,8 @@ def _evaluate(job: CalibratedJob, rates: Rates) -> dict[str, float]:
                       job.comm_layers)
     params = stage_params(job.model, job.parallel, job.stage_layers)
     out = step_times(job.model, job.hardware, rates, layout_columns(job.parallel), rows,
-                     params=params, activation_model=job.activation_model, dtype=job.dtype)
+                     params=params, activation_model=job.activation_model, dtype=job.dtype,
+                     static_scheme=job.static_scheme)
     return {k: float(v[0]) for k, v in out.items()}
 
 

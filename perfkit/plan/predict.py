@@ -328,7 +328,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     params = stage_params(model, parallel, tuple(int(x) for x in rows["layers"])
                           if uneven else None)
     out = step_times(model, hardware, rates, layout_columns(parallel), rows, params=params,
-                     activation_model=am, dtype=dtype)
+                     activation_model=am, dtype=dtype, static_scheme=scheme)
     parts = {name: float(out[name][0]) for name in PART_NAMES}
     step = float(out["step_s"][0])
     notes: list[str] = []

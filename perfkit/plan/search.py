@@ -26,7 +26,7 @@ from ..calc import (
     layer_forward_flops,
     static_memory,
 )
-from ..calc.memory import full_precision, stage_parameters
+from ..calc.memory import full_precision, scheme_gradient_bytes, stage_parameters
 from ..calc.rates import Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, check_fraction, check_positive, check_positive_int
@@ -358,7 +358,7 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
     dense_params = split["total"] - split["experts"]
     fp32 = full_precision(dtype)  # as estimate_step: 4-byte activations and gradients
     bsh = mbs * (s / cp) * h * (4.0 if fp32 else 2.0)
-    grad_bytes = 4.0 if scheme == "megatron" or fp32 else 2.0  # as estimate_step's default
+    grad_bytes = scheme_gradient_bytes(scheme, dtype)  # as estimate_step's default
     group = dp * cp
     expert_group = tp * cp * dp / (ep * etp)
     dp_bytes = np.where(group > 1, 2 * (group - 1) / group * dense_params * grad_bytes, 0.0)
@@ -432,7 +432,7 @@ def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
                          ) -> pd.DataFrame:
     """Every candidate through the calibrated step model, with the band of ``predict``."""
     out = step_times(model, hw, rates, c, params=_max_stage_params(model, c),
-                     activation_model=activation_model, dtype=dtype)
+                     activation_model=activation_model, dtype=dtype, static_scheme=scheme)
     step = out["step_s"]
     measured = getattr(calibration, "measured", frozenset())
     terms = [np.full(len(step), float(getattr(calibration, "residual", 0.0))),
