@@ -21,6 +21,7 @@ from ..prediction import (
     measured_against_predicted,
     ranked_layouts,
     ranking_sentence,
+    scheme_sentence,
 )
 from ..render import chart_widget, close_widgets, spinner_html
 from ..summary import job_summary
@@ -117,7 +118,7 @@ class PlannerTab(JobTab):
         fit, frame = self.fit, self.comparison
         assert fit is not None and frame is not None
         words = f"<p><b>{html.escape(comparison_sentence(frame, fit, self.current))}</b></p>" \
-            + note(fit.sentence)
+            + note(fit.sentence + " " + scheme_sentence(fit, self.current))
         if fit.calibration is not None:
             words += "".join(note(n) for n in fit.calibration.notes)
         title = "Step of the profiled layout, " + (
