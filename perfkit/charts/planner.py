@@ -3,12 +3,14 @@ layer plan."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import altair as alt
 import pandas as pd
 
 from .base import GIB, require
 
-__all__ = ["strategy_chart", "prediction_chart", "pipeline_plan_chart"]
+__all__ = ["strategy_chart", "prediction_chart", "pipeline_plan_chart", "PROFILED_LABEL"]
 
 _STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
                      "recompute", "rank")
@@ -16,7 +18,8 @@ _STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_bat
 
 def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None = None,
                    width: int = 420, height: int = 260,
-                   step_title: str = "estimated step time (s)") -> alt.LayerChart:
+                   step_title: str = "estimated step time (s)",
+                   profiled: Mapping[str, float] | None = None) -> alt.LayerChart:
     """Scatter of candidate strategies: step time against memory per device, by ``fits``.
 
     Parameters
@@ -38,13 +41,20 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
         Size in pixels.
     step_title : str
         The step axis's title (say whether the step is calibrated).
+    profiled : mapping, optional
+        The profiled layout as predicted: ``step_s`` and ``memory_bytes`` (``low_s`` and
+        ``high_s`` too when calibrated), e.g. the ``profiled`` row of
+        :func:`perfkit.widgets.prediction.best_layouts`. Drawn as a black diamond over the
+        candidates, in the legend and tooltip as "the profiled layout", whether or not
+        the search holds it (another device count or batch does not).
 
     Returns
     -------
     altair.LayerChart
         Points with ``x = memory_GiB``, ``y = step_s``, ``color = fits``, plus a dashed
-        rule at the memory limit (and the band's bars, under the points). The point
-        layer's data has one row per candidate kept.
+        rule at the memory limit (and the band's bars, under the points; and the
+        profiled layout's diamond, on top). The point layer's data has one row per
+        candidate kept.
     """
     require(frame, ("step_s", "memory_bytes", "fits", "memory_limit_bytes"),
              "strategy_chart")
@@ -82,10 +92,36 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
                             scale=alt.Scale(domain=["fits", "does not fit"],
                                             range=["#2e86c1", "#c0392b"])))
         layers.insert(0, bars)
+    if profiled is not None:
+        layers.append(_profiled_mark(profiled))
     chart = alt.layer(*layers).properties(width=width, height=height)
     if title:
         chart = chart.properties(title=title)
     return chart
+
+
+#: The profiled layout's label in the strategy chart's legend and tooltip.
+PROFILED_LABEL = "the profiled layout"
+
+
+def _profiled_mark(profiled: Mapping[str, float]) -> alt.Chart:
+    """The profiled layout's point: a black diamond with its own legend entry."""
+    row = {"layout": PROFILED_LABEL, "step_s": float(profiled["step_s"]),
+           "memory_GiB": float(profiled["memory_bytes"]) / GIB}
+    tooltip = [alt.Tooltip("layout:N", title="layout"),
+               alt.Tooltip("step_s:Q", format=",.3f", title="step (s)"),
+               alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)")]
+    band = [profiled.get("low_s"), profiled.get("high_s")]
+    if all(v is not None and not pd.isna(v) for v in band):
+        row["low_s"], row["high_s"] = (float(v) for v in band)
+        tooltip += [alt.Tooltip(c, format=",.3f", title=f"band {c[:-2]} (s)")
+                    for c in ("low_s", "high_s")]
+    return alt.Chart(pd.DataFrame([row])).mark_point(
+        filled=True, size=170, color="black", opacity=1.0).encode(
+        x="memory_GiB:Q", y="step_s:Q",
+        shape=alt.Shape("layout:N", title=None,
+                        scale=alt.Scale(domain=[PROFILED_LABEL], range=["diamond"])),
+        tooltip=tooltip)
 
 
 _PART_COLORS = ("#2e86c1", "#e67e22", "#95a5a6", "#7f8c8d")
