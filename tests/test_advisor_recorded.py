@@ -10,10 +10,10 @@ with rank 1's list cut to its last 20 tasks), the figures per step are the whole
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
+from raw_ascend import csv_rows, task_union_us
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, writable_copy
 
 import perfkit as pk
@@ -30,26 +30,12 @@ def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _union_us(rows: list[dict[str, str]]) -> float:
-    """Time covered by the rows' [start, start + duration] (overlaps counted once)."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted((float(r["Start Time(us)"]),
-                        float(r["Start Time(us)"]) + float(r["Duration(us)"])) for r in rows):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
 
 
 def _busy_us(out: Path) -> float:
     """The step's busy time: Computing + Communication(Not Overlapped) of the step trace
     (both lists hold communication tasks)."""
-    (step,) = _rows(out / "step_trace_time.csv")
+    (step,) = csv_rows(out / "step_trace_time.csv")
     return float(step["Computing"]) + float(step["Communication(Not Overlapped)"])
 
 
@@ -57,8 +43,8 @@ def test_a_cut_kernel_list_gives_no_operator_finding_and_says_why():
     types = []
     for rank in (0, 1):
         out = OLD / f"test_rank_{rank}" / "ASCEND_PROFILER_OUTPUT"
-        tasks = _rows(out / "kernel_details.csv")
-        assert _union_us(tasks) < 0.2 * _busy_us(out)  # a fragment of the step
+        tasks = csv_rows(out / "kernel_details.csv")
+        assert task_union_us(tasks) < 0.2 * _busy_us(out)  # a fragment of the step
         types.append([r["Type"] for r in tasks])
     # the fragment holds element-wise kernels in a row (a chain the rule would price)
     assert any(t[i:i + 3] == ["Sub", "LogicalNot", "Cast"] for t in types
@@ -80,7 +66,7 @@ def _with_rank1_cut(tmp_path: Path) -> Path:
 
 
 def _copies_us(out: Path) -> float:
-    return sum(float(r["Duration(us)"]) for r in _rows(out / "kernel_details.csv")
+    return sum(float(r["Duration(us)"]) for r in csv_rows(out / "kernel_details.csv")
                if r["Type"] == "TensorMove")
 
 
@@ -92,9 +78,9 @@ def test_figures_per_step_are_over_the_ranks_whose_tasks_were_recorded(tmp_path)
         (_copies_us(outs[0]) + _copies_us(outs[1])) / 2, rel=1e-9)
     root = _with_rank1_cut(tmp_path)
     cut = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-    assert len(_rows(cut / "kernel_details.csv")) == _KEEP
-    assert any(r["Accelerator Core"] == "HCCL" for r in _rows(cut / "kernel_details.csv"))
-    assert _union_us(_rows(cut / "kernel_details.csv")) < 0.5 * _busy_us(cut)
+    assert len(csv_rows(cut / "kernel_details.csv")) == _KEEP
+    assert any(r["Accelerator Core"] == "HCCL" for r in csv_rows(cut / "kernel_details.csv"))
+    assert task_union_us(csv_rows(cut / "kernel_details.csv")) < 0.5 * _busy_us(cut)
     assert _copies_us(cut) > 0  # the fragment holds copies that would count
     found = {f.rule: f for f in pk.advise(pk.load(root, cache=False, progress=False))}
     assert "cut_task_lists" not in found

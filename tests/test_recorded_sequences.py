@@ -23,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from raw_ascend import csv_rows, task_union_us
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, writable_copy
 from widget_html import panel_html
 
@@ -43,20 +44,6 @@ def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _union_us(rows: list[dict[str, str]]) -> float:
-    """Time covered by the rows' [start, start + duration] (overlaps counted once)."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted((float(r["Start Time(us)"]),
-                        float(r["Start Time(us)"]) + float(r["Duration(us)"])) for r in rows):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
 
 
 def _busy_us(step: dict[str, str]) -> float:
@@ -68,16 +55,16 @@ def _recorded(out: Path) -> dict[str, bool]:
     """Per step id of an ASCEND_PROFILER_OUTPUT: whether its tasks cover half its busy
     time or more (a cut list covers far less: 16.8 % and 5.1 % on gpt3-old)."""
     tasks = defaultdict(list)
-    for r in _rows(out / "kernel_details.csv"):
+    for r in csv_rows(out / "kernel_details.csv"):
         tasks[r["Step Id"]].append(r)
-    return {s["Step"]: _union_us(tasks[s["Step"]]) >= 0.5 * _busy_us(s)
-            for s in _rows(out / "step_trace_time.csv")}
+    return {s["Step"]: task_union_us(tasks[s["Step"]]) >= 0.5 * _busy_us(s)
+            for s in csv_rows(out / "step_trace_time.csv")}
 
 
 def test_gpt3_old_counts_no_attention_pass_of_its_fragments():
     out = OLD / "test_rank_0" / "ASCEND_PROFILER_OUTPUT"
     assert _recorded(out) == {"2": False}
-    types = [r["Type"] for r in _rows(out / "kernel_details.csv")]
+    types = [r["Type"] for r in csv_rows(out / "kernel_details.csv")]
     assert types.count(_FWD) > 0 and types.count(_BWD) == 0  # a forward without backward
     seen = pk.analysis.recompute_evidence(pk.load(OLD, cache=False, progress=False))
     assert seen.empty
@@ -91,14 +78,14 @@ def _two_steps(tmp_path: Path) -> Path:
     tasks cover (what the step trace records of a step recorded in full)."""
     root = writable_copy(OLD / "test_rank_0", tmp_path / "two_steps" / "test_rank_0")
     out = root / "ASCEND_PROFILER_OUTPUT"
-    old, extra = _rows(out / "kernel_details.csv"), _rows(ADVICE)
+    old, extra = csv_rows(out / "kernel_details.csv"), csv_rows(ADVICE)
     heads = list(old[0]) + [h for h in extra[0] if h not in old[0]]
     with (out / "kernel_details.csv").open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, heads, restval="N/A")
         w.writeheader()
         w.writerows(old + extra)
-    trace = _rows(out / "step_trace_time.csv")
-    busy = _union_us(extra)
+    trace = csv_rows(out / "step_trace_time.csv")
+    busy = task_union_us(extra)
     row = {h: "0" for h in trace[0]} | {"Step": extra[0]["Step Id"], "Computing": str(busy),
                                          "Stage": str(busy)}
     with (out / "step_trace_time.csv").open("w", newline="", encoding="utf-8") as fh:
@@ -114,7 +101,7 @@ def test_attention_passes_are_counted_over_the_steps_recorded_in_full(tmp_path):
     recorded = _recorded(out)
     assert recorded == {"2": False, "19": True}
     fwd = bwd = every_fwd = 0
-    for r in _rows(out / "kernel_details.csv"):
+    for r in csv_rows(out / "kernel_details.csv"):
         every_fwd += r["Type"] == _FWD
         if recorded[r["Step Id"]]:
             fwd += r["Type"] == _FWD
@@ -150,9 +137,9 @@ def test_operators_tab_roofline_and_unfused_chains_are_the_recorded_steps(tmp_pa
     assert _recorded(outs[0]) == {"50": True} and _recorded(outs[1]) == {"50": False}
     # rank 0's time per operator type and input shapes, the tasks of its recorded step
     want: dict[tuple[str, str], float] = defaultdict(float)
-    for r in _rows(outs[0] / "kernel_details.csv"):
+    for r in csv_rows(outs[0] / "kernel_details.csv"):
         want[r["Type"], r["Input Shapes"].strip('"')] += float(r["Duration(us)"])
-    cut = _rows(outs[1] / "kernel_details.csv")
+    cut = csv_rows(outs[1] / "kernel_details.csv")
     assert any((r["Type"], r["Input Shapes"].strip('"')) in want for r in cut)
 
     panel = tab_panel("Operators", str(root))
@@ -165,7 +152,7 @@ def test_operators_tab_roofline_and_unfused_chains_are_the_recorded_steps(tmp_pa
            "recorded in full (step 50 of 1 on rank 0; no step of 1 on rank 1)" in html
     # the unfused copies (TensorMove) of rank 0's step alone, not the median with the cut
     # rank's fragment
-    copies = [r for r in _rows(outs[0] / "kernel_details.csv") if r["Type"] == "TensorMove"]
+    copies = [r for r in csv_rows(outs[0] / "kernel_details.csv") if r["Type"] == "TensorMove"]
     table = next(t for t in re.findall(r"<table.*?</table>", html, flags=re.S)
                  if "Unfused chains" in t)
     heads = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>.*?</th>", table)]

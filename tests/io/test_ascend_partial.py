@@ -19,11 +19,11 @@ truncated (e.g. 20 kernel rows) ... npu_module_mem is from a 2024 run"):
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
+from raw_ascend import csv_rows, union_us
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample
 from widget_html import panel_html
 
@@ -42,31 +42,18 @@ def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _union_us(intervals: list[tuple[float, float]]) -> float:
-    """Time covered by the intervals (overlaps counted once)."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
 
 
 def _coverage(out: Path) -> dict[int, tuple[float, float]]:
     """Per step: (time covered by the step's tasks in kernel_details.csv, busy time of
     step_trace_time.csv = Computing + Communication(Not Overlapped)), in µs."""
-    tasks = _rows(out / "kernel_details.csv")
+    tasks = csv_rows(out / "kernel_details.csv")
     got = {}
-    for s in _rows(out / "step_trace_time.csv"):
+    for s in csv_rows(out / "step_trace_time.csv"):
         mine = [(float(r["Start Time(us)"]), float(r["Start Time(us)"]) +
                  float(r["Duration(us)"])) for r in tasks if r["Step Id"] == s["Step"]]
         busy = float(s["Computing"]) + float(s["Communication(Not Overlapped)"])
-        got[int(s["Step"])] = (_union_us(mine), busy)
+        got[int(s["Step"])] = (union_us(mine), busy)
     return got
 
 
@@ -98,7 +85,7 @@ def test_a_full_kernel_list_leaves_its_steps_recorded(rank):
 
 def test_the_operators_tab_does_not_sum_a_cut_list_as_the_step():
     p = pk.load(OLD, cache=False, progress=False)
-    n_tasks = sum(len(_rows(OLD / f"test_rank_{r}" / "ASCEND_PROFILER_OUTPUT" /
+    n_tasks = sum(len(csv_rows(OLD / f"test_rank_{r}" / "ASCEND_PROFILER_OUTPUT" /
                             "kernel_details.csv")) for r in (0, 1))
     top = pk.analysis.top_operators(p, n=None)
     assert top.empty  # no step has its tasks in full: no figure per step
@@ -116,12 +103,12 @@ def _epoch_us(info: Path) -> float:
 def test_a_memory_file_of_another_run_is_left_out_with_a_note():
     rank0 = OLD / "test_rank_0"
     end = _epoch_us(rank0 / "profiler_info_0.json")
-    module = _rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "npu_module_mem.csv")
+    module = csv_rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "npu_module_mem.csv")
     starts = [float(r["Start Time(us)"]) for r in
-              _rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")]
+              csv_rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")]
     assert max(starts) <= end  # the tasks are of the collection
     assert min(float(r["Timestamp(us)"]) for r in module) > end + 300 * 24 * 3600e6
-    record = _rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv")
+    record = csv_rows(rank0 / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv")
 
     meta, tables = ascend.parse(rank0)
     memory = tables["memory"]
@@ -140,7 +127,7 @@ def test_an_operator_memory_file_of_another_run_is_left_out():
     rank1 = OLD / "test_rank_1"
     end = _epoch_us(rank1 / "profiler_info_1.json")
     allocs = [float(r["Allocation Time(us)"]) for r in
-              _rows(rank1 / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv")]
+              csv_rows(rank1 / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv")]
     assert allocs and min(allocs) > end + _WEEK_US  # every allocation is of 2024-01-31
     meta, tables = ascend.parse(rank1)
     assert "op_memory" not in tables
@@ -148,7 +135,7 @@ def test_an_operator_memory_file_of_another_run_is_left_out():
     # rank 0's operator_memory.csv is of the run: kept, row for row
     rank0 = OLD / "test_rank_0" / "ASCEND_PROFILER_OUTPUT"
     _, tables0 = ascend.parse(rank0.parent)
-    assert len(tables0["op_memory"]) == len(_rows(rank0 / "operator_memory.csv"))
+    assert len(tables0["op_memory"]) == len(csv_rows(rank0 / "operator_memory.csv"))
 
 
 def test_covered_time_is_the_union_of_each_steps_tasks() -> None:
