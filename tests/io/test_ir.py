@@ -341,6 +341,10 @@ def test_memory_does_not_grow_with_comment_lines(tmp_path: Path) -> None:
         tracemalloc.stop()
         assert len(g.nodes) == 10 * len(_node_lines(SILU_MUL))
     noisy_size = (tmp_path / "noisy.ir").stat().st_size
-    assert noisy_size > 5 * (tmp_path / "plain.ir").stat().st_size
+    plain_size = (tmp_path / "plain.ir").stat().st_size
+    assert noisy_size > 5 * plain_size
     assert peaks[1] < 1.2 * peaks[0]
-    assert peaks[1] < noisy_size / 4
+    # the comment lines are streamed past: the peak grows by a small part of the bytes
+    # they add (a bound on the whole file, noisy_size / 4, sat within 0.3 % of the peak:
+    # the parse of the plain file alone takes 1.5 times that file's size)
+    assert peaks[1] - peaks[0] < 0.1 * (noisy_size - plain_size)
