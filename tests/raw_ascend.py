@@ -1,5 +1,6 @@
 """Independent readings of Ascend text exports for the tests: rows read with ``csv``,
-busy time as a union of intervals worked out in plain Python (never through perfkit)."""
+busy time as a union of intervals worked out in plain Python (never through perfkit;
+:func:`union_us` serves any trace)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import csv
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["csv_rows", "union_us", "task_union_us"]
+__all__ = ["csv_rows", "union_us", "task_union_us", "covered_share", "keep_last_tasks"]
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:
@@ -30,3 +31,18 @@ def task_union_us(rows: Iterable[dict[str, str]]) -> float:
     """Time covered by ``kernel_details.csv`` rows' [start, start + duration]."""
     return union_us((float(r["Start Time(us)"]),
                      float(r["Start Time(us)"]) + float(r["Duration(us)"])) for r in rows)
+
+
+def covered_share(out: Path) -> float:
+    """The union of a one-step export's tasks (``kernel_details.csv`` in ``out``) over its
+    step's busy time, Computing + Communication(Not Overlapped) of
+    ``step_trace_time.csv``."""
+    (step,) = csv_rows(out / "step_trace_time.csv")
+    return task_union_us(csv_rows(out / "kernel_details.csv")) / (
+        float(step["Computing"]) + float(step["Communication(Not Overlapped)"]))
+
+
+def keep_last_tasks(path: Path, keep: int) -> None:
+    """Cut a ``kernel_details.csv`` (a copy) to its header and its last ``keep`` rows."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:1] + lines[-keep:]), encoding="utf-8")

@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from raw_ascend import csv_rows, task_union_us
+from raw_ascend import csv_rows, keep_last_tasks, task_union_us
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, writable_copy
 from widget_html import panel_html
 
@@ -119,8 +119,7 @@ def test_attention_passes_are_counted_over_the_steps_recorded_in_full(tmp_path):
 def _with_rank1_cut(tmp_path: Path) -> Path:
     root = writable_copy(LEVEL1, tmp_path / "level1")
     path = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    path.write_text("".join(lines[:1] + lines[-_KEEP:]), encoding="utf-8")
+    keep_last_tasks(path, _KEEP)
     return root
 
 

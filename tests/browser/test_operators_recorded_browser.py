@@ -8,10 +8,10 @@ kept in the test artifacts.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
+from raw_ascend import covered_share, keep_last_tasks
 from shared_samples import PT_LEVEL1, sample, writable_copy
 
 from .conftest import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, TAB_READY, UI, WAIT_MS, start_served
@@ -22,33 +22,13 @@ LEVEL1 = sample(PT_LEVEL1)
 _KEEP = 20
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _covered_share(out: Path) -> float:
-    """The union of the tasks over the step's Computing + Communication(Not Overlapped)."""
-    spans = sorted((float(r["Start Time(us)"]), float(r["Start Time(us)"])
-                    + float(r["Duration(us)"])) for r in _rows(out / "kernel_details.csv"))
-    total, end = 0.0, float("-inf")
-    for a, b in spans:
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    (step,) = _rows(out / "step_trace_time.csv")
-    return total / (float(step["Computing"]) + float(step["Communication(Not Overlapped)"]))
-
-
 def test_roofline_says_it_is_over_the_steps_recorded_in_full(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = writable_copy(LEVEL1, tmp_path / "level1")
     out = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-    lines = (out / "kernel_details.csv").read_text(encoding="utf-8").splitlines(keepends=True)
-    (out / "kernel_details.csv").write_text("".join(lines[:1] + lines[-_KEEP:]),
-                                            encoding="utf-8")
-    assert _covered_share(out) < 0.5
-    assert _covered_share(root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT") > 0.99
+    keep_last_tasks(out / "kernel_details.csv", _KEEP)
+    assert covered_share(out) < 0.5
+    assert covered_share(root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT") > 0.99
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     proc, served = start_served(tmp_path / "serve.log", str(root))
     try:

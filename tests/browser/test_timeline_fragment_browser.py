@@ -9,12 +9,11 @@ caption under the chart says so again. A screenshot is kept in the test artifact
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from raw_ascend import covered_share
 from shared_samples import PT_GPT3_OLD, sample
 
 from .conftest import (
@@ -33,24 +32,9 @@ pytestmark = pytest.mark.shared_samples
 OLD = sample(PT_GPT3_OLD)
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
 def _covered_share(rank: int) -> float:
-    """The union of the rank's tasks over its step's Computing + Communication(Not
-    Overlapped), from the raw files."""
-    out = OLD / f"test_rank_{rank}" / "ASCEND_PROFILER_OUTPUT"
-    spans = sorted((float(r["Start Time(us)"]), float(r["Start Time(us)"])
-                    + float(r["Duration(us)"])) for r in _rows(out / "kernel_details.csv"))
-    total, end = 0.0, float("-inf")
-    for a, b in spans:
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    (step,) = _rows(out / "step_trace_time.csv")
-    return total / (float(step["Computing"]) + float(step["Communication(Not Overlapped)"]))
+    """:func:`raw_ascend.covered_share` of the rank's export."""
+    return covered_share(OLD / f"test_rank_{rank}" / "ASCEND_PROFILER_OUTPUT")
 
 
 @pytest.fixture(scope="module")

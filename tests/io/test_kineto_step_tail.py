@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raw_ascend import union_us
 from shared_samples import HTA, shared_sample
 
 import perfkit as pk
@@ -34,15 +35,6 @@ pytestmark = pytest.mark.shared_samples
 DEVICE = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME = {"cuda_runtime", "cuda_driver"}
 STEP = re.compile(r"ProfilerStep#(\d+)")
-
-
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, reach = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b > reach:
-            total += b - max(a, reach)
-            reach = b
-    return total
 
 
 def _raw_steps(path: Path) -> dict[int, dict[str, Any]]:
@@ -69,7 +61,7 @@ def _raw_steps(path: Path) -> dict[int, dict[str, Any]]:
         last = max(b for _, b in tasks[s])
         later = min(a for a, _ in tasks[order[i + 1]]) if i + 1 < len(order) else float("inf")
         out[s] = {"span": spans[s], "first": first, "last": last,
-                  "busy": _union(tasks[s]), "tail": max(0.0, min(spans[s][1], later) - last)}
+                  "busy": union_us(tasks[s]), "tail": max(0.0, min(spans[s][1], later) - last)}
     return out
 
 
