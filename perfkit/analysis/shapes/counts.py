@@ -1,8 +1,8 @@
 """How often the layer's pattern repeats: layers per stage, micro-batches, recompute.
 
 Backward attention kernels per step and micro-batch count the layers of a stage; embedding
-lookups (or loss kernels) count the micro-batches; forward attention kernels beyond the
-layers count the layers recomputed in full.
+lookups (or loss calls, :func:`_loss_calls`) count the micro-batches; forward attention
+kernels beyond the layers count the layers recomputed in full.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 from ...format import counted, listed, plural
 from .fields import ShapeReading
 from .operators import _Attn, _mode, _per_step, _typical
-from .records import _GATED_ACT, _LOSS, _PLAIN_ACT
+from .records import _GATED_ACT, _LOG_SOFTMAX, _LOSS, _NLL, _PLAIN_ACT
 
 __all__: list[str] = []  # private to read_model
 
@@ -44,6 +44,47 @@ def _outermost(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[keep]
 
 
+def _loss_calls(recs: pd.DataFrame, label: pd.Series) -> pd.DataFrame:
+    """The forward loss calls: one per micro-batch on the last stage.
+
+    A loss operator (:data:`~.records._LOSS`) counts once with the parts it runs inside
+    itself (:func:`_outermost`). A log-softmax is a loss only as a cross entropy's first half:
+    inside a loss call (which counts already) or followed right away by a negative
+    log-likelihood (:data:`~.records._NLL`) on its lane (``F.nll_loss(F.log_softmax(x),
+    y)``, or a cross entropy's two kernels). Alone it is a model's output head, a
+    classifier's prediction or a metric, and no micro-batch.
+    """
+    forward = ~recs["backward"].to_numpy(bool)
+    lsm = label.str.contains(_LOG_SOFTMAX).to_numpy(bool) & forward
+    loss = label.str.contains(_LOSS).to_numpy(bool) & forward & ~lsm
+    if lsm.any():
+        nll = label.str.contains(_NLL).to_numpy(bool) & forward
+        loss |= _followed_by(recs, lsm, nll)
+    return _outermost(recs[loss])
+
+
+def _followed_by(recs: pd.DataFrame, first: np.ndarray, then: np.ndarray) -> np.ndarray:
+    """Which rows of ``first`` have, as the next row on their rank, lane and step that is
+    not run inside them (the outermost one when several start together), a row of
+    ``then``."""
+    rank = recs["rank"].astype("Int64").fillna(-1).to_numpy(np.int64)
+    lane = recs["lane"].astype("string").fillna("").to_numpy(object)
+    step = recs["step"].astype("Float64").fillna(-1.0).to_numpy(np.float64)
+    start = recs["start_us"].to_numpy(np.float64)
+    end = recs["end_us"].astype("Float64").to_numpy(np.float64, na_value=np.nan) \
+        if "end_us" in recs.columns else np.full(len(recs), np.nan)
+    end = np.where(np.isnan(end), start, end)
+    out = np.zeros(len(recs), dtype=bool)
+    for i in np.flatnonzero(first):
+        later = (rank == rank[i]) & (lane == lane[i]) & (step == step[i]) & (
+            start >= end[i] if end[i] > start[i] else start > start[i])
+        js = np.flatnonzero(later)
+        if js.size:
+            nxt = js[np.lexsort((-end[js], start[js]))[0]]
+            out[i] = bool(then[nxt])
+    return out
+
+
 def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: list[_Attn],
                  emb: list[dict], stage_of: dict[int, int], pp: int, ranks: list[int],
                  where: str) -> None:
@@ -60,10 +101,7 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
                                          "step on the first pipeline stage (one per "
                                          "micro-batch)")
     else:
-        lmask = label.str.contains(_LOSS).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
-        # a loss call runs its parts inside itself (cross_entropy_loss: log_softmax,
-        # nll_loss): only the outermost one is the micro-batch's
-        loss = _outermost(recs[lmask])
+        loss = _loss_calls(recs, label)
         if not loss.empty:
             m = _mode(list(_typical(_per_step(loss)).values()))
             what = "loss call" if out.source == "ops" else "loss kernel"
