@@ -429,6 +429,10 @@ _TEXT = {"name", "type", "core", "input_shapes", "input_dtypes", "output_shapes"
          "hf32_eligible", "input_formats", "output_dtypes", "output_formats", "device_id",
          "context_id"}
 _START = ("Start Time(us)", "Task Start Time(us)")
+#: The columns the device task figures are built from: a last row without a newline is
+#: dropped when one of them is its last column (a cut there reads as a shorter duration or
+#: another name); after another column (a PMU counter) it is kept, that cell read as NA.
+_KERNEL_KEYS = (*(c for alts in _KERNEL_COLS.values() for c in alts), *_START)
 
 
 def snake(column: str) -> str:
@@ -444,7 +448,8 @@ def _kernels(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
     table = read_csv(path, "kernel_details.csv (device tasks of the Ascend profiler)",
                      required=[("Name", "Op Name"), _START, ("Duration(us)", "Task Duration(us)")],
                      text_cols=[*_START, "Input Shapes", "Output Shapes", "Input Data Types",
-                                "Output Data Types", "Name", "Type", "Device_id", "Context ID"])
+                                "Output Data Types", "Name", "Type", "Device_id", "Context ID"],
+                     key_cols=_KERNEL_KEYS)
     header = table.column_names
     n = table.num_rows
     used: set[str] = set()

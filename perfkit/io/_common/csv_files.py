@@ -62,7 +62,8 @@ def find_col(header: Sequence[str], *names: str) -> str | None:
 
 
 def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
-             text_cols: Iterable[str] = ()) -> pa.Table:
+             text_cols: Iterable[str] = (),
+             key_cols: Iterable[str] | None = None) -> pa.Table:
     """Read a CSV into a pyarrow Table after checking its header.
 
     Parameters
@@ -75,6 +76,10 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
         Each group lists alternative spellings; one of each must be in the header.
     text_cols : iterable of str
         Columns forced to text (timestamps with a trailing TAB, shapes).
+    key_cols : iterable of str, optional
+        The columns the caller's figures are built from. Given, a last row without a
+        newline that has all its fields is kept when its last column is none of these
+        (:func:`_unterminated_row`); None (the default): such a row is always dropped.
 
     Returns
     -------
@@ -84,9 +89,11 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     Notes
     -----
     Repairs, each reported with :func:`note`: a last line without a newline (a file cut
-    mid-row) or a last row with too few fields is dropped; other rows with too few fields
-    are padded with NA; rows repeating the header (two files concatenated) are dropped;
-    UTF-16 text is converted. Refused with a ProfileError: binary data, a row with more
+    mid-row) or a last row with too few fields is dropped (a last line with all its
+    fields whose last column is not in ``key_cols`` is kept, its last cell read as NA:
+    only that cell can have been cut); other rows with too few fields are padded with
+    NA; rows repeating the header (two files concatenated) are dropped; UTF-16 text is
+    converted. Refused with a ProfileError: binary data, a row with more
     fields than the header, text that is not UTF-8 (with the offset and line).
     """
     header = read_header(path, what)
@@ -100,11 +107,21 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     types = {c: pa.string() for c in present}
     source, _, last_line = _complete_rows(path, what)
     if last_line is not None:
-        note(f"{path.name} line {_line_of_end(source)}: "
-             + ("the last row ends inside a quoted field (file cut mid-field?)"
-                if last_line.endswith(b"\n") else
-                "file ends mid-row (no newline after the last line)")
-             + f": last row dropped ({_shown(last_line)})")
+        kept = None if key_cols is None or last_line.endswith(b"\n") else \
+            _unterminated_row(last_line, header, key_cols)
+        line = _line_of_end(source)
+        if kept is not None:
+            source = _with_row(source, kept)
+            note(f"{path.name} line {line}: the file ends without a newline after its last "
+                 f"row; the row is kept, as all its {len(header)} fields are there, but its "
+                 f"last cell ({header[-1]}) may be cut short and is read as missing "
+                 f"({_shown(last_line)})")
+        else:
+            note(f"{path.name} line {line}: "
+                 + ("the last row ends inside a quoted field (file cut mid-field?)"
+                    if last_line.endswith(b"\n") else
+                    "file ends mid-row (no newline after the last line)")
+                 + f": last row dropped ({_shown(last_line)})")
     bad_rows: list[tuple[int, str]] = []
 
     def invalid(row: Any) -> str:
@@ -192,11 +209,56 @@ def _complete_rows(path: Path, what: str = "a CSV file") -> tuple[Any, int, byte
             if at >= 0:
                 cut_at = start + at + 1
                 fh.seek(cut_at)
-                cut = fh.read(min(size - cut_at, 4096))
+                cut = fh.read(min(size - cut_at, _TAIL_BYTES))
                 buf = pa.memory_map(str(path)).read_buffer(cut_at)
                 return pa.BufferReader(buf), size, cut
             end = start
     return path, size, None  # one line only (a header without newline): parse as is
+
+
+#: The most of a last line without a newline read to check it (:func:`_unterminated_row`).
+_TAIL_BYTES = 1 << 20
+
+
+def _unterminated_row(line: bytes, header: Sequence[str], key_cols: Iterable[str]
+                      ) -> bytes | None:
+    """A last line without a newline, as a row to keep; None: drop it.
+
+    A file cut inside its last row leaves a line without a newline; one cut inside the
+    last *field* still has every field, and what is left of a number reads as a smaller
+    one (``17902.5`` cut to ``179``). Every other field ends with a comma, so it is
+    whole. The row is kept, its last cell emptied (read as missing) and a newline added,
+    when it has exactly the header's fields, no quoted field is left open, and the last
+    column is not in ``key_cols``; otherwise None.
+    """
+    if len(header) < 2 or len(line) >= _TAIL_BYTES or line.count(b'"') % 2:
+        return None
+    if header[-1].lower() in {c.strip().lower() for c in key_cols}:  # as find_col
+        return None
+    try:
+        fields = next(csv.reader([line.decode("utf-8")]), [])
+    except (UnicodeDecodeError, csv.Error):
+        return None
+    if len(fields) != len(header):
+        return None
+    quoted, last_comma = False, -1
+    for i, byte in enumerate(line):
+        if byte == 0x22:  # '"'
+            quoted = not quoted
+        elif byte == 0x2C and not quoted:  # ','
+            last_comma = i
+    return line[:last_comma + 1] + b"\n"
+
+
+def _with_row(source: pa.BufferReader, row: bytes) -> pa.BufferReader:
+    """The complete rows :func:`_complete_rows` gave, with ``row`` (ending with a newline)
+    after them (one copy of the text)."""
+    source.seek(0)
+    head = source.read_buffer()
+    data = bytearray(head.size + len(row))
+    data[:head.size] = memoryview(head)
+    data[head.size:] = row
+    return pa.BufferReader(pa.py_buffer(data))
 
 
 def _open_quote(data: bytes) -> bool:
