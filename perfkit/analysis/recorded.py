@@ -164,11 +164,17 @@ def recorded_profile(profile: Any) -> Any:
     The analyses of task sequences read it: a chain of kernels or a fusion pattern found
     in a fragment of a step's tasks (``ascend/msinsight-pt-gpt3-old`` keeps 21 tasks of a
     221.8 ms step) is not the step's, nor is its time per step. ``profile`` itself is
-    returned when every step's tasks were recorded, and for a lazy (Dask) cluster, whose
-    ranks are read on the workers (its figures per step then include such steps).
+    returned when every step's tasks were recorded. A lazy (Dask) cluster stays lazy: each
+    rank is filtered where it is read, on the workers
+    (:meth:`~perfkit.io.dask_engine.DaskCluster.viewed`), in its tables as in what an
+    analysis runs rank by rank.
     """
     if is_lazy(profile):
-        return profile
+        viewed = getattr(profile, "viewed", None)
+        if viewed is None or is_lazy_frame(profile):
+            return profile
+        _kept, why = recorded_tasks(table(profile, "kernels"), table(profile, "steps"))
+        return profile if why is None else viewed(_recorded_rank)
     if isinstance(profile, Cluster):
         ranks = [recorded_profile(p) for p in profile]
         if all(a is b for a, b in zip(ranks, profile, strict=True)):
@@ -181,6 +187,17 @@ def recorded_profile(profile: Any) -> Any:
         return profile
     return Profile(profile.meta, lambda name: kept if name == "kernels" else
                    table(profile, name))
+
+
+def _recorded_rank(profile: Profile) -> Profile:
+    """One rank of a lazy cluster with only the device tasks of its steps recorded in full
+    (:func:`recorded_tasks`); nothing is read until a table is asked for."""
+    def tables(name: str) -> pd.DataFrame:
+        if name != "kernels":
+            return table(profile, name)
+        return recorded_tasks(table(profile, "kernels"), table(profile, "steps"))[0]
+
+    return Profile(profile.meta, tables)
 
 
 def fragment_text(steps: pd.DataFrame, step: int | None, ranks: Sequence[Any]) -> str | None:

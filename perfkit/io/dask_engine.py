@@ -59,6 +59,9 @@ from .schema import conform
 from .sources import RankSource, parse_source
 from .sources import cluster_meta as _cluster_meta
 
+#: A function that shows one rank's Profile otherwise (:meth:`DaskCluster.viewed`).
+RankView = Callable[[Profile], Profile]
+
 __all__ = ["DaskCluster", "RankPart", "load_cluster", "parse_task", "from_entries",
            "require_dask", "INSTALL_HINT", "pandas_below_bytes"]
 
@@ -193,10 +196,15 @@ class RankPart:
 
 
 def _read_partition(part: RankPart, name: str, columns: Sequence[str],
-                    dtypes: Mapping[str, Any], maps: Mapping[str, list[int]] | None
+                    dtypes: Mapping[str, Any], maps: Mapping[str, list[int]] | None,
+                    view: RankView | None = None, meta: ProfileMeta | None = None
                     ) -> pd.DataFrame:
-    """Build one partition (one rank) of a lazy table, shaped like the table's meta."""
-    frame = part.table(name, maps)
+    """Build one partition (one rank) of a lazy table, shaped like the table's meta (the
+    rank seen through ``view``, when given: :meth:`DaskCluster.viewed`)."""
+    if view is None or meta is None:
+        frame = part.table(name, maps)
+    else:
+        frame = getattr(view(_aligned_profile(part, meta, maps)), name)
     for col in columns:
         if col not in frame.columns:
             frame[col] = pd.Series(index=frame.index, dtype=dtypes[col])  # all missing
@@ -205,6 +213,14 @@ def _read_partition(part: RankPart, name: str, columns: Sequence[str],
         if frame[col].dtype != dtypes[col]:
             frame[col] = frame[col].astype(dtypes[col])
     return frame
+
+
+def _read_viewed(item: tuple[RankPart, ProfileMeta | None], name: str,
+                 columns: Sequence[str], dtypes: Mapping[str, Any],
+                 maps: Mapping[str, list[int]] | None, view: RankView) -> pd.DataFrame:
+    """:func:`_read_partition` of one (rank, its facts) of a viewed cluster."""
+    part, meta = item
+    return _read_partition(part, name, columns, dtypes, maps, view, meta)
 
 
 def _table_meta(parts: Sequence[RankPart], name: str) -> pd.DataFrame:
@@ -243,8 +259,9 @@ def _aligned_profile(part: RankPart, meta: ProfileMeta,
 
 def _run_on_rank(func: Callable[..., Any], part: RankPart, meta: ProfileMeta,
                  maps: Mapping[str, list[int]] | None, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> Any:
-    return func(_aligned_profile(part, meta, maps), *args, **kwargs)
+                 kwargs: dict[str, Any], view: RankView | None = None) -> Any:
+    rank = _aligned_profile(part, meta, maps)
+    return func(rank if view is None else view(rank), *args, **kwargs)
 
 
 # ----------------------------------------------------------------------------- cluster
@@ -281,6 +298,7 @@ class DaskCluster(Cluster):
         super().__init__(profiles, meta, failed)
         self.parts = sorted(parts, key=lambda p: (p.rank is None, p.rank or 0))
         self._maps: dict[str, list[int]] | None = None
+        self._view: RankView | None = None
         if in_pandas:
             # a small job: its tables are pandas frames on this machine (see load_cluster)
             self.lazy = False
@@ -295,8 +313,16 @@ class DaskCluster(Cluster):
         import dask.dataframe as dd
 
         meta = _table_meta(self.parts, name)
+        view = {} if self._view is None else {"view": self._view}
         # keep perfkit's dtypes: no conversion of text columns to pyarrow strings
         with dask.config.set({"dataframe.convert-string": False}):
+            if view:  # each partition needs its rank's facts: one (part, meta) pair each
+                metas = {p.meta.rank: p.meta for p in self.profiles}
+                return dd.from_map(_read_viewed, [(p, metas.get(p.rank)) for p in self.parts],
+                                   name=name, columns=list(meta.columns),
+                                   dtypes=dict(meta.dtypes), maps=dict(maps) if maps else None,
+                                   meta=meta, label=f"perfkit-{name}", enforce_metadata=False,
+                                   **view)
             return dd.from_map(_read_partition, self.parts, name=name,
                                columns=list(meta.columns), dtypes=dict(meta.dtypes),
                                maps=dict(maps) if maps else None, meta=meta,
@@ -359,7 +385,8 @@ class DaskCluster(Cluster):
         maps = self.group_maps()
         metas = {p.meta.rank: p.meta for p in self.profiles}
         tasks = [dask.delayed(_run_on_rank, pure=False)(func, part, metas.get(part.rank),
-                                                         maps or None, args, kwargs)
+                                                         maps or None, args, kwargs,
+                                                         self._view)
                  for part in self.parts]
         return list(dask.compute(*tasks))
 
@@ -367,8 +394,29 @@ class DaskCluster(Cluster):
         """Rank ``rank`` as the pandas Profile :meth:`map_ranks` hands to its function."""
         for part, prof in zip(self.parts, self.profiles, strict=True):
             if part.rank == rank:
-                return _aligned_profile(part, prof.meta, self.group_maps() or None)
+                out = _aligned_profile(part, prof.meta, self.group_maps() or None)
+                return out if self._view is None else self._view(out)
         raise KeyError(f"rank {rank} is not in this cluster (ranks: {self.ranks})")
+
+    def viewed(self, view: RankView) -> DaskCluster:
+        """This cluster with every rank seen through ``view``, still lazy.
+
+        ``view(rank_profile)`` gives the Profile to show for one rank (a pandas Profile of
+        that rank, on the cluster's clock); it must keep each table's columns and dtypes
+        (leaving rows out, as :func:`perfkit.analysis.recorded.recorded_profile` does), be
+        cheap until a table is read, and be picklable (a module-level function). The
+        tables' partitions, :meth:`map_ranks`, :meth:`rank_view` and ``cluster[r]`` all
+        show the viewed ranks, so that an analysis sees the same tasks whichever it reads.
+        """
+        import copy
+        import threading
+
+        out = copy.copy(self)
+        out._cache = {}
+        out._lock = threading.RLock()
+        out._view = view
+        out.profiles = [view(p) for p in self.profiles]
+        return out
 
     def to_pandas(self) -> Cluster:
         """The same ranks as an eager :class:`~perfkit.profile.Cluster` (pandas tables).
