@@ -49,13 +49,21 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
         add_note(out, "no AI CPU operator in this profile")
         return out
     is_cpu = kernels["core"].eq("AI_CPU").fillna(False)
-    stepped = step_rows(kernels)  # of no step: left out, as top_operators leaves them out
-    on_cpu = kernels[is_cpu if stepped is None else is_cpu & stepped]
-    # a lazy table: its AI CPU tasks are few, read them whole
-    (cpu_tasks,) = compute_all(on_cpu) if is_lazy(kernels) else (on_cpu,)
+    if is_lazy(kernels):  # its AI CPU tasks are few: read them whole
+        (cpu_tasks,) = compute_all(kernels[is_cpu])
+        if "step" in cpu_tasks.columns and any_values(kernels, "step"):
+            # of no step where other tasks have one: left out, as in_steps does on the
+            # whole table of an eager cluster (not rank by rank)
+            cpu_tasks = cpu_tasks[cpu_tasks["step"].notna().to_numpy(bool)]
+    else:
+        stepped = step_rows(kernels)  # of no step: left out, as top_operators leaves them out
+        cpu_tasks = kernels[is_cpu if stepped is None else is_cpu & stepped]
     # the tasks top_operators counts: those of the steps whose tasks were recorded
     cpu_tasks, _why = recorded_tasks(cpu_tasks, table(profile, "steps"))
-    return _ai_cpu_only(out, cpu_tasks)
+    res = _ai_cpu_only(out, cpu_tasks)
+    if res.empty:  # a lazy top_operators keeps the tasks of a rank that has no step at all
+        add_note(res, "no AI CPU operator in this profile")
+    return res
 
 
 def _ai_cpu_only(out: pd.DataFrame, cpu_tasks: pd.DataFrame) -> pd.DataFrame:
@@ -66,11 +74,15 @@ def _ai_cpu_only(out: pd.DataFrame, cpu_tasks: pd.DataFrame) -> pd.DataFrame:
     name or shapes is NA, not recorded); the share and the per-step time are the type's
     scaled by the AI CPU part of its time, the calls per step by the AI CPU part of its
     count, so that they keep the denominators of :func:`top_operators` (all device time in
-    scope, every (rank, step) pair).
+    scope, every (rank, step) pair). A row of ``out`` with no task in ``cpu_tasks`` is
+    left out.
     """
     mine = _top_of(cpu_tasks.reset_index(drop=True), "type", None, False)
     mine = mine.set_index(mine["key"].astype("string").fillna(""))
     mine = mine.reindex(out["key"].astype("string").fillna("").to_numpy())
+    # a type none of whose AI CPU tasks is in ``cpu_tasks`` is not listed
+    has = mine["count"].notna().to_numpy(bool)
+    out, mine = out[has].reset_index(drop=True), mine[has]
     res = out.copy()
     for col in _OWN:
         res[col] = mine[col].to_numpy()

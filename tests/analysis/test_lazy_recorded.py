@@ -1,0 +1,120 @@
+"""A lazy (Dask) cluster reads only the steps whose device tasks were recorded in full, and
+only the AI CPU tasks inside steps, as the eager cluster does: checked against the raw
+kernel_details.csv and step_trace_time.csv (read here with csv).
+
+- ``ascend/msinsight-pt-gpt3-old`` keeps 21 and 22 tasks of a step that they cover a small
+  part of: the lazy cluster's operator rules priced an element-wise chain of that fragment,
+  where the eager cluster's give one ``cut_task_lists`` info finding.
+- ``ascend/msinsight-pt-level1`` with rank 1's list cut to its last 20 tasks: the tasks the
+  operator analyses read are rank 0's alone.
+- ``ascend/msinsight-pt-gpt3-old`` (without its step trace) with rank 0's task list (two
+  AI CPU Cast tasks in step 2) given no step: the lazy cluster listed those tasks of no
+  step as AI CPU operators (its top_operators keeps the tasks of a rank with no step at
+  all); and the other way round, rank 1 running rank 0's list with no step beside rank 0.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from raw_ascend import csv_rows, keep_last_tasks, task_union_us
+from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, writable_copy
+
+import perfkit as pk
+from perfkit import analysis as A
+from perfkit.analysis.recorded import recorded_profile
+
+pytestmark = pytest.mark.shared_samples
+OLD = sample(PT_GPT3_OLD)
+LEVEL1 = sample(PT_LEVEL1)
+_OUT = "ASCEND_PROFILER_OUTPUT"
+
+
+def _both(path: Path, client: Any) -> tuple[Any, Any]:
+    """(eager, lazy) cluster of ``path``."""
+    lazy = pk.load(path, engine="dask", client=client, progress=False)
+    assert lazy.lazy
+    return pk.load(path, cache=False, progress=False), lazy
+
+
+def _busy_us(out: Path) -> float:
+    (step,) = csv_rows(out / "step_trace_time.csv")
+    return float(step["Computing"]) + float(step["Communication(Not Overlapped)"])
+
+
+def _ops(found: list[Any]) -> list[tuple[str, str, str]]:
+    return [(f.rule, f.severity, f.evidence) for f in found if f.area == "operators"]
+
+
+def test_lazy_cluster_leaves_cut_steps_out_of_the_operator_rules(dask_client):
+    for rank in (0, 1):  # each rank's one step is a fragment: no step recorded in full
+        out = OLD / f"test_rank_{rank}" / _OUT
+        assert task_union_us(csv_rows(out / "kernel_details.csv")) < 0.2 * _busy_us(out)
+    eager, lazy = _both(OLD, dask_client)
+    tasks = recorded_profile(lazy)
+    assert tasks.lazy and len(tasks.kernels.compute()) == 0
+    assert len(lazy.kernels.compute()) == sum(  # the cluster itself keeps every task
+        len(csv_rows(OLD / f"test_rank_{r}" / _OUT / "kernel_details.csv")) for r in (0, 1))
+    found = _ops(pk.advise(lazy))
+    assert [f[0] for f in found] == ["cut_task_lists"]
+    assert found == _ops(pk.advise(eager))
+
+
+def test_lazy_cluster_reads_the_whole_rank_beside_a_cut_one(tmp_path, dask_client):
+    root = writable_copy(LEVEL1, tmp_path / "level1")
+    keep_last_tasks(root / "rank1_ascend_pt" / _OUT / "kernel_details.csv", 20)
+    whole = csv_rows(LEVEL1 / "rank0_ascend_pt" / _OUT / "kernel_details.csv")
+    eager, lazy = _both(root, dask_client)
+    for cluster in (eager, lazy):
+        tasks = recorded_profile(cluster)
+        kept = tasks.kernels.compute() if cluster.lazy else tasks.kernels
+        assert len(kept) == len(whole) and set(kept["rank"]) == {0}
+        # what the per-rank analyses read (map_ranks on the lazy cluster) too
+        chains = A.elementwise_chains(tasks)
+        assert chains.empty or set(chains["rank"]) == {0}
+    copies_us = sum(float(r["Duration(us)"]) for r in whole if r["Type"] == "TensorMove")
+    found = {f.rule: f for f in pk.advise(lazy)}
+    assert found["redundant_copies"].ms_per_step * 1e3 == pytest.approx(copies_us, rel=1e-9)
+    assert _ops(found.values()) == _ops(pk.advise(eager))
+
+
+def _ai_cpu_raw(path: Path) -> tuple[int, float]:
+    """(count, total µs) of the AI CPU tasks with a step in a kernel_details.csv."""
+    rows = [r for r in csv_rows(path) if r["Accelerator Core"] == "AI_CPU" and r["Step Id"]]
+    return len(rows), sum(float(r["Duration(us)"]) for r in rows)
+
+
+@pytest.mark.parametrize("no_step", [0, 1])
+def test_ai_cpu_operators_count_only_tasks_in_steps_on_a_lazy_cluster(tmp_path, dask_client,
+                                                                      no_step):
+    root = writable_copy(OLD, tmp_path / "gpt3",
+                         ignore=shutil.ignore_patterns("step_trace_time.csv"))
+    # rank ``no_step`` runs rank 0's tasks, none of them in a step; the other rank its own
+    lines = (OLD / "test_rank_0" / _OUT / "kernel_details.csv").read_text(
+        encoding="utf-8").splitlines(keepends=True)
+    lines[1:] = [line[line.index(","):] for line in lines[1:]]  # the Step Id left empty
+    (root / f"test_rank_{no_step}" / _OUT / "kernel_details.csv").write_text(
+        "".join(lines), encoding="utf-8")
+    paths = [root / f"test_rank_{r}" / _OUT / "kernel_details.csv" for r in (0, 1)]
+    raw = [_ai_cpu_raw(p) for p in paths]
+    count, total = raw[0][0] + raw[1][0], raw[0][1] + raw[1][1]
+    assert raw[no_step] == (0, 0.0)
+    # rank 0's two Cast tasks on the AI CPU in step 2; rank 1 has none
+    assert count == (2 if no_step == 1 else 0)
+    pairs = len({(r, row["Step Id"]) for r, p in enumerate(paths) for row in csv_rows(p)
+                 if row["Step Id"]})
+    eager, lazy = _both(root, dask_client)
+    for cluster in (eager, lazy):
+        ai = A.ai_cpu_operators(cluster)
+        if count == 0:  # the AI CPU tasks of no step are not listed
+            assert ai.empty and "no AI CPU operator in this profile" in ai.attrs["notes"]
+            continue
+        assert ai["key"].tolist() == ["Cast"]
+        assert int(ai["count"].iloc[0]) == count
+        assert ai["total_us"].iloc[0] == pytest.approx(total, rel=1e-9)
+        # per (rank, step) pair with tasks: rank 0's step 2, the only one
+        assert ai["per_step_us"].iloc[0] == pytest.approx(total / pairs, rel=1e-9)
+        assert ai["calls_per_step"].iloc[0] == pytest.approx(count / pairs, rel=1e-9)
