@@ -153,6 +153,8 @@ A question marked "asked of" is asked only of the students whose job has that la
 def _tolerance(q: Any) -> str:
     if q.kind != "number":
         return "exact" if q.kind == "choice" else "exact set"
+    if getattr(q, "tolerance_words", ""):
+        return str(q.tolerance_words)
     parts = []
     if q.rel_tol:
         parts.append(f"±{q.rel_tol:.0%}")

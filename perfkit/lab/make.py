@@ -96,7 +96,7 @@ def _key_entry(q: Question, sol: Any, setup: Setup, settings: dict[str, Any]) ->
              "settings": {name: settings[name] for name in sol.settings},
              "facts": sol.facts}
     if q.kind == "number":
-        entry.update(rel_tol=q.rel_tol, abs_tol=q.abs_tol)
+        entry.update(sol.tolerance(q))
     truth = q.truth(setup)
     if truth is not None:
         entry["truth"] = truth
@@ -157,10 +157,11 @@ def make_student(pack: str | os.PathLike[str], index: int, seed: int = 0,
              "student": setup.student, "level": level, "perfkit": __version__,
              "brief": brief(setup),
              "questions": [{**q.meta(), "prompt": solutions[q.id].prompt,
-                            "options": solutions[q.id].options} for q in questions]}
+                            "options": solutions[q.id].options,
+                            **solutions[q.id].tolerance(q)} for q in questions]}
     write_json(folder / SHEET_FILE, sheet)
     write_check(folder, {q.id: {"kind": q.kind, "answer": solutions[q.id].answer,
-                                "rel_tol": q.rel_tol, "abs_tol": q.abs_tol,
+                                **solutions[q.id].tolerance(q),
                                 "options": solutions[q.id].options, "hint": q.hint,
                                 "explanation": solutions[q.id].explanation}
                          for q in questions})

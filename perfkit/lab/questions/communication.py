@@ -3,6 +3,7 @@ transit, the wait's share."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ... import analysis as A
@@ -11,7 +12,8 @@ from ..data import StudentData
 from ..scenario import Setup
 from .registry import Question, Solution, question
 
-__all__ = ["ExposedComm", "StepBubble", "WaitOrTransit", "WaitShare"]
+__all__ = ["ExposedComm", "StepBubble", "WaitOrTransit", "WaitShare", "share_tolerance",
+           "SHOWN_DIGITS", "ANSWER_ROUNDING"]
 
 
 @question
@@ -70,14 +72,42 @@ class ExposedComm(Question):
             settings=("job",))
 
 
+#: Significant digits of the figures the step table shows (:mod:`perfkit.tables`).
+SHOWN_DIGITS = 3
+#: The rounding of an answer given to one decimal, in points of %.
+ANSWER_ROUNDING = 0.05
+
+
+def _half_unit(value: float) -> float:
+    """Half a unit of the last digit of ``value`` shown to :data:`SHOWN_DIGITS` digits."""
+    if value <= 0:
+        return 0.0
+    return 0.5 * 10.0 ** (math.floor(math.log10(value)) - SHOWN_DIGITS + 1)
+
+
+def share_tolerance(part_us: float, wall_us: float) -> float:
+    """The tolerance, in points of %, of ``part / wall`` read from the step table: the
+    farthest the share of the two figures as shown (each to :data:`SHOWN_DIGITS`
+    significant digits) can lie from the exact share, plus :data:`ANSWER_ROUNDING`."""
+    exact = 100 * part_us / wall_us
+    hp, hw = _half_unit(part_us), _half_unit(wall_us)
+    far = max(abs(100 * (part_us + hp) / (wall_us - hw) - exact),
+              abs(100 * (part_us - hp) / (wall_us + hw) - exact))
+    return far + ANSWER_ROUNDING
+
+
 @question
 class StepBubble(Question):
     id = "step_bubble"
     title = "The bubble in your step"
     stage = "communication"
     unit = "%"
-    rel_tol = 0.05
+    #: Each student's tolerance comes from the rounding of their own figures
+    #: (:func:`share_tolerance`); these are the question's, where it cannot.
+    rel_tol = 0.0
     abs_tol = 0.3
+    tolerance_words = ("each student's own: the rounding of the two figures (3 significant "
+                       "digits) and 0.05 point")
     guide = "04_communication"
     evidence = ("job_steps",)
     asked_of = "jobs with a pipeline"
@@ -96,7 +126,15 @@ class StepBubble(Question):
         """Rank 0's first step: the bubble (``bubble_us``, the receive wait of the
         stage) over the step's wall time (:func:`~perfkit.analysis.step_wall_us`), in %:
         the ``bubble_share`` the Communication tab shows for the rank, and rank 0's
-        bubble on the Overview's chart."""
+        bubble on the Overview's chart.
+
+        The tolerance is the student's own (:func:`share_tolerance`): the rounding of the
+        two figures the step table shows and of an answer to one decimal. The wrong
+        quantity, Communication (Not Overlapped) over the step, is then marked wrong
+        wherever it lies further than that from the bubble's share. On a pipeline alone
+        the two differ by a few µs of exposed communication and cannot be told apart;
+        ``facts`` says which (``told_apart``) with both shares, and so does the
+        derivation."""
         steps = data.job_steps
         row = steps[steps["rank"] == 0].iloc[[0]]
         bubble = float(row["bubble_us"].iloc[0])
@@ -106,6 +144,12 @@ class StepBubble(Question):
         ms = {k: sig(v / 1e3, 4) for k, v in (("bubble", bubble), ("cno", cno),
                                                ("wall", wall))}
         rest = time_text(max(cno - bubble, 0.0))
+        tol = share_tolerance(bubble, wall)
+        cno_share = 100 * cno / wall
+        apart = abs(cno_share - value) > tol
+        verdict = ("the checker marks it wrong" if apart else
+                   "too close to the bubble's share to tell apart, so the checker cannot "
+                   "mark it wrong")
         return Solution(
             prompt=f"Your job is a pipeline of {data.facts.parallel.pp} stages. On rank 0, "
                    "what share of the step does the stage spend waiting for another stage "
@@ -114,13 +158,19 @@ class StepBubble(Question):
             derivation=f"perfkit.analysis.step_breakdown, rank 0: bubble {ms['bubble']} ms "
                        f"(of the {ms['cno']} ms of Communication (Not Overlapped)) / step "
                        f"{ms['wall']} ms (computing + not overlapped + free + preparing, "
-                       f"analysis.step_wall_us) = {sig(value, 4)} %",
+                       f"analysis.step_wall_us) = {sig(value, 4)} % ± {sig(tol, 2)} "
+                       f"point (the table's {SHOWN_DIGITS} significant digits and an answer "
+                       f"to one decimal). Communication (Not Overlapped) over the step is "
+                       f"{sig(cno_share, 4)} %: {verdict}.",
             explanation=f"Rank 0 waits {ms['bubble']} ms of its {ms['wall']} ms step for another "
                         f"stage. The profiler files that wait under Communication (Not "
                         f"Overlapped), {ms['cno']} ms, of which only {rest} is "
                         "communication: faster links would not shorten it. More "
                         "micro-batches, interleaved stages or better balanced stages do.",
-            settings=("job",))
+            settings=("job",),
+            facts={"bubble_pct": value, "not_overlapped_pct": cno_share,
+                   "told_apart": apart},
+            rel_tol=0.0, abs_tol=tol)
 
 
 @question

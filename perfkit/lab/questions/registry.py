@@ -62,6 +62,10 @@ class Solution:
         The parts of the student's settings (key.json) the answer comes from.
     facts : dict
         Figures a re-derivation needs beyond the settings (e.g. the operator asked about).
+    rel_tol, abs_tol : float, optional
+        This student's tolerance, where the question derives it from the student's own
+        figures (e.g. from the rounding of the figures the student reads); None: the
+        question's (:attr:`Question.rel_tol`, :attr:`Question.abs_tol`).
     """
 
     prompt: str
@@ -71,6 +75,13 @@ class Solution:
     explanation: str
     settings: tuple[str, ...]
     facts: dict[str, Any] = field(default_factory=dict)
+    rel_tol: float | None = None
+    abs_tol: float | None = None
+
+    def tolerance(self, q: Question) -> dict[str, float]:
+        """``rel_tol`` and ``abs_tol`` of this answer: its own where set, else ``q``'s."""
+        return {"rel_tol": q.rel_tol if self.rel_tol is None else self.rel_tol,
+                "abs_tol": q.abs_tol if self.abs_tol is None else self.abs_tol}
 
 
 class Question:
@@ -83,6 +94,9 @@ class Question:
     unit: ClassVar[str] = ""
     rel_tol: ClassVar[float] = 0.0
     abs_tol: ClassVar[float] = 0.0
+    #: The tolerance in words, where each student has their own (see
+    #: :attr:`Solution.abs_tol`); "" where the question's figures above are everyone's.
+    tolerance_words: ClassVar[str] = ""
     levels: ClassVar[tuple[str, ...]] = LEVELS
     hint: ClassVar[str] = ""
     #: The guided notebook that teaches what the question asks.
