@@ -35,6 +35,7 @@ import pandas as pd
 
 from .._stats import median
 from ..errors import InvalidArgumentError
+from ..format import counted
 from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
 from ._intervals import interval_union
 from ._shared import shared
@@ -229,7 +230,7 @@ def _step_breakdown(profile: Any, derive: str) -> pd.DataFrame:
     if derive == "never" or (derive == "auto" and usable):
         if steps.empty or "computing_us" not in steps.columns:
             return empty_frame(STEP_COLUMNS, "the profile has no step table")
-        return _from_profiler(steps)
+        return _clip_preparing(_from_profiler(steps), profile)
     kernels = table(profile, "kernels")
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(STEP_COLUMNS, "no step table and no device tasks to derive one from")
@@ -281,6 +282,48 @@ def _lazy_breakdown(obj: Any, derive: str) -> pd.DataFrame:
         out = empty_frame(STEP_COLUMNS)
         out.attrs["notes"] = notes
     return out.sort_values(["rank", "step"], kind="mergesort").reset_index(drop=True)
+
+
+def _clip_preparing(out: pd.DataFrame, profile: Any) -> pd.DataFrame:
+    """The profiler's ``preparing_us`` of each step, clipped to start where the rank's
+    earlier steps' device tasks end.
+
+    An Ascend step table measures Preparing from the framework's step start to the step's
+    first device task. The host may start a step while the device still runs the
+    previous one; that tail is then in the previous step's device span and in this step's
+    Preparing, counted twice. Where the device tasks (the ``kernels`` table, with their
+    step) show it, Preparing is cut to the first device task's start less the latest end
+    of the rank's earlier steps (never below 0), as :func:`derive_steps` and the Kineto
+    reader do. A rank with one step, or a step table alone, is left as it is."""
+    prep = out["preparing_us"] if "preparing_us" in out.columns else None
+    if prep is None or not prep.notna().any() or not out.duplicated("rank").any():
+        return out
+    kernels = table(profile, "kernels")
+    need = ("rank", "step", "start_us", "dur_us")
+    if kernels.empty or any(c not in kernels.columns for c in need):
+        return out
+    k = kernels[list(need)].dropna()
+    k = k.assign(end_us=k["start_us"] + k["dur_us"].clip(lower=0))
+    span = k.groupby(["rank", "step"]).agg(first_us=("start_us", "min"),
+                                           last_us=("end_us", "max")).reset_index()
+    span = span.astype({"rank": "Int64", "step": "Int64"})
+    span = span.sort_values(["rank", "first_us"], kind="mergesort")
+    span["before_us"] = span.groupby("rank")["last_us"].cummax().groupby(
+        span["rank"]).shift(1)
+    at = out[["rank", "step"]].merge(span, on=["rank", "step"], how="left")
+    # the step starts (first device task less Preparing) before the earlier steps end
+    start = at["first_us"].to_numpy(np.float64) - prep.to_numpy(np.float64)
+    before = at["before_us"].to_numpy(np.float64)
+    cut = before > start  # NaN compares False: nothing known, nothing cut
+    if not cut.any():
+        return out
+    out = out.copy()
+    clipped = np.clip(at["first_us"].to_numpy(np.float64) - before, 0.0, None)
+    out.loc[cut, "preparing_us"] = np.minimum(prep.to_numpy(np.float64), clipped)[cut]
+    out["preparing_share"] = out["preparing_us"] / out["step_us"].where(out["step_us"] > 0)
+    return add_note(out, f"The Preparing time of {counted(int(cut.sum()), 'step')} starts "
+                         "where the previous step's device tasks end, so that no time "
+                         "counts in two steps.")
 
 
 def measured_step_s(breakdown: pd.DataFrame, preparing: bool = True) -> float:
