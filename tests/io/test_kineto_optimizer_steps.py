@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -159,8 +160,10 @@ def _trace(tmp_path: Path, marks: list[tuple[str, int, int, int]], name: str = "
     ([("Optimizer.step#SGD.step", 1, 1050, 20), ("Optimizer.step#SGD.step", 2, 1250, 20)],
      "the optimizer steps on several threads"),
     ([("Optimizer.step#SGD.step", 1, 1050, 20), ("Optimizer.step#SGD.step", 1, 1250, 20)],
-     "only two updates (backward pass and optimizer steps), too few to check that each is "
-     "an iteration of its own"),
+     "only two updates, and the backward pass before the first (from the trace's start) is "
+     "not the same as the one before the second, so they may be one iteration of two "
+     "optimizers stepping in turn, as a GAN's discriminator and generator do, or the trace "
+     "begins inside a backward pass"),
     ([("Optimizer.step#SGD.step", 1, 1050, 20), ("Optimizer.step#SGD.step", 1, 1070, 20),
       ("Optimizer.step#SGD.step", 1, 1090, 5)],
      "they all step after one backward pass, in one iteration"),
@@ -168,9 +171,10 @@ def _trace(tmp_path: Path, marks: list[tuple[str, int, int, int]], name: str = "
 def test_marks_that_tell_no_iteration_leave_one_step(tmp_path: Path, marks: list,
                                                       why: str) -> None:
     """One step over the whole trace, as without any mark, and a note that says why. Two
-    updates have one backward pass between them: nothing to compare it with, so a GAN's
-    discriminator and generator steps (see :func:`test_a_gan_loop_without_a_data_loader_
-    stays_one_step`) could not be told from two iterations."""
+    updates have one backward pass between them, compared with the one before the first
+    (a GAN's discriminator and generator steps, see :func:`test_a_gan_loop_without_a_data_
+    loader_stays_one_step`, follow different ones): here one backward function from the
+    trace's start (ts 1030) to the first mark (1050), two (1130, 1230) to the second."""
     p = pk.load(_trace(tmp_path, marks), cache=False, progress=False)
     assert len(p.steps) == 1 and p.steps["step"].isna().all()
     assert p.kernels["step"].isna().all()
@@ -292,8 +296,10 @@ def test_two_optimizers_on_one_backward_pass_are_one_update_on_a_real_trace(tmp_
     ``Optimizer.step#Shampoo.step`` then ``Optimizer.step#EMAOptimizer.step``, with no
     backward function between the two (read here from the raw JSON). With the ProfilerStep
     events taken out, the two classes made the old rule give up ("several optimizers
-    step"); now each pair is one update, and the trace stays one step only because 2
-    updates are too few to check that each is an iteration."""
+    step"); now each pair is one update, and the trace stays one step because the backward
+    pass before the first update (from the trace's start) is not the one before the second
+    (their backward functions, counted here from the raw JSON, differ: the trace's first
+    has no loss backward), so the 2 updates are not surely 2 iterations."""
     path = sample(HTA) / "sampled_rank-0.json.gz"
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         doc = json.load(fh)
@@ -309,12 +315,16 @@ def test_two_optimizers_on_one_backward_pass_are_one_update_on_a_real_trace(tmp_
         assert [m[2] for m in inside] == ["Optimizer.step#Shampoo.step",
                                           "Optimizer.step#EMAOptimizer.step"]
         assert not [t for t in backward if inside[0][1] <= t < inside[1][0]]
+    named = [(e["ts"], e["name"]) for e in events if e["name"].endswith(
+        ("Backward0", "Backward1", "Backward", "AccumulateGrad"))]
+    assert Counter(n for t, n in named if t < marks[0][0]) != Counter(
+        n for t, n in named if marks[1][1] <= t < marks[2][0])
     copy = tmp_path / "rank0.json.gz"
     with gzip.open(copy, "wt", encoding="utf-8") as fh:
         json.dump({**doc, "traceEvents": [e for e in doc["traceEvents"] if not str(
             e.get("name", "")).startswith("ProfilerStep#")]}, fh)
     p = pk.load(copy, cache=False, progress=False)
     assert len(p.steps) == 1 and p.steps["step"].isna().all()
-    assert any(n.endswith("not used as step boundaries: only two updates (backward pass and "
-                          "optimizer steps), too few to check that each is an iteration of "
-                          "its own") for n in p.meta.notes)
+    assert any("not used as step boundaries: only two updates, and the backward pass before "
+               "the first (from the trace's start) is not the same as the one before the "
+               "second" in n for n in p.meta.notes)

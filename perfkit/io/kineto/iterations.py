@@ -30,8 +30,16 @@ no ``ProfilerStep``, by these rules:
 - each update must follow the same backward work, and be made of the same optimizer
   classes in the same order, as every other (the same backward functions, as many times,
   or where their counts vary, as a gradient-accumulation loop skipping an update does, the
-  same set of them): then each update is one iteration. That needs at least 3 updates (2
-  intervals to compare);
+  same set of them): then each update is one iteration. With 3 updates or more, the work
+  compared is that between updates (2 intervals or more);
+- a trace of exactly 2 updates has one such interval, nothing to compare it with: the
+  backward work before the first update (from the trace's start) is compared with it
+  instead. The two updates are two iterations when they are made of the same optimizer
+  classes and follow the same backward functions, as many times (a GAN's discriminator and
+  generator steps of one iteration follow different backward passes: the generator's goes
+  through both networks), and, where the marks' thread has DataLoader fetches, a fetch
+  opens each update. Otherwise (a profiler started in the middle of a backward pass, a
+  backward pass that changes from one iteration to the next) the trace stays one step;
 - where the updates come in turns of ``p`` after different backward work (a GAN: the
   discriminator's update after the discriminator's backward pass, the generator's after
   one through both), ``p`` updates make one iteration, but where it begins is only told
@@ -79,6 +87,20 @@ BACKWARD = re.compile(r"(?:Backward\d*|AccumulateGrad)$")
 FETCH = re.compile(r"^enumerate\(DataLoader\)#[^#]+\.__next__$")
 #: What the steps of a trace are read from, for the reader's notes.
 FROM_OPTIMIZER = "the optimizer's annotations"
+
+
+def one_step_note(optimizer_said: bool) -> str:
+    """The note of a Kineto trace whose steps are neither ProfilerStep spans nor iterations
+    (one step over the whole trace); ``optimizer_said``: whether it has optimizer
+    annotations, whose own note (:func:`optimizer_spans`) then says why they were not used.
+    Without any, the trace has no training iteration to tell apart (inference, or a
+    forward-only loop), and one step is right."""
+    if optimizer_said:
+        return ("steps: no ProfilerStep#N events (profile without schedule): one step over "
+                "the whole trace, step number NA")
+    return ("steps: no ProfilerStep#N events and no optimizer step (Optimizer.step#<Class>."
+            "step annotation), as in inference or a forward-only loop: with no training "
+            "iteration to tell apart, the whole trace is one step, step number NA")
 
 
 def optimizer_spans(cpu: pd.DataFrame, runtime: pd.DataFrame, notes: list[str]
@@ -140,7 +162,12 @@ def optimizer_spans(cpu: pd.DataFrame, runtime: pd.DataFrame, notes: list[str]
         work = _backward_work(start, end, ts[back], texts[name_code[back]])
         fetches = np.sort(ts[fetch])  # a fetch from the end of mark i - 1 to mark i:
         fetched = np.searchsorted(fetches, start[1:]) > np.searchsorted(fetches, end[:-1])
+        # what came before the first mark, from the trace's start (2 updates: see module)
+        before = Counter(texts[name_code[back]][ts[back] < start[0]].tolist())
+        first_fetched = None if not len(fetches) else bool(fetches[0] < start[0])
         iterations, why = _iterations(names, work, fetched, bool(back.any()))
+        if why == _TWO_UPDATES:
+            iterations, why = _two_updates(names, work, fetched, before, first_fetched)
     if why is not None:
         notes.append(f"steps: the optimizer's annotations ({len(start)} Optimizer.step) are "
                      f"not used as step boundaries: {why}")
@@ -182,8 +209,7 @@ def _iterations(names: np.ndarray, work: list[Counter[str]], fetched: np.ndarray
     if len(updates) == 1:
         return [], "they all step after one backward pass, in one iteration"
     if len(updates) == 2:
-        return [], ("only two updates (backward pass and optimizer steps), too few to check "
-                    "that each is an iteration of its own")
+        return [], _TWO_UPDATES
     steps = [tuple(names[u].tolist()) for u in updates]
     exact = [(steps[k], frozenset(work[u[0] - 1].items())) for k, u in
              enumerate(updates) if k]
@@ -212,6 +238,38 @@ def _iterations(names: np.ndarray, work: list[Counter[str]], fetched: np.ndarray
                     "iteration begins")
     return [[i for u in updates[k:k + turn] for i in u]
             for k in range(0, len(updates), turn)], None
+
+
+#: :func:`_iterations`' answer for 2 updates, which :func:`_two_updates` then checks.
+_TWO_UPDATES = "two updates"
+
+
+def _two_updates(names: np.ndarray, work: list[Counter[str]], fetched: np.ndarray,
+                 before: Counter[str], first_fetched: bool | None
+                 ) -> tuple[list[list[int]], str | None]:
+    """The marks of each of the 2 iterations of a trace with exactly 2 updates, or why they
+    are not told apart (see the module): ``before`` is the backward work from the trace's
+    start to the first mark, ``first_fetched`` whether a DataLoader fetch on the marks'
+    thread came before the first mark (None: the thread has no fetch at all); ``names``,
+    ``work`` and ``fetched`` as for :func:`_iterations`."""
+    second = next(i for i, w in enumerate(work, start=1) if w)
+    updates = [list(range(second)), list(range(second, len(names)))]
+    first, other = (tuple(names[u].tolist()) for u in updates)
+    if first != other:
+        return [], (f"only two updates, of different optimizers ({', '.join(first)}, then "
+                    f"{', '.join(other)}), so they may be one iteration of optimizers "
+                    "stepping in turn")
+    if before != work[second - 1]:
+        return [], ("only two updates, and the backward pass before the first (from the "
+                    "trace's start) is not the same as the one before the second, so they "
+                    "may be one iteration of two optimizers stepping in turn, as a GAN's "
+                    "discriminator and generator do, or the trace begins inside a backward "
+                    "pass")
+    if first_fetched is not None and not (first_fetched and bool(fetched[second - 1])):
+        return [], ("only two updates, and the loop's DataLoader does not fetch a batch "
+                    "before each, so they may be one iteration of two optimizers stepping in "
+                    "turn")
+    return updates, None
 
 
 def _nth(n: int) -> str:

@@ -23,7 +23,7 @@ from ..distinct import per_distinct
 from ..trace_tables import step_spans
 from ..validate import plausible_origin
 from .comm import _host_comm_ops, _kernel_comm_ops
-from .iterations import FROM_OPTIMIZER, optimizer_spans
+from .iterations import FROM_OPTIMIZER, one_step_note, optimizer_spans
 from .kernels import _kernels
 from .kinds import _bool, _Kinds
 from .launches import _kernel_shapes
@@ -107,6 +107,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     cpu_only = not len(dev) and not trace.device_properties and not len(runtime)
     marks = spans  # the trace's own ProfilerStep spans (meta.extra["profiler_steps"])
     span, mark = "host ProfilerStep span", None
+    noted = len(notes)
     if not len(spans):
         spans, mark = optimizer_spans(cpu, runtime, notes)
         if len(spans):
@@ -118,13 +119,13 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                 "backward pass before each) and the next begins there, the first at the "
                 "trace's first host event; what runs after the last optimizer step is in no "
                 "step")
+    said = len(notes) > noted  # optimizer_spans said why its annotations made no step
 
     kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
     steps = _steps(dev, kernels, spans)
     steps = _unknown_where_durations_missing(steps, kernels, notes)
     if not len(spans):
-        notes.append("steps: no ProfilerStep#N events (profile without schedule): "
-                     "one step over the whole trace, step number NA")
+        notes.append(one_step_note(said))
     if len(steps):
         notes.append(f"steps: a step is its {span}; its device work is the "
                      "GPU tasks it launched (runtime call with the same correlation id), from "
