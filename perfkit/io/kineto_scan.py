@@ -35,7 +35,13 @@ import pyarrow.compute as pc
 from ..errors import file_boundary
 from ._common import to_ns
 from .categories import DEVICE_KINDS, KINETO_KINDS
-from .kineto.iterations import BACKWARD, FETCH, OPTIMIZER_STEP, optimizer_spans
+from .kineto.iterations import (
+    BACKWARD,
+    FETCH,
+    OPTIMIZER_STEP,
+    one_step_note,
+    optimizer_spans,
+)
 from .trace_tables import device_tail, device_wait_us, step_index, step_spans
 
 __all__ = ["kineto_step_spans", "kineto_device_steps", "step_events", "first_spans",
@@ -267,7 +273,8 @@ _DEVICE_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind in DEVICE
 _RUNTIME_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind == "runtime")
 
 
-def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
+def kineto_device_steps(path: str | os.PathLike[str], notes: list[str] | None = None
+                        ) -> pd.DataFrame | None:
     """The device step of each step of a Kineto trace, as :func:`perfkit.load` measures it:
     each ``ProfilerStep#N``, or in a trace without ``ProfilerStep``, each training
     iteration inferred from the optimizer's annotations.
@@ -296,6 +303,12 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
     ----------
     path : str or path-like
         A Kineto ``.json`` or ``.json.gz`` trace.
+    notes : list of str, optional
+        Where to say why the answer is None: the note :func:`perfkit.load` writes in
+        ``meta.notes`` for the same trace (why the optimizer's annotations tell no
+        iteration; or, where the trace has neither ``ProfilerStep`` nor any optimizer step,
+        that with no training iteration to tell apart, as in inference or a forward-only
+        loop, the whole trace is one step), or that its events cannot be decoded this way.
 
     Returns
     -------
@@ -309,8 +322,8 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
         frame when the trace has steps but no device task launched in any (the loader then
         takes the host span as the step); None when the trace has neither ProfilerStep
         spans nor iterations its optimizer's annotations tell (the full load then makes one
-        step of the whole trace, and its notes say why), or its events cannot be decoded
-        this way (the full load will say what is wrong).
+        step of the whole trace), or its events cannot be decoded this way (the full load
+        will say what is wrong): ``notes`` then says which, and why.
 
     Raises
     ------
@@ -318,14 +331,32 @@ def kineto_device_steps(path: str | os.PathLike[str]) -> pd.DataFrame | None:
         The file cannot be read.
     """
     p = Path(path)
+    said: list[str] = []
     rows = _host_spans(p)
     if rows:
-        return steps_on_device(p, rows)
-    got = iteration_steps(p, [])
-    if got is None:
-        return None
-    found, _spans, mark = got
-    return found.assign(step_mark=pd.array([mark] * len(found), dtype="string"))
+        found = steps_on_device(p, rows)
+        if found is None:
+            said.append(_UNDECODED)
+    else:
+        got, marked = _iteration_scan(p, said)
+        if got is None:
+            if marked and not said:  # annotations, but events this reading cannot decode
+                said.append(_UNDECODED)
+            else:  # the full load's notes: why no iteration (where it has annotations)
+                said.append(one_step_note(marked))
+            found = None
+        else:
+            found, _spans, mark = got
+            found = found.assign(step_mark=pd.array([mark] * len(found), dtype="string"))
+    if notes is not None:
+        notes.extend(said)
+    return found
+
+
+#: Why :func:`kineto_device_steps` gives None for a trace its decoder cannot read.
+_UNDECODED = ("steps: the trace's events cannot be decoded by this quick reading (an "
+              "event field of an unexpected type, or a damaged file); perfkit.load reads "
+              "it and says what is wrong")
 
 
 def steps_on_device(p: Path, rows: list[tuple[int, float, float]]) -> pd.DataFrame | None:
@@ -522,11 +553,18 @@ def iteration_steps(p: Path, notes: list[str]
     backward functions, the DataLoader's fetches: each event decoded with its name and
     thread) and the start of every host operator, annotation and runtime call (the first
     of which begins the first iteration)."""
+    return _iteration_scan(p, notes)[0]
+
+
+def _iteration_scan(p: Path, notes: list[str]
+                    ) -> tuple[tuple[pd.DataFrame, pd.DataFrame, str] | None, bool]:
+    """:func:`iteration_steps`, and whether the trace has an optimizer annotation (a byte
+    scan for ``"Optimizer.step#``)."""
     with file_boundary(p, p.name), _trace_bytes(p) as data:  # one read for both
-        tasks = _decode_data(data, named=True) if data is not None and \
-            data.find(_OPTIMIZER_KEY) >= 0 else None
+        marked = data is not None and data.find(_OPTIMIZER_KEY) >= 0
+        tasks = _decode_data(data, named=True) if marked else None
     if tasks is None:
-        return None
+        return None, marked
     cats = list(map(attrgetter("cat"), tasks))
     lut = {c: isinstance(c, str) and KINETO_KINDS.get(c.strip().lower()) in _HOST_KINDS
            for c in set(cats)}
@@ -542,8 +580,8 @@ def iteration_steps(p: Path, notes: list[str]
     first = pd.DataFrame({"ts_ns": _host_ns(tasks)})
     spans, mark = optimizer_spans(cpu, first, notes)
     if mark is None:
-        return None
-    return _device_windows(spans, tasks), spans, mark
+        return None, marked
+    return (_device_windows(spans, tasks), spans, mark), marked
 
 
 def _host_ns(tasks: list[_Task]) -> np.ndarray:
