@@ -10,7 +10,8 @@ import pandas as pd
 
 from .base import GIB, require
 
-__all__ = ["strategy_chart", "prediction_chart", "pipeline_plan_chart", "PROFILED_LABEL"]
+__all__ = ["strategy_chart", "prediction_chart", "pipeline_plan_chart", "PROFILED_LABEL",
+           "FITS_TITLE"]
 
 _STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
                      "recompute", "rank")
@@ -74,9 +75,7 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
     dots = alt.Chart(points).mark_point(filled=True, size=40, opacity=0.7).encode(
         x=alt.X("memory_GiB:Q", title="memory per device (GiB)"),
         y=alt.Y("step_s:Q", title=step_title, scale=alt.Scale(zero=False)),
-        color=alt.Color("fits:N", title=None,
-                        scale=alt.Scale(domain=["fits", "does not fit"],
-                                        range=["#2e86c1", "#c0392b"])),
+        color=_fits_color(),
         tooltip=[alt.Tooltip("step_s:Q", format=",.3f", title="step (s)"),
                  alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)"),
                  *[alt.Tooltip(c, format=",.3f", title=f"band {c[:-2]} (s)")
@@ -88,9 +87,7 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
     if "low_s" in points.columns:
         bars = alt.Chart(points).mark_rule(opacity=0.25).encode(
             x="memory_GiB:Q", y="low_s:Q", y2="high_s:Q",
-            color=alt.Color("fits:N", legend=None,
-                            scale=alt.Scale(domain=["fits", "does not fit"],
-                                            range=["#2e86c1", "#c0392b"])))
+            color=_fits_color())
         layers.insert(0, bars)
     if profiled is not None:
         layers.append(_profiled_mark(profiled))
@@ -98,6 +95,23 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
     if title:
         chart = chart.properties(title=title)
     return chart
+
+
+#: The strategy chart's legend title over "fits" and "does not fit".
+FITS_TITLE = "in device memory"
+
+
+def _fits_color() -> alt.Color:
+    """The colour by ``fits``, the same in every layer of the strategy chart.
+
+    Vega-Lite merges the layers' legends of one scale into one, and an explicit
+    ``legend=None`` in any layer drops the merged legend: every layer gets the same
+    legend, which then shows once.
+    """
+    return alt.Color("fits:N", title=FITS_TITLE,
+                     scale=alt.Scale(domain=["fits", "does not fit"],
+                                     range=["#2e86c1", "#c0392b"]),
+                     legend=alt.Legend(symbolOpacity=0.9))
 
 
 #: The profiled layout's label in the strategy chart's legend and tooltip.
