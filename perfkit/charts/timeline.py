@@ -11,7 +11,7 @@ import pandas as pd
 from .base import require
 from .overview import WAIT_COLOR
 
-__all__ = ["TIMELINE_COLORS", "timeline_chart"]
+__all__ = ["TIMELINE_COLORS", "FRAGMENT_TITLE", "timeline_chart"]
 
 #: Colour of each event category on the timeline (device task categories, host
 #: operators, free time, and blocks that mix categories).
@@ -37,6 +37,10 @@ def _time_text(us: float) -> str:
     return f"{value:.{digits}f} {unit}"
 
 
+#: What the timeline's title adds when the events drawn are a fragment of the step.
+FRAGMENT_TITLE = "a fragment of the step: only part of its device tasks were recorded"
+
+
 def _timeline_title(info: dict[str, Any]) -> str:
     """``"Step 3 · rank 5 (slowest), rank 2 (fastest)"`` from a timeline's attrs."""
     names = []
@@ -49,8 +53,8 @@ def _timeline_title(info: dict[str, Any]) -> str:
 
 
 def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 900,
-                   row_height: int = 22, labels: bool = True, zoom: bool = True
-                   ) -> alt.LayerChart:
+                   row_height: int = 22, labels: bool = True, zoom: bool = True,
+                   fragment: bool = False) -> alt.LayerChart:
     """Swimlanes of one step: a rect per event, the longest labelled, zoomable on x.
 
     Parameters
@@ -73,6 +77,11 @@ def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 9
     zoom : bool
         Zoom and pan on the x axis with the mouse wheel and drag
         (``selection_interval(bind="scales", encodings=["x"])``); double-click resets.
+    fragment : bool
+        The events drawn are a fragment of the step: only part of its device tasks were
+        recorded (:func:`perfkit.analysis.recorded.fragment_text`). The default title then
+        says so (:data:`FRAGMENT_TITLE`), so that the chart, seen or saved on its own, is
+        not read as the whole step.
 
     Returns
     -------
@@ -148,6 +157,10 @@ def timeline_chart(frame: pd.DataFrame, title: str | None = None, width: int = 9
         layers.append(text)
     if title is None and info:
         title = _timeline_title(info)
+    if fragment and title is None:
+        title = FRAGMENT_TITLE[0].upper() + FRAGMENT_TITLE[1:]
+    elif fragment:
+        title = f"{title} · {FRAGMENT_TITLE}"
     chart = alt.layer(*layers).properties(
         width=width, height=max(row_height * len(tracks), row_height))
     if title:

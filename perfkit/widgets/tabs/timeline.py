@@ -166,7 +166,8 @@ class TimelineTab(Tab):
         else:
             out.append(html_widget(note("Scroll over the chart to zoom, drag to pan, double-click "
                                         "to reset; hover an event for its name and duration.")))
-            out.append(self.chart(C.timeline_chart(frame, width=TIMELINE_WIDTH),
+            out.append(self.chart(C.timeline_chart(frame, width=TIMELINE_WIDTH,
+                                                   fragment=fragment is not None),
                                   renderer="canvas"))
             cap = info.get("max_events")
             out.append(html_widget(note(
