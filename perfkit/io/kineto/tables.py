@@ -19,6 +19,7 @@ from ...profile import ProfileMeta
 from .._common import rank_from_name, with_notes
 from ..categories import DEVICE_KINDS
 from ..chrome import ChromeTrace, read_chrome_trace
+from ..comm_words import KINETO_UNRECORDED
 from ..distinct import per_distinct
 from ..trace_tables import step_spans
 from ..validate import plausible_origin
@@ -153,8 +154,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     if "input_shapes" in ops.columns and len(kernels):
         kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)
     del runtime
-    split = ("transit/wait/sync/idle split, comm_bandwidth and comm_matrix are not "
-             "recorded by Kineto")
+    split = KINETO_UNRECORDED
     comm_ops = _host_comm_ops(cpu, spans, origin) if cpu_only else \
         _kernel_comm_ops(dev, kernels)
     fams = ", ".join(sorted(set(comm_ops["family"].dropna()))) if len(comm_ops) else ""

@@ -10,14 +10,15 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...format import counted, listed, time_text
-from ...io.comm_words import comm_words_of
+from ...io.comm_words import KINETO_UNRECORDED, comm_words_of
 from ...tables import over_ranks, with_values
 from ..load_notes import notes_about
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
 __all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_peers",
-           "links_caption", "peers_note", "unrecorded_note", "COMMUNICATION_TABLES"]
+           "links_caption", "loading_html", "peers_note", "unrecorded_note",
+           "COMMUNICATION_TABLES"]
 
 #: The tables the Communication tab draws, and what its notes call them: the loader's notes
 #: about them, or about the files they were read from (communication.json, ...), are said
@@ -111,6 +112,21 @@ def peers_note(ranks: pd.DataFrame) -> str | None:
     return f"Ranks against their peers: {why}, so no rank is flagged as slow." if why else None
 
 
+def loading_html(profile: Any, said_split: bool) -> str:
+    """The loader's notes about the tab's tables (:func:`perfkit.widgets.load_notes.
+    notes_about`), one note each; empty when there is none.
+
+    Where the tab already said that the collectives' transit / wait / idle split is not
+    recorded (``said_split``: :func:`unrecorded_note`), the Kineto loader's clause saying
+    the same (:data:`perfkit.io.comm_words.KINETO_UNRECORDED`) is left out of its note, so
+    that the page says it once.
+    """
+    notes = notes_about(profile, COMMUNICATION_TABLES)
+    if said_split:
+        notes = [n.replace(f"; {KINETO_UNRECORDED}", "") for n in notes]
+    return "".join(note(n) for n in notes)
+
+
 class CommunicationTab(Tab):
     """Collectives per kind and group, ranks against their peers (click a rank to filter),
     the slowest links and how much communication is hidden."""
@@ -127,8 +143,9 @@ class CommunicationTab(Tab):
 
     def build(self, profile: Any) -> list[W.Widget]:
         summary = A.comm_summary(profile)
-        if summary.empty:
-            return [html_widget(note(empty_communication_note(profile)))]
+        if summary.empty:  # the loader's notes still say what it found, or left out
+            return [html_widget(note(empty_communication_note(profile))
+                                + loading_html(profile, said_split=False))]
         headers = {"op_type": "collective", "count": "calls", "total_us": "time",
                    "mean_us": "mean", "max_us": "longest", "transit_share": "transit",
                    "wait_share": "wait", "idle_share": "idle"}
@@ -170,9 +187,10 @@ class CommunicationTab(Tab):
         out.append(self.rank_detail)
         self._draw(None)
         out.append(html_widget(self._overlap_html()))
-        loading = notes_about(profile, COMMUNICATION_TABLES)
+        said_split = any(c.endswith("_share") for c in unrecorded)
+        loading = loading_html(profile, said_split)
         if loading:
-            out.append(html_widget("".join(note(n) for n in loading)))
+            out.append(html_widget(loading))
         return out
 
     def _on_pick(self, points: list[dict[str, Any]]) -> None:
