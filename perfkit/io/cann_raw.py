@@ -571,12 +571,15 @@ def _hccl(ev: pd.DataFrame, windows: pd.DataFrame, notes: list[str]
         notes.append("comm_bandwidth: RDMA transfers not counted (msprof groups RDMA payload "
                      "and notify tasks, which the exported timeline does not tie together); "
                      "use the analysed export for them")
-    notes.append("comm_ops: start and elapse only; transit / wait / synchronization / idle "
-                  "need msprof's master-stream rule, which the exported timeline does not "
-                  "mark (an *_ascend_pt / *_ascend_ms analysis or msprof-analyze gives them)")
-    notes.append("comm_matrix: src_local / dst_local are the HCCL ranks of the tasks "
-                 "(local to their communication group, which the timeline does not name); "
-                 "src_rank / dst_rank left NA")
+    if len(comm_ops):  # what the collectives found lack (none found: nothing to say)
+        notes.append("comm_ops: start and elapse only; transit / wait / synchronization / "
+                     "idle need msprof's master-stream rule, which the exported timeline "
+                     "does not mark (an *_ascend_pt / *_ascend_ms analysis or "
+                     "msprof-analyze gives them)")
+    if len(links):
+        notes.append("comm_matrix: src_local / dst_local are the HCCL ranks of the tasks "
+                     "(local to their communication group, which the timeline does not "
+                     "name); src_rank / dst_rank left NA")
     return comm_ops, bw, links, streams
 
 

@@ -17,13 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CommWords", "comm_words", "comm_words_of", "comm_library", "KINETO_UNRECORDED"]
+__all__ = ["CommWords", "comm_words", "comm_words_of", "comm_library", "KINETO_UNRECORDED",
+           "KINETO_NONE"]
 
 #: What the Kineto loader's ``comm_ops`` note says a trace does not record (its last
 #: clause, after "; "): the Communication tab leaves it out of that note where its own
 #: sentence already says the split is not recorded.
 KINETO_UNRECORDED = ("transit/wait/sync/idle split, comm_bandwidth and comm_matrix are not "
                      "recorded by Kineto")
+#: The Kineto loader's ``comm_ops`` note for a trace with no collective at all: an empty
+#: Communication tab says so in its own sentence and leaves this note out.
+KINETO_NONE = "comm_ops: no communication kernel nor host collective in this trace"
 #: The split of a collective's time that only Ascend's analysed exports record.
 _SPLIT = "its transit / wait / idle split"
 

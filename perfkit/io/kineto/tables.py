@@ -19,7 +19,7 @@ from ...profile import ProfileMeta
 from .._common import rank_from_name, with_notes
 from ..categories import DEVICE_KINDS
 from ..chrome import ChromeTrace, read_chrome_trace
-from ..comm_words import KINETO_UNRECORDED
+from ..comm_words import KINETO_NONE, KINETO_UNRECORDED
 from ..distinct import per_distinct
 from ..trace_tables import step_spans
 from ..validate import plausible_origin
@@ -169,11 +169,10 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
         if len(comm_ops):
             notes.append("comm_ops: no communication kernel on the GPU; the collectives ran "
                          "on the host (" + ", ".join(sorted(set(comm_ops["family"])))
-                         + "): comm_ops holds those host spans, which the device's step "
-                         "breakdown does not count; " + split)
+                         + "): they are read from those host spans, which the device's "
+                         "step breakdown does not count; " + split)
         else:
-            notes.append("comm_ops: no communication kernel nor host collective in this "
-                         "trace")
+            notes.append(KINETO_NONE)
     del cpu, dev
     memory = _memory(trace, origin, notes)
     if not len(memory):

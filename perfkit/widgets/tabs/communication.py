@@ -10,7 +10,7 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...format import counted, listed, time_text
-from ...io.comm_words import KINETO_UNRECORDED, comm_words_of
+from ...io.comm_words import KINETO_NONE, KINETO_UNRECORDED, comm_words_of
 from ...tables import over_ranks, with_values
 from ..load_notes import notes_about
 from ..markup import STYLE, frame_html, note
@@ -119,9 +119,11 @@ def loading_html(profile: Any, said_split: bool) -> str:
     Where the tab already said that the collectives' transit / wait / idle split is not
     recorded (``said_split``: :func:`unrecorded_note`), the Kineto loader's clause saying
     the same (:data:`perfkit.io.comm_words.KINETO_UNRECORDED`) is left out of its note, so
-    that the page says it once.
+    that the page says it once; so is the note that a trace has no collective at all
+    (:data:`~perfkit.io.comm_words.KINETO_NONE`), which an empty tab says in its own words.
     """
-    notes = notes_about(profile, COMMUNICATION_TABLES)
+    notes = [n for n in notes_about(profile, COMMUNICATION_TABLES)
+             if KINETO_NONE.removeprefix("comm_ops: ") not in n]  # the tab says it
     if said_split:
         notes = [n.replace(f"; {KINETO_UNRECORDED}", "") for n in notes]
     return "".join(note(n) for n in notes)
