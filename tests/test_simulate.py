@@ -248,6 +248,73 @@ def test_dp_gradient_volume(tmp_path: Path) -> None:
         assert sent == pytest.approx(expected_mb, rel=1e-6)
 
 
+
+def _dp_transit_mb(root: Path, op: str) -> dict[int, float]:
+    """Megabytes each rank's ``op`` collectives send over device links (HCCS, RDMA) in
+    step 1, read from communication.json."""
+    out = {}
+    for rank, d in _rank_dirs(root).items():
+        comm = json.loads((d / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        out[rank] = sum(info["Transit Size(MB)"]
+                        for name, v in comm["step1"]["collective"].items()
+                        if name.startswith(f"hcom_{op}_")
+                        for tr, info in v["Communication Bandwidth Info"].items()
+                        if tr in ("HCCS", "RDMA"))
+    return out
+
+
+def _tiny_stage_parameters(tp: int = 1) -> float:
+    """Parameters a device of TINY's most loaded stage holds when pp=2, counted by hand:
+    two layers (q, k, v and output projections 4h², gated MLP 3·h·ffn) and the untied
+    output head (the last stage; the first has only the embedding), split ``tp`` ways,
+    plus the RMSNorm weights (two a layer and the final one), which every tensor-parallel
+    rank keeps whole."""
+    h, ffn, vocab = TINY.hidden_size, 1536, TINY.vocab_size
+    matrices = 2 * (4 * h * h + 3 * h * ffn) + vocab * h
+    return matrices / tp + 5 * h
+
+
+@pytest.mark.parametrize(("scheme", "grad_bytes"),
+                         [("megatron", 4), ("mindspore", 2), ("zero", 2)])
+def test_dp_gradients_sized_by_the_static_scheme(tmp_path: Path, scheme: str,
+                                                 grad_bytes: int) -> None:
+    """Megatron-LM reduces fp32 gradients in a bf16 run (``arguments.py`` sets
+    ``accumulate_allreduce_grads_in_fp32`` for bf16): the simulated all-reduce moves 4 bytes
+    per gradient under that scheme, 2 under MindSpore's and ZeRO's — as estimate_step."""
+    hw = pk.Hardware.preset("h100")
+    dp = 4
+    par = pk.ParallelConfig(dp=dp, pp=2, num_micro_batches=4)
+    root = simulate(TINY, par, hw, steps=1, out=tmp_path / scheme, static_scheme=scheme,
+                    aic_metrics=None, trace_kernels=False, comm_efficiency=0.8)
+    ring = 2 * (dp - 1) / dp  # ring all-reduce: reduce-scatter + all-gather
+    expected = ring * _tiny_stage_parameters() * grad_bytes
+    sent = _dp_transit_mb(root, "allReduce")
+    assert len(sent) == dp * 2
+    for mb in sent.values():
+        assert mb * 1e6 == pytest.approx(expected, rel=1e-6)
+    # estimate_step sizes the same reduction alike: its time is those bytes over the
+    # node's links at the same efficiency
+    est = pk.calc.estimate_step(TINY, par, hw, static_scheme=scheme, comm_efficiency=0.8)
+    assert est.dp_comm_s * hw.intra_node_bandwidth * 0.8 == pytest.approx(expected, rel=1e-6)
+
+
+def test_sharded_dp_scatters_fp32_gradients_and_gathers_bf16_weights(tmp_path: Path) -> None:
+    """Megatron-LM's distributed optimizer reduce-scatters its fp32 gradient buffer and
+    all-gathers the updated bf16 weights: 4 and 2 bytes per parameter of the device
+    (tensor parallelism halves them), each over a ring of ``(d-1)/d``."""
+    hw = pk.Hardware.preset("h100")
+    dp, tp = 2, 2
+    par = pk.ParallelConfig(dp=dp, tp=tp, pp=2, num_micro_batches=4, optimizer_shard=dp)
+    root = simulate(TINY, par, hw, steps=1, out=tmp_path / "zero1", static_scheme="megatron",
+                    aic_metrics=None, trace_kernels=False)
+    per_device = _tiny_stage_parameters(tp)
+    ring = (dp - 1) / dp
+    for mb in _dp_transit_mb(root, "reduceScatter").values():
+        assert mb * 1e6 == pytest.approx(ring * per_device * 4, rel=1e-6)
+    for mb in _dp_transit_mb(root, "allGather").values():
+        assert mb * 1e6 == pytest.approx(ring * per_device * 2, rel=1e-6)
+
+
 def test_links_carry_their_own_transport(tmp_path: Path) -> None:
     """HCCS inside a node, RDMA across nodes (the seeds' terms): each link of the matrix
     by its two ends, and a collective whose group crosses nodes by its slowest link."""

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..calc.comm import comm_volume
-from ..calc.memory import ActivationModel, activation_memory, parameters_per_device, static_memory
+from ..calc.memory import (
+    ActivationModel,
+    activation_memory,
+    parameters_per_device,
+    scheme_gradient_bytes,
+    static_memory,
+)
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from . import _kernels as K
 from ._schedule import Op, stage_order, time_pipeline
@@ -51,6 +57,13 @@ class Settings:
     static_scheme: str = "mindspore"
     activation_model: ActivationModel = field(default_factory=ActivationModel.mindformers)
     first_step: int = 1
+
+
+#: The type the simulated kernels run in (``DT_BF16`` in kernel_details.csv, which is the
+#: dtype :func:`perfkit.plan.calibrate` reads back): with ``Settings.static_scheme`` it
+#: sizes the data-parallel gradients as :func:`perfkit.calc.estimate_step` and the step
+#: model do (:func:`perfkit.calc.memory.scheme_gradient_bytes`).
+RUN_DTYPE = "bf16"
 
 
 @dataclass
@@ -411,13 +424,16 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
     no_overlap = bool(_faults_of(faults, NoOverlap))
 
     # communication sizes from the calculators
-    volume = comm_volume(model, par)
+    # gradients reduce in the job's scheme's size (4 bytes under Megatron-LM in bf16)
+    grad_element = scheme_gradient_bytes(settings.static_scheme, RUN_DTYPE)
+    volume = comm_volume(model, par, gradient_bytes=grad_element)
     dp_items = [i for i in volume.items if i.kind == "dp"]
     pp_items = [i for i in volume.items if i.kind == "pp"]
     pp_msg = pp_items[0].message_bytes if pp_items else 0.0
     sharded = par.optimizer_shard > 1 or par.zero_stage >= 1
     params = parameters_per_device(model, par)
-    grad_bytes = params * 2.0
+    grad_bytes = params * grad_element  # the reduced gradient buffer
+    weight_bytes = params * 2.0  # the updated 16-bit weights a sharded optimizer gathers
 
     # per rank constants
     compute_factor = np.ones(world)
@@ -587,11 +603,11 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
             if sharded and d > 1:
                 members = [_rank_of(par, s, q, ti) for q in range(d)]
                 gid = _find_group(groups, "dp", r)
-                volume_b = grad_bytes * (d - 1) / d  # the updated 16-bit weights
+                volume_b = weight_bytes * (d - 1) / d
                 x = volume_b / links.group_bandwidth(members) * 1e6 + 20.0
                 own = volume_b / links.member_bandwidth(r, members) * 1e6
                 res.comm.append(CommOp(step, "collective", "allGather", gid, end + 3.0, x, own,
-                                       0.0, grad_bytes, tuple(q for q in members if q != r),
+                                       0.0, weight_bytes, tuple(q for q in members if q != r),
                                        {q: links.bandwidth(r, q) / 1e9 for q in members
                                         if q != r},
                                        links.group_transport(r, members)))
