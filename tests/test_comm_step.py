@@ -1,8 +1,11 @@
 """Communication volume and the step estimate."""
 
+import numpy as np
 import pytest
 
 import perfkit as pk
+from perfkit.calc.timing import step_times
+from perfkit.plan.predict import layout_columns, stage_rows
 
 
 def small_model(**kw):
@@ -132,13 +135,54 @@ def test_zero3_gathers_weights_in_their_own_dtype():
     assert scatter["message_bytes"] == m.num_parameters() * 4
 
 
-def test_megatron_scheme_reduces_fp32_gradients():
-    m = pk.ModelSpec.preset("llama2-7b")
-    hw = pk.Hardware.preset("a100")
-    par = pk.ParallelConfig(dp=8, optimizer_shard=8)
-    ms = pk.estimate_step(m, par, hw)
-    mg = pk.estimate_step(m, par, hw, static_scheme="megatron")
-    assert mg.dp_comm_s == pytest.approx(2 * ms.dp_comm_s)
+def _small_parameters() -> float:
+    """small_model's parameters counted by hand: the embedding and the untied head (V·h
+    each), per layer q, k, v and output projections (4h²), the gated MLP (3·h·ffn) and
+    two RMSNorm weights, and the final norm."""
+    h, ffn, vocab, layers = 1024, 2816, 32000, 8
+    return 2 * vocab * h + layers * (4 * h * h + 3 * h * ffn + 2 * h) + h
+
+
+def _step_model_dp(model, par, hw, dtype=None):
+    """The calibrated step model's data-parallel time (default rates) and its link."""
+    rates = pk.calc.Rates()
+    params = {"dense": np.array([_small_parameters()]), "experts": np.array([0.0])}
+    out = step_times(model, hw, rates, layout_columns(par), stage_rows(model, par),
+                     params=params, dtype=dtype,
+                     static_scheme="megatron")
+    return float(out["dp_comm_raw_s"][0]), hw.intra_node_bandwidth * rates.link("dp", True), \
+        rates.link_latency_s
+
+
+@pytest.mark.parametrize(("dtype", "grad_bytes"),
+                         [("bf16", 4), (None, 4), ("fp16", 2), ("fp32", 4)])
+def test_megatron_gradient_size_follows_the_run_type(dtype, grad_bytes):
+    """Megatron-LM's gradient buffer is fp32 only with accumulate_allreduce_grads_in_fp32,
+    off by default and turned on by arguments.py for bf16 alone: an fp16 run all-reduces
+    fp16 gradients. estimate_step and the step model both move n·g·2(d−1)/d bytes."""
+    m, hw, dp = small_model(), pk.Hardware.preset("h100"), 8
+    par = pk.ParallelConfig(dp=dp)
+    expected = _small_parameters() * grad_bytes * 2 * (dp - 1) / dp
+    est = pk.estimate_step(m, par, hw, static_scheme="megatron", dtype=dtype,
+                           comm_efficiency=0.8)
+    assert est.dp_comm_s * hw.intra_node_bandwidth * 0.8 == pytest.approx(expected)
+    raw, bw, latency = _step_model_dp(m, par, hw, dtype)
+    assert raw == pytest.approx(expected / bw + latency)
+
+
+def test_sharded_megatron_scatters_fp32_gradients_and_gathers_16bit_weights():
+    """Megatron-LM's distributed optimizer reduce-scatters its fp32 gradient buffer and
+    all-gathers the bf16 parameter buffer: (4 + 2)·n·(d−1)/d bytes, not 2·4·n·(d−1)/d."""
+    m, hw, dp = small_model(), pk.Hardware.preset("h100"), 8
+    par = pk.ParallelConfig(dp=dp, optimizer_shard=dp)
+    n, ring = _small_parameters(), (dp - 1) / dp
+    frame = pk.comm_volume(m, par, gradient_bytes=4).to_frame().set_index("collective")
+    assert frame.loc["reduce-scatter (gradients)", "message_bytes"] == n * 4
+    assert frame.loc["all-gather (parameters)", "message_bytes"] == n * 2
+    est = pk.estimate_step(m, par, hw, static_scheme="megatron", comm_efficiency=0.8)
+    assert est.dp_comm_s * hw.intra_node_bandwidth * 0.8 == pytest.approx(n * (4 + 2) * ring)
+    raw, bw, latency = _step_model_dp(m, par, hw)
+    assert raw == pytest.approx(n * (4 + 2) * ring / bw + 2 * latency)
 
 
 def test_mlp_selective_recompute_adds_no_gemm_flops():

@@ -124,9 +124,10 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
     dtype_bytes : float
         Bytes per activation and weight element (2 for fp16/bf16).
     gradient_bytes : float, optional
-        Bytes per gradient element for the data-parallel reduction; default
-        ``dtype_bytes`` (MindSpore, ZeRO); Megatron reduces fp32 gradients (4) unless told
-        otherwise.
+        Bytes per gradient element for the data-parallel reduction (its all-reduce or
+        reduce-scatter; a sharded optimizer gathers the weights back in ``dtype_bytes``);
+        default ``dtype_bytes`` (MindSpore, ZeRO); Megatron reduces fp32 gradients (4) in
+        a bf16 run unless told otherwise.
     cp_comm : {"p2p", "all_gather"}
         How context parallelism moves keys and values (Megatron's ``cp_comm_type``): a
         ring of sends, or all-gather / reduce-scatter collectives. Same bytes.
@@ -174,10 +175,16 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
                                   count * g_bytes, ring))
             items.append(CommItem("dp", f"all-gather ({label}parameters, fwd and bwd)", group,
                                   2, count * a_bytes, ring))
+        elif parallel.optimizer_shard > 1 or parallel.zero_stage >= 1:
+            # the gradients are reduce-scattered in their own size; the updated weights
+            # come back in theirs (Megatron-LM's distributed optimizer gathers its bf16
+            # parameter buffer after reducing an fp32 gradient buffer)
+            items.append(CommItem("dp", f"reduce-scatter ({label}gradients)", group, 1,
+                                  count * g_bytes, ring))
+            items.append(CommItem("dp", f"all-gather ({label}parameters)", group, 1,
+                                  count * a_bytes, ring))
         else:
-            sharded = parallel.optimizer_shard > 1 or parallel.zero_stage >= 1
-            name = "reduce-scatter + all-gather" if sharded else "all-reduce"
-            items.append(CommItem("dp", f"{name} ({label}gradients)", group, 1,
+            items.append(CommItem("dp", f"all-reduce ({label}gradients)", group, 1,
                                   count * g_bytes, 2 * ring))
     if tp > 1:
         per_mb = 4 * layers + 2 * full_layers  # fwd 2 + bwd 2, recompute repeats fwd 2

@@ -125,15 +125,21 @@ def full_precision(dtype: str | None) -> bool:
 def scheme_gradient_bytes(static_scheme: str | None, dtype: str | None = None) -> float:
     """Bytes per gradient element a job's data-parallel reduction moves, by its scheme.
 
-    4 under the Megatron-LM scheme: Megatron-LM keeps fp32 main gradients and reduces
-    them in fp32 — with bf16 it sets ``accumulate_allreduce_grads_in_fp32`` itself
-    (``megatron/training/arguments.py``: "bfloat16 requires gradient accumulation and
-    all-reduce to be done in fp32"; only ``--grad-reduce-in-bf16`` undoes it), and its
-    static memory counts the same 4-byte gradients (18 B/param,
-    ``theoretical_memory_usage.py``). 4 also for an fp32 ``dtype`` (no mixed precision).
-    2 otherwise: MindSpore's fp16 gradients, the ZeRO paper's 16-bit ones. This is
-    :func:`perfkit.calc.estimate_step`'s default and the calibrated step model's
-    (:class:`perfkit.calc.Rates` with ``gradient_bytes=None``), so both agree.
+    Under the Megatron-LM scheme the gradient buffer's type decides: Megatron-LM builds it
+    in fp32 when ``accumulate_allreduce_grads_in_fp32`` is set and in the parameters' type
+    otherwise (``megatron/core/distributed/param_and_grad_buffer.py``: ``grad_dtype =
+    torch.float if grad_reduce_in_fp32 else param.dtype``). The flag
+    (``--accumulate-allreduce-grads-in-fp32``) is off by default, and
+    ``megatron/training/arguments.py`` turns it on for bf16 only ("bfloat16 requires
+    gradient accumulation and all-reduce to be done in fp32"; ``--grad-reduce-in-bf16``
+    undoes it). So 4 for a bf16 run, and for a run whose ``dtype`` is not given (bf16 being
+    the case Megatron-LM forces); 2 for an ``"fp16"`` run, whose fp16 gradients Megatron-LM
+    reduces as they are unless the flag is passed. 4 for an fp32 ``dtype`` whatever the
+    scheme (no mixed precision). 2 otherwise: MindSpore's fp16 gradients, the ZeRO paper's
+    16-bit ones. :func:`perfkit.calc.estimate_step`, the calibrated step model
+    (``Rates.gradient_bytes=None``) and :func:`perfkit.simulate.simulate` all use it.
+    Plain PyTorch DDP (also ``"megatron"``, as every PyTorch profile) reduces bf16
+    gradients in 2 bytes, which a scheme cannot tell: pass ``gradient_bytes`` for it.
 
     Parameters
     ----------
@@ -141,13 +147,16 @@ def scheme_gradient_bytes(static_scheme: str | None, dtype: str | None = None) -
         ``"mindspore"``, ``"megatron"``, ``"zero"`` or ``"deepspeed"`` (None: the
         MindSpore scheme).
     dtype : str, optional
-        The run's type (``"fp32"``/``"tf32"`` keep fp32 gradients).
+        The run's type when known (``"bf16"``, ``"fp16"``; ``"fp32"``/``"tf32"`` keep
+        fp32 gradients). None: not known, bf16 is assumed under ``"megatron"``.
 
     Returns
     -------
     float
     """
-    return 4.0 if static_scheme == "megatron" or full_precision(dtype) else 2.0
+    if full_precision(dtype):
+        return 4.0
+    return 4.0 if static_scheme == "megatron" and dtype != "fp16" else 2.0
 
 
 def _frame(rows: dict[str, float]) -> pd.DataFrame:

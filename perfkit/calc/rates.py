@@ -102,7 +102,8 @@ class Rates:
         Bytes per gradient element in the data-parallel reduction (2: bf16/fp16; 4: fp32
         main gradients). None (default): by the job's static-memory scheme and dtype,
         :func:`perfkit.calc.memory.scheme_gradient_bytes` (4 under the Megatron-LM
-        scheme, whose fp32 gradients Megatron-LM reduces in fp32; 2 otherwise), as
+        scheme, whose fp32 gradients Megatron-LM reduces in fp32 in a bf16 run; 2 in an
+        fp16 run and under the other schemes), as
         :func:`perfkit.calc.estimate_step` does.
     optimizer_bytes_per_param : float
         Memory traffic of the optimizer step per parameter the device updates (default

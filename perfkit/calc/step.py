@@ -143,8 +143,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         :class:`~perfkit.calc.memory.ActivationModel`.
     gradient_bytes : float, optional
         Bytes per gradient element, in the data-parallel reduction and in static memory;
-        default 4 with ``static_scheme="megatron"`` (fp32 gradient buffers) or an fp32
-        ``dtype``, and 2 otherwise.
+        default 4 with ``static_scheme="megatron"`` (fp32 gradient buffers, unless
+        ``dtype="fp16"``) or an fp32 ``dtype``, and 2 otherwise
+        (:func:`~perfkit.calc.memory.scheme_gradient_bytes`).
     cp_comm : {"p2p", "all_gather"}
         How context parallelism exchanges keys and values (same bytes), see
         :func:`~perfkit.calc.comm.comm_volume`.

@@ -428,7 +428,7 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         The job's static-memory scheme: the gradients' size in the data-parallel
         reduction when ``rates.gradient_bytes`` is None
         (:func:`perfkit.calc.memory.scheme_gradient_bytes`: 4 bytes under
-        ``"megatron"``, 2 otherwise).
+        ``"megatron"`` unless ``dtype`` is fp16, 2 otherwise).
 
     Returns
     -------

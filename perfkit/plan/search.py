@@ -361,9 +361,13 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
     grad_bytes = scheme_gradient_bytes(scheme, dtype)  # as estimate_step's default
     group = dp * cp
     expert_group = tp * cp * dp / (ep * etp)
-    dp_bytes = np.where(group > 1, 2 * (group - 1) / group * dense_params * grad_bytes, 0.0)
-    dp_bytes += np.where(expert_group > 1, 2 * (expert_group - 1) / np.maximum(expert_group, 1)
-                         * split["experts"] * grad_bytes, 0.0)
+    # an all-reduce of the gradients, or (optimizer sharding) their reduce-scatter and the
+    # all-gather of the updated weights in their own size
+    per_param = np.where(c["optimizer_shard"] > 1, grad_bytes + (4.0 if fp32 else 2.0),
+                         2 * grad_bytes)
+    dp_bytes = np.where(group > 1, (group - 1) / group * dense_params * per_param, 0.0)
+    dp_bytes += np.where(expert_group > 1, (expert_group - 1) / np.maximum(expert_group, 1)
+                         * split["experts"] * per_param, 0.0)
     tp_bytes = np.where(tp > 1, m * (4 * n + 2 * k) * bsh * 2 * (tp - 1) / tp, 0.0)
     pp_bytes = np.where(pp > 1, 2 * m * v * bsh / tp, 0.0)  # scatter/gather over tp
     if model.is_moe:

@@ -510,9 +510,10 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
                         dp_done[r] = float(e)
                     continue
                 gid = _find_group(groups, "dp", members[0])
-                total_bytes = sum(i.message_bytes * i.ring_factor for i in dp_items)
-                if sharded:
-                    total_bytes /= 2  # reduce-scatter now, all-gather after the update
+                # the gradients' all-reduce, or their reduce-scatter now (the weights'
+                # all-gather comes after the update)
+                total_bytes = sum(i.message_bytes * i.ring_factor for i in dp_items
+                                  if i.collective.endswith("gradients)"))
                 nb = max(1, settings.dp_buckets)
                 # each member moves its data at the pace of its own slowest link; the
                 # operator ends for everyone when the slowest member is done
