@@ -138,8 +138,9 @@ def scheme_gradient_bytes(static_scheme: str | None, dtype: str | None = None) -
     scheme (no mixed precision). 2 otherwise: MindSpore's fp16 gradients, the ZeRO paper's
     16-bit ones. :func:`perfkit.calc.estimate_step`, the calibrated step model
     (``Rates.gradient_bytes=None``) and :func:`perfkit.simulate.simulate` all use it.
-    Plain PyTorch DDP (also ``"megatron"``, as every PyTorch profile) reduces bf16
-    gradients in 2 bytes, which a scheme cannot tell: pass ``gradient_bytes`` for it.
+    Plain PyTorch DDP (also ``"megatron"``, as every PyTorch profile) reduces gradients
+    in the parameters' type: 4 bytes under autocast (fp32 parameters), 2 for a model cast
+    to bf16, which neither scheme nor dtype tells: pass ``gradient_bytes`` for it.
 
     Parameters
     ----------
