@@ -58,9 +58,16 @@ _LOSS = re.compile(r"(?i)^(?:SoftmaxCrossEntropyWithLogits|SparseSoftmaxCrossEnt
 #: The log-softmax of :data:`_LOSS`: a loss's first half, but also a model's output head
 #: (log-probabilities for a custom loss) or a classifier's prediction; it is a loss call
 #: only inside one or right before :data:`_NLL` (``F.nll_loss(F.log_softmax(x), y)``).
-_LOG_SOFTMAX = re.compile(r"(?i)^aten::_?log_softmax$")
-#: The negative log-likelihood loss, the second half of a cross entropy (forward only).
-_NLL = re.compile(r"(?i)^aten::nll_loss(?:_nd|2d)?(?:_forward)?$")
+#: On torch_npu the kernel's type is ``LogSoftmaxV2`` (its name
+#: ``aclnnLogSoftmax_LogSoftmaxAiCore_LogSoftmaxV2``); its backward, ``LogSoftmaxGrad``,
+#: is not matched.
+_LOG_SOFTMAX = re.compile(r"(?i)^(?:aten::_?log_softmax|LogSoftmax(?:V2)?"
+                          r"|aclnnLogSoftmax_\w*_LogSoftmax(?:V2)?)$")
+#: The negative log-likelihood loss, the second half of a cross entropy (forward only):
+#: ``aten::nll_loss``, or on torch_npu the ``NLLLoss`` kernel
+#: (``aclnnNLLLoss_NLLLossAiCore_NLLLoss``; not its ``MemSet``, nor ``NLLLossGrad``).
+_NLL = re.compile(r"(?i)^(?:aten::nll_loss(?:_nd|2d)?(?:_forward)?|NLLLoss"
+                  r"|aclnnNLLLoss_\w*_NLLLoss)$")
 _ROTARY = re.compile(r"(?i)rotary|RotaryMul|rope")
 _LAYERNORM = re.compile(r"(?i)layer_?norm")
 _RMSNORM = re.compile(r"(?i)rms_?norm|^aten::rsqrt$|^Rsqrt$")
@@ -78,8 +85,9 @@ _SOFTMAX_BACKWARD = re.compile(r"(?i)^aten::_softmax_backward_data$")
 
 _OP_SUFFIX = re.compile(r"-op\d+$")
 #: The labels whose rows :func:`shape_records` keeps.
-_KEPT_LABELS = (_GEMM, _EMBED, _LOSS, _NLL, _ROTARY, _LAYERNORM, _RMSNORM, _GATED_ACT, _PLAIN_ACT,
-                _MOE, *(re.compile(p) for p in ATTENTION_PATTERNS.values()), _BATCH_MATMUL,
+_KEPT_LABELS = (_GEMM, _EMBED, _LOSS, _LOG_SOFTMAX, _NLL, _ROTARY, _LAYERNORM, _RMSNORM,
+                _GATED_ACT, _PLAIN_ACT, _MOE, *(re.compile(p) for p in ATTENTION_PATTERNS.values()),
+                _BATCH_MATMUL,
                 _SOFTMAX, _SOFTMAX_BACKWARD)
 
 
