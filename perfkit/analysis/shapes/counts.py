@@ -85,6 +85,23 @@ def _followed_by(recs: pd.DataFrame, first: np.ndarray, then: np.ndarray) -> np.
     return out
 
 
+def _lookups_per_table(emb: pd.DataFrame) -> tuple[int | None, int]:
+    """The embedding lookups per step of one table, and how many tables were looked up.
+
+    A model looks each of its tables up once per micro-batch (the tokens' table, a learned
+    positions' table, a token-type table), so the lookups per step of one table count the
+    micro-batches, not those of all the tables together. The tables are told apart by
+    their shapes (lookups whose table is not recorded are one more); the count is the most
+    common per-step count of each rank's most looked-up table.
+    """
+    key = emb["table"].map(lambda t: ",".join(map(str, t)) if t else "")
+    per_rank: dict[int, int] = {}
+    for _, part in emb.groupby(key.to_numpy(), sort=False):
+        for rank, n in _typical(_per_step(part)).items():
+            per_rank[rank] = max(per_rank.get(rank, 0), n)
+    return _mode(list(per_rank.values())), int(key.nunique())
+
+
 def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: list[_Attn],
                  emb: list[dict], stage_of: dict[int, int], pp: int, ranks: list[int],
                  where: str) -> None:
@@ -95,10 +112,10 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
     else:
         e = pd.DataFrame()
     if not e.empty:
-        per = _typical(_per_step(e))
-        m = _mode(list(per.values()))
-        out.put("num_micro_batches", m, f"{where}: {counted(m, 'embedding lookup')} per "
-                                         "step on the first pipeline stage (one per "
+        m, tables = _lookups_per_table(e)
+        each = f" of each of {tables} embedding tables" if tables > 1 else ""
+        out.put("num_micro_batches", m, f"{where}: {counted(m, 'embedding lookup')}{each} "
+                                         "per step on the first pipeline stage (one per "
                                          "micro-batch)")
     else:
         loss = _loss_calls(recs, label)
