@@ -11,9 +11,10 @@ order, with the next softmax or matrix product after each member being the next 
 * ``q·kᵀ``: ``aten::bmm`` / ``aten::baddbmm`` (its bias first) or a ``BatchMatMul`` with
   operands ``(N, S, d) x (N, d, S)``;
 * a softmax (``aten::softmax`` / ``aten::_softmax`` / ``aten::_safe_softmax``,
-  ``Softmax``) of ``N·S·S`` elements whose last dimension is ``S`` (the scores, or their
-  ``(b, a, S, S)`` view). Its ``dim`` argument is not read: the tables it is read from
-  keep the shapes, not the arguments;
+  ``Softmax``, Ascend's fused scale-mask-softmax ``ScaledMaskedSoftmax``) of ``N·S·S``
+  elements whose last dimension is ``S`` (the scores, or their ``(b, a, S, S)`` view).
+  Its ``dim`` argument is not read: the tables it is read from keep the shapes, not the
+  arguments;
 * ``·v``: a bmm with operands ``(N, S, S) x (N, S, d)``, the same ``N``, ``S``, ``d``.
 
 Its backward (autograd's ``BmmBackward0`` and ``SoftmaxBackward0``) is five members on the
@@ -28,7 +29,10 @@ lane, matched alike (``backward`` set):
 all of the same ``N``, ``S``, ``d``.
 
 Consecutive rows of one operator (its kernels, or a softmax nested in another, as host
-traces record ``aten::softmax`` around ``aten::_softmax``) count as one member.
+traces record ``aten::softmax`` around ``aten::_softmax``) count as one member. Rows that
+are neither products nor softmaxes may come between the members (copies, a scale, a
+mask, a dropout: torch_npu runs ``Mul``, ``ScaledMaskedSoftmax``, ``DropOutDoMask`` and an
+``AsStrided`` copy between its two ``BatchMatMul``).
 """
 
 from __future__ import annotations

@@ -77,8 +77,11 @@ _MOE = re.compile(r"(?i)GroupedMatmul|MoeGating|MoeInitRouting|MoeFinalizeRoutin
 _GRAD = re.compile(r"(?i)grad|backward|^Gradients/")
 _BATCH_MATMUL = re.compile(r"(?i)^batch_?mat_?mul\w*$")
 #: Softmax operators: the middle of an attention computed as 3-D batched products
-#: (:mod:`~perfkit.analysis.shapes.bmm_attention`).
-_SOFTMAX = re.compile(r"(?i)^(?:aten::_?softmax|aten::_safe_softmax|Softmax(?:V2)?)$")
+#: (:mod:`~perfkit.analysis.shapes.bmm_attention`). Ascend's ``ScaledMaskedSoftmax``
+#: (Megatron's fused scale, mask and softmax on torch_npu) takes the scores as
+#: ``(b, a, S, S)`` and the mask second.
+_SOFTMAX = re.compile(r"(?i)^(?:aten::_?softmax|aten::_safe_softmax|Softmax(?:V2)?"
+                      r"|ScaledMaskedSoftmax)$")
 #: The softmax's backward: the middle of such an attention's backward.
 _SOFTMAX_BACKWARD = re.compile(r"(?i)^aten::_softmax_backward_data$")
 
