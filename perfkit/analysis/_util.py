@@ -25,7 +25,9 @@ from ._frames import distinct, is_lazy_frame
 from ._shared import shared, shared_factorize
 
 __all__ = ["table", "in_steps", "step_rows", "no_step_note", "noted_no_step",
-           "ranks_noted_no_step", "empty_frame", "add_note", "notes_of", "has_values",
+           "steps_anywhere", "with_steps_elsewhere", "STEPS_ELSEWHERE",
+           "ranks_noted_no_step", "without_no_step_note", "empty_frame", "add_note",
+           "notes_of", "has_values",
            "robust_z", "MAD_TO_SIGMA", "n_step_pairs", "one_value", "value_changes",
            "group_changes", "group_codes", "nan_as_zero", "take_rows", "with_columns",
            "typed", "take_array", "text_matches"]
@@ -411,11 +413,13 @@ def in_steps(kernels: pd.DataFrame) -> pd.DataFrame:
     it is left out, with a note (:func:`no_step_note`), so that a per-step figure is over
     the steps' own tasks as the step breakdown is. ``kernels`` is returned as it is when
     every task, or none, has a step. A lazy table keeps each rank's tasks with a step
-    where it lies (as :func:`~._tasks.scope_rows` does on each partition), without a note:
+    where it lies, under the same rule over the whole cluster (:func:`steps_anywhere`: a
+    rank with no step at all is left out where another rank has steps), without a note:
     :func:`no_step_note` counts them when asked.
     """
     if is_lazy_frame(kernels):
-        return kernels.map_partitions(_stepped_part, meta=kernels._meta)
+        return kernels.map_partitions(_stepped_part, steps_anywhere(kernels),
+                                      meta=kernels._meta)
     stepped = step_rows(kernels)
     if stepped is None:
         return kernels
@@ -424,18 +428,62 @@ def in_steps(kernels: pd.DataFrame) -> pd.DataFrame:
     return add_note(out, no_step_note(kernels))
 
 
-def _stepped_part(kernels: pd.DataFrame) -> pd.DataFrame:
+def _stepped_part(kernels: pd.DataFrame, anywhere: bool = False) -> pd.DataFrame:
     """The tasks with a step of one rank's partition of a lazy table (all, where every
-    task or none has one)."""
-    stepped = step_rows(kernels)
+    task has one, or none has and no rank of the cluster has one: ``anywhere``)."""
+    stepped = step_rows(with_steps_elsewhere(kernels, anywhere))
     return kernels if stepped is None else kernels[stepped]
+
+
+#: The key of ``DataFrame.attrs`` that says a table is one rank of a cluster where some
+#: rank's tasks have a step (:func:`with_steps_elsewhere`).
+STEPS_ELSEWHERE = "perfkit_steps_elsewhere"
+
+
+def with_steps_elsewhere(kernels: pd.DataFrame, anywhere: bool) -> pd.DataFrame:
+    """``kernels`` (one rank's tasks) marked as part of a cluster where a task has a step
+    (``anywhere``: :func:`steps_anywhere` of the cluster), so that :func:`step_rows`
+    leaves all of them out when none of them has a step, as :func:`in_steps` does on the
+    whole table of an eager cluster. A shallow copy: a rank's table may be shared.
+    """
+    if not anywhere or kernels.attrs.get(STEPS_ELSEWHERE):
+        return kernels
+    out = kernels.copy(deep=False)
+    out.attrs = {**kernels.attrs, STEPS_ELSEWHERE: True}
+    return out
+
+
+#: :func:`steps_anywhere` of the lazy tables already asked, by their Dask name.
+_ANYWHERE: dict[str, bool] = {}
+
+
+def steps_anywhere(kernels: Any) -> bool:
+    """Whether some task of ``kernels`` has a step: the rule :func:`in_steps` applies to
+    the whole table (tasks of no step are left out where a task has one).
+
+    A lazy (Dask) table is asked once (one small reduction of its ``step`` column on the
+    workers), then remembered by its name, so that every rank-by-rank analysis of a lazy
+    cluster decides as the eager cluster does, not each rank alone.
+    """
+    if kernels is None or "step" not in kernels.columns:
+        return False
+    if not is_lazy_frame(kernels):
+        return has_values(kernels, "step")
+    name = str(getattr(kernels, "_name", ""))
+    if name not in _ANYWHERE:
+        if len(_ANYWHERE) > 256:
+            _ANYWHERE.clear()
+        _ANYWHERE[name] = bool(kernels["step"].notnull().any().compute())
+    return _ANYWHERE[name]
 
 
 def step_rows(kernels: pd.DataFrame) -> np.ndarray | None:
     """Mask of the tasks :func:`in_steps` keeps: those with a step; None when it keeps
     every task (every task, or none, has a step; no ``step`` column; a lazy table).
 
-    Once per :func:`~._shared.shared_results` block. A step column with no missing
+    A rank of a lazy cluster marked by :func:`with_steps_elsewhere` keeps none of its
+    tasks when none has a step (another rank has steps). Once per
+    :func:`~._shared.shared_results` block. A step column with no missing
     value (every task of a fully recorded run) is told from its missing count alone:
     no mask of a million tasks is built.
     """
@@ -447,7 +495,7 @@ def step_rows(kernels: pd.DataFrame) -> np.ndarray | None:
         if not _has_missing(step):
             return None
         stepped = step.notna().to_numpy(bool)
-        return stepped if stepped.any() else None
+        return stepped if stepped.any() or kernels.attrs.get(STEPS_ELSEWHERE) else None
 
     return shared("step_rows", (kernels,), (), compute)
 
@@ -471,9 +519,10 @@ def no_step_note(kernels: Any) -> str:
 
     Where ``kernels`` holds several ranks, the ranks whose tasks are left out are named
     (``"1018 device tasks of no step on ranks 0–1 (...)"``). A lazy (Dask) table is
-    counted rank by rank where each rank lies, as the lazy analyses leave each rank's
-    tasks of no step out (:func:`~._tasks.scope_rows` on its partition): a lazy cluster
-    gets the note the eager one gets.
+    counted rank by rank where each rank lies, under the cluster's rule
+    (:func:`steps_anywhere`), as the lazy analyses leave each rank's tasks of no step out
+    (:func:`~._tasks.scope_rows` on its partition): a lazy cluster gets the note the
+    eager one gets.
     """
     counts = _no_step_by_rank(kernels)
     n_out = int(counts.sum())
@@ -497,14 +546,16 @@ def _no_step_by_rank(kernels: Any) -> pd.Series:
             return pd.Series(dtype="int64")
         cols = [c for c in ("rank", "step") if c in kernels.columns]
         meta = _partition_no_step(kernels._meta[cols])
-        found = kernels[cols].map_partitions(_partition_no_step, meta=meta).compute()
+        found = kernels[cols].map_partitions(_partition_no_step, steps_anywhere(kernels),
+                                             meta=meta).compute()
         return found.groupby(level=0, dropna=False, sort=True).sum()
     return _partition_no_step(kernels)
 
 
-def _partition_no_step(kernels: pd.DataFrame) -> pd.Series:
-    """:func:`_no_step_by_rank` of a table in memory (one rank's partition, or all)."""
-    stepped = step_rows(kernels)
+def _partition_no_step(kernels: pd.DataFrame, anywhere: bool = False) -> pd.Series:
+    """:func:`_no_step_by_rank` of a table in memory (one rank's partition, or all;
+    ``anywhere``: a task of the partition's cluster has a step)."""
+    stepped = step_rows(with_steps_elsewhere(kernels, anywhere))
     if stepped is None:
         return pd.Series(dtype="int64")
     if "rank" not in kernels.columns:
@@ -540,6 +591,13 @@ def ranks_noted_no_step(frame: pd.DataFrame, kernels: Any) -> pd.DataFrame:
         return frame
     frame.attrs["notes"] = [n for n in notes if not _NO_STEP.match(n)]
     return noted_no_step(frame, kernels)
+
+
+def without_no_step_note(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without the notes of tasks of no step its ranks wrote (a lazy cluster's
+    analysis that found nothing, whose eager counterpart notes none)."""
+    frame.attrs["notes"] = [n for n in notes_of(frame) if not _NO_STEP.match(n)]
+    return frame
 
 
 def one_value(col: pd.Series) -> bool:

@@ -31,6 +31,7 @@ paths as the client (a shared filesystem), and have perfkit installed.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -257,6 +258,11 @@ def _aligned_profile(part: RankPart, meta: ProfileMeta,
     return Profile(meta, lambda name: part.table(name, maps))
 
 
+def _both_views(first: RankView, second: RankView, profile: Profile) -> Profile:
+    """``profile`` seen through ``first``, then ``second`` (:meth:`DaskCluster.viewed`)."""
+    return second(first(profile))
+
+
 def _run_on_rank(func: Callable[..., Any], part: RankPart, meta: ProfileMeta,
                  maps: Mapping[str, list[int]] | None, args: tuple[Any, ...],
                  kwargs: dict[str, Any], view: RankView | None = None) -> Any:
@@ -407,6 +413,7 @@ class DaskCluster(Cluster):
         cheap until a table is read, and be picklable (a module-level function). The
         tables' partitions, :meth:`map_ranks`, :meth:`rank_view` and ``cluster[r]`` all
         show the viewed ranks, so that an analysis sees the same tasks whichever it reads.
+        A viewed cluster viewed again shows each rank through its view, then ``view``.
         """
         import copy
         import threading
@@ -414,7 +421,9 @@ class DaskCluster(Cluster):
         out = copy.copy(self)
         out._cache = {}
         out._lock = threading.RLock()
-        out._view = view
+        # a viewed cluster viewed again shows its ranks through both views, in turn
+        out._view = view if self._view is None else functools.partial(_both_views,
+                                                                      self._view, view)
         out.profiles = [view(p) for p in self.profiles]
         return out
 

@@ -16,6 +16,7 @@ kernel_details.csv and step_trace_time.csv (read here with csv).
 from __future__ import annotations
 
 import shutil
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,54 @@ def test_ai_cpu_operators_count_only_tasks_in_steps_on_a_lazy_cluster(tmp_path, 
         # per (rank, step) pair with tasks: rank 0's step 2, the only one
         assert ai["per_step_us"].iloc[0] == pytest.approx(total / pairs, rel=1e-9)
         assert ai["calls_per_step"].iloc[0] == pytest.approx(count / pairs, rel=1e-9)
+
+
+def _level1_rank0_without_steps(tmp_path: Path) -> Path:
+    """A copy of msinsight-pt-level1 whose rank 0 has no step (see the module docstring)."""
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        gone = ("step_trace_time.csv", "trace_view.json")
+        return [n for n in names if n in gone] if "rank0_ascend_pt" in folder else []
+
+    root = writable_copy(LEVEL1, tmp_path / "level1", ignore=ignore)
+    path = root / "rank0_ascend_pt" / _OUT / "kernel_details.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert lines[0].startswith("Step Id,")
+    lines[1:] = [line[line.index(","):] for line in lines[1:]]  # the Step Id left empty
+    path.write_text("".join(lines), encoding="utf-8")
+    return root
+
+
+def test_lazy_cluster_leaves_out_a_rank_with_no_step_as_the_eager_one(tmp_path, dask_client):
+    root = _level1_rank0_without_steps(tmp_path)
+    rows = [csv_rows(root / f"rank{r}_ascend_pt" / _OUT / "kernel_details.csv")
+            for r in (0, 1)]
+    assert rows[0] and not any(r["Step Id"] for r in rows[0])
+    assert rows[1] and all(r["Step Id"] for r in rows[1])
+    # independently: rank 1's tasks in its steps, communication (HCCL) left out
+    want: dict[str, list[float]] = defaultdict(list)
+    for r in rows[1]:
+        if r["Step Id"] and r["Accelerator Core"] != "HCCL":
+            want[r["Type"]].append(float(r["Duration(us)"]))
+    eager, lazy = _both(root, dask_client)
+    tops = {}
+    for name, cluster in (("eager", eager), ("lazy", lazy)):
+        top = A.top_operators(cluster, n=None)
+        tops[name] = top
+        assert int(top["count"].sum()) == sum(len(v) for v in want.values()), name
+        got = dict(zip(top["key"], zip(top["count"], top["total_us"], strict=True),
+                       strict=True))
+        assert set(got) == set(want), name
+        for key, durs in want.items():
+            assert got[key][0] == len(durs), (name, key)
+            assert got[key][1] == pytest.approx(sum(durs), rel=1e-9), (name, key)
+        # rank 0's tasks are named as left out, all of them
+        assert f"{len(rows[0])} device tasks of no step on rank 0" in " ".join(
+            top.attrs["notes"]), name
+    assert tops["lazy"]["key"].tolist() == tops["eager"]["key"].tolist()
+    # the analyses run rank by rank on the lazy cluster count what the eager ones count
+    for func in (A.tiny_kernels, A.unfused_patterns, A.elementwise_chains):
+        e, z = func(eager), func(lazy)
+        assert len(z) == len(e), func.__name__
+        assert z.attrs.get("notes", []) == e.attrs.get("notes", []), func.__name__
+    found = [(f.rule, f.severity, f.evidence) for f in pk.advise(lazy)]
+    assert found and found == [(f.rule, f.severity, f.evidence) for f in pk.advise(eager)]

@@ -16,7 +16,8 @@ import pandas as pd
 
 from ...errors import InvalidArgumentError
 from ...specs import Hardware
-from .._frames import is_lazy, per_rank
+from .._cluster_steps import per_rank_in_steps
+from .._frames import is_lazy
 from .._order import stable_order
 from .._shared import shared, shared_factorize
 from .._tasks import scope_lanes
@@ -29,6 +30,7 @@ from .._util import (
     take_rows,
     typed,
     value_changes,
+    without_no_step_note,
 )
 from .costs import first_rows, narrow_costs
 from .hardware import infer_hardware
@@ -146,9 +148,12 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     if not 0 < kernel_efficiency <= 1:
         raise InvalidArgumentError("kernel_efficiency", "must be in (0, 1]", kernel_efficiency)
     if is_lazy(profile):  # streams never span ranks: each rank on its worker
-        return ranks_noted_no_step(typed(per_rank(profile, elementwise_chains, hardware,
-                                                  min_chain, kernel_efficiency,
-                                                  without_attention), cols),
+        # the tasks of no step left out as the whole cluster leaves them out
+        return ranks_noted_no_step(typed(per_rank_in_steps(profile, elementwise_chains,
+                                                           hardware, min_chain,
+                                                           kernel_efficiency,
+                                                           without_attention, noted=True),
+                                         cols),
                                    table(profile, "kernels"))
     rows, order, new_lane = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty:
@@ -299,9 +304,12 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
         if hardware is None:
             return empty_frame(cols, why)
     if is_lazy(profile):
-        return ranks_noted_no_step(typed(per_rank(profile, attention_chains, hardware,
-                                                  kernel_efficiency), cols),
-                                   table(profile, "kernels"))
+        # the tasks of no step left out as the whole cluster leaves them out
+        out = typed(per_rank_in_steps(profile, attention_chains, hardware,
+                                      kernel_efficiency, noted=True), cols)
+        if out.empty:  # no chain: no note of them, as the eager search has it
+            return without_no_step_note(out)
+        return ranks_noted_no_step(out, table(profile, "kernels"))
     rows, spans, counted_ = _attention_found(profile)
     if not spans:
         return empty_frame(cols, "no unfused attention chain"
@@ -340,7 +348,7 @@ def attention_chain_gemms(profile: Any) -> pd.DataFrame:
     cols = {"key": "string", "input_shapes": "string", "input_dtypes": "string",
             "count": "int64", "total_us": "float64"}
     if is_lazy(profile):
-        return typed(per_rank(profile, attention_chain_gemms), cols)
+        return typed(per_rank_in_steps(profile, attention_chain_gemms), cols)
     rows, spans, _ = _attention_found(profile)
     if not spans:
         return empty_frame(cols, "no unfused attention chain")

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ..._text_codes import first_appearance, first_rows, ids_of, values_of
-from .._frames import is_lazy, per_rank
+from .._cluster_steps import per_rank_in_steps
+from .._frames import is_lazy
 from .._shared import shared, shared_factorize
 from .._tasks import PMU_RATIOS, categorical_of, pmu_maxima, scope_rows, tasks_in_scope
 from .._util import empty_frame, has_values, table, take_array, take_rows, typed, with_columns
@@ -155,7 +156,7 @@ def operator_costs(profile: Any, causal: bool = True, backward_factor: float = 2
         ``attrs["source"]`` names the table.
     """
     if is_lazy(profile):  # priced per rank on the rank's worker
-        out = per_rank(profile, operator_costs, causal, backward_factor)
+        out = per_rank_in_steps(profile, operator_costs, causal, backward_factor)
         out.attrs["source"] = "kernels" if "kernel" in " ".join(map(str, out.columns)) else ""
         return out
     return shared("operator_costs", (profile,), (causal, backward_factor),

@@ -21,7 +21,8 @@ import pandas as pd
 from ...errors import InvalidArgumentError
 from ...format import counted, plural
 from ...specs import Hardware
-from .._frames import is_lazy, per_rank
+from .._cluster_steps import per_rank_in_steps
+from .._frames import is_lazy
 from .._shared import shared_factorize
 from .._tasks import pmu_maxima
 from .._util import (
@@ -331,7 +332,7 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     if hardware is None:
         hardware, why = infer_hardware(profile)
     if is_lazy(profile):
-        part = per_rank(profile, _partial, by, causal, backward_factor)
+        part = per_rank_in_steps(profile, _partial, by, causal, backward_factor)
     else:
         part = _partial(profile, by, causal, backward_factor)
     if part.empty:

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._frames import is_lazy, per_rank
+from .._cluster_steps import per_rank_in_steps
+from .._frames import is_lazy
 from .._util import add_note, empty_frame, table, take_rows, typed
 from ..compare import class_codes
 from ..recorded import recorded_steps_text, recorded_tasks
@@ -52,7 +53,7 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
     cols = {"rank": "Int64", "forward": "int64", "backward": "int64", "ratio": "float64",
             "recompute": "string", "recompute_share": "float64"}
     if is_lazy(profile):  # counted per rank on that rank's worker
-        out = per_rank(profile, recompute_evidence, full_ratio)
+        out = per_rank_in_steps(profile, recompute_evidence, full_ratio)
         notes = list(out.attrs.get("notes", [])) if out.empty else []
         out = typed(out, cols).reset_index(drop=True)
         out.attrs["notes"] = notes

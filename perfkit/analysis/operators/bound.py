@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .._cluster_steps import in_cluster_steps
 from .._frames import aggregate, is_lazy, transform
 from .._tasks import PMU_COMPUTE, PMU_MEMORY
 from .._util import empty_frame, table
@@ -88,6 +89,8 @@ def operator_bound(profile: Any) -> pd.DataFrame:
     if is_lazy(kernels):  # weighted sums per type on the workers
         if not _pmu_columns(kernels.columns)[0] or not _pmu_columns(kernels.columns)[1]:
             return empty_frame(cols, note)
+        # each rank's tasks in scope as the whole cluster's (its tasks of no step)
+        kernels = table(in_cluster_steps(profile), "kernels")
         a = aggregate(transform(kernels, _bound_weights), ["_type"],
                       {"dur_us": ["size", "sum"], "_cw": ["sum"], "_mw": ["sum"]},
                       dropna=False)

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._frames import is_lazy, per_rank
+from .._cluster_steps import per_rank_in_steps
+from .._frames import is_lazy
 from .._shared import shared_factorize
 from .._util import empty_frame, noted_no_step, ranks_noted_no_step, table, typed
 from .scope import _LANES, _by_rank, _lanes, _scope
@@ -54,8 +55,10 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         tasks have one (:func:`~perfkit.analysis._tasks.scope_rows`), with a note.
     """
     if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
-        return ranks_noted_no_step(typed(per_rank(profile, tiny_kernels, threshold_us,
-                                                  storm_share, min_run, max_gap_us),
+        # the tasks of no step left out as the whole cluster leaves them out
+        return ranks_noted_no_step(typed(per_rank_in_steps(profile, tiny_kernels, threshold_us,
+                                                           storm_share, min_run, max_gap_us,
+                                                           noted=True),
                                          TINY_COLUMNS), table(profile, "kernels"))
     kernels = table(profile, "kernels")
     k = _scope(kernels, include_communication=False, columns=_LANES)

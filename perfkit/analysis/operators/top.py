@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InvalidArgumentError
+from .._cluster_steps import in_cluster_steps
 from .._frames import aggregate, any_values, is_lazy, transform, with_position
 from .._util import (
     add_note,
@@ -88,8 +89,10 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     if is_lazy(kernels):
         if not any_values(kernels, "dur_us"):
             return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
-        kept, why = recorded_tasks(kernels, table(profile, "steps"))
-        # each rank's tasks of no step are left out where they lie (_scope), noted here
+        # each rank's tasks of no step are left out where they lie (_scope), under the
+        # cluster's rule (in_cluster_steps: where any rank has steps), noted here
+        kept, why = recorded_tasks(table(in_cluster_steps(profile), "kernels"),
+                                   table(profile, "steps"))
         out = noted_no_step(_lazy_top(kept, by, n, include_communication), kept)
         return add_note(out, why) if why else out
     if kernels.empty or not has_values(kernels, "dur_us"):

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..._text_codes import first_rows
-from .._frames import aggregate, is_lazy, per_rank, transform
+from .._cluster_steps import in_cluster_steps, per_rank_in_steps
+from .._frames import aggregate, is_lazy, transform
 from .._util import empty_frame, nan_as_zero, noted_no_step, ranks_noted_no_step, table, typed
 from .attention_spans import attention_rows
 from .scope import _LANES, _by_rank, _lanes, _scope
@@ -342,8 +343,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
         (``first_row``) and the sequences are of those tasks alone.
     """
     pats = PATTERNS if patterns is None else patterns
-    if is_lazy(profile):
-        return _lazy_unfused(profile, detail, pats)
+    if is_lazy(profile):  # every rank decides about its tasks of no step as the cluster
+        return _lazy_unfused(in_cluster_steps(profile), detail, pats)
     kernels = table(profile, "kernels")
     k = _scope(kernels, include_communication=False, columns=_LANES)
     if k.empty or "start_us" not in k.columns:
@@ -464,7 +465,7 @@ def _lazy_unfused(profile: Any, detail: bool,
     the detail is shifted by the rows of the ranks before, and the summary is put in the
     eager order (pattern, then rank, then largest saving first).
     """
-    out = per_rank(profile, unfused_patterns, detail, pats)
+    out = per_rank_in_steps(profile, unfused_patterns, detail, pats, noted=True)
     notes = list(out.attrs.get("notes", [])) if out.empty else []
     if detail:
         cols = ["rank", "stream", "pattern", "first_row", "kernels", "total_us", "saving_us",
