@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shared_samples import shared_root
+from shared_samples import samples_dir, shared_root
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +149,35 @@ def grammar_problems(text: str) -> list[str]:
 def grammar() -> Any:
     """:func:`grammar_problems`, for tests that check generated text."""
     return grammar_problems
+
+
+#: What SQLite leaves beside a database opened for writing, or opened read-only without
+#: ``immutable=1`` while it is in WAL mode (``ascend_pytorch_profiler_*.db`` is).
+_SQLITE_SIDE = ("-wal", "-shm", "-journal")
+_side_files_before: set[Path] = set()
+
+
+def _sqlite_side_files() -> set[Path]:
+    root = samples_dir()
+    if root is None:
+        return set()
+    return {p for p in root.rglob("*") if p.name.endswith(_SQLITE_SIDE)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note the SQLite side files already beside the shared samples (none, normally)."""
+    if not hasattr(session.config, "workerinput"):
+        _side_files_before.update(_sqlite_side_files())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a test left SQLite side files beside the shared samples: the
+    samples are other projects' files, which no test may change; a raw reading of a
+    database opens it ``file:...?mode=ro&immutable=1`` (as the loader does)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    new = sorted(_sqlite_side_files() - _side_files_before)
+    if new:
+        print("\nA test wrote beside the shared samples (open databases with "
+              "?mode=ro&immutable=1): " + ", ".join(map(str, new)))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -68,7 +68,7 @@ def _trace_view_wall(rank_dir: Path) -> tuple[float, float]:
 def _db_wall(rank_dir: Path, rank: int) -> tuple[float, float, float]:
     """(step start, first kernel start, last device task end) in µs, from the database."""
     path = rank_dir / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+    with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as db:
         steps = db.execute("SELECT startNs, endNs FROM STEP_TIME").fetchall()
         assert len(steps) == 1
         names = dict(db.execute("SELECT id, value FROM STRING_IDS"))
@@ -107,8 +107,8 @@ def test_the_real_torch_npu_database_steps_count_no_time_twice() -> None:
     b = pk.analysis.step_breakdown(pk.load(profile, cache=False, progress=False))
     for rank in (0, 1):
         d = profile / f"rank{rank}_ascend_pt"
-        with sqlite3.connect(f"file:{d / 'ASCEND_PROFILER_OUTPUT' / 'analysis.db'}?mode=ro",
-                             uri=True) as db:
+        db_path = d / "ASCEND_PROFILER_OUTPUT" / "analysis.db"
+        with sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True) as db:
             cur = db.execute("SELECT * FROM StepTraceTime")
             rows = cur.fetchall()
             names = [c[0] for c in cur.description]

@@ -65,7 +65,7 @@ def _nll_per_step_csv(rank_dir: Path) -> list[int]:
 def _nll_per_step_db(rank_dir: Path) -> list[int]:
     """Forward ``NLLLoss`` tasks of the ``.db`` export in each ``STEP_TIME`` row."""
     db = next((rank_dir / _OUT).glob("ascend_pytorch_profiler_*.db"))
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True) as conn:
         starts = [s for s, name in conn.execute(
             "SELECT t.startNs, n.value FROM COMPUTE_TASK_INFO c "
             "JOIN STRING_IDS n ON n.id = c.name JOIN STRING_IDS o ON o.id = c.opType "
