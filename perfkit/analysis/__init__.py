@@ -14,6 +14,7 @@ from .efficiency import (
     infer_hardware,
     operator_costs,
     operator_efficiency,
+    unfused_savings,
 )
 from .host_comm import host_collective_waits
 from .memory import largest_allocations, memory_peaks, memory_timeline, memory_vs_theory
@@ -39,7 +40,7 @@ __all__ = [
     "recompute_evidence",
     # operator efficiency from shapes (roofline)
     "operator_efficiency", "operator_costs", "infer_hardware", "elementwise_chains",
-    "attention_chains",
+    "attention_chains", "unfused_savings",
     # compare
     "compare_profiles", "compare_steps", "kernel_class",
     # communication

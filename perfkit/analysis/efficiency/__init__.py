@@ -30,7 +30,9 @@ docs/analysis.md):
 * :mod:`~.costs` — the priced rows of a profile (:func:`operator_costs`);
 * :mod:`~.hardware` — the profiled device as a preset (:func:`infer_hardware`);
 * :mod:`~.table` — the roofline table (:func:`operator_efficiency`);
-* :mod:`~.chains` — element-wise and attention chains a fused kernel would replace.
+* :mod:`~.chains` — element-wise and attention chains a fused kernel would replace;
+* :mod:`~.unfused_saving` — the unfused-pattern table with the attention row's saving
+  priced on the roofline, as the advisor prices it (:func:`unfused_savings`).
 """
 
 from .chains import (
@@ -45,9 +47,10 @@ from .registry import KIND_PATTERNS as KIND_PATTERNS  # importable here, not in 
 from .registry import cost_of, kind_of
 from .table import EFFICIENCY_COLUMNS, operator_efficiency
 from .tensors import dtype_bytes, parse_shapes, peak_key
+from .unfused_saving import unfused_savings
 
 __all__ = ["operator_efficiency", "operator_costs", "infer_hardware", "cost_of",
            "elementwise_chains", "attention_chains", "attention_chain_gemms",
-           "may_hold_bmm_attention",
+           "may_hold_bmm_attention", "unfused_savings",
            "parse_shapes", "dtype_bytes", "peak_key", "kind_of", "EFFICIENCY_COLUMNS",
            "COST_COLUMNS"]
