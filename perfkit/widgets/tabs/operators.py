@@ -179,7 +179,8 @@ class OperatorsTab(Tab):
         # as the advisor reads them: a fragment of a step is not the step's operators
         tasks = recorded_profile(scope)
         out += self._roofline(tasks)
-        out.append(html_widget(self._unfused(tasks, rank)))
+        # the table, then its notes in their own widget (wrapped at the page's width)
+        out += [html_widget(h) for h in self._unfused(tasks, rank) if h]
         if tasks is not scope:
             out.append(html_widget(note(sequences_note(table(scope, "steps")))))
         ai_cpu = A.ai_cpu_operators(scope)
@@ -283,24 +284,29 @@ class OperatorsTab(Tab):
         notes = eff.attrs.get("notes", [])
         return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes))]
 
-    def _unfused(self, profile: Any, rank: int) -> str:
-        chains = A.unfused_patterns(profile)
+    def _unfused(self, profile: Any, rank: int) -> tuple[str, str]:
+        """The unfused-chains table and the notes on its savings (HTML)."""
+        # the attention row's saving is the advisor's (roofline); the others' sum - max
+        chains = A.unfused_savings(profile)
+        notes = "".join(note(_sentence(n)) for n in chains.attrs.get("saving_notes", []))
         if chains.empty or rank != ALL_RANKS or "rank" not in chains.columns:
             return frame_html(chains, "Unfused chains a fused kernel could replace",
                               columns=[c for c in ("pattern", "occurrences", "total_us",
-                                                   "saving_us", "example",
+                                                   "saving_us", "saving_rule", "example",
                                                    "fused_replacement")
                                        if c in chains.columns],
-                              headers={"total_us": "time", "saving_us": "saving"},
-                              scope={"total_us": "summed over steps"})
+                              headers={"total_us": "time", "saving_us": "saving",
+                                       "saving_rule": "saving assumes"},
+                              scope={"total_us": "summed over steps"}), notes
         spread = over_ranks(chains, ["pattern"], ["saving_us"],
-                            keep={"occurrences": "median", "example": "first",
-                                  "fused_replacement": "first"})
+                            keep={"occurrences": "median", "saving_rule": "first",
+                                  "example": "first", "fused_replacement": "first"})
         return frame_html(spread, "Unfused chains a fused kernel could replace (saving over "
                                   "the profiled steps, per rank)",
                           columns=["pattern", "saving_median_us", "saving_min_us",
-                                   "saving_max_us", "worst_rank", "occurrences", "example",
-                                   "fused_replacement"],
+                                   "saving_max_us", "worst_rank", "occurrences",
+                                   "saving_rule", "example", "fused_replacement"],
                           headers={"saving_median_us": "saving, median over ranks",
                                    "saving_min_us": "min", "saving_max_us": "max",
-                                   "occurrences": "occurrences per rank"})
+                                   "occurrences": "occurrences per rank",
+                                   "saving_rule": "saving assumes"}), notes
