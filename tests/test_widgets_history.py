@@ -163,6 +163,26 @@ def test_dashboard_history_tab_shows_the_bundled_case_read_only(monkeypatch, tmp
     assert tab.add_button.disabled
     tab.add_profile()  # refused: the bundled journal is never written
     assert "read-only" in tab.status.value and _digest(CASE) == before
+    # the page says the journal is perfkit's example, not runs of the profile on show
+    said = html.unescape(tab.body.children[0].value)
+    assert "example journal" in said and "not runs of the profile on show" in said
+    assert "Llama2-13B" in said and "three simulated runs" in said
+    assert len(tab.panel.runs) == 3  # as the sentence says
+    assert str(CASE) not in said  # the box shows the path; the sentence does not repeat it
+
+
+def test_the_users_own_journal_gets_no_example_sentence(monkeypatch, tmp_path) -> None:
+    from perfkit.widgets import dashboard
+
+    monkeypatch.chdir(tmp_path)
+    own = tmp_path / "perfkit-journal.sqlite"
+    Journal.bundled().copy_to(own)
+    monkeypatch.setenv("PERFKIT_JOURNAL", str(own))
+    board = dashboard("simulated/slow-rank")
+    tab = board.select("History")
+    assert Path(tab.path.value).resolve() == own.resolve()
+    text = "".join(getattr(w, "value", "") for w in tab.body.children)
+    assert "example journal" not in text and not tab.add_button.disabled
 
 
 def test_dashboard_history_tab_adds_the_profile_on_show(monkeypatch, tmp_path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import ipywidgets as W
 
 from ...journal import Journal, default_journal_path
+from ...journal.locations import DEFAULT_JOURNAL_NAME
 from ...journal.store import bundled_journal_path
 from ..history import HistoryPanel
 from ..markup import STYLE, describe_error, error, note
@@ -30,6 +31,16 @@ def initial_journal_path() -> Path:
     """The journal the tab opens first: the user's when it exists, else the bundled case."""
     own = default_journal_path()
     return own if own.is_file() else bundled_journal_path()
+
+
+def bundled_sentence() -> str:
+    """What the tab says above the bundled journal: it is perfkit's example, not runs of
+    the profile on show, and how to keep a journal of one's own."""
+    return ("This is the example journal that comes with perfkit: the tuning guide's "
+            "Llama2-13B case in three simulated runs, not runs of the profile on show. To "
+            "follow your own runs, type the path of your journal in the box (for example "
+            f"{DEFAULT_JOURNAL_NAME} in the working folder, or set $PERFKIT_JOURNAL) "
+            "and press “Add the profile on show”.")
 
 
 class HistoryTab(Tab):
@@ -105,6 +116,8 @@ class HistoryTab(Tab):
         except Exception as exc:  # noqa: BLE001 - the panel says why
             self.panel.set_journal(None)
             return [_html(error(describe_error(exc, f"opening the journal {path}")))]
+        if readonly:
+            return [_html(note(bundled_sentence())), self.status, self.panel]
         return [self.status, self.panel]
 
     def add_profile(self) -> None:
