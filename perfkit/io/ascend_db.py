@@ -3,7 +3,8 @@ and ``analysis.db`` (SQLite), read into the same tables as the text export.
 
 Opened read-only (``mode=ro`` URI), so nothing is written next to the files. Times in the
 DB are int64 nanoseconds; strings are interned in ``STRING_IDS``. Sources: ``kernels``
-TASK + COMPUTE_TASK_INFO (+ COMMUNICATION_OP as HCCL rows); ``ops`` PYTORCH_API (type op);
+TASK + COMPUTE_TASK_INFO (+ COMMUNICATION_OP as HCCL rows, their element count and data
+type as input shape and dtype); ``ops`` PYTORCH_API (type op);
 ``memory`` MEMORY_RECORD + NPU_MODULE_MEM; ``op_memory`` OP_MEMORY; ``steps`` /
 ``comm_ops`` / ``comm_bandwidth`` / ``comm_matrix`` analysis.db (StepTraceTime,
 CommAnalyzerTime, CommAnalyzerBandwidth, CommAnalyzerMatrix). A step whose tasks cover
@@ -222,8 +223,14 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             kern[col] = kern[col].str.strip('"')
         if "COMMUNICATION_OP" in have:
             cols = _select(con, "COMMUNICATION_OP", "o", ["opName", "startNs", "endNs",
-                                                          "connectionId", "opType", "waitNs"])
+                                                          "connectionId", "opType", "waitNs",
+                                                          "dataType", "count"])
             comm = _query(con, path, f"select {cols} from COMMUNICATION_OP o")
+            # the collective's input: ``count`` elements of ``dataType`` (an id into
+            # ENUM_HCCL_DATA_TYPE: FP32, BFP16, ...), kept as the row's input shape and dtype
+            hccl_types = dict(con.execute("select id, name from ENUM_HCCL_DATA_TYPE")
+                              .fetchall()) if "ENUM_HCCL_DATA_TYPE" in have else {}
+            counts = pd.to_numeric(comm["count"], errors="coerce")
             comm = pd.DataFrame({"startNs": comm["startNs"], "endNs": comm["endNs"],
                                  "connectionId": comm["connectionId"],
                                  "name": _map(comm["opName"], strings,
@@ -231,6 +238,12 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
                                  "opType": _map(comm["opType"], strings,
                                                 f"{path.name} COMMUNICATION_OP.opType"),
                                  "taskType": pd.Series(["HCCL"] * len(comm), dtype="string"),
+                                 "inputShapes": pd.Series(
+                                     [str(int(c)) if c == c and c > 0 else pd.NA
+                                      for c in counts], dtype="string"),
+                                 "inputDataTypes": comm["dataType"].map(hccl_types).astype(
+                                     "string").replace({"N/A": pd.NA,
+                                                        "INVALID_TYPE": pd.NA}),
                                  "waitNs": comm["waitNs"]})
             kern = pd.concat([kern, comm], ignore_index=True)
         starts.append(kern["startNs"])
