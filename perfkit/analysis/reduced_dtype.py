@@ -1,0 +1,155 @@
+"""The element size of a profile's gradient reduction, read from its own collectives.
+
+Data parallelism reduces the gradients with all-reduces (or reduce-scatters under a
+distributed optimizer). How many bytes each gradient element takes there depends on the
+framework: Megatron-LM reduces bf16 gradients in fp32 (4 bytes), a model cast to bf16 under
+plain PyTorch DDP reduces them in bf16 (2 bytes). The step model can only guess it from the
+scheme (:func:`perfkit.calc.memory.scheme_gradient_bytes`), but a profile often records
+what the collectives moved:
+
+* a Kineto trace recorded with ``record_shapes=True`` gives the backend's span of each
+  collective (``nccl:all_reduce``, ``gloo:all_reduce``, ``vllm::all_reduce``) its input's
+  shape and type (``Input Dims`` ``[[19618307]]``, ``Input type`` ``["float"]``): the
+  ``input_shapes`` and ``input_dtypes`` of the ``ops`` table;
+* an Ascend DB export gives each HCCL collective (``COMMUNICATION_OP``) its element count and
+  data type (``FP32``, ``BFP16``): the ``input_shapes`` and ``input_dtypes`` of its
+  ``kernels`` rows.
+
+:func:`reduced_gradient_bytes` takes the all-reduces and reduce-scatters that record both,
+adds up the bytes each data type moved, and returns the element size of the type that
+moved the most (the gradient reduction is the largest reduction of a training step), or
+None when no reduction records its type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .collectives import comm_op_type
+
+__all__ = ["ReducedGradient", "reduced_gradient_bytes", "ELEMENT_BYTES"]
+
+#: Bytes per element of the data-type names collectives record (lower-cased): PyTorch's
+#: ``Input type`` (``float``, ``c10::BFloat16``) and HCCL's ``FP32`` / ``BFP16``.
+ELEMENT_BYTES = {
+    "float": 4, "float32": 4, "fp32": 4, "double": 8, "float64": 8, "fp64": 8,
+    "half": 2, "float16": 2, "fp16": 2, "c10::half": 2,
+    "bfloat16": 2, "c10::bfloat16": 2, "bf16": 2, "bfp16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
+}
+
+_KIND_WORDS = {"allreduce": "all-reduce", "reducescatter": "reduce-scatter"}
+
+
+@dataclass(frozen=True)
+class ReducedGradient:
+    """What a profile records about the data type its gradient reduction moves.
+
+    Attributes
+    ----------
+    element_bytes : int
+        Bytes per element of the data type that moved the most bytes.
+    dtype : str
+        That type as the profile names it (``float``, ``FP32``, ``c10::BFloat16``).
+    collectives : int
+        How many records of all-reduces / reduce-scatters of that type the profile holds
+        (a host collective may be recorded at two levels, each counted).
+    moved_bytes : float
+        The bytes they moved in all (elements times element size, over every step and rank
+        the profile holds).
+    share : float
+        Their share of the bytes of every reduction that records its type (1.0 when all of
+        them use one type).
+    source : str
+        Where it was read: ``"host collectives"`` (the ``ops`` table) or ``"communication
+        kernels"`` (the ``kernels`` table).
+    """
+
+    element_bytes: int
+    dtype: str
+    collectives: int
+    moved_bytes: float
+    share: float
+    source: str
+
+    @property
+    def evidence(self) -> str:
+        """A plain sentence saying what the profile records."""
+        return (f"{self.collectives} all-reduce or reduce-scatter records among the "
+                f"profile's {self.source} move {self.dtype} data, {self.element_bytes} bytes "
+                f"per element ({self.share:.0%} of the bytes its reductions record)")
+
+
+def _first(text: pd.Series) -> pd.Series:
+    """The first input of ``;``-separated per-input text (``"888,2880;"`` -> ``"888,2880"``)."""
+    return text.astype("string").str.split(";").str[0].str.strip()
+
+
+def _elements(shapes: pd.Series) -> np.ndarray:
+    """Elements of each first-input shape (``"888,2880"`` -> 2557440); NaN where unreadable."""
+    out = np.full(len(shapes), np.nan)
+    for i, s in enumerate(shapes.astype(object)):
+        if not isinstance(s, str) or not s:
+            continue
+        dims = s.strip("[]() ").replace(" ", "").split(",")
+        if dims and all(d.isdigit() for d in dims):
+            out[i] = float(np.prod([int(d) for d in dims], dtype=np.float64))
+    return out
+
+
+def _records(table: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The reductions of one table that record their input's type and shape."""
+    empty = pd.DataFrame({"dtype": [], "bytes": [], "source": []})
+    if table is None or table.empty or not {"name", "input_shapes", "input_dtypes"} \
+            <= set(table.columns):
+        return empty
+    kind = comm_op_type(table["name"])
+    t = table[kind.isin(list(_KIND_WORDS)).to_numpy(bool)]
+    if t.empty:
+        return empty
+    dtype = _first(t["input_dtypes"])
+    size = dtype.str.lower().map(ELEMENT_BYTES).astype("Float64").to_numpy(np.float64,
+                                                                          na_value=np.nan)
+    moved = _elements(_first(t["input_shapes"])) * size
+    keep = np.isfinite(moved) & (moved > 0)
+    return pd.DataFrame({"dtype": dtype.to_numpy(object)[keep], "bytes": moved[keep],
+                         "size": size[keep], "source": source})
+
+
+def reduced_gradient_bytes(profile: Any) -> ReducedGradient | None:
+    """The element size of the gradient reduction, as the profile's collectives record it.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+        A loaded profile. Its ``kernels`` (communication rows) and ``ops`` (host
+        collectives) are read where they carry ``input_shapes`` and ``input_dtypes``.
+
+    Returns
+    -------
+    ReducedGradient or None
+        The data type of the all-reduces / reduce-scatters that move the most bytes (the
+        communication kernels' when they record it, else the host collectives'), or None
+        when no reduction in the profile records both its type and its size.
+
+    Notes
+    -----
+    Every all-reduce counts, so a tensor-parallel all-reduce of activations is weighed
+    with the gradients': the type returned is the one that moves the most bytes, which in a
+    data-parallel training step is the gradients'.
+    """
+    for table, source in (("kernels", "communication kernels"), ("ops", "host collectives")):
+        rec = _records(getattr(profile, table, None), source)
+        if rec.empty:
+            continue
+        by = rec.groupby("dtype", sort=True).agg(bytes=("bytes", "sum"), n=("bytes", "size"),
+                                                 size=("size", "first"))
+        top = by["bytes"].idxmax()
+        return ReducedGradient(int(by.at[top, "size"]), str(top), int(by.at[top, "n"]),
+                               float(by.at[top, "bytes"]),
+                               float(by.at[top, "bytes"] / by["bytes"].sum()), source)
+    return None
