@@ -630,6 +630,14 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         rates = _infer_recompute(eff, job, rates, notes)
         rates = _fit_operators(eff, job, rates, terms, notes)
         kinds_measured.add("compute")
+    if rates.gradient_bytes is None:
+        # what the profile's own reductions move wins over the scheme's guess
+        from ..analysis.reduced_dtype import reduced_gradient_bytes
+
+        reduced = reduced_gradient_bytes(source)
+        if reduced is not None:
+            rates = rates.replace(gradient_bytes=float(reduced.element_bytes))
+            terms.append(("gradient_bytes", float(reduced.element_bytes), reduced.evidence))
     rates, groups = _fit_links(source, job, rates, terms)
     kinds_measured |= groups
     steps = _steps_table(source.steps, skip_first_steps)

@@ -21,15 +21,15 @@ import pandas as pd
 from .._stats import median
 from ..analysis import step_breakdown
 from ..analysis._util import has_values
-from ..calc.memory import STATIC_SCHEME_NAMES
+from ..calc.memory import STATIC_SCHEME_NAMES, scheme_gradient_bytes
 from ..errors import PerfkitError
 from ..format import bytes_text, count_text, counted, plural, share_text, time_text
 from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict, search, to_parallel_config
 from ..specs import ParallelConfig
 
-__all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "scheme_sentence", "predict_layout",
-           "recompute_modes",
+__all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "gradient_sentence", "scheme_sentence",
+           "predict_layout", "recompute_modes",
            "RECOMPUTE_COLUMNS", "measured_against_predicted", "comparison_sentence",
            "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence",
            "band_text", "memory_text"]
@@ -77,6 +77,27 @@ class PlannerFit:
         return self.calibration is not None
 
 
+def gradient_sentence(cal: Calibration) -> str:
+    """Where the calibration's gradient element size comes from, as a sentence (with a
+    leading space), or ``""`` for a job without data parallelism.
+
+    The profile's own reductions when it records their data type (the calibration's
+    ``gradient_bytes`` term, :func:`perfkit.analysis.reduced_dtype.reduced_gradient_bytes`),
+    else the job's scheme (:func:`perfkit.calc.memory.scheme_gradient_bytes`).
+    """
+    if cal.job.parallel.dp <= 1:
+        return ""
+    read = next(((value, how) for term, value, how in cal.terms if term == "gradient_bytes"),
+                None)
+    if read is not None:
+        return (f" Gradients are reduced at {read[0]:g} bytes per element, as the profile "
+                f"records it: {read[1]}.")
+    guess = scheme_gradient_bytes(cal.job.static_scheme, cal.job.dtype)
+    return (f" Gradients are reduced at {guess:g} bytes per element, the "
+            f"{cal.job.static_scheme} scheme's default: the profile does not record the data "
+            "type of its reductions.")
+
+
 def fit_job(profile: Any, job: Job) -> PlannerFit:
     """Calibrate on the open profile for the job on show, falling back as little as needed.
 
@@ -118,6 +139,7 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
         sentence = ("Calibrated on this profile: kernel speeds from its operators, idle time "
                     f"from its steps{links}. Before any closing, the fitted model is "
                     f"{cal.residual:+.1%} off the measured step.")
+        sentence += gradient_sentence(cal)
         if job.training_step() is False:
             sentence += (" The profile runs no backward pass: it measures a forward pass and "
                          "the model predicts a training step (forward, backward, optimizer), "
