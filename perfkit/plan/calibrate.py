@@ -630,8 +630,12 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         rates = _infer_recompute(eff, job, rates, notes)
         rates = _fit_operators(eff, job, rates, terms, notes)
         kinds_measured.add("compute")
-    if rates.gradient_bytes is None:
-        # what the profile's own reductions move wins over the scheme's guess
+    par = job.parallel
+    if rates.gradient_bytes is None and par.tp == par.cp == par.ep == 1:
+        # what the profile's own reductions move wins over the scheme's guess, where they
+        # are all data-parallel: tensor, context or expert parallelism all-reduce their
+        # activations too (16-bit under Megatron-LM, whose gradients reduce in fp32), and
+        # the profile does not say which collective is whose
         from ..analysis.reduced_dtype import reduced_gradient_bytes
 
         reduced = reduced_gradient_bytes(source)

@@ -143,3 +143,20 @@ def test_calibration_reduces_gradients_at_the_profiles_size():
     how = dict((t, h) for t, _, h in cal.terms)["gradient_bytes"]
     assert "c10::BFloat16" in how
     assert f"at {size} bytes per element, as the profile records it" in gradient_sentence(cal)
+
+
+@pytest.mark.shared_samples
+def test_calibration_keeps_the_schemes_size_where_other_parallelism_all_reduces():
+    """With tensor parallelism the activations' all-reduces are in the profile too (the
+    B200 trace's own bf16 ones are tensor-parallel): the recorded type is not taken as the
+    gradients', and the scheme's size stays."""
+    path = shared_sample("wild/tl_b200_eager") / "eager_trace.json.gz"
+    size, _ = _kineto_reading([path], {"cpu_op"})
+    profile = pk.load(path, cache=False, progress=False)
+    model = pk.ModelSpec(num_layers=4, hidden_size=1024, num_attention_heads=16,
+                         seq_length=1024, vocab_size=32000, mlp="gated")
+    cal = plan.calibrate(profile, model, pk.ParallelConfig(dp=4, tp=2),
+                         pk.Hardware.preset("b200"), static_scheme="megatron")
+    assert scheme_gradient_bytes("megatron", cal.job.dtype) != size
+    assert cal.rates.gradient_bytes is None
+    assert "gradient_bytes" not in {t for t, _, _ in cal.terms}
