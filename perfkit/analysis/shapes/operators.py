@@ -332,11 +332,12 @@ def _gemms(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> list[_Gemm]
     """Matrix products with one orientation each (the activation one when it is clear)."""
     rows = _Rows(recs)
     lab = label.tolist()
-    mask = label.str.contains(_GEMM).to_numpy(bool) | recs["name"].astype(str)\
-        .str.contains(_GEMM.pattern, regex=True).to_numpy(bool)
+    # the label is the kernel's own type where the profile records one (a MemSet that a
+    # product's launcher runs is none), else its name
+    mask = label.str.contains(_GEMM).to_numpy(bool)
     linear = label.str.lower().eq("aten::linear").to_numpy(bool)
     if (mask & linear).any():  # forward GEMMs with explicit (b, s, in) -> out
-        mask &= linear
+        mask = mask & linear
     out = []
     dims: dict[tuple[Any, str], Any] = {}  # a step repeats a few hundred distinct products
     for i in np.nonzero(mask)[0]:

@@ -28,8 +28,15 @@ DTYPE_NAMES = {
     "float8_e4m3fn": "fp8", "c10::float8_e4m3fn": "fp8", "dt_float8_e4m3fn": "fp8",
 }
 
+#: Matrix products: a MatMul type (MindSpore's name without scope), a PyTorch product, or a
+#: torch_npu kernel name ``<aclnn launcher>_<implementation>_<kernel type>`` whose launcher
+#: is a product's and whose own type, the last part, is a MatMul
+#: (``aclnnMm_MatMulCommon_MatMulV2``). The launcher alone is not enough: a product's
+#: launcher also runs a ``MemSet`` (``aclnnMm_MatMulCommon_MemSet``), and may run a
+#: ``TransData`` or a ``Cast``, which are no products.
 _GEMM = re.compile(r"(?i)^(?:(?:batch)?mat_?mul\w*|aten::(?:mm|addmm|bmm|baddbmm|linear))$"
-                   r"|aclnn(?:Mm|Addmm|Matmul|BatchMatMul|Bmm)_")
+                   r"|^aclnn(?:Mm|Addmm|Matmul|BatchMatMul|Bmm)_(?:\w+_)?(?:batch)?mat_?mul"
+                   r"[^_]*$")
 #: Names of attention operators: forward and backward, per profiler.
 ATTENTION_PATTERNS = {
     "fwd": r"(?i)^(?:FlashAttentionScore|PromptFlashAttention\w*|FusedInferAttentionScore\w*"
@@ -201,7 +208,11 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
         return None
     rows = rows.copy()
     rows["label"] = _label(rows).to_numpy()
-    keep = _matches(rows["name"].astype(str), _GEMM) | \
+    # a kernel's own type, where the profile records one, says whether it is a product;
+    # its name only where it does not
+    untyped = rows["type"].astype("string").fillna("").eq("").to_numpy(bool) \
+        if "type" in rows.columns else np.ones(len(rows), dtype=bool)
+    keep = (_matches(rows["name"].astype(str), _GEMM) & untyped) | \
         _matches(rows["label"].astype(str), *_KEPT_LABELS)
     rows = rows[keep]
     for col in ("input_dtypes", "output_shapes"):
