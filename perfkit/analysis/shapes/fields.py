@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted
+from .folded_batch import _unfold
 from .operators import _Attn, _folded_heads, _Gemm, _mode, _Shapes
 from .records import (
     _EMBED,
@@ -105,6 +106,13 @@ def _read_batch(out: ShapeReading, att: list[_Attn], gemms: list[_Gemm], emb: li
     if packed:
         why = (f"{where}: {packed[0].what} takes packed sequences ({packed[0].note}): it "
                "shows the tokens, not how they split into sequences")
+    elif folded and (got := _unfold(folded, gemms, emb)) is not None:
+        b, s, said = got
+        text = (f"{where}: {folded[0].what}: {said}, so batch {b}, sequence {s} "
+                f"({counted(len(folded), 'attention')})")
+        out.put("micro_batch_size", b, text)
+        out.put("seq_length", s, text)
+        return
     elif folded:
         pairs = sorted({(a.bh, a.s) for a in folded})
         why = (f"{where}: {folded[0].what}: batch × heads and sequence "

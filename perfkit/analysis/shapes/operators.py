@@ -175,6 +175,7 @@ class _Attn:
     note: str = ""        # how that layout was settled, or that it was assumed
     heads_from: str = ""  # what gave the heads of a 3-D query, when something did
     bh: int | None = None  # batch × heads of a 3-D bmm attention (folded together)
+    scores: tuple[int, ...] | None = None  # its softmax's input (the scores' view)
 
 
 def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
@@ -253,15 +254,17 @@ def _bmm_attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes, rows: 
                    ) -> list[_Attn]:
     """Unfused attention as 3-D bmm, softmax, bmm on one lane
     (:func:`~.bmm_attention.bmm_attention_triples`): ``N = b·a`` is folded, so neither the
-    batch nor the heads are read, only the sequence ``S`` and the head size ``d``."""
+    batch nor the heads are read here, only ``S``, the head size ``d`` and the softmax's
+    input (the scores' view, which :mod:`~.folded_batch` may unfold with other evidence)."""
     out = []
     for t in record_triples(recs, shapes):
         row = rows(t.qk)
         back = t.backward or bool(row["backward"])
+        view = next((tuple(x) for x in shapes[t.softmax] if x), None)
         out.append(_Attn(rank=int(row["rank"]), step=row["step"],
                          start=float(row["start_us"]), backward=back,
                          b=None, s=t.s, heads=None, kv_heads=None, d=t.d, q_width=None,
-                         kv_width=None, bh=t.n,
+                         kv_width=None, bh=t.n, scores=view,
                          what="batched q·kᵀ bmm, softmax, bmm " + (
                              "(backward)" if back else "(forward)")))
     return out
