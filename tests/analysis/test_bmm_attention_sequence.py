@@ -109,6 +109,16 @@ def test_with_the_tokens_known_the_widths_follow_the_raw_matmuls(name: str) -> N
     assert r.get("bias") == "none"
 
 
+def test_query_and_key_value_heads_are_worded_alike() -> None:
+    raw = _raw_model(_rows())
+    r = read_model(pk.load(sample(MSA), cache=False, progress=False))
+    assert r.get("num_attention_heads") == r.get("num_kv_heads") == raw["heads"]
+    assert r.details["num_attention_heads"].endswith(f": {raw['heads']} query heads per rank")
+    assert r.details["num_kv_heads"].endswith(f": {raw['heads']} key/value heads per rank")
+    # the fused QKV projection shows the key/value heads: (a + 2·g)·d wide
+    assert f"{raw['hidden']} → {3 * raw['heads'] * raw['d']}" in r.details["num_kv_heads"]
+
+
 def test_timesformer_sequence_stays_unread() -> None:
     """Its 4-D softmax views disagree on ``S`` (frames, then patches) and it has no
     embedding lookup: neither the batch nor the sequence is read."""
@@ -126,6 +136,8 @@ def test_timesformer_sequence_stays_unread() -> None:
     for s in seqs:
         assert f" and {s}" in r.details["seq_length"]
     assert "the batch cannot be read" in r.details["seq_length"]
+    assert r.details["num_kv_heads"].endswith(
+        f": {r.get('num_kv_heads')} key/value heads per rank")
 
 
 def test_without_the_embeddings_the_sequence_stays_unread(tmp_path) -> None:

@@ -234,7 +234,7 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
     native = any(("flash" in a.what.lower() or "fusion" in a.what.lower()) for a in fwd)
     how_kv = ""
     if kv is not None and (native or kv < heads):
-        how_kv = f"{how}: {kv} key/value heads"
+        how_kv = how
     else:
         outs = Counter(g.n for g in act if g.k == h) if h else Counter()
         qw = heads * d
@@ -251,7 +251,7 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
             kv = (w - qw) // (2 * d)
             how_kv = f"fused QKV projection {h} → {w} = ({heads} + 2·{kv})·{d}"
         elif kv is not None:
-            how_kv = f"{how}: {kv} key/value heads"
+            how_kv = how
         elif qw in outs:
             kv = heads
             how_kv = f"query, key and value projections all {h} → {qw}"
@@ -259,8 +259,9 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
         out.put("num_kv_heads", None, f"{where}: neither the attention inputs nor the "
                                       "projections show the key/value width")
         return
-    out.put("num_kv_heads", kv * tp, f"{where}: {how_kv}" + (
-        f" per rank × tp {tp}" if tp > 1 else ""))
+    # worded as the query heads are: the count per rank, then × tp
+    out.put("num_kv_heads", kv * tp, f"{where}: {how_kv}: {kv} key/value heads per rank"
+            + (f" × tp {tp}" if tp > 1 else ""))
     out.values["_kv_width"] = kv * d
 
 
