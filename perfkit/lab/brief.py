@@ -182,7 +182,8 @@ _METHODS = {
     "exposed_comm": "rank 0's Communication(Not Overlapped) less its Bubble "
                     "(analysis.exposed_comm_us) / its step, Computing + Communication(Not "
                     "Overlapped) + Free + Preparing (analysis.step_wall_us, the Overview's "
-                    "step time)",
+                    "step time); facts.told_apart: whether not overlapped with the bubble "
+                    "left in, and all the communication, lie outside the tolerance",
     "step_bubble": "rank 0's Bubble (the stage's receive wait, which Communication(Not "
                    "Overlapped) holds) / its step, Computing + Communication(Not Overlapped) "
                    "+ Free + Preparing (analysis.step_wall_us)",

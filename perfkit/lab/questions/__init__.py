@@ -23,7 +23,8 @@ bubble), :mod:`~perfkit.lab.questions.operators`,
 :mod:`~perfkit.lab.questions.communication`, :mod:`~perfkit.lab.questions.faults` (the slow
 component, the planted fault), :mod:`~perfkit.lab.questions.memory` (and recompute),
 :mod:`~perfkit.lab.questions.planning`. They are imported here in that order, which is the
-order the questions are asked.
+order the questions are asked. :mod:`~perfkit.lab.questions.tolerance` registers none: it
+works out the tolerances that come from the rounding of the figures a student reads.
 
 :meth:`Question.asks` says which students a question is asked of: every one, except where
 a question only makes sense for some layouts (exposed communication for jobs with

@@ -3,7 +3,6 @@ transit, the wait's share."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ... import analysis as A
@@ -11,9 +10,9 @@ from ...format import sig, time_text
 from ..data import StudentData
 from ..scenario import Setup
 from .registry import Question, Solution, question
+from .tolerance import SAME_US, SHOWN_DIGITS, share_tolerance
 
-__all__ = ["ExposedComm", "StepBubble", "WaitOrTransit", "WaitShare", "share_tolerance",
-           "SHOWN_DIGITS", "ANSWER_ROUNDING"]
+__all__ = ["ExposedComm", "StepBubble", "WaitOrTransit", "WaitShare"]
 
 
 @question
@@ -22,8 +21,12 @@ class ExposedComm(Question):
     title = "Exposed communication"
     stage = "communication"
     unit = "%"
-    rel_tol = 0.05
+    #: Each student's tolerance comes from the rounding of their own figures
+    #: (:func:`share_tolerance`); these are the question's, where it cannot.
+    rel_tol = 0.0
     abs_tol = 0.3
+    tolerance_words = ("each student's own: the rounding of the two figures (3 significant "
+                       "digits) and 0.05 point")
     guide = "04_communication"
     evidence = ("job_steps",)
     asked_of = "jobs with data or tensor parallelism"
@@ -45,16 +48,40 @@ class ExposedComm(Question):
         (:func:`~perfkit.analysis.exposed_comm_us`: not overlapped less the bubble) over
         the step's wall time (:func:`~perfkit.analysis.step_wall_us`: the device span and
         the wait before it, the step time of the Overview and of measured_step_s), in %:
-        the share the Overview's split and the Communication tab show for the rank."""
+        the share the Overview's split and the Communication tab show for the rank.
+
+        The tolerance is the student's own (:func:`share_tolerance`): the rounding of the
+        two figures the step table shows and of an answer to one decimal. The likely wrong
+        quantities, Communication (Not Overlapped) with the bubble left in and all the
+        communication (not overlapped + overlapped), each over the step, are marked wrong
+        wherever they lie further than that from the answer; ``facts`` gives both shares
+        and says whether every one that differs from the answer can be told apart
+        (``told_apart``), and so does the derivation."""
         steps = data.job_steps
         row = steps[steps["rank"] == 0].iloc[[0]]
         exposed = float(A.exposed_comm_us(row).iloc[0])
         wall = float(A.step_wall_us(row).iloc[0])
         bubble = float(row["bubble_us"].fillna(0.0).iloc[0]) if "bubble_us" in row else 0.0
+        cno = float(row["comm_not_overlapped_us"].iloc[0])
+        overlapped = float(row["overlapped_us"].fillna(0.0).iloc[0]) \
+            if "overlapped_us" in row else 0.0
         value = 100 * exposed / wall
+        tol = share_tolerance(exposed, wall)
+        wrong = {"Communication (Not Overlapped), the bubble left in": (cno, cno - exposed),
+                 "all the communication, not overlapped and overlapped":
+                     (cno + overlapped, cno + overlapped - exposed)}
+        shares = {name: 100 * us / wall for name, (us, _) in wrong.items()}
+        # a quantity within the profiler's nanosecond of the answer is the answer
+        differ = {name for name, (_, gap) in wrong.items() if abs(gap) > SAME_US}
+        apart = all(abs(shares[name] - value) > tol for name in differ)
+        verdicts = "; ".join(
+            f"{name} is {sig(shares[name], 4)} %: " + (
+                "the same as the answer here" if name not in differ else
+                "the checker marks it wrong" if abs(shares[name] - value) > tol else
+                "too close to the answer to tell apart, so the checker cannot mark it wrong")
+            for name in wrong)
         ms = {k: sig(v / 1e3, 4) for k, v in (
-            ("cno", float(row["comm_not_overlapped_us"].iloc[0])), ("bubble", bubble),
-            ("exposed", exposed), ("wall", wall))}
+            ("cno", cno), ("bubble", bubble), ("exposed", exposed), ("wall", wall))}
         return Solution(
             prompt="On rank 0, what share of the step is communication that no computation "
                    "hides (Communication (Not Overlapped), the pipeline bubble left out), "
@@ -64,36 +91,19 @@ class ExposedComm(Question):
                        f"{ms['exposed']} ms (not overlapped {ms['cno']} ms − bubble "
                        f"{ms['bubble']} ms, analysis.exposed_comm_us) / step {ms['wall']} ms "
                        "(computing + not overlapped + free + preparing, "
-                       f"analysis.step_wall_us) = {sig(value, 4)} %",
+                       f"analysis.step_wall_us) = {sig(value, 4)} % ± {sig(tol, 2)} point "
+                       f"(the table's {SHOWN_DIGITS} significant digits and an answer to one "
+                       f"decimal). Over the same step, {verdicts}.",
             explanation=f"{sig(exposed / 1e3, 3)} ms of the {sig(wall / 1e3, 3)} ms step: the "
                         "step waits that long on communication. Overlapped communication "
                         "costs nothing; only this part is worth attacking (the pipeline "
                         "bubble is a stage waiting for another, counted apart).",
-            settings=("job",))
-
-
-#: Significant digits of the figures the step table shows (:mod:`perfkit.tables`).
-SHOWN_DIGITS = 3
-#: The rounding of an answer given to one decimal, in points of %.
-ANSWER_ROUNDING = 0.05
-
-
-def _half_unit(value: float) -> float:
-    """Half a unit of the last digit of ``value`` shown to :data:`SHOWN_DIGITS` digits."""
-    if value <= 0:
-        return 0.0
-    return 0.5 * 10.0 ** (math.floor(math.log10(value)) - SHOWN_DIGITS + 1)
-
-
-def share_tolerance(part_us: float, wall_us: float) -> float:
-    """The tolerance, in points of %, of ``part / wall`` read from the step table: the
-    farthest the share of the two figures as shown (each to :data:`SHOWN_DIGITS`
-    significant digits) can lie from the exact share, plus :data:`ANSWER_ROUNDING`."""
-    exact = 100 * part_us / wall_us
-    hp, hw = _half_unit(part_us), _half_unit(wall_us)
-    far = max(abs(100 * (part_us + hp) / (wall_us - hw) - exact),
-              abs(100 * (part_us - hp) / (wall_us + hw) - exact))
-    return far + ANSWER_ROUNDING
+            settings=("job",),
+            facts={"exposed_pct": value,
+                   "not_overlapped_pct": shares[next(iter(wrong))],
+                   "communication_pct": shares[list(wrong)[1]],
+                   "told_apart": apart},
+            rel_tol=0.0, abs_tol=tol)
 
 
 @question

@@ -1,0 +1,148 @@
+"""Exposed communication's answer against the wrong quantities beside it.
+
+``exposed_comm`` asks rank 0's Communication (Not Overlapped) less its Bubble, over its
+step. Its old tolerance, ±5 % or 0.3 point, is a third of the answer on the bundled jobs
+(about 0.9 %): on a job with data parallelism and a pipeline, Communication (Not
+Overlapped) with the bubble left in lay within it wherever the bubble was under 0.3 point
+of the step, and 0 was right wherever the answer was under 0.3 %. Its tolerance is now
+the student's own, from the rounding of what the student reads; the key says whether the
+wrong quantities can be told apart. Every figure here is read from rank 0's
+step_trace_time.csv with the csv module.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from perfkit.lab.key import is_right, read_check
+from perfkit.lab.make import _key_entry
+from perfkit.lab.questions import QUESTIONS
+
+pytestmark = pytest.mark.xdist_group("lab")
+
+
+def _rank0_row(profile: Path) -> dict[str, float]:
+    """Rank 0's single row of step_trace_time.csv (rank from profiler_info_<rank>.json)."""
+    for d in profile.iterdir():
+        if (d / "profiler_info_0.json").is_file():
+            with (d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").open(newline="") as f:
+                rows = list(csv.DictReader(f))
+            assert len(rows) == 1
+            return {k: float(v) for k, v in rows[0].items()}
+    raise AssertionError(f"no rank 0 in {profile}")
+
+
+def _shown(value: float) -> float:
+    """``value`` to three significant digits, as the step table shows it."""
+    return float(f"{value:.3g}")
+
+
+def _worst_reading(part: float, wall: float) -> float:
+    """How far, in points, ``part / wall`` worked out from the two figures to three
+    significant digits can lie from the exact share (by hand: half a unit of the third
+    digit of each, pushing the share up and then down)."""
+    def half(v: float) -> float:
+        return 0.5 * 10 ** (math.floor(math.log10(v)) - 2)
+    exact = 100 * part / wall
+    return max(100 * (part + half(part)) / (wall - half(wall)) - exact,
+               exact - 100 * (part - half(part)) / (wall + half(wall)))
+
+
+def _carried(pack: Path, student: str, qid: str) -> tuple[dict, dict]:
+    """The question's entry in the student's own check data and in their sheet."""
+    check = read_check(pack / student)[qid]
+    sheet = json.loads((pack / student / "lab.json").read_text())
+    return check, next(q for q in sheet["questions"] if q["id"] == qid)
+
+
+def test_the_exposed_comm_checker_rejects_the_wrong_shares_where_they_can_be_told_apart(
+        intro_pack: Path, advanced_pack: Path) -> None:
+    """Per student asked: the answer, Communication (Not Overlapped) and all the
+    communication (the Communication column), each over the step, from the raw file; the
+    tolerance by hand. A wrong share that differs from the answer is right only within
+    the tolerance and the key says which; 0 is wrong; a student who reads the table and
+    answers to one decimal is right. The old ±5 %/0.3 point is not the tolerance."""
+    seen = 0
+    for pack in (intro_pack, advanced_pack):
+        key = json.loads((pack / "instructor" / "key.json").read_text())
+        for student, entry in key["entries"].items():
+            a = entry["answers"].get("exposed_comm")
+            if a is None:
+                continue
+            seen += 1
+            row = _rank0_row(pack / student / entry["settings"]["job"]["path"])
+            cno = row["Communication(Not Overlapped)"]
+            wall = row["Computing"] + cno + row["Free"] + row["Preparing"]
+            exposed = max(cno - row["Bubble"], 0.0)
+            pct = 100 * exposed / wall
+            tol = _worst_reading(exposed, wall) + 0.05
+            assert math.isclose(a["answer"], pct, rel_tol=1e-9)
+            assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-9), \
+                (student, a["rel_tol"], a["abs_tol"], tol)
+            wrongs = {"not_overlapped_pct": cno, "communication_pct": row["Communication"]}
+            apart = True
+            for fact, us in wrongs.items():
+                share = 100 * us / wall
+                if abs(us - exposed) <= 1e-3:  # the same figure: not a wrong answer here
+                    continue
+                told = abs(share - pct) > tol
+                apart &= told
+                print(f"{pack.name} {student}: exposed {pct:.4f} %, {fact} {share:.4f} %, "
+                      f"tolerance ±{tol:.3f}: {'told apart' if told else 'not told apart'}")
+                assert is_right(a, share) is not told, (student, fact, pct, share, tol)
+            for fact, us in wrongs.items():
+                assert math.isclose(a["facts"][fact], 100 * us / wall, rel_tol=1e-9), fact
+            assert a["facts"]["told_apart"] is apart
+            assert not is_right(a, 0)
+            read = round(100 * _shown(exposed) / _shown(wall), 1)
+            assert is_right(a, read), (student, read, pct, tol)
+            for carried in _carried(pack, student, "exposed_comm"):
+                assert math.isclose(carried["abs_tol"], tol, rel_tol=1e-9)
+                assert carried["rel_tol"] == 0
+    assert seen >= 3
+
+
+def _exposed_entry(computing: float, exposed: float, bubble: float, overlapped: float,
+                   free: float, preparing: float) -> tuple[dict, float]:
+    """exposed_comm's key entry for a made-up rank 0 (µs) and its step, by hand."""
+    cno = exposed + bubble
+    steps = pd.DataFrame({"rank": [0], "step": [1], "computing_us": [computing],
+                          "comm_not_overlapped_us": [cno], "bubble_us": [bubble],
+                          "overlapped_us": [overlapped], "free_us": [free],
+                          "preparing_us": [preparing], "step_us": [computing + cno + free]})
+    q = QUESTIONS["exposed_comm"]
+    sol = q.solve(SimpleNamespace(job_steps=steps))  # type: ignore[arg-type]
+    return _key_entry(q, sol, None, {"job": {}}), computing + cno + free + preparing  # type: ignore[arg-type]
+
+
+def test_a_data_parallel_pipeline_rejects_not_overlapped_with_the_bubble_left_in() -> None:
+    """A made-up stage of a dp × pp job: 4 ms of exposed communication and a 0.8 ms bubble
+    in a 400 ms step. The answer is 1.00 %, Communication (Not Overlapped) 1.20 %: the old
+    ±0.3 point marked 1.2 right; now it is wrong, and so is all the communication (6.2 %),
+    while the answer read from the table to one decimal is right."""
+    exposed, bubble, overlapped = 4_000.0, 800.0, 20_000.0
+    entry, wall = _exposed_entry(390_000.0, exposed, bubble, overlapped, 200.0, 5_000.0)
+    pct, cno_pct = 100 * exposed / wall, 100 * (exposed + bubble) / wall
+    assert math.isclose(entry["answer"], pct, rel_tol=1e-12)
+    assert 0.15 < cno_pct - pct < 0.3  # inside the old tolerance
+    assert not is_right(entry, cno_pct) and not is_right(entry, round(cno_pct, 1))
+    assert not is_right(entry, 100 * (exposed + bubble + overlapped) / wall)
+    assert is_right(entry, round(100 * _shown(exposed / 1e3) / _shown(wall / 1e3), 1))
+    assert entry["facts"]["told_apart"] is True
+    assert "not mark it wrong" not in entry["derivation"]
+
+
+def test_a_small_exposed_share_no_longer_takes_0() -> None:
+    """0.8 ms exposed in a 400 ms step is 0.2 %: the old 0.3 point took 0 as right, as if
+    nothing were exposed; now 0 is wrong and 0.2 right."""
+    entry, wall = _exposed_entry(395_000.0, 800.0, 0.0, 10_000.0, 200.0, 4_000.0)
+    assert math.isclose(entry["answer"], 100 * 800 / wall, rel_tol=1e-12)
+    assert not is_right(entry, 0) and is_right(entry, round(100 * 800 / wall, 1))
+
