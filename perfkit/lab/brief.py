@@ -170,7 +170,9 @@ _METHODS = {
     "mfu": "perfkit.mfu: model FLOPs per token (exact GEMMs, non-causal) × tokens/s per "
            "device / peak",
     "hfu": "perfkit.hfu with the recompute the profile shows (analysis.recompute_evidence)",
-    "bubble": "(pp − 1) / (vpp · m) of the pipeline asked about (perfkit.bubble_fraction)",
+    "bubble": "(pp − 1) / (vpp · m) of the pipeline asked about (perfkit.bubble_fraction); "
+              "facts.told_apart: whether the bubble over the whole time, (pp − 1) / "
+              "(vpp · m + pp − 1), lies outside the tolerance",
     "memory_need": "perfkit.static_memory (MindSpore scheme) + perfkit.activation_memory "
                    "(the seed's table, peak stage) of the layout asked about",
     "memory_fit": "memory_need against device memory × 0.9",

@@ -1,13 +1,17 @@
-"""Exposed communication's answer against the wrong quantities beside it.
+"""Exposed communication's and the pipeline bubble's answers against the wrong quantity
+beside each.
 
 ``exposed_comm`` asks rank 0's Communication (Not Overlapped) less its Bubble, over its
 step. Its old tolerance, ±5 % or 0.3 point, is a third of the answer on the bundled jobs
 (about 0.9 %): on a job with data parallelism and a pipeline, Communication (Not
 Overlapped) with the bubble left in lay within it wherever the bubble was under 0.3 point
-of the step, and 0 was right wherever the answer was under 0.3 %. Its tolerance is now
-the student's own, from the rounding of what the student reads; the key says whether the
-wrong quantities can be told apart. Every figure here is read from rank 0's
-step_trace_time.csv with the csv module.
+of the step, and 0 was right wherever the answer was under 0.3 %. ``bubble`` asks
+(pp − 1) / (v·m) of the ideal compute time; its ±0.5 point accepted the bubble over the
+whole time, (pp − 1) / (v·m + pp − 1), on the advanced pack's second student (5.56 %
+against 5.26 %). Both tolerances are now the student's own, from the rounding of what
+the student reads; the key says whether the wrong quantity can be told apart. Every
+figure here is read from rank 0's step_trace_time.csv with the csv module, or worked out
+by hand from the pipeline's settings.
 """
 
 from __future__ import annotations
@@ -146,3 +150,33 @@ def test_a_small_exposed_share_no_longer_takes_0() -> None:
     assert math.isclose(entry["answer"], 100 * 800 / wall, rel_tol=1e-12)
     assert not is_right(entry, 0) and is_right(entry, round(100 * 800 / wall, 1))
 
+
+def test_the_bubble_checker_rejects_the_bubble_over_the_whole_time(
+        intro_pack: Path, advanced_pack: Path) -> None:
+    """Per student, by hand from the pipeline's settings: (pp − 1) / (v·m) and the likely
+    wrong (pp − 1) / (v·m + pp − 1). The wrong one is right only within 0.05 point (an
+    answer to one decimal, the figures being exact) and the key says which; the answer to
+    one decimal is right. On the advanced pack's second student (pp 2, m 6, v 3: 5.556 %
+    against 5.263 %) the old ±0.5 point accepted the wrong one."""
+    apart_seen = 0
+    for pack in (intro_pack, advanced_pack):
+        key = json.loads((pack / "instructor" / "key.json").read_text())
+        for student, entry in key["entries"].items():
+            a = entry["answers"]["bubble"]
+            p = entry["settings"]["pipeline"]
+            pp, slots = p["pp"], p["vpp"] * p["num_micro_batches"]
+            pct, of_all = 100 * (pp - 1) / slots, 100 * (pp - 1) / (slots + pp - 1)
+            apart = abs(of_all - pct) > 0.05
+            apart_seen += apart
+            print(f"{pack.name} {student}: bubble {pct:.4f} %, over the whole time "
+                  f"{of_all:.4f} %: {'told apart' if apart else 'not told apart'}")
+            assert math.isclose(a["answer"], pct, rel_tol=1e-12)
+            assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], 0.05, rel_tol=1e-6), \
+                (student, a["rel_tol"], a["abs_tol"])
+            assert is_right(a, of_all) is not apart, (student, pct, of_all)
+            assert a["facts"]["told_apart"] is apart
+            assert math.isclose(a["facts"]["of_all_time_pct"], of_all, rel_tol=1e-12)
+            assert is_right(a, round(pct, 1)) and not is_right(a, pct + 0.06)
+            for carried in _carried(pack, student, "bubble"):
+                assert math.isclose(carried["abs_tol"], 0.05, rel_tol=1e-6)
+    assert apart_seen >= 1

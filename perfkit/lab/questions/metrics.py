@@ -7,6 +7,7 @@ from ...calc import bubble_fraction, flops_per_token, hfu, mfu
 from ...format import sig
 from ..data import StudentData
 from .registry import Question, Solution, _job_line, question
+from .tolerance import bubble_tolerance
 
 __all__ = ["Throughput", "MFU", "HFU", "Bubble"]
 
@@ -123,7 +124,11 @@ class Bubble(Question):
     title = "Pipeline bubble"
     stage = "parallel strategy"
     unit = "%"
+    #: The figures are exact (pp, m, v): each student's tolerance is the rounding of an
+    #: answer to one decimal (:func:`bubble_tolerance`); this is the question's, where it
+    #: cannot.
     abs_tol = 0.5
+    tolerance_words = "0.05 point: the rounding of an answer to one decimal"
     guide = "02_parallel_strategy"
     evidence = ("brief",)
     hint = ("While the pipeline fills and drains, each stage idles for (pp − 1) "
@@ -131,8 +136,23 @@ class Bubble(Question):
             "is (pp − 1) / m, and interleaving v virtual stages divides it by v.")
 
     def solve(self, data: StudentData) -> Solution:
+        """The bubble over the ideal compute time, (pp − 1) / (v·m), in %
+        (:func:`perfkit.bubble_fraction`).
+
+        The tolerance is the rounding of an answer to one decimal (:func:`bubble_tolerance`),
+        so that the likely wrong quantity, the bubble over the whole time (ideal + bubble,
+        (pp − 1) / (v·m + pp − 1)), is marked wrong wherever it lies further than that;
+        ``facts`` gives it and says which (``told_apart``), and so does the derivation."""
         p = data.setup.pipeline
         value = 100 * bubble_fraction(p.pp, p.num_micro_batches, p.vpp)
+        slots = p.vpp * p.num_micro_batches
+        of_all = 100 * (p.pp - 1) / (slots + p.pp - 1)
+        tol = bubble_tolerance()
+        apart = abs(of_all - value) > tol
+        verdict = ("the same as the answer here" if of_all == value else
+                   "the checker marks it wrong" if apart else
+                   "too close to the answer to tell apart, so the checker cannot mark it "
+                   "wrong")
         inter = f", {p.vpp} virtual stages per device (interleaved)" if p.vpp > 1 else ""
         formula = f"({p.pp} − 1) / ({p.vpp} × {p.num_micro_batches})" if p.vpp > 1 \
             else f"({p.pp} − 1) / {p.num_micro_batches}"
@@ -142,7 +162,11 @@ class Bubble(Question):
                    "ideal compute time?",
             answer=value, options=None,
             derivation=f"perfkit.bubble_fraction({p.pp}, {p.num_micro_batches}, {p.vpp}) = "
-                       f"{formula} = {sig(value, 4)} %",
+                       f"{formula} = {sig(value, 4)} % ± {sig(tol, 2)} point (an answer to "
+                       f"one decimal). The bubble over the whole time, ({p.pp} − 1) / "
+                       f"({slots} + {p.pp} − 1), is {sig(of_all, 4)} %: {verdict}.",
             explanation=f"{formula} = {sig(value, 3)} %. More micro-batches, or more virtual "
                         "stages, shrink it; more stages grow it.",
-            settings=("pipeline",))
+            settings=("pipeline",),
+            facts={"bubble_pct": value, "of_all_time_pct": of_all, "told_apart": apart},
+            rel_tol=0.0, abs_tol=tol)
