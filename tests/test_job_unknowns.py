@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from shared_samples import CLUSTER_OUTPUT, HTA, PT_LEVEL1, sample
+from shared_samples import CLUSTER_OUTPUT, HTA, PT_LEVEL1, sample, writable_copy
 
 import perfkit as pk
 from perfkit.cli.profile_text import profile_info_text
@@ -32,8 +32,8 @@ CASES = {
     sample(PT_LEVEL1): ["model", "global_batch_size"],
     sample(HTA): ["model", "global_batch_size", "hardware", "peak_memory_bytes"],
     TESTS / "kineto_llama_h100": [],
-    # a measured pipeline bubble, no pipeline group: pp is not read (see below)
-    sample(CLUSTER_OUTPUT): ["model", "pp", "global_batch_size", "peak_memory_bytes"],
+    # pp from msprof-analyze's stage rows (tests/test_job_pipeline_stages.py)
+    sample(CLUSTER_OUTPUT): ["model", "global_batch_size", "peak_memory_bytes"],
 }
 pytestmark = pytest.mark.shared_samples  # two of the cases are other projects' profiles
 
@@ -105,18 +105,24 @@ def test_perfkit_info_has_the_section(jobs: dict) -> None:
     assert jobs[path].detail("name") not in " ".join(job_part.split())
 
 
-def test_a_measured_bubble_without_a_pipeline_group_leaves_pp_unread(jobs: dict) -> None:
-    """msprof-analyze's cluster output measures a pipeline bubble on ranks 8-15 (its Bubble
-    column, read here) but records no pipeline group: pp is not shown as 1 from the profile.
-    Its reading says pp > 1 and that its size is not read (no size guessed: nothing gives
-    one); dp's says it is smaller; the job line, the unknowns and perfkit info say so."""
-    path = sample(CLUSTER_OUTPUT) / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+def test_a_measured_bubble_without_a_pipeline_group_leaves_pp_unread(tmp_path: Path) -> None:
+    """msprof-analyze's cluster output, its stage rows taken out, measures a pipeline
+    bubble on ranks 8-15 (its Bubble column, read here) but records no pipeline group or
+    stage: pp is not shown as 1 from the profile. Its reading says pp > 1 and that its
+    size is not read (no size guessed: nothing gives one); dp's says it is smaller; the
+    job line, the unknowns and perfkit info say so."""
+    folder = writable_copy(sample(CLUSTER_OUTPUT), tmp_path / "cluster")
+    path = folder / "cluster_analysis_output" / "cluster_step_trace_time.csv"
     with open(path, newline="", encoding="utf-8") as fh:
-        bubble = {int(r["Index"]): float(r["Bubble"]) for r in csv.DictReader(fh)
-                  if r["Type"] == "rank"}
+        rows = list(csv.DictReader(fh))
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        out = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        out.writeheader()
+        out.writerows(r for r in rows if r["Type"] != "stage")
+    bubble = {int(r["Index"]): float(r["Bubble"]) for r in rows if r["Type"] == "rank"}
     waiting = {r: b for r, b in bubble.items() if b > 0}
     worst = max(waiting, key=waiting.__getitem__)
-    job = jobs[sample(CLUSTER_OUTPUT)]
+    job = pk.infer_job(pk.load(folder))
     assert (job.parallel.pp, job.source("pp")) == (1, "default")
     detail = job.detail("pp")
     assert detail.startswith("not read: the step table measures a pipeline bubble")
@@ -125,7 +131,7 @@ def test_a_measured_bubble_without_a_pipeline_group_leaves_pp_unread(jobs: dict)
     assert "1 is a placeholder, not a reading" in detail
     assert job.detail("dp").endswith(f"so dp is at most {len(bubble) // 2}")
     assert "pp not read: a pipeline bubble is measured, so pp > 1" in job.describe()
-    text = " ".join(profile_info_text(pk.load(sample(CLUSTER_OUTPUT)), n_findings=0).split())
+    text = " ".join(profile_info_text(pk.load(folder), n_findings=0).split())
     assert "dp 16 × tp 1 × pp 1 (pp not read: a pipeline bubble is measured, so pp > 1)" in text
     assert f"the pipeline size (pp): {' '.join(detail.split())}" in text
     # the way to set it works, and then nothing is a placeholder

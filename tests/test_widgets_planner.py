@@ -252,19 +252,26 @@ def test_the_planner_says_its_measured_step_leaves_out_the_wait_for_data() -> No
 
 
 @pytest.mark.shared_samples
-def test_the_planner_does_not_present_a_placeholder_pp_as_the_profiled_layout() -> None:
-    """msprof-analyze's cluster output measures a pipeline bubble (its Bubble column, read
-    here) with no pipeline group recorded: with a model given, the Planner's sentence says
-    the profiled layout's pp = 1 is a placeholder, and the schedule's bubble of the job's
-    figures, (pp − 1) / (vpp · m) = 0, is flagged instead of shown as the run's."""
-    from shared_samples import CLUSTER_OUTPUT, shared_sample
+def test_the_planner_does_not_present_a_placeholder_pp_as_the_profiled_layout(tmp_path) -> None:
+    """msprof-analyze's cluster output, its pipeline stage rows taken out, measures a
+    pipeline bubble (its Bubble column, read here) with no pipeline group or stage
+    recorded: with a model given, the Planner's sentence says the profiled layout's pp = 1
+    is a placeholder, and the schedule's bubble of the job's figures, (pp − 1) / (vpp · m)
+    = 0, is flagged instead of shown as the run's. With its stage rows, pp is theirs."""
+    from shared_samples import CLUSTER_OUTPUT, shared_sample, writable_copy
 
     from perfkit.widgets.prediction import comparison_sentence
     from perfkit.widgets.summary import job_summary
 
-    folder = shared_sample(CLUSTER_OUTPUT) / "cluster_analysis_output"
-    with open(folder / "cluster_step_trace_time.csv", newline="", encoding="utf-8") as fh:
-        assert any(float(r["Bubble"]) > 0 for r in csv.DictReader(fh) if r["Type"] == "rank")
+    real = shared_sample(CLUSTER_OUTPUT) / "cluster_analysis_output"
+    folder = writable_copy(real, tmp_path / "cluster_analysis_output")
+    with open(real / "cluster_step_trace_time.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert any(float(r["Bubble"]) > 0 for r in rows if r["Type"] == "rank")
+    with open(folder / "cluster_step_trace_time.csv", "w", newline="", encoding="utf-8") as fh:
+        out = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        out.writeheader()
+        out.writerows(r for r in rows if r["Type"] != "stage")
     prof = pk.load(folder)
     job = pk.infer_job(prof).with_overrides(model="llama2-7b", seq_length=4096,
                                             global_batch_size=16)
@@ -282,3 +289,18 @@ def test_the_planner_does_not_present_a_placeholder_pp_as_the_profiled_layout() 
         measured_against_predicted(prof, fit_job(prof, given)), fit_job(prof, given), given)
     assert not isinstance(job_summary(given).set_index("key").loc["bubble_fraction",
                                                                   "warning"], str)
+    # the real output's stage rows give pp: the profiled layout is pipelined, its bubble
+    # (pp − 1) / (vpp · m), m = global batch / (dp · micro-batch), not flagged
+    pp = len({r["Index"] for r in rows if r["Type"] == "stage"})
+    ranks = len({r["Index"] for r in rows if r["Type"] == "rank"})
+    prof = pk.load(real)
+    job = pk.infer_job(prof).with_overrides(model="llama2-7b", seq_length=4096,
+                                            global_batch_size=16)
+    p = job.parallel
+    assert (p.pp, p.dp, job.pp_unread) == (pp, ranks // pp, None)
+    fit = fit_job(prof, job)
+    assert "placeholder" not in comparison_sentence(measured_against_predicted(prof, fit),
+                                                    fit, job)
+    row = job_summary(job).set_index("key").loc["bubble_fraction"]
+    m = 16 // (p.dp * p.micro_batch_size)
+    assert row["value"] == pytest.approx((pp - 1) / m) and not isinstance(row["warning"], str)

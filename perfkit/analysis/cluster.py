@@ -34,6 +34,7 @@ from ._util import (
     text_matches,
     typed,
 )
+from .layout import recorded_stages
 from .recorded import recorded_mask, recorded_text, unrecorded
 from .steps import exposed_comm_us, step_breakdown
 
@@ -158,9 +159,11 @@ def stage_of_ranks(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[i
     """Pipeline stage of each rank (Series indexed by rank; empty when unknown).
 
     Taken, in this order, from ``stages`` (``{rank: stage}`` or a list of rank lists, one
-    per stage), from ``parallel`` (``pp`` stages of ``world_size / pp`` consecutive ranks,
-    the Megatron/MindSpore default order), or from ``meta.groups`` entries whose
-    ``group_name`` contains ``pp`` (the position of a rank in its pp group is its stage).
+    per stage), from ``parallel`` (``pp`` stages: msprof-analyze's ``stage`` rows where
+    they are ``pp`` stages, :func:`perfkit.analysis.layout.recorded_stages`, else
+    ``world_size / pp`` consecutive ranks, the Megatron/MindSpore default order), or from
+    ``meta.groups`` entries whose ``group_name`` contains ``pp`` (the position of a rank in
+    its pp group is its stage).
     """
     steps = table(cluster, "steps")
     if is_lazy(steps):
@@ -171,6 +174,9 @@ def stage_of_ranks(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[i
             return pd.Series({int(r): int(st) for r, st in stages.items()}, dtype="int64")
         return pd.Series({int(r): i for i, rs in enumerate(stages) for r in rs}, dtype="int64")
     if parallel is not None and getattr(parallel, "pp", 1) > 1:
+        recorded = recorded_stages(cluster)
+        if len(recorded) == parallel.pp:
+            return stage_of_ranks(cluster, recorded)
         world = getattr(parallel, "world_size", None) or (max(ranks) + 1 if ranks else 0)
         per = max(1, world // parallel.pp)
         return pd.Series({r: min(r // per, parallel.pp - 1) for r in ranks}, dtype="int64")

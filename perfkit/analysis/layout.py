@@ -32,7 +32,7 @@ from .collectives import comm_op_type
 
 __all__ = ["GROUP_COLUMNS", "KINDS", "group_kind", "communication_groups", "group_sizes",
            "stage_of_ranks", "collectives_by_group", "p2p_sends_per_step",
-           "recorded_strategy"]
+           "recorded_strategy", "recorded_stages"]
 
 #: Columns of :func:`communication_groups`.
 GROUP_COLUMNS = {"group": "string", "name": "string", "kind": "string", "size": "Int64",
@@ -233,3 +233,37 @@ def p2p_sends_per_step(profile: Any) -> pd.DataFrame:
     sends = ops[comm_op_type(ops["name"]).to_numpy() == "send"]
     out = sends.groupby(["rank", "step"]).size().rename("sends").reset_index()
     return out
+
+
+def recorded_stages(profile: Any) -> list[list[int]]:
+    """The pipeline stages msprof-analyze wrote as ``stage`` rows, in order of first rank.
+
+    ``cluster_step_trace_time.csv`` has a row of ``Type`` ``stage`` per pipeline stage
+    (the loader keeps them in ``meta.extra["stage_steps"]``), its ``Index`` the stage's
+    ranks, e.g. ``"(0, 1, 2, 3)"``. msprof-analyze builds a stage by joining the
+    collective groups that hold at most one rank of each point-to-point chain, so the
+    ranks that pass activations to each other fall in different stages.
+
+    Returns
+    -------
+    list of list of int
+        The stages' ranks (one list per stage, ascending), or ``[]`` unless there are at
+        least two stages of equal size that share no rank (anything else is not a
+        pipeline layout, and is not guessed at).
+    """
+    metas = [profile.meta] + [p.meta for p in getattr(profile, "profiles", []) or []]
+    rows = next((m.extra["stage_steps"] for m in metas
+                 if isinstance((m.extra or {}).get("stage_steps"), list)), [])
+    stages: set[tuple[int, ...]] = set()
+    for row in rows:
+        text = str(row.get("ranks", "") if isinstance(row, dict) else "")
+        ranks = [int(n) for n in re.findall(r"\d+", text)]
+        if not ranks or re.sub(r"[\d\s,()\[\]]", "", text):
+            return []  # an Index that is not a list of ranks: the rows are not understood
+        stages.add(tuple(sorted(set(ranks))))
+    ordered = sorted(stages)
+    members = [r for st in ordered for r in st]
+    if (len(ordered) < 2 or len(members) != len(set(members))
+            or len({len(st) for st in ordered}) != 1):
+        return []
+    return [list(st) for st in ordered]

@@ -18,7 +18,7 @@ from .activations import ACTIVATIONS, read_activations
 from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_framework, read_hardware, read_static_scheme
 from .fields import JOB_FIELDS, FieldValue, Readings
-from .layout import read_layout, read_sharding, read_vpp
+from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
 from .measured import read_memory, read_step_time, read_training_step
 
 __all__ = ["infer_job", "profile_values"]
@@ -94,6 +94,8 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
 
     # ---- model and micro-batching from the operator shapes ---------------------------
     stage_of = L.stage_of_ranks(groups)
+    if not stage_of and PIPELINE_STAGES in out:  # msprof-analyze's stage rows gave pp
+        stage_of = {r: i for i, st in enumerate(out[PIPELINE_STAGES].value) for r in st}
     reading = read_model(profile, tp=tp, stage_of=stage_of, pp=pp)
     for name in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
                  "head_dim", "ffn_hidden_size", "vocab_size", "mlp", "norm", "bias",

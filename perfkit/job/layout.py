@@ -5,8 +5,9 @@ Kineto's ``pg_config``, or the communication matrix: :mod:`perfkit.analysis.layo
 from the parallel strategy a MindSpore profile records when it lists no group; vpp from
 the first stage's pipeline sends per step; optimizer sharding and sequence parallelism
 from the collectives each group runs. Where no pipeline group gives pp but the step table
-measures a pipeline bubble, pp > 1 is said and its size left unread
-(:func:`read_pipeline_bubble`): 1 stays as a placeholder, never as a reading.
+measures a pipeline bubble, pp is the count of msprof-analyze's pipeline ``stage`` rows, or,
+without them, pp > 1 is said and its size left unread (:func:`read_pipeline_bubble`): 1
+stays as a placeholder, never as a reading.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from ..io.comm_words import comm_words_of
 from .fields import FieldValue, Readings
 
 __all__ = ["read_layout", "read_vpp", "read_sharding", "read_pipeline_bubble",
-           "PIPELINE_BUBBLE", "PP_UNREAD"]
+           "PIPELINE_BUBBLE", "PIPELINE_STAGES", "PP_UNREAD"]
 
 #: The reading of :func:`read_pipeline_bubble` (kept in :attr:`perfkit.Job.observed`):
 #: the largest per-rank pipeline bubble in µs per step, and what was read.
 PIPELINE_BUBBLE = "pipeline_bubble"
+#: The ranks of each pipeline stage where msprof-analyze's ``stage`` rows give pp (kept in
+#: :attr:`perfkit.Job.observed`): a tuple of rank tuples, stage 0 first.
+PIPELINE_STAGES = "pipeline_stages"
 #: What the one-line descriptions of a job add to a placeholder pp.
 PP_UNREAD = "pp not read: a pipeline bubble is measured, so pp > 1"
 
@@ -131,15 +135,21 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
 
 
 def read_pipeline_bubble(profile: Any, out: Readings) -> None:
-    """Say that pp > 1 where pp was not read but the step table measures a pipeline bubble.
+    """Read pp from msprof-analyze's stage rows, or say pp > 1, where pp was not read but
+    the step table measures a pipeline bubble.
 
     The bubble (``bubble_us`` of :func:`perfkit.analysis.step_breakdown`, the time a rank
     waits in pipeline receives) exists only with pipeline parallelism, but its size does
-    not give the number of stages, and neither do msprof-analyze's ``stage`` rows (sets
-    of ranks joined by their communication groups, not a recorded setting). So pp keeps
-    the placeholder 1 with source ``default`` and a detail that says so, dp's detail
-    says it is smaller, and :data:`PIPELINE_BUBBLE` records the largest bubble for
-    :func:`perfkit.job.unknowns.unknowns`. Nothing changes where pp was read.
+    not give the number of stages. msprof-analyze's ``stage`` rows of
+    ``cluster_step_trace_time.csv`` do (:func:`perfkit.analysis.layout.recorded_stages`):
+    it documents them as the pipeline stages and builds them from the point-to-point
+    transfers, putting ranks that pass activations to each other in different stages.
+    Where those rows split exactly the ranks of the step table, and all of the world,
+    into two or more stages of equal size, pp is their count (source ``profile``),
+    :data:`PIPELINE_STAGES` records their ranks and dp becomes world / (tp × pp × cp).
+    Otherwise pp keeps the placeholder 1 with source ``default`` and a detail that says
+    so, and dp's detail says it is smaller. Either way :data:`PIPELINE_BUBBLE` records
+    the largest bubble. Nothing changes where pp was read.
     """
     if out["pp"].source != "default" or out["pp"].value != 1:
         return
@@ -159,14 +169,49 @@ def read_pipeline_bubble(profile: Any, out: Readings) -> None:
             f"{time_text(float(waiting.max()))} per step (rank {worst}): the job is "
             "pipelined, pp > 1")
     out[PIPELINE_BUBBLE] = FieldValue(float(waiting.max()), "profile", seen)
+    world, dp = out["world_size"].value, out["dp"]
+    if _read_stages(profile, out, seen, {int(r) for r in per.index}, world):
+        return
     out.put("pp", 1, f"not read: {seen}, but no pipeline group or stage count is "
                      "recorded to give its size; 1 is a placeholder, not a reading",
             "default")
-    world, dp = out["world_size"].value, out["dp"]
     rest = out["tp"].value * out["cp"].value  # dp × tp × pp × cp = world, with pp ≥ 2
     if dp.value and world and dp.value * rest == world:
         out.put("dp", dp.value, f"{dp.detail}; the measured pipeline bubble shows pp > 1, "
                                 f"so dp is at most {world // (2 * rest)}", dp.source)
+
+
+def _read_stages(profile: Any, out: Readings, seen: str, ranks: set[int],
+                 world: int | None) -> bool:
+    """Put ``pp``, :data:`PIPELINE_STAGES` and ``dp`` from msprof-analyze's ``stage`` rows
+    when they split ``ranks``, the whole world, into stages of equal size; say whether."""
+    stages = L.recorded_stages(profile)
+    members = {r for st in stages for r in st}
+    if not stages or members != ranks or len(members) != world:
+        return False
+    pp = len(stages)
+    rows = listed([f"{st[0]}..{st[-1]}" if st == list(range(st[0], st[-1] + 1))
+                   else ", ".join(map(str, st)) for st in stages])
+    out.put("pp", pp, f"cluster_step_trace_time.csv: {counted(pp, 'stage row')} (Type "
+                      f"stage) of {len(stages[0])} ranks each, ranks {rows}: msprof-analyze's "
+                      "pipeline stages, which it builds so that ranks passing activations to "
+                      f"each other fall in different stages; and {seen}")
+    out[PIPELINE_STAGES] = FieldValue(tuple(tuple(st) for st in stages), "profile",
+                                      f"the ranks of the {counted(pp, 'stage row')} of "
+                                      "cluster_step_trace_time.csv, in order of first rank")
+    tp, cp = out["tp"], out["cp"]
+    if world % (tp.value * pp * cp.value):
+        return True
+    assumed = [(k, f) for k, f in (("tp", tp), ("cp", cp))
+               if f.source == "default" and f.value == 1]
+    why = assumed[0][1].detail.removesuffix(": 1 assumed") if assumed else ""
+    out.put("dp", world // (tp.value * pp * cp.value),
+            f"world {world} / (tp {tp.value} × pp {pp}"
+            + (f" × cp {cp.value}" if cp.value > 1 else "") + ")"
+            + (f", with {listed([k for k, _ in assumed])} taken as 1 ({why})"
+               if assumed else ""),
+            "default" if assumed else "profile")
+    return True
 
 
 def _at_least_the_groups(meta: Any, out: Readings, world: int) -> None:
