@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .._freed_memory import freed_memory_kept
@@ -71,7 +71,8 @@ COMPUTE_AHEAD = True
 
 def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
            hardware: Any = None, max_findings: int | None = None,
-           assumptions: dict[str, float] | None = None) -> list[Finding]:
+           assumptions: dict[str, float] | None = None,
+           assumed: Iterable[str] = ()) -> list[Finding]:
     """Run every analysis and return ranked findings: what to fix first.
 
     Parameters
@@ -90,6 +91,10 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
         Keep only the first findings.
     assumptions : dict, optional
         Override :data:`ASSUMPTIONS` (e.g. ``{"kernel_efficiency": 0.8}``).
+    assumed : iterable of str, optional
+        The fields of ``parallel`` the caller assumed rather than read (names of
+        :data:`perfkit.job.JOB_FIELDS`, e.g. ``"num_micro_batches"``; the dashboard passes
+        the job's fields of source ``"default"``): a finding resting on one says so.
 
     Returns
     -------
@@ -108,7 +113,7 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
     # the arrays one analysis frees kept for the next (_freed_memory)
     with shared_results(), small_pages(), freed_memory_kept():
         ctx = Context(profile_or_cluster, model, parallel, hardware,
-                      {**ASSUMPTIONS, **(assumptions or {})})
+                      {**ASSUMPTIONS, **(assumptions or {})}, assumed)
         ranked = runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD)
     return ranked[:max_findings] if max_findings is not None else ranked
 
@@ -117,8 +122,8 @@ _DONE = object()
 
 
 def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
-                hardware: Any = None, assumptions: dict[str, float] | None = None
-                ) -> Iterator[Finding]:
+                hardware: Any = None, assumptions: dict[str, float] | None = None,
+                assumed: Iterable[str] = ()) -> Iterator[Finding]:
     """The findings of :func:`advise`, each as soon as it is known.
 
     The rules run on a worker thread in the seeds' order of checks (causes first: slow
@@ -130,7 +135,7 @@ def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None
 
     Parameters
     ----------
-    profile_or_cluster, model, parallel, hardware, assumptions
+    profile_or_cluster, model, parallel, hardware, assumptions, assumed
         As for :func:`advise`.
 
     Yields
@@ -154,7 +159,7 @@ def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None
         try:
             with shared_results(), small_pages(), freed_memory_kept():
                 ctx = Context(profile_or_cluster, model, parallel, hardware,
-                              {**ASSUMPTIONS, **(assumptions or {})})
+                              {**ASSUMPTIONS, **(assumptions or {})}, assumed)
                 runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD, on_final=found.put,
                            stop=stop)
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread

@@ -180,7 +180,8 @@ def pipeline(ctx: Context) -> list[Finding]:
             "own work per step (step minus receive wait): " + ", ".join(
                 f"stage {int(r.stage)} (ranks {r.ranks}) {fmt_time(r.stage_us)}"
                 for r in sb.itertuples()) + f"; the stages wait {fmt_time(excess_max)} per "
-            "step in receives beyond the schedule's own bubble",
+            "step in receives beyond the schedule's own bubble"
+            + ctx.assumed_note("num_micro_batches", "vpp"),
             f"Rebalance: {fix}; count the embedding on the first stage and the output "
             "layer and loss on the last.",
             details=f"spread of stage_us {spread:.0f} µs; receive wait beyond the schedule "
@@ -211,14 +212,16 @@ def pipeline(ctx: Context) -> list[Finding]:
             ctx, "bubble", "cluster", extra,
             "Pipeline bubble larger than the schedule explains",
             f"receive wait {fmt_time(bub)} per step against {fmt_time(theo * stage_of_max)} "
-            f"that the schedule (pp, micro-batches, vpp) implies, after the stage imbalance",
+            f"that the schedule (pp, micro-batches, vpp) implies, after the stage imbalance"
+            + ctx.assumed_note("num_micro_batches", "vpp"),
             "Look for slow ranks and late sends first (they show up as receive wait); then "
             f"{more_mb}.", details=f"measured ratio {br:.3f}, theoretical {theo:.3f}"))
     out.append(unmeasured(
         "schedule_bubble", "cluster",
         "The pipeline schedule itself leaves the stages idle for part of the step",
         f"(pp - 1) / micro-batches = {theo:.2f} of the stage's work, about "
-        f"{fmt_time(theo * stage_of_max)} per step",
+        f"{fmt_time(theo * stage_of_max)} per step"
+        + ctx.assumed_note("num_micro_batches", "vpp"),
         f"If memory allows, {more_mb}.", severity="info"))
     return out
 

@@ -25,6 +25,7 @@ from ..analysis._frames import is_lazy, table_columns
 from ..analysis._util import has_values, n_step_pairs, table
 from ..analysis.recorded import recorded_pairs, recorded_profile
 from ..analysis.steps import step_breakdown
+from ..job.fields import LABELS as FIELD_LABELS
 from .finding import Finding
 from .words import framework_of
 
@@ -79,11 +80,15 @@ class Context:
         The job; ``hardware`` defaults to the profiled device where the profile says.
     assumptions : dict
         :data:`ASSUMPTIONS`, with the caller's overrides.
+    assumed : iterable of str
+        The fields of ``parallel`` the caller assumed rather than read
+        (:meth:`assumed_note`).
     """
 
     def __init__(self, profile: Any, model: Any, parallel: Any, hardware: Any,
-                 assumptions: dict[str, float]):
+                 assumptions: dict[str, float], assumed: Iterable[str] = ()):
         self.profile, self.model, self.parallel = profile, model, parallel
+        self.assumed = frozenset(assumed)
         self.hardware_given = hardware is not None
         self.hardware_why = "given"
         if hardware is None:
@@ -108,6 +113,19 @@ class Context:
         self._queued: deque[str] = deque()
 
     # ----------------------------------------------------------------- shared results
+
+    def assumed_note(self, *fields: str) -> str:
+        """``" (micro-batches 2 assumed: the profile does not record it; ...)"``: what a
+        finding resting on ``fields`` of the layout says when the caller assumed them
+        (``assumed``); empty when all were read or given."""
+        said = [f"{FIELD_LABELS.get(f, f)} {getattr(self.parallel, f, '?')}"
+                for f in fields if f in self.assumed]
+        if not said:
+            return ""
+        one = len(said) == 1
+        return (f" ({' and '.join(said)} assumed: the profile does not record "
+                f"{'it' if one else 'them'}; set {'it' if one else 'them'} in the job if "
+                "the run used other values)")
 
     def get(self, key: str, fn: Callable[[], Any]) -> Any:
         """``fn()``, computed once per advise call, by whichever thread asks first."""

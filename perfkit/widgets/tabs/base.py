@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from ...advisor import SEVERITY_ORDER, advise, advise_iter
 from ...advisor.registry import registered
-from ...job import Job
+from ...job import PARALLEL_FIELDS, Job
 from ..job import JobPanel, unknown_line
 from ..markup import STYLE, describe_error, error, note, warning_html
 from ..render import chart_widget, close_widgets, spinner_html
@@ -114,7 +114,7 @@ class Context:
             return self._findings[2]
         if job is not None:
             found = advise(profile, model=job.model, parallel=job.parallel,
-                           hardware=job.hardware)
+                           hardware=job.hardware, assumed=assumed_fields(job))
         else:
             found = advise(profile)
         self._findings = (profile, job, found)
@@ -143,7 +143,8 @@ class Context:
         job = self.job.job
         so_far: list[Any] = []
         found = advise_iter(profile, model=job.model, parallel=job.parallel,
-                            hardware=job.hardware) if job is not None else advise_iter(profile)
+                            hardware=job.hardware, assumed=assumed_fields(job)) \
+            if job is not None else advise_iter(profile)
         try:
             for finding in found:
                 so_far.append(finding)
@@ -294,6 +295,12 @@ class JobTab(Tab):
     def current(self) -> Job | None:
         """The job the tab draws (the panel's)."""
         return self.ctx.job.job
+
+
+def assumed_fields(job: Job) -> list[str]:
+    """The layout's fields ``job`` took as defaults, not read from the profile, a config
+    or the user: :func:`perfkit.advise` says so in the findings that rest on them."""
+    return [f for f in PARALLEL_FIELDS if job.source(f) == "default"]
 
 
 def no_job_note(job: Job | None, what: str, fields: tuple[str, ...] = (),
