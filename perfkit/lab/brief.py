@@ -174,7 +174,9 @@ _METHODS = {
               "facts.told_apart: whether the bubble over the whole time, (pp − 1) / "
               "(vpp · m + pp − 1), lies outside the tolerance",
     "memory_need": "perfkit.static_memory (MindSpore scheme) + perfkit.activation_memory "
-                   "(the seed's table, peak stage) of the layout asked about",
+                   "(the seed's table, peak stage) of the layout asked about; "
+                   "facts.told_apart: whether activations alone and model states alone lie "
+                   "outside the tolerance",
     "memory_fit": "memory_need against device memory × 0.9",
     "top_operator": "largest total device time per kernel and input shapes "
                     "(analysis.operator_efficiency)",
@@ -199,7 +201,8 @@ _METHODS = {
     "recompute_mul": "the configured Mul of the MLP: duplicated, marked only, or unmarked",
     "planner_layout": "rank 1 of perfkit.plan.search (restricted space, the student's "
                       "efficiency)",
-    "planner_step": "its step_s",
+    "planner_step": "its step_s (compute + bubble + exposed communication); facts.told_apart: "
+                    "whether the step with a term left out lies outside the tolerance",
 }
 
 

@@ -23,9 +23,12 @@ from ..io.ir import load_ir
 from ..specs import Hardware, ModelSpec
 from .ir import IR_FILE
 
-__all__ = ["Evidence", "VIEWS", "STEP_COLUMNS"]
+__all__ = ["Evidence", "VIEWS", "STEP_COLUMNS", "PLANNER_ROWS"]
 
 #: The views of a student app, in the order of the cycle, with their titles.
+#: Layouts the planner's table shows (the step question's tolerance depends on them).
+PLANNER_ROWS = 8
+
 VIEWS = {
     "brief": "Your job and your tasks",
     "job_steps": "Your job: the step, rank by rank",
@@ -194,7 +197,7 @@ class Evidence:
                                "observed", "configured"]]
         return pats, layers
 
-    def planner(self, efficiency: float, n: int = 8) -> pd.DataFrame:
+    def planner(self, efficiency: float, n: int = PLANNER_ROWS) -> pd.DataFrame:
         """The ``n`` best layouts :func:`perfkit.plan.search` finds for the planning job
         at a matrix efficiency of ``efficiency``."""
         from ..plan import SearchSpace, search

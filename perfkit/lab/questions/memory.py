@@ -7,6 +7,7 @@ from ...format import sig
 from ..data import StudentData
 from ..scenario import MEMORY_RESERVE
 from .registry import GIB, NONE_TAKES_EFFECT, Question, Solution, question
+from .tolerance import SHOWN_DIGITS, memory_tolerance
 
 __all__ = ["MemoryNeed", "MemoryFit", "RecomputeEffective", "RecomputeMul"]
 
@@ -42,7 +43,11 @@ class MemoryNeed(Question):
     title = "Memory of a layout"
     stage = "memory"
     unit = "GiB"
+    #: Each student's tolerance comes from the rounding of the calculator's figures
+    #: (:func:`memory_tolerance`); this is the question's, where it cannot.
     rel_tol = 0.03
+    tolerance_words = ("each student's own: the rounding of the calculator's figures (3 "
+                       "significant digits)")
     guide = "05_memory"
     evidence = ("brief", "calculator")
     hint = ("Static memory (MindSpore's accounting): 10 bytes per parameter on the device "
@@ -52,18 +57,39 @@ class MemoryNeed(Question):
             "busiest stage (the first).")
 
     def solve(self, data: StudentData) -> Solution:
+        """Static memory (MindSpore scheme) plus activations of the busiest device.
+
+        The tolerance is the student's own (:func:`memory_tolerance`): the rounding of
+        the calculator's static, activation and total memory (3 significant digits). The
+        likely wrong quantities, activations alone and model states alone, are marked
+        wrong wherever they lie further than that from the answer; ``facts`` gives them
+        and says whether both can be told apart (``told_apart``), and so does the
+        derivation."""
         static, act, _ = _layout_memory(data)
         value = (static + act) / GIB
+        tol = memory_tolerance(static, act)
+        wrong = {"activations alone": act / GIB, "model states alone": static / GIB}
+        apart = all(abs(v - value) > tol for v in wrong.values())
+        verdicts = "; ".join(
+            f"{name} is {sig(v, 4)} GiB: " + (
+                "the checker marks it wrong" if abs(v - value) > tol else
+                "too close to the answer to tell apart, so the checker cannot mark it wrong")
+            for name, v in wrong.items())
         return Solution(
             prompt=f"How much device memory does {_layout_text(data)} need per device: "
                    "model states plus activations, in GiB?",
             answer=value, options=None,
             derivation=f"perfkit.static_memory(scheme='mindspore') = "
                        f"{sig(static / GIB, 4)} GiB + perfkit.activation_memory = "
-                       f"{sig(act / GIB, 4)} GiB = {sig(value, 4)} GiB",
+                       f"{sig(act / GIB, 4)} GiB = {sig(value, 4)} GiB ± {sig(tol, 2)} GiB "
+                       f"(the calculator's {SHOWN_DIGITS} significant digits). "
+                       f"{verdicts[0].upper()}{verdicts[1:]}.",
             explanation=f"{sig(static / GIB, 3)} GiB of weights, gradients and optimizer "
                         f"state plus {sig(act / GIB, 3)} GiB of activations.",
-            settings=("layout",))
+            settings=("layout",),
+            facts={"static_gib": static / GIB, "activation_gib": act / GIB,
+                   "told_apart": apart},
+            rel_tol=0.0, abs_tol=tol)
 
 
 @question

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ...format import sig
 from ..data import StudentData, layout_label
+from ..evidence import PLANNER_ROWS
 from .registry import GIB, Question, Solution, _shuffled, question
+from .tolerance import SHOWN_DIGITS, step_tolerance
 
 __all__ = ["PlannerLayout", "PlannerStep"]
 
@@ -45,24 +47,54 @@ class PlannerStep(Question):
     title = "The planner's predicted step"
     stage = "planning"
     unit = "s"
+    #: Each student's tolerance comes from the rounding of the planner's table
+    #: (:func:`step_tolerance`); this is the question's, where it cannot.
     rel_tol = 0.02
+    tolerance_words = ("each student's own: half a unit of the last digit of the step to 3 "
+                       "significant digits, in the planner table's unit or in seconds")
     guide = "02_parallel_strategy"
     evidence = ("brief", "planner")
     hint = ("Read the predicted step of the planner's first row; it comes from the step "
             "model at the efficiency you give it, so use your job's.")
 
     def solve(self, data: StudentData) -> Solution:
+        """Rank 1's ``step_s``: compute + bubble + exposed communication.
+
+        The tolerance is the student's own (:func:`step_tolerance`): the rounding of the
+        step as the planner's table shows it, or to 3 significant digits in seconds. The
+        likely wrong quantities, the step with a term left out (compute alone, compute +
+        bubble, compute + exposed communication), are marked wrong wherever they lie
+        further than that from the answer; ``facts`` gives them and says whether every one
+        that differs from the answer can be told apart (``told_apart``), and so does the
+        derivation."""
         top = data.plan.iloc[0]
         value = float(top["step_s"])
+        compute, bubble = float(top["compute_s"]), float(top["bubble_s"])
+        exposed = float(top["exposed_comm_s"])
+        tol = step_tolerance(value, [float(v) for v in data.plan.head(PLANNER_ROWS)["step_s"]])
+        wrong = {"compute alone": compute, "compute + bubble (communication left out)":
+                 compute + bubble, "compute + exposed communication (bubble left out)":
+                 compute + exposed}
+        differ = {name for name, v in wrong.items() if abs(v - value) > 1e-9 * value}
+        apart = all(abs(wrong[name] - value) > tol for name in differ)
+        verdicts = "; ".join(
+            f"{name} is {sig(v, 4)} s: " + (
+                "the same as the answer here" if name not in differ else
+                "the checker marks it wrong" if abs(v - value) > tol else
+                "too close to the answer to tell apart, so the checker cannot mark it wrong")
+            for name, v in wrong.items())
         return Solution(
             prompt="What step time, in seconds, does the planner predict for the layout it "
                    "recommends?",
             answer=value, options=None,
             derivation=f"perfkit.plan.search rank 1 step_s = {sig(value, 4)} s (compute "
-                       f"{sig(float(top['compute_s']), 4)} + bubble "
-                       f"{sig(float(top['bubble_s']), 4)} + exposed comm "
-                       f"{sig(float(top['exposed_comm_s']), 4)})",
-            explanation=f"{sig(value, 3)} s: compute {sig(float(top['compute_s']), 3)} s, "
-                        f"bubble {sig(float(top['bubble_s']), 3)} s, exposed communication "
-                        f"{sig(float(top['exposed_comm_s']), 3)} s.",
-            settings=("planner",))
+                       f"{sig(compute, 4)} + bubble {sig(bubble, 4)} + exposed comm "
+                       f"{sig(exposed, 4)}) ± {sig(tol, 2)} s (the table's {SHOWN_DIGITS} "
+                       f"significant digits). {verdicts[0].upper()}{verdicts[1:]}.",
+            explanation=f"{sig(value, 3)} s: compute {sig(compute, 3)} s, "
+                        f"bubble {sig(bubble, 3)} s, exposed communication "
+                        f"{sig(exposed, 3)} s.",
+            settings=("planner",),
+            facts={"compute_s": compute, "compute_bubble_s": compute + bubble,
+                   "compute_exposed_comm_s": compute + exposed, "told_apart": apart},
+            rel_tol=0.0, abs_tol=tol)
