@@ -98,3 +98,20 @@ def test_stage_rows_that_do_not_cover_the_ranks_are_not_used(tmp_path: Path) -> 
     job = pk.infer_job(pk.load(_copy_with(tmp_path, lambda index: index.startswith("(0,"))))
     assert (job.parallel.pp, job.source("pp")) == (1, "default")
     assert job.pp_unread
+
+
+def test_the_world_size_says_where_it_came_from() -> None:
+    """The cluster files name ranks 0..15 (the rank rows of the step table, read here):
+    the world size is the highest plus one, and its reason says so, not "communication
+    groups", which give it only on other formats."""
+    from perfkit.job import infer_job
+
+    path = sample(CLUSTER_OUTPUT) / "cluster_analysis_output" / \
+        "cluster_step_trace_time.csv"
+    with open(path, newline="", encoding="utf-8") as fh:
+        ranks = {int(r["Index"]) for r in csv.DictReader(fh) if r["Type"] == "rank"}
+    job = infer_job(pk.load(sample(CLUSTER_OUTPUT), progress=False))
+    assert job.value("world_size") == max(ranks) + 1 == 16
+    detail = job.evidence.set_index("field").loc["world_size", "detail"]
+    assert "highest rank msprof-analyze's cluster files name, plus one" in detail
+    assert "communication groups" not in detail

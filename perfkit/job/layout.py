@@ -47,7 +47,9 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
     world = meta.world_size
     if world:
         how = {"kineto": "distributedInfo",
-               "mindspore_legacy": "MindSpore's rank_size"}.get(
+               "mindspore_legacy": "MindSpore's rank_size",
+               "cluster_analysis_output": "the highest rank msprof-analyze's cluster files "
+                                          "name, plus one"}.get(
             str(meta.source_format), "the ranks of the communication groups")
         world_src.append(f"{world} ({how})")
     if not groups.empty:
