@@ -13,11 +13,9 @@ import pandas as pd
 
 from .._stats import median
 from ..analysis import communication as _comm
-from ..analysis._frames import collect, is_lazy
-from ..analysis._shared import shared_factorize
+from ..analysis._frames import collect
 from ..analysis._util import has_values, table
 from ..format import counted, number_text
-from ..job.measured import BACKWARD_PATTERN, MIN_OPERATORS
 from .context import Context
 from .finding import Finding, measured
 from .registry import rule
@@ -299,22 +297,8 @@ def exposed_comm(ctx: Context) -> list[Finding]:
 
 
 def _forward_only(ctx: Context) -> bool:
-    """Whether the profiled step runs no backward pass: at least ``MIN_OPERATORS`` PyTorch
-    host operators and none of autograd's backward ones (the rule of
-    :func:`perfkit.job.measured.read_training_step`), read from the operators' distinct
-    names (coded once per ``advise`` call)."""
-    def compute() -> bool:
-        ops = table(ctx.profile, "ops")
-        if is_lazy(ctx.profile) or ops.empty or "name" not in ops.columns:
-            return False
-        codes, uniq = shared_factorize(ops["name"].astype("string"), use_na_sentinel=False)
-        names = pd.Series(uniq, dtype="string")
-        rows = np.bincount(codes, minlength=len(names))
-        aten = names.str.startswith("aten::").fillna(False).to_numpy(bool)
-        if rows[aten].sum() < MIN_OPERATORS:
-            return False  # too few PyTorch operators to tell
-        return not bool(names.str.contains(BACKWARD_PATTERN, regex=True).fillna(False).any())
-    return bool(ctx.get("forward_only", compute))
+    """Whether the profiled step runs no backward pass (:meth:`Context.training_step`)."""
+    return ctx.training_step()[0] is False
 
 
 def _tensor_parallel_only(ctx: Context) -> bool:

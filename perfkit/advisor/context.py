@@ -26,6 +26,7 @@ from ..analysis._util import has_values, n_step_pairs, table
 from ..analysis.recorded import recorded_pairs, recorded_profile
 from ..analysis.steps import step_breakdown
 from ..job.fields import LABELS as FIELD_LABELS
+from ..job.measured import TRAINING_STEP, read_training_step
 from .finding import Finding
 from .words import framework_of
 
@@ -178,6 +179,18 @@ class Context:
     def recompute_evidence(self) -> pd.DataFrame:
         """Forward / backward attention passes (:func:`perfkit.analysis.recompute_evidence`)."""
         return self.get("recompute", lambda: _ops.recompute_evidence(self.profile))
+
+    def training_step(self) -> tuple[bool | None, str]:
+        """Whether the profiled step trains (runs a backward pass), and what that was read
+        from, by the rule the job and the Overview use
+        (:func:`perfkit.job.measured.read_training_step`): ``(False, why)`` for an
+        inference or evaluation step, ``(None, "")`` where the profile cannot tell."""
+        def compute() -> tuple[bool | None, str]:
+            out: dict[str, Any] = {}
+            read_training_step(self.profile, out)
+            seen = out.get(TRAINING_STEP)
+            return (None, "") if seen is None else (seen.value, seen.detail)
+        return self.get("training_step", compute)
 
     def recompute_scopes(self) -> pd.DataFrame:
         """``recompute_`` scopes in the names (:func:`perfkit.analysis.recompute_scopes`)."""

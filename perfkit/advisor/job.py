@@ -8,7 +8,7 @@ from ..analysis._util import has_values
 from ..analysis.steps import measured_step_s
 from ..calc import flops as _flops
 from ..calc.throughput import tokens_per_second_per_device
-from ..format import plural
+from ..format import WARNING_MARK, plural
 from .context import Context
 from .finding import Finding, unmeasured
 from .registry import rule
@@ -50,7 +50,8 @@ def environment(ctx: Context) -> list[Finding]:
 
 @rule("job", order=170, needs=("steps",), inputs=("model", "parallel", "hardware"))
 def mfu(ctx: Context) -> list[Finding]:
-    """Model FLOPs utilisation of the measured step (or a job that does not match)."""
+    """Model FLOPs utilisation of the measured step (or a job that does not match, or a
+    profile that is not a training step: no backward pass, whose MFU is not one)."""
     m, par, hw = ctx.model, ctx.parallel, ctx.hardware
     # the job's measured step (as pk.infer_job, the headline and perfkit info take it), so
     # every page shows one MFU for one job; the device span where there is no step table
@@ -61,6 +62,17 @@ def mfu(ctx: Context) -> list[Finding]:
     tps = tokens_per_second_per_device(par.global_batch_size, m.seq_length, step / 1e6,
                                        par.world_size)
     value = float(_flops.mfu(m, tps, hw.peak()))
+    trains, why = ctx.training_step()
+    if trains is False:  # the Overview's guard (perfkit.guards.check_utilization)
+        return [unmeasured(
+            "mfu_not_training", "metrics",
+            "Model FLOPs utilisation cannot be measured: the profile is not a training step",
+            f"{why}; a training step's FLOPs (forward and backward) over its measured step "
+            f"of {fmt_time(step)} give an MFU of {pct(value)} {WARNING_MARK} not "
+            "plausible, which is not a utilisation",
+            "Profile a training step (forward, backward and optimizer) to measure MFU; the "
+            "Planner's MFU column is predicted for a training step, not measured.",
+            severity="info")]
     if not 0 < value <= 1:
         return [unmeasured(
             "mfu_inconsistent", "metrics",

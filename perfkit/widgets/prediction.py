@@ -32,7 +32,11 @@ __all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "gradient_sentence", "sche
            "predict_layout", "recompute_modes",
            "RECOMPUTE_COLUMNS", "measured_against_predicted", "comparison_sentence",
            "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence",
-           "band_text", "memory_text"]
+           "band_text", "memory_text", "PREDICTED_MFU"]
+
+#: The header of the MFU of a predicted step (the Recompute and Planner tables): the
+#: Overview's MFU is the measured step's, so a page that shows both says which is which.
+PREDICTED_MFU = "MFU of a predicted training step"
 
 #: The parts of a step a profile measures, and the predicted parts
 #: (:data:`perfkit.calc.timing.PART_NAMES`) each one holds. A profile's "communication

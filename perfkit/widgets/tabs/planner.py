@@ -14,6 +14,7 @@ from ...format import counted, time_text
 from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
 from ..prediction import (
+    PREDICTED_MFU,
     PlannerFit,
     best_layouts,
     comparison_sentence,
@@ -35,7 +36,8 @@ _FIRST_ORDER = ("predicted_step_s", "predicted_mfu")
 
 _BEST_HEADERS = {"rank": "rank", "changes": "what changes from the profiled job",
                  "step_band": "predicted step (band)",
-                 "tokens_per_second_per_device": "tokens/s per device", "mfu": "MFU",
+                 "tokens_per_second_per_device": "tokens/s per device",
+                 "mfu": PREDICTED_MFU,
                  "memory_fit": "memory per device of usable", "fits": "fits"}
 
 

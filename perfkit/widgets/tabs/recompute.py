@@ -19,6 +19,7 @@ from ...tables import over_ranks
 from ..markup import describe_error, error, frame_html, note
 from ..overview import IR_DIR
 from ..prediction import (
+    PREDICTED_MFU,
     PlannerFit,
     band_text,
     fit_job,
@@ -144,7 +145,8 @@ class RecomputeTab(JobTab):
                      "step_band", "tokens_per_s_per_device", "mfu"],
             headers={"activation_GiB": "activations", "memory_GiB": "static + activations",
                      "compute_s": "compute", "step_band": "predicted step (band)",
-                     "tokens_per_s_per_device": "tokens/s per device"},
+                     "tokens_per_s_per_device": "tokens/s per device",
+                     "mfu": PREDICTED_MFU},
             hot=list(tradeoff["profiled"]))))
         return out
 
