@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..analysis._frames import is_lazy
 from ..analysis._util import table
+from ..analysis.backward_pass import BACKWARD_PATTERN, MIN_OPERATORS
 from ..analysis.memory import framework_component, memory_peaks
 from ..analysis.steps import has_wait, inferred_steps, measured_step_s, step_breakdown
 from ..errors import PerfkitError
@@ -21,11 +22,6 @@ __all__ = ["read_step_time", "read_memory", "read_training_step", "TRAINING_STEP
 
 #: Where :func:`read_training_step` puts what it read (in :attr:`perfkit.Job.observed`).
 TRAINING_STEP = "training_step"
-#: Host operators of a backward pass: PyTorch autograd's (``autograd::engine::
-#: evaluate_function: MmBackward0``, ``MulBackward0``), torch_npu's the same.
-BACKWARD_PATTERN = r"Backward|autograd::engine|backward"
-#: Fewer PyTorch operators than this tell nothing about a missing backward pass.
-MIN_OPERATORS = 50
 
 
 def read_step_time(profile: Any, put: Any) -> None:

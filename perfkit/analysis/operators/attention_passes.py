@@ -16,11 +16,12 @@ import pandas as pd
 from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
 from .._util import add_note, empty_frame, table, take_rows, typed
+from ..backward_pass import forward_only_operators
 from ..compare import class_codes
 from ..recorded import recorded_steps_text, recorded_tasks
 from .scope import _LANES, _scope
 
-__all__ = ["recompute_evidence"]
+__all__ = ["recompute_evidence", "no_backward_reason"]
 
 
 _BACKWARD = r"(?i)grad|bwd|backward"
@@ -43,8 +44,12 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
         when above 1.2, else ``"none"``) and ``recompute_share``: the share of the
         computation spent recomputing, ``(ratio - 1) / (ratio + 2)`` (a forward pass is
         about one third of forward + backward). Empty when no attention task is found
-        in both directions. Only the tasks of the steps whose device tasks were
-        recorded in full are counted, as the operator rules count them
+        in both directions, its note saying why: a profile of a forward pass only
+        (:func:`~perfkit.analysis.backward_pass.forward_only_operators`: PyTorch host
+        operators and none of autograd's backward ones) says so, whether or not it runs
+        attention (fused kernels, or the batched-matmul chains of
+        :mod:`perfkit.analysis.shapes.bmm_attention`). Only the tasks of the steps
+        whose device tasks were recorded in full are counted, as the operator rules count them
         (:func:`~perfkit.analysis.recorded.recorded_tasks`): the fragment of a step
         cut short (``ascend/msinsight-pt-gpt3-old`` keeps 4 forward attention tasks of
         rank 0's step and no backward) would count passes the step did not finish; a
@@ -66,6 +71,9 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
                                         f"{recorded_steps_text(steps)}")
     if k.empty:
         return empty_frame(cols, counted or "the profile has no device tasks (kernels table)")
+    n_forward_only = forward_only_operators(profile)
+    if n_forward_only:  # attention or not, there is no backward pass to compare with
+        return _with_note(empty_frame(cols, no_backward_reason(n_forward_only)), counted)
     labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
     att = take_rows(k, np.isin(cls, np.flatnonzero(labels == "attention")))
     if att.empty:
@@ -83,6 +91,14 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
                               np.where(g["ratio"] > 1.2, "partial", "none"))
     g["recompute_share"] = ((g["ratio"] - 1.0) / (g["ratio"] + 2.0)).clip(lower=0.0)
     return _with_note(typed(g, cols).reset_index(drop=True), counted)
+
+
+def no_backward_reason(n_operators: int) -> str:
+    """Why recompute cannot be seen in a profile of a forward pass only, in words (the
+    shapes' reading says the same, :func:`perfkit.analysis.shapes.read_model`)."""
+    return ("no backward kernels: recompute cannot be seen (the profile records no "
+            f"backward pass: no autograd or *Backward operator among its {n_operators:,} "
+            "PyTorch operators)")
 
 
 def _with_note(frame: pd.DataFrame, note: str | None) -> pd.DataFrame:

@@ -1,0 +1,55 @@
+"""Whether a profile records a backward pass, read from its PyTorch host operators.
+
+A PyTorch trace whose host operators (``aten::...``, at least :data:`MIN_OPERATORS`)
+include none of autograd's backward operators (:data:`BACKWARD_PATTERN`) runs a forward
+pass only: an inference or evaluation step. What counts a training step (MFU, the memory
+theory) or compares forward with backward passes (recompute) cannot be read from it.
+The job's reading (:func:`perfkit.job.measured.read_training_step`) uses the same rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ._frames import is_lazy
+from ._util import table
+
+__all__ = ["BACKWARD_PATTERN", "MIN_OPERATORS", "forward_only_operators"]
+
+#: Host operators of a backward pass: PyTorch autograd's (``autograd::engine::
+#: evaluate_function: MmBackward0``, ``MulBackward0``), torch_npu's the same.
+BACKWARD_PATTERN = r"Backward|autograd::engine|backward"
+#: Fewer PyTorch operators than this tell nothing about a missing backward pass.
+MIN_OPERATORS = 50
+
+
+def forward_only_operators(profile: Any) -> int:
+    """The number of PyTorch host operators of a profile that records no backward pass.
+
+    Parameters
+    ----------
+    profile : Profile
+        A loaded profile (a lazy cluster is not read: 0).
+
+    Returns
+    -------
+    int
+        The ``aten::`` operators counted when there are at least :data:`MIN_OPERATORS` and
+        none of the host operators is a backward one; 0 when some are, or when the profile
+        has too few PyTorch operators to tell (an Ascend export without host operators,
+        MindSpore's graph mode).
+    """
+    if is_lazy(profile):
+        return 0
+    ops = table(profile, "ops")
+    if ops.empty or "name" not in ops.columns:
+        return 0
+    counts = ops["name"].astype("string").value_counts()  # each distinct name once
+    names = pd.Series(counts.index, dtype="string")
+    n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
+    if n_aten < MIN_OPERATORS:
+        return 0
+    backward = names.str.contains(BACKWARD_PATTERN, regex=True).fillna(False).to_numpy(bool)
+    return 0 if backward.any() else n_aten
