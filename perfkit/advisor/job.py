@@ -71,7 +71,8 @@ def mfu(ctx: Context) -> list[Finding]:
             f"of {fmt_time(step)} give an MFU of {pct(value)} {WARNING_MARK} not "
             "plausible, which is not a utilisation",
             "Profile a training step (forward, backward and optimizer) to measure MFU; the "
-            "Planner's MFU column is predicted for a training step, not measured.",
+            "MFU of the Recompute and Planner tables is predicted for a training step, not "
+            "measured.",
             severity="info")]
     if not 0 < value <= 1:
         return [unmeasured(

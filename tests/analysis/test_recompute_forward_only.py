@@ -57,7 +57,7 @@ def test_recompute_says_there_is_no_backward_pass_not_no_attention() -> None:
     notes = " ".join(seen.attrs.get("notes", []))
     assert "no attention task" not in notes
     assert "no backward kernels: recompute cannot be seen" in notes
-    assert f"among its {raw['aten']:,} PyTorch operators" in notes
+    assert f"none of the profile's {raw['aten']:,} PyTorch operators" in notes
 
 
 def test_the_recompute_tab_gives_that_reason() -> None:
@@ -72,6 +72,6 @@ def test_the_recompute_tab_gives_that_reason() -> None:
                   flags=re.S)
     text = re.sub(r"\s+", " ", _TAGS.sub(" ", html))
     assert "no attention task" not in text
-    assert (f"no backward kernels: recompute cannot be seen (the profile records no "
-            f"backward pass: no autograd or *Backward operator among its {raw['aten']:,} "
-            "PyTorch operators)") in text
+    assert (f"no backward kernels: recompute cannot be seen, since none of the profile's "
+            f"{raw['aten']:,} PyTorch operators is an autograd or *Backward one: it runs a "
+            "forward pass only") in text

@@ -96,9 +96,9 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
 def no_backward_reason(n_operators: int) -> str:
     """Why recompute cannot be seen in a profile of a forward pass only, in words (the
     shapes' reading says the same, :func:`perfkit.analysis.shapes.read_model`)."""
-    return ("no backward kernels: recompute cannot be seen (the profile records no "
-            f"backward pass: no autograd or *Backward operator among its {n_operators:,} "
-            "PyTorch operators)")
+    return (f"no backward kernels: recompute cannot be seen, since none of the profile's "
+            f"{n_operators:,} PyTorch operators is an autograd or *Backward one: it runs a "
+            "forward pass only")
 
 
 def _with_note(frame: pd.DataFrame, note: str | None) -> pd.DataFrame:
