@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..analysis._frames import is_lazy
+from ..analysis._shared import shared_factorize
 from ..analysis._util import table
 from ..analysis.backward_pass import BACKWARD_PATTERN, MIN_OPERATORS
 from ..analysis.memory import framework_component, memory_peaks
@@ -89,8 +91,10 @@ def read_training_step(profile: Any, out: dict[str, Any]) -> None:
     ops = table(profile, "ops")
     if ops.empty or "name" not in ops.columns:
         return
-    counts = ops["name"].astype("string").value_counts()  # each distinct name once
-    names = pd.Series(counts.index, dtype="string")
+    # each distinct name once (its codes shared with the other readings of one advise call)
+    codes, uniq = shared_factorize(ops["name"].astype("string"), use_na_sentinel=False)
+    names = pd.Series(uniq, dtype="string")
+    counts = np.bincount(codes, minlength=len(names))
     n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
     if n_aten < MIN_OPERATORS:
         return
