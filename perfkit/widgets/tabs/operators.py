@@ -173,12 +173,13 @@ class OperatorsTab(Tab):
                                html_widget(self._table(profile, top, by, n, rank))]
         # say where the times come from (a CPU-only run's host operators) and which
         # tasks and steps the figures per step are over
-        if top.attrs.get("notes"):
-            out.append(html_widget("".join(note(_sentence(t)) for t in top.attrs["notes"])))
+        said = [str(t) for t in top.attrs.get("notes", [])]
+        if said:
+            out.append(html_widget("".join(note(_sentence(t)) for t in said)))
         # the task sequences (roofline, unfused chains) of the steps recorded in full only,
         # as the advisor reads them: a fragment of a step is not the step's operators
         tasks = recorded_profile(scope)
-        out += self._roofline(tasks)
+        out += self._roofline(tasks, said)
         # the table, then its notes in their own widget (wrapped at the page's width)
         out += [html_widget(h) for h in self._unfused(tasks, rank) if h]
         if tasks is not scope:
@@ -270,10 +271,13 @@ class OperatorsTab(Tab):
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.detail.value = error(describe_error(exc, "the operator's details"))
 
-    def _roofline(self, profile: Any) -> list[W.Widget]:
+    def _roofline(self, profile: Any, said: list[str]) -> list[W.Widget]:
+        """The roofline chart and its notes, less those ``said`` under the table above (the
+        tasks of no step, which both tables leave out, are counted once on the page)."""
         eff = A.operator_efficiency(profile)
         if eff.empty or not (eff["achieved_tflops"] > 0).any():
-            why = [n for n in eff.attrs.get("notes", []) if not n.startswith("no device tasks")]
+            why = [n for n in eff.attrs.get("notes", [])
+                   if not n.startswith("no device tasks") and str(n) not in said]
             return [html_widget(note(_sentence("No roofline: " + "; ".join(
                 why or ["no operator with shapes that perfkit can price"]))))]
         hw, _why = A.infer_hardware(profile)
@@ -281,7 +285,7 @@ class OperatorsTab(Tab):
                                  title="Roofline: one point per operator and shapes, sized by "
                                        "time (scroll to zoom, drag to pan)"
                                        + (f" ({hw.name})" if hw else ""))
-        notes = eff.attrs.get("notes", [])
+        notes = [n for n in eff.attrs.get("notes", []) if str(n) not in said]
         return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes))]
 
     def _unfused(self, profile: Any, rank: int) -> tuple[str, str]:
