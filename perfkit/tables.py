@@ -194,6 +194,16 @@ def _in_unit(in_column: str, own: str, other_unit: bool) -> str:
     return own if tiny else number
 
 
+def _in_own_units(col: Column, cells: list[str]) -> Column:
+    """``col``, or, where one of its ``cells`` keeps its own unit (``64 B`` in a GiB
+    column, :func:`_in_unit`), the column with every cell in its own unit and no unit in
+    its header: a header's unit is the unit of every cell under it."""
+    if col.kind not in ("time", "bytes") or not col.unit or not any(" " in c for c in cells):
+        return col
+    header = col.header.replace(f" ({col.unit})", "").replace(f" ({col.unit}, ", " (")
+    return Column(col.name, header, col.kind, "")
+
+
 def _cell(value: Any, col: Column) -> str:
     if col.kind == "text":
         return MISSING if value is None or (not isinstance(value, str) and is_missing(value)) \
@@ -211,9 +221,13 @@ def _cell(value: Any, col: Column) -> str:
             factor = 1e3
         elif col.name.endswith("_s"):
             factor = 1e6
+        if not col.unit:  # each cell in its own unit (:func:`_in_own_units`)
+            return time_text(v * factor)
         return _in_unit(time_text(v * factor, col.unit), time_text(v * factor),
                         time_unit([abs(v * factor)])[0] != col.unit)
     if col.kind == "bytes":
+        if not col.unit:
+            return bytes_text(v)
         return _in_unit(bytes_text(v, col.unit), bytes_text(v),
                         bytes_unit([abs(v)])[0] != col.unit)
     if col.kind == "share":
@@ -280,6 +294,10 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
           hot: Iterable[bool] | None = None, wrap: Sequence[str] = ()) -> Table:
     """``frame`` written for people: one unit per column, stated in the header.
 
+    A time or size column with a value a thousand times too small for the unit that fits
+    the column (64 B among GiB) writes each cell in its own unit instead, and its header
+    names no unit.
+
     Parameters
     ----------
     frame : pandas.DataFrame
@@ -341,6 +359,7 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
             col = Column(name, headers[name] + unit, col.kind, col.unit)
         cols.append(col)
     shown = frame if max_rows is None else frame.head(max_rows)
+    cols = [_in_own_units(c, [_cell(v, c) for v in shown[c.name]]) for c in cols]
     full = pd.DataFrame({c.header: [_cell(v, c) for v in shown[c.name]] for c in cols},
                         index=range(len(shown)))
     text = full.copy()

@@ -174,10 +174,14 @@ def test_an_empty_table_says_the_analysis_reason() -> None:
 
 
 def test_a_value_far_below_its_columns_unit_keeps_its_own_unit() -> None:
-    frame = pd.DataFrame({"peak_bytes": [4.61 * 2**30, 64.0], "time_us": [2e6, 0.5]})
+    """64 B in a column of GiB keeps its unit, and then so does every cell of the column,
+    whose header names no unit: a header's unit is the unit of every cell under it."""
+    frame = pd.DataFrame({"peak_bytes": [4.61 * 2**30, 64.0], "time_us": [2e6, 0.5],
+                          "size_bytes": [3 * 2**30, 2**30]})
     cells = table(frame).text
-    assert list(cells["peak (GiB)"]) == ["4.61", "64 B"]
-    assert list(cells["time (s)"]) == ["2.00", "0.500 µs"]
+    assert list(cells["peak"]) == ["4.61 GiB", "64 B"]
+    assert list(cells["time"]) == ["2.00 s", "0.500 µs"]
+    assert list(cells["size (GiB)"]) == ["3.00", "1.00"]  # no tiny value: the unit on top
 
 
 def test_the_loader_gives_mindspore_cpu_operators_their_self_time() -> None:
