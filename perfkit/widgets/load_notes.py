@@ -10,6 +10,10 @@ file's note is about the tables that file fed, which the loaders record in
 The Overview lists them all; :func:`notes_about` picks those about the tables a tab draws,
 so that the tab itself says, for instance, that a memory file of another run was left out
 of its chart, or that a memory file's times could not be read.
+
+The notes name tables and columns as programs know them (``comm_matrix``, ``src_rank``):
+on the dashboard they are said in words (:data:`TABLE_WORDS`, :func:`plain_words`,
+:func:`plain_note`), while ``meta.notes`` keeps the names for programs.
 """
 
 from __future__ import annotations
@@ -21,7 +25,92 @@ from typing import Any
 
 from ..format import listed
 
-__all__ = ["notes_about"]
+__all__ = ["notes_about", "plain_note", "plain_words", "TABLE_WORDS"]
+
+#: What the dashboard calls each table of a profile, where a note names it.
+TABLE_WORDS = {"kernels": "device tasks", "steps": "steps", "ops": "host operators",
+               "comm_ops": "collectives", "comm_bandwidth": "bandwidth",
+               "comm_matrix": "links", "memory": "memory over time",
+               "op_memory": "operator memory"}
+#: What the dashboard calls the step columns the Ascend exports alone fill.
+_STEP_WORDS = {"bubble": "pipeline bubble", "stage": "pipeline stage",
+               "preparing": "preparing time"}
+#: Column and table names inside a note, and their words (in this order).
+_TERMS: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (re.compile(r"\bsrc_rank ?/ ?dst_rank (?:left )?NA\b"),
+     "the links' ranks in the job are unknown"),
+    (re.compile(r"\(src_local ?/ ?dst_local kept\)"), "(their ranks within the group are kept)"),
+    (re.compile(r"\bsrc_local ?/ ?dst_local\b"), "the links' ranks within their group"),
+    (re.compile(r"\bsrc_rank ?/ ?dst_rank\b"), "the links' ranks in the job"),
+    (re.compile(r"\(([a-z]+(?:/[a-z]+)+) are Ascend-only and left NA\)"),
+     lambda m: "(the " + listed([_STEP_WORDS.get(w, w) for w in m[1].split("/")])
+     + " are recorded on Ascend only and left blank)"),
+    (re.compile(r"\s*\(kernels table\)"), ""),
+    (re.compile(r"\s*\((?:comm_matrix|peak_dtype)\)"), ""),
+    (re.compile(r"\b(" + "|".join(t for t in TABLE_WORDS if "_" in t) + r")\b"),
+     lambda m: TABLE_WORDS[m[1]]),
+    (re.compile(r"\b([a-z]+(?:_[a-z]+)*)_us\b"), lambda m: m[1].replace("_", " ") + " time"),
+)
+
+
+def plain_words(text: str) -> str:
+    """``text`` with the names of tables and columns it holds (``comm_matrix``,
+    ``src_rank/dst_rank``, ``preparing_us``) said in words, for the dashboard.
+
+    Parameters
+    ----------
+    text : str
+        A note of a loader or of an analysis (``frame.attrs["notes"]``).
+
+    Returns
+    -------
+    str
+        ``"transit/wait/sync/idle split, bandwidth and links are not recorded by Kineto"``
+        for ``"…, comm_bandwidth and comm_matrix are not recorded by Kineto"``.
+    """
+    for pattern, words in _TERMS:
+        text = pattern.sub(words, text)
+    return text
+
+
+def plain_note(text: str) -> str:
+    """A loader's note (one of ``meta.notes``) as a sentence for the dashboard: the tables
+    that lead it in words (:data:`TABLE_WORDS`), after its ranks, as :func:`notes_about`
+    says them, and the names inside it in words (:func:`plain_words`).
+
+    Parameters
+    ----------
+    text : str
+        ``"ranks [0, 1]: op_memory: not recorded by Kineto"``.
+
+    Returns
+    -------
+    str
+        ``"Ranks 0 and 1, operator memory: not recorded by Kineto."``; a note led by no
+        table of :data:`TABLE_WORDS` keeps its start.
+    """
+    text = str(text).strip()
+    m = _NOTE.match(text)
+    if m is None or not all(t in TABLE_WORDS for t in m["tables"].split("/")):
+        return plain_words(text)
+    return _said(_ranks_of(m), [TABLE_WORDS[t] for t in m["tables"].split("/")],
+                 plain_words(m["what"]))
+
+
+def _ranks_of(m: re.Match[str]) -> list[int]:
+    """The ranks a note (matched by :data:`_NOTE` or :data:`_FILE_NOTE`) is about."""
+    return ([int(m["rank"])] if m["rank"] else
+            [int(r) for r in m["ranks"].split(",")] if m["ranks"] else [])
+
+
+def _said(ranks: list[int], named: list[str], body: str) -> str:
+    """``"Rank 0, memory over time: body."``: a note's ranks and tables, then its body."""
+    who = (f"Rank {ranks[0]}, " if len(ranks) == 1 else
+           f"Ranks {listed(ranks)}, " if ranks else "")
+    what = listed(dict.fromkeys(named))
+    head = who + what if who else what[:1].upper() + what[1:]
+    body = body.rstrip()
+    return f"{head}: {body}" + ("" if body.endswith((".", "!", "?")) else ".")
 
 #: ``[rank N: | ranks [a, b]: ]``: the ranks a cluster's note is about.
 _RANKS = r"^(?:rank (?P<rank>\d+): |ranks \[(?P<ranks>[\d, ]+)\]: )?"
@@ -81,12 +170,5 @@ def notes_about(profile: Any, tables: Mapping[str, str]) -> list[str]:
         named = [tables[t] for t in subject if t in tables]
         if not named:
             continue
-        ranks = ([int(m["rank"])] if m["rank"] else
-                 [int(r) for r in m["ranks"].split(",")] if m["ranks"] else [])
-        who = (f"Rank {ranks[0]}, " if len(ranks) == 1 else
-               f"Ranks {listed(ranks)}, " if ranks else "")
-        what = listed(dict.fromkeys(named))
-        head = who + what if who else what[:1].upper() + what[1:]
-        body = body.rstrip()
-        out.append(f"{head}: {body}" + ("" if body.endswith((".", "!", "?")) else "."))
+        out.append(_said(_ranks_of(m), named, plain_words(body)))
     return out

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..errors import PerfkitError
 from ..tables import TABLE_CSS, table
+from .load_notes import plain_words
 from .metrics import _TABLE_STYLE
 
 __all__ = ["STYLE", "describe_error", "frame_html", "note", "error", "warning_html"]
@@ -78,16 +79,23 @@ def frame_html(frame: pd.DataFrame, caption: str | None = None, max_rows: int = 
     Returns
     -------
     str
+        The names of tables and columns in the note an empty ``frame`` says are in words
+        (:func:`~perfkit.widgets.load_notes.plain_words`).
     """
     kwargs.pop("float_format", None)  # the unit of each column decides its digits now
     kwargs.pop("align", None)
+    if frame.attrs.get("notes"):  # an empty table says its first note: in words
+        frame = frame.copy(deep=False)
+        frame.attrs = {**frame.attrs,
+                       "notes": [plain_words(str(n)) for n in frame.attrs["notes"]]}
     return table(frame, columns, caption=caption, scope=scope, headers=headers,
                  max_rows=max_rows, hot=hot, wrap=wrap, **kwargs).html()
 
 
 def note(text: str) -> str:
-    """A grey note (text escaped)."""
-    return f"<p class='pk-note'>{html.escape(text)}</p>"
+    """A grey note (text escaped), the names of tables and columns it holds in words
+    (:func:`~perfkit.widgets.load_notes.plain_words`)."""
+    return f"<p class='pk-note'>{html.escape(plain_words(text))}</p>"
 
 
 def error(text: str) -> str:

@@ -12,7 +12,7 @@ from ... import charts as C
 from ...format import counted, listed, time_text
 from ...io.comm_words import KINETO_NONE, KINETO_UNRECORDED, comm_words_of
 from ...tables import over_ranks, with_values
-from ..load_notes import notes_about
+from ..load_notes import TABLE_WORDS, notes_about, plain_words
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
@@ -23,8 +23,8 @@ __all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_p
 #: The tables the Communication tab draws, and what its notes call them: the loader's notes
 #: about them, or about the files they were read from (communication.json, ...), are said
 #: at the foot of the tab.
-COMMUNICATION_TABLES = {"comm_ops": "collectives", "comm_bandwidth": "bandwidth",
-                        "comm_matrix": "links"}
+COMMUNICATION_TABLES = {t: TABLE_WORDS[t]
+                        for t in ("comm_ops", "comm_bandwidth", "comm_matrix")}
 
 
 def empty_communication_note(profile: Any) -> str:
@@ -125,7 +125,7 @@ def loading_html(profile: Any, said_split: bool) -> str:
     notes = [n for n in notes_about(profile, COMMUNICATION_TABLES)
              if KINETO_NONE.removeprefix("comm_ops: ") not in n]  # the tab says it
     if said_split:
-        notes = [n.replace(f"; {KINETO_UNRECORDED}", "") for n in notes]
+        notes = [n.replace(f"; {plain_words(KINETO_UNRECORDED)}", "") for n in notes]
     return "".join(note(n) for n in notes)
 
 

@@ -15,7 +15,7 @@ from ...errors import PerfkitError
 from ...format import bytes_text
 from ...guards import check_memory
 from ...job.activations import activation_text
-from ..load_notes import notes_about
+from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from ..memory_view import (
     FAMILIES,
@@ -41,7 +41,7 @@ __all__ = ["MemoryTab", "MEMORY_TABLES"]
 
 #: The tables the Memory tab draws, and what its notes call them: the loader's notes about
 #: them (a memory file of another run left out, ...) are said on the tab, under its peaks.
-MEMORY_TABLES = {"memory": "memory over time", "op_memory": "operator memory"}
+MEMORY_TABLES = {t: TABLE_WORDS[t] for t in ("memory", "op_memory")}
 
 
 class MemoryTab(JobTab):

@@ -14,7 +14,7 @@ from ... import charts as C
 from ...analysis._util import table
 from ...analysis.recorded import recorded_profile, recorded_steps_text
 from ...tables import over_ranks, shorten, with_values
-from ..load_notes import notes_about
+from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
 
@@ -24,7 +24,7 @@ __all__ = ["OperatorsTab", "empty_operators_note", "sequences_note", "MEAN_OVER_
 #: The table the Operators tab draws, and what its notes call it: the loader's notes about
 #: it, or about the file it was read from (kernel_details.csv), are said under the AI CPU
 #: operators.
-OPERATOR_TABLES = {"kernels": "device tasks"}
+OPERATOR_TABLES = {"kernels": TABLE_WORDS["kernels"]}
 
 #: The statistic over the ranks of the chart and of the table beside it (one for both).
 MEAN_OVER_RANKS = "mean over ranks"

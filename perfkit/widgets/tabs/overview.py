@@ -31,6 +31,7 @@ from ..headline import (
     with_exposed_comm,
 )
 from ..job import unknowns_html
+from ..load_notes import plain_note
 from ..markup import STYLE, frame_html, note
 from ..overview import profile_facts
 from ..render import close_widgets, spinner_html
@@ -88,8 +89,11 @@ class OverviewTab(JobTab):
         unknown = unknowns_html(self.current, "dashboard" if self.ctx.open_tab else "python")
         if unknown:
             out.append(html_widget(unknown))
-        facts = html_widget(frame_html(profile_facts(profile), "What was opened", max_rows=40,
-                                       wrap=("value",)))
+        # the loader's notes as the tabs say theirs: tables and columns in words
+        facts = profile_facts(profile)
+        facts["value"] = [plain_note(v) if f == "note" else v
+                          for f, v in zip(facts["fact"], facts["value"], strict=True)]
+        facts = html_widget(frame_html(facts, "What was opened", max_rows=40, wrap=("value",)))
         if steps.empty:
             return out + [html_widget(note(
                 "No training steps were found in this profile (no step markers and no step "
