@@ -10,9 +10,14 @@
    what it waits for) while a thread runs :func:`perfkit.load`, then
    :func:`perfkit.infer_job`;
 3. when they end, every tab gets the profile and the job, as after a plain open, and the
-   tab on show redraws. A failure puts the message in the page and the last profile that
-   opened (and its job) back on show; opening another profile meanwhile does the same,
-   and the first thread's result is dropped when it comes.
+   tab on show redraws. The job panel gets the job *before* the tabs get the profile (and
+   the tabs let go of a profile before its job goes): the kernel's thread may draw a tab
+   at any moment of the swap (the dashboard redraws outside its lock), and a tab drawn then
+   shows either what it waits for or the whole page, never the profile without its job
+   (a "throughput –" and a Planner that say nothing of why). A failure puts the message
+   in the page and the last profile that opened (and its job) back on show; opening
+   another profile meanwhile does the same, and the first thread's result is dropped when
+   it comes.
 """
 
 from __future__ import annotations
@@ -83,13 +88,13 @@ class BackgroundOpening:
     def _open_in_background(self, early: Preview, source: Any, shown: str, run: Any) -> None:
         """Show the steps of ``early`` and read the rest on a thread."""
         opening = Opening(shown + ("" if run is None else f" (run {run})"), early)
-        with self._lock:
+        with self._lock:  # the tabs let go of the profile before the job goes (step 3 above)
             opening.kept_job = self.job.job  # type: ignore[attr-defined]
             self.opening = opening
-            self._set_job(None)
-            self.job.pending(f"read from the profile once {shown} is loaded …")
             for panel in self.panels.values():
                 panel.wait(opening)
+            self._set_job(None)
+            self.job.pending(f"read from the profile once {shown} is loaded …")
         self.status.value = STYLE + note(
             f"Opening {shown}: {describe(early)}; the rest is being read in the "
             "background, and every tab follows when it is.")
@@ -119,12 +124,12 @@ class BackgroundOpening:
                 return  # another profile was opened meanwhile
             opening.end()
             self.opening = None
-            self._opened(profile, shown, run)
             self._hold_job = True
             try:
                 self.job.set_profile(profile, inferred=job)
             finally:
                 self._hold_job = False
+            self._opened(profile, shown, run)
         self._refresh_selected()
 
     def _drop_opening(self, stage: str = "superseded", only: Opening | None = None) -> bool:
@@ -137,9 +142,9 @@ class BackgroundOpening:
             return False
         opening.end(stage)
         self.opening = None
+        self._set_job(getattr(opening, "kept_job", None))
         for panel in self.panels.values():
             panel.show(self.profile)
-        self._set_job(getattr(opening, "kept_job", None))
         return True
 
     def _set_job(self, job: Any) -> None:

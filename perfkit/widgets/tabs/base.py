@@ -181,6 +181,10 @@ class Tab(W.VBox):
         #: one build at a time (the dashboard's background opening may refresh a tab while
         #: the kernel's thread handles a click)
         self.building = threading.RLock()
+        #: guards the profile, the opening and ``stale`` together: :meth:`show` and
+        #: :meth:`wait` (the background opening's thread) change them while a build on the
+        #: kernel's thread reads them, and a build must see one state, not half of each
+        self._state = threading.Lock()
         #: counts the builds: work that outlives its build (:meth:`finish`) stops once a
         #: newer one began
         self.generation = 0
@@ -195,13 +199,15 @@ class Tab(W.VBox):
 
     def show(self, profile: Any) -> None:
         """Set the profile; the body is rebuilt by the next :meth:`refresh`."""
-        self.profile, self.stale, self.opening = profile, True, None
+        with self._state:
+            self.profile, self.opening, self.stale = profile, None, True
         self.remove_class(READY_CLASS)
 
     def wait(self, opening: Any) -> None:
         """Wait for a profile being opened (:class:`~perfkit.widgets.opening.Opening`): the
         next :meth:`refresh` draws :meth:`waiting` until :meth:`show` gives the profile."""
-        self.profile, self.stale, self.opening = None, True, opening
+        with self._state:
+            self.profile, self.opening, self.stale = None, opening, True
         self.remove_class(READY_CLASS)
 
     def waiting(self, opening: Any) -> list[W.Widget]:
@@ -239,27 +245,29 @@ class Tab(W.VBox):
 
     def _build_body(self) -> bool:
         """Draw the body; True when :meth:`finish` is to run (the tab was built)."""
-        self.stale = False
+        with self._state:  # one state: a show() or wait() meanwhile makes it stale again
+            self.stale = False
+            profile, opening = self.profile, self.opening
         self.remove_class(READY_CLASS)
         close_widgets(self.body.children, self.keep)
         self.body.children = ()
         self.charts = []
         self.remove_class(WAITING_CLASS)
-        if self.profile is None and self.opening is not None:
+        if profile is None and opening is not None:
             self.message.value = ""
             try:
-                self.body.children = tuple(self.waiting(self.opening))
+                self.body.children = tuple(self.waiting(opening))
             except Exception as exc:  # noqa: BLE001 - a message, not a traceback
                 self.message.value = error(describe_error(exc, f"the {self.title} tab"))
             self.add_class(WAITING_CLASS)
             return False
-        if self.profile is None:
+        if profile is None:
             self.message.value = STYLE + note(self.ctx.none_open)
             self.add_class(READY_CLASS)
             return False
         self.message.value = spinner_html(f"Computing the {self.title} tab …")
         try:
-            children = self.build(self.profile)
+            children = self.build(profile)
         except Exception as exc:  # noqa: BLE001 - the page must show a message, not a traceback
             self.message.value = error(describe_error(exc, f"the {self.title} tab"))
             self.add_class(READY_CLASS)
