@@ -20,6 +20,7 @@ from .device import read_framework, read_hardware, read_static_scheme
 from .fields import JOB_FIELDS, FieldValue, Readings
 from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
 from .measured import read_memory, read_step_time, read_training_step
+from .tp_widths import read_tp_from_widths
 
 __all__ = ["infer_job", "profile_values"]
 
@@ -56,7 +57,10 @@ def infer_job(profile_or_cluster: Any, config: Any = None, **overrides: Any) -> 
       (Kineto) or the communication matrix: world size, dp / tp / pp / cp / ep; vpp from
       the first stage's pipeline sends per step (``m·(2·vpp − 1)``); optimizer sharding
       from reduce-scatter / all-gather in the data-parallel group; sequence parallelism
-      from all-gather / reduce-scatter in the tensor-parallel group;
+      from all-gather / reduce-scatter in the tensor-parallel group; where no tp is
+      recorded, tp from the widths when two agree (:mod:`~perfkit.job.tp_widths`: the
+      hidden size k × the query width per rank, and the MLP width per rank × k a standard
+      MLP width);
     * **model and batch** — the operator input shapes (:func:`perfkit.analysis.shapes.
       read_model`): hidden, FFN and vocabulary sizes, heads and key/value heads, layers,
       micro-batch size, sequence length, micro-batches per step, gated or plain MLP,
@@ -97,6 +101,9 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     if not stage_of and PIPELINE_STAGES in out:  # msprof-analyze's stage rows gave pp
         stage_of = {r: i for i, st in enumerate(out[PIPELINE_STAGES].value) for r in st}
     reading = read_model(profile, tp=tp, stage_of=stage_of, pp=pp)
+    if read_tp_from_widths(reading, out):  # tp unrecorded, but the widths show it
+        tp, dp = out["tp"].value, out["dp"].value
+        reading = read_model(profile, tp=tp, stage_of=stage_of, pp=pp)
     for name in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
                  "head_dim", "ffn_hidden_size", "vocab_size", "mlp", "norm", "bias",
                  "position_embedding", "seq_length", "micro_batch_size",
