@@ -178,12 +178,18 @@ class Headline:
     notes: list[str] = field(default_factory=list)
 
 
-def throughput_figure(job: Job | None, step_s: float) -> Figure:
+#: Why a figure has no job where a profile is open: reading its job failed.
+JOB_UNREAD = "no job: it could not be read from this profile (the job panel says why)"
+
+
+def throughput_figure(job: Job | None, step_s: float,
+                      no_job: str = "no job: open a profile") -> Figure:
     """Tokens per second per device (:func:`perfkit.tokens_per_second_per_device`), or why
-    not: it needs only the job's global batch, sequence length and devices, not its model."""
+    not: it needs only the job's global batch, sequence length and devices, not its model
+    (``no_job``: the reason where there is no job)."""
     name = "throughput"
     if job is None:
-        return Figure(name, "–", "no job: open a profile")
+        return Figure(name, "–", no_job)
     gbs, seq = job.global_batch_size, job.seq_length
     devices = job.parallel.world_size if job.parallel is not None else None
     devices = job.world_size or devices
@@ -200,11 +206,12 @@ def throughput_figure(job: Job | None, step_s: float) -> Figure:
                   f"[{job.source('global_batch_size')}]")
 
 
-def mfu_figure(job: Job | None) -> Figure:
-    """The job's MFU (:func:`~perfkit.widgets.summary.job_summary`, guarded), or why not."""
+def mfu_figure(job: Job | None, no_job: str = "no job: open a profile") -> Figure:
+    """The job's MFU (:func:`~perfkit.widgets.summary.job_summary`, guarded), or why not
+    (``no_job``: the reason where there is no job)."""
     name = "MFU"
     if job is None:
-        return Figure(name, "–", "no job: open a profile")
+        return Figure(name, "–", no_job)
     if job.missing():
         labels = unknown_labels(job, ("model", "hardware", "step_time_s"))
         return Figure(name, "–", f"not computed: {listed(labels)} "
@@ -229,7 +236,7 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
     breakdown : pandas.DataFrame
         :func:`perfkit.analysis.step_breakdown` of ``profile``.
     job : perfkit.Job or None
-        The job of The job panel.
+        The job of The job panel; None where reading it failed (the figures then say so).
     findings : list of perfkit.advisor.Finding, optional
         :func:`perfkit.advise` for the job, best first.
     n_findings : int
@@ -248,8 +255,9 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
         out.figures.append(Figure("step time", time_text(step_s * 1e6),
                                   f"{step_basis(breakdown)} ({len(ranks)} "
                                   f"rank{'s' if len(ranks) != 1 else ''} loaded)"))
-    out.figures.append(throughput_figure(job, step_s))
-    out.figures.append(mfu_figure(job))
+    # a profile is open: no job means that reading it failed
+    out.figures.append(throughput_figure(job, step_s, JOB_UNREAD))
+    out.figures.append(mfu_figure(job, JOB_UNREAD))
     out.split = step_split(breakdown)
     out.findings = top_findings(findings or [], n_findings)
     return out
