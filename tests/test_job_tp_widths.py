@@ -40,7 +40,8 @@ def _raw_widths() -> dict[str, int]:
     """The widths of the msa csv, read with ``csv``: hidden size (embedding tables),
     heads per rank (the softmax's ``(b, a, S, S)``), head size (q·kᵀ's ``(N, S, d)``),
     MLP width per rank (w with ``h → w`` and ``w → h`` products besides attention's),
-    layers (softmaxes), batch and sequence, vocabulary (the token table's rows)."""
+    layers (softmaxes), batch and sequence, vocabulary per rank (the token table's rows:
+    vocab-parallel, the logits GEMM beside it is as wide)."""
     with (sample(MSA) / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     tables = [_dims(r["Input Shapes"])[0] for r in rows if r["Type"] == "GatherV2"]
@@ -93,11 +94,12 @@ def test_msa_throughput_and_mfu_count_every_tp_rank() -> None:
     assert rows.loc["tokens_per_s_per_device", "value"] == pytest.approx(per_device)
     assert rows.loc["devices", "value"] == k
     # forward FLOPs per token by hand, every width whole (× k): QKV, scores and values,
-    # output projection, the plain MLP's two products; the logits over the vocabulary
+    # output projection, the plain MLP's two products; the logits over the whole
+    # vocabulary (the table's rows per rank × k)
     qw = kvw = raw["q"] * k
     ffn = raw["ffn"] * k
     per_layer = (2 * h * (qw + 2 * kvw) + 4 * raw["s"] * qw + 2 * qw * h + 2 * 2 * h * ffn)
-    forward = raw["layers"] * per_layer + 2 * h * raw["vocab"]
+    forward = raw["layers"] * per_layer + 2 * h * raw["vocab"] * k
     peak = job.hardware.peak_flops[job.dtype]
     assert rows.loc["mfu", "value"] == pytest.approx(3 * forward * per_device / peak,
                                                      rel=1e-9)

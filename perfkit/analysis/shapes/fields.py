@@ -28,6 +28,7 @@ from .records import (
     DTYPE_NAMES,
     FUSED_ATTENTION,
 )
+from .vocab import vocab_from_table
 
 __all__ = ["ShapeReading"]
 
@@ -289,8 +290,8 @@ def _read_widths(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes
                 f"({_mode([label.iat[i] for i in np.nonzero(lmask)[0]])})"
                 + (f"; vocabulary split over tp {tp}" if tp > 1 else ""))
     elif table_v:
-        out.put("vocab_size", table_v, f"{where}: embedding table ({table_v}, {h})")
-        vocab_local = table_v // tp if table_v % tp == 0 else None
+        vocab, vocab_local, why = vocab_from_table(table_v, h, tp, {*ups, vocab_local}, where)
+        out.put("vocab_size", vocab, why)
     else:
         once = [w for w in ups if w not in downs]
         if len(once) == 1:
