@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError, file_boundary
+from ..format import counted
 from ..profile import ProfileMeta
 from . import ascend
 from ._common import check_file, note, read_json, with_notes
@@ -189,8 +190,8 @@ def _map(ids: pd.Series, strings: pd.Series, label: str | None = None) -> pd.Ser
     if label is not None:
         lost = int((out.isna() & ids.notna()).sum())
         if lost:
-            note(f"{label}: {lost} of {len(ids)} id(s) not in STRING_IDS (the string table "
-                 "is incomplete): read as NA")
+            note(f"{label}: {lost} of {counted(len(ids), 'id')} not in STRING_IDS (the string "
+                 "table is incomplete): read as NA")
     return out
 
 

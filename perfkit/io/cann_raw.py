@@ -66,6 +66,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import ProfileError, file_boundary
+from ..format import counted, listed, plural
 from ..profile import ProfileMeta
 from ._common import (
     check_file,
@@ -422,7 +423,8 @@ def _steps(ev: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFra
         steps["overlapped_us"] = steps["communication_us"] - steps["comm_not_overlapped_us"]
         missing = int((~have).sum())
         if missing:
-            notes.append(f"steps: {missing} of {len(steps)} iteration(s) have no Overlap "
+            notes.append(f"steps: {missing} of {counted(len(steps), 'iteration')} "
+                         f"{plural(missing, 'has', 'have')} no Overlap "
                          "Analysis events (their msprof_ file is absent): computing / "
                          "communication / free unknown for them")
     else:
@@ -609,7 +611,7 @@ def _pick_files(files: Sequence[Path]) -> tuple[list[Path], list[str]]:
     if marks and marks[0] not in chosen:
         chosen.append(marks[0])
     models = sorted({s.split("_")[1] for s in by_suffix if s.count("_") == 2})
-    notes = [f"timeline of model(s) {', '.join(models)}"] if len(models) > 1 else []
+    notes = [f"timeline of models {listed(models)}"] if len(models) > 1 else []
     return chosen + other, notes
 
 
@@ -731,7 +733,7 @@ def parse(path: Path, files: Iterable[str | Path] = ()) -> tuple[ProfileMeta,
     folder = _device_folder(path)
     info, rank, device = _device_info(folder)
     notes.insert(0, "raw CANN output (PROF_ folder, exported timeline): "
-                 f"{len(chosen)} of {len(timeline)} timeline file(s) read")
+                 f"{len(chosen)} of {counted(len(timeline), 'timeline file')} read")
     if path.is_file():
         notes.append(f"one CANN timeline file ({path.name}) read alone: the other files of "
                      "its PROF_ folder (other iterations, the step trace) are not in it")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ProfileError, file_boundary
-from ..format import listed, plural
+from ..format import counted, listed, plural
 from ..profile import Cluster, Profile, ProfileMeta
 from ._common import (
     collecting_notes,
@@ -206,7 +206,7 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     is_stage = (typ == "stage").to_numpy()
     other = np.flatnonzero(~is_rank & ~is_stage)
     if len(other):
-        note(f"{path.name}: {len(other)} row(s) whose Type is neither rank nor stage "
+        note(f"{path.name}: {counted(len(other), 'row')} whose Type is neither rank nor stage "
              f"({_rows_text(other, table.column('Type').to_pandas())}): left out")
     ok = _rank_ok(index).to_numpy()
     bad = np.flatnonzero(is_rank & ~ok)
@@ -215,7 +215,7 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             raise ProfileError(path, f"no rank row has a rank number in Index "
                                f"({_rows_text(bad, index)}); expected the global rank",
                                field="Index")
-        note(f"{path.name}: {len(bad)} rank row(s) whose Index is not a rank number "
+        note(f"{path.name}: {counted(len(bad), 'rank row')} whose Index is not a rank number "
              f"({_rows_text(bad, index)}): left out")
     keep = is_rank & ok
     steps = frame[keep].copy()
@@ -316,7 +316,7 @@ def _matrix(path: Path) -> pd.DataFrame:
                 rows.append({"step": step, "group": group, "name": name,
                              "src_rank": int(src), "dst_rank": int(dst), **link_fields(v)})
     if skipped:
-        note(f"{path.name}: {len(skipped)} link(s) not named src-dst by rank numbers or not "
-             f"an object ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}): "
+        note(f"{path.name}: {counted(len(skipped), 'link')} not named src-dst by rank numbers "
+             f"or not an object ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''}): "
              "left out")
     return pd.DataFrame(rows)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from .._hugepages import with_small_pages
 from ..errors import ProfileError, file_boundary
+from ..format import plural
 from ..profile import Profile, ProfileMeta
 from . import ascend
 from .validate import clean_tables, files_of_tables
@@ -181,7 +182,8 @@ def _frameworks_note(metas: list[ProfileMeta]) -> str:
     by_fw: dict[str, list[Any]] = {}
     for m in metas:
         by_fw.setdefault(m.framework or "unknown", []).append(m.rank)
-    parts = "; ".join(f"{fw}: rank(s) {sorted(r for r in rs if r is not None)}"
+    parts = "; ".join(f"{fw}: {plural(len(rs), 'rank')} "
+                      f"{sorted(r for r in rs if r is not None)}"
                       for fw, rs in sorted(by_fw.items()))
     return (f"ranks recorded by different frameworks ({parts}): one training job runs one "
             "framework, so these are separate runs, whose steps and times do not line up; "

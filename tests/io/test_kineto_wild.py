@@ -283,7 +283,7 @@ def test_tasks_launched_before_the_trace_belong_to_no_step() -> None:
     assert step_us == pytest.approx(span, rel=1e-6)
     gpu_lane = next(e for e in r.x if e.get("cat") == "gpu_user_annotation")
     assert step_us == pytest.approx(float(gpu_lane["dur"]), rel=0.01)  # Kineto's own 34.9 ms
-    assert any("509 GPU task(s) were launched before the trace began" in n
+    assert any("509 GPU tasks were launched before the trace began" in n
                for n in p.meta.notes)
 
 

@@ -113,7 +113,7 @@ def json_number(value: Any, field: str | None = None) -> float:
 @contextmanager
 def counting_numbers(name: str) -> Iterator[dict[str, int]]:
     """Count the :func:`json_number` values of the ``with`` block that are not numbers;
-    at its end, one :func:`note` per field: ``"{name} {field}: N value(s) ... read as NA"``.
+    at its end, one :func:`note` per field: ``"{name} {field}: N values ... read as NA"``.
     """
     counts: dict[str, int] = {}
     token = _UNREAD.set(counts)
@@ -122,7 +122,7 @@ def counting_numbers(name: str) -> Iterator[dict[str, int]]:
     finally:
         _UNREAD.reset(token)
     for field, n in counts.items():
-        note(f"{name} {field}: {n} value(s) not a number (text, true/false, a list or an "
+        note(f"{name} {field}: {counted(n, 'value')} not a number (text, true/false, a list or an "
              "object) read as NA")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...format import counted, plural
 from ..categories import comm_family, kineto_kind
 from ..distinct import numeric, text
 from ..trace_tables import NA_NS, rel, step_index
@@ -47,12 +48,15 @@ def _kernel_steps(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
         n_before = int(missing.sum())
         n_outside = int((np.isnan(out) & ~missing).sum())
         if n_before:
-            notes.append(f"steps: {n_before} GPU task(s) were launched before the trace began "
-                         "(no runtime call with their correlation id in the trace): they "
-                         "belong to no step")
+            notes.append(f"steps: {counted(n_before, 'GPU task')} "
+                         f"{plural(n_before, 'was', 'were')} launched before the trace began "
+                         f"(no runtime call with {plural(n_before, 'its', 'their')} "
+                         "correlation id in the trace): "
+                         f"{plural(n_before, 'it belongs', 'they belong')} to no step")
         if n_outside:
-            notes.append(f"steps: {n_outside} GPU task(s) were launched outside every "
-                         "step span: they belong to no step")
+            notes.append(f"steps: {counted(n_outside, 'GPU task')} "
+                         f"{plural(n_outside, 'was', 'were')} launched outside every step "
+                         f"span: {plural(n_outside, 'it belongs', 'they belong')} to no step")
     return out
 
 
