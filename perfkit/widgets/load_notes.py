@@ -25,7 +25,7 @@ from typing import Any
 
 from ..format import listed
 
-__all__ = ["notes_about", "plain_note", "plain_words", "TABLE_WORDS"]
+__all__ = ["notes_about", "plain_note", "plain_words", "column_words", "TABLE_WORDS"]
 
 #: What the dashboard calls each table of a profile, where a note names it.
 TABLE_WORDS = {"kernels": "device tasks", "steps": "steps", "ops": "host operators",
@@ -35,8 +35,42 @@ TABLE_WORDS = {"kernels": "device tasks", "steps": "steps", "ops": "host operato
 #: What the dashboard calls the step columns the Ascend exports alone fill.
 _STEP_WORDS = {"bubble": "pipeline bubble", "stage": "pipeline stage",
                "preparing": "preparing time"}
+#: What the dashboard calls the columns whose words are not their names' (``_us`` is
+#: said ``time`` and ``_`` a space otherwise: ``self_us`` -> ``self time``).
+_COLUMN_WORDS = {"tasks_recorded": "mark of tasks recorded in full",
+                 "size_bytes": "size", "allocated_bytes": "allocated memory",
+                 "reserved_bytes": "reserved memory", "active_bytes": "active memory"}
+#: ``table.column`` (``kernels.type``, ``steps.tasks_recorded``): a column of a table.
+_COLUMN = r"\b(" + "|".join(TABLE_WORDS) + r")\.([a-z]+(?:_[a-z]+)*)\b"
+
+
+def column_words(table: str, column: str) -> str:
+    """What the dashboard calls the column ``column`` of the table ``table``.
+
+    Parameters
+    ----------
+    table : str
+        A table of :data:`TABLE_WORDS` (``"kernels"``).
+    column : str
+        One of its columns (``"type"``, ``"self_us"``).
+
+    Returns
+    -------
+    str
+        ``"the device tasks' type"``, ``"the host operators' self time"``.
+    """
+    words = _COLUMN_WORDS.get(column) or re.sub(r"_us$", " time", column).replace("_", " ")
+    owner = TABLE_WORDS.get(table, table)
+    return f"the {owner}{chr(39) if owner.endswith('s') else chr(39) + 's'} {words}"
+
+
 #: Column and table names inside a note, and their words (in this order).
 _TERMS: tuple[tuple[re.Pattern[str], Any], ...] = (
+    # ``(steps.tasks_recorded)`` after the words it names: a pointer for programs
+    (re.compile(r"\s*\(" + _COLUMN + r"\)"), ""),
+    (re.compile(_COLUMN), lambda m: column_words(m[1], m[2])),
+    (re.compile(r"(?:\bthe )?\b(size|allocated|reserved|active)_bytes\b"),
+     lambda m: "the " + _COLUMN_WORDS[m[0].removeprefix("the ")]),
     (re.compile(r"\bsrc_rank ?/ ?dst_rank (?:left )?NA\b"),
      "the links' ranks in the job are unknown"),
     (re.compile(r"\(src_local ?/ ?dst_local kept\)"), "(their ranks within the group are kept)"),
@@ -91,10 +125,21 @@ def plain_note(text: str) -> str:
     """
     text = str(text).strip()
     m = _NOTE.match(text)
-    if m is None or not all(t in TABLE_WORDS for t in m["tables"].split("/")):
-        return plain_words(text)
-    return _said(_ranks_of(m), [TABLE_WORDS[t] for t in m["tables"].split("/")],
+    if m is None or not all(t.split(".")[0] in TABLE_WORDS for t in m["tables"].split("/")):
+        ranks = _RANKS_ONLY.match(text)
+        if ranks is None or not (ranks["rank"] or ranks["ranks"]):
+            return plain_words(text)
+        who = _ranks_of(ranks)
+        head = f"Rank {who[0]}" if len(who) == 1 else f"Ranks {listed(who)}"
+        return f"{head}: {plain_words(text[ranks.end():])}"
+    return _said(_ranks_of(m), [_subject_words(t) for t in m["tables"].split("/")],
                  plain_words(m["what"]))
+
+
+def _subject_words(subject: str) -> str:
+    """The words of a note's subject: a table (``kernels``) or a column (``kernels.type``)."""
+    table, _, column = subject.partition(".")
+    return column_words(table, column) if column else TABLE_WORDS[table]
 
 
 def _ranks_of(m: re.Match[str]) -> list[int]:
@@ -114,8 +159,11 @@ def _said(ranks: list[int], named: list[str], body: str) -> str:
 
 #: ``[rank N: | ranks [a, b]: ]``: the ranks a cluster's note is about.
 _RANKS = r"^(?:rank (?P<rank>\d+): |ranks \[(?P<ranks>[\d, ]+)\]: )?"
-#: ``…table[/table]: what`` (the tables are the note's subject).
-_NOTE = re.compile(_RANKS + r"(?P<tables>[a-z_]+(?:/[a-z_]+)*): (?P<what>.+)$", re.S)
+_RANKS_ONLY = re.compile(_RANKS)
+#: ``…table[/table]: what`` (the tables, or a table's column ``kernels.type``, are the
+#: note's subject).
+_NOTE = re.compile(_RANKS + r"(?P<tables>[a-z_]+(?:\.[a-z_]+)?(?:/[a-z_]+)*): (?P<what>.+)$",
+                   re.S)
 #: ``…file.ext[ detail]: what`` (the file is the note's subject: ``kernel_details.csv:``,
 #: ``memory_record.csv Timestamp(us):``, ``kernel_details.csv line 9:``).
 _FILE_NOTE = re.compile(_RANKS + r"(?P<file>[^\s:/\\]+\.[A-Za-z0-9]+)(?=[ :])[^:\n]*: .+$",
