@@ -162,8 +162,8 @@ _RANKS = r"^(?:rank (?P<rank>\d+): |ranks \[(?P<ranks>[\d, ]+)\]: )?"
 _RANKS_ONLY = re.compile(_RANKS)
 #: ``…table[/table]: what`` (the tables, or a table's column ``kernels.type``, are the
 #: note's subject).
-_NOTE = re.compile(_RANKS + r"(?P<tables>[a-z_]+(?:\.[a-z_]+)?(?:/[a-z_]+)*): (?P<what>.+)$",
-                   re.S)
+_NOTE = re.compile(_RANKS + r"(?P<tables>(?:" + "|".join(TABLE_WORDS) + r")\.[a-z_]+|"
+                   r"[a-z_]+(?:/[a-z_]+)*): (?P<what>.+)$", re.S)
 #: ``…file.ext[ detail]: what`` (the file is the note's subject: ``kernel_details.csv:``,
 #: ``memory_record.csv Timestamp(us):``, ``kernel_details.csv line 9:``).
 _FILE_NOTE = re.compile(_RANKS + r"(?P<file>[^\s:/\\]+\.[A-Za-z0-9]+)(?=[ :])[^:\n]*: .+$",
