@@ -112,10 +112,12 @@ def _scoped_recompute(ctx: Context) -> list[Finding]:
     us = median(on["forward_scoped_us"])
     share = median(on["forward_scoped_share"])
     layers = str(on["scoped_layers"].iloc[0])
-    where = (f"layer(s) {layers} of {on['layers'].iloc[0]}" if layers else
+    where = (f"{'layers' if ',' in layers else 'layer'} {layers} of "
+             f"{on['layers'].iloc[0]}" if layers else
              "cells of the model (the names carry no layer number)")
     used, cap, frac = ctx.memory_frac
-    ev = (f"{int(median(on['forward_scoped_tasks']))} forward task(s) per rank run under a "
+    tasks = counted(int(median(on['forward_scoped_tasks'])), 'forward task')
+    ev = (f"{tasks} per rank run under a "
           f"recompute_ scope (Cell.recompute() on {where}): {fmt_time(us)} per step, "
           f"{pct(share)} of the computation; recomputing them costs about that time again "
           f"per micro-batch")

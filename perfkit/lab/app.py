@@ -25,7 +25,7 @@ from typing import Any
 import ipywidgets as W
 
 from .. import charts as C
-from ..format import sig
+from ..format import counted, sig
 from ..widgets.headline import split_parts, with_exposed_comm
 from ..widgets.markup import STYLE, describe_error, frame_html, note
 from .answers import AnswerBook, answer
@@ -88,7 +88,7 @@ class QuestionBox(W.VBox):
                       f"{html.escape(question['title'])}</b>{unit}</p>"
                       f"<p>{html.escape(question['prompt'])}</p></div>")
         if previous:
-            self.feedback.value = note(f"{len(previous)} answer(s) recorded; the last: "
+            self.feedback.value = note(f"{counted(len(previous), 'answer')} recorded; the last: "
                                        f"{_shown(previous[-1])}")
         super().__init__([head, self.input, W.HBox([self.button]), self.feedback])
 
@@ -271,7 +271,8 @@ class Sheet:
                            f"{job['optimizer_shard']}; recompute configured: "
                            f"{job['recompute']}"),
                 ("batch", f"{job['num_micro_batches']} micro-batches of "
-                          f"{job['micro_batch_size']} sequence(s) × {m['seq_length']} tokens "
+                          f"{counted(job['micro_batch_size'], 'sequence')} × "
+                          f"{m['seq_length']} tokens "
                           f"per data-parallel rank: global batch "
                           f"{job['global_batch_size']} sequences"),
                 ("matrix efficiency", f"the matrix kernels reach {job['efficiency']:.0%} of "
@@ -281,7 +282,8 @@ class Sheet:
                         f"{b['cluster']['dp']}, {cm['name']}")]),
             "<h4>A pipeline to price</h4>", rows([
                 ("pipeline", f"{pipe['pp']} stages, {pipe['num_micro_batches']} "
-                             f"micro-batches, {pipe['vpp']} virtual stage(s) per device")]),
+                             f"micro-batches, {counted(pipe['vpp'], 'virtual stage')} "
+                             "per device")]),
             "<h4>A layout to fit</h4>", rows([
                 ("model", f"{lay['preset']} ({lay['layers']} layers, sequence "
                           f"{lay['seq_length']})"),

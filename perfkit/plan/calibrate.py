@@ -62,6 +62,7 @@ from ..calc import ActivationModel
 from ..calc.rates import GROUPS, Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, PerfkitError
+from ..format import counted
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .predict import layout_columns, stage_params, stage_rows
 
@@ -447,7 +448,7 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
             count = gemm["count"].to_numpy(float)
             work = ((flops + rates.gemm_half_flops) * count).sum()
             changes["gemm_efficiency"] = min(1.0, work / peak / (t * count).sum())
-            how = (f"{len(gemm)} GEMM shape(s) of similar size: e fitted, F½ kept at "
+            how = (f"{counted(len(gemm), 'GEMM shape')} of similar size: e fitted, F½ kept at "
                    f"{rates.gemm_half_flops:.3g}")
         terms.append(("gemm_efficiency", changes["gemm_efficiency"], how))
         if "gemm_half_flops" in changes:

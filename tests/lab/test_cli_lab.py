@@ -20,7 +20,7 @@ def test_make_answer_grade(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert cli.main(["lab", "make", str(pack), "--students", "2", "--seed", "9",
                      "--workers", "1"]) == 0
     out = capsys.readouterr().out
-    assert "wrote a pack for 2 student(s)" in out and f"perfkit serve --lab {pack}" in out
+    assert "wrote a pack for 2 students" in out and f"perfkit serve --lab {pack}" in out
     key = json.loads((pack / "instructor" / "key.json").read_text())
     right = key["entries"]["student-1"]["answers"]["bubble"]["answer"]
     assert cli.main(["lab", "answer", str(pack / "student-1"), "bubble", f"{right:.4g}"]) == 0

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import PerfkitError
+from ...format import counted
 from ..args import paragraph
 
 __all__ = ["add_parser", "run", "EPILOG", "grade_text"]
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         pack = lab.make(args.dir, students=args.students, seed=args.seed, level=args.level,
                         overwrite=args.overwrite, workers=args.workers)
         took = time.perf_counter() - start
-        print(f"wrote a pack for {args.students} student(s) ({args.level}, seed {args.seed}) "
+        print(f"wrote a pack for {counted(args.students, 'student')} ({args.level}, "
+              f"seed {args.seed}) "
               f"in {took:.1f} s:\n  {pack}/student-1 ... student-{args.students}\n"
               f"  {pack}/instructor/key.json (the answer key; keep it from the students)\n"
               f"a student's app: perfkit serve --lab {pack}/student-1\n"

@@ -192,9 +192,9 @@ def simulate_command(args: argparse.Namespace) -> int:
         steps = 3 if args.steps is None else args.steps
         ranks = parallel.dp * parallel.tp * parallel.pp
         what = (f"{model.name} ({model.num_layers} layers) on {hardware.name}, dp {parallel.dp}"
-                f" x tp {parallel.tp} x pp {parallel.pp}, {parallel.num_micro_batches} "
-                f"micro-batch(es)" + (f", faults: {', '.join(map(repr, faults))}"
-                                      if faults else ""))
+                f" x tp {parallel.tp} x pp {parallel.pp}, "
+                f"{counted(parallel.num_micro_batches, 'micro-batch')}"
+                + (f", faults: {', '.join(map(repr, faults))}" if faults else ""))
         light = {"aic_metrics": None, "trace_kernels": False} if args.light else {}
         extra = {} if args.efficiency is None else {"efficiency": args.efficiency}
 
