@@ -1,8 +1,11 @@
 """Forward against backward attention tasks: the evidence of recompute.
 
-:func:`recompute_evidence` counts, per rank, the attention tasks of each direction; their
-ratio is about 1 without recompute and about 2 with full recompute. Only the steps whose
-device tasks were recorded in full are counted (:func:`perfkit.analysis.recorded.
+:func:`recompute_evidence` counts, per rank, the attention passes of each direction: the
+fused attention tasks (``FlashAttentionScore`` against ``FlashAttentionScoreGrad``, ...)
+and the attention chains run as batched products (the ``q·kᵀ`` bmm, softmax, ``·v`` bmm
+chains against their backward, :mod:`perfkit.analysis.shapes.bmm_attention`); their ratio
+is about 1 without recompute and about 2 with full recompute. Only the steps whose device
+tasks were recorded in full are counted (:func:`perfkit.analysis.recorded.
 recorded_tasks`): a task list cut short can hold a step's forward without its backward.
 """
 
@@ -19,6 +22,8 @@ from .._util import add_note, empty_frame, table, take_rows, typed
 from ..backward_pass import forward_only_operators
 from ..compare import class_codes
 from ..recorded import recorded_steps_text, recorded_tasks
+from ..shapes.bmm_attention import has_qk_product, record_triples
+from ..shapes.records import parse_shapes, shape_records
 from .scope import _LANES, _scope
 
 __all__ = ["recompute_evidence", "no_backward_reason"]
@@ -32,9 +37,16 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
 
     Every layer runs its attention forward once per micro-batch and its attention backward
     once; full recompute runs the forward a second time before the backward. The ratio of
-    forward to backward attention tasks (``FlashAttentionScore`` vs
-    ``FlashAttentionScoreGrad``, ``flash_fwd`` vs ``flash_bwd``, ...) is therefore about 1
-    without recompute and about 2 with full recompute of every layer.
+    forward to backward attention passes is therefore about 1 without recompute and about
+    2 with full recompute of every layer. A pass is a fused attention task
+    (``FlashAttentionScore`` vs ``FlashAttentionScoreGrad``, ``flash_fwd`` vs
+    ``flash_bwd``, ...) or an attention run as batched products
+    (:func:`~perfkit.analysis.shapes.bmm_attention.record_triples`: a ``q·kᵀ`` bmm,
+    softmax, ``·v`` bmm chain forward; the ``·v`` product's gradients,
+    ``_softmax_backward_data`` and the ``q·kᵀ`` product's gradients backward), read from
+    the device tasks' launching operators, else from the host operators (a CPU trace).
+    A chain's direction is that of its members' shapes, not of the thread it runs on: a
+    forward chain re-run in the backward pass is a forward pass.
 
     Returns
     -------
@@ -66,31 +78,71 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
     steps = table(profile, "steps")
     kernels, cut = recorded_tasks(table(profile, "kernels"), steps)
     k = _scope(kernels, include_communication=False, columns=_LANES)
+    chains, chains_cut = _bmm_passes(profile, steps)
+    cut = cut or chains_cut
     counted = None if cut is None else ("attention passes counted over the steps whose "
                                         "device tasks were recorded in full: "
                                         f"{recorded_steps_text(steps)}")
-    if k.empty:
+    if k.empty and chains.empty:
         return empty_frame(cols, counted or "the profile has no device tasks (kernels table)")
     n_forward_only = forward_only_operators(profile)
     if n_forward_only:  # attention or not, there is no backward pass to compare with
         return _with_note(empty_frame(cols, no_backward_reason(n_forward_only)), counted)
-    labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
-    att = take_rows(k, np.isin(cls, np.flatnonzero(labels == "attention")))
-    if att.empty:
+    passes = pd.concat([_fused_passes(k), chains], ignore_index=True)
+    if passes.empty:
         return _with_note(empty_frame(cols, "no attention task to count forward and "
                                             "backward passes"), counted)
-    label = att["type"].astype("string").fillna("") + " " + att["name"].astype("string")
-    bwd = label.str.contains(_BACKWARD, regex=True).fillna(False).astype(bool)
-    g = att.assign(_b=bwd, _f=~bwd).groupby("rank", dropna=False).agg(
-        forward=("_f", "sum"), backward=("_b", "sum")).reset_index()
+    g = passes.groupby("rank", dropna=False).agg(
+        forward=("forward", "sum"), backward=("backward", "sum")).reset_index()
+    if not ((g["forward"] > 0) & (g["backward"] > 0)).any():
+        return _with_note(empty_frame(cols, (
+            f"attention passes of only one direction ({int(g['forward'].sum()):,} forward, "
+            f"{int(g['backward'].sum()):,} backward): there is no pair to compare")), counted)
     g = g[(g["forward"] > 0) & (g["backward"] > 0)]
-    if g.empty:
-        return _with_note(empty_frame(cols, "attention tasks of only one direction"), counted)
     g["ratio"] = g["forward"] / g["backward"]
     g["recompute"] = np.where(g["ratio"] >= full_ratio, "full",
                               np.where(g["ratio"] > 1.2, "partial", "none"))
     g["recompute_share"] = ((g["ratio"] - 1.0) / (g["ratio"] + 2.0)).clip(lower=0.0)
     return _with_note(typed(g, cols).reset_index(drop=True), counted)
+
+
+def _fused_passes(k: pd.DataFrame) -> pd.DataFrame:
+    """One row per fused attention task of ``k``: ``rank``, ``forward`` and ``backward``
+    (1 or 0, by whether its type or name says it is a gradient)."""
+    if k.empty:
+        return pd.DataFrame({"rank": pd.Series(dtype="Int64"),
+                             "forward": pd.Series(dtype="int64"),
+                             "backward": pd.Series(dtype="int64")})
+    labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
+    att = take_rows(k, np.isin(cls, np.flatnonzero(labels == "attention")))
+    label = att["type"].astype("string").fillna("") + " " + att["name"].astype("string")
+    bwd = label.str.contains(_BACKWARD, regex=True).fillna(False).to_numpy(bool)
+    return pd.DataFrame({"rank": att["rank"].astype("Int64").to_numpy(),
+                         "forward": (~bwd).astype(np.int64), "backward": bwd.astype(np.int64)})
+
+
+def _bmm_passes(profile: Any, steps: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """One row per attention chain run as batched products (``rank``, ``forward``,
+    ``backward``: 1 or 0, by the chain's kind), over the steps recorded in full, and the
+    note of :func:`~perfkit.analysis.recorded.recorded_tasks` when some were left out."""
+    recs, _ = shape_records(profile)
+    empty = pd.DataFrame({"rank": pd.Series(dtype="Int64"), "forward": pd.Series(dtype="int64"),
+                          "backward": pd.Series(dtype="int64")})
+    if recs.empty or not has_qk_product(recs["label"], recs["input_shapes"]):
+        return empty, None
+    texts = recs["input_shapes"].astype("string").fillna("")
+    parsed = {t: parse_shapes(t) for t in texts.unique()}
+    found = record_triples(recs, [parsed[t] for t in texts])
+    if not found:
+        return empty, None
+    at = [t.qk for t in found]
+    bwd = np.array([t.backward for t in found], dtype=bool)
+    chains = pd.DataFrame({"rank": recs["rank"].astype("Int64").to_numpy()[at],
+                           "step": recs["step"].to_numpy()[at],
+                           "forward": (~bwd).astype(np.int64),
+                           "backward": bwd.astype(np.int64)})
+    chains, cut = recorded_tasks(chains, steps)
+    return chains[["rank", "forward", "backward"]].reset_index(drop=True), cut
 
 
 def no_backward_reason(n_operators: int) -> str:
