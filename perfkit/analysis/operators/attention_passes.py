@@ -11,6 +11,7 @@ recorded_tasks`): a task list cut short can hold a step's forward without its ba
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import pandas as pd
 
 from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
+from .._shared import shared_factorize
 from .._util import add_note, empty_frame, table, take_rows, typed
 from ..backward_pass import forward_only_operators
 from ..compare import class_codes
@@ -125,9 +127,11 @@ def _bmm_passes(profile: Any, steps: pd.DataFrame) -> tuple[pd.DataFrame, str | 
     """One row per attention chain run as batched products (``rank``, ``forward``,
     ``backward``: 1 or 0, by the chain's kind), over the steps recorded in full, and the
     note of :func:`~perfkit.analysis.recorded.recorded_tasks` when some were left out."""
-    recs, _ = shape_records(profile)
     empty = pd.DataFrame({"rank": pd.Series(dtype="Int64"), "forward": pd.Series(dtype="int64"),
                           "backward": pd.Series(dtype="int64")})
+    if not _any_softmax(profile):  # no chain without one: the shapes are not read at all
+        return empty, None
+    recs, _ = shape_records(profile)
     if recs.empty or not has_qk_product(recs["label"], recs["input_shapes"]):
         return empty, None
     texts = recs["input_shapes"].astype("string").fillna("")
@@ -143,6 +147,32 @@ def _bmm_passes(profile: Any, steps: pd.DataFrame) -> tuple[pd.DataFrame, str | 
                            "backward": bwd.astype(np.int64)})
     chains, cut = recorded_tasks(chains, steps)
     return chains[["rank", "forward", "backward"]].reset_index(drop=True), cut
+
+
+#: A softmax or its backward under any profiler's name (``aten::softmax``,
+#: ``cunn_SoftMaxForward``, ``ScaledMaskedSoftmax``, ``_softmax_backward_data``), not a
+#: log-softmax (a loss's, ``LogSoftmaxV2``, ``aten::_log_softmax``).
+_ANY_SOFTMAX = re.compile(r"(?i)(?<!log)(?<!log_)soft_?max")
+
+
+def _any_softmax(profile: Any) -> bool:
+    """Whether any device task's name or type, or host operator's name, is a softmax: the
+    middle of every attention run as batched products. Read from the distinct names
+    (coded once per ``advise`` call), so that a profile without one (a CNN's million
+    tasks) does not pay for reading its shapes."""
+    for name, cols in (("kernels", ("name", "type")), ("ops", ("name",))):
+        frame = table(profile, name)
+        for col in cols:
+            if is_lazy(frame):
+                return True  # not read here: the shapes decide, as before
+            if frame.empty or col not in frame.columns:
+                continue
+            _codes, uniq = shared_factorize(frame[col].astype("string"),
+                                            use_na_sentinel=False)
+            names = pd.Series(uniq, dtype="string")
+            if names.str.contains(_ANY_SOFTMAX, regex=True).fillna(False).any():
+                return True
+    return False
 
 
 def no_backward_reason(n_operators: int) -> str:
