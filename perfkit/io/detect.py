@@ -40,7 +40,7 @@ from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
 from ..format import listed, plural
 from ..profile import Cluster, Profile, ProfileMeta
-from . import ascend, cache, cann_raw, handoff
+from . import ascend, cache, cann_raw, handoff, nested
 from ._common import json_head, rank_from_name, release_memory, suffix_number
 from ._progress import Progress
 from .runs import (
@@ -279,13 +279,48 @@ def find_runs(path: str | os.PathLike[str], read_one: bool = False
     """What ``path`` holds, as runs: ``(kind, runs)`` (see :func:`detect`, :func:`runs`).
 
     ``read_one``: peek into a lone trace too, for its start time (a folder's traces are
-    always peeked at: that is how its runs are told apart).
+    always peeked at: that is how its runs are told apart). A parent folder of several
+    profiles (of different formats, at different depths, or deeper than the two levels
+    its ranks may sit at) gives one run per profile (:mod:`perfkit.io.nested`).
     """
-    kind, root, sources = _detect(path)
+    kind, root, members = _find_members(path, read_one, _NESTED_LEVELS)
+    return kind, make_runs(members, root)
+
+
+#: How many folders of profiles within folders of profiles are looked into.
+_NESTED_LEVELS = 3
+
+_Members = nested.Members
+
+
+def _find_members(path: str | os.PathLike[str], read_one: bool, levels: int
+                  ) -> tuple[str, Path, _Members]:
+    """(kind, root, runs as (sources, facts)) of :func:`find_runs`."""
+    kind, root, sources, scanned = _detect(path)
     if kind != "cluster":
-        facts = [source_facts(s, read=read_one) for s in sources]
-        return kind, make_runs([(sources, facts)])
-    return kind, _runs_of(root, sources)
+        return kind, root, [(sources, [source_facts(s, read=read_one) for s in sources])]
+    if not scanned:
+        return kind, root, _runs_of(root, sources)
+    members = _runs_of(root, sources, layout=True) if sources else []
+    deeper = nested.deeper_members(
+        root, lambda f: _find_members(f, read_one, levels - 1), _is_profile_folder, levels)
+    if not members and not deeper:
+        raise ProfileError(root, "no profile found: expected *_ascend_pt / *_ascend_ms "
+                           "folders (with ASCEND_PROFILER_OUTPUT/), Ascend .db exports, "
+                           "Kineto .json/.json.gz traces, legacy MindSpore files or "
+                           "cluster_analysis_output/")
+    if not members and len(deeper) == 1:
+        return deeper[0]
+    out = members + [m for _, _, ms in deeper for m in ms]
+    return kind, root, sorted(out, key=nested.start_key) if deeper or len(members) > 1 else out
+
+
+def _is_profile_folder(folder: Path) -> bool:
+    """Whether a parent folder's scan reads ``folder`` as a profile by itself."""
+    try:
+        return _single(folder) is not None or bool(_legacy_ranks(folder))
+    except (OSError, ProfileError):
+        return True  # the scan reports it (as an unreadable rank): not looked below
 
 
 def runs(path: str | os.PathLike[str]) -> list[Run]:
@@ -302,20 +337,30 @@ def runs(path: str | os.PathLike[str]) -> list[Run]:
 _SKIPPED = ("unreadable", "not_a_trace")
 
 
-def _runs_of(root: Path, sources: list[RankSource]) -> list[Run]:
-    """Group a folder's rank sources into runs, each checked for duplicate ranks.
+def _runs_of(root: Path, sources: list[RankSource], layout: bool = False) -> _Members:
+    """Group a folder's rank sources into runs, each checked for duplicate ranks: each
+    run's sources and their facts, in start order.
 
-    The sources set aside (files that are not traces, folders that cannot be examined) go
-    with the runs of their folder (:func:`_aside_runs`), not with every run.
+    ``layout``: the sources come from a parent folder's scan; only those of one layout
+    (format and depth, :func:`nested.layout_parts`) can be ranks of one job. The sources
+    set aside (files that are not traces, folders that cannot be examined) go with the
+    runs of their folder (:func:`_aside_runs`), not with every run.
     """
     sources = _suffix_ranks(sources)
     real = [s for s in sources if s.fmt not in _SKIPPED]
     aside = [s for s in sources if s.fmt in _SKIPPED]
     facts = [source_facts(s) for s in real] if len(real) > 1 else \
         [source_facts(s, read=False) for s in real]
-    groups = group_runs(facts) if len(real) > 1 else [list(range(len(real)))]
+    parts = nested.layout_parts(root, real) if layout else [list(range(len(real)))]
+    groups = []
+    for part in parts:
+        found = group_runs([facts[i] for i in part]) if len(part) > 1 else \
+            [list(range(len(part)))]
+        groups.extend([part[j] for j in g] for g in found)
+    if len(parts) > 1:
+        groups.sort(key=lambda g: nested.start_key(([], [facts[i] for i in g])))
     owners = _aside_runs(aside, [[real[i] for i in g] for g in groups])
-    members = []
+    members: _Members = []
     for k, g in enumerate(groups):
         mine = [s for s, runs in zip(aside, owners, strict=True) if k in runs]
         checked = _check_unique(root, [real[i] for i in g] + mine)
@@ -323,7 +368,7 @@ def _runs_of(root: Path, sources: list[RankSource]) -> list[Run]:
         fs = [dataclasses.replace(by_path[s.path], rank=s.rank) if s.path in by_path
               else SourceFacts(s.fmt, rank=s.rank) for s in checked]
         members.append((checked, fs))
-    return make_runs(members, root)
+    return members
 
 
 def _aside_runs(aside: list[RankSource], runs: list[list[RankSource]]) -> list[set[int]]:
@@ -348,26 +393,29 @@ def _aside_runs(aside: list[RankSource], runs: list[list[RankSource]]) -> list[s
     return out
 
 
-def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource]]:
-    """(kind, root, sources) of :func:`detect`, the sources not yet grouped or checked."""
+def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource], bool]:
+    """(kind, root, sources, scanned) of :func:`detect`, the sources not yet grouped or
+    checked; ``scanned``: they come from a parent folder's scan (:func:`_scan_parent`),
+    where ranks of one job must share one layout (:mod:`perfkit.io.nested`)."""
     path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
     p = Path(path).expanduser()
     if not p.exists():
         raise ProfileError(p, "path does not exist; expected a profiler output folder or file")
     if p.is_dir() and _is_cluster_output(p):
-        return "cluster_analysis_output", p, [RankSource("cluster_analysis_output", str(p))]
+        return "cluster_analysis_output", p, [RankSource("cluster_analysis_output", str(p))], \
+            False
     if p.is_file() and p.name.startswith(("cluster_", "communication_group")) and \
             _is_cluster_output(p.parent):
         return "cluster_analysis_output", p, [RankSource("cluster_analysis_output",
-                                                         str(p.parent))]
+                                                         str(p.parent))], False
     one = _single(p)
     if one is not None:
         if len(one) == 1:
             if one[0].rank is None:  # the only profile read (a lone export): rank 0, as in
                 # its folder; every table and view then has a rank to group and draw by
                 one = [dataclasses.replace(one[0], rank=0, rank_from=_ONLY_ONE)]
-            return "profile", p, one
-        return "cluster", p, _check_unique(p, one)  # a PROF_ folder of several devices
+            return "profile", p, one, False
+        return "cluster", p, _check_unique(p, one), False  # a PROF_ folder of several devices
     # legacy MindSpore: one folder, files suffixed by rank
     legacy = _legacy_ranks(p)
     if not legacy and (p / "profiler").is_dir():
@@ -380,21 +428,16 @@ def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource]]:
         # rank folders of other formats next to the legacy files are ranks too
         others = _scan_parent(p, files=False, skip={p_leg})
         if not others:
-            return ("profile" if len(srcs) == 1 else "cluster"), p, srcs
-        return "cluster", p, srcs + others
+            return ("profile" if len(srcs) == 1 else "cluster"), p, srcs, False
+        return "cluster", p, srcs + others, False
     sources = _scan_parent(p)
     if sources and all(s.fmt == "not_a_trace" for s in sources):
         raise ProfileError(p, "no profile found: " + "; ".join(
             f"{Path(s.path).name} is {s.error}" for s in sources))
-    if not sources:
-        if (p / "cluster_analysis_output").is_dir():
-            return "cluster_analysis_output", p, [RankSource(
-                "cluster_analysis_output", str(p / "cluster_analysis_output"))]
-        raise ProfileError(p, "no profile found: expected *_ascend_pt / *_ascend_ms folders "
-                           "(with ASCEND_PROFILER_OUTPUT/), Ascend .db exports, Kineto "
-                           ".json/.json.gz traces, legacy MindSpore files or "
-                           "cluster_analysis_output/")
-    return "cluster", p, sources
+    if not sources and (p / "cluster_analysis_output").is_dir():
+        return "cluster_analysis_output", p, [RankSource(
+            "cluster_analysis_output", str(p / "cluster_analysis_output"))], False
+    return "cluster", p, sources, True  # none: find_runs looks deeper, else says so
 
 
 def _legacy_sources(folder: Path, legacy: dict[int, list[Path]]) -> list[RankSource]:
@@ -625,6 +668,10 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         raise RunsFound(root, found)
     chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
     sources = list(chosen.sources)
+    if sources and sources[0].fmt == "cluster_analysis_output":  # one of several profiles
+        from . import cluster_output
+
+        return cluster_output.load(Path(sources[0].path), ranks=ranks)
     skipped = [f"{Path(s.path).name} left out: {s.error}" for s in sources
                if s.fmt == "not_a_trace"]
     sources = [s for s in sources if s.fmt != "not_a_trace"]

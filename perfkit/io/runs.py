@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import os
 import re
 import zlib
 from collections.abc import Callable, Sequence
@@ -106,6 +107,11 @@ class Run:
     side_files : tuple of str
         Files beside its ranks that are not profiles (``environment.json``,
         ``parallel_strategy_{rank}.json``): no ranks; ``load`` leaves them out with a note.
+    where : str
+        The folder holding its ranks, relative to the folder opened (``""``: that folder;
+        ``"ascend/msinsight-pt-level1"`` in a folder of several profiles).
+    formats : tuple of str
+        The formats of its ranks (``"ascend_text"``, ``"kineto"``, ...).
     """
 
     id: int
@@ -119,6 +125,8 @@ class Run:
     end_ns: int | None
     paths: tuple[str, ...]
     side_files: tuple[str, ...] = ()
+    where: str = ""
+    formats: tuple[str, ...] = ()
     sources: tuple[RankSource, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -134,6 +142,7 @@ class Run:
         out["ranks"] = list(self.ranks)
         out["paths"] = list(self.paths)
         out["side_files"] = list(self.side_files)
+        out["formats"] = list(self.formats)
         out["start"] = None if self.start is None else self.start.isoformat()
         return out
 
@@ -143,7 +152,13 @@ class Run:
 _PLATFORM = {"kineto": "kineto", "ascend_text": "ascend", "ascend_db": "ascend",
              "trace_view": "ascend", "mindspore_legacy": "ascend"}
 #: How a label names a platform that is not a plain word (the rest are named as they are).
-_PLATFORM_WORDS = {"cann_raw": "raw CANN output"}
+_PLATFORM_WORDS = {"cann_raw": "raw CANN output",
+                   "cluster_analysis_output": "msprof-analyze cluster output"}
+#: How a label names the format of a run found below the folder opened.
+_FORMAT_WORDS = {"ascend_text": "Ascend text export", "ascend_db": "Ascend DB export",
+                 "trace_view": "trace_view.json", "mindspore_legacy": "legacy MindSpore files",
+                 "kineto": "Kineto traces", "cann_raw": "raw CANN output",
+                 "cluster_analysis_output": "msprof-analyze cluster output"}
 #: Formats of sources that are not ranks with a profile: a run never takes its platform
 #: from them, and its label never names them.
 _NOT_PROFILES = ("not_a_trace", "unreadable")
@@ -462,16 +477,36 @@ def make_runs(members: Sequence[tuple[Sequence[RankSource], Sequence[SourceFacts
         ranks = tuple(s.rank for s in rank_srcs)
         platform = next((f.platform for f in rank_fs if f.platform not in _NOT_PROFILES),
                         rank_fs[0].platform if rank_fs else "")
+        formats = tuple(dict.fromkeys(s.fmt for s in rank_srcs))
+        where = _where([s.path for s in rank_srcs], root)
+        label = _label(k, platform, frameworks, ranks, worlds, start)
+        words = ", ".join(_FORMAT_WORDS.get(f, f) for f in formats)
+        if where:  # a run below the folder opened: where, and in which format
+            label += f", in {where}" + (f" ({words})" if words and words not in label else "")
         runs.append(Run(
-            id=k, name=name,
-            label=_label(k, platform, frameworks, ranks, worlds, start),
+            id=k, name=name, label=label,
             ranks=ranks, framework=frameworks[0] if len(frameworks) == 1 else None,
             platform=platform, world_size=worlds[0] if len(worlds) == 1 else None,
             start_ns=start,
             end_ns=max(ends) if ends and len(ends) == len(rank_fs) else None,
             paths=tuple(s.path for s in rank_srcs), side_files=tuple(s.path for s in side),
-            sources=(*rank_srcs, *side)))
+            where=where, formats=formats, sources=(*rank_srcs, *side)))
     return runs
+
+
+def _where(paths: Sequence[str], root: str | Path | None) -> str:
+    """The folder holding ``paths`` relative to ``root`` ("" when it is ``root``, or
+    ``root`` is not given): their common folder; a lone file's folder."""
+    if root is None or not paths:
+        return ""
+    common = Path(os.path.commonpath([str(p) for p in paths]))
+    if len(paths) == 1 and Path(paths[0]).is_file():
+        common = common.parent
+    try:
+        rel = common.relative_to(Path(root)).as_posix()
+    except ValueError:
+        return ""
+    return "" if rel == "." else rel
 
 
 def _name(start: int | None, first_path: str, root: str | Path | None = None) -> str:
@@ -495,7 +530,9 @@ def _label(k: int, platform: str, frameworks: list[str], ranks: tuple[int | None
     ranks that of those listed (plus those whose rank is not known, said so)."""
     known = sorted(r for r in ranks if r is not None)
     unknown = len(ranks) - len(known)
-    if not ranks:
+    if platform == "cluster_analysis_output":  # its ranks are in its tables
+        who = "ranks read from its tables"
+    elif not ranks:
         who = "no ranks"
     elif len(ranks) == 1:
         who = f"rank {known[0]}" if known else "1 rank (not known)"
