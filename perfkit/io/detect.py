@@ -41,11 +41,11 @@ from ..errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound
 from ..format import listed, plural
 from ..profile import Cluster, Profile, ProfileMeta
 from . import ascend, cache, cann_raw, handoff, nested
-from ._common import json_head, rank_from_name, release_memory, suffix_number
+from . import run_groups as _rg
+from ._common import json_head, rank_from_name, release_memory
 from ._progress import Progress
 from .runs import (
     Run,
-    SourceFacts,
     facts_from_meta,
     group_runs,
     make_runs,
@@ -108,25 +108,6 @@ def _trace_beside_traces(path: Path) -> RankSource:
     return _kineto_source(path, head)
 
 
-def _suffix_ranks(sources: list[RankSource]) -> list[RankSource]:
-    """Kineto files without a rank, named ``..._0``, ``..._1`` ... ``..._{n-1}`` in one
-    folder: those numbers are their ranks (a set of pids or job ids is not 0..n-1)."""
-    by_dir: dict[str, list[int]] = {}
-    for i, s in enumerate(sources):
-        if s.fmt == "kineto" and s.rank is None:
-            by_dir.setdefault(str(Path(s.path).parent), []).append(i)
-    out = list(sources)
-    for members in by_dir.values():
-        nums = [suffix_number(Path(sources[i].path).name) for i in members]
-        if None in nums or sorted(nums) != list(range(len(nums))):  # type: ignore[type-var]
-            continue
-        for i, n in zip(members, nums, strict=True):
-            out[i] = dataclasses.replace(
-                sources[i], rank=n,
-                rank_from=f"the file names (numbered _0 .. _{len(nums) - 1} in one folder)")
-    return out
-
-
 def _legacy_ranks(folder: Path) -> dict[int, list[Path]]:
     ranks: dict[int, list[Path]] = {}
     try:
@@ -185,7 +166,7 @@ def _single(path: Path) -> list[RankSource] | None:
             head, _ = json_head(path)
             if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
                 return [_cann_file(path)]
-            one = _suffix_ranks([_kineto_source(path)])
+            one = _rg.suffix_ranks([_kineto_source(path)])
             if one[0].rank is None:  # numbered like the ranks of a folder: by position
                 one = [dataclasses.replace(one[0], rank=0, rank_from=_ONLY_ONE)]
             return one
@@ -287,9 +268,7 @@ def find_runs(path: str | os.PathLike[str], read_one: bool = False
     return kind, make_runs(members, root)
 
 
-#: How many folders of profiles within folders of profiles are looked into.
-_NESTED_LEVELS = 3
-
+_NESTED_LEVELS = 3  # how many folders of profiles within folders of profiles are read
 _Members = nested.Members
 
 
@@ -300,10 +279,11 @@ def _find_members(path: str | os.PathLike[str], read_one: bool, levels: int
     if kind != "cluster":
         return kind, root, [(sources, [source_facts(s, read=read_one) for s in sources])]
     if not scanned:
-        return kind, root, _runs_of(root, sources)
-    members = _runs_of(root, sources, layout=True) if sources else []
+        return kind, root, _rg.runs_of(root, sources)
+    members = _rg.runs_of(root, sources, layout=True) if sources else []
     deeper = nested.deeper_members(
         root, lambda f: _find_members(f, read_one, levels - 1), _is_profile_folder, levels)
+    deeper += nested.cluster_outputs(root, sources)
     if not members and not deeper:
         raise ProfileError(root, "no profile found: expected *_ascend_pt / *_ascend_ms "
                            "folders (with ASCEND_PROFILER_OUTPUT/), Ascend .db exports, "
@@ -334,65 +314,6 @@ def runs(path: str | os.PathLike[str]) -> list[Run]:
     return find_runs(path, read_one=True)[1]
 
 
-_SKIPPED = ("unreadable", "not_a_trace")
-
-
-def _runs_of(root: Path, sources: list[RankSource], layout: bool = False) -> _Members:
-    """Group a folder's rank sources into runs, each checked for duplicate ranks: each
-    run's sources and their facts, in start order.
-
-    ``layout``: the sources come from a parent folder's scan; only those of one layout
-    (format and depth, :func:`nested.layout_parts`) can be ranks of one job. The sources
-    set aside (files that are not traces, folders that cannot be examined) go with the
-    runs of their folder (:func:`_aside_runs`), not with every run.
-    """
-    sources = _suffix_ranks(sources)
-    real = [s for s in sources if s.fmt not in _SKIPPED]
-    aside = [s for s in sources if s.fmt in _SKIPPED]
-    facts = [source_facts(s) for s in real] if len(real) > 1 else \
-        [source_facts(s, read=False) for s in real]
-    parts = nested.layout_parts(root, real) if layout else [list(range(len(real)))]
-    groups = []
-    for part in parts:
-        found = group_runs([facts[i] for i in part]) if len(part) > 1 else \
-            [list(range(len(part)))]
-        groups.extend([part[j] for j in g] for g in found)
-    if len(parts) > 1:
-        groups.sort(key=lambda g: nested.start_key(([], [facts[i] for i in g])))
-    owners = _aside_runs(aside, [[real[i] for i in g] for g in groups])
-    members: _Members = []
-    for k, g in enumerate(groups):
-        mine = [s for s, runs in zip(aside, owners, strict=True) if k in runs]
-        checked = _check_unique(root, [real[i] for i in g] + mine)
-        by_path = {real[i].path: facts[i] for i in g}
-        fs = [dataclasses.replace(by_path[s.path], rank=s.rank) if s.path in by_path
-              else SourceFacts(s.fmt, rank=s.rank) for s in checked]
-        members.append((checked, fs))
-    return members
-
-
-def _aside_runs(aside: list[RankSource], runs: list[list[RankSource]]) -> list[set[int]]:
-    """For each source set aside, the runs (positions in ``runs``) it goes with.
-
-    Those with a rank in its folder or below; among them, those holding the rank its name
-    gives (``parallel_strategy_1.json``: rank 1), when one does. A file whose folder holds
-    no rank of any run (a folder of side files alone) goes with none. With a single run
-    (or none but these), everything goes with it.
-    """
-    if len(runs) <= 1:
-        return [{0} for _ in aside]
-    out: list[set[int]] = []
-    for s in aside:
-        where = Path(s.path).parent
-        near = {k for k, run in enumerate(runs)
-                if any(where == Path(r.path) or where in Path(r.path).parents for r in run)}
-        rank = s.rank if s.fmt == "unreadable" else rank_from_name(Path(s.path).name,
-                                                                   suffix=True)
-        holding = {k for k in near if any(r.rank == rank for r in runs[k])}
-        out.append(holding if rank is not None and holding else near)
-    return out
-
-
 def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource], bool]:
     """(kind, root, sources, scanned) of :func:`detect`, the sources not yet grouped or
     checked; ``scanned``: they come from a parent folder's scan (:func:`_scan_parent`),
@@ -415,7 +336,7 @@ def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource], 
                 # its folder; every table and view then has a rank to group and draw by
                 one = [dataclasses.replace(one[0], rank=0, rank_from=_ONLY_ONE)]
             return "profile", p, one, False
-        return "cluster", p, _check_unique(p, one), False  # a PROF_ folder of several devices
+        return "cluster", p, _rg.check_unique(p, one), False  # a PROF_ folder of several devices
     # legacy MindSpore: one folder, files suffixed by rank
     legacy = _legacy_ranks(p)
     if not legacy and (p / "profiler").is_dir():
@@ -495,28 +416,6 @@ def _scan_child(child: Path, depth: int, files: bool) -> list[RankSource]:
     if name == "trace_view.json":
         return [RankSource("trace_view", str(child), None, (str(child),))]
     return []
-
-
-def _check_unique(parent: Path, sources: list[RankSource]) -> list[RankSource]:
-    seen: dict[int, RankSource] = {}
-    unknown = 0
-    out = []
-    for s in sources:
-        if s.rank is None:
-            unknown += 1
-            out.append(s)
-            continue
-        if s.rank in seen:
-            raise ProfileError(parent, f"two profiles claim rank {s.rank}: {seen[s.rank].path} "
-                               f"and {s.path}; expected one folder or file per rank")
-        seen[s.rank] = s
-        out.append(s)
-    # ranks unknown before parsing get the numbers no other source uses, in name order
-    # (an unreadable folder keeps none: it is reported by its path)
-    free = (r for r in range(10**9) if r not in seen)
-    out = [s if s.rank is not None or s.fmt in ("unreadable", "not_a_trace")
-           else dataclasses.replace(s, rank=next(free)) for s in out]
-    return sorted(out, key=lambda s: s.rank if s.rank is not None else -1)
 
 
 # ----------------------------------------------------------------------------- parsing

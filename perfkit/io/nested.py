@@ -29,7 +29,11 @@ from . import ascend, cann_raw
 from .runs import SourceFacts
 from .sources import RankSource
 
-__all__ = ["layout_parts", "frontier", "place_of", "deeper_members", "start_key", "Members"]
+__all__ = ["layout_parts", "frontier", "place_of", "deeper_members", "start_key", "Members",
+           "cluster_outputs"]
+
+#: The files that make a folder msprof-analyze output (``cluster_analysis_output/``).
+_CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json")
 
 #: Runs as their rank sources and the facts of each (what :func:`perfkit.io.runs.make_runs`
 #: turns into runs).
@@ -132,7 +136,7 @@ def _holds_profile(folder: Path, is_profile: Callable[[Path], bool], levels: int
         names = [c.name.lower() for c in folder.iterdir() if c.is_file()]
     except OSError:
         return False
-    if any(n.endswith((".json", ".json.gz")) for n in names):
+    if any(n.endswith((".json", ".json.gz")) or n in _CLUSTER_FILES for n in names):
         return True
     return levels > 0 and any(_holds_profile(c, is_profile, levels - 1, seen)
                               for c in _subfolders(folder))
@@ -165,3 +169,21 @@ def deeper_members(root: Path, find: Callable[[Path], tuple[str, Path, Members]]
             bad = RankSource("unreadable", str(folder), error=exc.problem)
             out.append(("cluster", folder, [([bad], [SourceFacts("unreadable")])]))
     return out
+
+
+def cluster_outputs(root: Path, sources: Sequence[RankSource]
+                    ) -> list[tuple[str, Path, Members]]:
+    """msprof-analyze outputs in the sub-folders of ``root`` that hold no rank found
+    (``sub/cluster_analysis_output/``, or ``sub/`` holding its files), as ``(kind, folder,
+    runs)``: a profile of their own, which the scan of ``root`` does not read (it leaves a
+    ``cluster_analysis_output`` beside ranks to them)."""
+    out: list[Path] = []
+    for sub in _subfolders(root):
+        if any(Path(s.path) == sub or sub in Path(s.path).parents for s in sources):
+            continue
+        if any((sub / f).is_file() for f in _CLUSTER_FILES):
+            out.append(sub)
+        elif (sub / "cluster_analysis_output").is_dir():
+            out.append(sub / "cluster_analysis_output")
+    kind = "cluster_analysis_output"
+    return [(kind, o, [([RankSource(kind, str(o))], [SourceFacts(kind)])]) for o in out]

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from shared_samples import HTA, PT_GPT3_OLD, PT_LEVEL1, sample
+from shared_samples import CLUSTER_OUTPUT, HTA, PT_GPT3_OLD, PT_LEVEL1, sample
 
 import perfkit as pk
 
@@ -130,3 +130,24 @@ def test_fixture_folder_of_unrelated_files_is_not_one_job() -> None:
     ``trace_view.json`` excerpt, unrelated; the old code merged them as 3 ranks."""
     err = _check_listing(sample(MSPROF_TESTS))
     assert len(err.runs) == 3
+
+
+def test_msprof_analyze_output_beside_a_job_is_a_profile_of_its_own(tmp_path: Path) -> None:
+    """A folder holding only msprof-analyze output beside a job's folder: the old scan
+    skipped it and loaded the job alone; it is listed, and picking it reads its ranks."""
+    import csv
+
+    root = tmp_path / "parent"
+    root.mkdir()
+    (root / "job").symlink_to(sample(PT_LEVEL1), target_is_directory=True)
+    (root / "analysis").symlink_to(sample(CLUSTER_OUTPUT), target_is_directory=True)
+    with pytest.raises(pk.RunsFound) as info:
+        pk.load(root, cache=False)
+    runs = {r.where: r for r in info.value.runs}
+    assert sorted(runs) == ["analysis/cluster_analysis_output", "job"]
+    assert runs["analysis/cluster_analysis_output"].formats == ("cluster_analysis_output",)
+    table = root / "analysis" / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+    with table.open(newline="", encoding="utf-8") as fh:
+        ranks = {int(r["Index"]) for r in csv.DictReader(fh) if r["Type"] == "rank"}
+    picked = pk.load(root, run=runs["analysis/cluster_analysis_output"].id, cache=False)
+    assert set(picked.ranks) == ranks
