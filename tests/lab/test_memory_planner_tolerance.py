@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raw_lab import carried, shown
 
 import perfkit as pk
-from perfkit.lab.key import is_right, read_check
+from perfkit.lab.key import is_right
 from perfkit.plan import SearchSpace
 
 pytestmark = pytest.mark.xdist_group("lab")
@@ -36,10 +37,6 @@ def _half(v: float) -> float:
     figure shown has exactly three significant digits)."""
     assert 0.01 <= v < 1000
     return 0.5 * 10 ** (math.floor(math.log10(v)) - 2)
-
-
-def _shown(v: float) -> float:
-    return float(f"{v:.3g}")
 
 
 def _memory_by_hand(lay: dict[str, Any]) -> tuple[float, float]:
@@ -71,12 +68,6 @@ def _memory_by_hand(lay: dict[str, Any]) -> tuple[float, float]:
     return static, act_layer * L // pp * min(pp, mb)
 
 
-def _carried(pack: Path, student: str, qid: str) -> tuple[dict, dict]:
-    check = read_check(pack / student)[qid]
-    sheet = json.loads((pack / student / "lab.json").read_text())
-    return check, next(q for q in sheet["questions"] if q["id"] == qid)
-
-
 def test_the_memory_checker_rejects_activations_alone_and_model_states_alone(
         intro_pack: Path, advanced_pack: Path) -> None:
     """Per student: the need by hand; the tolerance by hand from the calculator's
@@ -101,9 +92,9 @@ def test_the_memory_checker_rejects_activations_alone_and_model_states_alone(
                 assert is_right(a, wrong) is (abs(wrong - need) <= tol), (student, wrong)
             assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-6)
             assert a["facts"]["told_apart"] is apart
-            assert is_right(a, _shown(need))
-            assert is_right(a, _shown(static / GIB) + _shown(act / GIB))
-            check, asked = _carried(pack, student, "memory_need")
+            assert is_right(a, shown(need))
+            assert is_right(a, shown(static / GIB) + shown(act / GIB))
+            check, asked = carried(pack, student, "memory_need")
             assert math.isclose(check["abs_tol"], tol, rel_tol=1e-6)
             assert math.isclose(asked["abs_tol"], tol, rel_tol=1e-6)
             assert ("cannot mark it wrong" in a["derivation"]) is not apart
@@ -154,8 +145,8 @@ def test_the_planner_checker_rejects_the_step_with_a_term_left_out(
                 assert is_right(a, wrong) is (abs(wrong - step) <= tol), (student, wrong)
             assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-6)
             assert a["facts"]["told_apart"] is apart
-            assert is_right(a, _shown(step / unit) * unit) and is_right(a, _shown(step))
-            check, asked = _carried(pack, student, "planner_step")
+            assert is_right(a, shown(step / unit) * unit) and is_right(a, shown(step))
+            check, asked = carried(pack, student, "planner_step")
             assert math.isclose(check["abs_tol"], tol, rel_tol=1e-6)
             assert math.isclose(asked["abs_tol"], tol, rel_tol=1e-6)
             assert ("cannot mark it wrong" in a["derivation"]) is not apart

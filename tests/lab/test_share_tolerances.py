@@ -16,7 +16,6 @@ by hand from the pipeline's settings.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -24,46 +23,13 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from raw_lab import carried, rank0_row, shown, worst_reading
 
-from perfkit.lab.key import is_right, read_check
+from perfkit.lab.key import is_right
 from perfkit.lab.make import _key_entry
 from perfkit.lab.questions import QUESTIONS
 
 pytestmark = pytest.mark.xdist_group("lab")
-
-
-def _rank0_row(profile: Path) -> dict[str, float]:
-    """Rank 0's single row of step_trace_time.csv (rank from profiler_info_<rank>.json)."""
-    for d in profile.iterdir():
-        if (d / "profiler_info_0.json").is_file():
-            with (d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").open(newline="") as f:
-                rows = list(csv.DictReader(f))
-            assert len(rows) == 1
-            return {k: float(v) for k, v in rows[0].items()}
-    raise AssertionError(f"no rank 0 in {profile}")
-
-
-def _shown(value: float) -> float:
-    """``value`` to three significant digits, as the step table shows it."""
-    return float(f"{value:.3g}")
-
-
-def _worst_reading(part: float, wall: float) -> float:
-    """How far, in points, ``part / wall`` worked out from the two figures to three
-    significant digits can lie from the exact share (by hand: half a unit of the third
-    digit of each, pushing the share up and then down)."""
-    def half(v: float) -> float:
-        return 0.5 * 10 ** (math.floor(math.log10(v)) - 2)
-    exact = 100 * part / wall
-    return max(100 * (part + half(part)) / (wall - half(wall)) - exact,
-               exact - 100 * (part - half(part)) / (wall + half(wall)))
-
-
-def _carried(pack: Path, student: str, qid: str) -> tuple[dict, dict]:
-    """The question's entry in the student's own check data and in their sheet."""
-    check = read_check(pack / student)[qid]
-    sheet = json.loads((pack / student / "lab.json").read_text())
-    return check, next(q for q in sheet["questions"] if q["id"] == qid)
 
 
 def test_the_exposed_comm_checker_rejects_the_wrong_shares_where_they_can_be_told_apart(
@@ -81,12 +47,12 @@ def test_the_exposed_comm_checker_rejects_the_wrong_shares_where_they_can_be_tol
             if a is None:
                 continue
             seen += 1
-            row = _rank0_row(pack / student / entry["settings"]["job"]["path"])
+            row = rank0_row(pack / student / entry["settings"]["job"]["path"])
             cno = row["Communication(Not Overlapped)"]
             wall = row["Computing"] + cno + row["Free"] + row["Preparing"]
             exposed = max(cno - row["Bubble"], 0.0)
             pct = 100 * exposed / wall
-            tol = _worst_reading(exposed, wall) + 0.05
+            tol = worst_reading(exposed, wall) + 0.05
             assert math.isclose(a["answer"], pct, rel_tol=1e-9)
             assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-9), \
                 (student, a["rel_tol"], a["abs_tol"], tol)
@@ -105,11 +71,11 @@ def test_the_exposed_comm_checker_rejects_the_wrong_shares_where_they_can_be_tol
                 assert math.isclose(a["facts"][fact], 100 * us / wall, rel_tol=1e-9), fact
             assert a["facts"]["told_apart"] is apart
             assert not is_right(a, 0)
-            read = round(100 * _shown(exposed) / _shown(wall), 1)
+            read = round(100 * shown(exposed) / shown(wall), 1)
             assert is_right(a, read), (student, read, pct, tol)
-            for carried in _carried(pack, student, "exposed_comm"):
-                assert math.isclose(carried["abs_tol"], tol, rel_tol=1e-9)
-                assert carried["rel_tol"] == 0
+            for kept in carried(pack, student, "exposed_comm"):
+                assert math.isclose(kept["abs_tol"], tol, rel_tol=1e-9)
+                assert kept["rel_tol"] == 0
     assert seen >= 3
 
 
@@ -138,7 +104,7 @@ def test_a_data_parallel_pipeline_rejects_not_overlapped_with_the_bubble_left_in
     assert 0.15 < cno_pct - pct < 0.3  # inside the old tolerance
     assert not is_right(entry, cno_pct) and not is_right(entry, round(cno_pct, 1))
     assert not is_right(entry, 100 * (exposed + bubble + overlapped) / wall)
-    assert is_right(entry, round(100 * _shown(exposed / 1e3) / _shown(wall / 1e3), 1))
+    assert is_right(entry, round(100 * shown(exposed / 1e3) / shown(wall / 1e3), 1))
     assert entry["facts"]["told_apart"] is True
     assert "not mark it wrong" not in entry["derivation"]
 
@@ -177,6 +143,6 @@ def test_the_bubble_checker_rejects_the_bubble_over_the_whole_time(
             assert a["facts"]["told_apart"] is apart
             assert math.isclose(a["facts"]["of_all_time_pct"], of_all, rel_tol=1e-12)
             assert is_right(a, round(pct, 1)) and not is_right(a, pct + 0.06)
-            for carried in _carried(pack, student, "bubble"):
-                assert math.isclose(carried["abs_tol"], 0.05, rel_tol=1e-6)
+            for kept in carried(pack, student, "bubble"):
+                assert math.isclose(kept["abs_tol"], 0.05, rel_tol=1e-6)
     assert apart_seen >= 1

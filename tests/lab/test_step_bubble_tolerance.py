@@ -13,7 +13,6 @@ worked out by hand.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -21,39 +20,13 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from raw_lab import rank0_row, shown, worst_reading
 
 from perfkit.lab.key import is_right, read_check
 from perfkit.lab.make import _key_entry
 from perfkit.lab.questions import QUESTIONS
 
 pytestmark = pytest.mark.xdist_group("lab")
-
-
-def _rank0_row(profile: Path) -> dict[str, float]:
-    """Rank 0's single row of step_trace_time.csv (rank from profiler_info_<rank>.json)."""
-    for d in profile.iterdir():
-        if (d / "profiler_info_0.json").is_file():
-            with (d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").open(newline="") as f:
-                rows = list(csv.DictReader(f))
-            assert len(rows) == 1
-            return {k: float(v) for k, v in rows[0].items()}
-    raise AssertionError(f"no rank 0 in {profile}")
-
-
-def _shown(value: float) -> float:
-    """``value`` to three significant digits, as the step table shows it."""
-    return float(f"{value:.3g}")
-
-
-def _worst_reading(part: float, wall: float) -> float:
-    """How far, in points, ``part / wall`` read from the two figures to three
-    significant digits can lie from the exact share (by hand: the half unit of the third
-    digit of each figure, pushing the share up and down)."""
-    def half(v: float) -> float:
-        return 0.5 * 10 ** (math.floor(math.log10(v)) - 2)
-    exact = 100 * part / wall
-    return max(100 * (part + half(part)) / (wall - half(wall)) - exact,
-               exact - 100 * (part - half(part)) / (wall + half(wall)))
 
 
 def test_the_bubble_checker_rejects_not_overlapped_where_the_two_can_be_told_apart(
@@ -71,11 +44,11 @@ def test_the_bubble_checker_rejects_not_overlapped_where_the_two_can_be_told_apa
             if a is None:
                 continue
             seen += 1
-            row = _rank0_row(pack / student / entry["settings"]["job"]["path"])
+            row = rank0_row(pack / student / entry["settings"]["job"]["path"])
             cno = row["Communication(Not Overlapped)"]
             wall = row["Computing"] + cno + row["Free"] + row["Preparing"]
             bubble_pct, cno_pct = 100 * row["Bubble"] / wall, 100 * cno / wall
-            tol = _worst_reading(row["Bubble"], wall) + 0.05
+            tol = worst_reading(row["Bubble"], wall) + 0.05
             apart = abs(cno_pct - bubble_pct) > tol
             print(f"{pack.name} {student}: bubble {bubble_pct:.4f} %, not overlapped "
                   f"{cno_pct:.4f} %, tolerance ±{tol:.3f}: "
@@ -88,7 +61,7 @@ def test_the_bubble_checker_rejects_not_overlapped_where_the_two_can_be_told_apa
             # the tolerance is tight: well under the old 5 %, and 0 is wrong
             assert tol < 0.05 * bubble_pct and not is_right(a, 0)
             # a student reading the table's figures, answering to one decimal, is right
-            read = round(100 * _shown(row["Bubble"]) / _shown(wall), 1)
+            read = round(100 * shown(row["Bubble"]) / shown(wall), 1)
             assert is_right(a, read), (student, read, bubble_pct, tol)
             # the student's own check data and sheet carry the same tolerance
             check = read_check(pack / student)["step_bubble"]
@@ -123,6 +96,6 @@ def test_a_pipeline_with_exposed_communication_rejects_the_not_overlapped_share(
     assert math.isclose(sol.answer, bubble_pct, rel_tol=1e-12)
     assert cno_pct - bubble_pct > 0.8
     assert not is_right(entry, cno_pct) and not is_right(entry, round(cno_pct, 1))
-    assert is_right(entry, round(100 * _shown(bubble / 1e3) / _shown(wall / 1e3), 1))
+    assert is_right(entry, round(100 * shown(bubble / 1e3) / shown(wall / 1e3), 1))
     assert is_right(entry, round(bubble_pct, 1))
     assert sol.facts["told_apart"] is True and "marks it wrong" in sol.derivation
