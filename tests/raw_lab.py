@@ -8,11 +8,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from perfkit.lab.key import read_check
 
-__all__ = ["rank0_row", "shown", "worst_reading", "carried"]
+__all__ = ["rank0_row", "shown", "worst_reading", "carried", "asked", "step_wall"]
 
 
 def rank0_row(profile: Path) -> dict[str, float]:
@@ -47,3 +49,23 @@ def carried(pack: Path, student: str, qid: str) -> tuple[dict, dict]:
     check = read_check(pack / student)[qid]
     sheet = json.loads((pack / student / "lab.json").read_text())
     return check, next(q for q in sheet["questions"] if q["id"] == qid)
+
+
+def asked(packs: Iterable[Path], qid: str
+          ) -> Iterator[tuple[Path, str, dict[str, Any], dict[str, float]]]:
+    """(pack, student, the key's answer entry, rank 0's step row) for every student of
+    ``packs`` the key asks question ``qid``."""
+    for pack in packs:
+        key = json.loads((pack / "instructor" / "key.json").read_text())
+        for student, entry in key["entries"].items():
+            answer = entry["answers"].get(qid)
+            if answer is not None:
+                yield pack, student, answer, rank0_row(
+                    pack / student / entry["settings"]["job"]["path"])
+
+
+def step_wall(row: dict[str, float]) -> float:
+    """The step's wall time from its step_trace_time.csv row: computing, communication not
+    overlapped, free and preparing add up to it."""
+    return row["Computing"] + row["Communication(Not Overlapped)"] + row["Free"] + \
+        row["Preparing"]

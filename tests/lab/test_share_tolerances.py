@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from raw_lab import carried, rank0_row, shown, worst_reading
+from raw_lab import asked, carried, shown, step_wall, worst_reading
 
 from perfkit.lab.key import is_right
 from perfkit.lab.make import _key_entry
@@ -40,42 +40,36 @@ def test_the_exposed_comm_checker_rejects_the_wrong_shares_where_they_can_be_tol
     the tolerance and the key says which; 0 is wrong; a student who reads the table and
     answers to one decimal is right. The old ±5 %/0.3 point is not the tolerance."""
     seen = 0
-    for pack in (intro_pack, advanced_pack):
-        key = json.loads((pack / "instructor" / "key.json").read_text())
-        for student, entry in key["entries"].items():
-            a = entry["answers"].get("exposed_comm")
-            if a is None:
+    for pack, student, a, row in asked((intro_pack, advanced_pack), "exposed_comm"):
+        seen += 1
+        cno = row["Communication(Not Overlapped)"]
+        wall = step_wall(row)
+        exposed = max(cno - row["Bubble"], 0.0)
+        pct = 100 * exposed / wall
+        tol = worst_reading(exposed, wall) + 0.05
+        assert math.isclose(a["answer"], pct, rel_tol=1e-9)
+        assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-9), \
+            (student, a["rel_tol"], a["abs_tol"], tol)
+        wrongs = {"not_overlapped_pct": cno, "communication_pct": row["Communication"]}
+        apart = True
+        for fact, us in wrongs.items():
+            share = 100 * us / wall
+            if abs(us - exposed) <= 1e-3:  # the same figure: not a wrong answer here
                 continue
-            seen += 1
-            row = rank0_row(pack / student / entry["settings"]["job"]["path"])
-            cno = row["Communication(Not Overlapped)"]
-            wall = row["Computing"] + cno + row["Free"] + row["Preparing"]
-            exposed = max(cno - row["Bubble"], 0.0)
-            pct = 100 * exposed / wall
-            tol = worst_reading(exposed, wall) + 0.05
-            assert math.isclose(a["answer"], pct, rel_tol=1e-9)
-            assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-9), \
-                (student, a["rel_tol"], a["abs_tol"], tol)
-            wrongs = {"not_overlapped_pct": cno, "communication_pct": row["Communication"]}
-            apart = True
-            for fact, us in wrongs.items():
-                share = 100 * us / wall
-                if abs(us - exposed) <= 1e-3:  # the same figure: not a wrong answer here
-                    continue
-                told = abs(share - pct) > tol
-                apart &= told
-                print(f"{pack.name} {student}: exposed {pct:.4f} %, {fact} {share:.4f} %, "
-                      f"tolerance ±{tol:.3f}: {'told apart' if told else 'not told apart'}")
-                assert is_right(a, share) is not told, (student, fact, pct, share, tol)
-            for fact, us in wrongs.items():
-                assert math.isclose(a["facts"][fact], 100 * us / wall, rel_tol=1e-9), fact
-            assert a["facts"]["told_apart"] is apart
-            assert not is_right(a, 0)
-            read = round(100 * shown(exposed) / shown(wall), 1)
-            assert is_right(a, read), (student, read, pct, tol)
-            for kept in carried(pack, student, "exposed_comm"):
-                assert math.isclose(kept["abs_tol"], tol, rel_tol=1e-9)
-                assert kept["rel_tol"] == 0
+            told = abs(share - pct) > tol
+            apart &= told
+            print(f"{pack.name} {student}: exposed {pct:.4f} %, {fact} {share:.4f} %, "
+                  f"tolerance ±{tol:.3f}: {'told apart' if told else 'not told apart'}")
+            assert is_right(a, share) is not told, (student, fact, pct, share, tol)
+        for fact, us in wrongs.items():
+            assert math.isclose(a["facts"][fact], 100 * us / wall, rel_tol=1e-9), fact
+        assert a["facts"]["told_apart"] is apart
+        assert not is_right(a, 0)
+        read = round(100 * shown(exposed) / shown(wall), 1)
+        assert is_right(a, read), (student, read, pct, tol)
+        for kept in carried(pack, student, "exposed_comm"):
+            assert math.isclose(kept["abs_tol"], tol, rel_tol=1e-9)
+            assert kept["rel_tol"] == 0
     assert seen >= 3
 
 

@@ -13,16 +13,15 @@ worked out by hand.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from raw_lab import rank0_row, shown, worst_reading
+from raw_lab import asked, carried, shown, step_wall, worst_reading
 
-from perfkit.lab.key import is_right, read_check
+from perfkit.lab.key import is_right
 from perfkit.lab.make import _key_entry
 from perfkit.lab.questions import QUESTIONS
 
@@ -37,40 +36,31 @@ def test_the_bubble_checker_rejects_not_overlapped_where_the_two_can_be_told_apa
     (intro seed 11: 23.4885 % against 23.4891 %, 7.2437 % against 7.2437 %; advanced
     seed 5: 30.98 % against 31.01 %) the two cannot be told apart: this is printed."""
     seen = 0
-    for pack in (intro_pack, advanced_pack):
-        key = json.loads((pack / "instructor" / "key.json").read_text())
-        for student, entry in key["entries"].items():
-            a = entry["answers"].get("step_bubble")
-            if a is None:
-                continue
-            seen += 1
-            row = rank0_row(pack / student / entry["settings"]["job"]["path"])
-            cno = row["Communication(Not Overlapped)"]
-            wall = row["Computing"] + cno + row["Free"] + row["Preparing"]
-            bubble_pct, cno_pct = 100 * row["Bubble"] / wall, 100 * cno / wall
-            tol = worst_reading(row["Bubble"], wall) + 0.05
-            apart = abs(cno_pct - bubble_pct) > tol
-            print(f"{pack.name} {student}: bubble {bubble_pct:.4f} %, not overlapped "
-                  f"{cno_pct:.4f} %, tolerance ±{tol:.3f}: "
-                  f"{'told apart' if apart else 'cannot be told apart'}")
-            assert math.isclose(a["answer"], bubble_pct, rel_tol=1e-9)
-            assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-9)
-            assert a["facts"]["told_apart"] is apart
-            assert math.isclose(a["facts"]["not_overlapped_pct"], cno_pct, rel_tol=1e-9)
-            assert is_right(a, cno_pct) is not apart, (student, bubble_pct, cno_pct, tol)
-            # the tolerance is tight: well under the old 5 %, and 0 is wrong
-            assert tol < 0.05 * bubble_pct and not is_right(a, 0)
-            # a student reading the table's figures, answering to one decimal, is right
-            read = round(100 * shown(row["Bubble"]) / shown(wall), 1)
-            assert is_right(a, read), (student, read, bubble_pct, tol)
-            # the student's own check data and sheet carry the same tolerance
-            check = read_check(pack / student)["step_bubble"]
-            assert math.isclose(check["abs_tol"], tol, rel_tol=1e-9)
-            sheet = json.loads((pack / student / "lab.json").read_text())
-            asked = next(q for q in sheet["questions"] if q["id"] == "step_bubble")
-            assert math.isclose(asked["abs_tol"], tol, rel_tol=1e-9)
-            # the instructor reads which it is in words
-            assert ("cannot mark it wrong" in a["derivation"]) is not apart
+    for pack, student, a, row in asked((intro_pack, advanced_pack), "step_bubble"):
+        seen += 1
+        cno = row["Communication(Not Overlapped)"]
+        wall = step_wall(row)
+        bubble_pct, cno_pct = 100 * row["Bubble"] / wall, 100 * cno / wall
+        tol = worst_reading(row["Bubble"], wall) + 0.05
+        apart = abs(cno_pct - bubble_pct) > tol
+        print(f"{pack.name} {student}: bubble {bubble_pct:.4f} %, not overlapped "
+              f"{cno_pct:.4f} %, tolerance ±{tol:.3f}: "
+              f"{'told apart' if apart else 'cannot be told apart'}")
+        assert math.isclose(a["answer"], bubble_pct, rel_tol=1e-9)
+        assert a["rel_tol"] == 0 and math.isclose(a["abs_tol"], tol, rel_tol=1e-9)
+        assert a["facts"]["told_apart"] is apart
+        assert math.isclose(a["facts"]["not_overlapped_pct"], cno_pct, rel_tol=1e-9)
+        assert is_right(a, cno_pct) is not apart, (student, bubble_pct, cno_pct, tol)
+        # the tolerance is tight: well under the old 5 %, and 0 is wrong
+        assert tol < 0.05 * bubble_pct and not is_right(a, 0)
+        # a student reading the table's figures, answering to one decimal, is right
+        read = round(100 * shown(row["Bubble"]) / shown(wall), 1)
+        assert is_right(a, read), (student, read, bubble_pct, tol)
+        # the student's own check data and sheet carry the same tolerance
+        for kept in carried(pack, student, "step_bubble"):
+            assert math.isclose(kept["abs_tol"], tol, rel_tol=1e-9)
+        # the instructor reads which it is in words
+        assert ("cannot mark it wrong" in a["derivation"]) is not apart
     assert seen >= 3
 
 
