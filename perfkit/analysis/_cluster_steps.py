@@ -8,7 +8,9 @@ where one rank alone would keep them. :func:`in_cluster_steps` works out once wh
 cluster has a step (:func:`~._util.steps_anywhere`) and marks every rank's tasks with it
 (:func:`~._util.with_steps_elsewhere`), so that each rank decides as the cluster does;
 :func:`per_rank_in_steps` runs an analysis rank by rank so, a rank with no task in a step
-adding none of its own notes (it is no part of the eager figures either).
+adding none of its own notes (it is no part of the eager figures either); nor does a rank
+every task of which :func:`~.recorded.recorded_profile` left out (its steps were recorded
+only in part), unless every rank's were.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 import pandas as pd
 
 from ..profile import Profile
-from ._frames import is_lazy, is_lazy_frame, per_rank
+from ._frames import OUT_OF_SCOPE, is_lazy, is_lazy_frame, per_rank
 from ._util import no_step_note, step_rows, steps_anywhere, table, with_steps_elsewhere
+from .recorded import recorded_mask
 
 __all__ = ["in_cluster_steps", "per_rank_in_steps"]
 
@@ -85,12 +88,26 @@ def per_rank_in_steps(profile: Any, func: Callable[..., pd.DataFrame], *args: An
 def _rank_in_steps(profile: Profile, func: Callable[..., pd.DataFrame], noted: bool,
                    args: tuple[Any, ...], kwargs: dict[str, Any]) -> pd.DataFrame:
     """``func`` of one rank (:func:`per_rank_in_steps`), without its notes when none of
-    its tasks is in a step's scope."""
+    its tasks is in a step's scope, and marked :data:`~._frames.OUT_OF_SCOPE` when its
+    steps' tasks were all left out as recorded only in part
+    (:func:`~.recorded.recorded_profile`)."""
     out = func(profile, *args, **kwargs)
     kernels = table(profile, "kernels")
+    if kernels.empty and _cut_steps(table(profile, "steps")):
+        # no task left to the figures: its notes ("no device tasks", "no input shapes")
+        # are not the cluster's, whose other ranks the eager analysis reads alone
+        out.attrs[OUT_OF_SCOPE] = True
+        return out
     stepped = step_rows(kernels)
     if stepped is None or stepped.any():
         return out
     note = no_step_note(kernels) if noted else ""
     out.attrs["notes"] = [note] if note else []
     return out
+
+
+def _cut_steps(steps: pd.DataFrame) -> bool:
+    """Whether a ``steps`` table marks some step's device tasks as recorded only in part
+    (:func:`~.recorded.recorded_mask`)."""
+    mask = recorded_mask(steps)
+    return mask is not None and not bool(mask.all())

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["is_lazy", "is_lazy_frame", "collect", "aggregate", "per_rank", "table_columns",
+__all__ = ["is_lazy", "is_lazy_frame", "collect", "aggregate", "per_rank", "OUT_OF_SCOPE",
+           "table_columns",
            "any_values", "row_count", "distinct", "transform", "with_position",
            "compute_all"]
 
@@ -115,6 +116,12 @@ def aggregate(frame: Any, by: Sequence[str], spec: Mapping[str, Sequence[str]],
     return out.sort_index(kind="mergesort").reset_index()
 
 
+#: The key of ``DataFrame.attrs`` by which a rank's result tells :func:`per_rank` that the
+#: rank is no part of the cluster's figures (every task of it left out, as the eager
+#: analysis of the whole cluster leaves them out): its notes are not the cluster's.
+OUT_OF_SCOPE = "perfkit_out_of_scope"
+
+
 def per_rank(obj: Any, func: Callable[..., pd.DataFrame], *args: Any,
              **kwargs: Any) -> pd.DataFrame:
     """Run a rank-separable pandas analysis on an eager or lazy Profile/Cluster.
@@ -129,18 +136,22 @@ def per_rank(obj: Any, func: Callable[..., pd.DataFrame], *args: Any,
     Returns
     -------
     DataFrame
-        Index reset; ``attrs["notes"]`` is the union of the ranks' notes.
+        Index reset; ``attrs["notes"]`` is the union of the ranks' notes, less those of a
+        rank whose result is marked :data:`OUT_OF_SCOPE` where some rank's is not.
     """
     if not getattr(obj, "lazy", False):
         return func(obj, *args, **kwargs)
     results = obj.map_ranks(func, *args, **kwargs)
+    # a rank out of scope says nothing of the cluster, unless no rank is in scope
+    said = [r for r in results if not r.attrs.get(OUT_OF_SCOPE)] or results
     notes: list[str] = []
-    for r in results:
+    for r in said:
         for n in r.attrs.get("notes", []):
             if n not in notes:
                 notes.append(n)
     frames = [r for r in results if len(r)] or results[:1]
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    out.attrs.pop(OUT_OF_SCOPE, None)
     out.attrs["notes"] = notes
     return out
 

@@ -64,9 +64,15 @@ def test_lazy_cluster_leaves_cut_steps_out_of_the_operator_rules(dask_client):
     assert found == _ops(pk.advise(eager))
 
 
-def test_lazy_cluster_reads_the_whole_rank_beside_a_cut_one(tmp_path, dask_client):
+def _level1_rank1_cut(tmp_path: Path) -> Path:
+    """A copy of msinsight-pt-level1 whose rank 1 keeps the last 20 tasks of its list."""
     root = writable_copy(LEVEL1, tmp_path / "level1")
     keep_last_tasks(root / "rank1_ascend_pt" / _OUT / "kernel_details.csv", 20)
+    return root
+
+
+def test_lazy_cluster_reads_the_whole_rank_beside_a_cut_one(tmp_path, dask_client):
+    root = _level1_rank1_cut(tmp_path)
     whole = csv_rows(LEVEL1 / "rank0_ascend_pt" / _OUT / "kernel_details.csv")
     eager, lazy = _both(root, dask_client)
     for cluster in (eager, lazy):
@@ -170,3 +176,34 @@ def test_lazy_cluster_leaves_out_a_rank_with_no_step_as_the_eager_one(tmp_path, 
         assert z.attrs.get("notes", []) == e.attrs.get("notes", []), func.__name__
     found = [(f.rule, f.severity, f.evidence) for f in pk.advise(lazy)]
     assert found and found == [(f.rule, f.severity, f.evidence) for f in pk.advise(eager)]
+
+
+def _notes(frame: Any) -> list[str]:
+    return [str(n) for n in frame.attrs.get("notes", None) or []]
+
+
+
+
+def test_lazy_analyses_of_the_recorded_steps_note_what_the_eager_ones_note(tmp_path,
+                                                                          dask_client):
+    # rank 1's every task is in its cut step: the lazy analyses run rank by rank said of
+    # the cluster what only that emptied rank says ("the profile has no device tasks",
+    # "no input shapes in this profile"), where the eager ones read rank 0's tasks alone
+    root = _level1_rank1_cut(tmp_path)
+    rows = csv_rows(root / "rank0_ascend_pt" / _OUT / "kernel_details.csv")
+    in_scope = [float(r["Duration(us)"]) for r in rows if r["Accelerator Core"] != "HCCL"]
+    eager, lazy = _both(root, dask_client)
+    te, tz = recorded_profile(eager), recorded_profile(lazy)
+    for func in (A.tiny_kernels, A.unfused_patterns, A.unfused_savings, A.elementwise_chains,
+                 A.attention_chains, A.operator_costs, A.recompute_evidence):
+        e, z = func(te), func(tz)
+        assert len(z) == len(e), func.__name__
+        assert _notes(z) == _notes(e), func.__name__
+        assert not any("no device tasks" in n or "no input shapes" in n for n in _notes(z))
+    tiny = A.tiny_kernels(tz)  # rank 0's tasks alone, counted in the raw file
+    assert tiny["rank"].tolist() == [0]
+    assert int(tiny["kernels"].iloc[0]) == len(in_scope)
+    assert int(tiny["tiny_kernels"].iloc[0]) == sum(d < 10.0 for d in in_scope)
+    assert float(tiny["tiny_total_us"].iloc[0]) == pytest.approx(
+        sum(d for d in in_scope if d < 10.0), rel=1e-9)
+
