@@ -15,6 +15,7 @@ kernel_details.csv and step_trace_time.csv (read here with csv).
 
 from __future__ import annotations
 
+import csv
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -182,6 +183,19 @@ def _notes(frame: Any) -> list[str]:
     return [str(n) for n in frame.attrs.get("notes", None) or []]
 
 
+def _level1_cut_steps(root: Path) -> str:
+    """The steps recorded in full in words, from the raw files of a :func:`_level1_rank1_cut`
+    copy: rank 0's tasks cover its step's busy time, rank 1's do not."""
+    texts = []
+    for rank in (0, 1):
+        out = root / f"rank{rank}_ascend_pt" / _OUT
+        (step,) = {r["Step Id"] for r in csv_rows(out / "kernel_details.csv")}
+        n_steps = len(csv_rows(out / "step_trace_time.csv"))
+        whole = task_union_us(csv_rows(out / "kernel_details.csv")) >= 0.5 * _busy_us(out)
+        assert whole == (rank == 0)
+        texts.append((f"step {step} of {n_steps}" if whole else f"no step of {n_steps}")
+                      + f" on rank {rank}")
+    return "; ".join(texts)
 
 
 def test_lazy_analyses_of_the_recorded_steps_note_what_the_eager_ones_note(tmp_path,
@@ -207,3 +221,45 @@ def test_lazy_analyses_of_the_recorded_steps_note_what_the_eager_ones_note(tmp_p
     assert float(tiny["tiny_total_us"].iloc[0]) == pytest.approx(
         sum(d for d in in_scope if d < 10.0), rel=1e-9)
 
+
+def test_lazy_recompute_evidence_names_the_steps_of_the_cluster(tmp_path, dask_client):
+    # each rank noted its own steps: the lazy cluster said "no step of 1" (rank 1's),
+    # where rank 0's step was counted
+    root = _level1_rank1_cut(tmp_path)
+    want = ("attention passes counted over the steps whose device tasks were recorded in "
+            f"full: {_level1_cut_steps(root)}")
+    assert want.endswith("step 50 of 1 on rank 0; no step of 1 on rank 1")
+    eager, lazy = _both(root, dask_client)
+    e, z = A.recompute_evidence(eager), A.recompute_evidence(lazy)
+    assert e.empty and z.empty  # msinsight-pt-level1 (a ResNet) runs no attention
+    assert _notes(z) == _notes(e) == [
+        "no attention task to count forward and backward passes", want]
+
+
+def test_lazy_recompute_evidence_keeps_the_note_of_the_steps_beside_its_counts(tmp_path,
+                                                                              dask_client):
+    root = _level1_rank1_cut(tmp_path)
+    # rank 0 runs one attention forward and one backward: two of its MatMulV2 tasks
+    # renamed (their times kept, so its tasks still cover its step)
+    path = root / "rank0_ascend_pt" / _OUT / "kernel_details.csv"
+    rows = csv_rows(path)
+    mm = [i for i, r in enumerate(rows) if r["Type"] == "MatMulV2"][:2]
+    for i, name in zip(mm, ("FlashAttentionScore", "FlashAttentionScoreGrad"), strict=True):
+        rows[i]["Type"] = rows[i]["Name"] = name
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    raw = csv_rows(path)
+    forward = sum(r["Type"] == "FlashAttentionScore" for r in raw)
+    backward = sum(r["Type"] == "FlashAttentionScoreGrad" for r in raw)
+    assert (forward, backward) == (1, 1)
+    want = ("attention passes counted over the steps whose device tasks were recorded in "
+            f"full: {_level1_cut_steps(root)}")
+    eager, lazy = _both(root, dask_client)
+    for cluster in (eager, lazy):
+        ev = A.recompute_evidence(cluster)
+        assert ev["rank"].tolist() == [0]
+        assert (int(ev["forward"].iloc[0]), int(ev["backward"].iloc[0])) == (forward, backward)
+        assert ev["ratio"].iloc[0] == pytest.approx(forward / backward)
+        assert _notes(ev) == [want], cluster.lazy

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from .._cluster_steps import per_rank_in_steps
-from .._frames import is_lazy
+from .._frames import compute_all, is_lazy
 from .._shared import shared_factorize
 from .._util import add_note, empty_frame, table, take_rows, typed
 from ..backward_pass import forward_only_operators
 from ..compare import class_codes
-from ..recorded import recorded_steps_text, recorded_tasks
+from ..recorded import RECORDED, recorded_steps_text, recorded_tasks
 from ..shapes.bmm_attention import has_qk_product, record_triples
 from ..shapes.records import parse_shapes, shape_records
 from .scope import _LANES, _scope
@@ -73,18 +73,14 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
             "recompute": "string", "recompute_share": "float64"}
     if is_lazy(profile):  # counted per rank on that rank's worker
         out = per_rank_in_steps(profile, recompute_evidence, full_ratio)
-        notes = list(out.attrs.get("notes", [])) if out.empty else []
-        out = typed(out, cols).reset_index(drop=True)
-        out.attrs["notes"] = notes
-        return out
+        return _lazy_notes(typed(out, cols).reset_index(drop=True), out.attrs.get("notes", []),
+                           profile)
     steps = table(profile, "steps")
     kernels, cut = recorded_tasks(table(profile, "kernels"), steps)
     k = _scope(kernels, include_communication=False, columns=_LANES)
     chains, chains_cut = _bmm_passes(profile, steps)
     cut = cut or chains_cut
-    counted = None if cut is None else ("attention passes counted over the steps whose "
-                                        "device tasks were recorded in full: "
-                                        f"{recorded_steps_text(steps)}")
+    counted = None if cut is None else f"{_COUNTED}{recorded_steps_text(steps)}"
     if k.empty and chains.empty:
         return empty_frame(cols, counted or "the profile has no device tasks (kernels table)")
     n_forward_only = forward_only_operators(profile)
@@ -181,6 +177,29 @@ def no_backward_reason(n_operators: int) -> str:
     return (f"no backward kernels: recompute cannot be seen, since none of the profile's "
             f"{n_operators:,} PyTorch operators is an autograd or *Backward one: it runs a "
             "forward pass only")
+
+
+#: How the note of the steps counted begins (the steps in words follow).
+_COUNTED = "attention passes counted over the steps whose device tasks were recorded in full: "
+
+
+def _lazy_notes(out: pd.DataFrame, notes: list[str], profile: Any) -> pd.DataFrame:
+    """``out``, a lazy cluster's :func:`recompute_evidence` put together from its ranks',
+    with the notes the eager cluster's gives.
+
+    A rank's note of the steps counted names that rank's steps only (``"no step of 1"``
+    where rank 0's step was recorded in full and rank 1's was not): where some rank left
+    tasks out, it gives way to the note of the cluster's steps, which is kept beside a
+    result as the eager one keeps it. The ranks' other notes say why nothing was found, so
+    they are kept only where nothing was.
+    """
+    cut = any(str(n).startswith(_COUNTED) for n in notes)
+    kept = [n for n in notes if not str(n).startswith(_COUNTED)] if out.empty else []
+    if cut:
+        (steps,) = compute_all(table(profile, "steps")[["rank", "step", RECORDED]])
+        kept.append(f"{_COUNTED}{recorded_steps_text(steps)}")
+    out.attrs["notes"] = kept
+    return out
 
 
 def _with_note(frame: pd.DataFrame, note: str | None) -> pd.DataFrame:
