@@ -88,3 +88,38 @@ def test_figures_per_step_are_over_the_ranks_whose_tasks_were_recorded(tmp_path)
     assert copies.ms_per_step * 1e3 == pytest.approx(_copies_us(outs[0]), rel=1e-9)
     assert "counted over the steps whose device tasks were recorded in full" \
         in copies.evidence
+
+
+def _tiny_storm(rows: list[dict[str, str]], threshold_us: float = 10.0) -> tuple[float, int]:
+    """(share of tiny tasks, longest run of tiny tasks back to back on one stream) of a
+    kernel_details.csv's tasks, communication (HCCL) left out: tiny_kernels' storm test,
+    worked out here."""
+    tasks = [r for r in rows if r["Accelerator Core"] != "HCCL"]
+    tiny = [float(r["Duration(us)"]) < threshold_us for r in tasks]
+    longest = 0
+    for stream in {r["Stream ID"] for r in tasks}:
+        run = 0
+        for _task, t in sorted(((r, t) for r, t in zip(tasks, tiny, strict=True)
+                            if r["Stream ID"] == stream),
+                           key=lambda rt: float(rt[0]["Start Time(us)"])):
+            run = run + 1 if t else 0
+            longest = max(longest, run)
+    return sum(tiny) / len(tasks), longest
+
+
+def test_the_host_finding_reads_no_tiny_kernel_storm_from_a_fragment(tmp_path):
+    root = writable_copy(LEVEL1, tmp_path / "level1")
+    cut = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    keep_last_tasks(cut / "kernel_details.csv", 8)
+    assert task_union_us(csv_rows(cut / "kernel_details.csv")) < 0.5 * _busy_us(cut)
+    # the fragment's last 8 tasks are half tiny (a storm by tiny_kernels' test, share >=
+    # 0.5); rank 1's whole step is not (share < 0.5, no run of 50)
+    share, _run = _tiny_storm(csv_rows(cut / "kernel_details.csv"))
+    assert share >= 0.5
+    whole = LEVEL1 / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    share, run = _tiny_storm(csv_rows(whole / "kernel_details.csv"))
+    assert share < 0.5 and run < 50
+    found = {f.rule: f for f in pk.advise(pk.load(root, cache=False, progress=False))}
+    host = found["host_bound"]  # the gaps of rank 1's step
+    assert "no step of 1 on rank 0; step 50 of 1 on rank 1" in host.evidence
+    assert "shorter than 10 µs" not in host.evidence

@@ -164,7 +164,9 @@ def host_bound(ctx: Context) -> list[Finding]:
              if launch_bound else "The device idles in short gaps between kernels")
     ev = (f"gaps shorter than 1 ms between kernels: {fmt_time(gap)} per step; median kernel "
           f"{fmt_time(med_kernel)}, median gap {fmt_time(med_gap)}")
-    tk = ctx.get("tiny", lambda: _ops.tiny_kernels(ctx.profile))
+    # the tiny kernels of the steps recorded in full, as the gaps: a fragment's share of
+    # tiny tasks is not the step's
+    tk = ctx.get("tiny", lambda: _ops.tiny_kernels(ctx.tasks))
     if not tk.empty and tk["storm"].fillna(False).astype(bool).any():
         r = tk[tk["storm"].fillna(False).astype(bool)].iloc[0]
         ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels are shorter than "
