@@ -24,6 +24,7 @@ from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
 from ._shared import shared_factorize
 from ._util import empty_frame, has_values, in_steps, n_step_pairs, table, take_array, typed
+from .recorded import recorded_tasks
 from .steps import step_breakdown
 
 __all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "operator_totals",
@@ -177,8 +178,9 @@ def _keyed(k: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFram
                         index=k.index)
 
 
-def _totals(profile: Any, by: str, include_communication: bool) -> pd.DataFrame:
-    k = table(profile, "kernels")
+def _totals(k: Any, by: str, include_communication: bool) -> pd.DataFrame:
+    """Count and summed ``dur_us`` per key of the tasks ``k`` (a ``kernels`` table, eager
+    or lazy) of the steps (:func:`~._util.in_steps`)."""
     if is_lazy(k):  # counts and sums per key on the workers, over the steps' own tasks
         if not any_values(k, "dur_us"):
             return pd.DataFrame(columns=["count", "us"])
@@ -215,7 +217,11 @@ def operator_totals(profile: Any, by: str = "category", normalize: str = "per_st
     -------
     DataFrame
         Indexed by the key, columns ``count`` and ``us`` (summed ``dur_us``), divided by
-        the number of (rank, step) pairs when ``normalize="per_step"``. Kept so that a
+        the number of (rank, step) pairs when ``normalize="per_step"``. Only the tasks of
+        the steps whose device tasks were recorded in full count, and only those (rank,
+        step) pairs divide (:func:`~perfkit.analysis.recorded.recorded_tasks`, whose note
+        ``attrs["notes"]`` then gives): a kernel list cut short (``ascend/msinsight-pt-
+        gpt3-old``) holds a fragment of its step, not the step's operators. Kept so that a
         table can be stored (the tuning journal, :mod:`perfkit.journal`) and diffed later
         with :func:`compare_totals` without the profile: the diff is then exactly the one
         :func:`compare_profiles` makes.
@@ -224,10 +230,13 @@ def operator_totals(profile: Any, by: str = "category", normalize: str = "per_st
         raise InvalidArgumentError("by", "must be 'category' or 'name'", by)
     if normalize not in ("per_step", "none"):
         raise InvalidArgumentError("normalize", "must be 'per_step' or 'none'", normalize)
-    totals = _totals(profile, by, include_communication)
+    kernels, why = recorded_tasks(table(profile, "kernels"), table(profile, "steps"))
+    totals = _totals(kernels, by, include_communication)
     if normalize == "per_step" and not totals.empty:
-        totals = totals / n_step_pairs(table(profile, "kernels"))
-    return totals.astype("float64")
+        totals = totals / n_step_pairs(kernels)
+    totals = totals.astype("float64")
+    totals.attrs["notes"] = [why] if why else []
+    return totals
 
 
 def compare_totals(base: pd.DataFrame, new: pd.DataFrame, n: int | None = None
@@ -245,10 +254,18 @@ def compare_totals(base: pd.DataFrame, new: pd.DataFrame, n: int | None = None
     Returns
     -------
     DataFrame
-        :data:`COMPARE_COLUMNS`; a key absent on one side counts 0 there.
+        :data:`COMPARE_COLUMNS`; a key absent on one side counts 0 there. Each side's
+        notes (the steps its figures are over, where some steps' device tasks were not
+        recorded in full) are kept, led by ``"base: "`` or ``"new: "``.
     """
+    # which steps each side's figures are over, where not all (operator_totals' notes)
+    notes = [f"{side}: {n}" for side, frame in (("base", base), ("new", new))
+             for n in frame.attrs.get("notes", [])]
     if base.empty and new.empty:
-        return empty_frame(COMPARE_COLUMNS, "neither profile has device tasks")
+        out = empty_frame(COMPARE_COLUMNS, "neither profile has device tasks" + (
+            " in a step whose device tasks were recorded in full" if notes else ""))
+        out.attrs["notes"] = [*out.attrs.get("notes", []), *notes]
+        return out
     b = base.reindex(columns=list(TOTALS_COLUMNS))
     w = new.reindex(columns=list(TOTALS_COLUMNS))
     out = b.add_prefix("base_").join(w.add_prefix("new_"), how="outer").fillna(0.0)
@@ -262,7 +279,9 @@ def compare_totals(base: pd.DataFrame, new: pd.DataFrame, n: int | None = None
                       .index)
     if n is not None:
         out = out.head(n)
-    return typed(out, COMPARE_COLUMNS).reset_index(drop=True)
+    out = typed(out, COMPARE_COLUMNS).reset_index(drop=True)
+    out.attrs["notes"] = notes
+    return out
 
 
 def compare_profiles(base: Any, new: Any, by: str = "category",

@@ -27,6 +27,7 @@ from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, writable_copy
 
 import perfkit as pk
 from perfkit import analysis as A
+from perfkit.analysis.compare import operator_totals
 from perfkit.analysis.recorded import recorded_profile
 
 pytestmark = pytest.mark.shared_samples
@@ -263,3 +264,32 @@ def test_lazy_recompute_evidence_keeps_the_note_of_the_steps_beside_its_counts(t
         assert (int(ev["forward"].iloc[0]), int(ev["backward"].iloc[0])) == (forward, backward)
         assert ev["ratio"].iloc[0] == pytest.approx(forward / backward)
         assert _notes(ev) == [want], cluster.lazy
+
+
+@pytest.mark.slow
+def test_operator_totals_are_of_the_steps_recorded_in_full(tmp_path, dask_client):
+    # the operator diff and the journal's totals per (rank, step): rank 1's fragment of
+    # its step added its 20 tasks and its (rank, step) pair to rank 0's whole step
+    root = _level1_rank1_cut(tmp_path)
+    rows = csv_rows(root / "rank0_ascend_pt" / _OUT / "kernel_details.csv")
+    assert {r["Step Id"] for r in rows} == {"50"}  # one (rank, step) pair: rank 0's
+    want: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        want[r["Name"]].append(float(r["Duration(us)"]))
+    eager, lazy = _both(root, dask_client)
+    for cluster in (eager, lazy):
+        totals = operator_totals(cluster, by="name")
+        assert set(totals.index) == set(want), cluster.lazy
+        for name, durs in want.items():
+            assert totals.loc[name, "count"] == len(durs), (cluster.lazy, name)
+            assert totals.loc[name, "us"] == pytest.approx(sum(durs), rel=1e-9)
+        assert "steps whose device tasks were recorded in full: step 50 of 1 on rank 0; " \
+               "no step of 1 on rank 1" in " ".join(_notes(totals))
+        diff = A.compare_profiles(cluster, cluster, by="name")
+        assert diff["base_us"].sum() == pytest.approx(sum(map(sum, want.values())), rel=1e-9)
+        assert any(n.startswith("new: figures per step") for n in _notes(diff))
+    # no step recorded in full anywhere: nothing to total, and the note says why
+    eager, lazy = _both(OLD, dask_client)
+    for cluster in (eager, lazy):
+        totals = operator_totals(cluster)
+        assert totals.empty and "no step of 1" in " ".join(_notes(totals)), cluster.lazy
