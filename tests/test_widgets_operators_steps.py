@@ -21,6 +21,7 @@ import shutil
 from collections import defaultdict
 
 import pytest
+from raw_ascend import csv_rows, task_union_us
 from raw_mindspore import mi_run1
 from shared_samples import PT_GPT3_OLD, shared_sample, writable_copy
 from widget_html import panel_html
@@ -116,3 +117,21 @@ def test_figures_per_step_are_over_the_steps_whose_device_tasks_were_recorded():
     chart = next(r for r in _chart_rows(panel) if r["full"] == first)
     assert chart["ms"] * 1e3 == pytest.approx(sum(per_type[first]) / len(recorded), rel=1e-6)
     assert "recorded in full: steps 1–14 of 322" in panel_html(panel)  # the page says so
+
+
+def test_ai_cpu_table_says_its_tasks_were_in_a_cut_step(tmp_path):
+    # rank 1 without its step trace: nothing says its tasks were cut, so they are the
+    # tab's; rank 0's list (its two AI CPU Cast tasks among them) covers 16.8 % of its step
+    folder = writable_copy(shared_sample(PT_GPT3_OLD), tmp_path / "gpt3")
+    (folder / "test_rank_1" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").unlink()
+    out0 = folder / "test_rank_0" / "ASCEND_PROFILER_OUTPUT"
+    rows = csv_rows(out0 / "kernel_details.csv")
+    (step,) = csv_rows(out0 / "step_trace_time.csv")
+    assert task_union_us(rows) < 0.5 * (float(step["Computing"])
+                                        + float(step["Communication(Not Overlapped)"]))
+    n_cpu = sum(r["Accelerator Core"] == "AI_CPU" for r in rows)
+    assert n_cpu == 2 and all(r["Step Id"] for r in rows)
+    html = panel_html(tab_panel("Operators", str(folder)))
+    assert "Operators on AI CPU</b>: nothing to show (no AI CPU operator among the tasks " \
+           f"counted: the profile&#x27;s {n_cpu} AI CPU tasks are left out, {n_cpu} in " \
+           "steps whose device tasks were recorded only in part)" in html

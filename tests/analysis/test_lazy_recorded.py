@@ -118,8 +118,12 @@ def test_ai_cpu_operators_count_only_tasks_in_steps_on_a_lazy_cluster(tmp_path, 
     eager, lazy = _both(root, dask_client)
     for cluster in (eager, lazy):
         ai = A.ai_cpu_operators(cluster)
-        if count == 0:  # the AI CPU tasks of no step are not listed
-            assert ai.empty and "no AI CPU operator in this profile" in ai.attrs["notes"]
+        if count == 0:  # the AI CPU tasks of no step are not listed, and the note says so
+            n_cpu = sum(r["Accelerator Core"] == "AI_CPU" for p in paths for r in csv_rows(p))
+            assert ai.empty and ai.attrs["notes"][0] == (
+                f"no AI CPU operator among the tasks counted: the profile's {n_cpu} AI CPU "
+                f"tasks are left out, {n_cpu} of no step (launched before the trace began "
+                "or outside every step)")
             continue
         assert ai["key"].tolist() == ["Cast"]
         assert int(ai["count"].iloc[0]) == count
@@ -293,3 +297,22 @@ def test_operator_totals_are_of_the_steps_recorded_in_full(tmp_path, dask_client
     for cluster in (eager, lazy):
         totals = operator_totals(cluster)
         assert totals.empty and "no step of 1" in " ".join(_notes(totals)), cluster.lazy
+
+
+def test_ai_cpu_operators_say_their_tasks_were_in_cut_steps(dask_client):
+    rows = [csv_rows(OLD / f"test_rank_{r}" / _OUT / "kernel_details.csv") for r in (0, 1)]
+    for rank in (0, 1):  # both lists cut: no step recorded in full
+        out = OLD / f"test_rank_{rank}" / _OUT
+        assert task_union_us(rows[rank]) < 0.5 * _busy_us(out)
+    n_cpu = sum(r["Accelerator Core"] == "AI_CPU" and bool(r["Step Id"])
+                for part in rows for r in part)
+    assert n_cpu == 2  # rank 0's two Cast tasks, in its step 2
+    eager, lazy = _both(OLD, dask_client)
+    for cluster in (eager, lazy):
+        ai = A.ai_cpu_operators(cluster)
+        assert ai.empty
+        # said first (an empty table shows its first note), not "no AI CPU operator in
+        # this profile", which the profile's two tasks contradict
+        assert ai.attrs["notes"][0] == (
+            f"no AI CPU operator among the tasks counted: the profile's {n_cpu} AI CPU tasks "
+            f"are left out, {n_cpu} in steps whose device tasks were recorded only in part")

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...format import counted, listed
 from .._frames import any_values, compute_all, is_lazy
-from .._util import add_note, empty_frame, step_rows, table, typed
+from .._util import empty_frame, step_rows, table, typed
 from ..recorded import recorded_tasks
 from .top import TOP_COLUMNS, _top_of, top_operators
 
@@ -34,36 +35,69 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     the AI CPU): ``count``, the times, ``calls_per_step``, the example ``name`` and
     ``input_shapes``; ``share``, ``per_step_us`` and ``calls_per_step`` keep the
     denominators of :func:`top_operators` (all device time in scope, every (rank, step)
-    pair). Empty (with a note) when the profile records no accelerator core (GPU traces)
-    or has no AI CPU task.
+    pair). Only the AI CPU tasks :func:`top_operators` counts are read: those in a step
+    (not of no step where other tasks have one) whose device tasks were recorded in full.
+    Empty (with a note) when the profile records no accelerator core (GPU traces) or has
+    no AI CPU task; or none of those counted, the note then saying first how many were
+    left out and why (``ascend/msinsight-pt-gpt3-old``: "the profile's 2 AI CPU tasks are
+    left out, 2 in steps whose device tasks were recorded only in part").
     """
     kernels = table(profile, "kernels")
     if not any_values(kernels, "core"):
         return empty_frame(TOP_COLUMNS, "no accelerator core recorded (not an Ascend profile)")
     (ai_cpu,) = compute_all(kernels["core"].eq("AI_CPU").any())
     if not ai_cpu:  # no AI CPU task anywhere: nothing to rank, the full table is not built
-        return empty_frame(TOP_COLUMNS, "no AI CPU operator in this profile")
+        return empty_frame(TOP_COLUMNS, _NONE)
     top = top_operators(profile, by="type", n=None)
     out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
-    if out.empty:
-        add_note(out, "no AI CPU operator in this profile")
-        return out
+    cpu_tasks, n_all, n_stepped = _cpu_tasks(kernels, table(profile, "steps"))
+    res = out if out.empty else _ai_cpu_only(out, cpu_tasks)
+    if res.empty:  # said first: an empty table shows its first note
+        why = _none_counted(n_all, n_stepped) if cpu_tasks.empty else _NONE
+        res.attrs = {**res.attrs,
+                     "notes": [why, *[n for n in res.attrs.get("notes", []) if n != why]]}
+    return res
+
+
+#: The note of a profile with no AI CPU task at all.
+_NONE = "no AI CPU operator in this profile"
+
+
+def _cpu_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+    """The AI CPU tasks of ``kernels`` that :func:`top_operators` counts: in a step (a task
+    of no step is left out where other tasks have one, as
+    :func:`~perfkit.analysis._util.in_steps` leaves it out of the whole table, not rank by
+    rank) whose device tasks were recorded in full
+    (:func:`~perfkit.analysis.recorded.recorded_tasks`); with the number of AI CPU tasks
+    of the profile and of those in a step."""
     is_cpu = kernels["core"].eq("AI_CPU").fillna(False)
     if is_lazy(kernels):  # its AI CPU tasks are few: read them whole
-        (cpu_tasks,) = compute_all(kernels[is_cpu])
-        if "step" in cpu_tasks.columns and any_values(kernels, "step"):
-            # of no step where other tasks have one: left out, as in_steps does on the
-            # whole table of an eager cluster (not rank by rank)
-            cpu_tasks = cpu_tasks[cpu_tasks["step"].notna().to_numpy(bool)]
+        (cpu_all,) = compute_all(kernels[is_cpu])
+        stepped = None
+        if "step" in cpu_all.columns and any_values(kernels, "step"):
+            stepped = cpu_all["step"].notna().to_numpy(bool)
     else:
-        stepped = step_rows(kernels)  # of no step: left out, as top_operators leaves them out
-        cpu_tasks = kernels[is_cpu if stepped is None else is_cpu & stepped]
-    # the tasks top_operators counts: those of the steps whose tasks were recorded
-    cpu_tasks, _why = recorded_tasks(cpu_tasks, table(profile, "steps"))
-    res = _ai_cpu_only(out, cpu_tasks)
-    if res.empty:  # a lazy top_operators keeps the tasks of a rank that has no step at all
-        add_note(res, "no AI CPU operator in this profile")
-    return res
+        cpu_all = kernels[is_cpu.to_numpy(bool)]
+        rows = step_rows(kernels)
+        stepped = None if rows is None else rows[is_cpu.to_numpy(bool)]
+    in_step = cpu_all if stepped is None else cpu_all[stepped]
+    kept, _why = recorded_tasks(in_step, steps)
+    return kept, len(cpu_all), len(in_step)
+
+
+def _none_counted(n_all: int, n_stepped: int) -> str:
+    """Why no AI CPU task is counted where the profile has ``n_all`` of them, ``n_stepped``
+    of them in a step: the others are of no step, these in steps whose device tasks were
+    recorded only in part."""
+    parts = []
+    if n_all > n_stepped:
+        parts.append(f"{n_all - n_stepped:,} of no step (launched before the trace began or "
+                     "outside every step)")
+    if n_stepped:
+        parts.append(f"{n_stepped:,} in steps whose device tasks were recorded only in part")
+    return (f"no AI CPU operator among the tasks counted: the profile's "
+            f"{counted(n_all, 'AI CPU task')} {'is' if n_all == 1 else 'are'} left out, "
+            f"{listed(parts)}")
 
 
 def _ai_cpu_only(out: pd.DataFrame, cpu_tasks: pd.DataFrame) -> pd.DataFrame:
