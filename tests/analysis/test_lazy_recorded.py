@@ -6,11 +6,15 @@ kernel_details.csv and step_trace_time.csv (read here with csv).
   part of: the lazy cluster's operator rules priced an element-wise chain of that fragment,
   where the eager cluster's give one ``cut_task_lists`` info finding.
 - ``ascend/msinsight-pt-level1`` with rank 1's list cut to its last 20 tasks: the tasks the
-  operator analyses read are rank 0's alone.
+  operator analyses read are rank 0's alone, and so are their notes (the emptied rank 1
+  said "no device tasks" of the lazy cluster), the steps recompute_evidence names, and the
+  operator totals per (rank, step) that compare_profiles and the journal read.
 - ``ascend/msinsight-pt-gpt3-old`` (without its step trace) with rank 0's task list (two
   AI CPU Cast tasks in step 2) given no step: the lazy cluster listed those tasks of no
   step as AI CPU operators (its top_operators keeps the tasks of a rank with no step at
   all); and the other way round, rank 1 running rank 0's list with no step beside rank 0.
+  Where every AI CPU task is left out (of no step, or in gpt3-old's cut step) the first
+  note counts them, rather than saying the profile has none.
 """
 
 from __future__ import annotations
