@@ -274,7 +274,6 @@ def test_lazy_recompute_evidence_keeps_the_note_of_the_steps_beside_its_counts(t
         assert _notes(ev) == [want], cluster.lazy
 
 
-@pytest.mark.slow
 def test_operator_totals_are_of_the_steps_recorded_in_full(tmp_path, dask_client):
     # the operator diff and the journal's totals per (rank, step): rank 1's fragment of
     # its step added its 20 tasks and its (rank, step) pair to rank 0's whole step
