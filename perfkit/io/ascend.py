@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
-from . import mindspore_cpu, trace_tables
+from . import ascend_trace, mindspore_cpu, trace_tables
 from ._common import (
     counting_numbers,
     find_col,
@@ -280,7 +280,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         tables["op_memory"] = _finish_times(raw["op_memory"], origin)
     if trace is not None:
         with file_boundary(out / "trace_view.json", "trace_view.json"):
-            derived = trace_tables.from_ascend_trace(trace, origin,
+            derived = ascend_trace.from_ascend_trace(trace, origin,
                                                      kernels="kernels" not in tables,
                                                      steps="steps" not in tables)
         tables["ops"] = derived["ops"]
@@ -722,7 +722,7 @@ def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         raise ProfileError(path, "no complete events (ph 'X') with a timestamp; expected "
                            "the Chrome trace of an Ascend profiler")
     origin = int(ts.min())  # the trace's timestamps are checked already (clean_events)
-    derived = trace_tables.from_ascend_trace(trace, origin)
+    derived = ascend_trace.from_ascend_trace(trace, origin)
     notes = ["loaded from trace_view.json alone: kernels without shapes/dtypes/wait, "
              "steps from the Overlap Analysis tracks (no bubble/stage/preparing), "
              "no communication, memory tables", *trace.notes]
