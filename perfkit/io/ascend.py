@@ -292,8 +292,9 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         if "steps" not in tables and len(derived["steps"]):
             tables["steps"] = derived["steps"]
             files["steps"] = files["ops"]
-            notes.append("steps: computed from the Overlap Analysis tracks of trace_view.json; "
-                         "bubble/stage/preparing unknown")
+            notes.append("steps: computed from the Overlap Analysis tracks of trace_view.json, "
+                         "the preparing time from each ProfilerStep's start; bubble and stage "
+                         "unknown")
         if "kernels" in tables and "step" in tables["kernels"] and \
                 tables["kernels"]["step"].isna().all() and len(derived["step_spans"]):
             trace_tables.assign_steps(tables["kernels"], derived["step_spans"], origin)
@@ -724,7 +725,7 @@ def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     origin = int(ts.min())  # the trace's timestamps are checked already (clean_events)
     derived = ascend_trace.from_ascend_trace(trace, origin)
     notes = ["loaded from trace_view.json alone: kernels without shapes/dtypes/wait, "
-             "steps from the Overlap Analysis tracks (no bubble/stage/preparing), "
+             "steps from the Overlap Analysis tracks (no bubble or stage), "
              "no communication, memory tables", *trace.notes]
     rank_dir = path.parent.parent if path.parent.name == OUTPUT_DIR else path.parent
     rank = read_rank_id(rank_dir) if rank_dir.is_dir() else None

@@ -17,7 +17,10 @@ import pandas as pd
 from .categories import category
 from .chrome import ChromeTrace
 from .distinct import per_distinct, text
-from .trace_tables import STEP_NAME, rel, step_index, step_spans
+from .trace_tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
+
+#: After every timestamp (ns): a step without a task, an event with no span end.
+_NEVER = np.iinfo(np.int64).max
 
 __all__ = ["from_ascend_trace"]
 
@@ -119,15 +122,24 @@ def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame, declared: Collection[s
     (``declared``: its ``thread_name`` metadata) without any event, counts 0 in the step
     (a run whose communication all overlaps has an empty "Communication(Not Overlapped)"
     track); a track the file does not have is NA.
+
+    An event is in the step whose ``ProfilerStep#N`` span holds its start. The parts
+    cover the step's device span, from its first task ("Computing" or "Communication"
+    event) on, and ``preparing_us`` the wait before it (:func:`_waits`): a "Free" event's
+    time in the step's span before its first task is that wait, and its time after the
+    span's end is the next step's, so that the step's parts and its wait are its wall
+    time and no time counts in two steps.
     """
-    ts = ov["ts_ns"].to_numpy()
-    step = step_index(ts, spans) if len(spans) > 1 else np.full(len(ov), np.nan)
+    ts = ov["ts_ns"].to_numpy(np.int64)
+    dur = ov["dur_us"].to_numpy(np.float64)
     if len(spans) == 1:
         step = np.full(len(ov), float(spans["step"].iloc[0]))
-    track = ov["name"].fillna("")
-    frame = pd.DataFrame({"step": step, "track": track.to_numpy(),
-                          "dur": ov["dur_us"].to_numpy()})
-    frame["step"] = frame["step"].fillna(-1)
+    else:
+        step = step_index(ts, spans)
+    step = np.where(np.isnan(step), -1.0, step)
+    track = ov["name"].fillna("").to_numpy(object)
+    dur, waits = _waits(ts, dur, step, track, spans)
+    frame = pd.DataFrame({"step": step, "track": track, "dur": dur})
     wide = frame.pivot_table(index="step", columns="track", values="dur", aggfunc="sum")
     out = pd.DataFrame({"step": wide.index.to_numpy()})
     for canon, track_name in (("computing_us", "Computing"),
@@ -139,5 +151,52 @@ def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame, declared: Collection[s
         else:
             out[canon] = 0.0 if track_name in declared else np.nan
     out["overlapped_us"] = out["communication_us"] - out["comm_not_overlapped_us"]
+    out["preparing_us"] = out["step"].map(waits)
     out["step"] = out["step"].where(out["step"] >= 0)
     return out
+
+
+def _waits(ts: np.ndarray, dur: np.ndarray, step: np.ndarray, track: np.ndarray,
+           spans: pd.DataFrame) -> tuple[np.ndarray, pd.Series]:
+    """The events' durations in their step's device span, and each step's wait before it.
+
+    torch_npu's Preparing (``TraceStepTimeParser``) is the step's first "Computing" or
+    "Communication" event less its ``ProfilerStep#N`` start. A "Free" event is cut to the
+    part from the step's first task to the end of its span (with several spans): the rest
+    is idle time before the step's device span (its wait) or after its span (the next
+    step's). Each step's wait runs from its span's start, or from where the earlier steps'
+    events end when that is later (the host started the step while the device still ran
+    the previous one), to its first task
+    (:func:`~perfkit.io.trace_tables.device_wait_us`); NaN for a step without a span of
+    its own or without a task.
+
+    ``ts`` (ns) and ``dur`` (µs) of each event, ``step`` (-1: none) and ``track`` its
+    name. Returns the durations (µs; a Free event's cut to its part in the span) and the
+    waits (µs) per step.
+    """
+    known = (ts != NA_NS) & np.isfinite(dur) & (step >= 0)
+    end = np.where(known, ts + np.round(np.where(known, dur, 0.0) * 1000).astype(np.int64), ts)
+    task = known & np.isin(track, ("Computing", "Communication"))
+    keys, at = np.unique(step, return_inverse=True)
+    first = np.full(len(keys), _NEVER, dtype=np.int64)
+    np.minimum.at(first, at[task], ts[task])
+    start = first[at]  # each event's step's first task (_NEVER: the step has none)
+    hi = np.full(len(ts), _NEVER, dtype=np.int64)
+    if len(spans) > 1:
+        span_end = spans.drop_duplicates("step").set_index("step")["end_ns"]
+        where = pd.Index(span_end.index).get_indexer(keys)
+        hi = np.where(where >= 0, span_end.to_numpy(np.int64)[np.maximum(where, 0)],
+                      _NEVER)[at]
+    free = known & (track == "Free") & (start < _NEVER)
+    lo, up = np.maximum(ts, start), np.minimum(end, hi)
+    cut = free & ((lo > ts) | (up < end))
+    out = dur.copy()
+    out[cut] = np.clip(up[cut] - lo[cut], 0, None) / 1000.0
+    counted = task | (free & (out > 0))  # the events the step's device span holds
+    if not len(spans) or not task.any():
+        return out, pd.Series(dtype="float64")
+    win = pd.DataFrame({"step": step[counted], "start_ns": np.where(task, ts, _NEVER)[counted],
+                        "end_ns": np.where(cut, up, end)[counted]})
+    win = win.groupby("step").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+    win = win.reset_index().sort_values("start_ns", kind="mergesort").reset_index(drop=True)
+    return out, device_wait_us(win, spans)
