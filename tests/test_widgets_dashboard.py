@@ -646,10 +646,9 @@ def test_exposed_communication_reads_the_same_on_every_tab(tmp_path: Path,
     cells = [c for c in table.split("|") if re.fullmatch(r"[\d.,]+", c)]
     assert cells[1] == want  # exposed, min (ms)
     assert "mean over its 10 steps" in unescape(table)
-    # the split's wait: the raw bounds over the raw steps (tracks and bound), all ranks
+    # the split's wait: the raw bounds over the raw steps (iteration and bound), all ranks
     wait = sum(d["bounds"].get(it, 0.0) for d in raw.values() for it in d["iters"])
-    wall = wait + sum(t[k] for d in raw.values() for t in d["tracks"].values()
-                      for k in ("Computing", "Communication(Not Overlapped)", "Free"))
+    wall = wait + sum(e["dur"] for d in raw.values() for e in d["iters"].values())
     (shown,) = re.findall(r"before the first device task \(data, launch\) <b>([\d.]+) %",
                           overview)
     assert float(shown) == pytest.approx(100 * wait / wall, abs=0.06)

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
-from . import mindspore_cpu, trace_tables
+from . import ascend_trace, mindspore_cpu, trace_tables
 from ._common import (
     counting_numbers,
     find_col,
@@ -280,7 +280,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         tables["op_memory"] = _finish_times(raw["op_memory"], origin)
     if trace is not None:
         with file_boundary(out / "trace_view.json", "trace_view.json"):
-            derived = trace_tables.from_ascend_trace(trace, origin,
+            derived = ascend_trace.from_ascend_trace(trace, origin,
                                                      kernels="kernels" not in tables,
                                                      steps="steps" not in tables)
         tables["ops"] = derived["ops"]
@@ -292,8 +292,9 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         if "steps" not in tables and len(derived["steps"]):
             tables["steps"] = derived["steps"]
             files["steps"] = files["ops"]
-            notes.append("steps: computed from the Overlap Analysis tracks of trace_view.json; "
-                         "bubble/stage/preparing unknown")
+            notes.append("steps: computed from the Overlap Analysis tracks of trace_view.json, "
+                         "the preparing time from each ProfilerStep's start; bubble and stage "
+                         "unknown")
         if "kernels" in tables and "step" in tables["kernels"] and \
                 tables["kernels"]["step"].isna().all() and len(derived["step_spans"]):
             trace_tables.assign_steps(tables["kernels"], derived["step_spans"], origin)
@@ -722,9 +723,9 @@ def parse_trace_view(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         raise ProfileError(path, "no complete events (ph 'X') with a timestamp; expected "
                            "the Chrome trace of an Ascend profiler")
     origin = int(ts.min())  # the trace's timestamps are checked already (clean_events)
-    derived = trace_tables.from_ascend_trace(trace, origin)
+    derived = ascend_trace.from_ascend_trace(trace, origin)
     notes = ["loaded from trace_view.json alone: kernels without shapes/dtypes/wait, "
-             "steps from the Overlap Analysis tracks (no bubble/stage/preparing), "
+             "steps from the Overlap Analysis tracks (no bubble or stage), "
              "no communication, memory tables", *trace.notes]
     rank_dir = path.parent.parent if path.parent.name == OUTPUT_DIR else path.parent
     rank = read_rank_id(rank_dir) if rank_dir.is_dir() else None

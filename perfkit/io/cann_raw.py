@@ -34,7 +34,9 @@ What becomes which table
     Iteration Time, which starts after the wait: the step time adds the two, as
     MindSpore's step trace counts its step interval in its step) and, from the Overlap
     Analysis tracks inside the iteration, ``computing_us``, ``communication_us``,
-    ``comm_not_overlapped_us`` and ``free_us``.
+    ``comm_not_overlapped_us`` and ``free_us`` (the Free track and the idle time between
+    the iteration's start and its first task, and between its last task and its end, so
+    that the parts add up to the Iteration Time).
 ``comm_ops``
     The whole communication operators: name, start, ``elapse_us``.
 ``comm_bandwidth`` / ``comm_matrix``
@@ -421,6 +423,12 @@ def _steps(ev: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFra
             steps[col] = pd.Series(vals, index=steps.index, dtype=np.float64).where(
                 ~have, pd.Series(vals, index=steps.index, dtype=np.float64).fillna(0.0))
         steps["overlapped_us"] = steps["communication_us"] - steps["comm_not_overlapped_us"]
+        # the tracks run from the iteration's first task to its last, a few µs inside the
+        # Iteration Time: the device's idle time at either end is free time as well, so
+        # that the parts cover the iteration and the step time counts all of it
+        edges = (steps["total_us"] - steps["computing_us"] - steps["comm_not_overlapped_us"]
+                 - steps["free_us"])
+        steps["free_us"] = steps["free_us"] + edges.where(edges > 0, 0.0)
         missing = int((~have).sum())
         if missing:
             notes.append(f"steps: {missing} of {counted(len(steps), 'iteration')} "

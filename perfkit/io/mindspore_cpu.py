@@ -95,7 +95,10 @@ def graph_runs(names: np.ndarray) -> tuple[np.ndarray, str]:
     A compiled training graph of ``P`` distinct nodes runs them all once per step, so the
     launches are ``P``-periodic. A run ends after the optimizer's update
     (:data:`OPTIMIZER_PATTERN`): the first launch that follows an optimizer node starts a
-    run. Without optimizer nodes the runs are aligned with the end of the recording (the
+    run. An optimizer node is one whose own name (after the last ``/``) is an optimizer's:
+    its scope is not enough, as the optimizer's step counter
+    (``Default/optimizer-AdamWeightDecay/AssignAdd-op0``) runs at the start of the step.
+    Without optimizer nodes the runs are aligned with the end of the recording (the
     profiler stops at a step boundary). Launches before the first complete run (the
     profiler started mid-step) and after the last one keep no step.
     """
@@ -110,7 +113,8 @@ def graph_runs(names: np.ndarray) -> tuple[np.ndarray, str]:
     period = len(counts)
     if counts.min() < 1 or n < period:
         return out, "no complete run of the graph"
-    opt = pd.Series(names).str.contains(OPTIMIZER_PATTERN, regex=True).to_numpy(bool)
+    own = pd.Series(names).astype("string").str.rsplit("/", n=1).str[-1]
+    opt = own.str.contains(OPTIMIZER_PATTERN, regex=True).fillna(False).to_numpy(bool)
     ends = np.nonzero(opt[:-1] & ~opt[1:])[0] + 1
     if len(ends):
         first = int(ends[0] % period)

@@ -339,13 +339,19 @@ def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
         return steps if steps is not None else pd.DataFrame()
     table = read_csv(path, "ascend_cluster_analyse_*.csv (MindSpore per-step breakdown)",
                      required=[("computation_time",), ("communication_alone_time",)])
-    n = table.num_rows
+    rows = table.num_rows
     h = table.column_names
+    # MindSpore writes one row per step and, after more than one, their mean as a last row
+    # (_write_cluster_metrices): that row is no step
+    n = rows - 1 if rows > 1 else rows
+    if n < rows:
+        notes.append(f"steps: the last row of {path.name} is MindSpore's mean over the steps "
+                     "above it, not a step: left out")
 
     def ms(name: str) -> np.ndarray:
         if name not in h:
             return np.full(n, np.nan)
-        return to_float(table.column(name), n, label=f"{path.name} {name}") * 1000.0
+        return to_float(table.column(name), rows, label=f"{path.name} {name}")[:n] * 1000.0
 
     frame = pd.DataFrame({
         "computing_us": ms("computation_time"),

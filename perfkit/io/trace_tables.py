@@ -1,4 +1,5 @@
-"""Canonical tables derived from a decoded Chrome trace (shared by the Ascend and Kineto readers).
+"""Canonical tables derived from a decoded Chrome trace (shared by the Ascend and Kineto readers);
+those of an Ascend ``trace_view.json`` are built in :mod:`perfkit.io.ascend_trace`.
 
 All work is vectorised: steps are assigned with ``numpy.searchsorted`` on step boundaries,
 host-to-device links are pandas merges, busy time is an interval union over sorted arrays.
@@ -7,23 +8,22 @@ host-to-device links are pandas merges, busy time is an interval union over sort
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-from .categories import HOST_COMM_PATTERN, category
-from .chrome import ChromeTrace
-from .distinct import per_distinct, text
+from .categories import HOST_COMM_PATTERN
 
-__all__ = ["NA_NS", "step_spans", "assign_steps", "union_us", "overlap_breakdown",
-           "grouped_breakdown", "device_wait_us", "device_tail",
-           "from_ascend_trace", "rel", "host_steps", "HOST_COMM_PATTERN"]
+__all__ = ["NA_NS", "STEP_NAME", "step_spans", "step_index", "assign_steps", "union_us",
+           "overlap_breakdown", "grouped_breakdown", "device_wait_us", "device_tail", "rel",
+           "host_steps", "HOST_COMM_PATTERN"]
 
 NA_NS = np.iinfo(np.int64).min
-"""Sentinel for a missing int64 timestamp in :class:`ChromeTrace` frames."""
+"""Sentinel for a missing int64 timestamp in :class:`~perfkit.io.chrome.ChromeTrace` frames."""
 
-_STEP_RE = re.compile(r"^(?:ProfilerStep#|Step\s*#?)(\d{1,9})$")
+#: A step span's name (``ProfilerStep#N``, ``Step N``), the step number its group.
+STEP_NAME = re.compile(r"^(?:ProfilerStep#|Step\s*#?)(\d{1,9})$")
 
 
 def rel(ts_ns: np.ndarray, origin: int | None) -> np.ndarray:
@@ -41,7 +41,7 @@ def step_spans(x: pd.DataFrame) -> pd.DataFrame:
     names = x["name"].astype("string").fillna("")
     cand = names.str.startswith(("ProfilerStep#", "Step")).to_numpy(dtype=bool)
     m = pd.Series(pd.NA, index=names.index, dtype="string")
-    m[cand] = names[cand].str.extract(_STEP_RE, expand=False)
+    m[cand] = names[cand].str.extract(STEP_NAME, expand=False)
     dur = x["dur_us"].to_numpy(np.float64)
     # a step span without a (plausible) duration or start has no known window: left out
     sel = m.notna().to_numpy() & np.isfinite(dur) & (x["ts_ns"].to_numpy() != NA_NS)
@@ -214,127 +214,6 @@ def _group_sum(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sum of ``values`` per group id (0 .. n-1)."""
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, group, values)
-    return out
-
-
-def _ops(trace: ChromeTrace, spans: pd.DataFrame, origin: int | None,
-         device: pd.DataFrame) -> pd.DataFrame:
-    x = trace.x
-    host = (x["cat"] == "cpu_op").fillna(False).to_numpy(bool)
-    if not host.any():
-        cpu_pids = {p for p, lab in trace.labels.items() if str(lab).upper().startswith("CPU")}
-        names = trace.processes
-        host = x["pid"].isin([p for p in cpu_pids if names.get(p) != "CANN"]).to_numpy(bool)
-    is_step = per_distinct(x["name"], lambda u: u.str.match(_STEP_RE.pattern))
-    ops = x.loc[host & ~is_step.fillna(False).to_numpy(bool),
-                ["name", "ts_ns", "dur_us", "tid", "cat"]]
-    ts = ops["ts_ns"].to_numpy()
-    cat = ops["cat"]
-    frame = pd.DataFrame({
-        "step": step_index(ts, spans),
-        "name": text(ops["name"]).array,
-        "start_us": rel(ts, origin),
-        "dur_us": ops["dur_us"].to_numpy(),
-        "thread": ops["tid"].to_numpy(),
-        # the dtype a list of Python strings gets ("str"); object when all are missing
-        "cat": cat.astype("str").array if cat.notna().any() else cat.to_numpy(),
-    })
-    frame["device_dur_us"] = _device_time(trace, ops, device)
-    return frame
-
-
-def _device_time(trace: ChromeTrace, ops: pd.DataFrame, device: pd.DataFrame) -> np.ndarray:
-    """Sum of device time of the tasks each host op launched (``async_npu`` flows)."""
-    flows = trace.flows
-    out = np.full(len(ops), np.nan)
-    if not len(flows) or not len(device):
-        return out
-    f = flows[flows["cat"] == "async_npu"]
-    start = f[f["ph"] == "s"][["id", "tid", "ts_ns"]]
-    finish = f[f["ph"] == "f"][["id", "pid", "tid", "ts_ns"]]
-    if not len(start) or not len(finish):
-        return out
-    # only tasks a flow can finish at: the same dedup and join, on far fewer rows
-    dev = device[["pid", "tid", "ts_ns", "dur_us"]]
-    dev = dev[np.isin(dev["ts_ns"].to_numpy(), finish["ts_ns"].to_numpy())]
-    dev = dev.drop_duplicates(["pid", "tid", "ts_ns"])
-    link = finish.merge(dev, on=["pid", "tid", "ts_ns"], how="inner")
-    link = link.groupby("id", sort=False)["dur_us"].sum().reset_index()
-    host = start.merge(link, on="id", how="inner")
-    per_op = host.groupby(["tid", "ts_ns"], sort=False)["dur_us"].sum()
-    keys = pd.MultiIndex.from_arrays([ops["tid"].to_numpy(), ops["ts_ns"].to_numpy()],
-                                     names=["tid", "ts_ns"])
-    vals = per_op.reindex(keys).to_numpy(np.float64)
-    # ops that launched nothing on the device have zero device time (known from the flows)
-    return np.where(np.isnan(vals), 0.0, vals)
-
-
-def from_ascend_trace(trace: ChromeTrace, origin: int | None, kernels: bool = True,
-                      steps: bool = True) -> dict[str, pd.DataFrame]:
-    """ops, kernels (fallback), steps (fallback) and step windows from ``trace_view.json``.
-
-    ``kernels`` / ``steps``: build those tables (a rank with ``kernel_details.csv`` /
-    ``step_trace_time.csv`` does not need them; they are then empty).
-    """
-    x = trace.x
-    spans = step_spans(x)
-    out_kernels = pd.DataFrame()
-    if kernels:
-        hw = [p for p, n in trace.processes.items() if n == "Ascend Hardware"]
-        device = x[x["pid"].isin(hw)]
-        ts = device["ts_ns"].to_numpy()
-        ttype = device["task_type"].astype("string")
-        out_kernels = pd.DataFrame({
-            "step": np.nan,
-            "name": device["name"].to_numpy(),
-            "core": ttype.to_numpy(),
-            "stream": device["tid"].to_numpy(),
-            "start_us": rel(ts, origin),
-            "dur_us": device["dur_us"].to_numpy(),
-        })
-        out_kernels["category"] = category(
-            out_kernels["core"].astype("string"),
-            pd.Series(pd.NA, index=out_kernels.index, dtype="string"),
-            out_kernels["name"].astype("string")).to_numpy()
-    overlap_pid = [p for p, n in trace.processes.items() if n == "Overlap Analysis"]
-    out_steps = pd.DataFrame()
-    if overlap_pid and steps:
-        ov = x[x["pid"].isin(overlap_pid)]
-        declared = {name for (pid, _tid), name in trace.threads.items() if pid in overlap_pid}
-        out_steps = _overlap_steps(ov, spans, declared)
-    return {"ops": _ops(trace, spans, origin, x), "kernels": out_kernels, "steps": out_steps,
-            "step_spans": spans}
-
-
-def _overlap_steps(ov: pd.DataFrame, spans: pd.DataFrame, declared: Collection[str] = ()
-                   ) -> pd.DataFrame:
-    """Sum the Overlap Analysis tracks per step (one row with step NA without steps).
-
-    A track with events elsewhere but none in a step, or one the file names
-    (``declared``: its ``thread_name`` metadata) without any event, counts 0 in the step
-    (a run whose communication all overlaps has an empty "Communication(Not Overlapped)"
-    track); a track the file does not have is NA.
-    """
-    ts = ov["ts_ns"].to_numpy()
-    step = step_index(ts, spans) if len(spans) > 1 else np.full(len(ov), np.nan)
-    if len(spans) == 1:
-        step = np.full(len(ov), float(spans["step"].iloc[0]))
-    track = ov["name"].fillna("")
-    frame = pd.DataFrame({"step": step, "track": track.to_numpy(),
-                          "dur": ov["dur_us"].to_numpy()})
-    frame["step"] = frame["step"].fillna(-1)
-    wide = frame.pivot_table(index="step", columns="track", values="dur", aggfunc="sum")
-    out = pd.DataFrame({"step": wide.index.to_numpy()})
-    for canon, track_name in (("computing_us", "Computing"),
-                              ("communication_us", "Communication"),
-                              ("comm_not_overlapped_us", "Communication(Not Overlapped)"),
-                              ("free_us", "Free")):
-        if track_name in wide:
-            out[canon] = wide[track_name].fillna(0.0).to_numpy()
-        else:
-            out[canon] = 0.0 if track_name in declared else np.nan
-    out["overlapped_us"] = out["communication_us"] - out["comm_not_overlapped_us"]
-    out["step"] = out["step"].where(out["step"] >= 0)
     return out
 
 

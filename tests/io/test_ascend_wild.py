@@ -102,6 +102,7 @@ def _device_reading(device: Path) -> dict:
               for f in sorted(tl.glob("step_trace_*.json")) for e in _events(f)
               if e.get("cat") == "Data_aug Bound" and e.get("ph") == "t"}
     computing = collections.defaultdict(float)
+    exposed = collections.defaultdict(float)
     free = collections.defaultdict(float)
     for f in sorted(tl.glob("msprof_*.json")):
         it = int(re.search(r"_(\d+)\.json$", f.name).group(1))
@@ -110,6 +111,8 @@ def _device_reading(device: Path) -> dict:
                and e["args"]["name"] == "Overlap Analysis"}
         computing[it] += sum(e["dur"] for e in ev if e.get("ph") == "X"
                              and e["pid"] in pid and e["name"] == "Computing")
+        exposed[it] += sum(e["dur"] for e in ev if e.get("ph") == "X" and e["pid"] in pid
+                           and e["name"] == "Communication(Not Overlapped)")
         free[it] += sum(e["dur"] for e in ev if e.get("ph") == "X"
                         and e["pid"] in pid and e["name"] == "Free")
     moved = [e for e in plane if e["name"] in ("Memcpy", "Reduce_Inline")
@@ -118,7 +121,8 @@ def _device_reading(device: Path) -> dict:
              and e["args"]["src rank"] != e["args"]["dst rank"]]
     start = json.loads(next(device.glob("start_info.[0-9]")).read_text())
     return {"rank": info["rank_id"], "tasks": tasks, "whole": whole, "iters": iters,
-            "computing": computing, "free": free, "bounds": bounds, "moved": moved,
+            "computing": computing, "exposed": exposed, "free": free, "bounds": bounds,
+            "moved": moved,
             "task_types": collections.Counter(e["args"]["Task Type"] for e in tasks),
             "begin_us": int(start["collectionTimeBegin"]),
             "mono_ns": int(start["clockMonotonicRaw"])}
@@ -151,7 +155,9 @@ def test_prof_folder_loads_every_device_against_the_raw_timeline(mi_prof):
             wait = r["bounds"].get(it, 0.0)
             assert _close(steps["total_us"][it], e["dur"])
             assert _close(steps["preparing_us"][it], wait)
-            assert _close(steps["free_us"][it], r["free"][it])
+            # the Free track, and the idle time at the iteration's ends outside the tracks
+            idle = e["dur"] - r["computing"][it] - r["exposed"][it] - r["free"][it]
+            assert _close(steps["free_us"][it], r["free"][it] + idle)
             assert _close(steps["computing_us"][it], r["computing"][it])
         assert _close(len(p.comm_ops), len(r["whole"]))
         assert _close(float(p.comm_ops["elapse_us"].sum()), sum(e["dur"] for e in r["whole"]))
@@ -192,6 +198,30 @@ def test_data_wait_between_iterations_is_part_of_the_step(mi_prof):
     finding = next(f for f in pk.advise(c) if f.rule == "data_loading")
     step = pk.analysis.step_breakdown(c).groupby("step")["step_us"].max().mean() / 1e3
     assert finding.ms_per_step < step  # the wait is part of the step it is a share of
+
+
+def test_the_steps_of_a_prof_folder_cover_its_iterations(mi_prof):
+    """The Overlap Analysis tracks of an iteration run from its first task to its last,
+    a few µs inside its Iteration Time (rank 0, iteration 2: tracks 15,345.79 µs of
+    15,369.16; the device idles 10.24 µs before its first task and 13.13 µs after the
+    last). Those µs were in no part of the step: the steps' walls fell short of the
+    timeline by 18-26 µs an iteration (rank 0: 216.38 µs of 358,131.65, rank 1: 237.94 of
+    368,031.32). They are free time now, so the walls (the wait for data and the iteration)
+    add up to the time from the first iteration's start to the last one's end, read here
+    from the step trace."""
+    root, _ = mi_prof
+    raw = raw_mindspore.mi_prof(root)
+    c = pk.load(root, cache=False, progress=False)
+    for rank, r in raw.items():
+        mine = A.step_breakdown(c[rank]).set_index("step")
+        for it, e in r["iters"].items():
+            t = r["tracks"][it]
+            inside = t["Computing"] + t["Communication(Not Overlapped)"] + t["Free"]
+            assert e["dur"] - inside > 18.0, (rank, it)  # the tracks leave µs out
+            assert mine["free_us"][it] == pytest.approx(t["Free"] + e["dur"] - inside)
+        iters = [r["iters"][i] for i in sorted(r["iters"])]
+        span = iters[-1]["ts"] + iters[-1]["dur"] - iters[0]["ts"]
+        assert A.step_wall_us(mine).sum() == pytest.approx(span, abs=0.01), rank
 
 
 def test_prof_ranks_are_aligned_on_the_epoch(mi_prof):
@@ -342,8 +372,7 @@ def test_the_wait_for_data_is_the_wait_before_the_first_task(mi_prof):
         for it, e in r["iters"].items():
             wait = r["bounds"].get(it, 0.0)
             assert _close(mine["preparing_us"][it], wait), (rank, it)
-            assert _close(mine["free_us"][it], r["tracks"][it]["Free"]), (rank, it)
-            assert _close(mine["step_us"][it], e["dur"], rel=0.005), (rank, it)
+            assert _close(mine["step_us"][it], e["dur"], rel=1e-9), (rank, it)
             assert _close(A.step_wall_us(mine.loc[[it]]).iloc[0], e["dur"] + wait)
         # the tasks of an iteration start after the wait: none inside it
         for it in sorted(r["iters"])[1:]:

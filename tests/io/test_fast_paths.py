@@ -32,6 +32,7 @@ from shared_samples import (
 
 import perfkit.io.detect as detect
 from perfkit.io import (
+    ascend_trace,
     cache,
     categories,
     chrome,
@@ -41,7 +42,6 @@ from perfkit.io import (
     rank_tables,
     schema,
 )
-from perfkit.io import trace_tables as tt
 from perfkit.io.schema import TABLE_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,7 +126,7 @@ def _general_paths(mp: pytest.MonkeyPatch) -> None:
             values = values.astype("string")
         return pd.to_numeric(values, errors="coerce").to_numpy()
 
-    for mod in (tt, categories):
+    for mod in (ascend_trace, categories):
         mp.setattr(mod, "per_distinct", direct)
     _patch_kineto(mp, "per_distinct", direct)
     _patch_kineto(mp, "numeric", numeric)

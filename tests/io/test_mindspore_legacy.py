@@ -8,6 +8,7 @@ import json
 import pytest
 from shared_samples import MINDINSIGHT, sample
 
+import perfkit as pk
 import perfkit.io.detect as detect
 from perfkit.profile import Cluster, Profile
 
@@ -32,7 +33,7 @@ def test_steps_and_comm_rank0():
     c = detect.load(PROPOSE, ranks=[0], cache=False)
     p = c[0]
     with open(PROPOSE / "ascend_cluster_analyse_pipeline-parallel_2_4_0.csv") as fh:
-        rows = list(csv.DictReader(fh))
+        rows = list(csv.DictReader(fh))[:-1]  # the last row is the steps' mean
     assert len(p.steps) == len(rows)
     assert p.steps["computing_us"].sum() == pytest.approx(
         sum(float(r["computation_time"]) for r in rows) * 1000)
@@ -50,6 +51,36 @@ def test_steps_and_comm_rank0():
                for v in json.loads(r["communication_operator_cost"]).values())
     assert p.comm_ops["elapse_us"].sum() == pytest.approx(cost * 1000)
     assert p.meta.origin_ns is None
+
+
+def test_the_cluster_analyse_files_last_row_is_the_mean_not_a_step():
+    """MindSpore writes ascend_cluster_analyse_*.csv with one row per step and, after them,
+    their mean (``metric.append(sum(metric) / step_num)`` in _write_cluster_metrices,
+    mindspore/profiler/parser/integrator.py): each rank's file here has 6 rows for the 5
+    numbered steps of its step_trace_raw file. The mean was read as a step 6 (rank 3:
+    224.06 ms, pulled up by its 2.38 s first step) and the measured step was 180.08 ms. It
+    is the median over the 5 steps of the slowest rank's step-trace total, µs: step maxima
+    2,376,132.45, 181,012.69, 179,139.73, 178,875.16, 178,785.73, median 179,139.73."""
+    c = detect.load(PROPOSE, cache=False)
+    totals: dict[int, list[float]] = {}
+    for rank in range(4):
+        with open(PROPOSE / f"ascend_cluster_analyse_pipeline-parallel_2_4_{rank}.csv") as fh:
+            rows = list(csv.DictReader(fh))
+        with open(PROPOSE / f"step_trace_raw_{rank}_detail_time.csv") as fh:
+            trace = [r for r in csv.DictReader(fh) if r["step_num"].isdigit()]
+        assert len(rows) == len(trace) + 1 == 6
+        steps = c[rank].steps
+        assert steps["step"].tolist() == [int(r["step_num"]) for r in trace]
+        assert steps["computing_us"].tolist() == pytest.approx(
+            [float(r["computation_time"]) * 1000 for r in rows[:-1]])
+        assert steps["bubble_us"].tolist() == pytest.approx(
+            [float(r["receive_alone_time"]) * 1000 for r in rows[:-1]])
+        for r in trace:
+            totals.setdefault(int(r["step_num"]), []).append(int(r["total"]) / 100)
+    slowest = sorted(max(v) for v in totals.values())
+    assert slowest[2] == pytest.approx(179_139.73)
+    breakdown = pk.analysis.step_breakdown(c)
+    assert pk.analysis.measured_step_s(breakdown) * 1e6 == pytest.approx(slowest[2])
 
 
 def test_single_rank_run_with_timeline():
