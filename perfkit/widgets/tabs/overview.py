@@ -156,13 +156,17 @@ class OverviewTab(JobTab):
         # device's (the preview reads it where it can, and then says host_spans=False)
         host = bool(getattr(opening.preview, "host_spans", False))
         if host:
-            span = first.note.replace("slowest rank's step", "slowest rank's ProfilerStep "
-                                      "span")
+            # a trace without ProfilerStep: its iterations' spans, told by the optimizer
+            iterations = bool(A.steps.inferred_steps(steps))
+            span = first.note.replace("slowest rank's step", "slowest rank's " + (
+                "training iteration span" if iterations else "ProfilerStep span"))
             steps_first = [
                 Figure("step time", "…", "comes with the device tasks, still being read: "
                                          "each step from its first to its last GPU task"),
-                Figure("host step span", first.text, span + "; read first (the host's "
-                                                             "pace, not the device's)")]
+                Figure("host iteration span" if iterations else "host step span",
+                       first.text, span + "; read first (the host's pace, not the device's"
+                       + ("; the first iteration, which begins at the trace's first "
+                          "event, comes with the rest" if iterations else "") + ")")]
         else:
             lane = bool(getattr(opening.preview, "device_lane", False))
             steps_first = [Figure(first.name, first.text, first.note + "; read first, from "
