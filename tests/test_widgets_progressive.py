@@ -216,6 +216,27 @@ def test_a_large_trace_without_profiler_steps_shows_its_iteration_spans_first(mo
 
 
 @pytest.mark.shared_samples
+def test_a_trace_without_a_quick_step_reading_says_why_on_the_page(monkeypatch) -> None:
+    """TraceLens's B200 trace: no ProfilerStep and no optimizer step (counted here from the
+    raw JSON), so no step is read first. The Overview showed its progress bar and nothing
+    about the step; it now says plainly that the steps come with the full load, and why."""
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    path = shared_sample("wild/tl_b200_eager/eager_trace.json.gz")
+    names = [str(e.get("name", "")) for e in raw_events(path)]
+    assert not [n for n in names if n.startswith(("ProfilerStep#", "Optimizer.step#"))]
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(path))
+    html = _html(board.panels["Overview"])
+    assert "No step time yet: the steps come with the full load, still being read (" \
+           "eager_trace.json.gz: no ProfilerStep#N event nor optimizer iterations" in html
+    assert len(_bars(board.panels["Overview"])) == 1
+    go.set()
+    assert board.wait(120) and board.error is None
+    assert "No step time yet" not in _html(board.panels["Overview"])
+
+
+@pytest.mark.shared_samples
 def test_a_large_kineto_trace_shows_its_host_step_span_first(monkeypatch) -> None:
     from perfkit.io import preview as P
 

@@ -19,7 +19,7 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...advisor.finding import share_of_step, step_basis_note
-from ...format import time_text
+from ...format import counted, time_text
 from ...tables import over_ranks, with_values
 from ..headline import (
     Figure,
@@ -148,7 +148,7 @@ class OverviewTab(JobTab):
         rest; without them, the progress bar only."""
         early = getattr(opening.preview, "profile", None)
         if early is None:
-            return super().waiting(opening)
+            return self._no_steps_yet(opening) + super().waiting(opening)
         steps = A.step_breakdown(early)
         head = headline(early, steps, None)
         first = head.figures[0]
@@ -186,6 +186,20 @@ class OverviewTab(JobTab):
         return [html_widget(headline_html(head, missing)),
                 html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"),
                 *opening.widgets(self.waits_for)]
+
+    @staticmethod
+    def _no_steps_yet(opening: Any) -> list[W.Widget]:
+        """Why the page has no step figure while the profile is read: the preview's notes
+        (each file without a quick step reading, and why), the first two of them."""
+        why = [str(n) for n in getattr(opening.preview, "notes", None) or []]
+        if not why:
+            return []
+        more = len(why) - 2
+        text = ("No step time yet: the steps come with the full load, still being read ("
+                + "; ".join(why[:2])
+                + (f"; {counted(more, 'more file')} without a quick step reading"
+                   if more > 0 else "") + ").")
+        return [html_widget(note(text))]
 
     def _findings(self, findings: list[Any]) -> list[W.Widget]:
         if not findings:
