@@ -80,6 +80,30 @@ def test_the_byte_scan_finds_every_event_the_rules_read(
 
 
 @pytest.mark.shared_samples
+@pytest.mark.parametrize("chunk", [None, 1 << 18], ids=["whole", "256KiB-chunks"])
+def test_one_scan_gives_the_profiler_steps_or_else_the_iteration_events(
+        chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`step_scan` decompresses a ``.gz`` once for both readings: HTA's trace gives
+    its host ProfilerStep spans (#551, #552: step, ts, dur as in the raw JSON) and no
+    iteration events, though it has optimizer annotations; the MI300 trace, without
+    ProfilerStep, gives no span and the events the rules read (as counted in the raw
+    JSON). The same in chunks of 256 KiB."""
+    if chunk is not None:
+        monkeypatch.setattr(K, "_CHUNK", chunk)
+    hta = sample(HTA0)
+    raw = sorted((int(e["name"].split("#")[1]), float(e["ts"]), float(e["dur"]))
+                 for e in raw_events(hta) if e.get("ph") == "X"
+                 and str(e.get("name", "")).startswith("ProfilerStep#"))
+    host, lane, events = K.step_scan(hta)
+    assert sorted(host) == raw and [s for s, _, _ in raw] == [551, 552]
+    assert lane == [] and events is None
+    assert _raw_rule_events(hta)  # it has the annotations the rules read, not looked for
+    host, lane, events = K.step_scan(sample(MI300))
+    assert host == [] and lane == [] and events is not None
+    assert _scanned(events) == _raw_rule_events(sample(MI300))
+
+
+@pytest.mark.shared_samples
 def test_above_the_limit_a_trace_without_profiler_steps_gives_its_iteration_spans(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The MI300 trace (no ProfilerStep, 5 Optimizer.step#SGD.step) read as one above the
