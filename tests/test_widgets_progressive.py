@@ -188,6 +188,55 @@ def test_a_trace_without_profiler_steps_shows_its_iterations_step_first(monkeypa
 
 
 @pytest.mark.shared_samples
+def test_a_large_trace_without_profiler_steps_shows_its_iteration_spans_first(monkeypatch
+                                                                              ) -> None:
+    """The MI300 trace (no ProfilerStep) read as one above the preview's limit: its first
+    answer had no step figure at all. It now shows the median host span of its iterations
+    1 to 4 (:class:`raw_kineto.Iterations`: from the end of one Optimizer.step#SGD.step to
+    the end of the next, raw decimals), named as such, the step time waiting for the
+    device tasks, and says that the first iteration comes with the rest."""
+    from perfkit.io import preview as P
+
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    path = shared_sample("wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz")
+    spans = Iterations(raw_events(path)).spans
+    median = statistics.median(b - a for a, b in spans[1:])
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(path))
+    html = _html(board.panels["Overview"])
+    assert _card(html, "host iteration span") == time_text(float(median))
+    assert _card(html, "step time") == "…" and _card(html, "host step span") is None
+    assert "slowest rank&#x27;s training iteration span" in html
+    assert "the first iteration, which begins at the trace&#x27;s first event, comes " in html
+    go.set()
+    assert board.wait(120) and board.error is None
+    assert _card(_html(board.panels["Overview"]), "host iteration span") is None
+
+
+@pytest.mark.shared_samples
+def test_a_trace_without_a_quick_step_reading_says_why_on_the_page(monkeypatch) -> None:
+    """TraceLens's B200 trace: no ProfilerStep and no optimizer step (counted here from the
+    raw JSON), so no step is read first. The Overview showed its progress bar and nothing
+    about the step; it now says plainly that the steps come with the full load, and why."""
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    path = shared_sample("wild/tl_b200_eager/eager_trace.json.gz")
+    names = [str(e.get("name", "")) for e in raw_events(path)]
+    assert not [n for n in names if n.startswith(("ProfilerStep#", "Optimizer.step#"))]
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(path))
+    html = _html(board.panels["Overview"])
+    assert "No step time yet: the steps come with the full load, still being read (" \
+           "eager_trace.json.gz: no ProfilerStep#N event nor optimizer iterations" in html
+    assert len(_bars(board.panels["Overview"])) == 1
+    go.set()
+    assert board.wait(120) and board.error is None
+    assert "No step time yet" not in _html(board.panels["Overview"])
+
+
+@pytest.mark.shared_samples
 def test_a_large_kineto_trace_shows_its_host_step_span_first(monkeypatch) -> None:
     from perfkit.io import preview as P
 

@@ -43,10 +43,14 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   pass as the device step, decoding each event's ``name`` and ``tid`` too) and the start
   of every host event, each iteration's step measured as a ProfilerStep's, with a
   ``step_mark`` column naming the annotation (so the step's basis says the steps were
-  inferred). That needs the pass over the whole file, so it is read with the device
-  steps only (up to :data:`DEVICE_STEPS_MAX_BYTES`); above it such a trace has no quick
-  reading: the byte scan finds the optimizer's annotations cheaply, but not the backward
-  functions between them (thousands per iteration) that tell which end an iteration.
+  inferred). That is the pass over the whole file, up to :data:`DEVICE_STEPS_MAX_BYTES`;
+  above it (or with ``device_steps=False``) the events those rules read are found by a
+  byte scan (:mod:`perfkit.io.kineto_marks`: their names' bytes, the backward functions'
+  read by regular expressions: about nine times the ProfilerStep scan's time, 40 % of the
+  pass's, ``benchmarks/README.md``), and each iteration's host span is the step
+  figure, labelled as such (:attr:`Preview.host_spans`), but the first iteration's: it
+  begins at the trace's first host event, which the scan does not find, and comes with
+  the full load.
 
 Other formats (Ascend DB, legacy MindSpore, raw CANN, a standalone ``trace_view.json``)
 have no quick step reading: their preview has no profile, only the size to read.
@@ -76,6 +80,7 @@ from . import ascend, cache
 from ._common import collecting_notes
 from .detect import _key, find_runs
 from .kineto.iterations import FROM_OPTIMIZER
+from .kineto_marks import iteration_spans, step_scan
 from .kineto_scan import (
     first_spans,
     iteration_steps,
@@ -132,8 +137,9 @@ class Preview:
         ``ProfilerStep`` spans) or when some rank has no quick reading.
         ``perfkit.load(..., wait=False)`` serves ``steps`` early only when it is True.
     host_spans : bool
-        The step times are Kineto host ``ProfilerStep`` spans, not the step time the full
-        load reports (first to last device task of each step): the page must say so.
+        The step times are Kineto host ``ProfilerStep`` spans (or, in a trace without
+        them, the host spans of its training iterations), not the step time the full load
+        reports (first to last device task of each step): the page must say so.
         False when every step time read is the full load's.
     device_lane : bool
         The step times (of some ranks at least) are the ``ProfilerStep#N`` ranges Kineto
@@ -221,11 +227,11 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
             profiles.append(got[0])
             froms.add(got[1])
         bases = {p.meta.extra.get("preview_steps") for p in profiles}
-        if "host" in bases and bases - {"host", None}:
+        if bases & _HOST_BASES and bases - _HOST_BASES - {None}:
             # one figure over the ranks: every Kineto rank's host span, none mixed in
             profiles, froms = _host_spans_only(sources, profiles, froms)
             bases = {p.meta.extra.get("preview_steps") for p in profiles}
-        out.host_spans = "host" in bases
+        out.host_spans = bool(bases & _HOST_BASES)
         out.device_lane = "device_lane" in bases
         if profiles:
             out.profile = profiles[0] if kind == "profile" and len(sources) == 1 else \
@@ -260,7 +266,8 @@ def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: 
     out, where = [], froms - {*_KINETO_FROM.values(), _FROM_CACHE}
     for p in profiles:
         if p.meta.extra.get("preview_steps") in ("device", "host_is_step", "cached",
-                                                  "device_lane"):
+                                                  "device_lane", "iterations",
+                                                  "iteration_spans"):
             got = _kineto_rank_steps(by_path[p.meta.path], device=False, lane=False)
             if got is not None:
                 p = got[0]
@@ -312,16 +319,21 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
     """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the
     device-lane copies of the steps, else the host spans (``meta.extra["preview_steps"]``
     says which, see :attr:`Preview.host_spans` and :attr:`Preview.device_lane`). A trace
-    without ``ProfilerStep`` has its optimizer's iterations as steps, with the device steps
-    only (:func:`_iteration_rank_steps`); None otherwise, and ``why`` says why."""
+    without ``ProfilerStep`` has its optimizer's iterations as steps: with the device steps
+    (:func:`_iteration_rank_steps`), or else their host spans, found by the byte scan
+    (:func:`_iteration_host_steps`); None otherwise, and ``why`` says why."""
     f = Path(source.path)
-    rows, lane_rows = step_events(f)
+    if device:
+        (rows, lane_rows), events = step_events(f), None
+    else:  # one byte scan: the ProfilerStep events, or the events telling iterations
+        rows, lane_rows, events = step_scan(f)
     spans = first_spans(rows)
     if spans.empty:
         rule: list[str] = []
-        got = _iteration_rank_steps(source, f, rule) if device else None
+        got = _iteration_rank_steps(source, f, rule) if device else \
+            _iteration_host_steps(source, f, events, rule)
         if got is None and why is not None:
-            why.append(_no_iterations(rule, device))
+            why.append(_no_iterations(rule))
         return got
     found = steps_on_device(f, rows) if device else None
     on_lane = lane_steps(lane_rows, spans) if lane and found is None else None
@@ -366,18 +378,12 @@ def _measured_steps(found: pd.DataFrame) -> pd.DataFrame:
                          "preparing_us": found["preparing_us"].to_numpy(np.float64)})
 
 
-def _no_iterations(rule: list[str], device: bool) -> str:
+def _no_iterations(rule: list[str]) -> str:
     """Why a trace without ``ProfilerStep`` has no preview: ``rule`` holds the note of
     :func:`~perfkit.io.kineto.iterations.optimizer_spans` where its annotations tell no
-    iteration; ``device``: whether they were looked for."""
-    if rule:
-        why = "; " + rule[0].removeprefix("steps: ")
-    elif device:
-        why = " nor optimizer iterations (Optimizer.step#<Class>.step annotations)"
-    else:
-        why = ("; the optimizer's iterations are read only with the device steps "
-               f"(device_steps, by default up to {DEVICE_STEPS_MAX_BYTES >> 20} MiB of "
-               "traces)")
+    iteration (else it has none)."""
+    why = "; " + rule[0].removeprefix("steps: ") if rule else \
+        " nor optimizer iterations (Optimizer.step#<Class>.step annotations)"
     return f"no ProfilerStep#N event{why}; its steps come with the full load"
 
 
@@ -390,7 +396,12 @@ _KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
                 "iterations": "the device tasks of each training iteration, inferred from "
                               + FROM_OPTIMIZER,
                 "iteration_spans": "the training iterations' spans, inferred from "
-                                   + FROM_OPTIMIZER}
+                                   + FROM_OPTIMIZER,
+                "iteration_host": "the host spans of the training iterations after the "
+                                  "first, inferred from " + FROM_OPTIMIZER}
+#: Bases whose step time is a host span, not the step the full load gives
+#: (:attr:`Preview.host_spans`).
+_HOST_BASES = frozenset({"host", "iteration_host"})
 
 
 def _cluster_output_steps(folder: Path) -> Cluster | None:
@@ -448,6 +459,34 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
                        device_type="gpu", path=str(f), notes=[note],
                        extra={"preview_steps": basis})
     return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
+
+
+def _iteration_host_steps(source: RankSource, f: Path, events: pd.DataFrame | None,
+                          notes: list[str]) -> tuple[Profile, str] | None:
+    """A large Kineto trace without ``ProfilerStep``: each training iteration's host span
+    but the first (:func:`~perfkit.io.kineto_marks.iteration_spans`), with ``step_mark``
+    as in the full load's table, labelled as host spans (:attr:`Preview.host_spans`);
+    None where ``events`` (:func:`~perfkit.io.kineto_marks.step_scan`; None: no optimizer
+    annotation) tell no iteration (``notes`` then says why)."""
+    got = None if events is None else iteration_spans(events, notes)
+    if got is None:
+        return None
+    spans, mark = got
+    steps = pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
+                          "total_us": (spans["end_ns"] - spans["start_ns"]).to_numpy(
+                              np.int64) / 1000.0,
+                          "computing_us": np.nan})
+    steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
+    note = ("preview: the host span of each training iteration (no ProfilerStep: inferred "
+            f"from {FROM_OPTIMIZER}, {mark}, by the full load's rule, from the end of the "
+            "previous iteration's last optimizer step to the end of its own), not the step "
+            "time (first to last device task), which comes with the full load, as do the "
+            "split and the first iteration (it begins at the trace's first host event, "
+            "which this reading does not look for)")
+    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
+                       device_type="gpu", path=str(f), notes=[note],
+                       extra={"preview_steps": "iteration_host"})
+    return Profile(meta, {"steps": steps}), _KINETO_FROM["iteration_host"]
 
 
 def describe(p: Preview) -> str:

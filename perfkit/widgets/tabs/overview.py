@@ -19,7 +19,7 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...advisor.finding import share_of_step, step_basis_note
-from ...format import time_text
+from ...format import counted, time_text
 from ...tables import over_ranks, with_values
 from ..headline import (
     Figure,
@@ -148,7 +148,7 @@ class OverviewTab(JobTab):
         rest; without them, the progress bar only."""
         early = getattr(opening.preview, "profile", None)
         if early is None:
-            return super().waiting(opening)
+            return self._no_steps_yet(opening) + super().waiting(opening)
         steps = A.step_breakdown(early)
         head = headline(early, steps, None)
         first = head.figures[0]
@@ -156,13 +156,17 @@ class OverviewTab(JobTab):
         # device's (the preview reads it where it can, and then says host_spans=False)
         host = bool(getattr(opening.preview, "host_spans", False))
         if host:
-            span = first.note.replace("slowest rank's step", "slowest rank's ProfilerStep "
-                                      "span")
+            # a trace without ProfilerStep: its iterations' spans, told by the optimizer
+            iterations = bool(A.steps.inferred_steps(steps))
+            span = first.note.replace("slowest rank's step", "slowest rank's " + (
+                "training iteration span" if iterations else "ProfilerStep span"))
             steps_first = [
                 Figure("step time", "…", "comes with the device tasks, still being read: "
                                          "each step from its first to its last GPU task"),
-                Figure("host step span", first.text, span + "; read first (the host's "
-                                                             "pace, not the device's)")]
+                Figure("host iteration span" if iterations else "host step span",
+                       first.text, span + "; read first (the host's pace, not the device's"
+                       + ("; the first iteration, which begins at the trace's first "
+                          "event, comes with the rest" if iterations else "") + ")")]
         else:
             lane = bool(getattr(opening.preview, "device_lane", False))
             steps_first = [Figure(first.name, first.text, first.note + "; read first, from "
@@ -182,6 +186,20 @@ class OverviewTab(JobTab):
         return [html_widget(headline_html(head, missing)),
                 html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"),
                 *opening.widgets(self.waits_for)]
+
+    @staticmethod
+    def _no_steps_yet(opening: Any) -> list[W.Widget]:
+        """Why the page has no step figure while the profile is read: the preview's notes
+        (each file without a quick step reading, and why), the first two of them."""
+        why = [str(n) for n in getattr(opening.preview, "notes", None) or []]
+        if not why:
+            return []
+        more = len(why) - 2
+        text = ("No step time yet: the steps come with the full load, still being read ("
+                + "; ".join(why[:2])
+                + (f"; {counted(more, 'more file')} without a quick step reading"
+                   if more > 0 else "") + ").")
+        return [html_widget(note(text))]
 
     def _findings(self, findings: list[Any]) -> list[W.Widget]:
         if not findings:
