@@ -129,6 +129,35 @@ def test_above_the_limit_a_trace_without_profiler_steps_gives_its_iteration_span
 
 
 @pytest.mark.shared_samples
+def test_above_the_scan_limit_the_iterations_are_not_looked_for_and_the_note_says_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same MI300 trace read as one above both limits: the byte scan of its iteration
+    events (seconds per GB, and the preview holds the load back) is not run, no backward
+    function is looked for (the scan's own function is never called), and the note says
+    the steps come with the full load and why."""
+    path = sample(MI300)
+    calls: list[int] = []
+    scan = K._scan
+
+    def counted(*args: Any) -> None:
+        calls.append(1)
+        scan(*args)
+
+    monkeypatch.setattr(K, "_scan", counted)
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)
+    monkeypatch.setattr(P, "ITERATION_SCAN_MAX_BYTES", path.stat().st_size - 1)
+    got = preview(path)
+    assert got.profile is None and not calls
+    assert len(got.notes) == 1 and "no ProfilerStep#N event" in got.notes[0]
+    assert "GiB of traces the training iterations are not looked for" in got.notes[0]
+    assert got.notes[0].endswith("its steps come with the full load")
+    monkeypatch.setattr(P, "ITERATION_SCAN_MAX_BYTES", path.stat().st_size)
+    got = preview(path)  # at the limit: scanned, as in the test above
+    assert calls and got.profile is not None and got.profile.steps["step"].tolist() == [
+        1, 2, 3, 4]
+
+
+@pytest.mark.shared_samples
 def test_a_real_trace_of_six_iterations_is_read_by_its_backward_passes(tmp_path: Path
                                                                        ) -> None:
     """Kineto's ResNet-50 (PyTorch 1.9) with its ProfilerStep events taken out: 6

@@ -84,7 +84,8 @@ Span = tuple[int, float, float]
 Row = tuple[str, Any, Any, Any] | None
 
 
-def step_scan(path: str | Path) -> tuple[list[Span], list[Span], pd.DataFrame | None]:
+def step_scan(path: str | Path, iterations: bool = True
+              ) -> tuple[list[Span], list[Span], pd.DataFrame | None]:
     """A Kineto trace's steps by one byte scan: its ``ProfilerStep#N`` events (step, ts,
     dur), host spans and copies on the device lane apart, as
     :func:`~perfkit.io.kineto_scan.step_events` gives them; and where it has none, the host
@@ -95,6 +96,7 @@ def step_scan(path: str | Path) -> tuple[list[Span], list[Span], pd.DataFrame | 
     part of the file read before one is found (none of a mapped file, which is looked at
     whole; the chunks before it of a ``.gz``, which is decompressed once for both), so a
     trace with steps costs about what :func:`~perfkit.io.kineto_scan.step_events` does.
+    ``iterations=False``: the ``ProfilerStep#N`` events only (the third item is None).
 
     Raises
     ------
@@ -107,7 +109,7 @@ def step_scan(path: str | Path) -> tuple[list[Span], list[Span], pd.DataFrame | 
     with file_boundary(p, p.name):
         for buf, base, pos, limit in _windows(p):
             _step_scan(buf, pos, limit, steps)
-            if not steps:
+            if iterations and not steps:
                 _scan(buf, base, pos, limit, found)
     host: list[Span] = [(n, ts, dur) for n, ts, dur, on_lane in steps if not on_lane]
     lane: list[Span] = [(n, ts, dur) for n, ts, dur, on_lane in steps if on_lane]

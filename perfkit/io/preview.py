@@ -94,7 +94,7 @@ from .runs import pick_run
 from .sources import RankSource, cluster_meta, input_bytes
 
 __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "describe",
-           "DEVICE_STEPS_MAX_BYTES", "FINAL_STEPS"]
+           "DEVICE_STEPS_MAX_BYTES", "ITERATION_SCAN_MAX_BYTES", "FINAL_STEPS"]
 
 #: ``meta.extra`` key of a rank's steps-only Profile whose steps are the full load's table
 #: (not an approximation): :attr:`Preview.steps_final` holds when every rank has it.
@@ -106,6 +106,13 @@ FINAL_STEPS = "preview_steps_final"
 #: above it, the host ProfilerStep spans (a byte scan, a few hundred events decoded),
 #: labelled as such.
 DEVICE_STEPS_MAX_BYTES = 256 << 20
+#: Up to this many bytes of Kineto traces, a trace without ``ProfilerStep`` above
+#: :data:`DEVICE_STEPS_MAX_BYTES` has its iterations found by the byte scan of
+#: :mod:`perfkit.io.kineto_marks` (about 3 s of CPU per GB where backward functions are
+#: dense, ``benchmarks/README.md``). The preview runs before the parse (``perfkit.load(...,
+#: wait=False)``, the dashboard's background opening), so above this the scan would hold
+#: the whole load back for longer than its answer is worth: the steps come with the load.
+ITERATION_SCAN_MAX_BYTES = 1 << 30
 @dataclass
 class Preview:
     """What :func:`preview` read.
@@ -214,12 +221,13 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
     out = Preview(str(root), kind, None, size, cached=cached)
     if device_steps is None:
         device_steps = size <= DEVICE_STEPS_MAX_BYTES
+    scan = size <= ITERATION_SCAN_MAX_BYTES
     if read_steps:
         profiles, froms = [], set()
         for s in sources:
             why: list[str] = []
             got = _cached_steps(s) if cached else None
-            got = got or _rank_steps(s, device_steps, why)
+            got = got or _rank_steps(s, device_steps, why, scan)
             if got is None:
                 out.notes.append(f"{Path(s.path).name}: " + (why[0] if why else _NO_STEPS.get(
                     s.fmt, f"no quick step reading for its format ({s.fmt})")))
@@ -291,10 +299,12 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None = None
-                ) -> tuple[Profile, str] | None:
+def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None = None,
+                scan: bool = True) -> tuple[Profile, str] | None:
     """One rank's steps-only Profile and where its steps came from, or None (``why``
-    then says why, where more than the format's :data:`_NO_STEPS` can be said)."""
+    then says why, where more than the format's :data:`_NO_STEPS` can be said);
+    ``scan``: whether a Kineto trace without ``ProfilerStep`` may be byte-scanned for its
+    iterations (:data:`ITERATION_SCAN_MAX_BYTES`)."""
     if source.fmt == "ascend_text":
         rank_dir = ascend.rank_dir_of(Path(source.path))
         out = rank_dir / ascend.OUTPUT_DIR
@@ -310,30 +320,32 @@ def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None =
                            extra={FINAL_STEPS: True})  # the full load's reader and file
         return Profile(meta, {"steps": steps}), "step_trace_time.csv"
     if source.fmt == "kineto":
-        return _kineto_rank_steps(source, device, why=why)
+        return _kineto_rank_steps(source, device, why=why, scan=scan)
     return None
 
 
 def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
-                       why: list[str] | None = None) -> tuple[Profile, str] | None:
+                       why: list[str] | None = None, scan: bool = True
+                       ) -> tuple[Profile, str] | None:
     """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the
     device-lane copies of the steps, else the host spans (``meta.extra["preview_steps"]``
     says which, see :attr:`Preview.host_spans` and :attr:`Preview.device_lane`). A trace
     without ``ProfilerStep`` has its optimizer's iterations as steps: with the device steps
     (:func:`_iteration_rank_steps`), or else their host spans, found by the byte scan
-    (:func:`_iteration_host_steps`); None otherwise, and ``why`` says why."""
+    (:func:`_iteration_host_steps`, unless ``scan`` is False); None otherwise, and ``why``
+    says why."""
     f = Path(source.path)
     if device:
         (rows, lane_rows), events = step_events(f), None
     else:  # one byte scan: the ProfilerStep events, or the events telling iterations
-        rows, lane_rows, events = step_scan(f)
+        rows, lane_rows, events = step_scan(f, iterations=scan)
     spans = first_spans(rows)
     if spans.empty:
         rule: list[str] = []
         got = _iteration_rank_steps(source, f, rule) if device else \
-            _iteration_host_steps(source, f, events, rule)
+            _iteration_host_steps(source, f, events, rule) if scan else None
         if got is None and why is not None:
-            why.append(_no_iterations(rule))
+            why.append(_no_iterations(rule) if device or scan else _too_large_to_scan())
         return got
     found = steps_on_device(f, rows) if device else None
     on_lane = lane_steps(lane_rows, spans) if lane and found is None else None
@@ -376,6 +388,14 @@ def _measured_steps(found: pd.DataFrame) -> pd.DataFrame:
                          "total_us": found["total_us"].to_numpy(np.float64),
                          "computing_us": np.nan,
                          "preparing_us": found["preparing_us"].to_numpy(np.float64)})
+
+
+def _too_large_to_scan() -> str:
+    """Why a trace without ``ProfilerStep`` above :data:`ITERATION_SCAN_MAX_BYTES` has no
+    preview."""
+    return (f"no ProfilerStep#N event, and above {ITERATION_SCAN_MAX_BYTES >> 30} GiB of "
+            "traces the training iterations are not looked for ahead of the load (the scan "
+            "would hold the load back by seconds per GB); its steps come with the full load")
 
 
 def _no_iterations(rule: list[str]) -> str:
