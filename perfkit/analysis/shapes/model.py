@@ -16,16 +16,15 @@ from .fields import (
     ShapeReading,
     _read_activations,
     _read_batch,
-    _read_bias,
     _read_dtype,
     _read_heads,
     _read_hidden,
     _read_mlp,
     _read_norm_position,
-    _read_widths,
 )
 from .operators import _attention, _embeddings, _gemms, _one_step, _where
 from .records import _MOE, parse_shapes, shape_records
+from .widths import _read_bias, _read_widths
 
 __all__ = ["read_model"]
 
