@@ -18,6 +18,7 @@ bias inputs ``(out,)`` from their ``Input Dims``.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -35,12 +36,23 @@ TIMESFORMER = "wild/tl_timesformer_h100"
 BMM_CPU = ROOT / "tests" / "data" / "kineto_bmm_attention_cpu"
 
 
+@functools.lru_cache(maxsize=2)
+def _events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)["traceEvents"]
+
+
 def _ops(path: Path, name: str) -> list[list[list[int]]]:
     """The ``Input Dims`` of every host operator ``name`` in the raw trace."""
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        events = json.load(fh)["traceEvents"]
-    return [e["args"]["Input Dims"] for e in events
+    return [e["args"]["Input Dims"] for e in _events(path)
             if e.get("cat") == "cpu_op" and e.get("name") == name]
+
+
+@pytest.fixture(scope="module")
+def timesformer() -> tuple[Path, object]:
+    """The TimeSformer trace and its :func:`read_model` reading (loaded once)."""
+    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+    return path, read_model(pk.load(path, cache=False, progress=False))
 
 
 def _linears(path: Path) -> list[tuple[int, int, int, bool]]:
@@ -55,8 +67,8 @@ def _linears(path: Path) -> list[tuple[int, int, int, bool]]:
 
 
 @pytest.mark.shared_samples
-def test_timesformer_ffn_bias_and_mlp_come_from_its_projections() -> None:
-    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+def test_timesformer_ffn_bias_and_mlp_come_from_its_projections(timesformer: tuple) -> None:
+    path, r = timesformer
     (h,) = {dims[2][0] for dims in _ops(path, "aten::layer_norm")}  # the norms' weight
     assert h == 768
     (f,) = {dims[0][-1] for dims in _ops(path, "aten::gelu")}  # the MLP's activation
@@ -72,7 +84,6 @@ def test_timesformer_ffn_bias_and_mlp_come_from_its_projections() -> None:
     ups = sum(1 for _, k, n, _ in lin if (k, n) == (h, f))
     assert ups == len(_ops(path, "aten::gelu")) == 12
 
-    r = read_model(pk.load(path, cache=False, progress=False))
     assert r.get("hidden_size") == h
     assert r.get("micro_batch_size") is None  # the tokens stay unknown
     assert r.get("ffn_hidden_size") == f, r.details["ffn_hidden_size"]
@@ -83,8 +94,8 @@ def test_timesformer_ffn_bias_and_mlp_come_from_its_projections() -> None:
 
 
 @pytest.mark.shared_samples
-def test_timesformer_shows_no_vocabulary_and_says_so() -> None:
-    path = next(sample(TIMESFORMER).glob("*.json.gz"))
+def test_timesformer_shows_no_vocabulary_and_says_so(timesformer: tuple) -> None:
+    path, r = timesformer
     # no token ids anywhere: no embedding lookup, no loss; the one product that leaves
     # the hidden state for good is the classifier over one pooled row
     assert not _ops(path, "aten::embedding")
@@ -92,7 +103,6 @@ def test_timesformer_shows_no_vocabulary_and_says_so() -> None:
     rows = Counter(m for m, *_ in _linears(path))
     head = [(m, k, n) for m, k, n, _ in _linears(path) if rows[m] == 1]
     assert head == [(1, 768, 400)]
-    r = read_model(pk.load(path, cache=False, progress=False))
     assert r.get("vocab_size") is None
     why = r.details["vocab_size"]
     assert "no vocabulary" in why and "no embedding lookup" in why
