@@ -282,7 +282,7 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
 
     The chains are :func:`~perfkit.analysis.operators.attention_spans.attention_spans` of
     the priced rows in execution order, as the ``softmax_dropout_matmul`` rows of
-    :func:`perfkit.analysis.operators.unfused_patterns` find them: 3-D ``q·kᵀ`` bmm,
+    :func:`perfkit.analysis.operators.unfused_patterns` find them: batched ``q·kᵀ`` (3-D or 4-D),
     softmax, ``·v`` bmm of matching shapes where the rows carry shapes, else the letter
     pattern of :data:`perfkit.analysis.operators.PATTERNS`; each from the first product's
     first kernel to the second's last on the lane. Only ranks with no fused-attention
@@ -406,7 +406,7 @@ def _find_attention(profile: Any) -> tuple[pd.DataFrame, list[tuple[int, int]], 
 
 
 def may_hold_bmm_attention(profile: Any) -> bool:
-    """Whether the priced rows hold a 3-D ``q·kᵀ`` batched product, the first member of an
+    """Whether the priced rows hold a ``q·kᵀ`` batched product, the first member of an
     attention run as bmm, softmax, bmm
     (:func:`~perfkit.analysis.shapes.bmm_attention.has_qk_product`); False rules out the
     search by shapes of :func:`attention_chains`, which orders two more columns. A lazy
@@ -444,7 +444,7 @@ class _ParsedShapes:
 
 
 def _bmm_triples(rows: pd.DataFrame, new_lane: np.ndarray) -> list[Any]:
-    """The 3-D bmm attentions among the ordered rows, each lane on its own
+    """The attentions of batched products among the ordered rows, each lane on its own
     (:func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples`)."""
     from ..shapes.bmm_attention import bmm_attention_triples
 

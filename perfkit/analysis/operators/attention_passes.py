@@ -20,7 +20,7 @@ import pandas as pd
 from .._cluster_steps import per_rank_in_steps
 from .._frames import compute_all, is_lazy
 from .._shared import shared_factorize
-from .._util import add_note, empty_frame, table, take_rows, typed
+from .._util import add_note, empty_frame, step_rows, table, take_rows, typed
 from ..backward_pass import forward_only_operators
 from ..compare import class_codes
 from ..recorded import RECORDED, recorded_steps_text, recorded_tasks
@@ -142,6 +142,11 @@ def _bmm_passes(profile: Any, steps: pd.DataFrame) -> tuple[pd.DataFrame, str | 
                            "forward": (~bwd).astype(np.int64),
                            "backward": bwd.astype(np.int64)})
     chains, cut = recorded_tasks(chains, steps)
+    # a chain of no step (an operator run before the first step) is left out where others
+    # have one, as the device tasks of no step are (in_steps)
+    stepped = step_rows(chains)
+    if stepped is not None:
+        chains = chains[stepped]
     return chains[["rank", "forward", "backward"]].reset_index(drop=True), cut
 
 

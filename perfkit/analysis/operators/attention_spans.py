@@ -5,17 +5,18 @@ The Operators tab's ``softmax_dropout_matmul`` pattern
 (:func:`~perfkit.analysis.efficiency.attention_chains`) take their chains from
 :func:`attention_spans`, each on its own rows in execution order:
 
-* where the rows carry shapes, the 3-D ``q·kᵀ`` bmm, softmax, ``·v`` bmm chains of
-  :func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples` (the products'
-  and the softmax's shapes checked, copies between them allowed), each from the first
-  product's first row to the second's last;
+* where the rows carry shapes, the ``q·kᵀ``, softmax, ``·v`` chains of batched products
+  of :func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples` (3-D or 4-D;
+  the products' and the softmax's shapes checked, copies between them allowed), each
+  from the first product's first row to the second's last;
 * the letter pattern's matches (a matrix product, a softmax, a matrix product: the
   kernels' names only), except where shapes tell otherwise: a match that overlaps a chain
-  above is that chain, and a match whose first product is a PyTorch ``aten::bmm`` /
-  ``aten::baddbmm`` of two readable 3-D operands is attention only as such a chain (a MoE
-  router's softmax between two batched GEMMs is not). Other products (an Ascend
-  ``BatchMatMul`` whose shapes do not say which operand is transposed, 4-D products,
-  rows without shapes) are judged by the letters.
+  above is that chain, and a match whose first product is a batched product
+  (``aten::bmm`` / ``aten::baddbmm``, a ``BatchMatMul``) of two 3-D or two 4-D operands
+  that multiply as recorded is attention only as such a chain (a MoE's expert products
+  around a router's softmax are not). Other products (rows without shapes, a
+  ``BatchMatMul`` whose operands do not multiply as recorded: one kept untransposed, its
+  transpose flag not in the profile) are judged by the letters.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def attention_spans(letter: Sequence[Span], triples: Sequence[BmmAttention],
         if j >= 0 and reach[j] >= a:
             continue  # that chain, found by its shapes
         if judged_by_shapes(str(label_of(a)), shapes_of(a)):
-            continue  # a 3-D bmm whose shapes make no attention
+            continue  # a batched product whose shapes make no attention
         out.append((int(a), int(b)))
     return sorted(out)
 
@@ -77,8 +78,8 @@ def attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
                     first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The first and last rows (in lane order) of the unfused attention chains:
     :func:`~.attention_spans.attention_spans` of the letter pattern's matches
-    (``first``, ``last``) and, where a 3-D ``q·kᵀ`` product is among the tasks, of the 3-D
-    bmm chains found by their shapes, as
+    (``first``, ``last``) and, where a ``q·kᵀ`` product is among the tasks, of the
+    chains of batched products found by their shapes, as
     :func:`~perfkit.analysis.efficiency.attention_chains` finds them on the priced rows.
 
     The tasks' operator is labelled as the pricing labels it (its launching operator,

@@ -37,7 +37,9 @@ bmm: :func:`bmm_attention`), :mod:`~perfkit.analysis.shapes.qkv_layout` (which l
 Ascend attention kernel's inputs are in), :mod:`~perfkit.analysis.shapes.operators`
 (attention kernels, matrix products and embeddings with their sizes),
 :mod:`~perfkit.analysis.shapes.fields`
-(widths and kinds, :class:`ShapeReading`), :mod:`~perfkit.analysis.shapes.counts` (layers,
+(batch, hidden size, heads and kinds, :class:`ShapeReading`),
+:mod:`~perfkit.analysis.shapes.widths` (FFN and vocabulary widths, bias),
+:mod:`~perfkit.analysis.shapes.counts` (layers,
 micro-batches, recompute) and :mod:`~perfkit.analysis.shapes.model` (:func:`read_model`).
 """
 

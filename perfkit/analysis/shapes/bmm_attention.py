@@ -1,38 +1,54 @@
-"""Attention computed as 3-D batched products: ``q·kᵀ`` bmm, softmax, ``·v`` bmm.
+"""Attention computed as batched products: ``q·kᵀ`` bmm, softmax, ``·v`` bmm.
 
 Eager PyTorch attention (HuggingFace's TimeSformer, ViT, GPT-2 ``eager``) folds the batch
 and the heads into one dimension ``N = b·a`` and runs ``scores = bmm(q (N, S, d),
 kᵀ (N, d, S))`` (``(N, S, S)``), a softmax of the scores over their last dimension, then
-``bmm(p (N, S, S), v (N, S, d))``. A 3-D bmm alone says nothing (MoE experts and other
+``bmm(p (N, S, S), v (N, S, d))``. MindSpore (its ``BatchMatMul`` on the CPU, and graphs
+on Ascend) keeps the batch and the heads apart: ``q (b, a, S, d) x kᵀ (b, a, d, S)``, the
+scores ``(b, a, S, S)``. A batched product alone says nothing (MoE experts and other
 batched GEMMs take the same kinds of operands), so :func:`bmm_attention_triples` takes a
 product for ``q·kᵀ`` only inside the whole chain, on one lane (stream or host thread), in
 order, with the next softmax or matrix product after each member being the next member:
 
 * ``q·kᵀ``: ``aten::bmm`` / ``aten::baddbmm`` (its bias first) or a ``BatchMatMul`` with
-  operands ``(N, S, d) x (N, d, S)``;
+  operands ``(B…, S, d) x (B…, d, S)``, ``B…`` the batch dimensions (``N``, or ``b, a``),
+  ``N`` their product;
 * a softmax (``aten::softmax`` / ``aten::_softmax`` / ``aten::_safe_softmax``,
   ``Softmax``, Ascend's fused scale-mask-softmax ``ScaledMaskedSoftmax``) of ``N·S·S``
   elements whose last dimension is ``S`` (the scores, or their ``(b, a, S, S)`` view).
   Its ``dim`` argument is not read: the tables it is read from keep the shapes, not the
   arguments;
-* ``·v``: a bmm with operands ``(N, S, S) x (N, S, d)``, the same ``N``, ``S``, ``d``.
+* ``·v``: a product with operands ``(B…, S, S) x (B…, S, d)``, the same ``N``, ``S``, ``d``.
 
-Its backward (autograd's ``BmmBackward0`` and ``SoftmaxBackward0``) is five members on the
-lane, matched alike (``backward`` set):
+Its backward (autograd's ``BmmBackward0`` and ``SoftmaxBackward0``; on Ascend the
+``BatchMatMul`` gradients and ``SoftmaxGrad`` / ``ScaledMaskedSoftmaxGrad``; MindSpore's
+``SoftmaxBackward`` expanded into element-wise operators under a ``_SoftmaxBackward``
+scope) is five members on the lane, matched alike (``backward`` set):
 
-* the ``·v`` product's two gradients, in either order: ``grad_v = bmm(pᵀ (N, S, S),
-  grad (N, S, d))`` and ``grad_p = bmm(grad (N, S, d), vᵀ (N, d, S))``;
-* ``aten::_softmax_backward_data`` of ``N·S·S`` elements whose last dimension is ``S``;
-* the ``q·kᵀ`` product's two gradients, in either order: ``grad_kᵀ = bmm(qᵀ (N, d, S),
-  grad (N, S, S))`` and ``grad_q = bmm(grad (N, S, S), k (N, S, d))``;
+* the ``·v`` product's two gradients, in either order: ``grad_v = pᵀ (N, S, S) ·
+  grad (N, S, d)`` and ``grad_p = grad (N, S, d) · vᵀ (N, d, S)``;
+* the softmax's backward, of ``N·S·S`` elements whose last dimension is ``S``;
+* the ``q·kᵀ`` product's two gradients, in either order: ``grad_kᵀ = qᵀ (N, d, S) ·
+  grad (N, S, S)`` (or ``grad_k = gradᵀ (N, S, S) · q (N, S, d)``) and ``grad_q =
+  grad (N, S, S) · k (N, S, d)``;
 
-all of the same ``N``, ``S``, ``d``.
+all of the same ``N``, ``S``, ``d``. Where the chains are counted, not timed
+(``interleaved``), other matrix products may run between the backward members (a graph
+schedules the projections' gradients among them: MindSpore's CPU profile); batched products
+and softmaxes may not.
+
+A product is read from its shapes as recorded, the views it multiplies: its operands
+must multiply as they are (``(…, M, K) x (…, K, N)``). An Ascend ``BatchMatMul`` may be
+recorded with an operand untransposed (its ``adj_x`` / ``adj_y`` flags are not in the
+profile): such a product does not multiply as recorded, and its shapes do not say what it
+computes (:func:`judged_by_shapes`).
 
 Consecutive rows of one operator (its kernels, or a softmax nested in another, as host
-traces record ``aten::softmax`` around ``aten::_softmax``) count as one member. Rows that
-are neither products nor softmaxes may come between the members (copies, a scale, a
-mask, a dropout: torch_npu runs ``Mul``, ``ScaledMaskedSoftmax``, ``DropOutDoMask`` and an
-``AsStrided`` copy between its two ``BatchMatMul``).
+traces record ``aten::softmax`` around ``aten::_softmax``; the element-wise rows of an
+expanded softmax backward) count as one member. Rows that are neither products nor
+softmaxes may come between the members (copies, a scale, a mask, a dropout: torch_npu runs
+``Mul``, ``ScaledMaskedSoftmax``, ``DropOutDoMask`` and an ``AsStrided`` copy between its
+two ``BatchMatMul``).
 """
 
 from __future__ import annotations
@@ -51,6 +67,7 @@ from .records import (
     _SOFTMAX,
     _SOFTMAX_BACKWARD,
     ATTENTION_PATTERNS,
+    EXPANDED_SOFTMAX_BACKWARD,
     parse_shapes,
     shape_records,
 )
@@ -91,6 +108,9 @@ class BmmAttention:
     backward : bool
         Whether this is the backward chain (``·v`` gradients, softmax backward, ``q·kᵀ``
         gradients).
+    batch : tuple of int
+        The first product's batch dimensions: ``(N,)`` of 3-D products, ``(b, a)`` of 4-D
+        ones (batch and heads apart).
     """
 
     qk: int
@@ -102,55 +122,83 @@ class BmmAttention:
     s: int
     d: int
     backward: bool = False
+    batch: tuple[int, ...] = ()
 
 
 def _operands(label: str, shapes: Sequence[Shape]) -> tuple[Shape, Shape] | None:
-    """The two 3-D operands of a batched product (``baddbmm``: after its bias)."""
+    """The two operands of a batched product (``baddbmm``: after its bias): both 3-D or
+    both 4-D, with the same batch dimensions, multiplying as recorded (``(…, M, K) x
+    (…, K, N)``); None otherwise."""
     ins = [s for s in shapes if s]
     if label.lower() == "aten::baddbmm":
         ins = ins[1:]
-    if len(ins) < 2 or len(ins[0]) != 3 or len(ins[1]) != 3:
+    if len(ins) < 2:
         return None
-    return ins[0], ins[1]
+    a, b = ins[0], ins[1]
+    if len(a) not in (3, 4) or len(b) != len(a) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+        return None
+    return a, b
+
+
+def _batch(label: str, shapes: Sequence[Shape]) -> tuple[int, ...]:
+    """The batch dimensions of a batched product's operands (``()`` when unreadable)."""
+    ops = _operands(label, shapes)
+    return tuple(ops[0][:-2]) if ops is not None else ()
+
+
+def _mkn(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int, int] | None:
+    """``(N, M, K, N_out)`` of a batched product (``N`` the product of its batch
+    dimensions), else None."""
+    ops = _operands(label, shapes)
+    if ops is None:
+        return None
+    a, b = ops
+    return int(np.prod(a[:-2], dtype=np.int64)), a[-2], a[-1], b[-1]
 
 
 def _qk(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
-    """``(N, S, d)`` of a ``q (N, S, d) x kᵀ (N, d, S)`` product, else None."""
-    ops = _operands(label, shapes)
-    if ops is None:
+    """``(N, S, d)`` of a ``q (…, S, d) x kᵀ (…, d, S)`` product, else None."""
+    got = _mkn(label, shapes)
+    if got is None:
         return None
-    (n, s, d), (n2, d2, s2) = ops
-    return (n, s, d) if n == n2 and d == d2 and s == s2 else None
+    n, m, k, out = got
+    return (n, m, k) if m == out else None
 
 
 def _pv(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
-    """``(N, S, d)`` of a ``p (N, S, S) x v (N, S, d)`` product, else None."""
+    """``(N, S, d)`` of a ``p (…, S, S) x v (…, S, d)`` product, else None."""
     if label.lower() == "aten::baddbmm":
         return None
-    ops = _operands(label, shapes)
-    if ops is None:
+    got = _mkn(label, shapes)
+    if got is None:
         return None
-    (n, s, s1), (n2, s2, d) = ops
-    return (n, s, d) if n == n2 and s == s1 == s2 else None
+    n, m, k, out = got
+    return (n, m, out) if m == k else None
 
 
 def _kt(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
-    """``(N, S, d)`` of a ``qᵀ (N, d, S) x grad (N, S, S)`` product (the gradient of
+    """``(N, S, d)`` of a ``qᵀ (…, d, S) x grad (…, S, S)`` product (the gradient of
     ``kᵀ``), else None."""
     if label.lower() == "aten::baddbmm":
         return None
-    ops = _operands(label, shapes)
-    if ops is None:
+    got = _mkn(label, shapes)
+    if got is None:
         return None
-    (n, d, s), (n2, s1, s2) = ops
-    return (n, s, d) if n == n2 and s == s1 == s2 else None
+    n, m, k, out = got
+    return (n, k, m) if k == out else None
+
+
+def _k_grad(label: str, shapes: Sequence[Shape]) -> tuple[int, int, int] | None:
+    """``(N, S, d)`` of the gradient of ``q·kᵀ``'s second operand: ``grad_kᵀ``
+    (:func:`_kt`), or ``grad_k = gradᵀ (…, S, S) x q (…, S, d)`` (:func:`_pv`'s shapes)."""
+    return _kt(label, shapes) or _pv(label, shapes)
 
 
 def _pair(labels: Sequence[str], shapes: Sequence[Sequence[Shape]], a: int, b: int,
           first: _Sizes, second: _Sizes) -> tuple[int, int, int] | None:
     """``(N, S, d)`` where the products at rows ``a`` and ``b`` are, in either order, one
     of the kind ``first`` and one of the kind ``second`` of the same sizes."""
-    if not all(_BMM.search(labels[r]) or _BATCH_MATMUL.search(labels[r]) for r in (a, b)):
+    if not all(is_batched(labels[r]) for r in (a, b)):
         return None
     for x, y in ((a, b), (b, a)):
         got = first(labels[x], shapes[x])
@@ -161,11 +209,13 @@ def _pair(labels: Sequence[str], shapes: Sequence[Sequence[Shape]], a: int, b: i
 
 def judged_by_shapes(label: str, shapes: Sequence[Shape]) -> bool:
     """Whether a matrix product's shapes say whether it begins an attention chain: a
-    PyTorch ``aten::bmm`` / ``aten::baddbmm`` of two readable 3-D operands (recorded as
-    the views it takes, a transposed ``kᵀ`` as ``(N, d, S)``). It begins one only as the
-    ``q·kᵀ`` product of a chain of :func:`bmm_attention_triples`. An Ascend
-    ``BatchMatMul`` is not judged: its shapes may be of untransposed operands."""
-    return bool(_BMM.search(label)) and _operands(label, shapes) is not None
+    batched product (``aten::bmm`` / ``aten::baddbmm``, a ``BatchMatMul``) of two 3-D or
+    two 4-D operands that multiply as recorded (the views it takes, a transposed ``kᵀ`` as
+    ``(…, d, S)``). It begins one only as the ``q·kᵀ`` product of a chain of
+    :func:`bmm_attention_triples`. A ``BatchMatMul`` whose operands do not multiply as
+    recorded (one kept untransposed, its transpose flag not in the profile) is not judged:
+    its shapes do not say what it computes."""
+    return is_batched(label) and _operands(label, shapes) is not None
 
 
 def _scores(shapes: Sequence[Shape], n: int, s: int) -> bool:
@@ -182,7 +232,7 @@ def is_batched(label: str) -> bool:
 
 
 def has_qk_product(labels: pd.Series, shapes: pd.Series) -> bool:
-    """Whether any row is a 3-D ``q (N, S, d) x kᵀ (N, d, S)`` batched product.
+    """Whether any row is a ``q (…, S, d) x kᵀ (…, d, S)`` batched product.
 
     The first member of every chain of :func:`bmm_attention_triples`, so False rules the
     search out. Each distinct label and each distinct (label, shapes) pair of the batched
@@ -201,7 +251,7 @@ def has_qk_product(labels: pd.Series, shapes: pd.Series) -> bool:
 
 
 def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape]],
-                          lane: np.ndarray) -> list[BmmAttention]:
+                          lane: np.ndarray, interleaved: bool = False) -> list[BmmAttention]:
     """The ``q·kᵀ`` bmm, softmax, ``·v`` bmm chains among rows in execution order.
 
     Parameters
@@ -213,6 +263,10 @@ def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape
     lane : ndarray
         Each row's lane (rank and stream or host thread, coded): rows of one lane are in
         start order.
+    interleaved : bool
+        Whether matrix products that are not batched may run between the members of a
+        backward chain (a graph's scheduling; counted, not timed: a chain's rows from
+        its first to its last would then hold those products too).
 
     Returns
     -------
@@ -222,24 +276,27 @@ def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape
     """
     lane = np.asarray(lane)
     code_of, uniq = pd.factorize(np.asarray(labels, dtype=object), use_na_sentinel=False)
-    stop = np.array([any(rx.search(str(u)) for rx in _STOPS) for u in uniq.tolist()],
-                    dtype=bool)
+    texts = [str(u) for u in uniq.tolist()]
+    stop = np.array([any(rx.search(u) for rx in _STOPS) for u in texts], dtype=bool)
+    plain = np.array([bool(_GEMM.search(u)) and not is_batched(u) for u in texts],
+                     dtype=bool)  # a matrix product that is not batched
     rows = np.flatnonzero(stop[code_of]) if len(uniq) else np.zeros(0, dtype=int)
     out: list[BmmAttention] = []
     for code in dict.fromkeys(lane[rows].tolist()):
         members = _members(rows[lane[rows] == code], labels, shapes)
-        out.extend(_backward(members, labels, shapes))
+        out.extend(_backward([m for m in members if not plain[code_of[m[0]]]]
+                             if interleaved else members, labels, shapes))
         for j in range(len(members) - 2):
             (a, a_end), (b, _), (c, c_end) = members[j], members[j + 1], members[j + 2]
-            if not (_BMM.search(labels[a]) or _BATCH_MATMUL.search(labels[a])):
+            if not is_batched(labels[a]):
                 continue
             got = _qk(labels[a], shapes[a])
             if got is None or not _SOFTMAX.search(labels[b]) or \
                     not _scores(shapes[b], got[0], got[1]):
                 continue
-            if (_BMM.search(labels[c]) or _BATCH_MATMUL.search(labels[c])) and \
-                    _pv(labels[c], shapes[c]) == got:
-                out.append(BmmAttention(a, a_end, b, c, c_end, *got))
+            if is_batched(labels[c]) and _pv(labels[c], shapes[c]) == got:
+                out.append(BmmAttention(a, a_end, b, c, c_end, *got,
+                                        batch=_batch(labels[a], shapes[a])))
     return sorted(out, key=lambda t: t.qk)
 
 
@@ -256,16 +313,19 @@ def _backward(members: list[tuple[int, int]], labels: Sequence[str],
         (g1, _), (g2, g2_end) = members[j + 1], members[j + 2]
         got = _pair(labels, shapes, p1, p2, _qk, _pv)
         if got is None or not _scores(shapes[b], got[0], got[1]) or \
-                _pair(labels, shapes, g1, g2, _kt, _pv) != got:
+                _pair(labels, shapes, g1, g2, _k_grad, _pv) != got:
             continue
-        out.append(BmmAttention(p1, p2_end, b, g1, g2_end, *got, backward=True))
+        out.append(BmmAttention(p1, p2_end, b, g1, g2_end, *got, backward=True,
+                                batch=_batch(labels[p1], shapes[p1])))
     return out
 
 
 def _members(rows: np.ndarray, labels: Sequence[str], shapes: Sequence[Sequence[Shape]]
              ) -> list[tuple[int, int]]:
     """Runs of one lane's rows that are one operator: ``(first, last)`` row of each run of
-    consecutive rows with the same shapes and the same label, or both softmaxes."""
+    consecutive rows with the same shapes and the same label, or both softmaxes; and the
+    rows of one expanded softmax backward (:data:`~.records.EXPANDED_SOFTMAX_BACKWARD`),
+    whatever their shapes."""
     out: list[tuple[int, int]] = []
     for r in rows.tolist():
         if out:
@@ -274,7 +334,7 @@ def _members(rows: np.ndarray, labels: Sequence[str], shapes: Sequence[Sequence[
                 labels[p] == labels[r]
                 or (_SOFTMAX.search(labels[p]) is not None
                     and _SOFTMAX.search(labels[r]) is not None))
-            if same:
+            if same or labels[p] == labels[r] == EXPANDED_SOFTMAX_BACKWARD:
                 out[-1] = (out[-1][0], r)
                 continue
         out.append((r, r))
@@ -284,16 +344,19 @@ def _members(rows: np.ndarray, labels: Sequence[str], shapes: Sequence[Sequence[
 def record_triples(recs: pd.DataFrame, shapes: Sequence[Sequence[Shape]]
                    ) -> list[BmmAttention]:
     """:func:`bmm_attention_triples` of shape records (:func:`~.records.shape_records`:
-    sorted by rank and start), each (rank, ``lane``) a lane."""
+    sorted by rank and start), each (rank, ``lane``) a lane; the chains are counted, not
+    timed, so other matrix products may run between a backward chain's members."""
     lane = recs["lane"] if "lane" in recs.columns else pd.Series(pd.NA, index=recs.index)
     key = pd.MultiIndex.from_arrays([recs["rank"].astype("Int64").fillna(-1).to_numpy(),
                                      lane.astype("string").fillna("").to_numpy()])
     code, _ = pd.factorize(key)
-    return bmm_attention_triples(recs["label"].astype(str).tolist(), shapes, code)
+    return bmm_attention_triples(recs["label"].astype(str).tolist(), shapes, code,
+                                 interleaved=True)
 
 
 def bmm_attention(profile: Any) -> pd.DataFrame:
-    """The attentions a profile runs as 3-D bmm, softmax, bmm (:func:`bmm_attention_triples`).
+    """The attentions a profile runs as batched products, softmax, batched products
+    (:func:`bmm_attention_triples`).
 
     Read from the shape records (:func:`~.records.shape_records`: the kernels' launching
     operators, else the host operators).

@@ -138,13 +138,13 @@ def _read_counts(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, att: l
         for name in ("num_layers", "layers_per_stage", "recompute_layers", "recompute"):
             out.put(name, None, "the micro-batches per step are unknown")
         return
-    if all(a.bh for a in att) and recs["backward"].any() and \
+    if all(a.chain for a in att) and recs["backward"].any() and \
             not any(a.backward for a in att):
         # a backward pass whose bmm attentions are not found (copies or products of
         # other shapes among them): the forward kernels alone would count recomputed
         # layers twice, and say nothing of recompute
         why = (f"{where}: {att[0].what}: the profile has a backward pass, but no backward "
-               "of its attentions run as 3-D bmm products was found, so its layers are not "
+               "of its attentions run as batched products was found, so its layers are not "
                "counted")
         for name in ("num_layers", "layers_per_stage", "recompute_layers", "recompute"):
             out.put(name, None, why)

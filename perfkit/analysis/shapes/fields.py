@@ -1,8 +1,9 @@
 """The model's widths and kinds read from the sized operators, into a :class:`ShapeReading`.
 
-Data type, batch and sequence, hidden size, heads and head size, FFN and vocabulary widths,
-MLP kind, norm and position embedding, bias: each value with the sentence that says where it
-came from, or why it could not be read.
+Data type, batch and sequence, hidden size, heads and head size, MLP kind, norm and
+position embedding: each value with the sentence that says where it came from, or why it
+could not be read (the FFN and vocabulary widths and the bias:
+:mod:`~perfkit.analysis.shapes.widths`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from .records import (
     DTYPE_NAMES,
     FUSED_ATTENTION,
 )
-from .vocab import vocab_from_table
 
 __all__ = ["ShapeReading"]
 
@@ -266,61 +266,6 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
     out.values["_kv_width"] = kv * d
 
 
-def _read_widths(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
-                 act: list[_Gemm], emb: list[dict], tp: int, where: str) -> None:
-    h = out.get("hidden_size")
-    if not h or not act:
-        why = "the hidden size or the projection GEMMs are unknown"
-        out.put("ffn_hidden_size", None, why)
-        out.put("vocab_size", None, why)
-        return
-    qw, kvw = out.values.get("_q_width"), out.values.get("_kv_width")
-    attn_widths = {w for w in (qw, kvw) if w}
-    if qw and kvw:
-        attn_widths |= {qw + 2 * kvw, qw + kvw, 2 * kvw}
-    ups = Counter(g.n for g in act if g.k == h and g.n not in attn_widths and g.n != h)
-    downs = Counter(g.k for g in act if g.n == h and g.k not in attn_widths and g.k != h)
-    # the logits: the loss's input width, or the embedding table (vocab-parallel over tp)
-    lmask = label.str.contains(_LOSS).to_numpy(bool) & ~recs["backward"].to_numpy(bool)
-    vocab_local = _loss_width(recs, label, shapes)
-    table_v = out.values.get("_embedding_vocab")
-    if vocab_local and vocab_local in ups:
-        out.put("vocab_size", vocab_local * tp,
-                f"{where}: the logits GEMM {h} → {vocab_local} feeds the loss "
-                f"({_mode([label.iat[i] for i in np.nonzero(lmask)[0]])})"
-                + (f"; vocabulary split over tp {tp}" if tp > 1 else ""))
-    elif table_v:
-        vocab, vocab_local, why = vocab_from_table(table_v, h, tp, {*ups, vocab_local}, where)
-        out.put("vocab_size", vocab, why)
-    else:
-        once = [w for w in ups if w not in downs]
-        if len(once) == 1:
-            vocab_local = once[0]
-            out.put("vocab_size", vocab_local * tp,
-                    f"{where}: the only projection {h} → {vocab_local} with no way back "
-                    "(the logits)" + (f"; vocabulary split over tp {tp}" if tp > 1 else ""))
-        else:
-            out.put("vocab_size", None, "no loss kernel, embedding table or single logits "
-                                        "GEMM on the loaded ranks (the last pipeline stage "
-                                        "holds the logits)")
-    forward_only = all(g.linear for g in act)
-    # with forward GEMMs only, the logits have no way back; with backward ones their
-    # input-gradient GEMM is a down-projection too, so the vocabulary width is set aside
-    ffn = [w for w in ups if w in downs and (forward_only or w != vocab_local)]
-    if len(ffn) == 1:
-        f = ffn[0]
-        out.put("ffn_hidden_size", f * tp, f"{where}: projections {h} → {f} and {f} → {h} "
-                                            "(the MLP)" + (f" per rank × tp {tp}" if tp > 1
-                                                           else ""))
-        out.values["_f_width"] = f
-    elif not ffn:
-        out.put("ffn_hidden_size", None, f"{where}: no width w with both {h} → w and "
-                                         f"w → {h} projections besides attention's")
-    else:
-        out.put("ffn_hidden_size", None, f"{where}: several MLP-like widths {sorted(ffn)} "
-                                         "(MoE or an unusual model): not read")
-
-
 def _loss_width(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes) -> int | None:
     """The last dimension of the loss kernel's logits input (the local vocabulary)."""
     widths = []
@@ -393,28 +338,6 @@ def _read_norm_position(out: ShapeReading, recs: pd.DataFrame, label: pd.Series,
                                             "profile does not show how positions are "
                                             "encoded (an unfused rotary embedding is "
                                             "plain element-wise work)")
-
-
-def _read_bias(out: ShapeReading, act: list[_Gemm], where: str) -> None:
-    h = out.get("hidden_size")
-    qw, kvw = out.values.get("_q_width"), out.values.get("_kv_width")
-    if not h or not qw or not kvw:
-        out.put("bias", None, "the projection widths are unknown")
-        return
-    if not act:  # widths known (a fused QKV gave them) but not which products are these
-        out.put("bias", None, "no projection GEMM over the micro-batch's tokens")
-        return
-    qkv = {qw, kvw, qw + 2 * kvw}
-    first = [g for g in act if g.k == h and g.n in qkv]
-    rest = [g for g in act if not (g.k == h and g.n in qkv)]
-    if not first:
-        out.put("bias", None, "no QKV projection found")
-        return
-    qkv_b = any(g.bias for g in first)
-    rest_b = any(g.bias for g in rest)
-    kind = "all" if qkv_b and rest_b else "qkv" if qkv_b else "none"
-    out.put("bias", kind, f"{where}: QKV projections {'with' if qkv_b else 'without'} a bias "
-                          f"input, other projections {'with' if rest_b else 'without'}")
 
 
 def _read_activations(out: ShapeReading, recs: pd.DataFrame, label: pd.Series,

@@ -16,16 +16,15 @@ from .fields import (
     ShapeReading,
     _read_activations,
     _read_batch,
-    _read_bias,
     _read_dtype,
     _read_heads,
     _read_hidden,
     _read_mlp,
     _read_norm_position,
-    _read_widths,
 )
 from .operators import _attention, _embeddings, _gemms, _one_step, _where
 from .records import _MOE, parse_shapes, shape_records
+from .widths import _read_bias, _read_widths, _rows_text, _token_projections
 
 __all__ = ["read_model"]
 
@@ -144,11 +143,17 @@ def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
     act = [a for a in (g.over(n_tok) for g in gemms) if a is not None] if n_tok else []
     _read_hidden(out, act, emb, where)
     _read_heads(out, recs, label, shapes, att, act, tp, where, gemms)
-    _read_widths(out, recs, label, shapes, act, emb, tp, where)
+    rows_said, pooled = "", None
+    if not act and out.get("hidden_size"):
+        # the tokens unknown (the batch folded into 3-D bmm attention's heads): the
+        # projections are those over the rows where the hidden state is read and written
+        act, pooled = _token_projections(gemms, out.get("hidden_size"))
+        rows_said = _rows_text(act) if act else ""
+    _read_widths(out, recs, label, shapes, act, emb, tp, where, pp, rows_said, pooled)
     _read_counts(out, recs, label, att, emb, stage_of, pp, ranks, where)
     _read_mlp(out, recs, label, att, act, where)
     _read_norm_position(out, recs, label, emb, where)
-    _read_bias(out, act, where)
+    _read_bias(out, act, where, rows_said)
     _read_activations(out, recs, label, att, where)
     return out
 

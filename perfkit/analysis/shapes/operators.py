@@ -18,7 +18,7 @@ import pandas as pd
 
 from .bmm_attention import record_triples
 from .qkv_layout import LAYOUT_ARGUMENT, embedding_cue, kernel_cues, settle, sizes
-from .records import _BATCH_MATMUL, _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS, parse_shapes
+from .records import _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS, parse_shapes
 
 __all__: list[str] = []  # private to the shape readers
 
@@ -176,6 +176,7 @@ class _Attn:
     heads_from: str = ""  # what gave the heads of a 3-D query, when something did
     bh: int | None = None  # batch × heads of a 3-D bmm attention (folded together)
     scores: tuple[int, ...] | None = None  # its softmax's input (the scores' view)
+    chain: bool = False  # run as batched products, found by their shapes (bmm_attention)
 
 
 def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
@@ -230,21 +231,6 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
         elif len(q) == 4 and len(k) == 4 and q[0] == k[0] and q[3] == k[3]:  # BNSD
             out.append(_Attn(b=q[0], s=q[2], heads=q[1], kv_heads=k[1], d=q[3],
                              q_width=q[1] * q[3], kv_width=k[1] * k[3], **common))
-    # unfused attention (MindSpore graphs): the batched q·kᵀ product (b, a, s, d)x(b, a, d, s)
-    bmm = label.str.contains(_BATCH_MATMUL).to_numpy(bool) & ~(fwd | bwd)
-    for i in np.nonzero(bmm)[0]:
-        sh = [s for s in shapes[i] if s]
-        if len(sh) < 2 or len(sh[0]) != 4 or len(sh[1]) != 4:
-            continue
-        q, k = sh[0], sh[1]
-        if q[:2] == k[:2] and q[3] == k[2] and q[2] == k[3] and q[2] != q[3]:
-            row = rows(i)
-            out.append(_Attn(rank=int(row["rank"]), step=row["step"],
-                             start=float(row["start_us"]), backward=bool(row["backward"]),
-                             b=q[0], s=q[2], heads=q[1], kv_heads=None, d=q[3],
-                             q_width=q[1] * q[3], kv_width=None,
-                             what="batched q·kᵀ MatMul " + ("(backward)" if row["backward"]
-                                                            else "(forward)")))
     out.extend(_bmm_attention(recs, label, shapes, rows))
     _settle(out, pending, emb or [], where)
     return [a for a in out if a is not None]
@@ -252,21 +238,28 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
 
 def _bmm_attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes, rows: _Rows
                    ) -> list[_Attn]:
-    """Unfused attention as 3-D bmm, softmax, bmm on one lane
-    (:func:`~.bmm_attention.bmm_attention_triples`): ``N = b·a`` is folded, so neither the
-    batch nor the heads are read here, only ``S``, the head size ``d`` and the softmax's
-    input (the scores' view, which :mod:`~.folded_batch` may unfold with other evidence)."""
+    """Unfused attention as batched products, softmax, batched products, judged by their
+    shapes (:func:`~.bmm_attention.bmm_attention_triples`). Of 3-D products ``N = b·a`` is
+    folded, so neither the batch nor the heads are read here, only ``S``, the head size
+    ``d`` and the softmax's input (the scores' view, which :mod:`~.folded_batch` may unfold
+    with other evidence); 4-D products (MindSpore's ``BatchMatMul``) keep them apart,
+    ``q (b, a, S, d)``."""
     out = []
     for t in record_triples(recs, shapes):
         row = rows(t.qk)
         back = t.backward or bool(row["backward"])
         view = next((tuple(x) for x in shapes[t.softmax] if x), None)
-        out.append(_Attn(rank=int(row["rank"]), step=row["step"],
-                         start=float(row["start_us"]), backward=back,
-                         b=None, s=t.s, heads=None, kv_heads=None, d=t.d, q_width=None,
-                         kv_width=None, bh=t.n, scores=view,
+        common = dict(rank=int(row["rank"]), step=row["step"], start=float(row["start_us"]),
+                      backward=back, s=t.s, d=t.d, kv_heads=None, kv_width=None, chain=True)
+        if len(t.batch) == 2:  # (b, a, S, d): the batch and the heads apart
+            b, a = t.batch
+            out.append(_Attn(b=b, heads=a, q_width=a * t.d, what="batched q·kᵀ MatMul, "
+                             "softmax, MatMul of (b, a, S, d) " + (
+                                 "(backward)" if back else "(forward)"), **common))
+            continue
+        out.append(_Attn(b=None, heads=None, q_width=None, bh=t.n, scores=view,
                          what="batched q·kᵀ bmm, softmax, bmm " + (
-                             "(backward)" if back else "(forward)")))
+                             "(backward)" if back else "(forward)"), **common))
     return out
 
 

@@ -17,7 +17,7 @@ from .._frames import collect, table_columns
 from .._util import table
 
 __all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS",
-           "FUSED_ATTENTION"]
+           "FUSED_ATTENTION", "EXPANDED_SOFTMAX_BACKWARD"]
 
 #: Input data types as the profilers write them -> the calculators' dtype names.
 DTYPE_NAMES = {
@@ -89,8 +89,19 @@ _BATCH_MATMUL = re.compile(r"(?i)^batch_?mat_?mul\w*$")
 #: ``(b, a, S, S)`` and the mask second.
 _SOFTMAX = re.compile(r"(?i)^(?:aten::_?softmax|aten::_safe_softmax|Softmax(?:V2)?"
                       r"|ScaledMaskedSoftmax)$")
-#: The softmax's backward: the middle of such an attention's backward.
-_SOFTMAX_BACKWARD = re.compile(r"(?i)^aten::_softmax_backward_data$")
+#: The label of the rows of a softmax's backward that MindSpore expands into element-wise
+#: operators (``Expand/_SoftmaxBackward/Mul-op1``, ``.../ReduceSum-op0``, ``.../Sub-op0``):
+#: one softmax backward (:func:`_label`).
+EXPANDED_SOFTMAX_BACKWARD = "_SoftmaxBackward"
+#: The softmax's backward: the middle of such an attention's backward. PyTorch's
+#: ``aten::_softmax_backward_data``; on Ascend the ``SoftmaxGrad`` kernel (``SoftmaxGradExt``
+#: of MindSpore) and the fused scale-mask-softmax's ``ScaledMaskedSoftmaxGrad``;
+#: MindSpore's expanded one (:data:`EXPANDED_SOFTMAX_BACKWARD`).
+_SOFTMAX_BACKWARD = re.compile(r"(?i)^(?:aten::_softmax_backward_data|SoftmaxGrad(?:V2|Ext)?"
+                               r"|ScaledMaskedSoftmaxGrad(?:V2)?)$"
+                               rf"|^{EXPANDED_SOFTMAX_BACKWARD}$")
+#: A row of MindSpore's expanded softmax backward: its scope names it.
+_IN_SOFTMAX_BACKWARD = re.compile(r"(?:^|/)_SoftmaxBackward/")
 
 
 _OP_SUFFIX = re.compile(r"-op\d+$")
@@ -126,7 +137,9 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     """The operator kind of each row: the operator that launched it (``op_name``, GPU
     kernels: their names, ``nvjet_sm90_...``, do not say what they compute), else its
     ``type`` when the profile has one, else the name without a MindSpore scope
-    (``Default/MatMul-op3`` -> ``MatMul``)."""
+    (``Default/MatMul-op3`` -> ``MatMul``). The element-wise rows of a softmax backward that
+    MindSpore expands (``Expand/_SoftmaxBackward/Mul-op1``) are that softmax backward
+    (:data:`EXPANDED_SOFTMAX_BACKWARD`)."""
     name = frame["name"].astype("string").fillna("")
     label = _per_name(name, lambda text: _OP_SUFFIX.sub("", text.rsplit("/", 1)[-1]))
     if "type" in frame.columns:
@@ -135,6 +148,9 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     if "op_name" in frame.columns:
         op = frame["op_name"].astype("string")
         label = op.where(op.notna() & (op != ""), label)
+    expanded = _matches(name, _IN_SOFTMAX_BACKWARD)
+    if expanded.any():
+        label = label.where(~expanded, EXPANDED_SOFTMAX_BACKWARD)
     return label.fillna("")
 
 
