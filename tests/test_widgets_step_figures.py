@@ -147,3 +147,18 @@ def test_the_memory_tab_names_the_jobs_convention(qwen_board) -> None:
     qwen_board.select("Memory")
     words = _text(qwen_board.panels["Memory"])
     assert "Megatron-LM scheme" in words and "MindSpore" not in words
+
+
+@pytest.mark.shared_samples
+def test_a_forward_pass_gap_is_said_once_and_not_blamed_on_the_run(qwen_board) -> None:
+    """The Planner's sentence explains the gap of a trace without a backward pass (what it
+    does not run); the calibration's note, which blames the run, is not said again."""
+    assert not any(str(e.get("name", "")).startswith("autograd::")
+                   or "Backward" in str(e.get("name", ""))
+                   for e in _trace_events() if e.get("cat") == "cpu_op")
+    panel = qwen_board.panels["Planner"]
+    text = _text(panel)
+    assert any("off the measured step" in n for n in panel.fit.calibration.notes)
+    assert text.count("off the measured step") == 1
+    assert "so that gap is what the profile does not run" in text
+    assert "the run does something the model does not" not in text
