@@ -178,3 +178,16 @@ def test_the_jobs_figures_give_the_reason_of_their_warnings_once(qwen_board) -> 
                   r"memory"):
         assert re.search(later + ", for the reason above", figures), (later, figures)
     assert figures.count("for the reason above") == 2
+
+
+@pytest.mark.shared_samples
+def test_the_recompute_tab_says_once_that_a_forward_pass_does_not_compare(qwen_board) -> None:
+    """The Recompute tab's sentence says the forward-only trace and the predicted training
+    step do not compare; the step guard's warning, which said it again with the whole
+    reason the job panel gives, is left out."""
+    assert not any("Backward" in str(e.get("name", "")) for e in _trace_events()
+                   if e.get("cat") == "cpu_op")
+    text = _text(qwen_board.panels["Recompute"])
+    assert text.count("so the two do not compare") == 1
+    assert "models a training step" not in text
+    assert "no backward operator (autograd, *Backward)" not in text

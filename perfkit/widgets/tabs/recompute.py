@@ -130,9 +130,12 @@ class RecomputeTab(JobTab):
         out.append(html_widget(note(_step_words(fit, job, own,
                                                 measured_against_predicted(profile, fit))
                                     + fit.gradient_words + " " + scheme_sentence(fit, job))))
-        if job.step_time_s:
+        # a profile without a backward pass: the sentence above says the two do not
+        # compare, which is all the guard would say again
+        if job.step_time_s and job.training_step() is not False:
             guard = check_step(float(own["step_s"]), job.step_time_s, job,
-                               what=f"the prediction for recompute={recompute_text(job.parallel)}")
+                               what="the prediction for recompute="
+                                    + recompute_text(job.parallel))
             out += warning_widgets(guard.warning)
         out.append(self.chart(C.recompute_tradeoff_chart(
             tradeoff, memory_limit_GiB=fit.prediction.memory_limit_bytes / 2**30,
