@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import altair as alt
@@ -398,11 +399,60 @@ def test_recompute_tradeoff_chart_places_each_mode() -> None:
     assert points["step_s"].to_numpy() == pytest.approx(frame["step_s"].to_numpy())
     # full recompute keeps the least activation memory and takes the longest step
     assert points["memory_GiB"].idxmin() == 2 and points["step_s"].idxmax() == 2
-    assert _data(chart, 2)["limit_GiB"].iloc[0] == pytest.approx(limit)
-    assert _encoding(chart, 1)["text"]["field"] == "recompute"
+    assert _data(chart, 1)["limit_GiB"].iloc[0] == pytest.approx(limit)
+    # the modes are named by the colour's legend, once each, not printed beside the points
+    assert _encoding(chart, 0)["color"]["field"] == "recompute"
+    assert all(layer["mark"]["type"] != "text" for layer in chart.to_dict()["layer"])
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", _svg(chart))
+    for mode in frame["recompute"]:
+        assert texts.count(mode) == 1, (mode, texts)
     with pytest.raises(pk.PerfkitError, match="step_s"):
         C.recompute_tradeoff_chart(frame.drop(columns="step_s"))
-    _svg(chart)
+
+
+def test_recompute_tradeoff_names_close_modes_apart_and_whole() -> None:
+    """The bundled tuned pipeline's Recompute tab: selective (9.15 GiB, 1.726 s) and its
+    own layout, selective with one fully recomputed layer on stage 0 (8.03 GiB, 1.726 s),
+    lie a few pixels apart; their names, printed beside the points, covered each other.
+    The legend names each once, whole."""
+    own = "selective + 1 full layer on stage 0 (the profiled layout)"
+    frame = pd.DataFrame({"recompute": ["none", "selective", "full", own],
+                          "memory_GiB": [10.8, 9.15, 4.65, 8.03],
+                          "step_s": [1.708, 1.726, 2.212, 1.726]})
+    svg = _svg(C.recompute_tradeoff_chart(frame, memory_limit_GiB=57.6))
+    boxes = [b for b in _text_boxes(svg) if b[0] in set(frame["recompute"])]
+    assert sorted(b[0] for b in boxes) == sorted(frame["recompute"])  # each once, whole
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            apart = a[3] <= b[1] or b[3] <= a[1] or a[4] <= b[2] or b[4] <= a[2]
+            assert apart, (a, b)
+
+
+def _text_boxes(svg: str) -> list[tuple[str, float, float, float, float]]:
+    """Each text of an SVG anchored at its start, with a lower bound of its box on the
+    page, (text, left, top, right, bottom): the translations of its groups added up, the
+    font size its height and half the font size per character its width."""
+    import xml.etree.ElementTree as ET
+
+    out = []
+
+    def shift(node) -> tuple[float, float]:
+        found = re.search(r"translate\(([-\d.e]+)[ ,]([-\d.e]+)\)",
+                          node.get("transform", ""))
+        return (float(found.group(1)), float(found.group(2))) if found else (0.0, 0.0)
+
+    def walk(node, x0: float, y0: float) -> None:
+        dx, dy = shift(node)
+        x, y = x0 + dx, y0 + dy
+        if node.tag.endswith("text") and node.text and \
+                node.get("text-anchor", "start") == "start":
+            size = float(re.sub(r"[^\d.]", "", node.get("font-size", "11")) or 11)
+            out.append((node.text, x, y - size, x + 0.5 * size * len(node.text), y))
+        for child in node:
+            walk(child, x, y)
+
+    walk(ET.fromstring(svg), 0.0, 0.0)
+    return out
 
 
 def test_step_breakdown_chart_orders_the_steps_by_number() -> None:

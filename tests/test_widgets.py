@@ -71,6 +71,23 @@ def test_summary_by_independent_arithmetic(summary: pd.Series) -> None:
     assert summary["hfu"] > summary["mfu"] > 0
 
 
+def test_tokens_per_p_says_when_it_is_the_figure_per_device() -> None:
+    """The seed's tokens/s/p divides by dp: with a pipeline (dp 4 of 8 devices) that is
+    twice the figure per device, and the row says it does not divide by all 8; with data
+    parallelism only (dp 8 of 8) the two are one figure, and the row does not read as if
+    8 devices were not all 8."""
+    apart = metrics_summary(MODEL, HARDWARE, PARALLEL, STEP_S).set_index("key")
+    assert apart.at["tokens_per_s_per_p", "value"] == pytest.approx(32 * 4096 / (12.8 * 4))
+    assert apart.at["tokens_per_s_per_p", "note"].endswith("not by all 8 devices")
+    dp_only = PARALLEL.replace(dp=8, pp=1, optimizer_shard=8)  # 8 devices, 64 sequences
+    same = metrics_summary(MODEL, HARDWARE, dp_only, STEP_S).set_index("key")
+    assert same.at["tokens_per_s_per_p", "value"] == pytest.approx(64 * 4096 / (12.8 * 8))
+    assert same.at["tokens_per_s_per_device", "value"] == pytest.approx(64 * 4096
+                                                                       / (12.8 * 8))
+    note = same.at["tokens_per_s_per_p", "note"]
+    assert "not by all" not in note and "equals the figure per device" in note
+
+
 def test_hfu_counts_fully_recomputed_layers_of_every_stage() -> None:
     # the seed's final Llama2-13B case: 4 fully recomputed layers on stage 0, none on
     # stage 1, selective recompute elsewhere

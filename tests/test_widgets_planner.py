@@ -168,7 +168,7 @@ def test_layout_changes_names_each_difference() -> None:
                                     "selective + 2 full layers per stage")
     c = b.replace(recompute_layers=(1, 0))
     assert layout_changes(b, c) == ("recompute selective + 2 full layers per stage → "
-                                    "selective + 1/0 full layers per stage")
+                                    "selective + 1 full layer on stage 0")
     # expert tp None follows tp: not a change of its own on a dense model
     assert layout_changes(a, a.replace(tp=2, dp=8, optimizer_shard=8)) == \
         "dp 16 → 8, tp 1 → 2, optimizer shard 16 → 8"

@@ -147,3 +147,47 @@ def test_the_memory_tab_names_the_jobs_convention(qwen_board) -> None:
     qwen_board.select("Memory")
     words = _text(qwen_board.panels["Memory"])
     assert "Megatron-LM scheme" in words and "MindSpore" not in words
+
+
+@pytest.mark.shared_samples
+def test_a_forward_pass_gap_is_said_once_and_not_blamed_on_the_run(qwen_board) -> None:
+    """The Planner's sentence explains the gap of a trace without a backward pass (what it
+    does not run); the calibration's note, which blames the run, is not said again."""
+    assert not any(str(e.get("name", "")).startswith("autograd::")
+                   or "Backward" in str(e.get("name", ""))
+                   for e in _trace_events() if e.get("cat") == "cpu_op")
+    panel = qwen_board.panels["Planner"]
+    text = _text(panel)
+    assert any("off the measured step" in n for n in panel.fit.calibration.notes)
+    assert text.count("off the measured step") == 1
+    assert "so that gap is what the profile does not run" in text
+    assert "the run does something the model does not" not in text
+
+
+@pytest.mark.shared_samples
+def test_the_jobs_figures_give_the_reason_of_their_warnings_once(qwen_board) -> None:
+    """MFU, HFU and the static + activation memory of a forward-only trace are each
+    flagged for one reason, the profile is not a training step: the job's figures on the
+    Planner say it once, and the later rows point to it."""
+    text = _text(qwen_board.panels["Planner"])
+    figures = text[text.index("The job's figures"):]
+    reason = "no backward operator (autograd, *Backward) among its"
+    assert figures.count(reason) == 1, figures
+    for later in (r"HFU [\d.]+% counts a training step's FLOPs",
+                  r"static \+ activation memory \([\d.]+ GiB\) counts a training step's "
+                  r"memory"):
+        assert re.search(later + ", for the reason above", figures), (later, figures)
+    assert figures.count("for the reason above") == 2
+
+
+@pytest.mark.shared_samples
+def test_the_recompute_tab_says_once_that_a_forward_pass_does_not_compare(qwen_board) -> None:
+    """The Recompute tab's sentence says the forward-only trace and the predicted training
+    step do not compare; the step guard's warning, which said it again with the whole
+    reason the job panel gives, is left out."""
+    assert not any("Backward" in str(e.get("name", "")) for e in _trace_events()
+                   if e.get("cat") == "cpu_op")
+    text = _text(qwen_board.panels["Recompute"])
+    assert text.count("so the two do not compare") == 1
+    assert "models a training step" not in text
+    assert "no backward operator (autograd, *Backward)" not in text

@@ -66,7 +66,7 @@ from ..format import counted
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .predict import layout_columns, stage_params, stage_rows
 
-__all__ = ["Calibration", "CalibratedJob", "calibrate"]
+__all__ = ["Calibration", "CalibratedJob", "calibrate", "residual_note"]
 
 _STEP_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
 _VECTOR_KINDS = ("elementwise", "norm", "reduction", "activation", "softmax")
@@ -684,6 +684,21 @@ def _device_step_s(source: Any) -> float:
     return measured_step_s(steps, preparing=False) if not steps.empty else math.nan
 
 
+#: A fitted model further than this share off the measured step gets a note.
+RESIDUAL_NOTE_SHARE = 0.05
+
+
+def residual_note(residual: float) -> str:
+    """The note a calibration carries when its fitted model, before closing, is more than
+    :data:`RESIDUAL_NOTE_SHARE` off the measured step (``residual`` =
+    :attr:`Calibration.residual`), or ``""`` when it is closer: a page that says the
+    residual itself can leave this note out instead of saying it twice."""
+    if not abs(residual) > RESIDUAL_NOTE_SHARE:
+        return ""
+    return (f"the fitted model is {residual:+.1%} off the measured step before closing: the "
+            "run does something the model does not (see the parts)")
+
+
 # ----------------------------------------------------------------------------- entry point
 
 def calibrate(source: Any, model: ModelSpec | None = None,
@@ -782,9 +797,9 @@ def calibrate(source: Any, model: ModelSpec | None = None,
             notes.append("the fit could not be closed: the measured step is faster than the "
                          "model allows at the peak")
     final = _evaluate(job, rates)
-    if abs(residual) > 0.05:
-        notes.append(f"the fitted model is {residual:+.1%} off the measured step before "
-                     "closing: the run does something the model does not (see the parts)")
+    gap = residual_note(residual)
+    if gap:
+        notes.append(gap)
     return Calibration(rates, job, kind, measured, float(info["predicted"]), residual,
                        final["step_s"], bool(close), frozenset(info["kinds"]), tuple(terms),
                        {p: final[p] for p in PART_NAMES}, tuple(notes))

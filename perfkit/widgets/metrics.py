@@ -53,11 +53,20 @@ def summary_html(summary: pd.DataFrame) -> str:
     -------
     str
         A ``<table>`` (metric, value, how it is counted), text escaped; a figure a guard
-        flags shows its warning in bold above the note.
+        flags shows its warning in bold above the note. A warning gives its reason after
+        its first colon (``"MFU 74.2% counts a training step's FLOPs: the profile is not
+        a training step: ..."``); a reason an earlier row gave is not said again (``"HFU
+        74.2% counts a training step's FLOPs, for the reason above"``).
     """
+    said: set[str] = set()
+
     def note(r: Any) -> str:
         warning = getattr(r, "warning", None)
         if isinstance(warning, str) and warning:
+            head, colon, reason = warning.partition(": ")
+            if colon and reason in said:
+                warning = f"{head}, for the reason above"
+            said.add(reason)
             return f"<b>{html.escape(warning)}</b><br>{html.escape(str(r.note))}"
         return html.escape(str(r.note))
 

@@ -5,7 +5,8 @@ changes from the profiled job.
 Pure functions, no widgets: the Planner tab and notebook 02 draw what they return, and
 the tests check it against the profile's own step table. The model is
 :func:`perfkit.plan.predict` (calibrated by :func:`perfkit.plan.calibrate`); see
-``docs/planner.md``.
+``docs/planner.md``. The sentences that go with the figures are
+:mod:`perfkit.widgets.planner_words`'s, re-exported here.
 """
 
 from __future__ import annotations
@@ -21,15 +22,24 @@ import pandas as pd
 from .._stats import median
 from ..analysis import step_breakdown
 from ..analysis._util import has_values
-from ..calc.memory import STATIC_SCHEME_NAMES, scheme_gradient_bytes
 from ..errors import PerfkitError
 from ..format import bytes_text, count_text, counted, plural, share_text, time_text
 from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict, search, to_parallel_config
+from ..plan.calibrate import residual_note
 from ..specs import ParallelConfig
+from .planner_words import (
+    comparison_sentence,
+    gradient_sentence,
+    layout_changes,
+    recompute_text,
+    scheme_sentence,
+    sentence_end,
+    why_not,
+)
 
 __all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "gradient_sentence", "scheme_sentence",
-           "predict_layout", "recompute_modes",
+           "predict_layout", "recompute_modes", "recompute_text",
            "RECOMPUTE_COLUMNS", "measured_against_predicted", "comparison_sentence",
            "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence",
            "band_text", "memory_text", "PREDICTED_MFU"]
@@ -68,38 +78,30 @@ class PlannerFit:
         (the measured step only) or ``"uncalibrated"``.
     sentence : str
         What the figures are calibrated on, in words (uncalibrated figures say so).
+    notes : tuple of str
+        The calibration's notes the sentence does not already say (its residual before
+        closing, :func:`perfkit.plan.calibrate.residual_note`, is in the sentence).
     """
 
     calibration: Calibration | None
     prediction: Prediction
     source: str
     sentence: str
+    notes: tuple[str, ...] = ()
 
     @property
     def calibrated(self) -> bool:
         """Whether a calibration supplied the rates."""
         return self.calibration is not None
 
-
-def gradient_sentence(cal: Calibration) -> str:
-    """Where the calibration's gradient element size comes from, as a sentence (with a
-    leading space), or ``""`` for a job without data parallelism.
-
-    The profile's own reductions when it records their data type (the calibration's
-    ``gradient_bytes`` term, :func:`perfkit.analysis.reduced_dtype.reduced_gradient_bytes`),
-    else the job's scheme (:func:`perfkit.calc.memory.scheme_gradient_bytes`).
-    """
-    if cal.job.parallel.dp <= 1:
-        return ""
-    read = next(((value, how) for term, value, how in cal.terms if term == "gradient_bytes"),
-                None)
-    if read is not None:
-        return (f" Gradients are reduced at {read[0]:g} bytes per element, as the profile "
-                f"records it: {read[1]}.")
-    guess = scheme_gradient_bytes(cal.job.static_scheme, cal.job.dtype)
-    return (f" Gradients are reduced at {guess:g} bytes per element, the "
-            f"{cal.job.static_scheme} scheme's default: the profile does not record the data "
-            "type of its reductions.")
+    @property
+    def gradient_words(self) -> str:
+        """:func:`gradient_sentence` of a calibration on the profile itself (with a leading
+        space; ``""`` for the other fits, whose reduction the profile did not inform):
+        what the Planner and the Recompute tab both say about the gradients' size."""
+        if self.source != "profile" or self.calibration is None:
+            return ""
+        return gradient_sentence(self.calibration)
 
 
 def fit_job(profile: Any, job: Job) -> PlannerFit:
@@ -135,23 +137,28 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
         cal = calibrate(profile, job.model, job.parallel, job.hardware,
                         static_scheme=job.static_scheme)
     except PerfkitError as exc:
-        why = str(exc)
+        why = why_not(exc)
     else:
         measured = ", ".join(sorted(cal.measured - {"compute", "overhead"}))
         links = (f", link efficiency of its {measured} traffic from its transfers"
                  if measured else ", links at perfkit's defaults (no transfers measured)")
+        forward_only = job.training_step() is False
+        gap = residual_note(cal.residual)
         sentence = ("Calibrated on this profile: kernel speeds from its operators, idle time "
                     f"from its steps{links}. Before any closing, the fitted model is "
-                    f"{cal.residual:+.1%} off the measured step.")
+                    f"{cal.residual:+.1%} off the measured step"
+                    + (": the run does something the model does not (see the parts)."
+                       if gap and not forward_only else "."))
         sentence += gradient_sentence(cal)
-        if job.training_step() is False:
+        notes = tuple(n for n in cal.notes if n != gap)
+        if forward_only:
             sentence += (" The profile runs no backward pass: it measures a forward pass and "
                          "the model predicts a training step (forward, backward, optimizer), "
                          "so that gap is what the profile does not run, not the model's "
                          "error; the band leaves it out and counts the compute at perfkit's "
                          "default uncertainty (the backward's speed is not measured).")
             cal = dataclasses.replace(cal, residual=0.0, measured=cal.measured - {"compute"})
-        return PlannerFit(cal, predict(cal), "profile", sentence)
+        return PlannerFit(cal, predict(cal), "profile", sentence, notes)
     step = job.step_time_s
     if step and math.isfinite(step) and step > 0:
         try:
@@ -163,22 +170,13 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
         else:
             sentence = (f"Calibrated on the measured step time only ({time_text(step * 1e6)}"
                         f"): every compute rate scaled by one factor, links and idle time at "
-                        f"perfkit's defaults. The profile itself could not be fitted: {why}")
-            return PlannerFit(cal, predict(cal), "step time", sentence)
+                        f"perfkit's defaults. The profile itself could not be fitted: "
+                        f"{sentence_end(why)}")
+            return PlannerFit(cal, predict(cal), "step time", sentence, cal.notes)
     pred = predict(None, job.model, job.parallel, job.hardware,
                    activation_model=job.activation_model, static_scheme=job.static_scheme)
     return PlannerFit(None, pred, "uncalibrated",
-                      f"Not calibrated: {_UNCALIBRATED}. {why}".strip())
-
-
-def scheme_sentence(fit: PlannerFit, job: Job) -> str:
-    """Which static-memory scheme the fit's memory figures use, and why, in one sentence:
-    the calibration's (:func:`fit_job` gives it the job's), else the job's."""
-    scheme = fit.calibration.job.static_scheme if fit.calibration is not None \
-        else job.static_scheme
-    why = job.static_scheme_detail if scheme == job.static_scheme else "as asked"
-    return (f"Static memory (weights, gradients, optimizer state) is counted with the "
-            f"{STATIC_SCHEME_NAMES.get(scheme, scheme)}: {why}.")
+                      f"Not calibrated: {_UNCALIBRATED}. {sentence_end(why)}".strip())
 
 
 def predict_layout(fit: PlannerFit, job: Job, parallel: ParallelConfig) -> Prediction:
@@ -235,7 +233,7 @@ def recompute_modes(fit: PlannerFit, job: Job,
         rows.append(_mode_row(mode, predict_layout(fit, job, changed), fit.calibrated,
                               changed == own))
     if not any(r["profiled"] for r in rows):
-        rows.append(_mode_row(f"{_recompute_text(own)} (the profiled layout)",
+        rows.append(_mode_row(f"{recompute_text(own)} (the profiled layout)",
                               fit.prediction, fit.calibrated, True))
     return pd.DataFrame(rows, columns=list(RECOMPUTE_COLUMNS))
 
@@ -300,82 +298,6 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
                      "step_s": pred.step_s, "low_s": pred.low_s, "high_s": pred.high_s})
     return pd.DataFrame(rows, columns=["run", "part", "seconds", "step_s", "low_s", "high_s",
                                        "wait_s"])
-
-
-def comparison_sentence(frame: pd.DataFrame, fit: PlannerFit, job: Job | None = None) -> str:
-    """One sentence: predicted step with its band against the measured one, in or out;
-    with ``job``, whether its pp is a placeholder (a measured bubble shows pp > 1,
-    :attr:`perfkit.Job.pp_unread`) and whether its profile is a training step at all (the
-    model predicts one, :meth:`perfkit.Job.training_step`).
-
-    A profile that runs no backward pass (``training_step()`` False) measures a forward
-    pass where the model predicts a training step (forward, backward, optimizer): the
-    sentence then says the two do not compare, and gives no difference and no "inside" or
-    "outside the band", which would compare them."""
-    pred = fit.prediction
-    text = (f"Predicted {time_text(pred.step_s * 1e6)} (band {time_text(pred.low_s * 1e6)}"
-            f" – {time_text(pred.high_s * 1e6)})")
-    measured = frame.loc[frame["run"] == "measured", "step_s"]
-    if measured.empty:
-        return text + "; the profile shows no step time to compare with."
-    step = float(measured.iloc[0])
-    inside = pred.low_s <= step <= pred.high_s
-    forward_only = job is not None and job.training_step() is False
-    if forward_only:
-        text += (" for a training step (forward, backward, optimizer), and a measured "
-                 f"{time_text(step * 1e6)} (slowest rank, median step) of a profile that "
-                 "is not a training step (it runs no backward pass): the two do not "
-                 "compare, and neither do the layouts below with this run.")
-    else:
-        text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
-                 f"step): {pred.step_s / step - 1:+.1%}, "
-                 f"{'inside' if inside else 'outside'} the band.")
-    waits = frame.loc[frame["run"] == "measured", "wait_s"] if "wait_s" in frame else None
-    wait = float(waits.iloc[0]) if waits is not None and len(waits) else math.nan
-    if wait > 0.005 * step:  # more than half a percent of the span: worth saying
-        text += (" Both figures are the device's span: the step time on the Overview also "
-                 f"counts the {time_text(wait * 1e6)} the device waits before each step's "
-                 "first task (data, launch), which no layout shortens.")
-    if job is not None and job.pp_unread:
-        text += (" The profiled layout's pp = 1 is a placeholder, not the run's: "
-                 f"{job.pp_unread}; the prediction and the layouts below assume no pipeline "
-                 "until pp is set in the job.")
-    if forward_only:  # the first sentence says they do not compare: nothing to explain
-        return text
-    if not fit.calibrated:
-        text += " Uncalibrated: calibrate to trust it."
-    elif not inside:
-        text += (" The run loses time the model does not explain (a slow rank or link, "
-                 "stalls): see the Overview's findings before trusting the ranking below.")
-    return text
-
-
-_LABELS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "vpp",
-           "micro_batch_size": "micro-batch", "num_micro_batches": "micro-batches",
-           "optimizer_shard": "optimizer shard"}
-
-
-def _recompute_text(parallel: ParallelConfig) -> str:
-    layers = parallel.recompute_layers
-    if parallel.recompute == "selective" and layers:
-        per_stage = "/".join(map(str, layers)) if isinstance(layers, tuple) else layers
-        return f"selective + {per_stage} full layers per stage"
-    return str(parallel.recompute)
-
-
-def layout_changes(old: ParallelConfig, new: ParallelConfig) -> str:
-    """What ``new`` changes from ``old``, in a short phrase (``"dp 16 → 8, pp 1 → 2"``);
-    ``"the profiled layout"`` when nothing does."""
-    out = [f"{label} {getattr(old, name)} → {getattr(new, name)}"
-           for name, label in _LABELS.items() if getattr(old, name) != getattr(new, name)]
-    if (old.expert_tp is not None or new.expert_tp is not None) and \
-            (old.expert_tp or old.tp) != (new.expert_tp or new.tp):  # None follows tp
-        out.append(f"expert tp {old.expert_tp or old.tp} → {new.expert_tp or new.tp}")
-    if old.sequence_parallel != new.sequence_parallel:
-        out.append(f"sequence parallel {'on' if new.sequence_parallel else 'off'}")
-    if _recompute_text(old) != _recompute_text(new):
-        out.append(f"recompute {_recompute_text(old)} → {_recompute_text(new)}")
-    return ", ".join(out) if out else "the profiled layout"
 
 
 def ranked_layouts(job: Job, fit: PlannerFit, num_devices: int | None = None,

@@ -160,3 +160,11 @@ def test_calibration_keeps_the_schemes_size_where_other_parallelism_all_reduces(
     assert scheme_gradient_bytes("megatron", cal.job.dtype) != size
     assert cal.rates.gradient_bytes is None
     assert "gradient_bytes" not in {t for t, _, _ in cal.terms}
+    # the page says why the recorded type was not taken: not that there is none
+    from perfkit.widgets.prediction import gradient_sentence
+
+    words = gradient_sentence(cal)
+    guess = scheme_gradient_bytes("megatron", cal.job.dtype)
+    assert f"reduced at {guess:g} bytes per element, the Megatron-LM scheme's default" \
+        in words
+    assert "does not record" not in words and "tensor, context or expert parallelism" in words

@@ -171,19 +171,21 @@ class MemoryTab(JobTab):
         scheme = STATIC_SCHEME_NAMES[memory.attrs["static_scheme"]]  # the job's framework's
         measured = job.peak_memory_bytes
         guard = check_memory(theory, measured, job, what="the theory (static + activations)")
+        # the theory is static + activations, and says so whether or not a peak was measured
+        parts = (f"static, {scheme}, {bytes_text(memory['bytes'].iloc[:3].sum())} + "
+                 f"activations {bytes_text(memory['bytes'].iloc[3])}, "
+                 f"{html.escape(activation_text(job.activation_model))}")
         if measured:
             ratio = theory / float(measured)
-            line = (f"<b>Measured peak</b> {bytes_text(measured)} (framework allocator, "
-                    f"allocated; {html.escape(job.detail('peak_memory_bytes'))}) · "
-                    f"<b>theory</b> {bytes_text(theory)} (static, {scheme}, "
-                    f"{bytes_text(memory['bytes'].iloc[:3].sum())} + activations "
-                    f"{bytes_text(memory['bytes'].iloc[3])}, "
-                    f"{html.escape(activation_text(job.activation_model))}) · theory / measured "
+            # the peak's own detail says what it is (the framework allocator's peak
+            # allocated on the most loaded rank, or a figure the user set)
+            line = (f"<b>Measured peak</b> {bytes_text(measured)} "
+                    f"({html.escape(job.detail('peak_memory_bytes'))}) · "
+                    f"<b>theory</b> {bytes_text(theory)} ({parts}) · theory / measured "
                     f"{ratio:,.2f}×" + (" ⚠" if not guard.ok else ""))
         else:
-            line = (f"<b>Theory</b> {bytes_text(theory)} (static memory by the {scheme}); "
-                    f"no measured peak to compare with ("
-                    f"{html.escape(job.detail('peak_memory_bytes'))}).")
+            line = (f"<b>Theory</b> {bytes_text(theory)} ({parts}); no measured peak to "
+                    f"compare with ({html.escape(job.detail('peak_memory_bytes'))}).")
         out = [heading("Measured against the theory of the job (most loaded device)"),
                html_widget(f"<p style='font-size:13px'>{line}</p>")]
         out += warning_widgets(guard.warning)

@@ -121,8 +121,7 @@ class PlannerTab(JobTab):
         assert fit is not None and frame is not None
         words = f"<p><b>{html.escape(comparison_sentence(frame, fit, self.current))}</b></p>" \
             + note(fit.sentence + " " + scheme_sentence(fit, self.current))
-        if fit.calibration is not None:
-            words += "".join(note(n) for n in fit.calibration.notes)
+        words += "".join(note(n) for n in fit.notes)
         title = "Step of the profiled layout, " + (
             "calibrated on this profile" if fit.source == "profile" else
             "calibrated on its step time" if fit.source == "step time" else

@@ -25,6 +25,7 @@ from ..prediction import (
     fit_job,
     measured_against_predicted,
     recompute_modes,
+    recompute_text,
     scheme_sentence,
 )
 from .base import Context, JobTab, heading, html_widget, no_job_note, warning_widgets
@@ -43,8 +44,8 @@ def _step_words(fit: PlannerFit, job: Job, own: Any, measured: pd.DataFrame) -> 
            "uncalibrated: perfkit's default rates")
     text = (f"Step times are predicted training steps (forward, backward, optimizer) by the "
             f"Planner's model ({how}): the profiled layout (recompute "
-            f"{own['recompute']}) predicts {time_text(float(own['step_s']) * 1e6)}, the "
-            "Planner's figure for it.")
+            f"{recompute_text(job.parallel)}) predicts "
+            f"{time_text(float(own['step_s']) * 1e6)}, the Planner's figure for it.")
     rows = measured.loc[measured["run"] == "measured"]
     if len(rows):
         step = float(rows["step_s"].iloc[0])
@@ -128,10 +129,13 @@ class RecomputeTab(JobTab):
         self.fit, self.tradeoff = fit, tradeoff
         out.append(html_widget(note(_step_words(fit, job, own,
                                                 measured_against_predicted(profile, fit))
-                                    + " " + scheme_sentence(fit, job))))
-        if job.step_time_s:
+                                    + fit.gradient_words + " " + scheme_sentence(fit, job))))
+        # a profile without a backward pass: the sentence above says the two do not
+        # compare, which is all the guard would say again
+        if job.step_time_s and job.training_step() is not False:
             guard = check_step(float(own["step_s"]), job.step_time_s, job,
-                               what=f"the prediction for recompute={own['recompute']}")
+                               what="the prediction for recompute="
+                                    + recompute_text(job.parallel))
             out += warning_widgets(guard.warning)
         out.append(self.chart(C.recompute_tradeoff_chart(
             tradeoff, memory_limit_GiB=fit.prediction.memory_limit_bytes / 2**30,
@@ -147,7 +151,7 @@ class RecomputeTab(JobTab):
                      "compute_s": "compute", "step_band": "predicted step (band)",
                      "tokens_per_s_per_device": "tokens/s per device",
                      "mfu": PREDICTED_MFU},
-            hot=list(tradeoff["profiled"]))))
+            hot=list(tradeoff["profiled"]), wrap=("recompute",))))
         return out
 
     def check_ir(self) -> None:

@@ -1,0 +1,176 @@
+"""The Planner's and the Recompute tab's sentences: what the step model was calibrated
+on and with which gradients, which static-memory scheme it counts, the profiled layout
+measured against predicted, and a layout's recompute and changes in words.
+
+Pure functions of a calibration, a fit (``fit``: a
+:class:`perfkit.widgets.prediction.PlannerFit`, not imported here, as that module imports
+this one) and a job; :mod:`perfkit.widgets.prediction` re-exports them beside the figures
+they describe.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..calc.memory import STATIC_SCHEME_NAMES, scheme_gradient_bytes
+from ..errors import InvalidArgumentError, PerfkitError
+from ..format import counted, time_text
+from ..job import Job
+from ..plan import Calibration
+from ..specs import ParallelConfig
+
+__all__ = ["gradient_sentence", "scheme_sentence", "comparison_sentence", "recompute_text",
+           "layout_changes", "why_not", "sentence_end"]
+
+
+def gradient_sentence(cal: Calibration) -> str:
+    """Which gradient element size the calibration's data-parallel reduction moves, and
+    why, as a sentence (with a leading space), or ``""`` for a job without data
+    parallelism.
+
+    The profile's own reductions when it records their data type and every reduction is
+    the gradients' (the calibration's ``gradient_bytes`` term,
+    :func:`perfkit.analysis.reduced_dtype.reduced_gradient_bytes`; where it differs from
+    the scheme's size the sentence says so, and that static memory still counts the
+    gradients as the scheme does), else the job's scheme
+    (:func:`perfkit.calc.memory.scheme_gradient_bytes`), with why the profile was not
+    read: it records no data type, or tensor, context or expert parallelism all-reduce
+    activations beside the gradients.
+    """
+    par = cal.job.parallel
+    if par.dp <= 1:
+        return ""
+    scheme = cal.job.static_scheme
+    name = STATIC_SCHEME_NAMES.get(scheme, scheme)
+    guess = scheme_gradient_bytes(scheme, cal.job.dtype)
+    read = next(((value, how) for term, value, how in cal.terms if term == "gradient_bytes"),
+                None)
+    if read is not None:
+        text = (f" Gradients are reduced at {read[0]:g} bytes per element, as the profile "
+                f"records it: {read[1]}")
+        if read[0] != guess:
+            text += (f"; the {name} alone would reduce {guess:g}-byte gradients (the "
+                     "data-parallel traffic follows the profile, static memory counts the "
+                     "gradients as the scheme does)")
+        return text + "."
+    if cal.rates.gradient_bytes is not None:
+        return (f" Gradients are reduced at {cal.rates.gradient_bytes:g} bytes per element, "
+                "as the calibration was given.")
+    why = ("with tensor, context or expert parallelism its all-reduces carry activations "
+           "too, so the profile's reductions are not read as the gradients'"
+           if par.tp > 1 or par.cp > 1 or par.ep > 1 else
+           "the profile does not record the data type of its reductions")
+    return f" Gradients are reduced at {guess:g} bytes per element, the {name}'s default: {why}."
+
+
+def why_not(exc: PerfkitError) -> str:
+    """Why the profile could not be calibrated, for a sentence: the rule broken, without
+    the name of ``calibrate``'s own argument (``source: its steps table ...``)."""
+    if isinstance(exc, InvalidArgumentError) and exc.parameter == "source":
+        return exc.rule
+    return str(exc)
+
+
+def sentence_end(text: str) -> str:
+    """``text`` ending in one full stop (none added to an empty text)."""
+    text = text.strip()
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
+
+
+def scheme_sentence(fit: Any, job: Job) -> str:
+    """Which static-memory scheme the fit's memory figures use, and why, in one sentence:
+    the calibration's (:func:`fit_job` gives it the job's), else the job's."""
+    scheme = fit.calibration.job.static_scheme if fit.calibration is not None \
+        else job.static_scheme
+    why = job.static_scheme_detail if scheme == job.static_scheme else "as asked"
+    return (f"Static memory (weights, gradients, optimizer state) is counted with the "
+            f"{STATIC_SCHEME_NAMES.get(scheme, scheme)}: {why}.")
+
+
+def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -> str:
+    """One sentence: predicted step with its band against the measured one, in or out;
+    with ``job``, whether its pp is a placeholder (a measured bubble shows pp > 1,
+    :attr:`perfkit.Job.pp_unread`) and whether its profile is a training step at all (the
+    model predicts one, :meth:`perfkit.Job.training_step`).
+
+    A profile that runs no backward pass (``training_step()`` False) measures a forward
+    pass where the model predicts a training step (forward, backward, optimizer): the
+    sentence then says the two do not compare, and gives no difference and no "inside" or
+    "outside the band", which would compare them."""
+    pred = fit.prediction
+    text = (f"Predicted {time_text(pred.step_s * 1e6)} (band {time_text(pred.low_s * 1e6)}"
+            f" – {time_text(pred.high_s * 1e6)})")
+    measured = frame.loc[frame["run"] == "measured", "step_s"]
+    if measured.empty:
+        return text + "; the profile shows no step time to compare with."
+    step = float(measured.iloc[0])
+    inside = pred.low_s <= step <= pred.high_s
+    forward_only = job is not None and job.training_step() is False
+    if forward_only:
+        text += (" for a training step (forward, backward, optimizer), and a measured "
+                 f"{time_text(step * 1e6)} (slowest rank, median step) of a profile that "
+                 "is not a training step (it runs no backward pass): the two do not "
+                 "compare, and neither do the layouts below with this run.")
+    else:
+        text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
+                 f"step): {pred.step_s / step - 1:+.1%}, "
+                 f"{'inside' if inside else 'outside'} the band.")
+    waits = frame.loc[frame["run"] == "measured", "wait_s"] if "wait_s" in frame else None
+    wait = float(waits.iloc[0]) if waits is not None and len(waits) else math.nan
+    if wait > 0.005 * step:  # more than half a percent of the span: worth saying
+        text += (" Both figures are the device's span: the step time on the Overview also "
+                 f"counts the {time_text(wait * 1e6)} the device waits before each step's "
+                 "first task (data, launch), which no layout shortens.")
+    if job is not None and job.pp_unread:
+        text += (" The profiled layout's pp = 1 is a placeholder, not the run's: "
+                 f"{job.pp_unread}; the prediction and the layouts below assume no pipeline "
+                 "until pp is set in the job.")
+    if forward_only:  # the first sentence says they do not compare: nothing to explain
+        return text
+    if not fit.calibrated:
+        text += " Uncalibrated: calibrate to trust it."
+    elif not inside:
+        text += (" The run loses time the model does not explain (a slow rank or link, "
+                 "stalls): see the Overview's findings before trusting the ranking below.")
+    return text
+
+
+_LABELS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "vpp",
+           "micro_batch_size": "micro-batch", "num_micro_batches": "micro-batches",
+           "optimizer_shard": "optimizer shard"}
+
+
+def recompute_text(parallel: ParallelConfig) -> str:
+    """The recompute setting in words: ``"full"``, ``"selective + 2 full layers per
+    stage"``, or per stage where the stages differ (``"selective + 1 full layer on stage
+    0"``, ``"selective + 3 full layers on stage 0, 1 on stage 1"``: the stages with any)."""
+    layers = parallel.recompute_layers
+    if parallel.recompute != "selective" or not layers or not any(np.atleast_1d(layers)):
+        return str(parallel.recompute)
+    if not isinstance(layers, tuple) or len(set(layers)) == 1:
+        n = layers[0] if isinstance(layers, tuple) else layers
+        return f"selective + {counted(n, 'full layer')} per stage"
+    stages = [(stage, n) for stage, n in enumerate(layers) if n]
+    first, rest = stages[0], stages[1:]
+    words = [f"{counted(first[1], 'full layer')} on stage {first[0]}"]
+    words += [f"{n} on stage {stage}" for stage, n in rest]
+    return "selective + " + ", ".join(words)
+
+
+def layout_changes(old: ParallelConfig, new: ParallelConfig) -> str:
+    """What ``new`` changes from ``old``, in a short phrase (``"dp 16 → 8, pp 1 → 2"``);
+    ``"the profiled layout"`` when nothing does."""
+    out = [f"{label} {getattr(old, name)} → {getattr(new, name)}"
+           for name, label in _LABELS.items() if getattr(old, name) != getattr(new, name)]
+    if (old.expert_tp is not None or new.expert_tp is not None) and \
+            (old.expert_tp or old.tp) != (new.expert_tp or new.tp):  # None follows tp
+        out.append(f"expert tp {old.expert_tp or old.tp} → {new.expert_tp or new.tp}")
+    if old.sequence_parallel != new.sequence_parallel:
+        out.append(f"sequence parallel {'on' if new.sequence_parallel else 'off'}")
+    if recompute_text(old) != recompute_text(new):
+        out.append(f"recompute {recompute_text(old)} → {recompute_text(new)}")
+    return ", ".join(out) if out else "the profiled layout"
