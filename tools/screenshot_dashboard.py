@@ -4,7 +4,8 @@ The kinds: Ascend (the bundled simulated torch_npu Llama2-13B baseline), GPU Kin
 H100 test trace), CPU Kineto (the bundled 2-rank gloo DDP run) and MindSpore CPU (the
 bundled tiny Llama). For each profile, starts ``perfkit serve`` on this checkout's
 ``notebooks/dashboard.ipynb`` (no preheat) with the profile in ``PERFKIT_PROFILE``, as
-``perfkit serve PATH`` does, opens it in headless Chromium at 1280 × 900 (Debian's
+``perfkit serve PATH`` does, opens it in headless Chromium at 1280 × 900 by default
+(``--width``, ``--height``: a laptop's 1366 × 768, say) (Debian's
 ``/usr/bin/chromium`` through Playwright; every request that leaves the machine is
 aborted and makes the script fail), and for each tab waits until the tab is drawn (its
 charts rendered by Vega in the page) and saves ``docs/img/<profile>-<tab>.png``. The
@@ -13,6 +14,7 @@ README shows ``docs/img/dashboard.png``, a copy of the first profile's Overview.
 Usage::
 
     python tools/screenshot_dashboard.py [--out docs/img] [--profiles a b] [--tabs Overview]
+        [--width 1280] [--height 900]
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def _shoot(browser, profile: str, args: argparse.Namespace) -> list[Path]:
     proc, url, token = _serve(profile)
     written = []
     try:
-        page = browser.new_page(viewport={"width": args.width, "height": 900})
+        page = browser.new_page(viewport={"width": args.width, "height": args.height})
         outside: list[str] = []
 
         def offline(route):
@@ -116,10 +118,10 @@ def _shoot(browser, profile: str, args: argparse.Namespace) -> list[Path]:
             tall = page.evaluate("() => Math.max(...[...document.querySelectorAll("
                                  "'*')].map(e => e.scrollHeight))")
             page.set_viewport_size({"width": args.width,
-                                    "height": min(max(900, tall + 40), 6000)})
+                                    "height": min(max(args.height, tall + 40), 6000)})
             page.wait_for_timeout(300)
             page.screenshot(path=str(path), full_page=True)
-            page.set_viewport_size({"width": args.width, "height": 900})
+            page.set_viewport_size({"width": args.width, "height": args.height})
             written.append(path)
         page.close()
         if outside:
@@ -136,6 +138,7 @@ def main() -> None:
     parser.add_argument("--profiles", nargs="+", default=list(PROFILES))
     parser.add_argument("--tabs", nargs="+", default=list(TABS))
     parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=900)
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
