@@ -312,6 +312,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         known = known.assign(rank=have[0] if have[0] is not None else pd.NA)
 
     slowest = fastest = None
+    # a cluster of one rank, as a Profile: its rank is neither the slowest nor the fastest
+    alone = not single and len(have) == 1
     if len(known) and not single:
         med = known.groupby("rank")["step_us"].median()
         timed = len(med)
@@ -342,7 +344,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 if pace is not None else known
             if mine.empty:
                 mine = known
-            whose = f"{'the slowest rank' if pace == slowest and not single else 'rank'} {pace}"
+            slowest_one = pace == slowest and not (single or alone)
+            whose = f"{'the slowest rank' if slowest_one else 'rank'} {pace}"
             full = mine[mine["recorded"].to_numpy(bool)]
             if recorded is None or len(full):
                 # a step whose device tasks were not recorded shows no device time
@@ -414,7 +417,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     origin = {r: (first if align == "common" else begins[r]) for r in chosen}
     return TimelineWindow(step=step, ranks=tuple(chosen), start_us=starts, end_us=ends,
                           origin_us=origin, source=sources, step_us=step_us, wait_us=wait_us,
-                          slowest_rank=slowest, fastest_rank=fastest,
+                          slowest_rank=None if alone else slowest,
+                          fastest_rank=None if alone else fastest,
                           reason="; ".join(reasons))
 
 
