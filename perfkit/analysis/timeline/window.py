@@ -334,7 +334,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                            f"rank {slowest}: all ranks have the same median step time")
         else:
             chosen = have[:1]
-            reasons.append(f"rank {chosen[0]}: the first (no step times to rank them)")
+            reasons.append(f"rank {chosen[0]}: the only rank" if len(have) == 1 else
+                           f"rank {chosen[0]}: the first (no step times to rank them)")
     else:
         chosen = [have[0]] if single else wanted
     if step is None:
@@ -363,9 +364,14 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                                f"{whose} has all its device tasks drawn")
         else:
             step = _first_step(profile, chosen)
-            reasons.insert(0, "no step times: " + (f"step {step}, the first with events"
-                                                   if step is not None else
-                                                   "the whole trace is one window"))
+            # a profile with step times but no step numbers (a trace without step marks,
+            # one span: the Overview's step time) has no step to pick, not no step time
+            unmarked = len(bd) and not bd["step"].notna().any() \
+                and bd["step_us"].notna().any()
+            reasons.insert(0, ("no step marks in the profile: " if unmarked else
+                               "no step times: ")
+                           + (f"step {step}, the first with events" if step is not None
+                              else "the whole trace is one window"))
     else:
         step = int(step)
         reasons.insert(0, f"step {step}: chosen by the caller")
