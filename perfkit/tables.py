@@ -311,7 +311,8 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
         Column → what its figures are per (``{"total_us": "summed over ranks"}``).
     headers : mapping, optional
         Column → header to use instead of the one made from its name (the unit is still
-        appended for times, bytes and shares).
+        appended for times, bytes and shares, and the column's ``scope`` after it:
+        ``"time (ms, summed over steps)"``).
     units : mapping, optional
         Column → unit to force (``{"step_median_us": "ms"}``). Columns of one spread (the
         ``_median``, ``_min`` and ``_max`` columns of :func:`over_ranks`) share the unit of
@@ -354,9 +355,10 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
     cols = []
     for name in names:
         col = column_format(frame, name, scope.get(name), forced.get(name))
-        if name in headers:
-            unit = f" ({col.unit})" if col.unit else ""
-            col = Column(name, headers[name] + unit, col.kind, col.unit)
+        if name in headers:  # its own words, then its unit and its scope, as made above
+            inside = ", ".join(x for x in (col.unit, scope.get(name)) if x)
+            col = Column(name, headers[name] + (f" ({inside})" if inside else ""), col.kind,
+                         col.unit)
         cols.append(col)
     shown = frame if max_rows is None else frame.head(max_rows)
     cols = [_in_own_units(c, [_cell(v, c) for v in shown[c.name]]) for c in cols]

@@ -584,7 +584,7 @@ def test_a_legacy_step_trace_tabulates_its_phases_not_columns_of_dashes(
     table = board.select("Overview").steps_table.value
     text = re.sub(r"<[^>]+>", "|", table)
     assert "and its phases (shares of the step time)" in text
-    assert "forward and backward, median over ranks" in text
+    assert "forward and backward (%)" in text  # one rank's steps: no median over ranks
     assert "computing" not in text and "free" not in text
     (row,) = re.findall(r"<tr><td>2</td>(.*?)</tr>", table)
     cells = re.findall(r"<td>(.*?)</td>", row)
@@ -718,9 +718,9 @@ def test_slow_ranks_explorer_on_one_rank_says_there_are_no_peers() -> None:
 
 @pytest.mark.shared_samples
 def test_ai_cpu_table_has_no_column_of_dashes(tmp_path: Path, monkeypatch) -> None:
-    """msprof-analyze's kernel_details.csv has 7 AI CPU tasks, all Cast: the table shows
-    their count and total (read here from the CSV) without a roofline 'bound' column, which
-    no AI CPU task has."""
+    """msprof-analyze's kernel_details.csv has 7 AI CPU tasks, all Cast, in its one step:
+    the table shows their calls and time per step, here all of them (read from the CSV),
+    without a roofline 'bound' column, which no AI CPU task has."""
     import csv
 
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
@@ -734,15 +734,16 @@ def test_ai_cpu_table_has_no_column_of_dashes(tmp_path: Path, monkeypatch) -> No
     (table,) = re.findall(r"<table><caption>Operators on AI CPU</caption>.*?</table>", page,
                           re.S)
     heads = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table)]
-    assert "bound" not in heads and "count" in heads and "total (µs)" in heads
+    assert "bound" not in heads and "calls (per rank and step)" in heads
+    assert "device time (µs, per rank and step)" in heads
     (row,) = re.findall(r"<tr><td[^>]*>Cast</td>(.*?)</tr>", table, re.S)
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
     assert str(len(rows)) in cells and f"{total_us:,.0f}" in cells, (cells, total_us)
     # every figure is the AI CPU tasks': one step, so 7 calls per step (not the 75 casts
     # of all cores), and an AI CPU task's name (not Cast66, an AI_VECTOR_CORE task)
     by_head = dict(zip(heads[1:], cells, strict=True))
-    assert float(by_head["calls per step"]) == len(rows), by_head
-    assert by_head["name"] == rows[0]["Name"] == "trans_Cast_5"
+    assert float(by_head["calls (per rank and step)"]) == len(rows), by_head
+    assert by_head["example task"] == rows[0]["Name"] == "trans_Cast_5"
     assert "Cast66" not in table and "4,1025" not in table
     assert "input shapes" not in heads  # the AI CPU tasks record none (empty in the CSV)
 

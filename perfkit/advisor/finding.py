@@ -149,20 +149,23 @@ def share_of_step(f: Finding, shown_step_ms: float | None = None) -> str:
     return f"{share_text(f.score)} of the step"
 
 
-def step_basis_note(findings: list[Finding], shown_step_ms: float | None) -> str | None:
+def step_basis_note(findings: list[Finding], shown_step_ms: float | None,
+                    ranks: int | None = None) -> str | None:
     """Why the findings' shares are of another step than the one a view shows, or None.
 
     The advisor's step is the mean over steps of the slowest rank's step with the
     preparing before it (a data-loading wait lies there); a view's step time is the
     median over the steps of the same (:func:`perfkit.analysis.measured_step_s`): they
-    differ where one step is far from the others (a warm-up, a checkpoint).
+    differ where one step is far from the others (a warm-up, a checkpoint). A profile of
+    one rank (``ranks``) has no slowest rank: the step is said to be that rank's.
     """
     other = next((f for f in findings if f.measured and _other_basis(f, shown_step_ms)),
                  None)
     if other is None or shown_step_ms is None:
         return None
-    return (f"shares of {time_text(other.step_ms * 1e3)}, the mean over steps of the "
-            "slowest rank's step and the preparing before it; the step time shown, "
+    whose = "the one rank's step" if ranks == 1 else "the slowest rank's step"
+    return (f"shares of {time_text(other.step_ms * 1e3)}, the mean over steps of {whose} "
+            "and the preparing before it; the step time shown, "
             f"{time_text(shown_step_ms * 1e3)}, is the median over the steps")
 
 

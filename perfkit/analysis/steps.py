@@ -410,13 +410,16 @@ def step_basis(breakdown: pd.DataFrame) -> str:
     """What :func:`measured_step_s` is over, in words: the steps it counts (a span without
     a step number among them), or the one span of a profile without step marks. Steps
     a reader inferred (a :data:`STEP_MARK` column: a Kineto trace without ``ProfilerStep``,
-    split at the ends of its ``Optimizer.step#...`` annotations) are said to be so."""
+    split at the ends of its ``Optimizer.step#...`` annotations) are said to be so. The
+    step is the slowest rank's, or, where the steps are of one rank, that rank's."""
     known = breakdown.dropna(subset=["step_us"])
     if not known["step"].notna().any():
         return "the one span without step numbers: no step marks in the profile"
     steps = int(known["step"].nunique(dropna=False))
+    whose = "the one rank's step" if "rank" not in known.columns or \
+        known["rank"].nunique(dropna=False) <= 1 else "the slowest rank's step"
     inferred = inferred_steps(breakdown)
-    return (f"median over {steps} step{'s' if steps != 1 else ''} of the slowest rank's step"
+    return (f"median over {steps} step{'s' if steps != 1 else ''} of {whose}"
             + (" with the wait before its first device task" if has_wait(breakdown) else "")
             + (f"; {inferred}" if inferred else ""))
 

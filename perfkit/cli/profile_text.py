@@ -193,7 +193,7 @@ def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]
     lines = [f"Top findings ({len(shown)} of {len(findings)}, best first; "
              "perfkit.advise(profile)):"]
     step_ms = job.step_time_s * 1e3 if job is not None and job.step_time_s else None
-    basis = step_basis_note(shown, step_ms)
+    basis = step_basis_note(shown, step_ms, len(getattr(profile, "ranks", None) or [0]))
     if basis:
         lines += _wrap(f"({basis})", "  ")
     for i, f in enumerate(shown, 1):

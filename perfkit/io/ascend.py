@@ -82,6 +82,11 @@ def is_bare_output(path: Path) -> bool:
         (path / "kernel_details.csv").is_file()
 
 
+def _level_said(level: str | None) -> str:
+    """This profile's profiler level, after a file written from a level on was not found."""
+    return f"this profile's level is {level}" if level else "this profile's level is not known"
+
+
 def _info_files(rank_dir: Path) -> list[Path]:
     return sorted(rank_dir.glob("profiler_info*.json"))
 
@@ -182,7 +187,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
             raise ProfileError(infos[0], "expected a JSON object (profiler_info)")
         info = data
     else:
-        notes.append("profiler_info*.json not found: rank and profiler level unknown")
+        notes.append("profiler_info*.json not found: profiler level unknown")
     metadata: dict[str, Any] = {}
     md_file = rank_dir / "profiler_metadata.json"
     if md_file.exists():
@@ -222,13 +227,13 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         raw["comm_ops"] = _name_groups(raw["comm_ops"], groups)
     else:
         notes.append("comm_ops/comm_bandwidth: communication.json not found "
-                     f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
+                     f"(written from profiler level Level1 on; {_level_said(level)})")
     if (out / "communication_matrix.json").exists():
         raw["comm_matrix"] = read("communication_matrix.json", ("comm_matrix",), _matrix, rank,
                                   groups, notes)
     else:
         notes.append("comm_matrix: communication_matrix.json not found "
-                     f"(written from profiler_level Level1; this profile is {level or 'unknown'})")
+                     f"(written from profiler level Level1 on; {_level_said(level)})")
     mem_parts: dict[str, pd.DataFrame] = {}
     if (out / "memory_record.csv").exists():
         mem_parts["memory"] = read("memory_record.csv", ("memory",), memory_record, ns,
@@ -325,8 +330,9 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
                "table_files": {k: v for k, v in files.items() if k in tables},
                **_simulated_scheme(metadata), **WORLD_FROM_GROUPS},
     )
-    if rank is None:
-        notes.append("rank unknown (no profiler_info_{rank}.json and no rank_id)")
+    if rank is None:  # one note (sources.load_rank adds the rank it assigns to it)
+        notes.append("rank: not in the files (no profiler_info_{rank}.json)" if not infos else
+                     "rank: not in profiler_info*.json (neither its name nor a rank_id)")
     return meta, tables
 
 

@@ -80,6 +80,7 @@ from ._common import (
     with_notes,
 )
 from .categories import category
+from .comm_words import CANN_UNRECORDED
 from .trace_tables import step_index
 
 __all__ = ["EXPORT_HINT", "TIMELINE_KINDS", "is_prof_dir", "is_device_dir", "sources_of",
@@ -582,10 +583,7 @@ def _hccl(ev: pd.DataFrame, windows: pd.DataFrame, notes: list[str]
                      "and notify tasks, which the exported timeline does not tie together); "
                      "use the analysed export for them")
     if len(comm_ops):  # what the collectives found lack (none found: nothing to say)
-        notes.append("comm_ops: start and elapse only; transit / wait / synchronization / "
-                     "idle need msprof's master-stream rule, which the exported timeline "
-                     "does not mark (an *_ascend_pt / *_ascend_ms analysis or "
-                     "msprof-analyze gives them)")
+        notes.append("comm_ops: " + CANN_UNRECORDED)
     if len(links):
         notes.append("comm_matrix: src_local / dst_local are the HCCL ranks of the tasks "
                      "(local to their communication group, which the timeline does not "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CommWords", "comm_words", "comm_words_of", "comm_library", "KINETO_UNRECORDED",
-           "KINETO_NONE"]
+           "KINETO_NONE", "CANN_UNRECORDED", "LEGACY_UNRECORDED"]
 
 #: What the Kineto loader's ``comm_ops`` note says a trace does not record (its last
 #: clause, after "; "): the Communication tab leaves it out of that note where its own
@@ -28,6 +28,16 @@ KINETO_UNRECORDED = ("transit/wait/sync/idle split, comm_bandwidth and comm_matr
 #: The Kineto loader's ``comm_ops`` note for a trace with no collective at all: an empty
 #: Communication tab says so in its own sentence and leaves this note out.
 KINETO_NONE = "comm_ops: no communication kernel nor host collective in this trace"
+#: What raw CANN output's collectives lack: the whole of its ``comm_ops`` note, after
+#: "comm_ops: ". The Communication tab leaves the note out where its own sentence already
+#: says the split is not recorded (:func:`comm_words` gives that sentence's reason).
+CANN_UNRECORDED = ("start and elapse only; transit / wait / synchronization / idle need "
+                   "msprof's master-stream rule, which the exported timeline does not mark "
+                   "(an *_ascend_pt / *_ascend_ms analysis or msprof-analyze gives them)")
+#: What the collectives legacy MindSpore output reads from its timeline lack: the clause in
+#: brackets that ends its ``comm_ops`` note (``{rank}``: the rank's). The Communication tab
+#: leaves it out where its own sentence already says the split is not recorded.
+LEGACY_UNRECORDED = "start and elapse only; hccl_raw_{rank}.csv, when present, adds the wait"
 #: The split of a collective's time that only Ascend's analysed exports record.
 _SPLIT = "its transit / wait / idle split"
 

@@ -35,6 +35,7 @@ from ..format import runs_text
 from ..profile import ProfileMeta
 from ._common import read_csv, read_header, read_json, to_float, with_notes
 from .chrome import read_chrome_trace
+from .comm_words import LEGACY_UNRECORDED
 from .trace_tables import NA_NS
 
 __all__ = ["parse"]
@@ -137,8 +138,8 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
                     " from an all-reduce's start mark to its end mark on a stream, waits "
                     "included; one per stream and step)" if bool(phases.all()) else
                     "the communication operators")
-            notes.append(f"comm_ops: {what} of {tl.name} (start and elapse only; "
-                         f"hccl_raw_{rank}.csv, when present, adds the wait)")
+            notes.append(f"comm_ops: {what} of {tl.name} "
+                         f"({LEGACY_UNRECORDED.format(rank=rank)})")
         notes.extend(f"{tl.name}: {n}" for n in trace_notes)
     _align_steps(folder, rank, tables, notes)
     info: dict[str, Any] = {}

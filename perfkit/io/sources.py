@@ -168,8 +168,12 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
     if meta.rank is None and source.rank is not None:
         meta.rank = source.rank
         how = source.rank_from or "the folder name or position"
-        meta.notes.append(f"rank: not recorded in the files; {source.rank} assigned from "
-                          f"{how}")
+        # the loader's notes on the rank (none given, or none usable) and the rank assigned
+        # instead, in one note: the Overview said "not recorded" twice
+        why = [n.removeprefix("rank: ") for n in meta.notes if n.startswith("rank: ")]
+        meta.notes[:] = [n for n in meta.notes if not n.startswith("rank: ")]
+        meta.notes.append(f"rank: {'; '.join(why) or 'not recorded in the files'}; "
+                          f"{source.rank} assigned from {how}")
     return meta, tables
 
 

@@ -182,7 +182,8 @@ def _files_fed(meta: Any) -> dict[str, list[str]]:
     return fed
 
 
-def notes_about(profile: Any, tables: Mapping[str, str]) -> list[str]:
+def notes_about(profile: Any, tables: Mapping[str, str],
+                leave_out: re.Pattern[str] | None = None) -> list[str]:
     """The profile's loading notes about ``tables``, each a sentence.
 
     Parameters
@@ -194,6 +195,10 @@ def notes_about(profile: Any, tables: Mapping[str, str]) -> list[str]:
         Each table of the tab (``"memory"``) and what the tab calls it in words
         (``"memory over time"``), which replaces the table's name in the sentence; a note
         led by a file's name is kept whole after the words of the tables that file fed.
+    leave_out : compiled pattern, optional
+        Clauses the tab says in its own words, as the loaders write them: taken out of each
+        note's body (after its ranks and tables) before it is said in words; a note left
+        with nothing to say is dropped.
 
     Returns
     -------
@@ -218,5 +223,9 @@ def notes_about(profile: Any, tables: Mapping[str, str]) -> list[str]:
         named = [tables[t] for t in subject if t in tables]
         if not named:
             continue
+        if leave_out is not None:
+            body = leave_out.sub("", body).strip()
+            if not body.strip(" .;,"):
+                continue
         out.append(_said(_ranks_of(m), named, plain_words(body)))
     return out

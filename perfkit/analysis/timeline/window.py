@@ -312,6 +312,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         known = known.assign(rank=have[0] if have[0] is not None else pd.NA)
 
     slowest = fastest = None
+    # a cluster of one rank, as a Profile: its rank is neither the slowest nor the fastest
+    alone = not single and len(have) == 1
     if len(known) and not single:
         med = known.groupby("rank")["step_us"].median()
         timed = len(med)
@@ -332,7 +334,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                            f"rank {slowest}: all ranks have the same median step time")
         else:
             chosen = have[:1]
-            reasons.append(f"rank {chosen[0]}: the first (no step times to rank them)")
+            reasons.append(f"rank {chosen[0]}: the only rank" if len(have) == 1 else
+                           f"rank {chosen[0]}: the first (no step times to rank them)")
     else:
         chosen = [have[0]] if single else wanted
     if step is None:
@@ -342,7 +345,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 if pace is not None else known
             if mine.empty:
                 mine = known
-            whose = f"{'the slowest rank' if pace == slowest and not single else 'rank'} {pace}"
+            slowest_one = pace == slowest and not (single or alone)
+            whose = f"{'the slowest rank' if slowest_one else 'rank'} {pace}"
             full = mine[mine["recorded"].to_numpy(bool)]
             if recorded is None or len(full):
                 # a step whose device tasks were not recorded shows no device time
@@ -360,9 +364,14 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                                f"{whose} has all its device tasks drawn")
         else:
             step = _first_step(profile, chosen)
-            reasons.insert(0, "no step times: " + (f"step {step}, the first with events"
-                                                   if step is not None else
-                                                   "the whole trace is one window"))
+            # a profile with step times but no step numbers (a trace without step marks,
+            # one span: the Overview's step time) has no step to pick, not no step time
+            unmarked = len(bd) and not bd["step"].notna().any() \
+                and bd["step_us"].notna().any()
+            reasons.insert(0, ("no step marks in the profile: " if unmarked else
+                               "no step times: ")
+                           + (f"step {step}, the first with events" if step is not None
+                              else "the whole trace is one window"))
     else:
         step = int(step)
         reasons.insert(0, f"step {step}: chosen by the caller")
@@ -414,7 +423,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     origin = {r: (first if align == "common" else begins[r]) for r in chosen}
     return TimelineWindow(step=step, ranks=tuple(chosen), start_us=starts, end_us=ends,
                           origin_us=origin, source=sources, step_us=step_us, wait_us=wait_us,
-                          slowest_rank=slowest, fastest_rank=fastest,
+                          slowest_rank=None if alone else slowest,
+                          fastest_rank=None if alone else fastest,
                           reason="; ".join(reasons))
 
 

@@ -159,10 +159,11 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
         _kernel_comm_ops(dev, kernels)
     fams = ", ".join(sorted(set(comm_ops["family"].dropna()))) if len(comm_ops) else ""
     if cpu_only:
-        notes.append(f"comm_ops: the host collectives of a CPU-only run ({fams or 'none'}); "
+        notes.append(f"comm_ops: read from the host collectives of a CPU-only run "
+                     f"({fams or 'none'}); "
                      + split)
     elif len(comm_ops):
-        notes.append(f"comm_ops: the communication kernels ({fams}); " + split)
+        notes.append(f"comm_ops: read from the communication kernels ({fams}); " + split)
     else:
         # a GPU job whose collectives ran on the host (the gloo backend with CUDA tensors)
         comm_ops = _host_comm_ops(cpu, spans, origin)

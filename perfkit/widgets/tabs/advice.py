@@ -12,7 +12,7 @@ from ...advisor.finding import step_basis_note
 from ..headline import finding_tab
 from ..markup import STYLE, note
 from ..render import close_widgets
-from .base import Context, JobTab
+from .base import Context, JobTab, ranks_of
 
 __all__ = ["AdviceTab"]
 
@@ -35,7 +35,8 @@ class AdviceTab(JobTab):
         findings = self.ctx.findings(profile)
         self._frame = C.findings_frame(findings)
         step_s = getattr(self.current, "step_time_s", None)
-        basis = step_basis_note(findings, step_s * 1e3 if step_s else None)
+        basis = step_basis_note(findings, step_s * 1e3 if step_s else None,
+                                len(ranks_of(profile)))
         self._basis = note(basis[0].upper() + basis[1:] + ".") if basis else ""
         out: list[W.Widget] = []
         measured = self._frame[self._frame["measured"].astype(bool)] \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import ipywidgets as W
@@ -10,9 +11,15 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...format import counted, listed, time_text
-from ...io.comm_words import KINETO_NONE, KINETO_UNRECORDED, comm_words_of
+from ...io.comm_words import (
+    CANN_UNRECORDED,
+    KINETO_NONE,
+    KINETO_UNRECORDED,
+    LEGACY_UNRECORDED,
+    comm_words_of,
+)
 from ...tables import over_ranks, with_values
-from ..load_notes import TABLE_WORDS, notes_about, plain_words
+from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget
 
@@ -112,20 +119,31 @@ def peers_note(ranks: pd.DataFrame) -> str | None:
     return f"Ranks against their peers: {why}, so no rank is flagged as slow." if why else None
 
 
+#: The loaders' note that a trace has no collective at all: an empty tab says it in its
+#: own words (:func:`empty_communication_note`).
+_NONE_SAID = re.compile(re.escape(KINETO_NONE.removeprefix("comm_ops: ")))
+#: The clauses of the loaders' notes saying that the collectives' transit / wait / idle
+#: split is not recorded: Kineto's, raw CANN output's (its whole note) and legacy
+#: MindSpore's (in brackets, for any rank), which :func:`unrecorded_note` says for them.
+_SPLIT_SAID = re.compile("|".join((
+    re.escape(f"; {KINETO_UNRECORDED}"), re.escape(CANN_UNRECORDED),
+    re.escape(f" ({LEGACY_UNRECORDED})").replace(re.escape("{rank}"), r"\d+"))))
+_BOTH_SAID = re.compile(f"{_NONE_SAID.pattern}|{_SPLIT_SAID.pattern}")
+
+
 def loading_html(profile: Any, said_split: bool) -> str:
     """The loader's notes about the tab's tables (:func:`perfkit.widgets.load_notes.
     notes_about`), one note each; empty when there is none.
 
     Where the tab already said that the collectives' transit / wait / idle split is not
-    recorded (``said_split``: :func:`unrecorded_note`), the Kineto loader's clause saying
-    the same (:data:`perfkit.io.comm_words.KINETO_UNRECORDED`) is left out of its note, so
-    that the page says it once; so is the note that a trace has no collective at all
-    (:data:`~perfkit.io.comm_words.KINETO_NONE`), which an empty tab says in its own words.
+    recorded (``said_split``: :func:`unrecorded_note`), the loaders' clauses saying the same
+    (:data:`perfkit.io.comm_words.KINETO_UNRECORDED`, :data:`~perfkit.io.comm_words.
+    CANN_UNRECORDED`, :data:`~perfkit.io.comm_words.LEGACY_UNRECORDED`) are left out of
+    their notes, and a note that said nothing else is left out, so that the page says it
+    once; so is the note that a trace has no collective at all (:data:`~perfkit.io.
+    comm_words.KINETO_NONE`), which an empty tab says in its own words.
     """
-    notes = [n for n in notes_about(profile, COMMUNICATION_TABLES)
-             if KINETO_NONE.removeprefix("comm_ops: ") not in n]  # the tab says it
-    if said_split:
-        notes = [n.replace(f"; {plain_words(KINETO_UNRECORDED)}", "") for n in notes]
+    notes = notes_about(profile, COMMUNICATION_TABLES, _BOTH_SAID if said_split else _NONE_SAID)
     return "".join(note(n) for n in notes)
 
 

@@ -18,8 +18,8 @@ from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
 
-__all__ = ["OperatorsTab", "empty_operators_note", "sequences_note", "MEAN_OVER_RANKS",
-           "OPERATOR_TABLES"]
+__all__ = ["OperatorsTab", "ai_cpu_html", "empty_operators_note", "sequences_note",
+           "MEAN_OVER_RANKS", "OPERATOR_TABLES"]
 
 #: The table the Operators tab draws, and what its notes call it: the loader's notes about
 #: it, or about the file it was read from (kernel_details.csv), are said under the AI CPU
@@ -119,6 +119,26 @@ def _with_absent_ranks(per: pd.DataFrame, by: str, keys: list[str]) -> pd.DataFr
     return pd.concat([per, zeros], ignore_index=True)
 
 
+def ai_cpu_html(ai_cpu: pd.DataFrame, word: str = "device time") -> str:
+    """The table of :func:`perfkit.analysis.ai_cpu_operators` on the basis of the top
+    operators' table above it: per rank and step, per call, share of the device time.
+
+    Its columns that say nothing here are left out: ``key`` repeats the type, ``core`` and
+    ``ai_cpu`` are the same on every row (the title says AI CPU), a column no AI CPU task
+    has a value for (its roofline bound) is empty; the sums over every rank and step
+    (``count``, ``total_us``) are the per-step figures times the (rank, step) pairs.
+    """
+    cols = [c for c in ("type", "name", "per_step_us", "calls_per_step", "mean_us",
+                        "max_us", "share", "bound") if c in with_values(ai_cpu)]
+    return frame_html(ai_cpu, "Operators on AI CPU", columns=cols,
+                      headers={"name": "example task", "per_step_us": word,
+                               "calls_per_step": "calls", "mean_us": "mean",
+                               "max_us": "longest call", "share": f"share of {word}"},
+                      scope={"per_step_us": "per rank and step",
+                             "calls_per_step": "per rank and step", "mean_us": "per call"},
+                      max_rows=10)
+
+
 def _loading(profile: Any) -> list[W.Widget]:
     """The loader's notes about the device tasks, or none."""
     loading = notes_about(profile, OPERATOR_TABLES)
@@ -186,10 +206,7 @@ class OperatorsTab(Tab):
             out.append(html_widget(note(sequences_note(table(scope, "steps")))))
         ai_cpu = A.ai_cpu_operators(scope)
         if not _cpu_only(profile) and (len(ai_cpu) or _ascend(profile)):  # an Ascend notion
-            # a column no AI CPU task has a value for (its roofline bound) is left out
-            out.append(html_widget(frame_html(ai_cpu, "Operators on AI CPU",
-                                              columns=with_values(ai_cpu),
-                                              max_rows=10)))
+            out.append(html_widget(ai_cpu_html(ai_cpu, word)))
         return out + _loading(profile)
 
     def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
@@ -215,7 +232,7 @@ class OperatorsTab(Tab):
             title = f"Top {n} by {word}" + ("" if rank == ALL_RANKS else f", rank {rank}")
             return frame_html(top.head(n), title, columns=cols, scope=scope,
                               headers={"per_step_us": word, "calls_per_step": "calls",
-                                       "mean_us": "mean"})
+                                       "mean_us": "mean", "share": f"share of {word}"})
         spread = over_ranks(_with_absent_ranks(
             _per_rank(profile, A.top_operators, by=by, n=None), by, keys),
             [by], ["per_step_us"], sort=False)

@@ -206,7 +206,7 @@ class OverviewTab(JobTab):
             return [html_widget("<div class='pk-h'>Top findings</div>"
                                 + note("No finding: the advisor saw nothing abnormal."))]
         rows: list[W.Widget] = [heading("Top findings (time at stake per step)")]
-        basis = step_basis_note(findings, self._step_ms)
+        basis = step_basis_note(findings, self._step_ms, len(ranks_of(self.profile)))
         if basis:
             rows.append(html_widget(note(basis[0].upper() + basis[1:] + ".")))
         for i, f in enumerate(findings, 1):
@@ -238,6 +238,9 @@ class OverviewTab(JobTab):
             return
         data, shares, split = _step_shares(steps)
         rank = self.rank.value
+        ranks = pd.unique(data["rank"].dropna()) if "rank" in data.columns else []
+        if rank == ALL_RANKS and len(ranks) <= 1:  # one rank: its own steps, no spread
+            rank = int(ranks[0]) if len(ranks) else None
         if rank == ALL_RANKS:
             spread = over_ranks(data, ["step"], ["step_us"],
                                 keep={c: "median" for c in shares}, sort=False)
@@ -252,10 +255,12 @@ class OverviewTab(JobTab):
                          *shares],
                 headers=headers, max_rows=30)
         else:
-            one = data[data["rank"].astype("Int64") == rank]
+            one = data if rank is None else data[(data["rank"].astype("Int64") == rank)
+                                                 .fillna(False).to_numpy(bool)]
             headers = {"step_us": "step time", **shares}
             self.steps_table.value = STYLE + frame_html(
-                one, f"Steps of rank {rank}{split}",
+                one, ("Steps" if rank is None else f"Steps of rank {rank}")
+                + f": each step's time{split}",
                 columns=["step", "step_us", *shares], headers=headers, max_rows=30)
 
     def static_html(self) -> str:

@@ -26,6 +26,8 @@ __all__ = ["TimelineTab", "empty_timeline_note"]
 
 
 _MEDIAN_STEP = "representative (median step of the slowest rank)"
+#: The same choice on a profile of one rank, which is not the slowest of anything.
+_MEDIAN_STEP_ONE = "representative (median step)"
 #: Most ranks the Timeline draws at once (one or a few, as swimlanes).
 TIMELINE_MAX_RANKS = 4
 #: Largest trace offered as a download link in the page (bigger ones: open the path).
@@ -120,9 +122,11 @@ class TimelineTab(Tab):
             steps = A.step_breakdown(profile) if profile is not None else pd.DataFrame()
             ids = sorted({int(s) for s in steps.get("step", pd.Series(dtype="Int64"))
                           .dropna()})
-            self.step.options = [(_MEDIAN_STEP, ALL_RANKS)] + [(f"step {i}", i) for i in ids]
+            ranks = ranks_of(profile)
+            median = _MEDIAN_STEP if len(ranks) > 1 else _MEDIAN_STEP_ONE
+            self.step.options = [(median, ALL_RANKS)] + [(f"step {i}", i) for i in ids]
             self.step.value = ALL_RANKS
-            self.ranks.options = [(f"rank {r}", r) for r in ranks_of(profile)]
+            self.ranks.options = [(f"rank {r}", r) for r in ranks]
             self.ranks.value = ()
         finally:
             self._quiet = False
@@ -148,7 +152,7 @@ class TimelineTab(Tab):
         frame = A.timeline(profile, step=self._chosen_step(), ranks=ranks,
                            lanes=self.lanes.value)
         notes = list(frame.attrs.get("notes", []))
-        if not self.ranks.value:
+        if not self.ranks.value and len(self.ranks.options) > 1:  # one rank: nothing to pick
             notes.append("Pick ranks in the list (Ctrl- or Shift-click for several, at most "
                          f"{TIMELINE_MAX_RANKS}); with none picked, the slowest and the "
                          "fastest are drawn.")
