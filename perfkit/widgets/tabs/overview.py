@@ -158,8 +158,9 @@ class OverviewTab(JobTab):
         if host:
             # a trace without ProfilerStep: its iterations' spans, told by the optimizer
             iterations = bool(A.steps.inferred_steps(steps))
-            span = first.note.replace("slowest rank's step", "slowest rank's " + (
-                "training iteration span" if iterations else "ProfilerStep span"))
+            kind = "training iteration span" if iterations else "ProfilerStep span"
+            span = first.note.replace("slowest rank's step", "slowest rank's " + kind
+                                      ).replace("one rank's step", "one rank's " + kind)
             steps_first = [
                 Figure("step time", "…", "comes with the device tasks, still being read: "
                                          "each step from its first to its last GPU task"),
