@@ -9,11 +9,12 @@ interleaves, and time each chain by its own rows.
   (:func:`~perfkit.analysis.shapes.bmm_attention`) found those chains; the timed one
   (:func:`perfkit.analysis.attention_chains`) found only the forward ones (6 of 10 chains).
 * Its first forward chain held four ``Transpose`` rows between the softmax and the ``·v``
-  product. They are not this attention's: their inputs are ``q`` ``(b, S, a, d)`` and
-  ``k``, ``v`` ``(b, S, kv, d)`` (not the ``b·a·S·S`` scores), this chain's ``q·kᵀ`` ran
-  on the ``q`` and ``k`` that the same transposes made before it began, and the next
-  attention's ``q·kᵀ`` follows them with no other such transposes between: the graph runs
-  the next attention's input layout inside this one. A chain is timed by its products and
+  product. They are not this attention's: their inputs are ``q`` ``(b, S, a, d)``, ``k``
+  and ``v`` ``(b, S, kv, d)`` and the repeated ``k`` ``(b, a, S, d)`` (not the ``b·a·S·S``
+  scores); the transposes of this chain's own ``q``, ``k`` and ``v`` ran before its
+  ``q·kᵀ`` began, and the next attention's ``q·kᵀ`` follows these with no other
+  transposes of ``q``, ``k``, ``v`` between: the graph runs the next attention's input
+  layout inside this one. A chain is timed by its products and
   the rows on its scores (scale, mask, softmax, softmax backward), read here from the raw
   ``cpu_op_execute_timestamp`` (launch, duration) and ``cpu_framework`` (type, input shapes)
   files, whose lines are the same launches in start order.
