@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from .. import analysis as A
+from ..analysis.recorded import recorded_profile
 from ..io.detect import load
 from ..io.ir import load_ir
 from ..specs import Hardware, ModelSpec
@@ -112,8 +113,11 @@ class StudentData:
     @cached_property
     def operators(self) -> pd.DataFrame:
         """:func:`perfkit.analysis.operator_efficiency` of the job per kernel name and input
-        shapes (``by="name"``), costliest first."""
-        ops = A.operator_efficiency(self.job, hardware=self.hardware, by="name")
+        shapes (``by="name"``), costliest first, over the steps whose device tasks were
+        recorded in full (:func:`~perfkit.analysis.recorded.recorded_profile`: what the
+        student's table, :meth:`perfkit.lab.evidence.Evidence.job_operators`, shows)."""
+        ops = A.operator_efficiency(recorded_profile(self.job), hardware=self.hardware,
+                                    by="name")
         return ops.sort_values("total_us", ascending=False, kind="stable") \
             .reset_index(drop=True)
 
@@ -143,7 +147,9 @@ class StudentData:
         job = self.job
         if A.data_loading(job)["stall"].fillna(False).any():
             out.append("DataLoadingStall")
-        patterns = set(A.unfused_patterns(job)["pattern"].dropna().astype(str))
+        # over the steps recorded in full, as the advisor and the Operators tab search
+        patterns = set(A.unfused_patterns(recorded_profile(job))["pattern"].dropna()
+                       .astype(str))
         if patterns - _BASELINE_PATTERNS:
             out.append("UnfusedOperators")
         peaks = A.memory_peaks(job)

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from .. import analysis as A
+from ..analysis.recorded import recorded_profile
 from ..io.detect import load
 from ..io.ir import load_ir
 from ..specs import Hardware, ModelSpec
@@ -121,9 +122,11 @@ class Evidence:
     def job_operators(self, n: int = 15) -> pd.DataFrame:
         """The job's ``n`` costliest operators (kernel, input shapes, calls,
         total and mean time, share of device time), from
-        :func:`perfkit.analysis.operator_efficiency`."""
+        :func:`perfkit.analysis.operator_efficiency` of the steps whose device tasks were
+        recorded in full (:func:`~perfkit.analysis.recorded.recorded_profile`, as the
+        Operators tab and :attr:`perfkit.lab.data.StudentData.operators` read them)."""
         hw = Hardware.preset(self.brief["hardware"]["name"])
-        ops = A.operator_efficiency(self.job, hardware=hw, by="name")
+        ops = A.operator_efficiency(recorded_profile(self.job), hardware=hw, by="name")
         ops = ops.sort_values("total_us", ascending=False, kind="stable")
         total = float(ops["total_us"].sum())
         out = pd.DataFrame({

@@ -24,6 +24,11 @@ What is fitted, by source
   the nominal bandwidth of the transport (intra-node HCCS/NVLink, inter-node
   RDMA/InfiniBand);
 * *idle time*: the steps' ``free_us`` per kernel (launch gaps);
+* *steps recorded in part*: the operator rows and the kernels per step are read from the
+  steps whose device tasks were recorded in full
+  (:func:`perfkit.analysis.recorded.recorded_profile`), as the Operators tab reads them; a
+  note names those steps, and when no step was recorded in full the compute rates come
+  from the steps table, as for a steps table (below);
 * *framework behaviour*: fused attention and dropout from the kernel names, fp32 norm
   inputs from the norm kernels' dtypes, and which recompute style ran (from how often
   the MLP's output-projection shape occurs next to its input-projection shape).
@@ -250,8 +255,13 @@ _COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")
 _READS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _profile_reads(source: Any, overrides: dict[str, Any]) -> tuple[Any, pd.DataFrame | None]:
+def _profile_reads(source: Any, overrides: dict[str, Any]
+                   ) -> tuple[Any, Any, pd.DataFrame | None]:
+    """The job of ``source``, the profile whose device tasks the operator fit reads (the
+    steps recorded in full, :func:`~perfkit.analysis.recorded.recorded_profile`) and that
+    profile's operator table (None when the hardware is unknown)."""
     from ..analysis import operator_efficiency  # the plan layer reads the profile's tables
+    from ..analysis.recorded import recorded_profile
     from ..job import infer_job
 
     key = tuple(sorted((k, v) for k, v in overrides.items()))
@@ -261,10 +271,31 @@ def _profile_reads(source: Any, overrides: dict[str, Any]) -> tuple[Any, pd.Data
         cached = {}
     if key not in cached:
         inferred = infer_job(source, **overrides)
-        eff = operator_efficiency(source, inferred.hardware) \
+        tasks = recorded_profile(source)
+        eff = operator_efficiency(tasks, inferred.hardware) \
             if inferred.hardware is not None else None
-        cached[key] = (inferred, eff)
+        cached[key] = (inferred, tasks, eff)
     return cached[key]
+
+
+def _recorded_note(source: Any) -> str | None:
+    """What the operator fit and the launch gaps were read from when some steps' device
+    tasks were recorded only in part (:func:`~perfkit.analysis.recorded.recorded_steps_text`);
+    None when every step's were."""
+    from ..analysis.recorded import recorded_pairs, recorded_steps_text
+
+    steps = source.steps
+    if hasattr(steps, "compute"):  # a lazy (Dask) frame: one row per rank and step
+        steps = steps.compute()
+    which = recorded_steps_text(steps)
+    if which is None:
+        return None
+    if not recorded_pairs(steps):
+        return (f"no step's device tasks were recorded in full ({which}): a fragment of a "
+                "step does not say how fast its operators run, so the compute rates come "
+                "from the steps table")
+    return ("operator rates and launch gaps fitted to the device tasks of the steps "
+            f"recorded in full: {which} (a fragment of a step is not the step)")
 _COMPUTE_PARTS = ("compute", "recompute", "optimizer")
 
 
@@ -580,7 +611,11 @@ def _infer_recompute(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
 
 
 def _kernels_per_rank_step(source: Any) -> float:
-    """Compute kernels a rank launches per step (median over ranks and steps), 0 if unknown."""
+    """Compute kernels a rank launches per step (median over ranks and steps), 0 if unknown.
+
+    ``source`` is the profile of the steps recorded in full
+    (:func:`~perfkit.analysis.recorded.recorded_profile`): a fragment of a step would count
+    a fraction of its kernels."""
     try:
         k = source.kernels
     except (PerfkitError, OSError, ValueError):
@@ -600,7 +635,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
                   job_kw: dict[str, Any]) -> tuple[CalibratedJob, Rates, dict[str, Any]]:
     overrides = {k: v for k, v in (("model", model), ("parallel", parallel),
                                    ("hardware", hardware)) if v is not None}
-    inferred, eff = _profile_reads(source, overrides)
+    inferred, tasks, eff = _profile_reads(source, overrides)
     # what the user passed wins as given (the profile may not pin the whole model down)
     job_model = model if model is not None else inferred.model
     job_parallel = parallel if parallel is not None else inferred.parallel
@@ -624,7 +659,10 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         notes.append(f"activations as the profile keeps them: {inferred.activation_detail}")
     if eff is None or (hardware is not None and inferred.hardware != job_hw):
         from ..analysis import operator_efficiency
-        eff = operator_efficiency(source, job_hw)
+        eff = operator_efficiency(tasks, job_hw)
+    recorded = _recorded_note(source)
+    if recorded is not None:
+        notes.append(recorded)
     terms: list[tuple[str, float, str]] = []
     kinds_measured: set[str] = set()
     if eff is not None and len(eff):
@@ -652,7 +690,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     # the job's wall step time includes (the advisor reports that wait on its own)
     device_step = _device_step_s(source) if not skip_first_steps else math.nan
     measured = device_step if device_step > 0 else m["step"]
-    kernels = _kernels_per_rank_step(source)
+    kernels = _kernels_per_rank_step(tasks)
     if kernels > 0 and m["free"] > 0:
         gap = m["free"] / kernels
         rates = rates.replace(kernel_gap_s=gap, overhead_s=0.0)

@@ -286,8 +286,12 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     softmax, ``·v`` bmm of matching shapes where the rows carry shapes, else the letter
     pattern of :data:`perfkit.analysis.operators.PATTERNS`; each from the first product's
     first kernel to the second's last on the lane. Only ranks with no fused-attention
-    kernel are searched. A chain's ``kernels`` and ``total_us`` leave out its copy
-    kernels (``.contiguous()`` of ``v``, counted by the copies pattern). A fused kernel
+    kernel are searched; a backward chain may have other matrix products between its
+    members (a graph's schedule: the projections' gradients). A chain's ``kernels``,
+    ``total_us`` and ``flops`` leave out its copy kernels (``.contiguous()`` of ``v``,
+    counted by the copies pattern) and, in a chain found by shapes, the rows that are not
+    its own (:func:`~perfkit.analysis.shapes.bmm_attention.foreign_rows`: other matrix
+    products, the transposes of another attention's ``q``, ``k``, ``v``). A fused kernel
     does the chain's matrix FLOPs without writing the score matrix:
     ``fused_us = FLOPs of the chain's GEMMs / (kernel_efficiency · peak)``;
     ``saving_us = max(0, total_us - fused_us)``.
@@ -321,9 +325,9 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     for a, b in spans:
         key = peak_key(dts.iloc[a]) or hardware.default_dtype
         peak = hardware.peak(key if key in hardware.peak_flops else None)
-        fl = float(flops[a:b + 1].sum())
-        fused = fl / (kernel_efficiency * peak) * 1e6
         mine = counted_[a:b + 1]
+        fl = float(flops[a:b + 1][mine].sum())
+        fused = fl / (kernel_efficiency * peak) * 1e6
         tot = float(dur[a:b + 1][mine].sum())
         found.append((rows["rank"].iloc[a], int(mine.sum()), tot, fl, fused,
                       max(0.0, tot - fused)))
@@ -396,13 +400,16 @@ def _find_attention(profile: Any) -> tuple[pd.DataFrame, list[tuple[int, int]], 
     text = "".join(text_tokens.tolist())
     letter = [(int(row_of[m.start()]), int(row_of[m.end() - 1]))
               for m in re.finditer(PATTERNS["softmax_dropout_matmul"][0], text)]
-    triples = _bmm_triples(rows, new_lane) if shaped else []
+    triples, foreign = _bmm_triples(rows, new_lane) if shaped else ([], None)
     label_of, shapes_of = _row_reader(profile, "label"), _row_reader(profile, "input_shapes")
     spans = attention_spans(letter, triples, label_of,
                             lambda i: _parsed(shapes_of(i)))
     rank = rows["rank"]
     spans = [(a, b) for a, b in spans if rank.iloc[a] not in flash]
-    return rows, spans, tok != "T"  # copies: the copies pattern's time
+    counted_ = tok != "T"  # copies: the copies pattern's time
+    if foreign is not None and len(foreign):  # rows a graph ran between a chain's members
+        counted_[foreign] = False
+    return rows, spans, counted_
 
 
 def may_hold_bmm_attention(profile: Any) -> bool:
@@ -443,16 +450,25 @@ class _ParsedShapes:
         return self.done[c]
 
 
-def _bmm_triples(rows: pd.DataFrame, new_lane: np.ndarray) -> list[Any]:
+def _bmm_triples(rows: pd.DataFrame, new_lane: np.ndarray) -> tuple[list[Any], np.ndarray]:
     """The attentions of batched products among the ordered rows, each lane on its own
-    (:func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples`)."""
-    from ..shapes.bmm_attention import bmm_attention_triples
+    (:func:`~perfkit.analysis.shapes.bmm_attention.bmm_attention_triples`, other matrix
+    products allowed between a backward's members: a graph's schedule), and the rows
+    inside them that are not their own
+    (:func:`~perfkit.analysis.shapes.bmm_attention.foreign_rows`). The rows of a softmax
+    backward that MindSpore expands are one softmax backward."""
+    from ..shapes.bmm_attention import bmm_attention_triples, foreign_rows
+    from ..shapes.records import with_expanded_softmax_backward
 
     if "label" not in rows.columns or "input_shapes" not in rows.columns:
-        return []
-    labels = rows["label"].astype("string").fillna("").to_numpy(dtype=object)
-    return bmm_attention_triples(labels, _ParsedShapes(rows["input_shapes"]),
-                                 np.cumsum(new_lane))
+        return [], np.zeros(0, dtype=np.int64)
+    label = rows["label"].astype("string")
+    if "name" in rows.columns:
+        label = with_expanded_softmax_backward(label, rows["name"])
+    labels = label.fillna("").to_numpy(dtype=object)
+    shapes = _ParsedShapes(rows["input_shapes"])
+    found = bmm_attention_triples(labels, shapes, np.cumsum(new_lane), interleaved=True)
+    return found, foreign_rows(found, labels, shapes)
 
 
 def _row_reader(profile: Any, column: str) -> Any:

@@ -75,12 +75,17 @@ def attention_spans(letter: Sequence[Span], triples: Sequence[BmmAttention],
 
 
 def attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
-                    first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                   first: np.ndarray, last: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first and last rows (in lane order) of the unfused attention chains:
     :func:`~.attention_spans.attention_spans` of the letter pattern's matches
     (``first``, ``last``) and, where a ``q·kᵀ`` product is among the tasks, of the
     chains of batched products found by their shapes, as
-    :func:`~perfkit.analysis.efficiency.attention_chains` finds them on the priced rows.
+    :func:`~perfkit.analysis.efficiency.attention_chains` finds them on the priced rows
+    (other matrix products allowed between a backward's members; the rows of a softmax
+    backward that MindSpore expands one softmax backward); and the rows inside those
+    chains that are not their own, which the chains' time leaves out
+    (:func:`~perfkit.analysis.shapes.bmm_attention.foreign_rows`).
 
     The tasks' operator is labelled as the pricing labels it (its launching operator,
     else its type, else its name). The labels of every task are read only where a
@@ -89,10 +94,17 @@ def attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
     """
     from ..efficiency.costs import _label
     from ..efficiency.tensors import parse_shapes
-    from ..shapes.bmm_attention import bmm_attention_triples, has_qk_product, is_batched
+    from ..shapes.bmm_attention import (
+        bmm_attention_triples,
+        foreign_rows,
+        has_qk_product,
+        is_batched,
+    )
+    from ..shapes.records import with_expanded_softmax_backward
 
+    none = np.zeros(0, dtype=np.int64)
     if "input_shapes" not in kernels.columns:
-        return first, last
+        return first, last, none
     # the columns the tokens read, as they took them out (the shapes: row by row)
     scoped = tasks_in_scope(kernels, False, ("op_name", "type", "name"), pmu=False,
                             coded=("name",))
@@ -120,11 +132,16 @@ def attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
         return _label(take_rows(scoped, rows))
 
     batched = np.flatnonzero(_batched_rows(scoped, is_batched))
-    triples = []
+    triples, foreign = [], none
     if len(batched) and has_qk_product(labels_at(batched),
                                        shape_col.iloc[to_kernels(batched)]):
         every = in_table(np.arange(len(scoped)))  # each row of lane order in the scope
-        label_text = labels_at(every).to_numpy(dtype=object)
+        label = labels_at(every)
+        if "name" in scoped.columns:
+            label = with_expanded_softmax_backward(
+                label, pd.Series(take_rows(scoped[["name"]], every)["name"].array,
+                                 index=label.index))
+        label_text = label.to_numpy(dtype=object)
         code, uniq = pd.factorize(shape_col.to_numpy(dtype=object)[to_kernels(every)],
                                   use_na_sentinel=False)
         texts = ["" if pd.isna(t) else str(t) for t in uniq.tolist()]
@@ -137,7 +154,8 @@ def attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
             return by_code[c]
 
         triples = bmm_attention_triples(label_text, _Lookup(lane_shapes),
-                                        np.cumsum(new_block))
+                                        np.cumsum(new_block), interleaved=True)
+        foreign = foreign_rows(triples, label_text, _Lookup(lane_shapes))
     starts = in_table(first)
     letter_labels = labels_at(starts).to_numpy(dtype=object)
     at = {int(a): j for j, a in enumerate(first.tolist())}
@@ -145,7 +163,7 @@ def attention_rows(kernels: pd.DataFrame, lanes: Any, new_block: np.ndarray,
                             lambda i: letter_labels[at[int(i)]],
                             lambda i: shapes_at(starts[at[int(i)]]))
     out = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    return out[:, 0], out[:, 1]
+    return out[:, 0], out[:, 1], foreign
 
 
 def _batched_rows(scoped: pd.DataFrame, test: Any) -> np.ndarray:

@@ -396,8 +396,9 @@ def unfused_patterns(profile: Any, detail: bool = False,
             starts, ends = where[starts], where[ends - 1] + 1
         first = row_of_char[starts]
         last = row_of_char[ends - 1]  # patterns hold no "|", so matches end on a token
+        foreign = None
         if attention:  # the chains attention_chains counts, where the tasks have shapes
-            first, last = attention_rows(kernels, lanes, new_block, first, last)
+            first, last, foreign = attention_rows(kernels, lanes, new_block, first, last)
             if not len(first):
                 continue
         counts = last - first + 1
@@ -418,6 +419,8 @@ def unfused_patterns(profile: Any, detail: bool = False,
                                           - np.repeat(np.cumsum(counts) - counts, counts))
         if pname == _ATTENTION:  # its copies (.contiguous() of v) are the copies' time
             own = ~copy_row[idx]
+            if foreign is not None and len(foreign):  # nor are another operator's rows
+                own &= ~np.isin(idx, foreign)
             counts = np.add.reduceat(own.astype(np.int64), np.cumsum(counts) - counts)
             idx = idx[own]
         # the occurrences' rows lie in runs, one after another: sums and maxima per run

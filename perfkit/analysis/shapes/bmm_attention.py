@@ -32,10 +32,20 @@ scope) is five members on the lane, matched alike (``backward`` set):
   grad (N, S, S)`` (or ``grad_k = gradᵀ (N, S, S) · q (N, S, d)``) and ``grad_q =
   grad (N, S, S) · k (N, S, d)``;
 
-all of the same ``N``, ``S``, ``d``. Where the chains are counted, not timed
-(``interleaved``), other matrix products may run between the backward members (a graph
-schedules the projections' gradients among them: MindSpore's CPU profile); batched products
-and softmaxes may not.
+all of the same ``N``, ``S``, ``d``. With ``interleaved``, other matrix products may run
+between the backward members (a graph schedules the projections' gradients among them:
+MindSpore's CPU profile); batched products and softmaxes may not.
+
+A chain's own rows (:func:`foreign_rows` names the others), what a fused attention kernel
+does in one pass and what a chain is timed by: its batched products of its ``N``, ``S``,
+``d``, and the rows between them that work on the scores or their gradient (an input of
+``N·S·S`` elements: the scale, the mask, the softmax, a dropout, the softmax's backward).
+Not its own: another matrix product, and the layout work on ``q``, ``k``, ``v`` and on
+their gradients that a graph schedules between the members (MindSpore's CPU profile runs
+the transposes of the next attention's ``q``, ``k``, ``v`` between a softmax and its
+``·v`` product: they feed that attention, not this one), which runs before and after the
+chain wherever it is not scheduled inside it. A row whose shapes are not recorded is
+counted (nothing says it is not the chain's).
 
 A product is read from its shapes as recorded, the views it multiplies: its operands
 must multiply as they are (``(…, M, K) x (…, K, N)``). An Ascend ``BatchMatMul`` may be
@@ -73,6 +83,7 @@ from .records import (
 )
 
 __all__ = ["BmmAttention", "bmm_attention_triples", "bmm_attention", "record_triples",
+           "foreign_rows",
            "has_qk_product", "judged_by_shapes", "is_batched"]
 
 _BMM = re.compile(r"(?i)^aten::(?:bmm|baddbmm)$")
@@ -265,8 +276,8 @@ def bmm_attention_triples(labels: Sequence[str], shapes: Sequence[Sequence[Shape
         start order.
     interleaved : bool
         Whether matrix products that are not batched may run between the members of a
-        backward chain (a graph's scheduling; counted, not timed: a chain's rows from
-        its first to its last would then hold those products too).
+        backward chain (a graph's scheduling; a chain's rows from its first to its last
+        then hold those products too: :func:`foreign_rows` names them).
 
     Returns
     -------
@@ -318,6 +329,40 @@ def _backward(members: list[tuple[int, int]], labels: Sequence[str],
         out.append(BmmAttention(p1, p2_end, b, g1, g2_end, *got, backward=True,
                                 batch=_batch(labels[p1], shapes[p1])))
     return out
+
+
+def foreign_rows(chains: Sequence[BmmAttention], labels: Sequence[str],
+                 shapes: Sequence[Sequence[Shape]]) -> np.ndarray:
+    """The rows inside the chains (from a chain's ``qk`` to its ``pv_end``) that are the
+    own rows of none of them (see the module's text): other matrix products, the layout
+    work on ``q``, ``k``, ``v`` a graph schedules between the members. Each distinct
+    (label, shapes, sizes) is judged once."""
+    inside: set[int] = set()
+    own: set[int] = set()
+    judged: dict[tuple[str, tuple[Shape, ...], int, int, int], bool] = {}
+    for t in chains:
+        for r in range(t.qk, t.pv_end + 1):
+            inside.add(r)
+            key = (labels[r], tuple(shapes[r]), t.n, t.s, t.d)
+            if key not in judged:
+                judged[key] = _own_row(key[0], key[1], t.n, t.s, t.d)
+            if judged[key]:
+                own.add(r)
+    return np.array(sorted(inside - own), dtype=np.int64)
+
+
+def _own_row(label: str, shapes: Sequence[Shape], n: int, s: int, d: int) -> bool:
+    """Whether a row inside a chain of sizes ``(n, s, d)`` is the chain's own: one of its
+    batched products, or work on its ``n·s·s`` scores; a row whose shapes are not recorded
+    is."""
+    if is_batched(label):
+        return (n, s, d) in (_qk(label, shapes), _pv(label, shapes), _kt(label, shapes))
+    if _GEMM.search(label):
+        return False
+    if not shapes:
+        return True
+    ins = [x for x in shapes if x]
+    return bool(ins) and int(np.prod(ins[0], dtype=np.int64)) == n * s * s
 
 
 def _members(rows: np.ndarray, labels: Sequence[str], shapes: Sequence[Sequence[Shape]]

@@ -17,7 +17,7 @@ from .._frames import collect, table_columns
 from .._util import table
 
 __all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS",
-           "FUSED_ATTENTION", "EXPANDED_SOFTMAX_BACKWARD"]
+           "FUSED_ATTENTION", "EXPANDED_SOFTMAX_BACKWARD", "with_expanded_softmax_backward"]
 
 #: Input data types as the profilers write them -> the calculators' dtype names.
 DTYPE_NAMES = {
@@ -148,10 +148,18 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     if "op_name" in frame.columns:
         op = frame["op_name"].astype("string")
         label = op.where(op.notna() & (op != ""), label)
+    return with_expanded_softmax_backward(label, name).fillna("")
+
+
+def with_expanded_softmax_backward(label: pd.Series, name: pd.Series) -> pd.Series:
+    """``label`` with the rows of a softmax backward that MindSpore expands into
+    element-wise operators (their ``name`` under a ``_SoftmaxBackward/`` scope:
+    ``Expand/_SoftmaxBackward/Mul-op1``) labelled :data:`EXPANDED_SOFTMAX_BACKWARD`, one
+    softmax backward; the names are tested once per distinct text."""
     expanded = _matches(name, _IN_SOFTMAX_BACKWARD)
-    if expanded.any():
-        label = label.where(~expanded, EXPANDED_SOFTMAX_BACKWARD)
-    return label.fillna("")
+    if not expanded.any():
+        return label
+    return label.where(~expanded, EXPANDED_SOFTMAX_BACKWARD)
 
 
 def parse_shapes(text: Any) -> list[tuple[int, ...]]:
