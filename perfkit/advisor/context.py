@@ -198,9 +198,10 @@ class Context:
 
     def recompute(self) -> None:
         """What the recompute rule reads: the attention passes, and the ``recompute_`` scopes
-        where the passes show no recompute (for :meth:`compute_ahead`)."""
+        where the passes show no recompute or the profile is MindSpore's, whose names carry
+        them (for :meth:`compute_ahead`)."""
         seen = self.recompute_evidence()
-        if seen.empty or not (seen["recompute"] != "none").any():
+        if self.fw == "mindspore" or seen.empty or not (seen["recompute"] != "none").any():
             self.recompute_scopes()
 
     def compute_ahead(self, analyses: Sequence[str] = AHEAD) -> None:

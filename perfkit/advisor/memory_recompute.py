@@ -66,11 +66,18 @@ def memory(ctx: Context) -> list[Finding]:
 
 @rule("memory_recompute", order=160, ahead=("recompute",))
 def recompute(ctx: Context) -> list[Finding]:
-    """Recomputation seen (forward / backward attention count) or configured."""
+    """Recomputation seen (the ``recompute_`` scopes of a MindSpore profile's names, which
+    time it; else the forward / backward attention count) or configured."""
     seen = ctx.recompute_evidence()
     doing = seen[seen["recompute"] != "none"] if not seen.empty else seen
     if doing.empty:
         return _scoped_recompute(ctx) or _configured_recompute(ctx, seen)
+    if ctx.fw == "mindspore":
+        # MindSpore names the recomputed cells (recompute_ scopes): their own forward
+        # tasks are the recomputation, timed, where the attention count only estimates it
+        scoped = _scoped_recompute(ctx)
+        if scoped:
+            return scoped
     share = median(doing["recompute_share"])
     mode = str(doing["recompute"].mode().iloc[0])
     s = ctx.steps
