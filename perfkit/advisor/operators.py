@@ -177,6 +177,7 @@ def attention(ctx: Context) -> list[Finding]:
     eff = ctx.assume["kernel_efficiency"]
     chains = ctx.get("att_chains", lambda: _eff.attention_chains(
         ctx.tasks, ctx.hardware, kernel_efficiency=eff))
+    chains = chains[chains["saving_us"].notna().to_numpy(bool)]  # priced on the roofline
     if chains.empty:
         return []
     saving = ctx.per_recorded_step(float(chains["saving_us"].sum()))

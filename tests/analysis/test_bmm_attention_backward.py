@@ -235,6 +235,11 @@ def test_an_elementwise_run_inside_an_attention_is_counted_once(products: str) -
     chains = pk.analysis.attention_chains(profile, H100)
     assert chains["kernels"].tolist() == [len(rows)]  # the whole chain, its 3 included
     assert chains["total_us"].tolist() == pytest.approx([sum(r[3] for r in rows)])
+    # both products priced (aten::bmm 64 × (1024 × 128 @ 128 × 1024); aten::matmul of 4-D
+    # operands 4·16 × the same): 2·batch·m·n·k FLOPs each, so the fused kernel's time is
+    # known and the saving is not the whole chain's time
+    assert chains["flops"].tolist() == [2 * (2 * 64 * 1024 * 1024 * 128)]
+    assert 0 < chains["saving_us"].iloc[0] < chains["total_us"].iloc[0]
     # the kernels each finding counts, by position: none twice
     counted: dict[int, int] = defaultdict(int)
     for i in range(len(rows)):  # the attention chain: every kernel

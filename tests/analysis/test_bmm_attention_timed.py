@@ -156,6 +156,35 @@ def test_mindspore_cpu_chains_forward_and_backward_timed_by_their_own_rows(folde
         [sum(ops[k].dur_us for k in c.own) for c in raw], rel=1e-9)
 
 
+@pytest.mark.parametrize("folder", [MS_CPU, sample_path("mindspore-cpu-tiny-llama")],
+                         ids=["recompute", "bundled"])
+def test_a_chain_whose_flops_cannot_be_read_has_no_saving(folder: Path):
+    """MindSpore's CPU framework file gives each input's shape and no data type (every
+    field after the third is ``input_N:`` and ``[dims]``, ``NoShape`` or ``TupleShape(…)``),
+    so no product's FLOPs are priced: the chains keep their time, their fused time and
+    saving are unknown (NaN, with a note), never the whole chain time as a saving from a
+    fused kernel taking 0 µs; and the advisor's attention rule, run on them directly, finds
+    nothing to claim."""
+    (framework,) = folder.rglob("cpu_framework_*.txt")
+    fields = [f for line in framework.read_text().splitlines() if line
+              for f in line.rstrip(";").split(";")[3:]]
+    shape = r"\[[\d, ]*\]|NoShape|TupleShape\([\w, ]*\)"
+    assert fields and all(re.fullmatch(rf"input_\d+:({shape})", f) for f in fields)
+    ops = _ops(folder)
+    raw = _raw_chains(ops)
+    profile = pk.load(folder, cache=False, progress=False)
+    chains = pk.analysis.attention_chains(profile, H100)
+    assert chains["total_us"].tolist() == pytest.approx(
+        [sum(ops[k].dur_us for k in c.own) for c in raw], rel=1e-9)
+    assert chains[["flops", "fused_us", "saving_us"]].isna().all().all()
+    assert f"{len(raw)} attention chains not priced" in " ".join(chains.attrs["notes"])
+    from perfkit.advisor.context import ASSUMPTIONS, Context
+    from perfkit.advisor.operators import attention
+    ctx = Context(profile, None, None, H100, dict(ASSUMPTIONS))
+    ctx.start("attention", ())
+    assert attention(ctx) == []
+
+
 def test_the_transposes_inside_a_mindspore_chain_are_the_next_attentions_inputs():
     ops = _ops(MS_CPU)
     raw = _raw_chains(ops)

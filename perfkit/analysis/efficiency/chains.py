@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InvalidArgumentError
+from ...format import counted
 from ...specs import Hardware
 from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
@@ -22,6 +23,7 @@ from .._order import stable_order
 from .._shared import shared, shared_factorize
 from .._tasks import scope_lanes
 from .._util import (
+    add_note,
     empty_frame,
     noted_no_step,
     one_value,
@@ -294,7 +296,7 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     products, the transposes of another attention's ``q``, ``k``, ``v``). A fused kernel
     does the chain's matrix FLOPs without writing the score matrix:
     ``fused_us = FLOPs of the chain's GEMMs / (kernel_efficiency · peak)``;
-    ``saving_us = max(0, total_us - fused_us)``.
+    ``saving_us = max(0, total_us - fused_us)``; NaN where the FLOPs cannot be read.
 
     Returns
     -------
@@ -320,18 +322,26 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
                            if not rows.empty else "no input shapes in this profile")
     found = []
     dur = rows["dur_us"].to_numpy(float)
-    flops = rows["flops"].where(rows["kind"] == "gemm", 0.0).fillna(0.0).to_numpy(float)
+    flops = rows["flops"].where(rows["kind"] == "gemm", 0.0).to_numpy(float)  # NaN: unread
     dts = rows["dtype"].astype("string").fillna("")
+    unpriced = 0
     for a, b in spans:
         key = peak_key(dts.iloc[a]) or hardware.default_dtype
         peak = hardware.peak(key if key in hardware.peak_flops else None)
         mine = counted_[a:b + 1]
         fl = float(flops[a:b + 1][mine].sum())
+        if not fl > 0:  # a product not priced: no fused kernel's time, no saving known
+            unpriced, fl = unpriced + 1, float("nan")
         fused = fl / (kernel_efficiency * peak) * 1e6
         tot = float(dur[a:b + 1][mine].sum())
         found.append((rows["rank"].iloc[a], int(mine.sum()), tot, fl, fused,
-                      max(0.0, tot - fused)))
-    return _noted(typed(pd.DataFrame(found, columns=list(cols)), cols), profile, rows)
+                      0.0 if tot < fused else tot - fused))  # NaN stays NaN
+    out = typed(pd.DataFrame(found, columns=list(cols)), cols)
+    if unpriced:
+        out = add_note(out, f"{counted(unpriced, 'attention chain')} not priced: the FLOPs "
+                            "of the matrix products could not be read (their shapes or data "
+                            "types are not recorded), so a fused kernel's time is not known")
+    return _noted(out, profile, rows)
 
 
 def attention_chain_gemms(profile: Any) -> pd.DataFrame:

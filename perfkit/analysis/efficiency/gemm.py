@@ -26,7 +26,7 @@ class GemmModel(PerfModel):
 
     kind = "gemm"
     pattern = (r"^(aten::)?(mm|addmm|bmm|baddbmm|addbmm|_scaled_mm)$"
-               r"|^(batch)?mat_?mul(v\d+)?$|^gemm(v\d+)?$|^quantbatchmatmul(v\d+)?$")
+               r"|^(aten::)?(batch)?mat_?mul(v\d+)?$|^gemm(v\d+)?$|^quantbatchmatmul(v\d+)?$")
     priority = 3
 
     def cost(self, call: Call) -> Priced | None:

@@ -73,6 +73,8 @@ def unfused_savings(profile: Any, hardware: Hardware | None = None,
             hardware, _why = infer_hardware(profile)
         chains = attention_chains(profile, hardware, kernel_efficiency) \
             if hardware is not None else pd.DataFrame()
+        if not chains.empty:  # the chains priced on the roofline (their FLOPs were read)
+            chains = chains[chains["saving_us"].notna().to_numpy(bool)]
         if chains.empty:
             notes.append("the unfused attention's saving is its chains' time less their "
                          "longest kernel: " + ("the device is not known, so no roofline "
