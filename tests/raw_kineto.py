@@ -5,10 +5,11 @@ last one while the span lasts: :func:`idle_tails`) and its wall time (that and t
 device's wait before it); for a trace without ``ProfilerStep``, its optimizer's iterations
 (:class:`Iterations`).
 
-A trace is parsed once per test process (:func:`raw_events` keeps the parsed events of the
-larger files, keyed by the file's path, size and modification time): several tests, and
-several readings in one test, check the same shared samples, and parsing one with exact
-decimals takes seconds. The events are shared between callers: read them, never change them.
+A trace is parsed once per test module (:func:`raw_events` keeps the parsed events of the
+larger files, keyed by the file's path, size and modification time; ``tests/conftest.py``
+calls :func:`forget` after each module): several tests, and several readings in one test,
+check the same shared samples, and parsing one with exact decimals takes seconds. The
+events are shared between callers: read them, never change them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls", "raw_outside",
-           "idle_tails", "Iterations"]
+           "idle_tails", "Iterations", "forget"]
 
 _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
@@ -42,6 +43,14 @@ _SMALL = 100 << 10
 #: What :func:`raw_windows` and :func:`raw_outside` found in a kept trace, by the same key.
 _WINDOWS: dict[tuple[str, int, int], tuple[dict[int, list], list[tuple], bool]] = {}
 _OUTSIDE: dict[tuple[str, int, int], list[tuple[Decimal, Decimal]]] = {}
+
+
+def forget() -> None:
+    """Drop every kept trace (``tests/conftest.py`` does after each test module, so that
+    the parsed samples, hundreds of MB, do not stay in the worker for the next files)."""
+    _PARSED.clear()
+    _WINDOWS.clear()
+    _OUTSIDE.clear()
 
 
 def _key(path: Path) -> tuple[str, int, int] | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import raw_kineto
-from raw_kineto import raw_device_steps, raw_events, raw_outside, raw_walls, raw_windows
+from raw_kineto import forget, raw_device_steps, raw_events, raw_outside, raw_walls, raw_windows
 
 
 def _trace(kernel_us: str, extra: list[dict[str, Any]] | None = None) -> str:
@@ -113,3 +113,14 @@ def test_a_small_file_is_parsed_at_each_reading(tmp_path: Path, parses: list[str
     monkeypatch.setattr(raw_kineto, "_SMALL", path.stat().st_size + 1)
     assert raw_events(path) == raw_events(path)
     assert parses == ["rank0.json"] * 2 and not raw_kineto._PARSED
+
+
+def test_forgotten_traces_are_parsed_again(tmp_path: Path, parses: list[str]) -> None:
+    path = tmp_path / "rank0.json"
+    path.write_text(_trace("30.5"))
+    assert raw_walls(path) == raw_walls(path) == {1: Decimal("100.0")}
+    assert parses == ["rank0.json"]
+    forget()
+    assert not raw_kineto._PARSED and not raw_kineto._WINDOWS and not raw_kineto._OUTSIDE
+    assert raw_walls(path) == {1: Decimal("100.0")}
+    assert parses == ["rank0.json"] * 2
