@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,17 @@ def dask_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         client.close()
         lc.close()
         mp.undo()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _raw_traces_of_the_module() -> Iterator[None]:
+    """The traces that ``tests/raw_kineto.py`` parsed for a module's tests are shared by
+    them, then dropped (:func:`raw_kineto.forget`): hundreds of MB for the shared samples,
+    which the worker's next files should not carry."""
+    yield
+    kept = sys.modules.get("raw_kineto")
+    if kept is not None:
+        kept.forget()
 
 
 @pytest.fixture(scope="session")

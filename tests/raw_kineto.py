@@ -3,29 +3,97 @@ tests that check perfkit's step figures against them: each step's device time (f
 last device task its host ``ProfilerStep`` launched, and the device's idle time after the
 last one while the span lasts: :func:`idle_tails`) and its wall time (that and the
 device's wait before it); for a trace without ``ProfilerStep``, its optimizer's iterations
-(:class:`Iterations`)."""
+(:class:`Iterations`).
+
+A trace is parsed once per test module (:func:`raw_events` keeps the parsed events of the
+larger files, keyed by the file's path, size and modification time; ``tests/conftest.py``
+calls :func:`forget` after each module): several tests, and several readings in one test,
+check the same shared samples, and parsing one with exact decimals takes seconds. The
+events are shared between callers: read them, never change them.
+"""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+from collections import OrderedDict
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 __all__ = ["raw_events", "raw_windows", "raw_device_steps", "raw_walls", "raw_outside",
-           "idle_tails", "Iterations"]
+           "idle_tails", "Iterations", "forget"]
 
 _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
 
 
+#: Parsed traces kept, least recently used first: (path, size, mtime) -> events. The
+#: Kineto traces of the shared samples and the bundled data are 11 (about 450 MB parsed,
+#: all together).
+_PARSED: OrderedDict[tuple[str, int, int], list[dict]] = OrderedDict()
+#: How many parsed traces are kept.
+_KEEP = 16
+#: Files smaller than this are parsed at each reading (most of the tests' own traces: quick
+#: to read, and they would push a shared sample out of the cache).
+_SMALL = 100 << 10
+#: What :func:`raw_windows` and :func:`raw_outside` found in a kept trace, by the same key.
+_WINDOWS: dict[tuple[str, int, int], tuple[dict[int, list], list[tuple], bool]] = {}
+_OUTSIDE: dict[tuple[str, int, int], list[tuple[Decimal, Decimal]]] = {}
+
+
+def forget() -> None:
+    """Drop every kept trace (``tests/conftest.py`` does after each test module, so that
+    the parsed samples, hundreds of MB, do not stay in the worker for the next files)."""
+    _PARSED.clear()
+    _WINDOWS.clear()
+    _OUTSIDE.clear()
+
+
+def _key(path: Path) -> tuple[str, int, int] | None:
+    """The cache key of ``path`` (its real path, size and modification time), or None for
+    a file too small to keep."""
+    st = os.stat(path)
+    if st.st_size < _SMALL:
+        return None
+    return str(Path(path).resolve()), st.st_size, st.st_mtime_ns
+
+
 def raw_events(path: Path) -> list[dict]:
+    """The trace's events, parsed with ``json`` (numbers with a fraction as exact
+    ``Decimal``); a new list, but the events themselves are shared: never change them."""
+    key = _key(path)
+    if key is not None and key in _PARSED:
+        _PARSED.move_to_end(key)
+        return list(_PARSED[key])
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as fh:
         data = json.load(fh, parse_float=Decimal)  # exact decimals: no float rounding
-    return data["traceEvents"] if isinstance(data, dict) else data
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    if key is not None:
+        _PARSED[key] = events
+        while len(_PARSED) > _KEEP:
+            gone, _ = _PARSED.popitem(last=False)
+            _WINDOWS.pop(gone, None)
+            _OUTSIDE.pop(gone, None)
+    return list(events)
+
+
+def _kept(path: Path, store: dict[tuple[str, int, int], Any],
+          work: Callable[[Path], Any]) -> Any:
+    """``work(path)``, kept in ``store`` while the trace's events are kept (each use counts
+    as a reading of the trace for :data:`_KEEP`)."""
+    key = _key(path)
+    if key is not None and key in store and key in _PARSED:
+        _PARSED.move_to_end(key)
+        return store[key]
+    found = work(path)  # parses the trace, or finds it kept
+    if key is not None and key in _PARSED:
+        store[key] = found
+    return found
 
 
 def raw_windows(path: Path) -> tuple[dict[int, list], list[tuple], bool]:
@@ -36,7 +104,14 @@ def raw_windows(path: Path) -> tuple[dict[int, list], list[tuple], bool]:
     A task belongs to the host ProfilerStep#N span its launch (the runtime call with the
     same correlation, the first one) started in; the latest-starting span at or before the
     launch, if the launch is before its end. Without any runtime call, the task's own start.
+    Worked out once for a kept trace (:func:`raw_events`); each call gets its own copy.
     """
+    windows, spans, on_device = _kept(path, _WINDOWS, _windows)
+    return {s: list(w) for s, w in windows.items()}, list(spans), on_device
+
+
+def _windows(path: Path) -> tuple[dict[int, list], list[tuple], bool]:
+    """:func:`raw_windows`, worked out from the events."""
     events = [e for e in raw_events(path) if e.get("ph") == "X"]
     spans = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
                    for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
@@ -113,7 +188,13 @@ def idle_tails(windows: dict[int, list], ends: dict[int, Decimal],
 def raw_outside(path: Path) -> list[tuple[Decimal, Decimal]]:
     """(start, end) µs of the device tasks of no step: launched before the trace began
     (no runtime call with their correlation) or outside every host ProfilerStep span, as
-    :func:`raw_windows` leaves them out."""
+    :func:`raw_windows` leaves them out. Worked out once for a kept trace (:func:`raw_events`);
+    each call gets its own list."""
+    return list(_kept(path, _OUTSIDE, _outside))
+
+
+def _outside(path: Path) -> list[tuple[Decimal, Decimal]]:
+    """:func:`raw_outside`, worked out from the events."""
     events = [e for e in raw_events(path) if e.get("ph") == "X"]
     spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
                    if str(e.get("name", "")).startswith("ProfilerStep#")

@@ -8,8 +8,10 @@ import gzip
 import json
 import os
 import statistics
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from raw_kineto import (
@@ -48,14 +50,28 @@ def _csv_steps(rank_dir: Path) -> dict[int, float]:
                 + float(r["Free"]) for r in csv.DictReader(fh)}
 
 
+@pytest.fixture(scope="module")
+def full_load() -> Callable[[Path], Any]:
+    """``pk.load(path, cache=False)``, the file read once per path for the module's tests:
+    several of them compare the preview with the full load of the same shared traces."""
+    import perfkit as pk
+
+    loaded: dict[Path, Any] = {}
+
+    def load(path: Path) -> Any:
+        if path not in loaded:
+            loaded[path] = pk.load(path, cache=False, progress=False)
+        return loaded[path]
+
+    return load
+
+
 def _json_spans(path: Path) -> dict[int, float]:
-    """Step -> duration of the host ProfilerStep#N events, from the whole trace."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        data = json.load(fh)
-    events = data["traceEvents"] if isinstance(data, dict) else data
+    """Step -> duration of the host ProfilerStep#N events, from the whole trace (read with
+    ``json``: :func:`raw_kineto.raw_events`, whose exact decimals round here to the floats
+    that ``json`` reads by default)."""
     out: dict[int, float] = {}
-    for e in events:
+    for e in raw_events(path):
         name = e.get("name", "")
         if name.startswith("ProfilerStep#") and e.get("ph") == "X" and \
                 e.get("cat") not in ("gpu_user_annotation", "kernel"):
@@ -197,8 +213,8 @@ def test_every_kineto_sample_is_listed(shared_samples: Path) -> None:
 
 
 @pytest.mark.shared_samples
-def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample() -> None:
-    import perfkit as pk
+def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample(
+        full_load: Callable[[Path], Any]) -> None:
     from perfkit import analysis as A
 
     with_steps = iterations = 0
@@ -219,7 +235,7 @@ def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample()
         mine = A.step_breakdown(got.profile)
         assert {int(s): v for s, v in zip(mine["step"], mine["step_us"], strict=True)} == \
             pytest.approx({s: float(v) for s, v in raw.items()}, rel=1e-12, abs=1e-6), path
-        full = A.step_breakdown(pk.load(path, cache=False))
+        full = A.step_breakdown(full_load(path))
         full = full.dropna(subset=["step"])
         assert dict(zip(full["step"].astype(int), full["step_us"], strict=True)) == \
             pytest.approx(dict(zip(mine["step"].astype(int), mine["step_us"], strict=True)),
@@ -230,7 +246,8 @@ def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample()
 
 
 @pytest.mark.shared_samples
-def test_a_trace_without_profiler_steps_previews_its_iterations() -> None:
+def test_a_trace_without_profiler_steps_previews_its_iterations(
+        full_load: Callable[[Path], Any]) -> None:
     """AMD MI300 ResNet-18 (TraceLens): no ProfilerStep#N, 5 host Optimizer.step#SGD.step
     annotations. The preview had no step for it ("its steps come with the full load"), so
     the Overview's first answer had no step time. It now reads the full load's steps, the
@@ -238,7 +255,6 @@ def test_a_trace_without_profiler_steps_previews_its_iterations() -> None:
     decimals): each one's device window and wall time within 0.5 µs of the raw figures (an
     epoch timestamp in µs as float64 keeps about 0.1 µs), equal to the full load's, and a
     step basis that says the steps were inferred from the optimizer."""
-    import perfkit as pk
     from perfkit import analysis as A
 
     path = shared_sample("wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz")
@@ -258,7 +274,7 @@ def test_a_trace_without_profiler_steps_previews_its_iterations() -> None:
         assert row["step_us"] + row["preparing_us"] == pytest.approx(float(wall), abs=0.5), k
     expected = float(statistics.median(w for _, w in walls.values())) / 1e6
     assert A.measured_step_s(mine) == pytest.approx(expected, rel=1e-9)
-    full = A.step_breakdown(pk.load(path, cache=False, progress=False))
+    full = A.step_breakdown(full_load(path))
     for col in ("step", "step_us", "preparing_us"):
         assert mine[col].tolist() == pytest.approx(full[col].tolist(), rel=1e-12), col
     basis = A.steps.step_basis(mine)
@@ -396,12 +412,12 @@ def test_a_gan_loop_previews_its_iterations_where_its_data_loader_says(tmp_path:
 
 
 @pytest.mark.shared_samples
-def test_the_step_time_is_the_wall_of_each_step_on_every_kineto_sample() -> None:
+def test_the_step_time_is_the_wall_of_each_step_on_every_kineto_sample(
+        full_load: Callable[[Path], Any]) -> None:
     """The measured step counts the device's wait before each step's first task (a data
     stall, a slow launch), read from the raw trace; the preview gives the same figure."""
     import statistics
 
-    import perfkit as pk
     from perfkit import analysis as A
 
     checked = 0
@@ -411,7 +427,7 @@ def test_the_step_time_is_the_wall_of_each_step_on_every_kineto_sample() -> None
             continue
         checked += 1
         expected = float(statistics.median(walls.values())) / 1e6
-        full = A.step_breakdown(pk.load(path, cache=False))
+        full = A.step_breakdown(full_load(path))
         assert A.measured_step_s(full) == pytest.approx(expected, rel=1e-9), path
         quick = A.step_breakdown(preview(path, device_steps=True).profile)
         assert A.measured_step_s(quick) == pytest.approx(expected, rel=1e-9), path
@@ -419,21 +435,20 @@ def test_the_step_time_is_the_wall_of_each_step_on_every_kineto_sample() -> None
 
 
 @pytest.mark.shared_samples
-def test_a_data_loading_stall_is_in_the_step_time() -> None:
+def test_a_data_loading_stall_is_in_the_step_time(full_load: Callable[[Path], Any]) -> None:
     """PyTorch 1.9's ResNet-50 with ``num_workers=0`` loads each batch on the training
     thread: the device waits about 57 ms before each step's first kernel. The step time is
     then the pace of the host's ProfilerStep spans (read with ``json``), not the device
     window alone, which is a third shorter."""
     import statistics
 
-    import perfkit as pk
     from perfkit import analysis as A
 
     path = shared_sample("wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz")
     windows, spans, _ = raw_windows(path)
     host = statistics.median(float(b) - float(a) for a, b, _s in spans)
     window = statistics.median(float(hi) - float(lo) for lo, hi, _u in windows.values())
-    steps = A.step_breakdown(pk.load(path, cache=False))
+    steps = A.step_breakdown(full_load(path))
     wall = A.measured_step_s(steps) * 1e6
     assert wall == pytest.approx(host, rel=0.02)  # 177.4 ms against 176.3 ms
     assert window < 0.7 * host  # 118.6 ms: the device span alone

@@ -17,6 +17,7 @@ import importlib.util
 import os
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,28 +41,35 @@ SHARED = samples_dir() is not None
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The damaged inputs built at collection (:data:`BUILT`), intact references, and
+    perfkit's cache in a temporary folder."""
     mp = pytest.MonkeyPatch()
     mp.setenv("PERFKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     mp.delenv("PERFKIT_CACHE", raising=False)
-    root = tmp_path_factory.mktemp("corpus")
-    cases = {c.name: c for c in corpus_mod.build(root / "inputs", shared=SHARED)}
-    refs = corpus_mod.reference_inputs(root / "refs", shared=SHARED)
-    yield {"root": root / "inputs", "cases": cases, "refs": refs, "loaded": {},
-           "dest": tmp_path_factory.mktemp("extracted"),
-           "before": corpus_mod.snapshot(root / "inputs")}
+    root = BUILT.root
+    refs = corpus_mod.reference_inputs(tmp_path_factory.mktemp("corpus") / "refs",
+                                       shared=SHARED)
+    yield {"root": root, "cases": BUILT.cases, "refs": refs, "loaded": {},
+           "dest": tmp_path_factory.mktemp("extracted"), "before": corpus_mod.snapshot(root)}
     mp.undo()
 
 
-def _case_names() -> dict[str, bool]:
-    """Name -> made from shared samples, known before the inputs are built (built into a
-    scratch dir)."""
-    import tempfile
+class _Built:
+    """The corpus, built once per test process at collection (the test names are its
+    cases' names) into a temporary folder removed when the process ends; the module's
+    tests read these inputs rather than building another copy (some 150 MB, seconds)."""
 
-    with tempfile.TemporaryDirectory(prefix="perfkit-corpus-names-") as tmp:
-        return {c.name: c.shared for c in corpus_mod.build(Path(tmp), shared=SHARED)}
+    def __init__(self) -> None:
+        # removed when the process ends (the finalizer of TemporaryDirectory), read-only
+        # folders of the permission cases included
+        self._scratch = tempfile.TemporaryDirectory(prefix="perfkit-corpus-")
+        self.root = Path(self._scratch.name) / "inputs"
+        self.cases = {c.name: c for c in corpus_mod.build(self.root, shared=SHARED)}
 
 
-CASES = _case_names()
+BUILT = _Built()
+#: Name -> made from shared samples.
+CASES = {name: c.shared for name, c in BUILT.cases.items()}
 NAMES = list(CASES)
 
 

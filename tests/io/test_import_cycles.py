@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PKG = Path(__file__).resolve().parents[2] / "perfkit"
 
 
@@ -75,26 +77,29 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_graph_sees_local_imports() -> None:
-    graph = _graph()
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    """:func:`_graph`, read once for the module's tests (it parses every perfkit module)."""
+    return _graph()
+
+
+def test_the_graph_sees_local_imports(graph: dict[str, set[str]]) -> None:
     # sources.parse_source imports kineto inside the function: that edge must be seen
     assert "perfkit.io.kineto" in graph["perfkit.io.sources"]
     assert "perfkit.io.ascend_db" in graph["perfkit.io.detect"]
 
 
-def test_no_import_cycle_touches_perfkit_io() -> None:
-    bad = [c for c in _cycles(_graph()) if any(m.startswith("perfkit.io") for m in c)]
+def test_no_import_cycle_touches_perfkit_io(graph: dict[str, set[str]]) -> None:
+    bad = [c for c in _cycles(graph) if any(m.startswith("perfkit.io") for m in c)]
     assert not bad, f"import cycles through perfkit.io: {bad}"
 
 
-def test_the_two_former_cycles_are_gone() -> None:
-    graph = _graph()
+def test_the_two_former_cycles_are_gone(graph: dict[str, set[str]]) -> None:
     assert "perfkit.io.ascend" not in graph["perfkit.io.trace_tables"]
     assert "perfkit.io.detect" not in graph["perfkit.io.dask_engine"]
 
 
-def test_io_does_not_import_analysis_or_ui() -> None:
-    graph = _graph()
+def test_io_does_not_import_analysis_or_ui(graph: dict[str, set[str]]) -> None:
     for mod, targets in graph.items():
         if mod.startswith("perfkit.io"):
             bad = [t for t in targets if t.startswith(("perfkit.analysis", "perfkit.advisor",

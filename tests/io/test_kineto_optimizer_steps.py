@@ -14,14 +14,13 @@ import gzip
 import json
 import statistics
 from collections import Counter
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from optimizer_loops import loop_events, true_steps, write_trace
-from raw_kineto import Iterations, raw_device_steps, raw_walls
+from raw_kineto import Iterations, raw_device_steps, raw_events, raw_walls
 from shared_samples import HTA, sample
 
 import perfkit as pk
@@ -33,12 +32,6 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        doc = json.load(fh, parse_float=Decimal)  # exact decimals: no float rounding
-    return doc["traceEvents"] if isinstance(doc, dict) else doc
-
-
 @pytest.mark.shared_samples
 def test_the_steps_of_a_trace_without_profiler_steps_are_its_optimizer_iterations() -> None:
     """AMD MI300 ResNet-18 (TraceLens): 5 Optimizer.step#SGD.step and no ProfilerStep. It
@@ -47,7 +40,7 @@ def test_the_steps_of_a_trace_without_profiler_steps_are_its_optimizer_iteration
     read from the raw file (0.5 µs: an epoch timestamp in µs as float64 keeps about
     0.1 µs)."""
     path = sample(MI300)
-    events = _events(path)
+    events = raw_events(path)  # exact decimals: no float rounding
     assert not [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
     it = Iterations(events)
     assert len(it.spans) == 5
@@ -98,7 +91,7 @@ def test_without_its_profiler_steps_a_trace_gets_back_the_same_steps(tmp_path: P
     :func:`raw_kineto.raw_walls`) at most 0.2 ms longer, the wait counted from the
     iteration's earlier start, or those 10-12 µs shorter, in steps of 116 to 182 ms."""
     path = sample(RESNET50)
-    events = _events(path)
+    events = raw_events(path)  # parsed once for raw_walls and raw_device_steps too
     marked = raw_walls(path)
     windows, on_device = raw_device_steps(path)
     assert sorted(marked) == sorted(windows) == list(range(5, 11)) and on_device
@@ -109,17 +102,18 @@ def test_without_its_profiler_steps_a_trace_gets_back_the_same_steps(tmp_path: P
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         doc = json.load(fh)
     copy = tmp_path / "worker0.pt.trace.json.gz"
-    with gzip.open(copy, "wt", encoding="utf-8") as fh:
-        json.dump({**doc, "traceEvents": unmarked(doc["traceEvents"])}, fh)
+    with gzip.open(copy, "wt", encoding="utf-8") as fh:  # dumps: json's C encoder, not dump's
+        fh.write(json.dumps({**doc, "traceEvents": unmarked(doc["traceEvents"])}))
     it = Iterations(unmarked(events))
     assert len(it.spans) == 6
     p = pk.load(copy, cache=False, progress=False)
     b = pk.analysis.step_breakdown(p)
     assert b["step"].tolist() == list(range(6))
     walls = b["step_us"] + b["preparing_us"]
+    raw = it.walls()
     for k, step in enumerate(sorted(marked)):
-        assert walls[k] == pytest.approx(float(it.walls()[k][1]), abs=0.5), k
-        assert b["step_us"][k] == pytest.approx(float(it.walls()[k][0]), abs=0.5), k
+        assert walls[k] == pytest.approx(float(raw[k][1]), abs=0.5), k
+        assert b["step_us"][k] == pytest.approx(float(raw[k][0]), abs=0.5), k
         assert -0.5 <= float(windows[step]) - b["step_us"][k] <= 12.5, k
         assert -12.5 <= walls[k] - float(marked[step]) <= 200, k
 
@@ -320,9 +314,9 @@ def test_two_optimizers_on_one_backward_pass_are_one_update_on_a_real_trace(tmp_
     assert Counter(n for t, n in named if t < marks[0][0]) != Counter(
         n for t, n in named if marks[1][1] <= t < marks[2][0])
     copy = tmp_path / "rank0.json.gz"
-    with gzip.open(copy, "wt", encoding="utf-8") as fh:
-        json.dump({**doc, "traceEvents": [e for e in doc["traceEvents"] if not str(
-            e.get("name", "")).startswith("ProfilerStep#")]}, fh)
+    with gzip.open(copy, "wt", encoding="utf-8") as fh:  # dumps: json's C encoder, not dump's
+        fh.write(json.dumps({**doc, "traceEvents": [e for e in doc["traceEvents"] if not str(
+            e.get("name", "")).startswith("ProfilerStep#")]}))
     p = pk.load(copy, cache=False, progress=False)
     assert len(p.steps) == 1 and p.steps["step"].isna().all()
     assert any("not used as step boundaries: only two updates, and the backward pass before "
