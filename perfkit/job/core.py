@@ -242,7 +242,7 @@ class Job:
         """Why :attr:`static_scheme`, in words (what was read, or the framework's
         convention)."""
         seen = self.observed.get(STATIC_SCHEME)
-        return str(seen[1]) if seen else scheme_reason(self.framework)
+        return str(seen[1]) if seen else scheme_reason(self.framework, self.dtype)
 
     @property
     def activation_model(self) -> ActivationModel:

@@ -24,13 +24,14 @@ from ..calc import (
     tokens_per_second_per_device,
     tokens_per_second_per_p,
 )
-from ..calc.memory import STATIC_SCHEME_NAMES, full_precision
+from ..calc.memory import STATIC_SCHEME_NAMES
 from ..errors import InvalidArgumentError, check_positive
 from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
 from ..job.unknowns import unknown_line
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .static_words import static_note
 
 __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
            "memory_breakdown", "job_summary", "job_figures"]
@@ -219,7 +220,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                           else []) + ["non-causal"]), g_hfu),
         _row("static_gib", f"static memory ({STATIC_SCHEME_NAMES[scheme]})", static_gib,
              "GiB", bytes_text(static.total_bytes),
-             _static_note(scheme, parallel, full_precision(run_dtype))),
+             static_note(scheme, parallel, run_dtype)),
         _row("activation_gib", "activation memory", act_gib, "GiB",
              bytes_text(act.total_bytes),
              f"peak stage {act.stage}, {counted(act.in_flight, 'micro-batch')} in flight; "
@@ -352,7 +353,8 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
         :func:`~perfkit.calc.memory.static_memory`) and ``activations`` (peak stage,
         :func:`~perfkit.calc.memory.activation_memory`); columns ``component``, ``bytes``,
         ``GiB`` and ``device_GiB`` (the device capacity); ``attrs["static_scheme"]``
-        names the convention.
+        names the convention and ``attrs["static_note"]`` what it counts per parameter
+        (:func:`perfkit.widgets.static_words.static_note`, as the job's figures say it).
     """
     job: Job | None = None
     if isinstance(model, Job):
@@ -381,6 +383,7 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
     frame["GiB"] = frame["bytes"] / GIB
     frame["device_GiB"] = hardware.memory_bytes / GIB
     frame.attrs["static_scheme"] = scheme
+    frame.attrs["static_note"] = static_note(scheme, parallel, dtype)
     return frame
 
 
@@ -390,22 +393,3 @@ def _scheme(static_scheme: str | None, job: Job | None) -> str:
     if static_scheme is not None:
         return static_scheme
     return job.static_scheme if job is not None else "mindspore"
-
-
-def _static_note(scheme: str, parallel: ParallelConfig, fp32: bool) -> str:
-    """The static-memory row's formula under ``scheme``, in 16 or 32 bits."""
-    fp32_note = "; an fp32 run: no mixed precision" if fp32 else ""
-    if scheme == "mindspore":
-        size = "fp32" if fp32 else "fp16"
-        return (f"{size} weights + fp32 Adam m, v over optimizer shard "
-                f"t = {parallel.optimizer_shard}, + {size} gradient buffer when "
-                f"accumulating{fp32_note}")
-    if scheme == "megatron":
-        if fp32:
-            return (f"fp32 weights and gradients + fp32 Adam m, v over the distributed "
-                    f"optimizer d = {parallel.optimizer_shard} (Megatron-LM's most loaded "
-                    f"shard){fp32_note}")
-        return ("bf16 weights + fp32 gradients + fp32 main weights and Adam m, v over the "
-                f"distributed optimizer d = {parallel.optimizer_shard}: 6 + 12/d bytes per "
-                "parameter (Megatron-LM's most loaded shard)")
-    return f"perfkit.calc.static_memory, scheme {scheme!r}{fp32_note}"

@@ -1,0 +1,80 @@
+"""Static memory follows the run's real type and the gradients its reduction moves.
+
+The expected figures are Megatron-LM's own bytes per parameter, written out here from its
+table (NVIDIA/Megatron-LM d98e8a64, ``docs/user-guide/features/dist_optimizer.md`` lines
+16-20; ``d`` the distributed optimizer's data-parallel size)::
+
+    fp16 parameters, fp16 gradients    20    4 + 16/d
+    bf16 parameters, fp32 gradients    18    6 + 12/d
+    fp32 parameters, fp32 gradients    16    8 + 8/d
+
+and from its source: the gradient buffer is fp32 only with ``grad_reduce_in_fp32``
+(``megatron/core/distributed/param_and_grad_buffer.py`` line 924), which ``arguments.py``
+(lines 1204-1217) turns on for bf16 alone; the data-parallel reduction reduces that buffer
+in place (lines 718-731); a 16-bit buffer is copied to fp32 main gradients for the
+optimizer step (``megatron/core/optimizer/optimizer.py`` line 1097,
+``distrib_optimizer.py`` line 2792), 4 more bytes per parameter sharded with the
+optimizer — so a bf16 run whose reduction moves 2-byte gradients (``--grad-reduce-in-bf16``)
+keeps 2 + 2 + 16 bytes, and an fp16 run with ``--accumulate-allreduce-grads-in-fp32``
+2 + 4 + 12.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import perfkit as pk
+from perfkit.widgets.summary import metrics_summary
+
+GIB = 2**30
+#: Megatron-LM's table: dtype -> (bytes per parameter without the distributed optimizer,
+#: (bytes kept whole, bytes sharded over d) with it).
+MEGATRON = {"fp16": (20, (4, 16)), "bf16": (18, (6, 12)), None: (18, (6, 12)),
+            "fp32": (16, (8, 8))}
+
+
+def _llama2_7b_parameters() -> int:
+    """Llama2-7B counted from its published shapes: embedding and untied output ``V·h``,
+    per layer ``4h²`` attention, ``3·h·f`` gated MLP and two RMSNorm weights, a final norm."""
+    v, h, f, layers = 32000, 4096, 11008, 32
+    return 2 * v * h + layers * (4 * h * h + 3 * h * f + 2 * h) + h
+
+
+@pytest.mark.parametrize("dtype", list(MEGATRON))
+def test_megatron_static_memory_is_megatron_lms_table_for_each_type(dtype) -> None:
+    n = 1e9  # parameters of the device (tp = pp = 1)
+    plain, (kept, sharded) = MEGATRON[dtype]
+    one = pk.static_memory(n, pk.ParallelConfig(dp=8), "megatron", dtype=dtype)
+    assert one.total_bytes == pytest.approx(plain * n, rel=1e-12)
+    dist = pk.static_memory(n, pk.ParallelConfig(dp=8, optimizer_shard=8), "megatron",
+                            dtype=dtype)
+    assert dist.total_bytes == pytest.approx((kept + sharded / 8) * n, rel=1e-12)
+
+
+def test_an_fp16_run_keeps_an_fp16_buffer_and_fp32_main_gradients() -> None:
+    n, d = 1e9, 8
+    got = pk.static_memory(n, pk.ParallelConfig(dp=d, optimizer_shard=d), "megatron",
+                           dtype="fp16")
+    assert got.weights_bytes == pytest.approx(2 * n)  # fp16 weights, whole
+    assert got.gradients_bytes == pytest.approx(2 * n)  # the fp16 buffer the reduction moves
+    # fp32 main gradients 4 + main weights 4 + Adam m 4 + v 4, sharded over d
+    assert got.optimizer_bytes == pytest.approx(16 * n / d)
+    # the same buffer as the reduction's element size, 2 bytes
+    assert pk.calc.memory.scheme_gradient_bytes("megatron", "fp16") == 2
+
+
+def test_an_fp16_megatron_jobs_figure_counts_and_says_fp16() -> None:
+    model = pk.ModelSpec.preset("llama2-7b")
+    par = pk.ParallelConfig(dp=8, optimizer_shard=8)
+    rows = metrics_summary(model, "a100", par, 1.0, "fp16",
+                           static_scheme="megatron").set_index("key")
+    row = rows.loc["static_gib"]
+    # Megatron-LM's fp16 row with the distributed optimizer over d = 8: 4 + 16/8 = 6
+    assert row["value"] * GIB == pytest.approx(6 * _llama2_7b_parameters(), rel=1e-9)
+    note = row["note"]
+    assert "fp16 weights" in note and "fp16 gradients" in note and "bf16" not in note
+    assert "fp32 main gradients" in note and "4 + 16/d" in note
+    bf16 = metrics_summary(model, "a100", par, 1.0, "bf16",
+                           static_scheme="megatron").set_index("key").loc["static_gib"]
+    assert bf16["value"] * GIB == pytest.approx(7.5 * _llama2_7b_parameters(), rel=1e-9)
+    assert "bf16 weights + fp32 gradients" in bf16["note"] and "6 + 12/d" in bf16["note"]
