@@ -1,4 +1,5 @@
-"""Static memory follows the run's real type and the gradients its reduction moves.
+"""Static memory follows the run's real type and the gradients its reduction moves, alike on
+every path (static_memory, estimate_step, plan.predict, plan.search, the job's figures).
 
 The expected figures are Megatron-LM's own bytes per parameter, written out here from its
 table (NVIDIA/Megatron-LM d98e8a64, ``docs/user-guide/features/dist_optimizer.md`` lines
@@ -24,6 +25,7 @@ from __future__ import annotations
 import pytest
 
 import perfkit as pk
+from perfkit.calc.rates import Rates
 from perfkit.widgets.summary import metrics_summary
 
 GIB = 2**30
@@ -61,6 +63,38 @@ def test_an_fp16_run_keeps_an_fp16_buffer_and_fp32_main_gradients() -> None:
     assert got.optimizer_bytes == pytest.approx(16 * n / d)
     # the same buffer as the reduction's element size, 2 bytes
     assert pk.calc.memory.scheme_gradient_bytes("megatron", "fp16") == 2
+
+
+@pytest.mark.parametrize(("dtype", "reduced", "per_param"), [
+    ("bf16", 2, 2 + 2 + 16),   # --grad-reduce-in-bf16: a 16-bit buffer, fp32 main gradients
+    ("fp16", 4, 2 + 4 + 12),   # --accumulate-allreduce-grads-in-fp32: the fp32 buffer is its own
+    ("bf16", 4, 2 + 4 + 12),   # the default bf16 run
+])
+def test_the_reductions_size_sets_the_buffer_on_every_path(dtype, reduced, per_param) -> None:
+    """One rule: ``Rates.gradient_bytes`` (what a profile's reductions record) sizes the
+    gradient buffer in static memory as it sizes the reduction, in estimate_step,
+    plan.predict (given as an override or by a calibration) and plan.search."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("a100")
+    par = pk.ParallelConfig(dp=8, num_micro_batches=2)
+    want = per_param * _llama2_7b_parameters()
+    est = pk.estimate_step(model, par, hw, dtype=dtype, static_scheme="megatron",
+                           gradient_bytes=reduced)
+    assert est.static_bytes == pytest.approx(want, rel=1e-9)
+    given = pk.plan.predict(None, model, par, hw, dtype=dtype, static_scheme="megatron",
+                            overrides={"gradient_bytes": reduced})
+    assert given.static_bytes == pytest.approx(want, rel=1e-9)
+    cal = pk.plan.calibrate(2.0, model, par, hw, rates=Rates(gradient_bytes=reduced),
+                            static_scheme="megatron", dtype=dtype)
+    assert pk.plan.predict(cal).static_bytes == pytest.approx(want, rel=1e-9)
+    space = pk.plan.SearchSpace(tp=(1,), pp=(1,), cp=(1,), micro_batch_size=(1,),
+                                sequence_parallel=(False,), recompute=("none",),
+                                optimizer_shard=("off",))
+    rows = pk.plan.search(model, hw, 8, 16, calibration=cal, static_scheme="megatron",
+                          dtype=dtype, space=space, include_rejected=True)
+    row = rows[(rows["dp"] == 8) & (rows["num_micro_batches"] == 2)]
+    assert len(row) == 1
+    assert float(row["static_bytes"].iloc[0]) == pytest.approx(want, rel=1e-9)
 
 
 def test_an_fp16_megatron_jobs_figure_counts_and_says_fp16() -> None:

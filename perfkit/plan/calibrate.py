@@ -669,15 +669,13 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         rates = _infer_recompute(eff, job, rates, notes)
         rates = _fit_operators(eff, job, rates, terms, notes)
         kinds_measured.add("compute")
-    par = job.parallel
-    if rates.gradient_bytes is None and par.tp == par.cp == par.ep == 1:
-        # what the profile's own reductions move wins over the scheme's guess, where they
-        # are all data-parallel: tensor, context or expert parallelism all-reduce their
-        # activations too (16-bit under Megatron-LM, whose gradients reduce in fp32), and
-        # the profile does not say which collective is whose
-        from ..analysis.reduced_dtype import reduced_gradient_bytes
+    from ..analysis.reduced_dtype import reductions_are_gradients
 
-        reduced = reduced_gradient_bytes(source)
+    if rates.gradient_bytes is None and reductions_are_gradients(job.parallel):
+        # what the profile's own reductions move wins over the scheme's guess, where they
+        # are all the gradients' (the job's one reading, which its Memory tab and figures
+        # count in static memory too: perfkit.Job.gradient_bytes)
+        reduced = inferred.reduced_gradient
         if reduced is not None:
             rates = rates.replace(gradient_bytes=float(reduced.element_bytes))
             terms.append(("gradient_bytes", float(reduced.element_bytes), reduced.evidence))

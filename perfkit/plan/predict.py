@@ -306,6 +306,9 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         framework does differently, e.g. ``{"dp_buckets": 8}`` (overlap the gradient
         reduction), ``{"recompute_style": "needed"}``, ``{"gradient_bytes": 4}``. Changing
         a fitted rate (an efficiency) makes the prediction no longer calibrated on it.
+        ``Rates.gradient_bytes`` (given here, or read by the calibration from the
+        profile's collectives) sizes the gradients in static memory too, as it does the
+        reduction (:func:`perfkit.calc.precision.parameter_bytes`: one rule).
 
     Returns
     -------
@@ -349,7 +352,10 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     tokens = parallel.global_batch_size * model.seq_length
     per_device = tokens / (step * parallel.world_size)
     peak = hardware.peak(dtype)
-    static = static_memory(model, parallel, scheme, dtype=dtype).total_bytes
+    # the gradients the reduction moves are the ones static memory keeps
+    static = static_memory(model, parallel, scheme, dtype=dtype,
+                           gradient_bytes=None if scheme == "deepspeed"
+                           else rates.gradient_bytes).total_bytes
     act = activation_memory(model, parallel, activation_model=am).total_bytes \
         if not uneven else _uneven_activation(model, parallel, am)
     limit = memory_limit_bytes if memory_limit_bytes is not None \

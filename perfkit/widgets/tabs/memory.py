@@ -186,8 +186,12 @@ class MemoryTab(JobTab):
         else:
             line = (f"<b>Theory</b> {bytes_text(theory)} ({parts}); no measured peak to "
                     f"compare with ({html.escape(job.detail('peak_memory_bytes'))}).")
+        # what static memory counts per parameter, in the run's type (an fp16
+        # Megatron-LM run's fp16 gradient buffer and fp32 main gradients, ...)
+        counts = f"Static memory counts {html.escape(memory.attrs['static_note'])}."
         out = [heading("Measured against the theory of the job (most loaded device)"),
-               html_widget(f"<p style='font-size:13px'>{line}</p>")]
+               html_widget(f"<p style='font-size:13px'>{line}</p>"
+                           f"<p style='font-size:13px'>{counts}</p>")]
         out += warning_widgets(guard.warning)
         out.append(self.chart(C.memory_chart(memory, title=f"Memory per device: "
                                                            f"{job.model.name or 'the job'} on "
