@@ -1,5 +1,6 @@
 """Static memory follows the run's real type and the gradients its reduction moves, alike on
-every path (static_memory, estimate_step, plan.predict, plan.search, the job's figures).
+every path (static_memory, estimate_step, plan.predict, plan.search, the job's figures,
+analysis.memory_vs_theory).
 
 The expected figures are Megatron-LM's own bytes per parameter, written out here from its
 table (NVIDIA/Megatron-LM d98e8a64, ``docs/user-guide/features/dist_optimizer.md`` lines
@@ -23,10 +24,11 @@ keeps 2 + 2 + 16 bytes, and an fp16 run with ``--accumulate-allreduce-grads-in-f
 from __future__ import annotations
 
 import pytest
+from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.calc.rates import Rates
-from perfkit.widgets.summary import metrics_summary
+from perfkit.widgets.summary import memory_breakdown, metrics_summary
 
 GIB = 2**30
 #: Megatron-LM's table: dtype -> (bytes per parameter without the distributed optimizer,
@@ -112,3 +114,44 @@ def test_an_fp16_megatron_jobs_figure_counts_and_says_fp16() -> None:
                            static_scheme="megatron").set_index("key").loc["static_gib"]
     assert bf16["value"] * GIB == pytest.approx(7.5 * _llama2_7b_parameters(), rel=1e-9)
     assert "bf16 weights + fp32 gradients" in bf16["note"] and "6 + 12/d" in bf16["note"]
+
+
+def test_an_fp32_run_on_a_device_without_an_fp32_peak_keeps_fp32_memory() -> None:
+    """The Ascend 910B lists no fp32 peak: an fp32 run's step is timed at its default
+    peak, but its weights and gradients stay fp32 (Megatron-LM's 16 bytes, 8 + 8/d)."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("ascend-910b")
+    assert "fp32" not in hw.peak_flops
+    par = pk.ParallelConfig(dp=8, num_micro_batches=2, optimizer_shard=8)
+    pred = pk.plan.predict(None, model, par, hw, dtype="fp32", static_scheme="megatron")
+    assert pred.static_bytes == pytest.approx((8 + 8 / 8) * _llama2_7b_parameters(),
+                                              rel=1e-9)
+    assert any("fp32 has no peak on ascend-910b" in n for n in pred.notes)
+    # the step-time calibration keeps the run's type for memory too
+    cal = pk.plan.calibrate(2.0, model, par, hw, static_scheme="megatron", dtype="fp32")
+    assert cal.job.dtype is None and cal.job.run_dtype == "fp32"
+    assert pk.plan.predict(cal).static_bytes == pytest.approx(pred.static_bytes, rel=1e-12)
+
+
+@pytest.mark.shared_samples
+def test_memory_vs_theory_counts_the_jobs_type_as_the_memory_tab() -> None:
+    """torch_npu's fp32 sample (its kernels' inputs are FLOAT: tests/test_static_scheme.py
+    reads them) with Llama2-7B as its model: the theory against the measured peak counts
+    fp32 static memory, 16 bytes per parameter without the distributed optimizer, as the
+    Memory tab does."""
+    profile = pk.load(shared_sample(PT_LEVEL1), cache=False)
+    job = pk.infer_job(profile).with_overrides(model="llama2-7b", seq_length=4096,
+                                               global_batch_size=8)
+    assert job.dtype == "fp32" and job.parallel.optimizer_shard == 1
+    out = pk.analysis.memory_vs_theory(profile, job.model, job.parallel, "megatron",
+                                       dtype=job.dtype, gradient_bytes=job.gradient_bytes)
+    static = out.loc[out["item"] == "theory_static", "bytes"]
+    assert len(static) and (static == static.iloc[0]).all()
+    assert static.iloc[0] == pytest.approx(16 * _llama2_7b_parameters(), rel=1e-9)
+    assert static.iloc[0] == pytest.approx(memory_breakdown(job)["bytes"].iloc[:3].sum(),
+                                           rel=1e-12)
+    # a profile calibrated for another type than its own keeps the type asked for
+    cal = pk.plan.calibrate(profile, job.model, job.parallel, job.hardware, dtype="bf16")
+    assert cal.job.run_dtype == "bf16"
+    assert pk.plan.predict(cal).static_bytes == pytest.approx(18 * _llama2_7b_parameters(),
+                                                              rel=1e-9)

@@ -247,7 +247,8 @@ cp_overlap, overhead_s
         *exposed* time.
     static_scheme : {"mindspore", "megatron"}
         Static-memory accounting. With a calibration, its ``Rates.gradient_bytes`` (the
-        profile's reductions) sizes the gradients in static memory as in the reduction
+        profile's reductions) sizes the gradients in static memory as in the reduction,
+        and without ``dtype`` its run's type sizes static memory
         (:func:`perfkit.plan.predict` does the same).
     activation_model : ActivationModel, optional
         Activation accounting (default: the seed's table).
@@ -436,11 +437,17 @@ def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
                          limit: float, activation_model: ActivationModel | None,
                          convention: str, causal: bool, include_rejected: bool
                          ) -> pd.DataFrame:
-    """Every candidate through the calibrated step model, with the band of ``predict``;
-    ``rates.gradient_bytes`` (the profile's reductions) sizes the gradient buffer as it
-    sizes the reduction, as :func:`perfkit.plan.predict` does."""
+    """Every candidate through the calibrated step model, with the band of ``predict``.
+
+    Without ``dtype`` the calibrating run's type sizes static memory and the gradients
+    (:attr:`perfkit.plan.CalibratedJob.run_dtype`: an fp32 run on a device with no fp32
+    peak keeps them fp32), and ``rates.gradient_bytes`` (the profile's reductions) sizes
+    the gradient buffer as it sizes the reduction, as :func:`perfkit.plan.predict` does."""
+    tensor = None if dtype is not None else getattr(getattr(calibration, "job", None),
+                                                    "run_dtype", None)
     out = step_times(model, hw, rates, c, params=_max_stage_params(model, c),
-                     activation_model=activation_model, dtype=dtype, static_scheme=scheme)
+                     activation_model=activation_model, dtype=dtype, static_scheme=scheme,
+                     tensor_dtype=tensor)
     step = out["step_s"]
     measured = getattr(calibration, "measured", frozenset())
     terms = [np.full(len(step), float(getattr(calibration, "residual", 0.0))),
@@ -451,8 +458,8 @@ def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
     u = np.sqrt(np.sum(np.square(terms), axis=0))
     pp, v, k = (c[name].astype(float) for name in ("pp", "vpp", "full_layers_per_stage"))
     n = model.num_layers / pp
-    static = _static(model, c, scheme, c["num_micro_batches"].astype(float), pp, dtype,
-                     rates.gradient_bytes)
+    static = _static(model, c, scheme, c["num_micro_batches"].astype(float), pp,
+                     tensor or dtype, rates.gradient_bytes)
     activation = _activation(model, c, activation_model, convention, n, k, v)
     tokens = c["dp"] * c["micro_batch_size"] * c["num_micro_batches"] * model.seq_length
     devices = c["dp"] * c["tp"] * pp * c["cp"]

@@ -166,7 +166,7 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
             cal = calibrate(float(step), job.model, job.parallel, job.hardware,
                             activation_model=job.activation_model, rates=Rates(
                                 gradient_bytes=job.gradient_bytes),
-                            static_scheme=job.static_scheme)
+                            static_scheme=job.static_scheme, dtype=job.dtype)
         except PerfkitError as exc:  # pragma: no cover - a complete job calibrates
             why = f"{why}; {exc}"
         else:
@@ -183,14 +183,14 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
 def predict_layout(fit: PlannerFit | None, job: Job, parallel: ParallelConfig) -> Prediction:
     """Another layout of the job predicted by the fit's model: its calibration
     (:func:`perfkit.plan.predict`), or, uncalibrated, the default rates with the job's
-    activation accounting, static-memory convention and gradients' size
+    activation accounting, static-memory convention, type and gradients' size
     (:attr:`perfkit.Job.gradient_bytes`), as :func:`fit_job` predicts the profiled layout
     and the Memory tab counts its memory. With ``parallel = job.parallel`` this is
     :attr:`PlannerFit.prediction`.
     """
     if fit is not None and fit.calibration is not None:
         return predict(fit.calibration, parallel=parallel)
-    return predict(None, job.model, parallel, job.hardware,
+    return predict(None, job.model, parallel, job.hardware, dtype=job.dtype,
                    activation_model=job.activation_model, static_scheme=job.static_scheme,
                    overrides={"gradient_bytes": job.gradient_bytes})
 
