@@ -28,6 +28,7 @@ from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.calc.rates import Rates
+from perfkit.widgets.planner_words import gradient_sentence
 from perfkit.widgets.summary import memory_breakdown, metrics_summary
 
 GIB = 2**30
@@ -155,3 +156,25 @@ def test_memory_vs_theory_counts_the_jobs_type_as_the_memory_tab() -> None:
     assert cal.job.run_dtype == "bf16"
     assert pk.plan.predict(cal).static_bytes == pytest.approx(18 * _llama2_7b_parameters(),
                                                               rel=1e-9)
+
+
+def test_the_planners_sentence_names_the_gradients_its_model_reduces_in_an_fp32_run() -> None:
+    """An fp32 run on the Ascend 910B (no fp32 peak) under the MindSpore scheme reduces
+    4-byte gradients (no mixed precision), as its step model prices them: the data-parallel
+    part is the ring all-reduce of 4 bytes per parameter, 2·(d − 1)/d of them through each
+    link, and the sentence says 4, not the 16-bit scheme's 2."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("ascend-910b")
+    d = 4
+    par = pk.ParallelConfig(dp=d, num_micro_batches=2)
+    cal = pk.plan.calibrate(2.0, model, par, hw, dtype="fp32")
+    assert cal.job.static_scheme == "mindspore" and cal.job.run_dtype == "fp32"
+    rates = cal.rates
+    volume = _llama2_7b_parameters() * 4 * 2 * (d - 1) / d
+    link = hw.intra_node_bandwidth * rates.link("dp", True)
+    assert rates.dp_buckets == 1 and rates.overlap["dp"] == 0
+    assert pk.plan.predict(cal).parts["dp_comm"] == pytest.approx(
+        volume / link + rates.link_latency_s, rel=1e-9)
+    said = gradient_sentence(cal)
+    assert " Gradients are reduced at 4 bytes per element, the MindSpore scheme's default" \
+        in said, said

@@ -47,7 +47,7 @@ def gradient_sentence(cal: Calibration) -> str:
         return ""
     scheme = cal.job.static_scheme
     name = STATIC_SCHEME_NAMES.get(scheme, scheme)
-    guess = scheme_gradient_bytes(scheme, cal.job.dtype)
+    guess = scheme_gradient_bytes(scheme, cal.job.run_dtype)  # its tensors, not its peak
     read = next(((value, how) for term, value, how in cal.terms if term == "gradient_bytes"),
                 None)
     if read is not None:
