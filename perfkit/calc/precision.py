@@ -32,6 +32,13 @@ Megatron-LM, read at NVIDIA/Megatron-LM d98e8a64:
   16-20), bytes per parameter without / with the distributed optimizer over ``d`` ranks:
   fp16 parameters and gradients **20** / ``4 + 16/d``; bf16 parameters, fp32 gradients
   **18** / ``6 + 12/d``; fp32 parameters and gradients **16** / ``8 + 8/d``.
+
+perfkit counts the table's figures. Those fp32 copies of a 16-bit buffer live from the
+optimizer step until the next step begins (``training.py`` line 3044 calls
+``optimizer.zero_grad()``, which sets them to None: ``optimizer.py`` lines 1048-1061), so
+while the activations of the next forward and backward are held they may already be
+freed: the static + activation figure can then be up to ``4/d`` bytes per parameter above
+what is allocated at once (the caching allocator may still hold the block).
 """
 
 from __future__ import annotations
