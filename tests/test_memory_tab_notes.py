@@ -24,6 +24,8 @@ from widget_html import panel_html
 
 from perfkit.widgets import tab_panel
 
+#: msprof-analyze's advisor test data: a lone torch_npu kernel_details.csv.
+MSA_KERNELS = "wild/msa_kernel_details"
 #: 7 days in µs: a memory file none of whose samples lies this close to the device's tasks
 #: is of another run (perfkit.io.ascend_memory).
 WEEK_US = 7 * 24 * 3600e6
@@ -82,5 +84,28 @@ def test_the_memory_tab_gives_a_clusters_memory_notes_per_rank() -> None:
         events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
         assert not [e for e in events if e.get("name") == "[memory]"]
     text = _text(tab_panel("Memory", str(folder)))
-    assert "Ranks 0 and 1, memory over time: no [memory] events (profile_memory=False)." \
-        in text
+    said = ("No memory data in this profile: ranks 0 and 1, memory over time: no [memory] "
+            "events; ranks 0 and 1, operator memory: not recorded by Kineto.")
+    assert text.count(said) == 1, text
+    assert text.count("profile_memory") == 1, text  # what would record it, said once
+
+
+@pytest.mark.shared_samples
+def test_a_profile_without_memory_data_is_told_so_once(grammar) -> None:
+    """msprof-analyze's lone kernel_details.csv has no memory file beside it: the Memory
+    tab says there is no memory data in one line, with the files missing and what writes
+    them, instead of an empty chart's line, an empty peaks table and the theory's
+    missing peak each saying it again."""
+    folder = shared_sample(MSA_KERNELS)
+    assert sorted(p.name for p in folder.iterdir()) == ["kernel_details.csv"]
+    text = _text(tab_panel("Memory", str(folder)))
+    said = ("No memory data in this profile: memory over time: memory_record.csv / "
+            "npu_module_mem.csv not found; operator memory: operator_memory.csv not found. "
+            "A profile recorded with profile_memory=True gives the memory over time, the "
+            "peaks per component and the measured peak to hold against the theory.")
+    assert text.count(said) == 1, text
+    for again in ("profile_memory", "no memory", "above zero", "nothing in this profile",
+                  "allocator samples", "not found"):
+        assert text.lower().count(again.lower()) == said.lower().count(again.lower()), again
+    assert "no measured peak to compare with." in text  # the theory stays, without a why
+    assert not grammar(said)

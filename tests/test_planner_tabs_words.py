@@ -14,7 +14,9 @@
 - The gradients' element size where the profile records it: the H100 DDP traces with their
   all-reduces relabelled as bf16 (as a model cast to bf16 under plain DDP records them) go
   through both tabs; both say which size they used and why, and the data-parallel time is
-  the hand count ``params · 2 bytes · 2(d-1)/d`` over the link.
+  the hand count ``params · 2 bytes · 2(d-1)/d`` over the link; the Planner's and the
+  Memory tab's static memory keep that 2-byte buffer alike (Megatron-LM's 20 bytes per
+  parameter for a 16-bit buffer).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from widget_html import panel_html
 
 from perfkit.format import bytes_text
 from perfkit.widgets import dashboard
+from perfkit.widgets.summary import memory_breakdown
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "tests" / "data" / "kineto_llama_h100"
@@ -162,7 +165,7 @@ def bf16_ddp(tmp_path_factory):
 
 def test_both_tabs_reduce_the_gradients_the_profile_records(bf16_ddp) -> None:
     folder, records, d = bf16_ddp
-    board = _board(folder, "Planner", "Recompute")
+    board = _board(folder, "Planner", "Recompute", "Memory")
     planner, recompute = board.panels["Planner"], board.panels["Recompute"]
     fit = planner.fit
     rates = fit.calibration.rates
@@ -185,3 +188,15 @@ def test_both_tabs_reduce_the_gradients_the_profile_records(bf16_ddp) -> None:
     # the same layout, the same step on both tabs
     own = recompute.tradeoff[recompute.tradeoff["profiled"]].iloc[0]
     assert float(own["step_s"]) == pytest.approx(fit.prediction.step_s, rel=1e-12)
+    # static memory keeps the gradients the reduction moves, on the Planner and the Memory
+    # tab alike: Megatron-LM with a 2-byte buffer (--grad-reduce-in-bf16) keeps bf16
+    # weights 2 + the buffer 2 + fp32 main gradients 4 (optimizer.py line 1097 copies a
+    # 16-bit buffer), main weights 4 and Adam m, v 8, no distributed optimizer: 20 bytes
+    job = board.panels["Memory"].current
+    assert job.parallel.optimizer_shard == 1 and job.parallel.tp == job.parallel.pp == 1
+    want = 20 * _llama_parameters()
+    assert fit.prediction.static_bytes == pytest.approx(want, rel=1e-9)
+    assert memory_breakdown(job)["bytes"].iloc[:3].sum() == pytest.approx(want, rel=1e-9)
+    memory = _text(board.panels["Memory"])
+    assert memory.count("bf16 gradients (read from the profile's reductions)") == 1, memory
+    assert "fp32 main gradients" in memory and "4 + 16/d" in memory

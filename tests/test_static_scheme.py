@@ -1,8 +1,9 @@
 """Which static-memory scheme a job counts, and that the job, the Planner's calibration and
 the pages agree on it.
 
-PyTorch keeps Megatron-LM's 18 bytes per parameter (bf16 weights, fp32 gradients, an fp32
-main copy, Adam's two fp32 moments) on an Ascend NPU too: torch_npu trains LLMs with
+PyTorch keeps Megatron-LM's bytes per parameter (18 in a bf16 run: bf16 weights, fp32
+gradients, an fp32 main copy, Adam's two fp32 moments; 16 in an fp32 run, as the torch_npu
+sample here) on an Ascend NPU too: torch_npu trains LLMs with
 Megatron-LM or MindSpeed (Megatron-LM on Ascend). MindSpore's seed ``10N/t + 2N`` is
 MindSpore's own optimizer. A profile written by ``perfkit.simulate`` keeps the scheme its
 memory records were made with. Expected figures are counted here by hand from the model's
@@ -11,6 +12,7 @@ shapes, and the framework and simulation settings are read from the raw files.
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.widgets.prediction import fit_job, scheme_sentence
+from perfkit.widgets.summary import memory_breakdown
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "data" / "simulated" / "llama2-13b-baseline-dp16"
@@ -30,6 +33,13 @@ def _llama2_7b_parameters() -> int:
     ``3·h·f`` and two RMSNorm weights ``2h``, and the final norm ``h``."""
     v, h, f, layers = 32000, 4096, 11008, 32
     return 2 * v * h + layers * (4 * h * h + 3 * h * f + 2 * h) + h
+
+
+def _kernel_rows(rank: Path) -> list[dict[str, str]]:
+    """The rows of a torch_npu rank folder's kernel_details.csv, read with csv."""
+    path = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
 
 
 def _torch_npu_job(path: Path) -> tuple[pk.Profile, pk.Job]:
@@ -56,11 +66,21 @@ def test_a_torch_npu_job_counts_megatron_memory_in_the_job_and_the_calibration()
     fit = fit_job(profile, job)
     assert fit.calibration is not None
     assert fit.calibration.job.static_scheme == job.static_scheme
-    # Megatron-LM: 6 bytes per parameter stay (bf16 weight, fp32 gradient), the 12 of
-    # the fp32 main copy and Adam's moments are sharded by the distributed optimizer
+    # the run computes in fp32: every matrix product and convolution of its raw
+    # kernel_details.csv takes FLOAT inputs (the Ascend 910B lists no fp32 peak, so the
+    # step model runs at its fp16 peak, but the tensors stay fp32)
+    products = [r["Input Data Types"] for r in _kernel_rows(ranks[0])
+                if "MatMul" in r["Type"] or "Conv" in r["Type"]]
+    assert products and all(set(t.split(";")) <= {"FLOAT", "INT32"} for t in products)
+    assert job.dtype == "fp32" and "fp32" not in job.hardware.peak_flops
+    # Megatron-LM's fp32 row (docs/user-guide/features/dist_optimizer.md, d98e8a64,
+    # lines 16-20: "fp32 parameters, fp32 gradients", 16 bytes, 8 + 8/d): 4 + 4 bytes per
+    # parameter stay (weight, gradient), Adam's 8 are sharded by the distributed optimizer
     shard = job.parallel.optimizer_shard
-    expected = _llama2_7b_parameters() * (6 + 12 / shard)
+    expected = _llama2_7b_parameters() * (8 + 8 / shard)
     assert fit.prediction.static_bytes == pytest.approx(expected, rel=1e-9)
+    # the Memory tab counts the same job alike
+    assert memory_breakdown(job)["bytes"].iloc[:3].sum() == pytest.approx(expected, rel=1e-9)
     # what the Recompute tab says next to its figures
     sentence = scheme_sentence(fit, job)
     assert "Megatron-LM scheme" in sentence and "torch_npu" in sentence

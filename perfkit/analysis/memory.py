@@ -196,7 +196,8 @@ def framework_component(profile: Any) -> str | None:
 
 def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "megatron",
                      hardware: Any = None, flag_ratio: float = 2.0,
-                     activation_model: Any = None) -> pd.DataFrame:
+                     activation_model: Any = None, dtype: str | None = None,
+                     gradient_bytes: float | None = None) -> pd.DataFrame:
     """Measured peak memory of each rank against the theoretical static + activation memory.
 
     Parameters
@@ -216,6 +217,17 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
         How activations are counted: the job's (:attr:`perfkit.Job.activation_model`,
         tensor by tensor without the scores when it ran fused attention); default the
         seed's table.
+    dtype : str, optional
+        The run's type (the job's, :attr:`perfkit.Job.dtype`): ``"fp32"``/``"tf32"`` keep
+        fp32 weights and gradients and no second copy (4 + 4 + 8 bytes per parameter),
+        ``"fp16"`` under Megatron-LM an fp16 gradient buffer and fp32 main gradients
+        (:func:`perfkit.calc.static_memory`'s ``dtype``). None: the scheme's mixed
+        precision (bf16 under Megatron-LM).
+    gradient_bytes : float, optional
+        The element size of the gradient reduction (the job's,
+        :attr:`perfkit.Job.gradient_bytes`, read from the profile's collectives), which
+        the gradient buffer keeps; None: the scheme's size. With both taken from the job,
+        the theory is the Memory tab's and the Planner's.
 
     Returns
     -------
@@ -240,7 +252,8 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     comp = framework_component(profile)
     if peaks.empty or comp is None:
         return empty_frame(cols, "no framework allocator samples to compare with the theory")
-    static = static_memory(model, parallel, scheme=scheme)
+    static = static_memory(model, parallel, scheme=scheme, dtype=dtype,
+                           gradient_bytes=gradient_bytes)
     act = activation_memory(model, parallel, activation_model=activation_model)
     s_bytes = float(static.total_bytes)
     a_bytes = float(act.total_bytes)
@@ -248,7 +261,8 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     app = peaks[peaks["component"] == "APP"].set_index("rank")["peak_reserved_bytes"]
     rows = []
     for item, expl in (
-        ("theory_static", f"weights + gradients + optimizer ({scheme} accounting)"),
+        ("theory_static", f"weights + gradients + optimizer ({scheme} accounting"
+                          + (f", {dtype}" if dtype else "") + ")"),
         ("theory_activation", "activations of the most loaded pipeline stage"),
         ("theory_total", "static + activation"),
         ("measured_allocated", f"peak allocated of component {comp}"),

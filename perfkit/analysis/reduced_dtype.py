@@ -31,7 +31,8 @@ import pandas as pd
 
 from .collectives import comm_op_type
 
-__all__ = ["ReducedGradient", "reduced_gradient_bytes", "ELEMENT_BYTES"]
+__all__ = ["ReducedGradient", "reduced_gradient_bytes", "reductions_are_gradients",
+           "ELEMENT_BYTES"]
 
 #: Bytes per element of the data-type names collectives record (lower-cased): PyTorch's
 #: ``Input type`` (``float``, ``c10::BFloat16``) and HCCL's ``FP32`` / ``BFP16``.
@@ -82,6 +83,20 @@ class ReducedGradient:
         return (f"{self.collectives} all-reduce or reduce-scatter records among the "
                 f"profile's {self.source} move {self.dtype} data, {self.element_bytes} bytes "
                 f"per element ({self.share:.0%} of the bytes its reductions record)")
+
+
+def reductions_are_gradients(parallel: Any) -> bool:
+    """Whether every all-reduce / reduce-scatter of a job of this layout reduces gradients,
+    so that :func:`reduced_gradient_bytes` reads the gradients' element size.
+
+    True for data parallelism (``dp > 1``) without tensor, context or expert parallelism:
+    those all-reduce activations too (16-bit under Megatron-LM, whose bf16 run reduces fp32
+    gradients), and the profile does not say which collective is whose; without data
+    parallelism there is no gradient reduction at all (a loss or metric all-reduce is not
+    one). :func:`perfkit.plan.calibrate` (the step model's traffic) and
+    :attr:`perfkit.Job.gradient_bytes` (static memory on every page) apply the same test.
+    """
+    return parallel.dp > 1 and parallel.tp == parallel.cp == parallel.ep == 1
 
 
 def _first(text: pd.Series) -> pd.Series:

@@ -7,11 +7,15 @@ Static memory, four published schemes (``scheme=``):
   state: ``10N/t``; with gradient accumulation or pipeline parallelism an unsharded fp16
   gradient adds ``2N``: ``10N/t + 2N``. No fp32 master copy.
 * ``"megatron"`` — Megatron-LM ``theoretical_memory_usage.py``
-  (``compute_weight_and_optimizer_memory``): 18 B/param (bf16 weight 2 + fp32 grad 4 +
-  fp32 main param 4 + Adam m 4 + v 4); the distributed optimizer shards the 12 optimizer
-  bytes: ``6 + 12/d``; the parameters are those of Megatron's "most loaded shard" — the
-  first stage's ``1/pp`` of the block and the embedding, the output layer only when
-  ``pp = 1`` (:mod:`perfkit.calc.megatron`); experts use the expert data-parallel size.
+  (``compute_weight_and_optimizer_memory``): 18 B/param in a bf16 run (bf16 weight 2 +
+  fp32 gradient buffer 4 + fp32 main param 4 + Adam m 4 + v 4); the distributed optimizer
+  shards the 12 optimizer bytes: ``6 + 12/d``. An fp16 run keeps an fp16 gradient buffer
+  (2) and its optimizer copies it to fp32 main gradients (4 more, sharded with the
+  optimizer): 20 B/param, ``4 + 16/d`` — Megatron-LM's own table
+  (:mod:`perfkit.calc.precision` cites the source lines). The parameters are those of
+  Megatron's "most loaded shard" — the first stage's ``1/pp`` of the block and the
+  embedding, the output layer only when ``pp = 1`` (:mod:`perfkit.calc.megatron`);
+  experts use the expert data-parallel size.
 * ``"zero"`` — Rajbhandari et al. 2020 (ZeRO), Fig. 1: ``2 + 2 + K`` with ``K = 12``;
   stage 1 shards the optimizer, 2 also the gradients, 3 also the weights, over the
   data-parallel ranks (``dp × cp``; routed experts over the expert data-parallel ranks).
@@ -25,7 +29,10 @@ Static memory, four published schemes (``scheme=``):
 These are mixed-precision schemes (16-bit weights, fp32 optimizer state). A run whose
 tensors are fp32 (``dtype="fp32"`` or ``"tf32"``) keeps 4-byte weights and gradients and
 no second fp32 copy of the weights: 4 + 4 + 8 (Adam's two moments) bytes per parameter
-under the first three schemes, sharded as they shard (``dtype=``).
+under the first three schemes, sharded as they shard (``dtype=``). The gradients counted
+are those the data-parallel reduction moves, whose element size ``gradient_bytes`` sets
+when a profile or the caller knows it (:func:`perfkit.calc.precision.parameter_bytes`:
+one rule for static memory and the reduction).
 
 Activation memory lives in :mod:`perfkit.calc.activation` (re-exported here).
 """
@@ -47,7 +54,6 @@ from ..errors import (
 from ..specs import ModelSpec, ParallelConfig
 from ._common import as_param_count
 from .activation import (
-    ELEMENT_BYTES,
     ActivationBreakdown,
     ActivationModel,
     activation_memory,
@@ -55,6 +61,7 @@ from .activation import (
 )
 from .deepspeed import estimate_zero2_model_states, estimate_zero3_model_states
 from .megatron import megatron_parameters_on_first_stage
+from .precision import full_precision, parameter_bytes, scheme_gradient_bytes
 
 __all__ = [
     "MemoryBreakdown",
@@ -85,8 +92,9 @@ def framework_static_scheme(framework: str | None) -> str:
 
     ``"megatron"`` for PyTorch on any device: on a GPU, and on an Ascend NPU too
     (torch_npu), where LLMs train with Megatron-LM itself or MindSpeed (Megatron-LM on
-    Ascend, the same optimizer): bf16 weights, fp32 gradients, an fp32 main copy and Adam's
-    two fp32 moments, 18 B/param (Megatron-LM ``theoretical_memory_usage.py``;
+    Ascend, the same optimizer): in a bf16 run bf16 weights, fp32 gradients, an fp32 main
+    copy and Adam's two fp32 moments, 18 B/param (Megatron-LM ``theoretical_memory_usage.py``;
+    20 in an fp16 run, 16 in an fp32 one: :mod:`perfkit.calc.precision`;
     docs/calculators.md compares the schemes). MindSpore's seed ``10N/t + 2N`` (fp16 weights and
     Adam moments, no fp32 main copy) describes MindSpore's own optimizer, which a
     torch_npu job does not run. ``"mindspore"`` for MindSpore, and for an unknown
@@ -104,60 +112,6 @@ def framework_static_scheme(framework: str | None) -> str:
         One of :data:`STATIC_SCHEMES`.
     """
     return "megatron" if "pytorch" in str(framework or "").lower() else "mindspore"
-
-
-_DEFAULT_BYTES = {  # scheme -> (weight, gradient, optimizer) bytes per parameter
-    "mindspore": (2.0, 2.0, 8.0),
-    "megatron": (2.0, 4.0, 12.0),
-    "zero": (2.0, 2.0, 12.0),
-}
-#: (weight, gradient, optimizer) bytes per parameter of a run without mixed precision:
-#: fp32 weights (the optimizer's own copy) and gradients, Adam's two fp32 moments.
-_FP32_BYTES = (4.0, 4.0, 8.0)
-
-
-def full_precision(dtype: str | None) -> bool:
-    """Whether a run of ``dtype`` keeps its tensors in fp32 (``"fp32"``, ``"tf32"``:
-    4 bytes in :data:`~perfkit.calc.activation.ELEMENT_BYTES`), without mixed precision."""
-    return ELEMENT_BYTES.get(dtype or "") == 4.0
-
-
-def scheme_gradient_bytes(static_scheme: str | None, dtype: str | None = None) -> float:
-    """Bytes per gradient element a job's data-parallel reduction moves, by its scheme.
-
-    Under the Megatron-LM scheme the gradient buffer's type decides: Megatron-LM builds it
-    in fp32 when ``accumulate_allreduce_grads_in_fp32`` is set and in the parameters' type
-    otherwise (``megatron/core/distributed/param_and_grad_buffer.py``: ``grad_dtype =
-    torch.float if grad_reduce_in_fp32 else param.dtype``). The flag
-    (``--accumulate-allreduce-grads-in-fp32``) is off by default, and
-    ``megatron/training/arguments.py`` turns it on for bf16 only ("bfloat16 requires
-    gradient accumulation and all-reduce to be done in fp32"; ``--grad-reduce-in-bf16``
-    undoes it). So 4 for a bf16 run, and for a run whose ``dtype`` is not given (bf16 being
-    the case Megatron-LM forces); 2 for an ``"fp16"`` run, whose fp16 gradients Megatron-LM
-    reduces as they are unless the flag is passed. 4 for an fp32 ``dtype`` whatever the
-    scheme (no mixed precision). 2 otherwise: MindSpore's fp16 gradients, the ZeRO paper's
-    16-bit ones. :func:`perfkit.calc.estimate_step`, the calibrated step model
-    (``Rates.gradient_bytes=None``) and :func:`perfkit.simulate.simulate` all use it.
-    Plain PyTorch DDP (also ``"megatron"``, as every PyTorch profile) reduces gradients
-    in the parameters' type: 4 bytes under autocast (fp32 parameters), 2 for a model cast
-    to bf16, which neither scheme nor dtype tells: pass ``gradient_bytes`` for it.
-
-    Parameters
-    ----------
-    static_scheme : str or None
-        ``"mindspore"``, ``"megatron"``, ``"zero"`` or ``"deepspeed"`` (None: the
-        MindSpore scheme).
-    dtype : str, optional
-        The run's type when known (``"bf16"``, ``"fp16"``; ``"fp32"``/``"tf32"`` keep
-        fp32 gradients). None: not known, bf16 is assumed under ``"megatron"``.
-
-    Returns
-    -------
-    float
-    """
-    if full_precision(dtype):
-        return 4.0
-    return 4.0 if static_scheme == "megatron" and dtype != "fp16" else 2.0
 
 
 def _frame(rows: dict[str, float]) -> pd.DataFrame:
@@ -313,11 +267,19 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
         ``d``); ``zero_stage`` and ``dp × cp`` drive ``"zero"`` and ``"deepspeed"``.
     scheme : {"mindspore", "megatron", "zero", "deepspeed"}
         See the module docstring. Per parameter, defaults (weight, gradient, optimizer):
-        mindspore 2/2/8, megatron 2/4/12, zero 2/2/12, deepspeed 2/6/12 (DeepSpeed's
-        "2 fp16 + 4 fp32" gradients and "4 fp32 params + 8 Adam").
-    weight_bytes, gradient_bytes, optimizer_bytes : float, optional
-        Override the scheme's bytes per parameter (e.g. fp32 gradients in MindSpore).
-        Not with ``"deepspeed"``, whose bytes are those of DeepSpeed's estimator.
+        mindspore 2/2/8, megatron 2/4/12 (a bf16 run; 2/2/16 for ``dtype="fp16"``), zero
+        2/2/12, deepspeed 2/6/12 (DeepSpeed's "2 fp16 + 4 fp32" gradients and "4 fp32
+        params + 8 Adam"); :func:`perfkit.calc.precision.parameter_bytes`.
+    weight_bytes, optimizer_bytes : float, optional
+        Override the scheme's bytes per parameter. Not with ``"deepspeed"``, whose bytes
+        are those of DeepSpeed's estimator.
+    gradient_bytes : float, optional
+        The element size of the gradients the data-parallel reduction moves (e.g. 4 for
+        fp32 gradients in MindSpore; what a profile's collectives record), which the
+        gradient buffer keeps; under ``"megatron"`` a 16-bit buffer adds the optimizer's
+        fp32 main gradients (4 bytes, sharded with the optimizer), as Megatron-LM does
+        (:func:`perfkit.calc.precision.parameter_bytes`). Default
+        :func:`~perfkit.calc.precision.scheme_gradient_bytes`. Not with ``"deepspeed"``.
     gradient_buffer : bool, optional
         ``"mindspore"`` only: whether a gradient buffer exists. Default: when
         ``num_micro_batches > 1`` (gradient accumulation) or ``pp > 1``, as the seed says.
@@ -340,14 +302,17 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
         4 / 4 / 8 bytes per parameter (fp32 weights, which are the optimizer's copy, fp32
         gradients, Adam's two moments) instead of the scheme's defaults, sharded as the
         scheme shards them (the seed's ``10N/t + 2N`` becomes ``12N/t + 4N``). None
-        (default) and the 16-bit types: the scheme's mixed-precision bytes. The explicit
-        ``*_bytes`` arguments still win. Not with ``"deepspeed"``, whose estimator counts
-        mixed precision only.
+        (default) and the 16-bit types: the scheme's mixed-precision bytes (``"fp16"``
+        under ``"megatron"``: Megatron-LM's fp16 gradient buffer and fp32 main gradients,
+        20 bytes per parameter). The explicit ``*_bytes`` arguments still win. Not with
+        ``"deepspeed"``, whose estimator counts mixed precision only.
 
     Examples
     --------
     The seed's 7B example, ``t = 8``: 70 GB without parallelism, 8.75 GB with optimizer
-    parallel, 22.75 GB with optimizer parallel and gradient accumulation.
+    parallel, 22.75 GB with optimizer parallel and gradient accumulation. Megatron-LM's
+    table for the distributed optimizer over ``d`` ranks: ``6 + 12/d`` bytes per parameter
+    (bf16), ``4 + 16/d`` (``dtype="fp16"``), ``8 + 8/d`` (``dtype="fp32"``).
     """
     check_choice("scheme", scheme, STATIC_SCHEMES)
     fp32 = full_precision(dtype)
@@ -371,11 +336,12 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
         raise InvalidArgumentError("offload_optimizer" if offload_optimizer else
                                    "offload_params", "CPU offload is modelled by "
                                    "scheme='deepspeed' (DeepSpeed's estimator)", True)
-    w, g, o = _FP32_BYTES if fp32 else _DEFAULT_BYTES[scheme]
-    w = w if weight_bytes is None else check_non_negative("weight_bytes", weight_bytes)
-    g = g if gradient_bytes is None else check_non_negative("gradient_bytes", gradient_bytes)
-    o = o if optimizer_bytes is None else check_non_negative("optimizer_bytes",
-                                                              optimizer_bytes)
+    per = parameter_bytes(scheme, dtype, gradient_bytes)
+    w = per.weight if weight_bytes is None else check_non_negative("weight_bytes",
+                                                                   weight_bytes)
+    g = per.gradient
+    o = per.optimizer if optimizer_bytes is None else check_non_negative("optimizer_bytes",
+                                                                         optimizer_bytes)
     if scheme == "megatron":
         return _megatron(model, parallel, w, g, o)
     n = parameters_per_device(model, parallel)

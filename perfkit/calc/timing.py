@@ -399,7 +399,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                params: dict[str, np.ndarray] | None = None,
                activation_model: ActivationModel | None = None,
                dtype: str | None = None,
-               static_scheme: str | None = None) -> dict[str, np.ndarray]:
+               static_scheme: str | None = None,
+               tensor_dtype: str | None = None) -> dict[str, np.ndarray]:
     """Step time and its parts for every configuration of ``cols`` (see module docstring).
 
     Parameters
@@ -429,6 +430,10 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         reduction when ``rates.gradient_bytes`` is None
         (:func:`perfkit.calc.memory.scheme_gradient_bytes`: 4 bytes under
         ``"megatron"`` unless ``dtype`` is fp16, 2 otherwise).
+    tensor_dtype : str, optional
+        The type of the run's tensors where ``dtype`` names another peak (the hardware
+        lists none for it: :func:`perfkit.plan.run_types`); the gradients' default
+        size follows it (4 bytes for an fp32 run). None: ``dtype``.
 
     Returns
     -------
@@ -519,7 +524,7 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     bw_dp = _link(hardware, tp * cp * dp, rates, "dp")
     bw_edp = bw_dp
     gbytes = rates.gradient_bytes if rates.gradient_bytes is not None \
-        else scheme_gradient_bytes(static_scheme, dtype)
+        else scheme_gradient_bytes(static_scheme, tensor_dtype or dtype)
 
     def reduction(count_params: np.ndarray, g: np.ndarray, bw: np.ndarray) -> np.ndarray:
         ring = np.where(g > 1, (g - 1) / np.maximum(g, 1), 0.0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.reduced_dtype import reductions_are_gradients
 from ..calc.activation import ActivationModel
 from ..calc.memory import framework_static_scheme
 from ..errors import ParallelConfigError
@@ -34,6 +35,7 @@ from .fields import (
     check_field,
     value_text,
 )
+from .gradients import REDUCED_GRADIENT
 from .layout import PIPELINE_BUBBLE, PP_UNREAD
 from .measured import TRAINING_STEP
 from .problems import disagreements
@@ -242,7 +244,32 @@ class Job:
         """Why :attr:`static_scheme`, in words (what was read, or the framework's
         convention)."""
         seen = self.observed.get(STATIC_SCHEME)
-        return str(seen[1]) if seen else scheme_reason(self.framework)
+        return str(seen[1]) if seen else scheme_reason(self.framework, self.dtype,
+                                                       self.gradient_bytes)
+
+    @property
+    def reduced_gradient(self) -> Any:
+        """What the profile's all-reduces and reduce-scatters move
+        (:class:`~perfkit.analysis.reduced_dtype.ReducedGradient`: element size, type,
+        how many records), or None where none records its type and size
+        (:func:`perfkit.job.gradients.read_reduced_gradient`)."""
+        return self.observed.get(REDUCED_GRADIENT, (None, ""))[0]
+
+    @property
+    def gradient_bytes(self) -> float | None:
+        """Bytes per gradient element of the job's data-parallel reduction as the profile
+        records it, where its layout makes every reduction the gradients' (data
+        parallelism without tensor, context or expert parallelism:
+        :func:`~perfkit.analysis.reduced_dtype.reductions_are_gradients`), else None: the
+        scheme's size (:func:`perfkit.calc.precision.scheme_gradient_bytes`) then counts.
+
+        The gradients static memory keeps are those the reduction moves
+        (:mod:`perfkit.calc.precision`), so the Memory tab, the job's figures and the
+        Planner's calibration all count this size."""
+        reading = self.reduced_gradient
+        if reading is None or not reductions_are_gradients(self.parallel):
+            return None
+        return float(reading.element_bytes)
 
     @property
     def activation_model(self) -> ActivationModel:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis.efficiency.hardware import read_device
 from ..calc.memory import STATIC_SCHEME_NAMES, STATIC_SCHEMES, framework_static_scheme
+from ..calc.precision import full_precision, parameter_bytes
 from .fields import FieldValue
 
 __all__ = ["read_hardware", "read_framework", "read_static_scheme", "scheme_reason",
@@ -58,13 +59,26 @@ def read_static_scheme(profile: Any, out: dict[str, Any]) -> None:
             return
 
 
-def scheme_reason(framework: str | None) -> str:
+def scheme_reason(framework: str | None, dtype: str | None = None,
+                  gradient_bytes: float | None = None) -> str:
     """Why a job of ``framework`` counts static memory with
-    :func:`~perfkit.calc.memory.framework_static_scheme`'s scheme, in words."""
+    :func:`~perfkit.calc.memory.framework_static_scheme`'s scheme, in words, with the bytes
+    per parameter a run of ``dtype`` whose reduction moves ``gradient_bytes`` keeps
+    (:func:`perfkit.calc.precision.parameter_bytes`)."""
     if framework_static_scheme(framework) == "megatron":
+        per = parameter_bytes("megatron", dtype, gradient_bytes)
+        sixteen = dtype if dtype in ("fp16", "bf16") else "bf16"
+        if full_precision(dtype):
+            kept = "an fp32 run keeps fp32 weights and gradients and no second copy"
+        elif per.gradient == 4:
+            kept = "fp32 gradients and an fp32 main copy of the weights"
+        else:
+            name = sixteen if per.gradient == 2 else f"{per.gradient:g}-byte"
+            kept = (f"{name} gradients, which its optimizer copies to fp32, and an fp32 "
+                    "main copy of the weights")
         return ("PyTorch's convention (Megatron-LM, and MindSpeed with torch_npu on Ascend): "
-                "fp32 gradients and an fp32 main copy of the weights, 18 bytes per parameter "
-                "before the distributed optimizer shards its 12")
+                f"{kept}, {per.total:g} bytes per parameter before the distributed "
+                f"optimizer shards its {per.optimizer:g}")
     if framework:
         return ("MindSpore's convention: 16-bit weights and fp32 Adam moments, no fp32 main "
                 "copy, 10 bytes per parameter before optimizer parallel shards them")

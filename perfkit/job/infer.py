@@ -18,6 +18,7 @@ from .activations import ACTIVATIONS, read_activations
 from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_framework, read_hardware, read_static_scheme
 from .fields import JOB_FIELDS, FieldValue, Readings
+from .gradients import read_reduced_gradient
 from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
 from .measured import read_memory, read_step_time, read_training_step
 from .tp_widths import read_tp_from_widths
@@ -157,4 +158,5 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     read_training_step(profile, out)
     read_framework(profile, out)
     read_static_scheme(profile, out)
+    read_reduced_gradient(profile, out)
     return dict(out)

@@ -10,7 +10,7 @@ from .balance import (
     read_sapp_layers,
 )
 from .calibrate import CalibratedJob, Calibration, calibrate
-from .predict import Prediction, predict
+from .predict import Prediction, predict, run_types
 from .published import PUBLISHED_RUNS, PublishedRun, published_runs
 from .search import SearchSpace, candidates, search, to_parallel_config
 
@@ -20,6 +20,7 @@ __all__ = [
     "calibrate",
     "Prediction",
     "predict",
+    "run_types",
     "PUBLISHED_RUNS",
     "PublishedRun",
     "published_runs",

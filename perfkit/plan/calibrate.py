@@ -69,7 +69,7 @@ from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, PerfkitError
 from ..format import counted
 from ..specs import Hardware, ModelSpec, ParallelConfig
-from .predict import layout_columns, stage_params, stage_rows
+from .predict import layout_columns, run_types, stage_params, stage_rows
 
 __all__ = ["Calibration", "CalibratedJob", "calibrate", "residual_note"]
 
@@ -79,7 +79,13 @@ _VECTOR_KINDS = ("elementwise", "norm", "reduction", "activation", "softmax")
 
 @dataclass(frozen=True)
 class CalibratedJob:
-    """The run a calibration was fitted to (what :func:`perfkit.plan.predict` starts from)."""
+    """The run a calibration was fitted to (what :func:`perfkit.plan.predict` starts from).
+
+    ``dtype`` is the type whose peak the step model computes at (None: the hardware's
+    default); ``tensor_dtype`` the run's own type where the hardware lists no peak for it
+    (:func:`perfkit.plan.run_types`), None otherwise; :attr:`run_dtype` is the
+    type static memory and the gradients follow.
+    """
 
     model: ModelSpec
     parallel: ParallelConfig
@@ -92,6 +98,16 @@ class CalibratedJob:
     stage_layers: tuple[int, ...] | None = None
     selective_layers: tuple[int, ...] | None = None
     comm_layers: tuple[int, ...] | None = None
+    tensor_dtype: str | None = None
+
+    @property
+    def run_dtype(self) -> str | None:
+        """The type the run's tensors keep: :attr:`tensor_dtype` where the hardware has no
+        peak for it (:attr:`dtype`, the peak's type, is then None), else :attr:`dtype`.
+        Static memory and the gradients' default size follow it, so an fp32 run on an
+        Ascend NPU (no fp32 peak) keeps fp32 weights and gradients in the Planner as on its
+        Memory tab."""
+        return self.tensor_dtype or self.dtype
 
 
 @dataclass(frozen=True)
@@ -172,7 +188,7 @@ def _evaluate(job: CalibratedJob, rates: Rates) -> dict[str, float]:
     params = stage_params(job.model, job.parallel, job.stage_layers)
     out = step_times(job.model, job.hardware, rates, layout_columns(job.parallel), rows,
                      params=params, activation_model=job.activation_model, dtype=job.dtype,
-                     static_scheme=job.static_scheme)
+                     static_scheme=job.static_scheme, tensor_dtype=job.tensor_dtype)
     return {k: float(v[0]) for k, v in out.items()}
 
 
@@ -631,8 +647,9 @@ def _kernels_per_rank_step(source: Any) -> float:
 
 def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig | None,
                   hardware: Hardware | str | None, am: ActivationModel | None, rates: Rates,
-                  static_scheme: str | None, notes: list[str], skip_first_steps: int,
-                  job_kw: dict[str, Any]) -> tuple[CalibratedJob, Rates, dict[str, Any]]:
+                  static_scheme: str | None, dtype: str | None, notes: list[str],
+                  skip_first_steps: int, job_kw: dict[str, Any]
+                  ) -> tuple[CalibratedJob, Rates, dict[str, Any]]:
     overrides = {k: v for k, v in (("model", model), ("parallel", parallel),
                                    ("hardware", hardware)) if v is not None}
     inferred, tasks, eff = _profile_reads(source, overrides)
@@ -648,13 +665,14 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     # the job's own convention (its framework's, or the one a simulation was made with):
     # the Planner's memory and the job's figures count static memory alike
     scheme = static_scheme or inferred.static_scheme
-    dtype = inferred.dtype if inferred.dtype in job_hw.peak_flops else None
-    if inferred.dtype is not None and dtype is None:
-        notes.append(f"the profile's matrix dtype {inferred.dtype} has no peak on "
-                     f"{job_hw.name}: its {job_hw.default_dtype} peak is used")
+    # the run's type (the one asked for, else the profile's matrix dtype): its peak where
+    # the device has one, and its size in static memory and the gradients in any case
+    peak, tensor, said = run_types(dtype or inferred.dtype, job_hw)
+    if said:
+        notes.append(("the profile's matrix dtype " if dtype is None else "") + said)
     job = CalibratedJob(job_model, job_parallel, job_hw, job_parallel.global_batch_size,
-                        job_model.seq_length, am or inferred.activation_model, scheme, dtype,
-                        **job_kw)
+                        job_model.seq_length, am or inferred.activation_model, scheme, peak,
+                        tensor_dtype=tensor, **job_kw)
     if am is None:
         notes.append(f"activations as the profile keeps them: {inferred.activation_detail}")
     if eff is None or (hardware is not None and inferred.hardware != job_hw):
@@ -669,15 +687,13 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         rates = _infer_recompute(eff, job, rates, notes)
         rates = _fit_operators(eff, job, rates, terms, notes)
         kinds_measured.add("compute")
-    par = job.parallel
-    if rates.gradient_bytes is None and par.tp == par.cp == par.ep == 1:
-        # what the profile's own reductions move wins over the scheme's guess, where they
-        # are all data-parallel: tensor, context or expert parallelism all-reduce their
-        # activations too (16-bit under Megatron-LM, whose gradients reduce in fp32), and
-        # the profile does not say which collective is whose
-        from ..analysis.reduced_dtype import reduced_gradient_bytes
+    from ..analysis.reduced_dtype import reductions_are_gradients
 
-        reduced = reduced_gradient_bytes(source)
+    if rates.gradient_bytes is None and reductions_are_gradients(job.parallel):
+        # what the profile's own reductions move wins over the scheme's guess, where they
+        # are all the gradients' (the job's one reading, which its Memory tab and figures
+        # count in static memory too: perfkit.Job.gradient_bytes)
+        reduced = inferred.reduced_gradient
         if reduced is not None:
             rates = rates.replace(gradient_bytes=float(reduced.element_bytes))
             terms.append(("gradient_bytes", float(reduced.element_bytes), reduced.evidence))
@@ -769,7 +785,10 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         an Ascend NPU, ``"mindspore"`` for MindSpore); ``"mindspore"`` for a steps table
         or a step time.
     dtype : str, optional
-        Peak to use (default the hardware's, or the profile's matrix dtype).
+        The run's type (default, for a profile, its matrix dtype; else the hardware's
+        default): its peak, or the hardware's default peak where it lists none for it
+        (said in the notes); static memory and the gradients' default size keep the run's
+        type either way (:attr:`CalibratedJob.run_dtype`).
     skip_first_steps : int
         Steps to drop from the start (warm-up, compilation).
     close : bool, optional
@@ -802,9 +821,13 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         and not isinstance(source, bool)
     if is_number or isinstance(source, pd.DataFrame):
         model, parallel, hw = _check_job(model, parallel, hardware)
+        peak, tensor, said = run_types(dtype, hw)
+        if said:
+            notes.append(said)
         job = CalibratedJob(model, parallel, hw, parallel.global_batch_size,
                             model.seq_length, activation_model or ActivationModel(),
-                            static_scheme or "mindspore", dtype, **job_kw)
+                            static_scheme or "mindspore", peak, tensor_dtype=tensor,
+                            **job_kw)
         if is_number:
             kind = "step time"
             rates, info = _from_step_time(float(source), job, rates, notes)
@@ -816,8 +839,8 @@ def calibrate(source: Any, model: ModelSpec | None = None,
             is not None:
         kind = "profile"
         job, rates, info = _from_profile(source, model, parallel, hardware, activation_model,
-                                         rates, static_scheme, notes, skip_first_steps,
-                                         job_kw)
+                                         rates, static_scheme, dtype, notes,
+                                         skip_first_steps, job_kw)
         close = False if close is None else close
     else:
         raise InvalidArgumentError("source", "must be a Profile/Cluster, a steps table "

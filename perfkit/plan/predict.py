@@ -45,7 +45,7 @@ from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_i
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["Prediction", "predict", "MODEL_UNCERTAINTY", "MEASURED_SIGMA", "DEFAULT_SIGMA",
-           "layout_columns", "stage_rows"]
+           "layout_columns", "stage_rows", "run_types"]
 
 #: Relative error of the calibrated model on layouts it was not fitted to (published runs).
 MODEL_UNCERTAINTY = 0.04
@@ -202,6 +202,24 @@ def stage_params(model: ModelSpec, parallel: ParallelConfig,
             "experts": np.array([top["experts"]])}
 
 
+def run_types(dtype: str | None, hardware: Hardware) -> tuple[str | None, str | None, str]:
+    """The peak a run of ``dtype`` computes at, and the type its tensors keep.
+
+    ``(dtype, None, "")`` where ``hardware`` has a peak for ``dtype`` (or ``dtype`` is
+    None); else ``(None, dtype, note)``: the hardware's default peak is used, while static
+    memory, the gradients and the activations keep ``dtype``'s size (an fp32 run on an
+    Ascend NPU, which lists no fp32 peak, still keeps fp32 weights and gradients, as its
+    Memory tab counts them), and ``note`` says so. :func:`perfkit.plan.calibrate` and
+    :func:`predict` both resolve the run's type this way
+    (:attr:`perfkit.plan.CalibratedJob.tensor_dtype`).
+    """
+    if dtype is None or dtype in hardware.peak_flops:
+        return dtype, None, ""
+    return None, dtype, (f"{dtype} has no peak on {hardware.name}: its "
+                         f"{hardware.default_dtype} peak is used, while static memory and "
+                         f"the gradients keep {dtype}'s size")
+
+
 def _validate(model: ModelSpec, parallel: ParallelConfig, uneven: bool) -> None:
     rules = parallel.problems(model)
     if uneven:
@@ -298,14 +316,20 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     memory_limit_bytes : float, optional
         Usable device memory; default ``hardware.memory_bytes · (1 − memory_reserve)``.
     dtype : str, optional
-        Peak to use (default the calibrating run's type, else the hardware's); the
-        calibration's activation accounting then keeps its tensors at this type's size
-        (:meth:`~perfkit.calc.ActivationModel.in_dtype`).
+        The type the layout runs in (default the calibrating run's, else the hardware's
+        default): its peak, or the hardware's default peak where it lists none for it
+        (:func:`run_types`, said in ``notes``); static memory
+        (:func:`~perfkit.calc.static_memory`'s ``dtype``) and the gradients' default size
+        follow it, and the calibration's activation accounting keeps its tensors at this
+        type's size (:meth:`~perfkit.calc.ActivationModel.in_dtype`).
     overrides : mapping, optional
         :class:`~perfkit.calc.rates.Rates` fields to change for this layout — what the
         framework does differently, e.g. ``{"dp_buckets": 8}`` (overlap the gradient
         reduction), ``{"recompute_style": "needed"}``, ``{"gradient_bytes": 4}``. Changing
         a fitted rate (an efficiency) makes the prediction no longer calibrated on it.
+        ``Rates.gradient_bytes`` (given here, or read by the calibration from the
+        profile's collectives) sizes the gradients in static memory too, as it does the
+        reduction (:func:`perfkit.calc.precision.parameter_bytes`: one rule).
 
     Returns
     -------
@@ -323,15 +347,22 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     if activation_model is None:  # the calibrating run's tensors, in the type asked for
         am = am.in_dtype(dtype)
     scheme = static_scheme or getattr(job, "static_scheme", None) or "mindspore"
-    dtype = dtype or getattr(job, "dtype", None)
+    notes: list[str] = []
+    if dtype is not None:
+        dtype, tensor_dtype, said = run_types(dtype, hardware)
+        if said:
+            notes.append(said)
+    else:  # the calibrating run's: its peak, and its tensors' type where it has no peak
+        dtype, tensor_dtype = getattr(job, "dtype", None), getattr(job, "tensor_dtype", None)
+    run_dtype = tensor_dtype or dtype
     rows = stage_rows(model, parallel, stage_layers, selective_layers, comm_layers)
     params = stage_params(model, parallel, tuple(int(x) for x in rows["layers"])
                           if uneven else None)
     out = step_times(model, hardware, rates, layout_columns(parallel), rows, params=params,
-                     activation_model=am, dtype=dtype, static_scheme=scheme)
+                     activation_model=am, dtype=dtype, static_scheme=scheme,
+                     tensor_dtype=tensor_dtype)
     parts = {name: float(out[name][0]) for name in PART_NAMES}
     step = float(out["step_s"][0])
-    notes: list[str] = []
     measured = getattr(calibration, "measured", frozenset())
     if calibration is None:
         notes.append("uncalibrated: perfkit's default rates (calibrate on a run of yours "
@@ -349,7 +380,10 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     tokens = parallel.global_batch_size * model.seq_length
     per_device = tokens / (step * parallel.world_size)
     peak = hardware.peak(dtype)
-    static = static_memory(model, parallel, scheme, dtype=dtype).total_bytes
+    # the gradients the reduction moves are the ones static memory keeps
+    static = static_memory(model, parallel, scheme, dtype=run_dtype,
+                           gradient_bytes=None if scheme == "deepspeed"
+                           else rates.gradient_bytes).total_bytes
     act = activation_memory(model, parallel, activation_model=am).total_bytes \
         if not uneven else _uneven_activation(model, parallel, am)
     limit = memory_limit_bytes if memory_limit_bytes is not None \

@@ -246,7 +246,10 @@ cp_overlap, overhead_s
         :func:`perfkit.plan.predict`); the ``*_comm_s`` columns are then each group's
         *exposed* time.
     static_scheme : {"mindspore", "megatron"}
-        Static-memory accounting.
+        Static-memory accounting. With a calibration, its ``Rates.gradient_bytes`` (the
+        profile's reductions) sizes the gradients in static memory as in the reduction,
+        and without ``dtype`` its run's type sizes static memory
+        (:func:`perfkit.plan.predict` does the same).
     activation_model : ActivationModel, optional
         Activation accounting (default: the seed's table).
     activation_convention : {"seed", "korthikanti", "megatron", "llm-analysis"}
@@ -434,9 +437,17 @@ def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
                          limit: float, activation_model: ActivationModel | None,
                          convention: str, causal: bool, include_rejected: bool
                          ) -> pd.DataFrame:
-    """Every candidate through the calibrated step model, with the band of ``predict``."""
+    """Every candidate through the calibrated step model, with the band of ``predict``.
+
+    Without ``dtype`` the calibrating run's type sizes static memory and the gradients
+    (:attr:`perfkit.plan.CalibratedJob.run_dtype`: an fp32 run on a device with no fp32
+    peak keeps them fp32), and ``rates.gradient_bytes`` (the profile's reductions) sizes
+    the gradient buffer as it sizes the reduction, as :func:`perfkit.plan.predict` does."""
+    tensor = None if dtype is not None else getattr(getattr(calibration, "job", None),
+                                                    "run_dtype", None)
     out = step_times(model, hw, rates, c, params=_max_stage_params(model, c),
-                     activation_model=activation_model, dtype=dtype, static_scheme=scheme)
+                     activation_model=activation_model, dtype=dtype, static_scheme=scheme,
+                     tensor_dtype=tensor)
     step = out["step_s"]
     measured = getattr(calibration, "measured", frozenset())
     terms = [np.full(len(step), float(getattr(calibration, "residual", 0.0))),
@@ -447,7 +458,8 @@ def _evaluate_calibrated(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
     u = np.sqrt(np.sum(np.square(terms), axis=0))
     pp, v, k = (c[name].astype(float) for name in ("pp", "vpp", "full_layers_per_stage"))
     n = model.num_layers / pp
-    static = _static(model, c, scheme, c["num_micro_batches"].astype(float), pp, dtype)
+    static = _static(model, c, scheme, c["num_micro_batches"].astype(float), pp,
+                     tensor or dtype, rates.gradient_bytes)
     activation = _activation(model, c, activation_model, convention, n, k, v)
     tokens = c["dp"] * c["micro_batch_size"] * c["num_micro_batches"] * model.seq_length
     devices = c["dp"] * c["tp"] * pp * c["cp"]
@@ -516,15 +528,18 @@ def _compute_seconds(model: ModelSpec, causal: bool, n: np.ndarray, k: np.ndarra
 
 
 def _static(model: ModelSpec, c: dict[str, np.ndarray], scheme: str, m: np.ndarray,
-            pp: np.ndarray, dtype: str | None) -> np.ndarray:
+            pp: np.ndarray, dtype: str | None,
+            gradient_bytes: float | None = None) -> np.ndarray:
     """Static memory per distinct (dp, tp, pp, cp, ep, expert_tp, shard, gradient buffer),
-    of a run of ``dtype`` (``static_memory``'s)."""
+    of a run of ``dtype`` whose reduction moves ``gradient_bytes`` per gradient element
+    (``static_memory``'s; None: the scheme's size)."""
     keys = {name: c[name] for name in ("dp", "tp", "pp", "cp", "ep", "expert_tp",
                                          "optimizer_shard")}
     keys["g"] = (m > 1) | (pp > 1)
     return _lookup(keys, lambda d, t, p, cc, e, x, os_, g: static_memory(
         model, _config(d, t, p, cc, e, x, num_micro_batches=int(p), optimizer_shard=int(os_)),
-        scheme, gradient_buffer=bool(g), dtype=dtype).total_bytes)
+        scheme, gradient_buffer=bool(g), dtype=dtype,
+        gradient_bytes=gradient_bytes).total_bytes)
 
 
 def _activation(model: ModelSpec, c: dict[str, np.ndarray],

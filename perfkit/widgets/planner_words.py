@@ -35,8 +35,9 @@ def gradient_sentence(cal: Calibration) -> str:
     The profile's own reductions when it records their data type and every reduction is
     the gradients' (the calibration's ``gradient_bytes`` term,
     :func:`perfkit.analysis.reduced_dtype.reduced_gradient_bytes`; where it differs from
-    the scheme's size the sentence says so, and that static memory still counts the
-    gradients as the scheme does), else the job's scheme
+    the scheme's size the sentence says so, and that static memory keeps the gradients
+    the reduction moves, :func:`perfkit.calc.precision.parameter_bytes`), else the job's
+    scheme
     (:func:`perfkit.calc.memory.scheme_gradient_bytes`), with why the profile was not
     read: it records no data type, or tensor, context or expert parallelism all-reduce
     activations beside the gradients.
@@ -46,7 +47,7 @@ def gradient_sentence(cal: Calibration) -> str:
         return ""
     scheme = cal.job.static_scheme
     name = STATIC_SCHEME_NAMES.get(scheme, scheme)
-    guess = scheme_gradient_bytes(scheme, cal.job.dtype)
+    guess = scheme_gradient_bytes(scheme, cal.job.run_dtype)  # its tensors, not its peak
     read = next(((value, how) for term, value, how in cal.terms if term == "gradient_bytes"),
                 None)
     if read is not None:
@@ -54,8 +55,8 @@ def gradient_sentence(cal: Calibration) -> str:
                 f"records it: {read[1]}")
         if read[0] != guess:
             text += (f"; the {name} alone would reduce {guess:g}-byte gradients (the "
-                     "data-parallel traffic follows the profile, static memory counts the "
-                     "gradients as the scheme does)")
+                     "data-parallel traffic and the gradient buffer static memory keeps "
+                     "follow the profile)")
         return text + "."
     if cal.rates.gradient_bytes is not None:
         return (f" Gradients are reduced at {cal.rates.gradient_bytes:g} bytes per element, "

@@ -22,6 +22,7 @@ import pandas as pd
 from .._stats import median
 from ..analysis import step_breakdown
 from ..analysis._util import has_values
+from ..calc.rates import Rates
 from ..errors import PerfkitError
 from ..format import bytes_text, count_text, counted, plural, share_text, time_text
 from ..job import Job
@@ -163,8 +164,9 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
     if step and math.isfinite(step) and step > 0:
         try:
             cal = calibrate(float(step), job.model, job.parallel, job.hardware,
-                            activation_model=job.activation_model,
-                            static_scheme=job.static_scheme)
+                            activation_model=job.activation_model, rates=Rates(
+                                gradient_bytes=job.gradient_bytes),
+                            static_scheme=job.static_scheme, dtype=job.dtype)
         except PerfkitError as exc:  # pragma: no cover - a complete job calibrates
             why = f"{why}; {exc}"
         else:
@@ -173,22 +175,24 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
                         f"perfkit's defaults. The profile itself could not be fitted: "
                         f"{sentence_end(why)}")
             return PlannerFit(cal, predict(cal), "step time", sentence, cal.notes)
-    pred = predict(None, job.model, job.parallel, job.hardware,
-                   activation_model=job.activation_model, static_scheme=job.static_scheme)
+    pred = predict_layout(None, job, job.parallel)
     return PlannerFit(None, pred, "uncalibrated",
                       f"Not calibrated: {_UNCALIBRATED}. {sentence_end(why)}".strip())
 
 
-def predict_layout(fit: PlannerFit, job: Job, parallel: ParallelConfig) -> Prediction:
+def predict_layout(fit: PlannerFit | None, job: Job, parallel: ParallelConfig) -> Prediction:
     """Another layout of the job predicted by the fit's model: its calibration
     (:func:`perfkit.plan.predict`), or, uncalibrated, the default rates with the job's
-    activation accounting and static-memory convention, as :func:`fit_job` predicts the
-    profiled layout. With ``parallel = job.parallel`` this is :attr:`PlannerFit.prediction`.
+    activation accounting, static-memory convention, type and gradients' size
+    (:attr:`perfkit.Job.gradient_bytes`), as :func:`fit_job` predicts the profiled layout
+    and the Memory tab counts its memory. With ``parallel = job.parallel`` this is
+    :attr:`PlannerFit.prediction`.
     """
-    if fit.calibration is not None:
+    if fit is not None and fit.calibration is not None:
         return predict(fit.calibration, parallel=parallel)
-    return predict(None, job.model, parallel, job.hardware,
-                   activation_model=job.activation_model, static_scheme=job.static_scheme)
+    return predict(None, job.model, parallel, job.hardware, dtype=job.dtype,
+                   activation_model=job.activation_model, static_scheme=job.static_scheme,
+                   overrides={"gradient_bytes": job.gradient_bytes})
 
 
 #: Columns of :func:`recompute_modes`.

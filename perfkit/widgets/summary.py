@@ -24,13 +24,14 @@ from ..calc import (
     tokens_per_second_per_device,
     tokens_per_second_per_p,
 )
-from ..calc.memory import STATIC_SCHEME_NAMES, full_precision
+from ..calc.memory import STATIC_SCHEME_NAMES
 from ..errors import InvalidArgumentError, check_positive
 from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
 from ..job.unknowns import unknown_line
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .static_words import static_note
 
 __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
            "memory_breakdown", "job_summary", "job_figures"]
@@ -75,7 +76,8 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     dtype: str | None = None, *, job: Job | None = None,
                     measured_peak_bytes: float | None = None,
                     activation_model: ActivationModel | None = None,
-                    static_scheme: str | None = None) -> pd.DataFrame:
+                    static_scheme: str | None = None,
+                    gradient_bytes: float | None = None) -> pd.DataFrame:
     """Throughput, utilisation, memory and pipeline figures of one training configuration.
 
     Parameters
@@ -106,6 +108,11 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         Ascend NPU, as the Planner's calibration counts it, ``"mindspore"`` otherwise, or
         the scheme a simulated profile was made with); without a job
         ``"mindspore"`` (the seed's).
+    gradient_bytes : float, optional
+        Bytes per gradient element of the data-parallel reduction, which the gradient
+        buffer in static memory keeps too (:func:`perfkit.calc.precision.parameter_bytes`).
+        Default: the job's (:attr:`perfkit.Job.gradient_bytes`, what its profile's
+        reductions record), else the scheme's size.
 
     Returns
     -------
@@ -169,7 +176,9 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                     dtype=dtype, selective_core=am.recomputes_attention_core)
     run_dtype = dtype or (job.dtype if job is not None else None)  # the run's tensors
     scheme = _scheme(static_scheme, job)
-    static = static_memory(model, parallel, scheme=scheme, dtype=run_dtype)
+    grads, read = _gradients(gradient_bytes, job, scheme)
+    static = static_memory(model, parallel, scheme=scheme, dtype=run_dtype,
+                           gradient_bytes=grads)
     act = activation_memory(model, parallel, activation_model=activation_model)
     bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
     # the estimate counts the run's bytes as the rows above do (its peak where the device
@@ -178,7 +187,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                              comm_efficiency=ESTIMATE_COMM_EFFICIENCY,
                              dtype=run_dtype if run_dtype in hardware.peak_flops else dtype,
                              static_scheme=scheme, selective_mode="strict", causal=False,
-                             activation_model=activation_model)
+                             activation_model=activation_model, gradient_bytes=grads)
 
     static_gib = static.total_bytes / GIB
     act_gib = act.total_bytes / GIB
@@ -219,7 +228,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                           else []) + ["non-causal"]), g_hfu),
         _row("static_gib", f"static memory ({STATIC_SCHEME_NAMES[scheme]})", static_gib,
              "GiB", bytes_text(static.total_bytes),
-             _static_note(scheme, parallel, full_precision(run_dtype))),
+             static_note(scheme, parallel, run_dtype, grads, read)),
         _row("activation_gib", "activation memory", act_gib, "GiB",
              bytes_text(act.total_bytes),
              f"peak stage {act.stage}, {counted(act.in_flight, 'micro-batch')} in flight; "
@@ -326,7 +335,8 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
                      parallel: ParallelConfig | None = None,
                      activation_model: ActivationModel | None = None,
                      dtype: str | None = None,
-                     static_scheme: str | None = None) -> pd.DataFrame:
+                     static_scheme: str | None = None,
+                     gradient_bytes: float | None = None) -> pd.DataFrame:
     """Memory of the most loaded device by component, for :func:`perfkit.charts.memory_chart`.
 
     Parameters
@@ -344,6 +354,9 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
     static_scheme : str, optional
         The static-memory convention, as for :func:`metrics_summary` (default: a job's
         framework's, :attr:`perfkit.Job.static_scheme`; else ``"mindspore"``).
+    gradient_bytes : float, optional
+        The gradients' element size, as for :func:`metrics_summary` (default: a job's
+        :attr:`perfkit.Job.gradient_bytes`, else the scheme's).
 
     Returns
     -------
@@ -352,7 +365,8 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
         :func:`~perfkit.calc.memory.static_memory`) and ``activations`` (peak stage,
         :func:`~perfkit.calc.memory.activation_memory`); columns ``component``, ``bytes``,
         ``GiB`` and ``device_GiB`` (the device capacity); ``attrs["static_scheme"]``
-        names the convention.
+        names the convention and ``attrs["static_note"]`` what it counts per parameter
+        (:func:`perfkit.widgets.static_words.static_note`, as the job's figures say it).
     """
     job: Job | None = None
     if isinstance(model, Job):
@@ -373,7 +387,8 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
                                    type(parallel).__name__)
     parallel.validate(model)
     scheme = _scheme(static_scheme, job)
-    static = static_memory(model, parallel, scheme=scheme, dtype=dtype)
+    grads, read = _gradients(gradient_bytes, job, scheme)
+    static = static_memory(model, parallel, scheme=scheme, dtype=dtype, gradient_bytes=grads)
     act = activation_memory(model, parallel, activation_model=activation_model)
     parts = {"weights": static.weights_bytes, "gradients": static.gradients_bytes,
              "optimizer state": static.optimizer_bytes, "activations": act.total_bytes}
@@ -381,6 +396,7 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
     frame["GiB"] = frame["bytes"] / GIB
     frame["device_GiB"] = hardware.memory_bytes / GIB
     frame.attrs["static_scheme"] = scheme
+    frame.attrs["static_note"] = static_note(scheme, parallel, dtype, grads, read)
     return frame
 
 
@@ -392,20 +408,15 @@ def _scheme(static_scheme: str | None, job: Job | None) -> str:
     return job.static_scheme if job is not None else "mindspore"
 
 
-def _static_note(scheme: str, parallel: ParallelConfig, fp32: bool) -> str:
-    """The static-memory row's formula under ``scheme``, in 16 or 32 bits."""
-    fp32_note = "; an fp32 run: no mixed precision" if fp32 else ""
-    if scheme == "mindspore":
-        size = "fp32" if fp32 else "fp16"
-        return (f"{size} weights + fp32 Adam m, v over optimizer shard "
-                f"t = {parallel.optimizer_shard}, + {size} gradient buffer when "
-                f"accumulating{fp32_note}")
-    if scheme == "megatron":
-        if fp32:
-            return (f"fp32 weights and gradients + fp32 Adam m, v over the distributed "
-                    f"optimizer d = {parallel.optimizer_shard} (Megatron-LM's most loaded "
-                    f"shard){fp32_note}")
-        return ("bf16 weights + fp32 gradients + fp32 main weights and Adam m, v over the "
-                f"distributed optimizer d = {parallel.optimizer_shard}: 6 + 12/d bytes per "
-                "parameter (Megatron-LM's most loaded shard)")
-    return f"perfkit.calc.static_memory, scheme {scheme!r}{fp32_note}"
+def _gradients(given: float | None, job: Job | None, scheme: str) -> tuple[float | None, str]:
+    """The gradients' element size for static memory and the reduction, and where it was
+    read: the one given, else the job's profile's reductions
+    (:attr:`perfkit.Job.gradient_bytes`), else None (the scheme's size); None under
+    DeepSpeed's estimator, which counts its own bytes."""
+    if scheme == "deepspeed":
+        return None, ""
+    if given is not None:
+        return float(given), ""
+    if job is not None and job.gradient_bytes is not None:
+        return job.gradient_bytes, "the profile's reductions"
+    return None, ""

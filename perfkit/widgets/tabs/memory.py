@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 import ipywidgets as W
@@ -37,11 +38,30 @@ from .base import (
     warning_widgets,
 )
 
-__all__ = ["MemoryTab", "MEMORY_TABLES"]
+__all__ = ["MemoryTab", "MEMORY_TABLES", "no_memory_text"]
 
 #: The tables the Memory tab draws, and what its notes call them: the loader's notes about
 #: them (a memory file of another run left out, ...) are said on the tab, under its peaks.
 MEMORY_TABLES = {t: TABLE_WORDS[t] for t in ("memory", "op_memory")}
+
+
+#: A loader's note's own "profile_memory was off" (its parenthesis), which
+#: :func:`no_memory_text` says once for them all.
+_FLAG = re.compile(r"\s*\((?:written when )?profile_memory=(?:True|False)\)")
+
+
+def no_memory_text(loading: list[str]) -> str:
+    """The Memory tab's one line for a profile without memory data: that there is none,
+    what the loader found missing (``loading``, :func:`~perfkit.widgets.load_notes.
+    notes_about`'s sentences, joined, their own "profile_memory" parentheses dropped) and
+    what would record it (the profilers' ``profile_memory=True``: torch_npu's, Kineto's
+    and MindSpore's option of that name)."""
+    found = [_FLAG.sub("", n).rstrip(". ") for n in loading]
+    found = [n[:1].lower() + n[1:] for n in found if n]
+    missing = f": {'; '.join(found)}" if found else ""
+    return (f"No memory data in this profile{missing}. A profile recorded with "
+            "profile_memory=True gives the memory over time, the peaks per component and "
+            "the measured peak to hold against the theory.")
 
 
 class MemoryTab(JobTab):
@@ -112,6 +132,12 @@ class MemoryTab(JobTab):
             self._timeline = A.memory_timeline(profile, max_points=200)
             self._defaults(self._timeline)
         timeline = self._timeline
+        self._peaks = peaks_by_component(A.memory_peaks(profile))
+        loading = notes_about(profile, MEMORY_TABLES)
+        if default_value(timeline) is None and self._peaks.empty:
+            # nothing to draw nor to list: say so once, with what would record it
+            self.peaks = W.HTML()
+            return [html_widget(note(no_memory_text(loading)))] + self._theory(False)
         column, family = self.value.value, self.family.value
         rank = None if self.rank.value == ALL_RANKS else int(self.rank.value)
         series = memory_series(timeline, column, family=family, rank=rank)
@@ -133,10 +159,8 @@ class MemoryTab(JobTab):
                                             + ", ".join(hidden[:30])
                                             + (" …" if len(hidden) > 30 else ""))))
         self.peaks = W.HTML()
-        self._peaks = peaks_by_component(A.memory_peaks(profile))
         self._draw_peaks(None)
         out.append(self.peaks)
-        loading = notes_about(profile, MEMORY_TABLES)
         if loading:
             out.append(html_widget("".join(note(n) for n in loading)))
         out += self._theory()
@@ -158,7 +182,7 @@ class MemoryTab(JobTab):
             headers={"peak_median_bytes": "peak, median over ranks", "peak_min_bytes":
                      "peak, min", "peak_max_bytes": "peak, max", "worst_rank": "highest rank"})
 
-    def _theory(self) -> list[W.Widget]:
+    def _theory(self, has_memory: bool = True) -> list[W.Widget]:
         job = self.current
         if job is None or job.model is None or job.hardware is None:
             return [no_job_note(job, "memory theory", ("model", "hardware"),
@@ -183,11 +207,16 @@ class MemoryTab(JobTab):
                     f"({html.escape(job.detail('peak_memory_bytes'))}) · "
                     f"<b>theory</b> {bytes_text(theory)} ({parts}) · theory / measured "
                     f"{ratio:,.2f}×" + (" ⚠" if not guard.ok else ""))
-        else:
+        else:  # why there is none was said above when the profile holds no memory data
+            why = f" ({html.escape(job.detail('peak_memory_bytes'))})" if has_memory else ""
             line = (f"<b>Theory</b> {bytes_text(theory)} ({parts}); no measured peak to "
-                    f"compare with ({html.escape(job.detail('peak_memory_bytes'))}).")
+                    f"compare with{why}.")
+        # what static memory counts per parameter, in the run's type (an fp16
+        # Megatron-LM run's fp16 gradient buffer and fp32 main gradients, ...)
+        counts = f"Static memory counts {html.escape(memory.attrs['static_note'])}."
         out = [heading("Measured against the theory of the job (most loaded device)"),
-               html_widget(f"<p style='font-size:13px'>{line}</p>")]
+               html_widget(f"<p style='font-size:13px'>{line}</p>"
+                           f"<p style='font-size:13px'>{counts}</p>")]
         out += warning_widgets(guard.warning)
         out.append(self.chart(C.memory_chart(memory, title=f"Memory per device: "
                                                            f"{job.model.name or 'the job'} on "
