@@ -50,6 +50,24 @@ def test_measured_step_is_the_slowest_rank_median_over_steps() -> None:
         measured_step_s(frame.drop(columns="step_us"))
 
 
+def test_a_mindspore_cpu_run_is_not_called_an_ascend_export() -> None:
+    """MindSpore writes a CPU run in the Ascend text layout (a ``*_ascend_ms`` folder), but
+    what it recorded are host operators (``FRAMEWORK/cpu_op_execute_timestamp_*.txt``,
+    ``cpu_framework_*.txt``) and no device task file (no ``kernel_details.csv``): the facts
+    and the dashboard's status say so, not "an Ascend text export"."""
+    from perfkit.widgets import dashboard
+
+    folder = bundled_profile("mindspore-cpu-tiny-llama")
+    (run,) = folder.glob("*_ascend_ms")
+    assert any(run.rglob("cpu_op_execute_timestamp_*.txt"))
+    assert any(run.rglob("cpu_framework_*.txt"))
+    assert not any(run.rglob("kernel_details.csv"))
+    facts = profile_facts(pk.load(folder)).set_index("fact")["value"]
+    assert facts["format"] == "a MindSpore text export of a CPU run (ascend_text)"
+    board = dashboard("mindspore-cpu-tiny-llama")
+    assert ": a MindSpore text export of a CPU run, 1 rank." in board.status.value
+
+
 def test_profile_facts_and_measured_step_on_a_bundled_profile() -> None:
     prof = pk.load(bundled_profile("simulated/slow-rank"))
     facts = profile_facts(prof).set_index("fact")["value"]

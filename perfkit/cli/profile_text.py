@@ -257,7 +257,7 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
     meta = profile.meta
     rank_text = ranks_text(getattr(profile, "ranks", None), meta.rank)
     facts = [("path", meta.path or str(profile_or_path)),
-             ("format", format_fact(meta.source_format)),
+             ("format", format_fact(meta.source_format, meta.device_type)),
              ("framework", meta.framework or "unknown"),
              ("device", meta.device_type or "unknown"),
              ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),

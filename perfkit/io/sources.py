@@ -91,17 +91,22 @@ _CLUSTER_WORDS = {"cluster": "ranks of several formats",
                   "cluster_analysis_output": "msprof-analyze's cluster_analysis_output"}
 
 
-def format_words(fmt: str | None) -> str:
+def format_words(fmt: str | None, device_type: str | None = None) -> str:
     """What a profile's ``meta.source_format`` is, in words for a page ("a PyTorch (Kineto)
-    trace"); a format without words of its own is given as it is."""
+    trace"); a format without words of its own is given as it is. ``device_type``
+    (``meta.device_type``): MindSpore writes a CPU run in the Ascend text layout
+    (``*_ascend_ms``), which is then said as MindSpore's export of a CPU run, not as an
+    Ascend one."""
     key = str(fmt or "")
+    if key == "ascend_text" and device_type == "cpu":
+        return "a MindSpore text export of a CPU run"
     return _WORDS.get(key) or _CLUSTER_WORDS.get(key) or key or "an unknown format"
 
 
-def format_fact(fmt: str | None) -> str:
+def format_fact(fmt: str | None, device_type: str | None = None) -> str:
     """The format in words and then its code ("a PyTorch (Kineto) trace (kineto)"), for a
     table of facts: the words for a reader, the code for a bug report."""
-    words = format_words(fmt)
+    words = format_words(fmt, device_type)
     return words if words == str(fmt or "") else f"{words} ({fmt})" if fmt else words
 
 

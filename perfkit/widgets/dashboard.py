@@ -358,9 +358,10 @@ class Dashboard(BackgroundOpening, W.VBox):
         self.profile, self.source, self.error = profile, shown, None
         self._show_source()
         ranks = getattr(profile, "ranks", None) or [profile.meta.rank]
+        kind = format_words(profile.meta.source_format, profile.meta.device_type)
         self.status.value = _STYLE + (
             f"<div class='pk-ok'>Opened <code>{html.escape(shown)}</code>: "
-            f"{html.escape(format_words(profile.meta.source_format))}, "
+            f"{html.escape(kind)}, "
             f"{counted(len(ranks), 'rank')}.</div>") + _apart_warning(profile)
         for panel in self.panels.values():
             panel.show(profile)

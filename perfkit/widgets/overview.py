@@ -119,7 +119,7 @@ def profile_facts(profile: Any) -> pd.DataFrame:
         Columns ``fact`` and ``value`` (strings), one row per fact and per note.
     """
     meta = profile.meta
-    rows = [("path", meta.path), ("format", format_fact(meta.source_format)),
+    rows = [("path", meta.path), ("format", format_fact(meta.source_format, meta.device_type)),
             ("framework", meta.framework or "unknown"),
             ("device", meta.device_type or "unknown"),
             ("profiler level", meta.profiler_level or "unknown"),
