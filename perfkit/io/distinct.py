@@ -29,8 +29,17 @@ def codes(values: pd.Series) -> tuple[np.ndarray, Any]:
 
 
 def text(values: pd.Series) -> pd.Series:
-    """A text column (Categorical or not) in the nullable string dtype."""
-    return values.astype("string")
+    """A text column (Categorical or not) in the nullable string dtype.
+
+    A Categorical's few distinct texts are converted and then taken by code (one array
+    take), not every row's text converted on its own: the same column, row for row.
+    """
+    if not isinstance(values.dtype, pd.CategoricalDtype) or \
+            values.cat.categories.inferred_type != "string":
+        return values.astype("string")  # (numbers as categories print as the column does)
+    distinct = pd.Series(values.cat.categories).astype("string").array
+    out = distinct.take(values.cat.codes.to_numpy(np.int64), allow_fill=True)
+    return pd.Series(out, index=values.index, name=values.name)
 
 
 def per_distinct(values: pd.Series, func: Callable[[pd.Series], pd.Series]) -> pd.Series:

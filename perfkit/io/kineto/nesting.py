@@ -22,11 +22,18 @@ def _thread_codes(*tids: pd.Series) -> tuple[np.ndarray, ...]:
     Threads are compared as text (an int tid and the same number written as text are one
     thread), as ``astype("string")`` equality would.
     """
-    text = pd.concat([t.astype("string").reset_index(drop=True) for t in tids],
-                     ignore_index=True)
-    codes, _ = pd.factorize(text)
-    bounds = np.cumsum([0] + [len(t) for t in tids])
-    return tuple(codes[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    # each frame's few distinct threads first, then only those as text: the same codes as
+    # factorizing every row's text (numbered by first appearance over the frames in order)
+    coded = [pd.factorize(t) for t in tids]
+    distinct = [pd.Series(u).astype("string") for _, u in coded]
+    shared, _ = pd.factorize(pd.concat(distinct, ignore_index=True)) if distinct else (
+        np.zeros(0, dtype=np.intp), None)
+    out, at = [], 0
+    for (codes, _), d in zip(coded, distinct, strict=True):
+        lookup = np.append(shared[at:at + len(d)], -1)  # a missing thread (-1) stays -1
+        out.append(lookup[codes])
+        at += len(d)
+    return tuple(out)
 
 
 def last_open(starts: np.ndarray, ends: np.ndarray, ts: np.ndarray,
