@@ -34,7 +34,6 @@ optimizer step to the end of its own).
 from __future__ import annotations
 
 import gzip
-import json
 import mmap
 import re
 from collections.abc import Iterator
@@ -47,7 +46,7 @@ import pandas as pd
 from ..errors import file_boundary
 from .categories import KINETO_KINDS
 from .kineto.iterations import optimizer_spans
-from .kineto_scan import _CHUNK, _CONTEXT, _ns, _num
+from .kineto_scan import _CHUNK, _CONTEXT, _ns, _num, _object_at
 from .kineto_scan import _scan as _step_scan
 
 __all__ = ["step_scan", "iteration_events", "iteration_spans"]
@@ -71,7 +70,6 @@ _AFTER = tuple(re.compile(
 #: and the name's start (groups 1-3), as Kineto writes them.
 _BEFORE = re.compile(rb'\{\s*"ph"\s*:\s*"([^"\\]*)"\s*,\s*"cat"\s*:\s*"([^"\\]*)"\s*,'
                      rb'\s*"name"\s*:\s*"([^"\\]*)')
-_DECODER = json.JSONDecoder()
 #: Kineto categories (lower-cased) of the host events the loader reads the rules' events from.
 _HOST_CATS = frozenset(c for c, kind in KINETO_KINDS.items()
                        if kind in ("cpu_op", "user_annotation"))
@@ -241,27 +239,6 @@ def _decode_at(buf: Any, base: int, hit: int, found: _Found) -> None:
 def _tid(raw: bytes) -> Any:
     """A ``tid`` as written: a number, or a text without its quotes."""
     return raw[1:-1].decode("utf-8", "replace") if raw[:1] == b'"' else int(raw)
-
-
-def _object_at(buf: Any, hit: int) -> tuple[int, Any] | None:
-    """The innermost JSON object around ``buf[hit]`` (its offset in ``buf``, decoded), or
-    None: as :func:`~perfkit.io.kineto_scan._event_at` finds it."""
-    lo = max(0, hit - _CONTEXT)
-    upper = hit
-    for _ in range(64):
-        start = buf.rfind(b"{", lo, upper)
-        if start < 0:
-            return None
-        upper = start
-        text = buf[start:hit + _CONTEXT].decode("utf-8", "replace")
-        try:
-            obj, end = _DECODER.raw_decode(text)
-        except ValueError:
-            continue
-        if end <= hit - start or not isinstance(obj, dict):
-            continue  # an object that ends before the hit: an earlier one encloses it
-        return start, obj
-    return None
 
 
 def _host_row(obj: dict[str, Any]) -> Row | None:

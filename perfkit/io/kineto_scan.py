@@ -192,6 +192,13 @@ def _scan_stream(p: Path, rows: list[tuple[int, float, float, bool]]) -> None:
 def _event_at(buf: Any, hit: int, read: Callable[[dict[str, Any]], Any]) -> Any:
     """What ``read`` (:func:`_step_event`: step, ts, dur, on the device lane) makes of the
     event around ``buf[hit]``, or None."""
+    found = _object_at(buf, hit)
+    return None if found is None else read(found[1])
+
+
+def _object_at(buf: Any, hit: int) -> tuple[int, Any] | None:
+    """The innermost JSON object around ``buf[hit]`` (its offset in ``buf``, decoded), or
+    None: the nearest ``{`` before the hit whose object reaches past it."""
     lo = max(0, hit - _CONTEXT)
     upper = hit
     for _ in range(64):
@@ -205,8 +212,8 @@ def _event_at(buf: Any, hit: int, read: Callable[[dict[str, Any]], Any]) -> Any:
         except ValueError:
             continue
         if end <= hit - start or not isinstance(obj, dict):
-            continue  # an object that ends before the name: an earlier one encloses it
-        return read(obj)
+            continue  # an object that ends before the hit: an earlier one encloses it
+        return start, obj
     return None
 
 
