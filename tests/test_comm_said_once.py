@@ -12,27 +12,18 @@ kernels". The collectives are counted here in the raw files (json), not through 
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from raw_mindspore import mi_run1
 from shared_samples import shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 from perfkit.widgets import tab_panel
 
 pytestmark = pytest.mark.shared_samples
-
-
-def _text(panel: Any) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    text = re.sub(r"</t[hd]>", " | ", text)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
 
 def _sentences_on(text: str, word: str) -> list[str]:
@@ -65,7 +56,7 @@ def test_raw_cann_output_says_its_missing_split_once() -> None:
     root = shared_sample("wild/mi_prof")
     raw = _raw_cann_allreduces(root)
     assert raw == 20  # one per iteration file: 10 iterations on each of 2 devices
-    text = _text(tab_panel("Communication", str(root)))
+    text = panel_words(tab_panel("Communication", str(root)))
     assert _calls(text, "allreduce") == raw
     # the tab's sentence says the split is missing and what gives it; the loader's
     # note saying the same (msprof's master-stream rule) is not said again
@@ -80,7 +71,7 @@ def test_legacy_mindspore_says_its_missing_split_once() -> None:
     root = shared_sample("wild/mi_run1")
     phases = mi_run1(root)["phases"]  # the step trace's all-reduce phases (pid 10000)
     assert len(phases) == 3542 and all("_parallel_" in e["name"] for e in phases)
-    text = _text(tab_panel("Communication", str(root)))
+    text = panel_words(tab_panel("Communication", str(root)))
     assert _calls(text, "allreduce") == len(phases)
     said = _sentences_on(text, "transit")
     assert len(said) == 1 and said[0].startswith("Not recorded in this profile"), said
@@ -102,7 +93,7 @@ def test_a_kineto_note_says_what_its_collectives_were_read_from() -> None:
     deepep = [e for e in events if e.get("cat") == "kernel"
               and "::ep::internode::" in str(e.get("name"))]
     assert len(deepep) == 32
-    text = _text(tab_panel("Communication", str(path)))
+    text = panel_words(tab_panel("Communication", str(path)))
     assert _calls(text, "alltoall") + _calls(text, "other") == len(deepep)
     assert "Rank 0, collectives: read from the communication kernels (deepep)." in text
     assert "not recorded by Kineto" not in text

@@ -15,33 +15,24 @@ The figures are read from the raw traces (:func:`raw_kineto.raw_walls`, json).
 
 from __future__ import annotations
 
-import html
 import re
 import statistics
-from typing import Any
 
 import pytest
 from raw_kineto import raw_events, raw_walls
 from shared_samples import HTA, shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 from perfkit.widgets import tab_panel
 
 pytestmark = pytest.mark.shared_samples
 
 
-def _text(panel: Any) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    text = re.sub(r"</t[hd]>", " | ", text)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
-
-
 def test_the_overview_of_one_rank_shows_its_steps() -> None:
     path = shared_sample(f"{HTA}/sampled_rank-0.json.gz")
     walls = {s: float(w) for s, w in raw_walls(path).items()}
     assert sorted(walls) == [551, 552]
-    text = _text(tab_panel("Overview", str(path)))
+    text = panel_words(tab_panel("Overview", str(path)))
     card = re.search(r"step time ([\d.]+) ms (median over [^(]*\(1 rank loaded\))", text)
     assert card, text[:600]
     assert float(card[1]) == pytest.approx(statistics.median(walls.values()) / 1e3, abs=0.5)
@@ -63,7 +54,7 @@ def test_the_findings_basis_of_one_rank_is_its_step() -> None:
     assert len(walls) == 6
     mean, median = statistics.mean(walls), statistics.median(walls)
     assert mean - median > 0.1 * median  # a slow first step: the two bases differ
-    text = _text(tab_panel("Advice", str(folder)))
+    text = panel_words(tab_panel("Advice", str(folder)))
     note = re.search(r"Shares of ([\d.]+) ms, (the mean over steps of [^;]*); the step time "
                      r"shown, ([\d.]+) ms, is the median over the steps", text)
     assert note, text[:600]
@@ -77,9 +68,9 @@ def test_a_trace_without_step_marks_has_a_step_time_but_no_step_number() -> None
     (trace,) = folder.glob("*.json.gz")
     assert not [e for e in raw_events(trace)
                 if str(e.get("name", "")).startswith("ProfilerStep#")]
-    overview = _text(tab_panel("Overview", str(folder)))
+    overview = panel_words(tab_panel("Overview", str(folder)))
     assert "the one span without step numbers: no step marks in the profile" in overview
-    timeline = _text(tab_panel("Timeline", str(folder)))
+    timeline = panel_words(tab_panel("Timeline", str(folder)))
     assert timeline.startswith("no step marks in the profile: the whole trace is one "
                                "window; rank 0: the only rank"), timeline[:300]
     assert "no step times" not in timeline and "the first" not in timeline
