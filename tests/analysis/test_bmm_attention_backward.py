@@ -20,14 +20,13 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from gpu_kernels import one_stream_profile
 from shared_samples import sample
 
 import perfkit as pk
 from perfkit.advisor import ASSUMPTIONS
 from perfkit.analysis.shapes import bmm_attention, read_model
-from perfkit.profile import Profile, ProfileMeta
 
 H100 = pk.Hardware.preset("h100")
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "kineto_bmm_attention_cpu" / \
@@ -108,15 +107,7 @@ def test_the_backward_of_a_recorded_bmm_attention_is_matched() -> None:
                                             for t in raw]
 
 
-def _gpu(rows: list[tuple[str, str, str, float]]) -> Profile:
-    """One rank, one step of GPU kernels on one stream: (launching operator, kernel name,
-    input shapes, duration) each, 10 µs apart."""
-    recs = [{"rank": 0, "step": 1, "name": kname, "type": "kernel", "category": "compute",
-             "stream": 7, "start_us": 10.0 * i, "dur_us": dur, "op_name": op,
-             "input_shapes": shapes, "input_dtypes": "c10::BFloat16;c10::BFloat16"}
-            for i, (op, kname, shapes, dur) in enumerate(rows)]
-    return Profile(ProfileMeta("test", framework="pytorch", rank=0, device_type="gpu"),
-                   {"kernels": pd.DataFrame(recs)})
+_gpu = one_stream_profile
 
 
 GEMM, SOFTMAX = "cutlass_gemm_bf16", "softmax_warp_forward"

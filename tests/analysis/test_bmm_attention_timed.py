@@ -30,13 +30,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from gpu_kernels import one_stream_profile
 
 import perfkit as pk
 from perfkit.analysis.shapes import bmm_attention
 from perfkit.bundled_samples import sample_path
-from perfkit.profile import Profile, ProfileMeta
 
 ROOT = Path(__file__).resolve().parents[2]
 MS_CPU = ROOT / "tests" / "data" / "mindspore_cpu_recompute"
@@ -226,15 +225,7 @@ def test_the_transposes_inside_a_mindspore_chain_are_the_next_attentions_inputs(
 GEMM, SOFTMAX = "cutlass_gemm_bf16", "softmax_warp_forward"
 
 
-def _gpu(rows: list[tuple[str, str, str, float]]) -> Profile:
-    """One rank, one step of GPU kernels on one stream: (launching operator, kernel name,
-    input shapes, duration) each, 10 µs apart."""
-    recs = [{"rank": 0, "step": 1, "name": kname, "type": "kernel", "category": "compute",
-             "stream": 7, "start_us": 10.0 * i, "dur_us": dur, "op_name": op,
-             "input_shapes": shapes, "input_dtypes": "c10::BFloat16;c10::BFloat16"}
-            for i, (op, kname, shapes, dur) in enumerate(rows)]
-    return Profile(ProfileMeta("test", framework="pytorch", rank=0, device_type="gpu"),
-                   {"kernels": pd.DataFrame(recs)})
+_gpu = one_stream_profile
 
 
 def test_a_backward_with_a_projection_gradient_between_its_members_is_timed_without_it():
