@@ -191,3 +191,44 @@ def test_a_rule_waiting_for_an_analysis_computes_the_next_one_queued() -> None:
     assert not ahead.is_alive()
     assert ran == {"efficiency": "perfkit-advise-ahead", "chains": "MainThread"}
     assert ctx.chains() == "chained"
+
+
+def test_the_memory_peak_is_read_by_the_thread_waiting_for_the_attention_passes() -> None:
+    """The memory rule reads its peak (a property, not a method) ahead: queued after the
+    attention passes, it is read by the rules' thread while that waits for them, not after
+    them; and the rule plans it ahead where it applies (a PyTorch GPU profile with memory
+    samples and a device)."""
+    computing, release = threading.Event(), threading.Event()
+    ran: dict[str, str] = {}
+
+    class Probe(Context):
+        def recompute(self) -> None:
+            def slow() -> str:
+                ran["recompute"] = threading.current_thread().name
+                computing.set()
+                assert release.wait(10)
+                return "passes"
+            self.get("recompute", slow)
+
+        @property
+        def memory_frac(self) -> Any:
+            def quick() -> tuple[float, float, float]:
+                ran["memory_frac"] = threading.current_thread().name
+                release.set()
+                return (1.0, 2.0, 0.5)
+            return self.get("memfrac", quick)
+
+    prof = pk.load(ROOT / "tests" / "data" / "kineto_llama_h100", cache=False,
+                   progress=False)
+    ctx = Probe(prof, None, None, H100, dict(advisor.ASSUMPTIONS))
+    plan = registry.run_order(registry.rule_of(r) for r in advisor.RULES)
+    assert runner.ahead_of(plan, ctx)[-2:] == ("recompute", "memory_frac")
+    ahead = threading.Thread(target=ctx.compute_ahead, args=(("recompute", "memory_frac"),),
+                             name="perfkit-advise-ahead")
+    ahead.start()
+    assert computing.wait(10)
+    ctx.recompute()  # waits, reading the memory peak meanwhile
+    ahead.join(10)
+    assert not ahead.is_alive()
+    assert ran == {"recompute": "perfkit-advise-ahead", "memory_frac": "MainThread"}
+    assert ctx.memory_frac == (1.0, 2.0, 0.5)

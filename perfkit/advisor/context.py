@@ -50,8 +50,10 @@ INPUTS = ("model", "parallel", "hardware")
 #: Shared analyses worth computing on a second thread while the rules run
 #: (:meth:`Context.compute_ahead`): they start from the device tasks, not from the step
 #: and gap tables the first rules read. ``recompute`` (the attention passes, and the
-#: ``recompute_`` scopes where they show none) comes last: the rules that read it run last.
-AHEAD = ("efficiency", "chains", "recompute")
+#: ``recompute_`` scopes where they show none) and ``memory_frac`` (the device's memory
+#: peak) come last: the rules that read them run last. Queued there, the peak is read by
+#: the rules' thread while it waits for the attention passes, instead of after them.
+AHEAD = ("efficiency", "chains", "recompute", "memory_frac")
 
 
 def _mean_of_slowest(step: pd.Series, us: pd.Series) -> float:
@@ -226,7 +228,8 @@ class Context:
                     return
                 name = self._queued.popleft()
             try:
-                getattr(self, name)()
+                member = getattr(type(self), name)  # a method, or a property (memory_frac)
+                member.fget(self) if isinstance(member, property) else member(self)
             except Exception:  # noqa: BLE001, S112 - raised again to the rule that asks
                 continue
 

@@ -27,7 +27,7 @@ __all__ = ["recompute", "memory"]
 
 
 @rule("memory_recompute", order=190, needs=("memory",), inputs=("hardware",),
-      after=("long_gaps",), frameworks=PYTORCH_ACCELERATED)
+      after=("long_gaps",), frameworks=PYTORCH_ACCELERATED, ahead=("memory_frac",))
 def memory(ctx: Context) -> list[Finding]:
     """A measured peak above the device, or close to it with no stall reported (not on a
     CPU-only run: no device memory)."""
