@@ -27,6 +27,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from math import prod
 from typing import Any
 
 import pytest
@@ -53,6 +54,46 @@ def job() -> pk.Job:
 
 def _ops(raw: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return [e for e in raw["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == name]
+
+
+def _outermost_all_reduces(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host all-reduce calls not run inside another one on their thread."""
+    calls = [e for e in raw["traceEvents"] if e.get("cat") == "cpu_op"
+             and "all_reduce" in e["name"]]
+    return [e for e in calls if not any(
+        o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"]
+        and e["ts"] + e["dur"] <= o["ts"] + o["dur"] and o["dur"] > e["dur"] for o in calls)]
+
+
+def test_the_tensor_parallel_all_reduces_read_tp_8_not_dp_8(raw: dict, job: pk.Job) -> None:
+    names = [e["name"] for e in raw["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert not any("Backward" in n or "autograd::engine" in n for n in names)
+    world = raw["distributedInfo"]["world_size"]
+    sizes = {g["pg_size"] for g in raw["distributedInfo"]["pg_config"] if g["pg_size"] > 1}
+    assert all(g["pg_desc"] in ("default_pg", "undefined")
+               for g in raw["distributedInfo"]["pg_config"])  # no group says tp
+    gathers = [e["args"] for e in raw["traceEvents"] if e.get("cat") == "kernel"
+               and "Group size" in e.get("args", {})]
+    (group,) = sizes | {a["Group size"] for a in gathers}
+    calls = _outermost_all_reduces(raw)
+    assert {e["name"] for e in calls} == {"vllm::all_reduce"}
+    shapes = Counter(tuple(e["args"]["Input Dims"][0]) for e in calls)
+    tokens = Counter(prod(e["args"]["Input Dims"][0][:-1]) for e in _ops(raw, "aten::linear"))
+    rows = tokens.most_common(1)[0][0]
+    assert {s[0] for s in shapes} == {rows}  # (tokens, width): activations
+    assert (world, group, len(calls), rows) == (8, 8, 73, 888)
+
+    assert (job.parallel.tp, job.parallel.dp, job.parallel.pp) == (group, world // group, 1)
+    assert job.source("tp") == job.source("dp") == "profile"
+    said = job.detail("tp")
+    assert f"{len(calls)} of the {len(calls)} all-reduces on rank 0" in said
+    for shape in shapes:
+        assert "(" + ", ".join(map(str, shape)) + ")" in said
+    assert f"{rows} rows" in said and "no backward pass" in said
+    assert f"holds {group} ranks" in said and said.endswith(f"tp {group}")
+    assert job.detail("dp").startswith(f"world {world} / (tp {group} × pp 1) = 1")
+    # gpt-oss: 64 query heads, 8 key/value heads (its public config.json), per rank × tp
+    assert (job.value("num_attention_heads"), job.value("num_kv_heads")) == (64, 8)
 
 
 def test_vllm_attention_gives_heads_and_layers(raw: dict, job: pk.Job) -> None:
