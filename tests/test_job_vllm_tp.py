@@ -96,6 +96,20 @@ def test_the_tensor_parallel_all_reduces_read_tp_8_not_dp_8(raw: dict, job: pk.J
     assert (job.value("num_attention_heads"), job.value("num_kv_heads")) == (64, 8)
 
 
+def test_the_vocabulary_is_one_ranks_rows_times_tp(raw: dict, job: pk.Job) -> None:
+    (emb,) = _ops(raw, "aten::embedding")
+    rows, hidden = emb["args"]["Input Dims"][0]
+    (gather,) = [e["args"] for e in raw["traceEvents"] if e.get("cat") == "kernel"
+                 and e["args"].get("Collective name") == "_allgather_base"]
+    # the logits of one rank's rows, gathered over the group: the whole vocabulary
+    assert gather["In msg nelems"] == rows
+    assert gather["Out msg nelems"] == rows * gather["Group size"]
+    assert (rows, hidden) == (25136, 2880)
+    assert job.value("vocab_size") == 25136 * 8 == 201088 == gather["Out msg nelems"]
+    assert job.value("hidden_size") == hidden
+    assert f"{rows} × tp 8 = {rows * 8}" in job.detail("vocab_size")
+
+
 def test_vllm_attention_gives_heads_and_layers(raw: dict, job: pk.Job) -> None:
     calls = _ops(raw, "vllm::unified_attention_with_output")
     dims = Counter(tuple(map(tuple, e["args"]["Input Dims"][:2])) for e in calls)
