@@ -21,6 +21,7 @@ from .fields import JOB_FIELDS, FieldValue, Readings
 from .gradients import read_reduced_gradient
 from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
 from .measured import read_memory, read_step_time, read_training_step
+from .tp_reductions import read_sequence_parallel, read_tp_from_reductions
 from .tp_widths import read_tp_from_widths
 
 __all__ = ["infer_job", "profile_values"]
@@ -61,7 +62,8 @@ def infer_job(profile_or_cluster: Any, config: Any = None, **overrides: Any) -> 
       from all-gather / reduce-scatter in the tensor-parallel group; where no tp is
       recorded, tp from the widths when two agree (:mod:`~perfkit.job.tp_widths`: the
       hidden size k × the query width per rank, and the MLP width per rank × k a standard
-      MLP width);
+      MLP width), or, in a step with no backward pass, from the group of its all-reduces
+      of activations (:mod:`~perfkit.job.tp_reductions`);
     * **model and batch** — the operator input shapes (:func:`perfkit.analysis.shapes.
       read_model`): hidden, FFN and vocabulary sizes, heads and key/value heads, layers,
       micro-batch size, sequence length, micro-batches per step, gated or plain MLP,
@@ -95,6 +97,7 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     out = Readings()
     put = out.put
     groups = read_layout(profile, out)
+    read_tp_from_reductions(profile, out, groups)  # tp, where an inference step shows it
     tp, pp, dp = out["tp"].value, out["pp"].value, out["dp"].value
 
     # ---- model and micro-batching from the operator shapes ---------------------------
@@ -136,6 +139,7 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     # ---- the rest of the layout ------------------------------------------------------
     read_vpp(profile, put, pp, m, stage_of)
     read_sharding(profile, put, groups, dp, tp)
+    read_sequence_parallel(out)
     put("zero_stage", 0, "a ZeRO stage is not visible in a profile (sharded optimizer "
                          "state shows as optimizer_shard): 0", "default")
     b = out["micro_batch_size"].value

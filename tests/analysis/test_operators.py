@@ -243,6 +243,19 @@ def test_flash_attention_suppresses_attention_pattern() -> None:
     assert "softmax_dropout_matmul" not in set(out["pattern"])
 
 
+def test_vllm_attention_suppresses_attention_pattern() -> None:
+    # vLLM's Triton attention kernel (vllm/attention/ops/triton_unified_attention.py) and
+    # its operator compute attention fused, as a FlashAttentionScore does
+    att = _seq(["BatchMatMul", "SoftmaxV2", "BatchMatMul"], [30.0, 12.0, 25.0], stream=3)
+    assert "softmax_dropout_matmul" in set(unfused_patterns(_profile(att))["pattern"])
+    for name in ("kernel_unified_attention_2d", "vllm::unified_attention_with_output"):
+        fused = pd.DataFrame({"step": 1, "name": [name], "type": "kernel",
+                              "category": "compute", "stream": 4, "start_us": [0.0],
+                              "dur_us": [40.0]})
+        out = unfused_patterns(_profile(pd.concat([att, fused])))
+        assert "softmax_dropout_matmul" not in set(out["pattern"])
+
+
 def test_pattern_never_spans_two_streams() -> None:
     a = _seq(["Pow", "ReduceMean", "Add"], [1.0, 1.0, 1.0], stream=1)
     b = _seq(["Sqrt", "RealDiv", "Mul"], [1.0, 1.0, 1.0], stream=2)

@@ -19,9 +19,13 @@ from .._util import take_array
 __all__ = ["kernel_tokens", "TOKENS"]
 
 
-#: (token, regex on the operator type or kernel name). The first match wins.
+#: (token, regex on the operator type or kernel name). The first match wins. ``Z``, fused
+#: attention, takes vLLM's ``unified_attention`` too: its operator
+#: (``vllm::unified_attention_with_output``) and its Triton backend's kernels
+#: (``kernel_unified_attention_2d`` / ``_3d``) compute attention in one kernel.
 TOKENS: tuple[tuple[str, str], ...] = (
-    ("Z", r"flashattention|flash_attn|fmha|fused_attention|scaled_dot_product"),
+    ("Z", r"flashattention|flash_attn|fmha|fused_attention|scaled_dot_product"
+          r"|unified_attention"),
     ("T", r"tensormove|contiguous|viewcopy|asstrided|^identity$|copy_kernel|direct_copy"),
     ("C", r"^cast|cast$|_to_copy|to_copy|cast_kernel"),
     ("W", r"swiglu|swish|silu"),

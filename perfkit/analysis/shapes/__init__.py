@@ -40,7 +40,9 @@ Ascend attention kernel's inputs are in), :mod:`~perfkit.analysis.shapes.operato
 (batch, hidden size, heads and kinds, :class:`ShapeReading`),
 :mod:`~perfkit.analysis.shapes.widths` (FFN and vocabulary widths, bias),
 :mod:`~perfkit.analysis.shapes.counts` (layers,
-micro-batches, recompute) and :mod:`~perfkit.analysis.shapes.model` (:func:`read_model`).
+micro-batches, recompute), :mod:`~perfkit.analysis.shapes.model` (:func:`read_model`) and
+:mod:`~perfkit.analysis.shapes.reductions` (the all-reduces of activations in a forward
+pass, which :mod:`perfkit.job.tp_reductions` reads tp from).
 """
 
 from __future__ import annotations

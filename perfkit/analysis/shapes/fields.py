@@ -226,8 +226,8 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
         return
     out.put("head_dim", d, f"{where}: {how}: head size {d}")
     out.put("num_attention_heads", heads * tp,
-            f"{where}: {how}: {heads} query heads per rank" + (f" × tp {tp}" if tp > 1
-                                                               else ""))
+            f"{where}: {how}: {counted(heads, 'query head')} per rank"
+            + (f" × tp {tp}" if tp > 1 else ""))
     out.values["_q_width"] = heads * d
     # key/value heads: a fused attention kernel takes keys and values unrepeated; SDPA and
     # an unfused q·kᵀ often get them already repeated to every query head, and then the
@@ -261,8 +261,8 @@ def _read_heads(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes:
                                       "projections show the key/value width")
         return
     # worded as the query heads are: the count per rank, then × tp
-    out.put("num_kv_heads", kv * tp, f"{where}: {how_kv}: {kv} key/value heads per rank"
-            + (f" × tp {tp}" if tp > 1 else ""))
+    out.put("num_kv_heads", kv * tp, f"{where}: {how_kv}: {counted(kv, 'key/value head')} "
+            "per rank" + (f" × tp {tp}" if tp > 1 else ""))
     out.values["_kv_width"] = kv * d
 
 

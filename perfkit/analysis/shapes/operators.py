@@ -17,8 +17,15 @@ import numpy as np
 import pandas as pd
 
 from .bmm_attention import record_triples
-from .qkv_layout import LAYOUT_ARGUMENT, embedding_cue, kernel_cues, settle, sizes
-from .records import _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS, parse_shapes
+from .qkv_layout import (
+    LAYOUT_ARGUMENT,
+    embedding_cue,
+    kernel_cues,
+    settle,
+    shape_text,
+    sizes,
+)
+from .records import _BSND, _EMBED, _GEMM, ATTENTION_PATTERNS, VLLM_ATTENTION, parse_shapes
 
 __all__: list[str] = []  # private to the shape readers
 
@@ -221,6 +228,12 @@ def _attention(recs: pd.DataFrame, label: pd.Series, shapes: _Shapes,
                 others += [s for s in parse_shapes(outputs.iat[i]) if s]
             pending.append((len(out), q, k, others, common))
             out.append(None)  # read once the profile's layout is settled
+        elif VLLM_ATTENTION.match(str(lab[i])):  # TND: the batch's tokens packed together
+            if len(q) == 3 and len(k) == 3 and q[0] == k[0] and q[2] == k[2]:
+                out.append(_Attn(b=None, s=None, heads=q[1], kv_heads=k[1], d=q[2],
+                                 q_width=q[1] * q[2], kv_width=k[1] * k[2], layout="TND",
+                                 note=f"vLLM's layer passes the query as (tokens, heads, head "
+                                      f"size) = {shape_text(q)}", **common))
         elif len(q) == 4 and len(k) == 4 and _BSND.match(str(lab[i])):  # BSND
             if q[0] == k[0] and q[3] == k[3]:
                 out.append(_Attn(b=q[0], s=q[1], heads=q[2], kv_heads=k[2], d=q[3],

@@ -17,7 +17,8 @@ from .._frames import collect, table_columns
 from .._util import table
 
 __all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS",
-           "FUSED_ATTENTION", "EXPANDED_SOFTMAX_BACKWARD", "with_expanded_softmax_backward"]
+           "FUSED_ATTENTION", "VLLM_ATTENTION", "EXPANDED_SOFTMAX_BACKWARD",
+           "with_expanded_softmax_backward"]
 
 #: Input data types as the profilers write them -> the calculators' dtype names.
 DTYPE_NAMES = {
@@ -45,7 +46,9 @@ ATTENTION_PATTERNS = {
            r"|aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention(?:_for_cpu)?"
            r"|aten::_cudnn_attention_forward"
            # the kernels' own launchers, q, k, v as (b, s, heads, d): _BSND
-           r"|aten::_(?:flash|efficient)_attention_forward)$",
+           r"|aten::_(?:flash|efficient)_attention_forward"
+           # vLLM's attention layer, q, k, v as (tokens, heads, d): VLLM_ATTENTION
+           r"|vllm::unified_attention(?:_with_output)?)$",
     "bwd": r"(?i)^(?:FlashAttentionScoreGrad|npu::npu_fusion_attention_grad"
            r"|aten::_scaled_dot_product_\w+_backward|aten::_(?:flash|efficient|cudnn)"
            r"_attention_backward)$",
@@ -53,7 +56,13 @@ ATTENTION_PATTERNS = {
 #: Attention operators computed fused (flash attention and its kin): the ``s × s`` scores
 #: are never written to memory, so they are not kept for the backward pass either.
 FUSED_ATTENTION = re.compile(r"(?i)flash|efficient_attention|cudnn_attention|fusion_attention"
-                             r"|FusedInferAttention")
+                             r"|FusedInferAttention|unified_attention")
+#: vLLM's attention operator (``vllm/attention/layer.py``): its layer views the query as
+#: ``(tokens, heads, head size)`` and the key and value as ``(tokens, key/value heads,
+#: head size)`` before the call, the tokens of every sequence of the batch packed together
+#: (TND); the backend behind it (FlashAttention, FlashInfer, TensorRT-LLM's fmha, Triton)
+#: is fused and reads the earlier tokens' keys and values from the paged KV cache.
+VLLM_ATTENTION = re.compile(r"(?i)^vllm::unified_attention(?:_with_output)?$")
 #: Attention operators whose q, k, v are (batch, sequence, heads, head size), where the
 #: others of :data:`ATTENTION_PATTERNS` take (batch, heads, sequence, head size): PyTorch's
 #: ``_flash_attention_forward`` / ``_efficient_attention_forward`` (and their backward),

@@ -107,7 +107,11 @@ def _read_widths(out: ShapeReading, recs: pd.DataFrame, label: pd.Series, shapes
                 f"({_mode([label.iat[i] for i in np.nonzero(lmask)[0]])})"
                 + (f"; vocabulary split over tp {tp}" if tp > 1 else ""))
     elif table_v:
-        vocab, vocab_local, why = vocab_from_table(table_v, h, tp, {*ups, vocab_local}, where)
+        # the logits may be computed over fewer rows than the tokens: an inference step
+        # (vLLM) projects only each sequence's last token to the vocabulary
+        heads = {g.n for g in pooled or [] if g.k == h}
+        vocab, vocab_local, why = vocab_from_table(table_v, h, tp, {*ups, vocab_local, *heads},
+                                                   where)
         out.put("vocab_size", vocab, why)
     else:
         once = [w for w in ups if w not in downs]
