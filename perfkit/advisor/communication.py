@@ -57,9 +57,15 @@ def _exposed(ctx: Context) -> tuple[float, int | None]:
 
 
 def _steps_of(ctx: Context, rank: int | None) -> int:
-    """How many steps of ``rank`` the step breakdown has (what its mean is over)."""
+    """How many steps of ``rank`` have their exposed communication in the step breakdown
+    (what :func:`_exposed_per_rank`'s mean is over: a step without the split, such as an
+    iteration of raw CANN output whose msprof_ file is absent, is not in it)."""
     s = ctx.steps
-    return int((s["rank"] == rank).fillna(False).sum()) if rank is not None else 0
+    if rank is None:
+        return 0
+    known = s["comm_not_overlapped_us"].notna() if "comm_not_overlapped_us" in s.columns \
+        else pd.Series(False, index=s.index)
+    return int(((s["rank"] == rank).fillna(False) & known).sum())
 
 
 @rule("communication", order=30, needs=("comm_matrix",))

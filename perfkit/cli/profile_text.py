@@ -49,7 +49,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     from ..analysis import measured_step_s, step_breakdown
     from ..analysis.steps import has_wait, step_basis, step_wall_us
     from ..format import sig, time_text, time_unit
-    from ..widgets.headline import step_split, with_exposed_comm
+    from ..widgets.headline import step_split, undivided_split, with_exposed_comm
 
     try:
         steps = step_breakdown(profile)
@@ -81,9 +81,14 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     waits = has_wait(known)
     unit, size = time_unit(known["wall_us"])
     head = f"step ({unit})"
-    lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {'computing':>9}  "
+    # computing and free time given only together (legacy MindSpore): one column for both
+    together = undivided_split(known)
+    first, first_head = (("computing_or_free_us", "comp./idle") if together else
+                         ("computing_us", "computing"))
+    lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {first_head:>9}  "
                  f"{'comm exposed':>12}" + (f"  {'bubble':>7}" if has_bubble else "")
-                 + f"  {'free':>7}" + (f"  {'wait':>7}" if waits else ""))
+                 + ("" if together else f"  {'free':>7}")
+                 + (f"  {'wait':>7}" if waits else ""))
     slowest = known.loc[known.groupby("step", dropna=False)["wall_us"].idxmax()]
     for _, row in slowest.head(max_steps).iterrows():
         # a trace without step marks is one unnumbered step (pd.NA in an Int64 column)
@@ -96,9 +101,9 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
 
         lines.append(f"  {step!s:>6}  {rank!s:>12}  "
                      f"{sig(row['wall_us'] / size):>10}  "
-                     f"{share('computing_us'):>9}  {share('comm_exposed_us'):>12}"
+                     f"{share(first):>9}  {share('comm_exposed_us'):>12}"
                      + (f"  {share('bubble_us'):>7}" if has_bubble else "")
-                     + f"  {share('free_us'):>7}"
+                     + ("" if together else f"  {share('free_us'):>7}")
                      + (f"  {share('preparing_us'):>7}" if waits else ""))
     if len(slowest) > max_steps:
         lines.append(f"  ... {len(slowest) - max_steps} more steps")

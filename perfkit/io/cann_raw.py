@@ -68,7 +68,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import ProfileError, file_boundary
-from ..format import counted, listed, plural
+from ..format import counted, listed, plural, runs_text
 from ..profile import ProfileMeta
 from ._common import (
     check_file,
@@ -431,11 +431,14 @@ def _steps(ev: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFra
                  - steps["free_us"])
         steps["free_us"] = steps["free_us"] + edges.where(edges > 0, 0.0)
         missing = int((~have).sum())
-        if missing:
-            notes.append(f"steps: {missing} of {counted(len(steps), 'iteration')} "
+        if missing:  # which ones, by number: the page says it once, in this note
+            lacking = [int(i) for i in steps.loc[~have, "step"].dropna()]
+            notes.append(f"steps: {plural(missing, 'iteration', 'iterations')} "
+                         f"{runs_text(lacking)} of {len(steps)} "
                          f"{plural(missing, 'has', 'have')} no Overlap "
-                         "Analysis events (their msprof_ file is absent): computing / "
-                         "communication / free unknown for them")
+                         f"Analysis events ({plural(missing, 'its', 'their')} msprof_ file "
+                         f"is absent): computing / communication / free unknown for "
+                         f"{plural(missing, 'it', 'them')}")
     else:
         notes.append("steps: no Overlap Analysis tracks (msprof_*.json): computing / "
                      "communication / free per step unknown; total_us is the iteration time")

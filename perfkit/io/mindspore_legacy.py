@@ -4,7 +4,9 @@ folder whose files carry the rank as a suffix (``hccl_raw_{rank}.csv``, ...).
 What maps to the canonical tables:
 
 - ``steps``: ``ascend_cluster_analyse_{mode}_{stages}_{ranks}_{rank}.csv`` (per-step ms:
-  computation, communication alone, stage, receive alone) and
+  computation, communication alone, stage, receive alone; its ``computation_time`` is
+  MindSpore's step less the communication alone, idle time included, so it is
+  ``computing_or_free_us`` and ``computing_us`` / ``free_us`` stay unknown) and
   ``step_trace_raw_{rank}_detail_time.csv`` (10 ns counter ticks: iteration span, interval,
   fp+bp, tail - kept as extra ``*_us`` columns);
 - ``comm_ops``: ``hccl_raw_{rank}.csv`` (per-op cost and wait in ms per step);
@@ -354,8 +356,17 @@ def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
             return np.full(n, np.nan)
         return to_float(table.column(name), rows, label=f"{path.name} {name}")[:n] * 1000.0
 
+    # computation_time is MindSpore's step (its timeline's step span) less the communication
+    # that runs alone (its timeline generators append the step's duration minus
+    # comm_alone_time[step]): computing and the device's idle time, which these files do
+    # not tell apart
+    notes.append(f"steps: computation_time of {path.name} is the step less the "
+                 "communication that runs alone, the device's idle time included: read as "
+                 "computing or free (computing_or_free_us), computing and free time each "
+                 "unknown")
     frame = pd.DataFrame({
-        "computing_us": ms("computation_time"),
+        "computing_us": np.full(n, np.nan),
+        "computing_or_free_us": ms("computation_time"),
         "comm_not_overlapped_us": ms("communication_alone_time"),
         "stage_us": ms("stage_time"),
         "bubble_us": ms("receive_alone_time"),

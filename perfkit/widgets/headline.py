@@ -39,8 +39,8 @@ from ..job import Job
 from ..job.unknowns import PANEL_TITLE, unknown_labels
 from .summary import job_summary
 
-__all__ = ["SPLIT_PARTS", "split_parts", "FINDING_TABS", "Figure", "Headline", "with_exposed_comm",
-           "throughput_figure", "mfu_figure",
+__all__ = ["SPLIT_PARTS", "split_parts", "undivided_split", "FINDING_TABS", "Figure",
+           "Headline", "with_exposed_comm", "throughput_figure", "mfu_figure",
            "step_split", "finding_tab", "headline", "headline_html", "split_bar_html",
            "top_findings"]
 
@@ -49,26 +49,44 @@ __all__ = ["SPLIT_PARTS", "split_parts", "FINDING_TABS", "Figure", "Headline", "
 #: the device span's parts, then ``preparing_us``, the device's wait before the span.
 SPLIT_PARTS: dict[str, str] = {
     "computing_us": "computing",
+    "computing_or_free_us": "computing or device idle (the files do not tell them apart)",
     "comm_exposed_us": "exposed communication",
     "bubble_us": "pipeline bubble",
     "free_us": "free (device idle)",
     "preparing_us": "before the first device task (data, launch)",
 }
-_SPLIT_COLORS = {"computing_us": "#4c78a8", "comm_exposed_us": "#e45756",
-                 "bubble_us": "#f58518", "free_us": "#bab0ac",
+_SPLIT_COLORS = {"computing_us": "#4c78a8", "computing_or_free_us": "#9ecae9",
+                 "comm_exposed_us": "#e45756", "bubble_us": "#f58518", "free_us": "#bab0ac",
                  "preparing_us": "#eeca3b"}  # perfkit.charts.overview.WAIT_COLOR (no altair here)
 #: Parts left out of the split when no row has a value above 0 (not reported as a zero).
 _OPTIONAL_PARTS = ("bubble_us", "preparing_us")
+#: The parts a profile's step table gives either apart or only together (legacy MindSpore
+#: ``ascend_cluster_analyse`` files: their ``computation_time`` is the step less the
+#: communication that runs alone, the device's idle time in it).
+_APART, _TOGETHER = ("computing_us", "free_us"), "computing_or_free_us"
+
+
+def undivided_split(breakdown: pd.DataFrame) -> bool:
+    """Whether the breakdown gives computing and free time only together: no row has
+    computing or free time, some has :data:`_TOGETHER`."""
+    def known(part: str) -> bool:
+        return part in breakdown.columns and bool(breakdown[part].notna().any())
+
+    return known(_TOGETHER) and not any(known(p) for p in _APART)
 
 
 def split_parts(breakdown: pd.DataFrame) -> dict[str, str]:
     """The parts of :data:`SPLIT_PARTS` this breakdown has: the pipeline bubble and the
-    wait before the first device task only where some row has them above 0."""
+    wait before the first device task only where some row has them above 0; computing and
+    free time apart, or, where the profile gives them only together, that sum
+    (``computing_or_free_us``) in their place."""
     def present(part: str) -> bool:
         return part in breakdown.columns and bool(
             breakdown[part].astype("float64").fillna(0.0).gt(0).any())
 
-    return {k: v for k, v in SPLIT_PARTS.items() if k not in _OPTIONAL_PARTS or present(k)}
+    left_out = _APART if undivided_split(breakdown) else (_TOGETHER,)
+    return {k: v for k, v in SPLIT_PARTS.items()
+            if k not in left_out and (k not in _OPTIONAL_PARTS or present(k))}
 
 #: The tab that shows the evidence of a finding, per advisor area.
 FINDING_TABS: dict[str, str] = {
@@ -119,7 +137,11 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     exposed communication, free) are known, and divided by the sum of their step times
     (the device span and the wait before it, :func:`perfkit.analysis.step_wall_us`): the
     share of the wall time of all ranks spent in each part (a time-weighted mean of the
-    per-rank shares, so the shares add up to 1).
+    per-rank shares, so the shares add up to 1). Where the profile gives computing and
+    free time only together (legacy MindSpore ``ascend_cluster_analyse`` files), that sum
+    (``computing_or_free_us``) and the exposed communication are the base, and the step
+    time their sum: MindSpore's own step, of which its ``computation_time`` is the part
+    not spent in communication alone.
 
     Parameters
     ----------
@@ -140,7 +162,8 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
         out.attrs.update(rows=0, ranks=0, steps=0)
         return out
     data = with_exposed_comm(breakdown)
-    base = ["computing_us", "comm_not_overlapped_us", "free_us"]
+    base = ([_TOGETHER, "comm_not_overlapped_us"] if undivided_split(data) else
+            ["computing_us", "comm_not_overlapped_us", "free_us"])
     data = data.dropna(subset=base)
     if "preparing_us" not in data.columns:
         data = data.assign(preparing_us=math.nan)

@@ -112,12 +112,11 @@ def test_stage_balance_unknown_stages() -> None:
 
 @pytest.mark.shared_samples
 def test_legacy_pipeline_sample_shows_imbalance() -> None:
-    """MindInsight's 2-stage sample: the last stage computes ~8x more than the first."""
+    """MindInsight's 2-stage sample: the first stage waits on receives far longer. Its
+    files give no computing time (their computation_time holds the idle time too)."""
     c = load(sample(MINDINSIGHT) / "cluster_propose", cache=False)
     out = stage_balance(c, stages=[[0, 1], [2, 3]]).set_index("stage")
-    s = c.steps
-    med = s.assign(st=s["rank"] // 2).groupby("st")["computing_us"].median()
-    assert out["computing_us"].tolist() == pytest.approx(med.tolist())
+    assert out["computing_us"].isna().all()
     assert out.loc[1, "imbalance"] > 0.3
     assert out.loc[0, "bubble_us"] > out.loc[1, "bubble_us"]
 

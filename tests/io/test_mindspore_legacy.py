@@ -35,7 +35,7 @@ def test_steps_and_comm_rank0():
     with open(PROPOSE / "ascend_cluster_analyse_pipeline-parallel_2_4_0.csv") as fh:
         rows = list(csv.DictReader(fh))[:-1]  # the last row is the steps' mean
     assert len(p.steps) == len(rows)
-    assert p.steps["computing_us"].sum() == pytest.approx(
+    assert p.steps["computing_or_free_us"].sum() == pytest.approx(
         sum(float(r["computation_time"]) for r in rows) * 1000)
     assert p.steps["bubble_us"].sum() == pytest.approx(
         sum(float(r["receive_alone_time"]) for r in rows) * 1000)
@@ -71,7 +71,7 @@ def test_the_cluster_analyse_files_last_row_is_the_mean_not_a_step():
         assert len(rows) == len(trace) + 1 == 6
         steps = c[rank].steps
         assert steps["step"].tolist() == [int(r["step_num"]) for r in trace]
-        assert steps["computing_us"].tolist() == pytest.approx(
+        assert steps["computing_or_free_us"].tolist() == pytest.approx(
             [float(r["computation_time"]) * 1000 for r in rows[:-1]])
         assert steps["bubble_us"].tolist() == pytest.approx(
             [float(r["receive_alone_time"]) * 1000 for r in rows[:-1]])
@@ -81,6 +81,47 @@ def test_the_cluster_analyse_files_last_row_is_the_mean_not_a_step():
     assert slowest[2] == pytest.approx(179_139.73)
     breakdown = pk.analysis.step_breakdown(c)
     assert pk.analysis.measured_step_s(breakdown) * 1e6 == pytest.approx(slowest[2])
+
+
+def test_computation_time_is_computing_or_idle_and_the_split_reads_the_files():
+    """MindSpore writes ``computation_time`` as its step's duration less the communication
+    that runs alone (``computation_time.append(step duration - comm_alone_time[step])`` in
+    its timeline generators), so the device's idle time is in it: it is no computing time.
+    These files do not tell computing from idle; what they say adds up to MindSpore's step:
+    computation_time + communication_alone_time, the latter being receive_alone_time (the
+    pipeline bubble) + collective_communication_alone_time (the exposed communication).
+    The headline's split is those three parts, summed over every rank and step (each
+    file's last row, the steps' mean, left out), read here with the csv module; it was
+    empty (no free time), with computing_us the file's computation_time."""
+    from perfkit.widgets.headline import headline, headline_html, step_split
+
+    c = detect.load(PROPOSE, cache=False)
+    comp = alone = receive = collective = 0.0
+    for rank in range(4):
+        with open(PROPOSE / f"ascend_cluster_analyse_pipeline-parallel_2_4_{rank}.csv") as fh:
+            rows = list(csv.DictReader(fh))[:-1]
+        steps = c[rank].steps
+        assert steps["computing_us"].isna().all() and steps["free_us"].isna().all()
+        assert steps["computing_or_free_us"].tolist() == pytest.approx(
+            [float(r["computation_time"]) * 1000 for r in rows])
+        for r in rows:
+            comp += float(r["computation_time"])
+            alone += float(r["communication_alone_time"])
+            receive += float(r["receive_alone_time"])
+            collective += float(r["collective_communication_alone_time"])
+    assert alone == pytest.approx(receive + collective)  # the files' own identity
+    breakdown = pk.analysis.step_breakdown(c)
+    split = step_split(breakdown)
+    assert split["part"].tolist() == ["computing_or_free_us", "comm_exposed_us", "bubble_us"]
+    assert split["us"].tolist() == pytest.approx(
+        [comp * 1000, collective * 1000, receive * 1000], rel=1e-6)
+    step = comp + alone  # MindSpore's step
+    assert split["share"].tolist() == pytest.approx(
+        [comp / step, collective / step, receive / step], rel=1e-6)
+    assert split.attrs["rows"] == 20
+    page = headline_html(headline(c, breakdown, None))
+    assert "computing or device idle" in page and "No step split" not in page
+    assert any("computation_time" in n and "idle" in n for n in c[0].meta.notes)
 
 
 def test_single_rank_run_with_timeline():

@@ -23,6 +23,12 @@ __all__: list[str] = []  # private to the operator analyses
 
 _GENERIC_TYPES = ("kernel", "gpu_memcpy", "gpu_memset", "")
 
+#: The operator type of the GPU's copies and fills (Kineto ``gpu_memcpy`` / ``gpu_memset``,
+#: of either schema): their own groups, of category ``memory``, apart from the copy
+#: *kernels* (``direct_copy_kernel``, ``CatArrayBatchedCopy``, a HIP transpose) that the
+#: shared class ``copy`` holds, of category ``compute``.
+_MEMORY_TYPES = {"gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+
 _USED = ("rank", "step", "name", "type", "category", "core", "stream", "start_us", "dur_us",
          "input_shapes")
 
@@ -114,14 +120,26 @@ def _lanes(kernels: pd.DataFrame) -> Lanes:
 
 
 def _effective_type(k: pd.DataFrame) -> pd.Series:
-    """Operator type; GPU tasks (generic type ``kernel``) get their shared category."""
+    """Operator type; GPU kernels (generic type ``kernel``) get their shared class, GPU
+    copies and fills their own type (:data:`_MEMORY_TYPES`).
+
+    A group of one type then holds tasks of one category: were a ``Memcpy DtoD`` classed
+    ``copy`` with the copy kernels, the group's category would be whichever task came
+    first in the trace (``memory`` on one trace, ``compute`` on the next).
+    """
     typ = k["type"].astype("string") if "type" in k.columns else \
         pd.Series(pd.NA, index=k.index, dtype="string")
-    generic = typ.isna() | typ.str.lower().isin(list(_GENERIC_TYPES)).fillna(True)
+    low = typ.str.lower()
+    generic = typ.isna() | low.isin(list(_GENERIC_TYPES)).fillna(True)
     if not generic.any():
         return typ
     cls = shared("kernel_class", (k,), (), lambda: kernel_class(
         k["name"], None, k.get("category"))).astype("string")
+    comm = k["category"].eq("communication").fillna(False).to_numpy(bool) \
+        if "category" in k.columns else np.zeros(len(k), dtype=bool)
+    memory = low.map(_MEMORY_TYPES, na_action="ignore").astype("string")
+    # a communication task stays ``communication`` whatever its kind
+    cls = memory.where(memory.notna() & ~comm, cls)
     has_type = typ.notna() & ~generic
     # Ascend tasks without a type (trace_view) keep their name; GPU tasks get a class
     fallback = cls.where(typ.notna(), k["name"].astype("string"))
