@@ -22,7 +22,7 @@ PKG = Path(__file__).resolve().parents[1] / "perfkit"
 SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.timeline",
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
-         "perfkit.analysis._util", "perfkit.analysis.recompute")
+         "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal")
 SIBLINGS = ("perfkit.io.chrome",)
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
