@@ -23,7 +23,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal")
-SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine")
+SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 
