@@ -2,12 +2,15 @@
 
 ``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.analysis.timeline``,
 ``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
-``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto`` and ``perfkit.lab.questions``
-were single modules; each is now a package of small modules.
-``perfkit.io.chrome`` kept its module and gave jobs to sibling modules named after it
-(``chrome_events``, ...): they stay small too. Imports are read from the source (function-level
-imports included; imports under ``if TYPE_CHECKING:`` are for type checkers only and left out),
-so a cycle that only closes at run time is found too.
+``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto``, ``perfkit.lab.questions``,
+``perfkit.analysis._util``, ``perfkit.analysis.recompute`` and ``perfkit.journal.record``
+were single modules; each is now a package of small modules (``perfkit.journal`` is checked
+whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
+``perfkit.io.chrome``, ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept
+their modules and gave jobs to sibling modules named after them (``chrome_events``,
+``_engine_layout``, ``_write_trace``, ...): they stay small too. Imports are read from the
+source (function-level imports included; imports under ``if TYPE_CHECKING:`` are for type
+checkers only and left out), so a cycle that only closes at run time is found too.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
 SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.timeline",
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
-         "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators")
-SIBLINGS = ("perfkit.io.chrome",)
+         "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
+         "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal")
+SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 

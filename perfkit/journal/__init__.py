@@ -9,7 +9,9 @@ and per name, the profile's path and content fingerprint, and the time; :meth:`J
 lists them and :meth:`Journal.compare` says what changed between two, field by field, with
 one sentence (:func:`change_sentence`). See docs/journal.md.
 
-Modules: :mod:`~perfkit.journal.store` (the :class:`Journal`), :mod:`~perfkit.journal.schema`
+Modules: :mod:`~perfkit.journal.store` (the :class:`Journal`), with
+:mod:`~perfkit.journal.connection` (opening and checking the file) and
+:mod:`~perfkit.journal.profiles` (the runs' profile paths), :mod:`~perfkit.journal.schema`
 (the file's format), :mod:`~perfkit.journal.tables` (a run's rows, and the frames read
 back), :mod:`~perfkit.journal.locations` (the default and the bundled journals),
 :mod:`~perfkit.journal.run` (a run and the errors), :mod:`~perfkit.journal.record` (what is

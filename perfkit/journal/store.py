@@ -1,7 +1,9 @@
 """The tuning journal's store: :class:`Journal`, one SQLite file of runs.
 
-A :class:`Journal` opens (and checks) the file, adds, changes and reads runs, and finds
-their profiles. The file's format — why SQLite, its tables, the marks it carries — is
+A :class:`Journal` adds, changes, reads and compares runs. Opening and checking the file,
+its connections and transactions are :mod:`~perfkit.journal.connection`; where the runs'
+profiles are, :mod:`~perfkit.journal.profiles` (both bases of :class:`Journal`). The
+file's format — why SQLite, its tables, the marks it carries — is
 :mod:`~perfkit.journal.schema`; a run's rows and the frames read back are
 :mod:`~perfkit.journal.tables`; where journals are, :mod:`~perfkit.journal.locations`;
 :class:`Run` and the errors, :mod:`~perfkit.journal.run`. See docs/journal.md.
@@ -16,19 +18,15 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .. import _sqlite
 from ..bundled_samples import SAMPLE_PREFIX, is_sample_spec, resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError, check_choice
-from ..format import counted
 from .compare import RunComparison, compare_records
+from .connection import DEFAULT_TIMEOUT_S, _now
 from .fingerprint import fingerprint as content_fingerprint
 from .locations import (
     BUNDLED_FOLDER,
@@ -38,9 +36,10 @@ from .locations import (
     bundled_journals,
     default_journal_path,
 )
-from .record import RunRecord, measure_run, perfkit_version
+from .profiles import _JournalProfiles
+from .record import RunRecord, measure_run
 from .run import DuplicateRunError, JournalError, Run
-from .schema import _SCHEMA, _TABLES, APPLICATION_ID, SCHEMA_VERSION
+from .schema import APPLICATION_ID, SCHEMA_VERSION
 from .tables import RUNS_COLUMNS, insert_details, read_record, runs_frame
 
 __all__ = ["Journal", "Run", "JournalError", "DuplicateRunError", "SCHEMA_VERSION",
@@ -48,15 +47,8 @@ __all__ = ["Journal", "Run", "JournalError", "DuplicateRunError", "SCHEMA_VERSIO
            "default_journal_path", "bundled_journal_path", "bundled_journals",
            "BUNDLED_FOLDER"]
 
-#: Seconds a write waits for another process's transaction to end.
-DEFAULT_TIMEOUT_S = 60.0
 
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class Journal:
+class Journal(_JournalProfiles):
     """A tuning journal: every run measured, and what changed between any two.
 
     Parameters
@@ -121,236 +113,6 @@ class Journal:
         folder = Path(tempfile.mkdtemp(prefix="perfkit-journal-"))
         atexit.register(shutil.rmtree, folder, True)
         return cls(folder / DEFAULT_JOURNAL_NAME)
-
-    def _open(self, create: bool) -> None:
-        path = self.path
-        if path.is_dir():
-            raise JournalError(path, "is a folder; a journal is one file (e.g. "
-                                     f"{path / DEFAULT_JOURNAL_NAME})")
-        if not path.exists():
-            if not create:
-                raise JournalError(path, "no journal here (perfkit journal add PROFILE "
-                                         "creates one)")
-            if not path.parent.is_dir():
-                raise JournalError(path, f"cannot create the journal: the folder "
-                                         f"{path.parent} does not exist")
-        else:
-            self._check_header()
-        with self._guard("cannot be opened as a journal"), self._connect(write=create) as c:
-            state = self._state(c)
-            if state == "empty":
-                if not create or self.readonly:
-                    raise JournalError(path, "is an empty file, not a journal yet")
-                self._initialise(c)
-
-    def _check_header(self) -> None:
-        try:
-            head = _sqlite.file_head(self.path)
-        except OSError as exc:
-            raise JournalError(self.path, f"cannot be read: {exc.strerror or exc}") from None
-        if head is not None:
-            raise JournalError(self.path, "is not a perfkit journal: not an SQLite database "
-                                          f"(it starts with {head[:8]!r})")
-
-    def _state(self, conn: sqlite3.Connection) -> str:
-        app, version, tables = _sqlite.format_of(conn)  # one snapshot: see format_of
-        if app == 0 and not tables:
-            return "empty"
-        if app != APPLICATION_ID:
-            shown = ", ".join(sorted(tables)[:5]) or "none"
-            raise JournalError(self.path, "is an SQLite database but not a perfkit journal "
-                                          f"(application_id {app:#x}, tables: {shown})")
-        if version > SCHEMA_VERSION:
-            raise JournalError(self.path, f"was written by a newer perfkit (journal schema "
-                                          f"{version}); this perfkit ({perfkit_version()}) reads "
-                                          f"schema {SCHEMA_VERSION}: upgrade perfkit")
-        if version < 1 or not set(_TABLES) <= tables:
-            if version == 0 and not set(_TABLES) & tables:
-                return "empty"  # a creator was killed before its first commit
-            raise JournalError(self.path, f"is a damaged perfkit journal (schema {version}, "
-                                          f"tables missing: "
-                                          f"{', '.join(sorted(set(_TABLES) - tables))})")
-        return "ok"
-
-    def _initialise(self, conn: sqlite3.Connection) -> None:
-        _sqlite.create(conn, _SCHEMA, APPLICATION_ID, SCHEMA_VERSION, [
-            ("format", "perfkit tuning journal (docs/journal.md)"),
-            ("schema_version", str(SCHEMA_VERSION)),
-            ("created_utc", _now()), ("created_by", f"perfkit {perfkit_version()}")],
-            is_empty=lambda c: self._state(c) == "empty")  # another process may have won
-
-    def _connect(self, write: bool = False) -> Any:
-        return _sqlite.connect(self.path, write and not self.readonly, self.timeout_s,
-                               immutable=self._immutable, foreign_keys=True)
-
-    def _guard(self, doing: str) -> Any:
-        """Turn every sqlite3 / OS error into a :class:`JournalError` naming the file."""
-        return _sqlite.guard(lambda problem: JournalError(self.path, problem), doing)
-
-    @contextmanager
-    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``): all of it is written, or nothing."""
-        if self.readonly:
-            raise JournalError(self.path, "is open read-only (a bundled journal: "
-                                          "journal.copy_to(PATH) gives a copy you can add to)")
-        with self._guard(doing), self._connect(write=True) as conn, \
-                _sqlite.transaction(conn):
-            yield conn
-
-    @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        with self._guard("cannot be read"), self._connect() as conn, \
-                _sqlite.snapshot(conn):  # a record's tables from one commit
-            yield conn
-
-    # ---- facts ------------------------------------------------------------------------
-    @property
-    def schema_version(self) -> int:
-        """The schema version written in the file (``PRAGMA user_version``)."""
-        with self._reading() as c:
-            return int(c.execute("PRAGMA user_version").fetchone()[0])
-
-    def info(self) -> dict[str, str]:
-        """The ``meta`` table: format, schema version, when and by which perfkit the
-        journal was created."""
-        with self._reading() as c:
-            return dict(c.execute("SELECT key, value FROM meta ORDER BY key"))
-
-    def __len__(self) -> int:
-        with self._reading() as c:
-            return int(c.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-
-    def __repr__(self) -> str:
-        try:
-            n = counted(len(self), "run")
-        except PerfkitError:
-            n = "unreadable"
-        ro = ", read-only" if self.readonly else ""
-        return f"Journal({str(self.path)!r}, {n}{ro})"
-
-    # ---- paths ------------------------------------------------------------------------
-    def _stored_path(self, spec: str | None) -> str | None:
-        """A profile path as stored: a sample name as it is, a path inside the journal's
-        folder relative to it (POSIX form), any other path absolute."""
-        if spec is None or is_sample_spec(spec):
-            return spec
-        path = Path(spec)
-        try:
-            return PurePosixPath(*path.relative_to(self.path.parent).parts).as_posix() or "."
-        except ValueError:
-            return str(path)
-
-    def profile_path(self, run: int | str | Run) -> Path | None:
-        """Where the run's profile is expected: a bundled sample's folder, a relative path
-        resolved from the journal's folder, or the absolute path stored; None when the
-        journal keeps no path for it (see the run's ``provenance``). It may be missing."""
-        stored = self.run(run).path
-        if stored is None:
-            return None
-        if is_sample_spec(stored):
-            try:
-                return Path(resolve_sample(stored))
-            except PerfkitError:
-                return None
-        path = Path(stored)
-        return path if path.is_absolute() else self.path.parent / path
-
-    def load_profile(self, run: int | str | Run, check: bool = True) -> Any:
-        """Load the run's profile (:func:`perfkit.load`).
-
-        Parameters
-        ----------
-        check : bool
-            Check that its content still has the fingerprint recorded.
-
-        Raises
-        ------
-        JournalError
-            No path is stored, the profile is not there (``relocate`` rewrites stored
-            paths), or its content changed since it was recorded.
-        """
-        from ..io.detect import load
-
-        r = self.run(run)
-        path = self.profile_path(r)
-        if path is None or not path.exists():
-            where = "no path is stored" if path is None else f"it is not at {path}"
-            how = f"; {r.provenance}" if r.provenance else (
-                "; journal.relocate(OLD_PREFIX, NEW_PREFIX) rewrites stored paths")
-            raise JournalError(self.path, f"run {r.id} {r.label!r}: the profile cannot be "
-                                          f"opened: {where}{how}")
-        if check and content_fingerprint(path)[0] != r.fingerprint:
-            raise JournalError(self.path, f"run {r.id} {r.label!r}: the profile at {path} has "
-                                          "changed since it was recorded (another fingerprint)")
-        return load(path)
-
-    def relocate(self, old_prefix: str | os.PathLike[str],
-                 new_prefix: str | os.PathLike[str]) -> int:
-        """Rewrite stored absolute profile paths that start with ``old_prefix``.
-
-        For a journal received from a colleague whose profiles now lie elsewhere:
-        ``journal.relocate("/home/ana/runs", "/data/ana-runs")``. Paths are matched by
-        whole components (``/a/b`` does not match ``/a/bc``); a new path inside the
-        journal's folder is stored relative to it. Sample names and relative paths are
-        left alone (they move with the journal).
-
-        Returns
-        -------
-        int
-            How many runs were rewritten.
-        """
-        old = str(old_prefix).rstrip("/\\") or str(old_prefix)
-        new = Path(new_prefix).expanduser()
-        changed = 0
-        with self._transaction("cannot rewrite paths") as c:
-            for run_id, stored in c.execute("SELECT id, path FROM runs").fetchall():
-                if stored is None or is_sample_spec(stored) or not Path(stored).is_absolute():
-                    continue
-                if stored != old and not stored.startswith(old + os.sep) and \
-                        not stored.startswith(old + "/"):
-                    continue
-                rest = stored[len(old):].lstrip("/\\")
-                target = new / rest if rest else new
-                c.execute("UPDATE runs SET path = ? WHERE id = ?",
-                          (self._stored_path(os.path.abspath(target)), run_id))
-                changed += 1
-        return changed
-
-    def copy_to(self, path: str | os.PathLike[str]) -> Journal:
-        """Copy the journal into a new file (SQLite's backup: a consistent copy even while
-        others write) and return it, writable. Relative profile paths are rewritten for
-        the copy's folder, so they still point at the same profiles.
-
-        Raises
-        ------
-        JournalError
-            The target exists or its folder is missing.
-        """
-        target = Path(os.path.abspath(Path(path).expanduser()))
-        if target.exists():
-            raise JournalError(target, "exists already; copy_to writes a new file")
-        if not target.parent.is_dir():
-            raise JournalError(target, f"cannot create the copy: the folder {target.parent} "
-                                       "does not exist")
-        with self._reading() as src:
-            try:
-                dst = sqlite3.connect(target, isolation_level=None)
-                try:
-                    src.backup(dst)
-                finally:
-                    dst.close()
-            except (sqlite3.Error, OSError) as exc:
-                raise JournalError(target, "cannot write the copy: "
-                                           f"{_sqlite.reason(exc)}") from None
-        copy = Journal(target, create=False)
-        with copy._transaction("cannot rewrite paths") as c:
-            for run_id, stored in c.execute("SELECT id, path FROM runs").fetchall():
-                if stored is None or is_sample_spec(stored) or Path(stored).is_absolute():
-                    continue
-                absolute = os.path.normpath(self.path.parent / stored)
-                c.execute("UPDATE runs SET path = ? WHERE id = ?",
-                          (copy._stored_path(absolute), run_id))
-        return copy
 
     # ---- adding -----------------------------------------------------------------------
     def add(self, profile_or_path: Any, job: Any = None, label: str | None = None,

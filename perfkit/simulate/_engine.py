@@ -2,7 +2,11 @@
 
 Ranks are laid out Megatron-style, tensor-parallel innermost, then data-parallel, then
 pipeline: ``rank = stage·(dp·tp) + dp_index·tp + tp_index``; nodes hold
-``hardware.devices_per_node`` consecutive ranks.
+``hardware.devices_per_node`` consecutive ranks. The layout and the links are
+:mod:`perfkit.simulate._engine_layout`, a rank's device tasks
+:mod:`perfkit.simulate._engine_tasks`, the settings :mod:`perfkit.simulate._engine_settings`;
+this module holds the results and :func:`run`, which times communication, pipeline and
+memory across ranks.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import numpy as np
 
 from ..calc.comm import comm_volume
 from ..calc.memory import (
-    ActivationModel,
     activation_memory,
     parameters_per_device,
     scheme_gradient_bytes,
@@ -21,7 +24,25 @@ from ..calc.memory import (
 )
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from . import _kernels as K
-from ._schedule import Op, stage_order, time_pipeline
+from ._engine_layout import (  # noqa: F401 - re-exported: the old home of the layout
+    Links,
+    _coords,
+    _find_group,
+    _group_id,
+    _rank_of,
+    build_groups,
+    link_transport,
+)
+from ._engine_settings import Settings
+from ._engine_tasks import (  # noqa: F401 - re-exported: the old home of a rank's tasks
+    _host_bound_gaps,
+    _layers_of,
+    _OpKernels,
+    _rank_kernels,
+    _Templates,
+    _templates,
+)
+from ._schedule import stage_order, time_pipeline
 from .faults import (
     DataLoadingStall,
     Fault,
@@ -38,25 +59,8 @@ from .faults import (
 __all__ = ["Settings", "CommOp", "RankResult", "Simulation", "run", "reserved_bytes",
            "RESERVE_FACTOR", "BLOCK"]
 
+
 EPOCH_NS = 1_763_683_200_000_000_000  # 2025-11-21T00:00:00Z: simulated profiles start here
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Knobs of the simulation that are not part of the model or the parallel layout."""
-
-    efficiency: float = 0.62
-    memory_efficiency: float = 0.7
-    comm_efficiency: float = 0.8
-    noise: float = 0.03
-    launch_gap_us: tuple[float, float] = (0.5, 2.5)
-    preparing_us: float = 300.0
-    step_gap_us: float = 800.0
-    dp_buckets: int = 4
-    recompute_style: str = field(default="all", metadata={"omit_when_default": True})
-    static_scheme: str = "mindspore"
-    activation_model: ActivationModel = field(default_factory=ActivationModel.mindformers)
-    first_step: int = 1
 
 
 #: The type the simulated kernels run in (``DT_BF16`` in kernel_details.csv, which is the
@@ -127,243 +131,6 @@ class Simulation:
     launch_us: float | None = None
     seed: int = 0
 
-
-# ----------------------------------------------------------------------------- layout
-
-def _rank_of(parallel: ParallelConfig, stage: int, dp_index: int, tp_index: int) -> int:
-    return stage * parallel.dp * parallel.tp + dp_index * parallel.tp + tp_index
-
-
-def _coords(parallel: ParallelConfig, rank: int) -> tuple[int, int, int]:
-    stage, rest = divmod(rank, parallel.dp * parallel.tp)
-    dp_index, tp_index = divmod(rest, parallel.tp)
-    return stage, dp_index, tp_index
-
-
-def _group_id(kind: str, index: int, ranks: list[int]) -> str:
-    """An HCCL communicator name in the style torch_npu records (host IP, port, counter)."""
-    return f"192.168.{ranks[0] // 8}.{10 + ranks[0] % 8}%enp189s0f0_{60000 + index}_" \
-           f"{len(ranks)}_{kind}"
-
-
-def build_groups(parallel: ParallelConfig) -> dict[str, dict[str, object]]:
-    """Communication groups ``{group_id: {group_name, global_ranks}}`` (dp, tp, pp)."""
-    groups: dict[str, dict[str, object]] = {}
-    p, d, t = parallel.pp, parallel.dp, parallel.tp
-    n = 0
-    if d > 1:
-        for s in range(p):
-            for ti in range(t):
-                ranks = [_rank_of(parallel, s, di, ti) for di in range(d)]
-                groups[_group_id("dp", n, ranks)] = {"group_name": "dp", "global_ranks": ranks}
-                n += 1
-    if t > 1:
-        for s in range(p):
-            for di in range(d):
-                ranks = [_rank_of(parallel, s, di, ti) for ti in range(t)]
-                groups[_group_id("tp", n, ranks)] = {"group_name": "tp", "global_ranks": ranks}
-                n += 1
-    if p > 1:
-        for di in range(d):
-            for ti in range(t):
-                ranks = [_rank_of(parallel, s, di, ti) for s in range(p)]
-                groups[_group_id("pp", n, ranks)] = {"group_name": "pp", "global_ranks": ranks}
-                n += 1
-    return groups
-
-
-def _find_group(groups: dict[str, dict[str, object]], name: str, rank: int) -> str:
-    for gid, g in groups.items():
-        if g["group_name"] == name and rank in g["global_ranks"]:  # type: ignore[operator]
-            return gid
-    raise KeyError(name)
-
-
-# ----------------------------------------------------------------------------- links
-
-def link_transport(hardware: Hardware, a: int, b: int) -> str:
-    """The transport between ranks ``a`` and ``b``: LOCAL on one device, HCCS between two
-    devices of one node, RDMA between nodes (``hardware.devices_per_node`` per node)."""
-    if a == b:
-        return "LOCAL"
-    per = hardware.devices_per_node
-    return "HCCS" if a // per == b // per else "RDMA"
-
-
-class Links:
-    """Bandwidth between two ranks (bytes/s achieved) with slow links applied."""
-
-    def __init__(self, hardware: Hardware, comm_efficiency: float, slow: list[SlowLink]):
-        self.hw = hardware
-        self.eff = comm_efficiency
-        self.slow = slow
-
-    def node(self, rank: int) -> int:
-        return rank // self.hw.devices_per_node
-
-    def transport(self, a: int, b: int) -> str:
-        """The transport of the link from ``a`` to ``b`` (:func:`link_transport`)."""
-        return link_transport(self.hw, a, b)
-
-    def group_transport(self, rank: int, peers: list[int]) -> str:
-        """The transport that paces ``rank``'s part of a collective with ``peers``: RDMA
-        when any peer sits on another node (its slowest link crosses the network), else
-        HCCS."""
-        kinds = {self.transport(rank, q) for q in peers if q != rank}
-        return "RDMA" if "RDMA" in kinds else ("HCCS" if kinds else "LOCAL")
-
-    def factor(self, a: int, b: int) -> float:
-        f = 1.0
-        for s in self.slow:
-            if s.touches(a, b):
-                f *= s.bandwidth_factor
-        return f
-
-    def bandwidth(self, a: int, b: int) -> float:
-        base = self.hw.intra_node_bandwidth if self.node(a) == self.node(b) \
-            else self.hw.inter_node_bandwidth
-        return base * self.eff * self.factor(a, b)
-
-    def member_bandwidth(self, rank: int, ranks: list[int]) -> float:
-        """Slowest link from ``rank`` to the other members of its group."""
-        return min((self.bandwidth(rank, q) for q in ranks if q != rank), default=float("inf"))
-
-    def group_bandwidth(self, ranks: list[int]) -> float:
-        """A collective runs at the pace of its slowest link."""
-        if len(ranks) < 2:
-            return float("inf")
-        return min(self.bandwidth(a, b) for a in ranks for b in ranks if a != b)
-
-
-# ----------------------------------------------------------------------------- templates
-
-@dataclass
-class _Templates:
-    catalog: list[K.Kernel]
-    ops: dict[tuple[int, int, bool], np.ndarray]  # (stage, chunk, forward) -> catalog ids
-    nominal: np.ndarray
-    is_tp: np.ndarray
-    is_compute: np.ndarray
-
-
-def _layers_of(parallel: ParallelConfig, model: ModelSpec, stage: int, chunk: int) -> list[int]:
-    """Stage-local indices of the layers of ``chunk`` on ``stage``."""
-    per_stage = parallel.layers_per_stage(model)[stage]
-    per_chunk = per_stage // parallel.vpp
-    return list(range(chunk * per_chunk, (chunk + 1) * per_chunk))
-
-
-def _templates(model: ModelSpec, parallel: ParallelConfig, costs: K.KernelCosts,
-               unfused: tuple[str, ...], selective: bool,
-               recompute_style: str = "all") -> _Templates:
-    catalog: list[K.Kernel] = []
-    ids: dict[K.Kernel, int] = {}
-
-    def add(p: K.Pass) -> list[int]:
-        out = []
-        for k in p.kernels:
-            if k not in ids:
-                ids[k] = len(catalog)
-                catalog.append(k)
-            out.append(ids[k])
-        return out
-
-    fwd = add(K.layer_pass(model, parallel, "fwd", unfused))
-    bwd = add(K.layer_pass(model, parallel, "bwd", unfused))
-    rfull = add(K.layer_pass(model, parallel, "recompute_full" if recompute_style == "all"
-                             else "recompute_needed", unfused))
-    rsel = add(K.layer_pass(model, parallel, "recompute_selective", unfused))
-    emb_f, emb_b = add(K.embedding_pass(model, parallel, False)), \
-        add(K.embedding_pass(model, parallel, True))
-    head_f, head_b = add(K.head_pass(model, parallel, False)), \
-        add(K.head_pass(model, parallel, True))
-    full = parallel.full_recompute_layers_per_stage(model)
-    p, v = parallel.pp, parallel.vpp
-    ops: dict[tuple[int, int, bool], np.ndarray] = {}
-    for s in range(p):
-        for c in range(v):
-            layers = _layers_of(parallel, model, s, c)
-            f_ids = (emb_f if s == 0 and c == 0 else []) + fwd * len(layers) \
-                + (head_f if s == p - 1 and c == v - 1 else [])
-            b_ids = list(head_b if s == p - 1 and c == v - 1 else [])
-            for layer in reversed(layers):
-                if layer < full[s]:
-                    b_ids += rfull
-                elif selective:
-                    b_ids += rsel
-                b_ids += bwd
-            b_ids += emb_b if s == 0 and c == 0 else []
-            ops[(s, c, True)] = np.asarray(f_ids, dtype=np.int64)
-            ops[(s, c, False)] = np.asarray(b_ids, dtype=np.int64)
-    nominal = costs.duration_us(catalog, 0.0)
-    is_tp = np.array([k.work == K.TP_COMM for k in catalog], dtype=bool)
-    return _Templates(catalog, ops, nominal, is_tp, ~is_tp)
-
-
-# ----------------------------------------------------------------------------- per rank
-
-@dataclass
-class _OpKernels:
-    cat: np.ndarray
-    op_id: np.ndarray
-    dur: np.ndarray
-    gap: np.ndarray
-    op_sum: np.ndarray
-    op_first: np.ndarray
-
-
-def _host_bound_gaps(dur: np.ndarray, op_id: np.ndarray, first: np.ndarray,
-                     launch_us: float) -> np.ndarray:
-    """Idle time before each kernel when the host launches one every ``launch_us``.
-
-    Within an operation the host starts launching at the operation's start; kernel ``i``
-    starts at ``max(end of i-1, i·L)``, i.e. ``C_i + max_{j<=i}(j·L − C_j)`` with ``C`` the
-    exclusive cumulative duration.
-    """
-    n = len(dur)
-    local = np.arange(n) - first[op_id]
-    csum = np.cumsum(dur) - dur
-    c_local = csum - csum[first[op_id]]
-    x = local * launch_us - c_local
-    big = (np.abs(x).max() + 1.0) * 4 if n else 0.0
-    cm = np.maximum.accumulate(x + op_id * big) - op_id * big
-    start = c_local + cm
-    prev_end = np.concatenate([[0.0], (start + dur)[:-1]])
-    prev_end[first] = 0.0
-    return np.maximum(start - prev_end, 0.0)
-
-
-def _rank_kernels(tpl: _Templates, order: list[Op], stage: int, rng: np.random.Generator,
-                  settings: Settings, compute_factor: float, tp_us_per_byte: float,
-                  launch_us: float | None, realloc_us: float) -> _OpKernels:
-    parts = [tpl.ops[(stage, op.chunk, op.forward)] for op in order]
-    lens = np.array([len(x) for x in parts], dtype=np.int64)
-    cat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    op_id = np.repeat(np.arange(len(order)), lens)
-    first = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-    noise = rng.lognormal(0.0, settings.noise, len(cat))
-    dur = tpl.nominal[cat] * noise
-    tp = tpl.is_tp[cat]
-    dur[~tp] *= compute_factor
-    if tp.any():
-        amounts = np.array([k.amount * K.wire_share(k) if k.work == K.TP_COMM else k.amount
-                            for k in tpl.catalog])
-        dur[tp] = amounts[cat[tp]] * tp_us_per_byte + 8.0 * noise[tp]
-    lo, hi = settings.launch_gap_us
-    gap = rng.uniform(lo, hi, len(cat))
-    if launch_us is not None:
-        gap = np.maximum(gap, _host_bound_gaps(dur, op_id, first, launch_us))
-    if realloc_us > 0:
-        # the allocator retries when the forward pass allocates its first activations:
-        # after the pass's first kernel, so the stall lies inside the step
-        fwd = np.array([op.forward for op in order], dtype=bool)
-        at = np.minimum(first[fwd] + 1, np.append(first[1:], len(cat))[fwd] - 1)
-        gap[at] += realloc_us
-    op_sum = np.bincount(op_id, weights=dur + gap, minlength=len(order))
-    return _OpKernels(cat, op_id, dur, gap, op_sum, first)
-
-
-# ----------------------------------------------------------------------------- main
 
 def _faults_of(faults: tuple[Fault, ...], kind: type) -> list:
     return [f for f in faults if isinstance(f, kind)]
