@@ -190,7 +190,7 @@ class OperatorsTab(Tab):
         what = "operator type" if by == "type" else "task name"
         word = _time_word(profile)
         over = rank == ALL_RANKS and len(ranks_of(profile)) > 1
-        who = MEAN_OVER_RANKS if over else ("" if rank == ALL_RANKS else f"rank {rank}")
+        who = MEAN_OVER_RANKS if over else ("" if shows_all(self.rank) else f"rank {rank}")
         chart = C.top_operators_chart(
             top, label=by, n=n, value="per_step_us", select=True, time_word=word,
             value_title=f"{word} per rank and step, {who} (ms)" if over else None,
@@ -238,7 +238,7 @@ class OperatorsTab(Tab):
                     and (c != "bound" or top[c].notna().any())]  # no PMU: no verdict
             scope = {"per_step_us": "per rank and step", "calls_per_step": "per rank and step",
                      "mean_us": "per call"}
-            title = f"Top {n} by {word}" + ("" if rank == ALL_RANKS else f", rank {rank}")
+            title = f"Top {n} by {word}" + ("" if shows_all(self.rank) else f", rank {rank}")
             return frame_html(top.head(n), title, columns=cols, scope=scope,
                               headers={"per_step_us": word, "calls_per_step": "calls",
                                        "mean_us": "mean", "share": f"share of {word}"})
