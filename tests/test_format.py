@@ -102,6 +102,21 @@ def test_sig_keeps_three_significant_digits(x: float) -> None:
 
 # ----------------------------------------------------------------------------- tables
 
+def test_a_header_has_one_bracket() -> None:
+    """A header's own bracket and its unit's were two groups: "free (device idle) (%)"."""
+    frame = pd.DataFrame({"free_share": [0.25], "wait_us": [1500.0], "idle_us": [2.0]})
+    tab = table(frame, headers={"free_share": "free (device idle)",
+                                "wait_us": "before the first device task (data, launch)",
+                                "idle_us": "idle (no kernel)"})
+    assert list(tab.text.columns) == ["free, device idle (%)",
+                                      "before the first device task: data, launch (ms)",
+                                      "idle, no kernel (µs)"]
+    assert tab.text.iloc[0].tolist() == ["25.0", "1.50", "2.00"]  # 0.25, 1500 µs, 2 µs
+    # a header without a unit keeps its words as given
+    plain = table(pd.DataFrame({"rank": [3]}), headers={"rank": "rank (global)"})
+    assert list(plain.text.columns) == ["rank (global)"]
+
+
 def test_table_writes_one_unit_per_column_in_the_header() -> None:
     frame = pd.DataFrame({"op": ["MatMulV3", "Add"], "total_us": [22_390_090.0, 410_000.0],
                           "share": [0.8378, 0.0153], "peak_bytes": [7.46 * 2**30, 2**29],
