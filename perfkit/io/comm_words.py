@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CommWords", "comm_words", "comm_words_of", "comm_library", "KINETO_UNRECORDED",
-           "KINETO_NONE", "CANN_UNRECORDED", "LEGACY_UNRECORDED"]
+           "KINETO_NONE", "CANN_UNRECORDED", "LEGACY_UNRECORDED", "ASCEND_NO_COMM_JSON"]
 
 #: What the Kineto loader's ``comm_ops`` note says a trace does not record (its last
 #: clause, after "; "): the Communication tab leaves it out of that note where its own
@@ -38,6 +38,11 @@ CANN_UNRECORDED = ("start and elapse only; transit / wait / synchronization / id
 #: brackets that ends its ``comm_ops`` note (``{rank}``: the rank's). The Communication tab
 #: leaves it out where its own sentence already says the split is not recorded.
 LEGACY_UNRECORDED = "start and elapse only; hccl_raw_{rank}.csv, when present, adds the wait"
+#: The start of the torch_npu / MindSpore text loader's note that an export has no
+#: communication.json (its level follows, in brackets). The Communication tab leaves the
+#: note out where its own sentence already names communication.json as what would give
+#: the collectives' group and split.
+ASCEND_NO_COMM_JSON = "communication.json not found (written from profiler level Level1 on"
 #: The split of a collective's time that only Ascend's analysed exports record.
 _SPLIT = "its transit / wait / idle split"
 
