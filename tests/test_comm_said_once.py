@@ -116,3 +116,16 @@ def test_a_lone_kernel_details_says_once_that_communication_json_is_missing() ->
     assert text.count("communication.json") == 1, text
     assert "communication.json not found" not in text
     assert len(_sentences_on(text, "transit")) == 1
+
+
+def test_legacy_mindspore_names_the_file_of_its_own_rank() -> None:
+    """``wild/mi_run1`` is rank 1 (its files end in ``_1``: timeline_display_1.json, ...);
+    the sentence on what its collectives lack named "hccl_raw_0.csv for rank 0"."""
+    root = shared_sample("wild/mi_run1")
+    suffixes = {m[1] for f in (root / "profiler").iterdir()
+                if (m := re.search(r"_(\d+)(?:_detail_time)?\.(?:csv|json|txt)$", f.name))}
+    assert suffixes == {"1"}
+    text = panel_words(tab_panel("Communication", str(root)))
+    said = _sentences_on(text, "hccl_raw")
+    assert len(said) == 1 and "(hccl_raw_1.csv for rank 1)" in said[0], said
+    assert "hccl_raw_0" not in text and "rank 0" not in text
