@@ -16,7 +16,9 @@ writes its numbers with these functions, so a figure reads the same everywhere:
 
 Values at or above 100 keep all their integer digits (``"1,399 ms"``, not ``"1,400 ms"``):
 three significant digits is the least precision shown, never a rounding of the integer
-part. A missing value (None, NaN, NA) is written ``"–"``; an infinite one ``"∞"``.
+part. A tie rounds half to even on the value's decimal digits (:func:`sig`), so that a
+figure reads the same in µs and in ms (``"530 µs"``, ``"0.530 ms"``). A missing value
+(None, NaN, NA) is written ``"–"``; an infinite one ``"∞"``.
 
 Nothing here computes a metric: the functions take a number in a stated unit and return
 text.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
@@ -61,6 +64,12 @@ def sig(value: float, digits: int = 3) -> str:
     """``value`` with at least ``digits`` significant digits, thousands separators and no
     exponent.
 
+    A tie rounds half to even (Python's ``round``: ``528.5`` → ``"528"``, ``529.5`` →
+    ``"530"``), decided on the value as written in decimal (its 15 significant digits, all
+    that a float holds exactly), not on its binary approximation: 529.5 µs is 0.5295 ms,
+    stored as 0.52949999…, and both read the same, ``"530"`` µs and ``"0.530"`` ms, where
+    rounding the float gave ``"0.529"``.
+
     Parameters
     ----------
     value : float
@@ -82,13 +91,20 @@ def sig(value: float, digits: int = 3) -> str:
         return "0"
     magnitude = math.floor(math.log10(abs(v)))
     decimals = max(0, digits - 1 - magnitude)
-    text = f"{v:,.{decimals}f}"
+    # the value as written: 15 significant digits, or every integer digit of a larger one
+    written = Decimal(f"{v:.{max(15, magnitude + 1)}g}")
+    rounded = _half_even(written, decimals)
     # rounding may carry into a new digit (9.996 -> "10.00"): drop the extra decimal
-    if decimals and abs(round(v, decimals)) >= 10 ** (magnitude + 1):
-        text = f"{v:,.{decimals - 1}f}"
-    if text.lstrip("-").strip("0.,") == "":  # rounded to nothing: keep one digit
-        text = f"{v:,.{decimals + 1}f}"
-    return text
+    if decimals and abs(rounded) >= Decimal(10) ** (magnitude + 1):
+        rounded = _half_even(written, decimals - 1)
+    if rounded == 0:  # rounded to nothing: keep one digit
+        rounded = _half_even(written, decimals + 1)
+    return f"{rounded:,f}"
+
+
+def _half_even(value: Decimal, decimals: int) -> Decimal:
+    """``value`` rounded to ``decimals`` decimals, a tie to the even digit."""
+    return value.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN)
 
 
 def number_text(value: Any, digits: int = 3, unit: str = "") -> str:

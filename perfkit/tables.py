@@ -287,6 +287,17 @@ class Table:
         return self.text.to_string(index=False)
 
 
+def _with_bracket(words: str, inside: str) -> str:
+    """``words (inside)``, one bracket: the words' own becomes a clause after a comma, or
+    a colon where it holds a comma (``"free (device idle)"``, ``"%"`` → ``"free, device
+    idle (%)"``, not ``"free (device idle) (%)"``)."""
+    if not inside:
+        return words
+    words = re.sub(r"\s*\(([^()]*)\)",
+                   lambda m: (": " if "," in m[1] else ", ") + m[1], words)
+    return f"{words} ({inside})"
+
+
 def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
           caption: str | None = None, scope: Mapping[str, str] | None = None,
           headers: Mapping[str, str] | None = None, units: Mapping[str, str] | None = None,
@@ -357,8 +368,7 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
         col = column_format(frame, name, scope.get(name), forced.get(name))
         if name in headers:  # its own words, then its unit and its scope, as made above
             inside = ", ".join(x for x in (col.unit, scope.get(name)) if x)
-            col = Column(name, headers[name] + (f" ({inside})" if inside else ""), col.kind,
-                         col.unit)
+            col = Column(name, _with_bracket(headers[name], inside), col.kind, col.unit)
         cols.append(col)
     shown = frame if max_rows is None else frame.head(max_rows)
     cols = [_in_own_units(c, [_cell(v, c) for v in shown[c.name]]) for c in cols]

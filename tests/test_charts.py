@@ -229,7 +229,9 @@ def test_findings_frame_chart_and_table(slow_rank: object) -> None:
     assert _encoding(chart)["y"]["field"] == "label"
     enc = _encoding(chart)
     assert enc["x"]["field"] == "ms_per_step" and enc["color"]["field"] == "severity"
-    assert enc["color"]["scale"]["domain"] == list(C.SEVERITY_ORDER)
+    # the legend lists the severities of the three bars drawn, in the severity order
+    shown = {f.severity for f in measured[:3]}
+    assert enc["color"]["scale"]["domain"] == [s for s in C.SEVERITY_ORDER if s in shown]
     _svg(chart)
     table = C.findings_html(frame, n=2)
     assert table.count("<tr>") == 3  # header + two findings
@@ -239,6 +241,25 @@ def test_findings_frame_chart_and_table(slow_rank: object) -> None:
     digits = 0 if top.ms_per_step >= 100 else 1 if top.ms_per_step >= 10 else 2
     assert f"{top.ms_per_step:,.{digits}f} ms ({100 * top.score:.1f} %)" in table
     assert "rule slow_ranks" in table  # the rule id is in the details column
+
+
+def test_the_findings_legend_lists_the_severities_drawn() -> None:
+    """The legend listed all five severities whatever the findings; it lists those of the
+    bars drawn (a finding not measured has no bar), each in the colour it has among all."""
+    rows = [("a", "info", True), ("b", "high", True), ("c", "medium", False)]
+    frame = pd.DataFrame({"title": [r[0] for r in rows], "severity": [r[1] for r in rows],
+                          "area": "steps", "score": [0.2, 0.1, 0.05],
+                          "ms_per_step": [2.0, 1.0, float("nan")],
+                          "measured": [r[2] for r in rows]})
+    scale = _encoding(C.findings_chart(frame))["color"]["scale"]
+    assert scale["domain"] == ["high", "info"]  # "medium" is not measured: no bar
+    every = pd.DataFrame({"title": list("vwxyz"), "severity": list(C.SEVERITY_ORDER),
+                          "area": "steps", "score": 0.1, "ms_per_step": 1.0,
+                          "measured": True})
+    full = _encoding(C.findings_chart(every))["color"]["scale"]
+    assert full["domain"] == list(C.SEVERITY_ORDER)
+    colour = dict(zip(full["domain"], full["range"], strict=True))
+    assert scale["range"] == [colour["high"], colour["info"]]
 
 
 def test_roofline_chart_log_log_one_point_per_group(slow_rank: object) -> None:

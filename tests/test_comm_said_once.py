@@ -12,6 +12,7 @@ kernels". The collectives are counted here in the raw files (json), not through 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -97,3 +98,34 @@ def test_a_kineto_note_says_what_its_collectives_were_read_from() -> None:
     assert _calls(text, "alltoall") + _calls(text, "other") == len(deepep)
     assert "Rank 0, collectives: read from the communication kernels (deepep)." in text
     assert "not recorded by Kineto" not in text
+
+
+def test_a_lone_kernel_details_says_once_that_communication_json_is_missing() -> None:
+    """msprof-analyze's lone kernel_details.csv (``wild/msa_kernel_details``): the tab said
+    that there is no communication.json in the tab's sentence on what is not recorded, and
+    again in the loader's note ("communication.json not found (written from profiler level
+    Level1 on; ...)"); it is said once, in the paragraph that also says how the HCCL tasks
+    were counted. The tasks are counted here in the csv."""
+    folder = shared_sample("wild/msa_kernel_details")
+    assert not (folder / "communication.json").exists()
+    with (folder / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
+        hccl = [r for r in csv.DictReader(fh) if r["Accelerator Core"] == "HCCL"]
+    assert len(hccl) == 19
+    text = panel_words(tab_panel("Communication", str(folder)))
+    assert f"each of its {len(hccl)} communication tasks counts as one collective" in text
+    assert text.count("communication.json") == 1, text
+    assert "communication.json not found" not in text
+    assert len(_sentences_on(text, "transit")) == 1
+
+
+def test_legacy_mindspore_names_the_file_of_its_own_rank() -> None:
+    """``wild/mi_run1`` is rank 1 (its files end in ``_1``: timeline_display_1.json, ...);
+    the sentence on what its collectives lack named "hccl_raw_0.csv for rank 0"."""
+    root = shared_sample("wild/mi_run1")
+    suffixes = {m[1] for f in (root / "profiler").iterdir()
+                if (m := re.search(r"_(\d+)(?:_detail_time)?\.(?:csv|json|txt)$", f.name))}
+    assert suffixes == {"1"}
+    text = panel_words(tab_panel("Communication", str(root)))
+    said = _sentences_on(text, "hccl_raw")
+    assert len(said) == 1 and "(hccl_raw_1.csv for rank 1)" in said[0], said
+    assert "hccl_raw_0" not in text and "rank 0" not in text

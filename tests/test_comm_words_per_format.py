@@ -97,7 +97,9 @@ def test_legacy_mindspore_and_raw_cann_name_their_own_files() -> None:
     said = _sentence(_text(tab_panel("Communication", str(legacy))),
                      "Not recorded in this profile:")
     assert "wait share" in said and "legacy MindSpore output records neither" in said
-    assert "hccl_raw file (hccl_raw_0.csv for rank 0)" in said
+    # the example is the profile's own rank's file: its files end in _1 (rank 1)
+    assert (legacy / "profiler" / "timeline_display_1.json").exists()
+    assert "hccl_raw file (hccl_raw_1.csv for rank 1)" in said
     raw = shared_sample("wild/mi_prof")
     assert [p.name for p in raw.iterdir()] and all(p.name.startswith("PROF_")
                                                    for p in raw.iterdir())

@@ -60,6 +60,21 @@ def test_sig_rounds_to_three_significant_digits() -> None:
         "249 TFLOP/s"
 
 
+def test_a_tie_rounds_the_same_in_every_unit() -> None:
+    """529.5 µs is 0.5295 ms: a tie at the third significant digit in both units. Half to
+    even on the written digits: 529|.5 -> 530 (9 is odd, up to the even 0), 0.529|5 ->
+    0.530; and 528.5 -> 528 (8 is even, stays), 0.5285 -> 0.528. The float 0.5295 is
+    0.52949999999999997..., which a rounding of the float itself took down to 0.529."""
+    assert f"{0.5295:.20f}".startswith("0.52949999") and f"{1.225:.20f}".startswith("1.2250000")
+    assert time_text(529.5) == "530 µs" and time_text(529.5, "ms") == "0.530 ms"
+    assert time_text(528.5) == "528 µs" and time_text(528.5, "ms") == "0.528 ms"
+    assert sig(529.5 / 1000) == "0.530" and sig(528.5 / 1000) == "0.528"
+    # in seconds and ms: 1.235 -> 1.24 (3 is odd: up to 4); 1.225 -> 1.22 (2 is even),
+    # though the float 1.225 is 1.22500000000000008..., just above the tie
+    assert time_text(1_235_000.0, "s") == "1.24 s" and time_text(1_225_000.0, "s") == "1.22 s"
+    assert time_text(1_235.0, "ms") == "1.24 ms" and time_text(1_225.0, "ms") == "1.22 ms"
+
+
 def test_time_unit_follows_the_median_of_a_column() -> None:
     assert time_unit([300.0, 55_218.0, 1_399_381.0]) == ("ms", 1e3)
     assert time_unit([1e6, 2e6, 3e6]) == ("s", 1e6)
@@ -86,6 +101,21 @@ def test_sig_keeps_three_significant_digits(x: float) -> None:
 
 
 # ----------------------------------------------------------------------------- tables
+
+def test_a_header_has_one_bracket() -> None:
+    """A header's own bracket and its unit's were two groups: "free (device idle) (%)"."""
+    frame = pd.DataFrame({"free_share": [0.25], "wait_us": [1500.0], "idle_us": [2.0]})
+    tab = table(frame, headers={"free_share": "free (device idle)",
+                                "wait_us": "before the first device task (data, launch)",
+                                "idle_us": "idle (no kernel)"})
+    assert list(tab.text.columns) == ["free, device idle (%)",
+                                      "before the first device task: data, launch (ms)",
+                                      "idle, no kernel (µs)"]
+    assert tab.text.iloc[0].tolist() == ["25.0", "1.50", "2.00"]  # 0.25, 1500 µs, 2 µs
+    # a header without a unit keeps its words as given
+    plain = table(pd.DataFrame({"rank": [3]}), headers={"rank": "rank (global)"})
+    assert list(plain.text.columns) == ["rank (global)"]
+
 
 def test_table_writes_one_unit_per_column_in_the_header() -> None:
     frame = pd.DataFrame({"op": ["MatMulV3", "Add"], "total_us": [22_390_090.0, 410_000.0],

@@ -41,7 +41,8 @@ from ._intervals import interval_union
 from ._shared import shared
 from ._util import add_note, empty_frame, has_values, table
 
-__all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_wall_us",
+__all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_owner",
+           "step_wall_us",
            "exposed_comm_us", "has_wait", "inferred_steps", "STEP_COLUMNS", "PART_COLUMNS",
            "RECEIVE_PATTERN", "STEP_MARK"]
 
@@ -406,6 +407,16 @@ def exposed_comm_us(breakdown: pd.DataFrame) -> pd.Series:
     return (comm - bubble).clip(lower=0.0)
 
 
+def step_owner(breakdown: pd.DataFrame) -> str:
+    """Whose step :func:`measured_step_s` takes, in words: ``"the slowest rank's"`` (per
+    step, the rank with the longest), or ``"the one rank's"`` where the steps with a
+    duration are of one rank, which is no slowest of several."""
+    known = breakdown.dropna(subset=["step_us"]) if "step_us" in breakdown.columns \
+        else breakdown
+    one = "rank" not in known.columns or known["rank"].nunique(dropna=False) <= 1
+    return "the one rank's" if one else "the slowest rank's"
+
+
 def step_basis(breakdown: pd.DataFrame) -> str:
     """What :func:`measured_step_s` is over, in words: the steps it counts (a span without
     a step number among them), or the one span of a profile without step marks. Steps
@@ -416,8 +427,7 @@ def step_basis(breakdown: pd.DataFrame) -> str:
     if not known["step"].notna().any():
         return "the one span without step numbers: no step marks in the profile"
     steps = int(known["step"].nunique(dropna=False))
-    whose = "the one rank's step" if "rank" not in known.columns or \
-        known["rank"].nunique(dropna=False) <= 1 else "the slowest rank's step"
+    whose = f"{step_owner(known)} step"
     inferred = inferred_steps(breakdown)
     return (f"median over {steps} step{'s' if steps != 1 else ''} of {whose}"
             + (" with the wait before its first device task" if has_wait(breakdown) else "")

@@ -72,8 +72,9 @@ def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = 
     -------
     altair.Chart
         Bars with ``y = label`` (the shortened title, in the frame's order),
-        ``x = ms_per_step`` and ``color = severity``; the chart data has one row per
-        measured finding kept.
+        ``x = ms_per_step`` and ``color = severity`` (its legend lists only the
+        severities of the findings drawn, in :data:`SEVERITY_ORDER`); the chart data has
+        one row per measured finding kept.
     """
     require(frame, ("title", "severity", "area", "score"), "findings_chart")
     data = frame
@@ -86,6 +87,9 @@ def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = 
         data = data.head(n)
     data = data.reset_index(drop=True)
     data["label"] = unique_labels(data["title"].astype(str).tolist(), label_limit)
+    # the legend lists the severities of the bars drawn, in their order, each its colour
+    drawn = set(data["severity"].astype(str))
+    present = [s for s in SEVERITY_ORDER if s in drawn]
     x = alt.X("ms_per_step:Q", title="time at stake per step (ms)") if "ms_per_step" in cols \
         else alt.X("score:Q", title="share of step time at stake", axis=alt.Axis(format="%"))
     tips = [alt.Tooltip("title:N", title="finding"), alt.Tooltip("area:N"),
@@ -97,8 +101,8 @@ def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = 
         y=alt.Y("label:N", sort=list(data["label"]), title=None,
                 axis=alt.Axis(labelLimit=0)),
         x=x,
-        color=alt.Color("severity:N", scale=alt.Scale(domain=list(SEVERITY_ORDER),
-                                                       range=_SEVERITY_COLORS)),
+        color=alt.Color("severity:N", scale=alt.Scale(domain=present, range=[
+            _SEVERITY_COLORS[SEVERITY_ORDER.index(s)] for s in present])),
         tooltip=tips,
     ).properties(width=width, height=max(40, 22 * len(data)))
     if select:

@@ -49,6 +49,7 @@ from .ascend_memory import memory_record, npu_module_mem, operator_memory, other
 from .ascend_recorded import mark_recorded
 from .categories import category, is_total_op
 from .chrome import read_chrome_trace
+from .comm_words import ASCEND_NO_COMM_JSON
 from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
@@ -232,8 +233,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
             "communication.json", ("comm_ops", "comm_bandwidth"), _communication, ns)
         raw["comm_ops"] = _name_groups(raw["comm_ops"], groups)
     else:
-        notes.append("comm_ops/comm_bandwidth: communication.json not found "
-                     f"(written from profiler level Level1 on; {_level_said(level)})")
+        notes.append(f"comm_ops/comm_bandwidth: {ASCEND_NO_COMM_JSON}; {_level_said(level)})")
     if (out / "communication_matrix.json").exists():
         raw["comm_matrix"] = read("communication_matrix.json", ("comm_matrix",), _matrix, rank,
                                   groups, notes)

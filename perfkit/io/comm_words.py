@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CommWords", "comm_words", "comm_words_of", "comm_library", "KINETO_UNRECORDED",
-           "KINETO_NONE", "CANN_UNRECORDED", "LEGACY_UNRECORDED"]
+           "KINETO_NONE", "CANN_UNRECORDED", "LEGACY_UNRECORDED", "ASCEND_NO_COMM_JSON"]
 
 #: What the Kineto loader's ``comm_ops`` note says a trace does not record (its last
 #: clause, after "; "): the Communication tab leaves it out of that note where its own
@@ -38,6 +38,11 @@ CANN_UNRECORDED = ("start and elapse only; transit / wait / synchronization / id
 #: brackets that ends its ``comm_ops`` note (``{rank}``: the rank's). The Communication tab
 #: leaves it out where its own sentence already says the split is not recorded.
 LEGACY_UNRECORDED = "start and elapse only; hccl_raw_{rank}.csv, when present, adds the wait"
+#: The start of the torch_npu / MindSpore text loader's note that an export has no
+#: communication.json (its level follows, in brackets). The Communication tab leaves the
+#: note out where its own sentence already names communication.json as what would give
+#: the collectives' group and split.
+ASCEND_NO_COMM_JSON = "communication.json not found (written from profiler level Level1 on"
 #: The split of a collective's time that only Ascend's analysed exports record.
 _SPLIT = "its transit / wait / idle split"
 
@@ -102,7 +107,8 @@ def comm_library(fmt: str | None, device_type: str | None = None,
     return "RCCL" if str(vendor or "").lower() == "amd" else "NCCL"
 
 
-def comm_words(fmt: str | None, framework: str | None = None, library: str = "") -> CommWords:
+def comm_words(fmt: str | None, framework: str | None = None, library: str = "",
+               rank: int | None = None) -> CommWords:
     """The words on the collectives of a profile of format ``fmt``.
 
     Parameters
@@ -115,6 +121,9 @@ def comm_words(fmt: str | None, framework: str | None = None, library: str = "")
         ``meta.framework`` (``"pytorch"`` or ``"mindspore"``): who wrote an Ascend export.
     library : str
         For a Kineto trace, :func:`comm_library` (NCCL, RCCL or gloo).
+    rank : int, optional
+        The profile's (first) rank, the example of a rank's own file where the words name
+        one (legacy MindSpore's ``hccl_raw_1.csv`` for rank 1); ``N`` when not known.
 
     Returns
     -------
@@ -146,13 +155,14 @@ def comm_words(fmt: str | None, framework: str | None = None, library: str = "")
     if key == "kineto":
         return _kineto(library or "NCCL")
     if key == "mindspore_legacy":
+        r = "N" if rank is None else int(rank)
         never = ("legacy MindSpore output records neither a collective's group nor its "
-                 "transit and idle time, and only a rank's hccl_raw file (hccl_raw_0.csv for "
-                 "rank 0), where there is one, gives its wait; a profile of MindSpore 2.3 or "
-                 "later with profile_communication=True writes all of them in its "
+                 f"transit and idle time, and only a rank's hccl_raw file (hccl_raw_{r}.csv "
+                 f"for rank {r}), where there is one, gives its wait; a profile of MindSpore "
+                 "2.3 or later with profile_communication=True writes all of them in its "
                  "ASCEND_PROFILER_OUTPUT's communication.json")
         return CommWords("the hccl_raw files or the timeline",
-                         "each rank's hccl_raw file (hccl_raw_0.csv for rank 0), which the "
+                         f"each rank's hccl_raw file (hccl_raw_{r}.csv for rank {r}), which the "
                          "profiler writes with profile_communication=True, or the "
                          "communication operators of its timeline (its timeline_display or "
                          "ascend_timeline_display file)", never, never, never)
@@ -200,8 +210,9 @@ def _kineto(library: str) -> CommWords:
 
 
 def comm_words_of(profile: Any) -> CommWords:
-    """:func:`comm_words` for a profile or a cluster: its format and framework, and for a
-    Kineto trace the library its collectives run in (a cluster's from its first rank)."""
+    """:func:`comm_words` for a profile or a cluster: its format, framework and rank (a
+    cluster's first), and for a Kineto trace the library its collectives run in (a
+    cluster's from its first rank)."""
     meta = getattr(profile, "meta", None)
     fmt = getattr(meta, "source_format", None)
     extra = getattr(meta, "extra", None) or {}
@@ -210,4 +221,6 @@ def comm_words_of(profile: Any) -> CommWords:
         first = getattr(next(iter(profile), None), "meta", None)
         vendor = (getattr(first, "extra", None) or {}).get("vendor")
     library = comm_library(fmt, getattr(meta, "device_type", None), vendor)
-    return comm_words(fmt, getattr(meta, "framework", None), library)
+    ranks = getattr(profile, "ranks", None)
+    rank = ranks[0] if ranks else getattr(meta, "rank", None)
+    return comm_words(fmt, getattr(meta, "framework", None), library, rank)

@@ -14,7 +14,13 @@ from ..analysis._shared import shared_factorize
 from ..analysis._util import table
 from ..analysis.backward_pass import BACKWARD_PATTERN, MIN_OPERATORS
 from ..analysis.memory import framework_component, memory_peaks
-from ..analysis.steps import has_wait, inferred_steps, measured_step_s, step_breakdown
+from ..analysis.steps import (
+    has_wait,
+    inferred_steps,
+    measured_step_s,
+    step_breakdown,
+    step_owner,
+)
 from ..errors import PerfkitError
 from ..format import counted
 from .fields import FieldValue
@@ -27,7 +33,8 @@ TRAINING_STEP = "training_step"
 
 
 def read_step_time(profile: Any, put: Any) -> None:
-    """Put ``step_time_s``: the median over steps of the slowest rank's step time, the
+    """Put ``step_time_s``: the median over steps of the slowest rank's step time (of the
+    rank, on a profile of one: :func:`~perfkit.analysis.steps.step_owner`), the
     device's wait before the step's first task included (:func:`measured_step_s`); the
     evidence says where the steps were inferred (:func:`~perfkit.analysis.steps.
     inferred_steps`, as :func:`~perfkit.analysis.steps.step_basis` says it)."""
@@ -47,7 +54,7 @@ def read_step_time(profile: Any, put: Any) -> None:
             "the one span without step numbers (no ProfilerStep marks in the profile)"
         wait = ", with the wait before its first device task" if has_wait(steps) else ""
         inferred = inferred_steps(steps)
-        put("step_time_s", step, f"{over} of the slowest rank's step time{wait} ({src} step "
+        put("step_time_s", step, f"{over} of {step_owner(steps)} step time{wait} ({src} step "
                                  "figures)" + (f"; {inferred}" if inferred else ""))
     else:
         put("step_time_s", None, f"no measured step: {why}")

@@ -21,7 +21,7 @@ from ..render import chart_widget, close_widgets, spinner_html
 
 __all__ = ["Context", "Tab", "JobTab", "ALL_RANKS", "READY_CLASS", "WAITING_CLASS",
            "OPEN_ONE", "html_widget", "heading", "warning_widgets", "no_job_note", "ranks_of",
-           "rank_picker", "set_ranks", "ranked"]
+           "rank_picker", "set_ranks", "shows_all", "all_ranks_value", "ranked"]
 
 #: The value of a rank picker that shows every rank (aggregated).
 ALL_RANKS = -1
@@ -58,12 +58,35 @@ def rank_picker(description: str = "ranks", statistic: str = "median") -> W.Drop
                       style={"description_width": "initial"}, layout=W.Layout(width="300px"))
 
 
-def set_ranks(picker: W.Dropdown, ranks: Sequence[int], statistic: str = "median") -> None:
+def set_ranks(picker: W.Dropdown, ranks: Sequence[int], statistic: str = "median",
+              everything: str | None = None) -> None:
     """Offer ``ranks`` in ``picker``, showing all of them (``statistic`` as in
-    :func:`rank_picker`)."""
-    picker.options = [(f"all ranks ({statistic}, min, max)", ALL_RANKS)] + [
+    :func:`rank_picker`; ``everything``, when given, is the words of that choice instead).
+
+    A profile of one rank has nothing to aggregate: the picker then offers that rank alone
+    (not "all ranks (median, min, max)" of one value), and shows it; :func:`shows_all`
+    tells a tab that its picker shows every rank either way.
+    """
+    if len(ranks) == 1:
+        picker.options = [(f"rank {int(ranks[0])}", int(ranks[0]))]
+        picker.value = int(ranks[0])
+        return
+    picker.options = [(everything or f"all ranks ({statistic}, min, max)", ALL_RANKS)] + [
         (f"rank {r}", r) for r in ranks]
     picker.value = ALL_RANKS
+
+
+def shows_all(picker: W.Dropdown) -> bool:
+    """Whether ``picker`` (filled by :func:`set_ranks`) shows every rank: its choice of all
+    the ranks, or the one rank of a profile that has only one."""
+    return picker.value == ALL_RANKS or len(picker.options) == 1
+
+
+def all_ranks_value(picker: W.Dropdown) -> int:
+    """The value of ``picker`` that shows every rank: :data:`ALL_RANKS`, or the one rank
+    of a profile that has only one (the only choice :func:`set_ranks` offers then)."""
+    values = [v for _label, v in picker.options]
+    return ALL_RANKS if ALL_RANKS in values or not values else int(values[0])
 
 
 def ranked(findings: Sequence[Any]) -> list[Any]:

@@ -12,6 +12,7 @@ from ... import analysis as A
 from ... import charts as C
 from ...format import counted, listed, time_text
 from ...io.comm_words import (
+    ASCEND_NO_COMM_JSON,
     CANN_UNRECORDED,
     KINETO_NONE,
     KINETO_UNRECORDED,
@@ -129,9 +130,12 @@ _SPLIT_SAID = re.compile("|".join((
     re.escape(f"; {KINETO_UNRECORDED}"), re.escape(CANN_UNRECORDED),
     re.escape(f" ({LEGACY_UNRECORDED})").replace(re.escape("{rank}"), r"\d+"))))
 _BOTH_SAID = re.compile(f"{_NONE_SAID.pattern}|{_SPLIT_SAID.pattern}")
+#: The text loader's whole note that the export has no communication.json, its level in
+#: brackets: said by :func:`unrecorded_note` where that names communication.json.
+_JSON_SAID = re.compile(rf"^{re.escape(ASCEND_NO_COMM_JSON)}[^)]*\)$")
 
 
-def loading_html(profile: Any, said_split: bool) -> str:
+def loading_html(profile: Any, said_split: bool, said_json: bool = False) -> str:
     """The loader's notes about the tab's tables (:func:`perfkit.widgets.load_notes.
     notes_about`), one note each; empty when there is none.
 
@@ -141,9 +145,13 @@ def loading_html(profile: Any, said_split: bool) -> str:
     CANN_UNRECORDED`, :data:`~perfkit.io.comm_words.LEGACY_UNRECORDED`) are left out of
     their notes, and a note that said nothing else is left out, so that the page says it
     once; so is the note that a trace has no collective at all (:data:`~perfkit.io.
-    comm_words.KINETO_NONE`), which an empty tab says in its own words.
+    comm_words.KINETO_NONE`), which an empty tab says in its own words. Where that
+    sentence names communication.json (``said_json``), the text loader's note that the
+    export has none (:data:`~perfkit.io.comm_words.ASCEND_NO_COMM_JSON`) is left out too.
     """
-    notes = notes_about(profile, COMMUNICATION_TABLES, _BOTH_SAID if said_split else _NONE_SAID)
+    said = [_BOTH_SAID if said_split else _NONE_SAID] + ([_JSON_SAID] if said_json else [])
+    notes = notes_about(profile, COMMUNICATION_TABLES,
+                        re.compile("|".join(p.pattern for p in said)))
     return "".join(note(n) for n in notes)
 
 
@@ -184,13 +192,15 @@ class CommunicationTab(Tab):
             scope={"total_us": "summed over ranks and steps", "mean_us": "per call",
                    "count": "summed over ranks"},
             shorten_text={"group": 28}))]
-        if tasks:
-            out.append(html_widget(note(
-                f"The profile has no communication tables, so each of its "
-                f"{counted(int(summary['count'].sum()), 'communication task')} counts as one "
-                "collective and its duration as the collective's time.")))
-        if unrecorded:
-            out.append(html_widget(note(unrecorded_note(profile, unrecorded))))
+        # how the tasks were counted and what they lack, in one paragraph: the missing
+        # communication tables are said there once, not again by the loader's note
+        lacking = unrecorded_note(profile, unrecorded) if unrecorded else ""
+        said = ((f"The profile has no communication tables, so each of its "
+                 f"{counted(int(summary['count'].sum()), 'communication task')} counts as "
+                 "one collective and its duration as the collective's time. ")
+                if tasks else "") + lacking
+        if said:
+            out.append(html_widget(note(said.strip())))
         ranks = A.slow_ranks(profile)
         self._links = A.slow_links(profile)
         self._overlap = A.comm_overlap(profile)
@@ -208,7 +218,7 @@ class CommunicationTab(Tab):
         self._draw(None)
         out.append(html_widget(self._overlap_html()))
         said_split = any(c.endswith("_share") for c in unrecorded)
-        loading = loading_html(profile, said_split)
+        loading = loading_html(profile, said_split, "communication.json" in lacking)
         if loading:
             out.append(html_widget(loading))
         return out

@@ -35,10 +35,15 @@ from .base import (
     no_job_note,
     rank_picker,
     ranks_of,
+    set_ranks,
+    shows_all,
     warning_widgets,
 )
 
 __all__ = ["MemoryTab", "MEMORY_TABLES", "no_memory_text"]
+
+#: The rank picker's choice of all the ranks: the chart keeps each moment's largest value.
+_MAX_OVER_RANKS = "max over the ranks"
 
 #: The tables the Memory tab draws, and what its notes call them: the loader's notes about
 #: them (a memory file of another run left out, ...) are said on the tab, under its peaks.
@@ -82,7 +87,7 @@ class MemoryTab(JobTab):
                                 style={"description_width": "initial"},
                                 layout=W.Layout(width="200px"))
         self.rank = rank_picker("ranks")
-        self.rank.options = [("max over the ranks", ALL_RANKS)]
+        self.rank.options = [(_MAX_OVER_RANKS, ALL_RANKS)]
         self._timeline: pd.DataFrame | None = None
         self._quiet = False
         super().__init__(ctx, [self.family, self.value, self.rank])
@@ -94,9 +99,7 @@ class MemoryTab(JobTab):
         self._timeline = None
         self._quiet = True
         try:
-            self.rank.options = [("max over the ranks", ALL_RANKS)] + [
-                (f"rank {r}", r) for r in ranks_of(profile)]
-            self.rank.value = ALL_RANKS
+            set_ranks(self.rank, ranks_of(profile), everything=_MAX_OVER_RANKS)
         finally:
             self._quiet = False
 
@@ -139,7 +142,7 @@ class MemoryTab(JobTab):
             self.peaks = W.HTML()
             return [html_widget(note(no_memory_text(loading)))] + self._theory(False)
         column, family = self.value.value, self.family.value
-        rank = None if self.rank.value == ALL_RANKS else int(self.rank.value)
+        rank = None if shows_all(self.rank) else int(self.rank.value)
         series = memory_series(timeline, column, family=family, rank=rank)
         what = column.removesuffix("_bytes")
         if series.empty:
@@ -171,9 +174,24 @@ class MemoryTab(JobTab):
         self._draw_peaks(names[0] if names else None)
 
     def _draw_peaks(self, component: str | None) -> None:
+        """The peaks table: per component its peak over the ranks (median, min, max and
+        the highest rank), or, on a profile of one rank, that rank's peak alone (the
+        median, min and max of one value are that value thrice)."""
         peaks = self._peaks
         if component is not None:
             peaks = peaks[peaks["component"] == component]
+        ranks = ranks_of(self.profile)
+        if len(ranks) == 1:
+            caption = (f"Peak memory per component, rank {ranks[0]} (components that hold "
+                       "nothing are hidden)" if component is None else
+                       f"Peak memory of {component}, rank {ranks[0]} (double-click the chart "
+                       "for all components)")
+            self.peaks.value = STYLE + frame_html(
+                peaks, caption, max_rows=30,
+                columns=[c for c in ("family", "component", "quantity", "peak_max_bytes")
+                         if c in peaks.columns],
+                headers={"peak_max_bytes": "peak"})
+            return
         caption = ("Peak memory per component over the ranks (components that hold nothing "
                    "are hidden)" if component is None else
                    f"Peak memory of {component} (double-click the chart for all components)")

@@ -16,7 +16,16 @@ from ...analysis.recorded import recorded_profile, recorded_steps_text
 from ...tables import over_ranks, shorten, with_values
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
-from .base import ALL_RANKS, Context, Tab, html_widget, rank_picker, ranks_of, set_ranks
+from .base import (
+    ALL_RANKS,
+    Context,
+    Tab,
+    html_widget,
+    rank_picker,
+    ranks_of,
+    set_ranks,
+    shows_all,
+)
 
 __all__ = ["OperatorsTab", "ai_cpu_html", "empty_operators_note", "sequences_note",
            "MEAN_OVER_RANKS", "OPERATOR_TABLES"]
@@ -173,7 +182,7 @@ class OperatorsTab(Tab):
 
     def build(self, profile: Any) -> list[W.Widget]:
         by, n, rank = self.group.value, self.top_n.value, self.rank.value
-        scope = profile if rank == ALL_RANKS else _one_rank(profile, rank)
+        scope = profile if shows_all(self.rank) else _one_rank(profile, rank)
         top = A.top_operators(scope, by=by, n=None)
         if top.empty:
             return [html_widget(note(empty_operators_note(profile, top))), *_loading(profile)]
@@ -181,7 +190,7 @@ class OperatorsTab(Tab):
         what = "operator type" if by == "type" else "task name"
         word = _time_word(profile)
         over = rank == ALL_RANKS and len(ranks_of(profile)) > 1
-        who = MEAN_OVER_RANKS if over else ("" if rank == ALL_RANKS else f"rank {rank}")
+        who = MEAN_OVER_RANKS if over else ("" if shows_all(self.rank) else f"rank {rank}")
         chart = C.top_operators_chart(
             top, label=by, n=n, value="per_step_us", select=True, time_word=word,
             value_title=f"{word} per rank and step, {who} (ms)" if over else None,
@@ -229,7 +238,7 @@ class OperatorsTab(Tab):
                     and (c != "bound" or top[c].notna().any())]  # no PMU: no verdict
             scope = {"per_step_us": "per rank and step", "calls_per_step": "per rank and step",
                      "mean_us": "per call"}
-            title = f"Top {n} by {word}" + ("" if rank == ALL_RANKS else f", rank {rank}")
+            title = f"Top {n} by {word}" + ("" if shows_all(self.rank) else f", rank {rank}")
             return frame_html(top.head(n), title, columns=cols, scope=scope,
                               headers={"per_step_us": word, "calls_per_step": "calls",
                                        "mean_us": "mean", "share": f"share of {word}"})
@@ -262,7 +271,7 @@ class OperatorsTab(Tab):
             return
         key, by = keys[0], self.group.value
         rank = self.rank.value
-        scope = self.profile if rank == ALL_RANKS else _one_rank(self.profile, rank)
+        scope = self.profile if shows_all(self.rank) else _one_rank(self.profile, rank)
         try:
             if by == "type":
                 names = A.top_operators(scope, by="name", n=None)

@@ -39,6 +39,7 @@ from .base import (
     ALL_RANKS,
     Context,
     JobTab,
+    all_ranks_value,
     heading,
     html_widget,
     rank_picker,
@@ -230,7 +231,7 @@ class OverviewTab(JobTab):
 
     def _on_pick(self, points: list[dict[str, Any]]) -> None:
         ranks = [p["rank"] for p in points if "rank" in p]
-        self.rank.value = int(ranks[0]) if ranks else ALL_RANKS
+        self.rank.value = int(ranks[0]) if ranks else all_ranks_value(self.rank)
 
     def _draw_steps(self) -> None:
         steps = self._steps
@@ -240,7 +241,7 @@ class OverviewTab(JobTab):
         data, shares, split = _step_shares(steps)
         rank = self.rank.value
         ranks = pd.unique(data["rank"].dropna()) if "rank" in data.columns else []
-        if rank == ALL_RANKS and len(ranks) <= 1:  # one rank: its own steps, no spread
+        if len(ranks) <= 1:  # one rank: its own steps, no spread
             rank = int(ranks[0]) if len(ranks) else None
         if rank == ALL_RANKS:
             spread = over_ranks(data, ["step"], ["step_us"],
