@@ -642,6 +642,8 @@ def _kernels_per_rank_step(source: Any) -> float:
         k = k[k["category"] != "communication"]
     keys = ["rank", "step"] if "step" in k.columns else ["rank"]
     sizes = k.groupby(keys).size()
+    if hasattr(sizes, "compute"):  # a lazy (Dask) cluster: one count per rank and step
+        sizes = sizes.compute()
     return float(sizes.median()) if len(sizes) else 0.0
 
 
