@@ -2,8 +2,8 @@
 
 ``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.analysis.timeline``,
 ``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
-``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto`` and ``perfkit.lab.questions``
-were single modules; each is now a package of small modules.
+``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto``, ``perfkit.lab.questions`` and
+``perfkit.plan.calibrate`` were single modules; each is now a package of small modules.
 ``perfkit.io.chrome`` kept its module and gave jobs to sibling modules named after it
 (``chrome_events``, ...): they stay small too. Imports are read from the source (function-level
 imports included; imports under ``if TYPE_CHECKING:`` are for type checkers only and left out),
@@ -20,6 +20,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
 SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.timeline",
+         "perfkit.plan.calibrate",
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators")
 SIBLINGS = ("perfkit.io.chrome",)
