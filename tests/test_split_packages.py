@@ -3,7 +3,8 @@
 ``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.analysis.timeline``,
 ``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
 ``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto``, ``perfkit.lab.questions``,
-``perfkit.analysis._util``, ``perfkit.analysis.recompute`` and ``perfkit.journal.record``
+``perfkit.analysis._util``, ``perfkit.analysis.recompute``, ``perfkit.journal.record`` and
+``perfkit.plan.calibrate``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept
@@ -23,6 +24,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
 SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.timeline",
+         "perfkit.plan.calibrate",
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._frames import collect, is_lazy_frame
 from .collectives import comm_op_type
 
 __all__ = ["ReducedGradient", "reduced_gradient_bytes", "reductions_are_gradients",
@@ -42,6 +43,10 @@ ELEMENT_BYTES = {
     "bfloat16": 2, "c10::bfloat16": 2, "bf16": 2, "bfp16": 2,
     "float8_e4m3fn": 1, "float8_e5m2": 1, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
 }
+
+#: Names that :func:`~perfkit.analysis.collectives.comm_op_type` may call an all-reduce or a
+#: reduce-scatter (a superset: the kind is decided on the rows computed).
+_MAY_REDUCE = r"reduce|^stream_\d+_parallel_\d+$"
 
 _KIND_WORDS = {"allreduce": "all-reduce", "reducescatter": "reduce-scatter"}
 
@@ -135,13 +140,30 @@ def _records(table: pd.DataFrame, source: str) -> pd.DataFrame:
                          "size": size[keep], "source": source})
 
 
+def _reductions(table: Any) -> pd.DataFrame | None:
+    """The rows of ``table`` that may be reductions, with the columns :func:`_records`
+    reads: all of an eager table; of a lazy (Dask) one only the rows whose name may be one
+    (:data:`_MAY_REDUCE`: the rows :func:`~perfkit.analysis.collectives.comm_op_type` can
+    call an all-reduce or a reduce-scatter), computed on the workers, so that the eager and the
+    lazy cluster read the same records without pulling a whole table into one process."""
+    if table is None or not is_lazy_frame(table):
+        return table
+    columns = list(table.columns)
+    if not {"name", "input_shapes", "input_dtypes"} <= set(columns):
+        return None
+    return collect(table, ["name", "input_shapes", "input_dtypes"],
+                   where=lambda t: t["name"].astype(str).str.contains(
+                       _MAY_REDUCE, case=False, regex=True))
+
+
 def reduced_gradient_bytes(profile: Any) -> ReducedGradient | None:
     """The element size of the gradient reduction, as the profile's collectives record it.
 
     Parameters
     ----------
     profile : Profile or Cluster
-        A loaded profile. Its ``kernels`` (communication rows) and ``ops`` (host
+        A loaded profile, eager or lazy (a Dask cluster: only its rows named ``reduce``
+        leave the workers). Its ``kernels`` (communication rows) and ``ops`` (host
         collectives) are read where they carry ``input_shapes`` and ``input_dtypes``.
 
     Returns
@@ -158,7 +180,7 @@ def reduced_gradient_bytes(profile: Any) -> ReducedGradient | None:
     data-parallel training step is the gradients'.
     """
     for table, source in (("kernels", "communication kernels"), ("ops", "host collectives")):
-        rec = _records(getattr(profile, table, None), source)
+        rec = _records(_reductions(getattr(profile, table, None)), source)
         if rec.empty:
             continue
         by = rec.groupby("dtype", sort=True).agg(bytes=("bytes", "sum"), n=("bytes", "size"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis._frames import is_lazy
 from ..analysis.reduced_dtype import reduced_gradient_bytes
 from .fields import FieldValue
 
@@ -25,12 +24,11 @@ REDUCED_GRADIENT = "reduced_gradient"
 def read_reduced_gradient(profile: Any, out: dict[str, Any]) -> None:
     """Put :data:`REDUCED_GRADIENT`: the data type the profile's all-reduces and
     reduce-scatters move most bytes in, with the sentence saying what was read. Nothing
-    where no reduction records its type and size, or for a lazy cluster (whose tables are
-    not read for this). Whether those reductions are the gradients' depends on the layout
+    where no reduction records its type and size. A lazy cluster is read too (only its
+    rows named ``reduce`` are computed), so that it calibrates as the eager one.
+    Whether those reductions are the gradients' depends on the layout
     (:func:`~perfkit.analysis.reduced_dtype.reductions_are_gradients`), which
     :attr:`perfkit.Job.gradient_bytes` checks on the job's own layout."""
-    if is_lazy(profile):
-        return
     reading = reduced_gradient_bytes(profile)
     if reading is not None:
         out[REDUCED_GRADIENT] = FieldValue(reading, "profile", reading.evidence)

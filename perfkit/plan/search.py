@@ -31,7 +31,7 @@ from ..calc.rates import Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..errors import InvalidArgumentError, check_fraction, check_positive, check_positive_int
 from ..specs import Hardware, ModelSpec, ParallelConfig
-from .predict import DEFAULT_SIGMA, MEASURED_SIGMA, MODEL_UNCERTAINTY, PART_RATES
+from .predict import DEFAULT_SIGMA, MEASURED_SIGMA, MODEL_UNCERTAINTY, PART_RATES, run_types
 
 __all__ = ["SearchSpace", "search", "candidates", "to_parallel_config"]
 
@@ -218,7 +218,8 @@ def search(model: ModelSpec, hardware: Hardware, num_devices: int, global_batch_
            dtype: str | None = None, static_scheme: str = "mindspore",
            memory_reserve: float = 0.1, activation_model: ActivationModel | None = None,
            activation_convention: str = "seed", causal: bool = False,
-           include_rejected: bool = False) -> pd.DataFrame:
+           include_rejected: bool = False,
+           gradient_bytes: float | None = None) -> pd.DataFrame:
     """Rank every configuration that fits by estimated step time.
 
     Parameters
@@ -245,8 +246,13 @@ cp_overlap, overhead_s
         ``recompute_s``, ``optimizer_s``, ``low_s`` and ``high_s`` (the band of
         :func:`perfkit.plan.predict`); the ``*_comm_s`` columns are then each group's
         *exposed* time.
+    dtype : str, optional
+        The run's type. Without a calibration: its peak where ``hardware`` lists one, else
+        the hardware's default peak (:func:`perfkit.plan.run_types`), while static memory,
+        the gradients and the traffic keep ``dtype``'s size either way.
     static_scheme : {"mindspore", "megatron"}
-        Static-memory accounting. With a calibration, its ``Rates.gradient_bytes`` (the
+        Static-memory accounting (the job's framework's: :attr:`perfkit.Job.static_scheme`).
+        With a calibration, its ``Rates.gradient_bytes`` (the
         profile's reductions) sizes the gradients in static memory as in the reduction,
         and without ``dtype`` its run's type sizes static memory
         (:func:`perfkit.plan.predict` does the same).
@@ -259,6 +265,12 @@ cp_overlap, overhead_s
         FLOPs convention for compute and MFU (see :func:`perfkit.calc.model_flops`).
     include_rejected : bool
         Keep configurations that do not fit (``fits == False``) at the bottom.
+    gradient_bytes : float, optional
+        Without a calibration: bytes per gradient element of the data-parallel reduction
+        (:attr:`perfkit.Job.gradient_bytes`, what the profile's reductions move), which
+        sizes the reduction and the gradients in static memory; None: the scheme's size
+        (:func:`~perfkit.calc.memory.scheme_gradient_bytes`). With a calibration its
+        ``Rates.gradient_bytes`` counts instead.
 
     Returns
     -------
@@ -301,7 +313,7 @@ cp_overlap, overhead_s
                                     include_rejected)
     return _evaluate(model, hardware, cols, eff, ceff, overlaps, float(overhead_s), dtype,
                      static_scheme, limit, activation_model, activation_convention, causal,
-                     include_rejected)
+                     include_rejected, gradient_bytes)
 
 
 def _lookup(keys: dict[str, np.ndarray], fn) -> np.ndarray:
@@ -329,7 +341,12 @@ def _config(dp: float, tp: float, pp: float, cp: float, ep: float, etp: float,
 def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: float,
               ceff: float, overlaps: dict[str, float], overhead: float, dtype: str | None,
               scheme: str, limit: float, activation_model: ActivationModel | None,
-              convention: str, causal: bool, include_rejected: bool) -> pd.DataFrame:
+              convention: str, causal: bool, include_rejected: bool,
+              gradient_bytes: float | None = None) -> pd.DataFrame:
+    # the run's type sizes memory and traffic; its peak, or the default one where the
+    # hardware lists none for it (as plan.predict and plan.calibrate resolve it)
+    run_dtype = dtype
+    dtype, _tensor, _said = run_types(dtype, hw)
     peak = hw.peak(dtype)
     s, h, L = model.seq_length, model.hidden_size, model.num_layers
     num = {name: c[name].astype(float) for name in
@@ -359,9 +376,11 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
                                             num_micro_batches=int(p))),
             key=lambda st: st["total"])[part])
     dense_params = split["total"] - split["experts"]
-    fp32 = full_precision(dtype)  # as estimate_step: 4-byte activations and gradients
+    fp32 = full_precision(run_dtype)  # as estimate_step: 4-byte activations and gradients
     bsh = mbs * (s / cp) * h * (4.0 if fp32 else 2.0)
-    grad_bytes = scheme_gradient_bytes(scheme, dtype)  # as estimate_step's default
+    # the reduction's size as the profile records it, else the scheme's (estimate_step's)
+    grad_bytes = float(gradient_bytes) if gradient_bytes is not None \
+        else scheme_gradient_bytes(scheme, run_dtype)
     group = dp * cp
     expert_group = tp * cp * dp / (ep * etp)
     # an all-reduce of the gradients, or (optimizer sharding) their reduce-scatter and the
@@ -393,7 +412,7 @@ def _evaluate(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray], eff: flo
              "cp": cp_bytes / link(tp * cp)}
     exposed = sum(times[key] * (1 - overlaps[key]) for key in times)
     step = compute + bubble + exposed + overhead
-    static = _static(model, c, scheme, m, pp, dtype)
+    static = _static(model, c, scheme, m, pp, run_dtype, gradient_bytes)
     activation = _activation(model, c, activation_model, convention, n, k, v)
     memory = static + activation
     per_device = dp * mbs * m * s / (step * dp * tp * pp * cp)

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import InvalidArgumentError, check_positive, check_positive_int
-from .hardware_presets import ALIASES, HARDWARE_PRESETS, preset_fields, preset_for_device
+from .hardware_presets import (
+    ALIASES,
+    HARDWARE_PRESETS,
+    preset_fields,
+    preset_for_device,
+    unpublished_peak,
+)
 
 __all__ = ["Hardware"]
 
@@ -78,6 +84,22 @@ class Hardware:
             raise InvalidArgumentError("dtype", f"{self.name} has peaks for "
                                        f"{', '.join(sorted(self.peak_flops))}", dtype)
         return float(self.peak_flops[dtype])
+
+    def missing_peak(self, dtype: str) -> str:
+        """Why this device has no ``dtype`` peak, naming it: the vendor publishes none (a
+        preset that says so, e.g. fp32 on an Ascend NPU, with what was searched), else the
+        dtypes it lists; and how to give one. ``""`` when it has a ``dtype`` peak."""
+        if dtype in self.peak_flops:
+            return ""
+        listed = ", ".join(sorted(self.peak_flops))
+        why = unpublished_peak(self.name, dtype)
+        how = (f"pass your device's own {dtype} peak (Hardware.preset({self.name!r})"
+               f".replace(peak_flops={{..., {dtype!r}: FLOP/s}})) or the dtype its matrices "
+               "run in")
+        if why is not None:
+            return (f"no {dtype} peak is published for {self.name} ({why}; perfkit lists "
+                    f"its {listed} peaks): {how}")
+        return f"{self.name} lists no {dtype} peak, only {listed}: {how}"
 
     def replace(self, **changes: Any) -> Hardware:
         """A copy with some fields changed, e.g. your SKU's measured peak."""

@@ -8,6 +8,8 @@ dtype — dense, never sparse —, ``memory_bytes``, ``memory_bandwidth``,
 * ``source`` — where every figure comes from (datasheet and column, or why a figure is a
   reported or derived one), shown to whoever asks where a number came from;
 * ``aliases`` — other names :meth:`Hardware.preset <perfkit.specs.Hardware.preset>` accepts;
+* ``unpublished`` — dtypes whose peak the vendor does not publish, with what was searched
+  (:func:`unpublished_peak`), so a figure that needs that peak says why it has none;
 * ``device_names`` — regular expressions (case-insensitive, ``re.search``) on the name a
   profile gives the device (Kineto ``deviceProperties[].name`` such as ``"NVIDIA H100 80GB
   HBM3"`` or ``"AMD Instinct MI300X"``, an Ascend SoC name such as ``"Ascend910B2"``):
@@ -25,7 +27,7 @@ import re
 from typing import Any
 
 __all__ = ["HARDWARE_PRESETS", "ALIASES", "GB", "TB", "GIB", "preset_fields", "preset_source",
-           "preset_for_device"]
+           "preset_for_device", "unpublished_peak"]
 
 GB = 1e9
 TB = 1e12
@@ -35,6 +37,14 @@ GIB = 2**30
 # AMD: the Instinct product briefs/datasheets (amd.com/en/products/accelerators/instinct/),
 # Huawei: CANN's platform_config/<SoC>.ini (core count, cube clock, memory size) with the
 # 16x16x16 cube (4096 FP16 multiply-adds per core and cycle), else reported figures.
+#: Why an Ascend preset lists no fp32 peak (said where a figure needs one: the job's MFU).
+_ASCEND_NO_FP32 = (
+    "Huawei publishes no FP32 peak for its Ascend NPUs: the Ascend 910 launch and Hot Chips "
+    "31 figures give FP16 and INT8 only, the 910B's reported figures FP16/BF16 and INT8, "
+    "and neither CANN's platform_config nor a datasheet we could find gives an FP32 matrix "
+    "rate (searched 2026-11; third-party benchmarks report measured FP32 GEMM speeds, not "
+    "a peak)")
+
 _ROWS: tuple[dict[str, Any], ...] = (
     dict(name="v100",
          peak_flops={"fp16": 125 * TB, "fp32": 15.7 * TB},
@@ -235,6 +245,7 @@ _ROWS: tuple[dict[str, Any], ...] = (
          memory_bytes=32 * GIB, memory_bandwidth=1200 * GB,
          intra_node_bandwidth=90 * GB, inter_node_bandwidth=12.5 * GB,
          default_dtype="fp16",
+         unpublished={"fp32": _ASCEND_NO_FP32},
          aliases=("910a", "ascend910a", "ascend-910"),
          device_names=(r"Ascend\s?910(A|ProA|PremiumA)?\b(?![B-Z0-9])",),
          source="Huawei Ascend 910 (2019; Hot Chips 31, \"DaVinci: A Scalable Architecture "
@@ -248,6 +259,7 @@ _ROWS: tuple[dict[str, Any], ...] = (
          memory_bytes=64 * GIB, memory_bandwidth=1600 * GB,
          intra_node_bandwidth=196 * GB, inter_node_bandwidth=25 * GB,
          default_dtype="fp16",
+         unpublished={"fp32": _ASCEND_NO_FP32},
          aliases=("910b1", "ascend910b1"),
          device_names=(r"Ascend\s?910B1\b",),
          source="Ascend 910B1, derived: CANN platform_config/Ascend910B1.ini lists 24 AI "
@@ -263,6 +275,7 @@ _ROWS: tuple[dict[str, Any], ...] = (
          memory_bytes=64 * GIB, memory_bandwidth=1600 * GB,
          intra_node_bandwidth=196 * GB, inter_node_bandwidth=25 * GB,
          default_dtype="fp16",
+         unpublished={"fp32": _ASCEND_NO_FP32},
          aliases=("910b2", "ascend910b2"),
          device_names=(r"Ascend\s?910B2C?\b",),
          source="Ascend 910B2, derived from CANN platform_config/Ascend910B2.ini "
@@ -276,6 +289,7 @@ _ROWS: tuple[dict[str, Any], ...] = (
          memory_bytes=64 * GIB, memory_bandwidth=1600 * GB,
          intra_node_bandwidth=196 * GB, inter_node_bandwidth=25 * GB,
          default_dtype="fp16",
+         unpublished={"fp32": _ASCEND_NO_FP32},
          aliases=("910b3", "ascend910b3"),
          device_names=(r"Ascend\s?910B3\b",),
          source="Ascend 910B3, derived: 20 AI (cube) cores (CANN platform_config/"
@@ -288,6 +302,7 @@ _ROWS: tuple[dict[str, Any], ...] = (
          memory_bytes=32 * GIB, memory_bandwidth=800 * GB,
          intra_node_bandwidth=196 * GB, inter_node_bandwidth=25 * GB,
          default_dtype="fp16",
+         unpublished={"fp32": _ASCEND_NO_FP32},
          aliases=("910b4", "ascend910b4"),
          device_names=(r"Ascend\s?910B4(-1)?\b",),
          source="Ascend 910B4, derived from CANN platform_config/Ascend910B4.ini "
@@ -300,6 +315,7 @@ _ROWS: tuple[dict[str, Any], ...] = (
          memory_bytes=64 * GIB, memory_bandwidth=1600 * GB,
          intra_node_bandwidth=196 * GB, inter_node_bandwidth=25 * GB,
          default_dtype="fp16",
+         unpublished={"fp32": _ASCEND_NO_FP32},
          aliases=("910b", "ascend910b"),
          device_names=(r"Ascend\s?910B$",),
          source="Ascend 910B (Atlas 800T A2 class) when the SKU is not known: a profile's "
@@ -324,7 +340,7 @@ HARDWARE_PRESETS: dict[str, dict[str, Any]] = {row["name"]: row for row in _ROWS
 #: Other accepted names -> preset name.
 ALIASES: dict[str, str] = {alias: row["name"] for row in _ROWS for alias in row["aliases"]}
 
-_EXTRA = ("source", "aliases", "device_names")
+_EXTRA = ("source", "aliases", "device_names", "unpublished")
 
 _DEVICE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(rx, re.IGNORECASE), row["name"]) for row in _ROWS for rx in row["device_names"])
@@ -342,6 +358,14 @@ def preset_source(name: str) -> str:
     """
     key = str(name).lower()
     return HARDWARE_PRESETS[ALIASES.get(key, key)]["source"]
+
+
+def unpublished_peak(name: str, dtype: str) -> str | None:
+    """Why preset ``name`` (or an alias) lists no ``dtype`` peak: the vendor publishes none
+    (what was searched), or None where the preset does not say so (or is no preset)."""
+    key = str(name).lower()
+    row = HARDWARE_PRESETS.get(ALIASES.get(key, key))
+    return None if row is None else row.get("unpublished", {}).get(str(dtype))
 
 
 def preset_for_device(device_name: Any) -> str | None:

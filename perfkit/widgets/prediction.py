@@ -314,7 +314,9 @@ def ranked_layouts(job: Job, fit: PlannerFit, num_devices: int | None = None,
     job : perfkit.Job
         Complete; its model and hardware, and by default its devices and global batch.
     fit : PlannerFit
-        From :func:`fit_job` (its calibration, or none: the search's first-order model).
+        From :func:`fit_job` (its calibration, or none: the search's first-order model,
+        with the job's static-memory scheme, type and gradients' size, as
+        :func:`predict_layout` counts them).
     num_devices, global_batch_size : int, optional
 
     Returns
@@ -330,6 +332,9 @@ def ranked_layouts(job: Job, fit: PlannerFit, num_devices: int | None = None,
     if cal is not None:
         kwargs.update(calibration=cal, static_scheme=cal.job.static_scheme,
                       dtype=cal.job.dtype)
+    else:  # the job's framework, type and gradients, as the calibrated path counts them
+        kwargs.update(static_scheme=job.static_scheme, dtype=job.dtype,
+                      gradient_bytes=job.gradient_bytes)
     return search(job.model, job.hardware, devices, batch, **kwargs)
 
 

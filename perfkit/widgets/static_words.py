@@ -10,6 +10,7 @@ Adam's moments, ``4 + 16/d`` bytes per parameter, not a bf16 run's ``6 + 12/d``.
 from __future__ import annotations
 
 from ..calc.precision import full_precision, parameter_bytes
+from ..format import counted
 from ..specs import ParallelConfig
 
 __all__ = ["static_note", "type_name"]
@@ -51,8 +52,17 @@ def static_note(scheme: str, parallel: ParallelConfig, dtype: str | None = None,
     source = f" (read from {read})" if read and gradient_bytes is not None else ""
     d = parallel.optimizer_shard
     if scheme == "mindspore":
-        return (f"{weights} weights + fp32 Adam m, v over optimizer shard t = {d}, + "
-                f"{grads} gradient buffer{source} when accumulating"
+        # the buffer exists only when gradients accumulate (several micro-batches or a
+        # pipeline), as perfkit.calc.static_memory counts it
+        m, pp = parallel.num_micro_batches, parallel.pp
+        if m > 1 or pp > 1:
+            why = counted(m, "micro-batch") if m > 1 else f"pipeline of {pp} stages"
+            buffer = (f", + {grads} gradient buffer{source} (gradients accumulate over the "
+                      f"{why})")
+        else:
+            buffer = (", no gradient buffer (1 micro-batch and no pipeline: gradients do "
+                      "not accumulate)")
+        return (f"{weights} weights + fp32 Adam m, v over optimizer shard t = {d}{buffer}"
                 + ("; an fp32 run: no mixed precision" if fp32 else ""))
     kept = per.weight + per.gradient
     if fp32:

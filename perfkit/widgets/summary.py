@@ -289,9 +289,8 @@ def job_summary(job: Job) -> pd.DataFrame:
     dtype = job.dtype if job.dtype in job.hardware.peak_flops else None
     if job.dtype and dtype is None:
         raise InvalidArgumentError(
-            "job", f"computes in {job.dtype} but {job.hardware.name} has peaks for "
-                   f"{', '.join(sorted(job.hardware.peak_flops))} only: set the hardware or "
-                   "the dtype in the job", job.dtype)
+            "job", f"computes in {job.dtype}, and MFU and HFU divide by the device's "
+                   f"{job.dtype} peak: {job.hardware.missing_peak(job.dtype)}", job.dtype)
     return metrics_summary(job.model, job.hardware, job.parallel, job.step_time_s,
                            dtype, job=job)
 

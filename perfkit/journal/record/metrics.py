@@ -153,8 +153,8 @@ def _utilisation_rows(job: Job, tps_device: float | None) -> list[dict[str, Any]
     if why is None:
         dtype = job.dtype if job.dtype in job.hardware.peak_flops else None
         if job.dtype and dtype is None:
-            why = (f"the job computes in {job.dtype} but {job.hardware.name} has peaks for "
-                   f"{', '.join(sorted(job.hardware.peak_flops))} only")
+            why = (f"the job computes in {job.dtype}: "
+                   f"{job.hardware.missing_peak(job.dtype)}")
     if why is not None:
         return [_missing(k, v, "fraction", why) for k, v in labels.items()]
     p = job.parallel

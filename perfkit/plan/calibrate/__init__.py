@@ -1,0 +1,64 @@
+"""Fit the step model's rates to a measured run: a profile, a steps table or a step time.
+
+:func:`calibrate` returns a :class:`Calibration` whose :class:`~perfkit.calc.rates.Rates`
+make :func:`perfkit.calc.timing.step_times` — the model of :func:`perfkit.plan.predict`
+and of :func:`perfkit.plan.search` with ``calibration=`` — reproduce the run, and says
+how well (``residual``).
+
+What is fitted, by source
+-------------------------
+**A Profile or Cluster** (the job read by :func:`perfkit.infer_job`; the ``model``,
+``parallel`` and ``hardware`` you pass win over what the profile shows):
+
+* *matrix multiplies*: the size curve ``t = (F + F½)/(e·peak) + B/(e_mem·bw)`` fitted
+  by weighted least squares to the profile's own GEMM rows of
+  :func:`perfkit.analysis.operator_efficiency` (one row per operator and shape: FLOPs,
+  bytes, calls, time) — ``e`` and ``F½``; when the shapes do not vary enough to separate
+  them, ``F½`` keeps its default and only ``e`` is fitted;
+* *fused attention*: its speed relative to the GEMM curve, from the attention rows;
+* *memory-bound kernels*: ``t = (B + B½)/(e_mem·bw)`` fitted to the element-wise, norm
+  and reduction rows — ``e_mem`` and ``B½``;
+* *the optimizer*: bytes moved per updated parameter, from the ``Adam`` kernels' time;
+* *links*: per communication group (tp, dp, pp, ep, cp, from the profile's group
+  names), achieved bandwidth of its transfers (``comm_bandwidth``, transit time) over
+  the nominal bandwidth of the transport (intra-node HCCS/NVLink, inter-node
+  RDMA/InfiniBand);
+* *idle time*: the steps' ``free_us`` per kernel (launch gaps);
+* *steps recorded in part*: the operator rows and the kernels per step are read from the
+  steps whose device tasks were recorded in full
+  (:func:`perfkit.analysis.recorded.recorded_profile`), as the Operators tab reads them; a
+  note names those steps, and when no step was recorded in full the compute rates come
+  from the steps table, as for a steps table (below);
+* *framework behaviour*: fused attention and dropout from the kernel names, fp32 norm
+  inputs from the norm kernels' dtypes, and which recompute style ran (from how often
+  the MLP's output-projection shape occurs next to its input-projection shape).
+
+The residual is the model with these rates against the measured step (slowest rank,
+median step, the device span: the wait before the step's first device task, fetching data
+or launching, is not part of the model and is left out); it is *not* closed unless
+``close=True``, so it measures the model.
+
+**A steps table** (``computing_us``, ``comm_not_overlapped_us``, ``free_us`` and, when
+known, ``bubble_us``, per rank and step) and **a measured step time** (seconds) need
+``model``, ``parallel`` and ``hardware``. The table gives three aggregates: the compute
+rates are scaled to the busiest rank's computing time, the link efficiencies to the
+exposed communication (receive waits — the bubble — taken out: ``bubble_us`` when
+given, else the model's bubble), the idle time to ``free_us``. A step time gives one:
+every compute rate is scaled by one factor. Either way the fit is then closed so that
+the model reproduces the measured step exactly — a measured step is never
+re-estimated with a bubble or communication added on top of it (``residual`` reports
+how far the unclosed fit was).
+
+The fit is split by job: :mod:`.result` (what a calibration returns), :mod:`.solve` (the
+model at given rates and the scaling factors), :mod:`.operators` (the operator fit),
+:mod:`.gradients` (the gradient size), :mod:`.links` (link efficiencies), :mod:`.profile`
+(calibrating on a profile), :mod:`.fallback` (a steps table or a step time) and
+:mod:`.fit` (the entry point).
+"""
+
+from __future__ import annotations
+
+from .fit import RESIDUAL_NOTE_SHARE, calibrate, residual_note
+from .result import CalibratedJob, Calibration
+
+__all__ = ["Calibration", "CalibratedJob", "calibrate", "residual_note", "RESIDUAL_NOTE_SHARE"]

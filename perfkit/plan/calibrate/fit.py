@@ -1,0 +1,151 @@
+"""The entry point: :func:`calibrate` on a profile, a steps table or a step time, and the
+note a calibration carries when its fitted model is far off the measured step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...calc import ActivationModel
+from ...calc.rates import Rates
+from ...calc.timing import PART_NAMES
+from ...errors import InvalidArgumentError
+from ...specs import Hardware, ModelSpec, ParallelConfig
+from ..predict import run_types
+from .fallback import _check_job, _from_step_time, _from_steps
+from .profile import _from_profile
+from .result import CalibratedJob, Calibration
+from .solve import _evaluate, _solve_scale
+
+__all__ = ["RESIDUAL_NOTE_SHARE", "calibrate", "residual_note"]
+
+
+#: A fitted model further than this share off the measured step gets a note.
+RESIDUAL_NOTE_SHARE = 0.05
+
+
+def residual_note(residual: float) -> str:
+    """The note a calibration carries when its fitted model, before closing, is more than
+    :data:`RESIDUAL_NOTE_SHARE` off the measured step (``residual`` =
+    :attr:`Calibration.residual`), or ``""`` when it is closer: a page that says the
+    residual itself can leave this note out instead of saying it twice."""
+    if not abs(residual) > RESIDUAL_NOTE_SHARE:
+        return ""
+    return (f"the fitted model is {residual:+.1%} off the measured step before closing: the "
+            "run does something the model does not (see the parts)")
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def calibrate(source: Any, model: ModelSpec | None = None,
+              parallel: ParallelConfig | None = None, hardware: Hardware | str | None = None,
+              *, activation_model: ActivationModel | None = None, rates: Rates | None = None,
+              static_scheme: str | None = None, dtype: str | None = None,
+              skip_first_steps: int = 0, close: bool | None = None,
+              stage_layers: Sequence[int] | None = None,
+              selective_layers: Sequence[int] | None = None,
+              comm_layers: Sequence[int] | None = None) -> Calibration:
+    """Fit the step model's rates to a measured run (see the module docstring).
+
+    Parameters
+    ----------
+    source : Profile, Cluster, DataFrame or float
+        A loaded profile (the job is inferred; ``model``/``parallel``/``hardware`` win over
+        what it shows), its canonical ``steps`` table, or a measured step time in seconds.
+    model, parallel, hardware
+        What ran. Required with a steps table or a step time.
+    activation_model : ActivationModel, optional
+        Fused attention, dropout, norm storage, selective kind (the profile's, as the job
+        reads it, when not given: :attr:`perfkit.Job.activation_model`;
+        ``ActivationModel()`` otherwise).
+    rates : Rates, optional
+        Starting rates and framework behaviour (recompute style, gradient-reduction
+        buckets and bytes); default ``Rates()``.
+    static_scheme : str, optional
+        Static-memory accounting for later predictions. Default: for a profile, the
+        job's (:attr:`perfkit.Job.static_scheme`: ``"megatron"`` for PyTorch, on a GPU or
+        an Ascend NPU, ``"mindspore"`` for MindSpore); ``"mindspore"`` for a steps table
+        or a step time.
+    dtype : str, optional
+        The run's type (default, for a profile, its matrix dtype; else the hardware's
+        default): its peak, or the hardware's default peak where it lists none for it
+        (said in the notes); static memory and the gradients' default size keep the run's
+        type either way (:attr:`CalibratedJob.run_dtype`).
+    skip_first_steps : int
+        Steps to drop from the start (warm-up, compilation).
+    close : bool, optional
+        Scale the compute rates at the end so the model reproduces the measured step.
+        Default: True for a steps table or a step time, False for a profile (its
+        residual then measures the model).
+    stage_layers, selective_layers, comm_layers : sequence of int, optional
+        Uneven layers per stage and per-stage selective / communication recompute of the
+        calibrating run (see :func:`perfkit.plan.predict`).
+
+    Returns
+    -------
+    Calibration
+        Pass it to :func:`perfkit.plan.predict` or to :func:`perfkit.plan.search`
+        (``calibration=``).
+    """
+    if isinstance(skip_first_steps, bool) or not isinstance(skip_first_steps, int) \
+            or skip_first_steps < 0:
+        raise InvalidArgumentError("skip_first_steps", "must be a whole number >= 0",
+                                   skip_first_steps)
+    rates = Rates() if rates is None else rates
+    if not isinstance(rates, Rates):
+        raise InvalidArgumentError("rates", "must be a perfkit.calc.Rates", type(rates).__name__)
+    notes: list[str] = []
+    job_kw = {"stage_layers": tuple(stage_layers) if stage_layers is not None else None,
+              "selective_layers": tuple(selective_layers) if selective_layers is not None
+              else None,
+              "comm_layers": tuple(comm_layers) if comm_layers is not None else None}
+    is_number = isinstance(source, (int, float, np.integer, np.floating)) \
+        and not isinstance(source, bool)
+    if is_number or isinstance(source, pd.DataFrame):
+        model, parallel, hw = _check_job(model, parallel, hardware)
+        peak, tensor, said = run_types(dtype, hw)
+        if said:
+            notes.append(said)
+        job = CalibratedJob(model, parallel, hw, parallel.global_batch_size,
+                            model.seq_length, activation_model or ActivationModel(),
+                            static_scheme or "mindspore", peak, tensor_dtype=tensor,
+                            **job_kw)
+        if is_number:
+            kind = "step time"
+            rates, info = _from_step_time(float(source), job, rates, notes)
+        else:
+            kind = "steps"
+            rates, info = _from_steps(source, job, rates, notes, skip_first_steps)
+        close = True if close is None else close
+    elif getattr(source, "meta", None) is not None and getattr(source, "steps", None) \
+            is not None:
+        kind = "profile"
+        job, rates, info = _from_profile(source, model, parallel, hardware, activation_model,
+                                         rates, static_scheme, dtype, notes,
+                                         skip_first_steps, job_kw)
+        close = False if close is None else close
+    else:
+        raise InvalidArgumentError("source", "must be a Profile/Cluster, a steps table "
+                                   "(DataFrame) or a measured step time in seconds",
+                                   type(source).__name__)
+    measured = float(info["measured"])
+    residual = float(info["residual"])
+    terms = list(info["terms"])
+    if close and abs(residual) > 1e-9:
+        factor, capped = _solve_scale(job, rates, measured)
+        rates = rates.scaled(factor)
+        terms.append(("closing scale", factor, "every compute rate, so the model reproduces "
+                      "the measured step"))
+        if capped:
+            notes.append("the fit could not be closed: the measured step is faster than the "
+                         "model allows at the peak")
+    final = _evaluate(job, rates)
+    gap = residual_note(residual)
+    if gap:
+        notes.append(gap)
+    return Calibration(rates, job, kind, measured, float(info["predicted"]), residual,
+                       final["step_s"], bool(close), frozenset(info["kinds"]), tuple(terms),
+                       {p: final[p] for p in PART_NAMES}, tuple(notes))

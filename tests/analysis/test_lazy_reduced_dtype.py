@@ -1,0 +1,67 @@
+"""A lazy (Dask) cluster reads the element size its reductions move, as the eager one does,
+so that calibrate() on it reduces the gradients at the profile's size, not the scheme's.
+
+The expectation comes from the raw files, read here with sqlite3: torch_npu's DB export gives
+each HCCL collective (``COMMUNICATION_OP``) its element ``count`` and ``dataType``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from shared_samples import PT_DB_LEVEL1, shared_sample
+
+import perfkit as pk
+from perfkit import plan
+from perfkit.analysis.reduced_dtype import reduced_gradient_bytes
+from perfkit.calc.memory import scheme_gradient_bytes
+
+pytestmark = pytest.mark.shared_samples
+
+#: Bytes per element of HCCL's type names, written out for this test.
+SIZES = {"fp32": 4, "fp16": 2, "bfp16": 2, "fp64": 8}
+REDUCTION = re.compile(r"all_?reduce|reduce_?scatter", re.I)
+
+
+def _raw_size(root: Any) -> int:
+    """Element size of the HCCL type the reductions of every rank's DB move most bytes in."""
+    moved: dict[str, float] = defaultdict(float)
+    for db in sorted(root.glob("*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db")):
+        con = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+        try:
+            rows = con.execute(
+                "select s.value, e.name, o.count from COMMUNICATION_OP o "
+                "join STRING_IDS s on s.id = o.opName "
+                "join ENUM_HCCL_DATA_TYPE e on e.id = o.dataType").fetchall()
+        finally:
+            con.close()
+        for name, dtype, n in rows:
+            if REDUCTION.search(name) and dtype.lower() in SIZES:
+                moved[dtype.lower()] += float(n) * SIZES[dtype.lower()]
+    return SIZES[max(moved, key=moved.get)]
+
+
+def test_eager_and_lazy_calibrations_read_the_same_gradient_size(dask_client: Any) -> None:
+    root = shared_sample(PT_DB_LEVEL1)
+    size = _raw_size(root)
+    eager = pk.load(root, cache=False, progress=False)
+    lazy = pk.load(root, engine="dask", client=dask_client, progress=False)
+    assert lazy.lazy
+    read = reduced_gradient_bytes(lazy)
+    assert read is not None and read.element_bytes == size
+    assert read == reduced_gradient_bytes(eager)
+    assert pk.infer_job(lazy).gradient_bytes == pk.infer_job(eager).gradient_bytes == size
+    # a small dense model on the 910B under the MindSpore scheme, whose own guess (fp16
+    # gradients) is not the profile's fp32: the reading must win on both engines
+    model = pk.ModelSpec(num_layers=2, hidden_size=512, num_attention_heads=8,
+                         seq_length=256, vocab_size=1000)
+    par = pk.ParallelConfig(dp=2)
+    assert scheme_gradient_bytes("mindspore", None) != size
+    got = [plan.calibrate(p, model, par, "ascend-910b", static_scheme="mindspore")
+           for p in (eager, lazy)]
+    assert [c.rates.gradient_bytes for c in got] == [size, size]
+    assert dict((t, v) for t, v, _ in got[1].terms)["gradient_bytes"] == size
