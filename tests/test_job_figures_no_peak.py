@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import perfkit as pk
@@ -41,3 +42,16 @@ def test_a_device_listing_other_types_names_them(job) -> None:
         "how it is counted"].iloc[0]
     assert "v100 lists no bf16 peak, only fp16, fp32" in why
     assert "published" not in why
+
+
+def test_the_journal_says_why_no_fp32_mfu_on_ascend(job) -> None:
+    """The journal's MFU and HFU rows of an fp32 job on a 910B give the same reason,
+    with the device named, as the job's figures."""
+    from perfkit.journal.record.metrics import run_metrics
+
+    fp32 = job.with_overrides(hardware="ascend-910b", dtype="fp32")
+    rows = run_metrics(fp32).set_index("key")
+    for key in ("mfu", "hfu"):
+        assert pd.isna(rows.at[key, "value"])
+        said = str(rows.at[key, "note"])
+        assert "no fp32 peak is published for ascend-910b" in said, said
