@@ -105,15 +105,18 @@ def test_gpt3_old_layout_is_said_to_be_assumed() -> None:
     assert (world, middle) == (10, [2, 8])
     job = _job(folder)
     assert job.world_size == world
-    for name in ("world_size", "dp", "tp", "pp", "global_batch_size"):
+    for name in ("world_size", "dp", "tp", "pp"):
         assert job.source(name) == "default", name
         assert "assumed" in job.detail(name), name
     for name in ("tp", "pp"):
         assert "unnamed groups of 2 or 8 ranks" in job.detail(name)
-    assert job.global_batch_size == job.parallel.dp * 2 * job.parallel.num_micro_batches
-    # what the Overview shows: the batch of 2 × 8,192 and its source
+    # its one step's device tasks were recorded only in part (21 tasks of a 221.8 ms step:
+    # tests/io/test_ascend_partial.py), so its micro-batches per step are not counted and
+    # the global batch is unknown; the Overview says so instead of a throughput
+    assert job.global_batch_size is None
+    assert "micro-batches per step" in job.detail("global_batch_size")
     note = throughput_figure(job, 0.3).note
-    assert "8,192 tokens per step" in note and note.endswith("[default]")
+    assert note.startswith("not computed: the global batch is not known")
 
 
 @pytest.mark.shared_samples

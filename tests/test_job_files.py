@@ -62,7 +62,10 @@ def test_real_ascend_export() -> None:
     assert kinds == {("collective", "allreduce")}  # one all-reduce group, no p2p
     assert job.world_size == max(members) + 1 == 8
     assert (job.parallel.dp, job.parallel.tp, job.parallel.pp) == (8, 1, 1)
-    assert job.source("dp") == "profile" and "communication_matrix" in job.detail("dp")
+    # one unnamed group of all 8 ranks: the data-parallel group, or as well a tp group of
+    # 8, so tp = 1 and dp = 8 are assumed, not read (tests/test_job_unnamed_world.py)
+    assert job.source("dp") == job.source("tp") == "default"
+    assert "communication_matrix" in job.detail("dp") and "assumed" in job.detail("dp")
     rows = _kernel_rows(folder)
     # matrix products take FLOAT inputs: fp32
     types = {t for r in rows if "MatMul" in r["Type"] for t in r["Input Data Types"].split(";")}

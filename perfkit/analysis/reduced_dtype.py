@@ -18,7 +18,12 @@ what the collectives moved:
 :func:`reduced_gradient_bytes` takes the all-reduces and reduce-scatters that record both,
 adds up the bytes each data type moved, and returns the element size of the type that
 moved the most (the gradient reduction is the largest reduction of a training step), or
-None when no reduction records its type.
+None when no reduction records its type. All-gathers, broadcasts and all-to-alls are never
+counted (they gather parameters or route tokens, and reduce nothing). A profile that
+records no backward pass (:func:`perfkit.analysis.backward_pass.forward_only_operators`:
+an inference or evaluation step) reduces no gradient: its all-reduces are activations'
+(tensor parallelism, ``wild/tl_b200_eager``'s 73 bf16 ones of vLLM) or metrics', so
+nothing is read from it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ._frames import collect, is_lazy_frame
+from .backward_pass import forward_only_operators
 from .collectives import comm_op_type
 
 __all__ = ["ReducedGradient", "reduced_gradient_bytes", "reductions_are_gradients",
@@ -171,7 +177,10 @@ def reduced_gradient_bytes(profile: Any) -> ReducedGradient | None:
     ReducedGradient or None
         The data type of the all-reduces / reduce-scatters that move the most bytes (the
         communication kernels' when they record it, else the host collectives'), or None
-        when no reduction in the profile records both its type and its size.
+        when no reduction in the profile records both its type and its size, or when the
+        profile records no backward pass (its host operators hold no autograd operator:
+        :func:`~perfkit.analysis.backward_pass.forward_only_operators`), whose reductions
+        are not gradients.
 
     Notes
     -----
@@ -179,6 +188,8 @@ def reduced_gradient_bytes(profile: Any) -> ReducedGradient | None:
     with the gradients': the type returned is the one that moves the most bytes, which in a
     data-parallel training step is the gradients'.
     """
+    if forward_only_operators(profile):
+        return None
     for table, source in (("kernels", "communication kernels"), ("ops", "host collectives")):
         rec = _records(_reductions(getattr(profile, table, None)), source)
         if rec.empty:

@@ -19,7 +19,7 @@ import pandas as pd
 from ..analysis import layout as L
 from ..analysis.steps import step_breakdown
 from ..errors import PerfkitError
-from ..format import counted, listed, time_text
+from ..format import counted, listed, plural, time_text
 from ..io.comm_words import comm_words_of
 from .fields import FieldValue, Readings
 
@@ -75,6 +75,7 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
         put("world_size", world, "world size " + "; ".join(world_src))
     have_groups = not groups.empty
     group_text = _group_text(groups)
+    whole = _unnamed_world(groups, world)
     strategy = {} if have_groups else L.recorded_strategy(profile)
     if strategy.get("rank_size") and out["world_size"].source == "default":
         put("world_size", strategy["rank_size"],
@@ -87,6 +88,12 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
             put(kind, 1, f"1 assumed: no group is named {kind}, and the {group_text} include "
                          f"unnamed groups of {listed(unknown, 'or')} ranks whose kind the "
                          f"profile does not say (one may be the {kind} group)", "default")
+        elif have_groups and whole:
+            holds = plural(len(groups), "includes", "include")
+            put(kind, 1, f"1 assumed: no group is named {kind}, and the {group_text} "
+                         f"{holds} an unnamed group of all {world} ranks whose kind the "
+                         f"profile does not say (it may be the {kind} group as well as the "
+                         "data-parallel one)", "default")
         elif have_groups:
             put(kind, 1, f"no {kind} group among the {group_text}")
         elif kind == "pp" and strategy.get("stage_num"):
@@ -119,9 +126,16 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
                 "whose kind "
                 f"(dp, tp, ...) the profile does not say: world {world} / (tp {tp} × pp "
                 f"{pp}) assumed", "default")
+        elif kinds <= {"world"} and whole:
+            put("dp", world // (tp * pp * cp),
+                f"the {group_text} {plural(len(groups), 'names', 'name')} no "
+                f"tensor/pipeline group, but {plural(len(groups), 'its', 'their')} unnamed "
+                f"group of all {world} ranks may be one: every rank counted as a data-parallel "
+                f"replica (world {world}), assumed", "default")
         elif kinds <= {"world"}:
             put("dp", world // (tp * pp * cp),
-                f"the {group_text} hold no tensor/pipeline group: every rank is a "
+                f"the {group_text} {plural(len(groups), 'holds', 'hold')} no "
+                "tensor/pipeline group: every rank is a "
                 f"data-parallel replica (world {world})")
         else:
             put("dp", world // (tp * pp * cp), f"world {world} / (tp {tp} × pp {pp}"
@@ -240,6 +254,17 @@ def _unknown_kinds(groups: pd.DataFrame, world: int | None) -> list[int]:
         return []
     unnamed = groups.loc[groups["kind"].isna(), "size"].dropna()
     return sorted({int(n) for n in unnamed if 1 < int(n) < world})
+
+
+def _unnamed_world(groups: pd.DataFrame, world: int | None) -> bool:
+    """Whether an unnamed group holds every rank of a world of several: it is the
+    data-parallel group when tp = pp = cp = ep = 1, but as well the tp (or pp, cp, ep)
+    group of a job whose one model-parallel dimension spans the world, so the absence of
+    a named group of that kind proves nothing."""
+    if groups.empty or not world or world < 2:
+        return False
+    unnamed = groups.loc[groups["kind"].isna(), "size"].dropna()
+    return any(int(n) == world for n in unnamed)
 
 
 def _from_matrix(groups: pd.DataFrame) -> bool:

@@ -71,16 +71,23 @@ def test_hta_all_reduces_are_fp32_host_collectives():
     assert got.dtype == "float" and got.share == 1.0
 
 
-def test_b200_all_reduces_are_bf16_kernels():
-    """The B200 eager trace: its 73 all-reduce kernels run on bf16 tensors, the type the
-    host ops that launch them record."""
+def test_an_inference_steps_all_reduces_are_no_gradients():
+    """The B200 eager trace (vLLM) runs 73 all-reduce kernels on bf16 tensors, and no
+    backward operator at all: an inference step, whose all-reduces are the tensor-parallel
+    activations', not gradients. No gradient size is read from them (it was: bf16, taken
+    for the gradients' by a calibration given dp = 8)."""
     path = shared_sample("wild/tl_b200_eager") / "eager_trace.json.gz"
+    events = _events(path)
     size, _ = _kineto_reading([path], {"cpu_op"})
-    kernels = sum(1 for e in _events(path)
+    kernels = sum(1 for e in events
                   if e.get("cat") == "kernel" and REDUCTION.search(str(e.get("name", ""))))
-    got = reduced_gradient_bytes(pk.load(path, cache=False, progress=False))
-    assert got is not None and got.source == "communication kernels"
-    assert (got.element_bytes, got.collectives) == (size, kernels)
+    assert (size, kernels) == (2, 73)  # bf16 reductions are recorded
+    cpu_ops = [str(e.get("name", "")) for e in events if e.get("cat") == "cpu_op"]
+    assert sum(n.startswith("aten::") for n in cpu_ops) >= 50
+    assert not [n for n in cpu_ops if re.search(r"Backward|autograd::engine|backward", n)]
+    profile = pk.load(path, cache=False, progress=False)
+    assert reduced_gradient_bytes(profile) is None
+    assert pk.infer_job(profile).reduced_gradient is None
 
 
 def test_ascend_db_reads_hccl_data_type_and_count():
@@ -119,29 +126,30 @@ def test_none_when_no_reduction_is_recorded():
 
 
 def test_calibration_reduces_gradients_at_the_profiles_size():
-    """Under the Megatron scheme a bf16 run's gradients are guessed at 4 bytes; the B200
-    trace's reductions move bf16 (read from the raw file), so the calibrated data-parallel
-    communication is the one at 2 bytes, and the terms and the Planner say so."""
+    """Under the ZeRO scheme a bf16 run's gradients are guessed at 2 bytes; the HTA
+    training job's reductions move fp32 (read from the raw files), so the calibrated
+    data-parallel communication is the one at 4 bytes, and the terms and the Planner say
+    so."""
     from perfkit.widgets.prediction import gradient_sentence
 
-    path = shared_sample("wild/tl_b200_eager") / "eager_trace.json.gz"
-    size, _ = _kineto_reading([path], {"cpu_op"})
-    profile = pk.load(path, cache=False, progress=False)
+    root = shared_sample(HTA)
+    size, _ = _kineto_reading(sorted(root.glob("*.json.gz")), {"user_annotation", "cpu_op"})
+    profile = pk.load(root, cache=False, progress=False)
     model = pk.ModelSpec(num_layers=4, hidden_size=1024, num_attention_heads=16,
                          seq_length=1024, vocab_size=32000, mlp="gated")
-    args = (profile, model, pk.ParallelConfig(dp=8), pk.Hardware.preset("b200"))
-    cal = plan.calibrate(*args, static_scheme="megatron")
-    guess = scheme_gradient_bytes("megatron", cal.job.dtype)
+    args = (profile, model, pk.ParallelConfig(dp=8), pk.Hardware.preset("h100"))
+    cal = plan.calibrate(*args, static_scheme="zero", dtype="bf16")
+    guess = scheme_gradient_bytes("zero", "bf16")
     assert guess != size  # the scheme alone would get it wrong
     assert cal.rates.gradient_bytes == size
-    given = plan.calibrate(*args, static_scheme="megatron",
+    given = plan.calibrate(*args, static_scheme="zero", dtype="bf16",
                            rates=Rates(gradient_bytes=float(size)))
-    guessed = plan.calibrate(*args, static_scheme="megatron",
+    guessed = plan.calibrate(*args, static_scheme="zero", dtype="bf16",
                              rates=Rates(gradient_bytes=float(guess)))
     assert cal.parts["dp_comm"] == pytest.approx(given.parts["dp_comm"])
-    assert cal.parts["dp_comm"] < guessed.parts["dp_comm"]
+    assert cal.parts["dp_comm"] > guessed.parts["dp_comm"]
     how = dict((t, h) for t, _, h in cal.terms)["gradient_bytes"]
-    assert "c10::BFloat16" in how
+    assert "float" in how
     assert f"at {size} bytes per element, as the profile records it" in gradient_sentence(cal)
 
 

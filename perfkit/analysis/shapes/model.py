@@ -1,8 +1,10 @@
 """Reading the model from the operator shapes: :func:`read_model`.
 
-It reads the shape records of the kernels (or the host operators) of one step per rank,
-field by field (:mod:`~perfkit.analysis.shapes.fields`, :mod:`~perfkit.analysis.shapes.counts`),
-and fills what GPU kernels leave unknown from the host operators when both agree.
+It reads the shape records of the kernels (or the host operators) of one step per rank
+(one whose device tasks were recorded in full where the ``steps`` table says which:
+:mod:`perfkit.analysis.recorded`), field by field (:mod:`~perfkit.analysis.shapes.fields`,
+:mod:`~perfkit.analysis.shapes.counts`), and fills what GPU kernels leave unknown from the
+host operators when both agree.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ from typing import Any
 
 import pandas as pd
 
+from ...format import listed, plural
+from .._frames import compute_all, is_lazy_frame
+from .._util import table
+from ..recorded import RECORDED, recorded_steps_text, unrecorded
 from .counts import _read_counts
 from .fields import (
     ShapeReading,
@@ -65,7 +71,8 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
                 pick[st] = r
         wanted_ranks = sorted(pick.values()) or None
     recs, source = shape_records(profile, wanted_ranks)
-    out = _read(profile, recs, source, tp, stage_of, pp)
+    cut, which = _cut_steps(profile) if source == "kernels" else (set(), None)
+    out = _read(profile, recs, source, tp, stage_of, pp, cut, which)
     if source == "kernels" and any(out.get(f) is None for f in _SHAPE):
         # a GPU kernel has shapes only when the trace kept its launch: kernels launched
         # before the trace began (an embedding, the first attention calls) leave gaps that
@@ -107,11 +114,51 @@ def _fill(out: ShapeReading, other: ShapeReading) -> None:
             out.put(name, None, other.details[name])
 
 
+def _cut_steps(profile: Any) -> tuple[set[tuple[int, int]], str | None]:
+    """The (rank, step) pairs whose device tasks were not recorded in full
+    (:func:`perfkit.analysis.recorded.unrecorded`; a rank not recorded is -1), and those
+    that were, in words (:func:`~perfkit.analysis.recorded.recorded_steps_text`); an
+    empty set and None when the ``steps`` table does not say."""
+    steps = table(profile, "steps")
+    if RECORDED not in steps.columns:
+        return set(), None
+    if is_lazy_frame(steps):
+        (steps,) = compute_all(steps[[c for c in ("rank", "step", RECORDED)
+                                      if c in steps.columns]])
+    skip = unrecorded(steps)
+    if skip.empty:
+        return set(), None
+    return set(zip(_codes(skip["rank"]), _codes(skip["step"]), strict=True)), \
+        recorded_steps_text(steps)
+
+
+def _codes(values: pd.Series) -> list[int]:
+    """Whole numbers of ``values``, a missing one as -1."""
+    return [int(v) for v in pd.to_numeric(values, errors="coerce").astype("Float64")
+            .fillna(-1).to_numpy()]
+
+
 def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
-          stage_of: dict[int, int], pp: int) -> ShapeReading:
-    """:func:`read_model` on the shape records of one table."""
+          stage_of: dict[int, int], pp: int, cut: set[tuple[int, int]] | None = None,
+          which: str | None = None) -> ShapeReading:
+    """:func:`read_model` on the shape records of one table.
+
+    ``cut``: the (rank, step) pairs whose device tasks were recorded only in part
+    (:func:`_cut_steps`; ``which`` says the others in words). The step read on a rank is
+    one recorded in full where the rank has one; a rank that has none is read for the
+    shapes (an operator's shapes are its own however few tasks were kept), but its
+    kernels are not counted per step (micro-batches, layers, recompute): a fragment of a
+    step would give a fraction of its count.
+    """
     stage_of = dict(stage_of)
-    recs = _one_step(recs)
+    cut = cut or set()
+    in_cut = pd.Series(False, index=recs.index)
+    if cut and not recs.empty:
+        in_cut = pd.Series([p in cut for p in zip(_codes(recs["rank"]), _codes(recs["step"]),
+                                                  strict=True)], index=recs.index)
+    recs = _one_step(recs, in_cut)
+    cut_ranks = sorted({r for r, s in zip(_codes(recs["rank"]), _codes(recs["step"]),
+                                          strict=True) if (r, s) in cut})
     out = ShapeReading(source=source)
     fmt = str(profile.meta.source_format)
     where = _where(source, fmt)
@@ -150,12 +197,47 @@ def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
         act, pooled = _token_projections(gemms, out.get("hidden_size"))
         rows_said = _rows_text(act) if act else ""
     _read_widths(out, recs, label, shapes, act, emb, tp, where, pp, rows_said, pooled)
-    _read_counts(out, recs, label, att, emb, stage_of, pp, ranks, where)
+    if cut_ranks:
+        _read_counts_of_recorded(out, recs, label, att, emb, stage_of, pp, ranks, where,
+                                 cut_ranks, which)
+    else:
+        _read_counts(out, recs, label, att, emb, stage_of, pp, ranks, where)
     _read_mlp(out, recs, label, att, act, where)
     _read_norm_position(out, recs, label, emb, where)
     _read_bias(out, act, where, rows_said)
     _read_activations(out, recs, label, att, where)
     return out
+
+
+#: The fields :func:`~perfkit.analysis.shapes.counts._read_counts` reads by counting kernels
+#: per step.
+_COUNTED = ("num_micro_batches", "num_layers", "layers_per_stage", "recompute",
+            "recompute_layers")
+
+
+def _read_counts_of_recorded(out: ShapeReading, recs: pd.DataFrame, label: pd.Series,
+                             att: list, emb: list[dict], stage_of: dict[int, int], pp: int,
+                             ranks: list[int], where: str, cut_ranks: list[int],
+                             which: str | None) -> None:
+    """The counts per step of :func:`_read_counts` on the ranks whose step read was
+    recorded in full; when no rank has such a step, every count is unknown with the
+    reason."""
+    full = [r for r in ranks if r not in cut_ranks]
+    why = (f"the kernels of {plural(len(cut_ranks), 'rank')} {listed(cut_ranks)} are not "
+           f"counted per step: {plural(len(cut_ranks), 'it has', 'they have')} no step "
+           "whose device tasks were recorded in full, and a fragment of a step holds a "
+           f"fraction of its kernels (device tasks recorded for {which or 'no step'})")
+    if not full:
+        for name in _COUNTED:
+            out.put(name, None, why)
+        return
+    keep = recs["rank"].isin(full).to_numpy(bool)
+    _read_counts(out, recs[keep].reset_index(drop=True), label[keep].reset_index(drop=True),
+                 [a for a in att if a.rank in full], [e for e in emb if e["rank"] in full],
+                 stage_of, pp, full, where)
+    for name in _COUNTED:
+        if out.get(name) is None and name in out.details:
+            out.put(name, None, f"{out.details[name]} ({why})")
 
 
 _FIELDS = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",

@@ -110,14 +110,23 @@ class _Rows:
                 "backward": bool(self.backward[i])}
 
 
-def _one_step(recs: pd.DataFrame) -> pd.DataFrame:
+def _one_step(recs: pd.DataFrame, cut: pd.Series | None = None) -> pd.DataFrame:
     """The records of one step per rank (every step of a job runs the same operators):
-    the last of the steps with the most records. Profiles without step numbers keep all."""
+    the last of the steps with the most records, among the steps recorded in full where
+    the rank has one (``cut``: True on the records of a step whose device tasks were
+    recorded only in part). Profiles without step numbers keep all."""
     if recs.empty or not recs["step"].notna().any():
         return recs
     counts = recs.dropna(subset=["step"]).groupby(["rank", "step"]).size()
+    if cut is not None and cut.any():
+        part_cut = cut[recs["step"].notna()].groupby(
+            [recs["rank"], recs["step"]]).all()
+    else:
+        part_cut = pd.Series(False, index=counts.index)
     keep = []
     for rank, part in counts.groupby(level=0):
+        whole = part[~part_cut.reindex(part.index, fill_value=False).to_numpy(bool)]
+        part = whole if not whole.empty else part
         top = part[part == part.max()]
         keep.append((rank, top.index[-1][1]))
     pick = pd.MultiIndex.from_tuples(keep, names=["rank", "step"])
