@@ -46,8 +46,9 @@ import pandas as pd
 from ..errors import file_boundary
 from .categories import KINETO_KINDS
 from .kineto.iterations import optimizer_spans
-from .kineto_scan import _CHUNK, _CONTEXT, _ns, _num, _object_at
+from .kineto_scan import _CHUNK, _CONTEXT, _object_at
 from .kineto_scan import _scan as _step_scan
+from .kineto_scan_device import _ns, _num
 
 __all__ = ["step_scan", "iteration_events", "iteration_spans"]
 

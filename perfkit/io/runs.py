@@ -26,9 +26,13 @@ when the time is unknown) and a ``label`` for people.
 
 Files beside the ranks that are not profiles (a run's ``environment.json``, MindSpore's
 ``parallel_strategy_{rank}.json``) are no ranks: they are the run's ``side_files``, which
-:func:`perfkit.load` leaves out with a note. :func:`perfkit.io.detect.find_runs` gives
-each to the runs with ranks in its folder (those holding the rank its name ends with, when
-one does), and to none when its folder holds no profile.
+:func:`perfkit.load` leaves out with a note. :func:`perfkit.io.detect_paths.find_runs`
+gives each to the runs with ranks in its folder (those holding the rank its name ends with,
+when one does), and to none when its folder holds no profile.
+
+The facts are read by :mod:`perfkit.io.runs_facts` and the sources grouped by
+:mod:`perfkit.io.runs_group`; this module makes the :class:`Run` s, names and labels them,
+and picks one (:func:`pick_run`).
 """
 
 from __future__ import annotations
@@ -36,48 +40,45 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
-import re
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._common import json_head
+# what each source says about its run, and the grouping by it: modules of their own, every
+# name still importable from here
+from .runs_facts import (  # noqa: F401
+    _ASCEND_TS,
+    _BASE,
+    _EPOCH_US,
+    _GZ_TAIL_MAX_BYTES,
+    _PLATFORM,
+    _TAIL_BYTES,
+    _TS,
+    _WORLD,
+    SourceFacts,
+    _abs_ns,
+    _ascend_stamp,
+    _head,
+    _kineto_facts,
+    _tail,
+    facts_from_meta,
+    source_facts,
+)
+from .runs_group import (  # noqa: F401
+    _OVERLAP_SLACK_NS,
+    RUN_GAP_S,
+    _by_rank,
+    _by_steps,
+    _by_time,
+    _by_world,
+    _overlaps,
+    group_runs,
+)
 from .sources import RankSource
 
 __all__ = ["Run", "SourceFacts", "source_facts", "facts_from_meta", "group_runs",
            "RUN_GAP_S", "pick_run"]
-
-RUN_GAP_S = 600.0
-"""Seconds between two starts that separate runs when the files' ends are not known.
-
-The ranks of one job start their profilers within the same few steps (seconds apart);
-separate runs of a tuning session are minutes to days apart."""
-
-_OVERLAP_SLACK_NS = 1_000_000_000
-"""A file starting less than this after the run's last end still belongs to it (clocks of
-different hosts disagree by up to a fraction of a second)."""
-
-_TAIL_BYTES = 1 << 16
-_GZ_TAIL_MAX_BYTES = 64 << 20
-"""A gzipped trace is inflated to read its tail only up to this compressed size."""
-
-
-@dataclass(frozen=True)
-class SourceFacts:
-    """What one rank source says about the run it belongs to (None: not known)."""
-
-    platform: str
-    framework: str | None = None
-    rank: int | None = None
-    world_size: int | None = None
-    start_ns: int | None = None
-    end_ns: int | None = None
-    steps: tuple[int, ...] = ()
-    #: sources with the same value were written by one job and stay in one run (the rank
-    #: files of one legacy MindSpore folder: its path); None: told apart on their own
-    together: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,8 @@ class Run:
         return out
 
 
-# ----------------------------------------------------------------------------- facts
+# ----------------------------------------------------------------------------- words
 
-_PLATFORM = {"kineto": "kineto", "ascend_text": "ascend", "ascend_db": "ascend",
-             "trace_view": "ascend", "mindspore_legacy": "ascend"}
 #: How a label names a platform that is not a plain word (the rest are named as they are).
 _PLATFORM_WORDS = {"cann_raw": "raw CANN output",
                    "cluster_analysis_output": "msprof-analyze cluster output"}
@@ -162,287 +161,6 @@ _FORMAT_WORDS = {"ascend_text": "Ascend text export", "ascend_db": "Ascend DB ex
 #: Formats of sources that are not ranks with a profile: a run never takes its platform
 #: from them, and its label never names them.
 _NOT_PROFILES = ("not_a_trace", "unreadable")
-_ASCEND_TS = re.compile(r"_(\d{17})_ascend_(pt|ms)$")
-
-
-def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
-    """The facts of one rank source, before parsing.
-
-    ``read``: open Kineto files (first MiB, last 64 KiB) and a raw CANN device's
-    ``start_info`` / ``end_info``; without it only names count.
-    """
-    platform = _PLATFORM.get(source.fmt, source.fmt)
-    if source.fmt == "kineto":
-        facts = _kineto_facts(Path(source.path)) if read else {}
-        return SourceFacts(platform, "pytorch", source.rank, **facts)
-    if source.fmt == "cann_raw":
-        from .cann_raw import collection_window  # loaded already by detection
-
-        start, end = collection_window(Path(source.path)) if read else (None, None)
-        return SourceFacts(platform, None, source.rank, start_ns=start, end_ns=end)
-    framework = None
-    start = None
-    name = Path(source.path).name
-    db = re.match(r"ascend_(pytorch|mindspore)_profiler", name)
-    if db:
-        framework = db.group(1)
-    m = _ASCEND_TS.search(name)
-    if m:
-        framework = "pytorch" if m.group(2) == "pt" else "mindspore"
-        start = _ascend_stamp(m.group(1))
-    elif name.endswith("_ascend_pt"):
-        framework = "pytorch"
-    elif name.endswith("_ascend_ms") or source.fmt == "mindspore_legacy":
-        framework = "mindspore"
-    together = source.path if source.fmt == "mindspore_legacy" else None
-    return SourceFacts(platform, framework, source.rank, start_ns=start, together=together)
-
-
-def facts_from_meta(meta: Any) -> SourceFacts:
-    """The facts of a parsed rank (its :class:`~perfkit.profile.ProfileMeta`).
-
-    A world size worked out from the rank's own communication groups (an Ascend export,
-    ``extra["world_size_from"] == "groups"``) is left out: it is only at least the job's,
-    and the ranks of one dp × pp job disagree on it.
-    """
-    extra = meta.extra or {}
-    world = None if extra.get("world_size_from") == "groups" else meta.world_size
-    return SourceFacts(_PLATFORM.get(meta.source_format, meta.source_format),
-                       meta.framework, meta.rank, world, meta.origin_ns,
-                       extra.get("end_ns"), tuple(extra.get("profiler_steps") or ()))
-
-
-def _ascend_stamp(stamp: str) -> int | None:
-    """``20240602101530123`` (the Ascend profiler's folder time, local clock) as ns."""
-    try:
-        t = _dt.datetime.strptime(stamp, "%Y%m%d%H%M%S%f").replace(tzinfo=_dt.timezone.utc)
-    except ValueError:
-        return None
-    return int(t.timestamp() * 1e9)
-
-
-_BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,20})')
-_WORLD = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"world_size"\s*:\s*(\d{1,9})')
-_TS = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)')
-_EPOCH_US = 1e14
-"""A Kineto ``ts`` above this many µs (1973) is already epoch time (PyTorch < 2.0)."""
-
-
-def _kineto_facts(path: Path) -> dict[str, Any]:
-    """World size, start and end (absolute ns) of a Kineto trace from its two ends."""
-    head, whole = _head(path)
-    events = head.find(b'"traceEvents"')
-    first = [float(t) for t in _TS.findall(head[max(events, 0):][:1 << 16])]
-    # the head tells the start when the trace has its time base there, or epoch times
-    need_base = _BASE.search(head) is None and not (first and min(first) >= _EPOCH_US)
-    tail = head if whole else _tail(path, need_base=need_base)
-    out: dict[str, Any] = {}
-    m = _WORLD.search(head) or (_WORLD.search(tail) if tail else None)
-    if m:
-        out["world_size"] = int(m.group(1))
-    b = _BASE.search(head) or (_BASE.search(tail) if tail else None)
-    base = int(b.group(1)) if b else 0
-    last = [float(t) for t in _TS.findall(tail)] if tail else []
-    if first:
-        out["start_ns"] = _abs_ns(min(first), base)
-    if last:
-        out["end_ns"] = _abs_ns(max(last), base)
-    if (out.get("start_ns") is None) != (out.get("end_ns") is None):
-        out.pop("end_ns", None)  # one end on another clock than the other: not used
-    return out
-
-
-def _abs_ns(ts_us: float, base_ns: int) -> int | None:
-    """Absolute epoch ns of a Kineto ``ts`` (µs), or None when its epoch is not known."""
-    if ts_us >= _EPOCH_US:
-        return int(round(ts_us * 1000))
-    if base_ns:
-        return int(round(ts_us * 1000)) + base_ns
-    return None
-
-
-def _head(path: Path) -> tuple[bytes, bool]:
-    return json_head(path)
-
-
-def _tail(path: Path, need_base: bool) -> bytes:
-    """The last 64 KiB of the (decompressed) file; b"" when too costly or unreadable.
-
-    A gzipped file must be inflated whole to reach its end: done only when its head does
-    not tell the start (some writers put ``baseTimeNanoseconds`` last) and the file is not
-    larger than :data:`_GZ_TAIL_MAX_BYTES`; otherwise its end is not known and runs are
-    told apart by their starts (:data:`RUN_GAP_S`).
-    """
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
-            size = fh.seek(0, 2)
-            if magic != b"\x1f\x8b":
-                fh.seek(max(0, size - _TAIL_BYTES))
-                return fh.read(_TAIL_BYTES)
-            if size > _GZ_TAIL_MAX_BYTES or not need_base:
-                return b""
-            fh.seek(0)
-            inflate = zlib.decompressobj(31)
-            keep = b""
-            while True:
-                chunk = fh.read(1 << 20)
-                if not chunk:
-                    break
-                out = inflate.decompress(chunk)
-                keep = (keep + out)[-_TAIL_BYTES:]
-                while inflate.eof and inflate.unused_data:  # a next gzip member
-                    rest = inflate.unused_data
-                    inflate = zlib.decompressobj(31)
-                    keep = (keep + inflate.decompress(rest))[-_TAIL_BYTES:]
-            return keep
-    except (OSError, zlib.error):
-        return b""
-
-
-# ----------------------------------------------------------------------------- grouping
-
-def group_runs(facts: Sequence[SourceFacts]) -> list[list[int]]:
-    """Positions of ``facts`` grouped into runs, the runs in start order.
-
-    See the module docstring for the rules. Positions keep their order inside a run.
-    """
-    keys: dict[tuple[Any, ...], list[int]] = {}
-    for i, f in enumerate(facts):
-        keys.setdefault((f.platform, f.framework), []).append(i)
-    flat: list[list[int]] = []
-    for members in keys.values():
-        for same_world in _by_world(members, facts):
-            for in_time in _by_time(same_world, facts):
-                for distinct_ranks in _by_rank(in_time, facts):
-                    flat.extend(g for g in _by_steps(distinct_ranks, facts) if g)
-
-    def first(g: list[int]) -> tuple[int, int, int]:
-        starts = [facts[i].start_ns for i in g if facts[i].start_ns is not None]
-        return (0 if starts else 1, min(starts) if starts else 0, min(g))
-    return sorted((sorted(g) for g in flat), key=first)
-
-
-def _by_world(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]]:
-    worlds = sorted({facts[i].world_size for i in members if facts[i].world_size})
-    if len(worlds) <= 1:
-        return [members]
-    out = {w: [i for i in members if facts[i].world_size == w] for w in worlds}
-    unknown = [i for i in members if not facts[i].world_size]
-    # a file that does not say its world size joins the group it overlaps in time, else
-    # the first one
-    for i in unknown:
-        target = next((w for w, g in out.items() if _overlaps(i, g, facts)), worlds[0])
-        out[target].append(i)
-    return [sorted(g) for g in out.values()]
-
-
-def _overlaps(i: int, group: list[int], facts: Sequence[SourceFacts]) -> bool:
-    f = facts[i]
-    if f.start_ns is None:
-        return False
-    for j in group:
-        g = facts[j]
-        if g.start_ns is None:
-            continue
-        a0, a1 = f.start_ns, f.end_ns if f.end_ns is not None else f.start_ns
-        b0, b1 = g.start_ns, g.end_ns if g.end_ns is not None else g.start_ns
-        if a0 <= b1 + _OVERLAP_SLACK_NS and b0 <= a1 + _OVERLAP_SLACK_NS:
-            return True
-        if (f.end_ns is None or g.end_ns is None) and abs(a0 - b0) <= RUN_GAP_S * 1e9:
-            return True
-    return False
-
-
-def _by_time(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]]:
-    timed = sorted((i for i in members if facts[i].start_ns is not None),
-                   key=lambda i: facts[i].start_ns)  # type: ignore[arg-type,return-value]
-    untimed = [i for i in members if facts[i].start_ns is None]
-    runs: list[list[int]] = []
-    last_end: int | None = None
-    last_start: int | None = None
-    ends_known = True
-    for i in timed:
-        f = facts[i]
-        start = int(f.start_ns)  # type: ignore[arg-type]
-        if runs:
-            if ends_known and f.end_ns is not None and last_end is not None:
-                new = start > last_end + _OVERLAP_SLACK_NS
-            else:
-                new = last_start is not None and start - last_start > RUN_GAP_S * 1e9
-            if new:
-                runs.append([])
-                last_end, ends_known = None, True
-        else:
-            runs.append([])
-        runs[-1].append(i)
-        last_start = start
-        if f.end_ns is None:
-            ends_known = False
-        else:
-            last_end = f.end_ns if last_end is None else max(last_end, f.end_ns)
-    if untimed:
-        if runs:
-            runs[0].extend(untimed)  # nothing tells them apart: with the first run
-        else:
-            runs.append(untimed)
-    return runs
-
-
-def _by_rank(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]]:
-    """A rank seen twice starts another run (files in start order).
-
-    Sources written together (:attr:`SourceFacts.together`: the ranks of one legacy
-    folder) move as one: they join the first run that has none of their ranks.
-    """
-    order = sorted(members, key=lambda i: (facts[i].start_ns is None, facts[i].start_ns or 0,
-                                           i))
-    units: list[list[int]] = []
-    by_key: dict[str, list[int]] = {}
-    for i in order:
-        key = facts[i].together
-        if key is None:
-            units.append([i])
-        elif key in by_key:
-            by_key[key].append(i)
-        else:
-            by_key[key] = [i]
-            units.append(by_key[key])
-    runs: list[list[int]] = []
-    seen: list[set[int]] = []
-    for unit in units:
-        mine = {facts[i].rank for i in unit if facts[i].rank is not None}
-        for run, ranks in zip(runs, seen, strict=True):
-            if not ranks & mine:
-                run.extend(unit)
-                ranks |= mine
-                break
-        else:
-            runs.append(list(unit))
-            seen.append(set(mine))
-    return runs
-
-
-def _by_steps(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]]:
-    """Ranks whose recorded steps share no number with the others' are another run."""
-    with_steps = [i for i in members if facts[i].steps]
-    if len(with_steps) < 2:
-        return [members]
-    groups: list[tuple[set[int], list[int]]] = []
-    for i in with_steps:
-        mine = set(facts[i].steps)
-        for steps, g in groups:
-            if steps & mine:
-                steps |= mine
-                g.append(i)
-                break
-        else:
-            groups.append((set(mine), [i]))
-    if len(groups) == 1:
-        return [members]
-    out = [g for _, g in groups]
-    out[0].extend(i for i in members if not facts[i].steps)
-    return out
 
 
 # ----------------------------------------------------------------------------- runs
