@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import html
 import json
 import re
 from pathlib import Path
@@ -20,19 +19,13 @@ from typing import Any
 import pandas as pd
 import pytest
 from shared_samples import HTA, sample, shared_param, shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 import perfkit as pk
 from perfkit.job.layout import read_vpp
 from perfkit.profile import Profile, ProfileMeta
 from perfkit.widgets import tab_panel
 from perfkit.widgets.tabs.communication import empty_communication_note
-
-
-def _text(panel: Any) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
 
 def _sentence(text: str, start: str) -> str:
@@ -62,7 +55,7 @@ def test_a_kineto_trace_is_never_sent_to_communication_json(name: str, grammar) 
     folder = sample(name)
     kernels, _ = _raw_kernels(folder)
     grouped = [k for k in kernels if "Process Group Name" in (k.get("args") or {})]
-    text = _text(tab_panel("Communication", str(folder)))
+    text = panel_words(tab_panel("Communication", str(folder)))
     assert "communication.json" not in text
     assert not grammar(text)
     if "No communication" in text:  # no collective at all: no NCCL kernel in the trace
@@ -84,7 +77,7 @@ def test_a_lone_kernel_details_is_pointed_at_its_communication_json() -> None:
     with (folder / "kernel_details.csv").open(newline="", encoding="utf-8") as fh:
         assert [r for r in csv.DictReader(fh) if r["Accelerator Core"] == "HCCL"]
     assert not (folder / "communication.json").exists()
-    said = _sentence(_text(tab_panel("Communication", str(folder))),
+    said = _sentence(panel_words(tab_panel("Communication", str(folder))),
                      "Not recorded in this profile:")
     assert "export's communication.json, written from profiler level Level1 on, gives each " \
            "collective's group and its transit / wait / idle split" in said
@@ -94,7 +87,7 @@ def test_a_lone_kernel_details_is_pointed_at_its_communication_json() -> None:
 def test_legacy_mindspore_and_raw_cann_name_their_own_files() -> None:
     legacy = shared_sample("wild/mi_run1")
     assert not list(legacy.rglob("hccl_raw_*.csv"))  # the wait is not there either
-    said = _sentence(_text(tab_panel("Communication", str(legacy))),
+    said = _sentence(panel_words(tab_panel("Communication", str(legacy))),
                      "Not recorded in this profile:")
     assert "wait share" in said and "legacy MindSpore output records neither" in said
     # the example is the profile's own rank's file: its files end in _1 (rank 1)
@@ -103,7 +96,7 @@ def test_legacy_mindspore_and_raw_cann_name_their_own_files() -> None:
     raw = shared_sample("wild/mi_prof")
     assert [p.name for p in raw.iterdir()] and all(p.name.startswith("PROF_")
                                                    for p in raw.iterdir())
-    said = _sentence(_text(tab_panel("Communication", str(raw))),
+    said = _sentence(panel_words(tab_panel("Communication", str(raw))),
                      "Not recorded in this profile:")
     assert "raw CANN output gives each collective's start and duration only" in said
 

@@ -11,15 +11,13 @@ files are read here with ``csv`` and plain text, not through perfkit.
 from __future__ import annotations
 
 import csv
-import html
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 from shared_samples import PT_GPT3_OLD, shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 import perfkit as pk
 from perfkit.widgets import tab_panel
@@ -32,12 +30,6 @@ pytestmark = pytest.mark.shared_samples
 
 #: msprof-analyze's unit-test kernel_details.csv, whose last row has no newline.
 COMPUTE_ADVICE_V2 = "ascend/msprof-analyze-tests/compute_advice_v2"
-
-
-def _text(panel: Any) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
 
 def _rows(path: Path) -> list[list[str]]:
@@ -60,11 +52,11 @@ def test_rank_1s_coarse_memory_times_are_said_on_the_memory_tab(grammar) -> None
             f"significant digits ({sci[0]}), which rounds each time to the nearest "
             f"{step_h:.2f} h")
     assert Decimal(sci[0]) > Decimal("1e15") and 2 < step_h < 3
-    memory = _text(tab_panel("Memory", str(out.parents[1])))
+    memory = panel_words(tab_panel("Memory", str(out.parents[1])))
     assert said in memory, memory[-3000:]
     sentence = memory[memory.index(said):].split("). ")[0]
     assert not grammar(sentence)
-    operators = _text(tab_panel("Operators", str(out.parents[1])))
+    operators = panel_words(tab_panel("Operators", str(out.parents[1])))
     assert "memory_record.csv" not in operators
 
 
@@ -76,9 +68,9 @@ def test_a_short_row_of_kernel_details_is_said_on_the_operators_tab() -> None:
     row = "row has" if len(short) == 1 else "rows have"
     said = (f"Rank 0, device tasks: kernel_details.csv: {len(short)} {row} fewer fields than "
             "the header: the missing cells are read as NA.")
-    operators = _text(tab_panel("Operators", str(root)))
+    operators = panel_words(tab_panel("Operators", str(root)))
     assert said in operators, operators[-3000:]
-    assert "kernel_details.csv: " not in _text(tab_panel("Memory", str(root)))
+    assert "kernel_details.csv: " not in panel_words(tab_panel("Memory", str(root)))
 
 
 def test_a_kernel_details_without_its_last_newline_is_said_on_the_operators_tab() -> None:
@@ -92,7 +84,7 @@ def test_a_kernel_details_without_its_last_newline_is_said_on_the_operators_tab(
             f"newline after its last row; the row is kept, as all its {len(header)} fields "
             f"are there, but its last cell ({header[-1]}) may be cut short and is read as "
             f"missing ('{lines[-1][:20]}")
-    operators = _text(tab_panel("Operators", str(folder)))
+    operators = panel_words(tab_panel("Operators", str(folder)))
     assert said in operators, operators[-3000:]
 
 

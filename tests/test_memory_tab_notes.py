@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import csv
 import gzip
-import html
 import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
 from shared_samples import HTA, PT_GPT3_OLD, shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 from perfkit.widgets import tab_panel
 
@@ -29,12 +27,6 @@ MSA_KERNELS = "wild/msa_kernel_details"
 #: 7 days in µs: a memory file none of whose samples lies this close to the device's tasks
 #: is of another run (perfkit.io.ascend_memory).
 WEEK_US = 7 * 24 * 3600e6
-
-
-def _text(panel: Any) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -62,7 +54,7 @@ def test_the_memory_tab_names_the_memory_file_of_another_run(grammar) -> None:
     assert any(abs(t - s) <= WEEK_US for t in record for s in (min(starts), max(starts)))
     tasks_day = _day(sorted(starts)[len(starts) // 2])
     days = (sorted(module)[len(module) // 2] - sorted(starts)[len(starts) // 2]) / 86_400e6
-    text = _text(tab_panel("Memory", str(old)))
+    text = panel_words(tab_panel("Memory", str(old)))
     said = re.search(r"Rank 0, memory over time: npu_module_mem\.csv left out: [^.]*\.", text)
     assert said, text[:3000]
     got = re.search(r"\(([\d-]+) to ([\d-]+)\) are ([\d,]+) days from the device tasks' "
@@ -83,7 +75,7 @@ def test_the_memory_tab_gives_a_clusters_memory_notes_per_rank() -> None:
     for path in sorted(folder.glob("*.json.gz")):
         events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
         assert not [e for e in events if e.get("name") == "[memory]"]
-    text = _text(tab_panel("Memory", str(folder)))
+    text = panel_words(tab_panel("Memory", str(folder)))
     said = ("No memory data in this profile: ranks 0 and 1, memory over time: no [memory] "
             "events; ranks 0 and 1, operator memory: not recorded by Kineto.")
     assert text.count(said) == 1, text
@@ -98,7 +90,7 @@ def test_a_profile_without_memory_data_is_told_so_once(grammar) -> None:
     missing peak each saying it again."""
     folder = shared_sample(MSA_KERNELS)
     assert sorted(p.name for p in folder.iterdir()) == ["kernel_details.csv"]
-    text = _text(tab_panel("Memory", str(folder)))
+    text = panel_words(tab_panel("Memory", str(folder)))
     said = ("No memory data in this profile: memory over time: memory_record.csv / "
             "npu_module_mem.csv not found; operator memory: operator_memory.csv not found. "
             "A profile recorded with profile_memory=True gives the memory over time, the "

@@ -16,25 +16,15 @@ from __future__ import annotations
 
 import collections
 import csv
-import html
 import json
-import re
-from typing import Any
 
 import pandas as pd
 import pytest
 from shared_samples import shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 from perfkit.tables import table
 from perfkit.widgets import tab_panel
-
-
-def _text(panel: Any) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    text = re.sub(r"</t[hd]>", " | ", text)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
 
 def _table_after(text: str, caption: str, first: str) -> tuple[list[str], list[str]]:
@@ -69,7 +59,7 @@ def test_the_collectives_table_says_it_sums_over_ranks_and_steps() -> None:
         durations += [float(e["dur"]) for e in events if e.get("ph") == "X"
                       and e["pid"] in hccl and "AllReduce" in e["name"]]
     assert len(durations) == 20  # 2 devices × 10 iterations, one all-reduce each
-    text = _text(tab_panel("Communication", str(root)))
+    text = panel_words(tab_panel("Communication", str(root)))
     heads, row = _table_after(text, "Collectives: time per kind", "allreduce")
     assert heads == ["collective", "calls (summed over ranks)",
                      "time (ms, summed over ranks and steps)", "mean (ms, per call)",
@@ -91,7 +81,7 @@ def test_the_ai_cpu_table_has_the_top_tables_basis() -> None:
     # the share is of the operators' device time, communication tasks (HCCL) left out
     device = sum(float(r["Duration(us)"]) for r in rows if r["Accelerator Core"] != "HCCL")
     example = collections.Counter(r["Name"] for r in ai_cpu).most_common(1)[0][0]
-    text = _text(tab_panel("Operators", str(folder)))
+    text = panel_words(tab_panel("Operators", str(folder)))
     heads, row = _table_after(text, "Operators on AI CPU", "Cast")
     assert heads == ["type", "example task", "device time (µs, per rank and step)",
                      "calls (per rank and step)", "mean (µs, per call)", "longest call (µs)",

@@ -11,7 +11,6 @@ from the raw traces' step walls (:func:`raw_kineto.raw_walls`), and the hint to 
 
 from __future__ import annotations
 
-import html
 import re
 import statistics
 from pathlib import Path
@@ -20,17 +19,11 @@ from typing import Any
 import pytest
 from raw_kineto import raw_walls
 from shared_samples import HTA, shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 from perfkit.widgets import tab_panel
 
 pytestmark = pytest.mark.shared_samples
-
-
-def _text(panel: Any) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
 
 def _title(panel: Any) -> str:
@@ -54,7 +47,7 @@ def test_a_lone_rank_is_neither_slowest_nor_asked_to_be_picked(name: str) -> Non
     step = ordered[(len(ordered) - 1) // 2]
     panel = tab_panel("Timeline", str(path))
     assert _title(panel) == f"Step {step} · rank 0"
-    text = _text(panel)
+    text = panel_words(panel)
     assert f"step {step}: the median-duration step of rank 0 " in text, text[:400]
     assert "slowest" not in text and "fastest" not in text and "Pick ranks" not in text
     picker = panel.step.options[0][0]
@@ -70,7 +63,7 @@ def test_two_ranks_keep_their_slowest_and_fastest() -> None:
     fastest = min(medians, key=medians.get)
     panel = tab_panel("Timeline", str(root))
     assert _title(panel).endswith(f"rank {slowest} (slowest), rank {fastest} (fastest)")
-    text = _text(panel)
+    text = panel_words(panel)
     assert f"the median-duration step of the slowest rank {slowest} " in text
     assert "Pick ranks in the list" in text
     assert panel.step.options[0][0] == "representative (median step of the slowest rank)"

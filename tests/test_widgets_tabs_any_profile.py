@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import csv
-import html
 import json
 import re
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from shared_samples import CLUSTER_OUTPUT, shared_sample
-from widget_html import panel_html
+from widget_html import panel_words
 
 import perfkit as pk
 from perfkit.tables import table
@@ -31,13 +30,6 @@ from perfkit.widgets.memory_view import HOST, component_family
 ROOT = Path(__file__).resolve().parents[1]
 MS_CPU = ROOT / "data" / "mindspore-cpu-tiny-llama"
 KINETO_CPU = ROOT / "data" / "kineto-tiny-llama"
-
-
-def _text(panel) -> str:
-    text = re.sub(r"<style.*?</style>", "", panel.message.value + panel_html(panel),
-                  flags=re.S)
-    text = re.sub(r"</t[hd]>", " | ", text)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
 
 
 def _mindspore_matmul_per_step() -> tuple[int, float]:
@@ -61,7 +53,7 @@ def _mindspore_matmul_per_step() -> tuple[int, float]:
 
 def test_a_mindspore_cpu_run_shows_its_host_operators() -> None:
     panel = tab_panel("Operators", str(MS_CPU))
-    text = _text(panel)
+    text = panel_words(panel)
     assert "no device operators" not in text.lower() and panel.charts
     assert "Top 15 by host self time" in text and "device time" not in text
     calls, time_us = _mindspore_matmul_per_step()
@@ -78,7 +70,7 @@ def test_a_mindspore_cpu_run_shows_its_host_operators() -> None:
 
 def test_a_pytorch_cpu_run_says_host_time_in_its_operator_table() -> None:
     panel = tab_panel("Operators", str(KINETO_CPU))
-    text = _text(panel)
+    text = panel_words(panel)
     assert "host self time per rank and step, mean over ranks" in text
     assert "aten::mm" in text and "device time" not in text
     encoding = panel.charts[0].chart.to_dict()["encoding"]
@@ -90,7 +82,7 @@ def test_a_pytorch_cpu_run_says_host_time_in_its_operator_table() -> None:
 def test_a_one_rank_run_says_why_it_has_no_communication() -> None:
     # the profile does not record its world size: the note says what it knows, that the
     # one loaded rank recorded no collective, not that the run had one rank
-    text = _text(tab_panel("Communication", str(MS_CPU)))
+    text = panel_words(tab_panel("Communication", str(MS_CPU)))
     assert text == ("No communication: the one loaded rank recorded no collective (no "
                     "communication tables, communication tasks or host collectives such as "
                     "NCCL, HCCL or gloo) and the profile does not say how many ranks the run "
@@ -124,7 +116,7 @@ def test_a_lone_kernel_details_shows_its_collectives() -> None:
     for r in hccl:
         kinds[r["Type"].removeprefix("hcom_").strip("_").lower()].append(
             float(r["Duration(us)"]))
-    text = _text(tab_panel("Communication", str(folder)))
+    text = panel_words(tab_panel("Communication", str(folder)))
     assert "No communication" not in text
     assert "from the device's communication tasks" in text
     assert f"each of its {len(hccl)} communication tasks counts as one collective" in text
@@ -162,7 +154,7 @@ def test_the_host_allocator_is_a_memory_family_of_its_own() -> None:
     assert component_family("host") == HOST
     panel = tab_panel("Memory", str(KINETO_CPU))
     assert panel.family.value == HOST  # the CPU run's only memory, drawn
-    assert panel.charts and "| host allocator | host | allocated | 4.86 |" in _text(panel)
+    assert panel.charts and "| host allocator | host | allocated | 4.86 |" in panel_words(panel)
 
 
 def test_an_empty_table_says_the_analysis_reason() -> None:
@@ -201,7 +193,7 @@ def test_host_collectives_of_a_gpu_job_are_not_shown_as_fully_hidden() -> None:
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     assert not [e for e in events if e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
     assert any(str(e.get("name", "")).startswith("gloo:") for e in events)
-    text = _text(tab_panel("Communication", str(trace.parent)))
+    text = panel_words(tab_panel("Communication", str(trace.parent)))
     assert "| allreduce |" in text  # the collectives are shown
     section = text.split("Communication hidden behind computation", 1)[1]
     assert "on host threads (gloo)" in section and "not measured" in section
@@ -233,7 +225,7 @@ def test_the_communication_tab_counts_exposed_communication_as_the_overview_does
     bubble = col("Bubble")
     step = {k: float(r["Computing"]) + float(r["Communication(Not Overlapped)"])
             + float(r["Free"]) for k, r in rows.items()}
-    comm_text = _text(tab_panel("Communication", str(folder)))
+    comm_text = panel_words(tab_panel("Communication", str(folder)))
     table = _table_after(comm_text,
                          "Communication hidden behind computation, over the ranks (per step: "
                          "each rank's mean over its 1 step, as the findings count it)")
@@ -249,10 +241,10 @@ def test_the_communication_tab_counts_exposed_communication_as_the_overview_does
     assert share == pytest.approx(100 * np.median([exposed[k] / step[k] for k in rows]),
                                   abs=0.05)
     # the same figure as the Overview's steps table, and the advice's least exposed rank
-    overview = _text(tab_panel("Overview", str(folder)))
+    overview = panel_words(tab_panel("Overview", str(folder)))
     assert f"| {share:.1f} |" in overview.split("exposed communication, median over ranks")[1]
     assert f"rank {min(exposed, key=exposed.__getitem__)}, which waits for no other rank, " \
-           f"communicates {min(exposed.values()) / 1e3:.1f} ms" in _text(
+           f"communicates {min(exposed.values()) / 1e3:.1f} ms" in panel_words(
                tab_panel("Advice", str(folder)))
     waiting = sum(b > 0 for b in bubble.values())
     assert f"leaves out the pipeline bubble: {waiting} of the 16 ranks wait" in comm_text
@@ -268,7 +260,7 @@ def test_a_summary_only_export_says_why_it_has_no_timeline() -> None:
     with open(folder / "cluster_step_trace_time.csv", newline="", encoding="utf-8") as fh:
         ranks = {r["Index"] for r in csv.DictReader(fh) if r["Type"] == "rank"}
     panel = tab_panel("Timeline", str(folder))
-    text = _text(panel)
+    text = panel_words(panel)
     assert "Could not finish" not in text and "(got " not in text
     assert text.startswith("No timeline: this folder is msprof-analyze's cluster summary "
                            f"(cluster_analysis_output) of {len(ranks)} ranks")

@@ -82,22 +82,10 @@ def test_helpers_on_pandas_need_no_dask(eager):
 
 
 @pytest.fixture(scope="module")
-def lazy(tmp_path_factory):
-    pytest.importorskip("dask.dataframe")
-    distributed = pytest.importorskip("distributed")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PERFKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    mp.delenv("PERFKIT_CACHE", raising=False)
-    mp.setenv("PERFKIT_DASK_PANDAS_MB", "0")  # the small test jobs keep lazy tables
-    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0")
-    client = distributed.Client(lc, set_as_default=False)
-    with client.as_current():
-        yield {p: pk.load(p, engine="dask", client=client, progress=False)
-               for p in (REAL, SIM16, SLOW) if p.exists()}
-    client.close()
-    lc.close()
-    mp.undo()
+def lazy(dask_client):
+    """The lazy (Dask) cluster of each folder, on the module's Dask client (conftest)."""
+    return {p: pk.load(p, engine="dask", client=dask_client, progress=False)
+            for p in (REAL, SIM16, SLOW) if p.exists()}
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ Skipped when Chromium or Playwright is missing; `.ci/run` installs both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,37 +175,57 @@ class UI:
         self.page.wait_for_selector(f"text={text}", timeout=WAIT_MS)
 
 
+@contextlib.contextmanager
+def chromium_page(url: str, *, width: int = 1280, height: int = 900,
+                  owns: Callable[[str], bool] | None = None, console: bool = True,
+                  dashboard: bool = True) -> Iterator[Any]:
+    """A headless Chromium page opened at ``url``, closed (with its browser) on leaving.
+
+    ``page.errors`` gathers the page's errors, and its console errors when ``console``;
+    when ``owns`` is given, every request it refuses is aborted and recorded in
+    ``page.external`` (the page must need nothing from outside this machine). With
+    ``dashboard``, waits until the dashboard is there and its visible tab drawn.
+    """
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.errors, page.external = [], []
+        if console:
+            page.on("console",
+                    lambda m: page.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        if owns is not None:
+            def offline(route: Any) -> None:
+                url = route.request.url
+                if owns(url):
+                    route.continue_()
+                else:
+                    page.external.append(url)
+                    route.abort()
+
+            page.route("**/*", offline)
+        try:
+            page.goto(url, timeout=WAIT_MS)
+            if dashboard:
+                page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
+                page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+            yield page
+        finally:
+            browser.close()
+
+
 @pytest.fixture(scope="module")
 def page(server: Served, request: pytest.FixtureRequest) -> Iterator[Any]:
     """One Chromium page on the served dashboard for the whole module, offline, opened at
     the address with the token (as printed by ``perfkit serve``)."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.errors, page.external = [], []
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-
-        def offline(route: Any) -> None:
-            url = route.request.url
-            if server.owns(url):
-                route.continue_()
-            else:  # the page must not need anything from outside this machine
-                page.external.append(url)
-                route.abort()
-
-        page.route("**/*", offline)
-        page.goto(server.url, timeout=WAIT_MS)
-        page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
-        page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+    with chromium_page(server.url, owns=server.owns) as page:
         try:
             yield page
         finally:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             name = Path(str(request.node.path)).stem
             page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-            browser.close()
 
 
 @pytest.fixture(scope="module")

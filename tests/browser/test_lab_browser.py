@@ -23,7 +23,7 @@ import pytest
 
 import perfkit as pk
 
-from .conftest import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WAIT_MS, _free_port
+from .conftest import ARTIFACTS, WAIT_MS, _free_port, chromium_page
 
 #: The token the student's app is served with (a class's instructor hands out the address).
 TOKEN = "lab-browser-test-token"
@@ -62,31 +62,15 @@ def app(student: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
 
 @pytest.fixture(scope="module")
 def page(app: str) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.errors, page.external = [], []
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-
-        def offline(route: Any) -> None:
-            url = route.request.url
-            if url.startswith(app) or url.startswith(app.replace("http", "ws")):
-                route.continue_()
-            else:
-                page.external.append(url)
-                route.abort()
-
-        page.route("**/*", offline)
-        page.goto(f"{app}?token={TOKEN}", timeout=WAIT_MS)
+    with chromium_page(f"{app}?token={TOKEN}", dashboard=False,
+                       owns=lambda url: url.startswith((app, app.replace("http", "ws")))
+                       ) as page:
         page.wait_for_selector("text=right so far", timeout=WAIT_MS)
         try:
             yield page
         finally:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "lab_app.png"))
-            browser.close()
 
 
 def _question(page: Any, title: str) -> Any:

@@ -14,9 +14,9 @@ import pytest
 from raw_ascend import covered_share, keep_last_tasks
 from shared_samples import PT_LEVEL1, sample, writable_copy
 
-from .conftest import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, TAB_READY, UI, WAIT_MS, start_served
+from .conftest import ARTIFACTS, UI, WAIT_MS, chromium_page, start_served
 
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.shared_samples
 LEVEL1 = sample(PT_LEVEL1)
 _KEEP = 20
@@ -32,15 +32,7 @@ def test_roofline_says_it_is_over_the_steps_recorded_in_full(
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     proc, served = start_served(tmp_path / "serve.log", str(root))
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=LAUNCH_ARGS)
-            page = browser.new_page(viewport={"width": 1366, "height": 768})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(served.url, timeout=WAIT_MS)
-            page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
-            page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+        with chromium_page(served.url, width=1366, height=768, console=False) as page:
             tab = UI(page).show_tab("Operators")
             said = tab.get_by_text("The roofline and the unfused chains are over the steps")
             said.wait_for(timeout=WAIT_MS)
@@ -49,8 +41,7 @@ def test_roofline_says_it_is_over_the_steps_recorded_in_full(
             said.scroll_into_view_if_needed()
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "operators_recorded_1366x768.png"))
-            browser.close()
-            assert not errors
+        assert not page.errors
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, TAB_READY, UI, WAIT_MS, start_served
+from .conftest import ARTIFACTS, TAB_READY, UI, WAIT_MS, chromium_page, start_served
 
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 FOLDER = Path(__file__).resolve().parents[1] / "data" / "kineto_bmm_attention_cpu"
 
 
@@ -34,15 +34,7 @@ def test_the_recompute_tab_counts_the_bmm_attention_passes(
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     proc, served = start_served(tmp_path / "serve.log", str(FOLDER))
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=LAUNCH_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(served.url, timeout=WAIT_MS)
-            page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
-            page.wait_for_function(TAB_READY, timeout=WAIT_MS)
+        with chromium_page(served.url, console=False) as page:
             tab = UI(page).show_tab("Recompute")
             page.wait_for_function(TAB_READY, timeout=WAIT_MS)
             table = tab.locator("table").first
@@ -58,8 +50,7 @@ def test_the_recompute_tab_counts_the_bmm_attention_passes(
             table.scroll_into_view_if_needed()
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "recompute_bmm_1280x900.png"))
-            browser.close()
-            assert not errors
+        assert not page.errors
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -18,16 +18,14 @@ from shared_samples import PT_GPT3_OLD, sample
 
 from .conftest import (
     ARTIFACTS,
-    CHROMIUM,
-    LAUNCH_ARGS,
-    TAB_READY,
     UI,
     WAIT_MS,
     Served,
+    chromium_page,
     start_served,
 )
 
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.shared_samples
 OLD = sample(PT_GPT3_OLD)
 
@@ -52,18 +50,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def page(served: Served) -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1366, "height": 768})
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.goto(served.url, timeout=WAIT_MS)
-        page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
-        page.wait_for_function(TAB_READY, timeout=WAIT_MS)
-        try:
-            yield page
-        finally:
-            browser.close()
+    with chromium_page(served.url, width=1366, height=768, console=False) as page:
+        yield page
 
 
 def test_the_warning_comes_first_and_gives_the_share_drawn(page: Any) -> None:
