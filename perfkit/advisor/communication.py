@@ -179,7 +179,8 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     cs = ctx.get("comm", lambda: _comm.comm_summary(ctx.profile))
     mean = f"per step on average (the mean over its {counted(_steps_of(ctx, rank), 'step')})"
     if waiting > 0:
-        ev = (f"rank {rank}, the least exposed, communicates {fmt_time(e)} {mean} with "
+        least = "the one rank loaded" if ctx.one_rank else "the least exposed"
+        ev = (f"rank {rank}, {least}, communicates {fmt_time(e)} {mean} with "
               f"nothing computing, {pct(wf)} of its collective time waiting for peers "
               "(left out of the time at stake)")
     elif covers:
@@ -190,7 +191,8 @@ def exposed_comm(ctx: Context) -> list[Finding]:
         why = (f"{loaded} of the job's {world} ranks {'is' if loaded == 1 else 'are'} in "
                "the profile" if world else
                "the profile does not say whether it holds every rank of the job")
-        ev = (f"rank {rank}, the least exposed of the ranks loaded, communicates "
+        least = "the one rank loaded" if ctx.one_rank else "the least exposed of the ranks loaded"
+        ev = (f"rank {rank}, {least}, communicates "
               f"{fmt_time(e)} {mean} with nothing computing ({why}: part of it may be "
               "waiting for ranks not profiled)")
     if np.isfinite(overlap):
@@ -198,7 +200,7 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     if not cs.empty:
         top = cs.iloc[0]
         ev += f"; largest: {top['op_type']} x{int(top['count'])}, {fmt_time(top['total_us'])}"
-        ev += " in total over ranks and steps"
+        ev += f" in total {ctx.over_ranks_and_steps}"
     details = ""
     if ctx.hardware is not None:
         bw = ctx.get("bw", lambda: _comm.comm_bandwidth_summary(ctx.profile, ctx.hardware))
