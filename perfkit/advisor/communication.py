@@ -318,7 +318,9 @@ def _tensor_parallel_only(ctx: Context) -> bool:
 @rule("communication", order=180, needs=("steps",),
       after=("slow_ranks", "pipeline", "links", "exposed_comm", "data_loading"))
 def comm_wait(ctx: Context) -> list[Finding]:
-    """Waiting inside collectives that no other finding explains."""
+    """Waiting inside collectives that no other finding explains: the median rank's
+    exposure above the least exposed one, plus that one's own wait for its peers; on a
+    profile of one rank, that rank's own wait for its peers (which are not in it)."""
     # a cause that an earlier rule found explains the waiting (the pipeline rule finds
     # stage_imbalance, the links rule slow_link)
     causes = {"slow_ranks", "data_loading", "stage_imbalance", "slow_link"}
@@ -328,8 +330,20 @@ def comm_wait(ctx: Context) -> list[Finding]:
     s = ctx.steps
     if not has_values(s, "comm_not_overlapped_us"):
         return []
-    e, _ = _exposed(ctx)
+    e, rank = _exposed(ctx)
     own = ctx.counted("min_rank_wait")
+    if ctx.one_rank:  # no median or least exposed rank of one: its own wait for its peers
+        if not np.isfinite(own) or own <= 0:
+            return []
+        return [measured(
+            ctx, "comm_wait", "communication", own,
+            f"Rank {rank} waits for its peers inside its collectives",
+            f"rank {rank}, the one rank loaded, waits {fmt_time(own)} per step for its peers "
+            "inside the collectives (the profiler's wait share of its collective time, of "
+            "its exposed communication); the peers are not in the profile",
+            "Open the run's other ranks (the folder that holds all of them) and find the "
+            "rank that arrives late (step start, computation, host launch) in the cluster "
+            "step trace; the waiting is its symptom, not a communication problem.")]
     per = _exposed_per_rank(ctx)
     spread = max(0.0, median(per) - e) if np.isfinite(e) else 0.0
     extra = spread + own
