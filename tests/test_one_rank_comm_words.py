@@ -14,6 +14,7 @@ The figures are read from the raw files here (csv, json: :mod:`raw_kineto`).
 from __future__ import annotations
 
 import csv
+import json
 import re
 import statistics
 from decimal import Decimal
@@ -24,6 +25,9 @@ from raw_kineto import raw_windows
 from shared_samples import shared_sample
 from widget_html import panel_words
 
+import perfkit as pk
+from perfkit.advisor.communication import comm_wait, exposed_comm
+from perfkit.advisor.context import ASSUMPTIONS, Context
 from perfkit.widgets import tab_panel
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -166,3 +170,40 @@ def _several_ranks_advice() -> None:
     assert (int(found[2]), int(found[3])) == (rank, step) == (1, 1)
     assert float(found[4]) == pytest.approx(worst / 1e3, abs=0.5)
     assert "in total over ranks and steps" in text
+
+
+@pytest.mark.shared_samples
+def test_the_wait_for_peers_of_one_rank_is_that_ranks() -> None:
+    """Rank 0's folder of ``ascend/msinsight-pt-level1`` alone: its collectives wait for
+    rank 1, which is not loaded. Without a data-loading finding to explain the waiting
+    (the rules are run here without it), ``comm_wait`` said "the median rank spends 0 µs
+    per step more ... than the least exposed one, which itself waits 5.71 ms"."""
+    folder = shared_sample("ascend/msinsight-pt-level1/rank0_ascend_pt")
+    out = folder / "ASCEND_PROFILER_OUTPUT"
+    with (out / "step_trace_time.csv").open(newline="", encoding="utf-8") as fh:
+        (step,) = list(csv.DictReader(fh))
+    exposed = float(step["Communication(Not Overlapped)"]) - float(step["Bubble"])
+    raw = json.loads((out / "communication.json").read_text(encoding="utf-8"))
+    infos = [op["Communication Time Info"] for s in raw.values() for kind in s.values()
+             for op in kind.values()]
+    share = sum(i["Wait Time(ms)"] for i in infos) / sum(i["Elapse Time(ms)"] for i in infos)
+    prof = pk.load(folder, progress=False)
+    assert not getattr(prof, "ranks", None)  # one rank
+    ctx = Context(prof, None, None, None, dict(ASSUMPTIONS))
+    ctx.start("exposed_comm", ())
+    ctx.record("exposed_comm", exposed_comm(ctx))
+    ctx.start("comm_wait", ("slow_ranks", "pipeline", "links", "exposed_comm",
+                            "data_loading"))
+    (found,) = comm_wait(ctx)
+    assert found.ms_per_step == pytest.approx(exposed * share / 1e3, rel=1e-3)
+    assert found.title == "Rank 0 waits for its peers inside its collectives"
+    assert found.evidence.startswith(
+        f"rank 0, the one rank loaded, waits {pk.format.time_text(exposed * share)} per step "
+        "for its peers inside the collectives"), found.evidence
+    assert "median rank" not in found.evidence and "least exposed" not in found.evidence
+    # several ranks (data/kineto-tiny-llama) keep the median and the least exposed rank
+    (two,) = [f for f in pk.advise(pk.load(DATA / "kineto-tiny-llama", progress=False))
+              if f.rule == "comm_wait"]
+    assert two.title == "Ranks wait for each other inside their collectives"
+    assert two.evidence.startswith("the median rank spends ")
+    assert "than the least exposed one" in two.evidence
