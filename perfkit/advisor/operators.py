@@ -114,8 +114,9 @@ def unfused(ctx: Context) -> list[Finding]:
             ctx, "unfused_operators", "operators", saving,
             "Operators run as chains of small kernels where one fused kernel exists: "
             + ", ".join(_UNFUSED_TITLES[str(n)] for n in fusion.index),
-            "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {counted(r['occurrences'], 'chain')} over "
-                      f"ranks and steps, {fmt_time(ctx.per_recorded_step(r['total_us']))} per "
+            "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {counted(r['occurrences'], 'chain')} "
+                      f"{ctx.over_ranks_and_steps}, "
+                      f"{fmt_time(ctx.per_recorded_step(r['total_us']))} per "
                       f"step, about {fmt_time(ctx.per_recorded_step(r['saving_us']))} avoidable"
                       for n, r in fusion.iterrows()) + _no_step(ctx),
             "Use the fused kernels: " + "; ".join(_FUSED[fw][str(n)] for n in fusion.index)
