@@ -207,3 +207,25 @@ def test_the_wait_for_peers_of_one_rank_is_that_ranks() -> None:
     assert two.title == "Ranks wait for each other inside their collectives"
     assert two.evidence.startswith("the median rank spends ")
     assert "than the least exposed one" in two.evidence
+
+
+def test_the_unfused_chains_of_one_rank_are_counted_over_its_steps() -> None:
+    """One rank's folder of data/simulated/llama2-7b-tp2 opened alone: its SwiGLU chains
+    (each Swish kernel, then a Mul) were "over ranks and steps"; the two-rank run keeps
+    those words for the chains of both."""
+    tp2 = DATA / "simulated" / "llama2-7b-tp2"
+    swish = {}
+    for folder in sorted(tp2.glob("*_ascend_pt")):
+        with (folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").open(
+                newline="", encoding="utf-8") as fh:
+            swish[folder] = sum(r["Type"] == "Swish" for r in csv.DictReader(fh))
+    assert len(swish) == 2 and all(swish.values())
+    first = min(swish)
+    (one,) = [f for f in pk.advise(pk.load(first, progress=False))
+              if f.rule == "unfused_operators"]
+    assert f"SwiGLU (SiLU then Mul): {swish[first]} chains over steps, " in one.evidence, \
+        one.evidence
+    (both,) = [f for f in pk.advise(pk.load(tp2, progress=False))
+               if f.rule == "unfused_operators"]
+    assert (f"SwiGLU (SiLU then Mul): {sum(swish.values())} chains over ranks and steps, "
+            in both.evidence), both.evidence
