@@ -179,7 +179,8 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     cs = ctx.get("comm", lambda: _comm.comm_summary(ctx.profile))
     mean = f"per step on average (the mean over its {counted(_steps_of(ctx, rank), 'step')})"
     if waiting > 0:
-        ev = (f"rank {rank}, the least exposed, communicates {fmt_time(e)} {mean} with "
+        least = "the one rank loaded" if ctx.one_rank else "the least exposed"
+        ev = (f"rank {rank}, {least}, communicates {fmt_time(e)} {mean} with "
               f"nothing computing, {pct(wf)} of its collective time waiting for peers "
               "(left out of the time at stake)")
     elif covers:
@@ -190,7 +191,8 @@ def exposed_comm(ctx: Context) -> list[Finding]:
         why = (f"{loaded} of the job's {world} ranks {'is' if loaded == 1 else 'are'} in "
                "the profile" if world else
                "the profile does not say whether it holds every rank of the job")
-        ev = (f"rank {rank}, the least exposed of the ranks loaded, communicates "
+        least = "the one rank loaded" if ctx.one_rank else "the least exposed of the ranks loaded"
+        ev = (f"rank {rank}, {least}, communicates "
               f"{fmt_time(e)} {mean} with nothing computing ({why}: part of it may be "
               "waiting for ranks not profiled)")
     if np.isfinite(overlap):
@@ -198,7 +200,7 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     if not cs.empty:
         top = cs.iloc[0]
         ev += f"; largest: {top['op_type']} x{int(top['count'])}, {fmt_time(top['total_us'])}"
-        ev += " in total over ranks and steps"
+        ev += f" in total {ctx.over_ranks_and_steps}"
     details = ""
     if ctx.hardware is not None:
         bw = ctx.get("bw", lambda: _comm.comm_bandwidth_summary(ctx.profile, ctx.hardware))
@@ -316,7 +318,9 @@ def _tensor_parallel_only(ctx: Context) -> bool:
 @rule("communication", order=180, needs=("steps",),
       after=("slow_ranks", "pipeline", "links", "exposed_comm", "data_loading"))
 def comm_wait(ctx: Context) -> list[Finding]:
-    """Waiting inside collectives that no other finding explains."""
+    """Waiting inside collectives that no other finding explains: the median rank's
+    exposure above the least exposed one, plus that one's own wait for its peers; on a
+    profile of one rank, that rank's own wait for its peers (which are not in it)."""
     # a cause that an earlier rule found explains the waiting (the pipeline rule finds
     # stage_imbalance, the links rule slow_link)
     causes = {"slow_ranks", "data_loading", "stage_imbalance", "slow_link"}
@@ -326,8 +330,20 @@ def comm_wait(ctx: Context) -> list[Finding]:
     s = ctx.steps
     if not has_values(s, "comm_not_overlapped_us"):
         return []
-    e, _ = _exposed(ctx)
+    e, rank = _exposed(ctx)
     own = ctx.counted("min_rank_wait")
+    if ctx.one_rank:  # no median or least exposed rank of one: its own wait for its peers
+        if not np.isfinite(own) or own <= 0:
+            return []
+        return [measured(
+            ctx, "comm_wait", "communication", own,
+            f"Rank {rank} waits for its peers inside its collectives",
+            f"rank {rank}, the one rank loaded, waits {fmt_time(own)} per step for its peers "
+            "inside the collectives (the profiler's wait share of its collective time, of "
+            "its exposed communication); the peers are not in the profile",
+            "Open the run's other ranks (the folder that holds all of them) and find the "
+            "rank that arrives late (step start, computation, host launch) in the cluster "
+            "step trace; the waiting is its symptom, not a communication problem.")]
     per = _exposed_per_rank(ctx)
     spread = max(0.0, median(per) - e) if np.isfinite(e) else 0.0
     extra = spread + own

@@ -315,6 +315,19 @@ class Context:
             return used, cap, used / cap
         return self.get("memfrac", compute)
 
+    @property
+    def one_rank(self) -> bool:
+        """Whether the profile holds one rank (a Profile, or a Cluster of one): its
+        figures are that rank's, with no slowest, worst or median rank among several."""
+        ranks = getattr(self.profile, "ranks", None)
+        return not ranks or len(ranks) == 1
+
+    @property
+    def over_ranks_and_steps(self) -> str:
+        """What a count or total summed over the profile is over, in words: ``"over ranks
+        and steps"``, or ``"over steps"`` on a profile of one rank (:attr:`one_rank`)."""
+        return "over steps" if self.one_rank else "over ranks and steps"
+
     def rank_metas(self) -> list[Any]:
         """The metadata of each rank (of the profile itself for one rank)."""
         members = list(self.profile) if hasattr(self.profile, "ranks") else [self.profile]

@@ -29,7 +29,8 @@ __all__ = ["data_loading", "host_bound", "long_gaps", "sync"]
 @rule("host", order=50, needs=("steps",))
 def data_loading(ctx: Context) -> list[Finding]:
     """The device waiting for the next batch at the start of the step: the wait of each
-    step's slowest rank (:func:`_slowest_rank_waits`), the wait the step time counts."""
+    step's slowest rank (:func:`_slowest_rank_waits`), the wait the step time counts; on a
+    profile of one rank, that rank's wait each step (no slowest or worst rank is named)."""
     dl = ctx.get("data", lambda: _cluster.data_loading(ctx.profile))
     if dl.empty or not has_values(dl, "stall_us"):
         return []
@@ -67,12 +68,17 @@ def data_loading(ctx: Context) -> list[Finding]:
                        "(num_workers) on cores the training threads do not use, "
                        "prefetch_factor, persistent_workers=True; move preprocessing "
                        "offline."})
+    if dl["rank"].nunique(dropna=False) <= 1:  # one rank: no slowest or worst of several
+        whose = (f"the rank's wait each step (longest: step {worst['step']}, "
+                 f"{fmt_time(float(worst['stall_us']))})")
+    else:
+        whose = (f"the wait of the slowest rank of each step (the rank the step time "
+                 f"counts; worst: rank {int(worst['rank'])}, step {worst['step']}: "
+                 f"{fmt_time(float(worst['stall_us']))}){other}")
     return [measured(
         ctx, "data_loading", "host", stall,
         "The device waits for the next batch at the start of the step",
-        f"{fmt_time(stall)} per step on average, the wait of the slowest rank of each step "
-        f"(the rank the step time counts; worst: rank {int(worst['rank'])}, step "
-        f"{worst['step']}: {fmt_time(float(worst['stall_us']))}){other}"
+        f"{fmt_time(stall)} per step on average, {whose}"
         + (f"; up to {', '.join(pieces)}" if pieces else ""),
         rec)]
 

@@ -114,8 +114,9 @@ def unfused(ctx: Context) -> list[Finding]:
             ctx, "unfused_operators", "operators", saving,
             "Operators run as chains of small kernels where one fused kernel exists: "
             + ", ".join(_UNFUSED_TITLES[str(n)] for n in fusion.index),
-            "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {counted(r['occurrences'], 'chain')} over "
-                      f"ranks and steps, {fmt_time(ctx.per_recorded_step(r['total_us']))} per "
+            "; ".join(f"{_UNFUSED_TITLES[str(n)]}: {counted(r['occurrences'], 'chain')} "
+                      f"{ctx.over_ranks_and_steps}, "
+                      f"{fmt_time(ctx.per_recorded_step(r['total_us']))} per "
                       f"step, about {fmt_time(ctx.per_recorded_step(r['saving_us']))} avoidable"
                       for n, r in fusion.iterrows()) + _no_step(ctx),
             "Use the fused kernels: " + "; ".join(_FUSED[fw][str(n)] for n in fusion.index)
@@ -128,7 +129,7 @@ def unfused(ctx: Context) -> list[Finding]:
         out.append(measured(
             ctx, "redundant_copies", "operators", ctx.per_recorded_step(float(r["saving_us"])),
             f"Time in {copies_label}",
-            f"{counted(r['occurrences'], 'copy task')} over ranks and steps, "
+            f"{counted(r['occurrences'], 'copy task')} {ctx.over_ranks_and_steps}, "
             f"{fmt_time(ctx.per_recorded_step(float(r['total_us'])))} per step" + _no_step(ctx),
             "Use in-place operators, drop .contiguous() where the next operator accepts "
             "strided input, and avoid needless tensor copies."))
@@ -185,7 +186,7 @@ def attention(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "attention_not_fused", "operators", saving,
         "Attention runs as separate matmul and softmax kernels instead of one fused kernel",
-        f"{counted(len(chains), 'attention chain')} over ranks and steps, "
+        f"{counted(len(chains), 'attention chain')} {ctx.over_ranks_and_steps}, "
         f"{fmt_time(ctx.per_recorded_step(float(chains['total_us'].sum())))} per step; a fused "
         f"kernel at {pct(eff)} of the roofline would take "
         f"{fmt_time(ctx.per_recorded_step(float(chains['fused_us'].sum())))}" + _no_step(ctx),
@@ -307,8 +308,8 @@ def elementwise(ctx: Context) -> list[Finding]:
     return [measured(
         ctx, "elementwise_chains", "operators", saving,
         "Chains of memory-bound element-wise kernels move the same data several times",
-        f"{counted(len(ch), 'chain')} of {int(a['min_chain'])} or more kernels over ranks "
-        "and steps, "
+        f"{counted(len(ch), 'chain')} of {int(a['min_chain'])} or more kernels "
+        f"{ctx.over_ranks_and_steps}, "
         f"{fmt_time(ctx.per_recorded_step(float(ch['total_us'].sum())))} per step; most "
         f"frequent: {clipped(str(top.index[0]), noun='kernel')}" + _no_step(ctx),
         say(ctx.fw, {"mindspore": "Fuse them: graph mode with graph-kernel fusion "

@@ -22,7 +22,7 @@ from ...io.comm_words import (
 from ...tables import over_ranks, with_values
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, frame_html, note
-from .base import Context, Tab, html_widget
+from .base import Context, Tab, html_widget, ranks_of
 
 __all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_peers",
            "links_caption", "loading_html", "peers_note", "unrecorded_note",
@@ -177,8 +177,12 @@ class CommunicationTab(Tab):
         headers = {"op_type": "collective", "count": "calls", "total_us": "time",
                    "mean_us": "mean", "max_us": "longest", "transit_share": "transit",
                    "wait_share": "wait", "idle_share": "idle"}
+        # one rank sums over its steps alone, and a column of how many ranks (1) says
+        # nothing
+        one = len(ranks_of(profile)) == 1
         cols = [c for c in ("op_type", "group", "count", "total_us", "mean_us", "max_us",
-                            "transit_share", "wait_share", "idle_share", "ranks")
+                            "transit_share", "wait_share", "idle_share",
+                            *(() if one else ("ranks",)))
                 if c in summary.columns]
         # what the profile does not record is said once, not shown as columns of dashes
         unrecorded = [c for c in cols if c not in with_values(summary, cols)]
@@ -189,8 +193,10 @@ class CommunicationTab(Tab):
                                                      else " and group")
             + (", from the device's communication tasks" if tasks else ""),
             columns=[c for c in cols if c not in unrecorded], headers=headers,
-            scope={"total_us": "summed over ranks and steps", "mean_us": "per call",
-                   "count": "summed over ranks"},
+            scope=({"total_us": "summed over steps", "mean_us": "per call",
+                    "count": "summed over steps"} if one else
+                   {"total_us": "summed over ranks and steps", "mean_us": "per call",
+                    "count": "summed over ranks"}),
             shorten_text={"group": 28}))]
         # how the tasks were counted and what they lack, in one paragraph: the missing
         # communication tables are said there once, not again by the loader's note
@@ -266,10 +272,29 @@ class CommunicationTab(Tab):
             + ", slowest first (double-click the chart to clear)", max_rows=20, **shown)
 
     def _overlap_html(self) -> str:
+        """The table of how much communication computation hides: over the ranks, the
+        median, min and max of the exposed communication and the most exposed rank, or, on
+        a profile of one rank, that rank's figures alone (the median, min and max of one
+        value are that value thrice, and it is the most exposed of one)."""
         frame = self._overlap if self._overlap is not None else pd.DataFrame()
         if frame.empty:
             return frame_html(frame, "Communication hidden behind computation")
         bubble = bool(frame["bubble_us"].fillna(0.0).gt(0).any())
+        steps = int(frame["steps"].max()) if "steps" in frame.columns and len(frame) else 0
+        if frame["rank"].nunique(dropna=False) == 1:
+            rank = frame["rank"].iloc[0]
+            who = "" if pd.isna(rank) else f", rank {int(rank)}"
+            table = frame_html(
+                frame, f"Communication hidden behind computation{who} (per step: the rank's "
+                       f"mean over its {counted(steps, 'step')}, as the findings count it)",
+                columns=["comm_exposed_us", *(["bubble_us"] if bubble else []),
+                         "communication_us", "overlap_share", "exposed_share",
+                         *(["bubble_share"] if bubble else [])],
+                headers={"comm_exposed_us": "exposed", "bubble_us": "pipeline bubble",
+                         "communication_us": "all communication", "overlap_share": "hidden",
+                         "exposed_share": "exposed share of the step",
+                         "bubble_share": "bubble share of the step"})
+            return table + (note(bubble_note(frame)) if bubble else "")
         values = ["comm_exposed_us", "communication_us", *(["bubble_us"] if bubble else [])]
         keep = {"overlap_share": "median", "exposed_share": "median",
                 **({"bubble_share": "median"} if bubble else {})}
@@ -278,7 +303,6 @@ class CommunicationTab(Tab):
                    "worst_rank", *(["bubble_median_us"] if bubble else []),
                    "communication_median_us", "overlap_share", "exposed_share",
                    *(["bubble_share"] if bubble else [])]
-        steps = int(frame["steps"].max()) if "steps" in frame.columns and len(frame) else 0
         table = frame_html(
             spread, "Communication hidden behind computation, over the ranks (per step: each "
                     f"rank's mean over its {counted(steps, 'step')}, as the findings count "
