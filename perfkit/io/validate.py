@@ -65,7 +65,8 @@ DURATION_COLUMNS: dict[str, tuple[str, ...]] = {
               "free_us", "bubble_us", "stage_us", "preparing_us",
               # legacy MindSpore: ascend_cluster_analyse's computation_time (computing and
               # idle together), and the step trace (step_trace_raw_{rank}_detail_time.csv)
-              "computing_or_free_us", "total_us", "iteration_interval_us", "fp_and_bp_us", "tail_us"),
+              "computing_or_free_us", "total_us", "iteration_interval_us", "fp_and_bp_us",
+              "tail_us"),
     "comm_ops": ("elapse_us", "transit_us", "wait_us", "sync_us", "idle_us"),
     "comm_bandwidth": ("transit_us",),
     "comm_matrix": ("time_us",),
