@@ -5,10 +5,41 @@ busy time as a union of intervals worked out in plain Python (never through perf
 from __future__ import annotations
 
 import csv
+import re
+import sqlite3
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["csv_rows", "union_us", "task_union_us", "covered_share", "keep_last_tasks"]
+__all__ = ["csv_rows", "union_us", "task_union_us", "covered_share", "keep_last_tasks",
+           "HCCL_SIZES", "REDUCTION", "hccl_reductions"]
+
+#: Bytes per element of HCCL's type names, written out for the tests.
+HCCL_SIZES = {"fp32": 4, "fp16": 2, "bfp16": 2, "fp64": 8}
+#: Names of the collectives that reduce (all-reduce, reduce-scatter).
+REDUCTION = re.compile(r"all_?reduce|reduce_?scatter", re.I)
+
+
+def hccl_reductions(root: Path) -> tuple[dict[str, float], Counter]:
+    """(bytes moved, collectives) per HCCL type name as the DB stores it, over the
+    reductions of every rank's ``ascend_pytorch_profiler_*.db`` under ``root``, read with
+    ``sqlite3`` (``COMMUNICATION_OP``'s ``count`` × the type's size)."""
+    moved: dict[str, float] = defaultdict(float)
+    count: Counter = Counter()
+    for db in sorted(root.glob("*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db")):
+        con = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+        try:
+            rows = con.execute(
+                "select s.value, e.name, o.count from COMMUNICATION_OP o "
+                "join STRING_IDS s on s.id = o.opName "
+                "join ENUM_HCCL_DATA_TYPE e on e.id = o.dataType").fetchall()
+        finally:
+            con.close()
+        for name, dtype, n in rows:
+            if REDUCTION.search(name) and dtype.lower() in HCCL_SIZES:
+                moved[dtype] += float(n) * HCCL_SIZES[dtype.lower()]
+                count[dtype] += 1
+    return moved, count
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:

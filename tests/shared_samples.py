@@ -35,7 +35,7 @@ from typing import Any
 __all__ = ["ENV", "ROOT", "DEFAULT", "configured", "samples_dir", "sample", "absent_reason",
            "required", "shared_param", "shared_root", "shared_sample", "writable_copy",
            "PT_LEVEL1", "PT_DB_LEVEL1", "PT_GPT3_OLD", "CLUSTER_OUTPUT", "HTA", "MINDINSIGHT",
-           "TRACE_VIEW_EXCERPT", "WILD"]
+           "TRACE_VIEW_EXCERPT", "WILD", "KINETO_TRACES"]
 
 #: The environment variable that names the samples folder (overrides the default).
 ENV = "PERFKIT_SHARED_SAMPLES"
@@ -62,6 +62,18 @@ TRACE_VIEW_EXCERPT = "ascend/msprof-analyze-tests/timeline_advice/trace_view.jso
 WILD = ("ds_train", "k_resnet50_nw0", "k_resnet50_nw4", "mi_prof", "mi_run1",
         "msa_kernel_details", "tl_b200_eager", "tl_ddp_resnet18_mi300", "tl_qwen_h100",
         "tl_timesformer_h100")
+#: Every real Kineto trace of the samples, by a short name: the wild ones and HTA's two ranks.
+KINETO_TRACES = {
+    "k_resnet50_nw0": "wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz",
+    "k_resnet50_nw4": "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz",
+    "ds_train": "wild/ds_train/train.json",
+    "tl_ddp_resnet18_mi300": "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz",
+    "tl_qwen_h100": "wild/tl_qwen_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "tl_b200_eager": "wild/tl_b200_eager/eager_trace.json.gz",
+    "tl_timesformer_h100": "wild/tl_timesformer_h100/timesformer.json.gz",
+    "hta_rank0": f"{HTA}/sampled_rank-0.json.gz",
+    "hta_rank1": f"{HTA}/sampled_rank-1.json.gz",
+}
 
 
 def configured() -> Path:

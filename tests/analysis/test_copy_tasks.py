@@ -21,24 +21,14 @@ from typing import Any
 
 import pytest
 from raw_kineto import Iterations, raw_events
-from shared_samples import HTA, sample
+from shared_samples import KINETO_TRACES, sample
 
 import perfkit as pk
 from perfkit.analysis import top_operators
 
 pytestmark = pytest.mark.shared_samples
 
-TRACES = {
-    "k_resnet50_nw0": "wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz",
-    "k_resnet50_nw4": "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz",
-    "ds_train": "wild/ds_train/train.json",
-    "tl_ddp_resnet18_mi300": "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz",
-    "tl_qwen_h100": "wild/tl_qwen_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
-    "tl_b200_eager": "wild/tl_b200_eager/eager_trace.json.gz",
-    "tl_timesformer_h100": "wild/tl_timesformer_h100/timesformer.json.gz",
-    "hta_rank0": f"{HTA}/sampled_rank-0.json.gz",
-    "hta_rank1": f"{HTA}/sampled_rank-1.json.gz",
-}
+TRACES = KINETO_TRACES
 
 #: Kineto categories (lower-cased) of both schemas: device copies and fills, kernels.
 COPY = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}

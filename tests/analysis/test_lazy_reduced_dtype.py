@@ -7,12 +7,10 @@ each HCCL collective (``COMMUNICATION_OP``) its element ``count`` and ``dataType
 
 from __future__ import annotations
 
-import re
-import sqlite3
-from collections import defaultdict
 from typing import Any
 
 import pytest
+from raw_ascend import HCCL_SIZES, hccl_reductions
 from shared_samples import PT_DB_LEVEL1, shared_sample
 
 import perfkit as pk
@@ -22,27 +20,10 @@ from perfkit.calc.memory import scheme_gradient_bytes
 
 pytestmark = pytest.mark.shared_samples
 
-#: Bytes per element of HCCL's type names, written out for this test.
-SIZES = {"fp32": 4, "fp16": 2, "bfp16": 2, "fp64": 8}
-REDUCTION = re.compile(r"all_?reduce|reduce_?scatter", re.I)
-
-
 def _raw_size(root: Any) -> int:
     """Element size of the HCCL type the reductions of every rank's DB move most bytes in."""
-    moved: dict[str, float] = defaultdict(float)
-    for db in sorted(root.glob("*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db")):
-        con = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
-        try:
-            rows = con.execute(
-                "select s.value, e.name, o.count from COMMUNICATION_OP o "
-                "join STRING_IDS s on s.id = o.opName "
-                "join ENUM_HCCL_DATA_TYPE e on e.id = o.dataType").fetchall()
-        finally:
-            con.close()
-        for name, dtype, n in rows:
-            if REDUCTION.search(name) and dtype.lower() in SIZES:
-                moved[dtype.lower()] += float(n) * SIZES[dtype.lower()]
-    return SIZES[max(moved, key=moved.get)]
+    moved, _ = hccl_reductions(root)
+    return HCCL_SIZES[max(moved, key=moved.get).lower()]
 
 
 def test_eager_and_lazy_calibrations_read_the_same_gradient_size(dask_client: Any) -> None:

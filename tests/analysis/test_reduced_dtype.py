@@ -13,11 +13,11 @@ import gzip
 import json
 import math
 import re
-import sqlite3
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from raw_ascend import hccl_reductions
 from shared_samples import HTA, PT_DB_LEVEL1, shared_sample
 
 import perfkit as pk
@@ -93,21 +93,7 @@ def test_an_inference_steps_all_reduces_are_no_gradients():
 def test_ascend_db_reads_hccl_data_type_and_count():
     """torch_npu's DB export: each HCCL collective's ``dataType`` and ``count``."""
     root = shared_sample(PT_DB_LEVEL1)
-    moved: dict[str, float] = defaultdict(float)
-    count: Counter = Counter()
-    for db in sorted(root.glob("*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db")):
-        con = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
-        try:
-            rows = con.execute(
-                "select s.value, e.name, o.count from COMMUNICATION_OP o "
-                "join STRING_IDS s on s.id = o.opName "
-                "join ENUM_HCCL_DATA_TYPE e on e.id = o.dataType").fetchall()
-        finally:
-            con.close()
-        for name, dtype, n in rows:
-            if REDUCTION.search(name) and dtype.lower() in SIZES:
-                moved[dtype] += float(n) * SIZES[dtype.lower()]
-                count[dtype] += 1
+    moved, count = hccl_reductions(root)
     top = max(moved, key=moved.get)
     got = reduced_gradient_bytes(pk.load(root, cache=False, progress=False))
     assert got is not None

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from raw_kineto import idle_tails
-from shared_samples import HTA, sample, samples_dir
+from shared_samples import HTA, KINETO_TRACES, sample, samples_dir
 
 import perfkit as pk
 import perfkit.io.detect as detect
@@ -46,17 +46,7 @@ from perfkit.io._common import rank_from_name
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "data" / "kineto-tiny-llama"
-WILD = {
-    "k_resnet50_nw0": "wild/k_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz",
-    "k_resnet50_nw4": "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz",
-    "ds_train": "wild/ds_train/train.json",
-    "tl_ddp_resnet18_mi300": "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz",
-    "tl_qwen_h100": "wild/tl_qwen_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
-    "tl_b200_eager": "wild/tl_b200_eager/eager_trace.json.gz",
-    "tl_timesformer_h100": "wild/tl_timesformer_h100/timesformer.json.gz",
-    "hta_rank0": f"{HTA}/sampled_rank-0.json.gz",
-    "hta_rank1": f"{HTA}/sampled_rank-1.json.gz",
-}
+WILD = KINETO_TRACES
 #: The tests that read other projects' traces (skipped without ../shared/samples).
 needs_samples = pytest.mark.shared_samples
 
