@@ -176,6 +176,28 @@ def _sqlite_side_files() -> set[Path]:
     return {p for p in root.rglob("*") if p.name.endswith(_SQLITE_SIDE)}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile perfkit's modules once, before the workers start, where Python will not.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set (as on some build machines, CI's among them), no
+    process writes ``__pycache__``, and perfkit is installed editable from this checkout:
+    every process the suite starts — each xdist worker, notebook kernel, Voila kernel and
+    ``perfkit`` subprocess, over a hundred in all — would compile the ~330 modules it
+    imports from source again (about 0.5-0.8 s of CPU each; installed packages were
+    compiled by pip). :func:`compileall.compile_dir` writes the bytecode that Python then
+    only reads (``__pycache__`` is git-ignored; the wheel takes ``.py`` files only). Done
+    once, by the controlling process; nothing is written for an installed perfkit.
+    """
+    if hasattr(config, "workerinput") or not sys.dont_write_bytecode:
+        return
+    import compileall
+
+    import perfkit
+    package = Path(perfkit.__file__).resolve().parent
+    if package.parent == Path(__file__).resolve().parents[1]:  # this checkout's own perfkit
+        compileall.compile_dir(package, quiet=1)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Note the SQLite side files already beside the shared samples (none, normally)."""
     if not hasattr(session.config, "workerinput"):
