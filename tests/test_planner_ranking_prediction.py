@@ -6,14 +6,16 @@ predicting B faster.
 Checked on the bundled simulated Llama2-13B profile and the shared H100 Kineto trace of
 Qwen1.5-0.5B (``wild/tl_qwen_h100``). Without a calibration the Planner falls back to
 perfkit's default rates (what :func:`~perfkit.widgets.prediction.fit_job` does when the
-profile and its step time both fail to calibrate); here that fit is made directly, as
-``fit_job`` makes it. Each shown row is predicted one layout at a time with
+profile and its step time both fail to calibrate: here the job without its measured step
+and no profile to fit). Each shown row is predicted one layout at a time with
 ``predict_layout`` (one layout, one call of :func:`perfkit.plan.predict`), independently of
 the vectorised search that ranked it; the order of the shown rows is then checked against
 those predictions, pair by pair.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pandas as pd
 import pytest
@@ -40,9 +42,13 @@ def _job(path: str):
     return profile, job
 
 
-def _uncalibrated(job) -> PlannerFit:
-    return PlannerFit(None, predict_layout(None, job, job.parallel), "uncalibrated",
-                      "Not calibrated.")
+def _uncalibrated(job):
+    """The Planner's fit when neither a profile nor a step time calibrates: the job
+    without its measured step, and no profile to fit."""
+    bare = dataclasses.replace(job, step_time_s=None)
+    fit = fit_job(object(), bare)
+    assert not fit.calibrated and fit.source == "uncalibrated"
+    return bare, fit
 
 
 def _check_shown(job, fit: PlannerFit) -> None:
@@ -89,7 +95,7 @@ def test_bundled_sample_calibrated(baseline):
 
 
 def test_bundled_sample_uncalibrated(baseline):
-    _check_shown(baseline[1], _uncalibrated(baseline[1]))
+    _check_shown(*_uncalibrated(baseline[1]))
 
 
 @pytest.mark.shared_samples
@@ -103,8 +109,7 @@ def test_real_profile_calibrated(qwen):
 @pytest.mark.shared_samples
 def test_real_profile_uncalibrated_every_candidate(qwen):
     """Every layout of the search that fits, not only those shown (24 candidates)."""
-    job = qwen[1]
-    fit = _uncalibrated(job)
+    job, fit = _uncalibrated(qwen[1])
     _check_shown(job, fit)
     ranked = ranked_layouts(job, fit)
     for _, row in ranked[ranked["fits"].astype(bool)].iterrows():
