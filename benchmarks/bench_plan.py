@@ -3,9 +3,11 @@
 Run: python benchmarks/bench_plan.py
 Prints candidates evaluated per second for a few search spaces (median of 5 runs; the
 default space explores context parallelism, and expert parallelism for MoE models), first
-with the first-order model, then with a calibration (``search(..., calibration=cal)``:
-the calibrated step model of ``perfkit.plan.predict``, with its band), and the solve time
-of the balancer on an 80-layer, pp=8, vpp=2 problem.
+with the first-order model, then with perfkit's default rates (``search(..., rates=Rates())``:
+the step model of ``perfkit.plan.predict`` uncalibrated, what the Planner tab ranks with
+when it has no calibration), then with a calibration (``search(..., calibration=cal)``: the
+same model at the calibrated rates, with its band), and the solve time of the balancer on
+an 80-layer, pp=8, vpp=2 problem.
 """
 
 from __future__ import annotations
@@ -19,21 +21,39 @@ from perfkit import plan
 
 def time_search(name: str, model: pk.ModelSpec, hw: pk.Hardware, devices: int, gbs: int,
                 space: plan.SearchSpace | None = None, repeat: int = 5,
-                calibration: plan.Calibration | None = None) -> None:
+                calibration: plan.Calibration | None = None,
+                rates: pk.Rates | None = None) -> None:
     times, cpu = [], []
     rows = 0
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
         frame = plan.search(model, hw, devices, gbs, space=space, include_rejected=True,
-                            calibration=calibration)
+                            calibration=calibration, rates=rates)
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         rows = len(frame)
     best, best_cpu = statistics.median(times), statistics.median(cpu)
-    label = "search+cal" if calibration is not None else "search    "
+    label = "search+cal" if calibration is not None else \
+        "search+rat" if rates is not None else "search    "
     # CPU time too: on a shared machine the wall clock also counts other jobs' turns
     print(f"{label} {name:<44} {rows:>9,d} candidates  {best:7.3f} s  "
           f"{rows / best:>12,.0f} candidates/s ({rows / best_cpu:,.0f} per CPU second)")
+
+
+def default_rate_searches(hw: pk.Hardware, wide: plan.SearchSpace,
+                          widest: plan.SearchSpace) -> None:
+    """The same spaces, ranked with the step model at perfkit's default rates."""
+    rates = pk.Rates()
+    time_search("llama2-13b, 16 devices, gbs 1024", pk.ModelSpec.preset("llama2-13b"),
+                pk.Hardware.preset("ascend-910b"), 16, 1024, rates=rates)
+    gpt = pk.ModelSpec.preset("gpt3-175b")
+    time_search("gpt3-175b, 3072 devices, gbs 1536, wide", gpt, hw, 3072, 1536, wide,
+                rates=rates)
+    time_search("gpt3-175b, 6144 devices, gbs 6144, widest", gpt, hw, 6144, 6144, widest,
+                rates=rates)
+    time_search("mixtral-8x7b, 64 devices, gbs 512, ep and expert_tp",
+                pk.ModelSpec.preset("mixtral-8x7b"), hw, 64, 512,
+                plan.SearchSpace(expert_tp=(None, 1)), rates=rates)
 
 
 def calibrated_searches(hw: pk.Hardware, wide: plan.SearchSpace,
@@ -82,6 +102,7 @@ def main() -> None:
                 pk.ModelSpec.preset("mixtral-8x7b"), hw, 64, 512, moe)
     time_search("deepseek-v3 (64 layers), 2048 devices, gbs 4096",
                 pk.ModelSpec.preset("deepseek-v3", num_layers=64), hw, 2048, 4096, moe)
+    default_rate_searches(hw, wide, widest)
     calibrated_searches(hw, wide, widest)
 
     model = pk.ModelSpec.preset("llama2-70b")

@@ -306,24 +306,27 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
 
 def ranked_layouts(job: Job, fit: PlannerFit, num_devices: int | None = None,
                    global_batch_size: int | None = None) -> pd.DataFrame:
-    """Every layout of the job ranked by :func:`perfkit.plan.search` with the fit's
-    calibration: the same model as the prediction of the profiled layout.
+    """Every layout of the job ranked by :func:`perfkit.plan.search` with the model of
+    :func:`predict_layout`: each row's step time and memory are what ``predict_layout``
+    gives for its layout.
 
     Parameters
     ----------
     job : perfkit.Job
         Complete; its model and hardware, and by default its devices and global batch.
     fit : PlannerFit
-        From :func:`fit_job` (its calibration, or none: the search's first-order model,
-        with the job's static-memory scheme, type and gradients' size, as
-        :func:`predict_layout` counts them).
+        From :func:`fit_job`: its calibration, or none: the step model at perfkit's
+        default rates (``search(..., rates=Rates(gradient_bytes=job.gradient_bytes))``)
+        with the job's activation accounting, static-memory scheme and type, as
+        :func:`predict_layout` predicts uncalibrated.
     num_devices, global_batch_size : int, optional
 
     Returns
     -------
     pandas.DataFrame
-        :func:`perfkit.plan.search` with ``include_rejected=True`` (with a calibration,
-        ``low_s`` and ``high_s``: the band).
+        :func:`perfkit.plan.search` with ``include_rejected=True``, with ``low_s`` and
+        ``high_s``, the band of :func:`perfkit.plan.predict` (uncalibrated, its default
+        uncertainty only).
     """
     devices = int(num_devices or job.world_size)
     batch = int(global_batch_size or job.global_batch_size)
@@ -332,9 +335,10 @@ def ranked_layouts(job: Job, fit: PlannerFit, num_devices: int | None = None,
     if cal is not None:
         kwargs.update(calibration=cal, static_scheme=cal.job.static_scheme,
                       dtype=cal.job.dtype)
-    else:  # the job's framework, type and gradients, as the calibrated path counts them
-        kwargs.update(static_scheme=job.static_scheme, dtype=job.dtype,
-                      gradient_bytes=job.gradient_bytes)
+    else:  # predict_layout's uncalibrated model: default rates, the job's conventions
+        kwargs.update(rates=Rates(gradient_bytes=job.gradient_bytes),
+                      static_scheme=job.static_scheme, dtype=job.dtype,
+                      activation_model=job.activation_model)
     return search(job.model, job.hardware, devices, batch, **kwargs)
 
 
@@ -407,7 +411,8 @@ def best_layouts(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig
     pred = fit.prediction
     same = _same_job(ranked, parallel)
     faster = int((others["step_s"] < pred.step_s).sum()) if same else len(others)
-    rows = [{**{c: row.get(c, np.nan) for c in BEST_COLUMNS},
+    hidden = () if fit.calibrated else ("low_s", "high_s")  # a band only when calibrated
+    rows = [{**{c: np.nan if c in hidden else row.get(c, np.nan) for c in BEST_COLUMNS},
              "changes": layout_changes(parallel, to_parallel_config(row)), "profiled": False,
              "rank": i + 1 + (i >= faster)}
             for i, (_, row) in enumerate(others.head(n).iterrows())]

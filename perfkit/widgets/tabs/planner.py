@@ -173,7 +173,7 @@ class PlannerTab(JobTab):
         chart = chart_widget(C.strategy_chart(
             ranked, title=f"{len(ranked):,} candidates, {fits:,} fit (scroll to zoom)",
             step_title="predicted step time (s)" if fit.calibrated
-            else "uncalibrated step estimate (s)", profiled=own.to_dict()))
+            else "predicted step time at the default rates (s)", profiled=own.to_dict()))
         ranked_too = best.loc[best["profiled"], "rank"].notna().all()
         caption = "Layouts that fit, by predicted step with the same model; " + (
             "the profiled layout (highlighted) in its place" if ranked_too else

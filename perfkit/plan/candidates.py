@@ -1,0 +1,208 @@
+"""The candidates of the parallel-strategy search: every (dp, tp, pp, cp, ep, vpp,
+micro-batching, SP, optimizer sharding, recompute) of a job that the layout rules allow,
+as numpy columns (:func:`candidate_columns`) or a DataFrame (:func:`candidates`), and the
+:class:`~perfkit.ParallelConfig` of one ranked row (:func:`to_parallel_config`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidArgumentError, check_positive_int
+from ..specs import ModelSpec, ParallelConfig
+
+__all__ = ["SearchSpace", "candidates", "candidate_columns", "to_parallel_config", "COLUMNS",
+           "REC_NAMES"]
+
+_REC_CODE = {"none": 0, "selective": 1, "full": 2}
+#: The layout columns of a candidate, in the order of :func:`candidates` and of the
+#: search's frame.
+COLUMNS = ["dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
+           "num_micro_batches", "sequence_parallel", "optimizer_shard", "recompute",
+           "full_layers_per_stage"]
+#: The recompute mode of each code of :func:`candidate_columns`' ``recompute`` column.
+REC_NAMES = np.array(["none", "selective", "full"], dtype=object)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What :func:`search` enumerates.
+
+    Parameters
+    ----------
+    tp, pp, vpp, micro_batch_size : sequences of int, optional
+        Allowed values; ``None`` = every power of two dividing the device count (tp at
+        most ``max_tp``), every divisor of the layers for pp, (1, 2, 4) for vpp and
+        (1, 2, 4, 8) for the micro-batch size.
+    max_tp : int, optional
+        Largest tp (default: devices per node, so TP stays on the fast links).
+    cp : sequence of int, optional
+        Context-parallel sizes; ``None`` = every power of two up to ``max_cp`` that
+        divides the devices and leaves the sequence a multiple of ``2·cp`` (Megatron's
+        rule).
+    max_cp : int
+        Largest cp tried by default (8).
+    ep : sequence of int, optional
+        Expert-parallel sizes; ``None`` = for a MoE model every power of two dividing
+        the experts and ``dp × cp`` (with ``expert_tp = tp``: Megatron's expert grid), for
+        a dense model 1 only.
+    expert_tp : sequence of int or None
+        Tensor-parallel sizes inside the experts; ``None`` stands for "the same as tp"
+        (default ``(None,)``; add ``1`` to try Megatron's ``--expert-tensor-parallel-size
+        1``).
+    sequence_parallel : sequence of bool
+    optimizer_shard : sequence of {"off", "dp"}
+        Optimizer sharding off, or over the whole data-parallel group.
+    recompute : sequence of {"none", "selective", "full"}
+    full_layer_fractions : sequence of float
+        Partial full recompute: besides ``recompute="selective"`` on every layer, try
+        ``round(f · layers per stage)`` fully recomputed layers per stage for each ``f``.
+    """
+
+    tp: Sequence[int] | None = None
+    pp: Sequence[int] | None = None
+    vpp: Sequence[int] = (1, 2, 4)
+    micro_batch_size: Sequence[int] = (1, 2, 4, 8)
+    max_tp: int | None = None
+    sequence_parallel: Sequence[bool] = (False, True)
+    optimizer_shard: Sequence[str] = ("off", "dp")
+    recompute: Sequence[str] = ("none", "selective", "full")
+    full_layer_fractions: Sequence[float] = (0.25, 0.5, 0.75)
+    cp: Sequence[int] | None = None
+    max_cp: int = 8
+    ep: Sequence[int] | None = None
+    expert_tp: Sequence[int | None] = (None,)
+
+
+def _powers_of_two_dividing(n: int, limit: int) -> list[int]:
+    out, t = [], 1
+    while t <= min(n, limit):
+        if n % t == 0:
+            out.append(t)
+        t *= 2
+    return out
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=COLUMNS)
+
+
+def candidates(model: ModelSpec, num_devices: int, global_batch_size: int,
+               space: SearchSpace | None = None,
+               devices_per_node: int = 8) -> pd.DataFrame:
+    """Every valid configuration of ``space``, one row each (no estimate yet).
+
+    Columns: ``dp, tp, pp, cp, ep, expert_tp, vpp, micro_batch_size, num_micro_batches,
+    sequence_parallel, optimizer_shard, recompute, full_layers_per_stage`` (``expert_tp``
+    0 means "same as tp"). Rules are those of :meth:`perfkit.ParallelConfig.problems`,
+    plus ``global_batch_size`` divisible by ``dp × micro_batch_size``.
+    """
+    cols = candidate_columns(model, num_devices, global_batch_size, space, devices_per_node)
+    if cols is None:
+        return _empty()
+    frame = pd.DataFrame({name: cols[name] for name in COLUMNS if name != "recompute"})
+    frame.insert(COLUMNS.index("recompute"), "recompute", REC_NAMES[cols["recompute"]])
+    return frame
+
+
+def candidate_columns(model: ModelSpec, num_devices: int, global_batch_size: int,
+                       space: SearchSpace | None, devices_per_node: int
+                       ) -> dict[str, np.ndarray] | None:
+    """The candidates as numpy columns (``recompute`` as codes 0/1/2), or None."""
+    space = space or SearchSpace()
+    n = check_positive_int("num_devices", num_devices)
+    gbs = check_positive_int("global_batch_size", global_batch_size)
+    L, s = model.num_layers, model.seq_length
+    max_tp = space.max_tp or devices_per_node
+    tps = space.tp if space.tp is not None else _powers_of_two_dividing(n, max_tp)
+    tps = [t for t in tps if n % t == 0 and model.num_attention_heads % t == 0
+           and model.num_kv_heads % t == 0]
+    cps = space.cp if space.cp is not None else \
+        _powers_of_two_dividing(n, check_positive_int("max_cp", space.max_cp))
+    cps = [c for c in cps if check_positive_int("cp", c) == 1 or s % (2 * c) == 0]
+    pps = space.pp if space.pp is not None else [p for p in range(1, L + 1) if L % p == 0]
+    etps = [0 if e is None else check_positive_int("expert_tp", e) for e in space.expert_tp]
+    eps_all = (space.ep if space.ep is not None
+               else _powers_of_two_dividing(model.num_experts, model.num_experts)) \
+        if model.is_moe else (1,)
+    base = []
+    for tp, cp, pp in itertools.product(tps, cps, pps):
+        if n % (tp * cp * pp) or L % pp:
+            continue
+        dp = n // (tp * cp * pp)
+        expert = [(1, 0)]
+        if model.is_moe:  # Megatron's expert grid: ep·expert_tp divides tp·cp·dp
+            expert = sorted({(ep, 0 if etp == tp else etp) for ep in eps_all for etp in etps
+                             if model.num_experts % ep == 0
+                             and (tp * cp * dp) % (ep * (etp or tp)) == 0})
+        for mbs in space.micro_batch_size:
+            if gbs % (dp * mbs):
+                continue
+            m = gbs // (dp * mbs)
+            if pp > 1 and m < pp:
+                continue
+            for v in space.vpp:
+                if v > 1 and (pp == 1 or m % pp or L % (pp * v)):
+                    continue
+                base.extend((dp, tp, pp, cp, ep, etp, v, mbs, m) for ep, etp in expert)
+    if not base:
+        return None
+    b = np.array(base, dtype=np.int64)
+    extras = []
+    for sp, os_, rec in itertools.product(space.sequence_parallel, space.optimizer_shard,
+                                          space.recompute):
+        if os_ not in ("off", "dp"):
+            raise InvalidArgumentError("optimizer_shard", "entries must be 'off' or 'dp'", os_)
+        if rec not in _REC_CODE:
+            raise InvalidArgumentError("recompute", "entries must be none/selective/full", rec)
+        extras.append((int(sp), int(os_ == "dp"), _REC_CODE[rec], -1))
+        if rec == "selective":
+            extras.extend((int(sp), int(os_ == "dp"), 1, -2 - i)
+                          for i in range(len(space.full_layer_fractions)))
+    e = np.array(extras, dtype=np.int64)
+    rows = np.repeat(b, len(e), axis=0)
+    ext = np.tile(e, (len(b), 1))
+    base_index = np.repeat(np.arange(len(b)), len(e))
+    dp, tp, pp = rows[:, 0], rows[:, 1], rows[:, 2]
+    sp, os_, rec, pick = ext[:, 0], ext[:, 1], ext[:, 2], ext[:, 3]
+    per_stage = L // pp
+    full = np.where(rec == 2, per_stage, 0)
+    fractions = np.asarray(space.full_layer_fractions, dtype=float)
+    partial = pick <= -2
+    if partial.any():
+        full[partial] = np.rint(fractions[-2 - pick[partial]] * per_stage[partial])
+    keep = ~((sp == 1) & (tp == 1))
+    keep &= ~((os_ == 1) & (dp == 1))
+    keep &= ~(partial & ((full <= 0) | (full >= per_stage)))
+    # the same row can come twice when two fractions round to the same layer count
+    code = (((base_index * 2 + sp) * 2 + os_) * 3 + rec) * (L + 1) + full
+    _, first = np.unique(np.where(keep, code, -1), return_index=True)
+    chosen = np.sort(first[keep[first]])
+    names = ["dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
+             "num_micro_batches"]
+    cols = {name: rows[chosen, i] for i, name in enumerate(names)}
+    cols["sequence_parallel"] = sp[chosen].astype(bool)
+    cols["optimizer_shard"] = np.where(os_[chosen] == 1, dp[chosen], 1)
+    cols["recompute"] = rec[chosen]
+    cols["full_layers_per_stage"] = full[chosen]
+    return cols
+
+
+def to_parallel_config(row: pd.Series) -> ParallelConfig:
+    """The :class:`~perfkit.ParallelConfig` of one row of :func:`search`."""
+    k = int(row["full_layers_per_stage"])
+    rec = row["recompute"]
+    expert_tp = int(row.get("expert_tp", 0) or 0)
+    return ParallelConfig(
+        dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]), vpp=int(row["vpp"]),
+        micro_batch_size=int(row["micro_batch_size"]),
+        num_micro_batches=int(row["num_micro_batches"]),
+        sequence_parallel=bool(row["sequence_parallel"]),
+        optimizer_shard=int(row["optimizer_shard"]), recompute=rec,
+        recompute_layers=k if rec == "selective" and k > 0 else None,
+        cp=int(row.get("cp", 1)), ep=int(row.get("ep", 1)), expert_tp=expert_tp or None)

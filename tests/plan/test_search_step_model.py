@@ -1,0 +1,73 @@
+"""search ranks with predict's step model wherever it is given rates: uncalibrated at
+perfkit's default rates (``rates=Rates()``), or at a calibration's, and each row is then
+what :func:`perfkit.plan.predict` gives for the same layout — its step, band, memory and
+MFU — including a run type the hardware has no peak for and a calibration on an fp8 run
+searched without ``dtype`` (its peak is the calibrating run's, as predict takes it)."""
+
+import numpy as np
+import pytest
+
+import perfkit as pk
+from perfkit import plan
+from perfkit.calc.rates import Rates
+
+LLAMA = pk.ModelSpec.preset("llama2-13b")
+NPU = pk.Hardware.preset("ascend-910b")
+H100 = pk.Hardware.preset("h100")
+
+
+def _check_rows(frame, predict_row, count, rng):
+    for i in rng.choice(len(frame), min(count, len(frame)), replace=False):
+        row = frame.iloc[int(i)]
+        pred = predict_row(plan.to_parallel_config(row))
+        assert row["step_s"] == pytest.approx(pred.step_s, rel=1e-9)
+        assert row["low_s"] == pytest.approx(pred.low_s, rel=1e-9)
+        assert row["high_s"] == pytest.approx(pred.high_s, rel=1e-9)
+        assert row["memory_bytes"] == pytest.approx(pred.memory_bytes, rel=1e-9)
+        assert row["mfu"] == pytest.approx(pred.mfu, rel=1e-9)
+        assert bool(row["fits"]) == pred.fits
+
+
+@pytest.mark.parametrize("dtype", [None, "fp32"])  # fp32: the 910B lists no fp32 peak
+def test_uncalibrated_rows_equal_predict_at_the_same_rates(dtype):
+    rates = Rates(gradient_bytes=4.0)
+    am = pk.ActivationModel.mindformers()
+    frame = plan.search(LLAMA, NPU, 16, 256, rates=rates, dtype=dtype, activation_model=am,
+                        static_scheme="megatron", include_rejected=True)
+    assert {"low_s", "high_s", "recompute_s", "optimizer_s"} <= set(frame.columns)
+    _check_rows(frame, lambda par: plan.predict(
+        None, LLAMA, par, NPU, dtype=dtype, activation_model=am, static_scheme="megatron",
+        overrides={"gradient_bytes": 4.0}), 12, np.random.default_rng(1))
+    # the order is predict's: ranked rows that fit come fastest first
+    fits = frame[frame["fits"].astype(bool)]
+    assert (np.diff(fits["step_s"].to_numpy()) >= 0).all()
+
+
+def test_uncalibrated_moe_rows_equal_predict():
+    mixtral = pk.ModelSpec.preset("mixtral-8x7b")
+    frame = plan.search(mixtral, H100, 32, 256, rates=Rates(), include_rejected=True,
+                        space=plan.SearchSpace(expert_tp=(None, 1)))
+    _check_rows(frame, lambda par: plan.predict(None, mixtral, par, H100), 8,
+                np.random.default_rng(2))
+
+
+def test_a_calibration_on_an_fp8_run_searched_without_dtype_is_priced_as_predict():
+    """predict takes the calibrating run's type (fp8: twice the bf16 peak on an H100);
+    the search without ``dtype`` must too, not the hardware's default bf16 peak."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    cal = plan.calibrate(3.0, model, pk.ParallelConfig(dp=4, tp=2, num_micro_batches=8),
+                         H100, dtype="fp8")
+    assert H100.peak("fp8") == 2 * H100.peak("bf16")
+    frame = plan.search(model, H100, 8, 32, calibration=cal, include_rejected=True,
+                        space=plan.SearchSpace(cp=(1,)))
+    _check_rows(frame, lambda par: plan.predict(cal, parallel=par), 10,
+                np.random.default_rng(3))
+
+
+def test_rates_bad_input():
+    model = pk.ModelSpec.preset("llama2-7b")
+    cal = plan.calibrate(3.0, model, pk.ParallelConfig(dp=8, num_micro_batches=8), H100)
+    with pytest.raises(pk.InvalidArgumentError, match="rates"):
+        plan.search(model, H100, 8, 64, calibration=cal, rates=Rates())
+    with pytest.raises(pk.InvalidArgumentError, match="rates"):
+        plan.search(model, H100, 8, 64, rates={"gemm_efficiency": 0.5})
