@@ -71,3 +71,14 @@ def test_the_product_where_all_three_are_known():
     read_global_batch(out)
     assert out["global_batch_size"].value == 4 * 2 * 8
     assert out["global_batch_size"].detail.endswith("= 4 × 2 × 8")
+
+
+def test_factors_unknown_for_one_reason_are_named_together():
+    out = Readings()
+    out.put("dp", 4, "read")
+    for name in ("micro_batch_size", "num_micro_batches"):
+        out.put(name, None, "no operator input shapes")
+    read_global_batch(out)
+    assert out["global_batch_size"].detail.endswith(
+        ": the micro-batch size and the micro-batches per step are not known (no operator "
+        "input shapes)")

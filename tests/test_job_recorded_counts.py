@@ -167,3 +167,32 @@ def test_tp_counts_the_all_reduces_of_the_recorded_steps_only(b200: Cluster):
     said = job.detail("tp")
     assert (f"{n} of the {n} all-reduces on rank 0 (over step 1 of 2, whose device tasks "
             "were recorded in full) take activations") in said
+
+
+# ---- the counts of the model say from which steps -----------------------------------------
+
+@pytest.mark.shared_samples
+def test_the_counts_per_step_say_they_were_read_from_a_step_recorded_in_full():
+    cluster = pk.load(OLD, cache=False, progress=False)
+    ranks = []
+    for rank in cluster.profiles:
+        # step 2 as recorded in full, and a step 3 after it holding its first 5 tasks, cut
+        kernels, steps = table(rank, "kernels"), table(rank, "steps")
+        shift = float((kernels["start_us"] + kernels["dur_us"]).max()
+                      - kernels["start_us"].min()) + 1000.0
+        frag = kernels.sort_values("start_us").head(5)
+        frag = frag.assign(step=3, start_us=frag["start_us"] + shift)
+        both = pd.concat([kernels, frag], ignore_index=True)
+        marks = pd.concat([steps.assign(tasks_recorded=True),
+                           steps.assign(step=3, tasks_recorded=False)], ignore_index=True)
+        frames = {"kernels": both, "steps": marks}
+        ranks.append(Profile(rank.meta, lambda name, r=rank, f=frames:
+                             f[name] if name in f else table(r, name)))
+    job = pk.infer_job(Cluster(ranks, cluster.meta))
+    # step 2, read whole, gives what tests/analysis/test_shapes_ascend_loss.py reads from
+    # it with the marks dropped: one embedding lookup, one micro-batch
+    assert job.value("num_micro_batches") == 1
+    said = job.detail("num_micro_batches")
+    assert "embedding lookup" in said
+    assert said.endswith("counted in a step whose device tasks were recorded in full "
+                         "(device tasks recorded for step 2 of 2)")

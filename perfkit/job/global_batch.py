@@ -11,6 +11,7 @@ each with its own reason.
 
 from __future__ import annotations
 
+from ..format import listed
 from .fields import Readings
 
 __all__ = ["read_global_batch"]
@@ -25,7 +26,8 @@ def read_global_batch(out: Readings) -> None:
 
     ``out`` holds the three factors as read so far (``dp``, ``micro_batch_size``,
     ``num_micro_batches``). Where one or more is unknown (None or 0), the global batch is
-    None and its detail says which, and why each is unknown (its own detail):
+    None and its detail says which, and why each is unknown (its own detail; factors unknown
+    for one reason are named together):
     ``"not computed: the micro-batches per step are not known (…)"``.
     """
     values = {name: out[name].value if name in out else None for name, _ in _FACTORS}
@@ -35,8 +37,15 @@ def read_global_batch(out: Readings) -> None:
         out.put("global_batch_size", dp * b * m, f"dp × micro-batch × micro-batches = {dp} "
                                                  f"× {b} × {m}")
         return
-    said = "; ".join(f"{words} {'is' if name != 'num_micro_batches' else 'are'} not known"
-                     + (f" ({out[name].detail})" if name in out and out[name].detail else "")
-                     for name, words in missing)
+    by_reason: dict[str, list[tuple[str, str]]] = {}
+    for name, words in missing:  # factors unknown for one reason are named together
+        by_reason.setdefault(out[name].detail if name in out else "", []).append((name, words))
+    said = "; ".join(f"{listed([w for _, w in group])} {_verb(group)} not known"
+                     + (f" ({why})" if why else "") for why, group in by_reason.items())
     out.put("global_batch_size", None, f"not computed, as dp × micro-batch size × "
                                        f"micro-batches per step needs all three: {said}")
+
+
+def _verb(group: list[tuple[str, str]]) -> str:
+    """``"is"`` for one singular factor, ``"are"`` for the micro-batches or several."""
+    return "is" if len(group) == 1 and group[0][0] != "num_micro_batches" else "are"
