@@ -24,6 +24,10 @@ records no backward pass (:func:`perfkit.analysis.backward_pass.forward_only_ope
 an inference or evaluation step) reduces no gradient: its all-reduces are activations'
 (tensor parallelism, ``wild/tl_b200_eager``'s 73 bf16 ones of vLLM) or metrics', so
 nothing is read from it.
+
+A reduction of fewer than :data:`METRIC_ELEMENTS` elements is a metric's, not gradients',
+and is left out (:func:`is_metric`): a training step all-reduces its loss, its gradient
+norm and other statistics beside its gradients, a handful of elements each.
 """
 
 from __future__ import annotations
@@ -34,12 +38,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..format import counted
 from ._frames import collect, is_lazy_frame
 from .backward_pass import forward_only_operators
 from .collectives import comm_op_type
 
 __all__ = ["ReducedGradient", "reduced_gradient_bytes", "reductions_are_gradients",
-           "ELEMENT_BYTES"]
+           "ELEMENT_BYTES", "METRIC_ELEMENTS", "is_metric"]
 
 #: Bytes per element of the data-type names collectives record (lower-cased): PyTorch's
 #: ``Input type`` (``float``, ``c10::BFloat16``) and HCCL's ``FP32`` / ``BFP16``.
@@ -49,6 +54,10 @@ ELEMENT_BYTES = {
     "bfloat16": 2, "c10::bfloat16": 2, "bf16": 2, "bfp16": 2,
     "float8_e4m3fn": 1, "float8_e5m2": 1, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
 }
+
+#: A reduction of fewer elements than this is a metric's (a loss, a gradient norm, a count
+#: per expert), not a gradient reduction: :func:`is_metric`.
+METRIC_ELEMENTS = 1024
 
 #: Names that :func:`~perfkit.analysis.collectives.comm_op_type` may call an all-reduce or a
 #: reduce-scatter (a superset: the kind is decided on the rows computed).
@@ -79,6 +88,9 @@ class ReducedGradient:
     source : str
         Where it was read: ``"host collectives"`` (the ``ops`` table) or ``"communication
         kernels"`` (the ``kernels`` table).
+    metrics : int
+        The records of that table left out as metrics' (fewer than
+        :data:`METRIC_ELEMENTS` elements, of any type: :func:`is_metric`).
     """
 
     element_bytes: int
@@ -87,13 +99,41 @@ class ReducedGradient:
     moved_bytes: float
     share: float
     source: str
+    metrics: int = 0
 
     @property
     def evidence(self) -> str:
         """A plain sentence saying what the profile records."""
-        return (f"{self.collectives} all-reduce or reduce-scatter records among the "
+        said = (f"{self.collectives} all-reduce or reduce-scatter records among the "
                 f"profile's {self.source} move {self.dtype} data, {self.element_bytes} bytes "
                 f"per element ({self.share:.0%} of the bytes its reductions record)")
+        if self.metrics:
+            said += (f"; {counted(self.metrics, 'record')} of fewer than "
+                     f"{METRIC_ELEMENTS:,} elements left out, as a metric's (a loss or a "
+                     "gradient norm), not gradients")
+        return said
+
+
+def is_metric(elements: np.ndarray) -> np.ndarray:
+    """Whether each reduction of ``elements`` elements is a metric's: fewer than
+    :data:`METRIC_ELEMENTS` (1,024).
+
+    A training step all-reduces a few statistics beside its gradients, a handful of
+    elements each: Megatron-LM's ``average_losses_across_data_parallel_group`` one element
+    per loss, its ``clip_grad_norm_fp32`` the one total norm, a mixture of experts its
+    tokens per expert (one per expert: 8 in Mixtral 8x7B, 256 routed in DeepSeek-V3). A
+    gradient reduction takes a bucket of many parameters' gradients: PyTorch DDP's first
+    bucket holds up to 1 MiB (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``, 262,144
+    fp32 elements) and the others up to ``bucket_cap_mb`` (25 MiB), and Megatron-LM fills
+    its buckets to ``bucket_size``, max(40,000,000, 1,000,000 × dp) elements by default
+    (``DistributedDataParallelConfig``); the smallest the shared samples record hold
+    2,469,696 (the torch_npu DB export) and 5,716,654 elements (HolisticTraceAnalysis's
+    128-rank job). Gradients of fewer than 1,024 elements in all are a toy model's, not
+    an LLM's. Counted
+    with the gradients, a metric's all-reduce adds a record of its type, and where the
+    gradients' reductions record no type it alone would give the element size.
+    """
+    return np.asarray(elements, dtype=np.float64) < METRIC_ELEMENTS
 
 
 def reductions_are_gradients(parallel: Any) -> bool:
@@ -129,7 +169,7 @@ def _elements(shapes: pd.Series) -> np.ndarray:
 
 def _records(table: pd.DataFrame, source: str) -> pd.DataFrame:
     """The reductions of one table that record their input's type and shape."""
-    empty = pd.DataFrame({"dtype": [], "bytes": [], "source": []})
+    empty = pd.DataFrame({"dtype": [], "bytes": [], "source": [], "metric": []})
     if table is None or table.empty or not {"name", "input_shapes", "input_dtypes"} \
             <= set(table.columns):
         return empty
@@ -140,10 +180,12 @@ def _records(table: pd.DataFrame, source: str) -> pd.DataFrame:
     dtype = _first(t["input_dtypes"])
     size = dtype.str.lower().map(ELEMENT_BYTES).astype("Float64").to_numpy(np.float64,
                                                                           na_value=np.nan)
-    moved = _elements(_first(t["input_shapes"])) * size
+    elements = _elements(_first(t["input_shapes"]))
+    moved = elements * size
     keep = np.isfinite(moved) & (moved > 0)
     return pd.DataFrame({"dtype": dtype.to_numpy(object)[keep], "bytes": moved[keep],
-                         "size": size[keep], "source": source})
+                         "size": size[keep], "source": source,
+                         "metric": is_metric(elements[keep])})
 
 
 def _reductions(table: Any) -> pd.DataFrame | None:
@@ -192,6 +234,8 @@ def reduced_gradient_bytes(profile: Any) -> ReducedGradient | None:
         return None
     for table, source in (("kernels", "communication kernels"), ("ops", "host collectives")):
         rec = _records(_reductions(getattr(profile, table, None)), source)
+        metric = rec["metric"].to_numpy(bool)
+        rec = rec[~metric]
         if rec.empty:
             continue
         by = rec.groupby("dtype", sort=True).agg(bytes=("bytes", "sum"), n=("bytes", "size"),
@@ -199,5 +243,6 @@ def reduced_gradient_bytes(profile: Any) -> ReducedGradient | None:
         top = by["bytes"].idxmax()
         return ReducedGradient(int(by.at[top, "size"]), str(top), int(by.at[top, "n"]),
                                float(by.at[top, "bytes"]),
-                               float(by.at[top, "bytes"] / by["bytes"].sum()), source)
+                               float(by.at[top, "bytes"] / by["bytes"].sum()), source,
+                               int(metric.sum()))
     return None

@@ -18,7 +18,9 @@ evidence), :mod:`~perfkit.job.core` (the :class:`Job` and building it from value
 :mod:`~perfkit.job.build` (the ModelSpec and ParallelConfig the values describe), the
 profile's readers — :mod:`~perfkit.job.infer` (:func:`infer_job`, the order of reading, the
 model from the shapes), :mod:`~perfkit.job.layout`, :mod:`~perfkit.job.device`,
-:mod:`~perfkit.job.measured` —, :mod:`~perfkit.job.config` (configs and the user's values),
+:mod:`~perfkit.job.measured` —, :mod:`~perfkit.job.recorded_steps` (the counts per step
+over the steps whose device tasks were recorded in full), :mod:`~perfkit.job.config`
+(configs and the user's values),
 :mod:`~perfkit.job.problems` (where a job disagrees with its profile) and
 :mod:`~perfkit.job.unknowns` (what could not be read, why, and how to give it).
 """

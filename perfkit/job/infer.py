@@ -18,6 +18,7 @@ from .activations import ACTIVATIONS, read_activations
 from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_framework, read_hardware, read_static_scheme
 from .fields import JOB_FIELDS, FieldValue, Readings
+from .global_batch import read_global_batch
 from .gradients import read_reduced_gradient
 from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
 from .measured import read_memory, read_step_time, read_training_step
@@ -142,13 +143,7 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     read_sequence_parallel(out)
     put("zero_stage", 0, "a ZeRO stage is not visible in a profile (sharded optimizer "
                          "state shows as optimizer_shard): 0", "default")
-    b = out["micro_batch_size"].value
-    if dp and b and m:
-        put("global_batch_size", dp * b * m, f"dp × micro-batch × micro-batches = {dp} × "
-                                             f"{b} × {m}")
-    else:
-        put("global_batch_size", None, "needs dp, the micro-batch size and the "
-                                       "micro-batches per step")
+    read_global_batch(out)
 
     # ---- hardware, measurements ------------------------------------------------------
     read_hardware(profile, put)

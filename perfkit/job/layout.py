@@ -17,11 +17,13 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import layout as L
+from ..analysis.recorded import recorded_steps_text, recorded_tasks
 from ..analysis.steps import step_breakdown
 from ..errors import PerfkitError
 from ..format import counted, listed, plural, time_text
 from ..io.comm_words import comm_words_of
 from .fields import FieldValue, Readings
+from .recorded_steps import over_recorded, recorded_steps_table
 
 __all__ = ["read_layout", "read_vpp", "read_sharding", "read_pipeline_bubble",
            "PIPELINE_BUBBLE", "PIPELINE_STAGES", "PP_UNREAD"]
@@ -292,26 +294,47 @@ def _data_parallel_mode(strategy: dict[str, Any]) -> bool:
 
 def read_vpp(profile: Any, put: Any, pp: int, m: int | None, stage_of: dict[int, int]
              ) -> None:
-    """Put ``vpp``: m·(2·vpp − 1) pipeline sends per step on the first stage."""
+    """Put ``vpp``: m·(2·vpp − 1) pipeline sends per step on the first stage.
+
+    The first stage sends each micro-batch's activations forward once per model chunk
+    (m·vpp) and its gradients back once per chunk but the first (m·(vpp − 1)): Megatron-LM's
+    interleaved schedule (Narayanan et al. 2021, "Efficient Large-Scale Language Model
+    Training on GPU Clusters", section 2.2). The sends per step are the most frequent count
+    over the first stage's (rank, step) pairs, among the steps whose device tasks were
+    recorded in full where the ``steps`` table marks some that were not
+    (:mod:`~perfkit.job.recorded_steps`): a fragment of a step holds a fraction of its
+    sends. Where no such step is left, or m is unknown, vpp is 1 assumed with the reason.
+    """
     if pp == 1:
         put("vpp", 1, "pp = 1: no virtual stages")
         return
     sends = L.p2p_sends_per_step(profile)
     first = [r for r, s in stage_of.items() if s == 0]
     sends = sends[sends["rank"].isin(first)] if len(sends) else sends
+    marks = recorded_steps_table(profile)
+    over = over_recorded(marks)
+    if len(sends) and marks is not None:
+        sends = recorded_tasks(sends, marks)[0]
+        if sends.empty:
+            put("vpp", 1, "the first stage's pipeline sends are not counted: its ranks have "
+                          "no step whose device tasks were recorded in full, and a fragment "
+                          "of a step holds a fraction of its sends (device tasks recorded "
+                          f"for {recorded_steps_text(marks)}): 1 assumed", "default")
+            return
     if not m or sends.empty:
-        put("vpp", 1, "the first stage's pipeline sends or the micro-batches per step are "
-                      "unknown: 1 assumed", "default")
+        unknown = [w for w, gone in (("the first stage's pipeline sends", sends.empty),
+                                     ("the micro-batches per step", not m)) if gone]
+        put("vpp", 1, f"{listed(unknown)} are unknown: 1 assumed", "default")
         return
     per = int(sends["sends"].mode().iloc[0])
     # first stage: m·v forward sends (every chunk) + m·(v − 1) backward (not chunk 0)
     v2 = per / m + 1
     if v2 % 2 or v2 < 2:
-        put("vpp", 1, f"{per} pipeline sends per step on the first stage do not fit "
+        put("vpp", 1, f"{per} pipeline sends per step on the first stage{over} do not fit "
                       f"m·(2·vpp − 1) with m = {m}: 1 assumed", "default")
         return
     put("vpp", int(v2 // 2), f"{comm_words_of(profile).source}: {per} pipeline sends per "
-                             f"step on the first stage = m·(2·vpp − 1) with m = {m}")
+                             f"step on the first stage{over} = m·(2·vpp − 1) with m = {m}")
 
 
 def read_sharding(profile: Any, put: Any, groups: pd.DataFrame, dp: int, tp: int) -> None:

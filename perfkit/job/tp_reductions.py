@@ -20,11 +20,13 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import layout as L
+from ..analysis.recorded import recorded_steps_text
 from ..analysis.shapes.qkv_layout import shape_text
 from ..analysis.shapes.reductions import ActivationReductions, activation_reductions
 from ..format import counted, listed
 from .fields import FieldValue, Readings
 from .measured import TRAINING_STEP, read_training_step
+from .recorded_steps import none_recorded, over_recorded, recorded_steps_table, recorded_view
 
 __all__ = ["TP_REDUCTIONS", "read_tp_from_reductions", "read_sequence_parallel"]
 
@@ -53,7 +55,12 @@ def read_tp_from_reductions(profile: Any, out: Readings, groups: pd.DataFrame) -
     profile's PyTorch operators hold no backward operator; at least two all-reduces of
     activations (their input's leading dimensions are the tokens the forward matrix
     products take) start between two forward matrix products; their group's size ``n``
-    is known (see the module) and ``n × pp × cp`` divides the world size.
+    is known (see the module) and ``n × pp × cp`` divides the world size. The host
+    operators and collectives counted are those of the steps whose device tasks were
+    recorded in full where the ``steps`` table marks some that were not
+    (:mod:`~perfkit.job.recorded_steps`: a fragment of a step holds a fraction of its
+    all-reduces); where it marks none as recorded in full, nothing is read, and tp's
+    detail says why.
     """
     named = L.group_sizes(groups)
     if "tp" in named or "dp" in named or out["tp"].value != 1 or groups.empty:
@@ -62,7 +69,16 @@ def read_tp_from_reductions(profile: Any, out: Readings, groups: pd.DataFrame) -
     read_training_step(profile, step)
     if TRAINING_STEP not in step or step[TRAINING_STEP].value is not False:
         return None
-    found = activation_reductions(profile)
+    marks = recorded_steps_table(profile)
+    if none_recorded(marks):
+        tp = out["tp"]
+        out.put("tp", tp.value, f"{tp.detail}; the all-reduces of activations are not "
+                                "counted for tp: no step's device tasks were recorded in full "
+                                f"(device tasks recorded for {recorded_steps_text(marks)}), "
+                                "and a fragment of a step holds a fraction of its all-reduces",
+                tp.source)
+        return None
+    found = activation_reductions(recorded_view(profile, ("ops", "comm_ops")))
     if found is None or found.between < 2:
         return None
     size = _group_size(groups, found.groups)
@@ -73,7 +89,7 @@ def read_tp_from_reductions(profile: Any, out: Readings, groups: pd.DataFrame) -
     world = int(out["world_size"].value or 0)
     if not world or world % (tp * pp * cp):
         return None
-    said = _reductions_text(found)
+    said = _reductions_text(found, over_recorded(marks))
     out.put("tp", tp, f"{said}; {group_said}: tp {tp}")
     out[TP_REDUCTIONS] = FieldValue(found, "profile", said)
     parts = f"tp {tp} × pp {pp}" + (f" × cp {cp}" if cp > 1 else "")
@@ -99,12 +115,13 @@ def read_sequence_parallel(out: Readings) -> None:
             "reduce-scatter and an all-gather")
 
 
-def _reductions_text(found: ActivationReductions) -> str:
-    """What the all-reduces show, in a sentence without its verdict."""
+def _reductions_text(found: ActivationReductions, over: str = "") -> str:
+    """What the all-reduces show, in a sentence without its verdict (``over``: the steps
+    they were counted over, :func:`~perfkit.job.recorded_steps.over_recorded`)."""
     shapes = listed([shape_text(s) for s in found.shapes], "or")
     ranks = listed(found.ranks)
     return (f"{found.count} of the {counted(found.all_reduces, 'all-reduce')} on rank"
-            f"{'s' if len(found.ranks) != 1 else ''} {ranks} take activations, {shapes}: "
+            f"{'s' if len(found.ranks) != 1 else ''} {ranks}{over} take activations, {shapes}: "
             f"{found.tokens} rows, the tokens the forward matrix products take, "
             f"{found.between} of them between two of those products; the step has no "
             "backward pass, so they sum tensor-parallel layers' partial outputs, not "

@@ -202,6 +202,7 @@ def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
                                  cut_ranks, which)
     else:
         _read_counts(out, recs, label, att, emb, stage_of, pp, ranks, where)
+        _say_recorded(out, which)
     _read_mlp(out, recs, label, att, act, where)
     _read_norm_position(out, recs, label, emb, where)
     _read_bias(out, act, where, rows_said)
@@ -238,6 +239,20 @@ def _read_counts_of_recorded(out: ShapeReading, recs: pd.DataFrame, label: pd.Se
     for name in _COUNTED:
         if out.get(name) is None and name in out.details:
             out.put(name, None, f"{out.details[name]} ({why})")
+    _say_recorded(out, which)
+
+
+def _say_recorded(out: ShapeReading, which: str | None) -> None:
+    """Add to each count per step read (:data:`_COUNTED`) that its step was one whose
+    device tasks were recorded in full, and which those were (``which``: None when every
+    step's were, and nothing is added)."""
+    if which is None:
+        return
+    for name in _COUNTED:
+        if out.get(name) is not None and out.details.get(name):
+            out.put(name, out.get(name), f"{out.details[name]}, counted in a step whose "
+                                         "device tasks were recorded in full (device tasks "
+                                         f"recorded for {which})")
 
 
 _FIELDS = ("micro_batch_size", "seq_length", "hidden_size", "num_attention_heads",
