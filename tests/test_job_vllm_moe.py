@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_kineto import raw_events
+from raw_kineto import raw_events, raw_walls
 from shared_samples import sample
 from widget_html import panel_words
 
@@ -207,3 +207,33 @@ def test_without_the_ffn_width_and_top_k_the_mfu_says_what_it_waits_for(
             "token are not known") in words
     assert "the experts per token (top-k) | not recorded" in words
     assert grammar(words) == []
+
+
+def test_an_hf_inference_batch_counts_its_attention_core_and_no_logits() -> None:
+    """TraceLens' H100 trace of Qwen1.5-0.5B-Chat (Hugging Face, no backward pass): 16
+    sequences of 559 tokens, read here from the raw shapes; its forward runs no output
+    layer (no GEMM with the 151,936-row vocabulary), so no logits are counted, and the
+    attention core is, over whole sequences (full ``s × s`` scores, 4·n·s²·q a layer)."""
+    folder = Path(sample("wild/tl_qwen_h100"))
+    raw = raw_events(next(folder.glob("*.json.gz")))
+    linear = [e["args"]["Input Dims"] for e in _ops(raw, "aten::linear")]
+    (batch,) = {tuple(d[0][:2]) for d in linear}
+    n, s = batch
+    widths = Counter((d[1][1], d[1][0]) for d in linear)  # (in, out) per projection
+    layers = widths[(1024, 2816)] // 2  # gate and up, once a layer
+    (emb,) = _ops(raw, "aten::embedding")
+    vocab, h = emb["args"]["Input Dims"][0]
+    assert (n, s, layers, h, vocab) == (16, 559, 24, 1024, 151936)
+    assert not [d for d in linear if d[1][0] == vocab]  # no output layer in the step
+    per_layer = sum(2 * i * o * c for (i, o), c in widths.items()) // layers
+    assert per_layer == 2 * h * (3 * 1024) + 2 * 1024 * h + 3 * 2 * h * 2816
+    flops = n * s * layers * per_layer + layers * 4 * n * s * s * 1024
+    (wall,) = raw_walls(next(folder.glob("*.json.gz"))).values()  # its one ProfilerStep
+    step_s = float(wall) / 1e6
+    mfu = flops / (step_s * 1 * 1979e12 / 2)  # H100 SXM dense BF16: 1,979 sparse, halved
+    profile = pk.load(folder, progress=False)
+    words = panel_words(tab_panel("Overview", profile))
+    assert f"MFU {100 * mfu:.2f} %" in words  # 16.91 %
+    assert "no logits (no output layer over the vocabulary in the step)" in words
+    assert "the attention scores of 16 sequences of 559 tokens (full 559 × 559 scores) " \
+           "are counted" in words

@@ -5,7 +5,7 @@ model FLOPs are one third of a training step's ``3 × forward`` (:mod:`perfkit.c
 The count here is per GEMM, 2 FLOPs per multiply-add, forward only, over the tokens the
 step takes — packed sequences need no sequence length:
 
-``F = T · L · [2·h·(q + 2·kv) + 2·q·h + MLP] + R · 2·h·V``
+``F = T · L · [2·h·(q + 2·kv) + 2·q·h + MLP] + R · 2·h·V (+ core)``
 
 * ``q = a·d`` query width, ``kv = g·d`` key/value width (QKV projections, output
   projection);
@@ -13,31 +13,34 @@ step takes — packed sequences need no sequence length:
   the ``k`` experts a token is routed to count, plus the router:
   ``MLP = k · 2·h·f·(3 or 2) + 2·h·E`` (``f`` the expert FFN width);
 * ``R`` rows of logits (vLLM computes them for the tokens it samples, not for every token
-  of a prompt; ``R = T`` where every token gets logits);
-* the attention core (``Q·Kᵀ`` and ``scores·V``) is **not counted**: it needs each
-  sequence's context length (cached tokens included), which a packed trace does not
-  record. MFU is then a lower bound by that much (888 tokens of gpt-oss-120b as one
-  causal sequence with nothing cached: 2.9 % of the step's FLOPs, every layer counted as
-  full attention).
+  of a prompt; 0 where the step runs no output layer);
+* the attention core (``Q·Kᵀ`` and ``scores·V``), :func:`attention_core_flops`, needs
+  each sequence's length: ``L · 4·n·s²·q`` for ``n`` sequences of ``s`` tokens, the full
+  ``s × s`` scores as perfkit's training MFU counts them (Korthikanti et al. 2022, App. A:
+  ``4·b·s²·h`` per layer). A packed trace (vLLM) records neither the split into sequences
+  nor the cached tokens, so there it is left out and MFU is a lower bound by that much
+  (888 tokens of gpt-oss-120b as one causal sequence with nothing cached: 2.9 % of the
+  step's FLOPs, every layer counted as full attention).
 
 Sources: Megatron-LM ``megatron/training/training.py`` ``num_floating_point_operations``
 (HEAD; its ``3 ×`` forward-and-backward factor dropped: the per-GEMM terms ``h·(q + 2kv)``,
 ``q·h``, ``h·f·(3 or 2)·topk`` and ``h·V``), with the router GEMM ``2·h·E`` counted as
 :func:`perfkit.calc.flops.layer_forward_flops` does (``count_router=True``); see
-/work/shared/reference/calculators.md §1 and docs/calculators.md. MFU as PaLM (Chowdhery
-et al. 2022, App. B): model FLOPs / (step time × devices × peak).
+docs/calculators.md. MFU as PaLM (Chowdhery et al. 2022, App. B): model FLOPs / (step
+time × devices × peak).
 """
 
 from __future__ import annotations
 
 from ..errors import InvalidArgumentError, check_positive
 
-__all__ = ["inference_forward_flops", "inference_layer_flops", "inference_mfu"]
+__all__ = ["inference_forward_flops", "inference_layer_flops", "attention_core_flops",
+           "inference_mfu"]
 
 
-def _count(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(name, "must be a positive integer", value)
+def _count(name: str, value: int, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidArgumentError(name, f"must be an integer of at least {least}", value)
     return value
 
 
@@ -82,7 +85,7 @@ def inference_forward_flops(tokens: int, num_layers: int, hidden_size: int,
     num_experts, moe_top_k : int
         ``E`` and ``k``; 1 and 1 for a dense model.
     logits_rows : int, optional
-        ``R``, the rows turned into logits (default: every token).
+        ``R``, the rows turned into logits (default: every token; 0: no output layer).
 
     Returns
     -------
@@ -91,10 +94,19 @@ def inference_forward_flops(tokens: int, num_layers: int, hidden_size: int,
     """
     t, n_layers, v = (_count(n, x) for n, x in (("tokens", tokens), ("num_layers", num_layers),
                                                  ("vocab_size", vocab_size)))
-    r = t if logits_rows is None else _count("logits_rows", logits_rows)
+    r = t if logits_rows is None else _count("logits_rows", logits_rows, 0)
     layer = inference_layer_flops(hidden_size, attention_width, kv_width, ffn_hidden_size,
                                   mlp, num_experts, moe_top_k)
     return t * n_layers * layer + r * 2.0 * hidden_size * v
+
+
+def attention_core_flops(num_layers: int, attention_width: int, sequences: int,
+                         seq_length: int) -> float:
+    """Forward FLOPs of the attention core, ``L · 4·n·s²·q``: ``Q·Kᵀ`` and ``scores·V``
+    (``2·s²·q`` each) for ``n`` sequences of ``s`` tokens, full ``s × s`` scores."""
+    n_layers, q = _count("num_layers", num_layers), _count("attention_width", attention_width)
+    n, s = _count("sequences", sequences), _count("seq_length", seq_length)
+    return n_layers * 4.0 * n * s * s * q
 
 
 def inference_mfu(flops: float, step_time_s: float, devices: int, peak_flops: float) -> float:

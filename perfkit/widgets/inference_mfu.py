@@ -3,17 +3,17 @@
 A profile without a backward pass (:meth:`perfkit.Job.training_step` False) is an
 inference or evaluation step: its model FLOPs are one forward pass over the tokens it takes
 (:func:`perfkit.calc.inference.inference_forward_flops`: exact GEMMs, a MoE's routed
-experts only, logits for the rows the output layer computes, the attention core not
-counted), not a training step's ``3 × forward``. MFU divides them by the step time, the
-devices that run those tokens (one model replica: ``tp × pp``) and the peak of the run's
-matrix type (:mod:`perfkit.specs.hardware_presets`).
+experts only, logits for the rows the output layer computes, the attention core where the
+sequence length is known), not a training step's ``3 × forward``. MFU divides them by
+the step time, the devices that run those tokens (one model replica: ``tp × pp``) and
+the peak of the run's matrix type (:mod:`perfkit.specs.hardware_presets`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..calc.inference import inference_forward_flops, inference_mfu
+from ..calc.inference import attention_core_flops, inference_forward_flops, inference_mfu
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
 from ..guards import check_utilization
@@ -40,7 +40,9 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     ("–", why not, None).
 
     ``MFU = F / (step time × tp × pp × peak)`` with ``F`` the forward pass's model FLOPs
-    (:func:`perfkit.calc.inference.inference_forward_flops`); the warning is the guard's
+    (:func:`perfkit.calc.inference.inference_forward_flops`, with the attention core where
+    the job's sequence length splits the tokens into whole sequences); the warning is the
+    guard's
     (:func:`perfkit.guards.check_utilization`) when MFU is above 100 %.
     """
     model = job.partial_model()
@@ -58,11 +60,16 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     rows = job.observed.get(LOGITS_ROWS, (None, ""))[0]
     dtype = job.dtype or job.hardware.default_dtype
     devices = job.parallel.tp * job.parallel.pp
+    seq = job.seq_length
+    split = bool(seq) and int(tokens) % seq == 0
     try:
         flops = inference_forward_flops(
             int(tokens), model["num_layers"], model["hidden_size"], model["attention_width"],
             model["kv_width"], model["ffn_hidden_size"], model["vocab_size"], model["mlp"],
-            model["num_experts"], model["moe_top_k"], int(rows) if rows else None)
+            model["num_experts"], model["moe_top_k"], int(rows) if rows else 0)
+        if split:
+            flops += attention_core_flops(model["num_layers"], model["attention_width"],
+                                          int(tokens) // seq, seq)
         peak = job.hardware.peak(dtype)
         value = inference_mfu(flops, job.step_time_s, devices, peak)
     except PerfkitError as exc:
@@ -70,12 +77,15 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     e, k = model["num_experts"], model["moe_top_k"]
     experts = f", {k} of the {e} experts per token" if e > 1 else ""
     logits = (f"logits for {counted(int(rows), 'row')}" if rows else
-              "logits for every token (the output layer's rows were not seen)")
+              "no logits (no output layer over the vocabulary in the step)")
+    core = (f"the attention scores of {counted(int(tokens) // seq, 'sequence')} of "
+            f"{counted(seq, 'token')} (full {seq} × {seq} scores) are counted" if split else
+            "the attention scores are not counted (the trace does not record the "
+            "sequences' context lengths)")
     note = (f"forward-only model FLOPs of an inference step (no backward pass): "
             f"{counted(int(tokens), 'token')} through {counted(model['num_layers'], 'layer')}"
             f" of exact GEMMs{experts}, and {logits}, make {number_text(flops / 1e12)} TFLOP;"
-            f" the attention scores are not counted (the trace does not record the "
-            f"sequences' context lengths). MFU divides that by {time_text(job.step_time_s * 1e6)}"
+            f" {core}. MFU divides that by {time_text(job.step_time_s * 1e6)}"
             f" × {counted(devices, 'device')} (tp × pp) × the {dtype} peak "
             f"{peak / 1e12:,.0f} TFLOP/s")
     guard = check_utilization(value, "MFU")
