@@ -32,10 +32,18 @@ time × devices × peak).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..errors import InvalidArgumentError, check_positive
+from ..specs import ModelSpec
 
 __all__ = ["inference_forward_flops", "inference_layer_flops", "attention_core_flops",
-           "inference_mfu"]
+           "inference_mfu", "step_forward_flops", "model_fields", "STEP_FIELDS"]
+
+#: The model fields :func:`step_forward_flops` needs.
+STEP_FIELDS = ("num_layers", "hidden_size", "attention_width", "kv_width", "ffn_hidden_size",
+               "vocab_size", "mlp", "num_experts", "moe_top_k")
 
 
 def _count(name: str, value: int, least: int = 1) -> int:
@@ -115,3 +123,38 @@ def inference_mfu(flops: float, step_time_s: float, devices: int, peak_flops: fl
     step = check_positive("step_time_s", step_time_s)
     peak = check_positive("peak_flops", peak_flops)
     return f / (step * _count("devices", devices) * peak)
+
+
+def step_forward_flops(fields: Mapping[str, Any], tokens: int, logits_rows: int,
+                       seq_length: int | None = None) -> tuple[float, int | None]:
+    """One inference step's forward FLOPs from the model's :data:`STEP_FIELDS`.
+
+    :func:`inference_forward_flops` over ``tokens`` with ``logits_rows`` rows of logits,
+    plus :func:`attention_core_flops` where ``seq_length`` splits the tokens into whole
+    sequences. Returns the FLOPs and the number of sequences whose attention core was
+    counted (None: not counted).
+    """
+    f = fields
+    flops = inference_forward_flops(
+        int(tokens), f["num_layers"], f["hidden_size"], f["attention_width"], f["kv_width"],
+        f["ffn_hidden_size"], f["vocab_size"], f["mlp"], f["num_experts"], f["moe_top_k"],
+        int(logits_rows))
+    if not seq_length or int(tokens) % int(seq_length):
+        return flops, None
+    sequences = int(tokens) // int(seq_length)
+    return flops + attention_core_flops(f["num_layers"], f["attention_width"], sequences,
+                                        int(seq_length)), sequences
+
+
+def model_fields(model: ModelSpec) -> dict[str, Any] | None:
+    """:data:`STEP_FIELDS` of a model, or None for a model this count does not cover
+    (multi-latent attention, shared experts, dense first layers of a MoE)."""
+    if model.is_mla or (model.is_moe and (model.num_shared_experts
+                                          or model.first_dense_layers)):
+        return None
+    return {"num_layers": model.num_layers, "hidden_size": model.hidden_size,
+            "attention_width": model.attention_width, "kv_width": model.kv_width,
+            "ffn_hidden_size": model.moe_ffn_hidden_size if model.is_moe
+            and model.moe_ffn_hidden_size else model.ffn_hidden_size,
+            "vocab_size": model.vocab_size, "mlp": model.mlp,
+            "num_experts": model.num_experts, "moe_top_k": model.moe_top_k}

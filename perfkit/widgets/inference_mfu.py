@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..calc.inference import attention_core_flops, inference_forward_flops, inference_mfu
+from ..calc.inference import STEP_FIELDS, inference_mfu, step_forward_flops
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
 from ..guards import check_utilization
@@ -21,12 +21,8 @@ from ..job.fields import field_label
 from ..job.inference import LOGITS_ROWS, STEP_TOKENS
 from ..job.unknowns import PANEL_TITLE
 
-__all__ = ["inference_mfu_parts", "INFERENCE_MODEL_FIELDS"]
+__all__ = ["inference_mfu_parts"]
 
-#: The model fields the forward FLOPs of an inference step need.
-INFERENCE_MODEL_FIELDS = ("num_layers", "hidden_size", "attention_width", "kv_width",
-                          "ffn_hidden_size", "vocab_size", "mlp", "num_experts",
-                          "moe_top_k")
 _LABELS = {"attention_width": "the query width", "kv_width": "the key/value width",
            "num_experts": "the expert count", "moe_top_k": "the experts per token"}
 
@@ -46,7 +42,7 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     (:func:`perfkit.guards.check_utilization`) when MFU is above 100 %.
     """
     model = job.partial_model()
-    lacks = [_label(n) for n in INFERENCE_MODEL_FIELDS if model.get(n) is None]
+    lacks = [_label(n) for n in STEP_FIELDS if model.get(n) is None]
     tokens = job.observed.get(STEP_TOKENS, (None, ""))[0]
     if not tokens:
         lacks.append("the tokens per step")
@@ -61,15 +57,8 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     dtype = job.dtype or job.hardware.default_dtype
     devices = job.parallel.tp * job.parallel.pp
     seq = job.seq_length
-    split = bool(seq) and int(tokens) % seq == 0
     try:
-        flops = inference_forward_flops(
-            int(tokens), model["num_layers"], model["hidden_size"], model["attention_width"],
-            model["kv_width"], model["ffn_hidden_size"], model["vocab_size"], model["mlp"],
-            model["num_experts"], model["moe_top_k"], int(rows) if rows else 0)
-        if split:
-            flops += attention_core_flops(model["num_layers"], model["attention_width"],
-                                          int(tokens) // seq, seq)
+        flops, sequences = step_forward_flops(model, int(tokens), int(rows or 0), seq)
         peak = job.hardware.peak(dtype)
         value = inference_mfu(flops, job.step_time_s, devices, peak)
     except PerfkitError as exc:
@@ -78,8 +67,8 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     experts = f", {k} of the {e} experts per token" if e > 1 else ""
     logits = (f"logits for {counted(int(rows), 'row')}" if rows else
               "no logits (no output layer over the vocabulary in the step)")
-    core = (f"the attention scores of {counted(int(tokens) // seq, 'sequence')} of "
-            f"{counted(seq, 'token')} (full {seq} × {seq} scores) are counted" if split else
+    core = (f"the attention scores of {counted(sequences, 'sequence')} of "
+            f"{counted(seq, 'token')} (full {seq} × {seq} scores) are counted" if sequences else
             "the attention scores are not counted (the trace does not record the "
             "sequences' context lengths)")
     note = (f"forward-only model FLOPs of an inference step (no backward pass): "
