@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis._util import has_values
+from ..analysis._util import has_values, table
+from ..analysis.shapes.fused_moe import logits_rows, step_tokens
 from ..analysis.steps import measured_step_s
 from ..calc import flops as _flops
+from ..calc.inference import inference_mfu, model_fields, step_forward_flops
 from ..calc.throughput import tokens_per_second_per_device
-from ..format import WARNING_MARK, plural
+from ..format import WARNING_MARK, counted, plural
 from .context import Context
 from .finding import Finding, unmeasured
 from .registry import rule
@@ -63,7 +65,18 @@ def mfu(ctx: Context) -> list[Finding]:
                                        par.world_size)
     value = float(_flops.mfu(m, tps, hw.peak()))
     trains, why = ctx.training_step()
-    if trains is False:  # the Overview's guard (perfkit.guards.check_utilization)
+    if trains is False:
+        forward = _inference_mfu(ctx, step / 1e6)
+        if forward is not None:  # one forward pass, as the Overview counts it
+            share, said = forward
+            return [unmeasured(
+                "mfu_inference", "metrics",
+                f"Model FLOPs utilisation of this inference step is {pct(share)}",
+                f"{why}; {said}",
+                "Work down the measured findings in order: an inference step's MFU counts "
+                "its forward pass only, and MFU of a training step needs a training profile.",
+                severity="info")]
+        # no forward count: the Overview's guard (perfkit.guards.check_utilization)
         return [unmeasured(
             "mfu_not_training", "metrics",
             "Model FLOPs utilisation cannot be measured: the profile is not a training step",
@@ -87,3 +100,28 @@ def mfu(ctx: Context) -> list[Finding]:
         f"{hw.peak() / 1e12:.0f} TFLOP/s ({hw.name})",
         "Work down the measured findings in order; if none is large, revisit the parallel "
         "strategy (perfkit.plan.search) and the micro-batch size.", severity="info")]
+
+
+def _inference_mfu(ctx: Context, step_s: float) -> tuple[float, str] | None:
+    """The forward-only MFU of an inference step, as the Overview's headline counts it
+    (:func:`perfkit.calc.inference.step_forward_flops` over the tokens of the step's
+    linear layers, :func:`perfkit.analysis.shapes.fused_moe.step_tokens`), with what it
+    counts; None where the model or the tokens do not allow it."""
+    m, par, hw = ctx.model, ctx.parallel, ctx.hardware
+    fields = model_fields(m)
+    ops = table(ctx.profile, "ops")
+    tokens = step_tokens(ops) if fields is not None else None
+    if tokens is None:
+        return None
+    tp = max(par.tp, 1)
+    rows = (logits_rows(ops, m.vocab_size // tp) if m.vocab_size % tp == 0 else None) \
+        or logits_rows(ops, m.vocab_size)
+    flops, sequences = step_forward_flops(fields, tokens[0], rows[0] if rows else 0,
+                                          m.seq_length)
+    devices = par.tp * par.pp
+    value = inference_mfu(flops, step_s, devices, hw.peak())
+    core = "with" if sequences else "without"
+    return value, (f"one forward pass over {tokens[0]:,} tokens, {core} the attention core, "
+                   f"makes {flops / 1e12:.3g} TFLOP in the measured step of "
+                   f"{fmt_time(step_s * 1e6)} on {counted(devices, 'device')} (tp × pp) at "
+                   f"{hw.peak() / 1e12:,.0f} TFLOP/s ({hw.name}), the MFU the Overview shows")

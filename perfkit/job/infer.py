@@ -20,8 +20,9 @@ from .device import read_framework, read_hardware, read_static_scheme
 from .fields import JOB_FIELDS, FieldValue, Readings
 from .global_batch import read_global_batch
 from .gradients import read_reduced_gradient
+from .inference import read_fused_moe_fields, read_step_tokens
 from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
-from .measured import read_memory, read_step_time, read_training_step
+from .measured import TRAINING_STEP, read_memory, read_step_time, read_training_step
 from .tp_reductions import read_sequence_parallel, read_tp_from_reductions
 from .tp_widths import read_tp_from_widths
 
@@ -130,6 +131,8 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
         reading.details.get("moe", "") + (": dense model" if moe is False else
                                           "; the expert count is not read"))
     put("moe_top_k", 1 if moe is False else None, out["num_experts"].detail)
+    if moe:  # vLLM's fused MoE layer shows the expert count (and says what it hides)
+        read_fused_moe_fields(profile, out)
     put("tied_embeddings", False, "the profile cannot show whether the output layer shares "
                                   "the embedding table: untied assumed", "default")
     put("name", None, "no preset name matched yet")
@@ -155,6 +158,8 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     read_step_time(profile, put)
     read_memory(profile, put)
     read_training_step(profile, out)
+    if TRAINING_STEP in out and out[TRAINING_STEP].value is False:
+        read_step_tokens(profile, out, tp)  # an inference step's FLOPs count its tokens
     read_framework(profile, out)
     read_static_scheme(profile, out)
     read_reduced_gradient(profile, out)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..format import listed, plural
-from .fields import field_label
+from .fields import CORE_MODEL, field_label
 
 __all__ = ["Unknown", "unknowns", "how_to_set", "PLACES", "PANEL_TITLE", "unknown_labels",
            "unknown_line", "UNKNOWNS_WHERE"]
@@ -88,20 +88,30 @@ def unknowns(job: Any) -> list[Unknown]:
         empty for a complete job.
     """
     out: list[Unknown] = []
+    # an inference step's MFU counts its tokens' forward pass: it needs the widths, not
+    # the sequence length or the global batch (perfkit.widgets.inference_mfu)
+    inference = job.training_step() is False
     if job.model is None:
         missing = [field_label(n) for n in job.missing_model_fields()]
         why = job.detail("name")
+        mfu = not inference or any(job.value(n) is None for n in CORE_MODEL)
         out.append(Unknown(
             "model", "the model" + (f" ({', '.join(missing)})" if missing else ""), why,
-            "MFU, HFU, the memory theory, the recompute trade-off and the planner",
+            ("MFU, " if mfu else "") + "HFU, the memory theory, the recompute trade-off "
+            "and the planner",
             _MODEL_FILES, 'model="llama2-7b"', "the boxes of the Model group",
             "a preset name, or every field: num_layers=…, hidden_size=…, …",
             "num_layers, hidden_size, num_attention_heads, …"))
     elif job.seq_length is None:
         out.append(Unknown("seq_length", "the sequence length", job.detail("seq_length"),
-                           "the throughput in tokens/s and MFU",
+                           "the throughput in tokens/s" + ("" if inference else " and MFU"),
                            f"{_MODEL_FILES}, or a training log", "seq_length=4096",
                            "the box seq_length", "tokens per sequence"))
+    if (job.value("num_experts") or 1) > 1 and job.value("moe_top_k") is None:
+        out.append(Unknown("moe_top_k", "the experts per token (top-k)",
+                           job.detail("moe_top_k"), "MFU", "a Hugging Face config.json "
+                           "(num_experts_per_tok)", "moe_top_k=2", "the box moe_top_k",
+                           "the experts each token is routed to (2 only as an example)"))
     if job.pp_unread:
         p = job.parallel
         rest = p.tp * p.cp
@@ -116,7 +126,8 @@ def unknowns(job: Any) -> list[Unknown]:
     if job.global_batch_size is None:
         out.append(Unknown("global_batch_size", "the global batch",
                            job.detail("global_batch_size"),
-                           "the throughput in tokens/s and MFU", _RUN_FILES,
+                           "the throughput in tokens/s" + ("" if inference else " and MFU"),
+                           _RUN_FILES,
                            "global_batch_size=64", "the box global_batch_size",
                            "sequences per step"))
     if job.hardware is None:

@@ -37,6 +37,7 @@ from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
 from ..job import Job
 from ..job.unknowns import PANEL_TITLE, unknown_labels
+from .inference_mfu import inference_mfu_parts
 from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "split_parts", "undivided_split", "FINDING_TABS", "Figure",
@@ -235,6 +236,8 @@ def mfu_figure(job: Job | None, no_job: str = "no job: open a profile") -> Figur
     name = "MFU"
     if job is None:
         return Figure(name, "–", no_job)
+    if job.training_step() is False:  # an inference step: one forward pass, its own count
+        return Figure(name, *inference_mfu_parts(job))
     if job.missing():
         labels = unknown_labels(job, ("model", "hardware", "step_time_s"))
         return Figure(name, "–", f"not computed: {listed(labels)} "
