@@ -3,8 +3,8 @@
 ``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.analysis.timeline``,
 ``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
 ``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto``, ``perfkit.lab.questions``,
-``perfkit.analysis._util``, ``perfkit.analysis.recompute``, ``perfkit.journal.record`` and
-``perfkit.plan.calibrate``
+``perfkit.analysis._util``, ``perfkit.analysis.recompute``, ``perfkit.journal.record``,
+``perfkit.plan.calibrate`` and ``perfkit.tables``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
@@ -29,7 +29,8 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.plan.calibrate",
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
-         "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal")
+         "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal",
+         "perfkit.tables")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
