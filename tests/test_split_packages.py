@@ -4,7 +4,7 @@
 ``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
 ``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto``, ``perfkit.lab.questions``,
 ``perfkit.analysis._util``, ``perfkit.analysis.recompute``, ``perfkit.journal.record``,
-``perfkit.plan.calibrate`` and ``perfkit.tables``
+``perfkit.plan.calibrate``, ``perfkit.plan.balance`` and ``perfkit.tables``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
@@ -30,7 +30,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal",
-         "perfkit.tables")
+         "perfkit.tables", "perfkit.plan.balance")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
