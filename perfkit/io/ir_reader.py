@@ -29,7 +29,7 @@ MAX_LINE_BYTES = 16 << 20
 """A longer line cannot be part of an IR dump: the read stops there with an error."""
 
 
-#: Columns of :attr:`IRGraph.nodes`, in order.
+#: Columns of :attr:`perfkit.io.ir.IRGraph.nodes`, in order.
 NODE_COLUMNS = (
     "graph", "node_id", "debug_name", "op", "instance_name", "scope", "inputs", "params",
     "output_dtypes", "output_shapes", "in_strategy", "recompute", "prim_recompute",
@@ -39,7 +39,7 @@ NODE_COLUMNS = (
     "line",
 )
 
-#: Columns of :attr:`IRGraph.parameters`, in order.
+#: Columns of :attr:`perfkit.io.ir.IRGraph.parameters`, in order.
 PARAMETER_COLUMNS = ("graph", "param_id", "name", "dtype", "shape", "is_parameter",
                      "has_default", "line")
 

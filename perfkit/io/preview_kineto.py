@@ -42,7 +42,7 @@ _KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
                 "iteration_host": "the host spans of the training iterations after the "
                                   "first, inferred from " + FROM_OPTIMIZER}
 #: Bases whose step time is a host span, not the step the full load gives
-#: (:attr:`Preview.host_spans`).
+#: (:attr:`~perfkit.io.preview.Preview.host_spans`).
 _HOST_BASES = frozenset({"host", "iteration_host"})
 
 
@@ -64,7 +64,8 @@ def _cached_steps(source: RankSource) -> tuple[Profile, str] | None:
 
 def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: set[str]
                      ) -> tuple[list[Profile], set[str]]:
-    """The ranks again, every Kineto rank by its host spans (see :func:`preview`)."""
+    """The ranks again, every Kineto rank by its host spans (see
+    :func:`perfkit.io.preview.preview`)."""
     by_path = {str(Path(s.path)): s for s in sources}
     out, where = [], froms - {*_KINETO_FROM.values(), _FROM_CACHE}
     for p in profiles:
@@ -85,8 +86,9 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
                        ) -> tuple[Profile, str] | None:
     """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the
     device-lane copies of the steps, else the host spans (``meta.extra["preview_steps"]``
-    says which, see :attr:`Preview.host_spans` and :attr:`Preview.device_lane`). A trace
-    without ``ProfilerStep`` has its optimizer's iterations as steps: with the device steps
+    says which, see :attr:`~perfkit.io.preview.Preview.host_spans` and
+    :attr:`~perfkit.io.preview.Preview.device_lane`). A trace without ``ProfilerStep`` has
+    its optimizer's iterations as steps: with the device steps
     (:func:`_iteration_rank_steps`), or else their host spans, found by the byte scan
     (:func:`_iteration_host_steps`, unless ``scan`` is False); None otherwise, and ``why``
     says why, but where ``scan`` was False (:func:`perfkit.io.preview.preview` then says
@@ -160,12 +162,12 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
                           ) -> tuple[Profile, str] | None:
     """The steps of a Kineto trace without ``ProfilerStep``: its training iterations, by
     the full load's rule (:func:`perfkit.io.kineto.iterations.optimizer_spans`), each one's
-    device step measured as :func:`kineto_device_steps` measures a ProfilerStep's; where
-    no device task was launched in any, the iteration's span, as the full load. The
-    ``step_mark`` column (:data:`perfkit.analysis.steps.STEP_MARK`) names the annotation,
-    as in the full load's steps table, so that :func:`perfkit.analysis.steps.step_basis`
-    says the steps were inferred. None where the rule gives no step (``notes`` then says
-    why, where the trace has some annotation)."""
+    device step measured as :func:`~perfkit.io.kineto_scan.kineto_device_steps` measures a
+    ProfilerStep's; where no device task was launched in any, the iteration's span, as the
+    full load. The ``step_mark`` column (:data:`perfkit.analysis.steps.STEP_MARK`) names
+    the annotation, as in the full load's steps table, so that
+    :func:`perfkit.analysis.steps.step_basis` says the steps were inferred. None where the
+    rule gives no step (``notes`` then says why, where the trace has some annotation)."""
     got = iteration_steps(f, notes)
     if got is None:
         return None
@@ -198,9 +200,10 @@ def _iteration_host_steps(source: RankSource, f: Path, events: pd.DataFrame | No
                           notes: list[str]) -> tuple[Profile, str] | None:
     """A large Kineto trace without ``ProfilerStep``: each training iteration's host span
     but the first (:func:`~perfkit.io.kineto_marks.iteration_spans`), with ``step_mark``
-    as in the full load's table, labelled as host spans (:attr:`Preview.host_spans`);
-    None where ``events`` (:func:`~perfkit.io.kineto_marks.step_scan`; None: no optimizer
-    annotation) tell no iteration (``notes`` then says why)."""
+    as in the full load's table, labelled as host spans
+    (:attr:`~perfkit.io.preview.Preview.host_spans`); None where ``events``
+    (:func:`~perfkit.io.kineto_marks.step_scan`; None: no optimizer annotation) tell no
+    iteration (``notes`` then says why)."""
     got = None if events is None else iteration_spans(events, notes)
     if got is None:
         return None

@@ -21,7 +21,8 @@ __all__ = ["FINAL_STEPS"]
 
 
 #: ``meta.extra`` key of a rank's steps-only Profile whose steps are the full load's table
-#: (not an approximation): :attr:`Preview.steps_final` holds when every rank has it.
+#: (not an approximation): :attr:`~perfkit.io.preview.Preview.steps_final` holds when every
+#: rank has it.
 FINAL_STEPS = "preview_steps_final"
 
 

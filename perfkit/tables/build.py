@@ -63,8 +63,8 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
         ``"time (ms, summed over steps)"``).
     units : mapping, optional
         Column → unit to force (``{"step_median_us": "ms"}``). Columns of one spread (the
-        ``_median``, ``_min`` and ``_max`` columns of :func:`over_ranks`) share the unit of
-        their median.
+        ``_median``, ``_min`` and ``_max`` columns of :func:`~perfkit.tables.over_ranks`)
+        share the unit of their median.
     shorten_text : int or mapping, optional
         Longest text cell (characters) before it is shortened (the whole text stays in the
         cell's tooltip); a mapping per column; None keeps every text whole.

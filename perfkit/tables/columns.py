@@ -47,7 +47,7 @@ def shorten(text: Any, limit: int = 48) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """How one column of :func:`table` is written.
+    """How one column of :func:`~perfkit.tables.table` is written.
 
     Attributes
     ----------

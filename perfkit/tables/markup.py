@@ -40,7 +40,7 @@ TABLE_CSS = (
 
 @dataclass
 class Table:
-    """A frame written for people (:func:`table`); shows as HTML in notebooks.
+    """A frame written for people (:func:`~perfkit.tables.table`); shows as HTML in notebooks.
 
     Attributes
     ----------

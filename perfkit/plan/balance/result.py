@@ -22,7 +22,7 @@ _YAML_KEYS = {"selective": "select_recompute", "comm": "select_comm_recompute",
 
 @dataclass(frozen=True)
 class BalancePlan:
-    """Result of :func:`balance_pipeline`.
+    """Result of :func:`~perfkit.plan.balance.balance_pipeline`.
 
     Attributes
     ----------

@@ -52,8 +52,9 @@ def balance_pipeline(layers: Sequence[LayerType], pp: int, vpp: int, num_micro_b
     Parameters
     ----------
     layers : sequence of LayerType
-        Body layer types and at most one head and one tail (see :func:`layers_from_model`
-        and :func:`read_sapp_layers`).
+        Body layer types and at most one head and one tail (see
+        :func:`~perfkit.plan.balance.layers_from_model` and
+        :func:`~perfkit.plan.balance.read_sapp_layers`).
     pp, vpp, num_micro_batches : int
         Stages, virtual chunks per stage, micro-batches per step (``m >= pp``).
     memory_limit : float
