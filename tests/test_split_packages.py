@@ -4,7 +4,7 @@
 ``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
 ``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto``, ``perfkit.lab.questions``,
 ``perfkit.analysis._util``, ``perfkit.analysis.recompute``, ``perfkit.journal.record``,
-``perfkit.plan.calibrate``, ``perfkit.plan.balance`` and ``perfkit.tables``
+``perfkit.plan.calibrate``, ``perfkit.plan.balance``, ``perfkit.tables`` and ``perfkit.report``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
@@ -32,7 +32,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal",
-         "perfkit.tables", "perfkit.plan.balance")
+         "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
             "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing")
