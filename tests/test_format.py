@@ -196,11 +196,17 @@ def test_format_and_tables_sit_above_every_layer() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "perfkit"
-    for name in ("format.py", "tables.py"):
-        tree = ast.parse((root / name).read_text(encoding="utf-8"))
-        imported = {n.module for n in ast.walk(tree)
-                    if isinstance(n, ast.ImportFrom) and n.level}
-        assert imported <= {"errors", "format"}, (name, imported)
+    files = [root / "format.py", *sorted((root / "tables").glob("*.py"))]
+    assert len(files) > 2, "perfkit.tables is a package of modules"
+    for path in files:
+        here = path.parent.relative_to(root.parent).parts
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {".".join([*here[:len(here) - n.level + 1], *([n.module] if n.module else [])])
+                    for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
+        bad = {m for m in imported
+               if m not in ("perfkit.errors", "perfkit.format")
+               and not m.startswith("perfkit.tables")}
+        assert not bad, (path.name, bad)
 
 
 @pytest.mark.parametrize("ratio, text", [(2.345, "2.3×"), (0.0171, "0.017×"),

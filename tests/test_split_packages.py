@@ -3,14 +3,16 @@
 ``perfkit.charts``, ``perfkit.analysis.efficiency``, ``perfkit.analysis.timeline``,
 ``perfkit.analysis.shapes``, ``perfkit.analysis.operators``, ``perfkit.specs``,
 ``perfkit.job``, ``perfkit.io._common``, ``perfkit.io.kineto``, ``perfkit.lab.questions``,
-``perfkit.analysis._util``, ``perfkit.analysis.recompute``, ``perfkit.journal.record`` and
-``perfkit.plan.calibrate``
+``perfkit.analysis._util``, ``perfkit.analysis.recompute``, ``perfkit.journal.record``,
+``perfkit.plan.calibrate``, ``perfkit.plan.balance``, ``perfkit.tables`` and ``perfkit.report``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
+``perfkit.io.preview``, ``perfkit.io.ir``, ``perfkit.calc.timing``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
 to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
-``kineto_scan_device``, ``_engine_layout``, ``_write_trace``, ...): they stay small too.
+``kineto_scan_device``, ``preview_kineto``, ``ir_reader``, ``timing_layer``,
+``_engine_layout``, ``_write_trace``, ...): they stay small too.
 Imports are read from the source (function-level imports included; imports under
 ``if TYPE_CHECKING:`` are for type checkers only and left out), so a cycle that only closes at
 run time is found too.
@@ -29,9 +31,11 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.plan.calibrate",
          "perfkit.analysis.shapes", "perfkit.specs", "perfkit.job", "perfkit.io._common",
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
-         "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal")
+         "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal",
+         "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
-            "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan")
+            "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
+            "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 

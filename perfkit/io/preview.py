@@ -59,6 +59,10 @@ The preview's :attr:`Preview.profile` is a :class:`~perfkit.Profile` (or
 :class:`~perfkit.Cluster`) whose only table is ``steps``: every analysis of the steps
 (:func:`perfkit.analysis.step_breakdown`, :func:`perfkit.analysis.measured_step_s`) works
 on it as on the full profile. Nothing is written anywhere (no cache entry either).
+
+This module finds the ranks and decides what to read; a rank's steps are read by
+:mod:`perfkit.io.preview_ranks` (by format) and :mod:`perfkit.io.preview_kineto` (a Kineto
+trace's).
 """
 
 from __future__ import annotations
@@ -69,36 +73,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from ..bundled_samples import resolve_sample
-from ..errors import ProfileError, RunsFound, file_boundary
+from ..errors import ProfileError, RunsFound
 from ..format import counted
-from ..profile import Cluster, Profile, ProfileMeta
-from . import ascend, cache
-from ._common import collecting_notes
+from ..profile import Cluster, Profile
+from . import cache
 from .detect import _key, find_runs
-from .kineto.iterations import FROM_OPTIMIZER
-from .kineto_marks import iteration_spans, step_scan
-from .kineto_scan import (
-    first_spans,
-    iteration_steps,
-    kineto_device_steps,
-    kineto_step_spans,
-    lane_steps,
-    step_events,
-    steps_on_device,
-)
+from .kineto_scan import kineto_device_steps, kineto_step_spans
+from .preview_kineto import _HOST_BASES, _cached_steps, _host_spans_only
+from .preview_ranks import FINAL_STEPS, _cluster_output_steps, _rank_steps
 from .runs import pick_run
-from .sources import RankSource, cluster_meta, input_bytes
+from .sources import cluster_meta, input_bytes
 
 __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "describe",
            "DEVICE_STEPS_MAX_BYTES", "ITERATION_SCAN_MAX_BYTES", "FINAL_STEPS"]
 
-#: ``meta.extra`` key of a rank's steps-only Profile whose steps are the full load's table
-#: (not an approximation): :attr:`Preview.steps_final` holds when every rank has it.
-FINAL_STEPS = "preview_steps_final"
 
 #: Up to this many bytes of Kineto traces, :func:`preview` reads the device step by default
 #: (:func:`kineto_device_steps`, a fifth to a third of the full load's time: see
@@ -113,6 +102,8 @@ DEVICE_STEPS_MAX_BYTES = 256 << 20
 #: wait=False)``, the dashboard's background opening), so above this the scan would hold
 #: the whole load back for longer than its answer is worth: the steps come with the load.
 ITERATION_SCAN_MAX_BYTES = 1 << 30
+
+
 @dataclass
 class Preview:
     """What :func:`preview` read.
@@ -228,6 +219,8 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
             why: list[str] = []
             got = _cached_steps(s) if cached else None
             got = got or _rank_steps(s, device_steps, why, scan)
+            if got is None and not why and s.fmt == "kineto" and not scan:
+                why.append(_too_large_to_scan())  # no ProfilerStep, and not scanned
             if got is None:
                 out.notes.append(f"{Path(s.path).name}: " + (why[0] if why else _NO_STEPS.get(
                     s.fmt, f"no quick step reading for its format ({s.fmt})")))
@@ -251,40 +244,6 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
     return out
 
 
-def _cached_steps(source: RankSource) -> tuple[Profile, str] | None:
-    """The steps table of a Kineto rank's cache entry (what the full load will read back),
-    or None where it cannot be read."""
-    if source.fmt != "kineto":
-        return None
-    f = cache.entry_path(_key(source)) / "steps.parquet"
-    try:
-        steps = cache.read_table_file(f)
-    except Exception:  # noqa: BLE001 - a missing or damaged entry: the full load rebuilds it
-        return None
-    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank, device_type="gpu",
-                       path=str(source.path), notes=["preview: steps of perfkit's cache"],
-                       extra={"preview_steps": "cached"})
-    return Profile(meta, {"steps": steps}), _FROM_CACHE
-
-
-def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: set[str]
-                     ) -> tuple[list[Profile], set[str]]:
-    """The ranks again, every Kineto rank by its host spans (see :func:`preview`)."""
-    by_path = {str(Path(s.path)): s for s in sources}
-    out, where = [], froms - {*_KINETO_FROM.values(), _FROM_CACHE}
-    for p in profiles:
-        if p.meta.extra.get("preview_steps") in ("device", "host_is_step", "cached",
-                                                  "device_lane", "iterations",
-                                                  "iteration_spans"):
-            got = _kineto_rank_steps(by_path[p.meta.path], device=False, lane=False)
-            if got is not None:
-                p = got[0]
-        out.append(p)
-        if p.meta.source_format == "kineto":
-            where.add(_KINETO_FROM[p.meta.extra.get("preview_steps", "host")])
-    return out, where
-
-
 _NO_STEPS = {"kineto": "no ProfilerStep#N event: its steps come with the full load",
              "ascend_text": "no step_trace_time.csv: its steps come with the full load"}
 
@@ -299,214 +258,12 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None = None,
-                scan: bool = True) -> tuple[Profile, str] | None:
-    """One rank's steps-only Profile and where its steps came from, or None (``why``
-    then says why, where more than the format's :data:`_NO_STEPS` can be said);
-    ``scan``: whether a Kineto trace without ``ProfilerStep`` may be byte-scanned for its
-    iterations (:data:`ITERATION_SCAN_MAX_BYTES`)."""
-    if source.fmt == "ascend_text":
-        rank_dir = ascend.rank_dir_of(Path(source.path))
-        out = rank_dir / ascend.OUTPUT_DIR
-        if not out.is_dir():
-            out = Path(source.path)
-        f = out / "step_trace_time.csv"
-        if not f.is_file():
-            return None
-        with file_boundary(f, "step_trace_time.csv"):
-            steps = ascend.read_step_trace(f)
-        meta = ProfileMeta("ascend_text", rank=source.rank, device_type="npu",
-                           path=str(rank_dir), notes=[f"preview: steps of {f.name} only"],
-                           extra={FINAL_STEPS: True})  # the full load's reader and file
-        return Profile(meta, {"steps": steps}), "step_trace_time.csv"
-    if source.fmt == "kineto":
-        return _kineto_rank_steps(source, device, why=why, scan=scan)
-    return None
-
-
-def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
-                       why: list[str] | None = None, scan: bool = True
-                       ) -> tuple[Profile, str] | None:
-    """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the
-    device-lane copies of the steps, else the host spans (``meta.extra["preview_steps"]``
-    says which, see :attr:`Preview.host_spans` and :attr:`Preview.device_lane`). A trace
-    without ``ProfilerStep`` has its optimizer's iterations as steps: with the device steps
-    (:func:`_iteration_rank_steps`), or else their host spans, found by the byte scan
-    (:func:`_iteration_host_steps`, unless ``scan`` is False); None otherwise, and ``why``
-    says why."""
-    f = Path(source.path)
-    if device:
-        (rows, lane_rows), events = step_events(f), None
-    else:  # one byte scan: the ProfilerStep events, or the events telling iterations
-        rows, lane_rows, events = step_scan(f, iterations=scan)
-    spans = first_spans(rows)
-    if spans.empty:
-        rule: list[str] = []
-        got = _iteration_rank_steps(source, f, rule) if device else \
-            _iteration_host_steps(source, f, events, rule) if scan else None
-        if got is None and why is not None:
-            why.append(_no_iterations(rule) if device or scan else _too_large_to_scan())
-        return got
-    found = steps_on_device(f, rows) if device else None
-    on_lane = lane_steps(lane_rows, spans) if lane and found is None else None
-    if on_lane is not None:
-        steps = _measured_steps(on_lane)
-        basis, note = "device_lane", (
-            "preview: step time = the ProfilerStep range Kineto draws on the device lane "
-            "(gpu_user_annotation), the device's pace, and the device's wait before it; the "
-            "full load's step (first to last device task the step launched, and the wait "
-            "before) and the split follow")
-    elif found is not None and len(found):
-        steps = _measured_steps(found)
-        basis, note = "device", ("preview: step time = first to last device task of each "
-                                 "ProfilerStep and the device's wait before the first, as "
-                                 "the full load; the split needs the device tasks' names, "
-                                 "read by the full load")
-    else:
-        steps = pd.DataFrame({"step": spans["step"].to_numpy(),
-                              "total_us": spans["dur_us"].to_numpy(np.float64),
-                              "computing_us": np.nan})
-        if found is not None:  # spans but no device task in any: the loader's step too
-            basis, note = "host_is_step", ("preview: step time = the ProfilerStep span (no "
-                                           "device task in the trace's steps), as the full "
-                                           "load")
-        else:
-            basis, note = "host", ("preview: the host ProfilerStep span, not the step time "
-                                   "(first to last device task), which comes with the full "
-                                   "load; the split too")
-    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
-                       device_type="gpu", path=str(f), notes=[note],
-                       extra={"preview_steps": basis})
-    return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
-
-
-def _measured_steps(found: pd.DataFrame) -> pd.DataFrame:
-    """The preview's steps table of measured steps (``step``, ``total_us``,
-    ``preparing_us``): the split (``computing_us``) needs the device tasks' names, read by
-    the full load."""
-    return pd.DataFrame({"step": found["step"].to_numpy(np.int64),
-                         "total_us": found["total_us"].to_numpy(np.float64),
-                         "computing_us": np.nan,
-                         "preparing_us": found["preparing_us"].to_numpy(np.float64)})
-
-
 def _too_large_to_scan() -> str:
     """Why a trace without ``ProfilerStep`` above :data:`ITERATION_SCAN_MAX_BYTES` has no
     preview."""
     return (f"no ProfilerStep#N event, and above {ITERATION_SCAN_MAX_BYTES >> 30} GiB of "
             "traces the training iterations are not looked for ahead of the load (the scan "
             "would hold the load back by seconds per GB); its steps come with the full load")
-
-
-def _no_iterations(rule: list[str]) -> str:
-    """Why a trace without ``ProfilerStep`` has no preview: ``rule`` holds the note of
-    :func:`~perfkit.io.kineto.iterations.optimizer_spans` where its annotations tell no
-    iteration (else it has none)."""
-    why = "; " + rule[0].removeprefix("steps: ") if rule else \
-        " nor optimizer iterations (Optimizer.step#<Class>.step annotations)"
-    return f"no ProfilerStep#N event{why}; its steps come with the full load"
-
-
-_FROM_CACHE = "perfkit's cache"
-#: Where a Kineto rank's preview steps come from, by basis (``meta.extra["preview_steps"]``).
-_KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
-                "device_lane": "the ProfilerStep ranges on the device lane",
-                "host_is_step": "the ProfilerStep spans",
-                "host": "the host ProfilerStep spans",
-                "iterations": "the device tasks of each training iteration, inferred from "
-                              + FROM_OPTIMIZER,
-                "iteration_spans": "the training iterations' spans, inferred from "
-                                   + FROM_OPTIMIZER,
-                "iteration_host": "the host spans of the training iterations after the "
-                                  "first, inferred from " + FROM_OPTIMIZER}
-#: Bases whose step time is a host span, not the step the full load gives
-#: (:attr:`Preview.host_spans`).
-_HOST_BASES = frozenset({"host", "iteration_host"})
-
-
-def _cluster_output_steps(folder: Path) -> Cluster | None:
-    """The rank steps of an msprof-analyze output (``cluster_step_trace_time.csv``)."""
-    from . import cluster_output
-
-    f = folder / "cluster_step_trace_time.csv"
-    if not f.is_file():
-        return None
-    with collecting_notes(), file_boundary(f, "cluster_step_trace_time.csv of msprof-analyze"):
-        steps, _stages = cluster_output._steps(f)
-    profiles = []
-    for rank, part in steps.groupby("rank", sort=True):
-        meta = ProfileMeta("cluster_analysis_output", rank=int(rank), device_type="npu",
-                           path=str(folder), notes=["preview: steps only"])
-        profiles.append(Profile(meta, {"steps": part.drop(columns="rank")}))
-    if not profiles:
-        return None
-    return Cluster(profiles, cluster_meta(folder, profiles, {}))
-
-
-def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
-                          ) -> tuple[Profile, str] | None:
-    """The steps of a Kineto trace without ``ProfilerStep``: its training iterations, by
-    the full load's rule (:func:`perfkit.io.kineto.iterations.optimizer_spans`), each one's
-    device step measured as :func:`kineto_device_steps` measures a ProfilerStep's; where
-    no device task was launched in any, the iteration's span, as the full load. The
-    ``step_mark`` column (:data:`perfkit.analysis.steps.STEP_MARK`) names the annotation,
-    as in the full load's steps table, so that :func:`perfkit.analysis.steps.step_basis`
-    says the steps were inferred. None where the rule gives no step (``notes`` then says
-    why, where the trace has some annotation)."""
-    got = iteration_steps(f, notes)
-    if got is None:
-        return None
-    found, spans, mark = got
-    if len(found):
-        steps = _measured_steps(found)
-        basis, note = "iterations", (
-            "preview: step time = first to last device task of each training iteration "
-            f"(no ProfilerStep: the iterations inferred from {FROM_OPTIMIZER}, {mark}, as "
-            "the full load) and the device's wait before the first; the split needs the "
-            "device tasks' names, read by the full load")
-    else:
-        steps = pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
-                              "total_us": (spans["end_ns"] - spans["start_ns"]).to_numpy(
-                                  np.int64) / 1000.0,
-                              "computing_us": np.nan})
-        basis, note = "iteration_spans", (
-            "preview: step time = the span of each training iteration (no ProfilerStep: "
-            f"inferred from {FROM_OPTIMIZER}, {mark}; no device task in them), as the full "
-            "load")
-    # what ends each step (analysis.steps.STEP_MARK), as in the full load's table
-    steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
-    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
-                       device_type="gpu", path=str(f), notes=[note],
-                       extra={"preview_steps": basis})
-    return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
-
-
-def _iteration_host_steps(source: RankSource, f: Path, events: pd.DataFrame | None,
-                          notes: list[str]) -> tuple[Profile, str] | None:
-    """A large Kineto trace without ``ProfilerStep``: each training iteration's host span
-    but the first (:func:`~perfkit.io.kineto_marks.iteration_spans`), with ``step_mark``
-    as in the full load's table, labelled as host spans (:attr:`Preview.host_spans`);
-    None where ``events`` (:func:`~perfkit.io.kineto_marks.step_scan`; None: no optimizer
-    annotation) tell no iteration (``notes`` then says why)."""
-    got = None if events is None else iteration_spans(events, notes)
-    if got is None:
-        return None
-    spans, mark = got
-    steps = pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
-                          "total_us": (spans["end_ns"] - spans["start_ns"]).to_numpy(
-                              np.int64) / 1000.0,
-                          "computing_us": np.nan})
-    steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
-    note = ("preview: the host span of each training iteration (no ProfilerStep: inferred "
-            f"from {FROM_OPTIMIZER}, {mark}, by the full load's rule, from the end of the "
-            "previous iteration's last optimizer step to the end of its own), not the step "
-            "time (first to last device task), which comes with the full load, as do the "
-            "split and the first iteration (it begins at the trace's first host event, "
-            "which this reading does not look for)")
-    meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
-                       device_type="gpu", path=str(f), notes=[note],
-                       extra={"preview_steps": "iteration_host"})
-    return Profile(meta, {"steps": steps}), _KINETO_FROM["iteration_host"]
 
 
 def describe(p: Preview) -> str:

@@ -1,0 +1,184 @@
+"""The kernels of one layer's passes and their times, for :mod:`perfkit.calc.timing`.
+
+:func:`gemm_seconds` times a GEMM (or a fused attention kernel) on the size curve or at the
+memory roofline, :func:`memory_seconds` a memory-bound kernel; :func:`_layer_ops` lists the
+kernels of one layer's forward and backward for one micro-batch on one rank (GEMMs split
+``tp`` ways, the attention core fused or not, the memory-bound kernels from their bytes),
+:func:`_head_ops` those of the embedding and the output head, and :func:`_seconds` sums
+their times. The formulas and their sources are in :mod:`perfkit.calc.timing`'s docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..specs import ModelSpec
+from .flops import layer_forward_flops
+from .rates import Rates
+
+__all__ = ["gemm_seconds", "memory_seconds"]
+
+
+_FLASH_BACKWARD = 2.5  # FlashAttention backward / forward FLOPs (PyTorch flop_counter)
+
+
+def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
+                 rates: Rates, attention: bool = False) -> float:
+    """One GEMM (or fused attention) call: the size curve, or the memory roofline.
+
+    ``max((F + F½)/(e·peak), B/(e_mem·bandwidth))`` with ``e = gemm_efficiency`` (times
+    ``attention_efficiency`` for a fused attention kernel).
+    """
+    e = rates.gemm_efficiency * (rates.attention_efficiency if attention else 1.0)
+    compute = (flops + rates.gemm_half_flops) / (e * peak)
+    memory = nbytes / (rates.memory_efficiency * bandwidth)
+    return compute + memory if rates.gemm_memory == "sum" else max(compute, memory)
+
+
+def memory_seconds(nbytes: float, bandwidth: float, rates: Rates) -> float:
+    """One memory-bound call: ``(B + B½)/(e_mem·bandwidth)``."""
+    return (nbytes + rates.memory_half_bytes) / (rates.memory_efficiency * bandwidth)
+
+
+@dataclass(frozen=True)
+class _Op:
+    kind: str  # "gemm", "attn" or "vec"
+    flops: float
+    nbytes: float
+    calls: float
+    tag: str = ""
+
+
+def _vec(nbytes: float, tag: str = "", calls: float = 1.0) -> _Op:
+    return _Op("vec", 0.0, nbytes, calls, tag)
+
+
+def _gemm(m: float, k: float, n: float, tag: str = "", calls: float = 1.0) -> _Op:
+    return _Op("gemm", 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), calls, tag)
+
+
+def _norm(elements: float, rms: bool, norm_bytes: float, grad: bool) -> list[_Op]:
+    """A norm's kernels: MindFormers-style RmsNorm computes in fp32 after a Cast."""
+    if grad:
+        return [_vec(12.0 * elements)]
+    if rms and norm_bytes > 2:
+        return [_vec(6.0 * elements), _vec(8.0 * elements)]
+    return [_vec(8.0 * elements)]
+
+
+def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, etp: int,
+               flash: bool, dropout: bool, norm_bytes: float, moe: bool
+               ) -> tuple[list[_Op], list[_Op]]:
+    """Forward and backward ops of one layer for one micro-batch on one rank."""
+    s_q = model.seq_length / cp
+    n = b * s_q
+    h = model.hidden_size
+    n_sp = n / tp if sp else n
+    parts = layer_forward_flops(model, causal=flash, layer="moe" if moe else "dense")
+    rms = model.norm == "rmsnorm"
+    a_t = model.num_attention_heads / tp
+    g_t = max(1.0, model.num_kv_heads / tp)
+    d, dv = model.qk_head_dim, model.value_head_dim
+    fwd: list[_Op] = [*_norm(n_sp * h, rms, norm_bytes, False)]
+    qkv_out = parts["qkv"] / (2.0 * h) / tp
+    fwd.append(_gemm(n, h, qkv_out, "qkv"))
+    rope = model.position_embedding == "rope"
+    if rope:
+        fwd += [_vec(6.0 * n * a_t * d), _vec(6.0 * n * g_t * d)]
+    core_flops = parts["core"] * n / tp
+    scores = b * a_t * s_q * model.seq_length  # elements of the score matrix
+    if flash:
+        core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core")]
+    else:
+        bmm_bytes = 2.0 * (n * a_t * d + b * model.seq_length * a_t * d + scores)
+        core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"),
+                _vec(4.0 * scores, "core"),
+                _Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core")]
+        if dropout:
+            core.insert(2, _vec(5.0 * scores, "core"))
+    fwd += core
+    proj_in = parts["projection"] / (2.0 * h) / tp
+    fwd.append(_gemm(n, proj_in, h, "proj"))
+    fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "add"))
+    fwd += _norm(n_sp * h, rms, norm_bytes, False)
+    gated = model.mlp == "gated"
+    gemms = 3 if gated else 2
+    dense_mlp = (parts["mlp"] - parts["experts"]) * n / tp
+    width = dense_mlp / (2.0 * n * h * gemms) if dense_mlp else 0.0
+    mlp_in: list[_Op] = []
+    mlp_out: list[_Op] = []
+    act_elements = 0.0
+    if dense_mlp:
+        mlp_in += [_gemm(n, h, width, "mlp_in", calls=gemms - 1)]
+        mlp_out += [_gemm(n, width, h, "mlp_out")]
+        act_elements += n * width
+    if parts["experts"]:
+        local = model.num_experts / ep
+        per_expert = parts["experts"] * n / tp / local  # FLOPs of one expert's GEMMs
+        tokens_e = n * model.moe_top_k * ep / model.num_experts
+        width_e = per_expert / (2.0 * tokens_e * h * gemms)
+        mlp_in += [_gemm(tokens_e, h, width_e, "mlp_in", calls=local * (gemms - 1))]
+        mlp_out += [_gemm(tokens_e, width_e, h, "mlp_out", calls=local)]
+        act_elements += local * tokens_e * width_e
+        fwd.append(_gemm(n, h, model.num_experts, "router"))
+        fwd.append(_vec(8.0 * n * model.moe_top_k * h, "permute"))
+    fwd += mlp_in
+    act = [_vec(4.0 * act_elements, "act"), _vec(6.0 * act_elements, "act")] if gated \
+        else [_vec(4.0 * act_elements, "act")]
+    fwd += act
+    fwd += [_Op(o.kind, o.flops, o.nbytes, o.calls, "mlp_out") for o in mlp_out]
+    fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "mlp_out"))
+    # backward: every GEMM twice (input and weight gradients), activation gradients
+    bwd: list[_Op] = []
+    for o in fwd:
+        if o.kind == "gemm":
+            bwd.append(_Op("gemm", o.flops, o.nbytes, 2 * o.calls, o.tag))
+        elif o.kind == "attn":
+            bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag))
+    if not flash:
+        bwd.append(_vec(6.0 * scores))
+        if dropout:
+            bwd.append(_vec(5.0 * scores))
+    bwd += ([_vec(6.0 * act_elements, "act"), _vec(6.0 * act_elements, "act"),
+             _vec(6.0 * act_elements, "act")] if gated else [_vec(6.0 * act_elements, "act")])
+    bwd += [_vec(6.0 * n_sp * h), *_norm(n_sp * h, rms, norm_bytes, True), _vec(6.0 * n_sp * h),
+            *_norm(n_sp * h, rms, norm_bytes, True), _vec(6.0 * n_sp * h)]
+    if rope:
+        bwd += [_vec(6.0 * n * a_t * d), _vec(6.0 * n * g_t * d)]
+    if parts["experts"]:
+        bwd.append(_vec(8.0 * n * model.moe_top_k * h))
+    if dropout:
+        bwd += [_vec(5.0 * n_sp * h), _vec(5.0 * n_sp * h)]
+    del dv
+    return fwd, bwd
+
+
+def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: float
+              ) -> tuple[list[_Op], list[_Op]]:
+    """Embedding (first stage) and output head with loss (last stage), fwd + bwd."""
+    n = b * model.seq_length / cp
+    h, v = model.hidden_size, model.vocab_size / tp
+    n_sp = n / tp if sp else n
+    emb = [_vec(4.0 * n_sp * h), _vec(4.0 * n_sp * h)]
+    rms = model.norm == "rmsnorm"
+    head = [*_norm(n_sp * h, rms, norm_bytes if rms else 2.0, False), _gemm(n, h, v),
+            _vec(6.0 * n * v), _vec(8.0 * n * v),
+            _Op("gemm", 2.0 * n * h * v, 2.0 * (n * h + h * v + n * v), 2.0),
+            _vec(12.0 * n_sp * h)]
+    return emb, head
+
+
+def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
+             skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> tuple[float, float]:
+    """Total time and kernel count of ``ops`` (filtered by tag)."""
+    total = kernels = 0.0
+    for o in ops:
+        if (skip and o.tag in skip) or (only and o.tag not in only):
+            continue
+        if o.kind == "vec":
+            t = memory_seconds(o.nbytes, bandwidth, rates)
+        else:
+            t = gemm_seconds(o.flops, o.nbytes, peak, bandwidth, rates, o.kind == "attn")
+        total += o.calls * t
+        kernels += o.calls
+    return total, kernels
