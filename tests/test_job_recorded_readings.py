@@ -1,0 +1,114 @@
+"""The readings that decide from what a step holds read only the steps recorded in full.
+
+A step whose device tasks were cut short holds a fraction of its operators and collectives:
+the model's counts from the host operators, "no backward operator" (an inference step),
+"the dp group only runs all-reduce" (no sharding) and the gradient buckets per step are
+read over the other steps, say over which, and are left unknown (or assumed, with the
+reason) where no step was recorded in full. Each test takes a real profile (or perfkit's
+own simulated one for the buckets) and marks its steps in memory, as
+tests/test_job_recorded_counts.py does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from shared_samples import PT_LEVEL1, sample
+
+import perfkit as pk
+from perfkit import plan
+from perfkit.analysis._util import table
+from perfkit.analysis.shapes import read_model
+from perfkit.calc.rates import Rates
+from perfkit.job.measured import TRAINING_STEP, read_training_step
+from perfkit.profile import Cluster, Profile
+
+QWEN = sample("wild/tl_qwen_h100")
+LEVEL1 = sample(PT_LEVEL1)
+SIM = Path(__file__).resolve().parents[1] / "data" / "simulated" / "llama2-13b-baseline-dp16"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _copy(cluster: Cluster, change) -> Cluster:
+    """``cluster`` whose ranks' tables are ``change(rank, {name: frame})``'s (the tables
+    it returns replace the rank's own)."""
+    ranks = []
+    for rank in cluster.profiles:
+        frames = change(rank)
+        ranks.append(Profile(rank.meta, lambda name, r=rank, f=frames:
+                             f[name] if name in f else table(r, name)))
+    return Cluster(ranks, cluster.meta)
+
+
+def _later(frame: pd.DataFrame, step: int, shift: float, keep: float = 1.0) -> pd.DataFrame:
+    """The first ``keep`` share of ``frame``'s rows (by start), as step ``step``, ``shift``
+    microseconds later: a fragment of the step recorded after it."""
+    rows = frame.sort_values("start_us").head(max(1, int(len(frame) * keep)))
+    return rows.assign(step=step, start_us=rows["start_us"] + shift)
+
+
+# ---- 1. the model's counts from the host operators -----------------------------------------
+
+@pytest.fixture(scope="module")
+def qwen() -> Cluster:
+    return pk.load(QWEN, progress=False)
+
+
+def _raw_attention_calls() -> int:
+    """The trace's ``aten::scaled_dot_product_attention`` host calls (its one step)."""
+    (path,) = QWEN.glob("*.json.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    return sum(e.get("cat") == "cpu_op" and e["name"] == "aten::scaled_dot_product_attention"
+               for e in events)
+
+
+def _operators_only(qwen: Cluster, recorded: list[bool]) -> Cluster:
+    """qwen's trace with its kernels' shapes dropped (the host operators are read), its
+    step marked ``recorded[0]`` and, with a second item, a fragment of a later step (the
+    first third of its host operators) marked ``recorded[1]``."""
+    def change(rank: Profile) -> dict[str, pd.DataFrame]:
+        ops, steps = table(rank, "ops"), table(rank, "steps")
+        (step,) = steps["step"]
+        marks = [steps.assign(tasks_recorded=recorded[0])]
+        if len(recorded) > 1:
+            shift = float((ops["start_us"] + ops["dur_us"].fillna(0)).max()
+                          - ops["start_us"].min()) + 1000.0
+            ops = pd.concat([ops, _later(ops, step + 1, shift, 1 / 3)], ignore_index=True)
+            marks.append(steps.assign(step=step + 1, tasks_recorded=recorded[1]))
+        return {"kernels": table(rank, "kernels").drop(columns=["input_shapes"]),
+                "ops": ops, "steps": pd.concat(marks, ignore_index=True)}
+    return _copy(qwen, change)
+
+
+@pytest.mark.shared_samples
+def test_the_host_operators_of_a_cut_step_are_not_counted_per_step(qwen):
+    got = read_model(_operators_only(qwen, [False]))
+    assert got.source == "ops"
+    for name in ("num_layers", "num_micro_batches"):
+        assert got.get(name) is None, name
+        assert got.details[name].startswith(
+            "the host operators of rank 0 are not counted per step: it has no step whose "
+            "device tasks were recorded in full, and a fragment of a step holds a fraction "
+            "of its host operators (device tasks recorded for no step of 1)")
+    # the shapes are still read (an operator's shapes are its own)
+    assert got.get("hidden_size") == 1024
+
+
+@pytest.mark.shared_samples
+def test_the_host_operators_are_counted_in_the_step_recorded_in_full(qwen):
+    got = read_model(_operators_only(qwen, [True, False]))
+    n = _raw_attention_calls()
+    assert (got.source, got.get("num_layers")) == ("ops", n) == ("ops", 24)
+    assert got.details["num_layers"].endswith(
+        "counted in a step whose device tasks were recorded in full (device tasks recorded "
+        "for step 6 of 2)")
+
