@@ -112,3 +112,56 @@ def test_the_host_operators_are_counted_in_the_step_recorded_in_full(qwen):
         "counted in a step whose device tasks were recorded in full (device tasks recorded "
         "for step 6 of 2)")
 
+
+# ---- 2. no backward operator: an inference step --------------------------------------------
+
+@pytest.mark.shared_samples
+def test_no_backward_operator_in_a_cut_step_does_not_say_inference(qwen):
+    whole = pk.infer_job(qwen)
+    assert whole.training_step() is False  # qwen's trace is an inference step
+    cut = _operators_only(qwen, [False])
+    job = pk.infer_job(cut)
+    assert job.training_step() is None
+    assert not any("not a training step" in p for p in job.problems())
+    out: dict = {}
+    read_training_step(cut, out)  # the reason, as the advisor reads it
+    assert out[TRAINING_STEP].value is None
+    said = out[TRAINING_STEP].detail
+    assert "no step's device tasks were recorded in full" in said
+    assert "device tasks recorded for no step of 1" in said
+
+
+@pytest.mark.shared_samples
+def test_no_backward_operator_is_read_over_the_steps_recorded_in_full(qwen):
+    (path,) = QWEN.glob("*.json.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    n_aten = sum(e.get("cat") == "cpu_op" and e["name"].startswith("aten::") for e in events)
+    job = pk.infer_job(_operators_only(qwen, [True, False]))
+    assert job.training_step() is False
+    assert (f"among its {n_aten:,} PyTorch operators (over step 6 of 2, whose device tasks "
+            "were recorded in full), so it is an inference or evaluation step"
+            in job.observed["training_step"][1])
+
+
+@pytest.mark.shared_samples
+def test_a_backward_operator_in_a_cut_step_still_says_training():
+    level1 = pk.load(LEVEL1, progress=False)
+    job = pk.infer_job(_copy(level1, lambda r: {
+        "steps": table(r, "steps").assign(tasks_recorded=False)}))
+    assert job.training_step() is True
+
+
+@pytest.mark.shared_samples
+def test_the_analyses_read_no_backward_pass_as_the_job_does(qwen):
+    from perfkit.analysis.backward_pass import forward_only_operators
+
+    (path,) = QWEN.glob("*.json.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    n_aten = sum(e.get("cat") == "cpu_op" and e["name"].startswith("aten::") for e in events)
+    (cut,) = _operators_only(qwen, [False]).profiles
+    assert forward_only_operators(cut) == 0  # unknown: no step recorded in full
+    (part,) = _operators_only(qwen, [True, False]).profiles
+    assert forward_only_operators(part) == n_aten
+
