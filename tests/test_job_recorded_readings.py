@@ -165,3 +165,47 @@ def test_the_analyses_read_no_backward_pass_as_the_job_does(qwen):
     (part,) = _operators_only(qwen, [True, False]).profiles
     assert forward_only_operators(part) == n_aten
 
+
+# ---- 3. sharding from the kinds of collectives ---------------------------------------------
+
+def _raw_collectives() -> set[str]:
+    """The collectives of rank 0's communication.json, by kind (the name before ``__``)."""
+    (out,) = LEVEL1.glob("rank0*/ASCEND_PROFILER_OUTPUT")
+    comm = json.loads((out / "communication.json").read_text(encoding="utf-8"))
+    return {k.split("__")[0] for step in comm.values() for k in step["collective"]
+            if k != "Total Op Info"}
+
+
+@pytest.mark.shared_samples
+def test_a_cut_step_does_not_say_the_dp_group_shards_nothing():
+    level1 = pk.load(LEVEL1, progress=False)
+    assert _raw_collectives() == {"hcom_allReduce"}
+    whole = pk.infer_job(level1)
+    assert whole.detail("optimizer_shard") == "the dp group only runs allreduce: no sharding"
+    job = pk.infer_job(_copy(level1, lambda r: {
+        "steps": table(r, "steps").assign(tasks_recorded=False)}))
+    assert (job.value("optimizer_shard"), job.source("optimizer_shard")) == (1, "default")
+    said = job.detail("optimizer_shard")
+    assert said.startswith("the dp group's collectives (allreduce) are recorded only in "
+                           "steps whose device tasks were not recorded in full (device tasks "
+                           "recorded for no step of 1)")
+    assert said.endswith(": 1 assumed")
+
+
+@pytest.mark.shared_samples
+def test_the_dp_group_shards_nothing_over_the_steps_recorded_in_full():
+    level1 = pk.load(LEVEL1, progress=False)
+
+    def change(rank: Profile) -> dict[str, pd.DataFrame]:
+        comm, steps = table(rank, "comm_ops"), table(rank, "steps")
+        frag = _later(comm, 51, 1e6, 0.5)
+        return {"comm_ops": pd.concat([comm, frag], ignore_index=True),
+                "steps": pd.concat([steps.assign(tasks_recorded=True),
+                                    steps.assign(step=51, tasks_recorded=False)],
+                                   ignore_index=True)}
+    job = pk.infer_job(_copy(level1, change))
+    assert (job.value("optimizer_shard"), job.source("optimizer_shard")) == (1, "profile")
+    assert job.detail("optimizer_shard") == (
+        "the dp group only runs allreduce (over step 50 of 2, whose device tasks were "
+        "recorded in full): no sharding")
+
