@@ -209,3 +209,77 @@ def test_the_dp_group_shards_nothing_over_the_steps_recorded_in_full():
         "the dp group only runs allreduce (over step 50 of 2, whose device tasks were "
         "recorded in full): no sharding")
 
+
+# ---- 4. the gradient buckets per step -------------------------------------------------------
+
+def _settings() -> dict:
+    meta = next(SIM.glob("*/profiler_metadata.json"))
+    return json.loads(meta.read_text(encoding="utf-8"))["perfkit_simulation"]["settings"]
+
+
+def _with_cut_steps(sim: Cluster, recorded: bool, fragments: int = 2,
+                    metric: bool = False) -> Cluster:
+    """The simulated run with its step marked ``recorded``, ``fragments`` cut steps after
+    it holding its first reduce-scatter each, and (``metric``) a loss all-reduce of one
+    fp32 element (4 bytes sent) in the dp group at the end of each step."""
+    def change(rank: Profile) -> dict[str, pd.DataFrame]:
+        comm, bw, steps = (table(rank, n) for n in ("comm_ops", "comm_bandwidth", "steps"))
+        (step,) = steps["step"]
+        first = comm[comm["name"].str.contains("reduceScatter")].sort_values("start_us")
+        frags = [first.head(1).assign(step=step + i, start_us=lambda f, i=i: f["start_us"]
+                                      + 2e6 * i) for i in range(1, fragments + 1)]
+        marks = [steps.assign(tasks_recorded=recorded)] + [
+            steps.assign(step=step + i, tasks_recorded=False) for i in range(1, fragments + 1)]
+        if metric:
+            loss = first.head(1).assign(name="hcom_allReduce__069_9_1",
+                                        start_us=float(comm["start_us"].max()) + 10.0)
+            frags.append(loss)
+            row = bw[bw["name"] == first["name"].iloc[0]].head(1)
+            bw = pd.concat([bw, row.assign(name="hcom_allReduce__069_9_1", size_bytes=4.0,
+                                           transit_us=5.0)], ignore_index=True)
+        return {"comm_ops": pd.concat([comm, *frags], ignore_index=True),
+                "comm_bandwidth": bw, "steps": pd.concat(marks, ignore_index=True)}
+    return _copy(sim, change)
+
+
+@pytest.fixture(scope="module")
+def sim() -> Cluster:
+    return pk.load(SIM, cache=False, progress=False)
+
+
+def _buckets_term(cal) -> str:
+    (how,) = [h for t, _v, h in cal.terms if t == "dp_buckets"]
+    return how
+
+
+def test_the_buckets_are_counted_over_the_steps_recorded_in_full(sim):
+    buckets = _settings()["dp_buckets"]
+    assert buckets == 4
+    # per rank: 4 reduce-scatters in step 1, 1 in each of the 2 cut steps: the median over
+    # the three steps was 1
+    cal = plan.calibrate(_with_cut_steps(sim, True))
+    assert cal.rates.dp_buckets == buckets
+    assert ("the median over 16 (rank, step) pairs, over step 1 of 3, whose device tasks "
+            "were recorded in full" in _buckets_term(cal))
+
+
+def test_no_buckets_are_counted_where_no_step_was_recorded_in_full(sim):
+    whole = pk.infer_job(sim)  # a fragment shows no model: the whole run's is given
+    cal = plan.calibrate(_with_cut_steps(sim, False), whole.model, whole.parallel,
+                         whole.hardware)
+    assert cal.rates.dp_buckets == Rates().dp_buckets
+    assert not [t for t, _v, _h in cal.terms if t == "dp_buckets"]
+    assert any(n.startswith("the gradient reductions per step in the data-parallel group "
+                            "(dp_buckets) are not counted: no step's device tasks were "
+                            "recorded in full (device tasks recorded for no step of 3)")
+               for n in cal.notes)
+
+
+def test_a_loss_all_reduce_is_not_a_gradient_bucket(sim):
+    cal = plan.calibrate(_with_cut_steps(sim, True, fragments=0, metric=True))
+    # 4 reduce-scatters and the loss's all-reduce (4 bytes: one fp32 element) per rank
+    assert cal.rates.dp_buckets == _settings()["dp_buckets"] == 4
+    assert _buckets_term(cal).endswith(
+        "; 16 reductions sending fewer than 1,024 bytes (fewer than 1,024 elements) left "
+        "out, as a metric's (a loss, a gradient norm), not gradients")
+
