@@ -15,6 +15,7 @@ import pandas as pd
 
 from ._frames import is_lazy
 from ._util import table
+from .recorded import recorded_tasks
 
 __all__ = ["BACKWARD_PATTERN", "MIN_OPERATORS", "forward_only_operators"]
 
@@ -39,7 +40,11 @@ def forward_only_operators(profile: Any) -> int:
         The ``aten::`` operators counted when there are at least :data:`MIN_OPERATORS` and
         none of the host operators is a backward one; 0 when some are, or when the profile
         has too few PyTorch operators to tell (an Ascend export without host operators,
-        MindSpore's graph mode).
+        MindSpore's graph mode). Where the ``steps`` table marks steps whose device tasks
+        were not recorded in full, a backward operator in any step counts, but the
+        ``aten::`` operators are counted over the other steps only
+        (:func:`~perfkit.analysis.recorded.recorded_tasks`): a fragment of a training step
+        may stop before its backward pass, and where no step is left there are too few.
     """
     if is_lazy(profile):
         return 0
@@ -48,8 +53,12 @@ def forward_only_operators(profile: Any) -> int:
         return 0
     counts = ops["name"].astype("string").value_counts()  # each distinct name once
     names = pd.Series(counts.index, dtype="string")
-    n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
-    if n_aten < MIN_OPERATORS:
+    if names.str.contains(BACKWARD_PATTERN, regex=True).fillna(False).to_numpy(bool).any():
         return 0
-    backward = names.str.contains(BACKWARD_PATTERN, regex=True).fillna(False).to_numpy(bool)
-    return 0 if backward.any() else n_aten
+    # the operators of the steps recorded in full: a fragment of a training step may stop
+    # before its backward pass (none left: too few to tell)
+    ops = recorded_tasks(ops, table(profile, "steps"))[0]
+    counts = ops["name"].astype("string").value_counts()
+    names = pd.Series(counts.index, dtype="string")
+    n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
+    return n_aten if n_aten >= MIN_OPERATORS else 0

@@ -29,6 +29,7 @@ from ..format import counted
 from ._frames import collect, table_columns
 from ._util import table
 from .collectives import comm_op_type
+from .recorded import recorded_tasks
 
 __all__ = ["GROUP_COLUMNS", "KINDS", "group_kind", "communication_groups", "group_sizes",
            "stage_of_ranks", "collectives_by_group", "p2p_sends_per_step",
@@ -189,12 +190,17 @@ def stage_of_ranks(groups: pd.DataFrame) -> dict[int, int]:
     return out
 
 
-def collectives_by_group(profile: Any) -> dict[str, set[str]]:
+def collectives_by_group(profile: Any, steps: pd.DataFrame | None = None
+                         ) -> dict[str, set[str]]:
     """The collective kinds (:func:`~perfkit.analysis.collectives.comm_op_type`) used in
-    each group of ``comm_ops``."""
+    each group of ``comm_ops``; with ``steps`` (a ``steps`` table that marks
+    ``tasks_recorded``), only in the steps whose device tasks were recorded in full
+    (:func:`~perfkit.analysis.recorded.recorded_tasks`)."""
     if "group" not in table_columns(profile, "comm_ops"):
         return {}
     ops = table(profile, "comm_ops")
+    if steps is not None:
+        ops = recorded_tasks(ops, steps)[0]
     pairs = collect(ops, ["group", "name"])
     pairs = pairs.dropna().drop_duplicates()
     pairs = pairs.assign(kind=comm_op_type(pairs["name"]))

@@ -339,33 +339,71 @@ def read_vpp(profile: Any, put: Any, pp: int, m: int | None, stage_of: dict[int,
 
 def read_sharding(profile: Any, put: Any, groups: pd.DataFrame, dp: int, tp: int) -> None:
     """Put ``optimizer_shard`` and ``sequence_parallel`` from the collectives of the dp
-    and tp groups."""
+    and tp groups.
+
+    A reduce-scatter or all-gather in the group (Megatron's distributed optimizer,
+    MindSpore's optimizer parallel; sequence parallelism in the tp group) is read from any
+    step: it ran. That the group *only* runs other kinds (all-reduce: no sharding) is read
+    over the steps whose device tasks were recorded in full where the ``steps`` table marks
+    some that were not (:mod:`~perfkit.job.recorded_steps`), and the evidence says over
+    which: a fragment of a step may stop before its reduce-scatters and all-gathers. Where
+    the group's collectives are recorded only in such fragments, the value is assumed
+    (1, off) with the reason.
+    """
+    marks = recorded_steps_table(profile)
     used = L.collectives_by_group(profile)
+    whole = used if marks is None else L.collectives_by_group(profile, marks)
     kinds = {str(g): (None if pd.isna(k) else str(k))
              for g, k in zip(groups["group"], groups["kind"], strict=False)}
     if len(kinds) == 1 and not any(kinds.values()) and dp > 1:
         kinds = dict.fromkeys(kinds, "dp")  # the one unnamed group is the dp group
-    dp_ops = set().union(*[v for g, v in used.items() if kinds.get(g) == "dp"] or [set()])
-    tp_ops = set().union(*[v for g, v in used.items() if kinds.get(g) == "tp"] or [set()])
+
+    def kinds_of(group: str, by_group: dict[str, set[str]]) -> set[str]:
+        return set().union(*[v for g, v in by_group.items() if kinds.get(g) == group]
+                           or [set()])
+
+    dp_ops, dp_whole = kinds_of("dp", used), kinds_of("dp", whole)
+    tp_ops, tp_whole = kinds_of("tp", used), kinds_of("tp", whole)
+    over = over_recorded(marks)
     if dp == 1:
         put("optimizer_shard", 1, "dp = 1: nothing to shard over")
-    elif dp_ops & {"reducescatter", "allgather"}:
+    elif dp_ops & _SHARDED:
         put("optimizer_shard", dp, "gradients reduce-scattered and parameters all-gathered "
                                    f"in the dp group ({', '.join(sorted(dp_ops))}): "
                                    f"optimizer state sharded over dp = {dp}")
+    elif dp_whole:
+        put("optimizer_shard", 1, f"the dp group only runs {', '.join(sorted(dp_whole))}"
+                                  f"{over}: no sharding")
     elif dp_ops:
-        put("optimizer_shard", 1, f"the dp group only runs {', '.join(sorted(dp_ops))}: "
-                                  "no sharding")
+        put("optimizer_shard", 1, _only_in_fragments("dp", dp_ops, marks) + ": 1 assumed",
+            "default")
     else:
         put("optimizer_shard", 1, "no data-parallel collectives recorded: 1 assumed",
             "default")
     if tp == 1:
         put("sequence_parallel", False, "tp = 1: sequence parallelism needs tp > 1")
-    elif tp_ops & {"reducescatter", "allgather"}:
+    elif tp_ops & _SHARDED:
         put("sequence_parallel", True, "the tp group runs all-gather / reduce-scatter "
                                        "(sequence parallelism)")
+    elif tp_whole:
+        put("sequence_parallel", False, f"the tp group only runs "
+                                        f"{', '.join(sorted(tp_whole))}{over}")
     elif tp_ops:
-        put("sequence_parallel", False, f"the tp group only runs {', '.join(sorted(tp_ops))}")
+        put("sequence_parallel", False, _only_in_fragments("tp", tp_ops, marks)
+            + ": off assumed", "default")
     else:
         put("sequence_parallel", False, "no tensor-parallel collectives recorded: off "
                                         "assumed", "default")
+
+
+#: The collective kinds that shard: the optimizer state over dp, the activations over tp.
+_SHARDED = frozenset({"reducescatter", "allgather"})
+
+
+def _only_in_fragments(group: str, ops: set[str], marks: pd.DataFrame | None) -> str:
+    """Why the ``group``'s collectives ``ops``, recorded only in steps whose device tasks
+    were not recorded in full, do not say that it shards nothing."""
+    return (f"the {group} group's collectives ({', '.join(sorted(ops))}) are recorded only "
+            "in steps whose device tasks were not recorded in full (device tasks recorded "
+            f"for {recorded_steps_text(marks) if marks is not None else 'every step'}), and "
+            "a fragment of a step may stop before its reduce-scatters and all-gathers")

@@ -14,6 +14,7 @@ from ..analysis._shared import shared_factorize
 from ..analysis._util import table
 from ..analysis.backward_pass import BACKWARD_PATTERN, MIN_OPERATORS
 from ..analysis.memory import framework_component, memory_peaks
+from ..analysis.recorded import recorded_steps_text, recorded_tasks
 from ..analysis.steps import (
     has_wait,
     inferred_steps,
@@ -24,6 +25,7 @@ from ..analysis.steps import (
 from ..errors import PerfkitError
 from ..format import counted
 from .fields import FieldValue
+from .recorded_steps import none_recorded, over_recorded, recorded_steps_table
 
 __all__ = ["read_step_time", "read_memory", "read_training_step", "TRAINING_STEP",
            "BACKWARD_PATTERN", "MIN_OPERATORS"]
@@ -92,26 +94,53 @@ def read_training_step(profile: Any, out: dict[str, Any]) -> None:
     the count; True where some are. Nothing is put where the profile has no PyTorch
     operators to tell (an Ascend export without host operators, MindSpore's graph mode)
     or is a lazy cluster.
+
+    Where the ``steps`` table marks steps whose device tasks were not recorded in full
+    (:mod:`~perfkit.job.recorded_steps`), a backward operator in any step still says True
+    (it ran), but "no backward operator" is read over the other steps only: a fragment of
+    a training step may stop before its backward pass. The evidence says over which steps;
+    where no step was recorded in full and none of the operators is a backward one, the
+    value is None (unknown) with the reason.
     """
     if is_lazy(profile):
         return
     ops = table(profile, "ops")
     if ops.empty or "name" not in ops.columns:
         return
+    n_aten, n_backward = _operator_counts(ops)
+    if n_aten < MIN_OPERATORS:
+        return
+    if n_backward:
+        found = counted(n_backward, "backward operator")
+        out[TRAINING_STEP] = FieldValue(True, "profile", f"{found} among the host operators")
+        return
+    marks = recorded_steps_table(profile)
+    if marks is not None:
+        if none_recorded(marks):
+            out[TRAINING_STEP] = FieldValue(
+                None, "profile", "no backward operator among the host operators, but no "
+                                 "step's device tasks were recorded in full (device tasks "
+                                 f"recorded for {recorded_steps_text(marks)}), and a "
+                                 "fragment of a training step may stop before its backward "
+                                 "pass: whether the step trains is unknown")
+            return
+        n_aten = _operator_counts(recorded_tasks(ops, marks)[0])[0]
+        if n_aten < MIN_OPERATORS:
+            return
+    out[TRAINING_STEP] = FieldValue(
+        False, "profile", f"no backward operator (autograd, *Backward) among its "
+                          f"{counted(n_aten, 'PyTorch operator')}{over_recorded(marks)}, so "
+                          "it is an inference or evaluation step")
+
+
+def _operator_counts(ops: pd.DataFrame) -> tuple[int, int]:
+    """The ``aten::`` operators of ``ops`` and its backward operators
+    (:data:`BACKWARD_PATTERN`)."""
     # each distinct name once (its codes shared with the other readings of one advise call)
     codes, uniq = shared_factorize(ops["name"].astype("string"), use_na_sentinel=False)
     names = pd.Series(uniq, dtype="string")
     counts = np.bincount(codes, minlength=len(names))
     n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
-    if n_aten < MIN_OPERATORS:
-        return
     n_backward = int(counts[names.str.contains(BACKWARD_PATTERN, regex=True)
                             .fillna(False).to_numpy(bool)].sum())
-    if n_backward:
-        found = counted(n_backward, "backward operator")
-        out[TRAINING_STEP] = FieldValue(True, "profile", f"{found} among the host operators")
-    else:
-        out[TRAINING_STEP] = FieldValue(
-            False, "profile", f"no backward operator (autograd, *Backward) among its "
-                              f"{counted(n_aten, 'PyTorch operator')}, so it is an "
-                              "inference or evaluation step")
+    return n_aten, n_backward

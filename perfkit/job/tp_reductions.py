@@ -67,7 +67,8 @@ def read_tp_from_reductions(profile: Any, out: Readings, groups: pd.DataFrame) -
         return None
     step: dict[str, Any] = {}
     read_training_step(profile, step)
-    if TRAINING_STEP not in step or step[TRAINING_STEP].value is not False:
+    # False: no backward operator; None: none either, but no step was recorded in full
+    if TRAINING_STEP not in step or step[TRAINING_STEP].value is True:
         return None
     marks = recorded_steps_table(profile)
     if none_recorded(marks):
@@ -77,6 +78,8 @@ def read_tp_from_reductions(profile: Any, out: Readings, groups: pd.DataFrame) -
                                 f"(device tasks recorded for {recorded_steps_text(marks)}), "
                                 "and a fragment of a step holds a fraction of its all-reduces",
                 tp.source)
+        return None
+    if step[TRAINING_STEP].value is not False:
         return None
     found = activation_reductions(recorded_view(profile, ("ops", "comm_ops")))
     if found is None or found.between < 2:

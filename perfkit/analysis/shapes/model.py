@@ -2,7 +2,8 @@
 
 It reads the shape records of the kernels (or the host operators) of one step per rank
 (one whose device tasks were recorded in full where the ``steps`` table says which:
-:mod:`perfkit.analysis.recorded`), field by field (:mod:`~perfkit.analysis.shapes.fields`,
+:mod:`perfkit.analysis.recorded`; the host operators of a step cut short are a fragment of
+its operators as its kernels are), field by field (:mod:`~perfkit.analysis.shapes.fields`,
 :mod:`~perfkit.analysis.shapes.counts`), and fills what GPU kernels leave unknown from the
 host operators when both agree.
 """
@@ -71,7 +72,9 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
                 pick[st] = r
         wanted_ranks = sorted(pick.values()) or None
     recs, source = shape_records(profile, wanted_ranks)
-    cut, which = _cut_steps(profile) if source == "kernels" else (set(), None)
+    # the kernels and the host operators alike: a step whose device tasks were cut short
+    # holds a fraction of its host operators too (the profiler stopped within it)
+    cut, which = _cut_steps(profile)
     out = _read(profile, recs, source, tp, stage_of, pp, cut, which)
     if source == "kernels" and any(out.get(f) is None for f in _SHAPE):
         # a GPU kernel has shapes only when the trace kept its launch: kernels launched
@@ -79,7 +82,7 @@ def read_model(profile: Any, tp: int = 1, stage_of: dict[int, int] | None = None
         # the operators, which all carry their shapes, may fill
         ops, _ = shape_records(profile, wanted_ranks, tables=("ops",))
         if not ops.empty:
-            _fill(out, _read(profile, ops, "ops", tp, stage_of, pp))
+            _fill(out, _read(profile, ops, "ops", tp, stage_of, pp, cut, which))
     return out
 
 
@@ -224,10 +227,11 @@ def _read_counts_of_recorded(out: ShapeReading, recs: pd.DataFrame, label: pd.Se
     recorded in full; when no rank has such a step, every count is unknown with the
     reason."""
     full = [r for r in ranks if r not in cut_ranks]
-    why = (f"the kernels of {plural(len(cut_ranks), 'rank')} {listed(cut_ranks)} are not "
+    what = "kernels" if out.source == "kernels" else "host operators"
+    why = (f"the {what} of {plural(len(cut_ranks), 'rank')} {listed(cut_ranks)} are not "
            f"counted per step: {plural(len(cut_ranks), 'it has', 'they have')} no step "
            "whose device tasks were recorded in full, and a fragment of a step holds a "
-           f"fraction of its kernels (device tasks recorded for {which or 'no step'})")
+           f"fraction of its {what} (device tasks recorded for {which or 'no step'})")
     if not full:
         for name in _COUNTED:
             out.put(name, None, why)

@@ -1,11 +1,19 @@
-"""Link efficiency per communication group, from a profile's transfers."""
+"""Link efficiency per communication group, and the gradient buckets per step, from a
+profile's transfers."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from ...analysis._util import table
+from ...analysis.recorded import RECORDED, recorded_steps_text, recorded_tasks
+from ...analysis.reduced_dtype import METRIC_ELEMENTS, is_metric
 from ...calc.rates import GROUPS, Rates
 from ...errors import PerfkitError
+from ...format import counted
 from .result import CalibratedJob
 from .solve import _group_span
 
@@ -23,12 +31,15 @@ def _group_kinds(meta: Any) -> dict[str, str]:
 
 
 def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
-               terms: list[tuple[str, float, str]]) -> tuple[Rates, set[str]]:
+               terms: list[tuple[str, float, str]],
+               notes: list[str] | None = None) -> tuple[Rates, set[str]]:
     """Link efficiency per group: achieved bandwidth over the model's nominal one.
 
     Per operation, the bytes this rank sent and the transit time (the largest over the
     transports it used); per group, their sums; the nominal bandwidth is the one the
     model gives the group (intra-node while its ranks fit in a node, else inter-node).
+    The gradient buckets per step (``dp_buckets``) are counted by :func:`_dp_buckets`;
+    why they were not, where they were not, goes to ``notes``.
     """
     kinds = _group_kinds(source.meta)
     if not kinds:
@@ -50,11 +61,12 @@ def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
     reduce = ops[(ops["kind"] == "dp") & ops["name"].astype(str).str.contains(
         "reduce", case=False)]
     if len(reduce):
-        per_step = reduce.groupby(["rank", "step"]).size().median() \
-            if "step" in reduce.columns else reduce.groupby("rank").size().median()
-        changes["dp_buckets"] = max(1, int(round(float(per_step))))
-        terms.append(("dp_buckets", changes["dp_buckets"], "gradient reductions per step "
-                      "in the data-parallel group"))
+        buckets, how = _dp_buckets(reduce, bw, table(source, "steps"))
+        if buckets is not None:
+            changes["dp_buckets"] = buckets
+            terms.append(("dp_buckets", buckets, how))
+        elif notes is not None:
+            notes.append(how)
     dpn = job.hardware.devices_per_node
     for kind, part in moved.groupby("kind"):
         span = _group_span(job, str(kind))
@@ -66,3 +78,55 @@ def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
                       f"{len(part)} transfers: {achieved / 1e9:.3g} GB/s of "
                       f"{nominal / 1e9:.3g} GB/s nominal"))
     return rates.replace(link_efficiency=eff, **changes), set(eff)
+
+
+def _dp_buckets(reduce: pd.DataFrame, bw: pd.DataFrame, steps: Any) -> tuple[int | None, str]:
+    """The gradient reductions per step in the data-parallel group, and how they were
+    counted (or, with None, why they were not).
+
+    ``dp_buckets`` = the median over (rank, step) of the reductions (``reduce``: the dp
+    group's ``comm_ops`` named like a reduction), leaving out:
+
+    - the steps whose device tasks were not recorded in full (``steps.tasks_recorded``,
+      :func:`~perfkit.analysis.recorded.recorded_tasks`): a fragment of a step holds a
+      fraction of its reductions. None where no step is left.
+    - a metric's all-reduce (a loss, a gradient norm:
+      :func:`~perfkit.analysis.reduced_dtype.is_metric`, fewer than 1,024 elements).
+      ``comm_ops`` carries no element count; ``comm_bandwidth`` carries the bytes each
+      rank sent (the largest over its transports), and an element takes at least one
+      byte, so fewer than 1,024 bytes sent is fewer than 1,024 elements. A reduction
+      whose bytes the profile does not record (or records as 0) is counted.
+    """
+    if hasattr(steps, "compute"):  # a lazy (Dask) frame: one row per rank and step
+        steps = steps.compute()
+    which = recorded_steps_text(steps) if RECORDED in steps.columns else None
+    if "step" in reduce.columns:
+        kept = recorded_tasks(reduce, steps)[0]
+        if kept.empty:
+            return None, ("the gradient reductions per step in the data-parallel group "
+                          "(dp_buckets) are not counted: no step's device tasks were "
+                          f"recorded in full (device tasks recorded for {which}), and a "
+                          "fragment of a step holds a fraction of its reductions")
+        reduce = kept
+    keys = [c for c in ("rank", "step", "name") if c in reduce.columns and c in bw.columns]
+    sizes = bw.groupby(keys, as_index=False)["size_bytes"].max()
+    sized = reduce.merge(sizes, on=keys, how="left")["size_bytes"].to_numpy(np.float64)
+    metric = (sized > 0) & is_metric(np.nan_to_num(sized, nan=np.inf))
+    grads = reduce[~metric]
+    if grads.empty:
+        return None, ("the gradient reductions per step in the data-parallel group "
+                      f"(dp_buckets) are not counted: its {counted(len(reduce), 'reduction')} "
+                      f"each send fewer than {METRIC_ELEMENTS:,} bytes, a metric's (a loss, "
+                      "a gradient norm), not gradients")
+    per_step = grads.groupby(["rank", "step"]).size() if "step" in grads.columns \
+        else grads.groupby("rank").size()
+    buckets = max(1, int(round(float(per_step.median()))))
+    how = ("gradient reductions per step in the data-parallel group (the median over "
+           f"{counted(len(per_step), '(rank, step) pair' if 'step' in grads.columns else 'rank')}"
+           + (f", over {which}, whose device tasks were recorded in full" if which else "")
+           + ")")
+    if metric.any():
+        how += (f"; {counted(int(metric.sum()), 'reduction')} sending fewer than "
+                f"{METRIC_ELEMENTS:,} bytes (fewer than {METRIC_ELEMENTS:,} elements) left "
+                "out, as a metric's (a loss, a gradient norm), not gradients")
+    return buckets, how

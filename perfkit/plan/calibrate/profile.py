@@ -137,7 +137,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         rates = _fit_operators(eff, job, rates, terms, notes)
         kinds_measured.add("compute")
     rates = read_gradient_bytes(inferred, job, rates, terms)
-    rates, groups = _fit_links(source, job, rates, terms)
+    rates, groups = _fit_links(source, job, rates, terms, notes)
     kinds_measured |= groups
     steps = _steps_table(source.steps, skip_first_steps)
     m = _measured_from_steps(steps)
