@@ -52,6 +52,10 @@ wait / synchronisation / idle split of communication operators and their transit
 RDMA bandwidth (msprof groups payload and notify tasks that the exported timeline does
 not tie together) and memory. A PROF folder holding only raw binary data (``data/``) is
 refused as a whole with the export command.
+
+This module's one job is assembling a device: which files to read, the clock's origin and
+the device's facts; finding the files is :mod:`perfkit.io.cann_raw_paths`, decoding their
+events :mod:`perfkit.io.cann_raw_events`, and the tables :mod:`perfkit.io.cann_raw_tables`.
 """
 
 from __future__ import annotations
