@@ -8,11 +8,11 @@
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
-``perfkit.io.cann_raw``, ``perfkit.io.ascend``, ``perfkit.simulate._engine`` and
-``perfkit.simulate._write`` kept their modules and gave jobs to sibling modules named after
-them (``chrome_events``, ``detect_paths``, ``runs_facts``, ``kineto_scan_device``,
-``cann_raw_paths``, ``ascend_hccl``, ``_engine_layout``, ``_write_trace``, ...): they stay
-small too.
+``perfkit.io.cann_raw``, ``perfkit.io.ascend``, ``perfkit.io.dask_engine``,
+``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
+to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
+``kineto_scan_device``, ``cann_raw_paths``, ``ascend_hccl``, ``dask_engine_parts``,
+``_engine_layout``, ``_write_trace``, ...): they stay small too.
 Imports are read from the source (function-level imports included; imports under
 ``if TYPE_CHECKING:`` are for type checkers only and left out), so a cycle that only closes at
 run time is found too.
@@ -34,7 +34,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
-            "perfkit.io.cann_raw", "perfkit.io.ascend")
+            "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 
