@@ -37,17 +37,36 @@ from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
 from . import ascend_trace, mindspore_cpu, trace_tables
 from ._common import read_json, rel_us, with_notes
-from .ascend_csv import _kernels, _steps, snake
-from .ascend_hccl import (
+
+# the CSV files, the HCCL files and the rank's side files: modules of their own, every name
+# still importable from here
+from .ascend_csv import (  # noqa: F401
+    _KERNEL_COLS,
+    _KERNEL_KEYS,
+    _START,
+    _STEP_COLS,
+    _TEXT,
+    _kernels,
+    _steps,
+    snake,
+)
+from .ascend_hccl import (  # noqa: F401
+    _TIME_KEYS,
     _communication,
+    _hccl_entries,
+    _hccl_rows,
     _matrix,
+    _ms,
     _name_groups,
+    _num,
+    _split_key,
+    _step_of,
     bandwidth_fields,
     link_fields,
     time_fields,
 )
 from .ascend_memory import memory_record, npu_module_mem, operator_memory, other_run_files
-from .ascend_rank import (
+from .ascend_rank import (  # noqa: F401
     OUTPUT_DIR,
     WORLD_FROM_GROUPS,
     _dict,
@@ -57,6 +76,7 @@ from .ascend_rank import (
     _json_kind,
     _level,
     _level_said,
+    _rank_key,
     _simulated_scheme,
     _world_size,
     is_bare_output,
@@ -72,8 +92,7 @@ from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
            "read_rank_id", "parse", "read_step_trace", "WORLD_FROM_GROUPS",
-           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields",
-           "snake"]
+           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
 
 TRACE_COLUMNS = ("task_type",)
 """``args`` of trace_view.json events the tables use (the task type of device tasks)."""

@@ -71,14 +71,29 @@ from ..errors import ProfileError
 from ..format import counted, listed
 from ..profile import ProfileMeta
 from ._common import with_notes
-from .cann_raw_events import _frame
-from .cann_raw_paths import (
+
+# the files found, the events decoded and the tables made: modules of their own, every
+# name still importable from here
+from .cann_raw_events import (  # noqa: F401
+    _COLUMNS,
+    _EMPTY,
+    _V,
+    _Args,
+    _decode,
+    _Event,
+    _frame,
+    _rows,
+    _text,
+    _Wrapped,
+)
+from .cann_raw_paths import (  # noqa: F401
     _DEVICE_RE,
     _KIND_RE,
     _OUTPUT_DIR,
     EXPORT_HINT,
     TIMELINE_KINDS,
     _info,
+    _meta_files,
     _rank_of,
     _small_json,
     _timeline_files,
@@ -89,7 +104,18 @@ from .cann_raw_paths import (
     sniff_timeline,
     sources_of,
 )
-from .cann_raw_tables import _hccl, _kernels, _steps
+from .cann_raw_tables import (  # noqa: F401
+    _LINK_CLASSES,
+    _OP_TYPE_RE,
+    _STEP_CATS,
+    _TRACKS,
+    _TRANSIT_TASKS,
+    _count_the_interval,
+    _hccl,
+    _kernels,
+    _op_type,
+    _steps,
+)
 
 __all__ = ["EXPORT_HINT", "TIMELINE_KINDS", "is_prof_dir", "is_device_dir", "sources_of",
            "sniff_timeline", "parse", "device_rank", "collection_window"]
