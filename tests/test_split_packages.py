@@ -8,11 +8,14 @@
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
-``perfkit.io.preview``, ``perfkit.io.ir``, ``perfkit.calc.timing``,
+``perfkit.io.preview``, ``perfkit.io.ir``, ``perfkit.calc.timing``, ``perfkit.io.cann_raw``,
+``perfkit.io.ascend``, ``perfkit.io.dask_engine``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
 to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
 ``kineto_scan_device``, ``preview_kineto``, ``ir_reader``, ``timing_layer``,
-``_engine_layout``, ``_write_trace``, ...): they stay small too.
+``cann_raw_paths``, ``ascend_hccl``, ``dask_engine_parts``, ``_engine_layout``,
+``_write_trace``, ...): they stay small too, and every name the code (perfkit, tests,
+benchmarks, tools) takes from such a module, monkeypatches included, is still there.
 Imports are read from the source (function-level imports included; imports under
 ``if TYPE_CHECKING:`` are for type checkers only and left out), so a cycle that only closes at
 run time is found too.
@@ -21,7 +24,9 @@ run time is found too.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -35,7 +40,8 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
-            "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing")
+            "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing",
+            "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 
@@ -174,3 +180,65 @@ def test_modules_stay_small() -> None:
 @pytest.mark.parametrize("module", SIBLINGS)
 def test_split_modules_kept_their_siblings(module: str) -> None:
     assert len(_siblings(module)) > 1, module
+
+
+ROOT = PKG.parent
+USERS = [p for d in ("perfkit", "tests", "benchmarks", "tools") for p in (ROOT / d).rglob("*.py")]
+"""The code that may import a split module's names: the package, its tests, benchmarks, tools."""
+
+
+@functools.cache
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _tree(path: Path) -> ast.AST:
+    return ast.parse(_text(path))
+
+
+def _used_names(path: Path, module: str) -> set[str]:
+    """Names ``path`` takes from ``module``: ``from module import a``, ``alias.a`` where
+    ``alias`` is bound to the module, and ``setattr(alias, "a", ...)`` (a monkeypatch)."""
+    leaf = re.escape(module.rpartition(".")[2])
+    # only files with an import line naming the module are parsed (the scan stays cheap)
+    if not re.search(rf"^\s*(?:from|import)\s[^\n]*\b{leaf}\b"
+                     rf"|^\s+{leaf}(?:\s+as\s+\w+)?,?\s*\)?\s*$",
+                     _text(path), re.M):
+        return set()
+    tree = _tree(path)
+    own = _module(path) if path.is_relative_to(PKG) else ""
+    base = own.split(".")[:-1] if path.name != "__init__.py" else own.split(".")
+    parent, _, leaf = module.rpartition(".")
+    aliases: set[str] = set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            root = base[:len(base) - node.level + 1] if node.level else []
+            name = ".".join(root + ([node.module] if node.module else []))
+            if name == module:
+                names.update(a.name for a in node.names if a.name != "*")
+            elif name == parent:
+                aliases.update(a.asname or a.name for a in node.names if a.name == leaf)
+        elif isinstance(node, ast.Import):
+            aliases.update(a.asname for a in node.names if a.name == module and a.asname)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases:
+            names.add(node.attr)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                node.func, "id", None)) == "setattr" and len(node.args) >= 2 \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id in aliases \
+                and isinstance(node.args[1], ast.Constant):
+            names.add(str(node.args[1].value))
+    return names
+
+
+@pytest.mark.parametrize("module", SIBLINGS)
+def test_every_name_taken_from_a_split_module_is_still_there(module: str) -> None:
+    # the jobs went to siblings, the names stay where the code takes them from
+    found = importlib.import_module(module)
+    used = {(str(p.relative_to(ROOT)), n) for p in USERS for n in _used_names(p, module)}
+    assert used, module  # the scan finds the module's users: the check can fail
+    missing = sorted((f, n) for f, n in used if not hasattr(found, n))
+    assert not missing, missing

@@ -28,7 +28,7 @@ import pandas as pd
 from ..errors import ProfileError, file_boundary
 from ..format import counted
 from ..profile import ProfileMeta
-from . import ascend
+from . import ascend_rank
 from ._common import check_file, note, read_json, with_notes
 from .ascend_recorded import mark_recorded
 from .categories import category, is_total_op
@@ -43,7 +43,7 @@ _DB_RE = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 def rank_dir_of(path: Path) -> Path:
     """The rank folder holding a DB file (``.../rank_dir/ASCEND_PROFILER_OUTPUT/x.db``)."""
     parent = path.parent
-    return parent.parent if parent.name == ascend.OUTPUT_DIR else parent
+    return parent.parent if parent.name == ascend_rank.OUTPUT_DIR else parent
 
 
 def rank_of(path: Path, rank_dir: Path) -> int | None:
@@ -51,7 +51,7 @@ def rank_of(path: Path, rank_dir: Path) -> int | None:
     m = _DB_RE.match(path.name)
     if m and m.group(2) is not None:
         return int(m.group(2))
-    rid = ascend.read_rank_id(rank_dir) if rank_dir.is_dir() else None
+    rid = ascend_rank.read_rank_id(rank_dir) if rank_dir.is_dir() else None
     return rid
 
 
@@ -143,14 +143,14 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if infos:
         data = read_json(infos[0], "profiler_info JSON")
         info = data if isinstance(data, dict) else {}
-    level = ascend._level(info)
+    level = ascend_rank._level(info)
     ranks = {r for g in groups.values() for r in g.get("global_ranks", [])}
     meta = ProfileMeta(
         source_format="ascend_db", framework=framework, rank=rank,
         world_size=max(ranks) + 1 if ranks else None, device_type="npu",
         profiler_level=level, groups=groups, origin_ns=origin, path=str(path),
         notes=notes, extra={"profiler_info": info, "table_files": files, "devices": devices,
-                            **ascend.WORLD_FROM_GROUPS})
+                            **ascend_rank.WORLD_FROM_GROUPS})
     return meta, tables
 
 
@@ -346,7 +346,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         md = dict(con.execute("select name, value from META_DATA").fetchall())
         if "parallel_group_info" in md:
             try:
-                groups = ascend._groups({"parallel_group_info": msgspec.json.decode(
+                groups = ascend_rank._groups({"parallel_group_info": msgspec.json.decode(
                     md["parallel_group_info"])})
             except msgspec.DecodeError:
                 notes.append("META_DATA.parallel_group_info is not valid JSON; groups unknown")

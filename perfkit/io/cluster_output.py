@@ -32,14 +32,8 @@ from ._common import (
     to_float,
     to_ns,
 )
-from .ascend import (
-    _STEP_COLS,
-    _split_key,
-    _step_of,
-    bandwidth_fields,
-    link_fields,
-    time_fields,
-)
+from .ascend_csv import _STEP_COLS
+from .ascend_hccl import _split_key, _step_of, bandwidth_fields, link_fields, time_fields
 from .categories import is_total_op
 from .validate import clean_tables, files_of_tables, plausible_origin
 
