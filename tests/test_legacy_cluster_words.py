@@ -45,3 +45,23 @@ def test_the_collectives_calls_are_summed_over_ranks_and_steps() -> None:
     # 4 ranks × 5 steps of hccl_raw_{rank}.csv: each call counted once per rank and step
     assert heads == ["summed over ranks and steps"], heads
     assert "summed over ranks)" not in words
+
+
+def _opened_notes(words: str) -> list[str]:
+    """The notes of the Overview's "What was opened" table (its rows "note | ... |")."""
+    return re.findall(r"\bnote \| (.*?) \|", words)
+
+
+def test_a_note_each_rank_makes_of_its_own_file_is_said_once() -> None:
+    folder = shared_sample(LEGACY)
+    files = sorted(f.name for f in folder.glob("ascend_cluster_analyse_*.csv"))
+    ranks = sorted(legacy_cluster(folder))
+    assert ranks == [0, 1, 2, 3] and len(files) == 4
+    notes = _opened_notes(panel_words(tab_panel("Overview", str(folder))))
+    about = [n for n in notes if "ascend_cluster_analyse" in n]
+    # two notes per file (its mean row left out, its computation_time read), each said once
+    assert len(about) == 2, about
+    for n in about:
+        assert n.startswith("Ranks 0, 1, 2 and 3"), n
+        assert "ascend_cluster_analyse_pipeline-parallel_2_4_{rank}.csv" in n, n
+    assert not any(name in n for n in notes for name in files)
