@@ -18,6 +18,7 @@ from shared_samples import shared_sample
 from widget_html import panel_words
 
 import perfkit
+from perfkit.cli import profile_info_text
 from perfkit.format import time_text
 from perfkit.widgets import tab_panel
 
@@ -65,3 +66,64 @@ def test_a_note_each_rank_makes_of_its_own_file_is_said_once() -> None:
         assert n.startswith("Ranks 0, 1, 2 and 3"), n
         assert "ascend_cluster_analyse_pipeline-parallel_2_4_{rank}.csv" in n, n
     assert not any(name in n for n in notes for name in files)
+
+
+def _pct(cell: str) -> float:
+    return float(cell.strip().removesuffix("%").strip())
+
+
+def test_each_steps_split_adds_up_to_100_percent_as_printed() -> None:
+    """Largest-remainder rounding moves a share by less than 0.1 %. The files' parts of a step (computation_time + communication_alone_time) are not the
+    step trace's total (0.06 % above it in step 1, up to 0.9 % below after): shares of the
+    total added up to 99.0 % to 100.06 %. They are shares of the parts' sum."""
+    folder = shared_sample(LEGACY)
+    raw = legacy_cluster(folder)
+    text = profile_info_text(str(folder), n_findings=0)
+    rows = re.findall(r"^ +(\d) +(\d) +[\d,.]+ +([\d.]+ %) +([\d.]+ %) +([\d.]+ %)$", text,
+                      flags=re.M)
+    assert len(rows) == 5, text
+    for step, rank, *shown in rows:
+        assert sum(_pct(c) for c in shown) == pytest.approx(100.0, abs=1e-9), (step, shown)
+        # the slowest rank is the one of the longest step trace total
+        r = raw[int(rank)][int(step) - 1]
+        assert r["total_ms"] == max(raw[k][int(step) - 1]["total_ms"] for k in raw)
+        whole = r["computation_time"] + r["communication_alone_time"]
+        expected = [r["computation_time"] / whole,
+                    (r["communication_alone_time"] - r["receive_alone_time"]) / whole,
+                    r["receive_alone_time"] / whole]
+        for cell, share in zip(shown, expected, strict=True):
+            assert _pct(cell) == pytest.approx(100 * share, abs=0.1001), (step, cell, share)
+
+
+def test_the_steps_table_split_over_the_ranks_adds_up_to_100_percent() -> None:
+    folder = shared_sample(LEGACY)
+    raw = legacy_cluster(folder)
+    words = panel_words(tab_panel("Overview", str(folder)))
+    table = words.split("Steps: each step's time over the ranks", 1)[1]
+    caption, body = table.split(" | ", 1)[0], table
+    assert "parts over the ranks," in caption, caption
+    for step in range(1, 6):
+        # step | median, fastest, slowest step (ms, whole numbers) | slowest rank | shares
+        cells = re.search(rf"\| {step} \| ([\d,]+ \| ){{3}}\d \| ([\d.]+) \| ([\d.]+) \| "
+                          r"([\d.]+) \|", body)
+        assert cells, body[:1500]
+        shown = [float(c) for c in cells.groups()[1:]]
+        assert sum(shown) == pytest.approx(100.0, abs=1e-9), (step, shown)
+        rows = [raw[k][step - 1] for k in raw]
+        whole = sum(r["computation_time"] + r["communication_alone_time"] for r in rows)
+        expected = [sum(r["computation_time"] for r in rows) / whole,
+                    sum(r["collective_communication_alone_time"] for r in rows) / whole,
+                    sum(r["receive_alone_time"] for r in rows) / whole]
+        for cell, share in zip(shown, expected, strict=True):
+            assert cell == pytest.approx(100 * share, abs=0.1001), (step, cell, share)
+
+
+def test_the_computing_or_idle_part_is_explained_once_and_its_header_is_short() -> None:
+    folder = shared_sample(LEGACY)
+    words = panel_words(tab_panel("Overview", str(folder)))
+    assert words.count("only together") == 1, words
+    heads = re.findall(r"\| (computing or device idle[^|]*) \|", words)
+    assert heads and all(len(h) <= len("computing or device idle (%)") for h in heads), heads
+    assert "tell them apart" not in words
+    text = " ".join(profile_info_text(str(folder), n_findings=0).split())
+    assert text.count("only together") == 1 and "tell them apart" not in text
