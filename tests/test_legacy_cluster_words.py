@@ -13,13 +13,13 @@ import re
 import statistics
 
 import pytest
-from raw_mindspore import legacy_cluster
+from raw_mindspore import legacy_cluster, mi_prof
 from shared_samples import shared_sample
 from widget_html import panel_words
 
 import perfkit
 from perfkit.cli import profile_info_text
-from perfkit.format import time_text
+from perfkit.format import share_text, time_text
 from perfkit.widgets import tab_panel
 
 pytestmark = pytest.mark.shared_samples
@@ -73,9 +73,10 @@ def _pct(cell: str) -> float:
 
 
 def test_each_steps_split_adds_up_to_100_percent_as_printed() -> None:
-    """Largest-remainder rounding moves a share by less than 0.1 %. The files' parts of a step (computation_time + communication_alone_time) are not the
-    step trace's total (0.06 % above it in step 1, up to 0.9 % below after): shares of the
-    total added up to 99.0 % to 100.06 %. They are shares of the parts' sum."""
+    """Largest-remainder rounding moves a share by less than 0.1 %. The files' parts of a
+    step (computation_time + communication_alone_time) are not the step trace's total
+    (0.06 % above it in step 1, up to 0.9 % below after): shares of the total added up to
+    99.0 % to 100.06 %. They are shares of the parts' sum."""
     folder = shared_sample(LEGACY)
     raw = legacy_cluster(folder)
     text = profile_info_text(str(folder), n_findings=0)
@@ -127,3 +128,38 @@ def test_the_computing_or_idle_part_is_explained_once_and_its_header_is_short() 
     assert "tell them apart" not in words
     text = " ".join(profile_info_text(str(folder), n_findings=0).split())
     assert text.count("only together") == 1 and "tell them apart" not in text
+
+
+def test_a_time_measured_in_one_step_is_a_share_of_that_step() -> None:
+    """Raw CANN output whose msprof_ file covers iteration 1 of 10: its exposed
+    communication (41.5 ms, iteration 1's) was "100.0 % of 35.8 ms", the mean over the 10
+    iterations (the share, 116 %, cut at 100 %). It is a share of iteration 1."""
+    root = shared_sample("ascend/mindinsight-legacy")
+    (rank,) = mi_prof(root).values()
+    assert sorted(rank["tracks"]) == [1]  # Overlap Analysis of iteration 1 alone
+    exposed = rank["tracks"][1]["Communication(Not Overlapped)"]
+    step = rank["iters"][1]["dur"] + rank["bounds"].get(1, 0.0)  # µs, its wait before
+    said = (f"{time_text(exposed)} per step ({share_text(exposed / step)} of "
+            f"{time_text(step)}, step 1, the only step with its communication measured)")
+    assert said == ("41.5 ms per step (87.3 % of 47.6 ms, step 1, the only step with its "
+                    "communication measured)")
+    (folder,) = root.glob("PROF_*")
+    text = " ".join(profile_info_text(str(folder), n_findings=4).split())
+    assert said in text, text
+    assert "100.0 %" not in text.split("Top findings", 1)[1]
+
+
+def test_the_findings_name_the_warm_up_step_that_makes_their_mean_step() -> None:
+    folder = shared_sample(LEGACY)
+    raw = legacy_cluster(folder)
+    slowest = [max(raw[k][i]["total_ms"] for k in raw) for i in range(5)]
+    mean, middle = statistics.fmean(slowest), statistics.median(slowest)
+    assert slowest[0] > 2 * middle and all(s < 2 * middle for s in slowest[1:])
+    said = (f"the step time shown, {time_text(middle * 1e3)}, is the median over the steps; "
+            f"step 1 takes {time_text(slowest[0] * 1e3)} ({slowest[0] / middle:.0f} times "
+            "the median: a warm-up), which counts in the mean, not in the median")
+    words = panel_words(tab_panel("Overview", str(folder)))
+    assert f"Shares of {time_text(mean * 1e3)}, the mean over steps" in words
+    assert said in words, words[:3000]
+    text = " ".join(profile_info_text(str(folder), n_findings=2).split())
+    assert said in text, text

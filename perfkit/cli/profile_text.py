@@ -206,6 +206,17 @@ def _unknown_lines(job: Any) -> list[str]:
     return lines
 
 
+def _breakdown(profile: Any) -> Any:
+    """The step breakdown of ``profile``, or None where it cannot be read (the findings'
+    note then names no step)."""
+    from ..analysis import step_breakdown
+
+    try:
+        return step_breakdown(profile)
+    except PerfkitError:
+        return None
+
+
 def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]:
     from ..advisor import advise
     from ..advisor.finding import share_of_step, step_basis_note
@@ -218,7 +229,8 @@ def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]
     lines = [f"Top findings ({len(shown)} of {len(findings)}, best first; "
              "perfkit.advise(profile)):"]
     step_ms = job.step_time_s * 1e3 if job is not None and job.step_time_s else None
-    basis = step_basis_note(shown, step_ms, len(getattr(profile, "ranks", None) or [0]))
+    basis = step_basis_note(shown, step_ms, len(getattr(profile, "ranks", None) or [0]),
+                            _breakdown(profile))
     if basis:
         lines += _wrap(f"({basis})", "  ")
     for i, f in enumerate(shown, 1):

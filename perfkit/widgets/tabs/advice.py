@@ -7,6 +7,7 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
+from ... import analysis as A
 from ... import charts as C
 from ...advisor.finding import step_basis_note
 from ..headline import finding_tab
@@ -36,7 +37,7 @@ class AdviceTab(JobTab):
         self._frame = C.findings_frame(findings)
         step_s = getattr(self.current, "step_time_s", None)
         basis = step_basis_note(findings, step_s * 1e3 if step_s else None,
-                                len(ranks_of(profile)))
+                                len(ranks_of(profile)), A.step_breakdown(profile))
         self._basis = note(basis[0].upper() + basis[1:] + ".") if basis else ""
         out: list[W.Widget] = []
         measured = self._frame[self._frame["measured"].astype(bool)] \

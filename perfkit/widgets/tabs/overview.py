@@ -210,7 +210,8 @@ class OverviewTab(JobTab):
             return [html_widget("<div class='pk-h'>Top findings</div>"
                                 + note("No finding: the advisor saw nothing abnormal."))]
         rows: list[W.Widget] = [heading("Top findings (time at stake per step)")]
-        basis = step_basis_note(findings, self._step_ms, len(ranks_of(self.profile)))
+        basis = step_basis_note(findings, self._step_ms, len(ranks_of(self.profile)),
+                                self._steps)
         if basis:
             rows.append(html_widget(note(basis[0].upper() + basis[1:] + ".")))
         for i, f in enumerate(findings, 1):
