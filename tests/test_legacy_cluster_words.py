@@ -147,6 +147,9 @@ def test_a_time_measured_in_one_step_is_a_share_of_that_step() -> None:
     text = " ".join(profile_info_text(str(folder), n_findings=4).split())
     assert said in text, text
     assert "100.0 %" not in text.split("Top findings", 1)[1]
+    # the Advice tab's table, under its note on the other findings' 10-step mean
+    words = panel_words(tab_panel("Advice", str(folder)))
+    assert said.replace(" per step (", " (") in words, words[:3000]
 
 
 def test_the_findings_name_the_warm_up_step_that_makes_their_mean_step() -> None:
