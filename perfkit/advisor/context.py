@@ -285,8 +285,8 @@ class Context:
         with ``"step 1, the only step {what}"`` or ``"the mean over steps 1-3, the 3 of
         10 {what}"``; ``(None, "")`` where those are all the profile's steps (the share
         is then of :attr:`step_us`)."""
-        steps = sorted({int(x) for x in pd.Series(list(measured_in), dtype="float64")
-                        .dropna()})
+        ids = pd.to_numeric(pd.Series(list(measured_in), dtype="object"), errors="coerce")
+        steps = sorted({int(x) for x in ids.dropna()})
         every = int(self.steps["step"].dropna().nunique()) if "step" in self.steps else 0
         if not steps or len(steps) >= every:
             return None, ""
