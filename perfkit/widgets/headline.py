@@ -344,7 +344,7 @@ def split_bar_html(split: pd.DataFrame, missing: str | None = None) -> str:
     ranks, steps = split.attrs.get("ranks", 0), split.attrs.get("steps", 0)
     basis = (f"share of the step time, summed over {ranks} rank{'s' if ranks != 1 else ''}"
              f" × {steps} step{'s' if steps != 1 else ''}; the parts add up to 100 %"
-             + (f". {UNDIVIDED_NOTE[0].upper()}{UNDIVIDED_NOTE[1:]}"
+             + (f". {UNDIVIDED_NOTE[0].upper()}{UNDIVIDED_NOTE[1:]}."
                 if _TOGETHER in set(split["part"]) else ""))
     return (f"<div class='pk-split'><div class='pk-split-bar'>{''.join(cells)}</div>"
             f"<div class='pk-split-legend'>{''.join(legend)}</div>"
