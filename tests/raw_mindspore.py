@@ -8,7 +8,10 @@ gaps, timeline and findings against them.
   (MindInsight writes the step trace's all-reduce phases there, one per stream and step);
 - ``wild/mi_prof`` (raw CANN ``PROF_*``, two devices): per rank, each iteration's mark
   ("Iteration Time"), the wait for data before it ("Data_aug Bound") and the Overlap
-  Analysis tracks of its ``msprof_`` file.
+  Analysis tracks of its ``msprof_`` file;
+- ``ascend/mindinsight-legacy/cluster_propose`` (legacy MindInsight cluster, CSV): per rank,
+  each step's row of ``ascend_cluster_analyse_*_{rank}.csv`` (ms) and the step trace's
+  ``total`` (10 ns ticks) of ``step_trace_raw_{rank}_detail_time.csv``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["mi_run1", "mi_prof", "union_gaps"]
+__all__ = ["mi_run1", "mi_prof", "union_gaps", "legacy_cluster"]
 
 
 def mi_run1(folder: Path) -> dict[str, Any]:
@@ -99,4 +102,32 @@ def mi_prof(root: Path) -> dict[int, dict[str, Any]]:
                  for e in json.loads(f.read_text(encoding="utf-8")) if e.get("ph") == "X"]
         out[int(info["rank_id"])] = {"iters": iters, "bounds": bounds, "tracks": tracks,
                                      "tasks": tasks}
+    return out
+
+
+def legacy_cluster(folder: Path) -> dict[int, list[dict[str, float]]]:
+    """A legacy MindInsight cluster folder read with csv, per rank (the file name's suffix).
+
+    Returns
+    -------
+    dict
+        {rank: one dict per step, in order: the columns of
+        ``ascend_cluster_analyse_*_{rank}.csv`` in ms (its last row, MindSpore's mean over
+        the steps above it, left out) and ``total_ms``, the step trace's ``total`` of that
+        step (``step_trace_raw_{rank}_detail_time.csv``, 10 ns ticks; its rows of step
+        ``-`` or 0 left out)}.
+    """
+    out: dict[int, list[dict[str, float]]] = {}
+    for f in sorted(folder.glob("ascend_cluster_analyse_*.csv")):
+        rank = int(f.stem.rsplit("_", 1)[1])
+        with f.open(newline="", encoding="utf-8") as fh:
+            rows = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+        rows = rows[:-1] if len(rows) > 1 else rows
+        with (folder / f"step_trace_raw_{rank}_detail_time.csv").open(
+                newline="", encoding="utf-8") as fh:
+            totals = [float(r["total"]) * 1e-5 for r in csv.DictReader(fh)
+                      if r["step_num"].strip().isdigit() and int(r["step_num"]) > 0]
+        for row, total in zip(rows, totals, strict=True):
+            row["total_ms"] = total
+        out[rank] = rows
     return out

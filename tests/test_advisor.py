@@ -46,7 +46,7 @@ def test_finding_is_frozen_and_complete() -> None:
         f.score = 1.0  # type: ignore[misc]
     assert set(f.to_dict()) == {"severity", "area", "title", "evidence", "recommendation",
                                 "notebook", "score", "rule", "ms_per_step", "measured",
-                                "details", "step_ms"}
+                                "details", "step_ms", "step_basis"}
     # severity follows the share of the step at stake: 10 %, 3 %, 1 %
     assert [severity_of(s) for s in (0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.009)] == \
         ["high", "high", "medium", "medium", "low", "low", "info"]

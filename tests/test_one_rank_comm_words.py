@@ -107,7 +107,7 @@ def test_the_communication_tab_of_one_rank_shows_that_ranks_figures() -> None:
     comm = panel_words(tab_panel("Communication", str(DATA / "kineto-tiny-llama")))
     assert "Communication hidden behind computation, over the ranks" in comm
     for words in ("exposed, median over ranks", "most exposed rank",
-                  "calls (summed over ranks)", "time (ms, summed over ranks and steps)"):
+                  "calls (summed over ranks and steps)", "time (ms, summed over ranks and steps)"):
         assert words in comm, words
 
 

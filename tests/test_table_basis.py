@@ -61,7 +61,7 @@ def test_the_collectives_table_says_it_sums_over_ranks_and_steps() -> None:
     assert len(durations) == 20  # 2 devices × 10 iterations, one all-reduce each
     text = panel_words(tab_panel("Communication", str(root)))
     heads, row = _table_after(text, "Collectives: time per kind", "allreduce")
-    assert heads == ["collective", "calls (summed over ranks)",
+    assert heads == ["collective", "calls (summed over ranks and steps)",
                      "time (ms, summed over ranks and steps)", "mean (ms, per call)",
                      "longest (ms)", "ranks"]
     assert row[0] == "allreduce" and int(row[1]) == len(durations)

@@ -240,9 +240,16 @@ def test_the_communication_tab_counts_exposed_communication_as_the_overview_does
     share = float(table["exposed share of the step, median (%)"])
     assert share == pytest.approx(100 * np.median([exposed[k] / step[k] for k in rows]),
                                   abs=0.05)
-    # the same figure as the Overview's steps table, and the advice's least exposed rank
+    # the same exposed time in the Overview's steps table, whose split of the step is of
+    # the parts summed over the ranks (so that it adds up to 100 %), and the advice's
+    # least exposed rank
     overview = panel_words(tab_panel("Overview", str(folder)))
-    assert f"| {share:.1f} |" in overview.split("exposed communication, median over ranks")[1]
+    section = overview.split("Steps: each step's time over the ranks", 1)[1].split(
+        "What was opened", 1)[0]
+    assert "summed over the ranks" in section and "exposed communication (%)" in section
+    summed = 100 * sum(exposed.values()) / sum(step.values())
+    cells = [float(c) for c in re.findall(r"\| (\d+\.\d) (?=\|)", section)]
+    assert any(c == pytest.approx(summed, abs=0.1001) for c in cells), (summed, cells)
     assert f"rank {min(exposed, key=exposed.__getitem__)}, which waits for no other rank, " \
            f"communicates {min(exposed.values()) / 1e3:.1f} ms" in panel_words(
                tab_panel("Advice", str(folder)))

@@ -68,6 +68,18 @@ def _steps_of(ctx: Context, rank: int | None) -> int:
     return int(((s["rank"] == rank).fillna(False) & known).sum())
 
 
+def _step_basis(ctx: Context, rank: int | None) -> tuple[float | None, str]:
+    """The step the exposed communication of ``rank`` is a share of, and its words
+    (:meth:`Context.basis_over`): the mean over the steps it is measured in, where those
+    are some of the profile's steps only (raw CANN output with the ``msprof_`` file of one
+    iteration of ten)."""
+    s = ctx.steps
+    if rank is None or "comm_not_overlapped_us" not in s.columns:
+        return None, ""
+    mine = (s["rank"] == rank).fillna(False) & s["comm_not_overlapped_us"].notna()
+    return ctx.basis_over(s.loc[mine, "step"], "with its communication measured")
+
+
 @rule("communication", order=30, needs=("comm_matrix",))
 def links(ctx: Context) -> list[Finding]:
     """The slowest link, if slow; saving: what its ranks would not expose at the usual bandwidth."""
@@ -299,9 +311,10 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     link = ctx.counted("link_saving")
     if link > 0:
         ev += f"; {fmt_time(min(link, e))} of it is the slow link's (see that finding)"
+    basis, basis_words = _step_basis(ctx, rank)
     return [measured(ctx, "exposed_communication", "communication", stake,
                      "Communication is not hidden behind computation", ev, rec,
-                     details=details.rstrip("; "))]
+                     details=details.rstrip("; "), step_us=basis, step_basis=basis_words)]
 
 
 def _forward_only(ctx: Context) -> bool:

@@ -25,6 +25,7 @@ from ..analysis._frames import is_lazy, table_columns
 from ..analysis._util import has_values, n_step_pairs, table
 from ..analysis.recorded import recorded_pairs, recorded_profile
 from ..analysis.steps import step_breakdown
+from ..format import ranges_text
 from ..job.fields import LABELS as FIELD_LABELS
 from ..job.measured import TRAINING_STEP, read_training_step
 from .finding import Finding
@@ -262,6 +263,37 @@ class Context:
                                    if "preparing_us" in s.columns else 0.0)
             return _mean_of_slowest(s["step"], wall)
         return self.get("step_us", compute)
+
+    def step_us_over(self, steps: Iterable[Any]) -> float:
+        """The measured step (:attr:`step_us`: the mean over steps of the slowest rank's
+        span plus its preparing) over the given steps only: the step a time measured in
+        those steps alone is a share of."""
+        s = self.steps
+        if not has_values(s, "step_us"):
+            return float("nan")
+        keep = s["step"].isin(list(steps)).fillna(False).to_numpy(bool)
+        if not keep.any():
+            return float("nan")
+        s = s[keep]
+        wall = s["step_us"] + (s["preparing_us"].fillna(0.0)
+                               if "preparing_us" in s.columns else 0.0)
+        return _mean_of_slowest(s["step"], wall)
+
+    def basis_over(self, measured_in: Iterable[Any], what: str) -> tuple[float | None, str]:
+        """The step a time measured in some steps only is a share of, and its words: the
+        mean over the steps ``measured_in`` of the measured step (:meth:`step_us_over`),
+        with ``"step 1, the only step {what}"`` or ``"the mean over steps 1-3, the 3 of
+        10 {what}"``; ``(None, "")`` where those are all the profile's steps (the share
+        is then of :attr:`step_us`)."""
+        ids = pd.to_numeric(pd.Series(list(measured_in), dtype="object"), errors="coerce")
+        steps = sorted({int(x) for x in ids.dropna()})
+        every = int(self.steps["step"].dropna().nunique()) if "step" in self.steps else 0
+        if not steps or len(steps) >= every:
+            return None, ""
+        said = (f"step {steps[0]}, the only step {what}" if len(steps) == 1 else
+                f"the mean over steps {ranges_text(steps)}, the {len(steps)} of {every} "
+                f"{what}")
+        return self.step_us_over(steps), said
 
     @property
     def n_pairs(self) -> int:

@@ -18,7 +18,7 @@ from ..format import share_text, time_text
 
 __all__ = ["Finding", "severity_of", "measured", "unmeasured", "NOTEBOOKS",
            "SEVERITY_THRESHOLDS", "SEVERITY_ORDER", "share_of_step", "step_basis_note",
-           "STEP_BASIS_TOLERANCE"]
+           "STEP_BASIS_TOLERANCE", "FAR_STEP"]
 
 #: Notebook to open for each area (the guided notebooks of DESIGN.md).
 NOTEBOOKS = {
@@ -80,6 +80,11 @@ class Finding:
         The step ``score`` is a share of, in ms: the advisor's measured step, the mean
         over steps of the slowest rank's step and the preparing before it (NaN when not
         measured). A view whose own step time differs says so (:func:`share_of_step`).
+    step_basis : str
+        Which steps ``step_ms`` is of, in words, where the time at stake is per step over
+        some of the steps only (those the profile measures it in) and ``step_ms`` is the
+        mean over the same steps (``"step 1, the only step with its communication
+        measured"``); empty for the advisor's measured step.
     """
 
     severity: str
@@ -94,6 +99,7 @@ class Finding:
     measured: bool = True
     details: str = ""
     step_ms: float = float("nan")
+    step_basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict."""
@@ -108,11 +114,19 @@ class _MeasuredStep(Protocol):
 
 
 def measured(ctx: _MeasuredStep, rule: str, area: str, us_per_step: float, title: str,
-             evidence: str, recommendation: str, details: str = "") -> Finding:
-    """A measured finding: ``us_per_step`` at stake, share and severity from it."""
+             evidence: str, recommendation: str, details: str = "",
+             step_us: float | None = None, step_basis: str = "") -> Finding:
+    """A measured finding: ``us_per_step`` at stake, share and severity from it.
+
+    The share is of the advisor's measured step (``ctx.step_us``), or, where the time at
+    stake is per step over some steps only, of ``step_us``, the mean step over those
+    steps, which ``step_basis`` names (:attr:`Finding.step_basis`): a time and the step
+    it is a share of are then over the same steps.
+    """
     us = float(us_per_step) if np.isfinite(us_per_step) else 0.0
     us = max(0.0, us)
-    step = ctx.step_us
+    own = step_us is not None and bool(np.isfinite(step_us)) and step_us > 0
+    step = float(step_us) if own else ctx.step_us
     share = us / step if np.isfinite(step) and step > 0 else 0.0
     share = float(min(1.0, share))
     return Finding(severity=severity_of(share), area=area, title=title, evidence=evidence,
@@ -120,7 +134,8 @@ def measured(ctx: _MeasuredStep, rule: str, area: str, us_per_step: float, title
                    notebook=NOTEBOOKS.get(area, NOTEBOOKS["metrics"]), score=share,
                    rule=rule, ms_per_step=us / 1e3, measured=True,
                    details=f"rule {rule}" + (f"; {details}" if details else ""),
-                   step_ms=step / 1e3 if np.isfinite(step) and step > 0 else float("nan"))
+                   step_ms=step / 1e3 if np.isfinite(step) and step > 0 else float("nan"),
+                   step_basis=step_basis if own else "")
 
 
 #: A view's step time and a finding's basis (:attr:`Finding.step_ms`) further apart than
@@ -142,31 +157,65 @@ def share_of_step(f: Finding, shown_step_ms: float | None = None) -> str:
     ``"27.4 % of the step"`` where the view shows no step time or one within
     :data:`STEP_BASIS_TOLERANCE` of the finding's basis (:attr:`Finding.step_ms`); else
     ``"27.4 % of 294 ms"``, so that it does not read as a share of the step shown
-    (:func:`step_basis_note` says once what that basis is).
+    (:func:`step_basis_note` says once what that basis is); a finding whose share is of
+    the mean over some steps only says which (:attr:`Finding.step_basis`): ``"87.3 % of
+    47.6 ms, step 1, the only step with its communication measured"``.
     """
+    if f.step_basis:
+        return f"{share_text(f.score)} of {time_text(f.step_ms * 1e3)}, {f.step_basis}"
     if _other_basis(f, shown_step_ms):
         return f"{share_text(f.score)} of {time_text(f.step_ms * 1e3)}"
     return f"{share_text(f.score)} of the step"
 
 
+#: A step whose slowest rank takes more than this many times the median step is named
+#: where the findings' mean step and a view's median step differ (:func:`step_basis_note`).
+FAR_STEP = 2.0
+
+
+def _far_steps(steps: Any, shown_step_ms: float) -> str:
+    """``"; step 1 takes 2.38 s (13 times the median: a warm-up), which counts in the
+    mean, not in the median"``: the steps of a step breakdown whose slowest rank's wall
+    (``step_us`` + ``preparing_us``) is above :data:`FAR_STEP` times the median step shown;
+    empty when none is, or without a breakdown."""
+    if steps is None or getattr(steps, "empty", True) or "step_us" not in steps.columns:
+        return ""
+    wall = steps["step_us"].astype("float64")
+    if "preparing_us" in steps.columns:
+        wall = wall + steps["preparing_us"].astype("float64").fillna(0.0)
+    slowest = wall.groupby(steps["step"]).max().dropna()
+    far = slowest[slowest > FAR_STEP * shown_step_ms * 1e3]
+    if far.empty:
+        return ""
+    first = slowest.index.min()
+    said = [f"step {int(k)} takes {time_text(v)} ({v / (shown_step_ms * 1e3):.0f} times the "
+            f"median{': a warm-up' if k == first else ''})" for k, v in far.items()]
+    one = len(said) == 1
+    return (f"; {', '.join(said)}, which count{'s' if one else ''} in the mean, not in the "
+            "median")
+
+
 def step_basis_note(findings: list[Finding], shown_step_ms: float | None,
-                    ranks: int | None = None) -> str | None:
+                    ranks: int | None = None, steps: Any = None) -> str | None:
     """Why the findings' shares are of another step than the one a view shows, or None.
 
     The advisor's step is the mean over steps of the slowest rank's step with the
     preparing before it (a data-loading wait lies there); a view's step time is the
     median over the steps of the same (:func:`perfkit.analysis.measured_step_s`): they
     differ where one step is far from the others (a warm-up, a checkpoint). A profile of
-    one rank (``ranks``) has no slowest rank: the step is said to be that rank's.
+    one rank (``ranks``) has no slowest rank: the step is said to be that rank's. With
+    the step breakdown (``steps``), a step far longer than the others (:data:`FAR_STEP`)
+    is named, as the reason the two differ.
     """
-    other = next((f for f in findings if f.measured and _other_basis(f, shown_step_ms)),
-                 None)
+    other = next((f for f in findings if f.measured and not f.step_basis
+                  and _other_basis(f, shown_step_ms)), None)
     if other is None or shown_step_ms is None:
         return None
     whose = "the one rank's step" if ranks == 1 else "the slowest rank's step"
     return (f"shares of {time_text(other.step_ms * 1e3)}, the mean over steps of {whose} "
             "and the preparing before it; the step time shown, "
-            f"{time_text(shown_step_ms * 1e3)}, is the median over the steps")
+            f"{time_text(shown_step_ms * 1e3)}, is the median over the steps"
+            + _far_steps(steps, shown_step_ms))
 
 
 def unmeasured(rule: str, area: str, title: str, evidence: str, recommendation: str,

@@ -179,8 +179,11 @@ def host_bound(ctx: Context) -> list[Finding]:
                f"10 µs (most frequent: {kernel_names(r['top_names'])})")
     ev += _recorded(ctx)
     rec = say(ctx.fw, _LAUNCH_BOUND_ADVICE if launch_bound else _TURNAROUND_ADVICE)
+    # the gaps are per step over the steps with device tasks: a share of those steps
+    basis, basis_words = ctx.basis_over(hb["step"], "with its device tasks recorded")
     return [measured(ctx, "host_bound", "host", gap, title, ev, rec,
-                     details=f"launch-bound test: median gap >= median kernel is {launch_bound}")]
+                     details=f"launch-bound test: median gap >= median kernel is {launch_bound}",
+                     step_us=basis, step_basis=basis_words)]
 
 
 @rule("host", order=70, needs=("kernels",))

@@ -127,7 +127,8 @@ def findings_html(frame: pd.DataFrame, n: int | None = 10,
         Keep the first ``n`` findings (all when None).
     columns : sequence of str
         Columns to show, in order; ``"ms per step"`` is the time at stake written for
-        people (``12.3 ms (4.5 %)``, or "not measurable").
+        people (``12.3 ms (4.5 %)``, or "not measurable"), unless the frame has that
+        column with a text (a share of another step than the others', named).
 
     Returns
     -------
@@ -138,8 +139,12 @@ def findings_html(frame: pd.DataFrame, n: int | None = 10,
     frame = frame.copy()
     if "ms per step" in columns:
         if "ms_per_step" in frame.columns:
-            frame["ms per step"] = [_at_stake(ms, sc) for ms, sc in
-                                    zip(frame["ms_per_step"], frame["score"], strict=True)]
+            # a text the caller wrote (a share of another step, named) is kept
+            given = frame["ms per step"] if "ms per step" in frame.columns else \
+                pd.Series(None, index=frame.index, dtype="object")
+            frame["ms per step"] = [
+                g if isinstance(g, str) and g else _at_stake(ms, sc) for g, ms, sc in
+                zip(given, frame["ms_per_step"], frame["score"], strict=True)]
         else:
             frame["ms per step"] = [f"{100 * sc:.1f} % of the step" for sc in frame["score"]]
     require(frame, tuple(columns), "findings_html")

@@ -46,10 +46,17 @@ def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
 def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     import pandas as pd
 
+    from .._shares import rounded_split
     from ..analysis import measured_step_s, step_breakdown
     from ..analysis.steps import has_wait, step_basis, step_wall_us
     from ..format import sig, time_text, time_unit
-    from ..widgets.headline import step_split, undivided_split, with_exposed_comm
+    from ..widgets.headline import (
+        UNDIVIDED_NOTE,
+        split_step_us,
+        step_split,
+        undivided_split,
+        with_exposed_comm,
+    )
 
     try:
         steps = step_breakdown(profile)
@@ -70,11 +77,16 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     lines.append(f"  measured step time: {time_text(step_s * 1e6)} ({step_basis(steps)})")
     split = step_split(steps)
     if not split.empty:
+        split = split.assign(share=rounded_split(split[["share"]].T).T["share"])
         parts = ", ".join(f"{r.label} {_pct(r.share)}" for r in split.itertuples())
         n_ranks, n_steps = split.attrs["ranks"], split.attrs["steps"]
         lines += _wrap(f"where the step goes: {parts} (shares of the step time summed over "
                        f"{n_ranks} rank{'s' * (n_ranks != 1)} × {n_steps} "
                        f"step{'s' * (n_steps != 1)}; they add up to 100 %)", "  ")
+        if "computing_or_free_us" in set(split["part"]):
+            lines += _wrap(UNDIVIDED_NOTE[0].upper() + UNDIVIDED_NOTE[1:] + "; each step's "
+                           "shares below are of the sum of its parts, MindSpore's own step, "
+                           "which can differ from the step time shown by up to 1 %", "  ")
     # each step's wall time (the device span and the wait before it), as the headline
     known = known.assign(wall_us=step_wall_us(known))
     has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
@@ -90,14 +102,22 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
                  + ("" if together else f"  {'free':>7}")
                  + (f"  {'wait':>7}" if waits else ""))
     slowest = known.loc[known.groupby("step", dropna=False)["wall_us"].idxmax()]
-    for _, row in slowest.head(max_steps).iterrows():
+    # the shares of the step's split (split_step_us, as the headline's), rounded to 0.1 %
+    # so that each step's add up to 100.0 % as printed
+    cols = [c for c in (first, "comm_exposed_us", "bubble_us",
+                        *(() if together else ("free_us",)), "preparing_us")
+            if c in slowest.columns]
+    whole = split_step_us(slowest)
+    whole = whole.where(whole > 0)
+    shown = rounded_split(pd.DataFrame({c: slowest[c].astype("float64") / whole
+                                        for c in cols}))
+    for label, row in slowest.head(max_steps).iterrows():
         # a trace without step marks is one unnumbered step (pd.NA in an Int64 column)
         step = "NA" if pd.isna(row["step"]) else int(row["step"])
         rank = "NA" if pd.isna(row["rank"]) else int(row["rank"])
-        wall = row["wall_us"] if row["wall_us"] > 0 else float("nan")
 
-        def share(col: str, row: Any = row, wall: float = wall) -> str:
-            return _pct(row.get(col, float("nan")) / wall)
+        def share(col: str, label: Any = label) -> str:
+            return _pct(shown.at[label, col]) if col in shown.columns else "-"
 
         lines.append(f"  {step!s:>6}  {rank!s:>12}  "
                      f"{sig(row['wall_us'] / size):>10}  "
@@ -186,6 +206,17 @@ def _unknown_lines(job: Any) -> list[str]:
     return lines
 
 
+def _breakdown(profile: Any) -> Any:
+    """The step breakdown of ``profile``, or None where it cannot be read (the findings'
+    note then names no step)."""
+    from ..analysis import step_breakdown
+
+    try:
+        return step_breakdown(profile)
+    except PerfkitError:
+        return None
+
+
 def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]:
     from ..advisor import advise
     from ..advisor.finding import share_of_step, step_basis_note
@@ -198,7 +229,8 @@ def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]
     lines = [f"Top findings ({len(shown)} of {len(findings)}, best first; "
              "perfkit.advise(profile)):"]
     step_ms = job.step_time_s * 1e3 if job is not None and job.step_time_s else None
-    basis = step_basis_note(shown, step_ms, len(getattr(profile, "ranks", None) or [0]))
+    basis = step_basis_note(shown, step_ms, len(getattr(profile, "ranks", None) or [0]),
+                            _breakdown(profile))
     if basis:
         lines += _wrap(f"({basis})", "  ")
     for i, f in enumerate(shown, 1):

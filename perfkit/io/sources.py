@@ -13,6 +13,7 @@ in both directions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,6 +200,26 @@ def _frameworks_note(metas: list[ProfileMeta]) -> str:
             "load each on its own (pk.load(path, ranks=[...]))")
 
 
+#: A file name in a note (``ascend_cluster_analyse_pipeline-parallel_2_4_0.csv``).
+_FILE_NAME = re.compile(r"[\w.-]+\.(?:csv|json|txt|db|gz)\b")
+
+
+def _rank_file_pattern(note: str, rank: Any) -> str:
+    """``note`` with the rank in each of its file names written ``{rank}``: the last
+    ``_{rank}`` before ``.`` or ``_`` in the name (``..._2_4_0.csv`` of rank 0 ->
+    ``..._2_4_{rank}.csv``, ``step_trace_raw_0_detail_time.csv`` ->
+    ``step_trace_raw_{rank}_detail_time.csv``), so that the same note of each rank about
+    its own file is one note (:func:`cluster_meta`). Unchanged without a rank."""
+    if not isinstance(rank, int):
+        return note
+    own = re.compile(rf"_{rank}(?=[._])(?!.*_{rank}[._])")
+
+    def generic(m: re.Match[str]) -> str:
+        return own.sub("_{rank}", m.group(0), count=1)
+
+    return _FILE_NAME.sub(generic, note)
+
+
 def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
                  ) -> ProfileMeta:
     """The facts of a cluster: merged from its ranks' metas, with the failed ranks noted."""
@@ -212,12 +233,13 @@ def cluster_meta(root: Path, profiles: list[Profile], failed: Mapping[Any, str]
     for m in metas:
         groups.update(m.groups)
     notes = [f"rank {r} not loaded: {msg}" for r, msg in failed.items()]
-    by_note: dict[str, list[Any]] = {}
+    # a note each rank makes of its own file (..._{rank}.csv) is said once for the ranks
+    by_note: dict[str, list[tuple[Any, str]]] = {}
     for m in metas:
         for n in m.notes:
-            by_note.setdefault(n, []).append(m.rank)
-    notes += [f"ranks {rs}: {n}" if len(rs) > 1 else f"rank {rs[0]}: {n}"
-              for n, rs in by_note.items()]
+            by_note.setdefault(_rank_file_pattern(n, m.rank), []).append((m.rank, n))
+    notes += [f"ranks {[r for r, _ in said]}: {pattern}" if len(said) > 1
+              else f"rank {said[0][0]}: {said[0][1]}" for pattern, said in by_note.items()]
     if len(fmts) > 1:
         notes.append(f"ranks come from different formats: {fmts}")
     if len(frameworks) > 1:

@@ -30,8 +30,9 @@ from typing import Any
 
 import pandas as pd
 
+from .._shares import rounded_split
 from ..analysis import measured_step_s
-from ..analysis.steps import exposed_comm_us, step_basis
+from ..analysis.steps import exposed_comm_us, step_basis, step_wall_us
 from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
@@ -40,8 +41,9 @@ from ..job.unknowns import PANEL_TITLE, unknown_labels
 from .inference_mfu import inference_mfu_parts
 from .summary import job_summary
 
-__all__ = ["SPLIT_PARTS", "split_parts", "undivided_split", "FINDING_TABS", "Figure",
-           "Headline", "with_exposed_comm", "throughput_figure", "mfu_figure",
+__all__ = ["SPLIT_PARTS", "UNDIVIDED_NOTE", "split_parts", "undivided_split", "FINDING_TABS",
+           "Figure", "Headline", "split_step_us", "with_exposed_comm", "throughput_figure",
+           "mfu_figure",
            "step_split", "finding_tab", "headline", "headline_html", "split_bar_html",
            "top_findings"]
 
@@ -50,7 +52,7 @@ __all__ = ["SPLIT_PARTS", "split_parts", "undivided_split", "FINDING_TABS", "Fig
 #: the device span's parts, then ``preparing_us``, the device's wait before the span.
 SPLIT_PARTS: dict[str, str] = {
     "computing_us": "computing",
-    "computing_or_free_us": "computing or device idle (the files do not tell them apart)",
+    "computing_or_free_us": "computing or device idle",
     "comm_exposed_us": "exposed communication",
     "bubble_us": "pipeline bubble",
     "free_us": "free (device idle)",
@@ -59,6 +61,11 @@ SPLIT_PARTS: dict[str, str] = {
 _SPLIT_COLORS = {"computing_us": "#4c78a8", "computing_or_free_us": "#9ecae9",
                  "comm_exposed_us": "#e45756", "bubble_us": "#f58518", "free_us": "#bab0ac",
                  "preparing_us": "#eeca3b"}  # perfkit.charts.overview.WAIT_COLOR (no altair here)
+#: Why "computing or device idle" is one part, said once where the split shows it (a
+#: table's header and a legend keep the short label of :data:`SPLIT_PARTS`).
+UNDIVIDED_NOTE = ("computing or device idle is one part: the files give computing and the "
+                  "device's idle time only together (the step less the communication that "
+                  "runs alone)")
 #: Parts left out of the split when no row has a value above 0 (not reported as a zero).
 _OPTIONAL_PARTS = ("bubble_us", "preparing_us")
 #: The parts a profile's step table gives either apart or only together (legacy MindSpore
@@ -131,6 +138,33 @@ def with_exposed_comm(breakdown: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def split_step_us(breakdown: pd.DataFrame) -> pd.Series:
+    """Each row's step as its split counts it, in µs: the sum of its base parts and the
+    wait before them, the whole that :func:`step_split`'s and each step's shares are of.
+
+    ``computing + comm_not_overlapped + free + preparing``, or, where the profile gives
+    computing and free time only together (legacy MindSpore), ``computing_or_free +
+    comm_not_overlapped + preparing``: MindSpore's own step, of which its
+    ``computation_time`` is the part not spent in communication alone. That sum is not
+    the step trace's ``total`` the step time column shows (on ``cluster_propose`` it is
+    0.06 % above it in step 1 and up to 0.9 % below it after), so shares of the step
+    trace's time would add up to 99.0 % to 100.06 %. Elsewhere the parts add up to the
+    device span, and the sum is :func:`perfkit.analysis.step_wall_us`. A row whose base
+    parts are not all known gets :func:`~perfkit.analysis.step_wall_us` (its wait still
+    has a share).
+    """
+    base = ([_TOGETHER, "comm_not_overlapped_us"] if undivided_split(breakdown) else
+            ["computing_us", "comm_not_overlapped_us", "free_us"])
+    wall = step_wall_us(breakdown) if "step_us" in breakdown.columns else \
+        pd.Series(math.nan, index=breakdown.index)
+    if any(c not in breakdown.columns for c in base):
+        return wall
+    parts = breakdown[base].astype("float64").sum(axis=1, min_count=len(base))
+    if "preparing_us" in breakdown.columns:
+        parts = parts + breakdown["preparing_us"].astype("float64").fillna(0.0)
+    return parts.where(parts.notna(), wall)
+
+
 def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     """Where the step time goes, as shares that add up to 100 %.
 
@@ -166,10 +200,7 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     base = ([_TOGETHER, "comm_not_overlapped_us"] if undivided_split(data) else
             ["computing_us", "comm_not_overlapped_us", "free_us"])
     data = data.dropna(subset=base)
-    if "preparing_us" not in data.columns:
-        data = data.assign(preparing_us=math.nan)
-    step_total = float(data[[*base, "preparing_us"]].astype("float64").fillna(0.0)
-                       .to_numpy().sum())
+    step_total = float(split_step_us(data).sum())
     rows = []
     for part, label in split_parts(data).items():  # a part not reported is left out
         us = float(data[part].astype("float64").fillna(0.0).sum())
@@ -302,6 +333,8 @@ def split_bar_html(split: pd.DataFrame, missing: str | None = None) -> str:
         return "<p class='pk-note'>" + html.escape(
             missing or "No step split: no step with its parts in this profile.") + "</p>"
     cells, legend = [], []
+    # rounded to 0.1 % so that the shown shares add up to 100.0 %
+    split = split.assign(share=rounded_split(split[["share"]].T).T["share"])
     for row in split.itertuples(index=False):
         share = float(row.share) if row.share == row.share else 0.0
         color = _SPLIT_COLORS.get(row.part, "#999")
@@ -313,7 +346,9 @@ def split_bar_html(split: pd.DataFrame, missing: str | None = None) -> str:
                       f"<b>{text}</b></span>")
     ranks, steps = split.attrs.get("ranks", 0), split.attrs.get("steps", 0)
     basis = (f"share of the step time, summed over {ranks} rank{'s' if ranks != 1 else ''}"
-             f" × {steps} step{'s' if steps != 1 else ''}; the parts add up to 100 %")
+             f" × {steps} step{'s' if steps != 1 else ''}; the parts add up to 100 %"
+             + (f". {UNDIVIDED_NOTE[0].upper()}{UNDIVIDED_NOTE[1:]}."
+                if _TOGETHER in set(split["part"]) else ""))
     return (f"<div class='pk-split'><div class='pk-split-bar'>{''.join(cells)}</div>"
             f"<div class='pk-split-legend'>{''.join(legend)}</div>"
             f"<div class='pk-note'>{html.escape(basis)}</div></div>")

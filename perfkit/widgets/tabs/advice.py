@@ -7,8 +7,10 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
+from ... import analysis as A
 from ... import charts as C
-from ...advisor.finding import step_basis_note
+from ...advisor.finding import share_of_step, step_basis_note
+from ...format import time_text
 from ..headline import finding_tab
 from ..markup import STYLE, note
 from ..render import close_widgets
@@ -34,9 +36,14 @@ class AdviceTab(JobTab):
     def build(self, profile: Any) -> list[W.Widget]:
         findings = self.ctx.findings(profile)
         self._frame = C.findings_frame(findings)
+        # a share of the mean over some steps only names them, beside the shares the note
+        # below says the basis of once
+        self._frame["ms per step"] = [
+            f"{time_text(f.ms_per_step * 1e3)} ({share_of_step(f)})"
+            if f.measured and f.step_basis else "" for f in findings]
         step_s = getattr(self.current, "step_time_s", None)
         basis = step_basis_note(findings, step_s * 1e3 if step_s else None,
-                                len(ranks_of(profile)))
+                                len(ranks_of(profile)), A.step_breakdown(profile))
         self._basis = note(basis[0].upper() + basis[1:] + ".") if basis else ""
         out: list[W.Widget] = []
         measured = self._frame[self._frame["measured"].astype(bool)] \

@@ -196,7 +196,7 @@ class CommunicationTab(Tab):
             scope=({"total_us": "summed over steps", "mean_us": "per call",
                     "count": "summed over steps"} if one else
                    {"total_us": "summed over ranks and steps", "mean_us": "per call",
-                    "count": "summed over ranks"}),
+                    "count": "summed over ranks and steps"}),
             shorten_text={"group": 28}))]
         # how the tasks were counted and what they lack, in one paragraph: the missing
         # communication tables are said there once, not again by the loader's note
@@ -326,11 +326,16 @@ def bubble_note(overlap: pd.DataFrame) -> str:
     per = overlap.set_index("rank")["bubble_us"].astype("float64")
     worst = int(per.idxmax())
     waiting = int(per.fillna(0.0).gt(0).sum())
-    who = (f"all {counted(len(per), 'rank')}" if waiting == len(per)
-           else f"{waiting} of the {counted(len(per), 'rank')}")
+    if len(per) == 1:  # one rank: no "all" of one, no rank that is the worst of one
+        who, peak = f"rank {worst} waits", f"up to {time_text(float(per.max()))} per step"
+    else:
+        who = (f"all {len(per)} ranks wait" if waiting == len(per)
+               else f"{waiting} of the {counted(len(per), 'rank')} "
+                    f"{'waits' if waiting == 1 else 'wait'}")
+        peak = f"up to {time_text(float(per.max()))} per step, rank {worst}"
     return ("Exposed communication here leaves out the pipeline bubble: "
-            f"{who} wait in pipeline receives (up to {time_text(float(per.max()))} per "
-            f"step, rank {worst}), time the step table counts as communication not "
+            f"{who} in pipeline receives ({peak}), time the step table counts as "
+            "communication not "
             "overlapped, but which is one stage waiting for another, not a transfer to "
             "speed up. It is counted apart, as the pipeline bubble, wherever perfkit splits "
             "the step (the Overview, the advice).")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ..._shares import rounded_split
 from ...advisor.finding import share_of_step, step_basis_note
 from ...format import counted, time_text
 from ...tables import over_ranks, with_values
@@ -27,6 +28,7 @@ from ..headline import (
     headline,
     headline_html,
     split_parts,
+    split_step_us,
     top_findings,
     with_exposed_comm,
 )
@@ -208,7 +210,8 @@ class OverviewTab(JobTab):
             return [html_widget("<div class='pk-h'>Top findings</div>"
                                 + note("No finding: the advisor saw nothing abnormal."))]
         rows: list[W.Widget] = [heading("Top findings (time at stake per step)")]
-        basis = step_basis_note(findings, self._step_ms, len(ranks_of(self.profile)))
+        basis = step_basis_note(findings, self._step_ms, len(ranks_of(self.profile)),
+                                self._steps)
         if basis:
             rows.append(html_widget(note(basis[0].upper() + basis[1:] + ".")))
         for i, f in enumerate(findings, 1):
@@ -244,10 +247,20 @@ class OverviewTab(JobTab):
         if len(ranks) <= 1:  # one rank: its own steps, no spread
             rank = int(ranks[0]) if len(ranks) else None
         if rank == ALL_RANKS:
+            # each step's split over the ranks: its parts summed over the ranks, shares of
+            # their summed steps (as the headline's split), so that they add up to 100 %
+            parts = {c: c.removesuffix("_share") + "_us" for c in shares}
             spread = over_ranks(data, ["step"], ["step_us"],
-                                keep={c: "median" for c in shares}, sort=False)
+                                keep={**{u: "sum" for u in parts.values()},
+                                      "split_us": "sum"}, sort=False)
+            whole = spread["split_us"].where(spread["split_us"] > 0)
+            spread[list(shares)] = _shown(pd.DataFrame(
+                {c: spread[u].astype("float64") / whole for c, u in parts.items()}))
             spread = spread.sort_values("step", kind="mergesort")
-            headers = {c: f"{label}, median over ranks" for c, label in shares.items()}
+            headers = dict(shares)
+            split = split.replace("(shares of the step time", "(shares of the step time "
+                                  "summed over the ranks").replace(
+                "sum of its parts,", "sum of its parts over the ranks,")
             headers.update({"step_median_us": "step time, median over ranks",
                             "step_min_us": "fastest rank's step",
                             "step_max_us": "slowest rank's step", "worst_rank": "slowest rank"})
@@ -298,20 +311,34 @@ def _step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str
     if C.step_parts(steps) == C.TRACE_PHASES:
         step = steps["step_us"].where(steps["step_us"] > 0)
         shares = {c.removesuffix("_us") + "_share": label for c, label in C.TRACE_PHASES.items()}
-        data = steps.assign(**{c.removesuffix("_us") + "_share": steps[c] / step
-                               for c in C.TRACE_PHASES})
+        data = steps.assign(split_us=step, **{c.removesuffix("_us") + "_share": steps[c] / step
+                                              for c in C.TRACE_PHASES})
         words = " and its phases (shares of the step time)"
     else:
         parts = split_parts(steps)  # no bubble or wait reported: no column of zeros
         wall = A.step_wall_us(steps)
         wall = wall.where(wall > 0)
+        # the shares are of the step as its split counts it (the sum of its parts), so
+        # that they add up to 100 % (split_step_us: a legacy MindSpore step trace's total
+        # is not the sum of its ascend_cluster_analyse parts)
+        whole = split_step_us(steps)
+        whole = whole.where(whole > 0)
         shares = {c.removesuffix("_us") + "_share": label for c, label in parts.items()}
-        data = steps.assign(step_us=wall, **{c.removesuffix("_us") + "_share":
-                                             steps[c].astype("float64") / wall
-                                             for c in parts})
+        data = steps.assign(step_us=wall, split_us=whole, **_shown(pd.DataFrame(
+            {c.removesuffix("_us") + "_share": steps[c].astype("float64") / whole
+             for c in parts})))
         words = " and its split (shares of the step time)"
+        if "computing_or_free_us" in parts:
+            words = (" and its split (shares of the sum of its parts, MindSpore's own step, "
+                     "which can differ from the step trace's time shown by up to 1 %)")
     shares = {c: shares[c] for c in with_values(data, shares)}
     return data, shares, words if shares else ""
+
+
+def _shown(shares: pd.DataFrame) -> pd.DataFrame:
+    """A split's shares as the table shows them, rounded to 0.1 % so that each row's shown
+    shares add up to 100.0 % (:func:`perfkit._shares.rounded_split`)."""
+    return rounded_split(shares) if not shares.empty else shares
 
 
 def _split_missing(steps: pd.DataFrame) -> str | None:
