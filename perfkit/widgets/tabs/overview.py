@@ -214,7 +214,7 @@ class OverviewTab(JobTab):
         for i, f in enumerate(findings, 1):
             stake = (f"{time_text(f.ms_per_step * 1e3)} per step "
                      f"({share_of_step(f, self._step_ms)})"
-                     if f.measured else "cost not measurable from the profile")
+                     if f.measured else "time at stake not measurable from the profile")
             tab = finding_tab(f.area, self.ctx.tabs)
             text = html_widget(f"<div class='pk-finding'>{i}. <b>{html.escape(stake)}</b> — "
                                f"{html.escape(f.title)}</div>")
