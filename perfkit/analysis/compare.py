@@ -34,7 +34,9 @@ __all__ = ["kernel_class", "class_codes", "compare_profiles", "compare_steps", "
 #: classes come before the generic ones.
 KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
     ("communication", r"hcom|hccl|nccl"),
-    ("attention", r"flashattention|flash_attn|flash_fwd|flash_bwd|fmha|attention|"
+    # flash_?attn: FlashAttention-3's cutlass kernels (flash::FlashAttnBwd<...>), which
+    # "cutlass" would otherwise make GEMMs
+    ("attention", r"flashattention|flash_?attn|flash_fwd|flash_bwd|fmha|attention|"
                   r"scaled_dot_product|sdpa"),
     ("embedding", r"embedding|gather|index_select|indexselect|scatter"),
     # GEMMs and convolutions: cuBLAS (nvjet, gemv), hipBLASLt / Tensile (Cijk_), cuDNN
@@ -64,6 +66,7 @@ KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
 )
 _GENERIC_CLASSES = ("elementwise", "reduction", "other")
 _SIGNATURE = r"^(?:void\s+)?([^<(]*(?:<cutlass[^>(]*)?).*$"
+_CUTLASS_LAUNCHER = r"^(?:void\s+)?cutlass::device_kernel<"
 _CLASS_RES = [(c, re.compile(p)) for c, p in KERNEL_CLASSES]
 
 COMPARE_COLUMNS: dict[str, str] = {
@@ -98,7 +101,11 @@ def _class_of_pairs(names: pd.Series, types: pd.Series) -> pd.Series:
     # template arguments: "vectorized_elementwise_kernel<4, silu_kernel...>"
     by_full = _classify(full)
     generic = out.isin(_GENERIC_CLASSES) & ~by_full.isin([*_GENERIC_CLASSES, "matmul"])
-    out = by_full.where(generic, out)
+    # CUTLASS's launcher "cutlass::device_kernel<K>" runs the kernel K of its template
+    # argument, a GEMM or not (FlashAttention 3's flash::FlashAttnBwd): K decides
+    wrapper = label.str.contains(_CUTLASS_LAUNCHER, regex=True) & ~by_full.isin(
+        _GENERIC_CLASSES)
+    out = by_full.where(generic | wrapper, out)
     by_type = _classify(types.str.lower())  # the operator type decides when specific
     return by_type.where(by_type != "other", out)
 

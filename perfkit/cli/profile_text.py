@@ -43,6 +43,67 @@ def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
     return [line.replace("\xa0", " ") for line in lines]
 
 
+
+#: The phases of a legacy MindSpore step trace, which add up to its step (column → label;
+#: the same as :data:`perfkit.charts.TRACE_PHASES`, not imported: ``perfkit info`` does not
+#: load the charts).
+_PHASES = {"iteration_interval_us": "step interval (waiting for data)",
+           "fp_and_bp_us": "forward and backward",
+           "tail_us": "step tail (gradients, update)"}
+
+
+def _over(n_ranks: int, n_steps: int) -> str:
+    """``"1 rank × 322 steps"``."""
+    return f"{n_ranks} rank{'s' * (n_ranks != 1)} × {n_steps} step{'s' * (n_steps != 1)}"
+
+
+def _trace_phases(steps: Any) -> dict[str, str]:
+    """The step-trace phases of ``steps`` (:data:`_PHASES`) where the profile gives them
+    and no computing / communication / free split (legacy MindSpore), else ``{}``."""
+    if not all(c in steps.columns for c in _PHASES):
+        return {}
+    return dict(_PHASES) if bool(steps[list(_PHASES)].notna().all(axis=1).any()) else {}
+
+
+def _phases_text(steps: Any, phases: dict[str, str]) -> str:
+    """Where the step goes by the step trace's phases: each phase summed over the rank ×
+    step rows that have all of them, over the sum of their phases (which is their step)."""
+    rows = steps.dropna(subset=list(phases))
+    sums = {c: float(rows[c].astype("float64").sum()) for c in phases}
+    total = sum(sums.values())
+    parts = ", ".join(f"{label} {_pct(sums[c] / total if total > 0 else math.nan)}"
+                      for c, label in phases.items())
+    over = _over(int(rows["rank"].nunique(dropna=False)),
+                 int(rows["step"].nunique(dropna=False)))
+    return (f"where the step goes: no computing / communication / free split in this "
+            f"profile; its step trace gives each step's phases instead: {parts} (shares of "
+            f"the step time summed over {over}; they add up to 100 %)")
+
+
+def _phase_rows(steps: Any, phases: dict[str, str], max_steps: int) -> list[str]:
+    """The table of the slowest rank's step per step, with the share of each step-trace
+    phase (none where the profile gives no parts of its steps)."""
+    import pandas as pd
+
+    from ..format import sig, time_unit
+
+    unit, size = time_unit(steps["wall_us"])
+    heads = {"iteration_interval_us": "interval", "fp_and_bp_us": "fwd+bwd",
+             "tail_us": "tail"}
+    lines = [f"  {'step':>6}  {'slowest rank':>12}  {f'step ({unit})':>10}"
+             + "".join(f"  {heads[c]:>8}" for c in phases)]
+    slowest = steps.loc[steps.groupby("step", dropna=False)["wall_us"].idxmax()]
+    for _, row in slowest.head(max_steps).iterrows():
+        step = "NA" if pd.isna(row["step"]) else int(row["step"])
+        rank = "NA" if pd.isna(row["rank"]) else int(row["rank"])
+        wall = row["wall_us"] if row["wall_us"] > 0 else float("nan")
+        lines.append(f"  {step!s:>6}  {rank!s:>12}  {sig(row['wall_us'] / size):>10}"
+                     + "".join(f"  {_pct(row[c] / wall):>8}" for c in phases))
+    if len(slowest) > max_steps:
+        lines.append(f"  ... {len(slowest) - max_steps} more steps")
+    return lines
+
+
 def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     import pandas as pd
 
@@ -76,19 +137,26 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
         return lines + ["  measured step time: unknown (no step has a duration)"]
     lines.append(f"  measured step time: {time_text(step_s * 1e6)} ({step_basis(steps)})")
     split = step_split(steps)
-    if not split.empty:
+    phases = _trace_phases(known) if not split.attrs.get("rows", 1) else {}
+    if not split.empty and split.attrs.get("rows", 1):
         split = split.assign(share=rounded_split(split[["share"]].T).T["share"])
         parts = ", ".join(f"{r.label} {_pct(r.share)}" for r in split.itertuples())
-        n_ranks, n_steps = split.attrs["ranks"], split.attrs["steps"]
         lines += _wrap(f"where the step goes: {parts} (shares of the step time summed over "
-                       f"{n_ranks} rank{'s' * (n_ranks != 1)} × {n_steps} "
-                       f"step{'s' * (n_steps != 1)}; they add up to 100 %)", "  ")
+                       f"{_over(split.attrs['ranks'], split.attrs['steps'])}; they add up "
+                       "to 100 %)", "  ")
         if "computing_or_free_us" in set(split["part"]):
             lines += _wrap(UNDIVIDED_NOTE[0].upper() + UNDIVIDED_NOTE[1:] + "; each step's "
                            "shares below are of the sum of its parts, MindSpore's own step, "
                            "which can differ from the step time shown by up to 1 %", "  ")
+    elif phases:
+        lines += _wrap(_phases_text(known, phases), "  ")
+    elif not split.empty:
+        lines += _wrap("where the step goes: unknown (no step has its computing, exposed "
+                       "communication and free time in this profile)", "  ")
     # each step's wall time (the device span and the wait before it), as the headline
     known = known.assign(wall_us=step_wall_us(known))
+    if phases or (not split.empty and not split.attrs.get("rows", 1)):
+        return lines + _phase_rows(known, phases, max_steps)
     has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
     waits = has_wait(known)
     unit, size = time_unit(known["wall_us"])

@@ -30,7 +30,7 @@ from .summary import job_summary, metrics_summary
 
 __all__ = ["DATA_DIR", "IR_DIR", "bundled_profiles", "bundled_profile", "bundled_ir",
            "measured_step_s", "profile_facts", "StepTimeExplorer", "step_time_explorer",
-           "LinearityExplorer", "linearity_explorer"]
+           "LinearityExplorer", "linearity_explorer", "step_shares"]
 
 #: The bundled data (``data/`` of the repository, ``perfkit/_data`` once installed), found
 #: with importlib.resources (:mod:`perfkit.resources`).
@@ -177,6 +177,69 @@ class StepTimeExplorer(W.VBox):
         self.summary = frame
         self.message.value = ""
         self.table.value = _TABLE_STYLE + summary_html(frame)
+
+
+def step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str]:
+    """The steps with the shares the steps tables show, those columns with their labels,
+    and a caption's words for them (the dashboard's Overview and ``00_start_here``).
+
+    The split into computing / exposed communication / pipeline bubble / free / the wait
+    before the first device task, as shares of the step's wall time, which is the step
+    time the table shows (:func:`perfkit.analysis.step_wall_us`, as the headline counts
+    it); a legacy MindSpore step trace, which has no such split, gives its phases instead
+    (as the chart does, :func:`perfkit.charts.step_parts`). A share no step has is left out
+    rather than shown as a column of dashes (the bubble of a run without pipeline stages,
+    the wait of a profile that does not measure it).
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown` (with or without the exposed communication
+        less the bubble, :func:`perfkit.widgets.headline.with_exposed_comm`).
+
+    Returns
+    -------
+    tuple
+        The steps with ``step_us`` replaced by the wall time (the device span and the
+        wait before it) and a ``<part>_share`` column per part; ``{column: label}`` of the
+        share columns that hold a value; the caption's words (``" and its split (shares of
+        the step time)"``, empty where no share is known).
+    """
+    from .. import analysis as A
+    from .. import charts as C
+    from .._shares import rounded_split
+    from ..tables import with_values
+    from .headline import split_parts, split_step_us, with_exposed_comm
+
+    if "comm_exposed_us" not in steps.columns:  # as the step breakdown gives it
+        steps = with_exposed_comm(steps)
+    if C.step_parts(steps) == C.TRACE_PHASES:
+        step = steps["step_us"].where(steps["step_us"] > 0)
+        shares = {c.removesuffix("_us") + "_share": label for c, label in C.TRACE_PHASES.items()}
+        data = steps.assign(split_us=step, **{c.removesuffix("_us") + "_share": steps[c] / step
+                                              for c in C.TRACE_PHASES})
+        words = " and its phases (shares of the step time)"
+    else:
+        parts = split_parts(steps)  # no bubble or wait reported: no column of zeros
+        wall = A.step_wall_us(steps)
+        wall = wall.where(wall > 0)
+        # the shares are of the step as its split counts it (the sum of its parts), so
+        # that they add up to 100 % (split_step_us: a legacy MindSpore step trace's total
+        # is not the sum of its ascend_cluster_analyse parts), rounded to 0.1 % so that
+        # each row's shown shares add up to 100.0 % (perfkit._shares.rounded_split)
+        whole = split_step_us(steps)
+        whole = whole.where(whole > 0)
+        shares = {c.removesuffix("_us") + "_share": label for c, label in parts.items()}
+        fractions = pd.DataFrame({c.removesuffix("_us") + "_share":
+                                  steps[c].astype("float64") / whole for c in parts})
+        data = steps.assign(step_us=wall, split_us=whole,
+                            **(rounded_split(fractions) if not fractions.empty else fractions))
+        words = " and its split (shares of the step time)"
+        if "computing_or_free_us" in parts:
+            words = (" and its split (shares of the sum of its parts, MindSpore's own step, "
+                     "which can differ from the step trace's time shown by up to 1 %)")
+    shares = {c: shares[c] for c in with_values(data, shares)}
+    return data, shares, words if shares else ""
 
 
 def step_time_explorer(model: ModelSpec | Job, hardware: Hardware | None = None,

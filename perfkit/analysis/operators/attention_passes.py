@@ -32,6 +32,11 @@ __all__ = ["recompute_evidence", "no_backward_reason"]
 
 
 _BACKWARD = r"(?i)grad|bwd|backward"
+#: Kernels that prepare or finish a fused attention pass rather than run one: FlashAttention
+#: 2's backward ``flash_bwd_dot_do_o`` / ``flash_bwd_convert_dq`` / ``flash_bwd_clear_dkvaccum``
+#: and its split-KV forward's ``combine``, FlashAttention 3's ``FlashAttnBwdPreprocess`` /
+#: ``FlashAttnBwdPostprocessConvertdQ``: counted, each backward pass would count three.
+_PASS_HELPER = r"(?i)preprocess|postprocess|convert_?dq|dot_do_o|clear_dkvaccum|combine"
 
 
 def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
@@ -105,7 +110,8 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
 
 
 def _fused_passes(k: pd.DataFrame) -> pd.DataFrame:
-    """One row per fused attention task of ``k``: ``rank``, ``forward`` and ``backward``
+    """One row per fused attention task of ``k`` that runs a pass (those that prepare or
+    finish one, :data:`_PASS_HELPER`, left out): ``rank``, ``forward`` and ``backward``
     (1 or 0, by whether its type or name says it is a gradient)."""
     if k.empty:
         return pd.DataFrame({"rank": pd.Series(dtype="Int64"),
@@ -114,6 +120,9 @@ def _fused_passes(k: pd.DataFrame) -> pd.DataFrame:
     labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
     att = take_rows(k, np.isin(cls, np.flatnonzero(labels == "attention")))
     label = att["type"].astype("string").fillna("") + " " + att["name"].astype("string")
+    helper = att["name"].astype("string").str.contains(_PASS_HELPER, regex=True)
+    keep = ~helper.fillna(False).to_numpy(bool)
+    att, label = att[keep], label[keep]
     bwd = label.str.contains(_BACKWARD, regex=True).fillna(False).to_numpy(bool)
     return pd.DataFrame({"rank": att["rank"].astype("Int64").to_numpy(),
                          "forward": (~bwd).astype(np.int64), "backward": bwd.astype(np.int64)})

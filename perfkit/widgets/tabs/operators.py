@@ -13,7 +13,7 @@ from ... import analysis as A
 from ... import charts as C
 from ...analysis._util import table
 from ...analysis.recorded import recorded_profile, recorded_steps_text
-from ...tables import over_ranks, shorten, with_values
+from ...tables import column_format, over_ranks, shorten, with_values
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from .base import (
@@ -259,9 +259,13 @@ class OperatorsTab(Tab):
                    "mean_us": "mean per call, all ranks", "share": f"share of {word}"}
         cols = [by, "category", "per_step_us", "per_step_min_us", "per_step_max_us",
                 "worst_rank", "share", "calls_per_step", "mean_us"]
+        # the mean, the smallest and the largest rank's figure in one unit (the mean's), so
+        # that they compare at a glance (each fitted alone, 37,566 µs stood beside 50.2 ms)
+        unit = column_format(merged.head(n), "per_step_us").unit
         return frame_html(merged, f"Top {n} by {word} per rank and step, over "
                                   f"{len(ranks_of(profile))} ranks", columns=cols,
-                          headers=headers, max_rows=n)
+                          headers=headers, max_rows=n,
+                          units=dict.fromkeys(("per_step_min_us", "per_step_max_us"), unit))
 
     def _on_pick(self, points: list[dict[str, Any]]) -> None:
         keys = [p["full"] for p in points if "full" in p]

@@ -21,21 +21,20 @@ from ... import charts as C
 from ..._shares import rounded_split
 from ...advisor.finding import share_of_step, step_basis_note
 from ...format import counted, time_text
-from ...tables import over_ranks, with_values
+from ...tables import over_ranks
 from ..headline import (
     Figure,
     finding_tab,
     headline,
     headline_html,
     split_parts,
-    split_step_us,
     top_findings,
     with_exposed_comm,
 )
 from ..job import unknowns_html
 from ..load_notes import plain_note
 from ..markup import STYLE, frame_html, note
-from ..overview import profile_facts
+from ..overview import profile_facts, step_shares
 from ..render import close_widgets, spinner_html
 from .base import (
     ALL_RANKS,
@@ -217,7 +216,7 @@ class OverviewTab(JobTab):
         for i, f in enumerate(findings, 1):
             stake = (f"{time_text(f.ms_per_step * 1e3)} per step "
                      f"({share_of_step(f, self._step_ms)})"
-                     if f.measured else "cost not measurable from the profile")
+                     if f.measured else "time at stake not measurable from the profile")
             tab = finding_tab(f.area, self.ctx.tabs)
             text = html_widget(f"<div class='pk-finding'>{i}. <b>{html.escape(stake)}</b> — "
                                f"{html.escape(f.title)}</div>")
@@ -241,7 +240,7 @@ class OverviewTab(JobTab):
         if steps is None or steps.empty:
             self.steps_table.value = ""
             return
-        data, shares, split = _step_shares(steps)
+        data, shares, split = step_shares(steps)
         rank = self.rank.value
         ranks = pd.unique(data["rank"].dropna()) if "rank" in data.columns else []
         if len(ranks) <= 1:  # one rank: its own steps, no spread
@@ -294,45 +293,6 @@ class OverviewTab(JobTab):
 
 class _Superseded(Exception):
     """The tab's profile or job changed while its findings were coming: stop them."""
-
-
-def _step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str]:
-    """The steps with the shares the steps table shows, those columns with their labels,
-    and the caption's words for them.
-
-    The split into computing / exposed communication / pipeline bubble / free / the wait
-    before the first device task, as shares of the step's wall time, which is the step
-    time the table shows (:func:`perfkit.analysis.step_wall_us`, as the headline counts
-    it); a legacy MindSpore step trace, which has no such split, gives its phases instead
-    (as the chart does, :func:`perfkit.charts.step_parts`). A share no step has is left out
-    rather than shown as a column of dashes (the bubble of a run without pipeline stages,
-    the wait of a profile that does not measure it).
-    """
-    if C.step_parts(steps) == C.TRACE_PHASES:
-        step = steps["step_us"].where(steps["step_us"] > 0)
-        shares = {c.removesuffix("_us") + "_share": label for c, label in C.TRACE_PHASES.items()}
-        data = steps.assign(split_us=step, **{c.removesuffix("_us") + "_share": steps[c] / step
-                                              for c in C.TRACE_PHASES})
-        words = " and its phases (shares of the step time)"
-    else:
-        parts = split_parts(steps)  # no bubble or wait reported: no column of zeros
-        wall = A.step_wall_us(steps)
-        wall = wall.where(wall > 0)
-        # the shares are of the step as its split counts it (the sum of its parts), so
-        # that they add up to 100 % (split_step_us: a legacy MindSpore step trace's total
-        # is not the sum of its ascend_cluster_analyse parts)
-        whole = split_step_us(steps)
-        whole = whole.where(whole > 0)
-        shares = {c.removesuffix("_us") + "_share": label for c, label in parts.items()}
-        data = steps.assign(step_us=wall, split_us=whole, **_shown(pd.DataFrame(
-            {c.removesuffix("_us") + "_share": steps[c].astype("float64") / whole
-             for c in parts})))
-        words = " and its split (shares of the step time)"
-        if "computing_or_free_us" in parts:
-            words = (" and its split (shares of the sum of its parts, MindSpore's own step, "
-                     "which can differ from the step trace's time shown by up to 1 %)")
-    shares = {c: shares[c] for c in with_values(data, shares)}
-    return data, shares, words if shares else ""
 
 
 def _shown(shares: pd.DataFrame) -> pd.DataFrame:
