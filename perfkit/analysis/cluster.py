@@ -22,9 +22,10 @@ import pandas as pd
 from ..calc.pipeline import bubble_fraction
 from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
 from ._intervals import union_parts
-from ._order import group_median, slice_median
+from ._order import _group_cummax, group_median, slice_median
 from ._util import (
     add_note,
+    count_distinct,
     empty_frame,
     has_values,
     one_value,
@@ -440,21 +441,45 @@ def sync_points(profile: Any) -> pd.DataFrame:
     ops = table(profile, "ops")
     if ops.empty or "name" not in ops.columns:
         return empty_frame(cols, "no host operators (ops table) in this profile")
-    sel = ops[text_matches(ops["name"], SYNC_PATTERN).to_numpy(bool)]
-    if sel.empty:
+    match = text_matches(ops["name"], SYNC_PATTERN).to_numpy(bool)
+    if not match.any():
         return add_note(empty_frame(cols), "no synchronising host operator found")
+    # the columns read below only: a few thousand rows of five columns taken, not of all
+    sel = take_rows(ops[[c for c in ops.columns if c in _SYNC_READ]], np.flatnonzero(match))
     sel = sel[_outermost_calls(sel)]
     if one_value(ops["rank"]):  # one rank: its steps counted without a groupby
-        n_steps = 1 if one_value(ops["step"]) else max(int(ops["step"].nunique()), 1)
+        n_steps = 1 if one_value(ops["step"]) else max(count_distinct(ops["step"]), 1)
         steps = pd.Series([n_steps], index=pd.Index(ops["rank"].iloc[:1].array, name="rank"))
     else:
         steps = ops.groupby("rank", dropna=False)["step"].nunique().clip(lower=1)
-    out = sel.groupby(["rank", "name"], dropna=False).agg(count=("dur_us", "size"),
-                                                          host_us=("dur_us", "sum"))
-    out = out.reset_index()
+    out = _per_rank_and_name(sel)
     out["per_step"] = out["count"] / out["rank"].map(steps).astype("float64")
     out = out.sort_values("host_us", ascending=False, kind="mergesort")
     return typed(out, cols).reset_index(drop=True)
+
+
+#: The columns of the host operators that :func:`sync_points` reads of the calls it keeps.
+_SYNC_READ = frozenset({"rank", "name", "thread", "start_us", "dur_us"})
+
+
+def _per_rank_and_name(sel: pd.DataFrame) -> pd.DataFrame:
+    """``sel.groupby(["rank", "name"], dropna=False).agg(count=("dur_us", "size"),
+    host_us=("dur_us", "sum")).reset_index()``, grouped by one integer per (rank, name).
+
+    Each key is coded in sorted order, missing last (``pd.factorize(sort=True)``), so the
+    pairs' integers sort as the groupby's keys do; the sums are pandas' own (a groupby of
+    the durations by that integer), only the text is not hashed again per group.
+    """
+    rank_code, ranks = pd.factorize(sel["rank"], sort=True, use_na_sentinel=False)
+    name_code, names = pd.factorize(sel["name"], sort=True, use_na_sentinel=False)
+    pair = rank_code.astype(np.int64) * len(names) + name_code
+    dur = pd.Series(sel["dur_us"].to_numpy(np.float64, na_value=np.nan))
+    by = dur.groupby(pair, sort=True)
+    keys = by.size().index.to_numpy(np.int64)
+    return pd.DataFrame({"rank": ranks.take(keys // len(names)),
+                         "name": names.take(keys % len(names)),
+                         "count": by.size().to_numpy(np.int64),
+                         "host_us": by.sum().to_numpy(np.float64)})
 
 
 def _outermost_calls(sel: pd.DataFrame) -> np.ndarray:
@@ -471,14 +496,21 @@ def _outermost_calls(sel: pd.DataFrame) -> np.ndarray:
     keys = ["rank", "thread"] if "rank" in sel.columns else ["thread"]
     start = sel["start_us"].to_numpy(np.float64, na_value=np.nan)
     end = start + np.nan_to_num(sel["dur_us"].to_numpy(np.float64, na_value=np.nan))
-    frame = pd.DataFrame({k: sel[k].astype("string").to_numpy(object) for k in keys})
-    frame = frame.assign(start=start, neg_end=-end, pos=np.arange(len(sel)))
-    frame = frame[frame["thread"].notna() & np.isfinite(start)]
-    frame = frame.sort_values([*keys, "start", "neg_end"], kind="mergesort")
-    ends = -frame["neg_end"]
-    groups = [frame[k] for k in keys]
-    before = ends.groupby(groups, dropna=False, sort=False).cummax() \
-        .groupby(groups, dropna=False, sort=False).shift(1)
-    nested = (ends <= before + 1e-3).to_numpy(bool)
-    keep[frame["pos"].to_numpy()[nested]] = False
+    rows = np.flatnonzero(sel["thread"].notna().to_numpy(bool) & np.isfinite(start))
+    if len(rows) < 2:
+        return keep
+    # one integer per (rank, thread), a missing rank a value of its own
+    group = np.zeros(len(rows), dtype=np.int64)
+    for k in keys:
+        code, uniq = pd.factorize(sel[k], use_na_sentinel=False)
+        group = group * max(len(uniq), 1) + code[rows]
+    start, end = start[rows], end[rows]
+    order = np.lexsort((-end, start, group))  # stable: ties keep table order
+    group, ends = group[order], end[order]
+    firsts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    running = _group_cummax(ends.copy(), firsts)
+    before = np.r_[np.nan, running[:-1]]
+    before[firsts] = np.nan  # the first call of a (rank, thread) follows none
+    nested = ends <= before + 1e-3
+    keep[rows[order[nested]]] = False
     return keep
