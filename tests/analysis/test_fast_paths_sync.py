@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.analysis import cluster
+from perfkit.analysis import host_sync
 from perfkit.analysis._util import count_distinct, text_matches
 
 
@@ -57,17 +57,17 @@ def _calls(seed: int, n: int, ranks: int) -> pd.DataFrame:
 @pytest.mark.parametrize("seed", range(6))
 def test_outermost_calls_are_the_plain_sorts(seed: int) -> None:
     sel = _calls(seed, 400, ranks=1 + seed % 3)
-    got = cluster._outermost_calls(sel)
+    got = host_sync._outermost_calls(sel)
     assert got.tolist() == _plain_outermost(sel).tolist()
     assert not got.all()  # some calls are nested: the test sees both answers
     no_rank = sel.drop(columns="rank")
-    assert cluster._outermost_calls(no_rank).tolist() == _plain_outermost(no_rank).tolist()
+    assert host_sync._outermost_calls(no_rank).tolist() == _plain_outermost(no_rank).tolist()
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_sums_per_rank_and_name_are_the_groupby(seed: int) -> None:
     sel = _calls(seed, 300, ranks=3)
-    got = cluster._per_rank_and_name(sel)
+    got = host_sync._per_rank_and_name(sel)
     want = sel.groupby(["rank", "name"], dropna=False).agg(
         count=("dur_us", "size"), host_us=("dur_us", "sum")).reset_index()
     assert got["rank"].astype("Int64").tolist() == want["rank"].astype("Int64").tolist()
@@ -79,7 +79,7 @@ def test_sums_per_rank_and_name_are_the_groupby(seed: int) -> None:
 def test_text_matches_are_pandas_search_of_each_row() -> None:
     names = pd.Series(["aten::item", "Item", "cudaStreamSynchronize", None, "x.item()",
                        "aten::itemize", "naïve::item", "aten::equal"] * 50, dtype="string")
-    for pattern in (cluster.SYNC_PATTERN, r"(?i)determin", r"item\b", "[unclosed"):
+    for pattern in (host_sync.SYNC_PATTERN, r"(?i)determin", r"item\b", "[unclosed"):
         try:
             want = names.str.contains(pattern, regex=True).fillna(False).tolist()
         except Exception as exc:  # noqa: BLE001 - the same error either way

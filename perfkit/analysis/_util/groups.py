@@ -12,8 +12,8 @@ import pandas as pd
 
 from .._shared import shared_factorize
 
-__all__ = ["robust_z", "MAD_TO_SIGMA", "one_value", "count_distinct", "value_changes", "group_changes",
-           "group_codes"]
+__all__ = ["robust_z", "MAD_TO_SIGMA", "one_value", "count_distinct", "value_changes",
+           "group_changes", "group_codes"]
 
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
