@@ -23,8 +23,8 @@ from ..format import bytes_text, ratio_text
 from ._frames import aggregate, is_lazy, per_rank
 from ._util import add_note, empty_frame, has_values, table, typed
 
-__all__ = ["memory_peaks", "device_reserved_peak", "memory_timeline", "largest_allocations", "memory_vs_theory",
-           "framework_component", "FRAMEWORK_COMPONENTS"]
+__all__ = ["memory_peaks", "device_reserved_peak", "memory_timeline", "largest_allocations",
+           "memory_vs_theory", "framework_component", "FRAMEWORK_COMPONENTS"]
 
 #: Components that stand for the framework's own allocator, most complete first.
 FRAMEWORK_COMPONENTS = ("PTA+GE", "MindSpore+GE", "PTA", "MindSpore", "allocator", "GE")

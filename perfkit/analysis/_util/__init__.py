@@ -40,6 +40,7 @@ from .rows import (  # noqa: F401 - private names are imported from here too
     _dtype,
     _frame_of,
     _take_by_chunk,
+    distinct_values,
     nan_as_zero,
     take_array,
     take_rows,
@@ -72,4 +73,4 @@ __all__ = ["table", "in_steps", "step_rows", "no_step_note", "noted_no_step", "s
            "MAD_TO_SIGMA", "n_step_pairs", "one_value", "count_distinct", "value_changes",
            "group_changes",
            "group_codes", "nan_as_zero", "take_rows", "with_columns", "typed", "take_array",
-           "text_matches"]
+           "text_matches", "distinct_values"]

@@ -17,9 +17,10 @@ import pyarrow.compute as pc
 
 from ... import _text_codes
 from .._frames import is_lazy_frame
-from .._shared import shared_factorize
+from .._shared import shared, shared_factorize
 
-__all__ = ["nan_as_zero", "take_rows", "with_columns", "typed", "take_array", "text_matches"]
+__all__ = ["nan_as_zero", "take_rows", "with_columns", "typed", "take_array", "text_matches",
+           "distinct_values"]
 
 
 #: Whether pandas copies data shared between frames only when one of them is written
@@ -67,6 +68,14 @@ def _distinct_matches(uniq: Any, pattern: str) -> np.ndarray:
 def _compiled(pattern: str) -> re.Pattern[str]:
     """``re.compile(pattern)``, once per pattern."""
     return re.compile(pattern)
+
+
+def distinct_values(frame: pd.DataFrame, column: str) -> Any:
+    """``frame[column].unique()`` (a missing value included), once per
+    :func:`~perfkit.analysis._shared.shared_results` block for the same table: the
+    device's generation (:func:`perfkit.analysis.infer_hardware`) and the AI CPU check
+    both read the distinct cores of a million tasks. Callers must not change it."""
+    return shared("distinct_values", (frame,), (column,), lambda: frame[column].unique())
 
 
 def nan_as_zero(values: np.ndarray) -> np.ndarray:
