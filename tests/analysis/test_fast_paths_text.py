@@ -55,3 +55,25 @@ def test_chain_names_are_the_names_joined(seed: int) -> None:
     got = unfused._chain_names(names, idx, counts)
     assert got.tolist() == _plain_chain_names(text[codes[pos]], idx, counts).tolist()
     assert got.tolist()[0].count(" > ") == counts[0] - 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_class_codes_are_each_rows_own_class(seed: int) -> None:
+    from perfkit.analysis.compare import _class_of_pairs, class_codes
+
+    rng = np.random.default_rng(seed)
+    names = np.array(["MatMulV2", "FlashAttentionScore", "Cast", "aclnnSoftmax_x", "Mul",
+                      "void at::native::vectorized_elementwise_kernel<4, silu_kernel>",
+                      "HcomAllReduce", "ampere_sgemm_128x64_nn"])
+    types = np.array(["MatMulV2", "FlashAttentionScore", "Cast", "SoftmaxV2", "Mul",
+                      "kernel", ""])
+    n = 3000
+    which = rng.integers(0, len(names), n)  # two types per name: most pairs never occur
+    name = pd.Series(names[which], dtype="string")
+    typ = pd.Series(types[(which + rng.integers(0, 2, n)) % len(types)], dtype="string")
+    cat = pd.Series(np.where(rng.random(n) < 0.1, "communication", "compute"), dtype="string")
+    labels, row = class_codes(name, typ, cat)
+    want = _class_of_pairs(name, typ).to_numpy(dtype=object).copy()
+    want[cat.eq("communication").to_numpy(bool)] = "communication"
+    assert labels[row].tolist() == want.tolist()
+    assert len(set(want.tolist())) > 3
