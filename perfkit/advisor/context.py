@@ -334,15 +334,9 @@ class Context:
         def compute() -> tuple[float, float, float]:
             if self.hardware is None:
                 return (float("nan"),) * 3
-            peaks = _memory.memory_peaks(self.profile)
-            # the host's allocator (a Kineto trace's Device Type 0 samples) is not the
-            # device's memory
-            peaks = peaks[peaks["component"].ne("host").fillna(True).to_numpy(bool)]
-            if peaks.empty or not has_values(peaks, "peak_reserved_bytes"):
+            used = _memory.device_reserved_peak(self.profile)
+            if used != used:  # NaN: no device memory sample with a reserved figure
                 return (float("nan"),) * 3
-            app = peaks[peaks["component"] == "APP"]
-            basis = app if has_values(app, "peak_reserved_bytes") else peaks
-            used = float(basis["peak_reserved_bytes"].max())
             cap = float(self.hardware.memory_bytes)
             return used, cap, used / cap
         return self.get("memfrac", compute)

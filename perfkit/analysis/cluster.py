@@ -27,13 +27,13 @@ from ._util import (
     add_note,
     empty_frame,
     has_values,
-    one_value,
     robust_z,
     table,
     take_rows,
     text_matches,
     typed,
 )
+from .host_sync import SYNC_PATTERN, sync_points
 from .layout import recorded_stages
 from .recorded import recorded_mask, recorded_text, unrecorded
 from .steps import exposed_comm_us, step_breakdown
@@ -59,12 +59,6 @@ _METRIC_ALIASES = {"comm_not_overlapped_us": "comm_exposed_us"}
 #: Host operators that fetch a batch.
 DATALOADER_PATTERN = (r"(?i)dataloader|enumerate\(|__next__|next_data|getnext|"
                       r"dataset_iterator|minddata|data_sink")
-
-#: Host operators that block until the device is done.
-SYNC_PATTERN = (r"(?i)synchroni[sz]e|aten::item\b|_local_scalar_dense|\.item\(|"
-                r"aclrtsynchronize|cudastreamsynchronize|cudadevicesynchronize|"
-                r"cudaeventsynchronize|aten::nonzero\b|tensor\.tolist|aten::tolist|"
-                r"asnumpy|aten::equal\b")
 
 SLOW_COLUMNS: dict[str, str] = {
     "rank": "Int64", "metric": "string", "check_order": "int64", "phase": "string",
@@ -407,78 +401,3 @@ def _pair_keys(frame: pd.DataFrame) -> pd.Series:
     """``"rank/step"`` of each row, as text (a missing rank or step as ``""``)."""
     return frame["rank"].astype("Int64").astype("string").fillna("") + "/" + \
         frame["step"].astype("Int64").astype("string").fillna("")
-
-
-def sync_points(profile: Any) -> pd.DataFrame:
-    """Host operators that synchronise with the device (``.item()``, stream synchronise, ...).
-
-    Each one stops the host from running ahead of the device, so the device idles while the
-    host catches up (the seeds' checklist: turn off stream synchronisation, avoid
-    ``.item()`` / ``asnumpy`` inside the step).
-
-    Each synchronisation is counted once: a synchronising operator inside another on the
-    same thread (``aten::_local_scalar_dense`` inside ``aten::item``) is part of the outer
-    call and left out, so that its time is not counted twice.
-
-    Returns
-    -------
-    DataFrame
-        Per ``rank`` and operator ``name``: ``count``, ``host_us`` (host time spent in it),
-        ``per_step`` (count / number of steps), of the outermost synchronising calls. Empty
-        with a note when the profile has no host operators.
-    """
-    cols = {"rank": "Int64", "name": "string", "count": "int64", "host_us": "float64",
-            "per_step": "float64"}
-    if is_lazy(profile):  # per (rank, name) on each rank's worker, then one global order
-        out = per_rank(profile, sync_points)
-        notes = list(out.attrs.get("notes", [])) if out.empty else []
-        out = typed(out, cols).sort_values("host_us", ascending=False,
-                                                       kind="mergesort")
-        out = out.reset_index(drop=True)
-        out.attrs["notes"] = notes  # as eagerly: notes only explain an empty answer
-        return out
-    ops = table(profile, "ops")
-    if ops.empty or "name" not in ops.columns:
-        return empty_frame(cols, "no host operators (ops table) in this profile")
-    sel = ops[text_matches(ops["name"], SYNC_PATTERN).to_numpy(bool)]
-    if sel.empty:
-        return add_note(empty_frame(cols), "no synchronising host operator found")
-    sel = sel[_outermost_calls(sel)]
-    if one_value(ops["rank"]):  # one rank: its steps counted without a groupby
-        n_steps = 1 if one_value(ops["step"]) else max(int(ops["step"].nunique()), 1)
-        steps = pd.Series([n_steps], index=pd.Index(ops["rank"].iloc[:1].array, name="rank"))
-    else:
-        steps = ops.groupby("rank", dropna=False)["step"].nunique().clip(lower=1)
-    out = sel.groupby(["rank", "name"], dropna=False).agg(count=("dur_us", "size"),
-                                                          host_us=("dur_us", "sum"))
-    out = out.reset_index()
-    out["per_step"] = out["count"] / out["rank"].map(steps).astype("float64")
-    out = out.sort_values("host_us", ascending=False, kind="mergesort")
-    return typed(out, cols).reset_index(drop=True)
-
-
-def _outermost_calls(sel: pd.DataFrame) -> np.ndarray:
-    """Which of the synchronising calls ``sel`` no other of them encloses on the same rank
-    and thread (a call whose thread is not known is kept: it may run beside the other).
-
-    Sorted per (rank, thread) by start, the longer first at equal starts, a call is nested
-    when it ends no later than a call before it (the running maximum of the ends); a
-    thousandth of a microsecond is allowed for rounding of the exported times.
-    """
-    keep = np.ones(len(sel), dtype=bool)
-    if "thread" not in sel.columns or "start_us" not in sel.columns:
-        return keep
-    keys = ["rank", "thread"] if "rank" in sel.columns else ["thread"]
-    start = sel["start_us"].to_numpy(np.float64, na_value=np.nan)
-    end = start + np.nan_to_num(sel["dur_us"].to_numpy(np.float64, na_value=np.nan))
-    frame = pd.DataFrame({k: sel[k].astype("string").to_numpy(object) for k in keys})
-    frame = frame.assign(start=start, neg_end=-end, pos=np.arange(len(sel)))
-    frame = frame[frame["thread"].notna() & np.isfinite(start)]
-    frame = frame.sort_values([*keys, "start", "neg_end"], kind="mergesort")
-    ends = -frame["neg_end"]
-    groups = [frame[k] for k in keys]
-    before = ends.groupby(groups, dropna=False, sort=False).cummax() \
-        .groupby(groups, dropna=False, sort=False).shift(1)
-    nested = (ends <= before + 1e-3).to_numpy(bool)
-    keep[frame["pos"].to_numpy()[nested]] = False
-    return keep

@@ -146,15 +146,29 @@ def class_codes(names: pd.Series, types: pd.Series | None = None,
     # distinct (name, type) pairs by code, in order of first appearance
     n_code, n_uniq = shared_factorize(names)
     t_code, t_uniq = shared_factorize(types)
-    pair = n_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
-    codes, first = pd.factorize(pair)
-    n_u = pd.Series(n_uniq, dtype="string").take(first // max(len(t_uniq), 1))
-    t_u = pd.Series(t_uniq, dtype="string").take(first % max(len(t_uniq), 1))
+    width = max(len(t_uniq), 1)
+    pair = n_code.astype(np.int64) * width + t_code
+    space = len(n_uniq) * width
+    if len(pair) and space <= 4 * len(pair) + 1024 and int(pair.min()) >= 0:
+        # the pairs present, read off a count of each possible pair (no hashing of the
+        # rows); each row's class is then looked up by its pair's value
+        first = np.flatnonzero(np.bincount(pair, minlength=space))
+        codes, lookup = pair, True
+    else:
+        codes, first = pd.factorize(pair)
+        lookup = False
+    n_u = pd.Series(n_uniq, dtype="string").take(first // width)
+    t_u = pd.Series(t_uniq, dtype="string").take(first % width)
     cls = _class_of_pairs(n_u.reset_index(drop=True), t_u.reset_index(drop=True))
     # one label per class, spread by integer code (no Python object per task)
     labels, of_pair = np.unique(np.array([*cls.tolist(), "communication"], dtype=str),
                                 return_inverse=True)
-    row = of_pair[:-1][codes]
+    if lookup:  # each possible pair's class (the pairs absent never looked up)
+        by_value = np.zeros(space, dtype=of_pair.dtype)
+        by_value[first] = of_pair[:-1]
+        row = by_value[codes]
+    else:
+        row = of_pair[:-1][codes]
     if categories is not None:
         comm = categories.eq("communication").fillna(False).to_numpy(bool)
         row = np.where(comm, of_pair[-1], row)

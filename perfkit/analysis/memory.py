@@ -23,8 +23,8 @@ from ..format import bytes_text, ratio_text
 from ._frames import aggregate, is_lazy, per_rank
 from ._util import add_note, empty_frame, has_values, table, typed
 
-__all__ = ["memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
-           "framework_component", "FRAMEWORK_COMPONENTS"]
+__all__ = ["memory_peaks", "device_reserved_peak", "memory_timeline", "largest_allocations",
+           "memory_vs_theory", "framework_component", "FRAMEWORK_COMPONENTS"]
 
 #: Components that stand for the framework's own allocator, most complete first.
 FRAMEWORK_COMPONENTS = ("PTA+GE", "MindSpore+GE", "PTA", "MindSpore", "allocator", "GE")
@@ -88,6 +88,33 @@ def memory_peaks(profile: Any) -> pd.DataFrame:
                                   on=["rank", "component"], how="left")
     out = out.sort_values("peak_reserved_bytes", ascending=False, kind="mergesort")
     return typed(out, _PEAK_COLS).reset_index(drop=True)
+
+
+def device_reserved_peak(profile: Any) -> float:
+    """The device's peak reserved bytes: the ``APP`` component's (the whole process as
+    the driver sees it) where it reports a reserved figure, else the largest of any
+    component but the host's allocator (a Kineto trace's Device Type 0 samples); NaN when
+    no sample has one.
+
+    The largest ``peak_reserved_bytes`` of :func:`memory_peaks` over those components,
+    read as the maximum of the samples themselves (the maximum of the per-component
+    maxima), without grouping them; a lazy cluster's through :func:`memory_peaks`.
+    """
+    m = _memory(profile)
+    if is_lazy(m) or m.empty or "reserved_bytes" not in m.columns:
+        peaks = memory_peaks(profile)
+        if peaks.empty:
+            return float("nan")
+        component, reserved = peaks["component"], peaks["peak_reserved_bytes"]
+    else:
+        component, reserved = m["component"], m["reserved_bytes"]
+    values = pd.to_numeric(reserved, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    text = component.astype("string")
+    device = text.ne("host").fillna(True).to_numpy(bool) & ~np.isnan(values)
+    if not device.any():
+        return float("nan")
+    app = device & text.eq("APP").fillna(False).to_numpy(bool)
+    return float(values[app if app.any() else device].max())
 
 
 def memory_timeline(profile: Any, max_points: int = 500,

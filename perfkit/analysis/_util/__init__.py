@@ -27,6 +27,7 @@ from .access import (  # noqa: F401 - private names are imported from here too
 from .groups import (  # noqa: F401 - private names are imported from here too
     MAD_TO_SIGMA,
     _sorted_codes,
+    count_distinct,
     group_changes,
     group_codes,
     one_value,
@@ -39,6 +40,7 @@ from .rows import (  # noqa: F401 - private names are imported from here too
     _dtype,
     _frame_of,
     _take_by_chunk,
+    distinct_values,
     nan_as_zero,
     take_array,
     take_rows,
@@ -68,6 +70,7 @@ from .steps import (  # noqa: F401 - private names are imported from here too
 __all__ = ["table", "in_steps", "step_rows", "no_step_note", "noted_no_step", "steps_anywhere",
            "with_steps_elsewhere", "STEPS_ELSEWHERE", "ranks_noted_no_step",
            "without_no_step_note", "empty_frame", "add_note", "notes_of", "has_values", "robust_z",
-           "MAD_TO_SIGMA", "n_step_pairs", "one_value", "value_changes", "group_changes",
+           "MAD_TO_SIGMA", "n_step_pairs", "one_value", "count_distinct", "value_changes",
+           "group_changes",
            "group_codes", "nan_as_zero", "take_rows", "with_columns", "typed", "take_array",
-           "text_matches"]
+           "text_matches", "distinct_values"]

@@ -19,6 +19,7 @@ import pandas as pd
 from ...specs import Hardware
 from ...specs.hardware_presets import preset_for_device
 from .._frames import distinct, table_columns
+from .._util import distinct_values
 
 __all__ = ["DeviceReading", "read_device", "infer_hardware", "device_names"]
 
@@ -82,7 +83,7 @@ def _ascend_cores(profile: Any) -> list[str]:
     try:
         kernels = first.kernels
         # a table in memory: its distinct values (hashed by Arrow, not as a frame's rows)
-        values = kernels["core"].unique() if isinstance(kernels, pd.DataFrame) else \
+        values = distinct_values(kernels, "core") if isinstance(kernels, pd.DataFrame) else \
             distinct(kernels, ["core"])["core"]
         cores = set(pd.Series(values, dtype=object).dropna().astype(str))
     except Exception:  # noqa: BLE001 - the generation is then not read

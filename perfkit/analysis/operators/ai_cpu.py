@@ -14,7 +14,7 @@ import pandas as pd
 
 from ...format import counted, listed
 from .._frames import any_values, compute_all, is_lazy
-from .._util import empty_frame, step_rows, table, typed
+from .._util import distinct_values, empty_frame, step_rows, table, typed
 from ..recorded import recorded_tasks
 from .top import TOP_COLUMNS, _top_of, top_operators
 
@@ -45,7 +45,10 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     kernels = table(profile, "kernels")
     if not any_values(kernels, "core"):
         return empty_frame(TOP_COLUMNS, "no accelerator core recorded (not an Ascend profile)")
-    (ai_cpu,) = compute_all(kernels["core"].eq("AI_CPU").any())
+    if is_lazy(kernels):
+        (ai_cpu,) = compute_all(kernels["core"].eq("AI_CPU").any())
+    else:  # the distinct cores, which the device's generation has read already
+        ai_cpu = any(v == "AI_CPU" for v in distinct_values(kernels, "core") if isinstance(v, str))
     if not ai_cpu:  # no AI CPU task anywhere: nothing to rank, the full table is not built
         return empty_frame(TOP_COLUMNS, _NONE)
     top = top_operators(profile, by="type", n=None)
