@@ -21,7 +21,11 @@ from ..job.fields import field_label
 from ..job.inference import LOGITS_ROWS, STEP_TOKENS
 from ..job.unknowns import PANEL_TITLE
 
-__all__ = ["inference_mfu_parts"]
+__all__ = ["inference_mfu_figure", "inference_mfu_parts", "INFERENCE_HFU_NOTE"]
+
+#: Why an inference step's HFU is its MFU (the job's figures and ``perfkit info`` say it).
+INFERENCE_HFU_NOTE = ("an inference step runs no backward pass and recomputes nothing, so its "
+                      "hardware FLOPs are its forward pass's model FLOPs: HFU equals MFU")
 
 _LABELS = {"attention_width": "the query width", "kv_width": "the key/value width",
            "num_experts": "the expert count", "moe_top_k": "the experts per token"}
@@ -33,7 +37,14 @@ def _label(name: str) -> str:
 
 def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     """The MFU of ``job``'s inference step as (text, how it was counted, warning), or
-    ("–", why not, None).
+    ("–", why not, None): :func:`inference_mfu_figure` without the value."""
+    return inference_mfu_figure(job)[1:]
+
+
+def inference_mfu_figure(job: Any) -> tuple[float | None, str, str, str | None]:
+    """The MFU of ``job``'s inference step as (value, text, how it was counted, warning),
+    or (None, "–", why not, None). The Overview's card, the job's figures
+    (:func:`perfkit.widgets.summary.job_summary`) and ``perfkit info`` show this one value.
 
     ``MFU = F / (step time × tp × pp × peak)`` with ``F`` the forward pass's model FLOPs
     (:func:`perfkit.calc.inference.inference_forward_flops`, with the attention core where
@@ -51,8 +62,9 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     if not job.step_time_s:
         lacks.append("the step time")
     if lacks:
-        return "–", (f"not computed for this inference step: {listed(lacks)} "
-                     f"{plural(len(lacks), 'is', 'are')} not known (see “{PANEL_TITLE}”)"), None
+        return None, "–", (f"not computed for this inference step: {listed(lacks)} "
+                           f"{plural(len(lacks), 'is', 'are')} not known (see "
+                           f"“{PANEL_TITLE}”)"), None
     rows = job.observed.get(LOGITS_ROWS, (None, ""))[0]
     dtype = job.dtype or job.hardware.default_dtype
     devices = job.parallel.tp * job.parallel.pp
@@ -62,7 +74,7 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
         peak = job.hardware.peak(dtype)
         value = inference_mfu(flops, job.step_time_s, devices, peak)
     except PerfkitError as exc:
-        return "–", f"not computed for this inference step: {exc}", None
+        return None, "–", f"not computed for this inference step: {exc}", None
     e, k = model["num_experts"], model["moe_top_k"]
     experts = f", {k} of the {e} experts per token" if e > 1 else ""
     logits = (f"logits for {counted(int(rows), 'row')}" if rows else
@@ -79,4 +91,4 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
             f"{peak / 1e12:,.0f} TFLOP/s")
     guard = check_utilization(value, "MFU")
     warning = guard.warning if guard.warning else None
-    return share_text(value, 2), note, warning
+    return value, share_text(value, 2), note, warning
