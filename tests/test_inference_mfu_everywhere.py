@@ -2,7 +2,8 @@
 
 An inference step's MFU counts one forward pass (:mod:`perfkit.calc.inference`). The
 Overview's card, the job's figures (:func:`perfkit.widgets.summary.job_summary`, which the
-Planner's table shows) and ``perfkit info`` give the same figure, and HFU the same value
+Planner's table shows), ``perfkit info`` and the journal's record of the run
+(:func:`perfkit.journal.run_metrics`) give the same figure, and HFU the same value
 (no backward pass, nothing recomputed). Before, ``job_summary`` and ``perfkit info`` gave
 a training step's ``3 ×`` forward (74.2 % on the Qwen trace, flagged) beside the
 Overview's 16.91 %, and ``perfkit info`` gave no MFU at all for the vLLM trace.
@@ -36,7 +37,9 @@ from widget_html import panel_words
 
 import perfkit as pk
 from perfkit.cli.profile_text import profile_info_text
+from perfkit.journal import run_metrics
 from perfkit.widgets import tab_panel
+from perfkit.widgets.overview import step_time_explorer
 from perfkit.widgets.summary import job_summary
 
 pytestmark = pytest.mark.shared_samples
@@ -111,6 +114,10 @@ def _check_everywhere(profile: Any, job: pk.Job, info: str, expected: float) -> 
     assert "HFU equals MFU" in figures.loc["hfu", "note"]
     assert "not an inference figure" in figures.loc["predicted_mfu", "note"]
     assert _info_figure(info, "MFU") == _info_figure(info, "HFU") == shown
+    journal = run_metrics(job).set_index("key")  # what the journal keeps of the run
+    for key in ("mfu", "hfu"):
+        assert journal.loc[key, "value"] == pytest.approx(expected, rel=1e-4), key
+        assert journal.loc[key, "text"] == shown
     assert "forward-only model FLOPs of an inference step" in info
 
 
@@ -120,6 +127,13 @@ def test_the_qwen_forward_pass_has_one_mfu() -> None:
     profile = pk.load(sample(QWEN), progress=False)
     job = pk.infer_job(profile)
     _check_everywhere(profile, job, profile_info_text(profile, n_findings=0), expected)
+    # the step-time slider's table: the same count over the slider's step (twice the
+    # measured one: half the MFU)
+    explorer = step_time_explorer(job)
+    explorer.slider.value = 2 * job.step_time_s
+    slid = explorer.summary.set_index("key")
+    assert slid.loc["mfu", "value"] == pytest.approx(expected / 2, rel=1e-4)
+    assert slid.loc["hfu", "value"] == slid.loc["mfu", "value"]
 
 
 def test_the_vllm_step_has_one_mfu(gpt_oss_config: Path) -> None:

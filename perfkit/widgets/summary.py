@@ -5,7 +5,10 @@ module only picks the conventions, converts units and labels the rows), so the t
 check the panel's numbers without a browser. Where a figure meets a measurement (MFU and
 HFU against the peak, the memory theory against the measured peak, the predicted step
 against the measured one) it goes through :mod:`perfkit.guards`: a figure that cannot be
-right carries a warning instead of showing as a plain number.
+right carries a warning instead of showing as a plain number. For an inference step
+(:meth:`perfkit.Job.training_step` False) MFU and HFU are the forward pass's, the
+Overview's (:mod:`perfkit.widgets.inference_mfu`), and the training-step estimates say
+they are not inference figures.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
 from ..job.unknowns import unknown_line
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .inference_mfu import inference_summary_rows
 from .static_words import static_note
 
 __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
@@ -259,40 +263,9 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              share_text(estimate.mfu), "MFU at the uncalibrated step estimate", g_pmfu),
     ]
     if job is not None and job.training_step() is False:
-        rows = _inference_rows(rows, job)
+        rows = inference_summary_rows(rows, job, step, hardware, parallel, dtype_name)
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
-
-#: What the training-step figures of an inference step's table say they are.
-_TRAINING_ONLY = ("a training step's figure (forward and backward), not an inference "
-                  "figure: ")
-
-
-def _inference_rows(rows: list[dict[str, object]], job: Job) -> list[dict[str, object]]:
-    """The rows of an inference step (:meth:`perfkit.Job.training_step` False): MFU is
-    the forward pass's, the Overview's (:func:`perfkit.widgets.inference_mfu.
-    inference_mfu_figure`: ``F / (step time × tp × pp × peak)``), HFU the same value (no
-    backward pass, no recompute), and the uncalibrated estimates, which model a training
-    step, say so; the throughput no longer says MFU uses it."""
-    from .inference_mfu import INFERENCE_HFU_NOTE, inference_mfu_figure
-
-    value, text, note, warning = inference_mfu_figure(job)
-    v = float("nan") if value is None else value
-    out = []
-    for row in rows:
-        row = dict(row)
-        if row["key"] == "mfu":
-            row.update(value=v, text=text, note=note, warning=warning)
-        elif row["key"] == "hfu":
-            row.update(value=v, text=text, warning=warning,
-                       note=(INFERENCE_HFU_NOTE if value is not None else
-                             "not computed: the MFU of this inference step is not (see MFU)"))
-        elif row["key"] == "tokens_per_s_per_device":
-            row["note"] = str(row["note"]).replace(": the figure MFU uses", "")
-        elif row["key"] in ("predicted_step_s", "predicted_mfu"):
-            row["note"] = _TRAINING_ONLY + str(row["note"])
-        out.append(row)
-    return out
 
 
 def _placeholder_pp(bubble: float, job: Job | None) -> Guarded | None:
