@@ -121,12 +121,15 @@ def _check_everywhere(profile: Any, job: pk.Job, info: str, expected: float) -> 
     assert "forward-only model FLOPs of an inference step" in info
 
 
-def test_the_qwen_forward_pass_has_one_mfu() -> None:
+def test_the_qwen_forward_pass_has_one_mfu(grammar: Any) -> None:
     expected = _qwen_mfu()
     assert f"{100 * expected:.2f} %" == "16.91 %"  # not the training count's 74.2 %
     profile = pk.load(sample(QWEN), progress=False)
     job = pk.infer_job(profile)
-    _check_everywhere(profile, job, profile_info_text(profile, n_findings=0), expected)
+    info = profile_info_text(profile, n_findings=0)
+    _check_everywhere(profile, job, info, expected)
+    job_section = info[info.index("The job"):info.index("Steps:")]
+    assert grammar(" ".join(job_section.split())) == []
     # the step-time slider's table: the same count over the slider's step (twice the
     # measured one: half the MFU)
     explorer = step_time_explorer(job)

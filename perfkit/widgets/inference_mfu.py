@@ -132,7 +132,7 @@ def inference_summary_rows(rows: list[dict[str, object]], job: Any,
         elif row["key"] == "hfu":
             row.update(value=v, text=text, warning=warning,
                        note=(INFERENCE_HFU_NOTE if value is not None else
-                             "not computed: the MFU of this inference step is not (see MFU)"))
+                             "not computed for this inference step: see MFU"))
         elif row["key"] == "tokens_per_s_per_device":
             row["note"] = str(row["note"]).replace(": the figure MFU uses", "")
         elif row["key"] in ("predicted_step_s", "predicted_mfu"):
