@@ -51,8 +51,13 @@ def test_a_forward_only_trace_is_not_a_training_step(name: str) -> None:
     assert not check_step(0.1, job.step_time_s, job).ok
     assert not check_memory(2.0**30, 2.0**30, job).ok
     if job.model is not None and job.global_batch_size:
-        mfu = job_summary(job).set_index("key").loc["mfu"]
-        assert "not a training step" in mfu["warning"] and "not plausible" in mfu["text"]
+        figures = job_summary(job).set_index("key")
+        # MFU and HFU count the forward pass (tests/test_inference_mfu_everywhere.py); what
+        # still models a training step (memory, the predicted step) is flagged
+        assert "forward-only model FLOPs" in figures.loc["mfu", "note"]
+        for key in ("memory_gib", "predicted_step_s"):
+            row = figures.loc[key]
+            assert "not a training step" in row["warning"] and "not plausible" in row["text"]
 
 
 def test_a_training_trace_is_a_training_step() -> None:

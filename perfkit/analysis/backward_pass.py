@@ -2,8 +2,9 @@
 
 A PyTorch trace whose host operators (``aten::...``, at least :data:`MIN_OPERATORS`)
 include none of autograd's backward operators (:data:`BACKWARD_PATTERN`) runs a forward
-pass only: an inference or evaluation step. What counts a training step (MFU, the memory
-theory) or compares forward with backward passes (recompute) cannot be read from it.
+pass only: an inference or evaluation step. What counts a training step (the memory
+theory, the predicted step; MFU counts its forward pass instead, :mod:`perfkit.calc.
+inference`) or compares forward with backward passes (recompute) cannot be read from it.
 The job's reading (:func:`perfkit.job.measured.read_training_step`) uses the same rule.
 """
 

@@ -243,6 +243,8 @@ def _job_lines(job: Any) -> list[str]:
         tps = throughput_figure(job, job.step_time_s or float("nan"))
         if tps.text != "–":
             lines.append(f"  {'tokens/s per device':<36}{tps.text.split(' tokens')[0]}")
+        if job.training_step() is False:  # the Overview's MFU needs only part of the model
+            lines += _inference_mfu_lines(job)
         labels = unknown_labels(job, ("model", "hardware", "step_time_s"))
         lines += _wrap(f"other figures: not computed, {listed(labels)} "
                        f"{plural(len(labels), 'is', 'are')} not known (see {PANEL_TITLE}, "
@@ -255,8 +257,23 @@ def _job_lines(job: Any) -> list[str]:
     for key in ("tokens_per_s_per_device", "mfu", "hfu", "memory_gib", "predicted_step_s"):
         row = summary.loc[key]
         lines.append(f"  {row['metric']:<36}{row['text']}")
+        if job.training_step() is False and key in ("mfu", "hfu", "predicted_step_s"):
+            lines += _wrap(f"({row['note']})", "    ")  # which convention: forward or not
         if isinstance(row["warning"], str) and row["warning"]:
             lines += _wrap(f"warning: {row['warning']}", "    ")
+    return lines
+
+
+def _inference_mfu_lines(job: Any) -> list[str]:
+    """The MFU line of an inference step whose job lacks what the training figures need:
+    the forward pass's MFU, the Overview's (:func:`perfkit.widgets.inference_mfu.
+    inference_mfu_figure`), with how it was counted."""
+    from ..widgets.inference_mfu import inference_mfu_figure
+
+    _, text, note, warning = inference_mfu_figure(job)
+    lines = [f"  {'MFU':<36}{text}"] + _wrap(f"({note})", "    ")
+    if warning:
+        lines += _wrap(f"warning: {warning}", "    ")
     return lines
 
 

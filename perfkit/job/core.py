@@ -213,9 +213,9 @@ class Job:
                             self.global_batch_size)
         if self.training_step() is False:  # the figures' premise itself does not hold
             detail = self.observed[TRAINING_STEP][1]
-            out.insert(0, f"the profile is not a training step: {detail}; the job's figures "
-                          "(HFU, memory, the predicted step) count a training step (forward "
-                          "and backward), the Overview's MFU its forward pass")
+            out.insert(0, f"the profile is not a training step: {detail}; the job's memory "
+                          "and predicted step count a training step (forward and backward), "
+                          "its MFU and HFU the forward pass (as the Overview does)")
         return out
 
     def training_step(self) -> bool | None:

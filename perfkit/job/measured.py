@@ -87,8 +87,9 @@ def read_memory(profile: Any, put: Any) -> None:
 def read_training_step(profile: Any, out: dict[str, Any]) -> None:
     """Put :data:`TRAINING_STEP`: whether the profiled step runs a backward pass.
 
-    MFU, the memory theory and the planner count a training step (forward and backward:
-    6 FLOPs per parameter and token, optimizer states, kept activations). A PyTorch trace
+    The memory theory and the planner count a training step (forward and backward:
+    6 FLOPs per parameter and token, optimizer states, kept activations); MFU and HFU of
+    a step that is not one count its forward pass (:mod:`perfkit.calc.inference`). A PyTorch trace
     whose host operators (``aten::...``, at least 50) include none of autograd's backward
     operators (:data:`BACKWARD_PATTERN`) is an inference or evaluation step: False, with
     the count; True where some are. Nothing is put where the profile has no PyTorch

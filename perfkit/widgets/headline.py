@@ -9,7 +9,9 @@ reads first, each with how it was counted:
   global batch × sequence length / (step time × devices)), when the job knows its batch,
   sequence length and devices;
 * the **MFU** when the job is complete (:func:`perfkit.widgets.summary.job_summary`), with
-  the guard's warning when it cannot be right (never a plain figure above 100 %);
+  the guard's warning when it cannot be right (never a plain figure above 100 %); for an
+  inference step the forward pass's (:mod:`perfkit.widgets.inference_mfu`), which the
+  job's figures and ``perfkit info`` give too;
 * the **step split** (:func:`step_split`): computing, exposed communication, pipeline
   bubble, free time and the wait before the first device task as shares of the step time
   that add up to 100 %;

@@ -21,7 +21,12 @@ from ..job.fields import field_label
 from ..job.inference import LOGITS_ROWS, STEP_TOKENS
 from ..job.unknowns import PANEL_TITLE
 
-__all__ = ["inference_mfu_parts"]
+__all__ = ["inference_mfu_figure", "inference_mfu_parts", "inference_summary_rows",
+           "INFERENCE_HFU_NOTE"]
+
+#: Why an inference step's HFU is its MFU (the job's figures and ``perfkit info`` say it).
+INFERENCE_HFU_NOTE = ("an inference step runs no backward pass and recomputes nothing, so its "
+                      "hardware FLOPs are its forward pass's model FLOPs: HFU equals MFU")
 
 _LABELS = {"attention_width": "the query width", "kv_width": "the key/value width",
            "num_experts": "the expert count", "moe_top_k": "the experts per token"}
@@ -33,36 +38,51 @@ def _label(name: str) -> str:
 
 def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     """The MFU of ``job``'s inference step as (text, how it was counted, warning), or
-    ("–", why not, None).
+    ("–", why not, None): :func:`inference_mfu_figure` without the value."""
+    return inference_mfu_figure(job)[1:]
+
+
+def inference_mfu_figure(job: Any, step_time_s: float | None = None, hardware: Any = None,
+                         parallel: Any = None, dtype: str | None = None
+                         ) -> tuple[float | None, str, str, str | None]:
+    """The MFU of ``job``'s inference step as (value, text, how it was counted, warning),
+    or (None, "–", why not, None). The Overview's card, the job's figures
+    (:func:`perfkit.widgets.summary.job_summary`), ``perfkit info`` and the journal's
+    :func:`perfkit.journal.run_metrics` show this one value.
 
     ``MFU = F / (step time × tp × pp × peak)`` with ``F`` the forward pass's model FLOPs
     (:func:`perfkit.calc.inference.inference_forward_flops`, with the attention core where
     the job's sequence length splits the tokens into whole sequences); the warning is the
-    guard's
-    (:func:`perfkit.guards.check_utilization`) when MFU is above 100 %.
+    guard's (:func:`perfkit.guards.check_utilization`) when MFU is above 100 %.
+    ``step_time_s``, ``hardware``, ``parallel`` and ``dtype`` replace the job's own (a
+    slider's step time, a layout tried in a widget); by default the job's.
     """
     model = job.partial_model()
+    hw = job.hardware if hardware is None else hardware
+    step = job.step_time_s if step_time_s is None else step_time_s
+    layout = job.parallel if parallel is None else parallel
     lacks = [_label(n) for n in STEP_FIELDS if model.get(n) is None]
     tokens = job.observed.get(STEP_TOKENS, (None, ""))[0]
     if not tokens:
         lacks.append("the tokens per step")
-    if job.hardware is None:
+    if hw is None:
         lacks.append("the hardware")
-    if not job.step_time_s:
+    if not step:
         lacks.append("the step time")
     if lacks:
-        return "–", (f"not computed for this inference step: {listed(lacks)} "
-                     f"{plural(len(lacks), 'is', 'are')} not known (see “{PANEL_TITLE}”)"), None
+        return None, "–", (f"not computed for this inference step: {listed(lacks)} "
+                           f"{plural(len(lacks), 'is', 'are')} not known (see "
+                           f"“{PANEL_TITLE}”)"), None
     rows = job.observed.get(LOGITS_ROWS, (None, ""))[0]
-    dtype = job.dtype or job.hardware.default_dtype
-    devices = job.parallel.tp * job.parallel.pp
+    dtype = dtype or job.dtype or hw.default_dtype
+    devices = layout.tp * layout.pp
     seq = job.seq_length
     try:
         flops, sequences = step_forward_flops(model, int(tokens), int(rows or 0), seq)
-        peak = job.hardware.peak(dtype)
-        value = inference_mfu(flops, job.step_time_s, devices, peak)
+        peak = hw.peak(dtype)
+        value = inference_mfu(flops, step, devices, peak)
     except PerfkitError as exc:
-        return "–", f"not computed for this inference step: {exc}", None
+        return None, "–", f"not computed for this inference step: {exc}", None
     e, k = model["num_experts"], model["moe_top_k"]
     experts = f", {k} of the {e} experts per token" if e > 1 else ""
     logits = (f"logits for {counted(int(rows), 'row')}" if rows else
@@ -74,9 +94,48 @@ def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
     note = (f"forward-only model FLOPs of an inference step (no backward pass): "
             f"{counted(int(tokens), 'token')} through {counted(model['num_layers'], 'layer')}"
             f" of exact GEMMs{experts}, and {logits}, make {number_text(flops / 1e12)} TFLOP;"
-            f" {core}. MFU divides that by {time_text(job.step_time_s * 1e6)}"
+            f" {core}. MFU divides that by {time_text(step * 1e6)}"
             f" × {counted(devices, 'device')} (tp × pp) × the {dtype} peak "
             f"{peak / 1e12:,.0f} TFLOP/s")
     guard = check_utilization(value, "MFU")
     warning = guard.warning if guard.warning else None
-    return share_text(value, 2), note, warning
+    return value, share_text(value, 2), note, warning
+
+
+#: What the training-step figures of an inference step's table say they are.
+_TRAINING_ONLY = ("a training step's figure (forward and backward), not an inference "
+                  "figure: ")
+
+
+def inference_summary_rows(rows: list[dict[str, object]], job: Any,
+                           step_time_s: float | None = None, hardware: Any = None,
+                           parallel: Any = None, dtype: str | None = None
+                           ) -> list[dict[str, object]]:
+    """:func:`perfkit.widgets.summary.metrics_summary`'s rows for an inference step
+    (:meth:`perfkit.Job.training_step` False): MFU is the forward pass's, the Overview's
+    (:func:`inference_mfu_figure`: ``F / (step time × tp × pp × peak)``), HFU the same
+    value (no backward pass, no recompute), and the uncalibrated estimates, which model a
+    training step, say so; the throughput no longer says MFU uses it. A figure the guard
+    flags ends in "⚠ not plausible", as the table's other rows do. ``step_time_s``,
+    ``hardware``, ``parallel`` and ``dtype``: the table's own (see
+    :func:`inference_mfu_figure`)."""
+    value, text, note, warning = inference_mfu_figure(job, step_time_s, hardware, parallel,
+                                                      dtype)
+    if warning:
+        text = f"{text} ⚠ not plausible"
+    v = float("nan") if value is None else value
+    out = []
+    for row in rows:
+        row = dict(row)
+        if row["key"] == "mfu":
+            row.update(value=v, text=text, note=note, warning=warning)
+        elif row["key"] == "hfu":
+            row.update(value=v, text=text, warning=warning,
+                       note=(INFERENCE_HFU_NOTE if value is not None else
+                             "not computed for this inference step: see MFU"))
+        elif row["key"] == "tokens_per_s_per_device":
+            row["note"] = str(row["note"]).replace(": the figure MFU uses", "")
+        elif row["key"] in ("predicted_step_s", "predicted_mfu"):
+            row["note"] = _TRAINING_ONLY + str(row["note"])
+        out.append(row)
+    return out

@@ -5,7 +5,10 @@ module only picks the conventions, converts units and labels the rows), so the t
 check the panel's numbers without a browser. Where a figure meets a measurement (MFU and
 HFU against the peak, the memory theory against the measured peak, the predicted step
 against the measured one) it goes through :mod:`perfkit.guards`: a figure that cannot be
-right carries a warning instead of showing as a plain number.
+right carries a warning instead of showing as a plain number. For an inference step
+(:meth:`perfkit.Job.training_step` False) MFU and HFU are the forward pass's, the
+Overview's (:mod:`perfkit.widgets.inference_mfu`), and the training-step estimates say
+they are not inference figures.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
 from ..job.unknowns import unknown_line
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .inference_mfu import inference_summary_rows
 from .static_words import static_note
 
 __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summary",
@@ -258,7 +262,10 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         _row("predicted_mfu", "uncalibrated MFU estimate", estimate.mfu, "fraction",
              share_text(estimate.mfu), "MFU at the uncalibrated step estimate", g_pmfu),
     ]
+    if job is not None and job.training_step() is False:
+        rows = inference_summary_rows(rows, job, step, hardware, parallel, dtype_name)
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
 
 
 def _placeholder_pp(bubble: float, job: Job | None) -> Guarded | None:

@@ -68,7 +68,10 @@ def run_metrics(job: Job) -> pd.DataFrame:
     * MFU ``= model FLOPs per token × tokens/s per device / peak`` and HFU (recompute
       FLOPs counted, selective recompute strictly: the attention core re-runs), both
       non-causal, exact GEMMs, the peak of the job's dtype on its hardware — the same
-      conventions as :func:`perfkit.widgets.summary.metrics_summary`;
+      conventions as :func:`perfkit.widgets.summary.metrics_summary`; for an inference
+      step (:meth:`perfkit.Job.training_step` False) MFU is the forward pass's, the
+      Overview's (:func:`perfkit.widgets.inference_mfu.inference_mfu_figure`), and HFU
+      the same value (no backward pass, nothing recomputed);
     * model FLOPs per step ``= model_flops(model, B·s)`` and recompute FLOPs per step
       ``= hardware_flops(model, B·s, recompute) − model_flops(model, B·s)``: theory for
       the job's model and recompute setting, not a measurement;
@@ -141,7 +144,25 @@ def _seconds(s: float) -> str:
     return time_text(s * 1e6)
 
 
+def _inference_rows(job: Job) -> list[dict[str, Any]]:
+    """MFU and HFU of an inference step (:meth:`perfkit.Job.training_step` False): the
+    forward pass's MFU, the Overview's (:func:`perfkit.widgets.inference_mfu.
+    inference_mfu_figure`), and HFU the same value (no backward pass, no recompute)."""
+    from ...widgets.inference_mfu import INFERENCE_HFU_NOTE, inference_mfu_figure
+
+    value, text, note, warning = inference_mfu_figure(job)
+    if value is None:
+        return [_metric(k, label, None, "fraction", "–", note)
+                for k, label in (("mfu", "MFU"), ("hfu", "HFU"))]
+    kept = value if warning is None else None  # a flagged figure is never a plain number
+    text = text if warning is None else f"{text} ⚠ not plausible"
+    return [_metric("mfu", "MFU", kept, "fraction", text, note, warning),
+            _metric("hfu", "HFU", kept, "fraction", text, INFERENCE_HFU_NOTE, warning)]
+
+
 def _utilisation_rows(job: Job, tps_device: float | None) -> list[dict[str, Any]]:
+    if job.training_step() is False:
+        return _inference_rows(job)
     labels = {"mfu": "MFU", "hfu": "HFU"}
     why = None
     if tps_device is None:
