@@ -1,0 +1,48 @@
+"""What the guided notebooks call, on real profiles recorded by other projects.
+
+The notebooks are run in ``tests/test_notebooks.py`` on bundled profiles only; running them on
+the ten ``shared/samples/wild`` profiles found sections that showed figures of a stand-in as
+the job's, or hid why a figure was not computed. These tests check the perfkit functions
+those sections call, directly on the profile that showed it (no notebook is executed), and
+the facts they rely on against the raw file.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from raw_kineto import raw_events
+from shared_samples import KINETO_TRACES, sample
+
+import perfkit as pk
+from perfkit.widgets import metrics_panel
+
+__all__: list[str] = []
+
+pytestmark = pytest.mark.shared_samples
+
+DS_TRAIN = sample(KINETO_TRACES["ds_train"])
+
+
+def test_metrics_panel_names_the_stand_in_model_of_a_profile_without_shapes() -> None:
+    """05_memory's what-if on the DeepSeek H800 trace: a header reading "model unknown" over
+    MFU 279 % computed for the panel's default Llama2-13B. The trace records no operator
+    shapes (read from the raw file), so the model cannot come from it: the header must say
+    which preset the figures are for."""
+    events = raw_events(DS_TRAIN)
+    assert not any("Input Dims" in e.get("args", {}) for e in events)  # no shapes recorded
+    job = pk.infer_job(pk.load(DS_TRAIN.parent))
+    assert job.model is None and job.hardware is not None
+    header = html.unescape(metrics_panel(job=job).header.value)
+    assert "model unknown" in header
+    assert ("The profile does not give the model: the figures below that need it are for "
+            "the preset llama2-13b (the control above), not for this job.") in header
+    assert "device" not in header.split("what-if.")[1]  # the H800 is the job's own
+
+
+def test_metrics_panel_adds_nothing_when_the_job_gives_model_and_device() -> None:
+    job = pk.infer_job(pk.load("sample:llama2-13b-baseline-dp16"))
+    assert job.model is not None and job.hardware is not None
+    header = metrics_panel(job=job).header.value
+    assert "does not give" not in header and "what-if" in header
