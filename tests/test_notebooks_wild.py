@@ -10,6 +10,7 @@ the facts they rely on against the raw file.
 from __future__ import annotations
 
 import html
+import json
 
 import pytest
 from raw_kineto import raw_events
@@ -46,3 +47,19 @@ def test_metrics_panel_adds_nothing_when_the_job_gives_model_and_device() -> Non
     assert job.model is not None and job.hardware is not None
     header = metrics_panel(job=job).header.value
     assert "does not give" not in header and "what-if" in header
+
+
+def test_stage_balance_of_a_one_stage_job_says_there_is_nothing_to_balance() -> None:
+    """02, 07 and 08 pass the job's split to stage_balance; on the DeepSeek trace (pp 1: the
+    trace's distributedInfo names no pipeline group) the note asked for the very
+    ``parallel=`` it had been given ("pass stages= or parallel=")."""
+    info = json.loads(DS_TRAIN.read_text(encoding="utf-8"))["distributedInfo"]
+    assert set(info) == {"backend", "rank", "world_size"}  # no pipeline group recorded
+    prof = pk.load(DS_TRAIN.parent)
+    job = pk.infer_job(prof)
+    assert job.parallel.pp == 1
+    frame = pk.analysis.stage_balance(prof, parallel=job.parallel)
+    assert frame.empty
+    assert frame.attrs["notes"] == ["one pipeline stage (pp 1): no stages to balance"]
+    # without a split the stages are still unknown, and the note still says what to pass
+    assert "pass stages= or parallel=" in pk.analysis.stage_balance(prof).attrs["notes"][0]
