@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 import pytest
 from raw_kineto import raw_events
@@ -63,3 +64,24 @@ def test_stage_balance_of_a_one_stage_job_says_there_is_nothing_to_balance() -> 
     assert frame.attrs["notes"] == ["one pipeline stage (pp 1): no stages to balance"]
     # without a split the stages are still unknown, and the note still says what to pass
     assert "pass stages= or parallel=" in pk.analysis.stage_balance(prof).attrs["notes"][0]
+
+
+def _svg_words(chart: object) -> list[str]:
+    from perfkit.charts import chart_to_svg
+
+    return re.findall(r"<text[^>]*>([^<]*)</text>", chart_to_svg(chart))
+
+
+def test_empty_memory_and_roofline_charts_say_why() -> None:
+    """05_memory's timeline and 03_operators' roofline drew bare axes on the DeepSeek trace,
+    which has neither memory samples nor operator shapes (counted in the raw file)."""
+    events = raw_events(DS_TRAIN)
+    assert not any(e.get("name") == "[memory]" for e in events)
+    assert not any("Input Dims" in e.get("args", {}) for e in events)
+    prof = pk.load(DS_TRAIN.parent)
+    memory = pk.analysis.memory_timeline(prof, max_points=200)
+    assert memory.empty
+    words = _svg_words(pk.charts.memory_timeline_chart(memory, title="Reserved memory"))
+    assert words == ["Nothing to draw: no memory samples.", "Reserved memory"]
+    roof = _svg_words(pk.charts.roofline_chart(pk.analysis.operator_efficiency(prof)))
+    assert " ".join(roof).startswith("Nothing to draw: no input shapes in this profile")
