@@ -85,3 +85,17 @@ def test_empty_memory_and_roofline_charts_say_why() -> None:
     assert words == ["Nothing to draw: no memory samples.", "Reserved memory"]
     roof = _svg_words(pk.charts.roofline_chart(pk.analysis.operator_efficiency(prof)))
     assert " ".join(roof).startswith("Nothing to draw: no input shapes in this profile")
+
+
+def test_comparison_of_a_run_with_itself_says_no_setting_changed() -> None:
+    """10_tuning_journal on one profile as both runs: its job-changes table read "nothing in
+    this profile." (the DeepSeek trace has a job; none of its settings changed)."""
+    from perfkit.tables import table
+
+    journal = pk.Journal.temporary()
+    run = journal.add(str(DS_TRAIN.parent), if_exists="return")
+    changes = journal.compare(run, run).job_changes
+    assert changes.empty
+    assert changes.attrs["notes"] == ["no job setting changed between the two runs"]
+    assert "nothing to show (no job setting changed between the two runs)" in \
+        table(changes)._repr_html_()
