@@ -99,3 +99,21 @@ def test_comparison_of_a_run_with_itself_says_no_setting_changed() -> None:
     assert changes.attrs["notes"] == ["no job setting changed between the two runs"]
     assert "nothing to show (no job setting changed between the two runs)" in \
         table(changes)._repr_html_()
+
+
+def test_metrics_panel_names_both_stand_ins_when_the_device_is_unnamed_too() -> None:
+    """05_memory on HTA's sampled rank: neither the model nor the device is in the trace
+    (it has no deviceProperties), so both presets stand in and both are named."""
+    import gzip
+
+    from shared_samples import HTA
+
+    with gzip.open(sample(HTA) / "sampled_rank-0.json.gz", "rt", encoding="utf-8") as f:
+        assert json.load(f).get("deviceProperties") is None
+    prof = pk.load(sample(HTA))
+    job = pk.infer_job(prof)
+    assert job.model is None and job.hardware is None
+    header = html.unescape(metrics_panel(job=job).header.value)
+    assert ("The profile does not give the model and device: the figures below that need "
+            "them are for the preset llama2-13b and the preset ascend-910b (the controls "
+            "above), not for this job.") in header

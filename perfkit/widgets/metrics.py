@@ -265,8 +265,8 @@ def stand_in_sentence(job: Job, model: str, hardware: str) -> str:
     what = " and ".join(name for name, _ in missing)
     presets = " and ".join(f"the preset {value}" for _, value in missing)
     return (f" The profile does not give the {what}: the figures below that need "
-            f"{'them' if len(missing) > 1 else 'it'} are for {presets} (the control "
-            f"above), not for this job.")
+            f"{'them' if len(missing) > 1 else 'it'} are for {presets} (the "
+            f"control{'s' if len(missing) > 1 else ''} above), not for this job.")
 
 
 def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
