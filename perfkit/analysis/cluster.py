@@ -208,7 +208,8 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
         (stage_us / fastest stage_us - 1),
         ``bubble_ratio`` (bubble / stage time, the same definition as
         ``bubble_fraction``: bubble over ideal compute time) and ``theoretical_bubble``
-        (NA without ``parallel``). Empty with a note when the stages are unknown.
+        (NA without ``parallel``). Empty with a note when the stages are unknown, or when
+        ``parallel`` has one stage (``pp`` 1) and ``stages`` is not given.
     """
     cols = {"stage": "int64", "ranks": "string", "step_us": "float64", "stage_us": "float64",
             "computing_us": "float64", "bubble_us": "float64", "imbalance": "float64",
@@ -217,6 +218,8 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
     if s.empty:
         return empty_frame(cols, "no step breakdown in this profile")
     stage = stage_of_ranks(cluster, stages, parallel)
+    if stage.empty and stages is None and getattr(parallel, "pp", None) == 1:
+        return empty_frame(cols, "one pipeline stage (pp 1): no stages to balance")
     if stage.empty:
         return empty_frame(cols, "pipeline stages unknown: pass stages= or parallel= "
                                  "(no pp group in meta.groups)")

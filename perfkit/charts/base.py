@@ -8,6 +8,7 @@ that lacks the columns they document (:func:`require`).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..errors import InvalidArgumentError
 from ..tables import shorten
 
 __all__ = ["SELECTION", "MAX_MARKS", "GIB", "selection_param", "chart_marks", "rank_axis",
-           "unique_labels", "require"]
+           "unique_labels", "require", "nothing_to_draw"]
 
 GIB = 2**30
 
@@ -99,3 +100,34 @@ def require(frame: pd.DataFrame, columns: tuple[str, ...], builder: str) -> None
     if missing:
         raise InvalidArgumentError("frame", f"{builder} needs the columns "
                                    f"{', '.join(columns)}; missing {', '.join(missing)}")
+
+
+def nothing_to_draw(frame: pd.DataFrame, what: str, width: int, height: int,
+                    title: str | None = None) -> alt.Chart:
+    """A chart that says why it has nothing to draw, in place of empty axes.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The empty input; its first ``attrs["notes"]`` entry (what the analysis could not
+        read, e.g. "no memory samples") is the reason given.
+    what : str
+        What the chart would have drawn, for the sentence without a note.
+    width, height : int
+        Size in pixels, as the chart would have had.
+    title : str, optional
+
+    Returns
+    -------
+    altair.Chart
+        Text marks only, one per line of ``Nothing to draw: <reason>.`` wrapped at 80
+        characters.
+    """
+    notes = frame.attrs.get("notes") or []
+    reason = str(notes[0]) if notes else f"no {what} in this profile"
+    lines = textwrap.wrap(f"Nothing to draw: {reason.rstrip('.')}.", 80)
+    text = alt.Chart(pd.DataFrame({"line": range(len(lines)), "text": lines})).mark_text(
+        align="left", x=0, fontSize=13, color="#555").encode(
+        y=alt.Y("line:O", axis=None), text="text:N").properties(
+        width=width, height=min(height, 22 * len(lines)))
+    return text.properties(title=title) if title else text

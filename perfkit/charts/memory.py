@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 
 from ..format import BYTE_UNITS, bytes_unit
-from .base import MAX_MARKS, require, selection_param
+from .base import MAX_MARKS, nothing_to_draw, require, selection_param
 
 __all__ = ["MEMORY_COLUMNS", "memory_chart", "memory_timeline_chart"]
 
@@ -95,7 +95,8 @@ def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
         Lines with ``x = ms``, ``y = <unit>`` (a column named after the unit, e.g. ``GiB``)
         and ``color = series`` (in the frame's order of
         series: put the largest first); the data has one row per input row with a known
-        value.
+        value. Without one, the reason in words
+        (:func:`~perfkit.charts.base.nothing_to_draw`, the frame's note).
     """
     if "series" in frame.columns:
         require(frame, ("series", "ts_us", value), "memory_timeline_chart")
@@ -106,6 +107,8 @@ def memory_timeline_chart(frame: pd.DataFrame, value: str = "reserved_bytes",
         data = frame.dropna(subset=[value])
         names = ("rank " + data["rank"].astype("Int64").astype(str) + " "
                  + data["component"].astype(str))
+    if data.empty:  # no axes without lines: say why (profile_memory off, no samples)
+        return nothing_to_draw(frame, "memory samples", width, height, title)
     if len(data) > MAX_MARKS:  # thin every series alike, keeping each bin's maximum
         step = -(-len(data) // MAX_MARKS)
         key = names.to_numpy()

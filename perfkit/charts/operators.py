@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .base import require, selection_param, unique_labels
+from .base import nothing_to_draw, require, selection_param, unique_labels
 
 __all__ = ["top_operators_chart", "roofline_chart"]
 
@@ -121,7 +121,8 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
     -------
     altair.Chart or altair.LayerChart
         Points (``x = intensity``, ``y = achieved_tflops``, ``size = total_us``,
-        ``color = kind``) with the roof's two segments when known.
+        ``color = kind``) with the roof's two segments when known; with no point, the
+        reason in words (:func:`~perfkit.charts.base.nothing_to_draw`, the frame's note).
     """
     require(frame, ("key", "kind", "intensity", "achieved_tflops", "total_us"),
              "roofline_chart")
@@ -129,6 +130,8 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
     data = data.sort_values("total_us", ascending=False)
     if n is not None:
         data = data.head(n)
+    if data.empty:  # no axes without points: say why (no input shapes, no FLOPs counted)
+        return nothing_to_draw(frame, "operator with FLOPs and bytes", width, height, title)
     keep = [c for c in ("key", "kind", "input_shapes", "intensity", "achieved_tflops",
                         "total_us", "bound", "efficiency") if c in data.columns]
     data = data.loc[:, keep].reset_index(drop=True).assign(

@@ -99,9 +99,16 @@ class RunComparison:
 
     @property
     def job_changes(self) -> pd.DataFrame:
-        """The job fields that changed, measurements (step time, peak memory) left out."""
+        """The job fields that changed, measurements (step time, peak memory) left out.
+
+        Empty with the note "no job setting changed between the two runs" when none did
+        (a table of it says that, not "nothing in this profile").
+        """
         j = self.job
-        return j[j["changed"] & (j["kind"] != "measured")].reset_index(drop=True)
+        out = j[j["changed"] & (j["kind"] != "measured")].reset_index(drop=True)
+        if out.empty:
+            out.attrs["notes"] = ["no job setting changed between the two runs"]
+        return out
 
     @property
     def appeared(self) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .summary import memory_breakdown, metrics_summary
 
-__all__ = ["MetricsPanel", "metrics_panel", "summary_html"]
+__all__ = ["MetricsPanel", "metrics_panel", "stand_in_sentence", "summary_html"]
 
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 _TABLE_STYLE = (
@@ -162,7 +162,8 @@ class MetricsPanel(W.VBox):
                     "no measured step (the step time below is yours to set)")
             about = (f"<div><b>The job of</b> <code>{html.escape(job.path)}</code>: "
                      f"{html.escape(job.describe())} &mdash; the controls start from it and "
-                     f"from {html.escape(step)}; a change here is a what-if.</div>")
+                     f"from {html.escape(step)}; a change here is a what-if."
+                     f"{html.escape(stand_in_sentence(job, model, hardware))}</div>")
         elif profile:
             about = (f"<div><b>Profile:</b> <code>{html.escape(profile)}</code> &mdash; the "
                      "figures below come from the configuration and the step time set here, "
@@ -231,6 +232,41 @@ class MetricsPanel(W.VBox):
         body = self.message.value or (self.table.value + self.chart.value)
         bundle["text/html"] = self.header.value + body
         return bundle
+
+
+def stand_in_sentence(job: Job, model: str, hardware: str) -> str:
+    """What the panel fills in that ``job`` does not give, in one sentence ("" if nothing).
+
+    A profile without operator shapes gives no model, and one recorded on an unnamed
+    device no hardware; the panel then computes with the preset in its control. Every
+    figure that needs them (throughput through the sequence length, MFU, HFU, memory) is
+    that preset's, not the job's, and the header must say so: unsaid, MFU 279 % of a
+    Llama2-13B stand-in sits under a header reading "model unknown" (the DeepSeek H800
+    trace of ``shared/samples/wild/ds_train``).
+
+    Parameters
+    ----------
+    job : perfkit.Job
+    model, hardware : str
+        The control's initial values: ``"job"`` for the job's own model, else a preset.
+
+    Returns
+    -------
+    str
+        With a leading space, to follow the header's sentence.
+    """
+    missing = []
+    if model != "job":
+        missing.append(("model", model))
+    if job.hardware is None or job.hardware.name != hardware:
+        missing.append(("device", hardware))
+    if not missing:
+        return ""
+    what = " and ".join(name for name, _ in missing)
+    presets = " and ".join(f"the preset {value}" for _, value in missing)
+    return (f" The profile does not give the {what}: the figures below that need "
+            f"{'them' if len(missing) > 1 else 'it'} are for {presets} (the "
+            f"control{'s' if len(missing) > 1 else ''} above), not for this job.")
 
 
 def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,

@@ -1,0 +1,119 @@
+"""What the guided notebooks call, on real profiles recorded by other projects.
+
+The notebooks are run in ``tests/test_notebooks.py`` on bundled profiles only; running them on
+the ten ``shared/samples/wild`` profiles found sections that showed figures of a stand-in as
+the job's, or hid why a figure was not computed. These tests check the perfkit functions
+those sections call, directly on the profile that showed it (no notebook is executed), and
+the facts they rely on against the raw file.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+from raw_kineto import raw_events
+from shared_samples import KINETO_TRACES, sample
+
+import perfkit as pk
+from perfkit.widgets import metrics_panel
+
+__all__: list[str] = []
+
+pytestmark = pytest.mark.shared_samples
+
+DS_TRAIN = sample(KINETO_TRACES["ds_train"])
+
+
+def test_metrics_panel_names_the_stand_in_model_of_a_profile_without_shapes() -> None:
+    """05_memory's what-if on the DeepSeek H800 trace: a header reading "model unknown" over
+    MFU 279 % computed for the panel's default Llama2-13B. The trace records no operator
+    shapes (read from the raw file), so the model cannot come from it: the header must say
+    which preset the figures are for."""
+    events = raw_events(DS_TRAIN)
+    assert not any("Input Dims" in e.get("args", {}) for e in events)  # no shapes recorded
+    job = pk.infer_job(pk.load(DS_TRAIN.parent))
+    assert job.model is None and job.hardware is not None
+    header = html.unescape(metrics_panel(job=job).header.value)
+    assert "model unknown" in header
+    assert ("The profile does not give the model: the figures below that need it are for "
+            "the preset llama2-13b (the control above), not for this job.") in header
+    assert "device" not in header.split("what-if.")[1]  # the H800 is the job's own
+
+
+def test_metrics_panel_adds_nothing_when_the_job_gives_model_and_device() -> None:
+    job = pk.infer_job(pk.load("sample:llama2-13b-baseline-dp16"))
+    assert job.model is not None and job.hardware is not None
+    header = metrics_panel(job=job).header.value
+    assert "does not give" not in header and "what-if" in header
+
+
+def test_stage_balance_of_a_one_stage_job_says_there_is_nothing_to_balance() -> None:
+    """02, 07 and 08 pass the job's split to stage_balance; on the DeepSeek trace (pp 1: the
+    trace's distributedInfo names no pipeline group) the note asked for the very
+    ``parallel=`` it had been given ("pass stages= or parallel=")."""
+    info = json.loads(DS_TRAIN.read_text(encoding="utf-8"))["distributedInfo"]
+    assert set(info) == {"backend", "rank", "world_size"}  # no pipeline group recorded
+    prof = pk.load(DS_TRAIN.parent)
+    job = pk.infer_job(prof)
+    assert job.parallel.pp == 1
+    frame = pk.analysis.stage_balance(prof, parallel=job.parallel)
+    assert frame.empty
+    assert frame.attrs["notes"] == ["one pipeline stage (pp 1): no stages to balance"]
+    # without a split the stages are still unknown, and the note still says what to pass
+    assert "pass stages= or parallel=" in pk.analysis.stage_balance(prof).attrs["notes"][0]
+
+
+def _svg_words(chart: object) -> list[str]:
+    from perfkit.charts import chart_to_svg
+
+    return re.findall(r"<text[^>]*>([^<]*)</text>", chart_to_svg(chart))
+
+
+def test_empty_memory_and_roofline_charts_say_why() -> None:
+    """05_memory's timeline and 03_operators' roofline drew bare axes on the DeepSeek trace,
+    which has neither memory samples nor operator shapes (counted in the raw file)."""
+    events = raw_events(DS_TRAIN)
+    assert not any(e.get("name") == "[memory]" for e in events)
+    assert not any("Input Dims" in e.get("args", {}) for e in events)
+    prof = pk.load(DS_TRAIN.parent)
+    memory = pk.analysis.memory_timeline(prof, max_points=200)
+    assert memory.empty
+    words = _svg_words(pk.charts.memory_timeline_chart(memory, title="Reserved memory"))
+    assert words == ["Nothing to draw: no memory samples.", "Reserved memory"]
+    roof = _svg_words(pk.charts.roofline_chart(pk.analysis.operator_efficiency(prof)))
+    assert " ".join(roof).startswith("Nothing to draw: no input shapes in this profile")
+
+
+def test_comparison_of_a_run_with_itself_says_no_setting_changed() -> None:
+    """10_tuning_journal on one profile as both runs: its job-changes table read "nothing in
+    this profile." (the DeepSeek trace has a job; none of its settings changed)."""
+    from perfkit.tables import table
+
+    journal = pk.Journal.temporary()
+    run = journal.add(str(DS_TRAIN.parent), if_exists="return")
+    changes = journal.compare(run, run).job_changes
+    assert changes.empty
+    assert changes.attrs["notes"] == ["no job setting changed between the two runs"]
+    assert "nothing to show (no job setting changed between the two runs)" in \
+        table(changes)._repr_html_()
+
+
+def test_metrics_panel_names_both_stand_ins_when_the_device_is_unnamed_too() -> None:
+    """05_memory on HTA's sampled rank: neither the model nor the device is in the trace
+    (it has no deviceProperties), so both presets stand in and both are named."""
+    import gzip
+
+    from shared_samples import HTA
+
+    with gzip.open(sample(HTA) / "sampled_rank-0.json.gz", "rt", encoding="utf-8") as f:
+        assert json.load(f).get("deviceProperties") is None
+    prof = pk.load(sample(HTA))
+    job = pk.infer_job(prof)
+    assert job.model is None and job.hardware is None
+    header = html.unescape(metrics_panel(job=job).header.value)
+    assert ("The profile does not give the model and device: the figures below that need "
+            "them are for the preset llama2-13b and the preset ascend-910b (the controls "
+            "above), not for this job.") in header
