@@ -6,8 +6,9 @@ Chromium is driven by Playwright (``executable_path=/usr/bin/chromium``, headles
 downloaded browser) with ``--no-sandbox --disable-gpu --disable-background-networking``.
 Every request that does not go to the local server is aborted and recorded in
 ``page.external``; console errors and page errors go to ``page.errors``. Tests assert both
-stay empty. One server and one page serve every test of a module (the tests of a module run
-in order on one xdist worker, see tests/conftest.py), so the suite stays short.
+stay empty. One page serves every test of a module (the tests of a module run in order on
+one xdist worker, see tests/conftest.py), and one server (``server``) every module on the
+default sample, so the suite stays short.
 
 Skipped when Chromium or Playwright is missing; `.ci/run` installs both.
 """
@@ -149,9 +150,11 @@ def start_served(log_path: Path, *args: str, timeout_s: float = 120) -> tuple[An
     raise AssertionError(f"perfkit serve did not start:\n{log_path.read_text()}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """``perfkit serve`` on a free port (preheated kernel, random token)."""
+    """``perfkit serve`` on a free port (preheated kernel, random token), one for the
+    session: each module opens its own page, so its own kernel (Voila runs the notebook
+    afresh for every page); tests/conftest.py has one worker run every module using it."""
     proc, served = start_served(tmp_path_factory.mktemp("serve") / "serve.log")
     try:
         yield served
