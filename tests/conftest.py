@@ -71,10 +71,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 #: Tests spread one by one over the xdist workers (they share no fixture): the notebook
 #: executions, each in its own kernel.
 SPREAD = ("tests/test_notebooks.py::",)
-#: Folders whose test files share session fixtures, so one worker runs the whole folder
-#: (tests/lab: the packs of tests/lab/conftest.py; its modules say so with
-#: ``xdist_group("lab")`` too).
-SHARED_FOLDERS = {"tests/lab/": "lab"}
+#: Folders (or file-name prefixes) whose test files share session fixtures, so one worker
+#: runs them all (tests/lab: the packs of tests/lab/conftest.py; its modules say so with
+#: ``xdist_group("lab")`` too; the two tests/browser/test_dashboard_* files: the served
+#: default dashboard of tests/browser/conftest.py, started once for both).
+SHARED_FOLDERS = {"tests/lab/": "lab",
+                  "tests/browser/test_dashboard_": "tests/browser/test_dashboard_*"}
 #: Folders whose files take longest (a served dashboard and a browser each): started first.
 FIRST = ("tests/browser/",)
 

@@ -63,6 +63,33 @@ def test_a_click_in_the_browser_reaches_the_callback() -> None:
     assert render.selected_values(widget.selections.pick, "rank") == []
 
 
+def test_a_chart_widget_needs_no_message_after_it_opens(monkeypatch) -> None:
+    """Everything the chart shows travels in the message that opens it: anywidget 0.11's
+    front end drops the kernel's later messages to a chart whose JavaScript took over 2 s
+    to start (its ``AbortSignal.timeout(2000)``), so a class added by an update would be
+    lost on a busy machine (the browser tests then found no ``pk-chart`` in the tab)."""
+    from comm.base_comm import BaseComm
+    from ipywidgets.widgets import widget as ipw
+
+    sent: list[tuple[str, dict]] = []
+
+    class Recorder(BaseComm):
+        def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+            sent.append((msg_type, data or {}))
+
+    monkeypatch.setattr(ipw.comm, "create_comm", lambda **kw: Recorder(**kw))
+    frame = pd.DataFrame({"component": ["weights"], "GiB": [1.0], "device_GiB": [64.0]})
+    render.chart_widget(C.memory_chart(frame), renderer="canvas")
+    opened = [data["state"] for kind, data in sent if kind == "comm_open"
+              and data["state"].get("_model_name") == "AnyModel"]
+    assert len(opened) == 1
+    assert render.CHART_CLASS in opened[0]["_dom_classes"]
+    assert opened[0]["embed_options"] == {"actions": False, "renderer": "canvas"}
+    assert opened[0]["spec"]["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+    updates = [data for kind, data in sent if kind == "comm_msg"]
+    assert updates == []
+
+
 def test_a_chart_without_a_selection_takes_no_callback() -> None:
     frame = pd.DataFrame({"component": ["weights"], "GiB": [1.0], "device_GiB": [64.0]})
     widget = render.chart_widget(C.memory_chart(frame), on_select=lambda _p: None)

@@ -108,8 +108,12 @@ def chart_widget(chart: alt.TopLevelMixin,
     enable_offline()
     if renderer not in ("svg", "canvas"):
         raise InvalidArgumentError("renderer", "must be 'svg' or 'canvas'", renderer)
-    widget = alt.JupyterChart(chart, embed_options={"actions": False, "renderer": renderer})
-    widget.add_class(CHART_CLASS)
+    # The class goes in the state the widget opens with, not in an update sent after it:
+    # anywidget's front end (0.11) drops every message the kernel sends a model whose
+    # JavaScript took over 2 s to start (``AbortSignal.timeout(2000)``, which a busy
+    # machine can exceed), and the chart must not need one (tests/browser/conftest.py).
+    widget = alt.JupyterChart(chart, embed_options={"actions": False, "renderer": renderer},
+                              _dom_classes=(CHART_CLASS,))
     if on_select is not None and SELECTION in widget.selections.trait_names():
         def changed(change: dict[str, Any]) -> None:
             points = getattr(change["new"], "value", None) or []

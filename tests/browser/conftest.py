@@ -6,8 +6,9 @@ Chromium is driven by Playwright (``executable_path=/usr/bin/chromium``, headles
 downloaded browser) with ``--no-sandbox --disable-gpu --disable-background-networking``.
 Every request that does not go to the local server is aborted and recorded in
 ``page.external``; console errors and page errors go to ``page.errors``. Tests assert both
-stay empty. One server and one page serve every test of a module (the tests of a module run
-in order on one xdist worker, see tests/conftest.py), so the suite stays short.
+stay empty. One page serves every test of a module (the tests of a module run in order on
+one xdist worker, see tests/conftest.py), and one server (``server``) every module on the
+default sample, so the suite stays short.
 
 Skipped when Chromium or Playwright is missing; `.ci/run` installs both.
 """
@@ -47,6 +48,38 @@ TAB_READY = """() => {
   const charts = [...tabs[0].querySelectorAll('.pk-chart')];
   return charts.every(c => c.querySelector('svg.marks, canvas.marks'));
 }"""
+
+
+#: What anywidget's front end (0.11, its ``Runtime``) reports when a chart's JavaScript has
+#: not started within ``AbortSignal.timeout(2000)`` of the chart's model being made, as
+#: happens on a busy machine: it rejects the model's ``ready`` promise, unhandled. The chart
+#: is drawn anyway once its JavaScript has loaded (the view waits for the module, not for
+#: ``ready``); what is lost are the kernel's later messages to that model, which perfkit's
+#: charts do not need (tests/test_widgets_render.py). So this one message is not a failure,
+#: provided every chart of the page is then drawn: :func:`page_errors` checks that.
+ANYWIDGET_LATE = "[anywidget] Failed to initialize model."
+#: Every chart of the page (class pk-chart, given when its widget opens) drawn by Vega.
+CHARTS_DRAWN = """() => {
+  const charts = [...document.querySelectorAll('.pk-chart')];
+  return charts.length > 0 && charts.every(c => c.querySelector('svg.marks, canvas.marks'));
+}"""
+#: A page script that makes anywidget's 2 s limit run out at once (every
+#: ``AbortSignal.timeout(2000)`` becomes 1 ms): each chart model then meets it, as on a
+#: machine too busy to start a chart's JavaScript within 2 s.
+ANYWIDGET_LIMIT_AT_ONCE = """(() => {
+  const timeout = AbortSignal.timeout.bind(AbortSignal);
+  AbortSignal.timeout = ms => timeout(ms === 2000 ? 1 : ms);
+})();"""
+
+
+def page_errors(page: Any, errors: list[str] | None = None) -> list[str]:
+    """The page's errors (``page.errors`` unless ``errors`` is given) other than
+    :data:`ANYWIDGET_LATE`; if that one occurred, first waits until every chart of the page
+    is drawn (and fails if one stays blank): the page must recover from it."""
+    errors = page.errors if errors is None else errors
+    if ANYWIDGET_LATE in errors:
+        page.wait_for_function(CHARTS_DRAWN, timeout=WAIT_MS)
+    return [e for e in errors if e != ANYWIDGET_LATE]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -117,9 +150,11 @@ def start_served(log_path: Path, *args: str, timeout_s: float = 120) -> tuple[An
     raise AssertionError(f"perfkit serve did not start:\n{log_path.read_text()}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """``perfkit serve`` on a free port (preheated kernel, random token)."""
+    """``perfkit serve`` on a free port (preheated kernel, random token), one for the
+    session: each module opens its own page, so its own kernel (Voila runs the notebook
+    afresh for every page); tests/conftest.py has one worker run every module using it."""
     proc, served = start_served(tmp_path_factory.mktemp("serve") / "serve.log")
     try:
         yield served
@@ -178,19 +213,23 @@ class UI:
 @contextlib.contextmanager
 def chromium_page(url: str, *, width: int = 1280, height: int = 900,
                   owns: Callable[[str], bool] | None = None, console: bool = True,
-                  dashboard: bool = True) -> Iterator[Any]:
+                  dashboard: bool = True, anywidget_late: bool = False) -> Iterator[Any]:
     """A headless Chromium page opened at ``url``, closed (with its browser) on leaving.
 
     ``page.errors`` gathers the page's errors, and its console errors when ``console``;
     when ``owns`` is given, every request it refuses is aborted and recorded in
     ``page.external`` (the page must need nothing from outside this machine). With
-    ``dashboard``, waits until the dashboard is there and its visible tab drawn.
+    ``dashboard``, waits until the dashboard is there and its visible tab drawn. With
+    ``anywidget_late``, every chart meets anywidget's 2 s limit
+    (:data:`ANYWIDGET_LIMIT_AT_ONCE`), as on a busy machine.
     """
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
         page = browser.new_page(viewport={"width": width, "height": height})
         page.errors, page.external = [], []
+        if anywidget_late:
+            page.add_init_script(ANYWIDGET_LIMIT_AT_ONCE)
         if console:
             page.on("console",
                     lambda m: page.errors.append(m.text) if m.type == "error" else None)

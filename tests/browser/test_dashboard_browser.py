@@ -18,6 +18,8 @@ import pytest
 from perfkit.widgets import TAB_TITLES, bundled_profiles
 from perfkit.widgets.dashboard import DEFAULT_PROFILE
 
+from .conftest import page_errors
+
 pytest.importorskip("playwright.sync_api")
 
 WAIT_MS = 120_000
@@ -33,7 +35,7 @@ def test_the_page_loads_offline_with_the_default_sample(ui) -> None:
     # the anywidget front end loaded the chart's JavaScript from the page, not a CDN
     assert page.locator(".pk-chart svg.marks").count() >= 1
     assert "STEP TIME" in text.upper() and "THROUGHPUT" in text.upper()
-    assert page.external == [] and page.errors == []
+    assert page.external == [] and page_errors(page) == []
 
 
 @pytest.mark.parametrize("name", bundled_profiles())
@@ -48,7 +50,7 @@ def test_every_tab_of_every_bundled_profile_draws(ui, name: str) -> None:
         assert "Unexpected error" not in text and "Traceback" not in text, (name, title)
         ui.check_numbers(f"{name} / {title}")
         assert page.external == [], (name, title, page.external[:3])
-        assert page.errors == [], (name, title, page.errors[:3])
+        assert page_errors(ui.page) == [], (name, title, page.errors[:3])
     ui.show_tab("Overview")
 
 

@@ -10,6 +10,8 @@ import pytest
 from perfkit.widgets import bundled_profile
 from perfkit.widgets.dashboard import DEFAULT_PROFILE
 
+from .conftest import page_errors
+
 pytest.importorskip("playwright.sync_api")
 
 WAIT_MS = 120_000
@@ -35,7 +37,7 @@ def test_a_tooltip_gives_exact_values_with_units(ui) -> None:
     text = _hover_tooltip(ui, ui.marks().first)
     assert "MatMulV3" in text and "device time per rank and step, mean over ranks (ms)" in text
     assert "calls per rank and step" in text  # the basis of both, never mixed (issue 29.5)
-    assert ui.page.errors == []
+    assert page_errors(ui.page) == []
 
 
 def test_clicking_a_rank_filters_the_steps_table(ui) -> None:
@@ -60,7 +62,7 @@ def test_clicking_an_operator_lists_its_task_names(ui) -> None:
     ui.wait_text("Task names of type MatMulV3")
     text = ui.tab().inner_text()
     assert "aclnnMm_qkv_MatMulV3" in text or "aclnnMm_w1_MatMulV3" in text
-    assert ui.page.errors == []
+    assert page_errors(ui.page) == []
 
 
 def test_clicking_a_finding_shows_it_alone(ui) -> None:
@@ -73,7 +75,7 @@ def test_clicking_a_finding_shows_it_alone(ui) -> None:
         "() => [...document.querySelectorAll('.pk-tab')].filter(t => t.offsetParent)[0]"
         ".querySelectorAll('table.perfkit-findings tbody tr').length === 1", timeout=WAIT_MS)
     assert ui.tab().locator("button", has_text="Evidence:").count() == 1
-    assert ui.page.errors == []
+    assert page_errors(ui.page) == []
 
 
 def test_an_evidence_button_opens_its_tab(ui) -> None:
@@ -110,7 +112,7 @@ def test_the_timeline_zooms_shows_tooltips_and_exports(ui) -> None:
     link = ui.tab().locator("a", has_text="Download it")
     assert link.get_attribute("download").endswith(".json.gz")
     assert link.get_attribute("href").startswith("data:application/gzip;base64,")
-    assert page.errors == [] and page.external == []
+    assert page_errors(page) == [] and page.external == []
 
 
 def test_the_job_panel_is_one_line_that_unfolds_to_edit(ui) -> None:
@@ -133,7 +135,7 @@ def test_the_job_panel_is_one_line_that_unfolds_to_edit(ui) -> None:
     assert page.locator(".lm-TabBar").first.bounding_box()["y"] == pytest.approx(tabs_top,
                                                                                 abs=2)
     assert tabs_top < 500  # the job panel no longer pushes the tabs down
-    assert page.errors == []
+    assert page_errors(page) == []
 
 
 def test_labels_are_not_truncated_and_tables_not_clipped_at_1280_pixels(ui) -> None:
@@ -168,7 +170,7 @@ def test_a_bad_path_shows_the_message_and_the_page_keeps_working(ui) -> None:
     assert ui.picked("bundled sample") == DEFAULT_PROFILE  # still what is open
     ui.open_sample("simulated/slow-rank")
     assert "4 ranks" in ui.text()
-    assert page.errors == []
+    assert page_errors(page) == []
 
 
 def _upload(page, path) -> None:
@@ -194,4 +196,4 @@ def test_uploading_a_zipped_profile_opens_it(ui, tmp_path) -> None:
     _upload(page, bad)
     ui.wait_text("Still showing slow-link.zip")
     assert "notes.zip" in ui.text()
-    assert page.errors == [] and page.external == []
+    assert page_errors(page) == [] and page.external == []

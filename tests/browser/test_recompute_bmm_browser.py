@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ARTIFACTS, TAB_READY, UI, WAIT_MS, chromium_page, start_served
+from .conftest import (
+    ANYWIDGET_LATE,
+    ARTIFACTS,
+    TAB_READY,
+    UI,
+    WAIT_MS,
+    chromium_page,
+    page_errors,
+    start_served,
+)
 
 pytest.importorskip("playwright.sync_api")
 FOLDER = Path(__file__).resolve().parents[1] / "data" / "kineto_bmm_attention_cpu"
@@ -34,7 +43,10 @@ def test_the_recompute_tab_counts_the_bmm_attention_passes(
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     proc, served = start_served(tmp_path / "serve.log", str(FOLDER))
     try:
-        with chromium_page(served.url, console=False) as page:
+        # every chart meets anywidget's 2 s limit, as on a loaded 2-core machine where this
+        # test once failed on that error (tests/browser/conftest.py ANYWIDGET_LATE): the
+        # page must recover, its charts drawn all the same
+        with chromium_page(served.url, console=False, anywidget_late=True) as page:
             tab = UI(page).show_tab("Recompute")
             page.wait_for_function(TAB_READY, timeout=WAIT_MS)
             table = tab.locator("table").first
@@ -50,7 +62,8 @@ def test_the_recompute_tab_counts_the_bmm_attention_passes(
             table.scroll_into_view_if_needed()
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "recompute_bmm_1280x900.png"))
-        assert not page.errors
+            assert ANYWIDGET_LATE in page.errors  # the limit was met
+            assert page_errors(page) == []  # and every chart drawn all the same
     finally:
         proc.terminate()
         proc.wait(timeout=30)

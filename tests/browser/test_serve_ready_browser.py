@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import CHROMIUM, LAUNCH_ARGS, WAIT_MS, Served, start_served
+from .conftest import CHROMIUM, LAUNCH_ARGS, WAIT_MS, Served, page_errors, start_served
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -79,6 +79,6 @@ def test_the_printed_address_shows_the_step_time_and_no_leftover_progress(
             page.wait_for_selector(f"text=Opened {name}", timeout=WAIT_MS)
             page.wait_for_function(STEP_TIME_SHOWN, timeout=WAIT_MS)
             assert page.locator(BARS).count() == 0
-            assert errors == []
+            assert page_errors(page, errors) == []
         finally:
             browser.close()

@@ -17,11 +17,13 @@ from raw_ascend import covered_share
 from shared_samples import PT_GPT3_OLD, sample
 
 from .conftest import (
+    ANYWIDGET_LATE,
     ARTIFACTS,
     UI,
     WAIT_MS,
     Served,
     chromium_page,
+    page_errors,
     start_served,
 )
 
@@ -50,7 +52,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def page(served: Served) -> Iterator[Any]:
-    with chromium_page(served.url, width=1366, height=768, console=False) as page:
+    # every chart meets anywidget's 2 s limit, as on a busy machine (tests/browser/conftest.py
+    # ANYWIDGET_LATE): the Timeline's chart, made when the tab is opened, must still be drawn
+    with chromium_page(served.url, width=1366, height=768, console=False,
+                       anywidget_late=True) as page:
         yield page
 
 
@@ -73,4 +78,5 @@ def test_the_warning_comes_first_and_gives_the_share_drawn(page: Any) -> None:
     assert "These events are a fragment of the step" in tab.inner_text()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "timeline_fragment_1366x768.png"))
-    assert not page.errors
+    assert ANYWIDGET_LATE in page.errors  # the limit was met
+    assert page_errors(page) == []  # and every chart drawn all the same
