@@ -10,7 +10,7 @@ reads first, each with how it was counted:
   sequence length and devices;
 * the **MFU** when the job is complete (:func:`perfkit.widgets.summary.job_summary`), with
   the guard's warning when it cannot be right (never a plain figure above 100 %); for an
-  inference step the forward pass's (:mod:`perfkit.widgets.inference_mfu`), which the
+  inference step the forward pass's (:mod:`perfkit.job.inference_mfu`), which the
   job's figures and ``perfkit info`` give too;
 * the **step split** (:func:`step_split`): computing, exposed communication, pipeline
   bubble, free time and the wait before the first device task as shares of the step time
@@ -39,8 +39,8 @@ from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
 from ..job import Job
+from ..job.inference_mfu import inference_mfu_parts
 from ..job.unknowns import PANEL_TITLE, unknown_labels
-from .inference_mfu import inference_mfu_parts
 from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "UNDIVIDED_NOTE", "split_parts", "undivided_split", "FINDING_TABS",

@@ -70,7 +70,7 @@ def run_metrics(job: Job) -> pd.DataFrame:
       non-causal, exact GEMMs, the peak of the job's dtype on its hardware — the same
       conventions as :func:`perfkit.widgets.summary.metrics_summary`; for an inference
       step (:meth:`perfkit.Job.training_step` False) MFU is the forward pass's, the
-      Overview's (:func:`perfkit.widgets.inference_mfu.inference_mfu_figure`), and HFU
+      Overview's (:func:`perfkit.job.inference_mfu.inference_mfu_figure`), and HFU
       the same value (no backward pass, nothing recomputed);
     * model FLOPs per step ``= model_flops(model, B·s)`` and recompute FLOPs per step
       ``= hardware_flops(model, B·s, recompute) − model_flops(model, B·s)``: theory for
@@ -146,9 +146,9 @@ def _seconds(s: float) -> str:
 
 def _inference_rows(job: Job) -> list[dict[str, Any]]:
     """MFU and HFU of an inference step (:meth:`perfkit.Job.training_step` False): the
-    forward pass's MFU, the Overview's (:func:`perfkit.widgets.inference_mfu.
+    forward pass's MFU, the Overview's (:func:`perfkit.job.inference_mfu.
     inference_mfu_figure`), and HFU the same value (no backward pass, no recompute)."""
-    from ...widgets.inference_mfu import INFERENCE_HFU_NOTE, inference_mfu_figure
+    from ...job.inference_mfu import INFERENCE_HFU_NOTE, inference_mfu_figure
 
     value, text, note, warning = inference_mfu_figure(job)
     if value is None:
