@@ -39,7 +39,7 @@ from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
 from ..job import Job
-from ..job.inference_mfu import inference_mfu_parts
+from ..job.inference_mfu import inference_mfu_parts, packed_step
 from ..job.unknowns import PANEL_TITLE, unknown_labels
 from .summary import job_summary
 
@@ -257,8 +257,11 @@ def throughput_figure(job: Job | None, step_s: float,
                                  f"{plural(len(lacks), 'is', 'are')} not known (see “"
                                  f"{PANEL_TITLE}”)")
     tps = tokens_per_second_per_device(gbs, seq, step_s, devices)
+    per_step = (f"the {counted(gbs * seq, 'token')} of the step, packed (the trace does not "
+                "split them into sequences)," if packed_step(job) else
+                f"{counted(gbs, 'sequence')} × {counted(seq, 'token')}")
     return Figure(name, f"{number_text(tps)} tokens/s per device",
-                  f"{counted(gbs, 'sequence')} × {counted(seq, 'token')} per step over "
+                  f"{per_step} per step over "
                   f"{counted(devices, 'device')} "
                   f"[{job.source('global_batch_size')}]")
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..job.inference_mfu import INFERENCE_HFU_NOTE, inference_mfu_figure, inference_mfu_parts
+from ..job.inference_mfu import (
+    INFERENCE_HFU_NOTE,
+    inference_mfu_figure,
+    inference_mfu_parts,
+    packed_step,
+)
 
 __all__ = ["inference_mfu_figure", "inference_mfu_parts", "inference_summary_rows",
            "INFERENCE_HFU_NOTE"]
@@ -19,6 +24,10 @@ _TRAINING_ONLY = ("a training step's figure (forward and backward), not an infer
                   "figure: ")
 
 
+#: What a packed step's batch row holds (:func:`perfkit.job.inference_mfu.packed_step`).
+_PACKED = "the step's packed tokens (the trace does not split them into sequences)"
+
+
 def inference_summary_rows(rows: list[dict[str, object]], job: Any,
                            step_time_s: float | None = None, hardware: Any = None,
                            parallel: Any = None, dtype: str | None = None
@@ -27,7 +36,9 @@ def inference_summary_rows(rows: list[dict[str, object]], job: Any,
     (:meth:`perfkit.Job.training_step` False): MFU is the forward pass's, the Overview's
     (:func:`inference_mfu_figure`: ``F / (step time × tp × pp × peak)``), HFU the same
     value (no backward pass, no recompute), and the uncalibrated estimates, which model a
-    training step, say so; the throughput no longer says MFU uses it. A figure the guard
+    training step, say so; the throughput no longer says MFU uses it. Where the trace packs
+    the step's tokens (:func:`perfkit.job.inference_mfu.packed_step`) the global batch and
+    samples/s say that a batch row is the step's tokens, not a sequence. A figure the guard
     flags ends in "⚠ not plausible", as the table's other rows do. ``step_time_s``,
     ``hardware``, ``parallel`` and ``dtype``: the table's own (see
     :func:`inference_mfu_figure`)."""
@@ -36,6 +47,7 @@ def inference_summary_rows(rows: list[dict[str, object]], job: Any,
     if warning:
         text = f"{text} ⚠ not plausible"
     v = float("nan") if value is None else value
+    packed = packed_step(job)
     out = []
     for row in rows:
         row = dict(row)
@@ -49,5 +61,9 @@ def inference_summary_rows(rows: list[dict[str, object]], job: Any,
             row["note"] = str(row["note"]).replace(": the figure MFU uses", "")
         elif row["key"] in ("predicted_step_s", "predicted_mfu"):
             row["note"] = _TRAINING_ONLY + str(row["note"])
+        elif row["key"] == "global_batch_size" and packed:
+            row["note"] = f"{row['note']}: one batch row of {_PACKED}"
+        elif row["key"] == "samples_per_s" and packed:
+            row["note"] = f"batch rows per second, one a step: {_PACKED}"
         out.append(row)
     return out
