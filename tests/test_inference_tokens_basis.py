@@ -156,3 +156,16 @@ def test_the_old_import_path_still_gives_the_figure() -> None:
 
     assert old.inference_mfu_figure is moved.inference_mfu_figure
     assert old.INFERENCE_HFU_NOTE is moved.INFERENCE_HFU_NOTE
+
+
+def test_the_advisors_mfu_is_the_overviews(loaded: tuple, tokens: int, span_s: float) -> None:
+    """The advisor's finding counts the same forward pass, without the attention core of
+    the packed tokens (the job's sequence length is the step's tokens, no sequence's)."""
+    profile, job = loaded
+    flops = _forward_flops(tokens)
+    found = pk.advise(profile, model=job.model, parallel=job.parallel, hardware=job.hardware)
+    (finding,) = [f for f in found if f.rule == "mfu_inference"]
+    # 8.09 TFLOP, not 8.55 with the 888 tokens' core as one sequence
+    assert f"{flops / 1e12:.3g} TFLOP" in finding.evidence
+    assert "without the attention core" in finding.evidence
+    assert f"{100 * flops / (span_s * 8 * B200_BF16):.1f} %" in finding.title
