@@ -106,8 +106,8 @@ def test_the_vllm_steps_tokens_are_the_traces_everywhere(loaded: tuple, config: 
     assert shown == f"{expected:,.0f}"
     assert f"batch          1 × {tokens} tokens" in info
     words = panel_words(tab_panel("Overview", profile, job=job))
-    assert f"throughput {expected:,.0f} tokens/s per device the {tokens} tokens of the " \
-           "step, packed" in words
+    assert f"throughput {expected:,.0f} tokens/s per device {tokens} tokens per step, " \
+           "packed" in words
     for text in (info, words):  # the config's context is no figure of this step
         assert not re.search(r"131,?072", text)
 

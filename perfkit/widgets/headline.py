@@ -243,7 +243,9 @@ def throughput_figure(job: Job | None, step_s: float,
                       no_job: str = "no job: open a profile") -> Figure:
     """Tokens per second per device (:func:`perfkit.tokens_per_second_per_device`), or why
     not: it needs only the job's global batch, sequence length and devices, not its model
-    (``no_job``: the reason where there is no job)."""
+    (``no_job``: the reason where there is no job). A packed inference step
+    (:func:`perfkit.job.inference_mfu.packed_step`) counts the tokens its trace shows and
+    says they are not split into sequences."""
     name = "throughput"
     if job is None:
         return Figure(name, "–", no_job)
@@ -257,11 +259,11 @@ def throughput_figure(job: Job | None, step_s: float,
                                  f"{plural(len(lacks), 'is', 'are')} not known (see “"
                                  f"{PANEL_TITLE}”)")
     tps = tokens_per_second_per_device(gbs, seq, step_s, devices)
-    per_step = (f"the {counted(gbs * seq, 'token')} of the step, packed (the trace does not "
-                "split them into sequences)," if packed_step(job) else
-                f"{counted(gbs, 'sequence')} × {counted(seq, 'token')}")
+    per_step = (f"{counted(gbs * seq, 'token')} per step, packed (the trace does not split "
+                "them into sequences)," if packed_step(job) else
+                f"{counted(gbs, 'sequence')} × {counted(seq, 'token')} per step")
     return Figure(name, f"{number_text(tps)} tokens/s per device",
-                  f"{per_step} per step over "
+                  f"{per_step} over "
                   f"{counted(devices, 'device')} "
                   f"[{job.source('global_batch_size')}]")
 
