@@ -123,6 +123,8 @@ def test_vllm_attention_gives_heads_and_layers(raw: dict, job: pk.Job) -> None:
     assert job.value("num_kv_heads") == k[1] * tp
     assert job.value("head_dim") == d
     assert "1 key/value head per rank" in job.detail("num_kv_heads")
-    # packed sequences: the tokens are known, their split into sequences is not
-    assert job.value("seq_length") is None
+    # packed sequences: the tokens are known, their split into sequences is not; the
+    # batch is one row of the step's tokens (tests/test_inference_tokens_basis.py)
+    assert job.value("seq_length") == tokens
+    assert "not a sequence length" in job.detail("seq_length")
     assert f"({tokens}, {heads}, {d})" in job.detail("seq_length")

@@ -9,13 +9,14 @@ were single modules; each is now a package of small modules (``perfkit.journal``
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
 ``perfkit.io.preview``, ``perfkit.io.ir``, ``perfkit.calc.timing``, ``perfkit.io.cann_raw``,
-``perfkit.io.ascend``, ``perfkit.io.dask_engine``,
+``perfkit.io.ascend``, ``perfkit.io.dask_engine``, ``perfkit.widgets.prediction``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
 to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
 ``kineto_scan_device``, ``preview_kineto``, ``ir_reader``, ``timing_layer``,
-``cann_raw_paths``, ``ascend_hccl``, ``dask_engine_parts``, ``_engine_layout``,
-``_write_trace``, ...): they stay small too, and every name the code (perfkit, tests,
-benchmarks, tools) takes from such a module, monkeypatches included, is still there.
+``cann_raw_paths``, ``ascend_hccl``, ``dask_engine_parts``, ``prediction_fit``,
+``prediction_ranking``, ``_engine_layout``, ``_write_trace``, ...): they stay small too, and
+every name the code (perfkit, tests, benchmarks, tools) takes from such a module,
+monkeypatches included, is still there.
 Imports are read from the source (function-level imports included; imports under
 ``if TYPE_CHECKING:`` are for type checkers only and left out), so a cycle that only closes at
 run time is found too.
@@ -39,6 +40,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal",
          "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
+            "perfkit.widgets.prediction",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
             "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing",
             "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis._util import has_values, table
-from ..analysis.shapes.fused_moe import logits_rows, step_tokens
+from ..analysis.shapes.fused_moe import logits_rows, packed_tokens, step_tokens
 from ..analysis.steps import measured_step_s
 from ..calc import flops as _flops
 from ..calc.inference import inference_mfu, model_fields, step_forward_flops
@@ -105,8 +105,10 @@ def mfu(ctx: Context) -> list[Finding]:
 def _inference_mfu(ctx: Context, step_s: float) -> tuple[float, str] | None:
     """The forward-only MFU of an inference step, as the Overview's headline counts it
     (:func:`perfkit.calc.inference.step_forward_flops` over the tokens of the step's
-    linear layers, :func:`perfkit.analysis.shapes.fused_moe.step_tokens`), with what it
-    counts; None where the model or the tokens do not allow it."""
+    linear layers, :func:`perfkit.analysis.shapes.fused_moe.step_tokens`; the attention
+    core only where the trace splits them into sequences,
+    :func:`~perfkit.analysis.shapes.fused_moe.packed_tokens`), with what it counts; None
+    where the model or the tokens do not allow it."""
     m, par, hw = ctx.model, ctx.parallel, ctx.hardware
     fields = model_fields(m)
     ops = table(ctx.profile, "ops")
@@ -116,8 +118,11 @@ def _inference_mfu(ctx: Context, step_s: float) -> tuple[float, str] | None:
     tp = max(par.tp, 1)
     rows = (logits_rows(ops, m.vocab_size // tp) if m.vocab_size % tp == 0 else None) \
         or logits_rows(ops, m.vocab_size)
-    flops, sequences = step_forward_flops(fields, tokens[0], rows[0] if rows else 0,
-                                          m.seq_length)
+    # packed tokens (vLLM) show no sequences: the model's sequence length is then the
+    # step's tokens (perfkit.job.inference), and the attention core is left out as the
+    # Overview leaves it out
+    seq = None if packed_tokens(ops) else m.seq_length
+    flops, sequences = step_forward_flops(fields, tokens[0], rows[0] if rows else 0, seq)
     devices = par.tp * par.pp
     value = inference_mfu(flops, step_s, devices, hw.peak())
     core = "with" if sequences else "without"

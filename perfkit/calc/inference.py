@@ -18,9 +18,12 @@ step takes — packed sequences need no sequence length:
   each sequence's length: ``L · 4·n·s²·q`` for ``n`` sequences of ``s`` tokens, the full
   ``s × s`` scores as perfkit's training MFU counts them (Korthikanti et al. 2022, App. A:
   ``4·b·s²·h`` per layer). A packed trace (vLLM) records neither the split into sequences
-  nor the cached tokens, so there it is left out and MFU is a lower bound by that much
-  (888 tokens of gpt-oss-120b as one causal sequence with nothing cached: 2.9 % of the
-  step's FLOPs, every layer counted as full attention).
+  nor the keys cached before the step, so there it is left out and MFU is a lower bound;
+  :func:`attention_core_bound` is the most it can add when no key comes from the cache:
+  the ``T`` tokens as one sequence, ``L · 4·T²·q`` (``Σ s_i² ≤ (Σ s_i)²`` for sequences
+  that share the ``T`` tokens). For 888 tokens of gpt-oss-120b (``L = 36``,
+  ``q = 64 · 64``) that is 0.465 TFLOP, 5.8 % of the 8.09 TFLOP counted, in every layer as
+  full ``888 × 888`` scores (gpt-oss's sliding-window layers attend to fewer keys).
 
 Sources: Megatron-LM ``megatron/training/training.py`` ``num_floating_point_operations``
 (HEAD; its ``3 ×`` forward-and-backward factor dropped: the per-GEMM terms ``h·(q + 2kv)``,
@@ -39,7 +42,8 @@ from ..errors import InvalidArgumentError, check_positive
 from ..specs import ModelSpec
 
 __all__ = ["inference_forward_flops", "inference_layer_flops", "attention_core_flops",
-           "inference_mfu", "step_forward_flops", "model_fields", "STEP_FIELDS"]
+           "attention_core_bound", "inference_mfu", "step_forward_flops", "model_fields",
+           "STEP_FIELDS"]
 
 #: The model fields :func:`step_forward_flops` needs.
 STEP_FIELDS = ("num_layers", "hidden_size", "attention_width", "kv_width", "ffn_hidden_size",
@@ -117,6 +121,15 @@ def attention_core_flops(num_layers: int, attention_width: int, sequences: int,
     return n_layers * 4.0 * n * s * s * q
 
 
+def attention_core_bound(num_layers: int, attention_width: int, tokens: int) -> float:
+    """The most FLOPs the attention core of ``tokens`` packed tokens can add when no key is
+    cached from an earlier step: the tokens as one sequence, ``L · 4·T²·q`` (full
+    ``T × T`` scores; any split into sequences gives ``L · 4·q·Σ s_i² ≤ L · 4·q·T²``).
+    Keys cached before the step (a prefix cache, a chunked prompt, decoding) are not
+    bounded by the trace: each query token may attend to the model's whole context."""
+    return attention_core_flops(num_layers, attention_width, 1, tokens)
+
+
 def inference_mfu(flops: float, step_time_s: float, devices: int, peak_flops: float) -> float:
     """``MFU = F / (step time × devices × peak)``, a fraction (PaLM App. B)."""
     f = check_positive("flops", flops)
@@ -132,7 +145,8 @@ def step_forward_flops(fields: Mapping[str, Any], tokens: int, logits_rows: int,
     :func:`inference_forward_flops` over ``tokens`` with ``logits_rows`` rows of logits,
     plus :func:`attention_core_flops` where ``seq_length`` splits the tokens into whole
     sequences. Returns the FLOPs and the number of sequences whose attention core was
-    counted (None: not counted).
+    counted (None: not counted). Pass ``seq_length`` only where the trace shows the
+    sequences (``(batch, sequence, width)`` inputs), not where it packs the tokens.
     """
     f = fields
     flops = inference_forward_flops(

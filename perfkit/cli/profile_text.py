@@ -266,9 +266,9 @@ def _job_lines(job: Any) -> list[str]:
 
 def _inference_mfu_lines(job: Any) -> list[str]:
     """The MFU line of an inference step whose job lacks what the training figures need:
-    the forward pass's MFU, the Overview's (:func:`perfkit.widgets.inference_mfu.
+    the forward pass's MFU, the Overview's (:func:`perfkit.job.inference_mfu.
     inference_mfu_figure`), with how it was counted."""
-    from ..widgets.inference_mfu import inference_mfu_figure
+    from ..job.inference_mfu import inference_mfu_figure
 
     _, text, note, warning = inference_mfu_figure(job)
     lines = [f"  {'MFU':<36}{text}"] + _wrap(f"({note})", "    ")

@@ -8,6 +8,16 @@ step takes (:data:`STEP_TOKENS`) and the rows the output layer turns into logits
 (:data:`LOGITS_ROWS`): an inference step's FLOPs need them
 (:func:`perfkit.calc.inference.inference_forward_flops`), where a training step's come
 from its batch and sequence length.
+
+Where the step packs its tokens (vLLM: its linear layers take ``(tokens, width)`` and its
+attention ``(tokens, heads, head size)``, :func:`perfkit.analysis.shapes.fused_moe.
+packed_tokens`), the trace shows how many tokens the step takes but not how they split into
+sequences. The job's batch is then those tokens as one batch row: sequence length = the
+step's tokens, micro-batch 1 (:data:`PACKED_TOKENS` says so), so that every figure that
+counts tokens per step (global batch × sequence length: throughput, the memory theory, the
+Planner) counts the tokens the trace shows; a Hugging Face config's context
+(``max_position_embeddings``, 131,072 tokens for gpt-oss) does not replace them
+(:func:`perfkit.job.config.read_job_config` keeps a sequence length the profile gives).
 """
 
 from __future__ import annotations
@@ -16,15 +26,20 @@ from typing import Any
 
 from ..analysis._frames import is_lazy
 from ..analysis._util import table
-from ..analysis.shapes.fused_moe import logits_rows, read_fused_moe, step_tokens
+from ..analysis.shapes.fused_moe import logits_rows, packed_tokens, read_fused_moe, step_tokens
 from .fields import FieldValue, Readings
+from .global_batch import read_global_batch
 
-__all__ = ["STEP_TOKENS", "LOGITS_ROWS", "read_fused_moe_fields", "read_step_tokens"]
+__all__ = ["STEP_TOKENS", "LOGITS_ROWS", "PACKED_TOKENS", "read_fused_moe_fields",
+           "read_step_tokens"]
 
 #: Tokens of one forward step (the rows of most of its linear layers), in Job.observed.
 STEP_TOKENS = "step_tokens"
 #: Rows the output layer turns into logits in one step, in Job.observed.
 LOGITS_ROWS = "logits_rows"
+#: In Job.observed where the step packs its tokens (no split into sequences recorded): the
+#: job's sequence length is then the step's tokens, not the length of a sequence.
+PACKED_TOKENS = "packed_tokens"
 
 
 def _tables(profile: Any) -> tuple[Any, Any] | None:
@@ -51,9 +66,11 @@ def read_fused_moe_fields(profile: Any, out: Readings) -> None:
         out.put("mlp", "gated" if moe.gated else "gpt", moe.gated_detail)
 
 
-def read_step_tokens(profile: Any, out: dict[str, FieldValue], tp: int | None) -> None:
+def read_step_tokens(profile: Any, out: Readings, tp: int | None) -> None:
     """Keep :data:`STEP_TOKENS` and :data:`LOGITS_ROWS` where the operators show them
-    (the logits need the vocabulary read: its rows per rank are ``vocab / tp``)."""
+    (the logits need the vocabulary read: its rows per rank are ``vocab / tp``); where the
+    tokens come packed and no sequence length was read, put the batch as one row of the
+    step's tokens (module docstring) and mark it with :data:`PACKED_TOKENS`."""
     frames = _tables(profile)
     if frames is None:
         return
@@ -62,6 +79,15 @@ def read_step_tokens(profile: Any, out: dict[str, FieldValue], tp: int | None) -
     if tokens is None:
         return
     out[STEP_TOKENS] = FieldValue(tokens[0], "profile", tokens[1])
+    if packed_tokens(ops) and out.get("seq_length", FieldValue(None, "", "")).value is None:
+        n = tokens[0]
+        said = (f"the step's {n} tokens, packed into one batch row ({tokens[1]}); "
+                + (out["seq_length"].detail if "seq_length" in out else
+                   "the linear layers' inputs are (tokens, width): no split into sequences"))
+        out.put("seq_length", n, f"{n} tokens per step, not a sequence length: {said}")
+        out.put("micro_batch_size", 1, f"1 batch row: {said}")
+        out[PACKED_TOKENS] = FieldValue(True, "profile", said)
+        read_global_batch(out)
     vocab = out["vocab_size"].value if "vocab_size" in out else None
     if vocab:
         rows = logits_rows(ops, vocab // (tp or 1)) if vocab % (tp or 1) == 0 else None

@@ -89,7 +89,7 @@ def unknowns(job: Any) -> list[Unknown]:
     """
     out: list[Unknown] = []
     # an inference step's MFU counts its tokens' forward pass: it needs the widths, not
-    # the sequence length or the global batch (perfkit.widgets.inference_mfu)
+    # the sequence length or the global batch (perfkit.job.inference_mfu)
     inference = job.training_step() is False
     if job.model is None:
         missing = [field_label(n) for n in job.missing_model_fields()]

@@ -10,7 +10,7 @@ reads first, each with how it was counted:
   sequence length and devices;
 * the **MFU** when the job is complete (:func:`perfkit.widgets.summary.job_summary`), with
   the guard's warning when it cannot be right (never a plain figure above 100 %); for an
-  inference step the forward pass's (:mod:`perfkit.widgets.inference_mfu`), which the
+  inference step the forward pass's (:mod:`perfkit.job.inference_mfu`), which the
   job's figures and ``perfkit info`` give too;
 * the **step split** (:func:`step_split`): computing, exposed communication, pipeline
   bubble, free time and the wait before the first device task as shares of the step time
@@ -39,8 +39,8 @@ from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
 from ..job import Job
+from ..job.inference_mfu import inference_mfu_parts, packed_step
 from ..job.unknowns import PANEL_TITLE, unknown_labels
-from .inference_mfu import inference_mfu_parts
 from .summary import job_summary
 
 __all__ = ["SPLIT_PARTS", "UNDIVIDED_NOTE", "split_parts", "undivided_split", "FINDING_TABS",
@@ -243,7 +243,9 @@ def throughput_figure(job: Job | None, step_s: float,
                       no_job: str = "no job: open a profile") -> Figure:
     """Tokens per second per device (:func:`perfkit.tokens_per_second_per_device`), or why
     not: it needs only the job's global batch, sequence length and devices, not its model
-    (``no_job``: the reason where there is no job)."""
+    (``no_job``: the reason where there is no job). A packed inference step
+    (:func:`perfkit.job.inference_mfu.packed_step`) counts the tokens its trace shows and
+    says they are not split into sequences."""
     name = "throughput"
     if job is None:
         return Figure(name, "–", no_job)
@@ -257,8 +259,11 @@ def throughput_figure(job: Job | None, step_s: float,
                                  f"{plural(len(lacks), 'is', 'are')} not known (see “"
                                  f"{PANEL_TITLE}”)")
     tps = tokens_per_second_per_device(gbs, seq, step_s, devices)
+    per_step = (f"{counted(gbs * seq, 'token')} per step, packed (the trace does not split "
+                "them into sequences)," if packed_step(job) else
+                f"{counted(gbs, 'sequence')} × {counted(seq, 'token')} per step")
     return Figure(name, f"{number_text(tps)} tokens/s per device",
-                  f"{counted(gbs, 'sequence')} × {counted(seq, 'token')} per step over "
+                  f"{per_step} over "
                   f"{counted(devices, 'device')} "
                   f"[{job.source('global_batch_size')}]")
 

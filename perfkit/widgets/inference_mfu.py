@@ -1,110 +1,31 @@
-"""The MFU of an inference step, for the Overview's headline.
+"""The job's table of figures for an inference step (:func:`inference_summary_rows`).
 
-A profile without a backward pass (:meth:`perfkit.Job.training_step` False) is an
-inference or evaluation step: its model FLOPs are one forward pass over the tokens it takes
-(:func:`perfkit.calc.inference.inference_forward_flops`: exact GEMMs, a MoE's routed
-experts only, logits for the rows the output layer computes, the attention core where the
-sequence length is known), not a training step's ``3 × forward``. MFU divides them by
-the step time, the devices that run those tokens (one model replica: ``tp × pp``) and
-the peak of the run's matrix type (:mod:`perfkit.specs.hardware_presets`).
+The figure itself, an inference step's forward-only MFU, is computed in
+:mod:`perfkit.job.inference_mfu` (:func:`inference_mfu_figure`, kept importable from here).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..calc.inference import STEP_FIELDS, inference_mfu, step_forward_flops
-from ..errors import PerfkitError
-from ..format import counted, listed, number_text, plural, share_text, time_text
-from ..guards import check_utilization
-from ..job.fields import field_label
-from ..job.inference import LOGITS_ROWS, STEP_TOKENS
-from ..job.unknowns import PANEL_TITLE
+from ..job.inference_mfu import (
+    INFERENCE_HFU_NOTE,
+    inference_mfu_figure,
+    inference_mfu_parts,
+    packed_step,
+)
 
 __all__ = ["inference_mfu_figure", "inference_mfu_parts", "inference_summary_rows",
            "INFERENCE_HFU_NOTE"]
-
-#: Why an inference step's HFU is its MFU (the job's figures and ``perfkit info`` say it).
-INFERENCE_HFU_NOTE = ("an inference step runs no backward pass and recomputes nothing, so its "
-                      "hardware FLOPs are its forward pass's model FLOPs: HFU equals MFU")
-
-_LABELS = {"attention_width": "the query width", "kv_width": "the key/value width",
-           "num_experts": "the expert count", "moe_top_k": "the experts per token"}
-
-
-def _label(name: str) -> str:
-    return _LABELS.get(name, "the " + field_label(name))
-
-
-def inference_mfu_parts(job: Any) -> tuple[str, str, str | None]:
-    """The MFU of ``job``'s inference step as (text, how it was counted, warning), or
-    ("–", why not, None): :func:`inference_mfu_figure` without the value."""
-    return inference_mfu_figure(job)[1:]
-
-
-def inference_mfu_figure(job: Any, step_time_s: float | None = None, hardware: Any = None,
-                         parallel: Any = None, dtype: str | None = None
-                         ) -> tuple[float | None, str, str, str | None]:
-    """The MFU of ``job``'s inference step as (value, text, how it was counted, warning),
-    or (None, "–", why not, None). The Overview's card, the job's figures
-    (:func:`perfkit.widgets.summary.job_summary`), ``perfkit info`` and the journal's
-    :func:`perfkit.journal.run_metrics` show this one value.
-
-    ``MFU = F / (step time × tp × pp × peak)`` with ``F`` the forward pass's model FLOPs
-    (:func:`perfkit.calc.inference.inference_forward_flops`, with the attention core where
-    the job's sequence length splits the tokens into whole sequences); the warning is the
-    guard's (:func:`perfkit.guards.check_utilization`) when MFU is above 100 %.
-    ``step_time_s``, ``hardware``, ``parallel`` and ``dtype`` replace the job's own (a
-    slider's step time, a layout tried in a widget); by default the job's.
-    """
-    model = job.partial_model()
-    hw = job.hardware if hardware is None else hardware
-    step = job.step_time_s if step_time_s is None else step_time_s
-    layout = job.parallel if parallel is None else parallel
-    lacks = [_label(n) for n in STEP_FIELDS if model.get(n) is None]
-    tokens = job.observed.get(STEP_TOKENS, (None, ""))[0]
-    if not tokens:
-        lacks.append("the tokens per step")
-    if hw is None:
-        lacks.append("the hardware")
-    if not step:
-        lacks.append("the step time")
-    if lacks:
-        return None, "–", (f"not computed for this inference step: {listed(lacks)} "
-                           f"{plural(len(lacks), 'is', 'are')} not known (see "
-                           f"“{PANEL_TITLE}”)"), None
-    rows = job.observed.get(LOGITS_ROWS, (None, ""))[0]
-    dtype = dtype or job.dtype or hw.default_dtype
-    devices = layout.tp * layout.pp
-    seq = job.seq_length
-    try:
-        flops, sequences = step_forward_flops(model, int(tokens), int(rows or 0), seq)
-        peak = hw.peak(dtype)
-        value = inference_mfu(flops, step, devices, peak)
-    except PerfkitError as exc:
-        return None, "–", f"not computed for this inference step: {exc}", None
-    e, k = model["num_experts"], model["moe_top_k"]
-    experts = f", {k} of the {e} experts per token" if e > 1 else ""
-    logits = (f"logits for {counted(int(rows), 'row')}" if rows else
-              "no logits (no output layer over the vocabulary in the step)")
-    core = (f"the attention scores of {counted(sequences, 'sequence')} of "
-            f"{counted(seq, 'token')} (full {seq} × {seq} scores) are counted" if sequences else
-            "the attention scores are not counted (the trace does not record the "
-            "sequences' context lengths)")
-    note = (f"forward-only model FLOPs of an inference step (no backward pass): "
-            f"{counted(int(tokens), 'token')} through {counted(model['num_layers'], 'layer')}"
-            f" of exact GEMMs{experts}, and {logits}, make {number_text(flops / 1e12)} TFLOP;"
-            f" {core}. MFU divides that by {time_text(step * 1e6)}"
-            f" × {counted(devices, 'device')} (tp × pp) × the {dtype} peak "
-            f"{peak / 1e12:,.0f} TFLOP/s")
-    guard = check_utilization(value, "MFU")
-    warning = guard.warning if guard.warning else None
-    return value, share_text(value, 2), note, warning
 
 
 #: What the training-step figures of an inference step's table say they are.
 _TRAINING_ONLY = ("a training step's figure (forward and backward), not an inference "
                   "figure: ")
+
+
+#: What a packed step's batch row holds (:func:`perfkit.job.inference_mfu.packed_step`).
+_PACKED = "the step's packed tokens (the trace does not split them into sequences)"
 
 
 def inference_summary_rows(rows: list[dict[str, object]], job: Any,
@@ -115,7 +36,9 @@ def inference_summary_rows(rows: list[dict[str, object]], job: Any,
     (:meth:`perfkit.Job.training_step` False): MFU is the forward pass's, the Overview's
     (:func:`inference_mfu_figure`: ``F / (step time × tp × pp × peak)``), HFU the same
     value (no backward pass, no recompute), and the uncalibrated estimates, which model a
-    training step, say so; the throughput no longer says MFU uses it. A figure the guard
+    training step, say so; the throughput no longer says MFU uses it. Where the trace packs
+    the step's tokens (:func:`perfkit.job.inference_mfu.packed_step`) the global batch and
+    samples/s say that a batch row is the step's tokens, not a sequence. A figure the guard
     flags ends in "⚠ not plausible", as the table's other rows do. ``step_time_s``,
     ``hardware``, ``parallel`` and ``dtype``: the table's own (see
     :func:`inference_mfu_figure`)."""
@@ -124,6 +47,7 @@ def inference_summary_rows(rows: list[dict[str, object]], job: Any,
     if warning:
         text = f"{text} ⚠ not plausible"
     v = float("nan") if value is None else value
+    packed = packed_step(job)
     out = []
     for row in rows:
         row = dict(row)
@@ -137,5 +61,9 @@ def inference_summary_rows(rows: list[dict[str, object]], job: Any,
             row["note"] = str(row["note"]).replace(": the figure MFU uses", "")
         elif row["key"] in ("predicted_step_s", "predicted_mfu"):
             row["note"] = _TRAINING_ONLY + str(row["note"])
+        elif row["key"] == "global_batch_size" and packed:
+            row["note"] = f"{row['note']}: one batch row of {_PACKED}"
+        elif row["key"] == "samples_per_s" and packed:
+            row["note"] = f"batch rows per second, one a step: {_PACKED}"
         out.append(row)
     return out

@@ -7,7 +7,7 @@ HFU against the peak, the memory theory against the measured peak, the predicted
 against the measured one) it goes through :mod:`perfkit.guards`: a figure that cannot be
 right carries a warning instead of showing as a plain number. For an inference step
 (:meth:`perfkit.Job.training_step` False) MFU and HFU are the forward pass's, the
-Overview's (:mod:`perfkit.widgets.inference_mfu`), and the training-step estimates say
+Overview's (:mod:`perfkit.job.inference_mfu`), and the training-step estimates say
 they are not inference figures.
 """
 

@@ -20,7 +20,9 @@ Those kernels record no input shapes, so:
   (``_swiGlu_`` / ``_geGlu_`` in its name).
 
 :func:`step_tokens` reads the tokens of one forward step (the rows of most of its matrix
-products) and :func:`logits_rows` the rows the output layer turns into logits (vLLM
+products), :func:`packed_tokens` whether those inputs split them into sequences
+(``(batch, sequence, width)``) or pack them (``(tokens, width)``, as vLLM does), and
+:func:`logits_rows` the rows the output layer turns into logits (vLLM
 computes them for the tokens it samples only, not for every token of a prompt).
 """
 
@@ -36,7 +38,8 @@ import pandas as pd
 from ...format import counted
 from .records import parse_shapes
 
-__all__ = ["FusedMoe", "read_fused_moe", "step_tokens", "logits_rows", "MOE_OPERATOR"]
+__all__ = ["FusedMoe", "read_fused_moe", "step_tokens", "packed_tokens", "logits_rows",
+           "MOE_OPERATOR"]
 
 #: vLLM's fused MoE host operators (``moe_forward``, ``moe_forward_shared``).
 MOE_OPERATOR = re.compile(r"^vllm::moe_forward")
@@ -176,6 +179,22 @@ def step_tokens(ops: pd.DataFrame) -> tuple[int, str] | None:
     (n, hits), = rows.most_common(1)
     return n, (f"{hits} of the {counted(len(linear), 'linear layer')} (aten::linear) take "
                f"{n} rows: {n} tokens per step")
+
+
+def packed_tokens(ops: pd.DataFrame) -> bool | None:
+    """Whether the step's tokens come packed: True where most host ``aten::linear``
+    products of one rank (the lowest) take a 2-D input ``(tokens, width)`` (vLLM packs
+    its requests' tokens together, so the trace shows no split into sequences), False
+    where they take ``(batch, sequence, width)``; None without any."""
+    if ops.empty or "input_shapes" not in ops.columns:
+        return None
+    ops = _rank0(ops)
+    ranks = Counter(len(s[0]) for s in (parse_shapes(t) for t in
+                                        ops.loc[_names(ops) == "aten::linear", "input_shapes"])
+                    if s and s[0])
+    if not ranks:
+        return None
+    return ranks.most_common(1)[0][0] == 2
 
 
 def logits_rows(ops: pd.DataFrame, vocab_rows: int) -> tuple[int, str] | None:

@@ -22,6 +22,12 @@ from ...errors import InvalidArgumentError
 from ...format import bytes_text, sig, time_text
 from ...guards import check_utilization
 from ...job import Job
+from ...job.inference_mfu import (
+    INFERENCE_HFU_NOTE,
+    inference_mfu_figure,
+    inference_step_flops,
+    packed_step,
+)
 from .fields import METRIC_COLUMNS
 
 __all__ = ["run_metrics", "flops_text"]
@@ -70,11 +76,15 @@ def run_metrics(job: Job) -> pd.DataFrame:
       non-causal, exact GEMMs, the peak of the job's dtype on its hardware — the same
       conventions as :func:`perfkit.widgets.summary.metrics_summary`; for an inference
       step (:meth:`perfkit.Job.training_step` False) MFU is the forward pass's, the
-      Overview's (:func:`perfkit.widgets.inference_mfu.inference_mfu_figure`), and HFU
+      Overview's (:func:`perfkit.job.inference_mfu.inference_mfu_figure`), and HFU
       the same value (no backward pass, nothing recomputed);
     * model FLOPs per step ``= model_flops(model, B·s)`` and recompute FLOPs per step
       ``= hardware_flops(model, B·s, recompute) − model_flops(model, B·s)``: theory for
-      the job's model and recompute setting, not a measurement;
+      a training step of the job's model and recompute setting, not a measurement; for an
+      inference step the forward pass its MFU counts
+      (:func:`perfkit.job.inference_mfu.inference_step_flops`) and no recompute;
+    * where the trace packs its tokens (vLLM, :func:`perfkit.job.inference_mfu.
+      packed_step`) ``s`` is the step's tokens and ``B`` one batch row;
     * step time and peak memory are the job's measured values (their sources are in the
       job's evidence).
     """
@@ -88,6 +98,7 @@ def run_metrics(job: Job) -> pd.DataFrame:
     seq = job.seq_length or (model.seq_length if model is not None else None)
     devices = p.world_size
     rows: list[dict[str, Any]] = []
+    packed = packed_step(job)  # the trace packs its tokens: no sequences shown
     step_note = f"{job.detail('step_time_s')} [{job.source('step_time_s')}]"
     if step:
         rows.append(_metric("step_time_s", "step time", step, "s", _seconds(step), step_note))
@@ -98,13 +109,16 @@ def run_metrics(job: Job) -> pd.DataFrame:
                                       f"[{job.source('dp')}]"))
     if gbs:
         rows.append(_metric("global_batch_size", "global batch", gbs, "sequences", f"{gbs}",
-                            f"sequences per step [{job.source('global_batch_size')}]"))
+                            ("batch rows per step (one row of packed tokens)" if packed else
+                             "sequences per step") + f" [{job.source('global_batch_size')}]"))
     else:
         rows.append(_missing("global_batch_size", "global batch", "sequences",
                              job.detail("global_batch_size")))
     if seq:
         rows.append(_metric("seq_length", "sequence length", seq, "tokens", f"{seq}",
-                            f"tokens per sequence [{job.source('seq_length')}]"))
+                            ("the step's tokens, packed: the trace does not split them into "
+                             "sequences" if packed else "tokens per sequence")
+                            + f" [{job.source('seq_length')}]"))
     else:
         rows.append(_missing("seq_length", "sequence length", "tokens",
                              job.detail("seq_length")))
@@ -146,10 +160,8 @@ def _seconds(s: float) -> str:
 
 def _inference_rows(job: Job) -> list[dict[str, Any]]:
     """MFU and HFU of an inference step (:meth:`perfkit.Job.training_step` False): the
-    forward pass's MFU, the Overview's (:func:`perfkit.widgets.inference_mfu.
+    forward pass's MFU, the Overview's (:func:`perfkit.job.inference_mfu.
     inference_mfu_figure`), and HFU the same value (no backward pass, no recompute)."""
-    from ...widgets.inference_mfu import INFERENCE_HFU_NOTE, inference_mfu_figure
-
     value, text, note, warning = inference_mfu_figure(job)
     if value is None:
         return [_metric(k, label, None, "fraction", "–", note)
@@ -211,9 +223,29 @@ def flops_text(flops: float) -> str:
     return f"{sig(flops)} FLOP"
 
 
+def _inference_flops_rows(job: Job, keys: dict[str, str]) -> list[dict[str, Any]]:
+    """The model FLOPs of an inference step (:meth:`perfkit.Job.training_step` False): its
+    forward pass, as its MFU counts it (:func:`perfkit.job.inference_mfu.
+    inference_step_flops`), and no recompute (no backward pass)."""
+    flops = inference_step_flops(job)
+    if flops is None:
+        why = inference_mfu_figure(job)[2].replace("not computed for this inference step: ",
+                                                  "")
+        return [_missing(k, v, "FLOP", why) for k, v in keys.items()]
+    return [
+        _metric("model_flops_per_step", keys["model_flops_per_step"], flops, "FLOP",
+                flops_text(flops), "one forward pass of this inference step (no backward "
+                                   "pass), the FLOPs its MFU counts"),
+        _metric("recompute_flops_per_step", keys["recompute_flops_per_step"], 0.0, "FLOP",
+                flops_text(0.0), "none: " + INFERENCE_HFU_NOTE),
+    ]
+
+
 def _flops_rows(job: Job, gbs: int | None, seq: int | None) -> list[dict[str, Any]]:
     keys = {"model_flops_per_step": "model FLOPs per step (theory)",
             "recompute_flops_per_step": "recompute FLOPs per step (theory)"}
+    if job.training_step() is False:
+        return _inference_flops_rows(job, keys)
     if job.model is None or not gbs or not seq:
         why = "the job has no model" if job.model is None else "the job has no batch"
         return [_missing(k, v, "FLOP", why) for k, v in keys.items()]
@@ -226,11 +258,12 @@ def _flops_rows(job: Job, gbs: int | None, seq: int | None) -> list[dict[str, An
                            selective_core=job.activation_model.recomputes_attention_core) - base
     return [
         _metric("model_flops_per_step", keys["model_flops_per_step"], base, "FLOP",
-                flops_text(base), f"model_flops(model, B·s = {tokens}), "
-                                             "fwd + bwd, non-causal"),
+                flops_text(base), f"a training step's: model_flops(model, B·s = {tokens}), "
+                                  "forward and backward, non-causal"),
         _metric("recompute_flops_per_step", keys["recompute_flops_per_step"], extra, "FLOP",
                 flops_text(extra),
-                f"hardware_flops − model_flops: recompute {p.recompute}, full layers per "
+                f"a training step's: hardware_flops − model_flops: recompute {p.recompute}, "
+                f"full layers per "
                 f"stage {list(full)}{_selective_clause(job, ', ')}"),
     ]
 

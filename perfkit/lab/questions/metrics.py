@@ -60,14 +60,20 @@ class MFU(Question):
             "product including the attention scores, no recompute) and the peak.")
 
     def solve(self, data: StudentData) -> Solution:
+        """The MFU of the student's step, a training step (the lab's simulated job runs
+        forward, backward and optimizer): ``flops_per_token`` counts forward and backward
+        (``3 ×`` the forward pass, :func:`perfkit.flops_per_token`), not an inference
+        step's forward pass (:mod:`perfkit.job.inference_mfu`)."""
         f = data.facts
         per_token = flops_per_token(f.model)
         value = 100 * mfu(f.model, data.tokens_per_s_per_device, f.hardware)
         peak = f.hardware.peak()
         return Solution(
-            prompt="What is the MFU (model FLOPs utilisation) of your job, in %?",
+            prompt="What is the MFU (model FLOPs utilisation) of your job's training step, "
+                   "in %?",
             answer=value, options=None,
-            derivation=f"{sig(per_token / 1e9, 4)} GFLOP/token × "
+            derivation=f"{sig(per_token / 1e9, 4)} GFLOP/token (a training step: forward "
+                       f"and backward, 3 × the forward pass) × "
                        f"{sig(data.tokens_per_s_per_device, 4)} tokens/s / "
                        f"{sig(peak / 1e12, 4)} TFLOP/s = {sig(value, 4)} % "
                        "(perfkit.mfu, exact GEMMs, non-causal attention)",

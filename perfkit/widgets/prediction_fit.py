@@ -1,0 +1,157 @@
+"""The Planner's calibration on the open profile (:func:`fit_job`) and its prediction of a
+layout (:func:`predict_layout`): what :mod:`perfkit.widgets.prediction`'s figures and
+:mod:`perfkit.widgets.prediction_ranking`'s ranking predict with (re-exported from
+:mod:`perfkit.widgets.prediction`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..calc.rates import Rates
+from ..errors import PerfkitError
+from ..format import time_text
+from ..job import Job
+from ..plan import Calibration, Prediction, calibrate, predict
+from ..plan.calibrate import residual_note
+from ..specs import ParallelConfig
+from .planner_words import gradient_sentence, sentence_end, why_not
+
+__all__ = ["PlannerFit", "fit_job", "predict_layout"]
+
+_UNCALIBRATED = ("uncalibrated: perfkit's default rates (published A100 figures), not fitted "
+                 "to this run")
+
+
+@dataclass(frozen=True)
+class PlannerFit:
+    """What the Planner predicts with: a calibration on the open profile (or why not).
+
+    Attributes
+    ----------
+    calibration : Calibration or None
+        From :func:`perfkit.plan.calibrate`; None when nothing could be fitted.
+    prediction : Prediction
+        The profiled layout predicted with it (:func:`perfkit.plan.predict`).
+    source : str
+        ``"profile"`` (operators, links and idle time of the profile), ``"step time"``
+        (the measured step only) or ``"uncalibrated"``.
+    sentence : str
+        What the figures are calibrated on, in words (uncalibrated figures say so).
+    notes : tuple of str
+        The calibration's notes the sentence does not already say (its residual before
+        closing, :func:`perfkit.plan.calibrate.residual_note`, is in the sentence).
+    """
+
+    calibration: Calibration | None
+    prediction: Prediction
+    source: str
+    sentence: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether a calibration supplied the rates."""
+        return self.calibration is not None
+
+    @property
+    def gradient_words(self) -> str:
+        """:func:`gradient_sentence` of a calibration on the profile itself (with a leading
+        space; ``""`` for the other fits, whose reduction the profile did not inform):
+        what the Planner and the Recompute tab both say about the gradients' size."""
+        if self.source != "profile" or self.calibration is None:
+            return ""
+        return gradient_sentence(self.calibration)
+
+
+def fit_job(profile: Any, job: Job) -> PlannerFit:
+    """Calibrate on the open profile for the job on show, falling back as little as needed.
+
+    First :func:`perfkit.plan.calibrate` on the profile itself with the job's model, layout
+    and hardware (the user's fields win); when the profile cannot be fitted (no step
+    breakdown, no device operators) on the job's measured step time; with neither, the
+    default rates, said in :attr:`PlannerFit.sentence`. Every path counts static memory
+    with the job's scheme (:attr:`perfkit.Job.static_scheme`; :func:`scheme_sentence`
+    says which), and the step-time path keeps the job's activations too, as the others.
+
+    A profile that runs no backward pass (:meth:`perfkit.Job.training_step` False: an
+    inference or evaluation step) measures a forward pass, and the model predicts a
+    training step (forward, backward, optimizer): the calibration's residual is then what
+    the profile does not run, not the model's error, so the prediction's band leaves it
+    out (it would reach from 0 to more than twice the step) and counts the compute part
+    at perfkit's default uncertainty instead of the measured one (the backward's speed
+    is not measured): :data:`perfkit.plan.predict.DEFAULT_SIGMA`.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    job : perfkit.Job
+        Complete (``job.missing()`` empty).
+
+    Returns
+    -------
+    PlannerFit
+    """
+    why = ""
+    try:
+        cal = calibrate(profile, job.model, job.parallel, job.hardware,
+                        static_scheme=job.static_scheme)
+    except PerfkitError as exc:
+        why = why_not(exc)
+    else:
+        measured = ", ".join(sorted(cal.measured - {"compute", "overhead"}))
+        links = (f", link efficiency of its {measured} traffic from its transfers"
+                 if measured else ", links at perfkit's defaults (no transfers measured)")
+        forward_only = job.training_step() is False
+        gap = residual_note(cal.residual)
+        sentence = ("Calibrated on this profile: kernel speeds from its operators, idle time "
+                    f"from its steps{links}. Before any closing, the fitted model is "
+                    f"{cal.residual:+.1%} off the measured step"
+                    + (": the run does something the model does not (see the parts)."
+                       if gap and not forward_only else "."))
+        sentence += gradient_sentence(cal)
+        notes = tuple(n for n in cal.notes if n != gap)
+        if forward_only:
+            sentence += (" The profile runs no backward pass: it measures a forward pass and "
+                         "the model predicts a training step (forward, backward, optimizer), "
+                         "so that gap is what the profile does not run, not the model's "
+                         "error; the band leaves it out and counts the compute at perfkit's "
+                         "default uncertainty (the backward's speed is not measured).")
+            cal = dataclasses.replace(cal, residual=0.0, measured=cal.measured - {"compute"})
+        return PlannerFit(cal, predict(cal), "profile", sentence, notes)
+    step = job.step_time_s
+    if step and math.isfinite(step) and step > 0:
+        try:
+            cal = calibrate(float(step), job.model, job.parallel, job.hardware,
+                            activation_model=job.activation_model, rates=Rates(
+                                gradient_bytes=job.gradient_bytes),
+                            static_scheme=job.static_scheme, dtype=job.dtype)
+        except PerfkitError as exc:  # pragma: no cover - a complete job calibrates
+            why = f"{why}; {exc}"
+        else:
+            sentence = (f"Calibrated on the measured step time only ({time_text(step * 1e6)}"
+                        f"): every compute rate scaled by one factor, links and idle time at "
+                        f"perfkit's defaults. The profile itself could not be fitted: "
+                        f"{sentence_end(why)}")
+            return PlannerFit(cal, predict(cal), "step time", sentence, cal.notes)
+    pred = predict_layout(None, job, job.parallel)
+    return PlannerFit(None, pred, "uncalibrated",
+                      f"Not calibrated: {_UNCALIBRATED}. {sentence_end(why)}".strip())
+
+
+def predict_layout(fit: PlannerFit | None, job: Job, parallel: ParallelConfig) -> Prediction:
+    """Another layout of the job predicted by the fit's model: its calibration
+    (:func:`perfkit.plan.predict`), or, uncalibrated, the default rates with the job's
+    activation accounting, static-memory convention, type and gradients' size
+    (:attr:`perfkit.Job.gradient_bytes`), as :func:`fit_job` predicts the profiled layout
+    and the Memory tab counts its memory. With ``parallel = job.parallel`` this is
+    :attr:`PlannerFit.prediction`.
+    """
+    if fit is not None and fit.calibration is not None:
+        return predict(fit.calibration, parallel=parallel)
+    return predict(None, job.model, parallel, job.hardware, dtype=job.dtype,
+                   activation_model=job.activation_model, static_scheme=job.static_scheme,
+                   overrides={"gradient_bytes": job.gradient_bytes})
