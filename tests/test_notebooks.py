@@ -224,14 +224,14 @@ def test_notebook_runs_on_every_kind(path: Path, kind: str, grammar: Any,
 
 
 @pytest.mark.notebooks
-def test_injection_overrides_the_default(tmp_path: Path) -> None:
+def test_injection_overrides_the_default(tmp_path: Path, warm_kernel: WarmKernel) -> None:
     nb = nbformat.v4.new_notebook()
     first = nbformat.v4.new_code_cell("PROFILE = 'default'")
     first.metadata["tags"] = ["parameters"]
     nb.cells = [first, nbformat.v4.new_code_cell("print(PROFILE)")]
     path = tmp_path / "probe.ipynb"
     nbformat.write(nb, path)
-    done, _ = execute(path, {"PROFILE": "other"})
+    done, _ = execute(path, {"PROFILE": "other"}, kernel=warm_kernel)
     assert done.cells[-1].outputs[0]["text"].strip() == "other"
 
 
