@@ -10,17 +10,25 @@ does it: a cell tagged ``injected-parameters`` inserted right after the cell tag
 A section that needs a field the profile does not give (a CPU run names no hardware)
 says so and is skipped: a run must finish in under 60 s without an error output. Stored
 notebooks must have no outputs and a parameters cell first.
+
+Each notebook runs as stored in a fresh kernel, as a reader first opens it (its time
+includes the kernel's start and the first cell's imports); its runs on the other kinds of
+profile, which test its code on those profiles, share one kernel per test process,
+cleared between notebooks (``tests/notebook_kernel.py``): a fresh kernel for each would
+cost about 4 s of CPU more, 33 times.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from notebook_kernel import WarmKernel
 
 from perfkit import report
 
@@ -98,20 +106,35 @@ def inject_parameters(nb: nbformat.NotebookNode, values: dict[str, Any]) -> None
     report.inject_parameters(nb, values)
 
 
-def execute(path: Path, values: dict[str, Any] | None = None) -> tuple[Any, float]:
+def execute(path: Path, values: dict[str, Any] | None = None,
+            kernel: WarmKernel | None = None) -> tuple[Any, float]:
     """Run a notebook in its folder; returns the executed notebook and the seconds taken.
 
     The kernel is this interpreter's (:func:`perfkit.report.notebook_client`), as for
-    ``perfkit report``; nbclient's own errors (with the cell's traceback) propagate.
+    ``perfkit report``: a fresh one, or ``kernel`` (already started, cleared first);
+    nbclient's own errors (with the cell's traceback) propagate.
     """
     nb = _read(path)
     if values:
         inject_parameters(nb, values)
-    client = report.notebook_client(nb, cwd=path.parent, timeout=int(TIME_LIMIT_S * 2),
-                                   transport="ipc")  # no port race between test workers
     start = time.perf_counter()
-    client.execute()
+    if kernel is not None:
+        kernel.execute(nb, cwd=path.parent, timeout=int(TIME_LIMIT_S * 2))
+    else:
+        client = report.notebook_client(nb, cwd=path.parent, timeout=int(TIME_LIMIT_S * 2),
+                                       transport="ipc")  # no port race between test workers
+        client.execute()
     return nb, time.perf_counter() - start
+
+
+@pytest.fixture(scope="session")
+def warm_kernel() -> Iterator[WarmKernel]:
+    """One kernel for this test process's runs of the notebooks on other profiles."""
+    kernel = WarmKernel()
+    try:
+        yield kernel
+    finally:
+        kernel.close()
 
 
 def _check_outputs(nb: nbformat.NotebookNode, name: str, grammar: Any = None) -> None:
@@ -188,11 +211,12 @@ def test_notebook_runs_on_bundled_data(path: Path) -> None:
 @pytest.mark.notebooks
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("path", GUIDED, ids=_ids(GUIDED))
-def test_notebook_runs_on_every_kind(path: Path, kind: str, grammar: Any) -> None:
+def test_notebook_runs_on_every_kind(path: Path, kind: str, grammar: Any,
+                                    warm_kernel: WarmKernel) -> None:
     values = kind_parameters(path, KINDS[kind])
     default = _read(path).cells[0].source
     assert "PROFILE" in values and repr(values["PROFILE"]) not in default
-    nb, seconds = execute(path, values)
+    nb, seconds = execute(path, values, kernel=warm_kernel)
     _check_outputs(nb, f"{path.name} on {kind}", grammar)
     injected = nb.cells[1]
     assert "injected-parameters" in injected.metadata["tags"]
@@ -200,12 +224,29 @@ def test_notebook_runs_on_every_kind(path: Path, kind: str, grammar: Any) -> Non
 
 
 @pytest.mark.notebooks
-def test_injection_overrides_the_default(tmp_path: Path) -> None:
+def test_injection_overrides_the_default(tmp_path: Path, warm_kernel: WarmKernel) -> None:
     nb = nbformat.v4.new_notebook()
     first = nbformat.v4.new_code_cell("PROFILE = 'default'")
     first.metadata["tags"] = ["parameters"]
     nb.cells = [first, nbformat.v4.new_code_cell("print(PROFILE)")]
     path = tmp_path / "probe.ipynb"
     nbformat.write(nb, path)
-    done, _ = execute(path, {"PROFILE": "other"})
+    done, _ = execute(path, {"PROFILE": "other"}, kernel=warm_kernel)
     assert done.cells[-1].outputs[0]["text"].strip() == "other"
+
+
+@pytest.mark.notebooks
+def test_the_shared_kernel_forgets_the_previous_notebook(tmp_path: Path,
+                                                        warm_kernel: WarmKernel) -> None:
+    """A notebook run in the shared kernel sees none of the names the one before defined
+    and runs in its own folder, as in a fresh kernel."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, source in ((first, "PROFILE = 'left over'\nimport os\nprint(os.getcwd())"),
+                           (second, "import os\nprint('PROFILE' in dir(), os.getcwd())")):
+        folder.mkdir()
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]),
+                       folder / "probe.ipynb")
+    done, _ = execute(first / "probe.ipynb", kernel=warm_kernel)
+    assert done.cells[0].outputs[0]["text"].strip() == str(first)
+    done, _ = execute(second / "probe.ipynb", kernel=warm_kernel)
+    assert done.cells[0].outputs[0]["text"].strip() == f"False {second}"
