@@ -12,7 +12,7 @@ reader knows what to check.
 
 The thresholds are parameters (module constants are their defaults): a 2× memory gap is
 far beyond allocator fragmentation and workspaces (tens of percent in the seed's
-examples), a 3× step gap beyond any efficiency assumption of the first-order estimate.
+examples), a 3× step gap beyond any efficiency assumption of an uncalibrated estimate.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def check_step(predicted_s: float, measured_s: float | None, job: Any = None,
     Parameters
     ----------
     predicted_s : float
-        From :func:`perfkit.estimate_step`.
+        From :func:`perfkit.plan.predict` (or :func:`perfkit.estimate_step`).
     measured_s : float or None
         The measured step (None: nothing to compare with).
     job : perfkit.Job, optional

@@ -35,7 +35,8 @@ def test_summary_equals_direct_calculator_calls(summary: pd.Series) -> None:
     hw = pk.Hardware.preset(HARDWARE)
     gbs, seq, devices = PARALLEL.global_batch_size, model.seq_length, PARALLEL.world_size
     tps = pk.tokens_per_second_per_device(gbs, seq, STEP_S, devices)
-    est = pk.estimate_step(model, PARALLEL, hw)
+    # the uncalibrated step model, the one the strategy search and the Planner use
+    est = pk.plan.predict(None, model, PARALLEL, hw)
     expected = {
         "devices": devices,
         "global_batch_size": gbs,

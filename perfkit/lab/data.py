@@ -228,13 +228,15 @@ class StudentData:
     # ---- calculators and the planner -----------------------------------------------------
     @cached_property
     def plan(self) -> pd.DataFrame:
-        """:func:`perfkit.plan.search` for the student's planning job."""
+        """:func:`perfkit.plan.search`'s first-order model for the student's planning job
+        (the first approximation the lab teaches: the step at the student's measured
+        matrix efficiency)."""
         from ..plan import search
 
         job = self.setup.planner
         return search(ModelSpec.preset(job.preset), Hardware.preset(job.hardware),
                       job.num_devices, job.global_batch_size, space=job.space(),
-                      efficiency=job.efficiency)
+                      step_model="first-order", efficiency=job.efficiency)
 
 
 def finite(value: float) -> bool:

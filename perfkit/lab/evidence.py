@@ -24,11 +24,21 @@ from ..io.ir import load_ir
 from ..specs import Hardware, ModelSpec
 from .ir import IR_FILE
 
-__all__ = ["Evidence", "VIEWS", "STEP_COLUMNS", "PLANNER_ROWS"]
+__all__ = ["Evidence", "VIEWS", "STEP_COLUMNS", "PLANNER_ROWS", "FIRST_ORDER_WORDS"]
 
 #: The views of a student app, in the order of the cycle, with their titles.
 #: Layouts the planner's table shows (the step question's tolerance depends on them).
 PLANNER_ROWS = 8
+
+#: What the lab's planner is, on its page: the first-order model
+#: (:func:`perfkit.calc.estimate_step`'s terms at 80 % link efficiency, no overlap), named
+#: as the first approximation it is, apart from the step model the dashboard ranks with.
+FIRST_ORDER_WORDS = (
+    "This planner is the first-order model, a first approximation: every matrix product at "
+    "the one efficiency you give it, every link at 80 % of its bandwidth, no overlap. The "
+    "dashboard's Planner tab and perfkit.plan.search by default use the step model instead "
+    "(each kernel priced by its size, calibrated on a profile where there is one), so they "
+    "give the same layout a different step.")
 
 VIEWS = {
     "brief": "Your job and your tasks",
@@ -201,14 +211,16 @@ class Evidence:
         return pats, layers
 
     def planner(self, efficiency: float, n: int = PLANNER_ROWS) -> pd.DataFrame:
-        """The ``n`` best layouts :func:`perfkit.plan.search` finds for the planning job
-        at a matrix efficiency of ``efficiency``."""
+        """The ``n`` best layouts :func:`perfkit.plan.search`'s first-order model finds for
+        the planning job at a matrix efficiency of ``efficiency`` (what the lab teaches; the
+        dashboard's Planner ranks with the step model)."""
         from ..plan import SearchSpace, search
 
         job = self.brief["planner"]
         plan = search(ModelSpec.preset(job["preset"]), Hardware.preset(job["hardware"]),
                       job["num_devices"], job["global_batch_size"],
-                      space=SearchSpace(**job["space"]), efficiency=efficiency)
+                      space=SearchSpace(**job["space"]), step_model="first-order",
+                      efficiency=efficiency)
         out = plan.head(n)
         return pd.DataFrame({
             "rank": out["rank"], "dp": out["dp"], "tp": out["tp"], "pp": out["pp"],

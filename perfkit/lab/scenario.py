@@ -207,7 +207,8 @@ class PlannerJob:
 
     The search is restricted to plain layouts (:meth:`space`): tensor, pipeline and data
     parallelism with one micro-batch size, the optimizer sharded over data parallelism,
-    selective or full recompute; the step model runs at the student's measured matrix
+    selective or full recompute; the search's first-order model (``step_model=
+    "first-order"``, the lab's first approximation) runs at the student's measured matrix
     efficiency.
     """
 

@@ -3,9 +3,10 @@ numpy over all candidates at once (tests check that every row equals ``estimate_
 the same configuration).
 
 One efficiency for every GEMM, one for every link, each group's overlap a fixed share.
-:func:`perfkit.plan.search` uses it when it is given neither a calibration nor rates; the
-Planner tab ranks with the step model (:mod:`perfkit.plan.search_step`) instead, the one
-its prediction uses.
+:func:`perfkit.plan.search` uses it with ``step_model="first-order"`` only, the first
+approximation the lab teaches; by default the search, the Planner tab and the job's figures
+all time a layout with the step model (:mod:`perfkit.plan.search_step`), the one
+:func:`perfkit.plan.predict` uses.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ once, with the band of :func:`perfkit.plan.predict`.
 It is the model :func:`perfkit.plan.predict` runs for one layout (the one checked against
 published measurements: :mod:`perfkit.plan.published`), at a calibration's fitted rates or
 at given ones (``Rates()``: perfkit's default rates, what an uncalibrated prediction
-uses), so each row's step time, parts, band and memory are what ``predict`` gives for the
-same layout with the same rates, type and conventions (tests/plan/test_search.py,
+uses, and :func:`perfkit.plan.search`'s default), so each row's step time, parts, band and
+memory are what ``predict`` gives for the same layout with the same rates, type and
+conventions (tests/plan/test_search_step_model.py,
 tests/test_planner_ranking_prediction.py). Per-layer kernel times are computed once per
 distinct (micro-batch, tp, SP, cp, ep, expert_tp) inside ``step_times``; the rest is numpy
 over all candidates.

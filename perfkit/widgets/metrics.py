@@ -2,7 +2,8 @@
 
 Pick a model and a device, describe the split and the measured step time, and read back
 throughput (per device and the seed's per-DP figure), MFU and HFU, static and activation
-memory, the pipeline bubble and a first-order predicted step time, with a memory chart.
+memory, the pipeline bubble and the uncalibrated predicted step time (the planner's step
+model at perfkit's default rates), with a memory chart.
 Given a :class:`~perfkit.job.Job` (``metrics_panel(job=...)``) it starts from the job a
 profile recorded — its model, device, split and measured step — and says so; without one
 it is a what-if calculator on the presets and says that. The numbers come from

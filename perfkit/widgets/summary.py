@@ -19,7 +19,6 @@ from ..calc import (
     ActivationModel,
     activation_memory,
     bubble_fraction,
-    estimate_step,
     hfu,
     mfu,
     samples_per_second,
@@ -33,6 +32,7 @@ from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
 from ..job import Job
 from ..job.unknowns import unknown_line
+from ..plan import Prediction, predict
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .inference_mfu import inference_summary_rows
 from .static_words import static_note
@@ -42,9 +42,6 @@ __all__ = ["SUMMARY_COLUMNS", "resolve_model", "resolve_hardware", "metrics_summ
 
 SUMMARY_COLUMNS = ("key", "metric", "value", "unit", "text", "note", "warning")
 GIB = 2**30
-#: Assumptions handed to :func:`~perfkit.calc.step.estimate_step` (its defaults, made explicit).
-ESTIMATE_EFFICIENCY = 0.5
-ESTIMATE_COMM_EFFICIENCY = 0.8
 
 
 def resolve_model(model: ModelSpec | str) -> ModelSpec:
@@ -151,8 +148,11 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     Megatron-LM one ``6N + 12N/d``); activation memory is the peak pipeline
     stage (Korthikanti et al. 2022, Table 2, or tensor by tensor without the attention
     scores when the job ran a fused attention kernel); the bubble is relative to the ideal compute
-    time; the predicted step comes from :func:`~perfkit.calc.step.estimate_step` with its
-    default assumptions.
+    time; the predicted step is :func:`perfkit.plan.predict`'s step model at perfkit's default
+    rates (uncalibrated) with the rows' activation accounting, static-memory scheme, type and
+    gradients' size: the model :func:`perfkit.plan.search` ranks with by default and the
+    Planner tab predicts with uncalibrated, so a layout reads the same predicted step there
+    (:func:`perfkit.widgets.prediction.predict_layout`).
     """
     model = resolve_model(model)
     hardware = resolve_hardware(hardware)
@@ -185,13 +185,10 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
                            gradient_bytes=grads)
     act = activation_memory(model, parallel, activation_model=activation_model)
     bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
-    # the estimate counts the run's bytes as the rows above do (its peak where the device
-    # has one for the run's type, else ``dtype``'s)
-    estimate = estimate_step(model, parallel, hardware, efficiency=ESTIMATE_EFFICIENCY,
-                             comm_efficiency=ESTIMATE_COMM_EFFICIENCY,
-                             dtype=run_dtype if run_dtype in hardware.peak_flops else dtype,
-                             static_scheme=scheme, selective_mode="strict", causal=False,
-                             activation_model=activation_model, gradient_bytes=grads)
+    # the prediction counts the run's bytes as the rows above do (its peak where the device
+    # has one for the run's type, else the default peak: plan.run_types)
+    estimate = predict(None, model, parallel, hardware, dtype=run_dtype, activation_model=am,
+                       static_scheme=scheme, overrides={"gradient_bytes": grads})
 
     static_gib = static.total_bytes / GIB
     act_gib = act.total_bytes / GIB
@@ -251,14 +248,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"{parallel.num_micro_batches}), relative to ideal compute time",
              _placeholder_pp(bubble, job)),
         _row("predicted_step_s", "uncalibrated step estimate", estimate.step_s, "s",
-             time_text(estimate.step_s * 1e6),
-             "estimate_step, not calibrated on this run (the Planner and "
-             "perfkit.plan.calibrate fit it): compute "
-             f"{time_text(estimate.compute_s * 1e6, 's')} + bubble "
-             f"{time_text(estimate.bubble_s * 1e6, 's')} + exposed communication "
-             f"{time_text(estimate.exposed_comm_s * 1e6, 's')}; compute at "
-             f"{ESTIMATE_EFFICIENCY:.0%} of peak, links at {ESTIMATE_COMM_EFFICIENCY:.0%}, "
-             f"no overlap; measured {time_text(step * 1e6)}", g_step),
+             time_text(estimate.step_s * 1e6), _estimate_note(estimate, step), g_step),
         _row("predicted_mfu", "uncalibrated MFU estimate", estimate.mfu, "fraction",
              share_text(estimate.mfu), "MFU at the uncalibrated step estimate", g_pmfu),
     ]
@@ -266,6 +256,22 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         rows = inference_summary_rows(rows, job, step, hardware, parallel, dtype_name)
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
+
+
+def _estimate_note(pred: Prediction, measured_s: float) -> str:
+    """The uncalibrated prediction's parts, as :func:`perfkit.plan.predict` sums them:
+    compute (with recompute and the optimizer) + bubble + exposed communication + idle."""
+    parts = pred.parts
+    compute = parts["compute"] + parts["recompute"] + parts["optimizer"]
+    exposed = sum(parts[name] for name in ("tp_comm", "cp_comm", "ep_comm", "pp_comm",
+                                           "dp_comm"))
+    return ("perfkit.plan.predict at perfkit's default rates (published A100 figures), the "
+            "model the strategy search ranks with, not calibrated on this run (the Planner "
+            "and perfkit.plan.calibrate fit it): compute "
+            f"{time_text(compute * 1e6, 's')} + bubble "
+            f"{time_text(parts['bubble'] * 1e6, 's')} + exposed communication "
+            f"{time_text(exposed * 1e6, 's')} + idle "
+            f"{time_text(parts['overhead'] * 1e6, 's')}; measured {time_text(measured_s * 1e6)}")
 
 
 def _placeholder_pp(bubble: float, job: Job | None) -> Guarded | None:

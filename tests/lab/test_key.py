@@ -304,7 +304,7 @@ def _derive(student: Path, settings: dict[str, Any], entry: dict[str, Any],
         rows = pk.plan.search(model, pk.Hardware.preset(plan["hardware"]),
                               plan["num_devices"], plan["global_batch_size"],
                               space=pk.plan.SearchSpace(**plan["space"]),
-                              efficiency=plan["efficiency"])
+                              step_model="first-order", efficiency=plan["efficiency"])
         top = rows.iloc[0]
         parallel = pk.ParallelConfig(dp=int(top["dp"]), tp=int(top["tp"]), pp=int(top["pp"]),
                                      num_micro_batches=int(top["num_micro_batches"]),

@@ -106,7 +106,7 @@ def _planner_rows(job: dict[str, Any]) -> list[dict[str, float]]:
     plan = pk.plan.search(pk.ModelSpec.preset(job["preset"]),
                           pk.Hardware.preset(job["hardware"]), job["num_devices"],
                           job["global_batch_size"], space=SearchSpace(**job["space"]),
-                          efficiency=job["efficiency"])
+                          step_model="first-order", efficiency=job["efficiency"])
     return plan.head(8)[["step_s", "compute_s", "bubble_s", "exposed_comm_s", "pp",
                          "num_micro_batches"]].to_dict("records")
 

@@ -1,4 +1,6 @@
-"""Strategy search: same numbers as estimate_step, valid rows, the seed's ranking."""
+"""Strategy search with ``step_model="first-order"``: same numbers as estimate_step, valid
+rows, the seed's ranking; and the default, which is predict's step model
+(tests/plan/test_search_step_model.py checks its rows)."""
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ def llama13b_search():
     hw = pk.Hardware.preset("ascend-910b")
     am = pk.ActivationModel.mindformers()
     frame = plan.search(model, hw, 16, 1024, memory_limit=57.2 * 2**30, activation_model=am,
-                        include_rejected=True)
+                        include_rejected=True, step_model="first-order")
     return model, hw, am, frame
 
 
@@ -108,7 +110,7 @@ def mixtral_search():
     hw = pk.Hardware.preset("h100")
     space = plan.SearchSpace(expert_tp=(None, 1), micro_batch_size=(1, 2))
     frame = plan.search(mx, hw, 64, 256, space=space, include_rejected=True, ep_overlap=0.5,
-                        cp_overlap=0.25)
+                        cp_overlap=0.25, step_model="first-order")
     return mx, hw, frame
 
 
@@ -136,7 +138,7 @@ def test_dense_first_moe_rows_equal_estimate_step():
     space = plan.SearchSpace(expert_tp=(None, 1), micro_batch_size=(1,), cp=(1, 2),
                              full_layer_fractions=(0.5,))
     frame = plan.search(m, hw, 64, 64, space=space, include_rejected=True,
-                        static_scheme="megatron")
+                        static_scheme="megatron", step_model="first-order")
     rng = np.random.default_rng(3)
     for i in rng.choice(len(frame), 30, replace=False):
         row = frame.iloc[i]
@@ -152,7 +154,8 @@ def test_fp32_rows_equal_estimate_step():
     model = pk.ModelSpec.preset("llama2-7b")
     hw = pk.Hardware.preset("a100")
     space = plan.SearchSpace(pp=(1, 2), vpp=(1,), micro_batch_size=(1,), cp=(1,))
-    frame = plan.search(model, hw, 8, 64, space=space, include_rejected=True, dtype="fp32")
+    frame = plan.search(model, hw, 8, 64, space=space, include_rejected=True, dtype="fp32",
+                        step_model="first-order")
     for _, row in frame.head(12).iterrows():
         par = plan.to_parallel_config(row)
         est = pk.estimate_step(model, par, hw, dtype="fp32")
@@ -167,7 +170,7 @@ def test_activation_conventions_reach_the_search():
     hw = pk.Hardware.preset("a100")
     space = plan.SearchSpace(pp=(1, 2), vpp=(1,), micro_batch_size=(1,), cp=(1,))
     frame = plan.search(model, hw, 8, 64, space=space, include_rejected=True,
-                        activation_convention="megatron")
+                        activation_convention="megatron", step_model="first-order")
     for _, row in frame.head(10).iterrows():
         est = pk.estimate_step(model, plan.to_parallel_config(row), hw,
                                activation_convention="megatron")
@@ -220,6 +223,20 @@ def test_search_bad_input():
     with pytest.raises(pk.InvalidArgumentError, match="no valid configuration"):
         plan.search(model, hw, 3, 64)  # dp = 3 cannot split 64 sequences
     with pytest.raises(pk.InvalidArgumentError, match="efficiency"):
-        plan.search(model, hw, 8, 64, efficiency=0)
+        plan.search(model, hw, 8, 64, efficiency=0, step_model="first-order")
     with pytest.raises(pk.InvalidArgumentError, match="optimizer_shard"):
         plan.search(model, hw, 8, 64, space=plan.SearchSpace(optimizer_shard=("half",)))
+
+
+def test_first_order_terms_belong_to_the_first_order_model():
+    """An efficiency given to the default (step) model would be ignored: it is refused,
+    naming the model it belongs to; and a calibration or rates to the first-order one."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("a100")
+    for term in ("efficiency", "comm_efficiency", "tp_overlap", "overhead_s"):
+        with pytest.raises(pk.InvalidArgumentError, match=f"^{term}: .*first-order"):
+            plan.search(model, hw, 8, 64, **{term: 0.5})
+    with pytest.raises(pk.InvalidArgumentError, match="^rates: .*first-order"):
+        plan.search(model, hw, 8, 64, step_model="first-order", rates=pk.Rates())
+    with pytest.raises(pk.InvalidArgumentError, match="step_model"):
+        plan.search(model, hw, 8, 64, step_model="roofline")

@@ -1,5 +1,6 @@
-"""search ranks with predict's step model wherever it is given rates: uncalibrated at
-perfkit's default rates (``rates=Rates()``), or at a calibration's, and each row is then
+"""search ranks with predict's step model: by default (given neither rates nor a
+calibration) and at ``rates=Rates()`` at perfkit's default rates, or at a calibration's, and
+each row is then
 what :func:`perfkit.plan.predict` gives for the same layout — its step, band, memory and
 MFU — including a run type the hardware has no peak for and a calibration on an fp8 run
 searched without ``dtype`` (its peak is the calibrating run's, as predict takes it)."""
@@ -49,6 +50,23 @@ def test_uncalibrated_moe_rows_equal_predict():
                         space=plan.SearchSpace(expert_tp=(None, 1)))
     _check_rows(frame, lambda par: plan.predict(None, mixtral, par, H100), 8,
                 np.random.default_rng(2))
+
+
+@pytest.mark.parametrize("gradient_bytes", [None, 4.0])
+def test_the_default_search_is_predicts_uncalibrated_model(gradient_bytes):
+    """Given neither rates nor a calibration, every row is ``predict(None, ...)`` of its
+    layout (the step model at perfkit's default rates), as on the Planner tab: not
+    estimate_step's first-order model, which prices the same layout differently."""
+    am = pk.ActivationModel.mindformers()
+    frame = plan.search(LLAMA, NPU, 16, 256, activation_model=am, static_scheme="megatron",
+                        include_rejected=True, gradient_bytes=gradient_bytes)
+    _check_rows(frame, lambda par: plan.predict(
+        None, LLAMA, par, NPU, activation_model=am, static_scheme="megatron",
+        overrides={"gradient_bytes": gradient_bytes}), 12, np.random.default_rng(4))
+    row = frame.iloc[0]
+    first_order = pk.estimate_step(LLAMA, plan.to_parallel_config(row), NPU,
+                                   activation_model=am, static_scheme="megatron")
+    assert abs(row["step_s"] / first_order.step_s - 1) > 0.01  # two models, told apart
 
 
 def test_a_calibration_on_an_fp8_run_searched_without_dtype_is_priced_as_predict():

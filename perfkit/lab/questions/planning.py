@@ -19,9 +19,10 @@ class PlannerLayout(Question):
     kind = "choice"
     guide = "02_parallel_strategy"
     evidence = ("brief", "planner")
-    hint = ("Run the planner (perfkit.plan.search) with the job of the brief: the model, "
-            "the devices, the global batch, the search space given and your job's "
-            "measured matrix efficiency (not the default).")
+    hint = ("Run the planner's first-order model (perfkit.plan.search with "
+            "step_model='first-order') with the job of the brief: the model, the devices, the "
+            "global batch, the search space given and your job's measured matrix efficiency "
+            "(not the default).")
 
     def solve(self, data: StudentData) -> Solution:
         plan = data.plan
@@ -33,7 +34,8 @@ class PlannerLayout(Question):
                    f"devices with a global batch of {job.global_batch_size} sequences. "
                    "Which layout does the planner recommend?",
             answer=labels[0], options=_shuffled(labels, data.setup, 11),
-            derivation=f"perfkit.plan.search(efficiency={job.efficiency}, restricted space) "
+            derivation=f"perfkit.plan.search(step_model='first-order', "
+                       f"efficiency={job.efficiency}, restricted space) "
                        f"rank 1: {labels[0]}, step {sig(float(top['step_s']), 4)} s",
             explanation=f"{labels[0]}: {sig(float(top['step_s']), 3)} s per step, "
                         f"{sig(float(top['memory_bytes']) / GIB, 3)} GiB per device. "
@@ -54,8 +56,8 @@ class PlannerStep(Question):
                        "significant digits, in the planner table's unit or in seconds")
     guide = "02_parallel_strategy"
     evidence = ("brief", "planner")
-    hint = ("Read the predicted step of the planner's first row; it comes from the step "
-            "model at the efficiency you give it, so use your job's.")
+    hint = ("Read the predicted step of the planner's first row; it comes from the "
+            "first-order model at the efficiency you give it, so use your job's.")
 
     def solve(self, data: StudentData) -> Solution:
         """Rank 1's ``step_s``: compute + bubble + exposed communication.
@@ -87,7 +89,8 @@ class PlannerStep(Question):
             prompt="What step time, in seconds, does the planner predict for the layout it "
                    "recommends?",
             answer=value, options=None,
-            derivation=f"perfkit.plan.search rank 1 step_s = {sig(value, 4)} s (compute "
+            derivation=f"perfkit.plan.search(step_model='first-order') rank 1 step_s = "
+                       f"{sig(value, 4)} s (compute "
                        f"{sig(compute, 4)} + bubble {sig(bubble, 4)} + exposed comm "
                        f"{sig(exposed, 4)}) ± {sig(tol, 2)} s (the table's {SHOWN_DIGITS} "
                        f"significant digits). {verdicts[0].upper()}{verdicts[1:]}.",

@@ -30,9 +30,9 @@ from .base import Context, JobTab, heading, html_widget, no_job_note
 
 __all__ = ["PlannerTab"]
 
-#: Rows of the job's figures the Planner leaves out: the first-order estimate, which the
-#: calibrated prediction above replaces.
-_FIRST_ORDER = ("predicted_step_s", "predicted_mfu")
+#: Rows of the job's figures the Planner leaves out: the uncalibrated prediction, which the
+#: Planner's own prediction above replaces (the same figure when it has no calibration).
+_UNCALIBRATED_ROWS = ("predicted_step_s", "predicted_mfu")
 
 _BEST_HEADERS = {"rank": "rank", "changes": "what changes from the profiled job",
                  "step_band": "predicted step (band)",
@@ -103,7 +103,7 @@ class PlannerTab(JobTab):
         self.fit = fit_job(profile, job)
         self.comparison = measured_against_predicted(profile, self.fit)
         summary = job_summary(job)
-        summary = summary[~summary["key"].isin(_FIRST_ORDER)]
+        summary = summary[~summary["key"].isin(_UNCALIBRATED_ROWS)]
         self.search()
         return [
             heading("The profiled layout: measured against predicted"),
