@@ -50,6 +50,8 @@ _HOME: dict[str, str | None] = {
     "job_summary": "summary",
     "memory_breakdown": "summary",
     "metrics_summary": "summary",
+    "StartingStep": "what_if",
+    "starting_step": "what_if",
 }
 
 __all__ = sorted(_HOME)
@@ -92,3 +94,4 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         step_time_explorer,
     )
     from .summary import job_figures, job_summary, memory_breakdown, metrics_summary  # noqa: F401
+    from .what_if import StartingStep, starting_step  # noqa: F401

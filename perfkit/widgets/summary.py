@@ -258,7 +258,7 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
              f"{time_text(estimate.bubble_s * 1e6, 's')} + exposed communication "
              f"{time_text(estimate.exposed_comm_s * 1e6, 's')}; compute at "
              f"{ESTIMATE_EFFICIENCY:.0%} of peak, links at {ESTIMATE_COMM_EFFICIENCY:.0%}, "
-             f"no overlap; measured {time_text(step * 1e6)}", g_step),
+             f"no overlap; the step time the figures above use: {time_text(step * 1e6)}", g_step),
         _row("predicted_mfu", "uncalibrated MFU estimate", estimate.mfu, "fraction",
              share_text(estimate.mfu), "MFU at the uncalibrated step estimate", g_pmfu),
     ]
