@@ -187,3 +187,28 @@ def test_a_journal_run_shows_as_sentences_not_its_repr() -> None:
     assert "Note: four workers" in page and f"Profile: {folder}" in page
     again, _ = DisplayFormatter().format(journal.add(str(folder), if_exists="return"))
     assert "is already in the journal" in again["text/plain"]
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_04_compares_with_the_profiles_own_device_not_a_preset() -> None:
+    """04_communication gave the advisor its preset parameter, ascend-910b, as the device of
+    the ResNet-50 V100 trace: "3 GEMM shapes under 35.0 % of their roofline (ascend-910b)",
+    and an element-wise saving (6.47 ms) other than 00_start_here's on the job's own device
+    (4.91 ms). One kernel run: the wiring is the notebook's."""
+    from test_notebooks import NOTEBOOK_DIR, _seen_text, execute
+
+    with gzip.open(K_RESNET50_NW0, "rt", encoding="utf-8") as f:
+        assert json.load(f)["deviceProperties"][0]["name"] == "Tesla V100-DGXS-32GB"
+    prof = pk.load(K_RESNET50_NW0.parent)
+    job = pk.infer_job(prof)
+    nb, _ = execute(NOTEBOOK_DIR / "04_communication.ipynb",
+                    {"PROFILE": str(K_RESNET50_NW0.parent)})
+    seen = " ".join(_seen_text(out) for cell in nb.cells if cell.cell_type == "code"
+                    for out in cell.get("outputs", []))
+    assert "ascend-910b" not in seen
+    assert "Nominal figures for the profile's own device, v100." in seen
+    # the findings are those 00_start_here shows for the job (model, split and device)
+    for finding in pk.advise(prof, model=job.model, parallel=job.parallel,
+                             hardware=job.hardware)[:3]:
+        assert html.escape(finding.evidence) in seen, finding.evidence
