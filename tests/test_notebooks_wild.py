@@ -212,3 +212,19 @@ def test_04_compares_with_the_profiles_own_device_not_a_preset() -> None:
     for finding in pk.advise(prof, model=job.model, parallel=job.parallel,
                              hardware=job.hardware)[:3]:
         assert html.escape(finding.evidence) in seen, finding.evidence
+
+
+def test_part_by_part_comparison_names_the_parts_in_words() -> None:
+    """08_case_llama2_13b's "what changed, part by part" on the TimeSformer trace showed its
+    rows as ``step_us``, ``preparing_us`` (the keys of the frame); the 218 ms wait before
+    the first device task then sat under a "step_us" of 164 ms with nothing saying that it
+    is outside the device's step."""
+    from perfkit.tables import step_parts, table
+
+    prof = pk.load(sample(KINETO_TRACES["tl_timesformer_h100"]).parent)
+    frame = pk.analysis.compare_steps(prof, prof)
+    page = html.unescape(table(step_parts(frame))._repr_html_())
+    assert "before the first device task (data, launch)" in page
+    assert "pipeline bubble (part of communication not overlapped)" in page
+    assert not re.search(r">\w+_us<", page)  # no key shown as a part
+    assert list(frame["part"])[0] == "step_us"  # the frame itself keeps its keys
