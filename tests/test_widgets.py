@@ -161,7 +161,7 @@ def test_memory_breakdown_and_chart() -> None:
 
 
 def test_panel_shows_numbers_and_reacts() -> None:
-    panel = metrics_panel(profile="/some/profile")
+    panel = metrics_panel(profile="/some/profile", step_time_s=STEP_S)
     assert isinstance(panel, MetricsPanel)
     assert panel.error is None
     assert "MFU" in panel.table.value and "tokens/s/p" in panel.table.value

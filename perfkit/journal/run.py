@@ -6,7 +6,9 @@ run already recorded.
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import PerfkitError
 
@@ -75,3 +77,35 @@ class Run:
     def __str__(self) -> str:
         what = " (already in the journal)" if self.existing else ""
         return f"run {self.id} {self.label!r}{what}: {self.job_line}"
+
+    def sentences(self) -> list[str]:
+        """The run as a reader sees it in a notebook: what it is, the note, where from.
+
+        Returns
+        -------
+        list of str
+            ``"Run 2 'tuned', added to the journal on 2026-11-26 04:28 UTC."`` (or "... is
+            already in the journal (the same profile, added on ...): nothing was added."
+            when :meth:`Journal.add` returned it), the job in one line, the note when there
+            is one, and the profile as stored (the fingerprint is left out: it is for
+            machines).
+        """
+        when = self.added_utc.replace("T", " ")[:16] + " UTC"
+        head = (f"Run {self.id} '{self.label}' is already in the journal (the same profile, "
+                f"added on {when}): nothing was added."
+                if self.existing else f"Run {self.id} '{self.label}', added to the journal on "
+                                      f"{when}.")
+        lines = [head, f"The job: {self.job_line}"]
+        if self.note:
+            lines.append(f"Note: {self.note}")
+        lines.append(f"Profile: {self.path}" if self.path else
+                     f"Profile: not stored ({self.provenance or 'no path was kept'})")
+        return lines
+
+    def _repr_html_(self) -> str:
+        return "<div class='pk-run'>" + "".join(
+            f"<p style='margin:2px 0'>{html.escape(line)}</p>" for line in self.sentences()
+        ) + "</div>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text("\n".join(self.sentences()))

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..format import bytes_text, time_text
+from ..tables.parts import STEP_PART_LABELS
 from .compare import MINUS, RunComparison
 from .record import perfkit_version
 
@@ -41,17 +42,9 @@ STYLE = (
     ".pk-journal h3{margin:14px 0 4px;font-size:14px}"
     "</style>"
 )
-#: The parts of the median step as the comparison names them. Computing, communication
-#: not overlapped and free make up the step; the overlapped communication runs under the
-#: computing and the bubble is inside the communication not overlapped, so they are named
-#: as parts of those (their shares are not added to the step's); the wait before the
-#: first device task is outside the device's step (:data:`BREAKDOWN_NOTE`).
-_PART_LABELS = {"step_us": "step", "computing_us": "computing",
-                "comm_not_overlapped_us": "communication (not overlapped)",
-                "overlapped_us": "communication under computing (part of computing)",
-                "free_us": "free",
-                "bubble_us": "pipeline bubble (part of communication not overlapped)",
-                "preparing_us": "before the first device task (data, launch)"}
+#: The parts of the median step as the comparison names them (the wait before the first
+#: device task is outside the device's step: :data:`BREAKDOWN_NOTE`).
+_PART_LABELS = STEP_PART_LABELS
 #: What the shares of the comparison's step breakdown add up to.
 BREAKDOWN_NOTE = ("Computing, communication (not overlapped) and free add up to the step; "
                   "a row marked \"part of\" is inside the row it names, and the wait before "

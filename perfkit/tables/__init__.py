@@ -26,7 +26,9 @@ from __future__ import annotations
 from .build import table
 from .columns import Column, column_format, shorten
 from .markup import TABLE_CSS, Table, table_html
+from .parts import STEP_PART_LABELS, step_parts
 from .ranks import SPREAD_STATS, over_ranks, with_values
 
 __all__ = ["Column", "Table", "column_format", "table", "table_html", "over_ranks",
-           "shorten", "with_values", "TABLE_CSS", "SPREAD_STATS"]
+           "shorten", "with_values", "TABLE_CSS", "SPREAD_STATS", "STEP_PART_LABELS",
+           "step_parts"]

@@ -22,6 +22,8 @@ _HOME: dict[str, str | None] = {
     "Dashboard": "dashboard",
     "dashboard": "dashboard",
     "tab_panel": "dashboard",
+    "JobDevice": "device",
+    "job_device": "device",
     "Explorer": "explorers",
     "bandwidth_explorer": "explorers",
     "slow_ranks_explorer": "explorers",
@@ -50,6 +52,8 @@ _HOME: dict[str, str | None] = {
     "job_summary": "summary",
     "memory_breakdown": "summary",
     "metrics_summary": "summary",
+    "StartingStep": "what_if",
+    "starting_step": "what_if",
 }
 
 __all__ = sorted(_HOME)
@@ -69,6 +73,7 @@ sys.modules[__name__].__class__ = LazyPackage
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .dashboard import TAB_TITLES, Dashboard, dashboard, tab_panel  # noqa: F401
+    from .device import JobDevice, job_device  # noqa: F401
     from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer  # noqa: F401
     from .history import HistoryPanel, history_panel  # noqa: F401
     from .job import (  # noqa: F401
@@ -92,3 +97,4 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         step_time_explorer,
     )
     from .summary import job_figures, job_summary, memory_breakdown, metrics_summary  # noqa: F401
+    from .what_if import StartingStep, starting_step  # noqa: F401

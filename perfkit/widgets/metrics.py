@@ -21,10 +21,10 @@ import pandas as pd
 
 from ..charts import chart_to_svg, memory_chart
 from ..errors import PerfkitError, check_choice
-from ..format import time_text
 from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .summary import memory_breakdown, metrics_summary
+from .what_if import FALLBACK_STEP_S, StartingStep, starting_step
 
 __all__ = ["MetricsPanel", "metrics_panel", "stand_in_sentence", "summary_html"]
 
@@ -107,7 +107,7 @@ class MetricsPanel(W.VBox):
     """
 
     def __init__(self, model: str, hardware: str, profile: str | None = None,
-                 job: Job | None = None, **values: Any) -> None:
+                 job: Job | None = None, step_note: str = "", **values: Any) -> None:
         self.job = job
         self._models: dict[str, ModelSpec | str] = {name: name for name in ModelSpec.presets()}
         model_options: list[Any] = [(name, name) for name in ModelSpec.presets()]
@@ -129,7 +129,7 @@ class MetricsPanel(W.VBox):
             "hardware": W.Dropdown(options=Hardware.presets(), value=hardware,
                                    description="hardware", style=style, layout=layout),
             "step_time_s": W.BoundedFloatText(value=values["step_time_s"], min=1e-3, max=1e5,
-                                              step=0.1, description="measured step time (s)",
+                                              step=0.1, description="step time (s)",
                                               style=style, layout=layout),
             "dp": int_box("dp", "data parallel (dp)"),
             "tp": int_box("tp", "tensor parallel (tp)"),
@@ -157,21 +157,20 @@ class MetricsPanel(W.VBox):
             W.VBox([c["micro_batch_size"], c["num_micro_batches"], c["optimizer_parallel"],
                     c["sequence_parallel"]]),
         ])
+        step_note = f" {html.escape(step_note)}" if step_note else ""
         if job is not None:
-            step = (f"its measured step {time_text(job.step_time_s * 1e6)}"
-                    if job.step_time_s else
-                    "no measured step (the step time below is yours to set)")
             about = (f"<div><b>The job of</b> <code>{html.escape(job.path)}</code>: "
-                     f"{html.escape(job.describe())} &mdash; the controls start from it and "
-                     f"from {html.escape(step)}; a change here is a what-if."
-                     f"{html.escape(stand_in_sentence(job, model, hardware))}</div>")
+                     f"{html.escape(job.describe())} &mdash; the controls start from it; a "
+                     "change here is a what-if."
+                     f"{html.escape(stand_in_sentence(job, model, hardware))}{step_note}"
+                     "</div>")
         elif profile:
             about = (f"<div><b>Profile:</b> <code>{html.escape(profile)}</code> &mdash; the "
                      "figures below come from the configuration and the step time set here, "
-                     "not from the profile.</div>")
+                     f"not from the profile.{step_note}</div>")
         else:
             about = ("<div><b>What-if calculator:</b> the figures come from the model, split "
-                     "and step time set here, not from a measurement.</div>")
+                     f"and step time set here, not from a measurement.{step_note}</div>")
         self.header = W.HTML(_TABLE_STYLE + about)
         super().__init__([self.header, columns, self.message, self.table, self.chart])
         self.add_class("pk-metrics-panel")
@@ -274,8 +273,9 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
                   dp: int = 4, tp: int = 1, pp: int = 2, vpp: int = 1,
                   micro_batch_size: int = 1, num_micro_batches: int = 8,
                   recompute: str = "selective", optimizer_parallel: bool = True,
-                  sequence_parallel: bool = False, step_time_s: float = 12.8,
-                  profile: str | None = None, job: Job | None = None) -> MetricsPanel:
+                  sequence_parallel: bool = False, step_time_s: float | None = None,
+                  profile: str | None = None, job: Job | None = None,
+                  measured_job: Job | None = None) -> MetricsPanel:
     """The metrics & memory calculator panel.
 
     Parameters
@@ -291,14 +291,22 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
     optimizer_parallel : bool
         Shard weights and optimizer state over ``dp`` (MindSpore optimizer parallel).
     sequence_parallel : bool
-    step_time_s : float
-        Measured step time in seconds; the job's measured step when it has one.
+    step_time_s : float, optional
+        The step time to start from, seconds. Default (:func:`~perfkit.widgets.what_if.
+        starting_step`): the measured step of ``job`` (or ``measured_job``) when that job
+        ran the configuration of the controls, else the uncalibrated step estimate of the
+        configuration — never another job's step (a ResNet-50's 177 ms under a stand-in
+        Llama2-13B read MFU 1,609.9 %). The header says which.
     profile : str, optional
         Path of the profile the dashboard was started on; shown in the header.
     job : perfkit.Job, optional
         Start from this job (:func:`perfkit.infer_job`): its model, device, split and
         measured step; the header says so, and the guards name where the job disagrees
         with its profile.
+    measured_job : perfkit.Job, optional
+        A profile's job that is not the panel's starting point (``02_parallel_strategy``
+        plans a full model beside its profile): its measured step is used when it ran the
+        configuration of the controls, and the header says why when it did not.
 
     Returns
     -------
@@ -316,13 +324,26 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
         micro_batch_size, num_micro_batches = p.micro_batch_size, p.num_micro_batches
         recompute, sequence_parallel = p.recompute, p.sequence_parallel
         optimizer_parallel = p.optimizer_shard > 1
-        if job.step_time_s:
-            step_time_s = float(job.step_time_s)
     if model != "job":
         check_choice("model", model, ModelSpec.presets())
     check_choice("hardware", hardware, Hardware.presets())
     check_choice("recompute", recompute, RECOMPUTE_CHOICES)
-    return MetricsPanel(model, hardware, profile=profile, job=job, dp=dp, tp=tp, pp=pp,
+    step_note = ""
+    if step_time_s is None:
+        spec = job.model if model == "job" and job is not None else model
+        try:
+            parallel = ParallelConfig(
+                dp=dp, tp=tp, pp=pp, vpp=vpp, micro_batch_size=micro_batch_size,
+                num_micro_batches=num_micro_batches, recompute=recompute,
+                optimizer_shard=dp if optimizer_parallel else 1,
+                sequence_parallel=sequence_parallel)
+        except PerfkitError:
+            start = StartingStep(FALLBACK_STEP_S, False, "")
+        else:
+            start = starting_step(spec, hardware, parallel, job or measured_job)
+        step_time_s, step_note = start.step_s, start.sentence
+    return MetricsPanel(model, hardware, profile=profile, job=job, step_note=step_note,
+                        dp=dp, tp=tp, pp=pp,
                         vpp=vpp, micro_batch_size=micro_batch_size,
                         num_micro_batches=num_micro_batches, recompute=recompute,
                         optimizer_parallel=optimizer_parallel,

@@ -271,7 +271,8 @@ def _estimate_note(pred: Prediction, measured_s: float) -> str:
             f"{time_text(compute * 1e6, 's')} + bubble "
             f"{time_text(parts['bubble'] * 1e6, 's')} + exposed communication "
             f"{time_text(exposed * 1e6, 's')} + idle "
-            f"{time_text(parts['overhead'] * 1e6, 's')}; measured {time_text(measured_s * 1e6)}")
+            f"{time_text(parts['overhead'] * 1e6, 's')}; the step time the figures above use: "
+            f"{time_text(measured_s * 1e6)}")
 
 
 def _placeholder_pp(bubble: float, job: Job | None) -> Guarded | None:

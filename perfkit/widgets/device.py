@@ -1,0 +1,74 @@
+"""Which device a notebook's nominal figures are for (:func:`job_device`).
+
+``04_communication`` took a device preset parameter, default ``"ascend-910b"``, and gave it
+to the advisor as the profile's device: on the ResNet-50 V100 trace
+(``shared/samples/wild/k_resnet50_nw0``) it reported "3 GEMM shapes under 35 % of their
+roofline (ascend-910b)" and an element-wise saving of 6.47 ms where ``00_start_here``, on
+the job's own V100, said 4.91 ms — two notebooks contradicting each other on one profile.
+The device now is the profile's own unless the reader names a preset, and a sentence says
+which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..job import Job
+from ..specs import Hardware
+
+__all__ = ["JobDevice", "job_device"]
+
+
+@dataclass(frozen=True)
+class JobDevice:
+    """The device a notebook computes nominal figures for, and why.
+
+    Attributes
+    ----------
+    hardware : perfkit.Hardware or None
+        None when the profile names no device and no preset was given.
+    preset : str or None
+        The preset of ``hardware`` (what a dropdown of presets starts from), None when it
+        is not one.
+    sentence : str
+        Which device, and whose: the profile's, or the reader's preset (and then the
+        profile's own device when it names a different one).
+    """
+
+    hardware: Hardware | None
+    preset: str | None
+    sentence: str
+
+
+def job_device(job: Job, preset: str | None = None) -> JobDevice:
+    """The device for ``job``'s nominal figures: ``preset`` when given, else the job's.
+
+    Parameters
+    ----------
+    job : perfkit.Job
+        From :func:`perfkit.infer_job`; ``job.hardware`` is the device the profile names.
+    preset : str, optional
+        A :meth:`perfkit.Hardware.presets` name that wins over the profile's device.
+
+    Returns
+    -------
+    JobDevice
+
+    Raises
+    ------
+    perfkit.errors.PerfkitError
+        When ``preset`` is not a preset (the message lists them).
+    """
+    own = job.hardware
+    if preset is not None:
+        hardware = Hardware.preset(preset)
+        sentence = f"Nominal figures for the preset {preset} (HARDWARE)"
+        if own is not None and own.name != preset:
+            sentence += f", not for the profile's own device, {own.name}"
+        return JobDevice(hardware, preset, sentence + ".")
+    if own is None:
+        return JobDevice(None, None, "The profile does not name its device: no nominal "
+                         "bandwidth or roofline is shown; set HARDWARE to a device preset "
+                         "to compare with one.")
+    name = own.name if own.name in Hardware.presets() else None
+    return JobDevice(own, name, f"Nominal figures for the profile's own device, {own.name}.")
