@@ -93,9 +93,9 @@ def starting_step(model: ModelSpec | str, hardware: Hardware | str,
         The job's measured step when the job ran this model (its fields, whatever its
         name), on this device (or an unnamed one) and with this split (dp, tp, pp, vpp,
         micro-batch size and count, recompute); otherwise the uncalibrated step estimate
-        of the configuration, :func:`~perfkit.calc.step.estimate_step` as the panel's
-        row computes it (compute at 50 % of peak, links at 80 %, no overlap), so that
-        MFU starts at that estimate's (about 50 %), never at another job's step. An
+        of the configuration, :func:`perfkit.plan.predict`'s step model at perfkit's
+        default rates as the panel's row computes it, so that MFU starts at that
+        estimate's, never at another job's step. An
         invalid configuration starts at :data:`FALLBACK_STEP_S` (the panel shows the
         broken rule instead of figures).
     """
