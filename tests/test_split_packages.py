@@ -41,7 +41,8 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
             "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing",
-            "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine")
+            "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine",
+            "perfkit.widgets.dashboard")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 
