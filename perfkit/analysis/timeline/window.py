@@ -248,6 +248,25 @@ def _median_step(s: pd.DataFrame) -> int:
     return int(s.loc[near.to_numpy(bool), "step"].min())
 
 
+def _median_words(s: pd.DataFrame, step: int, whose: str, among: str) -> str:
+    """Why ``step`` is drawn, with its own time beside the median it was chosen by.
+
+    ``step`` is :func:`_median_step` of ``s`` (one rank's steps: ``step``, ``step_us``);
+    its own time is its row's ``step_us``, which differs from the median of an even
+    number of steps (the median lies halfway between the two middle ones: of
+    ``gpu/hta-trace_filter``'s 2 steps, step 551 took 608 ms, their median is 619 ms).
+    Each clause has one basis: the step's time, then the median over the steps.
+    """
+    own = _fmt_us(float(s.loc[(s["step"] == step).to_numpy(bool), "step_us"].iloc[0]))
+    if len(s) == 1:
+        return f"step {step}: the only step of {whose}{among}, {own} long"
+    med = _fmt_us(median(s["step_us"]))
+    over = f"the median over its {counted(len(s), 'step')}{among}"
+    if own == med:
+        return f"step {step}: the median-duration step of {whose}, {own} long, {over}"
+    return f"step {step}: the median-duration step of {whose}, {own} long; {over} is {med}"
+
+
 def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                     align: str = "common") -> TimelineWindow:
     """Choose the step and ranks of a timeline and find each rank's time window.
@@ -352,15 +371,12 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 # a step whose device tasks were not recorded shows no device time
                 among = "" if recorded is None else " whose device tasks were recorded"
                 step = _median_step(full)
-                reasons.insert(0, f"step {step}: the median-duration step of {whose} "
-                               f"({_fmt_us(median(full['step_us']))} median over "
-                               f"{counted(len(full), 'step')}{among})"
+                reasons.insert(0, _median_words(full, step, whose, among)
                                + (f"; {recorded}" if recorded else ""))
             else:
                 step = _median_step(mine)
-                reasons.insert(0, f"step {step}: the median-duration step of {whose} "
-                               f"({_fmt_us(median(mine['step_us']))} median over "
-                               f"{counted(len(mine), 'step')}); {recorded}, so no step of "
+                reasons.insert(0, _median_words(mine, step, whose, "")
+                               + f"; {recorded}, so no step of "
                                f"{whose} has all its device tasks drawn")
         else:
             step = _first_step(profile, chosen)
