@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..._stats import median
 from ...errors import InvalidArgumentError, PerfkitError
-from ...format import counted, listed, plural, time_text
+from ...format import counted, listed, plural, share_text, time_text
 from .._frames import any_values, is_lazy
 from .._util import has_values, table
 from ..recorded import recorded_mask, recorded_text
@@ -29,7 +29,8 @@ __all__ = ["timeline_window", "TimelineWindow", "TimelineError", "has_timed_even
 
 #: A wait before the step's first task is drawn (:attr:`TimelineWindow.wait_us`) when it is
 #: at least this share of the step's time: a launch latency of a fraction of a millisecond
-#: in a second-long step would be a lane with nothing to see.
+#: in a second-long step would be a lane with nothing to see. A shorter wait is said in the
+#: caption instead (the data-loading finding, which points here, names it).
 MIN_WAIT_SHARE = 0.01
 
 
@@ -398,6 +399,7 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                               "so the gaps drawn are not idle time")
 
     starts, ends, sources, step_us, wait_us = {}, {}, {}, {}, {}
+    short_us: dict[Any, float] = {}
     for r in chosen:
         tables = _rank_tables(profile, r)
         win = _rank_window(tables, step)
@@ -423,9 +425,11 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 hit = hit[(hit["rank"] == r).fillna(False).to_numpy(bool)]
             step_us[r] = float(hit["step_us"].iloc[0]) if len(hit) else math.nan
             wait = float(hit["wait_us"].iloc[0]) if len(hit) else math.nan
-            if sources[r] == "device tasks" and wait > 0 \
-                    and wait >= MIN_WAIT_SHARE * step_us[r]:  # drawn before the first task
-                wait_us[r] = wait
+            if sources[r] == "device tasks" and wait > 0:
+                if wait >= MIN_WAIT_SHARE * step_us[r]:  # drawn before the first task
+                    wait_us[r] = wait
+                else:  # too short to see: said, as the data-loading finding names it
+                    short_us[r] = wait
         else:
             step_us[r] = math.nan
     if wait_us:
@@ -433,6 +437,12 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                  for r, w in wait_us.items()]
         reasons.append("drawn before the step's first device task, the device's wait for "
                        f"it (data, launch): {listed(waits)}")
+    if short_us:
+        waits = [_fmt_us(w) if len(chosen) == 1 else f"{_fmt_us(w)} on rank {r}"
+                 for r, w in short_us.items()]
+        reasons.append(f"not drawn (under {share_text(MIN_WAIT_SHARE, 0)} of the step): the "
+                       "device's wait before the step's first device task (data, launch), "
+                       f"{listed(waits)}")
     chosen = [r for r in chosen if r in starts]
     begins = {r: starts[r] - wait_us.get(r, 0.0) for r in chosen}  # room for the waits
     first = min(begins.values())
