@@ -106,7 +106,7 @@ def chains_html(profile: Any, hardware: Any, without_attention: bool, one_rank: 
     head = (f"{counted(len(chains), 'chain')} of {min_chain} or more element-wise kernels "
             f"in a row {over}, {time_text(total)} of device time {per}.")
     save = (f"One fused kernel per chain, moving its largest member's data once at "
-            f"{share_text(eff)} of the memory roofline of {hardware.name}, would save "
+            f"{share_text(eff, 0)} of the memory roofline of {hardware.name}, would save "
             f"{time_text(saving)} {per}.")
     said = [head, save]
     if without_attention:
