@@ -1,6 +1,6 @@
 """The Operators tab: device time per operator, over the ranks, the roofline,
-unfused chains, element-wise chains (:mod:`.operator_chains`) and AI CPU operators; on a
-CPU-only run, the host operators' self time."""
+unfused chains, element-wise chains (:mod:`perfkit.widgets.operator_chains`) and AI CPU
+operators; on a CPU-only run, the host operators' self time."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ...analysis.recorded import recorded_profile, recorded_steps_text
 from ...tables import column_format, over_ranks, shorten, with_values
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
+from ..operator_chains import chains_html
 from .base import (
     ALL_RANKS,
     Context,
@@ -27,7 +28,6 @@ from .base import (
     set_ranks,
     shows_all,
 )
-from .operator_chains import chains_html
 
 __all__ = ["OperatorsTab", "ai_cpu_html", "empty_operators_note", "sequences_note",
            "MEAN_OVER_RANKS", "OPERATOR_TABLES"]
@@ -326,9 +326,10 @@ class OperatorsTab(Tab):
         return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes))]
 
     def _chains(self, profile: Any, tasks: Any, unfused: pd.DataFrame) -> str:
-        """The element-wise chains of ``tasks`` (:func:`.operator_chains.chains_html`) on
-        the job's hardware, without the unfused attention chains' kernels where the
-        advisor's attention finding counts them, as its element-wise chains finding."""
+        """The element-wise chains of ``tasks``
+        (:func:`perfkit.widgets.operator_chains.chains_html`) on the job's hardware,
+        without the unfused attention chains' kernels where the advisor's attention finding
+        counts them, as its element-wise chains finding."""
         job = self.ctx.job.job
         findings = self.ctx.findings(profile)
         attention = any(f.rule == "attention_not_fused" and f.measured for f in findings)

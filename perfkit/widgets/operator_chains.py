@@ -18,12 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from ... import analysis as A
-from ...advisor.context import ASSUMPTIONS
-from ...analysis._util import n_step_pairs, table
-from ...analysis.recorded import recorded_pairs
-from ...format import counted, share_text, time_text
-from ..markup import frame_html, note
+from .. import analysis as A
+from ..advisor.context import ASSUMPTIONS
+from ..analysis._util import n_step_pairs, table
+from ..analysis.recorded import recorded_pairs
+from ..format import counted, share_text, time_text
+from .markup import frame_html, note
 
 __all__ = ["CHAINS_TITLE", "FUSED_PATTERNS", "step_pairs", "chain_groups", "chains_html"]
 
