@@ -43,7 +43,8 @@ SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._
             "perfkit.widgets.prediction",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
             "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing",
-            "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine")
+            "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine",
+            "perfkit.widgets.dashboard")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 

@@ -21,6 +21,7 @@ from raw_kineto import raw_walls
 from shared_samples import HTA, shared_sample
 from widget_html import panel_words
 
+from perfkit.format import time_text
 from perfkit.widgets import tab_panel
 
 pytestmark = pytest.mark.shared_samples
@@ -48,7 +49,9 @@ def test_a_lone_rank_is_neither_slowest_nor_asked_to_be_picked(name: str) -> Non
     panel = tab_panel("Timeline", str(path))
     assert _title(panel) == f"Step {step} · rank 0"
     text = panel_words(panel)
-    assert f"step {step}: the median-duration step of rank 0 " in text, text[:400]
+    own = time_text(float(walls[step]))
+    assert f"step {step}: the median-duration step of rank 0, {own} long" in text or \
+        f"step {step}: the only step of rank 0, {own} long" in text, text[:400]
     assert "slowest" not in text and "fastest" not in text and "Pick ranks" not in text
     picker = panel.step.options[0][0]
     assert "slowest" not in picker and picker.startswith("representative")
@@ -56,14 +59,34 @@ def test_a_lone_rank_is_neither_slowest_nor_asked_to_be_picked(name: str) -> Non
 
 def test_two_ranks_keep_their_slowest_and_fastest() -> None:
     root = shared_sample(HTA)
-    medians = {int(re.search(r"rank-(\d+)", f.name)[1]):
-               statistics.median(raw_walls(f).values()) for f in sorted(root.glob("*.gz"))}
+    walls = {int(re.search(r"rank-(\d+)", f.name)[1]): raw_walls(f)
+             for f in sorted(root.glob("*.gz"))}
+    medians = {r: statistics.median(w.values()) for r, w in walls.items()}
     assert len(medians) == 2 and len(set(medians.values())) == 2
     slowest = max(medians, key=medians.get)
     fastest = min(medians, key=medians.get)
     panel = tab_panel("Timeline", str(root))
     assert _title(panel).endswith(f"rank {slowest} (slowest), rank {fastest} (fastest)")
     text = panel_words(panel)
-    assert f"the median-duration step of the slowest rank {slowest} " in text
+    assert f"the median-duration step of the slowest rank {slowest}, " in text
     assert "Pick ranks in the list" in text
     assert panel.step.options[0][0] == "representative (median step of the slowest rank)"
+
+
+def test_the_caption_gives_the_drawn_steps_own_time_beside_the_median() -> None:
+    """HTA's slowest rank has 2 steps: their median lies halfway between them (619 ms), and
+    the caption said only that while it drew step 551, which took 608 ms. It gives the
+    drawn step's own time, then the median, each in its own clause (raw walls of the
+    slowest rank's trace, :func:`raw_kineto.raw_walls`)."""
+    root = shared_sample(HTA)
+    walls = {int(re.search(r"rank-(\d+)", f.name)[1]): raw_walls(f)
+             for f in sorted(root.glob("*.gz"))}
+    slowest = max(walls, key=lambda r: statistics.median(walls[r].values()))
+    mine = {s: float(w) for s, w in walls[slowest].items()}
+    assert len(mine) == 2
+    step = min(mine)  # both steps are as near their median: the earlier is drawn
+    own, med = time_text(mine[step]), time_text(statistics.median(mine.values()))
+    assert own != med  # 608 ms and 619 ms
+    text = panel_words(tab_panel("Timeline", str(root)))
+    assert (f"step {step}: the median-duration step of the slowest rank {slowest}, {own} long; "
+            f"the median over its 2 steps is {med};") in text, text[:400]

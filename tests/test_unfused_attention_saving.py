@@ -122,7 +122,8 @@ def test_tab_html_says_how_each_saving_is_estimated() -> None:
     from perfkit.widgets.tabs.base import ALL_RANKS
     from perfkit.widgets.tabs.operators import OperatorsTab
 
-    html = "".join(OperatorsTab._unfused(None, pk.load(MSA), ALL_RANKS))  # type: ignore[arg-type]
+    chains = pk.analysis.unfused_savings(pk.load(MSA))
+    html = "".join(OperatorsTab._unfused(None, chains, ALL_RANKS))  # type: ignore[arg-type]
     row = html[html.index("<td class='pk-text'>softmax_dropout_matmul</td>"):]
     shown = float(re.findall(r"<td>([0-9.,]+)</td>", row)[0].replace(",", ""))
     assert shown == pytest.approx(_msa_expected(), abs=0.5)  # shown to 3 digits

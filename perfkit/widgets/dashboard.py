@@ -32,6 +32,9 @@ result.
 Every failure (a wrong path, a damaged file, an unexpected bug) becomes a message in the
 page; the panel keeps working and keeps the last profile that opened. Nothing is
 computed here: this module wires controls to package functions and formats their frames.
+Its siblings hold the other jobs: :mod:`.dashboard_open` opens a profile by name or path,
+:mod:`.dashboard_tabs` lists the tabs and draws one on its own (:func:`tab_panel`); their
+names are importable from here as before.
 """
 
 from __future__ import annotations
@@ -48,31 +51,25 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import InvalidArgumentError, ProfileError, RunsFound
-from ..format import counted, listed
+from ..format import counted
 from ..io._progress import progress_in
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
-from ..io.detect import load
 from ..io.sources import format_words
 from ..job import Job
 from .background import BackgroundOpening
+from .dashboard_open import apart_warning, open_profile
+from .dashboard_tabs import JOB_TABS, TAB_TITLES, new_tab, tab_panel
 from .job import JobPanel
-from .markup import STYLE, describe_error, error, frame_html, note, warning_html
+from .markup import STYLE, describe_error, error, frame_html, note
 from .opening import BACKGROUND_BYTES, Opening
-from .overview import bundled_profile, bundled_profiles
+from .overview import bundled_profiles
 from .render import enable_offline
-from .tabs import TAB_CLASSES, Context, Tab
+from .tabs import Context, Tab
 from .tabs.base import OPEN_ONE
 
 __all__ = ["TAB_TITLES", "JOB_TABS", "DEFAULT_PROFILE", "Dashboard", "dashboard",
            "tab_panel", "open_profile", "describe_error", "frame_html"]
 
-#: The tabs, in the order of the tuning cycle, then the journal of the cycle (a new tab: a
-#: module of :mod:`perfkit.widgets.tabs` registered in its ``TAB_CLASSES``, and its title
-#: here).
-TAB_TITLES = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute",
-              "Planner", "Advice", "History")
-#: Tabs whose figures depend on the job (redrawn when it changes).
-JOB_TABS = ("Overview", "Memory", "Recompute", "Planner", "Advice")
 #: The bundled sample opened when no profile is given.
 DEFAULT_PROFILE = "simulated/llama2-13b-baseline-dp16"
 #: The picker's entry for a profile opened by path or upload.
@@ -86,100 +83,6 @@ _STYLE = STYLE + (
     ".pk-dashboard .lm-TabBar-tab{min-width:110px;flex:0 0 auto}"
     ".pk-dashboard .jupyter-widgets.widget-label{overflow:visible}"
     "</style>")
-
-
-def open_profile(source: str | os.PathLike[str], run: Any = None,
-                 progress: bool | None = None) -> Any:
-    """Load a profile for the dashboard: a bundled sample's name or a path.
-
-    Parameters
-    ----------
-    source : str or path
-        A name of :func:`~perfkit.widgets.bundled_profiles` (``"simulated/slow-rank"``)
-        or a folder or file on this machine (``~`` is expanded).
-    run : int or str, optional
-        Which of the separate runs a folder holds (an id or a name of :func:`perfkit.runs`);
-        a folder of several runs raises :class:`perfkit.RunsFound` without it.
-    progress : bool, optional
-        As for :func:`perfkit.load` (the dashboard's background opening passes False).
-
-    Returns
-    -------
-    Profile or Cluster
-        From :func:`perfkit.load`.
-
-    Raises
-    ------
-    perfkit.errors.ProfileError
-        The path does not exist or cannot be read as a profile.
-    """
-    text = str(source).strip()
-    if not text:
-        raise InvalidArgumentError("path", "is empty: type the folder of a profile", text)
-    if text in bundled_profiles() or text.startswith("sample:"):
-        return load(bundled_profile(text), progress=progress)
-    path = Path(text).expanduser()
-    if not path.exists():
-        raise ProfileError(path, "no such file or folder on the machine that runs the "
-                                 "dashboard")
-    return load(path, run=run, progress=progress)
-
-
-def _apart_warning(profile: Any) -> str:
-    """A warning when the opened ranks look like separate runs (no common step number or
-    time: :func:`perfkit.load`'s note, ``meta.extra["apart"]``), else ``""``: the figures
-    of such a page mix runs, which the notes at the bottom of the Overview alone would
-    hide."""
-    apart = getattr(getattr(profile, "meta", None), "extra", {}).get("apart")
-    if not apart:
-        return ""
-    groups = "; ".join(f"rank{'s' if len(g) > 1 else ''} {listed(g)}" for g in apart)
-    return warning_html(
-        f"These ranks look like {len(apart)} separate runs ({groups}): they share no step "
-        "number and no time, so the figures below mix runs. Open each run's folder on its "
-        "own, or load them apart with perfkit.load(path, ranks=[...]).")
-
-
-def _new_tab(title: str, ctx: Context) -> Tab:
-    if title not in TAB_CLASSES:
-        raise InvalidArgumentError("title", "must be one of " + ", ".join(TAB_CLASSES), title)
-    return TAB_CLASSES[title](ctx)
-
-
-def tab_panel(title: str, profile: Any, job: Job | JobPanel | None = None) -> W.VBox:
-    """One tab of the dashboard on its own, computed for ``profile`` (for the notebooks).
-
-    Parameters
-    ----------
-    title : str
-        One of :data:`TAB_TITLES`.
-    profile : Profile, Cluster, str or path
-        A loaded profile, a bundled sample's name or a path (see :func:`open_profile`).
-    job : perfkit.Job or JobPanel, optional
-        The job the Overview, Memory, Recompute, Planner and Advice tabs use (default: the
-        one :func:`perfkit.infer_job` reads from ``profile``).
-
-    Returns
-    -------
-    ipywidgets.VBox
-        The tab with its controls; a failure shows its message inside the tab.
-    """
-    if title not in TAB_TITLES:
-        raise InvalidArgumentError("title", "must be one of " + ", ".join(TAB_TITLES), title)
-    if isinstance(profile, (str, os.PathLike)):
-        profile = open_profile(profile)
-    if isinstance(job, JobPanel):
-        panel_job = job
-    else:
-        panel_job = JobPanel()
-        if isinstance(job, Job):
-            panel_job.set_job(job)
-        else:
-            panel_job.set_profile(profile)
-    panel = _new_tab(title, Context(panel_job, tabs=TAB_TITLES))
-    panel.show(profile)
-    panel.refresh()
-    return panel
 
 
 # --------------------------------------------------------------------------------------
@@ -255,7 +158,7 @@ class Dashboard(BackgroundOpening, W.VBox):
         self._runs_source: str | None = None
         self.job = JobPanel(unknowns="line")  # the Overview shows them, once
         self.context = Context(self.job, open_tab=self.select, tabs=TAB_TITLES)
-        self.panels: dict[str, Tab] = {t: _new_tab(t, self.context) for t in TAB_TITLES}
+        self.panels: dict[str, Tab] = {t: new_tab(t, self.context) for t in TAB_TITLES}
         self.tabs = W.Tab(children=[self.panels[t] for t in TAB_TITLES], titles=TAB_TITLES)
         limit = f"{self.upload_limit_bytes / 2**20:,.0f} MiB"
         picker = W.VBox([
@@ -362,7 +265,7 @@ class Dashboard(BackgroundOpening, W.VBox):
         self.status.value = _STYLE + (
             f"<div class='pk-ok'>Opened <code>{html.escape(shown)}</code>: "
             f"{html.escape(kind)}, "
-            f"{counted(len(ranks), 'rank')}.</div>") + _apart_warning(profile)
+            f"{counted(len(ranks), 'rank')}.</div>") + apart_warning(profile)
         for panel in self.panels.values():
             panel.show(profile)
 

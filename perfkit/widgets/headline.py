@@ -106,10 +106,15 @@ FINDING_TABS: dict[str, str] = {
 }
 
 
-def finding_tab(area: str, tabs: tuple[str, ...] = ()) -> str:
+def finding_tab(area: str, tabs: tuple[str, ...] = (), drawable: bool = True) -> str:
     """The tab for a finding's ``area`` (:data:`FINDING_TABS`; "Timeline" for step and host
-    findings when ``tabs`` has one; "Advice" for an unknown area)."""
-    if area in ("steps", "host") and "Timeline" in tabs:
+    findings when ``tabs`` has one and the profile has events to draw, ``drawable``:
+    :func:`perfkit.analysis.timeline.has_timed_events`; "Advice" for an unknown area).
+
+    A profile of step totals only (a legacy MindSpore step trace, msprof-analyze's cluster
+    summary) has no timeline: its Timeline tab says so, and its data-loading wait is on the
+    Overview's step split, where its step and host findings point."""
+    if area in ("steps", "host") and "Timeline" in tabs and drawable:
         return "Timeline"
     tab = FINDING_TABS.get(area, "Advice")
     return tab if not tabs or tab in tabs else "Advice"

@@ -463,7 +463,9 @@ def test_a_data_loading_wait_is_drawn_before_the_step_and_counted_in_its_time():
     step = f.attrs["timeline"]["step"]
     med = statistics.median(walls.values())
     assert step == min(walls, key=lambda s: (abs(walls[s] - med), s))
-    assert f"({pk.format.time_text(med)} median over 6 steps)" in f.attrs["notes"][0]
+    own = pk.format.time_text(walls[step])
+    assert (f"the median-duration step of rank 0, {own} long; the median over its 6 steps "
+            f"is {pk.format.time_text(med)};") in f.attrs["notes"][0]
     (wait,) = f[f["kind"] == "wait"].itertuples()
     lo, hi, _ = windows[step]
     assert wait.dur_us == pytest.approx(walls[step] - (float(hi) - float(lo)), abs=1e-3)
@@ -494,7 +496,10 @@ def test_the_representative_step_is_one_whose_device_tasks_were_recorded():
     assert step == min(s for s in dist if dist[s] <= min(dist.values()) + 1e-3)
     note = f.attrs["notes"][0]
     assert "device tasks recorded for steps 1–14 of 322" in note
-    assert f"({pk.format.time_text(med)} median over 14 steps whose device tasks" in note
+    # 14 steps: the median lies between two, which show the same to three figures
+    assert pk.format.time_text(walls[step]) == pk.format.time_text(med)
+    assert (f"the median-duration step of rank {p.meta.rank}, {pk.format.time_text(med)} "
+            "long, the median over its 14 steps whose device tasks were recorded") in note
     lo, hi = raw["windows"][step]
     tasks = [e for e in raw["tasks"] if lo <= e["ts"] < hi]
     assert (f["category"] == "compute").sum() == len(tasks) > 100
@@ -535,7 +540,9 @@ def test_a_mindspore_wait_for_data_is_drawn_before_the_iteration():
     # ten steps: the two middle ones are equally near the median; the earlier is shown
     dist = {s: abs(w - med) for s, w in walls[slowest].items()}
     assert step == min(s for s in dist if dist[s] <= min(dist.values()) + 1e-3)
-    assert f"({pk.format.time_text(med)} median over 10 steps)" in f.attrs["notes"][0]
+    assert (f"step {step}: the median-duration step of the slowest rank {slowest}, "
+            f"{pk.format.time_text(walls[slowest][step])} long; the median over its 10 "
+            f"steps is {pk.format.time_text(med)};") in f.attrs["notes"][0]
     assert "the device's wait for it (data, launch)" in f.attrs["notes"][0]
     for rank, d in raw.items():
         (wait,) = f[(f["rank"] == rank) & (f["kind"] == "wait")].itertuples()

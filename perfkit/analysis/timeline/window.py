@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..._stats import median
 from ...errors import InvalidArgumentError, PerfkitError
-from ...format import counted, listed, plural, time_text
+from ...format import counted, listed, plural, share_text, time_text
 from .._frames import any_values, is_lazy
 from .._util import has_values, table
 from ..recorded import recorded_mask, recorded_text
@@ -29,7 +29,8 @@ __all__ = ["timeline_window", "TimelineWindow", "TimelineError", "has_timed_even
 
 #: A wait before the step's first task is drawn (:attr:`TimelineWindow.wait_us`) when it is
 #: at least this share of the step's time: a launch latency of a fraction of a millisecond
-#: in a second-long step would be a lane with nothing to see.
+#: in a second-long step would be a lane with nothing to see. A shorter wait is said in the
+#: caption instead (the data-loading finding, which points here, names it).
 MIN_WAIT_SHARE = 0.01
 
 
@@ -248,6 +249,25 @@ def _median_step(s: pd.DataFrame) -> int:
     return int(s.loc[near.to_numpy(bool), "step"].min())
 
 
+def _median_words(s: pd.DataFrame, step: int, whose: str, among: str) -> str:
+    """Why ``step`` is drawn, with its own time beside the median it was chosen by.
+
+    ``step`` is :func:`_median_step` of ``s`` (one rank's steps: ``step``, ``step_us``);
+    its own time is its row's ``step_us``, which differs from the median of an even
+    number of steps (the median lies halfway between the two middle ones: of
+    ``gpu/hta-trace_filter``'s 2 steps, step 551 took 608 ms, their median is 619 ms).
+    Each clause has one basis: the step's time, then the median over the steps.
+    """
+    own = _fmt_us(float(s.loc[(s["step"] == step).to_numpy(bool), "step_us"].iloc[0]))
+    if len(s) == 1:
+        return f"step {step}: the only step of {whose}{among}, {own} long"
+    med = _fmt_us(median(s["step_us"]))
+    over = f"the median over its {counted(len(s), 'step')}{among}"
+    if own == med:
+        return f"step {step}: the median-duration step of {whose}, {own} long, {over}"
+    return f"step {step}: the median-duration step of {whose}, {own} long; {over} is {med}"
+
+
 def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                     align: str = "common") -> TimelineWindow:
     """Choose the step and ranks of a timeline and find each rank's time window.
@@ -352,15 +372,12 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 # a step whose device tasks were not recorded shows no device time
                 among = "" if recorded is None else " whose device tasks were recorded"
                 step = _median_step(full)
-                reasons.insert(0, f"step {step}: the median-duration step of {whose} "
-                               f"({_fmt_us(median(full['step_us']))} median over "
-                               f"{counted(len(full), 'step')}{among})"
+                reasons.insert(0, _median_words(full, step, whose, among)
                                + (f"; {recorded}" if recorded else ""))
             else:
                 step = _median_step(mine)
-                reasons.insert(0, f"step {step}: the median-duration step of {whose} "
-                               f"({_fmt_us(median(mine['step_us']))} median over "
-                               f"{counted(len(mine), 'step')}); {recorded}, so no step of "
+                reasons.insert(0, _median_words(mine, step, whose, "")
+                               + f"; {recorded}, so no step of "
                                f"{whose} has all its device tasks drawn")
         else:
             step = _first_step(profile, chosen)
@@ -382,6 +399,7 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                               "so the gaps drawn are not idle time")
 
     starts, ends, sources, step_us, wait_us = {}, {}, {}, {}, {}
+    short_us: dict[Any, float] = {}
     for r in chosen:
         tables = _rank_tables(profile, r)
         win = _rank_window(tables, step)
@@ -407,9 +425,11 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 hit = hit[(hit["rank"] == r).fillna(False).to_numpy(bool)]
             step_us[r] = float(hit["step_us"].iloc[0]) if len(hit) else math.nan
             wait = float(hit["wait_us"].iloc[0]) if len(hit) else math.nan
-            if sources[r] == "device tasks" and wait > 0 \
-                    and wait >= MIN_WAIT_SHARE * step_us[r]:  # drawn before the first task
-                wait_us[r] = wait
+            if sources[r] == "device tasks" and wait > 0:
+                if wait >= MIN_WAIT_SHARE * step_us[r]:  # drawn before the first task
+                    wait_us[r] = wait
+                else:  # too short to see: said, as the data-loading finding names it
+                    short_us[r] = wait
         else:
             step_us[r] = math.nan
     if wait_us:
@@ -417,6 +437,12 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                  for r, w in wait_us.items()]
         reasons.append("drawn before the step's first device task, the device's wait for "
                        f"it (data, launch): {listed(waits)}")
+    if short_us:
+        waits = [_fmt_us(w) if len(chosen) == 1 else f"{_fmt_us(w)} on rank {r}"
+                 for r, w in short_us.items()]
+        reasons.append(f"not drawn (under {share_text(MIN_WAIT_SHARE, 0)} of the step): the "
+                       "device's wait before the step's first device task (data, launch), "
+                       f"{listed(waits)}")
     chosen = [r for r in chosen if r in starts]
     begins = {r: starts[r] - wait_us.get(r, 0.0) for r in chosen}  # room for the waits
     first = min(begins.values())

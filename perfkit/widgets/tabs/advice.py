@@ -10,6 +10,7 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...advisor.finding import share_of_step, step_basis_note
+from ...analysis.timeline import has_timed_events
 from ...format import time_text
 from ..headline import finding_tab
 from ..markup import STYLE, note
@@ -69,7 +70,8 @@ class AdviceTab(JobTab):
         if title is not None:
             frame = frame[frame["title"] == title]
             if len(frame) and self.ctx.open_tab is not None:
-                tab = finding_tab(str(frame["area"].iloc[0]), self.ctx.tabs)
+                tab = finding_tab(str(frame["area"].iloc[0]), self.ctx.tabs,
+                                  has_timed_events(self.profile))
                 button = W.Button(description=f"Evidence: {tab} ›",
                                   layout=W.Layout(width="auto"))
                 button.add_class("pk-evidence")

@@ -1,5 +1,6 @@
 """The Operators tab: device time per operator, over the ranks, the roofline,
-unfused chains and AI CPU operators; on a CPU-only run, the host operators' self time."""
+unfused chains, element-wise chains (:mod:`perfkit.widgets.operator_chains`) and AI CPU
+operators; on a CPU-only run, the host operators' self time."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ...analysis.recorded import recorded_profile, recorded_steps_text
 from ...tables import column_format, over_ranks, shorten, with_values
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
+from ..operator_chains import chains_html
 from .base import (
     ALL_RANKS,
     Context,
@@ -210,7 +212,12 @@ class OperatorsTab(Tab):
         tasks = recorded_profile(scope)
         out += self._roofline(tasks, said)
         # the table, then its notes in their own widget (wrapped at the page's width)
-        out += [html_widget(h) for h in self._unfused(tasks, rank) if h]
+        unfused = A.unfused_savings(tasks)
+        out += [html_widget(h) for h in self._unfused(unfused, rank) if h]
+        # the runs of element-wise kernels the advisor's chains finding counts
+        chains = self._chains(profile, tasks, unfused)
+        if chains:
+            out.append(html_widget(chains))
         if tasks is not scope:
             out.append(html_widget(note(sequences_note(table(scope, "steps")))))
         ai_cpu = A.ai_cpu_operators(scope)
@@ -318,10 +325,23 @@ class OperatorsTab(Tab):
         notes = [n for n in eff.attrs.get("notes", []) if str(n) not in said]
         return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes))]
 
-    def _unfused(self, profile: Any, rank: int) -> tuple[str, str]:
-        """The unfused-chains table and the notes on its savings (HTML)."""
+    def _chains(self, profile: Any, tasks: Any, unfused: pd.DataFrame) -> str:
+        """The element-wise chains of ``tasks``
+        (:func:`perfkit.widgets.operator_chains.chains_html`) on the job's hardware,
+        without the unfused attention chains' kernels where the advisor's attention finding
+        counts them, as its element-wise chains finding."""
+        job = self.ctx.job.job
+        findings = self.ctx.findings(profile)
+        attention = any(f.rule == "attention_not_fused" and f.measured for f in findings)
+        patterns = unfused["pattern"] if "pattern" in unfused.columns else ()
+        return chains_html(tasks, getattr(job, "hardware", None), attention,
+                           len(ranks_of(profile)) == 1 or not shows_all(self.rank),
+                           patterns=patterns)
+
+    def _unfused(self, chains: pd.DataFrame, rank: int) -> tuple[str, str]:
+        """The unfused-chains table (``chains``: :func:`perfkit.analysis.unfused_savings`)
+        and the notes on its savings (HTML)."""
         # the attention row's saving is the advisor's (roofline); the others' sum - max
-        chains = A.unfused_savings(profile)
         notes = "".join(note(_sentence(n)) for n in chains.attrs.get("saving_notes", []))
         if chains.empty or rank != ALL_RANKS or "rank" not in chains.columns:
             return frame_html(chains, "Unfused chains a fused kernel could replace",

@@ -20,6 +20,7 @@ from ... import analysis as A
 from ... import charts as C
 from ..._shares import rounded_split
 from ...advisor.finding import share_of_step, step_basis_note
+from ...analysis.timeline import has_timed_events
 from ...format import counted, time_text
 from ...tables import over_ranks
 from ..headline import (
@@ -213,11 +214,12 @@ class OverviewTab(JobTab):
                                 self._steps)
         if basis:
             rows.append(html_widget(note(basis[0].upper() + basis[1:] + ".")))
+        drawable = has_timed_events(self.profile)
         for i, f in enumerate(findings, 1):
             stake = (f"{time_text(f.ms_per_step * 1e3)} per step "
                      f"({share_of_step(f, self._step_ms)})"
                      if f.measured else "time at stake not measurable from the profile")
-            tab = finding_tab(f.area, self.ctx.tabs)
+            tab = finding_tab(f.area, self.ctx.tabs, drawable)
             text = html_widget(f"<div class='pk-finding'>{i}. <b>{html.escape(stake)}</b> — "
                                f"{html.escape(f.title)}</div>")
             button = W.Button(description=f"Evidence: {tab} ›",
