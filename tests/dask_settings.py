@@ -5,11 +5,12 @@ A ``distributed.LocalCluster`` with in-process workers (``processes=False``) sha
 test process's CPU with the tasks it runs. By default each worker samples every thread's
 stack every 10 ms for the dashboard's profile, the event loops check every 20 ms that
 they are not blocked, the scheduler moves tasks between workers every second (work
-stealing), and monitors sample memory and the system every 100-500 ms. On the lazy
-clusters of the test suite that background work cost about a third of the CPU of
-``pk.advise`` (llama2-13b-tuned-dp8-pp2, 16 ranks: 47 s of CPU with it, 28 s without,
-measured with ``time.process_time`` on the development VM). No test reads the dashboard's
-profile or the monitors, and which worker runs a task does not change its result.
+stealing), and monitors sample memory and the system every 100-500 ms. Without that
+work the test files on lazy clusters took 10-16 % less CPU (one pytest process each, the
+pytest plugin /work/scratch/cpuprof.py on the shared development VM, session 11):
+test_advisor_lazy.py 100 s -> 85 s, analysis/test_lazy.py 93 s -> 83 s,
+io/test_dask_engine.py 52 s -> 44 s. No test reads the dashboard's profile or the
+monitors, and which worker runs a task does not change its result.
 
 Use :func:`quiet_cluster` while the cluster is made: the settings are read when the
 scheduler and workers start.
