@@ -7,7 +7,7 @@ stack every 10 ms for the dashboard's profile, the event loops check every 20 ms
 they are not blocked, the scheduler moves tasks between workers every second (work
 stealing), and monitors sample memory and the system every 100-500 ms. Without that
 work the test files on lazy clusters took 10-16 % less CPU (one pytest process each, the
-pytest plugin /work/scratch/cpuprof.py on the shared development VM, session 11):
+self and child CPU per test, on the shared development VM):
 test_advisor_lazy.py 100 s -> 85 s, analysis/test_lazy.py 93 s -> 83 s,
 io/test_dask_engine.py 52 s -> 44 s. No test reads the dashboard's profile or the
 monitors, and which worker runs a task does not change its result.
