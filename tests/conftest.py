@@ -25,8 +25,10 @@ def dask_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     mp.setenv("PERFKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     mp.delenv("PERFKIT_CACHE", raising=False)
     mp.setenv("PERFKIT_DASK_PANDAS_MB", "0")  # the small test jobs keep lazy tables
-    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0")
+    from dask_settings import quiet_cluster  # no stack sampler and monitors (see there)
+
+    lc = quiet_cluster(n_workers=2, threads_per_worker=1, processes=False,
+                       dashboard_address=":0")
     client = distributed.Client(lc, set_as_default=False)
     try:
         with client.as_current():

@@ -15,9 +15,15 @@ CONFIG = ROOT / "tests" / "data" / "configs" / "llama2_13b_full.yaml"
 _UTIL = re.compile(r"^\s*(MFU|HFU)\s+([0-9.,]+)\s?%(.*)$", re.MULTILINE)
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """perfkit's cache in a folder of the module's own: each profile is parsed by its first
+    test and read from the cache by the later ones (three read the dp16 job)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PERFKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    mp.delenv("PERFKIT_CACHE", raising=False)
+    yield
+    mp.undo()
 
 
 def _info(capsys, *args: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from dask_settings import quiet_cluster
 from shared_samples import PT_LEVEL1, sample, shared_param, writable_copy
 
 import perfkit.io.detect as detect
@@ -31,8 +32,8 @@ SIM16 = ROOT / "data" / "simulated" / "llama2-13b-tuned-dp8-pp2"
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=":0")
+    cluster = quiet_cluster(n_workers=2, threads_per_worker=1, processes=False,
+                            dashboard_address=":0")
     c = distributed.Client(cluster, set_as_default=False)
     yield c
     c.close()
