@@ -44,14 +44,19 @@ def data_loading(ctx: Context) -> list[Finding]:
         f"; the longest wait of any rank: rank {int(longest['rank'])}, step "
         f"{longest['step']}: {fmt_time(float(longest['stall_us']))}, a rank that finished "
         "that step sooner")
+    no_loader = _no_loader_recorded(dl)
     pieces = []
     for col, label in (("preparing_us", "before the first device task"),
                        ("dataloader_us", "in data-loader operators"),
                        ("iteration_interval_us", "between steps")):
         if col == "iteration_interval_us" and has_values(dl, "preparing_us"):
             continue  # the same wait, measured as the step trace's interval (raw CANN)
+        if col == "dataloader_us" and no_loader:
+            continue  # said below: no loader operator, not a loader time of zero
         if has_values(dl, col):
             pieces.append(f"{fmt_time(float(dl[col].max()))} {label}")
+    if no_loader:
+        return _host_wait(ctx, dl, stall, _whose(dl, worst, other), pieces)
     rec = say(ctx.fw, {
         "mindspore": "Make the dataset pipeline produce ahead of the step: more parallel "
                      "workers (num_parallel_workers), prefetch (set_prefetch_size), data "
@@ -68,19 +73,53 @@ def data_loading(ctx: Context) -> list[Finding]:
                        "(num_workers) on cores the training threads do not use, "
                        "prefetch_factor, persistent_workers=True; move preprocessing "
                        "offline."})
-    if dl["rank"].nunique(dropna=False) <= 1:  # one rank: no slowest or worst of several
-        whose = (f"the rank's wait each step (longest: step {worst['step']}, "
-                 f"{fmt_time(float(worst['stall_us']))})")
-    else:
-        whose = (f"the wait of the slowest rank of each step (the rank the step time "
-                 f"counts; worst: rank {int(worst['rank'])}, step {worst['step']}: "
-                 f"{fmt_time(float(worst['stall_us']))}){other}")
     return [measured(
         ctx, "data_loading", "host", stall,
         "The device waits for the next batch at the start of the step",
-        f"{fmt_time(stall)} per step on average, {whose}"
+        f"{fmt_time(stall)} per step on average, {_whose(dl, worst, other)}"
         + (f"; up to {', '.join(pieces)}" if pieces else ""),
         rec)]
+
+
+def _whose(dl: pd.DataFrame, worst: pd.Series, other: str) -> str:
+    """Whose wait the finding's average is: the one rank's, or each step's slowest rank's
+    (``worst``: its longest; ``other``: a longer wait of a rank that finished sooner)."""
+    if dl["rank"].nunique(dropna=False) <= 1:  # one rank: no slowest or worst of several
+        return (f"the rank's wait each step (longest: step {worst['step']}, "
+                f"{fmt_time(float(worst['stall_us']))})")
+    return (f"the wait of the slowest rank of each step (the rank the step time "
+            f"counts; worst: rank {int(worst['rank'])}, step {worst['step']}: "
+            f"{fmt_time(float(worst['stall_us']))}){other}")
+
+
+def _no_loader_recorded(dl: pd.DataFrame) -> bool:
+    """Whether the host operators were timed and none of any step fetched a batch
+    (``dataloader_us`` is 0 on every row: :data:`perfkit.analysis.DATALOADER_PATTERN`
+    matched no operator), while the wait is measured otherwise (``preparing_us`` or the
+    step interval): the wait is then host work the profile does not show as data loading."""
+    if not has_values(dl, "dataloader_us"):
+        return False  # no timed operators: the loader's time is unknown, not zero
+    measured_wait = has_values(dl, "preparing_us") or has_values(dl, "iteration_interval_us")
+    return measured_wait and float(dl["dataloader_us"].fillna(0.0).max()) <= 0.0
+
+
+def _host_wait(ctx: Context, dl: pd.DataFrame, stall: float, whose: str,
+               pieces: list[str]) -> list[Finding]:
+    """The wait at the start of the step, when no data-loader operator was recorded in any
+    step (:func:`_no_loader_recorded`): said as the host's time before the first device
+    task, with advice to find that work in the trace, not to change a DataLoader the
+    profile does not show (TimeSformer inference, H100: 218 ms of video decoding and
+    preprocessing in the step, no loader operator)."""
+    return [measured(
+        ctx, "data_loading", "host", stall,
+        "The device waits for the host at the start of the step",
+        f"{fmt_time(stall)} per step on average, {whose}"
+        + (f"; up to {', '.join(pieces)}" if pieces else "")
+        + "; no data-loader operator was recorded in any step",
+        "No data-loader operator was recorded, so this wait is other host work before "
+        "the step's first device task (reading or preprocessing the input, for instance): "
+        "find it on the trace's host timeline before that task, then move it out of the "
+        "step or run it ahead of the step, while the device works.")]
 
 
 def _slowest_rank_waits(dl: pd.DataFrame) -> pd.DataFrame:
