@@ -5,6 +5,7 @@ busy time as a union of intervals worked out in plain Python (never through perf
 from __future__ import annotations
 
 import csv
+import json
 import re
 import sqlite3
 from collections import Counter, defaultdict
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["csv_rows", "union_us", "task_union_us", "covered_share", "keep_last_tasks",
-           "HCCL_SIZES", "REDUCTION", "hccl_reductions"]
+           "HCCL_SIZES", "REDUCTION", "hccl_reductions", "cann_iterations", "cann_tasks"]
 
 #: Bytes per element of HCCL's type names, written out for the tests.
 HCCL_SIZES = {"fp32": 4, "fp16": 2, "bfp16": 2, "fp64": 8}
@@ -77,3 +78,39 @@ def keep_last_tasks(path: Path, keep: int) -> None:
     """Cut a ``kernel_details.csv`` (a copy) to its header and its last ``keep`` rows."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     path.write_text("".join(lines[:1] + lines[-keep:]), encoding="utf-8")
+
+
+def _cann_events(path: Path) -> list[dict]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, list) else data["traceEvents"]
+
+
+def cann_iterations(timeline: Path) -> dict[int, tuple[float, float, float]]:
+    """Iteration id -> (start, Iteration Time, Data_aug Bound) µs of a raw CANN
+    ``timeline`` folder's ``step_trace_*.json`` files, read with ``json``."""
+    out: dict[int, list[float]] = {}
+    bound: dict[int, float] = {}
+    for f in sorted(timeline.glob("step_trace_*.json")):
+        for e in _cann_events(f):
+            if e.get("ph") == "X" and e.get("cat") == "Iteration Time":
+                out[int(e["args"]["Iteration ID"])] = [float(e["ts"]), float(e["dur"])]
+            elif e.get("ph") == "t" and e.get("cat") == "Data_aug Bound":
+                bound[int(e["name"].rsplit(" ", 1)[1])] = float(e["args"]["Data_aug Bound(us)"])
+    return {i: (a, d, bound.get(i, 0.0)) for i, (a, d) in out.items()}
+
+
+def cann_tasks(timeline: Path) -> list[dict]:
+    """The device tasks (process "Ascend Hardware", with a "Task Type") of a raw CANN
+    ``timeline`` folder's ``task_time_*`` and ``msprof_*`` files, each once (the
+    ``msprof_`` file of an iteration repeats its ``task_time_`` file's tasks)."""
+    seen: dict[tuple, dict] = {}
+    for f in sorted(timeline.glob("*.json")):
+        if not f.name.startswith(("task_time_", "msprof_")):
+            continue
+        events = _cann_events(f)
+        pids = {e["pid"] for e in events if e.get("name") == "process_name"
+                and e["args"].get("name") == "Ascend Hardware"}
+        for e in events:
+            if e.get("ph") == "X" and e.get("pid") in pids and "Task Type" in e.get("args", {}):
+                seen.setdefault((e["tid"], e["ts"], e["name"]), e)
+    return list(seen.values())

@@ -7,7 +7,9 @@
   while rank 1 spends nothing on it): one statistic now, the mean, said in both. Its
   kernel lists are cut short against its step trace (``tests/io/test_ascend_partial.py``:
   no step is recorded in full, so the tab shows no figure per step): the copy read here
-  leaves step_trace_time.csv out, so that its tasks are the steps' as far as it knows.
+  leaves step_trace_time.csv out and its Task IDs blank (which show rank 0's list to be
+  an excerpt, :mod:`perfkit.io.ascend_excerpt`), so that its tasks are the steps' as far
+  as it knows.
 - ``wild/mi_run1`` (MindInsight-era MindSpore): the timeline's device operators stop inside
   step 15 of 322; the figures per step were divided by 15 steps, step 15's few tasks
   included, instead of the 14 whose tasks were recorded.
@@ -54,10 +56,24 @@ def _us(header: str, cell: str) -> float:
     return float(cell.replace(",", "")) * unit
 
 
+def _blank_task_ids(path) -> None:
+    """Rewrite a ``kernel_details.csv`` (a copy) with "N/A" in its Task ID column."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    at = rows[0].index("Task ID")
+    for r in rows[1:]:
+        if len(r) > at:
+            r[at] = "N/A"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+
+
 def test_chart_and_table_show_the_same_mean_over_ranks_for_an_operator_some_ranks_run(
         tmp_path):
     folder = writable_copy(shared_sample(PT_GPT3_OLD), tmp_path / "gpt3",
                            ignore=shutil.ignore_patterns("step_trace_time.csv"))
+    for rank in (0, 1):  # no Task IDs: nothing tells the list is an excerpt
+        _blank_task_ids(folder / f"test_rank_{rank}/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
     per_rank: dict[str, dict[int, float]] = defaultdict(dict)
     steps: dict[int, set[str]] = {}
     for rank in (0, 1):

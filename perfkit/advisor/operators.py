@@ -23,7 +23,8 @@ from ..analysis._util import in_steps, no_step_note, table, text_matches
 from ..analysis.recorded import recorded_steps_text
 from ..format import counted, plural
 from .context import Context
-from .finding import Finding, measured, unmeasured
+from .finding import Finding, unmeasured
+from .finding import measured as _any_measured
 from .registry import rule
 from .words import clipped, fmt_time, pct, say
 
@@ -57,6 +58,16 @@ _FUSED = {
                     "softmax_dropout_matmul": "F.scaled_dot_product_attention (flash)"},
 }
 _FUSED["pytorch_rocm"] = _FUSED["pytorch_gpu"]  # the same PyTorch names on ROCm
+
+
+def measured(ctx: Context, *args: Any, **kwargs: Any) -> Finding:
+    """:func:`~perfkit.advisor.finding.measured` with the share of the mean step over the
+    steps whose device tasks were recorded in full
+    (:meth:`~perfkit.advisor.context.Context.recorded_basis`), which the time at stake,
+    per step over those steps (:meth:`~perfkit.advisor.context.Context.
+    per_recorded_step`), is measured in: a time and its step over the same steps."""
+    step_us, words = ctx.recorded_basis()
+    return _any_measured(ctx, *args, step_us=step_us, step_basis=words, **kwargs)
 
 
 def _no_step(ctx: Context) -> str:

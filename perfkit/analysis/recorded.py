@@ -29,11 +29,11 @@ import pandas as pd
 from ..format import listed, runs_text, share_text
 from ..profile import Cluster, Profile
 from ._frames import compute_all, is_lazy, is_lazy_frame
-from ._util import table
+from ._util import add_note, table
 
 __all__ = ["RECORDED", "COVERED", "recorded_mask", "unrecorded", "recorded_steps_text",
            "recorded_text", "recorded_tasks", "recorded_pairs", "recorded_profile",
-           "fragment_text"]
+           "fragment_text", "withhold_fragments", "withheld_text"]
 
 #: The optional ``steps`` column: whether the step's device tasks were recorded in full.
 RECORDED = "tasks_recorded"
@@ -252,3 +252,49 @@ def _pair_codes(rank: pd.Series | None, step: pd.Series) -> np.ndarray:
     r = pd.to_numeric(rank, errors="coerce").astype("Float64").fillna(-1) \
         .to_numpy(np.float64).astype(np.int64)
     return (r + 1) * (1 << 32) + (s + 1)
+
+
+def withhold_fragments(breakdown: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """A step breakdown derived from the device tasks
+    (:func:`perfkit.analysis.steps.derive_steps`) with the :data:`RECORDED` mark of the
+    ``steps`` table, and the time and parts of each step not recorded in full withheld
+    (NA): with no step trace, such a step is known from its tasks only, and the span of a
+    few of them, nearly all gaps, is neither its time nor its idle share
+    (``ascend/msprof-analyze-tests/compute_advice_v2``'s 25 tasks spread over 2.86 s,
+    :mod:`perfkit.io.ascend_excerpt`). ``breakdown`` itself where ``steps`` does not mark
+    a step."""
+    mask = recorded_mask(steps)
+    if mask is None or bool(mask.all()) or breakdown.empty:
+        return breakdown
+    skip = unrecorded(steps)
+    by_rank = "rank" in breakdown.columns and skip["rank"].notna().any()
+    codes = _pair_codes(breakdown["rank"] if by_rank else None, breakdown["step"])
+    hide = np.isin(codes, _pair_codes(skip["rank"] if by_rank else None, skip["step"]))
+    out = breakdown.copy()
+    out[RECORDED] = pd.array(~hide, dtype="boolean")
+    figures = [c for c in out.columns if c == "step_us" or c.endswith("_share")
+               or (c.endswith("_us") and c != "step_start_us")]
+    out.loc[hide, figures] = np.nan
+    which = runs_text(sorted({int(x) for x in out.loc[hide, "step"].dropna()}))
+    one = int(hide.sum()) == 1
+    return add_note(out, f"the time and parts of {'step' if one else 'steps'} {which} "
+                         f"withheld: {'its' if one else 'their'} device tasks are an excerpt "
+                         f"({recorded_text(steps)}), whose span is not a step time")
+
+
+def withheld_text(breakdown: pd.DataFrame) -> str | None:
+    """Why a step breakdown has no step time, when :func:`withhold_fragments` withheld it:
+    ``"the time of step 19 is withheld: its device tasks are an excerpt of the step (see
+    the notes), whose span is not a step time"``; None when no step with a time is
+    missing for that reason (no step was withheld, or some step has a time)."""
+    if breakdown.empty or RECORDED not in breakdown.columns or \
+            "step_us" not in breakdown.columns or breakdown["step_us"].notna().any():
+        return None
+    mask = recorded_mask(breakdown)
+    if mask is None or bool(mask.all()):
+        return None
+    ids = sorted({int(x) for x in breakdown.loc[~mask.to_numpy(bool), "step"].dropna()})
+    one = len(ids) == 1
+    return (f"the time of {'step' if one else 'steps'} {runs_text(ids)} is withheld: "
+            f"{'its' if one else 'their'} device tasks are an excerpt of the "
+            f"{'step' if one else 'steps'} (see the notes), whose span is not a step time")

@@ -40,6 +40,7 @@ from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
 from ._intervals import interval_union
 from ._shared import shared
 from ._util import add_note, empty_frame, has_values, table
+from .recorded import withhold_fragments
 
 __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "step_owner",
            "step_wall_us",
@@ -235,7 +236,8 @@ def _step_breakdown(profile: Any, derive: str) -> pd.DataFrame:
     kernels = table(profile, "kernels")
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(STEP_COLUMNS, "no step table and no device tasks to derive one from")
-    out = derive_steps(kernels, table(profile, "ops"))
+    # a step of the steps table known to hold a fragment of its tasks: no time, no parts
+    out = withhold_fragments(derive_steps(kernels, table(profile, "ops")), steps)
     if out["step"].isna().any():
         add_note(out, "some device tasks have no step; they are grouped under step NA")
     return add_note(out, "derived from device tasks: computing > communication > free")

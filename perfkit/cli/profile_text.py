@@ -109,6 +109,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
 
     from .._shares import rounded_split
     from ..analysis import measured_step_s, step_breakdown
+    from ..analysis.recorded import withheld_text
     from ..analysis.steps import has_wait, step_basis, step_wall_us
     from ..format import sig, time_text, time_unit
     from ..widgets.headline import (
@@ -134,7 +135,9 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
              f"figures from {source} data"]
     step_s = measured_step_s(steps)
     if math.isnan(step_s):
-        return lines + ["  measured step time: unknown (no step has a duration)"]
+        # a step withheld as a fragment of its tasks (perfkit.analysis.recorded) says so
+        why = withheld_text(steps) or "no step has a duration"
+        return lines + [f"  measured step time: unknown ({why})"]
     lines.append(f"  measured step time: {time_text(step_s * 1e6)} ({step_basis(steps)})")
     split = step_split(steps)
     phases = _trace_phases(known) if not split.attrs.get("rows", 1) else {}

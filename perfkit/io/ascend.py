@@ -50,6 +50,7 @@ from .ascend_csv import (  # noqa: F401
     _steps,
     snake,
 )
+from .ascend_excerpt import mark_excerpt
 from .ascend_hccl import (  # noqa: F401
     _TIME_KEYS,
     _communication,
@@ -262,6 +263,11 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         notes.append("kernels.step: kernel_details.csv has no Step Id column (no schedule)")
     if "steps" in tables:
         mark_recorded(tables["steps"], tables.get("kernels"), notes)
+    else:  # the steps known only from their tasks: an excerpt of them is not a step
+        excerpt = mark_excerpt(tables.get("kernels"), notes)
+        if excerpt is not None:
+            tables["steps"] = excerpt
+            files["steps"] = files.get("kernels", [])
     device_type = "npu"
     if mindspore_cpu.is_cpu_profile(rank_dir):
         # the Ascend files are missing by nature, not lost: say what a CPU profile is instead

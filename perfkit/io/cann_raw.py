@@ -113,6 +113,7 @@ from .cann_raw_tables import (  # noqa: F401
     _count_the_interval,
     _hccl,
     _kernels,
+    _mark_recorded,
     _op_type,
     _steps,
 )
@@ -276,6 +277,7 @@ def parse(path: Path, files: Iterable[str | Path] = ()) -> tuple[ProfileMeta,
     steps, windows = _steps(ev, notes)
     comm_ops, bw, links, comm_streams = _hccl(ev, windows, notes)
     kernels = _kernels(ev, windows, comm_streams)
+    _mark_recorded(steps, kernels, notes)
     if kernels.empty:
         notes.append("kernels: no device task (process 'Ascend Hardware') in the timeline")
     ts = ev["ts_ns"].dropna().to_numpy(np.int64) if len(ev) else np.zeros(0, np.int64)

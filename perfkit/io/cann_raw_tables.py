@@ -126,6 +126,39 @@ def _count_the_interval(steps: pd.DataFrame, windows: pd.DataFrame, notes: list[
                      "MindSpore's step trace counts its step interval")
 
 
+def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame, notes: list[str]) -> None:
+    """Set ``steps.tasks_recorded`` (:mod:`perfkit.analysis.recorded`): False for an
+    iteration with no device task in its window, where other iterations have some.
+
+    msprof exports the timeline one iteration at a time (``task_time_`` / ``msprof_`` /
+    ``hccl_`` files of suffix ``{device}_{model}_{iteration}``), while every
+    ``step_trace_`` file holds the marks of all iterations: a PROF folder that keeps the
+    timeline of some iterations only (``ascend/mindinsight-legacy``'s keeps iteration 1's
+    490 tasks and the marks of 10) has steps without their tasks. An iteration runs
+    device tasks, so one that holds none was not exported; the figures per step of its
+    tasks (the operators, the AI CPU finding) are over the others only. Nothing is set
+    when no iteration lacks its tasks, or when the timeline holds no device task at all
+    (what there is then is said by the note on ``kernels``).
+    """
+    if steps.empty or kernels.empty or "step" not in kernels.columns:
+        return
+    ids = steps["step"].to_numpy(np.int64)
+    stepped = pd.to_numeric(kernels["step"], errors="coerce").dropna().to_numpy(np.float64)
+    has = np.isin(ids, stepped)
+    if has.all() or not has.any():
+        return
+    steps["tasks_recorded"] = pd.array(has, dtype="boolean")
+    done = [int(i) for i in ids[has]]
+    lacking = [int(i) for i in ids[~has]]
+    n = len(lacking)
+    notes.append(f"steps: device tasks recorded for {plural(len(done), 'iteration', 'iterations')} "
+                 f"{runs_text(done)} of {len(ids)} (steps.tasks_recorded): "
+                 f"{plural(n, 'iteration', 'iterations')} {runs_text(lacking)} "
+                 f"{plural(n, 'has', 'have')} no device task in the timeline (only "
+                 f"{plural(n, 'its', 'their')} step trace marks were exported), so the "
+                 "figures per step of the device tasks are over the others only")
+
+
 def _op_type(names: pd.Series) -> pd.Series:
     """Operator type from a MindSpore task name (``.../MatMul-op12`` -> ``MatMul``)."""
     return names.str.extract(_OP_TYPE_RE, expand=False).astype("string")

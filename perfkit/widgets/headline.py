@@ -34,6 +34,7 @@ import pandas as pd
 
 from .._shares import rounded_split
 from ..analysis import measured_step_s
+from ..analysis.recorded import withheld_text
 from ..analysis.steps import exposed_comm_us, step_basis, step_wall_us
 from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
@@ -319,7 +320,8 @@ def headline(profile: Any, breakdown: pd.DataFrame, job: Job | None,
     ranks = getattr(profile, "ranks", None) or [profile.meta.rank]
     step_s = measured_step_s(breakdown) if not breakdown.empty else math.nan
     if math.isnan(step_s):
-        out.figures.append(Figure("step time", "–", "no step found in this profile"))
+        out.figures.append(Figure("step time", "–", withheld_text(breakdown)
+                                  or "no step found in this profile"))
     else:
         out.figures.append(Figure("step time", time_text(step_s * 1e6),
                                   f"{step_basis(breakdown)} ({len(ranks)} "

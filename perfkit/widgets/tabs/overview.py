@@ -20,6 +20,7 @@ from ... import analysis as A
 from ... import charts as C
 from ..._shares import rounded_split
 from ...advisor.finding import share_of_step, step_basis_note
+from ...analysis.recorded import withheld_text
 from ...analysis.timeline import has_timed_events
 from ...format import counted, time_text
 from ...tables import over_ranks
@@ -102,6 +103,9 @@ class OverviewTab(JobTab):
                 "No training steps were found in this profile (no step markers and no step "
                 "trace), so there is no step breakdown; the Operators and Memory tabs may "
                 "still have data.")), facts]
+        withheld = withheld_text(steps)
+        if withheld:  # no step with a time: no chart of empty bars
+            return out + [html_widget(note(f"No step breakdown: {withheld}.")), facts]
         self._steps = with_exposed_comm(steps)
         parts = split_parts(self._steps)
         chart = C.step_breakdown_chart(self._steps, parts=parts, select=True,
@@ -306,6 +310,9 @@ def _shown(shares: pd.DataFrame) -> pd.DataFrame:
 def _split_missing(steps: pd.DataFrame) -> str | None:
     """What the headline's split says when the profile gives no computing / communication
     / free split but its step trace's phases (legacy MindSpore): the chart shows those."""
+    withheld = withheld_text(steps)
+    if withheld:
+        return f"No step split: {withheld}."
     if steps.empty or C.step_parts(steps) != C.TRACE_PHASES:
         return None
     return ("No computing / communication / free split in this profile: its step trace "
