@@ -81,7 +81,6 @@ KNOWN_GAPS: dict[tuple[str, str], tuple[str, ...] | None] = {
     ("mfu_inference", "Planner"): None,
     ("data_loading", "Timeline"): ("wild/mi_run1", _PROF),
     ("data_loading", "Overview"): (f"{MINDINSIGHT}/cluster_propose",),
-    ("host_bound", "Timeline"): (_PROF,),
 }
 
 
