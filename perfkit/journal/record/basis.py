@@ -1,0 +1,110 @@
+"""The one step a run's breakdown is of: the job's step (the device span and the wait
+before the first device task), for runs recorded now and runs read from older journals.
+
+A run recorded by this perfkit keeps the parts of *one* step, the job's
+(:func:`job_step_parts`): per step the slowest rank's row, as
+:func:`perfkit.analysis.measured_step_s` counts the step time, and of those the median step
+(the mean of the two middle ones for an even count). Its parts therefore add up to its
+step, ``wall_us`` = ``step_us`` (the device span: computing + communication not overlapped
++ free) + ``preparing_us`` (the wait before the first device task), which is the step time
+of the run's metrics, and each share is ``part / wall_us``.
+
+A journal written before kept each part's median over every (rank, step) and shares of the
+median device span (``step_us``) alone, so a wait before the first device task came out as
+a share *of the device span* and the shares added up to more than 100 %. Such a run (it has
+no ``wall_us`` row) is read with the sum of its parts as its step, :func:`rebased`:
+``wall = computing + comm_not_overlapped + free + preparing`` (medians; the device span
+``step_us`` + ``preparing_us`` where a base part is missing), the basis
+:func:`perfkit.widgets.headline.split_step_us` gives the Overview's shares, so its shares
+add up to 100 % too; :data:`OLD_BASIS` says so beside it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ...analysis.steps import step_wall_us
+
+__all__ = ["WALL", "BASE_PARTS", "OLD_BASIS", "job_step_parts", "rebased", "basis_of"]
+
+#: The breakdown row of the job's step (device span + wait before the first device task).
+WALL = "wall_us"
+#: The parts that add up to the job's step.
+BASE_PARTS = ("computing_us", "comm_not_overlapped_us", "free_us", "preparing_us")
+#: ``breakdown.attrs["basis"]`` of a run recorded before the journal kept the job's step.
+OLD_BASIS = ("recorded before the journal kept the job's step: its step is the sum of its "
+             "median parts (device span and the wait before it)")
+
+
+def job_step_parts(steps: pd.DataFrame, parts: tuple[str, ...]) -> dict[str, float]:
+    """The job's step and its parts, in µs, from a step breakdown.
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown` (``step``, ``step_us``, the parts).
+    parts : tuple of str
+        The columns to give (those the breakdown has).
+
+    Returns
+    -------
+    dict
+        ``{WALL: w, part: us, ...}``: with ``wall = step_us + preparing_us`` per row
+        (:func:`perfkit.analysis.step_wall_us`), per step the row of the largest wall (the
+        slowest rank), and of those rows the median one by wall (odd count) or the mean of
+        the two middle ones (even count); ``w`` is then the median of the slowest walls,
+        ``measured_step_s`` × 10⁶. A part missing in those rows is left out. Empty when no
+        row has a step time.
+    """
+    known = steps.dropna(subset=["step_us"])
+    if known.empty:
+        return {}
+    known = known.assign(**{WALL: step_wall_us(known)})
+    key = known["step"] if "step" in known.columns else pd.Series(0, index=known.index)
+    slowest = known.loc[known.groupby(key, dropna=False)[WALL].idxmax()]
+    ordered = slowest.sort_values(WALL, kind="mergesort")
+    n = len(ordered)
+    middle = ordered.iloc[[(n - 1) // 2, n // 2]] if n % 2 == 0 else ordered.iloc[[n // 2]]
+    out = {WALL: float(middle[WALL].mean())}
+    for part in parts:
+        if part in middle.columns:
+            us = float(middle[part].astype("float64").mean())
+            if not math.isnan(us):
+                out[part] = us
+    return out
+
+
+def basis_of(breakdown: pd.DataFrame) -> str | None:
+    """None for a run whose shares are of the job's step as recorded; :data:`OLD_BASIS`
+    for an older run whose step the reader had to take as the sum of its parts."""
+    return breakdown.attrs.get("basis")
+
+
+def rebased(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """A stored breakdown (``part``, ``us``, ``share``) with its step as the job's step.
+
+    A run with a ``wall_us`` row is returned as it is. An older one gets a ``wall_us`` row
+    first, ``us`` = computing + comm_not_overlapped + free + preparing (preparing 0 when
+    missing; ``step_us`` + preparing when a base part is missing), every ``share`` = ``us``
+    / that step, and ``attrs["basis"]`` = :data:`OLD_BASIS` where it had a wait before the
+    first device task (without one, the device span was already the job's step).
+    """
+    if breakdown.empty or WALL in set(breakdown["part"]):
+        return breakdown
+    us = breakdown.set_index("part")["us"].astype("float64")
+    if "step_us" not in us.index and not all(p in us.index for p in BASE_PARTS[:3]):
+        return breakdown
+    prep = float(us.get("preparing_us", 0.0))
+    prep = 0.0 if math.isnan(prep) else prep
+    if all(p in us.index and not math.isnan(us[p]) for p in BASE_PARTS[:3]):
+        wall = float(sum(us[p] for p in BASE_PARTS[:3])) + prep
+    else:
+        wall = float(us.get("step_us", math.nan)) + prep
+    out = pd.concat([pd.DataFrame({"part": [WALL], "us": [wall], "share": [math.nan]}),
+                     breakdown], ignore_index=True)
+    out["share"] = out["us"] / wall if wall > 0 else math.nan
+    if prep > 0:
+        out.attrs["basis"] = OLD_BASIS
+    return out
