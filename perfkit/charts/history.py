@@ -68,7 +68,7 @@ def journal_progress_chart(frame: pd.DataFrame, title: str | None = None, width:
 
 def journal_breakdown_chart(frame: pd.DataFrame, base_label: str, new_label: str,
                             title: str | None = None, width: int = 380) -> alt.Chart:
-    """Where the step time went in two runs: the median step's parts side by side.
+    """Where the step time went in two runs: the job's step's parts side by side.
 
     Parameters
     ----------
@@ -99,7 +99,7 @@ def journal_breakdown_chart(frame: pd.DataFrame, base_label: str, new_label: str
     data = pd.DataFrame(rows, columns=["part", "run", "ms"])
     chart = alt.Chart(data).mark_bar().encode(
         y=alt.Y("run:N", sort=[str(base_label), str(new_label)], title=None),
-        x=alt.X("ms:Q", title="ms per step (the median step of the slowest ranks)"),
+        x=alt.X("ms:Q", title="ms of the job's step (split over every rank and step)"),
         color=alt.Color("run:N", sort=[str(base_label), str(new_label)], title=None,
                         scale=alt.Scale(range=["#95a5a6", "#2e86c1"])),
         row=alt.Row("part:N", sort=list(_JOURNAL_PARTS.values()), title=None,

@@ -402,7 +402,7 @@ def change_sentence(comparison: RunComparison) -> str:
         :data:`MAX_SENTENCE_CHANGES`, then "and N more job changes"), then the measured
         step time (relative change), tokens/s per device when the devices, the batch or
         the sequence length changed (else it says what the step's change says), the
-        pipeline bubble's share of the median step (the change in percentage points,
+        pipeline bubble's share of the job's step (the change in percentage points,
         written "% of the step"), the recompute FLOPs per step (theory for the job,
         relative change) and the measured peak memory (relative change). A figure either
         run lacks, or that did not move, is left out (the step is always said); "no

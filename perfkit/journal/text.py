@@ -147,7 +147,7 @@ def comparison_text(cmp: RunComparison, n_operators: int = 10, n_findings: int =
     """``perfkit journal compare``: the sentence, the config diff, then the time diff.
 
     Sections: what changed in the job (fields that differ, with their sources), the
-    metrics, the step breakdown (median step), the operators that moved most, and the
+    metrics, the step breakdown (the job's step), the operators that moved most, and the
     findings that appeared or disappeared.
     """
     out = [f"{cmp.base_label} → {cmp.new_label}: {cmp.sentence()}", ""]
@@ -167,7 +167,7 @@ def comparison_text(cmp: RunComparison, n_operators: int = 10, n_findings: int =
          for r in cmp.metrics.itertuples(index=False)], right={1, 2, 3})]
     warnings = [w for w in cmp.metrics["warning"] if isinstance(w, str) and w]
     out += [f"  warning: {w}" for w in warnings]
-    out += ["", "Step breakdown (the median step of the slowest ranks):"]
+    out += ["", "Step breakdown (the job's step, split over every rank and step):"]
     if cmp.breakdown.empty:
         out.append("  neither run has a step breakdown")
     else:
@@ -268,7 +268,7 @@ def _finding_title(r: Any, base_label: str, new_label: str) -> str:
 
 
 def time_diff_html(cmp: RunComparison, n_operators: int = 12) -> str:
-    """The rest of a comparison (HTML): the metrics, where the time went (median step),
+    """The rest of a comparison (HTML): the metrics, where the time went (the job's step),
     the operators that moved most and the findings."""
     b, w = cmp.base_label, cmp.new_label
     parts = [STYLE, "<div class='pk-journal'>", "<h3>Metrics</h3>"]
@@ -278,7 +278,7 @@ def time_diff_html(cmp: RunComparison, n_operators: int = 12) -> str:
          for r in cmp.metrics.itertuples(index=False)], right={1, 2, 3}))
     for warning in (x for x in cmp.metrics["warning"] if isinstance(x, str) and x):
         parts.append(f"<p class='warn'>⚠ {_esc(warning)}</p>")
-    parts.append("<h3>Where the time went (the median step of the slowest ranks)</h3>")
+    parts.append("<h3>Where the time went (the job's step, split over every rank and step)</h3>")
     if cmp.breakdown.empty:
         parts.append("<p>Neither run has a step breakdown.</p>")
     else:

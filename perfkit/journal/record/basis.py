@@ -1,13 +1,12 @@
 """The one step a run's breakdown is of: the job's step (the device span and the wait
 before the first device task), for runs recorded now and runs read from older journals.
 
-A run recorded by this perfkit keeps the parts of *one* step, the job's
-(:func:`job_step_parts`): per step the slowest rank's row, as
-:func:`perfkit.analysis.measured_step_s` counts the step time, and of those the median step
-(the mean of the two middle ones for an even count). Its parts therefore add up to its
-step, ``wall_us`` = ``step_us`` (the device span: computing + communication not overlapped
-+ free) + ``preparing_us`` (the wait before the first device task), which is the step time
-of the run's metrics, and each share is ``part / wall_us``.
+A run recorded by this perfkit keeps *one* step, the job's (:func:`job_step_parts`):
+``wall_us``, the step time of the run's metrics (:func:`perfkit.analysis.measured_step_s`:
+the device span and the wait before the first device task), split as the Overview splits
+it (the shares of every rank's and step's wall time), so that computing, communication not
+overlapped, free and the wait (``preparing_us``) add up to it and their shares to 1; the
+device span ``step_us`` is the step less the wait.
 
 A journal written before kept each part's median over every (rank, step) and shares of the
 median device span (``step_us``) alone, so a wait before the first device task came out as
@@ -25,7 +24,7 @@ import math
 
 import pandas as pd
 
-from ...analysis.steps import step_wall_us
+from ...analysis.steps import measured_step_s, step_wall_us
 
 __all__ = ["WALL", "BASE_PARTS", "OLD_BASIS", "job_step_parts", "rebased", "basis_of"]
 
@@ -51,28 +50,38 @@ def job_step_parts(steps: pd.DataFrame, parts: tuple[str, ...]) -> dict[str, flo
     Returns
     -------
     dict
-        ``{WALL: w, part: us, ...}``: with ``wall = step_us + preparing_us`` per row
-        (:func:`perfkit.analysis.step_wall_us`), per step the row of the largest wall (the
-        slowest rank), and of those rows the median one by wall (odd count) or the mean of
-        the two middle ones (even count); ``w`` is then the median of the slowest walls,
-        ``measured_step_s`` × 10⁶. A part missing in those rows is left out. Empty when no
-        row has a step time.
+        ``{WALL: T, part: us, ...}``. ``T`` is the job's step,
+        :func:`perfkit.analysis.measured_step_s` × 10⁶ (per step the slowest rank's wall
+        time, the device span and the wait before it; the median over the steps): the
+        step time of the run's metrics. Each part is that step's share of it, ``us =
+        share × T``, with ``share = Σ part / Σ (computing + comm_not_overlapped + free +
+        preparing)`` over every (rank, step) whose three base parts are known (the wait
+        counted 0 where missing; the wall time :func:`perfkit.analysis.step_wall_us` where
+        a base column is missing): the split of the Overview's headline
+        (:func:`perfkit.widgets.headline.step_split`), a time-weighted mean over the ranks
+        and steps, so that computing, communication not overlapped, free and the wait add
+        up to ``T``. A part no row has is left out. Empty when no row has a step time.
     """
     known = steps.dropna(subset=["step_us"])
     if known.empty:
         return {}
-    known = known.assign(**{WALL: step_wall_us(known)})
-    key = known["step"] if "step" in known.columns else pd.Series(0, index=known.index)
-    slowest = known.loc[known.groupby(key, dropna=False)[WALL].idxmax()]
-    ordered = slowest.sort_values(WALL, kind="mergesort")
-    n = len(ordered)
-    middle = ordered.iloc[[(n - 1) // 2, n // 2]] if n % 2 == 0 else ordered.iloc[[n // 2]]
-    out = {WALL: float(middle[WALL].mean())}
+    step = measured_step_s(known) * 1e6
+    base = [p for p in BASE_PARTS[:3] if p in known.columns]
+    if len(base) == 3:
+        known = known.dropna(subset=base)
+        whole = known[base].astype("float64").sum(axis=1)
+        if "preparing_us" in known.columns:
+            whole = whole + known["preparing_us"].astype("float64").fillna(0.0)
+    else:
+        whole = step_wall_us(known)
+    total = float(whole.sum())
+    out = {WALL: step}
+    if not total > 0 or math.isnan(step):
+        return out
     for part in parts:
-        if part in middle.columns:
-            us = float(middle[part].astype("float64").mean())
-            if not math.isnan(us):
-                out[part] = us
+        if part in known.columns and known[part].notna().any():
+            share = float(known[part].astype("float64").fillna(0.0).sum()) / total
+            out[part] = share * step
     return out
 
 

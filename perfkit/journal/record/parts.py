@@ -35,11 +35,11 @@ def run_breakdown(profile: Any) -> pd.DataFrame:
     pandas.DataFrame
         One row per part the profile has, ``wall_us`` (the job's step: device span and
         the wait before the first device task, the step time of the run's metrics) first,
-        then those of :data:`BREAKDOWN_PARTS`: ``part``, ``us`` (of the job's step,
-        :func:`perfkit.journal.record.basis.job_step_parts`: the median step of the
-        slowest ranks) and ``share`` (``us / wall_us``, so that computing, communication
-        not overlapped, free and the wait add up to 1). Empty when the profile has no
-        step breakdown.
+        then those of :data:`BREAKDOWN_PARTS`: ``part``, ``us`` (the part's share of every
+        rank's and step's wall time × the job's step,
+        :func:`perfkit.journal.record.basis.job_step_parts`) and ``share`` (``us /
+        wall_us``, so that computing, communication not overlapped, free and the wait add
+        up to 1). Empty when the profile has no step breakdown.
     """
     steps = step_breakdown(profile)
     rows = []
