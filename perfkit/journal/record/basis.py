@@ -97,8 +97,8 @@ def rebased(breakdown: pd.DataFrame) -> pd.DataFrame:
     A run with a ``wall_us`` row is returned as it is. An older one gets a ``wall_us`` row
     first, ``us`` = computing + comm_not_overlapped + free + preparing (preparing 0 when
     missing; ``step_us`` + preparing when a base part is missing), every ``share`` = ``us``
-    / that step, and ``attrs["basis"]`` = :data:`OLD_BASIS` where it had a wait before the
-    first device task (without one, the device span was already the job's step).
+    / that step, and ``attrs["basis"]`` = :data:`OLD_BASIS` (its step is not the step time
+    of its metrics, which is the slowest rank's).
     """
     if breakdown.empty or WALL in set(breakdown["part"]):
         return breakdown
@@ -114,6 +114,5 @@ def rebased(breakdown: pd.DataFrame) -> pd.DataFrame:
     out = pd.concat([pd.DataFrame({"part": [WALL], "us": [wall], "share": [math.nan]}),
                      breakdown], ignore_index=True)
     out["share"] = out["us"] / wall if wall > 0 else math.nan
-    if prep > 0:
-        out.attrs["basis"] = OLD_BASIS
+    out.attrs["basis"] = OLD_BASIS  # not the metrics' step (the slowest rank's)
     return out
