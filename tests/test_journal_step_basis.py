@@ -62,6 +62,8 @@ def test_the_shares_add_up_to_100_percent(resnet: dict) -> None:
     # rounded to 0.1 % and still adding up to 100.0 %
     assert round(1000 * shown["base_share"].sum()) == 1000
     assert all(abs(1000 * x - round(1000 * x)) < 1e-6 for x in shown["base_share"])
+    span = cmp.breakdown.set_index("part").loc["step_us", "base_share"]
+    assert round(1000 * (span + shown.loc["preparing_us", "base_share"])) == 1000
     text = comparison_text(cmp)
     labels = ("computing ", "communication (not overlapped) ", "free ",
               "before the first device task (")

@@ -230,7 +230,8 @@ def breakdown_diff(base: RunRecord, new: RunRecord) -> pd.DataFrame:
     Each share is of the run's own step, ``wall_us`` (the device span and the wait before
     the first device task, :mod:`perfkit.journal.record.basis`), the step time its metrics
     give; computing, communication not overlapped, free and the wait are rounded together
-    (:func:`perfkit._shares.rounded_split`) so that what is shown adds up to 100.0 %.
+    (:func:`perfkit._shares.rounded_split`) so that what is shown adds up to 100.0 %, and
+    the device span's share is the sum of its three rounded parts.
     ``attrs["notes"]`` names the basis of a run recorded before the journal kept the job's
     step (:data:`~perfkit.journal.record.basis.OLD_BASIS`).
     """
@@ -246,6 +247,10 @@ def breakdown_diff(base: RunRecord, new: RunRecord) -> pd.DataFrame:
     if split.any():
         rounded = rounded_split(out.loc[split, ["base_share", "new_share"]].T).T
         out.loc[split, ["base_share", "new_share"]] = rounded
+        span = out["part"].isin(BASE_PARTS[:3])  # the device span: the step less the wait
+        if span.sum() == 3 and "step_us" in set(out["part"]):
+            out.loc[out["part"] == "step_us", ["base_share", "new_share"]] = \
+                out.loc[span, ["base_share", "new_share"]].sum(min_count=3).to_numpy()
     out["delta_us"] = out["new_us"] - out["base_us"]
     out["delta_pct"] = 100.0 * out["delta_us"] / out["base_us"].where(out["base_us"] > 0)
     out["delta_share"] = out["new_share"] - out["base_share"]
