@@ -129,7 +129,12 @@ def test_breakdown_and_operator_charts_draw_the_comparison(case: Journal) -> Non
     assert got["pipelined"] == pytest.approx(bubble["base_us"] / 1e3)
     assert got["tuned"] == pytest.approx(bubble["new_us"] / 1e3)
     assert set(data["part"]) == {"computing", "communication (not overlapped)", "free",
-                                 "bubble"}
+                                 "bubble", "before the first device task"}
+    # all but the bubble (inside the communication) add up to the job's step
+    drawn = data[data["part"] != "bubble"].groupby("run")["ms"].sum()
+    step = cmp.breakdown.set_index("part").loc["wall_us"]
+    assert drawn["pipelined"] == pytest.approx(step["base_us"] / 1e3)
+    assert drawn["tuned"] == pytest.approx(step["new_us"] / 1e3)
     ops = cmp.operators.copy()
     ops.loc[1, "delta_us"] = float("nan")
     spec = C.journal_operators_chart(ops, n=5).to_dict()

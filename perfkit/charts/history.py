@@ -11,7 +11,8 @@ __all__ = ["journal_progress_chart", "journal_breakdown_chart", "journal_operato
 
 _JOURNAL_PARTS = {"computing_us": "computing",
                   "comm_not_overlapped_us": "communication (not overlapped)",
-                  "free_us": "free", "bubble_us": "bubble"}
+                  "free_us": "free", "bubble_us": "bubble",
+                  "preparing_us": "before the first device task"}
 
 
 def journal_progress_chart(frame: pd.DataFrame, title: str | None = None, width: int = 460,
@@ -67,15 +68,16 @@ def journal_progress_chart(frame: pd.DataFrame, title: str | None = None, width:
 
 def journal_breakdown_chart(frame: pd.DataFrame, base_label: str, new_label: str,
                             title: str | None = None, width: int = 380) -> alt.Chart:
-    """Where the step time went in two runs: the median step's parts side by side.
+    """Where the step time went in two runs: the job's step's parts side by side.
 
     Parameters
     ----------
     frame : pandas.DataFrame
         ``RunComparison.breakdown``: columns ``part`` (``computing_us``,
         ``comm_not_overlapped_us``, ``free_us``, ``bubble_us``, ...), ``base_us`` and
-        ``new_us``. Parts other than computing, exposed communication, free and bubble
-        are not drawn (the first three add up to the step; the bubble is inside them).
+        ``new_us``. Parts other than computing, exposed communication, free, the bubble
+        and the wait before the first device task are not drawn (all but the bubble add
+        up to the step; the bubble is inside them).
     base_label, new_label : str
         Names of the two runs.
     title : str, optional
@@ -97,7 +99,7 @@ def journal_breakdown_chart(frame: pd.DataFrame, base_label: str, new_label: str
     data = pd.DataFrame(rows, columns=["part", "run", "ms"])
     chart = alt.Chart(data).mark_bar().encode(
         y=alt.Y("run:N", sort=[str(base_label), str(new_label)], title=None),
-        x=alt.X("ms:Q", title="ms per step (median over ranks and steps)"),
+        x=alt.X("ms:Q", title="ms of the job's step (split over every rank and step)"),
         color=alt.Color("run:N", sort=[str(base_label), str(new_label)], title=None,
                         scale=alt.Scale(range=["#95a5a6", "#2e86c1"])),
         row=alt.Row("part:N", sort=list(_JOURNAL_PARTS.values()), title=None,

@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._shares import rounded_split
 from ..analysis.compare import compare_profiles, compare_totals
 from ..errors import InvalidArgumentError
 from ..job import JOB_FIELDS
 from .record import METRIC_KEYS, RunRecord, flops_text
+from .record.basis import BASE_PARTS, basis_of
 
 __all__ = ["RunComparison", "compare_records", "change_sentence", "job_diff", "metrics_diff",
            "breakdown_diff", "operators_diff", "findings_diff", "JOB_DIFF_COLUMNS",
@@ -56,7 +58,7 @@ SENTENCE_FIELDS: dict[str, str] = {
 }
 #: Most job changes the sentence names before "and N more".
 MAX_SENTENCE_CHANGES = 6
-_PART_WORDS = {"step_us": "step", "computing_us": "computing",
+_PART_WORDS = {"wall_us": "step", "step_us": "device span", "computing_us": "computing",
                "comm_not_overlapped_us": "exposed communication",
                "overlapped_us": "overlapped communication", "free_us": "free",
                "bubble_us": "bubble", "preparing_us": "preparing"}
@@ -76,8 +78,8 @@ class RunComparison:
         :data:`METRICS_DIFF_COLUMNS`; ``delta_pct`` of the base; a figure a guard flagged
         has no value (its text says "⚠ not plausible").
     breakdown : pandas.DataFrame
-        :data:`BREAKDOWN_DIFF_COLUMNS`: the median step's parts; ``delta_share`` is the
-        change of the part's share of the step (a fraction: 0.012 = 1.2 points).
+        :data:`BREAKDOWN_DIFF_COLUMNS`: the job's step and its parts; ``delta_share``
+        is the change of the part's share of the step (a fraction: 0.012 = 1.2 points).
     operators : pandas.DataFrame
         :data:`perfkit.analysis.compare.COMPARE_COLUMNS`, per (rank, step);
         ``attrs["notes"]`` says whether it came from the stored tables or the profiles.
@@ -223,7 +225,16 @@ def metrics_diff(base: RunRecord, new: RunRecord) -> pd.DataFrame:
 
 
 def breakdown_diff(base: RunRecord, new: RunRecord) -> pd.DataFrame:
-    """The median step's parts side by side (:data:`BREAKDOWN_DIFF_COLUMNS`)."""
+    """The job's step and its parts side by side (:data:`BREAKDOWN_DIFF_COLUMNS`).
+
+    Each share is of the run's own step, ``wall_us`` (the device span and the wait before
+    the first device task, :mod:`perfkit.journal.record.basis`), the step time its metrics
+    give; computing, communication not overlapped, free and the wait are rounded together
+    (:func:`perfkit._shares.rounded_split`) so that what is shown adds up to 100.0 %, and
+    the device span's share is the sum of its three rounded parts.
+    ``attrs["notes"]`` names the basis of a run recorded before the journal kept the job's
+    step (:data:`~perfkit.journal.record.basis.OLD_BASIS`).
+    """
     b = base.breakdown.set_index("part")
     w = new.breakdown.set_index("part")
     parts = [p for p in _PART_WORDS if p in b.index or p in w.index]
@@ -232,11 +243,22 @@ def breakdown_diff(base: RunRecord, new: RunRecord) -> pd.DataFrame:
                         "new_us": [_num(w["us"].get(p)) for p in parts],
                         "base_share": [_num(b["share"].get(p)) for p in parts],
                         "new_share": [_num(w["share"].get(p)) for p in parts]})
+    split = out["part"].isin(BASE_PARTS)
+    if split.any():
+        rounded = rounded_split(out.loc[split, ["base_share", "new_share"]].T).T
+        out.loc[split, ["base_share", "new_share"]] = rounded
+        span = out["part"].isin(BASE_PARTS[:3])  # the device span: the step less the wait
+        if span.sum() == 3 and "step_us" in set(out["part"]):
+            out.loc[out["part"] == "step_us", ["base_share", "new_share"]] = \
+                out.loc[span, ["base_share", "new_share"]].sum(min_count=3).to_numpy()
     out["delta_us"] = out["new_us"] - out["base_us"]
     out["delta_pct"] = 100.0 * out["delta_us"] / out["base_us"].where(out["base_us"] > 0)
     out["delta_share"] = out["new_share"] - out["base_share"]
-    return out[list(BREAKDOWN_DIFF_COLUMNS)].astype(
+    out = out[list(BREAKDOWN_DIFF_COLUMNS)].astype(
         {c: float for c in BREAKDOWN_DIFF_COLUMNS if c != "part"})
+    out.attrs["notes"] = [f"Run '{r.label}' was {basis_of(r.breakdown)}."
+                          for r in (base, new) if basis_of(r.breakdown)]
+    return out
 
 
 def operators_diff(base: RunRecord, new: RunRecord, by: str = "category",
@@ -385,7 +407,7 @@ def change_sentence(comparison: RunComparison) -> str:
         :data:`MAX_SENTENCE_CHANGES`, then "and N more job changes"), then the measured
         step time (relative change), tokens/s per device when the devices, the batch or
         the sequence length changed (else it says what the step's change says), the
-        pipeline bubble's share of the median step (the change in percentage points,
+        pipeline bubble's share of the job's step (the change in percentage points,
         written "% of the step"), the recompute FLOPs per step (theory for the job,
         relative change) and the measured peak memory (relative change). A figure either
         run lacks, or that did not move, is left out (the step is always said); "no

@@ -328,7 +328,10 @@ class Journal(_JournalProfiles):
             metrics (``step_time_s``, ``tokens_per_s_per_device``, ``tokens_per_s_per_p``;
             ``mfu`` and ``hfu`` as fractions, NaN when not computed or when a guard flags
             them — ``mfu_text`` / ``hfu_text`` then say "⚠ not plausible"; ``peak_memory_gib``),
-            the step breakdown shares (of the median step), ``n_findings`` and
+            the step breakdown shares (``computing_share``, ``comm_not_overlapped_share``,
+            ``free_share``, ``preparing_share`` — the wait before the first device task —
+            adding up to 1, and ``bubble_share``, all of the job's step as
+            ``step_time_s`` counts it; :mod:`perfkit.journal.record.basis`), ``n_findings`` and
             ``top_finding`` (the advisor's first title), and ``provenance``. Empty (with
             these columns) when the journal has no run.
         """

@@ -23,6 +23,7 @@ from .record import (
     OPERATOR_COLUMNS,
     RunRecord,
 )
+from .record.basis import rebased
 from .run import Run
 
 __all__ = ["RUNS_COLUMNS", "insert_details", "read_record", "runs_frame"]
@@ -33,8 +34,8 @@ RUNS_COLUMNS = (
     "world_size", "dp", "tp", "pp", "vpp", "num_micro_batches", "recompute",
     "recompute_layers", "step_time_s", "tokens_per_s_per_device", "tokens_per_s_per_p",
     "mfu", "mfu_text", "hfu", "hfu_text", "peak_memory_gib", "computing_share",
-    "comm_not_overlapped_share", "free_share", "bubble_share", "n_findings", "top_finding",
-    "provenance")
+    "comm_not_overlapped_share", "free_share", "bubble_share", "preparing_share", "n_findings",
+    "top_finding", "provenance")
 
 
 def _none_if_nan(value: Any) -> Any:
@@ -91,6 +92,7 @@ def read_record(conn: sqlite3.Connection, run: Run) -> RunRecord:
     metrics["value"] = pd.to_numeric(metrics["value"], errors="coerce").astype(float)
     for col in ("us", "share"):
         breakdown[col] = pd.to_numeric(breakdown[col], errors="coerce").astype(float)
+    breakdown = rebased(breakdown)  # an older run's shares: of the sum of its parts
     for col in ("ms_per_step", "score"):
         findings[col] = pd.to_numeric(findings[col], errors="coerce").astype(float)
     findings["measured"] = findings["measured"].astype(bool)
@@ -116,7 +118,8 @@ def runs_frame(conn: sqlite3.Connection) -> pd.DataFrame:
     job = pd.read_sql_query("SELECT run_id, field, value FROM job WHERE field IN "
                             "('world_size', 'dp', 'tp', 'pp', 'vpp', "
                             "'num_micro_batches', 'recompute', 'recompute_layers')", conn)
-    shares = pd.read_sql_query("SELECT run_id, part, share FROM breakdown", conn)
+    shares = _rebased_shares(pd.read_sql_query(
+        "SELECT run_id, part, us, share FROM breakdown ORDER BY run_id, position", conn))
     findings = pd.read_sql_query("SELECT run_id, position, title FROM findings", conn)
     if base.empty:
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in RUNS_COLUMNS})
@@ -138,7 +141,7 @@ def runs_frame(conn: sqlite3.Connection) -> pd.DataFrame:
     peak = pd.to_numeric(value["peak_memory_bytes"], errors="coerce") \
         if "peak_memory_bytes" in value else pd.Series(dtype=float)
     out["peak_memory_gib"] = (peak / 2**30).reindex(out.index)
-    for part in ("computing", "comm_not_overlapped", "free", "bubble"):
+    for part in ("computing", "comm_not_overlapped", "free", "bubble", "preparing"):
         s = shares[shares["part"] == f"{part}_us"].set_index("run_id")["share"]
         out[f"{part}_share"] = pd.to_numeric(s, errors="coerce").reindex(out.index)
     out["n_findings"] = findings.groupby("run_id").size().reindex(out.index) \
@@ -150,3 +153,16 @@ def runs_frame(conn: sqlite3.Connection) -> pd.DataFrame:
                 "hfu_text"):  # text or None, never NaN
         out[col] = out[col].astype(object).where(out[col].notna(), None)
     return out[list(RUNS_COLUMNS)]
+
+
+def _rebased_shares(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """``run_id``, ``part``, ``share`` with every run's shares of the job's step
+    (:func:`~perfkit.journal.record.basis.rebased`: an older run's of the sum of its
+    parts)."""
+    if breakdown.empty:
+        return breakdown[["run_id", "part", "share"]]
+    frames = []
+    for run_id, rows in breakdown.groupby("run_id", sort=False):
+        rows = rows[["part", "us", "share"]].astype({"us": float, "share": float})
+        frames.append(rebased(rows.reset_index(drop=True)).assign(run_id=run_id))
+    return pd.concat(frames, ignore_index=True)[["run_id", "part", "share"]]

@@ -42,13 +42,14 @@ STYLE = (
     ".pk-journal h3{margin:14px 0 4px;font-size:14px}"
     "</style>"
 )
-#: The parts of the median step as the comparison names them (the wait before the first
-#: device task is outside the device's step: :data:`BREAKDOWN_NOTE`).
-_PART_LABELS = STEP_PART_LABELS
+#: The job's step and its parts as the comparison names them (:data:`BREAKDOWN_NOTE`).
+_PART_LABELS = {**STEP_PART_LABELS, "wall_us": "step (the job's, as the metrics give it)",
+                "step_us": "device span (part of the step)"}
 #: What the shares of the comparison's step breakdown add up to.
-BREAKDOWN_NOTE = ("Computing, communication (not overlapped) and free add up to the step; "
-                  "a row marked \"part of\" is inside the row it names, and the wait before "
-                  "the first device task comes before the step's device work.")
+BREAKDOWN_NOTE = ("Computing, communication (not overlapped), free and the wait before the "
+                  "first device task add up to the step, and their shares to 100 %; the "
+                  "device span is the step less that wait, and a row marked \"part of\" is "
+                  "inside the row it names.")
 
 
 def _finite(x: Any) -> bool:
@@ -146,7 +147,7 @@ def comparison_text(cmp: RunComparison, n_operators: int = 10, n_findings: int =
     """``perfkit journal compare``: the sentence, the config diff, then the time diff.
 
     Sections: what changed in the job (fields that differ, with their sources), the
-    metrics, the step breakdown (median step), the operators that moved most, and the
+    metrics, the step breakdown (the job's step), the operators that moved most, and the
     findings that appeared or disappeared.
     """
     out = [f"{cmp.base_label} → {cmp.new_label}: {cmp.sentence()}", ""]
@@ -166,7 +167,7 @@ def comparison_text(cmp: RunComparison, n_operators: int = 10, n_findings: int =
          for r in cmp.metrics.itertuples(index=False)], right={1, 2, 3})]
     warnings = [w for w in cmp.metrics["warning"] if isinstance(w, str) and w]
     out += [f"  warning: {w}" for w in warnings]
-    out += ["", "Step breakdown (median over ranks and steps):"]
+    out += ["", "Step breakdown (the job's step, split over every rank and step):"]
     if cmp.breakdown.empty:
         out.append("  neither run has a step breakdown")
     else:
@@ -177,6 +178,7 @@ def comparison_text(cmp: RunComparison, n_operators: int = 10, n_findings: int =
               fmt_pct(100 * r.delta_share, points=True)]
              for r in cmp.breakdown.itertuples(index=False)], right={1, 2, 3, 4, 5, 6})]
         out.append(f"  {BREAKDOWN_NOTE}")
+        out += [f"  {note}" for note in cmp.breakdown.attrs.get("notes", [])]
     ops = cmp.operators.head(n_operators)
     out += ["", f"Operators that moved most (per rank and step; {cmp.operators_source}):"]
     if ops.empty:
@@ -266,7 +268,7 @@ def _finding_title(r: Any, base_label: str, new_label: str) -> str:
 
 
 def time_diff_html(cmp: RunComparison, n_operators: int = 12) -> str:
-    """The rest of a comparison (HTML): the metrics, where the time went (median step),
+    """The rest of a comparison (HTML): the metrics, where the time went (the job's step),
     the operators that moved most and the findings."""
     b, w = cmp.base_label, cmp.new_label
     parts = [STYLE, "<div class='pk-journal'>", "<h3>Metrics</h3>"]
@@ -276,7 +278,7 @@ def time_diff_html(cmp: RunComparison, n_operators: int = 12) -> str:
          for r in cmp.metrics.itertuples(index=False)], right={1, 2, 3}))
     for warning in (x for x in cmp.metrics["warning"] if isinstance(x, str) and x):
         parts.append(f"<p class='warn'>⚠ {_esc(warning)}</p>")
-    parts.append("<h3>Where the time went (median step)</h3>")
+    parts.append("<h3>Where the time went (the job's step, split over every rank and step)</h3>")
     if cmp.breakdown.empty:
         parts.append("<p>Neither run has a step breakdown.</p>")
     else:
@@ -287,6 +289,8 @@ def time_diff_html(cmp: RunComparison, n_operators: int = 12) -> str:
               fmt_pct(100 * r.delta_share, points=True)]
              for r in cmp.breakdown.itertuples(index=False)], right={1, 2, 3, 4, 5, 6}))
         parts.append(f"<p class='note'>{_esc(BREAKDOWN_NOTE)}</p>")
+        parts += [f"<p class='note'>{_esc(note)}</p>"
+                  for note in cmp.breakdown.attrs.get("notes", [])]
     parts.append("<h3>Operators that moved most (per rank and step)</h3>")
     ops = cmp.operators.head(n_operators)
     if ops.empty:

@@ -4,7 +4,7 @@
 a path): the progression of tokens/s per device and MFU over the runs (labels as x,
 :func:`perfkit.charts.journal_progress_chart`), the table of runs, and a compare view of
 any two runs — the sentence and the config diff on top, the time diff below (metrics,
-the median step's parts, the operators that moved most, the findings that appeared or
+the job's step and its parts, the operators that moved most, the findings that appeared or
 disappeared). Everything shown comes from :meth:`perfkit.Journal.runs` and
 :meth:`perfkit.Journal.compare`; this module only wires widgets to them.
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..._stats import median
 from ...advisor import advise
 from ...analysis.compare import operator_totals
 from ...analysis.steps import step_breakdown
 from ...job import Job
+from .basis import WALL, job_step_parts
 from .fields import (
     BREAKDOWN_COLUMNS,
     BREAKDOWN_PARTS,
@@ -28,26 +28,25 @@ __all__ = ["run_breakdown", "run_findings", "run_operators"]
 
 
 def run_breakdown(profile: Any) -> pd.DataFrame:
-    """The step breakdown of a run: per part, the median over ranks and steps.
+    """The step breakdown of a run: the job's step and its parts.
 
     Returns
     -------
     pandas.DataFrame
-        One row per part of :data:`BREAKDOWN_PARTS` that the profile has: ``part``,
-        ``us`` (median of :func:`perfkit.analysis.step_breakdown`'s column over every
-        (rank, step), as :func:`perfkit.analysis.compare_steps` takes it) and ``share``
-        (``us`` / the median ``step_us``). Empty when the profile has no step breakdown.
+        One row per part the profile has, ``wall_us`` (the job's step: device span and
+        the wait before the first device task, the step time of the run's metrics) first,
+        then those of :data:`BREAKDOWN_PARTS`: ``part``, ``us`` (the part's share of every
+        rank's and step's wall time × the job's step,
+        :func:`perfkit.journal.record.basis.job_step_parts`) and ``share`` (``us /
+        wall_us``, so that computing, communication not overlapped, free and the wait add
+        up to 1). Empty when the profile has no step breakdown.
     """
     steps = step_breakdown(profile)
     rows = []
     if not steps.empty and "step_us" in steps.columns:
-        step = median(steps["step_us"])
-        for part in BREAKDOWN_PARTS:
-            if part not in steps.columns:
-                continue
-            us = median(steps[part])
-            if math.isnan(us):
-                continue
+        parts = job_step_parts(steps, BREAKDOWN_PARTS)
+        step = parts.get(WALL, math.nan)
+        for part, us in parts.items():
             share = us / step if step > 0 else None  # NaN > 0 is False
             rows.append({"part": part, "us": us, "share": share})
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
