@@ -10,6 +10,7 @@ connections, transactions and snapshots every read and write goes through.
 
 from __future__ import annotations
 
+import html
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +45,9 @@ class _JournalFile:
     readonly: bool
     timeout_s: float
     _immutable: bool
+    #: True for :meth:`~perfkit.journal.store.Journal.temporary`'s journal (removed when
+    #: Python exits).
+    _temporary: bool = False
 
     def _open(self, create: bool) -> None:
         path = self.path
@@ -150,3 +154,55 @@ class _JournalFile:
             n = "unreadable"
         ro = ", read-only" if self.readonly else ""
         return f"Journal({str(self.path)!r}, {n}{ro})"
+
+    # ---- display ----------------------------------------------------------------------
+    def sentences(self, max_labels: int = 6) -> list[str]:
+        """The journal as a reader sees it in a notebook: where it is, its runs by label,
+        and whether it can be written.
+
+        Parameters
+        ----------
+        max_labels : int
+            Labels named at most; the rest are counted ("and 4 more").
+
+        Returns
+        -------
+        list of str
+            ``"The tuning journal /tmp/x/perfkit-journal.sqlite."``, then ``"It has 3 runs:
+            'baseline', 'pipelined', 'tuned'."`` (or "It has no runs yet." or why it
+            cannot be read), then where it is read-only, bundled or temporary, a sentence
+            saying so.
+        """
+        lines = [f"The tuning journal {self.path}."]
+        try:
+            with self._reading() as c:
+                labels = [str(r[0]) for r in c.execute("SELECT label FROM runs ORDER BY id")]
+        except PerfkitError as exc:
+            lines.append(f"It cannot be read: {exc}")
+            labels = None
+        if labels is not None:
+            named = ", ".join(repr(x) for x in labels[:max_labels])
+            rest = len(labels) - max_labels
+            more = f" and {counted(rest, 'more run')}" if rest > 0 else ""
+            lines.append(f"It has {counted(len(labels), 'run')}: {named}{more}." if labels
+                         else "It has no runs yet: add one with journal.add(PROFILE).")
+        if self._immutable:
+            lines.append("It ships with perfkit and is read-only: journal.copy_to(PATH) gives a "
+                         "writable copy.")
+        elif self.readonly:
+            lines.append("It is open read-only: add and the other writes refuse.")
+        if self._temporary:
+            lines.append("It is temporary: its folder is removed when Python exits "
+                         "(give pk.Journal a path to keep one).")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.sentences())
+
+    def _repr_html_(self) -> str:
+        return "<div class='pk-journal'>" + "".join(
+            f"<p style='margin:2px 0'>{html.escape(line)}</p>" for line in self.sentences()
+        ) + "</div>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))

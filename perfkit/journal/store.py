@@ -112,7 +112,9 @@ class Journal(_JournalProfiles):
         trying things out; give a path to keep one)."""
         folder = Path(tempfile.mkdtemp(prefix="perfkit-journal-"))
         atexit.register(shutil.rmtree, folder, True)
-        return cls(folder / DEFAULT_JOURNAL_NAME)
+        journal = cls(folder / DEFAULT_JOURNAL_NAME)
+        journal._temporary = True
+        return journal
 
     # ---- adding -----------------------------------------------------------------------
     def add(self, profile_or_path: Any, job: Any = None, label: str | None = None,

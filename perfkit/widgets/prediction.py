@@ -37,8 +37,10 @@ from .prediction_fit import PlannerFit, fit_job, predict_layout
 from .prediction_ranking import (
     BEST_COLUMNS,
     band_text,
+    batch_text,
     best_layouts,
     memory_text,
+    packed_step_tokens,
     ranked_layouts,
     ranking_sentence,
 )
@@ -47,7 +49,7 @@ __all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "gradient_sentence", "sche
            "predict_layout", "recompute_modes", "recompute_text",
            "RECOMPUTE_COLUMNS", "measured_against_predicted", "comparison_sentence",
            "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence",
-           "band_text", "memory_text", "PREDICTED_MFU"]
+           "band_text", "memory_text", "batch_text", "packed_step_tokens", "PREDICTED_MFU"]
 
 
 #: The header of the MFU of a predicted step (the Recompute and Planner tables): the

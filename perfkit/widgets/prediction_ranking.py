@@ -14,13 +14,33 @@ import pandas as pd
 from ..calc.rates import Rates
 from ..format import bytes_text, count_text, counted, plural, share_text, time_text
 from ..job import Job
+from ..job.inference_mfu import packed_step
 from ..plan import search, to_parallel_config
 from ..specs import ParallelConfig
 from .planner_words import layout_changes
 from .prediction_fit import PlannerFit
 
 __all__ = ["ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence", "band_text",
-           "memory_text"]
+           "memory_text", "batch_text", "packed_step_tokens"]
+
+
+def packed_step_tokens(job: Job | None) -> int | None:
+    """The tokens of one batch row where ``job``'s step packs its tokens (vLLM: the trace
+    shows the step's tokens, not their sequences; :func:`perfkit.job.inference_mfu.
+    packed_step`), None where its batch counts sequences."""
+    if job is None or not packed_step(job) or not job.seq_length:
+        return None
+    return int(job.seq_length)
+
+
+def batch_text(batch: int, packed_tokens: int | None = None) -> str:
+    """A global batch in the words of its basis: ``counted(batch, "sequence")``, or, for a
+    packed step (``packed_tokens`` tokens a row, :func:`packed_step_tokens`), its batch
+    rows and their tokens ("1 batch row of 888 packed tokens"), since the trace shows no
+    sequences."""
+    if packed_tokens is None:
+        return counted(batch, "sequence")
+    return f"{counted(batch, 'batch row')} of {packed_tokens:,} packed tokens"
 
 
 def ranked_layouts(job: Job, fit: PlannerFit, num_devices: int | None = None,
@@ -151,7 +171,8 @@ def best_layouts(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig
     return out
 
 
-def ranking_sentence(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig) -> str:
+def ranking_sentence(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig,
+                     packed_tokens: int | None = None) -> str:
     """Whether any layout that fits is predicted faster than the profiled one, in one
     sentence: how many, and the fastest's gain (or the closest's loss) per step.
 
@@ -163,6 +184,9 @@ def ranking_sentence(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelCo
         Its prediction of the profiled layout is what the layouts are compared with.
     parallel : ParallelConfig
         The profiled layout.
+    packed_tokens : int, optional
+        Tokens a batch row where the step packs its tokens (:func:`packed_step_tokens`):
+        the batch is then said in batch rows of those tokens (:func:`batch_text`).
 
     Returns
     -------
@@ -176,14 +200,14 @@ def ranking_sentence(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelCo
         first = ranked.iloc[0]
         devices = int(first["dp"] * first["tp"] * first["pp"] * first["cp"])
         batch = int(first["dp"] * first["micro_batch_size"] * first["num_micro_batches"])
-        return (f"These layouts run {counted(batch, 'sequence')} per step on "
+        return (f"These layouts run {batch_text(batch, packed_tokens)} per step on "
                 f"{counted(devices, 'device')}, the profiled job "
-                f"{counted(parallel.global_batch_size, 'sequence')} on "
+                f"{batch_text(parallel.global_batch_size, packed_tokens)} on "
                 f"{counted(parallel.world_size, 'device')}: their step times do not compare "
                 "with the profiled layout's, shown last without a rank. Compare the tokens "
                 "per second per device instead.")
     if others.empty:
-        return (f"No other layout of {counted(parallel.global_batch_size, 'sequence')} on "
+        return (f"No other layout of {batch_text(parallel.global_batch_size, packed_tokens)} on "
                 f"{counted(parallel.world_size, 'device')} fits in memory, by the model's "
                 "estimate.")
     reference = f"the profiled layout (predicted {time_text(own * 1e6)})"

@@ -16,10 +16,12 @@ from ..metrics import summary_html
 from ..prediction import (
     PREDICTED_MFU,
     PlannerFit,
+    batch_text,
     best_layouts,
     comparison_sentence,
     fit_job,
     measured_against_predicted,
+    packed_step_tokens,
     ranked_layouts,
     ranking_sentence,
     scheme_sentence,
@@ -94,6 +96,9 @@ class PlannerTab(JobTab):
                 self.devices.value = int(job.world_size)
             if job.global_batch_size:
                 self.batch.value = int(job.global_batch_size)
+            packed = packed_step_tokens(job)
+            self.batch.description = "global batch (sequences)" if packed is None else \
+                f"global batch (rows of {packed:,} packed tokens)"
         if job is None or job.missing():
             close_widgets(self.result.children)
             self.result.children = ()
@@ -153,7 +158,8 @@ class PlannerTab(JobTab):
             fit = self.fit if self.fit is not None else fit_job(self.profile, job)
             ranked = ranked_layouts(job, fit, self.devices.value, self.batch.value)
             best = best_layouts(ranked, fit, job.parallel)
-            verdict = ranking_sentence(ranked, fit, job.parallel)
+            packed = packed_step_tokens(job)
+            verdict = ranking_sentence(ranked, fit, job.parallel, packed)
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.result.children = (html_widget(error(describe_error(exc, "the strategy "
                                                                           "search"))),)
@@ -165,7 +171,7 @@ class PlannerTab(JobTab):
             "UNCALIBRATED: perfkit's default rates, not fitted to this run"
         words = (f"{counted(len(ranked), 'candidate')} over "
                  f"{counted(self.devices.value, 'device')} and "
-                 f"{counted(self.batch.value, 'sequence')} per step; {fits:,} fit. Step times "
+                 f"{batch_text(self.batch.value, packed)} per step; {fits:,} fit. Step times "
                  f"{how}" + ("; the band is the prediction's (docs/planner.md)."
                              if fit.calibrated else "; calibrate before trusting small "
                              "differences."))
