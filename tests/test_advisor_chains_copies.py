@@ -102,3 +102,22 @@ def test_the_chains_finding_names_the_chain_with_the_largest_saving(profile) -> 
     assert f"the chain with the largest saving: {named}" in chains.evidence
     # the sample tells the two apart: another chain is more frequent
     assert by_count[named] < by_count.max()
+
+
+def test_editing_the_jobs_hardware_redraws_the_operators_chains_table() -> None:
+    """The Operators tab prices the chains on the job's hardware: a new hardware redraws it
+    (its roofline named in the saving's sentence)."""
+    from widget_html import panel_words
+
+    from perfkit.widgets.dashboard import Dashboard
+
+    board = Dashboard(background_bytes=None)
+    assert board.load_profile(str(shared_sample(QWEN))), board.error
+    assert "of the memory roofline of h100" in panel_words(board.select("Operators"))
+    board.select("Overview")
+    board.job.controls["hardware"].value = "a100"
+    assert board.job.job.hardware.name == "a100"
+    assert board.panels["Operators"].stale
+    words = panel_words(board.select("Operators"))
+    assert "of the memory roofline of a100" in words
+    assert "of the memory roofline of h100" not in words
