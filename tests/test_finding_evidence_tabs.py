@@ -158,6 +158,10 @@ def test_the_chains_finding_names_the_table_it_points_to() -> None:
             "device time per step.") in words
     assert f"would save {time_text(f.ms_per_step * 1e3)} per step." in words
     assert "less that of the unfused" not in words  # no RMSNorm, rotary, SwiGLU chains here
+    # the copy kernels are the copies finding's, in neither the finding's chains nor the table's
+    assert "copy kernels end a chain and are in none" in f.evidence
+    assert "The copy kernels are in none of these chains: the copies finding counts their " \
+           "time." in words
     table = words.split("Element-wise chains one fused kernel could replace (per step)")[1]
     head = "share of the saving (%) | "
     cells = table.split(head, 1)[1].split(" | ")

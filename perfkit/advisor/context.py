@@ -188,10 +188,12 @@ class Context:
 
     def chains(self) -> pd.DataFrame:
         """Runs of element-wise kernels (:func:`perfkit.analysis.elementwise_chains`), of
-        the steps whose device tasks were recorded in full (:attr:`tasks`)."""
+        the steps whose device tasks were recorded in full (:attr:`tasks`). The copy
+        kernels are in none (``without_copies``): the ``redundant_copies`` finding counts
+        their whole time."""
         return self.get("chains", lambda: _eff.elementwise_chains(
             self.tasks, self.hardware, min_chain=int(self.assume["min_chain"]),
-            kernel_efficiency=self.assume["kernel_efficiency"]))
+            kernel_efficiency=self.assume["kernel_efficiency"], without_copies=True))
 
     def recompute_evidence(self) -> pd.DataFrame:
         """Forward / backward attention passes (:func:`perfkit.analysis.recompute_evidence`)."""

@@ -299,13 +299,16 @@ def elementwise(ctx: Context) -> list[Finding]:
     Where the ``attention_not_fused`` finding counts unfused attention chains, their
     kernels (a scale, mask or dropout between the products) are in no run here
     (:func:`perfkit.analysis.elementwise_chains` ``without_attention``): that finding
-    counts their time.
+    counts their time. The copy kernels are in no run either
+    (:func:`perfkit.analysis.elementwise_chains` ``without_copies``): the
+    ``redundant_copies`` finding counts their whole time.
     """
     a = ctx.assume
     if any(f.rule == "attention_not_fused" and f.measured for f in ctx.findings("attention")):
         ch = ctx.get("chains_without_attention", lambda: _eff.elementwise_chains(
             ctx.profile, ctx.hardware, min_chain=int(a["min_chain"]),
-            kernel_efficiency=a["kernel_efficiency"], without_attention=True))
+            kernel_efficiency=a["kernel_efficiency"], without_attention=True,
+            without_copies=True))
     else:
         ch = ctx.chains()
     if ch.empty:
@@ -316,13 +319,16 @@ def elementwise(ctx: Context) -> list[Finding]:
     if saving <= 0:
         return []
     top = ch.groupby("names", sort=False)["saving_us"].sum().sort_values(ascending=False)
+    copies = any(f.rule == "redundant_copies" for f in ctx.findings("unfused"))
     return [measured(
         ctx, "elementwise_chains", "operators", saving,
         "Chains of memory-bound element-wise kernels move the same data several times",
         f"{counted(len(ch), 'chain')} of {int(a['min_chain'])} or more kernels "
         f"{ctx.over_ranks_and_steps}, "
-        f"{fmt_time(ctx.per_recorded_step(float(ch['total_us'].sum())))} per step; most "
-        f"frequent: {clipped(str(top.index[0]), noun='kernel')}" + _no_step(ctx),
+        f"{fmt_time(ctx.per_recorded_step(float(ch['total_us'].sum())))} per step; the chain "
+        f"with the largest saving: {clipped(str(top.index[0]), noun='kernel')}"
+        + ("; copy kernels end a chain and are in none (the copies finding counts their "
+           "time)" if copies else "") + _no_step(ctx),
         say(ctx.fw, {"mindspore": "Fuse them: graph mode with graph-kernel fusion "
                                   "(enable_graph_kernel / jit_level O1), or the fused "
                                   "operators of MindFormers.",

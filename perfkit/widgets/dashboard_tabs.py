@@ -21,8 +21,9 @@ __all__ = ["TAB_TITLES", "JOB_TABS", "new_tab", "tab_panel"]
 #: here).
 TAB_TITLES = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute",
               "Planner", "Advice", "History")
-#: Tabs whose figures depend on the job (redrawn when it changes).
-JOB_TABS = ("Overview", "Memory", "Recompute", "Planner", "Advice")
+#: Tabs whose figures depend on the job (redrawn when it changes): the Operators tab prices
+#: the element-wise chains on the job's hardware (:mod:`perfkit.widgets.operator_chains`).
+JOB_TABS = ("Overview", "Operators", "Memory", "Recompute", "Planner", "Advice")
 
 
 def new_tab(title: str, ctx: Context) -> Tab:

@@ -86,15 +86,19 @@ def chains_html(profile: Any, hardware: Any, without_attention: bool, one_rank: 
     device, :func:`perfkit.analysis.infer_hardware`); ``one_rank`` says "per step"
     rather than "per rank and step"; ``patterns`` are those of the unfused chains table
     (:func:`perfkit.analysis.unfused_savings`), whose fusions (:data:`FUSED_PATTERNS`)
-    the finding's saving leaves out, as the unfused-operators finding counts them.
+    the finding's saving leaves out, as the unfused-operators finding counts them. The
+    copy kernels are in no chain (``without_copies``), as in the finding: the copies
+    finding counts their time.
     """
+    patterns = list(patterns)
     if hardware is None:
         hardware, _why = A.infer_hardware(profile)
         if hardware is None:
             return ""
     min_chain, eff = int(ASSUMPTIONS["min_chain"]), float(ASSUMPTIONS["kernel_efficiency"])
     chains = A.elementwise_chains(profile, hardware, min_chain=min_chain,
-                                  kernel_efficiency=eff, without_attention=without_attention)
+                                  kernel_efficiency=eff, without_attention=without_attention,
+                                  without_copies=True)
     if chains.empty:
         return ""
     pairs = step_pairs(profile)
@@ -112,6 +116,9 @@ def chains_html(profile: Any, hardware: Any, without_attention: bool, one_rank: 
     if without_attention:
         said.append("The scale, mask and dropout kernels of the unfused attention chains are "
                     "in none of these chains: the attention finding counts their time.")
+    if "copies" in map(str, patterns):
+        said.append("The copy kernels are in none of these chains: the copies finding counts "
+                    "their time.")
     known = [FUSED_PATTERNS[p] for p in dict.fromkeys(map(str, patterns))
              if p in FUSED_PATTERNS]
     if known:

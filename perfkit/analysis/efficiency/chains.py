@@ -116,8 +116,8 @@ def _as_the_streams(rows: pd.DataFrame) -> bool:
 
 
 def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain: int = 3,
-                       kernel_efficiency: float = 0.7, without_attention: bool = False
-                       ) -> pd.DataFrame:
+                       kernel_efficiency: float = 0.7, without_attention: bool = False,
+                       without_copies: bool = False) -> pd.DataFrame:
     """Runs of consecutive element-wise kernels (memory-bound by nature).
 
     On each (rank, stream) (host thread for a profile without device tasks), a run is at
@@ -125,9 +125,13 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     GEMM or attention kernel ends it). With ``without_attention``, the kernels that the
     unfused attention chains of :func:`attention_chains` count (a scale, mask or dropout
     between their products and softmax) end a run too, and are in none: a fused attention
-    kernel replaces them, and their time is that finding's. One fused kernel would move
-    about the data of the run's largest member once, at ``kernel_efficiency`` of the
-    memory bandwidth: ``fused_us = max(bytes) / (kernel_efficiency · bandwidth)`` and
+    kernel replaces them, and their time is that finding's. With ``without_copies``, the
+    copy kernels (token ``T`` of :func:`~perfkit.analysis.operators.kernel_tokens`, what
+    the ``copies`` pattern of :func:`~perfkit.analysis.operators.unfused_patterns` counts
+    whole) end a run and are in none, so that a copy's time is counted once. One fused
+    kernel would move about the data of the run's largest member once, at
+    ``kernel_efficiency`` of the memory bandwidth:
+    ``fused_us = max(bytes) / (kernel_efficiency · bandwidth)`` and
     ``saving_us = max(0, total_us - fused_us)``.
 
     Returns
@@ -154,7 +158,8 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
         return ranks_noted_no_step(typed(per_rank_in_steps(profile, elementwise_chains,
                                                            hardware, min_chain,
                                                            kernel_efficiency,
-                                                           without_attention, noted=True),
+                                                           without_attention, without_copies,
+                                                           noted=True),
                                          cols),
                                    table(profile, "kernels"))
     rows, order, new_lane = shared("ordered", (profile,), (), lambda: _order(profile))
@@ -163,6 +168,8 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
     mem = _chain_kind(profile)
     if without_attention:  # the attention chains' own kernels: that finding's time
         mem = mem & ~_in_attention(profile)
+    if without_copies:  # the copies pattern's time
+        mem = mem & ~_copy_rows(profile)
     # the rows in execution order are read as arrays taken in that order, and only the
     # element-wise rows' durations and sizes (no frame of every row in order)
     brk = ~mem | new_lane | ~np.r_[False, mem[:-1]]
@@ -199,6 +206,17 @@ def _in_attention(profile: Any) -> np.ndarray:
     for a, b in spans:
         inside[a:b + 1] = True
     return inside & counted_
+
+
+def _copy_rows(profile: Any) -> np.ndarray:
+    """Whether each :func:`_ordered` row is a copy kernel (token ``T``), as the copies
+    pattern of :func:`~perfkit.analysis.operators.unfused_patterns` reads it."""
+    from ..operators import kernel_tokens
+
+    rows, _ = _ordered(profile, ("type", "name"))
+    if rows.empty or "name" not in rows.columns:
+        return np.zeros(len(rows), dtype=bool)
+    return (kernel_tokens(rows) == "T").to_numpy(bool)
 
 
 def _noted(out: pd.DataFrame, profile: Any, rows: pd.DataFrame) -> pd.DataFrame:
