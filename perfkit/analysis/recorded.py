@@ -114,8 +114,8 @@ def recorded_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataF
         :data:`RECORDED` column, or no task in a step that is not: :func:`covered_text`
         then says which steps the figures cover); otherwise the tasks kept and the note
         ``"figures per step over the steps whose device tasks were recorded in full:
-        steps 1–14 of 322 (N device tasks of the other steps left out)"``. A lazy (Dask) ``kernels`` is filtered partition by partition, with
-        no count in the note.
+        steps 1–14 of 322 (N device tasks of the other steps left out)"``. A lazy (Dask)
+        ``kernels`` is filtered partition by partition, with no count in the note.
     """
     if "step" not in kernels.columns or RECORDED not in steps.columns:
         return kernels, None
