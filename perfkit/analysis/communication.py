@@ -11,6 +11,7 @@ computation per rank (from :func:`~perfkit.analysis.steps.step_breakdown`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import pandas as pd
 from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
 from ._util import add_note, empty_frame, has_values, robust_z, table, typed
 from .collectives import comm_op_type
+from .recorded import RECORDED, recorded_steps_text
 from .steps import exposed_comm_us, step_breakdown, step_wall_us
 
 __all__ = ["comm_op_type", "comm_summary", "comm_tasks", "comm_bandwidth_summary", "slow_links",
@@ -421,6 +423,7 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
             return empty_frame(cols, f"the {n} collectives of the profile ran {where}, so "
                                      "the device's step split holds no communication time "
                                      "and their overlap with computation is not measured")
+    s, which = _measured_steps(s)
     s = s.assign(wall_us=step_wall_us(s), comm_exposed_us=exposed_comm_us(s))
     g = s.groupby("rank", dropna=False).agg(
         steps=("step_us", "size"), step_us=("wall_us", "mean"),
@@ -433,4 +436,38 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
     step = g["step_us"].where(g["step_us"] > 0)
     g["exposed_share"] = g["comm_exposed_us"] / step
     g["bubble_share"] = g["bubble_us"] / step
-    return typed(g, cols)
+    out = typed(g, cols)
+    if which is not None:
+        out.attrs["measured_steps"] = which
+    return out
+
+
+def _measured_steps(s: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The rows of a step breakdown whose communication split is measured
+    (``comm_not_overlapped_us`` known), and which steps those are in words, where they
+    are some of a rank's steps only; the rank's rows as they are where none is measured.
+
+    Raw CANN output that kept the timeline of iteration 1 of 10
+    (``ascend/mindinsight-legacy``'s PROF folder, :mod:`perfkit.io.cann_raw_tables`)
+    splits step 1 only: its exposed communication is a share of step 1 (87.3 % = 41.53 /
+    47.59 ms), not of the mean of the 10 steps (116 %), as the advisor counts it
+    (:func:`perfkit.advisor.communication._step_basis`). The words are the Advice tab's
+    (:meth:`perfkit.advisor.context.Context.basis_over`): ``"step 1 of 10, the only step
+    with its communication measured"``, ``"steps 1–3 of 10, the steps with their
+    communication measured"``; per rank where the ranks differ.
+    """
+    known = s["comm_not_overlapped_us"].notna()
+    rank = s["rank"].astype("Int64")
+    some = known.groupby(rank.fillna(-1).to_numpy(), sort=False).transform("any")
+    keep = (known | ~some).to_numpy(bool)
+    stepped = s["step"].notna().to_numpy(bool)
+    which = None if keep.all() else recorded_steps_text(pd.DataFrame(
+        {"rank": rank.array, "step": s["step"].astype("Int64").array,
+         RECORDED: pd.array(keep, dtype="boolean")})[stepped])
+    if which is None:
+        return s, None
+    m = re.fullmatch(r"(steps?) (\S+) of (\d+)", which)
+    words = (f"the steps with their communication measured: {which}" if m is None else
+             f"{which}, the only step with its communication measured" if m[1] == "step"
+             else f"{which}, the steps with their communication measured")
+    return s[keep], words

@@ -20,6 +20,7 @@ profile without the column has every step recorded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ from ._frames import compute_all, is_lazy, is_lazy_frame
 from ._util import add_note, table
 
 __all__ = ["RECORDED", "COVERED", "recorded_mask", "unrecorded", "recorded_steps_text",
-           "recorded_text", "recorded_tasks", "recorded_pairs", "recorded_profile",
+           "recorded_text", "recorded_tasks", "covered_text", "recorded_pairs", "recorded_profile",
            "fragment_text", "withhold_fragments", "withheld_text"]
 
 #: The optional ``steps`` column: whether the step's device tasks were recorded in full.
@@ -110,11 +111,11 @@ def recorded_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataF
     -------
     (DataFrame, str or None)
         ``kernels`` itself and None when every step's tasks were recorded (no
-        :data:`RECORDED` column, or no task in a step that is not); otherwise the tasks
-        kept and the note ``"figures per step over the steps whose device tasks were
-        recorded in full: steps 1–14 of 322 (N device tasks of the other steps left
-        out)"``. A lazy (Dask) ``kernels`` is filtered partition by partition, with
-        no count in the note.
+        :data:`RECORDED` column, or no task in a step that is not: :func:`covered_text`
+        then says which steps the figures cover); otherwise the tasks kept and the note
+        ``"figures per step over the steps whose device tasks were recorded in full:
+        steps 1–14 of 322 (N device tasks of the other steps left out)"``. A lazy (Dask)
+        ``kernels`` is filtered partition by partition, with no count in the note.
     """
     if "step" not in kernels.columns or RECORDED not in steps.columns:
         return kernels, None
@@ -141,6 +142,25 @@ def recorded_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataF
     out.attrs = {k: list(v) if isinstance(v, list) else v for k, v in kernels.attrs.items()}
     return out, (f"{_ONLY}{recorded_steps_text(steps)} ({n_out:,} device "
                  f"task{'s' if n_out != 1 else ''} of the other steps left out)")
+
+
+def covered_text(steps: pd.DataFrame) -> str | None:
+    """Which steps figures per step of the device tasks cover, when some steps' tasks were
+    not recorded (a raw CANN PROF folder that exported iteration 1's timeline of 10,
+    :mod:`perfkit.io.cann_raw_tables`, whose other steps hold no task, so that
+    :func:`recorded_tasks` has nothing to leave out and no note), in the Advice tab's basis
+    words (:meth:`perfkit.advisor.context.Context.basis_over`): ``"figures per step over
+    step 1 of 10, the only step with its device tasks recorded"``; per rank where the
+    ranks differ (:func:`recorded_steps_text`). None when every step's were."""
+    which = recorded_steps_text(steps)
+    if which is None:
+        return None
+    m = re.fullmatch(r"(steps?) (\S+) of (\d+)", which)
+    if m is None:
+        return f"figures per step over the steps with their device tasks recorded: {which}"
+    if m[1] == "step":
+        return f"figures per step over {which}, the only step with its device tasks recorded"
+    return f"figures per step over {which}, the steps with their device tasks recorded"
 
 
 def recorded_pairs(steps: pd.DataFrame) -> int | None:

@@ -27,7 +27,7 @@ from .._util import (
     table,
     typed,
 )
-from ..recorded import recorded_tasks
+from ..recorded import RECORDED, covered_text, recorded_tasks
 from .bound import _bound_frame
 from .host import host_tasks
 from .scope import _effective_type, _scope
@@ -97,7 +97,10 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         return add_note(out, why) if why else out
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
-    kept, why = recorded_tasks(kernels, table(profile, "steps"))
+    steps = table(profile, "steps")
+    kept, why = recorded_tasks(kernels, steps)
+    # the other steps hold no task: none left out, but the figures are over those steps
+    why = why or (covered_text(steps) if RECORDED in steps.columns else None)
     stepped = in_steps(kept)
     out = _top_of(stepped, by, n, include_communication)
     if stepped is not kept:

@@ -281,12 +281,15 @@ class CommunicationTab(Tab):
             return frame_html(frame, "Communication hidden behind computation")
         bubble = bool(frame["bubble_us"].fillna(0.0).gt(0).any())
         steps = int(frame["steps"].max()) if "steps" in frame.columns and len(frame) else 0
+        which = frame.attrs.get("measured_steps")  # some steps only: which, in words
         if frame["rank"].nunique(dropna=False) == 1:
             rank = frame["rank"].iloc[0]
             who = "" if pd.isna(rank) else f", rank {int(rank)}"
             table = frame_html(
-                frame, f"Communication hidden behind computation{who} (per step: the rank's "
-                       f"mean over its {counted(steps, 'step')}, as the findings count it)",
+                frame, f"Communication hidden behind computation{who} (per step: "
+                       + (which if which else
+                          f"the rank's mean over its {counted(steps, 'step')}")
+                       + ", as the findings count it)",
                 columns=["comm_exposed_us", *(["bubble_us"] if bubble else []),
                          "communication_us", "overlap_share", "exposed_share",
                          *(["bubble_share"] if bubble else [])],
@@ -304,9 +307,10 @@ class CommunicationTab(Tab):
                    "communication_median_us", "overlap_share", "exposed_share",
                    *(["bubble_share"] if bubble else [])]
         table = frame_html(
-            spread, "Communication hidden behind computation, over the ranks (per step: each "
-                    f"rank's mean over its {counted(steps, 'step')}, as the findings count "
-                    "it)",
+            spread, "Communication hidden behind computation, over the ranks (per step: "
+                    + (f"each rank's mean over {which}" if which else
+                       f"each rank's mean over its {counted(steps, 'step')}")
+                    + ", as the findings count it)",
             columns=columns,
             headers={"comm_exposed_median_us": "exposed, median over ranks",
                      "comm_exposed_min_us": "exposed, min",
