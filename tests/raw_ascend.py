@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["csv_rows", "union_us", "task_union_us", "covered_share", "keep_last_tasks",
+           "blank_task_ids",
            "HCCL_SIZES", "REDUCTION", "hccl_reductions", "cann_iterations", "cann_tasks"]
 
 #: Bytes per element of HCCL's type names, written out for the tests.
@@ -78,6 +79,19 @@ def keep_last_tasks(path: Path, keep: int) -> None:
     """Cut a ``kernel_details.csv`` (a copy) to its header and its last ``keep`` rows."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     path.write_text("".join(lines[:1] + lines[-keep:]), encoding="utf-8")
+
+
+def blank_task_ids(path: Path) -> None:
+    """Rewrite a ``kernel_details.csv`` (a copy) with "N/A" in its Task ID column, so that
+    nothing tells a trimmed list to be an excerpt (:mod:`perfkit.io.ascend_excerpt`)."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    at = rows[0].index("Task ID")
+    for r in rows[1:]:
+        if len(r) > at:
+            r[at] = "N/A"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
 
 
 def _cann_events(path: Path) -> list[dict]:

@@ -23,7 +23,7 @@ import shutil
 from collections import defaultdict
 
 import pytest
-from raw_ascend import csv_rows, task_union_us
+from raw_ascend import blank_task_ids, csv_rows, task_union_us
 from raw_mindspore import mi_run1
 from shared_samples import HTA, PT_GPT3_OLD, shared_sample, writable_copy
 from widget_html import panel_html
@@ -56,24 +56,12 @@ def _us(header: str, cell: str) -> float:
     return float(cell.replace(",", "")) * unit
 
 
-def _blank_task_ids(path) -> None:
-    """Rewrite a ``kernel_details.csv`` (a copy) with "N/A" in its Task ID column."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    at = rows[0].index("Task ID")
-    for r in rows[1:]:
-        if len(r) > at:
-            r[at] = "N/A"
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        csv.writer(fh).writerows(rows)
-
-
 def test_chart_and_table_show_the_same_mean_over_ranks_for_an_operator_some_ranks_run(
         tmp_path):
     folder = writable_copy(shared_sample(PT_GPT3_OLD), tmp_path / "gpt3",
                            ignore=shutil.ignore_patterns("step_trace_time.csv"))
     for rank in (0, 1):  # no Task IDs: nothing tells the list is an excerpt
-        _blank_task_ids(folder / f"test_rank_{rank}/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+        blank_task_ids(folder / f"test_rank_{rank}/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
     per_rank: dict[str, dict[int, float]] = defaultdict(dict)
     steps: dict[int, set[str]] = {}
     for rank in (0, 1):
