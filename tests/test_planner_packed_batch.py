@@ -26,7 +26,8 @@ from perfkit.widgets.prediction import batch_text
 pytestmark = pytest.mark.shared_samples
 
 
-def test_the_planner_says_the_packed_steps_tokens_not_sequences(tmp_path: Path) -> None:
+def test_the_planner_says_the_packed_steps_tokens_not_sequences(tmp_path: Path,
+                                                                grammar) -> None:
     raw = raw_events(Path(sample(B200)) / "eager_trace.json.gz")
     (tokens,) = {e["args"]["Input Dims"][0][0] for e in raw
                  if e.get("cat") == "cpu_op" and e.get("name") == "vllm::moe_forward"}
@@ -38,6 +39,9 @@ def test_the_planner_says_the_packed_steps_tokens_not_sequences(tmp_path: Path) 
     assert tokens == 888
     assert f"over 8 devices and 1 batch row of {tokens:,} packed tokens per step;" in words
     assert not re.search(r"\b1 sequence\b", words)
+    # the heading above the first sentence ("Predicted 352 ms ...") once ended "against
+    # predicted", a doubled word as read
+    assert not grammar(words), grammar(words)
 
 
 def test_a_training_batch_still_counts_sequences() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from shared_samples import PT_LEVEL1, WILD, shared_sample
-from widget_html import panel_html
+from widget_html import panel_html, panel_words
 
 from perfkit.widgets import TAB_TITLES, bundled_profile, bundled_profiles, dashboard
 from perfkit.widgets.dashboard import DEFAULT_PROFILE, describe_error, frame_html
@@ -153,9 +153,11 @@ def test_every_tab_renders_every_bundled_profile_for_people(name: str, grammar,
 @pytest.mark.shared_samples
 # k_resnet50_nw4 is the same PyTorch 1.9 trace format as k_resnet50_nw0: left out here
 @pytest.mark.parametrize("name", [w for w in WILD if w != "k_resnet50_nw4"])
-def test_every_tab_shows_every_wild_profile(name: str, tmp_path: Path, monkeypatch) -> None:
+def test_every_tab_shows_every_wild_profile(name: str, tmp_path: Path, monkeypatch,
+                                           grammar) -> None:
     """No tab of any real profile ends in an error or stays blank (a lone kernel_details.csv,
-    whose rank the files do not record, once failed the Overview on its missing rank)."""
+    whose rank the files do not record, once failed the Overview on its missing rank), and
+    its words keep the grammar rules, as the bundled profiles' do."""
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     board = dashboard(str(shared_sample(f"wild/{name}")))
     assert board.error is None, board.error
@@ -166,6 +168,7 @@ def test_every_tab_shows_every_wild_profile(name: str, tmp_path: Path, monkeypat
                                                                 panel.message.value)
         assert panel.body.children, (name, title)
         assert not _dash_columns(_html_of(panel)), (name, title, _dash_columns(_html_of(panel)))
+        assert not grammar(panel_words(panel)), (name, title, grammar(panel_words(panel)))
 
 
 def test_operator_table_matches_the_kernel_file(tmp_path: Path) -> None:

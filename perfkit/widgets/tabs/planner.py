@@ -111,7 +111,7 @@ class PlannerTab(JobTab):
         summary = summary[~summary["key"].isin(_UNCALIBRATED_ROWS)]
         self.search()
         return [
-            heading("The profiled layout: measured against predicted"),
+            heading("The profiled layout: measured and predicted step"),
             *self._comparison_widgets(),
             heading("Other layouts that fit, ranked with the profiled one by predicted step "
                     "(perfkit.plan.search with the same model; devices and batch start from "
