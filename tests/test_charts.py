@@ -302,19 +302,29 @@ def search() -> pd.DataFrame:
 
 def test_strategy_chart_plots_each_candidate(search: pd.DataFrame) -> None:
     chart = C.strategy_chart(search, n=50)
-    points = _data(chart, 0)
+    # search's default model (plan.predict's) gives each candidate a band: a rule from
+    # low_s to high_s under each point (layer 0), then the points, then the memory limit
+    marks = [layer["mark"]["type"] for layer in chart.to_dict()["layer"]]
+    assert marks[:3] == ["rule", "point", "rule"], marks
+    points = _data(chart, 1)
     fastest = search.sort_values("step_s", kind="stable").head(50)
     assert len(points) == 50
     assert points["step_s"].to_numpy() == pytest.approx(fastest["step_s"].to_numpy())
     assert points["memory_GiB"].to_numpy() == pytest.approx(
         fastest["memory_bytes"].to_numpy() / 2**30)
     assert (points["fits"] == "fits").sum() == int(fastest["fits"].sum())
-    enc = _encoding(chart, 0)
+    enc = _encoding(chart, 1)
     assert enc["x"]["field"] == "memory_GiB" and enc["y"]["field"] == "step_s"
     assert enc["color"]["field"] == "fits"
-    limit = _data(chart, 1)["limit_GiB"].iloc[0]
+    band = _encoding(chart, 0)
+    assert (band["y"]["field"], band["y2"]["field"]) == ("low_s", "high_s")
+    assert points["low_s"].to_numpy() == pytest.approx(fastest["low_s"].to_numpy())
+    assert points["high_s"].to_numpy() == pytest.approx(fastest["high_s"].to_numpy())
+    assert (points["low_s"] < points["step_s"]).all()
+    assert (points["step_s"] < points["high_s"]).all()
+    limit = _data(chart, 2)["limit_GiB"].iloc[0]
     assert limit == pytest.approx(search["memory_limit_bytes"].max() / 2**30)
-    assert len(_data(C.strategy_chart(search, n=None), 0)) == len(search)
+    assert len(_data(C.strategy_chart(search, n=None), 1)) == len(search)
     assert {False, True} <= set(search["fits"])  # the test data has both kinds
     _svg(chart)
 
