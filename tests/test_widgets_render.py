@@ -68,16 +68,25 @@ def test_a_chart_widget_needs_no_message_after_it_opens(monkeypatch) -> None:
     front end drops the kernel's later messages to a chart whose JavaScript took over 2 s
     to start (its ``AbortSignal.timeout(2000)``), so a class added by an update would be
     lost on a busy machine (the browser tests then found no ``pk-chart`` in the tab)."""
-    from comm.base_comm import BaseComm
-    from ipywidgets.widgets import widget as ipw
+    # recorded at the widget's level, not its comm's: ipywidgets 8.0 (the lower bound)
+    # opens comms through ipykernel, 8.1 and later through the comm package
+    from ipywidgets import Widget
 
     sent: list[tuple[str, dict]] = []
+    real_open, real_send = Widget.open, Widget.send_state
 
-    class Recorder(BaseComm):
-        def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
-            sent.append((msg_type, data or {}))
+    def open_(self):  # the state the opening message carries (Widget.open's get_state)
+        if self._model_name == "AnyModel":
+            sent.append(("comm_open", {"state": self.get_state()}))
+        return real_open(self)
 
-    monkeypatch.setattr(ipw.comm, "create_comm", lambda **kw: Recorder(**kw))
+    def send_state(self, key=None):  # every update the kernel sends after the opening
+        if self._model_name == "AnyModel" and self.comm is not None and key != set():
+            sent.append(("comm_msg", {"key": key}))  # (before its comm opens, none is sent)
+        return real_send(self, key=key)
+
+    monkeypatch.setattr(Widget, "open", open_)
+    monkeypatch.setattr(Widget, "send_state", send_state)
     frame = pd.DataFrame({"component": ["weights"], "GiB": [1.0], "device_GiB": [64.0]})
     render.chart_widget(C.memory_chart(frame), renderer="canvas")
     opened = [data["state"] for kind, data in sent if kind == "comm_open"

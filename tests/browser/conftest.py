@@ -58,6 +58,19 @@ TAB_READY = """() => {
 #: charts do not need (tests/test_widgets_render.py). So this one message is not a failure,
 #: provided every chart of the page is then drawn: :func:`page_errors` checks that.
 ANYWIDGET_LATE = "[anywidget] Failed to initialize model."
+
+
+def _anywidget_has_limit() -> bool:
+    """Whether the installed anywidget front end gives a model's JavaScript 2 s to start
+    (``AbortSignal.timeout(2000)`` in its lab extension, which Voila serves too): 0.11 has
+    the limit, older releases (0.9, the lower bound CI's oldest job installs) do not."""
+    static = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "anywidget" / "static"
+    return any("AbortSignal.timeout(2000)" in f.read_text(encoding="utf-8", errors="ignore")
+               for f in static.glob("*.js"))
+
+
+#: Whether a chart that starts late meets :data:`ANYWIDGET_LATE` with this anywidget.
+ANYWIDGET_HAS_LIMIT = _anywidget_has_limit()
 #: Every chart of the page (class pk-chart, given when its widget opens) drawn by Vega.
 CHARTS_DRAWN = """() => {
   const charts = [...document.querySelectorAll('.pk-chart')];
