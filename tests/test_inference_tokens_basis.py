@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from raw_kineto import raw_events
 from shared_samples import sample
+from test_inference_mfu_everywhere import B200_BF16, GPT_OSS  # the published config
 from widget_html import panel_words
 
 import perfkit as pk
@@ -37,14 +38,6 @@ from perfkit.widgets.summary import job_summary
 pytestmark = pytest.mark.shared_samples
 
 B200, QWEN = "wild/tl_b200_eager", "wild/tl_qwen_h100"
-#: gpt-oss-120b's published Hugging Face config (the fields perfkit reads).
-GPT_OSS = {"model_type": "gpt_oss", "num_hidden_layers": 36, "num_local_experts": 128,
-           "num_experts_per_tok": 4, "vocab_size": 201088, "hidden_size": 2880,
-           "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64,
-           "num_key_value_heads": 8, "max_position_embeddings": 131072,
-           "hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 150000,
-           "tie_word_embeddings": False, "attention_bias": True}
-B200_BF16 = 36e15 / 8 / 2  # HGX B200 data sheet: 36 PFLOPS sparse for 8 GPUs
 
 
 def _ops(raw: list[dict], name: str) -> list[dict]:
