@@ -1,0 +1,208 @@
+"""Record real Kineto traces of one small Llama trained at several layouts on one GPU.
+
+A measured set for the planner: the same model, data and optimizer, trained on one NVIDIA
+GPU at layouts that differ in one knob each, so that a prediction made from one run's
+profile (``perfkit.plan.calibrate`` then ``perfkit.plan.predict``) can be checked against
+the others' measured steps (``tests/plan/test_measured_layouts.py``)::
+
+    a   micro-batch 4, no recompute          (the run a user has)
+    b   micro-batch 4, full recompute        (every decoder layer's forward run again in
+                                              the backward: torch.utils.checkpoint)
+    c   micro-batch 8, no recompute
+    d   micro-batch 8, full recompute
+
+Run on a machine with a CUDA GPU and PyTorch, in its own environment (perfkit does not
+depend on torch)::
+
+    python tools/make_kineto_llama_layouts.py --out tests/data/kineto_llama_layouts_h100
+
+Per layout, in one process, one after the other: the model is built from the same seed;
+``torch.profiler`` records CPU and CUDA activity with shapes and memory on steps 4 and 5
+(schedule wait=1, warmup=2, active=2), written gzip'd as ``<layout>.pt.trace.json.gz``;
+then, with the profiler off, ``--timed`` more steps are timed with CUDA events (the step
+time without the profiler's cost) and the allocator's peak is read
+(``torch.cuda.max_memory_allocated``, reset before the layout). ``environment.json``
+records the versions, the GPU, the model, and per layout the timed steps and the peak.
+
+One GPU cannot run tensor or pipeline parallelism (NCCL refuses two ranks on one device,
+and gloo's host all-reduce would be most of the step), so the layouts differ in what one
+GPU can change: the micro-batch and recompute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import platform
+import shutil
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F  # noqa: N812
+from torch.profiler import ProfilerActivity, profile, schedule
+from torch.utils.checkpoint import checkpoint
+
+HIDDEN, HEADS, LAYERS, SEQ, VOCAB = 2048, 16, 8, 2048, 32000
+FFN = 5632  # Llama's 8/3 x hidden, rounded to a multiple of 256
+#: layout name: (micro-batch, full recompute)
+LAYOUTS = {"a": (4, False), "b": (4, True), "c": (8, False), "d": (8, True)}
+WAIT, WARMUP, ACTIVE = 1, 2, 2
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square layer norm (Llama)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotary(x: torch.Tensor) -> torch.Tensor:
+    """Apply rotary position embedding to ``(b, heads, s, d)``."""
+    d = x.shape[-1]
+    pos = torch.arange(x.shape[-2], dtype=torch.float32, device=x.device)
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
+    ang = torch.outer(pos, inv)
+    cos, sin = ang.cos().repeat(1, 2).to(x.dtype), ang.sin().repeat(1, 2).to(x.dtype)
+    half = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
+    return x * cos + half * sin
+
+
+class Block(nn.Module):
+    """One decoder layer: attention and SwiGLU MLP with pre-norms and residuals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(HIDDEN)
+        self.wqkv = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
+        self.wo = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.ffn_norm = RMSNorm(HIDDEN)
+        self.w1 = nn.Linear(HIDDEN, FFN, bias=False)
+        self.w3 = nn.Linear(HIDDEN, FFN, bias=False)
+        self.w2 = nn.Linear(FFN, HIDDEN, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = self.wqkv(self.attention_norm(x)).split(HIDDEN, dim=-1)
+        q, k, v = (t.view(b, s, HEADS, -1).transpose(1, 2) for t in (q, k, v))
+        att = F.scaled_dot_product_attention(rotary(q), rotary(k), v, is_causal=True)
+        x = x + self.wo(att.transpose(1, 2).reshape(b, s, HIDDEN))
+        h = self.ffn_norm(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class Llama(nn.Module):
+    """Embedding, decoder layers (each recomputed in the backward when ``recompute``),
+    final norm and output head."""
+
+    def __init__(self, recompute: bool) -> None:
+        super().__init__()
+        self.recompute = recompute
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.norm = RMSNorm(HIDDEN)
+        self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = checkpoint(layer, x, use_reentrant=False) if self.recompute else layer(x)
+        return self.head(self.norm(x))
+
+
+def train_step(model: Llama, opt: torch.optim.Optimizer, tokens: torch.Tensor) -> None:
+    """Forward, loss, backward and the optimizer's step, in bf16 autocast."""
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB).float(), tokens[:, 1:].reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def record(name: str, micro_batch: int, recompute: bool, out: Path, timed: int) -> dict:
+    """Profile one layout, then time it without the profiler; its figures."""
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    torch.cuda.init()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    torch.manual_seed(0)
+    model = Llama(recompute).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def batch() -> torch.Tensor:
+        return torch.randint(0, VOCAB, (micro_batch, SEQ + 1), generator=gen, device=device)
+
+    tmp = out / f".{name}.json"
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 profile_memory=True,
+                 schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)) as prof:
+        for _ in range(WAIT + WARMUP + ACTIVE):
+            train_step(model, opt, batch())
+            torch.cuda.synchronize(device)
+            prof.step()
+    prof.export_chrome_trace(str(tmp))
+    with open(tmp, "rb") as src, gzip.open(out / f"{name}.pt.trace.json.gz", "wb",
+                                           compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    tmp.unlink()
+    times = []
+    for _ in range(timed):
+        tokens = batch()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        train_step(model, opt, tokens)
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end))
+    figures = {"micro_batch": micro_batch, "recompute": "full" if recompute else "none",
+               "timed_steps_ms": [round(t, 3) for t in times],
+               "timed_step_median_ms": round(statistics.median(times), 3),
+               "max_memory_allocated_bytes": torch.cuda.max_memory_allocated(device)}
+    print(name, json.dumps(figures), flush=True)
+    del model, opt
+    return figures
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("tests/data/kineto_llama_layouts_h100"))
+    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--timed", type=int, default=20, help="steps timed without the profiler")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device")
+    args.out.mkdir(parents=True, exist_ok=True)
+    layouts = {}
+    for name in args.layouts.split(","):
+        mb, rc = LAYOUTS[name]
+        layouts[name] = record(name, mb, rc, args.out, args.timed)
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda,
+           "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(0),
+           "python": platform.python_version(), "world_size": 1,
+           "model": {"hidden": HIDDEN, "heads": HEADS, "layers": LAYERS, "ffn": FFN,
+                     "vocab": VOCAB, "seq": SEQ, "dtype": "bf16 autocast",
+                     "optimizer": "AdamW (fused)", "attention": "scaled_dot_product_attention"
+                     " (causal)"},
+           "profiler": {"activities": ["CPU", "CUDA"], "record_shapes": True,
+                        "profile_memory": True,
+                        "schedule": f"wait={WAIT}, warmup={WARMUP}, active={ACTIVE}"},
+           "layouts": layouts}
+    (args.out / "environment.json").write_text(json.dumps(env, indent=1) + "\n")
+    for f in sorted(args.out.iterdir()):
+        print(f, f.stat().st_size)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
