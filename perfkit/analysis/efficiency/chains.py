@@ -213,9 +213,10 @@ def _copy_rows(profile: Any) -> np.ndarray:
     """Whether each :func:`_ordered` row is a copy kernel (token ``T``), as the copies
     pattern of :func:`~perfkit.analysis.operators.unfused_patterns` reads it.
 
-    A row's token depends on its type and name alone: it is read on the rows in table
-    order (whose codes the other analyses share) and put in execution order, rather than
-    on their text taken in that order.
+    A row's token depends on its type and name alone: it is decided once per distinct
+    label on the rows in table order (:func:`~perfkit.analysis.operators.tokens.token_is`)
+    and the answers put in execution order, rather than taking the type and name text of
+    every row in that order (a million strings on the benchmark rank).
     """
     from ..operators.tokens import token_is
 
