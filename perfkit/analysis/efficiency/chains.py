@@ -192,8 +192,8 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
                         "total_us": total,
                         "max_bytes": np.where(np.isneginf(biggest), np.nan, biggest)})
     # names of the runs kept: the labels of each run's rows, by code
-    codes, text = _ordered_codes(profile, "label")
-    out["names"] = _joined_runs(codes[at], text, lo, hi)
+    codes, text = _ordered_codes(profile, "label", at)
+    out["names"] = _joined_runs(codes, text, lo, hi)
     out["fused_us"] = out["max_bytes"] / (kernel_efficiency * hardware.memory_bandwidth) * 1e6
     out["saving_us"] = (out["total_us"] - out["fused_us"]).clip(lower=0)
     return _noted(typed(out, cols), profile, rows)
@@ -211,13 +211,19 @@ def _in_attention(profile: Any) -> np.ndarray:
 
 def _copy_rows(profile: Any) -> np.ndarray:
     """Whether each :func:`_ordered` row is a copy kernel (token ``T``), as the copies
-    pattern of :func:`~perfkit.analysis.operators.unfused_patterns` reads it."""
-    from ..operators import kernel_tokens
+    pattern of :func:`~perfkit.analysis.operators.unfused_patterns` reads it.
 
-    rows, _ = _ordered(profile, ("type", "name"))
+    A row's token depends on its type and name alone: it is decided once per distinct
+    label on the rows in table order (:func:`~perfkit.analysis.operators.tokens.token_is`)
+    and the answers put in execution order, rather than taking the type and name text of
+    every row in that order (a million strings on the benchmark rank).
+    """
+    from ..operators.tokens import token_is
+
+    rows, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
     if rows.empty or "name" not in rows.columns:
-        return np.zeros(len(rows), dtype=bool)
-    return (kernel_tokens(rows) == "T").to_numpy(bool)
+        return np.zeros(0 if rows.empty else len(order), dtype=bool)
+    return token_is(rows[[c for c in ("type", "name") if c in rows.columns]], "T")[order]
 
 
 def _noted(out: pd.DataFrame, profile: Any, rows: pd.DataFrame) -> pd.DataFrame:
@@ -260,15 +266,18 @@ def _chain_kind(profile: Any) -> np.ndarray:
     return per_call.isin(list(_CHAIN_KINDS)).fillna(False).to_numpy(bool)[call[order]]
 
 
-def _ordered_codes(profile: Any, column: str) -> tuple[np.ndarray, list[str]]:
-    """Codes of ``column`` of the :func:`_ordered` rows, and the text of each code.
+def _ordered_codes(profile: Any, column: str, at: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, list[str]]:
+    """Codes of ``column`` of the :func:`_ordered` rows (of those at positions ``at`` of
+    that order only, when given), and the text of each code.
 
     Coded on the priced rows (codes the pricing shares) and put in order, instead of
     taking the text column in order and coding it again.
     """
     rows, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
     codes, uniq = shared_factorize(rows[column], use_na_sentinel=False)
-    return codes[order], pd.Series(uniq, dtype="string").astype(str).tolist()
+    return codes[order if at is None else order[at]], \
+        pd.Series(uniq, dtype="string").astype(str).tolist()
 
 
 def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndarray

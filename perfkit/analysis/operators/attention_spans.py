@@ -177,7 +177,6 @@ def _batched_rows(scoped: pd.DataFrame, test: Any) -> np.ndarray:
         text = pd.Series(uniq, dtype="string").fillna("")
         return code, np.array([test(t) for t in text.tolist()], dtype=bool)
 
-    op_code, op_hit = per_value("op_name")
     t_code, t_hit = per_value("type")
     n_code, n_hit = per_value("name")
     types = pd.Series(shared_factorize(scoped["type"], use_na_sentinel=True)[1],
@@ -187,6 +186,9 @@ def _batched_rows(scoped: pd.DataFrame, test: Any) -> np.ndarray:
         bool)
     by_type = np.where(t_code >= 0, ~np.append(generic, True)[t_code], False)
     hit = np.where(by_type, np.append(t_hit, False)[t_code], np.append(n_hit, False)[n_code])
+    if "op_name" not in scoped.columns:  # no launching operator: the type or name decides
+        return hit
+    op_code, op_hit = per_value("op_name")
     return np.where(op_code >= 0, np.append(op_hit, False)[op_code], hit)
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from .._shared import shared_factorize
 from .._util import take_array
 
-__all__ = ["kernel_tokens", "TOKENS"]
+__all__ = ["kernel_tokens", "token_is", "TOKENS"]
 
 
 #: (token, regex on the operator type or kernel name). The first match wins. ``Z``, fused
@@ -58,6 +58,14 @@ def kernel_tokens(kernels: pd.DataFrame) -> pd.Series:
     tokens, code, _, _ = _token_codes(kernels)
     text = pd.Series(tokens, dtype=object).astype(str)
     return pd.Series(take_array(text.array, code), index=kernels.index)
+
+
+def token_is(kernels: pd.DataFrame, token: str) -> np.ndarray:
+    """Whether each task's token (:func:`kernel_tokens`) is ``token``: ``(kernel_tokens(
+    kernels) == token).to_numpy(bool)``, decided once per distinct label and spread back
+    by code, without a text per task (a million on the benchmark rank)."""
+    tokens, code, _, _ = _token_codes(kernels)
+    return np.asarray(tokens == token, dtype=bool)[code]
 
 
 def _token_codes(kernels: pd.DataFrame
