@@ -116,8 +116,10 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
                  if measured else ", links at perfkit's defaults (no transfers measured)")
         gap = residual_note(cal.residual)
         sentence = ("Calibrated on this profile: kernel speeds from its operators, idle time "
-                    f"from its steps{links}. Before closing, the fitted model was "
-                    f"{cal.residual:+.1%} off the measured step"
+                    f"from its steps{links}. "
+                    + ("The fitted model is" if forward_only
+                       else "Before closing, the fitted model was")
+                    + f" {cal.residual:+.1%} off the measured step"
                     + (": the run does something the model does not (see the parts)"
                        if gap and not forward_only else "")
                     + (_closing_words(cal) if not forward_only else "."))

@@ -46,6 +46,7 @@ from raw_kineto import raw_device_steps
 
 import perfkit as pk
 from perfkit import plan
+from perfkit.format import time_text
 from perfkit.widgets.prediction_fit import fit_job, predict_layout
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto_llama_layouts_h100"
@@ -137,7 +138,16 @@ def test_the_planner_predicts_the_timed_steps(profile_a, abs_tol):
     job = pk.infer_job(profile_a)
     fit = fit_job(profile_a, job)
     assert fit.source == "profile"
+    assert fit.calibration.closed
     assert fit.prediction.step_s == pytest.approx(_profiled_s("a"), rel=1e-6)
+    # the sentence says how far the model was before closing (the unclosed model against
+    # the profiled step read here) and that one factor scaled the compute rates
+    unclosed = plan.calibrate(profile_a, close=False).predicted_step_s
+    assert f"Before closing, the fitted model was {unclosed / _profiled_s('a') - 1:+.1%} " \
+        "off the measured step" in fit.sentence
+    assert "scaled by one factor" in fit.sentence
+    assert f"reproduces the measured step ({time_text(_profiled_s('a') * 1e6)})" \
+        in fit.sentence
     for layout in OTHERS:
         step = predict_layout(fit, job, _layout(job.parallel, layout)).step_s
         assert step == pytest.approx(_timed_s(layout), rel=abs_tol), layout
