@@ -151,3 +151,23 @@ def test_the_planner_predicts_the_timed_steps(profile_a, abs_tol):
     for layout in OTHERS:
         step = predict_layout(fit, job, _layout(job.parallel, layout)).step_s
         assert step == pytest.approx(_timed_s(layout), rel=abs_tol), layout
+
+
+def test_the_closing_words_say_what_the_closing_did(profile_a):
+    """The Planner's words on a closed fit: reproduced, capped at the peak (the model still
+    short of the measured step), or no factor needed."""
+    from perfkit.widgets.prediction_fit import _closing_words
+
+    cal = plan.calibrate(profile_a, close=True)
+    (factor,) = [v for t, v, _ in cal.terms if t == "closing scale"]
+    # the factor is the ratio of the unclosed model's compute to the closed one's
+    raw = plan.calibrate(profile_a, close=False)
+    assert factor == pytest.approx(raw.parts["compute"] / cal.parts["compute"], rel=0.02)
+    assert f"×{factor:.3g}, so that the model reproduces" in _closing_words(cal)
+    short = dataclasses.replace(cal, estimated_step_s=0.9 * cal.measured_step_s)
+    words = _closing_words(short)
+    assert "as far as the hardware's peak allows" in words
+    assert time_text(0.9 * cal.measured_step_s * 1e6) in words
+    unscaled = dataclasses.replace(cal, terms=tuple(t for t in cal.terms
+                                                    if t[0] != "closing scale"))
+    assert _closing_words(unscaled) == "."
