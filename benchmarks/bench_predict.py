@@ -1,6 +1,6 @@
 """Prediction accuracy on published iteration times, and calibration speed.
 
-Run: python benchmarks/bench_predict.py [--all-pairs] [--parts STUDY]
+Run: python benchmarks/bench_predict.py [--all-pairs] [--parts STUDY] [--measured]
 
 Prints, for every run of perfkit.plan.published (Korthikanti et al. 2022 Table 5,
 Narayanan et al. 2021 Table 1, MT-NLG 2022, Llama 3 Table 4, the MindFormers guide's
@@ -13,6 +13,12 @@ also calibrates on every run in turn and predicts the rest of its study. ``--par
 calibrated parts per device and token, and the error of every run when each run of the
 study calibrates in turn: where a calibration's misses come from.
 
+``--measured`` prints instead the measured set (tests/data/kineto_llama_layouts_h100: one
+Llama on one H100 at four layouts): calibrated on layout ``a``'s profile, unclosed and
+closed, and as the Planner does (``fit_job``, ``predict_layout``), each layout predicted
+side by side with its step timed without the profiler (environment.json) and its
+profiled device step (``Calibration.measured_step_s`` of its own trace).
+
 Last, the time ``perfkit.plan.calibrate`` takes on the bundled 16-rank profile
 ``sample:llama2-13b-baseline-dp16`` (the first call reads the profile's tables; later
 calls on the same loaded profile reuse them), wall-clock and CPU time, median of 5.
@@ -21,8 +27,11 @@ calls on the same loaded profile reuse them), wall-clock and CPU time, median of
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import statistics
 import time
+from pathlib import Path
 
 import pandas as pd
 
@@ -155,12 +164,67 @@ def time_calibrate(repeat: int = 5) -> None:
           f"{statistics.median(again_c):.3f} s")
 
 
+#: The measured layout set (one Llama, one H100; PROVENANCE.md there).
+MEASURED = Path(__file__).resolve().parents[1] / "tests" / "data" / "kineto_llama_layouts_h100"
+
+
+def print_measured(folder: Path = MEASURED, anchor: str = "a") -> None:
+    """Each layout of the measured set predicted from ``anchor``'s profile, unclosed,
+    closed and by the Planner, against its timed step (median of 20 without the profiler,
+    environment.json) and its profiled device step; errors are predicted / reference − 1.
+    """
+    from perfkit.widgets.prediction_fit import fit_job, predict_layout
+
+    env = json.loads((folder / "environment.json").read_text())
+    layouts = env["layouts"]
+    profiles = {k: pk.load(folder / f"{k}.pt.trace.json.gz", cache=False, progress=False)
+                for k in layouts}
+    profiled = {k: plan.calibrate(p).measured_step_s for k, p in profiles.items()}
+    timed = {k: statistics.median(v["timed_steps_ms"]) / 1e3 for k, v in layouts.items()}
+    cals = {close: plan.calibrate(profiles[anchor], close=close) for close in (False, True)}
+    job = pk.infer_job(profiles[anchor])
+    fit = fit_job(profiles[anchor], job)
+
+    def layout(parallel: pk.ParallelConfig, key: str) -> pk.ParallelConfig:
+        return dataclasses.replace(parallel, micro_batch_size=layouts[key]["micro_batch"],
+                                   recompute=layouts[key]["recompute"])
+
+    print(f"measured set {folder.name}: {env['gpu']}, calibrated on layout {anchor} "
+          f"(residual before closing {cals[False].residual:+.1%})")
+    print(f"{'layout':<7} {'mb':>3} {'recompute':>9} {'timed':>9} {'profiled':>9} "
+          f"{'unclosed':>9} {'vs timed':>8} {'closed':>9} {'vs timed':>8} {'vs prof':>8} "
+          f"{'Planner':>9}")
+    pred = {(close, key): plan.predict(cal, parallel=layout(cal.job.parallel, key)).step_s
+            for close, cal in cals.items() for key in layouts}
+    for key in layouts:
+        planner = predict_layout(fit, job, layout(job.parallel, key)).step_s
+        t, m = timed[key], profiled[key]
+        print(f"{key + (' *' if key == anchor else ''):<7} {layouts[key]['micro_batch']:>3} "
+              f"{layouts[key]['recompute']:>9} {1e3 * t:7.1f}ms {1e3 * m:7.1f}ms "
+              f"{1e3 * pred[False, key]:7.1f}ms {_pct(pred[False, key] / t - 1)} "
+              f"{1e3 * pred[True, key]:7.1f}ms {_pct(pred[True, key] / t - 1)} "
+              f"{_pct(pred[True, key] / m - 1)} {1e3 * planner:7.1f}ms")
+    print(f"ratios to {anchor}: " + ", ".join(
+        f"{k} timed {timed[k] / timed[anchor]:.3f} unclosed "
+        f"{pred[False, k] / pred[False, anchor]:.3f} "
+        f"closed {pred[True, k] / pred[True, anchor]:.3f}"
+        for k in layouts if k != anchor))
+    print(f"* the calibrating layout; timed: median of {len(layouts[anchor]['timed_steps_ms'])} "
+          "steps without the profiler (environment.json); profiled: the trace's device step")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all-pairs", action="store_true", help="also every run as anchor")
     ap.add_argument("--no-timing", action="store_true", help="skip the calibration timing")
     ap.add_argument("--parts", metavar="STUDY", help="parts and all anchors of one study")
+    ap.add_argument("--measured", action="store_true",
+                    help="only the measured H100 layout set (tests/data/"
+                         "kineto_llama_layouts_h100), predicted from layout a")
     args = ap.parse_args()
+    if args.measured:
+        print_measured()
+        return
     table = validate()
     print_table(table)
     print_statistics(table)

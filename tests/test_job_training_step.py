@@ -101,6 +101,10 @@ def test_the_planner_does_not_compare_a_forward_pass_with_a_training_step() -> N
     frame = measured_against_predicted(prof, fit)
     assert "is not a training step" in comparison_sentence(frame, fit, job)
     assert "is not a training step" not in comparison_sentence(frame, fit)
+    # a forward pass is not squeezed into a training step: the fit is left unclosed, and
+    # the sentence says no closing
+    assert not fit.calibration.closed
+    assert "closing" not in fit.sentence and "scaled by one factor" not in fit.sentence
 
 
 def _step_span_ms(name: str) -> float:

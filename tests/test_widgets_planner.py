@@ -203,12 +203,17 @@ def test_a_cpu_profile_says_why_there_is_no_prediction() -> None:
 
 
 def test_plan_helpers_agree_with_plan_predict() -> None:
-    # the tab's fit is plan.calibrate + plan.predict on the same job
+    # the tab's fit is plan.calibrate, closed, + plan.predict on the same job
     profile = pk.load(f"sample:{BASELINE.split('/')[1]}")
     job = pk.infer_job(profile)
     fit = fit_job(profile, job)
-    direct = plan.predict(plan.calibrate(profile, job.model, job.parallel, job.hardware))
+    cal = plan.calibrate(profile, job.model, job.parallel, job.hardware, close=True)
+    direct = plan.predict(cal)
     assert fit.prediction.step_s == pytest.approx(direct.step_s, rel=1e-12)
+    # closed: the profiled layout is predicted at its measured step (the unclosed model
+    # is not: its residual says how far)
+    assert cal.residual != pytest.approx(0.0, abs=1e-3)
+    assert fit.prediction.step_s == pytest.approx(cal.measured_step_s, rel=1e-9)
     assert (fit.prediction.low_s, fit.prediction.high_s) == pytest.approx(
         (direct.low_s, direct.high_s), rel=1e-12)
 

@@ -58,7 +58,8 @@ model at given rates and the scaling factors), :mod:`.operators` (the operator f
 
 from __future__ import annotations
 
-from .fit import RESIDUAL_NOTE_SHARE, calibrate, residual_note
+from .fit import NOT_CLOSED_NOTE, RESIDUAL_NOTE_SHARE, calibrate, residual_note
 from .result import CalibratedJob, Calibration
 
-__all__ = ["Calibration", "CalibratedJob", "calibrate", "residual_note", "RESIDUAL_NOTE_SHARE"]
+__all__ = ["Calibration", "CalibratedJob", "calibrate", "residual_note", "RESIDUAL_NOTE_SHARE",
+           "NOT_CLOSED_NOTE"]

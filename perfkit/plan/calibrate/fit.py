@@ -20,11 +20,14 @@ from .profile import _from_profile
 from .result import CalibratedJob, Calibration
 from .solve import _evaluate, _solve_scale
 
-__all__ = ["RESIDUAL_NOTE_SHARE", "calibrate", "residual_note"]
+__all__ = ["NOT_CLOSED_NOTE", "RESIDUAL_NOTE_SHARE", "calibrate", "residual_note"]
 
 
 #: A fitted model further than this share off the measured step gets a note.
 RESIDUAL_NOTE_SHARE = 0.05
+#: The note of a fit whose closing the peak capped (the compute rates cannot rise above 1).
+NOT_CLOSED_NOTE = ("the fit could not be closed: the measured step is faster than the model "
+                   "allows at the peak")
 
 
 def residual_note(residual: float) -> str:
@@ -140,8 +143,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         terms.append(("closing scale", factor, "every compute rate, so the model reproduces "
                       "the measured step"))
         if capped:
-            notes.append("the fit could not be closed: the measured step is faster than the "
-                         "model allows at the peak")
+            notes.append(NOT_CLOSED_NOTE)
     final = _evaluate(job, rates)
     gap = residual_note(residual)
     if gap:
