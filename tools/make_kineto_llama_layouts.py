@@ -10,6 +10,12 @@ the others' measured steps (``tests/plan/test_measured_layouts.py``)::
                                               the backward: torch.utils.checkpoint)
     c   micro-batch 8, no recompute
     d   micro-batch 8, full recompute
+    e   16 layers instead of 8, micro-batch 4, no recompute
+    f   sequence 4,096 instead of 2,048, micro-batch 2 (the same tokens as a), no recompute
+    g   micro-batch 2, no recompute
+
+(``tests/data/kineto_llama_layouts_h100`` holds a-d, ``tests/data/kineto_llama_shapes_h100``
+a again with e-g, each set recorded in one process on one machine.)
 
 Run on a machine with a CUDA GPU and PyTorch, in its own environment (perfkit does not
 depend on torch)::
@@ -47,8 +53,11 @@ from torch.utils.checkpoint import checkpoint
 
 HIDDEN, HEADS, LAYERS, SEQ, VOCAB = 2048, 16, 8, 2048, 32000
 FFN = 5632  # Llama's 8/3 x hidden, rounded to a multiple of 256
-#: layout name: (micro-batch, full recompute)
-LAYOUTS = {"a": (4, False), "b": (4, True), "c": (8, False), "d": (8, True)}
+#: layout name: (micro-batch, full recompute, layers, sequence)
+LAYOUTS = {"a": (4, False, LAYERS, SEQ), "b": (4, True, LAYERS, SEQ),
+           "c": (8, False, LAYERS, SEQ), "d": (8, True, LAYERS, SEQ),
+           "e": (4, False, 2 * LAYERS, SEQ), "f": (2, False, LAYERS, 2 * SEQ),
+           "g": (2, False, LAYERS, SEQ)}
 WAIT, WARMUP, ACTIVE = 1, 2, 2
 
 
@@ -102,11 +111,11 @@ class Llama(nn.Module):
     """Embedding, decoder layers (each recomputed in the backward when ``recompute``),
     final norm and output head."""
 
-    def __init__(self, recompute: bool) -> None:
+    def __init__(self, recompute: bool, layers: int = LAYERS) -> None:
         super().__init__()
         self.recompute = recompute
         self.embed = nn.Embedding(VOCAB, HIDDEN)
-        self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(Block() for _ in range(layers))
         self.norm = RMSNorm(HIDDEN)
         self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
 
@@ -127,7 +136,8 @@ def train_step(model: Llama, opt: torch.optim.Optimizer, tokens: torch.Tensor) -
     opt.step()
 
 
-def record(name: str, micro_batch: int, recompute: bool, out: Path, timed: int) -> dict:
+def record(name: str, micro_batch: int, recompute: bool, layers: int, seq: int, out: Path,
+           timed: int) -> dict:
     """Profile one layout, then time it without the profiler; its figures."""
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
@@ -135,12 +145,12 @@ def record(name: str, micro_batch: int, recompute: bool, out: Path, timed: int) 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
-    model = Llama(recompute).to(device)
+    model = Llama(recompute, layers).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     gen = torch.Generator(device=device).manual_seed(0)
 
     def batch() -> torch.Tensor:
-        return torch.randint(0, VOCAB, (micro_batch, SEQ + 1), generator=gen, device=device)
+        return torch.randint(0, VOCAB, (micro_batch, seq + 1), generator=gen, device=device)
 
     tmp = out / f".{name}.json"
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
@@ -166,6 +176,7 @@ def record(name: str, micro_batch: int, recompute: bool, out: Path, timed: int) 
         torch.cuda.synchronize(device)
         times.append(start.elapsed_time(end))
     figures = {"micro_batch": micro_batch, "recompute": "full" if recompute else "none",
+               "layers": layers, "seq": seq,
                "timed_steps_ms": [round(t, 3) for t in times],
                "timed_step_median_ms": round(statistics.median(times), 3),
                "max_memory_allocated_bytes": torch.cuda.max_memory_allocated(device)}
@@ -185,13 +196,14 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     layouts = {}
     for name in args.layouts.split(","):
-        mb, rc = LAYOUTS[name]
-        layouts[name] = record(name, mb, rc, args.out, args.timed)
+        mb, rc, layers, seq = LAYOUTS[name]
+        layouts[name] = record(name, mb, rc, layers, seq, args.out, args.timed)
     env = {"torch": torch.__version__, "cuda": torch.version.cuda,
            "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(0),
            "python": platform.python_version(), "world_size": 1,
            "model": {"hidden": HIDDEN, "heads": HEADS, "layers": LAYERS, "ffn": FFN,
                      "vocab": VOCAB, "seq": SEQ, "dtype": "bf16 autocast",
+                     "note": "layers and seq are the defaults; each layout gives its own",
                      "optimizer": "AdamW (fused)", "attention": "scaled_dot_product_attention"
                      " (causal)"},
            "profiler": {"activities": ["CPU", "CUDA"], "record_shapes": True,
