@@ -13,9 +13,10 @@ also calibrates on every run in turn and predicts the rest of its study. ``--par
 calibrated parts per device and token, and the error of every run when each run of the
 study calibrates in turn: where a calibration's misses come from.
 
-``--measured`` prints instead the measured set (tests/data/kineto_llama_layouts_h100: one
-Llama on one H100 at four layouts): calibrated on layout ``a``'s profile, unclosed and
-closed, and as the Planner does (``fit_job``, ``predict_layout``), each layout predicted
+``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100 and
+kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets): calibrated
+on each set's layout ``a``'s profile, unclosed and closed, and as the Planner does
+(``fit_job``, ``predict_layout``), each layout predicted
 side by side with its step timed without the profiler (environment.json) and its
 profiled device step (``Calibration.measured_step_s`` of its own trace).
 
@@ -164,13 +165,15 @@ def time_calibrate(repeat: int = 5) -> None:
           f"{statistics.median(again_c):.3f} s")
 
 
-#: The measured layout set (one Llama, one H100; PROVENANCE.md there).
-MEASURED = Path(__file__).resolve().parents[1] / "tests" / "data" / "kineto_llama_layouts_h100"
+#: The measured layout sets (one Llama, one H100; PROVENANCE.md in each).
+MEASURED = tuple(Path(__file__).resolve().parents[1] / "tests" / "data" / name
+                 for name in ("kineto_llama_layouts_h100", "kineto_llama_shapes_h100"))
 
 
-def print_measured(folder: Path = MEASURED, anchor: str = "a") -> None:
-    """Each layout of the measured set predicted from ``anchor``'s profile, unclosed,
-    closed and by the Planner, against its timed step (median of 20 without the profiler,
+def print_measured(folder: Path, anchor: str = "a") -> None:
+    """Each layout of a measured set predicted from ``anchor``'s profile, unclosed,
+    closed and by the Planner (which changes the layout, not the model: "–" for another
+    depth or sequence), against its timed step (median of 20 without the profiler,
     environment.json) and its profiled device step; errors are predicted / reference − 1.
     """
     from perfkit.widgets.prediction_fit import fit_job, predict_layout
@@ -185,25 +188,37 @@ def print_measured(folder: Path = MEASURED, anchor: str = "a") -> None:
     job = pk.infer_job(profiles[anchor])
     fit = fit_job(profiles[anchor], job)
 
-    def layout(parallel: pk.ParallelConfig, key: str) -> pk.ParallelConfig:
-        return dataclasses.replace(parallel, micro_batch_size=layouts[key]["micro_batch"],
-                                   recompute=layouts[key]["recompute"])
+    def layout(model: pk.ModelSpec, parallel: pk.ParallelConfig, key: str
+               ) -> tuple[pk.ModelSpec, pk.ParallelConfig]:
+        rec = layouts[key]
+        return (dataclasses.replace(model, num_layers=rec.get("layers", model.num_layers),
+                                    seq_length=rec.get("seq", model.seq_length)),
+                dataclasses.replace(parallel, micro_batch_size=rec["micro_batch"],
+                                    recompute=rec["recompute"]))
+
+    def predicted(cal: plan.Calibration, key: str) -> float:
+        model, parallel = layout(cal.job.model, cal.job.parallel, key)
+        return plan.predict(cal, model=model, parallel=parallel,
+                            global_batch_size=layouts[key]["micro_batch"],
+                            seq_length=model.seq_length).step_s
 
     print(f"measured set {folder.name}: {env['gpu']}, calibrated on layout {anchor} "
           f"(residual before closing {cals[False].residual:+.1%})")
-    print(f"{'layout':<7} {'mb':>3} {'recompute':>9} {'timed':>9} {'profiled':>9} "
-          f"{'unclosed':>9} {'vs timed':>8} {'closed':>9} {'vs timed':>8} {'vs prof':>8} "
-          f"{'Planner':>9}")
-    pred = {(close, key): plan.predict(cal, parallel=layout(cal.job.parallel, key)).step_s
-            for close, cal in cals.items() for key in layouts}
+    print(f"{'layout':<7} {'layers':>6} {'seq':>5} {'mb':>3} {'recompute':>9} {'timed':>9} "
+          f"{'profiled':>9} {'unclosed':>9} {'vs timed':>8} {'closed':>9} {'vs timed':>8} "
+          f"{'vs prof':>8} {'Planner':>9}")
+    pred = {(close, key): predicted(cal, key) for close, cal in cals.items() for key in layouts}
     for key in layouts:
-        planner = predict_layout(fit, job, layout(job.parallel, key)).step_s
+        model, parallel = layout(job.model, job.parallel, key)
+        planner = (f"{1e3 * predict_layout(fit, job, parallel).step_s:7.1f}ms"
+                   if model == job.model else f"{'–':>9}")
         t, m = timed[key], profiled[key]
-        print(f"{key + (' *' if key == anchor else ''):<7} {layouts[key]['micro_batch']:>3} "
+        print(f"{key + (' *' if key == anchor else ''):<7} {model.num_layers:>6} "
+              f"{model.seq_length:>5} {layouts[key]['micro_batch']:>3} "
               f"{layouts[key]['recompute']:>9} {1e3 * t:7.1f}ms {1e3 * m:7.1f}ms "
               f"{1e3 * pred[False, key]:7.1f}ms {_pct(pred[False, key] / t - 1)} "
               f"{1e3 * pred[True, key]:7.1f}ms {_pct(pred[True, key] / t - 1)} "
-              f"{_pct(pred[True, key] / m - 1)} {1e3 * planner:7.1f}ms")
+              f"{_pct(pred[True, key] / m - 1)} {planner}")
     print(f"ratios to {anchor}: " + ", ".join(
         f"{k} timed {timed[k] / timed[anchor]:.3f} unclosed "
         f"{pred[False, k] / pred[False, anchor]:.3f} "
@@ -219,11 +234,14 @@ def main() -> None:
     ap.add_argument("--no-timing", action="store_true", help="skip the calibration timing")
     ap.add_argument("--parts", metavar="STUDY", help="parts and all anchors of one study")
     ap.add_argument("--measured", action="store_true",
-                    help="only the measured H100 layout set (tests/data/"
-                         "kineto_llama_layouts_h100), predicted from layout a")
+                    help="only the measured H100 layout sets (tests/data/"
+                         "kineto_llama_layouts_h100, kineto_llama_shapes_h100), each "
+                         "predicted from its layout a")
     args = ap.parse_args()
     if args.measured:
-        print_measured()
+        for folder in MEASURED:
+            print_measured(folder)
+            print()
         return
     table = validate()
     print_table(table)

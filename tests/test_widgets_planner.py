@@ -210,10 +210,16 @@ def test_plan_helpers_agree_with_plan_predict() -> None:
     cal = plan.calibrate(profile, job.model, job.parallel, job.hardware, close=True)
     direct = plan.predict(cal)
     assert fit.prediction.step_s == pytest.approx(direct.step_s, rel=1e-12)
-    # closed: the profiled layout is predicted at its measured step (the unclosed model
-    # is not: its residual says how far)
+    # closed: the model computes as long as the busiest rank did (per rank the mean of its
+    # steps' computing_us), and, idling as long as the least idle steps, gives the profiled
+    # layout its measured step within 0.5 % on this simulated run (the unclosed model is
+    # further: its residual says how far)
     assert cal.residual != pytest.approx(0.0, abs=1e-3)
-    assert fit.prediction.step_s == pytest.approx(cal.measured_step_s, rel=1e-9)
+    steps = profile.steps
+    busiest = steps.groupby("rank")["computing_us"].mean().max() / 1e6
+    computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
+    assert computing == pytest.approx(busiest, rel=1e-6)
+    assert fit.prediction.step_s == pytest.approx(cal.measured_step_s, rel=0.005)
     assert (fit.prediction.low_s, fit.prediction.high_s) == pytest.approx(
         (direct.low_s, direct.high_s), rel=1e-12)
 

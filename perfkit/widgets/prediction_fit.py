@@ -160,6 +160,8 @@ def _closing_words(cal: Calibration) -> str:
     factor = next((v for t, v, _ in cal.terms if t == "closing scale"), None)
     if factor is None:
         return "."
+    if cal.source == "profile":
+        return _profile_closing_words(cal, factor)
     step = time_text(cal.measured_step_s * 1e6)
     if abs(cal.estimated_step_s / cal.measured_step_s - 1) > 1e-6:
         return (f"; every compute rate (the kernels' efficiencies) was then scaled by one "
@@ -168,6 +170,27 @@ def _closing_words(cal: Calibration) -> str:
                 f"{time_text(cal.estimated_step_s * 1e6)}.")
     return (f"; every compute rate (the kernels' efficiencies) was then scaled by one factor, "
             f"×{factor:.3g}, so that the model reproduces the measured step ({step}).")
+
+
+def _profile_closing_words(cal: Calibration, factor: float) -> str:
+    """How a profile's fit is closed (:func:`perfkit.plan.calibrate`): the one factor on
+    every compute rate but the optimizer's that makes the model's computing time the
+    measured one, and the step the closed model then gives this layout beside the measured
+    step (they differ by the idle time the least idle step leaves out)."""
+    computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
+    capped = NOT_CLOSED_NOTE in cal.notes
+    said = (f"; every compute rate but the optimizer's (the kernels' efficiencies) was then "
+            f"scaled by one factor, ×{factor:.3g}, "
+            + ("as far as the hardware's peak allows, " if capped else "")
+            + f"so that the model's computing time is the measured one "
+            f"({time_text(computing * 1e6)} per step)")
+    step, model = cal.measured_step_s, cal.estimated_step_s
+    if abs(model / step - 1) < 0.005:
+        return said + f", and the model reproduces the measured step ({time_text(step * 1e6)})."
+    return (said + f"; with the idle time of the steps' least idle one, it gives this layout "
+            f"{time_text(model * 1e6)} against the measured {time_text(step * 1e6)} "
+            f"({model / step - 1:+.1%}: the other steps idle longer, as a profiler's own "
+            "host stalls make them).")
 
 
 def predict_layout(fit: PlannerFit | None, job: Job, parallel: ParallelConfig) -> Prediction:

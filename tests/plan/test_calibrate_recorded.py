@@ -99,14 +99,19 @@ def test_calibrate_fits_the_operators_of_the_steps_recorded_in_full(tmp_path, ke
     assert seconds == pytest.approx(sum(adam[0]) * 1e-6, rel=1e-9)
     assert how == f"optimizer kernels: {sum(adam[0]) * 1e-3:.3g} ms per step"
 
-    # the launch gap: free time (median over the ranks' step traces, whole on both) over
-    # rank 0's compute kernels per step (its HCCL tasks are communication)
+    # the launch gap: the least idle step's free time (one step per rank: median over the
+    # ranks' step traces, whole on both) spread over the model's kernels, so that the
+    # model's idle part is that free time; the profile's own compute kernels per step
+    # (rank 0's, its HCCL tasks are communication) are said beside it
     kernels = sum(r["Accelerator Core"] != "HCCL" for r in rows[0])
     assert kernels == 187
     frees = sorted(float(_step_row(out)["Free"]) for out in outs)
     gap, how = terms["kernel_gap_s"]
-    assert gap == pytest.approx((frees[0] + frees[1]) / 2 / kernels * 1e-6, rel=1e-9)
-    assert how == f"free_us over {kernels} kernels per rank and step"
+    assert cal.parts["overhead"] == pytest.approx((frees[0] + frees[1]) / 2 * 1e-6, rel=1e-9)
+    modelled = round(cal.parts["overhead"] / gap)
+    assert how == (f"the least idle step's free_us (median over ranks) over the model's "
+                   f"{modelled} kernels per step (the profile launches {kernels} per rank "
+                   "and step)")
 
     # every operator term is the one rank 0's own folder gives: no fragment weighs in
     alone = plan.calibrate(pk.load(root / "rank0_ascend_pt", cache=False, progress=False),

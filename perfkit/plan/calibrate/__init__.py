@@ -23,7 +23,8 @@ What is fitted, by source
   names), achieved bandwidth of its transfers (``comm_bandwidth``, transit time) over
   the nominal bandwidth of the transport (intra-node HCCS/NVLink, inter-node
   RDMA/InfiniBand);
-* *idle time*: the steps' ``free_us`` per kernel (launch gaps);
+* *idle time*: each rank's least idle step's ``free_us`` (median over the ranks), per
+  kernel of the model (launch gaps; the profiler's host stalls only add idle time);
 * *steps recorded in part*: the operator rows and the kernels per step are read from the
   steps whose device tasks were recorded in full
   (:func:`perfkit.analysis.recorded.recorded_profile`), as the Operators tab reads them; a
@@ -36,7 +37,12 @@ What is fitted, by source
 The residual is the model with these rates against the measured step (slowest rank,
 median step, the device span: the wait before the step's first device task, fetching data
 or launching, is not part of the model and is left out); it is *not* closed unless
-``close=True``, so it measures the model.
+``close=True``, so it measures the model. Closed, a profile's fit is closed part by part
+on what the device measured (the steps' free time carries the profiler's own host
+stalls): one factor on every compute rate but the optimizer's makes the model's computing
+time the busiest rank's ``computing_us``, and the links are scaled to the exposed
+communication; the idle time per kernel is already that of each rank's least idle step,
+over the model's kernels.
 
 **A steps table** (``computing_us``, ``comm_not_overlapped_us``, ``free_us`` and, when
 known, ``bubble_us``, per rank and step) and **a measured step time** (seconds) need

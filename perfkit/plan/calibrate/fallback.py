@@ -120,6 +120,35 @@ def _from_step_time(step_s: float, job: CalibratedJob, rates: Rates,
                     "predicted": predicted, "kinds": {"compute"}}
 
 
+def _links_to_exposed(job: CalibratedJob, rates: Rates, m: dict[str, float],
+                      out: dict[str, float], notes: list[str],
+                      terms: list[tuple[str, float, str]]
+                      ) -> tuple[Rates, float, float, set[str]]:
+    """Every link efficiency scaled by one factor so that the model's communication parts
+    (``out``: the model at ``rates``) are the measured exposed communication,
+    ``comm_not_overlapped_us`` less the receive waits (the bubble: the steps' ``bubble_us``,
+    else the model's); capped at 1. Returns the rates, the exposed and the model's
+    communication (s) and the groups whose links were scaled (none where either is 0)."""
+    measured_bubble = math.isfinite(m["bubble"]) and m["bubble"] > 0
+    bubble = m["bubble"] if measured_bubble else out["bubble"]
+    if not measured_bubble and out["bubble"] > 0:
+        notes.append("no bubble_us in the steps: the model's bubble "
+                     f"({out['bubble']:.4g} s) is taken out of the exposed communication")
+    exposed = max(0.0, m["comm"] - bubble)
+    model_comm = sum(out[p] for p in _COMM_PARTS)
+    if not (model_comm > 0 and exposed > 0):
+        return rates, exposed, model_comm, set()
+    ratio = model_comm / exposed
+    dpn = job.hardware.devices_per_node
+    current = {g: rates.link(g, _group_span(job, g) <= dpn) for g in GROUPS}
+    if any(v * ratio > 1 for v in current.values()):
+        notes.append("communication measured faster than nominal bandwidth; capped at 1")
+    rates = rates.replace(link_efficiency={g: min(1.0, v * ratio) for g, v in current.items()})
+    terms.append(("link efficiency scale", ratio, "exposed communication = "
+                  "comm_not_overlapped_us − bubble"))
+    return rates, exposed, model_comm, {g for g in GROUPS if out[f"{g}_comm_raw_s"] > 0}
+
+
 def _from_steps(steps: pd.DataFrame, job: CalibratedJob, rates: Rates, notes: list[str],
                 skip_first_steps: int) -> tuple[Rates, dict[str, Any]]:
     m = _measured_from_steps(_steps_table(steps, skip_first_steps))
@@ -135,26 +164,9 @@ def _from_steps(steps: pd.DataFrame, job: CalibratedJob, rates: Rates, notes: li
     terms.append(("compute scale", k, "compute + recompute + optimizer = busiest rank's "
                   "computing_us"))
     out = _evaluate(job, fitted)
-    # exposed communication: receive waits (the bubble) taken out
-    bubble = m["bubble"] if math.isfinite(m["bubble"]) and m["bubble"] > 0 else out["bubble"]
-    if not (math.isfinite(m["bubble"]) and m["bubble"] > 0) and out["bubble"] > 0:
-        notes.append("no bubble_us in the steps: the model's bubble "
-                     f"({out['bubble']:.4g} s) is taken out of the exposed communication")
-    exposed = max(0.0, m["comm"] - bubble)
-    model_comm = sum(out[p] for p in _COMM_PARTS)
-    kinds = {"compute", "overhead"}
-    if model_comm > 0 and exposed > 0:
-        ratio = model_comm / exposed
-        dpn = job.hardware.devices_per_node
-        current = {g: fitted.link(g, _group_span(job, g) <= dpn) for g in GROUPS}
-        eff = {g: min(1.0, v * ratio) for g, v in current.items()}
-        if any(v * ratio > 1 for v in current.values()):
-            notes.append("communication measured faster than nominal bandwidth; capped at 1")
-        fitted = fitted.replace(link_efficiency=eff)
-        terms.append(("link efficiency scale", ratio, "exposed communication = "
-                      "comm_not_overlapped_us − bubble"))
-        kinds |= {g for g in GROUPS if out[f"{g}_comm_raw_s"] > 0}
-    elif exposed > 0:
+    fitted, exposed, model_comm, groups = _links_to_exposed(job, fitted, m, out, notes, terms)
+    kinds = {"compute", "overhead"} | groups
+    if model_comm <= 0 and exposed > 0:
         notes.append(f"the layout has no modelled communication; the measured "
                      f"{exposed * 1e3:.3g} ms goes to the overhead")
     overhead = m["free"] + (exposed if model_comm <= 0 else 0.0)

@@ -40,6 +40,32 @@ def _solve_scale(job: CalibratedJob, rates: Rates, target: float,
                                                   rates.memory_efficiency), target)
 
 
+#: The model's parts that the device spends computing (a step's ``computing_us``).
+COMPUTING_PARTS = ("compute", "recompute", "optimizer")
+
+
+def _scaled_keeping_optimizer(rates: Rates, factor: float) -> Rates:
+    """:meth:`Rates.scaled` with the optimizer's time kept: its bytes per parameter move
+    with the memory efficiency, so that a fitted optimizer (the profile's ``Adam`` kernels)
+    keeps the time it was measured at while the other kernels' rates move."""
+    scaled = rates.scaled(factor)
+    return scaled.replace(optimizer_bytes_per_param=rates.optimizer_bytes_per_param
+                          * scaled.memory_efficiency / rates.memory_efficiency)
+
+
+def _solve_computing_scale(job: CalibratedJob, rates: Rates, target: float
+                           ) -> tuple[float, bool]:
+    """Factor on every compute rate but the optimizer's (:func:`_scaled_keeping_optimizer`)
+    making the model's computing time (:data:`COMPUTING_PARTS`) hit ``target`` seconds, and
+    whether the caps kept it from reaching it (bisection, as :func:`_solve_scale`)."""
+    def value(k: float) -> float:
+        out = _evaluate(job, _scaled_keeping_optimizer(rates, k))
+        return sum(out[p] for p in COMPUTING_PARTS)
+
+    return _bisect_factor(value, 1e-3, 1.0 / min(rates.gemm_efficiency,
+                                                  rates.memory_efficiency), target)
+
+
 def _links_scaled(job: CalibratedJob, rates: Rates, factor: float) -> Rates:
     """Every group's link efficiency times ``factor``, capped at 1."""
     dpn = job.hardware.devices_per_node
