@@ -118,3 +118,22 @@ def test_a_lazy_cluster_gives_the_same_totals(dask_client):
     assert any(s.startswith("the device tasks of step 2 on ranks 0 and 1 were recorded "
                             "only in part: totals over the device tasks recorded")
                for s in top.attrs["notes"]), top.attrs["notes"]
+
+
+def test_ai_cpu_tasks_of_the_step_recorded_in_part_are_counted_with_the_others():
+    root = shared_sample(PT_GPT3_OLD)
+    cpu = [r for rank in (0, 1) for r in distinct_tasks(csv_rows(
+        root / f"test_rank_{rank}" / _OUT / "kernel_details.csv"))
+        if r["Accelerator Core"] == "AI_CPU"]
+    assert len(cpu) == 2 and {r["Type"] for r in cpu} == {"Cast"}
+    p = pk.load(root, cache=False, progress=False)
+    assert pk.analysis.ai_cpu_operators(p).empty  # no step recorded in full, as before
+    got = pk.analysis.ai_cpu_operators(p, recorded_only=False)
+    (row,) = got.itertuples()
+    assert (row.type, row.count) == ("Cast", 2) and math.isnan(row.per_step_us)
+    assert row.total_us == pytest.approx(math.fsum(float(r["Duration(us)"]) for r in cpu),
+                                         rel=1e-12)
+    words = panel_words(tab_panel("Operators", str(root)))
+    assert ("Operators on AI CPU type | example task | device time (µs, over the tasks "
+            "recorded) | calls (over the tasks recorded)") in words
+    assert f"| Cast | {cpu[0]['Name']} |" in words and "AI CPU tasks are left out" not in words

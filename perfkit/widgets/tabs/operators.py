@@ -139,7 +139,8 @@ def _with_absent_ranks(per: pd.DataFrame, by: str, keys: list[str]) -> pd.DataFr
     return pd.concat([per, zeros], ignore_index=True)
 
 
-def ai_cpu_html(ai_cpu: pd.DataFrame, word: str = "device time") -> str:
+def ai_cpu_html(ai_cpu: pd.DataFrame, word: str = "device time", totals: bool = False
+                ) -> str:
     """The table of :func:`perfkit.analysis.ai_cpu_operators` on the basis of the top
     operators' table above it: per rank and step, per call, share of the device time.
 
@@ -147,15 +148,18 @@ def ai_cpu_html(ai_cpu: pd.DataFrame, word: str = "device time") -> str:
     ``ai_cpu`` are the same on every row (the title says AI CPU), a column no AI CPU task
     has a value for (its roofline bound) is empty; the sums over every rank and step
     (``count``, ``total_us``) are the per-step figures times the (rank, step) pairs.
+    ``totals``: those sums are shown instead, over the tasks recorded, where no step's
+    tasks were recorded in full (the top operators' table then shows totals too).
     """
-    cols = [c for c in ("type", "name", "per_step_us", "calls_per_step", "mean_us",
-                        "max_us", "share", "bound") if c in with_values(ai_cpu)]
+    time, calls = ("total_us", "count") if totals else ("per_step_us", "calls_per_step")
+    basis = "over the tasks recorded" if totals else "per rank and step"
+    cols = [c for c in ("type", "name", time, calls, "mean_us", "max_us", "share", "bound")
+            if c in with_values(ai_cpu)]
     return frame_html(ai_cpu, "Operators on AI CPU", columns=cols,
-                      headers={"name": "example task", "per_step_us": word,
-                               "calls_per_step": "calls", "mean_us": "mean",
-                               "max_us": "longest call", "share": f"share of {word}"},
-                      scope={"per_step_us": "per rank and step",
-                             "calls_per_step": "per rank and step", "mean_us": "per call"},
+                      headers={"name": "example task", time: word, calls: "calls",
+                               "mean_us": "mean", "max_us": "longest call",
+                               "share": f"share of {word}"},
+                      scope={time: basis, calls: basis, "mean_us": "per call"},
                       max_rows=10)
 
 
@@ -251,9 +255,9 @@ class OperatorsTab(Tab):
                 out.append(html_widget(chains))
         if tasks is not scope:
             out.append(html_widget(note(sequences_note(table(scope, "steps")))))
-        ai_cpu = A.ai_cpu_operators(scope)
+        ai_cpu = A.ai_cpu_operators(scope, recorded_only=not self._partial)
         if not _cpu_only(profile) and (len(ai_cpu) or _ascend(profile)):  # an Ascend notion
-            out.append(html_widget(ai_cpu_html(ai_cpu, word)))
+            out.append(html_widget(ai_cpu_html(ai_cpu, word, totals=self._partial)))
         return out + _loading(profile)
 
     def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
