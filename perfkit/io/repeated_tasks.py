@@ -7,7 +7,8 @@ the operators (their total time, their share, the advisor's operator rules).
 msprof-analyze's ``compute_advice_v2/kernel_details.csv`` (its unit-test input,
 ``ascend/msprof-analyze-tests``) has 29 rows for 25 tasks: task 13792 four times, the
 rows alike in every cell, and task 60763 twice, the second named
-``…FlashAttentionScore_varlen`` (same start, duration and counters). The whole exports of
+``…FlashAttentionScore_varlen`` (same start and duration, other input and output
+shapes and one PMU ratio: a copy edited by hand for the tool's tests). The whole exports of
 the shared samples (``compute_advice_v1``, ``msinsight-pt-level1``,
 ``msinsight-pt-gpt3-old``, ``wild/msa_kernel_details``) repeat none.
 
@@ -63,7 +64,7 @@ def drop_repeated(kernels: pd.DataFrame, notes: list[str],
         kept, order kept, index renumbered from 0).
     """
     start = "start__ns" if "start__ns" in kernels else "start_us"
-    key = [c for c in ("stream", "task_id") if c in kernels]
+    key = [c for c in KEY[:2] if c in kernels]
     if len(key) < 2 or start not in kernels or len(kernels) < 2:
         return kernels
     starts = pd.Series(pd.to_numeric(kernels[start], errors="coerce"))
