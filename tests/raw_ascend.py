@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["csv_rows", "union_us", "task_union_us", "covered_share", "keep_last_tasks",
-           "blank_task_ids",
+__all__ = ["csv_rows", "distinct_tasks", "union_us", "task_union_us", "covered_share",
+           "keep_last_tasks", "blank_task_ids",
            "HCCL_SIZES", "REDUCTION", "hccl_reductions", "cann_iterations", "cann_tasks"]
 
 #: Bytes per element of HCCL's type names, written out for the tests.
@@ -48,6 +48,21 @@ def csv_rows(path: Path) -> list[dict[str, str]]:
     """The rows of a CSV file, as dicts by header name."""
     with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+def distinct_tasks(rows: Iterable[dict[str, str]]) -> list[dict[str, str]]:
+    """The first row of each device task of ``kernel_details.csv`` rows: a stream runs one
+    task at a time, so rows with the same Stream ID, Task ID and start time (its text,
+    spaces stripped) are one task written again; a row lacking one of them is kept."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for r in rows:
+        key = (r["Stream ID"].strip(), r["Task ID"].strip(), r["Start Time(us)"].strip())
+        if key[1].isdigit() and key[0] and key[2] and key in seen:
+            continue
+        seen.add(key)
+        out.append(r)
+    return out
 
 
 def union_us(intervals: Iterable[tuple[float, float]]) -> float:

@@ -305,8 +305,9 @@ def elementwise(ctx: Context) -> list[Finding]:
     """
     a = ctx.assume
     if any(f.rule == "attention_not_fused" and f.measured for f in ctx.findings("attention")):
+        # the steps recorded in full (ctx.tasks), as ctx.chains() and the time per step
         ch = ctx.get("chains_without_attention", lambda: _eff.elementwise_chains(
-            ctx.profile, ctx.hardware, min_chain=int(a["min_chain"]),
+            ctx.tasks, ctx.hardware, min_chain=int(a["min_chain"]),
             kernel_efficiency=a["kernel_efficiency"], without_attention=True,
             without_copies=True))
     else:

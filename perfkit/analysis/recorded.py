@@ -32,7 +32,8 @@ from ..profile import Cluster, Profile
 from ._frames import compute_all, is_lazy, is_lazy_frame
 from ._util import add_note, table
 
-__all__ = ["RECORDED", "COVERED", "recorded_mask", "unrecorded", "recorded_steps_text",
+__all__ = ["RECORDED", "COVERED", "recorded_mask", "unrecorded", "unrecorded_text",
+           "recorded_steps_text",
            "recorded_text", "recorded_tasks", "covered_text", "recorded_pairs", "recorded_profile",
            "fragment_text", "withhold_fragments", "withheld_text"]
 
@@ -63,6 +64,25 @@ def unrecorded(steps: pd.DataFrame) -> pd.DataFrame:
                              "step": pd.array([], dtype="Int64")})
     out = steps.loc[~mask.to_numpy(bool), ["rank", "step"]]
     return out.astype({"rank": "Int64", "step": "Int64"}).reset_index(drop=True)
+
+
+def unrecorded_text(steps: pd.DataFrame) -> str | None:
+    """The steps whose device tasks were recorded only in part, in words: ``"step 2 on
+    ranks 0 and 1"``, ``"step 19"`` (one rank), ``"steps 2–3 on rank 0; step 5 on rank
+    1"``; None when the table marks none (:func:`unrecorded`)."""
+    skip = unrecorded(steps).dropna(subset=["step"])
+    if skip.empty:
+        return None
+    ranks_in = pd.unique(steps["rank"].dropna()) if "rank" in steps.columns else []
+    by_steps: dict[str, list[int]] = {}
+    for rank, part in skip.groupby("rank", dropna=False, sort=True):
+        ids = sorted({int(x) for x in part["step"]})
+        text = f"{'step' if len(ids) == 1 else 'steps'} {runs_text(ids)}"
+        by_steps.setdefault(text, []).extend([] if pd.isna(rank) else [int(rank)])
+    if len(ranks_in) <= 1:
+        return "; ".join(by_steps)
+    return "; ".join(f"{text} on rank{'s' if len(ranks) > 1 else ''} {listed(ranks)}"
+                     if ranks else text for text, ranks in by_steps.items())
 
 
 def recorded_steps_text(steps: pd.DataFrame) -> str | None:

@@ -9,9 +9,10 @@ Sources per table: ``kernels`` kernel_details.csv; ``ops`` trace_view.json (host
 ``cpu_op`` events, device time through the ``async_npu`` flows); ``steps`` step_trace_time.csv;
 ``comm_ops`` / ``comm_bandwidth`` communication.json; ``comm_matrix`` communication_matrix.json;
 ``memory`` memory_record.csv + npu_module_mem.csv; ``op_memory`` operator_memory.csv.
-``steps.tasks_recorded`` is False for a step whose tasks in kernel_details.csv cover less
-than half its busy time in step_trace_time.csv (a file cut short,
-:mod:`perfkit.io.ascend_recorded`).
+A task that ``kernel_details.csv`` records twice (same stream, Task ID and start) is kept
+once, with a note (:mod:`perfkit.io.repeated_tasks`). ``steps.tasks_recorded`` is False
+for a step whose tasks in kernel_details.csv cover less than half its busy time in
+step_trace_time.csv (a file cut short, :mod:`perfkit.io.ascend_recorded`).
 
 This module's one job is assembling a rank: it runs the readers of the files, each in a
 sibling module (the rank folder and its JSON side files, :mod:`perfkit.io.ascend_rank`;
@@ -89,6 +90,7 @@ from .ascend_recorded import mark_recorded
 from .categories import category
 from .chrome import read_chrome_trace
 from .comm_words import ASCEND_NO_COMM_JSON
+from .repeated_tasks import drop_repeated
 from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
@@ -171,7 +173,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     # Arrow reads a CSV outside the interpreter lock, so the two overlap on two cores
     pending = _start_trace(out, read)
     if (out / "kernel_details.csv").exists():
-        raw["kernels"] = read("kernel_details.csv", ("kernels",), _kernels, ns)
+        raw["kernels"] = drop_repeated(
+            read("kernel_details.csv", ("kernels",), _kernels, ns), notes)
     else:
         notes.append("kernels: kernel_details.csv not found")
     if (out / "step_trace_time.csv").exists():

@@ -25,7 +25,7 @@ _OWN = ("name", "input_shapes", "core", "category", "count", "total_us", "mean_u
         "max_us", "min_us", "bound")
 
 
-def ai_cpu_operators(profile: Any) -> pd.DataFrame:
+def ai_cpu_operators(profile: Any, recorded_only: bool = True) -> pd.DataFrame:
     """Operators that ran on the Ascend AI CPU, by type, with their share of device time.
 
     AI CPU operators run on the device's general-purpose cores, typically ten times slower
@@ -41,6 +41,8 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
     no AI CPU task; or none of those counted, the note then saying first how many were
     left out and why (``ascend/msinsight-pt-gpt3-old``: "the profile's 2 AI CPU tasks are
     left out, 2 in steps whose device tasks were recorded only in part").
+    ``recorded_only`` False counts the tasks of those steps too, as :func:`top_operators`
+    does then (no figure per step where a step's tasks were recorded only in part).
     """
     kernels = table(profile, "kernels")
     if not any_values(kernels, "core"):
@@ -51,9 +53,10 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
         ai_cpu = any(v == "AI_CPU" for v in distinct_values(kernels, "core") if isinstance(v, str))
     if not ai_cpu:  # no AI CPU task anywhere: nothing to rank, the full table is not built
         return empty_frame(TOP_COLUMNS, _NONE)
-    top = top_operators(profile, by="type", n=None)
+    top = top_operators(profile, by="type", n=None, recorded_only=recorded_only)
     out = top[top["ai_cpu"].fillna(False)].reset_index(drop=True)
-    cpu_tasks, n_all, n_stepped = _cpu_tasks(kernels, table(profile, "steps"))
+    cpu_tasks, n_all, n_stepped = _cpu_tasks(kernels, table(profile, "steps"),
+                                             recorded_only)
     res = out if out.empty else _ai_cpu_only(out, cpu_tasks)
     if res.empty:  # said first: an empty table shows its first note
         why = _none_counted(n_all, n_stepped) if cpu_tasks.empty else _NONE
@@ -66,13 +69,14 @@ def ai_cpu_operators(profile: Any) -> pd.DataFrame:
 _NONE = "no AI CPU operator in this profile"
 
 
-def _cpu_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+def _cpu_tasks(kernels: pd.DataFrame, steps: pd.DataFrame, recorded_only: bool = True
+               ) -> tuple[pd.DataFrame, int, int]:
     """The AI CPU tasks of ``kernels`` that :func:`top_operators` counts: in a step (a task
     of no step is left out where other tasks have one, as
     :func:`~perfkit.analysis._util.in_steps` leaves it out of the whole table, not rank by
     rank) whose device tasks were recorded in full
-    (:func:`~perfkit.analysis.recorded.recorded_tasks`); with the number of AI CPU tasks
-    of the profile and of those in a step."""
+    (:func:`~perfkit.analysis.recorded.recorded_tasks`; in any step, ``recorded_only``
+    False); with the number of AI CPU tasks of the profile and of those in a step."""
     is_cpu = kernels["core"].eq("AI_CPU").fillna(False)
     if is_lazy(kernels):  # its AI CPU tasks are few: read them whole
         (cpu_all,) = compute_all(kernels[is_cpu])
@@ -84,7 +88,7 @@ def _cpu_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataFrame
         rows = step_rows(kernels)
         stepped = None if rows is None else rows[is_cpu.to_numpy(bool)]
     in_step = cpu_all if stepped is None else cpu_all[stepped]
-    kept, _why = recorded_tasks(in_step, steps)
+    kept = recorded_tasks(in_step, steps)[0] if recorded_only else in_step
     return kept, len(cpu_all), len(in_step)
 
 

@@ -15,7 +15,15 @@ import pandas as pd
 
 from ...errors import InvalidArgumentError
 from .._cluster_steps import in_cluster_steps
-from .._frames import aggregate, any_values, is_lazy, transform, with_position
+from .._frames import (
+    aggregate,
+    any_values,
+    compute_all,
+    is_lazy,
+    is_lazy_frame,
+    transform,
+    with_position,
+)
 from .._util import (
     add_note,
     empty_frame,
@@ -27,7 +35,7 @@ from .._util import (
     table,
     typed,
 )
-from ..recorded import RECORDED, covered_text, recorded_tasks
+from ..recorded import RECORDED, covered_text, recorded_tasks, unrecorded_text
 from .bound import _bound_frame
 from .host import host_tasks
 from .scope import _effective_type, _scope
@@ -47,7 +55,8 @@ TOP_COLUMNS: dict[str, str] = {
 
 
 def top_operators(profile: Any, by: str = "type", n: int | None = 20,
-                  include_communication: bool = False) -> pd.DataFrame:
+                  include_communication: bool = False, recorded_only: bool = True
+                  ) -> pd.DataFrame:
     """Top operators by total device time.
 
     Parameters
@@ -59,6 +68,14 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         Keep the ``n`` largest rows (None: all).
     include_communication : bool
         Include communication tasks (default: computation and memory tasks only).
+    recorded_only : bool
+        True (default): only the steps whose device tasks were recorded in full count (see
+        below), none when no step was. False: every device task recorded counts, the
+        steps recorded only in part too; where the ``steps`` table marks such a step,
+        ``count``, ``total_us``, ``mean_us`` and ``share`` are over the tasks recorded and
+        ``per_step_us`` and ``calls_per_step`` are NA (a part of a step is not a step's
+        figure), with a note naming those steps (what the Operators tab shows when no
+        step was recorded in full: ``ascend/msinsight-pt-gpt3-old``'s step 2).
 
     Returns
     -------
@@ -91,21 +108,52 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
             return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
         # each rank's tasks of no step are left out where they lie (_scope), under the
         # cluster's rule (in_cluster_steps: where any rank has steps), noted here
-        kept, why = recorded_tasks(table(in_cluster_steps(profile), "kernels"),
-                                   table(profile, "steps"))
+        stepped_all = table(in_cluster_steps(profile), "kernels")
+        kept, why = recorded_tasks(stepped_all, table(profile, "steps"))
+        if why and not recorded_only:
+            kept, why = stepped_all, _partial_note(table(profile, "steps"), None)
         out = noted_no_step(_lazy_top(kept, by, n, include_communication), kept)
+        out = _withhold_per_step(out) if why and not recorded_only else out
         return add_note(out, why) if why else out
     if kernels.empty or not has_values(kernels, "dur_us"):
         return empty_frame(TOP_COLUMNS, "the profile has no device tasks (kernels table)")
     steps = table(profile, "steps")
     kept, why = recorded_tasks(kernels, steps)
-    # the other steps hold no task: none left out, but the figures are over those steps
-    why = why or (covered_text(steps) if RECORDED in steps.columns else None)
+    partial = bool(why) and not recorded_only
+    if partial:  # every task recorded, the steps recorded in part too
+        kept = kernels
+    else:  # the other steps hold no task: none left out, but the figures are over those
+        why = why or (covered_text(steps) if RECORDED in steps.columns else None)
     stepped = in_steps(kept)
     out = _top_of(stepped, by, n, include_communication)
+    if partial:
+        out = _withhold_per_step(out)
+        why = _partial_note(steps, len(stepped))
     if stepped is not kept:
         out = add_note(out, notes_of(stepped)[-1])
     return add_note(out, why) if why else out
+
+
+def _withhold_per_step(out: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with its figures per step NA (:func:`top_operators`, ``recorded_only``
+    False, where a step's tasks were recorded only in part)."""
+    out = out.copy()
+    out[["per_step_us", "calls_per_step"]] = np.nan
+    return out
+
+
+def _partial_note(steps: pd.DataFrame, n_tasks: int | None) -> str:
+    """The note of :func:`top_operators` over every task recorded (``recorded_only``
+    False): which steps' tasks were recorded only in part, and that the figures are
+    totals over the tasks recorded."""
+    if is_lazy_frame(steps):  # a lazy cluster's: one row per rank and step, read whole
+        (steps,) = compute_all(steps[[c for c in ("rank", "step", RECORDED)
+                                      if c in steps.columns]])
+    tasks = "the device tasks recorded" if n_tasks is None else \
+        f"the {n_tasks:,} device task{'s' if n_tasks != 1 else ''} recorded"
+    return (f"the device tasks of {unrecorded_text(steps)} were recorded only in part: "
+            f"totals over {tasks}, theirs included; no figures per step, as a part of a "
+            "step is not a step's figure")
 
 
 def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication: bool

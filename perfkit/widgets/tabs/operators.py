@@ -13,7 +13,12 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...analysis._util import table
-from ...analysis.recorded import recorded_profile, recorded_steps_text
+from ...analysis.recorded import (
+    recorded_pairs,
+    recorded_profile,
+    recorded_steps_text,
+    unrecorded_text,
+)
 from ...tables import column_format, over_ranks, shorten, with_values
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
@@ -69,10 +74,9 @@ def _ascend(profile: Any) -> bool:
 def empty_operators_note(profile: Any, top: pd.DataFrame | None = None) -> str:
     """Why the Operators tab has nothing, and what would fill it, in one sentence.
 
-    When :func:`perfkit.analysis.top_operators` (``top``) left every device task out, as
-    it does when no step's tasks were recorded in full
-    (:func:`perfkit.analysis.recorded.recorded_tasks`), its notes say why: the profile
-    has device tasks, only not a whole step of them."""
+    When :func:`perfkit.analysis.top_operators` (``top``) left every device task out,
+    its notes say why. (Where no step's tasks were recorded in full, the tab shows the
+    totals of the tasks recorded instead: ``recorded_only=False``.)"""
     why = [str(n) for n in (top.attrs.get("notes", []) if top is not None else [])]
     if why:
         return _sentence("No operators: " + "; ".join(why))
@@ -88,7 +92,12 @@ def empty_operators_note(profile: Any, top: pd.DataFrame | None = None) -> str:
 def sequences_note(steps: pd.DataFrame) -> str:
     """Which steps the roofline and the unfused chains are over, in one sentence, when
     the device tasks of some steps were not recorded in full
-    (:func:`perfkit.analysis.recorded.recorded_profile` left them out)."""
+    (:func:`perfkit.analysis.recorded.recorded_profile` left them out); that there are
+    none, and which steps were recorded in part, when no step was recorded in full."""
+    if recorded_pairs(steps) == 0:
+        return ("No roofline, unfused chains or element-wise chains: no step's device tasks "
+                f"were recorded in full (those of {unrecorded_text(steps)} only in part), "
+                "and a fragment of a step does not show its operators' sequences.")
     which = recorded_steps_text(steps) or "every step"
     return ("The roofline and the unfused chains are over the steps whose device tasks were "
             f"recorded in full ({which}); the tasks of the other steps are left out, as a "
@@ -130,7 +139,8 @@ def _with_absent_ranks(per: pd.DataFrame, by: str, keys: list[str]) -> pd.DataFr
     return pd.concat([per, zeros], ignore_index=True)
 
 
-def ai_cpu_html(ai_cpu: pd.DataFrame, word: str = "device time") -> str:
+def ai_cpu_html(ai_cpu: pd.DataFrame, word: str = "device time", totals: bool = False
+                ) -> str:
     """The table of :func:`perfkit.analysis.ai_cpu_operators` on the basis of the top
     operators' table above it: per rank and step, per call, share of the device time.
 
@@ -138,15 +148,18 @@ def ai_cpu_html(ai_cpu: pd.DataFrame, word: str = "device time") -> str:
     ``ai_cpu`` are the same on every row (the title says AI CPU), a column no AI CPU task
     has a value for (its roofline bound) is empty; the sums over every rank and step
     (``count``, ``total_us``) are the per-step figures times the (rank, step) pairs.
+    ``totals``: those sums are shown instead, over the tasks recorded, where no step's
+    tasks were recorded in full (the top operators' table then shows totals too).
     """
-    cols = [c for c in ("type", "name", "per_step_us", "calls_per_step", "mean_us",
-                        "max_us", "share", "bound") if c in with_values(ai_cpu)]
+    time, calls = ("total_us", "count") if totals else ("per_step_us", "calls_per_step")
+    basis = "over the tasks recorded" if totals else "per rank and step"
+    cols = [c for c in ("type", "name", time, calls, "mean_us", "max_us", "share", "bound")
+            if c in with_values(ai_cpu)]
     return frame_html(ai_cpu, "Operators on AI CPU", columns=cols,
-                      headers={"name": "example task", "per_step_us": word,
-                               "calls_per_step": "calls", "mean_us": "mean",
-                               "max_us": "longest call", "share": f"share of {word}"},
-                      scope={"per_step_us": "per rank and step",
-                             "calls_per_step": "per rank and step", "mean_us": "per call"},
+                      headers={"name": "example task", time: word, calls: "calls",
+                               "mean_us": "mean", "max_us": "longest call",
+                               "share": f"share of {word}"},
+                      scope={time: basis, calls: basis, "mean_us": "per call"},
                       max_rows=10)
 
 
@@ -174,6 +187,9 @@ class OperatorsTab(Tab):
         self.rank = rank_picker("ranks", statistic="mean")
         self.detail = W.HTML()
         self._by: pd.DataFrame | None = None
+        #: Whether the chart shows totals over every task recorded, no step being recorded
+        #: in full (:func:`perfkit.analysis.top_operators`, ``recorded_only=False``).
+        self._partial = False
         super().__init__(ctx, [self.group, self.top_n, self.rank])
         for widget in (self.group, self.top_n, self.rank):
             widget.observe(lambda _change: self.refresh(), names="value")
@@ -186,18 +202,33 @@ class OperatorsTab(Tab):
         by, n, rank = self.group.value, self.top_n.value, self.rank.value
         scope = profile if shows_all(self.rank) else _one_rank(profile, rank)
         top = A.top_operators(scope, by=by, n=None)
-        if top.empty:
-            return [html_widget(note(empty_operators_note(profile, top))), *_loading(profile)]
+        self._partial = False
+        if top.empty:  # no step recorded in full: the tasks recorded, as totals
+            whole = A.top_operators(scope, by=by, n=None, recorded_only=False)
+            if whole.empty:
+                return [html_widget(note(empty_operators_note(profile, top))),
+                        *_loading(profile)]
+            top, self._partial = whole, True
         self._by = top
         what = "operator type" if by == "type" else "task name"
         word = _time_word(profile)
         over = rank == ALL_RANKS and len(ranks_of(profile)) > 1
         who = MEAN_OVER_RANKS if over else ("" if shows_all(self.rank) else f"rank {rank}")
-        chart = C.top_operators_chart(
-            top, label=by, n=n, value="per_step_us", select=True, time_word=word,
-            value_title=f"{word} per rank and step, {who} (ms)" if over else None,
-            title=f"{word.capitalize()} per rank and step by {what} ("
-                  + (f"{who}; " if who else "") + "click a bar for details)")
+        if self._partial:
+            where = "summed over the ranks" if over else who
+            chart = C.top_operators_chart(
+                top, label=by, n=n, value="total_us", select=True, time_word=word,
+                value_title=f"{word} of the tasks recorded"
+                            + (f", {where}" if where else "") + " (ms)",
+                title=f"{word.capitalize()} of the device tasks recorded by {what}, no step "
+                      "recorded in full (" + (f"{where}; " if where else "")
+                      + "click a bar for details)")
+        else:
+            chart = C.top_operators_chart(
+                top, label=by, n=n, value="per_step_us", select=True, time_word=word,
+                value_title=f"{word} per rank and step, {who} (ms)" if over else None,
+                title=f"{word.capitalize()} per rank and step by {what} ("
+                      + (f"{who}; " if who else "") + "click a bar for details)")
         shows = "task names" if by == "type" else "ranks"
         self.detail = W.HTML(STYLE + note(f"Click a bar to see its {shows}."))
         out: list[W.Widget] = [self.chart(chart, self._on_pick), self.detail,
@@ -210,19 +241,23 @@ class OperatorsTab(Tab):
         # the task sequences (roofline, unfused chains) of the steps recorded in full only,
         # as the advisor reads them: a fragment of a step is not the step's operators
         tasks = recorded_profile(scope)
-        out += self._roofline(tasks, said)
-        # the table, then its notes in their own widget (wrapped at the page's width)
-        unfused = A.unfused_savings(tasks)
-        out += [html_widget(h) for h in self._unfused(unfused, rank) if h]
-        # the runs of element-wise kernels the advisor's chains finding counts
-        chains = self._chains(profile, tasks, unfused)
-        if chains:
-            out.append(html_widget(chains))
+        if self._partial:  # no step to read them in: said once, not as empty tables
+            out.append(html_widget(note(sequences_note(table(scope, "steps")))))
+            tasks = scope
+        else:
+            out += self._roofline(tasks, said)
+            # the table, then its notes in their own widget (wrapped at the page's width)
+            unfused = A.unfused_savings(tasks)
+            out += [html_widget(h) for h in self._unfused(unfused, rank) if h]
+            # the runs of element-wise kernels the advisor's chains finding counts
+            chains = self._chains(profile, tasks, unfused)
+            if chains:
+                out.append(html_widget(chains))
         if tasks is not scope:
             out.append(html_widget(note(sequences_note(table(scope, "steps")))))
-        ai_cpu = A.ai_cpu_operators(scope)
+        ai_cpu = A.ai_cpu_operators(scope, recorded_only=not self._partial)
         if not _cpu_only(profile) and (len(ai_cpu) or _ascend(profile)):  # an Ascend notion
-            out.append(html_widget(ai_cpu_html(ai_cpu, word)))
+            out.append(html_widget(ai_cpu_html(ai_cpu, word, totals=self._partial)))
         return out + _loading(profile)
 
     def _table(self, profile: Any, top: pd.DataFrame, by: str, n: int, rank: int) -> str:
@@ -239,6 +274,17 @@ class OperatorsTab(Tab):
         """
         keys = top.head(n)[by].astype(str).tolist()
         word = _time_word(profile)
+        if self._partial:  # totals over the tasks recorded: no step's figures
+            cols = [c for c in (by, "category", "total_us", "share", "count", "mean_us",
+                                "bound") if c in top.columns
+                    and (c != "bound" or top[c].notna().any())]
+            return frame_html(top.head(n), f"Top {n} by {word} of the device tasks recorded"
+                              + ("" if shows_all(self.rank) else f", rank {rank}"),
+                              columns=cols, scope={"total_us": "over the tasks recorded",
+                                                   "count": "over the tasks recorded",
+                                                   "mean_us": "per call"},
+                              headers={"total_us": word, "count": "calls", "mean_us": "mean",
+                                       "share": f"share of {word}"})
         if rank != ALL_RANKS or len(ranks_of(profile)) == 1:
             cols = [c for c in (by, "category", "per_step_us", "share", "calls_per_step",
                                 "mean_us", "bound") if c in top.columns
@@ -283,26 +329,29 @@ class OperatorsTab(Tab):
         key, by = keys[0], self.group.value
         rank = self.rank.value
         scope = self.profile if shows_all(self.rank) else _one_rank(self.profile, rank)
+        # no step recorded in full: totals over the tasks recorded, as the chart's bars
+        whole = {"recorded_only": False} if self._partial else {}
+        time, calls = ("total_us", "count") if self._partial else ("per_step_us",
+                                                                   "calls_per_step")
+        basis = "over the tasks recorded" if self._partial else "per rank and step"
         try:
             if by == "type":
-                names = A.top_operators(scope, by="name", n=None)
+                names = A.top_operators(scope, by="name", n=None, **whole)
                 names = names[names["type"].astype(str) == key]
                 self.detail.value = STYLE + frame_html(
                     names, f"Task names of type {key}", columns=[
-                        "name", "input_shapes", "per_step_us", "calls_per_step", "mean_us"],
-                    scope={"per_step_us": "per rank and step",
-                           "calls_per_step": "per rank and step", "mean_us": "per call"},
-                    headers={"per_step_us": _time_word(scope), "calls_per_step": "calls",
+                        "name", "input_shapes", time, calls, "mean_us"],
+                    scope={time: basis, calls: basis, "mean_us": "per call"},
+                    headers={time: _time_word(scope), calls: "calls",
                              "mean_us": "mean"}, max_rows=15)
             else:
-                per = _per_rank(self.profile, A.top_operators, by="name", n=None)
-                per = per[per["name"].astype(str) == key].sort_values("per_step_us",
-                                                                      ascending=False)
+                per = _per_rank(self.profile, A.top_operators, by="name", n=None, **whole)
+                per = per[per["name"].astype(str) == key].sort_values(time, ascending=False)
+                each = "recorded" if self._partial else "per step"
                 self.detail.value = STYLE + frame_html(
                     per, f"{shorten(key, 60)} on each rank",
-                    columns=["rank", "per_step_us", "calls_per_step", "mean_us", "max_us"],
-                    headers={"per_step_us": f"{_time_word(scope)} per step",
-                             "calls_per_step": "calls per step",
+                    columns=["rank", time, calls, "mean_us", "max_us"],
+                    headers={time: f"{_time_word(scope)} {each}", calls: f"calls {each}",
                              "mean_us": "mean per call", "max_us": "longest call"},
                     max_rows=32)
         except Exception as exc:  # noqa: BLE001 - shown in the page
