@@ -120,6 +120,19 @@ def _matmul_input_types(folder: Path) -> set[str]:
     return types - {""}
 
 
+def _cpu_ops(folder: Path) -> set[tuple[str, str]]:
+    """(name, ``Input Dims`` text) of every Kineto cpu_op in the raw files."""
+    ops: set[tuple[str, str]] = set()
+    for f in folder.rglob("*.json*"):
+        opener = gzip.open if f.suffix == ".gz" else open
+        with opener(f, "rt") as fh:
+            doc = json.load(fh)
+        for e in doc.get("traceEvents", []) if isinstance(doc, dict) else doc:
+            if isinstance(e, dict) and e.get("cat") == "cpu_op":
+                ops.add((str(e.get("name")), str(e.get("args", {}).get("Input Dims"))))
+    return ops
+
+
 @pytest.mark.parametrize("path", [DATA / "kineto-tiny-llama",
                                   DATA / "simulated" / "llama2-13b-baseline-dp16"])
 def test_an_fp32_run_keeps_its_activations_at_4_bytes(path: Path) -> None:
@@ -134,12 +147,20 @@ def test_an_fp32_run_keeps_its_activations_at_4_bytes(path: Path) -> None:
     if fp32:
         assert model.accounting == "tensors" and model.norm_bytes == 4.0
         assert "fp32 run" in job.activation_detail
+        # the model code (tools/make_kineto_llama.py) writes its RMSNorm as
+        # x·rsqrt(mean x²)·w and its rotary embedding with a rotate-half cat: the raw
+        # file's operators show both, which keep x·rsqrt(…) per norm and new Q and K
+        raw = _cpu_ops(path)
+        assert "aten::rsqrt" in {n for n, _ in raw} and "aten::rms_norm" not in \
+            {n for n, _ in raw}
+        assert ("aten::cat", "[[[4, 4, 64, 8], [4, 4, 64, 8]], []]") in raw  # d/2 = 8
         # a layer of the tiny Llama (s 64, h 64, f 256 gated, no dropout) at b = 1: inputs
         # 4+4, norm inputs 4+4, Q K V and projection input 4·4, gate, up, SiLU and product
-        # outputs 4·4·4, softmax statistics 4·a/h (flash), all × s·b·h
+        # outputs 4·4·4, softmax statistics 4·a/h (flash), the unfused norms' x·rsqrt
+        # 4+4, the rotated Q and K 4+4, all × s·b·h
         m = job.model
         s, h, a, f = m.seq_length, m.hidden_size, m.num_attention_heads, m.ffn_hidden_size
         assert (s, h, f, m.num_kv_heads) == (64, 64, 256, a)
-        want = s * h * (16 + 16 + 16 * f / h + 4 * a / h)
+        want = s * h * (16 + 16 + 16 * f / h + 4 * a / h + 8 + 8)
         got, _ = pk.activation_per_layer(m, 1, activation_model=model)
         assert got == pytest.approx(want)

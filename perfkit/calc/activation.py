@@ -52,6 +52,7 @@ from ..errors import (
 from ..specs import ModelSpec, ParallelConfig
 from ..specs._fields import optional
 from ._common import as_model
+from .activation_output import output_bytes
 from .llm_analysis import llm_analysis_activation_extra, llm_analysis_activation_per_layer
 from .megatron import megatron_activation_bytes, megatron_activation_per_layer
 from .pipeline import in_flight_micro_batches
@@ -100,7 +101,8 @@ class ActivationBreakdown:
         ``"seed"``, ``"korthikanti"``, ``"megatron"`` or ``"llm-analysis"``.
     extra_bytes : float
         Terms outside the transformer layers that the convention adds (embedding, output
-        layer, final norm); 0 for ``"seed"`` and ``"korthikanti"``.
+        layer, final norm); 0 for ``"korthikanti"``, and for ``"seed"`` unless the
+        activation model counts the logits (``logits_bytes``, the last stage only).
     """
 
     formula: str
@@ -161,6 +163,21 @@ class ActivationModel:
         run, the table's; 4 in an fp32 run). The norm inputs keep ``norm_bytes``, a
         dropout mask 1 byte per element and flash attention's softmax statistics 4,
         whatever the run's type. ``"table"`` is the printed 16-bit table: 2 only.
+    unfused_norm, unfused_rotary : bool
+        ``"tensors"`` only: the norm is separate operators (``x·rsqrt(mean x² + ε)·w``),
+        whose weight multiply keeps ``x·rsqrt(…)`` too: ``norm_bytes`` more per element
+        and norm; rotary embedding by separate operators makes new Q and K that the
+        attention keeps: ``2e·(a + g)·d/h`` more per ``s·b·h`` (RoPE models).
+    input_bytes : float, optional
+        ``"tensors"`` only: bytes per element of a layer's input (the residual stream),
+        what a fully recomputed layer keeps; default ``element_bytes``. 4 under PyTorch
+        autocast, whose fp32 embedding output and residual additions stay fp32.
+    logits_bytes : float
+        ``"tensors"`` only: bytes per logit the last stage holds at its loss, one
+        micro-batch, with its final norm's and output layer's inputs
+        (:mod:`perfkit.calc.activation_output`). 0 (default): left out, as the tables
+        leave it; 10 for ``F.cross_entropy`` under bf16 autocast (logits 2, fp32 copy 4,
+        fp32 log-softmax 4).
 
     Under ``convention="llm-analysis"`` only ``flash_attention``, ``dropout`` (there:
     softmax dropout) and ``norm_bytes`` are read; :meth:`llm_analysis` gives that tool's
@@ -173,6 +190,10 @@ class ActivationModel:
     norm_bytes: float = 2.0
     selective: tuple[str, ...] = ("attention_core",)
     element_bytes: float = optional(2.0)  # left out of saved settings while 2 (16-bit)
+    unfused_norm: bool = optional(False)
+    unfused_rotary: bool = optional(False)
+    input_bytes: float | None = optional(None)
+    logits_bytes: float = optional(0.0)
 
     def __post_init__(self) -> None:
         check_choice("accounting", self.accounting, ("table", "tensors"))
@@ -182,6 +203,15 @@ class ActivationModel:
             raise InvalidArgumentError("element_bytes", "the 'table' accounting is the "
                                        "printed 16-bit table; use accounting='tensors'",
                                        self.element_bytes)
+        check_non_negative("logits_bytes", self.logits_bytes)
+        if self.input_bytes is not None:
+            check_positive("input_bytes", self.input_bytes)
+        if self.accounting == "table" and (self.unfused_norm or self.unfused_rotary
+                                           or self.input_bytes is not None
+                                           or self.logits_bytes):
+            raise InvalidArgumentError("accounting", "unfused operators, the layer input's "
+                                       "and the logits' bytes are counted tensor by tensor; "
+                                       "use accounting='tensors'", self.accounting)
         parts = tuple(self.selective)
         for part in parts:
             check_choice("selective", part, ("attention_core", "mlp_activation"))
@@ -297,7 +327,7 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
     sbh = s * b * h if cp == 1 else s / cp * b * h
     sp = sequence_parallel and tp > 1
     if recompute == "full":  # the layer's input only
-        kept = am.element_bytes * sbh
+        kept = (am.element_bytes if am.input_bytes is None else am.input_bytes) * sbh
         return (kept / t, "full recompute, sequence parallel") if sp \
             else (kept, "full recompute")
     selective = recompute == "selective"
@@ -331,11 +361,15 @@ def _tensor_accounting(model: ModelSpec, am: ActivationModel,
     gated = model.mlp == "gated"
     # attention and MLP inputs, two norm inputs, two dropout masks (1 byte per element)
     replicated = 2.0 * e + 2.0 * e + 2.0 * am.norm_bytes + (2.0 if dropout else 0.0)
+    if am.unfused_norm:  # each norm's x·rsqrt(mean x² + eps), kept by its weight multiply
+        replicated += 2.0 * am.norm_bytes
     if not model.is_mla and model.attention_width == h:
         attention = (2.0 + 4.0 / q + 2.0) * e
     else:  # Q, K, V and the projection input at their real widths
         g, dqk, dv = model.num_kv_heads, model.qk_head_dim, model.value_head_dim
         attention = 2.0 * e * (a * dqk + g * dqk + g * dv + a * dv) / h
+    if am.unfused_rotary and model.position_embedding == "rope":  # rotated Q and K
+        attention += 2.0 * e * (a + model.num_kv_heads) * model.qk_head_dim / h
     mlp = (8.0 if gated else 4.0) * f * e
     if selective and "mlp_activation" in am.selective:
         mlp -= (4.0 if gated else 2.0) * f * e
@@ -373,8 +407,11 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
     :func:`~perfkit.calc.pipeline.in_flight_micro_batches` (1F1B stage ``s`` holds
     ``p − s``; interleaving adds Megatron's ``1 + (p−1)/(p·v)`` on stage 0; capped at
     ``num_micro_batches``). With ``stage=None`` the stage with the largest total is
-    reported. Embedding and loss activations are not included. ``activation_model``
-    chooses the per-layer accounting (default: the seed's table).
+    reported. Embedding and loss activations are not included unless
+    ``activation_model.logits_bytes`` is set: the last stage then adds its output layer and
+    loss for one micro-batch (:func:`perfkit.calc.activation_output.output_bytes`, in
+    ``extra_bytes``). ``activation_model`` chooses the per-layer accounting (default: the
+    seed's table).
 
     ``"korthikanti"``, ``"megatron"`` and ``"llm-analysis"`` describe the first stage
     only (``stage`` must be None or 0; ``per_stage_bytes`` has that one value): see the
@@ -406,6 +443,13 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
         n, nf = layers[s], full_layers[s]
         avg_layer = ((n - nf) * per_layer + nf * full_bytes) / n
         totals.append(float(inflight[:, s].sum() * (n / v) * avg_layer))
+    # the last stage's output layer and loss, one micro-batch (0 unless logits_bytes)
+    am = activation_model or ActivationModel()
+    output = output_bytes(model, parallel.micro_batch_size, parallel.tp,
+                          parallel.sequence_parallel, parallel.cp,
+                          logits_bytes=am.logits_bytes, norm_bytes=am.norm_bytes,
+                          element_bytes=am.element_bytes, unfused_norm=am.unfused_norm)
+    totals[-1] += output
     if stage is None:
         stage = int(np.argmax(totals))
     elif not 0 <= stage < p:
@@ -414,7 +458,7 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
         formula=formula, per_layer_bytes=per_layer, full_recompute_layer_bytes=full_bytes,
         stage=stage, layers_on_stage=layers[stage], full_recompute_layers=full_layers[stage],
         in_flight=float(inflight[:, stage].sum() / v), total_bytes=totals[stage],
-        per_stage_bytes=tuple(totals))
+        per_stage_bytes=tuple(totals), extra_bytes=output if stage == p - 1 else 0.0)
 
 
 def _first_stage_convention(model: ModelSpec, parallel: ParallelConfig,
