@@ -12,7 +12,10 @@ The band
     ``u = sqrt(r² + u_model² + Σ_parts (σ_part · part / step)²)``,
 
 * ``r``: the calibration's residual on the run it was fitted to (how well the fitted
-  model reproduced the measured step; 0 when the fit closes it by construction);
+  model reproduced the measured step; 0 when the fit closes it by construction). A
+  profile's fit closed part by part (:func:`perfkit.plan.calibrate`, ``close=True``) is
+  not closed on the step: its ``r`` is how far the closed model's step is from the
+  measured one (:func:`band_residual`);
 * ``u_model`` = :data:`MODEL_UNCERTAINTY` (0.04): the model's own error on layouts it
   was not fitted to, measured on published runs (``benchmarks/bench_predict.py``:
   calibrated mean error 2–3 %, the larger errors near 6 %);
@@ -45,7 +48,7 @@ from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_i
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["Prediction", "predict", "MODEL_UNCERTAINTY", "MEASURED_SIGMA", "DEFAULT_SIGMA",
-           "layout_columns", "stage_rows", "run_types"]
+           "band_residual", "layout_columns", "stage_rows", "run_types"]
 
 #: Relative error of the calibrated model on layouts it was not fitted to (published runs).
 MODEL_UNCERTAINTY = 0.04
@@ -277,6 +280,19 @@ def _changes(old: ParallelConfig | None, new: ParallelConfig, old_model: ModelSp
     return tuple(out)
 
 
+def band_residual(calibration: Any) -> float:
+    """The band's ``r`` (module docstring): the calibration's residual, or, for a profile's
+    fit closed part by part, the closed model's step against the measured step (the
+    residual before closing is what the closing took out)."""
+    if calibration is None:
+        return 0.0
+    if getattr(calibration, "closed", False) and getattr(calibration, "source", "") == "profile":
+        measured = float(calibration.measured_step_s)
+        if measured > 0:
+            return float(calibration.estimated_step_s) / measured - 1.0
+    return float(getattr(calibration, "residual", 0.0))
+
+
 def predict(calibration: Any = None, model: ModelSpec | None = None,
             parallel: ParallelConfig | None = None, hardware: Hardware | str | None = None,
             global_batch_size: int | None = None, seq_length: int | None = None, *,
@@ -367,8 +383,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     if calibration is None:
         notes.append("uncalibrated: perfkit's default rates (calibrate on a run of yours "
                      "with perfkit.plan.calibrate)")
-    terms = [getattr(calibration, "residual", 0.0) if calibration is not None else 0.0,
-             MODEL_UNCERTAINTY]
+    terms = [band_residual(calibration), MODEL_UNCERTAINTY]
     for name, seconds in parts.items():
         sigma = MEASURED_SIGMA if PART_RATES[name] in measured else DEFAULT_SIGMA
         terms.append(sigma * seconds / step)

@@ -81,7 +81,8 @@ cp_overlap, overhead_s
         :func:`perfkit.plan.predict` gives for the same layout); the calibration's
         activation model is the default (its tensors at the
         size of ``dtype`` when given: :meth:`~perfkit.calc.ActivationModel.in_dtype`),
-        and the band's residual is the calibration's.
+        and the band's residual is the calibration's
+        (:func:`perfkit.plan.predict.band_residual`).
     dtype : str, optional
         The run's type: its peak where ``hardware`` lists one, else the hardware's default
         peak (:func:`perfkit.plan.run_types`), while static memory, the gradients and the

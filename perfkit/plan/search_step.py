@@ -23,7 +23,14 @@ from ..calc import ActivationModel, flops_per_token
 from ..calc.rates import Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..specs import Hardware, ModelSpec
-from .predict import DEFAULT_SIGMA, MEASURED_SIGMA, MODEL_UNCERTAINTY, PART_RATES, run_types
+from .predict import (
+    DEFAULT_SIGMA,
+    MEASURED_SIGMA,
+    MODEL_UNCERTAINTY,
+    PART_RATES,
+    band_residual,
+    run_types,
+)
 from .search_parts import activation_bytes, max_stage_params, ranked, static_bytes
 
 __all__ = ["evaluate_step_model", "search_types"]
@@ -60,7 +67,8 @@ def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray]
     rates : Rates
         The calibration's, or given (uncalibrated).
     calibration : Calibration or None
-        Its residual and measured rates widen the band, as in ``predict``; its run's
+        Its residual (:func:`perfkit.plan.predict.band_residual`) and measured rates
+        widen the band, as in ``predict``; its run's
         types stand in for ``dtype`` when that is None (:func:`search_types`).
     dtype, scheme, limit, activation_model, convention, causal, include_rejected
         :func:`perfkit.plan.search`'s.
@@ -70,7 +78,7 @@ def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray]
     DataFrame
         The layout columns, the parts (``compute_s`` … ``overhead_s``; each ``*_comm_s``
         the group's exposed time), ``step_s``, the band ``low_s = step · max(0, 1 − u)``
-        and ``high_s = step · (1 + u)`` with ``u = √(residual² + MODEL_UNCERTAINTY² +
+        and ``high_s = step · (1 + u)`` with ``u = √(r² + MODEL_UNCERTAINTY² +
         Σ (σ_part · part / step)²)`` (:func:`perfkit.plan.predict`'s), tokens per second
         per device, MFU and memory, ranked (:func:`~perfkit.plan.search_parts.ranked`).
     """
@@ -81,7 +89,7 @@ def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray]
                      static_scheme=scheme, tensor_dtype=tensor)
     step = out["step_s"]
     measured = getattr(calibration, "measured", frozenset())
-    residual = float(getattr(calibration, "residual", 0.0)) if calibration is not None else 0.0
+    residual = band_residual(calibration)
     terms = [np.full(len(step), residual), np.full(len(step), MODEL_UNCERTAINTY)]
     for name in PART_NAMES:
         sigma = MEASURED_SIGMA if PART_RATES[name] in measured else DEFAULT_SIGMA

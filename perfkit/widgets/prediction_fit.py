@@ -176,7 +176,8 @@ def _profile_closing_words(cal: Calibration, factor: float) -> str:
     """How a profile's fit is closed (:func:`perfkit.plan.calibrate`): the one factor on
     every compute rate but the optimizer's that makes the model's computing time the
     measured one, and the step the closed model then gives this layout beside the measured
-    step (they differ by the idle time the least idle step leaves out)."""
+    step, with what each is made of (they differ where the slowest rank's communication or
+    idle time is not the median rank's or the least idle step's)."""
     computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
     capped = NOT_CLOSED_NOTE in cal.notes
     said = (f"; every compute rate but the optimizer's (the kernels' efficiencies) was then "
@@ -187,10 +188,11 @@ def _profile_closing_words(cal: Calibration, factor: float) -> str:
     step, model = cal.measured_step_s, cal.estimated_step_s
     if abs(model / step - 1) < 0.005:
         return said + f", and the model reproduces the measured step ({time_text(step * 1e6)})."
-    return (said + f"; with the idle time of the steps' least idle one, it gives this layout "
-            f"{time_text(model * 1e6)} against the measured {time_text(step * 1e6)} "
-            f"({model / step - 1:+.1%}: the other steps idle longer, as a profiler's own "
-            "host stalls make them).")
+    return (said + f"; it gives this layout {time_text(model * 1e6)} against the measured "
+            f"{time_text(step * 1e6)} ({model / step - 1:+.1%}), having the busiest rank's "
+            "computing time, the median rank's exposed communication and the idle time of "
+            "each rank's least idle step (a profiler's own host stalls lengthen the others), "
+            "where the measured step is the slowest rank's (the parts below).")
 
 
 def predict_layout(fit: PlannerFit | None, job: Job, parallel: ParallelConfig) -> Prediction:

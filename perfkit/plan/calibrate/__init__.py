@@ -40,9 +40,9 @@ or launching, is not part of the model and is left out); it is *not* closed unle
 ``close=True``, so it measures the model. Closed, a profile's fit is closed part by part
 on what the device measured (the steps' free time carries the profiler's own host
 stalls): one factor on every compute rate but the optimizer's makes the model's computing
-time the busiest rank's ``computing_us``, and the links are scaled to the exposed
-communication; the idle time per kernel is already that of each rank's least idle step,
-over the model's kernels.
+time the busiest rank's ``computing_us``, and, where no link was measured on its
+transfers, the links are scaled to the exposed communication; the idle time per kernel
+is already that of each rank's least idle step, over the model's kernels.
 
 **A steps table** (``computing_us``, ``comm_not_overlapped_us``, ``free_us`` and, when
 known, ``bubble_us``, per rank and step) and **a measured step time** (seconds) need

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...calc import ActivationModel
-from ...calc.rates import Rates
+from ...calc.rates import GROUPS, Rates
 from ...calc.timing import PART_NAMES
 from ...errors import InvalidArgumentError
 from ...specs import Hardware, ModelSpec, ParallelConfig
@@ -154,7 +154,9 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         # the steps' free time carries the profiler's own host stalls (the H100 layout set:
         # 3.8 and 25.9 ms in two steps of one run, at the same 80.3 ms of computing), which
         # a closing on the step would fold into every kernel's speed. The computing time
-        # first, then the exposed communication; the idle time is fitted already.
+        # first, then the exposed communication where no link was measured on its
+        # transfers (those rates are the direct measurement); the idle time is fitted
+        # already.
         factor, capped = _solve_computing_scale(job, rates, computing)
         if abs(factor - 1.0) > 1e-9:
             rates = _scaled_keeping_optimizer(rates, factor)
@@ -162,8 +164,9 @@ def calibrate(source: Any, model: ModelSpec | None = None,
                           "so the model's computing time reproduces the measured one"))
         if capped:
             notes.append(NOT_CLOSED_NOTE)
-        rates, *_ = _links_to_exposed(job, rates, parts_measured, _evaluate(job, rates),
-                                      notes, terms)
+        if not set(info["kinds"]) & set(GROUPS):  # links measured on transfers are kept
+            rates, *_ = _links_to_exposed(job, rates, parts_measured, _evaluate(job, rates),
+                                          notes, terms)
     elif close and abs(residual) > 1e-9:
         factor, capped = _solve_scale(job, rates, measured)
         rates = rates.scaled(factor)
