@@ -113,9 +113,11 @@ def legacy_cluster(folder: Path) -> dict[int, list[dict[str, float]]]:
     dict
         {rank: one dict per step, in order: the columns of
         ``ascend_cluster_analyse_*_{rank}.csv`` in ms (its last row, MindSpore's mean over
-        the steps above it, left out) and ``total_ms``, the step trace's ``total`` of that
+        the steps above it, left out), ``total_ms``, the step trace's ``total`` of that
         step (``step_trace_raw_{rank}_detail_time.csv``, 10 ns ticks; its rows of step
-        ``-`` or 0 left out)}.
+        ``-`` or 0 left out), and ``interval_ms``, its ``fp_point`` less its
+        ``start_point`` (the step interval: from the previous step's end to the forward
+        pass's start)}.
     """
     out: dict[int, list[dict[str, float]]] = {}
     for f in sorted(folder.glob("ascend_cluster_analyse_*.csv")):
@@ -125,9 +127,10 @@ def legacy_cluster(folder: Path) -> dict[int, list[dict[str, float]]]:
         rows = rows[:-1] if len(rows) > 1 else rows
         with (folder / f"step_trace_raw_{rank}_detail_time.csv").open(
                 newline="", encoding="utf-8") as fh:
-            totals = [float(r["total"]) * 1e-5 for r in csv.DictReader(fh)
-                      if r["step_num"].strip().isdigit() and int(r["step_num"]) > 0]
-        for row, total in zip(rows, totals, strict=True):
-            row["total_ms"] = total
+            trace = [r for r in csv.DictReader(fh)
+                     if r["step_num"].strip().isdigit() and int(r["step_num"]) > 0]
+        for row, t in zip(rows, trace, strict=True):
+            row["total_ms"] = float(t["total"]) * 1e-5
+            row["interval_ms"] = (int(t["fp_point"]) - int(t["start_point"])) * 1e-5
         out[rank] = rows
     return out

@@ -76,22 +76,23 @@ def test_each_steps_split_adds_up_to_100_percent_as_printed() -> None:
     """Largest-remainder rounding moves a share by less than 0.1 %. The files' parts of a
     step (computation_time + communication_alone_time) are not the step trace's total
     (0.06 % above it in step 1, up to 0.9 % below after): shares of the total added up to
-    99.0 % to 100.06 %. They are shares of the parts' sum."""
+    99.0 % to 100.06 %. They are shares of the parts' sum and the step interval before
+    them (the wait column), which MindSpore's step leaves out."""
     folder = shared_sample(LEGACY)
     raw = legacy_cluster(folder)
     text = profile_info_text(str(folder), n_findings=0)
-    rows = re.findall(r"^ +(\d) +(\d) +[\d,.]+ +([\d.]+ %) +([\d.]+ %) +([\d.]+ %)$", text,
-                      flags=re.M)
+    rows = re.findall(r"^ +(\d) +(\d) +[\d,.]+ +([\d.]+ %) +([\d.]+ %) +([\d.]+ %) +"
+                      r"([\d.]+ %)$", text, flags=re.M)
     assert len(rows) == 5, text
     for step, rank, *shown in rows:
         assert sum(_pct(c) for c in shown) == pytest.approx(100.0, abs=1e-9), (step, shown)
         # the slowest rank is the one of the longest step trace total
         r = raw[int(rank)][int(step) - 1]
         assert r["total_ms"] == max(raw[k][int(step) - 1]["total_ms"] for k in raw)
-        whole = r["computation_time"] + r["communication_alone_time"]
+        whole = r["computation_time"] + r["communication_alone_time"] + r["interval_ms"]
         expected = [r["computation_time"] / whole,
                     (r["communication_alone_time"] - r["receive_alone_time"]) / whole,
-                    r["receive_alone_time"] / whole]
+                    r["receive_alone_time"] / whole, r["interval_ms"] / whole]
         for cell, share in zip(shown, expected, strict=True):
             assert _pct(cell) == pytest.approx(100 * share, abs=0.1001), (step, cell, share)
 
@@ -106,15 +107,18 @@ def test_the_steps_table_split_over_the_ranks_adds_up_to_100_percent() -> None:
     for step in range(1, 6):
         # step | median, fastest, slowest step (ms, whole numbers) | slowest rank | shares
         cells = re.search(rf"\| {step} \| ([\d,]+ \| ){{3}}\d \| ([\d.]+) \| ([\d.]+) \| "
-                          r"([\d.]+) \|", body)
+                          r"([\d.]+) \| ([\d.]+) \|", body)
         assert cells, body[:1500]
         shown = [float(c) for c in cells.groups()[1:]]
         assert sum(shown) == pytest.approx(100.0, abs=1e-9), (step, shown)
         rows = [raw[k][step - 1] for k in raw]
-        whole = sum(r["computation_time"] + r["communication_alone_time"] for r in rows)
+        # MindSpore's step and the step interval before it, which it leaves out
+        whole = sum(r["computation_time"] + r["communication_alone_time"] + r["interval_ms"]
+                    for r in rows)
         expected = [sum(r["computation_time"] for r in rows) / whole,
                     sum(r["collective_communication_alone_time"] for r in rows) / whole,
-                    sum(r["receive_alone_time"] for r in rows) / whole]
+                    sum(r["receive_alone_time"] for r in rows) / whole,
+                    sum(r["interval_ms"] for r in rows) / whole]
         for cell, share in zip(shown, expected, strict=True):
             assert cell == pytest.approx(100 * share, abs=0.1001), (step, cell, share)
 

@@ -148,8 +148,11 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
                        f"{_over(split.attrs['ranks'], split.attrs['steps'])}; they add up "
                        "to 100 %)", "  ")
         if "computing_or_free_us" in set(split["part"]):
+            before = (" and the step interval before it"
+                      if "iteration_interval_us" in set(split["part"]) else "")
             lines += _wrap(UNDIVIDED_NOTE[0].upper() + UNDIVIDED_NOTE[1:] + "; each step's "
-                           "shares below are of the sum of its parts, MindSpore's own step, "
+                           f"shares below are of the sum of its parts, MindSpore's own step"
+                           f"{before}, "
                            "which can differ from the step time shown by up to 1 %", "  ")
     elif phases:
         lines += _wrap(_phases_text(known, phases), "  ")
@@ -161,11 +164,15 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     if phases or (not split.empty and not split.attrs.get("rows", 1)):
         return lines + _phase_rows(known, phases, max_steps)
     has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
-    waits = has_wait(known)
     unit, size = time_unit(known["wall_us"])
     head = f"step ({unit})"
-    # computing and free time given only together (legacy MindSpore): one column for both
+    # computing and free time given only together (legacy MindSpore): one column for both,
+    # and the wait before MindSpore's step is the step trace's interval (split_step_us)
     together = undivided_split(known)
+    wait = ("iteration_interval_us" if together and "iteration_interval_us" in known.columns
+            and bool(known["iteration_interval_us"].fillna(0).gt(0).any())
+            else "preparing_us")
+    waits = has_wait(known) or wait != "preparing_us"
     first, first_head = (("computing_or_free_us", "comp./idle") if together else
                          ("computing_us", "computing"))
     lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {first_head:>9}  "
@@ -176,7 +183,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     # the shares of the step's split (split_step_us, as the headline's), rounded to 0.1 %
     # so that each step's add up to 100.0 % as printed
     cols = [c for c in (first, "comm_exposed_us", "bubble_us",
-                        *(() if together else ("free_us",)), "preparing_us")
+                        *(() if together else ("free_us",)), wait)
             if c in slowest.columns]
     whole = split_step_us(slowest)
     whole = whole.where(whole > 0)
@@ -195,7 +202,7 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
                      f"{share(first):>9}  {share('comm_exposed_us'):>12}"
                      + (f"  {share('bubble_us'):>7}" if has_bubble else "")
                      + ("" if together else f"  {share('free_us'):>7}")
-                     + (f"  {share('preparing_us'):>7}" if waits else ""))
+                     + (f"  {share(wait):>7}" if waits else ""))
     if len(slowest) > max_steps:
         lines.append(f"  ... {len(slowest) - max_steps} more steps")
     return lines

@@ -22,8 +22,10 @@ __all__ = ["TAB_TITLES", "JOB_TABS", "new_tab", "tab_panel"]
 TAB_TITLES = ("Overview", "Timeline", "Operators", "Communication", "Memory", "Recompute",
               "Planner", "Advice", "History")
 #: Tabs whose figures depend on the job (redrawn when it changes): the Operators tab prices
-#: the element-wise chains on the job's hardware (:mod:`perfkit.widgets.operator_chains`).
-JOB_TABS = ("Overview", "Operators", "Memory", "Recompute", "Planner", "Advice")
+#: the element-wise chains on the job's hardware (:mod:`perfkit.widgets.operator_chains`); the
+#: Communication tab splits the ranks into the job's pipeline stages.
+JOB_TABS = ("Overview", "Operators", "Communication", "Memory", "Recompute", "Planner",
+            "Advice")
 
 
 def new_tab(title: str, ctx: Context) -> Tab:

@@ -52,7 +52,11 @@ __all__ = ["SPLIT_PARTS", "UNDIVIDED_NOTE", "split_parts", "undivided_split", "F
 
 #: The parts of the step split (columns of :func:`with_exposed_comm`), in stacking order,
 #: with their labels; their sum is the step time (:func:`perfkit.analysis.step_wall_us`):
-#: the device span's parts, then ``preparing_us``, the device's wait before the span.
+#: the device span's parts, then ``preparing_us``, the device's wait before the span. A
+#: legacy MindSpore step (computing and free time only together, :func:`undivided_split`)
+#: has its wait as the step trace's interval instead (``iteration_interval_us``: from the
+#: previous step's end to the forward pass's start), which its parts leave out
+#: (:func:`split_step_us`).
 SPLIT_PARTS: dict[str, str] = {
     "computing_us": "computing",
     "computing_or_free_us": "computing or device idle",
@@ -60,17 +64,21 @@ SPLIT_PARTS: dict[str, str] = {
     "bubble_us": "pipeline bubble",
     "free_us": "free (device idle)",
     "preparing_us": "before the first device task (data, launch)",
+    "iteration_interval_us": "step interval, before the forward pass (data, launch)",
 }
 _SPLIT_COLORS = {"computing_us": "#4c78a8", "computing_or_free_us": "#9ecae9",
                  "comm_exposed_us": "#e45756", "bubble_us": "#f58518", "free_us": "#bab0ac",
-                 "preparing_us": "#eeca3b"}  # perfkit.charts.overview.WAIT_COLOR (no altair here)
+                 "preparing_us": "#eeca3b",  # perfkit.charts.overview.WAIT_COLOR (no altair)
+                 "iteration_interval_us": "#eeca3b"}  # the same wait, as the step trace has it
 #: Why "computing or device idle" is one part, said once where the split shows it (a
 #: table's header and a legend keep the short label of :data:`SPLIT_PARTS`).
 UNDIVIDED_NOTE = ("computing or device idle is one part: the files give computing and the "
                   "device's idle time only together (the step less the communication that "
                   "runs alone)")
 #: Parts left out of the split when no row has a value above 0 (not reported as a zero).
-_OPTIONAL_PARTS = ("bubble_us", "preparing_us")
+_OPTIONAL_PARTS = ("bubble_us", "preparing_us", "iteration_interval_us")
+#: The step trace's interval: a part of the legacy MindSpore step only (:data:`SPLIT_PARTS`).
+_INTERVAL = "iteration_interval_us"
 #: The parts a profile's step table gives either apart or only together (legacy MindSpore
 #: ``ascend_cluster_analyse`` files: their ``computation_time`` is the step less the
 #: communication that runs alone, the device's idle time in it).
@@ -90,12 +98,14 @@ def split_parts(breakdown: pd.DataFrame) -> dict[str, str]:
     """The parts of :data:`SPLIT_PARTS` this breakdown has: the pipeline bubble and the
     wait before the first device task only where some row has them above 0; computing and
     free time apart, or, where the profile gives them only together, that sum
-    (``computing_or_free_us``) in their place."""
+    (``computing_or_free_us``) in their place, and the step trace's interval
+    (``iteration_interval_us``) where some row has it above 0 (elsewhere the interval is
+    ``preparing_us`` itself, raw CANN, or inside the step, not a part of its own)."""
     def present(part: str) -> bool:
         return part in breakdown.columns and bool(
             breakdown[part].astype("float64").fillna(0.0).gt(0).any())
 
-    left_out = _APART if undivided_split(breakdown) else (_TOGETHER,)
+    left_out = _APART if undivided_split(breakdown) else (_TOGETHER, _INTERVAL)
     return {k: v for k, v in SPLIT_PARTS.items()
             if k not in left_out and (k not in _OPTIONAL_PARTS or present(k))}
 
@@ -152,24 +162,30 @@ def split_step_us(breakdown: pd.DataFrame) -> pd.Series:
 
     ``computing + comm_not_overlapped + free + preparing``, or, where the profile gives
     computing and free time only together (legacy MindSpore), ``computing_or_free +
-    comm_not_overlapped + preparing``: MindSpore's own step, of which its
-    ``computation_time`` is the part not spent in communication alone. That sum is not
-    the step trace's ``total`` the step time column shows (on ``cluster_propose`` it is
-    0.06 % above it in step 1 and up to 0.9 % below it after), so shares of the step
-    trace's time would add up to 99.0 % to 100.06 %. Elsewhere the parts add up to the
+    comm_not_overlapped + iteration_interval + preparing``: MindSpore's own step, of
+    which its ``computation_time`` is the part not spent in communication alone, and the
+    step trace's interval before it (from the previous step's end to the forward pass's
+    start: the wait the data-loading finding counts). MindSpore's step leaves that
+    interval out: on ``cluster_propose`` it is 0.1 to 0.45 ms above the step trace's
+    ``total`` less its interval, and 0.6 to 1.7 ms below ``total`` where the interval is
+    0.8 to 2.1 ms. The sum is still not the step trace's ``total`` the step time column
+    shows (0.06 % to 0.25 % above it there), so shares of the step trace's time would
+    not add up to 100 %. Elsewhere the parts add up to the
     device span, and the sum is :func:`perfkit.analysis.step_wall_us`. A row whose base
     parts are not all known gets :func:`~perfkit.analysis.step_wall_us` (its wait still
     has a share).
     """
-    base = ([_TOGETHER, "comm_not_overlapped_us"] if undivided_split(breakdown) else
+    together = undivided_split(breakdown)
+    base = ([_TOGETHER, "comm_not_overlapped_us"] if together else
             ["computing_us", "comm_not_overlapped_us", "free_us"])
     wall = step_wall_us(breakdown) if "step_us" in breakdown.columns else \
         pd.Series(math.nan, index=breakdown.index)
     if any(c not in breakdown.columns for c in base):
         return wall
     parts = breakdown[base].astype("float64").sum(axis=1, min_count=len(base))
-    if "preparing_us" in breakdown.columns:
-        parts = parts + breakdown["preparing_us"].astype("float64").fillna(0.0)
+    for wait in ("preparing_us", *((_INTERVAL,) if together else ())):
+        if wait in breakdown.columns:
+            parts = parts + breakdown[wait].astype("float64").fillna(0.0)
     return parts.where(parts.notna(), wall)
 
 
@@ -183,8 +199,9 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     per-rank shares, so the shares add up to 1). Where the profile gives computing and
     free time only together (legacy MindSpore ``ascend_cluster_analyse`` files), that sum
     (``computing_or_free_us``) and the exposed communication are the base, and the step
-    time their sum: MindSpore's own step, of which its ``computation_time`` is the part
-    not spent in communication alone.
+    time their sum and the step trace's interval before it (:func:`split_step_us`):
+    MindSpore's own step, of which its ``computation_time`` is the part not spent in
+    communication alone, and the wait before it.
 
     Parameters
     ----------

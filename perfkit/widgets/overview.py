@@ -236,8 +236,11 @@ def step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str]
                             **(rounded_split(fractions) if not fractions.empty else fractions))
         words = " and its split (shares of the step time)"
         if "computing_or_free_us" in parts:
-            words = (" and its split (shares of the sum of its parts, MindSpore's own step, "
-                     "which can differ from the step trace's time shown by up to 1 %)")
+            before = (" and the step interval before it" if "iteration_interval_us" in parts
+                      else "")
+            words = (" and its split (shares of the sum of its parts, MindSpore's own step"
+                     f"{before}, which can differ from the step trace's time shown by up to "
+                     "1 %)")
     shares = {c: shares[c] for c in with_values(data, shares)}
     return data, shares, words if shares else ""
 

@@ -23,6 +23,7 @@ from .._frames import any_values, is_lazy
 from .._util import has_values, table
 from ..recorded import recorded_mask, recorded_text
 from ..steps import step_breakdown, step_wall_us
+from .waits import longest_other_wait
 
 __all__ = ["timeline_window", "TimelineWindow", "TimelineError", "has_timed_events",
            "MIN_WAIT_SHARE"]
@@ -322,9 +323,12 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     if len(bd):  # the step time is the wall (the device span and the wait before it)
         wait = bd["preparing_us"].astype("float64") if "preparing_us" in bd.columns \
             else pd.Series(np.nan, index=bd.index)
+        interval = bd["iteration_interval_us"].astype("float64") \
+            if "iteration_interval_us" in bd.columns else pd.Series(np.nan, index=bd.index)
         mask = recorded_mask(bd)
         bd = pd.DataFrame({"rank": bd["rank"], "step": bd["step"],
                            "step_us": step_wall_us(bd), "wait_us": wait,
+                           "interval_us": interval,
                            "recorded": True if mask is None else mask.to_numpy(bool)})
     known = bd.dropna(subset=["step", "step_us"]) if len(bd) else bd
     known = known[known["step_us"] > 0] if len(known) else known
@@ -400,6 +404,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
 
     starts, ends, sources, step_us, wait_us = {}, {}, {}, {}, {}
     short_us: dict[Any, float] = {}
+    inner_us: dict[Any, float] = {}  # a legacy step trace's interval, inside the step
+    none_in: dict[Any, tuple[float, Any, bool]] = {}  # no wait here; others' longest
     for r in chosen:
         tables = _rank_tables(profile, r)
         win = _rank_window(tables, step)
@@ -425,11 +431,18 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
                 hit = hit[(hit["rank"] == r).fillna(False).to_numpy(bool)]
             step_us[r] = float(hit["step_us"].iloc[0]) if len(hit) else math.nan
             wait = float(hit["wait_us"].iloc[0]) if len(hit) else math.nan
+            interval = float(hit["interval_us"].iloc[0]) if len(hit) else math.nan
             if sources[r] == "device tasks" and wait > 0:
                 if wait >= MIN_WAIT_SHARE * step_us[r]:  # drawn before the first task
                     wait_us[r] = wait
                 else:  # too short to see: said, as the data-loading finding names it
                     short_us[r] = wait
+            elif sources[r] == "device tasks" and math.isnan(wait) and interval > 0:
+                inner_us[r] = interval
+            elif sources[r] == "device tasks":
+                other = longest_other_wait(known, r, step, single)
+                if other is not None:
+                    none_in[r] = other
         else:
             step_us[r] = math.nan
     if wait_us:
@@ -443,6 +456,20 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         reasons.append(f"not drawn (under {share_text(MIN_WAIT_SHARE, 0)} of the step): the "
                        "device's wait before the step's first device task (data, launch), "
                        f"{listed(waits)}")
+    if inner_us:
+        waits = [_fmt_us(w) if len(chosen) == 1 else f"{_fmt_us(w)} on rank {r}"
+                 for r, w in inner_us.items()]
+        reasons.append("not drawn: the step trace's wait between steps, "
+                       f"{listed(waits)} (its step interval, from the previous step's end to "
+                       "the forward pass's start, which the step time counts; not a gap "
+                       "before the step's first device task, as that task may start inside "
+                       "it)")
+    for r, (longest, at, seen) in none_in.items():
+        who = "" if len(chosen) == 1 else f" on rank {r}"
+        reasons.append(f"no wait before the step's first device task in step {step}{who}; "
+                       f"other steps wait up to {_fmt_us(longest)} before theirs (step {at}"
+                       + (": pick it to see its wait)" if seen else
+                          "), not drawn: the device tasks of that step were not recorded"))
     chosen = [r for r in chosen if r in starts]
     begins = {r: starts[r] - wait_us.get(r, 0.0) for r in chosen}  # room for the waits
     first = min(begins.values())

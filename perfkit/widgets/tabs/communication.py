@@ -25,7 +25,7 @@ from ..markup import STYLE, frame_html, note
 from .base import Context, Tab, html_widget, ranks_of
 
 __all__ = ["CommunicationTab", "bubble_note", "empty_communication_note", "has_peers",
-           "links_caption", "loading_html", "peers_note", "unrecorded_note",
+           "links_caption", "loading_html", "peers_note", "stages_html", "unrecorded_note",
            "COMMUNICATION_TABLES"]
 
 #: The tables the Communication tab draws, and what its notes call them: the loader's notes
@@ -223,6 +223,10 @@ class CommunicationTab(Tab):
         out.append(self.rank_detail)
         self._draw(None)
         out.append(html_widget(self._overlap_html()))
+        job = self.ctx.job.job
+        stages = stages_html(profile, getattr(job, "parallel", None))
+        if stages:
+            out.append(html_widget(stages))
         said_split = any(c.endswith("_share") for c in unrecorded)
         loading = loading_html(profile, said_split, "communication.json" in lacking)
         if loading:
@@ -322,6 +326,31 @@ class CommunicationTab(Tab):
                      "exposed share of the step, median",
                      "bubble_share": "bubble share of the step, median"})
         return table + (note(bubble_note(frame)) if bubble else "")
+
+
+def stages_html(profile: Any, parallel: Any = None) -> str:
+    """The table of the pipeline stages' times, or ``""`` where the profile has fewer than
+    two stages (or none known): no empty table.
+
+    The rows are :func:`perfkit.analysis.stage_balance` with the job's ``parallel`` (the
+    stages and the schedule the stage-imbalance finding reads): each stage's ranks, its
+    step (median over its ranks and steps), its own work (``stage_us``: the step less the
+    receive wait), that receive wait, and how much longer its own work is than the
+    fastest stage's (``imbalance``: stage_us / fastest stage_us - 1), the figures the
+    finding names.
+    """
+    frame = A.stage_balance(profile, parallel=parallel)
+    if len(frame) < 2:
+        return ""
+    frame = frame.rename(columns={"imbalance": "imbalance_share"})
+    return frame_html(
+        frame, "Pipeline stages: each stage's own work per step (the step less its "
+               "receive wait; medians over the stage's ranks and steps)",
+        columns=["stage", "ranks", "step_us", "stage_us", "bubble_us", "imbalance_share"],
+        headers={"stage": "pipeline stage", "ranks": "ranks", "step_us": "step",
+                 "stage_us": "own work", "bubble_us": "receive wait",
+                 "imbalance_share": "longer than the fastest stage"},
+        scope={"step_us": "median", "stage_us": "median", "bubble_us": "median"})
 
 
 def bubble_note(overlap: pd.DataFrame) -> str:
