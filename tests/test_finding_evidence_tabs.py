@@ -70,15 +70,14 @@ SHOWN: dict[str, dict[str, str]] = {
     "mfu_inference": {"Planner": "Model FLOPs utilisation of this inference step"},
 }
 #: (rule, tab) whose tab does not show the finding yet, on every profile (None) or on
-#: those named: the stages' times (on no tab); the measured MFU (on the Overview's card,
-#: not the Planner it points to); a MindSpore wait between steps that the drawn step does
+#: those named: the stages' times (on no tab);
+#: a MindSpore wait between steps that the drawn step does
 #: not show (mi_run1), a legacy step trace's wait that its Overview split leaves out
 #: (cluster_propose), and a raw CANN folder whose Timeline draws "No event in this window"
 #: (PROF_000001). Still missing, or the test says to take them out of here.
 _PROF = f"{MINDINSIGHT}/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 KNOWN_GAPS: dict[tuple[str, str], tuple[str, ...] | None] = {
-    ("stage_imbalance", "Communication"): None, ("mfu", "Planner"): None,
-    ("mfu_inference", "Planner"): None,
+    ("stage_imbalance", "Communication"): None,
     ("data_loading", "Timeline"): ("wild/mi_run1", _PROF),
     ("data_loading", "Overview"): (f"{MINDINSIGHT}/cluster_propose",),
 }
