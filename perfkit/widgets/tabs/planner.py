@@ -142,8 +142,8 @@ class PlannerTab(JobTab):
             heading("The profiled layout: measured and predicted step"),
             *self._comparison_widgets(),
             html_widget(f"<p><b>{html.escape(measured_mfu_sentence(job))}</b></p>"
-                        + note(f"The {PREDICTED_MFU} in the table below is each layout's "
-                               "predicted step's, not measured.")),
+                        + note(f"The table's “{PREDICTED_MFU}” below is at each "
+                               "layout's predicted step, not measured.")),
             heading("Other layouts that fit, ranked with the profiled one by predicted step "
                     "(perfkit.plan.search with the same model; devices and batch start from "
                     "the job)"),
@@ -213,20 +213,21 @@ class PlannerTab(JobTab):
         """On an inference profile: predict a training step of the model on the profiled
         layout (calibrated on the profile, :func:`~perfkit.widgets.prediction.fit_job`)
         and rank its layouts (:meth:`search`), shown under :data:`TRAINING_PLAN_HEADING`."""
-        job, profile = self.current, self.profile
-        self._clear_plan()
-        if job is None or profile is None or job.missing():
-            return
-        try:
-            self.fit = fit_job(profile, job)
-            self.comparison = measured_against_predicted(profile, self.fit)
-            widgets = self._comparison_widgets()
-        except Exception as exc:  # noqa: BLE001 - shown in the page
-            self.plan.children = (html_widget(error(describe_error(
-                exc, "the training prediction"))),)
-            return
-        self.plan.children = (*widgets, self.controls, self.result)
-        self.search()
+        with self.building:  # not while a build redraws the tab
+            job, profile = self.current, self.profile
+            self._clear_plan()
+            if job is None or profile is None or job.missing():
+                return
+            try:
+                self.fit = fit_job(profile, job)
+                self.comparison = measured_against_predicted(profile, self.fit)
+                widgets = self._comparison_widgets()
+            except Exception as exc:  # noqa: BLE001 - shown in the page
+                self.plan.children = (html_widget(error(describe_error(
+                    exc, "the training prediction"))),)
+                return
+            self.plan.children = (*widgets, self.controls, self.result)
+            self.search()
 
     def _comparison_widgets(self) -> list[W.Widget]:
         fit, frame = self.fit, self.comparison
