@@ -40,6 +40,7 @@ import perfkit as pk
 from perfkit.format import time_text
 from perfkit.widgets import tab_panel
 from perfkit.widgets.planner_measured import INFERENCE_MFU_LABEL, MFU_LABEL
+from perfkit.widgets.summary import job_summary
 
 H100_LLAMA = Path(__file__).parent / "data" / "kineto_llama_h100"
 H100_BF16 = 1979e12 / 2
@@ -82,7 +83,7 @@ def test_the_planner_shows_the_measured_mfu_of_a_training_step() -> None:
     assert f"MFU {shown}" in panel_words(tab_panel("Overview", profile, job=job))
     assert _finding(profile, job, "mfu").title == f"Model FLOPs utilisation is {shown}"
     # the one value behind the three texts, to more than their one decimal
-    figures = pk.widgets.summary.job_summary(job).set_index("key")
+    figures = job_summary(job).set_index("key")
     assert figures.loc["mfu", "value"] == pytest.approx(expected, rel=1e-6)
     # the training Planner still predicts its step and ranks its layouts
     assert "Predicted " in planner and "MFU of a predicted training step" in planner
