@@ -129,4 +129,8 @@ def test_the_recompute_and_planner_tables_say_their_mfu_is_predicted(raw, job) -
     assert own["step_s"] > 1.5 * job.step_time_s  # a training step, not the forward pass
     assert "MFU of a predicted training step (%)" in _text(panel)
     board.select("Planner")
-    assert "MFU of a predicted training step (%)" in _text(board.panels["Planner"])
+    planner = board.panels["Planner"]
+    # an inference step: no predicted training step until the training plan is asked for
+    assert "MFU of a predicted training step (%)" not in _text(planner)
+    planner.plan_button.click()
+    assert "MFU of a predicted training step (%)" in _text(planner)

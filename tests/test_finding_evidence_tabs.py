@@ -70,11 +70,8 @@ SHOWN: dict[str, dict[str, str]] = {
     "mfu_inference": {"Planner": "Model FLOPs utilisation of this inference step"},
 }
 #: (rule, tab) whose tab does not show the finding yet, on every profile (None) or on
-#: those named: the measured MFU (on the Overview's card, not the Planner it points to).
-#: Still missing, or the test says to take them out of here.
-KNOWN_GAPS: dict[tuple[str, str], tuple[str, ...] | None] = {
-    ("mfu", "Planner"): None, ("mfu_inference", "Planner"): None,
-}
+#: those named; none at present. Still missing, or the test says to take them out of here.
+KNOWN_GAPS: dict[tuple[str, str], tuple[str, ...] | None] = {}
 
 
 def _known_gap(rule: str, tab: str, name: str) -> bool:

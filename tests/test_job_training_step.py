@@ -130,7 +130,9 @@ def test_the_planner_headline_of_a_forward_pass_says_the_two_do_not_compare() ->
     operators, read here): the Planner's headline gives the prediction of a training step
     and the measured step (the step's device span, 34.9 ms, read here from the trace) and
     says they do not compare. It said "+137.4%, outside the band", then that the two do
-    not compare: a headline that contradicted its own explanation."""
+    not compare: a headline that contradicted its own explanation. The training step is
+    predicted only once asked for (the tab's training-plan button): until then the tab
+    predicts nothing of this run."""
     from widget_html import panel_html
 
     from perfkit.format import time_text
@@ -140,6 +142,8 @@ def test_the_planner_headline_of_a_forward_pass_says_the_two_do_not_compare() ->
     assert aten >= 50 and backward == 0
     board = dashboard(str(shared_sample("wild/tl_qwen_h100")))
     panel = board.select("Planner")
+    assert board.panels["Planner"].fit is None and "Predicted " not in panel_html(panel)
+    board.panels["Planner"].plan_button.click()
     job, fit = board.panels["Planner"].current, board.panels["Planner"].fit
     assert job.training_step() is False and fit is not None
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", panel_html(panel)))

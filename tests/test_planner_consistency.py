@@ -130,6 +130,7 @@ def test_the_bundled_mindspore_simulation_keeps_16_bit_gradients() -> None:
 def qwen():
     board = dashboard(str(shared_sample(QWEN)), background_bytes=None)
     board.select("Planner")
+    board.panels["Planner"].plan_button.click()  # a forward pass: its training plan on request
     return board.panels["Planner"]
 
 

@@ -34,8 +34,9 @@ def test_the_planner_says_the_packed_steps_tokens_not_sequences(tmp_path: Path,
     config = tmp_path / "config.json"
     config.write_text(json.dumps(GPT_OSS))
     profile = pk.load(sample(B200), progress=False)
-    words = panel_words(tab_panel("Planner", profile, job=pk.infer_job(profile,
-                                                                        config=config)))
+    panel = tab_panel("Planner", profile, job=pk.infer_job(profile, config=config))
+    panel.plan_button.click()  # an inference step: the training plan comes on request
+    words = panel_words(panel)
     assert tokens == 888
     assert f"over 8 devices and 1 batch row of {tokens:,} packed tokens per step;" in words
     assert not re.search(r"\b1 sequence\b", words)

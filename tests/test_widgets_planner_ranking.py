@@ -43,7 +43,9 @@ def _planner(profile: str):
 
 @pytest.fixture(scope="module")
 def qwen():
-    return _planner(str(shared_sample(QWEN)))
+    board, panel = _planner(str(shared_sample(QWEN)))
+    panel.plan_button.click()  # a forward pass: its training plan is drawn on request
+    return board, panel
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,10 @@ to the advisor as the profile's device: on the ResNet-50 V100 trace
 roofline (ascend-910b)" and an element-wise saving of 6.47 ms where ``00_start_here``, on
 the job's own V100, said 4.91 ms — two notebooks contradicting each other on one profile.
 The device now is the profile's own unless the reader names a preset, and a sentence says
-which.
+which. ``02_parallel_strategy`` planned on its default ``"ascend-910b"`` beside a GPU
+profile, and searched the Ascend device's layouts with a calibration fitted on the GPU's
+kernels; it now takes the profile's device too, and its former default only where the
+profile names none (``fallback``).
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ class JobDevice:
     sentence: str
 
 
-def job_device(job: Job, preset: str | None = None) -> JobDevice:
-    """The device for ``job``'s nominal figures: ``preset`` when given, else the job's.
+def job_device(job: Job, preset: str | None = None,
+               fallback: str | None = None) -> JobDevice:
+    """The device for ``job``'s nominal figures: ``preset`` when given, else the job's,
+    else ``fallback`` when given.
 
     Parameters
     ----------
@@ -49,6 +54,10 @@ def job_device(job: Job, preset: str | None = None) -> JobDevice:
         From :func:`perfkit.infer_job`; ``job.hardware`` is the device the profile names.
     preset : str, optional
         A :meth:`perfkit.Hardware.presets` name that wins over the profile's device.
+    fallback : str, optional
+        A :meth:`perfkit.Hardware.presets` name for a profile that names no device (a
+        notebook that needs a device to compute anything); without it such a profile gets
+        no device (``hardware`` None).
 
     Returns
     -------
@@ -57,7 +66,7 @@ def job_device(job: Job, preset: str | None = None) -> JobDevice:
     Raises
     ------
     perfkit.errors.PerfkitError
-        When ``preset`` is not a preset (the message lists them).
+        When ``preset`` or ``fallback`` is not a preset (the message lists them).
     """
     own = job.hardware
     if preset is not None:
@@ -66,6 +75,11 @@ def job_device(job: Job, preset: str | None = None) -> JobDevice:
         if own is not None and own.name != preset:
             sentence += f", not for the profile's own device, {own.name}"
         return JobDevice(hardware, preset, sentence + ".")
+    if own is None and fallback is not None:
+        return JobDevice(Hardware.preset(fallback), fallback,
+                         f"The profile does not name its device: figures for the preset "
+                         f"{fallback}, the default; set HARDWARE to a device preset to "
+                         "choose another.")
     if own is None:
         return JobDevice(None, None, "The profile does not name its device: no nominal "
                          "bandwidth or roofline is shown; set HARDWARE to a device preset "

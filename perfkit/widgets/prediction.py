@@ -46,8 +46,8 @@ from .prediction_ranking import (
 )
 
 __all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "gradient_sentence", "scheme_sentence",
-           "predict_layout", "recompute_modes", "recompute_text",
-           "RECOMPUTE_COLUMNS", "measured_against_predicted", "comparison_sentence",
+           "predict_layout", "recompute_modes", "recompute_text", "RECOMPUTE_COLUMNS",
+           "measured_step", "measured_against_predicted", "comparison_sentence",
            "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence",
            "band_text", "memory_text", "batch_text", "packed_step_tokens", "PREDICTED_MFU"]
 
@@ -133,25 +133,22 @@ def _slowest_rows(profile: Any) -> pd.DataFrame:
     return steps.loc[steps.groupby("step", dropna=False)["step_us"].idxmax()]
 
 
-def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
-    """The profiled layout: its measured step and parts next to the prediction.
+def measured_step(profile: Any) -> pd.DataFrame:
+    """The profiled step as measured, in the parts the step model predicts.
 
-    Measured: per step the slowest rank (a synchronous job steps at its pace), then the
-    median over steps of its device span (``step_us``, what the step model predicts) and
-    of each part of :func:`perfkit.analysis.step_breakdown`; ``wait_s`` on the measured
-    rows is the median of the device's wait before the span (``preparing_us``: data,
-    launch), which the job's step time counts and the model has no part for. Predicted:
-    :attr:`PlannerFit.prediction`, its parts grouped as :data:`COMPARED_PARTS`, with its
-    band.
+    Per step the slowest rank (a synchronous job steps at its pace), then the median over
+    steps of its device span (``step_us``, what the step model predicts) and of each part
+    of :func:`perfkit.analysis.step_breakdown` (:data:`COMPARED_PARTS`); ``wait_s`` is the
+    median of the device's wait before the span (``preparing_us``: data, launch), which
+    the job's step time counts and the model has no part for.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``run`` (``"measured"``, ``"predicted"``), ``part``, ``seconds``,
-        ``step_s``, ``low_s``, ``high_s`` (NaN on the measured rows), ``wait_s`` (NaN on
-        the predicted rows, and where the profile measures no wait). A profile without a
-        step breakdown gives one measured row of part ``"step"`` (its parts unknown), or
-        none when it shows no step time at all.
+        Columns ``run`` (``"measured"``), ``part``, ``seconds``, ``step_s``, ``wait_s``
+        (NaN where the profile measures no wait). A profile without a step breakdown
+        gives one row of part ``"step"`` (its parts unknown), or none when it shows no step
+        time at all.
     """
     rows: list[dict[str, Any]] = []
     slowest = _slowest_rows(profile)
@@ -168,6 +165,27 @@ def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
         else:
             rows.append({"run": "measured", "part": "step", "seconds": step_s,
                          "step_s": step_s, "wait_s": wait_s})
+    return pd.DataFrame(rows, columns=["run", "part", "seconds", "step_s", "wait_s"])
+
+
+def measured_against_predicted(profile: Any, fit: PlannerFit) -> pd.DataFrame:
+    """The profiled layout: its measured step and parts next to the prediction.
+
+    Measured: :func:`measured_step` (per step the slowest rank, the median over steps of
+    its device span and of each part, and ``wait_s``, the device's wait before the span).
+    Predicted: :attr:`PlannerFit.prediction`, its parts grouped as :data:`COMPARED_PARTS`,
+    with its band.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``run`` (``"measured"``, ``"predicted"``), ``part``, ``seconds``,
+        ``step_s``, ``low_s``, ``high_s`` (NaN on the measured rows), ``wait_s`` (NaN on
+        the predicted rows, and where the profile measures no wait). A profile without a
+        step breakdown gives one measured row of part ``"step"`` (its parts unknown), or
+        none when it shows no step time at all.
+    """
+    rows = measured_step(profile).to_dict("records")
     pred = fit.prediction
     for part, (_column, parts) in COMPARED_PARTS.items():
         rows.append({"run": "predicted", "part": part,

@@ -1,5 +1,11 @@
 """The Planner tab: the profiled layout measured against predicted (calibrated on the open
-profile), the layouts that fit ranked with it with their bands, and the job's figures."""
+profile), its measured model FLOPs utilisation (the Overview's figure), the layouts that fit
+ranked with it with their bands, and the job's figures.
+
+On an inference profile (:meth:`perfkit.Job.training_step` False) the step model, which
+predicts a training step, says nothing of the run: the tab says so, shows the measured
+step and the MFU of the inference step, and predicts a training step of the model (and
+ranks its layouts) only on request, under a heading that says it is not this run."""
 
 from __future__ import annotations
 
@@ -13,6 +19,11 @@ from ... import charts as C
 from ...format import counted, time_text
 from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
+from ..planner_measured import (
+    TRAINING_PLAN_HEADING,
+    inference_step_sentence,
+    measured_mfu_sentence,
+)
 from ..prediction import (
     PREDICTED_MFU,
     PlannerFit,
@@ -21,6 +32,7 @@ from ..prediction import (
     comparison_sentence,
     fit_job,
     measured_against_predicted,
+    measured_step,
     packed_step_tokens,
     ranked_layouts,
     ranking_sentence,
@@ -35,6 +47,10 @@ __all__ = ["PlannerTab"]
 #: Rows of the job's figures the Planner leaves out: the uncalibrated prediction, which the
 #: Planner's own prediction above replaces (the same figure when it has no calibration).
 _UNCALIBRATED_ROWS = ("predicted_step_s", "predicted_mfu")
+
+#: Rows of the job's figures that count a training step's memory (weights, gradients,
+#: optimizer state, activations kept for the backward pass), left out on an inference step.
+_TRAINING_MEMORY_ROWS = ("static_gib", "activation_gib", "memory_gib")
 
 _BEST_HEADERS = {"rank": "rank", "changes": "what changes from the profiled job",
                  "step_band": "predicted step (band)",
@@ -58,6 +74,9 @@ class PlannerTab(JobTab):
     best : pandas.DataFrame or None
         The table of the fastest layouts that fit with the profiled one in its place
         (:func:`~perfkit.widgets.prediction.best_layouts`).
+    plan_button : ipywidgets.Button
+        On an inference profile, what predicts a training step of the model and ranks its
+        layouts (:meth:`plan_training`); the prediction is not made before.
     """
 
     title = "Planner"
@@ -74,18 +93,24 @@ class PlannerTab(JobTab):
         self.result = W.VBox()
         self.run.on_click(lambda _button: self.search())
         self.controls = W.HBox([self.devices, self.batch, self.run])
+        self.plan_button = W.Button(description="Predict a training step of this model",
+                                    layout=W.Layout(width="auto"))
+        self.plan_button.on_click(lambda _button: self.plan_training())
+        self.plan = W.VBox()
         self.fit: PlannerFit | None = None
         self.comparison: pd.DataFrame | None = None
         self.best: pd.DataFrame | None = None
         self.ranked: pd.DataFrame | None = None
         super().__init__(ctx)
-        self.keep |= {id(self.controls), id(self.result)}
+        self.keep |= {id(self.controls), id(self.result), id(self.plan_button),
+                      id(self.plan)}
 
     def show(self, profile: Any) -> None:
         """Set the profile; the next refresh calibrates on it and searches again."""
         super().show(profile)
         close_widgets(self.result.children)
         self.result.children = ()
+        self._clear_plan()
         self.fit = self.comparison = self.best = self.ranked = None
 
     def build(self, profile: Any) -> list[W.Widget]:
@@ -99,6 +124,11 @@ class PlannerTab(JobTab):
             packed = packed_step_tokens(job)
             self.batch.description = "global batch (sequences)" if packed is None else \
                 f"global batch (rows of {packed:,} packed tokens)"
+        self._clear_plan()
+        if job is not None and job.training_step() is False:
+            close_widgets(self.result.children)
+            self.result.children = ()
+            return self._inference_widgets(profile)
         if job is None or job.missing():
             close_widgets(self.result.children)
             self.result.children = ()
@@ -107,19 +137,97 @@ class PlannerTab(JobTab):
                                 self.ctx.open_tab is not None)]
         self.fit = fit_job(profile, job)
         self.comparison = measured_against_predicted(profile, self.fit)
-        summary = job_summary(job)
-        summary = summary[~summary["key"].isin(_UNCALIBRATED_ROWS)]
         self.search()
         return [
             heading("The profiled layout: measured and predicted step"),
             *self._comparison_widgets(),
+            html_widget(f"<p><b>{html.escape(measured_mfu_sentence(job))}</b></p>"
+                        + note(f"The table's “{PREDICTED_MFU}” below is at each "
+                               "layout's predicted step, not measured.")),
             heading("Other layouts that fit, ranked with the profiled one by predicted step "
                     "(perfkit.plan.search with the same model; devices and batch start from "
                     "the job)"),
             self.controls, self.result,
-            heading("The job's figures (from The job panel above; edit it there)"),
-            html_widget(summary_html(summary)),
+            *self._figures_widgets(),
         ]
+
+    def _figures_widgets(self, inference: bool = False) -> list[W.Widget]:
+        """The job's figures (:func:`~perfkit.widgets.summary.job_summary`) without the
+        uncalibrated prediction the Planner's own replaces; for an inference step
+        (``inference``) without the memory of a training step either."""
+        summary = job_summary(self.current)
+        summary = summary[~summary["key"].isin(
+            _UNCALIBRATED_ROWS + (_TRAINING_MEMORY_ROWS if inference else ()))]
+        title = "The job's figures (from The job panel above; edit it there)"
+        if inference:
+            title = ("The job's figures for this inference step (from The job panel above; "
+                     "the Memory tab counts a training step's memory)")
+        return [heading(title), html_widget(summary_html(summary))]
+
+    def _clear_plan(self) -> None:
+        close_widgets(self.plan.children, {id(self.controls), id(self.result)})
+        self.plan.children = ()
+
+    def _inference_widgets(self, profile: Any) -> list[W.Widget]:
+        """An inference profile's Planner: the step model is for training; the measured
+        step (:func:`~perfkit.widgets.prediction.measured_step`) and its MFU
+        (:func:`~perfkit.widgets.planner_measured.measured_mfu_sentence`), the job's
+        figures, and a training step of the model predicted only on request."""
+        job = self.current
+        assert job is not None
+        measured = measured_step(profile)
+        step = (f"Step time: {time_text(job.step_time_s * 1e6)} (the job's, which its MFU "
+                "divides by)." if job.step_time_s else "The profile shows no step time.")
+        if not measured.empty:
+            span, wait = (float(measured[c].iloc[0]) for c in ("step_s", "wait_s"))
+            step += (f" The device's span: {time_text(span * 1e6)} (the slowest rank, median "
+                     "step)" + (f"; the device waits {time_text(wait * 1e6)} before each "
+                                "step's first task (data, launch)" if wait > 0.005 * span
+                                else "") + ".")
+        out = [heading("An inference step: the Planner's step model is for training"),
+               html_widget(f"<p><b>{html.escape(inference_step_sentence(job))}</b></p>"),
+               heading("Measured: this inference run"),
+               html_widget(f"<p>{html.escape(step)}</p><p><b>"
+                           f"{html.escape(measured_mfu_sentence(job))}</b></p>")]
+        if len(measured) > 1:
+            out.append(html_widget(frame_html(pd.DataFrame({
+                "part": measured["part"],
+                "measured": [time_text(v * 1e6) for v in measured["seconds"]]}),
+                "Per part (the slowest rank, median step; communication counts what is not "
+                "overlapped)")))
+        if job.missing():
+            out.append(no_job_note(job, "training prediction of this model",
+                                   ("model", "hardware", "step_time_s"),
+                                   self.ctx.open_tab is not None))
+            return out
+        out += [*self._figures_widgets(inference=True), heading(TRAINING_PLAN_HEADING),
+                html_widget(note(
+                    "To plan a training run of this model: the step model predicts a "
+                    "training step (forward, backward, optimizer) of the profiled layout, "
+                    "calibrated on this profile's kernels, and ranks the layouts that fit. "
+                    "None of it is a figure of this inference step.")),
+                self.plan_button, self.plan]
+        return out
+
+    def plan_training(self) -> None:
+        """On an inference profile: predict a training step of the model on the profiled
+        layout (calibrated on the profile, :func:`~perfkit.widgets.prediction.fit_job`)
+        and rank its layouts (:meth:`search`), shown under :data:`TRAINING_PLAN_HEADING`."""
+        with self.building:  # not while a build redraws the tab
+            job, profile = self.current, self.profile
+            self._clear_plan()
+            if job is None or profile is None or job.missing():
+                return
+            try:
+                self.fit = fit_job(profile, job)
+                self.comparison = measured_against_predicted(profile, self.fit)
+                widgets = self._comparison_widgets()
+            except Exception as exc:  # noqa: BLE001 - shown in the page
+                self.plan.children = (html_widget(error(describe_error(
+                    exc, "the training prediction"))),)
+                return
+            self.plan.children = (*widgets, self.controls, self.result)
+            self.search()
 
     def _comparison_widgets(self) -> list[W.Widget]:
         fit, frame = self.fit, self.comparison
@@ -134,6 +242,13 @@ class PlannerTab(JobTab):
         table = frame.pivot_table(index="part", columns="run", values="seconds",
                                   sort=False).reset_index()
         table.columns.name = None
+        if self.current is not None and self.current.training_step() is False:
+            # a training step predicted beside an inference step measured: no chart or
+            # column that sets them side by side
+            return [html_widget(words), html_widget(frame_html(pd.DataFrame({
+                "part": table["part"],
+                "predicted training step": [time_text(v * 1e6) for v in table["predicted"]]}),
+                "Per part of the predicted training step (not this inference run)"))]
         parts = [html_widget(words), self.chart(C.prediction_chart(frame, title=title))]
         if {"measured", "predicted"} <= set(table.columns):
             shown = pd.DataFrame({
