@@ -14,8 +14,10 @@ the shared samples (``compute_advice_v1``, ``msinsight-pt-level1``,
 
 :func:`drop_repeated` keeps the first row of each task, and says in a note how many rows
 were dropped, how many of them differ from the row kept (and in which columns), and the
-duration they carried. Rows without a stream, Task ID or start time are all kept: nothing
-says they are the same task.
+duration they carried. Rows without a start time are all kept: nothing says they are the
+same task; rows without a stream or Task ID (the HCCL tasks of a torch_npu export write
+``N/A`` for both) are one task written twice only where they are alike in every cell,
+start time included (:func:`_drop_identical_without_id`: a file concatenated to itself).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def drop_repeated(kernels: pd.DataFrame, notes: list[str],
     key = [c for c in KEY[:2] if c in kernels]
     if len(key) < 2 or start not in kernels or len(kernels) < 2:
         return kernels
+    kernels = _drop_identical_without_id(kernels, start, notes, file)
     starts = pd.Series(pd.to_numeric(kernels[start], errors="coerce"))
     x = starts.to_numpy()
     if x.dtype.kind in "iu" and bool((x[1:] > x[:-1]).all()):
@@ -126,3 +129,30 @@ def _note(file: str, dropped: int, tasks: int, n_differ: int, differ: dict[str, 
     return (f"kernels: {file} records {counted(tasks, 'task')} more than once (the same "
             f"stream, Task ID and start time): {counted(dropped, 'row')} dropped{time}, "
             f"each task counted once, its first row kept ({'; '.join(how)})")
+
+
+def _drop_identical_without_id(kernels: pd.DataFrame, start: str, notes: list[str],
+                               file: str) -> pd.DataFrame:
+    """``kernels`` without the rows that have no stream or Task ID and repeat an earlier
+    row in every cell (a start time among them), with a note; itself when none does."""
+    def known(c: str) -> pd.Series:  # a number ("N/A" as read is none)
+        return pd.Series(pd.to_numeric(kernels[c], errors="coerce")).notna()
+
+    no_id = (~(known("task_id") & known("stream")) & known(start)).to_numpy(bool)
+    if no_id.sum() < 2:
+        return kernels
+    cols = [c for c in kernels.columns if c not in _DERIVED]
+    rows = kernels.loc[no_id, cols]
+    again = rows.astype("string").duplicated(keep="first").to_numpy(bool)
+    if not again.any():
+        return kernels
+    drop = np.flatnonzero(no_id)[again]
+    dur = (float(pd.to_numeric(kernels["dur_us"].iloc[drop], errors="coerce").sum())
+           if "dur_us" in kernels else None)
+    time = f", {dur:,.3f} µs of task time" if dur is not None else ""
+    notes.append(f"kernels: {file} records {counted(len(drop), 'row')} without a stream or "
+                 f"Task ID more than once, alike in every cell (the same start time): "
+                 f"dropped{time}, each task counted once")
+    keep = np.ones(len(kernels), dtype=bool)
+    keep[drop] = False
+    return kernels.iloc[keep].reset_index(drop=True)

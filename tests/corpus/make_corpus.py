@@ -415,8 +415,13 @@ def _row_cases(rank: Callable[[str], tuple[Path, Path]], stem: str, table: str) 
                       ref="R0", check=_tables(table)))
     d, f = rank("twice")
     f.write_bytes(f.read_bytes() * 2)
-    cases.append(Case(f"{stem}-concatenated-twice", "load", d, "repaired",
-                      ("the header (files",), ref="R0", check=_doubled(table, source)))
+    if stem == "kernel_details":  # a device task written twice is one task (io.repeated_tasks)
+        cases.append(Case(f"{stem}-concatenated-twice", "load", d, "repaired",
+                          ("the header (files", "more than once"), ref="R0",
+                          check=_tables(table)))
+    else:
+        cases.append(Case(f"{stem}-concatenated-twice", "load", d, "repaired",
+                          ("the header (files",), ref="R0", check=_doubled(table, source)))
     return cases
 
 

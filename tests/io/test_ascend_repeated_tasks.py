@@ -87,8 +87,8 @@ def test_a_whole_export_keeps_every_row(name):
 
 
 def test_what_is_one_task():
-    # rows 1 and 3 repeat rows 0 and 2; the others differ in stream, Task ID, start or
-    # context, or lack an id: kept
+    # rows 1 and 3 repeat rows 0 and 2, and row 7 row 6 (no Task ID, but alike in every
+    # cell, start included); the others differ in stream, Task ID, start or context: kept
     k = pd.DataFrame({
         "stream": [2.0, 2.0, 2.0, 2.0, 3.0, 2.0, 2.0, 2.0, np.nan],
         "task_id": [7.0, 7.0, 8.0, 8.0, 7.0, 9.0, np.nan, np.nan, 7.0],
@@ -99,13 +99,20 @@ def test_what_is_one_task():
         "name": pd.array(list("aabbcdeef"), dtype="string")})
     notes: list[str] = []
     out = drop_repeated(k, notes)
-    assert out["name"].tolist() == list("abcdeef")
-    assert out.index.tolist() == list(range(7))
-    assert notes == ["kernels: kernel_details.csv records 2 tasks more than once (the same "
+    assert out["name"].tolist() == list("abcdef")
+    assert out.index.tolist() == list(range(6))
+    assert notes == ["kernels: kernel_details.csv records 1 row without a stream or Task ID "
+                     "more than once, alike in every cell (the same start time): dropped, "
+                     "3.000 µs of task time, each task counted once",
+                     "kernels: kernel_details.csv records 2 tasks more than once (the same "
                      "stream, Task ID and start time): 2 rows dropped, 3.500 µs of task time, "
                      "each task counted once, its first row kept (1 is a copy of it in every "
                      "cell; 1 differs from it in Duration(us))"]
+    # rows without a Task ID that differ in any cell are two tasks
+    k3 = k.assign(dur_us=[1.0, 1.0, 2.0, 2.5, 1.0, 1.0, 3.0, 3.5, 1.0])
+    assert drop_repeated(k3, [])["name"].tolist() == list("abcdeef")
     # another context of the same task is another row of it
-    k2 = k.assign(context_id=pd.array(["0", "1", "0", "1", "N/A", "N/A", "N/A", "N/A", "N/A"],
-                                      dtype="string"))
-    assert drop_repeated(k2, notes) is k2 and len(notes) == 1
+    k2 = k3.assign(context_id=pd.array(["0", "1", "0", "1", "N/A", "N/A", "N/A", "N/A",
+                                        "N/A"], dtype="string"))
+    notes = []
+    assert drop_repeated(k2, notes) is k2 and notes == []

@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from raw_mindspore import legacy_cluster
 from shared_samples import MINDINSIGHT, sample
 
 import perfkit as pk
@@ -90,9 +91,10 @@ def test_computation_time_is_computing_or_idle_and_the_split_reads_the_files():
     These files do not tell computing from idle; what they say adds up to MindSpore's step:
     computation_time + communication_alone_time, the latter being receive_alone_time (the
     pipeline bubble) + collective_communication_alone_time (the exposed communication).
-    The headline's split is those three parts, summed over every rank and step (each
-    file's last row, the steps' mean, left out), read here with the csv module; it was
-    empty (no free time), with computing_us the file's computation_time."""
+    The headline's split is those three parts and the step trace's interval before the
+    step, summed over every rank and step (each file's last row, the steps' mean, left
+    out), read here with the csv module; it was empty (no free time), with computing_us
+    the file's computation_time."""
     from perfkit.widgets.headline import headline, headline_html, step_split
 
     c = detect.load(PROPOSE, cache=False)
@@ -110,14 +112,20 @@ def test_computation_time_is_computing_or_idle_and_the_split_reads_the_files():
             receive += float(r["receive_alone_time"])
             collective += float(r["collective_communication_alone_time"])
     assert alone == pytest.approx(receive + collective)  # the files' own identity
+    # the step trace's interval (fp_point - start_point: from the previous step's end to
+    # the forward pass), which MindSpore's own step leaves out, is the wait before the step
+    interval = sum(r["interval_ms"] for rows in legacy_cluster(PROPOSE).values()
+                   for r in rows)
+    assert interval > 0
     breakdown = pk.analysis.step_breakdown(c)
     split = step_split(breakdown)
-    assert split["part"].tolist() == ["computing_or_free_us", "comm_exposed_us", "bubble_us"]
+    assert split["part"].tolist() == ["computing_or_free_us", "comm_exposed_us", "bubble_us",
+                                      "iteration_interval_us"]
     assert split["us"].tolist() == pytest.approx(
-        [comp * 1000, collective * 1000, receive * 1000], rel=1e-6)
-    step = comp + alone  # MindSpore's step
+        [comp * 1000, collective * 1000, receive * 1000, interval * 1000], rel=1e-6)
+    step = comp + alone + interval  # MindSpore's step and the interval before it
     assert split["share"].tolist() == pytest.approx(
-        [comp / step, collective / step, receive / step], rel=1e-6)
+        [comp / step, collective / step, receive / step, interval / step], rel=1e-6)
     assert split.attrs["rows"] == 20
     page = headline_html(headline(c, breakdown, None))
     assert "computing or device idle" in page and "No step split" not in page
