@@ -63,24 +63,26 @@ def rotary(x: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    """One decoder layer: attention and SwiGLU MLP with pre-norms and residuals."""
+    """One decoder layer: attention and SwiGLU MLP with pre-norms and residuals (this
+    script's sizes by default; tools/make_kineto_llama_layouts.py gives its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hidden: int = HIDDEN, heads: int = HEADS, ffn: int = FFN) -> None:
         super().__init__()
-        self.attention_norm = RMSNorm(HIDDEN)
-        self.wqkv = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
-        self.wo = nn.Linear(HIDDEN, HIDDEN, bias=False)
-        self.ffn_norm = RMSNorm(HIDDEN)
-        self.w1 = nn.Linear(HIDDEN, FFN, bias=False)
-        self.w3 = nn.Linear(HIDDEN, FFN, bias=False)
-        self.w2 = nn.Linear(FFN, HIDDEN, bias=False)
+        self.hidden, self.heads = hidden, heads
+        self.attention_norm = RMSNorm(hidden)
+        self.wqkv = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.wo = nn.Linear(hidden, hidden, bias=False)
+        self.ffn_norm = RMSNorm(hidden)
+        self.w1 = nn.Linear(hidden, ffn, bias=False)
+        self.w3 = nn.Linear(hidden, ffn, bias=False)
+        self.w2 = nn.Linear(ffn, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
-        q, k, v = self.wqkv(self.attention_norm(x)).split(HIDDEN, dim=-1)
-        q, k, v = (t.view(b, s, HEADS, -1).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self.wqkv(self.attention_norm(x)).split(self.hidden, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, -1).transpose(1, 2) for t in (q, k, v))
         att = F.scaled_dot_product_attention(rotary(q), rotary(k), v, is_causal=True)
-        x = x + self.wo(att.transpose(1, 2).reshape(b, s, HIDDEN))
+        x = x + self.wo(att.transpose(1, 2).reshape(b, s, self.hidden))
         h = self.ffn_norm(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 

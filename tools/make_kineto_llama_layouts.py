@@ -30,6 +30,9 @@ time without the profiler's cost) and the allocator's peak is read
 (``torch.cuda.max_memory_allocated``, reset before the layout). ``environment.json``
 records the versions, the GPU, the model, and per layout the timed steps and the peak.
 
+The decoder layer (RMSNorm, rotary, SwiGLU) is ``make_kineto_llama_gpu.Block`` at this
+script's sizes (run from ``tools/``'s parent: Python finds the module beside the script).
+
 One GPU cannot run tensor or pipeline parallelism (NCCL refuses two ranks on one device,
 and gloo's host all-reduce would be most of the step), so the layouts differ in what one
 GPU can change: the micro-batch and recompute.
@@ -48,6 +51,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F  # noqa: N812
+from make_kineto_llama_gpu import Block, RMSNorm
 from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils.checkpoint import checkpoint
 
@@ -61,52 +65,6 @@ LAYOUTS = {"a": (4, False, LAYERS, SEQ), "b": (4, True, LAYERS, SEQ),
 WAIT, WARMUP, ACTIVE = 1, 2, 2
 
 
-class RMSNorm(nn.Module):
-    """Root-mean-square layer norm (Llama)."""
-
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rotary(x: torch.Tensor) -> torch.Tensor:
-    """Apply rotary position embedding to ``(b, heads, s, d)``."""
-    d = x.shape[-1]
-    pos = torch.arange(x.shape[-2], dtype=torch.float32, device=x.device)
-    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
-    ang = torch.outer(pos, inv)
-    cos, sin = ang.cos().repeat(1, 2).to(x.dtype), ang.sin().repeat(1, 2).to(x.dtype)
-    half = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
-    return x * cos + half * sin
-
-
-class Block(nn.Module):
-    """One decoder layer: attention and SwiGLU MLP with pre-norms and residuals."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.attention_norm = RMSNorm(HIDDEN)
-        self.wqkv = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
-        self.wo = nn.Linear(HIDDEN, HIDDEN, bias=False)
-        self.ffn_norm = RMSNorm(HIDDEN)
-        self.w1 = nn.Linear(HIDDEN, FFN, bias=False)
-        self.w3 = nn.Linear(HIDDEN, FFN, bias=False)
-        self.w2 = nn.Linear(FFN, HIDDEN, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, _ = x.shape
-        q, k, v = self.wqkv(self.attention_norm(x)).split(HIDDEN, dim=-1)
-        q, k, v = (t.view(b, s, HEADS, -1).transpose(1, 2) for t in (q, k, v))
-        att = F.scaled_dot_product_attention(rotary(q), rotary(k), v, is_causal=True)
-        x = x + self.wo(att.transpose(1, 2).reshape(b, s, HIDDEN))
-        h = self.ffn_norm(x)
-        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
-
-
 class Llama(nn.Module):
     """Embedding, decoder layers (each recomputed in the backward when ``recompute``),
     final norm and output head."""
@@ -115,7 +73,7 @@ class Llama(nn.Module):
         super().__init__()
         self.recompute = recompute
         self.embed = nn.Embedding(VOCAB, HIDDEN)
-        self.layers = nn.ModuleList(Block() for _ in range(layers))
+        self.layers = nn.ModuleList(Block(HIDDEN, HEADS, FFN) for _ in range(layers))
         self.norm = RMSNorm(HIDDEN)
         self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
 
