@@ -1,9 +1,16 @@
-"""The real H100 traces of one Llama at four layouts (tests/data/kineto_llama_layouts_h100):
-each loaded in full and read as the job that ran.
+"""The real H100 traces of one Llama, two sets recorded on two machines: each loaded in full
+and read as the job that ran.
 
-Expected values come from the raw JSON (read here with ``gzip`` and ``json``) and from the
-recording script's own record of the run (the fixture's ``environment.json``, written by
-tools/make_kineto_llama_layouts.py), not from perfkit.
+- ``tests/data/kineto_llama_layouts_h100``: layouts a-d (micro-batch 4 and 8, recompute none
+  and full), all at the model's 8 layers and sequence 2,048;
+- ``tests/data/kineto_llama_shapes_h100``: a again, e (16 layers), f (sequence 4,096,
+  micro-batch 2) and g (micro-batch 2): its ``environment.json`` gives each layout's
+  ``layers`` and ``seq``.
+
+Expected values come from the raw JSON (read here with ``gzip`` and ``json``), from the
+recording script's own record of the run (each set's ``environment.json``, written by
+tools/make_kineto_llama_layouts.py) and from the second set's PROVENANCE.md table, not from
+perfkit.
 """
 
 from __future__ import annotations
@@ -16,15 +23,19 @@ import pytest
 
 import perfkit as pk
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "kineto_llama_layouts_h100"
-ENV = json.loads((DATA / "environment.json").read_text())
-LAYOUTS = sorted(ENV["layouts"])
+ROOT = Path(__file__).resolve().parents[1] / "data"
+SETS = ("kineto_llama_layouts_h100", "kineto_llama_shapes_h100")
+ENVS = {folder: json.loads((ROOT / folder / "environment.json").read_text())
+        for folder in SETS}
+CASES = [(folder, name) for folder in SETS for name in sorted(ENVS[folder]["layouts"])]
+#: the second set's PROVENANCE.md table: layout -> (layers, sequence, micro-batch)
+SHAPES = {"a": (8, 2048, 4), "e": (16, 2048, 4), "f": (8, 4096, 2), "g": (8, 2048, 2)}
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
 
 
-def _raw(layout: str) -> dict:
-    with gzip.open(DATA / f"{layout}.pt.trace.json.gz", "rt") as fh:
+def _raw(folder: str, layout: str) -> dict:
+    with gzip.open(ROOT / folder / f"{layout}.pt.trace.json.gz", "rt") as fh:
         return json.load(fh)
 
 
@@ -54,14 +65,31 @@ def _in_steps(raw: dict, cats: set[str]) -> list[tuple[int, float]]:
     return out
 
 
-@pytest.fixture(scope="module", params=LAYOUTS)
-def layout(request) -> tuple[str, pk.Profile]:
-    return request.param, pk.load(DATA / f"{request.param}.pt.trace.json.gz", cache=False)
+def _shape(folder: str, name: str) -> tuple[int, int]:
+    """(layers, sequence) a layout ran: its own where ``environment.json`` gives them (the
+    second set), else the model's (the first set's layouts all ran the defaults)."""
+    model, lay = ENVS[folder]["model"], ENVS[folder]["layouts"][name]
+    return lay.get("layers", model["layers"]), lay.get("seq", model["seq"])
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{f.split('_')[2]}-{n}" for f, n in CASES])
+def layout(request) -> tuple[str, str, pk.Profile]:
+    folder, name = request.param
+    return folder, name, pk.load(ROOT / folder / f"{name}.pt.trace.json.gz", cache=False)
+
+
+def test_the_sets_hold_the_shapes_their_provenance_lists():
+    # the first set: the defaults only; the second: what PROVENANCE.md's table says, so
+    # the parametrized job check below does cover a deeper model and a longer sequence
+    assert {_shape(SETS[0], n) for n in ENVS[SETS[0]]["layouts"]} == {(8, 2048)}
+    second = ENVS[SETS[1]]["layouts"]
+    assert {n: (*_shape(SETS[1], n), v["micro_batch"]) for n, v in second.items()} == SHAPES
+    assert all(v["recompute"] == "none" for v in second.values())
 
 
 def test_every_kernel_of_the_profiled_steps_is_loaded(layout):
-    name, prof = layout
-    raw = _raw(name)
+    folder, name, prof = layout
+    raw = _raw(folder, name)
     assert [s for s, _, _ in _host_steps(raw)] == [3, 4]  # schedule wait=1, warmup=2, active=2
     k = prof.kernels
     kernels = _in_steps(raw, {"kernel"})
@@ -78,19 +106,21 @@ def test_every_kernel_of_the_profiled_steps_is_loaded(layout):
 
 
 def test_job_read_from_each_profile_is_the_recorded_one(layout):
-    name, prof = layout
-    model, lay = ENV["model"], ENV["layouts"][name]
+    folder, name, prof = layout
+    env = ENVS[folder]
+    model, lay = env["model"], env["layouts"][name]
+    layers, seq = _shape(folder, name)
     job = pk.infer_job(prof)
     m = job.model
     assert m is not None
     assert (m.num_layers, m.hidden_size, m.num_attention_heads, m.num_kv_heads,
             m.ffn_hidden_size, m.vocab_size, m.seq_length) == \
-        (model["layers"], model["hidden"], model["heads"], model["heads"], model["ffn"],
-         model["vocab"], model["seq"])
+        (layers, model["hidden"], model["heads"], model["heads"], model["ffn"],
+         model["vocab"], seq)
     assert m.mlp == "gated"  # SwiGLU: gate and up projections, silu
     assert job.hardware is not None and job.hardware.name == "h100"  # deviceProperties
     assert job.dtype == "bf16"  # bf16 autocast
-    assert job.parallel.dp * job.parallel.tp * job.parallel.pp == ENV["world_size"]
+    assert job.parallel.dp * job.parallel.tp * job.parallel.pp == env["world_size"]
     assert job.parallel.micro_batch_size == lay["micro_batch"]
     assert job.parallel.recompute == lay["recompute"]
-    assert job.global_batch_size == lay["micro_batch"] * ENV["world_size"]
+    assert job.global_batch_size == lay["micro_batch"] * env["world_size"]
