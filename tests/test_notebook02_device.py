@@ -78,3 +78,54 @@ def test_an_unknown_fallback_is_refused() -> None:
         job_device(job, fallback="no-such-device")
     # without a fallback a profile without a device still gets none
     assert job_device(job).hardware is None
+
+
+def _raw_device_memory() -> float:
+    """``totalGlobalMem`` of the H100 trace's ``deviceProperties`` (bytes)."""
+    (trace,) = sorted(H100_TRACE.glob("rank0*.json.gz"))
+    with gzip.open(trace, "rt", encoding="utf-8") as fh:
+        (mem,) = {d["totalGlobalMem"] for d in json.load(fh)["deviceProperties"]}
+    return float(mem)
+
+
+def test_the_memory_limit_is_the_chosen_devices_less_the_planners_reserve(
+        capsys: pytest.CaptureFixture) -> None:
+    """MEMORY_LIMIT_GIB was 57.2 (an Ascend 910B's max_device_memory) on every device; its
+    default is now the chosen device's memory less the reserve plan.search and
+    plan.predict (the Planner) leave by default, and the notebook says which."""
+    import inspect
+
+    reserves = {inspect.signature(f).parameters["memory_reserve"].default
+                for f in (pk.plan.search, pk.plan.predict)}
+    (reserve,) = reserves  # one reserve for both
+    ns = _set_up(PROFILE=str(H100_TRACE))
+    assert ns["MEMORY_LIMIT_GIB"] is None
+    hw = ns["hardware"]
+    # the H100 preset's 80 GiB is the card the trace reports (79.2 GiB usable to CUDA)
+    assert hw.memory_bytes == pytest.approx(_raw_device_memory(), rel=0.02)
+    assert ns["limit_bytes"] == pytest.approx(hw.memory_bytes * (1 - reserve))
+    assert ns["limit_bytes"] == pytest.approx(80 * 2**30 * 0.9)
+    said = capsys.readouterr().out
+    assert "Memory limit 72.0 GiB per device: the h100's 80.0 GiB less perfkit's 10 % " \
+           "reserve" in said
+
+
+def test_a_memory_limit_given_wins_and_is_said(capsys: pytest.CaptureFixture) -> None:
+    ns = _set_up(PROFILE=str(CPU_MINDSPORE), MEMORY_LIMIT_GIB=57.2)
+    assert ns["hardware"].name == "ascend-910b"
+    assert ns["limit_bytes"] == 57.2 * 2**30
+    assert "Memory limit 57.2 GiB per device (MEMORY_LIMIT_GIB), of the ascend-910b's " \
+           "64.0 GiB." in capsys.readouterr().out
+
+
+def test_a_memory_limit_that_is_not_positive_is_refused() -> None:
+    from perfkit.widgets import memory_limit
+
+    hw = pk.Hardware.preset("h100")
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(PerfkitError, match="gib"):
+            memory_limit(hw, bad)
+    with pytest.raises(PerfkitError, match="memory_reserve"):
+        memory_limit(hw, memory_reserve=1.5)
+    # more than the card has is allowed (a reader's figure) but said
+    assert "more than the device has" in memory_limit(hw, 100.0).sentence

@@ -155,8 +155,9 @@ def pipeline(ctx: Context) -> list[Finding]:
     spread = float(worst["stage_us"] - fastest["stage_us"])
     theo = float(sb["theoretical_bubble"].iloc[0])
     # receive wait beyond the schedule's own bubble: what the stages lose waiting
-    excess = (sb["bubble_us"] - (theo if np.isfinite(theo) else 0.0) * sb["stage_us"])
-    excess_max = float(excess.clip(lower=0).max()) if excess.notna().any() else float("nan")
+    # (stage_balance's excess_wait_us, the column the Communication tab's table shows)
+    excess = sb["excess_wait_us"]
+    excess_max = float(excess.max()) if excess.notna().any() else float("nan")
     fix = say(ctx.fw, {
         "mindspore": "move layers off the slow stage (MindFormers offset / pipeline_stage "
                      "layer split; perfkit.plan.balance_pipeline proposes one)",
@@ -168,7 +169,7 @@ def pipeline(ctx: Context) -> list[Finding]:
                        "points; perfkit.plan.balance_pipeline proposes one)"})
     # the faster stages wait for the slow one in their receives: that wait (beyond the
     # schedule's bubble) is what the imbalance costs, at most the spread of stage times
-    imbalance = min(spread, excess_max) if np.isfinite(excess_max) else spread
+    imbalance = _cluster.stage_imbalance_us(sb)
     held = _rank_holding_stage(ctx, sb, int(worst["stage"])) if spread > 0 else None
     if held is not None and imbalance > 0:
         out.append(_stage_held_by_rank(ctx, sb, worst, fastest, held, imbalance, excess_max))

@@ -5,7 +5,14 @@ on a lazy cluster it reduces the tables on the Dask workers and returns the same
 frame (see :mod:`perfkit.analysis._frames` and docs/dask.md).
 """
 
-from .cluster import data_loading, host_bound, slow_ranks, stage_balance, sync_points
+from .cluster import (
+    data_loading,
+    host_bound,
+    slow_ranks,
+    stage_balance,
+    stage_imbalance_us,
+    sync_points,
+)
 from .communication import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
 from .compare import compare_profiles, compare_steps, kernel_class
 from .efficiency import (
@@ -47,7 +54,8 @@ __all__ = [
     "comm_summary", "comm_bandwidth_summary", "slow_links", "comm_overlap",
     "host_collective_waits",
     # cluster
-    "slow_ranks", "stage_balance", "data_loading", "host_bound", "sync_points",
+    "slow_ranks", "stage_balance", "stage_imbalance_us", "data_loading", "host_bound",
+    "sync_points",
     # memory
     "memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
     # per-rank summaries of a cluster

@@ -38,8 +38,9 @@ from .layout import recorded_stages
 from .recorded import recorded_mask, recorded_text, unrecorded
 from .steps import exposed_comm_us, step_breakdown
 
-__all__ = ["slow_ranks", "stage_balance", "stage_of_ranks", "data_loading", "host_bound",
-           "sync_points", "SLOW_RANK_METRICS", "DATALOADER_PATTERN", "SYNC_PATTERN"]
+__all__ = ["slow_ranks", "stage_balance", "stage_imbalance_us", "stage_of_ranks",
+           "data_loading", "host_bound", "sync_points", "SLOW_RANK_METRICS",
+           "DATALOADER_PATTERN", "SYNC_PATTERN"]
 
 #: Metrics of :func:`slow_ranks`, in the seed's order of checks, with the phase they stand
 #: for: step interval (free / preparing time), forward+backward (computing), then
@@ -207,13 +208,19 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
         the stage's ranks and steps, robust to a warm-up step), ``imbalance``
         (stage_us / fastest stage_us - 1),
         ``bubble_ratio`` (bubble / stage time, the same definition as
-        ``bubble_fraction``: bubble over ideal compute time) and ``theoretical_bubble``
-        (NA without ``parallel``). Empty with a note when the stages are unknown, or when
-        ``parallel`` has one stage (``pp`` 1) and ``stages`` is not given.
+        ``bubble_fraction``: bubble over ideal compute time), ``theoretical_bubble``
+        (NA without ``parallel``), ``schedule_bubble_us`` (theoretical_bubble × stage_us:
+        the receive wait the schedule itself leaves the stage; NA without ``parallel``)
+        and ``excess_wait_us`` (bubble_us − schedule_bubble_us, at least 0; the whole
+        bubble_us without ``parallel``): the wait the schedule does not explain, which
+        :func:`stage_imbalance_us` and the advisor's ``pipeline`` rule count. Empty with a
+        note when the stages are unknown, or when ``parallel`` has one stage (``pp`` 1)
+        and ``stages`` is not given.
     """
     cols = {"stage": "int64", "ranks": "string", "step_us": "float64", "stage_us": "float64",
             "computing_us": "float64", "bubble_us": "float64", "imbalance": "float64",
-            "bubble_ratio": "float64", "theoretical_bubble": "float64"}
+            "bubble_ratio": "float64", "theoretical_bubble": "float64",
+            "schedule_bubble_us": "float64", "excess_wait_us": "float64"}
     s = step_breakdown(cluster)
     if s.empty:
         return empty_frame(cols, "no step breakdown in this profile")
@@ -242,7 +249,28 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
                                                   parallel.vpp)
     else:
         g["theoretical_bubble"] = np.nan
+    g["schedule_bubble_us"] = g["theoretical_bubble"] * g["stage_us"]
+    g["excess_wait_us"] = (g["bubble_us"] - g["schedule_bubble_us"].fillna(0.0)).clip(lower=0)
     return typed(g, cols)
+
+
+def stage_imbalance_us(stages: pd.DataFrame) -> float:
+    """What the stages' imbalance costs per step, in µs, from :func:`stage_balance`'s rows.
+
+    The faster stages wait for the slowest in their receives, so the cost is that wait
+    beyond the schedule's own bubble (the largest ``excess_wait_us``), and at most the
+    spread of the stages' own work (max − min ``stage_us``): min(spread, excess). 0 where
+    the receive wait is no more than the schedule's bubble (or the stages are even); NaN
+    with fewer than two stages. The ``stage_imbalance`` finding and the Communication
+    tab's stage table both count it.
+    """
+    if len(stages) < 2 or not has_values(stages, "stage_us"):
+        return float("nan")
+    spread = float(stages["stage_us"].max() - stages["stage_us"].min())
+    excess = stages["excess_wait_us"]
+    if not excess.notna().any():
+        return max(spread, 0.0)
+    return max(min(spread, float(excess.max())), 0.0)
 
 
 #: What :func:`data_loading` sums of the loader operators.

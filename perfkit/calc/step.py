@@ -46,6 +46,7 @@ from .memory import (
     static_memory,
 )
 from .pipeline import bubble_fraction
+from .usable_memory import MEMORY_RESERVE
 
 __all__ = ["StepEstimate", "estimate_step"]
 
@@ -98,7 +99,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                   dtype: str | None = None, dp_overlap: float = 0.0, tp_overlap: float = 0.0,
                   pp_overlap: float = 0.0, ep_overlap: float = 0.0,
                   static_scheme: str = "mindspore", selective_mode: str = "strict",
-                  causal: bool = False, memory_reserve: float = 0.1,
+                  causal: bool = False, memory_reserve: float = MEMORY_RESERVE,
                   memory_limit_bytes: float | None = None,
                   overhead_s: float = 0.0,
                   activation_model: ActivationModel | None = None,

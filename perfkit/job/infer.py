@@ -23,6 +23,7 @@ from .gradients import read_reduced_gradient
 from .inference import read_fused_moe_fields, read_step_tokens
 from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
 from .measured import TRAINING_STEP, read_memory, read_step_time, read_training_step
+from .micro_batches import read_micro_batches
 from .tp_reductions import read_sequence_parallel, read_tp_from_reductions
 from .tp_widths import read_tp_from_widths
 
@@ -141,7 +142,14 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     m = out["num_micro_batches"].value
 
     # ---- the rest of the layout ------------------------------------------------------
-    read_vpp(profile, put, pp, m, stage_of)
+    if m is None and read_micro_batches(profile, put, pp or 1, out["world_size"].value,
+                                        stage_of):
+        # the sends were read as m with vpp 1: reading vpp from them again would be circular
+        put("vpp", 1, "the micro-batches were read from the first stage's sends with vpp 1 "
+                      "(an interleaved schedule cannot be told from that count): 1 assumed",
+            "default")
+    else:
+        read_vpp(profile, put, pp, m, stage_of)
     read_sharding(profile, put, groups, dp, tp)
     read_sequence_parallel(out)
     put("zero_stage", 0, "a ZeRO stage is not visible in a profile (sharded optimizer "

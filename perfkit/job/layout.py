@@ -25,7 +25,7 @@ from ..io.comm_words import comm_words_of
 from .fields import FieldValue, Readings
 from .recorded_steps import over_recorded, recorded_steps_table
 
-__all__ = ["read_layout", "read_vpp", "read_sharding", "read_pipeline_bubble",
+__all__ = ["read_layout", "read_vpp", "first_stage_sends", "read_sharding", "read_pipeline_bubble",
            "PIPELINE_BUBBLE", "PIPELINE_STAGES", "PP_UNREAD"]
 
 #: The reading of :func:`read_pipeline_bubble` (kept in :attr:`perfkit.Job.observed`):
@@ -292,6 +292,32 @@ def _data_parallel_mode(strategy: dict[str, Any]) -> bool:
     return mode in ("data_parallel", "stand_alone")
 
 
+def first_stage_sends(profile: Any, stage_of: dict[int, int]
+                      ) -> tuple[pd.DataFrame, pd.DataFrame | None, bool]:
+    """The pipeline sends per step of the first stage's ranks, the ``steps`` table's
+    marks of the steps recorded in full (None where it marks none), and whether any of
+    those ranks' sends were left out as fragments of steps.
+
+    Returns
+    -------
+    tuple
+        :func:`perfkit.analysis.layout.p2p_sends_per_step` of the ranks of stage 0 in
+        ``stage_of`` (``rank``, ``step``, ``sends``), kept to the steps whose device tasks
+        were recorded in full where the marks say some were not (a fragment of a step
+        holds a fraction of its sends), the marks, and whether the first stage's ranks
+        had sends that none of their steps recorded in full keeps.
+    """
+    sends = L.p2p_sends_per_step(profile)
+    first = [r for r, s in stage_of.items() if s == 0]
+    sends = sends[sends["rank"].isin(first)] if len(sends) else sends
+    marks = recorded_steps_table(profile)
+    dropped = False
+    if len(sends) and marks is not None:
+        sends = recorded_tasks(sends, marks)[0]
+        dropped = sends.empty
+    return sends, marks, dropped
+
+
 def read_vpp(profile: Any, put: Any, pp: int, m: int | None, stage_of: dict[int, int]
              ) -> None:
     """Put ``vpp``: m·(2·vpp − 1) pipeline sends per step on the first stage.
@@ -308,19 +334,14 @@ def read_vpp(profile: Any, put: Any, pp: int, m: int | None, stage_of: dict[int,
     if pp == 1:
         put("vpp", 1, "pp = 1: no virtual stages")
         return
-    sends = L.p2p_sends_per_step(profile)
-    first = [r for r, s in stage_of.items() if s == 0]
-    sends = sends[sends["rank"].isin(first)] if len(sends) else sends
-    marks = recorded_steps_table(profile)
+    sends, marks, dropped = first_stage_sends(profile, stage_of)
     over = over_recorded(marks)
-    if len(sends) and marks is not None:
-        sends = recorded_tasks(sends, marks)[0]
-        if sends.empty:
-            put("vpp", 1, "the first stage's pipeline sends are not counted: its ranks have "
-                          "no step whose device tasks were recorded in full, and a fragment "
-                          "of a step holds a fraction of its sends (device tasks recorded "
-                          f"for {recorded_steps_text(marks)}): 1 assumed", "default")
-            return
+    if dropped:
+        put("vpp", 1, "the first stage's pipeline sends are not counted: its ranks have "
+                      "no step whose device tasks were recorded in full, and a fragment "
+                      "of a step holds a fraction of its sends (device tasks recorded "
+                      f"for {recorded_steps_text(marks)}): 1 assumed", "default")
+        return
     if not m or sends.empty:
         unknown = [w for w, gone in (("the first stage's pipeline sends", sends.empty),
                                      ("the micro-batches per step", not m)) if gone]

@@ -44,6 +44,7 @@ from ..calc.flops import flops_per_token
 from ..calc.memory import stage_parameters
 from ..calc.rates import Rates
 from ..calc.timing import PART_NAMES, step_times
+from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
 from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_int
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
@@ -301,7 +302,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
             comm_layers: int | Sequence[int] | None = None,
             activation_model: ActivationModel | None = None,
             static_scheme: str | None = None, memory_limit_bytes: float | None = None,
-            memory_reserve: float = 0.1, dtype: str | None = None,
+            memory_reserve: float = MEMORY_RESERVE, dtype: str | None = None,
             overrides: Mapping[str, Any] | None = None) -> Prediction:
     """Predict a layout's step time, its parts and memory from a calibration.
 
@@ -402,7 +403,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     act = activation_memory(model, parallel, activation_model=am).total_bytes \
         if not uneven else _uneven_activation(model, parallel, am)
     limit = memory_limit_bytes if memory_limit_bytes is not None \
-        else hardware.memory_bytes * (1.0 - memory_reserve)
+        else usable_memory_bytes(hardware, memory_reserve)
     fits = bool(static + act <= limit) if np.isfinite(act) else True
     if not np.isfinite(act):
         notes.append("activation memory of this uneven stage split is not computed")

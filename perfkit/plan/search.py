@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..calc import ActivationModel
 from ..calc.rates import Rates
+from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
 from ..errors import InvalidArgumentError, check_fraction, check_positive
 from ..specs import Hardware, ModelSpec
 from .candidates import SearchSpace, candidate_columns, candidates, to_parallel_config
@@ -46,7 +47,7 @@ def search(model: ModelSpec, hardware: Hardware, num_devices: int, global_batch_
            cp_overlap: float | None = None,
            overhead_s: float | None = None, calibration: object | None = None,
            dtype: str | None = None, static_scheme: str = "mindspore",
-           memory_reserve: float = 0.1, activation_model: ActivationModel | None = None,
+           memory_reserve: float = MEMORY_RESERVE, activation_model: ActivationModel | None = None,
            activation_convention: str = "seed", causal: bool = False,
            include_rejected: bool = False,
            gradient_bytes: float | None = None, rates: Rates | None = None) -> pd.DataFrame:
@@ -150,7 +151,7 @@ cp_overlap, overhead_s
         raise InvalidArgumentError("static_scheme", "must be 'mindspore' or 'megatron'",
                                    static_scheme)
     reserve = check_fraction("memory_reserve", memory_reserve)
-    limit = hardware.memory_bytes * (1 - reserve) if memory_limit is None \
+    limit = usable_memory_bytes(hardware, reserve) if memory_limit is None \
         else check_positive("memory_limit", memory_limit)
     cols = candidate_columns(model, num_devices, global_batch_size, space,
                               hardware.devices_per_node)

@@ -24,6 +24,8 @@ _HOME: dict[str, str | None] = {
     "tab_panel": "dashboard",
     "JobDevice": "device",
     "job_device": "device",
+    "MemoryLimit": "device",
+    "memory_limit": "device",
     "Explorer": "explorers",
     "bandwidth_explorer": "explorers",
     "slow_ranks_explorer": "explorers",
@@ -73,7 +75,7 @@ sys.modules[__name__].__class__ = LazyPackage
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .dashboard import TAB_TITLES, Dashboard, dashboard, tab_panel  # noqa: F401
-    from .device import JobDevice, job_device  # noqa: F401
+    from .device import JobDevice, MemoryLimit, job_device, memory_limit  # noqa: F401
     from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer  # noqa: F401
     from .history import HistoryPanel, history_panel  # noqa: F401
     from .job import (  # noqa: F401

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
+from ..errors import check_positive
 from ..job import Job
 from ..specs import Hardware
 
-__all__ = ["JobDevice", "job_device"]
+__all__ = ["JobDevice", "job_device", "MemoryLimit", "memory_limit"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +88,59 @@ def job_device(job: Job, preset: str | None = None,
                          "to compare with one.")
     name = own.name if own.name in Hardware.presets() else None
     return JobDevice(own, name, f"Nominal figures for the profile's own device, {own.name}.")
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """The memory per device a notebook plans with, and where it comes from.
+
+    Attributes
+    ----------
+    bytes : float
+        Usable bytes per device.
+    sentence : str
+        The limit and its source: the reader's figure, or the device's memory less
+        perfkit's reserve.
+    """
+
+    bytes: float
+    sentence: str
+
+
+def memory_limit(hardware: Hardware, gib: float | None = None,
+                 memory_reserve: float = MEMORY_RESERVE) -> MemoryLimit:
+    """The memory limit per device for ``hardware``: ``gib`` GiB when given, else the
+    device's memory less ``memory_reserve``, the limit :func:`perfkit.plan.search` and
+    :func:`perfkit.plan.predict` (the Planner) take by default
+    (:func:`perfkit.calc.usable_memory.usable_memory_bytes`).
+
+    ``02_parallel_strategy`` kept ``MEMORY_LIMIT_GIB = 57.2`` (an Ascend 910B's
+    ``max_device_memory``) when it planned on the profile's own GPU; its default is now
+    this function's, for whichever device the notebook chose.
+
+    Parameters
+    ----------
+    hardware : perfkit.Hardware
+        The device planned on (:func:`job_device`'s).
+    gib : float, optional
+        The reader's limit in GiB (2**30 bytes), e.g. MindFormers' ``max_device_memory``.
+    memory_reserve : float
+        Share of the device's memory left free when ``gib`` is not given.
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        When ``gib`` is not positive, or the reserve is out of [0, 1).
+    """
+    total = hardware.memory_bytes / 2**30
+    if gib is None:
+        usable = usable_memory_bytes(hardware, memory_reserve)
+        return MemoryLimit(usable, f"Memory limit {usable / 2**30:.1f} GiB per device: the "
+                                   f"{hardware.name}'s {total:.1f} GiB less perfkit's "
+                                   f"{100 * memory_reserve:g} % reserve (set "
+                                   "MEMORY_LIMIT_GIB to use another).")
+    given = float(check_positive("gib", gib))
+    over = " — more than the device has" if given > total else ""
+    return MemoryLimit(given * 2**30, f"Memory limit {given:g} GiB per device "
+                                      f"(MEMORY_LIMIT_GIB), of the {hardware.name}'s "
+                                      f"{total:.1f} GiB{over}.")

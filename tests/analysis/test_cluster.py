@@ -21,7 +21,14 @@ from shared_samples import (
 )
 
 import perfkit as pk
-from perfkit.analysis import data_loading, host_bound, slow_ranks, stage_balance, sync_points
+from perfkit.analysis import (
+    data_loading,
+    host_bound,
+    slow_ranks,
+    stage_balance,
+    stage_imbalance_us,
+    sync_points,
+)
 from perfkit.io.detect import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
@@ -103,6 +110,18 @@ def test_stage_balance_and_theoretical_bubble() -> None:
     assert out.loc[0, "theoretical_bubble"] == pytest.approx((2 - 1) / 8)
     by_list = stage_balance(_cluster(frames), stages=[[0, 1], [2, 3]])
     assert by_list["stage_us"].tolist() == out["stage_us"].tolist()
+    # the wait beyond the schedule's bubble, (2 - 1) / 8 of each stage's own work
+    assert out.loc[0, "schedule_bubble_us"] == pytest.approx(120.0 / 8)
+    assert out.loc[0, "excess_wait_us"] == pytest.approx(40.0 - 120.0 / 8)
+    assert out.loc[1, "excess_wait_us"] == 0.0  # 5 µs of wait, 22.5 µs of bubble
+    # the imbalance's cost: that wait, at most the spread of own work (180 - 120)
+    assert stage_imbalance_us(out) == pytest.approx(40.0 - 120.0 / 8)
+    two = stage_balance(_cluster(frames), parallel=pk.ParallelConfig(dp=2, pp=2,
+                                                                      num_micro_batches=2))
+    assert two["excess_wait_us"].tolist() == [0.0, 0.0]  # 40 < 60, 5 < 90: the schedule's
+    assert stage_imbalance_us(two) == 0.0
+    # without the schedule the whole wait counts, still at most the spread
+    assert stage_imbalance_us(by_list) == pytest.approx(40.0)
 
 
 def test_stage_balance_unknown_stages() -> None:

@@ -337,20 +337,50 @@ def stages_html(profile: Any, parallel: Any = None) -> str:
     step (median over its ranks and steps), its own work (``stage_us``: the step less the
     receive wait), that receive wait, and how much longer its own work is than the
     fastest stage's (``imbalance``: stage_us / fastest stage_us - 1), the figures the
-    finding names.
+    finding names; then the receive wait beyond the schedule's bubble (``excess_wait_us``)
+    and a sentence (:func:`stage_note`) that says whether the imbalance is a finding.
     """
     frame = A.stage_balance(profile, parallel=parallel)
     if len(frame) < 2:
         return ""
+    text = stage_note(frame)
     frame = frame.rename(columns={"imbalance": "imbalance_share"})
     return frame_html(
         frame, "Pipeline stages: each stage's own work per step (the step less its "
                "receive wait; medians over the stage's ranks and steps)",
-        columns=["stage", "ranks", "step_us", "stage_us", "bubble_us", "imbalance_share"],
+        columns=["stage", "ranks", "step_us", "stage_us", "bubble_us", "excess_wait_us",
+                 "imbalance_share"],
         headers={"stage": "pipeline stage", "ranks": "ranks", "step_us": "step",
                  "stage_us": "own work", "bubble_us": "receive wait",
+                 "excess_wait_us": "receive wait beyond the schedule's bubble",
                  "imbalance_share": "longer than the fastest stage"},
-        scope={"step_us": "median", "stage_us": "median", "bubble_us": "median"})
+        scope={"step_us": "median", "stage_us": "median", "bubble_us": "median",
+               "excess_wait_us": "median"}) + (note(text) if text else "")
+
+
+def stage_note(stages: pd.DataFrame) -> str:
+    """One sentence under the stage table: what the imbalance costs (the
+    ``stage_imbalance`` finding's figure, :func:`perfkit.analysis.stage_imbalance_us`), or
+    why an imbalance in the table is no finding (the receive wait is no more than the
+    schedule's bubble, (pp − 1) / micro-batches of the stage's own work). ``""`` where the
+    stages are even."""
+    worst = stages.loc[stages["stage_us"].idxmax()]
+    if not float(worst["imbalance"]) > 0:
+        return ""
+    fastest = stages.loc[stages["stage_us"].idxmin()]
+    cost = A.stage_imbalance_us(stages)
+    theo = float(stages["theoretical_bubble"].iloc[0])
+    schedule = (f"the schedule's bubble ((pp − 1) / micro-batches = {theo:.2f} of a "
+                "stage's own work)" if theo == theo else "the schedule's bubble")
+    slow = (f"stage {int(worst['stage'])} does {100.0 * float(worst['imbalance']):.1f} % "
+            f"more own work than stage {int(fastest['stage'])}")
+    if cost > 0:
+        return (f"{slow[0].upper()}{slow[1:]}: the faster stages wait "
+                f"{time_text(cost)} per step in receives beyond {schedule}, the cost the "
+                "stage-imbalance finding (Advice) counts.")
+    return (f"{slow[0].upper()}{slow[1:]}, but no stage waits in receives beyond "
+            f"{schedule}: that wait is the schedule's, so the imbalance costs no time and "
+            "is no finding.")
 
 
 def bubble_note(overlap: pd.DataFrame) -> str:
