@@ -69,7 +69,6 @@ def drop_repeated(kernels: pd.DataFrame, notes: list[str],
     key = [c for c in KEY[:2] if c in kernels]
     if len(key) < 2 or start not in kernels or len(kernels) < 2:
         return kernels
-    kernels = _drop_identical_without_id(kernels, start, notes, file)
     starts = pd.Series(pd.to_numeric(kernels[start], errors="coerce"))
     x = starts.to_numpy()
     if x.dtype.kind in "iu" and bool((x[1:] > x[:-1]).all()):
@@ -79,6 +78,13 @@ def drop_repeated(kernels: pd.DataFrame, notes: list[str],
     maybe = starts.duplicated(keep=False).to_numpy() & starts.notna().to_numpy()
     if not maybe.any():
         return kernels
+    alike = _drop_identical_without_id(kernels, maybe, notes, file)
+    if alike is not kernels:  # rows gone: the candidates again, on the rows kept
+        kernels = alike
+        starts = pd.Series(pd.to_numeric(kernels[start], errors="coerce"))
+        maybe = starts.duplicated(keep=False).to_numpy() & starts.notna().to_numpy()
+        if not maybe.any():
+            return kernels
     pos = np.flatnonzero(maybe)
     cols = [*key, start, *(c for c in _OPTIONAL if c in kernels)]
     keyed = pd.DataFrame({c: kernels[c].iloc[pos].astype("string").to_numpy()
@@ -131,14 +137,18 @@ def _note(file: str, dropped: int, tasks: int, n_differ: int, differ: dict[str, 
             f"each task counted once, its first row kept ({'; '.join(how)})")
 
 
-def _drop_identical_without_id(kernels: pd.DataFrame, start: str, notes: list[str],
-                               file: str) -> pd.DataFrame:
+def _drop_identical_without_id(kernels: pd.DataFrame, candidates: np.ndarray,
+                               notes: list[str], file: str) -> pd.DataFrame:
     """``kernels`` without the rows that have no stream or Task ID and repeat an earlier
-    row in every cell (a start time among them), with a note; itself when none does."""
-    def known(c: str) -> pd.Series:  # a number ("N/A" as read is none)
-        return pd.Series(pd.to_numeric(kernels[c], errors="coerce")).notna()
+    row in every cell (its start time among them), with a note; itself when none does.
+    Only the ``candidates`` (rows whose start time another row shares) are looked at."""
+    def known(c: str) -> np.ndarray:  # a number ("N/A" as read is none)
+        return pd.Series(pd.to_numeric(kernels[c].iloc[pos], errors="coerce")).notna() \
+            .to_numpy(bool)
 
-    no_id = (~(known("task_id") & known("stream")) & known(start)).to_numpy(bool)
+    pos = np.flatnonzero(candidates)
+    no_id = np.zeros(len(kernels), dtype=bool)
+    no_id[pos] = ~(known("task_id") & known("stream"))
     if no_id.sum() < 2:
         return kernels
     cols = [c for c in kernels.columns if c not in _DERIVED]
