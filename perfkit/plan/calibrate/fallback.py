@@ -15,6 +15,7 @@ from ...errors import InvalidArgumentError
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from .result import CalibratedJob
 from .solve import (
+    COMPUTING_PARTS,
     _evaluate,
     _group_span,
     _links_scaled,
@@ -29,9 +30,6 @@ _STEP_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
 
 
 _COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm")
-
-
-_COMPUTE_PARTS = ("compute", "recompute", "optimizer")
 
 
 def _check_job(model: Any, parallel: Any, hardware: Any) -> tuple[ModelSpec, ParallelConfig,
@@ -156,7 +154,7 @@ def _from_steps(steps: pd.DataFrame, job: CalibratedJob, rates: Rates, notes: li
         raise InvalidArgumentError("source", "its computing time is zero")
     terms: list[tuple[str, float, str]] = []
     # compute rates from the busiest rank's computing time
-    k, capped = _solve_scale(job, rates, m["computing"], _COMPUTE_PARTS)
+    k, capped = _solve_scale(job, rates, m["computing"], COMPUTING_PARTS)
     if capped:
         notes.append("measured compute is faster than the peak allows: check the model, the "
                      "layout or the hardware peak; rates capped at 1")
