@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._frames import collect, table_columns
+from .._frames import collect, is_lazy_frame, table_columns
 from .._util import table
 
 __all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS",
@@ -160,6 +160,33 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     return with_expanded_softmax_backward(label, name).fillna("")
 
 
+def _kept(frame: pd.DataFrame) -> np.ndarray:
+    """Whether each row is an operator :func:`shape_records` keeps: its label
+    (:func:`_label`) is one of :data:`_KEPT_LABELS`, or it has no ``type`` of its own and
+    its name is a matrix product (a kernel's own type, where the profile records one, says
+    whether it is a product; its name only where it does not).
+
+    What is kept depends only on a row's ``name``, ``type`` and ``op_name``; a profile
+    repeats a few hundred of those triples over up to a million rows, so the labels are
+    worked out on one row of each distinct triple and spread back by code, and only the
+    rows kept are ever copied."""
+    cols = [c for c in ("name", "type", "op_name") if c in frame.columns]
+    if frame.empty or not cols:
+        return np.zeros(len(frame), dtype=bool)
+    key = np.zeros(len(frame), dtype=np.int64)
+    for col in cols:  # one int per distinct triple; a missing text is its own value
+        codes, uniq = pd.factorize(frame[col], use_na_sentinel=True)
+        key = key * (len(uniq) + 1) + (codes + 1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    one = pd.DataFrame({c: frame[c].iloc[first].to_numpy(object) for c in cols}).astype("string")
+    untyped = one["type"].astype("string").fillna("").eq("").to_numpy(bool) \
+        if "type" in one.columns else np.ones(len(one), dtype=bool)
+    label = _label(one)
+    keep = (_matches(one["name"].astype(str), _GEMM) & untyped) | \
+        _matches(label.astype(str), *_KEPT_LABELS)
+    return keep[inverse.reshape(-1)]
+
+
 def with_expanded_softmax_backward(label: pd.Series, name: pd.Series) -> pd.Series:
     """``label`` with the rows of a softmax backward that MindSpore expands into
     element-wise operators (their ``name`` under a ``_SoftmaxBackward/`` scope:
@@ -230,24 +257,24 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
                         lane) if c in present]
     cols = list(dict.fromkeys(cols))
 
-    def wanted(f: Any, ranks: list[int] | None = ranks) -> Any:
+    def shaped(f: Any, ranks: list[int] | None = ranks) -> Any:
         ok = ~f["input_shapes"].isna()
         if ranks is not None:
             ok &= f["rank"].isin(ranks)
         return ok
 
+    def wanted(f: Any) -> Any:
+        if is_lazy_frame(f):
+            return shaped(f) & f.map_partitions(_kept, meta=("kept", bool))
+        return shaped(f).to_numpy(bool) & _kept(f)
+
     rows = collect(frame, cols, where=wanted)
-    if rows.empty:
-        return None
+    if rows.empty:  # no operator kept: this table has shapes, or the next one is read
+        any_shape = shaped(frame).any()
+        if not (any_shape.compute() if is_lazy_frame(frame) else any_shape):
+            return None
     rows = rows.copy()
     rows["label"] = _label(rows).to_numpy()
-    # a kernel's own type, where the profile records one, says whether it is a product;
-    # its name only where it does not
-    untyped = rows["type"].astype("string").fillna("").eq("").to_numpy(bool) \
-        if "type" in rows.columns else np.ones(len(rows), dtype=bool)
-    keep = (_matches(rows["name"].astype(str), _GEMM) & untyped) | \
-        _matches(rows["label"].astype(str), *_KEPT_LABELS)
-    rows = rows[keep]
     for col in ("input_dtypes", "output_shapes"):
         if col not in rows.columns:
             rows[col] = pd.Series(pd.NA, index=rows.index, dtype="string")
