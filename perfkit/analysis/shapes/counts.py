@@ -66,7 +66,12 @@ def _loss_calls(recs: pd.DataFrame, label: pd.Series) -> pd.DataFrame:
 def _followed_by(recs: pd.DataFrame, first: np.ndarray, then: np.ndarray) -> np.ndarray:
     """Which rows of ``first`` have, as the next row on their rank, lane and step that is
     not run inside them (the outermost one when several start together), a row of
-    ``then``."""
+    ``then``.
+
+    "Next" is the earliest start at or after the row's end (after its start, for a row
+    without duration), the longest first among rows that start together, and the first in
+    the table among equal ones: each row of ``first`` is one binary search in its lane's
+    rows sorted that way."""
     rank = recs["rank"].astype("Int64").fillna(-1).to_numpy(np.int64)
     lane = recs["lane"].astype("string").fillna("").to_numpy(object)
     step = recs["step"].astype("Float64").fillna(-1.0).to_numpy(np.float64)
@@ -75,13 +80,27 @@ def _followed_by(recs: pd.DataFrame, first: np.ndarray, then: np.ndarray) -> np.
         if "end_us" in recs.columns else np.full(len(recs), np.nan)
     end = np.where(np.isnan(end), start, end)
     out = np.zeros(len(recs), dtype=bool)
-    for i in np.flatnonzero(first):
-        later = (rank == rank[i]) & (lane == lane[i]) & (step == step[i]) & (
-            start >= end[i] if end[i] > start[i] else start > start[i])
-        js = np.flatnonzero(later)
-        if js.size:
-            nxt = js[np.lexsort((-end[js], start[js]))[0]]
-            out[i] = bool(then[nxt])
+    asked = np.flatnonzero(first)
+    if not asked.size:
+        return out
+    group = np.zeros(len(recs), dtype=np.int64)
+    for values in (rank, lane, step):  # one int per (rank, lane, step)
+        codes, uniq = pd.factorize(values)
+        group = group * (len(uniq) + 1) + codes + 1
+    timed = np.flatnonzero(~np.isnan(start))  # a row without start follows nothing
+    order = timed[np.lexsort((-end[timed], start[timed], group[timed]))]
+    groups, starts = group[order], start[order]
+    for i in asked:
+        if np.isnan(start[i]):
+            continue
+        lo = np.searchsorted(groups, group[i], "left")
+        hi = np.searchsorted(groups, group[i], "right")
+        if end[i] > start[i]:
+            j = lo + np.searchsorted(starts[lo:hi], end[i], "left")
+        else:
+            j = lo + np.searchsorted(starts[lo:hi], start[i], "right")
+        if j < hi:
+            out[i] = bool(then[order[j]])
     return out
 
 
