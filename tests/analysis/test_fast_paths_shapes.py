@@ -1,7 +1,9 @@
-"""The shape reading's fast paths give the results of their straightforward versions.
+"""The shape reading's and the operator pricing's fast paths give the results of their
+straightforward versions.
 
 :func:`perfkit.analysis.shapes.records._kept` decides which operators the model reading
-keeps once per distinct (name, type, op_name) and spreads the answer back by code;
+keeps once per distinct (name, type, op_name) and spreads the answer back by code, as
+:func:`perfkit.analysis.efficiency.costs._label` labels the operators it prices;
 :func:`perfkit.analysis.shapes.counts._followed_by` finds each log-softmax's next operator
 by a binary search in its lane. Each is checked here against the plain row-by-row
 computation it replaces, written out in this file: on real profiles (shared samples,
@@ -18,6 +20,7 @@ import pytest
 from shared_samples import HTA, PT_LEVEL1, sample, shared_param
 
 import perfkit as pk
+from perfkit.analysis.efficiency import costs
 from perfkit.analysis.shapes import counts, records
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +54,21 @@ def test_kept_rows_match_the_row_by_row_rule(path: Path | str) -> None:
         plain = _plain_kept(frame)
         assert plain.any(), f"{name}: the sample keeps some operators"
         np.testing.assert_array_equal(fast, plain)
+
+
+@pytest.mark.parametrize("path", PROFILES)
+def test_cost_labels_by_distinct_texts_match_the_row_labels(
+        path: Path | str, monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = pk.load(path if isinstance(path, Path) else sample(path), progress=False)
+    monkeypatch.setattr(costs, "_LABEL_BY_ROW_MAX", 0)  # the coded path at any size
+    for name in ("kernels", "ops"):
+        frame = getattr(profile, name)
+        if frame is None or frame.empty or "name" not in frame.columns:
+            continue
+        plain = costs._row_labels(frame)
+        fast = costs._label(frame)
+        assert plain.nunique() > 1
+        pd.testing.assert_series_equal(fast, plain)
 
 
 def _plain_followed_by(recs: pd.DataFrame, first: np.ndarray, then: np.ndarray

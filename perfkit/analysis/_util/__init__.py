@@ -28,6 +28,7 @@ from .groups import (  # noqa: F401 - private names are imported from here too
     MAD_TO_SIGMA,
     _sorted_codes,
     count_distinct,
+    distinct_rows,
     group_changes,
     group_codes,
     one_value,
@@ -71,6 +72,6 @@ __all__ = ["table", "in_steps", "step_rows", "no_step_note", "noted_no_step", "s
            "with_steps_elsewhere", "STEPS_ELSEWHERE", "ranks_noted_no_step",
            "without_no_step_note", "empty_frame", "add_note", "notes_of", "has_values", "robust_z",
            "MAD_TO_SIGMA", "n_step_pairs", "one_value", "count_distinct", "value_changes",
-           "group_changes",
-           "group_codes", "nan_as_zero", "take_rows", "with_columns", "typed", "take_array",
+           "group_changes", "group_codes", "distinct_rows", "nan_as_zero", "take_rows",
+           "with_columns", "typed", "take_array",
            "text_matches", "distinct_values"]

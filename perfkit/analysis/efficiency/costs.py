@@ -30,7 +30,16 @@ from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
 from .._shared import shared, shared_factorize
 from .._tasks import PMU_RATIOS, categorical_of, pmu_maxima, scope_rows, tasks_in_scope
-from .._util import empty_frame, has_values, table, take_array, take_rows, typed, with_columns
+from .._util import (
+    distinct_rows,
+    empty_frame,
+    has_values,
+    table,
+    take_array,
+    take_rows,
+    typed,
+    with_columns,
+)
 from .registry import PRIORITY, cost_of, kind_of
 from .tensors import dtype_bytes, split_args
 
@@ -43,8 +52,26 @@ COST_COLUMNS = ("kind", "flops", "bytes", "dtype", "causal", "call_flops", "call
                 "op_call", "call_first")
 
 
+#: Below this many rows :func:`_label` labels row by row (no coding of the texts first).
+_LABEL_BY_ROW_MAX = 4096
+
+
 def _label(frame: pd.DataFrame) -> pd.Series:
-    """Operator label of each row: GPU kernels' launching op, Ascend type, else the name."""
+    """Operator label of each row: GPU kernels' launching op, Ascend type, else the name.
+
+    The label depends only on a row's ``type``, ``name`` and ``op_name``: a large table is
+    labelled on one row of each distinct combination (:func:`~perfkit.analysis._util.
+    distinct_rows`) and the labels spread back by position."""
+    cols = [c for c in ("type", "name", "op_name") if c in frame.columns]
+    if len(frame) <= _LABEL_BY_ROW_MAX or "name" not in cols:
+        return _row_labels(frame)
+    inverse, first = distinct_rows(frame, cols)
+    labels = _row_labels(frame[cols].take(first))
+    return pd.Series(labels.array.take(inverse), index=frame.index, name=labels.name)
+
+
+def _row_labels(frame: pd.DataFrame) -> pd.Series:
+    """:func:`_label`, row by row."""
     def name() -> pd.Series:  # text, read only where a task's type says nothing
         return frame["name"].astype("string")
 

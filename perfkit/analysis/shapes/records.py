@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._frames import collect, is_lazy_frame, table_columns
-from .._util import table
+from .._util import distinct_rows, table
 
 __all__ = ["shape_records", "parse_shapes", "DTYPE_NAMES", "ATTENTION_PATTERNS",
            "FUSED_ATTENTION", "VLLM_ATTENTION", "EXPANDED_SOFTMAX_BACKWARD",
@@ -171,20 +171,16 @@ def _kept(frame: pd.DataFrame) -> np.ndarray:
     worked out on one row of each distinct triple and spread back by code, and only the
     rows kept are ever copied."""
     cols = [c for c in ("name", "type", "op_name") if c in frame.columns]
-    if frame.empty or not cols:
+    if frame.empty or "name" not in cols:
         return np.zeros(len(frame), dtype=bool)
-    key = np.zeros(len(frame), dtype=np.int64)
-    for col in cols:  # one int per distinct triple; a missing text is its own value
-        codes, uniq = pd.factorize(frame[col], use_na_sentinel=True)
-        key = key * (len(uniq) + 1) + (codes + 1)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    one = pd.DataFrame({c: frame[c].iloc[first].to_numpy(object) for c in cols}).astype("string")
+    inverse, first = distinct_rows(frame, cols)
+    one = frame[cols].take(first)
     untyped = one["type"].astype("string").fillna("").eq("").to_numpy(bool) \
         if "type" in one.columns else np.ones(len(one), dtype=bool)
     label = _label(one)
     keep = (_matches(one["name"].astype(str), _GEMM) & untyped) | \
         _matches(label.astype(str), *_KEPT_LABELS)
-    return keep[inverse.reshape(-1)]
+    return keep[inverse]
 
 
 def with_expanded_softmax_backward(label: pd.Series, name: pd.Series) -> pd.Series:
