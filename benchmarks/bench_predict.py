@@ -18,7 +18,10 @@ kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets): 
 on each set's layout ``a``'s profile, unclosed and closed, and as the Planner does
 (``fit_job``, ``predict_layout``), each layout predicted
 side by side with its step timed without the profiler (environment.json) and its
-profiled device step (``Calibration.measured_step_s`` of its own trace).
+profiled device step (``Calibration.measured_step_s`` of its own trace); then each
+layout's closed computing and idle time against its own trace's computing time and the
+timed step less that, and for a recomputed layout the same with the recompute style its
+trace shows (``print_parts_measured``).
 
 Last, the time ``perfkit.plan.calibrate`` takes on the bundled 16-rank profile
 ``sample:llama2-13b-baseline-dp16`` (the first call reads the profile's tables; later
@@ -32,6 +35,7 @@ import dataclasses
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -226,6 +230,41 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
         for k in layouts if k != anchor))
     print(f"* the calibrating layout; timed: median of {len(layouts[anchor]['timed_steps_ms'])} "
           "steps without the profiler (environment.json); profiled: the trace's device step")
+    print_parts_measured(cals[True], profiles, timed, layout)
+
+
+#: The model's parts the device spends computing (``computing_us`` of a step).
+_COMPUTING = ("compute", "recompute", "optimizer")
+
+
+def print_parts_measured(cal: plan.Calibration, profiles: dict[str, pk.Profile],
+                         timed: dict[str, float], layout: Callable[..., tuple]) -> None:
+    """Where each layout's closed error comes from: the model's computing time against the
+    computing time of the layout's own trace (``computing_us``, mean over its steps: the
+    device's work does not change under the profiler), and its other parts (idle time)
+    against the timed step less that computing time. For a recomputed layout, the same
+    with ``overrides={"recompute_style": "needed"}``: what a recomputed layer reruns under
+    ``torch.utils.checkpoint(use_reentrant=False)``, which stops once the backward's
+    tensors are back (the traces' recomputed layers rerun 5 of their 6 forward products
+    and attention kernels: not the MLP down projection)."""
+    print("closed parts (ms): computing model / trace, idle model / timed - trace computing"
+          "; error of the step vs timed (its computing, idle shares)")
+    for key, profile in profiles.items():
+        busy = float(profile.steps["computing_us"].mean()) / 1e3
+        model, parallel = layout(cal.job.model, cal.job.parallel, key)
+        styles = [None] + (["needed"] if parallel.recompute != "none" else [])
+        for style in styles:
+            pred = plan.predict(cal, model=model, parallel=parallel,
+                                global_batch_size=parallel.micro_batch_size,
+                                seq_length=model.seq_length,
+                                overrides={"recompute_style": style} if style else None)
+            comp = 1e3 * sum(pred.parts[p] for p in _COMPUTING)
+            idle = 1e3 * pred.step_s - comp
+            t = 1e3 * timed[key]
+            print(f"  {key:<2} {'recompute_style=' + style if style else '':<22} computing "
+                  f"{comp:6.1f} / {busy:6.1f}  idle {idle:5.2f} / {t - busy:5.2f}  step "
+                  f"{_pct(pred.step_s * 1e3 / t - 1)} ({_pct((comp - busy) / t)}, "
+                  f"{_pct((idle - t + busy) / t)})")
 
 
 def main() -> None:

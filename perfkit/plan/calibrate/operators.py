@@ -122,7 +122,17 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
 
 def _infer_recompute(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
                      notes: list[str]) -> Rates:
-    """The recompute style a fully recomputed run shows in its MLP projection calls."""
+    """The recompute style a fully recomputed run shows in its MLP projection calls.
+
+    Only the matrix products count (``kind == "gemm"`` where the table has kinds): the
+    element-wise copies of the projection weights (an autocast run's bf16 casts, one per
+    weight and forward, again in a recomputed forward) carry the same two shapes and
+    would read as projection calls. On the H100 Llama with ``torch.utils.checkpoint``
+    (``tests/data/kineto_llama_layouts_h100``, layout ``b``) the casts made the ratio 1.12
+    ("all"); its products alone give 48 / 80 = 0.6, "needed", which its kernels show: a
+    recomputed layer reruns 5 of its 6 forward products and attention kernels, not the
+    MLP down projection (non-reentrant checkpoint stops once the backward's tensors are
+    recomputed)."""
     full = sum(job.parallel.full_recompute_layers_per_stage(job.model))
     share = full / job.model.num_layers
     if share >= 0.25:
@@ -130,6 +140,8 @@ def _infer_recompute(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
         h = job.model.hidden_size
         f = (job.model.moe_ffn_hidden_size if job.model.is_moe else job.model.ffn_hidden_size)
         f_t = f // tp
+        if "kind" in eff.columns:
+            eff = eff[eff["kind"].astype("string").fillna("gemm") == "gemm"]
         out_n = in_n = 0.0
         for dims, count in zip(eff["input_shapes"].map(_shape_dims), eff["count"],
                                strict=True):
