@@ -140,8 +140,8 @@ def _off_by(predicted: float, measured: float | None, ratio: float) -> float | N
 
 
 def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any = None,
-                 ratio: float = MEMORY_RATIO, what: str = "the theoretical memory"
-                 ) -> Guarded:
+                 ratio: float = MEMORY_RATIO, what: str = "the theoretical memory",
+                 *, forward_only: bool = False) -> Guarded:
     """Predicted memory against the measured peak: off by more than ``ratio`` is flagged.
 
     Parameters
@@ -155,9 +155,13 @@ def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any 
         Flag when predicted / measured is above ``ratio`` or below ``1 / ratio``.
     what : str
         Name of the predicted figure.
+    forward_only : bool
+        The prediction counts a forward-only step
+        (:func:`perfkit.calc.inference_memory.inference_memory`): a profile without a
+        backward pass is then compared, not flagged for not training.
     """
     predicted = float(predicted_bytes)
-    if _not_training(job):
+    if _not_training(job) and not forward_only:
         return Guarded(predicted, f"{what} ({bytes_text(predicted)}) counts a training "
                                   f"step's memory: {_why(job, '')}")
     r = _off_by(predicted, measured_bytes, ratio)
