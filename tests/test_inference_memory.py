@@ -38,6 +38,7 @@ from perfkit.calc.inference_memory import (
     logits_working_bytes,
 )
 from perfkit.errors import InvalidArgumentError
+from perfkit.guards import check_memory
 from perfkit.widgets.summary import job_summary, memory_breakdown
 
 # Qwen1.5-0.5B-Chat's published config.json (module docstring)
@@ -182,3 +183,16 @@ def test_the_logits_type_is_read_where_they_are_used() -> None:
     size, said = logit_bytes(frame[frame["rank"] == 0], 32000)
     assert size == 2 + 4
     assert "logits in bf16" in said and "upcasts them to fp32" in said
+
+
+@pytest.mark.shared_samples
+def test_the_guard_compares_a_forward_only_theory_with_the_peak(raw) -> None:
+    """On a profile without a backward pass a training theory is flagged whatever its
+    value; the forward-only one is compared with the measured peak like any other."""
+    job = pk.infer_job(pk.load(shared_sample("wild/tl_qwen_h100"), progress=False))
+    peak = raw["peak"]
+    assert not check_memory(peak, peak, job).ok  # a training theory: flagged
+    assert check_memory(0.96 * peak, peak, job, forward_only=True).ok
+    far = check_memory(3 * peak, peak, job, forward_only=True)
+    assert not far.ok and "the measured peak" in far.warning
+    assert "counts a training step" not in far.warning
