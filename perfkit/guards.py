@@ -88,6 +88,10 @@ def job_inputs(job: Any) -> str:
     return "; ".join(parts)
 
 
+#: How :meth:`perfkit.Job.problems` begins the sentence of a profile with no training step.
+_NOT_TRAINING = "the profile is not a training step"
+
+
 def _not_training(job: Any) -> bool:
     """Whether the job's profile runs no training step (:meth:`perfkit.Job.training_step`),
     which MFU, HFU, the memory theory and the step model all count."""
@@ -95,8 +99,10 @@ def _not_training(job: Any) -> bool:
     return callable(step) and step() is False
 
 
-def _why(job: Any, fallback: str) -> str:
+def _why(job: Any, fallback: str, forward_only: bool = False) -> str:
     problems = job.problems() if job is not None else []
+    if forward_only:  # the figure counts the forward pass: that premise is not the reason
+        problems = [p for p in problems if not p.startswith(_NOT_TRAINING)]
     if problems:
         return "; ".join(problems)
     inputs = job_inputs(job)
@@ -140,8 +146,8 @@ def _off_by(predicted: float, measured: float | None, ratio: float) -> float | N
 
 
 def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any = None,
-                 ratio: float = MEMORY_RATIO, what: str = "the theoretical memory"
-                 ) -> Guarded:
+                 ratio: float = MEMORY_RATIO, what: str = "the theoretical memory",
+                 *, forward_only: bool = False) -> Guarded:
     """Predicted memory against the measured peak: off by more than ``ratio`` is flagged.
 
     Parameters
@@ -155,15 +161,20 @@ def check_memory(predicted_bytes: float, measured_bytes: float | None, job: Any 
         Flag when predicted / measured is above ``ratio`` or below ``1 / ratio``.
     what : str
         Name of the predicted figure.
+    forward_only : bool
+        The prediction counts a forward-only step
+        (:func:`perfkit.calc.inference_memory.inference_memory`): a profile without a
+        backward pass is then compared, not flagged for not training.
     """
     predicted = float(predicted_bytes)
-    if _not_training(job):
+    if _not_training(job) and not forward_only:
         return Guarded(predicted, f"{what} ({bytes_text(predicted)}) counts a training "
                                   f"step's memory: {_why(job, '')}")
     r = _off_by(predicted, measured_bytes, ratio)
     if r is None:
         return Guarded(predicted)
-    why = _why(job, "check the model, the split and the recompute setting")
+    why = _why(job, "check the model, the batch and the sequence length" if forward_only
+               else "check the model, the split and the recompute setting", forward_only)
     return Guarded(predicted, f"{what} ({bytes_text(predicted)}) is {ratio_text(r)} the measured "
                               f"peak ({bytes_text(measured_bytes)}): {why}")
 

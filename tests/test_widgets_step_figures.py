@@ -144,10 +144,16 @@ def test_a_mindspore_job_keeps_the_mindspore_scheme() -> None:
 
 
 @pytest.mark.shared_samples
-def test_the_memory_tab_names_the_jobs_convention(qwen_board) -> None:
+def test_the_memory_tab_names_the_theory_it_holds_a_forward_pass_against(qwen_board) -> None:
+    """A forward-only trace is held against the inference theory, which says so; no
+    training step's static-memory scheme (tests/test_inference_memory.py checks the
+    figure against the trace's measured peak)."""
     qwen_board.select("Memory")
     words = _text(qwen_board.panels["Memory"])
-    assert "Megatron-LM scheme" in words and "MindSpore" not in words
+    assert "against the inference theory of the job (forward only" in words
+    assert re.search(r"inference theory \(forward only\) [\d.]+ GiB \(weights", words)
+    assert "Megatron-LM scheme" not in words and "MindSpore" not in words
+    assert "counts a training step" not in words
 
 
 @pytest.mark.shared_samples
@@ -168,15 +174,17 @@ def test_a_forward_pass_gap_is_said_once_and_not_blamed_on_the_run(qwen_board) -
 @pytest.mark.shared_samples
 def test_the_jobs_figures_give_the_reason_of_their_warnings_once(qwen_board) -> None:
     """On a forward-only trace the job's figures on the Planner give MFU and HFU for the
-    forward pass (tests/test_inference_mfu_everywhere.py), unflagged, and leave out the
-    static and activation memory, which count a training step (the Memory tab shows them
-    flagged, with the reason, which the Planner says once, above its figures)."""
+    forward pass (tests/test_inference_mfu_everywhere.py), unflagged, and its memory as the
+    forward-only theory (the Memory tab's), leaving out the static and activation memory,
+    which count a training step (the reason is said once, above the figures)."""
     text = _text(qwen_board.panels["Planner"])
     start = text.index("The job's figures")
     figures = text[start:text.index("A training step of this model, predicted")]
     reason = "no backward operator (autograd, *Backward) among its"
     assert text[:start].count(reason) == 1 and reason not in figures, figures
-    assert "the Memory tab counts a training step's memory" in figures
+    assert "its memory is the forward-only theory the Memory tab holds" in figures
+    assert re.search(r"memory \(inference, forward only\) [\d.]+ GiB weights \+ KV cache",
+                     figures), figures
     for training in ("static memory", "activation memory", "static + activation"):
         assert training not in figures, (training, figures)
     for flagged in (r"MFU [\d.]+% counts a training step's FLOPs",

@@ -227,6 +227,12 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
                      gradient_bytes: float | None = None) -> pd.DataFrame:
     """Measured peak memory of each rank against the theoretical static + activation memory.
 
+    The theory is a training step's. A profile without a backward pass
+    (:meth:`perfkit.Job.training_step` False) keeps no gradients, optimizer state nor saved
+    activations: hold its peak against
+    :func:`perfkit.calc.inference_memory.inference_memory` (weights + KV cache + the
+    step's largest transient), as the Memory tab does.
+
     Parameters
     ----------
     profile : Profile or Cluster

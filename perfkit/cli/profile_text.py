@@ -267,7 +267,8 @@ def _job_lines(job: Any) -> list[str]:
     for key in ("tokens_per_s_per_device", "mfu", "hfu", "memory_gib", "predicted_step_s"):
         row = summary.loc[key]
         lines.append(f"  {row['metric']:<36}{row['text']}")
-        if job.training_step() is False and key in ("mfu", "hfu", "predicted_step_s"):
+        if job.training_step() is False and key in ("mfu", "hfu", "memory_gib",
+                                                    "predicted_step_s"):
             lines += _wrap(f"({row['note']})", "    ")  # which convention: forward or not
         if isinstance(row["warning"], str) and row["warning"]:
             lines += _wrap(f"warning: {row['warning']}", "    ")

@@ -206,16 +206,17 @@ class Job:
         not the profile's gives a sentence such as "the job has 40 layers but the profile
         shows 8 (8 per stage)"; the global batch is also checked against
         dp × micro-batch × micro-batches. A profile that runs no backward pass (an
-        inference or evaluation step, :meth:`training_step`) comes first: every figure
+        inference or evaluation step, :meth:`training_step`) comes first: the step model
         counts a training step.
         """
         out = disagreements(self._values, self.observed, self.parallel, self.world_size,
                             self.global_batch_size)
         if self.training_step() is False:  # the figures' premise itself does not hold
             detail = self.observed[TRAINING_STEP][1]
-            out.insert(0, f"the profile is not a training step: {detail}; the job's memory "
-                          "and predicted step count a training step (forward and backward), "
-                          "its MFU and HFU the forward pass (as the Overview does)")
+            out.insert(0, f"the profile is not a training step: {detail}; the job's "
+                          "predicted step counts a training step (forward and backward), "
+                          "its MFU, HFU and memory theory the forward pass (as the Overview "
+                          "and the Memory tab do)")
         return out
 
     def training_step(self) -> bool | None:

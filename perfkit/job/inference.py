@@ -27,16 +27,20 @@ from typing import Any
 from ..analysis._frames import is_lazy
 from ..analysis._util import table
 from ..analysis.shapes.fused_moe import logits_rows, packed_tokens, read_fused_moe, step_tokens
+from ..analysis.shapes.logits import logit_bytes
 from .fields import FieldValue, Readings
 from .global_batch import read_global_batch
 
-__all__ = ["STEP_TOKENS", "LOGITS_ROWS", "PACKED_TOKENS", "read_fused_moe_fields",
-           "read_step_tokens"]
+__all__ = ["STEP_TOKENS", "LOGITS_ROWS", "LOGIT_BYTES", "PACKED_TOKENS",
+           "read_fused_moe_fields", "read_step_tokens"]
 
 #: Tokens of one forward step (the rows of most of its linear layers), in Job.observed.
 STEP_TOKENS = "step_tokens"
 #: Rows the output layer turns into logits in one step, in Job.observed.
 LOGITS_ROWS = "logits_rows"
+#: Bytes held per logit (the output layer's type, + 4 for an fp32 upcast), in Job.observed:
+#: what an inference step's memory counts (:mod:`perfkit.analysis.shapes.logits`).
+LOGIT_BYTES = "logit_bytes"
 #: In Job.observed where the step packs its tokens (no split into sequences recorded): the
 #: job's sequence length is then the step's tokens, not the length of a sequence.
 PACKED_TOKENS = "packed_tokens"
@@ -90,7 +94,12 @@ def read_step_tokens(profile: Any, out: Readings, tp: int | None) -> None:
         read_global_batch(out)
     vocab = out["vocab_size"].value if "vocab_size" in out else None
     if vocab:
-        rows = logits_rows(ops, vocab // (tp or 1)) if vocab % (tp or 1) == 0 else None
+        local = vocab // (tp or 1) if vocab % (tp or 1) == 0 else None
+        rows = logits_rows(ops, local) if local else None
+        width = local if rows else vocab
         rows = rows or logits_rows(ops, vocab)
         if rows is not None:
             out[LOGITS_ROWS] = FieldValue(rows[0], "profile", rows[1])
+            size = logit_bytes(ops, width)
+            if size is not None:
+                out[LOGIT_BYTES] = FieldValue(size[0], "profile", size[1])

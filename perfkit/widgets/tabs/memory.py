@@ -16,6 +16,7 @@ from ...errors import PerfkitError
 from ...format import bytes_text
 from ...guards import check_memory
 from ...job.activations import activation_text
+from ..inference_memory import inference_memory_breakdown
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from ..memory_view import (
@@ -205,6 +206,8 @@ class MemoryTab(JobTab):
         if job is None or job.model is None or job.hardware is None:
             return [no_job_note(job, "memory theory", ("model", "hardware"),
                                 self.ctx.open_tab is not None)]
+        if job.training_step() is False:
+            return self._inference_theory(has_memory)
         try:
             memory = memory_breakdown(job)
         except PerfkitError as exc:
@@ -240,3 +243,47 @@ class MemoryTab(JobTab):
                                                            f"{job.model.name or 'the job'} on "
                                                            f"{job.hardware.name} (theory)")))
         return out
+
+    def _inference_theory(self, has_memory: bool) -> list[W.Widget]:
+        """The measured peak against the forward-only theory of a profile without a
+        backward pass (:func:`~perfkit.widgets.inference_memory.
+        inference_memory_breakdown`: weights + KV cache + the step's largest transient),
+        not a training step's."""
+        job = self.current
+        try:
+            memory = inference_memory_breakdown(job)
+        except PerfkitError as exc:
+            return [html_widget(error(describe_error(exc, "the inference memory theory")))]
+        theory = float(memory["bytes"].sum())
+        name = memory.attrs["theory"]
+        measured = job.peak_memory_bytes
+        guard = check_memory(theory, measured, job, what=f"the {name}", forward_only=True)
+        parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
+                          zip(memory["component"], memory["bytes"], strict=True))
+        if measured:
+            line = (f"<b>Measured peak</b> {bytes_text(measured)} "
+                    f"({html.escape(job.detail('peak_memory_bytes'))}) · "
+                    f"<b>{name}</b> {bytes_text(theory)} ({parts}) · theory / measured "
+                    f"{theory / float(measured):,.2f}×" + (" ⚠" if not guard.ok else ""))
+        else:
+            why = f" ({html.escape(job.detail('peak_memory_bytes'))})" if has_memory else ""
+            line = (f"<b>{name.capitalize()}</b> {bytes_text(theory)} ({parts}); no "
+                    f"measured peak to compare with{why}.")
+        counts = (f"The profile runs no backward pass ({html.escape(_why_inference(job))}): "
+                  f"the theory counts a forward-only step, "
+                  f"{html.escape(memory.attrs['note'])}.")
+        out = [heading("Measured against the inference theory of the job (forward only, "
+                       "most loaded device)"),
+               html_widget(f"<p style='font-size:13px'>{line}</p>"
+                           f"<p style='font-size:13px'>{counts}</p>")]
+        out += warning_widgets(guard.warning)
+        out.append(self.chart(C.memory_chart(memory, title=f"Memory per device: "
+                                                           f"{job.model.name or 'the job'} on "
+                                                           f"{job.hardware.name} ({name})")))
+        return out
+
+
+def _why_inference(job: Any) -> str:
+    """What showed that the profile runs no training step
+    (:func:`perfkit.job.measured.read_training_step`'s words)."""
+    return str(job.observed.get("training_step", (None, "no backward operator"))[1])

@@ -49,8 +49,9 @@ __all__ = ["PlannerTab"]
 _UNCALIBRATED_ROWS = ("predicted_step_s", "predicted_mfu")
 
 #: Rows of the job's figures that count a training step's memory (weights, gradients,
-#: optimizer state, activations kept for the backward pass), left out on an inference step.
-_TRAINING_MEMORY_ROWS = ("static_gib", "activation_gib", "memory_gib")
+#: optimizer state, activations kept for the backward pass), left out on an inference step,
+#: whose ``memory_gib`` row is the forward-only theory (:mod:`perfkit.job.inference_memory`).
+_TRAINING_MEMORY_ROWS = ("static_gib", "activation_gib")
 
 _BEST_HEADERS = {"rank": "rank", "changes": "what changes from the profiled job",
                  "step_band": "predicted step (band)",
@@ -154,14 +155,16 @@ class PlannerTab(JobTab):
     def _figures_widgets(self, inference: bool = False) -> list[W.Widget]:
         """The job's figures (:func:`~perfkit.widgets.summary.job_summary`) without the
         uncalibrated prediction the Planner's own replaces; for an inference step
-        (``inference``) without the memory of a training step either."""
+        (``inference``) without the static and activation memory of a training step
+        either (its memory row is the forward-only theory)."""
         summary = job_summary(self.current)
         summary = summary[~summary["key"].isin(
             _UNCALIBRATED_ROWS + (_TRAINING_MEMORY_ROWS if inference else ()))]
         title = "The job's figures (from The job panel above; edit it there)"
         if inference:
             title = ("The job's figures for this inference step (from The job panel above; "
-                     "the Memory tab counts a training step's memory)")
+                     "its memory is the forward-only theory the Memory tab holds against "
+                     "the measured peak)")
         return [heading(title), html_widget(summary_html(summary))]
 
     def _clear_plan(self) -> None:

@@ -1,0 +1,48 @@
+"""The memory of an inference step by component, for the Memory tab's chart and line.
+
+:func:`inference_memory_breakdown` is :func:`perfkit.widgets.summary.memory_breakdown`'s
+counterpart for a profile without a backward pass (:meth:`perfkit.Job.training_step`
+False): the forward-only theory of :func:`perfkit.job.inference_memory.inference_memory_of`
+(weights + KV cache + the larger of one layer's working set and the logits), in the
+columns :func:`perfkit.charts.memory_chart` draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..job.inference_memory import (
+    INFERENCE_THEORY,
+    inference_memory_of,
+    inference_memory_words,
+)
+
+__all__ = ["inference_memory_breakdown"]
+
+
+def inference_memory_breakdown(job: Any) -> pd.DataFrame:
+    """Memory of ``job``'s forward-only step on the most loaded device, by component.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows ``weights``, ``KV cache`` and the step's largest transient (``one layer's
+        working set`` or ``logits``), columns ``component``, ``bytes``, ``GiB`` and
+        ``device_GiB`` (the device capacity, where the job has hardware);
+        ``attrs["theory"]`` names the theory (:data:`~perfkit.job.inference_memory.
+        INFERENCE_THEORY`) and ``attrs["note"]`` says how every term was counted.
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        Where the job has no model (or a type the calculator does not know).
+    """
+    memory = inference_memory_of(job)
+    frame = memory.to_frame()
+    capacity = job.hardware.memory_bytes if job.hardware is not None else float("nan")
+    frame["device_GiB"] = capacity / 2**30
+    frame.attrs["theory"] = INFERENCE_THEORY
+    frame.attrs["note"] = inference_memory_words(job, memory)
+    return frame
