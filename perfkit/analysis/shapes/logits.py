@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from math import isnan
 
+import numpy as np
 import pandas as pd
 
 from ..efficiency.tensors import dtype_bytes, peak_key
@@ -69,7 +70,8 @@ def logit_bytes(ops: pd.DataFrame, vocab_rows: int) -> tuple[float, str] | None:
         return None
     later = ops[(ops["start_us"] >= head[0]).to_numpy(bool)
                 & ~names.isin(_VIEWS).to_numpy(bool)]
-    users = later[[_ends_in(x, vocab_rows) for x in later["input_shapes"]]]
+    users = later[np.array([_ends_in(x, vocab_rows) for x in later["input_shapes"]],
+                           dtype=bool)]  # an array: an empty list would pick columns
     kind, where = head[1], "the output layer's input type"
     if len(users):
         kind = _first_type(users["input_dtypes"].iloc[0])
