@@ -283,6 +283,35 @@ def test_a_failed_background_load_shows_why_and_keeps_the_last_profile() -> None
 
 
 @pytest.mark.shared_samples
+def test_a_path_typed_then_opened_with_the_button_is_read_once() -> None:
+    """The box sends the path when the *Open* button takes the focus (which opens it),
+    then the click comes: one opening, one load, not a second one dropping the first."""
+    folder = str(shared_sample(PT_LEVEL1))
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    held = board._load
+    loads: list[str] = []
+
+    def counted(source, run, progress):
+        loads.append(str(source))
+        return held(source, run, progress)
+    board._load = counted  # type: ignore[method-assign]
+    board.path.value = folder  # the box loses the focus to the button
+    opening = board.opening
+    assert opening is not None
+    board.open_button.click()
+    assert board.opening is opening and not opening.ended
+    go.set()
+    assert board.wait(120)
+    assert loads == [folder] and board.error is None and opening.stage == "done"
+    assert f"Opened <code>{folder}</code>" in board.status.value
+    # once open, *Open* opens it again (read back from the cache)
+    board.open_button.click()
+    assert board.wait(120)
+    assert loads == [folder, folder] and board.error is None
+
+
+@pytest.mark.shared_samples
 def test_opening_another_profile_meanwhile_drops_the_first() -> None:
     board = Dashboard(background_bytes=0)
     go = _held(board)
