@@ -356,6 +356,51 @@ def test_the_top_findings_come_as_they_are_found_then_ranked() -> None:
         assert f.title[:30].replace("&", "&amp;") in seen[-1][2]
 
 
+def test_the_rows_on_show_stay_while_the_next_findings_come() -> None:
+    """Each finding streamed redraws the list, but a row that shows the same again is
+    the same widget (not closed and opened again in the browser); the rows it drops are
+    closed."""
+    profile = pk.load(bundled_profile("simulated/slow-rank"))
+    panel = JobPanel()
+    panel.set_profile(profile)
+    overview = OverviewTab(Context(panel))
+    shows: list[tuple[bool, list]] = []
+    show = overview._show_findings
+
+    def spy(found, done, box=None):
+        show(found, done, box)
+        rows = list(overview._findings_box.children)
+        assert all(r.comm is not None for r in rows)  # on show: open
+        shows.append((done, rows))
+    overview._show_findings = spy  # type: ignore[method-assign]
+    overview.show(profile)
+    overview.refresh()
+    assert len(shows) >= 3 and shows[-1][0]
+
+    def texts(rows):
+        return [_html_of(r) for r in rows]
+    kept = 0
+    for (_, before), (_, after) in zip(shows, shows[1:], strict=False):
+        same = dict(zip(texts(before), before, strict=True))
+        for text, row in zip(texts(after), after, strict=True):
+            if text in same:
+                assert row is same[text]
+                kept += 1
+        gone = [r for r in before if all(r is not a for a in after)]
+        assert all(r.comm is None for r in gone)
+    assert kept >= 1
+    working = [rows[0] for done, rows in shows if not done]
+    assert all(w is working[0] for w in working)
+    assert f"{len(working)} found so far" in working[-1].value
+
+
+def _html_of(widget) -> str:
+    """The HTML a row shows (an HTML widget, or a box of them and a button)."""
+    if hasattr(widget, "children"):
+        return "".join(_html_of(c) for c in widget.children)
+    return str(getattr(widget, "value", "") or getattr(widget, "description", ""))
+
+
 def test_the_findings_stop_when_another_profile_is_shown() -> None:
     profile = pk.load(bundled_profile("simulated/slow-rank"))
     other = pk.load(bundled_profile("simulated/llama2-13b-baseline-dp16"))
