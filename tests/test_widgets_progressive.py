@@ -283,6 +283,35 @@ def test_a_failed_background_load_shows_why_and_keeps_the_last_profile() -> None
 
 
 @pytest.mark.shared_samples
+def test_a_path_typed_then_opened_with_the_button_is_read_once() -> None:
+    """The box sends the path when the *Open* button takes the focus (which opens it),
+    then the click comes: one opening, one load, not a second one dropping the first."""
+    folder = str(shared_sample(PT_LEVEL1))
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    held = board._load
+    loads: list[str] = []
+
+    def counted(source, run, progress):
+        loads.append(str(source))
+        return held(source, run, progress)
+    board._load = counted  # type: ignore[method-assign]
+    board.path.value = folder  # the box loses the focus to the button
+    opening = board.opening
+    assert opening is not None
+    board.open_button.click()
+    assert board.opening is opening and not opening.ended
+    go.set()
+    assert board.wait(120)
+    assert loads == [folder] and board.error is None and opening.stage == "done"
+    assert f"Opened <code>{folder}</code>" in board.status.value
+    # once open, *Open* opens it again (read back from the cache)
+    board.open_button.click()
+    assert board.wait(120)
+    assert loads == [folder, folder] and board.error is None
+
+
+@pytest.mark.shared_samples
 def test_opening_another_profile_meanwhile_drops_the_first() -> None:
     board = Dashboard(background_bytes=0)
     go = _held(board)
@@ -325,6 +354,51 @@ def test_the_top_findings_come_as_they_are_found_then_ranked() -> None:
     top = [f for f in expected if f.measured][:3]
     for f in top:
         assert f.title[:30].replace("&", "&amp;") in seen[-1][2]
+
+
+def test_the_rows_on_show_stay_while_the_next_findings_come() -> None:
+    """Each finding streamed redraws the list, but a row that shows the same again is
+    the same widget (not closed and opened again in the browser); the rows it drops are
+    closed."""
+    profile = pk.load(bundled_profile("simulated/slow-rank"))
+    panel = JobPanel()
+    panel.set_profile(profile)
+    overview = OverviewTab(Context(panel))
+    shows: list[tuple[bool, list]] = []
+    show = overview._show_findings
+
+    def spy(found, done, box=None):
+        show(found, done, box)
+        rows = list(overview._findings_box.children)
+        assert all(r.comm is not None for r in rows)  # on show: open
+        shows.append((done, rows))
+    overview._show_findings = spy  # type: ignore[method-assign]
+    overview.show(profile)
+    overview.refresh()
+    assert len(shows) >= 3 and shows[-1][0]
+
+    def texts(rows):
+        return [_html_of(r) for r in rows]
+    kept = 0
+    for (_, before), (_, after) in zip(shows, shows[1:], strict=False):
+        same = dict(zip(texts(before), before, strict=True))
+        for text, row in zip(texts(after), after, strict=True):
+            if text in same:
+                assert row is same[text]
+                kept += 1
+        gone = [r for r in before if all(r is not a for a in after)]
+        assert all(r.comm is None for r in gone)
+    assert kept >= 1
+    working = [rows[0] for done, rows in shows if not done]
+    assert all(w is working[0] for w in working)
+    assert f"{len(working)} found so far" in working[-1].value
+
+
+def _html_of(widget) -> str:
+    """The HTML a row shows (an HTML widget, or a box of them and a button)."""
+    if hasattr(widget, "children"):
+        return "".join(_html_of(c) for c in widget.children)
+    return str(getattr(widget, "value", "") or getattr(widget, "description", ""))
 
 
 def test_the_findings_stop_when_another_profile_is_shown() -> None:

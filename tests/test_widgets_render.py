@@ -90,13 +90,36 @@ def test_a_chart_widget_needs_no_message_after_it_opens(monkeypatch) -> None:
     frame = pd.DataFrame({"component": ["weights"], "GiB": [1.0], "device_GiB": [64.0]})
     render.chart_widget(C.memory_chart(frame), renderer="canvas")
     opened = [data["state"] for kind, data in sent if kind == "comm_open"
-              and data["state"].get("_model_name") == "AnyModel"]
+              and data["state"].get("_model_name") == "AnyModel"
+              and "spec" in data["state"]]  # not the carrier of the charts' code
     assert len(opened) == 1
     assert render.CHART_CLASS in opened[0]["_dom_classes"]
     assert opened[0]["embed_options"] == {"actions": False, "renderer": "canvas"}
     assert opened[0]["spec"]["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
     updates = [data for kind, data in sent if kind == "comm_msg"]
     assert updates == []
+
+
+def test_the_bundle_goes_to_the_page_once_not_with_every_chart(fresh) -> None:
+    """Each chart's own JavaScript is a few lines that wait for the bundle, which one
+    widget of the kernel carries (a chart carrying it was 900 kB sent and evaluated again
+    in the browser for every chart drawn)."""
+    frame = pd.DataFrame({"component": ["weights"], "GiB": [1.0], "device_GiB": [64.0]})
+    first = render.chart_widget(C.memory_chart(frame))
+    second = render.chart_widget(C.memory_chart(frame), renderer="canvas")
+    code = render.chart_code()
+    assert code is not None and code is render.chart_code() and code.comm is not None
+    assert code.source == alt.JupyterChart._esm and len(code.source) > 100_000
+    assert not URL.search(code.source)
+    for chart in (first, second):
+        assert len(chart._esm) < 2_000 and not URL.search(chart._esm)
+        assert f'const KEY = "{code.key}";' in chart._esm
+    # the carrier closed (every widget of the kernel closed at once): the next chart
+    # comes with a new one
+    code.close()
+    render.chart_widget(C.memory_chart(frame))
+    again = render.chart_code()
+    assert again is not code and again.comm is not None and again.key == code.key
 
 
 def test_a_chart_without_a_selection_takes_no_callback() -> None:

@@ -225,10 +225,13 @@ class Dashboard(BackgroundOpening, W.VBox):
         -------
         bool
             True when it opened, or when a large profile is opening in the background
-            (its steps on show, :attr:`opening` set; :meth:`wait` waits for the rest);
+            (its steps on show, :attr:`opening` set; :meth:`wait` waits for the rest;
+            asking again for the profile being opened so keeps that opening);
             False when it failed (the message is in the page, the previous profile stays
             on show and the picker says which).
         """
+        if self._opening_already(source, run):
+            return True  # the same profile, still being read: one opening, not two
         shown = label or str(source)
         self.status.value = STYLE + note(f"Opening {shown} …")
         with self._lock:

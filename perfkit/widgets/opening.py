@@ -56,6 +56,9 @@ class Opening:
     opened : float
         When the user opened the profile: ``started`` less the preview's seconds. The
         "so far" the page shows counts from here; the time left, from ``started``.
+    request : tuple or None
+        What was asked for, ``(source, run)`` (set by the dashboard): the same request
+        again while it is read is this opening, not a new one.
     """
 
     def __init__(self, label: str, preview: Any) -> None:
@@ -65,6 +68,7 @@ class Opening:
         self.started = time.perf_counter()
         self.opened = self.started - float(getattr(preview, "seconds", 0.0) or 0.0)
         self.read_s: float | None = None
+        self.request: tuple[str, Any] | None = None
         self._ended = threading.Event()
         self._shown: list[tuple[W.FloatProgress, W.HTML, str]] = []
         self._lock = threading.Lock()

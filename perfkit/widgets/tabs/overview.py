@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
@@ -67,6 +68,9 @@ class OverviewTab(JobTab):
         self.steps_table = W.HTML()
         self._steps: pd.DataFrame | None = None
         self._findings_box = W.VBox()
+        #: the rows of the findings box of the last build, by what they show
+        #: (:meth:`_show_findings` keeps a row that shows the same again)
+        self._rows: tuple[W.VBox, dict[Any, W.Widget]] = (self._findings_box, {})
         self._streaming = False
         self._step_ms: float | None = None  # the step time the headline shows
         super().__init__(ctx)
@@ -85,8 +89,10 @@ class OverviewTab(JobTab):
         head = headline(profile, steps, self.current, known)
         # the findings come in finish(), once the rest is on show
         self._streaming = known is None
-        self._findings_box = W.VBox(self._working(0) if self._streaming
-                                    else self._findings(head.findings))
+        rows: dict[Any, W.Widget] = {}
+        self._findings_box = W.VBox(self._working(0, rows) if self._streaming
+                                    else self._findings(head.findings, rows))
+        self._rows = (self._findings_box, rows)
         out: list[W.Widget] = [html_widget(headline_html(head, _split_missing(steps))),
                                self._findings_box]
         # what the profile did not give, said once for every tab (they refer here)
@@ -136,19 +142,37 @@ class OverviewTab(JobTab):
         """Show the top findings of ``found`` (so far, or final when ``done``) in ``box``
         (default: the last build's)."""
         box = self._findings_box if box is None else box
-        rows = self._findings(top_findings(found)) if done or found else []
+        # the rows already on show are kept where they show the same: each finding streamed
+        # would otherwise make the whole list again, every widget of it opened in the
+        # browser and closed again at the next finding
+        made = self._rows[1] if self._rows[0] is box else {}
+        rows = self._findings(top_findings(found), made) if done or found else []
         if not done:
-            rows = self._working(len(found)) + rows[1:]
+            rows = self._working(len(found), made) + rows[1:]
         old = box.children
         box.children = tuple(rows)
-        close_widgets(old)
+        shown = {id(r) for r in rows}
+        close_widgets(old, keep=shown)
+        closed = {id(r) for r in old} - shown
+        for key in [k for k, w in made.items() if id(w) in closed]:
+            del made[key]
 
     @staticmethod
-    def _working(count: int) -> list[W.Widget]:
+    def _working(count: int, made: dict[Any, W.Widget] | None = None) -> list[W.Widget]:
+        """The findings' heading while the advisor works, and how many it found so far;
+        ``made``: the rows on show, whose working line is updated rather than replaced."""
         so_far = (f"{count} found so far, ranked among themselves: the list may still change"
                   if count else "none found yet")
-        return [html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"
-                            + spinner_html(f"The advisor is still working ({so_far}) …"))]
+        markup = STYLE + ("<div class='pk-h'>Top findings (time at stake per step)</div>"
+                          + spinner_html(f"The advisor is still working ({so_far}) …"))
+        line = made.get("working") if made is not None else None
+        if isinstance(line, W.HTML):
+            line.value = markup
+        else:
+            line = W.HTML(markup)
+            if made is not None:
+                made["working"] = line
+        return [line]
 
     def waiting(self, opening: Any) -> list[W.Widget]:
         """The steps read first (:mod:`perfkit.io.preview`), and a progress bar for the
@@ -209,33 +233,51 @@ class OverviewTab(JobTab):
                    if more > 0 else "") + ").")
         return [html_widget(note(text))]
 
-    def _findings(self, findings: list[Any]) -> list[W.Widget]:
+    def _findings(self, findings: list[Any], made: dict[Any, W.Widget] | None = None
+                  ) -> list[W.Widget]:
+        """The rows of the top ``findings``; ``made``: rows already made, by what they
+        show, taken again where they show the same (new ones are added to it)."""
+        made = {} if made is None else made
+
+        def row(key: Any, new: Callable[[], W.Widget]) -> W.Widget:
+            if key not in made:
+                made[key] = new()
+            return made[key]
+
         if not findings:
-            return [html_widget("<div class='pk-h'>Top findings</div>"
-                                + note("No finding: the advisor saw nothing abnormal."))]
-        rows: list[W.Widget] = [heading("Top findings (time at stake per step)")]
+            markup = ("<div class='pk-h'>Top findings</div>"
+                      + note("No finding: the advisor saw nothing abnormal."))
+            return [row(("html", markup), lambda: html_widget(markup))]
+        title = "Top findings (time at stake per step)"
+        rows: list[W.Widget] = [row(("heading", title), lambda: heading(title))]
         basis = step_basis_note(findings, self._step_ms, len(ranks_of(self.profile)),
                                 self._steps)
         if basis:
-            rows.append(html_widget(note(basis[0].upper() + basis[1:] + ".")))
+            said = note(basis[0].upper() + basis[1:] + ".")
+            rows.append(row(("html", said), lambda: html_widget(said)))
         drawable = has_timed_events(self.profile)
         for i, f in enumerate(findings, 1):
             stake = (f"{time_text(f.ms_per_step * 1e3)} per step "
                      f"({share_of_step(f, self._step_ms)})"
                      if f.measured else "time at stake not measurable from the profile")
             tab = finding_tab(f.area, self.ctx.tabs, drawable)
-            text = html_widget(f"<div class='pk-finding'>{i}. <b>{html.escape(stake)}</b> — "
-                               f"{html.escape(f.title)}</div>")
-            button = W.Button(description=f"Evidence: {tab} ›",
-                              tooltip=f"Open the {tab} tab, which shows the evidence",
-                              layout=W.Layout(width="auto", min_width="170px"))
-            button.add_class("pk-evidence")
-            if self.ctx.open_tab is None:
-                button.disabled = True
-            else:
-                button.on_click(lambda _b, tab=tab: self.ctx.open_tab(tab))
-            rows.append(W.HBox([button, text], layout=W.Layout(align_items="center")))
+            text = (f"<div class='pk-finding'>{i}. <b>{html.escape(stake)}</b> — "
+                    f"{html.escape(f.title)}</div>")
+            rows.append(row(("finding", text, tab), lambda text=text, tab=tab:
+                            self._finding_row(text, tab)))
         return rows
+
+    def _finding_row(self, text: str, tab: str) -> W.HBox:
+        """One finding's row: its *Evidence* button (which opens ``tab``) and ``text``."""
+        button = W.Button(description=f"Evidence: {tab} ›",
+                          tooltip=f"Open the {tab} tab, which shows the evidence",
+                          layout=W.Layout(width="auto", min_width="170px"))
+        button.add_class("pk-evidence")
+        if self.ctx.open_tab is None:
+            button.disabled = True
+        else:
+            button.on_click(lambda _b, tab=tab: self.ctx.open_tab(tab))
+        return W.HBox([button, html_widget(text)], layout=W.Layout(align_items="center"))
 
     def _on_pick(self, points: list[dict[str, Any]]) -> None:
         ranks = [p["rank"] for p in points if "rank" in p]
