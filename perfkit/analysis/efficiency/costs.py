@@ -59,15 +59,28 @@ _LABEL_BY_ROW_MAX = 4096
 def _label(frame: pd.DataFrame) -> pd.Series:
     """Operator label of each row: GPU kernels' launching op, Ascend type, else the name.
 
-    The label depends only on a row's ``type``, ``name`` and ``op_name``: a large table is
-    labelled on one row of each distinct combination (:func:`~perfkit.analysis._util.
-    distinct_rows`) and the labels spread back by position."""
+    Where every row is typed and none has a launching operator (Ascend), the label is the
+    ``type`` column itself, whose codes other analyses share. Otherwise texts are merged,
+    which for a large table is done on one row of each distinct (type, name, op_name)
+    (:func:`~perfkit.analysis._util.distinct_rows`: the label depends on nothing else),
+    the labels spread back by position."""
     cols = [c for c in ("type", "name", "op_name") if c in frame.columns]
-    if len(frame) <= _LABEL_BY_ROW_MAX or "name" not in cols:
+    if len(frame) <= _LABEL_BY_ROW_MAX or "name" not in cols or (
+            "op_name" not in cols and "type" in cols and not _generic(frame["type"]).any()):
         return _row_labels(frame)
     inverse, first = distinct_rows(frame, cols)
     labels = _row_labels(frame[cols].take(first))
     return pd.Series(labels.array.take(inverse), index=frame.index, name=labels.name)
+
+
+def _generic(types: pd.Series) -> np.ndarray:
+    """Whether each row's ``type`` says nothing of the operator (missing, empty, or
+    Kineto's ``kernel``, ``gpu_memcpy``, ``gpu_memset``), worked out per distinct type."""
+    codes, uniq = shared_factorize(types.astype("string"), use_na_sentinel=False)
+    per_type = pd.Series(uniq, dtype="string")
+    generic_u = (per_type.isna() | per_type.str.lower().isin(
+        ["kernel", "gpu_memcpy", "gpu_memset", ""])).fillna(True).to_numpy(bool)
+    return generic_u[codes]
 
 
 def _row_labels(frame: pd.DataFrame) -> pd.Series:
@@ -78,12 +91,7 @@ def _row_labels(frame: pd.DataFrame) -> pd.Series:
     label = None
     if "type" in frame.columns:
         typ = frame["type"].astype("string")
-        # generic per distinct type (missing ones too), spread back by code
-        codes, uniq = shared_factorize(typ, use_na_sentinel=False)
-        per_type = pd.Series(uniq, dtype="string")
-        generic_u = (per_type.isna() | per_type.str.lower().isin(
-            ["kernel", "gpu_memcpy", "gpu_memset", ""])).fillna(True).to_numpy(bool)
-        generic = generic_u[codes]
+        generic = _generic(typ)
         # every task typed (Ascend): the type column itself, whose codes others share
         label = typ if not generic.any() else typ.where(~generic, name())
     if label is None:
