@@ -39,17 +39,24 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
 
-__all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "size_efficiency"]
+__all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "RECOMPUTE_STYLE_MIN_SHARE",
+           "size_efficiency"]
 
 #: Communication groups with their own link efficiency and overlap.
 GROUPS = ("tp", "dp", "pp", "ep", "cp")
-#: What a full recompute reruns: ``"all"`` the whole forward of the layer (PyTorch
-#: checkpointing, Megatron-LM: Narayanan et al. 2021 eq. (3) counts four forward passes),
-#: ``"needed"`` only what the backward reads (graph-mode recompute, MindSpore /
+#: What a full recompute reruns: ``"all"`` the whole forward of the layer (reentrant
+#: PyTorch checkpointing, Megatron-LM: Narayanan et al. 2021 eq. (3) counts four forward
+#: passes), ``"needed"`` only what the backward reads (graph-mode recompute, MindSpore /
 #: MindFormers: the MLP's output projection, its tensor-parallel reduction and the final
 #: residual add feed nothing the layer's backward needs and are pruned — the guide's
-#: "full recomputation costs 20 % to 25 % more computation").
+#: "full recomputation costs 20 % to 25 % more computation"; non-reentrant
+#: ``torch.utils.checkpoint`` too, which stops once the backward's tensors are back: the
+#: H100 Llama's traces, docs/planner.md).
 RECOMPUTE_STYLES = ("all", "needed")
+#: From this share of its layers fully recomputed, a calibrating run's matrix products
+#: show which style it ran (:func:`perfkit.plan.calibrate`); below it the style is the
+#: rates' default, and :func:`perfkit.plan.predict` says what the other would give.
+RECOMPUTE_STYLE_MIN_SHARE = 0.25
 
 _DEFAULT_LINK: Mapping[str, float] = MappingProxyType({})
 _DEFAULT_OVERLAP = MappingProxyType({g: 0.0 for g in GROUPS})

@@ -26,6 +26,7 @@ from ..analysis import step_breakdown
 from ..analysis._util import has_values
 from ..job import Job
 from ..plan import Prediction
+from ..plan.predict import STYLE_NOTE
 from .planner_words import (
     comparison_sentence,
     gradient_sentence,
@@ -101,18 +102,23 @@ def recompute_modes(fit: PlannerFit, job: Job,
         (static + activations) per device, ``fits``, ``compute_s`` (the predicted compute
         and recompute parts), ``step_s`` with its band ``low_s`` – ``high_s`` (NaN
         uncalibrated), ``tokens_per_s_per_device``, ``mfu`` (at the predicted step) and
-        ``profiled`` (the row of the job's own layout).
+        ``profiled`` (the row of the job's own layout). ``attrs["notes"]``: what a row
+        assumed that no run measured (a full recompute's style, :func:`perfkit.plan.
+        predict`'s note, with the step the other style gives).
     """
     own = job.parallel
-    rows = []
+    rows, notes = [], []
     for mode in modes:
         changed = dataclasses.replace(own, recompute=mode, recompute_layers=None)
-        rows.append(_mode_row(mode, predict_layout(fit, job, changed), fit.calibrated,
-                              changed == own))
+        pred = predict_layout(fit, job, changed)
+        rows.append(_mode_row(mode, pred, fit.calibrated, changed == own))
+        notes += [f"{mode}: {n}" for n in pred.notes if n.startswith(STYLE_NOTE)]
     if not any(r["profiled"] for r in rows):
         rows.append(_mode_row(f"{recompute_text(own)} (the profiled layout)",
                               fit.prediction, fit.calibrated, True))
-    return pd.DataFrame(rows, columns=list(RECOMPUTE_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(RECOMPUTE_COLUMNS))
+    out.attrs["notes"] = notes
+    return out
 
 
 def _mode_row(mode: str, pred: Prediction, calibrated: bool, profiled: bool) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -59,7 +60,7 @@ import perfkit as pk
 from perfkit import plan
 from perfkit.format import time_text
 from perfkit.plan.calibrate import NOT_CLOSED_NOTE
-from perfkit.plan.predict import band_residual
+from perfkit.plan.predict import STYLE_NOTE, band_residual
 from perfkit.widgets.prediction_fit import _closing_words, fit_job, predict_layout
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -359,3 +360,34 @@ def test_the_recompute_style_of_the_traces_brings_b_and_d_nearer():
         timed = _timed_s(folder, layout)
         assert abs(preds["needed"].step_s / timed - 1) < abs(preds["all"].step_s / timed - 1)
         assert preds["all"].step_s == pytest.approx(_predict(cal, folder, layout), rel=1e-12)
+
+
+def test_an_assumed_recompute_style_is_said_with_the_other_styles_step(measured_set):
+    """Calibrated on ``a`` (no recompute), a fully recomputed layout is timed with the
+    default style ("all") and the prediction says so, with the step "needed" gives. The
+    run's non-reentrant checkpoint reruns what "needed" counts (docs/planner.md), so that
+    step is the closer one to the timed ``b``. Calibrated on ``b`` itself, which shows
+    its style, or with the style given, nothing is assumed and nothing is said."""
+    folder, profile = measured_set
+    cal = plan.calibrate(profile, close=True)
+    env = _env(folder)
+    if "b" not in env["layouts"]:
+        pytest.skip("this set has no recomputed layout")
+    model, parallel = _layout(cal.job, env, "b")
+
+    def pred(c: plan.Calibration, **kw: object) -> plan.Prediction:
+        return plan.predict(c, model=model, parallel=parallel, global_batch_size=env[
+            "layouts"]["b"]["micro_batch"], seq_length=model.seq_length, **kw)
+
+    p = pred(cal)
+    said = [n for n in p.notes if n.startswith(STYLE_NOTE)]
+    assert len(said) == 1
+    alt_ms = float(re.search(r"gives ([\d,.]+) ms", said[0]).group(1).replace(",", ""))
+    needed = pred(cal, overrides={"recompute_style": "needed"})
+    assert alt_ms == pytest.approx(needed.step_s * 1e3, abs=0.05)
+    timed = _timed_s(folder, "b")
+    assert abs(alt_ms / 1e3 - timed) < abs(p.step_s - timed)
+    assert not any(n.startswith(STYLE_NOTE) for n in needed.notes)
+    # calibrated on a run that recomputed in full: the style is read, not assumed
+    on_b = plan.calibrate(pk.load(_trace(folder, "b"), cache=False), close=True)
+    assert not any(n.startswith(STYLE_NOTE) for n in pred(on_b).notes)

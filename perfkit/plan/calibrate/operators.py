@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...calc.rates import Rates
+from ...calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ...format import counted
 from ..predict import stage_params
 from .result import CalibratedJob
@@ -135,7 +135,7 @@ def _infer_recompute(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
     recomputed)."""
     full = sum(job.parallel.full_recompute_layers_per_stage(job.model))
     share = full / job.model.num_layers
-    if share >= 0.25:
+    if share >= RECOMPUTE_STYLE_MIN_SHARE:
         tp = job.parallel.tp
         h = job.model.hidden_size
         f = (job.model.moe_ffn_hidden_size if job.model.is_moe else job.model.ffn_hidden_size)

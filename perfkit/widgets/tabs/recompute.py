@@ -152,6 +152,7 @@ class RecomputeTab(JobTab):
                      "tokens_per_s_per_device": "tokens/s per device",
                      "mfu": PREDICTED_MFU},
             hot=list(tradeoff["profiled"]), wrap=("recompute",))))
+        out += [html_widget(note(n)) for n in tradeoff.attrs.get("notes", [])]
         return out
 
     def check_ir(self) -> None:
