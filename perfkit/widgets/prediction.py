@@ -112,7 +112,7 @@ def recompute_modes(fit: PlannerFit, job: Job,
         changed = dataclasses.replace(own, recompute=mode, recompute_layers=None)
         pred = predict_layout(fit, job, changed)
         rows.append(_mode_row(mode, pred, fit.calibrated, changed == own))
-        notes += [f"{mode}: {n}" for n in pred.notes if n.startswith(STYLE_NOTE)]
+        notes += [n for n in pred.notes if n.startswith(STYLE_NOTE) and n not in notes]
     if not any(r["profiled"] for r in rows):
         rows.append(_mode_row(f"{recompute_text(own)} (the profiled layout)",
                               fit.prediction, fit.calibrated, True))
