@@ -22,6 +22,7 @@ from widget_html import panel_html
 
 import perfkit as pk
 from perfkit import report
+from perfkit.plan.predict import STYLE_NOTE
 from perfkit.widgets import dashboard
 from perfkit.widgets.prediction import RECOMPUTE_COLUMNS, fit_job, recompute_modes
 
@@ -88,3 +89,19 @@ def test_each_mode_trades_memory_for_time_on_the_bundled_sample() -> None:
     # static memory is the same in every mode: memory minus activations
     static = rows["memory_GiB"] - rows["activation_GiB"]
     assert static.to_numpy() == pytest.approx([fit.prediction.static_bytes / 2**30] * len(rows))
+
+
+def test_the_full_row_says_which_recompute_style_it_assumed() -> None:
+    """A profile without recompute cannot show what the next run's full recompute reruns:
+    the page says the full row assumed the whole forward, and gives the step of rerunning
+    only what the backward reads, which is less (docs/planner.md)."""
+    trace = ROOT / "tests" / "data" / "kineto_llama_layouts_h100" / "a.pt.trace.json.gz"
+    board = dashboard(str(trace))
+    assert board.error is None
+    panel = board.select("Recompute")
+    notes = panel.tradeoff.attrs["notes"]
+    assert len(notes) == 1 and notes[0].startswith(STYLE_NOTE)
+    assert notes[0] in unescape(panel_html(panel))
+    full = panel.tradeoff.set_index("recompute").loc["full", "step_s"]
+    needed_ms = float(re.search(r"gives ([\d,.]+) ms", notes[0]).group(1).replace(",", ""))
+    assert 0.8 * full * 1e3 < needed_ms < full * 1e3
