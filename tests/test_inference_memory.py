@@ -196,3 +196,21 @@ def test_the_guard_compares_a_forward_only_theory_with_the_peak(raw) -> None:
     far = check_memory(3 * peak, peak, job, forward_only=True)
     assert not far.ok and "the measured peak" in far.warning
     assert "counts a training step" not in far.warning
+
+
+@pytest.mark.shared_samples
+def test_the_configuration_explorer_draws_the_theory_its_table_gives(raw) -> None:
+    """The explorer started on an inference job: its memory row is the forward-only
+    theory, and so is its chart (weights, KV cache and the working set, adding up to the
+    published config's arithmetic), not a training step's breakdown."""
+    from perfkit.widgets import metrics_panel
+
+    profile = pk.load(shared_sample("wild/tl_qwen_h100"), progress=False)
+    panel = metrics_panel(job=pk.infer_job(profile))
+    assert panel.error is None
+    mem = inference_memory(_model(raw["seq"]), pk.ParallelConfig(micro_batch_size=raw["batch"]),
+                           dtype="bf16")
+    row = panel.summary.set_index("key").loc["memory_gib"]
+    assert row["value"] * 2**30 == pytest.approx(mem.total_bytes)
+    chart = panel.chart.value
+    assert "inference theory" in chart and "KV cache" in chart and "optimizer" not in chart

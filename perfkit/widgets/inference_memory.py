@@ -22,8 +22,16 @@ from ..job.inference_memory import (
 __all__ = ["inference_memory_breakdown"]
 
 
-def inference_memory_breakdown(job: Any) -> pd.DataFrame:
+def inference_memory_breakdown(job: Any, parallel: Any = None) -> pd.DataFrame:
     """Memory of ``job``'s forward-only step on the most loaded device, by component.
+
+    Parameters
+    ----------
+    job : perfkit.Job
+        A job whose profile runs no training step.
+    parallel : perfkit.ParallelConfig, optional
+        Another layout of the same job (a what-if: the configuration explorer's controls);
+        default the job's own.
 
     Returns
     -------
@@ -39,10 +47,10 @@ def inference_memory_breakdown(job: Any) -> pd.DataFrame:
     perfkit.errors.InvalidArgumentError
         Where the job has no model (or a type the calculator does not know).
     """
-    memory = inference_memory_of(job)
+    memory = inference_memory_of(job, parallel)
     frame = memory.to_frame()
     capacity = job.hardware.memory_bytes if job.hardware is not None else float("nan")
     frame["device_GiB"] = capacity / 2**30
     frame.attrs["theory"] = INFERENCE_THEORY
-    frame.attrs["note"] = inference_memory_words(job, memory)
+    frame.attrs["note"] = inference_memory_words(job, memory, parallel)
     return frame

@@ -23,7 +23,8 @@ from ..charts import chart_to_svg, memory_chart
 from ..errors import PerfkitError, check_choice
 from ..job import Job
 from ..specs import Hardware, ModelSpec, ParallelConfig
-from .summary import memory_breakdown, metrics_summary
+from .inference_memory import inference_memory_breakdown
+from .summary import memory_breakdown, metrics_summary, resolve_hardware
 from .what_if import FALLBACK_STEP_S, StartingStep, starting_step
 
 __all__ = ["MetricsPanel", "metrics_panel", "stand_in_sentence", "summary_html"]
@@ -201,7 +202,14 @@ class MetricsPanel(W.VBox):
             summary = metrics_summary(model, c["hardware"].value, parallel,
                                       c["step_time_s"].value,
                                       job=self.job if on_job else None)
-            memory = memory_breakdown(model, c["hardware"].value, parallel)
+            # the job's own forward-only step is held against its inference theory (the
+            # table's memory row says so): the chart draws the same theory
+            forward_only = on_job and self.job.training_step() is False
+            memory = inference_memory_breakdown(self.job, parallel) if forward_only else \
+                memory_breakdown(model, c["hardware"].value, parallel)
+            if forward_only:  # the device in the controls, as the training chart's
+                memory["device_GiB"] = resolve_hardware(c["hardware"].value).memory_bytes \
+                    / 2**30
         except PerfkitError as exc:
             self.summary, self.error = None, str(exc)
             self.message.value = _error_html(self.error)
@@ -212,8 +220,9 @@ class MetricsPanel(W.VBox):
         self.message.value = ""
         self.table.value = summary_html(summary)
         name = model.name or "the job's model" if isinstance(model, ModelSpec) else model
+        theory = f" ({memory.attrs['theory']})" if "theory" in memory.attrs else ""
         chart = memory_chart(memory, title=f"Memory per device: {name} on "
-                                           f"{c['hardware'].value}")
+                                           f"{c['hardware'].value}{theory}")
         self.chart.value = chart_to_svg(chart)
 
     def _on_change(self, change: dict[str, Any]) -> None:
