@@ -7,7 +7,10 @@ typed in the *or a path* box and *Open* clicked, and the script times:
 
 - ``first``: until the Overview shows the step figure read first (the step time card, or
   the host step span a Kineto trace above 256 MiB gives first; its note says "read
-  first"), a value;
+  first", or, once the files are read and the job is being worked out, "the whole
+  profile is read"), a value;
+- ``split``: until the Overview shows the step split (computing, exposed communication,
+  free): at once where the steps read first have it (Ascend), else once the files are read;
 - ``all``: until the status line says "Opened" (the whole profile read, the job worked out;
   the Overview then redraws with its findings);
 
@@ -42,12 +45,22 @@ __all__ = ["main"]
 #: (its step card says "read first"; with ``fresh`` false, any step card) with a value.
 STEP_SHOWN = """(fresh) => {
   const tab = [...document.querySelectorAll('.pk-tab')].find(t => t.offsetParent !== null);
-  if (!tab || (fresh && !tab.innerText.includes('read first'))) return false;
+  if (!tab || (fresh && !['read first', 'the whole profile is read'].some(
+      w => tab.innerText.includes(w)))) return false;
   return [...tab.querySelectorAll('.pk-card')].some(c => {
     const k = c.querySelector('.pk-k'), v = c.querySelector('.pk-v');
     return k && v && ['step time', 'host step span'].includes(k.textContent.trim())
       && !['…', '–', ''].includes(v.textContent.trim());
   });
+}"""
+
+
+#: The Overview shows the step split (computing, exposed communication, free): on a
+#: Kineto trace it comes with the device tasks, once the files are read.
+SPLIT_SHOWN = """() => {
+  const tab = [...document.querySelectorAll('.pk-tab')].find(t => t.offsetParent !== null);
+  return !!tab && tab.innerText.includes('Where the step time goes')
+    && !tab.innerText.includes('The split (computing, exposed communication, free) comes');
 }"""
 
 
@@ -104,11 +117,13 @@ def main(argv: list[str] | None = None) -> None:
                             Path(args.shots).mkdir(parents=True, exist_ok=True)
                             page.screenshot(path=str(Path(args.shots) / f"opening-{name}.png"),
                                             full_page=True)
+                        page.wait_for_function(SPLIT_SHOWN, timeout=600_000)
+                        split = time.perf_counter() - t0
                         page.wait_for_selector(f"text=Opened {path}", timeout=600_000)
                         done = time.perf_counter() - t0
-                        print(f"{name:7s} {state}: step figure after {first:.2f} s, whole "
-                              f"profile after {done:.2f} s (load average {load})",
-                              flush=True)
+                        print(f"{name:7s} {state}: step figure after {first:.2f} s, split "
+                              f"after {split:.2f} s, whole profile after {done:.2f} s (load "
+                              f"average {load})", flush=True)
                 browser.close()
         finally:
             proc.terminate()

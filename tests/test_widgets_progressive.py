@@ -260,6 +260,48 @@ def test_a_large_kineto_trace_shows_its_host_step_span_first(monkeypatch) -> Non
     assert _card(final, "step time") == time_text(_json_device_step_s(folder) * 1e6)
 
 
+def test_while_the_job_is_worked_out_the_overview_shows_the_whole_profiles_steps(
+        monkeypatch) -> None:
+    """A large trace shows the copy of its ProfilerStep ranges on the device lane first,
+    without the split; once its files are read, and while the job is still being worked
+    out, the Overview shows the device's step (as the raw JSON gives it) and the split, and
+    the same step once the job comes."""
+    import time as clock
+
+    from perfkit.io import preview as P
+    from perfkit.widgets import background
+
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    folder = Path(__file__).resolve().parent / "data" / "kineto_llama_h100"
+    job_go = threading.Event()
+    real_job = background.infer_job
+
+    def held_job(profile):
+        assert job_go.wait(120), "the test never released the job"
+        return real_job(profile)
+    monkeypatch.setattr(background, "infer_job", held_job)
+    board = Dashboard(background_bytes=0)
+    load_go = _held(board)
+    assert board.load_profile(str(folder))
+    first = _html(board.panels["Overview"])
+    assert "on the device lane" in first and "comes with the device tasks" in first
+    load_go.set()
+    deadline = clock.monotonic() + 120
+    while "the whole profile is read" not in _html(board.panels["Overview"]):
+        assert clock.monotonic() < deadline, "the whole profile's steps never came"
+        clock.sleep(0.05)
+    html = _html(board.panels["Overview"])
+    step = time_text(_json_device_step_s(folder) * 1e6)
+    assert _card(html, "step time") == step and "on the device lane" not in html
+    assert "comes with the device tasks" not in html and "computing" in html
+    assert _card(html, "throughput") == "…" and "being worked out" in html
+    job_go.set()
+    assert board.wait(120) and board.error is None
+    final = _html(board.panels["Overview"])
+    assert _card(final, "step time") == step and "the whole profile is read" not in final
+
+
 @pytest.mark.shared_samples
 def test_a_failed_background_load_shows_why_and_keeps_the_last_profile() -> None:
     board = Dashboard(background_bytes=0)

@@ -8,7 +8,8 @@
    ``ProfilerStep`` events of a trace) and the Overview draws them at once;
 2. every tab waits for an :class:`~perfkit.widgets.opening.Opening` (a progress bar and
    what it waits for) while a thread runs :func:`perfkit.load`, then
-   :func:`perfkit.infer_job`;
+   :func:`perfkit.infer_job`; once the files are read, the Overview draws the steps of the
+   whole profile (the device's step and its split) while the job is worked out;
 3. when they end, every tab gets the profile and the job, as after a plain open, and the
    tab on show redraws. The job panel gets the job *before* the tabs get the profile (and
    the tabs let go of a profile before its job goes): the kernel's thread may draw a tab
@@ -22,6 +23,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from pathlib import Path
@@ -124,6 +126,7 @@ class BackgroundOpening:
         try:
             profile = self._load(source, run, False)
             opening.files_read()
+            self._show_steps_read(opening, profile)
             try:
                 job: Any = infer_job(profile)
             except Exception as exc:  # noqa: BLE001 - the job panel says why
@@ -145,6 +148,25 @@ class BackgroundOpening:
             finally:
                 self._hold_job = False
             self._opened(profile, shown, run)
+        self._refresh_selected()
+
+    def _show_steps_read(self, opening: Opening, profile: Any) -> None:
+        """The files are read and the job is being worked out (step 2 above): the Overview
+        draws the step figures of the whole profile meanwhile (the device's step and its
+        split, where the preview had only the host's spans or no split), as the full page
+        will. Throughput and MFU still wait for the job. Nothing is redrawn when another
+        profile was opened meanwhile or the Overview is not on show (it draws them when
+        opened)."""
+        with self._lock:
+            if self.opening is not opening:
+                return
+            opening.preview = dataclasses.replace(
+                opening.preview, profile=profile, host_spans=False, device_lane=False,
+                steps_final=True, steps_from="the whole profile")
+            opening.whole_profile = True
+            overview = self.panels.get("Overview")
+            if overview is not None:
+                overview.stale = True
         self._refresh_selected()
 
     def _drop_opening(self, stage: str = "superseded", only: Opening | None = None) -> bool:

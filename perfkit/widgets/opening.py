@@ -59,6 +59,9 @@ class Opening:
     request : tuple or None
         What was asked for, ``(source, run)`` (set by the dashboard): the same request
         again while it is read is this opening, not a new one.
+    whole_profile : bool
+        The files are read and :attr:`preview`'s profile is the whole profile (set by the
+        dashboard while the job is worked out): the Overview draws its steps.
     """
 
     def __init__(self, label: str, preview: Any) -> None:
@@ -69,6 +72,7 @@ class Opening:
         self.opened = self.started - float(getattr(preview, "seconds", 0.0) or 0.0)
         self.read_s: float | None = None
         self.request: tuple[str, Any] | None = None
+        self.whole_profile = False
         self._ended = threading.Event()
         self._shown: list[tuple[W.FloatProgress, W.HTML, str]] = []
         self._lock = threading.Lock()

@@ -54,6 +54,11 @@ from .base import (
 __all__ = ["OverviewTab"]
 
 
+#: What the Overview waits for once the files are read: the job, and the findings after it.
+_JOB_WAIT = ("the job (model, batch) that the throughput and MFU need, and then the top "
+             "findings")
+
+
 class OverviewTab(JobTab):
     """Headline (step time, throughput, MFU, step split, top findings), what perfkit could
     not read (once for every tab), the step per rank, the steps table and what was
@@ -186,7 +191,13 @@ class OverviewTab(JobTab):
         # Kineto host ProfilerStep spans are the host's pace: perfkit's step is the
         # device's (the preview reads it where it can, and then says host_spans=False)
         host = bool(getattr(opening.preview, "host_spans", False))
-        if host:
+        # the files are read (the background opening then shows the whole profile's
+        # steps): only the job is still being worked out
+        whole = bool(getattr(opening, "whole_profile", False))
+        if whole:
+            steps_first = [Figure(first.name, first.text, first.note + "; the whole profile "
+                                  "is read", first.warning)]
+        elif host:
             # a trace without ProfilerStep: its iterations' spans, told by the optimizer
             iterations = bool(A.steps.inferred_steps(steps))
             kind = "training iteration span" if iterations else "ProfilerStep span"
@@ -206,18 +217,19 @@ class OverviewTab(JobTab):
                                   + ("; close to the step the full load gives (first to "
                                      "last GPU task), which replaces it" if lane else ""),
                                   first.warning)]
+        being = "being worked out from them" if whole else "still being read"
         head.figures = [
             *steps_first,
             Figure("throughput", "…", "comes with the job: its batch and sequence length are "
-                                      "read from the operator shapes, still being read"),
+                                      f"read from the operator shapes, {being}"),
             Figure("MFU", "…", "comes with the job: the model is read from the operator "
-                               "shapes, still being read")]
+                               f"shapes, {being}")]
         split_known = "computing_us" in steps and steps["computing_us"].notna().any()
         missing = (None if split_known else "The split (computing, exposed communication, "
                    "free) comes with the device tasks, still being read.")
         return [html_widget(headline_html(head, missing)),
                 html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"),
-                *opening.widgets(self.waits_for)]
+                *opening.widgets(_JOB_WAIT if whole else self.waits_for)]
 
     @staticmethod
     def _no_steps_yet(opening: Any) -> list[W.Widget]:
