@@ -220,29 +220,12 @@ class MemoryTab(JobTab):
         parts = (f"static, {scheme}, {bytes_text(memory['bytes'].iloc[:3].sum())} + "
                  f"activations {bytes_text(memory['bytes'].iloc[3])}, "
                  f"{html.escape(activation_text(job.activation_model))}")
-        if measured:
-            ratio = theory / float(measured)
-            # the peak's own detail says what it is (the framework allocator's peak
-            # allocated on the most loaded rank, or a figure the user set)
-            line = (f"<b>Measured peak</b> {bytes_text(measured)} "
-                    f"({html.escape(job.detail('peak_memory_bytes'))}) · "
-                    f"<b>theory</b> {bytes_text(theory)} ({parts}) · theory / measured "
-                    f"{ratio:,.2f}×" + (" ⚠" if not guard.ok else ""))
-        else:  # why there is none was said above when the profile holds no memory data
-            why = f" ({html.escape(job.detail('peak_memory_bytes'))})" if has_memory else ""
-            line = (f"<b>Theory</b> {bytes_text(theory)} ({parts}); no measured peak to "
-                    f"compare with{why}.")
         # what static memory counts per parameter, in the run's type (an fp16
         # Megatron-LM run's fp16 gradient buffer and fp32 main gradients, ...)
         counts = f"Static memory counts {html.escape(memory.attrs['static_note'])}."
-        out = [heading("Measured against the theory of the job (most loaded device)"),
-               html_widget(f"<p style='font-size:13px'>{line}</p>"
-                           f"<p style='font-size:13px'>{counts}</p>")]
-        out += warning_widgets(guard.warning)
-        out.append(self.chart(C.memory_chart(memory, title=f"Memory per device: "
-                                                           f"{job.model.name or 'the job'} on "
-                                                           f"{job.hardware.name} (theory)")))
-        return out
+        return self._section("Measured against the theory of the job (most loaded device)",
+                             _against_peak(job, theory, "theory", parts, guard, has_memory),
+                             counts, guard, memory, "theory")
 
     def _inference_theory(self, has_memory: bool) -> list[W.Widget]:
         """The measured peak against the forward-only theory of a profile without a
@@ -260,27 +243,45 @@ class MemoryTab(JobTab):
         guard = check_memory(theory, measured, job, what=f"the {name}", forward_only=True)
         parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
                           zip(memory["component"], memory["bytes"], strict=True))
-        if measured:
-            line = (f"<b>Measured peak</b> {bytes_text(measured)} "
-                    f"({html.escape(job.detail('peak_memory_bytes'))}) · "
-                    f"<b>{name}</b> {bytes_text(theory)} ({parts}) · theory / measured "
-                    f"{theory / float(measured):,.2f}×" + (" ⚠" if not guard.ok else ""))
-        else:
-            why = f" ({html.escape(job.detail('peak_memory_bytes'))})" if has_memory else ""
-            line = (f"<b>{name.capitalize()}</b> {bytes_text(theory)} ({parts}); no "
-                    f"measured peak to compare with{why}.")
         counts = (f"The profile runs no backward pass ({html.escape(_why_inference(job))}): "
                   f"the theory counts a forward-only step, "
                   f"{html.escape(memory.attrs['note'])}.")
-        out = [heading("Measured against the inference theory of the job (forward only, "
-                       "most loaded device)"),
+        return self._section("Measured against the inference theory of the job (forward "
+                             "only, most loaded device)",
+                             _against_peak(job, theory, name, parts, guard, has_memory),
+                             counts, guard, memory, name)
+
+    def _section(self, title: str, line: str, counts: str, guard: Any,
+                 memory: pd.DataFrame, theory_name: str) -> list[W.Widget]:
+        """The theory's section: its heading, the line against the peak, what it counts,
+        the guard's warning and the chart of its components."""
+        job = self.current
+        out = [heading(title),
                html_widget(f"<p style='font-size:13px'>{line}</p>"
                            f"<p style='font-size:13px'>{counts}</p>")]
         out += warning_widgets(guard.warning)
         out.append(self.chart(C.memory_chart(memory, title=f"Memory per device: "
                                                            f"{job.model.name or 'the job'} on "
-                                                           f"{job.hardware.name} ({name})")))
+                                                           f"{job.hardware.name} "
+                                                           f"({theory_name})")))
         return out
+
+
+def _against_peak(job: Any, theory: float, name: str, parts: str, guard: Any,
+                  has_memory: bool) -> str:
+    """The theory ``name`` (its total and ``parts``) against the job's measured peak, or
+    why there is none (said above already when the profile holds no memory data)."""
+    measured = job.peak_memory_bytes
+    if not measured:
+        why = f" ({html.escape(job.detail('peak_memory_bytes'))})" if has_memory else ""
+        return (f"<b>{name.capitalize()}</b> {bytes_text(theory)} ({parts}); no measured "
+                f"peak to compare with{why}.")
+    # the peak's own detail says what it is (the framework allocator's peak allocated on
+    # the most loaded rank, or a figure the user set)
+    return (f"<b>Measured peak</b> {bytes_text(measured)} "
+            f"({html.escape(job.detail('peak_memory_bytes'))}) · "
+            f"<b>{name}</b> {bytes_text(theory)} ({parts}) · theory / measured "
+            f"{theory / float(measured):,.2f}×" + (" ⚠" if not guard.ok else ""))
 
 
 def _why_inference(job: Any) -> str:
