@@ -30,6 +30,10 @@ __all__: list[str] = []  # private to perfkit.io.preview
 
 
 _FROM_CACHE = "perfkit's cache"
+#: ``meta.extra`` key of a Kineto rank's host ``ProfilerStep`` spans (``step``, ``ts_us``,
+#: ``dur_us``), read by the preview's byte scan and used again to cut steps from the trace
+#: (:mod:`perfkit.io.preview_excerpt`).
+STEP_SPANS = "step_spans"
 #: Where a Kineto rank's preview steps come from, by basis (``meta.extra["preview_steps"]``).
 _KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
                 "device_lane": "the ProfilerStep ranges on the device lane",
@@ -135,7 +139,7 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
                                    "load; the split too")
     meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
                        device_type="gpu", path=str(f), notes=[note],
-                       extra={"preview_steps": basis})
+                       extra={"preview_steps": basis, STEP_SPANS: spans})
     return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
 
 
@@ -192,7 +196,7 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
     steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
     meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
                        device_type="gpu", path=str(f), notes=[note],
-                       extra={"preview_steps": basis})
+                       extra={"preview_steps": basis, STEP_SPANS: spans})
     return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
 
 

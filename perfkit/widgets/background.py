@@ -5,7 +5,10 @@
 
 1. :func:`perfkit.io.preview.preview` finds the ranks and the size of their files; a
    profile of at least ``background_bytes`` has its steps read (small files, or the
-   ``ProfilerStep`` events of a trace) and the Overview draws them at once;
+   ``ProfilerStep`` events of a trace) and the Overview draws them at once; on large
+   Kineto traces a thread then cuts a few whole steps from them
+   (:func:`perfkit.io.preview_excerpt.first_steps`), and the Overview adds their split,
+   throughput and MFU (:mod:`perfkit.widgets.first_answer`), about a second later;
 2. every tab waits for an :class:`~perfkit.widgets.opening.Opening` (a progress bar and
    what it waits for) while a thread runs :func:`perfkit.load`, then
    :func:`perfkit.infer_job`; once the files are read, the Overview draws the steps of the
@@ -31,7 +34,9 @@ from typing import Any
 
 from ..errors import RunsFound
 from ..io.preview import Preview, describe, preview
+from ..io.preview_excerpt import excerpt_wanted, first_steps
 from ..job import infer_job
+from .first_answer import first_answer
 from .markup import STYLE, describe_error, note
 from .opening import Opening
 from .overview import bundled_profiles
@@ -122,7 +127,9 @@ class BackgroundOpening:
         self._thread.start()
 
     def _read_rest(self, opening: Opening, source: Any, shown: str, run: Any) -> None:
-        """The background thread: load, work out the job, redraw (unless superseded)."""
+        """The background thread: a few steps first (on large Kineto traces), then load,
+        work out the job, redraw (unless superseded)."""
+        self._read_first_steps(opening)
         try:
             profile = self._load(source, run, False)
             opening.files_read()
@@ -148,6 +155,28 @@ class BackgroundOpening:
             finally:
                 self._hold_job = False
             self._opened(profile, shown, run)
+        self._refresh_selected()
+
+    def _read_first_steps(self, opening: Opening) -> None:
+        """Cut a few whole steps from large Kineto traces and show their figures in the
+        Overview (step 1 above); nothing where that does not apply or fails (the full load
+        follows anyway), or when another profile was opened meanwhile."""
+        if not excerpt_wanted(opening.preview):
+            return
+        try:
+            first = first_steps(opening.preview)
+            answer = None if first is None else first_answer(first)
+        except Exception:  # noqa: BLE001 - the full load says what is wrong, as always
+            return
+        if answer is None:
+            return
+        with self._lock:
+            if self.opening is not opening or opening.whole_profile:
+                return
+            opening.first = answer
+            overview = self.panels.get("Overview")
+            if overview is not None:
+                overview.stale = True
         self._refresh_selected()
 
     def _show_steps_read(self, opening: Opening, profile: Any) -> None:

@@ -73,6 +73,8 @@ class Opening:
         self.read_s: float | None = None
         self.request: tuple[str, Any] | None = None
         self.whole_profile = False
+        #: a few whole steps read before the rest (:mod:`perfkit.widgets.first_answer`)
+        self.first: Any = None
         self._ended = threading.Event()
         self._shown: list[tuple[W.FloatProgress, W.HTML, str]] = []
         self._lock = threading.Lock()

@@ -218,16 +218,25 @@ class OverviewTab(JobTab):
                                      "last GPU task), which replaces it" if lane else ""),
                                   first.warning)]
         being = "being worked out from them" if whole else "still being read"
-        head.figures = [
-            *steps_first,
+        # a few whole steps read first (large Kineto traces): their throughput and MFU
+        # until the whole profile's job, their split until the whole profile's steps
+        first = getattr(opening, "first", None)
+        head.figures = [*steps_first, *(first.figures() if first is not None else [
             Figure("throughput", "…", "comes with the job: its batch and sequence length are "
                                       f"read from the operator shapes, {being}"),
             Figure("MFU", "…", "comes with the job: the model is read from the operator "
-                               f"shapes, {being}")]
+                               f"shapes, {being}")])]
         split_known = "computing_us" in steps and steps["computing_us"].notna().any()
+        from_first = None
+        if not split_known and first is not None and len(first.breakdown):
+            head.split, split_known = first.split(), True
+            from_first = html_widget(note(
+                f"The split above is that of {first.source()}; the whole profile's comes "
+                "with the device tasks, still being read."))
         missing = (None if split_known else "The split (computing, exposed communication, "
                    "free) comes with the device tasks, still being read.")
         return [html_widget(headline_html(head, missing)),
+                *([from_first] if from_first is not None else []),
                 html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"),
                 *opening.widgets(_JOB_WAIT if whole else self.waits_for)]
 

@@ -1,0 +1,72 @@
+"""The Overview's first answer on a large Kineto profile: a few whole steps, read first.
+
+While a large Kineto profile is read, :func:`perfkit.io.preview_excerpt.first_steps` cuts
+a few whole steps from its traces and loads them (about a second for a gigabyte).
+:func:`first_answer` works out what the Overview shows of them: the split of those steps,
+and the throughput and MFU of the job read from their operator shapes
+(:func:`perfkit.infer_job`, as the full page does on the whole profile). Each figure says
+which steps it comes from; the whole profile's replace them as they come.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from .. import analysis as A
+from ..io.preview_excerpt import FirstSteps, reported_rows
+from ..job import infer_job
+from .headline import Figure, mfu_figure, step_split, throughput_figure
+
+__all__ = ["FirstAnswer", "first_answer"]
+
+
+@dataclass
+class FirstAnswer:
+    """The first steps' figures (:func:`first_answer`).
+
+    Attributes
+    ----------
+    first : FirstSteps
+        The steps read.
+    job : perfkit.Job or None
+        The job read from them; None where reading it failed.
+    breakdown : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown` of the reported steps.
+    """
+
+    first: FirstSteps
+    job: Any
+    breakdown: pd.DataFrame
+
+    def split(self) -> pd.DataFrame:
+        """The reported steps' split (:func:`perfkit.widgets.headline.step_split`)."""
+        return step_split(self.breakdown)
+
+    def figures(self) -> list[Figure]:
+        """Throughput and MFU of the job read from the steps, each saying where from."""
+        step_s = getattr(self.job, "step_time_s", None) or A.measured_step_s(self.breakdown)
+        why = "no job: it could not be read from the steps read first"
+        where = f"; from {self.source()}, the whole profile's follows"
+        out = []
+        for fig in (throughput_figure(self.job, step_s if math.isfinite(step_s) else math.nan,
+                                      why), mfu_figure(self.job, why)):
+            out.append(Figure(fig.name, fig.text, fig.note + where, fig.warning))
+        return out
+
+    def source(self) -> str:
+        """Which steps, and how they were read (one phrase)."""
+        return self.first.describe()
+
+
+def first_answer(first: FirstSteps) -> FirstAnswer:
+    """The figures of ``first`` (module docstring)."""
+    breakdown = reported_rows(A.step_breakdown(first.profile), first)
+    try:
+        job: Any = infer_job(first.profile)
+    except Exception:  # noqa: BLE001 - the figures say the job could not be read
+        job = None
+    return FirstAnswer(first, job, breakdown)
