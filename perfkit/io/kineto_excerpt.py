@@ -17,18 +17,23 @@ trace_tables.device_tail`), so a reported step needs both neighbours:
 - every device task (kernel, memcpy, memset) whose launch, same ``correlation``, is among
   those runtime calls, and each task without a correlation that starts in the window;
 - the flow events (``ac2g``) of those correlations, the device lane's annotations within
-  the kept tasks' time, every metadata event (``ph: "M"``), and the document's keys other
-  than ``traceEvents`` (``deviceProperties``, ``distributedInfo`` ...).
+  the kept tasks' time, the metadata events (``ph: "M"``: process and thread names, which
+  libkineto writes together before or after the other events), and the document's keys
+  other than ``traceEvents`` (``deviceProperties``, ``distributedInfo`` ...).
 
-**How it is found without parsing.** The trace's events are probed at a few thousand evenly
-spaced offsets: the event at each is decoded (:func:`perfkit.io.kineto_scan._object_at`)
-for its ``ts``. libkineto writes the host events and then the device activity, each in
-time order (the shared H100 and B200 traces: not one device task out of order), and a
-trace assembled step by step keeps each step's events together: either way, the events of
-a time window lie between the probes whose times bound it. Only those stretches are
-decoded, the events kept by the rules above, and the excerpt checked: a reported step
-whose last task ends less than a step before the end of what was read may have a task
-beyond it, and the read is widened (up to :data:`WIDEN_TRIES` times) or given up.
+**How it is found without parsing.** The trace's events are probed at up to
+:data:`_PROBES` evenly spaced offsets: at each, the events of the next :data:`_SAMPLE`
+bytes are decoded for their earliest and latest ``ts``. libkineto writes the host events
+and then the device activity, each in time order (the shared H100 and B200 traces: not one
+device task out of order; runtime calls and the tasks they launched interleaved, the tasks
+running later, which a probe's sample sees both of), and a trace assembled step by step
+keeps each step's events together: either way, the events of a time window lie between the
+probes whose times bound it. Only those stretches are decoded, the events kept by the rules
+above, and the cut checked: the event halfway between each pair of probes left out must be
+out of the window too, and the stretches must be at most :data:`MAX_READ_SHARE` of the
+trace (else its events are not in such an order: no excerpt); a kept task ending less than
+a step before the end of what was read may have one beyond it, and the read is widened (up
+to :data:`WIDEN_TRIES` times) or given up.
 
 The steps reported are the middle ones, as many as :data:`EXCERPT_BYTES` of events allow
 (at least one): a trace's first and last steps are where warm-up and the profiler's own
@@ -52,21 +57,26 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError
+from ..errors import PerfkitError
 from .categories import DEVICE_KINDS, KINETO_KINDS
 from .detect import load
 from .kineto_scan import _object_at
 
 __all__ = ["Excerpt", "cut_steps", "read_excerpt", "middle_steps", "EXCERPT_BYTES",
-           "MIN_TRACE_BYTES", "WIDEN_TRIES"]
+           "MIN_TRACE_BYTES", "MAX_READ_SHARE", "WIDEN_TRIES"]
 
 #: About this many bytes of the trace are read for the steps reported (at least one step
 #: and its two neighbours are read, however large).
 EXCERPT_BYTES = 4 << 20
 #: Below this size a trace is loaded whole as fast as an excerpt is cut.
 MIN_TRACE_BYTES = 64 << 20
+#: An excerpt that would read more than this share of the trace (or more than twice the
+#: kept steps' share) is not cut: its events are not in time order, and the load is as quick.
+MAX_READ_SHARE = 0.9
 #: Times the read is widened when a reported step's tasks may run past it.
 WIDEN_TRIES = 3
+#: Bytes decoded at each probe.
+_SAMPLE = 8 << 10
 #: Bytes at each end of the event array where metadata events are looked for.
 _META_BYTES = 4 << 20
 #: Probes of the trace's offsets (fewer in a small trace: one per 16 KiB at most).
@@ -93,7 +103,12 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args | None = None
 
 
+class _Time(msgspec.Struct, gc=False):
+    ts: Any = None
+
+
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_TIMES = msgspec.json.Decoder(list[_Time])
 _EVENT = msgspec.json.Decoder(_Event)
 
 
@@ -164,45 +179,58 @@ def cut_steps(path: str | os.PathLike[str], spans: pd.DataFrame,
              .sort_values("ts_us", kind="mergesort").drop_duplicates("step"))
     if len(spans) < 3:
         return None
-    with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        bounds = _array_bounds(buf)
-        if bounds is None:
+    try:
+        with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            return _cut(buf, p, spans, budget, report, began)
+    except (OSError, ValueError):  # unreadable, or empty (nothing to map)
+        return None
+
+
+def _cut(buf: Any, p: Path, spans: pd.DataFrame, budget: int,
+         report: Sequence[int] | None, began: float) -> Excerpt | None:
+    """:func:`cut_steps` on the mapped trace ``buf``."""
+    bounds = _array_bounds(buf)
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    if report is None:
+        report = middle_steps(spans["step"], hi - lo, budget)
+    at = np.flatnonzero(spans["step"].isin(list(report)).to_numpy())
+    if not len(report) or len(at) != len(set(report)) or at[0] < 1 or \
+            at[-1] + 1 >= len(spans):
+        return None
+    first, count = int(at[0]), int(at[-1] - at[0] + 1)
+    kept = spans.iloc[first - 1:first + count + 1]
+    host = (float(kept["ts_us"].iloc[0]),
+            float((kept["ts_us"] + kept["dur_us"]).max()))
+    key = _PH_KEY.search(buf, lo, min(hi, lo + (1 << 20)))
+    if key is None:
+        return None
+    key = key.group()  # how this trace spells it: '"ph":' or '"ph": '
+    probes = _probe(buf, lo, hi, key)
+    longest = float(kept["dur_us"].max())
+    widen = 2.0 * longest
+    for _ in range(WIDEN_TRIES):
+        window = (host[0], host[1] + widen)
+        stretches = _stretches(probes, window, hi)
+        share = sum(e - s for s, e in stretches) / max(hi - lo, 1)
+        if share > min(MAX_READ_SHARE, 2.0 * len(kept) / len(spans)) or \
+                not _order_holds(buf, probes, stretches, window, key):
+            return None  # no faster than the whole load, or events out of order
+        events, read = _kept_events(buf, stretches, host, window)
+        if events is None:
             return None
-        lo, hi = bounds
-        if report is None:
-            report = middle_steps(spans["step"], hi - lo, budget)
-        at = np.flatnonzero(spans["step"].isin(list(report)).to_numpy())
-        if not len(report) or len(at) != len(set(report)) or at[0] < 1 or \
-                at[-1] + 1 >= len(spans):
-            return None
-        first, count = int(at[0]), int(at[-1] - at[0] + 1)
-        kept = spans.iloc[first - 1:first + count + 1]
-        host = (float(kept["ts_us"].iloc[0]),
-                float((kept["ts_us"] + kept["dur_us"]).max()))
-        key = _PH_KEY.search(buf, lo, min(hi, lo + (1 << 20)))
-        if key is None:
-            return None
-        key = key.group()  # how this trace spells it: '"ph":' or '"ph": '
-        probes = _probe(buf, lo, hi, key)
-        longest = float(kept["dur_us"].max())
-        widen = 2.0 * longest
-        for _ in range(WIDEN_TRIES):
-            window = (host[0], host[1] + widen)
-            stretches = _stretches(probes, window, hi)
-            events, read = _kept_events(buf, stretches, host, window)
-            if events is None:
-                return None
-            last_end = events[1]
-            # a reported step's last task ending less than a step before the end of what
-            # was read may have a task beyond it: read further
-            if last_end is None or last_end + longest <= window[1]:
-                break
-            widen *= 4.0
-        else:
-            return None
-        meta = _metadata(buf, lo, hi, key, stretches)
-        text = b"".join([bytes(buf[:lo + 1]), b"\n", b",\n".join(meta + events[0]), b"\n",
-                         bytes(buf[hi:])])
+        last_end = events[1]
+        # a reported step's last task ending less than a step before the end of what
+        # was read may have a task beyond it: read further
+        if last_end is None or last_end + longest <= window[1]:
+            break
+        widen *= 4.0
+    else:
+        return None
+    meta = _metadata(buf, lo, hi, key, stretches)
+    text = b"".join([bytes(buf[:lo + 1]), b"\n", b",\n".join(meta + events[0]), b"\n",
+                     bytes(buf[hi:])])
     reported = [int(s) for s in spans["step"].iloc[first:first + count]]
     return Excerpt(text, reported, [int(s) for s in kept["step"]], len(meta) + len(events[0]),
                    read, p.stat().st_size, time.perf_counter() - began)
@@ -238,8 +266,8 @@ def read_excerpt(path: str | os.PathLike[str], spans: pd.DataFrame,
         target = Path(folder) / Path(path).name
         target.write_bytes(excerpt.text)
         profile = load(target, cache=False, progress=False)
-    except ProfileError:
-        return None
+    except PerfkitError:
+        return None  # the full load says what is wrong
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return profile, excerpt
@@ -280,11 +308,14 @@ def _event_from(buf: Any, pos: int, hi: int, key: bytes
     return None
 
 
-def _probe(buf: Any, lo: int, hi: int, key: bytes) -> list[tuple[int, float]]:
-    """(start offset, ts) of the events at evenly spaced offsets of the array, in order
-    of offset; an event without a numeric ``ts`` (metadata) has NaN."""
+def _probe(buf: Any, lo: int, hi: int, key: bytes) -> list[tuple[int, float, float]]:
+    """(start offset, earliest ts, latest ts) of the events at evenly spaced offsets of the
+    array, in order of offset: the events of the first :data:`_SAMPLE` bytes from each
+    offset, so that a probe sees both series where two are written interleaved (runtime
+    calls, and the tasks they launched running later). NaN where none has a numeric
+    ``ts`` (metadata)."""
     count = int(min(_PROBES, max(2, (hi - lo) // (16 << 10))))
-    out: list[tuple[int, float]] = [(lo + 1, np.nan)]
+    out: list[tuple[int, float, float]] = [(lo + 1, np.nan, np.nan)]
     for pos in np.linspace(lo + 1, hi, count, endpoint=False)[1:]:
         found = _event_from(buf, int(pos), hi, key)
         if found is None:
@@ -292,21 +323,41 @@ def _probe(buf: Any, lo: int, hi: int, key: bytes) -> list[tuple[int, float]]:
         start, obj = found
         if start <= out[-1][0]:
             continue
-        out.append((start, _number(obj.get("ts"))))
-    out.append((hi, np.nan))
+        times = _sample_times(buf, start, hi, key)
+        first = _number(obj.get("ts"))
+        times = [t for t in (*times, first) if np.isfinite(t)]
+        out.append((start, min(times), max(times)) if times else (start, np.nan, np.nan))
+    out.append((hi, np.nan, np.nan))
     return out
 
 
-def _stretches(probes: list[tuple[int, float]], window: tuple[float, float],
+def _sample_times(buf: Any, start: int, hi: int, key: bytes) -> list[float]:
+    """The ``ts`` of the whole events in ``buf[start:start + _SAMPLE]`` (``start``: an
+    event's start), decoded at once; empty where the bytes do not decode as events (an
+    event whose ``ph`` is not its first key)."""
+    chunk = bytes(buf[start:min(hi, start + _SAMPLE)])
+    last = chunk.rfind(key)
+    brace = chunk.rfind(b"{", 0, last) if last > 0 else -1
+    if brace <= 0:
+        return []
+    body = chunk[:brace].rstrip().rstrip(b",")
+    try:
+        events = _TIMES.decode(b"[" + body + b"]")
+    except msgspec.DecodeError:
+        return []
+    return [_number(e.ts) for e in events]
+
+
+def _stretches(probes: list[tuple[int, float, float]], window: tuple[float, float],
                hi: int) -> list[tuple[int, int]]:
     """Byte ranges between probes that may hold events of ``window`` (µs): those whose
     bounding probes' times meet it or straddle it, or are unknown, with one range more on
     each side; adjacent ranges merged."""
-    ts = np.array([t for _s, t in probes])
-    starts = np.array([s for s, _t in probes])
-    a, b = ts[:-1], ts[1:]
-    unknown = np.isnan(a) | np.isnan(b)
-    low, high = np.fmin(a, b), np.fmax(a, b)
+    starts = np.array([p[0] for p in probes])
+    early = np.array([p[1] for p in probes])
+    late = np.array([p[2] for p in probes])
+    unknown = np.isnan(early[:-1]) | np.isnan(early[1:])
+    low, high = np.fmin(early[:-1], early[1:]), np.fmax(late[:-1], late[1:])
     meets = unknown | ((low <= window[1]) & (high >= window[0]))
     near = meets.copy()
     near[1:] |= meets[:-1]
@@ -319,6 +370,25 @@ def _stretches(probes: list[tuple[int, float]], window: tuple[float, float],
         else:
             out.append((s, e))
     return out
+
+
+def _order_holds(buf: Any, probes: list[tuple[int, float, float]], stretches: list[tuple[int, int]],
+                 window: tuple[float, float], key: bytes) -> bool:
+    """Whether the events between probes that :func:`_stretches` left out are out of
+    ``window`` as their bounding probes say: the event halfway between each such pair is
+    decoded, and one inside the window means the trace's events are not in the order a cut
+    needs (shuffled, or sorted on another key), so that the excerpt would miss events."""
+    read = iter(stretches)
+    current = next(read, None)
+    for (a, *_ta), (b, *_tb) in zip(probes[:-1], probes[1:], strict=True):
+        while current is not None and current[1] <= a:
+            current = next(read, None)
+        if current is not None and current[0] <= a < current[1]:
+            continue  # read anyway
+        found = _event_from(buf, (a + b) // 2, b, key)
+        if found is not None and _inside(found[1].get("ts"), window):
+            return False
+    return True
 
 
 def _kept_events(buf: Any, stretches: list[tuple[int, int]], host: tuple[float, float],

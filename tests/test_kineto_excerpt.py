@@ -1,0 +1,218 @@
+"""A few whole steps cut from a Kineto trace (:mod:`perfkit.io.kineto_excerpt`) and read
+ahead of the load (:mod:`perfkit.io.preview_excerpt`): the steps read are the raw trace's,
+read independently with ``json`` (exact decimals); a trace whose events are not in time
+order, and damaged traces, give no excerpt and raise nothing; nothing is written beside
+the trace.
+
+The real traces are the two ResNet-50 traces of the kineto repository's TensorBoard plugin
+samples (six ``ProfilerStep``s each, a V100, PyTorch 1.9's format with capitalised
+categories), decompressed into the test's folder: a cut needs offsets, which a ``.gz``
+has not.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from raw_kineto import raw_events, raw_walls
+from shared_samples import KINETO_TRACES, shared_sample
+
+import perfkit as pk
+from perfkit.io import preview_excerpt
+from perfkit.io.kineto_excerpt import cut_steps, middle_steps, read_excerpt
+from perfkit.io.kineto_scan import kineto_step_spans
+from perfkit.io.preview import preview
+
+pytestmark = [pytest.mark.shared_samples,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+_RESNETS = ("k_resnet50_nw0", "k_resnet50_nw4")
+_DEVICE = {"kernel", "memcpy", "memset", "gpu_memcpy", "gpu_memset"}
+_RUNTIME = {"runtime", "cuda_runtime", "cuda_driver"}
+
+
+def _plain(name: str, folder: Path) -> Path:
+    """The shared trace ``name``, decompressed into ``folder``."""
+    out = folder / Path(KINETO_TRACES[name]).name.removesuffix(".gz")
+    out.write_bytes(gzip.decompress(shared_sample(KINETO_TRACES[name]).read_bytes()))
+    return out
+
+
+def _raw_step_tasks(path: Path, step: int) -> list[tuple[Decimal, Decimal]]:
+    """(start, end) µs of the device tasks whose runtime launch (same correlation) starts
+    in the host ``ProfilerStep#step`` span, from the raw events."""
+    events = [e for e in raw_events(path) if e.get("ph") == "X"]
+    span = next(e for e in events if e.get("name") == f"ProfilerStep#{step}"
+                and str(e.get("cat", "")).lower() not in ("gpu_user_annotation",))
+    lo, hi = Decimal(span["ts"]), Decimal(span["ts"]) + Decimal(span["dur"])
+    launched = {(e.get("args") or {}).get("correlation") for e in events
+                if str(e.get("cat", "")).lower() in _RUNTIME and lo <= Decimal(e["ts"]) < hi}
+    return [(Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e.get("dur", 0))) for e in events
+            if str(e.get("cat", "")).lower() in _DEVICE
+            and (e.get("args") or {}).get("correlation") in launched]
+
+
+def _union(intervals: list[tuple[Decimal, Decimal]]) -> Decimal:
+    total, reach = Decimal(0), None
+    for a, b in sorted(intervals):
+        if reach is None or a > reach:
+            total, reach = total + (b - a), b
+        elif b > reach:
+            total, reach = total + (b - reach), b
+    return total
+
+
+@pytest.mark.parametrize("name", _RESNETS)
+def test_the_steps_read_are_the_raw_traces_steps(name: str, tmp_path: Path) -> None:
+    """The middle step of six, cut with its neighbours: its wall time is the raw trace's
+    (device window, idle tail, wait before: :func:`raw_kineto.raw_walls`), its computing
+    time the union of the raw tasks it launched (no communication in these traces), and
+    every task it launched is in the excerpt."""
+    trace = _plain(name, tmp_path)
+    spans = kineto_step_spans(trace)
+    got = read_excerpt(trace, spans, budget=1)  # the least: one step reported
+    assert got is not None
+    profile, excerpt = got
+    assert excerpt.steps == [7] and excerpt.kept == [6, 7, 8]  # steps 5-10 in the trace
+    assert excerpt.bytes_read < trace.stat().st_size
+    breakdown = pk.analysis.step_breakdown(profile).set_index("step").loc[7]
+    wall = Decimal(repr(float(breakdown["step_us"]) + float(breakdown["preparing_us"])))
+    assert abs(wall - raw_walls(trace)[7]) < Decimal("0.001")
+    tasks = _raw_step_tasks(trace, 7)
+    assert abs(Decimal(repr(float(breakdown["computing_us"]))) - _union(tasks)) \
+        < Decimal("0.001")
+    kernels = profile.kernels
+    assert int((kernels["step"] == 7).sum()) == len(tasks)
+
+
+def test_the_middle_steps_are_as_many_as_the_budget_allows() -> None:
+    steps = list(range(10, 20))  # ten steps of 100 bytes each
+    assert middle_steps(steps, 1000, budget=1) == [14]
+    assert middle_steps(steps, 1000, budget=300) == [13, 14, 15]
+    assert middle_steps(steps, 1000, budget=10_000) == list(range(11, 19))  # not the ends
+    assert middle_steps([1, 2], 1000) == []
+
+
+def test_a_trace_whose_events_are_not_in_time_order_gives_no_excerpt(tmp_path: Path) -> None:
+    """Shuffled, the events of a window no longer lie between the probes that bound it:
+    every probe's sample spans the whole run, so the cut would read the whole trace (no
+    quicker than the load), and gives up."""
+    trace = _plain("k_resnet50_nw4", tmp_path)
+    data = json.loads(trace.read_bytes())
+    random.Random(7).shuffle(data["traceEvents"])
+    shuffled = tmp_path / "shuffled.json"
+    shuffled.write_text(json.dumps(data), encoding="utf-8")
+    assert cut_steps(shuffled, kineto_step_spans(shuffled), budget=1) is None
+
+
+def _damaged(trace: Path, folder: Path) -> dict[str, Path]:
+    raw = trace.read_bytes()
+    middle = len(raw) // 2
+    out = {"truncated": raw[:middle], "garbage in the middle": raw[:middle] + b"\x00{]]"
+           + raw[middle + 4:], "no traceEvents": raw.replace(b'"traceEvents"', b'"events"'),
+           "empty": b""}
+    paths = {}
+    for i, (what, data) in enumerate(out.items()):
+        p = folder / f"damaged{i}.json"
+        p.write_bytes(data)
+        paths[what] = p
+    return paths
+
+
+def test_damaged_traces_give_no_excerpt_and_raise_nothing(tmp_path: Path) -> None:
+    trace = _plain("k_resnet50_nw4", tmp_path)
+    spans = kineto_step_spans(trace)
+    for what, path in _damaged(trace, tmp_path).items():
+        got = read_excerpt(path, spans, budget=1)
+        if got is not None:  # a tear outside what is read may still cut: then exactly
+            assert what == "garbage in the middle", what
+            assert got[1].steps == [7]
+            assert float(got[0].steps.set_index("step").loc[7, "computing_us"]) == float(
+                pk.analysis.step_breakdown(read_excerpt(trace, spans, 1)[0])
+                .set_index("step").loc[7, "computing_us"])
+
+
+def test_first_steps_reads_the_ranks_and_writes_nothing_beside_them(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    """The same step of two ranks (the nw4 trace as two ranks of one run: the two shared
+    traces are two runs, which perfkit does not merge), read ahead of the load; the folder
+    is left as it was (the excerpt goes to a temporary folder, no cache entry)."""
+    monkeypatch.setattr(preview_excerpt, "MIN_TRACE_BYTES", 0)
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    trace = _plain("k_resnet50_nw4", tmp_path)
+    for rank in (0, 1):
+        (folder / f"rank{rank}.pt.trace.json").write_bytes(trace.read_bytes())
+    before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir())
+    early = preview(folder, device_steps=False)
+    assert preview_excerpt.excerpt_wanted(early)
+    first = preview_excerpt.first_steps(early, budget=1)
+    assert first is not None and first.steps == [7] and first.total_steps == 6
+    assert sorted(first.profile.ranks) == sorted(p.meta.rank for p in early.profile.profiles)
+    walls = {p.meta.rank: raw_walls(Path(p.meta.path))[7] for p in early.profile.profiles}
+    rows = preview_excerpt.reported_rows(pk.analysis.step_breakdown(first.profile), first)
+    assert sorted(rows["step"]) == [7, 7]
+    for rank, r in rows.set_index("rank").iterrows():
+        assert abs(Decimal(repr(float(r["step_us"]) + float(r["preparing_us"])))
+                   - walls[rank]) < Decimal("0.001")
+    assert "step 7 of 6, cut from the traces" in first.describe()
+    after = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir())
+    assert after == before
+
+
+def test_compressed_small_or_cached_traces_are_not_cut(tmp_path: Path) -> None:
+    folder = shared_sample(KINETO_TRACES["k_resnet50_nw4"]).parent  # a .gz
+    assert not preview_excerpt.excerpt_wanted(preview(folder, device_steps=False))
+    trace = _plain("k_resnet50_nw4", tmp_path)  # 35 MB: below the size worth cutting
+    assert not preview_excerpt.excerpt_wanted(preview(trace, device_steps=False))
+    assert preview_excerpt.first_steps(preview(trace, device_steps=False)) is None
+
+
+def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """Opened in the dashboard (as a trace above the sizes that get the device step and an
+    excerpt: both limits lowered), the trace shows its host step span at once, then the
+    split of its middle step, cut and read while the rest loads (held here), with a note
+    naming the step; its computing share is the raw union of the step's tasks over its
+    raw wall. The whole profile's split replaces it, and the note goes."""
+    import re
+    import threading
+    import time
+
+    from widget_html import panel_html
+
+    from perfkit.io import preview as P
+    from perfkit.widgets.dashboard import Dashboard
+
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)
+    monkeypatch.setattr(preview_excerpt, "MIN_TRACE_BYTES", 0)
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    trace = _plain("k_resnet50_nw4", tmp_path)
+    board = Dashboard(background_bytes=0)
+    go, real = threading.Event(), board._load
+
+    def held(source, run, progress):
+        assert go.wait(120), "the test never released the load"
+        return real(source, run, progress)
+    board._load = held  # type: ignore[method-assign]
+    assert board.load_profile(str(trace))
+    deadline = time.monotonic() + 120
+    while "cut from the trace" not in (html := panel_html(board.panels["Overview"])):
+        assert time.monotonic() < deadline, "the steps read first never showed"
+        time.sleep(0.05)
+    assert "The split above is that of step 7 of 6, cut from the trace" in html
+    assert "host step span" in html  # the step figure is still the one read first
+    shown = re.search(r"computing\s+([0-9.]+)\s*%", re.sub(r"<[^>]+>", " ", html))
+    assert shown is not None
+    share = _union(_raw_step_tasks(trace, 7)) / raw_walls(trace)[7] * 100
+    assert abs(Decimal(shown.group(1)) - share) <= Decimal("0.1")
+    go.set()
+    assert board.wait(120) and board.error is None
+    final = panel_html(board.panels["Overview"])
+    assert "cut from the trace" not in final and "× 6 steps" in final
