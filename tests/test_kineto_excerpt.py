@@ -124,6 +124,20 @@ def _damaged(trace: Path, folder: Path) -> dict[str, Path]:
     return paths
 
 
+def test_steps_too_large_to_read_quickly_are_not_cut(tmp_path: Path, monkeypatch) -> None:
+    """With a limit below what the cut of three steps reads, there is no excerpt (the full
+    load would be as quick); with it above, there is."""
+    from perfkit.io import kineto_excerpt
+
+    trace = _plain("k_resnet50_nw4", tmp_path)
+    spans = kineto_step_spans(trace)
+    read = cut_steps(trace, spans, budget=1).bytes_read
+    monkeypatch.setattr(kineto_excerpt, "MAX_READ_BYTES", read // 2)
+    assert cut_steps(trace, spans, budget=1) is None
+    monkeypatch.setattr(kineto_excerpt, "MAX_READ_BYTES", read * 2)
+    assert cut_steps(trace, spans, budget=1) is not None
+
+
 def test_damaged_traces_give_no_excerpt_and_raise_nothing(tmp_path: Path) -> None:
     trace = _plain("k_resnet50_nw4", tmp_path)
     spans = kineto_step_spans(trace)
@@ -162,6 +176,8 @@ def test_first_steps_reads_the_ranks_and_writes_nothing_beside_them(tmp_path: Pa
         assert abs(Decimal(repr(float(r["step_us"]) + float(r["preparing_us"])))
                    - walls[rank]) < Decimal("0.001")
     assert "step 7 of 6, cut from the traces" in first.describe()
+    monkeypatch.setattr(preview_excerpt, "MAX_RANKS", 1)  # more ranks than are cut
+    assert not preview_excerpt.excerpt_wanted(early)
     after = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir())
     assert after == before
 

@@ -63,7 +63,7 @@ from .detect import load
 from .kineto_scan import _object_at
 
 __all__ = ["Excerpt", "cut_steps", "read_excerpt", "middle_steps", "EXCERPT_BYTES",
-           "MIN_TRACE_BYTES", "MAX_READ_SHARE", "WIDEN_TRIES"]
+           "MIN_TRACE_BYTES", "MAX_READ_BYTES", "MAX_READ_SHARE", "WIDEN_TRIES"]
 
 #: About this many bytes of the trace are read for the steps reported (at least one step
 #: and its two neighbours are read, however large).
@@ -73,6 +73,9 @@ MIN_TRACE_BYTES = 64 << 20
 #: An excerpt that would read more than this share of the trace (or more than twice the
 #: kept steps' share) is not cut: its events are not in time order, and the load is as quick.
 MAX_READ_SHARE = 0.9
+#: An excerpt that would read more than this is not cut (steps so large that three of them
+#: take seconds to read, as long as the first answer is meant to take in all).
+MAX_READ_BYTES = 96 << 20
 #: Times the read is widened when a reported step's tasks may run past it.
 WIDEN_TRIES = 3
 #: Bytes decoded at each probe.
@@ -213,8 +216,9 @@ def _cut(buf: Any, p: Path, spans: pd.DataFrame, budget: int,
     for _ in range(WIDEN_TRIES):
         window = (host[0], host[1] + widen)
         stretches = _stretches(probes, window, hi)
-        share = sum(e - s for s, e in stretches) / max(hi - lo, 1)
-        if share > min(MAX_READ_SHARE, 2.0 * len(kept) / len(spans)) or \
+        span = sum(e - s for s, e in stretches)
+        if span > MAX_READ_BYTES or \
+                span > min(MAX_READ_SHARE, 2.0 * len(kept) / len(spans)) * (hi - lo) or \
                 not _order_holds(buf, probes, stretches, window, key):
             return None  # no faster than the whole load, or events out of order
         events, read = _kept_events(buf, stretches, host, window)

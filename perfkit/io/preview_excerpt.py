@@ -8,9 +8,10 @@ every rank's trace (:mod:`perfkit.io.kineto_excerpt`) and loads them with perfki
 reader, so that their split, and the job read from them, are the full load's for those
 steps, in about a second for a gigabyte of traces.
 
-It is used where the preview read Kineto ``ProfilerStep`` spans of uncompressed traces of
-at least :data:`~perfkit.io.kineto_excerpt.MIN_TRACE_BYTES` each, not from perfkit's cache
-(a cached profile opens in a fraction of a second anyway).
+It is used where the preview read Kineto ``ProfilerStep`` spans of at most
+:data:`MAX_RANKS` uncompressed traces of at least
+:data:`~perfkit.io.kineto_excerpt.MIN_TRACE_BYTES` each, not from perfkit's cache (a
+cached profile opens in a fraction of a second anyway).
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ from .kineto_excerpt import EXCERPT_BYTES, MIN_TRACE_BYTES, middle_steps, read_e
 from .preview_kineto import STEP_SPANS
 from .sources import cluster_meta
 
-__all__ = ["FirstSteps", "first_steps", "excerpt_wanted", "reported_rows"]
+__all__ = ["FirstSteps", "first_steps", "excerpt_wanted", "reported_rows", "MAX_RANKS"]
+
+#: Ranks cut at most: each takes about half a second before the load starts (the ranks one
+#: after the other), so a larger job waits for its full load instead.
+MAX_RANKS = 8
 
 
 @dataclass
@@ -83,7 +88,7 @@ def _ranks(preview: Any) -> list[Profile]:
 def excerpt_wanted(preview: Any) -> bool:
     """Whether :func:`first_steps` applies to ``preview`` (module docstring)."""
     ranks = _ranks(preview)
-    if not ranks or getattr(preview, "cached", False):
+    if not ranks or len(ranks) > MAX_RANKS or getattr(preview, "cached", False):
         return False
     for rank in ranks:
         spans = rank.meta.extra.get(STEP_SPANS)
