@@ -445,7 +445,7 @@ def _kept_events(buf: Any, stretches: list[tuple[int, int]], host: tuple[float, 
                     first_start = start if first_start is None else min(first_start, start)
         elif cat in _LANE_CATS:
             lanes.append((raw, ev))
-        elif ev.ph in ("s", "f", "t"):
+        elif ev.ph in ("s", "f", "t") and cat == "ac2g":  # launch -> task, by correlation
             if _key(ev.id) in launches:
                 kept.append(bytes(raw))
         elif _inside(ev.ts, host):
