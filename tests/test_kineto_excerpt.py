@@ -232,3 +232,62 @@ def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
     assert board.wait(120) and board.error is None
     final = panel_html(board.panels["Overview"])
     assert "cut from the trace" not in final and "× 6 steps" in final
+
+
+def _repeated(src: Path, reps: int, out: Path) -> Path:
+    """``src``'s two recorded steps ``reps`` times over, one after the other (each copy's
+    times shifted by the trace's span, its step numbers by 2, its correlations and flow ids
+    by 10^7), written as libkineto orders a trace: the host events in time order, then the
+    device activity (runtime calls, tasks, launch links) in time order, the metadata last."""
+    data = json.loads(gzip.decompress(src.read_bytes()))
+    events = [e for e in data["traceEvents"] if e.get("ph") != "M"]
+    meta = [e for e in data["traceEvents"] if e.get("ph") == "M"]
+    t0 = min(float(e["ts"]) for e in events)
+    period = max(float(e["ts"]) + float(e.get("dur", 0)) for e in events) - t0 + 1000.0
+    host, device = [], []
+    for r in range(reps):
+        for e in events:
+            e2 = dict(e, ts=float(e["ts"]) + r * period)
+            name = str(e.get("name", ""))
+            if name.startswith("ProfilerStep#"):
+                e2["name"] = f"ProfilerStep#{int(name.split('#')[1]) + 2 * r}"
+            if "id" in e and e.get("ph") in ("s", "f"):
+                e2["id"] = int(e["id"]) + r * 10**7
+            if e.get("args"):
+                e2["args"] = {k: (v + r * 10**7 if k in ("correlation", "External id")
+                                  and isinstance(v, int) else v)
+                              for k, v in e["args"].items()}
+            cat = str(e.get("cat", "")).lower()
+            on_device = cat in _DEVICE or cat in _RUNTIME or cat in ("ac2g",
+                                                                     "gpu_user_annotation")
+            (device if on_device else host).append(e2)
+    ordered = sorted(host, key=lambda e: e["ts"]) + sorted(device, key=lambda e: e["ts"])
+    data["traceEvents"] = ordered + meta
+    out.write_text(json.dumps(data), encoding="utf-8")
+    return out
+
+
+def test_the_job_read_from_the_steps_read_first_is_the_whole_traces(tmp_path: Path) -> None:
+    """A Llama trace recorded here on an H100 (two steps, ``tests/data/kineto_llama_h100``)
+    repeated to ten steps in libkineto's order: the job read from the one step cut from it
+    (with its neighbours) has the whole trace's batch, sequence, model and layout, so the
+    throughput and MFU the Overview shows first are those of the full page's job; the step
+    read is the full load's, column for column."""
+    src = Path(__file__).resolve().parent / "data" / "kineto_llama_h100" / \
+        "rank0.pt.trace.json.gz"
+    trace = _repeated(src, 5, tmp_path / "rank0.pt.trace.json")
+    spans = kineto_step_spans(trace)
+    assert list(spans["step"]) == list(range(3, 13))
+    got = read_excerpt(trace, spans, budget=1)
+    assert got is not None
+    excerpt, cut = got
+    assert cut.steps == [7] and cut.bytes_read < trace.stat().st_size / 2
+    full = pk.load(trace, cache=False)
+    cols = [c for c in full.steps.columns if c.endswith("_us")]
+    assert full.steps.set_index("step").loc[[7], cols].equals(
+        excerpt.steps.set_index("step").loc[[7], cols])
+    whole, first = pk.infer_job(full), pk.infer_job(excerpt)
+    assert whole.model is not None and whole.global_batch_size and whole.seq_length
+    assert first.model == whole.model
+    assert (first.global_batch_size, first.seq_length, first.parallel, first.dtype) == \
+        (whole.global_batch_size, whole.seq_length, whole.parallel, whole.dtype)

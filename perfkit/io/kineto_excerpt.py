@@ -70,8 +70,8 @@ __all__ = ["Excerpt", "cut_steps", "read_excerpt", "middle_steps", "EXCERPT_BYTE
 EXCERPT_BYTES = 4 << 20
 #: Below this size a trace is loaded whole as fast as an excerpt is cut.
 MIN_TRACE_BYTES = 64 << 20
-#: An excerpt that would read more than this share of the trace (or more than twice the
-#: kept steps' share) is not cut: its events are not in time order, and the load is as quick.
+#: An excerpt that would read more than this share of the trace is not cut: its events are
+#: not in time order (a shuffled trace), and the load is as quick.
 MAX_READ_SHARE = 0.9
 #: An excerpt that would read more than this is not cut (steps so large that three of them
 #: take seconds to read, as long as the first answer is meant to take in all).
@@ -212,13 +212,12 @@ def _cut(buf: Any, p: Path, spans: pd.DataFrame, budget: int,
     key = key.group()  # how this trace spells it: '"ph":' or '"ph": '
     probes = _probe(buf, lo, hi, key)
     longest = float(kept["dur_us"].max())
-    widen = 2.0 * longest
+    widen = longest  # a device seldom runs a step behind its host: widened if it does
     for _ in range(WIDEN_TRIES):
         window = (host[0], host[1] + widen)
         stretches = _stretches(probes, window, hi)
         span = sum(e - s for s, e in stretches)
-        if span > MAX_READ_BYTES or \
-                span > min(MAX_READ_SHARE, 2.0 * len(kept) / len(spans)) * (hi - lo) or \
+        if span > MAX_READ_BYTES or span > MAX_READ_SHARE * (hi - lo) or \
                 not _order_holds(buf, probes, stretches, window, key):
             return None  # no faster than the whole load, or events out of order
         events, read = _kept_events(buf, stretches, host, window)
