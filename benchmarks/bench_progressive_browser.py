@@ -1,15 +1,16 @@
 """Seconds from *Open* to each answer in headless Chromium, on the served dashboard.
 
 ``perfkit serve`` (as users start it: preheated kernel, random token) runs with a fresh
-``PERFKIT_CACHE_DIR`` and the perfkit on ``PYTHONPATH`` (this tree when it is unset; the
-script prints which ``perfkit/__init__.py`` that environment imports and the ``PYTHONPATH``
-its kernels got, so that a run "from another tree" can be checked); Chromium
-(``/usr/bin/chromium`` through Playwright, offline) opens the page and waits for the
-bundled sample's Overview; then, for each input, the path is typed in the *or a path* box
-and *Open* clicked. A recorder in the page (:data:`RECORDER`: a ``MutationObserver`` that
-checks at the next frame, so each time is that of the frame that paints the change, not of
-a poll from Python) notes, from the press on *Open*, when the new profile's Overview first
-shows:
+``PERFKIT_CACHE_DIR`` and the perfkit on ``PYTHONPATH`` (this tree when it is unset), in a
+temporary folder (``python -m`` would put the working folder, a tree, first on
+``sys.path``; the script prints which ``perfkit/__init__.py`` that environment imports, and
+the ``PYTHONPATH`` and folder of serve and its kernels, so that a run "from another tree"
+can be checked); Chromium (``/usr/bin/chromium`` through Playwright, offline) opens the
+page and waits for the bundled sample's Overview; then, for each input, the path is typed
+in the *or a path* box and *Open* clicked. A recorder in the page (:data:`RECORDER`: a
+``MutationObserver`` that checks at the next frame, so each time is that of the frame that
+paints the change, not of a poll from Python) notes, from the press on *Open*, when the new
+profile's Overview first shows:
 
 - ``first``: the step figure read first (the step time card, or the host step span a
   Kineto trace above 256 MiB gives first; its note says "read first", or, once the files
@@ -131,14 +132,18 @@ def _env(cache: Path) -> dict[str, str]:
             "PERFKIT_CACHE_DIR": str(cache)}
 
 
-def _served_perfkit(env: dict[str, str]) -> str:
-    """Which perfkit ``env`` imports (the interpreter, environment and folder of serve)."""
+def _served_perfkit(env: dict[str, str], cwd: Path) -> str:
+    """Which perfkit ``env`` imports in ``cwd`` (the interpreter, environment and folder of
+    serve: ``python -m`` puts the working folder first on ``sys.path``, so serve runs
+    outside any tree)."""
     return subprocess.run([sys.executable, "-c", "import perfkit; print(perfkit.__file__)"],
-                          env=env, capture_output=True, text=True, check=True).stdout.strip()
+                          env=env, cwd=cwd, capture_output=True, text=True, check=True
+                          ).stdout.strip()
 
 
 def _kernel_paths(cache: Path) -> set[str]:
-    """The ``PYTHONPATH`` of each process that runs with ``cache`` (serve, its kernels)."""
+    """The ``PYTHONPATH`` and working folder of each process that runs with ``cache``
+    (serve, its kernels)."""
     found = set()
     for proc in Path("/proc").iterdir():
         try:
@@ -148,13 +153,17 @@ def _kernel_paths(cache: Path) -> set[str]:
         except (OSError, ValueError):
             continue
         if env.get("PERFKIT_CACHE_DIR") == str(cache):
-            found.add(env.get("PYTHONPATH", "(unset)"))
+            try:
+                cwd = os.readlink(proc / "cwd")
+            except OSError:
+                cwd = "?"
+            found.add(f"{env.get('PYTHONPATH', '(unset)')} in {cwd}")
     return found
 
 
 def _serve(cache: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    env = _env(cache)
-    print(f"# served perfkit: {_served_perfkit(env)} (PYTHONPATH={env['PYTHONPATH']})",
+    env, cwd = _env(cache), log.parent
+    print(f"# served perfkit: {_served_perfkit(env, cwd)} (PYTHONPATH={env['PYTHONPATH']})",
           flush=True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -162,7 +171,7 @@ def _serve(cache: Path, log: Path) -> tuple[subprocess.Popen, str]:
     out = log.open("w")
     proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "serve", "--port",
                              str(port), "--no-browser"], stdout=out, stderr=subprocess.STDOUT,
-                            env=env)
+                            env=env, cwd=cwd)
     out.close()
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
@@ -214,8 +223,8 @@ def main(argv: list[str] | None = None) -> None:
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(url, timeout=180_000)
                 page.wait_for_function(STEP_SHOWN, arg=False, timeout=180_000)
-                print(f"# kernels' PYTHONPATH: {', '.join(sorted(_kernel_paths(cache)))}",
-                      flush=True)
+                where = ", ".join(sorted(_kernel_paths(cache)))
+                print(f"# serve's and kernels' PYTHONPATH: {where}", flush=True)
                 box = page.locator("input[placeholder^='/path/to/your/profile']")
                 for name in args.inputs.split(","):
                     path = str(Path(args.data) / name)
