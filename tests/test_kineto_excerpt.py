@@ -194,15 +194,16 @@ def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
                                                               monkeypatch) -> None:
     """Opened in the dashboard (as a trace above the sizes that get the device step and an
     excerpt: both limits lowered), the trace shows its host step span at once, then the
-    split of its middle step, cut and read while the rest loads (held here), with a note
-    naming the step; its computing share is the raw union of the step's tasks over its
-    raw wall. The whole profile's split replaces it, and the note goes."""
+    step time and split of its middle step, cut and read while the rest loads (held here),
+    saying which step: the step time is the raw step's wall, and the computing share the
+    raw union of the step's tasks over that wall. The whole profile's replace them."""
     import re
     import threading
     import time
 
     from widget_html import panel_html
 
+    from perfkit.format import time_text
     from perfkit.io import preview as P
     from perfkit.widgets.dashboard import Dashboard
 
@@ -223,7 +224,10 @@ def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
         assert time.monotonic() < deadline, "the steps read first never showed"
         time.sleep(0.05)
     assert "The split above is that of step 7 of 6, cut from the trace" in html
-    assert "host step span" in html  # the step figure is still the one read first
+    assert "host step span" in html  # the host's pace over all steps, read first
+    step = re.search(r"<div class='pk-k'>step time</div><div class='pk-v'>([^<]*)<", html)
+    assert step is not None and step.group(1) == time_text(float(raw_walls(trace)[7]))
+    assert "from step 7 of 6, read first" in html
     shown = re.search(r"computing\s+([0-9.]+)\s*%", re.sub(r"<[^>]+>", " ", html))
     assert shown is not None
     share = _union(_raw_step_tasks(trace, 7)) / raw_walls(trace)[7] * 100
@@ -232,6 +236,7 @@ def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
     assert board.wait(120) and board.error is None
     final = panel_html(board.panels["Overview"])
     assert "cut from the trace" not in final and "× 6 steps" in final
+    assert "the whole profile's follows" not in final
 
 
 def _repeated(src: Path, reps: int, out: Path) -> Path:

@@ -68,11 +68,15 @@ class FirstSteps:
     seconds: float
     notes: list[str] = field(default_factory=list)
 
-    def describe(self) -> str:
-        """One phrase for people: which steps, how they were read."""
+    def which(self) -> str:
+        """The steps read, for people ("steps 168-169 of 353")."""
         first, last = self.steps[0], self.steps[-1]
         which = f"step {first}" if first == last else f"steps {first}-{last}"
-        return (f"{which} of {self.total_steps}, cut from the trace"
+        return f"{which} of {self.total_steps}"
+
+    def describe(self) -> str:
+        """One phrase for people: which steps, how they were read."""
+        return (f"{self.which()}, cut from the trace"
                 f"{'s' if isinstance(self.profile, Cluster) else ''} "
                 f"({self.bytes_read / 2**20:,.0f} MiB of {self.trace_bytes / 2**30:,.2f} GiB "
                 f"read in {self.seconds:.1f} s)")

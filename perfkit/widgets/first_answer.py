@@ -2,8 +2,8 @@
 
 While a large Kineto profile is read, :func:`perfkit.io.preview_excerpt.first_steps` cuts
 a few whole steps from its traces and loads them (about a second for a gigabyte).
-:func:`first_answer` works out what the Overview shows of them: the split of those steps,
-and the throughput and MFU of the job read from their operator shapes
+:func:`first_answer` works out what the Overview shows of them: the step time and the split
+of those steps, and the throughput and MFU of the job read from their operator shapes
 (:func:`perfkit.infer_job`, as the full page does on the whole profile). Each figure says
 which steps it comes from; the whole profile's replace them as they come.
 """
@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from .. import analysis as A
+from ..format import time_text
 from ..io.preview_excerpt import FirstSteps, reported_rows
 from ..job import infer_job
 from .headline import Figure, mfu_figure, step_split, throughput_figure
@@ -46,16 +47,29 @@ class FirstAnswer:
         """The reported steps' split (:func:`perfkit.widgets.headline.step_split`)."""
         return step_split(self.breakdown)
 
+    def step_figure(self) -> Figure:
+        """The step time of the steps read (:func:`perfkit.analysis.measured_step_s`: the
+        slowest rank's wall, median over the steps), saying where from."""
+        step_s = A.measured_step_s(self.breakdown) if len(self.breakdown) else math.nan
+        if not math.isfinite(step_s):
+            return Figure("step time", "…", "comes with the device tasks, still being read")
+        return Figure("step time", time_text(step_s * 1e6),
+                      f"{A.steps.step_basis(self.breakdown)}; {self._read_first()}")
+
     def figures(self) -> list[Figure]:
         """Throughput and MFU of the job read from the steps, each saying where from."""
         step_s = getattr(self.job, "step_time_s", None) or A.measured_step_s(self.breakdown)
         why = "no job: it could not be read from the steps read first"
-        where = f"; from {self.source()}, the whole profile's follows"
+        where = f"; {self._read_first()}"
         out = []
         for fig in (throughput_figure(self.job, step_s if math.isfinite(step_s) else math.nan,
                                       why), mfu_figure(self.job, why)):
             out.append(Figure(fig.name, fig.text, fig.note + where, fig.warning))
         return out
+
+    def _read_first(self) -> str:
+        """Where a card's figure comes from (the split's note says how they were read)."""
+        return f"from {self.first.which()}, read first; the whole profile's follows"
 
     def source(self) -> str:
         """Which steps, and how they were read (one phrase)."""

@@ -203,7 +203,9 @@ class OverviewTab(JobTab):
             kind = "training iteration span" if iterations else "ProfilerStep span"
             span = first.note.replace("slowest rank's step", "slowest rank's " + kind
                                       ).replace("one rank's step", "one rank's " + kind)
+            cut = getattr(opening, "first", None)  # a few whole steps read meanwhile
             steps_first = [
+                cut.step_figure() if cut is not None else
                 Figure("step time", "…", "comes with the device tasks, still being read: "
                                          "each step from its first to its last GPU task"),
                 Figure("host iteration span" if iterations else "host step span",
