@@ -10,6 +10,7 @@ which steps it comes from; the whole profile's replace them as they come.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -57,13 +58,13 @@ class FirstAnswer:
                       f"{A.steps.step_basis(self.breakdown)}; {self._read_first()}")
 
     def figures(self) -> list[Figure]:
-        """Throughput and MFU of the job read from the steps, each saying where from."""
-        step_s = getattr(self.job, "step_time_s", None) or A.measured_step_s(self.breakdown)
+        """Throughput and MFU of the job read from the steps (at the step time of
+        :meth:`step_figure`), each saying where from."""
+        step_s = getattr(self.job, "step_time_s", None) or math.nan
         why = "no job: it could not be read from the steps read first"
         where = f"; {self._read_first()}"
         out = []
-        for fig in (throughput_figure(self.job, step_s if math.isfinite(step_s) else math.nan,
-                                      why), mfu_figure(self.job, why)):
+        for fig in (throughput_figure(self.job, step_s, why), mfu_figure(self.job, why)):
             out.append(Figure(fig.name, fig.text, fig.note + where, fig.warning))
         return out
 
@@ -83,4 +84,9 @@ def first_answer(first: FirstSteps) -> FirstAnswer:
         job: Any = infer_job(first.profile)
     except Exception:  # noqa: BLE001 - the figures say the job could not be read
         job = None
+    step_s = A.measured_step_s(breakdown) if len(breakdown) else math.nan
+    if job is not None and math.isfinite(step_s):
+        # the job's own step is over every step of the excerpt, the two read only for
+        # their neighbours' sake included: the figures are the reported steps'
+        job = dataclasses.replace(job, step_time_s=step_s)
     return FirstAnswer(first, job, breakdown)

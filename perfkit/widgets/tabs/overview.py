@@ -183,6 +183,10 @@ class OverviewTab(JobTab):
         """The steps read first (:mod:`perfkit.io.preview`), and a progress bar for the
         rest; without them, the progress bar only."""
         early = getattr(opening.preview, "profile", None)
+        # a few whole steps read meanwhile (large Kineto traces): their step time where the
+        # step figure read first is the host's span, their throughput and MFU until the
+        # whole profile's job, their split until the whole profile's steps
+        cut = getattr(opening, "first", None)
         if early is None:
             return self._no_steps_yet(opening) + super().waiting(opening)
         steps = A.step_breakdown(early)
@@ -203,7 +207,6 @@ class OverviewTab(JobTab):
             kind = "training iteration span" if iterations else "ProfilerStep span"
             span = first.note.replace("slowest rank's step", "slowest rank's " + kind
                                       ).replace("one rank's step", "one rank's " + kind)
-            cut = getattr(opening, "first", None)  # a few whole steps read meanwhile
             steps_first = [
                 cut.step_figure() if cut is not None else
                 Figure("step time", "…", "comes with the device tasks, still being read: "
@@ -220,20 +223,17 @@ class OverviewTab(JobTab):
                                      "last GPU task), which replaces it" if lane else ""),
                                   first.warning)]
         being = "being worked out from them" if whole else "still being read"
-        # a few whole steps read first (large Kineto traces): their throughput and MFU
-        # until the whole profile's job, their split until the whole profile's steps
-        first = getattr(opening, "first", None)
-        head.figures = [*steps_first, *(first.figures() if first is not None else [
+        head.figures = [*steps_first, *(cut.figures() if cut is not None else [
             Figure("throughput", "…", "comes with the job: its batch and sequence length are "
                                       f"read from the operator shapes, {being}"),
             Figure("MFU", "…", "comes with the job: the model is read from the operator "
                                f"shapes, {being}")])]
         split_known = "computing_us" in steps and steps["computing_us"].notna().any()
         from_first = None
-        if not split_known and first is not None and len(first.breakdown):
-            head.split, split_known = first.split(), True
+        if not split_known and cut is not None and len(cut.breakdown):
+            head.split, split_known = cut.split(), True
             from_first = html_widget(note(
-                f"The split above is that of {first.source()}; the whole profile's comes "
+                f"The split above is that of {cut.source()}; the whole profile's comes "
                 "with the device tasks, still being read."))
         missing = (None if split_known else "The split (computing, exposed communication, "
                    "free) comes with the device tasks, still being read.")
