@@ -296,3 +296,45 @@ def test_the_job_read_from_the_steps_read_first_is_the_whole_traces(tmp_path: Pa
     assert first.model == whole.model
     assert (first.global_batch_size, first.seq_length, first.parallel, first.dtype) == \
         (whole.global_batch_size, whole.seq_length, whole.parallel, whole.dtype)
+
+
+def test_the_overview_shows_the_throughput_of_the_job_read_first(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """The repeated Llama trace opened in the dashboard (limits lowered, the load held):
+    the throughput card shows, before the load, the recorded job's tokens (micro-batch 4
+    on each of 2 ranks, sequence 1,024: ``tests/data/kineto_llama_h100/PROVENANCE.md``)
+    over the raw wall of the step read (7), per device."""
+    import re
+    import threading
+    import time
+
+    from widget_html import panel_html
+
+    from perfkit.io import preview as P
+    from perfkit.widgets.dashboard import Dashboard
+
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)
+    monkeypatch.setattr(preview_excerpt, "MIN_TRACE_BYTES", 0)
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    src = Path(__file__).resolve().parent / "data" / "kineto_llama_h100" / \
+        "rank0.pt.trace.json.gz"
+    trace = _repeated(src, 5, tmp_path / "rank0.pt.trace.json")
+    board = Dashboard(background_bytes=0)
+    go, real = threading.Event(), board._load
+
+    def held(source, run, progress):
+        assert go.wait(120), "the test never released the load"
+        return real(source, run, progress)
+    board._load = held  # type: ignore[method-assign]
+    assert board.load_profile(str(trace))
+    deadline = time.monotonic() + 120
+    while "cut from the trace" not in (html := panel_html(board.panels["Overview"])):
+        assert time.monotonic() < deadline, "the steps read first never showed"
+        time.sleep(0.05)
+    card = re.search(r"<div class='pk-k'>throughput</div><div class='pk-v'>([0-9,]+) "
+                     r"tokens/s per device</div><div class='pk-n'>([^<]*)<", html)
+    assert card is not None and "from step 7 of 10, read first" in card.group(2)
+    expected = 4 * 2 * 1024 / (float(raw_walls(trace)[7]) / 1e6) / 2
+    assert abs(int(card.group(1).replace(",", "")) - expected) <= 1
+    go.set()
+    assert board.wait(120) and board.error is None
