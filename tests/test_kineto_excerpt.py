@@ -338,3 +338,30 @@ def test_the_overview_shows_the_throughput_of_the_job_read_first(tmp_path: Path,
     assert abs(int(card.group(1).replace(",", "")) - expected) <= 1
     go.set()
     assert board.wait(120) and board.error is None
+
+
+@pytest.mark.parametrize("name", sorted(KINETO_TRACES))
+def test_every_shared_trace_gives_its_own_steps_or_no_excerpt(name: str, tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """Every real Kineto trace of the shared samples, decompressed and opened as if large
+    (the size limit lowered): those with three ``ProfilerStep``s or more (the ResNet-50
+    pair) give the steps the full load gives, column for column; the others (one or two
+    steps, no ``ProfilerStep`` at all: their training iterations) give none, and nothing
+    raises."""
+    monkeypatch.setattr(preview_excerpt, "MIN_TRACE_BYTES", 0)
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    src = shared_sample(KINETO_TRACES[name])
+    trace = tmp_path / src.name.removesuffix(".gz")
+    trace.write_bytes(gzip.decompress(src.read_bytes()) if src.name.endswith(".gz")
+                      else src.read_bytes())
+    early = preview(trace, device_steps=False)
+    first = preview_excerpt.first_steps(early, budget=1)
+    spans = kineto_step_spans(trace)
+    if len(spans) < 3:
+        assert first is None
+        return
+    assert first is not None
+    full = pk.load(trace, cache=False)
+    cols = [c for c in full.steps.columns if c.endswith("_us")]
+    assert full.steps.set_index("step").loc[first.steps, cols].equals(
+        first.profile.steps.set_index("step").loc[first.steps, cols])

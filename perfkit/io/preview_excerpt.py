@@ -97,7 +97,8 @@ def excerpt_wanted(preview: Any) -> bool:
     for rank in ranks:
         spans = rank.meta.extra.get(STEP_SPANS)
         path = Path(str(rank.meta.path or ""))
-        if rank.meta.source_format != "kineto" or spans is None or len(spans) < 3 or \
+        if rank.meta.source_format != "kineto" or not isinstance(spans, pd.DataFrame) or \
+                not {"step", "ts_us", "dur_us"} <= set(spans.columns) or len(spans) < 3 or \
                 path.suffix.lower() == ".gz":
             return False
         try:

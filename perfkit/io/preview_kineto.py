@@ -196,7 +196,7 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
     steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
     meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
                        device_type="gpu", path=str(f), notes=[note],
-                       extra={"preview_steps": basis, STEP_SPANS: spans})
+                       extra={"preview_steps": basis})
     return Profile(meta, {"steps": steps}), _KINETO_FROM[basis]
 
 
