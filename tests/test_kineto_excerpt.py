@@ -365,3 +365,43 @@ def test_every_shared_trace_gives_its_own_steps_or_no_excerpt(name: str, tmp_pat
     cols = [c for c in full.steps.columns if c.endswith("_us")]
     assert full.steps.set_index("step").loc[first.steps, cols].equals(
         first.profile.steps.set_index("step").loc[first.steps, cols])
+
+
+def test_a_profile_opened_while_the_steps_are_cut_is_never_loaded(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """Another profile opened while the first one's steps are being cut: the first
+    one's files are then not loaded at all (a load, once started, cannot be stopped)."""
+    import threading
+
+    from perfkit.io import preview as P
+    from perfkit.widgets import background
+    from perfkit.widgets.dashboard import Dashboard
+
+    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)
+    monkeypatch.setattr(preview_excerpt, "MIN_TRACE_BYTES", 0)
+    monkeypatch.setenv("PERFKIT_CACHE", "0")
+    trace = _plain("k_resnet50_nw4", tmp_path)
+    cutting, go = threading.Event(), threading.Event()
+    real_cut = background.first_steps
+
+    def held_cut(preview):
+        cutting.set()
+        assert go.wait(120), "the test never released the cut"
+        return real_cut(preview)
+    monkeypatch.setattr(background, "first_steps", held_cut)
+    board = Dashboard(background_bytes=0)
+    loads: list[str] = []
+    real_load = board._load
+
+    def counted(source, run, progress):
+        loads.append(str(source))
+        return real_load(source, run, progress)
+    board._load = counted  # type: ignore[method-assign]
+    assert board.load_profile(str(trace))
+    thread = board._thread
+    assert cutting.wait(120)
+    assert board.load_profile("simulated/slow-rank")  # a bundled sample: opens at once
+    go.set()
+    thread.join(120)
+    assert not thread.is_alive() and str(trace) not in loads
+    assert board.source == "simulated/slow-rank" and board.error is None

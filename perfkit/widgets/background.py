@@ -130,6 +130,8 @@ class BackgroundOpening:
         """The background thread: a few steps first (on large Kineto traces), then load,
         work out the job, redraw (unless superseded)."""
         self._read_first_steps(opening)
+        if self.opening is not opening:
+            return  # another profile was opened meanwhile: its files are not read at all
         try:
             profile = self._load(source, run, False)
             opening.files_read()
