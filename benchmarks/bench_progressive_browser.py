@@ -15,6 +15,9 @@ profile's Overview first shows:
 - ``first``: the step figure read first (the step time card, or the host step span a
   Kineto trace above 256 MiB gives first; its note says "read first", or, once the files
   are read and the job is being worked out, "the whole profile is read"), a value;
+- ``step time``: the step time card itself (the device's step) with a value (not "…":
+  on a Kineto trace above 256 MiB the host step span shows first, the step time card
+  "…" beside it until a step's device tasks are read); printed with its text;
 - ``split``: a step split bar (``.pk-split-bar``: computing, exposed communication, free),
   of any kind; which one is printed: ``excerpt`` (a few whole steps cut from a large
   Kineto trace, the note "The split above is that of steps ..."), ``read first`` (the
@@ -78,7 +81,8 @@ STEP_SHOWN = """(fresh) => {
 RECORDER = """(path) => {
   if (window.__pkObserver) { window.__pkObserver.disconnect(); clearInterval(window.__pkTick); }
   const rec = window.__pk = {path, t0: null, opening: false, fresh: false, first: null,
-    split: null, splitKind: null, throughput: null, throughputText: null, all: null};
+    stepTime: null, stepTimeText: null, split: null, splitKind: null, throughput: null,
+    throughputText: null, all: null};
   document.addEventListener('pointerdown', e => {
     const b = e.target.closest && e.target.closest('button');
     if (rec.t0 === null && b && b.textContent.includes('Open')) rec.t0 = performance.now();
@@ -90,8 +94,8 @@ RECORDER = """(path) => {
     return k && v && names.includes(k.textContent.trim()) ? v.textContent.trim() : null;
   }).filter(v => v !== null);
   const check = () => {
-    if (rec.t0 === null || rec.all !== null && rec.split !== null && rec.throughput !== null)
-      return;
+    if (rec.t0 === null || rec.all !== null && rec.split !== null && rec.throughput !== null
+        && rec.stepTime !== null) return;
     const now = performance.now() - rec.t0, body = document.body.textContent;
     if (!rec.opening && body.includes('Opening ' + path)) rec.opening = true;
     if (!rec.opening) return;
@@ -109,6 +113,11 @@ RECORDER = """(path) => {
       rec.split = now;
       rec.splitKind = text.includes('The split above is that of') ? 'excerpt'
         : rec.all !== null ? 'whole' : readFirst ? 'read first' : 'whole steps';
+    }
+    const st = cards(tab, ['step time'])[0];
+    if (rec.stepTime === null && st !== undefined && !['…', '–', ''].includes(st)) {
+      rec.stepTime = now;
+      rec.stepTimeText = st;
     }
     const tp = cards(tab, ['throughput'])[0];
     if (rec.throughput === null && tp !== undefined && !['…', ''].includes(tp)) {
@@ -196,9 +205,10 @@ def _time_one(page, box, path: str, shot: Path | None, limit_s: float = 600) -> 
         page.wait_for_function("() => window.__pk.split !== null", timeout=limit_s * 1e3)
         page.screenshot(path=str(shot), full_page=True)
     page.wait_for_function("() => window.__pk.all !== null", timeout=limit_s * 1e3)
-    try:  # the split and throughput come with the full page at the latest
+    try:  # the step time, split and throughput come with the full page at the latest
         page.wait_for_function("() => window.__pk.split !== null && "
-                               "window.__pk.throughput !== null", timeout=30_000)
+                               "window.__pk.throughput !== null && "
+                               "window.__pk.stepTime !== null", timeout=30_000)
     except Exception:  # noqa: BLE001 - printed as "–"
         pass
     return page.evaluate("() => ({...window.__pk})")
@@ -236,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
                             shot = Path(args.shots) / f"split-{name}.png"
                         r = _time_one(page, box, path, shot)
                         print(f"{name:7s} {state}: step figure after {_seconds(r['first'])}, "
+                              f"step time after {_seconds(r['stepTime'])} "
+                              f"({r['stepTimeText']}), "
                               f"split after {_seconds(r['split'])} ({r['splitKind']}), "
                               f"throughput after {_seconds(r['throughput'])} "
                               f"({r['throughputText']}), whole profile after "
