@@ -57,6 +57,12 @@ __all__ = ["OverviewTab"]
 #: What the Overview waits for once the files are read: the job, and the findings after it.
 _JOB_WAIT = ("the job (model, batch) that the throughput and MFU need, and then the top "
              "findings")
+#: What it waits for while it shows the figures of a few steps read first
+#: (:mod:`perfkit.widgets.first_answer`): the whole profile's, before and after its files
+#: are read.
+_WHOLE_WAIT = ("the device tasks of every step: the whole profile's figures, and the top "
+               "findings, come with them")
+_WHOLE_JOB_WAIT = "the whole profile's job, and then the top findings"
 
 
 class OverviewTab(JobTab):
@@ -240,7 +246,15 @@ class OverviewTab(JobTab):
         return [html_widget(headline_html(head, missing)),
                 *([from_first] if from_first is not None else []),
                 html_widget("<div class='pk-h'>Top findings (time at stake per step)</div>"),
-                *opening.widgets(_JOB_WAIT if whole else self.waits_for)]
+                *opening.widgets(self._waiting_for(whole, cut is not None))]
+
+    def _waiting_for(self, whole: bool, cut: bool) -> str:
+        """What the Overview waits for: the device tasks until the files are read
+        (``whole``), then the job; where a few steps read first (``cut``) already give
+        figures, the whole profile's."""
+        if cut:
+            return _WHOLE_JOB_WAIT if whole else _WHOLE_WAIT
+        return _JOB_WAIT if whole else self.waits_for
 
     @staticmethod
     def _no_steps_yet(opening: Any) -> list[W.Widget]:
