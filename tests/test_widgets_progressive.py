@@ -275,12 +275,12 @@ def test_while_the_job_is_worked_out_the_overview_shows_the_whole_profiles_steps
     monkeypatch.setenv("PERFKIT_CACHE", "0")
     folder = Path(__file__).resolve().parent / "data" / "kineto_llama_h100"
     job_go = threading.Event()
-    real_job = background.infer_job
+    real_job = background.stored_infer_job
 
-    def held_job(profile):
+    def held_job(profile, path, run=None):
         assert job_go.wait(120), "the test never released the job"
-        return real_job(profile)
-    monkeypatch.setattr(background, "infer_job", held_job)
+        return real_job(profile, path, run)
+    monkeypatch.setattr(background, "stored_infer_job", held_job)
     board = Dashboard(background_bytes=0)
     load_go = _held(board)
     assert board.load_profile(str(folder))

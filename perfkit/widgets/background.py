@@ -11,8 +11,10 @@
    throughput and MFU (:mod:`perfkit.widgets.first_answer`), about a second later;
 2. every tab waits for an :class:`~perfkit.widgets.opening.Opening` (a progress bar and
    what it waits for) while a thread runs :func:`perfkit.load`, then
-   :func:`perfkit.infer_job`; once the files are read, the Overview draws the steps of the
-   whole profile (the device's step and its split) while the job is worked out;
+   :func:`perfkit.infer_job` (kept in perfkit's cache, :mod:`perfkit.job.stored`, so that
+   opening the same files again gets it at once); once the files are read, the Overview
+   draws the steps of the whole profile (the device's step and its split) while the job
+   is worked out;
 3. when they end, every tab gets the profile and the job, as after a plain open, and the
    tab on show redraws. The job panel gets the job *before* the tabs get the profile (and
    the tabs let go of a profile before its job goes): the kernel's thread may draw a tab
@@ -35,7 +37,7 @@ from typing import Any
 from ..errors import RunsFound
 from ..io.preview import Preview, describe, preview
 from ..io.preview_excerpt import excerpt_wanted, first_steps
-from ..job import infer_job
+from ..job.stored import stored_infer_job
 from .first_answer import first_answer
 from .markup import STYLE, describe_error, note
 from .opening import Opening
@@ -136,8 +138,8 @@ class BackgroundOpening:
             profile = self._load(source, run, False)
             opening.files_read()
             self._show_steps_read(opening, profile)
-            try:
-                job: Any = infer_job(profile)
+            try:  # kept in the cache: a second open of the same files gets it at once
+                job: Any = stored_infer_job(profile, source, run)
             except Exception as exc:  # noqa: BLE001 - the job panel says why
                 job = exc
         except Exception as exc:  # noqa: BLE001 - shown in the page, never a traceback
