@@ -17,6 +17,7 @@ import json
 import random
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from raw_kineto import raw_events, raw_walls
@@ -190,27 +191,21 @@ def test_compressed_small_or_cached_traces_are_not_cut(tmp_path: Path) -> None:
     assert preview_excerpt.first_steps(preview(trace, device_steps=False)) is None
 
 
-def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
-                                                              monkeypatch) -> None:
-    """Opened in the dashboard (as a trace above the sizes that get the device step and an
-    excerpt: both limits lowered), the trace shows its host step span at once, then the
-    step time and split of its middle step, cut and read while the rest loads (held here),
-    saying which step: the step time is the raw step's wall, and the computing share the
-    raw union of the step's tasks over that wall. The whole profile's replace them."""
-    import re
+def _opened_with_steps_read_first(trace: Path, monkeypatch) -> tuple[Any, Any, str]:
+    """``trace`` opened in a dashboard as a large trace (the limits of the device step and
+    of the excerpt lowered, perfkit's cache off), its full load held: the board, the event
+    that releases the load, and the Overview's HTML once the steps read first show."""
     import threading
     import time
 
     from widget_html import panel_html
 
-    from perfkit.format import time_text
     from perfkit.io import preview as P
     from perfkit.widgets.dashboard import Dashboard
 
     monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)
     monkeypatch.setattr(preview_excerpt, "MIN_TRACE_BYTES", 0)
     monkeypatch.setenv("PERFKIT_CACHE", "0")
-    trace = _plain("k_resnet50_nw4", tmp_path)
     board = Dashboard(background_bytes=0)
     go, real = threading.Event(), board._load
 
@@ -223,6 +218,24 @@ def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
     while "cut from the trace" not in (html := panel_html(board.panels["Overview"])):
         assert time.monotonic() < deadline, "the steps read first never showed"
         time.sleep(0.05)
+    return board, go, html
+
+
+def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """Opened in the dashboard (as a trace above the sizes that get the device step and an
+    excerpt: both limits lowered), the trace shows its host step span at once, then the
+    step time and split of its middle step, cut and read while the rest loads (held here),
+    saying which step: the step time is the raw step's wall, and the computing share the
+    raw union of the step's tasks over that wall. The whole profile's replace them."""
+    import re
+
+    from widget_html import panel_html
+
+    from perfkit.format import time_text
+
+    trace = _plain("k_resnet50_nw4", tmp_path)
+    board, go, html = _opened_with_steps_read_first(trace, monkeypatch)
     assert "The split above is that of step 7 of 6, cut from the trace" in html
     assert "host step span" in html  # the host's pace over all steps, read first
     step = re.search(r"<div class='pk-k'>step time</div><div class='pk-v'>([^<]*)<", html)
@@ -305,32 +318,11 @@ def test_the_overview_shows_the_throughput_of_the_job_read_first(tmp_path: Path,
     on each of 2 ranks, sequence 1,024: ``tests/data/kineto_llama_h100/PROVENANCE.md``)
     over the raw wall of the step read (7), per device."""
     import re
-    import threading
-    import time
 
-    from widget_html import panel_html
-
-    from perfkit.io import preview as P
-    from perfkit.widgets.dashboard import Dashboard
-
-    monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)
-    monkeypatch.setattr(preview_excerpt, "MIN_TRACE_BYTES", 0)
-    monkeypatch.setenv("PERFKIT_CACHE", "0")
     src = Path(__file__).resolve().parent / "data" / "kineto_llama_h100" / \
         "rank0.pt.trace.json.gz"
     trace = _repeated(src, 5, tmp_path / "rank0.pt.trace.json")
-    board = Dashboard(background_bytes=0)
-    go, real = threading.Event(), board._load
-
-    def held(source, run, progress):
-        assert go.wait(120), "the test never released the load"
-        return real(source, run, progress)
-    board._load = held  # type: ignore[method-assign]
-    assert board.load_profile(str(trace))
-    deadline = time.monotonic() + 120
-    while "cut from the trace" not in (html := panel_html(board.panels["Overview"])):
-        assert time.monotonic() < deadline, "the steps read first never showed"
-        time.sleep(0.05)
+    board, go, html = _opened_with_steps_read_first(trace, monkeypatch)
     card = re.search(r"<div class='pk-k'>throughput</div><div class='pk-v'>([0-9,]+) "
                      r"tokens/s per device</div><div class='pk-n'>([^<]*)<", html)
     assert card is not None and "from step 7 of 10, read first" in card.group(2)

@@ -71,9 +71,15 @@ def code_fingerprint() -> str:
     Part of every entry key, so upgrading or editing a loader invalidates what it parsed,
     even when :data:`CACHE_VERSION` was not bumped. Read once per process (~0.3 MB).
     """
+    return source_hash(_PARSING_CODE)
+
+
+def source_hash(parts: tuple[str, ...]) -> str:
+    """Hash (16 hex digits) of the source of ``parts`` of the perfkit package: module
+    files or folders (every ``.py`` below), relative to the package (``"."``: all of it)."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for name in _PARSING_CODE:
+    for name in parts:
         target = root / name
         files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
         for f in files:

@@ -40,17 +40,12 @@ JOB_FOLDER = "jobs"
 
 @functools.cache
 def code_fingerprint() -> str:
-    """Hash of the source of every perfkit module (read once per process)."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        try:
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-        except OSError:  # an installed tree without sources: the version alone decides
-            h.update(f.name.encode())
+    """Hash of the source of every perfkit module and of its version (read once per
+    process: :func:`perfkit.io.cache.source_hash`)."""
     from .._version import __version__
-    h.update(str(__version__).encode())
-    return h.hexdigest()[:16]
+    from ..io.cache import source_hash
+
+    return f"{source_hash(('.',))}-{__version__}"
 
 
 def job_key(path: str | os.PathLike[str], run: Any = None) -> str | None:
