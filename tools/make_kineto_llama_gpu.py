@@ -64,14 +64,20 @@ def rotary(x: torch.Tensor) -> torch.Tensor:
 
 class Block(nn.Module):
     """One decoder layer: attention and SwiGLU MLP with pre-norms and residuals (this
-    script's sizes by default; tools/make_kineto_llama_layouts.py gives its own)."""
+    script's sizes by default; tools/make_kineto_llama_layouts.py gives its own).
 
-    def __init__(self, hidden: int = HIDDEN, heads: int = HEADS, ffn: int = FFN) -> None:
+    ``width`` is the attention's width, ``heads`` heads of ``width / heads`` each (default
+    ``hidden``): one tensor-parallel rank's share of a layer of ``tp`` times the heads has
+    ``width = hidden / tp`` (tools/make_kineto_llama_layouts.py)."""
+
+    def __init__(self, hidden: int = HIDDEN, heads: int = HEADS, ffn: int = FFN,
+                 width: int | None = None) -> None:
         super().__init__()
         self.hidden, self.heads = hidden, heads
+        self.width = hidden if width is None else width
         self.attention_norm = RMSNorm(hidden)
-        self.wqkv = nn.Linear(hidden, 3 * hidden, bias=False)
-        self.wo = nn.Linear(hidden, hidden, bias=False)
+        self.wqkv = nn.Linear(hidden, 3 * self.width, bias=False)
+        self.wo = nn.Linear(self.width, hidden, bias=False)
         self.ffn_norm = RMSNorm(hidden)
         self.w1 = nn.Linear(hidden, ffn, bias=False)
         self.w3 = nn.Linear(hidden, ffn, bias=False)
@@ -79,10 +85,10 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
-        q, k, v = self.wqkv(self.attention_norm(x)).split(self.hidden, dim=-1)
+        q, k, v = self.wqkv(self.attention_norm(x)).split(self.width, dim=-1)
         q, k, v = (t.view(b, s, self.heads, -1).transpose(1, 2) for t in (q, k, v))
         att = F.scaled_dot_product_attention(rotary(q), rotary(k), v, is_causal=True)
-        x = x + self.wo(att.transpose(1, 2).reshape(b, s, self.hidden))
+        x = x + self.wo(att.transpose(1, 2).reshape(b, s, self.width))
         h = self.ffn_norm(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 

@@ -13,9 +13,13 @@ the others' measured steps (``tests/plan/test_measured_layouts.py``)::
     e   16 layers instead of 8, micro-batch 4, no recompute
     f   sequence 4,096 instead of 2,048, micro-batch 2 (the same tokens as a), no recompute
     g   micro-batch 2, no recompute
+    h   one rank's share of tensor parallelism 2, micro-batch 4, no recompute
+    i   one rank's share of tensor parallelism 4, micro-batch 4, no recompute
+    j   one rank's share of tensor parallelism 2, micro-batch 4, full recompute
 
 (``tests/data/kineto_llama_layouts_h100`` holds a-d, ``tests/data/kineto_llama_shapes_h100``
-a again with e-g, each set recorded in one process on one machine.)
+a again with e-g, ``tests/data/kineto_llama_tp_h100`` a again with h-j, each set recorded
+in one process on one machine.)
 
 Run on a machine with a CUDA GPU and PyTorch, in its own environment (perfkit does not
 depend on torch)::
@@ -34,8 +38,18 @@ The decoder layer (RMSNorm, rotary, SwiGLU) is ``make_kineto_llama_gpu.Block`` a
 script's sizes (run from ``tools/``'s parent: Python finds the module beside the script).
 
 One GPU cannot run tensor or pipeline parallelism (NCCL refuses two ranks on one device,
-and gloo's host all-reduce would be most of the step), so the layouts differ in what one
-GPU can change: the micro-batch and recompute.
+and gloo's host all-reduce would be most of the step). What it can run is one rank's share
+of a tensor-parallel layout (h-j), as Megatron-LM splits a layer over ``tp`` ranks: the
+query, key and value projections and the MLP's gate and up projections by their output
+columns (``heads / tp`` heads, ``ffn / tp`` columns), the attention output and the MLP's
+down projection by their input rows, the embedding and the output head by the vocabulary
+(``vocab / tp`` rows; the loss is the cross-entropy over the rank's part of the logits,
+targets taken modulo it); the norms, rotary embedding of the rank's heads, residual adds
+and the optimizer's step over the rank's parameters run as on every rank. What it leaves
+out is the communication: the all-reduces after the attention and the MLP (forward and
+backward), the embedding's and the vocabulary-parallel loss's. So the step of h-j is a tp
+rank's computing time, which the planner's prediction gives as its step less its
+``tp_comm`` part.
 """
 
 from __future__ import annotations
@@ -57,25 +71,29 @@ from torch.utils.checkpoint import checkpoint
 
 HIDDEN, HEADS, LAYERS, SEQ, VOCAB = 2048, 16, 8, 2048, 32000
 FFN = 5632  # Llama's 8/3 x hidden, rounded to a multiple of 256
-#: layout name: (micro-batch, full recompute, layers, sequence)
-LAYOUTS = {"a": (4, False, LAYERS, SEQ), "b": (4, True, LAYERS, SEQ),
-           "c": (8, False, LAYERS, SEQ), "d": (8, True, LAYERS, SEQ),
-           "e": (4, False, 2 * LAYERS, SEQ), "f": (2, False, LAYERS, 2 * SEQ),
-           "g": (2, False, LAYERS, SEQ)}
+#: layout name: (micro-batch, full recompute, layers, sequence, tensor-parallel share)
+LAYOUTS = {"a": (4, False, LAYERS, SEQ, 1), "b": (4, True, LAYERS, SEQ, 1),
+           "c": (8, False, LAYERS, SEQ, 1), "d": (8, True, LAYERS, SEQ, 1),
+           "e": (4, False, 2 * LAYERS, SEQ, 1), "f": (2, False, LAYERS, 2 * SEQ, 1),
+           "g": (2, False, LAYERS, SEQ, 1), "h": (4, False, LAYERS, SEQ, 2),
+           "i": (4, False, LAYERS, SEQ, 4), "j": (4, True, LAYERS, SEQ, 2)}
 WAIT, WARMUP, ACTIVE = 1, 2, 2
 
 
 class Llama(nn.Module):
     """Embedding, decoder layers (each recomputed in the backward when ``recompute``),
-    final norm and output head."""
+    final norm and output head; of ``tp > 1``, one tensor-parallel rank's share of them
+    (the module docstring)."""
 
-    def __init__(self, recompute: bool, layers: int = LAYERS) -> None:
+    def __init__(self, recompute: bool, layers: int = LAYERS, tp: int = 1) -> None:
         super().__init__()
         self.recompute = recompute
-        self.embed = nn.Embedding(VOCAB, HIDDEN)
-        self.layers = nn.ModuleList(Block(HIDDEN, HEADS, FFN) for _ in range(layers))
+        self.vocab = VOCAB // tp
+        self.embed = nn.Embedding(self.vocab, HIDDEN)
+        self.layers = nn.ModuleList(Block(HIDDEN, HEADS // tp, FFN // tp, HIDDEN // tp)
+                                    for _ in range(layers))
         self.norm = RMSNorm(HIDDEN)
-        self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
+        self.head = nn.Linear(HIDDEN, self.vocab, bias=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens)
@@ -86,16 +104,18 @@ class Llama(nn.Module):
 
 def train_step(model: Llama, opt: torch.optim.Optimizer, tokens: torch.Tensor) -> None:
     """Forward, loss, backward and the optimizer's step, in bf16 autocast."""
+    tokens = tokens % model.vocab  # a tp rank's share of the vocabulary (module docstring)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         logits = model(tokens[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB).float(), tokens[:, 1:].reshape(-1))
+        loss = F.cross_entropy(logits.reshape(-1, model.vocab).float(),
+                               tokens[:, 1:].reshape(-1))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
 
 
-def record(name: str, micro_batch: int, recompute: bool, layers: int, seq: int, out: Path,
-           timed: int) -> dict:
+def record(name: str, micro_batch: int, recompute: bool, layers: int, seq: int, tp: int,
+           out: Path, timed: int) -> dict:
     """Profile one layout, then time it without the profiler; its figures."""
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
@@ -103,7 +123,7 @@ def record(name: str, micro_batch: int, recompute: bool, layers: int, seq: int, 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
-    model = Llama(recompute, layers).to(device)
+    model = Llama(recompute, layers, tp).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     gen = torch.Generator(device=device).manual_seed(0)
 
@@ -134,7 +154,7 @@ def record(name: str, micro_batch: int, recompute: bool, layers: int, seq: int, 
         torch.cuda.synchronize(device)
         times.append(start.elapsed_time(end))
     figures = {"micro_batch": micro_batch, "recompute": "full" if recompute else "none",
-               "layers": layers, "seq": seq,
+               "layers": layers, "seq": seq, **({"tp_share": tp} if tp > 1 else {}),
                "timed_steps_ms": [round(t, 3) for t in times],
                "timed_step_median_ms": round(statistics.median(times), 3),
                "max_memory_allocated_bytes": torch.cuda.max_memory_allocated(device)}
@@ -154,14 +174,17 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     layouts = {}
     for name in args.layouts.split(","):
-        mb, rc, layers, seq = LAYOUTS[name]
-        layouts[name] = record(name, mb, rc, layers, seq, args.out, args.timed)
+        mb, rc, layers, seq, tp = LAYOUTS[name]
+        layouts[name] = record(name, mb, rc, layers, seq, tp, args.out, args.timed)
     env = {"torch": torch.__version__, "cuda": torch.version.cuda,
            "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(0),
            "python": platform.python_version(), "world_size": 1,
            "model": {"hidden": HIDDEN, "heads": HEADS, "layers": LAYERS, "ffn": FFN,
                      "vocab": VOCAB, "seq": SEQ, "dtype": "bf16 autocast",
-                     "note": "layers and seq are the defaults; each layout gives its own",
+                     "note": "layers and seq are the defaults; each layout gives its own; "
+                             "tp_share: one tensor-parallel rank's share of the layers, "
+                             "embedding and head, without the communication (the "
+                             "script's docstring)",
                      "optimizer": "AdamW (fused)", "attention": "scaled_dot_product_attention"
                      " (causal)"},
            "profiler": {"activities": ["CPU", "CUDA"], "record_shapes": True,
