@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ import pyarrow as pa
 
 from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
-from . import ascend_trace, mindspore_cpu, trace_tables
+from . import ascend_trace, mindspore_cpu, tables_first, trace_tables
 from ._common import read_json, rel_us, with_notes
 
 # the CSV files, the HCCL files and the rank's side files: modules of their own, every name
@@ -157,6 +158,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     rank = read_rank_id(rank_dir)
     groups = _groups(metadata, notes)
     level = _level(info)
+    facts = _RankFacts(out, rank_dir, infos, info, metadata, framework, rank, groups, level)
 
     ns: dict[str, pa.Array] = {}
     raw: dict[str, Any] = {}
@@ -207,6 +209,10 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     else:
         notes.append("op_memory: operator_memory.csv not found (written when profile_memory=True)")
 
+    if pending is not None and "kernels" in raw and tables_first.listening() and \
+            not mindspore_cpu.is_cpu_profile(rank_dir):  # handed over before the trace
+        tables_first.offer(lambda: _assemble(facts, *_copies(raw, mem_parts, ns, files, notes),
+                                             None, handed_over=True))
     trace = None
     if pending is not None:
         trace = pending.result()
@@ -215,7 +221,47 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         notes.extend(f"trace_view.json: {n}" for n in trace.notes)
     else:
         notes.append("ops: trace_view.json not found")
+    return _assemble(facts, raw, mem_parts, ns, files, notes, trace)
 
+
+def _copies(raw: dict[str, Any], mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
+            files: dict[str, list[str]], notes: list[str]) -> tuple[Any, ...]:
+    """What :func:`parse`'s ``assemble`` changes, copied: the frames shallowly (it adds and
+    drops columns, never writes into one), the rest one level deep."""
+    return ({k: v.copy(deep=False) for k, v in raw.items()},
+            {k: v.copy(deep=False) for k, v in mem_parts.items()}, dict(ns),
+            {k: list(v) for k, v in files.items()}, list(notes))
+
+
+@dataclass(frozen=True)
+class _RankFacts:
+    """What :func:`parse` reads of a rank before its tables: its folders and side files."""
+
+    out: Path
+    rank_dir: Path
+    infos: list[Path]
+    info: dict[str, Any]
+    metadata: dict[str, Any]
+    framework: str | None
+    rank: int | None
+    groups: dict[str, Any]
+    level: str | None
+
+
+def _assemble(facts: _RankFacts, raw: dict[str, Any], mem_parts: dict[str, pd.DataFrame],
+              ns: dict[str, pa.Array], files: dict[str, list[str]], notes: list[str],
+              trace: Any, handed_over: bool = False
+              ) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """:func:`parse`'s last stage: the tables read (``raw``, ``mem_parts``; ``ns`` their
+    timestamps) put on the rank's origin, with what the trace gives (``trace`` None:
+    without it), as ``(meta, tables)``; ``handed_over``: the tables handed over before the
+    trace (:mod:`perfkit.io.tables_first`), which say so in a note."""
+    out, rank_dir, infos, info, metadata = (facts.out, facts.rank_dir, facts.infos,
+                                            facts.info, facts.metadata)
+    framework, rank, groups, level = facts.framework, facts.rank, facts.groups, facts.level
+    if handed_over:
+        notes.append("ops: trace_view.json still being read (the tables handed over before "
+                     "it, perfkit.io.tables_first)")
     for key, (name, why) in other_run_files(ns).items():
         del ns[key]
         mem_parts.pop(key, None)

@@ -163,9 +163,10 @@ def first_steps(preview: Any, budget: int = EXCERPT_BYTES) -> FirstSteps | None:
                       [f"{counted(len(loaded), 'rank')} read"])
 
 
-def reported_rows(breakdown: pd.DataFrame, first: FirstSteps) -> pd.DataFrame:
+def reported_rows(breakdown: pd.DataFrame, first: Any) -> pd.DataFrame:
     """The rows of ``breakdown`` (:func:`perfkit.analysis.step_breakdown` of
-    ``first.profile``) of the reported steps."""
+    ``first.profile``) of the reported steps (``first.steps``: a :class:`FirstSteps`, or
+    :class:`perfkit.io.preview_tables.TablesFirst`)."""
     if "step" not in breakdown.columns:
         return breakdown.iloc[0:0]
     return breakdown[breakdown["step"].isin(first.steps)].reset_index(drop=True)

@@ -25,7 +25,7 @@ from .._hugepages import with_small_pages
 from ..errors import ProfileError, file_boundary
 from ..format import plural
 from ..profile import Profile, ProfileMeta
-from . import ascend
+from . import ascend, tables_first
 from .validate import clean_tables, files_of_tables
 
 __all__ = ["RankSource", "parse_source", "cluster_meta", "input_bytes", "FORMATS",
@@ -162,7 +162,17 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
         about; any other unexpected error names the rank's path).
     """
     with file_boundary(source.path, _WORDS.get(source.fmt, "")):
-        meta, tables = _parse(source)
+        # a rank's tables handed over before its trace get the same checks (tables_first)
+        with tables_first.relay(lambda m, t: _checked(source, m, t)):
+            meta, tables = _parse(source)
+        return _checked(source, meta, tables)
+
+
+def _checked(source: RankSource, meta: ProfileMeta, tables: dict[str, pd.DataFrame]
+             ) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """A reader's ``(meta, tables)`` checked (:func:`perfkit.io.validate.clean_tables`)
+    and given the rank the folder says where the files do not (:func:`parse_source`)."""
+    with file_boundary(source.path, _WORDS.get(source.fmt, "")):
         files = meta.extra.pop("table_files", None) or {}
         meta.notes.extend(clean_tables(tables, files, meta.path))
         # kept: a note led by a file's name is about the tables that file fed (a tab says it)

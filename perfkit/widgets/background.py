@@ -8,7 +8,10 @@
    ``ProfilerStep`` events of a trace) and the Overview draws them at once; on large
    Kineto traces a thread then cuts a few whole steps from them
    (:func:`perfkit.io.preview_excerpt.first_steps`), and the Overview adds their split,
-   throughput and MFU (:mod:`perfkit.widgets.first_answer`), about a second later;
+   throughput and MFU (:mod:`perfkit.widgets.first_answer`), about a second later; on a
+   large Ascend rank, the load hands its tables over before its ``trace_view.json``
+   (:mod:`perfkit.io.preview_tables`), and the Overview adds the throughput and MFU of
+   the job read from them while the trace is still being decoded;
 2. every tab waits for an :class:`~perfkit.widgets.opening.Opening` (a progress bar and
    what it waits for) while a thread runs :func:`perfkit.load`, then
    :func:`perfkit.infer_job` (kept in perfkit's cache, :mod:`perfkit.job.stored`, so that
@@ -28,15 +31,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import RunsFound
+from ..io import tables_first
 from ..io.preview import Preview, describe, preview
 from ..io.preview_excerpt import excerpt_wanted, first_steps
+from ..io.preview_tables import tables_first_of, tables_wanted
 from ..job.stored import stored_infer_job
 from .first_answer import first_answer
 from .markup import STYLE, describe_error, note
@@ -135,7 +142,8 @@ class BackgroundOpening:
         if self.opening is not opening:
             return  # another profile was opened meanwhile: its files are not read at all
         try:
-            profile = self._load(source, run, False)
+            with self._tables_first(opening):
+                profile = self._load(source, run, False)
             opening.files_read()
             self._show_steps_read(opening, profile)
             try:  # kept in the cache: a second open of the same files gets it at once
@@ -172,8 +180,29 @@ class BackgroundOpening:
             answer = None if first is None else first_answer(first)
         except Exception:  # noqa: BLE001 - the full load says what is wrong, as always
             return
-        if answer is None:
-            return
+        if answer is not None:
+            self._show_first(opening, answer)
+
+    def _tables_first(self, opening: Opening) -> Any:
+        """Around the load of a large Ascend rank: the Overview gets the throughput and
+        MFU of the job read from its tables, handed over before its trace (step 1 above);
+        elsewhere nothing."""
+        if not tables_wanted(opening.preview):
+            return contextlib.nullcontext()
+        began = time.perf_counter()
+
+        def handed_over(meta: Any, tables: dict[str, Any]) -> None:
+            if self.opening is not opening or opening.whole_profile:
+                return
+            first = tables_first_of(opening.preview, meta, tables,
+                                    time.perf_counter() - began)
+            self._show_first(opening, first_answer(first))
+        return tables_first.listen(handed_over)
+
+    def _show_first(self, opening: Opening, answer: Any) -> None:
+        """The Overview shows ``answer`` (:mod:`perfkit.widgets.first_answer`) until the
+        whole profile's figures come; nothing when another profile was opened meanwhile
+        or the whole profile is there already."""
         with self._lock:
             if self.opening is not opening or opening.whole_profile:
                 return

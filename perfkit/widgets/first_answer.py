@@ -1,11 +1,13 @@
-"""The Overview's first answer on a large Kineto profile: a few whole steps, read first.
+"""The Overview's first answer on a large profile: what is read first.
 
 While a large Kineto profile is read, :func:`perfkit.io.preview_excerpt.first_steps` cuts
-a few whole steps from its traces and loads them (about a second for a gigabyte).
-:func:`first_answer` works out what the Overview shows of them: the step time and the split
-of those steps, and the throughput and MFU of the job read from their operator shapes
-(:func:`perfkit.infer_job`, as the full page does on the whole profile). Each figure says
-which steps it comes from; the whole profile's replace them as they come.
+a few whole steps from its traces and loads them (about a second for a gigabyte); while a
+large Ascend rank is read, its load hands over its tables before its ``trace_view.json``
+(:mod:`perfkit.io.preview_tables`). :func:`first_answer` works out what the Overview
+shows of them: the step time and the split of those steps, and the throughput and MFU of
+the job read from their operator shapes (:func:`perfkit.infer_job`, as the full page does
+on the whole profile). Each figure says where it comes from; the whole profile's replace
+them as they come.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 from .. import analysis as A
 from ..format import time_text
 from ..io.preview_excerpt import FirstSteps, reported_rows
+from ..io.preview_tables import TablesFirst
 from ..job import infer_job
 from .headline import Figure, mfu_figure, step_split, throughput_figure
 
@@ -32,15 +35,16 @@ class FirstAnswer:
 
     Attributes
     ----------
-    first : FirstSteps
-        The steps read.
+    first : FirstSteps or TablesFirst
+        What was read first: a few steps cut from Kineto traces, or an Ascend rank's
+        tables.
     job : perfkit.Job or None
         The job read from them; None where reading it failed.
     breakdown : pandas.DataFrame
         :func:`perfkit.analysis.step_breakdown` of the reported steps.
     """
 
-    first: FirstSteps
+    first: FirstSteps | TablesFirst
     job: Any
     breakdown: pd.DataFrame
 
@@ -77,7 +81,7 @@ class FirstAnswer:
         return self.first.describe()
 
 
-def first_answer(first: FirstSteps) -> FirstAnswer:
+def first_answer(first: FirstSteps | TablesFirst) -> FirstAnswer:
     """The figures of ``first`` (module docstring)."""
     breakdown = reported_rows(A.step_breakdown(first.profile), first)
     try:
