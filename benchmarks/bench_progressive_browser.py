@@ -75,6 +75,18 @@ STEP_SHOWN = """(fresh) => {
   });
 }"""
 
+#: The page has settled after an opening: the tab on show holds no figure read first, no
+#: progress bar and no advisor at work (the final page, as a plain open draws it). An
+#: answer read first may come before the whole page (the throughput of an Ascend rank's
+#: tables), and the next opening must not be timed while this one's page still draws.
+SETTLED = """() => {
+  const tab = [...document.querySelectorAll('.pk-tab')].find(t => t.offsetParent !== null);
+  if (!tab) return false;
+  const text = tab.innerText;
+  return !['read first', 'still working', 'Waiting for', 'being worked out'].some(
+    w => text.includes(w));
+}"""
+
 #: Installs ``window.__pk``: from the first press on *Open*, the milliseconds
 #: (``performance.now()`` less the press's) at which each answer first shows for ``path``
 #: (module docstring), checked at the frame after each DOM change and every 100 ms.
@@ -210,6 +222,10 @@ def _time_one(page, box, path: str, shot: Path | None, limit_s: float = 600) -> 
                                "window.__pk.throughput !== null && "
                                "window.__pk.stepTime !== null", timeout=30_000)
     except Exception:  # noqa: BLE001 - printed as "–"
+        pass
+    try:  # the page settled: the next opening is not timed while this one still draws
+        page.wait_for_function(SETTLED, timeout=60_000)
+    except Exception:  # noqa: BLE001 - the next opening is timed anyway
         pass
     return page.evaluate("() => ({...window.__pk})")
 

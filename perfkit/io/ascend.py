@@ -19,7 +19,9 @@ sibling module (the rank folder and its JSON side files, :mod:`perfkit.io.ascend
 the two CSV files, :mod:`perfkit.io.ascend_csv`; the HCCL files,
 :mod:`perfkit.io.ascend_hccl`; the memory files, :mod:`perfkit.io.ascend_memory`; the
 tables of trace_view.json, :mod:`perfkit.io.ascend_trace`), reads trace_view.json on a
-thread of its own meanwhile, and puts every table on the rank's origin.
+thread of its own meanwhile, and puts every table on the rank's origin (:func:`_assemble`).
+Where someone listens (:mod:`perfkit.io.tables_first`), the tables read are handed over,
+assembled by the same code without the trace, before the trace is waited for.
 """
 
 from __future__ import annotations
@@ -226,7 +228,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
 
 def _copies(raw: dict[str, Any], mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
             files: dict[str, list[str]], notes: list[str]) -> tuple[Any, ...]:
-    """What :func:`parse`'s ``assemble`` changes, copied: the frames shallowly (it adds and
+    """What :func:`_assemble` changes, copied: the frames shallowly (it adds and
     drops columns, never writes into one), the rest one level deep."""
     return ({k: v.copy(deep=False) for k, v in raw.items()},
             {k: v.copy(deep=False) for k, v in mem_parts.items()}, dict(ns),
