@@ -59,7 +59,7 @@ from raw_kineto import raw_device_steps
 import perfkit as pk
 from perfkit import plan
 from perfkit.format import time_text
-from perfkit.plan.calibrate import NOT_CLOSED_NOTE
+from perfkit.plan.calibrate import MATRIX_CLOSING, NOT_CLOSED_NOTE, VECTOR_CLOSING
 from perfkit.plan.predict import STYLE_NOTE, band_residual
 from perfkit.widgets.prediction_fit import _closing_words, fit_job, predict_layout
 
@@ -272,7 +272,7 @@ def test_the_planner_predicts_the_timed_steps(measured_set):
 
 def test_the_closing_words_say_what_the_closing_did(measured_set):
     """The Planner's words on a closed fit: the factor, capped at the peak, or no factor
-    needed."""
+    needed; closed kernel kind by kernel kind (``closing="kernels"``), its two factors."""
     _, profile = measured_set
     cal = plan.calibrate(profile, close=True)
     (factor,) = [v for t, v, _ in cal.terms if t == "closing scale"]
@@ -283,6 +283,13 @@ def test_the_closing_words_say_what_the_closing_did(measured_set):
     unscaled = dataclasses.replace(cal, terms=tuple(t for t in cal.terms
                                                     if t[0] != "closing scale"))
     assert _closing_words(unscaled) == "."
+    split = plan.calibrate(profile, close=True, closing="kernels")
+    (matrix,) = [v for t, v, _ in split.terms if t == MATRIX_CLOSING]
+    (vector,) = [v for t, v, _ in split.terms if t == VECTOR_CLOSING]
+    assert not any(t == "closing scale" for t, _, _ in split.terms)
+    assert f"scaled by ×{matrix:.3g}, toward their share of the profile's kernel time, and " \
+        f"the memory-bound kernels' by ×{vector:.3g}, so that the model's computing time" \
+        in _closing_words(split)
 
 
 def test_an_h100_calibration_predicts_the_h200_steps(measured_set):
