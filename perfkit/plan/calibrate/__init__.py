@@ -100,6 +100,7 @@ model at given rates and the scaling factors), :mod:`.operators` (the operator f
 from __future__ import annotations
 
 from .fit import (
+    CLOSINGS,
     MATRIX_CLOSING,
     NOT_CLOSED_NOTE,
     RESIDUAL_NOTE_SHARE,
@@ -110,4 +111,4 @@ from .fit import (
 from .result import CalibratedJob, Calibration
 
 __all__ = ["Calibration", "CalibratedJob", "calibrate", "residual_note", "RESIDUAL_NOTE_SHARE",
-           "NOT_CLOSED_NOTE", "MATRIX_CLOSING", "VECTOR_CLOSING"]
+           "NOT_CLOSED_NOTE", "MATRIX_CLOSING", "VECTOR_CLOSING", "CLOSINGS"]
