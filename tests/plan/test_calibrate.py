@@ -46,6 +46,18 @@ def test_a_measured_step_is_never_reestimated_with_bubble_on_top():
             == pytest.approx(49.05, rel=1e-6)
 
 
+def test_a_step_time_closes_with_one_factor_whatever_the_closing():
+    """``closing="kernels"`` needs a profile's kernels: a step time has none, so it closes
+    with one factor either way; an unknown closing is refused by name."""
+    model, par, hw = _gpt_530b()
+    one = plan.calibrate(49.05, model, par, hw)
+    asked = plan.calibrate(49.05, model, par, hw, closing="kernels")
+    assert asked.rates == one.rates and asked.terms == one.terms
+    assert asked.rates.elementwise_efficiency is None
+    with pytest.raises(pk.PerfkitError, match="closing"):
+        plan.calibrate(49.05, model, par, hw, closing="two")
+
+
 def test_step_time_calibration_scales_the_compute_rates_only():
     model, par, hw = _gpt_530b()
     cal = plan.calibrate(49.05, model, par, hw)
