@@ -131,8 +131,8 @@ def _solve_split_closing(job: CalibratedJob, rates: Rates, computing: float,
         return _computing_s(job, _gemm_scaled(rates, k)) - vector - optimizer
 
     k_g, matrix_capped = _bisect_factor(matrix, 1e-3, 1.0 / rates.gemm_efficiency, target)
-    rates = _gemm_scaled(rates, k_g)
     matrix_s = matrix(k_g)
+    rates = _gemm_scaled(rates, k_g)
     rest = computing - optimizer - matrix_s
     e_vec = rates.vector_efficiency
     vector_capped = not rest > vector * e_vec  # k_v would lift e_vec above 1
