@@ -14,9 +14,12 @@ calibrated parts per device and token, and the error of every run when each run 
 study calibrates in turn: where a calibration's misses come from.
 
 ``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100 and
-kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets): calibrated
-on each set's layout ``a``'s profile, unclosed and closed, and as the Planner does
-(``fit_job``, ``predict_layout``), each layout predicted
+kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets;
+kineto_llama_tp_h100: one tensor-parallel rank's share of three tp layouts, run without
+the tp communication, so their predictions are the step less its ``tp_comm`` part):
+calibrated on each set's layout ``a``'s profile, unclosed, closed (one factor, and
+``closing="kernels"``) and as the Planner does (``fit_job``, ``predict_layout``), each
+layout predicted
 side by side with its step timed without the profiler (environment.json) and its
 profiled device step (``Calibration.measured_step_s`` of its own trace); then each
 layout's closed computing and idle time against its own trace's computing time and the
@@ -42,6 +45,7 @@ import pandas as pd
 
 import perfkit as pk
 from perfkit import plan
+from perfkit.plan.calibrate import MATRIX_CLOSING
 from perfkit.plan.published import BEHAVIOUR, PUBLISHED_RUNS, STUDIES, validate
 
 
@@ -171,14 +175,17 @@ def time_calibrate(repeat: int = 5) -> None:
 
 #: The measured layout sets (one Llama, one H100; PROVENANCE.md in each).
 MEASURED = tuple(Path(__file__).resolve().parents[1] / "tests" / "data" / name
-                 for name in ("kineto_llama_layouts_h100", "kineto_llama_shapes_h100"))
+                 for name in ("kineto_llama_layouts_h100", "kineto_llama_shapes_h100",
+                              "kineto_llama_tp_h100"))
 
 
 def print_measured(folder: Path, anchor: str = "a") -> None:
     """Each layout of a measured set predicted from ``anchor``'s profile, unclosed,
-    closed and by the Planner (which changes the layout, not the model: "–" for another
-    depth or sequence), against its timed step (median of 20 without the profiler,
-    environment.json) and its profiled device step; errors are predicted / reference − 1.
+    closed (one factor; ``closing="kernels"``) and by the Planner (which changes the
+    layout, not the model: "–" for another depth or sequence), against its timed step
+    (median of 20 without the profiler, environment.json) and its profiled device step;
+    errors are predicted / reference − 1. A tp share (``tp_share`` in environment.json)
+    is predicted at that tp, less its ``tp_comm`` part (it ran without it).
     """
     from perfkit.widgets.prediction_fit import fit_job, predict_layout
 
@@ -189,6 +196,7 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
     profiled = {k: plan.calibrate(p).measured_step_s for k, p in profiles.items()}
     timed = {k: statistics.median(v["timed_steps_ms"]) / 1e3 for k, v in layouts.items()}
     cals = {close: plan.calibrate(profiles[anchor], close=close) for close in (False, True)}
+    cals["kernels"] = plan.calibrate(profiles[anchor], close=True, closing="kernels")
     job = pk.infer_job(profiles[anchor])
     fit = fit_job(profiles[anchor], job)
 
@@ -198,39 +206,49 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
         return (dataclasses.replace(model, num_layers=rec.get("layers", model.num_layers),
                                     seq_length=rec.get("seq", model.seq_length)),
                 dataclasses.replace(parallel, micro_batch_size=rec["micro_batch"],
-                                    recompute=rec["recompute"]))
+                                    recompute=rec["recompute"], tp=rec.get("tp_share", 1)))
 
     def predicted(cal: plan.Calibration, key: str) -> float:
         model, parallel = layout(cal.job.model, cal.job.parallel, key)
-        return plan.predict(cal, model=model, parallel=parallel,
-                            global_batch_size=layouts[key]["micro_batch"],
-                            seq_length=model.seq_length).step_s
+        return _share(plan.predict(cal, model=model, parallel=parallel,
+                                   global_batch_size=layouts[key]["micro_batch"],
+                                   seq_length=model.seq_length))
 
     print(f"measured set {folder.name}: {env['gpu']}, calibrated on layout {anchor} "
           f"(residual before closing {cals[False].residual:+.1%})")
-    print(f"{'layout':<7} {'layers':>6} {'seq':>5} {'mb':>3} {'recompute':>9} {'timed':>9} "
-          f"{'profiled':>9} {'unclosed':>9} {'vs timed':>8} {'closed':>9} {'vs timed':>8} "
-          f"{'vs prof':>8} {'Planner':>9}")
+    print(f"{'layout':<7} {'layers':>6} {'seq':>5} {'mb':>3} {'tp':>2} {'recompute':>9} "
+          f"{'timed':>9} {'profiled':>9} {'unclosed':>9} {'vs timed':>8} {'closed':>9} "
+          f"{'vs timed':>8} {'vs prof':>8} {'kernels':>9} {'vs timed':>8} {'Planner':>9}")
     pred = {(close, key): predicted(cal, key) for close, cal in cals.items() for key in layouts}
     for key in layouts:
         model, parallel = layout(job.model, job.parallel, key)
-        planner = (f"{1e3 * predict_layout(fit, job, parallel).step_s:7.1f}ms"
+        planner = (f"{1e3 * _share(predict_layout(fit, job, parallel)):7.1f}ms"
                    if model == job.model else f"{'–':>9}")
         t, m = timed[key], profiled[key]
         print(f"{key + (' *' if key == anchor else ''):<7} {model.num_layers:>6} "
-              f"{model.seq_length:>5} {layouts[key]['micro_batch']:>3} "
+              f"{model.seq_length:>5} {layouts[key]['micro_batch']:>3} {parallel.tp:>2} "
               f"{layouts[key]['recompute']:>9} {1e3 * t:7.1f}ms {1e3 * m:7.1f}ms "
               f"{1e3 * pred[False, key]:7.1f}ms {_pct(pred[False, key] / t - 1)} "
               f"{1e3 * pred[True, key]:7.1f}ms {_pct(pred[True, key] / t - 1)} "
-              f"{_pct(pred[True, key] / m - 1)} {planner}")
+              f"{_pct(pred[True, key] / m - 1)} "
+              f"{1e3 * pred['kernels', key]:7.1f}ms {_pct(pred['kernels', key] / t - 1)} "
+              f"{planner}")
     print(f"ratios to {anchor}: " + ", ".join(
         f"{k} timed {timed[k] / timed[anchor]:.3f} unclosed "
         f"{pred[False, k] / pred[False, anchor]:.3f} "
-        f"closed {pred[True, k] / pred[True, anchor]:.3f}"
+        f"closed {pred[True, k] / pred[True, anchor]:.3f} "
+        f"kernels {pred['kernels', k] / pred['kernels', anchor]:.3f}"
         for k in layouts if k != anchor))
     print(f"* the calibrating layout; timed: median of {len(layouts[anchor]['timed_steps_ms'])} "
           "steps without the profiler (environment.json); profiled: the trace's device step")
-    print_parts_measured(cals[True], profiles, timed, layout)
+    for closing in (True, "kernels"):
+        print_parts_measured(cals[closing], profiles, timed, layout)
+
+
+def _share(pred: plan.Prediction) -> float:
+    """A prediction's step, less its tensor-parallel communication where it has some: the
+    tp shares of kineto_llama_tp_h100 ran without it (a layout at tp 1 has none)."""
+    return pred.step_s - pred.parts["tp_comm"]
 
 
 #: The model's parts the device spends computing (``computing_us`` of a step).
@@ -247,8 +265,9 @@ def print_parts_measured(cal: plan.Calibration, profiles: dict[str, pk.Profile],
     ``torch.utils.checkpoint(use_reentrant=False)``, which stops once the backward's
     tensors are back (the traces' recomputed layers rerun 5 of their 6 forward products
     and attention kernels: not the MLP down projection)."""
-    print("closed parts (ms): computing model / trace, idle model / timed - trace computing"
-          "; error of the step vs timed (its computing, idle shares)")
+    how = "kernels" if any(t == MATRIX_CLOSING for t, _, _ in cal.terms) else "one factor"
+    print(f"closed ({how}) parts (ms): computing model / trace, idle model / timed - trace "
+          "computing; error of the step vs timed (its computing, idle shares)")
     for key, profile in profiles.items():
         busy = float(profile.steps["computing_us"].mean()) / 1e3
         model, parallel = layout(cal.job.model, cal.job.parallel, key)
@@ -259,11 +278,11 @@ def print_parts_measured(cal: plan.Calibration, profiles: dict[str, pk.Profile],
                                 seq_length=model.seq_length,
                                 overrides={"recompute_style": style} if style else None)
             comp = 1e3 * sum(pred.parts[p] for p in _COMPUTING)
-            idle = 1e3 * pred.step_s - comp
+            idle = 1e3 * _share(pred) - comp
             t = 1e3 * timed[key]
             print(f"  {key:<2} {'recompute_style=' + style if style else '':<22} computing "
                   f"{comp:6.1f} / {busy:6.1f}  idle {idle:5.2f} / {t - busy:5.2f}  step "
-                  f"{_pct(pred.step_s * 1e3 / t - 1)} ({_pct((comp - busy) / t)}, "
+                  f"{_pct(_share(pred) * 1e3 / t - 1)} ({_pct((comp - busy) / t)}, "
                   f"{_pct((idle - t + busy) / t)})")
 
 
@@ -274,8 +293,8 @@ def main() -> None:
     ap.add_argument("--parts", metavar="STUDY", help="parts and all anchors of one study")
     ap.add_argument("--measured", action="store_true",
                     help="only the measured H100 layout sets (tests/data/"
-                         "kineto_llama_layouts_h100, kineto_llama_shapes_h100), each "
-                         "predicted from its layout a")
+                         "kineto_llama_layouts_h100, kineto_llama_shapes_h100, "
+                         "kineto_llama_tp_h100), each predicted from its layout a")
     args = ap.parse_args()
     if args.measured:
         for folder in MEASURED:

@@ -84,6 +84,15 @@ class Rates:
         ``e_max`` of memory-bound kernels, share of the HBM bandwidth (default 0.9).
     memory_half_bytes : float
         ``W½`` of the memory size curve, bytes per call (default 2e6).
+    elementwise_efficiency : float or None
+        ``e_max`` of the model's memory-bound kernels alone (element-wise, norm, rotary,
+        activation, loss), when it differs from ``memory_efficiency``, which then still
+        times the GEMMs' byte term and the optimizer. None (default): they run at
+        ``memory_efficiency``. A profile's closed fit (:func:`perfkit.plan.calibrate`) sets
+        it: the run's unfused kernels the model does not count (the H100 Llama's
+        RMSNorm and rotary: 40 ms of its 81 ms of computing where the model counts 14)
+        are folded into the model's memory-bound kernels, which split with the layout as
+        they do, not into the GEMMs.
     link_efficiency : mapping of group to float
         Share of the nominal link bandwidth each group's collectives get (``tp``, ``dp``,
         ``pp``, ``ep``, ``cp``), as calibrated; a group not in it runs at
@@ -133,6 +142,7 @@ class Rates:
     attention_efficiency: float = 1.0
     memory_efficiency: float = 0.9
     memory_half_bytes: float = 2e6
+    elementwise_efficiency: float | None = None
     gemm_memory: str = "sum"
     link_efficiency: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_LINK,
                                                  hash=False)
@@ -152,6 +162,9 @@ class Rates:
         for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",
                      "inter_node_efficiency"):
             check_fraction(name, getattr(self, name), allow_zero=False)
+        if self.elementwise_efficiency is not None:
+            check_fraction("elementwise_efficiency", self.elementwise_efficiency,
+                           allow_zero=False)
         for name in ("gemm_half_flops", "memory_half_bytes", "link_latency_s",
                      "optimizer_bytes_per_param", "overhead_s", "kernel_gap_s"):
             check_non_negative(name, getattr(self, name))
@@ -172,6 +185,14 @@ class Rates:
         object.__setattr__(self, "overlap",
                            _groups("overlap", self.overlap, _DEFAULT_OVERLAP, allow_zero=True))
 
+    @property
+    def vector_efficiency(self) -> float:
+        """``e_max`` the memory-bound kernels run at: ``elementwise_efficiency`` where set,
+        else ``memory_efficiency``."""
+        if self.elementwise_efficiency is not None:
+            return self.elementwise_efficiency
+        return self.memory_efficiency
+
     def link(self, group: str, intra: bool) -> float:
         """Link efficiency of ``group``: calibrated, else the tier's default."""
         value = self.link_efficiency.get(group)
@@ -188,9 +209,13 @@ class Rates:
         return dataclasses.replace(self, **changes)
 
     def scaled(self, factor: float) -> Rates:
-        """Every compute rate (GEMM, attention, memory) times ``factor``, capped at 1."""
+        """Every compute rate (GEMM, attention, memory, the memory-bound kernels' own where
+        set) times ``factor``, capped at 1."""
+        own = self.elementwise_efficiency
         return self.replace(gemm_efficiency=min(1.0, self.gemm_efficiency * factor),
                             memory_efficiency=min(1.0, self.memory_efficiency * factor),
+                            elementwise_efficiency=None if own is None
+                            else min(1.0, own * factor),
                             attention_efficiency=min(2.0, self.attention_efficiency))
 
     def to_frame(self) -> pd.DataFrame:

@@ -36,8 +36,10 @@ def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
 
 
 def memory_seconds(nbytes: float, bandwidth: float, rates: Rates) -> float:
-    """One memory-bound call: ``(B + B½)/(e_mem·bandwidth)``."""
-    return (nbytes + rates.memory_half_bytes) / (rates.memory_efficiency * bandwidth)
+    """One memory-bound call: ``(B + B½)/(e_vec·bandwidth)``, ``e_vec`` the rates'
+    :attr:`~perfkit.calc.rates.Rates.vector_efficiency` (``memory_efficiency`` unless a
+    closed fit set the memory-bound kernels' own)."""
+    return (nbytes + rates.memory_half_bytes) / (rates.vector_efficiency * bandwidth)
 
 
 @dataclass(frozen=True)

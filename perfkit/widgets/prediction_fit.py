@@ -16,7 +16,7 @@ from ..errors import PerfkitError
 from ..format import time_text
 from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict
-from ..plan.calibrate import NOT_CLOSED_NOTE, residual_note
+from ..plan.calibrate import MATRIX_CLOSING, NOT_CLOSED_NOTE, VECTOR_CLOSING, residual_note
 from ..specs import ParallelConfig
 from .planner_words import gradient_sentence, sentence_end, why_not
 
@@ -155,13 +155,18 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
 
 def _closing_words(cal: Calibration) -> str:
     """How the closed fit reproduces the measured step: the one factor every compute rate
-    was scaled by (the calibration's ``closing scale`` term), or that none was needed, or
-    that the peak capped it (with a leading ``"; "`` or ``"."``, ending the sentence)."""
-    factor = next((v for t, v, _ in cal.terms if t == "closing scale"), None)
-    if factor is None:
+    was scaled by (the calibration's ``closing scale`` term), or, on a profile whose
+    kernels split into matrix and memory-bound time, the two factors of those kernels
+    (the terms ``MATRIX_CLOSING`` and ``VECTOR_CLOSING`` of :mod:`perfkit.plan.calibrate`),
+    or that none was needed, or that the peak capped it (with a leading ``"; "`` or
+    ``"."``, ending the sentence)."""
+    found = {t: v for t, v, _ in cal.terms}
+    factor = found.get("closing scale")
+    split = (found.get(MATRIX_CLOSING), found.get(VECTOR_CLOSING))
+    if factor is None and None in split:
         return "."
     if cal.source == "profile":
-        return _profile_closing_words(cal, factor)
+        return _profile_closing_words(cal, factor, split)
     step = time_text(cal.measured_step_s * 1e6)
     if abs(cal.estimated_step_s / cal.measured_step_s - 1) > 1e-6:
         return (f"; every compute rate (the kernels' efficiencies) was then scaled by one "
@@ -172,19 +177,28 @@ def _closing_words(cal: Calibration) -> str:
             f"×{factor:.3g}, so that the model reproduces the measured step ({step}).")
 
 
-def _profile_closing_words(cal: Calibration, factor: float) -> str:
-    """How a profile's fit is closed (:func:`perfkit.plan.calibrate`): the one factor on
-    every compute rate but the optimizer's that makes the model's computing time the
-    measured one, and the step the closed model then gives this layout beside the measured
-    step, with what each is made of (they differ where the slowest rank's communication or
-    idle time is not the median rank's or the least idle step's)."""
+def _profile_closing_words(cal: Calibration, factor: float | None,
+                           split: tuple[float | None, float | None]) -> str:
+    """How a profile's fit is closed (:func:`perfkit.plan.calibrate`): the matrix kernels'
+    efficiency scaled to their measured share of the computing time and the memory-bound
+    kernels' to the rest (or, where the profile's kernels do not split, one factor on
+    every compute rate but the optimizer's), so that the model's computing time is the
+    measured one; and the step the closed model then gives this layout beside the
+    measured step, with what each is made of (they differ where the slowest rank's
+    communication or idle time is not the median rank's or the least idle step's)."""
     computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
     capped = NOT_CLOSED_NOTE in cal.notes
-    said = (f"; every compute rate but the optimizer's (the kernels' efficiencies) was then "
-            f"scaled by one factor, ×{factor:.3g}, "
-            + ("as far as the hardware's peak allows, " if capped else "")
-            + f"so that the model's computing time is the measured one "
-            f"({time_text(computing * 1e6)} per step)")
+    peak = "as far as the hardware's peak allows, " if capped else ""
+    if factor is not None:
+        said = (f"; every compute rate but the optimizer's (the kernels' efficiencies) was "
+                f"then scaled by one factor, ×{factor:.3g}, {peak}")
+    else:
+        matrix, vector = split
+        said = (f"; the matrix kernels' efficiency (GEMMs and attention) was then scaled by "
+                f"×{matrix:.3g}, toward their share of the profile's kernel time, and the "
+                f"memory-bound kernels' by ×{vector:.3g}, {peak}")
+    said += (f"so that the model's computing time is the measured one "
+             f"({time_text(computing * 1e6)} per step)")
     step, model = cal.measured_step_s, cal.estimated_step_s
     if abs(model / step - 1) < 0.005:
         return said + f", and the model reproduces the measured step ({time_text(step * 1e6)})."

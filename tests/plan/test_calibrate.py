@@ -46,6 +46,69 @@ def test_a_measured_step_is_never_reestimated_with_bubble_on_top():
             == pytest.approx(49.05, rel=1e-6)
 
 
+def test_a_step_time_closes_with_one_factor_whatever_the_closing():
+    """``closing="kernels"`` needs a profile's kernels: a step time has none, so it closes
+    with one factor either way; an unknown closing is refused by name."""
+    model, par, hw = _gpt_530b()
+    one = plan.calibrate(49.05, model, par, hw)
+    asked = plan.calibrate(49.05, model, par, hw, closing="kernels")
+    assert asked.rates == one.rates and asked.terms == one.terms
+    assert asked.rates.elementwise_efficiency is None
+    with pytest.raises(pk.PerfkitError, match="closing"):
+        plan.calibrate(49.05, model, par, hw, closing="two")
+
+
+def test_the_kernel_closing_of_the_bundled_baseline():
+    """``closing="kernels"`` on the bundled 16-rank baseline (simulated, Ascend CSVs): the
+    matrix share it reads is its kernel_details.csv's (read here with ``csv``: MatMulV3
+    and FlashAttention kernels over every kernel but the collectives and ApplyAdamW:
+    90.6 %, the RmsNormGrad kernels of its ``attention_norm`` scope counted as norms);
+    the model then computes for as long as the busiest rank did, its matrix kernels take
+    that share of the computing time less the optimizer's and the memory-bound kernels
+    the rest (their time read off the model's linearity in ``1/e_vec``: halving it adds
+    it once)."""
+    from perfkit.widgets import bundled_profile
+
+    folder = bundled_profile("simulated/llama2-13b-baseline-dp16")
+    matrix = other = 0.0
+    for path in folder.rglob("kernel_details.csv"):
+        with path.open(newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                kind, us = row["Type"], float(row["Duration(us)"])
+                if kind.startswith("hcom_") or kind.startswith("ApplyAdamW"):
+                    continue
+                if kind == "MatMulV3" or kind.startswith("FlashAttentionScore"):
+                    matrix += us
+                else:
+                    other += us
+    share = matrix / (matrix + other)
+    assert share == pytest.approx(0.906, abs=1e-3)
+    profile = pk.load(folder)
+    cal = plan.calibrate(profile, close=True, closing="kernels")
+    (how,) = [h for t, _, h in cal.terms if t == "closing scale, matrix kernels"]
+    assert f"take {share:.1%} of the measured computing time" in how
+    busiest = profile.steps.groupby("rank")["computing_us"].mean().max() / 1e6
+    computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
+    assert computing == pytest.approx(busiest, rel=1e-6)
+
+    def computing_at(e_vec: float) -> float:
+        p = plan.predict(cal, overrides={"elementwise_efficiency": e_vec})
+        return sum(p.parts[k] for k in ("compute", "recompute", "optimizer"))
+
+    vector = computing_at(cal.rates.elementwise_efficiency / 2) - computing
+    rest = busiest - cal.parts["optimizer"]
+    assert computing - vector - cal.parts["optimizer"] == pytest.approx(share * rest,
+                                                                        rel=1e-6)
+    assert vector == pytest.approx((1 - share) * rest, rel=1e-5)
+    # the simulated run is near the model: both factors just under 1, the GEMMs' not at
+    # the peak's cap (its efficiency moved, down)
+    factors = {t: v for t, v, _ in cal.terms if t.startswith("closing scale")}
+    assert set(factors) == {"closing scale, matrix kernels",
+                            "closing scale, memory-bound kernels"}
+    assert all(0.95 < v < 1 for v in factors.values())
+    assert "capped" not in how
+
+
 def test_step_time_calibration_scales_the_compute_rates_only():
     model, par, hw = _gpt_530b()
     cal = plan.calibrate(49.05, model, par, hw)

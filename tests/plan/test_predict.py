@@ -42,6 +42,33 @@ def test_gemm_and_memory_seconds_are_the_documented_formulas():
     assert small.fwd > 0
 
 
+def test_the_memory_bound_kernels_own_efficiency():
+    """``elementwise_efficiency`` times the memory-bound kernels alone: a memory-bound call
+    is ``(B + B½)/(e_vec·bw)``, the GEMMs' byte term and the optimizer keep
+    ``memory_efficiency``; ``scaled`` scales it with the others (capped at 1); a share
+    outside (0, 1] is refused by name."""
+    r = Rates(gemm_efficiency=0.8, gemm_half_flops=1e9, memory_efficiency=0.7,
+              memory_half_bytes=2e6)
+    own = r.replace(elementwise_efficiency=0.2)
+    peak, bw = 989.5e12, 3.35e12
+    f, b = 2 * 4096 * 5120 * 13824, 2 * (4096 * 5120 + 5120 * 13824 + 4096 * 13824)
+    assert memory_seconds(1e8, bw, own) == pytest.approx((1e8 + 2e6) / (0.2 * bw))
+    assert gemm_seconds(f, b, peak, bw, own) == pytest.approx(gemm_seconds(f, b, peak, bw, r))
+    assert r.vector_efficiency == 0.7 and own.vector_efficiency == 0.2
+    assert own.scaled(0.5).elementwise_efficiency == pytest.approx(0.1)
+    assert own.scaled(10).elementwise_efficiency == 1.0
+    assert r.scaled(0.5).elementwise_efficiency is None
+    # the step: only the memory-bound kernels' time moves, the optimizer's does not
+    par = pk.ParallelConfig(dp=8, micro_batch_size=1, num_micro_batches=4)
+    base = plan.predict(None, LLAMA, par, H100)
+    slow = plan.predict(None, LLAMA, par, H100, overrides={"elementwise_efficiency": 0.2})
+    assert slow.parts["optimizer"] == pytest.approx(base.parts["optimizer"], rel=1e-12)
+    assert slow.parts["compute"] > base.parts["compute"]
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(pk.PerfkitError, match="elementwise_efficiency"):
+            Rates(elementwise_efficiency=bad)
+
+
 def _pred(par, **kw):
     return plan.predict(None, LLAMA, par, H100, **kw)
 

@@ -13,7 +13,7 @@ import pandas as pd
 from ...calc import ActivationModel
 from ...calc.rates import GROUPS, Rates
 from ...calc.timing import PART_NAMES
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, check_choice
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from ..predict import run_types
 from .fallback import _check_job, _from_step_time, _from_steps, _links_to_exposed
@@ -24,9 +24,11 @@ from .solve import (
     _scaled_keeping_optimizer,
     _solve_computing_scale,
     _solve_scale,
+    _solve_split_closing,
 )
 
-__all__ = ["NOT_CLOSED_NOTE", "RESIDUAL_NOTE_SHARE", "calibrate", "residual_note"]
+__all__ = ["CLOSINGS", "MATRIX_CLOSING", "NOT_CLOSED_NOTE", "RESIDUAL_NOTE_SHARE", "VECTOR_CLOSING",
+           "calibrate", "residual_note"]
 
 
 #: A fitted model further than this share off the measured step gets a note.
@@ -47,6 +49,45 @@ def residual_note(residual: float) -> str:
             "run does something the model does not (see the parts)")
 
 
+#: How a profile's fit may be closed (:func:`calibrate`'s ``closing``).
+CLOSINGS = ("one", "kernels")
+#: The note of a fit asked to close by kernels whose profile's kernels do not split.
+SPLIT_NOT_READ_NOTE = ("closed with one factor: the profile's kernels do not split into "
+                       "matrix and memory-bound time")
+#: The terms of a profile's two closing factors (:func:`_close_by_kernels`).
+MATRIX_CLOSING = "closing scale, matrix kernels"
+VECTOR_CLOSING = "closing scale, memory-bound kernels"
+
+
+def _close_by_kernels(job: CalibratedJob, rates: Rates, computing: float, share: float,
+                      terms: list[tuple[str, float, str]], notes: list[str]) -> Rates:
+    """Close a profile's fit on its computing time with two factors
+    (:func:`~.solve._solve_split_closing`: the matrix kernels to their measured share, the
+    memory-bound kernels to the rest), each said in ``terms`` with what it scaled."""
+    before = rates
+    rates, k = _solve_split_closing(job, rates, computing, share)
+    ms = 1e3
+    how = (f"GEMM efficiency {before.gemm_efficiency:.3g} → {rates.gemm_efficiency:.3g} "
+           f"(fused attention with it), so that the model's matrix kernels take "
+           f"{share:.1%} of the measured computing time less the optimizer's (the profile's "
+           f"matrix and attention kernels' share of its kernel time): "
+           f"{k['matrix_s'] * ms:.2f} ms")
+    if k["matrix_capped"]:
+        how += (" — capped at the peak, above their measured share; the memory-bound "
+                "kernels take the difference")
+    terms.append((MATRIX_CLOSING, k["matrix"], how))
+    terms.append((VECTOR_CLOSING, k["vector"],
+                  f"the memory-bound kernels' efficiency (elementwise_efficiency) "
+                  f"{before.vector_efficiency:.3g} → {rates.vector_efficiency:.3g}, so that "
+                  f"they take the rest of the measured computing time, "
+                  f"{k['vector_s'] * ms:.2f} ms, and the model computes for as long as the "
+                  f"device did; the GEMMs' byte term and the optimizer keep "
+                  f"memory_efficiency"))
+    if k["vector_capped"]:
+        notes.append(NOT_CLOSED_NOTE)
+    return rates
+
+
 # ----------------------------------------------------------------------------- entry point
 
 def calibrate(source: Any, model: ModelSpec | None = None,
@@ -56,7 +97,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
               skip_first_steps: int = 0, close: bool | None = None,
               stage_layers: Sequence[int] | None = None,
               selective_layers: Sequence[int] | None = None,
-              comm_layers: Sequence[int] | None = None) -> Calibration:
+              comm_layers: Sequence[int] | None = None, closing: str = "one") -> Calibration:
     """Fit the step model's rates to a measured run (see the module docstring).
 
     Parameters
@@ -87,12 +128,21 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         Steps to drop from the start (warm-up, compilation).
     close : bool, optional
         Scale the compute rates at the end so the model reproduces the measurement: for a
-        steps table or a step time, the measured step; for a profile, the busiest rank's
-        measured computing time (``computing_us``: compute, recompute and the optimizer,
-        whose measured time is kept), its idle time being fitted already (the steps'
-        ``free_us`` per kernel of the model), since a profiled step's free time carries the
-        profiler's own host stalls. Default: True for a steps table or a step time, False
-        for a profile (its residual then measures the model).
+        steps table or a step time, the measured step (one factor on every compute rate);
+        for a profile, the busiest rank's measured computing time (``computing_us``:
+        compute, recompute and the optimizer, whose measured time is kept), the matrix
+        kernels to their share of the profile's kernel time and the memory-bound kernels to
+        the rest (two factors, the module docstring), its idle time being fitted already
+        (the steps' ``free_us`` per kernel of the model), since a profiled step's free time
+        carries the profiler's own host stalls. Default: True for a steps table or a step
+        time, False for a profile (its residual then measures the model).
+    closing : {"one", "kernels"}
+        How a profile's closed fit reaches its computing time: ``"one"`` (default) one
+        factor on every compute rate but the optimizer's; ``"kernels"`` two factors, the
+        matrix kernels to their share of the profile's kernel time and the memory-bound
+        kernels to the rest (the module docstring says why and what each gets right on
+        the measured H100 sets). A steps table or a step time is always closed with one
+        factor; so is a profile whose kernels do not split (said in the notes).
     stage_layers, selective_layers, comm_layers : sequence of int, optional
         Uneven layers per stage and per-stage selective / communication recompute of the
         calibrating run (see :func:`perfkit.plan.predict`).
@@ -107,6 +157,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
             or skip_first_steps < 0:
         raise InvalidArgumentError("skip_first_steps", "must be a whole number >= 0",
                                    skip_first_steps)
+    check_choice("closing", closing, CLOSINGS)
     rates = Rates() if rates is None else rates
     if not isinstance(rates, Rates):
         raise InvalidArgumentError("rates", "must be a perfkit.calc.Rates", type(rates).__name__)
@@ -157,13 +208,20 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         # first, then the exposed communication where no link was measured on its
         # transfers (those rates are the direct measurement); the idle time is fitted
         # already.
-        factor, capped = _solve_computing_scale(job, rates, computing)
-        if abs(factor - 1.0) > 1e-9:
-            rates = _scaled_keeping_optimizer(rates, factor)
-            terms.append(("closing scale", factor, "every compute rate but the optimizer's, "
-                          "so the model's computing time reproduces the measured one"))
-        if capped:
-            notes.append(NOT_CLOSED_NOTE)
+        share = float(info.get("matrix_share", math.nan))
+        if closing == "kernels" and 0 < share < 1:
+            rates = _close_by_kernels(job, rates, computing, share, terms, notes)
+        else:
+            if closing == "kernels":
+                notes.append(SPLIT_NOT_READ_NOTE)
+            factor, capped = _solve_computing_scale(job, rates, computing)
+            if abs(factor - 1.0) > 1e-9:
+                rates = _scaled_keeping_optimizer(rates, factor)
+                terms.append(("closing scale", factor, "every compute rate but the "
+                              "optimizer's, so the model's computing time reproduces the "
+                              "measured one"))
+            if capped:
+                notes.append(NOT_CLOSED_NOTE)
         if not set(info["kinds"]) & set(GROUPS):  # links measured on transfers are kept
             rates, *_ = _links_to_exposed(job, rates, parts_measured, _evaluate(job, rates),
                                           notes, terms)

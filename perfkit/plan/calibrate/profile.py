@@ -172,7 +172,43 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     predicted = _evaluate(job, rates)["step_s"]
     return job, rates, {"measured": measured, "terms": terms, "predicted": predicted,
                         "residual": predicted / measured - 1.0, "kinds": kinds_measured,
-                        "steps_measured": m}
+                        "steps_measured": m, "matrix_share": _matrix_share(eff)}
+
+
+#: Kernel classes (:func:`perfkit.analysis.compare.kernel_class`) that run on the matrix
+#: units: the model's GEMMs and fused attention.
+_MATRIX_CLASSES = ("matmul", "attention")
+
+
+def _matrix_share(eff: pd.DataFrame | None) -> float:
+    """The matrix kernels' share of the profile's kernel time, the optimizer's left out.
+
+    Over the operator rows of the steps recorded in full (``per_step_us``): rows of kind
+    ``gemm`` or ``attention``, and, among the rows no cost model priced (no kind), those
+    whose kernel the name classes as a matrix product or attention
+    (:func:`perfkit.analysis.compare.kernel_class`: cuDNN's fused attention kernels) —
+    a priced row's kind wins over its name, which may carry a scope (an Ascend
+    ``aclnnRmsNormGrad_attention_norm_RmsNormGrad`` is a norm) — against every row but
+    the optimizer's (``adam`` in the name, the rows :func:`~.operators._fit_operators`
+    times the optimizer by) and communication. NaN when there is no such time, or no
+    matrix or no other kernel (the closing then keeps one factor)."""
+    from ...analysis.compare import kernel_class
+
+    if eff is None or not len(eff) or "per_step_us" not in eff.columns:
+        return math.nan
+    names = eff["name"].astype("string").fillna("")
+    classes = kernel_class(names)
+    kinds = eff["kind"].astype("string").fillna("") if "kind" in eff.columns \
+        else pd.Series("", index=eff.index, dtype="string")
+    time = eff["per_step_us"].astype(float).fillna(0.0)
+    optimizer = names.str.contains("adam", case=False)
+    kept = ~optimizer & (classes != "communication")
+    matrix = kept & (kinds.isin(("gemm", "attention"))
+                     | ((kinds == "") & classes.isin(_MATRIX_CLASSES)))
+    total, on_matrix = float(time[kept].sum()), float(time[matrix].sum())
+    if not total > 0 or not 0 < on_matrix < total:
+        return math.nan
+    return on_matrix / total
 
 
 def _least_free_s(steps: pd.DataFrame) -> float:

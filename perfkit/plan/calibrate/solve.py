@@ -1,5 +1,7 @@
 """The step model at a calibration's rates, and the factors that make it hit a measured
-step: one on every compute rate, one on every link efficiency (bisection)."""
+step: one on every compute rate, one on every link efficiency (bisection), and a profile's
+two closing factors, one on the matrix kernels and one on the memory-bound kernels
+(:func:`_solve_split_closing`)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,81 @@ def _solve_computing_scale(job: CalibratedJob, rates: Rates, target: float
 
     return _bisect_factor(value, 1e-3, 1.0 / min(rates.gemm_efficiency,
                                                   rates.memory_efficiency), target)
+
+
+def _computing_s(job: CalibratedJob, rates: Rates) -> float:
+    """The model's computing time (:data:`COMPUTING_PARTS`), seconds."""
+    out = _evaluate(job, rates)
+    return sum(out[p] for p in COMPUTING_PARTS)
+
+
+def _vector_s(job: CalibratedJob, rates: Rates) -> float:
+    """Seconds the model's memory-bound kernels take of its computing time.
+
+    Each lasts ``(B + B½)/(e_vec·bw)`` (:func:`perfkit.calc.timing.memory_seconds`) and
+    nothing else in the computing time depends on ``e_vec``
+    (:attr:`~perfkit.calc.rates.Rates.vector_efficiency`: the GEMMs' byte term and the
+    optimizer run at ``memory_efficiency``), so halving ``e_vec`` adds exactly their time
+    once: ``V = C(e_vec/2) − C(e_vec)``."""
+    e_vec = rates.vector_efficiency
+    return _computing_s(job, rates.replace(elementwise_efficiency=e_vec / 2)) \
+        - _computing_s(job, rates.replace(elementwise_efficiency=e_vec))
+
+
+def _gemm_scaled(rates: Rates, factor: float) -> Rates:
+    """The GEMM efficiency (and with it fused attention's, a share of it) times ``factor``,
+    capped at 1."""
+    return rates.replace(gemm_efficiency=min(1.0, rates.gemm_efficiency * factor))
+
+
+def _solve_split_closing(job: CalibratedJob, rates: Rates, computing: float,
+                         matrix_share: float) -> tuple[Rates, dict[str, float]]:
+    """A profile's closing, part by part of the device's work: the matrix kernels' and the
+    memory-bound kernels' efficiencies each scaled to what the profile measured of them.
+
+    With ``C`` the measured computing time (seconds), ``O`` the model's optimizer time
+    (kept: fitted to the profile's own optimizer kernels) and ``s`` the matrix and
+    attention kernels' share of the profile's other kernel time (``matrix_share``):
+
+    1. ``k_g`` on ``gemm_efficiency`` (bisection, capped at an efficiency of 1) makes the
+       model's GEMM and attention time ``M(k_g)`` equal ``s·(C − O)``;
+    2. ``k_v = V / (C − O − M(k_g))`` on the memory-bound kernels' efficiency
+       (``elementwise_efficiency``, from ``memory_efficiency``; ``V`` their model time,
+       :func:`_vector_s`) gives them the rest, so that the model's computing time is ``C``
+       exactly, as the single factor did.
+
+    Why two factors: the model's memory-bound kernels are the ones a layout splits least
+    (norms and residual adds run on every tensor-parallel rank's full activation without
+    sequence parallelism), and the work the model misses is of that kind (a run's unfused
+    element-wise kernels). One factor on every rate spread that missing time over the
+    GEMMs too, which ``tp`` divides: on the H100 Llama's tp shares
+    (``tests/data/kineto_llama_tp_h100``) it made a tp-4 rank compute 21 % too little.
+
+    Returns the closed rates and ``{"matrix": k_g, "vector": k_v, "matrix_s": M,
+    "vector_s": V/k_v, "matrix_capped": 0/1, "vector_capped": 0/1}``; a capped ``k_g``
+    (the matrix kernels already slower in the model than measured at the peak) leaves
+    their excess to come off the memory-bound kernels, a capped ``k_v`` (even at an
+    efficiency of 1 they take more than the rest) leaves the computing time above ``C``.
+    """
+    rates = rates.replace(elementwise_efficiency=rates.vector_efficiency)
+    vector = _vector_s(job, rates)
+    optimizer = _evaluate(job, rates)["optimizer"]
+    target = (computing - optimizer) * matrix_share
+
+    def matrix(k: float) -> float:
+        return _computing_s(job, _gemm_scaled(rates, k)) - vector - optimizer
+
+    k_g, matrix_capped = _bisect_factor(matrix, 1e-3, 1.0 / rates.gemm_efficiency, target)
+    matrix_s = matrix(k_g)
+    rates = _gemm_scaled(rates, k_g)
+    rest = computing - optimizer - matrix_s
+    e_vec = rates.vector_efficiency
+    vector_capped = not rest > vector * e_vec  # k_v would lift e_vec above 1
+    k_v = 1.0 / e_vec if vector_capped else vector / rest
+    rates = rates.replace(elementwise_efficiency=min(1.0, e_vec * k_v))
+    return rates, {"matrix": k_g, "vector": k_v, "matrix_s": matrix_s,
+                   "vector_s": vector / k_v, "matrix_capped": float(matrix_capped),
+                   "vector_capped": float(vector_capped)}
 
 
 def _links_scaled(job: CalibratedJob, rates: Rates, factor: float) -> Rates:
