@@ -515,3 +515,25 @@ def test_the_seconds_so_far_count_from_open_and_the_time_left_from_the_load(
     assert "4 s so far, about 10 s left" in o.sentence("the operators")
     clock[0] += 3.0
     assert "7 s so far, about 7 s left" in o.sentence("the operators")
+
+
+def test_a_waiting_tab_redrawn_is_never_blank() -> None:
+    """A waiting tab redrawn (the Overview, when the steps read first or the whole
+    profile's come) keeps its page on show until the next one is built: its body is never
+    emptied in between (a blank tab flashed for the time the Overview worked out the
+    whole profile's steps), and the page it replaced is closed."""
+    folder = Path(__file__).resolve().parents[1] / "data" / "simulated" / \
+        "llama2-13b-baseline-dp16"
+    board = Dashboard(background_bytes=0)
+    go = _held(board)
+    assert board.load_profile(str(folder))
+    overview = board.panels["Overview"]
+    assert WAITING_CLASS in overview._dom_classes and overview.body.children
+    before = list(overview.body.children)
+    seen: list[int] = []
+    overview.body.observe(lambda change: seen.append(len(change["new"])), names="children")
+    overview.refresh()
+    assert seen and 0 not in seen, seen
+    assert overview.body.children and all(w.comm is None for w in before)
+    go.set()
+    assert board.wait(120) and board.error is None

@@ -41,7 +41,7 @@ from ..errors import InvalidArgumentError
 from ..io.cache import cache_enabled, cache_root
 
 __all__ = ["enable_offline", "chart_widget", "static_chart", "selected_values", "spinner_html",
-           "close_widgets", "CHART_CLASS", "ChartCode", "chart_code"]
+           "close_widgets", "widget_ids", "CHART_CLASS", "ChartCode", "chart_code"]
 
 #: CSS class of every chart widget (the browser tests find charts by it).
 CHART_CLASS = "pk-chart"
@@ -219,6 +219,16 @@ def spinner_html(text: str) -> str:
             "border-radius:50%;animation:pk-spin .8s linear infinite;display:inline-block}"
             "</style>"
             f"<div class='pk-busy'><i></i><span>{html.escape(text)}</span></div>")
+
+
+def widget_ids(widgets: Any) -> set[int]:
+    """The ``id`` of ``widgets`` and of all their children (what :func:`close_widgets` is
+    to keep when they replace the widgets it closes)."""
+    found: set[int] = set()
+    for w in list(widgets or ()):
+        found.add(id(w))
+        found |= widget_ids(getattr(w, "children", None))
+    return found
 
 
 def close_widgets(widgets: Any, keep: set[int] | frozenset[int] = frozenset()) -> None:

@@ -17,7 +17,7 @@ from ...advisor.registry import registered
 from ...job import PARALLEL_FIELDS, Job
 from ..job import JobPanel, unknown_line
 from ..markup import STYLE, describe_error, error, note, warning_html
-from ..render import chart_widget, close_widgets, spinner_html
+from ..render import chart_widget, close_widgets, spinner_html, widget_ids
 
 __all__ = ["Context", "Tab", "JobTab", "ALL_RANKS", "READY_CLASS", "WAITING_CLASS",
            "OPEN_ONE", "html_widget", "heading", "warning_widgets", "no_job_note", "ranks_of",
@@ -272,18 +272,24 @@ class Tab(W.VBox):
             self.stale = False
             profile, opening = self.profile, self.opening
         self.remove_class(READY_CLASS)
-        close_widgets(self.body.children, self.keep)
-        self.body.children = ()
         self.charts = []
-        self.remove_class(WAITING_CLASS)
         if profile is None and opening is not None:
+            # the page on show stays until the waiting one is built (the Overview's works
+            # out the whole profile's steps): swapped at once, never a blank tab between
+            old = self.body.children
             self.message.value = ""
             try:
-                self.body.children = tuple(self.waiting(opening))
+                new = tuple(self.waiting(opening))
             except Exception as exc:  # noqa: BLE001 - a message, not a traceback
+                new = ()
                 self.message.value = error(describe_error(exc, f"the {self.title} tab"))
+            self.body.children = new
+            close_widgets(old, self.keep | widget_ids(new))
             self.add_class(WAITING_CLASS)
             return False
+        close_widgets(self.body.children, self.keep)
+        self.body.children = ()
+        self.remove_class(WAITING_CLASS)
         if profile is None:
             self.message.value = STYLE + note(self.ctx.none_open)
             self.add_class(READY_CLASS)
