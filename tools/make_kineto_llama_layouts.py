@@ -78,6 +78,10 @@ LAYOUTS = {"a": (4, False, LAYERS, SEQ, 1), "b": (4, True, LAYERS, SEQ, 1),
            "g": (2, False, LAYERS, SEQ, 1), "h": (4, False, LAYERS, SEQ, 2),
            "i": (4, False, LAYERS, SEQ, 4), "j": (4, True, LAYERS, SEQ, 2)}
 WAIT, WARMUP, ACTIVE = 1, 2, 2
+#: ``--wide``: Llama 2 7B's layer (hidden 4096, 32 heads of 128, FFN 11008), half the
+#: layers of every layout (4 for 8): the same layouts on a model whose GEMMs take a larger
+#: share of the step (``tests/data/kineto_llama_wide_tp_h100``)
+WIDE = {"hidden": 4096, "heads": 32, "ffn": 11008}
 
 
 class Llama(nn.Module):
@@ -168,13 +172,18 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("tests/data/kineto_llama_layouts_h100"))
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--timed", type=int, default=20, help="steps timed without the profiler")
+    ap.add_argument("--wide", action="store_true", help="the wider model of WIDE")
     args = ap.parse_args()
+    global HIDDEN, HEADS, FFN, LAYERS
+    if args.wide:  # read by Llama and environment.json below
+        HIDDEN, HEADS, FFN, LAYERS = WIDE["hidden"], WIDE["heads"], WIDE["ffn"], LAYERS // 2
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA device")
     args.out.mkdir(parents=True, exist_ok=True)
     layouts = {}
     for name in args.layouts.split(","):
         mb, rc, layers, seq, tp = LAYOUTS[name]
+        layers = layers // 2 if args.wide else layers
         layouts[name] = record(name, mb, rc, layers, seq, tp, args.out, args.timed)
     env = {"torch": torch.__version__, "cuda": torch.version.cuda,
            "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(0),
