@@ -15,8 +15,9 @@ study calibrates in turn: where a calibration's misses come from.
 
 ``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100 and
 kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets;
-kineto_llama_tp_h100: one tensor-parallel rank's share of three tp layouts, run without
-the tp communication, so their predictions are the step less its ``tp_comm`` part):
+kineto_llama_tp_h100 and kineto_llama_wide_tp_h100, the latter on Llama 2 7B's wider
+layer: one tensor-parallel rank's share of three tp layouts, run without the tp
+communication, so their predictions are the step less its ``tp_comm`` part):
 calibrated on each set's layout ``a``'s profile, unclosed, closed (one factor, and
 ``closing="kernels"``) and as the Planner does (``fit_job``, ``predict_layout``), each
 layout predicted
@@ -176,7 +177,7 @@ def time_calibrate(repeat: int = 5) -> None:
 #: The measured layout sets (one Llama, one H100; PROVENANCE.md in each).
 MEASURED = tuple(Path(__file__).resolve().parents[1] / "tests" / "data" / name
                  for name in ("kineto_llama_layouts_h100", "kineto_llama_shapes_h100",
-                              "kineto_llama_tp_h100"))
+                              "kineto_llama_tp_h100", "kineto_llama_wide_tp_h100"))
 
 
 def print_measured(folder: Path, anchor: str = "a") -> None:
@@ -247,7 +248,8 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
 
 def _share(pred: plan.Prediction) -> float:
     """A prediction's step, less its tensor-parallel communication where it has some: the
-    tp shares of kineto_llama_tp_h100 ran without it (a layout at tp 1 has none)."""
+    tp shares of kineto_llama_tp_h100 and kineto_llama_wide_tp_h100 ran without it (a
+    layout at tp 1 has none)."""
     return pred.step_s - pred.parts["tp_comm"]
 
 
@@ -294,7 +296,8 @@ def main() -> None:
     ap.add_argument("--measured", action="store_true",
                     help="only the measured H100 layout sets (tests/data/"
                          "kineto_llama_layouts_h100, kineto_llama_shapes_h100, "
-                         "kineto_llama_tp_h100), each predicted from its layout a")
+                         "kineto_llama_tp_h100, kineto_llama_wide_tp_h100), each "
+                         "predicted from its layout a")
     args = ap.parse_args()
     if args.measured:
         for folder in MEASURED:
