@@ -332,3 +332,18 @@ def test_a_simulated_run_calibrates_to_the_rates_that_made_it(tmp_path, tp):
     assert cal.rates.memory_efficiency == pytest.approx(settings["memory_efficiency"],
                                                         rel=0.03)
     assert plan.predict(cal).step_s == pytest.approx(_measured_step_s(root), rel=0.01)
+
+
+def test_the_pass_closing_falls_back_to_kernels_without_an_autograd_thread():
+    """The bundled baseline (simulated, Ascend CSVs) has no host operators that say which
+    kernels the backward launched: ``closing="passes"`` closes it by kernel kind, as
+    ``closing="kernels"`` does (the same two factors), and says why in the notes."""
+    from perfkit.widgets import bundled_profile
+
+    profile = pk.load(bundled_profile("simulated/llama2-13b-baseline-dp16"))
+    by_kind = plan.calibrate(profile, close=True, closing="kernels")
+    by_pass = plan.calibrate(profile, close=True, closing="passes")
+    assert any("not by pass" in n and "no autograd thread" in n for n in by_pass.notes)
+    assert not any("not by pass" in n for n in by_kind.notes)
+    assert [(t, v) for t, v, _ in by_pass.terms] == [(t, v) for t, v, _ in by_kind.terms]
+    assert by_pass.rates.backward_elementwise_efficiency is None

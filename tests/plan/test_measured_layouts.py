@@ -59,7 +59,14 @@ from raw_kineto import raw_device_steps
 import perfkit as pk
 from perfkit import plan
 from perfkit.format import time_text
-from perfkit.plan.calibrate import MATRIX_CLOSING, NOT_CLOSED_NOTE, VECTOR_CLOSING
+from perfkit.plan.calibrate import (
+    BACKWARD_CLOSING,
+    CLOSINGS,
+    FORWARD_CLOSING,
+    MATRIX_CLOSING,
+    NOT_CLOSED_NOTE,
+    VECTOR_CLOSING,
+)
 from perfkit.plan.predict import STYLE_NOTE, band_residual
 from perfkit.widgets.prediction_fit import _closing_words, fit_job, predict_layout
 
@@ -196,9 +203,12 @@ def test_closing_reproduces_the_measured_computing_time(measured_set):
     assert cal.parts["optimizer"] == pytest.approx(raw.parts["optimizer"], rel=1e-9)
 
 
-def test_closed_calibration_predicts_the_timed_steps(measured_set):
+@pytest.mark.parametrize("closing", CLOSINGS)
+def test_closed_calibration_predicts_the_timed_steps(measured_set, closing):
+    """Every closing predicts every layout within the tolerance (kernels: ``d`` +10.1 %,
+    ``g`` −6.6 %; passes: ``d`` +7.4 %, ``g`` −6.6 %; first and second set, 2026-11-26)."""
     folder, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = plan.calibrate(profile, close=True, closing=closing)
     for layout in ("a", *SETS[folder]):
         assert _predict(cal, folder, layout) == pytest.approx(
             _timed_s(folder, layout), rel=_tolerance(layout)), layout
@@ -290,9 +300,21 @@ def test_the_closing_words_say_what_the_closing_did(measured_set):
     assert f"scaled by ×{matrix:.3g}, toward their share of the profile's kernel time, and " \
         f"the memory-bound kernels' by ×{vector:.3g}, so that the model's computing time" \
         in _closing_words(split)
+    passes = plan.calibrate(profile, close=True, closing="passes")
+    found = {t: v for t, v, _ in passes.terms}
+    assert "closing scale" not in found and VECTOR_CLOSING not in found
+    assert f"scaled by ×{found[MATRIX_CLOSING]:.3g}, toward their share of the profile's " \
+        f"kernel time, and the memory-bound kernels' by ×{found[FORWARD_CLOSING]:.3g} in " \
+        f"the forward pass and ×{found[BACKWARD_CLOSING]:.3g} in the backward, toward " \
+        "each pass's share of the profile's memory-bound kernel time, so that the " \
+        "model's computing time" in _closing_words(passes)
 
 
-def test_an_h100_calibration_predicts_the_h200_steps(measured_set):
+@pytest.mark.parametrize("closing", ["one", pytest.param("passes", marks=pytest.mark.xfail(
+    strict=True, reason="pass closing, as the kernel closing: from the first set a −7.8 % "
+    "(band 64.2-73.2 ms against 74.54 timed) and c −8.2 %, from the second −9.3 % and "
+    "−9.0 %: the run's small kernels gain less from the H200's bandwidth than the model's"))])
+def test_an_h100_calibration_predicts_the_h200_steps(measured_set, closing):
     """The same Llama moved to an H200 (tests/data/kineto_llama_h200): calibrated on an H100
     profile of layout ``a``, ``plan.predict(..., hardware="h200")`` gives the H200's timed
     steps of ``a`` and ``c`` within the one-knob tolerance and inside the band (measured
@@ -301,7 +323,7 @@ def test_an_h100_calibration_predicts_the_h200_steps(measured_set):
     read as an H200 (its deviceProperties)."""
     assert pk.infer_job(pk.load(_trace(H200, "a"), cache=False)).hardware.name == "h200"
     _, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = plan.calibrate(profile, close=True, closing=closing)
     env = _env(H200)
     for layout in ("a", "c"):
         parallel = dataclasses.replace(cal.job.parallel,
@@ -433,3 +455,33 @@ def test_the_kernel_closing_trades_recompute_and_the_h200_for_the_tp_split():
                              global_batch_size=h200["layouts"][layout]["micro_batch"])
             err[c] = p.step_s / _timed_s(H200, layout) - 1
         assert err["kernels"] < err["one"] < 0 and abs(err["one"]) < 0.05 < abs(err["kernels"])
+
+
+def test_the_pass_closing_recomputes_what_the_traces_add():
+    """``closing="passes"`` gives the model's forward memory-bound kernels the forward's
+    measured share of the profile's (35.6 %, read from autograd's launching thread), so a
+    recomputed forward replays them at the forward's speed: against the traces' added
+    computing (raw JSON, b − a and d − c: 18.95 and 36.72 ms) its "needed" recompute part
+    is +1.3 % and +3.8 %, nearer than one factor's +3.6 % and +5.7 % and the kernel
+    closing's +14 % and +17 % (first set, measured 2026-11-26). Calibrated on a
+    recomputed layout (``b``), whose recomputed forward launches from the backward's
+    thread, it closes by kernel kind instead and says so."""
+    folder = "kineto_llama_layouts_h100"
+    profile = pk.load(_trace(folder, "a"), cache=False)
+    cals = {c: plan.calibrate(profile, close=True, closing=c) for c in CLOSINGS}
+    env = _env(folder)
+    busy = {k: statistics.mean(_computing_s(folder, k).values()) for k in "abcd"}
+    for plain, layout in (("a", "b"), ("c", "d")):
+        added = busy[layout] - busy[plain]
+        err = {}
+        for c, cal in cals.items():
+            model, parallel = _layout(cal.job, env, layout)
+            p = plan.predict(cal, model=model, parallel=parallel, global_batch_size=env[
+                "layouts"][layout]["micro_batch"], overrides={"recompute_style": "needed"})
+            err[c] = p.parts["recompute"] / added - 1
+        assert 0 < err["passes"] < err["one"] < RATIO_TOL < err["kernels"], layout
+    on_b = plan.calibrate(pk.load(_trace(folder, "b"), cache=False), close=True,
+                          closing="passes")
+    terms = {t for t, _, _ in on_b.terms}
+    assert VECTOR_CLOSING in terms and FORWARD_CLOSING not in terms
+    assert any("the run recomputes" in n for n in on_b.notes)

@@ -271,7 +271,8 @@ def calibrate(source: Any, model: ModelSpec | None = None,
                 rates = _close_by_passes(job, rates, computing, share, forward, terms,
                                          notes)
             else:
-                notes.append(PASSES_RECOMPUTE_NOTE if recomputes else PASSES_NOT_READ_NOTE)
+                notes.append(PASSES_RECOMPUTE_NOTE if 0 < forward < 1
+                             else PASSES_NOT_READ_NOTE)
                 rates = _close_by_kernels(job, rates, computing, share, terms, notes)
         elif closing == "kernels" and 0 < share < 1:
             rates = _close_by_kernels(job, rates, computing, share, terms, notes)

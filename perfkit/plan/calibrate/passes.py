@@ -32,9 +32,11 @@ def _forward_share(tasks: Any) -> float:
     the backward's, those launched from the other threads the forward's (and the
     optimizer's). Over the compute kernels (``type`` kernel, not communication) of the
     steps recorded in full (``tasks``, :func:`~perfkit.analysis.recorded.recorded_profile`)
-    that are neither matrix products nor attention by name
-    (:func:`perfkit.analysis.compare.kernel_class`) nor the optimizer's (``adam`` in the
-    kernel's or its operator's name, as :func:`.profile._matrix_share` leaves it out):
+    that are neither matrix products nor attention by their name or their launching
+    operator's (:func:`perfkit.analysis.compare.kernel_class`: cuDNN's attention backward
+    launches a ``cudnn::fusion::compute_dot_do_o`` helper, which the operator rows of
+    :func:`.profile._matrix_share` count as attention) nor the optimizer's (``adam`` in
+    the kernel's or its operator's name, as :func:`.profile._matrix_share` leaves it out):
     ``φ = T_fwd / (T_fwd + T_bwd)``.
 
     NaN where the profile cannot tell the passes apart: no host operators or launch
@@ -67,7 +69,9 @@ def _forward_share(tasks: Any) -> float:
     oname = k["op_name"].astype("string").fillna("") if "op_name" in k.columns \
         else pd.Series("", index=k.index, dtype="string")
     optimizer = kname.str.contains("adam", case=False) | oname.str.contains("adam", case=False)
-    vector = ~optimizer & ~kernel_class(kname).isin(_MATRIX_CLASSES)
+    matrix = kernel_class(kname).isin(_MATRIX_CLASSES) \
+        | kernel_class(oname).isin(_MATRIX_CLASSES)
+    vector = ~optimizer & ~matrix
     thread = k["op_id"].map(thread_of)
     known = vector & thread.notna()
     backward = known & thread.isin(backward_threads)
