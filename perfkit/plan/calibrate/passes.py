@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...calc.rates import Rates
 from ...errors import PerfkitError
 from .result import CalibratedJob
 from .solve import _computing_s, _solve_split_closing
@@ -83,7 +84,7 @@ def _forward_share(tasks: Any) -> float:
     return fwd / (fwd + bwd)
 
 
-def _backward_vector_s(job: CalibratedJob, rates: Any) -> float:
+def _backward_vector_s(job: CalibratedJob, rates: Rates) -> float:
     """Seconds the model's backward memory-bound kernels take of its computing time:
     halving ``backward_elementwise_efficiency`` adds their time once (as
     :func:`.solve._vector_s` for all of them)."""
@@ -92,9 +93,9 @@ def _backward_vector_s(job: CalibratedJob, rates: Any) -> float:
         - _computing_s(job, rates.replace(backward_elementwise_efficiency=e_b))
 
 
-def _solve_pass_closing(job: CalibratedJob, rates: Any, computing: float,
+def _solve_pass_closing(job: CalibratedJob, rates: Rates, computing: float,
                         matrix_share: float, forward_share: float
-                        ) -> tuple[Any, dict[str, float]]:
+                        ) -> tuple[Rates, dict[str, float]]:
     """A profile's closing by kernel kind and pass: the matrix kernels to their measured
     share, the memory-bound kernels of each pass to theirs.
 
