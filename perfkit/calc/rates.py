@@ -98,9 +98,9 @@ class Rates:
         the norms, residual adds, rotary and activation, the embedding's and the loss's
         gradients), when it differs from the forward's (``vector_efficiency``), which then
         still times the forward's, and so a recomputed forward's. None (default): the
-        backward's run at ``vector_efficiency``. A profile's fit closed by passes
-        (:func:`perfkit.plan.calibrate`, ``closing="passes"``) sets both from the
-        profile's own forward and backward kernel time.
+        backward's run at ``vector_efficiency``. A profile's fit closed by kernel kind
+        and pass (:func:`perfkit.plan.calibrate`, ``closing="kernels"``) sets both from
+        the profile's own forward and backward kernel time.
     link_efficiency : mapping of group to float
         Share of the nominal link bandwidth each group's collectives get (``tp``, ``dp``,
         ``pp``, ``ep``, ``cp``), as calibrated; a group not in it runs at

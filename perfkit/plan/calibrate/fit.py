@@ -52,21 +52,22 @@ def residual_note(residual: float) -> str:
 
 
 #: How a profile's fit may be closed (:func:`calibrate`'s ``closing``).
-CLOSINGS = ("one", "kernels", "passes")
+CLOSINGS = ("one", "kernels")
 #: The note of a fit asked to close by kernels whose profile's kernels do not split.
 SPLIT_NOT_READ_NOTE = ("closed with one factor: the profile's kernels do not split into "
                        "matrix and memory-bound time")
-#: The terms of a profile's two closing factors (:func:`_close_by_kernels`).
+#: The terms of a profile's two closing factors by kernel kind (:func:`_close_by_kernels`,
+#: where the profile's passes cannot be told apart).
 MATRIX_CLOSING = "closing scale, matrix kernels"
 VECTOR_CLOSING = "closing scale, memory-bound kernels"
-#: The terms of a profile's closing by pass (:func:`_close_by_passes`), with
+#: The terms of a profile's closing by kernel kind and pass (:func:`_close_by_passes`), with
 #: :data:`MATRIX_CLOSING`: the forward's and the backward's memory-bound kernels.
 FORWARD_CLOSING = "closing scale, forward memory-bound kernels"
 BACKWARD_CLOSING = "closing scale, backward memory-bound kernels"
-#: The note of a fit asked to close by passes whose profile does not tell them apart.
+#: The note of a fit closed by kernels whose profile does not tell its passes apart.
 PASSES_NOT_READ_NOTE = ("closed by kernel kind, not by pass: the profile does not tell its "
                         "forward's kernels from its backward's (no autograd thread)")
-#: The note of a fit asked to close by passes on a run that recomputes.
+#: The note of a fit closed by kernels on a run that recomputes.
 PASSES_RECOMPUTE_NOTE = ("closed by kernel kind, not by pass: the run recomputes, and a "
                          "recomputed forward launches its kernels from the backward")
 
@@ -75,7 +76,8 @@ def _close_by_kernels(job: CalibratedJob, rates: Rates, computing: float, share:
                       terms: list[tuple[str, float, str]], notes: list[str]) -> Rates:
     """Close a profile's fit on its computing time with two factors
     (:func:`~.solve._solve_split_closing`: the matrix kernels to their measured share, the
-    memory-bound kernels to the rest), each said in ``terms`` with what it scaled."""
+    memory-bound kernels to the rest), each said in ``terms`` with what it scaled: the
+    ``"kernels"`` closing where the profile's passes cannot be told apart."""
     before = rates
     rates, k = _solve_split_closing(job, rates, computing, share)
     ms = 1e3
@@ -187,17 +189,17 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         (the steps' ``free_us`` per kernel of the model), since a profiled step's free time
         carries the profiler's own host stalls. Default: True for a steps table or a step
         time, False for a profile (its residual then measures the model).
-    closing : {"one", "kernels", "passes"}
+    closing : {"one", "kernels"}
         How a profile's closed fit reaches its computing time: ``"one"`` (default) one
-        factor on every compute rate but the optimizer's; ``"kernels"`` two factors, the
-        matrix kernels to their share of the profile's kernel time and the memory-bound
-        kernels to the rest; ``"passes"`` three, the matrix kernels as ``"kernels"`` and
-        the forward's and the backward's memory-bound kernels each to their pass's share
-        of the profile's memory-bound kernel time (the module docstring says why and what
-        each gets right on the measured H100 sets). A steps table or a step time is
-        always closed with one factor; so is a profile whose kernels do not split; a
-        profile whose passes cannot be told apart, or that recomputes, is closed as
-        ``"kernels"`` (each said in the notes).
+        factor on every compute rate but the optimizer's; ``"kernels"`` by kernel kind and
+        pass, three factors: the matrix kernels to their share of the profile's kernel
+        time, and the forward's and the backward's memory-bound kernels each to their
+        pass's share of the profile's memory-bound kernel time (the module docstring says
+        why and what each closing gets right on the measured H100 sets). A steps table or
+        a step time is always closed with one factor; so is a profile whose kernels do not
+        split; a profile whose passes cannot be told apart, or that recomputes, is closed
+        by kernel kind alone, two factors (the matrix kernels to their share, the
+        memory-bound kernels to the rest; each fallback said in the notes).
     stage_layers, selective_layers, comm_layers : sequence of int, optional
         Uneven layers per stage and per-stage selective / communication recompute of the
         calibrating run (see :func:`perfkit.plan.predict`).
@@ -265,7 +267,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         # already.
         share = float(info.get("matrix_share", math.nan))
         forward = float(info.get("forward_share", math.nan))
-        if closing == "passes" and 0 < share < 1:
+        if closing == "kernels" and 0 < share < 1:
             recomputes = _evaluate(job, rates)["recompute"] > 0
             if 0 < forward < 1 and not recomputes:
                 rates = _close_by_passes(job, rates, computing, share, forward, terms,
@@ -274,10 +276,8 @@ def calibrate(source: Any, model: ModelSpec | None = None,
                 notes.append(PASSES_RECOMPUTE_NOTE if 0 < forward < 1
                              else PASSES_NOT_READ_NOTE)
                 rates = _close_by_kernels(job, rates, computing, share, terms, notes)
-        elif closing == "kernels" and 0 < share < 1:
-            rates = _close_by_kernels(job, rates, computing, share, terms, notes)
         else:
-            if closing != "one":
+            if closing == "kernels":
                 notes.append(SPLIT_NOT_READ_NOTE)
             factor, capped = _solve_computing_scale(job, rates, computing)
             if abs(factor - 1.0) > 1e-9:

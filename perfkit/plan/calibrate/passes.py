@@ -1,4 +1,4 @@
-"""A profile's closing by pass (``closing="passes"``): how much of its memory-bound kernel
+"""A profile's closing by pass (part of ``closing="kernels"``): how much of its memory-bound kernel
 time the forward pass takes (:func:`_forward_share`), and the closing that gives the
 model's forward and backward memory-bound kernels each their measured share
 (:func:`_solve_pass_closing`)."""
