@@ -13,19 +13,19 @@ also calibrates on every run in turn and predicts the rest of its study. ``--par
 calibrated parts per device and token, and the error of every run when each run of the
 study calibrates in turn: where a calibration's misses come from.
 
-``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100 and
-kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets;
+``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100
+and kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets;
 kineto_llama_tp_h100 and kineto_llama_wide_tp_h100, the latter on Llama 2 7B's wider
 layer: one tensor-parallel rank's share of three tp layouts, run without the tp
-communication, so their predictions are the step less its ``tp_comm`` part):
-calibrated on each set's layout ``a``'s profile, unclosed, closed (one factor,
-``closing="kernels"`` and ``closing="passes"``) and as the Planner does (``fit_job``,
-``predict_layout``), each layout predicted side by side with its step timed without
-the profiler (environment.json) and its profiled device step
-(``Calibration.measured_step_s`` of its own trace); then each
-layout's closed computing and idle time against its own trace's computing time and the
-timed step less that, and for a recomputed layout the same with the recompute style its
-trace shows (``print_parts_measured``).
+communication, so their predictions are the step less its ``tp_comm`` part): calibrated
+on each set's layout ``a``'s profile, unclosed, closed (one factor, and
+``closing="kernels"``: by kernel kind and pass) and as the Planner does (``fit_job``,
+``predict_layout``), each layout predicted side by side with its step timed without the
+profiler (environment.json) and its profiled device step
+(``Calibration.measured_step_s`` of its own trace); then each layout's closed computing
+and idle time against its own trace's computing time and the timed step less that, and
+for a recomputed layout the same with the recompute style its trace shows
+(``print_parts_measured``).
 
 Last, the time ``perfkit.plan.calibrate`` takes on the bundled 16-rank profile
 ``sample:llama2-13b-baseline-dp16`` (the first call reads the profile's tables; later
@@ -182,10 +182,10 @@ MEASURED = tuple(Path(__file__).resolve().parents[1] / "tests" / "data" / name
 
 def print_measured(folder: Path, anchor: str = "a") -> None:
     """Each layout of a measured set predicted from ``anchor``'s profile, unclosed,
-    closed (one factor; ``closing="kernels"``; ``closing="passes"``) and by the Planner
-    (which changes the layout, not the model: "–" for another depth or sequence), against
-    its timed step (median of 20 without the profiler, environment.json) and its
-    profiled device step;
+    closed (one factor; ``closing="kernels"``, by kernel kind and pass) and by the
+    Planner (which changes the layout, not the model: "–" for another depth or
+    sequence), against its timed step (median of 20 without the profiler,
+    environment.json) and its profiled device step;
     errors are predicted / reference − 1. A tp share (``tp_share`` in environment.json)
     is predicted at that tp, less its ``tp_comm`` part (it ran without it).
     """
@@ -198,8 +198,7 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
     profiled = {k: plan.calibrate(p).measured_step_s for k, p in profiles.items()}
     timed = {k: statistics.median(v["timed_steps_ms"]) / 1e3 for k, v in layouts.items()}
     cals = {close: plan.calibrate(profiles[anchor], close=close) for close in (False, True)}
-    for closing in ("kernels", "passes"):
-        cals[closing] = plan.calibrate(profiles[anchor], close=True, closing=closing)
+    cals["kernels"] = plan.calibrate(profiles[anchor], close=True, closing="kernels")
     job = pk.infer_job(profiles[anchor])
     fit = fit_job(profiles[anchor], job)
 
@@ -221,8 +220,7 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
           f"(residual before closing {cals[False].residual:+.1%})")
     print(f"{'layout':<7} {'layers':>6} {'seq':>5} {'mb':>3} {'tp':>2} {'recompute':>9} "
           f"{'timed':>9} {'profiled':>9} {'unclosed':>9} {'vs timed':>8} {'closed':>9} "
-          f"{'vs timed':>8} {'vs prof':>8} {'kernels':>9} {'vs timed':>8} {'passes':>9} "
-          f"{'vs timed':>8} {'Planner':>9}")
+          f"{'vs timed':>8} {'vs prof':>8} {'kernels':>9} {'vs timed':>8} {'Planner':>9}")
     pred = {(close, key): predicted(cal, key) for close, cal in cals.items() for key in layouts}
     for key in layouts:
         model, parallel = layout(job.model, job.parallel, key)
@@ -236,18 +234,16 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
               f"{1e3 * pred[True, key]:7.1f}ms {_pct(pred[True, key] / t - 1)} "
               f"{_pct(pred[True, key] / m - 1)} "
               f"{1e3 * pred['kernels', key]:7.1f}ms {_pct(pred['kernels', key] / t - 1)} "
-              f"{1e3 * pred['passes', key]:7.1f}ms {_pct(pred['passes', key] / t - 1)} "
               f"{planner}")
     print(f"ratios to {anchor}: " + ", ".join(
         f"{k} timed {timed[k] / timed[anchor]:.3f} unclosed "
         f"{pred[False, k] / pred[False, anchor]:.3f} "
         f"closed {pred[True, k] / pred[True, anchor]:.3f} "
-        f"kernels {pred['kernels', k] / pred['kernels', anchor]:.3f} "
-        f"passes {pred['passes', k] / pred['passes', anchor]:.3f}"
+        f"kernels {pred['kernels', k] / pred['kernels', anchor]:.3f}"
         for k in layouts if k != anchor))
     print(f"* the calibrating layout; timed: median of {len(layouts[anchor]['timed_steps_ms'])} "
           "steps without the profiler (environment.json); profiled: the trace's device step")
-    for closing in (True, "kernels", "passes"):
+    for closing in (True, "kernels"):
         print_parts_measured(cals[closing], profiles, timed, layout)
 
 
@@ -273,8 +269,8 @@ def print_parts_measured(cal: plan.Calibration, profiles: dict[str, pk.Profile],
     tensors are back (the traces' recomputed layers rerun 5 of their 6 forward products
     and attention kernels: not the MLP down projection)."""
     terms = {t for t, _, _ in cal.terms}
-    how = ("passes" if FORWARD_CLOSING in terms else "kernels" if MATRIX_CLOSING in terms
-           else "one factor")
+    how = ("kernels, by kind and pass" if FORWARD_CLOSING in terms
+           else "kernels, by kind" if MATRIX_CLOSING in terms else "one factor")
     print(f"closed ({how}) parts (ms): computing model / trace, idle model / timed - trace "
           "computing; error of the step vs timed (its computing, idle shares)")
     for key, profile in profiles.items():
