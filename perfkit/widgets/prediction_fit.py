@@ -162,12 +162,14 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
 
 def _closing_words(cal: Calibration) -> str:
     """How the closed fit reproduces the measured step: the one factor every compute rate
-    was scaled by (the calibration's ``closing scale`` term), or, on a profile whose
-    kernels split into matrix and memory-bound time, the two factors of those kernels
-    (the terms ``MATRIX_CLOSING`` and ``VECTOR_CLOSING`` of :mod:`perfkit.plan.calibrate`)
-    or, closed by pass, its three (``MATRIX_CLOSING``, ``FORWARD_CLOSING`` and
-    ``BACKWARD_CLOSING``), or that none was needed, or that the peak capped it (with a
-    leading ``"; "`` or ``"."``, ending the sentence)."""
+    was scaled by (the calibration's ``closing scale`` term), or, closed by kernels
+    (``closing="kernels"``), the three factors of the matrix kernels and of the forward's
+    and the backward's memory-bound kernels (the terms ``MATRIX_CLOSING``,
+    ``FORWARD_CLOSING`` and ``BACKWARD_CLOSING`` of :mod:`perfkit.plan.calibrate`), or
+    the two of the matrix and the memory-bound kernels where the profile's passes cannot
+    be told apart (``MATRIX_CLOSING`` and ``VECTOR_CLOSING``), or that none was needed,
+    or that the peak capped it (with a leading ``"; "`` or ``"."``, ending the
+    sentence)."""
     found = {t: v for t, v, _ in cal.terms}
     factor = found.get("closing scale")
     passes = (found.get(MATRIX_CLOSING), found.get(FORWARD_CLOSING),
@@ -192,14 +194,15 @@ def _closing_words(cal: Calibration) -> str:
 def _profile_closing_words(cal: Calibration, factor: float | None,
                            split: tuple[float | None, ...]) -> str:
     """How a profile's fit is closed (:func:`perfkit.plan.calibrate`): the matrix kernels'
-    efficiency scaled to their measured share of the computing time and the memory-bound
-    kernels' to the rest (``split`` their two factors; closed by pass, three: the
-    forward's and the backward's memory-bound kernels each to their measured share of
-    the rest), or, where the profile's kernels do not split, one factor on
-    every compute rate but the optimizer's), so that the model's computing time is the
-    measured one; and the step the closed model then gives this layout beside the
-    measured step, with what each is made of (they differ where the slowest rank's
-    communication or idle time is not the median rank's or the least idle step's)."""
+    efficiency scaled to their measured share of the computing time and the forward's
+    and the backward's memory-bound kernels' each to their pass's measured share of the
+    rest (``split`` those three factors; two, the memory-bound kernels of both passes
+    together, where the profile's passes cannot be told apart), or one factor on every
+    compute rate but the optimizer's (the default closing, and where the profile's
+    kernels do not split), so that the model's computing time is the measured one;
+    and the step the closed model then gives this layout beside the measured step, with
+    what each is made of (they differ where the slowest rank's communication or idle time
+    is not the median rank's or the least idle step's)."""
     computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
     capped = NOT_CLOSED_NOTE in cal.notes
     peak = "as far as the hardware's peak allows, " if capped else ""
