@@ -183,9 +183,8 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         Scale the compute rates at the end so the model reproduces the measurement: for a
         steps table or a step time, the measured step (one factor on every compute rate);
         for a profile, the busiest rank's measured computing time (``computing_us``:
-        compute, recompute and the optimizer, whose measured time is kept), the matrix
-        kernels to their share of the profile's kernel time and the memory-bound kernels to
-        the rest (two factors, the module docstring), its idle time being fitted already
+        compute, recompute and the optimizer, whose measured time is kept), as ``closing``
+        says (the module docstring), its idle time being fitted already
         (the steps' ``free_us`` per kernel of the model), since a profiled step's free time
         carries the profiler's own host stalls. Default: True for a steps table or a step
         time, False for a profile (its residual then measures the model).
