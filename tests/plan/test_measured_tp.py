@@ -329,7 +329,7 @@ def test_the_kernel_closing_reads_the_traces_matrix_share(calibrations, name):
 @pytest.mark.parametrize("name", SETS)
 @pytest.mark.parametrize("closing", CLOSINGS)
 def test_both_closings_compute_for_as_long_as_a_did(calibrations, name, closing):
-    """Every closing makes the model's computing time the device's (raw JSON, mean over
+    """Either closing makes the model's computing time the device's (raw JSON, mean over
     the two steps) and keeps the optimizer's measured time."""
     cal = calibrations[name][closing]
     assert sum(cal.parts[p] for p in COMPUTING) == pytest.approx(_busy_s(name, "a"),
