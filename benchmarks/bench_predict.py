@@ -13,19 +13,19 @@ also calibrates on every run in turn and predicts the rest of its study. ``--par
 calibrated parts per device and token, and the error of every run when each run of the
 study calibrates in turn: where a calibration's misses come from.
 
-``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100 and
-kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets;
+``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100
+and kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets;
 kineto_llama_tp_h100 and kineto_llama_wide_tp_h100, the latter on Llama 2 7B's wider
 layer: one tensor-parallel rank's share of three tp layouts, run without the tp
-communication, so their predictions are the step less its ``tp_comm`` part):
-calibrated on each set's layout ``a``'s profile, unclosed, closed (one factor, and
-``closing="kernels"``) and as the Planner does (``fit_job``, ``predict_layout``), each
-layout predicted
-side by side with its step timed without the profiler (environment.json) and its
-profiled device step (``Calibration.measured_step_s`` of its own trace); then each
-layout's closed computing and idle time against its own trace's computing time and the
-timed step less that, and for a recomputed layout the same with the recompute style its
-trace shows (``print_parts_measured``).
+communication, so their predictions are the step less its ``tp_comm`` part): calibrated
+on each set's layout ``a``'s profile, unclosed, closed (one factor, and
+``closing="kernels"``: by kernel kind and pass) and as the Planner does (``fit_job``,
+``predict_layout``), each layout predicted side by side with its step timed without the
+profiler (environment.json) and its profiled device step
+(``Calibration.measured_step_s`` of its own trace); then each layout's closed computing
+and idle time against its own trace's computing time and the timed step less that, and
+for a recomputed layout the same with the recompute style its trace shows
+(``print_parts_measured``).
 
 Last, the time ``perfkit.plan.calibrate`` takes on the bundled 16-rank profile
 ``sample:llama2-13b-baseline-dp16`` (the first call reads the profile's tables; later
@@ -46,7 +46,7 @@ import pandas as pd
 
 import perfkit as pk
 from perfkit import plan
-from perfkit.plan.calibrate import MATRIX_CLOSING
+from perfkit.plan.calibrate import FORWARD_CLOSING, MATRIX_CLOSING
 from perfkit.plan.published import BEHAVIOUR, PUBLISHED_RUNS, STUDIES, validate
 
 
@@ -182,9 +182,10 @@ MEASURED = tuple(Path(__file__).resolve().parents[1] / "tests" / "data" / name
 
 def print_measured(folder: Path, anchor: str = "a") -> None:
     """Each layout of a measured set predicted from ``anchor``'s profile, unclosed,
-    closed (one factor; ``closing="kernels"``) and by the Planner (which changes the
-    layout, not the model: "–" for another depth or sequence), against its timed step
-    (median of 20 without the profiler, environment.json) and its profiled device step;
+    closed (one factor; ``closing="kernels"``, by kernel kind and pass) and by the
+    Planner (which changes the layout, not the model: "–" for another depth or
+    sequence), against its timed step (median of 20 without the profiler,
+    environment.json) and its profiled device step;
     errors are predicted / reference − 1. A tp share (``tp_share`` in environment.json)
     is predicted at that tp, less its ``tp_comm`` part (it ran without it).
     """
@@ -267,7 +268,9 @@ def print_parts_measured(cal: plan.Calibration, profiles: dict[str, pk.Profile],
     ``torch.utils.checkpoint(use_reentrant=False)``, which stops once the backward's
     tensors are back (the traces' recomputed layers rerun 5 of their 6 forward products
     and attention kernels: not the MLP down projection)."""
-    how = "kernels" if any(t == MATRIX_CLOSING for t, _, _ in cal.terms) else "one factor"
+    terms = {t for t, _, _ in cal.terms}
+    how = ("kernels, by kind and pass" if FORWARD_CLOSING in terms
+           else "kernels, by kind" if MATRIX_CLOSING in terms else "one factor")
     print(f"closed ({how}) parts (ms): computing model / trace, idle model / timed - trace "
           "computing; error of the step vs timed (its computing, idle shares)")
     for key, profile in profiles.items():

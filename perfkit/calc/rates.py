@@ -93,6 +93,14 @@ class Rates:
         RMSNorm and rotary: 40 ms of its 81 ms of computing where the model counts 14)
         are folded into the model's memory-bound kernels, which split with the layout as
         they do, not into the GEMMs.
+    backward_elementwise_efficiency : float or None
+        ``e_max`` of the backward pass's memory-bound kernels (the layers' gradients of
+        the norms, residual adds, rotary and activation, the embedding's and the loss's
+        gradients), when it differs from the forward's (``vector_efficiency``), which then
+        still times the forward's, and so a recomputed forward's. None (default): the
+        backward's run at ``vector_efficiency``. A profile's fit closed by kernel kind
+        and pass (:func:`perfkit.plan.calibrate`, ``closing="kernels"``) sets both from
+        the profile's own forward and backward kernel time.
     link_efficiency : mapping of group to float
         Share of the nominal link bandwidth each group's collectives get (``tp``, ``dp``,
         ``pp``, ``ep``, ``cp``), as calibrated; a group not in it runs at
@@ -157,6 +165,7 @@ class Rates:
     sp_ag_redo: bool = True
     overhead_s: float = 0.0
     kernel_gap_s: float = 0.0
+    backward_elementwise_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",
@@ -165,6 +174,9 @@ class Rates:
         if self.elementwise_efficiency is not None:
             check_fraction("elementwise_efficiency", self.elementwise_efficiency,
                            allow_zero=False)
+        if self.backward_elementwise_efficiency is not None:
+            check_fraction("backward_elementwise_efficiency",
+                           self.backward_elementwise_efficiency, allow_zero=False)
         for name in ("gemm_half_flops", "memory_half_bytes", "link_latency_s",
                      "optimizer_bytes_per_param", "overhead_s", "kernel_gap_s"):
             check_non_negative(name, getattr(self, name))
@@ -193,6 +205,21 @@ class Rates:
             return self.elementwise_efficiency
         return self.memory_efficiency
 
+    @property
+    def backward_vector_efficiency(self) -> float:
+        """``e_max`` the backward pass's memory-bound kernels run at:
+        ``backward_elementwise_efficiency`` where set, else :attr:`vector_efficiency`."""
+        if self.backward_elementwise_efficiency is not None:
+            return self.backward_elementwise_efficiency
+        return self.vector_efficiency
+
+    def backward_rates(self) -> Rates:
+        """These rates with the memory-bound kernels at the backward's efficiency
+        (:attr:`backward_vector_efficiency`): what times a backward pass's kernels."""
+        if self.backward_elementwise_efficiency is None:
+            return self
+        return self.replace(elementwise_efficiency=self.backward_elementwise_efficiency)
+
     def link(self, group: str, intra: bool) -> float:
         """Link efficiency of ``group``: calibrated, else the tier's default."""
         value = self.link_efficiency.get(group)
@@ -209,13 +236,15 @@ class Rates:
         return dataclasses.replace(self, **changes)
 
     def scaled(self, factor: float) -> Rates:
-        """Every compute rate (GEMM, attention, memory, the memory-bound kernels' own where
-        set) times ``factor``, capped at 1."""
-        own = self.elementwise_efficiency
+        """Every compute rate (GEMM, attention, memory, the memory-bound kernels' own and
+        the backward's where set) times ``factor``, capped at 1."""
+        own, back = self.elementwise_efficiency, self.backward_elementwise_efficiency
         return self.replace(gemm_efficiency=min(1.0, self.gemm_efficiency * factor),
                             memory_efficiency=min(1.0, self.memory_efficiency * factor),
                             elementwise_efficiency=None if own is None
                             else min(1.0, own * factor),
+                            backward_elementwise_efficiency=None if back is None
+                            else min(1.0, back * factor),
                             attention_efficiency=min(2.0, self.attention_efficiency))
 
     def to_frame(self) -> pd.DataFrame:

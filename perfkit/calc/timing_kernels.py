@@ -157,16 +157,19 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
 
 def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: float
               ) -> tuple[list[_Op], list[_Op]]:
-    """Embedding (first stage) and output head with loss (last stage), fwd + bwd."""
+    """Embedding (first stage) and output head with loss (last stage), fwd + bwd; the
+    backward's ops are tagged ``"backward"`` (the embedding's gradient, the loss's
+    gradient, the head's two gradient GEMMs and the final norm's gradient), so that
+    :func:`_seconds` can time the two passes at their own rates."""
     n = b * model.seq_length / cp
     h, v = model.hidden_size, model.vocab_size / tp
     n_sp = n / tp if sp else n
-    emb = [_vec(4.0 * n_sp * h), _vec(4.0 * n_sp * h)]
+    emb = [_vec(4.0 * n_sp * h), _vec(4.0 * n_sp * h, "backward")]
     rms = model.norm == "rmsnorm"
     head = [*_norm(n_sp * h, rms, norm_bytes if rms else 2.0, False), _gemm(n, h, v),
-            _vec(6.0 * n * v), _vec(8.0 * n * v),
-            _Op("gemm", 2.0 * n * h * v, 2.0 * (n * h + h * v + n * v), 2.0),
-            _vec(12.0 * n_sp * h)]
+            _vec(6.0 * n * v), _vec(8.0 * n * v, "backward"),
+            _Op("gemm", 2.0 * n * h * v, 2.0 * (n * h + h * v + n * v), 2.0, "backward"),
+            _vec(12.0 * n_sp * h, "backward")]
     return emb, head
 
 

@@ -64,7 +64,10 @@ def layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, micro_batch_
     ``activation_model`` says whether attention is fused (``flash_attention``), whether
     there is dropout and how the norms store their input (``norm_bytes``: 4 means a
     Cast to fp32 before the norm, as MindFormers does); default ``ActivationModel()``:
-    a Megatron GPT layer (unfused attention, dropout, 16-bit norms).
+    a Megatron GPT layer (unfused attention, dropout, 16-bit norms). The backward's
+    kernels (and the stage ends' backward ops) are timed at ``rates.backward_rates()``:
+    their memory-bound kernels at ``backward_vector_efficiency``, a recompute's forward
+    at the forward's.
     """
     am = ActivationModel() if activation_model is None else activation_model
     return _layer_costs(model, hardware, rates, int(micro_batch_size), int(tp),
@@ -79,6 +82,7 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
     peak, bw = hardware.peak(dtype), hardware.memory_bandwidth
     dropout = am.dropout if am.dropout is not None else model.mlp != "gated"
     flash = am.flash_attention
+    back = rates.backward_rates()  # the backward's memory-bound kernels at their own rate
     kinds = [(False, 1.0)]
     moe_share = 0.0
     if model.is_moe:
@@ -92,19 +96,22 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
         fwd, bwd = _layer_ops(model, b, tp, sp, cp, ep, etp, flash, dropout, am.norm_bytes,
                               moe)
         f, kf = _seconds(fwd, peak, bw, rates)
-        bk, kb = _seconds(bwd, peak, bw, rates)
+        bk, kb = _seconds(bwd, peak, bw, back)
         rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",))
         sc, _ = _seconds(fwd, peak, bw, rates, only=("core",))
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
-        cb, _ = _seconds(bwd, peak, bw, rates, only=("core",))
+        cb, _ = _seconds(bwd, peak, bw, back, only=("core",))
         for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
                            ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
                            ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
                            ("krn", krn)):
             totals[key] += weight * value
     emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes)
-    emb, _ = _seconds(emb_ops, peak, bw, rates)
-    head, kh = _seconds(head_ops, peak, bw, rates)
+    emb = _seconds(emb_ops, peak, bw, rates, skip=("backward",))[0] \
+        + _seconds(emb_ops, peak, bw, back, only=("backward",))[0]
+    head, kh = _seconds(head_ops, peak, bw, rates, skip=("backward",))
+    head_b, kh_b = _seconds(head_ops, peak, bw, back, only=("backward",))
+    head, kh = head + head_b, kh + kh_b
     n = b * model.seq_length / cp
     act_bytes = n * model.hidden_size * 2.0
     kv_bytes = b * model.seq_length * model.num_kv_heads \

@@ -16,7 +16,14 @@ from ..errors import PerfkitError
 from ..format import time_text
 from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict
-from ..plan.calibrate import MATRIX_CLOSING, NOT_CLOSED_NOTE, VECTOR_CLOSING, residual_note
+from ..plan.calibrate import (
+    BACKWARD_CLOSING,
+    FORWARD_CLOSING,
+    MATRIX_CLOSING,
+    NOT_CLOSED_NOTE,
+    VECTOR_CLOSING,
+    residual_note,
+)
 from ..specs import ParallelConfig
 from .planner_words import gradient_sentence, sentence_end, why_not
 
@@ -155,14 +162,21 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
 
 def _closing_words(cal: Calibration) -> str:
     """How the closed fit reproduces the measured step: the one factor every compute rate
-    was scaled by (the calibration's ``closing scale`` term), or, on a profile whose
-    kernels split into matrix and memory-bound time, the two factors of those kernels
-    (the terms ``MATRIX_CLOSING`` and ``VECTOR_CLOSING`` of :mod:`perfkit.plan.calibrate`),
-    or that none was needed, or that the peak capped it (with a leading ``"; "`` or
-    ``"."``, ending the sentence)."""
+    was scaled by (the calibration's ``closing scale`` term), or, closed by kernels
+    (``closing="kernels"``), the three factors of the matrix kernels and of the forward's
+    and the backward's memory-bound kernels (the terms ``MATRIX_CLOSING``,
+    ``FORWARD_CLOSING`` and ``BACKWARD_CLOSING`` of :mod:`perfkit.plan.calibrate`), or
+    the two of the matrix and the memory-bound kernels where the profile's passes cannot
+    be told apart (``MATRIX_CLOSING`` and ``VECTOR_CLOSING``), or that none was needed,
+    or that the peak capped it (with a leading ``"; "`` or ``"."``, ending the
+    sentence)."""
     found = {t: v for t, v, _ in cal.terms}
     factor = found.get("closing scale")
+    passes = (found.get(MATRIX_CLOSING), found.get(FORWARD_CLOSING),
+              found.get(BACKWARD_CLOSING))
     split = (found.get(MATRIX_CLOSING), found.get(VECTOR_CLOSING))
+    if factor is None and None not in passes:
+        split = passes
     if factor is None and None in split:
         return "."
     if cal.source == "profile":
@@ -178,20 +192,30 @@ def _closing_words(cal: Calibration) -> str:
 
 
 def _profile_closing_words(cal: Calibration, factor: float | None,
-                           split: tuple[float | None, float | None]) -> str:
+                           split: tuple[float | None, ...]) -> str:
     """How a profile's fit is closed (:func:`perfkit.plan.calibrate`): the matrix kernels'
-    efficiency scaled to their measured share of the computing time and the memory-bound
-    kernels' to the rest (or, where the profile's kernels do not split, one factor on
-    every compute rate but the optimizer's), so that the model's computing time is the
-    measured one; and the step the closed model then gives this layout beside the
-    measured step, with what each is made of (they differ where the slowest rank's
-    communication or idle time is not the median rank's or the least idle step's)."""
+    efficiency scaled to their measured share of the computing time and the forward's
+    and the backward's memory-bound kernels' each to their pass's measured share of the
+    rest (``split`` those three factors; two, the memory-bound kernels of both passes
+    together, where the profile's passes cannot be told apart), or one factor on every
+    compute rate but the optimizer's (the default closing, and where the profile's
+    kernels do not split), so that the model's computing time is the measured one;
+    and the step the closed model then gives this layout beside the measured step, with
+    what each is made of (they differ where the slowest rank's communication or idle time
+    is not the median rank's or the least idle step's)."""
     computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
     capped = NOT_CLOSED_NOTE in cal.notes
     peak = "as far as the hardware's peak allows, " if capped else ""
     if factor is not None:
         said = (f"; every compute rate but the optimizer's (the kernels' efficiencies) was "
                 f"then scaled by one factor, ×{factor:.3g}, {peak}")
+    elif len(split) == 3:
+        matrix, forward, backward = split
+        said = (f"; the matrix kernels' efficiency (GEMMs and attention) was then scaled by "
+                f"×{matrix:.3g}, toward their share of the profile's kernel time, and the "
+                f"memory-bound kernels' by ×{forward:.3g} in the forward pass and "
+                f"×{backward:.3g} in the backward, toward each pass's share of the "
+                f"profile's memory-bound kernel time, {peak}")
     else:
         matrix, vector = split
         said = (f"; the matrix kernels' efficiency (GEMMs and attention) was then scaled by "

@@ -332,3 +332,30 @@ def test_a_simulated_run_calibrates_to_the_rates_that_made_it(tmp_path, tp):
     assert cal.rates.memory_efficiency == pytest.approx(settings["memory_efficiency"],
                                                         rel=0.03)
     assert plan.predict(cal).step_s == pytest.approx(_measured_step_s(root), rel=0.01)
+
+
+def test_the_kernel_closing_falls_back_to_kernel_kind_without_an_autograd_thread():
+    """The bundled baseline (simulated, Ascend CSVs) has no host operators that say which
+    kernels the backward launched: ``closing="kernels"`` closes it by kernel kind alone,
+    two factors (the matrix kernels, the memory-bound kernels of both passes at one
+    efficiency), says why in the notes, and the Planner's words name those two factors."""
+    from perfkit.plan.calibrate import (
+        BACKWARD_CLOSING,
+        FORWARD_CLOSING,
+        MATRIX_CLOSING,
+        VECTOR_CLOSING,
+    )
+    from perfkit.widgets import bundled_profile
+    from perfkit.widgets.prediction_fit import _closing_words
+
+    profile = pk.load(bundled_profile("simulated/llama2-13b-baseline-dp16"))
+    cal = plan.calibrate(profile, close=True, closing="kernels")
+    assert any("not by pass" in n and "no autograd thread" in n for n in cal.notes)
+    found = {t: v for t, v, _ in cal.terms}
+    assert MATRIX_CLOSING in found and VECTOR_CLOSING in found
+    assert FORWARD_CLOSING not in found and BACKWARD_CLOSING not in found
+    assert cal.rates.backward_elementwise_efficiency is None
+    assert cal.rates.backward_vector_efficiency == cal.rates.elementwise_efficiency
+    assert f"scaled by ×{found[MATRIX_CLOSING]:.3g}, toward their share of the profile's " \
+        f"kernel time, and the memory-bound kernels' by ×{found[VECTOR_CLOSING]:.3g}, so " \
+        "that the model's computing time" in _closing_words(cal)

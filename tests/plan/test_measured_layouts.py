@@ -59,7 +59,14 @@ from raw_kineto import raw_device_steps
 import perfkit as pk
 from perfkit import plan
 from perfkit.format import time_text
-from perfkit.plan.calibrate import MATRIX_CLOSING, NOT_CLOSED_NOTE, VECTOR_CLOSING
+from perfkit.plan.calibrate import (
+    BACKWARD_CLOSING,
+    CLOSINGS,
+    FORWARD_CLOSING,
+    MATRIX_CLOSING,
+    NOT_CLOSED_NOTE,
+    VECTOR_CLOSING,
+)
 from perfkit.plan.predict import STYLE_NOTE, band_residual
 from perfkit.widgets.prediction_fit import _closing_words, fit_job, predict_layout
 
@@ -196,9 +203,12 @@ def test_closing_reproduces_the_measured_computing_time(measured_set):
     assert cal.parts["optimizer"] == pytest.approx(raw.parts["optimizer"], rel=1e-9)
 
 
-def test_closed_calibration_predicts_the_timed_steps(measured_set):
+@pytest.mark.parametrize("closing", CLOSINGS)
+def test_closed_calibration_predicts_the_timed_steps(measured_set, closing):
+    """Both closings predict every layout within the tolerance (kernels: ``d`` +7.4 %,
+    ``g`` −6.6 %; first and second set, 2026-11-26)."""
     folder, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = plan.calibrate(profile, close=True, closing=closing)
     for layout in ("a", *SETS[folder]):
         assert _predict(cal, folder, layout) == pytest.approx(
             _timed_s(folder, layout), rel=_tolerance(layout)), layout
@@ -272,7 +282,9 @@ def test_the_planner_predicts_the_timed_steps(measured_set):
 
 def test_the_closing_words_say_what_the_closing_did(measured_set):
     """The Planner's words on a closed fit: the factor, capped at the peak, or no factor
-    needed; closed kernel kind by kernel kind (``closing="kernels"``), its two factors."""
+    needed; closed by kernel kind and pass (``closing="kernels"``), its three factors (the
+    two-factor words of a profile whose passes cannot be told apart:
+    ``tests/plan/test_calibrate.py``)."""
     _, profile = measured_set
     cal = plan.calibrate(profile, close=True)
     (factor,) = [v for t, v, _ in cal.terms if t == "closing scale"]
@@ -284,15 +296,20 @@ def test_the_closing_words_say_what_the_closing_did(measured_set):
                                                     if t[0] != "closing scale"))
     assert _closing_words(unscaled) == "."
     split = plan.calibrate(profile, close=True, closing="kernels")
-    (matrix,) = [v for t, v, _ in split.terms if t == MATRIX_CLOSING]
-    (vector,) = [v for t, v, _ in split.terms if t == VECTOR_CLOSING]
-    assert not any(t == "closing scale" for t, _, _ in split.terms)
-    assert f"scaled by ×{matrix:.3g}, toward their share of the profile's kernel time, and " \
-        f"the memory-bound kernels' by ×{vector:.3g}, so that the model's computing time" \
-        in _closing_words(split)
+    found = {t: v for t, v, _ in split.terms}
+    assert "closing scale" not in found and VECTOR_CLOSING not in found
+    assert f"scaled by ×{found[MATRIX_CLOSING]:.3g}, toward their share of the profile's " \
+        f"kernel time, and the memory-bound kernels' by ×{found[FORWARD_CLOSING]:.3g} in " \
+        f"the forward pass and ×{found[BACKWARD_CLOSING]:.3g} in the backward, toward " \
+        "each pass's share of the profile's memory-bound kernel time, so that the " \
+        "model's computing time" in _closing_words(split)
 
 
-def test_an_h100_calibration_predicts_the_h200_steps(measured_set):
+@pytest.mark.parametrize("closing", ["one", pytest.param("kernels", marks=pytest.mark.xfail(
+    strict=True, reason="kernel closing: from the first set a −7.8 % "
+    "(band 64.2-73.2 ms against 74.54 timed) and c −8.2 %, from the second −9.3 % and "
+    "−9.0 %: the run's small kernels gain less from the H200's bandwidth than the model's"))])
+def test_an_h100_calibration_predicts_the_h200_steps(measured_set, closing):
     """The same Llama moved to an H200 (tests/data/kineto_llama_h200): calibrated on an H100
     profile of layout ``a``, ``plan.predict(..., hardware="h200")`` gives the H200's timed
     steps of ``a`` and ``c`` within the one-knob tolerance and inside the band (measured
@@ -301,7 +318,7 @@ def test_an_h100_calibration_predicts_the_h200_steps(measured_set):
     read as an H200 (its deviceProperties)."""
     assert pk.infer_job(pk.load(_trace(H200, "a"), cache=False)).hardware.name == "h200"
     _, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = plan.calibrate(profile, close=True, closing=closing)
     env = _env(H200)
     for layout in ("a", "c"):
         parallel = dataclasses.replace(cal.job.parallel,
@@ -400,19 +417,22 @@ def test_an_assumed_recompute_style_is_said_with_the_other_styles_step(measured_
     assert not any(n.startswith(STYLE_NOTE) for n in pred(on_b).notes)
 
 
-def test_the_kernel_closing_trades_recompute_and_the_h200_for_the_tp_split():
-    """Why ``closing="kernels"`` is not the default (docs/planner.md, the tp set): it keeps
-    the missing element-wise time on the memory-bound kernels, which a tp rank does not
-    divide (tests/plan/test_measured_tp.py), but the model reruns more of them in a
-    recomputed forward than the traces do and speeds them up with the H200's bandwidth
-    more than the run's small kernels follow. Against the traces' added computing (raw
-    JSON, b − a and d − c: 19.0 and 36.7 ms) the "needed" recompute part is +3.6 % and
-    +5.7 % with one factor, +14 % and +17 % closed by kernels; the H200's timed a and c
-    −2.6 % and −2.9 % with one factor, −7.8 % and −8.2 % closed by kernels (first set,
-    measured 2026-11-26)."""
+def test_the_kernel_closing_trades_the_h200_for_the_tp_split_and_recompute():
+    """What ``closing="kernels"`` gets right and what it does not (docs/planner.md): it
+    gives the model's forward memory-bound kernels the forward's measured share of the
+    profile's (35.6 %, read from autograd's launching thread), so a recomputed forward
+    replays them at the forward's speed: against the traces' added computing (raw JSON,
+    b − a and d − c: 18.95 and 36.72 ms) its "needed" recompute part is +1.3 % and
+    +3.8 %, nearer than one factor's +3.6 % and +5.7 %. But it keeps the missing
+    element-wise time on the memory-bound kernels, which the model speeds up with the
+    H200's bandwidth more than the run's small kernels follow: the H200's timed a and c
+    −7.8 % and −8.2 % where one factor is −2.6 % and −2.9 % (first set, measured
+    2026-11-26), which is why it is not the default. Calibrated on a recomputed layout
+    (``b``), whose recomputed forward launches from the backward's thread, it closes by
+    kernel kind alone and says so."""
     folder = "kineto_llama_layouts_h100"
     profile = pk.load(_trace(folder, "a"), cache=False)
-    cals = {c: plan.calibrate(profile, close=True, closing=c) for c in ("one", "kernels")}
+    cals = {c: plan.calibrate(profile, close=True, closing=c) for c in CLOSINGS}
     env, h200 = _env(folder), _env(H200)
     busy = {k: statistics.mean(_computing_s(folder, k).values()) for k in "abcd"}
     for plain, layout in (("a", "b"), ("c", "d")):
@@ -423,7 +443,7 @@ def test_the_kernel_closing_trades_recompute_and_the_h200_for_the_tp_split():
             p = plan.predict(cal, model=model, parallel=parallel, global_batch_size=env[
                 "layouts"][layout]["micro_batch"], overrides={"recompute_style": "needed"})
             err[c] = p.parts["recompute"] / added - 1
-        assert 0 < err["one"] < RATIO_TOL < err["kernels"], layout
+        assert 0 < err["kernels"] < err["one"] < RATIO_TOL, layout
     for layout in ("a", "c"):
         err = {}
         for c, cal in cals.items():
@@ -433,3 +453,8 @@ def test_the_kernel_closing_trades_recompute_and_the_h200_for_the_tp_split():
                              global_batch_size=h200["layouts"][layout]["micro_batch"])
             err[c] = p.step_s / _timed_s(H200, layout) - 1
         assert err["kernels"] < err["one"] < 0 and abs(err["one"]) < 0.05 < abs(err["kernels"])
+    on_b = plan.calibrate(pk.load(_trace(folder, "b"), cache=False), close=True,
+                          closing="kernels")
+    terms = {t for t, _, _ in on_b.terms}
+    assert VECTOR_CLOSING in terms and FORWARD_CLOSING not in terms
+    assert any("the run recomputes" in n for n in on_b.notes)

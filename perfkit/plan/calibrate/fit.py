@@ -17,6 +17,7 @@ from ...errors import InvalidArgumentError, check_choice
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from ..predict import run_types
 from .fallback import _check_job, _from_step_time, _from_steps, _links_to_exposed
+from .passes import _solve_pass_closing
 from .profile import _from_profile
 from .result import CalibratedJob, Calibration
 from .solve import (
@@ -27,8 +28,9 @@ from .solve import (
     _solve_split_closing,
 )
 
-__all__ = ["CLOSINGS", "MATRIX_CLOSING", "NOT_CLOSED_NOTE", "RESIDUAL_NOTE_SHARE", "VECTOR_CLOSING",
-           "calibrate", "residual_note"]
+__all__ = ["BACKWARD_CLOSING", "CLOSINGS", "FORWARD_CLOSING", "MATRIX_CLOSING",
+           "NOT_CLOSED_NOTE", "RESIDUAL_NOTE_SHARE", "VECTOR_CLOSING", "calibrate",
+           "residual_note"]
 
 
 #: A fitted model further than this share off the measured step gets a note.
@@ -54,16 +56,28 @@ CLOSINGS = ("one", "kernels")
 #: The note of a fit asked to close by kernels whose profile's kernels do not split.
 SPLIT_NOT_READ_NOTE = ("closed with one factor: the profile's kernels do not split into "
                        "matrix and memory-bound time")
-#: The terms of a profile's two closing factors (:func:`_close_by_kernels`).
+#: The terms of a profile's two closing factors by kernel kind (:func:`_close_by_kernels`,
+#: where the profile's passes cannot be told apart).
 MATRIX_CLOSING = "closing scale, matrix kernels"
 VECTOR_CLOSING = "closing scale, memory-bound kernels"
+#: The terms of a profile's closing by kernel kind and pass (:func:`_close_by_passes`), with
+#: :data:`MATRIX_CLOSING`: the forward's and the backward's memory-bound kernels.
+FORWARD_CLOSING = "closing scale, forward memory-bound kernels"
+BACKWARD_CLOSING = "closing scale, backward memory-bound kernels"
+#: The note of a fit closed by kernels whose profile does not tell its passes apart.
+PASSES_NOT_READ_NOTE = ("closed by kernel kind, not by pass: the profile does not tell its "
+                        "forward's kernels from its backward's (no autograd thread)")
+#: The note of a fit closed by kernels on a run that recomputes.
+PASSES_RECOMPUTE_NOTE = ("closed by kernel kind, not by pass: the run recomputes, and a "
+                         "recomputed forward launches its kernels from the backward")
 
 
 def _close_by_kernels(job: CalibratedJob, rates: Rates, computing: float, share: float,
                       terms: list[tuple[str, float, str]], notes: list[str]) -> Rates:
     """Close a profile's fit on its computing time with two factors
     (:func:`~.solve._solve_split_closing`: the matrix kernels to their measured share, the
-    memory-bound kernels to the rest), each said in ``terms`` with what it scaled."""
+    memory-bound kernels to the rest), each said in ``terms`` with what it scaled: the
+    ``"kernels"`` closing where the profile's passes cannot be told apart."""
     before = rates
     rates, k = _solve_split_closing(job, rates, computing, share)
     ms = 1e3
@@ -83,6 +97,45 @@ def _close_by_kernels(job: CalibratedJob, rates: Rates, computing: float, share:
                   f"{k['vector_s'] * ms:.2f} ms, and the model computes for as long as the "
                   f"device did; the GEMMs' byte term and the optimizer keep "
                   f"memory_efficiency"))
+    if k["vector_capped"]:
+        notes.append(NOT_CLOSED_NOTE)
+    return rates
+
+
+def _close_by_passes(job: CalibratedJob, rates: Rates, computing: float, share: float,
+                     forward_share: float, terms: list[tuple[str, float, str]],
+                     notes: list[str]) -> Rates:
+    """Close a profile's fit on its computing time with three factors
+    (:func:`~.passes._solve_pass_closing`: the matrix kernels to their measured share, the
+    forward's and the backward's memory-bound kernels each to theirs of the rest), each
+    said in ``terms`` with what it scaled."""
+    before = rates
+    rates, k = _solve_pass_closing(job, rates, computing, share, forward_share)
+    ms = 1e3
+    how = (f"GEMM efficiency {before.gemm_efficiency:.3g} → {rates.gemm_efficiency:.3g} "
+           f"(fused attention with it), so that the model's matrix kernels take "
+           f"{share:.1%} of the measured computing time less the optimizer's (the profile's "
+           f"matrix and attention kernels' share of its kernel time): "
+           f"{k['matrix_s'] * ms:.2f} ms")
+    if k["matrix_capped"]:
+        how += (" — capped at the peak, above their measured share; the memory-bound "
+                "kernels take the difference")
+    terms.append((MATRIX_CLOSING, k["matrix"], how))
+    rest = k["forward_s"] + k["backward_s"]
+    terms.append((FORWARD_CLOSING, k["forward"],
+                  f"the forward's memory-bound kernels' efficiency (elementwise_efficiency) "
+                  f"{before.vector_efficiency:.3g} → {rates.vector_efficiency:.3g}, so that "
+                  f"they take {forward_share:.1%} of the rest of the measured computing "
+                  f"time (the profile's forward share of its memory-bound kernel time, "
+                  f"read from the launching threads): {k['forward_s'] * ms:.2f} ms of "
+                  f"{rest * ms:.2f}; a recomputed forward runs at it"))
+    terms.append((BACKWARD_CLOSING, k["backward"],
+                  f"the backward's memory-bound kernels' efficiency "
+                  f"(backward_elementwise_efficiency) {before.vector_efficiency:.3g} → "
+                  f"{rates.backward_vector_efficiency:.3g}, so that they take the other "
+                  f"{1 - forward_share:.1%}, {k['backward_s'] * ms:.2f} ms, and the model "
+                  f"computes for as long as the device did; the GEMMs' byte term and the "
+                  f"optimizer keep memory_efficiency"))
     if k["vector_capped"]:
         notes.append(NOT_CLOSED_NOTE)
     return rates
@@ -130,19 +183,22 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         Scale the compute rates at the end so the model reproduces the measurement: for a
         steps table or a step time, the measured step (one factor on every compute rate);
         for a profile, the busiest rank's measured computing time (``computing_us``:
-        compute, recompute and the optimizer, whose measured time is kept), the matrix
-        kernels to their share of the profile's kernel time and the memory-bound kernels to
-        the rest (two factors, the module docstring), its idle time being fitted already
+        compute, recompute and the optimizer, whose measured time is kept), as ``closing``
+        says (the module docstring), its idle time being fitted already
         (the steps' ``free_us`` per kernel of the model), since a profiled step's free time
         carries the profiler's own host stalls. Default: True for a steps table or a step
         time, False for a profile (its residual then measures the model).
     closing : {"one", "kernels"}
         How a profile's closed fit reaches its computing time: ``"one"`` (default) one
-        factor on every compute rate but the optimizer's; ``"kernels"`` two factors, the
-        matrix kernels to their share of the profile's kernel time and the memory-bound
-        kernels to the rest (the module docstring says why and what each gets right on
-        the measured H100 sets). A steps table or a step time is always closed with one
-        factor; so is a profile whose kernels do not split (said in the notes).
+        factor on every compute rate but the optimizer's; ``"kernels"`` by kernel kind and
+        pass, three factors: the matrix kernels to their share of the profile's kernel
+        time, and the forward's and the backward's memory-bound kernels each to their
+        pass's share of the profile's memory-bound kernel time (the module docstring says
+        why and what each closing gets right on the measured H100 sets). A steps table or
+        a step time is always closed with one factor; so is a profile whose kernels do not
+        split; a profile whose passes cannot be told apart, or that recomputes, is closed
+        by kernel kind alone, two factors (the matrix kernels to their share, the
+        memory-bound kernels to the rest; each fallback said in the notes).
     stage_layers, selective_layers, comm_layers : sequence of int, optional
         Uneven layers per stage and per-stage selective / communication recompute of the
         calibrating run (see :func:`perfkit.plan.predict`).
@@ -209,8 +265,16 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         # transfers (those rates are the direct measurement); the idle time is fitted
         # already.
         share = float(info.get("matrix_share", math.nan))
+        forward = float(info.get("forward_share", math.nan))
         if closing == "kernels" and 0 < share < 1:
-            rates = _close_by_kernels(job, rates, computing, share, terms, notes)
+            recomputes = _evaluate(job, rates)["recompute"] > 0
+            if 0 < forward < 1 and not recomputes:
+                rates = _close_by_passes(job, rates, computing, share, forward, terms,
+                                         notes)
+            else:
+                notes.append(PASSES_RECOMPUTE_NOTE if 0 < forward < 1
+                             else PASSES_NOT_READ_NOTE)
+                rates = _close_by_kernels(job, rates, computing, share, terms, notes)
         else:
             if closing == "kernels":
                 notes.append(SPLIT_NOT_READ_NOTE)

@@ -18,6 +18,7 @@ from .fallback import _from_steps, _measured_from_steps, _steps_table
 from .gradients import read_gradient_bytes
 from .links import _fit_links
 from .operators import _fit_operators, _infer_recompute
+from .passes import _forward_share
 from .result import CalibratedJob
 from .solve import _evaluate
 
@@ -172,7 +173,8 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     predicted = _evaluate(job, rates)["step_s"]
     return job, rates, {"measured": measured, "terms": terms, "predicted": predicted,
                         "residual": predicted / measured - 1.0, "kinds": kinds_measured,
-                        "steps_measured": m, "matrix_share": _matrix_share(eff)}
+                        "steps_measured": m, "matrix_share": _matrix_share(eff),
+                        "forward_share": _forward_share(tasks)}
 
 
 #: Kernel classes (:func:`perfkit.analysis.compare.kernel_class`) that run on the matrix
