@@ -328,8 +328,12 @@ def test_the_overview_shows_the_throughput_of_the_job_read_first(tmp_path: Path,
     assert card is not None and "from step 7 of 10, read first" in card.group(2)
     expected = 4 * 2 * 1024 / (float(raw_walls(trace)[7]) / 1e6) / 2
     assert abs(int(card.group(1).replace(",", "")) - expected) <= 1
+    # the job line says where the Overview's job comes from, not that it comes later
+    assert "read first from step 7 of 10; the whole profile&#x27;s follows" \
+        in board.job.summary.value
     go.set()
     assert board.wait(120) and board.error is None
+    assert "read first" not in board.job.summary.value
 
 
 @pytest.mark.parametrize("name", sorted(KINETO_TRACES))

@@ -198,9 +198,13 @@ def test_the_overview_shows_the_throughput_of_the_tables_read_first(monkeypatch)
     assert card is not None and card.group(1) == expected, card and card.groups()
     assert "from kernel_details.csv and the rank&#x27;s other tables (1 step), read first" \
         in card.group(2)
+    # the job line says where the Overview's job comes from, not that it comes later
+    line = board.job.summary.value
+    assert "read first from kernel_details.csv and the rank&#x27;s other tables " \
+        "(1 step); the whole profile&#x27;s follows" in line, line
     go.set()
     assert board.wait(120) and board.error is None
     final = panel_html(board.panels["Overview"])
     card = re.search(r"<div class='pk-k'>throughput</div><div class='pk-v'>([^<]*)<", final)
     assert card is not None and card.group(1) == expected
-    assert "read first" not in final
+    assert "read first" not in final and "read first" not in board.job.summary.value

@@ -201,12 +201,16 @@ class BackgroundOpening:
 
     def _show_first(self, opening: Opening, answer: Any) -> None:
         """The Overview shows ``answer`` (:mod:`perfkit.widgets.first_answer`) until the
-        whole profile's figures come; nothing when another profile was opened meanwhile
-        or the whole profile is there already."""
+        whole profile's figures come, and the job line says where its job comes from
+        (it said the job comes with the load); nothing when another profile was opened
+        meanwhile or the whole profile is there already."""
         with self._lock:
             if self.opening is not opening or opening.whole_profile:
                 return
             opening.first = answer
+            if getattr(answer, "job", None) is not None:  # the job line says the same
+                self.job.pending(f"read first from {answer.first.which()}; the whole "
+                                 "profile's follows …")
             overview = self.panels.get("Overview")
             if overview is not None:
                 overview.stale = True
