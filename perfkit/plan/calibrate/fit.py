@@ -72,6 +72,22 @@ PASSES_RECOMPUTE_NOTE = ("closed by kernel kind, not by pass: the run recomputes
                          "recomputed forward launches its kernels from the backward")
 
 
+def _matrix_term(before: Rates, rates: Rates, share: float, k: dict[str, Any]
+                 ) -> tuple[str, float, str]:
+    """The term of a closing's factor on the matrix kernels (:data:`MATRIX_CLOSING`): what
+    it scaled, from ``before`` to ``rates``, and the time it gave them (``k``: the
+    solver's factors and seconds)."""
+    how = (f"GEMM efficiency {before.gemm_efficiency:.3g} → {rates.gemm_efficiency:.3g} "
+           f"(fused attention with it), so that the model's matrix kernels take "
+           f"{share:.1%} of the measured computing time less the optimizer's (the profile's "
+           f"matrix and attention kernels' share of its kernel time): "
+           f"{k['matrix_s'] * 1e3:.2f} ms")
+    if k["matrix_capped"]:
+        how += (" — capped at the peak, above their measured share; the memory-bound "
+                "kernels take the difference")
+    return MATRIX_CLOSING, k["matrix"], how
+
+
 def _close_by_kernels(job: CalibratedJob, rates: Rates, computing: float, share: float,
                       terms: list[tuple[str, float, str]], notes: list[str]) -> Rates:
     """Close a profile's fit on its computing time with two factors
@@ -81,15 +97,7 @@ def _close_by_kernels(job: CalibratedJob, rates: Rates, computing: float, share:
     before = rates
     rates, k = _solve_split_closing(job, rates, computing, share)
     ms = 1e3
-    how = (f"GEMM efficiency {before.gemm_efficiency:.3g} → {rates.gemm_efficiency:.3g} "
-           f"(fused attention with it), so that the model's matrix kernels take "
-           f"{share:.1%} of the measured computing time less the optimizer's (the profile's "
-           f"matrix and attention kernels' share of its kernel time): "
-           f"{k['matrix_s'] * ms:.2f} ms")
-    if k["matrix_capped"]:
-        how += (" — capped at the peak, above their measured share; the memory-bound "
-                "kernels take the difference")
-    terms.append((MATRIX_CLOSING, k["matrix"], how))
+    terms.append(_matrix_term(before, rates, share, k))
     terms.append((VECTOR_CLOSING, k["vector"],
                   f"the memory-bound kernels' efficiency (elementwise_efficiency) "
                   f"{before.vector_efficiency:.3g} → {rates.vector_efficiency:.3g}, so that "
@@ -112,15 +120,7 @@ def _close_by_passes(job: CalibratedJob, rates: Rates, computing: float, share: 
     before = rates
     rates, k = _solve_pass_closing(job, rates, computing, share, forward_share)
     ms = 1e3
-    how = (f"GEMM efficiency {before.gemm_efficiency:.3g} → {rates.gemm_efficiency:.3g} "
-           f"(fused attention with it), so that the model's matrix kernels take "
-           f"{share:.1%} of the measured computing time less the optimizer's (the profile's "
-           f"matrix and attention kernels' share of its kernel time): "
-           f"{k['matrix_s'] * ms:.2f} ms")
-    if k["matrix_capped"]:
-        how += (" — capped at the peak, above their measured share; the memory-bound "
-                "kernels take the difference")
-    terms.append((MATRIX_CLOSING, k["matrix"], how))
+    terms.append(_matrix_term(before, rates, share, k))
     rest = k["forward_s"] + k["backward_s"]
     terms.append((FORWARD_CLOSING, k["forward"],
                   f"the forward's memory-bound kernels' efficiency (elementwise_efficiency) "
