@@ -9,13 +9,16 @@ the shared samples:
 
 * the tables handed over are the full load's but ``ops``, row for row, their times the same
   instants (each on its own origin), and the kernels are those of the raw
-  ``kernel_details.csv`` read with ``csv``;
+  ``kernel_details.csv`` read with ``csv``; the kernels hold only the columns the job is
+  read from (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`), and the job worked out from them
+  is the one worked out from every column (on every simulated set and both real ranks);
 * listening changes nothing in the load; nobody listening builds nothing; a listener that
   fails is ignored; a MindSpore CPU profile (no device tables) hands nothing over;
 * in the dashboard, with the trace's decoding held, the Overview's throughput card is the
   simulated job's tokens (from the simulator's own settings in profiler_metadata.json) over
-  the step of the raw step_trace_time.csv, saying where it comes from; the whole profile's
-  card replaces it.
+  the step of the raw step_trace_time.csv, saying where it comes from, and the MFU card
+  says it counts a training step, which the trace may gainsay; the whole profile's cards
+  replace them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.io import ascend, tables_first
+from perfkit.io.ascend_csv import JOB_COLUMNS
 from perfkit.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +83,12 @@ def _check_handed_over(rank_dir: Path) -> None:
     early_tables = Profile(meta, tables).tables()  # as the dashboard reads them
     for name in tables:
         early, whole = early_tables[name], final[name]
-        assert list(early.columns) == list(whole.columns), name
+        if name == "kernels":  # the job's columns only, in the same order
+            kept = {*JOB_COLUMNS, "rank", "category", "start_us"}
+            assert list(early.columns) == [c for c in whole.columns if c in kept]
+            assert len(early.columns) < len(whole.columns)
+        else:
+            assert list(early.columns) == list(whole.columns), name
         assert len(early) == len(whole), name
         for col in early.columns:
             if col.endswith("_us"):
@@ -109,6 +118,36 @@ def test_the_real_ranks_hand_over_their_tables() -> None:
     assert len(ranks) == 2
     for rank_dir in ranks:
         _check_handed_over(rank_dir)
+
+
+def _job_ranks() -> list[Path]:
+    """A rank of every simulated set whose ranks have a trace_view.json."""
+    sets = sorted(p for p in (ROOT / "data" / "simulated").iterdir() if p.is_dir())
+    ranks = [min(s.glob("*_ascend_pt")) for s in sets if any(s.glob("*_ascend_pt"))]
+    return [r for r in ranks if (r / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").exists()]
+
+
+def _check_job_of(rank_dir: Path) -> None:
+    """The job of the tables handed over is the job of the same tables with every column
+    of kernel_details.csv (the full load's, but its trace)."""
+    profile, got = _handed_over(rank_dir)
+    (meta, tables), = got
+    whole = {n: f for n, f in profile.tables().items() if n != "ops"}
+    early = pk.infer_job(Profile(meta, tables))
+    assert early == pk.infer_job(Profile(profile.meta, whole)), rank_dir
+
+
+def test_the_job_needs_only_the_columns_handed_over() -> None:
+    ranks = _job_ranks()
+    assert len(ranks) >= 6
+    for rank_dir in ranks:
+        _check_job_of(rank_dir)
+
+
+@pytest.mark.shared_samples
+def test_the_real_ranks_job_needs_only_the_columns_handed_over() -> None:
+    for rank_dir in _real_ranks():
+        _check_job_of(rank_dir)
 
 
 def _tables_equal(a: Any, b: Any) -> None:
@@ -198,6 +237,12 @@ def test_the_overview_shows_the_throughput_of_the_tables_read_first(monkeypatch)
     assert card is not None and card.group(1) == expected, card and card.groups()
     assert "from kernel_details.csv and the rank&#x27;s other tables (1 step), read first" \
         in card.group(2)
+    # the MFU counts a training step: only the trace's host operators can say it is one
+    mfu = re.search(r"<div class='pk-k'>MFU</div><div class='pk-v'>([^<]*)<"
+                    r"/div><div class='pk-n'>([^<]*)<", html)
+    assert mfu is not None and mfu.group(1).endswith("%"), mfu and mfu.groups()
+    assert "counted as a training step (forward and backward): the host operators of " \
+        "trace_view.json, still being read, may say it is not one" in mfu.group(2)
     # the job line says where the Overview's job comes from, not that it comes later
     line = board.job.summary.value
     assert "read first from kernel_details.csv and the rank&#x27;s other tables " \
@@ -208,3 +253,4 @@ def test_the_overview_shows_the_throughput_of_the_tables_read_first(monkeypatch)
     card = re.search(r"<div class='pk-k'>throughput</div><div class='pk-v'>([^<]*)<", final)
     assert card is not None and card.group(1) == expected
     assert "read first" not in final and "read first" not in board.job.summary.value
+    assert "counted as a training step" not in final

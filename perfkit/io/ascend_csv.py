@@ -22,7 +22,7 @@ from ..errors import ProfileError
 from ._common import find_col, int64_series, read_csv, to_float, to_ns
 from .categories import category
 
-__all__ = ["snake"]
+__all__ = ["snake", "JOB_COLUMNS"]
 
 _KERNEL_COLS = {
     "step": ("Step Id", "Step ID"),
@@ -51,6 +51,12 @@ _TEXT = {"name", "type", "core", "input_shapes", "input_dtypes", "output_shapes"
          "hf32_eligible", "input_formats", "output_dtypes", "output_formats", "device_id",
          "context_id"}
 _START = ("Start Time(us)", "Task Start Time(us)")
+#: The columns of the ``kernels`` table (with the start) that the job is read from
+#: (:func:`perfkit.infer_job`: shapes, dtypes, names, steps, streams, durations): all a
+#: rank's tables handed over before the rest hold (:mod:`perfkit.io.tables_first`).
+#: tests/test_tables_first.py checks that the job read from them is the whole table's.
+JOB_COLUMNS = ("step", "name", "type", "core", "stream", "dur_us", "wait_us", "input_shapes",
+               "input_dtypes", "output_shapes", "output_dtypes")
 #: The columns the device task figures are built from: a last row without a newline is
 #: dropped when one of them is its last column (a cut there reads as a shorter duration or
 #: another name); after another column (a PMU counter) it is kept, that cell read as NA.
@@ -67,12 +73,18 @@ def snake(column: str) -> str:
 
 
 
-def _kernels(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
+def _kernels(path: Path, ns: dict[str, pa.Array],
+             columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """The ``kernels`` table of ``kernel_details.csv`` (its start times, exact ns, put in
+    ``ns["kernels"]``); ``columns``: only these canonical columns (:data:`JOB_COLUMNS`) and
+    the start, else every column."""
+    only = None if columns is None else \
+        [*_START, *(alt for c in columns for alt in _KERNEL_COLS[c])]
     table = read_csv(path, "kernel_details.csv (device tasks of the Ascend profiler)",
                      required=[("Name", "Op Name"), _START, ("Duration(us)", "Task Duration(us)")],
                      text_cols=[*_START, "Input Shapes", "Output Shapes", "Input Data Types",
                                 "Output Data Types", "Name", "Type", "Device_id", "Context ID"],
-                     key_cols=_KERNEL_KEYS)
+                     key_cols=_KERNEL_KEYS, columns=only)
     header = table.column_names
     n = table.num_rows
     used: set[str] = set()

@@ -5,9 +5,10 @@
 (:func:`perfkit.infer_job`: batch and sequence from the operator shapes, micro-batches
 from the loss calls, model and layout), which is read from ``kernel_details.csv`` and the
 rank's other tables, not from ``trace_view.json`` (host operators). The trace is the
-rank's largest file and is decoded beside the tables, on a thread of its own: it is read
-last. So the full load of such a rank hands its tables over before it waits for the trace
-(:mod:`perfkit.io.tables_first`), and the dashboard works out the job from them meanwhile.
+rank's largest file. So the full load of such a rank, listened to, reads its small files
+and the job's columns of ``kernel_details.csv`` first and hands them over
+(:mod:`perfkit.io.tables_first`); the dashboard works out the job from them while the
+load reads the rest, and the trace's decoding waits for it.
 
 It is used where the preview is one Ascend text-export rank, not from perfkit's cache,
 whose ``trace_view.json`` is at least :data:`MIN_TRACE_BYTES` (a smaller one is read

@@ -3,14 +3,18 @@
 An Ascend rank's ``trace_view.json`` is its largest file (520 MB beside a 345 MB
 ``kernel_details.csv`` in the benchmark rank) and gives only the host operators
 (``ops``). The job (:func:`perfkit.infer_job`: batch, sequence, model, layout), and so
-the throughput and MFU, are read from the other tables. :func:`perfkit.io.ascend.parse`
-reads those while ``trace_view.json`` is decoded on a thread of its own; where someone
-:func:`listen`\\ s, it hands them over as soon as they are read, through :func:`offer`,
-before it waits for the trace: the dashboard works out the job from them while the trace
-is still being decoded (:mod:`perfkit.widgets.background`).
+the throughput and MFU, are read from the other tables. Where someone listens (:func:`listen`),
+:func:`perfkit.io.ascend.parse` reads the small files first, then only the columns of
+``kernel_details.csv`` the job is read from (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`),
+and hands those tables over through :func:`offer` before it reads the rest: the listener
+(the dashboard, which works out the job from them, :mod:`perfkit.widgets.background`)
+has the machine to itself meanwhile, and the whole ``kernel_details.csv`` and
+``trace_view.json`` are read once it is done (docs/loading.md, "The tables before the
+trace").
 
 What is handed over is the rank as :func:`perfkit.io.ascend.parse` assembles it, by the
-same code, without the trace: every table but ``ops``, its times on the origin of the
+same code, without the trace: every table but ``ops`` (the kernels with the job's columns
+only), its times on the origin of the
 files read so far (the trace may hold an earlier timestamp, which moves the full load's
 origin: durations, shapes and counts are the same), then checked as
 :func:`perfkit.io.sources.parse_source` checks every rank (:func:`relay`). The full load

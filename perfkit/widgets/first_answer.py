@@ -26,7 +26,15 @@ from ..io.preview_tables import TablesFirst
 from ..job import infer_job
 from .headline import Figure, mfu_figure, step_split, throughput_figure
 
-__all__ = ["FirstAnswer", "first_answer"]
+__all__ = ["FirstAnswer", "first_answer", "TRAINING_ASSUMED"]
+
+#: What the MFU read first from a torch_npu rank's tables adds to its note: until its
+#: trace's host operators are read, the step is taken to train (an inference step's MFU
+#: counts the forward pass alone, :func:`perfkit.widgets.headline.mfu_figure`); a trace
+#: without PyTorch operators to tell leaves it so (:func:`perfkit.job.measured.
+#: read_training_step`).
+TRAINING_ASSUMED = ("; counted as a training step (forward and backward): the host operators "
+                    "of trace_view.json, still being read, may say it is not one")
 
 
 @dataclass
@@ -70,7 +78,17 @@ class FirstAnswer:
         out = []
         for fig in (throughput_figure(self.job, step_s, why), mfu_figure(self.job, why)):
             out.append(Figure(fig.name, fig.text, fig.note + where, fig.warning))
+        if self._training_assumed() and out[1].text != "–":
+            out[1] = dataclasses.replace(out[1], note=out[1].note + TRAINING_ASSUMED)
         return out
+
+    def _training_assumed(self) -> bool:
+        """Whether the MFU counts a training step only because what was read first cannot
+        tell: an Ascend rank's tables without its trace, whose host operators (torch_npu's
+        ``aten::`` operators) say whether the step runs a backward pass
+        (:meth:`perfkit.Job.training_step`)."""
+        return isinstance(self.first, TablesFirst) and self.job is not None and \
+            self.job.training_step() is None and self.job.framework == "pytorch"
 
     def _read_first(self) -> str:
         """Where a card's figure comes from (the split's note says how they were read)."""
