@@ -210,7 +210,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if kernels_csv.exists() and (out / "trace_view.json").exists() and \
             tables_first.listening() and not mindspore_cpu.is_cpu_profile(rank_dir):
         # the listener has the machine to itself before the rest is read: sharing the
-        # interpreter lock with the trace's decoding made it 2-3 times slower
+        # interpreter lock with the trace's decoding made it about twice as slow
         _hand_over(facts, kernels_csv, raw, mem_parts, ns, files, notes)
     # the trace's JSON is decoded on a second thread while the CSV files are read here:
     # Arrow reads a CSV outside the interpreter lock, so the two overlap on two cores
@@ -246,7 +246,7 @@ def _hand_over(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
                files: dict[str, list[str]], notes: list[str]) -> None:
     """Hand the listener (:func:`perfkit.io.tables_first.offer`) the rank's tables read so
     far with the job's columns of ``kernel_details.csv``
-    (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`: 13 of its 47 columns, read in 0.5 s
+    (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`: 12 of its 46 columns, read in 0.5 s
     instead of 1.2 s on the benchmark rank), assembled by :func:`_assemble` without the
     trace; nothing where that read fails (the full read, which follows, says why)."""
     raw, mem_parts, ns, files, notes = _copies(raw, mem_parts, ns, files, notes)
