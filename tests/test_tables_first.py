@@ -186,6 +186,28 @@ def test_a_failing_listener_is_ignored() -> None:
     _tables_equal(plain, listened)
 
 
+def test_a_damaged_kernel_file_hands_nothing_over_and_fails_as_without(tmp_path: Path) -> None:
+    """kernel_details.csv zero-padded midway: the early read fails quietly, and the load
+    refuses the file as it does when nobody listens (naming it)."""
+    import shutil
+
+    from perfkit.errors import ProfileError
+    rank = tmp_path / SIMULATED.name
+    shutil.copytree(SIMULATED, rank)
+    csv_file = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    data = csv_file.read_bytes()
+    csv_file.write_bytes(data[:len(data) // 2] + b"\x00" * 4096 + data[len(data) // 2:])
+    with pytest.raises(ProfileError) as plain:
+        pk.load(rank, cache=False)
+    got: list[Any] = []
+    with tables_first.listen(lambda meta, tables: got.append(tables)), \
+            pytest.raises(ProfileError) as listened:
+        pk.load(rank, cache=False)
+    assert got == []
+    assert "kernel_details.csv" in str(plain.value)
+    assert str(listened.value) == str(plain.value)
+
+
 def test_a_cpu_profile_hands_nothing_over() -> None:
     """A MindSpore CPU profile has no device tables: nothing to work the job out from."""
     profile, got = _handed_over(CPU)
