@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..calc.rates import Rates
-from ..errors import PerfkitError
+from ..errors import PerfkitError, check_choice
 from ..format import time_text
 from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict
 from ..plan.calibrate import (
     BACKWARD_CLOSING,
+    CLOSINGS,
     FORWARD_CLOSING,
     MATRIX_CLOSING,
     NOT_CLOSED_NOTE,
@@ -74,7 +75,7 @@ class PlannerFit:
         return gradient_sentence(self.calibration)
 
 
-def fit_job(profile: Any, job: Job) -> PlannerFit:
+def fit_job(profile: Any, job: Job, closing: str = "one") -> PlannerFit:
     """Calibrate on the open profile for the job on show, falling back as little as needed.
 
     First :func:`perfkit.plan.calibrate` on the profile itself with the job's model, layout
@@ -105,16 +106,26 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
     profile : Profile or Cluster
     job : perfkit.Job
         Complete (``job.missing()`` empty).
+    closing : {"one", "kernels"}
+        How the profile's fit is closed (:func:`perfkit.plan.calibrate`'s ``closing``):
+        ``"one"`` (default) one factor on every compute rate but the optimizer's, as above;
+        ``"kernels"`` by kernel kind and pass, which predicted a tensor-parallel or
+        recompute change better on the measured H100 Llama sets and a move to an H200
+        worse (the table of :mod:`perfkit.plan.calibrate`, ``docs/planner.md``). The
+        step-time fit is always closed with one factor (its sentence says so when
+        ``"kernels"`` was asked); an unclosed fit (no backward pass) ignores it.
 
     Returns
     -------
     PlannerFit
     """
+    check_choice("closing", closing, CLOSINGS)
     why = ""
     forward_only = job.training_step() is False
     try:
         cal = calibrate(profile, job.model, job.parallel, job.hardware,
-                        static_scheme=job.static_scheme, close=not forward_only)
+                        static_scheme=job.static_scheme, close=not forward_only,
+                        closing=closing)
     except PerfkitError as exc:
         why = why_not(exc)
     else:
@@ -154,6 +165,9 @@ def fit_job(profile: Any, job: Job) -> PlannerFit:
                         f"): every compute rate scaled by one factor, links and idle time at "
                         f"perfkit's defaults. The profile itself could not be fitted: "
                         f"{sentence_end(why)}")
+            if closing != "one":
+                sentence += (" Closing by kernel kind and pass needs the profile's kernels: "
+                             "with the step time alone it is one factor.")
             return PlannerFit(cal, predict(cal), "step time", sentence, cal.notes)
     pred = predict_layout(None, job, job.parallel)
     return PlannerFit(None, pred, "uncalibrated",

@@ -19,6 +19,7 @@ from ... import charts as C
 from ...format import counted, time_text
 from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
+from ..planner_closing import CLOSING_OPTIONS, closing_label, closing_sentence
 from ..planner_measured import (
     TRAINING_PLAN_HEADING,
     inference_step_sentence,
@@ -78,6 +79,10 @@ class PlannerTab(JobTab):
     plan_button : ipywidgets.Button
         On an inference profile, what predicts a training step of the model and ranks its
         layouts (:meth:`plan_training`); the prediction is not made before.
+    closing : ipywidgets.ToggleButtons
+        How the calibration is closed (:func:`perfkit.plan.calibrate`'s ``closing``):
+        ``"one"`` (default) or ``"kernels"``; changing it calibrates again and redraws the
+        comparison and the search (:meth:`refit`), the devices and batch kept.
     """
 
     title = "Planner"
@@ -98,13 +103,22 @@ class PlannerTab(JobTab):
                                     layout=W.Layout(width="auto"))
         self.plan_button.on_click(lambda _button: self.plan_training())
         self.plan = W.VBox()
+        self.closing = W.ToggleButtons(
+            options=list(CLOSING_OPTIONS), value="one", description="calibration closed",
+            style={**wide, "button_width": "auto"},
+            tooltips=["one factor on every compute rate but the optimizer's",
+                      "the matrix kernels and each pass's memory-bound kernels to their "
+                      "measured shares"])
+        self.closing.observe(lambda _change: self.refit(), names="value")
+        #: the comparison of the profiled layout, redrawn by :meth:`refit`
+        self.compared: W.VBox | None = None
         self.fit: PlannerFit | None = None
         self.comparison: pd.DataFrame | None = None
         self.best: pd.DataFrame | None = None
         self.ranked: pd.DataFrame | None = None
         super().__init__(ctx)
         self.keep |= {id(self.controls), id(self.result), id(self.plan_button),
-                      id(self.plan)}
+                      id(self.plan), id(self.closing)}
 
     def show(self, profile: Any) -> None:
         """Set the profile; the next refresh calibrates on it and searches again."""
@@ -113,10 +127,12 @@ class PlannerTab(JobTab):
         self.result.children = ()
         self._clear_plan()
         self.fit = self.comparison = self.best = self.ranked = None
+        self.compared = None
 
     def build(self, profile: Any) -> list[W.Widget]:
         job = self.current
         self.fit = self.comparison = self.best = self.ranked = None
+        self.compared = None
         if job is not None:
             if job.world_size:
                 self.devices.value = int(job.world_size)
@@ -136,12 +152,13 @@ class PlannerTab(JobTab):
             return [no_job_note(job, "figures, prediction or strategy search",
                                 ("model", "hardware", "step_time_s"),
                                 self.ctx.open_tab is not None)]
-        self.fit = fit_job(profile, job)
+        self.fit = fit_job(profile, job, self.closing.value)
         self.comparison = measured_against_predicted(profile, self.fit)
+        self.compared = W.VBox(self._closed_comparison_widgets())
         self.search()
         return [
             heading("The profiled layout: measured and predicted step"),
-            *self._comparison_widgets(),
+            self.closing, self.compared,
             html_widget(f"<p><b>{html.escape(measured_mfu_sentence(job))}</b></p>"
                         + note(f"The table's “{PREDICTED_MFU}” below is at each "
                                "layout's predicted step, not measured.")),
@@ -166,6 +183,37 @@ class PlannerTab(JobTab):
                      "its memory is the forward-only theory the Memory tab holds against "
                      "the measured peak)")
         return [heading(title), html_widget(summary_html(summary))]
+
+    def refit(self) -> None:
+        """Calibrate again with the closing chosen (:attr:`closing`), redraw the profiled
+        layout's comparison and search again with the devices and batch as set: what a
+        change of the control does. Nothing on a page without the comparison (no job, an
+        inference profile: its training prediction is not closed)."""
+        with self.building:  # not while a build redraws the tab
+            job, profile, box = self.current, self.profile, self.compared
+            if box is None or job is None or profile is None or job.missing():
+                return
+            old = box.children
+            drawn = {id(w) for w in old}
+            self.charts = [c for c in self.charts if id(c) not in drawn]
+            try:
+                self.fit = fit_job(profile, job, self.closing.value)
+                self.comparison = measured_against_predicted(profile, self.fit)
+                widgets = self._closed_comparison_widgets()
+            except Exception as exc:  # noqa: BLE001 - shown in the page
+                self.fit = self.comparison = None
+                widgets = [html_widget(error(describe_error(exc, "the calibration")))]
+            box.children = tuple(widgets)
+            close_widgets(old)
+            self.search()
+
+    def _closed_comparison_widgets(self) -> list[W.Widget]:
+        """:meth:`_comparison_widgets` after the sentence saying which closing the figures
+        use and when to prefer which (:func:`~perfkit.widgets.planner_closing.
+        closing_sentence`)."""
+        assert self.fit is not None
+        return [html_widget(note(closing_sentence(self.fit, self.closing.value))),
+                *self._comparison_widgets()]
 
     def _clear_plan(self) -> None:
         close_widgets(self.plan.children, {id(self.controls), id(self.result)})
@@ -222,7 +270,7 @@ class PlannerTab(JobTab):
             if job is None or profile is None or job.missing():
                 return
             try:
-                self.fit = fit_job(profile, job)
+                self.fit = fit_job(profile, job, self.closing.value)
                 self.comparison = measured_against_predicted(profile, self.fit)
                 widgets = self._comparison_widgets()
             except Exception as exc:  # noqa: BLE001 - shown in the page
@@ -239,7 +287,8 @@ class PlannerTab(JobTab):
             + note(fit.sentence + " " + scheme_sentence(fit, self.current))
         words += "".join(note(n) for n in fit.notes)
         title = "Step of the profiled layout, " + (
-            "calibrated on this profile" if fit.source == "profile" else
+            "calibrated on this profile" + closing_label(fit.calibration)
+            if fit.source == "profile" else
             "calibrated on its step time" if fit.source == "step time" else
             "UNCALIBRATED (default rates)")
         table = frame.pivot_table(index="part", columns="run", values="seconds",
@@ -273,7 +322,8 @@ class PlannerTab(JobTab):
             return
         self.result.children = (html_widget(spinner_html("Searching …")),)
         try:
-            fit = self.fit if self.fit is not None else fit_job(self.profile, job)
+            fit = self.fit if self.fit is not None else fit_job(self.profile, job,
+                                                                self.closing.value)
             ranked = ranked_layouts(job, fit, self.devices.value, self.batch.value)
             best = best_layouts(ranked, fit, job.parallel)
             packed = packed_step_tokens(job)
@@ -284,7 +334,8 @@ class PlannerTab(JobTab):
             return
         self.fit, self.best, self.ranked = fit, best, ranked
         fits = int(ranked["fits"].sum())
-        how = "calibrated on this profile" if fit.source == "profile" else \
+        how = "calibrated on this profile" + closing_label(fit.calibration) \
+            if fit.source == "profile" else \
             "calibrated on the measured step" if fit.source == "step time" else \
             "UNCALIBRATED: perfkit's default rates, not fitted to this run"
         words = (f"{counted(len(ranked), 'candidate')} over "
