@@ -203,3 +203,23 @@ def test_where_the_passes_cannot_be_told_apart_the_page_says_so() -> None:
     assert PASSES_NOT_READ_NOTE in panel.fit.notes and PASSES_NOT_READ_NOTE in text
     assert "closed by kernel kind, not by pass (the notes below say why)" in text
     assert "Step times calibrated on this profile (closed by kernel kind)" in text
+
+
+def test_a_measured_step_printed_apart_from_the_jobs_says_why(profile) -> None:
+    """The job line prints the step with the device's wait before its first task (91.2 ms
+    on layout ``a``), the Planner its span (90.9 ms): where the two print differently the
+    sentence names the wait, which is their difference."""
+    from perfkit.format import time_text
+    from perfkit.widgets.planner_words import comparison_sentence
+    from perfkit.widgets.prediction import measured_against_predicted
+
+    job = pk.infer_job(profile)
+    fit = fit_job(profile, job)
+    frame = measured_against_predicted(profile, fit)
+    mine = frame.loc[frame["run"] == "measured"].iloc[0]
+    span, wait = float(mine["step_s"]), float(mine["wait_s"])
+    assert time_text(job.step_time_s * 1e6) != time_text(span * 1e6)
+    assert job.step_time_s == pytest.approx(span + wait, abs=2e-5)
+    text = comparison_sentence(frame, fit, job)
+    assert f"also counts the {time_text(wait * 1e6)} the device waits before each step's " \
+        "first task" in text, text

@@ -122,7 +122,8 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -
                  f"{'inside' if inside else 'outside'} the band.")
     waits = frame.loc[frame["run"] == "measured", "wait_s"] if "wait_s" in frame else None
     wait = float(waits.iloc[0]) if waits is not None and len(waits) else math.nan
-    if wait > 0.005 * step:  # more than half a percent of the span: worth saying
+    if wait > 0 and time_text((step + wait) * 1e6) != time_text(step * 1e6):
+        # the job line and the Overview print the step with its wait: say why they differ
         text += (" Both figures are the device's span: the step time on the Overview also "
                  f"counts the {time_text(wait * 1e6)} the device waits before each step's "
                  "first task (data, launch), which no layout shortens.")
