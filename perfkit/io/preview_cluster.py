@@ -35,10 +35,12 @@ from .sources import RankSource, tables_first_source
 __all__ = ["cluster_tables_wanted", "cluster_tables_first", "MIN_CLUSTER_TRACE_BYTES"]
 
 #: Smallest sum of a cluster's ``trace_view.json`` sizes worth reading one rank's tables
-#: ahead of its load (bytes). Reading them takes 0.5-3 s on the benchmark rank (its
-#: 345 MB kernel_details.csv, 2 cores shared); the load of the cluster's traces, at the
-#: measured 0.14 GB/s of decoding per core, about 4 s per GiB on 2 workers: below 256 MiB
-#: the whole load comes about as soon as the first answer would (benchmarks/README.md).
+#: ahead of its load (bytes). The read-ahead delays the load by its own time: 0.1 s for a
+#: simulated rank, 1.6-2.5 s for the 0.87 GB benchmark rank (its 345 MB
+#: kernel_details.csv). The load took 3.1 s for 4 ranks of 104 MiB of traces each and
+#: 12.4 s to read four copies of the benchmark rank (2 cores; benchmarks/README.md):
+#: about 7 s per GiB of traces, so below 256 MiB the whole page comes within about 2 s
+#: anyway, and a first answer would add a redraw for little.
 MIN_CLUSTER_TRACE_BYTES = 256 * 2**20
 
 
