@@ -212,3 +212,11 @@ def test_the_one_rank_job_is_worked_out_from_the_rank_read() -> None:
     assert Path(first.profile.meta.path) == min(cluster.glob("*_ascend_pt"))
     assert first.of_cluster and first.steps_of is not None
     assert "ops" not in first.profile.tables() or not len(first.profile.ops)
+
+
+def test_a_rank_without_a_number_is_named_by_its_folder() -> None:
+    cluster = SIMULATED / "slow-rank"
+    first = cluster_tables_first(preview(cluster))
+    first.rank = None
+    assert first.which() == f"{min(cluster.glob('*_ascend_pt')).name}'s kernel_details.csv " \
+        "and other tables"

@@ -84,7 +84,9 @@ class TablesFirst:
         other tables (1 step)"; one rank of a cluster: "rank 0's kernel_details.csv and
         other tables", the step time being every rank's, of the preview)."""
         if self.of_cluster:
-            return f"rank {self.rank}'s kernel_details.csv and other tables"
+            who = f"rank {self.rank}" if self.rank is not None else \
+                Path(str(self.profile.meta.path or "")).name or "one rank"
+            return f"{who}'s kernel_details.csv and other tables"
         return (f"kernel_details.csv and the rank's other tables "
                 f"({counted(len(self.steps), 'step')})")
 

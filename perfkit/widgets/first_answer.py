@@ -97,8 +97,9 @@ class FirstAnswer:
         pp = getattr(getattr(self.job, "parallel", None), "pp", 1) or 1
         if pp <= 1:
             return ""
-        return (f"with pipeline parallelism (pp={pp}) rank {self.first.rank} holds one "
-                "stage's layers, not the model's")
+        who = "one rank" if self.first.rank is None else f"rank {self.first.rank}"
+        return (f"with pipeline parallelism (pp={pp}) {who} holds one stage's layers, not "
+                "the model's")
 
     def _training_assumed(self) -> bool:
         """Whether the MFU counts a training step only because what was read first cannot
