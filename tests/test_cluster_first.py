@@ -220,3 +220,28 @@ def test_a_rank_without_a_number_is_named_by_its_folder() -> None:
     first.rank = None
     assert first.which() == f"{min(cluster.glob('*_ascend_pt')).name}'s kernel_details.csv " \
         "and other tables"
+
+
+def test_a_rank_that_sees_fewer_devices_than_the_cluster_has_ranks_gives_no_figure(
+        tmp_path: Path) -> None:
+    """Three ranks whose tables say two devices (a third copied from the tp=2 set's rank 1
+    as rank 2): the job of rank 0 is not the folder's; its figures say why instead."""
+    import shutil
+
+    source = SIMULATED / "llama2-7b-tp2"
+    for rank in source.glob("*_ascend_pt"):
+        shutil.copytree(rank, tmp_path / rank.name)
+    extra = tmp_path / "node0_200002_20251121000100002_ascend_pt"
+    shutil.copytree(max(source.glob("*_ascend_pt")), extra)
+    info = extra / "profiler_info_1.json"
+    info.rename(extra / "profiler_info_2.json")
+    text = (extra / "profiler_info_2.json").read_text()
+    (extra / "profiler_info_2.json").write_text(re.sub(r'"rank_id":\s*1', '"rank_id": 2', text))
+    early = preview(tmp_path)
+    assert len(early.profile.profiles) == 3
+    answer = first_answer(cluster_tables_first(early))
+    assert answer.job.world_size == _settings(source)["parallel"]["tp"] == 2
+    for figure in answer.figures():
+        assert figure.text == "–"
+        assert "rank 0's kernel_details.csv and other tables see 2 devices, the profile " \
+            "holds 3 ranks; it comes with the whole profile" in figure.note

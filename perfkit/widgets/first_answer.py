@@ -80,13 +80,28 @@ class FirstAnswer:
         out = []
         for fig in (throughput_figure(self.job, step_s, why), mfu_figure(self.job, why)):
             out.append(Figure(fig.name, fig.text, fig.note + where, fig.warning))
-        stages = self._one_stage()
-        if stages:
+        other_world, stages = self._other_world(), self._one_stage()
+        if other_world:
+            out = [Figure(f.name, "–", f"not computed from one rank: {other_world}; it "
+                          "comes with the whole profile") for f in out]
+        elif stages:
             out[1] = Figure("MFU", "–", f"not computed from one rank: {stages}; it comes "
                             "with the whole profile")
         if self._training_assumed() and out[1].text != "–":
             out[1] = dataclasses.replace(out[1], note=out[1].note + TRAINING_ASSUMED)
         return out
+
+    def _other_world(self) -> str:
+        """Why the job of one rank of a cluster is not the cluster's, or "": its tables
+        see fewer devices than the cluster has ranks (ranks of another job beside it)."""
+        if not (isinstance(self.first, TablesFirst) and self.first.of_cluster):
+            return ""
+        ranks = len(getattr(self.first.steps_of, "profiles", ()))
+        world = getattr(self.job, "world_size", None)
+        if not world or ranks <= world:
+            return ""
+        return (f"{self.first.which()} see {world} devices, the profile holds {ranks} "
+                "ranks")
 
     def _one_stage(self) -> str:
         """Why the MFU of one rank of a cluster is not the cluster's, or "": with pipeline
