@@ -17,6 +17,8 @@ throughput and MFU of their job at the step time of every rank. Checked here:
 * in the dashboard, with the load held, the Overview shows them, saying where they come
   from, and its step time is the cluster's; the whole cluster's replace them;
 * nothing is read ahead for a small cluster, a cached one, one rank or a Kineto cluster.
+* a rank whose tables see fewer devices than the folder holds ranks gives no figure, saying
+  why.
 """
 
 from __future__ import annotations
