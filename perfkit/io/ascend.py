@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextvars
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,7 @@ from .ascend_csv import (  # noqa: F401
     snake,
 )
 from .ascend_excerpt import mark_excerpt
+from .ascend_facts import _copies, _RankFacts
 from .ascend_hccl import (  # noqa: F401
     _TIME_KEYS,
     _communication,
@@ -99,8 +99,9 @@ from .repeated_tasks import drop_repeated
 from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
-           "read_rank_id", "parse", "read_step_trace", "WORLD_FROM_GROUPS",
-           "parse_trace_view", "category", "time_fields", "bandwidth_fields", "link_fields"]
+           "read_rank_id", "parse", "read_tables_first", "read_step_trace",
+           "WORLD_FROM_GROUPS", "parse_trace_view", "category", "time_fields",
+           "bandwidth_fields", "link_fields"]
 
 TRACE_COLUMNS = ("task_type",)
 """``args`` of trace_view.json events the tables use (the task type of device tasks)."""
@@ -126,6 +127,101 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     ProfileError
         A file that exists but cannot be read (naming it), or no known file at all.
     """
+    facts, raw, mem_parts, ns, files, notes, read = _read_small(path)
+    out, rank_dir = facts.out, facts.rank_dir
+    kernels_csv = out / "kernel_details.csv"
+    if kernels_csv.exists() and (out / "trace_view.json").exists() and \
+            tables_first.listening() and not mindspore_cpu.is_cpu_profile(rank_dir):
+        # the listener has the machine to itself before the rest is read: sharing the
+        # interpreter lock with the trace's decoding made it about twice as slow
+        _hand_over(facts, kernels_csv, raw, mem_parts, ns, files, notes)
+    # the trace's JSON is decoded on a second thread while the CSV files are read here:
+    # Arrow reads a CSV outside the interpreter lock, so the two overlap on two cores
+    pending = _start_trace(out, read)
+    if kernels_csv.exists():
+        raw["kernels"] = drop_repeated(
+            read("kernel_details.csv", ("kernels",), _kernels, ns), notes)
+    else:
+        notes.append("kernels: kernel_details.csv not found")
+
+    trace = None
+    if pending is not None:
+        trace = pending.result()
+        ns["trace"] = pa.array(trace.x["ts_ns"].to_numpy()[
+            trace.x["ts_ns"].to_numpy() != trace_tables.NA_NS])
+        notes.extend(f"trace_view.json: {n}" for n in trace.notes)
+    else:
+        notes.append("ops: trace_view.json not found")
+    return _assemble(facts, raw, mem_parts, ns, files, notes, trace)
+
+
+def _hand_over(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
+               mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
+               files: dict[str, list[str]], notes: list[str]) -> None:
+    """Hand the listener (:func:`perfkit.io.tables_first.offer`) the rank's tables read so
+    far with the job's columns of ``kernel_details.csv`` (:func:`_with_job_columns`);
+    nothing where that read fails (the full read, which follows, says why)."""
+    try:
+        made = _with_job_columns(facts, kernels_csv, raw, mem_parts, ns, files, notes)
+    except Exception:  # noqa: BLE001 - the full read, which follows, says what is wrong
+        return
+    tables_first.offer(lambda: _assemble(*made, None, handed_over=True))
+
+
+def _with_job_columns(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
+                      mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
+                      files: dict[str, list[str]], notes: list[str]) -> tuple[Any, ...]:
+    """Copies of the tables read so far (:func:`perfkit.io.ascend_facts._copies`) with the
+    job's columns of ``kernel_details.csv`` (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`: 12
+    of its 46 columns, read in 0.5 s instead of 1.2 s on the benchmark rank):
+    :func:`_assemble`'s arguments but the trace; what the read raises gets out. The one
+    place both the load's hand-over and :func:`read_tables_first` read them."""
+    raw, mem_parts, ns, files, notes = _copies(raw, mem_parts, ns, files, notes)
+    with collecting_notes() as read_notes:
+        raw["kernels"] = drop_repeated(_kernels(kernels_csv, ns, JOB_COLUMNS), notes)
+    files["kernels"] = [str(kernels_csv)]
+    notes.extend(n for n in read_notes if n not in notes)
+    return facts, raw, mem_parts, ns, files, notes
+
+
+@with_notes
+def read_tables_first(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """One rank's tables as its load hands them over (:mod:`perfkit.io.tables_first`),
+    read directly: the small files and the job's columns of ``kernel_details.csv``, by
+    :func:`parse`'s own code (:func:`_read_small`, :func:`_with_job_columns`,
+    :func:`_assemble`), without ``trace_view.json`` (not read at all).
+
+    Parameters
+    ----------
+    path : Path
+        The rank folder, as for :func:`parse`.
+
+    Returns
+    -------
+    (ProfileMeta, dict of DataFrame)
+        Every table but ``ops``; a note says the trace is still to be read.
+
+    Raises
+    ------
+    ProfileError
+        A file that cannot be read (naming it), no ``kernel_details.csv``, or a MindSpore
+        CPU profile (no device tasks to read the job from).
+    """
+    facts, raw, mem_parts, ns, files, notes, _ = _read_small(path)
+    kernels_csv = facts.out / "kernel_details.csv"
+    if not kernels_csv.is_file() or mindspore_cpu.is_cpu_profile(facts.rank_dir):
+        raise ProfileError(facts.out, "no kernel_details.csv of device tasks to read the "
+                           "job from ahead of the trace")
+    with file_boundary(kernels_csv, "kernel_details.csv"):
+        made = _with_job_columns(facts, kernels_csv, raw, mem_parts, ns, files, notes)
+    return _assemble(*made, None, handed_over=True)
+
+
+def _read_small(path: Path) -> tuple[Any, ...]:
+    """:func:`parse`'s first stage, also :func:`read_tables_first`'s: the rank's folders
+    and side files (:class:`perfkit.io.ascend_facts._RankFacts`) and its small files, as
+    ``(facts, raw, mem_parts, ns, files, notes, read)`` (``read``: how the rest is read,
+    each file's table noted in ``files`` and an error naming the file)."""
     rank_dir = rank_dir_of(path)
     out = rank_dir / OUTPUT_DIR
     notes: list[str] = []
@@ -162,7 +258,6 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     rank = read_rank_id(rank_dir)
     groups = _groups(metadata, notes)
     level = _level(info)
-    facts = _RankFacts(out, rank_dir, infos, info, metadata, framework, rank, groups, level)
 
     ns: dict[str, pa.Array] = {}
     raw: dict[str, Any] = {}
@@ -205,75 +300,8 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         raw["op_memory"] = read("operator_memory.csv", ("op_memory",), operator_memory, ns)
     else:
         notes.append("op_memory: operator_memory.csv not found (written when profile_memory=True)")
-
-    kernels_csv = out / "kernel_details.csv"
-    if kernels_csv.exists() and (out / "trace_view.json").exists() and \
-            tables_first.listening() and not mindspore_cpu.is_cpu_profile(rank_dir):
-        # the listener has the machine to itself before the rest is read: sharing the
-        # interpreter lock with the trace's decoding made it about twice as slow
-        _hand_over(facts, kernels_csv, raw, mem_parts, ns, files, notes)
-    # the trace's JSON is decoded on a second thread while the CSV files are read here:
-    # Arrow reads a CSV outside the interpreter lock, so the two overlap on two cores
-    pending = _start_trace(out, read)
-    if kernels_csv.exists():
-        raw["kernels"] = drop_repeated(
-            read("kernel_details.csv", ("kernels",), _kernels, ns), notes)
-    else:
-        notes.append("kernels: kernel_details.csv not found")
-
-    trace = None
-    if pending is not None:
-        trace = pending.result()
-        ns["trace"] = pa.array(trace.x["ts_ns"].to_numpy()[
-            trace.x["ts_ns"].to_numpy() != trace_tables.NA_NS])
-        notes.extend(f"trace_view.json: {n}" for n in trace.notes)
-    else:
-        notes.append("ops: trace_view.json not found")
-    return _assemble(facts, raw, mem_parts, ns, files, notes, trace)
-
-
-def _copies(raw: dict[str, Any], mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
-            files: dict[str, list[str]], notes: list[str]) -> tuple[Any, ...]:
-    """What :func:`_assemble` changes, copied: the frames shallowly (it adds and
-    drops columns, never writes into one), the rest one level deep."""
-    return ({k: v.copy(deep=False) for k, v in raw.items()},
-            {k: v.copy(deep=False) for k, v in mem_parts.items()}, dict(ns),
-            {k: list(v) for k, v in files.items()}, list(notes))
-
-
-def _hand_over(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
-               mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
-               files: dict[str, list[str]], notes: list[str]) -> None:
-    """Hand the listener (:func:`perfkit.io.tables_first.offer`) the rank's tables read so
-    far with the job's columns of ``kernel_details.csv``
-    (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`: 12 of its 46 columns, read in 0.5 s
-    instead of 1.2 s on the benchmark rank), assembled by :func:`_assemble` without the
-    trace; nothing where that read fails (the full read, which follows, says why)."""
-    raw, mem_parts, ns, files, notes = _copies(raw, mem_parts, ns, files, notes)
-    try:
-        with collecting_notes() as read_notes:
-            raw["kernels"] = drop_repeated(_kernels(kernels_csv, ns, JOB_COLUMNS), notes)
-    except Exception:  # noqa: BLE001 - the full read, which follows, says what is wrong
-        return
-    files["kernels"] = [str(kernels_csv)]
-    notes.extend(n for n in read_notes if n not in notes)
-    tables_first.offer(
-        lambda: _assemble(facts, raw, mem_parts, ns, files, notes, None, handed_over=True))
-
-
-@dataclass(frozen=True)
-class _RankFacts:
-    """What :func:`parse` reads of a rank before its tables: its folders and side files."""
-
-    out: Path
-    rank_dir: Path
-    infos: list[Path]
-    info: dict[str, Any]
-    metadata: dict[str, Any]
-    framework: str | None
-    rank: int | None
-    groups: dict[str, Any]
-    level: str | None
+    facts = _RankFacts(out, rank_dir, infos, info, metadata, framework, rank, groups, level)
+    return facts, raw, mem_parts, ns, files, notes, read
 
 
 def _assemble(facts: _RankFacts, raw: dict[str, Any], mem_parts: dict[str, pd.DataFrame],

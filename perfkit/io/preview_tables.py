@@ -12,7 +12,9 @@ load reads the rest, and the trace's decoding waits for it.
 
 It is used where the preview is one Ascend text-export rank, not from perfkit's cache,
 whose ``trace_view.json`` is at least :data:`MIN_TRACE_BYTES` (a smaller one is read
-about as fast as the tables: the whole load follows at once). :class:`TablesFirst` is what
+about as fast as the tables: the whole load follows at once). On a cluster, whose ranks
+are read by worker processes, one rank's tables are read ahead of the load instead
+(:mod:`perfkit.io.preview_cluster`), in a :class:`TablesFirst` too. :class:`TablesFirst` is what
 the dashboard's first answer (:func:`perfkit.widgets.first_answer.first_answer`) reads.
 """
 
@@ -48,8 +50,15 @@ class TablesFirst:
     trace_bytes : int
         Size of the ``trace_view.json`` still being read.
     seconds : float
-        From the start of the load until the tables were handed over.
+        From the start of the load until the tables were handed over (or, read ahead of
+        a cluster's load, until they were read).
     notes : list of str
+    rank : int, optional
+        The rank read, where it is one rank of a cluster
+        (:mod:`perfkit.io.preview_cluster`); None for a profile of one rank.
+    steps_of : Profile or Cluster, optional
+        Whose steps the step time is read from: the cluster's (every rank's steps, of the
+        preview) where one rank of it was read; None: the rank's own.
     """
 
     profile: Profile
@@ -57,20 +66,36 @@ class TablesFirst:
     trace_bytes: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    rank: int | None = None
+    steps_of: Profile | Cluster | None = None
 
     @property
     def total_steps(self) -> int:
         """The steps of the rank (all read)."""
         return len(self.steps)
 
+    @property
+    def of_cluster(self) -> bool:
+        """Whether the tables are one rank's of a cluster (:attr:`steps_of`)."""
+        return self.steps_of is not None
+
     def which(self) -> str:
         """Where the figures come from, for people ("kernel_details.csv and the rank's
-        other tables, 1 step")."""
+        other tables (1 step)"; one rank of a cluster: "rank 0's kernel_details.csv and
+        other tables", the step time being every rank's, of the preview)."""
+        if self.of_cluster:
+            who = f"rank {self.rank}" if self.rank is not None else \
+                Path(str(self.profile.meta.path or "")).name or "one rank"
+            return f"{who}'s kernel_details.csv and other tables"
         return (f"kernel_details.csv and the rank's other tables "
                 f"({counted(len(self.steps), 'step')})")
 
     def describe(self) -> str:
         """One phrase for people: what was read, and what is still being read."""
+        if self.of_cluster:
+            return (f"{self.which()}, read in {self.seconds:.1f} s ahead of the ranks' "
+                    f"trace_view.json ({self.trace_bytes / 2**30:,.2f} GiB of host "
+                    "operators, still being read)")
         return (f"{self.which()}, read in {self.seconds:.1f} s before trace_view.json "
                 f"({self.trace_bytes / 2**30:,.2f} GiB of host operators, still being read)")
 

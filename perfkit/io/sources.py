@@ -28,8 +28,8 @@ from ..profile import Profile, ProfileMeta
 from . import ascend, tables_first
 from .validate import clean_tables, files_of_tables
 
-__all__ = ["RankSource", "parse_source", "cluster_meta", "input_bytes", "FORMATS",
-           "format_words", "format_fact"]
+__all__ = ["RankSource", "parse_source", "tables_first_source", "cluster_meta",
+           "input_bytes", "FORMATS", "format_words", "format_fact"]
 
 FORMATS = ("ascend_text", "ascend_db", "kineto", "trace_view", "mindspore_legacy",
            "cann_raw", "unreadable", "not_a_trace")
@@ -165,6 +165,25 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
         # a rank's tables handed over before its trace get the same checks (tables_first)
         with tables_first.relay(lambda m, t: _checked(source, m, t)):
             meta, tables = _parse(source)
+        return _checked(source, meta, tables)
+
+
+def tables_first_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """One Ascend text-export rank's tables as its load hands them over, read directly
+    (:func:`perfkit.io.ascend.read_tables_first`: the small files and the job's columns of
+    ``kernel_details.csv``, no ``trace_view.json``), checked as :func:`parse_source` checks
+    every rank (and as the tables handed over are, :func:`perfkit.io.tables_first.relay`).
+
+    Raises
+    ------
+    ProfileError
+        Not an Ascend text export, or anything that goes wrong, naming the file.
+    """
+    with file_boundary(source.path, _WORDS.get(source.fmt, "")):
+        if source.fmt != "ascend_text":
+            raise ProfileError(source.path, f"{format_words(source.fmt)} has no tables to "
+                               "read ahead of its trace (an Ascend text export has)")
+        meta, tables = ascend.read_tables_first(Path(source.path))
         return _checked(source, meta, tables)
 
 

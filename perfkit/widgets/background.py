@@ -42,6 +42,7 @@ from typing import Any
 from ..errors import RunsFound
 from ..io import tables_first
 from ..io.preview import Preview, describe, preview
+from ..io.preview_cluster import cluster_tables_first, cluster_tables_wanted
 from ..io.preview_excerpt import excerpt_wanted, first_steps
 from ..io.preview_tables import tables_first_of, tables_wanted
 from ..job.stored import stored_infer_job
@@ -170,13 +171,16 @@ class BackgroundOpening:
         self._refresh_selected()
 
     def _read_first_steps(self, opening: Opening) -> None:
-        """Cut a few whole steps from large Kineto traces and show their figures in the
-        Overview (step 1 above); nothing where that does not apply or fails (the full load
-        follows anyway), or when another profile was opened meanwhile."""
-        if not excerpt_wanted(opening.preview):
+        """Cut a few whole steps from large Kineto traces, or read one rank's tables of a
+        large Ascend cluster, and show their figures in the Overview (step 1 above);
+        nothing where that does not apply or fails (the full load follows anyway), or when
+        another profile was opened meanwhile."""
+        cluster = cluster_tables_wanted(opening.preview)
+        if not cluster and not excerpt_wanted(opening.preview):
             return
         try:
-            first = first_steps(opening.preview)
+            first: Any = cluster_tables_first(opening.preview) if cluster else \
+                first_steps(opening.preview)
             answer = None if first is None else first_answer(first)
         except Exception:  # noqa: BLE001 - the full load says what is wrong, as always
             return

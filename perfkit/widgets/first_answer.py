@@ -3,7 +3,9 @@
 While a large Kineto profile is read, :func:`perfkit.io.preview_excerpt.first_steps` cuts
 a few whole steps from its traces and loads them (about a second for a gigabyte); while a
 large Ascend rank is read, its load hands over its tables before its ``trace_view.json``
-(:mod:`perfkit.io.preview_tables`). :func:`first_answer` works out what the Overview
+(:mod:`perfkit.io.preview_tables`); before a large Ascend cluster is read, one rank's
+tables are read ahead of it (:mod:`perfkit.io.preview_cluster`), its job with the step
+time of every rank. :func:`first_answer` works out what the Overview
 shows of them: the step time and the split of those steps, and the throughput and MFU of
 the job read from their operator shapes (:func:`perfkit.infer_job`, as the full page does
 on the whole profile). Each figure says where it comes from; the whole profile's replace
@@ -78,9 +80,41 @@ class FirstAnswer:
         out = []
         for fig in (throughput_figure(self.job, step_s, why), mfu_figure(self.job, why)):
             out.append(Figure(fig.name, fig.text, fig.note + where, fig.warning))
+        other_world, stages = self._other_world(), self._one_stage()
+        if other_world:
+            out = [Figure(f.name, "–", f"not computed from one rank: {other_world}; it "
+                          "comes with the whole profile") for f in out]
+        elif stages:
+            out[1] = Figure("MFU", "–", f"not computed from one rank: {stages}; it comes "
+                            "with the whole profile")
         if self._training_assumed() and out[1].text != "–":
             out[1] = dataclasses.replace(out[1], note=out[1].note + TRAINING_ASSUMED)
         return out
+
+    def _other_world(self) -> str:
+        """Why the job of one rank of a cluster is not the cluster's, or "": its tables
+        see fewer devices than the cluster has ranks (ranks of another job beside it)."""
+        if not (isinstance(self.first, TablesFirst) and self.first.of_cluster):
+            return ""
+        ranks = len(getattr(self.first.steps_of, "profiles", ()))
+        world = getattr(self.job, "world_size", None)
+        if not world or ranks <= world:
+            return ""
+        return (f"{self.first.which()} see {world} devices, the profile holds {ranks} "
+                "ranks")
+
+    def _one_stage(self) -> str:
+        """Why the MFU of one rank of a cluster is not the cluster's, or "": with pipeline
+        parallelism the rank holds one stage's layers, so the model read from its
+        kernels is not the whole model (:mod:`perfkit.io.preview_cluster`)."""
+        if not (isinstance(self.first, TablesFirst) and self.first.of_cluster):
+            return ""
+        pp = getattr(getattr(self.job, "parallel", None), "pp", 1) or 1
+        if pp <= 1:
+            return ""
+        who = "one rank" if self.first.rank is None else f"rank {self.first.rank}"
+        return (f"with pipeline parallelism (pp={pp}) {who} holds one stage's layers, not "
+                "the model's")
 
     def _training_assumed(self) -> bool:
         """Whether the MFU counts a training step only because what was read first cannot
@@ -101,7 +135,9 @@ class FirstAnswer:
 
 def first_answer(first: FirstSteps | TablesFirst) -> FirstAnswer:
     """The figures of ``first`` (module docstring)."""
-    breakdown = reported_rows(A.step_breakdown(first.profile), first)
+    steps_of = getattr(first, "steps_of", None)  # one rank of a cluster: the cluster's
+    breakdown = reported_rows(A.step_breakdown(
+        first.profile if steps_of is None else steps_of), first)
     try:
         job: Any = infer_job(first.profile)
     except Exception:  # noqa: BLE001 - the figures say the job could not be read
