@@ -44,11 +44,11 @@ def _text(panel) -> str:
     return re.sub(r"\s+", " ", _TAGS.sub(" ", html)).replace("&#x27;", "'")
 
 
-def _busy_s(layout: str) -> dict[int, float]:
+def _busy_s(layout: str, folder: Path = SET) -> dict[int, float]:
     """Step -> seconds the device computes: the union of the intervals of the device tasks
     whose launch (``cuda_runtime``/``cuda_driver``, same ``correlation``) lies in the
     step's ``ProfilerStep#N`` span (gzip + json, no perfkit)."""
-    with gzip.open(SET / f"{layout}.pt.trace.json.gz", "rt") as fh:
+    with gzip.open(folder / f"{layout}.pt.trace.json.gz", "rt") as fh:
         events = json.load(fh)["traceEvents"]
     spans = [(int(e["name"].split("#")[1]), float(e["ts"]), float(e["ts"]) + e["dur"])
              for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
@@ -223,3 +223,45 @@ def test_a_measured_step_printed_apart_from_the_jobs_says_why(profile) -> None:
     text = comparison_sentence(frame, fit, job)
     assert f"also counts the {time_text(wait * 1e6)} the device waits before each step's " \
         "first task" in text, text
+
+
+LAYOUTS = SET.parent / "kineto_llama_layouts_h100"
+
+
+def test_the_recompute_tab_predicts_with_the_planner_s_closing() -> None:
+    """One closing for the dashboard: chosen in the Planner, the Recompute tab's trade-off
+    is predicted with it (its profiled row is the Planner's prediction, as
+    :func:`perfkit.plan.predict` gives it on ``calibrate(..., closing="kernels")``), and
+    says so. On the H100 layouts, the full-recompute row adds computing nearer to what the
+    raw traces add (b − a, read with gzip + json) than with one factor."""
+    from perfkit.widgets.planner_closing import CHOSEN_IN_PLANNER
+
+    path = LAYOUTS / "a.pt.trace.json.gz"
+    board = dashboard(str(path), background_bytes=None)
+    recompute = board.panels["Recompute"]
+    board.select("Recompute")
+    by_one = recompute.tradeoff.set_index("recompute")
+    assert "closed with one factor" in _text(recompute)
+    board.select("Planner")
+    board.panels["Planner"].closing.value = "kernels"
+    board.select("Recompute")
+    text = _text(recompute)
+    assert "closed by kernel kind and pass" in text and CHOSEN_IN_PLANNER in text
+    by_kernels = recompute.tradeoff.set_index("recompute")
+    profiled = recompute.tradeoff.loc[recompute.tradeoff["profiled"]].iloc[0]
+    direct = plan.predict(_direct(pk.load(path, cache=False), "kernels"))
+    assert float(profiled["step_s"]) == pytest.approx(direct.step_s, rel=1e-9)
+    assert float(profiled["step_s"]) == pytest.approx(
+        board.panels["Planner"].fit.prediction.step_s, rel=1e-9)
+    added = statistics.mean(_busy_s("b", LAYOUTS).values()) - \
+        statistics.mean(_busy_s("a", LAYOUTS).values())
+    miss = {name: abs(float(t.loc["full", "compute_s"] - t.loc["none", "compute_s"]) - added)
+            for name, t in (("one", by_one), ("kernels", by_kernels))}
+    assert miss["kernels"] < miss["one"], (miss, added)
+    # and back: both tabs follow the one choice
+    board.select("Planner")
+    board.panels["Planner"].closing.value = "one"
+    board.select("Recompute")
+    back = recompute.tradeoff.set_index("recompute")
+    assert float(back.loc["full", "compute_s"]) == pytest.approx(
+        float(by_one.loc["full", "compute_s"]), rel=1e-9)

@@ -13,8 +13,8 @@ from ..plan import Calibration
 from ..plan.calibrate import BACKWARD_CLOSING, FORWARD_CLOSING, MATRIX_CLOSING, VECTOR_CLOSING
 from .prediction_fit import PlannerFit
 
-__all__ = ["CLOSING_OPTIONS", "CLOSING_ADVICE", "closing_used", "closing_label",
-           "closing_sentence"]
+__all__ = ["CLOSING_OPTIONS", "CLOSING_ADVICE", "CHOSEN_IN_PLANNER", "closing_used",
+           "closing_label", "closing_sentence"]
 
 #: The Planner's choices (label, ``closing``), the default first.
 CLOSING_OPTIONS = (("one factor (default)", "one"), ("by kernel kind and pass", "kernels"))
@@ -29,6 +29,11 @@ CLOSING_ADVICE = ("Which to choose: on measured H100 Llama traces, closing by ke
                   "rank's computing −8.5 % off where one factor is −21 %), one factor a move "
                   "to other hardware (an H200's step −2.6 % off where by kernel kind it is "
                   "−7.8 %); docs/planner.md, “The two closings side by side”.")
+
+#: What the tabs that predict with the Planner's model but do not offer the choice say of
+#: it: one closing for the dashboard (:attr:`perfkit.widgets.tabs.base.Context.closing`).
+CHOSEN_IN_PLANNER = ("The closing is chosen in the Planner tab (“calibration closed”) and "
+                     "holds for every tab that predicts with its model.")
 
 _WORDS = {
     "one": "with one factor on every compute rate but the optimizer's (the default)",

@@ -119,6 +119,10 @@ class Context:
     none_open : str
         What a tab says while no profile is open: :data:`OPEN_ONE`, or where to choose
         one (the dashboard's run picker, when the folder opened holds several runs).
+    closing : str
+        How the Planner's model is calibrated on the profile (:func:`perfkit.plan.
+        calibrate`'s ``closing``, ``"one"`` or ``"kernels"``): one choice for every tab that
+        predicts with it (the Planner and the Recompute tab), set by :meth:`set_closing`.
     """
 
     def __init__(self, job: JobPanel, open_tab: Callable[[str], Any] | None = None,
@@ -127,7 +131,21 @@ class Context:
         self.open_tab = open_tab
         self.tabs = tabs
         self.none_open = OPEN_ONE
+        self.closing = "one"
+        self._closing_followers: list[Callable[[str], Any]] = []
         self._findings: tuple[Any, Any, list[Any]] | None = None
+
+    def set_closing(self, closing: str) -> None:
+        """Set :attr:`closing` and tell every tab that follows it (:meth:`follow_closing`)."""
+        if closing == self.closing:
+            return
+        self.closing = closing
+        for follower in list(self._closing_followers):
+            follower(closing)
+
+    def follow_closing(self, follower: Callable[[str], Any]) -> None:
+        """Call ``follower(closing)`` whenever :attr:`closing` changes."""
+        self._closing_followers.append(follower)
 
     def findings(self, profile: Any) -> list[Any]:
         """:func:`perfkit.advise` for ``profile`` and the job on show (cached)."""

@@ -109,7 +109,7 @@ class PlannerTab(JobTab):
             tooltips=["one factor on every compute rate but the optimizer's",
                       "the matrix kernels and each pass's memory-bound kernels to their "
                       "measured shares"])
-        self.closing.observe(lambda _change: self.refit(), names="value")
+        self.closing.observe(self._closing_chosen, names="value")
         #: the comparison of the profiled layout, redrawn by :meth:`refit`
         self.compared: W.VBox | None = None
         self.fit: PlannerFit | None = None
@@ -117,6 +117,8 @@ class PlannerTab(JobTab):
         self.best: pd.DataFrame | None = None
         self.ranked: pd.DataFrame | None = None
         super().__init__(ctx)
+        self.closing.value = ctx.closing
+        ctx.follow_closing(lambda closing: setattr(self.closing, "value", closing))
         self.keep |= {id(self.controls), id(self.result), id(self.plan_button),
                       id(self.plan), id(self.closing)}
 
@@ -183,6 +185,12 @@ class PlannerTab(JobTab):
                      "its memory is the forward-only theory the Memory tab holds against "
                      "the measured peak)")
         return [heading(title), html_widget(summary_html(summary))]
+
+    def _closing_chosen(self, change: dict[str, Any]) -> None:
+        """The toggle moved: the dashboard's one closing (:attr:`Context.closing`, which
+        the Recompute tab follows) is set, and this tab fits again (:meth:`refit`)."""
+        self.ctx.set_closing(change["new"])
+        self.refit()
 
     def refit(self) -> None:
         """Calibrate again with the closing chosen (:attr:`closing`), redraw the profiled

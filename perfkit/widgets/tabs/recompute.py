@@ -18,6 +18,7 @@ from ...job import Job
 from ...tables import over_ranks
 from ..markup import describe_error, error, frame_html, note
 from ..overview import IR_DIR
+from ..planner_closing import CHOSEN_IN_PLANNER, closing_label, closing_sentence
 from ..prediction import (
     PREDICTED_MFU,
     PlannerFit,
@@ -39,7 +40,8 @@ def _step_words(fit: PlannerFit, job: Job, own: Any, measured: pd.DataFrame) -> 
     :func:`~perfkit.widgets.prediction.measured_against_predicted`, the device span of the
     slowest rank, median step) and, for a profile without a backward pass, why the two
     do not compare."""
-    how = ("calibrated on this profile" if fit.source == "profile" else
+    how = ("calibrated on this profile" + closing_label(fit.calibration)
+           if fit.source == "profile" else
            "calibrated on the measured step" if fit.source == "step time" else
            "uncalibrated: perfkit's default rates")
     text = (f"Step times are predicted training steps (forward, backward, optimizer) by the "
@@ -89,9 +91,16 @@ class RecomputeTab(JobTab):
         self.fit: PlannerFit | None = None
         self.tradeoff: pd.DataFrame | None = None
         super().__init__(ctx)
+        ctx.follow_closing(self._closing_changed)
         self.children = (*self.children, heading("Do the select_recompute patterns hit "
                                                  "the operators they should?"),
                          self.ir_path, self.patterns, self.check, self.ir_result)
+
+    def _closing_changed(self, _closing: str) -> None:
+        """The Planner's closing changed (:attr:`Context.closing`): the trade-off is
+        predicted again, with it, when the tab is next drawn."""
+        with self._state:
+            self.stale = True
 
     def build(self, profile: Any) -> list[W.Widget]:
         self.fit = self.tradeoff = None
@@ -120,7 +129,7 @@ class RecomputeTab(JobTab):
                                    self.ctx.open_tab is not None))
             return out
         try:
-            fit = fit_job(profile, job)
+            fit = fit_job(profile, job, self.ctx.closing)
             tradeoff = recompute_modes(fit, job)
         except PerfkitError as exc:
             out.append(html_widget(error(describe_error(exc, "the recompute trade-off"))))
@@ -129,7 +138,9 @@ class RecomputeTab(JobTab):
         self.fit, self.tradeoff = fit, tradeoff
         out.append(html_widget(note(_step_words(fit, job, own,
                                                 measured_against_predicted(profile, fit))
-                                    + fit.gradient_words + " " + scheme_sentence(fit, job))))
+                                    + fit.gradient_words + " " + scheme_sentence(fit, job))
+                               + note(closing_sentence(fit, self.ctx.closing)
+                                      + " " + CHOSEN_IN_PLANNER)))
         # a profile without a backward pass: the sentence above says the two do not
         # compare, which is all the guard would say again
         if job.step_time_s and job.training_step() is not False:
