@@ -154,7 +154,10 @@ def test_the_real_pair_gives_the_whole_clusters_figures() -> None:
     _compare(cluster)
 
 
-def test_nothing_is_read_ahead_of_a_small_cached_or_single_rank_profile(monkeypatch) -> None:
+def test_nothing_is_read_ahead_of_a_small_cached_or_single_rank_profile(monkeypatch,
+                                                                       tmp_path) -> None:
+    # an empty cache of its own: another test's load of the same set would make it cached
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
     cluster = SIMULATED / "slow-rank"
     assert not cluster_tables_wanted(preview(cluster))  # its traces are far below the bar
     monkeypatch.setattr(preview_cluster, "MIN_CLUSTER_TRACE_BYTES", 0)
