@@ -181,6 +181,12 @@ def test_without_a_profile_fit_the_figures_say_how_they_were_calibrated() -> Non
     # cannot reach of it is the residual, and the band is at least that wide
     fit = fit_job(object(), job)
     assert fit.source == "step time" and "measured step time only" in fit.sentence
+    from perfkit.widgets.planner_closing import closing_sentence
+    for closing in ("one", "kernels"):  # calibrated and closed by one factor, either way
+        said = closing_sentence(fit_job(object(), job, closing), closing)
+        assert said.startswith("The figures use the calibration on the measured step time "
+                               "alone: one factor"), said
+        assert "not closed" not in said
     residual = fit.prediction.step_s / job.step_time_s - 1
     assert fit.calibration.residual == pytest.approx(residual, abs=1e-9)
     assert fit.prediction.band >= abs(residual)
@@ -188,6 +194,7 @@ def test_without_a_profile_fit_the_figures_say_how_they_were_calibrated() -> Non
     bare = dataclasses.replace(job, step_time_s=None)
     fit = fit_job(object(), bare)
     assert not fit.calibrated and fit.sentence.startswith("Not calibrated")
+    assert closing_sentence(fit, "one").startswith("The figures use perfkit's default rates")
     frame = measured_against_predicted(profile, fit)
     best = best_layouts(ranked_layouts(bare, fit), fit, bare.parallel)
     assert best["low_s"].isna().all() and "(" not in best["step_band"].iloc[0]

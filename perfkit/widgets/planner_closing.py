@@ -83,20 +83,27 @@ def closing_sentence(fit: PlannerFit, closing: str) -> str:
     closing : {"one", "kernels"}
         What was asked. The sentence says what the calibration did
         (:func:`closing_used`): a profile whose kernels do not split, and a fit on the
-        step time alone, are closed with one factor whatever was asked, and it says so.
+        step time alone, are closed with one factor whatever was asked, and it says so;
+        default rates (no calibration) and an unclosed fit (no backward pass) are not
+        closed at all.
     """
     used = closing_used(fit.calibration)
-    if not used:
-        said = ("The fit is not closed on a measured step, so how it would be closed "
-                "changes nothing here.")
+    if fit.source == "step time":  # one factor by construction, whatever its terms say
+        said = ("The figures use the calibration on the measured step time alone: one "
+                "factor on every compute rate, the only closing a step time allows"
+                + (" (by kernel kind needs the profile's kernels)." if closing != "one"
+                   else "."))
+    elif fit.source != "profile" or fit.calibration is None:
+        said = ("The figures use perfkit's default rates, not calibrated on this run, so "
+                "how a calibration is closed changes nothing here.")
+    elif not used:
+        said = ("The fit is not closed on the measured step (a step without a backward "
+                "pass is not the training step the model predicts), so how it would be "
+                "closed changes nothing here.")
     elif used == "one" and closing != "one":
-        why = ("the fit has the measured step time only" if fit.source != "profile" else
-               "the profile's kernels do not split (the notes below say so)")
         said = ("The figures use the calibration closed with one factor on every compute "
-                f"rate, not by kernel kind: {why}.")
-    elif used == "one" and fit.source != "profile":
-        said = ("The figures use the calibration closed with one factor on every compute "
-                "rate (the only closing a measured step time allows).")
+                "rate, not by kernel kind: the profile's kernels do not split (the notes "
+                "below say so).")
     else:
         said = f"The figures use the calibration closed {_WORDS[used]}."
     return f"{said} {CLOSING_ADVICE}"
