@@ -250,3 +250,30 @@ def test_the_shared_kernel_forgets_the_previous_notebook(tmp_path: Path,
     assert done.cells[0].outputs[0]["text"].strip() == str(first)
     done, _ = execute(second / "probe.ipynb", kernel=warm_kernel)
     assert done.cells[0].outputs[0]["text"].strip() == f"False {second}"
+
+
+@pytest.mark.notebooks
+def test_the_recompute_notebook_predicts_with_the_closing_asked(warm_kernel: WarmKernel
+                                                                ) -> None:
+    """``CLOSING = "kernels"`` (first cell) reaches the calibration: the notebook's fit is
+    closed by kernel kind and pass, and its full-recompute row is the one the dashboard's
+    functions give with that closing (``fit_job``, ``recompute_modes``, called here)."""
+    import perfkit as pk
+    from perfkit.plan.calibrate import FORWARD_CLOSING
+    from perfkit.widgets.prediction import fit_job, recompute_modes
+
+    path = NOTEBOOK_DIR / "06_recompute.ipynb"
+    trace = ROOT / "tests" / "data" / "kineto_llama_layouts_h100" / "a.pt.trace.json.gz"
+    nb = _read(path)
+    inject_parameters(nb, {**kind_parameters(path, str(trace)), "CLOSING": "kernels"})
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "print(sorted(t for t, _v, _h in fit.calibration.terms))\n"
+        "print(repr(float(tradeoff.set_index('recompute').loc['full', 'compute_s'])))"))
+    warm_kernel.execute(nb, cwd=path.parent, timeout=int(TIME_LIMIT_S * 2))
+    text = "".join(o.get("text", "") for o in nb.cells[-1].outputs).strip()
+    assert FORWARD_CLOSING in text, text
+    profile = pk.load(trace, cache=False)
+    job = pk.infer_job(profile)
+    direct = recompute_modes(fit_job(profile, job, "kernels"), job)
+    assert float(text.splitlines()[-1]) == pytest.approx(
+        float(direct.set_index("recompute").loc["full", "compute_s"]), rel=1e-9)
