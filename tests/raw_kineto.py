@@ -313,3 +313,34 @@ class Iterations:
             out[k] = (time, time + max(lo - start, Decimal(0)))
             done = tails[k][1] if done is None else max(done, tails[k][1])
         return out
+
+
+def raw_computing_s(path: Path) -> dict[int, float]:
+    """Step -> seconds the device computes: the union of the intervals of the device tasks
+    (kernels, memcpy, memset) whose launch (``cuda_runtime``/``cuda_driver``, same
+    ``correlation``) lies in the step's host ``ProfilerStep#N`` span (gzip + json, no
+    perfkit)."""
+    with gzip.open(path, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    spans = [(int(e["name"].split("#")[1]), float(e["ts"]), float(e["ts"]) + e["dur"])
+             for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+             and str(e.get("name", "")).startswith("ProfilerStep#")]
+    launch = {e["args"]["correlation"]: float(e["ts"]) for e in events
+              if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
+    tasks: dict[int, list[tuple[float, float]]] = {s: [] for s, _, _ in spans}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            at = launch.get(e.get("args", {}).get("correlation"), float(e["ts"]))
+            step = next((s for s, a, b in spans if a <= at < b), None)
+            if step is not None:
+                tasks[step].append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    busy = {}
+    for step, intervals in tasks.items():
+        total, end = 0.0, float("-inf")
+        for lo, hi in sorted(intervals):
+            if hi > end:
+                total += hi - max(lo, end)
+                end = hi
+        busy[step] = total / 1e6
+    return busy

@@ -12,14 +12,12 @@ threads) checks the words where the passes cannot be told apart.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import re
 import statistics
 from pathlib import Path
 
 import pytest
-from raw_kineto import raw_device_steps
+from raw_kineto import raw_computing_s, raw_device_steps
 from widget_html import panel_html
 
 import perfkit as pk
@@ -45,33 +43,9 @@ def _text(panel) -> str:
 
 
 def _busy_s(layout: str, folder: Path = SET) -> dict[int, float]:
-    """Step -> seconds the device computes: the union of the intervals of the device tasks
-    whose launch (``cuda_runtime``/``cuda_driver``, same ``correlation``) lies in the
-    step's ``ProfilerStep#N`` span (gzip + json, no perfkit)."""
-    with gzip.open(folder / f"{layout}.pt.trace.json.gz", "rt") as fh:
-        events = json.load(fh)["traceEvents"]
-    spans = [(int(e["name"].split("#")[1]), float(e["ts"]), float(e["ts"]) + e["dur"])
-             for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-             and str(e.get("name", "")).startswith("ProfilerStep#")]
-    launch = {e["args"]["correlation"]: float(e["ts"]) for e in events
-              if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
-              and "correlation" in e.get("args", {})}
-    tasks: dict[int, list[tuple[float, float]]] = {s: [] for s, _, _ in spans}
-    for e in events:
-        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-            at = launch.get(e.get("args", {}).get("correlation"), float(e["ts"]))
-            step = next((s for s, a, b in spans if a <= at < b), None)
-            if step is not None:
-                tasks[step].append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
-    busy = {}
-    for step, intervals in tasks.items():
-        total, end = 0.0, float("-inf")
-        for lo, hi in sorted(intervals):
-            if hi > end:
-                total += hi - max(lo, end)
-                end = hi
-        busy[step] = total / 1e6
-    return busy
+    """Step -> seconds the device computes in the raw trace
+    (:func:`raw_kineto.raw_computing_s`)."""
+    return raw_computing_s(folder / f"{layout}.pt.trace.json.gz")
 
 
 def _board(path: Path | str):

@@ -54,7 +54,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from raw_kineto import raw_device_steps
+from raw_kineto import raw_computing_s, raw_device_steps
 
 import perfkit as pk
 from perfkit import plan
@@ -103,32 +103,8 @@ def _profiled_s(folder: str, layout: str) -> float:
 
 
 def _computing_s(folder: str, layout: str) -> dict[int, float]:
-    """Step -> seconds the device computes: the union of the intervals of the device tasks
-    whose launch lies in the step's host ProfilerStep span (gzip + json, no perfkit)."""
-    with gzip.open(_trace(folder, layout), "rt") as fh:
-        events = json.load(fh)["traceEvents"]
-    spans = [(int(e["name"].split("#")[1]), float(e["ts"]), float(e["ts"]) + e["dur"])
-             for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-             and str(e.get("name", "")).startswith("ProfilerStep#")]
-    launch = {e["args"]["correlation"]: float(e["ts"]) for e in events
-              if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
-              and "correlation" in e.get("args", {})}
-    tasks: dict[int, list[tuple[float, float]]] = {s: [] for s, _, _ in spans}
-    for e in events:
-        if e.get("ph") == "X" and e.get("cat") in DEVICE_CATS:
-            at = launch.get(e.get("args", {}).get("correlation"), float(e["ts"]))
-            step = next((s for s, a, b in spans if a <= at < b), None)
-            if step is not None:
-                tasks[step].append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
-    busy = {}
-    for step, intervals in tasks.items():
-        total, end = 0.0, float("-inf")
-        for lo, hi in sorted(intervals):
-            if hi > end:
-                total += hi - max(lo, end)
-                end = hi
-        busy[step] = total / 1e6
-    return busy
+    """Step -> seconds the device computes (:func:`raw_kineto.raw_computing_s`)."""
+    return raw_computing_s(_trace(folder, layout))
 
 
 def _layout(cal_job: object, env: dict, layout: str) -> tuple[pk.ModelSpec,
