@@ -6,7 +6,7 @@ For each input (a Kineto file or folder), in one process, one after the other:
   byte scan for the ``ProfilerStep`` events: the copies on the device lane where the trace
   has them, else the host spans; in a trace without ``ProfilerStep``, the host spans of
   its training iterations but the first, the events that tell them found by a byte scan
-  too, :mod:`perfkit.io.kineto_marks`; ``scan_basis`` says which) and the step it gives
+  too, :mod:`perfkit.io.kineto.marks`; ``scan_basis`` says which) and the step it gives
   (``scan_step_s``: the median over steps of the slowest rank's; None where the scan
   finds no step);
 - ``device_preview_s``: the same with ``device_steps=True`` (each step's first to last

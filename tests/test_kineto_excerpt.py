@@ -1,4 +1,4 @@
-"""A few whole steps cut from a Kineto trace (:mod:`perfkit.io.kineto_excerpt`) and read
+"""A few whole steps cut from a Kineto trace (:mod:`perfkit.io.kineto.excerpt`) and read
 ahead of the load (:mod:`perfkit.io.preview_excerpt`): the steps read are the raw trace's,
 read independently with ``json`` (exact decimals); a trace whose events are not in time
 order, and damaged traces, give no excerpt and raise nothing; nothing is written beside
@@ -25,8 +25,8 @@ from shared_samples import KINETO_TRACES, shared_sample
 
 import perfkit as pk
 from perfkit.io import preview_excerpt
-from perfkit.io.kineto_excerpt import cut_steps, middle_steps, read_excerpt
-from perfkit.io.kineto_scan import kineto_step_spans
+from perfkit.io.kineto.excerpt import cut_steps, middle_steps, read_excerpt
+from perfkit.io.kineto.scan import kineto_step_spans
 from perfkit.io.preview import preview
 
 pytestmark = [pytest.mark.shared_samples,
@@ -128,7 +128,7 @@ def _damaged(trace: Path, folder: Path) -> dict[str, Path]:
 def test_steps_too_large_to_read_quickly_are_not_cut(tmp_path: Path, monkeypatch) -> None:
     """With a limit below what the cut of three steps reads, there is no excerpt (the full
     load would be as quick); with it above, there is."""
-    from perfkit.io import kineto_excerpt
+    from perfkit.io.kineto import excerpt as kineto_excerpt
 
     trace = _plain("k_resnet50_nw4", tmp_path)
     spans = kineto_step_spans(trace)

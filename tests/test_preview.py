@@ -24,8 +24,8 @@ from raw_kineto import (
 )
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 
-from perfkit.io import kineto_scan
 from perfkit.io import preview as P
+from perfkit.io.kineto import scan as kineto_scan
 from perfkit.io.preview import kineto_step_spans, preview
 
 

@@ -1,5 +1,5 @@
 """The preview of a large Kineto trace without ``ProfilerStep``: its training iterations,
-found by a byte scan (:mod:`perfkit.io.kineto_marks`).
+found by a byte scan (:mod:`perfkit.io.kineto.marks`).
 
 Above :data:`perfkit.io.preview.DEVICE_STEPS_MAX_BYTES` such a trace had no preview step at
 all ("its steps come with the full load"): the byte scan found the optimizer's annotations
@@ -27,8 +27,8 @@ from optimizer_loops import loop_events, write_trace
 from raw_kineto import HOST, STEP_MARK, Iterations, raw_events
 from shared_samples import sample
 
-from perfkit.io import kineto_marks as K
 from perfkit.io import preview as P
+from perfkit.io.kineto import marks as K
 from perfkit.io.preview import preview
 
 MI300 = "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz"

@@ -7,7 +7,7 @@
 ``perfkit.plan.calibrate``, ``perfkit.plan.balance``, ``perfkit.tables`` and ``perfkit.report``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
-``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto_scan``,
+``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto.scan``,
 ``perfkit.io.preview``, ``perfkit.io.ir``, ``perfkit.calc.timing``, ``perfkit.io.cann_raw``,
 ``perfkit.io.ascend``, ``perfkit.io.dask_engine``, ``perfkit.widgets.prediction``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
@@ -41,7 +41,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
 SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.widgets.prediction",
-            "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto_scan",
+            "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto.scan",
             "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing",
             "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine",
             "perfkit.widgets.dashboard")

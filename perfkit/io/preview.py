@@ -45,7 +45,7 @@ files, or from a few hundred events of its trace. :func:`preview` reads only tha
   ``step_mark`` column naming the annotation (so the step's basis says the steps were
   inferred). That is the pass over the whole file, up to :data:`DEVICE_STEPS_MAX_BYTES`;
   above it (or with ``device_steps=False``) the events those rules read are found by a
-  byte scan (:mod:`perfkit.io.kineto_marks`: their names' bytes, the backward functions'
+  byte scan (:mod:`perfkit.io.kineto.marks`: their names' bytes, the backward functions'
   read by regular expressions: about nine times the ProfilerStep scan's time, 40 % of the
   pass's, ``benchmarks/README.md``), and each iteration's host span is the step
   figure, labelled as such (:attr:`Preview.host_spans`), but the first iteration's: it
@@ -79,7 +79,7 @@ from ..format import counted
 from ..profile import Cluster, Profile
 from . import cache
 from .detect import _key, find_runs
-from .kineto_scan import kineto_device_steps, kineto_step_spans
+from .kineto.scan import kineto_device_steps, kineto_step_spans
 from .preview_kineto import _HOST_BASES, _cached_steps, _host_spans_only
 from .preview_ranks import FINAL_STEPS, _cluster_output_steps, _rank_steps
 from .runs import pick_run
@@ -97,7 +97,7 @@ __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "de
 DEVICE_STEPS_MAX_BYTES = 256 << 20
 #: Up to this many bytes of Kineto traces, a trace without ``ProfilerStep`` above
 #: :data:`DEVICE_STEPS_MAX_BYTES` has its iterations found by the byte scan of
-#: :mod:`perfkit.io.kineto_marks` (about 3 s of CPU per GB where backward functions are
+#: :mod:`perfkit.io.kineto.marks` (about 3 s of CPU per GB where backward functions are
 #: dense, ``benchmarks/README.md``). The preview runs before the parse (``perfkit.load(...,
 #: wait=False)``, the dashboard's background opening), so above this the scan would hold
 #: the whole load back for longer than its answer is worth: the steps come with the load.

@@ -4,13 +4,13 @@
 but on a Kineto trace the step's split and the job (batch, sequence, model: throughput and
 MFU) need the device tasks and the operator shapes, which come with the full parse. Each
 step holds only a small part of them: :func:`first_steps` cuts the same middle steps from
-every rank's trace (:mod:`perfkit.io.kineto_excerpt`) and loads them with perfkit's Kineto
+every rank's trace (:mod:`perfkit.io.kineto.excerpt`) and loads them with perfkit's Kineto
 reader, so that their split, and the job read from them, are the full load's for those
 steps, in about a second for a gigabyte of traces.
 
 It is used where the preview read Kineto ``ProfilerStep`` spans of at most
 :data:`MAX_RANKS` uncompressed traces of at least
-:data:`~perfkit.io.kineto_excerpt.MIN_TRACE_BYTES` each, not from perfkit's cache (a
+:data:`~perfkit.io.kineto.excerpt.MIN_TRACE_BYTES` each, not from perfkit's cache (a
 cached profile opens in a fraction of a second anyway).
 """
 
@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..format import counted
 from ..profile import Cluster, Profile
-from .kineto_excerpt import EXCERPT_BYTES, MIN_TRACE_BYTES, middle_steps, read_excerpt
+from .kineto.excerpt import EXCERPT_BYTES, MIN_TRACE_BYTES, middle_steps, read_excerpt
 from .preview_kineto import STEP_SPANS
 from .sources import cluster_meta
 
@@ -124,7 +124,7 @@ def first_steps(preview: Any, budget: int = EXCERPT_BYTES) -> FirstSteps | None:
     FirstSteps or None
         None where it does not apply (:func:`excerpt_wanted`), the ranks have no three
         steps in common, or a trace's events do not let its steps be cut
-        (:func:`perfkit.io.kineto_excerpt.cut_steps`).
+        (:func:`perfkit.io.kineto.excerpt.cut_steps`).
     """
     began = time.perf_counter()
     if not excerpt_wanted(preview):

@@ -22,8 +22,8 @@ from ..profile import Profile, ProfileMeta
 from . import cache
 from .detect import _key
 from .kineto.iterations import FROM_OPTIMIZER
-from .kineto_marks import iteration_spans, step_scan
-from .kineto_scan import first_spans, iteration_steps, lane_steps, step_events, steps_on_device
+from .kineto.marks import iteration_spans, step_scan
+from .kineto.scan import first_spans, iteration_steps, lane_steps, step_events, steps_on_device
 from .sources import RankSource
 
 __all__: list[str] = []  # private to perfkit.io.preview
@@ -166,7 +166,7 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
                           ) -> tuple[Profile, str] | None:
     """The steps of a Kineto trace without ``ProfilerStep``: its training iterations, by
     the full load's rule (:func:`perfkit.io.kineto.iterations.optimizer_spans`), each one's
-    device step measured as :func:`~perfkit.io.kineto_scan.kineto_device_steps` measures a
+    device step measured as :func:`~perfkit.io.kineto.scan.kineto_device_steps` measures a
     ProfilerStep's; where no device task was launched in any, the iteration's span, as the
     full load. The ``step_mark`` column (:data:`perfkit.analysis.steps.STEP_MARK`) names
     the annotation, as in the full load's steps table, so that
@@ -203,10 +203,10 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
 def _iteration_host_steps(source: RankSource, f: Path, events: pd.DataFrame | None,
                           notes: list[str]) -> tuple[Profile, str] | None:
     """A large Kineto trace without ``ProfilerStep``: each training iteration's host span
-    but the first (:func:`~perfkit.io.kineto_marks.iteration_spans`), with ``step_mark``
+    but the first (:func:`~perfkit.io.kineto.marks.iteration_spans`), with ``step_mark``
     as in the full load's table, labelled as host spans
     (:attr:`~perfkit.io.preview.Preview.host_spans`); None where ``events``
-    (:func:`~perfkit.io.kineto_marks.step_scan`; None: no optimizer annotation) tell no
+    (:func:`~perfkit.io.kineto.marks.step_scan`; None: no optimizer annotation) tell no
     iteration (``notes`` then says why)."""
     got = None if events is None else iteration_spans(events, notes)
     if got is None:

@@ -373,7 +373,7 @@ def device_tail(win: pd.DataFrame, spans: pd.DataFrame,
     ``spans`` has ``step`` and ``end_ns``. Returns ``step``, ``end_ns`` (where the step's
     device time ends, its idle tail included: the next step's wait is measured from there,
     so that no time counts in two steps) and ``idle_us``, in the order of ``win``. Used by
-    the Kineto reader and by the preview (:mod:`perfkit.io.kineto_scan`), which must agree.
+    the Kineto reader and by the preview (:mod:`perfkit.io.kineto.scan`), which must agree.
     """
     ends = spans.drop_duplicates("step").set_index("step")["end_ns"]
     steps = win["step"].to_numpy()

@@ -1,6 +1,6 @@
 """The training iterations of a large Kineto trace without ``ProfilerStep``, by a byte scan.
 
-:func:`~perfkit.io.kineto_scan.iteration_steps` reads a trace's iterations by decoding every
+:func:`~perfkit.io.kineto.scan.iteration_steps` reads a trace's iterations by decoding every
 event (a fifth to a third of the full load's time), so the preview does it only up to
 :data:`~perfkit.io.preview.DEVICE_STEPS_MAX_BYTES`. Above it, :func:`iteration_spans` finds
 the same iterations without parsing the file. The rules of
@@ -9,7 +9,7 @@ the bytes of its name:
 
 - the optimizer's annotations, ``"Optimizer.step#`` (one or a few per iteration), and the
   DataLoader's, ``"enumerate(DataLoader)#`` (one per batch): each occurrence is decoded as
-  the JSON object around it, as :func:`~perfkit.io.kineto_scan.kineto_step_spans` does for
+  the JSON object around it, as :func:`~perfkit.io.kineto.scan.kineto_step_spans` does for
   ``"ProfilerStep#``;
 - the backward functions, whose names end in ``Backward<N>`` or ``AccumulateGrad``
   (hundreds to thousands per iteration: one every 3 to 15 kB of the shared traces): each
@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import file_boundary
-from .categories import KINETO_KINDS
-from .kineto.iterations import optimizer_spans
-from .kineto_scan import _CHUNK, _CONTEXT, _object_at
-from .kineto_scan import _scan as _step_scan
-from .kineto_scan_device import _ns, _num
+from ...errors import file_boundary
+from ..categories import KINETO_KINDS
+from .iterations import optimizer_spans
+from .scan import _CHUNK, _CONTEXT, _object_at
+from .scan import _scan as _step_scan
+from .scan_device import _ns, _num
 
 __all__ = ["step_scan", "iteration_events", "iteration_spans"]
 
@@ -75,7 +75,7 @@ _BEFORE = re.compile(rb'\{\s*"ph"\s*:\s*"([^"\\]*)"\s*,\s*"cat"\s*:\s*"([^"\\]*)
 _HOST_CATS = frozenset(c for c, kind in KINETO_KINDS.items()
                        if kind in ("cpu_op", "user_annotation"))
 
-#: A ``ProfilerStep#N`` event as :func:`~perfkit.io.kineto_scan.step_events` gives it:
+#: A ``ProfilerStep#N`` event as :func:`~perfkit.io.kineto.scan.step_events` gives it:
 #: (step, ts, dur).
 Span = tuple[int, float, float]
 #: An event decoded whole: (name, tid, ts, dur), ``ts`` and ``dur`` as decoded; None for
@@ -87,14 +87,14 @@ def step_scan(path: str | Path, iterations: bool = True
               ) -> tuple[list[Span], list[Span], pd.DataFrame | None]:
     """A Kineto trace's steps by one byte scan: its ``ProfilerStep#N`` events (step, ts,
     dur), host spans and copies on the device lane apart, as
-    :func:`~perfkit.io.kineto_scan.step_events` gives them; and where it has none, the host
+    :func:`~perfkit.io.kineto.scan.step_events` gives them; and where it has none, the host
     events the iteration rules read (:func:`iteration_events`; None when there is no
     ``"Optimizer.step#`` either).
 
     The ``ProfilerStep#N`` events are looked for first; the iteration events only in the
     part of the file read before one is found (none of a mapped file, which is looked at
     whole; the chunks before it of a ``.gz``, which is decompressed once for both), so a
-    trace with steps costs about what :func:`~perfkit.io.kineto_scan.step_events` does.
+    trace with steps costs about what :func:`~perfkit.io.kineto.scan.step_events` does.
     ``iterations=False``: the ``ProfilerStep#N`` events only (the third item is None).
 
     Raises

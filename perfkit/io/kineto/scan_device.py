@@ -3,12 +3,12 @@
 Each step's window runs from the first to the last device task it launched, with the
 device's wait before it and its idle tail after it, as :func:`perfkit.load` measures them:
 :func:`steps_on_device` for the ``ProfilerStep#N`` spans that
-:mod:`perfkit.io.kineto_scan` finds by a byte scan, :func:`iteration_steps` for a trace
+:mod:`perfkit.io.kineto.scan` finds by a byte scan, :func:`iteration_steps` for a trace
 without ``ProfilerStep``, whose steps are its optimizer's iterations
 (:mod:`perfkit.io.kineto.iterations`). Only ``ph``, ``cat``, ``ts``, ``dur`` and
 ``args.correlation`` of each event are decoded (its ``name`` and ``tid`` too for the
-iterations). :func:`perfkit.io.kineto_scan.kineto_device_steps` is the entry point;
-:mod:`perfkit.io.kineto_scan` exports every name of this module under its old path.
+iterations). :func:`perfkit.io.kineto.scan.kineto_device_steps` is the entry point;
+:mod:`perfkit.io.kineto.scan` exports every name of this module under its old path.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import file_boundary
-from ._common import to_ns
-from .categories import DEVICE_KINDS, KINETO_KINDS
-from .kineto.iterations import BACKWARD, FETCH, OPTIMIZER_STEP, optimizer_spans
-from .trace_tables import device_tail, device_wait_us, step_index, step_spans
+from ...errors import file_boundary
+from .._common import to_ns
+from ..categories import DEVICE_KINDS, KINETO_KINDS
+from ..trace_tables import device_tail, device_wait_us, step_index, step_spans
+from .iterations import BACKWARD, FETCH, OPTIMIZER_STEP, optimizer_spans
 
 __all__ = ["steps_on_device", "iteration_steps"]
 
@@ -81,8 +81,8 @@ _RUNTIME_CATS = frozenset(c for c, kind in KINETO_KINDS.items() if kind == "runt
 
 
 def steps_on_device(p: Path, rows: list[tuple[int, float, float]]) -> pd.DataFrame | None:
-    """:func:`~perfkit.io.kineto_scan.kineto_device_steps` given the trace's host spans
-    (:func:`~perfkit.io.kineto_scan.step_events`)."""
+    """:func:`~perfkit.io.kineto.scan.kineto_device_steps` given the trace's host spans
+    (:func:`~perfkit.io.kineto.scan.step_events`)."""
     if not rows:
         return None
     with file_boundary(p, p.name):
@@ -160,7 +160,7 @@ def _profiler_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
 
 def _device_windows(spans: pd.DataFrame, tasks: list[_Task]) -> pd.DataFrame:
     """Per step, first task start to last task end and the idle tail after it (see
-    :func:`~perfkit.io.kineto_scan.kineto_device_steps`), of
+    :func:`~perfkit.io.kineto.scan.kineto_device_steps`), of
     the step windows ``spans`` (``step``, ``start_ns``, ``end_ns``, sorted by start)."""
     none = pd.DataFrame({"step": pd.Series([], dtype="int64"), "total_us": [],
                          "preparing_us": []})

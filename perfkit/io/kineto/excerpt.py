@@ -6,7 +6,7 @@ without parsing the rest, and :func:`read_excerpt` loads that excerpt with the t
 reader: its steps' split (computing, communication, free), and the job read from their
 operator shapes, are the full load's for those steps, in a fraction of its time.
 
-**What is cut.** Given the host ``ProfilerStep#N`` spans (:func:`perfkit.io.kineto_scan.
+**What is cut.** Given the host ``ProfilerStep#N`` spans (:func:`perfkit.io.kineto.scan.
 kineto_step_spans`, a byte scan), the excerpt holds the steps reported and one step on each
 side. A step's wait before its first task and its idle tail are measured against its
 neighbours' device work (:func:`perfkit.io.trace_tables.device_wait_us`, :func:`~perfkit.io.
@@ -57,10 +57,10 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import PerfkitError
-from .categories import DEVICE_KINDS, KINETO_KINDS
-from .detect import load
-from .kineto_scan import _object_at
+from ...errors import PerfkitError
+from ..categories import DEVICE_KINDS, KINETO_KINDS
+from ..detect import load
+from .scan import _object_at
 
 __all__ = ["Excerpt", "cut_steps", "read_excerpt", "middle_steps", "EXCERPT_BYTES",
            "MIN_TRACE_BYTES", "MAX_READ_BYTES", "MAX_READ_SHARE", "WIDEN_TRIES"]
@@ -158,7 +158,7 @@ def cut_steps(path: str | os.PathLike[str], spans: pd.DataFrame,
         The trace (``.json``; a compressed trace has no offsets to probe: None).
     spans : DataFrame
         Its host ``ProfilerStep`` spans: ``step``, ``ts_us``, ``dur_us``
-        (:func:`perfkit.io.kineto_scan.kineto_step_spans`).
+        (:func:`perfkit.io.kineto.scan.kineto_step_spans`).
     budget : int
         About how many bytes of events to read for the steps reported.
     report : sequence of int, optional

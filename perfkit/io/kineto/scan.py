@@ -6,7 +6,7 @@
 - :func:`kineto_device_steps`: each ``ProfilerStep#N`` from the first to the last device
   task it launched and the device's wait before the first, decoding only ``ph``, ``cat``,
   ``ts``, ``dur`` and ``args.correlation`` of each event (the decoding and the windows are
-  :mod:`perfkit.io.kineto_scan_device`'s, whose names are exported here too);
+  :mod:`perfkit.io.kineto.scan_device`'s, whose names are exported here too);
 - :func:`iteration_steps`: the same for a trace without ``ProfilerStep``, whose steps are
   its optimizer's iterations (:mod:`perfkit.io.kineto.iterations`); :func:`kineto_device_steps`
   gives those too.
@@ -28,45 +28,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import file_boundary
-from .categories import DEVICE_KINDS, KINETO_KINDS
-from .kineto.iterations import one_step_note
+from ...errors import file_boundary
+from ..categories import DEVICE_KINDS, KINETO_KINDS
+from ..trace_tables import device_tail, device_wait_us
+from .iterations import one_step_note
 
 # decoding the events for the device step: a module of its own, every name still importable
 # from here
-from .kineto_scan_device import (  # noqa: F401
-    _DEVICE_CATS,
-    _FIRST_KINDS,
-    _HOST_KINDS,
-    _ITERATION_NAMES,
-    _NA_NS,
-    _NAMED,
-    _NAMED_LIST,
-    _OPTIMIZER_KEY,
-    _RUNTIME_CATS,
-    _TASK_LIST,
-    _TASKS,
-    _cat_code,
-    _corrs,
-    _decode_data,
-    _decode_tasks,
-    _device_windows,
-    _host_ns,
+from .scan_device import (
     _iteration_scan,
-    _Named,
-    _NamedEvents,
     _ns,
-    _num,
-    _pick,
-    _profiler_spans,
-    _Task,
-    _TaskArgs,
-    _Tasks,
-    _trace_bytes,
     iteration_steps,
     steps_on_device,
 )
-from .trace_tables import device_tail, device_wait_us
 
 __all__ = ["kineto_step_spans", "kineto_device_steps", "step_events", "first_spans",
            "steps_on_device", "lane_steps", "iteration_steps"]
