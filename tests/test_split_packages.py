@@ -7,7 +7,8 @@
 ``perfkit.plan.calibrate``, ``perfkit.plan.balance``, ``perfkit.tables`` and ``perfkit.report``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
-``perfkit.io.chrome``, ``perfkit.io.detect``, ``perfkit.io.runs``, ``perfkit.io.kineto.scan``,
+``perfkit.io.chrome.decode``, ``perfkit.io.detect``, ``perfkit.io.runs``,
+``perfkit.io.kineto.scan``,
 ``perfkit.io.preview``, ``perfkit.io.ir``, ``perfkit.calc.timing``, ``perfkit.io.cann_raw``,
 ``perfkit.io.ascend``, ``perfkit.io.dask_engine``, ``perfkit.widgets.prediction``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
@@ -39,7 +40,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal",
          "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
-SIBLINGS = ("perfkit.io.chrome", "perfkit.simulate._engine", "perfkit.simulate._write",
+SIBLINGS = ("perfkit.io.chrome.decode", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.widgets.prediction",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto.scan",
             "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing",
@@ -129,7 +130,7 @@ FORBIDDEN = {
     # rule that says which host operators are communication (perfkit.io.categories)
     "perfkit.analysis.timeline": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                   "perfkit.advisor", "perfkit.io.ascend", "perfkit.io.kineto",
-                                  "perfkit.io.chrome", "perfkit.io.detect"),
+                                  "perfkit.io.chrome.decode", "perfkit.io.detect"),
     # the model read from the shapes: the canonical tables only, never a loader or a view
     "perfkit.analysis.shapes": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                 "perfkit.io", "perfkit.advisor"),
@@ -137,7 +138,7 @@ FORBIDDEN = {
     # only the rule that says which host operators are communication (perfkit.io.categories)
     "perfkit.analysis.operators": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                    "perfkit.advisor", "perfkit.io.ascend", "perfkit.io.kineto",
-                                   "perfkit.io.chrome", "perfkit.io.detect"),
+                                   "perfkit.io.chrome.decode", "perfkit.io.detect"),
     # a loader: never an analysis, a view, a job or the advice
     "perfkit.io.kineto": ("perfkit.analysis", "perfkit.advisor", "perfkit.charts",
                           "perfkit.widgets", "perfkit.plan", "perfkit.job"),

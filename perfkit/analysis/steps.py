@@ -157,7 +157,7 @@ def _device_wait(windows: pd.DataFrame) -> pd.Series:
     host operator, or from the end of the rank's earlier windows when that is later (the
     device still running the previous step is not waiting), clipped at 0; NaN without a
     host start. No device time is then counted in two steps, as in a Kineto trace's
-    (:func:`perfkit.io.trace_tables.device_wait_us`)."""
+    (:func:`perfkit.io.chrome.tables.device_wait_us`)."""
     order = windows.sort_values("first_us", kind="mergesort")
     rank = order.index.get_level_values("rank")
     before = order["last_us"].groupby(rank, dropna=False).cummax().groupby(

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from ..errors import ProfileError, file_boundary
 from ..profile import ProfileMeta
-from . import ascend_trace, mindspore_cpu, tables_first, trace_tables
+from . import ascend_trace, mindspore_cpu, tables_first
 from ._common import collecting_notes, read_json, rel_us, with_notes
 
 # the CSV files, the HCCL files and the rank's side files: modules of their own, every name
@@ -93,7 +93,8 @@ from .ascend_rank import (  # noqa: F401
 )
 from .ascend_recorded import mark_recorded
 from .categories import category
-from .chrome import read_chrome_trace
+from .chrome import tables as trace_tables
+from .chrome.decode import read_chrome_trace
 from .comm_words import ASCEND_NO_COMM_JSON
 from .repeated_tasks import drop_repeated
 from .validate import plausible_origin

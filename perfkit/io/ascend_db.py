@@ -32,7 +32,7 @@ from . import ascend_rank
 from ._common import check_file, note, read_json, with_notes
 from .ascend_recorded import mark_recorded
 from .categories import category, is_total_op
-from .trace_tables import step_index
+from .chrome.tables import step_index
 from .validate import plausible_origin
 
 __all__ = ["rank_dir_of", "rank_of", "parse"]

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from .categories import category
-from .chrome import ChromeTrace
+from .chrome.decode import ChromeTrace
+from .chrome.tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
 from .distinct import per_distinct, text
-from .trace_tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
 
 #: After every timestamp (ns): a step without a task, an event with no span end.
 _NEVER = np.iinfo(np.int64).max
@@ -167,7 +167,7 @@ def _waits(ts: np.ndarray, dur: np.ndarray, step: np.ndarray, track: np.ndarray,
     step's). Each step's wait runs from its span's start, or from where the earlier steps'
     events end when that is later (the host started the step while the device still ran
     the previous one), to its first task
-    (:func:`~perfkit.io.trace_tables.device_wait_us`); NaN for a step without a span of
+    (:func:`~perfkit.io.chrome.tables.device_wait_us`); NaN for a step without a span of
     its own or without a task.
 
     ``ts`` (ns) and ``dur`` (µs) of each event, ``step`` (-1: none) and ``track`` its

@@ -17,8 +17,8 @@ import pandas as pd
 
 from ..format import plural, runs_text
 from .categories import category
+from .chrome.tables import step_index
 from .comm_words import CANN_UNRECORDED
-from .trace_tables import step_index
 
 __all__: list[str] = []
 

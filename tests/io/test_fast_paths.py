@@ -31,17 +31,9 @@ from shared_samples import (
 )
 
 import perfkit.io.detect as detect
-from perfkit.io import (
-    ascend_trace,
-    cache,
-    categories,
-    chrome,
-    chrome_columns,
-    distinct,
-    kineto,
-    rank_tables,
-    schema,
-)
+from perfkit.io import ascend_trace, cache, categories, distinct, kineto, rank_tables, schema
+from perfkit.io.chrome import columns as chrome_columns
+from perfkit.io.chrome import decode as chrome
 from perfkit.io.schema import TABLE_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]

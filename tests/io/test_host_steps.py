@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 import perfkit as pk
-from perfkit.io import chrome
+from perfkit.io.chrome import decode as chrome
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "data" / "kineto-tiny-llama"

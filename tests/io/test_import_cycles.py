@@ -97,7 +97,7 @@ def test_no_import_cycle_touches_perfkit_io(graph: dict[str, set[str]]) -> None:
 
 
 def test_the_two_former_cycles_are_gone(graph: dict[str, set[str]]) -> None:
-    assert "perfkit.io.ascend" not in graph["perfkit.io.trace_tables"]
+    assert "perfkit.io.ascend" not in graph["perfkit.io.chrome.tables"]
     assert "perfkit.io.detect" not in graph["perfkit.io.dask_engine"]
 
 

@@ -116,7 +116,7 @@ def test_folder_of_traces_is_cluster():
 @pytest.mark.shared_samples
 def test_block_decoding_equals_whole_file(tmp_path, raw, monkeypatch):
     """Large files are decoded block by block; force that path on a small trace."""
-    from perfkit.io import chrome
+    from perfkit.io.chrome import decode as chrome
 
     obj = tmp_path / "rank0.json"
     # keys after traceEvents too, as some writers put them there

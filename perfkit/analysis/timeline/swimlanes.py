@@ -179,7 +179,7 @@ def _cut_by_own_collectives(events: pd.DataFrame, dev_ranks: set[Any]) -> pd.Dat
 
     A thread inside ``c10d::allreduce_`` waits for the collective even when an enclosing
     operator (the backward pass) is open around it: that time is communication, as in
-    the step table (:func:`perfkit.io.trace_tables.host_steps`). A bar cut in two keeps
+    the step table (:func:`perfkit.io.chrome.tables.host_steps`). A bar cut in two keeps
     its name in both pieces.
     """
     host = (events["source"] == "host").to_numpy(bool) & \

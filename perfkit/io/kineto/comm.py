@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..categories import host_comm_family
+from ..chrome.tables import rel, step_index
 from ..distinct import numeric, per_distinct, text
-from ..trace_tables import rel, step_index
 from .nesting import _outermost
 
 __all__: list[str] = []  # private to the Kineto reader

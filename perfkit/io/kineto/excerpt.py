@@ -9,7 +9,7 @@ operator shapes, are the full load's for those steps, in a fraction of its time.
 **What is cut.** Given the host ``ProfilerStep#N`` spans (:func:`perfkit.io.kineto.scan.
 kineto_step_spans`, a byte scan), the excerpt holds the steps reported and one step on each
 side. A step's wait before its first task and its idle tail are measured against its
-neighbours' device work (:func:`perfkit.io.trace_tables.device_wait_us`, :func:`~perfkit.io.
+neighbours' device work (:func:`perfkit.io.chrome.tables.device_wait_us`, :func:`~perfkit.io.
 trace_tables.device_tail`), so a reported step needs both neighbours:
 
 - every host event (operators, annotations, runtime calls, instants) that starts in the

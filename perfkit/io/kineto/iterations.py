@@ -14,7 +14,7 @@ The annotation names the optimizer's class, not the optimizer: a loop with two o
 of one class (a GAN's discriminator and generator, each an ``Adam``) writes two identical
 annotations per iteration. What tells them apart is the backward pass that comes before
 each: :func:`optimizer_spans` makes step windows of the annotations, as
-:func:`~perfkit.io.trace_tables.step_spans` does of ``ProfilerStep#N``, when the trace has
+:func:`~perfkit.io.chrome.tables.step_spans` does of ``ProfilerStep#N``, when the trace has
 no ``ProfilerStep``, by these rules:
 
 - the marks are the outermost host ``Optimizer.step#<Class>.step`` annotations (one
@@ -76,9 +76,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..chrome.tables import NA_NS
 from ..distinct import codes as text_codes
 from ..distinct import per_distinct
-from ..trace_tables import NA_NS
 from .kinds import _bool
 from .nesting import _thread_codes
 

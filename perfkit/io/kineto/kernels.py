@@ -13,8 +13,8 @@ import pandas as pd
 
 from ...format import counted, plural
 from ..categories import comm_family, kineto_kind
+from ..chrome.tables import NA_NS, rel, step_index
 from ..distinct import numeric, text
-from ..trace_tables import NA_NS, rel, step_index
 
 __all__: list[str] = []  # private to the Kineto reader
 

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted, plural
-from ..chrome import ChromeTrace
-from ..trace_tables import rel
+from ..chrome.decode import ChromeTrace
+from ..chrome.tables import rel
 
 __all__: list[str] = []  # private to the Kineto reader
 

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ...errors import file_boundary
 from ..categories import DEVICE_KINDS, KINETO_KINDS
-from ..trace_tables import device_tail, device_wait_us
+from ..chrome.tables import device_tail, device_wait_us
 from .iterations import one_step_note
 
 # decoding the events for the device step: a module of its own, every name still importable
@@ -122,8 +122,8 @@ def lane_steps(lane: list[tuple[int, float, float]], spans: pd.DataFrame
                 ) -> pd.DataFrame | None:
     """Each host step's range on the device lane (``step``, ``total_us``: the earliest
     start to the latest end of its copies, and the idle tail after it that the host span
-    still covers, :func:`~perfkit.io.trace_tables.device_tail`; ``preparing_us``: the
-    device's wait before it, :func:`~perfkit.io.trace_tables.device_wait_us`); None when
+    still covers, :func:`~perfkit.io.chrome.tables.device_tail`; ``preparing_us``: the
+    device's wait before it, :func:`~perfkit.io.chrome.tables.device_wait_us`); None when
     no step has one."""
     known = set(spans["step"].tolist())
     copies: dict[int, list[tuple[float, float]]] = {}
@@ -277,9 +277,9 @@ def kineto_device_steps(path: str | os.PathLike[str], notes: list[str] | None = 
     pandas.DataFrame or None
         ``step`` (int), ``total_us`` (last task end minus first task start, and the
         device's idle time after the last task that the step's span still covers:
-        :func:`~perfkit.io.trace_tables.device_tail`; µs) and
+        :func:`~perfkit.io.chrome.tables.device_tail`; µs) and
         ``preparing_us`` (the device's wait before the first task, as the loader measures
-        it: :func:`~perfkit.io.trace_tables.device_wait_us`), sorted by the step's first
+        it: :func:`~perfkit.io.chrome.tables.device_wait_us`), sorted by the step's first
         task, and ``step_mark`` (str) where the steps are inferred iterations; an empty
         frame when the trace has steps but no device task launched in any (the loader then
         takes the host span as the step); None when the trace has neither ProfilerStep

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from ...errors import file_boundary
 from .._common import to_ns
 from ..categories import DEVICE_KINDS, KINETO_KINDS
-from ..trace_tables import device_tail, device_wait_us, step_index, step_spans
+from ..chrome.tables import device_tail, device_wait_us, step_index, step_spans
 from .iterations import BACKWARD, FETCH, OPTIMIZER_STEP, optimizer_spans
 
 __all__ = ["steps_on_device", "iteration_steps"]
@@ -43,7 +43,7 @@ class _TaskArgs(msgspec.Struct, gc=False):
 
 class _Task(msgspec.Struct, gc=False):
     """The fields of an event the device step needs, typed as the loader reads them
-    (:mod:`perfkit.io.chrome`), so that every number converts to the same nanosecond."""
+    (:mod:`perfkit.io.chrome.decode`), so that every number converts to the same nanosecond."""
 
     ph: str = ""
     cat: int | str | None = None
@@ -151,7 +151,7 @@ def _num(values: list[Any]) -> np.ndarray:
 
 def _profiler_spans(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
     """The step windows (``step``, ``start_ns``, ``end_ns``) of host ProfilerStep spans, as
-    the loader makes them (:func:`~perfkit.io.trace_tables.step_spans`)."""
+    the loader makes them (:func:`~perfkit.io.chrome.tables.step_spans`)."""
     host = pd.DataFrame({"name": [f"ProfilerStep#{s}" for s, _, _ in rows],
                          "ts_ns": _ns([ts for _, ts, _ in rows]),
                          "dur_us": np.array([d for _, _, d in rows], np.float64)})

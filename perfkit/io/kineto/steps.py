@@ -3,8 +3,8 @@
 :func:`_steps` splits each step's device window (first to last task it launched) into
 computing, communication and their overlap, adds to its free time the device's idle time
 after the last task that the step's span still covers
-(:func:`~perfkit.io.trace_tables.device_tail`), and measures the device's wait before the
-window (:func:`~perfkit.io.trace_tables.device_wait_us`); :func:`_unknown_where_durations_missing`
+(:func:`~perfkit.io.chrome.tables.device_tail`), and measures the device's wait before the
+window (:func:`~perfkit.io.chrome.tables.device_wait_us`); :func:`_unknown_where_durations_missing`
 makes the breakdown of a step holding a task without a duration unknown. A trace without
 device activity is split from its host events (:func:`_host_steps`), over the whole
 trace when it has no ``ProfilerStep`` (:func:`_whole_trace_span`).
@@ -17,8 +17,7 @@ import pandas as pd
 
 from ...format import counted, plural
 from ..categories import HOST_COMM_PATTERN
-from ..distinct import per_distinct
-from ..trace_tables import (
+from ..chrome.tables import (
     NA_NS,
     device_tail,
     device_wait_us,
@@ -27,6 +26,7 @@ from ..trace_tables import (
     overlap_breakdown,
     rel,
 )
+from ..distinct import per_distinct
 from .kinds import _bool
 from .nesting import _thread_codes
 

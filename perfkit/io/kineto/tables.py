@@ -1,6 +1,6 @@
 """A Kineto trace read into the canonical tables: :func:`parse` and :func:`parse_trace`.
 
-:func:`parse` decodes the file (:func:`perfkit.io.chrome.read_chrome_trace`, with the
+:func:`parse` decodes the file (:func:`perfkit.io.chrome.decode.read_chrome_trace`, with the
 columns :data:`TRACE_COLUMNS` and the Categoricals :data:`CATEGORICAL`);
 :func:`parse_trace` takes each part of the trace out once (device tasks, runtime calls,
 host operators), builds each table from its module and writes the notes and the
@@ -18,10 +18,10 @@ from ...errors import ProfileError
 from ...profile import ProfileMeta
 from .._common import rank_from_name, with_notes
 from ..categories import DEVICE_KINDS
-from ..chrome import ChromeTrace, read_chrome_trace
+from ..chrome.decode import ChromeTrace, read_chrome_trace
+from ..chrome.tables import step_spans
 from ..comm_words import KINETO_NONE, KINETO_UNRECORDED
 from ..distinct import per_distinct
-from ..trace_tables import step_spans
 from ..validate import plausible_origin
 from .comm import _host_comm_ops, _kernel_comm_ops
 from .iterations import FROM_OPTIMIZER, one_step_note, optimizer_spans

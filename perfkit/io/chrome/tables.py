@@ -13,14 +13,15 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from .categories import HOST_COMM_PATTERN
+from ..categories import HOST_COMM_PATTERN
 
 __all__ = ["NA_NS", "STEP_NAME", "step_spans", "step_index", "assign_steps", "union_us",
            "overlap_breakdown", "grouped_breakdown", "device_wait_us", "device_tail", "rel",
            "host_steps", "HOST_COMM_PATTERN"]
 
 NA_NS = np.iinfo(np.int64).min
-"""Sentinel for a missing int64 timestamp in :class:`~perfkit.io.chrome.ChromeTrace` frames."""
+"""Sentinel for a missing int64 timestamp in :class:`~perfkit.io.chrome.decode.ChromeTrace`
+frames."""
 
 #: A step span's name (``ProfilerStep#N``, ``Step N``), the step number its group.
 STEP_NAME = re.compile(r"^(?:ProfilerStep#|Step\s*#?)(\d{1,9})$")

@@ -4,8 +4,8 @@ The msgspec structs the decoders fill (``_Args``, ``_Event``, ``_Dist``, ``_Trac
 fields perfkit uses, ``ts`` and ``dur`` numbers or strings), the ``args`` columns that can be
 asked for (:data:`ARG_COLUMNS`, :data:`X_COLUMNS`), the top-level keys kept
 (:data:`HEADER_KEYS`) and :class:`ChromeTrace`, the decoded trace. The structs are shared by
-the reader (:mod:`perfkit.io.chrome`) and the column builder
-(:mod:`perfkit.io.chrome_columns`) only.
+the reader (:mod:`perfkit.io.chrome.decode`) and the column builder
+(:mod:`perfkit.io.chrome.columns`) only.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ notes in :attr:`ChromeTrace.notes`). A UTF-8 BOM is skipped and UTF-16 text conv
 This module reads: the file's bytes, the whole-file decode (typed, else the untyped
 :func:`_fallback` that keeps what fits) and the block-by-block decode of large files
 (:func:`_read_streaming`). What is decoded — the structs and :class:`ChromeTrace` — is in
-:mod:`perfkit.io.chrome_events`; turning the events into columns is
-:mod:`perfkit.io.chrome_columns`.
+:mod:`perfkit.io.chrome.events`; turning the events into columns is
+:mod:`perfkit.io.chrome.columns`.
 """
 
 from __future__ import annotations
@@ -27,16 +27,11 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ProfileError
-from ._common import (
-    check_file,
-    decode_text_bytes,
-    describe_json_error,
-    gc_paused,
-    release_memory,
-)
-from .chrome_columns import _Builder, _columns
-from .chrome_events import (
+from ...errors import ProfileError
+from .._common import check_file, decode_text_bytes, describe_json_error, gc_paused, release_memory
+from ..validate import clean_events
+from .columns import _Builder, _columns
+from .events import (
     _NO_RAW,
     ARG_COLUMNS,
     HEADER_KEYS,
@@ -47,7 +42,6 @@ from .chrome_events import (
     _Event,
     _Trace,
 )
-from .validate import clean_events
 
 __all__ = ["ChromeTrace", "read_chrome_trace", "ARG_COLUMNS", "X_COLUMNS", "HEADER_KEYS"]
 

@@ -1,9 +1,9 @@
 """Decoded trace events to columns: Arrow chunks batch by batch, then pandas.
 
-:class:`_Builder` sorts each batch of decoded events (:mod:`perfkit.io.chrome_events`) by
+:class:`_Builder` sorts each batch of decoded events (:mod:`perfkit.io.chrome.events`) by
 kind — complete events, flows, instants, metadata — and :class:`_Columns` turns each field
 into an Arrow chunk with one list comprehension, so the structs can be dropped batch by
-batch; :meth:`_Builder.finish` makes the :class:`~perfkit.io.chrome_events.ChromeTrace`.
+batch; :meth:`_Builder.finish` makes the :class:`~perfkit.io.chrome.events.ChromeTrace`.
 Timestamps become exact int64 nanoseconds (NA as the int64 minimum), ids int64 or text,
 operator arguments raw JSON text; text columns can be kept as Categoricals.
 """
@@ -20,8 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._common import to_ns
-from .chrome_events import (
+from .._common import to_ns
+from .events import (
     _BASE,
     _EMPTY_ARGS,
     _FLOW_ONLY,
@@ -36,7 +36,7 @@ from .chrome_events import (
     _Trace,
 )
 
-__all__: list[str] = []  # private to the Chrome trace reader (perfkit.io.chrome)
+__all__: list[str] = []  # private to the Chrome trace reader (perfkit.io.chrome.decode)
 
 def _int_or_none(v: Any) -> int | None:
     """A rank or world size: a whole number in [0, 10**9), else None."""
