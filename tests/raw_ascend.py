@@ -98,7 +98,7 @@ def keep_last_tasks(path: Path, keep: int) -> None:
 
 def blank_task_ids(path: Path) -> None:
     """Rewrite a ``kernel_details.csv`` (a copy) with "N/A" in its Task ID column, so that
-    nothing tells a trimmed list to be an excerpt (:mod:`perfkit.io.ascend_excerpt`)."""
+    nothing tells a trimmed list to be an excerpt (:mod:`perfkit.io.ascend.excerpt`)."""
     with path.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
     at = rows[0].index("Task ID")

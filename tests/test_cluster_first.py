@@ -2,7 +2,7 @@
 
 A cluster's ranks are read by worker processes, which hand nothing over; the dashboard
 reads the lowest rank's tables first (:mod:`perfkit.io.preview_cluster`, by the code the
-load's hand-over uses, :func:`perfkit.io.ascend.read_tables_first`) and shows the
+load's hand-over uses, :func:`perfkit.io.ascend.text.read_tables_first`) and shows the
 throughput and MFU of their job at the step time of every rank. Checked here:
 
 * the tables read directly are those the load hands over, table for table, note for note;
@@ -39,7 +39,8 @@ from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.format import number_text, time_text
-from perfkit.io import ascend, preview_cluster, tables_first
+from perfkit.io import preview_cluster, tables_first
+from perfkit.io.ascend import text as ascend
 from perfkit.io.detect_paths import detect
 from perfkit.io.preview import preview
 from perfkit.io.preview_cluster import cluster_tables_first, cluster_tables_wanted

@@ -2,7 +2,7 @@
 about its tables.
 
 ``ascend/msinsight-pt-gpt3-old``'s rank 0 holds an ``npu_module_mem.csv`` of 2024-08-26
-beside device tasks of 2023-09-19: the loader leaves it out (perfkit.io.ascend_memory),
+beside device tasks of 2023-09-19: the loader leaves it out (perfkit.io.ascend.memory),
 and the Memory tab, not only the Overview's list of notes, must say so. The file's
 timestamps and the tasks' start times are read here with csv, not from perfkit.
 """
@@ -25,7 +25,7 @@ from perfkit.widgets import tab_panel
 #: msprof-analyze's advisor test data: a lone torch_npu kernel_details.csv.
 MSA_KERNELS = "wild/msa_kernel_details"
 #: 7 days in µs: a memory file none of whose samples lies this close to the device's tasks
-#: is of another run (perfkit.io.ascend_memory).
+#: is of another run (perfkit.io.ascend.memory).
 WEEK_US = 7 * 24 * 3600e6
 
 

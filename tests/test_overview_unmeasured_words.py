@@ -6,7 +6,7 @@ is measured; what is not is the time a change would win back (that depends on th
 it frees), which is the "time at stake" the list is about.
 
 That kernel list is an excerpt of its step (25 of the 1,238 tasks its stream ran,
-:mod:`perfkit.io.ascend_excerpt`): its forward and backward counts are not the step's,
+:mod:`perfkit.io.ascend.excerpt`): its forward and backward counts are not the step's,
 so no recompute finding is read from it now; its unmeasured finding is the one that says
 why the operators have none."""
 

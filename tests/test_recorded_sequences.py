@@ -11,7 +11,7 @@ the attention passes of :func:`perfkit.analysis.recompute_evidence`. Checked aga
   counted 9 per rank (the median of rank 0's 11 and the fragment's 7).
 - a one-rank export of two steps: step 19 of msprof-analyze's ``compute_advice_v2`` (4
   forward and 4 backward attention tasks, recorded in full: a fifth forward row repeats
-  task 60763, :mod:`perfkit.io.repeated_tasks`) and gpt3-old's rank 0 step 2 (4 forward,
+  task 60763, :mod:`perfkit.io.ascend.repeated_tasks`) and gpt3-old's rank 0 step 2 (4 forward,
   no backward, cut short). Counted whole, 8 forward over 4 backward read as full
   recompute; step 19 alone is 4 over 4, none.
 """

@@ -10,7 +10,7 @@ whole: its store gave the file and the profile paths to ``connection`` and ``pro
 ``perfkit.io.chrome.decode``, ``perfkit.io.detect``, ``perfkit.io.runs``,
 ``perfkit.io.kineto.scan``,
 ``perfkit.io.preview``, ``perfkit.io.ir``, ``perfkit.calc.timing``, ``perfkit.io.cann_raw``,
-``perfkit.io.ascend``, ``perfkit.io.dask_engine``, ``perfkit.widgets.prediction``,
+``perfkit.io.ascend.text``, ``perfkit.io.dask_engine``, ``perfkit.widgets.prediction``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
 to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
 ``kineto_scan_device``, ``preview_kineto``, ``ir_reader``, ``timing_layer``,
@@ -44,7 +44,7 @@ SIBLINGS = ("perfkit.io.chrome.decode", "perfkit.simulate._engine", "perfkit.sim
             "perfkit.widgets.prediction",
             "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto.scan",
             "perfkit.io.preview", "perfkit.io.ir", "perfkit.calc.timing",
-            "perfkit.io.cann_raw", "perfkit.io.ascend", "perfkit.io.dask_engine",
+            "perfkit.io.cann_raw", "perfkit.io.ascend.text", "perfkit.io.dask_engine",
             "perfkit.widgets.dashboard")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
@@ -129,7 +129,7 @@ FORBIDDEN = {
     # the timeline reads the canonical tables: no view, no job, and of perfkit.io only the
     # rule that says which host operators are communication (perfkit.io.categories)
     "perfkit.analysis.timeline": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
-                                  "perfkit.advisor", "perfkit.io.ascend", "perfkit.io.kineto",
+                                  "perfkit.advisor", "perfkit.io.ascend.text", "perfkit.io.kineto",
                                   "perfkit.io.chrome.decode", "perfkit.io.detect"),
     # the model read from the shapes: the canonical tables only, never a loader or a view
     "perfkit.analysis.shapes": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
@@ -137,7 +137,7 @@ FORBIDDEN = {
     # the operator analyses read the canonical tables: no view, no job, and of perfkit.io
     # only the rule that says which host operators are communication (perfkit.io.categories)
     "perfkit.analysis.operators": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
-                                   "perfkit.advisor", "perfkit.io.ascend", "perfkit.io.kineto",
+                                   "perfkit.advisor", "perfkit.io.ascend.text", "perfkit.io.kineto",
                                    "perfkit.io.chrome.decode", "perfkit.io.detect"),
     # a loader: never an analysis, a view, a job or the advice
     "perfkit.io.kineto": ("perfkit.analysis", "perfkit.advisor", "perfkit.charts",

@@ -10,7 +10,7 @@ the shared samples:
 * the tables handed over are the full load's but ``ops``, row for row, their times the same
   instants (each on its own origin), and the kernels are those of the raw
   ``kernel_details.csv`` read with ``csv``; the kernels hold only the columns the job is
-  read from (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`), and the job worked out from them
+  read from (:data:`perfkit.io.ascend.csv.JOB_COLUMNS`), and the job worked out from them
   is the one worked out from every column (on every simulated set and both real ranks);
 * listening changes nothing in the load; nobody listening builds nothing; a listener that
   fails is ignored; a MindSpore CPU profile (no device tables) hands nothing over;
@@ -36,8 +36,9 @@ import pytest
 from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
-from perfkit.io import ascend, tables_first
-from perfkit.io.ascend_csv import JOB_COLUMNS
+from perfkit.io import tables_first
+from perfkit.io.ascend import text as ascend
+from perfkit.io.ascend.csv import JOB_COLUMNS
 from perfkit.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@
   kernel lists are cut short against its step trace (``tests/io/test_ascend_partial.py``:
   no step is recorded in full, so the tab shows no figure per step): the copy read here
   leaves step_trace_time.csv out and its Task IDs blank (which show rank 0's list to be
-  an excerpt, :mod:`perfkit.io.ascend_excerpt`), so that its tasks are the steps' as far
+  an excerpt, :mod:`perfkit.io.ascend.excerpt`), so that its tasks are the steps' as far
   as it knows.
 - ``wild/mi_run1`` (MindInsight-era MindSpore): the timeline's device operators stop inside
   step 15 of 322; the figures per step were divided by 15 steps, step 15's few tasks

@@ -301,7 +301,7 @@ def withhold_fragments(breakdown: pd.DataFrame, steps: pd.DataFrame) -> pd.DataF
     (NA): with no step trace, such a step is known from its tasks only, and the span of a
     few of them, nearly all gaps, is neither its time nor its idle share
     (``ascend/msprof-analyze-tests/compute_advice_v2``'s 25 tasks spread over 2.86 s,
-    :mod:`perfkit.io.ascend_excerpt`). ``breakdown`` itself where ``steps`` does not mark
+    :mod:`perfkit.io.ascend.excerpt`). ``breakdown`` itself where ``steps`` does not mark
     a step."""
     mask = recorded_mask(steps)
     if mask is None or bool(mask.all()) or breakdown.empty:

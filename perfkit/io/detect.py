@@ -211,7 +211,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     kind, found = find_runs(path)
     root = Path(path).expanduser()
     if kind == "cluster_analysis_output":
-        from . import cluster_output
+        from .ascend import cluster_output
 
         return cluster_output.load(Path(found[0].sources[0].path), ranks=ranks)
     if len(found) > 1 and run is None:
@@ -219,7 +219,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
     sources = list(chosen.sources)
     if sources and sources[0].fmt == "cluster_analysis_output":  # one of several profiles
-        from . import cluster_output
+        from .ascend import cluster_output
 
         return cluster_output.load(Path(sources[0].path), ranks=ranks)
     skipped = [f"{Path(s.path).name} left out: {s.error}" for s in sources

@@ -31,9 +31,10 @@ from pathlib import Path
 
 from ..bundled_samples import resolve_sample
 from ..errors import ProfileError
-from . import ascend, cann_raw, nested
+from . import cann_raw, nested
 from . import run_groups as _rg
 from ._common import json_head, rank_from_name
+from .ascend import text as ascend
 from .runs import Run, make_runs, source_facts
 from .sources import RankSource
 
@@ -129,7 +130,7 @@ def _single(path: Path) -> list[RankSource] | None:
         if name == "kernel_details.csv":  # a lone export file: its folder is read
             return _single(path.parent)
         if _DB_RE.match(path.name) or name == "analysis.db":
-            from . import ascend_db
+            from .ascend import db as ascend_db
 
             rank_dir = ascend_db.rank_dir_of(path)
             rank = ascend_db.rank_of(path, rank_dir)
@@ -171,7 +172,7 @@ def _single(path: Path) -> list[RankSource] | None:
             return [RankSource("ascend_text", str(rank_dir), rank)]
         dbs = _db_files(out)
         if dbs:
-            from . import ascend_db
+            from .ascend import db as ascend_db
 
             rank = ascend_db.rank_of(dbs[0], rank_dir)
             return [RankSource("ascend_db", str(dbs[0]), rank,

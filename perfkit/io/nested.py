@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError
-from . import ascend, cann_raw
+from . import cann_raw
+from .ascend import text as ascend
 from .runs import SourceFacts
 from .sources import RankSource
 

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from ..profile import Cluster, Profile
-from .ascend_rank import OUTPUT_DIR, rank_dir_of
+from .ascend.rank import OUTPUT_DIR, rank_dir_of
 from .preview_tables import TablesFirst
 from .sources import RankSource, tables_first_source
 

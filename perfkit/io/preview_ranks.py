@@ -1,7 +1,7 @@
 """One rank's steps for :mod:`perfkit.io.preview`, by its format.
 
 :func:`_rank_steps` reads an Ascend text export's ``step_trace_time.csv`` with the full
-load's own reader (:func:`perfkit.io.ascend.read_step_trace`) and hands a Kineto trace to
+load's own reader (:func:`perfkit.io.ascend.text.read_step_trace`) and hands a Kineto trace to
 :mod:`perfkit.io.preview_kineto`; :func:`_cluster_output_steps` reads the rank rows of an
 msprof-analyze ``cluster_step_trace_time.csv``. Other formats have no quick step reading.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..errors import file_boundary
 from ..profile import Cluster, Profile, ProfileMeta
-from . import ascend
 from ._common import collecting_notes
+from .ascend import text as ascend
 from .preview_kineto import _kineto_rank_steps
 from .sources import RankSource, cluster_meta
 
@@ -53,7 +53,7 @@ def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None =
 
 def _cluster_output_steps(folder: Path) -> Cluster | None:
     """The rank steps of an msprof-analyze output (``cluster_step_trace_time.csv``)."""
-    from . import cluster_output
+    from .ascend import cluster_output
 
     f = folder / "cluster_step_trace_time.csv"
     if not f.is_file():

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..format import counted
 from ..profile import Cluster, Profile
-from .ascend_rank import OUTPUT_DIR, rank_dir_of
+from .ascend.rank import OUTPUT_DIR, rank_dir_of
 
 __all__ = ["TablesFirst", "tables_wanted", "tables_first_of", "MIN_TRACE_BYTES"]
 

@@ -25,7 +25,8 @@ from .._hugepages import with_small_pages
 from ..errors import ProfileError, file_boundary
 from ..format import plural
 from ..profile import Profile, ProfileMeta
-from . import ascend, tables_first
+from . import tables_first
+from .ascend import text as ascend
 from .validate import clean_tables, files_of_tables
 
 __all__ = ["RankSource", "parse_source", "tables_first_source", "cluster_meta",
@@ -116,7 +117,7 @@ def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if source.fmt == "ascend_text":
         return ascend.parse(path)
     if source.fmt == "ascend_db":
-        from . import ascend_db
+        from .ascend import db as ascend_db
 
         return ascend_db.parse(path)
     if source.fmt == "kineto":
@@ -170,7 +171,7 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
 
 def tables_first_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """One Ascend text-export rank's tables as its load hands them over, read directly
-    (:func:`perfkit.io.ascend.read_tables_first`: the small files and the job's columns of
+    (:func:`perfkit.io.ascend.text.read_tables_first`: the small files and the job's columns of
     ``kernel_details.csv``, no ``trace_view.json``), checked as :func:`parse_source` checks
     every rank (and as the tables handed over are, :func:`perfkit.io.tables_first.relay`).
 

@@ -4,15 +4,15 @@ An Ascend rank's ``trace_view.json`` is its largest file (520 MB beside a 345 MB
 ``kernel_details.csv`` in the benchmark rank) and gives only the host operators
 (``ops``). The job (:func:`perfkit.infer_job`: batch, sequence, model, layout), and so
 the throughput and MFU, are read from the other tables. Where someone listens (:func:`listen`),
-:func:`perfkit.io.ascend.parse` reads the small files first, then only the columns of
-``kernel_details.csv`` the job is read from (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`),
+:func:`perfkit.io.ascend.text.parse` reads the small files first, then only the columns of
+``kernel_details.csv`` the job is read from (:data:`perfkit.io.ascend.csv.JOB_COLUMNS`),
 and hands those tables over through :func:`offer` before it reads the rest: the listener
 (the dashboard, which works out the job from them, :mod:`perfkit.widgets.background`)
 has the machine to itself meanwhile, and the whole ``kernel_details.csv`` and
 ``trace_view.json`` are read once it is done (docs/loading.md, "The tables before the
 trace").
 
-What is handed over is the rank as :func:`perfkit.io.ascend.parse` assembles it, by the
+What is handed over is the rank as :func:`perfkit.io.ascend.text.parse` assembles it, by the
 same code, without the trace: every table but ``ops`` (the kernels with the job's columns
 only), its times on the origin of the
 files read so far (the trace may hold an earlier timestamp, which moves the full load's

@@ -143,7 +143,7 @@ def test_the_real_samples_are_not_empty_lazily(pair: Any, dask_client: Any,
 
     gpt3-old's kernel lists were cut short (its step trace says so: no step is recorded in
     full), so its AI CPU operators are none, eagerly as lazily; without its step trace and
-    its Task IDs (which show rank 0's list to be an excerpt, :mod:`perfkit.io.ascend_excerpt`)
+    its Task IDs (which show rank 0's list to be an excerpt, :mod:`perfkit.io.ascend.excerpt`)
     the tasks are the steps' as far as the profile knows, and its one AI CPU operator shows."""
     _, lazy = pair["real"]
     assert len(A.sync_points(lazy)) and len(A.operator_bound(lazy))

@@ -13,7 +13,7 @@ import pytest
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, TRACE_VIEW_EXCERPT, sample
 
 import perfkit.io.detect as detect
-from perfkit.io import ascend
+from perfkit.io.ascend import text as ascend
 from perfkit.profile import Profile
 
 pytestmark = pytest.mark.shared_samples  # every test reads a real export

@@ -6,7 +6,7 @@ joined to COMPUTE_TASK_INFO, and COMMUNICATION_OP) covers the busy time that ana
 StepTraceTime gives it (``computing + communication_not_overlapped``) to the nanosecond. A
 copy whose TASK table keeps only the step's first 20 compute tasks (the size of
 ``ascend/msinsight-pt-gpt3-old``'s cut kernel lists) is marked ``tasks_recorded`` False,
-with a note giving the figures, as the text export is (:mod:`perfkit.io.ascend_recorded`).
+with a note giving the figures, as the text export is (:mod:`perfkit.io.ascend.recorded`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from shared_samples import PT_DB_LEVEL1, sample, writable_copy
 
-from perfkit.io import ascend_db
+from perfkit.io.ascend import db as ascend_db
 
 pytestmark = pytest.mark.shared_samples
 DB = sample(PT_DB_LEVEL1)

@@ -3,7 +3,7 @@
 ``ascend/msprof-analyze-tests/compute_advice_v2`` (msprof-analyze's unit-test data) keeps
 a few rows of step 19, spread over 2.86 s: read as a whole step, it was a 2.86 s step
 99.7 % idle, and a finding priced its gaps at 2.84 s a step. The tasks' ids say it is an
-excerpt (:mod:`perfkit.io.ascend_excerpt`): counted here with ``csv`` from the file, the
+excerpt (:mod:`perfkit.io.ascend.excerpt`): counted here with ``csv`` from the file, the
 rows keep 2 % of the tasks their stream ran between the first and the last of them, where
 a whole file keeps most (``compute_advice_v1``, read the same way, 76 %).
 """
@@ -22,7 +22,7 @@ from shared_samples import sample
 import perfkit as pk
 import perfkit.analysis as A
 from perfkit.cli.profile_text import profile_info_text
-from perfkit.io.ascend_excerpt import MAX_KEPT, ids_run
+from perfkit.io.ascend.excerpt import MAX_KEPT, ids_run
 
 TESTS = sample("ascend/msprof-analyze-tests")
 

@@ -28,7 +28,7 @@ from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample
 from widget_html import panel_html
 
 import perfkit as pk
-from perfkit.io import ascend
+from perfkit.io.ascend import text as ascend
 from perfkit.widgets import tab_panel
 
 pytestmark = pytest.mark.shared_samples
@@ -143,7 +143,7 @@ def test_covered_time_is_the_union_of_each_steps_tasks() -> None:
     12 µs, its [20, 21] one more; step 2's [100, 104] inside [100, 110] cover 10 µs."""
     import pandas as pd
 
-    from perfkit.io.ascend_recorded import covered_us
+    from perfkit.io.ascend.recorded import covered_us
 
     k = pd.DataFrame({"step": [2, 1, 1, 2, 1], "start_us": [100.0, 20.0, 0.0, 100.0, 5.0],
                       "dur_us": [4.0, 1.0, 10.0, 10.0, 7.0],

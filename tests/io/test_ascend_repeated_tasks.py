@@ -19,7 +19,7 @@ from raw_ascend import csv_rows, distinct_tasks
 from shared_samples import shared_sample
 
 import perfkit as pk
-from perfkit.io.repeated_tasks import drop_repeated
+from perfkit.io.ascend.repeated_tasks import drop_repeated
 
 ADVICE_V2 = "ascend/msprof-analyze-tests/compute_advice_v2"
 #: The whole exports of the samples: no task written twice.

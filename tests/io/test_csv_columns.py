@@ -1,7 +1,7 @@
 """``read_csv(columns=...)``: only some columns converted, every row still read and checked.
 
 The tables an Ascend rank hands over first read only the job's columns of
-``kernel_details.csv`` (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`). Checked against the
+``kernel_details.csv`` (:data:`perfkit.io.ascend.csv.JOB_COLUMNS`). Checked against the
 same file read with Python's ``csv``: the same rows and cells, on a clean file, a file
 with short rows (the careful read), a header with spaces around its names, and a file cut
 mid-row; a damaged file is refused as a full read refuses it.

@@ -31,7 +31,8 @@ from shared_samples import (
 )
 
 import perfkit.io.detect as detect
-from perfkit.io import ascend_trace, cache, categories, distinct, kineto, rank_tables, schema
+from perfkit.io import cache, categories, distinct, kineto, rank_tables, schema
+from perfkit.io.ascend import trace as ascend_trace
 from perfkit.io.chrome import columns as chrome_columns
 from perfkit.io.chrome import decode as chrome
 from perfkit.io.schema import TABLE_NAMES

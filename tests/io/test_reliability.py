@@ -291,7 +291,7 @@ def test_permission_error_does_not_sink_the_cluster(tmp_path, monkeypatch):
 
 @pytest.mark.shared_samples
 def test_unexpected_error_inside_a_reader_becomes_a_profile_error(tmp_path, monkeypatch):
-    from perfkit.io import ascend
+    from perfkit.io.ascend import text as ascend
 
     def broken(*a, **k):
         raise TypeError("unsupported operand type(s)")

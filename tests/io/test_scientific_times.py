@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 from shared_samples import PT_GPT3_OLD, sample
 
-from perfkit.io import ascend
 from perfkit.io._common import to_ns
+from perfkit.io.ascend import text as ascend
 
 OLD1 = sample(PT_GPT3_OLD) / "test_rank_1"
 _SCI = re.compile(r"^(\d+)\.(\d+)E\+(\d+)$")

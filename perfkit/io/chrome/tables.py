@@ -1,5 +1,5 @@
 """Canonical tables derived from a decoded Chrome trace (shared by the Ascend and Kineto readers);
-those of an Ascend ``trace_view.json`` are built in :mod:`perfkit.io.ascend_trace`.
+those of an Ascend ``trace_view.json`` are built in :mod:`perfkit.io.ascend.trace`.
 
 All work is vectorised: steps are assigned with ``numpy.searchsorted`` on step boundaries,
 host-to-device links are pandas merges, busy time is an interval union over sorted arrays.

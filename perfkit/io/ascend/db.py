@@ -9,7 +9,7 @@ type as input shape and dtype); ``ops`` PYTORCH_API (type op);
 ``comm_ops`` / ``comm_bandwidth`` / ``comm_matrix`` analysis.db (StepTraceTime,
 CommAnalyzerTime, CommAnalyzerBandwidth, CommAnalyzerMatrix). A step whose tasks cover
 less than half its busy time in StepTraceTime is marked ``steps.tasks_recorded`` False, as
-in the text export (:mod:`perfkit.io.ascend_recorded`).
+in the text export (:mod:`perfkit.io.ascend.recorded`).
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError, file_boundary
-from ..format import counted
-from ..profile import ProfileMeta
-from . import ascend_rank
-from ._common import check_file, note, read_json, with_notes
-from .ascend_recorded import mark_recorded
-from .categories import category, is_total_op
-from .chrome.tables import step_index
-from .validate import plausible_origin
+from ...errors import ProfileError, file_boundary
+from ...format import counted
+from ...profile import ProfileMeta
+from .._common import check_file, note, read_json, with_notes
+from ..categories import category, is_total_op
+from ..chrome.tables import step_index
+from ..validate import plausible_origin
+from . import rank as ascend_rank
+from .recorded import mark_recorded
 
 __all__ = ["rank_dir_of", "rank_of", "parse"]
 

@@ -4,7 +4,7 @@ The host operators (with the device time of the tasks each launched, from the
 ``async_npu`` flows), the device tasks of the "Ascend Hardware" process where the rank
 has no ``kernel_details.csv``, and the step table from the "Overlap Analysis" tracks where
 it has no ``step_trace_time.csv``. Shared by the rank-folder reader and the reader of a
-lone ``trace_view.json`` (:mod:`perfkit.io.ascend`).
+lone ``trace_view.json`` (:mod:`perfkit.io.ascend.text`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
-from .categories import category
-from .chrome.decode import ChromeTrace
-from .chrome.tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
-from .distinct import per_distinct, text
+from ..categories import category
+from ..chrome.decode import ChromeTrace
+from ..chrome.tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
+from ..distinct import per_distinct, text
 
 #: After every timestamp (ns): a step without a task, an event with no span end.
 _NEVER = np.iinfo(np.int64).max

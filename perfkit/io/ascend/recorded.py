@@ -13,7 +13,7 @@ fixture whose kernel list was trimmed to 21 and 22 rows) covers 37,216 µs of th
 The DB export holds the same two records (``analysis.db``'s ``StepTraceTime`` and the
 ``TASK`` table of ``ascend_pytorch_profiler_{rank}.db``), which cover each other as well
 (step 50 of ``ascend/msinsight-pt-db-level1``: 106,975 µs of 106,975 µs on rank 0);
-:mod:`perfkit.io.ascend_db` applies the same rule to them.
+:mod:`perfkit.io.ascend.db` applies the same rule to them.
 
 :func:`mark_recorded` sets the ``steps`` table's ``tasks_recorded`` column
 (:mod:`perfkit.analysis.recorded`) from that comparison, so that the figures per step of the
@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..format import runs_text
+from ...format import runs_text
 
 __all__ = ["MIN_COVERED", "covered_us", "mark_recorded"]
 
@@ -79,7 +79,7 @@ def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list
 
     ``file`` and ``step_file`` name, in the note, where the tasks and the step trace were
     read (the text export's two CSV files; the DB export's ``TASK`` table and
-    ``analysis.db``'s ``StepTraceTime``, :mod:`perfkit.io.ascend_db`).
+    ``analysis.db``'s ``StepTraceTime``, :mod:`perfkit.io.ascend.db`).
 
     The busy time is ``computing_us + comm_not_overlapped_us`` of the step trace, or
     ``computing_us`` alone when none of the step's tasks is a communication task (a

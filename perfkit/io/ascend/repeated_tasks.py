@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..format import count_text, counted, listed
-from .ascend_csv import _KERNEL_COLS, _START
+from ...format import count_text, counted, listed
+from .csv import _KERNEL_COLS, _START
 
 __all__ = ["KEY", "drop_repeated"]
 

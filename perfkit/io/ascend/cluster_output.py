@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError, file_boundary
-from ..format import counted, listed, plural
-from ..profile import Cluster, Profile, ProfileMeta
-from ._common import (
+from ...errors import ProfileError, file_boundary
+from ...format import counted, listed, plural
+from ...profile import Cluster, Profile, ProfileMeta
+from .._common import (
     collecting_notes,
     counting_numbers,
     int64_series,
@@ -32,10 +32,10 @@ from ._common import (
     to_float,
     to_ns,
 )
-from .ascend_csv import _STEP_COLS
-from .ascend_hccl import _split_key, _step_of, bandwidth_fields, link_fields, time_fields
-from .categories import is_total_op
-from .validate import clean_tables, files_of_tables, plausible_origin
+from ..categories import is_total_op
+from ..validate import clean_tables, files_of_tables, plausible_origin
+from .csv import _STEP_COLS
+from .hccl import _split_key, _step_of, bandwidth_fields, link_fields, time_fields
 
 __all__ = ["load", "parse"]
 

@@ -10,15 +10,15 @@ Sources per table: ``kernels`` kernel_details.csv; ``ops`` trace_view.json (host
 ``comm_ops`` / ``comm_bandwidth`` communication.json; ``comm_matrix`` communication_matrix.json;
 ``memory`` memory_record.csv + npu_module_mem.csv; ``op_memory`` operator_memory.csv.
 A task that ``kernel_details.csv`` records twice (same stream, Task ID and start) is kept
-once, with a note (:mod:`perfkit.io.repeated_tasks`). ``steps.tasks_recorded`` is False
+once, with a note (:mod:`perfkit.io.ascend.repeated_tasks`). ``steps.tasks_recorded`` is False
 for a step whose tasks in kernel_details.csv cover less than half its busy time in
-step_trace_time.csv (a file cut short, :mod:`perfkit.io.ascend_recorded`).
+step_trace_time.csv (a file cut short, :mod:`perfkit.io.ascend.recorded`).
 
 This module's one job is assembling a rank: it runs the readers of the files, each in a
-sibling module (the rank folder and its JSON side files, :mod:`perfkit.io.ascend_rank`;
-the two CSV files, :mod:`perfkit.io.ascend_csv`; the HCCL files,
-:mod:`perfkit.io.ascend_hccl`; the memory files, :mod:`perfkit.io.ascend_memory`; the
-tables of trace_view.json, :mod:`perfkit.io.ascend_trace`), reads trace_view.json on a
+sibling module (the rank folder and its JSON side files, :mod:`perfkit.io.ascend.rank`;
+the two CSV files, :mod:`perfkit.io.ascend.csv`; the HCCL files,
+:mod:`perfkit.io.ascend.hccl`; the memory files, :mod:`perfkit.io.ascend.memory`; the
+tables of trace_view.json, :mod:`perfkit.io.ascend.trace`), reads trace_view.json on a
 thread of its own meanwhile, and puts every table on the rank's origin (:func:`_assemble`).
 Where someone listens (:mod:`perfkit.io.tables_first`), the small files and the job's
 columns of ``kernel_details.csv`` are read first and handed over, assembled by the same
@@ -37,43 +37,36 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import ProfileError, file_boundary
-from ..profile import ProfileMeta
-from . import ascend_trace, mindspore_cpu, tables_first
-from ._common import collecting_notes, read_json, rel_us, with_notes
+from ...errors import ProfileError, file_boundary
+from ...profile import ProfileMeta
+from .. import mindspore_cpu, tables_first
+from .._common import collecting_notes, read_json, rel_us, with_notes
+from ..categories import category
+from ..chrome import tables as trace_tables
+from ..chrome.decode import read_chrome_trace
+from ..comm_words import ASCEND_NO_COMM_JSON
+from ..validate import plausible_origin
+from . import trace as ascend_trace
 
 # the CSV files, the HCCL files and the rank's side files: modules of their own, every name
 # still importable from here
-from .ascend_csv import (  # noqa: F401
-    _KERNEL_COLS,
-    _KERNEL_KEYS,
-    _START,
-    _STEP_COLS,
-    _TEXT,
+from .csv import (
     JOB_COLUMNS,
     _kernels,
     _steps,
-    snake,
 )
-from .ascend_excerpt import mark_excerpt
-from .ascend_facts import _copies, _RankFacts
-from .ascend_hccl import (  # noqa: F401
-    _TIME_KEYS,
+from .excerpt import mark_excerpt
+from .facts import _copies, _RankFacts
+from .hccl import (
     _communication,
-    _hccl_entries,
-    _hccl_rows,
     _matrix,
-    _ms,
     _name_groups,
-    _num,
-    _split_key,
-    _step_of,
     bandwidth_fields,
     link_fields,
     time_fields,
 )
-from .ascend_memory import memory_record, npu_module_mem, operator_memory, other_run_files
-from .ascend_rank import (  # noqa: F401
+from .memory import memory_record, npu_module_mem, operator_memory, other_run_files
+from .rank import (
     OUTPUT_DIR,
     WORLD_FROM_GROUPS,
     _dict,
@@ -83,7 +76,6 @@ from .ascend_rank import (  # noqa: F401
     _json_kind,
     _level,
     _level_said,
-    _rank_key,
     _simulated_scheme,
     _world_size,
     is_bare_output,
@@ -91,13 +83,8 @@ from .ascend_rank import (  # noqa: F401
     rank_dir_of,
     read_rank_id,
 )
-from .ascend_recorded import mark_recorded
-from .categories import category
-from .chrome import tables as trace_tables
-from .chrome.decode import read_chrome_trace
-from .comm_words import ASCEND_NO_COMM_JSON
+from .recorded import mark_recorded
 from .repeated_tasks import drop_repeated
-from .validate import plausible_origin
 
 __all__ = ["OUTPUT_DIR", "TRACE_COLUMNS", "is_rank_dir", "is_bare_output", "rank_dir_of",
            "read_rank_id", "parse", "read_tables_first", "read_step_trace",
@@ -172,8 +159,8 @@ def _hand_over(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
 def _with_job_columns(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
                       mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
                       files: dict[str, list[str]], notes: list[str]) -> tuple[Any, ...]:
-    """Copies of the tables read so far (:func:`perfkit.io.ascend_facts._copies`) with the
-    job's columns of ``kernel_details.csv`` (:data:`perfkit.io.ascend_csv.JOB_COLUMNS`: 12
+    """Copies of the tables read so far (:func:`perfkit.io.ascend.facts._copies`) with the
+    job's columns of ``kernel_details.csv`` (:data:`perfkit.io.ascend.csv.JOB_COLUMNS`: 12
     of its 46 columns, read in 0.5 s instead of 1.2 s on the benchmark rank):
     :func:`_assemble`'s arguments but the trace; what the read raises gets out. The one
     place both the load's hand-over and :func:`read_tables_first` read them."""
@@ -220,7 +207,7 @@ def read_tables_first(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]
 
 def _read_small(path: Path) -> tuple[Any, ...]:
     """:func:`parse`'s first stage, also :func:`read_tables_first`'s: the rank's folders
-    and side files (:class:`perfkit.io.ascend_facts._RankFacts`) and its small files, as
+    and side files (:class:`perfkit.io.ascend.facts._RankFacts`) and its small files, as
     ``(facts, raw, mem_parts, ns, files, notes, read)`` (``read``: how the rest is read,
     each file's table noted in ``files`` and an error naming the file)."""
     rank_dir = rank_dir_of(path)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..format import counted, runs_text, share_text
+from ...format import counted, runs_text, share_text
 
 __all__ = ["MAX_KEPT", "MIN_IDS", "ids_run", "mark_excerpt"]
 

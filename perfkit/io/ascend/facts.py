@@ -1,4 +1,4 @@
-"""What :func:`perfkit.io.ascend.parse` knows of an Ascend rank before its tables, and
+"""What :func:`perfkit.io.ascend.text.parse` knows of an Ascend rank before its tables, and
 the copies of what it read that the tables handed over early are assembled from
 (:mod:`perfkit.io.tables_first`): kept apart so that the rank's assembly stays one
 module of one job."""
@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-__all__: list[str] = []  # private to perfkit.io.ascend
+__all__: list[str] = []  # private to perfkit.io.ascend.text
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``memory_record.csv`` (framework and CANN components' memory over time),
 ``npu_module_mem.csv`` (CANN modules' reserved memory) and ``operator_memory.csv`` (each
 operator's allocations) become the ``memory`` and ``op_memory`` tables of
-:func:`perfkit.io.ascend.parse`; :func:`other_run_files` tells which of them were copied
+:func:`perfkit.io.ascend.text.parse`; :func:`other_run_files` tells which of them were copied
 in from another run, so that the loader leaves them out with a note.
 """
 
@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._common import find_col, int64_series, read_csv, to_float, to_ns
-from .validate import WINDOW_NS
+from .._common import find_col, int64_series, read_csv, to_float, to_ns
+from ..validate import WINDOW_NS
 
 __all__ = ["memory_record", "npu_module_mem", "operator_memory", "other_run_files"]
 

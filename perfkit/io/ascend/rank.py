@@ -6,7 +6,7 @@ The one job of this module: find the rank folder (``*_ascend_pt`` / ``*_ascend_m
 :func:`read_rank_id`; the framework; the profiler level) and of
 ``profiler_metadata.json`` (the communication groups of ``parallel_group_info``, the world
 size they imply, :data:`WORLD_FROM_GROUPS`; the scheme of a simulated rank).
-:mod:`perfkit.io.ascend` parses the rank and re-exports the public names.
+:mod:`perfkit.io.ascend.text` parses the rank and re-exports the public names.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProfileError
-from ._common import read_json
+from ...errors import ProfileError
+from .._common import read_json
 
 __all__ = ["OUTPUT_DIR", "is_rank_dir", "is_bare_output", "rank_dir_of", "read_rank_id",
            "WORLD_FROM_GROUPS"]

@@ -7,7 +7,7 @@ the ``comm_ops`` and ``comm_bandwidth`` tables (:func:`_communication`) and the
 groups of ``profiler_metadata.json``), with HCCL's hashed group ids replaced by the group
 names (:func:`_name_groups`). The field readers (:func:`time_fields`,
 :func:`bandwidth_fields`, :func:`link_fields`: ms to µs, MB to bytes) are shared with
-msprof-analyze's cluster output (:mod:`perfkit.io.cluster_output`).
+msprof-analyze's cluster output (:mod:`perfkit.io.ascend.cluster_output`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import ProfileError
-from ._common import (
+from ...errors import ProfileError
+from .._common import (
     counting_numbers,
     hccl_group_hash,
     int64_series,
@@ -30,7 +30,7 @@ from ._common import (
     read_json,
     to_ns,
 )
-from .categories import is_total_op
+from ..categories import is_total_op
 
 __all__ = ["time_fields", "bandwidth_fields", "link_fields"]
 

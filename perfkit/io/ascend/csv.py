@@ -5,7 +5,7 @@ The one job of this module: read them (with :func:`perfkit.io._common.read_csv`,
 the header variants of every torch_npu / MindSpore release in reference/formats.md) into
 the ``kernels`` table (:func:`_kernels`: canonical columns, PMU columns by :func:`snake`,
 start times kept as exact ns in ``start__ns``) and the ``steps`` table (:func:`_steps`).
-:mod:`perfkit.io.ascend` calls them and puts the times on the rank's origin.
+:mod:`perfkit.io.ascend.text` calls them and puts the times on the rank's origin.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ProfileError
-from ._common import find_col, int64_series, read_csv, to_float, to_ns
-from .categories import category
+from ...errors import ProfileError
+from .._common import find_col, int64_series, read_csv, to_float, to_ns
+from ..categories import category
 
 __all__ = ["snake", "JOB_COLUMNS"]
 
