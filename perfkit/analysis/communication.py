@@ -448,7 +448,7 @@ def _measured_steps(s: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     are some of a rank's steps only; the rank's rows as they are where none is measured.
 
     Raw CANN output that kept the timeline of iteration 1 of 10
-    (``ascend/mindinsight-legacy``'s PROF folder, :mod:`perfkit.io.cann_raw_tables`)
+    (``ascend/mindinsight-legacy``'s PROF folder, :mod:`perfkit.io.cann.tables`)
     splits step 1 only: its exposed communication is a share of step 1 (87.3 % = 41.53 /
     47.59 ms), not of the mean of the 10 steps (116 %), as the advisor counts it
     (:func:`perfkit.advisor.communication._step_basis`). The words are the Advice tab's

@@ -167,7 +167,7 @@ def recorded_tasks(kernels: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.DataF
 def covered_text(steps: pd.DataFrame) -> str | None:
     """Which steps figures per step of the device tasks cover, when some steps' tasks were
     not recorded (a raw CANN PROF folder that exported iteration 1's timeline of 10,
-    :mod:`perfkit.io.cann_raw_tables`, whose other steps hold no task, so that
+    :mod:`perfkit.io.cann.tables`, whose other steps hold no task, so that
     :func:`recorded_tasks` has nothing to leave out and no note), in the Advice tab's basis
     words (:meth:`perfkit.advisor.context.Context.basis_over`): ``"figures per step over
     step 1 of 10, the only step with its device tasks recorded"``; per rank where the

@@ -10,7 +10,7 @@ Recognised (see docs/loading.md):
   (``step_trace_raw_{rank}_detail_time.csv``, ``hccl_raw_{rank}.csv``,
   ``[ascend_]timeline_display_{rank}.json``, ...);
 - raw CANN output: a ``PROF_*`` folder, one of its ``device_{id}`` folders, or a lone CANN
-  timeline file (told from a Kineto trace by its content; :mod:`perfkit.io.cann_raw`);
+  timeline file (told from a Kineto trace by its content; :mod:`perfkit.io.cann.raw`);
 - a lone ``kernel_details.csv`` (its folder is read as one rank's output folder);
 - an msprof-analyze ``cluster_analysis_output/`` folder;
 - PyTorch Kineto traces (``.json`` / ``.json.gz``) and a standalone ``trace_view.json``;
@@ -31,10 +31,11 @@ from pathlib import Path
 
 from ..bundled_samples import resolve_sample
 from ..errors import ProfileError
-from . import cann_raw, nested
+from . import nested
 from . import run_groups as _rg
 from ._common import json_head, rank_from_name
 from .ascend import text as ascend
+from .cann import raw as cann_raw
 from .runs import Run, make_runs, source_facts
 from .sources import RankSource
 

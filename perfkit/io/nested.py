@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError
-from . import cann_raw
 from .ascend import text as ascend
+from .cann import raw as cann_raw
 from .runs import SourceFacts
 from .sources import RankSource
 

@@ -131,7 +131,7 @@ def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
 
         return mindspore_legacy.parse(path, source.rank)
     if source.fmt == "cann_raw":
-        from . import cann_raw
+        from .cann import raw as cann_raw
 
         if source.error:
             raise ProfileError(path, source.error)

@@ -31,7 +31,8 @@ import raw_mindspore
 import perfkit as pk
 import perfkit.analysis as A
 from perfkit.errors import ProfileError
-from perfkit.io import cann_raw, detect
+from perfkit.io import detect
+from perfkit.io.cann import raw as cann_raw
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

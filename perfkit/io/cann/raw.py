@@ -54,8 +54,8 @@ not tie together) and memory. A PROF folder holding only raw binary data (``data
 refused as a whole with the export command.
 
 This module's one job is assembling a device: which files to read, the clock's origin and
-the device's facts; finding the files is :mod:`perfkit.io.cann_raw_paths`, decoding their
-events :mod:`perfkit.io.cann_raw_events`, and the tables :mod:`perfkit.io.cann_raw_tables`.
+the device's facts; finding the files is :mod:`perfkit.io.cann.paths`, decoding their
+events :mod:`perfkit.io.cann.events`, and the tables :mod:`perfkit.io.cann.tables`.
 """
 
 from __future__ import annotations
@@ -67,33 +67,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError
-from ..format import counted, listed
-from ..profile import ProfileMeta
-from ._common import with_notes
+from ...errors import ProfileError
+from ...format import counted, listed
+from ...profile import ProfileMeta
+from .._common import with_notes
 
 # the files found, the events decoded and the tables made: modules of their own, every
 # name still importable from here
-from .cann_raw_events import (  # noqa: F401
-    _COLUMNS,
-    _EMPTY,
-    _V,
-    _Args,
-    _decode,
-    _Event,
-    _frame,
-    _rows,
-    _text,
-    _Wrapped,
-)
-from .cann_raw_paths import (  # noqa: F401
+from .events import _frame
+from .paths import (
     _DEVICE_RE,
     _KIND_RE,
     _OUTPUT_DIR,
     EXPORT_HINT,
     TIMELINE_KINDS,
     _info,
-    _meta_files,
     _rank_of,
     _small_json,
     _timeline_files,
@@ -104,17 +92,10 @@ from .cann_raw_paths import (  # noqa: F401
     sniff_timeline,
     sources_of,
 )
-from .cann_raw_tables import (  # noqa: F401
-    _LINK_CLASSES,
-    _OP_TYPE_RE,
-    _STEP_CATS,
-    _TRACKS,
-    _TRANSIT_TASKS,
-    _count_the_interval,
+from .tables import (
     _hccl,
     _kernels,
     _mark_recorded,
-    _op_type,
     _steps,
 )
 

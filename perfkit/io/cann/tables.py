@@ -1,11 +1,11 @@
 """The canonical tables of one CANN device, from its timeline's event frame.
 
-The one job of this module: turn the events of :mod:`perfkit.io.cann_raw_events` into
+The one job of this module: turn the events of :mod:`perfkit.io.cann.events` into
 ``steps`` (with each iteration's window), ``kernels``, ``comm_ops``, ``comm_bandwidth`` and
-``comm_matrix``, by the rules :mod:`perfkit.io.cann_raw` describes (what becomes which
+``comm_matrix``, by the rules :mod:`perfkit.io.cann.raw` describes (what becomes which
 table), adding a note wherever the timeline lacks something. Instants stay in ns on the
 timeline's clock (the ``*__ns`` and ``step_start_ns`` columns):
-:func:`perfkit.io.cann_raw.parse` puts them on the profile's origin.
+:func:`perfkit.io.cann.raw.parse` puts them on the profile's origin.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..format import plural, runs_text
-from .categories import category
-from .chrome.tables import step_index
-from .comm_words import CANN_UNRECORDED
+from ...format import plural, runs_text
+from ..categories import category
+from ..chrome.tables import step_index
+from ..comm_words import CANN_UNRECORDED
 
 __all__: list[str] = []
 

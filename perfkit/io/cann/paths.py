@@ -6,7 +6,7 @@ PROF folder or one of its ``device_{id}`` folders (:func:`is_prof_dir`,
 (:func:`sources_of`), the rank ``info.json.{id}`` gives (:func:`device_rank`), the
 collection window of ``start_info`` / ``end_info`` (:func:`collection_window`) and whether
 a JSON file's head is a CANN timeline (:func:`sniff_timeline`). The layouts are described
-in :mod:`perfkit.io.cann_raw`, which parses what is found here and re-exports these names.
+in :mod:`perfkit.io.cann.raw`, which parses what is found here and re-exports these names.
 """
 
 from __future__ import annotations

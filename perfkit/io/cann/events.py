@@ -2,7 +2,7 @@
 
 The one job of this module: decode the Chrome trace-event arrays that ``msprof --export=on``
 writes (``msprof_*``, ``task_time_*``, ``hccl_*``, ``step_trace_*``; see
-:mod:`perfkit.io.cann_raw`) with :mod:`msgspec`, keeping only the fields the tables use,
+:mod:`perfkit.io.cann.raw`) with :mod:`msgspec`, keeping only the fields the tables use,
 resolve each event's process and thread names from the file's metadata events, and
 return every file's events as one :class:`pandas.DataFrame` (:func:`_frame`): ``ts_ns``
 exact (integer ns, from the text of ``ts``), the numbers as float, the names as text.
@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import ProfileError, file_boundary
-from ._common import (
+from ...errors import ProfileError, file_boundary
+from .._common import (
     check_file,
     decode_text_bytes,
     describe_json_error,
