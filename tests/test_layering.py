@@ -51,8 +51,8 @@ def test_job_and_guards_import_no_charts_or_widgets() -> None:
 
 
 def test_analysis_does_not_import_the_job_or_file_formats() -> None:
-    formats = ("perfkit.io.ascend.text", "perfkit.io.kineto", "perfkit.io.mindspore_legacy",
-               "perfkit.io.ascend.db", "perfkit.io.mindspore_cpu")
+    formats = ("perfkit.io.ascend.text", "perfkit.io.kineto", "perfkit.io.mindspore.legacy",
+               "perfkit.io.ascend.db", "perfkit.io.mindspore.cpu")
     for mod in (m for m in MODULES if m.startswith("perfkit.analysis")):
         bad = {d for d in _imports(MODULES[mod])
                if d.startswith(("perfkit.job", "perfkit.guards", "perfkit.widgets",

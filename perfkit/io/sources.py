@@ -127,7 +127,7 @@ def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if source.fmt == "trace_view":
         return ascend.parse_trace_view(path)
     if source.fmt == "mindspore_legacy":
-        from . import mindspore_legacy
+        from .mindspore import legacy as mindspore_legacy
 
         return mindspore_legacy.parse(path, source.rank)
     if source.fmt == "cann_raw":

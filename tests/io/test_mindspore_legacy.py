@@ -175,7 +175,7 @@ def test_steps_of_a_timeline_without_the_counter_file():
 def test_the_timeline_data_gives_the_counter_files_zero():
     """mi_run1 has both files: the time 0 matched from output_timeline_data is the value
     of min_cycle_counter (10 ns ticks), read here."""
-    from perfkit.io.mindspore_legacy import _timeline_zero_us
+    from perfkit.io.mindspore.legacy import _timeline_zero_us
 
     folder = sample("wild/mi_run1") / "profiler"
     zero_ticks = float((folder / "min_cycle_counter_1.txt").read_text().split()[0])

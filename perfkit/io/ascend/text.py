@@ -39,12 +39,13 @@ import pyarrow as pa
 
 from ...errors import ProfileError, file_boundary
 from ...profile import ProfileMeta
-from .. import mindspore_cpu, tables_first
+from .. import tables_first
 from .._common import collecting_notes, read_json, rel_us, with_notes
 from ..categories import category
 from ..chrome import tables as trace_tables
 from ..chrome.decode import read_chrome_trace
 from ..comm_words import ASCEND_NO_COMM_JSON
+from ..mindspore import cpu as mindspore_cpu
 from ..validate import plausible_origin
 from . import trace as ascend_trace
 

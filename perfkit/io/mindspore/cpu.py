@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ProfileError
-from ..format import counted
-from .chrome.tables import HOST_COMM_PATTERN, host_steps
+from ...errors import ProfileError
+from ...format import counted
+from ..chrome.tables import HOST_COMM_PATTERN, host_steps
 
 __all__ = ["is_cpu_profile", "cpu_tables", "graph_runs", "shapes_text", "self_time",
            "OPTIMIZER_PATTERN"]
