@@ -28,7 +28,7 @@ EXCERPT = ROOT / "data" / "ir" / "silu_mul.ir"
 
 CHILD = r"""
 import json, resource, sys, time
-import perfkit.io.ir as ir
+import perfkit.io.ir.graph as ir
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 g = ir.load_ir(sys.argv[1])

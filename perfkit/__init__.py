@@ -52,8 +52,8 @@ _HOME: dict[str, str | None] = {
     "read_mindformers_config": "io.config",
     "load": "io.loading",
     "runs": "io.detect",
-    "IRGraph": "io.ir",
-    "load_ir": "io.ir",
+    "IRGraph": "io.ir.graph",
+    "load_ir": "io.ir.graph",
     "read_memory_log": "io.logs",
     "read_training_log": "io.logs",
     "Run": "io.runs",
@@ -157,7 +157,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .export import export_trace  # noqa: F401
     from .io.config import read_mindformers_config  # noqa: F401
     from .io.detect import runs  # noqa: F401
-    from .io.ir import IRGraph, load_ir  # noqa: F401
+    from .io.ir.graph import IRGraph, load_ir  # noqa: F401
     from .io.loading import load  # noqa: F401
     from .io.logs import read_memory_log, read_training_log  # noqa: F401
     from .io.runs import Run  # noqa: F401

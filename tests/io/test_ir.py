@@ -16,7 +16,7 @@ import pytest
 from shared_samples import shared_root
 
 from perfkit.errors import PerfkitError, ProfileError
-from perfkit.io.ir import COMMUNICATION_OPS, IRGraph, load_ir
+from perfkit.io.ir.graph import COMMUNICATION_OPS, IRGraph, load_ir
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ir"
 #: The dumps that ship with perfkit (the notebooks' defaults) live in the bundled data.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:  # the type only; analyses never read files
-    from ...io.ir import IRGraph
+    from ...io.ir.graph import IRGraph
 from .nodes import _annotate
 from .patterns import (
     _PIECE_SEP,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:  # the type only; analyses never read files
-    from ...io.ir import IRGraph
+    from ...io.ir.graph import IRGraph
 from .patterns import _OP_SEGMENT, _SNAKE, VIRTUAL_OPS
 
 __all__ = []

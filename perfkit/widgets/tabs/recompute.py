@@ -13,7 +13,7 @@ from ... import charts as C
 from ...errors import PerfkitError, ProfileError
 from ...format import time_text
 from ...guards import check_step
-from ...io.ir import load_ir
+from ...io.ir.graph import load_ir
 from ...job import Job
 from ...tables import over_ranks
 from ..markup import describe_error, error, frame_html, note

@@ -4,7 +4,7 @@
 refusing NUL bytes and non-UTF-8 text where they are met; :class:`_Reader` keeps the current
 subgraph and node and moves each finished node into column lists (no per-row dicts);
 :func:`_node_frame` and :func:`_param_frame` turn those into the frames of
-:class:`perfkit.io.ir.IRGraph`, with the columns :data:`NODE_COLUMNS` and
+:class:`perfkit.io.ir.graph.IRGraph`, with the columns :data:`NODE_COLUMNS` and
 :data:`PARAMETER_COLUMNS`.
 """
 
@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
-from ..errors import ProfileError
-from .ir_lines import _PARAM, _SUBGRAPH, _parse_node, _parse_outputs, _parse_param
+from ...errors import ProfileError
+from .lines import _PARAM, _SUBGRAPH, _parse_node, _parse_outputs, _parse_param
 
 __all__ = ["MAX_LINE_BYTES", "NODE_COLUMNS", "PARAMETER_COLUMNS"]
 
@@ -29,7 +29,7 @@ MAX_LINE_BYTES = 16 << 20
 """A longer line cannot be part of an IR dump: the read stops there with an error."""
 
 
-#: Columns of :attr:`perfkit.io.ir.IRGraph.nodes`, in order.
+#: Columns of :attr:`perfkit.io.ir.graph.IRGraph.nodes`, in order.
 NODE_COLUMNS = (
     "graph", "node_id", "debug_name", "op", "instance_name", "scope", "inputs", "params",
     "output_dtypes", "output_shapes", "in_strategy", "recompute", "prim_recompute",
@@ -39,7 +39,7 @@ NODE_COLUMNS = (
     "line",
 )
 
-#: Columns of :attr:`perfkit.io.ir.IRGraph.parameters`, in order.
+#: Columns of :attr:`perfkit.io.ir.graph.IRGraph.parameters`, in order.
 PARAMETER_COLUMNS = ("graph", "param_id", "name", "dtype", "shape", "is_parameter",
                      "has_default", "line")
 

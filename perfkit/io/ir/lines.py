@@ -1,11 +1,11 @@
 """One line of a MindSpore IR dump parsed: a CNode, its output types, a parameter.
 
-The grammar of the lines :mod:`perfkit.io.ir` reads (see its docstring for a sample):
+The grammar of the lines :mod:`perfkit.io.ir.graph` reads (see its docstring for a sample):
 :func:`_parse_node` reads ``%14(name) = Op(args) {instance name: ...} primitive_attrs: {...}
-cnode_attrs: {...}`` into one row of :data:`perfkit.io.ir.NODE_COLUMNS`,
+cnode_attrs: {...}`` into one row of :data:`perfkit.io.ir.graph.NODE_COLUMNS`,
 :func:`_parse_outputs` the ``: (<inputs>) -> (<outputs>)`` line under it and
 :func:`_parse_param` a ``%para`` line. A line off the grammar raises ``ValueError``; the
-reader (:mod:`perfkit.io.ir_reader`) turns it into a ProfileError naming the file and line.
+reader (:mod:`perfkit.io.ir.reader`) turns it into a ProfileError naming the file and line.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ where it is met, and a dump whose last ``subgraph`` block is not closed (a trunc
 at its end.
 
 This module holds the result (:class:`IRGraph`) and the entry point (:func:`load_ir`); one
-line's grammar is :mod:`perfkit.io.ir_lines`, the streaming pass :mod:`perfkit.io.ir_reader`.
+line's grammar is :mod:`perfkit.io.ir.lines`, the streaming pass :mod:`perfkit.io.ir.reader`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import ProfileError, boundary
-from ._common import check_file
-from .ir_reader import (
+from ...errors import ProfileError, boundary
+from .._common import check_file
+from .reader import (
     MAX_LINE_BYTES,
     NODE_COLUMNS,
     PARAMETER_COLUMNS,
