@@ -49,13 +49,13 @@ _HOME: dict[str, str | None] = {
     "ProfileError": "errors",
     "RunsFound": "errors",
     "export_trace": "export",
-    "read_mindformers_config": "io.config",
+    "read_mindformers_config": "io.logs.config",
     "load": "io.loading",
     "runs": "io.detect",
     "IRGraph": "io.ir.graph",
     "load_ir": "io.ir.graph",
-    "read_memory_log": "io.logs",
-    "read_training_log": "io.logs",
+    "read_memory_log": "io.logs.log_files",
+    "read_training_log": "io.logs.log_files",
     "Run": "io.runs",
     "Job": "job",
     "infer_job": "job",
@@ -155,11 +155,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RunsFound,
     )
     from .export import export_trace  # noqa: F401
-    from .io.config import read_mindformers_config  # noqa: F401
     from .io.detect import runs  # noqa: F401
     from .io.ir.graph import IRGraph, load_ir  # noqa: F401
     from .io.loading import load  # noqa: F401
-    from .io.logs import read_memory_log, read_training_log  # noqa: F401
+    from .io.logs.config import read_mindformers_config  # noqa: F401
+    from .io.logs.log_files import read_memory_log, read_training_log  # noqa: F401
     from .io.runs import Run  # noqa: F401
     from .job import Job, infer_job  # noqa: F401
     from .journal import Journal  # noqa: F401

@@ -8,8 +8,8 @@ from typing import Any
 
 from ..errors import ConfigFileError, InvalidArgumentError, PerfkitError
 from ..format import counted
-from ..io.config import read_mindformers_config, read_rank_table
-from ..io.logs import read_training_log
+from ..io.logs.config import read_mindformers_config, read_rank_table
+from ..io.logs.log_files import read_training_log
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .fields import (
     BOOL_FIELDS,
@@ -35,7 +35,7 @@ def read_job_config(config: Any, job: Any = None) -> dict[str, FieldValue]:
           — every model and layout field, and ``runner_config.global_batch_size`` when
           present (else dp × batch × micro-batches);
         * an HCCL rank table (``*.json`` with ``server_list``,
-          :func:`perfkit.io.config.read_rank_table`): the world size;
+          :func:`perfkit.io.logs.config.read_rank_table`): the world size;
         * ``*.json`` (or a folder holding ``config.json``): a Hugging Face config
           (:meth:`ModelSpec.from_hf_config`) — the model fields; its
           ``max_position_embeddings`` is the context limit, not the training length, so

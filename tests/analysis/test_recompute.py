@@ -16,8 +16,8 @@ import pytest
 
 from perfkit.analysis import match_pattern, recompute_check
 from perfkit.errors import InvalidArgumentError
-from perfkit.io.config import read_mindformers_config
 from perfkit.io.ir.graph import load_ir
+from perfkit.io.logs.config import read_mindformers_config
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The real MindSpore dumps of the SiLU/Mul case ship with perfkit, in the bundled data.

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from perfkit.errors import ConfigFileError
-from perfkit.io.config import parse_memory_size, read_mindformers_config
+from perfkit.io.logs.config import parse_memory_size, read_mindformers_config
 from perfkit.specs import ModelSpec
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"

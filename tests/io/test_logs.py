@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perfkit.errors import ProfileError
-from perfkit.io.logs import MIB, read_memory_log, read_training_log
+from perfkit.io.logs.log_files import MIB, read_memory_log, read_training_log
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 

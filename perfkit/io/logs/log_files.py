@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ProfileError, boundary
+from ...errors import ProfileError, boundary
 
 __all__ = ["read_training_log", "read_memory_log", "TRAINING_COLUMNS", "MEMORY_COLUMNS",
            "MIB", "MAX_LINE_BYTES"]

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._values import MAX_WHOLE, parse_bool, read_config_text
-from ..errors import ConfigFileError, InvalidArgumentError, boundary
-from ..specs import ModelSpec, ParallelConfig
+from ..._values import MAX_WHOLE, parse_bool, read_config_text
+from ...errors import ConfigFileError, InvalidArgumentError, boundary
+from ...specs import ModelSpec, ParallelConfig
 
 __all__ = ["read_mindformers_config", "read_rank_table", "parse_memory_size", "PROFILE_KEYS"]
 
