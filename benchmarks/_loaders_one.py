@@ -14,7 +14,7 @@ def main() -> None:
     path = sys.argv[1]
     use_cache = "--no-cache" not in sys.argv
     t0 = time.perf_counter()
-    import perfkit.io.detect as detect
+    import perfkit.io.engines.local as detect
 
     t1 = time.perf_counter()
     obj = detect.load(path, cache=use_cache, progress=False)

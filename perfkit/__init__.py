@@ -50,8 +50,8 @@ _HOME: dict[str, str | None] = {
     "RunsFound": "errors",
     "export_trace": "export",
     "read_mindformers_config": "io.logs.config",
-    "load": "io.loading",
-    "runs": "io.detect",
+    "load": "io.engines.loading",
+    "runs": "io.engines.local",
     "IRGraph": "io.ir.graph",
     "load_ir": "io.ir.graph",
     "read_memory_log": "io.logs.log_files",
@@ -155,9 +155,9 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RunsFound,
     )
     from .export import export_trace  # noqa: F401
-    from .io.detect import runs  # noqa: F401
+    from .io.engines.loading import load  # noqa: F401
+    from .io.engines.local import runs  # noqa: F401
     from .io.ir.graph import IRGraph, load_ir  # noqa: F401
-    from .io.loading import load  # noqa: F401
     from .io.logs.config import read_mindformers_config  # noqa: F401
     from .io.logs.log_files import read_memory_log, read_training_log  # noqa: F401
     from .io.runs import Run  # noqa: F401

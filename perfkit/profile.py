@@ -5,8 +5,8 @@ A :class:`Profile` holds a :class:`ProfileMeta` and nine tables (``kernels``, ``
 Tables are produced on first access by a provider (the parsed frames in memory, or the
 Parquet files of the cache) and kept. A :class:`Cluster` exposes the same attributes,
 concatenated over its ranks; its times are re-based to the cluster's earliest origin so
-that ranks line up. Build them with :func:`perfkit.io.detect.load`; with ``wait=False`` it
-returns one while a thread parses (:mod:`perfkit.io.loading`): ``done``, ``wait()`` and
+that ranks line up. Build them with :func:`perfkit.io.engines.local.load`; with ``wait=False`` it
+returns one while a thread parses (:mod:`perfkit.io.engines.loading`): ``done``, ``wait()`` and
 ``loading`` say how far it is.
 """
 
@@ -105,7 +105,7 @@ class _Tables:
     _lock: threading.RLock
 
     loading: Any = None
-    """The background parse of ``load(..., wait=False)`` (a :class:`perfkit.io.loading.
+    """The background parse of ``load(..., wait=False)`` (a :class:`perfkit.io.engines.loading.
     Loading`: progress, error, the loaded object); None for a profile loaded whole."""
 
     @property

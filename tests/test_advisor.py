@@ -20,7 +20,7 @@ from shared_samples import (
 
 import perfkit as pk
 from perfkit.advisor import Finding, advise, severity_of
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
 DATA = Path(__file__).resolve().parent / "data"

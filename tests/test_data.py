@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SIM = DATA / "simulated"

@@ -88,7 +88,7 @@ def test_load_and_advise_leave_the_process_as_they_found_it(tmp_path, monkeypatc
         seen.append(hp.huge_pages_disabled())
         return real(*args, **kwargs)
 
-    from perfkit.io import detect
+    from perfkit.io.engines import local as detect
 
     real_resolve = detect.resolve_sample
 

@@ -37,7 +37,7 @@ def test_a_name_imports_only_what_it_needs() -> None:
     # The error types and the specs are usable without the loaders or the charts.
     out = _fresh("import json, sys, perfkit as pk\n"
                  "pk.PerfkitError, pk.ModelSpec\n"
-                 "print(json.dumps([m for m in ('altair', 'ipywidgets', 'perfkit.io.detect',"
+                 "print(json.dumps([m for m in ('altair', 'ipywidgets', 'perfkit.io.engines.local',"
                  " 'perfkit.widgets') if m in sys.modules]))")
     assert json.loads(out) == []
 

@@ -26,7 +26,7 @@ from perfkit.cli.fault_spec import parse_fault
 from perfkit.cli.profile_text import profile_info_text
 from perfkit.errors import PerfkitError
 from perfkit.format import bytes_text, counted, listed, plural, time_text
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.simulate import (
     DataLoadingStall,
     HostBound,

@@ -14,7 +14,7 @@ import pytest
 
 import perfkit as pk
 from perfkit.errors import InvalidArgumentError
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.simulate import (
     DataLoadingStall,
     FullRecompute,

@@ -7,10 +7,10 @@
 ``perfkit.plan.calibrate``, ``perfkit.plan.balance``, ``perfkit.tables`` and ``perfkit.report``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
-``perfkit.io.chrome.decode``, ``perfkit.io.detect``, ``perfkit.io.runs``,
+``perfkit.io.chrome.decode``, ``perfkit.io.engines.local``, ``perfkit.io.runs``,
 ``perfkit.io.kineto.scan``,
 ``perfkit.io.preview``, ``perfkit.io.ir.graph``, ``perfkit.calc.timing``, ``perfkit.io.cann.raw``,
-``perfkit.io.ascend.text``, ``perfkit.io.dask_engine``, ``perfkit.widgets.prediction``,
+``perfkit.io.ascend.text``, ``perfkit.io.engines.dask``, ``perfkit.widgets.prediction``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
 to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
 ``kineto_scan_device``, ``preview_kineto``, ``ir_reader``, ``timing_layer``,
@@ -42,9 +42,9 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
 SIBLINGS = ("perfkit.io.chrome.decode", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.widgets.prediction",
-            "perfkit.io.detect", "perfkit.io.runs", "perfkit.io.kineto.scan",
+            "perfkit.io.engines.local", "perfkit.io.runs", "perfkit.io.kineto.scan",
             "perfkit.io.preview", "perfkit.io.ir.graph", "perfkit.calc.timing",
-            "perfkit.io.cann.raw", "perfkit.io.ascend.text", "perfkit.io.dask_engine",
+            "perfkit.io.cann.raw", "perfkit.io.ascend.text", "perfkit.io.engines.dask",
             "perfkit.widgets.dashboard")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
@@ -130,7 +130,7 @@ FORBIDDEN = {
     # rule that says which host operators are communication (perfkit.io.categories)
     "perfkit.analysis.timeline": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                   "perfkit.advisor", "perfkit.io.ascend.text", "perfkit.io.kineto",
-                                  "perfkit.io.chrome.decode", "perfkit.io.detect"),
+                                  "perfkit.io.chrome.decode", "perfkit.io.engines.local"),
     # the model read from the shapes: the canonical tables only, never a loader or a view
     "perfkit.analysis.shapes": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                 "perfkit.io", "perfkit.advisor"),
@@ -138,7 +138,7 @@ FORBIDDEN = {
     # only the rule that says which host operators are communication (perfkit.io.categories)
     "perfkit.analysis.operators": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                    "perfkit.advisor", "perfkit.io.ascend.text", "perfkit.io.kineto",
-                                   "perfkit.io.chrome.decode", "perfkit.io.detect"),
+                                   "perfkit.io.chrome.decode", "perfkit.io.engines.local"),
     # a loader: never an analysis, a view, a job or the advice
     "perfkit.io.kineto": ("perfkit.analysis", "perfkit.advisor", "perfkit.charts",
                           "perfkit.widgets", "perfkit.plan", "perfkit.job"),

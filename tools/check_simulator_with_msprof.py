@@ -36,7 +36,7 @@ from pathlib import Path
 
 import perfkit as pk
 from perfkit.io._common import hccl_group_hash
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.simulate import simulate
 
 COLUMNS = {"Computing": "computing_us", "Communication(Not Overlapped)": "comm_not_overlapped_us",

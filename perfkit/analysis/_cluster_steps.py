@@ -3,7 +3,7 @@
 An eager cluster leaves a task of no step out of the figures per step where any task of
 the cluster has a step (:func:`~._util.in_steps` over the whole table): a rank whose
 tasks have no step at all is then left out entirely. A lazy (Dask) cluster's analyses run
-rank by rank (table partitions, :meth:`~perfkit.io.dask_engine.DaskCluster.map_ranks`),
+rank by rank (table partitions, :meth:`~perfkit.io.engines.dask.DaskCluster.map_ranks`),
 where one rank alone would keep them. :func:`in_cluster_steps` works out once whether the
 cluster has a step (:func:`~._util.steps_anywhere`) and marks every rank's tasks with it
 (:func:`~._util.with_steps_elsewhere`), so that each rank decides as the cluster does;
@@ -39,7 +39,7 @@ def in_cluster_steps(profile: Any) -> Any:
     ----------
     profile : Profile or Cluster
         A lazy (Dask) cluster is viewed rank by rank
-        (:meth:`~perfkit.io.dask_engine.DaskCluster.viewed`) where some rank's tasks have
+        (:meth:`~perfkit.io.engines.dask.DaskCluster.viewed`) where some rank's tasks have
         a step; anything else (an eager profile or cluster, which decide over their whole
         table already, or a lazy cluster with no step anywhere) is returned as it is.
 

@@ -1,6 +1,6 @@
 """How an analysis consumes tables that may be lazy (a Cluster from ``load(engine="dask")``).
 
-A lazy cluster (:class:`perfkit.io.dask_engine.DaskCluster`, ``cluster.lazy is True``) has
+A lazy cluster (:class:`perfkit.io.engines.dask.DaskCluster`, ``cluster.lazy is True``) has
 ``dask.dataframe`` tables with one partition per rank. An analysis must never pull a whole
 table into one process; it turns a lazy table into a *small* pandas frame first, in one
 of two ways:
@@ -130,7 +130,7 @@ def per_rank(obj: Any, func: Callable[..., pd.DataFrame], *args: Any,
     concatenation in rank order of what it gives for each rank alone (true of anything
     computed per ``(rank, ...)`` group). An eager object is passed to ``func`` as it is; for
     a lazy cluster ``func`` runs on every rank as a Dask task
-    (:meth:`~perfkit.io.dask_engine.DaskCluster.map_ranks`: a pandas Profile of that rank,
+    (:meth:`~perfkit.io.engines.dask.DaskCluster.map_ranks`: a pandas Profile of that rank,
     on the cluster's clock) and the small results are concatenated here.
 
     Returns

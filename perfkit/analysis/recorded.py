@@ -206,7 +206,7 @@ def recorded_profile(profile: Any) -> Any:
     221.8 ms step) is not the step's, nor is its time per step. ``profile`` itself is
     returned when every step's tasks were recorded. A lazy (Dask) cluster stays lazy: each
     rank is filtered where it is read, on the workers
-    (:meth:`~perfkit.io.dask_engine.DaskCluster.viewed`), in its tables as in what an
+    (:meth:`~perfkit.io.engines.dask.DaskCluster.viewed`), in its tables as in what an
     analysis runs rank by rank.
     """
     if is_lazy(profile):

@@ -378,7 +378,7 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
         The folder holds several separate runs and ``run`` is None (the message lists them).
     """
     if isinstance(profile_or_path, (str, os.PathLike)):
-        from ..io.detect import load
+        from ..io.engines.local import load
 
         profile = load(profile_or_path, run=run)
     else:

@@ -18,7 +18,7 @@ Recognised (see docs/loading.md):
 
 Only names and the first bytes of files are read here (no file is parsed): the answer is
 rank sources (:class:`~perfkit.io.sources.RankSource`) grouped into runs
-(:mod:`perfkit.io.runs`). Loading them is :mod:`perfkit.io.detect`, which also exports
+(:mod:`perfkit.io.runs`). Loading them is :mod:`perfkit.io.engines.local`, which also exports
 every name of this module under its old path.
 """
 
@@ -213,7 +213,7 @@ def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:
         ``"cluster_analysis_output"``; ``sources`` lists the ranks found, in rank order
         (run after run when the folder holds several runs: :func:`find_runs`), and the
         JSON files beside traces that are not traces (``fmt="not_a_trace"``, which
-        :func:`~perfkit.io.detect.load` leaves out with a note; with several runs, those
+        :func:`~perfkit.io.engines.local.load` leaves out with a note; with several runs, those
         of a folder that holds a run's ranks: a folder of such files alone is no part of
         any run).
 

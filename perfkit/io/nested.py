@@ -1,7 +1,7 @@
 """A folder of several profiles: which rank sources can be ranks of one job, and which
 profiles lie deeper than a parent folder's scan reaches.
 
-:func:`perfkit.io.detect.load` merges the ranks it finds up to two levels below a folder.
+:func:`perfkit.io.engines.local.load` merges the ranks it finds up to two levels below a folder.
 A folder that collects unrelated profiles (a samples folder, a project's test fixtures)
 must not be merged into one job, nor be read as the one profile the scan happens to reach.
 Two rules, applied before the facts of :mod:`perfkit.io.runs` tell runs apart:

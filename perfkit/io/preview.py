@@ -78,7 +78,7 @@ from ..errors import ProfileError, RunsFound
 from ..format import counted
 from ..profile import Cluster, Profile
 from . import cache
-from .detect import _key, find_runs
+from .engines.local import _key, find_runs
 from .kineto.scan import kineto_device_steps, kineto_step_spans
 from .preview_kineto import _HOST_BASES, _cached_steps, _host_spans_only
 from .preview_ranks import FINAL_STEPS, _cluster_output_steps, _rank_steps

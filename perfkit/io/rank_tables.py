@@ -1,6 +1,6 @@
 """A bounded in-memory store of rank tables read from cache entries, one per process.
 
-A lazy cluster (:mod:`perfkit.io.dask_engine`) builds each partition of a table from a
+A lazy cluster (:mod:`perfkit.io.engines.dask`) builds each partition of a table from a
 rank's cache entry: read the Parquet file, conform it, put it on the cluster's clock.
 Every analysis computes its own Dask graph, so without a store each one reads the same
 files again on every worker (for a small job, most of the time an analysis takes). Here a

@@ -6,8 +6,8 @@ rank of a cluster is reported in ``Cluster.failed`` while the others load. It is
 every format's tables pass the plausibility checks of :mod:`perfkit.io.validate`.
 :func:`cluster_meta` merges the ranks' facts into the cluster's.
 
-Both the local engine (:mod:`perfkit.io.detect`) and the Dask engine
-(:mod:`perfkit.io.dask_engine`) import from here, so neither imports the other's module
+Both the local engine (:mod:`perfkit.io.engines.local`) and the Dask engine
+(:mod:`perfkit.io.engines.dask`) import from here, so neither imports the other's module
 in both directions.
 """
 
@@ -148,7 +148,7 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
     Parameters
     ----------
     source : RankSource
-        From :func:`perfkit.io.detect.detect`.
+        From :func:`perfkit.io.engines.local.detect`.
 
     Returns
     -------

@@ -54,7 +54,7 @@ def job_key(path: str | os.PathLike[str], run: Any = None) -> str | None:
     the cache, the folder holds several runs and ``run`` picks none, or the path cannot be
     read (the load says why)."""
     from ..io import cache
-    from ..io.detect import _key, find_runs
+    from ..io.engines.local import _key, find_runs
     from ..io.runs import pick_run
 
     try:

@@ -71,7 +71,7 @@ class _JournalProfiles(_JournalFile):
             No path is stored, the profile is not there (``relocate`` rewrites stored
             paths), or its content changed since it was recorded.
         """
-        from ..io.detect import load
+        from ..io.engines.local import load
 
         r = self.run(run)
         path = self.profile_path(r)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import analysis as A
 from ..analysis.recorded import recorded_profile
-from ..io.detect import load
+from ..io.engines.local import load
 from ..io.ir.graph import load_ir
 from ..specs import Hardware, ModelSpec
 from .ir import IR_FILE

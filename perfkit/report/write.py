@@ -49,7 +49,7 @@ def _load_notes(path: Path) -> list[str]:
     Loaded here again (the notebook's kernel loaded it already, so this is a cache hit
     unless the cache is off), since the notebook may not show them.
     """
-    from ..io.detect import load
+    from ..io.engines.local import load
 
     try:
         return list(load(path, progress=False).meta.notes)
@@ -97,7 +97,7 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
     import nbformat
 
     from .._version import __version__
-    from ..io.detect import detect
+    from ..io.engines.local import detect
 
     path = Path(resolve_sample(profile)).expanduser().resolve()  # "sample:NAME" too
     if not path.exists():

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, ProfileError
 from ..format import listed
-from ..io.detect import load
+from ..io.engines.local import load
 from .markup import warning_html
 from .overview import bundled_profile, bundled_profiles
 

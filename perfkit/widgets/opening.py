@@ -9,7 +9,7 @@ it: every tab shows a progress bar and one sentence saying what it waits for
 
 The bar's fraction is the time spent over the time expected: the size of the files to read
 over a reading rate (:data:`DEFAULT_RATE_BYTES_PER_S` at first, then the rate the last
-load in this process measured: :func:`perfkit.io.loading.expected_seconds`, shared with
+load in this process measured: :func:`perfkit.io.engines.loading.expected_seconds`, shared with
 ``perfkit.load(..., wait=False)``), never above 95 % before the load ends. A profile already
 in perfkit's cache is expected to take a second. The sentence says it is an estimate.
 """
@@ -24,7 +24,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..format import bytes_text
-from ..io.loading import DEFAULT_RATE_BYTES_PER_S, expected_seconds, record_rate
+from ..io.engines.loading import DEFAULT_RATE_BYTES_PER_S, expected_seconds, record_rate
 from .markup import STYLE
 
 __all__ = ["Opening", "DEFAULT_RATE_BYTES_PER_S", "BACKGROUND_BYTES"]

@@ -29,7 +29,7 @@ from perfkit.analysis import (
     stage_imbalance_us,
     sync_points,
 )
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
 

@@ -20,7 +20,7 @@ from shared_samples import (
 import perfkit as pk
 from perfkit.analysis import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
 from perfkit.analysis.communication import COMM_SUMMARY_COLUMNS, comm_op_type, comm_tasks
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
 

@@ -11,7 +11,7 @@ from shared_samples import HTA, PT_LEVEL1, sample, shared_sample
 from perfkit.analysis import compare_profiles, compare_steps, kernel_class
 from perfkit.analysis.compare import COMPARE_COLUMNS
 from perfkit.errors import InvalidArgumentError
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.profile import Profile, ProfileMeta
 
 NPU_GPU = [  # (NPU type, NPU name, GPU name, shared category)

@@ -11,7 +11,7 @@ import perfkit as pk
 from perfkit.analysis import largest_allocations, memory_peaks, memory_timeline, memory_vs_theory
 from perfkit.analysis.memory import framework_component
 from perfkit.errors import InvalidArgumentError
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.profile import Profile, ProfileMeta
 
 GIB = 2.0**30

@@ -17,7 +17,7 @@ from perfkit.analysis import (
     unfused_patterns,
 )
 from perfkit.analysis.operators import TOP_COLUMNS, UNFUSED_COLUMNS
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.profile import Profile, ProfileMeta
 
 

@@ -12,7 +12,7 @@ from shared_samples import HTA, PT_LEVEL1, sample
 from perfkit.analysis import derive_steps, step_breakdown
 from perfkit.analysis.steps import STEP_COLUMNS
 from perfkit.errors import InvalidArgumentError
-from perfkit.io.detect import load
+from perfkit.io.engines.local import load
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, TRACE_VIEW_EXCERPT, sample
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.io.ascend import text as ascend
 from perfkit.profile import Profile
 

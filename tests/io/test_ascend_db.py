@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from shared_samples import PT_DB_LEVEL1, sample
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.profile import Cluster, Profile
 
 pytestmark = pytest.mark.shared_samples  # every test reads the real DB export

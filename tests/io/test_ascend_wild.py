@@ -31,8 +31,8 @@ import raw_mindspore
 import perfkit as pk
 import perfkit.analysis as A
 from perfkit.errors import ProfileError
-from perfkit.io import detect
 from perfkit.io.cann import raw as cann_raw
+from perfkit.io.engines import local as detect
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

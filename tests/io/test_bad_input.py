@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from shared_samples import PT_LEVEL1, sample, writable_copy
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.errors import PerfkitError, ProfileError
 from perfkit.profile import Cluster
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, shared_sample, writable_copy
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.errors import ProfileError
 from perfkit.io import cache
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from shared_samples import CLUSTER_OUTPUT, sample
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.errors import ProfileError
 from perfkit.profile import Cluster
 

@@ -14,7 +14,7 @@ import pytest
 from dask_settings import quiet_cluster
 from shared_samples import PT_LEVEL1, sample, shared_param, writable_copy
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.errors import InvalidArgumentError, ProfileError
 from perfkit.io import cache
 from perfkit.io.schema import TABLE_NAMES
@@ -23,7 +23,7 @@ from perfkit.profile import Cluster, Profile, ProfileMeta
 pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from perfkit.io import dask_engine  # noqa: E402 - needs dask
+from perfkit.io.engines import dask as dask_engine  # noqa: E402 - needs dask
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = sample(PT_LEVEL1)
@@ -154,7 +154,7 @@ import os, sys
 from pathlib import Path
 import pandas as pd
 from perfkit.io import cache, dask_engine
-from perfkit.io.detect import detect
+from perfkit.io.engines.local import detect
 src = detect({str(REAL)!r})[1][1]
 key = cache.entry_key(src.fmt, Path(src.path), src.file_paths(), src.rank)
 print(key, flush=True)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from shared_samples import HTA, PT_LEVEL1, sample, writable_copy
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.errors import ProfileError
 from perfkit.io import _progress
 from perfkit.profile import Cluster, Profile

@@ -30,7 +30,7 @@ from shared_samples import (
     shared_param,
 )
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.io import cache, categories, distinct, kineto, rank_tables, schema
 from perfkit.io.ascend import trace as ascend_trace
 from perfkit.io.chrome import columns as chrome_columns

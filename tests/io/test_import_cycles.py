@@ -87,7 +87,7 @@ def test_the_graph_sees_local_imports(graph: dict[str, set[str]]) -> None:
     # sources.parse_source imports kineto inside the function: that edge must be seen
     assert "perfkit.io.kineto" in graph["perfkit.io.sources"]
     # detect_paths._single imports ascend_db inside the function (what a path holds: it was
-    # perfkit.io.detect before the loading was split from the detection)
+    # perfkit.io.engines.local before the loading was split from the detection)
     assert "perfkit.io.ascend.db" in graph["perfkit.io.detect_paths"]
 
 
@@ -98,7 +98,7 @@ def test_no_import_cycle_touches_perfkit_io(graph: dict[str, set[str]]) -> None:
 
 def test_the_two_former_cycles_are_gone(graph: dict[str, set[str]]) -> None:
     assert "perfkit.io.ascend.text" not in graph["perfkit.io.chrome.tables"]
-    assert "perfkit.io.detect" not in graph["perfkit.io.dask_engine"]
+    assert "perfkit.io.engines.local" not in graph["perfkit.io.engines.dask"]
 
 
 def test_io_does_not_import_analysis_or_ui(graph: dict[str, set[str]]) -> None:

@@ -8,7 +8,7 @@ import json
 import pytest
 from shared_samples import HTA, sample
 
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.profile import Cluster, Profile
 
 DATA = sample(HTA)

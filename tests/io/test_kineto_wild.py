@@ -40,7 +40,7 @@ from raw_kineto import idle_tails
 from shared_samples import HTA, KINETO_TRACES, sample, samples_dir
 
 import perfkit as pk
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.advisor.words import DEVICE_TERMS
 from perfkit.io._common import rank_from_name
 

@@ -22,10 +22,10 @@ import pytest
 from shared_samples import CLUSTER_OUTPUT, HTA, PT_DB_LEVEL1, PT_LEVEL1, shared_sample
 
 import perfkit as pk
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.bundled_samples import resolve_sample
 from perfkit.errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound
-from perfkit.io.loading import Loading, LoadingCluster, LoadingProfile
+from perfkit.io.engines.loading import Loading, LoadingCluster, LoadingProfile
 from perfkit.io.preview import preview
 from perfkit.io.schema import TABLE_NAMES
 from perfkit.profile import Cluster, Profile
@@ -171,7 +171,7 @@ def test_steps_come_before_the_parse_ends(held_parse):
 def test_steps_wait_when_the_quick_reading_is_not_the_parses(held_parse, monkeypatch):
     """A preview that is an approximation (``steps_final`` False, as a Kineto trace's host
     spans) is never served as ``steps``: they wait for the parse like every table."""
-    import perfkit.io.loading as loading
+    import perfkit.io.engines.loading as loading
 
     def approximate(*args, **kwargs):
         got = preview(*args, **kwargs)

@@ -10,7 +10,7 @@ from raw_mindspore import legacy_cluster
 from shared_samples import MINDINSIGHT, sample
 
 import perfkit as pk
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 from perfkit.profile import Cluster, Profile
 
 pytestmark = pytest.mark.shared_samples  # every test reads the real MindInsight outputs

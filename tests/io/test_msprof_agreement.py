@@ -16,7 +16,7 @@ import pytest
 from shared_samples import PT_LEVEL1, sample
 
 import perfkit as pk
-import perfkit.io.detect as detect
+import perfkit.io.engines.local as detect
 
 pytestmark = pytest.mark.shared_samples  # msprof-analyze's input, read from shared
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "msprof_analyze_level1" / \

@@ -59,7 +59,7 @@ import pandas as pd
 
 from ...errors import PerfkitError
 from ..categories import DEVICE_KINDS, KINETO_KINDS
-from ..detect import load
+from ..engines.local import load
 from .scan import _object_at
 
 __all__ = ["Excerpt", "cut_steps", "read_excerpt", "middle_steps", "EXCERPT_BYTES",

@@ -163,7 +163,7 @@ def measure_run(profile_or_path: Any, job: Job | None = None, *, config: Any = N
     perfkit.PerfkitError
         The profile cannot be read (the message names the file), or ``job`` is not a Job.
     """
-    from ...io.detect import load
+    from ...io.engines.local import load
 
     if isinstance(profile_or_path, (str, os.PathLike)):
         spec = profile_spec(profile_or_path)

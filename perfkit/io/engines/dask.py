@@ -1,4 +1,4 @@
-"""Dask engine of :func:`perfkit.io.detect.load`: ranks parsed as Dask tasks, lazy tables.
+"""Dask engine of :func:`perfkit.io.engines.local.load`: ranks parsed as Dask tasks, lazy tables.
 
 ``load(path, engine="dask")`` sends every rank of a cluster that is not already in the
 Parquet cache to Dask as one task. The task runs :func:`perfkit.io.sources.parse_source`, the
@@ -39,26 +39,19 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import PerfkitError, ProfileError
-from ..profile import Cluster, Profile, ProfileMeta, _shift_us
-from . import cache
-from ._progress import Progress
+from ...errors import PerfkitError, ProfileError
+from ...profile import Cluster, Profile, ProfileMeta, _shift_us
+from .. import cache
+from .._progress import Progress
+from ..sources import RankSource, parse_source
+from ..sources import cluster_meta as _cluster_meta
 
 # the lazy cluster and a rank's partitions: modules of their own, every name still
 # importable from here
-from .dask_engine_cluster import DaskCluster
-from .dask_engine_parts import (  # noqa: F401
+from .dask_cluster import DaskCluster
+from .dask_parts import (
     RankPart,
-    RankView,
-    _aligned_profile,
-    _both_views,
-    _read_partition,
-    _read_viewed,
-    _run_on_rank,
-    _table_meta,
 )
-from .sources import RankSource, parse_source
-from .sources import cluster_meta as _cluster_meta
 
 __all__ = ["DaskCluster", "RankPart", "load_cluster", "parse_task", "from_entries",
            "require_dask", "INSTALL_HINT", "pandas_below_bytes"]
@@ -85,7 +78,7 @@ def parse_task(source: RankSource, key: str | None, root: str | None
     Parameters
     ----------
     source : RankSource
-        The rank, from :func:`perfkit.io.detect.detect`.
+        The rank, from :func:`perfkit.io.engines.local.detect`.
     key : str or None
         Its cache key (:func:`perfkit.io.cache.entry_key`, computed by the client); None
         when the cache is off.
@@ -199,11 +192,11 @@ def load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
     root : Path
         The folder given to ``load``.
     sources : sequence of RankSource
-        The ranks, from :func:`perfkit.io.detect.detect`.
+        The ranks, from :func:`perfkit.io.engines.local.detect`.
     use_cache : bool
         Whether the cache may be used (then the result is a :class:`DaskCluster`).
     client, workers, progress
-        See :func:`perfkit.io.detect.load`.
+        See :func:`perfkit.io.engines.local.load`.
 
     Returns
     -------

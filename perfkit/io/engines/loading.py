@@ -1,7 +1,7 @@
-"""``perfkit.load``: :func:`perfkit.io.detect.load`, or with ``wait=False`` the profile at
+"""``perfkit.load``: :func:`perfkit.io.engines.local.load`, or with ``wait=False`` the profile at
 once and its tables when a background parse ends.
 
-``load(path)`` (``wait=True``, the default) is :func:`perfkit.io.detect.load`: it returns
+``load(path)`` (``wait=True``, the default) is :func:`perfkit.io.engines.local.load`: it returns
 once the whole profile is parsed.
 
 A profile of a gigabyte takes seconds to parse. ``load(path, wait=False)`` only finds the
@@ -53,13 +53,13 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
-from ..bundled_samples import resolve_sample
-from ..errors import InvalidArgumentError, ProfileError, RunsFound, boundary
-from ..format import bytes_text
-from ..profile import Cluster, Profile, ProfileMeta
-from . import detect
-from .preview import preview
-from .runs import pick_run
+from ...bundled_samples import resolve_sample
+from ...errors import InvalidArgumentError, ProfileError, RunsFound, boundary
+from ...format import bytes_text
+from ...profile import Cluster, Profile, ProfileMeta
+from ..preview import preview
+from ..runs import pick_run
+from . import local as detect
 
 __all__ = ["load", "Loading", "LoadingProfile", "LoadingCluster", "expected_seconds",
            "record_rate", "DEFAULT_RATE_BYTES_PER_S"]
@@ -331,7 +331,7 @@ class _Background:
 
 class LoadingProfile(_Background, Profile):
     """A :class:`~perfkit.Profile` parsed on a background thread (``load(..., wait=False)``;
-    see :mod:`perfkit.io.loading`)."""
+    see :mod:`perfkit.io.engines.loading`)."""
 
     def __init__(self, loading: Loading) -> None:  # noqa: D107 - see the class
         self.loading = loading
@@ -344,7 +344,7 @@ class LoadingProfile(_Background, Profile):
 
 class LoadingCluster(_Background, Cluster):
     """A :class:`~perfkit.Cluster` parsed on a background thread (``load(..., wait=False)``;
-    see :mod:`perfkit.io.loading`). ``profiles``, ``failed`` (and so ``ranks``, ``len()``,
+    see :mod:`perfkit.io.engines.loading`). ``profiles``, ``failed`` (and so ``ranks``, ``len()``,
     iteration, ``cluster[rank]``) wait for the parse."""
 
     def __init__(self, loading: Loading) -> None:  # noqa: D107 - see the class
@@ -381,7 +381,7 @@ _WAIT_DOC = """    wait : bool, default True
         runs, ``run`` or ``ranks`` not found) is raised here; an error of the parse is
         raised by the first access that waits. ``done``, ``wait(timeout)`` and
         ``loading`` (progress, the error) ask without blocking. No terminal progress bar
-        unless ``progress=True``. Local engine only. See :mod:`perfkit.io.loading` and
+        unless ``progress=True``. Local engine only. See :mod:`perfkit.io.engines.loading` and
         docs/loading.md.
 """
 

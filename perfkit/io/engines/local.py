@@ -6,7 +6,7 @@ here too under their old path); this module loads the rank sources it finds.
 
 Parsing one rank is :func:`parse_source`, a pure function of a :class:`RankSource`
 (path in, tables out); :func:`load` runs it in a local process pool for clusters, or as Dask
-tasks with ``engine="dask"`` (:mod:`perfkit.io.dask_engine`). Each rank goes through the
+tasks with ``engine="dask"`` (:mod:`perfkit.io.engines.dask`). Each rank goes through the
 Parquet cache (:mod:`perfkit.io.cache`) when it is on.
 """
 
@@ -22,45 +22,25 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from .._hugepages import with_small_pages
-from ..bundled_samples import resolve_sample
-from ..errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
-from ..format import listed, plural
-from ..profile import Cluster, Profile, ProfileMeta
-from . import cache, handoff
-from ._common import release_memory
-from ._progress import Progress
+from ..._hugepages import with_small_pages
+from ...bundled_samples import resolve_sample
+from ...errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
+from ...format import listed, plural
+from ...profile import Cluster, Profile, ProfileMeta
+from .. import cache
+from .._common import release_memory
+from .._progress import Progress
 
 # what a path holds: its own module, every name still importable from here (the tests and
-# older callers import the private helpers from perfkit.io.detect)
-from .detect_paths import (  # noqa: F401
-    _DB_RE,
-    _DIST_RANK,
-    _LEGACY_RE,
-    _NESTED_LEVELS,
-    _ONLY_ONE,
-    _cann_file,
-    _cann_sources,
-    _db_files,
-    _detect,
-    _find_members,
-    _is_cluster_output,
-    _is_profile_folder,
-    _kineto_source,
-    _legacy_ranks,
-    _legacy_sources,
-    _Members,
-    _scan_child,
-    _scan_parent,
-    _single,
-    _trace_beside_traces,
-    _unreadable,
+# older callers import the private helpers from perfkit.io.engines.local)
+from ..detect_paths import (
     detect,
     find_runs,
     runs,
 )
-from .runs import Run, facts_from_meta, group_runs, pick_run
-from .sources import RankSource, cluster_meta, input_bytes, parse_source
+from ..runs import Run, facts_from_meta, group_runs, pick_run
+from ..sources import RankSource, cluster_meta, input_bytes, parse_source
+from . import handoff
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
            "default_engine", "checked_engine", "select_ranks"]
@@ -77,7 +57,7 @@ def _work(source: RankSource, use_cache: bool, in_pool: bool = False
 
     In a worker process the tables travel back as files: the cache entry (Parquet), or,
     when the cache is off, uncompressed Arrow files in a temporary folder outside the
-    user's folders (:mod:`perfkit.io.handoff`): much faster and lighter than pickling
+    user's folders (:mod:`perfkit.io.engines.handoff`): much faster and lighter than pickling
     large frames.
     """
     meta, tables = parse_source(source)
@@ -170,7 +150,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         ``"local"`` parses ranks in a local process pool. ``"dask"`` parses each rank of a
         cluster as a Dask task that writes it to the cache, and gives a Cluster whose
         tables are lazy ``dask.dataframe`` frames (see docs/dask.md and
-        :mod:`perfkit.io.dask_engine`; needs ``perfkit[dask]``). Default:
+        :mod:`perfkit.io.engines.dask`; needs ``perfkit[dask]``). Default:
         ``$PERFKIT_ENGINE``, else ``"local"``. A single rank and msprof-analyze output are
         always read locally.
     client : distributed.Client or str, optional
@@ -211,7 +191,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     kind, found = find_runs(path)
     root = Path(path).expanduser()
     if kind == "cluster_analysis_output":
-        from .ascend import cluster_output
+        from ..ascend import cluster_output
 
         return cluster_output.load(Path(found[0].sources[0].path), ranks=ranks)
     if len(found) > 1 and run is None:
@@ -219,7 +199,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
     sources = list(chosen.sources)
     if sources and sources[0].fmt == "cluster_analysis_output":  # one of several profiles
-        from .ascend import cluster_output
+        from ..ascend import cluster_output
 
         return cluster_output.load(Path(sources[0].path), ranks=ranks)
     skipped = [f"{Path(s.path).name} left out: {s.error}" for s in sources
@@ -262,7 +242,7 @@ def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, 
         profile, _ = _load_one(sources[0], use_cache)
         return profile
     if engine == "dask":
-        from . import dask_engine
+        from . import dask as dask_engine
 
         return dask_engine.load_cluster(root, sources, use_cache, client=client,
                                         workers=workers, progress=progress)

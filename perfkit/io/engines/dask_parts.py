@@ -2,7 +2,7 @@
 
 The one job of this module: :class:`RankPart` (a rank's cache entry, or its tables when it
 could not be cached, and its shift onto the cluster's clock) and the functions the Dask
-tasks of a :class:`~perfkit.io.dask_engine_cluster.DaskCluster` run on a worker: build one
+tasks of a :class:`~perfkit.io.engines.dask_cluster.DaskCluster` run on a worker: build one
 partition of a table (:func:`_read_partition`, the rows the local engine's ``Cluster``
 would hold for that rank), the empty frame a lazy table is declared with
 (:func:`_table_meta`), and one rank as a pandas Profile for a per-rank function
@@ -19,11 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ProfileError
-from ..profile import Profile, ProfileMeta, apply_group_rank_maps, shift_times
-from . import cache
-from .rank_tables import cached_table
-from .schema import conform
+from ...errors import ProfileError
+from ...profile import Profile, ProfileMeta, apply_group_rank_maps, shift_times
+from .. import cache
+from ..rank_tables import cached_table
+from ..schema import conform
 
 __all__ = ["RankPart", "RankView"]
 

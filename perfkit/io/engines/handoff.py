@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.feather as feather
 
-from ..profile import Profile, ProfileMeta
-from .schema import TABLE_NAMES, conform
+from ...profile import Profile, ProfileMeta
+from ..schema import TABLE_NAMES, conform
 
 __all__ = ["write_tables", "read_tables"]
 

@@ -2,10 +2,10 @@
 
 The one job of this module: a :class:`~perfkit.profile.Cluster` whose tables are lazy
 ``dask.dataframe`` frames with one partition per rank (built on the workers by
-:mod:`perfkit.io.dask_engine_parts`), with the comm_matrix's group ranks mapped by two
+:mod:`perfkit.io.engines.dask_parts`), with the comm_matrix's group ranks mapped by two
 small Dask aggregations, per-rank work as Dask tasks (:meth:`DaskCluster.map_ranks`) and
 views of its ranks (:meth:`DaskCluster.viewed`). Dask is imported inside the methods:
-:mod:`perfkit.io.dask_engine` makes the cluster (``load(..., engine="dask")``).
+:mod:`perfkit.io.engines.dask` makes the cluster (``load(..., engine="dask")``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..profile import LINK_COLUMNS, Cluster, Profile, ProfileMeta, group_rank_maps
-from .dask_engine_parts import (
+from ...profile import LINK_COLUMNS, Cluster, Profile, ProfileMeta, group_rank_maps
+from .dask_parts import (
     RankPart,
     RankView,
     _aligned_profile,
