@@ -51,12 +51,12 @@ _HOME: dict[str, str | None] = {
     "export_trace": "export",
     "read_mindformers_config": "io.logs.config",
     "load": "io.engines.loading",
-    "runs": "io.engines.local",
+    "runs": "io.detect.paths",
     "IRGraph": "io.ir.graph",
     "load_ir": "io.ir.graph",
     "read_memory_log": "io.logs.log_files",
     "read_training_log": "io.logs.log_files",
-    "Run": "io.runs",
+    "Run": "io.detect.runs",
     "Job": "job",
     "infer_job": "job",
     "Journal": "journal",
@@ -155,12 +155,12 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RunsFound,
     )
     from .export import export_trace  # noqa: F401
+    from .io.detect.paths import runs  # noqa: F401
+    from .io.detect.runs import Run  # noqa: F401
     from .io.engines.loading import load  # noqa: F401
-    from .io.engines.local import runs  # noqa: F401
     from .io.ir.graph import IRGraph, load_ir  # noqa: F401
     from .io.logs.config import read_mindformers_config  # noqa: F401
     from .io.logs.log_files import read_memory_log, read_training_log  # noqa: F401
-    from .io.runs import Run  # noqa: F401
     from .job import Job, infer_job  # noqa: F401
     from .journal import Journal  # noqa: F401
     from .profile import Cluster, Profile, ProfileMeta  # noqa: F401

@@ -101,7 +101,7 @@ class RunsFound(ProfileError):
 
     Attributes
     ----------
-    runs : list of perfkit.io.runs.Run
+    runs : list of perfkit.io.detect.runs.Run
         The runs found, earliest first: ``id``, ``name``, ``label``, ``ranks``,
         ``framework``, ``platform``, ``world_size``, ``start`` and ``paths`` of each.
     """

@@ -41,10 +41,10 @@ import perfkit as pk
 from perfkit.format import number_text, time_text
 from perfkit.io import preview_cluster, tables_first
 from perfkit.io.ascend import text as ascend
-from perfkit.io.detect_paths import detect
+from perfkit.io.detect.paths import detect
+from perfkit.io.detect.sources import tables_first_source
 from perfkit.io.preview import preview
 from perfkit.io.preview_cluster import cluster_tables_first, cluster_tables_wanted
-from perfkit.io.sources import tables_first_source
 from perfkit.profile import Profile
 from perfkit.widgets.first_answer import first_answer
 from perfkit.widgets.headline import mfu_figure, throughput_figure

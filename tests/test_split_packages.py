@@ -7,7 +7,7 @@
 ``perfkit.plan.calibrate``, ``perfkit.plan.balance``, ``perfkit.tables`` and ``perfkit.report``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
-``perfkit.io.chrome.decode``, ``perfkit.io.engines.local``, ``perfkit.io.runs``,
+``perfkit.io.chrome.decode``, ``perfkit.io.engines.local``, ``perfkit.io.detect.runs``,
 ``perfkit.io.kineto.scan``,
 ``perfkit.io.preview``, ``perfkit.io.ir.graph``, ``perfkit.calc.timing``, ``perfkit.io.cann.raw``,
 ``perfkit.io.ascend.text``, ``perfkit.io.engines.dask``, ``perfkit.widgets.prediction``,
@@ -42,7 +42,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
 SIBLINGS = ("perfkit.io.chrome.decode", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.widgets.prediction",
-            "perfkit.io.engines.local", "perfkit.io.runs", "perfkit.io.kineto.scan",
+            "perfkit.io.engines.local", "perfkit.io.detect.runs", "perfkit.io.kineto.scan",
             "perfkit.io.preview", "perfkit.io.ir.graph", "perfkit.calc.timing",
             "perfkit.io.cann.raw", "perfkit.io.ascend.text", "perfkit.io.engines.dask",
             "perfkit.widgets.dashboard")

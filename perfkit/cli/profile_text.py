@@ -385,7 +385,7 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
         profile = profile_or_path
     if isinstance(n_findings, bool) or not isinstance(n_findings, int) or n_findings < 0:
         raise InvalidArgumentError("n_findings", "must be a whole number >= 0", n_findings)
-    from ..io.sources import format_fact  # with the loaders: `perfkit --help` needs neither
+    from ..io.detect.sources import format_fact  # with the loaders: `perfkit --help` needs neither
 
     meta = profile.meta
     rank_text = ranks_text(getattr(profile, "ranks", None), meta.rank)

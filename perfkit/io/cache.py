@@ -333,7 +333,7 @@ def write(key: str, meta: ProfileMeta, tables: dict[str, pd.DataFrame],
     key : str
         From :func:`entry_key`.
     meta, tables
-        What :func:`perfkit.io.sources.parse_source` returned.
+        What :func:`perfkit.io.detect.sources.parse_source` returned.
     root : path, optional
         Cache folder (default :func:`cache_root`); a Dask task receives the client's.
     """

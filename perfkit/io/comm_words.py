@@ -114,7 +114,7 @@ def comm_words(fmt: str | None, framework: str | None = None, library: str = "",
     Parameters
     ----------
     fmt : str or None
-        ``meta.source_format`` (:data:`perfkit.io.sources.FORMATS`,
+        ``meta.source_format`` (:data:`perfkit.io.detect.sources.FORMATS`,
         ``"cluster_analysis_output"``; ``"cluster"`` or None when the ranks' formats differ
         or are unknown: the words then name every kind).
     framework : str or None

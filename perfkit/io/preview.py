@@ -78,12 +78,12 @@ from ..errors import ProfileError, RunsFound
 from ..format import counted
 from ..profile import Cluster, Profile
 from . import cache
+from .detect.runs import pick_run
+from .detect.sources import cluster_meta, input_bytes
 from .engines.local import _key, find_runs
 from .kineto.scan import kineto_device_steps, kineto_step_spans
 from .preview_kineto import _HOST_BASES, _cached_steps, _host_spans_only
 from .preview_ranks import FINAL_STEPS, _cluster_output_steps, _rank_steps
-from .runs import pick_run
-from .sources import cluster_meta, input_bytes
 
 __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "describe",
            "DEVICE_STEPS_MAX_BYTES", "ITERATION_SCAN_MAX_BYTES", "FINAL_STEPS"]

@@ -5,7 +5,7 @@ over (:mod:`perfkit.io.tables_first` listens in one thread): the throughput and 
 wait for every rank's ``trace_view.json``. So where the preview (:func:`perfkit.io.preview.
 preview`) is such a cluster of at least two ranks, not from perfkit's cache, whose traces
 add up to at least :data:`MIN_CLUSTER_TRACE_BYTES`, the dashboard first reads one rank's
-tables directly (:func:`perfkit.io.sources.tables_first_source`: the small files and the
+tables directly (:func:`perfkit.io.detect.sources.tables_first_source`: the small files and the
 job's columns of ``kernel_details.csv``, by the code the load's hand-over uses, checked
 as every rank is) and works the job out from them (:func:`perfkit.infer_job`).
 
@@ -29,8 +29,8 @@ import pandas as pd
 
 from ..profile import Cluster, Profile
 from .ascend.rank import OUTPUT_DIR, rank_dir_of
+from .detect.sources import RankSource, tables_first_source
 from .preview_tables import TablesFirst
-from .sources import RankSource, tables_first_source
 
 __all__ = ["cluster_tables_wanted", "cluster_tables_first", "MIN_CLUSTER_TRACE_BYTES"]
 

@@ -25,9 +25,9 @@ import pandas as pd
 
 from ..format import counted
 from ..profile import Cluster, Profile
+from .detect.sources import cluster_meta
 from .kineto.excerpt import EXCERPT_BYTES, MIN_TRACE_BYTES, middle_steps, read_excerpt
 from .preview_kineto import STEP_SPANS
-from .sources import cluster_meta
 
 __all__ = ["FirstSteps", "first_steps", "excerpt_wanted", "reported_rows", "MAX_RANKS"]
 

@@ -20,11 +20,11 @@ import pandas as pd
 
 from ..profile import Profile, ProfileMeta
 from . import cache
+from .detect.sources import RankSource
 from .engines.local import _key
 from .kineto.iterations import FROM_OPTIMIZER
 from .kineto.marks import iteration_spans, step_scan
 from .kineto.scan import first_spans, iteration_steps, lane_steps, step_events, steps_on_device
-from .sources import RankSource
 
 __all__: list[str] = []  # private to perfkit.io.preview
 

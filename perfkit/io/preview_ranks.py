@@ -14,8 +14,8 @@ from ..errors import file_boundary
 from ..profile import Cluster, Profile, ProfileMeta
 from ._common import collecting_notes
 from .ascend import text as ascend
+from .detect.sources import RankSource, cluster_meta
 from .preview_kineto import _kineto_rank_steps
-from .sources import RankSource, cluster_meta
 
 __all__ = ["FINAL_STEPS"]
 

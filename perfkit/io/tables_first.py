@@ -17,7 +17,7 @@ same code, without the trace: every table but ``ops`` (the kernels with the job'
 only), its times on the origin of the
 files read so far (the trace may hold an earlier timestamp, which moves the full load's
 origin: durations, shapes and counts are the same), then checked as
-:func:`perfkit.io.sources.parse_source` checks every rank (:func:`relay`). The full load
+:func:`perfkit.io.detect.sources.parse_source` checks every rank (:func:`relay`). The full load
 goes on as if nobody listened: the tables handed over are copies (their frames share
 columns with the load's, never written to).
 

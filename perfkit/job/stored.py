@@ -54,8 +54,8 @@ def job_key(path: str | os.PathLike[str], run: Any = None) -> str | None:
     the cache, the folder holds several runs and ``run`` picks none, or the path cannot be
     read (the load says why)."""
     from ..io import cache
+    from ..io.detect.runs import pick_run
     from ..io.engines.local import _key, find_runs
-    from ..io.runs import pick_run
 
     try:
         root = Path(path).expanduser()

@@ -54,7 +54,7 @@ from ..errors import InvalidArgumentError, ProfileError, RunsFound
 from ..format import counted
 from ..io._progress import progress_in
 from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
-from ..io.sources import format_words
+from ..io.detect.sources import format_words
 from ..job import Job
 from .background import BackgroundOpening
 from .dashboard_open import apart_warning, open_profile

@@ -4,7 +4,7 @@ The loaders say what they dropped, repaired or could not read in ``meta.notes``,
 per fact, each led by the table it is about (``"memory: npu_module_mem.csv left out: …"``)
 or by the file it is about (``"memory_record.csv Timestamp(us): 30 of 30 values are written
 in scientific notation …"``) and, in a cluster, by the ranks it is about (``"rank 0:
-memory: …"``, ``"ranks [0, 1]: memory: …"``: :func:`perfkit.io.sources.cluster_meta`). A
+memory: …"``, ``"ranks [0, 1]: memory: …"``: :func:`perfkit.io.detect.sources.cluster_meta`). A
 file's note is about the tables that file fed, which the loaders record in
 ``meta.extra["table_files"]`` (``{"memory": ["ASCEND_PROFILER_OUTPUT/memory_record.csv"]}``).
 The Overview lists them all; :func:`notes_about` picks those about the tables a tab draws,

@@ -20,7 +20,7 @@ from ..bundled_samples import sample_names, sample_path
 from ..calc import linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
 from ..format import counted, ranks_text
-from ..io.sources import format_fact
+from ..io.detect.sources import format_fact
 from ..job import Job
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig

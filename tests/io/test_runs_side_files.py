@@ -22,7 +22,7 @@ from kineto_files import write_trace
 from shared_samples import MINDINSIGHT, sample
 
 import perfkit as pk
-from perfkit.io.sources import FORMATS
+from perfkit.io.detect.sources import FORMATS
 
 LEGACY = sample(MINDINSIGHT)
 #: A legacy MindSpore profiler file of one rank: ``step_trace_raw_{rank}_detail_time.csv``,

@@ -168,5 +168,5 @@ def _world_size(groups: dict[str, Any]) -> int | None:
 
 #: ``meta.extra`` of a rank whose ``world_size`` is :func:`_world_size`: a rank lists only
 #: its own groups (rank 0 of dp 2 × pp 2 is in dp {0, 1} and pp {0, 2}: 3), so ranks of one
-#: job may disagree on it, and it does not tell runs apart (:mod:`perfkit.io.runs`).
+#: job may disagree on it, and it does not tell runs apart (:mod:`perfkit.io.detect.runs`).
 WORLD_FROM_GROUPS = {"world_size_from": "groups"}

@@ -1,7 +1,7 @@
 """Dask engine of :func:`perfkit.io.engines.local.load`: ranks parsed as Dask tasks, lazy tables.
 
 ``load(path, engine="dask")`` sends every rank of a cluster that is not already in the
-Parquet cache to Dask as one task. The task runs :func:`perfkit.io.sources.parse_source`, the
+Parquet cache to Dask as one task. The task runs :func:`perfkit.io.detect.sources.parse_source`, the
 same pure function the local engine runs, and writes the rank once to the cache
 (:func:`perfkit.io.cache.write`: temporary folder, then one rename), returning only the
 rank's :class:`~perfkit.profile.ProfileMeta`. The result is a :class:`DaskCluster`: its
@@ -43,8 +43,8 @@ from ...errors import PerfkitError, ProfileError
 from ...profile import Cluster, Profile, ProfileMeta, _shift_us
 from .. import cache
 from .._progress import Progress
-from ..sources import RankSource, parse_source
-from ..sources import cluster_meta as _cluster_meta
+from ..detect.sources import RankSource, parse_source
+from ..detect.sources import cluster_meta as _cluster_meta
 
 # the lazy cluster and a rank's partitions: modules of their own, every name still
 # importable from here

@@ -57,8 +57,8 @@ from ...bundled_samples import resolve_sample
 from ...errors import InvalidArgumentError, ProfileError, RunsFound, boundary
 from ...format import bytes_text
 from ...profile import Cluster, Profile, ProfileMeta
+from ..detect.runs import pick_run
 from ..preview import preview
-from ..runs import pick_run
 from . import local as detect
 
 __all__ = ["load", "Loading", "LoadingProfile", "LoadingCluster", "expected_seconds",

@@ -1,7 +1,7 @@
 """Load what a path holds: ``load(path)`` -> :class:`Profile` or :class:`Cluster`.
 
 What a path holds (the formats recognised, see docs/loading.md) is found by
-:mod:`perfkit.io.detect_paths` (:func:`detect`, :func:`find_runs`, :func:`runs`, exported
+:mod:`perfkit.io.detect.paths` (:func:`detect`, :func:`find_runs`, :func:`runs`, exported
 here too under their old path); this module loads the rank sources it finds.
 
 Parsing one rank is :func:`parse_source`, a pure function of a :class:`RankSource`
@@ -33,13 +33,9 @@ from .._progress import Progress
 
 # what a path holds: its own module, every name still importable from here (the tests and
 # older callers import the private helpers from perfkit.io.engines.local)
-from ..detect_paths import (
-    detect,
-    find_runs,
-    runs,
-)
-from ..runs import Run, facts_from_meta, group_runs, pick_run
-from ..sources import RankSource, cluster_meta, input_bytes, parse_source
+from ..detect.paths import detect, find_runs, runs
+from ..detect.runs import Run, facts_from_meta, group_runs, pick_run
+from ..detect.sources import RankSource, cluster_meta, input_bytes, parse_source
 from . import handoff
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",

@@ -4,7 +4,7 @@ profiles lie deeper than a parent folder's scan reaches.
 :func:`perfkit.io.engines.local.load` merges the ranks it finds up to two levels below a folder.
 A folder that collects unrelated profiles (a samples folder, a project's test fixtures)
 must not be merged into one job, nor be read as the one profile the scan happens to reach.
-Two rules, applied before the facts of :mod:`perfkit.io.runs` tell runs apart:
+Two rules, applied before the facts of :mod:`perfkit.io.detect.runs` tell runs apart:
 
 - **One layout.** The ranks of one job are written the same way at the same place: one
   format (all Ascend text exports, all Kineto traces, ...) held at one depth below the
@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProfileError
-from .ascend import text as ascend
-from .cann import raw as cann_raw
+from ...errors import ProfileError
+from ..ascend import text as ascend
+from ..cann import raw as cann_raw
 from .runs import SourceFacts
 from .sources import RankSource
 
@@ -36,7 +36,7 @@ __all__ = ["layout_parts", "frontier", "place_of", "deeper_members", "start_key"
 #: The files that make a folder msprof-analyze output (``cluster_analysis_output/``).
 _CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json")
 
-#: Runs as their rank sources and the facts of each (what :func:`perfkit.io.runs.make_runs`
+#: Runs as their rank sources and the facts of each (what :func:`perfkit.io.detect.runs.make_runs`
 #: turns into runs).
 Members = list[tuple[list[RankSource], list[SourceFacts]]]
 

@@ -2,8 +2,8 @@
 
 Read cheaply before parsing (:func:`source_facts`: a name, a folder's time stamp, a Kineto
 trace's first MiB and last 64 KiB, a raw CANN device's ``start_info`` / ``end_info``), or
-from a parsed rank's meta (:func:`facts_from_meta`). :mod:`perfkit.io.runs_group` groups the
-sources into runs by these facts; :mod:`perfkit.io.runs` says how, and exports every name of
+from a parsed rank's meta (:func:`facts_from_meta`). :mod:`perfkit.io.detect.group_runs` groups the
+sources into runs by these facts; :mod:`perfkit.io.detect.runs` says how, and exports every name of
 this module under its old path.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._common import json_head
+from .._common import json_head
 from .sources import RankSource
 
 __all__ = ["SourceFacts", "source_facts", "facts_from_meta"]
@@ -59,7 +59,7 @@ def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
         facts = _kineto_facts(Path(source.path)) if read else {}
         return SourceFacts(platform, "pytorch", source.rank, **facts)
     if source.fmt == "cann_raw":
-        from .cann.raw import collection_window  # loaded already by detection
+        from ..cann.raw import collection_window  # loaded already by detection
 
         start, end = collection_window(Path(source.path)) if read else (None, None)
         return SourceFacts(platform, None, source.rank, start_ns=start, end_ns=end)
@@ -155,7 +155,7 @@ def _tail(path: Path, need_base: bool) -> bytes:
     not tell the start (some writers put ``baseTimeNanoseconds`` last) and the file is not
     larger than :data:`_GZ_TAIL_MAX_BYTES`; otherwise its end is not known and runs are
     told apart by their starts
-    (:data:`~perfkit.io.runs_group.RUN_GAP_S`).
+    (:data:`~perfkit.io.detect.group_runs.RUN_GAP_S`).
     """
     try:
         with open(path, "rb") as fh:

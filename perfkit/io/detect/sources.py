@@ -21,13 +21,13 @@ from typing import Any
 
 import pandas as pd
 
-from .._hugepages import with_small_pages
-from ..errors import ProfileError, file_boundary
-from ..format import plural
-from ..profile import Profile, ProfileMeta
-from . import tables_first
-from .ascend import text as ascend
-from .validate import clean_tables, files_of_tables
+from ..._hugepages import with_small_pages
+from ...errors import ProfileError, file_boundary
+from ...format import plural
+from ...profile import Profile, ProfileMeta
+from .. import tables_first
+from ..ascend import text as ascend
+from ..validate import clean_tables, files_of_tables
 
 __all__ = ["RankSource", "parse_source", "tables_first_source", "cluster_meta",
            "input_bytes", "FORMATS", "format_words", "format_fact"]
@@ -117,21 +117,21 @@ def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     if source.fmt == "ascend_text":
         return ascend.parse(path)
     if source.fmt == "ascend_db":
-        from .ascend import db as ascend_db
+        from ..ascend import db as ascend_db
 
         return ascend_db.parse(path)
     if source.fmt == "kineto":
-        from . import kineto
+        from .. import kineto
 
         return kineto.parse(path)
     if source.fmt == "trace_view":
         return ascend.parse_trace_view(path)
     if source.fmt == "mindspore_legacy":
-        from .mindspore import legacy as mindspore_legacy
+        from ..mindspore import legacy as mindspore_legacy
 
         return mindspore_legacy.parse(path, source.rank)
     if source.fmt == "cann_raw":
-        from .cann import raw as cann_raw
+        from ..cann import raw as cann_raw
 
         if source.error:
             raise ProfileError(path, source.error)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..errors import ProfileError
+from ...errors import ProfileError
+from .._common import rank_from_name, suffix_number
 from . import nested
-from ._common import rank_from_name, suffix_number
 from .runs import SourceFacts, group_runs, source_facts
 from .sources import RankSource
 

@@ -17,8 +17,8 @@ Recognised (see docs/loading.md):
 - a parent folder holding several of the above, one per rank -> a cluster.
 
 Only names and the first bytes of files are read here (no file is parsed): the answer is
-rank sources (:class:`~perfkit.io.sources.RankSource`) grouped into runs
-(:mod:`perfkit.io.runs`). Loading them is :mod:`perfkit.io.engines.local`, which also exports
+rank sources (:class:`~perfkit.io.detect.sources.RankSource`) grouped into runs
+(:mod:`perfkit.io.detect.runs`). Loading them is :mod:`perfkit.io.engines.local`, which also exports
 every name of this module under its old path.
 """
 
@@ -29,13 +29,13 @@ import os
 import re
 from pathlib import Path
 
-from ..bundled_samples import resolve_sample
-from ..errors import ProfileError
+from ...bundled_samples import resolve_sample
+from ...errors import ProfileError
+from .._common import json_head, rank_from_name
+from ..ascend import text as ascend
+from ..cann import raw as cann_raw
 from . import nested
 from . import run_groups as _rg
-from ._common import json_head, rank_from_name
-from .ascend import text as ascend
-from .cann import raw as cann_raw
 from .runs import Run, make_runs, source_facts
 from .sources import RankSource
 
@@ -131,7 +131,7 @@ def _single(path: Path) -> list[RankSource] | None:
         if name == "kernel_details.csv":  # a lone export file: its folder is read
             return _single(path.parent)
         if _DB_RE.match(path.name) or name == "analysis.db":
-            from .ascend import db as ascend_db
+            from ..ascend import db as ascend_db
 
             rank_dir = ascend_db.rank_dir_of(path)
             rank = ascend_db.rank_of(path, rank_dir)
@@ -140,7 +140,7 @@ def _single(path: Path) -> list[RankSource] | None:
                                    rank_from=_ONLY_ONE)]
             return [RankSource("ascend_db", str(path), rank, (str(path),))]
         if name == "trace_view.json":
-            # a rank the file's folder records wins over this (perfkit.io.sources)
+            # a rank the file's folder records wins over this (perfkit.io.detect.sources)
             return [RankSource("trace_view", str(path), 0, (str(path),), rank_from=_ONLY_ONE)]
         if name.endswith(".json") or name.endswith(".json.gz"):
             head, _ = json_head(path)
@@ -173,7 +173,7 @@ def _single(path: Path) -> list[RankSource] | None:
             return [RankSource("ascend_text", str(rank_dir), rank)]
         dbs = _db_files(out)
         if dbs:
-            from .ascend import db as ascend_db
+            from ..ascend import db as ascend_db
 
             rank = ascend_db.rank_of(dbs[0], rank_dir)
             return [RankSource("ascend_db", str(dbs[0]), rank,
@@ -243,7 +243,7 @@ def find_runs(path: str | os.PathLike[str], read_one: bool = False
     ``read_one``: peek into a lone trace too, for its start time (a folder's traces are
     always peeked at: that is how its runs are told apart). A parent folder of several
     profiles (of different formats, at different depths, or deeper than the two levels
-    its ranks may sit at) gives one run per profile (:mod:`perfkit.io.nested`).
+    its ranks may sit at) gives one run per profile (:mod:`perfkit.io.detect.nested`).
     """
     kind, root, members = _find_members(path, read_one, _NESTED_LEVELS)
     return kind, make_runs(members, root)
@@ -287,7 +287,7 @@ def _is_profile_folder(folder: Path) -> bool:
 def runs(path: str | os.PathLike[str]) -> list[Run]:
     """The separate runs found at ``path``, earliest first (one for a single run).
 
-    Each :class:`~perfkit.io.runs.Run` has an ``id`` and a ``name`` that ``load(path,
+    Each :class:`~perfkit.io.detect.runs.Run` has an ``id`` and a ``name`` that ``load(path,
     run=...)`` accepts, a ``label`` for people, its ``ranks``, ``framework``, ``platform``,
     ``world_size``, ``start`` / ``start_ns`` and ``paths``: what a run picker shows. Files
     are only peeked at (their first and last bytes), not parsed.
@@ -298,7 +298,7 @@ def runs(path: str | os.PathLike[str]) -> list[Run]:
 def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource], bool]:
     """(kind, root, sources, scanned) of :func:`detect`, the sources not yet grouped or
     checked; ``scanned``: they come from a parent folder's scan (:func:`_scan_parent`),
-    where ranks of one job must share one layout (:mod:`perfkit.io.nested`)."""
+    where ranks of one job must share one layout (:mod:`perfkit.io.detect.nested`)."""
     path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
     p = Path(path).expanduser()
     if not p.exists():

@@ -26,12 +26,12 @@ when the time is unknown) and a ``label`` for people.
 
 Files beside the ranks that are not profiles (a run's ``environment.json``, MindSpore's
 ``parallel_strategy_{rank}.json``) are no ranks: they are the run's ``side_files``, which
-:func:`perfkit.load` leaves out with a note. :func:`perfkit.io.detect_paths.find_runs`
+:func:`perfkit.load` leaves out with a note. :func:`perfkit.io.detect.paths.find_runs`
 gives each to the runs with ranks in its folder (those holding the rank its name ends with,
 when one does), and to none when its folder holds no profile.
 
-The facts are read by :mod:`perfkit.io.runs_facts` and the sources grouped by
-:mod:`perfkit.io.runs_group`; this module makes the :class:`Run` s, names and labels them,
+The facts are read by :mod:`perfkit.io.detect.run_facts` and the sources grouped by
+:mod:`perfkit.io.detect.group_runs`; this module makes the :class:`Run` s, names and labels them,
 and picks one (:func:`pick_run`).
 """
 
@@ -45,35 +45,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .group_runs import (
+    RUN_GAP_S,
+    group_runs,
+)
+
 # what each source says about its run, and the grouping by it: modules of their own, every
 # name still importable from here
-from .runs_facts import (  # noqa: F401
-    _ASCEND_TS,
-    _BASE,
-    _EPOCH_US,
-    _GZ_TAIL_MAX_BYTES,
-    _PLATFORM,
-    _TAIL_BYTES,
-    _TS,
-    _WORLD,
+from .run_facts import (
     SourceFacts,
-    _abs_ns,
-    _ascend_stamp,
-    _head,
-    _kineto_facts,
-    _tail,
     facts_from_meta,
     source_facts,
-)
-from .runs_group import (  # noqa: F401
-    _OVERLAP_SLACK_NS,
-    RUN_GAP_S,
-    _by_rank,
-    _by_steps,
-    _by_time,
-    _by_world,
-    _overlaps,
-    group_runs,
 )
 from .sources import RankSource
 

@@ -1,8 +1,8 @@
 """Rank sources grouped into runs by their facts: :func:`group_runs`.
 
 The rules (the profiler and framework, the world size, time, ranks, step numbering) are
-set out in :mod:`perfkit.io.runs`, which exports every name of this module under its old
-path; the facts come from :mod:`perfkit.io.runs_facts`.
+set out in :mod:`perfkit.io.detect.runs`, which exports every name of this module under its old
+path; the facts come from :mod:`perfkit.io.detect.run_facts`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .runs_facts import SourceFacts
+from .run_facts import SourceFacts
 
 __all__ = ["group_runs", "RUN_GAP_S"]
 
@@ -28,7 +28,7 @@ different hosts disagree by up to a fraction of a second)."""
 def group_runs(facts: Sequence[SourceFacts]) -> list[list[int]]:
     """Positions of ``facts`` grouped into runs, the runs in start order.
 
-    See :mod:`perfkit.io.runs` for the rules. Positions keep their order inside a run.
+    See :mod:`perfkit.io.detect.runs` for the rules. Positions keep their order inside a run.
     """
     keys: dict[tuple[Any, ...], list[int]] = {}
     for i, f in enumerate(facts):
