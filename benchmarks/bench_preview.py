@@ -2,7 +2,7 @@
 
 For each input (a Kineto file or folder), in one process, one after the other:
 
-- ``scan_preview_s``: :func:`perfkit.io.preview.preview` with ``device_steps=False`` (a
+- ``scan_preview_s``: :func:`perfkit.io.preview.steps.preview` with ``device_steps=False`` (a
   byte scan for the ``ProfilerStep`` events: the copies on the device lane where the trace
   has them, else the host spans; in a trace without ``ProfilerStep``, the host spans of
   its training iterations but the first, the events that tell them found by a byte scan
@@ -10,7 +10,7 @@ For each input (a Kineto file or folder), in one process, one after the other:
   (``scan_step_s``: the median over steps of the slowest rank's; None where the scan
   finds no step);
 - ``device_preview_s``: the same with ``device_steps=True`` (each step's first to last
-  device task, :func:`perfkit.io.preview.kineto_device_steps`; a trace without
+  device task, :func:`perfkit.io.preview.steps.kineto_device_steps`; a trace without
   ``ProfilerStep``: each training iteration's, the iterations inferred from the
   optimizer's ``Optimizer.step#<Class>.step`` annotations as the full load does) and
   ``device_step_s``;
@@ -47,7 +47,7 @@ def measure(path: str, scan_only: bool = False) -> dict[str, Any]:
     own, which the machine's other work moves less than the wall clock)."""
     import perfkit as pk
     from perfkit import analysis as A
-    from perfkit.io.preview import preview
+    from perfkit.io.preview.steps import preview
 
     load = os.getloadavg()[0]
     t, cpu = time.perf_counter(), time.process_time()

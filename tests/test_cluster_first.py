@@ -1,7 +1,7 @@
 """An Ascend cluster's first answer: one rank's tables read ahead of the cluster's load.
 
 A cluster's ranks are read by worker processes, which hand nothing over; the dashboard
-reads the lowest rank's tables first (:mod:`perfkit.io.preview_cluster`, by the code the
+reads the lowest rank's tables first (:mod:`perfkit.io.preview.cluster`, by the code the
 load's hand-over uses, :func:`perfkit.io.ascend.text.read_tables_first`) and shows the
 throughput and MFU of their job at the step time of every rank. Checked here:
 
@@ -39,12 +39,13 @@ from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
 from perfkit.format import number_text, time_text
-from perfkit.io import preview_cluster, tables_first
 from perfkit.io.ascend import text as ascend
 from perfkit.io.detect.paths import detect
 from perfkit.io.detect.sources import tables_first_source
-from perfkit.io.preview import preview
-from perfkit.io.preview_cluster import cluster_tables_first, cluster_tables_wanted
+from perfkit.io.preview import cluster as preview_cluster
+from perfkit.io.preview import tables_first
+from perfkit.io.preview.cluster import cluster_tables_first, cluster_tables_wanted
+from perfkit.io.preview.steps import preview
 from perfkit.profile import Profile
 from perfkit.widgets.first_answer import first_answer
 from perfkit.widgets.headline import mfu_figure, throughput_figure

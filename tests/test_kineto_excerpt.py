@@ -1,5 +1,5 @@
 """A few whole steps cut from a Kineto trace (:mod:`perfkit.io.kineto.excerpt`) and read
-ahead of the load (:mod:`perfkit.io.preview_excerpt`): the steps read are the raw trace's,
+ahead of the load (:mod:`perfkit.io.preview.excerpt`): the steps read are the raw trace's,
 read independently with ``json`` (exact decimals); a trace whose events are not in time
 order, and damaged traces, give no excerpt and raise nothing; nothing is written beside
 the trace.
@@ -24,10 +24,10 @@ from raw_kineto import raw_events, raw_walls
 from shared_samples import KINETO_TRACES, shared_sample
 
 import perfkit as pk
-from perfkit.io import preview_excerpt
 from perfkit.io.kineto.excerpt import cut_steps, middle_steps, read_excerpt
 from perfkit.io.kineto.scan import kineto_step_spans
-from perfkit.io.preview import preview
+from perfkit.io.preview import excerpt as preview_excerpt
+from perfkit.io.preview.steps import preview
 
 pytestmark = [pytest.mark.shared_samples,
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -200,7 +200,7 @@ def _opened_with_steps_read_first(trace: Path, monkeypatch) -> tuple[Any, Any, s
 
     from widget_html import panel_html
 
-    from perfkit.io import preview as P
+    from perfkit.io.preview import steps as P
     from perfkit.widgets.dashboard import Dashboard
 
     monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)
@@ -369,7 +369,7 @@ def test_a_profile_opened_while_the_steps_are_cut_is_never_loaded(tmp_path: Path
     one's files are then not loaded at all (a load, once started, cannot be stopped)."""
     import threading
 
-    from perfkit.io import preview as P
+    from perfkit.io.preview import steps as P
     from perfkit.widgets import background
     from perfkit.widgets.dashboard import Dashboard
 

@@ -1,4 +1,4 @@
-"""The steps read first (perfkit.io.preview), checked against the raw files read with the
+"""The steps read first (perfkit.io.preview.steps), checked against the raw files read with the
 csv and json modules, never against perfkit's own loader."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from raw_kineto import (
 )
 from shared_samples import HTA, PT_LEVEL1, shared_sample
 
-from perfkit.io import preview as P
 from perfkit.io.kineto import scan as kineto_scan
-from perfkit.io.preview import kineto_step_spans, preview
+from perfkit.io.preview import steps as P
+from perfkit.io.preview.steps import kineto_step_spans, preview
 
 
 @pytest.fixture(autouse=True)

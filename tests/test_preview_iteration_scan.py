@@ -1,7 +1,7 @@
 """The preview of a large Kineto trace without ``ProfilerStep``: its training iterations,
 found by a byte scan (:mod:`perfkit.io.kineto.marks`).
 
-Above :data:`perfkit.io.preview.DEVICE_STEPS_MAX_BYTES` such a trace had no preview step at
+Above :data:`perfkit.io.preview.steps.DEVICE_STEPS_MAX_BYTES` such a trace had no preview step at
 all ("its steps come with the full load"): the byte scan found the optimizer's annotations
 but not the backward functions that tell which of them end an iteration. It now finds those
 too, and the preview shows each iteration's host span but the first.
@@ -27,9 +27,9 @@ from optimizer_loops import loop_events, write_trace
 from raw_kineto import HOST, STEP_MARK, Iterations, raw_events
 from shared_samples import sample
 
-from perfkit.io import preview as P
 from perfkit.io.kineto import marks as K
-from perfkit.io.preview import preview
+from perfkit.io.preview import steps as P
+from perfkit.io.preview.steps import preview
 
 MI300 = "wild/tl_ddp_resnet18_mi300/train_resnet18.json.gz"
 RESNET50 = "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz"

@@ -9,7 +9,8 @@ were single modules; each is now a package of small modules (``perfkit.journal``
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
 ``perfkit.io.chrome.decode``, ``perfkit.io.engines.local``, ``perfkit.io.detect.runs``,
 ``perfkit.io.kineto.scan``,
-``perfkit.io.preview``, ``perfkit.io.ir.graph``, ``perfkit.calc.timing``, ``perfkit.io.cann.raw``,
+``perfkit.io.preview.steps``, ``perfkit.io.ir.graph``, ``perfkit.calc.timing``,
+``perfkit.io.cann.raw``,
 ``perfkit.io.ascend.text``, ``perfkit.io.engines.dask``, ``perfkit.widgets.prediction``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
 to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
@@ -43,7 +44,7 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
 SIBLINGS = ("perfkit.io.chrome.decode", "perfkit.simulate._engine", "perfkit.simulate._write",
             "perfkit.widgets.prediction",
             "perfkit.io.engines.local", "perfkit.io.detect.runs", "perfkit.io.kineto.scan",
-            "perfkit.io.preview", "perfkit.io.ir.graph", "perfkit.calc.timing",
+            "perfkit.io.preview.steps", "perfkit.io.ir.graph", "perfkit.calc.timing",
             "perfkit.io.cann.raw", "perfkit.io.ascend.text", "perfkit.io.engines.dask",
             "perfkit.widgets.dashboard")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""

@@ -1,9 +1,9 @@
-"""An Ascend rank's tables handed over before its trace_view.json (perfkit.io.tables_first).
+"""An Ascend rank's tables handed over before its trace_view.json (perfkit.io.preview.tables_first).
 
 The load of an Ascend rank decodes ``trace_view.json`` on a thread of its own while it
 reads the CSV and JSON tables; a listener gets those tables before the load waits for the
 trace, and the dashboard works out the job (throughput, MFU) from them meanwhile
-(:mod:`perfkit.io.preview_tables`). Checked here on perfkit's simulated Llama 2 13B rank
+(:mod:`perfkit.io.preview.tables`). Checked here on perfkit's simulated Llama 2 13B rank
 (``data/simulated``, which holds a trace_view.json) and the real torch_npu Level1 ranks of
 the shared samples:
 
@@ -36,9 +36,9 @@ import pytest
 from shared_samples import PT_LEVEL1, shared_sample
 
 import perfkit as pk
-from perfkit.io import tables_first
 from perfkit.io.ascend import text as ascend
 from perfkit.io.ascend.csv import JOB_COLUMNS
+from perfkit.io.preview import tables_first
 from perfkit.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def test_the_overview_shows_the_throughput_of_the_tables_read_first(monkeypatch)
     from widget_html import panel_html
 
     from perfkit.format import number_text
-    from perfkit.io import preview_tables
+    from perfkit.io.preview import tables as preview_tables
     from perfkit.widgets.dashboard import Dashboard
 
     monkeypatch.setattr(preview_tables, "MIN_TRACE_BYTES", 0)

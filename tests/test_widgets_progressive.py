@@ -195,7 +195,7 @@ def test_a_large_trace_without_profiler_steps_shows_its_iteration_spans_first(mo
     1 to 4 (:class:`raw_kineto.Iterations`: from the end of one Optimizer.step#SGD.step to
     the end of the next, raw decimals), named as such, the step time waiting for the
     device tasks, and says that the first iteration comes with the rest."""
-    from perfkit.io import preview as P
+    from perfkit.io.preview import steps as P
 
     monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
     monkeypatch.setenv("PERFKIT_CACHE", "0")
@@ -239,7 +239,7 @@ def test_a_trace_without_a_quick_step_reading_says_why_on_the_page(monkeypatch) 
 
 @pytest.mark.shared_samples
 def test_a_large_kineto_trace_shows_its_host_step_span_first(monkeypatch) -> None:
-    from perfkit.io import preview as P
+    from perfkit.io.preview import steps as P
 
     monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
     monkeypatch.setenv("PERFKIT_CACHE", "0")  # not read back from an earlier test's load
@@ -268,7 +268,7 @@ def test_while_the_job_is_worked_out_the_overview_shows_the_whole_profiles_steps
     the same step once the job comes."""
     import time as clock
 
-    from perfkit.io import preview as P
+    from perfkit.io.preview import steps as P
     from perfkit.widgets import background
 
     monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
@@ -470,7 +470,7 @@ def test_a_large_recent_kineto_trace_shows_its_device_lane_step_first(monkeypatc
     """Above the limit, a trace whose steps Kineto copies onto the device lane (the real
     H100 Qwen trace) shows that copy, with the device's wait before it, as its step time at
     once, said to be read first."""
-    from perfkit.io import preview as P
+    from perfkit.io.preview import steps as P
 
     monkeypatch.setattr(P, "DEVICE_STEPS_MAX_BYTES", 0)  # as a trace above the limit
     monkeypatch.setenv("PERFKIT_CACHE", "0")

@@ -24,7 +24,7 @@ from widget_html import panel_html
 
 import perfkit as pk
 from perfkit.format import time_text
-from perfkit.io.preview import preview
+from perfkit.io.preview.steps import preview
 from perfkit.widgets.dashboard import Dashboard, dashboard
 from perfkit.widgets.job import JobPanel
 from perfkit.widgets.opening import Opening

@@ -3,14 +3,14 @@
 :class:`BackgroundOpening` is the part of :class:`perfkit.widgets.Dashboard` that does it
 (a mixin: it uses the dashboard's panels, job panel, status line and lock):
 
-1. :func:`perfkit.io.preview.preview` finds the ranks and the size of their files; a
+1. :func:`perfkit.io.preview.steps.preview` finds the ranks and the size of their files; a
    profile of at least ``background_bytes`` has its steps read (small files, or the
    ``ProfilerStep`` events of a trace) and the Overview draws them at once; on large
    Kineto traces a thread then cuts a few whole steps from them
-   (:func:`perfkit.io.preview_excerpt.first_steps`), and the Overview adds their split,
+   (:func:`perfkit.io.preview.excerpt.first_steps`), and the Overview adds their split,
    throughput and MFU (:mod:`perfkit.widgets.first_answer`), about a second later; on a
    large Ascend rank, the load hands its tables over before its ``trace_view.json``
-   (:mod:`perfkit.io.preview_tables`), and the Overview adds the throughput and MFU of
+   (:mod:`perfkit.io.preview.tables`), and the Overview adds the throughput and MFU of
    the job read from them while the trace is still being decoded;
 2. every tab waits for an :class:`~perfkit.widgets.opening.Opening` (a progress bar and
    what it waits for) while a thread runs :func:`perfkit.load`, then
@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunsFound
-from ..io import tables_first
-from ..io.preview import Preview, describe, preview
-from ..io.preview_cluster import cluster_tables_first, cluster_tables_wanted
-from ..io.preview_excerpt import excerpt_wanted, first_steps
-from ..io.preview_tables import tables_first_of, tables_wanted
+from ..io.preview import tables_first
+from ..io.preview.cluster import cluster_tables_first, cluster_tables_wanted
+from ..io.preview.excerpt import excerpt_wanted, first_steps
+from ..io.preview.steps import Preview, describe, preview
+from ..io.preview.tables import tables_first_of, tables_wanted
 from ..job.stored import stored_infer_job
 from .first_answer import first_answer
 from .markup import STYLE, describe_error, note

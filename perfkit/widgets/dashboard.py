@@ -22,7 +22,7 @@
   meanwhile), so the first chart appears as soon as the overview is ready.
 
 A large profile (``background_bytes``, 64 MiB of files by default) opens progressively:
-its steps are read first (:func:`perfkit.io.preview.preview`: ``step_trace_time.csv``,
+its steps are read first (:func:`perfkit.io.preview.steps.preview`: ``step_trace_time.csv``,
 the ``ProfilerStep`` spans, msprof-analyze's step CSV) and the Overview shows its step time
 and split at once, while :func:`perfkit.load` reads the rest on a background thread; every
 other tab shows a progress bar and what it waits for (:mod:`perfkit.widgets.opening`), and

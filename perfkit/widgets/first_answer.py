@@ -1,10 +1,10 @@
 """The Overview's first answer on a large profile: what is read first.
 
-While a large Kineto profile is read, :func:`perfkit.io.preview_excerpt.first_steps` cuts
+While a large Kineto profile is read, :func:`perfkit.io.preview.excerpt.first_steps` cuts
 a few whole steps from its traces and loads them (about a second for a gigabyte); while a
 large Ascend rank is read, its load hands over its tables before its ``trace_view.json``
-(:mod:`perfkit.io.preview_tables`); before a large Ascend cluster is read, one rank's
-tables are read ahead of it (:mod:`perfkit.io.preview_cluster`), its job with the step
+(:mod:`perfkit.io.preview.tables`); before a large Ascend cluster is read, one rank's
+tables are read ahead of it (:mod:`perfkit.io.preview.cluster`), its job with the step
 time of every rank. :func:`first_answer` works out what the Overview
 shows of them: the step time and the split of those steps, and the throughput and MFU of
 the job read from their operator shapes (:func:`perfkit.infer_job`, as the full page does
@@ -23,8 +23,8 @@ import pandas as pd
 
 from .. import analysis as A
 from ..format import time_text
-from ..io.preview_excerpt import FirstSteps, reported_rows
-from ..io.preview_tables import TablesFirst
+from ..io.preview.excerpt import FirstSteps, reported_rows
+from ..io.preview.tables import TablesFirst
 from ..job import infer_job
 from .headline import Figure, mfu_figure, step_split, throughput_figure
 
@@ -106,7 +106,7 @@ class FirstAnswer:
     def _one_stage(self) -> str:
         """Why the MFU of one rank of a cluster is not the cluster's, or "": with pipeline
         parallelism the rank holds one stage's layers, so the model read from its
-        kernels is not the whole model (:mod:`perfkit.io.preview_cluster`)."""
+        kernels is not the whole model (:mod:`perfkit.io.preview.cluster`)."""
         if not (isinstance(self.first, TablesFirst) and self.first.of_cluster):
             return ""
         pp = getattr(getattr(self.job, "parallel", None), "pp", 1) or 1

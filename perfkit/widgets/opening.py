@@ -1,7 +1,7 @@
 """A profile being opened in the background: what each tab shows while it waits.
 
 The dashboard opens a large profile in two parts (:meth:`perfkit.widgets.Dashboard.
-load_profile`): the steps first (:func:`perfkit.io.preview.preview`, small files, a
+load_profile`): the steps first (:func:`perfkit.io.preview.steps.preview`, small files, a
 fraction of a second), drawn on the Overview at once, then the whole profile
 (:func:`perfkit.load`) on a background thread. Meanwhile an :class:`Opening` stands for
 it: every tab shows a progress bar and one sentence saying what it waits for
@@ -43,7 +43,7 @@ class Opening:
     ----------
     label : str
         How the page names the profile.
-    preview : perfkit.io.preview.Preview
+    preview : perfkit.io.preview.steps.Preview
         What was read first: the steps, the size of the rest, whether it is cached.
 
     Attributes

@@ -4,7 +4,7 @@ A loop of two iterations has two optimizer updates and one backward pass between
 nothing to compare it with, so it was read as one step. The backward pass before the first
 update (from the trace's start) is now compared with it (:mod:`perfkit.io.kineto.
 iterations`). A trace with no optimizer step (inference, a forward-only loop) is one step,
-and the note says so plainly; :func:`perfkit.io.preview.kineto_device_steps` gives the
+and the note says so plainly; :func:`perfkit.io.preview.steps.kineto_device_steps` gives the
 full load's reason where it finds no step.
 
 Expected figures come from the loops written here (:mod:`optimizer_loops`, by arithmetic on
@@ -26,7 +26,7 @@ from raw_kineto import Iterations, raw_events
 from shared_samples import sample
 
 import perfkit as pk
-from perfkit.io import preview as P
+from perfkit.io.preview import steps as P
 
 RESNET50 = "wild/k_resnet50_nw4/worker0.1623212756351.pt.trace.json.gz"
 B200 = "wild/tl_b200_eager/eager_trace.json.gz"

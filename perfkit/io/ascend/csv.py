@@ -53,7 +53,7 @@ _TEXT = {"name", "type", "core", "input_shapes", "input_dtypes", "output_shapes"
 _START = ("Start Time(us)", "Task Start Time(us)")
 #: The columns of the ``kernels`` table (with the start) that the job is read from
 #: (:func:`perfkit.infer_job`: shapes, dtypes, names, steps, streams, durations): all a
-#: rank's tables handed over before the rest hold (:mod:`perfkit.io.tables_first`).
+#: rank's tables handed over before the rest hold (:mod:`perfkit.io.preview.tables_first`).
 #: tests/test_tables_first.py checks that the job read from them is the whole table's.
 JOB_COLUMNS = ("step", "name", "type", "core", "stream", "dur_us", "wait_us", "input_shapes",
                "input_dtypes", "output_shapes", "output_dtypes")

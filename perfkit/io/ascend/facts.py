@@ -1,6 +1,6 @@
 """What :func:`perfkit.io.ascend.text.parse` knows of an Ascend rank before its tables, and
 the copies of what it read that the tables handed over early are assembled from
-(:mod:`perfkit.io.tables_first`): kept apart so that the rank's assembly stays one
+(:mod:`perfkit.io.preview.tables_first`): kept apart so that the rank's assembly stays one
 module of one job."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the two CSV files, :mod:`perfkit.io.ascend.csv`; the HCCL files,
 :mod:`perfkit.io.ascend.hccl`; the memory files, :mod:`perfkit.io.ascend.memory`; the
 tables of trace_view.json, :mod:`perfkit.io.ascend.trace`), reads trace_view.json on a
 thread of its own meanwhile, and puts every table on the rank's origin (:func:`_assemble`).
-Where someone listens (:mod:`perfkit.io.tables_first`), the small files and the job's
+Where someone listens (:mod:`perfkit.io.preview.tables_first`), the small files and the job's
 columns of ``kernel_details.csv`` are read first and handed over, assembled by the same
 code without the trace, and the trace is decoded once the listener is done with them.
 """
@@ -39,13 +39,13 @@ import pyarrow as pa
 
 from ...errors import ProfileError, file_boundary
 from ...profile import ProfileMeta
-from .. import tables_first
 from .._common import collecting_notes, read_json, rel_us, with_notes
 from ..categories import category
 from ..chrome import tables as trace_tables
 from ..chrome.decode import read_chrome_trace
 from ..comm_words import ASCEND_NO_COMM_JSON
 from ..mindspore import cpu as mindspore_cpu
+from ..preview import tables_first
 from ..validate import plausible_origin
 from . import trace as ascend_trace
 
@@ -147,7 +147,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
 def _hand_over(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
                mem_parts: dict[str, pd.DataFrame], ns: dict[str, pa.Array],
                files: dict[str, list[str]], notes: list[str]) -> None:
-    """Hand the listener (:func:`perfkit.io.tables_first.offer`) the rank's tables read so
+    """Hand the listener (:func:`perfkit.io.preview.tables_first.offer`) the rank's tables read so
     far with the job's columns of ``kernel_details.csv`` (:func:`_with_job_columns`);
     nothing where that read fails (the full read, which follows, says why)."""
     try:
@@ -175,7 +175,7 @@ def _with_job_columns(facts: _RankFacts, kernels_csv: Path, raw: dict[str, Any],
 
 @with_notes
 def read_tables_first(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
-    """One rank's tables as its load hands them over (:mod:`perfkit.io.tables_first`),
+    """One rank's tables as its load hands them over (:mod:`perfkit.io.preview.tables_first`),
     read directly: the small files and the job's columns of ``kernel_details.csv``, by
     :func:`parse`'s own code (:func:`_read_small`, :func:`_with_job_columns`,
     :func:`_assemble`), without ``trace_view.json`` (not read at all).
@@ -300,13 +300,13 @@ def _assemble(facts: _RankFacts, raw: dict[str, Any], mem_parts: dict[str, pd.Da
     """:func:`parse`'s last stage: the tables read (``raw``, ``mem_parts``; ``ns`` their
     timestamps) put on the rank's origin, with what the trace gives (``trace`` None:
     without it), as ``(meta, tables)``; ``handed_over``: the tables handed over before the
-    trace (:mod:`perfkit.io.tables_first`), which say so in a note."""
+    trace (:mod:`perfkit.io.preview.tables_first`), which say so in a note."""
     out, rank_dir, infos, info, metadata = (facts.out, facts.rank_dir, facts.infos,
                                             facts.info, facts.metadata)
     framework, rank, groups, level = facts.framework, facts.rank, facts.groups, facts.level
     if handed_over:
         notes.append("ops: trace_view.json still being read (the tables handed over before "
-                     "it, perfkit.io.tables_first)")
+                     "it, perfkit.io.preview.tables_first)")
     for key, (name, why) in other_run_files(ns).items():
         del ns[key]
         mem_parts.pop(key, None)
@@ -429,7 +429,7 @@ def _start_trace(out: Path, read: Any) -> Future[Any] | None:
 
 def read_step_trace(path: Path) -> pd.DataFrame:
     """The ``steps`` table of one ``step_trace_time.csv`` (what :func:`parse` reads; the
-    dashboard's first figures come from it alone, :mod:`perfkit.io.preview`)."""
+    dashboard's first figures come from it alone, :mod:`perfkit.io.preview.steps`)."""
     return _steps(path)
 
 

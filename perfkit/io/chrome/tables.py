@@ -337,7 +337,7 @@ def device_wait_us(win: pd.DataFrame, spans: pd.DataFrame,
     start; ``spans``: the host ``ProfilerStep`` spans (``step``, ``start_ns``); ``busy``:
     (start, end) in ns of the device tasks of no step (launched before the trace began, or
     outside every span): the device runs them, so their time in that range is not a wait.
-    Used by the Kineto reader and by the preview (:mod:`perfkit.io.preview`), which must
+    Used by the Kineto reader and by the preview (:mod:`perfkit.io.preview.steps`), which must
     agree."""
     # in int64 nanoseconds throughout: an epoch timestamp in float64 is off by up to 128 ns
     host = spans.drop_duplicates("step").set_index("step")["start_ns"]

@@ -25,8 +25,8 @@ from ..._hugepages import with_small_pages
 from ...errors import ProfileError, file_boundary
 from ...format import plural
 from ...profile import Profile, ProfileMeta
-from .. import tables_first
 from ..ascend import text as ascend
+from ..preview import tables_first
 from ..validate import clean_tables, files_of_tables
 
 __all__ = ["RankSource", "parse_source", "tables_first_source", "cluster_meta",
@@ -173,7 +173,7 @@ def tables_first_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.D
     """One Ascend text-export rank's tables as its load hands them over, read directly
     (:func:`perfkit.io.ascend.text.read_tables_first`: the small files and the job's columns of
     ``kernel_details.csv``, no ``trace_view.json``), checked as :func:`parse_source` checks
-    every rank (and as the tables handed over are, :func:`perfkit.io.tables_first.relay`).
+    every rank (and as the tables handed over are, :func:`perfkit.io.preview.tables_first.relay`).
 
     Raises
     ------

@@ -10,7 +10,7 @@ a :class:`LoadingProfile` (one rank) or a :class:`LoadingCluster` (several): sub
 :class:`~perfkit.Profile` and :class:`~perfkit.Cluster`, with the same attributes. The
 thread
 
-1. reads the steps alone (:func:`perfkit.io.preview.preview`: small files, a fraction of a
+1. reads the steps alone (:func:`perfkit.io.preview.steps.preview`: small files, a fraction of a
    second), unless every rank is in perfkit's cache already (the load is then quick);
 2. runs ``load(path, ...)`` with the same arguments, as ``wait=True`` does: the same
    tables, the same errors, the cache written the same way.
@@ -18,7 +18,7 @@ thread
 Meanwhile:
 
 - ``steps`` is served from step 1 when the preview read it as the parse will
-  (:attr:`~perfkit.io.preview.Preview.steps_final`: Ascend ``step_trace_time.csv``,
+  (:attr:`~perfkit.io.preview.steps.Preview.steps_final`: Ascend ``step_trace_time.csv``,
   msprof-analyze's ``cluster_step_trace_time.csv``); otherwise (the quick reading of a
   Kineto trace, its host ``ProfilerStep`` spans, is not the device steps the parse gives)
   it waits like the rest. Once the parse has ended, ``steps`` is the loaded table: the same
@@ -58,7 +58,7 @@ from ...errors import InvalidArgumentError, ProfileError, RunsFound, boundary
 from ...format import bytes_text
 from ...profile import Cluster, Profile, ProfileMeta
 from ..detect.runs import pick_run
-from ..preview import preview
+from ..preview.steps import preview
 from . import local as detect
 
 __all__ = ["load", "Loading", "LoadingProfile", "LoadingCluster", "expected_seconds",
@@ -100,7 +100,7 @@ class Loading:
     stage : str
         ``"steps"`` (reading the steps alone), ``"reading"`` (the full parse), ``"done"``
         or ``"failed"``.
-    preview : perfkit.io.preview.Preview or None
+    preview : perfkit.io.preview.steps.Preview or None
         What step 1 read (the steps, the size of the files, whether they are cached); None
         before it ends or when it could not read them (the parse then says why). Its
         ``profile`` holds the quick reading even when it is not the final table (a Kineto

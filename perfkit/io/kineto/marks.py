@@ -2,7 +2,7 @@
 
 :func:`~perfkit.io.kineto.scan.iteration_steps` reads a trace's iterations by decoding every
 event (a fifth to a third of the full load's time), so the preview does it only up to
-:data:`~perfkit.io.preview.DEVICE_STEPS_MAX_BYTES`. Above it, :func:`iteration_spans` finds
+:data:`~perfkit.io.preview.steps.DEVICE_STEPS_MAX_BYTES`. Above it, :func:`iteration_spans` finds
 the same iterations without parsing the file. The rules of
 :mod:`perfkit.io.kineto.iterations` read three kinds of host events, and each is found by
 the bytes of its name:

@@ -1,4 +1,4 @@
-"""Quick readings of a Kineto trace's steps for :mod:`perfkit.io.preview`, without parsing it.
+"""Quick readings of a Kineto trace's steps for :mod:`perfkit.io.preview.steps`, without parsing it.
 
 - :func:`kineto_step_spans`: a byte scan for ``"ProfilerStep#``; each hit is decoded as the
   one JSON event around it (the host span and, where recent PyTorch versions write it, the
@@ -11,7 +11,7 @@
   its optimizer's iterations (:mod:`perfkit.io.kineto.iterations`); :func:`kineto_device_steps`
   gives those too.
 
-What each figure is, and when the preview uses it, is in :mod:`perfkit.io.preview`.
+What each figure is, and when the preview uses it, is in :mod:`perfkit.io.preview.steps`.
 """
 
 from __future__ import annotations

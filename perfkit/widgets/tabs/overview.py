@@ -3,7 +3,7 @@
 The top findings come as the advisor finds them (:meth:`Context.stream_findings`): the
 first ones, ranked among what has come so far, while the slower rules still run (the page
 says so), then the final ranked list. While a large profile is still being read, the tab
-shows its steps, read first (:mod:`perfkit.io.preview`): the step time and, where the step
+shows its steps, read first (:mod:`perfkit.io.preview.steps`): the step time and, where the step
 file gives it, the step split; the findings, throughput and MFU wait for the rest.
 """
 
@@ -186,7 +186,7 @@ class OverviewTab(JobTab):
         return [line]
 
     def waiting(self, opening: Any) -> list[W.Widget]:
-        """The steps read first (:mod:`perfkit.io.preview`), and a progress bar for the
+        """The steps read first (:mod:`perfkit.io.preview.steps`), and a progress bar for the
         rest; without them, the progress bar only."""
         early = getattr(opening.preview, "profile", None)
         # a few whole steps read meanwhile (large Kineto traces): their step time where the

@@ -1,6 +1,6 @@
 """A few whole steps of a large Kineto profile, read ahead of its load: the first answer.
 
-:func:`perfkit.io.preview.preview` gives a profile's step time in a fraction of a second,
+:func:`perfkit.io.preview.steps.preview` gives a profile's step time in a fraction of a second,
 but on a Kineto trace the step's split and the job (batch, sequence, model: throughput and
 MFU) need the device tasks and the operator shapes, which come with the full parse. Each
 step holds only a small part of them: :func:`first_steps` cuts the same middle steps from
@@ -23,11 +23,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..format import counted
-from ..profile import Cluster, Profile
-from .detect.sources import cluster_meta
-from .kineto.excerpt import EXCERPT_BYTES, MIN_TRACE_BYTES, middle_steps, read_excerpt
-from .preview_kineto import STEP_SPANS
+from ...format import counted
+from ...profile import Cluster, Profile
+from ..detect.sources import cluster_meta
+from ..kineto.excerpt import EXCERPT_BYTES, MIN_TRACE_BYTES, middle_steps, read_excerpt
+from .kineto import STEP_SPANS
 
 __all__ = ["FirstSteps", "first_steps", "excerpt_wanted", "reported_rows", "MAX_RANKS"]
 
@@ -114,7 +114,7 @@ def first_steps(preview: Any, budget: int = EXCERPT_BYTES) -> FirstSteps | None:
 
     Parameters
     ----------
-    preview : perfkit.io.preview.Preview
+    preview : perfkit.io.preview.steps.Preview
         A preview of Kineto traces (:func:`excerpt_wanted`).
     budget : int
         About how many bytes of each trace to read.
@@ -166,7 +166,7 @@ def first_steps(preview: Any, budget: int = EXCERPT_BYTES) -> FirstSteps | None:
 def reported_rows(breakdown: pd.DataFrame, first: Any) -> pd.DataFrame:
     """The rows of ``breakdown`` (:func:`perfkit.analysis.step_breakdown` of
     ``first.profile``) of the reported steps (``first.steps``: a :class:`FirstSteps`, or
-    :class:`perfkit.io.preview_tables.TablesFirst`)."""
+    :class:`perfkit.io.preview.tables.TablesFirst`)."""
     if "step" not in breakdown.columns:
         return breakdown.iloc[0:0]
     return breakdown[breakdown["step"].isin(first.steps)].reset_index(drop=True)

@@ -61,7 +61,7 @@ The preview's :attr:`Preview.profile` is a :class:`~perfkit.Profile` (or
 on it as on the full profile. Nothing is written anywhere (no cache entry either).
 
 This module finds the ranks and decides what to read; a rank's steps are read by
-:mod:`perfkit.io.preview_ranks` (by format) and :mod:`perfkit.io.preview_kineto` (a Kineto
+:mod:`perfkit.io.preview.ranks` (by format) and :mod:`perfkit.io.preview.kineto` (a Kineto
 trace's).
 """
 
@@ -73,17 +73,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bundled_samples import resolve_sample
-from ..errors import ProfileError, RunsFound
-from ..format import counted
-from ..profile import Cluster, Profile
-from . import cache
-from .detect.runs import pick_run
-from .detect.sources import cluster_meta, input_bytes
-from .engines.local import _key, find_runs
-from .kineto.scan import kineto_device_steps, kineto_step_spans
-from .preview_kineto import _HOST_BASES, _cached_steps, _host_spans_only
-from .preview_ranks import FINAL_STEPS, _cluster_output_steps, _rank_steps
+from ...bundled_samples import resolve_sample
+from ...errors import ProfileError, RunsFound
+from ...format import counted
+from ...profile import Cluster, Profile
+from .. import cache
+from ..detect.runs import pick_run
+from ..detect.sources import cluster_meta, input_bytes
+from ..engines.local import _key, find_runs
+from ..kineto.scan import kineto_device_steps, kineto_step_spans
+from .kineto import _HOST_BASES, _cached_steps, _host_spans_only
+from .ranks import FINAL_STEPS, _cluster_output_steps, _rank_steps
 
 __all__ = ["Preview", "preview", "kineto_step_spans", "kineto_device_steps", "describe",
            "DEVICE_STEPS_MAX_BYTES", "ITERATION_SCAN_MAX_BYTES", "FINAL_STEPS"]

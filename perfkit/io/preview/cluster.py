@@ -1,8 +1,8 @@
 """One rank's tables read ahead of an Ascend cluster's load: the cluster's first answer.
 
 An Ascend text-export cluster is read by worker processes, none of which hands its tables
-over (:mod:`perfkit.io.tables_first` listens in one thread): the throughput and MFU would
-wait for every rank's ``trace_view.json``. So where the preview (:func:`perfkit.io.preview.
+over (:mod:`perfkit.io.preview.tables_first` listens in one thread): the throughput and MFU would
+wait for every rank's ``trace_view.json``. So where the preview (:func:`perfkit.io.preview.steps.
 preview`) is such a cluster of at least two ranks, not from perfkit's cache, whose traces
 add up to at least :data:`MIN_CLUSTER_TRACE_BYTES`, the dashboard first reads one rank's
 tables directly (:func:`perfkit.io.detect.sources.tables_first_source`: the small files and the
@@ -27,10 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..profile import Cluster, Profile
-from .ascend.rank import OUTPUT_DIR, rank_dir_of
-from .detect.sources import RankSource, tables_first_source
-from .preview_tables import TablesFirst
+from ...profile import Cluster, Profile
+from ..ascend.rank import OUTPUT_DIR, rank_dir_of
+from ..detect.sources import RankSource, tables_first_source
+from .tables import TablesFirst
 
 __all__ = ["cluster_tables_wanted", "cluster_tables_first", "MIN_CLUSTER_TRACE_BYTES"]
 
@@ -89,7 +89,7 @@ def cluster_tables_first(preview: Any) -> TablesFirst:
     began = time.perf_counter()
     ranks = _ranks(preview)
     if not ranks:
-        from ..errors import ProfileError
+        from ...errors import ProfileError
 
         raise ProfileError(getattr(preview, "path", ""), "not an Ascend text-export cluster")
     first = ranks[0]

@@ -1,20 +1,20 @@
 """An Ascend rank's tables, handed over before its trace: the first answer's job.
 
-:func:`perfkit.io.preview.preview` gives an Ascend rank's step time and split from
+:func:`perfkit.io.preview.steps.preview` gives an Ascend rank's step time and split from
 ``step_trace_time.csv`` in a fraction of a second. The throughput and MFU need the job
 (:func:`perfkit.infer_job`: batch and sequence from the operator shapes, micro-batches
 from the loss calls, model and layout), which is read from ``kernel_details.csv`` and the
 rank's other tables, not from ``trace_view.json`` (host operators). The trace is the
 rank's largest file. So the full load of such a rank, listened to, reads its small files
 and the job's columns of ``kernel_details.csv`` first and hands them over
-(:mod:`perfkit.io.tables_first`); the dashboard works out the job from them while the
+(:mod:`perfkit.io.preview.tables_first`); the dashboard works out the job from them while the
 load reads the rest, and the trace's decoding waits for it.
 
 It is used where the preview is one Ascend text-export rank, not from perfkit's cache,
 whose ``trace_view.json`` is at least :data:`MIN_TRACE_BYTES` (a smaller one is read
 about as fast as the tables: the whole load follows at once). On a cluster, whose ranks
 are read by worker processes, one rank's tables are read ahead of the load instead
-(:mod:`perfkit.io.preview_cluster`), in a :class:`TablesFirst` too. :class:`TablesFirst` is what
+(:mod:`perfkit.io.preview.cluster`), in a :class:`TablesFirst` too. :class:`TablesFirst` is what
 the dashboard's first answer (:func:`perfkit.widgets.first_answer.first_answer`) reads.
 """
 
@@ -26,9 +26,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..format import counted
-from ..profile import Cluster, Profile
-from .ascend.rank import OUTPUT_DIR, rank_dir_of
+from ...format import counted
+from ...profile import Cluster, Profile
+from ..ascend.rank import OUTPUT_DIR, rank_dir_of
 
 __all__ = ["TablesFirst", "tables_wanted", "tables_first_of", "MIN_TRACE_BYTES"]
 
@@ -44,7 +44,7 @@ class TablesFirst:
     Attributes
     ----------
     profile : Profile
-        The rank, every table but ``ops`` (:mod:`perfkit.io.tables_first`).
+        The rank, every table but ``ops`` (:mod:`perfkit.io.preview.tables_first`).
     steps : list of int
         Its steps (all of them: the tables hold every step).
     trace_bytes : int
@@ -55,7 +55,7 @@ class TablesFirst:
     notes : list of str
     rank : int, optional
         The rank read, where it is one rank of a cluster
-        (:mod:`perfkit.io.preview_cluster`); None for a profile of one rank.
+        (:mod:`perfkit.io.preview.cluster`); None for a profile of one rank.
     steps_of : Profile or Cluster, optional
         Whose steps the step time is read from: the cluster's (every rank's steps, of the
         preview) where one rank of it was read; None: the rank's own.
@@ -130,7 +130,7 @@ def tables_wanted(preview: Any) -> bool:
 def tables_first_of(preview: Any, meta: Any, tables: dict[str, pd.DataFrame],
                     seconds: float) -> TablesFirst:
     """The tables handed over by the load of ``preview``'s rank
-    (:func:`perfkit.io.tables_first.listen`), ``seconds`` after it began."""
+    (:func:`perfkit.io.preview.tables_first.listen`), ``seconds`` after it began."""
     profile = Profile(meta, tables)
     steps = tables.get("steps")
     numbers = sorted({int(s) for s in steps["step"].dropna()}) \

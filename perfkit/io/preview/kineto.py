@@ -1,4 +1,4 @@
-"""A Kineto rank's steps for :mod:`perfkit.io.preview`, read without parsing its trace.
+"""A Kineto rank's steps for :mod:`perfkit.io.preview.steps`, read without parsing its trace.
 
 :func:`_kineto_rank_steps` gives a rank's steps-only Profile from the device tasks of each
 ``ProfilerStep`` (the full load's step time), else from the ranges Kineto draws on the
@@ -8,7 +8,7 @@ iterations as steps (:func:`_iteration_rank_steps`, :func:`_iteration_host_steps
 :func:`_cached_steps` reads a rank's steps back from perfkit's cache, and
 :func:`_host_spans_only` reads every Kineto rank again by its host spans, so that one
 figure is shown over the ranks. What each figure is, and when the preview uses it, is in
-:mod:`perfkit.io.preview`.
+:mod:`perfkit.io.preview.steps`.
 """
 
 from __future__ import annotations
@@ -18,21 +18,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..profile import Profile, ProfileMeta
-from . import cache
-from .detect.sources import RankSource
-from .engines.local import _key
-from .kineto.iterations import FROM_OPTIMIZER
-from .kineto.marks import iteration_spans, step_scan
-from .kineto.scan import first_spans, iteration_steps, lane_steps, step_events, steps_on_device
+from ...profile import Profile, ProfileMeta
+from .. import cache
+from ..detect.sources import RankSource
+from ..engines.local import _key
+from ..kineto.iterations import FROM_OPTIMIZER
+from ..kineto.marks import iteration_spans, step_scan
+from ..kineto.scan import first_spans, iteration_steps, lane_steps, step_events, steps_on_device
 
-__all__: list[str] = []  # private to perfkit.io.preview
+__all__: list[str] = []  # private to perfkit.io.preview.steps
 
 
 _FROM_CACHE = "perfkit's cache"
 #: ``meta.extra`` key of a Kineto rank's host ``ProfilerStep`` spans (``step``, ``ts_us``,
 #: ``dur_us``), read by the preview's byte scan and used again to cut steps from the trace
-#: (:mod:`perfkit.io.preview_excerpt`).
+#: (:mod:`perfkit.io.preview.excerpt`).
 STEP_SPANS = "step_spans"
 #: Where a Kineto rank's preview steps come from, by basis (``meta.extra["preview_steps"]``).
 _KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
@@ -46,7 +46,7 @@ _KINETO_FROM = {"device": "the device tasks of each ProfilerStep",
                 "iteration_host": "the host spans of the training iterations after the "
                                   "first, inferred from " + FROM_OPTIMIZER}
 #: Bases whose step time is a host span, not the step the full load gives
-#: (:attr:`~perfkit.io.preview.Preview.host_spans`).
+#: (:attr:`~perfkit.io.preview.steps.Preview.host_spans`).
 _HOST_BASES = frozenset({"host", "iteration_host"})
 
 
@@ -69,7 +69,7 @@ def _cached_steps(source: RankSource) -> tuple[Profile, str] | None:
 def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: set[str]
                      ) -> tuple[list[Profile], set[str]]:
     """The ranks again, every Kineto rank by its host spans (see
-    :func:`perfkit.io.preview.preview`)."""
+    :func:`perfkit.io.preview.steps.preview`)."""
     by_path = {str(Path(s.path)): s for s in sources}
     out, where = [], froms - {*_KINETO_FROM.values(), _FROM_CACHE}
     for p in profiles:
@@ -90,12 +90,12 @@ def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
                        ) -> tuple[Profile, str] | None:
     """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the
     device-lane copies of the steps, else the host spans (``meta.extra["preview_steps"]``
-    says which, see :attr:`~perfkit.io.preview.Preview.host_spans` and
-    :attr:`~perfkit.io.preview.Preview.device_lane`). A trace without ``ProfilerStep`` has
+    says which, see :attr:`~perfkit.io.preview.steps.Preview.host_spans` and
+    :attr:`~perfkit.io.preview.steps.Preview.device_lane`). A trace without ``ProfilerStep`` has
     its optimizer's iterations as steps: with the device steps
     (:func:`_iteration_rank_steps`), or else their host spans, found by the byte scan
     (:func:`_iteration_host_steps`, unless ``scan`` is False); None otherwise, and ``why``
-    says why, but where ``scan`` was False (:func:`perfkit.io.preview.preview` then says
+    says why, but where ``scan`` was False (:func:`perfkit.io.preview.steps.preview` then says
     the traces were too large to scan)."""
     f = Path(source.path)
     if device:
@@ -205,7 +205,7 @@ def _iteration_host_steps(source: RankSource, f: Path, events: pd.DataFrame | No
     """A large Kineto trace without ``ProfilerStep``: each training iteration's host span
     but the first (:func:`~perfkit.io.kineto.marks.iteration_spans`), with ``step_mark``
     as in the full load's table, labelled as host spans
-    (:attr:`~perfkit.io.preview.Preview.host_spans`); None where ``events``
+    (:attr:`~perfkit.io.preview.steps.Preview.host_spans`); None where ``events``
     (:func:`~perfkit.io.kineto.marks.step_scan`; None: no optimizer annotation) tell no
     iteration (``notes`` then says why)."""
     got = None if events is None else iteration_spans(events, notes)

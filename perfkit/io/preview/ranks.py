@@ -1,8 +1,8 @@
-"""One rank's steps for :mod:`perfkit.io.preview`, by its format.
+"""One rank's steps for :mod:`perfkit.io.preview.steps`, by its format.
 
 :func:`_rank_steps` reads an Ascend text export's ``step_trace_time.csv`` with the full
 load's own reader (:func:`perfkit.io.ascend.text.read_step_trace`) and hands a Kineto trace to
-:mod:`perfkit.io.preview_kineto`; :func:`_cluster_output_steps` reads the rank rows of an
+:mod:`perfkit.io.preview.kineto`; :func:`_cluster_output_steps` reads the rank rows of an
 msprof-analyze ``cluster_step_trace_time.csv``. Other formats have no quick step reading.
 """
 
@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import file_boundary
-from ..profile import Cluster, Profile, ProfileMeta
-from ._common import collecting_notes
-from .ascend import text as ascend
-from .detect.sources import RankSource, cluster_meta
-from .preview_kineto import _kineto_rank_steps
+from ...errors import file_boundary
+from ...profile import Cluster, Profile, ProfileMeta
+from .._common import collecting_notes
+from ..ascend import text as ascend
+from ..detect.sources import RankSource, cluster_meta
+from .kineto import _kineto_rank_steps
 
 __all__ = ["FINAL_STEPS"]
 
 
 #: ``meta.extra`` key of a rank's steps-only Profile whose steps are the full load's table
-#: (not an approximation): :attr:`~perfkit.io.preview.Preview.steps_final` holds when every
+#: (not an approximation): :attr:`~perfkit.io.preview.steps.Preview.steps_final` holds when every
 #: rank has it.
 FINAL_STEPS = "preview_steps_final"
 
@@ -29,9 +29,9 @@ FINAL_STEPS = "preview_steps_final"
 def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None = None,
                 scan: bool = True) -> tuple[Profile, str] | None:
     """One rank's steps-only Profile and where its steps came from, or None (``why``
-    then says why, where more than the format's :data:`perfkit.io.preview._NO_STEPS` can
+    then says why, where more than the format's :data:`perfkit.io.preview.steps._NO_STEPS` can
     be said); ``scan``: whether a Kineto trace without ``ProfilerStep`` may be
-    byte-scanned for its iterations (:data:`perfkit.io.preview.ITERATION_SCAN_MAX_BYTES`)."""
+    byte-scanned for its iterations (:data:`perfkit.io.preview.steps.ITERATION_SCAN_MAX_BYTES`)."""
     if source.fmt == "ascend_text":
         rank_dir = ascend.rank_dir_of(Path(source.path))
         out = rank_dir / ascend.OUTPUT_DIR
@@ -53,7 +53,7 @@ def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None =
 
 def _cluster_output_steps(folder: Path) -> Cluster | None:
     """The rank steps of an msprof-analyze output (``cluster_step_trace_time.csv``)."""
-    from .ascend import cluster_output
+    from ..ascend import cluster_output
 
     f = folder / "cluster_step_trace_time.csv"
     if not f.is_file():
