@@ -3,7 +3,7 @@
 A table read back from the cache comes from Parquet, which stores a text column as a
 dictionary of its distinct values and, for each row, an index into it. Those indices are
 an integer id per row, equal exactly where the text is equal (missing values share an id
-of their own). :mod:`perfkit.io.parquet_text` tells :func:`remember_lazily` where to
+of their own). :mod:`perfkit.io.cache.parquet_text` tells :func:`remember_lazily` where to
 read them, beside the column's Arrow data, the first time an analysis asks; a selection of
 rows (the tasks in scope, rows put in stream order) hands the selected ids on with
 :func:`carry`. Coding such a column (``pd.factorize``, which the

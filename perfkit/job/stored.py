@@ -4,9 +4,9 @@ Working out the job (:func:`perfkit.infer_job`) reads the operator shapes of eve
 about 2 s on a 1.1 GB Kineto pair, once its tables are read back from the cache in a
 fraction of a second. The job depends only on those tables and on perfkit's code, so
 :func:`stored_infer_job` keeps it in the cache (``jobs/<key>.pickle`` under
-:func:`perfkit.io.cache.cache_root`), keyed by:
+:func:`perfkit.io.cache.store.cache_root`), keyed by:
 
-- the cache entry of every rank (:func:`perfkit.io.cache.entry_key`: the format, the files'
+- the cache entry of every rank (:func:`perfkit.io.cache.store.entry_key`: the format, the files'
   paths, sizes and modification times, and the parsing code), so that other files, or
   changed ones, have another key;
 - a hash of the source of every perfkit module (:func:`code_fingerprint`), so that a
@@ -41,9 +41,9 @@ JOB_FOLDER = "jobs"
 @functools.cache
 def code_fingerprint() -> str:
     """Hash of the source of every perfkit module and of its version (read once per
-    process: :func:`perfkit.io.cache.source_hash`)."""
+    process: :func:`perfkit.io.cache.store.source_hash`)."""
     from .._version import __version__
-    from ..io.cache import source_hash
+    from ..io.cache.store import source_hash
 
     return f"{source_hash(('.',))}-{__version__}"
 
@@ -53,7 +53,7 @@ def job_key(path: str | os.PathLike[str], run: Any = None) -> str | None:
     or None where no job is kept: the cache is off or inside the folder, a rank is not in
     the cache, the folder holds several runs and ``run`` picks none, or the path cannot be
     read (the load says why)."""
-    from ..io import cache
+    from ..io.cache import store as cache
     from ..io.detect.runs import pick_run
     from ..io.engines.local import _key, find_runs
 
@@ -75,7 +75,7 @@ def job_key(path: str | os.PathLike[str], run: Any = None) -> str | None:
 
 
 def _job_file(key: str) -> Path:
-    from ..io.cache import cache_root
+    from ..io.cache.store import cache_root
 
     return cache_root() / JOB_FOLDER / f"{key}.pickle"
 

@@ -19,7 +19,7 @@ current Python interpreter, and writes the outputs as one HTML file:
   whichever notebook runs.
 
 Nothing is written into the profile folder: the kernel runs in a temporary folder, and the
-loaders keep their cache outside profile folders (:mod:`perfkit.io.cache`).
+loaders keep their cache outside profile folders (:mod:`perfkit.io.cache.store`).
 
 One job per module: :mod:`~perfkit.report.notebooks` (which notebook, its parameters),
 :mod:`~perfkit.report.execute` (the kernel and the run), :mod:`~perfkit.report.page` (the

@@ -38,7 +38,7 @@ import traitlets
 
 from ..charts import SELECTION, chart_to_svg
 from ..errors import InvalidArgumentError
-from ..io.cache import cache_enabled, cache_root
+from ..io.cache.store import cache_enabled, cache_root
 
 __all__ = ["enable_offline", "chart_widget", "static_chart", "selected_values", "spinner_html",
            "close_widgets", "widget_ids", "CHART_CLASS", "ChartCode", "chart_code"]

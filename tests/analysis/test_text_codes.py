@@ -22,7 +22,7 @@ from perfkit.analysis import _order
 from perfkit.analysis._shared import shared_factorize, shared_results
 from perfkit.analysis._tasks import tasks_in_scope
 from perfkit.analysis._util import n_step_pairs, take_rows, typed, with_columns
-from perfkit.io import parquet_text
+from perfkit.io.cache import parquet_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SIMULATED = ROOT / "data" / "simulated" / "llama2-7b-tp2"

@@ -13,7 +13,7 @@ from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, shared_sample, writab
 
 import perfkit.io.engines.local as detect
 from perfkit.errors import ProfileError
-from perfkit.io import cache
+from perfkit.io.cache import store as cache
 
 LEVEL1 = sample(PT_LEVEL1)
 RANK0 = LEVEL1 / "rank0_ascend_pt"

@@ -31,8 +31,10 @@ from shared_samples import (
 )
 
 import perfkit.io.engines.local as detect
-from perfkit.io import cache, categories, distinct, kineto, rank_tables, schema
+from perfkit.io import categories, distinct, kineto, schema
 from perfkit.io.ascend import trace as ascend_trace
+from perfkit.io.cache import rank_tables
+from perfkit.io.cache import store as cache
 from perfkit.io.chrome import columns as chrome_columns
 from perfkit.io.chrome import decode as chrome
 from perfkit.io.schema import TABLE_NAMES

@@ -3,7 +3,7 @@
 ``load(path, engine="dask")`` sends every rank of a cluster that is not already in the
 Parquet cache to Dask as one task. The task runs :func:`perfkit.io.detect.sources.parse_source`, the
 same pure function the local engine runs, and writes the rank once to the cache
-(:func:`perfkit.io.cache.write`: temporary folder, then one rename), returning only the
+(:func:`perfkit.io.cache.store.write`: temporary folder, then one rename), returning only the
 rank's :class:`~perfkit.profile.ProfileMeta`. The result is a :class:`DaskCluster`: its
 tables (``kernels``, ``steps``, ...) are lazy ``dask.dataframe`` frames with **one partition
 per rank**, read from the cache entries, aligned on the cluster's origin exactly as
@@ -41,8 +41,8 @@ import pandas as pd
 
 from ...errors import PerfkitError, ProfileError
 from ...profile import Cluster, Profile, ProfileMeta, _shift_us
-from .. import cache
 from .._progress import Progress
+from ..cache import store as cache
 from ..detect.sources import RankSource, parse_source
 from ..detect.sources import cluster_meta as _cluster_meta
 
@@ -80,7 +80,7 @@ def parse_task(source: RankSource, key: str | None, root: str | None
     source : RankSource
         The rank, from :func:`perfkit.io.engines.local.detect`.
     key : str or None
-        Its cache key (:func:`perfkit.io.cache.entry_key`, computed by the client); None
+        Its cache key (:func:`perfkit.io.cache.store.entry_key`, computed by the client); None
         when the cache is off.
     root : str or None
         The client's cache folder (workers may have another ``$PERFKIT_CACHE_DIR``).

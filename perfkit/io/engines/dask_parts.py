@@ -21,8 +21,8 @@ import pandas as pd
 
 from ...errors import ProfileError
 from ...profile import Profile, ProfileMeta, apply_group_rank_maps, shift_times
-from .. import cache
-from ..rank_tables import cached_table
+from ..cache import store as cache
+from ..cache.rank_tables import cached_table
 from ..schema import conform
 
 __all__ = ["RankPart", "RankView"]
@@ -60,7 +60,7 @@ class RankPart:
                 return cache.read_table_file(f)
             except Exception as exc:  # noqa: BLE001 - name the damaged file
                 raise ProfileError(f, f"perfkit cache entry is damaged ({type(exc).__name__}: "
-                                   f"{exc}); clear the cache (perfkit.io.cache.clear()) and "
+                                   f"{exc}); clear the cache (perfkit.io.cache.store.clear()) and "
                                    "load again") from exc
         return (self.tables or {}).get(name)
 
@@ -68,7 +68,7 @@ class RankPart:
         """The rank's slice of the cluster table ``name``: the rows Cluster would hold.
 
         Built from a cache entry once per worker process and then served from memory
-        (:mod:`perfkit.io.rank_tables`), so the analyses of a cluster do not read the
+        (:mod:`perfkit.io.cache.rank_tables`), so the analyses of a cluster do not read the
         same files again and again.
         """
         if self.entry is None:

@@ -38,7 +38,7 @@ that does not exist or holds no profile, a folder of several runs without ``run`
 refused: its Cluster's tables are lazy frames already.
 
 The thread is a daemon: a script that ends before the parse stops it. Cache entries are
-written to a temporary folder and renamed into place (:mod:`perfkit.io.cache`), so an
+written to a temporary folder and renamed into place (:mod:`perfkit.io.cache.store`), so an
 interrupted parse leaves no entry, never half of one.
 """
 

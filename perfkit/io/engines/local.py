@@ -7,7 +7,7 @@ here too under their old path); this module loads the rank sources it finds.
 Parsing one rank is :func:`parse_source`, a pure function of a :class:`RankSource`
 (path in, tables out); :func:`load` runs it in a local process pool for clusters, or as Dask
 tasks with ``engine="dask"`` (:mod:`perfkit.io.engines.dask`). Each rank goes through the
-Parquet cache (:mod:`perfkit.io.cache`) when it is on.
+Parquet cache (:mod:`perfkit.io.cache.store`) when it is on.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from ...bundled_samples import resolve_sample
 from ...errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
 from ...format import listed, plural
 from ...profile import Cluster, Profile, ProfileMeta
-from .. import cache
 from .._common import release_memory
 from .._progress import Progress
+from ..cache import store as cache
 
 # what a path holds: its own module, every name still importable from here (the tests and
 # older callers import the private helpers from perfkit.io.engines.local)
@@ -140,7 +140,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     ranks : iterable of int, optional
         Load only these global ranks (a parent folder then gives a Cluster of them).
     cache : bool, default True
-        Use the Parquet cache (see :mod:`perfkit.io.cache`); ``PERFKIT_CACHE=0`` also
+        Use the Parquet cache (see :mod:`perfkit.io.cache.store`); ``PERFKIT_CACHE=0`` also
         switches it off.
     engine : {"local", "dask"}, optional
         ``"local"`` parses ranks in a local process pool. ``"dask"`` parses each rank of a

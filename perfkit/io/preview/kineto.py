@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ...profile import Profile, ProfileMeta
-from .. import cache
+from ..cache import store as cache
 from ..detect.sources import RankSource
 from ..engines.local import _key
 from ..kineto.iterations import FROM_OPTIMIZER

@@ -77,7 +77,7 @@ from ...bundled_samples import resolve_sample
 from ...errors import ProfileError, RunsFound
 from ...format import counted
 from ...profile import Cluster, Profile
-from .. import cache
+from ..cache import store as cache
 from ..detect.runs import pick_run
 from ..detect.sources import cluster_meta, input_bytes
 from ..engines.local import _key, find_runs

@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._text_codes import id_dtype, remember_lazily
+from ..._text_codes import id_dtype, remember_lazily
 
 __all__ = ["read_frame"]
 

@@ -45,11 +45,11 @@ from typing import Any
 import msgspec
 import pandas as pd
 
-from .._hugepages import with_small_pages
-from ..errors import ProfileError
-from ..profile import Profile, ProfileMeta
+from ..._hugepages import with_small_pages
+from ...errors import ProfileError
+from ...profile import Profile, ProfileMeta
+from ..schema import TABLE_NAMES, conform
 from .parquet_text import read_frame
-from .schema import TABLE_NAMES, conform
 
 __all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "entry_path", "read",
            "write", "read_entry", "write_entry", "check_entry", "remove_entry", "usable_for",
@@ -301,7 +301,7 @@ def read_table_file(f: Path) -> pd.DataFrame:
     Every column keeps its own block (``split_blocks``): no copy of the numbers into one
     2-D array, which for a wide table (48 columns of an Ascend rank) halves the read. The
     analyses that code a text column read its Parquet dictionary indices as row ids the
-    first time they ask (:mod:`perfkit.io.parquet_text`).
+    first time they ask (:mod:`perfkit.io.cache.parquet_text`).
     """
     return read_frame(f)
 
