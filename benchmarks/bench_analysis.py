@@ -27,8 +27,8 @@ from typing import Any
 import perfkit as pk
 from perfkit import analysis as A
 from perfkit.advisor import advise
+from perfkit.io.canonical.schema import TABLE_NAMES
 from perfkit.io.engines.local import load
-from perfkit.io.schema import TABLE_NAMES
 
 __all__ = ["main", "ANALYSES"]
 

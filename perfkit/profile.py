@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from .format import listed, plural, world_size_text
-from .io.schema import TABLE_NAMES, TABLES, conform
+from .io.canonical.schema import TABLE_NAMES, TABLES, conform
 
 __all__ = ["ProfileMeta", "Profile", "Cluster", "LINK_COLUMNS", "group_rank_maps",
            "apply_group_rank_maps", "shift_times"]

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.io.schema import TABLE_NAMES, TABLES, conform
+from perfkit.io.canonical.schema import TABLE_NAMES, TABLES, conform
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
 

@@ -128,7 +128,7 @@ FORBIDDEN = {
     "perfkit.analysis.efficiency": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                     "perfkit.io", "perfkit.advisor"),
     # the timeline reads the canonical tables: no view, no job, and of perfkit.io only the
-    # rule that says which host operators are communication (perfkit.io.categories)
+    # rule that says which host operators are communication (perfkit.io.canonical.categories)
     "perfkit.analysis.timeline": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                   "perfkit.advisor", "perfkit.io.ascend.text", "perfkit.io.kineto",
                                   "perfkit.io.chrome.decode", "perfkit.io.engines.local"),
@@ -136,7 +136,8 @@ FORBIDDEN = {
     "perfkit.analysis.shapes": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                 "perfkit.io", "perfkit.advisor"),
     # the operator analyses read the canonical tables: no view, no job, and of perfkit.io
-    # only the rule that says which host operators are communication (perfkit.io.categories)
+    # only the rule that says which host operators are communication
+    # (perfkit.io.canonical.categories)
     "perfkit.analysis.operators": ("perfkit.charts", "perfkit.widgets", "perfkit.job",
                                    "perfkit.advisor", "perfkit.io.ascend.text", "perfkit.io.kineto",
                                    "perfkit.io.chrome.decode", "perfkit.io.engines.local"),

@@ -21,7 +21,7 @@ from ..analysis.recorded import recorded_steps_text, recorded_tasks
 from ..analysis.steps import step_breakdown
 from ..errors import PerfkitError
 from ..format import counted, listed, plural, time_text
-from ..io.comm_words import comm_words_of
+from ..io.canonical.comm_words import comm_words_of
 from .fields import FieldValue, Readings
 from .recorded_steps import over_recorded, recorded_steps_table
 

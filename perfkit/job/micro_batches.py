@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..io.comm_words import comm_words_of
+from ..io.canonical.comm_words import comm_words_of
 from .layout import first_stage_sends
 from .recorded_steps import over_recorded
 

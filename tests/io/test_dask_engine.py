@@ -17,7 +17,7 @@ from shared_samples import PT_LEVEL1, sample, shared_param, writable_copy
 import perfkit.io.engines.local as detect
 from perfkit.errors import InvalidArgumentError, ProfileError
 from perfkit.io.cache import store as cache
-from perfkit.io.schema import TABLE_NAMES
+from perfkit.io.canonical.schema import TABLE_NAMES
 from perfkit.profile import Cluster, Profile, ProfileMeta
 
 pytest.importorskip("dask.dataframe")

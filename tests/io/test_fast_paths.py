@@ -31,13 +31,14 @@ from shared_samples import (
 )
 
 import perfkit.io.engines.local as detect
-from perfkit.io import categories, distinct, kineto, schema
+from perfkit.io import distinct, kineto
 from perfkit.io.ascend import trace as ascend_trace
 from perfkit.io.cache import rank_tables
 from perfkit.io.cache import store as cache
+from perfkit.io.canonical import categories, schema
+from perfkit.io.canonical.schema import TABLE_NAMES
 from perfkit.io.chrome import columns as chrome_columns
 from perfkit.io.chrome import decode as chrome
-from perfkit.io.schema import TABLE_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = {

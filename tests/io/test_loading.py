@@ -25,9 +25,9 @@ import perfkit as pk
 import perfkit.io.engines.local as detect
 from perfkit.bundled_samples import resolve_sample
 from perfkit.errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound
+from perfkit.io.canonical.schema import TABLE_NAMES
 from perfkit.io.engines.loading import Loading, LoadingCluster, LoadingProfile
 from perfkit.io.preview.steps import preview
-from perfkit.io.schema import TABLE_NAMES
 from perfkit.profile import Cluster, Profile
 
 SLOW_RANK = Path(resolve_sample("sample:slow-rank"))

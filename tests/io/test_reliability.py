@@ -25,7 +25,7 @@ from shared_samples import HTA, MINDINSIGHT, PT_LEVEL1, sample, writable_copy
 
 import perfkit as pk
 from perfkit.errors import ConfigFileError, PerfkitError, ProfileError
-from perfkit.io import validate
+from perfkit.io.canonical import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVEL1 = sample(PT_LEVEL1)

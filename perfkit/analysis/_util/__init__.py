@@ -2,7 +2,8 @@
 group codes and robust scores.
 
 Nothing here knows a file format; everything works on the canonical tables of
-:mod:`perfkit.io.schema`. Results shared within a block are in :mod:`perfkit.analysis._shared`,
+:mod:`perfkit.io.canonical.schema`. Results shared within a block are in
+:mod:`perfkit.analysis._shared`,
 interval unions in :mod:`perfkit.analysis._intervals`, the device tasks in scope in
 :mod:`perfkit.analysis._tasks`.
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...io.categories import host_comm_family
+from ...io.canonical.categories import host_comm_family
 from .._frames import is_lazy
 from .._util import has_values, table
 

@@ -41,7 +41,7 @@ windows), :mod:`~perfkit.analysis.timeline.events` (the events in a window),
 
 from __future__ import annotations
 
-from ...io.categories import HOST_COMM_PATTERN
+from ...io.canonical.categories import HOST_COMM_PATTERN
 from .events import EVENT_COLUMNS, window_events
 from .labels import short_label
 from .lanes import pack_sublanes

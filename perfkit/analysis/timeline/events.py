@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...io.categories import HOST_COMM_PATTERN
+from ...io.canonical.categories import HOST_COMM_PATTERN
 from .window import TimelineError, TimelineWindow, _rank_tables, _timed
 
 __all__ = ["window_events", "EVENT_COLUMNS"]

@@ -32,7 +32,7 @@ LANE_MODES = ("streams", "categories")
 # HOST_COMM_PATTERN (host operators that are communication: PyTorch c10d, gloo/NCCL
 # annotations, HCCL) is the rule the Kineto loader applies when it splits a CPU-only step
 # into computing and communication, so that the lanes of a host-only timeline add up like
-# its step table: one definition, in perfkit.io.categories.
+# its step table: one definition, in perfkit.io.canonical.categories.
 
 TIMELINE_COLUMNS: dict[str, str] = {
     "rank": "Int64", "lane": "string", "track": "string", "track_order": "int64",

@@ -32,8 +32,8 @@ from .._common import (
     to_float,
     to_ns,
 )
-from ..categories import is_total_op
-from ..validate import clean_tables, files_of_tables, plausible_origin
+from ..canonical.categories import is_total_op
+from ..canonical.validate import clean_tables, files_of_tables, plausible_origin
 from .csv import _STEP_COLS
 from .hccl import _split_key, _step_of, bandwidth_fields, link_fields, time_fields
 
@@ -101,7 +101,7 @@ def load(folder: Path, ranks: Iterable[int] | None = None) -> Cluster:
     """A :class:`Cluster` of the ranks in a ``cluster_analysis_output`` folder.
 
     Each file is its own exception boundary (a failure names it); times pass the
-    plausibility checks of :mod:`perfkit.io.validate`, with notes.
+    plausibility checks of :mod:`perfkit.io.canonical.validate`, with notes.
     """
     with collecting_notes() as read_notes:
         per_rank, extra = parse(folder)

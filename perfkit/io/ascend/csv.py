@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ...errors import ProfileError
 from .._common import find_col, int64_series, read_csv, to_float, to_ns
-from ..categories import category
+from ..canonical.categories import category
 
 __all__ = ["snake", "JOB_COLUMNS"]
 

@@ -29,9 +29,9 @@ from ...errors import ProfileError, file_boundary
 from ...format import counted
 from ...profile import ProfileMeta
 from .._common import check_file, note, read_json, with_notes
-from ..categories import category, is_total_op
+from ..canonical.categories import category, is_total_op
+from ..canonical.validate import plausible_origin
 from ..chrome.tables import step_index
-from ..validate import plausible_origin
 from . import rank as ascend_rank
 from .recorded import mark_recorded
 

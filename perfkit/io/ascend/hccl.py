@@ -30,7 +30,7 @@ from .._common import (
     read_json,
     to_ns,
 )
-from ..categories import is_total_op
+from ..canonical.categories import is_total_op
 
 __all__ = ["time_fields", "bandwidth_fields", "link_fields"]
 

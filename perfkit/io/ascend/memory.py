@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._common import find_col, int64_series, read_csv, to_float, to_ns
-from ..validate import WINDOW_NS
+from ..canonical.validate import WINDOW_NS
 
 __all__ = ["memory_record", "npu_module_mem", "operator_memory", "other_run_files"]
 
@@ -120,7 +120,7 @@ def other_run_files(ns: dict[str, pa.Array]) -> dict[str, tuple[str, str]]:
     """The memory files of another run: ``{key of ns: (file name, why in words)}``.
 
     A memory file of the run holds samples taken while its device tasks ran. One none of
-    whose timestamps lies within :data:`~perfkit.io.validate.WINDOW_NS` (7 days) of the
+    whose timestamps lies within :data:`~perfkit.io.canonical.validate.WINDOW_NS` (7 days) of the
     median of the device's tasks (kernel_details.csv, communication.json, trace_view.json)
     was copied in from another run: ``ascend/msinsight-pt-gpt3-old``'s rank 0 holds an
     npu_module_mem.csv of 2024-08-26 beside tasks of 2023-09-19 (its profiler_info_0.json

@@ -40,13 +40,13 @@ import pyarrow as pa
 from ...errors import ProfileError, file_boundary
 from ...profile import ProfileMeta
 from .._common import collecting_notes, read_json, rel_us, with_notes
-from ..categories import category
+from ..canonical.categories import category
+from ..canonical.comm_words import ASCEND_NO_COMM_JSON
+from ..canonical.validate import plausible_origin
 from ..chrome import tables as trace_tables
 from ..chrome.decode import read_chrome_trace
-from ..comm_words import ASCEND_NO_COMM_JSON
 from ..mindspore import cpu as mindspore_cpu
 from ..preview import tables_first
-from ..validate import plausible_origin
 from . import trace as ascend_trace
 
 # the CSV files, the HCCL files and the rank's side files: modules of their own, every name
@@ -109,7 +109,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     -------
     (ProfileMeta, dict of DataFrame)
         Tables with times relative to ``meta.origin_ns`` (the earliest plausible timestamp,
-        :func:`perfkit.io.validate.plausible_origin`); missing sources noted.
+        :func:`perfkit.io.canonical.validate.plausible_origin`); missing sources noted.
 
     Raises
     ------

@@ -14,7 +14,7 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
-from ..categories import category
+from ..canonical.categories import category
 from ..chrome.decode import ChromeTrace
 from ..chrome.tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
 from ..distinct import per_distinct, text

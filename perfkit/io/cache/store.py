@@ -48,7 +48,7 @@ import pandas as pd
 from ..._hugepages import with_small_pages
 from ...errors import ProfileError
 from ...profile import Profile, ProfileMeta
-from ..schema import TABLE_NAMES, conform
+from ..canonical.schema import TABLE_NAMES, conform
 from .parquet_text import read_frame
 
 __all__ = ["CACHE_VERSION", "cache_root", "cache_enabled", "entry_key", "entry_path", "read",

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ...format import plural, runs_text
-from ..categories import category
+from ..canonical.categories import category
+from ..canonical.comm_words import CANN_UNRECORDED
 from ..chrome.tables import step_index
-from ..comm_words import CANN_UNRECORDED
 
 __all__: list[str] = []
 

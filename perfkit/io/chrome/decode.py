@@ -8,7 +8,7 @@ Garbage is refused early and with bounded work: the file's ends and sparse holes
 before it is read (:func:`perfkit.io._common.check_file`), large files are decoded block by
 block and a block holding a NUL byte (impossible in JSON text) stops the read, and gzip is
 inflated in bounded chunks that are checked the same way. The decoded events then pass
-:func:`perfkit.io.validate.clean_events` (implausible timestamps and durations NA, with
+:func:`perfkit.io.canonical.validate.clean_events` (implausible timestamps and durations NA, with
 notes in :attr:`ChromeTrace.notes`). A UTF-8 BOM is skipped and UTF-16 text converted.
 
 This module reads: the file's bytes, the whole-file decode (typed, else the untyped
@@ -29,7 +29,7 @@ import msgspec
 
 from ...errors import ProfileError
 from .._common import check_file, decode_text_bytes, describe_json_error, gc_paused, release_memory
-from ..validate import clean_events
+from ..canonical.validate import clean_events
 from .columns import _Builder, _columns
 from .events import (
     _NO_RAW,

@@ -147,7 +147,7 @@ class ChromeTrace:
     is_object : bool
         The file was ``{"traceEvents": ...}`` rather than a bare array.
     notes : list of str
-        What the plausibility checks set to NA (:func:`perfkit.io.validate.clean_events`).
+        What the plausibility checks set to NA (:func:`perfkit.io.canonical.validate.clean_events`).
     process_groups : list of dict
         ``distributedInfo.pg_config`` (PyTorch 2.x): one dict per process group with
         ``pg_name``, ``pg_desc``, ``pg_size``, ``ranks`` (global ranks) and

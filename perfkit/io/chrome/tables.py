@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ..categories import HOST_COMM_PATTERN
+from ..canonical.categories import HOST_COMM_PATTERN
 
 __all__ = ["NA_NS", "STEP_NAME", "step_spans", "step_index", "assign_steps", "union_us",
            "overlap_breakdown", "grouped_breakdown", "device_wait_us", "device_tail", "rel",

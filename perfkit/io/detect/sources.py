@@ -3,7 +3,7 @@
 :func:`parse_source` is the exception boundary of a rank: whatever goes wrong while its files
 are read comes out as a :class:`~perfkit.errors.ProfileError` naming the file, so a damaged
 rank of a cluster is reported in ``Cluster.failed`` while the others load. It is also where
-every format's tables pass the plausibility checks of :mod:`perfkit.io.validate`.
+every format's tables pass the plausibility checks of :mod:`perfkit.io.canonical.validate`.
 :func:`cluster_meta` merges the ranks' facts into the cluster's.
 
 Both the local engine (:mod:`perfkit.io.engines.local`) and the Dask engine
@@ -26,8 +26,8 @@ from ...errors import ProfileError, file_boundary
 from ...format import plural
 from ...profile import Profile, ProfileMeta
 from ..ascend import text as ascend
+from ..canonical.validate import clean_tables, files_of_tables
 from ..preview import tables_first
-from ..validate import clean_tables, files_of_tables
 
 __all__ = ["RankSource", "parse_source", "tables_first_source", "cluster_meta",
            "input_bytes", "FORMATS", "format_words", "format_fact"]
@@ -153,7 +153,7 @@ def parse_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFram
     Returns
     -------
     (ProfileMeta, dict of DataFrame)
-        Times checked by :func:`perfkit.io.validate.clean_tables` (implausible values NA,
+        Times checked by :func:`perfkit.io.canonical.validate.clean_tables` (implausible values NA,
         with a note).
 
     Raises
@@ -190,7 +190,7 @@ def tables_first_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.D
 
 def _checked(source: RankSource, meta: ProfileMeta, tables: dict[str, pd.DataFrame]
              ) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
-    """A reader's ``(meta, tables)`` checked (:func:`perfkit.io.validate.clean_tables`)
+    """A reader's ``(meta, tables)`` checked (:func:`perfkit.io.canonical.validate.clean_tables`)
     and given the rank the folder says where the files do not (:func:`parse_source`)."""
     with file_boundary(source.path, _WORDS.get(source.fmt, "")):
         files = meta.extra.pop("table_files", None) or {}

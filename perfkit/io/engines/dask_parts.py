@@ -23,7 +23,7 @@ from ...errors import ProfileError
 from ...profile import Profile, ProfileMeta, apply_group_rank_maps, shift_times
 from ..cache import store as cache
 from ..cache.rank_tables import cached_table
-from ..schema import conform
+from ..canonical.schema import conform
 
 __all__ = ["RankPart", "RankView"]
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.feather as feather
 
 from ...profile import Profile, ProfileMeta
-from ..schema import TABLE_NAMES, conform
+from ..canonical.schema import TABLE_NAMES, conform
 
 __all__ = ["write_tables", "read_tables"]
 

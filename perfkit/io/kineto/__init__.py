@@ -6,12 +6,13 @@ array, of every schema since PyTorch 1.8: the categories of PyTorch 1.8-1.9 (``O
 ``external id``) and of PyTorch >= 1.10 (``cpu_op``, ``user_annotation``, ``cuda_runtime``,
 ``cuda_driver``, ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``gpu_user_annotation``,
 ``python_function``, ``ac2g`` flows ...) are read as one set of kinds
-(:func:`perfkit.io.categories.kineto_kind`); CUDA and ROCm/HIP traces alike (ROCm keeps the
+(:func:`perfkit.io.canonical.categories.kineto_kind`); CUDA and ROCm/HIP traces alike (ROCm keeps
+the
 ``cuda_runtime`` category, with ``hipLaunchKernel``, ``hipExtModuleLaunchKernel``,
 ``hipMemcpyAsync`` ... as names).
 
 - ``kernels``: the device tasks (kernels, memcpy, memset). Communication is every kernel of
-  a communication library (:func:`perfkit.io.categories.comm_family`: NCCL, RCCL, MSCCL,
+  a communication library (:func:`perfkit.io.canonical.categories.comm_family`: NCCL, RCCL, MSCCL,
   DeepEP, NVSHMEM, symmetric-memory and custom all-reduce kernels), with its ``family``.
   GPU-side user annotations (``gpu_user_annotation``: a ``record_function`` range drawn
   over the kernels it covered, ``ProfilerStep#N`` among them) are not tasks and are left out.

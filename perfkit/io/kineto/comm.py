@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..categories import host_comm_family
+from ..canonical.categories import host_comm_family
 from ..chrome.tables import rel, step_index
 from ..distinct import numeric, per_distinct, text
 from .nesting import _outermost

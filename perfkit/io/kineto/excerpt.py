@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import PerfkitError
-from ..categories import DEVICE_KINDS, KINETO_KINDS
+from ..canonical.categories import DEVICE_KINDS, KINETO_KINDS
 from ..engines.local import load
 from .scan import _object_at
 

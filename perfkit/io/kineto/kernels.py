@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted, plural
-from ..categories import comm_family, kineto_kind
+from ..canonical.categories import comm_family, kineto_kind
 from ..chrome.tables import NA_NS, rel, step_index
 from ..distinct import numeric, text
 

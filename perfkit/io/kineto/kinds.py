@@ -1,7 +1,7 @@
 """The kind of every event of a Kineto trace, as masks.
 
 :class:`_Kinds` works out once per distinct category which kind
-(:data:`perfkit.io.categories.KINETO_KINDS`) each event is, and hands out masks of the
+(:data:`perfkit.io.canonical.categories.KINETO_KINDS`) each event is, and hands out masks of the
 events of some kinds; :func:`_bool` turns a nullable boolean column into a numpy mask.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..categories import kineto_kind
+from ..canonical.categories import kineto_kind
 from ..distinct import codes
 
 __all__: list[str] = []  # private to the Kineto reader
 
 
 class _Kinds:
-    """The kind (:data:`perfkit.io.categories.KINETO_KINDS`) of every event, as masks.
+    """The kind (:data:`perfkit.io.canonical.categories.KINETO_KINDS`) of every event, as masks.
 
     Worked out once per distinct category (a Categorical column already holds them).
     """

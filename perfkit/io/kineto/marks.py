@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import file_boundary
-from ..categories import KINETO_KINDS
+from ..canonical.categories import KINETO_KINDS
 from .iterations import optimizer_spans
 from .scan import _CHUNK, _CONTEXT, _object_at
 from .scan import _scan as _step_scan

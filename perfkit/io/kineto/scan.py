@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import file_boundary
-from ..categories import DEVICE_KINDS, KINETO_KINDS
+from ..canonical.categories import DEVICE_KINDS, KINETO_KINDS
 from ..chrome.tables import device_tail, device_wait_us
 from .iterations import one_step_note
 
@@ -258,7 +258,7 @@ def kineto_device_steps(path: str | os.PathLike[str], notes: list[str] | None = 
     ``name`` and ``tid`` too in a trace without ``ProfilerStep``):
     three to five times faster than :func:`perfkit.load`, which builds every table, but
     still a pass over the whole file (``benchmarks/README.md`` has the figures). The loader's
-    plausibility rules (:mod:`perfkit.io.validate`) are not applied: on a trace with
+    plausibility rules (:mod:`perfkit.io.canonical.validate`) are not applied: on a trace with
     garbled timestamps the two may differ.
 
     Parameters

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from ...errors import file_boundary
 from .._common import to_ns
-from ..categories import DEVICE_KINDS, KINETO_KINDS
+from ..canonical.categories import DEVICE_KINDS, KINETO_KINDS
 from ..chrome.tables import device_tail, device_wait_us, step_index, step_spans
 from .iterations import BACKWARD, FETCH, OPTIMIZER_STEP, optimizer_spans
 
@@ -251,7 +251,7 @@ def _corrs(tasks: list[_Task]) -> np.ndarray:
 
 #: What marks a training iteration where no ProfilerStep does, as bytes of the file.
 _OPTIMIZER_KEY = b'"Optimizer.step#'
-#: Kinds (:data:`~perfkit.io.categories.KINETO_KINDS`) of the host events the loader
+#: Kinds (:data:`~perfkit.io.canonical.categories.KINETO_KINDS`) of the host events the loader
 #: reads the optimizer's annotations from, and of those whose first start begins the
 #: first iteration (with the runtime calls).
 _HOST_KINDS = ("cpu_op", "user_annotation")

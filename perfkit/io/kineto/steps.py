@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted, plural
-from ..categories import HOST_COMM_PATTERN
+from ..canonical.categories import HOST_COMM_PATTERN
 from ..chrome.tables import (
     NA_NS,
     device_tail,
@@ -119,7 +119,7 @@ def _host_intervals(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
     Compute: host operators and annotations (``DistributedDataParallel.forward``, the
     optimizer step: the host runs Python there too) that are not communication;
-    communication: those that are (:data:`~perfkit.io.categories.HOST_COMM_PATTERN`).
+    communication: those that are (:data:`~perfkit.io.canonical.categories.HOST_COMM_PATTERN`).
     """
     is_comm = _bool(per_distinct(cpu["name"], lambda u: u.str.contains(HOST_COMM_PATTERN,
                                                                         regex=True)))

@@ -36,9 +36,9 @@ from ...errors import ProfileError, file_boundary
 from ...format import runs_text
 from ...profile import ProfileMeta
 from .._common import read_csv, read_header, read_json, to_float, with_notes
+from ..canonical.comm_words import LEGACY_UNRECORDED
 from ..chrome.decode import read_chrome_trace
 from ..chrome.tables import NA_NS
-from ..comm_words import LEGACY_UNRECORDED
 
 __all__ = ["parse"]
 

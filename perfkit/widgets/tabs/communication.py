@@ -11,7 +11,7 @@ import pandas as pd
 from ... import analysis as A
 from ... import charts as C
 from ...format import counted, listed, time_text
-from ...io.comm_words import (
+from ...io.canonical.comm_words import (
     ASCEND_NO_COMM_JSON,
     CANN_UNRECORDED,
     KINETO_NONE,
@@ -42,7 +42,7 @@ def empty_communication_note(profile: Any) -> str:
     neither in its communication tables nor among its device tasks. The run is called a
     one-rank run only when the profile records a world size of one; when it does not say,
     the note says that the one loaded rank recorded none. What would fill the tab is named
-    in the profile's own format (:func:`perfkit.io.comm_words.comm_words_of`): a Kineto
+    in the profile's own format (:func:`perfkit.io.canonical.comm_words.comm_words_of`): a Kineto
     trace's NCCL kernels, never an Ascend export's communication.json.
     """
     ranks = getattr(profile, "ranks", None)
@@ -68,7 +68,8 @@ def empty_communication_note(profile: Any) -> str:
 def unrecorded_note(profile: Any, unrecorded: list[str]) -> str:
     """What the collectives of ``profile`` do not record (``unrecorded``: columns of
     :func:`perfkit.analysis.comm_summary` with no value) and what would record them, in the
-    profile's own format (:func:`perfkit.io.comm_words.comm_words_of`), in one sentence."""
+    profile's own format (:func:`perfkit.io.canonical.comm_words.comm_words_of`), in one
+    sentence."""
     group = "group" in unrecorded
     split = any(c.endswith("_share") for c in unrecorded)
     why = comm_words_of(profile).unrecorded(group, split)
@@ -141,13 +142,14 @@ def loading_html(profile: Any, said_split: bool, said_json: bool = False) -> str
 
     Where the tab already said that the collectives' transit / wait / idle split is not
     recorded (``said_split``: :func:`unrecorded_note`), the loaders' clauses saying the same
-    (:data:`perfkit.io.comm_words.KINETO_UNRECORDED`, :data:`~perfkit.io.comm_words.
-    CANN_UNRECORDED`, :data:`~perfkit.io.comm_words.LEGACY_UNRECORDED`) are left out of
+    (:data:`perfkit.io.canonical.comm_words.KINETO_UNRECORDED`,
+    :data:`~perfkit.io.canonical.comm_words.
+    CANN_UNRECORDED`, :data:`~perfkit.io.canonical.comm_words.LEGACY_UNRECORDED`) are left out of
     their notes, and a note that said nothing else is left out, so that the page says it
     once; so is the note that a trace has no collective at all (:data:`~perfkit.io.
     comm_words.KINETO_NONE`), which an empty tab says in its own words. Where that
     sentence names communication.json (``said_json``), the text loader's note that the
-    export has none (:data:`~perfkit.io.comm_words.ASCEND_NO_COMM_JSON`) is left out too.
+    export has none (:data:`~perfkit.io.canonical.comm_words.ASCEND_NO_COMM_JSON`) is left out too.
     """
     said = [_BOTH_SAID if said_split else _NONE_SAID] + ([_JSON_SAID] if said_json else [])
     notes = notes_about(profile, COMMUNICATION_TABLES,

@@ -40,7 +40,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format import counted, plural
+from ...format import counted, plural
 
 __all__ = ["WINDOW_NS", "MIN_DURATION_BOUND_US", "NEGATIVE_TOLERANCE_US", "INSTANT_COLUMNS",
            "DURATION_COLUMNS", "plausible_origin", "duration_bound_us", "clean_events",

@@ -7,7 +7,7 @@ provide is filled with NA (never with zero). Units are in the column names: ``_u
 microseconds relative to ``meta.origin_ns``, ``_bytes`` bytes, ``_gbps`` GB/s (10^9 B/s).
 
 Whether the values are plausible (times and durations: NA with a note when not) is checked
-once, for every format, by :mod:`perfkit.io.validate` before the tables reach here.
+once, for every format, by :mod:`perfkit.io.canonical.validate` before the tables reach here.
 """
 
 from __future__ import annotations
