@@ -227,7 +227,7 @@ def test_serve_opens_the_address_with_its_token_through_a_private_page(
 
 
 def test_uploads_fit_in_one_websocket_message() -> None:
-    from perfkit.io.archive import DEFAULT_MAX_UPLOAD_BYTES
+    from perfkit.io._common.archive import DEFAULT_MAX_UPLOAD_BYTES
 
     assert cli.WEBSOCKET_MAX_MESSAGE_BYTES > DEFAULT_MAX_UPLOAD_BYTES
     args = cli.build_parser().parse_args(["serve", "--no-preheat"])

@@ -1,4 +1,4 @@
-"""Loading progress inside a panel (perfkit.io._progress.progress_in): the dashboard shows
+"""Loading progress inside a panel (perfkit.io._common.progress.progress_in): the dashboard shows
 the bars of the profile it opens in its own box, under the picker, and the box is empty
 again once the profile is open: nothing is left in the cell's output above the panel
 (the served page showed a cut-off "perfkit: lo…" bar there, issue 29 point 8)."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.io import _progress
+from perfkit.io._common import progress as _progress
 
 W = pytest.importorskip("ipywidgets")
 

@@ -58,7 +58,7 @@ DEFAULT_PORT = 8866
 #: Name of the CDN-free Voila template :func:`serve` writes for the life of the server.
 TEMPLATE_NAME = "perfkit"
 #: Largest websocket message the served page may send: room for the dashboard's 200 MiB
-#: upload limit (perfkit.io.archive.DEFAULT_MAX_UPLOAD_BYTES) plus the message's framing.
+#: upload limit (perfkit.io._common.archive.DEFAULT_MAX_UPLOAD_BYTES) plus the message's framing.
 WEBSOCKET_MAX_MESSAGE_BYTES = 256 * 2**20
 #: Random bytes in a token :func:`new_token` makes (48 hex digits, as Jupyter's own).
 TOKEN_BYTES = 24

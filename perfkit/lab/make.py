@@ -34,7 +34,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import InvalidArgumentError, check_choice
-from ..io._progress import Progress
+from ..io._common.progress import Progress
 from ..resources import NOTEBOOK_PACKAGE, resource_dir
 from .brief import brief, config_yaml, instructor_readme, student_readme
 from .data import StudentData

@@ -114,7 +114,7 @@ def execute_notebook(nb: Any, *, cwd: str | os.PathLike[str] | None = None,
     timeout : float
         Seconds each cell may run.
     progress : bool
-        Show :class:`perfkit.io._progress.Progress` over the code cells.
+        Show :class:`perfkit.io._common.progress.Progress` over the code cells.
     name : str
         How error messages name the notebook.
     injected : int, optional
@@ -133,7 +133,7 @@ def execute_notebook(nb: Any, *, cwd: str | os.PathLike[str] | None = None,
     """
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-    from ..io._progress import Progress
+    from ..io._common.progress import Progress
 
     if timeout <= 0:
         raise ReportError(f"timeout: must be > 0 seconds (got {timeout})")

@@ -4,7 +4,7 @@
 
 * a **profile picker**: the bundled samples, a path on the machine that runs the kernel,
   or an upload of a zipped profile (size limit, extracted safely into a temporary folder
-  by :func:`perfkit.io.archive.extract_profile_archive`);
+  by :func:`perfkit.io._common.archive.extract_profile_archive`);
 * **The job** (:class:`~perfkit.widgets.job.JobPanel`): the model, layout, hardware and
   batch read from the profile by :func:`perfkit.infer_job`, each value with its source;
   folded to one line (the job and the sources of its values) that unfolds to edit any
@@ -52,8 +52,8 @@ import ipywidgets as W
 
 from ..errors import InvalidArgumentError, ProfileError, RunsFound
 from ..format import counted
-from ..io._progress import progress_in
-from ..io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
+from ..io._common.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
+from ..io._common.progress import progress_in
 from ..io.detect.sources import format_words
 from ..job import Job
 from .background import BackgroundOpening

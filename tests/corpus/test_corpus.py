@@ -27,7 +27,7 @@ from shared_samples import samples_dir, shared_param
 
 import perfkit as pk
 from perfkit.errors import PerfkitError
-from perfkit.io.archive import extract_profile_archive
+from perfkit.io._common.archive import extract_profile_archive
 
 _spec = importlib.util.spec_from_file_location(
     "perfkit_corpus", Path(__file__).with_name("make_corpus.py"))

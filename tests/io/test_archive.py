@@ -1,4 +1,4 @@
-"""Safe extraction of uploaded zipped profiles (perfkit.io.archive)."""
+"""Safe extraction of uploaded zipped profiles (perfkit.io._common.archive)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 import perfkit
 from perfkit.errors import InvalidArgumentError, ProfileError
-from perfkit.io.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
+from perfkit.io._common.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_RANK = ROOT / "data" / "simulated" / "slow-rank"

@@ -13,7 +13,7 @@ from shared_samples import HTA, PT_LEVEL1, sample, writable_copy
 
 import perfkit.io.engines.local as detect
 from perfkit.errors import ProfileError
-from perfkit.io import _progress
+from perfkit.io._common import progress as _progress
 from perfkit.profile import Cluster, Profile
 
 LEVEL1 = sample(PT_LEVEL1)

@@ -31,7 +31,8 @@ from shared_samples import (
 )
 
 import perfkit.io.engines.local as detect
-from perfkit.io import distinct, kineto
+from perfkit.io import kineto
+from perfkit.io._common import distinct
 from perfkit.io.ascend import trace as ascend_trace
 from perfkit.io.cache import rank_tables
 from perfkit.io.cache import store as cache

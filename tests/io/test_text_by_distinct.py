@@ -1,7 +1,7 @@
 """Text work done once per distinct value gives, row for row, what the per-row work gives.
 
 The Kineto reader keeps repeated texts (names, thread ids) as Categoricals or few-valued
-columns. :func:`perfkit.io.distinct.text` and the thread codes of
+columns. :func:`perfkit.io._common.distinct.text` and the thread codes of
 :mod:`perfkit.io.kineto.nesting` convert the few distinct values and spread them back by
 code (on a 551 MB trace, 0.35 s and 0.37 s of the parse became 0.13 s and a few
 milliseconds); each is checked here against converting every row's value on its own.
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.io.distinct import text
+from perfkit.io._common.distinct import text
 from perfkit.io.kineto.nesting import _thread_codes
 
 TEXTS = [["a", "b", None, "a"], [1, 2, None, 1], ["x"] * 3, [], ["a", None], [3.5, 2.0]]

@@ -14,10 +14,10 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
+from .._common.distinct import per_distinct, text
 from ..canonical.categories import category
 from ..chrome.decode import ChromeTrace
 from ..chrome.tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
-from ..distinct import per_distinct, text
 
 #: After every timestamp (ns): a step without a task, an event with no span end.
 _NEVER = np.iinfo(np.int64).max

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..distinct import per_distinct
+from .._common.distinct import per_distinct
 
 __all__ = ["category", "comm_family", "host_comm_family", "kineto_kind",
            "COMM_KERNEL_FAMILIES", "HOST_COMM_FAMILIES", "HOST_COMM_PATTERN", "KINETO_KINDS",

@@ -41,7 +41,7 @@ import pandas as pd
 
 from ...errors import PerfkitError, ProfileError
 from ...profile import Cluster, Profile, ProfileMeta, _shift_us
-from .._progress import Progress
+from .._common.progress import Progress
 from ..cache import store as cache
 from ..detect.sources import RankSource, parse_source
 from ..detect.sources import cluster_meta as _cluster_meta

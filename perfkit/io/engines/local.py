@@ -28,7 +28,7 @@ from ...errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFoun
 from ...format import listed, plural
 from ...profile import Cluster, Profile, ProfileMeta
 from .._common import release_memory
-from .._progress import Progress
+from .._common.progress import Progress
 from ..cache import store as cache
 
 # what a path holds: its own module, every name still importable from here (the tests and

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._common.distinct import numeric, per_distinct, text
 from ..canonical.categories import host_comm_family
 from ..chrome.tables import rel, step_index
-from ..distinct import numeric, per_distinct, text
 from .nesting import _outermost
 
 __all__: list[str] = []  # private to the Kineto reader

@@ -76,9 +76,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from .._common.distinct import codes as text_codes
+from .._common.distinct import per_distinct
 from ..chrome.tables import NA_NS
-from ..distinct import codes as text_codes
-from ..distinct import per_distinct
 from .kinds import _bool
 from .nesting import _thread_codes
 

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted, plural
+from .._common.distinct import numeric, text
 from ..canonical.categories import comm_family, kineto_kind
 from ..chrome.tables import NA_NS, rel, step_index
-from ..distinct import numeric, text
 
 __all__: list[str] = []  # private to the Kineto reader
 

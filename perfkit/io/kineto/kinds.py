@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._common.distinct import codes
 from ..canonical.categories import kineto_kind
-from ..distinct import codes
 
 __all__: list[str] = []  # private to the Kineto reader
 

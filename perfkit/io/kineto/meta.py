@@ -12,9 +12,9 @@ import re
 import numpy as np
 import pandas as pd
 
+from .._common.distinct import codes
 from ..chrome.decode import ChromeTrace
 from ..chrome.tables import NA_NS
-from ..distinct import codes
 
 __all__: list[str] = []  # private to the Kineto reader
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._common.distinct import numeric, per_distinct, text
 from ..chrome.tables import NA_NS, rel, step_index
-from ..distinct import numeric, per_distinct, text
 from .launches import _device_time
 from .nesting import _thread_codes, self_times
 

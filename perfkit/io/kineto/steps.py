@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted, plural
+from .._common.distinct import per_distinct
 from ..canonical.categories import HOST_COMM_PATTERN
 from ..chrome.tables import (
     NA_NS,
@@ -26,7 +27,6 @@ from ..chrome.tables import (
     overlap_breakdown,
     rel,
 )
-from ..distinct import per_distinct
 from .kinds import _bool
 from .nesting import _thread_codes
 

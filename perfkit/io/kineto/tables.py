@@ -17,12 +17,12 @@ import pandas as pd
 from ...errors import ProfileError
 from ...profile import ProfileMeta
 from .._common import rank_from_name, with_notes
+from .._common.distinct import per_distinct
 from ..canonical.categories import DEVICE_KINDS
 from ..canonical.comm_words import KINETO_NONE, KINETO_UNRECORDED
 from ..canonical.validate import plausible_origin
 from ..chrome.decode import ChromeTrace, read_chrome_trace
 from ..chrome.tables import step_spans
-from ..distinct import per_distinct
 from .comm import _host_comm_ops, _kernel_comm_ops
 from .iterations import FROM_OPTIMIZER, one_step_note, optimizer_spans
 from .kernels import _kernels

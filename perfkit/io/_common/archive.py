@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from ..errors import (
+from ...errors import (
     InvalidArgumentError,
     ProfileError,
     check_positive,
