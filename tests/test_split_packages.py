@@ -7,15 +7,9 @@
 ``perfkit.plan.calibrate``, ``perfkit.plan.balance``, ``perfkit.tables`` and ``perfkit.report``
 were single modules; each is now a package of small modules (``perfkit.journal`` is checked
 whole: its store gave the file and the profile paths to ``connection`` and ``profiles``).
-``perfkit.io.chrome.decode``, ``perfkit.io.engines.local``, ``perfkit.io.detect.runs``,
-``perfkit.io.kineto.scan``,
-``perfkit.io.preview.steps``, ``perfkit.io.ir.graph``, ``perfkit.calc.timing``,
-``perfkit.io.cann.raw``,
-``perfkit.io.ascend.text``, ``perfkit.io.engines.dask``, ``perfkit.widgets.prediction``,
+``perfkit.calc.timing``, ``perfkit.widgets.prediction``, ``perfkit.widgets.dashboard``,
 ``perfkit.simulate._engine`` and ``perfkit.simulate._write`` kept their modules and gave jobs
-to sibling modules named after them (``chrome_events``, ``detect_paths``, ``runs_facts``,
-``kineto_scan_device``, ``preview_kineto``, ``ir_reader``, ``timing_layer``,
-``cann_raw_paths``, ``ascend_hccl``, ``dask_engine_parts``, ``prediction_fit``,
+to sibling modules named after them (``timing_layer``, ``prediction_fit``,
 ``prediction_ranking``, ``_engine_layout``, ``_write_trace``, ...): they stay small too, and
 every name the code (perfkit, tests, benchmarks, tools) takes from such a module,
 monkeypatches included, is still there.
@@ -41,12 +35,10 @@ SPLIT = ("perfkit.charts", "perfkit.analysis.efficiency", "perfkit.analysis.time
          "perfkit.lab.questions", "perfkit.io.kineto", "perfkit.analysis.operators",
          "perfkit.analysis._util", "perfkit.analysis.recompute", "perfkit.journal",
          "perfkit.tables", "perfkit.plan.balance", "perfkit.report")
-SIBLINGS = ("perfkit.io.chrome.decode", "perfkit.simulate._engine", "perfkit.simulate._write",
-            "perfkit.widgets.prediction",
-            "perfkit.io.engines.local", "perfkit.io.detect.runs", "perfkit.io.kineto.scan",
-            "perfkit.io.preview.steps", "perfkit.io.ir.graph", "perfkit.calc.timing",
-            "perfkit.io.cann.raw", "perfkit.io.ascend.text", "perfkit.io.engines.dask",
-            "perfkit.widgets.dashboard")
+"""The loaders' packages (``perfkit.io.ascend``, ``perfkit.io.detect``, ...) are checked by
+tests/io/test_io_layout.py."""
+SIBLINGS = ("perfkit.simulate._engine", "perfkit.simulate._write",
+            "perfkit.widgets.prediction", "perfkit.calc.timing", "perfkit.widgets.dashboard")
 """Modules split into sibling modules ``<name>_<job>`` (their old path is still a module)."""
 
 

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from ...bundled_samples import resolve_sample
 from ...errors import ProfileError
+from .. import readers
 from .._common import json_head, rank_from_name
 from ..ascend import text as ascend
-from ..cann import raw as cann_raw
 from . import nested
 from . import run_groups as _rg
 from .runs import Run, make_runs, source_facts
@@ -80,8 +80,9 @@ def _trace_beside_traces(path: Path) -> RankSource:
     says what is wrong with it. The file's head is read once for both questions.
     """
     head, whole = json_head(path)
-    if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
-        return _cann_file(path)
+    claimed = _claimed(path, head)  # another format's JSON file is no Kineto trace
+    if claimed:
+        return claimed[0]
     if whole and head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head:
         return RankSource("not_a_trace", str(path),
                           error="not a profiler trace (a JSON object without traceEvents)")
@@ -144,8 +145,9 @@ def _single(path: Path) -> list[RankSource] | None:
             return [RankSource("trace_view", str(path), 0, (str(path),), rank_from=_ONLY_ONE)]
         if name.endswith(".json") or name.endswith(".json.gz"):
             head, _ = json_head(path)
-            if cann_raw.sniff_timeline(head):  # a CANN timeline is no Kineto trace
-                return [_cann_file(path)]
+            claimed = _claimed(path, head)  # another format's JSON file is no Kineto trace
+            if claimed is not None:
+                return claimed
             one = _rg.suffix_ranks([_kineto_source(path)])
             if one[0].rank is None:  # numbered like the ranks of a folder: by position
                 one = [dataclasses.replace(one[0], rank=0, rank_from=_ONLY_ONE)]
@@ -156,13 +158,16 @@ def _single(path: Path) -> list[RankSource] | None:
             files = _legacy_ranks(path.parent).get(r, [path])
             return [RankSource("mindspore_legacy", str(path.parent), r,
                                tuple(map(str, files)))]
+        claimed = _claimed(path, None)  # a format of a package of its own
+        if claimed is not None:
+            return claimed
         raise ProfileError(path, "unknown kind of file; expected a profiler folder, a Kineto "
                            "trace (.json/.json.gz), trace_view.json or an Ascend .db export")
     if not path.is_dir():
         return None
-    if cann_raw.is_prof_dir(path) or cann_raw.is_device_dir(path) or (
-            path.name == "timeline" and cann_raw.is_device_dir(path.parent)):
-        return _cann_sources(path.parent if path.name == "timeline" else path)
+    claimed = _claimed(path, None)
+    if claimed is not None:
+        return claimed
     rank_dir = ascend.rank_dir_of(path)
     out = rank_dir / ascend.OUTPUT_DIR
     if out.is_dir():
@@ -190,17 +195,16 @@ def _single(path: Path) -> list[RankSource] | None:
     return None
 
 
-def _cann_sources(path: Path) -> list[RankSource]:
-    """One source per device of a CANN ``PROF_*`` folder (or of one device folder)."""
-    return [RankSource("cann_raw", folder, rank, files, error=error)
-            for folder, rank, files, error in cann_raw.sources_of(path)]
-
-
-def _cann_file(path: Path) -> RankSource:
-    """A lone CANN timeline file; its rank from ``info.json`` when it sits in a device folder."""
-    device = path.parent.parent if path.parent.name == "timeline" else path.parent
-    rank = cann_raw.device_rank(device)[0] if cann_raw.is_device_dir(device) else None
-    return RankSource("cann_raw", str(path), rank, (str(path),))
+def _claimed(path: Path, head: bytes | None) -> list[RankSource] | None:
+    """The rank sources of the first registered format that claims ``path`` (a folder, or a
+    JSON file whose first bytes are ``head``), else None (:mod:`perfkit.io.readers`)."""
+    for reader in readers.READERS:
+        claim = reader.function("claim")
+        if claim is not None:
+            found = claim(path, head)
+            if found is not None:
+                return found
+    return None
 
 
 def detect(path: str | os.PathLike[str]) -> tuple[str, list[RankSource]]:

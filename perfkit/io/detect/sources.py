@@ -28,12 +28,12 @@ from ...profile import Profile, ProfileMeta
 from ..ascend import text as ascend
 from ..canonical.validate import clean_tables, files_of_tables
 from ..preview import tables_first
+from ..readers import READERS, format_codes, reader_for
 
 __all__ = ["RankSource", "parse_source", "tables_first_source", "cluster_meta",
            "input_bytes", "FORMATS", "format_words", "format_fact"]
 
-FORMATS = ("ascend_text", "ascend_db", "kineto", "trace_view", "mindspore_legacy",
-           "cann_raw", "unreadable", "not_a_trace")
+FORMATS = (*format_codes(), "unreadable", "not_a_trace")
 """Values of :attr:`RankSource.fmt`; ``unreadable`` is a folder detection could not open,
 ``not_a_trace`` a JSON file beside traces that is not one (``load`` leaves it out);
 ``cann_raw`` one device of a CANN ``PROF_*`` folder (with ``error`` set when nothing was
@@ -84,10 +84,7 @@ class RankSource:
             return []
 
 
-_WORDS = {"ascend_text": "an Ascend text export", "ascend_db": "an Ascend DB export",
-          "kineto": "a PyTorch (Kineto) trace", "trace_view": "a trace_view.json",
-          "mindspore_legacy": "legacy MindSpore profiler output",
-          "cann_raw": "raw CANN profiler output (PROF_ folder)"}
+_WORDS = {r.fmt: r.words for r in READERS}
 #: What a cluster's ``source_format`` says, in words (its ranks' formats are in ``_WORDS``).
 _CLUSTER_WORDS = {"cluster": "ranks of several formats",
                   "cluster_analysis_output": "msprof-analyze's cluster_analysis_output"}
@@ -113,32 +110,14 @@ def format_fact(fmt: str | None, device_type: str | None = None) -> str:
 
 
 def _parse(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
+    """Read one rank with its format's registered reader (:mod:`perfkit.io.readers`)."""
     path = Path(source.path)
-    if source.fmt == "ascend_text":
-        return ascend.parse(path)
-    if source.fmt == "ascend_db":
-        from ..ascend import db as ascend_db
-
-        return ascend_db.parse(path)
-    if source.fmt == "kineto":
-        from .. import kineto
-
-        return kineto.parse(path)
-    if source.fmt == "trace_view":
-        return ascend.parse_trace_view(path)
-    if source.fmt == "mindspore_legacy":
-        from ..mindspore import legacy as mindspore_legacy
-
-        return mindspore_legacy.parse(path, source.rank)
-    if source.fmt == "cann_raw":
-        from ..cann import raw as cann_raw
-
-        if source.error:
-            raise ProfileError(path, source.error)
-        return cann_raw.parse(path, source.files)
     if source.fmt in ("unreadable", "not_a_trace"):
         raise ProfileError(path, source.error or "cannot be read")
-    raise ProfileError(path, f"unknown source format {source.fmt!r}")
+    reader = reader_for(source.fmt)
+    if reader is None:
+        raise ProfileError(path, f"unknown source format {source.fmt!r}")
+    return reader.function("read")(source)
 
 
 @with_small_pages

@@ -1,6 +1,6 @@
 """A Kineto rank's steps for :mod:`perfkit.io.preview.steps`, read without parsing its trace.
 
-:func:`_kineto_rank_steps` gives a rank's steps-only Profile from the device tasks of each
+:func:`kineto_rank_steps` gives a rank's steps-only Profile from the device tasks of each
 ``ProfilerStep`` (the full load's step time), else from the ranges Kineto draws on the
 device lane, else from the host spans; a trace without ``ProfilerStep`` has its training
 iterations as steps (:func:`_iteration_rank_steps`, :func:`_iteration_host_steps`).
@@ -26,7 +26,7 @@ from ..kineto.iterations import FROM_OPTIMIZER
 from ..kineto.marks import iteration_spans, step_scan
 from ..kineto.scan import first_spans, iteration_steps, lane_steps, step_events, steps_on_device
 
-__all__: list[str] = []  # private to perfkit.io.preview.steps
+__all__ = ["kineto_rank_steps"]  # the rest is private to perfkit.io.preview.steps
 
 
 _FROM_CACHE = "perfkit's cache"
@@ -76,7 +76,7 @@ def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: 
         if p.meta.extra.get("preview_steps") in ("device", "host_is_step", "cached",
                                                   "device_lane", "iterations",
                                                   "iteration_spans"):
-            got = _kineto_rank_steps(by_path[p.meta.path], device=False, lane=False)
+            got = kineto_rank_steps(by_path[p.meta.path], device=False, lane=False)
             if got is not None:
                 p = got[0]
         out.append(p)
@@ -85,7 +85,7 @@ def _host_spans_only(sources: list[RankSource], profiles: list[Profile], froms: 
     return out, where
 
 
-def _kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
+def kineto_rank_steps(source: RankSource, device: bool, lane: bool = True,
                        why: list[str] | None = None, scan: bool = True
                        ) -> tuple[Profile, str] | None:
     """A Kineto rank's steps: the device steps where they can be read, else (``lane``) the

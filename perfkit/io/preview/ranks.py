@@ -15,9 +15,9 @@ from ...profile import Cluster, Profile, ProfileMeta
 from .._common import collecting_notes
 from ..ascend import text as ascend
 from ..detect.sources import RankSource, cluster_meta
-from .kineto import _kineto_rank_steps
+from ..readers import reader_for
 
-__all__ = ["FINAL_STEPS"]
+__all__ = ["FINAL_STEPS", "ascend_text_steps"]
 
 
 #: ``meta.extra`` key of a rank's steps-only Profile whose steps are the full load's table
@@ -31,24 +31,32 @@ def _rank_steps(source: RankSource, device: bool = True, why: list[str] | None =
     """One rank's steps-only Profile and where its steps came from, or None (``why``
     then says why, where more than the format's :data:`perfkit.io.preview.steps._NO_STEPS` can
     be said); ``scan``: whether a Kineto trace without ``ProfilerStep`` may be
-    byte-scanned for its iterations (:data:`perfkit.io.preview.steps.ITERATION_SCAN_MAX_BYTES`)."""
-    if source.fmt == "ascend_text":
-        rank_dir = ascend.rank_dir_of(Path(source.path))
-        out = rank_dir / ascend.OUTPUT_DIR
-        if not out.is_dir():
-            out = Path(source.path)
-        f = out / "step_trace_time.csv"
-        if not f.is_file():
-            return None
-        with file_boundary(f, "step_trace_time.csv"):
-            steps = ascend.read_step_trace(f)
-        meta = ProfileMeta("ascend_text", rank=source.rank, device_type="npu",
-                           path=str(rank_dir), notes=[f"preview: steps of {f.name} only"],
-                           extra={FINAL_STEPS: True})  # the full load's reader and file
-        return Profile(meta, {"steps": steps}), "step_trace_time.csv"
-    if source.fmt == "kineto":
-        return _kineto_rank_steps(source, device, why=why, scan=scan)
-    return None
+    byte-scanned for its iterations (:data:`perfkit.io.preview.steps.ITERATION_SCAN_MAX_BYTES`).
+    The reading is the format's own (``steps`` in :mod:`perfkit.io.readers`)."""
+    reader = reader_for(source.fmt)
+    steps = reader.function("steps") if reader is not None else None
+    if steps is None:
+        return None
+    return steps(source, device, why=why, scan=scan)
+
+
+def ascend_text_steps(source: RankSource, device: bool = True, why: list[str] | None = None,
+                      scan: bool = True) -> tuple[Profile, str] | None:
+    """An Ascend text export's steps: its ``step_trace_time.csv``, read by the full load's own
+    reader (:func:`perfkit.io.ascend.text.read_step_trace`), so they are final."""
+    rank_dir = ascend.rank_dir_of(Path(source.path))
+    out = rank_dir / ascend.OUTPUT_DIR
+    if not out.is_dir():
+        out = Path(source.path)
+    f = out / "step_trace_time.csv"
+    if not f.is_file():
+        return None
+    with file_boundary(f, "step_trace_time.csv"):
+        steps = ascend.read_step_trace(f)
+    meta = ProfileMeta("ascend_text", rank=source.rank, device_type="npu",
+                       path=str(rank_dir), notes=[f"preview: steps of {f.name} only"],
+                       extra={FINAL_STEPS: True})  # the full load's reader and file
+    return Profile(meta, {"steps": steps}), "step_trace_time.csv"
 
 
 def _cluster_output_steps(folder: Path) -> Cluster | None:
