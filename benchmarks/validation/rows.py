@@ -109,7 +109,8 @@ def model_of(row: dict[str, Any]) -> ModelSpec:
     return ModelSpec.preset(row["model"]).replace(seq_length=row["seq_length"])
 
 
-def _recompute(row: dict[str, Any], model: ModelSpec) -> tuple[dict[str, Any], tuple[int, ...] | None]:
+def _recompute(row: dict[str, Any],
+               model: ModelSpec) -> tuple[dict[str, Any], tuple[int, ...] | None]:
     rec = row["recompute"] or "none"
     pp = row["pp"]
     if rec in ("none", "full"):
