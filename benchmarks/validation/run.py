@@ -120,7 +120,8 @@ def _loso(out: list[dict[str, Any]], anchors: dict[str, Any], rows: list[dict[st
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per source and overall: n, mean, p95, worst |error| % (and its row), refused."""
+    """Per source and overall: n, mean, p95, worst |error| % (and its row), refused, and
+    the median signed error (negative: the model is faster than the run)."""
     lines = []
     for source, part in list(df.groupby("source_id", sort=False)) + [("all", df)]:
         for key, title in MODES:
@@ -128,17 +129,20 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
             errs = part[col].dropna() if col in part else pd.Series(dtype=float)
             refused = int(part[f"{key}_refused"].notna().sum()) if f"{key}_refused" in part else 0
             worst = part.loc[errs.idxmax(), "row_id"] if len(errs) else ""
+            signed = (part[f"{key}_s"] / part["measured_s"] - 1.0).dropna() * 100.0 \
+                if f"{key}_s" in part else pd.Series(dtype=float)
             lines.append({"source": source, "prediction": title, "n": len(errs),
                           "mean_pct": errs.mean() if len(errs) else math.nan,
                           "p95_pct": float(np.percentile(errs, 95)) if len(errs) else math.nan,
                           "worst_pct": errs.max() if len(errs) else math.nan,
-                          "worst_row": worst, "refused": refused})
+                          "worst_row": worst, "refused": refused,
+                          "median_signed_pct": signed.median() if len(signed) else math.nan})
     return pd.DataFrame(lines)
 
 
 def _print(table: pd.DataFrame) -> None:
     shown = table.copy()
-    for c in ("mean_pct", "p95_pct", "worst_pct"):
+    for c in ("mean_pct", "p95_pct", "worst_pct", "median_signed_pct"):
         shown[c] = [number_text(v) for v in shown[c]]
     print(shown.to_string(index=False))
 
