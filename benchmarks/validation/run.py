@@ -13,8 +13,10 @@ percentile and worst absolute % error, and every refused row with its reason.
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from benchmarks.validation.rows import MappedRow, Refusal, map_row, read_rows  #
 from perfkit import plan  # noqa: E402
 from perfkit.format import number_text  # noqa: E402
 
-__all__ = ["evaluate", "summary", "MODES"]
+__all__ = ["evaluate", "summary", "MODES", "Options"]
 
 #: The three predictions of the protocol: column prefix and title.
 MODES = (("box", "out of the box"), ("cal", "calibrated in group"),
@@ -39,13 +41,35 @@ def _err(pred: float, step: float) -> float:
     return 100.0 * abs(pred / step - 1.0)
 
 
+#: Extra keyword arguments of ``calibrate`` and ``predict`` for a row (the hook for a model
+#: with more options: e.g. ``lambda m: {"overrides": {...}}`` from ``m.extra["overlap"]``).
+Options = Callable[[MappedRow], dict[str, Any]]
+_OPTIONS: list[Options | None] = [None]
+
+
+def _kwargs(m: MappedRow, function: Callable[..., Any]) -> dict[str, Any]:
+    """The row's keyword arguments and its options, those ``function`` takes."""
+    options = _OPTIONS[0]
+    extra = options(m) if options else {}
+    takes = inspect.signature(function).parameters
+    return {**m.kwargs(), **{k: v for k, v in extra.items() if k in takes}}
+
+
 def _predict(cal: Any, m: MappedRow) -> Any:
-    return plan.predict(cal, m.model, m.parallel, m.hardware, **m.kwargs())
+    return plan.predict(cal, m.model, m.parallel, m.hardware, **_kwargs(m, plan.predict))
 
 
-def evaluate(rows: list[dict[str, Any]] | None = None) -> pd.DataFrame:
-    """One row per published run: measured step, the three predictions, errors, refusals."""
+def evaluate(rows: list[dict[str, Any]] | None = None,
+             options: Options | None = None) -> pd.DataFrame:
+    """One row per published run: measured step, the three predictions, errors, refusals.
+
+    ``options(mapped_row)`` returns extra keyword arguments for ``calibrate`` and
+    ``predict`` (framework, overlap or precision options of a later model, read from the
+    row's ``extra``); each function gets those its signature names, and a row whose
+    options the model rejects is refused with the message.
+    """
     rows = read_rows() if rows is None else rows
+    _OPTIONS[0] = options
     mapped = {r["row_id"]: map_row(r) for r in rows}
     anchors: dict[str, Any] = {}  # group -> Calibration or the refusal text
     out = []
@@ -61,7 +85,8 @@ def evaluate(rows: list[dict[str, Any]] | None = None) -> pd.DataFrame:
             else:
                 try:
                     anchors[r["group"]] = plan.calibrate(m.step_s, m.model, m.parallel,
-                                                         m.hardware, **m.kwargs())
+                                                         m.hardware,
+                                                         **_kwargs(m, plan.calibrate))
                 except Exception as exc:
                     anchors[r["group"]] = f"anchor refused: {type(exc).__name__}: {exc}"
         if isinstance(m, Refusal):

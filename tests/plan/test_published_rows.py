@@ -162,3 +162,26 @@ def test_bloom_tflops_follow_from_seconds_per_iteration(r):
         assert sps * float(r["figure"]) == pytest.approx(b, rel=0.005)
     else:
         assert tflops == pytest.approx(float(r["figure2"]), rel=0.01)
+
+
+def test_harness_reports_refusals_instead_of_dropping_rows():
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.validation import run
+        from benchmarks.validation.rows import read_rows
+    finally:
+        sys.path.remove(str(ROOT))
+    rows = [r for r in read_rows() if r["source_id"] == "nemo-24.07-summary"]
+    df = run.evaluate(rows)
+    assert len(df) == len(rows) == 12                       # every row is reported
+    shapeless = df[df["box_refused"].notna()]
+    assert sorted(shapeless["row_id"]) == sorted(
+        r["row_id"] for r in rows if r["model"] in ("GPT3-5B", "GPT3-20B", "Nemotron-8B",
+                                                    "Nemotron-22B", "Nemotron-340B"))
+    table = run.summary(df).set_index(["source", "prediction"])
+    assert table.loc[("all", "out of the box"), "refused"] == 5
+    assert table.loc[("all", "out of the box"), "n"] == 7
+    # an option a later model would take, which the current one rejects: refused, with why
+    bad = run.evaluate(rows[2:4], options=lambda m: {"overrides": {"no_such_rate": 1}})
+    assert bad["box_refused"].str.contains("no_such_rate").all()
+    assert "no_such_rate" in bad["cal_refused"].iloc[1]    # the anchor has no calibrated error
