@@ -104,7 +104,9 @@ def model_of(row: dict[str, Any]) -> ModelSpec:
     """The row's model: its preset or its ``model_fields``, at its sequence length."""
     fields = parse_kv(row["model_fields"])
     if fields:
-        kw: dict[str, Any] = {k: (int(v) if v.isdigit() else v) for k, v in fields.items()}
+        kw: dict[str, Any] = {k: (int(v) if v.isdigit() else
+                                  {"true": True, "false": False}.get(v, v))
+                              for k, v in fields.items()}
         return ModelSpec(seq_length=row["seq_length"], name=row["model"], **kw)
     return ModelSpec.preset(row["model"]).replace(seq_length=row["seq_length"])
 

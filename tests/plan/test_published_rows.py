@@ -185,3 +185,16 @@ def test_harness_reports_refusals_instead_of_dropping_rows():
     bad = run.evaluate(rows[2:4], options=lambda m: {"overrides": {"no_such_rate": 1}})
     assert bad["box_refused"].str.contains("no_such_rate").all()
     assert "no_such_rate" in bad["cal_refused"].iloc[1]    # the anchor has no calibrated error
+
+
+@pytest.mark.parametrize("r", MOSAIC[:60:7], ids=[r["row_id"] for r in MOSAIC[:60:7]])
+def test_mosaic_model_fields_match_the_printed_parameter_count(r):
+    # hand count from the row's fields: L·(4d² attention + 2·d·f MLP + 2d norms) + V·d
+    # embedding (tied) + s·d learned positions + d final norm, against NumParams
+    f = dict(kv.split("=") for kv in r["model_fields"].split(";"))
+    layers, d, ffn, v = (int(f[k]) for k in ("num_layers", "hidden_size", "ffn_hidden_size",
+                                             "vocab_size"))
+    s = int(r["seq_length"])
+    n = layers * (4 * d * d + 2 * d * ffn + 2 * d) + v * d + s * d + d
+    printed = int(r["quote"].strip("|").split("|")[19])
+    assert n == pytest.approx(printed, rel=1e-3)
