@@ -131,7 +131,7 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
     finally:
         sys.path.remove(str(ROOT))
     rows = {r["row_id"]: r for r in read_rows()}
-    shapeless = map_row(rows["nemo-h100-fp8-gpt3-5b-1"])
+    shapeless = map_row(dict(rows["nemo-h100-fp8-gpt3-5b-1"], model="unknown", model_fields=""))
     assert isinstance(shapeless, Refusal) and "no shape" in shapeless.reason
     layer = map_row(rows["tt-a100-llama3-8b-1"])        # selective layer AC: every 2nd layer
     assert isinstance(layer, MappedRow)
@@ -171,18 +171,17 @@ def test_harness_reports_refusals_instead_of_dropping_rows():
         from benchmarks.validation.rows import read_rows
     finally:
         sys.path.remove(str(ROOT))
-    rows = [r for r in read_rows() if r["source_id"] == "nemo-24.07-summary"]
-    df = run.evaluate(rows)
-    assert len(df) == len(rows) == 12                       # every row is reported
-    shapeless = df[df["box_refused"].notna()]
-    assert sorted(shapeless["row_id"]) == sorted(
-        r["row_id"] for r in rows if r["model"] in ("GPT3-5B", "GPT3-20B", "Nemotron-8B",
-                                                    "Nemotron-22B", "Nemotron-340B"))
+    rows = [r for r in read_rows() if r["source_id"] == "nemo-24.07-summary"][2:5]
+    shapeless = dict(rows[1], row_id="no-shape", model="unknown-9b", model_fields="")
+    df = run.evaluate(rows + [shapeless])
+    assert len(df) == 4                                      # every row is reported
+    assert list(df.loc[df["box_refused"].notna(), "row_id"]) == ["no-shape"]
+    assert "no shape" in df.set_index("row_id").loc["no-shape", "box_refused"]
     table = run.summary(df).set_index(["source", "prediction"])
-    assert table.loc[("all", "out of the box"), "refused"] == 5
-    assert table.loc[("all", "out of the box"), "n"] == 7
+    assert table.loc[("all", "out of the box"), "refused"] == 1
+    assert table.loc[("all", "out of the box"), "n"] == 3
     # an option a later model would take, which the current one rejects: refused, with why
-    bad = run.evaluate(rows[2:4], options=lambda m: {"overrides": {"no_such_rate": 1}})
+    bad = run.evaluate(rows[:2], options=lambda m: {"overrides": {"no_such_rate": 1}})
     assert bad["box_refused"].str.contains("no_such_rate").all()
     assert "no_such_rate" in bad["cal_refused"].iloc[1]    # the anchor has no calibrated error
 
