@@ -1,0 +1,165 @@
+"""Read ``published_runs.csv`` and map each row to perfkit's inputs (PROTOCOL.md).
+
+A row becomes a :class:`MappedRow`: the measured step time and everything ``calibrate`` and
+``predict`` take (model, layout, hardware, dtype, activation model, static scheme,
+selective layers), plus the fields the current model does not use yet (``framework``,
+``overlap``, ``sharding``, ``precision``) so that a later model can pass them on. A row
+the current API cannot express gives a :class:`Refusal` with the reason instead.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfkit import Hardware, ModelSpec, ParallelConfig
+from perfkit.calc import ActivationModel
+
+__all__ = ["DATA", "UNITS", "MappedRow", "Refusal", "read_rows", "measured_step_s",
+           "map_row", "model_of", "parse_kv"]
+
+DATA = Path(__file__).with_name("published_runs.csv")
+#: Units a figure may have, and whether a step time follows without a FLOP convention.
+UNITS = {"tokens/s/device": True, "s": True, "TFLOP/s/device": False, "MFU %": False,
+         "tokens/s": True, "model TFLOP/s/device": False}
+
+_INT = ("devices", "per_node", "dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch",
+        "num_micro", "global_batch", "seq_length")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A row the current model cannot take, and why."""
+
+    row_id: str
+    source_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MappedRow:
+    """One published run as perfkit's inputs."""
+
+    row: dict[str, Any]
+    step_s: float
+    model: ModelSpec
+    parallel: ParallelConfig
+    hardware: Hardware
+    dtype: str
+    activation_model: ActivationModel
+    static_scheme: str
+    selective_layers: tuple[int, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def row_id(self) -> str:
+        return self.row["row_id"]
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments shared by ``calibrate`` and ``predict``."""
+        kw: dict[str, Any] = {"activation_model": self.activation_model,
+                              "static_scheme": self.static_scheme, "dtype": self.dtype}
+        if self.selective_layers is not None:
+            kw["selective_layers"] = self.selective_layers
+        return kw
+
+
+def read_rows(path: Path = DATA) -> list[dict[str, Any]]:
+    """The rows of the data file, integers converted, in file order."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        for k in _INT:
+            r[k] = int(r[k]) if r[k] != "" else None
+        for k in ("figure", "figure2"):
+            r[k] = float(r[k]) if r[k] != "" else None
+    return rows
+
+
+def parse_kv(text: str) -> dict[str, str]:
+    """``"a=1;b=x"`` → ``{"a": "1", "b": "x"}`` (the ``model_fields`` and ``overlap`` form)."""
+    out = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
+        key, _, value = part.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def measured_step_s(row: dict[str, Any]) -> float | None:
+    """Step time from the printed figure: ``B·s / (devices·figure)`` for tokens/s/device.
+
+    None where the unit needs a FLOP convention (TFLOP/s, MFU).
+    """
+    unit, fig = row["unit"], row["figure"]
+    if unit == "s":
+        return fig
+    if unit == "tokens/s/device":
+        return row["global_batch"] * row["seq_length"] / (row["devices"] * fig)
+    return None
+
+
+def model_of(row: dict[str, Any]) -> ModelSpec:
+    """The row's model: its preset or its ``model_fields``, at its sequence length."""
+    fields = parse_kv(row["model_fields"])
+    if fields:
+        kw: dict[str, Any] = {k: (int(v) if v.isdigit() else
+                                  {"true": True, "false": False}.get(v, v))
+                              for k, v in fields.items()}
+        return ModelSpec(seq_length=row["seq_length"], name=row["model"], **kw)
+    return ModelSpec.preset(row["model"]).replace(seq_length=row["seq_length"])
+
+
+def _recompute(row: dict[str, Any],
+               model: ModelSpec) -> tuple[dict[str, Any], tuple[int, ...] | None]:
+    rec = row["recompute"] or "none"
+    pp = row["pp"]
+    if rec in ("none", "full"):
+        return {"recompute": rec}, None
+    if rec == "selective-op":
+        return {"recompute": "selective"}, None
+    if rec == "selective-layer":  # every second layer fully recomputed
+        per_stage = model.num_layers // pp
+        return {"recompute": "full", "recompute_layers": tuple([per_stage // 2] * pp)}, None
+    if rec.startswith("selective:"):
+        layers = tuple(int(x) for x in rec.split(":", 1)[1].split(","))
+        return {"recompute": "selective"}, layers
+    raise ValueError(f"recompute {rec!r} is not one the mapping knows")
+
+
+def map_row(row: dict[str, Any]) -> MappedRow | Refusal:
+    """Map one row; a :class:`Refusal` where the current API cannot express it."""
+    def refuse(why: str) -> Refusal:
+        return Refusal(row["row_id"], row["source_id"], why)
+
+    step = measured_step_s(row)
+    if step is None:
+        return refuse(f"unit {row['unit']!r} needs a FLOP convention")
+    if not row["model_fields"] and row["model"] not in ModelSpec.presets():
+        return refuse(f"model {row['model']!r}: no shape in the source, no perfkit preset")
+    try:
+        model = model_of(row)
+        rec, selective = _recompute(row, model)
+        dp = row["dp"]
+        shard = row["sharding"]
+        par = ParallelConfig(
+            dp=dp, tp=row["tp"], pp=row["pp"], vpp=row["vpp"] or 1, cp=row["cp"] or 1,
+            ep=row["ep"] or 1, micro_batch_size=row["micro_batch"],
+            num_micro_batches=row["num_micro"],
+            sequence_parallel=bool(int(row["sequence_parallel"] or 0)),
+            optimizer_shard=dp if shard in ("fsdp-full", "optimizer-parallel", "zero1") else 1,
+            zero_stage=3 if shard == "fsdp-full" else 0, **rec)
+        problems = par.problems(model) if hasattr(par, "problems") else []
+        if problems:
+            return refuse("; ".join(problems))
+        hw = Hardware.preset(row["hardware"])
+    except Exception as exc:  # the current API's refusal, reported with its message
+        return refuse(f"{type(exc).__name__}: {exc}")
+    mindspore = row["source_id"].startswith("mindformers")
+    am = (ActivationModel.mindformers() if mindspore
+          else ActivationModel("tensors", flash_attention=True, dropout=False))
+    extra = {"framework": row["framework"], "overlap": parse_kv(row["overlap"]),
+             "sharding": shard, "precision": row["precision"], "per_node": row["per_node"]}
+    return MappedRow(row, step, model, par, hw, row["precision"], am,
+                     "mindspore" if mindspore else "megatron", selective, extra)
