@@ -161,8 +161,10 @@ class Comparison:
         per = "" if v.basis == "step" else " per token per device"
         if not math.isfinite(v.change_pct):
             return f"{b.label} cannot be compared with {a.label}: a run has no step time"
-        band = (f"noise ±{sig(v.noise_pct)} %" if v.noise_pct is not None
-                else f"noise not measurable, threshold ±{sig(v.threshold_pct)} %")
+        band = (f"band ±{sig(v.threshold_pct)} %, the larger of the noise "
+                f"±{sig(v.noise_pct)} % and the threshold" if v.noise_pct is not None
+                else f"band ±{sig(v.threshold_pct)} %: the threshold, as the noise cannot be "
+                     "measured")
         steps = (f"step {time_text(a.step_ms * 1e3)} → {time_text(b.step_ms * 1e3)}")
         if v.word == "no change":
             return (f"{b.label}: no change against {a.label}{per} "
