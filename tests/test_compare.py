@@ -133,7 +133,7 @@ def test_noise_only_is_no_change(sims) -> None:
     assert same.operators["delta_ms"].abs().max() == 0
     k = pk.load(sims["base"]).kernels
     shapes = k["input_shapes"].astype("string").fillna("")
-    keys = {(normalise_name(n), s) for n, s in zip(k["name"], shapes)}
+    keys = {(normalise_name(n), s) for n, s in zip(k["name"], shapes, strict=True)}
     assert len(same.operators) == len(keys)
 
 

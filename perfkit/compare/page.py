@@ -85,7 +85,8 @@ def _tables(cmp: Any, n_operators: int) -> list[tuple[str, list[str], list[list[
                      for r in shown.itertuples(index=False)]))
     if not cmp.job_changes.empty:
         out.append(("What changed in the job", ["field", "A", "B"],
-                    [[r.field, _str(r.a), _str(r.b)] for r in cmp.job_changes.itertuples(index=False)]))
+                    [[r.field, _str(r.a), _str(r.b)]
+                     for r in cmp.job_changes.itertuples(index=False)]))
     return out
 
 
@@ -123,7 +124,7 @@ def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = []
     for r in cut:
         cells = [c.ljust(w) if i == 0 or not _numeric(c) else c.rjust(w)
-                 for i, (c, w) in enumerate(zip(r, widths))]
+                 for i, (c, w) in enumerate(zip(r, widths, strict=True))]
         out.append("  " + "  ".join(cells).rstrip())
     return out
 

@@ -39,8 +39,9 @@ import numpy as np
 
 from ..analysis._util import MAD_TO_SIGMA
 
-__all__ = ["Verdict", "step_verdict", "throughput_change_pct", "robust_sigma", "median_standard_error",
-           "DEFAULT_THRESHOLD_PCT", "MIN_STEPS_FOR_NOISE", "MAD_TO_SIGMA", "Z_95"]
+__all__ = ["Verdict", "step_verdict", "throughput_change_pct", "robust_sigma",
+           "median_standard_error", "DEFAULT_THRESHOLD_PCT", "MIN_STEPS_FOR_NOISE",
+           "MAD_TO_SIGMA", "Z_95"]
 
 #: Smallest change (in % of A's step) the verdict calls, and the band where the steps give
 #: no noise: a convention of this tool, not a measurement. Two simulations of one job with
