@@ -16,7 +16,8 @@ from .._version import __version__
 from ..format import sig, time_text
 from .verdict import throughput_change_pct
 
-__all__ = ["comparison_text", "comparison_html", "comparison_page", "verdict_html"]
+__all__ = ["comparison_text", "comparison_html", "comparison_page", "verdict_html",
+           "verdict_sentence"]
 
 _MINUS = "\u2212"
 _STYLE = ("<style>.pk-compare{font-family:system-ui,sans-serif;font-size:13px}"
@@ -53,6 +54,26 @@ def _str(x: Any) -> str:
     if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return str(x)
+
+
+def verdict_sentence(v: Any, a_label: str, b_label: str, a_step_ms: float | None = None,
+                     b_step_ms: float | None = None) -> str:
+    """The verdict (:class:`~perfkit.compare.verdict.Verdict`) in one sentence: "B is
+    28.6 % faster than A per token per device (band ±2 %: ...; step 1.21 s → 1.72 s)"."""
+    per = "" if v.basis == "step" else " per token per device"
+    if not math.isfinite(v.change_pct):
+        return f"{b_label} cannot be compared with {a_label}: a run has no step time"
+    band = (f"band ±{sig(v.threshold_pct)} %, the larger of the noise "
+            f"±{sig(v.noise_pct)} % and the threshold" if v.noise_pct is not None
+            else f"band ±{sig(v.threshold_pct)} %: the threshold, as the noise cannot be "
+                 "measured")
+    steps = ("" if a_step_ms is None or b_step_ms is None
+             else f"; step {_ms(a_step_ms)} → {_ms(b_step_ms)}")
+    if v.word == "no change":
+        return (f"{b_label}: no change against {a_label}{per} "
+                f"({_pct(v.change_pct)}, within the {band}{steps})")
+    return (f"{b_label} is {sig(abs(v.change_pct))} % {v.word} than {a_label}{per} "
+            f"({band}{steps})")
 
 
 def _side_line(tag: str, s: Any) -> str:

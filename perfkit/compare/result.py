@@ -10,8 +10,7 @@ from typing import Any
 import pandas as pd
 
 from .._version import __version__
-from ..format import sig, time_text
-from .page import comparison_html, comparison_page, comparison_text
+from .page import comparison_html, comparison_page, comparison_text, verdict_sentence
 from .verdict import Verdict, throughput_change_pct
 
 __all__ = ["Side", "Comparison", "SCHEMA_VERSION", "clean"]
@@ -156,25 +155,9 @@ class Comparison:
         return comparison_html(self)
 
     def headline(self) -> str:
-        """One sentence: "B is 28.6 % faster than A per token per device (noise ±…)"."""
-        v, a, b = self.verdict, self.a, self.b
-        per = "" if v.basis == "step" else " per token per device"
-        if not math.isfinite(v.change_pct):
-            return f"{b.label} cannot be compared with {a.label}: a run has no step time"
-        band = (f"band ±{sig(v.threshold_pct)} %, the larger of the noise "
-                f"±{sig(v.noise_pct)} % and the threshold" if v.noise_pct is not None
-                else f"band ±{sig(v.threshold_pct)} %: the threshold, as the noise cannot be "
-                     "measured")
-        steps = (f"step {time_text(a.step_ms * 1e3)} → {time_text(b.step_ms * 1e3)}")
-        if v.word == "no change":
-            return (f"{b.label}: no change against {a.label}{per} "
-                    f"({_signed(v.change_pct)} %, within the {band}; {steps})")
-        return (f"{b.label} is {sig(abs(v.change_pct))} % {v.word} than {a.label}{per} "
-                f"({band}; {steps})")
-
-
-def _signed(x: float) -> str:
-    return ("+" if x > 0 else "\u2212" if x < 0 else "") + sig(abs(x))
+        """One sentence: "B is 28.6 % faster than A per token per device (band …)"."""
+        return verdict_sentence(self.verdict, self.a.label, self.b.label, self.a.step_ms,
+                                self.b.step_ms)
 
 
 def _records(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[dict[str, Any]]:
