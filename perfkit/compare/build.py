@@ -20,7 +20,7 @@ from .._stats import median
 from ..analysis.compare import compare_profiles
 from ..analysis.steps import exposed_comm_us, step_breakdown, step_wall_us
 from ..bundled_samples import resolve_sample
-from ..errors import PerfkitError
+from ..errors import InvalidArgumentError, PerfkitError
 from ..io.loading import load
 from ..job import JOB_FIELDS, infer_job
 from ..journal import Journal
@@ -63,16 +63,20 @@ def open_side(ref: Any, journal: Any = None) -> tuple[Any, str, str]:
     if Path(resolved).expanduser().exists():
         label = text.split(":", 1)[1] if text.startswith("sample:") else Path(text).name
         return load(Path(resolved).expanduser()), str(resolved), label
-    if journal is not None:
+    path_like = any(c in text for c in "/\\") or text.startswith("sample:")
+    if journal is not None and not path_like:
         book = journal if isinstance(journal, Journal) else Journal(journal, create=False)
         run = book.run(ref)
         return book.load_profile(run), str(book.profile_path(run)), str(run.label)
-    raise PerfkitError(f"profile path not found: {text}")
+    hint = (" (a run id or label needs a journal: journal=, or --journal FILE)"
+            if journal is None and not path_like else "")
+    raise PerfkitError(f"profile path not found: {text}{hint}")
 
 
-def side_summary(profile: Any, path: str, label: str) -> tuple[Side, pd.DataFrame, Any]:
-    """One side's step figures, its step breakdown and its job (None where it cannot be
-    read, with the reason in the breakdown's notes)."""
+def side_summary(profile: Any, path: str, label: str
+                 ) -> tuple[Side, pd.DataFrame, Any, list[str]]:
+    """One side's step figures, its step breakdown, its job (None where it cannot be read)
+    and notes (why the job could not be read)."""
     breakdown = step_breakdown(profile)
     known = breakdown.dropna(subset=["step_us"]) if "step_us" in breakdown else breakdown
     walls = step_wall_us(known) / 1e3 if not known.empty else pd.Series(dtype="float64")
@@ -94,8 +98,7 @@ def side_summary(profile: Any, path: str, label: str) -> tuple[Side, pd.DataFram
                 format=str(getattr(profile.meta, "source_format", "") or ""),
                 step_times_ms=tuple(float(x) for x in per_step.to_numpy()),
                 tokens_per_device=work)
-    breakdown.attrs["compare_notes"] = notes
-    return side, breakdown, job
+    return side, breakdown, job, notes
 
 
 def _tokens_per_device(job: Any) -> float | None:
@@ -196,14 +199,14 @@ def compare(a: Any, b: Any, *, journal: Any = None, gate_pct: float | None = Non
     """
     if gate_pct is not None and not (isinstance(gate_pct, (int, float))
                                      and math.isfinite(gate_pct) and gate_pct >= 0):
-        raise PerfkitError(f"gate: must be a percentage >= 0 (got {gate_pct!r})")
+        raise InvalidArgumentError("gate_pct", "must be a percentage >= 0", gate_pct)
     pa, path_a, label_a = open_side(a, journal)
     pb, path_b, label_b = open_side(b, journal)
     if label_a == label_b:
         label_a, label_b = f"A: {label_a}", f"B: {label_b}"
-    side_a, bd_a, job_a = side_summary(pa, path_a, label_a)
-    side_b, bd_b, job_b = side_summary(pb, path_b, label_b)
-    notes = [*bd_a.attrs.get("compare_notes", []), *bd_b.attrs.get("compare_notes", [])]
+    side_a, bd_a, job_a, notes_a = side_summary(pa, path_a, label_a)
+    side_b, bd_b, job_b, notes_b = side_summary(pb, path_b, label_b)
+    notes = [*notes_a, *notes_b]
     scale = 1.0
     wa, wb = side_a.tokens_per_device, side_b.tokens_per_device
     if wa and wb and not math.isclose(wa, wb, rel_tol=1e-9):
