@@ -40,6 +40,8 @@ _HOME: dict[str, str | None] = {
     "Finding": "advisor",
     "advise": "advisor",
     "advise_iter": "advisor",
+    "Comparison": "compare",
+    "compare": "compare",
     "samples": "bundled_samples",
     "ConfigFileError": "errors",
     "InvalidArgumentError": "errors",
@@ -145,6 +147,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .advisor import Finding, advise, advise_iter  # noqa: F401
     from .bundled_samples import samples  # noqa: F401
     from .calc import *  # noqa: F401, F403
+    from .compare import Comparison, compare  # noqa: F401
     from .errors import (  # noqa: F401
         ConfigFileError,
         InvalidArgumentError,

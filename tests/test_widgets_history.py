@@ -270,3 +270,16 @@ def test_history_tab_offers_to_add_only_a_profile_on_show(monkeypatch, tmp_path)
     assert tab.add_button.disabled
     tab.path.value = str(own)
     assert not tab.add_button.disabled
+
+
+def test_panel_shows_the_verdict_of_pk_compare(case: Journal) -> None:
+    panel = history_panel(case)
+    panel.select("baseline", "tuned")
+    runs = case.runs().set_index("label")
+    # the change of time per token per device is the inverse of the stored tokens/s
+    gain = runs.loc["tuned", "tokens_per_s_per_device"] / runs.loc["baseline",
+                                                                  "tokens_per_s_per_device"]
+    assert panel.verdict.word == "faster"
+    assert panel.verdict.change_pct == pytest.approx(100.0 * (1.0 / gain - 1.0), rel=1e-6)
+    assert "FASTER" in panel.config_diff.value and "per token per device" in \
+        panel.config_diff.value

@@ -17,6 +17,10 @@
     Run a guided notebook (default ``00_start_here``) on the profile and write its
     outputs as one self-contained HTML file, without code cells or CDN scripts
     (:func:`perfkit.report.write_report`), with a progress bar over the cells on stderr.
+``perfkit compare A B [--gate PCT] [--json] [--html FILE] [--journal FILE]``
+    Compare two runs (:func:`perfkit.compare`): step times with their spread, a verdict
+    that knows the noise, the difference by step part, kernel kind and operator, the job's
+    changes; exit status 1 when B is slower than A beyond ``--gate`` and the noise.
 ``perfkit simulate OUT [--scenario NAME | --model ... --dp ... --fault ...]``
     Write a simulated profile (:func:`perfkit.simulate.simulate`): one of the bundled
     teaching scenarios, or any model, parallel layout and faults (:func:`parse_fault`).

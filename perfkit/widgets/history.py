@@ -6,7 +6,9 @@ a path): the progression of tokens/s per device and MFU over the runs (labels as
 any two runs — the sentence and the config diff on top, the time diff below (metrics,
 the job's step and its parts, the operators that moved most, the findings that appeared or
 disappeared). Everything shown comes from :meth:`perfkit.Journal.runs` and
-:meth:`perfkit.Journal.compare`; this module only wires widgets to them.
+:meth:`perfkit.Journal.compare`, and the verdict above the diff (faster / slower / no
+change) from :func:`perfkit.compare.stored_verdict`, the verdict of :func:`perfkit.compare`
+on the stored step times; this module only wires widgets to them.
 
 The panel never raises into the page: a missing, empty, foreign or damaged journal, or
 any error while comparing, becomes a message in the panel.
@@ -22,6 +24,7 @@ import ipywidgets as W
 import pandas as pd
 
 from .. import charts as C
+from ..compare import stored_verdict, verdict_sentence
 from ..journal import Journal
 from ..journal.text import STYLE, config_diff_html, runs_html, time_diff_html
 
@@ -70,6 +73,7 @@ class HistoryPanel(W.VBox):
         self.journal: Journal | None = None
         self.runs: pd.DataFrame | None = None
         self.comparison: Any = None
+        self.verdict: Any = None
         self.header = W.HTML()
         self.message = W.HTML()
         self.chart = W.HTML()
@@ -199,9 +203,16 @@ class HistoryPanel(W.VBox):
             self.time_chart.value = self.time_diff.value = ""
             return
         self.comparison = cmp
+        try:
+            self.verdict = stored_verdict(cmp)
+            said = verdict_sentence(self.verdict, cmp.base_label, cmp.new_label)
+            verdict = (f"<p style='margin:4px 0'><b>{html.escape(self.verdict.word.upper())}"
+                       f"</b>: {html.escape(said)}</p>")
+        except Exception as exc:  # noqa: BLE001 - the diff below still shows
+            self.verdict, verdict = None, _box(f"<b>No verdict:</b> {_error(exc)}", "error")
         same = "" if self.base.value != self.new.value else _box(
             "The same run on both sides: choose two different runs.")
-        self.config_diff.value = same + config_diff_html(cmp)
+        self.config_diff.value = same + verdict + config_diff_html(cmp)
         charts = [self._render(lambda: C.chart_to_svg(C.journal_breakdown_chart(
                       cmp.breakdown, cmp.base_label, cmp.new_label,
                       title="Where the step time went")), "the step chart")
