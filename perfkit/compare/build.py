@@ -21,7 +21,7 @@ from ..analysis.compare import compare_profiles
 from ..analysis.steps import exposed_comm_us, step_breakdown, step_wall_us
 from ..bundled_samples import resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError
-from ..io.loading import load
+from ..io.engines.loading import load
 from ..job import JOB_FIELDS, infer_job
 from ..journal import Journal
 from .matching import match_operators
