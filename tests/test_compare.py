@@ -208,3 +208,33 @@ def test_ascend_against_gpu_by_kernel_kind() -> None:
     assert (kinds["a_ms"] > 0).any() and (kinds["b_ms"] > 0).any()
     assert not c.operators["matched"].any()
     assert any("kernel kinds" in n for n in c.notes)
+
+
+def test_a_gate_on_runs_without_a_step_time_fails_with_status_2(monkeypatch, capsys) -> None:
+    # no step time, no verdict: the gate must not pass a CI job silently
+    import types
+
+    from perfkit.cli import parser
+    from perfkit.cli.commands import compare as command
+
+    verdict = types.SimpleNamespace(change_pct=float("nan"))
+    fake = types.SimpleNamespace(verdict=verdict, gate_failed=False,
+                                 text=lambda n_operators=None: "cannot be compared",
+                                 to_dict=lambda: {})
+    monkeypatch.setattr(command, "compare", lambda *a, **k: fake)
+    assert parser.main(["compare", "a", "b"]) == 0  # no gate: the text says it, status 0
+    assert parser.main(["compare", "a", "b", "--gate", "5"]) == 2
+    assert "no step time" in capsys.readouterr().err
+
+
+def test_output_into_a_closed_pipe_is_no_error(monkeypatch, capsys) -> None:
+    # `perfkit ... | head -1`: the reader leaves early; no "unexpected BrokenPipeError"
+    from perfkit.cli import parser
+    from perfkit.cli.commands import compare as command
+
+    def closed(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(command, "compare", closed)
+    assert parser.main(["compare", "a", "b"]) == 141
+    assert capsys.readouterr().err == ""

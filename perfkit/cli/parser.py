@@ -5,6 +5,7 @@ one line on stderr."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -42,7 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 on a usage error, a :class:`~perfkit.errors.PerfkitError` or any
+        0 on success, 141 when the reader of its output closed the pipe (``| head``), 2 on
+        a usage error, a :class:`~perfkit.errors.PerfkitError` or any
         other error (its message printed on stderr as one line, no traceback), 130 when
         interrupted.
     """
@@ -60,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PerfkitError as exc:
         print(f"perfkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader closed the pipe (perfkit info ... | head): done
+        try:  # no second error when Python flushes standard output at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, ValueError, OSError):  # not a file descriptor (a notebook)
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
     except KeyboardInterrupt:  # Ctrl-C before Voila's loop runs (it handles its own)
         print("perfkit: interrupted", file=sys.stderr)
         return 130

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ examples:
   perfkit compare 1 3 --journal tuning.sqlite         two runs of a tuning journal
   perfkit compare npu_prof gpu_trace --html cmp.html  Ascend against GPU, as an HTML page
 
-exit status: 0 (no gate, or the gate passed), 1 (the gate failed), 2 (bad input)
+exit status: 0 (no gate, or the gate passed), 1 (the gate failed), 2 (bad input, or a
+  gate on runs that cannot be compared)
 """
 
 
@@ -108,4 +110,8 @@ def run(args: argparse.Namespace) -> int:
                                f"{exc.strerror or exc}") from None
         if not args.json:
             print(f"wrote {target}")
+    if args.gate is not None and not math.isfinite(result.verdict.change_pct):
+        # a gate that cannot compare must not pass silently in CI
+        raise PerfkitError(f"--gate: {args.b} cannot be compared with {args.a}: a run has no "
+                           "step time")
     return 1 if result.gate_failed else 0
