@@ -153,7 +153,8 @@ def test_worker_killed_mid_write_leaves_no_entry(client, cache_dir, tmp_path):
 import os, sys
 from pathlib import Path
 import pandas as pd
-from perfkit.io import cache, dask_engine
+from perfkit.io.cache import store as cache
+from perfkit.io.engines import dask as dask_engine
 from perfkit.io.engines.local import detect
 src = detect({str(REAL)!r})[1][1]
 key = cache.entry_key(src.fmt, Path(src.path), src.file_paths(), src.rank)
