@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 import perfkit as pk
+from perfkit.io import preview as P
 
 STEP_US = 2000
 STEPS = (1, 2)
@@ -127,15 +128,23 @@ def _expected(events: list[dict[str, Any]]) -> dict[str, Any]:
             s for s, (a, b) in spans.items() if a <= rt["ts"] < b)
         op = None if rt is None else rt["args"]["External id"]
         kernels.append({"name": e["name"], "step": step, "dur": e["dur"], "op": op,
+                        "ts": e["ts"],
                         "graph": rt is not None and "Graph" in rt["name"]})
     per_step = {s: sum(k["dur"] for k in kernels if k["step"] == s) for s in spans}
+    # a step's time runs from its first task to its span's end (the device's idle tail
+    # while the host is still in the step is its free time; docs/loading.md): here every
+    # task of a step ends before its span does and the next step's tasks start after it
+    first = {s: min(k["ts"] for k in kernels if k["step"] == s) for s in spans}
+    assert all(k["ts"] + k["dur"] <= spans[k["step"]][1] for k in kernels if k["step"])
+    window = {s: spans[s][1] - first[s] for s in spans}
     per_op: dict[int, float] = {}
     for k in kernels:
         if k["op"] is not None:
             per_op[k["op"]] = per_op.get(k["op"], 0.0) + k["dur"]
     names = {e["args"]["External id"]: e["name"] for e in events
              if e["ph"] == "X" and e["cat"] in ("cpu_op", "user_annotation")}
-    return {"kernels": kernels, "per_step": per_step, "per_op": per_op, "op_names": names}
+    return {"kernels": kernels, "per_step": per_step, "per_op": per_op, "op_names": names,
+            "window": window}
 
 
 @pytest.mark.parametrize("hip", [False, True], ids=["cuda", "hip"])
@@ -148,7 +157,8 @@ def test_graph_kernels_follow_their_launch(tmp_path: Path, hip: bool, graph_ext:
     and the graph's kernels must not be left without an operator)."""
     events = _trace(hip, linked=True, graph_ext=graph_ext, graph_id=not hip)
     want = _expected(events)
-    p = pk.load(_write(tmp_path, events, hip), cache=False, progress=False)
+    f = _write(tmp_path, events, hip)
+    p = pk.load(f, cache=False, progress=False)
     k = p.kernels
     # one row per kernel the graph ran, under its own name: 3 a replay, 2 replays
     assert len(k) == len(want["kernels"]) == len(STEPS) * (len(EAGER) + len(GRAPH))
@@ -163,8 +173,12 @@ def test_graph_kernels_follow_their_launch(tmp_path: Path, hip: bool, graph_ext:
         assert set(k.loc[k["graph_launch"], "graph_id"]) == {7}
     # device time per step: the kernels do not overlap, so the computing time is their sum
     st = p.steps.set_index("step")
+    quick = P.kineto_device_steps(f).set_index("step")  # the preview's quick scan
+    full = pk.analysis.step_breakdown(p).set_index("step")
     for s, total in want["per_step"].items():
         assert st.loc[s, "computing_us"] == pytest.approx(total), s
+        assert quick.loc[s, "total_us"] == pytest.approx(want["window"][s]), s
+        assert full.loc[s, "step_us"] == pytest.approx(want["window"][s]), s
     graph_us = sum(d for _, d in GRAPH)
     assert graph_us == pytest.approx(127.5)
     # the annotation around each graph launch launched the graph's device time
