@@ -47,6 +47,8 @@ class _Args(msgspec.Struct, gc=False):
     in_nelems: _FloatStr = msgspec.field(default=None, name="In msg nelems")
     out_nelems: _FloatStr = msgspec.field(default=None, name="Out msg nelems")
     msg_dtype: _IntStr = msgspec.field(default=None, name="dtype")
+    # the CUDA / HIP graph a replayed kernel belongs to (CUPTI graphId; newer Kineto)
+    graph_id: _IntStr = msgspec.field(default=None, name="graph id")
     # operator arguments of a Kineto cpu_op (record_shapes=True), kept as raw JSON text
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
@@ -106,7 +108,7 @@ ARG_COLUMNS: dict[str, tuple[str, str]] = {
     "input_type": ("input_type", "raw"), "concrete_inputs": ("concrete_inputs", "raw"),
     "pg_name": ("pg_name", "str"), "collective": ("collective", "str"),
     "in_nelems": ("in_nelems", "num"), "out_nelems": ("out_nelems", "num"),
-    "msg_dtype": ("msg_dtype", "str")}
+    "msg_dtype": ("msg_dtype", "str"), "graph_id": ("graph_id", "id")}
 """Columns that can be read from ``args``: column -> (field of :class:`_Args`, kind)."""
 X_COLUMNS = ("external_id", "correlation", "stream", "device", "task_type", "op_type",
              "input_dims", "input_type", "concrete_inputs")

@@ -19,18 +19,21 @@ the
 - ``ops``: the host operators (``cpu_op``) and host annotations (``user_annotation``;
   ``cat`` says which), with ``self_us`` (the time not spent in an operator nested inside,
   on the same thread) and the device time each launched.
-- ``steps``: a step is its host ``ProfilerStep#N`` span; its device work is the tasks
-  whose runtime launch (same ``correlation`` id) ran inside that span. A task launched
-  outside every span (before the trace began, between steps) belongs to no step: it
-  neither stretches a step nor counts in one. The step's window runs from its first to its
-  last task. A CPU-only run (no device in the trace) is split from its host events: what
-  the threads compute, and the collectives (``gloo:*`` on gloo's own threads, ``c10d::*``,
-  ``record_param_comms``). A trace without ``ProfilerStep`` has its training iterations
-  as steps where its optimizer's annotations tell them (:mod:`~perfkit.io.kineto.
+- ``steps``: a step is its host ``ProfilerStep#N`` span; its device work is the tasks whose
+  runtime launch (same ``correlation`` id) ran inside that span. A task launched outside
+  every span (before the trace began, between steps) belongs to no step: it neither
+  stretches a step nor counts in one. A CUDA / HIP graph replay is one ``cudaGraphLaunch`` /
+  ``hipGraphLaunch`` whose correlation id every kernel of the graph carries: each kernel
+  keeps its name and goes to the launch's step and operator
+  (:mod:`~perfkit.io.kineto.graphs`; column ``graph_launch``). The step's window runs from
+  its first to its last task. A CPU-only run (no device in the trace) is split from its host
+  events: what the threads compute, and the collectives (``gloo:*`` on gloo's own threads,
+  ``c10d::*``, ``record_param_comms``). A trace without ``ProfilerStep`` has its training
+  iterations as steps where its optimizer's annotations tell them (:mod:`~perfkit.io.kineto.
   iterations`: each step ends where the iteration's last ``Optimizer.step#<Class>.step``
-  ends, the iterations told apart by the backward pass before each; the column
-  ``step_mark`` names that annotation); otherwise it is one step over the whole trace
-  (step number NA). A note says which.
+  ends, the iterations told apart by the backward pass before each; the column ``step_mark``
+  names that annotation); otherwise it is one step over the whole trace (step number NA). A
+  note says which.
 - ``comm_ops``: the communication kernels, with the process group, collective and message
   size where the kernel's args record them (PyTorch >= 2.1); on a CPU-only run, the host
   collectives.
@@ -59,7 +62,8 @@ One module a job, every name re-exported here: :mod:`~perfkit.io.kineto.tables`
 :mod:`~perfkit.io.kineto.kernels`, :mod:`~perfkit.io.kineto.ops`,
 :mod:`~perfkit.io.kineto.steps`, :mod:`~perfkit.io.kineto.comm` and
 :mod:`~perfkit.io.kineto.memory` (one table each), :mod:`~perfkit.io.kineto.launches`
-(which operator launched each device task), :mod:`~perfkit.io.kineto.iterations` (the
+(which operator launched each device task), :mod:`~perfkit.io.kineto.graphs` (the tasks
+graph launches ran), :mod:`~perfkit.io.kineto.iterations` (the
 steps of a trace without ProfilerStep), :mod:`~perfkit.io.kineto.nesting` (events
 nested on a thread: :func:`last_open`, :func:`self_times`) and
 :mod:`~perfkit.io.kineto.meta` (vendor, process groups, last end).

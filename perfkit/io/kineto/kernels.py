@@ -15,6 +15,7 @@ from ...format import counted, plural
 from .._common.distinct import numeric, text
 from ..canonical.categories import comm_family, kineto_kind
 from ..chrome.tables import NA_NS, rel, step_index
+from .graphs import _graph_columns, _unlinked_note
 
 __all__: list[str] = []  # private to the Kineto reader
 
@@ -47,7 +48,11 @@ def _kernel_steps(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
     if notes is not None:
         n_before = int(missing.sum())
         n_outside = int((np.isnan(out) & ~missing).sum())
-        if n_before:
+        graph = _unlinked_note(n_before, float(np.nansum(
+            dev["dur_us"].to_numpy(np.float64)[missing])), runtime) if n_before else None
+        if graph:
+            notes.append(graph)
+        elif n_before:
             notes.append(f"steps: {counted(n_before, 'GPU task')} "
                          f"{plural(n_before, 'was', 'were')} launched before the trace began "
                          f"(no runtime call with {plural(n_before, 'its', 'their')} "
@@ -85,4 +90,5 @@ def _kernels(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
         "device": numeric(dev["device"]) if dev["device"].notna().any() else numeric(dev["pid"]),
         "correlation": numeric(dev["correlation"]),
         "family": family.array,
+        **_graph_columns(runtime, dev),
     })

@@ -50,8 +50,10 @@ def _launching_op(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -
     """Row position in ``cpu`` of the operator that launched each kernel (-1: unknown).
 
     The operator with the kernel's ``External id`` when most kernels have one that an
-    operator carries; otherwise the innermost operator still open on the thread of the
-    kernel's runtime launch (``correlation``) when the launch ran.
+    operator carries; otherwise, and for the kernels whose ``External id`` no operator
+    carries (those a graph launch ran, where the profiler left them without one), the
+    innermost operator still open on the thread of the kernel's runtime launch
+    (``correlation``) when the launch ran.
     """
     out = np.full(len(dev), -1, dtype=np.int64)
     if not len(cpu) or not len(dev):
@@ -62,9 +64,21 @@ def _launching_op(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -
     # only in old traces); keep the last position per id
     ext_cpu = ext_cpu[~ext_cpu.index.duplicated(keep="last")]
     ext_dev = dev["external_id"].astype("Int64")
+    rest = np.ones(len(dev), dtype=bool)
     if ext_dev.notna().any() and ext_dev.isin(ext_cpu.index).mean() > 0.5:
         got = ext_cpu.reindex(ext_dev.to_numpy()).to_numpy()
-        return np.where(pd.isna(got), -1, got).astype(np.int64)
+        out = np.where(pd.isna(got), -1, got).astype(np.int64)
+        rest = out < 0
+        if not rest.any():
+            return out
+    by_launch = _op_of_launch(runtime, cpu, dev)
+    out[rest] = by_launch[rest]
+    return out
+
+
+def _op_of_launch(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) -> np.ndarray:
+    """Row in ``cpu`` of the innermost operator open on the launching thread (-1: none)."""
+    out = np.full(len(dev), -1, dtype=np.int64)
     runtime = runtime[runtime["correlation"].notna()]
     if not len(runtime):
         return out
@@ -93,7 +107,9 @@ def _device_time(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) ->
 
     Newer traces give kernels the ``External id`` of their op; older ones only link a kernel
     to its runtime launch (``correlation``), which is then placed in the last op that started
-    before it on the same thread and is still open (searchsorted per thread).
+    before it on the same thread and is still open (searchsorted per thread). In a trace of
+    the first kind, a kernel whose ``External id`` no op carries (one a graph launch ran,
+    left without it) is placed by its runtime launch too.
     """
     ext_ops = cpu["external_id"].dropna().astype("int64").unique()
     ext_dev = dev["external_id"].dropna().astype("int64")
@@ -105,7 +121,17 @@ def _device_time(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame) ->
         ids = cpu["external_id"].astype("Int64")
         out = per.reindex(ids.to_numpy()).to_numpy(np.float64)
         # ops that launched nothing on the device have zero device time
-        return np.where(ids.isin(per.index).to_numpy(), out, 0.0)
+        out = np.where(ids.isin(per.index).to_numpy(), out, 0.0)
+        rest = ~key.isin(ext_ops).to_numpy(bool)
+        if rest.any() and runtime["correlation"].notna().any():
+            out = out + _time_by_launch(runtime, cpu, dev[rest])  # NA stays unknown
+        return out
+    return _time_by_launch(runtime, cpu, dev)
+
+
+def _time_by_launch(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame
+                    ) -> np.ndarray:
+    """GPU time of ``dev`` per cpu_op, each kernel in the op open around its launch."""
     runtime = runtime[runtime["correlation"].notna()]
     if not len(runtime) or not len(cpu):
         return np.full(len(cpu), np.nan)

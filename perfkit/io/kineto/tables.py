@@ -24,6 +24,7 @@ from ..canonical.validate import plausible_origin
 from ..chrome.decode import ChromeTrace, read_chrome_trace
 from ..chrome.tables import step_spans
 from .comm import _host_comm_ops, _kernel_comm_ops
+from .graphs import _graph_note
 from .iterations import FROM_OPTIMIZER, one_step_note, optimizer_spans
 from .kernels import _kernels
 from .kinds import _bool, _Kinds
@@ -38,7 +39,7 @@ __all__ = ["looks_like_kineto", "parse", "parse_trace", "TRACE_COLUMNS", "CATEGO
 
 TRACE_COLUMNS = ("external_id", "correlation", "stream", "device", "input_dims", "input_type",
                  "concrete_inputs", "pg_name", "collective", "in_nelems", "out_nelems",
-                 "msg_dtype")
+                 "msg_dtype", "graph_id")
 """``args`` of complete events the tables use (launch links, streams, operator shapes, what
 a collective's kernel says about it)."""
 
@@ -49,7 +50,7 @@ millions of events (:func:`parse_trace` accepts either kind of column)."""
 
 _DEV_COLS = ("name", "cat", "pid", "tid", "ts_ns", "dur_us", "external_id", "correlation",
              "stream", "device", "pg_name", "collective", "in_nelems", "out_nelems",
-             "msg_dtype")
+             "msg_dtype", "graph_id")
 
 _CPU_COLS = ("name", "tid", "ts_ns", "dur_us", "external_id", "input_dims", "input_type",
              "concrete_inputs")
@@ -123,6 +124,9 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     said = len(notes) > noted  # optimizer_spans said why its annotations made no step
 
     kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
+    graph = _graph_note(runtime, kernels)
+    if graph:
+        notes.append(graph)
     steps = _steps(dev, kernels, spans)
     steps = _unknown_where_durations_missing(steps, kernels, notes)
     if not len(spans):
