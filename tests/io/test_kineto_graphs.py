@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import perfkit as pk
-from perfkit.io import preview as P
+from perfkit.io.preview import steps as P
 
 STEP_US = 2000
 STEPS = (1, 2)

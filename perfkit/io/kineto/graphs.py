@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted, plural, time_text
-from ..distinct import numeric, per_distinct
+from .._common.distinct import numeric, per_distinct
 from .kinds import _bool
 
 __all__: list[str] = []  # private to the Kineto reader
