@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import PerfkitError
 from .tools import Tools
 
-__all__ = ["server_class", "build_server", "serve"]
+__all__ = ["server_class", "tool_error_class", "build_server", "serve"]
 
 #: What the server tells the client about itself.
 INSTRUCTIONS = (
@@ -47,7 +47,26 @@ def server_class() -> Any:
                            "'perfkit[mcp]' (or pip install mcp)") from exc
 
 
-def _json(answer: dict[str, Any]) -> str:
+def tool_error_class() -> type[Exception]:
+    """The SDK's ``ToolError``: raised in a tool, its message reaches the client as the
+    error result (another exception's message is hidden by mcp 2)."""
+    try:
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError:
+        from mcp.server.fastmcp.exceptions import ToolError
+    return ToolError
+
+
+def _call(method: Any, *args: Any, **kwargs: Any) -> str:
+    """``method(*args, **kwargs)``'s answer as JSON text; an error as the SDK's
+    ``ToolError`` with perfkit's one-line message (the path it names included)."""
+    try:
+        answer = method(*args, **kwargs)
+    except PerfkitError as exc:
+        raise tool_error_class()(" ".join(str(exc).split())) from exc
+    except Exception as exc:  # noqa: BLE001 - a tool's boundary: one line for the client
+        text = " ".join(str(exc).split())[:500]
+        raise tool_error_class()(f"unexpected {type(exc).__name__}: {text}") from exc
     return json.dumps(answer, ensure_ascii=False, allow_nan=False)
 
 
@@ -60,37 +79,37 @@ def build_server(allow: Iterable[str | os.PathLike[str]]) -> Any:
     def open_profile(path: str, run: int | str | None = None, findings: int = 5) -> str:
         """Open a profile (folder or file, or sample:NAME): what it is, the job read from
         it, its steps, the top findings and what its recording lacks (the "info" answer)."""
-        return _json(tools.open_profile(path, run=run, findings=findings))
+        return _call(tools.open_profile, path, run=run, findings=findings)
 
     @server.tool()
     def list_runs(path: str) -> str:
         """The separate runs a folder holds, with the id or name open_profile's run takes
         (the "runs" answer)."""
-        return _json(tools.list_runs(path))
+        return _call(tools.list_runs, path)
 
     @server.tool()
     def get_job(path: str, run: int | str | None = None) -> str:
         """The job read from the profile: model, layout, batch, hardware, dtype, each
         value with its source (the "job" answer)."""
-        return _json(tools.get_job(path, run=run))
+        return _call(tools.get_job, path, run=run)
 
     @server.tool()
     def advise(path: str, run: int | str | None = None, limit: int | None = None) -> str:
         """The advisor's findings, best first, each with a stable id, the milliseconds
         per step at stake, evidence and what to change (the "advise" answer)."""
-        return _json(tools.advise(path, run=run, limit=limit))
+        return _call(tools.advise, path, run=run, limit=limit)
 
     @server.tool()
     def check_recording(path: str, run: int | str | None = None) -> str:
         """What the recording lacks per analysis, and the exact profiler switch that
         records it, with its cost (the "check" answer)."""
-        return _json(tools.check_recording(path, run=run))
+        return _call(tools.check_recording, path, run=run)
 
     @server.tool()
     def compare(a: str, b: str) -> str:
         """Run b against run a: the verdict (faster, slower, no change) with the noise,
         where the time went, operators and job changes (the "compare" answer)."""
-        return _json(tools.compare(a, b))
+        return _call(tools.compare, a, b)
 
     @server.tool()
     def predict_layout(path: str, run: int | str | None = None, dp: int | None = None,
@@ -103,11 +122,11 @@ def build_server(allow: Iterable[str | os.PathLike[str]]) -> Any:
         """Calibrate the step model on the profile and predict another layout of the
         same job: step time and band, parts, memory fit (the "predict" answer). Options
         not given keep the run's values."""
-        return _json(tools.predict_layout(
-            path, run=run, dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep,
+        return _call(
+            tools.predict_layout, path, run=run, dp=dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep,
             micro_batch_size=micro_batch_size, num_micro_batches=num_micro_batches,
             optimizer_shard=optimizer_shard, recompute=recompute,
-            sequence_parallel=sequence_parallel))
+            sequence_parallel=sequence_parallel)
 
     return server
 
