@@ -11,7 +11,8 @@ Each row is one analysis and one switch of the profiler that wrote the profile:
   ``with_stack=True`` (source lines of host operators; perfkit does not read them);
 * torch_npu (``torch_npu.profiler.profile``): ``profiler_level=Level1`` in
   ``experimental_config`` (communication tables), ``aic_metrics=PipeUtilization`` (PMU
-  pipe ratios: compute- or memory-bound), ``record_shapes=True`` (operator_details),
+  pipe ratios: compute- or memory-bound), ``record_shapes=True`` (the host operators'
+  shapes in operator_details.csv: not checked, perfkit reads the kernels' shapes),
   ``profile_memory=True`` (memory files), ``data_simplification`` (raw data kept or not);
 * MindSpore (``mindspore.Profiler``): ``profile_memory=True``, ``profile_communication=True``,
   ``aic_metrics`` / ``profiler_level`` (MindSpore ≥ 2.4), a ``schedule`` with
@@ -90,7 +91,8 @@ SWITCHES: dict[tuple[str, str], tuple[str, str]] = {
         "more output"),
     ("mindspore", "pmu"): (
         "mindspore.Profiler(profiler_level=mindspore.profiler.ProfilerLevel.Level1, "
-        "aic_metrics=mindspore.profiler.AicoreMetrics.PipeUtilization)",
+        "aic_metrics=mindspore.profiler.AicoreMetrics.PipeUtilization) (MindSpore >= 2.4; "
+        "2.0-2.3: mindspore.Profiler(aicore_metrics=1), 1 being PipeUtilization)",
         "the AI Core counts one metric group per run; reading counters adds a little "
         "time per kernel"),
     ("mindspore", "steps"): (
@@ -194,7 +196,9 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
     meta = profile.meta
     level = meta.profiler_level or "unknown"
     comm = _table(profile, "comm_ops")
-    world = meta.world_size or len(getattr(profile, "ranks", None) or [0])
+    ranks = [int(r) for r in (getattr(profile, "ranks", None) or [meta.rank or 0])]
+    # a rank above 0 is one device of a larger job even where the world size is not said
+    world = meta.world_size or max(len(ranks), max(ranks) + 1)
     kernels = _table(profile, "kernels")
     rows = []
     comm_missing = comm.empty and (world or 1) > 1
@@ -214,12 +218,15 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
                      "PMU ratio columns present" if pmu else "no PMU ratio columns in "
                      f"{len(kernels):,} device kernels"))
     if p == "torch_npu":
-        ops = _table(profile, "ops")
-        share = _shapes_share(ops)
-        rows.append(_row(p, "shapes", "framework operators with shapes (operator_details)",
-                         ops.empty or share < SHAPES_MIN_SHARE, "framework operators "
-                         "and their shapes", f"{len(ops):,} framework operators, {share:.0%} "
-                         "with shapes"))
+        # perfkit reads the device kernels' shapes from kernel_details.csv, which torch_npu
+        # always writes; record_shapes adds them to the host operators
+        # (operator_details.csv), which perfkit does not read: not checked here
+        share = _shapes_share(kernels)
+        rows.append(_row(p, "shapes", "host operators' shapes (operator_details.csv; "
+                         "perfkit's FLOPs and roofline use the kernels' shapes instead)",
+                         None, "", f"{share:.0%} of {len(kernels):,} device kernels carry "
+                         "input shapes (kernel_details.csv, written whatever record_shapes "
+                         "says)"))
     memory, op_memory = _table(profile, "memory"), _table(profile, "op_memory")
     rows.append(_row(p, "memory", "memory over time and per operator",
                      memory.empty and op_memory.empty, "memory records",
