@@ -4,6 +4,12 @@
 category (a communication library's kernel is ``communication``, with its ``family``),
 stream and device; :func:`_kernel_steps` places each task in the host step whose runtime
 call launched it.
+
+A CUDA or HIP graph replay (``cudaGraphLaunch`` / ``hipGraphLaunch``) is one runtime call
+whose correlation id every kernel of the graph carries (Kineto draws the launch as a flow
+start for it, ``RuntimeActivity::flowStart`` in libkineto's ``CuptiActivity.cpp``): its
+kernels are placed like any other, in the step and under the operator of that launch, and
+:func:`graph_note` says what this cannot tell.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from ..categories import comm_family, kineto_kind
 from ..distinct import numeric, text
 from ..trace_tables import NA_NS, rel, step_index
 
-__all__: list[str] = []  # private to the Kineto reader
+__all__: list[str] = []  # private to the Kineto reader (graph_note: tables.py)
 
 
 def _kernel_steps(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
@@ -58,6 +64,32 @@ def _kernel_steps(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
                          f"{plural(n_outside, 'was', 'were')} launched outside every step "
                          f"span: {plural(n_outside, 'it belongs', 'they belong')} to no step")
     return out
+
+
+#: Runtime calls that replay a captured graph: one launch, many kernels.
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")
+
+
+def graph_note(runtime: pd.DataFrame, dev: pd.DataFrame) -> str | None:
+    """The note on graph replays, None where the trace has none: how many device tasks the
+    graph launches replayed, that each is in the step and under the operator of its launch,
+    and that which captured operator ran which kernel is not in the trace (the launching
+    operator gets all of its graph's device time)."""
+    if not len(runtime) or not len(dev):
+        return None
+    name = runtime["name"].astype("string").str.replace(r"_v\d+$", "", regex=True)
+    launches = runtime[name.isin(GRAPH_LAUNCHES).fillna(False).to_numpy(bool)
+                       & runtime["correlation"].notna().to_numpy(bool)]
+    if not len(launches):
+        return None
+    corr = set(launches["correlation"].astype("Int64").tolist())
+    replayed = int(dev["correlation"].astype("Int64").isin(corr).fillna(False).sum())
+    calls = sorted(set(name[launches.index].tolist()))
+    return (f"kernels: {counted(replayed, 'GPU task')} replayed by "
+            f"{counted(len(corr), 'graph launch', 'graph launches')} ({', '.join(calls)}): "
+            f"each is in the step, and under the operator, of its graph's launch (same "
+            f"correlation id); which captured operator ran which kernel is not recorded at "
+            f"replay, so the launching operator gets all of its graph's device time")
 
 
 def _kernels(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,

@@ -25,7 +25,7 @@ from ..trace_tables import step_spans
 from ..validate import plausible_origin
 from .comm import _host_comm_ops, _kernel_comm_ops
 from .iterations import FROM_OPTIMIZER, one_step_note, optimizer_spans
-from .kernels import _kernels
+from .kernels import _kernels, graph_note
 from .kinds import _bool, _Kinds
 from .launches import _kernel_shapes
 from .memory import _memory
@@ -123,6 +123,9 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     said = len(notes) > noted  # optimizer_spans said why its annotations made no step
 
     kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
+    replays = graph_note(runtime, dev)
+    if replays:
+        notes.append(replays)
     steps = _steps(dev, kernels, spans)
     steps = _unknown_where_durations_missing(steps, kernels, notes)
     if not len(spans):
