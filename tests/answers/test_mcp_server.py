@@ -99,3 +99,37 @@ def test_compare_tool_says_when_compare_is_missing(tmp_path: Path) -> None:
         return
     answer = tools.compare("sample:slow-rank", "sample:slow-link")
     validate(json.loads(json.dumps(answer)), "compare")
+
+
+def test_tools_runs_job_and_predict(tmp_path: Path) -> None:
+    """The tools the stdio test does not call, in process: each answer valid, its figures
+    those of the API (the layout written out by hand)."""
+    import perfkit as pk
+    from perfkit import plan
+    from perfkit.mcpserver import Tools
+
+    # two separate runs in one folder: the two ranks of the bundled trace, each alone
+    for rank in (0, 1):
+        run = tmp_path / f"run{rank}"
+        run.mkdir()
+        shutil.copy(DATA / "kineto-tiny-llama" / f"rank{rank}.pt.trace.json.gz", run)
+    tools = Tools([tmp_path])
+    runs = tools.list_runs(str(tmp_path))
+    validate(runs, "runs")
+    assert len(runs["runs"]) == len(pk.runs(tmp_path))
+    job = tools.get_job("sample:llama2-13b-baseline-dp16")
+    validate(job, "job")
+    # the sample's README: llama2-13b-8l (hidden 5120, 8 layers), data parallel 16
+    model = job["job"]["model"]
+    assert job["job"]["parallel"]["dp"] == 16
+    assert (model["num_layers"], model["hidden_size"]) == (8, 5120)
+    answer = tools.predict_layout("sample:llama2-13b-baseline-dp16", dp=8, pp=2)
+    validate(no_nan(json.dumps(answer)), "predict")
+    cal = plan.calibrate(pk.load("sample:llama2-13b-baseline-dp16"))
+    par = pk.ParallelConfig(dp=8, pp=2, micro_batch_size=2, num_micro_batches=2,
+                            optimizer_shard=8, recompute="full")
+    assert answer["step_ms"] == pytest.approx(plan.predict(cal, parallel=par).step_s * 1e3)
+    from perfkit.errors import PerfkitError
+
+    with pytest.raises(PerfkitError, match="unknown layout options"):
+        tools.predict_layout("sample:llama2-13b-baseline-dp16", tp_size=2)
