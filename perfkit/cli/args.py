@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import PerfkitError
 
-__all__ = ["config_paths", "paragraph"]
+__all__ = ["config_paths", "paragraph", "run_id"]
 
 
 def config_paths(configs: Sequence[str] | None) -> list[str] | None:
@@ -34,3 +34,8 @@ def config_paths(configs: Sequence[str] | None) -> list[str] | None:
 def paragraph(text: str) -> str:
     """``text`` filled to 88 columns: a command's description in its ``--help``."""
     return textwrap.fill(text, 88)
+
+
+def run_id(text: str) -> int | str:
+    """``--run``: a run's id (a whole number) or its name."""
+    return int(text) if text.strip().isdigit() else text

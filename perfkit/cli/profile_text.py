@@ -15,7 +15,7 @@ from ..job.activations import ACTIVATIONS, activation_text
 from ..job.layout import PP_UNREAD
 from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
 
-__all__ = ["profile_info_text"]
+__all__ = ["profile_info_text", "recording_lines"]
 
 
 def _ms3(ms: float) -> str:
@@ -406,4 +406,27 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
     lines += [""] + _steps_lines(profile)
     if n_findings:
         lines += [""] + _findings_lines(profile, n_findings, job)
+    lines += [""] + recording_lines(profile, only_missing=True)
     return "\n".join(lines)
+
+
+def recording_lines(profile: Any, only_missing: bool = False) -> list[str]:
+    """The section "What the recording lacks" (:func:`perfkit.analysis.recording_check.
+    recording_check`): per analysis, its status, what it lacks, the switch that turns it on
+    and its cost; ``only_missing`` lists only what is missing (``perfkit info``)."""
+    from ..analysis.recording_check import recording_check
+
+    table = recording_check(profile)
+    rows = table[table["status"] == "missing"] if only_missing else table
+    profiler = table["profiler"].iloc[0] if len(table) else "the profiler"
+    if only_missing and rows.empty:
+        return [f"What the recording lacks ({profiler}): nothing perfkit checks "
+                "(perfkit check PATH lists every item)"]
+    lines = [f"What the recording lacks ({profiler}; perfkit check PATH):"]
+    for r in rows.itertuples():
+        lines += _wrap(f"{r.analysis}: {r.status}"
+                       + (f", no {r.lacks}" if r.lacks else "") + f" ({r.evidence})", "  ")
+        if r.status in ("missing", "not applicable", "not checked"):
+            lines += _wrap(f"switch: {r.switch}", "    ")
+            lines += _wrap(f"cost: {r.cost}", "    ")
+    return lines

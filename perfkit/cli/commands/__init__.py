@@ -19,8 +19,8 @@ from types import ModuleType
 __all__ = ["COMMANDS", "command_modules"]
 
 #: The commands, by module name, in the order ``perfkit --help`` lists them.
-COMMANDS: tuple[str, ...] = ("serve", "info", "report", "compare", "simulate",
-                             "notebooks", "journal", "lab")
+COMMANDS: tuple[str, ...] = ("serve", "info", "advise", "check", "plan", "report", "compare",
+                             "simulate", "notebooks", "journal", "lab", "mcp")
 
 
 def command_modules() -> list[ModuleType]:

@@ -27,6 +27,7 @@ examples:
                                         error without it lists them: an id or a name)
   perfkit info PATH --config run.yaml   the job from a MindFormers YAML (or an HF
                                         config.json, a training log) where it differs
+  perfkit info PATH --json              the same as JSON (docs/json.md: the "info" answer)
 """
 
 
@@ -53,6 +54,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     info_p.add_argument("--run", type=_run_id, default=None, metavar="ID", dest="run_id",
                         help="read this one of the separate runs a folder holds (an id or a "
                              "name, as perfkit.runs(PATH) lists them)")
+    info_p.add_argument("--json", action="store_true",
+                        help="print the answer as JSON (schema: docs/json.md)")
     return info_p
 
 
@@ -65,6 +68,14 @@ def run(args: argparse.Namespace) -> int:
     """Run ``perfkit info``: print the presets, or the profile's summary."""
     if args.path is None:
         print(info_text())
+        return 0
+    if getattr(args, "json", False):
+        from ...answers import dumps, info_answer
+        from ...answers.paths import load_path
+
+        profile = load_path(args.path, run=args.run_id)
+        print(dumps(info_answer(profile, n_findings=args.findings,
+                                config=config_paths(args.config))))
         return 0
     path = resolve_sample(args.path)  # "sample:NAME" -> the bundled sample
     if not Path(path).expanduser().exists():

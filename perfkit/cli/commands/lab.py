@@ -4,7 +4,7 @@
     Write a pack (:func:`perfkit.lab.make`): one folder per student with their own
     simulated profiles, IR dump and notebook of questions, and ``instructor/`` with the
     answer key. Prints where everything is and how long it took.
-``perfkit lab grade DIR [--csv FILE]``
+``perfkit lab grade DIR [--csv FILE] [--json]``
     Check every student's latest answers against the key (:func:`perfkit.lab.grade`):
     one line per student (score, the questions answered wrong), and the class's progress
     chart in ``instructor/progress.html``.
@@ -76,6 +76,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     gr.add_argument("dir", metavar="DIR", help="the pack's folder")
     gr.add_argument("--csv", default=None, metavar="FILE",
                     help="also write the table (one row per student and question) here")
+    gr.add_argument("--json", action="store_true",
+                    help="print the grades as JSON (the \"lab-grade\" answer, "
+                         "docs/json.md) instead of the table")
     an = lsub.add_parser("answer", help="check and record one answer of a student",
                          formatter_class=raw, epilog=EPILOG,
                          description="Check one answer against the student's key and record "
@@ -126,9 +129,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if action == "grade":
         grades = lab.grade(args.dir)
-        print(grade_text(grades))
-        folder = Path(args.dir).expanduser() / "instructor"
-        print(f"wrote {folder / 'grades.csv'} and {folder / 'progress.html'}")
+        as_json = getattr(args, "json", False)
+        if as_json:
+            from ...answers import dumps, lab_grade_answer
+
+            print(dumps(lab_grade_answer(grades, pack=str(Path(args.dir).expanduser()))))
+        else:
+            print(grade_text(grades))
+            folder = Path(args.dir).expanduser() / "instructor"
+            print(f"wrote {folder / 'grades.csv'} and {folder / 'progress.html'}")
         if args.csv:
             target = Path(args.csv).expanduser()
             try:
@@ -136,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise PerfkitError(f"--csv: cannot write {target}: "
                                    f"{exc.strerror or exc}") from None
-            print(f"wrote {target}")
+            if not as_json:  # stdout holds the JSON alone
+                print(f"wrote {target}")
         return 0
     if action == "answer":
         value: Any = args.values[0] if len(args.values) == 1 else list(args.values)

@@ -1,0 +1,264 @@
+"""What a recording lacks, per analysis, and the profiler switch that turns it on.
+
+The check reads what the loader already made of the recording — the canonical tables, the
+profile's ``meta`` (profiler level, device) and the step breakdown — never the files again.
+Each row is one analysis and one switch of the profiler that wrote the profile:
+
+* PyTorch (Kineto, ``torch.profiler.profile``): ``record_shapes=True`` (operator shapes:
+  FLOPs, roofline, the model read from the trace), ``profile_memory=True`` (memory over
+  time), a ``schedule=`` with ``prof.step()`` each iteration (``ProfilerStep#N`` marks:
+  steps), ``activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]`` (device kernels),
+  ``with_stack=True`` (source lines of host operators; perfkit does not read them);
+* torch_npu (``torch_npu.profiler.profile``): ``profiler_level=Level1`` in
+  ``experimental_config`` (communication tables), ``aic_metrics=PipeUtilization`` (PMU
+  pipe ratios: compute- or memory-bound), ``record_shapes=True`` (the host operators'
+  shapes in operator_details.csv: not checked, perfkit reads the kernels' shapes),
+  ``profile_memory=True`` (memory files), ``data_simplification`` (raw data kept or not);
+* MindSpore (``mindspore.Profiler``): ``profile_memory=True``, ``profile_communication=True``,
+  ``aic_metrics`` / ``profiler_level`` (MindSpore ≥ 2.4), a ``schedule`` with
+  ``prof.step()``.
+
+The costs are those the profilers' documentation states in words (torch.profiler API
+reference, "Enabling shape and stack tracing results in additional overhead"; the
+torch_npu and MindSpore profiler guides): perfkit measures none of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..errors import PerfkitError
+
+__all__ = ["COLUMNS", "SWITCHES", "recording_check"]
+
+#: Columns of :func:`recording_check`.
+COLUMNS = ("analysis", "profiler", "status", "switch", "lacks", "evidence", "cost")
+
+#: Per profiler and switch: the exact setting and what turning it on costs.
+SWITCHES: dict[tuple[str, str], tuple[str, str]] = {
+    ("torch.profiler", "shapes"): (
+        "torch.profiler.profile(record_shapes=True)",
+        "each operator's input shapes are kept with its event: a larger trace, and the "
+        "profiler holds references to the tensors while it records (PyTorch's docs: "
+        "additional overhead, possibly extra tensor copies)"),
+    ("torch.profiler", "memory"): (
+        "torch.profiler.profile(profile_memory=True)",
+        "one event per allocation and free: the trace grows with the number of "
+        "allocations; a small cost on the host per allocation"),
+    ("torch.profiler", "steps"): (
+        "torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
+        "active=3), ...) and prof.step() at the end of every iteration",
+        "none while recording; it limits the trace to the active steps, so it is smaller"),
+    ("torch.profiler", "device"): (
+        "torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, "
+        "torch.profiler.ProfilerActivity.CUDA])",
+        "CUPTI records every kernel and copy: a small cost per launch and a larger trace"),
+    ("torch.profiler", "stack"): (
+        "torch.profiler.profile(with_stack=True)",
+        "the Python stack of every operator: the largest host overhead of these switches "
+        "and a much larger trace; perfkit does not read stacks, turn it on only to see "
+        "source lines in a trace viewer"),
+    ("torch_npu", "level"): (
+        "torch_npu.profiler.profile(experimental_config=torch_npu.profiler."
+        "_ExperimentalConfig(profiler_level=torch_npu.profiler.ProfilerLevel.Level1))",
+        "adds the communication files and the operator statistics: more data to write "
+        "and a longer parse after the run"),
+    ("torch_npu", "pmu"): (
+        "torch_npu.profiler._ExperimentalConfig(profiler_level=torch_npu.profiler."
+        "ProfilerLevel.Level1, aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization)",
+        "the AI Core counts one metric group per run; reading counters adds a little "
+        "time per kernel"),
+    ("torch_npu", "shapes"): (
+        "torch_npu.profiler.profile(activities=[torch_npu.profiler.ProfilerActivity.CPU, "
+        "torch_npu.profiler.ProfilerActivity.NPU], record_shapes=True)",
+        "the operators' shapes are kept on the host: a larger output and some host "
+        "overhead per operator"),
+    ("torch_npu", "memory"): (
+        "torch_npu.profiler.profile(profile_memory=True)",
+        "one record per allocation and free: larger output, a small host cost"),
+    ("torch_npu", "simplification"): (
+        "torch_npu.profiler._ExperimentalConfig(data_simplification=False)",
+        "keeps the raw FRAMEWORK and PROF data after the export (much more disk); perfkit "
+        "reads ASCEND_PROFILER_OUTPUT only, so the default True loses nothing it reads"),
+    ("mindspore", "memory"): (
+        "mindspore.Profiler(profile_memory=True)",
+        "one record per allocation: larger output, a small host cost"),
+    ("mindspore", "communication"): (
+        "mindspore.Profiler(profile_communication=True)",
+        "the HCCL operators' timings are collected (on a multi-device job only): a little "
+        "more output"),
+    ("mindspore", "pmu"): (
+        "mindspore.Profiler(profiler_level=mindspore.profiler.ProfilerLevel.Level1, "
+        "aic_metrics=mindspore.profiler.AicoreMetrics.PipeUtilization) (MindSpore >= 2.4; "
+        "2.0-2.3: mindspore.Profiler(aicore_metrics=1), 1 being PipeUtilization)",
+        "the AI Core counts one metric group per run; reading counters adds a little "
+        "time per kernel"),
+    ("mindspore", "steps"): (
+        "mindspore.Profiler(schedule=mindspore.profiler.schedule(wait=1, warmup=1, "
+        "active=3), ...) and prof.step() at the end of every step (MindSpore >= 2.4)",
+        "none while recording; it limits the output to the active steps"),
+}
+
+#: Share of framework operators with shapes under which the shapes count as not
+#: recorded: with ``record_shapes=True`` nearly every ``cpu_op`` carries ``Input Dims``
+#: (4,674 of 4,974 events in data/kineto-tiny-llama rank 0), without it a handful of
+#: annotations do (2 there).
+SHAPES_MIN_SHARE = 0.05
+
+
+def _table(profile: Any, name: str) -> pd.DataFrame:
+    try:
+        t = getattr(profile, name)
+    except PerfkitError:
+        return pd.DataFrame()
+    return t if isinstance(t, pd.DataFrame) else pd.DataFrame()
+
+
+def _profiler(profile: Any) -> str:
+    """``torch.profiler``, ``torch_npu`` or ``mindspore``: which profiler wrote it."""
+    meta = profile.meta
+    fw = (meta.framework or "").lower()
+    if "mindspore" in fw:
+        return "mindspore"
+    if meta.source_format == "kineto":
+        return "torch.profiler"
+    return "torch_npu" if (meta.device_type or "").lower() == "npu" else "torch.profiler"
+
+
+def _shapes_share(table: pd.DataFrame) -> float:
+    if table.empty or "input_shapes" not in table.columns:
+        return 0.0
+    s = table["input_shapes"]
+    has = s.notna() & ~s.astype("string").isin(["", "[]", "N/A"])
+    return float(has.mean())
+
+
+def _row(profiler: str, switch: str, analysis: str, missing: bool | str | None, lacks: str,
+         evidence: str) -> dict[str, Any]:
+    """One row; ``missing`` True, False, None (not checked) or ``"n/a"`` (nothing of the
+    kind to record in this run)."""
+    setting, cost = SWITCHES[(profiler, switch)]
+    status = {True: "missing", False: "recorded", None: "not checked",
+              "n/a": "not applicable"}[missing]
+    return {"analysis": analysis, "profiler": profiler, "status": status,
+            "switch": setting, "lacks": lacks if missing is True else "", "evidence": evidence,
+            "cost": cost}
+
+
+def _steps_row(profile: Any, profiler: str) -> dict[str, Any]:
+    from .steps import inferred_steps, step_breakdown
+
+    try:
+        b = step_breakdown(profile)
+    except PerfkitError as exc:
+        return _row(profiler, "steps", "steps (step time, per-step split)", True,
+                    "no step marks", str(exc))
+    if b.empty or "step" not in b.columns or not b["step"].notna().any():
+        return _row(profiler, "steps", "steps (step time, per-step split)", True,
+                    "no step marks: the whole recording is one span",
+                    "the step breakdown has no numbered step")
+    inferred = inferred_steps(b)
+    if inferred:
+        return _row(profiler, "steps", "steps (step time, per-step split)", True,
+                    "no ProfilerStep marks: perfkit had to infer the steps", inferred)
+    n = int(b["step"].nunique())
+    return _row(profiler, "steps", "steps (step time, per-step split)", False, "",
+                f"{n} step{'s' * (n != 1)} marked by the profiler")
+
+
+def _torch_rows(profile: Any) -> list[dict[str, Any]]:
+    p = "torch.profiler"
+    ops, kernels = _table(profile, "ops"), _table(profile, "kernels")
+    share = _shapes_share(ops)
+    rows = [_row(p, "shapes", "operator shapes (FLOPs, roofline, the model read from "
+                 "the trace)", share < SHAPES_MIN_SHARE,
+                 "operator input shapes", f"{share:.0%} of {len(ops):,} host operators "
+                 "carry input shapes")]
+    memory = _table(profile, "memory")
+    rows.append(_row(p, "memory", "memory over time and its peak", memory.empty,
+                     "allocator samples", f"{len(memory):,} memory samples"))
+    rows.append(_steps_row(profile, p))
+    cpu = (profile.meta.device_type or "").lower() == "cpu"
+    rows.append(_row(p, "device", "device kernels (GPU time, overlap, kernel efficiency)",
+                     "n/a" if cpu and kernels.empty else kernels.empty, "device kernels",
+                     f"{len(kernels):,} device kernels" + (
+                         "; the trace shows a CPU-only run (if it used a GPU, the switch "
+                         "records its kernels)" if cpu else "")))
+    rows.append(_row(p, "stack", "source lines of host operators (a trace viewer's; "
+                     "perfkit does not read them)", None, "",
+                     "perfkit does not read Python stacks"))
+    return rows
+
+
+def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
+    meta = profile.meta
+    level = meta.profiler_level or "unknown"
+    comm = _table(profile, "comm_ops")
+    ranks = [int(r) for r in (getattr(profile, "ranks", None) or [meta.rank or 0])]
+    # a rank above 0 is one device of a larger job even where the world size is not said
+    world = meta.world_size or max(len(ranks), max(ranks) + 1)
+    kernels = _table(profile, "kernels")
+    rows = []
+    comm_missing = comm.empty and (world or 1) > 1
+    if p == "torch_npu":
+        rows.append(_row(p, "level", "communication (comm_ops, bandwidth, matrix)",
+                         comm_missing or level == "Level0",
+                         f"communication tables (profiler level {level})",
+                         f"profiler level {level}; {len(comm):,} communication operators"))
+    else:
+        rows.append(_row(p, "communication", "communication (comm_ops, bandwidth, matrix)",
+                         comm_missing if (world or 1) > 1 else "n/a",
+                         "communication operators",
+                         f"{len(comm):,} communication operators over {world} rank(s)"))
+    pmu = any(c.endswith("_ratio") for c in kernels.columns)
+    rows.append(_row(p, "pmu", "compute- or memory-bound per operator (PMU pipe ratios)",
+                     "n/a" if kernels.empty else not pmu, "PMU pipe-ratio columns",
+                     "PMU ratio columns present" if pmu else "no PMU ratio columns in "
+                     f"{len(kernels):,} device kernels"))
+    if p == "torch_npu":
+        # perfkit reads the device kernels' shapes from kernel_details.csv, which torch_npu
+        # always writes; record_shapes adds them to the host operators
+        # (operator_details.csv), which perfkit does not read: not checked here
+        share = _shapes_share(kernels)
+        rows.append(_row(p, "shapes", "host operators' shapes (operator_details.csv; "
+                         "perfkit's FLOPs and roofline use the kernels' shapes instead)",
+                         None, "", f"{share:.0%} of {len(kernels):,} device kernels carry "
+                         "input shapes (kernel_details.csv, written whatever record_shapes "
+                         "says)"))
+    memory, op_memory = _table(profile, "memory"), _table(profile, "op_memory")
+    rows.append(_row(p, "memory", "memory over time and per operator",
+                     memory.empty and op_memory.empty, "memory records",
+                     f"{len(memory):,} memory samples, {len(op_memory):,} operator "
+                     "allocations"))
+    if p == "torch_npu":
+        rows.append(_row(p, "simplification", "raw data kept for a later re-export",
+                         None, "", "perfkit reads ASCEND_PROFILER_OUTPUT only"))
+    else:
+        rows.append(_steps_row(profile, p))
+    return rows
+
+
+def recording_check(profile: Any) -> pd.DataFrame:
+    """What the recording of ``profile`` lacks, per analysis, and the switch to turn on.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per analysis (:data:`COLUMNS`): ``analysis``; ``profiler``
+        (``torch.profiler``, ``torch_npu`` or ``mindspore``); ``status`` (``missing``,
+        ``recorded`` or ``not checked``); ``switch``, the exact setting that records it;
+        ``lacks``, what is missing (empty unless missing); ``evidence``, what the tables
+        hold; ``cost``, what turning the switch on costs, in the profiler's documented words.
+        ``attrs["notes"]`` is the loader's ``meta.notes``.
+    """
+    p = _profiler(profile)
+    rows = _torch_rows(profile) if p == "torch.profiler" else _ascend_rows(profile, p)
+    out = pd.DataFrame(rows, columns=list(COLUMNS))
+    out.attrs["notes"] = [str(n) for n in profile.meta.notes]
+    return out

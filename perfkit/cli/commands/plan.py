@@ -1,0 +1,109 @@
+"""``perfkit plan PATH [--dp N] [--tp N] [--pp N] ... [--json]``: calibrate the step model
+on a profile (:func:`perfkit.plan.calibrate`) and predict another layout of the same job
+(:func:`perfkit.plan.predict`); docs/planner.md."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ...answers.paths import load_path
+from ..args import paragraph, run_id
+
+__all__ = ["add_parser", "run", "layout_changes", "predict_text"]
+
+EPILOG = """\
+examples:
+  perfkit plan sample:llama2-13b-baseline-dp16 --dp 8 --pp 2
+  perfkit plan PATH --tp 2 --pp 2 --recompute selective --json
+
+Knobs not given keep the profiled run's value; with tp, pp or cp changed and no --dp,
+dp keeps the device count; the global batch stays the run's unless --num-micro-batches
+is given.
+"""
+
+#: The layout options: (option, ParallelConfig field, type).
+_KNOBS = (("--dp", "dp", int), ("--tp", "tp", int), ("--pp", "pp", int),
+          ("--vpp", "vpp", int), ("--cp", "cp", int), ("--ep", "ep", int),
+          ("--micro-batch-size", "micro_batch_size", int),
+          ("--num-micro-batches", "num_micro_batches", int),
+          ("--optimizer-shard", "optimizer_shard", int))
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``plan`` command to the subparsers of ``perfkit``."""
+    p = sub.add_parser(
+        "plan", help="predict another layout's step, calibrated on a profile",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description=paragraph("Fit perfkit's step model to the profile (its kernels, "
+                              "links and fixed costs) and predict the step time, its band, "
+                              "its parts and the memory of the layout the options give."))
+    p.add_argument("path", metavar="PATH", help="profile folder or file, or sample:NAME")
+    for option, dest, kind in _KNOBS:
+        p.add_argument(option, dest=dest, type=kind, default=None, metavar="N",
+                       help=f"{dest} of the predicted layout (default: the run's)")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default=None,
+                   help="recompute policy (default: the run's)")
+    p.add_argument("--sequence-parallel", dest="sequence_parallel", default=None,
+                   action=argparse.BooleanOptionalAction,
+                   help="sequence parallelism on or off (default: the run's)")
+    p.add_argument("--run", type=run_id, default=None, metavar="ID", dest="run_id",
+                   help="one of the separate runs a folder holds (an id or a name)")
+    p.add_argument("--json", action="store_true",
+                   help="print the answer as JSON (schema: docs/json.md)")
+    return p
+
+
+def predict_text(answer: dict[str, Any]) -> str:
+    """The ``predict`` answer for people: step and band, parts, memory, changes, notes."""
+    from ...format import bytes_text, time_text
+
+    def ms(x: float | None) -> str:
+        return "unknown" if x is None else time_text(x * 1e3)
+
+    p = answer["parallel"]
+    lines = [f"Predicted layout: dp {p['dp']} × tp {p['tp']} × pp {p['pp']}"
+             + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
+             + (f" × cp {p['cp']}" if p["cp"] > 1 else "")
+             + f", micro-batch {p['micro_batch_size']} × {p['num_micro_batches']}, "
+               f"recompute {p['recompute']} ({answer['model'] or 'model'}, "
+               f"{answer['hardware'] or 'hardware'})",
+             f"  step {ms(answer['step_ms'])} (band {ms(answer['low_ms'])} – "
+             f"{ms(answer['high_ms'])}; "
+             f"{'calibrated on the profile' if answer['calibrated'] else 'uncalibrated'})"]
+    cal = answer["calibration"]
+    if cal and cal["measured_step_ms"] is not None:
+        lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, the "
+                     f"calibrated model gives it {ms(cal['predicted_step_ms'])}")
+    parts = ", ".join(f"{k} {ms(v)}" for k, v in answer["parts_ms"].items()
+                      if v is not None and v > 0)
+    lines.append(f"  parts: {parts or 'none'}")
+    m = answer["memory"]
+    lines.append(f"  memory: {bytes_text(m['total_bytes'])} of {bytes_text(m['limit_bytes'])}"
+                 f" ({'fits' if m['fits'] else 'does not fit'})")
+    if answer["changes"]:
+        lines.append(f"  changes from the run: {', '.join(answer['changes'])}")
+    lines += [f"  note: {n}" for n in answer["notes"]]
+    return "\n".join(lines)
+
+
+def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The layout options given on the command line, by ParallelConfig field."""
+    names = [dest for _, dest, _ in _KNOBS] + ["recompute", "sequence_parallel"]
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``perfkit plan``."""
+    from ...answers import dumps, predict_answer
+    from ...plan import calibrate, predict
+    from ...plan.relayout import relayout
+
+    profile = load_path(args.path, run=args.run_id, command="plan")
+    cal = calibrate(profile)
+    target = relayout(cal.job.parallel, layout_changes(args), cal.job.global_batch_size)
+    batch = None if args.num_micro_batches is not None else cal.job.global_batch_size
+    pred = predict(cal, parallel=target, global_batch_size=batch)
+    answer = predict_answer(pred, cal, path=str(profile.meta.path or args.path))
+    print(dumps(answer) if args.json else predict_text(answer))
+    return 0

@@ -1,0 +1,49 @@
+"""Another layout of a profiled run: its :class:`~perfkit.ParallelConfig` with some knobs
+changed and the others following (``perfkit plan``, the ``predict_layout`` tool of
+``perfkit mcp``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..specs import ParallelConfig
+
+__all__ = ["relayout"]
+
+
+def relayout(base: ParallelConfig, options: Mapping[str, Any],
+             global_batch_size: int | None = None) -> ParallelConfig:
+    """The :class:`~perfkit.ParallelConfig` to predict: ``base`` (the run's) with
+    ``options`` (ParallelConfig fields; None keeps the run's).
+
+    Without ``dp``, a changed tp·pp·cp keeps the device count where it divides it;
+    without ``optimizer_shard``, a shard over all of dp follows dp, and one that no longer
+    divides dp becomes 1; without ``num_micro_batches``, the micro-batches keep
+    ``global_batch_size``: ``m = B / (dp · micro_batch_size)`` where it divides (the
+    definition of :attr:`perfkit.ParallelConfig.global_batch_size`).
+
+    Raises
+    ------
+    ParallelConfigError
+        The layout breaks a rule of :class:`~perfkit.ParallelConfig`.
+    """
+    changes = {k: v for k, v in options.items() if v is not None}
+    if "dp" not in changes:
+        inner = (changes.get("tp", base.tp) * changes.get("pp", base.pp)
+                 * changes.get("cp", base.cp))
+        if inner != base.tp * base.pp * base.cp and base.world_size % inner == 0:
+            changes["dp"] = base.world_size // inner
+    dp = changes.get("dp", base.dp)
+    if "optimizer_shard" not in changes and dp != base.dp:
+        shard = base.optimizer_shard
+        changes["optimizer_shard"] = dp if shard == base.dp else (shard if dp % shard == 0
+                                                                   else 1)
+    mbs = changes.get("micro_batch_size", base.micro_batch_size)
+    if "num_micro_batches" not in changes and global_batch_size and \
+            global_batch_size % (dp * mbs) == 0:
+        changes["num_micro_batches"] = global_batch_size // (dp * mbs)
+    if changes.get("tp", base.tp) == 1 and "sequence_parallel" not in changes:
+        changes["sequence_parallel"] = False
+    return dataclasses.replace(base, **changes)

@@ -1,0 +1,135 @@
+"""``perfkit mcp``, driven by the MCP SDK's own client over stdio: the tools answer with
+JSON valid against the shipped schema, and a path outside ``--allow`` is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from answer_schema import no_nan, validate
+
+mcp = pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+TOOLS = {"open_profile", "list_runs", "get_job", "advise", "check_recording", "compare",
+         "predict_layout"}
+
+
+def _is_error(result: Any) -> bool:
+    """The result's error flag: ``is_error`` (mcp 2) or ``isError`` (mcp 1)."""
+    flag = getattr(result, "is_error", None)
+    return bool(result.isError if flag is None else flag)
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+async def _session_calls(allowed: Path, outside: Path) -> dict[str, Any]:
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "perfkit", "mcp", "--allow", str(allowed)],
+                                   env=dict(os.environ))
+    out: dict[str, Any] = {}
+    with open(os.devnull, "w") as errlog:  # the loaders' progress lines go to stderr
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            out["tools"] = {t.name for t in (await session.list_tools()).tools}
+            out["advise"] = await session.call_tool(
+                "advise", {"path": "sample:slow-rank", "limit": 1})
+            out["open"] = await session.call_tool("open_profile",
+                                                  {"path": str(allowed), "findings": 0})
+            out["outside"] = await session.call_tool("open_profile", {"path": str(outside)})
+            out["dotdot"] = await session.call_tool(
+                "get_job", {"path": str(allowed / ".." / outside.name)})
+    return out
+
+
+def test_mcp_server_over_stdio(tmp_path: Path) -> None:
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    allowed.mkdir()
+    outside.mkdir()
+    # one rank of the bundled CPU Kineto trace, in the allowed folder and outside it
+    shutil.copy(DATA / "kineto-tiny-llama" / "rank0.pt.trace.json.gz", allowed)
+    shutil.copy(DATA / "kineto-tiny-llama" / "rank0.pt.trace.json.gz", outside)
+    out = anyio.run(_session_calls, allowed, outside)
+    assert out["tools"] >= TOOLS
+
+    assert not _is_error(out["advise"]), _text(out["advise"])
+    advice = no_nan(_text(out["advise"]))
+    validate(advice, "advise")
+    # the sample's README: rank 2 computes 25 % slower; the advisor ranks that first
+    top = advice["findings"][0]
+    assert top["rule"] == "slow_ranks" and top["id"].startswith("slow_ranks/rank-2-")
+    assert len(advice["findings"]) == 1 and advice["total"] > 1
+
+    assert not _is_error(out["open"]), _text(out["open"])
+    info = no_nan(_text(out["open"]))
+    validate(info, "info")
+    assert info["profile"]["source_format"] == "kineto" and info["profile"]["ranks"] == [0]
+    assert info["findings"] == [] and info["findings_total"] is None
+
+    for refused in (out["outside"], out["dotdot"]):
+        assert _is_error(refused)
+        assert "path not allowed" in _text(refused) and str(outside.name) in _text(refused)
+    assert sorted(os.listdir(allowed)) == ["rank0.pt.trace.json.gz"]  # nothing written
+
+
+def test_compare_tool_says_when_compare_is_missing(tmp_path: Path) -> None:
+    """Without ``perfkit.compare`` the tool's error says so; with it, it answers
+    ``compare`` (tested where the module exists)."""
+    from perfkit.errors import PerfkitError
+    from perfkit.mcpserver import Tools
+
+    tools = Tools([tmp_path])
+    try:
+        import perfkit.compare  # noqa: F401
+    except ImportError:
+        with pytest.raises(PerfkitError, match="no perfkit.compare module"):
+            tools.compare("sample:slow-rank", "sample:slow-link")
+        return
+    answer = tools.compare("sample:slow-rank", "sample:slow-link")
+    validate(json.loads(json.dumps(answer)), "compare")
+
+
+def test_tools_runs_job_and_predict(tmp_path: Path) -> None:
+    """The tools the stdio test does not call, in process: each answer valid, its figures
+    those of the API (the layout written out by hand)."""
+    import perfkit as pk
+    from perfkit import plan
+    from perfkit.mcpserver import Tools
+
+    # two separate runs in one folder: the two ranks of the bundled trace, each alone
+    for rank in (0, 1):
+        run = tmp_path / f"run{rank}"
+        run.mkdir()
+        shutil.copy(DATA / "kineto-tiny-llama" / f"rank{rank}.pt.trace.json.gz", run)
+    tools = Tools([tmp_path])
+    runs = tools.list_runs(str(tmp_path))
+    validate(runs, "runs")
+    assert len(runs["runs"]) == len(pk.runs(tmp_path))
+    job = tools.get_job("sample:llama2-13b-baseline-dp16")
+    validate(job, "job")
+    # the sample's README: llama2-13b-8l (hidden 5120, 8 layers), data parallel 16
+    model = job["job"]["model"]
+    assert job["job"]["parallel"]["dp"] == 16
+    assert (model["num_layers"], model["hidden_size"]) == (8, 5120)
+    answer = tools.predict_layout("sample:llama2-13b-baseline-dp16", dp=8, pp=2)
+    validate(no_nan(json.dumps(answer)), "predict")
+    cal = plan.calibrate(pk.load("sample:llama2-13b-baseline-dp16"))
+    par = pk.ParallelConfig(dp=8, pp=2, micro_batch_size=2, num_micro_batches=2,
+                            optimizer_shard=8, recompute="full")
+    assert answer["step_ms"] == pytest.approx(plan.predict(cal, parallel=par).step_s * 1e3)
+    from perfkit.errors import PerfkitError
+
+    with pytest.raises(PerfkitError, match="unknown layout options"):
+        tools.predict_layout("sample:llama2-13b-baseline-dp16", tp_size=2)

@@ -1,0 +1,120 @@
+"""``perfkit check``: per analysis, what the recording lacks and the exact switch that
+records it. The Kineto traces are the bundled real CPU trace (data/kineto-tiny-llama,
+rank 0) with one field removed, as a recording without that switch writes it; the Ascend
+ones are real torch_npu exports whose own ``profiler_info_*.json`` says how they were
+recorded (read here independently of perfkit)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from answer_schema import no_nan, validate
+from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample
+
+from perfkit import cli
+
+TRACE = Path(__file__).resolve().parents[2] / "data" / "kineto-tiny-llama" / \
+    "rank0.pt.trace.json.gz"
+SHAPES = "torch.profiler.profile(record_shapes=True)"
+MEMORY = "torch.profiler.profile(profile_memory=True)"
+STEPS = ("torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
+         "active=3), ...) and prof.step() at the end of every iteration")
+SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
+def _trace(tmp_path: Path, name: str, drop: str | None) -> Path:
+    """The bundled trace, written to ``tmp_path/name`` without what ``drop`` names:
+    ``shapes`` (the cpu_ops' shape arguments and the top-level ``record_shapes``),
+    ``steps`` (the ``ProfilerStep#N`` annotations) or ``memory`` (the ``[memory]``
+    events and ``profile_memory``)."""
+    trace = json.loads(gzip.open(TRACE, "rt").read())
+    events = []
+    for e in trace["traceEvents"]:
+        if drop == "steps" and str(e.get("name", "")).startswith("ProfilerStep#"):
+            continue
+        if drop == "memory" and e.get("name") == "[memory]":
+            continue
+        if drop == "shapes" and e.get("cat") == "cpu_op":
+            e = dict(e, args={k: v for k, v in e.get("args", {}).items()
+                              if k not in SHAPE_ARGS})
+        events.append(e)
+    if drop == "shapes":
+        trace["record_shapes"] = 0
+    if drop == "memory":
+        trace["profile_memory"] = 0
+    trace["traceEvents"] = events
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "rank0.pt.trace.json").write_text(json.dumps(trace))
+    return folder
+
+
+def _check(path: Path | str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert cli.main(["check", str(path), "--json"]) == 0, capsys.readouterr().err
+    answer = no_nan(capsys.readouterr().out)
+    validate(answer, "check")
+    return answer
+
+
+def _by_switch(answer: dict[str, Any]) -> dict[str, str]:
+    return {i["switch"]: i["status"] for i in answer["items"]}
+
+
+@pytest.mark.parametrize(("drop", "switch"), [("shapes", SHAPES), ("steps", STEPS),
+                                              ("memory", MEMORY)])
+def test_kineto_without_a_switch_names_it(tmp_path: Path, drop: str, switch: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    full = _by_switch(_check(_trace(tmp_path, "full", None), capsys))
+    assert full[SHAPES] == full[STEPS] == full[MEMORY] == "recorded"
+    answer = _check(_trace(tmp_path, f"no-{drop}", drop), capsys)
+    assert answer["profiler"] == "torch.profiler"
+    status = _by_switch(answer)
+    assert status[switch] == "missing"
+    # only that one: the other two are still recorded
+    assert [s for s in (SHAPES, STEPS, MEMORY) if status[s] == "missing"] == [switch]
+    assert answer["missing"] == sum(v == "missing" for v in status.values())
+    # and perfkit info lists it in its section on the recording
+    assert cli.main(["info", str(tmp_path / f"no-{drop}"), "--findings", "0"]) == 0
+    text = capsys.readouterr().out
+    section = text.split("What the recording lacks", 1)[1]
+    assert switch.split(" and prof.step()")[0].split("(", 1)[1][:20] in section
+
+
+def _recorded_as(folder: Path) -> dict[str, Any]:
+    """The profiler settings a torch_npu export wrote in its profiler_info_*.json."""
+    info = json.loads(next(folder.rglob("profiler_info*.json")).read_text())
+    common, experimental = info["config"]["common_config"], info["config"][
+        "experimental_config"]
+    return {"memory": common["profile_memory"], "level": experimental["_profiler_level"],
+            "aic": experimental["_aic_metrics"]}
+
+
+@pytest.mark.shared_samples
+def test_torch_npu_level1_pipe_utilization() -> None:
+    folder = sample(PT_LEVEL1)
+    rec = _recorded_as(folder)
+    assert (rec["level"], rec["aic"], rec["memory"]) == (
+        "Level1", "ACL_AICORE_PIPE_UTILIZATION", True)
+    import perfkit as pk
+    from perfkit.analysis.recording_check import recording_check
+
+    table = recording_check(pk.load(folder))
+    assert table["profiler"].unique().tolist() == ["torch_npu"]
+    for switch in ("aic_metrics", "profiler_level=", "profile_memory=True"):
+        rows = table[table["switch"].str.contains(switch, regex=False)]
+        assert len(rows) and set(rows["status"]) == {"recorded"}, (switch, rows.to_dict("records"))
+
+
+@pytest.mark.shared_samples
+def test_torch_npu_without_pipe_utilization_names_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    folder = sample(PT_GPT3_OLD)
+    assert _recorded_as(folder)["aic"] == "ACL_AICORE_L0B_AND_WIDTH"  # not PipeUtilization
+    answer = _check(folder, capsys)
+    pmu = [i for i in answer["items"] if "aic_metrics" in i["switch"]]
+    assert len(pmu) == 1 and pmu[0]["status"] == "missing"
+    assert "AiCMetrics.PipeUtilization" in pmu[0]["switch"]
