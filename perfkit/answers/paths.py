@@ -21,7 +21,7 @@ def load_path(text: str, run: int | str | None = None, command: str = "info") ->
         message names ``--run``).
     """
     from ..bundled_samples import resolve_sample
-    from ..io.detect import load
+    from ..io.engines.local import load
 
     path = resolve_sample(text)
     if not Path(path).expanduser().exists():

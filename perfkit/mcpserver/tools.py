@@ -81,7 +81,7 @@ class Tools:
     def list_runs(self, path: str) -> dict[str, Any]:
         """The ``runs`` answer: the separate runs a folder holds."""
         from ..answers import runs_answer
-        from ..io.detect import runs
+        from ..io.engines.local import runs
 
         checked = self.check_path(path)
         return runs_answer(runs(checked), path=checked)
