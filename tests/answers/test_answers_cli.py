@@ -118,3 +118,21 @@ def test_compare_def_takes_the_compare_layout() -> None:
         validate(dict(answer, verdict=dict(answer["verdict"], word="quicker")), "compare")
     with pytest.raises(jsonschema.ValidationError):
         validate({k: v for k, v in answer.items() if k != "gate"}, "compare")
+
+
+def test_compare_json_validates_and_gives_the_verdict(capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    # perfkit compare --json against the shipped schema, its figures against the steps
+    import numpy as np
+
+    a, b = "sample:slow-rank", "sample:slow-link"
+    answer = _json(["compare", a, b, "--json"], capsys)
+    validate(answer, "compare")
+    for side, name in (("a", a), ("b", b)):
+        steps = pk.load(name).steps
+        assert answer[side]["steps"] == steps["step"].nunique()
+        assert answer[side]["ranks"] == steps["rank"].nunique()
+        assert answer[side]["step_ms"] > 0 and np.isfinite(answer[side]["step_ms"])
+    change = 100 * (answer["b"]["step_ms"] * answer["verdict"].get("work_scale", 1.0)
+                    / answer["a"]["step_ms"] - 1)
+    assert answer["verdict"]["change_pct"] == pytest.approx(change, rel=1e-6)
