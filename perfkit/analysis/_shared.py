@@ -63,6 +63,9 @@ def shared_results() -> Iterator[None]:
     inside the block shares it when it runs in a copy of the block's context
     (``contextvars.copy_context().run``); the block must outlive such threads.
     """
+    if _SHARED.get() is not None:  # nested (pk.advise inside perfkit info): join the block
+        yield
+        return
     token = _SHARED.set(_Memo())
     try:
         yield

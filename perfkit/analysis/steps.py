@@ -287,6 +287,14 @@ def _lazy_breakdown(obj: Any, derive: str) -> pd.DataFrame:
     return out.sort_values(["rank", "step"], kind="mergesort").reset_index(drop=True)
 
 
+#: Formats whose loader measures ``preparing_us`` as the device's wait before the step's
+#: first task (after the previous step's tasks end), so :func:`_clip_preparing` cannot cut
+#: anything there: the Kineto reader (:mod:`perfkit.io.kineto_scan`) and raw CANN output
+#: (:mod:`perfkit.io.cann_raw_tables`). Skipping them keeps a cached reopen of a Kineto
+#: trace from reading its whole ``kernels`` table for the step breakdown.
+_DEVICE_WAIT_FORMATS = frozenset({"kineto", "cann_raw"})
+
+
 def _clip_preparing(out: pd.DataFrame, profile: Any) -> pd.DataFrame:
     """The profiler's ``preparing_us`` of each step, clipped to start where the rank's
     earlier steps' device tasks end.
@@ -301,6 +309,8 @@ def _clip_preparing(out: pd.DataFrame, profile: Any) -> pd.DataFrame:
     prep = out["preparing_us"] if "preparing_us" in out.columns else None
     if prep is None or not prep.notna().any() or not out.duplicated("rank").any():
         return out
+    if getattr(getattr(profile, "meta", None), "source_format", None) in _DEVICE_WAIT_FORMATS:
+        return out  # Preparing is already the device's wait: no need to read the kernels
     kernels = table(profile, "kernels")
     need = ("rank", "step", "start_us", "dur_us")
     if kernels.empty or any(c not in kernels.columns for c in need):

@@ -47,10 +47,12 @@ test's monkeypatch) sets it in the module that reads it, e.g. ``perfkit.cli.laun
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .commands.info import info_text
 from .commands.notebooks import notebooks_command
 from .commands.simulate import simulate_command
-from .fault_spec import FAULTS, parse_fault
+from .fault_spec import parse_fault
 from .launcher import (
     DASHBOARD_NOTEBOOK,
     PROFILE_ENV,
@@ -66,8 +68,19 @@ from .launcher import WEBSOCKET_MAX_MESSAGE_BYTES as WEBSOCKET_MAX_MESSAGE_BYTES
 from .parser import build_parser, main
 from .profile_text import profile_info_text
 
+if TYPE_CHECKING:
+    from .fault_spec import FAULTS  # noqa: F401
+
 __all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "main", "build_parser",
            "info_text", "profile_info_text", "locate_dashboard",
            "voila_argv", "serve", "FAULTS", "parse_fault", "simulate_command",
            "notebooks_command"]
 
+
+def __getattr__(name: str) -> Any:
+    """``FAULTS`` from :mod:`.fault_spec`, on first use (it imports the simulator)."""
+    if name == "FAULTS":
+        from . import fault_spec
+
+        return fault_spec.FAULTS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,8 @@ from ..format import counted
 
 __all__ = ["FAULTS", "parse_fault"]
 
+FAULTS: tuple[str, ...]  # served by the module's __getattr__ (below), on first use
+
 
 def _fault_classes() -> dict[str, type]:
     from ..simulate import faults as F
@@ -27,8 +29,13 @@ def _kebab(name: str) -> str:
     return "-".join(w for w in name.lower().replace("_", "-").split("-") if w)
 
 
-#: ``--fault`` names: the class names of :mod:`perfkit.simulate.faults` in kebab case.
-FAULTS: tuple[str, ...] = tuple(_fault_classes())
+def __getattr__(name: str) -> Any:
+    """``FAULTS``: the ``--fault`` names, the class names of :mod:`perfkit.simulate.faults`
+    in kebab case. Worked out on first use, so that building the command line's parser
+    (``perfkit info``) does not import the simulator."""
+    if name == "FAULTS":
+        return tuple(_fault_classes())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _FAULT_ALIASES = {"data-stall": "data-loading-stall"}
 
 
@@ -79,7 +86,7 @@ def parse_fault(spec: str) -> Any:
     name = _FAULT_ALIASES.get(name, name)
     if name not in classes:
         raise InvalidArgumentError("--fault", f"unknown fault {name!r}; known: "
-                                   f"{', '.join(FAULTS)}", spec)
+                                   f"{', '.join(classes)}", spec)
     cls = classes[name]
     fields = [f for f in dataclasses.fields(cls) if f.init]
     by_name = {f.name: f for f in fields}

@@ -11,15 +11,19 @@ from collections.abc import Sequence
 
 from .._version import __version__
 from ..errors import PerfkitError
-from .commands import command_modules
+from .commands import COMMANDS, command_modules
 
 __all__ = ["build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``perfkit`` argument parser: one subcommand per module of
     :data:`perfkit.cli.commands.COMMANDS` (``serve``, ``info``, ``report``, ``simulate``,
-    ``notebooks``, ``journal``), each with its ``run`` as the ``run`` default."""
+    ``notebooks``, ``journal``), each with its ``run`` as the ``run`` default.
+
+    ``only`` (a command's name): that command's subcommand alone, so that ``perfkit info``
+    does not import what the other commands' options list (``simulate``'s scenarios import
+    the simulator)."""
     parser = argparse.ArgumentParser(
         prog="perfkit",
         description="A workbench for tuning the training performance of large language "
@@ -27,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'perfkit COMMAND --help' for the options of a command.")
     parser.add_argument("--version", action="version", version=f"perfkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in command_modules():
+    for module in command_modules(only):
         module.add_parser(sub).set_defaults(run=module.run)
     return parser
 
@@ -48,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         other error (its message printed on stderr as one line, no traceback), 130 when
         interrupted.
     """
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors

@@ -399,14 +399,18 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
     lines += [f"  {name:<15}{value}" for name, value in facts]
     for note in meta.notes:
         lines += _wrap(f"note: {note}", "  ")
+    from ..analysis._shared import shared_results
     from ..job import infer_job
 
-    job = infer_job(profile, config=config)
-    lines += [""] + _job_lines(job) + _unknown_lines(job)
-    lines += [""] + _steps_lines(profile)
-    if n_findings:
-        lines += [""] + _findings_lines(profile, n_findings, job)
-    lines += [""] + recording_lines(profile, only_missing=True)
+    # one block: the job, the steps and the advisor read the same step breakdown, worked
+    # out once (it was worked out four times, reading the device tasks each time)
+    with shared_results():
+        job = infer_job(profile, config=config)
+        lines += [""] + _job_lines(job) + _unknown_lines(job)
+        lines += [""] + _steps_lines(profile)
+        if n_findings:
+            lines += [""] + _findings_lines(profile, n_findings, job)
+        lines += [""] + recording_lines(profile, only_missing=True)
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ COMMANDS: tuple[str, ...] = ("serve", "info", "advise", "check", "plan", "report
                              "simulate", "notebooks", "journal", "lab", "mcp")
 
 
-def command_modules() -> list[ModuleType]:
-    """The modules of :data:`COMMANDS`, in their order."""
-    return [importlib.import_module(f"{__name__}.{name}") for name in COMMANDS]
+def command_modules(only: str | None = None) -> list[ModuleType]:
+    """The modules of :data:`COMMANDS`, in their order (``only``: that command's alone)."""
+    names = [only] if only in COMMANDS else COMMANDS
+    return [importlib.import_module(f"{__name__}.{name}") for name in names]
