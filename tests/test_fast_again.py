@@ -66,7 +66,7 @@ def _fresh(code: str, cache: Path, *args: str) -> dict:
 _REOPEN = """
 import json, sys
 import perfkit as pk
-import perfkit.io.cache as cache
+import perfkit.io.cache.store as cache
 reads = []
 read_frame = cache.read_frame
 def counted(f, *a, **k):

@@ -289,8 +289,8 @@ def _lazy_breakdown(obj: Any, derive: str) -> pd.DataFrame:
 
 #: Formats whose loader measures ``preparing_us`` as the device's wait before the step's
 #: first task (after the previous step's tasks end), so :func:`_clip_preparing` cannot cut
-#: anything there: the Kineto reader (:mod:`perfkit.io.kineto_scan`) and raw CANN output
-#: (:mod:`perfkit.io.cann_raw_tables`). Skipping them keeps a cached reopen of a Kineto
+#: anything there: the Kineto reader (:mod:`perfkit.io.kineto.scan`) and raw CANN output
+#: (:mod:`perfkit.io.cann.tables`). Skipping them keeps a cached reopen of a Kineto
 #: trace from reading its whole ``kernels`` table for the step breakdown.
 _DEVICE_WAIT_FORMATS = frozenset({"kineto", "cann_raw"})
 
