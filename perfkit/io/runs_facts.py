@@ -78,7 +78,41 @@ def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
     elif name.endswith("_ascend_ms") or source.fmt == "mindspore_legacy":
         framework = "mindspore"
     together = source.path if source.fmt == "mindspore_legacy" else None
-    return SourceFacts(platform, framework, source.rank, start_ns=start, together=together)
+    end = None
+    if read and start is not None and source.rank is None and source.fmt == "ascend_text":
+        span = _trace_view_span_ns(Path(source.path) / "ASCEND_PROFILER_OUTPUT"
+                                   / "trace_view.json")
+        end = None if span is None else start + span
+    return SourceFacts(platform, framework, source.rank, start_ns=start, end_ns=end,
+                       together=together)
+
+
+_TV_TS = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)"?\s*,\s*"dur"\s*:\s*"?'
+                    rb'(\d{1,20}(?:\.\d*)?)')
+
+
+def _trace_view_span_ns(path: Path) -> int | None:
+    """How long a rank's ``trace_view.json`` lasts (ns), from its first MiB and last 64 KiB:
+    the latest ``ts + dur`` of its tail less the earliest ``ts`` of its head (µs, one
+    clock). None when the file is missing or says no times.
+
+    A rank without a rank id (a MindSpore CPU profile writes none) is told apart from
+    another run's only by its time span: its folder's time stamp says when it started,
+    this says when it ended (:mod:`perfkit.io.runs_group`).
+    """
+    if not path.is_file():
+        return None
+    try:
+        head, whole = _head(path)
+    except OSError:
+        return None
+    tail = head if whole else _tail(path, need_base=False)
+    first = [float(t) for t, _ in _TV_TS.findall(head)]
+    last = [float(t) + float(d) for t, d in _TV_TS.findall(tail)]
+    if not first or not last:
+        return None
+    span = max(last) - min(first)
+    return int(round(span * 1000)) if span >= 0 else None
 
 
 def facts_from_meta(meta: Any) -> SourceFacts:
