@@ -401,11 +401,12 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
              ("world size", meta.world_size_text())]
     lines = [f"Profile ({type(profile).__name__}, perfkit {__version__}):"]
     lines += [f"  {name:<15}{value}" for name, value in facts]
-    for note in meta.notes:
-        lines += _wrap(f"note: {note}", "  ")
     from ..job import infer_job
+    from ..notes import every_note
 
-    job = infer_job(profile, config=config)
+    job = infer_job(profile, config=config)  # first: a rank's tables may add their notes
+    for note in every_note(profile):
+        lines += _wrap(f"note: {note}", "  ")
     lines += [""] + _job_lines(job) + _unknown_lines(job)
     lines += [""] + _steps_lines(profile)
     if n_findings:

@@ -148,11 +148,16 @@ _EPOCH_US = 1e14
 def _kineto_facts(path: Path) -> dict[str, Any]:
     """World size, start and end (absolute ns) of a Kineto trace from its two ends."""
     head, whole = _head(path)
+    utf16 = _UTF16.get(head[:2])
+    if utf16:  # UTF-16 text (the loader converts it): its facts read as UTF-8 bytes
+        head = head[2:len(head) - len(head) % 2].decode(utf16, "ignore").encode()
     events = head.find(b'"traceEvents"')
     first = [float(t) for t in _TS.findall(head[max(events, 0):][:1 << 16])]
     # the head tells the start when the trace has its time base there, or epoch times
     need_base = _BASE.search(head) is None and not (first and min(first) >= _EPOCH_US)
     tail = head if whole else _tail(path, need_base=need_base)
+    if utf16 and not whole:
+        tail = _utf16_tail(path, tail, utf16)
     out: dict[str, Any] = {}
     m = _WORLD.search(head) or (_WORLD.search(tail) if tail else None)
     if m:
@@ -167,6 +172,21 @@ def _kineto_facts(path: Path) -> dict[str, Any]:
     if (out.get("start_ns") is None) != (out.get("end_ns") is None):
         out.pop("end_ns", None)  # one end on another clock than the other: not used
     return out
+
+
+_UTF16 = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def _utf16_tail(path: Path, tail: bytes, encoding: str) -> bytes:
+    """The tail of a UTF-16 trace as UTF-8 bytes; b"" for a gzipped one (its tail's
+    alignment on the two-byte units is not known)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return b""
+    if path.name.endswith(".gz") or size % 2:
+        return b""
+    return tail[len(tail) % 2:].decode(encoding, "ignore").encode()
 
 
 def _abs_ns(ts_us: float, base_ns: int) -> int | None:
