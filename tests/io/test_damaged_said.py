@@ -186,3 +186,22 @@ def test_a_text_and_a_db_export_of_one_recording_are_one_run(tmp_path: Path) -> 
     assert "ascend_pytorch_profiler_0.db" in note and "text export" in note
     kernels = _rows(t / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     assert len(c[0].kernels) == len(kernels) - 1
+
+
+@pytest.mark.shared_samples
+def test_both_exports_in_one_rank_folder_say_which_was_read(tmp_path: Path) -> None:
+    """export_type=[text, db] writes both into one ASCEND_PROFILER_OUTPUT: the text export
+    is read (it holds kernel_details.csv and trace_view.json), and a note says so."""
+    src = sample(PT_LEVEL1) / "rank0_ascend_pt"
+    t = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, t, copy_function=shutil.copyfile)
+    db = sample(PT_DB_LEVEL1) / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    for f in db.iterdir():
+        shutil.copyfile(f, t / "ASCEND_PROFILER_OUTPUT" / f.name)
+    p = pk.load(t, cache=False, progress=False)
+    assert p.meta.source_format == "ascend_text"
+    note = next(n for n in p.meta.notes if "exported twice" in n)
+    assert "both in rank0_ascend_pt/ASCEND_PROFILER_OUTPUT" in note
+    assert "ascend_pytorch_profiler_0.db" in note and "from the text export" in note
+    rows = _rows(t / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+    assert len(p.kernels) == len(rows) - 1
