@@ -1876,6 +1876,12 @@ def issue67_damaged_silently(root: Path) -> list[Case]:
                                 .decode().encode("utf-16"), 1))
     cases.append(Case("kineto-gzipped-utf16", "load", f, "repaired", ("UTF-16",), ref="KL",
                       check=_same_ops))
+    f = root / "i67-kineto-utf16-no-bom" / "rank0.json"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes()).decode()
+                  .encode("utf-16-le"))
+    cases.append(Case("kineto-utf16-without-bom", "load", f, "error",
+                      ("UTF-16 text without a byte-order mark",), "rank0.json"))
     d = root / "i67-mindspore-cpu-three-runs"
     for k, (sub, src, stamp) in enumerate((
             ("graph", MS_CPU, "20261122094603391"), ("graph_legacy", MS_CPU_RECOMPUTE,
