@@ -279,6 +279,14 @@ def _where(frame: pd.DataFrame, bad: np.ndarray, limit: int = 3) -> str:
     return f" (step {shown})"
 
 
+def _names(frame: pd.DataFrame, bad: np.ndarray, limit: int = 3) -> str:
+    """`` of 'MatMul_1', 'Add_2'`` (the rows' names, when few), else ``""``."""
+    n = int(bad.sum())
+    if "name" not in frame.columns or not 0 < n <= limit:
+        return ""
+    return " of " + ", ".join(repr(str(x)[:60]) for x in frame["name"].to_numpy()[bad])
+
+
 def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, Any] | None = None,
                  base: str = "") -> list[str]:
     """Set implausible instants and durations of one rank's tables to NA; return notes.
@@ -342,7 +350,8 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
                 gone = np.isnan(v)
                 if gone.any():  # a device task always lasts: an empty cell is damage
                     missing.setdefault(name, []).append(
-                        f"{int(gone.sum())} missing {col}{_where(frame, gone)}")
+                        f"{int(gone.sum())} missing {col}{_where(frame, gone)}"
+                        + _names(frame, gone))
             if n_neg or n_big:
                 frame[col] = np.where(neg | big, np.nan, v)
                 if n_neg:

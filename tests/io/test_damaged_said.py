@@ -87,7 +87,8 @@ def test_a_kernel_without_duration_is_said_and_info_prints_it(
     _write(f, rows)
     c = pk.load(d, cache=False, progress=False)
     mine = [n for n in every_note(c) if "kernel_details.csv" in n and n.startswith("rank 1")]
-    assert any("1 missing dur_us" in n for n in mine), mine
+    assert any("1 missing dur_us" in n and repr(rows[3][rows[0].index("Name")]) in n
+               for n in mine), mine  # the file, the field and the row's kernel named
     assert any("1 negative dur_us" in n for n in mine), mine
     assert int(c[1].kernels["dur_us"].isna().sum()) == 2
     assert main(["info", str(d), "--findings", "0"]) == 0
