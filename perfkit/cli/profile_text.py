@@ -222,6 +222,10 @@ def _job_lines(job: Any) -> list[str]:
                      f"hidden {m.hidden_size}, {m.num_attention_heads} heads "
                      f"({m.num_kv_heads} key/value), FFN {m.ffn_hidden_size} {m.mlp}, vocab "
                      f"{m.vocab_size} [{src('num_layers', 'hidden_size', 'vocab_size')}]")
+    elif job.model_read_in_part():  # what was read is kept, the rest said unknown
+        lines.append(f"  {'model':<15}read in part: {job.model_text()} "
+                     f"[{src('num_layers', 'hidden_size', 'vocab_size')}] "
+                     f"(see {PANEL_TITLE}, below)")
     else:
         lines.append(f"  {'model':<15}unknown (see {PANEL_TITLE}, below)")
     p = job.parallel
@@ -397,15 +401,16 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
              ("world size", meta.world_size_text())]
     lines = [f"Profile ({type(profile).__name__}, perfkit {__version__}):"]
     lines += [f"  {name:<15}{value}" for name, value in facts]
-    for note in meta.notes:
-        lines += _wrap(f"note: {note}", "  ")
     from ..analysis._shared import shared_results
     from ..job import infer_job
+    from ..notes import every_note
 
     # one block: the job, the steps and the advisor read the same step breakdown, worked
     # out once (it was worked out four times, reading the device tasks each time)
     with shared_results():
-        job = infer_job(profile, config=config)
+        job = infer_job(profile, config=config)  # first: a rank's tables may add their notes
+        for note in every_note(profile):
+            lines += _wrap(f"note: {note}", "  ")
         lines += [""] + _job_lines(job) + _unknown_lines(job)
         lines += [""] + _steps_lines(profile)
         if n_findings:

@@ -300,12 +300,40 @@ class Job:
             return None
         return seen[1]
 
+    def model_read_in_part(self) -> bool:
+        """No full model, but some of its sizes (layers, hidden, FFN, vocabulary) read."""
+        p = self.partial_model()
+        return self.model is None and any(
+            p.get(n) is not None for n in ("num_layers", "hidden_size", "ffn_hidden_size",
+                                           "vocab_size"))
+
+    def model_text(self) -> str:
+        """The model's fields in words, those not read said unknown: ``4 layers, h 256,
+        heads unknown, FFN 688 gated, vocab 1000`` (a model read in part is not dropped
+        whole: :meth:`partial_model`)."""
+        p = self.partial_model()
+
+        def said(name: str, known: str, word: str) -> str:
+            return known.format(p[name]) if p.get(name) is not None else f"{word} unknown"
+        heads = (f"{p['num_attention_heads']}/{p.get('num_kv_heads', '?')} heads"
+                 if p.get("num_attention_heads") else "heads unknown")
+        ffn = said("ffn_hidden_size", "FFN {}", "FFN") + (f" {p['mlp']}" if p.get("mlp")
+                                                            else "")
+        return ", ".join((said("num_layers", "{} layers", "layers"),
+                          said("hidden_size", "h {}", "hidden size"), heads, ffn,
+                          said("vocab_size", "vocab {}", "vocabulary")))
+
     def describe(self) -> str:
         """One line: model, layout, batch, device, dtype and step time."""
         m = self.model
-        model = (f"{m.name or 'model'} ({m.num_layers} layers, h {m.hidden_size}, "
-                 f"{m.num_attention_heads}/{m.num_kv_heads} heads, FFN {m.ffn_hidden_size} "
-                 f"{m.mlp}, vocab {m.vocab_size})") if m else "model unknown"
+        if m is not None:
+            model = (f"{m.name or 'model'} ({m.num_layers} layers, h {m.hidden_size}, "
+                     f"{m.num_attention_heads}/{m.num_kv_heads} heads, FFN "
+                     f"{m.ffn_hidden_size} {m.mlp}, vocab {m.vocab_size})")
+        elif self.model_read_in_part():
+            model = f"model read in part ({self.model_text()})"
+        else:
+            model = "model unknown"
         p = self.parallel
         layout = f"dp {p.dp} × tp {p.tp} × pp {p.pp}" + (f" (vpp {p.vpp})" if p.vpp > 1
                                                           else "")

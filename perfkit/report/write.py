@@ -52,7 +52,9 @@ def _load_notes(path: Path) -> list[str]:
     from ..io.engines.local import load
 
     try:
-        return list(load(path, progress=False).meta.notes)
+        from ..notes import every_note
+
+        return every_note(load(path, progress=False))
     except PerfkitError as exc:
         return [f"the profile could not be read again to list its notes: {exc}"]
 

@@ -22,6 +22,7 @@ from ..errors import InvalidArgumentError, PerfkitError, check_positive
 from ..format import counted, ranks_text
 from ..io.detect.sources import format_fact
 from ..job import Job
+from ..notes import every_note
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .job import JobNote, missing_note
@@ -127,7 +128,7 @@ def profile_facts(profile: Any) -> pd.DataFrame:
             # a bare "0" that reads as no rank)
             ("ranks", ranks_text(getattr(profile, "ranks", None), meta.rank)),
             ("world size", meta.world_size_text())]
-    rows += [("note", str(note)) for note in meta.notes]
+    rows += [("note", note) for note in every_note(profile)]
     return pd.DataFrame(rows, columns=["fact", "value"])
 
 

@@ -1771,6 +1771,148 @@ def _issue31_refs(root: Path) -> dict[str, Path]:
     return refs
 
 
+# ----------------------------------------------------------------------------- issue 67
+
+SIM2 = ROOT / "data" / "simulated" / "llama2-7b-tp2"  # made here by perfkit.simulate
+MS_CPU = ROOT / "data" / "mindspore-cpu-tiny-llama" / "vm_25873_20261122094603391_ascend_ms"
+MS_CPU_RECOMPUTE = (DATA / "mindspore_cpu_recompute" / "vm_7632_20261123014144018_ascend_ms")
+
+
+def _groups_of_rank(rank: int, kept: bool) -> Callable[[Any, Any], None]:
+    """Both ranks load; ``rank``'s groups are the intact ones (``kept``) or none; every
+    table of the other rank equals the intact one's."""
+    def check(got: Any, ref: Any) -> None:
+        assert got.ranks == ref.ranks and not got.failed
+        assert (got[rank].meta.groups == ref[rank].meta.groups) is kept
+        other = next(r for r in got.ranks if r != rank)
+        for t in ("kernels", "steps", "comm_ops"):
+            pd.testing.assert_frame_equal(getattr(got[other], t), getattr(ref[other], t))
+    return check
+
+
+def _steps_per_rank(n: int) -> Callable[[Any, Any], None]:
+    """Every rank of the intact copy, each with steps 1 .. n; step 1 equals the intact
+    (single) step but for its number."""
+    def check(got: Any, ref: Any) -> None:
+        assert got.ranks == ref.ranks
+        for r in got.ranks:
+            assert sorted(got[r].steps["step"].astype(int)) == list(range(1, n + 1)), r
+            pd.testing.assert_series_equal(
+                got[r].steps.drop(columns="step").iloc[0],
+                ref[r].steps.drop(columns="step").iloc[0], check_names=False)
+    return check
+
+
+def _one_cell_na(table: str, col: str, rank: int) -> Callable[[Any, Any], None]:
+    """One value of ``col`` on ``rank`` NA, the rest equal to the intact copy's."""
+    def check(got: Any, ref: Any) -> None:
+        g = getattr(got[rank], table)[col].to_numpy(np.float64)
+        r = getattr(ref[rank], table)[col].to_numpy(np.float64)
+        assert len(g) == len(r) and int(np.isnan(g).sum()) == int(np.isnan(r).sum()) + 1
+        keep = ~np.isnan(g)
+        np.testing.assert_array_equal(g[keep], r[keep])
+    return check
+
+
+def _same_ops(got: Any, ref: Any) -> None:
+    pd.testing.assert_frame_equal(got.ops, ref.ops)
+    pd.testing.assert_frame_equal(got.steps, ref.steps)
+
+
+@builder
+def issue67_damaged_silently(root: Path) -> list[Case]:
+    """Damage that loaded as if fine (issue 67 pt 4): a profiler_metadata.json field of
+    the wrong type in one rank, a kernel without a duration, msprof-analyze steps named
+    in words or a number written as a missing marker, a gzipped UTF-16 Kineto trace; and
+    three MindSpore CPU runs in one folder (pt 5)."""
+    cases: list[Case] = []
+
+    def sim(tag: str) -> tuple[Path, Path]:
+        d = S.writable_copy(SIM2, root / f"i67-{tag}")
+        return d, sorted(d.glob("*_ascend_*"))[1]
+
+    for tag, edit, words, kept in (
+            ("group-name-number",
+             lambda md: next(iter(md["parallel_group_info"].values())).update(group_name=7),
+             ("rank 1: profiler_metadata.json parallel_group_info", "group_name 7",
+              "not text"), False),
+            ("group-rank-outside",
+             lambda md: next(iter(md["parallel_group_info"].values())).update(group_rank=5),
+             ("rank 1: profiler_metadata.json parallel_group_info", "group_rank 5"), False),
+            ("env-list", lambda md: md.update(ENV_VARIABLES=["HCCL_BUFFSIZE=200"]),
+             ("rank 1: profiler_metadata.json", "ENV_VARIABLES is a list"), True)):
+        d, r1 = sim(f"meta-{tag}")
+        f = r1 / "profiler_metadata.json"
+        md = json.loads(f.read_text())
+        edit(md)
+        f.write_text(json.dumps(md))
+        cases.append(Case(f"cluster-rank1-metadata-{tag}", "load", d, "repaired", words,
+                          ref="SIM2", check=_groups_of_rank(1, kept)))
+    d, r1 = sim("kernel-dur-empty")
+    _edit_cell(r1 / OUT / "kernel_details.csv", 4, "Duration(us)", "")
+    cases.append(Case("ascend-rank1-kernel-duration-empty", "load", d, "repaired",
+                      ("rank 1: kernels", "kernel_details.csv", "1 missing dur_us"),
+                      ref="SIM2", check=_one_cell_na("kernels", "dur_us", 1)))
+
+    def co(tag: str) -> tuple[Path, Path]:
+        d = S.writable_copy(CO, root / f"i67-co-{tag}" / "cluster_analysis_output")
+        return d, d / "cluster_step_trace_time.csv"
+
+    d, f = co("steps-in-words")
+    rows = _csv_rows(f)
+    rows = [rows[0]] + [[f"step{k}", *r[1:]] for k in (1, 2) for r in rows[1:]]
+    _write_rows(f, rows)
+    cases.append(Case("cluster_output-steps-named-in-words", "load", d, "repaired",
+                      ("cluster_step_trace_time.csv Step", "'step1'", "read as the step "
+                       "number"), ref="CO67", check=_steps_per_rank(2)))
+    d, f = co("free-na-marker")
+    _edit_cell(f, 1, "Free", "n/a")
+    cases.append(Case("cluster_output-free-na-marker", "load", d, "repaired",
+                      ("cluster_step_trace_time.csv Free", "data row 2", "without a number"),
+                      ref="CO67", check=_one_cell_na("steps", "free_us", 1)))
+    f = root / "i67-kineto-utf16-gz" / "rank0.pt.trace.json.gz"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(gzip.compress(gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes())
+                                .decode().encode("utf-16"), 1))
+    cases.append(Case("kineto-gzipped-utf16", "load", f, "repaired", ("UTF-16",), ref="KL",
+                      check=_same_ops))
+    f = root / "i67-kineto-utf16-no-bom" / "rank0.json"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes()).decode()
+                  .encode("utf-16-le"))
+    cases.append(Case("kineto-utf16-without-bom", "load", f, "error",
+                      ("UTF-16 text without a byte-order mark",), "rank0.json"))
+    d = root / "i67-mindspore-cpu-three-runs"
+    for k, (sub, src, stamp) in enumerate((
+            ("graph", MS_CPU, "20261122094603391"), ("graph_legacy", MS_CPU_RECOMPUTE,
+                                                     "20261122094606391"),
+            ("pynative", MS_CPU, "20261122094611391"))):
+        S.writable_copy(src, d / sub / f"vm_{k}_{stamp}_ascend_ms")
+    cases.append(Case("mindspore-cpu-three-runs-not-merged", "load", d, "error",
+                      ("3 separate runs found, not merged",), file="i67-mindspore-cpu"))
+    return cases
+
+
+@shared_builder
+def issue67_text_and_db(root: Path) -> list[Case]:
+    """One rank's recording exported as text and as a database, side by side (the text
+    export's profiler_info is the DB's: one collection): one run, the text export read."""
+    d = root / "i67-text-and-db"
+    t = _copy_rank(R0, d / "text" / "rank0_ascend_pt", trace=True)
+    shutil.copy(DB0 / "profiler_info_0.json", t / "profiler_info_0.json")
+    _writable_copy(DB0, d / "db" / "rank0_ascend_pt")
+    return [Case("ascend-text-and-db-exports-of-one-rank", "load", d, "repaired",
+                 ("exported twice", "ascend_pytorch_profiler_0.db", "read once",
+                  "text export"), ref="R0T", check=_rank0_of_one)]
+
+
+def _rank0_of_one(got: Any, ref: Any) -> None:
+    """One run of one rank, read from the text export: its tables are the text export's."""
+    assert got.ranks == [0] and not got.failed
+    for t in ("kernels", "steps", "comm_ops"):
+        pd.testing.assert_frame_equal(getattr(got[0], t), getattr(ref, t))
+
+
 
 def build(root: Path, shared: bool = True) -> list[Case]:
     """Write every damaged input under ``root``; return the cases in a stable order.
@@ -1807,6 +1949,8 @@ def reference_inputs(root: Path, shared: bool = True) -> dict[str, Path]:
                           lambda: gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
         contents["TV"] = ("trace_view.json", TV.read_bytes)
         refs.update(_issue31_refs(root))
+    refs["SIM2"] = S.writable_copy(SIM2, root / "ref-SIM2")
+    refs["CO67"] = S.writable_copy(CO, root / "ref-CO67" / "cluster_analysis_output")
     contents |= {
         "KL": ("rank0.json", lambda: gzip.decompress((KL / "rank0.pt.trace.json.gz").read_bytes())),
         "IR": ("graph.ir", (BUNDLED_IR / "silu_mul.ir").read_bytes),

@@ -65,6 +65,10 @@ def check_file(path: Path, what: str, *, text: bool = True, utf16: bool = False,
                 raise ProfileError(path, f"is UTF-16 text; expected {what} as UTF-8 (save or "
                                    "convert it as UTF-8)", line=1)
             at = head.find(b"\x00")
+            if at >= 0 and _utf16_without_bom(head):
+                raise ProfileError(path, f"is UTF-16 text without a byte-order mark; expected "
+                                   f"{what} as UTF-8 (or UTF-16 with its byte-order mark)",
+                                   line=1)
             if at >= 0:
                 raise ProfileError(path, f"binary data (NUL byte at offset {at:,}) where {what}"
                                    " (text) was expected: the file is damaged, zero-padded or "
@@ -100,6 +104,19 @@ def _first_hole(fd: int, size: int) -> int | None:
         except OSError:
             pass
     return at if at < size else None
+
+
+def _utf16_without_bom(head: bytes) -> bool:
+    """Whether ``head`` reads as ASCII text in UTF-16 (every other byte NUL, the others
+    printable), as a UTF-16 file written without its byte-order mark does."""
+    sample = head[:4096]
+    if len(sample) < 8:
+        return False
+    for zeros, chars in ((sample[1::2], sample[0::2]), (sample[0::2], sample[1::2])):
+        if zeros.count(0) >= 0.95 * len(zeros) and \
+                sum(32 <= c < 127 or c in (9, 10, 13) for c in chars) >= 0.95 * len(chars):
+            return True
+    return False
 
 
 def decode_text_bytes(path: Path, data: bytes, what: str) -> bytes:

@@ -191,12 +191,17 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     typ = pd.Series(table.column("Type").to_pandas(), dtype="string").str.strip().str.lower()
     index = pd.Series(table.column("Index").to_pandas(), dtype="string")
     cols: dict[str, Any] = {}
+    named: dict[str, str] = {}
+    step_text = pd.Series(table.column("Step").to_pandas(), dtype="string")
     for canon, alts in _STEP_COLS.items():
         src = next((a for a in alts if a in table.column_names), None)
         if src is not None:
-            cols[canon] = to_float(table.column(src), n, label=f"{path.name} {src}")
+            named[canon] = src
+            cols[canon] = _step_numbers(path, step_text) if canon == "step" else \
+                to_float(table.column(src), n, label=f"{path.name} {src}")
     frame = pd.DataFrame(cols)
     is_rank = (typ == "rank").to_numpy()
+    _note_empty_numbers(path, frame, named, is_rank)
     is_stage = (typ == "stage").to_numpy()
     other = np.flatnonzero(~is_rank & ~is_stage)
     if len(other):
@@ -217,6 +222,46 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     stages = frame[is_stage].copy()
     stages.insert(0, "ranks", index[is_stage].to_numpy())
     return steps, stages
+
+
+_STEP_WORD = re.compile(r"^\s*step\s*[#_ ]?\s*(\d{1,9})\s*$", re.IGNORECASE)
+
+
+def _step_numbers(path: Path, text: pd.Series) -> np.ndarray:
+    """The Step column: numbers, or text naming one (``step2``, ``Step 2``, as the
+    communication files name steps) read as that number with a note; other text is NA,
+    with a note naming the rows."""
+    nums = pd.to_numeric(text.str.strip(), errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    words = text.str.extract(_STEP_WORD, expand=False)
+    named = np.flatnonzero(np.isnan(nums) & words.notna().to_numpy())
+    if len(named):
+        nums[named] = pd.to_numeric(words.iloc[named]).to_numpy(np.float64)
+        note(f"{path.name} Step: {counted(len(named), 'row')} naming the step in words "
+             f"({_rows_text(named, text)}): read as the step number")
+    bad = np.flatnonzero(np.isnan(nums) & text.str.strip().fillna("").ne("").to_numpy())
+    if len(bad):
+        note(f"{path.name} Step: {counted(len(bad), 'row')} whose Step is not a step number "
+             f"({_rows_text(bad, text)}): step unknown (NA)")
+    return nums
+
+
+def _note_empty_numbers(path: Path, frame: pd.DataFrame, named: dict[str, str],
+                        is_rank: np.ndarray) -> None:
+    """A rank row without a number in a column that other rank rows fill (an empty cell,
+    or ``n/a``, ``-``, ``NaN`` read as missing): a damaged row, noted with its rows; a
+    column empty in every row is one the writer did not fill, and is not noted."""
+    ranks = np.flatnonzero(is_rank)
+    for canon, src in named.items():
+        if canon in ("step", "device_id") or canon not in frame:
+            continue
+        v = frame[canon].to_numpy(np.float64)[ranks]
+        gone = np.isnan(v)
+        if gone.any() and not gone.all():
+            rows = ranks[gone]
+            note(f"{path.name} {src}: {counted(len(rows), 'rank row')} without a number "
+                 f"(data row{'s' if len(rows) > 1 else ''} "
+                 f"{', '.join(str(int(r) + 1) for r in rows[:5])}"
+                 f"{' ...' if len(rows) > 5 else ''}): left NA")
 
 
 def _entries(data: dict[str, Any], skipped: list[str]

@@ -19,7 +19,7 @@ from ...errors import ProfileError
 from .._common import read_json
 
 __all__ = ["OUTPUT_DIR", "is_rank_dir", "is_bare_output", "rank_dir_of", "read_rank_id",
-           "WORLD_FROM_GROUPS"]
+           "WORLD_FROM_GROUPS", "metadata_notes"]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
@@ -133,9 +133,12 @@ def _simulated_scheme(metadata: dict[str, Any]) -> dict[str, str]:
 def _groups(metadata: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:
     """``parallel_group_info`` of ``profiler_metadata.json``: ``{group id: {group_name,
     group_rank, global_ranks}}``. Entries or ranks of the wrong type are left out, with a
-    note in ``notes`` (the groups they would give are unknown, not guessed)."""
+    note in ``notes`` (the groups they would give are unknown, not guessed); a group name
+    that is not text, or a group rank that is no position in the group, is read as unknown
+    (None), with a note."""
     info = metadata.get("parallel_group_info")
     bad: list[str] = []
+    odd: list[str] = []
     if info is not None and not isinstance(info, dict):
         bad.append(f"parallel_group_info is {_json_kind(info)}, not an object")
     groups: dict[str, Any] = {}
@@ -150,13 +153,49 @@ def _groups(metadata: dict[str, Any], notes: list[str] | None = None) -> dict[st
             bad.append(f"group {key!s} global_ranks {str(ranks)[:40]} are not all whole "
                        "numbers >= 0")
             good = []
-        groups[str(key)] = {"group_name": g.get("group_name"),
-                            "group_rank": g.get("group_rank"), "global_ranks": good}
+        name, own = g.get("group_name"), g.get("group_rank")
+        if name is not None and not isinstance(name, str):
+            odd.append(f"group {key!s} group_name {str(name)[:40]} is {_json_kind(name)}, "
+                       "not text")
+            name = None
+        if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 0
+                                or (good and own >= len(good))):
+            odd.append(f"group {key!s} group_rank {str(own)[:40]} is not a position in its "
+                       f"{len(good)} global_ranks")
+            own = None
+        groups[str(key)] = {"group_name": name, "group_rank": own, "global_ranks": good}
     if bad and notes is not None:
         notes.append("profiler_metadata.json parallel_group_info: " + "; ".join(bad[:3])
                      + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "")
                      + ": left out (those groups' members unknown)")
+    if odd and notes is not None:
+        notes.append("profiler_metadata.json parallel_group_info: " + "; ".join(odd[:3])
+                     + (f" (and {len(odd) - 3} more)" if len(odd) > 3 else "")
+                     + ": read as unknown (the members kept)")
     return groups
+
+
+def metadata_notes(metadata: dict[str, Any], notes: list[str]) -> None:
+    """Notes on the fields of ``profiler_metadata.json`` other than its groups
+    (:func:`_groups`) that are of the wrong type: ``ENV_VARIABLES`` not an object, or with
+    values that are not text; ``perfkit_simulation`` not an object. Such a field is read
+    as empty, said so, never silently."""
+    bad = []
+    env = metadata.get("ENV_VARIABLES")
+    if env is not None and not isinstance(env, dict):
+        bad.append(f"ENV_VARIABLES is {_json_kind(env)}, not an object: the environment "
+                   "is unknown")
+    elif isinstance(env, dict):
+        odd = [str(k) for k, v in env.items() if not isinstance(v, str)]
+        if odd:
+            bad.append(f"ENV_VARIABLES {', '.join(odd[:3])}"
+                       + (f" (and {len(odd) - 3} more)" if len(odd) > 3 else "")
+                       + " not text: read as written")
+    sim = metadata.get("perfkit_simulation")
+    if sim is not None and not isinstance(sim, dict):
+        bad.append(f"perfkit_simulation is {_json_kind(sim)}, not an object: ignored")
+    if bad:
+        notes.append("profiler_metadata.json: " + "; ".join(bad))
 
 
 def _world_size(groups: dict[str, Any]) -> int | None:

@@ -81,6 +81,7 @@ from .rank import (
     _world_size,
     is_bare_output,
     is_rank_dir,
+    metadata_notes,
     rank_dir_of,
     read_rank_id,
 )
@@ -246,6 +247,7 @@ def _read_small(path: Path) -> tuple[Any, ...]:
     framework = _framework(rank_dir, info)
     rank = read_rank_id(rank_dir)
     groups = _groups(metadata, notes)
+    metadata_notes(metadata, notes)
     level = _level(info)
 
     ns: dict[str, pa.Array] = {}

@@ -279,6 +279,14 @@ def _where(frame: pd.DataFrame, bad: np.ndarray, limit: int = 3) -> str:
     return f" (step {shown})"
 
 
+def _names(frame: pd.DataFrame, bad: np.ndarray, limit: int = 3) -> str:
+    """`` of 'MatMul_1', 'Add_2'`` (the rows' names, when few), else ``""``."""
+    n = int(bad.sum())
+    if "name" not in frame.columns or not 0 < n <= limit:
+        return ""
+    return " of " + ", ".join(repr(str(x)[:60]) for x in frame["name"].to_numpy()[bad])
+
+
 def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, Any] | None = None,
                  base: str = "") -> list[str]:
     """Set implausible instants and durations of one rank's tables to NA; return notes.
@@ -307,6 +315,7 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
     finite = [v[np.isfinite(v)] for v in inst.values()]
     med = _median(finite)
     found: dict[str, list[str]] = {}
+    missing: dict[str, list[str]] = {}
     span = None
     if med is not None:
         lo, hi = med - _WINDOW_US, med + _WINDOW_US
@@ -337,6 +346,12 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
             v = _float(frame, col)
             neg, big = _bad_durations(v, bound)
             n_neg, n_big = int(neg.sum()), int(big.sum())
+            if (name, col) in MISSING_SAID:
+                gone = np.isnan(v)
+                if gone.any():  # a device task always lasts: an empty cell is damage
+                    missing.setdefault(name, []).append(
+                        f"{int(gone.sum())} missing {col}{_where(frame, gone)}"
+                        + _names(frame, gone))
             if n_neg or n_big:
                 frame[col] = np.where(neg | big, np.nan, v)
                 if n_neg:
@@ -347,4 +362,11 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
                         f"{n_big} implausibly long {col}{_where(frame, big)} (> "
                         f"{bound / 1e6:,.0f} s: twice the profile's time span or 1 hour)")
     return [f"{_label(name, files, base)}: {', '.join(parts)} set to NA"
-            for name, parts in found.items()]
+            for name, parts in found.items()] + [
+        f"{_label(name, files, base)}: {', '.join(parts)} (empty or unreadable): left NA"
+        for name, parts in missing.items()]
+
+
+MISSING_SAID = {("kernels", "dur_us")}
+"""Duration columns whose missing values are said in a note: a device task always has a
+duration, so an empty cell there is a damaged file (host operators may lack one)."""

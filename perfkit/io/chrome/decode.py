@@ -49,7 +49,9 @@ __all__ = ["ChromeTrace", "read_chrome_trace", "ARG_COLUMNS", "X_COLUMNS", "HEAD
 _GZIP_CHUNK = 1 << 24
 
 
-def _read_bytes(path: Path, what: str) -> bytes:
+def _read_bytes(path: Path, what: str) -> tuple[bytes, str]:
+    """The file's text as UTF-8 bytes (gunzipped), and the encoding it was converted from
+    ("UTF-16", "gzipped UTF-16"; "" when it was UTF-8)."""
     gz = path.name.endswith(".gz")
     head = check_file(path, what, text=not gz, utf16=True, holes=True)
     gz = gz or head[:2] == b"\x1f\x8b"
@@ -61,26 +63,30 @@ def _read_bytes(path: Path, what: str) -> bytes:
         raw = _gunzip(path, raw, what)
         if not raw.strip():
             raise ProfileError(path, f"file is empty after decompression; expected {what}")
+    utf16 = raw[:2] in (b"\xff\xfe", b"\xfe\xff")
     raw = decode_text_bytes(path, raw, what)
     nul = raw.find(b"\x00")
     if nul >= 0:
         raise ProfileError(path, f"binary data (NUL byte at offset {nul:,}"
                            f"{' of the decompressed text' if gz else ''}): the file is "
                            f"damaged or zero-padded; expected {what} (JSON text)")
-    return raw
+    return raw, ("gzipped UTF-16" if gz else "UTF-16") if utf16 else ""
 
 
 def _gunzip(path: Path, raw: bytes, what: str) -> bytes:
     """Inflate (every member of) a gzip stream in bounded chunks, stopping at a NUL byte."""
     out: list[bytes] = []
     data = raw
+    utf16 = False
     try:
         while data:
             d = zlib.decompressobj(31)
             rest = data
             while rest:
                 chunk = d.decompress(rest, _GZIP_CHUNK)
-                if b"\x00" in chunk:
+                if not out and chunk[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                    utf16 = True  # UTF-16 text: its NULs are checked once converted
+                if b"\x00" in chunk and not utf16:
                     raise ProfileError(path, "binary data (NUL bytes) in the decompressed "
                                        f"text: the file is damaged; expected {what}")
                 out.append(chunk)
@@ -127,7 +133,7 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)",
             del builder
             _release_after(out)
             return _checked(out)
-    raw = _read_bytes(path, what)
+    raw, converted = _read_bytes(path, what)
     head = raw[:64].lstrip()
     if head[:3] == b"\xef\xbb\xbf":
         raw = raw.lstrip()[3:]
@@ -153,6 +159,9 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)",
         del raw
         out = _columns(path, events, trace, is_object, columns, typed, categorical)
     del events
+    if converted:
+        out.notes.append(f"{path.name}: {converted} text, converted to UTF-8 (every event "
+                         "read as in the UTF-8 file)")
     _release_after(out)
     return _checked(out)
 

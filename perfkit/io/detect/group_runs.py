@@ -91,6 +91,8 @@ def _by_time(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]
         if runs:
             if ends_known and f.end_ns is not None and last_end is not None:
                 new = start > last_end + _OVERLAP_SLACK_NS
+            elif _no_evidence(f):  # near in start time only: no evidence of one job
+                new = True
             else:
                 new = last_start is not None and start - last_start > RUN_GAP_S * 1e9
             if new:
@@ -110,6 +112,15 @@ def _by_time(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]
         else:
             runs.append(untimed)
     return runs
+
+
+def _no_evidence(f: SourceFacts) -> bool:
+    """A source that says nothing of a job (no rank id, no world size; not a Kineto trace,
+    whose ranks the names number) and whose end is not known: a start near another's is
+    no evidence that both are one job (three MindSpore CPU runs started seconds apart),
+    so it starts a run of its own."""
+    return f.rank is None and not f.world_size and f.platform == "ascend" and \
+        f.together is None
 
 
 def _by_rank(members: list[int], facts: Sequence[SourceFacts]) -> list[list[int]]:

@@ -175,6 +175,18 @@ def _single(path: Path) -> list[RankSource] | None:
             rank = ascend.read_rank_id(rank_dir)
             if rank is None:
                 rank = rank_from_name(rank_dir.name, suffix=True)
+            dbs = _db_files(out)
+            if dbs:  # both exports in one folder: one recording, said so
+                from .exports_twice import text_and_db_note, text_is_full
+
+                text = RankSource("ascend_text", str(rank_dir), rank)
+                note = text_and_db_note(text, dbs[0].name,
+                                        f"both in {rank_dir.name}/{ascend.OUTPUT_DIR}")
+                if not text_is_full(text):  # the database is the richer
+                    return [RankSource("ascend_db", str(dbs[0]), rank, tuple(
+                        str(f) for f in [*dbs, out / "analysis.db"] if Path(f).exists()),
+                        note=note)]
+                return [RankSource("ascend_text", str(rank_dir), rank, note=note)]
             return [RankSource("ascend_text", str(rank_dir), rank)]
         dbs = _db_files(out)
         if dbs:

@@ -78,7 +78,41 @@ def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
     elif name.endswith("_ascend_ms") or source.fmt == "mindspore_legacy":
         framework = "mindspore"
     together = source.path if source.fmt == "mindspore_legacy" else None
-    return SourceFacts(platform, framework, source.rank, start_ns=start, together=together)
+    end = None
+    if read and start is not None and source.rank is None and source.fmt == "ascend_text":
+        span = _trace_view_span_ns(Path(source.path) / "ASCEND_PROFILER_OUTPUT"
+                                   / "trace_view.json")
+        end = None if span is None else start + span
+    return SourceFacts(platform, framework, source.rank, start_ns=start, end_ns=end,
+                       together=together)
+
+
+_TV_TS = re.compile(rb'"ts"\s*:\s*"?(\d{1,20}(?:\.\d*)?)"?\s*,\s*"dur"\s*:\s*"?'
+                    rb'(\d{1,20}(?:\.\d*)?)')
+
+
+def _trace_view_span_ns(path: Path) -> int | None:
+    """How long a rank's ``trace_view.json`` lasts (ns), from its first MiB and last 64 KiB:
+    the latest ``ts + dur`` of its tail less the earliest ``ts`` of its head (µs, one
+    clock). None when the file is missing or says no times.
+
+    A rank without a rank id (a MindSpore CPU profile writes none) is told apart from
+    another run's only by its time span: its folder's time stamp says when it started,
+    this says when it ended (:mod:`perfkit.io.runs_group`).
+    """
+    if not path.is_file():
+        return None
+    try:
+        head, whole = _head(path)
+    except OSError:
+        return None
+    tail = head if whole else _tail(path, need_base=False)
+    first = [float(t) for t, _ in _TV_TS.findall(head)]
+    last = [float(t) + float(d) for t, d in _TV_TS.findall(tail)]
+    if not first or not last:
+        return None
+    span = max(last) - min(first)
+    return int(round(span * 1000)) if span >= 0 else None
 
 
 def facts_from_meta(meta: Any) -> SourceFacts:
@@ -114,11 +148,16 @@ _EPOCH_US = 1e14
 def _kineto_facts(path: Path) -> dict[str, Any]:
     """World size, start and end (absolute ns) of a Kineto trace from its two ends."""
     head, whole = _head(path)
+    utf16 = _UTF16.get(head[:2])
+    if utf16:  # UTF-16 text (the loader converts it): its facts read as UTF-8 bytes
+        head = head[2:len(head) - len(head) % 2].decode(utf16, "ignore").encode()
     events = head.find(b'"traceEvents"')
     first = [float(t) for t in _TS.findall(head[max(events, 0):][:1 << 16])]
     # the head tells the start when the trace has its time base there, or epoch times
     need_base = _BASE.search(head) is None and not (first and min(first) >= _EPOCH_US)
     tail = head if whole else _tail(path, need_base=need_base)
+    if utf16 and not whole:
+        tail = _utf16_tail(path, tail, utf16)
     out: dict[str, Any] = {}
     m = _WORLD.search(head) or (_WORLD.search(tail) if tail else None)
     if m:
@@ -133,6 +172,21 @@ def _kineto_facts(path: Path) -> dict[str, Any]:
     if (out.get("start_ns") is None) != (out.get("end_ns") is None):
         out.pop("end_ns", None)  # one end on another clock than the other: not used
     return out
+
+
+_UTF16 = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def _utf16_tail(path: Path, tail: bytes, encoding: str) -> bytes:
+    """The tail of a UTF-16 trace as UTF-8 bytes; b"" for a gzipped one (its tail's
+    alignment on the two-byte units is not known)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return b""
+    if path.name.endswith(".gz") or size % 2:
+        return b""
+    return tail[len(tail) % 2:].decode(encoding, "ignore").encode()
 
 
 def _abs_ns(ts_us: float, base_ns: int) -> int | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from ...errors import ProfileError
 from .._common import rank_from_name, suffix_number
 from . import nested
+from .exports_twice import one_export_each
 from .runs import SourceFacts, group_runs, source_facts
 from .sources import RankSource
 
@@ -49,7 +50,7 @@ def runs_of(root: Path, sources: list[RankSource], layout: bool = False) -> nest
     set aside (files that are not traces, folders that cannot be examined) go with the
     runs of their folder (:func:`_aside_runs`), not with every run.
     """
-    sources = suffix_ranks(sources)
+    sources = one_export_each(suffix_ranks(sources))
     real = [s for s in sources if s.fmt not in SKIPPED]
     aside = [s for s in sources if s.fmt in SKIPPED]
     facts = [source_facts(s) for s in real] if len(real) > 1 else \

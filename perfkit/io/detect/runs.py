@@ -12,7 +12,10 @@ the rank sources of a folder into :class:`Run` s by what each file says about it
 - **the world size** (``distributedInfo.world_size``): ranks of one job agree on it;
 - **time**: the ranks of one job record the same steps, so their traces overlap in time. A
   file that starts after every file of the run before it has ended (or, when the ends are
-  not known, :data:`RUN_GAP_S` after the last start) starts a new run;
+  not known, :data:`RUN_GAP_S` after the last start) starts a new run. Start times alone
+  never join an Ascend folder without a rank id or world size to a run (a MindSpore CPU
+  profile writes neither): its end is read from its ``trace_view.json``, and when that is
+  not known either, it is a run of its own;
 - **ranks**: one run cannot hold one rank twice: a second file claiming a rank the run
   already has starts a new run (in time order). The ranks of one legacy MindSpore folder
   (its ``*_{rank}`` files, written by one job) stay together: the folder joins a run only

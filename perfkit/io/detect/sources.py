@@ -59,6 +59,8 @@ class RankSource:
     files: tuple[str, ...] = field(default=(), compare=False)
     error: str = field(default="", compare=False)
     rank_from: str = field(default="", compare=False)
+    #: a note the rank's load adds (another export of this rank left out, and why)
+    note: str = field(default="", compare=False)
 
     def file_paths(self) -> list[Path]:
         """Files this source reads (for cache keys and sizes); unreadable folders give []."""
@@ -180,6 +182,8 @@ def _checked(source: RankSource, meta: ProfileMeta, tables: dict[str, pd.DataFra
             meta.notes.append(f"rank: {meta.rank!r} recorded in the files is not a rank; "
                               "ignored")
             meta.rank = None
+    if source.note and source.note not in meta.notes:
+        meta.notes.append(source.note)
     if meta.rank is None and source.rank is not None:
         meta.rank = source.rank
         how = source.rank_from or "the folder name or position"

@@ -1,0 +1,55 @@
+"""Every note of loading a profile, in one list: :func:`every_note`.
+
+The loaders record what they dropped, repaired or could not read in ``meta.notes``; a
+:class:`~perfkit.profile.Cluster` gathers its ranks' notes into its own (``"rank 1: …"``)
+and lists the ranks that did not load in ``Cluster.failed``. A note a rank records after
+that (a table built later, on first use) or a failed rank whose note was not written would
+be missed by a reader of the cluster's notes alone: ``perfkit info``, the report and the
+dashboard's "What was opened" read this list instead, so that they show every note the API
+holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["every_note"]
+
+
+def every_note(profile: Any) -> list[str]:
+    """The notes of ``profile`` (a Profile or Cluster): its ``meta.notes``, then each rank
+    in ``failed`` not said there (``"rank 1 not loaded: …"``), then each loaded rank's note
+    not said there (``"rank 0: …"``), in that order, each once.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+        From :func:`perfkit.load`.
+
+    Returns
+    -------
+    list of str
+    """
+    meta = getattr(profile, "meta", None)
+    out = [str(n) for n in (getattr(meta, "notes", None) or [])]
+    failed = getattr(profile, "failed", None) or {}
+    for rank, why in failed.items():
+        if not any(n.startswith(f"rank {rank} not loaded") for n in out):
+            out.append(f"rank {rank} not loaded: {why}")
+    if not hasattr(profile, "ranks") or getattr(meta, "rank", None) is not None:
+        return out
+    for rank in list(getattr(profile, "ranks", None) or []):
+        try:
+            notes = profile[rank].meta.notes or []
+        except Exception:  # noqa: BLE001 - a rank that cannot be reached says nothing here
+            continue
+        for n in map(str, notes):
+            if not _said(n, rank, out):
+                out.append(f"rank {rank}: {n}")
+    return out
+
+
+def _said(note: str, rank: int, notes: list[str]) -> bool:
+    """Whether ``note`` of ``rank`` is among ``notes`` (as it is, led by its rank, or led
+    by the ranks it was gathered with: ``"ranks [0, 1]: …"``)."""
+    return any(n.endswith(note) for n in notes)
