@@ -98,7 +98,7 @@ def _trace_view_span_ns(path: Path) -> int | None:
 
     A rank without a rank id (a MindSpore CPU profile writes none) is told apart from
     another run's only by its time span: its folder's time stamp says when it started,
-    this says when it ended (:mod:`perfkit.io.runs_group`).
+    this says when it ended (:mod:`perfkit.io.detect.group_runs`).
     """
     if not path.is_file():
         return None
