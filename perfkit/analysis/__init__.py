@@ -13,6 +13,7 @@ from .cluster import (
     stage_imbalance_us,
     sync_points,
 )
+from .collective_bw import collective_bandwidth, collective_bandwidth_summary
 from .communication import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
 from .compare import compare_profiles, compare_steps, kernel_class
 from .efficiency import (
@@ -51,7 +52,8 @@ __all__ = [
     # compare
     "compare_profiles", "compare_steps", "kernel_class",
     # communication
-    "comm_summary", "comm_bandwidth_summary", "slow_links", "comm_overlap",
+    "comm_summary", "comm_bandwidth_summary", "collective_bandwidth",
+    "collective_bandwidth_summary", "slow_links", "comm_overlap",
     "host_collective_waits",
     # cluster
     "slow_ranks", "stage_balance", "stage_imbalance_us", "data_loading", "host_bound",

@@ -23,7 +23,7 @@ from ..comm_words import KINETO_NONE, KINETO_UNRECORDED
 from ..distinct import per_distinct
 from ..trace_tables import step_spans
 from ..validate import plausible_origin
-from .comm import _host_comm_ops, _kernel_comm_ops
+from .comm import _host_comm_ops, _kernel_comm_ops, named_note
 from .iterations import FROM_OPTIMIZER, one_step_note, optimizer_spans
 from .kernels import _kernels
 from .kinds import _bool, _Kinds
@@ -38,21 +38,22 @@ __all__ = ["looks_like_kineto", "parse", "parse_trace", "TRACE_COLUMNS", "CATEGO
 
 TRACE_COLUMNS = ("external_id", "correlation", "stream", "device", "input_dims", "input_type",
                  "concrete_inputs", "pg_name", "collective", "in_nelems", "out_nelems",
-                 "msg_dtype")
+                 "msg_dtype", "group_size", "pg_ranks")
 """``args`` of complete events the tables use (launch links, streams, operator shapes, what
 a collective's kernel says about it)."""
 
 CATEGORICAL = ("name", "cat", "pid", "tid", "input_dims", "input_type", "concrete_inputs",
-               "pg_name", "collective", "msg_dtype")
+               "pg_name", "collective", "msg_dtype", "pg_ranks")
 """Text columns of the events read as Categoricals: a few thousand distinct values over
 millions of events (:func:`parse_trace` accepts either kind of column)."""
 
 _DEV_COLS = ("name", "cat", "pid", "tid", "ts_ns", "dur_us", "external_id", "correlation",
              "stream", "device", "pg_name", "collective", "in_nelems", "out_nelems",
-             "msg_dtype")
+             "msg_dtype", "group_size", "pg_ranks")
 
 _CPU_COLS = ("name", "tid", "ts_ns", "dur_us", "external_id", "input_dims", "input_type",
-             "concrete_inputs")
+             "concrete_inputs", "pg_name", "collective", "in_nelems", "out_nelems", "msg_dtype",
+             "group_size", "pg_ranks")
 
 
 def looks_like_kineto(path: Path) -> bool:
@@ -153,17 +154,18 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     ops = _ops(runtime, cpu, dev, spans, origin)
     if "input_shapes" in ops.columns and len(kernels):
         kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)
-    del runtime
     split = KINETO_UNRECORDED
     comm_ops = _host_comm_ops(cpu, spans, origin) if cpu_only else \
-        _kernel_comm_ops(dev, kernels)
+        _kernel_comm_ops(dev, kernels, runtime, cpu, "rccl" if vendor == "amd" else "nccl")
+    del runtime
     fams = ", ".join(sorted(set(comm_ops["family"].dropna()))) if len(comm_ops) else ""
     if cpu_only:
         notes.append(f"comm_ops: read from the host collectives of a CPU-only run "
                      f"({fams or 'none'}); "
                      + split)
     elif len(comm_ops):
-        notes.append(f"comm_ops: read from the communication kernels ({fams}); " + split)
+        notes.append(f"comm_ops: read from the communication kernels ({fams}); "
+                     + named_note(comm_ops) + split)
     else:
         # a GPU job whose collectives ran on the host (the gloo backend with CUDA tensors)
         comm_ops = _host_comm_ops(cpu, spans, origin)
