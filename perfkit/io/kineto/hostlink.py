@@ -132,11 +132,13 @@ def _host_collectives(comm_dev: pd.DataFrame, runtime: pd.DataFrame,
         first = first[~first.index.duplicated()]
         at = first.reindex(corr).to_numpy()
         launched = ~np.isnan(at)
-        ts = np.where(launched, rt["ts_ns"].to_numpy(np.int64)[
-            np.nan_to_num(at).astype(np.int64)], comm_dev["ts_ns"].to_numpy(np.int64))
+        pos = np.nan_to_num(at).astype(np.int64)
+        rt_ts = np.append(rt["ts_ns"].to_numpy(np.int64), 0)  # one more: never empty
         (rt_thread, h_thread) = _thread_codes(rt["tid"], h["tid"])
+        rt_thread = np.append(rt_thread, -1)
+        ts = np.where(launched, rt_ts[pos], comm_dev["ts_ns"].to_numpy(np.int64))
         h = h.assign(_thread=h_thread)
-        thread = np.where(launched, rt_thread[np.nan_to_num(at).astype(np.int64)], -2)
+        thread = np.where(launched, rt_thread[pos], -2)
         inner = _innermost(h, thread, ts)
         out = _chain_info(h, inner)
         linked = inner >= 0
