@@ -29,7 +29,7 @@ from .kernels import _kernels
 from .kinds import _bool, _Kinds
 from .launches import _kernel_shapes
 from .memory import _memory
-from .meta import _groups, _last_end, _vendor
+from .meta import _device_facts, _groups, _last_end, _vendor
 from .ops import _ops
 from .steps import _host_steps, _steps, _unknown_where_durations_missing, _whole_trace_span
 
@@ -200,6 +200,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                "table_files": {t: str(path) for t in ("kernels", "ops", "steps", "comm_ops",
                                                       "memory")},
                "devices": list(trace.device_names), "vendor": vendor,
+               "device_facts": _device_facts(trace.device_properties),
                "header": dict(trace.header), "end_ns": end_ns,
                "rank_source": how or None,
                "profiler_steps": sorted(int(s) for s in marks["step"]) if len(marks) else [],
