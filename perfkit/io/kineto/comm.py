@@ -142,9 +142,8 @@ def named_note(comm_ops: pd.DataFrame) -> str:
     if "named_by" not in comm_ops.columns or not len(comm_ops):
         return ""
     n = int(comm_ops["named_by"].eq("host").sum())
-    if not n:
-        return ("no kernel is linked to a host collective event (nccl:*, c10d::*, "
-                "record_param_comms): each is named by the kernel; ")
+    if not n:  # each is named by its kernel, as a trace without host collectives says
+        return ""
     sized = int(comm_ops["size_bytes"].notna().sum()) if "size_bytes" in comm_ops else 0
     return (f"{n} of {len(comm_ops)} kernels named by the host collective their launch ran "
             "in (nccl:* / c10d::* / record_param_comms), the rest by the kernel's name"
