@@ -35,8 +35,8 @@ from ._util import (
 )
 from .host_sync import SYNC_PATTERN, sync_points
 from .layout import recorded_stages
-from .recorded import recorded_mask, recorded_text, unrecorded
 from .rank_noise import MIN_STEP_SHARE, NOISE_FACTOR, step_noise_us
+from .recorded import recorded_mask, recorded_text, unrecorded
 from .steps import exposed_comm_us, step_breakdown, step_wall_us
 
 __all__ = ["slow_ranks", "stage_balance", "stage_imbalance_us", "stage_of_ranks",
