@@ -48,7 +48,7 @@ class _Args(msgspec.Struct, gc=False):
     out_nelems: _FloatStr = msgspec.field(default=None, name="Out msg nelems")
     msg_dtype: _IntStr = msgspec.field(default=None, name="dtype")
     group_size: _FloatStr = msgspec.field(default=None, name="Group size")
-    pg_ranks: _IntStr = msgspec.field(default=None, name="Process Group Ranks")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")  # text or list
     # operator arguments of a Kineto cpu_op (record_shapes=True), kept as raw JSON text
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
