@@ -68,11 +68,13 @@ def slow_ranks(ctx: Context) -> list[Finding]:
                     f"step against {fmt_time(worst['median_us'])} on the median rank "
                     f"(+{fmt_time(worst['excess_us'])})")
         if np.isfinite(waited) and waited <= 0:
-            # the peers' exposed communication is no longer than the rank's own: they do
-            # not wait for it inside the collectives, whatever its excess
-            title = title.replace(", who wait for it", "")
-            evidence += ("; its peers' exposed communication is not longer than its own, so "
-                         "they do not wait for it in the collectives (nothing at stake)")
+            # the peers' exposed communication is no longer than the rank's own: their wait
+            # for it does not show inside the collectives (it is in their free time, or the
+            # ranks are not synchronised by them); a wait is never negative, so it is said
+            # as 0 and the excess is what the step loses
+            evidence += (f"; its peers' exposed communication is {fmt_time(-waited)} "
+                         "shorter than its own, so their wait for it does not show in the "
+                         "collectives: its excess is counted instead")
             waited = 0.0
         out.append(measured(
             ctx, "slow_ranks", "cluster", stake, title, evidence,
@@ -105,10 +107,10 @@ def _slow_rank_stake(ctx: Context, rank: int, excess_us: float) -> tuple[float, 
     if peers.empty:
         return excess_us, float("nan")
     waited = median(peers) - float(per[rank])
-    if not np.isfinite(waited):
+    if not np.isfinite(waited) or waited <= 0:
+        # no wait shows in the peers' collectives: the step still loses the excess
         return excess_us, waited
-    # never a negative wait: peers exposed less than the rank itself do not wait for it
-    return min(excess_us, max(0.0, waited)), waited
+    return min(excess_us, waited), waited
 
 
 def _rank_holding_stage(ctx: Context, sb: pd.DataFrame, stage: int
