@@ -31,7 +31,13 @@ from .launches import _kernel_shapes
 from .memory import _memory
 from .meta import _device_facts, _groups, _last_end, _vendor
 from .ops import _ops
-from .steps import _host_steps, _steps, _unknown_where_durations_missing, _whole_trace_span
+from .steps import (
+    _device_marked_steps,
+    _host_steps,
+    _steps,
+    _unknown_where_durations_missing,
+    _whole_trace_span,
+)
 
 __all__ = ["looks_like_kineto", "parse", "parse_trace", "TRACE_COLUMNS", "CATEGORICAL"]
 
@@ -95,6 +101,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     # and that shorter copy would end the step before its backward kernels are launched
     on_gpu = kinds.mask("gpu_user_annotation")
     spans = step_spans(x[is_step & ~is_dev & ~on_gpu])
+    gpu_marks = step_spans(x[is_step & on_gpu])  # Kineto's device-side step markers
 
     # each part of the trace is taken out once, with only the columns its tables need
     dev = x.loc[is_dev, [c for c in _DEV_COLS if c in x.columns]]
@@ -124,6 +131,9 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     said = len(notes) > noted  # optimizer_spans said why its annotations made no step
 
     kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
+    if len(spans) and len(gpu_marks):
+        kernels["step"] = _device_marked_steps(kernels["step"].to_numpy(np.float64),
+                                               dev["ts_ns"].to_numpy(), gpu_marks, notes)
     steps = _steps(dev, kernels, spans)
     steps = _unknown_where_durations_missing(steps, kernels, notes)
     if not len(spans):
