@@ -205,7 +205,7 @@ def _kineto(library: str) -> CommWords:
     # traces have none, or a "Process Group ID"
     group = ("a Kineto trace names a collective's group only where the profiler records "
              f"it (PyTorch 2.4 or later), in the “Process Group Name” argument of its "
-             f"{library} kernels")
+             f"{library} kernels or of the record_param_comms around their launch")
     return CommWords("the trace's communication kernels", fill, group, split,
                      f"{group}, and does not split a collective's time into transit, wait "
                      "and idle")
