@@ -141,6 +141,7 @@ def test_generic_kernels_take_the_host_kind(tmp_path: Path, launches: bool) -> N
     assert Counter(comm_op_type(c["name"])) == {"allreduce": 3, "broadcast": 2}
     assert set(c["kernel"].str.startswith("ncclDevKernel_Generic")) == {True}
     assert (c["size_bytes"] == 4 * (1 << 20)).all()
+    assert set(c["linked_by"]) == {"launch" if launches else "time"}
     bw = A.collective_bandwidth(p)
     alg = 4 * (1 << 20) / 400 / 1e3
     ar = bw[bw["op_type"] == "allreduce"]

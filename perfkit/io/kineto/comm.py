@@ -35,8 +35,9 @@ def _kernel_comm_ops(dev: pd.DataFrame, kernels: pd.DataFrame, runtime: pd.DataF
     ``name`` is the host's name of the collective when the host records one
     (:func:`~perfkit.io.kineto.hostlink._host_collectives`: the ``nccl:*`` annotation, else
     ``<library>:<Collective name>`` of ``record_param_comms``, else the ``c10d::*``
-    operator), the kernel's name otherwise; ``kernel`` is always the kernel's name and
-    ``named_by`` says which (``host`` or ``kernel``). ``size_bytes`` follows nccl-tests'
+    operator), the kernel's name otherwise; ``kernel`` is always the kernel's name,
+    ``named_by`` says which (``host`` or ``kernel``) and ``linked_by`` how the host events
+    were found (``launch``, ``time``, NA). ``size_bytes`` follows nccl-tests'
     convention (the larger of the input and output buffers: all-gather's output,
     reduce-scatter's input, the one buffer of the others) = nelems × bytes per element of
     ``dtype``; ``group_size`` is the ``Group size`` arg, else the count of ``Process Group
@@ -58,6 +59,8 @@ def _kernel_comm_ops(dev: pd.DataFrame, kernels: pd.DataFrame, runtime: pd.DataF
                                   kernel_name.to_numpy(dtype=object)), dtype="string"),
         "kernel": kernel_name.array,
         "named_by": pd.array(np.where(named, "host", "kernel"), dtype="string"),
+        # how the host events were found: the kernel's launch, else its start (time)
+        "linked_by": host["linked_by"].astype("string").array,
         "start_us": k["start_us"].to_numpy(), "elapse_us": k["dur_us"].to_numpy(),
         "family": k["family"].array,
     })
@@ -146,6 +149,7 @@ def named_note(comm_ops: pd.DataFrame) -> str:
         return ""
     sized = int(comm_ops["size_bytes"].notna().sum()) if "size_bytes" in comm_ops else 0
     return (f"{n} of {len(comm_ops)} kernels named by the host collective their launch ran "
-            "in (nccl:* / c10d::* / record_param_comms), the rest by the kernel's name"
+            "in (nccl:* / c10d::* / record_param_comms; without a launch in the trace, the "
+            "one open when the kernel started), the rest by the kernel's name"
             + (f"; {sized} sized from the collective's args (size_bytes, group_size)"
                if sized else "") + "; ")
