@@ -229,7 +229,7 @@ def exposed_comm(ctx: Context) -> list[Finding]:
         rec = say(ctx.fw, {
             "pytorch_gpu": "The exposed collective is an all-to-all, which exchanges "
                            "activations, not gradient buckets: the expert-parallel token "
-                           "dispatch / combine of a mixture of experts, or the lookups of "
+                           "dispatch and combine of a mixture of experts, or the lookups of "
                            "sharded embedding tables (TorchRec). Hide it behind computation: "
                            "overlap the exchange of one micro-batch or batch with the work of "
                            "another (two micro-batches in flight, as DualPipe does; DeepEP's "
