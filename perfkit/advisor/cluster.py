@@ -59,14 +59,28 @@ def slow_ranks(ctx: Context) -> list[Finding]:
             rec = ("Check that rank's links in the communication matrix (a slow link) and "
                    "whether it joins a collective that the others leave early.")
         stake, waited = _slow_rank_stake(ctx, rank, float(worst["excess_us"]))
+        evidence = (f"rank {rank}: {str(worst['phase'])} {fmt_time(worst['value_us'])} per "
+                    f"step against {fmt_time(worst['median_us'])} on the median rank "
+                    f"(+{fmt_time(worst['excess_us'])}, above its step-to-step noise and "
+                    f"{pct(float(worst['step_share']))} of the median step)"
+                    if np.isfinite(float(worst["step_share"])) else
+                    f"rank {rank}: {str(worst['phase'])} {fmt_time(worst['value_us'])} per "
+                    f"step against {fmt_time(worst['median_us'])} on the median rank "
+                    f"(+{fmt_time(worst['excess_us'])})")
+        if np.isfinite(waited) and waited <= 0:
+            # the peers' exposed communication is no longer than the rank's own: their wait
+            # for it does not show inside the collectives (it is in their free time, or the
+            # ranks are not synchronised by them); a wait is never negative, so it is said
+            # as 0 and the excess is what the step loses
+            evidence += (f"; its peers' exposed communication is {fmt_time(-waited)} "
+                         "shorter than its own, so their wait for it does not show in the "
+                         "collectives: its excess is counted instead")
+            waited = 0.0
         out.append(measured(
-            ctx, "slow_ranks", "cluster", stake, title,
-            f"rank {rank}: {str(worst['phase'])} {fmt_time(worst['value_us'])} per step "
-            f"against {fmt_time(worst['median_us'])} on the median rank "
-            f"(+{fmt_time(worst['excess_us'])})",
+            ctx, "slow_ranks", "cluster", stake, title, evidence,
             rec, details=f"metric {metric}; robust z = {float(worst['z']):.1f}; check "
-            f"order {int(worst['check_order'])} of the seed's cluster method; "
-            f"peers wait {waited:.0f} µs per step"))
+            f"order {int(worst['check_order'])} of the seed's cluster method"
+            + (f"; peers wait {waited:.0f} µs per step" if np.isfinite(waited) else "")))
     return out
 
 
@@ -94,6 +108,7 @@ def _slow_rank_stake(ctx: Context, rank: int, excess_us: float) -> tuple[float, 
         return excess_us, float("nan")
     waited = median(peers) - float(per[rank])
     if not np.isfinite(waited) or waited <= 0:
+        # no wait shows in the peers' collectives: the step still loses the excess
         return excess_us, waited
     return min(excess_us, waited), waited
 
@@ -104,14 +119,17 @@ def _rank_holding_stage(ctx: Context, sb: pd.DataFrame, stage: int
 
     The ranks of a stage (its data-parallel replicas) run the same layers, so their
     computation times should match. When one of them computes at least 5 % longer than
-    the median of the others while those others compute no longer than the ranks of the
-    other stages (5 % margin), the stage is not too heavy: that rank holds it back (a
-    slow device), and with it every stage that waits for it.
+    the median of the others, by more than :data:`perfkit.analysis.cluster.NOISE_FACTOR`
+    times its own step-to-step spread, that rank holds the stage back (a slow device),
+    and with it every stage that waits for it.
 
     Returns
     -------
     (rank, its computation per step in µs, the computation of its stage peers by rank),
-    or None when the stage is slow as a whole or the stage has a single rank.
+    or None when the stage is slow as a whole or the stage has a single rank. The stage
+    may also be heavier than the others without that rank (the output layer on the last
+    stage): the caller then reports the rank first and the rest of the stage's excess
+    after it.
     """
     s = ctx.steps
     if not has_values(s, "computing_us"):
@@ -129,7 +147,11 @@ def _rank_holding_stage(ctx: Context, sb: pd.DataFrame, stage: int
     peer_us = median(peers)
     if others.empty or not np.isfinite(peer_us) or peer_us <= 0:
         return None
-    if float(mine[rank]) < 1.05 * peer_us or peer_us > 1.05 * float(others.max()):
+    if float(mine[rank]) < 1.05 * peer_us:
+        return None
+    # beyond the step-to-step noise of the rank's own computation (robust spread)
+    noise = _cluster.step_noise_us(s, "computing_us").get(rank, np.nan)
+    if np.isfinite(noise) and float(mine[rank]) - peer_us <= _cluster.NOISE_FACTOR * noise:
         return None
     return rank, float(mine[rank]), peers
 
@@ -171,13 +193,21 @@ def pipeline(ctx: Context) -> list[Finding]:
     # schedule's bubble) is what the imbalance costs, at most the spread of stage times
     imbalance = _cluster.stage_imbalance_us(sb)
     held = _rank_holding_stage(ctx, sb, int(worst["stage"])) if spread > 0 else None
+    rest = imbalance
     if held is not None and imbalance > 0:
-        out.append(_stage_held_by_rank(ctx, sb, worst, fastest, held, imbalance, excess_max))
-    elif spread > 0 and imbalance > 0:
+        # the rank first: what it adds over its stage peers is what the others wait for it
+        rank_cost = min(imbalance, held[1] - median(held[2]))
+        out.append(_stage_held_by_rank(ctx, sb, worst, fastest, held, rank_cost,
+                                       excess_max))
+        rest = _stage_without_rank(ctx, sb, held, imbalance - rank_cost)
+    if rest > 0 and spread > 0:
         out.append(measured(
-            ctx, "stage_imbalance", "cluster", imbalance,
-            f"Pipeline stage {int(worst['stage'])} takes {pct(float(worst['imbalance']))} "
-            f"longer than stage {int(fastest['stage'])}; the other stages wait for it",
+            ctx, "stage_imbalance", "cluster", rest,
+            (f"Pipeline stage {int(worst['stage'])} takes {pct(float(worst['imbalance']))} "
+             f"longer than stage {int(fastest['stage'])}; the other stages wait for it")
+            if held is None else
+            (f"Pipeline stage {int(worst['stage'])} is also heavier than stage "
+             f"{int(fastest['stage'])} without rank {held[0]}; the other stages wait for it"),
             "own work per step (step minus receive wait): " + ", ".join(
                 f"stage {int(r.stage)} (ranks {r.ranks}) {fmt_time(r.stage_us)}"
                 for r in sb.itertuples()) + f"; the stages wait {fmt_time(excess_max)} per "
@@ -225,6 +255,22 @@ def pipeline(ctx: Context) -> list[Finding]:
         + ctx.assumed_note("num_micro_batches", "vpp"),
         f"If memory allows, {more_mb}.", severity="info"))
     return out
+
+
+def _stage_without_rank(ctx: Context, sb: pd.DataFrame, held: tuple[int, float, pd.Series],
+                        left: float) -> float:
+    """What the slowest stage still costs once its slow rank is set aside: the rest of the
+    imbalance (``left``) when its other ranks compute more than 5 % longer than every rank
+    of the other stages, else 0 (the rank explains the stage)."""
+    s = ctx.steps
+    where = _cluster.stage_of_ranks(ctx.profile, parallel=ctx.parallel)
+    comp = pd.DataFrame({"rank": s["rank"], "c": s["computing_us"]}).groupby("rank")["c"]
+    comp = comp.median().dropna()
+    stage = where.get(held[0])
+    others = comp[[r for r in where.index[where != stage] if r in comp.index]]
+    if others.empty or median(held[2]) <= 1.05 * float(others.max()):
+        return 0.0
+    return max(0.0, left)
 
 
 def _stage_held_by_rank(ctx: Context, sb: pd.DataFrame, worst: Any, fastest: Any,

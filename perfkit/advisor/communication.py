@@ -224,17 +224,24 @@ def exposed_comm(ctx: Context) -> list[Finding]:
             details += f"low {r.transport} efficiency {r.efficiency:.3f}; "
     if not cs.empty and str(cs.iloc[0]["op_type"]) == "alltoall" and \
             ctx.fw.startswith("pytorch_"):
-        # expert parallelism: the token exchange (DeepEP dispatch / combine, all-to-all)
+        # an all-to-all exchanges rows, not gradients: the expert-parallel token exchange
+        # (DeepEP dispatch / combine) or the sharded embeddings' lookups (TorchRec)
         rec = say(ctx.fw, {
-            "pytorch_gpu": "Hide the expert-parallel token exchange behind computation: "
-                           "overlap dispatch and combine with the attention or shared-expert "
-                           "work of another micro-batch (two micro-batches in flight, as "
-                           "DualPipe does; DeepEP's hook-based low-latency kernels), keep "
-                           "expert-parallel groups inside the NVLink domain where they fit, "
-                           "and balance the tokens per expert.",
-            "pytorch_cpu": "Hide the expert-parallel token exchange behind computation "
-                           "(overlap the all-to-all of one micro-batch with the computation "
-                           "of another) and balance the tokens per expert."})
+            "pytorch_gpu": "The exposed collective is an all-to-all, which exchanges "
+                           "activations, not gradient buckets: the expert-parallel token "
+                           "dispatch and combine of a mixture of experts, or the lookups of "
+                           "sharded embedding tables (TorchRec). Hide it behind computation: "
+                           "overlap the exchange of one micro-batch or batch with the work of "
+                           "another (two micro-batches in flight, as DualPipe does; DeepEP's "
+                           "hook-based kernels; TorchRec's pipelined training, "
+                           "TrainPipelineSparseDist), keep the exchange group inside the "
+                           "NVLink domain where it fits, and balance the tokens per expert or "
+                           "the rows per embedding shard.",
+            "pytorch_cpu": "The exposed collective is an all-to-all, which exchanges "
+                           "activations, not gradient buckets (expert tokens or sharded "
+                           "embedding rows): overlap the exchange of one micro-batch with the "
+                           "computation of another and balance the load per expert or "
+                           "embedding shard."})
     elif _tensor_parallel_only(ctx):
         # dp = 1: no gradient reduction to overlap; the exposed collectives are the layers'
         # own tensor-parallel all-reduces / all-gathers

@@ -25,6 +25,8 @@ _HOME: dict[str, str | None] = {
     "stage_balance": "cluster",
     "stage_imbalance_us": "cluster",
     "sync_points": "cluster",
+    "collective_bandwidth": "collective_bw",
+    "collective_bandwidth_summary": "collective_bw",
     "comm_bandwidth_summary": "communication",
     "comm_overlap": "communication",
     "comm_summary": "communication",
@@ -79,7 +81,8 @@ __all__ = [
     # compare
     "compare_profiles", "compare_steps", "kernel_class",
     # communication
-    "comm_summary", "comm_bandwidth_summary", "slow_links", "comm_overlap",
+    "comm_summary", "comm_bandwidth_summary", "collective_bandwidth",
+    "collective_bandwidth_summary", "slow_links", "comm_overlap",
     "host_collective_waits",
     # cluster
     "slow_ranks", "stage_balance", "stage_imbalance_us", "data_loading", "host_bound",
@@ -124,6 +127,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         stage_imbalance_us,
         sync_points,
     )
+    from .collective_bw import collective_bandwidth, collective_bandwidth_summary
     from .communication import comm_bandwidth_summary, comm_overlap, comm_summary, slow_links
     from .compare import compare_profiles, compare_steps, kernel_class
     from .efficiency import (

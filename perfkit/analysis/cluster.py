@@ -35,8 +35,9 @@ from ._util import (
 )
 from .host_sync import SYNC_PATTERN, sync_points
 from .layout import recorded_stages
+from .rank_noise import MIN_STEP_SHARE, NOISE_FACTOR, step_noise_us
 from .recorded import recorded_mask, recorded_text, unrecorded
-from .steps import exposed_comm_us, step_breakdown
+from .steps import exposed_comm_us, step_breakdown, step_wall_us
 
 __all__ = ["slow_ranks", "stage_balance", "stage_imbalance_us", "stage_of_ranks",
            "data_loading", "host_bound", "sync_points", "SLOW_RANK_METRICS",
@@ -64,12 +65,14 @@ DATALOADER_PATTERN = (r"(?i)dataloader|enumerate\(|__next__|next_data|getnext|"
 SLOW_COLUMNS: dict[str, str] = {
     "rank": "Int64", "metric": "string", "check_order": "int64", "phase": "string",
     "value_us": "float64", "median_us": "float64", "mad_us": "float64", "z": "float64",
-    "excess_us": "float64", "excess_pct": "float64", "slow": "boolean",
+    "excess_us": "float64", "excess_pct": "float64", "noise_us": "float64",
+    "step_share": "float64", "slow": "boolean",
 }
 
 
 def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
                metrics: Sequence[str] | None = None,
+               noise_factor: float = NOISE_FACTOR, min_step_share: float = MIN_STEP_SHARE,
                stages: Mapping[int, int] | Sequence[Sequence[int]] | None = None,
                parallel: Any = None) -> pd.DataFrame:
     """Robust outlier test per metric: which ranks are slower than the others.
@@ -79,7 +82,12 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
     ``z = (value - median) / (1.4826 * MAD)`` (±inf when the MAD is 0, i.e. when at least
     half the ranks are identical and this one is not). A rank is *slow* on a metric when
     ``z >= threshold`` **and** its value exceeds the median by at least ``min_excess``
-    (relative), so that tiny absolute differences are not reported.
+    (relative), so that tiny absolute differences are not reported, **and** the excess is
+    above the noise: more than ``noise_factor`` × ``noise_us`` (the larger of the rank's
+    own step-to-step spread and the median spread of its peers,
+    :func:`perfkit.analysis.rank_noise.step_noise_us`; not tested where no rank has 3
+    steps) and at least ``min_step_share`` of the median step's wall time
+    (``step_share`` = excess / median wall).
 
     Parameters
     ----------
@@ -90,6 +98,12 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
         Robust z-score above which a rank is an outlier (3.5 is the usual choice).
     min_excess : float
         Minimum relative excess over the median.
+    noise_factor : float
+        How many times the step-to-step noise the excess must exceed
+        (:data:`perfkit.analysis.rank_noise.NOISE_FACTOR`, 2).
+    min_step_share : float
+        Smallest excess as a share of the median step's wall time
+        (:data:`perfkit.analysis.rank_noise.MIN_STEP_SHARE`, 2 %).
     metrics : sequence of str, optional
         Subset of ``free_us``, ``preparing_us``, ``computing_us``, ``comm_exposed_us``
         (default: all that the steps table has; ``comm_not_overlapped_us``, the earlier
@@ -136,8 +150,14 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
     long["excess_pct"] = 100.0 * long["excess_us"] / long["median_us"].where(
         long["median_us"] > 0)
     n_ranks = long.groupby(peers)["rank"].transform("nunique")
+    long["noise_us"] = _noise(s, long, peers)
+    wall = step_wall_us(s) if "step_us" in s.columns else pd.Series(dtype="float64")
+    med_wall = float(wall.median()) if wall.notna().any() else float("nan")
+    long["step_share"] = long["excess_us"] / med_wall if med_wall > 0 else np.nan
+    above_noise = ~(long["excess_us"] <= noise_factor * long["noise_us"]).fillna(False)
+    big = ~(long["step_share"] < min_step_share).fillna(False)
     long["slow"] = ((long["z"] >= threshold) & (long["excess_pct"] >= 100.0 * min_excess)
-                    & (n_ranks >= 3))
+                    & (n_ranks >= 3) & above_noise & big)
     order = {m: (o, p) for m, o, p in SLOW_RANK_METRICS}
     long["check_order"] = long["metric"].map(lambda m: order[m][0])
     long["phase"] = long["metric"].map(lambda m: order[m][1])
@@ -146,6 +166,19 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
     if per_rank.shape[0] < 3 or (n_ranks < 3).any():
         add_note(out, "fewer than 3 comparable ranks (per stage when stages are known): a "
                       "robust outlier rule needs at least 3")
+    return out
+
+
+def _noise(s: pd.DataFrame, long: pd.DataFrame, peers: pd.Series) -> np.ndarray:
+    """Per (rank, metric) row of ``long``: the larger of the rank's step-to-step noise and
+    the median noise of its peer group (same metric and stage); NaN where unknown."""
+    out = np.full(len(long), np.nan)
+    for metric in pd.unique(long["metric"]):
+        noise = step_noise_us(s, str(metric))
+        sel = (long["metric"] == metric).to_numpy(bool)
+        own = long.loc[sel, "rank"].astype("float64").map(noise).to_numpy(np.float64)
+        group = pd.Series(own, index=long.index[sel]).groupby(peers[sel]).transform("median")
+        out[sel] = np.fmax(own, group.to_numpy(np.float64))
     return out
 
 

@@ -638,6 +638,15 @@ def ascend_db(root: Path) -> list[Case]:
     return cases
 
 
+def _kineto_comm_named_unsized(got: Any, ref: Any) -> None:
+    """The collectives keep the names their host events give (as in the intact trace) and
+    no size or group size comes from args of the wrong type."""
+    assert list(got.comm_ops["name"]) == list(ref.comm_ops["name"])
+    assert set(got.comm_ops["named_by"]) == {"host"}
+    for col in ("size_bytes", "group_size"):
+        assert col not in got.comm_ops.columns or got.comm_ops[col].isna().all()
+
+
 def _kineto_json(src: Path) -> dict[str, Any]:
     return json.loads(gzip.decompress(src.read_bytes()))
 
@@ -754,6 +763,19 @@ def kineto(root: Path) -> list[Case]:
 
     f = mutated("args", wrong_args)
     cases.append(Case("kineto-args-wrong-type", "load", f, "ok", ref="KH", check=_origin_same))
+
+    def comm_args_garbled(d: dict[str, Any]) -> None:
+        # record_param_comms with collective args of the wrong types: the kernels are still
+        # named by their host annotation, and no size is made up
+        for e in d["traceEvents"]:
+            if isinstance(e, dict) and e.get("name") == "record_param_comms":
+                e.setdefault("args", {}).update({
+                    "Group size": "eight", "In msg nelems": [1, 2], "Out msg nelems": "many",
+                    "dtype": 42, "Process Group Ranks": {"not": "a list"}})
+
+    f = mutated("comm-args", comm_args_garbled)
+    cases.append(Case("kineto-collective-args-wrong-type", "load", f, "ok", ref="KH",
+                      check=_kineto_comm_named_unsized))
 
     def dist_wrong(d: dict[str, Any]) -> None:
         d["distributedInfo"] = "rank zero"

@@ -16,12 +16,20 @@ from typing import Any
 
 import pandas as pd
 
+from ...format import bytes_text
 from ...specs import Hardware
 from ...specs.hardware_presets import preset_for_device
 from .._frames import distinct, table_columns
 from .._util import distinct_values
 
-__all__ = ["DeviceReading", "read_device", "infer_hardware", "device_names"]
+__all__ = ["DeviceReading", "read_device", "infer_hardware", "device_names", "recorded_memory",
+           "MEMORY_TOLERANCE"]
+
+#: How far the memory a trace records may differ from its preset's before the recorded
+#: one wins: vendors quote "80 GB" for 80 GiB (7.4 % more) and the driver keeps a few
+#: hundred MiB back, so a 10 % difference is the same device, a larger one another SKU
+#: (a GH200's 96 GB against the H200's 141 GB).
+MEMORY_TOLERANCE = 0.10
 
 #: Ascend task types of the 910B generation (Atlas A2) and later.
 _A2_CORES = frozenset({"AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"})
@@ -67,6 +75,36 @@ def device_names(profile: Any) -> list[str]:
     return list(seen)
 
 
+def _facts(profile: Any, name: str) -> dict[str, Any]:
+    """What the profile (or its first rank naming it) records of device ``name``
+    (``meta.extra["device_facts"]``: memory_bytes, sm_count ...); empty when nothing."""
+    for m in _metas(profile):
+        for fact in (getattr(m, "extra", None) or {}).get("device_facts") or []:
+            if isinstance(fact, dict) and str(fact.get("name", "")).strip() == name:
+                return fact
+    return {}
+
+
+def recorded_memory(hardware: Hardware, fact: dict[str, Any]) -> tuple[Hardware, str]:
+    """The preset with the device memory the trace records, where they disagree.
+
+    ``fact["memory_bytes"]`` (Kineto's ``deviceProperties[].totalGlobalMem``) replaces
+    ``hardware.memory_bytes`` when it differs by more than :data:`MEMORY_TOLERANCE` of it;
+    the second value is the clause that says so (empty when the preset is kept). The SM
+    count the trace records is said, never used: the presets carry peaks, not SMs.
+    """
+    mem = fact.get("memory_bytes")
+    if not isinstance(mem, (int, float)) or mem <= 0 or hardware.memory_bytes <= 0:
+        return hardware, ""
+    if abs(mem - hardware.memory_bytes) <= MEMORY_TOLERANCE * hardware.memory_bytes:
+        return hardware, ""
+    sms = fact.get("sm_count")
+    return hardware.replace(memory_bytes=float(mem)), (
+        f"; the trace records {bytes_text(mem)} of device memory (deviceProperties "
+        f"totalGlobalMem) against the preset's {bytes_text(hardware.memory_bytes)}: the "
+        "recorded memory is used" + (f" (and it records {int(sms)} SMs)" if sms else ""))
+
+
 def _device_type(profile: Any) -> str:
     for m in _metas(profile):
         kind = str(getattr(m, "device_type", "") or "").lower()
@@ -108,7 +146,8 @@ def read_device(profile: Any) -> DeviceReading:
         if preset == "ascend-910b":  # "Ascend910B", as torch_npu's NPU_INFO writes it
             why += (" (the name gives the generation, not the chip model: set yours, e.g. "
                     "ascend-910b2, for its exact peak)")
-        return DeviceReading(Hardware.preset(preset), why, False, tuple(names))
+        hardware, said = recorded_memory(Hardware.preset(preset), _facts(profile, name))
+        return DeviceReading(hardware, why + said, False, tuple(names))
     if names:
         listed = ", ".join(repr(n) for n in names)
         return DeviceReading(None, f"the profile names the {label} {listed}, for which "

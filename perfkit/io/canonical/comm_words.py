@@ -23,8 +23,10 @@ __all__ = ["CommWords", "comm_words", "comm_words_of", "comm_library", "KINETO_U
 #: What the Kineto loader's ``comm_ops`` note says a trace does not record (its last
 #: clause, after "; "): the Communication tab leaves it out of that note where its own
 #: sentence already says the split is not recorded.
-KINETO_UNRECORDED = ("transit/wait/sync/idle split, comm_bandwidth and comm_matrix are not "
-                     "recorded by Kineto")
+KINETO_UNRECORDED = ("the transit/wait/sync/idle split and comm_matrix are not recorded by "
+                     "Kineto (a collective's size is, where record_param_comms gives it: "
+                     "comm_ops.size_bytes, and analysis.collective_bandwidth gives its "
+                     "bandwidths)")
 #: The Kineto loader's ``comm_ops`` note for a trace with no collective at all: an empty
 #: Communication tab says so in its own sentence and leaves this note out.
 KINETO_NONE = "comm_ops: no communication kernel nor host collective in this trace"
@@ -203,7 +205,7 @@ def _kineto(library: str) -> CommWords:
     # traces have none, or a "Process Group ID"
     group = ("a Kineto trace names a collective's group only where the profiler records "
              f"it (PyTorch 2.4 or later), in the “Process Group Name” argument of its "
-             f"{library} kernels")
+             f"{library} kernels or of the record_param_comms around their launch")
     return CommWords("the trace's communication kernels", fill, group, split,
                      f"{group}, and does not split a collective's time into transit, wait "
                      "and idle")

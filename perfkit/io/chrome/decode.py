@@ -380,7 +380,8 @@ _ARG_KEYS = {"name": "name", "labels": "labels", "external_id": "External id",
              "device_id": "Device Id", "device_type": "Device Type",
              "external_id_old": "external id", "pg_name": "Process Group Name",
              "collective": "Collective name", "in_nelems": "In msg nelems",
-             "out_nelems": "Out msg nelems", "msg_dtype": "dtype", "graph_id": "graph id"}
+             "out_nelems": "Out msg nelems", "msg_dtype": "dtype", "graph_id": "graph id",
+             "group_size": "Group size", "pg_ranks": "Process Group Ranks"}
 
 _RAW_ARG_KEYS = {"input_dims": "Input Dims", "input_type": "Input type",
                  "concrete_inputs": "Concrete Inputs"}

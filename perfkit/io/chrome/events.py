@@ -49,6 +49,8 @@ class _Args(msgspec.Struct, gc=False):
     msg_dtype: _IntStr = msgspec.field(default=None, name="dtype")
     # the CUDA / HIP graph a replayed kernel belongs to (CUPTI graphId; newer Kineto)
     graph_id: _IntStr = msgspec.field(default=None, name="graph id")
+    group_size: _FloatStr = msgspec.field(default=None, name="Group size")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")  # text or list
     # operator arguments of a Kineto cpu_op (record_shapes=True), kept as raw JSON text
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
@@ -108,13 +110,15 @@ ARG_COLUMNS: dict[str, tuple[str, str]] = {
     "input_type": ("input_type", "raw"), "concrete_inputs": ("concrete_inputs", "raw"),
     "pg_name": ("pg_name", "str"), "collective": ("collective", "str"),
     "in_nelems": ("in_nelems", "num"), "out_nelems": ("out_nelems", "num"),
-    "msg_dtype": ("msg_dtype", "str"), "graph_id": ("graph_id", "id")}
+    "msg_dtype": ("msg_dtype", "str"), "graph_id": ("graph_id", "id"),
+    "group_size": ("group_size", "num"), "pg_ranks": ("pg_ranks", "str")}
 """Columns that can be read from ``args``: column -> (field of :class:`_Args`, kind)."""
 X_COLUMNS = ("external_id", "correlation", "stream", "device", "task_type", "op_type",
              "input_dims", "input_type", "concrete_inputs")
 """``args`` columns kept for complete (``X``) events unless the reader asks for fewer."""
 _MEMORY = ("total_allocated", "total_reserved", "bytes", "device_id", "device_type")
-_SPARSE = ("pg_name", "collective", "in_nelems", "out_nelems", "msg_dtype")
+_SPARSE = ("pg_name", "collective", "in_nelems", "out_nelems", "msg_dtype", "group_size",
+           "pg_ranks")
 """``args`` a collective's kernel (and ``record_param_comms``) carries, keyed on
 ``Collective name``: read only from the events that have it."""
 _RAW_FIELDS = ("input_dims", "input_type", "concrete_inputs")

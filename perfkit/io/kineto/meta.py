@@ -59,3 +59,25 @@ def _groups(trace: ChromeTrace) -> dict[str, dict[str, object]]:
                      "global_ranks": [int(r) for r in ranks if isinstance(r, int)],
                      "backend": pg.get("backend_config")}
     return out
+
+
+#: ``deviceProperties`` keys kept as device facts (Kineto's names -> perfkit's).
+_FACTS = {"totalGlobalMem": "memory_bytes", "numSms": "sm_count",
+          "multiProcessorCount": "sm_count", "clockRate": "clock_khz"}
+
+
+def _device_facts(props: list[dict[str, object]]) -> list[dict[str, object]]:
+    """What each GPU of ``deviceProperties`` records of itself: ``name``, ``memory_bytes``
+    (``totalGlobalMem``), ``sm_count`` (``numSms``) and ``clock_khz`` (``clockRate``,
+    which Kineto does not write today), where present and numeric."""
+    out: list[dict[str, object]] = []
+    for d in props:
+        if not isinstance(d, dict) or not d.get("name"):
+            continue
+        fact: dict[str, object] = {"name": str(d["name"])}
+        for key, col in _FACTS.items():
+            v = d.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                fact.setdefault(col, float(v))
+        out.append(fact)
+    return out

@@ -26,6 +26,7 @@ from ..chrome.tables import (
     host_steps,
     overlap_breakdown,
     rel,
+    step_index,
 )
 from .kinds import _bool
 from .nesting import _thread_codes
@@ -141,3 +142,29 @@ def _host_steps(cpu: pd.DataFrame, spans: pd.DataFrame, origin: int | None,
                      thread=thread[keep])
     out["step_start_us"] = rel(out.pop("step_start_ns").to_numpy(np.int64), origin)
     return out
+
+
+def _device_marked_steps(step: np.ndarray, start_ns: np.ndarray, marks: pd.DataFrame,
+                         notes: list[str]) -> np.ndarray:
+    """Each device task's step, following Kineto's device-side step markers.
+
+    Kineto draws ``ProfilerStep#N`` on the GPU's lane too (``gpu_user_annotation``): the
+    device's own step boundaries. When the GPU runs behind the host, a task launched in
+    step N can run inside step N-1's device marker (a copy on another stream, started
+    while the previous step's kernels still run); counted in step N, it would stretch
+    N's window back over N-1's tail. A task whose start lies inside a device marker
+    belongs to that marker's step; the others keep the step of their launch, and a task
+    launched in no step stays in none. A note says how many moved.
+    """
+    marked = step_index(start_ns, marks)
+    # a task launched in no step (before the trace began) stays in none
+    inside = ~np.isnan(marked) & ~np.isnan(step)
+    moved = inside & (marked != step)
+    if moved.any():
+        n = int(moved.sum())
+        notes.append(f"steps: {counted(n, 'device task')} launched in one step ran inside "
+                     "the device-side ProfilerStep marker (gpu_user_annotation) of another: "
+                     f"{plural(n, 'it is', 'they are')} counted in the step whose marker "
+                     f"{plural(n, 'it runs', 'they run')} in, so that each step's device window "
+                     "follows the device's own step boundaries")
+    return np.where(inside, marked, step)

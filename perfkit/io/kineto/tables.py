@@ -23,37 +23,44 @@ from ..canonical.comm_words import KINETO_NONE, KINETO_UNRECORDED
 from ..canonical.validate import plausible_origin
 from ..chrome.decode import ChromeTrace, read_chrome_trace
 from ..chrome.tables import step_spans
-from .comm import _host_comm_ops, _kernel_comm_ops
+from .comm import _host_comm_ops, _kernel_comm_ops, named_note
 from .graphs import _graph_note
 from .iterations import FROM_OPTIMIZER, one_step_note, optimizer_spans
 from .kernels import _kernels
 from .kinds import _bool, _Kinds
 from .launches import _kernel_shapes
 from .memory import _memory
-from .meta import _groups, _last_end, _vendor
+from .meta import _device_facts, _groups, _last_end, _vendor
 from .ops import _ops
-from .steps import _host_steps, _steps, _unknown_where_durations_missing, _whole_trace_span
+from .steps import (
+    _device_marked_steps,
+    _host_steps,
+    _steps,
+    _unknown_where_durations_missing,
+    _whole_trace_span,
+)
 
 __all__ = ["looks_like_kineto", "parse", "parse_trace", "TRACE_COLUMNS", "CATEGORICAL"]
 
 
 TRACE_COLUMNS = ("external_id", "correlation", "stream", "device", "input_dims", "input_type",
                  "concrete_inputs", "pg_name", "collective", "in_nelems", "out_nelems",
-                 "msg_dtype", "graph_id")
+                 "msg_dtype", "graph_id", "group_size", "pg_ranks")
 """``args`` of complete events the tables use (launch links, streams, operator shapes, what
 a collective's kernel says about it)."""
 
 CATEGORICAL = ("name", "cat", "pid", "tid", "input_dims", "input_type", "concrete_inputs",
-               "pg_name", "collective", "msg_dtype")
+               "pg_name", "collective", "msg_dtype", "pg_ranks")
 """Text columns of the events read as Categoricals: a few thousand distinct values over
 millions of events (:func:`parse_trace` accepts either kind of column)."""
 
 _DEV_COLS = ("name", "cat", "pid", "tid", "ts_ns", "dur_us", "external_id", "correlation",
              "stream", "device", "pg_name", "collective", "in_nelems", "out_nelems",
-             "msg_dtype", "graph_id")
+             "msg_dtype", "graph_id", "group_size", "pg_ranks")
 
 _CPU_COLS = ("name", "tid", "ts_ns", "dur_us", "external_id", "input_dims", "input_type",
-             "concrete_inputs")
+             "concrete_inputs", "pg_name", "collective", "in_nelems", "out_nelems", "msg_dtype",
+             "group_size", "pg_ranks")
 
 
 def looks_like_kineto(path: Path) -> bool:
@@ -95,6 +102,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     # and that shorter copy would end the step before its backward kernels are launched
     on_gpu = kinds.mask("gpu_user_annotation")
     spans = step_spans(x[is_step & ~is_dev & ~on_gpu])
+    gpu_marks = step_spans(x[is_step & on_gpu])  # Kineto's device-side step markers
 
     # each part of the trace is taken out once, with only the columns its tables need
     dev = x.loc[is_dev, [c for c in _DEV_COLS if c in x.columns]]
@@ -124,6 +132,9 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     said = len(notes) > noted  # optimizer_spans said why its annotations made no step
 
     kernels = _kernels(runtime, dev, spans, origin, vendor, notes)
+    if len(spans) and len(gpu_marks):
+        kernels["step"] = _device_marked_steps(kernels["step"].to_numpy(np.float64),
+                                               dev["ts_ns"].to_numpy(), gpu_marks, notes)
     graph = _graph_note(runtime, kernels)
     if graph:
         notes.append(graph)
@@ -157,17 +168,18 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     ops = _ops(runtime, cpu, dev, spans, origin)
     if "input_shapes" in ops.columns and len(kernels):
         kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)
-    del runtime
     split = KINETO_UNRECORDED
     comm_ops = _host_comm_ops(cpu, spans, origin) if cpu_only else \
-        _kernel_comm_ops(dev, kernels)
+        _kernel_comm_ops(dev, kernels, runtime, cpu, "rccl" if vendor == "amd" else "nccl")
+    del runtime
     fams = ", ".join(sorted(set(comm_ops["family"].dropna()))) if len(comm_ops) else ""
     if cpu_only:
         notes.append(f"comm_ops: read from the host collectives of a CPU-only run "
                      f"({fams or 'none'}); "
                      + split)
     elif len(comm_ops):
-        notes.append(f"comm_ops: read from the communication kernels ({fams}); " + split)
+        notes.append(f"comm_ops: read from the communication kernels ({fams}); "
+                     + named_note(comm_ops) + split)
     else:
         # a GPU job whose collectives ran on the host (the gloo backend with CUDA tensors)
         comm_ops = _host_comm_ops(cpu, spans, origin)
@@ -202,6 +214,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                "table_files": {t: str(path) for t in ("kernels", "ops", "steps", "comm_ops",
                                                       "memory")},
                "devices": list(trace.device_names), "vendor": vendor,
+               "device_facts": _device_facts(trace.device_properties),
                "header": dict(trace.header), "end_ns": end_ns,
                "rank_source": how or None,
                "profiler_steps": sorted(int(s) for s in marks["step"]) if len(marks) else [],

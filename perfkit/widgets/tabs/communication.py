@@ -209,6 +209,9 @@ class CommunicationTab(Tab):
                 if tasks else "") + lacking
         if said:
             out.append(html_widget(note(said.strip())))
+        bw = bandwidth_html(profile)
+        if bw:
+            out.append(html_widget(bw))
         ranks = A.slow_ranks(profile)
         self._links = A.slow_links(profile)
         self._overlap = A.comm_overlap(profile)
@@ -328,6 +331,29 @@ class CommunicationTab(Tab):
                      "exposed share of the step, median",
                      "bubble_share": "bubble share of the step, median"})
         return table + (note(bubble_note(frame)) if bubble else "")
+
+
+def bandwidth_html(profile: Any) -> str:
+    """The algorithm and bus bandwidth per collective kind, group and rank
+    (:func:`perfkit.analysis.collective_bandwidth_summary`), with how they are counted;
+    empty when no collective records its size."""
+    bw = A.collective_bandwidth_summary(profile)
+    if bw.empty:
+        return ""
+    cols = [c for c in ("op_type", "group", "rank", "group_size", "count", "size_bytes",
+                        "time_us", "algbw_gbps", "busbw_gbps") if c in with_values(bw, list(bw))]
+    return frame_html(
+        bw, "Collectives: bandwidth per kind, group and rank", columns=cols,
+        headers={"op_type": "collective", "group_size": "ranks in group", "count": "calls",
+                 "size_bytes": "bytes", "time_us": "time", "algbw_gbps": "algorithm bw",
+                 "busbw_gbps": "bus bw"},
+        scope={"size_bytes": "summed over calls", "time_us": "summed over calls"},
+        shorten_text={"group": 28}) + note(
+        "Algorithm bandwidth is the bytes of the calls over their time; bus bandwidth "
+        "scales it as nccl-tests does, to compare with a link's: all-reduce × 2(n−1)/n, "
+        "all-gather, reduce-scatter and all-to-all × (n−1)/n, broadcast and send/receive × 1, "
+        "for a group of n ranks. The time is each call's whole duration, its wait for peers "
+        "included, so both are lower bounds on what the links carry.")
 
 
 def stages_html(profile: Any, parallel: Any = None) -> str:

@@ -347,7 +347,8 @@ class OverviewTab(JobTab):
                 "sum of its parts,", "sum of its parts over the ranks,")
             headers.update({"step_median_us": "step time, median over ranks",
                             "step_min_us": "fastest rank's step",
-                            "step_max_us": "slowest rank's step", "worst_rank": "slowest rank"})
+                            "step_max_us": "slowest rank's step",
+                            "worst_rank": "rank with the longest step"})
             self.steps_table.value = STYLE + frame_html(
                 spread, f"Steps: each step's time over the ranks{split}",
                 columns=["step", "step_median_us", "step_min_us", "step_max_us", "worst_rank",
