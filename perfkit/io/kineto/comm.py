@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._common.distinct import numeric, per_distinct, text
+from .._common.distinct import numeric, text
 from ..canonical.categories import host_comm_family
 from ..chrome.tables import rel, step_index
 from .hostlink import _host_collectives

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..categories import host_comm_family
-from ..distinct import numeric, text
+from .._common.distinct import numeric, text
+from ..canonical.categories import host_comm_family
 from .nesting import _parents, _thread_codes, last_open
 
 __all__: list[str] = []  # private to the Kineto reader
