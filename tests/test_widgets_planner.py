@@ -93,7 +93,8 @@ def test_the_profiled_layout_is_predicted_within_its_band(board) -> None:
     assert low <= measured <= high
     text = _text(panel)
     assert "inside the band" in text and "Calibrated on this profile" in text
-    assert f"{step / measured - 1:+.1%}" in text
+    off = step / measured - 1
+    assert f"{'+' if off > 0 else '−'}{100 * abs(off):.1f} %" in text
     # the first-order estimate no longer shows here: the calibrated prediction replaces it
     assert "uncalibrated step estimate" not in text and "UNCALIBRATED" not in text
     assert len(panel.charts) == 1

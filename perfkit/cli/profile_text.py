@@ -339,6 +339,17 @@ def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]
     return lines
 
 
+def _world_size(meta: Any, job: Any) -> str:
+    """The world size fact: the profile's own, or, where it records none, the devices of
+    the job's layout below, said as the job's (not a contradiction beside it)."""
+    text = meta.world_size_text()
+    devices = getattr(job, "world_size", None)
+    if text == "unknown" and devices:
+        return (f"not recorded by the profiler; the job below counts "
+                f"{counted(int(devices), 'device')} in its layout [{job.source('dp')}]")
+    return text
+
+
 def profile_info_text(profile_or_path: Any, n_findings: int = 5,
                       config: Any = None, run: Any = None) -> str:
     """What ``perfkit info PATH`` prints: what the profile is, its job, steps and findings.
@@ -389,19 +400,21 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
 
     meta = profile.meta
     rank_text = ranks_text(getattr(profile, "ranks", None), meta.rank)
+    from ..job import infer_job
+
+    job = infer_job(profile, config=config)
     facts = [("path", meta.path or str(profile_or_path)),
              ("format", format_fact(meta.source_format, meta.device_type)),
              ("framework", meta.framework or "unknown"),
              ("device", meta.device_type or "unknown"),
              ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),
-             ("world size", meta.world_size_text())]
-    lines = [f"Profile ({type(profile).__name__}, perfkit {__version__}):"]
+             ("world size", _world_size(meta, job))]
+    n = len(getattr(profile, "ranks", None) or [meta.rank])
+    lines = [f"Profile of {'one rank' if n == 1 else counted(n, 'rank')} "
+             f"(perfkit {__version__}):"]
     lines += [f"  {name:<15}{value}" for name, value in facts]
     for note in meta.notes:
         lines += _wrap(f"note: {note}", "  ")
-    from ..job import infer_job
-
-    job = infer_job(profile, config=config)
     lines += [""] + _job_lines(job) + _unknown_lines(job)
     lines += [""] + _steps_lines(profile)
     if n_findings:
