@@ -1,0 +1,50 @@
+"""A non-numeric answer to a numeric question costs no attempt, and the instructor's
+progress page shows scores in the formatting module's digits (``6.67 %``, not
+``6.666667``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import perfkit as pk
+
+pytestmark = pytest.mark.xdist_group("lab")
+
+
+def test_text_for_a_number_is_refused_without_an_attempt(
+        intro_pack: Path, tmp_path: Path) -> None:
+    pack = tmp_path / "class"
+    shutil.copytree(intro_pack, pack)
+    key = json.loads((pack / "instructor" / "key.json").read_text())
+    answers = key["entries"]["student-1"]["answers"]
+    numeric = [q for q, e in answers.items() if e["kind"] == "number"]
+    assert numeric
+    q = numeric[0]
+    student = pack / "student-1"
+
+    refused = pk.lab.answer(student, q, "abc")
+    assert not refused.counted and not refused.correct and refused.attempt == 0
+    assert "did not count as an attempt" in refused.message
+    assert pk.lab.AnswerBook(student, readonly=True).attempts().empty  # nothing recorded
+    # the first real answer is attempt 1
+    wrong = pk.lab.answer(student, q, str(answers[q]["answer"] * 1.5 + 10))
+    assert wrong.counted and wrong.attempt == 1
+
+    # one right answer of n questions: the score is 100/n %, shown with 3 digits
+    others = [s for s in key["entries"] if s != "student-1"]
+    first = next(iter(key["entries"][others[0]]["answers"]))
+    right = key["entries"][others[0]]["answers"][first]
+    value = right["answer"]
+    typed = f"{float(format(value, '.4g')):g}" if right["kind"] == "number" else value
+    assert pk.lab.answer(pack / others[0], first, typed).correct
+    pk.lab.grade(pack)
+    page = (pack / "instructor" / "progress.html").read_text(encoding="utf-8")
+    n = len(key["entries"][others[0]]["answers"])
+    assert f"<td>{pk.format.sig(100 / n)} %</td>" in page
+    cells = re.findall(r"<td>([^<]*)</td>", page)
+    assert not [c for c in cells if re.fullmatch(r"-?\d+\.\d{4,}", c)], cells
