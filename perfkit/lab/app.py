@@ -180,6 +180,9 @@ class Sheet:
         self.questions = {q["id"]: q for q in self.sheet["questions"]}
         self.evidence = Evidence(self.folder, self.sheet)
         self.boxes: dict[str, QuestionBox] = {}
+        #: Served as the student's app (``perfkit serve --lab`` sets :data:`LAB_ENV`): no
+        #: Python is shown, as the notebook's code cells are not.
+        self.app = bool(os.environ.get(LAB_ENV))
 
     # ---- questions ---------------------------------------------------------------------
     def ask(self, question_id: str) -> QuestionBox:
@@ -298,12 +301,14 @@ class Sheet:
             "<h4>The next run to plan</h4>", rows([
                 ("job", f"{plan['preset']} on {plan['num_devices']} {plan['hardware']} "
                         f"devices, global batch {plan['global_batch_size']} sequences"),
-                ("in Python", f"perfkit.plan.search(ModelSpec.preset('{plan['preset']}'), "
-                              f"Hardware.preset('{plan['hardware']}'), "
-                              f"{plan['num_devices']}, {plan['global_batch_size']}, "
-                              f"space=SearchSpace(**{plan['space']}), "
-                              "step_model='first-order', "
-                              "efficiency=<your matrix efficiency>)")]),
+                # the served app shows no code (docs/teaching.md); the notebook may
+                *([] if self.app else [
+                    ("in Python", f"perfkit.plan.search(ModelSpec.preset('{plan['preset']}'), "
+                                  f"Hardware.preset('{plan['hardware']}'), "
+                                  f"{plan['num_devices']}, {plan['global_batch_size']}, "
+                                  f"space=SearchSpace(**{plan['space']}), "
+                                  "step_model='first-order', "
+                                  "efficiency=<your matrix efficiency>)")])]),
             "<h4>The recompute case</h4>", rows([
                 ("IR dump", rc["ir"]), ("configuration", rc["config_file"]),
                 ("recompute", f"{rc['config']['recompute']} (first layer fully recomputed)"),

@@ -48,3 +48,16 @@ def test_text_for_a_number_is_refused_without_an_attempt(
     assert f"<td>{pk.format.sig(100 / n)} %</td>" in page
     cells = re.findall(r"<td>([^<]*)</td>", page)
     assert not [c for c in cells if re.fullmatch(r"-?\d+\.\d{4,}", c)], cells
+
+
+def test_the_served_app_shows_no_python(intro_pack: Path, monkeypatch) -> None:
+    from perfkit.lab.app import LAB_ENV, Sheet
+
+    student = intro_pack / "student-1"
+    monkeypatch.delenv(LAB_ENV, raising=False)
+    notebook = Sheet(student)._brief()
+    assert "perfkit.plan.search(" in notebook  # the notebook, which shows its code anyway
+    monkeypatch.setenv(LAB_ENV, str(student))  # what `perfkit serve --lab` sets
+    app = Sheet(student)._brief()
+    assert "perfkit.plan.search(" not in app and "in Python" not in app
+    assert not re.search(r"\w+\.\w+\([^)]*=", app)  # no call with keyword arguments
