@@ -198,10 +198,15 @@ class HistoryPanel(W.VBox):
                                           f"{_error(exc)}", "error")
             self.time_chart.value = self.time_diff.value = ""
             return
+        if self.base.value == self.new.value:  # nothing to compare: said, not drawn
+            self.comparison = None
+            self.config_diff.value = _box(
+                "The same run on both sides: a run compared with itself shows no change. "
+                "Choose two different runs.")
+            self.time_chart.value = self.time_diff.value = ""
+            return
         self.comparison = cmp
-        same = "" if self.base.value != self.new.value else _box(
-            "The same run on both sides: choose two different runs.")
-        self.config_diff.value = same + config_diff_html(cmp)
+        self.config_diff.value = config_diff_html(cmp)
         charts = [self._render(lambda: C.chart_to_svg(C.journal_breakdown_chart(
                       cmp.breakdown, cmp.base_label, cmp.new_label,
                       title="Where the step time went")), "the step chart")
