@@ -130,6 +130,13 @@ class QuestionBox(W.VBox):
         return v
 
 
+def _in_ms(frame: Any, caption: str) -> str:
+    """A table whose caption says "(ms)": every time column in ms, as it says (not each
+    column in the unit that fits its own values: s, ms and µs under one "(ms)")."""
+    return frame_html(frame, caption=caption,
+                      units={c: "ms" for c in frame.columns if str(c).endswith("_ms")})
+
+
 def step_chart(breakdown: Any, title: str) -> Any:
     """The step per rank, split as the dashboard's Overview splits it.
 
@@ -325,8 +332,8 @@ class Sheet:
         ev = self.evidence
         return (self._title("job_steps")
                 + self._chart(ev.job_breakdown(), "Step time per rank")
-                + frame_html(ev.job_steps(), caption="step_trace_time per rank and step"
-                             + STEP_COLUMNS))
+                + _in_ms(ev.job_steps(), "step_trace_time per rank and step"
+                         + STEP_COLUMNS))
 
     def _job_operators(self) -> str:
         ev = self.evidence
@@ -344,8 +351,7 @@ class Sheet:
         ev = self.evidence
         return (self._title("cluster_steps")
                 + self._chart(ev.cluster_breakdown(), "Cluster: step time per rank")
-                + frame_html(ev.cluster_steps(), caption="step_trace_time per rank"
-                             + STEP_COLUMNS))
+                + _in_ms(ev.cluster_steps(), "step_trace_time per rank" + STEP_COLUMNS))
 
     def _cluster_comm(self) -> str:
         ev = self.evidence

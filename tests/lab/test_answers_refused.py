@@ -61,3 +61,18 @@ def test_the_served_app_shows_no_python(intro_pack: Path, monkeypatch) -> None:
     app = Sheet(student)._brief()
     assert "perfkit.plan.search(" not in app and "in Python" not in app
     assert not re.search(r"\w+\.\w+\([^)]*=", app)  # no call with keyword arguments
+
+
+def test_a_step_table_titled_ms_shows_every_time_in_ms(intro_pack: Path) -> None:
+    from perfkit.lab.app import Sheet
+
+    sheet = Sheet(intro_pack / "student-1")
+    steps = sheet.evidence.job_steps()
+    times = [c for c in steps.columns if c.endswith("_ms")]
+    assert len(times) >= 4
+    html = sheet._job_steps()
+    assert "(ms)" in html
+    # every header of a time column says ms; no s or µs column under the "(ms)" caption
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", html, flags=re.S)
+    units = [re.search(r"\((µs|ms|s)\b", h) for h in headers]
+    assert [u.group(1) for u in units if u] and all(u.group(1) == "ms" for u in units if u)
