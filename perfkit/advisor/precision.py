@@ -9,6 +9,7 @@ cores or on fused kernels assumes it (fp32 does not use the V100's tensor cores 
 from __future__ import annotations
 
 from ..format import ratio_text
+from ..specs.hardware_presets import unpublished_peak
 from .context import Context
 from .finding import Finding, unmeasured
 from .operators import measured
@@ -72,7 +73,9 @@ def precision(ctx: Context) -> list[Finding]:
         return [unmeasured(
             "fp32_matrix_work", "operators",
             "Matrix work runs in fp32 where the device's matrix unit is built for "
-            f"{low}", seen + f"; {hw.missing_peak('fp32')}", rec,
+            f"{low}", seen + f"; no fp32 peak is published for {hw.name}"
+            + (f" ({why.split(':')[0]})" if (why := unpublished_peak(hw.name, "fp32")) else "")
+            + ", so the time at stake cannot be priced", rec,
             details=f"{low} peak {hw.peak(low) / 1e12:.4g} TFLOP/s; no fp32 peak")]
     ratio = hw.peak("fp32") / hw.peak(low)
     if ratio >= 1:
