@@ -45,3 +45,5 @@ def test_the_recompute_saving_is_one_figure_on_advice_and_recompute(board) -> No
     text = re.sub(r"<[^>]+>", " ", panel_html(panel))
     assert f"Turning recompute off saves {shown} per step" in text
     assert f"saves {shown} per step (the Recompute tab's figure)" in rc.evidence
+    # and no other time per step beside it in the finding (the 216 ms it gave before)
+    assert re.findall(r"[\d.,]+ (?:ms|s) per step", rc.evidence) == [f"{shown} per step"]

@@ -100,8 +100,11 @@ def recompute(ctx: Context) -> list[Finding]:
                        "used."})
     planned = _planned_saving_us(ctx)
     if planned is not None:  # the one figure of this change, as the Recompute tab says
-        ev += (f"; the Planner's model, calibrated on this profile, predicts that turning "
-               f"it off saves {fmt_time(planned)} per step (the Recompute tab's figure)")
+        ev = (f"attention forward / backward tasks = {median(doing['ratio']):.2f} (1 without "
+              f"recompute, 2 with full recompute): about {pct(share)} of the computation is "
+              "recomputation; the Planner's model, calibrated on this profile, predicts "
+              f"that turning it off saves {fmt_time(planned)} per step (the Recompute tab's "
+              "figure)")
         us = planned
     if np.isfinite(frac) and frac <= 0.75:
         return [measured(ctx, "recompute_headroom", "recompute", us,
