@@ -76,7 +76,7 @@ class Rule:
                 continue
             value, why = axis_of(ctx, axis)
             if value is not None and value not in allowed:
-                return f"{axis}: {'/'.join(allowed)} only; this is {value} ({why})"
+                return f"{axis}: {'/'.join(allowed)} only; this is {value}: {why}"
         return ""
 
     def applies_to(self, ctx: Context) -> bool:
