@@ -17,6 +17,8 @@ def test_labels_have_room_for_their_text() -> None:
         width = int(box.style.description_width.removesuffix("px"))
         assert width >= 8 * len(name), name
         assert int(box.layout.width.removesuffix("px")) > width + 100, name
+    reset = board.job.reset_button
+    assert int(reset.layout.min_width.removesuffix("px")) >= 8 * len(reset.description)
     export = board.panels["Timeline"].export
     assert int(export.layout.min_width.removesuffix("px")) >= 8 * len(export.description) + 30
     # the picker grows with the page (an opened path's entry is long), within bounds

@@ -200,7 +200,9 @@ class JobPanel(W.VBox):
         self.config_upload = W.FileUpload(accept=".yaml,.yml,.json,.log,.txt",
                                           multiple=False, description="Upload config")
         self.config_upload.observe(self._on_upload, names="value")
-        self.reset_button = W.Button(description="Back to the profile's values")
+        self.reset_button = W.Button(description="Back to the profile's values",
+                                     layout=W.Layout(width="auto", min_width="230px",
+                                                     flex="0 0 auto"))
         self.reset_button.on_click(lambda _b: self.reset())
         self.message = W.HTML()
         self.summary = W.HTML()
