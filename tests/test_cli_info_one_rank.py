@@ -34,10 +34,20 @@ def test_one_rank_without_a_recorded_world_size_agrees_with_its_job() -> None:
     assert text.splitlines()[0] == text.splitlines()[0].replace("Cluster", "")
     assert text.startswith("Profile of one rank (perfkit ")
     world = re.search(r"^\s+world size\s+(.*)$", text, re.MULTILINE).group(1)
-    assert world.startswith("not recorded by the profiler; the job below counts 8 devices")
+    assert world.startswith("not recorded by the profiler; the job counts 8 devices")
     assert re.search(r"^\s+layout\s+dp 8 .*= 8 devices", text, re.MULTILINE)
 
 
 def test_two_ranks_are_headed_as_ranks_not_as_a_class() -> None:
     text = profile_info_text(sample(PT_LEVEL1), n_findings=0)
     assert text.startswith("Profile of 2 ranks (perfkit ")
+
+
+def test_the_overview_gives_the_same_world_size_fact() -> None:
+    import perfkit as pk
+    from perfkit.widgets.overview import profile_facts
+
+    profile = pk.load(sample(PT_LEVEL1) / "rank0_ascend_pt", progress=False)
+    facts = profile_facts(profile, pk.infer_job(profile)).set_index("fact")["value"]
+    assert facts["world size"].startswith("not recorded by the profiler; the job counts 8 "
+                                          "devices")

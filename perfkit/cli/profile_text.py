@@ -14,6 +14,7 @@ from ..format import counted, listed, plural, ranges_text, ranks_text
 from ..job.activations import ACTIVATIONS, activation_text
 from ..job.layout import PP_UNREAD
 from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
+from ..job.world import world_size_fact
 
 __all__ = ["profile_info_text"]
 
@@ -339,17 +340,6 @@ def _findings_lines(profile: Any, n_findings: int, job: Any = None) -> list[str]
     return lines
 
 
-def _world_size(meta: Any, job: Any) -> str:
-    """The world size fact: the profile's own, or, where it records none, the devices of
-    the job's layout below, said as the job's (not a contradiction beside it)."""
-    text = meta.world_size_text()
-    devices = getattr(job, "world_size", None)
-    if text == "unknown" and devices:
-        return (f"not recorded by the profiler; the job below counts "
-                f"{counted(int(devices), 'device')} in its layout [{job.source('dp')}]")
-    return text
-
-
 def profile_info_text(profile_or_path: Any, n_findings: int = 5,
                       config: Any = None, run: Any = None) -> str:
     """What ``perfkit info PATH`` prints: what the profile is, its job, steps and findings.
@@ -408,7 +398,7 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
              ("framework", meta.framework or "unknown"),
              ("device", meta.device_type or "unknown"),
              ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),
-             ("world size", _world_size(meta, job))]
+             ("world size", world_size_fact(meta, job))]
     n = len(getattr(profile, "ranks", None) or [meta.rank])
     lines = [f"Profile of {'one rank' if n == 1 else counted(n, 'rank')} "
              f"(perfkit {__version__}):"]
