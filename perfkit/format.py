@@ -32,7 +32,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
-           "time_text", "time_unit", "share_text", "bytes_text", "bytes_unit", "rate_text",
+           "time_text", "time_unit", "share_text", "signed_share_text", "bytes_text", "bytes_unit",
+           "rate_text",
            "is_missing", "WARNING_MARK", "plural", "counted", "listed", "runs_text",
            "ratio_text", "world_size_text", "ranges_text", "ranks_text"]
 
@@ -166,11 +167,14 @@ def time_text(us: Any, unit: str | None = None, digits: int = 3) -> str:
     Returns
     -------
     str
-        ``"1.88 s"``, ``"206 ms"``, ``"4.5 µs"``; ``"–"`` when missing.
+        ``"1.88 s"``, ``"206 ms"``, ``"4.5 µs"``, and below a microsecond ``"1.00 ns"``
+        (where no ``unit`` is forced); ``"–"`` when missing.
     """
     if is_missing(us):
         return MISSING
     sizes = dict(TIME_UNITS)
+    if unit is None and 0 < abs(float(us)) < 1:  # under a µs: ns, never "0.00100 µs"
+        return f"{sig(float(us) * 1e3, digits)} ns"
     if unit is None:
         name, size = _pick([us], TIME_UNITS, 1.0)
     else:
@@ -186,6 +190,18 @@ def share_text(fraction: Any, decimals: int = 1) -> str:
     if is_missing(fraction):
         return MISSING
     return f"{100.0 * float(fraction):,.{decimals}f} %"
+
+
+def signed_share_text(fraction: Any, decimals: int = 1) -> str:
+    """A difference as a signed percentage: ``0.032`` → ``"+3.2 %"``, ``-0.032`` →
+    ``"−3.2 %"`` (a minus sign); one that rounds to nothing is ``"0.0 %"``, never
+    ``"−0.0 %"``; ``"–"`` when missing."""
+    if is_missing(fraction):
+        return MISSING
+    text = f"{100.0 * abs(float(fraction)):,.{decimals}f}"
+    if float(text.replace(",", "")) == 0:
+        return f"{text} %"
+    return f"{'+' if float(fraction) > 0 else '−'}{text} %"
 
 
 def bytes_unit(values: Iterable[Any]) -> tuple[str, float]:

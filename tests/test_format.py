@@ -36,7 +36,7 @@ def test_the_issues_examples() -> None:
 
 
 @pytest.mark.parametrize(("us", "text"), [
-    (0.5, "0.500 µs"), (4.5, "4.50 µs"), (999.4, "999 µs"), (1_000.0, "1.00 ms"),
+    (0.5, "500 ns"), (4.5, "4.50 µs"), (999.4, "999 µs"), (1_000.0, "1.00 ms"),
     (206_898.212, "207 ms"), (22_390_090_000.0, "6.22 h"), (59_000_000.0, "59.0 s"),
     (61_000_000.0, "1.02 min"),
 ])
@@ -275,3 +275,24 @@ def test_the_real_calls_per_step_are_whole_numbers() -> None:
     tab = table(top, ["name", "calls_per_step"])
     row = top.index[top["name"] == name][0]
     assert tab.text.iloc[top.index.get_loc(row), 1] == f"{calls // steps}"
+
+
+def test_a_signed_share_never_reads_minus_zero() -> None:
+    from perfkit.format import signed_share_text
+
+    # a prediction 0.04 % under the measured step rounds to nothing: no sign at all
+    assert signed_share_text(1.0004 / 1.0008 - 1) == "0.0 %"
+    assert signed_share_text(-0.0004) == "0.0 %"
+    assert signed_share_text(0.0321) == "+3.2 %"
+    assert signed_share_text(-0.0321) == "−3.2 %"  # U+2212, as the other figures
+    assert signed_share_text(float("nan")) == "–"
+
+
+def test_a_time_under_a_microsecond_reads_in_ns() -> None:
+    from perfkit.format import time_text
+
+    # a median gap of one nanosecond (Kineto's clock resolution)
+    assert time_text(0.001) == "1.00 ns"
+    assert time_text(0.25) == "250 ns"
+    assert time_text(1.0) == "1.00 µs"
+    assert time_text(0.001, unit="µs") == "0.00100 µs"  # a column's forced unit stays

@@ -47,7 +47,7 @@ from typing import Any
 from .._freed_memory import freed_memory_kept
 from .._hugepages import small_pages
 from ..analysis._shared import shared_results
-from . import cluster, communication, host, job, memory_recompute, operators, runner
+from . import cluster, communication, host, job, memory_recompute, operators, precision, runner
 from .context import ASSUMPTIONS, Context
 from .finding import NOTEBOOKS, SEVERITY_ORDER, SEVERITY_THRESHOLDS, Finding, severity_of
 from .registry import registered
@@ -58,7 +58,7 @@ __all__ = ["Finding", "advise", "advise_iter", "NOTEBOOKS", "RULES", "severity_o
            "COMPUTE_AHEAD"]
 
 #: The areas whose rules register themselves on import (each module's ``@rule``).
-_AREA_MODULES = (cluster, communication, host, operators, memory_recompute, job)
+_AREA_MODULES = (cluster, communication, host, operators, precision, memory_recompute, job)
 
 RULES = tuple(r.check for r in registered())
 """The rules run by :func:`advise`, in the seeds' order of checks (causes before symptoms),
@@ -72,7 +72,7 @@ COMPUTE_AHEAD = True
 def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
            hardware: Any = None, max_findings: int | None = None,
            assumptions: dict[str, float] | None = None,
-           assumed: Iterable[str] = ()) -> list[Finding]:
+           assumed: Iterable[str] = (), planner: Any = None) -> list[Finding]:
     """Run every analysis and return ranked findings: what to fix first.
 
     Parameters
@@ -95,6 +95,11 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
         The fields of ``parallel`` the caller assumed rather than read (names of
         :data:`perfkit.job.JOB_FIELDS`, e.g. ``"num_micro_batches"``; the dashboard passes
         the job's fields of source ``"default"``): a finding resting on one says so.
+    planner : callable, optional
+        ``planner()`` gives the Planner's calibration of this profile and job
+        (:func:`perfkit.plan.calibrate`) or None; with one, the recompute finding prices
+        turning recompute off by the Planner's model (:func:`perfkit.plan.
+        layout_saving_s`), the figure the dashboard's Recompute tab shows for that change.
 
     Returns
     -------
@@ -113,7 +118,7 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
     # the arrays one analysis frees kept for the next (_freed_memory)
     with shared_results(), small_pages(), freed_memory_kept():
         ctx = Context(profile_or_cluster, model, parallel, hardware,
-                      {**ASSUMPTIONS, **(assumptions or {})}, assumed)
+                      {**ASSUMPTIONS, **(assumptions or {})}, assumed, planner)
         ranked = runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD)
     return ranked[:max_findings] if max_findings is not None else ranked
 
@@ -123,7 +128,7 @@ _DONE = object()
 
 def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
                 hardware: Any = None, assumptions: dict[str, float] | None = None,
-                assumed: Iterable[str] = ()) -> Iterator[Finding]:
+                assumed: Iterable[str] = (), planner: Any = None) -> Iterator[Finding]:
     """The findings of :func:`advise`, each as soon as it is known.
 
     The rules run on a worker thread in the seeds' order of checks (causes first: slow
@@ -135,7 +140,7 @@ def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None
 
     Parameters
     ----------
-    profile_or_cluster, model, parallel, hardware, assumptions, assumed
+    profile_or_cluster, model, parallel, hardware, assumptions, assumed, planner
         As for :func:`advise`.
 
     Yields
@@ -159,7 +164,7 @@ def advise_iter(profile_or_cluster: Any, model: Any = None, parallel: Any = None
         try:
             with shared_results(), small_pages(), freed_memory_kept():
                 ctx = Context(profile_or_cluster, model, parallel, hardware,
-                              {**ASSUMPTIONS, **(assumptions or {})}, assumed)
+                              {**ASSUMPTIONS, **(assumptions or {})}, assumed, planner)
                 runner.run(ctx, RULES, compute_ahead=COMPUTE_AHEAD, on_final=found.put,
                            stop=stop)
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread

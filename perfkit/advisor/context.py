@@ -87,11 +87,16 @@ class Context:
     assumed : iterable of str
         The fields of ``parallel`` the caller assumed rather than read
         (:meth:`assumed_note`).
+    planner : callable, optional
+        Gives the Planner's calibration of this profile and job (or None), with which a
+        change of layout is priced (``advise``'s ``planner``).
     """
 
     def __init__(self, profile: Any, model: Any, parallel: Any, hardware: Any,
-                 assumptions: dict[str, float], assumed: Iterable[str] = ()):
+                 assumptions: dict[str, float], assumed: Iterable[str] = (),
+                 planner: Callable[[], Any] | None = None):
         self.profile, self.model, self.parallel = profile, model, parallel
+        self.planner = planner
         self.assumed = frozenset(assumed)
         self.hardware_given = hardware is not None
         self.hardware_why = "given"

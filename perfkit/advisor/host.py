@@ -22,6 +22,7 @@ from .context import Context
 from .finding import Finding, measured
 from .registry import rule
 from .words import PYTORCH_ACCELERATED, fmt_bytes, fmt_time, kernel_names, pct, say
+from .workload import axis_of
 
 __all__ = ["data_loading", "host_bound", "long_gaps", "sync"]
 
@@ -159,18 +160,19 @@ def _capped(ctx: Context, gaps: pd.Series, before: pd.Series | None = None) -> p
 
 
 #: Advice when the host launches too slowly (the median gap is at least the median
-#: kernel): fewer, larger launches, and a host that runs ahead of the device.
+#: kernel): fewer, larger launches, and a host that runs ahead of the device. The fields
+#: in braces fit the job (:func:`_fitted`): a transformer's fused operators, a training
+#: step's optimizer.
 _LAUNCH_BOUND_ADVICE = {
     "mindspore": "Launch fewer, larger kernels: graph mode (jit / GRAPH_MODE) with "
-                 "kernel-by-kernel launch off, fused operators, a larger micro-batch; "
+                 "kernel-by-kernel launch off, fused operators, a larger {batch}; "
                  "bind the process to the NPU's NUMA node (taskset / numactl).",
-    "torch_npu": "Launch fewer, larger kernels: fused operators (torch_npu.npu_rms_norm, "
-                 "npu_swiglu, npu_fusion_attention), a larger micro-batch, task queue "
+    "torch_npu": "Launch fewer, larger kernels: {npu_fused}, a larger {batch}, task queue "
                  "(TASK_QUEUE_ENABLE=2), torch.compile / TorchAir graph mode; bind the "
                  "process to the NPU's NUMA node.",
     "pytorch_gpu": "Launch fewer, larger kernels: CUDA graphs or torch.compile "
-                   "(mode='reduce-overhead'), fused optimizers (foreach / fused=True), "
-                   "a larger micro-batch; keep Python work out of the step."}
+                   "(mode='reduce-overhead'), {optim}"
+                   "a larger {batch}; keep Python work out of the step."}
 
 #: Advice when the host keeps up (the median gap is shorter than the median kernel): the
 #: gaps are the device's turnaround between many kernels, which only fewer kernels (or a
@@ -179,17 +181,31 @@ _TURNAROUND_ADVICE = {
     "mindspore": "The host keeps up (the median gap is shorter than the median kernel), so "
                  "these gaps are the turnaround between many kernels: run fewer of them "
                  "(graph mode with kernel-by-kernel launch off, fused operators, a larger "
-                 "micro-batch); binding the host process will not shorten them.",
+                 "{batch}); binding the host process will not shorten them.",
     "torch_npu": "The host keeps up (the median gap is shorter than the median kernel), so "
                  "these gaps are the turnaround between many kernels: run fewer of them "
-                 "(fused operators such as torch_npu.npu_rms_norm, npu_swiglu, "
-                 "npu_fusion_attention; TorchAir graph mode; a larger micro-batch); a "
+                 "({npu_fused}; TorchAir graph mode; a larger {batch}); a "
                  "faster host or task queue will not shorten them.",
     "pytorch_gpu": "The host keeps up (the median gap is shorter than the median kernel), "
                    "so these gaps are the turnaround between many kernels: run fewer of "
-                   "them (torch.compile, fused optimizers with foreach / fused=True, fused "
-                   "attention, a larger micro-batch) or capture the step with CUDA graphs; "
-                   "a faster host will not shorten them."}
+                   "them (torch.compile, {optim}{attention}a larger {batch}) or capture the "
+                   "step with CUDA graphs; a faster host will not shorten them."}
+
+
+def _fitted(ctx: Context, texts: dict[str, str]) -> str:
+    """The advice of ``texts`` for the framework, its fields filled to fit the job
+    (:mod:`perfkit.advisor.workload`): a transformer's fused operators only for a
+    transformer (or a job of unknown kind), fused optimizers only for a training step."""
+    inference = axis_of(ctx, "phase")[0] == "inference"
+    transformer = axis_of(ctx, "arch")[0] != "other"
+    return say(ctx.fw, texts).format(
+        npu_fused=("fused operators (torch_npu.npu_rms_norm, npu_swiglu, "
+                   "npu_fusion_attention)" if transformer else
+                   "fused operators (torch.compile / TorchAir fuses a convolution with its "
+                   "norm and activation)"),
+        optim="" if inference else "fused optimizers (foreach / fused=True), ",
+        attention="fused attention, " if transformer else "",
+        batch="batch" if inference else "micro-batch")
 
 
 @rule("host", order=60, needs=("kernels",))
@@ -217,7 +233,7 @@ def host_bound(ctx: Context) -> list[Finding]:
         ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels are shorter than "
                f"10 µs (most frequent: {kernel_names(r['top_names'])})")
     ev += _recorded(ctx)
-    rec = say(ctx.fw, _LAUNCH_BOUND_ADVICE if launch_bound else _TURNAROUND_ADVICE)
+    rec = _fitted(ctx, _LAUNCH_BOUND_ADVICE if launch_bound else _TURNAROUND_ADVICE)
     # the gaps are per step over the steps with device tasks: a share of those steps
     basis, basis_words = ctx.basis_over(hb["step"], "with its device tasks recorded")
     return [measured(ctx, "host_bound", "host", gap, title, ev, rec,
@@ -263,8 +279,10 @@ def long_gaps(ctx: Context) -> list[Finding]:
         ev += ("; synchronising host calls: "
                + ", ".join(sp["name"].astype(str).drop_duplicates().head(3)))
     ev += _recorded(ctx)
-    rec = ("Open the timeline at those gaps: a host synchronisation (.item(), printing a "
-           "loss), a barrier, a checkpoint or an allocator retry stops the launch queue.")
+    rec = ("Open the timeline at those gaps: a host synchronisation ("
+           + (".item() on an output" if axis_of(ctx, "phase")[0] == "inference"
+              else ".item(), printing a loss")
+           + "), a barrier, a checkpoint or an allocator retry stops the launch queue.")
     return [measured(ctx, "host_stalls", "host", gap, title, ev, rec)]
 
 
@@ -318,6 +336,8 @@ def sync(ctx: Context) -> list[Finding]:
     free = float(s["free_us"].mean()) if has_values(s, "free_us") else float("nan")
     stake = min(host, free) if np.isfinite(free) else host
     names = ", ".join(sp["name"].astype(str).drop_duplicates().head(3))
+    read = ("reading outputs back (.item(), .cpu(), .tolist())"
+            if axis_of(ctx, "phase")[0] == "inference" else None)
     rec = say(ctx.fw, {
         "mindspore": "Take .asnumpy() / printing of the loss out of the step (or every N "
                      "steps) and turn off pynative_synchronize.",
@@ -325,6 +345,10 @@ def sync(ctx: Context) -> list[Finding]:
                      "N steps) and unset ASCEND_LAUNCH_BLOCKING.",
         "pytorch_gpu": "Take .item() / .cpu() / printing of the loss out of the step (or "
                        "every N steps) and unset CUDA_LAUNCH_BLOCKING."})
+    if read is not None:  # an inference step has no loss: its outputs are read back
+        rec = (f"Keep {read} out of the step: read them once per batch after the last "
+               "kernel, or overlap the copy (non_blocking=True), and unset "
+               f"{'ASCEND' if ctx.fw == 'torch_npu' else 'CUDA'}_LAUNCH_BLOCKING.")
     return [measured(
         ctx, "synchronisation", "host", stake,
         "The host waits for the device inside the step",

@@ -64,7 +64,7 @@ def memory(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule("memory_recompute", order=160, ahead=("recompute",))
+@rule("memory_recompute", order=160, ahead=("recompute",), phases=("training",))
 def recompute(ctx: Context) -> list[Finding]:
     """Recomputation seen (the ``recompute_`` scopes of a MindSpore profile's names, which
     time it; else the forward / backward attention count) or configured."""
@@ -98,6 +98,14 @@ def recompute(ctx: Context) -> list[Finding]:
         "pytorch_gpu": "With memory to spare, checkpoint fewer layers (selective activation "
                        "checkpointing, --recompute-num-layers) until memory is about 85-90 % "
                        "used."})
+    planned = _planned_saving_us(ctx)
+    if planned is not None:  # the one figure of this change, as the Recompute tab says
+        ev = (f"attention forward / backward tasks = {median(doing['ratio']):.2f} (1 without "
+              f"recompute, 2 with full recompute): about {pct(share)} of the computation is "
+              "recomputation; the Planner's model, calibrated on this profile, predicts "
+              f"that turning it off saves {fmt_time(planned)} per step (the Recompute tab's "
+              "figure)")
+        us = planned
     if np.isfinite(frac) and frac <= 0.75:
         return [measured(ctx, "recompute_headroom", "recompute", us,
                          f"The {mode} recompute costs time while memory has room to spare",
@@ -108,6 +116,21 @@ def recompute(ctx: Context) -> list[Finding]:
         "recompute", "recompute", f"The {mode} recompute costs {fmt_time(us)} per step",
         ev + f"; {why}: whether it can be turned off depends on the memory it frees",
         rec, severity="info")]
+
+
+def _planned_saving_us(ctx: Context) -> float | None:
+    """What turning recompute off saves per step by the Planner's model, µs: the saving of
+    :func:`perfkit.plan.layout_saving_s` from the profiled layout to
+    :func:`perfkit.plan.recompute_off`, with the calibration ``advise(..., planner=)``
+    gives (the dashboard's, which its Recompute tab predicts with); None without one."""
+    if ctx.planner is None or ctx.parallel is None or ctx.parallel.recompute == "none" \
+            and not ctx.parallel.recompute_layers:
+        return None
+    calibration = ctx.planner()
+    if calibration is None:
+        return None
+    from ..plan.changes import layout_saving_s, recompute_off
+    return 1e6 * layout_saving_s(calibration, ctx.parallel, recompute_off(ctx.parallel))
 
 
 def _scoped_recompute(ctx: Context) -> list[Finding]:

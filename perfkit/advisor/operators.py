@@ -27,6 +27,7 @@ from .finding import Finding, unmeasured
 from .finding import measured as _any_measured
 from .registry import rule
 from .words import clipped, fmt_time, pct, say
+from .workload import axis_of
 
 __all__ = ["cut_task_lists", "unfused", "attention", "gemm", "elementwise", "ai_cpu",
            "deterministic"]
@@ -216,6 +217,17 @@ _GEMM_ADVICE_START = {
 }
 
 
+def _gemm_advice_start(ctx: Context) -> str:
+    """How to pad: for the cube unit or the tensor cores; fp32 GEMMs on a GPU use no tensor
+    cores, so mixed precision comes first (the ``fp32_matrix_work`` finding prices it)."""
+    gpu = ctx.fw.startswith(("pytorch_gpu", "pytorch_rocm"))
+    if gpu and axis_of(ctx, "precision")[0] == "fp32":
+        return ("These GEMMs run in fp32, which the tensor cores do not take: use mixed "
+                "precision (torch.autocast) first, then pad the dimensions to multiples of "
+                "8 (64 is fastest), ")
+    return _GEMM_ADVICE_START[gpu]
+
+
 @rule("operators", order=110, needs=("kernels|ops",), inputs=("hardware",),
       after=("attention",), ahead=("efficiency",))
 def gemm(ctx: Context) -> list[Finding]:
@@ -261,9 +273,8 @@ def gemm(ctx: Context) -> list[Finding]:
         f"{counted(len(g), 'GEMM shape')} under {pct(a['far_below'])} of "
         f"{plural(len(g), 'its', 'their')} roofline "
         f"({ctx.hardware.name}); worst: " + "; ".join(causes) + left_out + _no_step(ctx),
-        _GEMM_ADVICE_START[ctx.fw.startswith(("pytorch_gpu", "pytorch_rocm"))]
-        + "batch tiny GEMMs together (grouped / batched matmul, larger micro-batch), and "
-        "keep the operands in the kernel's preferred layout.",
+        _gemm_advice_start(ctx) + "batch tiny GEMMs together (grouped / batched matmul, "
+        "larger micro-batch), and keep the operands in the kernel's preferred layout.",
         details=f"kernel_efficiency {a['kernel_efficiency']}; far_below {a['far_below']}; "
                 f"roofline of {ctx.hardware.name} ({ctx.hardware_why})")]
 
@@ -334,7 +345,9 @@ def elementwise(ctx: Context) -> list[Finding]:
                                   "(enable_graph_kernel / jit_level O1), or the fused "
                                   "operators of MindFormers.",
                      "torch_npu": "Fuse them: torch.compile / TorchAir, or the torch_npu "
-                                  "fused operators (npu_add_rms_norm, npu_swiglu, ...).",
+                                  "fused operators" + (
+                                      " (npu_add_rms_norm, npu_swiglu, ...)." if
+                                      axis_of(ctx, "arch")[0] != "other" else "."),
                      "pytorch_gpu": "Fuse them: torch.compile, or fused kernels (Apex, "
                                     "Transformer Engine, Liger).",
                      "pytorch_cpu": "Fuse them: torch.compile (its C++ / OpenMP code "

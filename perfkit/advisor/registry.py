@@ -19,6 +19,10 @@ decorator says everything the runner needs to know about it::
 - ``after``: the rules whose findings (:meth:`Context.findings`) or counted savings
   (:meth:`Context.counted`) it reads; it always runs after them, whatever its order, and
   the context refuses it what it reads of a rule it does not name;
+- ``phases``, ``archs``, ``precisions``: the workloads it applies to
+  (:mod:`perfkit.advisor.workload`: training / inference, transformer / other, fp32 /
+  reduced; default all): on a job of another kind the runner skips it and says why
+  (:meth:`Rule.unfit`); a job whose kind the profile cannot tell gets the rule;
 - ``ahead``: shared analyses (:data:`~perfkit.advisor.context.AHEAD`) it reads that the
   runner may compute on a second thread while the rules before it run.
 
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from .context import AHEAD, INPUTS, TABLES, Context
 from .finding import Finding
 from .words import FRAMEWORKS
+from .workload import ARCHS, PHASES, PRECISIONS, axis_of
 
 __all__ = ["Rule", "rule", "AREAS", "registered", "run_order", "rule_of"]
 
@@ -56,6 +61,23 @@ class Rule:
     frameworks: tuple[str, ...] = FRAMEWORKS
     after: tuple[str, ...] = ()
     ahead: tuple[str, ...] = ()
+    phases: tuple[str, ...] = PHASES
+    archs: tuple[str, ...] = ARCHS
+    precisions: tuple[str, ...] = PRECISIONS
+
+    def unfit(self, ctx: Context) -> str:
+        """Why the profiled job is not of a workload this rule applies to (``""``: it is,
+        or the profile cannot tell), starting with the axis (``"phase: training only;
+        this is inference (...)"``); only the axes the rule restricts are read."""
+        for axis, allowed, every in (("phase", self.phases, PHASES),
+                                     ("arch", self.archs, ARCHS),
+                                     ("precision", self.precisions, PRECISIONS)):
+            if allowed == every:
+                continue
+            value, why = axis_of(ctx, axis)
+            if value is not None and value not in allowed:
+                return f"{axis}: {'/'.join(allowed)} only; this is {value}: {why}"
+        return ""
 
     def applies_to(self, ctx: Context) -> bool:
         """Whether the job has this rule's inputs and framework (cheap: no table read)."""
@@ -72,7 +94,9 @@ _RULES: dict[str, Rule] = {}
 
 def rule(area: str, *, order: int, needs: Iterable[str] = (), inputs: Iterable[str] = (),
          frameworks: Iterable[str] = FRAMEWORKS, after: Iterable[str] = (),
-         ahead: Iterable[str] = ()) -> Callable[[RuleFunction], RuleFunction]:
+         ahead: Iterable[str] = (), phases: Iterable[str] = PHASES,
+         archs: Iterable[str] = ARCHS,
+         precisions: Iterable[str] = PRECISIONS) -> Callable[[RuleFunction], RuleFunction]:
     """Register the decorated function as a rule of ``area`` (returned unchanged).
 
     Raises
@@ -88,6 +112,10 @@ def rule(area: str, *, order: int, needs: Iterable[str] = (), inputs: Iterable[s
     _known("input", inputs, INPUTS)
     _known("framework", frameworks, FRAMEWORKS)
     _known("analysis ahead", ahead, AHEAD)
+    phases, archs, precisions = tuple(phases), tuple(archs), tuple(precisions)
+    _known("phase", phases, PHASES)
+    _known("arch", archs, ARCHS)
+    _known("precision", precisions, PRECISIONS)
 
     def register(check: RuleFunction) -> RuleFunction:
         name = check.__name__
@@ -96,7 +124,7 @@ def rule(area: str, *, order: int, needs: Iterable[str] = (), inputs: Iterable[s
             raise ValueError(f"two rules are named {name!r} ({twin.check.__module__}, "
                              f"{check.__module__})")
         _RULES[name] = Rule(name, area, int(order), check, needs, inputs, frameworks, after,
-                            ahead)
+                            ahead, phases, archs, precisions)
         return check
 
     return register

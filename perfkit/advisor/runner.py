@@ -111,12 +111,16 @@ def _run_rules(ctx: Context, plan: Sequence[Rule],
     planned = {r.name for r in plan}
     ran: set[str] = set()
     held: list[tuple[int, Finding]] = []  # found, not yet final
+    skipped: dict[str, str] = {}  # rule -> why the job is not of its workload
     for order, r in enumerate(plan):
         if stop is not None and stop.is_set():
             break
         ctx.start(r.name, r.after)
         try:
-            got = r.check(ctx) if r.runs_on(ctx) else []
+            unfit = r.unfit(ctx) if r.runs_on(ctx) else "not run"
+            if unfit.startswith("phase: "):  # worth saying: the job does not do what it checks
+                skipped[r.name] = unfit.removeprefix("phase: ")
+            got = r.check(ctx) if unfit == "" else []
         except Exception as exc:  # noqa: BLE001 - one rule must not hide the others
             got = [unmeasured(
                 r.name, "metrics", f"Rule {r.name} could not run on this profile",
@@ -128,9 +132,28 @@ def _run_rules(ctx: Context, plan: Sequence[Rule],
         if on_final is not None:
             held.extend((order, f) for f in got)
             held = _hand_on_final(held, found, ran, planned, len(plan), on_final)
+    if skipped:
+        note = (len(plan), skipped_finding(skipped))
+        found.append(note)
+        held.append(note)
     if on_final is not None and held:  # stopped early: what is held is final as it stands
         _hand_on_final(held, found, planned, planned, len(plan), on_final)
     return found
+
+
+def skipped_finding(skipped: dict[str, str]) -> Finding:
+    """The ``info`` finding that says which rules did not run because the profiled step is
+    not of the phase they advise on (a training-only check on an inference step,
+    :meth:`~perfkit.advisor.registry.Rule.unfit`), and why. Rules skipped on another axis
+    (the fp32 rule on a bf16 job) are not listed: nothing was missed there."""
+    names = ", ".join(f"{name} ({why})" for name, why in skipped.items())
+    return unmeasured(
+        "workload_fit", "metrics",
+        f"{len(skipped)} {'check does' if len(skipped) == 1 else 'checks do'} not apply to "
+        "this job and did not run",
+        f"Not run: {names}",
+        "Nothing to change for them here; if the profile is not of the job you meant "
+        "(a training step, say), profile that one.", severity="info")
 
 
 def _hand_on_final(held: list[tuple[int, Finding]], found: list[tuple[int, Finding]],

@@ -46,7 +46,7 @@ def findings_frame(findings: Iterable[Any]) -> pd.DataFrame:
 
 def findings_chart(frame: pd.DataFrame, n: int | None = 10, title: str | None = None,
                    width: int = 360, select: bool = False,
-                   label_limit: int = 70) -> alt.Chart:
+                   label_limit: int = 120) -> alt.Chart:
     """Bars of the milliseconds per step at stake per finding, coloured by severity.
 
     Findings whose cost cannot be measured (``measured`` False) have no bar to draw and

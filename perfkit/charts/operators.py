@@ -7,7 +7,7 @@ import pandas as pd
 
 from .base import nothing_to_draw, require, selection_param, unique_labels
 
-__all__ = ["top_operators_chart", "roofline_chart"]
+__all__ = ["top_operators_chart", "roofline_chart", "TFLOPS_LABELS", "INTENSITY_LABELS"]
 
 
 def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None = 15,
@@ -95,6 +95,22 @@ def top_operators_chart(frame: pd.DataFrame, label: str = "key", n: int | None =
     return chart
 
 
+#: Tick labels of a log axis in TFLOP/s, with the SI prefix that keeps them readable:
+#: ``"100 T"``, ``"10 G"``, ``"100 M"`` (never ``0.0000001``); powers of ten only (the
+#: ticks between are drawn, unlabelled, where labels would crowd).
+TFLOPS_LABELS = (
+    "abs(log(datum.value) / LN10 - round(log(datum.value) / LN10)) > 1e-6 ? '' : "
+    "datum.value >= 1 ? format(datum.value, ',~r') + ' T' : "
+    "datum.value >= 1e-3 ? format(datum.value * 1e3, ',~r') + ' G' : "
+    "datum.value >= 1e-6 ? format(datum.value * 1e6, ',~r') + ' M' : "
+    "format(datum.value * 1e9, ',~r') + ' k'")
+#: Tick labels of a log axis of FLOP per byte: a value under 0.01 as a fraction
+#: (``"1/1,000"``, never ``0.001``'s smaller neighbours written out).
+INTENSITY_LABELS = ("abs(log(datum.value) / LN10 - round(log(datum.value) / LN10)) > 1e-6 "
+                    "? '' : datum.value >= 0.01 ? format(datum.value, ',~r') : "
+                    "'1/' + format(round(1 / datum.value), ',')")
+
+
 def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
                    bandwidth_gbps: float | None = None, n: int | None = 200,
                    title: str | None = None, width: int = 420, height: int = 300
@@ -150,9 +166,11 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
         tips.append(alt.Tooltip("bound:N"))
     points = alt.Chart(data).mark_circle(opacity=0.7).encode(
         x=alt.X("intensity:Q", scale=alt.Scale(type="log"),
-                title="arithmetic intensity (FLOP / byte)", axis=alt.Axis(format=",~r")),
-        y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s",
-                axis=alt.Axis(format=",~r")),
+                title="arithmetic intensity (FLOP / byte)",
+                axis=alt.Axis(labelExpr=INTENSITY_LABELS)),
+        y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"),
+                title="achieved FLOP/s (T = 10¹², G = 10⁹, M = 10⁶, k = 10³)",
+                axis=alt.Axis(labelExpr=TFLOPS_LABELS)),
         size=alt.Size("total_ms:Q", title="time (ms)"),
         color=alt.Color("kind:N", title="kind"),
         tooltip=tips,
@@ -171,7 +189,13 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
                                              for x in xs]})
         line = alt.Chart(roof).mark_line(color="#555", strokeDash=[4, 3]).encode(
             x="intensity:Q", y="roof_tflops:Q")
-        chart = alt.layer(line, points)
+        # whose roof it is: the operators in a dtype without a peak are under none
+        dtypes = frame["peak_dtype"].dropna() if "peak_dtype" in frame.columns else []
+        said = f"{dtypes.mode().iloc[0]} roof" if len(dtypes) else "roof"
+        label = alt.Chart(roof.tail(1).assign(text=said)).mark_text(
+            align="right", dy=-8, color="#555", fontSize=11).encode(
+            x="intensity:Q", y="roof_tflops:Q", text="text:N")
+        chart = alt.layer(line, points, label)
     if title:
         chart = chart.properties(title=title)
     return chart

@@ -14,6 +14,7 @@ from ..format import counted, listed, plural, ranges_text, ranks_text
 from ..job.activations import ACTIVATIONS, activation_text
 from ..job.layout import PP_UNREAD
 from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
+from ..job.world import world_size_fact
 
 __all__ = ["profile_info_text", "recording_lines"]
 
@@ -393,14 +394,6 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
 
     meta = profile.meta
     rank_text = ranks_text(getattr(profile, "ranks", None), meta.rank)
-    facts = [("path", meta.path or str(profile_or_path)),
-             ("format", format_fact(meta.source_format, meta.device_type)),
-             ("framework", meta.framework or "unknown"),
-             ("device", meta.device_type or "unknown"),
-             ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),
-             ("world size", meta.world_size_text())]
-    lines = [f"Profile ({type(profile).__name__}, perfkit {__version__}):"]
-    lines += [f"  {name:<15}{value}" for name, value in facts]
     from ..analysis._shared import shared_results
     from ..job import infer_job
     from ..notes import every_note
@@ -409,6 +402,16 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
     # out once (it was worked out four times, reading the device tasks each time)
     with shared_results():
         job = infer_job(profile, config=config)  # first: a rank's tables may add their notes
+        facts = [("path", meta.path or str(profile_or_path)),
+                 ("format", format_fact(meta.source_format, meta.device_type)),
+                 ("framework", meta.framework or "unknown"),
+                 ("device", meta.device_type or "unknown"),
+                 ("profiler level", meta.profiler_level or "unknown"), ("ranks", rank_text),
+                 ("world size", world_size_fact(meta, job))]
+        n = len(getattr(profile, "ranks", None) or [meta.rank])
+        lines = [f"Profile of {'one rank' if n == 1 else counted(n, 'rank')} "
+                 f"(perfkit {__version__}):"]
+        lines += [f"  {name:<15}{value}" for name, value in facts]
         for note in every_note(profile):
             lines += _wrap(f"note: {note}", "  ")
         lines += [""] + _job_lines(job) + _unknown_lines(job)

@@ -22,6 +22,7 @@ import pandas as pd
 from .._shares import rounded_split
 from ..analysis.compare import compare_profiles, compare_totals
 from ..errors import InvalidArgumentError
+from ..format import MISSING, WARNING_MARK
 from ..job import JOB_FIELDS
 from .record import METRIC_KEYS, RunRecord, flops_text
 from .record.basis import BASE_PARTS, basis_of
@@ -110,6 +111,28 @@ class RunComparison:
         out = j[j["changed"] & (j["kind"] != "measured")].reset_index(drop=True)
         if out.empty:
             out.attrs["notes"] = ["no job setting changed between the two runs"]
+        return out
+
+    @property
+    def mismatches(self) -> list[str]:
+        """What makes the two runs not like for like, in words (empty when nothing does):
+        another hardware, another precision (the job's ``dtype``), or an inference step
+        against a training one (the advisor's ``workload_fit`` finding, which only an
+        inference step has). A step time compared across them measures the change of
+        kind, not a tuning change."""
+        out = []
+        j = self.job.set_index("field")
+        for name, words in (("hardware", "hardware"), ("dtype", "precision")):
+            if name in j.index and bool(j.loc[name, "changed"]) and \
+                    MISSING not in (j.loc[name, "base"], j.loc[name, "new"]):
+                out.append(f"{words} {j.loc[name, 'base']}→{j.loc[name, 'new']}")
+        f = self.findings.set_index("rule")
+        if "workload_fit" in f.index:
+            status = f.loc["workload_fit", "status"]
+            if status == "appeared":
+                out.append("the new run is an inference step, the base run is not")
+            elif status == "disappeared":
+                out.append("the base run is an inference step, the new run is not")
         return out
 
     @property
@@ -402,8 +425,11 @@ def change_sentence(comparison: RunComparison) -> str:
     -------
     str
         E.g. ``"pipeline 1→2, data parallel 16→8, step +5.3 %, bubble +11.8 % of the
-        step, peak memory −37 %"``: first the job settings that changed (in the order of
-        :data:`SENTENCE_FIELDS`: layout, batch, recompute, model, hardware; at most
+        step, peak memory −37 %"``: first a warning when the runs are not like for like
+        (:attr:`RunComparison.mismatches`: ``"⚠ not like for like (hardware
+        ascend-910b→h100; precision fp32→bf16; ...)"``), then the job settings that
+        changed (in the order of :data:`SENTENCE_FIELDS`: layout, batch, recompute, model,
+        hardware; at most
         :data:`MAX_SENTENCE_CHANGES`, then "and N more job changes"), then the measured
         step time (relative change), tokens/s per device when the devices, the batch or
         the sequence length changed (else it says what the step's change says), the
@@ -417,6 +443,9 @@ def change_sentence(comparison: RunComparison) -> str:
         raise InvalidArgumentError("comparison", "must be a RunComparison (Journal.compare)",
                                    type(comparison).__name__)
     parts: list[str] = []
+    if comparison.mismatches:
+        parts.append(f"{WARNING_MARK} not like for like ("
+                     + "; ".join(comparison.mismatches) + ")")
     changes = comparison.job_changes
     order = {name: i for i, name in enumerate(SENTENCE_FIELDS)}
     changes = changes.assign(_o=changes["field"].map(order).fillna(len(order))) \

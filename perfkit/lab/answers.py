@@ -168,6 +168,10 @@ class Verdict:
         Its number for that question (1 for the first).
     message : str
         The explanation after a right answer, the hint after a wrong one.
+    counted : bool
+        False for text that is not a number given to a numeric question: it is refused,
+        not recorded, and costs no attempt (``attempt`` is then the number of attempts
+        made so far).
     """
 
     question: str
@@ -175,8 +179,11 @@ class Verdict:
     correct: bool
     attempt: int
     message: str
+    counted: bool = True
 
     def __str__(self) -> str:
+        if not self.counted:
+            return f"{self.question} (not counted as an attempt): {self.message}"
         verdict = "right" if self.correct else "not yet"
         return f"{self.question} (attempt {self.attempt}): {verdict}. {self.message}"
 
@@ -226,13 +233,17 @@ def answer(student_dir: str | os.PathLike[str], question_id: str, value: Any, *,
         raise LabError(f"{student_dir}: no question {question_id!r}; the questions are "
                        f"{', '.join(checks)}")
     entry = checks[question_id]
+    if entry["kind"] == "number" and parse_number(value) is None:
+        # a slip of the keyboard ("abc"): refused, not recorded, no attempt spent
+        made = int((AnswerBook(student_dir).attempts()["question"] == question_id).sum())
+        return Verdict(question_id, None, False, made,
+                       f"{value!r} is not a number: type a number (such as 12.5); this "
+                       "did not count as an attempt.", counted=False)
     stored = _clean(entry, value)
     options = entry.get("options")
     correct = is_right(entry, stored)
     if correct:
         message = entry.get("explanation", "")
-    elif entry["kind"] == "number" and parse_number(value) is None:
-        message = f"{value!r} is not a number. " + entry.get("hint", "")
     elif options and entry["kind"] != "number" and not all(
             normalise(v) in {normalise(o) for o in options}
             for v in (stored if isinstance(stored, list) else [stored])):

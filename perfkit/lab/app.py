@@ -122,9 +122,19 @@ class QuestionBox(W.VBox):
             self.feedback.value = f"{STYLE}<div class='pk-error'>{html.escape(str(exc))}</div>"
             return None
         v = self.verdict
+        if not v.counted:  # not a number: refused, no attempt spent
+            self.feedback.value = note(v.message)
+            return v
         self.feedback.value = ((_OK if v.correct else _NO) + html.escape(v.message)
                                + f" <span class='pk-note'>(attempt {v.attempt})</span>")
         return v
+
+
+def _in_ms(frame: Any, caption: str) -> str:
+    """A table whose caption says "(ms)": every time column in ms, as it says (not each
+    column in the unit that fits its own values: s, ms and µs under one "(ms)")."""
+    return frame_html(frame, caption=caption,
+                      units={c: "ms" for c in frame.columns if str(c).endswith("_ms")})
 
 
 def step_chart(breakdown: Any, title: str) -> Any:
@@ -177,6 +187,9 @@ class Sheet:
         self.questions = {q["id"]: q for q in self.sheet["questions"]}
         self.evidence = Evidence(self.folder, self.sheet)
         self.boxes: dict[str, QuestionBox] = {}
+        #: Served as the student's app (``perfkit serve --lab`` sets :data:`LAB_ENV`): no
+        #: Python is shown, as the notebook's code cells are not.
+        self.app = bool(os.environ.get(LAB_ENV))
 
     # ---- questions ---------------------------------------------------------------------
     def ask(self, question_id: str) -> QuestionBox:
@@ -295,12 +308,14 @@ class Sheet:
             "<h4>The next run to plan</h4>", rows([
                 ("job", f"{plan['preset']} on {plan['num_devices']} {plan['hardware']} "
                         f"devices, global batch {plan['global_batch_size']} sequences"),
-                ("in Python", f"perfkit.plan.search(ModelSpec.preset('{plan['preset']}'), "
-                              f"Hardware.preset('{plan['hardware']}'), "
-                              f"{plan['num_devices']}, {plan['global_batch_size']}, "
-                              f"space=SearchSpace(**{plan['space']}), "
-                              "step_model='first-order', "
-                              "efficiency=<your matrix efficiency>)")]),
+                # the served app shows no code (docs/teaching.md); the notebook may
+                *([] if self.app else [
+                    ("in Python", f"perfkit.plan.search(ModelSpec.preset('{plan['preset']}'), "
+                                  f"Hardware.preset('{plan['hardware']}'), "
+                                  f"{plan['num_devices']}, {plan['global_batch_size']}, "
+                                  f"space=SearchSpace(**{plan['space']}), "
+                                  "step_model='first-order', "
+                                  "efficiency=<your matrix efficiency>)")])]),
             "<h4>The recompute case</h4>", rows([
                 ("IR dump", rc["ir"]), ("configuration", rc["config_file"]),
                 ("recompute", f"{rc['config']['recompute']} (first layer fully recomputed)"),
@@ -317,8 +332,8 @@ class Sheet:
         ev = self.evidence
         return (self._title("job_steps")
                 + self._chart(ev.job_breakdown(), "Step time per rank")
-                + frame_html(ev.job_steps(), caption="step_trace_time per rank and step"
-                             + STEP_COLUMNS))
+                + _in_ms(ev.job_steps(), "step_trace_time per rank and step"
+                         + STEP_COLUMNS))
 
     def _job_operators(self) -> str:
         ev = self.evidence
@@ -336,8 +351,7 @@ class Sheet:
         ev = self.evidence
         return (self._title("cluster_steps")
                 + self._chart(ev.cluster_breakdown(), "Cluster: step time per rank")
-                + frame_html(ev.cluster_steps(), caption="step_trace_time per rank"
-                             + STEP_COLUMNS))
+                + _in_ms(ev.cluster_steps(), "step_trace_time per rank" + STEP_COLUMNS))
 
     def _cluster_comm(self) -> str:
         ev = self.evidence

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..format import number_text
 from .answers import AnswerBook
 from .key import KEY_FILE, LabError, is_right, read_key
 
@@ -128,7 +129,9 @@ def _write(pack: Path, grades: pd.DataFrame) -> None:
         grades.to_csv(folder / GRADES_FILE, index=False)
         svg = chart_to_svg(progress_chart(grades))
         table = summary(grades).assign(
-            wrong_questions=lambda s: s["wrong_questions"].map(", ".join))
+            wrong_questions=lambda s: s["wrong_questions"].map(", ".join),
+            score_pct=lambda s: s["score_pct"].map(lambda v: number_text(v, unit="%")))
+        table = table.rename(columns={"score_pct": "score"})
         page = ("<!doctype html><html><head><meta charset='utf-8'><title>Lab progress"
                 "</title><style>body{font-family:sans-serif;margin:20px}table{border-"
                 "collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}"

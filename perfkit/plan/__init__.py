@@ -10,11 +10,14 @@ from .balance import (
     read_sapp_layers,
 )
 from .calibrate import CalibratedJob, Calibration, calibrate
+from .changes import layout_saving_s, recompute_off
 from .predict import Prediction, predict, run_types
 from .published import PUBLISHED_RUNS, PublishedRun, published_runs
 from .search import SearchSpace, candidates, search, to_parallel_config
 
 __all__ = [
+    "layout_saving_s",
+    "recompute_off",
     "CalibratedJob",
     "Calibration",
     "calibrate",

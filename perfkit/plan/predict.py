@@ -46,6 +46,7 @@ from ..calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
 from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_int
+from ..format import signed_share_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 
 __all__ = ["Prediction", "predict", "MODEL_UNCERTAINTY", "MEASURED_SIGMA", "DEFAULT_SIGMA",
@@ -464,7 +465,7 @@ def _style_note(style: str, step: float, alt: float) -> str:
     other = "needed" if style == "all" else "all"
     return (f"{STYLE_NOTE} {_STYLE_WORDS[style]}, which no measured "
             f"run showed; rerunning {_STYLE_WORDS[other]} gives {alt * 1e3:,.1f} ms "
-            f"({(alt / step - 1) * 100:+.1f} %): overrides={{'recompute_style': "
+            f"({signed_share_text(alt / step - 1)}): overrides={{'recompute_style': "
             f"'{other}'}}")
 
 

@@ -135,11 +135,15 @@ class Dashboard(BackgroundOpening, W.VBox):
         self._upload_dir: Path | None = None
         self._quiet = False
         label = {"description_width": "120px"}
+        # as wide as the page allows (up to 960 px): the entry of an opened path, "PATH
+        # (opened by path)", is not cut at 1280 or 1440 px
+        wide = W.Layout(width="calc(100% - 120px)", max_width="960px", min_width="520px")
         self.samples = W.Dropdown(options=self._sample_options(None), value=_OTHER,
-                                  description="bundled sample", style=label,
-                                  layout=W.Layout(width="520px"))
+                                  description="bundled sample", style=label, layout=wide)
         self.path = W.Text(placeholder="/path/to/your/profile (folder or file)",
-                           description="or a path", layout=W.Layout(width="520px"),
+                           description="or a path", layout=W.Layout(
+                               width="calc(100% - 120px)", max_width="960px",
+                               min_width="520px"),
                            style=label, continuous_update=False)
         self.open_button = W.Button(description="Open", button_style="primary",
                                     layout=W.Layout(width="80px"))

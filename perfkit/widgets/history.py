@@ -202,6 +202,13 @@ class HistoryPanel(W.VBox):
                                           f"{_error(exc)}", "error")
             self.time_chart.value = self.time_diff.value = ""
             return
+        if self.base.value == self.new.value:  # nothing to compare: said, not drawn
+            self.comparison = None
+            self.config_diff.value = _box(
+                "The same run on both sides: a run compared with itself shows no change. "
+                "Choose two different runs.")
+            self.time_chart.value = self.time_diff.value = ""
+            return
         self.comparison = cmp
         try:
             self.verdict = stored_verdict(cmp)
@@ -210,9 +217,7 @@ class HistoryPanel(W.VBox):
                        f"</b>: {html.escape(said)}</p>")
         except Exception as exc:  # noqa: BLE001 - the diff below still shows
             self.verdict, verdict = None, _box(f"<b>No verdict:</b> {_error(exc)}", "error")
-        same = "" if self.base.value != self.new.value else _box(
-            "The same run on both sides: choose two different runs.")
-        self.config_diff.value = same + verdict + config_diff_html(cmp)
+        self.config_diff.value = verdict + config_diff_html(cmp)
         charts = [self._render(lambda: C.chart_to_svg(C.journal_breakdown_chart(
                       cmp.breakdown, cmp.base_label, cmp.new_label,
                       title="Where the step time went")), "the step chart")

@@ -179,9 +179,12 @@ class JobPanel(W.VBox):
         for title, fields in JOB_GROUPS:
             rows = [W.HTML(f"<b>{html.escape(title)}</b>")]
             for name in fields:
+                # the longest field name (num_attention_heads) whole, at 8 px a letter
+                label = max(140, 8 * len(name) + 8)
                 box = W.Text(value="", placeholder="unknown", description=name,
-                             continuous_update=False, style={"description_width": "140px"},
-                             layout=W.Layout(width="300px"))
+                             continuous_update=False,
+                             style={"description_width": f"{label}px"},
+                             layout=W.Layout(width=f"{label + 160}px"))
                 box.observe(lambda change, name=name: self._on_edit(name, change),
                             names="value")
                 tag = W.HTML()
@@ -197,7 +200,9 @@ class JobPanel(W.VBox):
         self.config_upload = W.FileUpload(accept=".yaml,.yml,.json,.log,.txt",
                                           multiple=False, description="Upload config")
         self.config_upload.observe(self._on_upload, names="value")
-        self.reset_button = W.Button(description="Back to the profile's values")
+        self.reset_button = W.Button(description="Back to the profile's values",
+                                     layout=W.Layout(width="auto", min_width="230px",
+                                                     flex="0 0 auto"))
         self.reset_button.on_click(lambda _b: self.reset())
         self.message = W.HTML()
         self.summary = W.HTML()

@@ -33,8 +33,8 @@ from ..errors import InvalidArgumentError
 from ..format import counted
 
 __all__ = ["FAMILIES", "FRAMEWORK", "HOST", "APPLICATION", "RUNTIME", "OTHER", "VALUES",
-           "component_family", "families_present", "default_value", "memory_series",
-           "peaks_by_component"]
+           "component_family", "families_present", "families_offered", "NPU_ONLY",
+           "default_value", "memory_series", "peaks_by_component"]
 
 FRAMEWORK = "framework"
 #: The framework's allocator on the host (a Kineto trace's CPU samples, ``component`` "host"):
@@ -83,6 +83,23 @@ def families_present(timeline: pd.DataFrame) -> list[str]:
         s = _nonzero(timeline, value)
         held |= {component_family(c) for c, ok in s.items() if ok}
     return [f for f in FAMILIES if f in held]
+
+
+#: The families of an Ascend NPU's memory records only: CANN's application and runtime
+#: modules (``APP``, ``HCCL``, ...). A GPU's collective library is NCCL, which a Kineto
+#: trace's memory events do not name: a GPU profile is never offered them.
+NPU_ONLY = (APPLICATION, RUNTIME)
+
+
+def families_offered(timeline: pd.DataFrame, device_type: str | None) -> list[str]:
+    """What the Memory tab's family picker offers: the families that hold data
+    (:func:`families_present`), else every family the device can have (no HCCL runtime
+    on a GPU or a CPU: only an NPU's records name CANN's modules)."""
+    present = families_present(timeline)
+    if str(device_type or "").lower() not in ("npu", "ascend", ""):
+        present = [f for f in present if f not in NPU_ONLY]
+        return present or [f for f in FAMILIES if f not in NPU_ONLY]
+    return present or list(FAMILIES)
 
 
 def default_value(timeline: pd.DataFrame, family: str | None = None) -> str | None:

@@ -23,6 +23,7 @@ from ..format import counted, ranks_text
 from ..io.detect.sources import format_fact
 from ..job import Job
 from ..notes import every_note
+from ..job.world import world_size_fact
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .job import JobNote, missing_note
@@ -106,13 +107,16 @@ def bundled_ir(name: str) -> Path:
         name)
 
 
-def profile_facts(profile: Any) -> pd.DataFrame:
+def profile_facts(profile: Any, job: Any = None) -> pd.DataFrame:
     """What was opened: format, framework, ranks, device, profiler level, notes.
 
     Parameters
     ----------
     profile : Profile or Cluster
         From :func:`perfkit.load`.
+    job : perfkit.Job, optional
+        The job on show: where the profiler records no world size, its layout's devices
+        are given instead (:func:`perfkit.job.world.world_size_fact`).
 
     Returns
     -------
@@ -127,7 +131,7 @@ def profile_facts(profile: Any) -> pd.DataFrame:
             # their number, then which: as ``perfkit info`` writes them ("1 (rank 0)", not
             # a bare "0" that reads as no rank)
             ("ranks", ranks_text(getattr(profile, "ranks", None), meta.rank)),
-            ("world size", meta.world_size_text())]
+            ("world size", world_size_fact(meta, job))]
     rows += [("note", note) for note in every_note(profile)]
     return pd.DataFrame(rows, columns=["fact", "value"])
 

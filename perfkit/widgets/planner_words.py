@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..calc.memory import STATIC_SCHEME_NAMES, scheme_gradient_bytes
 from ..errors import InvalidArgumentError, PerfkitError
-from ..format import counted, time_text
+from ..format import counted, signed_share_text, time_text
 from ..job import Job
 from ..plan import Calibration
 from ..specs import ParallelConfig
@@ -118,7 +118,7 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -
                  "compare, and neither do the layouts below with this run.")
     else:
         text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
-                 f"step): {pred.step_s / step - 1:+.1%}, "
+                 f"step): {signed_share_text(pred.step_s / step - 1)}, "
                  f"{'inside' if inside else 'outside'} the band.")
     waits = frame.loc[frame["run"] == "measured", "wait_s"] if "wait_s" in frame else None
     wait = float(waits.iloc[0]) if waits is not None and len(waits) else math.nan

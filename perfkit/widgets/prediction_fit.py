@@ -13,7 +13,7 @@ from typing import Any
 
 from ..calc.rates import Rates
 from ..errors import PerfkitError, check_choice
-from ..format import time_text
+from ..format import signed_share_text, time_text
 from ..job import Job
 from ..plan import Calibration, Prediction, calibrate, predict
 from ..plan.calibrate import (
@@ -137,7 +137,7 @@ def fit_job(profile: Any, job: Job, closing: str = "one") -> PlannerFit:
                     f"from its steps{links}. "
                     + ("The fitted model is" if forward_only
                        else "Before closing, the fitted model was")
-                    + f" {cal.residual:+.1%} off the measured step"
+                    + f" {signed_share_text(cal.residual)} off the measured step"
                     + (": the run does something the model does not (see the parts)"
                        if gap and not forward_only else "")
                     + (_closing_words(cal) if not forward_only else "."))
@@ -241,7 +241,8 @@ def _profile_closing_words(cal: Calibration, factor: float | None,
     if abs(model / step - 1) < 0.005:
         return said + f", and the model reproduces the measured step ({time_text(step * 1e6)})."
     return (said + f"; it gives this layout {time_text(model * 1e6)} against the measured "
-            f"{time_text(step * 1e6)} ({model / step - 1:+.1%}), having the busiest rank's "
+            f"{time_text(step * 1e6)} ({signed_share_text(model / step - 1)}), having the "
+            "busiest rank's "
             "computing time, the median rank's exposed communication and the idle time of "
             "each rank's least idle step (a profiler's own host stalls lengthen the others), "
             "where the measured step is the slowest rank's (the parts below).")

@@ -278,9 +278,11 @@ def test_roofline_agrees_with_the_pmu_counters() -> None:
     # the PMU ratios are kept beside the roofline, duration-weighted, within [0, 1]
     r = e[["pmu_compute_ratio", "pmu_memory_ratio"]].dropna()
     assert ((r >= 0) & (r <= 1)).all().all()
-    # the largest GEMM (32 x 9216 x 4096: intensity ~16 FLOP/B) is memory-bound both ways
-    top = both[both["kind"] == "gemm"].sort_values("total_us").iloc[-1]
-    assert top["bound"] == top["pmu_bound"] == "memory"
+    # the largest GEMM (32 x 9216 x 4096: intensity ~16 FLOP/B) is fp32, for which the
+    # 910B has no published peak: no roofline, so no bound (not the fp16 roof's)
+    gemms = e[e["kind"] == "gemm"]
+    top = gemms.sort_values("total_us").iloc[-1]
+    assert pd.isna(top["bound"]) and pd.isna(top["peak_tflops"])
     # (the bias of 4,096 floats is neither in the FLOPs nor in the bytes)
     assert top["intensity"] == pytest.approx(
         2 * 32 * 9216 * 4096 / ((32 * 9216 + 4096 * 9216 + 32 * 4096) * 4))

@@ -21,6 +21,7 @@ import pandas as pd
 from ...errors import InvalidArgumentError
 from ...format import counted, plural
 from ...specs import Hardware
+from ...specs.hardware_presets import unpublished_peak
 from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
 from .._shared import shared_factorize
@@ -242,6 +243,21 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
                                              "_d": "input_dtypes"})
 
 
+#: Kinds of operator the matrix unit runs, whose compute roof is the peak of their dtype.
+_MATRIX_KINDS = frozenset({"gemm", "conv", "attention"})
+
+
+def _operand_key(dtypes: Any) -> str | None:
+    """The peak key of a matrix operator's operands: its first input dtype that names a
+    floating-point type (``"INT32;FLOAT;FLOAT"``, a convolution's input gradient whose
+    first input is the output size, is ``"fp32"``)."""
+    for part in str(dtypes if isinstance(dtypes, str) else "").split(";"):
+        key = peak_key(part)
+        if key is not None and key != "int8":
+            return key
+    return None
+
+
 def _above_roofline(out: pd.DataFrame, hardware: Hardware) -> pd.Series:
     """Why a row's measured rate exceeds its roofline (NA where it does not).
 
@@ -361,9 +377,19 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     if hardware is not None:
         keys = [peak_key(d) if isinstance(d, str) else None for d in out["dtype"]]
         have = [k in hardware.peak_flops if k else False for k in keys]
+        # a matrix operator in a dtype the device lists no peak for has no compute roof:
+        # not the default dtype's (fp32 GEMMs on an Ascend NPU are not on its fp16 roof)
+        kinds = out["kind"].astype("string").fillna("")
+        keys = [_operand_key(ds) if kd in _MATRIX_KINDS else k
+                for k, kd, ds in zip(keys, kinds, out["input_dtypes"], strict=True)]
+        have = [k in hardware.peak_flops if k else False for k in keys]
+        roofless = np.array([bool(k) and not h and kd in _MATRIX_KINDS
+                             for k, h, kd in zip(keys, have, kinds, strict=True)], dtype=bool)
         out["peak_dtype"] = [k if h else hardware.default_dtype
                              for k, h in zip(keys, have, strict=True)]
         out["peak_tflops"] = out["peak_dtype"].map(hardware.peak) / 1e12
+        out["peak_tflops"] = out["peak_tflops"].where(~roofless)
+        out["peak_dtype"] = out["peak_dtype"].astype("string").where(~roofless)
         bw = hardware.memory_bandwidth
         peak = out["peak_tflops"] * 1e12
         roof = np.minimum(peak, out["intensity"] * bw)
@@ -377,11 +403,21 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
         lab = np.where(out["flops"] == 0, "memory", lab)
         out["bound"] = pd.Series(lab, index=out.index, dtype="string").where(
             out["kind"].notna() & out["bytes"].notna())
-        missing = sorted({str(d) for d, h in zip(out["dtype"], have, strict=True)
-                          if not h and isinstance(d, str) and d})
+        missing = sorted({str(d) for d, h, r in zip(out["dtype"], have, roofless, strict=True)
+                          if not h and not r and isinstance(d, str) and d})
         if missing:
             notes.append(f"{hardware.name} lists no peak for {', '.join(missing)}: those "
                          f"operators use its {hardware.default_dtype} peak (peak_dtype)")
+        if roofless.any():
+            lacking = sorted({k for k, r in zip(keys, roofless, strict=True) if r})
+            notes.append(f"{counted(int(roofless.sum()), 'matrix operator row')} in "
+                         f"{', '.join(lacking)}, for which {hardware.name} lists no peak"
+                         + (" (its vendor publishes none)" if unpublished_peak(
+                             hardware.name, lacking[0]) else "") + ", "
+                         f"{plural(int(roofless.sum()), 'has', 'have')} no roofline: "
+                         "efficiency left blank rather than measured against another dtype's "
+                         "peak")
+        out["bound"] = out["bound"].where(~roofless)
         out["problem"] = _above_roofline(out, hardware)
         over = out["problem"].notna()
         out["efficiency"] = out["efficiency"].where(~over)

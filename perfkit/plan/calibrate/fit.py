@@ -14,6 +14,7 @@ from ...calc import ActivationModel
 from ...calc.rates import GROUPS, Rates
 from ...calc.timing import PART_NAMES
 from ...errors import InvalidArgumentError, check_choice
+from ...format import signed_share_text
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from ..predict import run_types
 from .fallback import _check_job, _from_step_time, _from_steps, _links_to_exposed
@@ -47,7 +48,8 @@ def residual_note(residual: float) -> str:
     residual itself can leave this note out instead of saying it twice."""
     if not abs(residual) > RESIDUAL_NOTE_SHARE:
         return ""
-    return (f"the fitted model is {residual:+.1%} off the measured step before closing: the "
+    return (f"the fitted model is {signed_share_text(residual)} off the measured step "
+            "before closing: the "
             "run does something the model does not (see the parts)")
 
 

@@ -133,7 +133,35 @@ class Context:
         self.none_open = OPEN_ONE
         self.closing = "one"
         self._closing_followers: list[Callable[[str], Any]] = []
-        self._findings: tuple[Any, Any, list[Any]] | None = None
+        self._findings: tuple[Any, Any, list[Any], str] | None = None
+        self._fits: dict[tuple[int, int, str], Any] = {}
+        self._fit_lock = threading.Lock()
+
+    def planner_fit(self, profile: Any, job: Job) -> Any:
+        """The Planner's model of ``profile`` and ``job`` at :attr:`closing`
+        (:func:`~perfkit.widgets.prediction.fit_job`), computed once for the Recompute tab
+        and the advisor, which price a change of recompute with it (one figure on both
+        tabs). Raises what ``fit_job`` raises."""
+        from ..prediction_fit import fit_job
+
+        key = (id(profile), id(job), self.closing)
+        with self._fit_lock:
+            if key not in self._fits:
+                self._fits = {key: fit_job(profile, job, self.closing)}
+            return self._fits[key]
+
+    def _planner(self, profile: Any, job: Job | None) -> Callable[[], Any] | None:
+        """What ``advise(..., planner=)`` is given: the calibration of :meth:`planner_fit`
+        (None where the job is incomplete or the fit fails)."""
+        if job is None or job.model is None or job.hardware is None or job.parallel is None:
+            return None
+
+        def calibration() -> Any:
+            try:
+                return self.planner_fit(profile, job).calibration
+            except Exception:  # noqa: BLE001 - no fit: the finding keeps its own estimate
+                return None
+        return calibration
 
     def set_closing(self, closing: str) -> None:
         """Set :attr:`closing` and tell every tab that follows it (:meth:`follow_closing`)."""
@@ -151,20 +179,21 @@ class Context:
         """:func:`perfkit.advise` for ``profile`` and the job on show (cached)."""
         job = self.job.job
         if self._findings is not None and self._findings[0] is profile and \
-                self._findings[1] is job:
+                self._findings[1] is job and self._findings[3] == self.closing:
             return self._findings[2]
         if job is not None:
             found = advise(profile, model=job.model, parallel=job.parallel,
-                           hardware=job.hardware, assumed=assumed_fields(job))
+                           hardware=job.hardware, assumed=assumed_fields(job),
+                           planner=self._planner(profile, job))
         else:
             found = advise(profile)
-        self._findings = (profile, job, found)
+        self._findings = (profile, job, found, self.closing)
         return found
 
     def known_findings(self, profile: Any) -> list[Any] | None:
         """The findings for ``profile`` and the job on show when already computed, else None."""
         if self._findings is not None and self._findings[0] is profile and \
-                self._findings[1] is self.job.job:
+                self._findings[1] is self.job.job and self._findings[3] == self.closing:
             return self._findings[2]
         return None
 
@@ -184,7 +213,8 @@ class Context:
         job = self.job.job
         so_far: list[Any] = []
         found = advise_iter(profile, model=job.model, parallel=job.parallel,
-                            hardware=job.hardware, assumed=assumed_fields(job)) \
+                            hardware=job.hardware, assumed=assumed_fields(job),
+                            planner=self._planner(profile, job)) \
             if job is not None else advise_iter(profile)
         try:
             for finding in found:
@@ -193,7 +223,7 @@ class Context:
         finally:
             found.close()  # when ``show`` raised: no further rule starts
         final = ranked(so_far)
-        self._findings = (profile, job, final)
+        self._findings = (profile, job, final, self.closing)
         show(final, True)
         return final
 

@@ -22,7 +22,7 @@ from ..markup import STYLE, describe_error, error, frame_html, note
 from ..memory_view import (
     FAMILIES,
     default_value,
-    families_present,
+    families_offered,
     memory_series,
     peaks_by_component,
 )
@@ -117,13 +117,14 @@ class MemoryTab(JobTab):
                 self._quiet = False
         self.refresh()
 
-    def _defaults(self, timeline: pd.DataFrame) -> None:
-        """Start on a family and a quantity that have data (never an all-zero series)."""
-        present = families_present(timeline)
+    def _defaults(self, timeline: pd.DataFrame, device_type: str | None = None) -> None:
+        """Start on a family and a quantity that have data (never an all-zero series),
+        among the families the device can have (:func:`families_offered`)."""
+        offered = families_offered(timeline, device_type)
         self._quiet = True
         try:
-            self.family.options = present or list(FAMILIES)
-            self.family.value = (present or list(FAMILIES))[0]
+            self.family.options = offered
+            self.family.value = offered[0]
             picked = default_value(timeline, self.family.value)
             if picked:
                 self.value.value = picked
@@ -134,7 +135,7 @@ class MemoryTab(JobTab):
         out: list[W.Widget] = []
         if self._timeline is None:
             self._timeline = A.memory_timeline(profile, max_points=200)
-            self._defaults(self._timeline)
+            self._defaults(self._timeline, getattr(profile.meta, "device_type", None))
         timeline = self._timeline
         self._peaks = peaks_by_component(A.memory_peaks(profile))
         loading = notes_about(profile, MEMORY_TABLES)

@@ -371,8 +371,16 @@ class OperatorsTab(Tab):
                                  title="Roofline: one point per operator and shapes, sized by "
                                        "time (scroll to zoom, drag to pan)"
                                        + (f" ({hw.name})" if hw else ""))
-        notes = [n for n in eff.attrs.get("notes", []) if str(n) not in said]
-        return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes))]
+        notes = [str(n).replace("the column problem says why", "the table below says why")
+                 for n in eff.attrs.get("notes", []) if str(n) not in said]
+        over = eff[eff["problem"].notna().to_numpy(bool)] if "problem" in eff else eff.iloc[:0]
+        above = [html_widget(frame_html(
+            over, "Operators measured above their roofline, and why", columns=[
+                "key", "input_shapes", "input_dtypes", "achieved_tflops", "problem"],
+            headers={"key": "operator", "achieved_tflops": "achieved TFLOP/s"},
+            wrap=("problem", "input_shapes"), max_rows=12))] if len(over) else []
+        return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes)),
+                *above]
 
     def _chains(self, profile: Any, tasks: Any, unfused: pd.DataFrame) -> str:
         """The element-wise chains of ``tasks``

@@ -111,7 +111,7 @@ class OverviewTab(JobTab):
         if unknown:
             out.append(html_widget(unknown))
         # the loader's notes as the tabs say theirs: tables and columns in words
-        facts = profile_facts(profile)
+        facts = profile_facts(profile, self.current)
         facts["value"] = [plain_note(v) if f == "note" else v
                           for f, v in zip(facts["fact"], facts["value"], strict=True)]
         facts = html_widget(frame_html(facts, "What was opened", max_rows=40, wrap=("value",)))

@@ -15,6 +15,8 @@ from ...format import time_text
 from ...guards import check_step
 from ...io.ir.graph import load_ir
 from ...job import Job
+from ...job.measured import TRAINING_STEP
+from ...plan import layout_saving_s, recompute_off
 from ...tables import over_ranks
 from ..markup import describe_error, error, frame_html, note
 from ..overview import IR_DIR
@@ -23,7 +25,6 @@ from ..prediction import (
     PREDICTED_MFU,
     PlannerFit,
     band_text,
-    fit_job,
     measured_against_predicted,
     recompute_modes,
     recompute_text,
@@ -57,6 +58,24 @@ def _step_words(fit: PlannerFit, job: Job, own: Any, measured: pd.DataFrame) -> 
                  "not compare." if job.training_step() is False else
                  "; the Planner compares the two part by part.")
     return text
+
+
+#: What the tab says instead of a trade-off on a profile of an inference step.
+_NOT_TRAINING = ("Recompute does not apply to this profile: it records an inference (or "
+                 "evaluation) step, and recompute trades memory for time in the backward "
+                 "pass of training, which this step does not run; no trade-off is shown (")
+
+
+def _saving_words(fit: PlannerFit, job: Job) -> str:
+    """What turning recompute off saves by this model (:func:`perfkit.plan.layout_saving_s`,
+    the function the advisor's recompute finding prices the change with, so the Advice
+    tab shows the same figure); ``""`` without recompute or a calibration."""
+    par = job.parallel
+    if fit.calibration is None or (par.recompute == "none" and not par.recompute_layers):
+        return ""
+    saved = layout_saving_s(fit.calibration, par, recompute_off(par))
+    return (f" Turning recompute off saves {time_text(saved * 1e6)} per step by this model "
+            "(the Advice tab prices the change with the same figure).")
 
 
 class RecomputeTab(JobTab):
@@ -124,12 +143,15 @@ class RecomputeTab(JobTab):
             table = frame_html(evidence, "Recompute seen in the profile")
         out = [html_widget(table)]
         job = self.current
+        if job is not None and job.training_step() is False:
+            out.append(html_widget(note(_NOT_TRAINING + job.observed[TRAINING_STEP][1] + ").")))
+            return out
         if job is None or job.model is None or job.hardware is None:
             out.append(no_job_note(job, "recompute trade-off", ("model", "hardware"),
                                    self.ctx.open_tab is not None))
             return out
         try:
-            fit = fit_job(profile, job, self.ctx.closing)
+            fit = self.ctx.planner_fit(profile, job)
             tradeoff = recompute_modes(fit, job)
         except PerfkitError as exc:
             out.append(html_widget(error(describe_error(exc, "the recompute trade-off"))))
@@ -138,6 +160,7 @@ class RecomputeTab(JobTab):
         self.fit, self.tradeoff = fit, tradeoff
         out.append(html_widget(note(_step_words(fit, job, own,
                                                 measured_against_predicted(profile, fit))
+                                    + _saving_words(fit, job)
                                     + fit.gradient_words + " " + scheme_sentence(fit, job))
                                + note(closing_sentence(fit, self.ctx.closing)
                                       + " " + CHOSEN_IN_PLANNER)))

@@ -103,7 +103,8 @@ class TimelineTab(Tab):
         self.export = W.Button(description="Export for Perfetto", icon="download",
                                tooltip="Write this step of these ranks as a Chrome trace "
                                        "(every event) that Perfetto UI and chrome://tracing "
-                                       "open", layout=W.Layout(width="auto"))
+                                       "open", layout=W.Layout(width="auto", min_width="190px",
+                                                        flex="0 0 auto"))
         self.exported = W.HTML()
         self.export.on_click(lambda _b: self.export_trace())
         self._folder: Path | None = None

@@ -1,0 +1,78 @@
+"""A non-numeric answer to a numeric question costs no attempt, and the instructor's
+progress page shows scores in the formatting module's digits (``6.67 %``, not
+``6.666667``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import perfkit as pk
+
+pytestmark = pytest.mark.xdist_group("lab")
+
+
+def test_text_for_a_number_is_refused_without_an_attempt(
+        intro_pack: Path, tmp_path: Path) -> None:
+    pack = tmp_path / "class"
+    shutil.copytree(intro_pack, pack)
+    key = json.loads((pack / "instructor" / "key.json").read_text())
+    answers = key["entries"]["student-1"]["answers"]
+    numeric = [q for q, e in answers.items() if e["kind"] == "number"]
+    assert numeric
+    q = numeric[0]
+    student = pack / "student-1"
+
+    refused = pk.lab.answer(student, q, "abc")
+    assert not refused.counted and not refused.correct and refused.attempt == 0
+    assert "did not count as an attempt" in refused.message
+    assert pk.lab.AnswerBook(student, readonly=True).attempts().empty  # nothing recorded
+    # the first real answer is attempt 1
+    wrong = pk.lab.answer(student, q, str(answers[q]["answer"] * 1.5 + 10))
+    assert wrong.counted and wrong.attempt == 1
+
+    # one right answer of n questions: the score is 100/n %, shown with 3 digits
+    others = [s for s in key["entries"] if s != "student-1"]
+    first = next(iter(key["entries"][others[0]]["answers"]))
+    right = key["entries"][others[0]]["answers"][first]
+    value = right["answer"]
+    typed = f"{float(format(value, '.4g')):g}" if right["kind"] == "number" else value
+    assert pk.lab.answer(pack / others[0], first, typed).correct
+    pk.lab.grade(pack)
+    page = (pack / "instructor" / "progress.html").read_text(encoding="utf-8")
+    n = len(key["entries"][others[0]]["answers"])
+    assert f"<td>{pk.format.sig(100 / n)} %</td>" in page
+    cells = re.findall(r"<td>([^<]*)</td>", page)
+    assert not [c for c in cells if re.fullmatch(r"-?\d+\.\d{4,}", c)], cells
+
+
+def test_the_served_app_shows_no_python(intro_pack: Path, monkeypatch) -> None:
+    from perfkit.lab.app import LAB_ENV, Sheet
+
+    student = intro_pack / "student-1"
+    monkeypatch.delenv(LAB_ENV, raising=False)
+    notebook = Sheet(student)._brief()
+    assert "perfkit.plan.search(" in notebook  # the notebook, which shows its code anyway
+    monkeypatch.setenv(LAB_ENV, str(student))  # what `perfkit serve --lab` sets
+    app = Sheet(student)._brief()
+    assert "perfkit.plan.search(" not in app and "in Python" not in app
+    assert not re.search(r"\w+\.\w+\([^)]*=", app)  # no call with keyword arguments
+
+
+def test_a_step_table_titled_ms_shows_every_time_in_ms(intro_pack: Path) -> None:
+    from perfkit.lab.app import Sheet
+
+    sheet = Sheet(intro_pack / "student-1")
+    steps = sheet.evidence.job_steps()
+    times = [c for c in steps.columns if c.endswith("_ms")]
+    assert len(times) >= 4
+    html = sheet._job_steps()
+    assert "(ms)" in html
+    # every header of a time column says ms; no s or µs column under the "(ms)" caption
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", html, flags=re.S)
+    units = [re.search(r"\((µs|ms|s)\b", h) for h in headers]
+    assert [u.group(1) for u in units if u] and all(u.group(1) == "ms" for u in units if u)
