@@ -22,8 +22,8 @@ from ..errors import InvalidArgumentError, PerfkitError, check_positive
 from ..format import counted, ranks_text
 from ..io.detect.sources import format_fact
 from ..job import Job
-from ..notes import every_note
 from ..job.world import world_size_fact
+from ..notes import every_note
 from ..resources import DATA_PACKAGE, resource_path
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .job import JobNote, missing_note
