@@ -143,6 +143,12 @@ class Rates:
         Fixed time per step outside the layers (host, data loading, logging).
     kernel_gap_s : float
         Idle time between consecutive kernels of a rank (launch gaps), per kernel.
+    collective_algorithm : {"hierarchical", "flat"}
+        How a collective whose group spans nodes with several ranks in each is priced
+        (:mod:`perfkit.calc.topology`): reduce-scatter inside, the shard across over all
+        the node's NICs, all-gather inside (default; NCCL/HCCL's hierarchical and tree
+        algorithms), or one flat ring with every byte at a device's NIC share.
+        :func:`perfkit.plan.calibrate` reads which a profile ran from its transports.
     """
 
     gemm_efficiency: float = 0.95
@@ -166,6 +172,7 @@ class Rates:
     overhead_s: float = 0.0
     kernel_gap_s: float = 0.0
     backward_elementwise_efficiency: float | None = None
+    collective_algorithm: str = "hierarchical"
 
     def __post_init__(self) -> None:
         for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",
@@ -187,6 +194,8 @@ class Rates:
             raise InvalidArgumentError("gradient_bytes", "must be > 0", self.gradient_bytes)
         check_choice("recompute_style", self.recompute_style, RECOMPUTE_STYLES)
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
+        check_choice("collective_algorithm", self.collective_algorithm,
+                     ("hierarchical", "flat"))
         if isinstance(self.dp_buckets, bool) or not isinstance(self.dp_buckets, int) \
                 or self.dp_buckets < 1:
             raise InvalidArgumentError("dp_buckets", "must be a whole number >= 1",

@@ -10,11 +10,12 @@ Assumptions (also returned in ``StepEstimate.assumptions``):
    moves tokens, each rank computes ``k`` experts' worth per local token).
 2. Bubble: ``bubble_fraction(pp, m, vpp) ×`` the slowest stage's compute time
    (Narayanan et al. 2021).
-3. Communication: the volumes of :func:`~perfkit.calc.comm.comm_volume` over a link at
-   ``comm_efficiency ×`` its nominal bandwidth; ranks are laid out tp-innermost, then
-   cp, then dp, then pp (Megatron's default order ``tp-cp-ep-dp-pp``; experts
-   ``expert_tp-ep-dp-pp``), so a group uses the intra-node bandwidth only while it fits
-   inside a node. A share ``*_overlap`` of each kind hides under compute.
+3. Communication: each collective of :func:`~perfkit.calc.comm.comm_volume` priced at
+   its group's shape on ``hardware.topology`` (:mod:`perfkit.calc.topology`: ring
+   inside a node, hierarchical across nodes over all the node's NICs), links at
+   ``comm_efficiency ×`` nominal; ranks placed by ``parallel.rank_order`` (Megatron's
+   default ``tp-cp-ep-dp-pp``; experts ``expert_tp-ep-dp-pp``). A share ``*_overlap``
+   of each kind hides under compute.
 4. Overhead: a fixed ``overhead_s`` per step (data loading, host gaps), 0 unless given.
 5. Memory: static (``static_scheme``) + activation (peak stage) must fit in
    ``memory_limit_bytes`` (default: device memory less ``memory_reserve``).
@@ -36,7 +37,7 @@ from ..errors import (
 from ..format import bytes_text, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
-from .comm import comm_volume
+from .comm import KINDS, CommVolume, comm_volume
 from .flops import flops_per_token, hardware_flops, layer_forward_flops
 from .memory import (
     ActivationModel,
@@ -46,6 +47,7 @@ from .memory import (
     static_memory,
 )
 from .pipeline import bubble_fraction
+from .topology import collective_kind, collective_seconds, layout_group
 from .usable_memory import MEMORY_RESERVE
 
 __all__ = ["StepEstimate", "estimate_step"]
@@ -88,10 +90,25 @@ class StepEstimate:
         return frame
 
 
-def _bandwidth(hardware: Hardware, span: int) -> float:
-    """Nominal per-device bandwidth of a group whose ranks span ``span`` consecutive ids."""
-    return hardware.intra_node_bandwidth if span <= hardware.devices_per_node \
-        else hardware.inter_node_bandwidth
+def _comm_seconds(volume: CommVolume, parallel: ParallelConfig, hardware: Hardware,
+                  comm_eff: float) -> dict[str, float]:
+    """Each kind's communication time before overlap: every collective of ``volume``
+    priced at its group's shape on ``hardware.topology`` (rank placement
+    ``parallel.rank_order``; ring inside a node, hierarchical across nodes:
+    :func:`~perfkit.calc.topology.collective_seconds`), both tiers at ``comm_eff``."""
+    node = hardware.topology
+    b_in = node.intra_bandwidth * comm_eff
+    b_nic = node.nic_bandwidth_per_device * comm_eff
+    times = dict.fromkeys(KINDS, 0.0)
+    for item in volume.items:
+        group = "edp" if item.kind == "dp" and "expert" in item.collective else item.kind
+        n, r = layout_group(parallel, group, node.devices_per_node)
+        coll = {"cp": "all-gather", "pp": "p2p"}.get(item.kind,
+                                                     collective_kind(item.collective))
+        times[item.kind] += item.count * float(collective_seconds(
+            coll, item.message_bytes, item.group_size if item.kind != "pp" else n, r,
+            b_in, b_nic))
+    return times
 
 
 def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware,
@@ -169,7 +186,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     overhead = check_non_negative("overhead_s", overhead_s)
     peak = hardware.peak(dtype)
 
-    dp, tp, pp, v, cp = parallel.dp, parallel.tp, parallel.pp, parallel.vpp, parallel.cp
+    pp, v, cp = parallel.pp, parallel.vpp, parallel.cp
     tokens_per_replica = parallel.micro_batch_size * parallel.num_micro_batches \
         * model.seq_length
     if cp > 1:
@@ -192,12 +209,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         gradient_bytes = scheme_gradient_bytes(static_scheme, dtype)
     volume = comm_volume(model, parallel, dtype_bytes=4.0 if fp32 else 2.0,
                          gradient_bytes=gradient_bytes, cp_comm=cp_comm)
-    # tp innermost, then cp, dp, pp: a group stays on intra-node links only while its ranks
-    # fit in one node; some pipeline boundary crosses nodes as soon as the job does.
-    spans = {"tp": tp, "dp": tp * cp * dp, "pp": parallel.world_size,
-             "ep": parallel.expert_tp_size * parallel.ep, "cp": tp * cp}
-    times = {k: volume.bytes(k) / (_bandwidth(hardware, spans[k]) * comm_eff)
-             for k in ("tp", "dp", "pp", "ep", "cp")}
+    times = _comm_seconds(volume, parallel, hardware, comm_eff)
     exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
     step_s = compute_s + bubble_s + exposed + overhead
 
@@ -218,7 +230,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         f"compute at {eff:.0%} of the {hardware.name} {dtype or hardware.default_dtype} peak "
         f"({peak / 1e12:.1f} TFLOP/s); slowest stage sets the pace",
         f"bubble = (pp-1)/(vpp*m) x compute = {bubble_s / compute_s:.4f} x compute",
-        f"links at {comm_eff:.0%} of nominal; tp-innermost rank order; overlap "
+        f"links at {comm_eff:.0%} of nominal; ranks placed {parallel.rank_order}; overlap "
         + ", ".join(f"{k} {overlaps[k]:.0%}" for k in shown),
         f"memory: {static_scheme} static + peak-stage activations vs {bytes_text(limit)}",
         f"fixed overhead {time_text(overhead * 1e6)} per step",

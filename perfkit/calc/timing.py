@@ -52,10 +52,12 @@ What one step is made of, per rank
   way) or holds fewer parameters per device gets faster per token.
 * **Overhead**: a fixed ``overhead_s`` per step and ``kernel_gap_s`` per kernel.
 
-Ring volumes per rank: all-reduce ``2(n−1)/n·M``, all-gather / reduce-scatter and
-all-to-all ``(n−1)/n·M``, plus ``link_latency_s`` per operation. A group uses the
-intra-node bandwidth while its ranks fit in a node (ranks laid out tp, cp, dp, pp from
-the inside out), the inter-node bandwidth otherwise.
+Collectives are priced at their group's shape on ``hardware.topology`` by
+:func:`perfkit.calc.topology.collective_seconds`: ring inside a node (all-reduce
+``2(n−1)/n·M``, all-gather / reduce-scatter and all-to-all ``(n−1)/n·M`` per rank),
+hierarchical across nodes (inside, then each rank's ``M/r`` shard over the node's NICs),
+plus ``link_latency_s`` per tier; ranks placed ``tp-cp-ep-dp-pp`` from the inside out
+unless ``rank_order`` says otherwise.
 
 This module evaluates the step (:func:`step_times`, :func:`uniform_stages`); a layer's
 times are :mod:`perfkit.calc.timing_layer`, its kernels :mod:`perfkit.calc.timing_kernels`.
@@ -71,6 +73,7 @@ from .memory import scheme_gradient_bytes
 from .rates import GROUPS, Rates
 from .timing_kernels import gemm_seconds, memory_seconds
 from .timing_layer import LayerCosts, layer_costs
+from .topology import collective_seconds, group_shape, parse_order
 
 __all__ = ["LayerCosts", "layer_costs", "gemm_seconds", "memory_seconds", "step_times",
            "uniform_stages", "PART_NAMES"]
@@ -102,11 +105,35 @@ def uniform_stages(cols: dict[str, np.ndarray], num_layers: int) -> dict[str, np
             "comm": np.zeros(len(cand)), "first": first, "last": last}
 
 
-def _link(hardware: Hardware, span: np.ndarray, rates: Rates, group: str) -> np.ndarray:
-    """Achieved bandwidth of ``group``'s links for groups spanning ``span`` ranks."""
-    intra = span <= hardware.devices_per_node
-    return np.where(intra, hardware.intra_node_bandwidth * rates.link(group, True),
-                    hardware.inter_node_bandwidth * rates.link(group, False))
+def _groups_priced(hardware: Hardware, rates: Rates, c: dict[str, np.ndarray],
+                   order: tuple[str, ...]) -> dict[str, tuple]:
+    """Each group's ``(n, ranks per node, B_in, B_nic)`` for :func:`collective_seconds`:
+    the rank placement ``order`` (:mod:`perfkit.calc.topology`) on ``hardware.topology``,
+    the bandwidths times the group's link efficiency."""
+    node = hardware.topology
+    dense = {"tp": c["tp"], "cp": c["cp"], "ep": np.ones_like(c["tp"]), "dp": c["dp"],
+             "pp": c["pp"]}
+    edp = c["tp"] * c["cp"] * c["dp"] / np.maximum(c["ep"] * c["expert_tp"], 1)
+    expert = {"tp": c["expert_tp"], "cp": np.ones_like(c["tp"]), "ep": c["ep"], "dp": edp,
+              "pp": c["pp"]}
+    shapes = {"tp": (dense, ("tp",)), "cp": (dense, ("cp",)), "ep": (expert, ("ep",)),
+              "dp": (dense, ("cp", "dp")), "edp": (expert, ("dp",)), "pp": (dense, ("pp",))}
+    out = {}
+    for name, (sizes, dims) in shapes.items():
+        group = "dp" if name == "edp" else name
+        per_node, nodes = group_shape(sizes, dims, node.devices_per_node, order)
+        n = np.ones(1)
+        for d in dims:
+            n = n * np.asarray(sizes[d], dtype=float)
+        out[name] = (n, per_node, node.intra_bandwidth * rates.link(group, True),
+                     node.nic_bandwidth_per_device * rates.link(group, False))
+    n, per_node, b_in, b_nic = out["pp"]  # a message's two ends: see layout_group("pp")
+    stride = np.ones(1)
+    for d in order[:order.index("pp")]:
+        stride = stride * np.asarray(dense[d], dtype=float)
+    out["pp"] = (np.full_like(n, 2.0), np.where(2 * stride > node.devices_per_node, 1.0, 2.0),
+                 b_in, b_nic)
+    return out
 
 
 def _costs_columns(model: ModelSpec, hardware: Hardware, rates: Rates,
@@ -138,7 +165,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                activation_model: ActivationModel | None = None,
                dtype: str | None = None,
                static_scheme: str | None = None,
-               tensor_dtype: str | None = None) -> dict[str, np.ndarray]:
+               tensor_dtype: str | None = None,
+               rank_order: str | tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """Step time and its parts for every configuration of ``cols`` (see module docstring).
 
     Parameters
@@ -172,6 +200,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         The type of the run's tensors where ``dtype`` names another peak (the hardware
         lists none for it: :func:`perfkit.plan.run_types`); the gradients' default
         size follows it (4 bytes for an fp32 run). None: ``dtype``.
+    rank_order : str, optional
+        Rank placement, innermost first (default ``"tp-cp-ep-dp-pp"``): where each
+        group's ranks sit on ``hardware.topology`` (:mod:`perfkit.calc.topology`).
 
     Returns
     -------
@@ -194,14 +225,13 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     sp = c["sequence_parallel"].astype(bool)
     ovl, lat = rates.overlap, rates.link_latency_s
     # per-collective times of each group (one operation of its usual message)
-    bw_tp = _link(hardware, tp, rates, "tp")
-    half_tp = np.where(tp > 1, lc["act_bytes"] * (tp - 1) / tp / bw_tp + lat, 0.0)
-    bw_cp = _link(hardware, tp * cp, rates, "cp")
-    kv_x = np.where(cp > 1, lc["kv_bytes"] * (cp - 1) / cp / bw_cp + lat, 0.0)
-    bw_ep = _link(hardware, etp * ep, rates, "ep")
-    a2a = np.where(ep > 1, lc["a2a_bytes"] * (ep - 1) / ep / bw_ep + lat, 0.0)
-    bw_pp = _link(hardware, 2 * tp * cp * dp, rates, "pp")
-    msg_pp = np.where(pp > 1, lc["act_bytes"] / tp / bw_pp + lat, 0.0)
+    g = _groups_priced(hardware, rates, c, parse_order(rank_order))
+    alg = rates.collective_algorithm
+    half_tp = collective_seconds("all-gather", lc["act_bytes"], *g["tp"], lat, alg)
+    kv_x = collective_seconds("all-gather", lc["kv_bytes"], *g["cp"], lat, alg)
+    a2a = collective_seconds("all-to-all", lc["a2a_bytes"], *g["ep"], lat, alg)
+    msg_pp = np.where(pp > 1, collective_seconds("p2p", lc["act_bytes"] / tp, *g["pp"], lat,
+                                                 alg), 0.0)
     # tensor-parallel halves (all-gather or reduce-scatter) per layer and micro-batch
     redo = sp & rates.sp_ag_redo
     tp_fb = 8.0 + np.where(redo, 2.0, 0.0)
@@ -256,23 +286,21 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         experts = np.zeros(count)
     else:
         dense, experts = params["dense"], params["experts"]
-    group = dp * cp
-    expert_group = tp * cp * dp / (ep * etp)
     sharded = osh > 1
-    bw_dp = _link(hardware, tp * cp * dp, rates, "dp")
-    bw_edp = bw_dp
     gbytes = rates.gradient_bytes if rates.gradient_bytes is not None \
         else scheme_gradient_bytes(static_scheme, tensor_dtype or dtype)
 
-    def reduction(count_params: np.ndarray, g: np.ndarray, bw: np.ndarray) -> np.ndarray:
-        ring = np.where(g > 1, (g - 1) / np.maximum(g, 1), 0.0)
-        volume = count_params * gbytes * ring * np.where(sharded, 1.0, 2.0)
+    def reduction(count_params: np.ndarray, shape: tuple) -> np.ndarray:
+        kind = np.where(sharded, 1.0, 0.0)  # reduce-scatter with sharding, else all-reduce
+        msg = count_params * gbytes
+        t = kind * collective_seconds("reduce-scatter", msg, *shape, lat, alg) \
+            + (1 - kind) * collective_seconds("all-reduce", msg, *shape, lat, alg)
         # no collective without parameters to reduce (a dense model's expert group)
-        return np.where((g > 1) & (count_params > 0), volume / bw + lat, 0.0)
+        return np.where(count_params > 0, t, 0.0)
 
-    reduce_s = reduction(dense, group, bw_dp) + reduction(experts, expert_group, bw_edp)
-    gather_s = np.where(sharded & (group > 1), dense * 2.0 * (group - 1) / np.maximum(group, 1)
-                        / bw_dp + lat, 0.0)
+    reduce_s = reduction(dense, g["dp"]) + reduction(experts, g["edp"])
+    gather_s = np.where(sharded, collective_seconds("all-gather", dense * 2.0, *g["dp"], lat,
+                                                    alg), 0.0)
     nb = rates.dp_buckets
     last_bwd = lc["bwd"] * st["layers"][pick]  # the last micro-batch's backward
     bucket = reduce_s / nb

@@ -377,7 +377,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
                           if uneven else None)
     out = step_times(model, hardware, rates, layout_columns(parallel), rows, params=params,
                      activation_model=am, dtype=dtype, static_scheme=scheme,
-                     tensor_dtype=tensor_dtype)
+                     tensor_dtype=tensor_dtype, rank_order=parallel.rank_order)
     parts = {name: float(out[name][0]) for name in PART_NAMES}
     step = float(out["step_s"][0])
     if _style_unknown(job, model, parallel, overrides):
@@ -385,7 +385,8 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         alt = float(step_times(model, hardware, rates.replace(recompute_style=other),
                                layout_columns(parallel), rows, params=params,
                                activation_model=am, dtype=dtype, static_scheme=scheme,
-                               tensor_dtype=tensor_dtype)["step_s"][0])
+                               tensor_dtype=tensor_dtype,
+                               rank_order=parallel.rank_order)["step_s"][0])
         notes.append(_style_note(rates.recompute_style, step, alt))
     measured = getattr(calibration, "measured", frozenset())
     if calibration is None:

@@ -62,6 +62,10 @@ class ParallelConfig:
     expert_tp : int, optional
         Tensor-parallel size inside each expert (Megatron ``--expert-tensor-parallel-size``);
         default ``tp``.
+    rank_order : str
+        Rank placement, innermost first (Megatron-LM's ``order``, default
+        ``"tp-cp-ep-dp-pp"``): which groups' ranks share a node
+        (:mod:`perfkit.calc.topology`).
 
     Notes
     -----
@@ -88,6 +92,7 @@ class ParallelConfig:
     ep: int = 1
     cp: int = optional(1)
     expert_tp: int | None = optional(None)
+    rank_order: str = optional("tp-cp-ep-dp-pp")
 
     def __post_init__(self) -> None:
         try:
@@ -104,6 +109,11 @@ class ParallelConfig:
             raise ParallelConfigError(exc.parameter, exc.rule, exc.value) from None
         if self.zero_stage not in (0, 1, 2, 3) or isinstance(self.zero_stage, bool):
             raise ParallelConfigError("zero_stage", "must be 0, 1, 2 or 3", self.zero_stage)
+        if not isinstance(self.rank_order, str) or sorted(self.rank_order.split("-")) \
+                != sorted(("tp", "cp", "ep", "dp", "pp")):
+            raise ParallelConfigError("rank_order", "must name tp, cp, ep, dp and pp once "
+                                      "each, innermost first (e.g. 'tp-cp-ep-dp-pp')",
+                                      self.rank_order)
         if not isinstance(self.sequence_parallel, bool):
             raise ParallelConfigError("sequence_parallel", "must be True or False",
                                       self.sequence_parallel)
