@@ -50,7 +50,13 @@ What one step is made of, per rank
   updated 16-bit weights are all-gathered. None of this scales with the micro-batches,
   which is why a layout that runs more micro-batches per step (strong scaling the other
   way) or holds fewer parameters per device gets faster per token.
-* **Overhead**: a fixed ``overhead_s`` per step and ``kernel_gap_s`` per kernel.
+* **Overhead** (fixed costs, each its own term): ``overhead_s`` per step,
+  ``kernel_gap_s`` per kernel, ``layer_overhead_s`` per layer per micro-batch.
+* **Framework behaviour** (:mod:`perfkit.calc.behaviour`): ``tp_comm_overlap`` hides
+  the tp traffic under the layer's compute (only the excess shows);
+  ``param_gather_overlap`` hides the sharded optimizer's weight all-gather under the
+  stage's first forward; ``dp_bucket_params`` / ``dp_bucket_per_layer`` set the
+  gradient buckets from the parameters (Megatron's 40M, DDP's 25 MB, FSDP per layer).
 
 Collectives are priced at their group's shape on ``hardware.topology`` by
 :func:`perfkit.calc.topology.collective_seconds`: ring inside a node (all-reduce
@@ -267,9 +273,11 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         "ep_comm": (n * ep_fb[i] + full * ep_rec[i]) * (1 - ovl["ep"]),
         "pp_comm": recv * msg_pp[i] * (1 - ovl["pp"]),
     }
+    if rates.tp_comm_overlap:  # userbuffers: the tp traffic hides under the layer's compute
+        row["tp_comm"] = np.maximum(0.0, row["tp_comm"] - row["compute"] - row["recompute"])
     kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]) + full * rec_k[i] \
         + np.where(last, lc["kernels_head"][i], 0.0)
-    row["overhead"] = kernels_row * rates.kernel_gap_s
+    row["overhead"] = kernels_row * rates.kernel_gap_s + n * rates.layer_overhead_s
     per_mb = sum(row.values())
     count = len(dp)
     order = np.lexsort((per_mb, i))  # by configuration, then stage time
@@ -301,11 +309,17 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     reduce_s = reduction(dense, g["dp"]) + reduction(experts, g["edp"])
     gather_s = np.where(sharded, collective_seconds("all-gather", dense * 2.0, *g["dp"], lat,
                                                     alg), 0.0)
-    nb = rates.dp_buckets
+    nb = np.full(count, float(rates.dp_buckets))
+    if rates.dp_bucket_params > 0:
+        nb = np.maximum(nb, np.ceil((dense + experts) / rates.dp_bucket_params))
+    if rates.dp_bucket_per_layer:
+        nb = np.maximum(nb, st["layers"][pick])
     last_bwd = lc["bwd"] * st["layers"][pick]  # the last micro-batch's backward
     bucket = reduce_s / nb
     exposed_reduce = np.maximum(bucket, reduce_s - last_bwd * (nb - 1) / nb)
     exposed_reduce = np.where(reduce_s > 0, exposed_reduce, 0.0)
+    if rates.param_gather_overlap:  # under the next step's first forward of the stage
+        gather_s = np.maximum(0.0, gather_s - lc["fwd"] * st["layers"][pick])
     out["dp_comm"] = (exposed_reduce + gather_s) * (1 - ovl["dp"])
     updated = (dense + experts) / np.maximum(osh, 1)
     out["optimizer"] = np.where(updated > 0, (updated * rates.optimizer_bytes_per_param
