@@ -14,7 +14,7 @@ from functools import lru_cache
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
 from .rates import Rates
-from .timing_kernels import _head_ops, _layer_ops, _seconds
+from .timing_kernels import _head_ops, _layer_ops, _seconds, fp8_casts
 
 __all__ = ["LayerCosts", "layer_costs"]
 
@@ -80,6 +80,10 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
                  sp: bool, cp: int, ep: int, etp: int, am: ActivationModel,
                  dtype: str | None) -> LayerCosts:
     peak, bw = hardware.peak(dtype), hardware.memory_bandwidth
+    fp8 = dtype == "fp8"
+    # FP8 runs its GEMMs at the FP8 peak; attention stays 16-bit (Transformer Engine's
+    # FP8 recipes: DotProductAttention in bf16), element-wise work is priced by bytes
+    core = _half_peak(hardware) if fp8 else None
     dropout = am.dropout if am.dropout is not None else model.mlp != "gated"
     flash = am.flash_attention
     back = rates.backward_rates()  # the backward's memory-bound kernels at their own rate
@@ -95,12 +99,14 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
             continue
         fwd, bwd = _layer_ops(model, b, tp, sp, cp, ep, etp, flash, dropout, am.norm_bytes,
                               moe)
-        f, kf = _seconds(fwd, peak, bw, rates)
-        bk, kb = _seconds(bwd, peak, bw, back)
-        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",))
-        sc, _ = _seconds(fwd, peak, bw, rates, only=("core",))
+        if fp8:
+            fwd, bwd = fwd + fp8_casts(fwd, False), bwd + fp8_casts(bwd, True)
+        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core)
+        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core)
+        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",), core_peak=core)
+        sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core)
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
-        cb, _ = _seconds(bwd, peak, bw, back, only=("core",))
+        cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core)
         for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
                            ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
                            ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
@@ -121,3 +127,12 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
                       totals["sel_core"], totals["sel_act"], totals["core_fwd"],
                       totals["core_bwd"], emb, head, totals["kf"], totals["kb"],
                       totals["kra"], totals["krn"], kh, act_bytes, kv_bytes, a2a, moe_share)
+
+
+def _half_peak(hardware: Hardware) -> float:
+    """The 16-bit peak an FP8 run's attention runs at: bf16, else fp16, else the
+    hardware's default."""
+    for dtype in ("bf16", "fp16"):
+        if dtype in hardware.peak_flops:
+            return hardware.peak(dtype)
+    return hardware.peak()
