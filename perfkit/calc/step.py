@@ -23,12 +23,14 @@ Assumptions (also returned in ``StepEstimate.assumptions``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ..errors import (
     InvalidArgumentError,
+    ParallelConfigError,
     check_choice,
     check_fraction,
     check_non_negative,
@@ -91,7 +93,7 @@ class StepEstimate:
 
 
 def _comm_seconds(volume: CommVolume, parallel: ParallelConfig, hardware: Hardware,
-                  comm_eff: float) -> dict[str, float]:
+                  comm_eff: float, algorithm: str) -> dict[str, float]:
     """Each kind's communication time before overlap: every collective of ``volume``
     priced at its group's shape on ``hardware.topology`` (rank placement
     ``parallel.rank_order``; ring inside a node, hierarchical across nodes:
@@ -102,12 +104,12 @@ def _comm_seconds(volume: CommVolume, parallel: ParallelConfig, hardware: Hardwa
     times = dict.fromkeys(KINDS, 0.0)
     for item in volume.items:
         group = "edp" if item.kind == "dp" and "expert" in item.collective else item.kind
-        n, r = layout_group(parallel, group, node.devices_per_node)
+        n, r = layout_group(parallel, group, node.devices_per_node, stage="interior")
         coll = {"cp": "all-gather", "pp": "p2p"}.get(item.kind,
                                                      collective_kind(item.collective))
         times[item.kind] += item.count * float(collective_seconds(
             coll, item.message_bytes, item.group_size if item.kind != "pp" else n, r,
-            b_in, b_nic))
+            b_in, b_nic, algorithm=algorithm))
     return times
 
 
@@ -122,7 +124,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                   activation_model: ActivationModel | None = None,
                   gradient_bytes: float | None = None, cp_overlap: float = 0.0,
                   cp_comm: str = "p2p", activation_convention: str = "seed",
-                  count_router: bool = True) -> StepEstimate:
+                  count_router: bool = True,
+                  stage_layers: Sequence[int] | None = None,
+                  collective_algorithm: str = "hierarchical") -> StepEstimate:
     """Estimate the step time, memory and MFU of a configuration (see module docstring).
 
     Parameters
@@ -170,9 +174,22 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     activation_convention : {"seed", "korthikanti", "megatron", "llm-analysis"}
         Activation-memory convention for the memory check, see
         :func:`~perfkit.calc.activation.activation_memory`.
+    stage_layers : sequence of int, optional
+        Uneven layers per pipeline stage (e.g. 126 layers on 8 stages as
+        ``[15] + [16] * 7``; ``vpp = 1``). Each stage's compute counts its own layers;
+        communication and memory are those of the most loaded stage (as if every stage
+        held its layers: the model with ``pp · max(stage_layers)`` layers).
+    collective_algorithm : {"hierarchical", "flat"}
+        How collectives whose group spans nodes are priced
+        (:data:`perfkit.calc.topology.ALGORITHMS`).
     """
     model = as_model(model)
-    parallel.validate(model)
+    shaped = model
+    if stage_layers is None:
+        parallel.validate(model)
+        layers = parallel.layers_per_stage(model)
+    else:
+        layers, shaped = _uneven(model, parallel, stage_layers)
     if not isinstance(hardware, Hardware):
         raise InvalidArgumentError("hardware", "must be a Hardware (e.g. Hardware.preset('h100'))",
                                    type(hardware).__name__)
@@ -182,6 +199,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                 (("dp", dp_overlap), ("tp", tp_overlap), ("pp", pp_overlap),
                  ("ep", ep_overlap), ("cp", cp_overlap))}
     check_choice("selective_mode", selective_mode, ("strict", "korthikanti"))
+    check_choice("collective_algorithm", collective_algorithm, ("hierarchical", "flat"))
     reserve = check_fraction("memory_reserve", memory_reserve)
     overhead = check_non_negative("overhead_s", overhead_s)
     peak = hardware.peak(dtype)
@@ -196,8 +214,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     am = ActivationModel() if activation_model is None else activation_model
     recomputes_core = am.recomputes_attention_core
     factor = 1.0 if selective_mode == "strict" else 3.0
-    layers = parallel.layers_per_stage(model)
-    full = parallel.full_recompute_layers_per_stage(model)
+    full = tuple(layers) if parallel.recompute == "full" and parallel.recompute_layers is None \
+        else parallel.full_recompute_layers_per_stage(model)
     stage_flops = _stage_flops(model, parallel, causal, count_router, layers, full,
                                recomputes_core, factor, tokens_per_replica)
     compute_s = max(stage_flops) / (peak * eff)
@@ -207,9 +225,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     gradient_bytes_given = gradient_bytes
     if gradient_bytes is None:
         gradient_bytes = scheme_gradient_bytes(static_scheme, dtype)
-    volume = comm_volume(model, parallel, dtype_bytes=4.0 if fp32 else 2.0,
+    volume = comm_volume(shaped, parallel, dtype_bytes=4.0 if fp32 else 2.0,
                          gradient_bytes=gradient_bytes, cp_comm=cp_comm)
-    times = _comm_seconds(volume, parallel, hardware, comm_eff)
+    times = _comm_seconds(volume, parallel, hardware, comm_eff, collective_algorithm)
     exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
     step_s = compute_s + bubble_s + exposed + overhead
 
@@ -218,10 +236,10 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
                                   full_recompute_layers=sum(full), count_router=count_router,
                                   selective_core=recomputes_core)
-    static = static_memory(model, parallel, static_scheme,
+    static = static_memory(shaped, parallel, static_scheme,
                            gradient_bytes=None if gradient_bytes_given is None
                            else gradient_bytes_given, dtype=dtype).total_bytes
-    act = activation_memory(model, parallel, activation_model=activation_model,
+    act = activation_memory(shaped, parallel, activation_model=activation_model,
                             convention=activation_convention).total_bytes
     limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
         else check_positive("memory_limit_bytes", memory_limit_bytes)
@@ -246,6 +264,23 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         static_bytes=static, activation_bytes=act, memory_bytes=static + act,
         memory_limit_bytes=limit, fits=static + act <= limit, assumptions=assumptions,
         cp_comm_s=times["cp"])
+
+
+def _uneven(model: ModelSpec, parallel: ParallelConfig,
+            stage_layers: Sequence[int]) -> tuple[list[int], ModelSpec]:
+    """Check an uneven split; return it and the model its most loaded stage stands for."""
+    layers = [int(n) for n in stage_layers]
+    if len(layers) != parallel.pp or any(n < 1 for n in layers) \
+            or sum(layers) != model.num_layers or parallel.vpp != 1:
+        raise InvalidArgumentError("stage_layers", f"needs pp={parallel.pp} whole numbers >= 1 "
+                                   f"adding up to num_layers={model.num_layers}, with vpp=1",
+                                   stage_layers)
+    rules = [r for r in parallel.problems(model) if not r.startswith("pp: pp*vpp=")
+             and not r.startswith("recompute_layers: more than")]
+    if rules:
+        param, _, rule = rules[0].partition(": ")
+        raise ParallelConfigError(param, rule, getattr(parallel, param, None), rules=rules)
+    return layers, model.replace(num_layers=parallel.pp * max(layers))
 
 
 def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count_router: bool,

@@ -79,7 +79,7 @@ from .memory import scheme_gradient_bytes
 from .rates import GROUPS, Rates
 from .timing_kernels import gemm_seconds, memory_seconds
 from .timing_layer import LayerCosts, layer_costs
-from .topology import collective_seconds, group_shape, parse_order
+from .topology import collective_seconds, layout_groups, parse_order
 
 __all__ = ["LayerCosts", "layer_costs", "gemm_seconds", "memory_seconds", "step_times",
            "uniform_stages", "PART_NAMES"]
@@ -114,31 +114,16 @@ def uniform_stages(cols: dict[str, np.ndarray], num_layers: int) -> dict[str, np
 def _groups_priced(hardware: Hardware, rates: Rates, c: dict[str, np.ndarray],
                    order: tuple[str, ...]) -> dict[str, tuple]:
     """Each group's ``(n, ranks per node, B_in, B_nic)`` for :func:`collective_seconds`:
-    the rank placement ``order`` (:mod:`perfkit.calc.topology`) on ``hardware.topology``,
-    the bandwidths times the group's link efficiency."""
+    the rank placement ``order`` (:func:`perfkit.calc.topology.layout_groups`, the first
+    and last stages' pipeline neighbours) on ``hardware.topology``, the bandwidths times
+    the group's link efficiency."""
     node = hardware.topology
-    dense = {"tp": c["tp"], "cp": c["cp"], "ep": np.ones_like(c["tp"]), "dp": c["dp"],
-             "pp": c["pp"]}
-    edp = c["tp"] * c["cp"] * c["dp"] / np.maximum(c["ep"] * c["expert_tp"], 1)
-    expert = {"tp": c["expert_tp"], "cp": np.ones_like(c["tp"]), "ep": c["ep"], "dp": edp,
-              "pp": c["pp"]}
-    shapes = {"tp": (dense, ("tp",)), "cp": (dense, ("cp",)), "ep": (expert, ("ep",)),
-              "dp": (dense, ("cp", "dp")), "edp": (expert, ("dp",)), "pp": (dense, ("pp",))}
+    shapes = layout_groups(c, node.devices_per_node, order, stage="ends")
     out = {}
-    for name, (sizes, dims) in shapes.items():
+    for name, (n, per_node) in shapes.items():
         group = "dp" if name == "edp" else name
-        per_node, nodes = group_shape(sizes, dims, node.devices_per_node, order)
-        n = np.ones(1)
-        for d in dims:
-            n = n * np.asarray(sizes[d], dtype=float)
         out[name] = (n, per_node, node.intra_bandwidth * rates.link(group, True),
                      node.nic_bandwidth_per_device * rates.link(group, False))
-    n, per_node, b_in, b_nic = out["pp"]  # a message's two ends: see layout_group("pp")
-    stride = np.ones(1)
-    for d in order[:order.index("pp")]:
-        stride = stride * np.asarray(dense[d], dtype=float)
-    out["pp"] = (np.full_like(n, 2.0), np.where(2 * stride > node.devices_per_node, 1.0, 2.0),
-                 b_in, b_nic)
     return out
 
 

@@ -50,7 +50,7 @@ from ..specs import ParallelConfig
 
 __all__ = ["PLACEMENT_ORDER", "COLLECTIVES", "bus_factor", "parse_order", "group_shape",
            "collective_seconds", "collective_kind", "layout_group", "group_bandwidth",
-           "GROUP_COLLECTIVE", "ALGORITHMS"]
+           "GROUP_COLLECTIVE", "ALGORITHMS", "layout_groups", "effective_bandwidth"]
 
 #: How a collective across nodes is priced: ``"hierarchical"`` (module docstring) or
 #: ``"flat"``: one ring over all ``n`` ranks paced by its slowest link, every byte at a
@@ -172,7 +172,8 @@ def collective_seconds(collective: str, message_bytes: np.ndarray | float,
 
 
 def layout_group(parallel: ParallelConfig, group: str, devices_per_node: int,
-                 order: str | tuple[str, ...] | None = None) -> tuple[float, float]:
+                 order: str | tuple[str, ...] | None = None,
+                 stage: str = "ends") -> tuple[float, float]:
     """``(n, r)`` of one group of a layout: its ranks and those in one node.
 
     ``group``: ``"tp"``, ``"cp"``, ``"dp"`` (the ``dp·cp`` ranks that reduce the dense
@@ -180,7 +181,10 @@ def layout_group(parallel: ParallelConfig, group: str, devices_per_node: int,
     expert grid ``expert_tp × ep × expert_dp``) or ``"pp"`` (``n = 2``: a message's two
     ends, ``stride`` ranks apart — the product of the dimensions inside ``pp`` —, in one
     node (``r = 2``) when ``2·stride <= D``, as the first and last stages' neighbours are,
-    else ``r = 1``; the first and last stages are the ones the step model times).
+    else ``r = 1``; the first and last stages are the ones :func:`perfkit.calc.timing.
+    step_times` times. ``stage="interior"``: the most loaded interior stage that
+    :func:`perfkit.calc.estimate_step` prices, whose boundary crosses a node as soon as
+    the pipeline spans nodes, ``pp·stride > D``).
     ``order`` defaults to ``parallel.rank_order``.
     """
     p = parallel
@@ -194,7 +198,8 @@ def layout_group(parallel: ParallelConfig, group: str, devices_per_node: int,
     n = float(np.prod([sizes[d] for d in dims]))
     if group == "pp":
         stride = float(np.prod([dense[d] for d in dims_order[:dims_order.index("pp")]]))
-        return 2.0, (1.0 if 2 * stride > devices_per_node else 2.0)
+        span = 2 * stride if stage == "ends" else p.pp * stride
+        return 2.0, (1.0 if span > devices_per_node else 2.0)
     return n, float(r[0])
 
 
@@ -211,3 +216,46 @@ def group_bandwidth(collective: str, n: float, per_node: float, intra_bw: float,
                                  algorithm=algorithm))
     volume = bus_factor(collective, n)
     return volume / t
+
+
+def layout_groups(cols: dict[str, np.ndarray], devices_per_node: int,
+                  order: tuple[str, ...] = PLACEMENT_ORDER, stage: str = "ends"
+                  ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`layout_group` for many layouts at once: ``{group: (n, r)}`` arrays for
+    ``tp``, ``cp``, ``ep``, ``dp``, ``edp`` and ``pp``, from columns ``dp, tp, pp, cp, ep,
+    expert_tp`` (``expert_tp`` already resolved to ``tp`` where not given)."""
+    c = {k: np.asarray(cols[k], dtype=float) for k in ("dp", "tp", "pp", "cp", "ep",
+                                                        "expert_tp")}
+    one = np.ones_like(c["tp"])
+    dense = {"tp": c["tp"], "cp": c["cp"], "ep": one, "dp": c["dp"], "pp": c["pp"]}
+    edp = c["tp"] * c["cp"] * c["dp"] / np.maximum(c["ep"] * c["expert_tp"], 1)
+    expert = {"tp": c["expert_tp"], "cp": one, "ep": c["ep"], "dp": edp, "pp": c["pp"]}
+    shapes = {"tp": (dense, ("tp",)), "cp": (dense, ("cp",)), "ep": (expert, ("ep",)),
+              "dp": (dense, ("cp", "dp")), "edp": (expert, ("dp",))}
+    out = {}
+    for name, (sizes, dims) in shapes.items():
+        per_node, _ = group_shape(sizes, dims, devices_per_node, order)
+        n = np.ones_like(c["tp"])
+        for d in dims:
+            n = n * sizes[d]
+        out[name] = (n, per_node * one)
+    stride = np.ones_like(c["tp"])
+    for d in order[:order.index("pp")]:
+        stride = stride * dense[d]
+    span = 2 * stride if stage == "ends" else c["pp"] * stride
+    out["pp"] = (2.0 * one, np.where(span > devices_per_node, 1.0, 2.0))
+    return out
+
+
+def effective_bandwidth(collective: str, n: np.ndarray, per_node: np.ndarray,
+                        intra_bw: float, nic_bw: float,
+                        algorithm: str = "hierarchical") -> np.ndarray:
+    """:func:`group_bandwidth` for arrays of groups (``intra_bw`` where ``n <= 1``)."""
+    n = np.asarray(n, dtype=float)
+    t = collective_seconds(collective, 1.0, n, per_node, intra_bw, nic_bw,
+                           algorithm=algorithm)
+    volume = np.where(n > 1, 2.0 * (n - 1) / np.maximum(n, 1.0), 0.0) \
+        if collective == "all-reduce" else np.where(n > 1, (n - 1) / np.maximum(n, 1.0), 0.0)
+    if collective == "p2p":
+        volume = np.ones_like(n)
+    return np.where(n > 1, volume / np.where(t > 0, t, 1.0), intra_bw)

@@ -179,9 +179,11 @@ class ParallelConfig:
                  num_devices: int | None = None) -> list[str]:
         """Every rule this configuration breaks, as ``"parameter: rule"`` strings.
 
-        Rules without a model: ``vpp > 1`` needs ``pp > 1``; ``num_micro_batches >= pp``
-        (1F1B needs at least one micro-batch per stage) and, when interleaved, a multiple of
-        ``pp`` (Megatron's rule); ``optimizer_shard`` divides ``dp``; ``ep × expert_tp``
+        Rules without a model: ``vpp > 1`` needs ``pp > 1``; when interleaved,
+        ``num_micro_batches`` a multiple of ``pp`` (Megatron's rule; fewer micro-batches
+        than stages are allowed with plain 1F1B: the step is ``m + pp − 1`` stage slots,
+        only ``m`` of them busy, :func:`perfkit.calc.pipeline.bubble_fraction`);
+        ``optimizer_shard`` divides ``dp``; ``ep × expert_tp``
         divides ``tp × cp × dp`` (``ep`` divides ``dp × cp`` when ``expert_tp = tp``:
         Megatron's expert grid, see the class notes); ``sequence_parallel`` needs
         ``tp > 1``.
@@ -196,8 +198,8 @@ class ParallelConfig:
         p, v, m = self.pp, self.vpp, self.num_micro_batches
         if v > 1 and p == 1:
             out.append("vpp: virtual stages need pipeline parallelism (pp > 1)")
-        if p > 1 and m < p:
-            out.append(f"num_micro_batches: must be >= pp={p} so every stage gets work")
+        if v > 1 and m < p:
+            out.append(f"num_micro_batches: must be >= pp={p} with vpp > 1 (interleaving)")
         elif v > 1 and m % p:
             out.append(f"num_micro_batches: must be a multiple of pp={p} with vpp > 1")
         if self.dp % self.optimizer_shard:
