@@ -36,3 +36,20 @@ def test_uneven_stages_126_layers_on_8():
     assert lighter.compute_s < est.compute_s  # the last stage's logits now on 15 layers
     with pytest.raises(InvalidArgumentError):
         pk.estimate_step(model, par, H100, stage_layers=[16] * 8)  # 128, not 126
+
+
+def test_alibi_adds_no_parameters_and_no_rotary_kernels():
+    from perfkit.calc.rates import Rates
+    from perfkit.calc.timing import layer_costs
+
+    rope = pk.ModelSpec.preset("llama2-7b")
+    alibi = rope.replace(position_embedding="alibi")
+    assert alibi.num_parameters() == rope.num_parameters()
+    flash = pk.ActivationModel("tensors", flash_attention=True, dropout=False)
+    r, a = (layer_costs(m, H100, Rates(), activation_model=flash) for m in (rope, alibi))
+    assert r.kernels_fwd - a.kernels_fwd == 2  # the rotary kernels of q and k
+    unfused = pk.ActivationModel("tensors", flash_attention=False, dropout=False)
+    plain = layer_costs(alibi.replace(position_embedding="none"), H100, Rates(),
+                        activation_model=unfused)
+    biased = layer_costs(alibi, H100, Rates(), activation_model=unfused)
+    assert biased.kernels_fwd - plain.kernels_fwd == 1  # the bias add over the scores

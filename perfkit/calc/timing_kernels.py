@@ -120,6 +120,8 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
         core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"),
                 _vec(4.0 * scores, "core"),
                 _Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core")]
+        if model.position_embedding == "alibi":  # the bias added to the scores (unfused)
+            core.insert(1, _vec(4.0 * scores, "core"))
         if dropout:
             core.insert(2, _vec(5.0 * scores, "core"))
     fwd += core
