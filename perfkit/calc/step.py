@@ -293,9 +293,11 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
     ``expert_tp`` are (expert tensor parallelism changes which weights a rank holds and
     who exchanges tokens, not how much a rank computes). With dense first layers each
     stage counts its own dense and MoE layers, and a fully recomputed layer costs the
-    stage's average layer once more.
+    stage's average layer once more. A frozen share of the weights
+    (``1 − trainable_fraction``) skips its weight-gradient GEMMs (one forward's worth).
     """
     tp, pp = parallel.tp, parallel.pp
+    frozen = 1.0 - parallel.trainable_fraction
     logits_fwd = 2.0 * model.hidden_size * model.vocab_size
     if not model.is_moe or not model.first_dense_layers:
         parts = layer_forward_flops(model, causal, count_router=count_router)
@@ -305,6 +307,9 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
             selective = layers[s] - full[s] if parallel.recompute == "selective" else 0
             per_token = (3 * layers[s] * parts["total"] + full[s] * parts["total"]
                          + selective * core_extra + (3 * logits_fwd if s == pp - 1 else 0.0))
+            # frozen weights: no weight-gradient GEMMs (the attention core has no weights)
+            per_token -= frozen * (layers[s] * (parts["total"] - parts["core"])
+                                   + (logits_fwd if s == pp - 1 else 0.0))
             out.append(tokens * per_token / tp)
         return out
     kinds = {k: layer_forward_flops(model, causal, count_router=count_router, layer=k)
@@ -320,7 +325,8 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
         selective = n - full[s] if parallel.recompute == "selective" else 0
         per_token = (3 + full[s] / n) * work + selective * (core * factor if recomputes_core
                                                             else 0.0)
+        per_token -= frozen * (work - core * n)
         if s == pp - 1:
-            per_token += 3 * logits_fwd
+            per_token += (3 - frozen) * logits_fwd
         out.append(tokens * per_token / tp)
     return out

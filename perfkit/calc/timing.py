@@ -52,6 +52,9 @@ What one step is made of, per rank
   way) or holds fewer parameters per device gets faster per token.
 * **Overhead** (fixed costs, each its own term): ``overhead_s`` per step,
   ``kernel_gap_s`` per kernel, ``layer_overhead_s`` per layer per micro-batch.
+* **Frozen weights** (``trainable_fraction`` < 1, LoRA / PEFT): the frozen share of
+  the weight-gradient GEMMs, of the gradient reduction, the weight all-gather and the
+  optimizer update is left out.
 * **Framework behaviour** (:mod:`perfkit.calc.behaviour`): ``tp_comm_overlap`` hides
   the tp traffic under the layer's compute (only the excess shows);
   ``param_gather_overlap`` hides the sharded optimizer's weight all-gather under the
@@ -248,8 +251,10 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                     + np.where(last, 2 * v[i] - 1, 0.0)
                     + np.where(~first & ~last, 2 * v[i], 0.0), 0.0)
     recv = np.where((pp[i] > 1) & first & last, 0.0, recv)
+    frozen = 1.0 - np.asarray(c.get("trainable_fraction", np.ones(len(dp))), dtype=float)
     row = {
-        "compute": n * (lc["fwd"][i] + lc["bwd"][i]) + np.where(first, lc["emb"][i], 0.0)
+        "compute": n * (lc["fwd"][i] + lc["bwd"][i] - frozen[i] * lc["wgrad"][i])
+        + np.where(first, lc["emb"][i], 0.0)
         + np.where(last, lc["head"][i], 0.0),
         "recompute": full * rec_t[i] + sel * sel_t[i],
         "tp_comm": (n * tp_fb[i] + full * rec_tp[i] + comm * 2.0) * half_tp[i]
@@ -260,7 +265,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     }
     if rates.tp_comm_overlap:  # userbuffers: the tp traffic hides under the layer's compute
         row["tp_comm"] = np.maximum(0.0, row["tp_comm"] - row["compute"] - row["recompute"])
-    kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]) + full * rec_k[i] \
+    kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]
+                       - frozen[i] * lc["kernels_wgrad"][i]) + full * rec_k[i] \
         + np.where(last, lc["kernels_head"][i], 0.0)
     row["overhead"] = kernels_row * rates.kernel_gap_s + n * rates.layer_overhead_s
     per_mb = sum(row.values())
@@ -279,6 +285,7 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         experts = np.zeros(count)
     else:
         dense, experts = params["dense"], params["experts"]
+    dense, experts = dense * (1.0 - frozen), experts * (1.0 - frozen)  # what trains
     sharded = osh > 1
     gbytes = rates.gradient_bytes if rates.gradient_bytes is not None \
         else scheme_gradient_bytes(static_scheme, tensor_dtype or dtype)

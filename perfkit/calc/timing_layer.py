@@ -8,6 +8,7 @@ sizes the collectives are sized from; :func:`layer_costs` computes them from the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -31,7 +32,9 @@ class LayerCosts:
     ``act_bytes`` the ``b·s/cp·h`` 16-bit activation (tensor-parallel collectives and
     pipeline messages are sized from it); ``kv_bytes`` the K and V of the whole
     sequence on one rank (context parallelism); ``a2a_bytes`` one expert all-to-all
-    message; ``moe_share`` the share of layers that are MoE.
+    message; ``moe_share`` the share of layers that are MoE; ``wgrad``/``kernels_wgrad``
+    the backward's weight-gradient GEMMs (half of each weight GEMM's backward calls; the
+    attention core has no weights), what a frozen base skips.
     """
 
     fwd: float
@@ -53,6 +56,8 @@ class LayerCosts:
     kv_bytes: float
     a2a_bytes: float
     moe_share: float
+    wgrad: float = 0.0
+    kernels_wgrad: float = 0.0
 
 
 def layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, micro_batch_size: int = 1,
@@ -93,7 +98,8 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
         moe_share = 1.0 - model.first_dense_layers / model.num_layers
         kinds = [(True, moe_share), (False, 1.0 - moe_share)]
     totals = dict.fromkeys(("fwd", "bwd", "rec_all", "rec_needed", "sel_core", "sel_act",
-                            "core_fwd", "core_bwd", "kf", "kb", "kra", "krn"), 0.0)
+                            "core_fwd", "core_bwd", "kf", "kb", "kra", "krn", "wg",
+                            "kwg"), 0.0)
     for moe, weight in kinds:
         if weight <= 0:
             continue
@@ -107,10 +113,13 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
         sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core)
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
         cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core)
+        weights = [dataclasses.replace(o, calls=o.calls / 2) for o in bwd
+                   if o.kind == "gemm" and o.tag != "core"]
+        wg, kwg = _seconds(weights, peak, bw, back)
         for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
                            ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
                            ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
-                           ("krn", krn)):
+                           ("krn", krn), ("wg", wg), ("kwg", kwg)):
             totals[key] += weight * value
     emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes)
     emb = _seconds(emb_ops, peak, bw, rates, skip=("backward",))[0] \
@@ -126,7 +135,8 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
     return LayerCosts(totals["fwd"], totals["bwd"], totals["rec_all"], totals["rec_needed"],
                       totals["sel_core"], totals["sel_act"], totals["core_fwd"],
                       totals["core_bwd"], emb, head, totals["kf"], totals["kb"],
-                      totals["kra"], totals["krn"], kh, act_bytes, kv_bytes, a2a, moe_share)
+                      totals["kra"], totals["krn"], kh, act_bytes, kv_bytes, a2a, moe_share,
+                      totals["wg"], totals["kwg"])
 
 
 def _half_peak(hardware: Hardware) -> float:

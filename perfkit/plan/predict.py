@@ -134,6 +134,7 @@ def layout_columns(parallel: ParallelConfig) -> dict[str, np.ndarray]:
         "optimizer_shard")}
     cols["expert_tp"] = np.array([parallel.expert_tp or 0], dtype=np.int64)
     cols["sequence_parallel"] = np.array([parallel.sequence_parallel])
+    cols["trainable_fraction"] = np.array([parallel.trainable_fraction], dtype=float)
     return cols
 
 

@@ -62,6 +62,10 @@ class ParallelConfig:
     expert_tp : int, optional
         Tensor-parallel size inside each expert (Megatron ``--expert-tensor-parallel-size``);
         default ``tp``.
+    trainable_fraction : float
+        Share of the parameters that train, in (0, 1] (LoRA / PEFT / a frozen base: the
+        frozen weights get no weight gradients, no gradient reduction and no optimizer
+        update; the adapters' own small work is not counted). Default 1.
     rank_order : str
         Rank placement, innermost first (Megatron-LM's ``order``, default
         ``"tp-cp-ep-dp-pp"``): which groups' ranks share a node
@@ -93,6 +97,7 @@ class ParallelConfig:
     cp: int = optional(1)
     expert_tp: int | None = optional(None)
     rank_order: str = optional("tp-cp-ep-dp-pp")
+    trainable_fraction: float = optional(1.0)
 
     def __post_init__(self) -> None:
         try:
@@ -109,6 +114,9 @@ class ParallelConfig:
             raise ParallelConfigError(exc.parameter, exc.rule, exc.value) from None
         if self.zero_stage not in (0, 1, 2, 3) or isinstance(self.zero_stage, bool):
             raise ParallelConfigError("zero_stage", "must be 0, 1, 2 or 3", self.zero_stage)
+        tf = self.trainable_fraction
+        if isinstance(tf, bool) or not isinstance(tf, (int, float)) or not 0 < tf <= 1:
+            raise ParallelConfigError("trainable_fraction", "must be in (0, 1]", tf)
         if not isinstance(self.rank_order, str) or sorted(self.rank_order.split("-")) \
                 != sorted(("tp", "cp", "ep", "dp", "pp")):
             raise ParallelConfigError("rank_order", "must name tp, cp, ep, dp and pp once "
