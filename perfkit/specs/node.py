@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import InvalidArgumentError, check_positive, check_positive_int
 from .node_presets import NODE_PRESETS
-
-if TYPE_CHECKING:
-    from .hardware import Hardware
 
 __all__ = ["Node", "INTRA_LINKS"]
 
@@ -93,7 +90,7 @@ class Node:
         return cls(**NODE_PRESETS[key])
 
     @classmethod
-    def from_hardware(cls, hardware: Hardware) -> Node:
+    def from_hardware(cls, hardware: Any) -> Node:
         """The node a :class:`Hardware` implies when none is attached: its
         ``devices_per_node``, ``intra_node_bandwidth`` and one NIC per device of
         ``inter_node_bandwidth`` (the convention of the hardware presets)."""
