@@ -85,7 +85,14 @@ def test_estimate_step_uses_inter_node_bandwidth_across_nodes():
     intra = pk.estimate_step(m, pk.ParallelConfig(dp=8), hw)
     inter = pk.estimate_step(m, pk.ParallelConfig(dp=16), hw)
     assert intra.dp_comm_s == pytest.approx(2 * 7 / 8 * m.num_parameters() * 2 / (450e9 * .8))
-    assert inter.dp_comm_s == pytest.approx(2 * 15 / 16 * m.num_parameters() * 2 / (50e9 * .8))
+    # dp 16 = 8 ranks in each of two DGX H100: hierarchical (reduce-scatter and
+    # all-gather over NVLink, each rank's 1/8 shard all-reduced across the two nodes)
+    grads = m.num_parameters() * 2
+    assert inter.dp_comm_s == pytest.approx(2 * 7 / 8 * grads / (450e9 * .8)
+                                            + 2 * 1 / 2 * grads / 8 / (50e9 * .8))
+    # one flat ring paced by the network: every byte at a GPU's NIC share
+    flat = pk.estimate_step(m, pk.ParallelConfig(dp=16), hw, collective_algorithm="flat")
+    assert flat.dp_comm_s == pytest.approx(2 * 15 / 16 * grads / (50e9 * .8))
 
 
 @pytest.mark.parametrize("kwargs,param", [

@@ -237,7 +237,7 @@ def test_parallel_config_properties():
 
 @pytest.mark.parametrize("kwargs,param,words", [
     ({"dp": 0}, "dp", ">= 1"),
-    ({"pp": 4, "num_micro_batches": 2}, "num_micro_batches", ">= pp"),
+    ({"pp": 4, "vpp": 2, "num_micro_batches": 2}, "num_micro_batches", ">= pp"),
     ({"pp": 4, "vpp": 2, "num_micro_batches": 6}, "num_micro_batches", "multiple of pp"),
     ({"vpp": 2}, "vpp", "pipeline"),
     ({"dp": 4, "optimizer_shard": 3}, "optimizer_shard", "divide dp"),

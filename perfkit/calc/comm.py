@@ -166,15 +166,17 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
     groups = [("", params - experts, dp * cp)]
     if experts:
         groups.append(("expert ", experts, parallel.expert_dp))
+    trained = parallel.trainable_fraction  # frozen weights reduce no gradients
     for label, count, group in groups:
         if group <= 1 or not count:
             continue
+        full_count, count = count, count * trained
         ring = (group - 1) / group
         if parallel.zero_stage >= 3:
             items.append(CommItem("dp", f"reduce-scatter ({label}gradients)", group, 1,
                                   count * g_bytes, ring))
             items.append(CommItem("dp", f"all-gather ({label}parameters, fwd and bwd)", group,
-                                  2, count * a_bytes, ring))
+                                  2, full_count * a_bytes, ring))
         elif parallel.optimizer_shard > 1 or parallel.zero_stage >= 1:
             # the gradients are reduce-scattered in their own size; the updated weights
             # come back in theirs (Megatron-LM's distributed optimizer gathers its bf16

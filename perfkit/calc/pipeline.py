@@ -37,6 +37,11 @@ def bubble_fraction(pp: int, num_micro_batches: int, vpp: int = 1) -> float:
     being ``1/v`` of a stage. 1F1B is ``vpp=1``. Published ideal values (SAPP tests):
     (p, v, m) = (16, 1, 16) → 0.9375; (4, 2, 8) → 0.1875; (8, 3, 16) → 0.1458.
     For the share of an iteration spent idle use :func:`bubble_idle_share`.
+
+    With fewer micro-batches than stages (``m < p``, plain 1F1B) the formula still holds
+    as an absolute time: the step is ``m + p − 1`` stage slots with only ``m`` busy, so
+    the bubble is ``(p − 1)`` slots, ``(p − 1)/m`` of the compute — above 1, and not
+    the "share of the ideal time" it is usually read as.
     """
     p, m, v = _check(pp, num_micro_batches, vpp)
     return (p - 1) / (v * m)

@@ -143,6 +143,25 @@ class Rates:
         Fixed time per step outside the layers (host, data loading, logging).
     kernel_gap_s : float
         Idle time between consecutive kernels of a rank (launch gaps), per kernel.
+    layer_overhead_s : float
+        Fixed host time per layer per micro-batch (hooks, module dispatch); default 0.
+    tp_comm_overlap : bool
+        Tensor-parallel collectives run under the layer's compute (Transformer Engine
+        userbuffers, Megatron ``--tp-comm-overlap``): only the excess shows. Default False.
+    param_gather_overlap : bool
+        A sharded optimizer's all-gather of the updated weights runs under the next
+        step's first forward (Megatron ``--overlap-param-gather``). Default False.
+    dp_bucket_params : float
+        Parameters per gradient bucket; > 0 makes the buckets ``max(dp_buckets,
+        ⌈parameters / dp_bucket_params⌉)`` (Megatron's 40e6, DDP's 25 MB). Default 0.
+    dp_bucket_per_layer : bool
+        One gradient bucket per layer of the stage (FSDP's per-layer wrapping).
+    collective_algorithm : {"hierarchical", "flat"}
+        How a collective whose group spans nodes with several ranks in each is priced
+        (:mod:`perfkit.calc.topology`): reduce-scatter inside, the shard across over all
+        the node's NICs, all-gather inside (default; NCCL/HCCL's hierarchical and tree
+        algorithms), or one flat ring with every byte at a device's NIC share.
+        :func:`perfkit.plan.calibrate` reads which a profile ran from its transports.
     """
 
     gemm_efficiency: float = 0.95
@@ -166,6 +185,12 @@ class Rates:
     overhead_s: float = 0.0
     kernel_gap_s: float = 0.0
     backward_elementwise_efficiency: float | None = None
+    collective_algorithm: str = "hierarchical"
+    layer_overhead_s: float = 0.0
+    tp_comm_overlap: bool = False
+    param_gather_overlap: bool = False
+    dp_bucket_params: float = 0.0
+    dp_bucket_per_layer: bool = False
 
     def __post_init__(self) -> None:
         for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",
@@ -178,7 +203,8 @@ class Rates:
             check_fraction("backward_elementwise_efficiency",
                            self.backward_elementwise_efficiency, allow_zero=False)
         for name in ("gemm_half_flops", "memory_half_bytes", "link_latency_s",
-                     "optimizer_bytes_per_param", "overhead_s", "kernel_gap_s"):
+                     "optimizer_bytes_per_param", "overhead_s", "kernel_gap_s",
+                     "layer_overhead_s", "dp_bucket_params"):
             check_non_negative(name, getattr(self, name))
         if not 0 < self.attention_efficiency <= 2:
             raise InvalidArgumentError("attention_efficiency", "must be in (0, 2]",
@@ -187,6 +213,8 @@ class Rates:
             raise InvalidArgumentError("gradient_bytes", "must be > 0", self.gradient_bytes)
         check_choice("recompute_style", self.recompute_style, RECOMPUTE_STYLES)
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
+        check_choice("collective_algorithm", self.collective_algorithm,
+                     ("hierarchical", "flat"))
         if isinstance(self.dp_buckets, bool) or not isinstance(self.dp_buckets, int) \
                 or self.dp_buckets < 1:
             raise InvalidArgumentError("dp_buckets", "must be a whole number >= 1",

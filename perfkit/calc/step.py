@@ -10,11 +10,12 @@ Assumptions (also returned in ``StepEstimate.assumptions``):
    moves tokens, each rank computes ``k`` experts' worth per local token).
 2. Bubble: ``bubble_fraction(pp, m, vpp) ×`` the slowest stage's compute time
    (Narayanan et al. 2021).
-3. Communication: the volumes of :func:`~perfkit.calc.comm.comm_volume` over a link at
-   ``comm_efficiency ×`` its nominal bandwidth; ranks are laid out tp-innermost, then
-   cp, then dp, then pp (Megatron's default order ``tp-cp-ep-dp-pp``; experts
-   ``expert_tp-ep-dp-pp``), so a group uses the intra-node bandwidth only while it fits
-   inside a node. A share ``*_overlap`` of each kind hides under compute.
+3. Communication: each collective of :func:`~perfkit.calc.comm.comm_volume` priced at
+   its group's shape on ``hardware.topology`` (:mod:`perfkit.calc.topology`: ring
+   inside a node, hierarchical across nodes over all the node's NICs), links at
+   ``comm_efficiency ×`` nominal; ranks placed by ``parallel.rank_order`` (Megatron's
+   default ``tp-cp-ep-dp-pp``; experts ``expert_tp-ep-dp-pp``). A share ``*_overlap``
+   of each kind hides under compute.
 4. Overhead: a fixed ``overhead_s`` per step (data loading, host gaps), 0 unless given.
 5. Memory: static (``static_scheme``) + activation (peak stage) must fit in
    ``memory_limit_bytes`` (default: device memory less ``memory_reserve``).
@@ -22,12 +23,14 @@ Assumptions (also returned in ``StepEstimate.assumptions``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ..errors import (
     InvalidArgumentError,
+    ParallelConfigError,
     check_choice,
     check_fraction,
     check_non_negative,
@@ -36,7 +39,7 @@ from ..errors import (
 from ..format import bytes_text, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
-from .comm import comm_volume
+from .comm import KINDS, CommVolume, comm_volume
 from .flops import flops_per_token, hardware_flops, layer_forward_flops
 from .memory import (
     ActivationModel,
@@ -46,6 +49,7 @@ from .memory import (
     static_memory,
 )
 from .pipeline import bubble_fraction
+from .topology import collective_kind, collective_seconds, layout_group
 from .usable_memory import MEMORY_RESERVE
 
 __all__ = ["StepEstimate", "estimate_step"]
@@ -88,10 +92,25 @@ class StepEstimate:
         return frame
 
 
-def _bandwidth(hardware: Hardware, span: int) -> float:
-    """Nominal per-device bandwidth of a group whose ranks span ``span`` consecutive ids."""
-    return hardware.intra_node_bandwidth if span <= hardware.devices_per_node \
-        else hardware.inter_node_bandwidth
+def _comm_seconds(volume: CommVolume, parallel: ParallelConfig, hardware: Hardware,
+                  comm_eff: float, algorithm: str) -> dict[str, float]:
+    """Each kind's communication time before overlap: every collective of ``volume``
+    priced at its group's shape on ``hardware.topology`` (rank placement
+    ``parallel.rank_order``; ring inside a node, hierarchical across nodes:
+    :func:`~perfkit.calc.topology.collective_seconds`), both tiers at ``comm_eff``."""
+    node = hardware.topology
+    b_in = node.intra_bandwidth * comm_eff
+    b_nic = node.nic_bandwidth_per_device * comm_eff
+    times = dict.fromkeys(KINDS, 0.0)
+    for item in volume.items:
+        group = "edp" if item.kind == "dp" and "expert" in item.collective else item.kind
+        n, r = layout_group(parallel, group, node.devices_per_node, stage="interior")
+        coll = {"cp": "all-gather", "pp": "p2p"}.get(item.kind,
+                                                     collective_kind(item.collective))
+        times[item.kind] += item.count * float(collective_seconds(
+            coll, item.message_bytes, item.group_size if item.kind != "pp" else n, r,
+            b_in, b_nic, algorithm=algorithm))
+    return times
 
 
 def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware,
@@ -105,7 +124,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                   activation_model: ActivationModel | None = None,
                   gradient_bytes: float | None = None, cp_overlap: float = 0.0,
                   cp_comm: str = "p2p", activation_convention: str = "seed",
-                  count_router: bool = True) -> StepEstimate:
+                  count_router: bool = True,
+                  stage_layers: Sequence[int] | None = None,
+                  collective_algorithm: str = "hierarchical") -> StepEstimate:
     """Estimate the step time, memory and MFU of a configuration (see module docstring).
 
     Parameters
@@ -153,9 +174,22 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     activation_convention : {"seed", "korthikanti", "megatron", "llm-analysis"}
         Activation-memory convention for the memory check, see
         :func:`~perfkit.calc.activation.activation_memory`.
+    stage_layers : sequence of int, optional
+        Uneven layers per pipeline stage (e.g. 126 layers on 8 stages as
+        ``[15] + [16] * 7``; ``vpp = 1``). Each stage's compute counts its own layers;
+        communication and memory are those of the most loaded stage (as if every stage
+        held its layers: the model with ``pp · max(stage_layers)`` layers).
+    collective_algorithm : {"hierarchical", "flat"}
+        How collectives whose group spans nodes are priced
+        (:data:`perfkit.calc.topology.ALGORITHMS`).
     """
     model = as_model(model)
-    parallel.validate(model)
+    shaped = model
+    if stage_layers is None:
+        parallel.validate(model)
+        layers = parallel.layers_per_stage(model)
+    else:
+        layers, shaped = _uneven(model, parallel, stage_layers)
     if not isinstance(hardware, Hardware):
         raise InvalidArgumentError("hardware", "must be a Hardware (e.g. Hardware.preset('h100'))",
                                    type(hardware).__name__)
@@ -165,11 +199,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                 (("dp", dp_overlap), ("tp", tp_overlap), ("pp", pp_overlap),
                  ("ep", ep_overlap), ("cp", cp_overlap))}
     check_choice("selective_mode", selective_mode, ("strict", "korthikanti"))
+    check_choice("collective_algorithm", collective_algorithm, ("hierarchical", "flat"))
     reserve = check_fraction("memory_reserve", memory_reserve)
     overhead = check_non_negative("overhead_s", overhead_s)
     peak = hardware.peak(dtype)
 
-    dp, tp, pp, v, cp = parallel.dp, parallel.tp, parallel.pp, parallel.vpp, parallel.cp
+    pp, v, cp = parallel.pp, parallel.vpp, parallel.cp
     tokens_per_replica = parallel.micro_batch_size * parallel.num_micro_batches \
         * model.seq_length
     if cp > 1:
@@ -179,8 +214,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     am = ActivationModel() if activation_model is None else activation_model
     recomputes_core = am.recomputes_attention_core
     factor = 1.0 if selective_mode == "strict" else 3.0
-    layers = parallel.layers_per_stage(model)
-    full = parallel.full_recompute_layers_per_stage(model)
+    full = tuple(layers) if parallel.recompute == "full" and parallel.recompute_layers is None \
+        else parallel.full_recompute_layers_per_stage(model)
     stage_flops = _stage_flops(model, parallel, causal, count_router, layers, full,
                                recomputes_core, factor, tokens_per_replica)
     compute_s = max(stage_flops) / (peak * eff)
@@ -190,14 +225,9 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     gradient_bytes_given = gradient_bytes
     if gradient_bytes is None:
         gradient_bytes = scheme_gradient_bytes(static_scheme, dtype)
-    volume = comm_volume(model, parallel, dtype_bytes=4.0 if fp32 else 2.0,
+    volume = comm_volume(shaped, parallel, dtype_bytes=4.0 if fp32 else 2.0,
                          gradient_bytes=gradient_bytes, cp_comm=cp_comm)
-    # tp innermost, then cp, dp, pp: a group stays on intra-node links only while its ranks
-    # fit in one node; some pipeline boundary crosses nodes as soon as the job does.
-    spans = {"tp": tp, "dp": tp * cp * dp, "pp": parallel.world_size,
-             "ep": parallel.expert_tp_size * parallel.ep, "cp": tp * cp}
-    times = {k: volume.bytes(k) / (_bandwidth(hardware, spans[k]) * comm_eff)
-             for k in ("tp", "dp", "pp", "ep", "cp")}
+    times = _comm_seconds(volume, parallel, hardware, comm_eff, collective_algorithm)
     exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
     step_s = compute_s + bubble_s + exposed + overhead
 
@@ -206,10 +236,10 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
                                   full_recompute_layers=sum(full), count_router=count_router,
                                   selective_core=recomputes_core)
-    static = static_memory(model, parallel, static_scheme,
+    static = static_memory(shaped, parallel, static_scheme,
                            gradient_bytes=None if gradient_bytes_given is None
                            else gradient_bytes_given, dtype=dtype).total_bytes
-    act = activation_memory(model, parallel, activation_model=activation_model,
+    act = activation_memory(shaped, parallel, activation_model=activation_model,
                             convention=activation_convention).total_bytes
     limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
         else check_positive("memory_limit_bytes", memory_limit_bytes)
@@ -218,7 +248,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         f"compute at {eff:.0%} of the {hardware.name} {dtype or hardware.default_dtype} peak "
         f"({peak / 1e12:.1f} TFLOP/s); slowest stage sets the pace",
         f"bubble = (pp-1)/(vpp*m) x compute = {bubble_s / compute_s:.4f} x compute",
-        f"links at {comm_eff:.0%} of nominal; tp-innermost rank order; overlap "
+        f"links at {comm_eff:.0%} of nominal; ranks placed {parallel.rank_order}; overlap "
         + ", ".join(f"{k} {overlaps[k]:.0%}" for k in shown),
         f"memory: {static_scheme} static + peak-stage activations vs {bytes_text(limit)}",
         f"fixed overhead {time_text(overhead * 1e6)} per step",
@@ -236,6 +266,23 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         cp_comm_s=times["cp"])
 
 
+def _uneven(model: ModelSpec, parallel: ParallelConfig,
+            stage_layers: Sequence[int]) -> tuple[list[int], ModelSpec]:
+    """Check an uneven split; return it and the model its most loaded stage stands for."""
+    layers = [int(n) for n in stage_layers]
+    if len(layers) != parallel.pp or any(n < 1 for n in layers) \
+            or sum(layers) != model.num_layers or parallel.vpp != 1:
+        raise InvalidArgumentError("stage_layers", f"needs pp={parallel.pp} whole numbers >= 1 "
+                                   f"adding up to num_layers={model.num_layers}, with vpp=1",
+                                   stage_layers)
+    rules = [r for r in parallel.problems(model) if not r.startswith("pp: pp*vpp=")
+             and not r.startswith("recompute_layers: more than")]
+    if rules:
+        param, _, rule = rules[0].partition(": ")
+        raise ParallelConfigError(param, rule, getattr(parallel, param, None), rules=rules)
+    return layers, model.replace(num_layers=parallel.pp * max(layers))
+
+
 def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count_router: bool,
                  layers: list[int], full: tuple[int, ...], recomputes_core: bool,
                  factor: float, tokens: float) -> list[float]:
@@ -246,9 +293,11 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
     ``expert_tp`` are (expert tensor parallelism changes which weights a rank holds and
     who exchanges tokens, not how much a rank computes). With dense first layers each
     stage counts its own dense and MoE layers, and a fully recomputed layer costs the
-    stage's average layer once more.
+    stage's average layer once more. A frozen share of the weights
+    (``1 − trainable_fraction``) skips its weight-gradient GEMMs (one forward's worth).
     """
     tp, pp = parallel.tp, parallel.pp
+    frozen = 1.0 - parallel.trainable_fraction
     logits_fwd = 2.0 * model.hidden_size * model.vocab_size
     if not model.is_moe or not model.first_dense_layers:
         parts = layer_forward_flops(model, causal, count_router=count_router)
@@ -258,6 +307,9 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
             selective = layers[s] - full[s] if parallel.recompute == "selective" else 0
             per_token = (3 * layers[s] * parts["total"] + full[s] * parts["total"]
                          + selective * core_extra + (3 * logits_fwd if s == pp - 1 else 0.0))
+            # frozen weights: no weight-gradient GEMMs (the attention core has no weights)
+            per_token -= frozen * (layers[s] * (parts["total"] - parts["core"])
+                                   + (logits_fwd if s == pp - 1 else 0.0))
             out.append(tokens * per_token / tp)
         return out
     kinds = {k: layer_forward_flops(model, causal, count_router=count_router, layer=k)
@@ -273,7 +325,8 @@ def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count
         selective = n - full[s] if parallel.recompute == "selective" else 0
         per_token = (3 + full[s] / n) * work + selective * (core * factor if recomputes_core
                                                             else 0.0)
+        per_token -= frozen * (work - core * n)
         if s == pp - 1:
-            per_token += 3 * logits_fwd
+            per_token += (3 - frozen) * logits_fwd
         out.append(tokens * per_token / tp)
     return out

@@ -50,12 +50,23 @@ What one step is made of, per rank
   updated 16-bit weights are all-gathered. None of this scales with the micro-batches,
   which is why a layout that runs more micro-batches per step (strong scaling the other
   way) or holds fewer parameters per device gets faster per token.
-* **Overhead**: a fixed ``overhead_s`` per step and ``kernel_gap_s`` per kernel.
+* **Overhead** (fixed costs, each its own term): ``overhead_s`` per step,
+  ``kernel_gap_s`` per kernel, ``layer_overhead_s`` per layer per micro-batch.
+* **Frozen weights** (``trainable_fraction`` < 1, LoRA / PEFT): the frozen share of
+  the weight-gradient GEMMs, of the gradient reduction, the weight all-gather and the
+  optimizer update is left out.
+* **Framework behaviour** (:mod:`perfkit.calc.behaviour`): ``tp_comm_overlap`` hides
+  the tp traffic under the layer's compute (only the excess shows);
+  ``param_gather_overlap`` hides the sharded optimizer's weight all-gather under the
+  stage's first forward; ``dp_bucket_params`` / ``dp_bucket_per_layer`` set the
+  gradient buckets from the parameters (Megatron's 40M, DDP's 25 MB, FSDP per layer).
 
-Ring volumes per rank: all-reduce ``2(n−1)/n·M``, all-gather / reduce-scatter and
-all-to-all ``(n−1)/n·M``, plus ``link_latency_s`` per operation. A group uses the
-intra-node bandwidth while its ranks fit in a node (ranks laid out tp, cp, dp, pp from
-the inside out), the inter-node bandwidth otherwise.
+Collectives are priced at their group's shape on ``hardware.topology`` by
+:func:`perfkit.calc.topology.collective_seconds`: ring inside a node (all-reduce
+``2(n−1)/n·M``, all-gather / reduce-scatter and all-to-all ``(n−1)/n·M`` per rank),
+hierarchical across nodes (inside, then each rank's ``M/r`` shard over the node's NICs),
+plus ``link_latency_s`` per tier; ranks placed ``tp-cp-ep-dp-pp`` from the inside out
+unless ``rank_order`` says otherwise.
 
 This module evaluates the step (:func:`step_times`, :func:`uniform_stages`); a layer's
 times are :mod:`perfkit.calc.timing_layer`, its kernels :mod:`perfkit.calc.timing_kernels`.
@@ -71,6 +82,7 @@ from .memory import scheme_gradient_bytes
 from .rates import GROUPS, Rates
 from .timing_kernels import gemm_seconds, memory_seconds
 from .timing_layer import LayerCosts, layer_costs
+from .topology import collective_seconds, layout_groups, parse_order
 
 __all__ = ["LayerCosts", "layer_costs", "gemm_seconds", "memory_seconds", "step_times",
            "uniform_stages", "PART_NAMES"]
@@ -102,11 +114,20 @@ def uniform_stages(cols: dict[str, np.ndarray], num_layers: int) -> dict[str, np
             "comm": np.zeros(len(cand)), "first": first, "last": last}
 
 
-def _link(hardware: Hardware, span: np.ndarray, rates: Rates, group: str) -> np.ndarray:
-    """Achieved bandwidth of ``group``'s links for groups spanning ``span`` ranks."""
-    intra = span <= hardware.devices_per_node
-    return np.where(intra, hardware.intra_node_bandwidth * rates.link(group, True),
-                    hardware.inter_node_bandwidth * rates.link(group, False))
+def _groups_priced(hardware: Hardware, rates: Rates, c: dict[str, np.ndarray],
+                   order: tuple[str, ...]) -> dict[str, tuple]:
+    """Each group's ``(n, ranks per node, B_in, B_nic)`` for :func:`collective_seconds`:
+    the rank placement ``order`` (:func:`perfkit.calc.topology.layout_groups`, the first
+    and last stages' pipeline neighbours) on ``hardware.topology``, the bandwidths times
+    the group's link efficiency."""
+    node = hardware.topology
+    shapes = layout_groups(c, node.devices_per_node, order, stage="ends")
+    out = {}
+    for name, (n, per_node) in shapes.items():
+        group = "dp" if name == "edp" else name
+        out[name] = (n, per_node, node.intra_bandwidth * rates.link(group, True),
+                     node.nic_bandwidth_per_device * rates.link(group, False))
+    return out
 
 
 def _costs_columns(model: ModelSpec, hardware: Hardware, rates: Rates,
@@ -138,7 +159,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                activation_model: ActivationModel | None = None,
                dtype: str | None = None,
                static_scheme: str | None = None,
-               tensor_dtype: str | None = None) -> dict[str, np.ndarray]:
+               tensor_dtype: str | None = None,
+               rank_order: str | tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """Step time and its parts for every configuration of ``cols`` (see module docstring).
 
     Parameters
@@ -172,6 +194,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         The type of the run's tensors where ``dtype`` names another peak (the hardware
         lists none for it: :func:`perfkit.plan.run_types`); the gradients' default
         size follows it (4 bytes for an fp32 run). None: ``dtype``.
+    rank_order : str, optional
+        Rank placement, innermost first (default ``"tp-cp-ep-dp-pp"``): where each
+        group's ranks sit on ``hardware.topology`` (:mod:`perfkit.calc.topology`).
 
     Returns
     -------
@@ -194,14 +219,13 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     sp = c["sequence_parallel"].astype(bool)
     ovl, lat = rates.overlap, rates.link_latency_s
     # per-collective times of each group (one operation of its usual message)
-    bw_tp = _link(hardware, tp, rates, "tp")
-    half_tp = np.where(tp > 1, lc["act_bytes"] * (tp - 1) / tp / bw_tp + lat, 0.0)
-    bw_cp = _link(hardware, tp * cp, rates, "cp")
-    kv_x = np.where(cp > 1, lc["kv_bytes"] * (cp - 1) / cp / bw_cp + lat, 0.0)
-    bw_ep = _link(hardware, etp * ep, rates, "ep")
-    a2a = np.where(ep > 1, lc["a2a_bytes"] * (ep - 1) / ep / bw_ep + lat, 0.0)
-    bw_pp = _link(hardware, 2 * tp * cp * dp, rates, "pp")
-    msg_pp = np.where(pp > 1, lc["act_bytes"] / tp / bw_pp + lat, 0.0)
+    g = _groups_priced(hardware, rates, c, parse_order(rank_order))
+    alg = rates.collective_algorithm
+    half_tp = collective_seconds("all-gather", lc["act_bytes"], *g["tp"], lat, alg)
+    kv_x = collective_seconds("all-gather", lc["kv_bytes"], *g["cp"], lat, alg)
+    a2a = collective_seconds("all-to-all", lc["a2a_bytes"], *g["ep"], lat, alg)
+    msg_pp = np.where(pp > 1, collective_seconds("p2p", lc["act_bytes"] / tp, *g["pp"], lat,
+                                                 alg), 0.0)
     # tensor-parallel halves (all-gather or reduce-scatter) per layer and micro-batch
     redo = sp & rates.sp_ag_redo
     tp_fb = 8.0 + np.where(redo, 2.0, 0.0)
@@ -227,8 +251,10 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                     + np.where(last, 2 * v[i] - 1, 0.0)
                     + np.where(~first & ~last, 2 * v[i], 0.0), 0.0)
     recv = np.where((pp[i] > 1) & first & last, 0.0, recv)
+    frozen = 1.0 - np.asarray(c.get("trainable_fraction", np.ones(len(dp))), dtype=float)
     row = {
-        "compute": n * (lc["fwd"][i] + lc["bwd"][i]) + np.where(first, lc["emb"][i], 0.0)
+        "compute": n * (lc["fwd"][i] + lc["bwd"][i] - frozen[i] * lc["wgrad"][i])
+        + np.where(first, lc["emb"][i], 0.0)
         + np.where(last, lc["head"][i], 0.0),
         "recompute": full * rec_t[i] + sel * sel_t[i],
         "tp_comm": (n * tp_fb[i] + full * rec_tp[i] + comm * 2.0) * half_tp[i]
@@ -237,9 +263,12 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         "ep_comm": (n * ep_fb[i] + full * ep_rec[i]) * (1 - ovl["ep"]),
         "pp_comm": recv * msg_pp[i] * (1 - ovl["pp"]),
     }
-    kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]) + full * rec_k[i] \
+    if rates.tp_comm_overlap:  # userbuffers: the tp traffic hides under the layer's compute
+        row["tp_comm"] = np.maximum(0.0, row["tp_comm"] - row["compute"] - row["recompute"])
+    kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]
+                       - frozen[i] * lc["kernels_wgrad"][i]) + full * rec_k[i] \
         + np.where(last, lc["kernels_head"][i], 0.0)
-    row["overhead"] = kernels_row * rates.kernel_gap_s
+    row["overhead"] = kernels_row * rates.kernel_gap_s + n * rates.layer_overhead_s
     per_mb = sum(row.values())
     count = len(dp)
     order = np.lexsort((per_mb, i))  # by configuration, then stage time
@@ -256,28 +285,33 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         experts = np.zeros(count)
     else:
         dense, experts = params["dense"], params["experts"]
-    group = dp * cp
-    expert_group = tp * cp * dp / (ep * etp)
+    dense, experts = dense * (1.0 - frozen), experts * (1.0 - frozen)  # what trains
     sharded = osh > 1
-    bw_dp = _link(hardware, tp * cp * dp, rates, "dp")
-    bw_edp = bw_dp
     gbytes = rates.gradient_bytes if rates.gradient_bytes is not None \
         else scheme_gradient_bytes(static_scheme, tensor_dtype or dtype)
 
-    def reduction(count_params: np.ndarray, g: np.ndarray, bw: np.ndarray) -> np.ndarray:
-        ring = np.where(g > 1, (g - 1) / np.maximum(g, 1), 0.0)
-        volume = count_params * gbytes * ring * np.where(sharded, 1.0, 2.0)
+    def reduction(count_params: np.ndarray, shape: tuple) -> np.ndarray:
+        kind = np.where(sharded, 1.0, 0.0)  # reduce-scatter with sharding, else all-reduce
+        msg = count_params * gbytes
+        t = kind * collective_seconds("reduce-scatter", msg, *shape, lat, alg) \
+            + (1 - kind) * collective_seconds("all-reduce", msg, *shape, lat, alg)
         # no collective without parameters to reduce (a dense model's expert group)
-        return np.where((g > 1) & (count_params > 0), volume / bw + lat, 0.0)
+        return np.where(count_params > 0, t, 0.0)
 
-    reduce_s = reduction(dense, group, bw_dp) + reduction(experts, expert_group, bw_edp)
-    gather_s = np.where(sharded & (group > 1), dense * 2.0 * (group - 1) / np.maximum(group, 1)
-                        / bw_dp + lat, 0.0)
-    nb = rates.dp_buckets
+    reduce_s = reduction(dense, g["dp"]) + reduction(experts, g["edp"])
+    gather_s = np.where(sharded, collective_seconds("all-gather", dense * 2.0, *g["dp"], lat,
+                                                    alg), 0.0)
+    nb = np.full(count, float(rates.dp_buckets))
+    if rates.dp_bucket_params > 0:
+        nb = np.maximum(nb, np.ceil((dense + experts) / rates.dp_bucket_params))
+    if rates.dp_bucket_per_layer:
+        nb = np.maximum(nb, st["layers"][pick])
     last_bwd = lc["bwd"] * st["layers"][pick]  # the last micro-batch's backward
     bucket = reduce_s / nb
     exposed_reduce = np.maximum(bucket, reduce_s - last_bwd * (nb - 1) / nb)
     exposed_reduce = np.where(reduce_s > 0, exposed_reduce, 0.0)
+    if rates.param_gather_overlap:  # under the next step's first forward of the stage
+        gather_s = np.maximum(0.0, gather_s - lc["fwd"] * st["layers"][pick])
     out["dp_comm"] = (exposed_reduce + gather_s) * (1 - ovl["dp"])
     updated = (dense + experts) / np.maximum(osh, 1)
     out["optimizer"] = np.where(updated > 0, (updated * rates.optimizer_bytes_per_param

@@ -16,7 +16,7 @@ from ..specs import ModelSpec
 from .flops import layer_forward_flops
 from .rates import Rates
 
-__all__ = ["gemm_seconds", "memory_seconds"]
+__all__ = ["gemm_seconds", "memory_seconds", "fp8_casts", "FP8_CAST_BYTES"]
 
 
 _FLASH_BACKWARD = 2.5  # FlashAttention backward / forward FLOPs (PyTorch flop_counter)
@@ -49,6 +49,8 @@ class _Op:
     nbytes: float
     calls: float
     tag: str = ""
+    cast_fwd: float = 0.0  # elements of the GEMM's activation input (m·k)
+    cast_bwd: float = 0.0  # elements of its output gradient (m·n)
 
 
 def _vec(nbytes: float, tag: str = "", calls: float = 1.0) -> _Op:
@@ -56,7 +58,29 @@ def _vec(nbytes: float, tag: str = "", calls: float = 1.0) -> _Op:
 
 
 def _gemm(m: float, k: float, n: float, tag: str = "", calls: float = 1.0) -> _Op:
-    return _Op("gemm", 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), calls, tag)
+    return _Op("gemm", 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), calls, tag,
+               m * k, m * n)
+
+
+#: Bytes per element of an FP8 cast: read the 16-bit tensor, write its 8-bit copy; the
+#: amax the next scale needs is reduced in the same kernel (Transformer Engine's
+#: cast+amax kernels); weights are cast once per step and cached across micro-batches
+#: (TE's ``is_first_microbatch``), so only activations and gradients are counted.
+FP8_CAST_BYTES = 3.0
+
+
+def fp8_casts(ops: list[_Op], backward: bool) -> list[_Op]:
+    """The cast+amax kernels an FP8 run adds to ``ops``: per GEMM (not the attention
+    core, which stays 16-bit) one cast of its activation input in the forward, one of
+    its output gradient in the backward (shared by its two gradient GEMMs)."""
+    out = []
+    for o in ops:
+        if o.kind != "gemm" or o.tag == "core":
+            continue
+        elements, calls = (o.cast_bwd, o.calls / 2) if backward else (o.cast_fwd, o.calls)
+        if elements:
+            out.append(_Op("vec", 0.0, FP8_CAST_BYTES * elements, calls, o.tag))
+    return out
 
 
 def _norm(elements: float, rms: bool, norm_bytes: float, grad: bool) -> list[_Op]:
@@ -96,6 +120,8 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
         core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"),
                 _vec(4.0 * scores, "core"),
                 _Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core")]
+        if model.position_embedding == "alibi":  # the bias added to the scores (unfused)
+            core.insert(1, _vec(4.0 * scores, "core"))
         if dropout:
             core.insert(2, _vec(5.0 * scores, "core"))
     fwd += core
@@ -128,13 +154,15 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     act = [_vec(4.0 * act_elements, "act"), _vec(6.0 * act_elements, "act")] if gated \
         else [_vec(4.0 * act_elements, "act")]
     fwd += act
-    fwd += [_Op(o.kind, o.flops, o.nbytes, o.calls, "mlp_out") for o in mlp_out]
+    fwd += [_Op(o.kind, o.flops, o.nbytes, o.calls, "mlp_out", o.cast_fwd, o.cast_bwd)
+            for o in mlp_out]
     fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "mlp_out"))
     # backward: every GEMM twice (input and weight gradients), activation gradients
     bwd: list[_Op] = []
     for o in fwd:
         if o.kind == "gemm":
-            bwd.append(_Op("gemm", o.flops, o.nbytes, 2 * o.calls, o.tag))
+            bwd.append(_Op("gemm", o.flops, o.nbytes, 2 * o.calls, o.tag, o.cast_fwd,
+                           o.cast_bwd))
         elif o.kind == "attn":
             bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag))
     if not flash:
@@ -174,8 +202,10 @@ def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: 
 
 
 def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
-             skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> tuple[float, float]:
-    """Total time and kernel count of ``ops`` (filtered by tag)."""
+             skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
+             core_peak: float | None = None) -> tuple[float, float]:
+    """Total time and kernel count of ``ops`` (filtered by tag); the attention core (fused
+    or its batched GEMMs) at ``core_peak`` where given (an FP8 run's 16-bit peak)."""
     total = kernels = 0.0
     for o in ops:
         if (skip and o.tag in skip) or (only and o.tag not in only):
@@ -183,7 +213,9 @@ def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
         if o.kind == "vec":
             t = memory_seconds(o.nbytes, bandwidth, rates)
         else:
-            t = gemm_seconds(o.flops, o.nbytes, peak, bandwidth, rates, o.kind == "attn")
+            at = core_peak if core_peak is not None and (o.kind == "attn" or o.tag == "core") \
+                else peak
+            t = gemm_seconds(o.flops, o.nbytes, at, bandwidth, rates, o.kind == "attn")
         total += o.calls * t
         kernels += o.calls
     return total, kernels

@@ -8,13 +8,14 @@ sizes the collectives are sized from; :func:`layer_costs` computes them from the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
 from .rates import Rates
-from .timing_kernels import _head_ops, _layer_ops, _seconds
+from .timing_kernels import _head_ops, _layer_ops, _seconds, fp8_casts
 
 __all__ = ["LayerCosts", "layer_costs"]
 
@@ -31,7 +32,9 @@ class LayerCosts:
     ``act_bytes`` the ``b·s/cp·h`` 16-bit activation (tensor-parallel collectives and
     pipeline messages are sized from it); ``kv_bytes`` the K and V of the whole
     sequence on one rank (context parallelism); ``a2a_bytes`` one expert all-to-all
-    message; ``moe_share`` the share of layers that are MoE.
+    message; ``moe_share`` the share of layers that are MoE; ``wgrad``/``kernels_wgrad``
+    the backward's weight-gradient GEMMs (half of each weight GEMM's backward calls; the
+    attention core has no weights), what a frozen base skips.
     """
 
     fwd: float
@@ -53,6 +56,8 @@ class LayerCosts:
     kv_bytes: float
     a2a_bytes: float
     moe_share: float
+    wgrad: float = 0.0
+    kernels_wgrad: float = 0.0
 
 
 def layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, micro_batch_size: int = 1,
@@ -80,6 +85,10 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
                  sp: bool, cp: int, ep: int, etp: int, am: ActivationModel,
                  dtype: str | None) -> LayerCosts:
     peak, bw = hardware.peak(dtype), hardware.memory_bandwidth
+    fp8 = dtype == "fp8"
+    # FP8 runs its GEMMs at the FP8 peak; attention stays 16-bit (Transformer Engine's
+    # FP8 recipes: DotProductAttention in bf16), element-wise work is priced by bytes
+    core = _half_peak(hardware) if fp8 else None
     dropout = am.dropout if am.dropout is not None else model.mlp != "gated"
     flash = am.flash_attention
     back = rates.backward_rates()  # the backward's memory-bound kernels at their own rate
@@ -89,22 +98,28 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
         moe_share = 1.0 - model.first_dense_layers / model.num_layers
         kinds = [(True, moe_share), (False, 1.0 - moe_share)]
     totals = dict.fromkeys(("fwd", "bwd", "rec_all", "rec_needed", "sel_core", "sel_act",
-                            "core_fwd", "core_bwd", "kf", "kb", "kra", "krn"), 0.0)
+                            "core_fwd", "core_bwd", "kf", "kb", "kra", "krn", "wg",
+                            "kwg"), 0.0)
     for moe, weight in kinds:
         if weight <= 0:
             continue
         fwd, bwd = _layer_ops(model, b, tp, sp, cp, ep, etp, flash, dropout, am.norm_bytes,
                               moe)
-        f, kf = _seconds(fwd, peak, bw, rates)
-        bk, kb = _seconds(bwd, peak, bw, back)
-        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",))
-        sc, _ = _seconds(fwd, peak, bw, rates, only=("core",))
+        if fp8:
+            fwd, bwd = fwd + fp8_casts(fwd, False), bwd + fp8_casts(bwd, True)
+        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core)
+        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core)
+        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",), core_peak=core)
+        sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core)
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
-        cb, _ = _seconds(bwd, peak, bw, back, only=("core",))
+        cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core)
+        weights = [dataclasses.replace(o, calls=o.calls / 2) for o in bwd
+                   if o.kind == "gemm" and o.tag != "core"]
+        wg, kwg = _seconds(weights, peak, bw, back)
         for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
                            ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
                            ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
-                           ("krn", krn)):
+                           ("krn", krn), ("wg", wg), ("kwg", kwg)):
             totals[key] += weight * value
     emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes)
     emb = _seconds(emb_ops, peak, bw, rates, skip=("backward",))[0] \
@@ -120,4 +135,14 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
     return LayerCosts(totals["fwd"], totals["bwd"], totals["rec_all"], totals["rec_needed"],
                       totals["sel_core"], totals["sel_act"], totals["core_fwd"],
                       totals["core_bwd"], emb, head, totals["kf"], totals["kb"],
-                      totals["kra"], totals["krn"], kh, act_bytes, kv_bytes, a2a, moe_share)
+                      totals["kra"], totals["krn"], kh, act_bytes, kv_bytes, a2a, moe_share,
+                      totals["wg"], totals["kwg"])
+
+
+def _half_peak(hardware: Hardware) -> float:
+    """The 16-bit peak an FP8 run's attention runs at: bf16, else fp16, else the
+    hardware's default."""
+    for dtype in ("bf16", "fp16"):
+        if dtype in hardware.peak_flops:
+            return hardware.peak(dtype)
+    return hardware.peak()

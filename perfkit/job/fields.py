@@ -47,7 +47,8 @@ INT_FIELDS = {"num_layers", "hidden_size", "num_attention_heads", "num_kv_heads"
 FLOAT_FIELDS = {"step_time_s", "peak_memory_bytes"}
 BOOL_FIELDS = {"tied_embeddings", "sequence_parallel"}
 CHOICES = {"mlp": ("gated", "gpt"), "norm": ("rmsnorm", "layernorm"),
-            "bias": ("none", "qkv", "all"), "position_embedding": ("rope", "learned"),
+            "bias": ("none", "qkv", "all"),
+            "position_embedding": ("rope", "learned", "alibi", "none"),
             "recompute": ("none", "selective", "full"),
             "dtype": ("bf16", "fp16", "fp32", "tf32", "fp8", "int8")}
 LABELS = {"num_layers": "layers", "hidden_size": "hidden size",

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..calc import ActivationModel, activation_memory, static_memory
+from ..calc.behaviour import Behaviour
 from ..calc.flops import flops_per_token
 from ..calc.memory import stage_parameters
 from ..calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
@@ -134,6 +135,7 @@ def layout_columns(parallel: ParallelConfig) -> dict[str, np.ndarray]:
         "optimizer_shard")}
     cols["expert_tp"] = np.array([parallel.expert_tp or 0], dtype=np.int64)
     cols["sequence_parallel"] = np.array([parallel.sequence_parallel])
+    cols["trainable_fraction"] = np.array([parallel.trainable_fraction], dtype=float)
     return cols
 
 
@@ -304,7 +306,8 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
             activation_model: ActivationModel | None = None,
             static_scheme: str | None = None, memory_limit_bytes: float | None = None,
             memory_reserve: float = MEMORY_RESERVE, dtype: str | None = None,
-            overrides: Mapping[str, Any] | None = None) -> Prediction:
+            overrides: Mapping[str, Any] | None = None,
+            behaviour: Behaviour | str | None = None) -> Prediction:
     """Predict a layout's step time, its parts and memory from a calibration.
 
     Parameters
@@ -348,6 +351,11 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         ``Rates.gradient_bytes`` (given here, or read by the calibration from the
         profile's collectives) sizes the gradients in static memory too, as it does the
         reduction (:func:`perfkit.calc.precision.parameter_bytes`: one rule).
+    behaviour : Behaviour or str, optional
+        A framework's overlap options and fixed costs
+        (:class:`~perfkit.calc.behaviour.Behaviour`, or a preset name such as
+        ``"megatron"``, ``"nemo"``, ``"fsdp"``, ``"deepspeed"``, ``"mindspore"``), applied
+        before ``overrides``.
 
     Returns
     -------
@@ -358,6 +366,12 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     uneven = stage_layers is not None
     _validate(model, parallel, uneven)
     rates: Rates = getattr(calibration, "rates", None) or Rates()
+    if behaviour is not None:
+        chosen = Behaviour.preset(behaviour) if isinstance(behaviour, str) else behaviour
+        if not isinstance(chosen, Behaviour):
+            raise InvalidArgumentError("behaviour", "must be a Behaviour or a preset name",
+                                       type(behaviour).__name__)
+        rates = rates.replace(**chosen.overrides())
     if overrides:
         rates = rates.replace(**dict(overrides))
     job = getattr(calibration, "job", None)
@@ -378,7 +392,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
                           if uneven else None)
     out = step_times(model, hardware, rates, layout_columns(parallel), rows, params=params,
                      activation_model=am, dtype=dtype, static_scheme=scheme,
-                     tensor_dtype=tensor_dtype)
+                     tensor_dtype=tensor_dtype, rank_order=parallel.rank_order)
     parts = {name: float(out[name][0]) for name in PART_NAMES}
     step = float(out["step_s"][0])
     if _style_unknown(job, model, parallel, overrides):
@@ -386,7 +400,8 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         alt = float(step_times(model, hardware, rates.replace(recompute_style=other),
                                layout_columns(parallel), rows, params=params,
                                activation_model=am, dtype=dtype, static_scheme=scheme,
-                               tensor_dtype=tensor_dtype)["step_s"][0])
+                               tensor_dtype=tensor_dtype,
+                               rank_order=parallel.rank_order)["step_s"][0])
         notes.append(_style_note(rates.recompute_style, step, alt))
     measured = getattr(calibration, "measured", frozenset())
     if calibration is None:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..calc import ActivationModel, flops_per_token, layer_forward_flops
 from ..calc.memory import full_precision, scheme_gradient_bytes
+from ..calc.topology import effective_bandwidth, layout_groups
 from ..specs import Hardware, ModelSpec
 from .predict import run_types
 from .search_parts import activation_bytes, max_stage_params, ranked, static_bytes
@@ -77,7 +78,7 @@ def evaluate_first_order(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
     per_param = np.where(c["optimizer_shard"] > 1, grad_bytes + (4.0 if fp32 else 2.0),
                          2 * grad_bytes)
     dp_bytes = np.where(group > 1, (group - 1) / group * dense_params * per_param, 0.0)
-    dp_bytes += np.where(expert_group > 1, (expert_group - 1) / np.maximum(expert_group, 1)
+    edp_bytes = np.where(expert_group > 1, (expert_group - 1) / np.maximum(expert_group, 1)
                          * expert_params * per_param, 0.0)
     tp_bytes = np.where(tp > 1, m * (4 * n + 2 * k) * bsh * 2 * (tp - 1) / tp, 0.0)
     pp_bytes = np.where(pp > 1, 2 * m * v * bsh / tp, 0.0)  # scatter/gather over tp
@@ -91,14 +92,21 @@ def evaluate_first_order(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray
     kv_width = model.num_kv_heads * (model.qk_head_dim + model.value_head_dim)
     kv_bytes = mbs * s * kv_width / tp * 2.0
     cp_bytes = np.where(cp > 1, (3 * n + k) * m * kv_bytes * (cp - 1) / cp, 0.0)
-    dpn = hw.devices_per_node
+    # every group at its shape on the node topology (calc.topology), as estimate_step
+    node = hw.topology
+    shapes = layout_groups({"dp": dp, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
+                            "expert_tp": etp}, node.devices_per_node, stage="interior")
 
-    def link(span: np.ndarray) -> np.ndarray:
-        return np.where(span <= dpn, hw.intra_node_bandwidth, hw.inter_node_bandwidth) * ceff
+    def link(group: str, collective: str) -> np.ndarray:
+        n, r = shapes[group]
+        return effective_bandwidth(collective, n, r, node.intra_bandwidth * ceff,
+                                   node.nic_bandwidth_per_device * ceff)
 
-    times = {"tp": tp_bytes / link(tp), "dp": dp_bytes / link(tp * cp * dp),
-             "pp": pp_bytes / link(dp * tp * pp * cp), "ep": ep_bytes / link(etp * ep),
-             "cp": cp_bytes / link(tp * cp)}
+    times = {"tp": tp_bytes / link("tp", "all-gather"),
+             "dp": dp_bytes / link("dp", "all-gather")
+             + edp_bytes / link("edp", "all-gather"),
+             "pp": pp_bytes / link("pp", "p2p"), "ep": ep_bytes / link("ep", "all-to-all"),
+             "cp": cp_bytes / link("cp", "all-gather")}
     exposed = sum(times[key] * (1 - overlaps[key]) for key in times)
     step = compute + bubble + exposed + overhead
     static = static_bytes(model, c, scheme, m, pp, run_dtype, gradient_bytes)

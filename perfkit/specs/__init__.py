@@ -33,8 +33,9 @@ from .model import ModelSpec
 from .model_config import _GATED_HF_TYPES as _GATED_HF_TYPES
 from .model_config import _UNTIED_HF_TYPES as _UNTIED_HF_TYPES
 from .model_config import _WHOLE_FIELDS as _WHOLE_FIELDS
+from .node import Node
 from .parallel import RECOMPUTE_KINDS as RECOMPUTE_KINDS
 from .parallel import ParallelConfig
 
-__all__ = ["ModelSpec", "ParallelConfig", "Hardware", "mindformers_ffn_hidden_size",
+__all__ = ["ModelSpec", "ParallelConfig", "Hardware", "Node", "mindformers_ffn_hidden_size",
            "llama_ffn_hidden_size"]

@@ -19,8 +19,12 @@ from .hardware_presets import (
     preset_for_device,
     unpublished_peak,
 )
+from .node import Node
+from .node_presets import HARDWARE_NODES
 
 __all__ = ["Hardware"]
+
+_LINK_FIELDS = ("intra_node_bandwidth", "inter_node_bandwidth", "devices_per_node")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,12 @@ class Hardware:
     devices_per_node : int
     default_dtype : str
         Dtype used when a calculator is given this Hardware but no dtype.
+    node : Node, optional
+        The server topology collectives are priced on (:mod:`perfkit.calc.topology`).
+        :meth:`preset` attaches the vendor's reference node
+        (:data:`~perfkit.specs.node_presets.HARDWARE_NODES`, e.g. a DGX H100 to
+        ``"h100"``); None: :attr:`topology` derives one from the link fields above.
+        :meth:`replace` of a link field without a new ``node`` drops the attached one.
     """
 
     name: str
@@ -55,6 +65,7 @@ class Hardware:
     inter_node_bandwidth: float
     devices_per_node: int = 8
     default_dtype: str = "bf16"
+    node: Node | None = None
 
     #: The Hardware fields of every preset row (:data:`perfkit.specs.hardware_presets.
     #: HARDWARE_PRESETS` without ``source`` and ``aliases``).
@@ -73,6 +84,9 @@ class Hardware:
             check_positive(name, getattr(self, name))
         object.__setattr__(self, "devices_per_node",
                            check_positive_int("devices_per_node", self.devices_per_node))
+        if self.node is not None and not isinstance(self.node, Node):
+            raise InvalidArgumentError("node", "must be a perfkit.specs.Node (e.g. "
+                                       "Node.preset('dgx-h100')) or None", self.node)
         if self.default_dtype not in self.peak_flops:
             raise InvalidArgumentError("default_dtype", "must be a key of peak_flops",
                                        self.default_dtype)
@@ -101,8 +115,18 @@ class Hardware:
                     f"its {listed} peaks): {how}")
         return f"{self.name} lists no {dtype} peak, only {listed}: {how}"
 
+    @property
+    def topology(self) -> Node:
+        """The node collectives are priced on: ``node``, else
+        :meth:`Node.from_hardware <perfkit.specs.Node.from_hardware>`."""
+        return self.node if self.node is not None else Node.from_hardware(self)
+
     def replace(self, **changes: Any) -> Hardware:
-        """A copy with some fields changed, e.g. your SKU's measured peak."""
+        """A copy with some fields changed, e.g. your SKU's measured peak. Changing a link
+        field (``intra_node_bandwidth``, ``inter_node_bandwidth``, ``devices_per_node``)
+        without giving ``node`` drops the attached node, so the new figures are used."""
+        if "node" not in changes and any(k in changes for k in _LINK_FIELDS):
+            changes["node"] = None
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -122,7 +146,11 @@ class Hardware:
         if key not in cls._PRESETS:
             raise InvalidArgumentError("name", f"unknown hardware preset; known: "
                                        f"{', '.join(cls.presets())}", name)
-        return cls(**{**cls._PRESETS[key], **overrides})
+        fields = {**cls._PRESETS[key], **overrides}
+        if "node" not in overrides and key in HARDWARE_NODES \
+                and not any(k in overrides for k in _LINK_FIELDS):
+            fields["node"] = Node.preset(HARDWARE_NODES[key])
+        return cls(**fields)
 
     @classmethod
     def for_device(cls, device_name: str) -> Hardware | None:

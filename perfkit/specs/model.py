@@ -33,7 +33,7 @@ __all__ = ["ModelSpec", "MLP_KINDS", "NORM_KINDS", "BIAS_KINDS", "POSITION_KINDS
 MLP_KINDS = ("gpt", "gated")
 NORM_KINDS = ("layernorm", "rmsnorm")
 BIAS_KINDS = ("none", "qkv", "all")
-POSITION_KINDS = ("rope", "learned")
+POSITION_KINDS = ("rope", "learned", "alibi", "none")
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,11 @@ class ModelSpec:
         Defaults to LayerNorm (weight and bias) for GPT, RMSNorm (weight) for gated MLPs.
     bias : {"none", "qkv", "all"}, optional
         Linear-layer biases. Defaults to ``"all"`` for GPT and ``"none"`` for gated MLPs.
-    position_embedding : {"rope", "learned"}, optional
+    position_embedding : {"rope", "learned", "alibi", "none"}, optional
         Learned absolute positions add ``s × h`` parameters. Defaults to learned for GPT,
-        rotary for gated MLPs.
+        rotary for gated MLPs. ALiBi (Press et al. 2022: a per-head linear bias added to
+        the attention scores; BLOOM, MPT) and ``"none"`` add no parameters and no rotary
+        kernels; unfused, ALiBi adds one bias-add pass over the score matrix.
     moe_ffn_hidden_size : int, optional
         FFN size of each routed expert (HF ``moe_intermediate_size``); defaults to
         ``ffn_hidden_size``.

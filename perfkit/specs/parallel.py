@@ -62,6 +62,14 @@ class ParallelConfig:
     expert_tp : int, optional
         Tensor-parallel size inside each expert (Megatron ``--expert-tensor-parallel-size``);
         default ``tp``.
+    trainable_fraction : float
+        Share of the parameters that train, in (0, 1] (LoRA / PEFT / a frozen base: the
+        frozen weights get no weight gradients, no gradient reduction and no optimizer
+        update; the adapters' own small work is not counted). Default 1.
+    rank_order : str
+        Rank placement, innermost first (Megatron-LM's ``order``, default
+        ``"tp-cp-ep-dp-pp"``): which groups' ranks share a node
+        (:mod:`perfkit.calc.topology`).
 
     Notes
     -----
@@ -88,6 +96,8 @@ class ParallelConfig:
     ep: int = 1
     cp: int = optional(1)
     expert_tp: int | None = optional(None)
+    rank_order: str = optional("tp-cp-ep-dp-pp")
+    trainable_fraction: float = optional(1.0)
 
     def __post_init__(self) -> None:
         try:
@@ -104,6 +114,14 @@ class ParallelConfig:
             raise ParallelConfigError(exc.parameter, exc.rule, exc.value) from None
         if self.zero_stage not in (0, 1, 2, 3) or isinstance(self.zero_stage, bool):
             raise ParallelConfigError("zero_stage", "must be 0, 1, 2 or 3", self.zero_stage)
+        tf = self.trainable_fraction
+        if isinstance(tf, bool) or not isinstance(tf, (int, float)) or not 0 < tf <= 1:
+            raise ParallelConfigError("trainable_fraction", "must be in (0, 1]", tf)
+        if not isinstance(self.rank_order, str) or sorted(self.rank_order.split("-")) \
+                != sorted(("tp", "cp", "ep", "dp", "pp")):
+            raise ParallelConfigError("rank_order", "must name tp, cp, ep, dp and pp once "
+                                      "each, innermost first (e.g. 'tp-cp-ep-dp-pp')",
+                                      self.rank_order)
         if not isinstance(self.sequence_parallel, bool):
             raise ParallelConfigError("sequence_parallel", "must be True or False",
                                       self.sequence_parallel)
@@ -169,9 +187,11 @@ class ParallelConfig:
                  num_devices: int | None = None) -> list[str]:
         """Every rule this configuration breaks, as ``"parameter: rule"`` strings.
 
-        Rules without a model: ``vpp > 1`` needs ``pp > 1``; ``num_micro_batches >= pp``
-        (1F1B needs at least one micro-batch per stage) and, when interleaved, a multiple of
-        ``pp`` (Megatron's rule); ``optimizer_shard`` divides ``dp``; ``ep × expert_tp``
+        Rules without a model: ``vpp > 1`` needs ``pp > 1``; when interleaved,
+        ``num_micro_batches`` a multiple of ``pp`` (Megatron's rule; fewer micro-batches
+        than stages are allowed with plain 1F1B: the step is ``m + pp − 1`` stage slots,
+        only ``m`` of them busy, :func:`perfkit.calc.pipeline.bubble_fraction`);
+        ``optimizer_shard`` divides ``dp``; ``ep × expert_tp``
         divides ``tp × cp × dp`` (``ep`` divides ``dp × cp`` when ``expert_tp = tp``:
         Megatron's expert grid, see the class notes); ``sequence_parallel`` needs
         ``tp > 1``.
@@ -186,8 +206,8 @@ class ParallelConfig:
         p, v, m = self.pp, self.vpp, self.num_micro_batches
         if v > 1 and p == 1:
             out.append("vpp: virtual stages need pipeline parallelism (pp > 1)")
-        if p > 1 and m < p:
-            out.append(f"num_micro_batches: must be >= pp={p} so every stage gets work")
+        if v > 1 and m < p:
+            out.append(f"num_micro_batches: must be >= pp={p} with vpp > 1 (interleaving)")
         elif v > 1 and m % p:
             out.append(f"num_micro_batches: must be a multiple of pp={p} with vpp > 1")
         if self.dp % self.optimizer_shard:

@@ -17,7 +17,7 @@ from .result import CalibratedJob
 from .solve import (
     COMPUTING_PARTS,
     _evaluate,
-    _group_span,
+    _group_link,
     _links_scaled,
     _solve_link_scale,
     _solve_scale,
@@ -137,8 +137,7 @@ def _links_to_exposed(job: CalibratedJob, rates: Rates, m: dict[str, float],
     if not (model_comm > 0 and exposed > 0):
         return rates, exposed, model_comm, set()
     ratio = model_comm / exposed
-    dpn = job.hardware.devices_per_node
-    current = {g: rates.link(g, _group_span(job, g) <= dpn) for g in GROUPS}
+    current = {g: _group_link(job, rates, g) for g in GROUPS}
     if any(v * ratio > 1 for v in current.values()):
         notes.append("communication measured faster than nominal bandwidth; capped at 1")
     rates = rates.replace(link_efficiency={g: min(1.0, v * ratio) for g, v in current.items()})

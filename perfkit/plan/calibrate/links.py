@@ -12,10 +12,10 @@ from ...analysis._util import table
 from ...analysis.recorded import RECORDED, recorded_steps_text, recorded_tasks
 from ...analysis.reduced_dtype import METRIC_ELEMENTS, is_metric
 from ...calc.rates import GROUPS, Rates
+from ...calc.topology import GROUP_COLLECTIVE, group_bandwidth, layout_group
 from ...errors import PerfkitError
 from ...format import counted
 from .result import CalibratedJob
-from .solve import _group_span
 
 __all__: list[str] = []  # private parts of perfkit.plan.calibrate
 
@@ -37,7 +37,9 @@ def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
 
     Per operation, the bytes this rank sent and the transit time (the largest over the
     transports it used); per group, their sums; the nominal bandwidth is the one the
-    model gives the group (intra-node while its ranks fit in a node, else inter-node).
+    model gives the group at its shape (:func:`perfkit.calc.topology.group_bandwidth`:
+    intra-node inside a node, the NICs' share with one rank per node, hierarchical in
+    between).
     The gradient buckets per step (``dp_buckets``) are counted by :func:`_dp_buckets`;
     why they were not, where they were not, goes to ``notes``.
     """
@@ -67,17 +69,53 @@ def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
             terms.append(("dp_buckets", buckets, how))
         elif notes is not None:
             notes.append(how)
-    dpn = job.hardware.devices_per_node
+    node = job.hardware.topology
+    alg, why = _algorithm(bw, pairs, job, rates.collective_algorithm)
+    if alg != rates.collective_algorithm:
+        changes["collective_algorithm"] = alg
+        terms.append(("collective_algorithm", 1.0 if alg == "flat" else 0.0, why))
     for kind, part in moved.groupby("kind"):
-        span = _group_span(job, str(kind))
-        nominal = job.hardware.intra_node_bandwidth if span <= dpn \
-            else job.hardware.inter_node_bandwidth
+        n, per_node = layout_group(job.parallel, str(kind), node.devices_per_node)
+        nominal = group_bandwidth(GROUP_COLLECTIVE[str(kind)], n, per_node,
+                                  node.intra_bandwidth, node.nic_bandwidth_per_device, alg)
         achieved = part["size_bytes"].sum() / (part["transit_us"].sum() * 1e-6)
         eff[str(kind)] = min(1.0, float(achieved / nominal))
         terms.append((f"link_efficiency[{kind}]", eff[str(kind)],
                       f"{len(part)} transfers: {achieved / 1e9:.3g} GB/s of "
                       f"{nominal / 1e9:.3g} GB/s nominal"))
     return rates.replace(link_efficiency=eff, **changes), set(eff)
+
+
+#: Transports that cross nodes (the rest stay inside one).
+_NETWORK = ("RDMA", "ROCE", "IB", "NET")
+#: Share of a node-spanning group's bytes over the network above which it ran one flat ring.
+FLAT_SHARE = 0.9
+
+
+def _algorithm(bw: pd.DataFrame, pairs: pd.DataFrame, job: CalibratedJob,
+               default: str) -> tuple[str, str]:
+    """Which collective algorithm the profile's node-spanning groups ran, and why.
+
+    A group with ``r > 1`` ranks in each of several nodes moves, hierarchically, only
+    ``(N−1)/N · (M/r)`` of its ``(r−1)/r · M + (N−1)/N · (M/r)`` bytes per rank over the
+    network (at most 1/2 for ``N = 2``, and less for larger ``r``); one flat ring sends all
+    of them over its slowest (network) link. More than :data:`FLAT_SHARE` of the bytes
+    over RDMA/RoCE/IB: ``"flat"``. No such group, or no transport column: ``default``.
+    """
+    if "transport" not in bw.columns:
+        return default, ""
+    node = job.hardware.topology
+    rows = bw[bw["size_bytes"] > 0].merge(pairs, on=["rank", "name"], how="inner")
+    for kind, part in rows.groupby("kind"):
+        n, r = layout_group(job.parallel, str(kind), node.devices_per_node)
+        if str(kind) == "pp" or not (1 < r < n):
+            continue
+        net = part["transport"].astype(str).str.upper().isin(_NETWORK)
+        share = float(part.loc[net, "size_bytes"].sum() / part["size_bytes"].sum())
+        alg = "flat" if share > FLAT_SHARE else "hierarchical"
+        return alg, (f"the {kind} group ({int(n)} ranks, {int(r)} per node) sent "
+                     f"{share:.0%} of its bytes over the network: a {alg} algorithm")
+    return default, ""
 
 
 def _dp_buckets(reduce: pd.DataFrame, bw: pd.DataFrame, steps: Any) -> tuple[int | None, str]:

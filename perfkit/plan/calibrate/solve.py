@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from ...calc.rates import GROUPS, Rates
 from ...calc.timing import step_times
+from ...calc.topology import GROUP_COLLECTIVE, group_bandwidth, layout_group
 from ..predict import layout_columns, stage_params, stage_rows
 from .result import CalibratedJob
 
@@ -22,7 +23,8 @@ def _evaluate(job: CalibratedJob, rates: Rates) -> dict[str, float]:
     params = stage_params(job.model, job.parallel, job.stage_layers)
     out = step_times(job.model, job.hardware, rates, layout_columns(job.parallel), rows,
                      params=params, activation_model=job.activation_model, dtype=job.dtype,
-                     static_scheme=job.static_scheme, tensor_dtype=job.tensor_dtype)
+                     static_scheme=job.static_scheme, tensor_dtype=job.tensor_dtype,
+                     rank_order=job.parallel.rank_order)
     return {k: float(v[0]) for k, v in out.items()}
 
 
@@ -145,16 +147,14 @@ def _solve_split_closing(job: CalibratedJob, rates: Rates, computing: float,
 
 def _links_scaled(job: CalibratedJob, rates: Rates, factor: float) -> Rates:
     """Every group's link efficiency times ``factor``, capped at 1."""
-    dpn = job.hardware.devices_per_node
     return rates.replace(link_efficiency={
-        g: min(1.0, rates.link(g, _group_span(job, g) <= dpn) * factor) for g in GROUPS})
+        g: min(1.0, _group_link(job, rates, g) * factor) for g in GROUPS})
 
 
 def _solve_link_scale(job: CalibratedJob, rates: Rates, target: float) -> tuple[float, bool]:
     """Factor on every link efficiency making the model's step hit ``target`` (bisection),
     and whether the cap (efficiency 1) kept it from reaching it."""
-    dpn = job.hardware.devices_per_node
-    lowest = min(rates.link(g, _group_span(job, g) <= dpn) for g in GROUPS)
+    lowest = min(_group_link(job, rates, g) for g in GROUPS)
 
     def value(k: float) -> float:
         return _evaluate(job, _links_scaled(job, rates, k))["step_s"]
@@ -179,8 +179,19 @@ def _bisect_factor(value: Callable[[float], float], lo: float, hi: float,
     return math.sqrt(lo * hi), False
 
 
-def _group_span(job: CalibratedJob, kind: str) -> int:
-    """Consecutive ranks a group spans (tp, cp, dp, pp from the inside out)."""
-    p = job.parallel
-    return {"tp": p.tp, "cp": p.tp * p.cp, "dp": p.tp * p.cp * p.dp,
-            "pp": 2 * p.tp * p.cp * p.dp, "ep": p.expert_tp_size * p.ep}[kind]
+def _group_link(job: CalibratedJob, rates: Rates, group: str) -> float:
+    """The one link efficiency of ``group`` that prices its collectives as ``rates`` do:
+    the group's bandwidth at its shape (:func:`perfkit.calc.topology.group_bandwidth`)
+    with each tier at its own efficiency, over the same at nominal. A group inside a node
+    (or one rank per node) gets its tier's efficiency; a hierarchical one, in between."""
+    node = job.hardware.topology
+    n, r = layout_group(job.parallel, group, node.devices_per_node)
+    if n <= 1:
+        return rates.link(group, True)
+    coll = GROUP_COLLECTIVE[group]
+    alg = rates.collective_algorithm
+    nominal = group_bandwidth(coll, n, r, node.intra_bandwidth, node.nic_bandwidth_per_device,
+                              alg)
+    achieved = group_bandwidth(coll, n, r, node.intra_bandwidth * rates.link(group, True),
+                               node.nic_bandwidth_per_device * rates.link(group, False), alg)
+    return achieved / nominal

@@ -1,0 +1,136 @@
+"""Framework behaviour as named options: what a training framework overlaps, and its fixed
+costs, as :class:`~perfkit.calc.rates.Rates` fields for the step model.
+
+``Behaviour.preset("megatron")`` is Megatron-LM's defaults, ``"nemo"`` NeMo 2.0's
+performance recipes, ``"fsdp"`` PyTorch FSDP's, ``"ddp"`` PyTorch DDP's, ``"deepspeed"``
+DeepSpeed's, ``"mindspore"`` MindSpore/MindFormers'. :meth:`Behaviour.overrides` gives the
+Rates fields to pass as ``plan.predict(..., overrides=...)`` (or ``behaviour=``).
+
+What each option does in the model (:mod:`perfkit.calc.timing`)
+---------------------------------------------------------------
+* ``tp_comm_overlap`` — Transformer Engine's userbuffers split the tensor-parallel
+  all-gather / reduce-scatter into chunks under the GEMMs they feed
+  (Megatron-LM ``--tp-comm-overlap``, default off; NeMo's performance recipes turn it on):
+  the tp traffic of a layer hides under the layer's compute, only the excess shows.
+* ``overlap_grad_reduce`` with ``bucket_params`` — the gradient reduction runs in buckets
+  of ``bucket_params`` parameters as the backward produces them; all but the last overlap
+  the last micro-batch's backward. Megatron-core ``DistributedDataParallelConfig``:
+  ``overlap_grad_reduce`` default False, bucket ``max(40M, 1M·dp)`` parameters (40e6
+  here); PyTorch DDP: always on, ``bucket_cap_mb=25`` (6.25e6 fp32 gradients);
+  DeepSpeed ZeRO ``overlap_comm`` default False, and its pipeline engine reduces after
+  the last micro-batch; MindSpore ``enable_grad_comm_opt`` default False.
+* ``overlap_param_gather`` — a distributed optimizer's all-gather of the updated weights
+  runs under the next step's first forward (Megatron ``--overlap-param-gather``, default
+  off; on in NeMo's recipes): only what that forward does not cover shows.
+* ``fsdp_prefetch`` — FSDP gathers each wrapped layer's weights just in time;
+  ``backward_prefetch=BACKWARD_PRE`` (the default) issues the next gather before the
+  current layer's gradient computation, so gathers overlap compute. The step model has
+  no per-layer ZeRO-3 gathers yet (see docs/planner.md); the flag sets the overlap of
+  the data-parallel traffic to the prefetch's share (1 with prefetch, 0 without).
+* Fixed costs: ``kernel_gap_s`` per kernel (the device idles between two kernels a host
+  launches back to back), ``layer_overhead_s`` per layer per micro-batch (hooks, module
+  dispatch), ``overhead_s`` per step (data loading, logging). PyTorch eager on CUDA: a
+  2.9 µs kernel streamed without synchronisation takes 3.8 µs per kernel, i.e. ~1 µs of
+  launch gap (NVIDIA Technical Blog, "Getting Started with CUDA Graphs", 2019): 1e-6.
+  Graph-mode frameworks sinking the graph to the device (MindSpore GRAPH_MODE on
+  Ascend) publish no per-kernel figure: 0 until a profile fits it
+  (:func:`perfkit.plan.calibrate` fits ``kernel_gap_s`` from the profile's own free
+  time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidArgumentError, check_non_negative
+
+__all__ = ["Behaviour", "BEHAVIOUR_PRESETS"]
+
+#: PyTorch eager's launch gap per kernel on CUDA (module docstring: the CUDA Graphs blog).
+CUDA_EAGER_GAP_S = 1e-6
+
+#: Each framework's defaults (module docstring gives the source of every one).
+BEHAVIOUR_PRESETS: dict[str, dict[str, Any]] = {
+    "megatron": dict(tp_comm_overlap=False, overlap_grad_reduce=False, bucket_params=40e6,
+                     overlap_param_gather=False, kernel_gap_s=CUDA_EAGER_GAP_S),
+    "nemo": dict(tp_comm_overlap=True, overlap_grad_reduce=True, bucket_params=40e6,
+                 overlap_param_gather=True, kernel_gap_s=CUDA_EAGER_GAP_S),
+    "ddp": dict(overlap_grad_reduce=True, bucket_params=6.25e6,
+                kernel_gap_s=CUDA_EAGER_GAP_S),
+    "fsdp": dict(overlap_grad_reduce=True, bucket_params=0.0, fsdp_prefetch=True,
+                 kernel_gap_s=CUDA_EAGER_GAP_S),
+    "deepspeed": dict(overlap_grad_reduce=False, kernel_gap_s=CUDA_EAGER_GAP_S),
+    "mindspore": dict(overlap_grad_reduce=False, kernel_gap_s=0.0),
+}
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """A framework's overlap options and fixed costs (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+    tp_comm_overlap, overlap_grad_reduce, overlap_param_gather, fsdp_prefetch : bool
+    bucket_params : float
+        Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).
+    kernel_gap_s, layer_overhead_s, overhead_s : float
+        Fixed costs per kernel, per layer and micro-batch, per step (seconds).
+    """
+
+    name: str = "custom"
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = False
+    bucket_params: float = 40e6
+    overlap_param_gather: bool = False
+    fsdp_prefetch: bool = False
+    kernel_gap_s: float = 0.0
+    layer_overhead_s: float = 0.0
+    overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("bucket_params", "kernel_gap_s", "layer_overhead_s", "overhead_s"):
+            check_non_negative(name, getattr(self, name))
+
+    @classmethod
+    def presets(cls) -> list[str]:
+        """Names accepted by :meth:`preset`."""
+        return sorted(BEHAVIOUR_PRESETS)
+
+    @classmethod
+    def preset(cls, name: str, **changes: Any) -> Behaviour:
+        """A framework's defaults, e.g. ``Behaviour.preset("nemo")``."""
+        key = str(name).lower()
+        if key not in BEHAVIOUR_PRESETS:
+            raise InvalidArgumentError("name", f"unknown framework; known: "
+                                       f"{', '.join(cls.presets())}", name)
+        return cls(name=key, **{**BEHAVIOUR_PRESETS[key], **changes})
+
+    def replace(self, **changes: Any) -> Behaviour:
+        """A copy with some options changed."""
+        return dataclasses.replace(self, **changes)
+
+    def overrides(self) -> dict[str, Any]:
+        """The :class:`~perfkit.calc.rates.Rates` fields this behaviour sets.
+
+        ``dp_bucket_params`` is ``bucket_params`` with ``overlap_grad_reduce`` (0 with
+        FSDP's per-layer buckets: ``dp_buckets`` then counts one per layer, see
+        :func:`perfkit.calc.timing.step_times`), else 0 and ``dp_buckets`` 1.
+        """
+        out: dict[str, Any] = {
+            "tp_comm_overlap": self.tp_comm_overlap,
+            "param_gather_overlap": self.overlap_param_gather,
+            "kernel_gap_s": self.kernel_gap_s, "layer_overhead_s": self.layer_overhead_s,
+            "overhead_s": self.overhead_s, "dp_buckets": 1, "dp_bucket_params": 0.0,
+            "dp_bucket_per_layer": False,
+        }
+        if self.overlap_grad_reduce:
+            if self.bucket_params > 0:
+                out["dp_bucket_params"] = self.bucket_params
+            else:
+                out["dp_bucket_per_layer"] = True
+        if self.fsdp_prefetch:
+            out["overlap"] = {"dp": 1.0}
+        return out

@@ -1,0 +1,47 @@
+"""LoRA / PEFT: a frozen base gets no weight gradients, no gradient reduction and no
+optimizer update (``ParallelConfig.trainable_fraction``)."""
+
+from __future__ import annotations
+
+import pytest
+
+import perfkit as pk
+from perfkit import plan
+from perfkit.calc.flops import layer_forward_flops
+from perfkit.calc.memory import stage_parameters
+
+MODEL = pk.ModelSpec.preset("llama2-7b")
+H100 = pk.Hardware.preset("h100")
+PAR = pk.ParallelConfig(dp=8, num_micro_batches=4)
+
+
+def test_estimate_step_drops_the_frozen_weight_gradients():
+    f = 0.01
+    est = pk.estimate_step(MODEL, PAR.replace(trainable_fraction=f), H100, efficiency=0.5)
+    parts = layer_forward_flops(MODEL, False)
+    logits = 2 * MODEL.hidden_size * MODEL.vocab_size
+    weights = parts["total"] - parts["core"]
+    per_token = 3 * MODEL.num_layers * parts["total"] + 3 * logits \
+        - (1 - f) * (MODEL.num_layers * weights + logits)
+    tokens = 1 * 4 * MODEL.seq_length
+    assert est.compute_s == pytest.approx(tokens * per_token / (0.5 * H100.peak()), rel=1e-9)
+    full = pk.estimate_step(MODEL, PAR, H100)
+    assert est.dp_comm_s == pytest.approx(f * full.dp_comm_s, rel=1e-9)
+
+
+def test_predict_drops_the_frozen_weight_gradient_gemms_reduction_and_update():
+    fast = H100.replace(memory_bandwidth=1e30)  # only the GEMMs take time
+    over = {"gemm_half_flops": 0.0}
+    f = 0.25
+    full = plan.predict(None, MODEL, PAR, fast, overrides=over)
+    lora = plan.predict(None, MODEL, PAR.replace(trainable_fraction=f), fast, overrides=over)
+    parts = layer_forward_flops(MODEL, False)
+    weight_grads = MODEL.num_layers * 4 * MODEL.seq_length * (parts["total"] - parts["core"])
+    assert full.parts["compute"] - lora.parts["compute"] == pytest.approx(
+        (1 - f) * weight_grads / (0.95 * H100.peak()), rel=1e-6)
+    params = max(s["total"] for s in stage_parameters(MODEL, PAR))
+    real = plan.predict(None, MODEL, PAR.replace(trainable_fraction=f), H100)
+    assert real.parts["optimizer"] == pytest.approx(
+        (f * params * 24 + 2e6) / (0.9 * H100.memory_bandwidth), rel=1e-9)
+    with pytest.raises(pk.ParallelConfigError):
+        pk.ParallelConfig(trainable_fraction=0)
