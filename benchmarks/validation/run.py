@@ -172,12 +172,45 @@ def _print(table: pd.DataFrame) -> None:
     print(shown.to_string(index=False))
 
 
+#: The framework a row names (its ``framework`` column, as the source states it) -> the
+#: step model's behaviour preset (``perfkit.calc.behaviour.Behaviour``). Fixed from the
+#: frameworks' documented defaults, before any error with it was computed; nothing here is
+#: chosen per source or per row.
+FRAMEWORK_PRESETS = (("nemo", "nemo"), ("megatron-deepspeed", "deepspeed"),
+                     ("deepspeed", "deepspeed"), ("megatron", "megatron"),
+                     ("torchtitan", "fsdp"), ("fsdp", "fsdp"), ("mindformers", "mindspore"),
+                     ("mindspore", "mindspore"), ("ddp", "ddp"))
+
+
+def framework_preset(framework: str) -> str | None:
+    """The behaviour preset of a row's stated framework (first match in
+    :data:`FRAMEWORK_PRESETS`), or None."""
+    low = framework.lower()
+    return next((preset for key, preset in FRAMEWORK_PRESETS if key in low), None)
+
+
+def framework_options(m: MappedRow) -> dict[str, Any]:
+    """``predict(behaviour=...)`` and ``calibrate(rates=...)`` with the row's framework's
+    behaviour: its overlap recipe and fixed costs (``--frameworks``)."""
+    from perfkit.calc.behaviour import Behaviour
+    from perfkit.calc.rates import Rates
+
+    name = framework_preset(str(m.extra.get("framework", "")))
+    if name is None:
+        return {}
+    behaviour = Behaviour.preset(name)
+    return {"behaviour": behaviour, "rates": Rates().replace(**behaviour.overrides())}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", action="store_true", help="print every row")
     ap.add_argument("--csv", type=Path, help="write every row to this CSV")
+    ap.add_argument("--frameworks", action="store_true",
+                    help="price each row with its stated framework's behaviour preset "
+                         "(overlap recipe, fixed costs)")
     args = ap.parse_args(argv)
-    df = evaluate()
+    df = evaluate(options=framework_options if args.frameworks else None)
     counts = df.groupby("source_id", sort=False).size()
     print("rows per source:", ", ".join(f"{s} {n}" for s, n in counts.items()))
     _print(summary(df))
