@@ -80,12 +80,14 @@ def wait_for(check: Any, timeout_s: float) -> bool:
 
 def test_kernels_of_closed_reloaded_and_abandoned_pages_end(tmp_path: Any) -> None:
     log = tmp_path / "serve.log"
-    proc, served = start_served(log, "--kernel-idle-timeout",
+    # the 4-rank sample: each visit's kernel runs the dashboard sooner than on the default
+    proc, served = start_served(log, "sample:slow-rank", "--kernel-idle-timeout",
                                 str(IDLE_TIMEOUT_S), timeout_s=300)
     try:
         idle = kernel_processes(proc)
         assert idle == 1, idle  # the preheated kernel, ready for the next visitor
         visited: list[str] = []
+        unloaded: list[str] = []  # pages left normally: their unload request ends them
         peak = idle
         started = time.monotonic()
         with sync_api.sync_playwright() as p:
@@ -102,10 +104,16 @@ def test_kernels_of_closed_reloaded_and_abandoned_pages_end(tmp_path: Any) -> No
                     page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
                     visited.append(page_kernel(page))
                     if i % 3 == 1:  # reloaded: a new kernel, the old page's one ends
+                        unloaded.append(visited[-1])
                         page.reload(timeout=WAIT_MS)
                         page.wait_for_selector(".pk-dashboard", timeout=WAIT_MS)
                         visited.append(page_kernel(page))
-                    page.close(run_before_unload=True)
+                    if i % 3 != 2:
+                        unloaded.append(visited[-1])
+                    # leaving the page, as a closed tab does (Playwright's page.close
+                    # drops the page's unload request; a browser's tab close sends it)
+                    page.goto("about:blank")
+                    page.close()
                     peak = max(peak, kernel_processes(proc))
             except Exception:
                 print(log.read_text()[-6000:])  # what the server did meanwhile
@@ -121,6 +129,12 @@ def test_kernels_of_closed_reloaded_and_abandoned_pages_end(tmp_path: Any) -> No
         assert settled, (left, idle, log.read_text()[-3000:])
         assert [kernel_status(served.base, served.token, k) for k in visited] == \
             [404] * len(visited)
+        # those of pages left normally were ended by their unload request, not culled
+        text = log.read_text()
+        assert all(f"Kernel shutdown: {k}" in text for k in visited)
+        assert [k for k in unloaded if f"({k}) with 0 connections" in text] == []
+        # one address printed, perfkit's, with the token; not Voila's masked one
+        assert text.count("?token=") == 1 and "Voil\u00e0 is running at" not in text
         # the kernel that serves the next visitor is still there and works
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
