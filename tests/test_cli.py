@@ -116,6 +116,15 @@ def test_voila_arguments() -> None:
     assert "--preheat_kernel=True" in argv and "--pool_size=1" in argv
     cold = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, preheat=False)
     assert not [a for a in cold if "preheat" in a]
+    # kernels with no page connected end after the idle timeout (default 300 s, checked
+    # every 60 s); open pages keep theirs (cull_connected=False); 0: never
+    assert "--MappingKernelManager.cull_idle_timeout=300" in argv
+    assert "--MappingKernelManager.cull_interval=60" in argv
+    assert "--MappingKernelManager.cull_connected=False" in argv
+    short = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, kernel_idle_timeout=10)
+    assert "--MappingKernelManager.cull_interval=2" in short  # a fifth of 10 s
+    never = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, kernel_idle_timeout=0)
+    assert not [a for a in never if "cull" in a]
 
 
 def _sockets_fit(folder: str) -> bool:
@@ -367,6 +376,9 @@ def test_serve_smoke(tmp_path: Path) -> None:
                 with urllib.request.urlopen(url, timeout=120) as response:
                     assert response.status == 200
                     page = response.read().decode("utf-8")
+                    # the cookie Voila's unload request must send back to end the kernel
+                    cookies = response.headers.get_all("Set-Cookie") or []
+                    assert any(c.startswith("_xsrf=") for c in cookies), cookies
                 break
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(1)
