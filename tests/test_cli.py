@@ -125,6 +125,8 @@ def test_voila_arguments() -> None:
     assert "--MappingKernelManager.cull_interval=2" in short  # a fifth of 10 s
     never = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, kernel_idle_timeout=0)
     assert not [a for a in never if "cull" in a]
+    # a cell's outputs are waited for 60 s, not nbclient's 4 s (a busy machine's blank page)
+    assert "--VoilaExecutor.iopub_timeout=60" in argv
 
 
 def _sockets_fit(folder: str) -> bool:

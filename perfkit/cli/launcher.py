@@ -66,6 +66,10 @@ TEMPLATE_NAME = "perfkit"
 #: Largest websocket message the served page may send: room for the dashboard's 200 MiB
 #: upload limit (perfkit.io.archive.DEFAULT_MAX_UPLOAD_BYTES) plus the message's framing.
 WEBSOCKET_MAX_MESSAGE_BYTES = 256 * 2**20
+#: Seconds Voila waits for a cell's outputs after the kernel says the cell is done
+#: (nbclient's ``iopub_timeout``, default 4 s): on a busy machine the dashboard's output
+#: came later, was dropped ("Timeout waiting for IOPub output") and the page stayed blank.
+IOPUB_TIMEOUT_S = 60
 #: Random bytes in a token :func:`new_token` makes (48 hex digits, as Jupyter's own).
 TOKEN_BYTES = 24
 #: What ``perfkit serve --no-token`` prints on stderr before serving.
@@ -212,6 +216,7 @@ def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | No
             # the login page asks for the token only: its "set a password" form would
             # write the password into the user's Jupyter config folder
             "--PasswordIdentityProvider.allow_password_change=False",
+            f"--VoilaExecutor.iopub_timeout={IOPUB_TIMEOUT_S}",
             *_kernel_transport_args(), *culling_argv(kernel_idle_timeout)]
     if preheat:
         argv += ["--preheat_kernel=True", "--pool_size=1"]
