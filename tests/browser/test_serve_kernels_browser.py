@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -29,8 +30,10 @@ psutil = pytest.importorskip("psutil")
 
 #: Visits of the page (the issue's done-when says 50: ``PERFKIT_KERNEL_VISITS=50``).
 VISITS = int(os.environ.get("PERFKIT_KERNEL_VISITS", "6"))
-#: The server's ``--kernel-idle-timeout`` here: short, so abandoned pages end soon.
-IDLE_TIMEOUT_S = 20
+#: The server's ``--kernel-idle-timeout`` here: short, so abandoned pages end soon; not
+#: shorter, since a page handed its kernel must connect to it within that time (20 s was
+#: too short on a 2-core machine shared by many test runs: a page took longer).
+IDLE_TIMEOUT_S = 60
 #: Longest wait for one page: a visit waits for the kernel that replaces the one the
 #: previous visit took to run the dashboard (20-30 s, minutes on a busy 2-core machine).
 WAIT_MS = 300_000
@@ -122,19 +125,27 @@ def test_kernels_of_closed_reloaded_and_abandoned_pages_end(tmp_path: Any) -> No
                 browser.close()
         visits_s = time.monotonic() - started
         assert len(set(visited)) == len(visited)  # a kernel of its own for each page
-        settled = wait_for(lambda: kernel_processes(proc) <= idle, SETTLE_S)
+        ended = time.monotonic()
+
+        def gone() -> bool:  # every visited page's kernel ended, the server at idle
+            return all(kernel_status(served.base, served.token, k) == 404
+                       for k in visited) and kernel_processes(proc) <= idle
+
+        settled = wait_for(gone, SETTLE_S)
         left = kernel_processes(proc)
         print(f"{VISITS} visits ({len(visited)} pages) in {visits_s:.0f} s: at most {peak} "
-              f"kernels meanwhile, {left} left (idle level {idle})")
-        assert settled, (left, idle, log.read_text()[-3000:])
-        assert [kernel_status(served.base, served.token, k) for k in visited] == \
-            [404] * len(visited)
+              f"kernels meanwhile; {left} left (idle level {idle}) "
+              f"{time.monotonic() - ended:.0f} s after the last visit")
+        assert settled, ([kernel_status(served.base, served.token, k) for k in visited],
+                         left, idle, log.read_text()[-3000:])
+        assert kernel_processes(proc) == idle  # the preheated kernel is still there
         # those of pages left normally were ended by their unload request, not culled
         text = log.read_text()
         assert all(f"Kernel shutdown: {k}" in text for k in visited)
         assert [k for k in unloaded if f"({k}) with 0 connections" in text] == []
         # one address printed, perfkit's, with the token; not Voila's masked one
-        assert text.count("?token=") == 1 and "Voil\u00e0 is running at" not in text
+        assert "Voil\u00e0 is running at" not in text
+        assert len(re.findall(r"serving \S+ at http://\S+ \(Ctrl-C to stop\)", text)) == 1
         # the kernel that serves the next visitor is still there and works
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
