@@ -81,6 +81,7 @@ def wait_for(check: Any, timeout_s: float) -> bool:
     return check()
 
 
+@pytest.mark.timeout(max(600, 60 * VISITS))  # over tests/browser's 600 s for 50 visits
 def test_kernels_of_closed_reloaded_and_abandoned_pages_end(tmp_path: Any) -> None:
     log = tmp_path / "serve.log"
     # the 4-rank sample: each visit's kernel runs the dashboard sooner than on the default
