@@ -116,6 +116,17 @@ def test_voila_arguments() -> None:
     assert "--preheat_kernel=True" in argv and "--pool_size=1" in argv
     cold = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, preheat=False)
     assert not [a for a in cold if "preheat" in a]
+    # kernels with no page connected end after the idle timeout (default 300 s, checked
+    # every 60 s); open pages keep theirs (cull_connected=False); 0: never
+    assert "--MappingKernelManager.cull_idle_timeout=300" in argv
+    assert "--MappingKernelManager.cull_interval=60" in argv
+    assert "--MappingKernelManager.cull_connected=False" in argv
+    short = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, kernel_idle_timeout=10)
+    assert "--MappingKernelManager.cull_interval=2" in short  # a fifth of 10 s
+    never = cli.voila_argv(Path("nb.ipynb"), 9999, open_browser=False, kernel_idle_timeout=0)
+    assert not [a for a in never if "cull" in a]
+    # a cell's outputs are waited for 60 s, not nbclient's 4 s (a busy machine's blank page)
+    assert "--VoilaExecutor.iopub_timeout=60" in argv
 
 
 def _sockets_fit(folder: str) -> bool:
@@ -367,6 +378,9 @@ def test_serve_smoke(tmp_path: Path) -> None:
                 with urllib.request.urlopen(url, timeout=120) as response:
                     assert response.status == 200
                     page = response.read().decode("utf-8")
+                    # the cookie Voila's unload request must send back to end the kernel
+                    cookies = response.headers.get_all("Set-Cookie") or []
+                    assert any(c.startswith("_xsrf=") for c in cookies), cookies
                 break
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(1)
@@ -752,7 +766,12 @@ def test_simulate_refuses_a_job_that_does_not_fit(tmp_path: Path,
     """Llama2-7B on one 64 GiB NPU without sharding cannot run: exit 2 unless --allow-oom."""
     job = ["--model", "llama2-7b", "--num-layers", "32", "--steps", "1", "--light"]
     assert cli.main(["simulate", str(tmp_path / "no"), *job]) == 2
-    assert "cannot run" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "cannot run" in err
+    # the command line's words: its flags, not the Python API's keyword (issue 64)
+    assert "pass --allow-oom to write the profile anyway" in err
+    assert "allow_oom" not in err and "ParallelConfig(" not in err
+    assert "--optimizer-shard" in err and "--recompute" in err
     assert not any((tmp_path / "no").glob("*_ascend_pt"))
     with pytest.warns(UserWarning, match="cannot run"):
         assert cli.main(["simulate", str(tmp_path / "yes"), *job, "--allow-oom"]) == 0

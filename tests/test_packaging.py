@@ -67,6 +67,9 @@ def test_readme_starts_with_exactly_two_commands_and_ci_runs_the_test_one():
     assert len(commands) == 2, commands
     serve, test = commands
     assert "perfkit serve" in serve and "pip install" in serve
+    # a new user's set-up: a virtual environment made and activated before installing
+    assert serve.index("-m venv") < serve.index(". .venv/bin/activate") < \
+        serve.index("pip install")
     assert "pytest" in test and "pip install" in test and "ruff" in test
     ci = (ROOT / ".ci" / "run").read_text()
     assert test in ci, "CI must run the README's test command verbatim"

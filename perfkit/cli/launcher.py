@@ -41,6 +41,12 @@ from .._version import __version__
 from ..bundled_samples import resolve_sample
 from ..errors import PerfkitError
 from ..resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path
+from .kernel_culling import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    culling_argv,
+    idle_clock_from_handover,
+    with_xsrf_cookie,
+)
 
 __all__ = ["ServeError", "DASHBOARD_NOTEBOOK", "PROFILE_ENV", "HOST", "DEFAULT_PORT",
            "TEMPLATE_NAME", "WEBSOCKET_MAX_MESSAGE_BYTES", "NO_TOKEN_WARNING",
@@ -60,6 +66,10 @@ TEMPLATE_NAME = "perfkit"
 #: Largest websocket message the served page may send: room for the dashboard's 200 MiB
 #: upload limit (perfkit.io._common.archive.DEFAULT_MAX_UPLOAD_BYTES) plus the message's framing.
 WEBSOCKET_MAX_MESSAGE_BYTES = 256 * 2**20
+#: Seconds Voila waits for a cell's outputs after the kernel says the cell is done
+#: (nbclient's ``iopub_timeout``, default 4 s): on a busy machine the dashboard's output
+#: came later, was dropped ("Timeout waiting for IOPub output") and the page stayed blank.
+IOPUB_TIMEOUT_S = 60
 #: Random bytes in a token :func:`new_token` makes (48 hex digits, as Jupyter's own).
 TOKEN_BYTES = 24
 #: What ``perfkit serve --no-token`` prints on stderr before serving.
@@ -175,7 +185,8 @@ def _kernel_transport_args() -> list[str]:
 
 
 def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | None = None,
-               preheat: bool = True) -> list[str]:
+               preheat: bool = True,
+               kernel_idle_timeout: int = DEFAULT_IDLE_TIMEOUT_S) -> list[str]:
     """Command-line arguments for Voila (without the program name).
 
     Parameters
@@ -193,6 +204,9 @@ def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | No
         Keep one kernel that has already run the notebook ready for the next visitor
         (Voila's ``preheat_kernel`` with a pool of one): the page then shows its charts
         without waiting for a kernel to start and the profile to load.
+    kernel_idle_timeout : int
+        Seconds a kernel with no page connected may stay idle before it is ended
+        (:func:`perfkit.cli.kernel_culling.culling_argv`); 0: never.
 
     The token is not among them: :func:`serve` sets Voila's ``token`` directly (any text,
     none of traitlets' command-line parsing, and never in a process list).
@@ -202,7 +216,8 @@ def voila_argv(notebook: Path, port: int, open_browser: bool, template: str | No
             # the login page asks for the token only: its "set a password" form would
             # write the password into the user's Jupyter config folder
             "--PasswordIdentityProvider.allow_password_change=False",
-            *_kernel_transport_args()]
+            f"--VoilaExecutor.iopub_timeout={IOPUB_TIMEOUT_S}",
+            *_kernel_transport_args(), *culling_argv(kernel_idle_timeout)]
     if preheat:
         argv += ["--preheat_kernel=True", "--pool_size=1"]
     if template:
@@ -290,6 +305,12 @@ def _kill_busy_kernels(kernel_manager: Any) -> None:
             continue
 
 
+def _no_voila_address(record: Any) -> bool:
+    """Logging filter: drop Voila's "Voilà is running at: …/?token=..." line, whose
+    masked address opens a login page; :func:`serve` prints the working one."""
+    return not str(record.msg).startswith("Voil\u00e0 is running at")
+
+
 def _run_voila(argv: list[str], token: str,
                when_serving: Callable[[Any], Awaitable[Any]]) -> None:
     """Run Voila with ``argv`` and ``token`` until it stops; ``when_serving(app)`` runs on
@@ -303,6 +324,15 @@ def _run_voila(argv: list[str], token: str,
         token=token,
         tornado_settings={"websocket_max_message_size": WEBSOCKET_MAX_MESSAGE_BYTES})
     app.initialize(argv)
+    # one address is printed, perfkit's, which carries the token: not Voila's masked one
+    app.log.addFilter(_no_voila_address)
+    voila_handlers = app.init_handlers
+
+    def init_handlers() -> list[Any]:  # Voila.start: its kernel manager is made by now
+        idle_clock_from_handover(app.kernel_manager)  # a preheated kernel's page connects
+        return with_xsrf_cookie(voila_handlers())  # the page's unload ends its kernel
+
+    app.init_handlers = init_handlers
     voila_stop = app.stop
 
     def stop() -> None:  # what Voila calls once its loop ends: busy kernels first
@@ -316,7 +346,8 @@ def _run_voila(argv: list[str], token: str,
 
 def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_PORT,
           open_browser: bool = True, notebook: str | os.PathLike[str] | None = None,
-          preheat: bool = True, token: str | None = None) -> int:
+          preheat: bool = True, token: str | None = None,
+          kernel_idle_timeout: int = DEFAULT_IDLE_TIMEOUT_S) -> int:
     """Serve the dashboard with Voila until interrupted (Ctrl-C or SIGTERM).
 
     Parameters
@@ -340,6 +371,10 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
         (:func:`new_token`); ``""``: none, the dashboard is open to every user of the
         machine (the CLI's ``--no-token`` prints :data:`NO_TOKEN_WARNING`). The address
         printed (and opened) carries it: :func:`served_url`.
+    kernel_idle_timeout : int
+        Seconds a page's kernel may stay idle once no page is connected to it (closed,
+        reloaded, abandoned) before it is ended; 0: never
+        (:mod:`perfkit.cli.kernel_culling`, which also makes Voila's own end-on-unload work).
 
     Returns
     -------
@@ -359,6 +394,9 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
         characters.
     """
     token = _check_token(token)
+    if not isinstance(kernel_idle_timeout, int) or kernel_idle_timeout < 0:
+        raise ServeError("--kernel-idle-timeout: must be a whole number of seconds, 0 or "
+                         f"more (got {kernel_idle_timeout!r})")
     path = locate_dashboard(notebook)
     profile_path = None
     if profile is not None:
@@ -396,7 +434,8 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
                 _open_browser(url, Path(tmp))
 
         try:
-            _run_voila(voila_argv(path, port, False, template, preheat=preheat), token,
+            _run_voila(voila_argv(path, port, False, template, preheat=preheat,
+                                  kernel_idle_timeout=kernel_idle_timeout), token,
                        lambda app: announce(app, line, preheat, on_ready))
         finally:
             for name, value in saved.items():

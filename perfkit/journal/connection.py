@@ -54,6 +54,8 @@ class _JournalFile:
         if path.is_dir():
             raise JournalError(path, "is a folder; a journal is one file (e.g. "
                                      f"{path / DEFAULT_JOURNAL_NAME})")
+        #: whether this object made the file: an add that fails then removes it again
+        self._made = create and not self.readonly and not path.exists()
         if not path.exists():
             if not create:
                 raise JournalError(path, "no journal here (perfkit journal add PROFILE "
@@ -69,6 +71,21 @@ class _JournalFile:
                 if not create or self.readonly:
                     raise JournalError(path, "is an empty file, not a journal yet")
                 self._initialise(c)
+
+    def _remove_if_unused(self) -> None:
+        """Remove the journal file (and SQLite's side files) when this object made it and
+        it holds no run: a first ``add`` that failed leaves nothing behind. The next write
+        makes it afresh."""
+        if not getattr(self, "_made", False) or not self.path.is_file():
+            return
+        try:
+            with self._connect() as conn:
+                if conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]:
+                    return
+        except sqlite3.Error:
+            return
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     def _check_header(self) -> None:
         try:

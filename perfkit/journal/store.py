@@ -155,6 +155,17 @@ class Journal(_JournalProfiles):
         perfkit.PerfkitError
             The profile cannot be read (the message names the file).
         """
+        if getattr(self, "_made", False) and not self.path.exists():
+            self._open(True)  # removed by a failed first add: made afresh
+        try:
+            return self._add(profile_or_path, job, label, note, config, if_exists)
+        except BaseException:
+            self._remove_if_unused()  # a journal made for this add, still empty
+            raise
+
+    def _add(self, profile_or_path: Any, job: Any, label: str | None, note: str | None,
+             config: Any, if_exists: str) -> Run:
+        """:meth:`add` itself."""
         check_choice("if_exists", if_exists, ("error", "return"))
         if self.readonly:
             raise JournalError(self.path, "is open read-only (a bundled journal: "
@@ -191,7 +202,8 @@ class Journal(_JournalProfiles):
     def _where(profile_or_path: Any) -> tuple[str, Any]:
         if isinstance(profile_or_path, (str, os.PathLike)):
             spec = str(profile_or_path)
-            return spec, resolve_sample(profile_or_path)
+            # absolute: the run's path then names the profile from any folder
+            return spec, Path(os.path.abspath(Path(resolve_sample(profile_or_path)).expanduser()))
         meta = getattr(profile_or_path, "meta", None)
         if meta is None or not meta.path:
             raise InvalidArgumentError("profile_or_path", "must be a path, 'sample:NAME', a "

@@ -209,12 +209,34 @@ def _prepare(pack: Path, overwrite: bool) -> None:
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
-    """Worker processes that import perfkit once (forkserver where the platform has it)."""
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(["perfkit.lab.make"])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    """Worker processes started with ``spawn``: each imports perfkit from this process's
+    ``sys.path``, so from where this process imported it.
+
+    Not ``forkserver``: its server is started with ``python -c``, whose ``sys.path`` begins
+    with the current folder (Python 3.11 does not apply the parent's path there), so run
+    from a folder holding a ``perfkit/`` checkout (the parent of a ``git clone``) every
+    worker imported that folder instead of the installed package and failed ("cannot
+    import name '__version__' from 'perfkit' (unknown location)", then BrokenProcessPool).
+    ``spawn`` replaces the child's ``sys.path`` with the parent's before it imports
+    anything of perfkit (:func:`multiprocessing.spawn.prepare`). Not ``fork``: unsafe in a
+    process with threads (a Jupyter kernel).
+    """
+    return ProcessPoolExecutor(max_workers=workers,
+                               mp_context=multiprocessing.get_context("spawn"))
+
+
+def _remove_half_pack(pack: Path, created: bool) -> None:
+    """Undo a ``make`` that failed: remove the folder it made, or empty the one it was
+    given (empty, or a pack it was allowed to replace): no marker is left to block the
+    retry, nothing the user had is touched (:func:`_prepare` refused other folders)."""
+    if created:
+        shutil.rmtree(pack, ignore_errors=True)
+        return
+    for child in pack.iterdir() if pack.is_dir() else ():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def make(dir: str | os.PathLike[str], students: int, seed: int = 0,  # noqa: A002
@@ -260,7 +282,19 @@ def make(dir: str | os.PathLike[str], students: int, seed: int = 0,  # noqa: A00
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InvalidArgumentError("seed", "must be a whole number >= 0", seed)
     pack = Path(dir).expanduser()
+    created = not pack.exists()
     _prepare(pack, overwrite)
+    try:
+        _make_pack(pack, students, seed, level, workers, progress)
+    except BaseException:  # an error or Ctrl-C: no half pack, no marker blocking a retry
+        _remove_half_pack(pack, created)
+        raise
+    return pack
+
+
+def _make_pack(pack: Path, students: int, seed: int, level: str, workers: int | None,
+               progress: bool | None) -> None:
+    """Write the students and the key into ``pack``, prepared by :func:`_prepare`."""
     questions = questions_for(level)
     n_workers = min(workers or os.cpu_count() or 1, students)
     entries: dict[str, Any] = {}
@@ -286,4 +320,3 @@ def make(dir: str | os.PathLike[str], students: int, seed: int = 0,  # noqa: A00
     (instructor.parent / "README.md").write_text(
         instructor_readme(level, seed, students, questions), encoding="utf-8")
     (instructor.parent / "answers.md").write_text(_answers_md(entries), encoding="utf-8")
-    return pack

@@ -85,6 +85,18 @@ def _one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _perfkit_error_names() -> set[str]:
+    """Class names of :class:`~perfkit.errors.PerfkitError` and its subclasses: a cell
+    that raised one of these met bad input, which the message names (the file, what was
+    wrong); the cell's number would only distract."""
+    names, todo = set(), [PerfkitError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return names
+
+
 def _cell_number(index: int, injected: int | None) -> str:
     """``"cell N"`` counting the cells as stored (1-based), or the injected cell."""
     if injected is not None and index == injected:
@@ -169,6 +181,8 @@ def execute_notebook(nb: Any, *, cwd: str | os.PathLike[str] | None = None,
                     raise KeyboardInterrupt from None
                 raise
         except CellExecutionError as exc:
+            if exc.ename in _perfkit_error_names():  # bad input: its message says it all
+                raise ReportError(_one_line(exc.evalue)) from None
             where = _where(nb, state["index"], name, injected)
             what = f"{exc.ename}: {exc.evalue}" if exc.ename else str(exc).strip().splitlines()[-1]
             raise ReportError(f"{where} failed: {_one_line(what)}") from None

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ..bundled_samples import is_sample_spec, resolve_sample
-from ..errors import PerfkitError
 from .execute import DEFAULT_TIMEOUT_S, execute_notebook
 from .notebooks import DEFAULT_NOTEBOOK, ReportError, inject_parameters, locate_notebook
 from .page import notebook_html
@@ -43,20 +42,20 @@ def _check_output(out: Path, profile: Path) -> Path:
     return target
 
 
-def _load_notes(path: Path) -> list[str]:
-    """``meta.notes`` of the profile at ``path``: repairs, ranks not loaded, missing files.
+def _checked_notes(path: Path, progress: bool) -> list[str]:
+    """Read the profile at ``path`` before any kernel starts, as ``perfkit info`` does, and
+    return its ``meta.notes`` (repairs, ranks not loaded, missing files), which the notebook
+    may not show.
 
-    Loaded here again (the notebook's kernel loaded it already, so this is a cache hit
-    unless the cache is off), since the notebook may not show them.
+    A profile that cannot be read fails here with the loader's own message, naming the
+    file (a :class:`~perfkit.errors.PerfkitError`), instead of half the notebook later.
+    The notebook's kernel then reads the loader's cache (unless the cache is off).
     """
     from ..io.engines.local import load
 
-    try:
-        from ..notes import every_note
+    from ..notes import every_note
 
-        return every_note(load(path, progress=False))
-    except PerfkitError as exc:
-        return [f"the profile could not be read again to list its notes: {exc}"]
+    return every_note(load(path, progress=progress))
 
 
 def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
@@ -106,6 +105,7 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
         raise ReportError(f"profile path not found: {profile}")
     target = _check_output(Path(out), path)
     detect(path)  # fails early, naming the path, on a folder with no profile in it
+    notes = _checked_notes(path, progress)  # a profile that cannot be read: no kernel
     source = locate_notebook(notebook)
     nb = nbformat.read(source, as_version=4)
     try:
@@ -121,6 +121,6 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
             f"{shown}. Code cells are hidden; every table and chart is the output of the "
             "notebook.")
     page = notebook_html(nb, title=f"perfkit report: {path}", note=note,
-                         reading_notes=_load_notes(path))
+                         reading_notes=notes)
     target.write_text(page, encoding="utf-8")
     return target

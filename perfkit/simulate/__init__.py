@@ -55,6 +55,7 @@ from .faults import (
 __all__ = [
     "simulate",
     "OutOfMemoryWarning",
+    "OutOfMemoryError",
     "device_peak_bytes",
     "faults",
     "Fault",
@@ -74,6 +75,18 @@ FRAMEWORKS = ("pytorch", "mindspore")
 
 class OutOfMemoryWarning(PerfkitWarning):
     """A simulated job needs more device memory than the hardware has (``allow_oom=True``)."""
+
+
+class OutOfMemoryError(InvalidArgumentError):
+    """A simulated job needs more device memory than the hardware has, and ``allow_oom``
+    is off. ``need`` says how much, on which rank, without the advice (the command line
+    words the advice in its own flags)."""
+
+    def __init__(self, need: str, parallel: object) -> None:
+        self.need = need
+        super().__init__("parallel", need + " (use more devices, optimizer sharding, "
+                         "recompute or a smaller micro-batch); pass allow_oom=True to write "
+                         "the profile anyway", parallel)
 
 
 def device_peak_bytes(sim: Any, framework: str = "pytorch") -> dict[int, float]:
@@ -234,14 +247,14 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
     worst = max(peaks, key=lambda r: peaks[r]) if peaks else None
     if worst is not None and peaks[worst] > hardware.memory_bytes:
         gib = 2.0**30
-        msg = (f"the job needs {peaks[worst] / gib:.1f} GiB of device memory on rank {worst} "
-               f"({100 * peaks[worst] / hardware.memory_bytes:.0f} % of the "
-               f"{hardware.memory_bytes / gib:.1f} GiB of {hardware.name}): it cannot run "
-               "as configured (use more devices, optimizer sharding, recompute or a smaller "
-               "micro-batch)")
+        need = (f"the job needs {peaks[worst] / gib:.1f} GiB of device memory on rank "
+                f"{worst} ({100 * peaks[worst] / hardware.memory_bytes:.0f} % of the "
+                f"{hardware.memory_bytes / gib:.1f} GiB of {hardware.name}): it cannot run "
+                "as configured")
         if not allow_oom:
-            raise InvalidArgumentError("parallel", msg + "; pass allow_oom=True to write the "
-                                       "profile anyway", parallel)
+            raise OutOfMemoryError(need, parallel)
+        msg = (need + " (use more devices, optimizer sharding, recompute or a smaller "
+               "micro-batch)")
         warnings.warn(msg + "; writing it anyway (allow_oom=True)", OutOfMemoryWarning,
                       stacklevel=2)
         summary["does_not_fit"] = {"rank": worst, "peak_bytes": peaks[worst],

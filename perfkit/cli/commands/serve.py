@@ -1,4 +1,4 @@
-"""``perfkit serve [PATH] [--port N] [--no-browser] [--no-preheat] [--token VALUE |
+"""``perfkit serve [PATH] [--port N] [--no-browser] [--no-preheat] [--kernel-idle-timeout S]
 --no-token] [--lab STUDENT_DIR]``: serve the dashboard (:func:`perfkit.cli.launcher.serve`);
 with ``--lab DIR/student-3``, that student's lab notebook as their app instead
 (:mod:`perfkit.lab.app`).
@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import launcher
 from ..args import paragraph
+from ..kernel_culling import DEFAULT_IDLE_TIMEOUT_S
 from ..launcher import DEFAULT_PORT, HOST, NO_TOKEN_WARNING, PROFILE_ENV, ServeError
 
 __all__ = ["add_parser", "run"]
@@ -42,6 +43,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                          help="start a kernel per page instead of keeping one that has "
                               "already run the dashboard ready (slower first chart, one "
                               "kernel less in memory)")
+    serve_p.add_argument("--kernel-idle-timeout", type=int, default=DEFAULT_IDLE_TIMEOUT_S,
+                         metavar="SECONDS",
+                         help="end the kernel of a page that was closed, reloaded or "
+                              "abandoned once it has been idle, with no page connected, "
+                              f"this long (default {DEFAULT_IDLE_TIMEOUT_S}; 0: never); "
+                              "an open page keeps its kernel")
     serve_p.add_argument("--lab", default=None, metavar="STUDENT_DIR",
                          help="serve the lab notebook of this student folder of a lab pack "
                               "(perfkit lab make) as the student's app, instead of the "
@@ -75,4 +82,4 @@ def run(args: argparse.Namespace) -> int:
     return launcher.serve(args.path, port=args.port, open_browser=not args.no_browser,
                           preheat=not args.no_preheat,
                           token="" if args.no_token else args.token,
-                          notebook=notebook)
+                          notebook=notebook, kernel_idle_timeout=args.kernel_idle_timeout)

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, PerfkitError
 from ...format import counted
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from .. import fault_spec
@@ -155,8 +155,8 @@ def simulate_command(args: argparse.Namespace) -> int:
     (they are replaced). Anything else in OUT needs ``--force``, and is then left as it
     is. A failed simulation leaves OUT untouched.
     """
+    from ...simulate import OutOfMemoryError, simulate
     from ...simulate import scenarios as S
-    from ...simulate import simulate
 
     faults = tuple(fault_spec.parse_fault(spec) for spec in (args.faults or []))
     if args.scenario is not None:
@@ -199,9 +199,15 @@ def simulate_command(args: argparse.Namespace) -> int:
         extra = {} if args.efficiency is None else {"efficiency": args.efficiency}
 
         def run(out: Path) -> Path:
-            return simulate(model, parallel, hardware, steps=steps, faults=faults,
-                            seed=args.seed, out=out, framework=args.framework,
-                            allow_oom=bool(args.allow_oom), **light, **extra)
+            try:
+                return simulate(model, parallel, hardware, steps=steps, faults=faults,
+                                seed=args.seed, out=out, framework=args.framework,
+                                allow_oom=bool(args.allow_oom), **light, **extra)
+            except OutOfMemoryError as exc:  # the advice in this command's flags
+                raise PerfkitError(
+                    f"{exc.need} (more devices: --dp, --tp, --pp; "
+                    "--optimizer-shard N, --recompute selective|full, --num-layers N for a "
+                    "smaller model); pass --allow-oom to write the profile anyway") from None
 
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():

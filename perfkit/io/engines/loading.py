@@ -395,7 +395,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     if wait:
         return detect.load(path, ranks, cache, engine, client, run=run, workers=workers,
                            progress=progress)
-    path = resolve_sample(path)
+    path = detect.absolute_path(resolve_sample(path))
     if detect.checked_engine(engine) != "local":
         given = "" if engine is not None else " ($PERFKIT_ENGINE=dask: pass engine='local')"
         raise InvalidArgumentError(

@@ -39,7 +39,7 @@ from ..detect.sources import RankSource, cluster_meta, input_bytes, parse_source
 from . import handoff
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
-           "default_engine", "checked_engine", "select_ranks"]
+           "default_engine", "checked_engine", "select_ranks", "absolute_path"]
 
 ENGINES = ("local", "dask")
 _PARALLEL_MIN_BYTES = 32 << 20
@@ -182,7 +182,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     Nothing else escapes: any other failure while reading is turned into a ProfileError
     naming the file (see docs/errors.md).
     """
-    path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
+    path = absolute_path(resolve_sample(path))  # "sample:NAME" -> the sample's folder
     engine = checked_engine(engine)
     kind, found = find_runs(path)
     root = Path(path).expanduser()
@@ -211,6 +211,15 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     if isinstance(loaded, Cluster):
         _note_apart(loaded)
     return loaded
+
+
+def absolute_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute (``~`` expanded, ``..`` folded, against the current folder)
+    before anything is read: every path a profile records (``meta.path``, the cache's
+    entries, a journal's runs) then names the same files from any folder. A relative path
+    stored once was shown as given ("mine/...") from every other folder, where it named
+    nothing."""
+    return Path(os.path.abspath(Path(path).expanduser()))
 
 
 def _note_apart(cluster: Cluster) -> None:
