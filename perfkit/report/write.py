@@ -52,7 +52,6 @@ def _checked_notes(path: Path, progress: bool) -> list[str]:
     The notebook's kernel then reads the loader's cache (unless the cache is off).
     """
     from ..io.engines.local import load
-
     from ..notes import every_note
 
     return every_note(load(path, progress=progress))
