@@ -45,7 +45,7 @@ def test_a_second_open_gets_the_kept_job(run: Path, monkeypatch) -> None:
     again = stored.stored_infer_job(pk.load(run), run)
     assert calls == [1] and again == first  # read back, not worked out
     assert sorted(p.name for p in run.iterdir()) == before
-    assert len(list((Path(str(pk.io.cache.cache_root())) / stored.JOB_FOLDER).glob(
+    assert len(list((Path(str(pk.io.cache.store.cache_root())) / stored.JOB_FOLDER).glob(
         "*.pickle"))) == 1
 
 
@@ -74,4 +74,4 @@ def test_without_the_cache_nothing_is_kept(run: Path, monkeypatch) -> None:
     stored.stored_infer_job(pk.load(run), run)
     stored.stored_infer_job(pk.load(run), run)
     assert calls == [1, 1]
-    assert not (Path(str(pk.io.cache.cache_root())) / stored.JOB_FOLDER).exists()
+    assert not (Path(str(pk.io.cache.store.cache_root())) / stored.JOB_FOLDER).exists()

@@ -114,8 +114,12 @@ def _summary(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
             return {str(k): plain(v) for k, v in obj.items()}
         return obj
 
+    # the simulator prices its links per device (intra / inter-node bandwidth), not by the
+    # node the preset attaches (perfkit.specs.node): that node is not part of what it used,
+    # and the bundled profiles keep the bytes they were made with
+    hw = {k: v for k, v in plain(hardware).items() if k != "node"}
     return {"generator": "perfkit.simulate", "model": plain(model), "parallel": plain(parallel),
-            "hardware": plain(hardware), "steps": steps, "seed": seed,
+            "hardware": hw, "steps": steps, "seed": seed,
             "faults": [{"fault": type(f).__name__, **plain(f)} for f in faults_],
             "settings": plain(settings)}
 
