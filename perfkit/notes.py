@@ -11,6 +11,7 @@ holds.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = ["every_note"]
@@ -51,5 +52,13 @@ def every_note(profile: Any) -> list[str]:
 
 def _said(note: str, rank: int, notes: list[str]) -> bool:
     """Whether ``note`` of ``rank`` is among ``notes`` (as it is, led by its rank, or led
-    by the ranks it was gathered with: ``"ranks [0, 1]: …"``)."""
-    return any(n.endswith(note) for n in notes)
+    by the ranks it was gathered with: ``"ranks [0, 1]: …"``), also where the gathering
+    wrote the rank in its file names as ``{rank}`` (``…_2_4_{rank}.csv`` for ``…_2_4_0.csv``)."""
+    if any(n.endswith(note) for n in notes):
+        return True
+    number = str(rank)
+    if "{rank}" not in "".join(notes) or number not in note:
+        return False
+    pattern = re.compile("(?:" + re.escape(note).replace(
+        re.escape(number), r"(?:\{rank\}|" + number + ")") + ")$")
+    return any(pattern.search(n) for n in notes)

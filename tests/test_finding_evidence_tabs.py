@@ -68,6 +68,10 @@ SHOWN: dict[str, dict[str, str]] = {
     "stage_imbalance": {"Communication": "Pipeline stage"},
     "mfu": {"Planner": "Model FLOPs utilisation"},
     "mfu_inference": {"Planner": "Model FLOPs utilisation of this inference step"},
+    # the matrix operators' device time the fp32 finding prices, by type
+    "fp32_matrix_work": {"Operators": "Top 15 by device time"},
+    # a training-only check skipped on a forward-only step: the Planner says why
+    "workload_fit": {"Planner": "runs no backward pass"},
 }
 #: (rule, tab) whose tab does not show the finding yet, on every profile (None) or on
 #: those named; none at present. Still missing, or the test says to take them out of here.

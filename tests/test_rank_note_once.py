@@ -48,8 +48,8 @@ def test_a_kineto_trace_without_a_rank_says_so_once() -> None:
     assert len(notes) >= 5  # the table is read (steps, collectives, memory, ...)
     on_rank = [n for n in notes if "rank:" in n or "rank unknown" in n]
     assert on_rank == ["Rank 0: rank: not in the trace (no distributedInfo) nor in the file "
-                       "name (rank3, rank_3, worker3 ...); 0 assigned from the folder name "
-                       "or position"], on_rank
+                       "name (rank3, rank_3, worker3 ...); 0 assigned from its position (the "
+                       "only profile read)"], on_rank
 
 
 def test_a_lone_kernel_details_says_its_rank_once() -> None:

@@ -172,7 +172,7 @@ def test_a_value_far_below_its_columns_unit_keeps_its_own_unit() -> None:
                           "size_bytes": [3 * 2**30, 2**30]})
     cells = table(frame).text
     assert list(cells["peak"]) == ["4.61 GiB", "64 B"]
-    assert list(cells["time"]) == ["2.00 s", "0.500 µs"]
+    assert list(cells["time"]) == ["2.00 s", "500 ns"]  # under a microsecond: ns (format.py)
     assert list(cells["size (GiB)"]) == ["3.00", "1.00"]  # no tiny value: the unit on top
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import PerfkitError
+from ..format import plural
 
 __all__ = ["COLUMNS", "SWITCHES", "recording_check"]
 
@@ -211,7 +212,7 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
         rows.append(_row(p, "communication", "communication (comm_ops, bandwidth, matrix)",
                          comm_missing if (world or 1) > 1 else "n/a",
                          "communication operators",
-                         f"{len(comm):,} communication operators over {world} rank(s)"))
+                         f"{len(comm):,} communication operators over {plural(world, 'rank')}"))
     pmu = any(c.endswith("_ratio") for c in kernels.columns)
     rows.append(_row(p, "pmu", "compute- or memory-bound per operator (PMU pipe ratios)",
                      "n/a" if kernels.empty else not pmu, "PMU pipe-ratio columns",

@@ -108,7 +108,7 @@ MODEL = ("model:\n  model_config: {seq_length: 128, hidden_size: 64, num_layers:
 @pytest.mark.parametrize(("body", "needle"), [
     ("parallel_config:\n  data_parallel: eight\n", "data_parallel: eight"),
     ("context:\n  max_device_memory: lots\n", "max_device_memory"),
-    ("parallel_config:\n  pipeline_stage: 2\n  micro_batch_num: 1\n", "micro_batch_num"),
+    ("parallel_config:\n  pipeline_stage: 2\n  micro_batch_num: 0\n", "micro_batch_num"),
     ("recompute_config:\n  recompute: maybe\n", "recompute: maybe"),
     ("recompute_config:\n  select_recompute: 3\n", "select_recompute"),
     ("parallel_config:\n  use_seq_parallel: 'maybe'\n", "use_seq_parallel"),

@@ -247,13 +247,15 @@ def test_the_planner_predicts_the_timed_steps(measured_set):
     # closed model's step for this layout against the profiled one
     unclosed = plan.calibrate(profile, close=False).predicted_step_s
     profiled = _profiled_s(folder, "a")
-    assert f"Before closing, the fitted model was {unclosed / profiled - 1:+.1%} " \
-        "off the measured step" in fit.sentence
+    gap = unclosed / profiled - 1  # said as a signed share with a minus sign (format.py)
+    assert f"Before closing, the fitted model was {'+' if gap > 0 else '−'}" \
+        f"{abs(gap) * 100:.1f} % off the measured step" in fit.sentence
     busy = statistics.mean(_computing_s(folder, "a").values())
     assert f"the model's computing time is the measured one ({time_text(busy * 1e6)} " \
         "per step)" in fit.sentence
+    off = fit.prediction.step_s / profiled - 1
     assert f"against the measured {time_text(profiled * 1e6)} " \
-        f"({fit.prediction.step_s / profiled - 1:+.1%}" in fit.sentence
+        f"({'+' if off > 0 else '−'}{abs(off) * 100:.1f} %" in fit.sentence
 
 
 def test_the_closing_words_say_what_the_closing_did(measured_set):
