@@ -22,12 +22,11 @@ name had been imported eagerly. One slow import that Altair pulls in, ``rfc3987_
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ._deferred_imports import defer_rfc3987_syntax
-from ._lazy import LazyPackage, resolve
+from ._lazy import LazyPackage, lazy_attribute
 from ._version import __version__ as __version__
 
 #: Where each public name lives: the submodule (relative to this package) that defines it.
@@ -125,14 +124,7 @@ def __getattr__(name: str) -> Any:
     A submodule not in ``__all__`` (``pk.journal``, ``pk.io``) is imported on first use too,
     as the eager package used to make every one of them an attribute.
     """
-    if name in _HOME or name.startswith("_"):
-        return resolve(__name__, _HOME, globals(), name)
-    try:
-        return importlib.import_module(f".{name}", __name__)
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    return lazy_attribute(__name__, _HOME, globals(), name)
 
 
 def __dir__() -> list[str]:

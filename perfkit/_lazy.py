@@ -14,7 +14,7 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LazyPackage", "resolve"]
+__all__ = ["LazyPackage", "resolve", "lazy_attribute"]
 
 
 def resolve(package: str, homes: Mapping[str, str | None], namespace: dict[str, Any],
@@ -48,6 +48,20 @@ def resolve(package: str, homes: Mapping[str, str | None], namespace: dict[str, 
         value = getattr(importlib.import_module(f".{home}", package), name)
     namespace[name] = value
     return value
+
+
+def lazy_attribute(package: str, homes: Mapping[str, str | None], namespace: dict[str, Any],
+                   name: str) -> Any:
+    """A lazy package's ``__getattr__``: a public name from its home (:func:`resolve`), else
+    a submodule of ``package`` imported on first use, else AttributeError."""
+    if name in homes or name.startswith("_"):
+        return resolve(package, homes, namespace, name)
+    try:
+        return importlib.import_module(f".{name}", package)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.{name}":
+            raise
+        raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
 
 
 class LazyPackage(types.ModuleType):

@@ -11,11 +11,10 @@ not every analysis (their imports took 0.4 s of a cached reopen's 1.2 s).
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .._lazy import LazyPackage, resolve
+from .._lazy import LazyPackage, lazy_attribute
 
 #: Where each public name lives: the submodule (relative to this package) that defines it.
 _HOME: dict[str, str | None] = {
@@ -102,14 +101,7 @@ def __getattr__(name: str) -> Any:
     A submodule (``pk.analysis.efficiency``) is imported on first use too, as the eager
     package made every one an attribute.
     """
-    if name in _HOME or name.startswith("_"):
-        return resolve(__name__, _HOME, globals(), name)
-    try:
-        return importlib.import_module(f".{name}", __name__)
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    return lazy_attribute(__name__, _HOME, globals(), name)
 
 
 def __dir__() -> list[str]:
