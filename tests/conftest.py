@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +13,17 @@ from typing import Any
 
 import pytest
 from shared_samples import samples_dir, shared_root
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """perfkit's parse cache in a folder of this run (shared by its xdist workers, which
+    inherit the variable), not the user's ``~/.cache/perfkit``: what a test reads is parsed
+    by the code under test, never served from an earlier run's entries."""
+    if hasattr(config, "workerinput") or os.environ.get("PERFKIT_TEST_KEEPS_CACHE"):
+        return
+    folder = tempfile.mkdtemp(prefix="perfkit-test-cache-")
+    os.environ["PERFKIT_CACHE_DIR"] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 @pytest.fixture(scope="module")

@@ -286,3 +286,16 @@ def test_concurrent_loads_of_one_folder_stay_correct(tmp_path, monkeypatch):
     entries = _entries(cache_dir)
     assert len(entries) == 1 and cache.check_entry(entries[0])[0] is not None
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")]
+
+
+def test_the_code_fingerprint_reads_the_parsing_code():
+    # every part of the parsing code named is a real file or folder of the package (the
+    # cache moved into io/cache/ once and hashed nothing: an edited loader reused entries)
+    import perfkit
+
+    root = Path(perfkit.__file__).parent
+    for part in cache._PARSING_CODE:
+        assert (root / part).exists(), part
+    # the hash is of the files' bytes: a tree of only names gives another one
+    assert cache.source_hash(("io",)) != cache.source_hash(("no-such-folder",))
+    assert cache.source_hash(("errors.py",)) != cache.source_hash(("profile.py",))

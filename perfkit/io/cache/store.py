@@ -77,7 +77,7 @@ def code_fingerprint() -> str:
 def source_hash(parts: tuple[str, ...]) -> str:
     """Hash (16 hex digits) of the source of ``parts`` of the perfkit package: module
     files or folders (every ``.py`` below), relative to the package (``"."``: all of it)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # perfkit/ (this file: perfkit/io/cache/)
     h = hashlib.sha256()
     for name in parts:
         target = root / name

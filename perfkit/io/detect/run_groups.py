@@ -114,6 +114,10 @@ def check_unique(parent: Path, sources: list[RankSource]) -> list[RankSource]:
     # ranks unknown before parsing get the numbers no other source uses, in name order
     # (an unreadable folder keeps none: it is reported by its path)
     free = (r for r in range(10**9) if r not in seen)
-    out = [s if s.rank is not None or s.fmt in ("unreadable", "not_a_trace")
-           else dataclasses.replace(s, rank=next(free)) for s in out]
+    real = [s for s in out if s.fmt not in SKIPPED]
+    how = "its position (the only profile read)" if len(real) == 1 else \
+        "its position (the numbers no other profile uses, in name order)"
+    out = [s if s.rank is not None or s.fmt in SKIPPED
+           else dataclasses.replace(s, rank=next(free), rank_from=s.rank_from or how)
+           for s in out]
     return sorted(out, key=lambda s: s.rank if s.rank is not None else -1)
