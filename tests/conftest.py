@@ -15,11 +15,11 @@ import pytest
 from shared_samples import samples_dir, shared_root
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def _cache_of_this_run(config: pytest.Config) -> None:
     """perfkit's parse cache in a folder of this run (shared by its xdist workers, which
     inherit the variable), not the user's ``~/.cache/perfkit``: what a test reads is parsed
     by the code under test, never served from an earlier run's entries."""
-    if hasattr(config, "workerinput") or os.environ.get("PERFKIT_TEST_KEEPS_CACHE"):
+    if hasattr(config, "workerinput"):
         return
     folder = tempfile.mkdtemp(prefix="perfkit-test-cache-")
     os.environ["PERFKIT_CACHE_DIR"] = folder
@@ -195,7 +195,8 @@ def _sqlite_side_files() -> set[Path]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile perfkit's modules once, before the workers start, where Python will not.
+    """perfkit's parse cache in a folder of this run (:func:`_cache_of_this_run`); and
+    compile perfkit's modules once, before the workers start, where Python will not.
 
     With ``PYTHONDONTWRITEBYTECODE`` set (as on some build machines, CI's among them), no
     process writes ``__pycache__``, and perfkit is installed editable from this checkout:
@@ -206,6 +207,7 @@ def pytest_configure(config: pytest.Config) -> None:
     only reads (``__pycache__`` is git-ignored; the wheel takes ``.py`` files only). Done
     once, by the controlling process; nothing is written for an installed perfkit.
     """
+    _cache_of_this_run(config)
     if hasattr(config, "workerinput") or not sys.dont_write_bytecode:
         return
     import compileall
