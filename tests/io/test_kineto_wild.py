@@ -582,7 +582,9 @@ def test_numbered_file_names_are_ranks_only_as_a_set(tmp_path: Path) -> None:
     c = pk.load(b, cache=False, progress=False)
     assert c.ranks == [0, 1]
     for prof in c:
-        assert any("from the folder name or position" in n for n in prof.meta.notes)
+        # numbers of their own, in name order: the notes say how they were given
+        assert any("from its position (the numbers no other profile uses, in name order)"
+                   in n for n in prof.meta.notes), prof.meta.notes
 
 
 # ----------------------------------------------------------------- separate runs
