@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
+from .attention_rate import ATTENTION_IMPLEMENTATIONS
 
 __all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "RECOMPUTE_STYLE_MIN_SHARE",
            "size_efficiency"]
@@ -79,7 +80,18 @@ class Rates:
     gemm_half_flops : float
         ``W½`` of the GEMM size curve, FLOPs per call (default 0.58e9).
     attention_efficiency : float
-        Fused (flash) attention kernels relative to a GEMM of the same FLOPs (1: as fast).
+        Calibration multiplier on the fused attention kernels' published efficiency
+        (:mod:`perfkit.calc.attention_rate`; 1, the default: the published curve). With
+        ``attention_implementation="gemm"``: relative to a GEMM of the same FLOPs.
+    attention_implementation : {"flash2", "flash3", "cudnn", "gemm"}
+        Which fused attention kernel times the attention core (with
+        ``ActivationModel.flash_attention``; unfused attention keeps its GEMMs and
+        softmax): FlashAttention-2 (default: PyTorch SDPA's flash backend and the
+        ``flash-attn`` 2 package; Ascend's FlashAttentionScore shares its curve),
+        FlashAttention-3 or cuDNN fused attention (Hopper figures; off Hopper they fall
+        back to FlashAttention-2), each on its published curve by sequence length, head
+        dimension, mask and pass; ``"gemm"``: the former pricing, a GEMM of the same
+        FLOPs on the GEMM size curve.
     memory_efficiency : float
         ``e_max`` of memory-bound kernels, share of the HBM bandwidth (default 0.9).
     memory_half_bytes : float
@@ -167,6 +179,7 @@ class Rates:
     gemm_efficiency: float = 0.95
     gemm_half_flops: float = 0.58e9
     attention_efficiency: float = 1.0
+    attention_implementation: str = "flash2"
     memory_efficiency: float = 0.9
     memory_half_bytes: float = 2e6
     elementwise_efficiency: float | None = None
@@ -212,6 +225,8 @@ class Rates:
         if self.gradient_bytes is not None and not self.gradient_bytes > 0:
             raise InvalidArgumentError("gradient_bytes", "must be > 0", self.gradient_bytes)
         check_choice("recompute_style", self.recompute_style, RECOMPUTE_STYLES)
+        check_choice("attention_implementation", self.attention_implementation,
+                     ATTENTION_IMPLEMENTATIONS)
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
         check_choice("collective_algorithm", self.collective_algorithm,
                      ("hierarchical", "flat"))
