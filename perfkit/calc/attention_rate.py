@@ -43,7 +43,7 @@ Sources and what each case uses
   the FlashAttention-2 abstract's "50-73% of the theoretical maximum FLOPs/s on A100",
   whose upper end is taken as that best case (:data:`A100_FLASH2_BEST`). The shape is
   H100's, where FlashAttention-2 saturates later than on the smaller A100: at 512 with
-  the causal mask and head dim 64 this gives 0.36 of the peak, below the abstract's 50 %
+  the causal mask and head dim 64 this gives 0.35 of the peak, below the abstract's 50 %
   lower end, so short causal calls off Hopper are priced on the slow side.
   ``"flash3"`` and ``"cudnn"`` (Hopper-only data) fall back to ``"flash2"`` there.
 * ``"gemm"``: the former pricing, a GEMM of the same FLOPs on the GEMM size curve

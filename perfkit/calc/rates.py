@@ -279,8 +279,13 @@ class Rates:
         return dataclasses.replace(self, **changes)
 
     def scaled(self, factor: float) -> Rates:
-        """Every compute rate (GEMM, attention, memory, the memory-bound kernels' own and
-        the backward's where set) times ``factor``, capped at 1."""
+        """Every compute rate (GEMM, memory, the memory-bound kernels' own and the
+        backward's where set) times ``factor``, capped at 1. Fused attention on a published
+        curve (``attention_implementation`` other than ``"gemm"``) keeps its
+        ``attention_efficiency``: a step time alone says nothing of the attention kernels,
+        which stay on the published curve (a profile's own attention kernels fit it,
+        :func:`perfkit.plan.calibrate`); under ``"gemm"`` attention is a share of the
+        GEMM efficiency and moves with it."""
         own, back = self.elementwise_efficiency, self.backward_elementwise_efficiency
         return self.replace(gemm_efficiency=min(1.0, self.gemm_efficiency * factor),
                             memory_efficiency=min(1.0, self.memory_efficiency * factor),

@@ -82,7 +82,8 @@ def test_efficiency_rises_with_the_sequence_length(hardware, impl):
             for backward in (False, True):
                 es = [attention_efficiency(n, n, d, causal, backward, impl, hardware)
                       for n in lengths]
-                assert all(b > a for a, b in zip(es, es[1:])), (d, causal, backward)
+                pairs = zip(es[:-1], es[1:], strict=True)
+                assert all(b > a for a, b in pairs), (d, causal, backward)
                 assert 0 < es[0] and es[-1] < 1
 
 

@@ -89,10 +89,27 @@ def _vector_s(job: CalibratedJob, rates: Rates) -> float:
         - _computing_s(job, rates.replace(elementwise_efficiency=e_vec))
 
 
+def attention_kept(job: CalibratedJob, rates: Rates) -> str:
+    """What a compute-scale term adds to its description when fused attention keeps its
+    published curve under :meth:`Rates.scaled` ("" where attention scales with the rest)."""
+    if not job.activation_model.flash_attention or rates.attention_implementation == "gemm":
+        return ""
+    return (f"; fused attention stays on the published {rates.attention_implementation} "
+            f"curve times attention_efficiency {rates.attention_efficiency:.3g} (the "
+            f"measured times do not show its kernels apart)")
+
+
 def _gemm_scaled(rates: Rates, factor: float) -> Rates:
-    """The GEMM efficiency (and with it fused attention's, a share of it) times ``factor``,
-    capped at 1."""
-    return rates.replace(gemm_efficiency=min(1.0, rates.gemm_efficiency * factor))
+    """The GEMM efficiency times ``factor``, capped at 1, and fused attention with it: under
+    ``attention_implementation="gemm"`` attention is a share of the GEMM efficiency; on a
+    published curve (:mod:`perfkit.calc.attention_rate`) its ``attention_efficiency``
+    takes the same factor as the GEMMs got (the closing's measured share counts the
+    matrix and attention kernels together)."""
+    gemm = min(1.0, rates.gemm_efficiency * factor)
+    if rates.attention_implementation == "gemm":
+        return rates.replace(gemm_efficiency=gemm)
+    return rates.replace(gemm_efficiency=gemm, attention_efficiency=min(
+        2.0, rates.attention_efficiency * gemm / rates.gemm_efficiency))
 
 
 def _solve_split_closing(job: CalibratedJob, rates: Rates, computing: float,
