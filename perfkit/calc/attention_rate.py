@@ -65,11 +65,12 @@ from ..errors import check_choice
 
 __all__ = ["ATTENTION_IMPLEMENTATIONS", "FA3_PAPER_H100", "FA3_SEQ_LENGTHS",
            "H100_BF16_PEAK", "A100_FLASH2_BEST", "fit_series", "series_parameters",
-           "attention_efficiency", "is_hopper", "call_lengths"]
+           "attention_efficiency", "is_hopper", "call_lengths", "resolve_implementation"]
 
-#: ``implementation`` values: the fused kernels with published curves, and ``"gemm"``
-#: (the former pricing: a GEMM of the same FLOPs on the GEMM size curve).
-ATTENTION_IMPLEMENTATIONS = ("flash2", "flash3", "cudnn", "gemm")
+#: ``implementation`` values: ``"auto"`` (:func:`resolve_implementation`), the fused kernels
+#: with published curves, and ``"gemm"`` (the former pricing: a GEMM of the same FLOPs on
+#: the GEMM size curve).
+ATTENTION_IMPLEMENTATIONS = ("auto", "flash2", "flash3", "cudnn", "gemm")
 
 #: Sequence lengths of every series in :data:`FA3_PAPER_H100` (Shah et al. 2024 Fig. 5-6).
 FA3_SEQ_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -119,6 +120,21 @@ def is_hopper(hardware_name: str) -> bool:
     """Whether ``hardware_name`` (a perfkit preset name such as ``"h100"``, ``"h800"``,
     ``"h200"``, ``"h20"``) is a Hopper GPU, where the H100 figures apply directly."""
     return bool(_HOPPER.match(str(hardware_name).strip()))
+
+
+def resolve_implementation(implementation: str, hardware_name: str) -> str:
+    """The kernel ``"auto"`` stands for: ``"cudnn"`` on Hopper, ``"flash2"`` elsewhere.
+
+    PyTorch's ``scaled_dot_product_attention`` runs cuDNN's fused attention on H100 (the
+    bundled H100 Llama profiles, ``tests/data/kineto_llama_*_h100``, launch
+    ``cudnn_generated_fort_native_sdpa_sm90_flash_fprop`` / ``_bprop`` kernels, and their
+    times meet the cuDNN curve: ``tests/plan/test_attention_shape.py``); on other GPUs
+    its flash backend is FlashAttention-2, and Ascend's FlashAttentionScore shares
+    FlashAttention-2's curve. Any other value is returned as given.
+    """
+    if implementation != "auto":
+        return implementation
+    return "cudnn" if is_hopper(hardware_name) else "flash2"
 
 
 def fit_series(lengths: tuple[float, ...], tflops: tuple[float | None, ...],
@@ -179,7 +195,7 @@ def _h100(impl: str, length: float, head_dim: float, causal: bool, backward: boo
 
 
 def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: bool,
-                         backward: bool, implementation: str = "flash2",
+                         backward: bool, implementation: str = "auto",
                          hardware_name: str = "h100") -> float:
     """Share of the 16-bit peak one fused attention call gets (see the module docstring).
 
@@ -194,8 +210,9 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
         Causal mask (FLOPs counted as half the unmasked call's, as the papers do).
     backward : bool
         The backward kernel (FLOPs 2.5 times the forward's).
-    implementation : {"flash2", "flash3", "cudnn"}
-        ``"flash3"`` and ``"cudnn"`` off Hopper fall back to ``"flash2"``.
+    implementation : {"auto", "flash2", "flash3", "cudnn"}
+        ``"auto"``: :func:`resolve_implementation`; ``"flash3"`` and ``"cudnn"`` off
+        Hopper fall back to ``"flash2"``.
     hardware_name : str
         The hardware preset's name: Hopper uses the H100 figures as published, anything
         else FlashAttention-2's shape scaled to its A100 best case.
@@ -205,7 +222,8 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
     float
         ``e`` such that the call lasts ``FLOPs / (e · peak16)``.
     """
-    check_choice("implementation", implementation, ATTENTION_IMPLEMENTATIONS[:3])
+    check_choice("implementation", implementation, ATTENTION_IMPLEMENTATIONS[:4])
+    implementation = resolve_implementation(implementation, hardware_name)
     length = math.sqrt(max(float(seq_q), 1.0) * max(float(seq_kv), 1.0))
     if is_hopper(hardware_name):
         return _h100(implementation, length, head_dim, causal, backward)

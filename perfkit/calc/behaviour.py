@@ -37,15 +37,17 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   (:func:`perfkit.plan.calibrate` fits ``kernel_gap_s`` from the profile's own free
   time).
 * ``attention_implementation`` — which fused attention kernel the attention core runs
-  (:mod:`perfkit.calc.attention_rate`: ``"flash2"``, ``"flash3"``, ``"cudnn"``, or
-  ``"gemm"``, the former GEMM pricing). Every preset says ``"flash2"``: PyTorch's
-  ``scaled_dot_product_attention`` flash backend (DDP, FSDP, torchtitan) and the
-  ``flash-attn`` 2 package (DeepSpeed, LLM Foundry) are FlashAttention-2; Transformer
-  Engine (Megatron, NeMo) picks between ``flash-attn`` and cuDNN by version and
-  environment (``NVTE_FLASH_ATTN`` / ``NVTE_FUSED_ATTN``), which a preset cannot know; and
-  MindSpore's FlashAttentionScore has no published curve of its own and shares
-  FlashAttention-2's. Set ``"flash3"`` / ``"cudnn"`` where the run's kernels say so
-  (``flash_fwd_kernel`` of ``flash_attn_3``, ``cudnn`` fused attention).
+  (:mod:`perfkit.calc.attention_rate`): ``"auto"`` (cuDNN's fused attention on Hopper,
+  FlashAttention-2 elsewhere), ``"flash2"``, ``"flash3"``, ``"cudnn"``, or ``"gemm"``
+  (the former GEMM pricing). Presets say ``"auto"``: PyTorch's
+  ``scaled_dot_product_attention`` (DDP, FSDP, torchtitan) runs cuDNN's kernels on H100
+  (the bundled H100 profiles launch ``cudnn_generated_fort_native_sdpa_sm90_flash_*``)
+  and FlashAttention-2 elsewhere; Transformer Engine (Megatron, NeMo) chooses between
+  ``flash-attn`` and cuDNN by version and environment (``NVTE_FLASH_ATTN`` /
+  ``NVTE_FUSED_ATTN``), which a preset cannot know; MindSpore's FlashAttentionScore
+  shares FlashAttention-2's curve. Set ``"flash2"`` / ``"flash3"`` where a run calls the
+  ``flash-attn`` package (``flash_fwd_kernel`` / ``flash_bwd`` kernels: LLM Foundry's
+  ``attn_impl: flash``, Megatron-DeepSpeed's ``--use-flash-attn-v2``).
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ class Behaviour:
         Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).
     kernel_gap_s, layer_overhead_s, overhead_s : float
         Fixed costs per kernel, per layer and micro-batch, per step (seconds).
-    attention_implementation : {"flash2", "flash3", "cudnn", "gemm"}
-        The fused attention kernel (module docstring); default ``"flash2"``.
+    attention_implementation : {"auto", "flash2", "flash3", "cudnn", "gemm"}
+        The fused attention kernel (module docstring); default ``"auto"``.
     """
 
     name: str = "custom"
@@ -102,7 +104,7 @@ class Behaviour:
     kernel_gap_s: float = 0.0
     layer_overhead_s: float = 0.0
     overhead_s: float = 0.0
-    attention_implementation: str = "flash2"
+    attention_implementation: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("bucket_params", "kernel_gap_s", "layer_overhead_s", "overhead_s"):

@@ -83,15 +83,15 @@ class Rates:
         Calibration multiplier on the fused attention kernels' published efficiency
         (:mod:`perfkit.calc.attention_rate`; 1, the default: the published curve). With
         ``attention_implementation="gemm"``: relative to a GEMM of the same FLOPs.
-    attention_implementation : {"flash2", "flash3", "cudnn", "gemm"}
+    attention_implementation : {"auto", "flash2", "flash3", "cudnn", "gemm"}
         Which fused attention kernel times the attention core (with
         ``ActivationModel.flash_attention``; unfused attention keeps its GEMMs and
-        softmax): FlashAttention-2 (default: PyTorch SDPA's flash backend and the
-        ``flash-attn`` 2 package; Ascend's FlashAttentionScore shares its curve),
-        FlashAttention-3 or cuDNN fused attention (Hopper figures; off Hopper they fall
-        back to FlashAttention-2), each on its published curve by sequence length, head
-        dimension, mask and pass; ``"gemm"``: the former pricing, a GEMM of the same
-        FLOPs on the GEMM size curve.
+        softmax), each on its published curve by sequence length, head dimension, mask
+        and pass (:mod:`perfkit.calc.attention_rate`): ``"auto"`` (default) cuDNN's on
+        Hopper, where PyTorch SDPA runs it, FlashAttention-2's elsewhere (Ascend's
+        FlashAttentionScore shares its curve); ``"flash2"``, ``"flash3"``, ``"cudnn"``
+        (Hopper figures; off Hopper the last two fall back to FlashAttention-2);
+        ``"gemm"``: the former pricing, a GEMM of the same FLOPs on the GEMM size curve.
     memory_efficiency : float
         ``e_max`` of memory-bound kernels, share of the HBM bandwidth (default 0.9).
     memory_half_bytes : float
@@ -179,7 +179,7 @@ class Rates:
     gemm_efficiency: float = 0.95
     gemm_half_flops: float = 0.58e9
     attention_efficiency: float = 1.0
-    attention_implementation: str = "flash2"
+    attention_implementation: str = "auto"
     memory_efficiency: float = 0.9
     memory_half_bytes: float = 2e6
     elementwise_efficiency: float | None = None

@@ -9,7 +9,11 @@ datasheet).
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
+import statistics
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +26,7 @@ from perfkit.calc.attention_rate import (
     attention_efficiency,
     call_lengths,
     is_hopper,
+    resolve_implementation,
 )
 from perfkit.calc.behaviour import Behaviour
 from perfkit.calc.rates import Rates
@@ -176,7 +181,10 @@ def test_the_implementation_is_an_option_with_a_checked_value():
     with pytest.raises(pk.PerfkitError, match="attention_implementation"):
         Behaviour(attention_implementation="sdpa")
     for name in Behaviour.presets():
-        assert Behaviour.preset(name).overrides()["attention_implementation"] == "flash2"
+        assert Behaviour.preset(name).overrides()["attention_implementation"] == "auto"
+    assert resolve_implementation("auto", "h100") == "cudnn"
+    assert resolve_implementation("auto", "a100") == "flash2"
+    assert resolve_implementation("flash3", "h100") == "flash3"
     assert Behaviour.preset("nemo", attention_implementation="cudnn").overrides()[
         "attention_implementation"] == "cudnn"
 
@@ -189,3 +197,58 @@ def test_attention_efficiency_stays_a_multiplier_on_the_curve():
                        activation_model=am)
     assert half.core_fwd == pytest.approx(2 * one.core_fwd, rel=1e-12)
     assert half.core_bwd == pytest.approx(2 * one.core_bwd, rel=1e-12)
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _raw_kernels(trace: Path) -> dict[str, list[float]]:
+    """Durations (µs) of the first rank's cuDNN attention kernels, read from the raw
+    Kineto JSON (not through perfkit's loader)."""
+    events = json.loads(gzip.open(trace).read())["traceEvents"]
+    out: dict[str, list[float]] = {}
+    for ev in events:
+        if ev.get("cat") != "kernel":
+            continue
+        for key in ("sdpa_sm90_flash_fprop", "sdpa_sm90_flash_bprop", "compute_dot_do_o",
+                    "convert_dq_to_16bits"):
+            if key in ev.get("name", ""):
+                out.setdefault(key, []).append(float(ev["dur"]))
+    return out
+
+
+#: The bundled H100 Llama runs (PyTorch SDPA, causal, head dim 128), by trace:
+#: (batch, heads on the rank, sequence) from each run's environment.json / input shapes.
+MEASURED = [
+    ("kineto_llama_layouts_h100/a.pt.trace.json.gz", 4, 16, 2048),
+    ("kineto_llama_layouts_h100/c.pt.trace.json.gz", 8, 16, 2048),
+    ("kineto_llama_shapes_h100/f.pt.trace.json.gz", 2, 16, 4096),
+    ("kineto_llama_wide_tp_h100/a.pt.trace.json.gz", 4, 32, 2048),
+    ("kineto_llama_wide_tp_h100/h.pt.trace.json.gz", 4, 16, 2048),
+]
+
+
+@pytest.mark.parametrize("trace, b, heads, s", MEASURED)
+def test_measured_cudnn_attention_kernels_meet_the_curve(trace, b, heads, s):
+    """What PyTorch SDPA ran on the bundled H100 runs (cuDNN's sm90 flash kernels) against
+    the cuDNN curve of the FA3 paper, at 64-128 (batch, head) pairs per call (the paper's
+    16k tokens × 16 heads: 128 at 2k): forward within 15 % (the runs' cuDNN is newer than
+    the paper's: on layout c, the paper's own shape, 534 TFLOP/s against the bar's 484,
+    and the fit is 2.5 % under that bar: +13 %), backward (bprop plus its dO·O and
+    dQ-conversion kernels) within 8 % (layout c: +6.3 %). With fewer pairs (tp shares of
+    8 or 4 heads, 32 or 16 pairs) the kernels run 10-28 % below the curve, which does not
+    model occupancy (docs/planner.md).
+    """
+    if not (DATA / trace).exists():
+        pytest.skip(f"{trace} not bundled")
+    k = _raw_kernels(DATA / trace)
+    flops = 4.0 * b * s * s * heads * 128 / 2.0  # causal: half
+    fwd = statistics.median(k["sdpa_sm90_flash_fprop"]) * 1e-6
+    bwd = sum(statistics.median(k[key]) for key in (
+        "sdpa_sm90_flash_bprop", "compute_dot_do_o", "convert_dq_to_16bits")) * 1e-6
+    e_fwd = flops / fwd / PEAK
+    e_bwd = 2.5 * flops / bwd / PEAK
+    assert e_fwd == pytest.approx(attention_efficiency(s, s, 128, True, False, "cudnn",
+                                                       "h100"), rel=0.15)
+    assert e_bwd == pytest.approx(attention_efficiency(s, s, 128, True, True, "cudnn",
+                                                       "h100"), rel=0.08)

@@ -9,7 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...calc.attention_rate import attention_efficiency, call_lengths
+from ...calc.attention_rate import (
+    attention_efficiency,
+    call_lengths,
+    resolve_implementation,
+)
 from ...calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ...format import counted
 from ..predict import stage_params
@@ -125,7 +129,8 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
         else:
             spent = (mean_s[att.index].to_numpy() * count).sum()
             ideal = (_curve_seconds(att, job, rates.attention_implementation) * count).sum()
-            against = f"the published {rates.attention_implementation} curve"
+            impl = resolve_implementation(rates.attention_implementation, job.hardware.name)
+            against = f"the published {impl} curve"
         changes["attention_efficiency"] = float(np.clip(ideal / spent, 0.05, 2.0))
         terms.append(("attention_efficiency", changes["attention_efficiency"],
                       f"{len(att)} attention operator shapes against {against}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from ...calc.attention_rate import resolve_implementation
 from ...calc.rates import GROUPS, Rates
 from ...calc.timing import step_times
 from ...calc.topology import GROUP_COLLECTIVE, group_bandwidth, layout_group
@@ -94,7 +95,8 @@ def attention_kept(job: CalibratedJob, rates: Rates) -> str:
     published curve under :meth:`Rates.scaled` ("" where attention scales with the rest)."""
     if not job.activation_model.flash_attention or rates.attention_implementation == "gemm":
         return ""
-    return (f"; fused attention stays on the published {rates.attention_implementation} "
+    impl = resolve_implementation(rates.attention_implementation, job.hardware.name)
+    return (f"; fused attention stays on the published {impl} "
             f"curve times attention_efficiency {rates.attention_efficiency:.3g} (the "
             f"measured times do not show its kernels apart)")
 
