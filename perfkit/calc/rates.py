@@ -279,13 +279,15 @@ class Rates:
         return dataclasses.replace(self, **changes)
 
     def scaled(self, factor: float) -> Rates:
-        """Every compute rate (GEMM, memory, the memory-bound kernels' own and the
-        backward's where set) times ``factor``, capped at 1. Fused attention on a published
-        curve (``attention_implementation`` other than ``"gemm"``) keeps its
-        ``attention_efficiency``: a step time alone says nothing of the attention kernels,
-        which stay on the published curve (a profile's own attention kernels fit it,
-        :func:`perfkit.plan.calibrate`); under ``"gemm"`` attention is a share of the
-        GEMM efficiency and moves with it."""
+        """Every compute rate (GEMM, attention, memory, the memory-bound kernels' own and
+        the backward's where set) times ``factor``, capped at 1 (attention's multiplier
+        at 2). Fused attention on a published curve (``attention_implementation`` other
+        than ``"gemm"``) takes the factor on its ``attention_efficiency``; under ``"gemm"``
+        it is a share of the GEMM efficiency and moves with it. A step time cannot tell
+        the attention kernels from the rest, so one factor moves all: leaving attention on
+        its curve and putting the whole factor on the other kernels made the held-out
+        validation's calibrated-in-group error 116 % (mean) against 27.6 % this way
+        (docs/planner.md, "Attention by shape")."""
         own, back = self.elementwise_efficiency, self.backward_elementwise_efficiency
         return self.replace(gemm_efficiency=min(1.0, self.gemm_efficiency * factor),
                             memory_efficiency=min(1.0, self.memory_efficiency * factor),
@@ -293,7 +295,8 @@ class Rates:
                             else min(1.0, own * factor),
                             backward_elementwise_efficiency=None if back is None
                             else min(1.0, back * factor),
-                            attention_efficiency=min(2.0, self.attention_efficiency))
+                            attention_efficiency=min(2.0, self.attention_efficiency * (
+                                factor if self.attention_implementation != "gemm" else 1.0)))
 
     def to_frame(self) -> pd.DataFrame:
         """One row per rate: ``name``, ``value``."""

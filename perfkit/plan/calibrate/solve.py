@@ -91,14 +91,14 @@ def _vector_s(job: CalibratedJob, rates: Rates) -> float:
 
 
 def attention_kept(job: CalibratedJob, rates: Rates) -> str:
-    """What a compute-scale term adds to its description when fused attention keeps its
-    published curve under :meth:`Rates.scaled` ("" where attention scales with the rest)."""
+    """What a compute-scale term adds to its description when fused attention is priced on
+    a published curve (:meth:`Rates.scaled` moves its ``attention_efficiency`` with the
+    rest; "" where attention is a share of the GEMM efficiency or unfused)."""
     if not job.activation_model.flash_attention or rates.attention_implementation == "gemm":
         return ""
     impl = resolve_implementation(rates.attention_implementation, job.hardware.name)
-    return (f"; fused attention stays on the published {impl} "
-            f"curve times attention_efficiency {rates.attention_efficiency:.3g} (the "
-            f"measured times do not show its kernels apart)")
+    return (f"; fused attention, on the published {impl} curve, takes the same factor "
+            f"(the measured times do not show its kernels apart)")
 
 
 def _gemm_scaled(rates: Rates, factor: float) -> Rates:
