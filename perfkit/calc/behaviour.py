@@ -36,6 +36,18 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   Ascend) publish no per-kernel figure: 0 until a profile fits it
   (:func:`perfkit.plan.calibrate` fits ``kernel_gap_s`` from the profile's own free
   time).
+* ``attention_implementation`` — which fused attention kernel the attention core runs
+  (:mod:`perfkit.calc.attention_rate`): ``"auto"`` (cuDNN's fused attention on Hopper,
+  FlashAttention-2 elsewhere), ``"flash2"``, ``"flash3"``, ``"cudnn"``, or ``"gemm"``
+  (the former GEMM pricing). Presets say ``"auto"``: PyTorch's
+  ``scaled_dot_product_attention`` (DDP, FSDP, torchtitan) runs cuDNN's kernels on H100
+  (the bundled H100 profiles launch ``cudnn_generated_fort_native_sdpa_sm90_flash_*``)
+  and FlashAttention-2 elsewhere; Transformer Engine (Megatron, NeMo) chooses between
+  ``flash-attn`` and cuDNN by version and environment (``NVTE_FLASH_ATTN`` /
+  ``NVTE_FUSED_ATTN``), which a preset cannot know; MindSpore's FlashAttentionScore
+  shares FlashAttention-2's curve. Set ``"flash2"`` / ``"flash3"`` where a run calls the
+  ``flash-attn`` package (``flash_fwd_kernel`` / ``flash_bwd`` kernels: LLM Foundry's
+  ``attn_impl: flash``, Megatron-DeepSpeed's ``--use-flash-attn-v2``).
 """
 
 from __future__ import annotations
@@ -44,7 +56,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidArgumentError, check_non_negative
+from ..errors import InvalidArgumentError, check_choice, check_non_negative
+from .attention_rate import ATTENTION_IMPLEMENTATIONS
 
 __all__ = ["Behaviour", "BEHAVIOUR_PRESETS"]
 
@@ -78,6 +91,8 @@ class Behaviour:
         Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).
     kernel_gap_s, layer_overhead_s, overhead_s : float
         Fixed costs per kernel, per layer and micro-batch, per step (seconds).
+    attention_implementation : {"auto", "flash2", "flash3", "cudnn", "gemm"}
+        The fused attention kernel (module docstring); default ``"auto"``.
     """
 
     name: str = "custom"
@@ -89,10 +104,13 @@ class Behaviour:
     kernel_gap_s: float = 0.0
     layer_overhead_s: float = 0.0
     overhead_s: float = 0.0
+    attention_implementation: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("bucket_params", "kernel_gap_s", "layer_overhead_s", "overhead_s"):
             check_non_negative(name, getattr(self, name))
+        check_choice("attention_implementation", self.attention_implementation,
+                     ATTENTION_IMPLEMENTATIONS)
 
     @classmethod
     def presets(cls) -> list[str]:
@@ -125,6 +143,7 @@ class Behaviour:
             "kernel_gap_s": self.kernel_gap_s, "layer_overhead_s": self.layer_overhead_s,
             "overhead_s": self.overhead_s, "dp_buckets": 1, "dp_bucket_params": 0.0,
             "dp_bucket_per_layer": False,
+            "attention_implementation": self.attention_implementation,
         }
         if self.overlap_grad_reduce:
             if self.bucket_params > 0:

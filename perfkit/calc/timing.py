@@ -13,8 +13,10 @@ What one step is made of, per rank
   attention and the MLP split ``tp`` ways, each timed on the size curve
   (:mod:`perfkit.calc.rates`) or, when its bytes outweigh its FLOPs, at the memory rate
   (roofline); the attention core (one fused kernel with flash attention, causal work
-  halved; otherwise two batched GEMMs plus the softmax and dropout over ``a·s²``
-  elements, Korthikanti et al. 2022); the memory-bound kernels (norms, residual adds,
+  halved, timed on its implementation's published curve by sequence length per call,
+  head dimension, mask and pass, :mod:`perfkit.calc.attention_rate`; otherwise two
+  batched GEMMs plus the softmax and dropout over ``a·s²`` elements, Korthikanti et al.
+  2022); the memory-bound kernels (norms, residual adds,
   rotary embedding, MLP activation, dropout) from their bytes. The backward runs each
   GEMM twice (input and weight gradients), the flash-attention backward 2.5 times its
   forward (PyTorch ``flop_counter``), the memory-bound kernels with their gradient

@@ -11,12 +11,15 @@ their times. The formulas and their sources are in :mod:`perfkit.calc.timing`'s 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..specs import ModelSpec
+from .attention_rate import attention_efficiency, call_lengths
 from .flops import layer_forward_flops
 from .rates import Rates
 
-__all__ = ["gemm_seconds", "memory_seconds", "fp8_casts", "FP8_CAST_BYTES"]
+__all__ = ["gemm_seconds", "memory_seconds", "attention_seconds", "fp8_casts",
+           "FP8_CAST_BYTES"]
 
 
 _FLASH_BACKWARD = 2.5  # FlashAttention backward / forward FLOPs (PyTorch flop_counter)
@@ -35,6 +38,30 @@ def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
     return compute + memory if rates.gemm_memory == "sum" else max(compute, memory)
 
 
+def attention_seconds(flops: float, shape: tuple, peak: float, rates: Rates,
+                      hardware_name: str) -> float:
+    """One fused attention call on its published curve (:mod:`perfkit.calc.attention_rate`).
+
+    ``Σ_parts share·F / (e(L, d, causal, pass, implementation) · attention_efficiency ·
+    peak)``; ``shape`` is ``(parts, head_dim, backward)`` with ``parts`` the
+    ``(share, L_q, L_kv, causal)`` of :func:`~perfkit.calc.attention_rate.call_lengths`,
+    ``peak`` the 16-bit peak (an FP8 run's attention stays 16-bit).
+    """
+    parts, head_dim, backward = shape
+    total = 0.0
+    for share, lq, lkv, causal in parts:
+        e = _efficiency(lq, lkv, head_dim, causal, backward, rates.attention_implementation,
+                        hardware_name)
+        total += share * flops / (e * rates.attention_efficiency * peak)
+    return total
+
+
+@lru_cache(maxsize=4096)
+def _efficiency(lq: float, lkv: float, d: float, causal: bool, backward: bool, impl: str,
+                hardware_name: str) -> float:
+    return attention_efficiency(lq, lkv, d, causal, backward, impl, hardware_name)
+
+
 def memory_seconds(nbytes: float, bandwidth: float, rates: Rates) -> float:
     """One memory-bound call: ``(B + B½)/(e_vec·bandwidth)``, ``e_vec`` the rates'
     :attr:`~perfkit.calc.rates.Rates.vector_efficiency` (``memory_efficiency`` unless a
@@ -51,6 +78,7 @@ class _Op:
     tag: str = ""
     cast_fwd: float = 0.0  # elements of the GEMM's activation input (m·k)
     cast_bwd: float = 0.0  # elements of its output gradient (m·n)
+    shape: tuple = ()  # "attn": (call parts, head dim, backward), see attention_seconds
 
 
 def _vec(nbytes: float, tag: str = "", calls: float = 1.0) -> _Op:
@@ -114,7 +142,9 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     core_flops = parts["core"] * n / tp
     scores = b * a_t * s_q * model.seq_length  # elements of the score matrix
     if flash:
-        core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core")]
+        shape = (call_lengths(model.seq_length, cp, True), float(d), False)
+        core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core",
+                    shape=shape)]
     else:
         bmm_bytes = 2.0 * (n * a_t * d + b * model.seq_length * a_t * d + scores)
         core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"),
@@ -164,7 +194,8 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
             bwd.append(_Op("gemm", o.flops, o.nbytes, 2 * o.calls, o.tag, o.cast_fwd,
                            o.cast_bwd))
         elif o.kind == "attn":
-            bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag))
+            bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag,
+                           shape=(o.shape[0], o.shape[1], True)))
     if not flash:
         bwd.append(_vec(6.0 * scores))
         if dropout:
@@ -203,9 +234,12 @@ def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: 
 
 def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
              skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
-             core_peak: float | None = None) -> tuple[float, float]:
+             core_peak: float | None = None, hardware_name: str = ""
+             ) -> tuple[float, float]:
     """Total time and kernel count of ``ops`` (filtered by tag); the attention core (fused
-    or its batched GEMMs) at ``core_peak`` where given (an FP8 run's 16-bit peak)."""
+    or its batched GEMMs) at ``core_peak`` where given (an FP8 run's 16-bit peak); a fused
+    attention call on its published curve for ``hardware_name``
+    (:func:`attention_seconds`) unless ``rates.attention_implementation`` is ``"gemm"``."""
     total = kernels = 0.0
     for o in ops:
         if (skip and o.tag in skip) or (only and o.tag not in only):
@@ -215,7 +249,10 @@ def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
         else:
             at = core_peak if core_peak is not None and (o.kind == "attn" or o.tag == "core") \
                 else peak
-            t = gemm_seconds(o.flops, o.nbytes, at, bandwidth, rates, o.kind == "attn")
+            if o.kind == "attn" and o.shape and rates.attention_implementation != "gemm":
+                t = attention_seconds(o.flops, o.shape, at, rates, hardware_name)
+            else:
+                t = gemm_seconds(o.flops, o.nbytes, at, bandwidth, rates, o.kind == "attn")
         total += o.calls * t
         kernels += o.calls
     return total, kernels

@@ -89,6 +89,7 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
     # FP8 runs its GEMMs at the FP8 peak; attention stays 16-bit (Transformer Engine's
     # FP8 recipes: DotProductAttention in bf16), element-wise work is priced by bytes
     core = _half_peak(hardware) if fp8 else None
+    name = hardware.name  # the fused attention curve's hardware family
     dropout = am.dropout if am.dropout is not None else model.mlp != "gated"
     flash = am.flash_attention
     back = rates.backward_rates()  # the backward's memory-bound kernels at their own rate
@@ -107,12 +108,15 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
                               moe)
         if fp8:
             fwd, bwd = fwd + fp8_casts(fwd, False), bwd + fp8_casts(bwd, True)
-        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core)
-        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core)
-        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",), core_peak=core)
-        sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core)
+        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core, hardware_name=name)
+        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core, hardware_name=name)
+        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",), core_peak=core,
+                            hardware_name=name)
+        sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core,
+                         hardware_name=name)
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
-        cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core)
+        cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core,
+                         hardware_name=name)
         weights = [dataclasses.replace(o, calls=o.calls / 2) for o in bwd
                    if o.kind == "gemm" and o.tag != "core"]
         wg, kwg = _seconds(weights, peak, bw, back)

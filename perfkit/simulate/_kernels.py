@@ -70,8 +70,9 @@ class KernelCosts:
 
     @property
     def rates(self) -> Rates:
-        """The same costs as step-model rates."""
-        return Rates(gemm_efficiency=self.efficiency,
+        """The same costs as step-model rates (the simulator's fused attention kernels
+        run on the GEMM size curve: ``attention_implementation="gemm"``)."""
+        return Rates(gemm_efficiency=self.efficiency, attention_implementation="gemm",
                      gemm_half_flops=self.cube_fixed_us * 1e-6 * self.efficiency
                      * self.peak_flops,
                      memory_efficiency=self.memory_efficiency,

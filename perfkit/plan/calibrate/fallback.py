@@ -21,6 +21,7 @@ from .solve import (
     _links_scaled,
     _solve_link_scale,
     _solve_scale,
+    attention_kept,
 )
 
 __all__: list[str] = []  # private parts of perfkit.plan.calibrate
@@ -97,7 +98,7 @@ def _from_step_time(step_s: float, job: CalibratedJob, rates: Rates,
     fitted = rates.scaled(factor)
     terms = [("compute scale", factor, f"one factor on every compute rate: the model "
               f"({before:.4g} s at the starting rates) reproduces the measured "
-              f"{step_s:.4g} s")]
+              f"{step_s:.4g} s{attention_kept(job, rates)}")]
     if capped:
         # compute at its cap is still too slow: what is left must be the links, which a
         # step time cannot tell apart; one factor on every group's efficiency, capped at 1
@@ -159,7 +160,7 @@ def _from_steps(steps: pd.DataFrame, job: CalibratedJob, rates: Rates, notes: li
                      "layout or the hardware peak; rates capped at 1")
     fitted = rates.scaled(k)
     terms.append(("compute scale", k, "compute + recompute + optimizer = busiest rank's "
-                  "computing_us"))
+                  "computing_us" + attention_kept(job, rates)))
     out = _evaluate(job, fitted)
     fitted, exposed, model_comm, groups = _links_to_exposed(job, fitted, m, out, notes, terms)
     kinds = {"compute", "overhead"} | groups

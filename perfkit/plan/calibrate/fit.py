@@ -27,6 +27,7 @@ from .solve import (
     _solve_computing_scale,
     _solve_scale,
     _solve_split_closing,
+    attention_kept,
 )
 
 __all__ = ["BACKWARD_CLOSING", "CLOSINGS", "FORWARD_CLOSING", "MATRIX_CLOSING",
@@ -285,7 +286,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
                 rates = _scaled_keeping_optimizer(rates, factor)
                 terms.append(("closing scale", factor, "every compute rate but the "
                               "optimizer's, so the model's computing time reproduces the "
-                              "measured one"))
+                              "measured one" + attention_kept(job, rates)))
             if capped:
                 notes.append(NOT_CLOSED_NOTE)
         if not set(info["kinds"]) & set(GROUPS):  # links measured on transfers are kept
@@ -295,7 +296,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         factor, capped = _solve_scale(job, rates, measured)
         rates = rates.scaled(factor)
         terms.append(("closing scale", factor, "every compute rate, so the model reproduces "
-                      "the measured step"))
+                      "the measured step" + attention_kept(job, rates)))
         if capped:
             notes.append(NOT_CLOSED_NOTE)
     final = _evaluate(job, rates)

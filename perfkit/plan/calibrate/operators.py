@@ -9,6 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...calc.attention_rate import (
+    attention_efficiency,
+    call_lengths,
+    resolve_implementation,
+)
 from ...calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ...format import counted
 from ..predict import stage_params
@@ -42,6 +47,26 @@ def _fit_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float
     if c < 0:
         a, c = (w * x * y).sum() / (w * x * x).sum(), 0.0
     return a, c
+
+
+_BACKWARD = re.compile(r"bwd|backward|grad", re.IGNORECASE)
+
+
+def _curve_seconds(att: pd.DataFrame, job: CalibratedJob, implementation: str) -> np.ndarray:
+    """Each attention row's time on the published curve at attention_efficiency 1
+    (:func:`perfkit.calc.attention_rate.attention_efficiency`): the job's sequence after
+    its context-parallel split, its head dimension, causal, the pass read from the
+    kernel's name (``flash_bwd``, ``FlashAttentionScoreGrad``, ``..._backward``)."""
+    hw, model = job.hardware, job.model
+    peak = next((hw.peak(d) for d in ("bf16", "fp16") if d in hw.peak_flops), hw.peak())
+    parts = call_lengths(model.seq_length, int(job.parallel.cp), True)
+    out = []
+    for name, flops in zip(att["name"].astype(str), att["flops"].astype(float), strict=True):
+        backward = bool(_BACKWARD.search(name))
+        out.append(sum(share * flops / (peak * attention_efficiency(
+            lq, lkv, model.qk_head_dim, causal, backward, implementation, hw.name))
+            for share, lq, lkv, causal in parts))
+    return np.array(out)
 
 
 def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
@@ -97,11 +122,18 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
         count = att["count"].to_numpy(float)
         memory = att["bytes"].to_numpy(float) / (e_mem * bw) if rates.gemm_memory == "sum" \
             else 0.0
-        spent = ((mean_s[att.index].to_numpy() - memory) * count).sum()
-        ideal = ((att["flops"].to_numpy(float) + half) / (e_gemm * peak) * count).sum()
+        if rates.attention_implementation == "gemm":
+            spent = ((mean_s[att.index].to_numpy() - memory) * count).sum()
+            ideal = ((att["flops"].to_numpy(float) + half) / (e_gemm * peak) * count).sum()
+            against = "the GEMM curve"
+        else:
+            spent = (mean_s[att.index].to_numpy() * count).sum()
+            ideal = (_curve_seconds(att, job, rates.attention_implementation) * count).sum()
+            impl = resolve_implementation(rates.attention_implementation, job.hardware.name)
+            against = f"the published {impl} curve"
         changes["attention_efficiency"] = float(np.clip(ideal / spent, 0.05, 2.0))
         terms.append(("attention_efficiency", changes["attention_efficiency"],
-                      f"{len(att)} attention operator shapes against the GEMM curve"))
+                      f"{len(att)} attention operator shapes against {against}"))
     adam = eff[eff["name"].astype("string").str.contains("adam", case=False, na=False)]
     if len(adam):
         params = stage_params(job.model, job.parallel, job.stage_layers)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from ...calc.attention_rate import resolve_implementation
 from ...calc.rates import GROUPS, Rates
 from ...calc.timing import step_times
 from ...calc.topology import GROUP_COLLECTIVE, group_bandwidth, layout_group
@@ -89,10 +90,28 @@ def _vector_s(job: CalibratedJob, rates: Rates) -> float:
         - _computing_s(job, rates.replace(elementwise_efficiency=e_vec))
 
 
+def attention_kept(job: CalibratedJob, rates: Rates) -> str:
+    """What a compute-scale term adds to its description when fused attention is priced on
+    a published curve (:meth:`Rates.scaled` moves its ``attention_efficiency`` with the
+    rest; "" where attention is a share of the GEMM efficiency or unfused)."""
+    if not job.activation_model.flash_attention or rates.attention_implementation == "gemm":
+        return ""
+    impl = resolve_implementation(rates.attention_implementation, job.hardware.name)
+    return (f"; fused attention, on the published {impl} curve, takes the same factor "
+            f"(the measured times do not show its kernels apart)")
+
+
 def _gemm_scaled(rates: Rates, factor: float) -> Rates:
-    """The GEMM efficiency (and with it fused attention's, a share of it) times ``factor``,
-    capped at 1."""
-    return rates.replace(gemm_efficiency=min(1.0, rates.gemm_efficiency * factor))
+    """The GEMM efficiency times ``factor``, capped at 1, and fused attention with it: under
+    ``attention_implementation="gemm"`` attention is a share of the GEMM efficiency; on a
+    published curve (:mod:`perfkit.calc.attention_rate`) its ``attention_efficiency``
+    takes the same factor as the GEMMs got (the closing's measured share counts the
+    matrix and attention kernels together)."""
+    gemm = min(1.0, rates.gemm_efficiency * factor)
+    if rates.attention_implementation == "gemm":
+        return rates.replace(gemm_efficiency=gemm)
+    return rates.replace(gemm_efficiency=gemm, attention_efficiency=min(
+        2.0, rates.attention_efficiency * gemm / rates.gemm_efficiency))
 
 
 def _solve_split_closing(job: CalibratedJob, rates: Rates, computing: float,
