@@ -170,7 +170,7 @@ _ROWS: tuple[dict[str, Any], ...] = (
          memory_bytes=141 * GB, memory_bandwidth=4800 * GB,
          intra_node_bandwidth=450 * GB, inter_node_bandwidth=50 * GB,
          aliases=("h200-sxm",),
-         device_names=(r"(?<!G)H200(?!.*NVL)",),  # not GH200 (another memory, its own link)
+         device_names=(r"H200(?!.*NVL)",),
          source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/; "
                 "SXM column): same Hopper compute as H100 SXM (dense BF16/FP16 989.5, TF32 "
                 "494.5, FP8 1979 TFLOPS), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s total; "
