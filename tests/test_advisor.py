@@ -167,6 +167,7 @@ def test_pipeline_imbalance_with_parallel_config() -> None:
     assert not next(f for f in found if f.rule == "schedule_bubble").measured
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_a_stage_slowed_by_one_rank_names_that_rank(tmp_path: Path) -> None:
     """1.5x on rank 3 of dp 2 x pp 2, its data-parallel peer (rank 2) fast: stage 1 is the
     slowest only because of rank 3, so the first finding names rank 3 and the stage it

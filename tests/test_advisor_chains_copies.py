@@ -104,6 +104,7 @@ def test_the_chains_finding_names_the_chain_with_the_largest_saving(profile) -> 
     assert by_count[named] < by_count.max()
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_editing_the_jobs_hardware_redraws_the_operators_chains_table() -> None:
     """The Operators tab prices the chains on the job's hardware: a new hardware redraws it
     (its roofline named in the saving's sentence)."""

@@ -39,6 +39,9 @@ from perfkit.simulate import (
     simulate,
 )
 
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = pytest.mark.slow
+
 HW = pk.Hardware.preset("ascend-910b")
 # small vocabulary: the output layer does not unbalance the pipeline stages of a clean job
 MHA = pk.ModelSpec.preset("llama2-7b").replace(num_layers=2, vocab_size=1024, name="mha-2l")

@@ -10,6 +10,9 @@ import pytest
 import perfkit as pk
 from perfkit.advisor import Finding
 
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = pytest.mark.slow
+
 SIM = Path(__file__).resolve().parents[1] / "data" / "simulated"
 PATHS = {"slow-rank": SIM / "slow-rank", "slow-link": SIM / "slow-link",
          "sim16": SIM / "llama2-13b-tuned-dp8-pp2"}

@@ -94,6 +94,7 @@ def test_serve_missing_profile_and_busy_port(tmp_path: Path,
     assert f"127.0.0.1:{port}" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_run_as_script_exits_with_status(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
     done = subprocess.run([sys.executable, "-m", "perfkit.cli", "serve", str(missing),

@@ -58,6 +58,7 @@ def test_info_with_a_missing_config_is_one_line(capsys) -> None:
     assert code == 2 and "config not found" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_report_flags_the_mfu_of_a_config_that_disagrees(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     profile = bundled_profile("simulated/llama2-13b-baseline-dp16")

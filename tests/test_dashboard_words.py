@@ -32,6 +32,9 @@ from perfkit.format import bytes_text
 from perfkit.widgets import dashboard
 from perfkit.widgets.dashboard import TAB_TITLES
 
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = pytest.mark.slow
+
 H100 = str(Path(__file__).parent / "data" / "kineto_llama_h100")
 DEVICE = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME = {"cuda_runtime", "cuda_driver"}

@@ -47,6 +47,7 @@ def _run(before: str) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_charts_leave_the_parser_unbuilt_and_the_checks_unchanged() -> None:
     plain = _run("")
     deferred = _run("import perfkit.charts, perfkit.widgets")

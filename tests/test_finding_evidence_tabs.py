@@ -34,7 +34,8 @@ from widget_html import panel_words
 
 from perfkit.format import time_text
 
-pytestmark = pytest.mark.shared_samples
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = [pytest.mark.slow, pytest.mark.shared_samples]
 
 PROFILES = ([f"wild/{w}" for w in WILD]
             + [PT_LEVEL1, PT_DB_LEVEL1, PT_GPT3_OLD, CLUSTER_OUTPUT, HTA,

@@ -129,6 +129,7 @@ def _step_span_ms(name: str) -> float:
             - min(float(e["ts"]) for e in tasks)) / 1e3
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_planner_headline_of_a_forward_pass_says_the_two_do_not_compare() -> None:
     """Qwen's trace runs no backward pass (no "Backward" / autograd name among its
     operators, read here): the Planner's headline gives the prediction of a training step

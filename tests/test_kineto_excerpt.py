@@ -152,6 +152,7 @@ def test_damaged_traces_give_no_excerpt_and_raise_nothing(tmp_path: Path) -> Non
                 .set_index("step").loc[7, "computing_us"])
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_first_steps_reads_the_ranks_and_writes_nothing_beside_them(tmp_path: Path,
                                                                     monkeypatch) -> None:
     """The same step of two ranks (the nw4 trace as two ranks of one run: the two shared
@@ -221,6 +222,7 @@ def _opened_with_steps_read_first(trace: Path, monkeypatch) -> tuple[Any, Any, s
     return board, go, html
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_overview_shows_the_split_of_the_steps_read_first(tmp_path: Path,
                                                               monkeypatch) -> None:
     """Opened in the dashboard (as a trace above the sizes that get the device step and an
@@ -311,6 +313,7 @@ def test_the_job_read_from_the_steps_read_first_is_the_whole_traces(tmp_path: Pa
         (whole.global_batch_size, whole.seq_length, whole.parallel, whole.dtype)
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_overview_shows_the_throughput_of_the_job_read_first(tmp_path: Path,
                                                                  monkeypatch) -> None:
     """The repeated Llama trace opened in the dashboard (limits lowered, the load held):

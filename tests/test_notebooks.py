@@ -252,6 +252,7 @@ def test_the_shared_kernel_forgets_the_previous_notebook(tmp_path: Path,
     assert done.cells[0].outputs[0]["text"].strip() == f"False {second}"
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.notebooks
 def test_the_recompute_notebook_predicts_with_the_closing_asked(warm_kernel: WarmKernel
                                                                 ) -> None:

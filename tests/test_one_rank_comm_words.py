@@ -111,6 +111,7 @@ def test_the_communication_tab_of_one_rank_shows_that_ranks_figures() -> None:
         assert words in comm, words
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_findings_of_one_rank_name_no_slowest_or_least_exposed_rank() -> None:
     folder = shared_sample("wild/k_resnet50_nw4")

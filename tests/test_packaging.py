@@ -82,6 +82,11 @@ def test_readme_documents_the_fast_subset_and_ci_runs_the_wheel_check():
     assert "pip download" in text and "--no-index --find-links" in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert "bash .ci/wheel_check.sh" in ci
+    # the README's command leaves the slow end-to-end group out: CI runs that group once
+    test = readme_commands()[1]
+    assert test.endswith('-m "not slow"'), test
+    assert "python -m pytest -n auto --dist loadgroup -m slow " in ci
+    assert "python -m pytest -m slow -n auto --dist loadgroup" in text
 
 
 # ---- package data ------------------------------------------------------------------------

@@ -164,6 +164,7 @@ def bf16_ddp(tmp_path_factory):
     return out, records, ranks
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_both_tabs_reduce_the_gradients_the_profile_records(bf16_ddp) -> None:
     folder, records, d = bf16_ddp
     board = _board(folder, "Planner", "Recompute", "Memory")

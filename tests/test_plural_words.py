@@ -9,6 +9,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
 _PAREN_PLURAL = re.compile(r"[A-Za-z]\((?:s|es)\)")
 
@@ -24,6 +26,7 @@ def _literals(tree: ast.AST) -> list[tuple[int, str]]:
             and id(n) not in docstrings]
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_no_message_counts_with_a_parenthesised_plural() -> None:
     found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {text.strip()[:60]!r}"
              for path in sorted(PACKAGE.rglob("*.py"))

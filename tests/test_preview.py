@@ -212,6 +212,7 @@ def test_every_kineto_sample_is_listed(shared_samples: Path) -> None:
     assert traces == set(KINETO_SAMPLES)
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_preview_step_is_the_full_loads_device_step_on_every_kineto_sample(
         full_load: Callable[[Path], Any]) -> None:
@@ -411,6 +412,7 @@ def test_a_gan_loop_previews_its_iterations_where_its_data_loader_says(tmp_path:
         got.notes[0]
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_step_time_is_the_wall_of_each_step_on_every_kineto_sample(
         full_load: Callable[[Path], Any]) -> None:

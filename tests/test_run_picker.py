@@ -53,6 +53,7 @@ def test_info_refuses_an_unknown_run(two_runs: Path, capsys: pytest.CaptureFixtu
     assert "not among the runs found" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_dashboard_offers_the_runs_and_opens_the_one_chosen(two_runs: Path) -> None:
     from perfkit.widgets import dashboard
 

@@ -133,6 +133,7 @@ def test_a_simulated_profile_keeps_the_scheme_it_was_made_with(tmp_path: Path, f
     assert "simulation" in job.static_scheme_detail
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_bundled_simulations_keep_mindspore_memory_in_torch_npu_files() -> None:
     rank = sorted(p for p in BUNDLED.iterdir() if p.name.endswith("_ascend_pt"))[0]
     written = json.loads((rank / "profiler_metadata.json").read_text(encoding="utf-8"))

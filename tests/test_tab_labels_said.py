@@ -29,6 +29,9 @@ from widget_html import panel_html
 from perfkit import charts as C
 from perfkit.widgets import dashboard
 
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = pytest.mark.slow
+
 BASELINE = "simulated/llama2-13b-baseline-dp16"
 H100 = str(Path(__file__).parent / "data" / "kineto_llama_h100")
 _TAGS = re.compile(r"<[^>]+>")

@@ -69,6 +69,7 @@ def test_the_collectives_table_says_it_sums_over_ranks_and_steps() -> None:
     assert float(row[3]) == pytest.approx(sum(durations) / len(durations) / 1e3, rel=5e-3)
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_ai_cpu_table_has_the_top_tables_basis() -> None:
     folder = shared_sample("wild/msa_kernel_details")

@@ -23,6 +23,9 @@ from widget_html import panel_html, panel_words
 from perfkit.widgets import TAB_TITLES, bundled_profile, bundled_profiles, dashboard
 from perfkit.widgets.dashboard import DEFAULT_PROFILE, describe_error, frame_html
 
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = pytest.mark.slow
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 # a number in scientific notation, and a microsecond figure with three decimals
 _SCI = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")

@@ -314,6 +314,7 @@ def test_memory_shows_the_measured_peak_next_to_the_theory(board) -> None:
 
 # ----------------------------------------------------------------------------- state
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_sample_picker_always_shows_what_is_open(tmp_path: Path) -> None:
     board = dashboard()
     assert board.samples.value == "simulated/llama2-13b-baseline-dp16"

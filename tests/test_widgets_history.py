@@ -152,6 +152,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_dashboard_history_tab_shows_the_bundled_case_read_only(monkeypatch, tmp_path
                                                                ) -> None:
     from perfkit.widgets import dashboard

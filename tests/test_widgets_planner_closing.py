@@ -66,6 +66,7 @@ def _direct(profile, closing: str) -> plan.Calibration:
                           static_scheme=job.static_scheme, close=True, closing=closing)
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_control_starts_at_one_factor_as_calibrate_s_default(profile) -> None:
     """The default leaves the Planner as it was: one factor (``calibrate``'s default), its
     single ``closing scale`` term said in the fit's sentence, and ``fit_job`` without a
@@ -84,6 +85,7 @@ def test_the_control_starts_at_one_factor_as_calibrate_s_default(profile) -> Non
         panel.charts[0].chart.to_dict()["title"])
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_by_kernels_the_planner_fits_as_calibrate_does_and_keeps_the_step(profile) -> None:
     """Switched to ``"kernels"``: the fit is ``calibrate(..., closing="kernels")``'s (same
     rates, its notes on the page, its three factors in the sentence), the comparison and
@@ -145,6 +147,7 @@ def test_by_kernels_the_planner_fits_as_calibrate_does_and_keeps_the_step(profil
     assert panel.fit.calibration.rates == one_fit.calibration.rates
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_a_tp4_candidate_computes_more_by_kernels_as_its_trace_does(profile) -> None:
     """The direction the measured traces show: a tp-4 candidate of the profiled job,
     predicted by the Planner's model (``predict_layout``), computes more with the kernel
@@ -202,6 +205,7 @@ def test_a_measured_step_printed_apart_from_the_jobs_says_why(profile) -> None:
 LAYOUTS = SET.parent / "kineto_llama_layouts_h100"
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_recompute_tab_predicts_with_the_planner_s_closing() -> None:
     """One closing for the dashboard: chosen in the Planner, the Recompute tab's trade-off
     is predicted with it (its profiled row is the Planner's prediction, as

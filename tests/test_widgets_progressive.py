@@ -31,7 +31,8 @@ from perfkit.widgets.job import JobPanel
 from perfkit.widgets.tabs import Context, OverviewTab
 from perfkit.widgets.tabs.base import WAITING_CLASS
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
 def _html(panel) -> str:

@@ -221,6 +221,7 @@ def _union_reference(frame: pd.DataFrame, keys: list[str]) -> list[tuple[Any, ..
     return [tuple(None if pd.isna(v) else v for v in row) for row in out]
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_interval_union_equals_a_walk_over_each_group() -> None:
     rng = np.random.default_rng(7)
     for _ in range(60):
@@ -244,6 +245,7 @@ def test_interval_union_equals_a_walk_over_each_group() -> None:
             assert np.allclose(got["length_us"], got["end_us"] - got["start_us"])
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_host_bound_equals_a_walk_over_each_step() -> None:
     """Busy time, gaps and their medians of each (rank, step), from the merged intervals
     of :func:`_union_reference`, on tasks out of order, with missing keys, missing bounds

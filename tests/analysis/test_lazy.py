@@ -25,6 +25,9 @@ from perfkit import analysis as A
 from perfkit.analysis import _frames as F
 from perfkit.analysis._util import n_step_pairs
 
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SIM = ROOT / "data" / "simulated"
 PATHS = {"slow-rank": SIM / "slow-rank", "slow-link": SIM / "slow-link",

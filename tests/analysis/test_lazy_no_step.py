@@ -30,7 +30,8 @@ from perfkit import analysis as A
 from perfkit.advisor import advise
 from perfkit.analysis import _frames as F
 
-pytestmark = pytest.mark.shared_samples
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = [pytest.mark.slow, pytest.mark.shared_samples]
 
 DEVICE = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME = {"cuda_runtime", "cuda_driver"}

@@ -34,7 +34,8 @@ from perfkit import analysis as A
 from perfkit.analysis.compare import operator_totals
 from perfkit.analysis.recorded import recorded_profile
 
-pytestmark = pytest.mark.shared_samples
+# the whole dashboard, every tab x profile, or Dask against pandas: the slow group (README)
+pytestmark = [pytest.mark.slow, pytest.mark.shared_samples]
 OLD = sample(PT_GPT3_OLD)
 LEVEL1 = sample(PT_LEVEL1)
 _OUT = "ASCEND_PROFILER_OUTPUT"

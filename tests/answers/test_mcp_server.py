@@ -54,6 +54,7 @@ async def _session_calls(allowed: Path, outside: Path) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_mcp_server_over_stdio(tmp_path: Path) -> None:
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
     allowed.mkdir()
@@ -101,6 +102,7 @@ def test_compare_tool_says_when_compare_is_missing(tmp_path: Path) -> None:
     validate(json.loads(json.dumps(answer)), "compare")
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_tools_runs_job_and_predict(tmp_path: Path) -> None:
     """The tools the stdio test does not call, in process: each answer valid, its figures
     those of the API (the layout written out by hand)."""

@@ -330,6 +330,7 @@ def test_ranks_with_different_extra_columns_concatenate_like_pandas(tmp_path):
     pd.testing.assert_frame_equal(by_rank(lazy.kernels.compute()), by_rank(eager.kernels))
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_a_small_job_is_analysed_in_pandas(client, cache_dir, monkeypatch):
     """Under the size limit the ranks are still parsed on Dask, the tables held in pandas."""
     monkeypatch.setenv("PERFKIT_DASK_PANDAS_MB", "32")

@@ -77,6 +77,7 @@ def test_the_steps_of_a_trace_without_profiler_steps_are_its_optimizer_iteration
     assert p.steps["step_mark"].tolist() == ["Optimizer.step#SGD.step"] * 5
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_without_its_profiler_steps_a_trace_gets_back_the_same_steps(tmp_path: Path) -> None:
     """PyTorch 1.9 ResNet-50 (categories ``Operator`` / ``Runtime``): the trace has both

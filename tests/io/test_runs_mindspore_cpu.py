@@ -79,6 +79,7 @@ def test_three_runs_not_one_job(three_runs: tuple[Path, list[Path]]) -> None:
         assert len(prof.ops) == _ops(folder), (r.label, len(prof.ops), _ops(folder))
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_dashboard_offers_the_run_picker(three_runs: tuple[Path, list[Path]]) -> None:
     from perfkit.widgets import dashboard
 

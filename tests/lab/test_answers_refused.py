@@ -16,6 +16,7 @@ import perfkit as pk
 pytestmark = pytest.mark.xdist_group("lab")
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_text_for_a_number_is_refused_without_an_attempt(
         intro_pack: Path, tmp_path: Path) -> None:
     pack = tmp_path / "class"
@@ -50,6 +51,7 @@ def test_text_for_a_number_is_refused_without_an_attempt(
     assert not [c for c in cells if re.fullmatch(r"-?\d+\.\d{4,}", c)], cells
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_served_app_shows_no_python(intro_pack: Path, monkeypatch) -> None:
     from perfkit.lab.app import LAB_ENV, Sheet
 

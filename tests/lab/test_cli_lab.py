@@ -15,6 +15,7 @@ from perfkit.lab.key import LAB_ENV
 pytestmark = pytest.mark.xdist_group("lab")
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_make_answer_grade(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pack = tmp_path / "class"
     assert cli.main(["lab", "make", str(pack), "--students", "2", "--seed", "9",

@@ -14,6 +14,7 @@ from perfkit import cli
 pytestmark = pytest.mark.xdist_group("lab")
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_grade_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pack = tmp_path / "class"
     assert cli.main(["lab", "make", str(pack), "--students", "2", "--seed", "3",

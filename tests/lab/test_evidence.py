@@ -108,6 +108,7 @@ def _check_pack(pack: Path) -> int:
     return checked
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_step_answers_are_computable_from_the_intro_evidence(intro_pack: Path) -> None:
     """Six intro students: throughput and exposed communication from ``job_steps``."""
     assert _check_pack(intro_pack) == 6

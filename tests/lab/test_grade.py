@@ -109,6 +109,7 @@ def graded(intro_pack: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
             "unanswered": unanswered, "notebook": notebook_verdicts, "qids": qids}
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_notebook_check_buttons_record_answers(graded: dict[str, Any]) -> None:
     verdicts = graded["notebook"]
     assert set(verdicts) == set(graded["qids"])

@@ -139,6 +139,7 @@ def test_make_refuses_what_it_should(intro_pack: Path, tmp_path: Path) -> None:
             pk.lab.make(tmp_path / "x", **bad)
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_overwrite_replaces_a_pack(tmp_path: Path) -> None:
     pack = pk.lab.make(tmp_path / "p", students=1, seed=3, workers=1, progress=False)
     pk.lab.answer(pack / "student-1", "bubble", 1.0)

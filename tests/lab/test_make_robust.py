@@ -64,6 +64,7 @@ def _fails_on_second(real):  # noqa: ANN001, ANN202
     return make_student
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_a_failed_make_removes_what_it_wrote_and_the_retry_works(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = make_module.make_student

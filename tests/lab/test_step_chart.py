@@ -106,6 +106,7 @@ def _check_pack(pack: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     return checked
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_step_charts_split_the_step_as_the_overview_counts_it(
         intro_pack: Path, advanced_pack: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every student's two step charts: the Overview's parts, Preparing included, whose
@@ -114,6 +115,7 @@ def test_the_step_charts_split_the_step_as_the_overview_counts_it(
     assert _check_pack(advanced_pack, monkeypatch) == 2 * 2
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.parametrize("student", ["student-1", "student-2"])
 def test_the_job_chart_is_the_overview_chart(intro_pack: Path, student: str,
                                              tmp_path: Path,

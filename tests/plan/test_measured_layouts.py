@@ -323,6 +323,7 @@ def _kernels_per_step(folder: str, layout: str) -> dict[str, float]:
             "attention": sum("sdpa" in n and "fprop" in n for n in names) / len(steps)}
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_traces_recompute_only_what_the_backward_needs():
     """``torch.utils.checkpoint(use_reentrant=False)`` stops recomputing once the tensors
     the backward reads are back: in the raw traces a layer's forward runs 5 products (each
@@ -341,6 +342,7 @@ def test_the_traces_recompute_only_what_the_backward_needs():
         assert cal.rates.recompute_style == "needed", recomputed
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_recompute_style_of_the_traces_brings_b_and_d_nearer():
     """Calibrated on ``a`` (no recompute: its profile cannot show the style, so the default
     ``"all"`` reruns the whole forward), the model's recompute part overshoots what the
@@ -397,6 +399,7 @@ def test_an_assumed_recompute_style_is_said_with_the_other_styles_step(measured_
     assert not any(n.startswith(STYLE_NOTE) for n in pred(on_b).notes)
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_the_kernel_closing_trades_the_h200_for_the_tp_split_and_recompute():
     """What ``closing="kernels"`` gets right and what it does not (docs/planner.md): it
     gives the model's forward memory-bound kernels the forward's measured share of the

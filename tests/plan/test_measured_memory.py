@@ -196,6 +196,7 @@ def test_the_second_set_changes_depth_sequence_and_micro_batch() -> None:
     assert {_layout(FIRST, n)[:2] for n in ENVS[FIRST]["layouts"]} == {(L, S)}
 
 
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
 @pytest.mark.parametrize(("folder", "name"), CASES, ids=IDS)
 def test_the_peak_is_at_the_loss_after_the_logits_three_copies(folder: str, name: str) -> None:
     mem, ops = _trace(folder, name)
