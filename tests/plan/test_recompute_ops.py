@@ -155,3 +155,28 @@ def test_every_kth_layer_is_the_count_form_in_time_and_memory():
     assert got.activation_bytes == pytest.approx(mem) and none.activation_bytes > mem
     with pytest.raises(InvalidArgumentError):
         pk.ParallelConfig.every_kth_layer(0, layers)
+
+
+def test_search_prices_recompute_ops_as_predict_does():
+    model = pk.ModelSpec.preset("llama3-8b", num_layers=4, seq_length=2048)
+    space = plan.SearchSpace(recompute=("selective",), full_layer_fractions=(),
+                             vpp=(1,), micro_batch_size=(1,),
+                             recompute_ops="torchtitan-op-sac")
+    frame = plan.search(model, H100, 8, 16, space=space, activation_model=AM,
+                        dtype="bf16", include_rejected=True)
+    assert len(frame) and set(frame["recompute_ops"]) == {",".join(
+        pk.ParallelConfig(recompute="selective", recompute_ops="torchtitan-op-sac")
+        .recompute_ops)}
+    for _, row in frame.head(5).iterrows():
+        par = plan.to_parallel_config(row)
+        assert par.recompute_ops[0] == "attn_norm"
+        pred = plan.predict(None, model, par, H100, activation_model=AM, dtype="bf16")
+        assert row["step_s"] == pytest.approx(pred.step_s, rel=1e-9)
+        assert row["activation_bytes"] == pytest.approx(pred.activation_bytes, rel=1e-9)
+        plain = plan.predict(None, model, par.replace(recompute_ops=None), H100,
+                             activation_model=AM, dtype="bf16")
+        assert plain.activation_bytes > pred.activation_bytes  # the ops were priced
+    with pytest.raises(InvalidArgumentError, match="step model"):
+        plan.search(model, H100, 8, 16, space=space, step_model="first-order")
+    with pytest.raises(InvalidArgumentError, match="recompute_ops"):
+        pk.estimate_step(model, plan.to_parallel_config(frame.iloc[0]), H100)
