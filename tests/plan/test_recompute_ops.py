@@ -180,3 +180,16 @@ def test_search_prices_recompute_ops_as_predict_does():
         plan.search(model, H100, 8, 16, space=space, step_model="first-order")
     with pytest.raises(InvalidArgumentError, match="recompute_ops"):
         pk.estimate_step(model, plan.to_parallel_config(frame.iloc[0]), H100)
+
+
+def test_lab_key_dict_round_trips_and_the_simulator_refuses_what_it_cannot_run():
+    from perfkit.lab.scenario import parallel_to_dict
+    from perfkit.simulate import simulate
+
+    par = _layout(recompute="selective", recompute_ops=("core", "act"))
+    d = json.loads(json.dumps(parallel_to_dict(par)))
+    assert d["recompute_ops"] == ["core", "act"] and pk.ParallelConfig(**d) == par
+    small = pk.ModelSpec.preset("llama3-8b", num_layers=2, seq_length=512)
+    with pytest.raises(InvalidArgumentError, match="recompute_ops"):
+        simulate(small, pk.ParallelConfig(recompute="selective", recompute_ops=("act",)),
+                 H100, steps=1)
