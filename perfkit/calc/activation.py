@@ -123,8 +123,13 @@ class ActivationBreakdown:
         return asdict(self)
 
 
-def _check_convention(convention: str, activation_model: ActivationModel | None) -> None:
+def _check_convention(convention: str, activation_model: ActivationModel | None,
+                      recompute_ops: tuple[str, ...] | None = None) -> None:
     check_choice("convention", convention, ACTIVATION_CONVENTIONS)
+    if recompute_ops is not None and convention in ("megatron", "llm-analysis"):
+        raise InvalidArgumentError("convention", f"the {convention!r} convention has no "
+                                   "per-op terms: op-level recompute (recompute_ops) is "
+                                   "counted under 'seed' or 'korthikanti'", convention)
     if activation_model is not None and convention in ("korthikanti", "megatron"):
         raise InvalidArgumentError("activation_model", f"the {convention!r} convention has "
                                    "its own fixed accounting; leave activation_model out",
@@ -172,7 +177,7 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
     """
     model = as_model(model)
     check_choice("recompute", recompute, ("none", "selective", "full"))
-    _check_convention(convention, activation_model)
+    _check_convention(convention, activation_model, recompute_ops)
     cp = check_positive_int("cp", cp)
     if convention == "megatron":
         par = ParallelConfig(tp=tp, sequence_parallel=sequence_parallel and tp > 1,
@@ -292,7 +297,7 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
     """
     model = as_model(model)
     parallel.validate(model)
-    _check_convention(convention, activation_model)
+    _check_convention(convention, activation_model, parallel.recompute_ops)
     if convention != "seed":
         if stage not in (None, 0):
             raise InvalidArgumentError("stage", f"the {convention!r} convention describes "

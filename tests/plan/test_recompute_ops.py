@@ -193,3 +193,14 @@ def test_lab_key_dict_round_trips_and_the_simulator_refuses_what_it_cannot_run()
     with pytest.raises(InvalidArgumentError, match="recompute_ops"):
         simulate(small, pk.ParallelConfig(recompute="selective", recompute_ops=("act",)),
                  H100, steps=1)
+
+
+def test_words_and_conventions():
+    from perfkit.widgets.planner_words import recompute_text
+
+    par = _layout(recompute="selective", recompute_ops="torchtitan-op-sac", recompute_layers=2)
+    assert recompute_text(par) == "selective (torchtitan-op-sac) + 2 full layers per stage"
+    assert recompute_text(_layout(recompute="selective", recompute_ops=("core", "act"))) \
+        == "selective (core, act)"
+    with pytest.raises(InvalidArgumentError, match="per-op terms"):
+        activation_memory(LLAMA3, par, convention="megatron")
