@@ -45,7 +45,7 @@ def test_time_added_is_the_forward_of_exactly_those_ops():
     peak, bw = H100.peak("bf16"), H100.memory_bandwidth
     n, h, f = 8192.0, 4096.0, 14336.0  # tokens of one micro-batch, hidden, MLP width
     qkv_width = 32 * 128 + 2 * 8 * 128  # Q plus K and V of 8 KV heads
-    t_norm = _vec(8.0 * n * h, r, bw)  # read x, write y (2 + 2) + fp32-free RMSNorm
+    t_norm = _vec(8.0 * n * h, r, bw)  # a 16-bit RMSNorm: 8 bytes per element moved
     t_qkv = _gemm(n, h, qkv_width, r, peak, bw)
     t_act = _vec(4.0 * n * f, r, bw) + _vec(6.0 * n * f, r, bw)  # SiLU, then the product
     per_layer = t_norm + t_qkv + t_act
