@@ -37,7 +37,9 @@ up to ``34 + 5as/h`` with the layer input's 2 and the projection input's 2.
 
 The time is the forward of exactly those ops (their kernels timed as the forward's, the
 FP8 casts of their GEMMs included), per layer and micro-batch; the tensor-parallel
-collectives they end or start repeat too (:func:`op_recompute_tp_halves`). ``q``, ``k``,
+collectives they end or start repeat too (:func:`op_recompute_tp_halves`), the
+context-parallel K/V ring with ``core`` and the expert all-to-alls with ``permute``
+(:func:`perfkit.calc.timing.step_times`, as for a full recompute). ``q``, ``k``,
 ``v`` and ``gate``, ``up`` are timed as separate GEMMs, as torchtitan runs them.
 """
 

@@ -223,8 +223,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         ``selective`` layer reruns the forward of exactly these ops
         (:func:`perfkit.calc.recompute_ops.op_recompute_seconds`) and the
         tensor-parallel collectives they start or end
-        (:func:`~perfkit.calc.recompute_ops.op_recompute_tp_halves`), instead of what
-        ``activation_model.selective`` drops.
+        (:func:`~perfkit.calc.recompute_ops.op_recompute_tp_halves`) — with ``core`` the
+        context-parallel K/V ring, with ``permute`` the expert all-to-alls, as a full
+        recompute does —, instead of what ``activation_model.selective`` drops.
 
     Returns
     -------
@@ -267,7 +268,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         + lc["sel_act"] * ("mlp_activation" in am.selective)
     sel_tp = np.zeros(len(tp))
     sel_k = np.zeros(len(tp))
+    sel_cp = sel_ep = 0.0  # whether the rerun repeats the K/V ring / the all-to-alls
     if recompute_ops is not None:
+        sel_cp, sel_ep = float("core" in recompute_ops), float("permute" in recompute_ops)
         sel_t, sel_tp, sel_k = _ops_columns(model, hardware, rates, c, am, dtype,
                                             tuple(recompute_ops))
     # context parallelism: the K/V ring overlaps the attention core of the same layer
@@ -293,8 +296,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         "tp_comm": (n * tp_fb[i] + full * rec_tp[i] + sel * sel_tp[i] + comm * 2.0)
         * half_tp[i]
         * (1 - ovl["tp"]),
-        "cp_comm": (n * cp_fb[i] + full * cp_rec[i]) * (1 - ovl["cp"]),
-        "ep_comm": (n * ep_fb[i] + full * ep_rec[i]) * (1 - ovl["ep"]),
+        "cp_comm": (n * cp_fb[i] + (full + sel * sel_cp) * cp_rec[i]) * (1 - ovl["cp"]),
+        "ep_comm": (n * ep_fb[i] + (full + sel * sel_ep) * ep_rec[i]) * (1 - ovl["ep"]),
         "pp_comm": recv * msg_pp[i] * (1 - ovl["pp"]),
     }
     if rates.tp_comm_overlap:  # userbuffers: the tp traffic hides under the layer's compute
@@ -356,8 +359,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     out["kernels"] = m * kernels_row[pick]
     raw = {"tp": (st["layers"][pick] * tp_fb + full[pick] * rec_tp + sel[pick] * sel_tp)
            * half_tp * m,
-           "cp": (st["layers"][pick] * 5 + full[pick] * 2) * kv_x * m,
-           "ep": (st["layers"][pick] * 4 + full[pick] * 2) * a2a * lc["moe_share"] * m,
+           "cp": (st["layers"][pick] * 5 + (full[pick] + sel[pick] * sel_cp) * 2) * kv_x * m,
+           "ep": (st["layers"][pick] * 4 + (full[pick] + sel[pick] * sel_ep) * 2) * a2a
+           * lc["moe_share"] * m,
            "pp": recv[pick] * msg_pp * m, "dp": reduce_s + gather_s}
     for g in GROUPS:
         out[f"{g}_comm_raw_s"] = raw[g]

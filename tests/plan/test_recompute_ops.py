@@ -204,3 +204,18 @@ def test_words_and_conventions():
         == "selective (core, act)"
     with pytest.raises(InvalidArgumentError, match="per-op terms"):
         activation_memory(LLAMA3, par, convention="megatron")
+
+
+def test_rerunning_the_core_repeats_the_context_parallel_ring_as_full_recompute_does():
+    model = pk.ModelSpec.preset("llama3-8b", seq_length=1024)  # a core too short to hide it
+
+    def cp_comm(**kw):
+        par = pk.ParallelConfig(dp=4, cp=2, micro_batch_size=1, num_micro_batches=M, **kw)
+        return plan.predict(None, model, par, H100, activation_model=AM,
+                            dtype="bf16").parts["cp_comm"]
+
+    none = cp_comm(recompute="none")
+    full = cp_comm(recompute="full")
+    assert full > none  # the ring is not hidden under the forward's core entirely
+    assert cp_comm(recompute="selective", recompute_ops=("core",)) == pytest.approx(full)
+    assert cp_comm(recompute="selective", recompute_ops=("act",)) == pytest.approx(none)
