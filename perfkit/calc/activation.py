@@ -54,6 +54,7 @@ from .activation_output import output_bytes
 from .llm_analysis import llm_analysis_activation_extra, llm_analysis_activation_per_layer
 from .megatron import megatron_activation_bytes, megatron_activation_per_layer
 from .pipeline import in_flight_micro_batches
+from .recompute_ops_memory import op_dropped_terms
 
 __all__ = [
     "ACTIVATION_CONVENTIONS",
@@ -122,8 +123,13 @@ class ActivationBreakdown:
         return asdict(self)
 
 
-def _check_convention(convention: str, activation_model: ActivationModel | None) -> None:
+def _check_convention(convention: str, activation_model: ActivationModel | None,
+                      recompute_ops: tuple[str, ...] | None = None) -> None:
     check_choice("convention", convention, ACTIVATION_CONVENTIONS)
+    if recompute_ops is not None and convention in ("megatron", "llm-analysis"):
+        raise InvalidArgumentError("convention", f"the {convention!r} convention has no "
+                                   "per-op terms: op-level recompute (recompute_ops) is "
+                                   "counted under 'seed' or 'korthikanti'", convention)
     if activation_model is not None and convention in ("korthikanti", "megatron"):
         raise InvalidArgumentError("activation_model", f"the {convention!r} convention has "
                                    "its own fixed accounting; leave activation_model out",
@@ -134,6 +140,7 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
                          sequence_parallel: bool = False, recompute: str = "none",
                          activation_model: ActivationModel | None = None,
                          convention: str = "seed", cp: int = 1,
+                         recompute_ops: tuple[str, ...] | None = None,
                          ) -> tuple[float, str]:
     """Bytes of activations one layer keeps for one micro-batch, and the rule used.
 
@@ -159,10 +166,18 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
     ``convention="korthikanti"`` gives the same table rows; ``"megatron"`` and
     ``"llm-analysis"`` their own per-layer figures (see the module docstring). ``cp``
     splits the sequence: ``s`` becomes ``s/cp`` except as the key length of the scores.
+
+    ``recompute_ops`` (with ``recompute="selective"``, ``"seed"`` and ``"korthikanti"``
+    conventions): op-level selective recompute instead of the activation model's
+    ``selective`` kinds: the layer keeps the ``recompute="none"`` bytes less the tensors
+    those ops make, ``sbh·(R − R_ops + (S − S_ops)/t)`` (all ``/t`` with sequence
+    parallelism), ``R``/``S`` the terms kept whole / split by tensor parallelism and
+    ``R_ops``/``S_ops`` the ops' own (Korthikanti et al. 2022 Table 2 tensor by tensor,
+    :func:`perfkit.calc.recompute_ops.op_dropped_terms`).
     """
     model = as_model(model)
     check_choice("recompute", recompute, ("none", "selective", "full"))
-    _check_convention(convention, activation_model)
+    _check_convention(convention, activation_model, recompute_ops)
     cp = check_positive_int("cp", cp)
     if convention == "megatron":
         par = ParallelConfig(tp=tp, sequence_parallel=sequence_parallel and tp > 1,
@@ -187,14 +202,21 @@ def activation_per_layer(model: ModelSpec, micro_batch_size: int = 1, tp: int = 
         return (kept / t, "full recompute, sequence parallel") if sp \
             else (kept, "full recompute")
     selective = recompute == "selective"
+    by_ops = selective and recompute_ops is not None
+    if by_ops and convention == "korthikanti":
+        am = ActivationModel()
     if am.accounting == "table" or convention == "korthikanti":
         replicated, split = 10.0, 24.0
-        s2 = 0.0 if selective else 5.0 * a * s / h
+        s2 = 0.0 if selective and not by_ops else 5.0 * a * s / h
     else:
-        replicated, split, s2 = _tensor_accounting(model, am, selective)
+        replicated, split, s2 = _tensor_accounting(model, am, selective and not by_ops)
+    if by_ops:
+        whole, part = op_dropped_terms(model, am, tuple(recompute_ops))
+        replicated, split = replicated - whole, split - part
     total = sbh * (replicated + split + s2) / t if sp else sbh * (replicated + (split + s2) / t)
     accounting = "table" if convention == "korthikanti" else am.accounting
-    return total, _row_name(tp > 1, sp, selective, accounting)
+    name = _row_name(tp > 1, sp, selective, accounting)
+    return total, (f"{name}, ops {', '.join(recompute_ops)}" if by_ops else name)
 
 
 def _tensor_accounting(model: ModelSpec, am: ActivationModel,
@@ -275,7 +297,7 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
     """
     model = as_model(model)
     parallel.validate(model)
-    _check_convention(convention, activation_model)
+    _check_convention(convention, activation_model, parallel.recompute_ops)
     if convention != "seed":
         if stage not in (None, 0):
             raise InvalidArgumentError("stage", f"the {convention!r} convention describes "
@@ -285,7 +307,8 @@ def activation_memory(model: ModelSpec, parallel: ParallelConfig, stage: int | N
     mode = "selective" if parallel.recompute == "selective" else "none"
     per_layer, formula = activation_per_layer(model, parallel.micro_batch_size, parallel.tp,
                                               parallel.sequence_parallel, mode,
-                                              activation_model, cp=parallel.cp)
+                                              activation_model, cp=parallel.cp,
+                                              recompute_ops=parallel.recompute_ops)
     full_bytes, _ = activation_per_layer(model, parallel.micro_batch_size, parallel.tp,
                                          parallel.sequence_parallel, "full", activation_model,
                                          cp=parallel.cp)
@@ -358,7 +381,7 @@ def _first_stage_convention(model: ModelSpec, parallel: ParallelConfig,
     # Korthikanti et al. 2022: the first stage holds p micro-batches of L/p layers, i.e.
     # L layers' worth, times the interleaving factor (§4 and Fig. 1); no m cap.
     per_layer, formula = activation_per_layer(model, b, t, sp, mode, convention=convention,
-                                              cp=cp)
+                                              cp=cp, recompute_ops=parallel.recompute_ops)
     full_bytes, _ = activation_per_layer(model, b, t, sp, "full", convention=convention,
                                          cp=cp)
     if parallel.recompute == "full" and parallel.recompute_layers is None:

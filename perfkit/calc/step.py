@@ -184,6 +184,11 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         (:data:`perfkit.calc.topology.ALGORITHMS`).
     """
     model = as_model(model)
+    if parallel.recompute_ops is not None:
+        raise InvalidArgumentError("parallel", "recompute_ops (op-level recompute) is priced "
+                                   "by perfkit.plan.predict's step model; this first-order "
+                                   "estimate knows recompute none/selective/full only",
+                                   parallel.recompute_ops)
     shaped = model
     if stage_layers is None:
         parallel.validate(model)

@@ -82,6 +82,7 @@ from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
 from .memory import scheme_gradient_bytes
 from .rates import GROUPS, Rates
+from .recompute_ops import op_recompute_seconds, op_recompute_tp_halves
 from .timing_kernels import gemm_seconds, memory_seconds
 from .timing_layer import LayerCosts, layer_costs
 from .topology import collective_seconds, layout_groups, parse_order
@@ -155,6 +156,23 @@ def _costs_columns(model: ModelSpec, hardware: Hardware, rates: Rates,
     return {name: values[inverse] for name, values in table.items()}
 
 
+def _ops_columns(model: ModelSpec, hardware: Hardware, rates: Rates,
+                 cols: dict[str, np.ndarray], am: ActivationModel, dtype: str | None,
+                 ops: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per configuration: seconds, tp halves and kernels of rerunning ``ops`` (one layer,
+    one micro-batch)."""
+    keys = np.stack([np.asarray(cols[k]).astype(np.int64).reshape(-1) for k in (
+        "micro_batch_size", "tp", "sequence_parallel", "cp", "ep", "expert_tp")], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    table = np.zeros((3, len(uniq)))
+    for j, (b, t, q, c, e, x) in enumerate(uniq.tolist()):
+        sec, kern = op_recompute_seconds(model, hardware, rates, ops, b, t, bool(q), c, e,
+                                         x or t, am, dtype)
+        table[:, j] = (sec, op_recompute_tp_halves(ops, t, bool(q)), kern)
+    inverse = inverse.reshape(-1)
+    return table[0][inverse], table[1][inverse], table[2][inverse]
+
+
 def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                cols: dict[str, np.ndarray], stages: dict[str, np.ndarray] | None = None, *,
                params: dict[str, np.ndarray] | None = None,
@@ -162,7 +180,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                dtype: str | None = None,
                static_scheme: str | None = None,
                tensor_dtype: str | None = None,
-               rank_order: str | tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+               rank_order: str | tuple[str, ...] | None = None,
+               recompute_ops: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """Step time and its parts for every configuration of ``cols`` (see module docstring).
 
     Parameters
@@ -199,6 +218,14 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     rank_order : str, optional
         Rank placement, innermost first (default ``"tp-cp-ep-dp-pp"``): where each
         group's ranks sit on ``hardware.topology`` (:mod:`perfkit.calc.topology`).
+    recompute_ops : tuple of str, optional
+        Op-level selective recompute (``ParallelConfig.recompute_ops``): each
+        ``selective`` layer reruns the forward of exactly these ops
+        (:func:`perfkit.calc.recompute_ops.op_recompute_seconds`) and the
+        tensor-parallel collectives they start or end
+        (:func:`~perfkit.calc.recompute_ops.op_recompute_tp_halves`) — with ``core`` the
+        context-parallel K/V ring, with ``permute`` the expert all-to-alls, as a full
+        recompute does —, instead of what ``activation_model.selective`` drops.
 
     Returns
     -------
@@ -239,6 +266,13 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     rec_k = lc["kernels_rec_all"] if style_all else lc["kernels_rec_needed"]
     sel_t = lc["sel_core"] * ("attention_core" in am.selective) \
         + lc["sel_act"] * ("mlp_activation" in am.selective)
+    sel_tp = np.zeros(len(tp))
+    sel_k = np.zeros(len(tp))
+    sel_cp = sel_ep = 0.0  # whether the rerun repeats the K/V ring / the all-to-alls
+    if recompute_ops is not None:
+        sel_cp, sel_ep = float("core" in recompute_ops), float("permute" in recompute_ops)
+        sel_t, sel_tp, sel_k = _ops_columns(model, hardware, rates, c, am, dtype,
+                                            tuple(recompute_ops))
     # context parallelism: the K/V ring overlaps the attention core of the same layer
     cp_fb = np.maximum(0.0, 2 * kv_x - lc["core_fwd"]) + np.maximum(0.0, 3 * kv_x
                                                                      - lc["core_bwd"])
@@ -259,16 +293,17 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         + np.where(first, lc["emb"][i], 0.0)
         + np.where(last, lc["head"][i], 0.0),
         "recompute": full * rec_t[i] + sel * sel_t[i],
-        "tp_comm": (n * tp_fb[i] + full * rec_tp[i] + comm * 2.0) * half_tp[i]
+        "tp_comm": (n * tp_fb[i] + full * rec_tp[i] + sel * sel_tp[i] + comm * 2.0)
+        * half_tp[i]
         * (1 - ovl["tp"]),
-        "cp_comm": (n * cp_fb[i] + full * cp_rec[i]) * (1 - ovl["cp"]),
-        "ep_comm": (n * ep_fb[i] + full * ep_rec[i]) * (1 - ovl["ep"]),
+        "cp_comm": (n * cp_fb[i] + (full + sel * sel_cp) * cp_rec[i]) * (1 - ovl["cp"]),
+        "ep_comm": (n * ep_fb[i] + (full + sel * sel_ep) * ep_rec[i]) * (1 - ovl["ep"]),
         "pp_comm": recv * msg_pp[i] * (1 - ovl["pp"]),
     }
     if rates.tp_comm_overlap:  # userbuffers: the tp traffic hides under the layer's compute
         row["tp_comm"] = np.maximum(0.0, row["tp_comm"] - row["compute"] - row["recompute"])
     kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]
-                       - frozen[i] * lc["kernels_wgrad"][i]) + full * rec_k[i] \
+                       - frozen[i] * lc["kernels_wgrad"][i]) + full * rec_k[i] + sel * sel_k[i] \
         + np.where(last, lc["kernels_head"][i], 0.0)
     row["overhead"] = kernels_row * rates.kernel_gap_s + n * rates.layer_overhead_s
     per_mb = sum(row.values())
@@ -322,9 +357,11 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     out["step_s"] = sum(out[name] for name in PART_NAMES)
     out["stage_s"] = slowest
     out["kernels"] = m * kernels_row[pick]
-    raw = {"tp": (st["layers"][pick] * tp_fb + full[pick] * rec_tp) * half_tp * m,
-           "cp": (st["layers"][pick] * 5 + full[pick] * 2) * kv_x * m,
-           "ep": (st["layers"][pick] * 4 + full[pick] * 2) * a2a * lc["moe_share"] * m,
+    raw = {"tp": (st["layers"][pick] * tp_fb + full[pick] * rec_tp + sel[pick] * sel_tp)
+           * half_tp * m,
+           "cp": (st["layers"][pick] * 5 + (full[pick] + sel[pick] * sel_cp) * 2) * kv_x * m,
+           "ep": (st["layers"][pick] * 4 + (full[pick] + sel[pick] * sel_ep) * 2) * a2a
+           * lc["moe_share"] * m,
            "pp": recv[pick] * msg_pp * m, "dp": reduce_s + gather_s}
     for g in GROUPS:
         out[f"{g}_comm_raw_s"] = raw[g]

@@ -111,13 +111,14 @@ def fp8_casts(ops: list[_Op], backward: bool) -> list[_Op]:
     return out
 
 
-def _norm(elements: float, rms: bool, norm_bytes: float, grad: bool) -> list[_Op]:
+def _norm(elements: float, rms: bool, norm_bytes: float, grad: bool, tag: str = ""
+          ) -> list[_Op]:
     """A norm's kernels: MindFormers-style RmsNorm computes in fp32 after a Cast."""
     if grad:
         return [_vec(12.0 * elements)]
     if rms and norm_bytes > 2:
-        return [_vec(6.0 * elements), _vec(8.0 * elements)]
-    return [_vec(8.0 * elements)]
+        return [_vec(6.0 * elements, tag), _vec(8.0 * elements, tag)]
+    return [_vec(8.0 * elements, tag)]
 
 
 def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, etp: int,
@@ -133,12 +134,12 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     a_t = model.num_attention_heads / tp
     g_t = max(1.0, model.num_kv_heads / tp)
     d, dv = model.qk_head_dim, model.value_head_dim
-    fwd: list[_Op] = [*_norm(n_sp * h, rms, norm_bytes, False)]
+    fwd: list[_Op] = [*_norm(n_sp * h, rms, norm_bytes, False, "attn_norm")]
     qkv_out = parts["qkv"] / (2.0 * h) / tp
     fwd.append(_gemm(n, h, qkv_out, "qkv"))
     rope = model.position_embedding == "rope"
     if rope:
-        fwd += [_vec(6.0 * n * a_t * d), _vec(6.0 * n * g_t * d)]
+        fwd += [_vec(6.0 * n * a_t * d, "rope"), _vec(6.0 * n * g_t * d, "rope")]
     core_flops = parts["core"] * n / tp
     scores = b * a_t * s_q * model.seq_length  # elements of the score matrix
     if flash:
@@ -158,7 +159,7 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     proj_in = parts["projection"] / (2.0 * h) / tp
     fwd.append(_gemm(n, proj_in, h, "proj"))
     fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "add"))
-    fwd += _norm(n_sp * h, rms, norm_bytes, False)
+    fwd += _norm(n_sp * h, rms, norm_bytes, False, "mlp_norm")
     gated = model.mlp == "gated"
     gemms = 3 if gated else 2
     dense_mlp = (parts["mlp"] - parts["experts"]) * n / tp
@@ -186,7 +187,7 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     fwd += act
     fwd += [_Op(o.kind, o.flops, o.nbytes, o.calls, "mlp_out", o.cast_fwd, o.cast_bwd)
             for o in mlp_out]
-    fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "mlp_out"))
+    fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "mlp_residual"))
     # backward: every GEMM twice (input and weight gradients), activation gradients
     bwd: list[_Op] = []
     for o in fwd:

@@ -110,7 +110,7 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
             fwd, bwd = fwd + fp8_casts(fwd, False), bwd + fp8_casts(bwd, True)
         f, kf = _seconds(fwd, peak, bw, rates, core_peak=core, hardware_name=name)
         bk, kb = _seconds(bwd, peak, bw, back, core_peak=core, hardware_name=name)
-        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out",), core_peak=core,
+        rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out", "mlp_residual"), core_peak=core,
                             hardware_name=name)
         sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core,
                          hardware_name=name)

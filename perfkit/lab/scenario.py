@@ -68,8 +68,9 @@ def model_to_dict(model: ModelSpec) -> dict[str, Any]:
 def parallel_to_dict(parallel: ParallelConfig) -> dict[str, Any]:
     """The fields of a ParallelConfig, as JSON-ready values."""
     out = {f.name: getattr(parallel, f.name) for f in dataclasses.fields(parallel)}
-    if isinstance(out.get("recompute_layers"), tuple):
-        out["recompute_layers"] = list(out["recompute_layers"])
+    for name in ("recompute_layers", "recompute_ops"):  # JSON lists, tuples again on read
+        if isinstance(out.get(name), tuple):
+            out[name] = list(out[name])
     return out
 
 

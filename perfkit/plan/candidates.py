@@ -62,6 +62,11 @@ class SearchSpace:
     full_layer_fractions : sequence of float
         Partial full recompute: besides ``recompute="selective"`` on every layer, try
         ``round(f · layers per stage)`` fully recomputed layers per stage for each ``f``.
+    recompute_ops : str or sequence of str, optional
+        What a selectively recomputed layer reruns, op by op
+        (:attr:`perfkit.ParallelConfig.recompute_ops`: op names or a framework preset such
+        as ``"torchtitan-op-sac"``); None: the activation model's ``selective`` kinds.
+        Only the step model prices it.
     """
 
     tp: Sequence[int] | None = None
@@ -77,6 +82,7 @@ class SearchSpace:
     max_cp: int = 8
     ep: Sequence[int] | None = None
     expert_tp: Sequence[int | None] = (None,)
+    recompute_ops: str | Sequence[str] | None = None
 
 
 def _powers_of_two_dividing(n: int, limit: int) -> list[int]:
@@ -197,6 +203,7 @@ def to_parallel_config(row: pd.Series) -> ParallelConfig:
     """The :class:`~perfkit.ParallelConfig` of one row of :func:`search`."""
     k = int(row["full_layers_per_stage"])
     rec = row["recompute"]
+    ops = row.get("recompute_ops") or None
     expert_tp = int(row.get("expert_tp", 0) or 0)
     return ParallelConfig(
         dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]), vpp=int(row["vpp"]),
@@ -205,4 +212,5 @@ def to_parallel_config(row: pd.Series) -> ParallelConfig:
         sequence_parallel=bool(row["sequence_parallel"]),
         optimizer_shard=int(row["optimizer_shard"]), recompute=rec,
         recompute_layers=k if rec == "selective" and k > 0 else None,
-        cp=int(row.get("cp", 1)), ep=int(row.get("ep", 1)), expert_tp=expert_tp or None)
+        cp=int(row.get("cp", 1)), ep=int(row.get("ep", 1)), expert_tp=expert_tp or None,
+        recompute_ops=tuple(ops.split(",")) if ops and rec == "selective" else None)

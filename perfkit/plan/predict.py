@@ -392,7 +392,8 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
                           if uneven else None)
     out = step_times(model, hardware, rates, layout_columns(parallel), rows, params=params,
                      activation_model=am, dtype=dtype, static_scheme=scheme,
-                     tensor_dtype=tensor_dtype, rank_order=parallel.rank_order)
+                     tensor_dtype=tensor_dtype, rank_order=parallel.rank_order,
+                     recompute_ops=parallel.recompute_ops)
     parts = {name: float(out[name][0]) for name in PART_NAMES}
     step = float(out["step_s"][0])
     if _style_unknown(job, model, parallel, overrides):
@@ -401,7 +402,8 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
                                layout_columns(parallel), rows, params=params,
                                activation_model=am, dtype=dtype, static_scheme=scheme,
                                tensor_dtype=tensor_dtype,
-                               rank_order=parallel.rank_order)["step_s"][0])
+                               rank_order=parallel.rank_order,
+                               recompute_ops=parallel.recompute_ops)["step_s"][0])
         notes.append(_style_note(rates.recompute_style, step, alt))
     measured = getattr(calibration, "measured", frozenset())
     if calibration is None:

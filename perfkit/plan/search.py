@@ -14,6 +14,7 @@ evaluated with numpy over all candidates at once.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..calc import ActivationModel
@@ -21,6 +22,7 @@ from ..calc.rates import Rates
 from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
 from ..errors import InvalidArgumentError, check_fraction, check_positive
 from ..specs import Hardware, ModelSpec
+from ..specs.recompute_ops import resolve_recompute_ops
 from .candidates import SearchSpace, candidate_columns, candidates, to_parallel_config
 from .search_first_order import evaluate_first_order
 from .search_step import evaluate_step_model
@@ -176,10 +178,19 @@ cp_overlap, overhead_s
                                    type(rates).__name__)
     elif step_model == "step":  # predict's uncalibrated model: perfkit's default rates
         rates = Rates(gradient_bytes=gradient_bytes)
+    ops = resolve_recompute_ops(space.recompute_ops) if space is not None else None
     if rates is not None:
-        return evaluate_step_model(model, hardware, cols, rates, calibration, dtype,
-                                   static_scheme, limit, am, activation_convention, causal,
-                                   include_rejected)
+        frame = evaluate_step_model(model, hardware, cols, rates, calibration, dtype,
+                                    static_scheme, limit, am, activation_convention, causal,
+                                    include_rejected, recompute_ops=ops)
+        if ops is not None:  # what each selective row reruns (to_parallel_config reads it)
+            frame["recompute_ops"] = np.where(frame["recompute"] == "selective",
+                                              ",".join(ops), "")
+        return frame
+    if ops is not None:
+        raise InvalidArgumentError("space", "recompute_ops (op-level recompute) is priced "
+                                   "by the step model only: leave step_model at 'step'",
+                                   ops)
     return evaluate_first_order(model, hardware, cols, eff, ceff, overlaps,
                                 float(terms["overhead_s"]),
                                 dtype, static_scheme, limit, activation_model,

@@ -101,8 +101,10 @@ def static_bytes(model: ModelSpec, c: dict[str, np.ndarray], scheme: str, m: np.
 
 def activation_bytes(model: ModelSpec, c: dict[str, np.ndarray],
                      activation_model: ActivationModel | None, convention: str,
-                     n: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Activation bytes of the fullest stage (stage 0), as ``activation_memory``."""
+                     n: np.ndarray, k: np.ndarray, v: np.ndarray,
+                     recompute_ops: tuple[str, ...] | None = None) -> np.ndarray:
+    """Activation bytes of the fullest stage (stage 0), as ``activation_memory``
+    (``recompute_ops``: what the selective layers rerun, op by op)."""
     if convention != "seed":
         keys = {name: c[name] for name in
                 ("dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
@@ -114,7 +116,8 @@ def activation_bytes(model: ModelSpec, c: dict[str, np.ndarray],
             par = config(d, t, p, cc, e, x, vpp=int(vv), micro_batch_size=int(b),
                          num_micro_batches=int(mm), sequence_parallel=bool(q),
                          recompute=name, recompute_layers=int(kk)
-                          if name == "selective" and kk > 0 else None)
+                         if name == "selective" and kk > 0 else None,
+                         recompute_ops=recompute_ops if name == "selective" else None)
             return activation_memory(model, par, activation_model=activation_model,
                                      convention=convention).total_bytes
 
@@ -123,7 +126,7 @@ def activation_bytes(model: ModelSpec, c: dict[str, np.ndarray],
             "mode": c["recompute"] == 1, "cp": c["cp"]}
     per_layer = lookup(keys, lambda b, t, q, sel, cc: activation_per_layer(
         model, int(b), int(t), bool(q), "selective" if sel else "none", activation_model,
-        cp=int(cc))[0])
+        cp=int(cc), recompute_ops=recompute_ops if sel else None)[0])
     del keys["mode"]
     full_bytes = lookup(keys, lambda b, t, q, cc: activation_per_layer(
         model, int(b), int(t), bool(q), "full", activation_model, cp=int(cc))[0])

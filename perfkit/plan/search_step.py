@@ -54,8 +54,8 @@ def search_types(calibration: Any, dtype: str | None,
 def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray],
                         rates: Rates, calibration: Any, dtype: str | None, scheme: str,
                         limit: float, activation_model: ActivationModel | None,
-                        convention: str, causal: bool, include_rejected: bool
-                        ) -> pd.DataFrame:
+                        convention: str, causal: bool, include_rejected: bool,
+                        recompute_ops: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Every candidate through the step model at ``rates``, ranked, with the band of
     :func:`perfkit.plan.predict`.
 
@@ -86,7 +86,7 @@ def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray]
     run_dtype = tensor or peak_dtype
     out = step_times(model, hw, rates, c, params=max_stage_params(model, c),
                      activation_model=activation_model, dtype=peak_dtype,
-                     static_scheme=scheme, tensor_dtype=tensor)
+                     static_scheme=scheme, tensor_dtype=tensor, recompute_ops=recompute_ops)
     step = out["step_s"]
     measured = getattr(calibration, "measured", frozenset())
     residual = band_residual(calibration)
@@ -99,7 +99,8 @@ def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray]
     n = model.num_layers / pp
     static = static_bytes(model, c, scheme, c["num_micro_batches"].astype(float), pp,
                           run_dtype, rates.gradient_bytes)
-    activation = activation_bytes(model, c, activation_model, convention, n, k, v)
+    activation = activation_bytes(model, c, activation_model, convention, n, k, v,
+                                  recompute_ops)
     tokens = c["dp"] * c["micro_batch_size"] * c["num_micro_batches"] * model.seq_length
     devices = c["dp"] * c["tp"] * pp * c["cp"]
     per_device = tokens / (step * devices)

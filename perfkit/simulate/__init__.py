@@ -216,6 +216,11 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
     if not isinstance(hardware, Hardware):
         raise InvalidArgumentError("hardware", "must be a Hardware", type(hardware).__name__)
     parallel.validate(model)
+    if parallel.recompute_ops is not None:
+        raise InvalidArgumentError("parallel", "recompute_ops (op-level recompute) is priced "
+                                   "by perfkit.plan.predict; the simulator reruns what the "
+                                   "activation model's 'selective' names",
+                                   parallel.recompute_ops)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InvalidArgumentError("steps", "must be a whole number >= 1", steps)
     if framework not in FRAMEWORKS:

@@ -14,6 +14,7 @@ from ..errors import (
     check_positive_int,
 )
 from ._fields import optional
+from .recompute_ops import resolve_recompute_ops
 
 if TYPE_CHECKING:
     from .model import ModelSpec
@@ -52,6 +53,21 @@ class ParallelConfig:
         ``recompute: [4, 0]``). An int applies to every stage. With ``recompute="full"``
         the default is every layer; with ``"selective"`` the listed layers are full and
         the rest selective; with ``"none"`` the listed layers are full and the rest none.
+        Torchtitan's ``selective_ac_option="<k>"`` and Megatron's ``--recompute-method
+        uniform --recompute-num-layers`` are :meth:`every_kth_layer`.
+    recompute_ops : str or tuple of str, optional
+        With ``recompute="selective"``: the ops of each selectively recomputed layer that
+        are rerun in the backward (op-level selective activation checkpointing), instead
+        of the activation model's ``selective`` kinds. Names from
+        :data:`perfkit.specs.recompute_ops.LAYER_OPS` (``attn_norm, qkv | q, k, v, rope,
+        core, out_proj, attn_residual, mlp_norm, router, permute, fc1 | gate, up, act,
+        fc2, mlp_residual``) or aliases (Megatron's ``core_attn``, ``layernorm``, ``mlp``,
+        ``moe_act``), or a framework preset: ``"torchtitan-op-sac"``,
+        ``"megatron-selective"``, ``"mindformers-select-recompute"``
+        (:mod:`perfkit.specs.recompute_ops` gives their sources). Stored as the canonical
+        names in layer order. Time: the forward of those ops is added to each such
+        layer's backward; memory: the tensors they produce are not kept
+        (:func:`perfkit.calc.activation.activation_per_layer`).
     ep : int
         Expert-parallel size (MoE): the routed experts of a layer are split over ``ep``
         ranks, tokens travel to their experts by all-to-all.
@@ -98,6 +114,7 @@ class ParallelConfig:
     expert_tp: int | None = optional(None)
     rank_order: str = optional("tp-cp-ep-dp-pp")
     trainable_fraction: float = optional(1.0)
+    recompute_ops: tuple[str, ...] | None = optional(None)
 
     def __post_init__(self) -> None:
         try:
@@ -108,6 +125,8 @@ class ParallelConfig:
                 object.__setattr__(self, "expert_tp",
                                    check_positive_int("expert_tp", self.expert_tp))
             check_choice("recompute", self.recompute, RECOMPUTE_KINDS)
+            object.__setattr__(self, "recompute_ops",
+                               resolve_recompute_ops(self.recompute_ops))
         except ParallelConfigError:
             raise
         except InvalidArgumentError as exc:
@@ -125,6 +144,10 @@ class ParallelConfig:
         if not isinstance(self.sequence_parallel, bool):
             raise ParallelConfigError("sequence_parallel", "must be True or False",
                                       self.sequence_parallel)
+        if self.recompute_ops is not None and self.recompute != "selective":
+            raise ParallelConfigError("recompute_ops", "names what a selectively recomputed "
+                                      "layer reruns: needs recompute='selective'",
+                                      self.recompute_ops)
         rl = self.recompute_layers
         if rl is not None:
             if isinstance(rl, Sequence) and not isinstance(rl, str):
@@ -145,6 +168,24 @@ class ParallelConfig:
         if rules:
             param, _, rule = rules[0].partition(": ")
             raise ParallelConfigError(param, rule, getattr(self, param, None), rules=rules)
+
+    @classmethod
+    def every_kth_layer(cls, k: int, layers_per_stage: int, **fields: Any) -> ParallelConfig:
+        """A layout that fully recomputes every ``k``-th layer of each stage.
+
+        Torchtitan's ``activation_checkpoint.selective_ac_option = "<k>"`` wraps every
+        ``k``-th transformer block in a full checkpoint; this is
+        ``recompute_layers = layers_per_stage // k`` (``"none"`` for the other layers
+        unless ``fields`` says ``recompute="selective"``). Megatron-LM's
+        ``--recompute-method block --recompute-num-layers N`` is ``recompute_layers=N``
+        directly (``uniform`` with ``N`` layers per chunk checkpoints them all:
+        ``recompute="full"``). Every layer of a stage costs the same in the step and
+        memory models, so which layers are recomputed does not matter, only how many.
+        """
+        k = check_positive_int("k", k)
+        layers_per_stage = check_positive_int("layers_per_stage", layers_per_stage)
+        fields.setdefault("recompute", "none")
+        return cls(recompute_layers=layers_per_stage // k, **fields)
 
     @property
     def world_size(self) -> int:

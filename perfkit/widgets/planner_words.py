@@ -22,6 +22,7 @@ from ..format import counted, signed_share_text, time_text
 from ..job import Job
 from ..plan import Calibration
 from ..specs import ParallelConfig
+from ..specs.recompute_ops import recompute_ops_text
 
 __all__ = ["gradient_sentence", "scheme_sentence", "comparison_sentence", "recompute_text",
            "layout_changes", "why_not", "sentence_end"]
@@ -149,8 +150,14 @@ _LABELS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "v
 def recompute_text(parallel: ParallelConfig) -> str:
     """The recompute setting in words: ``"full"``, ``"selective + 2 full layers per
     stage"``, or per stage where the stages differ (``"selective + 1 full layer on stage
-    0"``, ``"selective + 3 full layers on stage 0, 1 on stage 1"``: the stages with any)."""
+    0"``, ``"selective + 3 full layers on stage 0, 1 on stage 1"``: the stages with any);
+    op-level selective recompute names its ops or preset (``"selective (torchtitan-op-sac)"``).
+    """
     layers = parallel.recompute_layers
+    if parallel.recompute == "selective" and parallel.recompute_ops is not None:
+        ops = recompute_ops_text(parallel.recompute_ops)
+        plain = recompute_text(parallel.replace(recompute_ops=None))
+        return plain.replace("selective", f"selective ({ops})", 1)
     if parallel.recompute != "selective" or not layers or not any(np.atleast_1d(layers)):
         return str(parallel.recompute)
     if not isinstance(layers, tuple) or len(set(layers)) == 1:
