@@ -198,8 +198,9 @@ class AssumedPanel:
             shown, columns=["name", "text", "origin", "source"], max_rows=len(shown),
             headers={"name": "assumption", "text": "value", "origin": "from",
                      "source": "source"}, hot=list(shown["origin"] == "you"))
-        changed = (f"You changed {listed(a.changed)}; the figures above are predicted with "
-                   "your values." if a.changed else
+        changed = (f"You changed {listed(a.changed)}; the profiled layout's predicted step "
+                   "is predicted with your values (the ranking of other layouts keeps the "
+                   "calibration's own)." if a.changed else
                    "Nothing changed by you yet.")
         start = (f"Starting from the {a.preset!r} preset (keeping what the calibration "
                  "fitted on the run)." if a.preset is not None and not self._edits else "")
