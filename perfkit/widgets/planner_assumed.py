@@ -133,6 +133,7 @@ class AssumedPanel:
             W.HBox(list(self.bools.values()) + [self.attention], layout=W.Layout(**box)),
             W.HBox(list(self.costs.values()), layout=W.Layout(**box)),
             self.said, self.table])
+        self.widget.add_class("pk-assumed")
         self._render()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
