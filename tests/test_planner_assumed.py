@@ -163,8 +163,11 @@ def test_the_planner_tab_predicts_again_with_the_edited_assumptions(board) -> No
     predicted = tab.comparison.loc[tab.comparison["run"] == "predicted", "step_s"]
     assert set(predicted) == {ddp.step_s}
     # a larger fixed cost per step adds exactly that to the step
-    panel.costs["overhead_s"].value = panel.costs["overhead_s"].value + 2000.0  # +2 ms
-    assert tab.fit.prediction.step_s - ddp.step_s == pytest.approx(2e-3, rel=1e-6)
+    was, shown = panel.assumed.behaviour.overhead_s, panel.costs["overhead_s"].value
+    panel.costs["overhead_s"].value = shown + 2000.0  # µs: 2 ms more per step
+    assert panel.assumed.behaviour.overhead_s == pytest.approx((shown + 2000.0) * 1e-6)
+    assert tab.fit.prediction.step_s - ddp.step_s == pytest.approx(
+        (shown + 2000.0) * 1e-6 - was, rel=1e-6)
     assert "You changed overhead_s" in panel_html(tab)
     panel.preset.value = CALIBRATED
     assert tab.fit.prediction.step_s == pytest.approx(own, rel=1e-12)

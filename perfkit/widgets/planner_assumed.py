@@ -92,6 +92,7 @@ class AssumedPanel:
         self.on_change = on_change
         preset, self.preset_why = preset_for(framework)
         self._preset: str | None = preset
+        self._default_preset = preset
         self._edits: dict[str, Any] = {}
         self._syncing = False
         wide = {"description_width": "initial"}
@@ -158,8 +159,8 @@ class AssumedPanel:
         try:
             for name, w in self.bools.items():
                 w.value = bool(getattr(b, name))
-            for name, w in self.costs.items():
-                w.value = round(float(getattr(b, name)) * 1e6, 6)
+            for name, w in self.costs.items():  # 3 significant digits on show
+                w.value = float(f"{float(getattr(b, name)) * 1e6:.3g}")
             self.attention.value = b.attention_implementation
         finally:
             self._syncing = False
@@ -194,19 +195,22 @@ class AssumedPanel:
 
     def _render(self) -> None:
         a = self.assumed
-        shown = a.table.assign(source=a.table["source"].map(_short_source))
+        node = a.table["part"] == "node"
+        shown = a.table.assign(source=a.table["source"].where(
+            ~node, a.table["source"].map(_short_source)))
         self.table.value = STYLE + frame_html(
             shown, columns=["name", "text", "origin", "source"], max_rows=len(shown),
             headers={"name": "assumption", "text": "value", "origin": "from",
                      "source": "source"}, hot=list(shown["origin"] == "you"))
-        changed = (f"You changed {listed(a.changed)}; the profiled layout's predicted step "
-                   "is predicted with your values (the ranking of other layouts keeps the "
-                   "calibration's own)." if a.changed else
-                   "Nothing changed by you yet.")
+        picked = a.preset != self._default_preset
+        changed = [*a.changed] + (["the framework preset"] if picked else [])
+        said = (f"You changed {listed(changed)}: the profiled layout's step above is "
+                "predicted with your values (the ranking of other layouts below keeps the "
+                "calibration's own)." if changed else "Nothing changed by you yet.")
         start = (f"Starting from the {a.preset!r} preset (keeping what the calibration "
                  "fitted on the run)." if a.preset is not None and not self._edits else "")
         self.said.value = STYLE + note(" ".join(
-            s for s in (changed, start, self.preset_why) if s))
+            s for s in (said, start, "" if picked else self.preset_why) if s))
 
 
 def assumed_panel(job: Any, calibration: Any = None) -> AssumedPanel:
