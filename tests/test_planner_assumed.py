@@ -172,3 +172,21 @@ def test_the_planner_tab_predicts_again_with_the_edited_assumptions(board) -> No
     panel.preset.value = CALIBRATED
     assert tab.fit.prediction.step_s == pytest.approx(own, rel=1e-12)
     assert not math.isnan(tab.fit.prediction.step_s)
+
+
+def test_the_notebook_panel_predicts_as_the_planner_does_uncalibrated_and_calibrated() -> None:
+    import dataclasses
+
+    from perfkit.widgets.planner_assumed import assumed_panel
+    from perfkit.widgets.prediction import fit_job, predict_layout
+
+    profile = pk.load("sample:llama2-13b-baseline-dp16")
+    job = dataclasses.replace(pk.infer_job(profile), step_time_s=None)
+    bare = assumed_panel(job)  # no calibration: the default rates, the job's conventions
+    assert bare.prediction.step_s == predict_layout(None, job, job.parallel).step_s
+    fit = fit_job(profile, job)
+    panel = assumed_panel(job, fit.calibration)
+    assert panel.prediction.step_s == pytest.approx(fit.prediction.step_s, rel=1e-12)
+    panel.costs["overhead_s"].value = panel.costs["overhead_s"].value + 1000.0
+    assert panel.prediction.step_s > fit.prediction.step_s
+    assert "Predicted step of the profiled layout" in panel_html(panel.widget)

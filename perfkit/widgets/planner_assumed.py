@@ -29,7 +29,7 @@ from ..plan.assumed import (
 from ..specs import Hardware, Node, ParallelConfig
 from .markup import STYLE, frame_html, note
 
-__all__ = ["AssumedPanel", "assumed_panel", "CALIBRATED", "CUSTOM", "preset_for",
+__all__ = ["AssumedPanel", "assumed_panel", "predict_kwargs", "CALIBRATED", "CUSTOM", "preset_for",
            "RANK_ORDERS"]
 
 #: The preset dropdown's entry for the calibration's own options, and for edited ones.
@@ -90,6 +90,8 @@ class AssumedPanel:
                  on_change: Callable[[Assumptions], None] | None = None) -> None:
         self.calibration, self.parallel, self.hardware = calibration, parallel, hardware
         self.on_change = on_change
+        #: the last prediction made with the assumptions (by :func:`assumed_panel`)
+        self.prediction: Any = None
         preset, self.preset_why = preset_for(framework)
         self._preset: str | None = preset
         self._default_preset = preset
@@ -213,18 +215,28 @@ class AssumedPanel:
             s for s in (said, start, "" if picked else self.preset_why) if s))
 
 
+def predict_kwargs(job: Any, calibration: Any) -> dict[str, Any]:
+    """What :func:`perfkit.plan.assumed.predict_assumed` needs besides the assumptions:
+    nothing with a calibration (its job has it), else the job's model and conventions as
+    :func:`perfkit.widgets.prediction_fit.predict_layout` predicts uncalibrated."""
+    if calibration is not None:
+        return {}
+    return dict(model=job.model, dtype=job.dtype, activation_model=job.activation_model,
+                static_scheme=job.static_scheme,
+                overrides={"gradient_bytes": job.gradient_bytes})
+
+
 def assumed_panel(job: Any, calibration: Any = None) -> AssumedPanel:
     """The panel for a complete :class:`perfkit.Job` (calibrated by ``calibration``, else
     at perfkit's default rates) with a line under it giving the profiled layout's
-    predicted step (:func:`perfkit.plan.assumed.predict_assumed`), redrawn on each
-    change: what notebook 02 shows (``panel.widget``)."""
+    predicted step (:func:`perfkit.plan.assumed.predict_assumed`, kept as the panel's
+    ``prediction``), redrawn on each change: what notebook 02 shows."""
     step = W.HTML()
-    extra = {} if calibration is not None else dict(
-        model=job.model, dtype=job.dtype, activation_model=job.activation_model,
-        static_scheme=job.static_scheme, overrides={"gradient_bytes": job.gradient_bytes})
+    extra = predict_kwargs(job, calibration)
 
     def show(assumed: Assumptions) -> None:
         pred = predict_assumed(calibration, assumed, **extra)
+        panel.prediction = pred
         parts = ", ".join(f"{name} {time_text(seconds * 1e6)}"
                           for name, seconds in pred.parts.items() if seconds > 0)
         step.value = STYLE + (f"<p><b>Predicted step of the profiled layout: "

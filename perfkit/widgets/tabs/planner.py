@@ -21,7 +21,7 @@ from ...format import counted, time_text
 from ...plan.assumed import Assumptions, predict_assumed
 from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
-from ..planner_assumed import AssumedPanel
+from ..planner_assumed import AssumedPanel, predict_kwargs
 from ..planner_closing import CLOSING_OPTIONS, closing_label, closing_sentence
 from ..planner_measured import (
     TRAINING_PLAN_HEADING,
@@ -239,10 +239,7 @@ class PlannerTab(JobTab):
         a = panel.assumed
         if not force and not a.changed and not a.behaviour_applies:
             return
-        extra = {} if fit.calibration is not None else dict(
-            model=job.model, dtype=job.dtype, activation_model=job.activation_model,
-            static_scheme=job.static_scheme,
-            overrides={"gradient_bytes": job.gradient_bytes})
+        extra = predict_kwargs(job, fit.calibration)
         self.fit = dataclasses.replace(fit, prediction=predict_assumed(fit.calibration, a,
                                                                        **extra))
 
