@@ -12,7 +12,12 @@ from widget_html import panel_html
 
 import perfkit as pk
 from perfkit.calc.behaviour import Behaviour
-from perfkit.plan.assumed import BEHAVIOUR_OPTIONS, assumptions, predict_assumed
+from perfkit.plan.assumed import (
+    BEHAVIOUR_OPTIONS,
+    assumed_calibration,
+    assumptions,
+    predict_assumed,
+)
 from perfkit.widgets.planner_assumed import CALIBRATED, AssumedPanel, preset_for
 
 H100 = pk.Hardware.preset("h100")  # a DGX H100: 8 GPUs, NVLink 450 GB/s, 8 x 400 Gb/s NICs
@@ -162,6 +167,18 @@ def test_the_planner_tab_predicts_again_with_the_edited_assumptions(board) -> No
     assert 0 < ddp.parts["dp_comm"] < own_dp
     predicted = tab.comparison.loc[tab.comparison["run"] == "predicted", "step_s"]
     assert set(predicted) == {ddp.step_s}
+    # the ranking below searches with the same assumptions: the profiled layout's row there
+    # is the step above
+    par, ranked = ddp.parallel, tab.ranked
+    same = ranked[(ranked["dp"] == par.dp) & (ranked["tp"] == par.tp) & (ranked["pp"] == par.pp)
+                  & (ranked["cp"] == 1) & (ranked["micro_batch_size"] == par.micro_batch_size)
+                  & (ranked["optimizer_shard"] == par.optimizer_shard)
+                  & (ranked["recompute"] == par.recompute)]
+    assert len(same) == 1 and same["step_s"].iloc[0] == pytest.approx(ddp.step_s, rel=1e-9)
+    assert ddp.step_s < own
+    moved = assumed_calibration(cal, panel.assumed)
+    assert pk.plan.predict(moved, parallel=panel.assumed.parallel).step_s == pytest.approx(
+        ddp.step_s, rel=1e-12)
     # a larger fixed cost per step adds exactly that to the step
     was, shown = panel.assumed.behaviour.overhead_s, panel.costs["overhead_s"].value
     panel.costs["overhead_s"].value = shown + 2000.0  # µs: 2 ms more per step

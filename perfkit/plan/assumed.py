@@ -41,6 +41,7 @@ from ..specs import Hardware, Node, ParallelConfig
 from .predict import Prediction, predict
 
 __all__ = ["Assumptions", "assumptions", "calibrated_behaviour", "predict_assumed",
+           "assumed_calibration",
            "ASSUMED_COLUMNS", "BEHAVIOUR_OPTIONS", "FIXED_COSTS", "GROUPS_PER_NODE",
            "FRAMEWORK_PRESETS"]
 
@@ -289,3 +290,19 @@ def predict_assumed(calibration: Any, assumed: Assumptions, **kwargs: Any) -> Pr
     return predict(calibration, parallel=assumed.parallel, hardware=assumed.hardware,
                    behaviour=assumed.behaviour if assumed.behaviour_applies else None,
                    **kwargs)
+
+
+def assumed_calibration(calibration: Any, assumed: Assumptions) -> Any:
+    """The calibration with what ``assumed`` changes in it: its rates with the behaviour's
+    :meth:`~perfkit.calc.behaviour.Behaviour.overrides` (where
+    :attr:`Assumptions.behaviour_applies`), its job's hardware on the assumed node, so
+    that :func:`perfkit.plan.search` (which takes no behaviour) ranks with the
+    assumptions; None stays None. ``predict(assumed_calibration(cal, a),
+    parallel=a.parallel)`` is :func:`predict_assumed` of the same (tests check it)."""
+    if calibration is None:
+        return None
+    rates = calibration.rates
+    if assumed.behaviour_applies:
+        rates = rates.replace(**assumed.behaviour.overrides())
+    job = dataclasses.replace(calibration.job, hardware=assumed.hardware)
+    return dataclasses.replace(calibration, rates=rates, job=job)

@@ -206,9 +206,12 @@ class AssumedPanel:
                      "source": "source"}, hot=list(shown["origin"] == "you"))
         picked = a.preset != self._default_preset
         changed = [*a.changed] + (["the framework preset"] if picked else [])
+        ranking = ("the layouts below are ranked with them too, each at the default rank "
+                   "order" if self.calibration is not None else
+                   "the ranking below keeps perfkit's default rates")
         said = (f"You changed {listed(changed)}: the profiled layout's step above is "
-                "predicted with your values (the ranking of other layouts below keeps the "
-                "calibration's own)." if changed else "Nothing changed by you yet.")
+                f"predicted with your values ({ranking})." if changed
+                else "Nothing changed by you yet.")
         start = (f"Starting from the {a.preset!r} preset (keeping what the calibration "
                  "fitted on the run)." if a.preset is not None and not self._edits else "")
         self.said.value = STYLE + note(" ".join(

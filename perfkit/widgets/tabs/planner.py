@@ -18,7 +18,7 @@ import pandas as pd
 
 from ... import charts as C
 from ...format import counted, time_text
-from ...plan.assumed import Assumptions, predict_assumed
+from ...plan.assumed import Assumptions, assumed_calibration, predict_assumed
 from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
 from ..planner_assumed import AssumedPanel, predict_kwargs
@@ -243,6 +243,19 @@ class PlannerTab(JobTab):
         self.fit = dataclasses.replace(fit, prediction=predict_assumed(fit.calibration, a,
                                                                        **extra))
 
+    def _ranking_inputs(self, job: Any, fit: PlannerFit) -> tuple[Any, PlannerFit]:
+        """The job and fit the ranking searches with: with a calibration, its rates and
+        the job's hardware as the panel assumes (:func:`perfkit.plan.assumed.
+        assumed_calibration`; the search places ranks in its own default order); without
+        one, the job's own (the default rates)."""
+        panel = self.assumed
+        if panel is None or fit.calibration is None or not (
+                panel.assumed.changed or panel.assumed.behaviour_applies):
+            return job, fit
+        cal = assumed_calibration(fit.calibration, panel.assumed)
+        return (dataclasses.replace(job, hardware=panel.assumed.hardware),
+                dataclasses.replace(fit, calibration=cal))
+
     def _assumed_changed(self, _assumed: Assumptions) -> None:
         """An assumption was edited: the profiled layout is predicted again with the
         calibration kept (:meth:`_apply_assumed`) and its comparison redrawn."""
@@ -262,6 +275,7 @@ class PlannerTab(JobTab):
                                                                  "these assumptions")))]
             box.children = tuple(widgets)
             close_widgets(old)
+            self.search()
 
     def _closed_comparison_widgets(self) -> list[W.Widget]:
         """:meth:`_comparison_widgets` after the sentence saying which closing the figures
@@ -380,7 +394,8 @@ class PlannerTab(JobTab):
         try:
             fit = self.fit if self.fit is not None else fit_job(self.profile, job,
                                                                 self.closing.value)
-            ranked = ranked_layouts(job, fit, self.devices.value, self.batch.value)
+            ranked = ranked_layouts(*self._ranking_inputs(job, fit), self.devices.value,
+                                    self.batch.value)
             best = best_layouts(ranked, fit, job.parallel)
             packed = packed_step_tokens(job)
             verdict = ranking_sentence(ranked, fit, job.parallel, packed)
