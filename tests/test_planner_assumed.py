@@ -149,6 +149,7 @@ def board():
     return board
 
 
+@pytest.mark.slow  # the whole dashboard built: over about 5 s on a busy 2-core machine
 def test_the_planner_tab_predicts_again_with_the_edited_assumptions(board) -> None:
     tab = board.panels["Planner"]
     panel = tab.assumed
