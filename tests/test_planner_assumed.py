@@ -157,6 +157,12 @@ def test_the_planner_tab_predicts_again_with_the_edited_assumptions(board) -> No
     own, own_dp = tab.fit.prediction.step_s, tab.fit.prediction.parts["dp_comm"]
     cal = tab.fit.calibration
     assert cal is not None and "overhead" in cal.measured
+    # MindSpore's defaults overlap nothing, as the calibration's own options: with the
+    # fixed costs and the gradient reductions counted on the run kept, the step is the same
+    panel.preset.value = "mindspore"
+    assert tab.fit.prediction.step_s == pytest.approx(own, rel=1e-12)
+    buckets = panel.assumed.table.set_index("name").loc["dp_buckets"]
+    assert buckets["origin"] == "profile" and buckets["value"] == cal.rates.dp_buckets
     # a preset keeps the fixed costs the calibration fitted on the run
     panel.preset.value = "ddp"
     table = panel.assumed.table.set_index("name")

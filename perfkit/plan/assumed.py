@@ -19,8 +19,9 @@ Where a value comes from (column ``origin``)
 * ``"you"`` — changed by the user.
 
 A preset applied over a calibration keeps what the calibration fitted on the run (its
-``kernel_gap_s`` and ``overhead_s``, said ``"profile"``): a preset's figure for them is
-a framework's generic one, the fitted one the run's own.
+``kernel_gap_s`` and ``overhead_s``, and the gradient reductions per step it counted,
+``dp_buckets``: :func:`measured_rates`; said ``"profile"``): a preset's figure for them
+is a framework's generic one, the fitted one the run's own.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ..specs import Hardware, Node, ParallelConfig
 from .predict import Prediction, predict
 
 __all__ = ["Assumptions", "assumptions", "calibrated_behaviour", "predict_assumed",
-           "assumed_calibration",
+           "assumed_calibration", "measured_rates",
            "ASSUMED_COLUMNS", "BEHAVIOUR_OPTIONS", "FIXED_COSTS", "GROUPS_PER_NODE",
            "FRAMEWORK_PRESETS"]
 
@@ -168,6 +169,10 @@ def _behaviour_rows(calibration: Any, preset: str | None, edits: Mapping[str, An
             origin, source = "default", _DEFAULT_SOURCE
         rows.append({"part": "behaviour", "name": name, "value": value,
                      "text": _value_text(name, value), "origin": origin, "source": source})
+    for name, value in measured_rates(calibration).items():
+        rows.append({"part": "behaviour", "name": name, "value": value,
+                     "text": f"{value} gradient reductions per step", "origin": "profile",
+                     "source": _term_how(calibration, name) or "fitted on the run"})
     rows.insert(0, {"part": "behaviour", "name": "preset",
                     "value": preset or "calibrated",
                     "text": preset or "none (the calibration's own options)",
@@ -283,26 +288,43 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
     return Assumptions(parallel, hardware, behaviour, preset, table, tuple(changed))
 
 
+def measured_rates(calibration: Any) -> dict[str, Any]:
+    """Rates the calibration counted on the run that a behaviour also sets, kept when a
+    behaviour is applied over it: ``dp_buckets``, the gradient reductions per step the
+    profile shows (:mod:`perfkit.plan.calibrate.links`; a behaviour's overrides reset it
+    to 1, its buckets then counted from ``bucket_params``)."""
+    found = {term for term, _value, _how in getattr(calibration, "terms", ()) or ()}
+    rates = getattr(calibration, "rates", None)
+    return {"dp_buckets": rates.dp_buckets} if "dp_buckets" in found and rates else {}
+
+
 def predict_assumed(calibration: Any, assumed: Assumptions, **kwargs: Any) -> Prediction:
     """:func:`perfkit.plan.predict` with the layout, node and behaviour of ``assumed``
-    (the behaviour only where :attr:`Assumptions.behaviour_applies`); ``kwargs`` go to
+    (the behaviour only where :attr:`Assumptions.behaviour_applies`, with what the
+    calibration counted on the run kept: :func:`measured_rates`); ``kwargs`` go to
     :func:`~perfkit.plan.predict` (an uncalibrated job's model, type, schemes)."""
+    applies = assumed.behaviour_applies
+    if applies:
+        kept = measured_rates(calibration)
+        if kept:
+            kwargs["overrides"] = {**dict(kwargs.get("overrides") or {}), **kept}
     return predict(calibration, parallel=assumed.parallel, hardware=assumed.hardware,
-                   behaviour=assumed.behaviour if assumed.behaviour_applies else None,
-                   **kwargs)
+                   behaviour=assumed.behaviour if applies else None, **kwargs)
 
 
 def assumed_calibration(calibration: Any, assumed: Assumptions) -> Any:
     """The calibration with what ``assumed`` changes in it: its rates with the behaviour's
     :meth:`~perfkit.calc.behaviour.Behaviour.overrides` (where
-    :attr:`Assumptions.behaviour_applies`), its job's hardware on the assumed node, so
-    that :func:`perfkit.plan.search` (which takes no behaviour) ranks with the
-    assumptions; None stays None. ``predict(assumed_calibration(cal, a),
-    parallel=a.parallel)`` is :func:`predict_assumed` of the same (tests check it)."""
+    :attr:`Assumptions.behaviour_applies`, :func:`measured_rates` kept), its job's
+    hardware on the assumed node, so that :func:`perfkit.plan.search` (which takes no
+    behaviour) ranks with the assumptions; None stays None. ``predict(
+    assumed_calibration(cal, a), parallel=a.parallel)`` is :func:`predict_assumed` of the
+    same (tests check it)."""
     if calibration is None:
         return None
     rates = calibration.rates
     if assumed.behaviour_applies:
-        rates = rates.replace(**assumed.behaviour.overrides())
+        rates = rates.replace(**{**assumed.behaviour.overrides(),
+                                 **measured_rates(calibration)})
     job = dataclasses.replace(calibration.job, hardware=assumed.hardware)
     return dataclasses.replace(calibration, rates=rates, job=job)
