@@ -193,6 +193,12 @@ def test_the_planner_tab_predicts_again_with_the_edited_assumptions(board) -> No
     assert tab.fit.prediction.step_s - ddp.step_s == pytest.approx(
         (shown + 2000.0) * 1e-6 - was, rel=1e-6)
     assert "You changed overhead_s" in panel_html(tab)
+    # fitting again (another closing) keeps the user's choices and predicts with them
+    tab.closing.value = "kernels"
+    assert panel.assumed.changed == ("overhead_s",) and panel.assumed.preset == "ddp"
+    again = predict_assumed(tab.fit.calibration, panel.assumed)
+    assert tab.fit.prediction.step_s == pytest.approx(again.step_s, rel=1e-12)
+    tab.closing.value = "one"
     panel.preset.value = CALIBRATED
     assert tab.fit.prediction.step_s == pytest.approx(own, rel=1e-12)
     assert not math.isnan(tab.fit.prediction.step_s)

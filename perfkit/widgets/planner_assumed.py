@@ -139,6 +139,14 @@ class AssumedPanel:
         self.widget.add_class("pk-assumed")
         self._render()
 
+    def recalibrated(self, calibration: Any) -> None:
+        """Start from another calibration (the Planner fitted again), the user's choices
+        kept; redrawn, without calling back."""
+        self.calibration = calibration
+        self.assumed = self._assume()
+        self._sync_controls()
+        self._render()
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """Shown as its widget in a notebook."""
         return self.widget._repr_mimebundle_(**kwargs)

@@ -216,8 +216,7 @@ class PlannerTab(JobTab):
             try:
                 self.fit = fit_job(profile, job, self.closing.value)
                 if self.assumed is not None:
-                    self.assumed.calibration = self.fit.calibration
-                    self.assumed.assumed = self.assumed._assume()
+                    self.assumed.recalibrated(self.fit.calibration)
                 self._apply_assumed()
                 self.comparison = measured_against_predicted(profile, self.fit)
                 widgets = self._closed_comparison_widgets()
