@@ -9,6 +9,7 @@ ranks its layouts) only on request, under a heading that says it is not this run
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from typing import Any
 
@@ -17,8 +18,10 @@ import pandas as pd
 
 from ... import charts as C
 from ...format import counted, time_text
+from ...plan.assumed import Assumptions, assumed_calibration, predict_assumed
 from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
+from ..planner_assumed import AssumedPanel, predict_kwargs
 from ..planner_closing import CLOSING_OPTIONS, closing_label, closing_sentence
 from ..planner_measured import (
     TRAINING_PLAN_HEADING,
@@ -116,6 +119,8 @@ class PlannerTab(JobTab):
         self.comparison: pd.DataFrame | None = None
         self.best: pd.DataFrame | None = None
         self.ranked: pd.DataFrame | None = None
+        #: the "What the model assumes" panel of the profiled layout (None without one)
+        self.assumed: AssumedPanel | None = None
         super().__init__(ctx)
         self.closing.value = ctx.closing
         ctx.follow_closing(lambda closing: setattr(self.closing, "value", closing))
@@ -129,12 +134,12 @@ class PlannerTab(JobTab):
         self.result.children = ()
         self._clear_plan()
         self.fit = self.comparison = self.best = self.ranked = None
-        self.compared = None
+        self.compared = self.assumed = None
 
     def build(self, profile: Any) -> list[W.Widget]:
         job = self.current
         self.fit = self.comparison = self.best = self.ranked = None
-        self.compared = None
+        self.compared = self.assumed = None
         if job is not None:
             if job.world_size:
                 self.devices.value = int(job.world_size)
@@ -155,12 +160,16 @@ class PlannerTab(JobTab):
                                 ("model", "hardware", "step_time_s"),
                                 self.ctx.open_tab is not None)]
         self.fit = fit_job(profile, job, self.closing.value)
+        self.assumed = AssumedPanel(self.fit.calibration, self.fit.prediction.parallel,
+                                    self.fit.prediction.hardware, job.framework,
+                                    self._assumed_changed)
+        self._apply_assumed()
         self.comparison = measured_against_predicted(profile, self.fit)
         self.compared = W.VBox(self._closed_comparison_widgets())
         self.search()
         return [
             heading("The profiled layout: measured and predicted step"),
-            self.closing, self.compared,
+            self.closing, self.compared, self.assumed.widget,
             html_widget(f"<p><b>{html.escape(measured_mfu_sentence(job))}</b></p>"
                         + note(f"The table's “{PREDICTED_MFU}” below is at each "
                                "layout's predicted step, not measured.")),
@@ -206,11 +215,63 @@ class PlannerTab(JobTab):
             self.charts = [c for c in self.charts if id(c) not in drawn]
             try:
                 self.fit = fit_job(profile, job, self.closing.value)
+                if self.assumed is not None:
+                    self.assumed.recalibrated(self.fit.calibration)
+                self._apply_assumed()
                 self.comparison = measured_against_predicted(profile, self.fit)
                 widgets = self._closed_comparison_widgets()
             except Exception as exc:  # noqa: BLE001 - shown in the page
                 self.fit = self.comparison = None
                 widgets = [html_widget(error(describe_error(exc, "the calibration")))]
+            box.children = tuple(widgets)
+            close_widgets(old)
+            self.search()
+
+    def _apply_assumed(self, force: bool = False) -> None:
+        """Predict the profiled layout again with what the panel assumes
+        (:func:`perfkit.plan.assumed.predict_assumed`) where it differs from the
+        calibration's own (``force``: always): :attr:`fit`'s prediction becomes that
+        one."""
+        panel, fit, job = self.assumed, self.fit, self.current
+        if panel is None or fit is None or job is None:
+            return
+        a = panel.assumed
+        if not force and not a.changed and not a.behaviour_applies:
+            return
+        extra = predict_kwargs(job, fit.calibration)
+        self.fit = dataclasses.replace(fit, prediction=predict_assumed(fit.calibration, a,
+                                                                       **extra))
+
+    def _ranking_inputs(self, job: Any, fit: PlannerFit) -> tuple[Any, PlannerFit]:
+        """The job and fit the ranking searches with: with a calibration, its rates and
+        the job's hardware as the panel assumes (:func:`perfkit.plan.assumed.
+        assumed_calibration`; the search places ranks in its own default order); without
+        one, the job's own (the default rates)."""
+        panel = self.assumed
+        if panel is None or fit.calibration is None or not (
+                panel.assumed.changed or panel.assumed.behaviour_applies):
+            return job, fit
+        cal = assumed_calibration(fit.calibration, panel.assumed)
+        return (dataclasses.replace(job, hardware=panel.assumed.hardware),
+                dataclasses.replace(fit, calibration=cal))
+
+    def _assumed_changed(self, _assumed: Assumptions) -> None:
+        """An assumption was edited: the profiled layout is predicted again with the
+        calibration kept (:meth:`_apply_assumed`) and its comparison redrawn."""
+        with self.building:
+            job, profile, box = self.current, self.profile, self.compared
+            if box is None or job is None or profile is None or self.fit is None:
+                return
+            old = box.children
+            drawn = {id(w) for w in old}
+            self.charts = [c for c in self.charts if id(c) not in drawn]
+            try:
+                self._apply_assumed(force=True)
+                self.comparison = measured_against_predicted(profile, self.fit)
+                widgets = self._closed_comparison_widgets()
+            except Exception as exc:  # noqa: BLE001 - shown in the page
+                widgets = [html_widget(error(describe_error(exc, "the prediction with "
+                                                                 "these assumptions")))]
             box.children = tuple(widgets)
             close_widgets(old)
             self.search()
@@ -332,7 +393,8 @@ class PlannerTab(JobTab):
         try:
             fit = self.fit if self.fit is not None else fit_job(self.profile, job,
                                                                 self.closing.value)
-            ranked = ranked_layouts(job, fit, self.devices.value, self.batch.value)
+            ranked = ranked_layouts(*self._ranking_inputs(job, fit), self.devices.value,
+                                    self.batch.value)
             best = best_layouts(ranked, fit, job.parallel)
             packed = packed_step_tokens(job)
             verdict = ranking_sentence(ranked, fit, job.parallel, packed)
