@@ -29,8 +29,9 @@ pandas pyarrow``)::
 
 Prints one table per file: seconds (best of ``--repeat``), MB/s, peak RSS, rows, the
 ratio to the limit and to ``msgspec-dicts`` (the same job as the C/C++ candidates: the
-limit also decodes the other fields perfkit keeps and the flow events); a parser that is not installed is listed as such. The rows of every
-parser must equal the limit's (checked, else the row says so).
+limit also decodes the other fields perfkit keeps and the flow events); a parser that is
+not installed is listed as such. The rows of every parser must equal the limit's (checked,
+else the row says so).
 """
 
 from __future__ import annotations
