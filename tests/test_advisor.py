@@ -323,6 +323,7 @@ BUNDLED_TOP = {
 }
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.skipif(not BUNDLED.is_dir(), reason="no bundled data/ folder")
 @pytest.mark.parametrize("name", sorted(BUNDLED_TOP))
 def test_bundled_profiles(name: str) -> None:
@@ -369,6 +370,7 @@ def test_the_mfu_finding_uses_the_jobs_measured_step():
     assert f"{value * 100:.1f} %" in found[0].title
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_exposed_communication_advice_follows_the_parallelism() -> None:
     """dp = 1 (the simulated TP2 sample: one data-parallel replica over two tensor-parallel
     ranks) has no gradient reduction to overlap: the advice is about tensor parallelism;

@@ -69,6 +69,7 @@ def _finding(p, rule: str):
     return f
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_chains_beside_a_measured_attention_finding_are_the_recorded_steps(tmp_path):
     folder = shared_sample(V1)
     two = pk.load(_with_a_fragment(folder, tmp_path), cache=False, progress=False)

@@ -116,6 +116,7 @@ def _text(panel) -> str:
     return re.sub(r"\s+", " ", _TAGS.sub(" ", html)).replace("&#x27;", "'")
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_recompute_tab_refuses_and_the_planner_says_its_mfu_is_predicted(raw, job) -> None:
     board = dashboard(str(shared_sample(QWEN)), background_bytes=None)
     board.select("Recompute")

@@ -107,6 +107,7 @@ def _tiny_storm(rows: list[dict[str, str]], threshold_us: float = 10.0) -> tuple
     return sum(tiny) / len(tasks), longest
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_host_finding_reads_no_tiny_kernel_storm_from_a_fragment(tmp_path):
     root = writable_copy(LEVEL1, tmp_path / "level1")
     cut = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"

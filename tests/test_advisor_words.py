@@ -242,6 +242,7 @@ def _raw_gap_and_kernel_medians(path: Path) -> tuple[float, float]:
     return float(np.median(gaps)), float(np.median([float(e["dur"]) for e in device]))
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", [shared_param("wild/k_resnet50_nw0"),
                                   shared_param("wild/tl_b200_eager")])
 def test_short_gap_advice_follows_the_launch_bound_test(name: str) -> None:

@@ -627,6 +627,7 @@ def test_inject_parameters(tmp_path: Path) -> None:
 
 # ---- simulate -------------------------------------------------------------------------
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_simulate_writes_a_loadable_profile(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "job"
@@ -779,6 +780,7 @@ def test_simulate_refuses_a_job_that_does_not_fit(tmp_path: Path,
     assert len(list((tmp_path / "yes").glob("*_ascend_pt"))) == 1
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 @pytest.mark.parametrize("name", WILD)
 def test_info_reads_every_wild_profile(name: str, tmp_path: Path, monkeypatch,

@@ -55,6 +55,7 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_nothing_imports_the_command_back() -> None:
     """perfkit.cli's modules import down (never the facade, which imports them), and no
     other module of perfkit imports the command (but ``python -m perfkit``'s script)."""

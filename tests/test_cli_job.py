@@ -31,6 +31,7 @@ def _info(capsys, *args: str) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", bundled_profiles())
 def test_info_shows_the_job_and_no_impossible_utilisation(capsys, name: str) -> None:
     out = _info(capsys, str(bundled_profile(name)), "--findings", "0")

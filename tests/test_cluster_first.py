@@ -132,6 +132,7 @@ def _compare(cluster: Path) -> tuple[Any, list[Any]]:
     return answer, figures
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("cluster", CLUSTERS, ids=[c.name for c in CLUSTERS])
 def test_the_first_answer_of_a_simulated_cluster_is_the_whole_clusters(cluster: Path) -> None:
     assert len(CLUSTERS) == 6
@@ -142,6 +143,7 @@ def test_the_first_answer_of_a_simulated_cluster_is_the_whole_clusters(cluster: 
     assert step == time_text(_raw_step_s(cluster) * 1e6), (cluster, step)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_with_pipeline_parallelism_the_mfu_waits_but_the_throughput_does_not() -> None:
     cluster = SIMULATED / "llama2-13b-tuned-dp8-pp2"
     assert _settings(cluster)["parallel"]["pp"] == 2
@@ -172,6 +174,7 @@ def test_nothing_is_read_ahead_of_a_small_cached_or_single_rank_profile(monkeypa
     assert not cluster_tables_wanted(preview(ROOT / "data" / "kineto-tiny-llama"))
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_overview_shows_the_first_answer_of_a_cluster(monkeypatch) -> None:
     from widget_html import panel_html
 

@@ -48,6 +48,7 @@ def _raw_kernels(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return kernels, gpus
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", [
     shared_param("wild/ds_train"), shared_param("wild/tl_b200_eager"), shared_param(HTA),
     shared_param("wild/tl_qwen_h100"), shared_param("wild/k_resnet50_nw0")])

@@ -97,6 +97,7 @@ def sims(tmp_path_factory) -> dict[str, str]:
             "slow": _simulate(tmp, "slow", 2, efficiency=0.45)}
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_planted_regression_fails_the_gate(sims, capsys) -> None:
     assert cli.main(["compare", sims["base"], sims["slow"], "--gate", "5"]) == 1
     out = capsys.readouterr().out
@@ -111,6 +112,7 @@ def test_planted_regression_fails_the_gate(sims, capsys) -> None:
     assert c.kinds.set_index("kind").loc["matmul", "delta_ms"] > 0
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_noise_only_is_no_change(sims) -> None:
     c = pk.compare(sims["base"], sims["again"], gate_pct=0.5)
     assert c.verdict.word == "no change"
@@ -193,6 +195,7 @@ def test_journal_runs_by_label(guide_case: pk.Comparison) -> None:
     assert c.verdict.change_pct == pytest.approx(guide_case.verdict.change_pct)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_ascend_against_gpu_by_kernel_kind() -> None:
     gpu = sample(HTA)

@@ -60,6 +60,7 @@ def test_charts_leave_the_parser_unbuilt_and_the_checks_unchanged() -> None:
     assert True in flat and False in flat
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_real_module_replaces_the_stand_in_on_first_use() -> None:
     got = _run("import perfkit\nimport rfc3987_syntax\n"
                "stand_in = sys.modules['rfc3987_syntax']\n"
@@ -72,6 +73,7 @@ def test_the_real_module_replaces_the_stand_in_on_first_use() -> None:
     assert got["loaded_before"]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_nothing_is_deferred_once_jsonschema_is_imported() -> None:
     got = _run("import jsonschema\nimport perfkit\n"
                "from perfkit._deferred_imports import defer_rfc3987_syntax\n"

@@ -127,6 +127,7 @@ def test_the_timeline_says_the_legacy_step_interval() -> None:
     assert f.ms_per_step == pytest.approx(statistics.mean(intervals) / 1e3, rel=1e-6)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_timeline_says_the_waits_of_steps_it_cannot_draw() -> None:
     """``PROF_000001`` (raw CANN, 10 iterations, the device tasks of the first only): the
     Timeline draws iteration 1, which waits for nothing, and says the longest wait of the

@@ -208,6 +208,7 @@ def test_never_writes_into_the_profile_folder_nor_over_a_file(tmp_path):
         pk.export_trace(p, path=tmp_path)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_overlapping_device_tasks_go_to_their_own_thread():
     """Concurrent collectives of one lane never cross in a thread: an extra lane."""
     tuned = pk.load(TUNED, cache=False, progress=False)

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Three steps per rank: ProfilerStep#N starts at t0, its two kernels at t0 + 100 and
@@ -86,6 +88,7 @@ print(json.dumps({"format": p.meta.source_format, "after_load": after_load,
 """
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_cached_reopen_reads_the_kernels_only_when_asked(tmp_path: Path) -> None:
     _write_pair(tmp_path / "pair")
     cache = tmp_path / "cache"
@@ -129,6 +132,7 @@ print(json.dumps({"rc": rc, "calls": calls, "text": text,
 """
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_perfkit_info_works_out_the_steps_once_and_imports_no_simulator(
         tmp_path: Path) -> None:
     out = _fresh(_INFO, tmp_path / "cache", "sample:slow-rank")

@@ -139,6 +139,7 @@ def test_the_qwen_forward_pass_has_one_mfu(grammar: Any) -> None:
     assert slid.loc["hfu", "value"] == slid.loc["mfu", "value"]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_vllm_step_has_one_mfu(gpt_oss_config: Path) -> None:
     expected = _b200_mfu()
     assert f"{100 * expected:.2f} %" == "0.53 %"

@@ -125,6 +125,7 @@ def _rewrite_metadata(folder: Path, change) -> int:
     return count
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_answer_key_is_not_read(simulated, tmp_path: Path) -> None:
     name = "gqa-dp2-tp2-pp2-vpp2"
     model, parallel = JOBS[name]

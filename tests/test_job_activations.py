@@ -133,6 +133,7 @@ def _cpu_ops(folder: Path) -> set[tuple[str, str]]:
     return ops
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("path", [DATA / "kineto-tiny-llama",
                                   DATA / "simulated" / "llama2-13b-baseline-dp16"])
 def test_an_fp32_run_keeps_its_activations_at_4_bytes(path: Path) -> None:

@@ -618,6 +618,7 @@ def test_a_killed_writer_leaves_every_complete_run(case: dict, tmp_path: Path, w
     assert reopened.add(record, label="again").id == 2  # and it can be written again
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_concurrent_writers_lose_nothing(case: dict, tmp_path: Path, workers) -> None:
     base = [case["journal"].record(n) for n in LAYOUTS]
     n_workers, each = 3, 6

@@ -31,6 +31,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out.out, out.err
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_add_list_compare(profiles: dict, tmp_path: Path,
                           capsys: pytest.CaptureFixture[str]) -> None:
     j = str(tmp_path / "runs.sqlite")

@@ -68,6 +68,7 @@ def _union(intervals: list[tuple[Decimal, Decimal]]) -> Decimal:
     return total
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", _RESNETS)
 def test_the_steps_read_are_the_raw_traces_steps(name: str, tmp_path: Path) -> None:
     """The middle step of six, cut with its neighbours: its wall time is the raw trace's
@@ -139,6 +140,7 @@ def test_steps_too_large_to_read_quickly_are_not_cut(tmp_path: Path, monkeypatch
     assert cut_steps(trace, spans, budget=1) is not None
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_damaged_traces_give_no_excerpt_and_raise_nothing(tmp_path: Path) -> None:
     trace = _plain("k_resnet50_nw4", tmp_path)
     spans = kineto_step_spans(trace)
@@ -287,6 +289,7 @@ def _repeated(src: Path, reps: int, out: Path) -> Path:
     return out
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_job_read_from_the_steps_read_first_is_the_whole_traces(tmp_path: Path) -> None:
     """A Llama trace recorded here on an H100 (two steps, ``tests/data/kineto_llama_h100``)
     repeated to ten steps in libkineto's order: the job read from the one step cut from it
@@ -366,6 +369,7 @@ def test_every_shared_trace_gives_its_own_steps_or_no_excerpt(name: str, tmp_pat
         first.profile.steps.set_index("step").loc[first.steps, cols])
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_profile_opened_while_the_steps_are_cut_is_never_loaded(tmp_path: Path,
                                                                    monkeypatch) -> None:
     """Another profile opened while the first one's steps are being cut: the first

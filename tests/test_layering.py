@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PKG = Path(__file__).resolve().parents[1] / "perfkit"
 
 
@@ -60,6 +62,7 @@ def test_analysis_does_not_import_the_job_or_file_formats() -> None:
         assert not bad, (mod, bad)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_no_import_cycle_in_perfkit() -> None:
     # Every module of the package, imports inside functions and under TYPE_CHECKING included.
     # A module reading its own ancestor package (``from .. import x`` of a parent's name) is

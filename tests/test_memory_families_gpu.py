@@ -26,6 +26,7 @@ def _families(path) -> list[str]:
     return [str(o if isinstance(o, str) else o[1]) for o in board.panels["Memory"].family.options]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_gpu_trace_is_offered_no_hccl() -> None:
     with gzip.open(sample(KINETO_TRACES["k_resnet50_nw0"]), "rt", encoding="utf-8") as fh:
         trace = json.load(fh)

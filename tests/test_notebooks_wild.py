@@ -127,6 +127,7 @@ def _summary_value(panel: object, key: str) -> float:
     return float(panel.summary.set_index("key").loc[key, "value"])  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_what_if_of_02_does_not_start_from_another_jobs_step() -> None:
     """02_parallel_strategy's calculator plans llama2-7b on 8 Ascend 910B (the notebook
     tests' settings) beside the ResNet-50 V100 trace. It started from a fixed 12.8 s and

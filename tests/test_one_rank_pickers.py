@@ -41,6 +41,7 @@ def _recorded_ranks(folder: Path) -> list[int]:
     return ranks
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 @pytest.mark.parametrize("title", ["Overview", "Operators", "Memory"])
 def test_the_pickers_of_one_rank_offer_that_rank(title: str) -> None:

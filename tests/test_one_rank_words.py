@@ -63,6 +63,7 @@ def test_the_findings_basis_of_one_rank_is_its_step() -> None:
     assert note[2] == "the mean over steps of the one rank's step and the preparing before it"
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_trace_without_step_marks_has_a_step_time_but_no_step_number() -> None:
     folder = shared_sample("wild/tl_b200_eager")
     (trace,) = folder.glob("*.json.gz")

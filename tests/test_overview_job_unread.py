@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from widget_html import panel_html
 
 from perfkit.errors import PerfkitError
@@ -25,6 +26,7 @@ def _text(value: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", value)))
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_job_that_cannot_be_read_is_said_so_on_the_overview(monkeypatch) -> None:
     from perfkit.widgets import dashboard
     from perfkit.widgets import job as job_panel

@@ -96,6 +96,7 @@ def test_the_planners_gradient_reduction_moves_fp32_gradients_under_megatron(kin
     assert est.dp_comm_s * hw.intra_node_bandwidth * 0.8 == pytest.approx(volume, rel=1e-9)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_bundled_mindspore_simulation_keeps_16_bit_gradients() -> None:
     sim = _simulation()
     assert sim["settings"]["static_scheme"] == "mindspore"

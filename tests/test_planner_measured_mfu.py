@@ -72,6 +72,7 @@ def _shown(words: str, label: str) -> str:
     return found[0]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_planner_shows_the_measured_mfu_of_a_training_step() -> None:
     expected = _llama_h100_mfu()
     profile = pk.load(str(H100_LLAMA), progress=False)
@@ -89,6 +90,7 @@ def test_the_planner_shows_the_measured_mfu_of_a_training_step() -> None:
     assert "Predicted " in planner and "MFU of a predicted training step" in planner
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_an_inference_planner_shows_the_measured_step_not_a_training_prediction() -> None:
     expected = _qwen_mfu()
@@ -125,6 +127,7 @@ def test_an_inference_planner_shows_the_measured_step_not_a_training_prediction(
     assert _shown(words, INFERENCE_MFU_LABEL) == shown  # the measured figure stays
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_vllm_planner_shows_the_overviews_mfu(tmp_path: Path) -> None:
     expected = _b200_mfu()

@@ -117,6 +117,7 @@ def test_a_failed_fit_says_why_in_a_sentence(msa) -> None:
     assert "source:" not in planner
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_stage_of_full_recompute_is_said_per_stage_once() -> None:
     meta = json.loads(next(TUNED.glob("*/profiler_metadata.json")).read_text("utf-8"))
     par = meta["perfkit_simulation"]["parallel"]

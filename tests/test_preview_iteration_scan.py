@@ -157,6 +157,7 @@ def test_above_the_scan_limit_the_iterations_are_not_looked_for_and_the_note_say
         1, 2, 3, 4]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_a_real_trace_of_six_iterations_is_read_by_its_backward_passes(tmp_path: Path
                                                                        ) -> None:

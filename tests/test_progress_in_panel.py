@@ -53,6 +53,7 @@ def test_a_bar_closed_by_an_error_leaves_the_box_too() -> None:
     assert box.children == ()
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_dashboard_shows_its_loading_bar_inside_and_none_once_open(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A multi-rank sample parsed afresh (empty cache): its bar appears in the

@@ -91,6 +91,7 @@ def test_each_mode_trades_memory_for_time_on_the_bundled_sample() -> None:
     assert static.to_numpy() == pytest.approx([fit.prediction.static_bytes / 2**30] * len(rows))
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_full_row_says_which_recompute_style_it_assumed() -> None:
     """A profile without recompute cannot show what the next run's full recompute reruns:
     the page says the full row assumed the whole forward, and gives the step of rerunning

@@ -131,6 +131,7 @@ def _roofline_rows(panel) -> list[dict]:
     return next(rows for rows in spec["datasets"].values() if rows and "key" in rows[0])
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_operators_tab_roofline_and_unfused_chains_are_the_recorded_steps(tmp_path):
     root = _with_rank1_cut(tmp_path)
     outs = {r: root / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" for r in (0, 1)}

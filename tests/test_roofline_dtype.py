@@ -60,6 +60,7 @@ def test_roofline_axes_label_small_rates_with_a_prefix_not_decimals() -> None:
                 break
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_operators_tab_shows_the_problem_its_note_names() -> None:
     board = dashboard(str(sample(PT_LEVEL1)), background_bytes=None)

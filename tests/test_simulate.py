@@ -355,6 +355,7 @@ def test_tensor_parallel_allreduces(tmp_path: Path) -> None:
         assert len(ops) == 4 * TINY.num_layers * 2
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_sequence_parallel_gathers_and_scatters(tmp_path: Path) -> None:
     """Under sequence parallelism each all-reduce of a layer becomes a reduce-scatter, an
     all-gather brings the sequence in front of each block (and again for the weight
@@ -392,6 +393,7 @@ def test_sequence_parallel_gathers_and_scatters(tmp_path: Path) -> None:
         assert pk.infer_job(load(got_root, cache=False)).parallel.sequence_parallel is want
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_loads_in_perfkit(tmp_path: Path) -> None:
     root = _sim(tmp_path, "a")
     cluster = load(root, cache=False)

@@ -146,6 +146,7 @@ def test_package_imports_only_the_layers_below(package: str) -> None:
         assert not bad, (mod, bad)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_package_does_not_import_the_layers_above(package: str) -> None:
     for mod in _members(package):

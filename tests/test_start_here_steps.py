@@ -48,6 +48,7 @@ def _steps_table(profile: Path) -> tuple[Any, Any, dict]:
     raise AssertionError(f"no cell of {NOTEBOOK.name} makes the table {CAPTION!r}")
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", ["k_resnet50_nw0", "tl_qwen_h100"])
 def test_the_step_time_is_the_headline_s_with_the_wait(name: str) -> None:
     trace = sample(KINETO_TRACES[name])

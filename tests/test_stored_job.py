@@ -57,6 +57,7 @@ def test_changed_files_get_a_job_worked_out_again(run: Path, monkeypatch) -> Non
     assert calls == [1, 1] and job == pk.infer_job(pk.load(run))
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_damaged_kept_job_is_worked_out_again(run: Path, monkeypatch) -> None:
     calls = _counting(monkeypatch)
     first = stored.stored_infer_job(pk.load(run), run)

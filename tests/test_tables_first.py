@@ -138,6 +138,7 @@ def _check_job_of(rank_dir: Path) -> None:
     assert early == pk.infer_job(Profile(profile.meta, whole)), rank_dir
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_job_needs_only_the_columns_handed_over() -> None:
     ranks = _job_ranks()
     assert len(ranks) >= 6
@@ -225,6 +226,7 @@ def _raw_step_s(rank_dir: Path) -> float:
     return sum(float(row[p]) for p in parts) / 1e6
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_overview_shows_the_throughput_of_the_tables_read_first(monkeypatch) -> None:
     import re
 

@@ -57,6 +57,7 @@ def test_a_lone_rank_is_neither_slowest_nor_asked_to_be_picked(name: str) -> Non
     assert "slowest" not in picker and picker.startswith("representative")
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_two_ranks_keep_their_slowest_and_fastest() -> None:
     root = shared_sample(HTA)
     walls = {int(re.search(r"rank-(\d+)", f.name)[1]): raw_walls(f)

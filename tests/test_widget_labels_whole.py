@@ -6,9 +6,12 @@ screenshots of docs/dashboard.md show the same at both widths."""
 
 from __future__ import annotations
 
+import pytest
+
 from perfkit.widgets import dashboard
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_labels_have_room_for_their_text() -> None:
     board = dashboard(None, background_bytes=None)
     controls = board.job.controls

@@ -194,6 +194,7 @@ def test_clicking_an_operator_type_lists_its_task_names(board) -> None:
     assert "Click a bar" in panel.detail.value
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_clicking_a_rank_of_the_peers_chart_filters_the_links() -> None:
     board = dashboard("simulated/slow-link")
     panel = board.select("Communication")

@@ -84,6 +84,7 @@ def test_unknown_run_in_select_is_a_message(case: Journal) -> None:
     assert "no run" in panel.config_diff.value
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_refresh_sees_runs_added_elsewhere(case: Journal, tmp_path: Path) -> None:
     mine = case.copy_to(tmp_path / "mine.sqlite")
     mine.remove("tuned")
@@ -177,6 +178,7 @@ def test_dashboard_history_tab_shows_the_bundled_case_read_only(monkeypatch, tmp
     assert str(CASE) not in said  # the box shows the path; the sentence does not repeat it
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_users_own_journal_gets_no_example_sentence(monkeypatch, tmp_path) -> None:
     from perfkit.widgets import dashboard
 
@@ -191,6 +193,7 @@ def test_the_users_own_journal_gets_no_example_sentence(monkeypatch, tmp_path) -
     assert "example journal" not in text and not tab.add_button.disabled
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_dashboard_history_tab_adds_the_profile_on_show(monkeypatch, tmp_path) -> None:
     from perfkit.analysis import measured_step_s, step_breakdown
     from perfkit.widgets import dashboard

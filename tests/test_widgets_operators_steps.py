@@ -56,6 +56,7 @@ def _us(header: str, cell: str) -> float:
     return float(cell.replace(",", "")) * unit
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_chart_and_table_show_the_same_mean_over_ranks_for_an_operator_some_ranks_run(
         tmp_path):
     folder = writable_copy(shared_sample(PT_GPT3_OLD), tmp_path / "gpt3",
@@ -123,6 +124,7 @@ def test_figures_per_step_are_over_the_steps_whose_device_tasks_were_recorded():
     assert "recorded in full: steps 1–14 of 322" in panel_html(panel)  # the page says so
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_ai_cpu_table_says_its_tasks_were_in_a_cut_step(tmp_path):
     # rank 1 without its step trace: nothing says its tasks were cut, so they are the
     # tab's; rank 0's list (its two AI CPU Cast tasks among them) covers 16.8 % of its step

@@ -235,6 +235,7 @@ def test_plan_helpers_agree_with_plan_predict() -> None:
         (direct.low_s, direct.high_s), rel=1e-12)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_planner_says_its_measured_step_leaves_out_the_wait_for_data() -> None:
     """The model predicts the device's span; the bundled data-stall run also waits for data
     before its steps (Preparing in its raw step_trace_time.csv, read here). The measured

@@ -167,6 +167,7 @@ def test_a_tp4_candidate_computes_more_by_kernels_as_its_trace_does(profile) -> 
     assert abs(computing["kernels"] - traced) < abs(computing["one"] - traced)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_where_the_passes_cannot_be_told_apart_the_page_says_so() -> None:
     """The bundled simulated baseline is Ascend CSV: no host thread launches its kernels
     (no file of it names autograd's engine), so closed by kernels it is closed by kernel

@@ -76,6 +76,7 @@ def _on_kernel_thread(fn: Any) -> None:
         raise failed[0]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_a_tab_drawn_during_the_swap_never_shows_the_profile_without_its_job() -> None:
     folder = shared_sample(HTA)
@@ -148,6 +149,7 @@ class _Interrupted(PlannerTab):
         self.__dict__["_opening"] = value
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_a_profile_handed_over_while_a_tab_draws_never_leaves_it_blank() -> None:
     folder = shared_sample(HTA)

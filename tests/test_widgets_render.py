@@ -24,6 +24,7 @@ def fresh(monkeypatch, tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_chart_javascript_is_bundled_and_kept_between_kernels(fresh, monkeypatch) -> None:
     render.enable_offline()
     esm = alt.JupyterChart._esm
@@ -100,6 +101,7 @@ def test_a_chart_widget_needs_no_message_after_it_opens(monkeypatch) -> None:
     assert updates == []
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_bundle_goes_to_the_page_once_not_with_every_chart(fresh) -> None:
     """Each chart's own JavaScript is a few lines that wait for the bundle, which one
     widget of the kernel carries (a chart carrying it was 900 kB sent and evaluated again

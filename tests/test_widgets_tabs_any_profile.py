@@ -207,6 +207,7 @@ def _table_after(text: str, caption: str) -> dict[str, str]:
     return dict(zip(cells[:n], cells[n:2 * n], strict=True))
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_communication_tab_counts_exposed_communication_as_the_overview_does() -> None:
     """The cluster output's ranks 8-15 wait 178-195 ms per step in pipeline receives,

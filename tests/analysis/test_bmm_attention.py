@@ -116,6 +116,7 @@ def _raw_chain_tasks(events: list[dict], raw: list[dict]) -> list[list[dict]]:
     return out
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_timesformer_unfused_attention_finding_times_the_raw_kernels() -> None:
     path = next(sample(TIMESFORMER).glob("*.json.gz"))
@@ -239,6 +240,7 @@ def test_timesformer_gemm_finding_leaves_out_the_attention_chains_gemms() -> Non
     assert sum(e["dur"] for e in chained) / steps == pytest.approx(left, rel=1e-9)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_timesformer_unfused_pattern_rows_are_the_raw_attention_chains() -> None:
     """The Operators tab's unfused-attention rows are the chains the advisor counts: a

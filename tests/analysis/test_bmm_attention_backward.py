@@ -244,6 +244,7 @@ def test_an_elementwise_run_inside_an_attention_is_counted_once(products: str) -
     assert pk.analysis.elementwise_chains(profile, H100, without_attention=True).empty
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_timesformer_findings_count_no_kernel_twice() -> None:
     """The attention chains' kernels (raw: on the stream from each chain's first bmm kernel

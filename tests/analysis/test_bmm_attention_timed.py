@@ -155,6 +155,7 @@ def test_mindspore_cpu_chains_forward_and_backward_timed_by_their_own_rows(folde
         [sum(ops[k].dur_us for k in c.own) for c in raw], rel=1e-9)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("folder", [MS_CPU, sample_path("mindspore-cpu-tiny-llama")],
                          ids=["recompute", "bundled"])
 def test_a_chain_whose_flops_cannot_be_read_has_no_saving(folder: Path):

@@ -71,6 +71,7 @@ def _stepped_tasks(events: list[dict[str, Any]]) -> list[tuple[str, Decimal]]:
     return out
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", list(TRACES))
 def test_copies_and_fills_are_memory_and_copy_kernels_compute(name: str) -> None:
     tasks = _stepped_tasks(raw_events(sample(TRACES[name])))

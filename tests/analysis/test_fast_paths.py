@@ -58,6 +58,7 @@ def _findings(found: list[Any]) -> list[tuple[Any, ...]]:
             for f in found]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", _params(list(SAMPLES)))
 def test_advice_with_shared_tables_equals_advice_without(profiles: Any, name: str,
                                                          monkeypatch: Any) -> None:
@@ -294,6 +295,7 @@ def test_host_bound_equals_a_walk_over_each_step() -> None:
             assert row.median_gap_us == pytest.approx(want, nan_ok=True)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_stable_order_equals_a_stable_sort() -> None:
     """None exactly when a stable sort would leave the rows as they are."""
     rng = np.random.default_rng(11)
@@ -326,6 +328,7 @@ def test_stable_order_equals_a_stable_sort() -> None:
     assert _order.stable_order(f, ["t"]).tolist() == [0, 1]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_group_codes_give_the_groups_of_groupby() -> None:
     rng = np.random.default_rng(3)
     for _ in range(30):
@@ -526,6 +529,7 @@ def test_lane_order_equals_sorting_the_lane_text(monkeypatch: Any) -> None:
         assert new_lane.tolist() == [i == 0 or text[i] != text[i - 1] for i in range(n)]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_lanes_equal_a_stable_sort_by_rank_stream_and_start() -> None:
     """:func:`scope_lanes`: the order of ``sort_values(["rank", "stream", "start_us"],
     kind="mergesort")``, lanes beginning where (rank, stream) changes (missing equal to

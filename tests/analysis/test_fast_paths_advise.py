@@ -104,6 +104,7 @@ def test_recompute_scopes_of_a_mindspore_profile_equal_the_plain_reading() -> No
     pd.testing.assert_frame_equal(shared, got)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_numeric_stable_order_equals_pandas_multi_key_sort() -> None:
     rng = np.random.default_rng(3)
     for _ in range(200):

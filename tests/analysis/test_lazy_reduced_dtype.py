@@ -26,6 +26,7 @@ def _raw_size(root: Any) -> int:
     return HCCL_SIZES[max(moved, key=moved.get).lower()]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_eager_and_lazy_calibrations_read_the_same_gradient_size(dask_client: Any) -> None:
     root = shared_sample(PT_DB_LEVEL1)
     size = _raw_size(root)

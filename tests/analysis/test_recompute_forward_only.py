@@ -61,6 +61,7 @@ def test_recompute_says_there_is_no_backward_pass_not_no_attention() -> None:
     assert f"none of the profile's {raw['aten']:,} PyTorch operators" in notes
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_recompute_tab_gives_that_reason() -> None:
     from widget_html import panel_html
 

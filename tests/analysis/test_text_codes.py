@@ -296,6 +296,7 @@ def test_chains_in_the_shared_stream_order_equal_chains_sorted_by_lane(path: Any
     pd.testing.assert_frame_equal(fast, plain)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("path", [SIMULATED, pytest.param(
     PT_LEVEL1, marks=pytest.mark.shared_samples)])
 def test_analyses_of_a_cached_profile_equal_those_of_the_parsed_one(path: Any, tmp_path: Path,

@@ -447,6 +447,7 @@ def test_lazy_cluster_gives_the_eager_frame(dask_client):
     assert chrome_trace(lazy)["traceEvents"] == chrome_trace(eager)["traceEvents"]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_a_data_loading_wait_is_drawn_before_the_step_and_counted_in_its_time():
     """PyTorch 1.9's ResNet-50 with num_workers=0 (its raw JSON read by raw_kineto): the

@@ -21,6 +21,7 @@ def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
     return no_nan(capsys.readouterr().out)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_advise_json_matches_the_advisor(capsys: pytest.CaptureFixture[str]) -> None:
     answer = _json(["advise", SLOW, "--json"], capsys)
     validate(answer, "advise")
@@ -76,6 +77,7 @@ def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
                                                           "not applicable", "not checked"}
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_plan_json_is_the_prediction_of_that_layout(capsys: pytest.CaptureFixture[str]) -> None:
     answer = _json(["plan", DP16, "--dp", "8", "--pp", "2", "--json"], capsys)
     validate(answer, "predict")

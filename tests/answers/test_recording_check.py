@@ -64,6 +64,7 @@ def _by_switch(answer: dict[str, Any]) -> dict[str, str]:
     return {i["switch"]: i["status"] for i in answer["items"]}
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize(("drop", "switch"), [("shapes", SHAPES), ("steps", STEPS),
                                               ("memory", MEMORY)])
 def test_kineto_without_a_switch_names_it(tmp_path: Path, drop: str, switch: str,

@@ -259,6 +259,7 @@ def test_limits_must_be_positive(tmp_path, kwargs):
         extract_profile_archive(b"", tmp_path / "d", **kwargs)
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_zip64_table_of_contents_is_bounded_too(tmp_path):
     """A small size in the classic end record does not hide a big zip64 one."""
     data = bytearray(make_zip([(f"p/{i}", b"") for i in range(70000)], zipfile.ZIP_STORED))

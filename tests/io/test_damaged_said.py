@@ -131,6 +131,7 @@ def test_cluster_output_steps_in_words_and_missing_marker(tmp_path: Path) -> Non
     assert second[0] != second[0] and second[1] == float(rows[4][free])
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_utf16_kineto_trace_loads_as_its_utf8_copy(tmp_path: Path, gz: bool) -> None:
     raw = gzip.decompress(KL0.read_bytes())

@@ -113,6 +113,7 @@ def test_folder_of_traces_is_cluster():
     assert sub.ranks == [1]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_block_decoding_equals_whole_file(tmp_path, raw, monkeypatch):
     """Large files are decoded block by block; force that path on a small trace."""

@@ -90,6 +90,7 @@ def _trimmed(doc: dict[str, Any], keep: int) -> dict[str, Any]:
     return {**doc, "traceEvents": host + device}
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_a_real_two_iteration_trace_without_profiler_steps_is_two_steps(tmp_path: Path
                                                                         ) -> None:

@@ -32,6 +32,7 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_steps_of_a_trace_without_profiler_steps_are_its_optimizer_iterations() -> None:
     """AMD MI300 ResNet-18 (TraceLens): 5 Optimizer.step#SGD.step and no ProfilerStep. It

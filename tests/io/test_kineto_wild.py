@@ -150,6 +150,7 @@ SINGLE = ["k_resnet50_nw0", "k_resnet50_nw4", "ds_train", "tl_ddp_resnet18_mi300
 
 # ----------------------------------------------------------------- every trace
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @needs_samples
 @pytest.mark.parametrize("name", SINGLE)
 def test_every_device_task_and_host_operator_is_read(name: str) -> None:

@@ -114,6 +114,7 @@ def test_the_step_answers_are_computable_from_the_intro_evidence(intro_pack: Pat
     assert _check_pack(intro_pack) == 6
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_step_answers_are_computable_from_the_advanced_evidence(
         advanced_pack: Path) -> None:
     """Two advanced students: the same, for the other level's pack."""

@@ -355,6 +355,7 @@ def test_advanced_key_is_right(advanced_pack: Path) -> None:
     assert _check_pack(advanced_pack) == 2 * 18
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_exposed_communication_answer_is_the_share_of_the_step_the_dashboard_shows(
         intro_pack: Path) -> None:
     """The exposed_comm answer is rank 0's exposed communication over its step, the step
@@ -392,6 +393,7 @@ def _asked_what(pack: Path) -> list[tuple[str, dict[str, Any], dict[str, float]]
             for student, entry in key["entries"].items()]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_pipeline_student_is_asked_the_bubble_their_communication_holds(
         intro_pack: Path, advanced_pack: Path) -> None:
     """On a pipeline alone (dp 1, tp 1) rank 0's Communication(Not Overlapped) is the

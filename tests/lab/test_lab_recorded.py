@@ -34,6 +34,7 @@ def _folder(tmp_path: Path) -> Path:
     return tmp_path / "student"
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_lab_operators_are_those_of_the_steps_recorded_in_full(tmp_path):
     folder = _folder(tmp_path)
     rows = csv_rows(folder / "profiles" / "job" / "rank0_ascend_pt" / _OUT /

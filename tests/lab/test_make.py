@@ -117,6 +117,7 @@ def test_the_student_sees_no_answer(intro_pack: Path) -> None:
             q: a["answer"] for q, a in entry["answers"].items()}
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_same_seed_same_student(intro_pack: Path, tmp_path: Path) -> None:
     entry = make_module.make_student(tmp_path, 4, seed=INTRO_SEED)
     key = pk.lab.read_key(intro_pack)

@@ -78,6 +78,7 @@ def test_a_failed_make_removes_what_it_wrote_and_the_retry_works(
     assert (pack / "student-1").is_dir() and (pack / KEY_FILE).is_file()
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_a_failed_make_into_an_empty_folder_leaves_it_empty(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pack = tmp_path / "given"

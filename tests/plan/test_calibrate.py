@@ -290,6 +290,7 @@ def test_calibrates_on_a_real_loaded_profile():
     assert cal.to_frame().columns.tolist() == ["term", "value", "how"]
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_sequence_parallelism_moves_a_simulated_step_as_predicted(tmp_path):
     """A measured pair (simulated): calibrated on the plain tensor-parallel run, the step
     model moves to sequence parallelism (norms on 1/t of the tokens, a gather and a

@@ -160,6 +160,7 @@ def test_ratios_to_the_calibrating_layout_are_the_timed_ones(measured_set, close
             want, rel=_tolerance(layout)), layout
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_closing_reproduces_the_measured_computing_time(measured_set):
     """The closed model computes for as long as the device did (mean over the steps,
     read from the raw JSON), and idles as long as the least idle step (its profiled step
@@ -225,6 +226,7 @@ def test_closing_brings_every_layout_nearer_the_timed_step(measured_set):
             < abs(_predict(raw, folder, layout) / t - 1), layout
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 def test_the_planner_predicts_the_timed_steps(measured_set):
     """What the Planner shows (``fit_job`` then ``predict_layout``), calibrated on the open
     profile of ``a``, and the words it says of its calibration."""

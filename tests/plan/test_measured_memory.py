@@ -228,6 +228,7 @@ def test_the_rotary_tables_are_kept_to_the_peak(folder: str, name: str) -> None:
     assert got == want
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize(("folder", "name"), CASES, ids=IDS)
 def test_static_memory_is_what_plain_amp_holds(folder: str, name: str) -> None:
     # between steps the allocator holds 16 B/param (fp32 weights, gradients, Adam m and v)

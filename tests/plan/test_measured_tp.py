@@ -247,6 +247,7 @@ def _product_flops(name: str, layout: str) -> dict[int, float]:
     return flops
 
 
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
 @pytest.mark.parametrize("name", SETS)
 def test_the_shares_products_are_1_over_tp_of_the_model_s(name):
     """Independent arithmetic from the raw shapes: every profiled step's products do
