@@ -219,8 +219,9 @@ def _node_rows(parallel: ParallelConfig, hardware: Hardware, node_by: str
             n = float(dense[group])
         nodes = -(-int(n) // max(int(r), 1))
         out.append({"part": "placement", "name": f"{group}_per_node", "value": int(r),
-                    "text": f"{int(r)} of {int(n)} {group} ranks share a node"
-                            + (f" ({nodes} nodes)" if nodes > 1 else ""),
+                    "text": (f"no {group} group (size 1)" if int(n) <= 1 else
+                             f"{int(r)} of {int(n)} {group} ranks share a node"
+                             + (f" ({nodes} nodes)" if nodes > 1 else "")),
                     "origin": "default", "source": "perfkit.calc.topology (rank order on "
                                                    "the node)"})
     return out
