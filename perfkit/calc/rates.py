@@ -39,9 +39,14 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
 from .attention_rate import ATTENTION_IMPLEMENTATIONS
+from .gemm_rate import GEMM_MODELS
 
 __all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "RECOMPUTE_STYLE_MIN_SHARE",
-           "size_efficiency"]
+           "GEMM_EFFICIENCY_DEFAULT", "size_efficiency"]
+
+#: ``Rates.gemm_efficiency``'s default: the size curve's ``e_max`` (Calculon's A100
+#: table); on a measured GEMM surface, the value at which the surface runs as measured.
+GEMM_EFFICIENCY_DEFAULT = 0.95
 
 #: Communication groups with their own link efficiency and overlap.
 GROUPS = ("tp", "dp", "pp", "ep", "cp")
@@ -75,10 +80,22 @@ class Rates:
     Parameters
     ----------
     gemm_efficiency : float
-        ``e_max`` of matrix multiplies: the share of the peak FLOP/s a very large GEMM
-        gets. Default 0.95 (Calculon's A100 table, see the module docstring).
+        On the size curve, ``e_max`` of matrix multiplies: the share of the peak FLOP/s a
+        very large GEMM gets. Default 0.95 (Calculon's A100 table, see the module
+        docstring). On a measured surface (``gemm_model``), ``gemm_efficiency / 0.95``
+        scales the surface's rates: at the default every shape runs as measured, and a
+        calibration's factor moves them all.
     gemm_half_flops : float
-        ``W½`` of the GEMM size curve, FLOPs per call (default 0.58e9).
+        ``W½`` of the GEMM size curve, FLOPs per call (default 0.58e9); unused on a
+        measured surface, which has its fixed time per call and its halves per dimension.
+    gemm_model : {"auto", "shape", "size"}
+        How a GEMM call is timed. ``"shape"``: on the measured surface of the hardware's
+        family by the call's (M, N, K) and type (:mod:`perfkit.calc.gemm_rate`: Hopper's
+        bf16 and FP8 surfaces, measured on an H100 for perfkit); ``"size"``: on the size
+        curve by its FLOPs (the module docstring). ``"auto"`` (default): ``"shape"`` where
+        perfkit has a measured surface for the hardware (H100, H800, H200, GH200),
+        ``"size"`` elsewhere. A profile's operator fit (:func:`perfkit.plan.calibrate`)
+        sets ``"size"``: the curve it fits to the run's own GEMM kernels.
     attention_efficiency : float
         Calibration multiplier on the fused attention kernels' published efficiency
         (:mod:`perfkit.calc.attention_rate`; 1, the default: the published curve). With
@@ -176,8 +193,9 @@ class Rates:
         :func:`perfkit.plan.calibrate` reads which a profile ran from its transports.
     """
 
-    gemm_efficiency: float = 0.95
+    gemm_efficiency: float = GEMM_EFFICIENCY_DEFAULT
     gemm_half_flops: float = 0.58e9
+    gemm_model: str = "auto"
     attention_efficiency: float = 1.0
     attention_implementation: str = "auto"
     memory_efficiency: float = 0.9
@@ -228,6 +246,7 @@ class Rates:
         check_choice("attention_implementation", self.attention_implementation,
                      ATTENTION_IMPLEMENTATIONS)
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
+        check_choice("gemm_model", self.gemm_model, GEMM_MODELS)
         check_choice("collective_algorithm", self.collective_algorithm,
                      ("hierarchical", "flat"))
         if isinstance(self.dp_buckets, bool) or not isinstance(self.dp_buckets, int) \

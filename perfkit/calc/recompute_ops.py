@@ -45,6 +45,7 @@ context-parallel K/V ring with ``core`` and the expert all-to-alls with ``permut
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 from ..specs import Hardware, ModelSpec
@@ -97,8 +98,8 @@ def _selected(fwd: list[_Op], model: ModelSpec, b: int, tp: int, cp: int,
     out += [_gemm(n, h, heads[op], "qkv") for op in ("q", "k", "v") if op in ops]
     for part in ("gate", "up"):
         if part in ops:
-            out += [_Op(o.kind, o.flops, o.nbytes, o.calls / 2, o.tag, o.cast_fwd,
-                        o.cast_bwd) for o in fwd if o.tag == "mlp_in"]
+            out += [dataclasses.replace(o, calls=o.calls / 2) for o in fwd
+                    if o.tag == "mlp_in"]
     return out
 
 
@@ -142,7 +143,8 @@ def _op_seconds(model: ModelSpec, hardware: Hardware, rates: Rates, ops: tuple[s
         chosen = _selected(fwd, model, b, tp, cp, ops)
         if dtype == "fp8":
             chosen = chosen + fp8_casts(chosen, False)
-        t, k = _seconds(chosen, peak, bw, rates, core_peak=core, hardware_name=hardware.name)
+        t, k = _seconds(chosen, peak, bw, rates, core_peak=core, hardware_name=hardware.name,
+                        dtype=dtype)
         total += weight * t
         kernels += weight * k
     return total, kernels

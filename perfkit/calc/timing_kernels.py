@@ -10,13 +10,15 @@ their times. The formulas and their sources are in :mod:`perfkit.calc.timing`'s 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..specs import ModelSpec
 from .attention_rate import attention_efficiency, call_lengths
 from .flops import layer_forward_flops
-from .rates import Rates
+from .gemm_rate import GemmSurface, surface_for
+from .rates import GEMM_EFFICIENCY_DEFAULT, Rates
 
 __all__ = ["gemm_seconds", "memory_seconds", "attention_seconds", "fp8_casts",
            "FP8_CAST_BYTES"]
@@ -26,12 +28,24 @@ _FLASH_BACKWARD = 2.5  # FlashAttention backward / forward FLOPs (PyTorch flop_c
 
 
 def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
-                 rates: Rates, attention: bool = False) -> float:
-    """One GEMM (or fused attention) call: the size curve, or the memory roofline.
+                 rates: Rates, attention: bool = False, shape: tuple = (),
+                 surface: GemmSurface | None = None) -> float:
+    """One GEMM (or fused attention) call: on its measured shape surface, or the size curve
+    and the memory roofline.
 
-    ``max((F + F½)/(e·peak), B/(e_mem·bandwidth))`` with ``e = gemm_efficiency`` (times
-    ``attention_efficiency`` for a fused attention kernel).
+    With a ``surface`` (:func:`perfkit.calc.gemm_rate.surface_for`) and the call's
+    ``shape`` ``(M, N, K)``: :meth:`GemmSurface.seconds
+    <perfkit.calc.gemm_rate.GemmSurface.seconds>` with its rate scaled by
+    ``gemm_efficiency / 0.95`` (1 at the default: as measured); a call without a shape
+    there is the square product of its FLOPs. Otherwise the size curve:
+    ``(F + F½)/(e·peak) + B/(e_mem·bandwidth)`` (``gemm_memory="max"``: the larger of the
+    two) with ``e = gemm_efficiency`` (times ``attention_efficiency`` for attention priced
+    as a GEMM).
     """
+    if surface is not None and not attention:
+        m, n, k = shape if shape else (max(flops / 2.0, 1.0) ** (1.0 / 3.0),) * 3
+        return surface.seconds(m, n, k, peak, bandwidth,
+                               rates.gemm_efficiency / GEMM_EFFICIENCY_DEFAULT)
     e = rates.gemm_efficiency * (rates.attention_efficiency if attention else 1.0)
     compute = (flops + rates.gemm_half_flops) / (e * peak)
     memory = nbytes / (rates.memory_efficiency * bandwidth)
@@ -79,6 +93,8 @@ class _Op:
     cast_fwd: float = 0.0  # elements of the GEMM's activation input (m·k)
     cast_bwd: float = 0.0  # elements of its output gradient (m·n)
     shape: tuple = ()  # "attn": (call parts, head dim, backward), see attention_seconds
+    mnk: tuple = ()  # "gemm": (M, N, K) of one call; () for a batched or unknown product
+    grad: str = ""  # a backward GEMM: "input" (dx = dy·W) or "weight" (dW = dyᵀ·x)
 
 
 def _vec(nbytes: float, tag: str = "", calls: float = 1.0) -> _Op:
@@ -86,8 +102,20 @@ def _vec(nbytes: float, tag: str = "", calls: float = 1.0) -> _Op:
 
 
 def _gemm(m: float, k: float, n: float, tag: str = "", calls: float = 1.0) -> _Op:
+    """``x (m × k) · Wᵀ (k × n)``: the forward of a linear layer."""
     return _Op("gemm", 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), calls, tag,
-               m * k, m * n)
+               m * k, m * n, mnk=(m, n, k))
+
+
+def _gradients(o: _Op) -> list[_Op]:
+    """The backward GEMMs of forward product ``o``: the input gradient ``dy (M × N) · W``
+    (shape ``(M, K, N)``) and the weight gradient ``dyᵀ · x`` (``(N, K, M)``), each as
+    many calls as ``o``; a product without a shape gives one op of twice its calls."""
+    if not o.mnk:
+        return [dataclasses.replace(o, calls=2 * o.calls, grad="")]
+    m, n, k = o.mnk
+    return [dataclasses.replace(o, mnk=(m, k, n), grad="input"),
+            dataclasses.replace(o, mnk=(n, k, m), grad="weight")]
 
 
 #: Bytes per element of an FP8 cast: read the 16-bit tensor, write its 8-bit copy; the
@@ -185,15 +213,13 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     act = [_vec(4.0 * act_elements, "act"), _vec(6.0 * act_elements, "act")] if gated \
         else [_vec(4.0 * act_elements, "act")]
     fwd += act
-    fwd += [_Op(o.kind, o.flops, o.nbytes, o.calls, "mlp_out", o.cast_fwd, o.cast_bwd)
-            for o in mlp_out]
+    fwd += [dataclasses.replace(o, tag="mlp_out") for o in mlp_out]
     fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "mlp_residual"))
     # backward: every GEMM twice (input and weight gradients), activation gradients
     bwd: list[_Op] = []
     for o in fwd:
         if o.kind == "gemm":
-            bwd.append(_Op("gemm", o.flops, o.nbytes, 2 * o.calls, o.tag, o.cast_fwd,
-                           o.cast_bwd))
+            bwd += _gradients(o)
         elif o.kind == "attn":
             bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag,
                            shape=(o.shape[0], o.shape[1], True)))
@@ -226,21 +252,28 @@ def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: 
     n_sp = n / tp if sp else n
     emb = [_vec(4.0 * n_sp * h), _vec(4.0 * n_sp * h, "backward")]
     rms = model.norm == "rmsnorm"
-    head = [*_norm(n_sp * h, rms, norm_bytes if rms else 2.0, False), _gemm(n, h, v),
+    logits = _gemm(n, h, v)
+    head = [*_norm(n_sp * h, rms, norm_bytes if rms else 2.0, False), logits,
             _vec(6.0 * n * v), _vec(8.0 * n * v, "backward"),
-            _Op("gemm", 2.0 * n * h * v, 2.0 * (n * h + h * v + n * v), 2.0, "backward"),
+            *(dataclasses.replace(g, tag="backward") for g in _gradients(logits)),
             _vec(12.0 * n_sp * h, "backward")]
     return emb, head
 
 
 def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
              skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
-             core_peak: float | None = None, hardware_name: str = ""
-             ) -> tuple[float, float]:
+             core_peak: float | None = None, hardware_name: str = "",
+             dtype: str | None = None) -> tuple[float, float]:
     """Total time and kernel count of ``ops`` (filtered by tag); the attention core (fused
     or its batched GEMMs) at ``core_peak`` where given (an FP8 run's 16-bit peak); a fused
     attention call on its published curve for ``hardware_name``
-    (:func:`attention_seconds`) unless ``rates.attention_implementation`` is ``"gemm"``."""
+    (:func:`attention_seconds`) unless ``rates.attention_implementation`` is ``"gemm"``;
+    GEMMs on ``hardware_name``'s measured surface for ``dtype`` where ``rates.gemm_model``
+    gives one (:func:`perfkit.calc.gemm_rate.surface_for`; the 16-bit surface at
+    ``core_peak``), else on the size curve."""
+    surface = surface_for(hardware_name, dtype, rates.gemm_model)
+    core_surface = surface_for(hardware_name, None, rates.gemm_model) \
+        if core_peak is not None else surface
     total = kernels = 0.0
     for o in ops:
         if (skip and o.tag in skip) or (only and o.tag not in only):
@@ -253,7 +286,8 @@ def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
             if o.kind == "attn" and o.shape and rates.attention_implementation != "gemm":
                 t = attention_seconds(o.flops, o.shape, at, rates, hardware_name)
             else:
-                t = gemm_seconds(o.flops, o.nbytes, at, bandwidth, rates, o.kind == "attn")
+                t = gemm_seconds(o.flops, o.nbytes, at, bandwidth, rates, o.kind == "attn",
+                                 o.mnk, core_surface if at is core_peak else surface)
         total += o.calls * t
         kernels += o.calls
     return total, kernels

@@ -8,7 +8,6 @@ sizes the collectives are sized from; :func:`layer_costs` computes them from the
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -108,18 +107,20 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
                               moe)
         if fp8:
             fwd, bwd = fwd + fp8_casts(fwd, False), bwd + fp8_casts(bwd, True)
-        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core, hardware_name=name)
-        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core, hardware_name=name)
+        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core, hardware_name=name,
+                         dtype=dtype)
+        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core, hardware_name=name,
+                          dtype=dtype)
         rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out", "mlp_residual"), core_peak=core,
-                            hardware_name=name)
+                           hardware_name=name, dtype=dtype)
         sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core,
-                         hardware_name=name)
+                         hardware_name=name, dtype=dtype)
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
         cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core,
-                         hardware_name=name)
-        weights = [dataclasses.replace(o, calls=o.calls / 2) for o in bwd
-                   if o.kind == "gemm" and o.tag != "core"]
-        wg, kwg = _seconds(weights, peak, bw, back)
+                         hardware_name=name, dtype=dtype)
+        weights = [o for o in bwd if o.kind == "gemm" and o.tag != "core"
+                   and o.grad == "weight"]
+        wg, kwg = _seconds(weights, peak, bw, back, hardware_name=name, dtype=dtype)
         for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
                            ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
                            ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
@@ -128,8 +129,10 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
     emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes)
     emb = _seconds(emb_ops, peak, bw, rates, skip=("backward",))[0] \
         + _seconds(emb_ops, peak, bw, back, only=("backward",))[0]
-    head, kh = _seconds(head_ops, peak, bw, rates, skip=("backward",))
-    head_b, kh_b = _seconds(head_ops, peak, bw, back, only=("backward",))
+    head, kh = _seconds(head_ops, peak, bw, rates, skip=("backward",), hardware_name=name,
+                        dtype=dtype)
+    head_b, kh_b = _seconds(head_ops, peak, bw, back, only=("backward",), hardware_name=name,
+                            dtype=dtype)
     head, kh = head + head_b, kh + kh_b
     n = b * model.seq_length / cp
     act_bytes = n * model.hidden_size * 2.0

@@ -9,6 +9,7 @@ import pytest
 import perfkit as pk
 from perfkit import plan
 from perfkit.calc import ActivationModel, activation_memory
+from perfkit.calc.gemm_rate import SURFACES
 from perfkit.calc.rates import Rates
 from perfkit.errors import InvalidArgumentError
 
@@ -28,11 +29,14 @@ def _predict(par):
 
 
 def _gemm(m, k, n, r, peak, bw):
-    """One GEMM at the published default rates: (F + F½)/(e·peak) + B/(e_mem·bw)
-    (Rates().gemm_memory == "sum"), F = 2mkn, B = 2(mk + kn + mn) bytes."""
-    flops, nbytes = 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n)
-    return (flops + r.gemm_half_flops) / (r.gemm_efficiency * peak) \
-        + nbytes / (r.memory_efficiency * bw)
+    """One forward GEMM ``x (m × k) · Wᵀ`` on an H100 at the default rates: the measured
+    Hopper bf16 surface, ``t0 + max(2mnk / (e·peak), B / (e_B·bw))`` with
+    ``e = e_max · m/(m + m½) · n/(n + n½) · k/(k + k½)`` and ``B = 2(mk + kn + mn)``."""
+    s = SURFACES["hopper-bf16"]
+    e = s.e_max * m / (m + s.m_half) * n / (n + s.n_half) * k / (k + s.k_half)
+    nbytes = 2.0 * (m * k + k * n + m * n)
+    assert r.gemm_efficiency == 0.95  # the surface as measured
+    return s.fixed_s + max(2.0 * m * k * n / (e * peak), nbytes / (s.byte_efficiency * bw))
 
 
 def _vec(nbytes, r, bw):
@@ -41,7 +45,6 @@ def _vec(nbytes, r, bw):
 
 def test_time_added_is_the_forward_of_exactly_those_ops():
     r = Rates()
-    assert r.gemm_memory == "sum"
     peak, bw = H100.peak("bf16"), H100.memory_bandwidth
     n, h, f = 8192.0, 4096.0, 14336.0  # tokens of one micro-batch, hidden, MLP width
     qkv_width = 32 * 128 + 2 * 8 * 128  # Q plus K and V of 8 KV heads

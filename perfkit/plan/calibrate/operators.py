@@ -112,6 +112,8 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
             changes["gemm_efficiency"] = min(1.0, work / peak / (t * count).sum())
             how = (f"{counted(len(gemm), 'GEMM shape')} of similar size: e fitted, F½ kept at "
                    f"{rates.gemm_half_flops:.3g}")
+        # the run's own GEMM kernels give the curve: measured here, not the family's surface
+        changes["gemm_model"] = "size"
         terms.append(("gemm_efficiency", changes["gemm_efficiency"], how))
         if "gemm_half_flops" in changes:
             terms.append(("gemm_half_flops", changes["gemm_half_flops"], how))

@@ -1,0 +1,263 @@
+"""A matrix multiply's time by its shape (M, N, K) and type, on a surface measured per GPU
+family.
+
+The size curve of :mod:`perfkit.calc.rates` prices a GEMM by its FLOPs alone. Two GEMMs of
+the same FLOPs can differ by a factor of two: a product with few rows (a small micro-batch's
+tokens, ``M``), few output columns (a tensor-parallel share, ``N``) or a short inner
+dimension (``K``: the attention output's ``hidden / tp``) leaves tiles idle, or spends its
+time filling and draining the pipeline of each tile. The surface prices each call as
+
+    ``t = t0 + max(F / (e(M, N, K) · peak), B / (e_B · bandwidth))``
+
+    ``e(M, N, K) = e_max · M / (M + M½) · N / (N + N½) · K / (K + K½)``
+
+with ``F = 2·M·N·K`` and ``B`` the operands' and result's bytes (``2·(M·K + K·N + M·N)`` in
+16-bit, one byte per FP8 input element). ``e_max`` is the share of the peak a very large
+product reaches, each ``½`` the size of a dimension at which it halves the rate, ``t0`` the
+fixed time of a call (launch, prologue, epilogue, the gap to the next kernel) and ``e_B``
+the share of the memory bandwidth a skinny product's operands move at. The product form
+says that each dimension limits the rate on its own: rows and output columns by the tiles
+there are to spread over the multiprocessors, the inner dimension by how long each tile's
+main loop runs against its fixed prologue and epilogue.
+
+Measured surfaces
+-----------------
+:data:`SURFACES` holds one surface per GPU family and type, each fitted by
+:func:`fit_surface` (least squares on the relative error) to measurements made for perfkit
+with ``tools/measure_kernel_rates.py`` on one NVIDIA H100 80GB HBM3 (PyTorch 2.11.0 + CUDA
+13.0, cuBLAS; ``tests/data/kernel_rates_h100/PROVENANCE.md``):
+
+* ``"hopper-bf16"``: 1,152 forward products (``x·wᵀ``, bf16) of M in 256-32,768 and N, K
+  in 256-16,384, each the geometric mean of two runs on the same machine. On the 576
+  products of the two runs' ``gemm_layouts`` section, which the fit did not see (Llama
+  layers' forward, input-gradient and weight-gradient products, tensor-parallel shares down
+  to 256 columns, N and K up to 57,344), it is within 4.9 % on average and 12.3 % at the
+  95th percentile; the two runs differ from each other by 2.7 % and 8.8 % on those.
+* ``"hopper-fp8"``: 48 products of ``torch._scaled_mm`` on float8 e4m3 operands (M 1,024-
+  16,384, N and K 1,024-14,336), as a share of the FP8 peak. Its rows and columns keep the
+  bf16 surface's ``M½``, ``N½`` and ``e_B`` (48 products do not fix them); ``e_max``, ``K½``
+  and ``t0`` are its own.
+
+Which GPUs run on them: the H100 surfaces apply to the full Hopper parts (H100 SXM and
+PCIe, H800, H200, GH200: the same multiprocessor and tensor core; the H200's larger
+bandwidth enters through ``B``). No other family has a measured surface in perfkit yet
+(the H20's cut-down chip included): there GEMMs stay on the size curve of
+:mod:`perfkit.calc.rates` (Calculon's A100 table), which is what ``Rates.gemm_model``'s
+``"auto"`` chooses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["GemmSurface", "SURFACES", "GEMM_MODELS", "surface_for", "fit_surface",
+           "gemm_bytes"]
+
+#: ``Rates.gemm_model`` values: ``"auto"`` (a measured surface where the hardware's family
+#: has one, else the size curve), ``"shape"`` (the surface; an error where there is none)
+#: and ``"size"`` (the FLOPs size curve of :mod:`perfkit.calc.rates`).
+GEMM_MODELS = ("auto", "shape", "size")
+
+
+@dataclass(frozen=True)
+class GemmSurface:
+    """One GPU family's GEMM time by shape (see the module docstring for the formula).
+
+    Parameters
+    ----------
+    name : str
+        ``"<family>-<type>"``, e.g. ``"hopper-bf16"``.
+    e_max : float
+        Share of the peak a very large product reaches.
+    m_half, n_half, k_half : float
+        Rows, output columns and inner dimension at which each halves the rate.
+    fixed_s : float
+        Fixed time per call, seconds.
+    byte_efficiency : float
+        Share of the memory bandwidth the operands move at (the memory-bound limit).
+    input_bytes : float
+        Bytes per input element (2 for 16-bit types, 1 for FP8); results are 16-bit.
+    source : str
+        Where the figures come from.
+    """
+
+    name: str
+    e_max: float
+    m_half: float
+    n_half: float
+    k_half: float
+    fixed_s: float
+    byte_efficiency: float
+    input_bytes: float = 2.0
+    source: str = ""
+
+    def efficiency(self, m: float, n: float, k: float) -> float:
+        """``e(M, N, K)``: the share of the peak the call's arithmetic runs at."""
+        return (self.e_max * m / (m + self.m_half) * n / (n + self.n_half)
+                * k / (k + self.k_half))
+
+    def seconds(self, m: float, n: float, k: float, peak: float, bandwidth: float,
+                scale: float = 1.0) -> float:
+        """One call of an ``M × K`` by ``K × N`` product: ``t0 + max(compute, memory)``.
+
+        ``scale`` multiplies the arithmetic rate (a calibration's factor over the
+        measured surface; 1: as measured).
+        """
+        compute = 2.0 * m * n * k / (self.efficiency(m, n, k) * scale * peak)
+        memory = gemm_bytes(m, n, k, self.input_bytes) / (self.byte_efficiency * bandwidth)
+        return self.fixed_s + max(compute, memory)
+
+    def times(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, peak: float,
+              bandwidth: float) -> np.ndarray:
+        """:meth:`seconds` for arrays of shapes."""
+        m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+        e = (self.e_max * m / (m + self.m_half) * n / (n + self.n_half)
+             * k / (k + self.k_half))
+        compute = 2.0 * m * n * k / (e * peak)
+        memory = gemm_bytes(m, n, k, self.input_bytes) / (self.byte_efficiency * bandwidth)
+        return self.fixed_s + np.maximum(compute, memory)
+
+
+def gemm_bytes(m: float, n: float, k: float, input_bytes: float = 2.0) -> float:
+    """Bytes a product reads and writes once: both inputs at ``input_bytes``, a 16-bit result."""
+    return input_bytes * (m * k + k * n) + 2.0 * m * n
+
+
+_PROVENANCE = ("tools/measure_kernel_rates.py on one NVIDIA H100 80GB HBM3, PyTorch "
+               "2.11.0+cu130, 2026-11-27 (tests/data/kernel_rates_h100/PROVENANCE.md); "
+               "fitted by perfkit.calc.gemm_rate.fit_surface")
+
+#: The measured surfaces (see the module docstring; ``tests/calc/test_gemm_rate.py`` fits
+#: them again from the shipped measurements and checks these figures).
+SURFACES: dict[str, GemmSurface] = {
+    "hopper-bf16": GemmSurface("hopper-bf16", e_max=0.7513, m_half=10.27, n_half=14.65,
+                               k_half=143.4, fixed_s=3.003e-6, byte_efficiency=0.7365,
+                               input_bytes=2.0, source=_PROVENANCE),
+    "hopper-fp8": GemmSurface("hopper-fp8", e_max=0.7278, m_half=10.27, n_half=14.65,
+                              k_half=573.5, fixed_s=2.334e-6, byte_efficiency=0.7365,
+                              input_bytes=1.0, source=_PROVENANCE),
+}
+
+_FAMILIES = ((re.compile(r"^(gh200|h100|h800|h200)(\b|[-_ ])", re.IGNORECASE), "hopper"),)
+
+
+def surface_for(hardware_name: str, dtype: str | None = None,
+                model: str = "auto") -> GemmSurface | None:
+    """The measured surface a GEMM of ``dtype`` on ``hardware_name`` runs on, or None.
+
+    Parameters
+    ----------
+    hardware_name : str
+        A perfkit hardware preset's name (``"h100"``, ``"h200"``, ...).
+    dtype : str, optional
+        The product's type: ``"fp8"`` gives the FP8 surface, anything else 16-bit.
+    model : {"auto", "shape", "size"}
+        ``Rates.gemm_model``: ``"size"`` gives None (the size curve); ``"auto"`` the
+        family's surface or None; ``"shape"`` the family's surface, and an error where
+        perfkit has none.
+    """
+    if model not in GEMM_MODELS:
+        raise InvalidArgumentError("gemm_model", f"must be one of {', '.join(GEMM_MODELS)}",
+                                   model)
+    if model == "size":
+        return None
+    family = next((f for pattern, f in _FAMILIES if pattern.match(str(hardware_name).strip())),
+                  None)
+    if family is None:
+        if model == "shape":
+            raise InvalidArgumentError(
+                "gemm_model", f"'shape' needs a measured GEMM surface, and there is none "
+                f"for {hardware_name!r} (perfkit has Hopper's: H100, H800, H200, GH200); "
+                "use 'size' or 'auto'", model)
+        return None
+    return SURFACES[f"{family}-{'fp8' if dtype == 'fp8' else 'bf16'}"]
+
+
+_FIT_NAMES = ("e_max", "m_half", "n_half", "k_half", "fixed_s", "byte_efficiency")
+
+
+def fit_surface(shapes: Iterable[tuple[float, float, float, float]], peak: float,
+                bandwidth: float, *, name: str = "fitted", input_bytes: float = 2.0,
+                start: GemmSurface | None = None, fixed: Iterable[str] = (),
+                source: str = "", iterations: int = 200) -> GemmSurface:
+    """Fit a surface to measured calls: least squares of ``log(t_model / t_measured)``.
+
+    Parameters
+    ----------
+    shapes : iterable of (m, n, k, seconds)
+        Measured calls.
+    peak, bandwidth : float
+        The GPU's nominal peak FLOP/s for the type and its memory bandwidth, bytes/s.
+    name, input_bytes, source
+        As :class:`GemmSurface`.
+    start : GemmSurface, optional
+        Starting point (default: ``e_max`` 0.8, halves 100, 5 µs, ``e_B`` 0.9); with
+        ``fixed``, the values held.
+    fixed : iterable of str
+        Parameters held at ``start``'s values (e.g. ``("m_half", "n_half")``).
+    iterations : int
+        Levenberg-Marquardt iterations at most.
+
+    Returns
+    -------
+    GemmSurface
+        The fitted surface. The parameters are fitted in logarithms (all stay positive);
+        the method is Levenberg-Marquardt with a numerical Jacobian, deterministic.
+    """
+    rows = np.asarray(list(shapes), dtype=float)
+    if rows.ndim != 2 or rows.shape[1] != 4 or len(rows) < 3:
+        raise InvalidArgumentError("shapes", "fit_surface needs at least three "
+                                   "(m, n, k, seconds) rows")
+    m, n, k, t = rows.T
+    if np.any(rows <= 0):
+        raise InvalidArgumentError("shapes", "every m, n, k and time must be positive")
+    start = start or GemmSurface(name, 0.8, 100.0, 100.0, 100.0, 5e-6, 0.9, input_bytes)
+    held = set(fixed)
+    unknown = held - set(_FIT_NAMES)
+    if unknown:
+        raise InvalidArgumentError("fixed", f"parameters are {', '.join(_FIT_NAMES)}",
+                                   sorted(unknown))
+    free = [p for p in _FIT_NAMES if p not in held]
+    x = np.log([getattr(start, p) for p in free])
+
+    def surface(values: np.ndarray) -> GemmSurface:
+        return replace(start, name=name, input_bytes=input_bytes, source=source,
+                       **dict(zip(free, np.exp(values).tolist(), strict=True)))
+
+    def residual(values: np.ndarray) -> np.ndarray:
+        return np.log(surface(values).times(m, n, k, peak, bandwidth) / t)
+
+    lam = 1e-3
+    r = residual(x)
+    cost = float(r @ r)
+    for _ in range(iterations):
+        jac = np.empty((len(r), len(x)))
+        for i in range(len(x)):
+            step = np.zeros_like(x)
+            step[i] = 1e-6
+            jac[:, i] = (residual(x + step) - r) / 1e-6
+        jtj, jtr = jac.T @ jac, jac.T @ r
+        improved = False
+        while lam < 1e12:
+            delta = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), -jtr)
+            trial = residual(x + delta)
+            trial_cost = float(trial @ trial)
+            if trial_cost < cost:
+                x, r, lam, improved = x + delta, trial, max(lam / 10, 1e-12), True
+                break
+            lam *= 10
+        if not improved or abs(cost - trial_cost) <= 1e-12 * max(cost, 1e-30):
+            cost = min(cost, trial_cost)
+            break
+        cost = trial_cost
+    fitted = surface(x)
+    if not all(math.isfinite(getattr(fitted, p)) for p in _FIT_NAMES):
+        raise InvalidArgumentError("shapes", "the surface's fit did not converge")
+    return fitted
