@@ -27,19 +27,6 @@ def _tool():
     return module
 
 
-def _held_out() -> tuple[np.ndarray, ...]:
-    """(M, N, K, seconds) of the layout products, each the geometric mean of the two runs;
-    a row gives the forward's m, n, k: the input gradient is (m, k, n), the weight's
-    (n, k, m)."""
-    first, second = runs()
-    rows = []
-    for a, b in zip(first["gemm_layouts"], second["gemm_layouts"], strict=True):
-        m, n, k = a["m"], a["n"], a["k"]
-        shape = {"fwd_nt": (m, n, k), "dgrad_nn": (m, k, n), "wgrad_tn": (n, k, m)}[a["layout"]]
-        rows.append((*shape, 1e-3 * (a["ms"] * b["ms"]) ** 0.5))
-    return tuple(np.array(rows, dtype=float).T)
-
-
 def test_the_shipped_surfaces_are_what_their_measurements_fit():
     fitted = _tool().fit()
     for name in ("hopper-bf16", "hopper-fp8"):
@@ -48,27 +35,56 @@ def test_the_shipped_surfaces_are_what_their_measurements_fit():
                 getattr(fitted[name], field), rel=2e-3), (name, field)
 
 
-def test_the_surface_times_products_it_did_not_see_better_than_the_size_curve():
-    m, n, k, t = _held_out()
-    assert len(t) == 576
-    surface = SURFACES["hopper-bf16"].times(m, n, k, PEAK, BW)
-    err = np.abs(surface / t - 1)
-    assert err.mean() < 0.06 and np.percentile(err, 95) < 0.15
-    # the size curve at its published defaults (Calculon's A100 table):
-    # (F + 0.58e9) / (0.95·peak) + B / (0.9·bandwidth)
-    flops, nbytes = 2 * m * n * k, 2 * (m * k + k * n + m * n)
-    size = (flops + 0.58e9) / (0.95 * PEAK) + nbytes / (0.9 * BW)
-    assert np.abs(size / t - 1).mean() > 2 * err.mean()
+def test_the_surface_times_layer_products_its_shape_was_not_fitted_to():
+    """Llama layers' forward, input- and weight-gradient products (576) on two machines;
+    the shape was fitted to machine A's grid, only the machines' median entered e_max."""
+    held = _tool().held_out()
+    assert set(held) == {"A", "B"}
+    for m, n, k, t in held.values():
+        assert len(t) == 576
+        err = np.abs(SURFACES["hopper-bf16"].times(m, n, k, PEAK, BW) / t - 1)
+        assert err.mean() < 0.08 and np.percentile(err, 95) < 0.16
+        # the size curve at its published defaults (Calculon's A100 table):
+        # (F + 0.58e9) / (0.95·peak) + B / (0.9·bandwidth)
+        flops, nbytes = 2 * m * n * k, 2 * (m * k + k * n + m * n)
+        size = (flops + 0.58e9) / (0.95 * PEAK) + nbytes / (0.9 * BW)
+        assert np.abs(size / t - 1).mean() > 1.5 * err.mean()
 
 
-def test_large_products_reach_the_measured_share_of_the_peak():
-    """The largest products of the grid ran at 0.68-0.76 of the 989.5 TFLOP/s peak: the
-    surface's e_max, not the size curve's 0.95."""
+def test_the_surface_meets_the_median_machine():
+    """Surface time / measured time on each machine's layer products, the surface's shape
+    before the scale: A is the slowest of the three, and the scale is the middle one."""
+    tool = _tool()
+    first, second = runs()
+    grid = fit_surface(tool.mean_shapes("gemm", first, second), PEAK, BW)
+    factors = tool.machine_factors(grid)
+    assert factors["A"] < factors["B"] < factors["C"]
+    assert SURFACES["hopper-bf16"].e_max == pytest.approx(grid.e_max * factors["B"], rel=2e-3)
+
+
+def test_large_products_run_at_three_quarters_of_the_peak_not_095():
+    """Machine A's largest products ran at 0.68-0.76 of the 989.5 TFLOP/s peak (power-
+    limited); the surface, set to the median machine, is a little above A's median and
+    under 0.8: far from the size curve's 0.95."""
     first, _ = runs()
     big = [r["tflops"] * 1e12 / PEAK for r in first["gemm"] if min(r["m"], r["n"], r["k"]) >= 8192]
     assert 0.6 < min(big) and max(big) < 0.8
-    assert SURFACES["hopper-bf16"].efficiency(16384, 16384, 16384) == pytest.approx(
-        np.median(big), abs=0.05)
+    e = SURFACES["hopper-bf16"].efficiency(16384, 16384, 16384)
+    assert np.median(big) < e < 0.8
+
+
+def test_real_operands_run_like_random_ones():
+    """A training step's own operands (machine C) against random normal ones of the same
+    shapes: within 15 % product by product (the output head 15 %), 2 % at the median."""
+    import gzip
+    import json
+
+    from tests.kernel_rates import DATA
+
+    rows = json.loads(gzip.open(DATA / "operands.json.gz").read())["gemms"]
+    ratio = np.array([r["randn_ms"] / r["real_ms"] for r in rows])
+    assert len(rows) == 18
+    assert np.all(np.abs(ratio - 1) < 0.15) and abs(np.median(ratio) - 1) < 0.05
 
 
 def test_fit_surface_recovers_a_known_surface():

@@ -24,6 +24,9 @@ provenance rather than on one paper's bars:
     (attention kernels are long enough that launches hide under them).
 ``memory``
     a copy and an element-wise add over 64 KiB to 1 GiB: bytes moved per second.
+``gemm_duty`` (``--only-duty``)
+    the ``gemm_layouts`` products alone and alternating with a memory-bound add, as in a
+    training step, where the GPU does not sit at its power limit (:func:`gemm_duty`).
 ``launch``
     the cost of launching a tiny kernel from Python (eager) against replaying it from a
     graph: the per-kernel host cost a profile's gaps show when the host is the bottleneck.
@@ -291,6 +294,54 @@ def attention(device: torch.device, dtype: torch.dtype, clock: Clock, until: flo
     return rows, False, failures
 
 
+def gemm_duty(device: torch.device, dtype: torch.dtype, clock: Clock, until: float,
+              repeats: int, peak: float, layers: tuple[tuple[int, int], ...],
+              tokens: tuple[int, ...]) -> tuple[list[dict], bool]:
+    """The layout products inside a training-like stream, beside their back-to-back time.
+
+    Back to back, a long run of large products holds the GPU at its power limit (the SM
+    clock drops); in training they alternate with memory-bound kernels, which draw less.
+    Per product: ``alone_ms`` (a graph of the product only), ``add_ms`` (an element-wise
+    add sized to last about half the product) and ``mixed_ms`` (a graph alternating the
+    two); ``in_mix_ms = mixed_ms - add_ms`` is the product's time in the stream.
+    """
+    rows: list[dict] = []
+    big = 256 * 2 ** 20  # elements of the add's largest buffers (512 MiB each in bf16)
+    pool = [torch.randn(big, device=device, dtype=dtype) for _ in range(3)]
+    for hidden, ffn in layers:
+        for tp in TP:
+            for m in tokens:
+                for name, n, k in (("qkv", 3 * hidden // tp, hidden),
+                                   ("attn_out", hidden, hidden // tp),
+                                   ("gate_up", 2 * ffn // tp, hidden),
+                                   ("down", hidden, ffn // tp)):
+                    if clock.left() < until:
+                        return rows, True
+                    x = torch.randn(m, k, device=device, dtype=dtype)
+                    w = torch.randn(n, k, device=device, dtype=dtype)
+                    dy = torch.randn(m, n, device=device, dtype=dtype)
+                    flops = 2.0 * m * n * k
+                    reps = reps_for(flops, peak)
+                    for layout, fn in (("fwd_nt", lambda x=x, w=w: x @ w.t()),
+                                       ("dgrad_nn", lambda dy=dy, w=w: dy @ w),
+                                       ("wgrad_tn", lambda dy=dy, x=x: dy.t() @ x)):
+                        alone, _ = time_graph(fn, device, reps, repeats)
+                        # an add moving 6 bytes per element at about 3 TB/s lasts half as long
+                        elements = int(min(big, max(2 ** 19, alone * 1e-3 / 2 * 3e12 / 6)))
+                        a, b, c = (t[:elements] for t in pool)
+                        add, _ = time_graph(lambda a=a, b=b, c=c: torch.add(a, b, out=c),
+                                            device, reps, repeats)
+                        mixed, _ = time_graph(lambda fn=fn, a=a, b=b, c=c: (
+                            fn(), torch.add(a, b, out=c)), device, reps, repeats)
+                        rows.append({"hidden": hidden, "ffn": ffn, "tp": tp, "gemm": name,
+                                     "layout": layout, "m": m, "n": n, "k": k,
+                                     "alone_ms": round(alone, 6), "add_ms": round(add, 6),
+                                     "mixed_ms": round(mixed, 6),
+                                     "in_mix_ms": round(mixed - add, 6),
+                                     "add_elements": elements})
+    return rows, False
+
+
 def memory(device: torch.device, clock: Clock, until: float, repeats: int,
            sizes: tuple[int, ...]) -> tuple[list[dict], bool]:
     rows: list[dict] = []
@@ -347,6 +398,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--smoke", action="store_true",
                         help="a few tiny shapes on whatever device there is")
+    parser.add_argument("--only-duty", action="store_true",
+                        help="only the gemm_duty section (products in a training-like stream)")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16
@@ -372,6 +425,17 @@ def main() -> int:
             json.dump(result, handle, indent=0, separators=(",", ":"))
             handle.write("\n")
 
+    if args.only_duty:
+        layers, layout_tokens = ((LAYERS, (2048, 8192, 32768)) if not args.smoke
+                                 else (((64, 128),), (64,)))
+        keep("gemm_duty", *gemm_duty(device, dtype, clock, 0.05 * b, args.repeats, peak,
+                                     layers, layout_tokens))
+        if device.type == "cuda":
+            result["environment"]["nvidia_smi_after"] = environment(device)["nvidia_smi"]
+        keep("gemm_duty", result["gemm_duty"], "gemm_duty" in result["cut_short"])
+        print(f"gemm_duty: {len(result['gemm_duty'])} rows, {clock.left():.0f} s left",
+              flush=True)
+        return 0
     keep("gemm", *gemm_grid(device, dtype, clock, 0.55 * b, tokens, widths, args.repeats,
                             peak))
     print(f"gemm: {len(result['gemm'])} shapes, {clock.left():.0f} s left", flush=True)
