@@ -3,7 +3,8 @@
 Sources: Narayanan et al. 2021 §2.2 (1F1B bubble ``(p−1)/m``; interleaved
 ``(p−1)/(v·m)``); Llama 3 paper §3.3.2; MindFormers SAPP ``compute_activation_nums``
 (toolkit/pipeline_balance, r1.6.0) for the in-flight counts; Megatron-LM
-``theoretical_memory_usage.py`` for the interleaving memory penalty.
+``theoretical_memory_usage.py`` for the interleaving memory penalty; torchtitan
+``generate_llm_fqn_per_model_part`` for the split of layers that do not divide evenly.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = [
     "bubble_idle_share",
     "in_flight_micro_batches",
     "interleave_memory_penalty",
+    "split_layers",
 ]
 
 
@@ -95,3 +97,55 @@ def interleave_memory_penalty(pp: int, vpp: int = 1) -> float:
     p = check_positive_int("pp", pp)
     v = check_positive_int("vpp", vpp)
     return 1.0 if v == 1 else 1.0 + (p - 1) / (p * v)
+
+
+def split_layers(num_layers: int, pp: int, vpp: int = 1, first_weight: int = 1,
+                 last_weight: int = 1) -> tuple[int, ...]:
+    """Layers per pipeline rank when ``num_layers`` need not divide by ``pp · vpp``.
+
+    torchtitan's automatic split (``torchtitan/distributed/pipeline_parallel.py``,
+    ``generate_llm_fqn_per_model_part``, defaults ``pipeline_parallel_first_stage_less_layers
+    = pipeline_parallel_last_stage_less_layers = 1``): the embedding counts as
+    ``first_weight`` layers and the output head as ``last_weight``; the ``L + first + last``
+    effective layers go ``⌊E/S⌋`` to each of the ``S = pp · vpp`` virtual stages and one
+    more to each of the first ``E mod S``; the first virtual stage holds ``first_weight``
+    fewer decoder layers, the last ``last_weight`` fewer. Rank ``r`` holds virtual stages
+    ``r, r + pp, …`` (the looped schedules), so the result is per rank. Llama 3.1 405B's
+    126 layers on 8 ranks: ``(15, 16, 16, 16, 16, 16, 16, 15)``, with or without
+    ``vpp = 2``.
+
+    Parameters
+    ----------
+    num_layers, pp, vpp : int
+        Decoder layers, pipeline ranks and virtual stages per rank.
+    first_weight, last_weight : int
+        Layers the embedding and the output head count as (0: none).
+
+    Returns
+    -------
+    tuple of int
+        Decoder layers of each pipeline rank, in rank order; they add up to ``num_layers``.
+    """
+    layers = check_positive_int("num_layers", num_layers)
+    p, v = check_positive_int("pp", pp), check_positive_int("vpp", vpp)
+    for name, value in (("first_weight", first_weight), ("last_weight", last_weight)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidArgumentError(name, "must be a whole number >= 0", value)
+    stages = p * v
+    if stages == 1:
+        return (layers,)
+    effective = layers + first_weight + last_weight
+    base, extra = divmod(effective, stages)
+    if base < max(first_weight, last_weight, 1):
+        raise InvalidArgumentError("pp", f"{stages} stages leave a stage without a decoder "
+                                   f"layer ({layers} layers, the embedding and head counted "
+                                   f"as {first_weight} and {last_weight})", pp)
+    per_stage = [base + (1 if s < extra else 0) for s in range(stages)]
+    per_stage[0] -= first_weight
+    per_stage[-1] -= last_weight
+    # the last stage takes what is left (the weights may not fill it exactly)
+    per_stage[-1] = layers - sum(per_stage[:-1])
+    if per_stage[-1] < 1:
+        raise InvalidArgumentError("pp", f"{stages} stages leave the last without a decoder "
+                                   f"layer ({layers} layers)", pp)
+    return tuple(sum(per_stage[r::p]) for r in range(p))

@@ -48,7 +48,7 @@ from .memory import (
     scheme_gradient_bytes,
     static_memory,
 )
-from .pipeline import bubble_fraction
+from .pipeline import bubble_fraction, split_layers
 from .topology import collective_kind, collective_seconds, layout_group
 from .usable_memory import MEMORY_RESERVE
 
@@ -176,9 +176,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         :func:`~perfkit.calc.activation.activation_memory`.
     stage_layers : sequence of int, optional
         Uneven layers per pipeline stage (e.g. 126 layers on 8 stages as
-        ``[15] + [16] * 7``; ``vpp = 1``). Each stage's compute counts its own layers;
-        communication and memory are those of the most loaded stage (as if every stage
-        held its layers: the model with ``pp · max(stage_layers)`` layers).
+        ``[15] + [16] * 6 + [15]``; ``vpp = 1``). Default: the even split, or where the
+        layers do not divide by ``pp`` (``vpp = 1``), torchtitan's automatic split
+        (:func:`perfkit.calc.pipeline.split_layers`; the assumptions say so). Each
+        stage's compute counts its own layers; communication and memory are those of the
+        most loaded stage (as if every stage held its layers: the model with
+        ``pp · max(stage_layers)`` layers).
     collective_algorithm : {"hierarchical", "flat"}
         How collectives whose group spans nodes are priced
         (:data:`perfkit.calc.topology.ALGORITHMS`).
@@ -190,6 +193,12 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                                    "estimate knows recompute none/selective/full only",
                                    parallel.recompute_ops)
     shaped = model
+    split_said: tuple[str, ...] = ()
+    if stage_layers is None and parallel.vpp == 1 and model.num_layers % parallel.pp:
+        stage_layers = split_layers(model.num_layers, parallel.pp)
+        split_said = (f"{model.num_layers} layers split over pp={parallel.pp} as torchtitan "
+                      "does (embedding and output head one layer each): "
+                      + ", ".join(map(str, stage_layers)),)
     if stage_layers is None:
         parallel.validate(model)
         layers = parallel.layers_per_stage(model)
@@ -257,6 +266,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         + ", ".join(f"{k} {overlaps[k]:.0%}" for k in shown),
         f"memory: {static_scheme} static + peak-stage activations vs {bytes_text(limit)}",
         f"fixed overhead {time_text(overhead * 1e6)} per step",
+        *split_said,
     )
     return StepEstimate(
         compute_s=compute_s, bubble_s=bubble_s, overhead_s=overhead, tp_comm_s=times["tp"],

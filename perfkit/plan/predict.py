@@ -43,6 +43,7 @@ from ..calc import ActivationModel, activation_memory, static_memory
 from ..calc.behaviour import Behaviour
 from ..calc.flops import flops_per_token
 from ..calc.memory import stage_parameters
+from ..calc.pipeline import split_layers
 from ..calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
@@ -227,6 +228,25 @@ def run_types(dtype: str | None, hardware: Hardware) -> tuple[str | None, str | 
                          f"the gradients keep {dtype}'s size")
 
 
+def default_split(model: ModelSpec, parallel: ParallelConfig,
+                  stage_layers: Sequence[int] | None) -> tuple[Sequence[int] | None, str]:
+    """The stage layers to use, and what was assumed to get them.
+
+    ``stage_layers`` as given; else, where ``num_layers`` does not divide by ``pp · vpp``,
+    torchtitan's automatic split (:func:`perfkit.calc.pipeline.split_layers`: the
+    embedding and the output head each count as one layer), with a note saying so; else
+    None (the even split).
+    """
+    stages = parallel.pp * parallel.vpp
+    if stage_layers is not None or model.num_layers % stages == 0:
+        return stage_layers, ""
+    layers = split_layers(model.num_layers, parallel.pp, parallel.vpp)
+    return layers, (f"{model.num_layers} layers do not divide over pp·vpp = {stages} stages: "
+                    "split as torchtitan does, the embedding and the output head each "
+                    f"counted as one layer, {', '.join(map(str, layers))} layers per "
+                    "pipeline rank (pass stage_layers for another split)")
+
+
 def _validate(model: ModelSpec, parallel: ParallelConfig, uneven: bool) -> None:
     rules = parallel.problems(model)
     if uneven:
@@ -363,6 +383,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     """
     model, parallel, hardware = _resolve(calibration, model, parallel, hardware,
                                          global_batch_size, seq_length)
+    stage_layers, split_said = default_split(model, parallel, stage_layers)
     uneven = stage_layers is not None
     _validate(model, parallel, uneven)
     rates: Rates = getattr(calibration, "rates", None) or Rates()
@@ -379,7 +400,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     if activation_model is None:  # the calibrating run's tensors, in the type asked for
         am = am.in_dtype(dtype)
     scheme = static_scheme or getattr(job, "static_scheme", None) or "mindspore"
-    notes: list[str] = []
+    notes: list[str] = [split_said] if split_said else []
     if dtype is not None:
         dtype, tensor_dtype, said = run_types(dtype, hardware)
         if said:

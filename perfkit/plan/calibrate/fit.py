@@ -16,7 +16,7 @@ from ...calc.timing import PART_NAMES
 from ...errors import InvalidArgumentError, check_choice
 from ...format import signed_share_text
 from ...specs import Hardware, ModelSpec, ParallelConfig
-from ..predict import run_types
+from ..predict import default_split, run_types
 from .fallback import _check_job, _from_step_time, _from_steps, _links_to_exposed
 from .passes import _solve_pass_closing
 from .profile import _from_profile
@@ -229,6 +229,10 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         and not isinstance(source, bool)
     if is_number or isinstance(source, pd.DataFrame):
         model, parallel, hw = _check_job(model, parallel, hardware)
+        split, split_said = default_split(model, parallel, job_kw["stage_layers"])
+        if split_said:
+            job_kw["stage_layers"] = tuple(split)
+            notes.append(split_said)
         peak, tensor, said = run_types(dtype, hw)
         if said:
             notes.append(said)
