@@ -49,6 +49,10 @@ Sources and what each case uses
 * ``"gemm"``: the former pricing, a GEMM of the same FLOPs on the GEMM size curve
   (:func:`perfkit.calc.timing_kernels.gemm_seconds` with ``attention=True``).
 
+Occupancy: given the call's (batch, head) pairs, :func:`attention_efficiency` multiplies
+the curve by the share a call of that few pairs keeps
+(:mod:`perfkit.calc.attention_occupancy`, measured for perfkit on an H100).
+
 Unfused attention (``ActivationModel.flash_attention`` False) never reaches this module:
 its two batched GEMMs and softmax keep their GEMM and memory-bound pricing.
 """
@@ -62,6 +66,7 @@ from functools import cache
 import numpy as np
 
 from ..errors import check_choice
+from .attention_occupancy import multiprocessors, occupancy
 
 __all__ = ["ATTENTION_IMPLEMENTATIONS", "FA3_PAPER_H100", "FA3_SEQ_LENGTHS",
            "H100_BF16_PEAK", "A100_FLASH2_BEST", "fit_series", "series_parameters",
@@ -196,7 +201,7 @@ def _h100(impl: str, length: float, head_dim: float, causal: bool, backward: boo
 
 def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: bool,
                          backward: bool, implementation: str = "auto",
-                         hardware_name: str = "h100") -> float:
+                         hardware_name: str = "h100", pairs: float | None = None) -> float:
     """Share of the 16-bit peak one fused attention call gets (see the module docstring).
 
     Parameters
@@ -216,6 +221,11 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
     hardware_name : str
         The hardware preset's name: Hopper uses the H100 figures as published, anything
         else FlashAttention-2's shape scaled to its A100 best case.
+    pairs : float, optional
+        (batch, head) pairs of the call (micro-batch × the rank's heads): fewer than the
+        published measurements' lower the rate
+        (:func:`perfkit.calc.attention_occupancy.occupancy`, on the GPU's
+        multiprocessors). None (default): the published curve as it is.
 
     Returns
     -------
@@ -226,9 +236,16 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
     implementation = resolve_implementation(implementation, hardware_name)
     length = math.sqrt(max(float(seq_q), 1.0) * max(float(seq_kv), 1.0))
     if is_hopper(hardware_name):
-        return _h100(implementation, length, head_dim, causal, backward)
-    best = series_parameters()[("flash2", "fwd", 128, False)][0]
-    return _h100("flash2", length, head_dim, causal, backward) * A100_FLASH2_BEST / best
+        e = _h100(implementation, length, head_dim, causal, backward)
+    else:
+        implementation = "flash2"
+        best = series_parameters()[("flash2", "fwd", 128, False)][0]
+        e = _h100("flash2", length, head_dim, causal, backward) * A100_FLASH2_BEST / best
+    if pairs is None:
+        return e
+    tiled = float(seq_kv if backward else seq_q)  # keys per tile backward, queries forward
+    return e * occupancy(pairs, tiled, head_dim, causal, backward, implementation,
+                         multiprocessors(hardware_name))
 
 
 def call_lengths(seq_length: float, cp: int, causal: bool

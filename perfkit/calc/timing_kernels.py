@@ -56,24 +56,27 @@ def attention_seconds(flops: float, shape: tuple, peak: float, rates: Rates,
                       hardware_name: str) -> float:
     """One fused attention call on its published curve (:mod:`perfkit.calc.attention_rate`).
 
-    ``Σ_parts share·F / (e(L, d, causal, pass, implementation) · attention_efficiency ·
-    peak)``; ``shape`` is ``(parts, head_dim, backward)`` with ``parts`` the
-    ``(share, L_q, L_kv, causal)`` of :func:`~perfkit.calc.attention_rate.call_lengths`,
-    ``peak`` the 16-bit peak (an FP8 run's attention stays 16-bit).
+    ``Σ_parts share·F / (e(L, d, causal, pass, implementation, pairs) ·
+    attention_efficiency · peak)``; ``shape`` is ``(parts, head_dim, backward[, pairs])``
+    with ``parts`` the ``(share, L_q, L_kv, causal)`` of
+    :func:`~perfkit.calc.attention_rate.call_lengths` and ``pairs`` the call's (batch,
+    head) pairs (:mod:`perfkit.calc.attention_occupancy`), ``peak`` the 16-bit peak (an
+    FP8 run's attention stays 16-bit).
     """
-    parts, head_dim, backward = shape
+    parts, head_dim, backward = shape[:3]
+    pairs = shape[3] if len(shape) > 3 else None
     total = 0.0
     for share, lq, lkv, causal in parts:
         e = _efficiency(lq, lkv, head_dim, causal, backward, rates.attention_implementation,
-                        hardware_name)
+                        hardware_name, pairs)
         total += share * flops / (e * rates.attention_efficiency * peak)
     return total
 
 
 @lru_cache(maxsize=4096)
 def _efficiency(lq: float, lkv: float, d: float, causal: bool, backward: bool, impl: str,
-                hardware_name: str) -> float:
-    return attention_efficiency(lq, lkv, d, causal, backward, impl, hardware_name)
+                hardware_name: str, pairs: float | None = None) -> float:
+    return attention_efficiency(lq, lkv, d, causal, backward, impl, hardware_name, pairs)
 
 
 def memory_seconds(nbytes: float, bandwidth: float, rates: Rates) -> float:
@@ -171,7 +174,7 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     core_flops = parts["core"] * n / tp
     scores = b * a_t * s_q * model.seq_length  # elements of the score matrix
     if flash:
-        shape = (call_lengths(model.seq_length, cp, True), float(d), False)
+        shape = (call_lengths(model.seq_length, cp, True), float(d), False, float(b * a_t))
         core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core",
                     shape=shape)]
     else:
@@ -222,7 +225,7 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
             bwd += _gradients(o)
         elif o.kind == "attn":
             bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag,
-                           shape=(o.shape[0], o.shape[1], True)))
+                           shape=(o.shape[0], o.shape[1], True, *o.shape[3:])))
     if not flash:
         bwd.append(_vec(6.0 * scores))
         if dropout:

@@ -19,6 +19,7 @@ import pytest
 
 import perfkit as pk
 from perfkit.calc.activation_model import ActivationModel
+from perfkit.calc.attention_occupancy import TILE_HALF
 from perfkit.calc.attention_rate import (
     A100_FLASH2_BEST,
     FA3_PAPER_H100,
@@ -147,11 +148,24 @@ def test_a_128k_context_parallel_layout_costs_what_the_curve_says():
     chunk = s / cp
     e_diag = attention_efficiency(chunk, chunk, d, True, False, "flash3", "h100")
     e_ring = attention_efficiency(chunk, chunk / 2, d, False, False, "flash3", "h100")
-    expected = flops / cp / (PEAK * e_diag) + flops * (cp - 1) / cp / (PEAK * e_ring)
-    assert lc.core_fwd == pytest.approx(expected, rel=1e-9)
     eb_diag = attention_efficiency(chunk, chunk, d, True, True, "flash3", "h100")
     eb_ring = attention_efficiency(chunk, chunk / 2, d, False, True, "flash3", "h100")
-    expected_b = 2.5 * flops * (1 / cp / (PEAK * eb_diag) + (cp - 1) / cp / (PEAK * eb_ring))
+
+    # occupancy: 1 × 4 (batch, head) pairs per call, tiles of 128 queries (forward) or
+    # keys (backward) on the H100's 132 multiprocessors, g(T) = T / (T + κ·132), against
+    # the published measurements' 16 heads × 16384 / L pairs; FlashAttention-3 takes
+    # cuDNN's κ
+    def occ(tiled, causal, backward):
+        kappa = TILE_HALF[("cudnn", "bwd" if backward else "fwd", causal)]
+        tiles, published = 4 * math.ceil(tiled / 128), 16 * 16384 / tiled * math.ceil(
+            tiled / 128)
+        return (tiles / (tiles + 132 * kappa)) / (published / (published + 132 * kappa))
+
+    expected = flops / cp / (PEAK * e_diag * occ(chunk, True, False)) \
+        + flops * (cp - 1) / cp / (PEAK * e_ring * occ(chunk, False, False))
+    assert lc.core_fwd == pytest.approx(expected, rel=1e-9)
+    expected_b = 2.5 * flops * (1 / cp / (PEAK * eb_diag * occ(chunk, True, True))
+                                + (cp - 1) / cp / (PEAK * eb_ring * occ(chunk / 2, False, True)))
     assert lc.core_bwd == pytest.approx(expected_b, rel=1e-9)
     # the curve values themselves near the published 8k-16k bars (Fig. 5e/5b, Fig. 6b)
     assert e_diag == pytest.approx(616e12 / PEAK, rel=TOLERANCE)

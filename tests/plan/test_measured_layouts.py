@@ -285,19 +285,22 @@ def test_the_closing_words_say_what_the_closing_did(measured_set):
         "model's computing time" in _closing_words(split)
 
 
-@pytest.mark.parametrize("closing", ["one", pytest.param("kernels", marks=pytest.mark.xfail(
-    strict=True, reason="kernel closing: from the first set a −6.6 % "
-    "(band 65.0-74.2 ms against 74.54 timed) and c −6.9 %, from the second −8.1 % and "
-    "−7.7 %: the run's small kernels gain less from the H200's bandwidth than the model's"))])
-def test_an_h100_calibration_predicts_the_h200_steps(measured_set, closing):
+@pytest.mark.parametrize("closing", ["one", "kernels"])
+def test_an_h100_calibration_predicts_the_h200_steps(measured_set, closing, request):
     """The same Llama moved to an H200 (tests/data/kineto_llama_h200): calibrated on an H100
     profile of layout ``a``, ``plan.predict(..., hardware="h200")`` gives the H200's timed
     steps of ``a`` and ``c`` within the one-knob tolerance and inside the band (measured
     2026-11-27, the attention core on cuDNN's published curve, what PyTorch SDPA runs on
     these H100s: from the first set 73.3 and 136.2 ms, −1.7 % and −2.0 %; from the second
     72.2 and 135.1 ms, −3.2 % and −2.8 %; timed 74.54 and 138.94 ms. With attention priced
-    as a GEMM: −2.6 / −2.9 % and −4.0 / −3.7 %). The H200 profile is read as an H200 (its
-    deviceProperties)."""
+    as a GEMM: −2.6 / −2.9 % and −4.0 / −3.7 %; since the attention kernels' occupancy is
+    priced, 73.7 and 136.1 ms, −1.2 / −2.0 %, and 72.6 and 135.1 ms, −2.6 / −2.8 %). The
+    H200 profile is read as an H200 (its deviceProperties)."""
+    if closing == "kernels" and measured_set[0] == "kineto_llama_layouts_h100":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "kernel closing from the first set: a −6.5 % (band 65.1-74.3 ms against 74.54 "
+            "timed) and c −7.2 %; from the second −7.9 % and −8.0 %, inside the bands: the "
+            "run's small kernels gain less from the H200's bandwidth than the model's")))
     assert pk.infer_job(pk.load(_trace(H200, "a"), cache=False)).hardware.name == "h200"
     _, profile = measured_set
     cal = plan.calibrate(profile, close=True, closing=closing)

@@ -60,11 +60,14 @@ def _curve_seconds(att: pd.DataFrame, job: CalibratedJob, implementation: str) -
     hw, model = job.hardware, job.model
     peak = next((hw.peak(d) for d in ("bf16", "fp16") if d in hw.peak_flops), hw.peak())
     parts = call_lengths(model.seq_length, int(job.parallel.cp), True)
+    # the micro-batch times the rank's heads: the pairs a call holds (occupancy)
+    pairs = float(job.parallel.micro_batch_size * model.num_attention_heads
+                  / job.parallel.tp)
     out = []
     for name, flops in zip(att["name"].astype(str), att["flops"].astype(float), strict=True):
         backward = bool(_BACKWARD.search(name))
         out.append(sum(share * flops / (peak * attention_efficiency(
-            lq, lkv, model.qk_head_dim, causal, backward, implementation, hw.name))
+            lq, lkv, model.qk_head_dim, causal, backward, implementation, hw.name, pairs))
             for share, lq, lkv, causal in parts))
     return np.array(out)
 
