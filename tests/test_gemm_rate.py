@@ -151,3 +151,12 @@ def test_a_calibration_factor_scales_the_surface():
     m, n, k = 4096.0, 4096.0, 4096.0
     compute = 2 * m * n * k / (s.efficiency(m, n, k) * PEAK)
     assert s.seconds(m, n, k, PEAK, BW, scale=0.5) == pytest.approx(s.fixed_s + 2 * compute)
+
+
+def test_shape_asked_for_is_auto_on_hopper_and_refused_elsewhere():
+    model = pk.ModelSpec.preset("llama2-7b")
+    h100, a100 = pk.Hardware.preset("h100"), pk.Hardware.preset("a100")
+    shape = layer_costs(model, h100, Rates(gemm_model="shape"), tp=2)
+    assert shape == layer_costs(model, h100, Rates(), tp=2)
+    with pytest.raises(InvalidArgumentError, match="needs a measured GEMM surface"):
+        layer_costs(model, a100, Rates(gemm_model="shape"), tp=2)

@@ -274,9 +274,11 @@ def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
     GEMMs on ``hardware_name``'s measured surface for ``dtype`` where ``rates.gemm_model``
     gives one (:func:`perfkit.calc.gemm_rate.surface_for`; the 16-bit surface at
     ``core_peak``), else on the size curve."""
-    surface = surface_for(hardware_name, dtype, rates.gemm_model)
-    core_surface = surface_for(hardware_name, None, rates.gemm_model) \
-        if core_peak is not None else surface
+    surface = core_surface = None
+    if hardware_name and any(o.kind == "gemm" for o in ops):
+        surface = surface_for(hardware_name, dtype, rates.gemm_model)
+        core_surface = surface_for(hardware_name, None, rates.gemm_model) \
+            if core_peak is not None else surface
     total = kernels = 0.0
     for o in ops:
         if (skip and o.tag in skip) or (only and o.tag not in only):
