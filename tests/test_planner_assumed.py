@@ -6,6 +6,7 @@ predicted step the way the model says it should."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from widget_html import panel_html
@@ -82,6 +83,30 @@ def test_without_a_preset_the_default_rates_say_default() -> None:
     rows = a.table[a.table["part"] == "behaviour"].set_index("name")
     assert set(rows.loc[list(BEHAVIOUR_OPTIONS), "origin"]) == {"default"}
     assert not a.behaviour_applies and a.changed == ()
+
+
+def test_the_kernels_say_how_they_are_priced() -> None:
+    """GEMMs on the measured Hopper surface on an H100, on the size curve elsewhere or
+    where a profile fitted its own; attention's occupancy on the datasheet's
+    multiprocessors, none where they are unknown."""
+    def kernels(calibration, hardware=None):
+        a = assumptions(calibration, pk.ParallelConfig(dp=8) if hardware else None, hardware)
+        return a.table[a.table["part"] == "kernels"].set_index("name")
+
+    h100 = kernels(None, H100)
+    assert h100.loc["gemm_model", "text"] == "by (M, N, K): hopper-bf16 surface"
+    assert h100.loc["gemm_model", "origin"] == "default"
+    assert h100.loc["attention_occupancy", "text"] == "by pairs per call, 132 SMs"
+    a100 = kernels(None, pk.Hardware.preset("a100"))
+    assert a100.loc["gemm_model", "text"] == "size curve: e 0.95, F½ 0.58 GFLOP"
+    assert "108 SMs" in a100.loc["attention_occupancy", "text"]
+    ascend = kernels(None, pk.Hardware.preset("ascend-910b"))
+    assert ascend.loc["attention_occupancy", "text"].startswith("not priced")
+    trace = Path(__file__).parent / "data" / "kineto_llama_wide_tp_h100" / "a.pt.trace.json.gz"
+    cal = pk.plan.calibrate(pk.load(trace))
+    own = kernels(cal)
+    assert own.loc["gemm_model", "origin"] == "profile"
+    assert own.loc["gemm_model", "source"].startswith("fitted on the run")
 
 
 def test_the_framework_sets_the_preset_only_where_it_names_one() -> None:

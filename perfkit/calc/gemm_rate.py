@@ -51,10 +51,10 @@ the lent machines, above its median.
 Which GPUs run on them: the H100 surfaces apply to the full Hopper parts (H100 SXM and
 PCIe, H800, H200, GH200: the same multiprocessor and tensor core; the H200's larger
 bandwidth enters through ``B``). On a lent H200 the 576 layer products ran 5 % slower than
-the surface at the median, 7.0 % mean error (``duty_h200.json.gz``). No other family has a measured surface in perfkit yet
-(the H20's cut-down chip included): there GEMMs stay on the size curve of
-:mod:`perfkit.calc.rates` (Calculon's A100 table), which is what ``Rates.gemm_model``'s
-``"auto"`` chooses.
+the surface at the median, 7.0 % mean error (``duty_h200.json.gz``). No other family has a
+measured surface in perfkit yet (the H20's cut-down chip included): there GEMMs stay on
+the size curve of :mod:`perfkit.calc.rates` (Calculon's A100 table), which is what
+``Rates.gemm_model``'s ``"auto"`` chooses.
 """
 
 from __future__ import annotations

@@ -33,8 +33,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..calc.attention_occupancy import multiprocessors
 from ..calc.behaviour import Behaviour
-from ..calc.rates import Rates
+from ..calc.gemm_rate import surface_for
+from ..calc.rates import GEMM_EFFICIENCY_DEFAULT, Rates
 from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_order
 from ..errors import InvalidArgumentError
 from ..format import count_text, rate_text, time_text
@@ -227,6 +229,36 @@ def _node_rows(parallel: ParallelConfig, hardware: Hardware, node_by: str
     return out
 
 
+def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
+    """How the kernels are priced: GEMMs on a measured shape surface or the size curve
+    (:mod:`perfkit.calc.gemm_rate`), fused attention's occupancy
+    (:mod:`perfkit.calc.attention_occupancy`). Read-only: ``Rates`` fields, not options."""
+    rates: Rates = getattr(calibration, "rates", None) or Rates()
+    dtype = getattr(getattr(calibration, "job", None), "dtype", None)
+    surface = surface_for(hardware.name, dtype, rates.gemm_model)
+    fitted = _term_how(calibration, "gemm_efficiency")
+    if surface is not None:
+        scale = rates.gemm_efficiency / GEMM_EFFICIENCY_DEFAULT
+        text = (f"by (M, N, K): {surface.name} surface"
+                + ("" if scale == 1 else f" × {scale:.3g}"))
+        gemm = ("profile" if fitted or scale != 1 else "default",
+                fitted or "perfkit.calc.gemm_rate (measured on lent H100s)")
+    else:
+        text = (f"size curve: e {rates.gemm_efficiency:.3g}, "
+                f"F½ {rates.gemm_half_flops / 1e9:.3g} GFLOP")
+        gemm = ("profile", fitted) if fitted else (
+            "default", "Calculon's A100 table (perfkit.calc.rates); no measured surface "
+                       f"for {hardware.name}")
+    sms = multiprocessors(hardware.name)
+    occupancy = (f"by pairs per call, {sms} SMs" if sms else
+                 "not priced (multiprocessors unknown)")
+    return [{"part": "kernels", "name": "gemm_model", "value": rates.gemm_model,
+             "text": text, "origin": gemm[0], "source": gemm[1]},
+            {"part": "kernels", "name": "attention_occupancy", "value": sms or 0,
+             "text": occupancy, "origin": "default",
+             "source": "perfkit.calc.attention_occupancy (kernels timed on an H100)"}]
+
+
 def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
                 hardware: Hardware | None = None, *, preset: str | None = None,
                 edits: Mapping[str, Any] | None = None, node: Node | str | None = None,
@@ -261,7 +293,8 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
         rank order and, for each group, how many of its ranks share a node
         (:func:`perfkit.calc.topology.layout_group` for tp, cp and ep;
         ``min(n_d, max(1, D / stride))`` of :func:`~perfkit.calc.topology.group_shape`
-        for dp and pp), then the behaviour's preset and options.
+        for dp and pp), then the behaviour's preset and options, then how the kernels
+        are priced (GEMMs by shape or size, attention's occupancy; read-only).
     """
     job = getattr(calibration, "job", None)
     parallel = parallel if parallel is not None else getattr(job, "parallel", None)
@@ -285,7 +318,8 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
     for row in rows:
         if row["name"] == "rank_order" and "rank_order" in changed:
             row["origin"], row["source"] = "you", "changed in the panel"
-    table = pd.DataFrame(rows + brows, columns=list(ASSUMED_COLUMNS))
+    table = pd.DataFrame(rows + brows + _kernel_rows(calibration, hardware),
+                         columns=list(ASSUMED_COLUMNS))
     return Assumptions(parallel, hardware, behaviour, preset, table, tuple(changed))
 
 
