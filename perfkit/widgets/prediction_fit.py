@@ -199,7 +199,7 @@ def _closing_words(cal: Calibration) -> str:
     if abs(cal.estimated_step_s / cal.measured_step_s - 1) > 1e-6:
         return (f"; every compute rate (the kernels' efficiencies) was then scaled by one "
                 f"factor, ×{factor:.3g}, toward the measured step ({step}), as far as the "
-                f"hardware's peak allows: the model still predicts "
+                f"model's highest rates allow: the model still predicts "
                 f"{time_text(cal.estimated_step_s * 1e6)}.")
     return (f"; every compute rate (the kernels' efficiencies) was then scaled by one factor, "
             f"×{factor:.3g}, so that the model reproduces the measured step ({step}).")
@@ -219,7 +219,7 @@ def _profile_closing_words(cal: Calibration, factor: float | None,
     is not the median rank's or the least idle step's)."""
     computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
     capped = NOT_CLOSED_NOTE in cal.notes
-    peak = "as far as the hardware's peak allows, " if capped else ""
+    peak = "as far as the model's highest rates allow, " if capped else ""
     if factor is not None:
         said = (f"; every compute rate but the optimizer's (the kernels' efficiencies) was "
                 f"then scaled by one factor, ×{factor:.3g}, {peak}")

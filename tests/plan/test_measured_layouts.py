@@ -271,7 +271,7 @@ def test_the_closing_words_say_what_the_closing_did(measured_set):
     assert f"scaled by one factor, ×{factor:.3g}, so that the model's computing time" \
         in _closing_words(cal)
     capped = dataclasses.replace(cal, notes=(*cal.notes, NOT_CLOSED_NOTE))
-    assert "as far as the hardware's peak allows" in _closing_words(capped)
+    assert "as far as the model's highest rates allow" in _closing_words(capped)
     unscaled = dataclasses.replace(cal, terms=tuple(t for t in cal.terms
                                                     if t[0] != "closing scale"))
     assert _closing_words(unscaled) == "."
