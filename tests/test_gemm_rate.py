@@ -183,3 +183,26 @@ def test_the_h100_surface_holds_on_an_h200():
     assert len(rows) == 576
     assert np.abs(err).mean() < 0.08 and np.percentile(np.abs(err), 95) < 0.16
     assert -0.08 < np.median(err) < 0.0
+
+
+def test_a_step_time_calibration_moves_the_surface_up_to_the_peak():
+    """A measured step 15 % under the default H100 prediction closes by scaling the surface
+    (beyond the 5 % gemm_efficiency would allow); one 30 % under cannot close, every
+    shape's efficiency capped at 1, and says so."""
+    from perfkit import plan
+    from perfkit.plan.calibrate import NOT_CLOSED_NOTE
+
+    model, par = pk.ModelSpec.preset("llama2-7b"), pk.ParallelConfig(dp=8, num_micro_batches=4)
+    base = plan.predict(None, model, par, "h100", dtype="bf16").step_s
+    fast = plan.calibrate(0.85 * base, model=model, parallel=par, hardware="h100",
+                          dtype="bf16")
+    assert fast.rates.gemm_surface_scale > 1.1
+    assert plan.predict(fast, model, par, "h100", dtype="bf16").step_s == pytest.approx(
+        0.85 * base, rel=1e-6)
+    too_fast = plan.calibrate(0.7 * base, model=model, parallel=par, hardware="h100",
+                              dtype="bf16")
+    assert plan.predict(too_fast, model, par, "h100", dtype="bf16").step_s > 0.7 * base
+    assert any("highest rates" in n for n in too_fast.notes)
+    assert NOT_CLOSED_NOTE.endswith("(every kernel's efficiency at most 1)")
+    with pytest.raises(InvalidArgumentError, match="gemm_surface_scale"):
+        Rates(gemm_surface_scale=3.0)

@@ -119,9 +119,9 @@ class GemmSurface:
         """One call of an ``M × K`` by ``K × N`` product: ``t0 + max(compute, memory)``.
 
         ``scale`` multiplies the arithmetic rate (a calibration's factor over the
-        measured surface; 1: as measured).
+        measured surface; 1: as measured); the efficiency stays at most 1.
         """
-        compute = 2.0 * m * n * k / (self.efficiency(m, n, k) * scale * peak)
+        compute = 2.0 * m * n * k / (min(1.0, self.efficiency(m, n, k) * scale) * peak)
         memory = gemm_bytes(m, n, k, self.input_bytes) / (self.byte_efficiency * bandwidth)
         return self.fixed_s + max(compute, memory)
 

@@ -42,11 +42,14 @@ from .attention_rate import ATTENTION_IMPLEMENTATIONS
 from .gemm_rate import GEMM_MODELS
 
 __all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "RECOMPUTE_STYLE_MIN_SHARE",
-           "GEMM_EFFICIENCY_DEFAULT", "size_efficiency"]
+           "GEMM_EFFICIENCY_DEFAULT", "GEMM_SURFACE_SCALE_MAX", "size_efficiency"]
 
 #: ``Rates.gemm_efficiency``'s default: the size curve's ``e_max`` (Calculon's A100
 #: table); on a measured GEMM surface, the value at which the surface runs as measured.
 GEMM_EFFICIENCY_DEFAULT = 0.95
+#: The largest ``Rates.gemm_surface_scale``: each shape's efficiency on a surface is capped
+#: at 1 anyway (:meth:`perfkit.calc.gemm_rate.GemmSurface.seconds`).
+GEMM_SURFACE_SCALE_MAX = 2.0
 
 #: Communication groups with their own link efficiency and overlap.
 GROUPS = ("tp", "dp", "pp", "ep", "cp")
@@ -82,9 +85,8 @@ class Rates:
     gemm_efficiency : float
         On the size curve, ``e_max`` of matrix multiplies: the share of the peak FLOP/s a
         very large GEMM gets. Default 0.95 (Calculon's A100 table, see the module
-        docstring). On a measured surface (``gemm_model``), ``gemm_efficiency / 0.95``
-        scales the surface's rates: at the default every shape runs as measured, and a
-        calibration's factor moves them all.
+        docstring). Unused on a measured surface (``gemm_model``), whose rates
+        ``gemm_surface_scale`` moves.
     gemm_half_flops : float
         ``W½`` of the GEMM size curve, FLOPs per call (default 0.58e9); unused on a
         measured surface, which has its fixed time per call and its halves per dimension.
@@ -96,6 +98,10 @@ class Rates:
         perfkit has a measured surface for the hardware (H100, H800, H200, GH200),
         ``"size"`` elsewhere. A profile's operator fit (:func:`perfkit.plan.calibrate`)
         sets ``"size"``: the curve it fits to the run's own GEMM kernels.
+    gemm_surface_scale : float
+        On a measured surface, every shape's rate times this (default 1: as measured; a
+        step-time calibration's factor moves it as it moves ``gemm_efficiency``), each
+        shape's efficiency capped at 1; at most :data:`GEMM_SURFACE_SCALE_MAX`.
     attention_efficiency : float
         Calibration multiplier on the fused attention kernels' published efficiency
         (:mod:`perfkit.calc.attention_rate`; 1, the default: the published curve). With
@@ -196,6 +202,7 @@ class Rates:
     gemm_efficiency: float = GEMM_EFFICIENCY_DEFAULT
     gemm_half_flops: float = 0.58e9
     gemm_model: str = "auto"
+    gemm_surface_scale: float = 1.0
     attention_efficiency: float = 1.0
     attention_implementation: str = "auto"
     memory_efficiency: float = 0.9
@@ -247,6 +254,10 @@ class Rates:
                      ATTENTION_IMPLEMENTATIONS)
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
         check_choice("gemm_model", self.gemm_model, GEMM_MODELS)
+        if not 0 < self.gemm_surface_scale <= GEMM_SURFACE_SCALE_MAX:
+            raise InvalidArgumentError("gemm_surface_scale",
+                                       f"must be in (0, {GEMM_SURFACE_SCALE_MAX:g}]",
+                                       self.gemm_surface_scale)
         check_choice("collective_algorithm", self.collective_algorithm,
                      ("hierarchical", "flat"))
         if isinstance(self.dp_buckets, bool) or not isinstance(self.dp_buckets, int) \
@@ -309,6 +320,8 @@ class Rates:
         (docs/planner.md, "Attention by shape")."""
         own, back = self.elementwise_efficiency, self.backward_elementwise_efficiency
         return self.replace(gemm_efficiency=min(1.0, self.gemm_efficiency * factor),
+                            gemm_surface_scale=min(GEMM_SURFACE_SCALE_MAX,
+                                                   self.gemm_surface_scale * factor),
                             memory_efficiency=min(1.0, self.memory_efficiency * factor),
                             elementwise_efficiency=None if own is None
                             else min(1.0, own * factor),

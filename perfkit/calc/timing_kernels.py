@@ -18,7 +18,7 @@ from ..specs import ModelSpec
 from .attention_rate import attention_efficiency, call_lengths
 from .flops import layer_forward_flops
 from .gemm_rate import GemmSurface, surface_for
-from .rates import GEMM_EFFICIENCY_DEFAULT, Rates
+from .rates import Rates
 
 __all__ = ["gemm_seconds", "memory_seconds", "attention_seconds", "fp8_casts",
            "FP8_CAST_BYTES"]
@@ -36,7 +36,7 @@ def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
     With a ``surface`` (:func:`perfkit.calc.gemm_rate.surface_for`) and the call's
     ``shape`` ``(M, N, K)``: :meth:`GemmSurface.seconds
     <perfkit.calc.gemm_rate.GemmSurface.seconds>` with its rate scaled by
-    ``gemm_efficiency / 0.95`` (1 at the default: as measured); a call without a shape
+    ``gemm_surface_scale`` (1 at the default: as measured); a call without a shape
     there is the square product of its FLOPs. Otherwise the size curve:
     ``(F + F½)/(e·peak) + B/(e_mem·bandwidth)`` (``gemm_memory="max"``: the larger of the
     two) with ``e = gemm_efficiency`` (times ``attention_efficiency`` for attention priced
@@ -44,8 +44,7 @@ def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
     """
     if surface is not None and not attention:
         m, n, k = shape if shape else (max(flops / 2.0, 1.0) ** (1.0 / 3.0),) * 3
-        return surface.seconds(m, n, k, peak, bandwidth,
-                               rates.gemm_efficiency / GEMM_EFFICIENCY_DEFAULT)
+        return surface.seconds(m, n, k, peak, bandwidth, rates.gemm_surface_scale)
     e = rates.gemm_efficiency * (rates.attention_efficiency if attention else 1.0)
     compute = (flops + rates.gemm_half_flops) / (e * peak)
     memory = nbytes / (rates.memory_efficiency * bandwidth)

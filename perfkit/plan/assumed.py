@@ -36,7 +36,7 @@ import pandas as pd
 from ..calc.attention_occupancy import multiprocessors
 from ..calc.behaviour import Behaviour
 from ..calc.gemm_rate import surface_for
-from ..calc.rates import GEMM_EFFICIENCY_DEFAULT, Rates
+from ..calc.rates import Rates
 from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_order
 from ..errors import InvalidArgumentError
 from ..format import count_text, rate_text, time_text
@@ -236,9 +236,10 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
     rates: Rates = getattr(calibration, "rates", None) or Rates()
     dtype = getattr(getattr(calibration, "job", None), "dtype", None)
     surface = surface_for(hardware.name, dtype, rates.gemm_model)
-    fitted = _term_how(calibration, "gemm_efficiency")
+    fitted = _term_how(calibration, "gemm_efficiency" if surface is None
+                       else "gemm_surface_scale")
     if surface is not None:
-        scale = rates.gemm_efficiency / GEMM_EFFICIENCY_DEFAULT
+        scale = rates.gemm_surface_scale
         text = (f"by (M, N, K): {surface.name} surface"
                 + ("" if scale == 1 else f" × {scale:.3g}"))
         gemm = ("profile" if fitted or scale != 1 else "default",

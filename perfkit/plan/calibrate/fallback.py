@@ -110,9 +110,8 @@ def _from_step_time(step_s: float, job: CalibratedJob, rates: Rates,
                   f"efficiency: the model ({before:.4g} s at the starting rates) gives "
                   f"{reached:.4g} s for the measured {step_s:.4g} s")]
         notes.append("the measured step is faster than the model's compute allows at its "
-                     "highest rates (every efficiency at most 1; GEMMs on a measured surface "
-                     "at most 5 % above it) with perfkit's default links: the link "
-                     "efficiencies were scaled too"
+                     "highest rates (every kernel's efficiency at most 1) with perfkit's "
+                     "default links: the link efficiencies were scaled too"
                      + ("; even at full link efficiency the model stays slower: check the "
                         "model, the layout or the hardware" if link_capped else ""))
     predicted = _evaluate(job, fitted)["step_s"]

@@ -39,8 +39,7 @@ __all__ = ["BACKWARD_CLOSING", "CLOSINGS", "FORWARD_CLOSING", "MATRIX_CLOSING",
 RESIDUAL_NOTE_SHARE = 0.05
 #: The note of a fit whose closing the peak capped (the compute rates cannot rise above 1).
 NOT_CLOSED_NOTE = ("the fit could not be closed: the measured step is faster than the model "
-                   "allows at its highest rates (every efficiency at most 1; GEMMs on a "
-                   "measured surface at most 5 % above it)")
+                   "allows at its highest rates (every kernel's efficiency at most 1)")
 
 
 def residual_note(residual: float) -> str:

@@ -9,7 +9,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from ...calc.attention_rate import resolve_implementation
-from ...calc.rates import GROUPS, Rates
+from ...calc.gemm_rate import surface_for
+from ...calc.rates import GEMM_SURFACE_SCALE_MAX, GROUPS, Rates
 from ...calc.timing import step_times
 from ...calc.topology import GROUP_COLLECTIVE, group_bandwidth, layout_group
 from ..predict import layout_columns, stage_params, stage_rows
@@ -29,6 +30,21 @@ def _evaluate(job: CalibratedJob, rates: Rates) -> dict[str, float]:
     return {k: float(v[0]) for k, v in out.items()}
 
 
+def _on_surface(job: CalibratedJob, rates: Rates) -> bool:
+    """Whether the job's GEMMs are priced on a measured surface (``gemm_surface_scale``
+    moves them) rather than the size curve (``gemm_efficiency``)."""
+    return surface_for(job.hardware.name, job.dtype, rates.gemm_model) is not None
+
+
+def _gemm_ceiling(job: CalibratedJob, rates: Rates) -> float:
+    """The largest factor the GEMMs can take: to an efficiency of 1 on the size curve, to
+    :data:`~perfkit.calc.rates.GEMM_SURFACE_SCALE_MAX` on a surface (where each shape's
+    efficiency is capped at 1 in its own pricing)."""
+    if _on_surface(job, rates):
+        return GEMM_SURFACE_SCALE_MAX / rates.gemm_surface_scale
+    return 1.0 / rates.gemm_efficiency
+
+
 def _solve_scale(job: CalibratedJob, rates: Rates, target: float,
                  parts: Sequence[str] | None = None) -> tuple[float, bool]:
     """Factor on every compute rate making the model's step (or ``parts``) hit ``target``.
@@ -41,8 +57,8 @@ def _solve_scale(job: CalibratedJob, rates: Rates, target: float,
         out = _evaluate(job, rates.scaled(k))
         return sum(out[p] for p in parts) if parts else out["step_s"]
 
-    return _bisect_factor(value, 1e-3, 1.0 / min(rates.gemm_efficiency,
-                                                  rates.memory_efficiency), target)
+    return _bisect_factor(value, 1e-3, max(_gemm_ceiling(job, rates),
+                                           1.0 / rates.memory_efficiency), target)
 
 
 #: The model's parts that the device spends computing (a step's ``computing_us``).
@@ -67,8 +83,8 @@ def _solve_computing_scale(job: CalibratedJob, rates: Rates, target: float
         out = _evaluate(job, _scaled_keeping_optimizer(rates, k))
         return sum(out[p] for p in COMPUTING_PARTS)
 
-    return _bisect_factor(value, 1e-3, 1.0 / min(rates.gemm_efficiency,
-                                                  rates.memory_efficiency), target)
+    return _bisect_factor(value, 1e-3, max(_gemm_ceiling(job, rates),
+                                           1.0 / rates.memory_efficiency), target)
 
 
 def _computing_s(job: CalibratedJob, rates: Rates) -> float:
@@ -101,17 +117,21 @@ def attention_kept(job: CalibratedJob, rates: Rates) -> str:
             f"(the measured times do not show its kernels apart)")
 
 
-def _gemm_scaled(rates: Rates, factor: float) -> Rates:
-    """The GEMM efficiency times ``factor``, capped at 1, and fused attention with it: under
-    ``attention_implementation="gemm"`` attention is a share of the GEMM efficiency; on a
-    published curve (:mod:`perfkit.calc.attention_rate`) its ``attention_efficiency``
-    takes the same factor as the GEMMs got (the closing's measured share counts the
-    matrix and attention kernels together)."""
+def _gemm_scaled(rates: Rates, factor: float, surface: bool = False) -> Rates:
+    """The GEMM efficiency times ``factor``, capped at 1 (and a measured surface's scale,
+    capped at :data:`~perfkit.calc.rates.GEMM_SURFACE_SCALE_MAX`), and fused attention
+    with it: under ``attention_implementation="gemm"`` attention is a share of the GEMM
+    efficiency; on a published curve (:mod:`perfkit.calc.attention_rate`) its
+    ``attention_efficiency`` takes the same factor as the GEMMs got (the closing's
+    measured share counts the matrix and attention kernels together; ``surface``: the
+    GEMMs' factor is the surface's)."""
     gemm = min(1.0, rates.gemm_efficiency * factor)
+    scale = min(GEMM_SURFACE_SCALE_MAX, rates.gemm_surface_scale * factor)
     if rates.attention_implementation == "gemm":
-        return rates.replace(gemm_efficiency=gemm)
-    return rates.replace(gemm_efficiency=gemm, attention_efficiency=min(
-        2.0, rates.attention_efficiency * gemm / rates.gemm_efficiency))
+        return rates.replace(gemm_efficiency=gemm, gemm_surface_scale=scale)
+    got = scale / rates.gemm_surface_scale if surface else gemm / rates.gemm_efficiency
+    return rates.replace(gemm_efficiency=gemm, gemm_surface_scale=scale,
+                         attention_efficiency=min(2.0, rates.attention_efficiency * got))
 
 
 def _solve_split_closing(job: CalibratedJob, rates: Rates, computing: float,
@@ -148,12 +168,14 @@ def _solve_split_closing(job: CalibratedJob, rates: Rates, computing: float,
     optimizer = _evaluate(job, rates)["optimizer"]
     target = (computing - optimizer) * matrix_share
 
-    def matrix(k: float) -> float:
-        return _computing_s(job, _gemm_scaled(rates, k)) - vector - optimizer
+    surface = _on_surface(job, rates)
 
-    k_g, matrix_capped = _bisect_factor(matrix, 1e-3, 1.0 / rates.gemm_efficiency, target)
+    def matrix(k: float) -> float:
+        return _computing_s(job, _gemm_scaled(rates, k, surface)) - vector - optimizer
+
+    k_g, matrix_capped = _bisect_factor(matrix, 1e-3, _gemm_ceiling(job, rates), target)
     matrix_s = matrix(k_g)
-    rates = _gemm_scaled(rates, k_g)
+    rates = _gemm_scaled(rates, k_g, surface)
     rest = computing - optimizer - matrix_s
     e_vec = rates.vector_efficiency
     vector_capped = not rest > vector * e_vec  # k_v would lift e_vec above 1
