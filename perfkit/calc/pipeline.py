@@ -19,6 +19,7 @@ __all__ = [
     "in_flight_micro_batches",
     "interleave_memory_penalty",
     "split_layers",
+    "split_when_uneven",
 ]
 
 
@@ -149,3 +150,16 @@ def split_layers(num_layers: int, pp: int, vpp: int = 1, first_weight: int = 1,
         raise InvalidArgumentError("pp", f"{stages} stages leave the last without a decoder "
                                    f"layer ({layers} layers)", pp)
     return tuple(sum(per_stage[r::p]) for r in range(p))
+
+
+def split_when_uneven(num_layers: int, pp: int, vpp: int = 1) -> tuple[tuple[int, ...], str] | None:
+    """:func:`split_layers` where ``num_layers`` does not divide by ``pp · vpp``, with the
+    sentence that says what was assumed; None where the even split holds."""
+    stages = check_positive_int("pp", pp) * check_positive_int("vpp", vpp)
+    if check_positive_int("num_layers", num_layers) % stages == 0:
+        return None
+    layers = split_layers(num_layers, pp, vpp)
+    return layers, (f"{num_layers} layers do not divide over pp·vpp = {stages} stages: "
+                    "split as torchtitan does, the embedding and the output head each "
+                    f"counted as one layer, {', '.join(map(str, layers))} layers per "
+                    "pipeline rank (pass stage_layers for another split)")

@@ -48,7 +48,7 @@ from .memory import (
     scheme_gradient_bytes,
     static_memory,
 )
-from .pipeline import bubble_fraction, split_layers
+from .pipeline import bubble_fraction, split_when_uneven
 from .topology import collective_kind, collective_seconds, layout_group
 from .usable_memory import MEMORY_RESERVE
 
@@ -194,11 +194,11 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                                    parallel.recompute_ops)
     shaped = model
     split_said: tuple[str, ...] = ()
-    if stage_layers is None and parallel.vpp == 1 and model.num_layers % parallel.pp:
-        stage_layers = split_layers(model.num_layers, parallel.pp)
-        split_said = (f"{model.num_layers} layers split over pp={parallel.pp} as torchtitan "
-                      "does (embedding and output head one layer each): "
-                      + ", ".join(map(str, stage_layers)),)
+    found = split_when_uneven(model.num_layers, parallel.pp) if stage_layers is None \
+        and parallel.vpp == 1 else None
+    if found is not None:
+        stage_layers, said = found
+        split_said = (said,)
     if stage_layers is None:
         parallel.validate(model)
         layers = parallel.layers_per_stage(model)

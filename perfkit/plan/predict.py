@@ -43,7 +43,7 @@ from ..calc import ActivationModel, activation_memory, static_memory
 from ..calc.behaviour import Behaviour
 from ..calc.flops import flops_per_token
 from ..calc.memory import stage_parameters
-from ..calc.pipeline import split_layers
+from ..calc.pipeline import split_when_uneven
 from ..calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
@@ -237,14 +237,9 @@ def default_split(model: ModelSpec, parallel: ParallelConfig,
     embedding and the output head each count as one layer), with a note saying so; else
     None (the even split).
     """
-    stages = parallel.pp * parallel.vpp
-    if stage_layers is not None or model.num_layers % stages == 0:
-        return stage_layers, ""
-    layers = split_layers(model.num_layers, parallel.pp, parallel.vpp)
-    return layers, (f"{model.num_layers} layers do not divide over pp·vpp = {stages} stages: "
-                    "split as torchtitan does, the embedding and the output head each "
-                    f"counted as one layer, {', '.join(map(str, layers))} layers per "
-                    "pipeline rank (pass stage_layers for another split)")
+    found = None if stage_layers is not None else split_when_uneven(
+        model.num_layers, parallel.pp, parallel.vpp)
+    return (stage_layers, "") if found is None else found
 
 
 def _validate(model: ModelSpec, parallel: ParallelConfig, uneven: bool) -> None:
