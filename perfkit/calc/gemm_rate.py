@@ -129,9 +129,7 @@ class GemmSurface:
               bandwidth: float) -> np.ndarray:
         """:meth:`seconds` for arrays of shapes."""
         m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-        e = (self.e_max * m / (m + self.m_half) * n / (n + self.n_half)
-             * k / (k + self.k_half))
-        compute = 2.0 * m * n * k / (e * peak)
+        compute = 2.0 * m * n * k / (self.efficiency(m, n, k) * peak)
         memory = gemm_bytes(m, n, k, self.input_bytes) / (self.byte_efficiency * bandwidth)
         return self.fixed_s + np.maximum(compute, memory)
 
