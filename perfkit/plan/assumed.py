@@ -236,14 +236,13 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
     rates: Rates = getattr(calibration, "rates", None) or Rates()
     dtype = getattr(getattr(calibration, "job", None), "dtype", None)
     surface = surface_for(hardware.name, dtype, rates.gemm_model)
-    fitted = _term_how(calibration, "gemm_efficiency" if surface is None
-                       else "gemm_surface_scale")
+    fitted = _term_how(calibration, "gemm_efficiency")
     if surface is not None:
         scale = rates.gemm_surface_scale
         text = (f"by (M, N, K): {surface.name} surface"
                 + ("" if scale == 1 else f" × {scale:.3g}"))
-        gemm = ("profile" if fitted or scale != 1 else "default",
-                fitted or "perfkit.calc.gemm_rate (measured on lent H100s)")
+        gemm = ("default", "perfkit.calc.gemm_rate (measured on lent H100s)") if scale == 1 \
+            else ("profile", "the calibration's compute scale on the measured surface")
     else:
         text = (f"size curve: e {rates.gemm_efficiency:.3g}, "
                 f"F½ {rates.gemm_half_flops / 1e9:.3g} GFLOP")
