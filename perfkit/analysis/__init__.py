@@ -24,6 +24,9 @@ _HOME: dict[str, str | None] = {
     "stage_balance": "cluster",
     "stage_imbalance_us": "cluster",
     "sync_points": "cluster",
+    "SlowestRank": "slowest",
+    "slowest_rank": "slowest",
+    "slowest_rank_of": "slowest",
     "collective_bandwidth": "collective_bw",
     "collective_bandwidth_summary": "collective_bw",
     "comm_bandwidth_summary": "communication",
@@ -85,7 +88,7 @@ __all__ = [
     "host_collective_waits",
     # cluster
     "slow_ranks", "stage_balance", "stage_imbalance_us", "data_loading", "host_bound",
-    "sync_points",
+    "sync_points", "SlowestRank", "slowest_rank", "slowest_rank_of",
     # memory
     "memory_peaks", "memory_timeline", "largest_allocations", "memory_vs_theory",
     # per-rank summaries of a cluster
@@ -142,5 +145,6 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     )
     from .rank_summary import rank_comm_summary, rank_step_breakdown, rank_step_summary
     from .recompute import RecomputeCheck, match_pattern, recompute_check, recompute_scopes
+    from .slowest import SlowestRank, slowest_rank, slowest_rank_of
     from .steps import derive_steps, exposed_comm_us, measured_step_s, step_breakdown, step_wall_us
     from .timeline import timeline, timeline_window, window_events

@@ -212,7 +212,9 @@ class CommunicationTab(Tab):
         bw = bandwidth_html(profile)
         if bw:
             out.append(html_widget(bw))
-        ranks = A.slow_ranks(profile)
+        job = self.ctx.job.job
+        # ranks against the peers of their own pipeline stage, as the findings compare them
+        ranks = A.slow_ranks(profile, parallel=getattr(job, "parallel", None))
         self._links = A.slow_links(profile)
         self._overlap = A.comm_overlap(profile)
         peers = peers_note(ranks)
@@ -224,11 +226,12 @@ class CommunicationTab(Tab):
                                   self._on_pick))
         if peers:
             out.append(html_widget(note(peers)))
+        elif self._pickable:  # the rank every tab names (the Overview, the findings)
+            out.append(html_widget(note(A.slowest_rank_of(ranks).sentence)))
         self.rank_detail = W.HTML()
         out.append(self.rank_detail)
         self._draw(None)
         out.append(html_widget(self._overlap_html()))
-        job = self.ctx.job.job
         stages = stages_html(profile, getattr(job, "parallel", None))
         if stages:
             out.append(html_widget(stages))

@@ -78,6 +78,7 @@ class OverviewTab(JobTab):
         self.rank = rank_picker("steps of")
         self.steps_table = W.HTML()
         self._steps: pd.DataFrame | None = None
+        self._slowest: Any = None  # perfkit.analysis.SlowestRank of 3 ranks or more
         self._findings_box = W.VBox()
         #: the rows of the findings box of the last build, by what they show
         #: (:meth:`_show_findings` keeps a row that shows the same again)
@@ -124,6 +125,10 @@ class OverviewTab(JobTab):
         if withheld:  # no step with a time: no chart of empty bars
             return out + [html_widget(note(f"No step breakdown: {withheld}.")), facts]
         self._steps = with_exposed_comm(steps)
+        # the one slowest rank the findings and the Communication tab name too
+        self._slowest = (A.slowest_rank(profile, parallel=getattr(self.current, "parallel",
+                                                                  None))
+                         if steps["rank"].nunique() >= 3 else None)
         parts = split_parts(self._steps)
         chart = C.step_breakdown_chart(self._steps, parts=parts, select=True,
                                        title="Where the step time goes, per rank (click a "
@@ -346,10 +351,14 @@ class OverviewTab(JobTab):
                                   "summed over the ranks").replace(
                 "sum of its parts,", "sum of its parts over the ranks,")
             headers.update({"step_median_us": "step time, median over ranks",
-                            "step_min_us": "fastest rank's step",
-                            "step_max_us": "slowest rank's step",
-                            "worst_rank": "rank with the longest step"})
-            self.steps_table.value = STYLE + frame_html(
+                            "step_min_us": "shortest over the ranks",
+                            "step_max_us": "longest over the ranks",
+                            "worst_rank": "rank that ended last"})
+            said = "" if self._slowest is None else note(
+                self._slowest.sentence + " The table's last rank is the one that ended each "
+                "step last: ranks that wait for a slow peer inside a collective end with "
+                "it, so that rank need not be a slow one.")
+            self.steps_table.value = STYLE + said + frame_html(
                 spread, f"Steps: each step's time over the ranks{split}",
                 columns=["step", "step_median_us", "step_min_us", "step_max_us", "worst_rank",
                          *shares],

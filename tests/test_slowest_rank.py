@@ -1,0 +1,106 @@
+"""One slowest rank across the tabs (issue 67, point 2).
+
+On an 8-rank DLRM trace the findings said "Rank 4 computes 7 % slower" while the Overview
+named rank 1, the rank that ended the steps last. In a synchronous job the peers of a slow
+rank wait for it inside a collective and end with it, so the rank that ends a step last is
+often a healthy one by a few microseconds. Here the steps are built with known numbers:
+rank 3 computes 800 µs more per step, its peers wait those 800 µs in the all-reduce, and
+rank 1 ends each step 5 µs after the others. Every place that names a slow rank must name
+rank 3; the simulated ``slow-rank`` sample (its scenario plants rank 2 at 1.25× compute)
+is checked on the dashboard's Overview and Communication tabs and on the timeline.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit import Cluster, Profile, ProfileMeta, advise
+from perfkit.analysis import slowest_rank
+from perfkit.simulate.scenarios import scenario
+from perfkit.tables import over_ranks
+
+STEPS = 5
+SLOW, LATE = 3, 1
+
+
+def _rank_steps(rank: int) -> pd.DataFrame:
+    computing = 10_800.0 if rank == SLOW else 10_000.0
+    waited = 100.0 if rank == SLOW else 900.0  # the peers wait for rank 3 in the all-reduce
+    free = 105.0 if rank == LATE else 100.0  # rank 1 ends each step 5 µs after the others
+    jitter = [0.0, 3.0, -3.0, 1.0, -1.0]  # a little step-to-step noise, the same on all
+    return pd.DataFrame({
+        "step": list(range(1, STEPS + 1)),
+        "computing_us": [computing + j for j in jitter],
+        "communication_us": waited + 50.0, "comm_not_overlapped_us": waited,
+        "overlapped_us": 50.0, "free_us": free, "preparing_us": 10.0})
+
+
+def _cluster() -> Cluster:
+    profs = [Profile(ProfileMeta("test", rank=r), {"steps": _rank_steps(r)}) for r in range(8)]
+    return Cluster(profs, ProfileMeta("cluster"))
+
+
+def test_the_slow_rank_is_not_the_one_that_ends_last() -> None:
+    c = _cluster()
+    steps = pk.analysis.step_breakdown(c)
+    walls = steps.groupby("rank")["step_us"].median()
+    # the walls, by hand: computing + exposed communication + free (+ the wait before)
+    assert walls[SLOW] == pytest.approx(10_800.0 + 100.0 + 100.0, abs=5.0)
+    assert walls[0] == pytest.approx(10_000.0 + 900.0 + 100.0, abs=5.0)
+    assert int(walls.idxmax()) == LATE  # the longest wall is rank 1's
+    per_step = over_ranks(steps, ["step"], ["step_us"])
+    assert set(per_step["worst_rank"].astype(int)) == {LATE}
+
+    named = slowest_rank(c)
+    assert named.rank == SLOW
+    assert named.excess_us == pytest.approx(800.0, abs=5.0)
+    assert named.excess_pct == pytest.approx(8.0, abs=0.1)
+    assert named.compared == 8
+    assert "rank 3" in named.sentence and "computation" in named.sentence
+    # the findings name the same rank first
+    titles = [f.title for f in advise(c) if f.rule == "slow_ranks"]
+    assert titles and titles[0].startswith(f"Rank {SLOW} ")
+
+
+def test_no_slowest_rank_within_the_noise_or_with_too_few_ranks() -> None:
+    even = Cluster([Profile(ProfileMeta("test", rank=r), {"steps": _rank_steps(0)})
+                    for r in range(4)], ProfileMeta("cluster"))
+    named = slowest_rank(even)
+    assert named.rank is None and named.compared == 4
+    assert named.sentence.startswith("No rank is slower than its peers")
+    two = Cluster([Profile(ProfileMeta("test", rank=r), {"steps": _rank_steps(3 * r)})
+                   for r in range(2)], ProfileMeta("cluster"))
+    named = slowest_rank(two)
+    assert named.rank is None and "needs at least 3" in named.sentence
+
+
+def _text(widget_html: str) -> str:
+    text = html.unescape(re.sub(r"<style.*?</style>|<[^>]+>", " ", widget_html, flags=re.S))
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def board():
+    from perfkit.widgets import dashboard
+
+    return dashboard("simulated/slow-rank")
+
+
+def test_every_tab_names_the_planted_rank(board) -> None:
+    (fault,) = scenario("slow-rank").faults  # the rank the scenario plants
+    planted = fault.rank
+    sentence = f"Slowest rank: rank {planted}, in forward and backward computation"
+    overview = _text(board.select("Overview").static_html())
+    assert sentence in overview
+    assert "rank that ended last" in overview  # the per-step column says what it is
+    communication = _text(board.select("Communication").static_html())
+    assert sentence in communication
+    findings = [f.title for f in advise(pk.load("sample:slow-rank")) if f.rule == "slow_ranks"]
+    assert findings and findings[0].startswith(f"Rank {planted} ")
+    window = pk.analysis.timeline(pk.load("sample:slow-rank"))
+    assert window.attrs["timeline"]["ranks"][0] == planted
