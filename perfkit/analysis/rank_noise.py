@@ -9,7 +9,6 @@ bars :func:`perfkit.analysis.slow_ranks` and the advisor's slow-rank findings ap
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 __all__ = ["step_noise_us", "NOISE_FACTOR", "MIN_STEP_SHARE", "MAD_SIGMA"]
@@ -48,11 +47,9 @@ def step_noise_us(steps: pd.DataFrame, metric: str) -> pd.Series:
         return pd.Series(dtype="float64")
     frame = pd.DataFrame({"rank": steps["rank"], "x": steps[metric].astype("float64")})
     frame = frame.dropna()
-
-    def one(x: pd.Series) -> float:
-        if len(x) < 3:
-            return float("nan")
-        mad = float(np.median(np.abs(x - np.median(x))))
-        return MAD_SIGMA * mad
-
-    return frame.groupby("rank")["x"].apply(one).astype("float64")
+    by = frame.groupby("rank")["x"]
+    # two grouped medians (no Python function per rank): the rank's median, then the
+    # median of the absolute deviations from it
+    deviation = (frame["x"] - by.transform("median")).abs()
+    mad = deviation.groupby(frame["rank"]).median()
+    return (MAD_SIGMA * mad).where(by.size() >= 3).astype("float64")
