@@ -201,7 +201,8 @@ def _h100(impl: str, length: float, head_dim: float, causal: bool, backward: boo
 
 def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: bool,
                          backward: bool, implementation: str = "auto",
-                         hardware_name: str = "h100", pairs: float | None = None) -> float:
+                         hardware_name: str = "h100", pairs: float | None = None,
+                         multiprocessor_count: int | None = None) -> float:
     """Share of the 16-bit peak one fused attention call gets (see the module docstring).
 
     Parameters
@@ -226,6 +227,10 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
         published measurements' lower the rate
         (:func:`perfkit.calc.attention_occupancy.occupancy`, on the GPU's
         multiprocessors). None (default): the published curve as it is.
+    multiprocessor_count : int, optional
+        The device's multiprocessors (a trace's ``numSms``); None (default): the
+        datasheet count for ``hardware_name``
+        (:func:`perfkit.calc.attention_occupancy.multiprocessors`).
 
     Returns
     -------
@@ -244,8 +249,9 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
     if pairs is None:
         return e
     tiled = float(seq_kv if backward else seq_q)  # keys per tile backward, queries forward
-    return e * occupancy(pairs, tiled, head_dim, causal, backward, implementation,
-                         multiprocessors(hardware_name))
+    sms = multiprocessor_count if multiprocessor_count is not None \
+        else multiprocessors(hardware_name)
+    return e * occupancy(pairs, tiled, head_dim, causal, backward, implementation, sms)
 
 
 def call_lengths(seq_length: float, cp: int, causal: bool

@@ -52,7 +52,7 @@ def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
 
 
 def attention_seconds(flops: float, shape: tuple, peak: float, rates: Rates,
-                      hardware_name: str) -> float:
+                      hardware_name: str, multiprocessors: int | None = None) -> float:
     """One fused attention call on its published curve (:mod:`perfkit.calc.attention_rate`).
 
     ``Σ_parts share·F / (e(L, d, causal, pass, implementation, pairs) ·
@@ -67,15 +67,17 @@ def attention_seconds(flops: float, shape: tuple, peak: float, rates: Rates,
     total = 0.0
     for share, lq, lkv, causal in parts:
         e = _efficiency(lq, lkv, head_dim, causal, backward, rates.attention_implementation,
-                        hardware_name, pairs)
+                        hardware_name, pairs, multiprocessors)
         total += share * flops / (e * rates.attention_efficiency * peak)
     return total
 
 
 @lru_cache(maxsize=4096)
 def _efficiency(lq: float, lkv: float, d: float, causal: bool, backward: bool, impl: str,
-                hardware_name: str, pairs: float | None = None) -> float:
-    return attention_efficiency(lq, lkv, d, causal, backward, impl, hardware_name, pairs)
+                hardware_name: str, pairs: float | None = None,
+                multiprocessors: int | None = None) -> float:
+    return attention_efficiency(lq, lkv, d, causal, backward, impl, hardware_name, pairs,
+                                multiprocessors)
 
 
 def memory_seconds(nbytes: float, bandwidth: float, rates: Rates) -> float:
@@ -265,14 +267,16 @@ def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: 
 def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
              skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
              core_peak: float | None = None, hardware_name: str = "",
-             dtype: str | None = None) -> tuple[float, float]:
+             dtype: str | None = None, multiprocessors: int | None = None
+             ) -> tuple[float, float]:
     """Total time and kernel count of ``ops`` (filtered by tag); the attention core (fused
     or its batched GEMMs) at ``core_peak`` where given (an FP8 run's 16-bit peak); a fused
     attention call on its published curve for ``hardware_name``
     (:func:`attention_seconds`) unless ``rates.attention_implementation`` is ``"gemm"``;
     GEMMs on ``hardware_name``'s measured surface for ``dtype`` where ``rates.gemm_model``
     gives one (:func:`perfkit.calc.gemm_rate.surface_for`; the 16-bit surface at
-    ``core_peak``), else on the size curve."""
+    ``core_peak``), else on the size curve. ``multiprocessors``: the device's (the
+    attention occupancy's ``S``; None: the datasheet count for ``hardware_name``)."""
     surface = core_surface = None
     if hardware_name and any(o.kind == "gemm" for o in ops):
         surface = surface_for(hardware_name, dtype, rates.gemm_model)
@@ -288,7 +292,8 @@ def _seconds(ops: list[_Op], peak: float, bandwidth: float, rates: Rates,
             at = core_peak if core_peak is not None and (o.kind == "attn" or o.tag == "core") \
                 else peak
             if o.kind == "attn" and o.shape and rates.attention_implementation != "gemm":
-                t = attention_seconds(o.flops, o.shape, at, rates, hardware_name)
+                t = attention_seconds(o.flops, o.shape, at, rates, hardware_name,
+                                      multiprocessors)
             else:
                 t = gemm_seconds(o.flops, o.nbytes, at, bandwidth, rates, o.kind == "attn",
                                  o.mnk, core_surface if at is core_peak else surface)

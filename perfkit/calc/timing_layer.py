@@ -88,7 +88,10 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
     # FP8 runs its GEMMs at the FP8 peak; attention stays 16-bit (Transformer Engine's
     # FP8 recipes: DotProductAttention in bf16), element-wise work is priced by bytes
     core = _half_peak(hardware) if fp8 else None
-    name = hardware.name  # the fused attention curve's hardware family
+    # the device the GEMM surface and the fused attention curve (and its occupancy's S:
+    # None, the datasheet's count by name) are read for
+    device = {"hardware_name": hardware.name, "multiprocessors": hardware.multiprocessors,
+              "dtype": dtype}
     dropout = am.dropout if am.dropout is not None else model.mlp != "gated"
     flash = am.flash_attention
     back = rates.backward_rates()  # the backward's memory-bound kernels at their own rate
@@ -107,20 +110,18 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
                               moe)
         if fp8:
             fwd, bwd = fwd + fp8_casts(fwd, False), bwd + fp8_casts(bwd, True)
-        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core, hardware_name=name,
-                         dtype=dtype)
-        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core, hardware_name=name,
-                          dtype=dtype)
+        f, kf = _seconds(fwd, peak, bw, rates, core_peak=core, **device)
+        bk, kb = _seconds(bwd, peak, bw, back, core_peak=core, **device)
         rn, krn = _seconds(fwd, peak, bw, rates, skip=("mlp_out", "mlp_residual"), core_peak=core,
-                           hardware_name=name, dtype=dtype)
+                           **device)
         sc, _ = _seconds(fwd, peak, bw, rates, only=("core",), core_peak=core,
-                         hardware_name=name, dtype=dtype)
+                         **device)
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
         cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core,
-                         hardware_name=name, dtype=dtype)
+                         **device)
         weights = [o for o in bwd if o.kind == "gemm" and o.tag != "core"
                    and o.grad == "weight"]
-        wg, kwg = _seconds(weights, peak, bw, back, hardware_name=name, dtype=dtype)
+        wg, kwg = _seconds(weights, peak, bw, back, **device)
         for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
                            ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
                            ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
@@ -129,10 +130,8 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
     emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes)
     emb = _seconds(emb_ops, peak, bw, rates, skip=("backward",))[0] \
         + _seconds(emb_ops, peak, bw, back, only=("backward",))[0]
-    head, kh = _seconds(head_ops, peak, bw, rates, skip=("backward",), hardware_name=name,
-                        dtype=dtype)
-    head_b, kh_b = _seconds(head_ops, peak, bw, back, only=("backward",), hardware_name=name,
-                            dtype=dtype)
+    head, kh = _seconds(head_ops, peak, bw, rates, skip=("backward",), **device)
+    head_b, kh_b = _seconds(head_ops, peak, bw, back, only=("backward",), **device)
     head, kh = head + head_b, kh + kh_b
     n = b * model.seq_length / cp
     act_bytes = n * model.hidden_size * 2.0

@@ -249,8 +249,10 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
         gemm = ("profile", fitted) if fitted else (
             "default", "Calculon's A100 table (perfkit.calc.rates); no measured surface "
                        f"for {hardware.name}")
-    sms = multiprocessors(hardware.name)
-    occupancy = (f"by pairs per call, {sms} SMs" if sms else
+    recorded = hardware.multiprocessors is not None  # a trace's numSms, or given
+    sms = hardware.multiprocessors if recorded else multiprocessors(hardware.name)
+    occupancy = (f"by pairs per call, {sms} SMs" + (" (the device's own count)" if recorded
+                                                    else "") if sms else
                  "not priced (multiprocessors unknown)")
     return [{"part": "kernels", "name": "gemm_model", "value": rates.gemm_model,
              "text": text, "origin": gemm[0], "source": gemm[1]},

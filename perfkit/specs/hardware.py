@@ -55,6 +55,12 @@ class Hardware:
         (:data:`~perfkit.specs.node_presets.HARDWARE_NODES`, e.g. a DGX H100 to
         ``"h100"``); None: :attr:`topology` derives one from the link fields above.
         :meth:`replace` of a link field without a new ``node`` drops the attached one.
+    multiprocessors : int, optional
+        The GPU's streaming multiprocessors, on which a fused attention call's occupancy
+        is priced (:mod:`perfkit.calc.attention_occupancy`). None (default): the datasheet
+        count for ``name`` (:data:`~perfkit.calc.attention_occupancy.MULTIPROCESSORS`,
+        e.g. 132 for ``"h100"``); a Kineto trace's ``deviceProperties`` ``numSms`` sets
+        it when the job is read from the trace (an H100 PCIe has 114).
     """
 
     name: str
@@ -66,6 +72,7 @@ class Hardware:
     devices_per_node: int = 8
     default_dtype: str = "bf16"
     node: Node | None = None
+    multiprocessors: int | None = None
 
     #: The Hardware fields of every preset row (:data:`perfkit.specs.hardware_presets.
     #: HARDWARE_PRESETS` without ``source`` and ``aliases``).
@@ -87,6 +94,9 @@ class Hardware:
         if self.node is not None and not isinstance(self.node, Node):
             raise InvalidArgumentError("node", "must be a perfkit.specs.Node (e.g. "
                                        "Node.preset('dgx-h100')) or None", self.node)
+        if self.multiprocessors is not None:
+            object.__setattr__(self, "multiprocessors", check_positive_int(
+                "multiprocessors", self.multiprocessors))
         if self.default_dtype not in self.peak_flops:
             raise InvalidArgumentError("default_dtype", "must be a key of peak_flops",
                                        self.default_dtype)

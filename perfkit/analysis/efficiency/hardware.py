@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...calc.attention_occupancy import multiprocessors
 from ...format import bytes_text
 from ...specs import Hardware
 from ...specs.hardware_presets import preset_for_device
@@ -23,6 +24,7 @@ from .._frames import distinct, table_columns
 from .._util import distinct_values
 
 __all__ = ["DeviceReading", "read_device", "infer_hardware", "device_names", "recorded_memory",
+           "recorded_multiprocessors",
            "MEMORY_TOLERANCE"]
 
 #: How far the memory a trace records may differ from its preset's before the recorded
@@ -90,19 +92,43 @@ def recorded_memory(hardware: Hardware, fact: dict[str, Any]) -> tuple[Hardware,
 
     ``fact["memory_bytes"]`` (Kineto's ``deviceProperties[].totalGlobalMem``) replaces
     ``hardware.memory_bytes`` when it differs by more than :data:`MEMORY_TOLERANCE` of it;
-    the second value is the clause that says so (empty when the preset is kept). The SM
-    count the trace records is said, never used: the presets carry peaks, not SMs.
+    the second value is the clause that says so (empty when the preset is kept).
     """
     mem = fact.get("memory_bytes")
     if not isinstance(mem, (int, float)) or mem <= 0 or hardware.memory_bytes <= 0:
         return hardware, ""
     if abs(mem - hardware.memory_bytes) <= MEMORY_TOLERANCE * hardware.memory_bytes:
         return hardware, ""
-    sms = fact.get("sm_count")
     return hardware.replace(memory_bytes=float(mem)), (
         f"; the trace records {bytes_text(mem)} of device memory (deviceProperties "
         f"totalGlobalMem) against the preset's {bytes_text(hardware.memory_bytes)}: the "
-        "recorded memory is used" + (f" (and it records {int(sms)} SMs)" if sms else ""))
+        "recorded memory is used")
+
+
+def recorded_multiprocessors(hardware: Hardware, fact: dict[str, Any]
+                             ) -> tuple[Hardware, str]:
+    """The preset with the multiprocessor count the trace records.
+
+    ``fact["sm_count"]`` (Kineto's ``deviceProperties[].numSms``) becomes
+    ``hardware.multiprocessors``, on which a fused attention call's occupancy is priced
+    (:mod:`perfkit.calc.attention_occupancy`), where it differs from the datasheet's
+    count for the preset (an H100 PCIe has 114 SMs, the ``"h100"`` preset's SXM 132) or
+    the datasheet has none; the second value is the clause that says so. A count equal
+    to the datasheet's leaves the preset as it is (equal to ``Hardware.preset(name)``).
+    """
+    sms = fact.get("sm_count")
+    if isinstance(sms, bool) or not isinstance(sms, (int, float)) or sms < 1 \
+            or sms != int(sms):
+        return hardware, ""
+    sms = int(sms)
+    sheet = multiprocessors(hardware.name)
+    if sheet == sms:
+        return hardware, ""
+    said = (
+        f"; the trace records {sms} SMs (deviceProperties numSms)"
+        + (f" against the datasheet's {sheet} for {hardware.name}" if sheet else "")
+        + ": attention's occupancy is priced on the recorded count")
+    return hardware.replace(multiprocessors=sms), said
 
 
 def _device_type(profile: Any) -> str:
@@ -146,8 +172,10 @@ def read_device(profile: Any) -> DeviceReading:
         if preset == "ascend-910b":  # "Ascend910B", as torch_npu's NPU_INFO writes it
             why += (" (the name gives the generation, not the chip model: set yours, e.g. "
                     "ascend-910b2, for its exact peak)")
-        hardware, said = recorded_memory(Hardware.preset(preset), _facts(profile, name))
-        return DeviceReading(hardware, why + said, False, tuple(names))
+        fact = _facts(profile, name)
+        hardware, said = recorded_memory(Hardware.preset(preset), fact)
+        hardware, said_sms = recorded_multiprocessors(hardware, fact)
+        return DeviceReading(hardware, why + said + said_sms, False, tuple(names))
     if names:
         listed = ", ".join(repr(n) for n in names)
         return DeviceReading(None, f"the profile names the {label} {listed}, for which "

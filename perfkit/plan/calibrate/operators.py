@@ -67,7 +67,8 @@ def _curve_seconds(att: pd.DataFrame, job: CalibratedJob, implementation: str) -
     for name, flops in zip(att["name"].astype(str), att["flops"].astype(float), strict=True):
         backward = bool(_BACKWARD.search(name))
         out.append(sum(share * flops / (peak * attention_efficiency(
-            lq, lkv, model.qk_head_dim, causal, backward, implementation, hw.name, pairs))
+            lq, lkv, model.qk_head_dim, causal, backward, implementation, hw.name, pairs,
+            hw.multiprocessors))
             for share, lq, lkv, causal in parts))
     return np.array(out)
 
