@@ -30,7 +30,8 @@ from .errors import InvalidArgumentError
 from .resources import ResourceError, data_dir
 
 __all__ = ["SAMPLE_PREFIX", "NOT_PROFILES", "Sample", "UnknownSampleError", "samples",
-           "sample_list", "sample_names", "sample_path", "is_sample_spec", "resolve_sample"]
+           "sample_list", "sample_names", "sample_path", "is_sample_spec", "resolve_sample",
+           "path_not_found"]
 
 #: How a sample is named where a path is expected: ``"sample:slow-rank"``.
 SAMPLE_PREFIX = "sample:"
@@ -199,3 +200,22 @@ def resolve_sample(path: str | os.PathLike[str]) -> str | os.PathLike[str] | Pat
     if is_sample_spec(path):
         return sample_path(str(path))
     return path
+
+
+def path_not_found(text: str | os.PathLike[str]) -> str:
+    """The message of a profile path that does not exist, as every command says it.
+
+    ``"profile path not found: slow-rank"``, and where the text is a bundled sample's
+    name written without ``sample:`` (``slow-rank``, ``simulated/slow-rank``: the names
+    the dashboard's list and :func:`samples` show), how to open that sample instead.
+    """
+    said = str(text)
+    name = said.strip()
+    try:
+        known = sample_list()
+    except ResourceError:  # no bundled data: no hint
+        known = []
+    match = next((smp for smp in known if name in (smp.name, smp.short_name)), None)
+    hint = (f" (the bundled sample of that name is opened as {SAMPLE_PREFIX}"
+            f"{match.short_name})" if match is not None else "")
+    return f"profile path not found: {said}{hint}"

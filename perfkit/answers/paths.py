@@ -20,12 +20,12 @@ def load_path(text: str, run: int | str | None = None, command: str = "info") ->
         The path does not exist, or it holds several runs and ``run`` is None (the
         message names ``--run``).
     """
-    from ..bundled_samples import resolve_sample
+    from ..bundled_samples import path_not_found, resolve_sample
     from ..io.engines.local import load
 
     path = resolve_sample(text)
     if not Path(path).expanduser().exists():
-        raise PerfkitError(f"profile path not found: {text}")
+        raise PerfkitError(path_not_found(text))
     try:
         return load(path, run=run)
     except RunsFound as exc:  # the API's advice, in the command's words

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..bundled_samples import resolve_sample
+from ..bundled_samples import path_not_found, resolve_sample
 from ..errors import PerfkitError
 from ..resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path
 from .kernel_culling import (
@@ -402,7 +402,7 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     if profile is not None:
         profile_path = Path(resolve_sample(profile)).expanduser().resolve()
         if not profile_path.exists():
-            raise ServeError(f"profile path not found: {profile}")
+            raise ServeError(path_not_found(profile))
     _check_port(port)
     if preheat:  # at once: importing and starting Voila take seconds
         on = f" on {profile_path}" if profile_path is not None else ""

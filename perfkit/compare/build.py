@@ -19,7 +19,7 @@ import pandas as pd
 from .._stats import median
 from ..analysis.compare import compare_profiles
 from ..analysis.steps import exposed_comm_us, step_breakdown, step_wall_us
-from ..bundled_samples import resolve_sample
+from ..bundled_samples import path_not_found, resolve_sample
 from ..errors import InvalidArgumentError, PerfkitError
 from ..io.engines.loading import load
 from ..job import JOB_FIELDS, infer_job
@@ -70,7 +70,7 @@ def open_side(ref: Any, journal: Any = None) -> tuple[Any, str, str]:
         return book.load_profile(run), str(book.profile_path(run)), str(run.label)
     hint = (" (a run id or label needs a journal: journal=, or --journal FILE)"
             if journal is None and not path_like else "")
-    raise PerfkitError(f"profile path not found: {text}{hint}")
+    raise PerfkitError(path_not_found(text) + hint)
 
 
 def side_summary(profile: Any, path: str, label: str

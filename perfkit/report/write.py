@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..bundled_samples import is_sample_spec, resolve_sample
+from ..bundled_samples import is_sample_spec, path_not_found, resolve_sample
 from .execute import DEFAULT_TIMEOUT_S, execute_notebook
 from .notebooks import DEFAULT_NOTEBOOK, ReportError, inject_parameters, locate_notebook
 from .page import notebook_html
@@ -101,7 +101,7 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
 
     path = Path(resolve_sample(profile)).expanduser().resolve()  # "sample:NAME" too
     if not path.exists():
-        raise ReportError(f"profile path not found: {profile}")
+        raise ReportError(path_not_found(profile))
     target = _check_output(Path(out), path)
     detect(path)  # fails early, naming the path, on a folder with no profile in it
     notes = _checked_notes(path, progress)  # a profile that cannot be read: no kernel

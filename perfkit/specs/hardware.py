@@ -72,7 +72,8 @@ class Hardware:
     devices_per_node: int = 8
     default_dtype: str = "bf16"
     node: Node | None = None
-    multiprocessors: int | None = None
+    # a profile a simulation wrote keeps its bytes when the count is the datasheet's
+    multiprocessors: int | None = field(default=None, metadata={"omit_when_default": True})
 
     #: The Hardware fields of every preset row (:data:`perfkit.specs.hardware_presets.
     #: HARDWARE_PRESETS` without ``source`` and ``aliases``).

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
-from ...bundled_samples import resolve_sample
+from ...bundled_samples import path_not_found, resolve_sample
 from ...errors import PerfkitError, RunsFound
 from ...specs import Hardware, ModelSpec
 from .. import profile_text
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     path = resolve_sample(args.path)  # "sample:NAME" -> the bundled sample
     if not Path(path).expanduser().exists():
-        raise PerfkitError(f"profile path not found: {args.path}")
+        raise PerfkitError(path_not_found(args.path))
     try:
         text = profile_text.profile_info_text(path, n_findings=args.findings,
                                               config=config_paths(args.config),

@@ -29,7 +29,7 @@ import os
 import re
 from pathlib import Path
 
-from ...bundled_samples import resolve_sample
+from ...bundled_samples import path_not_found, resolve_sample
 from ...errors import ProfileError
 from .. import readers
 from .._common import json_head, rank_from_name
@@ -318,7 +318,15 @@ def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource], 
     path = resolve_sample(path)  # "sample:NAME" -> the bundled sample's folder
     p = Path(path).expanduser()
     if not p.exists():
-        raise ProfileError(p, "path does not exist; expected a profiler output folder or file")
+        # a bundled sample's name written without "sample:" (as given: relative to the
+        # current folder, which the loader made the path absolute against) gets the spelling
+        try:
+            given = os.path.relpath(p)
+        except ValueError:  # another drive (Windows): no relative spelling
+            given = str(p)
+        hint = path_not_found(given).partition(given)[2]
+        raise ProfileError(p, "path does not exist; expected a profiler output folder or "
+                              f"file{hint}")
     if p.is_dir() and _is_cluster_output(p):
         return "cluster_analysis_output", p, [RankSource("cluster_analysis_output", str(p))], \
             False
