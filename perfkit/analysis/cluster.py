@@ -70,7 +70,11 @@ SLOW_COLUMNS: dict[str, str] = {
 }
 
 
-def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = 0.05,
+#: Smallest excess of a slow rank over the median rank, relative (:func:`slow_ranks`).
+MIN_EXCESS = 0.05
+
+
+def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = MIN_EXCESS,
                metrics: Sequence[str] | None = None,
                noise_factor: float = NOISE_FACTOR, min_step_share: float = MIN_STEP_SHARE,
                stages: Mapping[int, int] | Sequence[Sequence[int]] | None = None,

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ..format import time_text
-from .cluster import slow_ranks
+from .cluster import MIN_EXCESS, slow_ranks
+from .rank_noise import MIN_STEP_SHARE, NOISE_FACTOR
 
 __all__ = ["SlowestRank", "slowest_rank", "slowest_rank_of"]
 
@@ -87,9 +88,10 @@ def slowest_rank_of(ranks: pd.DataFrame) -> SlowestRank:
     slow = ranks[ranks["slow"].fillna(False).astype(bool)]
     if slow.empty:
         return SlowestRank(None, "", float("nan"), float("nan"), compared,
-                           f"No rank is slower than its peers: the {compared} ranks differ "
-                           "by less than their step-to-step noise, or by less than 5 % or "
-                           "2 % of the step.")
+                           f"No rank is slower than its peers among the {compared} ranks "
+                           f"(slow: {100 * MIN_EXCESS:g} % or more above the median rank, by more "
+                           f"than {NOISE_FACTOR:g} times its step-to-step noise and "
+                           f"{100 * MIN_STEP_SHARE:g} % of the step).")
     worst = slow.sort_values(["excess_us", "rank"], ascending=[False, True],
                              kind="mergesort").iloc[0]
     rank, excess = int(worst["rank"]), float(worst["excess_us"])
