@@ -26,7 +26,7 @@ from ..format import time_text
 from .cluster import MIN_EXCESS, slow_ranks
 from .rank_noise import MIN_STEP_SHARE, NOISE_FACTOR
 
-__all__ = ["SlowestRank", "slowest_rank", "slowest_rank_of"]
+__all__ = ["SlowestRank", "slowest_rank", "slowest_rank_of", "slowest_among"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,13 @@ def slowest_rank_of(ranks: pd.DataFrame) -> SlowestRank:
             f"{', '.join(str(r) for r in others)})" if others else "")
     return SlowestRank(rank, str(worst["phase"]), excess, pct, compared,
                        f"Slowest rank: rank {rank}, in {worst['phase']} ({how}){also}.")
+
+
+def slowest_among(profile: Any, ranks: Any) -> SlowestRank | None:
+    """:func:`slowest_rank` when it names one of ``ranks`` (the ranks with step times: the
+    timeline's default picks it); None with fewer than 3 of them or no rank named."""
+    ranks = set(ranks)
+    if len(ranks) < 3:
+        return None
+    named = slowest_rank(profile)
+    return named if named.rank is not None and named.rank in ranks else None

@@ -22,8 +22,8 @@ from ...format import counted, listed, plural, share_text, time_text
 from .._frames import any_values, is_lazy
 from .._util import has_values, table
 from ..recorded import recorded_mask, recorded_text
-from ..slowest import slowest_rank
 from ..steps import step_breakdown, step_wall_us
+from .ranks_shown import default_ranks
 from .waits import longest_other_wait
 
 __all__ = ["timeline_window", "TimelineWindow", "TimelineError", "has_timed_events",
@@ -336,41 +336,9 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
     if single and len(known):
         known = known.assign(rank=have[0] if have[0] is not None else pd.NA)
 
-    slowest = fastest = None
     # a cluster of one rank, as a Profile: its rank is neither the slowest nor the fastest
     alone = not single and len(have) == 1
-    if len(known) and not single:
-        med = known.groupby("rank")["step_us"].median()
-        timed = len(med)
-        slowest = int(med.sort_values(ascending=False, kind="mergesort").index[0])
-        fastest = int(med.sort_values(kind="mergesort").index[0])
-    named = _named_slow_rank(profile, med.index if slowest is not None else ())
-    reasons = []
-    if wanted is None:
-        if single:
-            chosen = [have[0]]
-        elif named is not None:  # the rank every tab names slow, and the fastest
-            fastest = fastest if fastest != named.rank else None
-            slowest = named.rank
-            chosen = [slowest] + ([fastest] if fastest is not None else [])
-            reasons.append(f"ranks: the slowest ({slowest}, slower than its peers in "
-                           f"{named.phase})" + (f" and the fastest ({fastest}) by median "
-                                                "step time" if fastest is not None else ""))
-        elif slowest is not None:
-            chosen = [slowest] if slowest == fastest else [slowest, fastest]
-            reasons.append(f"ranks: the slowest ({slowest}) and the fastest ({fastest}) by "
-                           "median step time" if slowest != fastest else
-                           f"rank {slowest}: the only rank" if len(have) == 1 else
-                           f"rank {slowest}: the only rank with step times "
-                           f"({counted(len(have) - 1, 'other rank')} without)"
-                           if timed == 1 else
-                           f"rank {slowest}: all ranks have the same median step time")
-        else:
-            chosen = have[:1]
-            reasons.append(f"rank {chosen[0]}: the only rank" if len(have) == 1 else
-                           f"rank {chosen[0]}: the first (no step times to rank them)")
-    else:
-        chosen = [have[0]] if single else wanted
+    chosen, slowest, fastest, reasons = default_ranks(profile, have, known, wanted, single)
     if step is None:
         if len(known):
             pace = slowest if slowest is not None and wanted is None else chosen[0]
@@ -502,13 +470,3 @@ def _steps_with_events(tables: dict[str, pd.DataFrame]) -> list[int]:
 def _first_step(profile: Any, ranks: Sequence[Any]) -> int | None:
     steps = _steps_with_events(_rank_tables(profile, ranks[0]))
     return steps[0] if steps else None
-
-
-def _named_slow_rank(profile: Any, timed: Any) -> Any:
-    """The slowest rank the findings and the tabs name (:func:`perfkit.analysis.slowest_rank`)
-    when it has step times here; None with fewer than 3 timed ranks or no slow rank (the
-    ranks are then ordered by their median step time alone)."""
-    if len(timed) < 3:
-        return None
-    named = slowest_rank(profile)
-    return named if named.rank is not None and named.rank in set(timed) else None
