@@ -104,3 +104,22 @@ def test_every_tab_names_the_planted_rank(board) -> None:
     assert findings and findings[0].startswith(f"Rank {planted} ")
     window = pk.analysis.timeline(pk.load("sample:slow-rank"))
     assert window.attrs["timeline"]["ranks"][0] == planted
+
+
+def test_a_slow_rank_inside_a_pipeline_stage_is_named_everywhere(tmp_path) -> None:
+    """Two stages of three data-parallel ranks (stage 1: ranks 3-5); rank 4 computes 30 %
+    slower (planted). Named by the analysis with and without the layout, by the
+    timeline's default ranks given the job's layout, and first among the findings."""
+    from perfkit.simulate import simulate
+    from perfkit.simulate.faults import SlowRank
+
+    model = pk.ModelSpec.preset("llama2-7b").replace(num_layers=4, seq_length=1024)
+    layout = pk.ParallelConfig(dp=3, pp=2, micro_batch_size=1, num_micro_batches=4)
+    simulate(model, layout, pk.Hardware.preset("ascend-910b"), steps=3,
+             faults=(SlowRank(4, 1.3),), out=tmp_path / "run")
+    run = pk.load(tmp_path / "run", progress=False)
+    assert slowest_rank(run).rank == 4
+    assert slowest_rank(run, layout).rank == 4
+    assert pk.analysis.timeline(run, parallel=layout).attrs["timeline"]["ranks"][0] == 4
+    titles = [f.title for f in advise(run, parallel=layout) if f.rule == "slow_ranks"]
+    assert titles and titles[0].startswith("Rank 4 ")

@@ -105,11 +105,12 @@ def slowest_rank_of(ranks: pd.DataFrame) -> SlowestRank:
                        f"Slowest rank: rank {rank}, in {worst['phase']} ({how}){also}.")
 
 
-def slowest_among(profile: Any, ranks: Any) -> SlowestRank | None:
-    """:func:`slowest_rank` when it names one of ``ranks`` (the ranks with step times: the
-    timeline's default picks it); None with fewer than 3 of them or no rank named."""
+def slowest_among(profile: Any, ranks: Any, parallel: Any = None) -> SlowestRank | None:
+    """:func:`slowest_rank` (with the job's ``parallel``) when it names one of ``ranks``
+    (the ranks with step times: the timeline's default picks it); None with fewer than 3
+    of them or no rank named."""
     ranks = set(ranks)
     if len(ranks) < 3:
         return None
-    named = slowest_rank(profile)
+    named = slowest_rank(profile, parallel)
     return named if named.rank is not None and named.rank in ranks else None

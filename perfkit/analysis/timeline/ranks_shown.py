@@ -20,12 +20,13 @@ __all__ = ["default_ranks"]
 
 
 def default_ranks(profile: Any, have: list[Any], known: pd.DataFrame, wanted: list[Any] | None,
-                  single: bool) -> tuple[list[Any], Any, Any, list[str]]:
+                  single: bool, parallel: Any = None) -> tuple[list[Any], Any, Any, list[str]]:
     """``(chosen, slowest, fastest, reasons)`` of :func:`~perfkit.analysis.timeline_window`.
 
     ``have``: the profile's ranks; ``known``: the step rows with a positive step time
     (``rank``, ``step_us``); ``wanted``: the caller's ranks (None: the default);
-    ``single``: a Profile, not a Cluster. ``slowest`` and ``fastest`` are None where no
+    ``single``: a Profile, not a Cluster; ``parallel``: the job's layout (its stages).
+    ``slowest`` and ``fastest`` are None where no
     rank has a step time (or only ``slowest`` where it is the fastest as well);
     ``reasons`` holds the sentence that says why the default ranks were chosen.
     """
@@ -37,7 +38,8 @@ def default_ranks(profile: Any, have: list[Any], known: pd.DataFrame, wanted: li
         slowest = int(med.sort_values(ascending=False, kind="mergesort").index[0])
         fastest = int(med.sort_values(kind="mergesort").index[0])
     # slow_ranks is worked out only for a default choice among 3 timed ranks or more
-    named = slowest_among(profile, med.index) if wanted is None and timed >= 3 else None
+    named = slowest_among(profile, med.index, parallel) \
+        if wanted is None and timed >= 3 else None
     reasons = []
     if wanted is None:
         if single:

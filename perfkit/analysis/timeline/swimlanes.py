@@ -62,8 +62,8 @@ event began before or ended after the window).
 def timeline(profile: Any, step: int | None = None, ranks: Any = None,
              lanes: str = "streams", max_events: int | None = DEFAULT_MAX_EVENTS,
              n_labels: int = DEFAULT_LABELS, host: bool | str = "auto",
-             host_depth: int | None = DEFAULT_HOST_DEPTH, align: str = "common"
-             ) -> pd.DataFrame:
+             host_depth: int | None = DEFAULT_HOST_DEPTH, align: str = "common",
+             parallel: Any = None) -> pd.DataFrame:
     """The events of one step of one or a few ranks, one row per event, in lanes.
 
     Parameters
@@ -91,6 +91,8 @@ def timeline(profile: Any, step: int | None = None, ranks: Any = None,
         inside the operator that contains them, which is drawn); None: all levels.
     align : {"common", "rank"}
         Origin of the times (see :func:`timeline_window`).
+    parallel : ParallelConfig, optional
+        The job's layout, for the default slowest rank (see :func:`timeline_window`).
 
     Returns
     -------
@@ -128,7 +130,7 @@ def timeline(profile: Any, step: int | None = None, ranks: Any = None,
                                    or not isinstance(host_depth, (int, np.integer))
                                    or host_depth < 1):
         raise TimelineError("host_depth", "must be a whole number >= 1, or None", host_depth)
-    window = timeline_window(profile, step=step, ranks=ranks, align=align)
+    window = timeline_window(profile, step=step, ranks=ranks, align=align, parallel=parallel)
     events = window_events(profile, window, host=host)
     notes = [window.reason]
     omitted = 0

@@ -271,7 +271,7 @@ def _median_words(s: pd.DataFrame, step: int, whose: str, among: str) -> str:
 
 
 def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
-                    align: str = "common") -> TimelineWindow:
+                    align: str = "common", parallel: Any = None) -> TimelineWindow:
     """Choose the step and ranks of a timeline and find each rank's time window.
 
     Parameters
@@ -285,13 +285,18 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
         (``steps.tasks_recorded``, :mod:`perfkit.analysis.recorded`; ``reason`` then says
         which, or that none was).
     ranks : int or list of int, optional
-        Ranks to show. Default: the slowest and the fastest rank by median step time
-        (one rank when the profile has one, or when all ranks are equally fast).
+        Ranks to show. Default: the slowest and the fastest rank, the slowest being the
+        one every tab names (:func:`perfkit.analysis.slowest_rank`) where there is one,
+        else by median step time (one rank when the profile has one, or when all ranks
+        are equally fast).
     align : {"common", "rank"}
         ``"common"``: every rank's times are measured from the earliest window start of
         the ranks shown, so a rank that starts the step late is drawn late (the clocks are
         the profile's, aligned across ranks by the loader). ``"rank"``: each rank from its
         own window start.
+    parallel : ParallelConfig, optional
+        The job's layout: with pipeline stages, the slowest rank is named among its own
+        stage's ranks, as the findings and the tabs name it.
 
     Returns
     -------
@@ -338,7 +343,8 @@ def timeline_window(profile: Any, step: int | None = None, ranks: Any = None,
 
     # a cluster of one rank, as a Profile: its rank is neither the slowest nor the fastest
     alone = not single and len(have) == 1
-    chosen, slowest, fastest, reasons = default_ranks(profile, have, known, wanted, single)
+    chosen, slowest, fastest, reasons = default_ranks(profile, have, known, wanted, single,
+                                                      parallel)
     if step is None:
         if len(known):
             pace = slowest if slowest is not None and wanted is None else chosen[0]

@@ -150,8 +150,10 @@ class TimelineTab(Tab):
         if not drawable:  # a summary-only export: say what it holds, not the API's error
             return [html_widget(note(empty_timeline_note(profile)))]
         ranks = self._chosen_ranks()
+        # the default slowest rank among its stage's ranks, as the other tabs name it
         frame = A.timeline(profile, step=self._chosen_step(), ranks=ranks,
-                           lanes=self.lanes.value)
+                           lanes=self.lanes.value,
+                           parallel=getattr(self.ctx.job.job, "parallel", None))
         notes = list(frame.attrs.get("notes", []))
         if not self.ranks.value and len(self.ranks.options) > 1:  # one rank: nothing to pick
             notes.append("Pick ranks in the list (Ctrl- or Shift-click for several, at most "
