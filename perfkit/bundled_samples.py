@@ -31,7 +31,7 @@ from .resources import ResourceError, data_dir
 
 __all__ = ["SAMPLE_PREFIX", "NOT_PROFILES", "Sample", "UnknownSampleError", "samples",
            "sample_list", "sample_names", "sample_path", "is_sample_spec", "resolve_sample",
-           "path_not_found"]
+           "path_not_found", "sample_hint"]
 
 #: How a sample is named where a path is expected: ``"sample:slow-rank"``.
 SAMPLE_PREFIX = "sample:"
@@ -202,20 +202,21 @@ def resolve_sample(path: str | os.PathLike[str]) -> str | os.PathLike[str] | Pat
     return path
 
 
-def path_not_found(text: str | os.PathLike[str]) -> str:
-    """The message of a profile path that does not exist, as every command says it.
-
-    ``"profile path not found: slow-rank"``, and where the text is a bundled sample's
-    name written without ``sample:`` (``slow-rank``, ``simulated/slow-rank``: the names
-    the dashboard's list and :func:`samples` show), how to open that sample instead.
-    """
-    said = str(text)
-    name = said.strip()
+def sample_hint(text: str | os.PathLike[str]) -> str:
+    """Where ``text`` is a bundled sample's name written without ``sample:``
+    (``slow-rank``, ``simulated/slow-rank``: the names the dashboard's list and
+    :func:`samples` show), the clause that says how to open it; ``""`` otherwise."""
+    name = str(text).strip()
     try:
         known = sample_list()
     except ResourceError:  # no bundled data: no hint
-        known = []
+        return ""
     match = next((smp for smp in known if name in (smp.name, smp.short_name)), None)
-    hint = (f" (the bundled sample of that name is opened as {SAMPLE_PREFIX}"
+    return (f" (the bundled sample of that name is opened as {SAMPLE_PREFIX}"
             f"{match.short_name})" if match is not None else "")
-    return f"profile path not found: {said}{hint}"
+
+
+def path_not_found(text: str | os.PathLike[str]) -> str:
+    """The message of a profile path that does not exist, as every command says it:
+    ``"profile path not found: slow-rank"`` and :func:`sample_hint`'s clause."""
+    return f"profile path not found: {text}{sample_hint(text)}"

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..bundled_samples import path_not_found
+from ..bundled_samples import sample_hint
 from ..errors import InvalidArgumentError, ProfileError
 from ..format import listed
 from ..io.engines.local import load
@@ -49,7 +49,7 @@ def open_profile(source: str | os.PathLike[str], run: Any = None,
         return load(bundled_profile(text), progress=progress)
     path = Path(text).expanduser()
     if not path.exists():
-        hint = path_not_found(text).partition(text)[2]  # a sample's name: its spelling
+        hint = sample_hint(text)  # a sample's name: how to spell it
         raise ProfileError(path, "no such file or folder on the machine that runs the "
                                  f"dashboard{hint}")
     return load(path, run=run, progress=progress)

@@ -29,7 +29,7 @@ import os
 import re
 from pathlib import Path
 
-from ...bundled_samples import path_not_found, resolve_sample
+from ...bundled_samples import resolve_sample, sample_hint
 from ...errors import ProfileError
 from .. import readers
 from .._common import json_head, rank_from_name
@@ -324,7 +324,7 @@ def _detect(path: str | os.PathLike[str]) -> tuple[str, Path, list[RankSource], 
             given = os.path.relpath(p)
         except ValueError:  # another drive (Windows): no relative spelling
             given = str(p)
-        hint = path_not_found(given).partition(given)[2]
+        hint = sample_hint(given)
         raise ProfileError(p, "path does not exist; expected a profiler output folder or "
                               f"file{hint}")
     if p.is_dir() and _is_cluster_output(p):
