@@ -118,14 +118,20 @@ def test_fit_surface_refuses_what_it_cannot_fit(rows, why):
                                           ("h800", "hopper"), ("gh200", "hopper"),
                                           ("h100-pcie", "hopper"), ("a100", None),
                                           ("h20", None), ("ascend-910b", None),
-                                          ("mi300x", None)])
+                                          ("mi300x", None), ("v100", "volta"),
+                                          ("v100-pcie", "volta")])
 def test_which_hardware_runs_on_a_measured_surface(name, family):
     got = surface_for(name, "bf16")
     assert (got.name.split("-")[0] if got else None) == family
     assert surface_for(name, "bf16", "size") is None
-    if family:
+    if family == "hopper":
         assert surface_for(name, "fp8") is SURFACES["hopper-fp8"]
         assert surface_for(name, "bf16", "shape") is SURFACES["hopper-bf16"]
+    elif family == "volta":
+        assert surface_for(name, "fp16", "shape") is SURFACES["volta-fp16"]
+        assert surface_for(name, "fp32") is None  # CUDA cores: the size curve
+        with pytest.raises(InvalidArgumentError, match="in fp32"):
+            surface_for(name, "fp32", "shape")
     else:
         with pytest.raises(InvalidArgumentError, match="needs a measured GEMM surface"):
             surface_for(name, "bf16", "shape")

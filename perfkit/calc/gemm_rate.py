@@ -51,10 +51,22 @@ the lent machines, above its median.
 Which GPUs run on them: the H100 surfaces apply to the full Hopper parts (H100 SXM and
 PCIe, H800, H200, GH200: the same multiprocessor and tensor core; the H200's larger
 bandwidth enters through ``B``). On a lent H200 the 576 layer products ran 5 % slower than
-the surface at the median, 7.0 % mean error (``duty_h200.json.gz``). No other family has a
-measured surface in perfkit yet (the H20's cut-down chip included): there GEMMs stay on
-the size curve of :mod:`perfkit.calc.rates` (Calculon's A100 table), which is what
-``Rates.gemm_model``'s ``"auto"`` chooses.
+the surface at the median, 7.0 % mean error (``duty_h200.json.gz``).
+
+* ``"volta-fp16"`` (V100 SXM2 and PCIe, fp16 on the tensor cores): from a published
+  measurement, not one made here: five square ``torch.matmul`` products (n = 1,024 to
+  10,240) on a Tesla V100-SXM2-16GB (:data:`VOLTA_PUBLISHED_FP16`). Square products
+  cannot separate the three halves, so ``M½``, ``N½``, ``t0`` and ``e_B`` are Hopper's
+  and only ``e_max`` (0.82) and ``K½`` are fitted: within 4.0 % of the five on average
+  (8.2 % at most, n = 10,240, which ran slower than n = 8,192). A second V100-SXM2-16GB
+  of the same project (issue #52, PyTorch 2.8.0) reached 94.84 TFLOP/s at best, where
+  the surface's best of the five sizes is 96.7 (+2 %). The size curve put these products
+  at 0.93-0.95 of the peak; the measured best is 0.78. Volta's fp32 products run on the
+  CUDA cores, not the tensor cores: they stay on the size curve.
+
+No other family has a measured surface in perfkit yet (the A100 and the H20's cut-down
+chip included): there GEMMs stay on the size curve of :mod:`perfkit.calc.rates`
+(Calculon's A100 table), which is what ``Rates.gemm_model``'s ``"auto"`` chooses.
 """
 
 from __future__ import annotations
@@ -69,7 +81,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 
 __all__ = ["GemmSurface", "SURFACES", "GEMM_MODELS", "surface_for", "fit_surface",
-           "gemm_bytes"]
+           "gemm_bytes", "VOLTA_PUBLISHED_FP16"]
 
 #: ``Rates.gemm_model`` values: ``"auto"`` (a measured surface where the hardware's family
 #: has one, else the size curve), ``"shape"`` (the surface; an error where there is none)
@@ -154,7 +166,26 @@ SURFACES: dict[str, GemmSurface] = {
                               input_bytes=1.0, source=_PROVENANCE),
 }
 
-_FAMILIES = ((re.compile(r"^(gh200|h100|h800|h200)(\b|[-_ ])", re.IGNORECASE), "hopper"),)
+#: The published measurement the Volta surface is fitted to: ``torch.matmul`` on square
+#: fp16 products (n × n by n × n) on a Tesla V100-SXM2-16GB, PyTorch 2.7.0 + CUDA 12.8,
+#: TFLOP/s by n (zzc0721/torch-performance-test-data, issue #140, 2026-02-14).
+VOLTA_PUBLISHED_FP16 = {1024: 57.30, 2048: 78.23, 4096: 95.73, 8192: 97.36, 10240: 89.37}
+_VOLTA_SOURCE = ("fitted by perfkit.calc.gemm_rate.fit_surface to the published square fp16 "
+                 "products of a Tesla V100-SXM2-16GB (zzc0721/torch-performance-test-data "
+                 "issue #140, PyTorch 2.7.0+cu128; VOLTA_PUBLISHED_FP16): e_max and K½ "
+                 "fitted, M½, N½, t0 and e_B held at the Hopper surface's (square products "
+                 "cannot tell them apart)")
+SURFACES["volta-fp16"] = GemmSurface(
+    "volta-fp16", e_max=0.8194, m_half=10.27, n_half=14.65, k_half=580.1, fixed_s=3.003e-6,
+    byte_efficiency=0.7365, input_bytes=2.0, source=_VOLTA_SOURCE)
+
+_FAMILIES = ((re.compile(r"^(gh200|h100|h800|h200)(\b|[-_ ])", re.IGNORECASE), "hopper"),
+             (re.compile(r"^v100(\b|[-_ ])", re.IGNORECASE), "volta"))
+#: The surface each family's products run on, by type: ``"16"`` for 16-bit types (and,
+#: on Hopper, any type but FP8, as before Volta had a surface); Volta's fp32 products run
+#: on its CUDA cores, not the tensor cores its surface was measured on: the size curve.
+_SURFACE_OF = {("hopper", "16"): "hopper-bf16", ("hopper", "fp8"): "hopper-fp8",
+               ("hopper", "fp32"): "hopper-bf16", ("volta", "16"): "volta-fp16"}
 
 
 def surface_for(hardware_name: str, dtype: str | None = None,
@@ -179,14 +210,17 @@ def surface_for(hardware_name: str, dtype: str | None = None,
         return None
     family = next((f for pattern, f in _FAMILIES if pattern.match(str(hardware_name).strip())),
                   None)
-    if family is None:
+    kind = dtype if dtype in ("fp8", "fp32") else "16"
+    name = _SURFACE_OF.get((family, kind)) if family else None
+    if name is None:
         if model == "shape":
             raise InvalidArgumentError(
                 "gemm_model", f"'shape' needs a measured GEMM surface, and there is none "
-                f"for {hardware_name!r} (perfkit has Hopper's: H100, H800, H200, GH200); "
-                "use 'size' or 'auto'", model)
+                f"for {hardware_name!r} in {dtype or '16-bit'} (perfkit has Hopper's: "
+                "H100, H800, H200, GH200, 16-bit and FP8; Volta's V100, 16-bit); use "
+                "'size' or 'auto'", model)
         return None
-    return SURFACES[f"{family}-{'fp8' if dtype == 'fp8' else 'bf16'}"]
+    return SURFACES[name]
 
 
 _FIT_NAMES = ("e_max", "m_half", "n_half", "k_half", "fixed_s", "byte_efficiency")

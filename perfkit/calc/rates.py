@@ -95,7 +95,8 @@ class Rates:
         family by the call's (M, N, K) and type (:mod:`perfkit.calc.gemm_rate`: Hopper's
         bf16 and FP8 surfaces, measured on an H100 for perfkit); ``"size"``: on the size
         curve by its FLOPs (the module docstring). ``"auto"`` (default): ``"shape"`` where
-        perfkit has a measured surface for the hardware (H100, H800, H200, GH200),
+        perfkit has a measured surface for the hardware (H100, H800, H200, GH200; V100
+        from a published measurement),
         ``"size"`` elsewhere. A profile's operator fit (:func:`perfkit.plan.calibrate`)
         sets ``"size"``: the curve it fits to the run's own GEMM kernels.
     gemm_surface_scale : float
