@@ -95,7 +95,8 @@ def _args(row: Any, ws: float) -> dict[str, Any]:
 
 
 def chrome_trace(profile: Any, step: int | None = None, ranks: Any = None,
-                 host: bool | str = True, align: str = "common") -> dict[str, Any]:
+                 host: bool | str = True, align: str = "common",
+                 parallel: Any = None) -> dict[str, Any]:
     """The Chrome trace (Trace Event Format) of one step of some ranks, as a dict.
 
     Parameters
@@ -107,6 +108,10 @@ def chrome_trace(profile: Any, step: int | None = None, ranks: Any = None,
     host : bool or "auto"
         Include host operators (all nesting levels: a trace viewer nests them); ``"auto"``
         only for ranks without device tasks.
+    parallel : ParallelSpec, optional
+        The job's layout, as in :func:`perfkit.analysis.timeline_window`: the default
+        slowest rank is named among its own pipeline stage's ranks, as every other page
+        names it (:func:`perfkit.analysis.slowest_rank`).
 
     Returns
     -------
@@ -117,7 +122,7 @@ def chrome_trace(profile: Any, step: int | None = None, ranks: Any = None,
         capped and not clipped); ``json.dumps`` of it is the file :func:`export_trace`
         writes.
     """
-    window = timeline_window(profile, step=step, ranks=ranks, align=align)
+    window = timeline_window(profile, step=step, ranks=ranks, align=align, parallel=parallel)
     events = window_events(profile, window, host=host)
     lead = 0.0
     for r in window.ranks:
@@ -249,7 +254,8 @@ def _check_path(profile: Any, path: Any, overwrite: bool) -> Path:
 
 def export_trace(profile: Any, step: int | None = None, ranks: Any = None, *,
                  path: str | os.PathLike[str], overwrite: bool = False,
-                 host: bool | str = True, align: str = "common") -> Path:
+                 host: bool | str = True, align: str = "common",
+                 parallel: Any = None) -> Path:
     """Write the Chrome trace of one step of some ranks, for Perfetto UI or chrome://tracing.
 
     Parameters
@@ -270,6 +276,9 @@ def export_trace(profile: Any, step: int | None = None, ranks: Any = None, *,
         Include host operators (default: yes, the trace viewer nests them).
     align : {"common", "rank"}
         Time origin (see :func:`perfkit.analysis.timeline_window`).
+    parallel : ParallelSpec, optional
+        The job's layout: with ``ranks`` not given, the slowest rank is named among its own
+        pipeline stage's ranks (:func:`chrome_trace`).
 
     Returns
     -------
@@ -286,7 +295,8 @@ def export_trace(profile: Any, step: int | None = None, ranks: Any = None, *,
         A step or rank the profile does not have.
     """
     target = _check_path(profile, path, overwrite)
-    trace = chrome_trace(profile, step=step, ranks=ranks, host=host, align=align)
+    trace = chrome_trace(profile, step=step, ranks=ranks, host=host, align=align,
+                         parallel=parallel)
     data = json.dumps(trace, ensure_ascii=False, allow_nan=False).encode("utf-8")
     if target.suffix == ".gz":
         data = gzip.compress(data, mtime=0)

@@ -13,6 +13,7 @@ is checked on the dashboard's Overview and Communication tabs and on the timelin
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pandas as pd
@@ -123,3 +124,31 @@ def test_a_slow_rank_inside_a_pipeline_stage_is_named_everywhere(tmp_path) -> No
     assert pk.analysis.timeline(run, parallel=layout).attrs["timeline"]["ranks"][0] == 4
     titles = [f.title for f in advise(run, parallel=layout) if f.rule == "slow_ranks"]
     assert titles and titles[0].startswith("Rank 4 ")
+
+
+def test_the_job_s_stages_name_the_slowest_rank_where_the_profile_records_none(tmp_path):
+    """Six ranks whose profile records no pipeline stages; the job's layout (pp 2) puts
+    ranks 3-5 in a later, uniformly heavier stage (all three 1.3× compute), and rank 1 is
+    1.1× its stage's peers 0 and 2 (planted). Without the layout the heavy stage looks
+    slow; with it, rank 1 is the slowest, and the timeline and the trace export for
+    Perfetto (the Timeline tab passes the job's layout to both) start with it."""
+    from perfkit.simulate import simulate
+    from perfkit.simulate.faults import SlowRank
+
+    model = pk.ModelSpec.preset("llama2-7b").replace(num_layers=4, seq_length=1024)
+    simulate(model, pk.ParallelConfig(dp=6, micro_batch_size=1, num_micro_batches=2),
+             pk.Hardware.preset("ascend-910b"), steps=3,
+             faults=(SlowRank(1, 1.1), *(SlowRank(r, 1.3) for r in (3, 4, 5))),
+             out=tmp_path / "run")
+    run = pk.load(tmp_path / "run", progress=False)
+    layout = pk.ParallelConfig(dp=3, pp=2, micro_batch_size=1, num_micro_batches=2)
+    assert slowest_rank(run).rank != 1
+    assert slowest_rank(run, layout).rank == 1
+    assert pk.analysis.timeline(run, parallel=layout).attrs["timeline"]["ranks"][0] == 1
+    written = pk.export_trace(run, path=tmp_path / "trace.json", parallel=layout)
+    trace = json.loads(written.read_text())
+    assert trace["otherData"]["ranks"][0] == 1
+    assert [e["args"]["name"] for e in trace["traceEvents"]
+            if e.get("name") == "process_name"][0] == "rank 1"
+    assert json.loads(pk.export_trace(run, path=tmp_path / "plain.json").read_text())[
+        "otherData"]["ranks"][0] != 1

@@ -203,7 +203,8 @@ class TimelineTab(Tab):
             name = (f"perfkit-trace-step{step if step is not None else 'median'}-ranks"
                     f"{'-'.join(map(str, ranks)) if ranks else 'slowest-fastest'}.json.gz")
             path = export_trace(profile, step=step, ranks=ranks, path=self._folder / name,
-                                overwrite=True)
+                                overwrite=True,
+                                parallel=getattr(self.ctx.job.job, "parallel", None))
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.exported.value = error(describe_error(exc, "the export for Perfetto"))
             return None
