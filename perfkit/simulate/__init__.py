@@ -8,8 +8,11 @@ What the numbers come from:
 
 * **kernels**: every layer's forward, backward and recompute kernels (MatMul,
   FlashAttentionScore, RmsNorm, RotaryMul, SiLU (``Swish``), Mul, Add, Cast, ...), timed
-  by the calibrated step model's functions (:mod:`perfkit.calc.timing`): matrix kernels
-  on the GEMM size curve at ``efficiency`` plus their operands' traffic, element-wise
+  by the calibrated step model's functions (:mod:`perfkit.calc.timing`): matrix products
+  on the hardware's measured GEMM surface by their (M, N, K) where perfkit has one (Hopper,
+  V100: :mod:`perfkit.calc.gemm_rate`), scaled so that a very large product reaches
+  ``efficiency`` of the peak, else (and the fused attention kernel) on the GEMM size curve
+  at ``efficiency`` plus their operands' traffic, element-wise
   kernels ``bytes / (memory_efficiency × HBM bandwidth)``, each with a small fixed cost
   and seeded log-normal noise — so ``perfkit.plan.calibrate`` on a simulated profile
   recovers the settings and ``perfkit.plan.predict`` reproduces its step;
@@ -156,7 +159,8 @@ def simulate(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, ste
         Write a torch_npu (``*_ascend_pt``, torch_npu 2.7.1 / CANN 8.5 headers) or a
         MindSpore 2.9 (``*_ascend_ms``) export.
     efficiency : float
-        Achieved share of peak FLOP/s on matrix kernels.
+        Achieved share of peak FLOP/s on very large matrix kernels (on a measured GEMM
+        surface, smaller and skinnier products less, by their shape).
     memory_efficiency : float
         Achieved share of HBM bandwidth on element-wise kernels.
     comm_efficiency : float

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..calc.comm import comm_volume
+from ..calc.gemm_rate import surface_for
 from ..calc.memory import (
     activation_memory,
     parameters_per_device,
@@ -178,8 +179,10 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
     unfused: tuple[str, ...] = tuple(sorted({o for f in _faults_of(faults, UnfusedOperators)
                                              for o in f.ops}))
     selective = par.recompute == "selective"
+    # matrix products on the hardware's measured GEMM surface where perfkit has one, as the
+    # step model prices them (the simulated run is 16-bit)
     costs = K.KernelCosts(hardware.peak(), settings.efficiency, hardware.memory_bandwidth,
-                          settings.memory_efficiency)
+                          settings.memory_efficiency, surface=surface_for(hardware.name))
     tpl = _templates(model, par, costs, unfused, selective, settings.recompute_style)
     groups = build_groups(par)
     orders = [stage_order(p, m, v, s) for s in range(p)]

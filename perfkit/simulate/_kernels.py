@@ -7,10 +7,12 @@ kernels, following the model's shape: a gated MLP (``mlp="gated"``: w1 and w3 GE
 a bias input on the GEMMs of the layers that have biases (``bias="qkv"`` or ``"all"``).
 Kernels are timed by the calibrated step model's own functions
 (:func:`perfkit.calc.timing.gemm_seconds` and :func:`~perfkit.calc.timing.memory_seconds`):
-matrix kernels (MatMul, FlashAttentionScore) on the GEMM size curve plus their operands'
-memory traffic, element-wise kernels from their bytes at the memory rate, each with its
-fixed cost per call; :func:`perfkit.calc.timing.layer_costs` lays out the same kernels,
-so a simulated profile and ``perfkit.plan.predict`` agree by construction.
+matrix products (MatMul) on the hardware's measured GEMM surface by their (M, N, K) where
+perfkit has one (:func:`perfkit.calc.gemm_rate.surface_for`: Hopper, V100), as
+``perfkit.plan.predict`` prices them, else on the GEMM size curve plus their operands'
+memory traffic; the fused attention kernel (FlashAttentionScore) on the size curve as a
+GEMM of its FLOPs; element-wise kernels from their bytes at the memory rate, each with its
+fixed cost per call. :func:`perfkit.calc.timing.layer_costs` lays out the same kernels.
 Tensor-parallel all-reduces are marked as communication and timed from the message size
 and the group's bandwidth.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..calc.gemm_rate import GemmSurface
 from ..calc.rates import Rates
 from ..calc.timing import gemm_seconds, memory_seconds
 from ..specs import ModelSpec, ParallelConfig
@@ -49,6 +52,7 @@ class Kernel:
     block: int = 20
     nbytes: float = 0.0  # CUBE kernels: operand and result bytes (the memory term)
     attention: bool = False
+    mnk: tuple[int, int, int] | tuple[()] = ()  # a matrix product's (M, N, K)
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,10 @@ class KernelCosts:
     ``efficiency`` and ``memory_efficiency`` are the asymptotic shares of the peak and
     of the HBM bandwidth; ``cube_fixed_us`` and ``vec_fixed_us`` the fixed cost of a call,
     i.e. the size curves' half-work ``W½ = fixed · e · rate``
-    (:mod:`perfkit.calc.rates`).
+    (:mod:`perfkit.calc.rates`). With a ``surface`` (the hardware's measured GEMM surface),
+    matrix products run on it by their shape, its rates scaled so that a very large
+    product reaches ``efficiency`` of the peak (``scale = efficiency / e_max``), with the
+    surface's own fixed time per call.
     """
 
     peak_flops: float
@@ -67,6 +74,7 @@ class KernelCosts:
     memory_efficiency: float
     cube_fixed_us: float = 4.0
     vec_fixed_us: float = 2.0
+    surface: GemmSurface | None = None
 
     @property
     def rates(self) -> Rates:
@@ -84,7 +92,10 @@ class KernelCosts:
         rates = self.rates
         out = np.empty(len(kernels))
         for i, k in enumerate(kernels):
-            if k.work == CUBE:
+            if k.work == CUBE and self.surface is not None and k.mnk and not k.attention:
+                out[i] = self.surface.seconds(*k.mnk, self.peak_flops, self.memory_bandwidth,
+                                              self.efficiency / self.surface.e_max) * 1e6
+            elif k.work == CUBE:
                 out[i] = gemm_seconds(k.amount, k.nbytes, self.peak_flops,
                                       self.memory_bandwidth, rates, k.attention) * 1e6
             elif k.work == VEC:
@@ -110,10 +121,10 @@ def _mm(tag: str, m: int, k: int, n: int, dtype: str = "DT_BF16", bias: bool = F
     if bias:
         return Kernel(f"aclnnAddmm_{tag}_MatMulV3", "MatMulV3", "AI_CORE", CUBE,
                       2.0 * m * k * n, f'"{m},{k};{k},{n};{n}"', f"{dtype};{dtype};{dtype}",
-                      "ND;ND;ND", f'"{m},{n}"', dtype, "ND", 24, nbytes)
+                      "ND;ND;ND", f'"{m},{n}"', dtype, "ND", 24, nbytes, mnk=(m, n, k))
     return Kernel(f"aclnnMm_{tag}_MatMulV3", "MatMulV3", "AI_CORE", CUBE, 2.0 * m * k * n,
                   f'"{m},{k};{k},{n}"', f"{dtype};{dtype}", "ND;ND", f'"{m},{n}"', dtype, "ND",
-                  24, nbytes)
+                  24, nbytes, mnk=(m, n, k))
 
 
 def _vec(name: str, type_: str, shape: str, nbytes: float, dtypes: str = "DT_BF16",
