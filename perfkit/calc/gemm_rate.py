@@ -64,6 +64,13 @@ the surface at the median, 7.0 % mean error (``duty_h200.json.gz``).
   at 0.93-0.95 of the peak; the measured best is 0.78. Volta's fp32 products run on the
   CUDA cores, not the tensor cores: they stay on the size curve.
 
+* ``"hopper-pcie-bf16"`` and ``"hopper-pcie-fp8"`` (the H100 PCIe): the H100 surfaces with
+  ``e_max`` × :data:`H100_PCIE_SCALE` (0.861), fitted to a published table of square bf16
+  products on an H100 PCIe (:data:`H100_PCIE_PUBLISHED_BF16`): the 350 W part is power
+  limited, and the SXM surface scaled by its datasheet peak alone was 11-23 % too fast.
+  Checked on an H800 PCIe's table of the same project (issue #112), which it was not
+  fitted to: 4.5 % mean error, −10.5 % at worst (n = 2,048).
+
 No other family has a measured surface in perfkit yet (the A100 and the H20's cut-down
 chip included): there GEMMs stay on the size curve of :mod:`perfkit.calc.rates`
 (Calculon's A100 table), which is what ``Rates.gemm_model``'s ``"auto"`` chooses.
@@ -81,7 +88,8 @@ import numpy as np
 from ..errors import InvalidArgumentError
 
 __all__ = ["GemmSurface", "SURFACES", "GEMM_MODELS", "surface_for", "fit_surface",
-           "gemm_bytes", "VOLTA_PUBLISHED_FP16"]
+           "gemm_bytes", "VOLTA_PUBLISHED_FP16", "H100_PCIE_PUBLISHED_BF16",
+           "H100_PCIE_SCALE"]
 
 #: ``Rates.gemm_model`` values: ``"auto"`` (a measured surface where the hardware's family
 #: has one, else the size curve), ``"shape"`` (the surface; an error where there is none)
@@ -179,13 +187,33 @@ SURFACES["volta-fp16"] = GemmSurface(
     "volta-fp16", e_max=0.8194, m_half=10.27, n_half=14.65, k_half=580.1, fixed_s=3.003e-6,
     byte_efficiency=0.7365, input_bytes=2.0, source=_VOLTA_SOURCE)
 
-_FAMILIES = ((re.compile(r"^(gh200|h100|h800|h200)(\b|[-_ ])", re.IGNORECASE), "hopper"),
+#: The published measurement the H100 PCIe's level is fitted to: square bf16
+#: ``torch.matmul`` on an NVIDIA H100 PCIe, PyTorch 2.9.0 + CUDA 12.8, TFLOP/s by n
+#: (zzc0721/torch-performance-test-data, issue #95); n = 1,024 is left out, as on the SXM
+#: part (host-timed fixed cost, docs/planner.md).
+H100_PCIE_PUBLISHED_BF16 = {2048: 449.09, 4096: 495.93, 8192: 492.84, 10240: 471.79}
+#: ``e_max`` of the PCIe surfaces over the SXM ones: fitted (``e_max`` alone, the shape
+#: held) to :data:`H100_PCIE_PUBLISHED_BF16`. The 350 W part runs its largest products at
+#: 0.66 of its datasheet peak where the 700 W SXM part reaches 0.81; FP8 is assumed to be
+#: held back by the power limit alike (no FP8 table of the PCIe part was found).
+H100_PCIE_SCALE = 0.8611
+for _type in ("bf16", "fp8"):
+    SURFACES[f"hopper-pcie-{_type}"] = replace(
+        SURFACES[f"hopper-{_type}"], name=f"hopper-pcie-{_type}",
+        e_max=round(SURFACES[f"hopper-{_type}"].e_max * H100_PCIE_SCALE, 4),
+        source=SURFACES[f"hopper-{_type}"].source + "; e_max × H100_PCIE_SCALE, fitted to "
+        "the published square products of an H100 PCIe (zzc0721/torch-performance-test-"
+        "data issue #95, H100_PCIE_PUBLISHED_BF16)")
+
+_FAMILIES = ((re.compile(r"^h100[-_ ]pcie(\b|[-_ ])", re.IGNORECASE), "hopper-pcie"),
+             (re.compile(r"^(gh200|h100|h800|h200)(\b|[-_ ])", re.IGNORECASE), "hopper"),
              (re.compile(r"^v100(\b|[-_ ])", re.IGNORECASE), "volta"))
 #: The surface each family's products run on, by type: ``"16"`` for 16-bit types (and,
 #: on Hopper, any type but FP8, as before Volta had a surface); Volta's fp32 products run
 #: on its CUDA cores, not the tensor cores its surface was measured on: the size curve.
-_SURFACE_OF = {("hopper", "16"): "hopper-bf16", ("hopper", "fp8"): "hopper-fp8",
-               ("hopper", "fp32"): "hopper-bf16", ("volta", "16"): "volta-fp16"}
+_SURFACE_OF = {**{(f, kind): f"{f}-{'fp8' if kind == 'fp8' else 'bf16'}"
+                  for f in ("hopper", "hopper-pcie") for kind in ("16", "fp8", "fp32")},
+               ("volta", "16"): "volta-fp16"}
 
 
 def surface_for(hardware_name: str, dtype: str | None = None,
