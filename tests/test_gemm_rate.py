@@ -20,6 +20,7 @@ from perfkit.calc.gemm_rate import (
 )
 from perfkit.calc.rates import Rates
 from perfkit.calc.timing import layer_costs
+from perfkit.calc.timing_kernels import gemm_seconds
 from perfkit.errors import InvalidArgumentError
 from tests.kernel_rates import runs
 
@@ -331,3 +332,21 @@ def test_the_pcie_surface_is_what_its_table_fits_and_holds_on_another_pcie_part(
               for n, t in H800_PCIE_BF16.items()]
     assert max(abs(e) for e in errors) < 0.11
     assert sum(abs(e) for e in errors) / len(errors) < 0.06
+
+
+#: Square bf16 ``torch.matmul`` on an NVIDIA H20, PyTorch 2.7.0+cu128, TFLOP/s by n
+#: (zzc0721/torch-performance-test-data, issue #77).
+H20_BF16 = {1024: 95.12, 2048: 120.27, 4096: 133.41, 8192: 138.60, 10240: 142.25}
+
+
+def test_the_size_curve_holds_on_the_h20_which_has_no_surface():
+    """The H20 (Hopper's chip cut to 148 TFLOP/s bf16) keeps the size curve, and a published
+    table says that is right: its products reach 0.96 of that peak, and the curve at its
+    defaults (Calculon's A100 table) is within 8 % at every size (+6.8 % at n = 1,024)."""
+    hw = pk.Hardware.preset("h20")
+    assert surface_for("h20", "bf16") is None
+    for n, published in H20_BF16.items():
+        flops = 2.0 * n ** 3
+        seconds = gemm_seconds(flops, 6.0 * n * n, hw.peak("bf16"), hw.memory_bandwidth,
+                               Rates())
+        assert flops / seconds / 1e12 == pytest.approx(published, rel=0.08), n
