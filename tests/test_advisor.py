@@ -355,6 +355,7 @@ def test_environment_settings_from_the_profiler_metadata(tmp_path):
     assert found[0].severity == "warning" and not found[0].measured
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_mfu_finding_uses_the_jobs_measured_step():
     # one job, one MFU: the advisor's figure is the one the job (and the headline) shows
     import perfkit as pk

@@ -42,6 +42,7 @@ def test_info_shows_the_job_and_no_impossible_utilisation(capsys, name: str) -> 
         assert _UTIL.search(out), name  # a complete job shows its MFU
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_info_with_a_config_flags_what_disagrees(capsys) -> None:
     out = _info(capsys, str(bundled_profile("simulated/llama2-13b-baseline-dp16")),
                 "--findings", "0", "--config", str(CONFIG))

@@ -249,6 +249,7 @@ def test_whole_counts_per_step_have_no_decimals() -> None:
     assert text.iloc[:, 2].tolist()[:2] == ["4.00", "64.0"]
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_real_calls_per_step_are_whole_numbers() -> None:
     # k_resnet50_nw0: 90 launches of one convolution kernel over 6 profiler steps, read

@@ -71,6 +71,7 @@ def test_add_list_compare(profiles: dict, tmp_path: Path,
     assert f"wrote {page}" in out
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_default_journal_is_env_then_working_folder(profiles: dict, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:

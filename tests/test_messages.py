@@ -173,6 +173,7 @@ def test_errors_of_bad_input_with_one_and_several(tmp_path: Path, grammar) -> No
 
 # ----------------------------------------------------------------------------- units
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_step_is_said_in_one_unit_on_a_page() -> None:
     """The job line and the Overview's card write the measured step with one formatter
     (the issue: "step 0.0401 s" beside "40.1 ms")."""

@@ -32,6 +32,7 @@ def _cells() -> list[dict]:
         return json.load(f)["cells"]
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_notebook_unfused_table_gives_the_advisors_attention_saving() -> None:
     cells = _cells()
     (i,) = [k for k, c in enumerate(cells) if c["cell_type"] == "code"

@@ -67,6 +67,7 @@ def test_the_pickers_of_two_ranks_offer_all_of_them(title: str) -> None:
                          else "max over the ranks")
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_memory_peaks_of_one_rank_are_its_values() -> None:
     folder = shared_sample("wild/k_resnet50_nw4")

@@ -28,6 +28,7 @@ from perfkit.widgets import tab_panel
 pytestmark = pytest.mark.shared_samples
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_overview_of_one_rank_shows_its_steps() -> None:
     path = shared_sample(f"{HTA}/sampled_rank-0.json.gz")
     walls = {s: float(w) for s, w in raw_walls(path).items()}

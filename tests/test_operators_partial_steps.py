@@ -104,6 +104,7 @@ def test_attention_share_of_compute_advice_v2_counts_60763_once():
         math.fsum(float(r["Duration(us)"]) for r in fa), rel=1e-12)
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_a_lazy_cluster_gives_the_same_totals(dask_client):
     root = shared_sample(PT_GPT3_OLD)
     us, n, _steps = _raw([root / f"test_rank_{r}" / _OUT / "kernel_details.csv"

@@ -586,6 +586,7 @@ def _raw_lane_steps(path: Path) -> dict[int, Decimal]:
     return {s: hi - lo + tails[s][0] for s, (lo, hi) in window.items()}
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_above_the_limit_a_trace_with_device_lane_steps_gives_them() -> None:
     """Every shared trace read as one above the limit: its device-lane step copies where it

@@ -107,6 +107,7 @@ def test_every_tab_names_the_planted_rank(board) -> None:
     assert window.attrs["timeline"]["ranks"][0] == planted
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_a_slow_rank_inside_a_pipeline_stage_is_named_everywhere(tmp_path) -> None:
     """Two stages of three data-parallel ranks (stage 1: ranks 3-5); rank 4 computes 30 %
     slower (planted). Named by the analysis with and without the layout, by the
@@ -126,6 +127,7 @@ def test_a_slow_rank_inside_a_pipeline_stage_is_named_everywhere(tmp_path) -> No
     assert titles and titles[0].startswith("Rank 4 ")
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_job_s_stages_name_the_slowest_rank_where_the_profile_records_none(tmp_path):
     """Six ranks whose profile records no pipeline stages; the job's layout (pp 2) puts
     ranks 3-5 in a later, uniformly heavier stage (all three 1.3× compute), and rank 1 is

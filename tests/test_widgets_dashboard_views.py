@@ -60,6 +60,7 @@ def _step_rows(folder: Path) -> list[dict[str, float]]:
 
 # ----------------------------------------------------------------------------- headline
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_step_split_adds_up_and_matches_the_step_trace_files() -> None:
     name = "simulated/llama2-13b-tuned-dp8-pp2"  # pipeline parallel: it has a bubble
     rows = _step_rows(bundled_profile(name))

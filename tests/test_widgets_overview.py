@@ -50,6 +50,7 @@ def test_measured_step_is_the_slowest_rank_median_over_steps() -> None:
         measured_step_s(frame.drop(columns="step_us"))
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_a_mindspore_cpu_run_is_not_called_an_ascend_export() -> None:
     """MindSpore writes a CPU run in the Ascend text layout (a ``*_ascend_ms`` folder), but
     what it recorded are host operators (``FRAMEWORK/cpu_op_execute_timestamp_*.txt``,

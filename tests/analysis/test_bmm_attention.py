@@ -69,6 +69,7 @@ def _raw_triples(events: list[dict]) -> list[dict]:
     return out
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_timesformer_bmm_attention_is_recognised_as_the_raw_trace_has_it() -> None:
     path = next(sample(TIMESFORMER).glob("*.json.gz"))

@@ -435,6 +435,7 @@ def test_the_caption_says_when_only_one_rank_has_step_times():
 
 # --------------------------------------------------------------------------- lazy
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_lazy_cluster_gives_the_eager_frame(dask_client):
     eager = pk.load(SLOW_RANK, cache=False, progress=False)
     lazy = pk.load(SLOW_RANK, engine="dask", client=dask_client, progress=False)

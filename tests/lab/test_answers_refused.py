@@ -65,6 +65,7 @@ def test_the_served_app_shows_no_python(intro_pack: Path, monkeypatch) -> None:
     assert not re.search(r"\w+\.\w+\([^)]*=", app)  # no call with keyword arguments
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_a_step_table_titled_ms_shows_every_time_in_ms(intro_pack: Path) -> None:
     from perfkit.lab.app import Sheet
 

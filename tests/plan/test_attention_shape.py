@@ -268,6 +268,7 @@ def test_measured_cudnn_attention_kernels_meet_the_curve(trace, b, heads, s):
                                                        "h100"), rel=0.08)
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_a_profiles_attention_kernels_fit_their_own_factor_against_the_curve():
     """Calibrated on the bundled simulated Ascend run (FlashAttentionScore kernels, 910B: off
     Hopper, so FlashAttention-2's scaled curve), the attention kind gets its own factor:
