@@ -117,6 +117,9 @@ class GemmSurface:
         Bytes per input element (2 for 16-bit types, 1 for FP8); results are 16-bit.
     source : str
         Where the figures come from.
+    basis : str
+        What the surface was fitted to, in a few words (the Planner's assumptions table
+        says it); empty for a surface :func:`fit_surface` made.
     """
 
     name: str
@@ -128,6 +131,7 @@ class GemmSurface:
     byte_efficiency: float
     input_bytes: float = 2.0
     source: str = ""
+    basis: str = ""
 
     def efficiency(self, m: float, n: float, k: float) -> float:
         """``e(M, N, K)``: the share of the peak the call's arithmetic runs at."""
@@ -168,10 +172,12 @@ _PROVENANCE = ("tools/measure_kernel_rates.py on one NVIDIA H100 80GB HBM3, PyTo
 SURFACES: dict[str, GemmSurface] = {
     "hopper-bf16": GemmSurface("hopper-bf16", e_max=0.7791, m_half=10.27, n_half=14.65,
                                k_half=143.4, fixed_s=3.003e-6, byte_efficiency=0.7365,
-                               input_bytes=2.0, source=_PROVENANCE),
+                               input_bytes=2.0, source=_PROVENANCE,
+                               basis="measured on lent H100s"),
     "hopper-fp8": GemmSurface("hopper-fp8", e_max=0.7548, m_half=10.27, n_half=14.65,
                               k_half=573.5, fixed_s=2.334e-6, byte_efficiency=0.7365,
-                              input_bytes=1.0, source=_PROVENANCE),
+                              input_bytes=1.0, source=_PROVENANCE,
+                              basis="measured on lent H100s"),
 }
 
 #: The published measurement the Volta surface is fitted to: ``torch.matmul`` on square
@@ -185,7 +191,8 @@ _VOLTA_SOURCE = ("fitted by perfkit.calc.gemm_rate.fit_surface to the published 
                  "cannot tell them apart)")
 SURFACES["volta-fp16"] = GemmSurface(
     "volta-fp16", e_max=0.8194, m_half=10.27, n_half=14.65, k_half=580.1, fixed_s=3.003e-6,
-    byte_efficiency=0.7365, input_bytes=2.0, source=_VOLTA_SOURCE)
+    byte_efficiency=0.7365, input_bytes=2.0, source=_VOLTA_SOURCE,
+    basis="fitted to a published V100 table")
 
 #: The published measurement the H100 PCIe's level is fitted to: square bf16
 #: ``torch.matmul`` on an NVIDIA H100 PCIe, PyTorch 2.9.0 + CUDA 12.8, TFLOP/s by n
@@ -197,13 +204,14 @@ H100_PCIE_PUBLISHED_BF16 = {2048: 449.09, 4096: 495.93, 8192: 492.84, 10240: 471
 #: 0.66 of its datasheet peak where the 700 W SXM part reaches 0.81; FP8 is assumed to be
 #: held back by the power limit alike (no FP8 table of the PCIe part was found).
 H100_PCIE_SCALE = 0.8611
-for _type in ("bf16", "fp8"):
-    SURFACES[f"hopper-pcie-{_type}"] = replace(
-        SURFACES[f"hopper-{_type}"], name=f"hopper-pcie-{_type}",
-        e_max=round(SURFACES[f"hopper-{_type}"].e_max * H100_PCIE_SCALE, 4),
-        source=SURFACES[f"hopper-{_type}"].source + "; e_max × H100_PCIE_SCALE, fitted to "
-        "the published square products of an H100 PCIe (zzc0721/torch-performance-test-"
-        "data issue #95, H100_PCIE_PUBLISHED_BF16)")
+SURFACES.update({
+    f"hopper-pcie-{t}": replace(
+        sxm, name=f"hopper-pcie-{t}", e_max=round(sxm.e_max * H100_PCIE_SCALE, 4),
+        source=sxm.source + "; e_max × H100_PCIE_SCALE, fitted to the published square "
+        "products of an H100 PCIe (zzc0721/torch-performance-test-data issue #95, "
+        "H100_PCIE_PUBLISHED_BF16)",
+        basis="measured on lent H100s, its level fitted to a published H100 PCIe table")
+    for t, sxm in ((t, SURFACES[f"hopper-{t}"]) for t in ("bf16", "fp8"))})
 
 _FAMILIES = ((re.compile(r"^h100[-_ ]pcie(\b|[-_ ])", re.IGNORECASE), "hopper-pcie"),
              (re.compile(r"^(gh200|h100|h800|h200)(\b|[-_ ])", re.IGNORECASE), "hopper"),
@@ -299,7 +307,7 @@ def fit_surface(shapes: Iterable[tuple[float, float, float, float]], peak: float
     x = np.log([getattr(start, p) for p in free])
 
     def surface(values: np.ndarray) -> GemmSurface:
-        return replace(start, name=name, input_bytes=input_bytes, source=source,
+        return replace(start, name=name, input_bytes=input_bytes, source=source, basis="",
                        **dict(zip(free, np.exp(values).tolist(), strict=True)))
 
     def residual(values: np.ndarray) -> np.ndarray:

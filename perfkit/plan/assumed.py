@@ -241,11 +241,7 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
         scale = rates.gemm_surface_scale
         text = (f"by (M, N, K): {surface.name} surface"
                 + ("" if scale == 1 else f" × {scale:.3g}"))
-        measured = ("fitted to a published V100 measurement"
-                    if surface.name.startswith("volta") else
-                    "measured on lent H100s, its level fitted to a published H100 PCIe "
-                    "measurement" if "pcie" in surface.name else "measured on lent H100s")
-        gemm = ("default", f"perfkit.calc.gemm_rate ({measured})") if scale == 1 \
+        gemm = ("default", f"perfkit.calc.gemm_rate ({surface.basis})") if scale == 1 \
             else ("profile", "the calibration's compute scale on the measured surface")
     else:
         text = (f"size curve: e {rates.gemm_efficiency:.3g}, "
