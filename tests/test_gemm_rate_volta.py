@@ -77,3 +77,19 @@ def test_the_planner_s_best_v100_candidate_is_below_the_measured_matmul_share():
                             16, 1024, activation_model=pk.ActivationModel.mindformers())
     best = ranked[ranked["fits"]]["mfu"].max()
     assert 0.3 < best < max(ISSUE_140.values()) / 125.0
+
+
+def test_fp32_products_run_at_the_level_each_family_is_priced_at():
+    """fp32 on a V100 stays on the size curve (CUDA cores) and on an H100 on the bf16
+    surface's shape: the published fp32 square products (issue #140: V100 14.51 TFLOP/s at
+    n = 10,240; issue #79: H100 SXM 51.88 at n = 4,096) within 8 % of each."""
+    from perfkit.calc.rates import Rates
+
+    for name, n, published, surface in (("v100", 10240, 14.51, None),
+                                        ("h100", 4096, 51.88, surface_for("h100", "fp32"))):
+        hw = pk.Hardware.preset(name)
+        flops = 2.0 * n ** 3
+        seconds = gemm_seconds(flops, 12.0 * n * n, hw.peak("fp32"), hw.memory_bandwidth,
+                               Rates(), shape=(n, n, n), surface=surface)
+        assert surface_for(name, "fp32") is surface
+        assert flops / seconds / 1e12 == pytest.approx(published, rel=0.08), name
