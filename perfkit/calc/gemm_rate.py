@@ -204,14 +204,20 @@ H100_PCIE_PUBLISHED_BF16 = {2048: 449.09, 4096: 495.93, 8192: 492.84, 10240: 471
 #: 0.66 of its datasheet peak where the 700 W SXM part reaches 0.81; FP8 is assumed to be
 #: held back by the power limit alike (no FP8 table of the PCIe part was found).
 H100_PCIE_SCALE = 0.8611
-SURFACES.update({
-    f"hopper-pcie-{t}": replace(
-        sxm, name=f"hopper-pcie-{t}", e_max=round(sxm.e_max * H100_PCIE_SCALE, 4),
-        source=sxm.source + "; e_max × H100_PCIE_SCALE, fitted to the published square "
-        "products of an H100 PCIe (zzc0721/torch-performance-test-data issue #95, "
-        "H100_PCIE_PUBLISHED_BF16)",
-        basis="measured on lent H100s, its level fitted to a published H100 PCIe table")
-    for t, sxm in ((t, SURFACES[f"hopper-{t}"]) for t in ("bf16", "fp8"))})
+
+
+def _pcie(sxm: GemmSurface) -> GemmSurface:
+    """The H100 PCIe's surface: the SXM one with ``e_max`` × :data:`H100_PCIE_SCALE`."""
+    return replace(sxm, name=sxm.name.replace("hopper-", "hopper-pcie-"),
+                   e_max=round(sxm.e_max * H100_PCIE_SCALE, 4),
+                   source=sxm.source + "; e_max × H100_PCIE_SCALE, fitted to the published "
+                   "square products of an H100 PCIe (zzc0721/torch-performance-test-data "
+                   "issue #95, H100_PCIE_PUBLISHED_BF16)",
+                   basis="measured on lent H100s, its level fitted to a published H100 "
+                   "PCIe table")
+
+
+SURFACES.update({f"hopper-pcie-{t}": _pcie(SURFACES[f"hopper-{t}"]) for t in ("bf16", "fp8")})
 
 _FAMILIES = ((re.compile(r"^h100[-_ ]pcie(\b|[-_ ])", re.IGNORECASE), "hopper-pcie"),
              (re.compile(r"^(gh200|h100|h800|h200)(\b|[-_ ])", re.IGNORECASE), "hopper"),
