@@ -41,6 +41,7 @@ def test_gaps_of_steps_without_recorded_tasks_are_no_finding(tmp_path, monkeypat
         in hb.evidence
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_exposed_communication_is_the_mean_over_the_steps(tmp_path, monkeypatch) -> None:
     """mi_prof: the exposed communication of each rank is the mean over its iterations of
     the raw Overlap Analysis "Communication(Not Overlapped)" track; the finding is that of

@@ -69,6 +69,7 @@ def _copies_us(out: Path) -> float:
                if r["Type"] == "TensorMove")
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_figures_per_step_are_over_the_ranks_whose_tasks_were_recorded(tmp_path):
     outs = [LEVEL1 / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" for r in (0, 1)]
     # the whole export: the copies' time per step is the mean of the two ranks' (one step)

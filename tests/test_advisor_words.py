@@ -202,6 +202,7 @@ def test_a_long_list_is_cut_between_names_and_says_so() -> None:
     assert clipped("x" * 100, 10) == "x" * 9 + "…"
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_chain_in_the_evidence_ends_on_whole_names() -> None:
     # k_resnet50_nw0's optimizer chain was cut at 160 characters, mid-name: "... > aten"

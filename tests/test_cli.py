@@ -473,6 +473,7 @@ def _measured_step_ms(path: Path) -> float:
     return statistics.median(per_step.values()) / 1e3
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_info_on_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
     from perfkit.simulate.scenarios import scenario
 

@@ -59,6 +59,7 @@ def _stall_steps() -> tuple[float, float]:
     return shown / 1e3, basis / 1e3
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_a_share_of_another_step_than_the_one_shown_names_its_basis() -> None:
     """Two of data-stall's three steps wait 120 ms for data: the step shown is the median
     (333 ms), the advisor's shares are of the mean (294 ms), and say so."""

@@ -84,6 +84,7 @@ def test_a_lone_kernel_details_is_pointed_at_its_communication_json() -> None:
            "collective's group and its transit / wait / idle split" in said
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_legacy_mindspore_and_raw_cann_name_their_own_files() -> None:
     legacy = shared_sample("wild/mi_run1")

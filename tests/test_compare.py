@@ -189,6 +189,7 @@ def test_bad_path_exits_2(tmp_path, capsys) -> None:
     assert len(err) == 1 and str(missing) in err[0]
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_journal_runs_by_label(guide_case: pk.Comparison) -> None:
     c = pk.compare("baseline", "tuned", journal=pk.Journal.bundled())
     assert c.a.label == "baseline" and c.verdict.word == "faster"

@@ -69,6 +69,7 @@ def _page_text(board) -> str:
     return " ".join(text.split())
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_dashboard_says_each_reason_once_and_the_tabs_refer_to_it(jobs: dict) -> None:
     path = MS_CPU
     board = dashboard(str(path))

@@ -209,6 +209,7 @@ def test_without_the_ffn_width_and_top_k_the_mfu_says_what_it_waits_for(
     assert grammar(words) == []
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_an_hf_inference_batch_counts_its_attention_core_and_no_logits() -> None:
     """TraceLens' H100 trace of Qwen1.5-0.5B-Chat (Hugging Face, no backward pass): 16
     sequences of 559 tokens, read here from the raw shapes; its forward runs no output

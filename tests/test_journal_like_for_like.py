@@ -60,6 +60,7 @@ def test_history_refuses_a_run_compared_with_itself(journal: Journal) -> None:
     assert panel.comparison is not None and "not like for like" in panel.config_diff.value
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_like_runs_carry_no_warning(tmp_path: Path) -> None:
     j = Journal(tmp_path / "j.sqlite")
     j.add(sample(KINETO_TRACES["k_resnet50_nw0"]), label="nw0")

@@ -102,6 +102,7 @@ def test_widget_helpers_load_neither_ipywidgets_nor_altair() -> None:
     assert json.loads(out) == []
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_widgets_names_resolve_and_dashboard_stays_the_function() -> None:
     out = _fresh("import types, perfkit.widgets.dashboard, perfkit.widgets as W\n"
                  "from perfkit.widgets import dashboard\n"

@@ -123,6 +123,7 @@ def test_the_steps_table_split_over_the_ranks_adds_up_to_100_percent() -> None:
             assert cell == pytest.approx(100 * share, abs=0.1001), (step, cell, share)
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_computing_or_idle_part_is_explained_once_and_its_header_is_short() -> None:
     folder = shared_sample(LEGACY)
     words = panel_words(tab_panel("Overview", str(folder)))

@@ -48,6 +48,7 @@ def test_the_overview_of_one_rank_shows_its_steps() -> None:
         assert row and float(row[1]) == pytest.approx(wall / 1e3, abs=0.5), step
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_findings_basis_of_one_rank_is_its_step() -> None:
     folder = shared_sample("wild/k_resnet50_nw4")
     (trace,) = folder.glob("*.json.gz")

@@ -54,6 +54,7 @@ def test_a_relative_path_is_stored_absolute_and_shown_so_from_another_folder(
     assert path_line.split(None, 1)[1] == str(a / "mine")
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_the_journal_keeps_the_absolute_path_and_adds_from_another_folder(
         two_folders: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = two_folders

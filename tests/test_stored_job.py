@@ -68,6 +68,7 @@ def test_a_damaged_kept_job_is_worked_out_again(run: Path, monkeypatch) -> None:
     assert len(calls) == 4
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_without_the_cache_nothing_is_kept(run: Path, monkeypatch) -> None:
     calls = _counting(monkeypatch)
     monkeypatch.setenv("PERFKIT_CACHE", "0")

@@ -151,6 +151,7 @@ def test_the_overview_headline_of_the_default_sample(board) -> None:
     assert "summed over 16 ranks × 1 step; the parts add up to 100 %" in html
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_top_findings_name_their_cost_and_open_their_tab(board) -> None:
     overview = board.select("Overview")
     findings = [f for f in board.context.findings(board.profile) if f.measured][:3]

@@ -24,6 +24,7 @@ def case() -> Journal:
     return Journal(CASE, readonly=True)
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_panel_shows_progression_runs_and_the_last_two_compared(case: Journal) -> None:
     panel = history_panel(case)
     assert isinstance(panel, HistoryPanel) and panel.message.value == ""

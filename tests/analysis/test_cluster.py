@@ -170,6 +170,7 @@ def test_the_stall_is_the_devices_wait_not_the_loaders_time() -> None:
     assert row["stall_us"] == pytest.approx(50.0)
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_the_data_loading_finding_is_the_wait_read_from_the_raw_trace() -> None:
     """PyTorch 1.9's ResNet-50 with num_workers=0: the finding's milliseconds per step are

@@ -93,6 +93,7 @@ def _plain_followed_by(recs: pd.DataFrame, first: np.ndarray, then: np.ndarray
     return out
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_followed_by_matches_the_plain_search_on_random_layouts() -> None:
     rng = np.random.default_rng(7)
     found = 0

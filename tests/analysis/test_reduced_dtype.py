@@ -71,6 +71,7 @@ def test_hta_all_reduces_are_fp32_host_collectives():
     assert got.dtype == "float" and got.share == 1.0
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_an_inference_steps_all_reduces_are_no_gradients():
     """The B200 eager trace (vLLM) runs 73 all-reduce kernels on bf16 tensors, and no
     backward operator at all: an inference step, whose all-reduces are the tensor-parallel

@@ -52,6 +52,7 @@ def _raw() -> tuple[dict[int, tuple[float, float]], set[int]]:
     return iterations, with_overlap
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 def test_iterations_without_overlap_analysis_are_unknown_and_said_once() -> None:
     iterations, with_overlap = _raw()
     lacking = sorted(set(iterations) - with_overlap)

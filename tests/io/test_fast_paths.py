@@ -188,6 +188,7 @@ def test_the_samples_exercise_the_tables(fast: Any, general: Any) -> None:
     assert rows["trace-view"]["ops"] > 0 and rows["simulated"]["comm_ops"] > 0
 
 
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
 @pytest.mark.shared_samples
 def test_streamed_blocks_equal_the_whole_file(tmp_path: Path, monkeypatch: Any) -> None:
     """Tiny blocks force many in-place cuts, retries and carries over a real trace."""
