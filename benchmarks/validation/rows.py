@@ -16,14 +16,20 @@ from typing import Any
 
 from perfkit import Hardware, ModelSpec, ParallelConfig
 from perfkit.calc import ActivationModel
+from perfkit.calc.rates import Rates
 
-__all__ = ["DATA", "UNITS", "MappedRow", "Refusal", "read_rows", "measured_step_s",
+__all__ = ["DATA", "UNITS", "ATTN_IMPL", "MappedRow", "Refusal", "read_rows", "measured_step_s",
            "map_row", "model_of", "parse_kv"]
 
 DATA = Path(__file__).with_name("published_runs.csv")
 #: Units a figure may have, and whether a step time follows without a FLOP convention.
 UNITS = {"tokens/s/device": True, "s": True, "TFLOP/s/device": False, "MFU %": False,
          "tokens/s": True, "model TFLOP/s/device": False}
+
+#: llm-foundry's ``attn_impl`` (a row's ``framework`` field) → perfkit's
+#: ``attention_implementation`` (PROTOCOL.md, amendment 1): ``triton`` is FlashAttention in
+#: Triton; ``flash`` is the ``flash-attn==1.0.9`` (FlashAttention 1) its ``[gpu]`` extra pinned.
+ATTN_IMPL = {"triton": "flash-triton", "flash": "flash1"}
 
 _INT = ("devices", "per_node", "dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch",
         "num_micro", "global_batch", "seq_length")
@@ -52,17 +58,22 @@ class MappedRow:
     static_scheme: str
     selective_layers: tuple[int, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    attention_implementation: str = "auto"
 
     @property
     def row_id(self) -> str:
         return self.row["row_id"]
 
     def kwargs(self) -> dict[str, Any]:
-        """Keyword arguments shared by ``calibrate`` and ``predict``."""
+        """Keyword arguments of ``calibrate`` and ``predict`` (each takes those its
+        signature names: ``rates`` is calibrate's, ``overrides`` predict's)."""
         kw: dict[str, Any] = {"activation_model": self.activation_model,
                               "static_scheme": self.static_scheme, "dtype": self.dtype}
         if self.selective_layers is not None:
             kw["selective_layers"] = self.selective_layers
+        if self.attention_implementation != "auto":  # PROTOCOL.md, amendment 1
+            kw["rates"] = Rates(attention_implementation=self.attention_implementation)
+            kw["overrides"] = {"attention_implementation": self.attention_implementation}
         return kw
 
 
@@ -161,5 +172,7 @@ def map_row(row: dict[str, Any]) -> MappedRow | Refusal:
           else ActivationModel("tensors", flash_attention=True, dropout=False))
     extra = {"framework": row["framework"], "overlap": parse_kv(row["overlap"]),
              "sharding": shard, "precision": row["precision"], "per_node": row["per_node"]}
+    stated = parse_kv(row["framework"]).get("attn_impl")
+    attention = ATTN_IMPL.get(stated, "auto") if stated else "auto"
     return MappedRow(row, step, model, par, hw, row["precision"], am,
-                     "mindspore" if mindspore else "megatron", selective, extra)
+                     "mindspore" if mindspore else "megatron", selective, extra, attention)

@@ -52,7 +52,7 @@ def _kwargs(m: MappedRow, function: Callable[..., Any]) -> dict[str, Any]:
     options = _OPTIONS[0]
     extra = options(m) if options else {}
     takes = inspect.signature(function).parameters
-    return {**m.kwargs(), **{k: v for k, v in extra.items() if k in takes}}
+    return {k: v for k, v in {**m.kwargs(), **extra}.items() if k in takes}
 
 
 def _predict(cal: Any, m: MappedRow) -> Any:
@@ -198,7 +198,7 @@ def framework_options(m: MappedRow) -> dict[str, Any]:
     name = framework_preset(str(m.extra.get("framework", "")))
     if name is None:
         return {}
-    behaviour = Behaviour.preset(name)
+    behaviour = Behaviour.preset(name, attention_implementation=m.attention_implementation)
     return {"behaviour": behaviour, "rates": Rates().replace(**behaviour.overrides())}
 
 

@@ -46,6 +46,16 @@ Sources and what each case uses
   the causal mask and head dim 64 this gives 0.35 of the peak, below the abstract's 50 %
   lower end, so short causal calls off Hopper are priced on the slow side.
   ``"flash3"`` and ``"cudnn"`` (Hopper-only data) fall back to ``"flash2"`` there.
+* **Older kernels** (``"flash1"``, FlashAttention 1; ``"flash-triton"``, FlashAttention in
+  Triton, the kernel MPT/llm-foundry's ``attn_impl: triton`` runs): no curve of their own
+  was found as numbers, but the FlashAttention-2 paper states their speed relative to
+  FlashAttention-2 measured side by side on one A100 (Dao 2023, arXiv 2307.08691, §4.1,
+  Fig. 4-6): FlashAttention-2 is "around 2×" faster than FlashAttention, and "around
+  1.3-1.5×" faster than FlashAttention in Triton in the forward pass and "around 2×" in
+  the backward pass. Each is FlashAttention-2's curve on the same device divided by
+  those factors (:data:`RELATIVE_TO_FLASH2`: forward 1.4, the middle of 1.3-1.5). On
+  Hopper the same ratios are applied to FlashAttention-2's H100 curve: the 2023 kernels
+  use none of Hopper's new instructions either, an assumption no figure checks.
 * ``"gemm"``: the former pricing, a GEMM of the same FLOPs on the GEMM size curve
   (:func:`perfkit.calc.timing_kernels.gemm_seconds` with ``attention=True``).
 
@@ -68,14 +78,27 @@ import numpy as np
 from ..errors import check_choice
 from .attention_occupancy import multiprocessors, occupancy
 
-__all__ = ["ATTENTION_IMPLEMENTATIONS", "FA3_PAPER_H100", "FA3_SEQ_LENGTHS",
+__all__ = ["ATTENTION_IMPLEMENTATIONS", "FA3_PAPER_H100", "FA3_SEQ_LENGTHS", "RELATIVE_TO_FLASH2",
            "H100_BF16_PEAK", "A100_FLASH2_BEST", "fit_series", "series_parameters",
            "attention_efficiency", "is_hopper", "call_lengths", "resolve_implementation"]
 
 #: ``implementation`` values: ``"auto"`` (:func:`resolve_implementation`), the fused kernels
-#: with published curves, and ``"gemm"`` (the former pricing: a GEMM of the same FLOPs on
-#: the GEMM size curve).
-ATTENTION_IMPLEMENTATIONS = ("auto", "flash2", "flash3", "cudnn", "gemm")
+#: with published curves, the older kernels priced against FlashAttention-2
+#: (:data:`RELATIVE_TO_FLASH2`), and ``"gemm"`` (the former pricing: a GEMM of the same
+#: FLOPs on the GEMM size curve; always last).
+ATTENTION_IMPLEMENTATIONS = ("auto", "flash2", "flash3", "cudnn", "flash1", "flash-triton",
+                             "gemm")
+
+#: How many times slower than FlashAttention-2 on the same device an older kernel runs,
+#: ``(forward, backward)``: Dao 2023 (arXiv 2307.08691) §4.1, measured on an A100 80GB
+#: SXM4 at 512-16k tokens, head dimension 64 and 128, with and without the causal mask:
+#: FlashAttention-2 "around 2×" faster than FlashAttention (``"flash1"``), "around
+#: 1.3-1.5×" faster than FlashAttention in Triton forward and "around 2×" backward
+#: (``"flash-triton"``; 1.4 is the middle of the forward's range).
+RELATIVE_TO_FLASH2: dict[str, tuple[float, float]] = {
+    "flash1": (2.0, 2.0),
+    "flash-triton": (1.4, 2.0),
+}
 
 #: Sequence lengths of every series in :data:`FA3_PAPER_H100` (Shah et al. 2024 Fig. 5-6).
 FA3_SEQ_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -216,9 +239,10 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
         Causal mask (FLOPs counted as half the unmasked call's, as the papers do).
     backward : bool
         The backward kernel (FLOPs 2.5 times the forward's).
-    implementation : {"auto", "flash2", "flash3", "cudnn"}
+    implementation : {"auto", "flash2", "flash3", "cudnn", "flash1", "flash-triton"}
         ``"auto"``: :func:`resolve_implementation`; ``"flash3"`` and ``"cudnn"`` off
-        Hopper fall back to ``"flash2"``.
+        Hopper fall back to ``"flash2"``; ``"flash1"`` and ``"flash-triton"`` are
+        ``"flash2"`` slowed by :data:`RELATIVE_TO_FLASH2`.
     hardware_name : str
         The hardware preset's name: Hopper uses the H100 figures as published, anything
         else FlashAttention-2's shape scaled to its A100 best case.
@@ -237,8 +261,13 @@ def attention_efficiency(seq_q: float, seq_kv: float, head_dim: float, causal: b
     float
         ``e`` such that the call lasts ``FLOPs / (e · peak16)``.
     """
-    check_choice("implementation", implementation, ATTENTION_IMPLEMENTATIONS[:4])
+    check_choice("implementation", implementation, ATTENTION_IMPLEMENTATIONS[:-1])
     implementation = resolve_implementation(implementation, hardware_name)
+    slower = RELATIVE_TO_FLASH2.get(implementation)
+    if slower is not None:
+        return attention_efficiency(seq_q, seq_kv, head_dim, causal, backward, "flash2",
+                                    hardware_name, pairs, multiprocessor_count) \
+            / slower[1 if backward else 0]
     length = math.sqrt(max(float(seq_q), 1.0) * max(float(seq_kv), 1.0))
     if is_hopper(hardware_name):
         e = _h100(implementation, length, head_dim, causal, backward)

@@ -38,8 +38,10 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   time).
 * ``attention_implementation`` — which fused attention kernel the attention core runs
   (:mod:`perfkit.calc.attention_rate`): ``"auto"`` (cuDNN's fused attention on Hopper,
-  FlashAttention-2 elsewhere), ``"flash2"``, ``"flash3"``, ``"cudnn"``, or ``"gemm"``
-  (the former GEMM pricing). Presets say ``"auto"``: PyTorch's
+  FlashAttention-2 elsewhere), ``"flash2"``, ``"flash3"``, ``"cudnn"``, the 2022-23
+  kernels ``"flash1"`` and ``"flash-triton"`` (FlashAttention 1, FlashAttention in
+  Triton: FlashAttention-2 slowed by its paper's measured ratios), or ``"gemm"`` (the
+  former GEMM pricing). Presets say ``"auto"``: PyTorch's
   ``scaled_dot_product_attention`` (DDP, FSDP, torchtitan) runs cuDNN's kernels on H100
   (the bundled H100 profiles launch ``cudnn_generated_fort_native_sdpa_sm90_flash_*``)
   and FlashAttention-2 elsewhere; Transformer Engine (Megatron, NeMo) chooses between
@@ -91,7 +93,8 @@ class Behaviour:
         Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).
     kernel_gap_s, layer_overhead_s, overhead_s : float
         Fixed costs per kernel, per layer and micro-batch, per step (seconds).
-    attention_implementation : {"auto", "flash2", "flash3", "cudnn", "gemm"}
+    attention_implementation : {"auto", "flash2", "flash3", "cudnn", "flash1", \
+"flash-triton", "gemm"}
         The fused attention kernel (module docstring); default ``"auto"``.
     """
 

@@ -107,7 +107,8 @@ class Rates:
         Calibration multiplier on the fused attention kernels' published efficiency
         (:mod:`perfkit.calc.attention_rate`; 1, the default: the published curve). With
         ``attention_implementation="gemm"``: relative to a GEMM of the same FLOPs.
-    attention_implementation : {"auto", "flash2", "flash3", "cudnn", "gemm"}
+    attention_implementation : {"auto", "flash2", "flash3", "cudnn", "flash1", \
+"flash-triton", "gemm"}
         Which fused attention kernel times the attention core (with
         ``ActivationModel.flash_attention``; unfused attention keeps its GEMMs and
         softmax), each on its published curve by sequence length, head dimension, mask
@@ -115,6 +116,9 @@ class Rates:
         Hopper, where PyTorch SDPA runs it, FlashAttention-2's elsewhere (Ascend's
         FlashAttentionScore shares its curve); ``"flash2"``, ``"flash3"``, ``"cudnn"``
         (Hopper figures; off Hopper the last two fall back to FlashAttention-2);
+        ``"flash1"``, ``"flash-triton"`` (FlashAttention 1 and FlashAttention in Triton:
+        FlashAttention-2's curve slowed by the ratios its paper measured,
+        :data:`~perfkit.calc.attention_rate.RELATIVE_TO_FLASH2`);
         ``"gemm"``: the former pricing, a GEMM of the same FLOPs on the GEMM size curve.
     memory_efficiency : float
         ``e_max`` of memory-bound kernels, share of the HBM bandwidth (default 0.9).
