@@ -18,8 +18,8 @@ from perfkit import Hardware, ModelSpec, ParallelConfig
 from perfkit.calc import ActivationModel
 from perfkit.calc.rates import Rates
 
-__all__ = ["DATA", "UNITS", "ATTN_IMPL", "MappedRow", "Refusal", "read_rows", "measured_step_s",
-           "map_row", "model_of", "parse_kv"]
+__all__ = ["DATA", "UNITS", "ATTN_IMPL", "attention_of", "MappedRow", "Refusal", "read_rows",
+           "measured_step_s", "map_row", "model_of", "parse_kv"]
 
 DATA = Path(__file__).with_name("published_runs.csv")
 #: Units a figure may have, and whether a step time follows without a FLOP convention.
@@ -172,7 +172,26 @@ def map_row(row: dict[str, Any]) -> MappedRow | Refusal:
           else ActivationModel("tensors", flash_attention=True, dropout=False))
     extra = {"framework": row["framework"], "overlap": parse_kv(row["overlap"]),
              "sharding": shard, "precision": row["precision"], "per_node": row["per_node"]}
-    stated = parse_kv(row["framework"]).get("attn_impl")
-    attention = ATTN_IMPL.get(stated, "auto") if stated else "auto"
     return MappedRow(row, step, model, par, hw, row["precision"], am,
-                     "mindspore" if mindspore else "megatron", selective, extra, attention)
+                     "mindspore" if mindspore else "megatron", selective, extra,
+                     attention_of(row))
+
+
+def attention_of(row: dict[str, Any]) -> str:
+    """The attention kernel a row ran, where the row states it or its framework's code
+    at the source's commit forces one (PROTOCOL.md, amendments 1 and 2); else ``"auto"``.
+
+    * ``attn_impl=`` in ``framework`` (llm-foundry): :data:`ATTN_IMPL`.
+    * torchtitan with context parallelism: ``"flash2"``. Its ``get_train_context``
+      (``torchtitan/utils.py`` at ``9dec370ad26b``, the version its performance table
+      names, and at the table's commit ``d4c86e3758a8``) enters
+      ``sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])`` with
+      the context-parallel context ("TODO: support cuDNN backend"): PyTorch's flash
+      backend, FlashAttention-2, where SDPA would otherwise choose cuDNN on H100.
+    """
+    stated = parse_kv(row["framework"]).get("attn_impl")
+    if stated:
+        return ATTN_IMPL.get(stated, "auto")
+    if "torchtitan" in row["framework"].lower() and (row["cp"] or 1) > 1:
+        return "flash2"
+    return "auto"

@@ -78,7 +78,8 @@ def test_mosaic_rows_are_priced_with_the_triton_kernel_their_benchmark_ran():
     assert len(rows) == 120
     mapped = [map_row(r) for r in rows]
     assert {m.attention_implementation for m in mapped} == {"flash-triton"}
-    others = [map_row(r) for r in read_rows() if r["source_id"] != "mosaic-llm-foundry"]
+    others = [map_row(r) for r in read_rows() if r["source_id"] != "mosaic-llm-foundry"
+              and (r["cp"] or 1) == 1]
     assert {m.attention_implementation for m in others if hasattr(m, "kwargs")} == {"auto"}
     m = next(m for m in mapped if m.row["seq_length"] == 65536)
     kw = m.kwargs()
@@ -93,3 +94,14 @@ def test_mosaic_rows_are_priced_with_the_triton_kernel_their_benchmark_ran():
     cal = pk.plan.calibrate(m.step_s, m.model, m.parallel, m.hardware, rates=kw["rates"],
                             **plain)
     assert cal.rates.attention_implementation == "flash-triton"
+
+
+def test_torchtitan_context_parallel_rows_run_flash2_and_its_others_auto():
+    """torchtitan restricts SDPA to the flash and memory-efficient backends under context
+    parallelism (``torchtitan/utils.py`` at 9dec370ad26b, quoted in SOURCES.md)."""
+    rows = [r for r in read_rows() if r["source_id"] == "torchtitan-performance"]
+    cp_rows = [r for r in rows if (r["cp"] or 1) > 1]
+    assert len(cp_rows) == 6  # 8B on 8 GPUs and 405B on 512, cp 2, 4, 8
+    assert {map_row(r).attention_implementation for r in cp_rows} == {"flash2"}
+    assert {map_row(r).attention_implementation for r in rows if (r["cp"] or 1) == 1} \
+        == {"auto"}
