@@ -51,6 +51,14 @@ CAUSAL_ARG = {
     # ..._backward(grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset,
     #              attn_bias, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...)
     "aten::_scaled_dot_product_cudnn_attention_backward": 14,
+    # what the cuDNN SDPA launches its kernels from (the bundled H100 traces):
+    # _cudnn_attention_forward(query, key, value, attn_bias, cum_seq_q, cum_seq_k, max_q,
+    #                          max_k, compute_log_sumexp, dropout_p, is_causal, ...)
+    "aten::_cudnn_attention_forward": 10,
+    # _cudnn_attention_backward(grad_out, query, key, value, out, logsumexp, philox_seed,
+    #                           philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
+    #                           dropout_p, is_causal, *, scale)
+    "aten::_cudnn_attention_backward": 14,
     # _flash_attention_forward(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k,
     #                          dropout_p, is_causal, return_debug_mask, *, scale, ...)
     "aten::_flash_attention_forward": 8,
@@ -100,7 +108,7 @@ class AttentionModel(PerfModel):
 
     kind = "attention"
     pattern = (r"^(aten::)?_scaled_dot_product_(flash|efficient|cudnn)_attention"
-               r"|^(aten::)?_(flash|efficient)_attention_(forward|backward)"
+               r"|^(aten::)?_(flash|efficient|cudnn)_attention_(forward|backward)"
                r"|^flash_attn::_flash_attn_(varlen_)?(forward|backward)$"
                r"|flashattentionscore|fusedinferattentionscore|promptflashattention"
                r"|increflashattention|npu_fusion_attention")
