@@ -21,10 +21,14 @@ from ..analysis.operators.tokens import TOKENS
 from ..calc.activation import ELEMENT_BYTES, ActivationModel
 from .fields import FieldValue
 
-__all__ = ["ACTIVATIONS", "read_activations", "read_operator_extras", "activation_text"]
+__all__ = ["ACTIVATIONS", "ATTENTION_KERNEL", "read_activations", "read_operator_extras",
+           "activation_text"]
 
 #: Where :func:`read_activations` puts its reading (in :attr:`perfkit.Job.observed`).
 ACTIVATIONS = "activation_model"
+#: Where the attention kernel's implementation read from the kernel names goes
+#: (:func:`perfkit.analysis.operators.attention_kernel.read_attention_kernel`).
+ATTENTION_KERNEL = "attention_implementation"
 #: Operator names of dropout (the pattern search's dropout token).
 _DROPOUT = dict(TOKENS)["O"]
 

@@ -20,7 +20,7 @@ from ..calc.memory import framework_static_scheme
 from ..errors import ParallelConfigError
 from ..format import listed, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
-from .activations import ACTIVATIONS
+from .activations import ACTIVATIONS, ATTENTION_KERNEL
 from .build import model_from_values, parallel_from_values
 from .config import read_job_config, user_values
 from .device import FRAMEWORK, STATIC_SCHEME, scheme_reason
@@ -279,6 +279,15 @@ class Job:
         attention (:func:`perfkit.job.activations.read_activations`): tensor by tensor
         with a fused (flash) attention kernel, else the seed's table."""
         return self.observed.get(ACTIVATIONS, (ActivationModel(), ""))[0]
+
+    @property
+    def attention_implementation(self) -> str | None:
+        """The fused attention kernel the profile's kernel names show (``"flash3"``,
+        ``"cudnn"``, ``"flash2"``, ``"flash1"``;
+        :func:`perfkit.analysis.operators.attention_kernel.read_attention_kernel`), or None
+        when they show none of them: the step model then prices attention as ``"auto"``
+        does. :func:`perfkit.plan.calibrate` on the profile uses it."""
+        return self.observed.get(ATTENTION_KERNEL, (None, ""))[0]
 
     @property
     def activation_detail(self) -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis import layout as L
+from ..analysis.operators.attention_kernel import read_attention_kernel
 from ..analysis.shapes import read_model
 from ..errors import InvalidArgumentError
-from .activations import ACTIVATIONS, read_activations
+from .activations import ACTIVATIONS, ATTENTION_KERNEL, read_activations
 from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_framework, read_hardware, read_static_scheme
 from .fields import JOB_FIELDS, FieldValue, Readings
@@ -127,6 +128,9 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
                                    "the attention inputs' width × tp")
     out[ACTIVATIONS] = read_activations(profile, reading, out["mlp"].value,
                                         out["dtype"].value)
+    kernel, why = read_attention_kernel(profile)  # which fused kernel, by its names
+    if kernel is not None:
+        out[ATTENTION_KERNEL] = FieldValue(kernel, "profile", why)
     moe = reading.get("moe")
     put("num_experts", 1 if moe is False else None,
         reading.details.get("moe", "") + (": dense model" if moe is False else

@@ -125,6 +125,13 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
                         tensor_dtype=tensor, **job_kw)
     if am is None:
         notes.append(f"activations as the profile keeps them: {inferred.activation_detail}")
+    read_kernel = inferred.attention_implementation
+    if read_kernel is not None and rates.attention_implementation == "auto":
+        # the kernel that ran, not the hardware's guess: its curve is what the operator
+        # fit measures attention against, and what later predictions keep
+        rates = rates.replace(attention_implementation=read_kernel)
+        notes.append(f"attention priced as {read_kernel!r}, the kernel the profile ran: "
+                     f"{inferred.observed['attention_implementation'][1]}")
     if eff is None or (hardware is not None and inferred.hardware != job_hw):
         from ...analysis import operator_efficiency
         eff = operator_efficiency(tasks, job_hw)
