@@ -101,3 +101,13 @@ def test_calibrate_prices_attention_with_the_kernel_the_profile_ran(tmp_path):
     # the same kernel times against the two curves: the fitted factors differ by the
     # curves' ratio at this run's calls (cuDNN's curve is the faster one on H100)
     assert told.rates.attention_efficiency < cal.rates.attention_efficiency
+
+
+@pytest.mark.slow  # over about 2 s on a busy 2-core machine
+def test_the_planners_assumptions_say_the_kernel_came_from_the_profile(tmp_path):
+    from perfkit.plan.assumed import assumptions
+
+    cal = pk.plan.calibrate(pk.load(_as_flash2(H100, tmp_path / "flash2"), progress=False))
+    row = assumptions(cal).table.set_index("name").loc["attention_implementation"]
+    assert (row["value"], row["origin"]) == ("flash2", "profile")
+    assert row["source"].startswith("the profile's kernel names: FlashAttention-2 kernels")

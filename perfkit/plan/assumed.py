@@ -41,6 +41,7 @@ from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_or
 from ..errors import InvalidArgumentError
 from ..format import count_text, rate_text, time_text
 from ..specs import Hardware, Node, ParallelConfig
+from .calibrate.profile import ATTENTION_READ
 from .predict import Prediction, predict
 
 __all__ = ["Assumptions", "assumptions", "calibrated_behaviour", "predict_assumed",
@@ -140,6 +141,13 @@ def _term_how(calibration: Any, name: str) -> str | None:
     return None
 
 
+def _attention_read(calibration: Any) -> str | None:
+    """Where a calibration's attention kernel came from, when read from the profile."""
+    note = next((n for n in getattr(calibration, "notes", ()) or ()
+                 if n.startswith(ATTENTION_READ)), None)
+    return None if note is None else f"the profile's kernel names: {note.split(': ', 1)[1]}"
+
+
 def _behaviour_rows(calibration: Any, preset: str | None, edits: Mapping[str, Any]
                     ) -> tuple[Behaviour, list[dict[str, Any]]]:
     rates: Rates = getattr(calibration, "rates", None) or Rates()
@@ -167,6 +175,8 @@ def _behaviour_rows(calibration: Any, preset: str | None, edits: Mapping[str, An
             origin, source = "preset", f"Behaviour.preset({preset!r}) (perfkit.calc.behaviour)"
         elif value != getattr(default, name):
             origin, source = "profile", "the calibration's rates"
+            if name == "attention_implementation":
+                source = _attention_read(calibration) or source
         else:
             origin, source = "default", _DEFAULT_SOURCE
         rows.append({"part": "behaviour", "name": name, "value": value,

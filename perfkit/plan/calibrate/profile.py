@@ -31,6 +31,11 @@ __all__: list[str] = []  # private parts of perfkit.plan.calibrate
 _READS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+#: How a calibration's note on the attention kernel read from the profile begins (the
+#: Planner's assumptions table quotes what follows its first ": ").
+ATTENTION_READ = "attention priced as"
+
+
 def _profile_reads(source: Any, overrides: dict[str, Any]
                    ) -> tuple[Any, Any, pd.DataFrame | None]:
     """The job of ``source``, the profile whose device tasks the operator fit reads (the
@@ -130,7 +135,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         # the kernel that ran, not the hardware's guess: its curve is what the operator
         # fit measures attention against, and what later predictions keep
         rates = rates.replace(attention_implementation=read_kernel)
-        notes.append(f"attention priced as {read_kernel!r}, the kernel the profile ran: "
+        notes.append(f"{ATTENTION_READ} {read_kernel!r}, the kernel the profile ran: "
                      f"{inferred.observed['attention_implementation'][1]}")
     if eff is None or (hardware is not None and inferred.hardware != job_hw):
         from ...analysis import operator_efficiency
