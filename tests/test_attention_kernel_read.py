@@ -111,3 +111,11 @@ def test_the_planners_assumptions_say_the_kernel_came_from_the_profile(tmp_path)
     row = assumptions(cal).table.set_index("name").loc["attention_implementation"]
     assert (row["value"], row["origin"]) == ("flash2", "profile")
     assert row["source"].startswith("the profile's kernel names: FlashAttention-2 kernels")
+
+
+def test_perfkit_info_prints_the_attention_kernel_read():
+    from perfkit.cli.profile_text import profile_info_text
+
+    text = profile_info_text(pk.load(H100, progress=False))
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("attention "))
+    assert "cudnn: cuDNN fused attention kernels" in line and line.endswith("[profile]")
