@@ -182,7 +182,9 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
     # matrix products on the hardware's measured GEMM surface where perfkit has one, as the
     # step model prices them (the simulated run is 16-bit)
     costs = K.KernelCosts(hardware.peak(), settings.efficiency, hardware.memory_bandwidth,
-                          settings.memory_efficiency, surface=surface_for(hardware.name))
+                          settings.memory_efficiency, surface=surface_for(hardware.name),
+                          hardware_name=hardware.name,
+                          multiprocessors=hardware.multiprocessors)
     tpl = _templates(model, par, costs, unfused, selective, settings.recompute_style)
     groups = build_groups(par)
     orders = [stage_order(p, m, v, s) for s in range(p)]

@@ -10,9 +10,12 @@ Kernels are timed by the calibrated step model's own functions
 matrix products (MatMul) on the hardware's measured GEMM surface by their (M, N, K) where
 perfkit has one (:func:`perfkit.calc.gemm_rate.surface_for`: Hopper, V100), as
 ``perfkit.plan.predict`` prices them, else on the GEMM size curve plus their operands'
-memory traffic; the fused attention kernel (FlashAttentionScore) on the size curve as a
-GEMM of its FLOPs; element-wise kernels from their bytes at the memory rate, each with its
-fixed cost per call. :func:`perfkit.calc.timing.layer_costs` lays out the same kernels.
+memory traffic; the fused attention kernel (FlashAttentionScore) on the published curve of
+its sequence length, head dimension, mask and pass for the hardware, as
+``perfkit.plan.predict`` prices it (:func:`perfkit.calc.timing_kernels.attention_seconds`,
+``attention_implementation="auto"``); element-wise kernels from their bytes at the memory
+rate, each with its fixed cost per call. :func:`perfkit.calc.timing.layer_costs` lays out
+the same kernels.
 Tensor-parallel all-reduces are marked as communication and timed from the message size
 and the group's bandwidth.
 """
@@ -26,6 +29,7 @@ import numpy as np
 from ..calc.gemm_rate import GemmSurface
 from ..calc.rates import Rates
 from ..calc.timing import gemm_seconds, memory_seconds
+from ..calc.timing_kernels import attention_seconds
 from ..specs import ModelSpec, ParallelConfig
 
 __all__ = ["Kernel", "KernelCosts", "Pass", "layer_pass", "embedding_pass", "head_pass",
@@ -53,6 +57,9 @@ class Kernel:
     nbytes: float = 0.0  # CUBE kernels: operand and result bytes (the memory term)
     attention: bool = False
     mnk: tuple[int, int, int] | tuple[()] = ()  # a matrix product's (M, N, K)
+    # a fused attention call's (parts, head dim, backward, pairs), as the step model's
+    # (perfkit.calc.timing_kernels.attention_seconds)
+    attn: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,11 @@ class KernelCosts:
     (:mod:`perfkit.calc.rates`). With a ``surface`` (the hardware's measured GEMM surface),
     matrix products run on it by their shape, its rates scaled so that a very large
     product reaches ``efficiency`` of the peak (``scale = efficiency / e_max``), with the
-    surface's own fixed time per call.
+    surface's own fixed time per call. With a ``hardware_name``, the fused attention
+    kernels run on the published curve for that hardware
+    (:mod:`perfkit.calc.attention_rate`; ``multiprocessors`` its occupancy's SM count,
+    None: the datasheet's), unscaled: ``efficiency`` is the GEMMs'. Without one, they are
+    GEMMs of their FLOPs on the size curve.
     """
 
     peak_flops: float
@@ -75,12 +86,16 @@ class KernelCosts:
     cube_fixed_us: float = 4.0
     vec_fixed_us: float = 2.0
     surface: GemmSurface | None = None
+    hardware_name: str = ""
+    multiprocessors: int | None = None
 
     @property
     def rates(self) -> Rates:
-        """The same costs as step-model rates (the simulator's fused attention kernels
-        run on the GEMM size curve: ``attention_implementation="gemm"``)."""
-        return Rates(gemm_efficiency=self.efficiency, attention_implementation="gemm",
+        """The same costs as step-model rates (fused attention on its published curve
+        with a ``hardware_name``, else on the GEMM size curve:
+        ``attention_implementation="gemm"``)."""
+        return Rates(gemm_efficiency=self.efficiency,
+                     attention_implementation="auto" if self.hardware_name else "gemm",
                      gemm_half_flops=self.cube_fixed_us * 1e-6 * self.efficiency
                      * self.peak_flops,
                      memory_efficiency=self.memory_efficiency,
@@ -95,6 +110,9 @@ class KernelCosts:
             if k.work == CUBE and self.surface is not None and k.mnk and not k.attention:
                 out[i] = self.surface.seconds(*k.mnk, self.peak_flops, self.memory_bandwidth,
                                               self.efficiency / self.surface.e_max) * 1e6
+            elif k.work == CUBE and k.attention and k.attn and self.hardware_name:
+                out[i] = attention_seconds(k.amount, k.attn, self.peak_flops, rates,
+                                           self.hardware_name, self.multiprocessors) * 1e6
             elif k.work == CUBE:
                 out[i] = gemm_seconds(k.amount, k.nbytes, self.peak_flops,
                                       self.memory_bandwidth, rates, k.attention) * 1e6
@@ -247,9 +265,10 @@ def _attention(dm: dict[str, int], grad: bool, causal_factor: float = 0.5) -> Ke
     name = "FlashAttentionScoreGrad" if grad else "FlashAttentionScore"
     shapes = f'"{b},{s},{a * d};{b},{s},{g * d};{b},{s},{g * d}"'
     nbytes = 2.0 * b * s * (2 * a * d + 2 * g * d) * (2.0 if grad else 1.0)
+    call = (((1.0, float(s), float(s), causal_factor < 1.0),), float(d), grad, float(b * a))
     return Kernel(f"aclnnFlashAttentionScore{'Grad' if grad else ''}_{name}_{name}", name,
                   "MIX_AIC", CUBE, flops, shapes, "DT_BF16;DT_BF16;DT_BF16", "ND;ND;ND",
-                  f'"{b},{s},{a * d}"', "DT_BF16", "ND", 24, nbytes, True)
+                  f'"{b},{s},{a * d}"', "DT_BF16", "ND", 24, nbytes, True, attn=call)
 
 
 def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,

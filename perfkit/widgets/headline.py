@@ -391,7 +391,7 @@ HEADLINE_CSS = (
     ".pk-card{border:1px solid #dde;border-radius:6px;padding:8px 12px;min-width:200px;"
     "max-width:380px;flex:1 1 200px;background:#fafbfd}"
     ".pk-card .pk-k{font-size:12px;color:#555;text-transform:uppercase;letter-spacing:.04em}"
-    # a long figure ("6,792 tokens/s per device") wraps at its spaces in a narrow card
+    # a long figure ("6,737 tokens/s per device") wraps at its spaces in a narrow card
     # rather than run out of it (a 1024 px window)
     ".pk-card .pk-v{font-size:22px;font-weight:600;margin:2px 0;overflow-wrap:break-word}"
     ".pk-card .pk-n{font-size:12px;color:#555}"

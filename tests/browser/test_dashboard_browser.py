@@ -95,7 +95,7 @@ def test_without_its_token_the_server_shows_a_login_page_and_nothing_else(
 
 
 def test_the_headline_figures_stay_inside_their_cards_in_a_narrow_window(ui) -> None:
-    """At 1024 px the throughput card's figure ("6,792 tokens/s per device" on the default
+    """At 1024 px the throughput card's figure ("6,737 tokens/s per device" on the default
     sample) once ran out of its card, cut at "per devic"; it now wraps at its spaces."""
     page = ui.page
     ui.show_tab("Overview")
