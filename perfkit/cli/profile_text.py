@@ -11,7 +11,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import InvalidArgumentError, PerfkitError
 from ..format import counted, listed, plural, ranges_text, ranks_text
-from ..job.activations import ACTIVATIONS, ATTENTION_KERNEL, activation_text
+from ..job.activations import ACTIVATIONS, activation_text
 from ..job.layout import PP_UNREAD
 from ..job.unknowns import PANEL_TITLE, how_to_set, unknown_labels
 from ..job.world import world_size_fact
@@ -252,7 +252,7 @@ def _job_lines(job: Any) -> list[str]:
         lines.append(f"  {'activations':<15}{activation_text(job.activation_model)} [{read}]")
     if job.attention_implementation is not None:  # the fused kernel, by its names
         lines.append(f"  {'attention':<15}{job.attention_implementation}: "
-                     f"{job.observed[ATTENTION_KERNEL][1]} [profile]")
+                     f"{job.attention_detail} [profile]")
     for problem in job.problems():
         lines += _wrap(f"warning: {problem}", "  ")
     if job.missing():

@@ -290,6 +290,11 @@ class Job:
         return self.observed.get(ATTENTION_KERNEL, (None, ""))[0]
 
     @property
+    def attention_detail(self) -> str:
+        """Which kernels :attr:`attention_implementation` was read from ("" when none)."""
+        return self.observed.get(ATTENTION_KERNEL, (None, ""))[1]
+
+    @property
     def activation_detail(self) -> str:
         """What :attr:`activation_model` was read from."""
         return self.observed.get(ACTIVATIONS, (None, "the profile shows no attention "

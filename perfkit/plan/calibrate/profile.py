@@ -136,7 +136,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         # fit measures attention against, and what later predictions keep
         rates = rates.replace(attention_implementation=read_kernel)
         notes.append(f"{ATTENTION_READ} {read_kernel!r}, the kernel the profile ran: "
-                     f"{inferred.observed['attention_implementation'][1]}")
+                     f"{inferred.attention_detail}")
     if eff is None or (hardware is not None and inferred.hardware != job_hw):
         from ...analysis import operator_efficiency
         eff = operator_efficiency(tasks, job_hw)
