@@ -13,6 +13,10 @@ also calibrates on every run in turn and predicts the rest of its study. ``--par
 calibrated parts per device and token, and the error of every run when each run of the
 study calibrates in turn: where a calibration's misses come from.
 
+``--held-out`` adds the held-out validation's summary (``benchmarks/validation``: runs of
+five sources nobody here built the model on; out of the box, calibrated on each group's
+first row, and other sources' calibrations: leave one source out).
+
 ``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100
 and kineto_llama_shapes_h100: one Llama on one H100 at seven layouts, in two sets;
 kineto_llama_tp_h100 and kineto_llama_wide_tp_h100, the latter on Llama 2 7B's wider
@@ -38,6 +42,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -291,6 +296,16 @@ def print_parts_measured(cal: plan.Calibration, profiles: dict[str, pk.Profile],
                   f"{_pct((idle - t + busy) / t)})")
 
 
+def print_held_out() -> None:
+    """The held-out validation's summary (``benchmarks/validation/run.py``): the runs
+    above built and checked the model, these did not."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.validation import run
+
+    print("\nheld-out published runs (benchmarks/validation, PROTOCOL.md):")
+    run._print(run.summary(run.evaluate()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all-pairs", action="store_true", help="also every run as anchor")
@@ -301,6 +316,10 @@ def main() -> None:
                          "kineto_llama_layouts_h100, kineto_llama_shapes_h100, "
                          "kineto_llama_tp_h100, kineto_llama_wide_tp_h100), each "
                          "predicted from its layout a")
+    ap.add_argument("--held-out", action="store_true",
+                    help="also the held-out published runs (benchmarks/validation: 202 rows "
+                         "of five sources; out of the box, calibrated in group and "
+                         "leave-one-source-out, PROTOCOL.md)")
     args = ap.parse_args()
     if args.measured:
         for folder in MEASURED:
@@ -314,6 +333,8 @@ def main() -> None:
         all_pairs()
     if args.parts:
         print_parts(args.parts)
+    if args.held_out:
+        print_held_out()
     if not args.no_timing:
         time_calibrate()
 
