@@ -119,3 +119,12 @@ def test_perfkit_info_prints_the_attention_kernel_read():
     text = profile_info_text(pk.load(H100, progress=False))
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("attention "))
     assert "cudnn: cuDNN fused attention kernels" in line and line.endswith("[profile]")
+
+
+def test_the_json_answer_carries_the_attention_kernel():
+    from perfkit.answers.info import job_dict
+
+    got = job_dict(pk.infer_job(pk.load(H100, progress=False)))["attention_kernel"]
+    assert got["implementation"] == "cudnn" and got["detail"].startswith("cuDNN")
+    ascend = job_dict(pk.infer_job(pk.load("sample:llama2-7b-tp2", progress=False)))
+    assert ascend["attention_kernel"] == {"implementation": None, "detail": ""}

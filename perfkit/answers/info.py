@@ -30,8 +30,10 @@ def profile_dict(profile: Any) -> dict[str, Any]:
 def job_dict(job: Any) -> dict[str, Any]:
     """The job (:class:`perfkit.Job`) as plain data: the model's fields (None when not
     read), the layout (every :class:`~perfkit.ParallelConfig` field), batch, hardware,
-    dtype, measured step in ms, and the evidence (``field``, ``value``, ``source``,
-    ``detail``), the unknowns and the problems."""
+    dtype, measured step in ms, the fused attention kernel its kernel names show
+    (``attention_kernel``: ``implementation``, null when none, and ``detail``;
+    :attr:`perfkit.Job.attention_implementation`), and the evidence (``field``,
+    ``value``, ``source``, ``detail``), the unknowns and the problems."""
     model = dataclasses.asdict(job.model) if job.model is not None else None
     parallel = dataclasses.asdict(job.parallel)
     parallel["world_size"] = job.parallel.world_size
@@ -47,6 +49,8 @@ def job_dict(job: Any) -> dict[str, Any]:
             "global_batch_size": job.global_batch_size, "seq_length": job.seq_length,
             "dtype": job.dtype, "step_time_ms": None if step_s is None else step_s * 1e3,
             "peak_memory_bytes": number(job.peak_memory_bytes),
+            "attention_kernel": {"implementation": job.attention_implementation,
+                                 "detail": job.attention_detail},
             "evidence": evidence,
             "unknowns": [{"field": u.field, "label": u.label, "why": u.why,
                           "needed_for": u.needed_for} for u in job.unknowns()],
