@@ -109,6 +109,19 @@ def test_the_kernels_say_how_they_are_priced() -> None:
     assert own.loc["gemm_model", "source"].startswith("fitted on the run")
 
 
+def test_a_size_curve_without_a_fixed_cost_says_so() -> None:
+    """A fit that finds no fixed cost per GEMM (F½ = 0) is not shown as "F½ 0 GFLOP"."""
+    from types import SimpleNamespace
+
+    from perfkit.calc.rates import Rates
+
+    cal = SimpleNamespace(rates=Rates(gemm_efficiency=0.81, gemm_half_flops=0.0,
+                                      gemm_model="size"), terms=(), notes=(), job=None)
+    a = assumptions(cal, pk.ParallelConfig(dp=8), pk.Hardware.preset("a100"))
+    text = a.table.set_index("name").loc["gemm_model", "text"]
+    assert text == "size curve: e 0.81, no fixed cost per call"
+
+
 def test_the_framework_sets_the_preset_only_where_it_names_one() -> None:
     assert preset_for("mindspore")[0] == "mindspore"
     preset, why = preset_for("pytorch")

@@ -254,8 +254,9 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
         gemm = ("default", f"perfkit.calc.gemm_rate ({surface.basis})") if scale == 1 \
             else ("profile", "the calibration's compute scale on the measured surface")
     else:
+        half = rates.gemm_half_flops
         text = (f"size curve: e {rates.gemm_efficiency:.3g}, "
-                f"F½ {rates.gemm_half_flops / 1e9:.3g} GFLOP")
+                + (f"F½ {half / 1e9:.3g} GFLOP" if half > 0 else "no fixed cost per call"))
         gemm = ("profile", fitted) if fitted else (
             "default", "Calculon's A100 table (perfkit.calc.rates); no measured surface "
                        f"for {hardware.name}")
