@@ -18,8 +18,8 @@ from perfkit import Hardware, ModelSpec, ParallelConfig
 from perfkit.calc import ActivationModel
 from perfkit.calc.rates import Rates
 
-__all__ = ["DATA", "UNITS", "ATTN_IMPL", "attention_of", "MappedRow", "Refusal", "read_rows",
-           "measured_step_s", "map_row", "model_of", "parse_kv"]
+__all__ = ["DATA", "UNITS", "ATTN_IMPL", "UNFUSED_ATTENTION", "attention_of", "MappedRow",
+           "Refusal", "read_rows", "measured_step_s", "map_row", "model_of", "parse_kv"]
 
 DATA = Path(__file__).with_name("published_runs.csv")
 #: Units a figure may have, and whether a step time follows without a FLOP convention.
@@ -30,6 +30,14 @@ UNITS = {"tokens/s/device": True, "s": True, "TFLOP/s/device": False, "MFU %": F
 #: ``attention_implementation`` (PROTOCOL.md, amendment 1): ``triton`` is FlashAttention in
 #: Triton; ``flash`` is the ``flash-attn==1.0.9`` (FlashAttention 1) its ``[gpu]`` extra pinned.
 ATTN_IMPL = {"triton": "flash-triton", "flash": "flash1"}
+
+#: Sources whose runs computed attention apart (PROTOCOL.md, amendment 3): BigScience's
+#: 2022 topology search ran Megatron-DeepSpeed's attention as ``torch.baddbmm`` (q·kᵀ),
+#: ``FusedScaleMaskSoftmax`` and ``torch.bmm`` (``megatron/model/transformer.py`` at
+#: ``cf2d23a5``, 2022-02-27; the chronicle itself names the "optimized fused softmax
+#: kernel"), with Megatron-DeepSpeed's default dropout 0.1 (``megatron/arguments.py``;
+#: ``tr11-176B-ml.slurm`` sets no dropout): a Megatron GPT layer, ``ActivationModel()``.
+UNFUSED_ATTENTION = ("bigscience-bloom-prequel",)
 
 _INT = ("devices", "per_node", "dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch",
         "num_micro", "global_batch", "seq_length")
@@ -169,6 +177,7 @@ def map_row(row: dict[str, Any]) -> MappedRow | Refusal:
         return refuse(f"{type(exc).__name__}: {exc}")
     mindspore = row["source_id"].startswith("mindformers")
     am = (ActivationModel.mindformers() if mindspore
+          else ActivationModel() if row["source_id"] in UNFUSED_ATTENTION
           else ActivationModel("tensors", flash_attention=True, dropout=False))
     extra = {"framework": row["framework"], "overlap": parse_kv(row["overlap"]),
              "sharding": shard, "precision": row["precision"], "per_node": row["per_node"]}

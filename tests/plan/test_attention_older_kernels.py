@@ -105,3 +105,16 @@ def test_torchtitan_context_parallel_rows_run_flash2_and_its_others_auto():
     assert {map_row(r).attention_implementation for r in cp_rows} == {"flash2"}
     assert {map_row(r).attention_implementation for r in rows if (r["cp"] or 1) == 1} \
         == {"auto"}
+
+
+def test_bloom_rows_compute_attention_apart_with_dropout():
+    """BigScience's 2022 search ran Megatron-DeepSpeed's baddbmm + fused softmax + bmm with
+    its default dropout (SOURCES.md, PROTOCOL.md amendment 3): Megatron's GPT layer."""
+    from perfkit.calc import ActivationModel
+
+    rows = [r for r in read_rows() if r["source_id"] == "bigscience-bloom-prequel"]
+    assert rows and {map_row(r).activation_model for r in rows} == {ActivationModel()}
+    assert not ActivationModel().flash_attention
+    others = {map_row(r).activation_model.flash_attention for r in read_rows()
+              if r["source_id"] in ("mosaic-llm-foundry", "torchtitan-performance")}
+    assert others == {True}
