@@ -31,6 +31,9 @@ UNITS = {"tokens/s/device": True, "s": True, "TFLOP/s/device": False, "MFU %": F
 #: Triton; ``flash`` is the ``flash-attn==1.0.9`` (FlashAttention 1) its ``[gpu]`` extra pinned.
 ATTN_IMPL = {"triton": "flash-triton", "flash": "flash1"}
 
+#: The commit of torchtitan's ``docs/performance.md`` whose runs used PyTorch of 2024-12-23.
+TORCHTITAN_DEC_2024 = "d4c86e3758a8"
+
 #: Sources whose runs computed attention apart (PROTOCOL.md, amendment 3): BigScience's
 #: 2022 topology search ran Megatron-DeepSpeed's attention as ``torch.baddbmm`` (q·kᵀ),
 #: ``FusedScaleMaskSoftmax`` and ``torch.bmm`` (``megatron/model/transformer.py`` at
@@ -191,16 +194,19 @@ def attention_of(row: dict[str, Any]) -> str:
     at the source's commit forces one (PROTOCOL.md, amendments 1 and 2); else ``"auto"``.
 
     * ``attn_impl=`` in ``framework`` (llm-foundry): :data:`ATTN_IMPL`.
-    * torchtitan with context parallelism: ``"flash2"``. Its ``get_train_context``
-      (``torchtitan/utils.py`` at ``9dec370ad26b``, the version its performance table
-      names, and at the table's commit ``d4c86e3758a8``) enters
-      ``sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])`` with
-      the context-parallel context ("TODO: support cuDNN backend"): PyTorch's flash
-      backend, FlashAttention-2, where SDPA would otherwise choose cuDNN on H100.
+    * torchtitan's December 2024 table (``docs/performance.md`` at ``d4c86e3758a8``,
+      PyTorch ``1963fc8`` of 2024-12-23): ``"flash2"``. With context parallelism its
+      ``get_train_context`` (``torchtitan/utils.py`` at ``9dec370ad26b``, the version the
+      table names) enters ``sdpa_kernel([SDPBackend.FLASH_ATTENTION,
+      SDPBackend.EFFICIENT_ATTENTION])`` ("TODO: support cuDNN backend"); without it, SDPA
+      chose its flash backend on H100 in that month's PyTorch: cuDNN had been made opt-in
+      after 2.5.0 (pytorch/pytorch#138522), and pytorch/pytorch#142132 (2.6.0.dev20241204,
+      H100: "SDPA is not automatically choosing CUDNN impl", answered "This is expected")
+      says so. The August 2024 rows keep ``"auto"``: their PyTorch is not named.
     """
     stated = parse_kv(row["framework"]).get("attn_impl")
     if stated:
         return ATTN_IMPL.get(stated, "auto")
-    if "torchtitan" in row["framework"].lower() and (row["cp"] or 1) > 1:
+    if "torchtitan" in row["framework"].lower() and TORCHTITAN_DEC_2024 in row["reference"]:
         return "flash2"
     return "auto"

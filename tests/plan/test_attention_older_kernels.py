@@ -79,7 +79,7 @@ def test_mosaic_rows_are_priced_with_the_triton_kernel_their_benchmark_ran():
     mapped = [map_row(r) for r in rows]
     assert {m.attention_implementation for m in mapped} == {"flash-triton"}
     others = [map_row(r) for r in read_rows() if r["source_id"] != "mosaic-llm-foundry"
-              and (r["cp"] or 1) == 1]
+              and "d4c86e3758a8" not in r["reference"]]
     assert {m.attention_implementation for m in others if hasattr(m, "kwargs")} == {"auto"}
     m = next(m for m in mapped if m.row["seq_length"] == 65536)
     kw = m.kwargs()
@@ -96,14 +96,17 @@ def test_mosaic_rows_are_priced_with_the_triton_kernel_their_benchmark_ran():
     assert cal.rates.attention_implementation == "flash-triton"
 
 
-def test_torchtitan_context_parallel_rows_run_flash2_and_its_others_auto():
+def test_torchtitans_december_2024_rows_run_flash2_and_its_august_rows_auto():
     """torchtitan restricts SDPA to the flash and memory-efficient backends under context
-    parallelism (``torchtitan/utils.py`` at 9dec370ad26b, quoted in SOURCES.md)."""
+    parallelism (``torchtitan/utils.py`` at 9dec370ad26b), and SDPA chose flash on H100 in
+    the PyTorch of December 2024 (SOURCES.md): every row of that table is FlashAttention-2,
+    the context-parallel ones included; the August 2024 rows name no PyTorch."""
     rows = [r for r in read_rows() if r["source_id"] == "torchtitan-performance"]
-    cp_rows = [r for r in rows if (r["cp"] or 1) > 1]
-    assert len(cp_rows) == 6  # 8B on 8 GPUs and 405B on 512, cp 2, 4, 8
-    assert {map_row(r).attention_implementation for r in cp_rows} == {"flash2"}
-    assert {map_row(r).attention_implementation for r in rows if (r["cp"] or 1) == 1} \
+    december = [r for r in rows if "d4c86e3758a8" in r["reference"]]
+    assert len(december) == 18
+    assert sum((r["cp"] or 1) > 1 for r in december) == 6  # cp 2, 4, 8 on 8B and 405B
+    assert {map_row(r).attention_implementation for r in december} == {"flash2"}
+    assert {map_row(r).attention_implementation for r in rows if r not in december} \
         == {"auto"}
 
 
