@@ -159,6 +159,13 @@ def resolve_implementation(implementation: str, hardware_name: str) -> str:
     times meet the cuDNN curve: ``tests/plan/test_attention_shape.py``); on other GPUs
     its flash backend is FlashAttention-2, and Ascend's FlashAttentionScore shares
     FlashAttention-2's curve. Any other value is returned as given.
+
+    That holds for the PyTorch of now, not for every release: after 2.5.0 cuDNN was made
+    opt-in (pytorch/pytorch#138522), and SDPA chose FlashAttention-2 on H100 until the
+    cuDNN PyTorch bundles passed its preference threshold (about 2.11, as
+    huggingface/transformers#48163 reads ``check_prefer_cudnn_attention``). A profile's
+    kernel names say which ran (:attr:`perfkit.Job.attention_implementation`, which
+    :func:`perfkit.plan.calibrate` uses); without one, set the implementation.
     """
     if implementation != "auto":
         return implementation
