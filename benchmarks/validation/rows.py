@@ -82,7 +82,7 @@ class MappedRow:
                               "static_scheme": self.static_scheme, "dtype": self.dtype}
         if self.selective_layers is not None:
             kw["selective_layers"] = self.selective_layers
-        if self.attention_implementation != "auto":  # PROTOCOL.md, amendment 1
+        if self.attention_implementation != "auto":  # PROTOCOL.md, amendments 1 and 2
             kw["rates"] = Rates(attention_implementation=self.attention_implementation)
             kw["overrides"] = {"attention_implementation": self.attention_implementation}
         return kw
