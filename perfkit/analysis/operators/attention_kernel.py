@@ -24,10 +24,12 @@ kernel, whose generic names say nothing) reads as None: ``"auto"`` stays.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .._frames import is_lazy
-from .._util import table, text_matches
+from .._shared import shared_factorize
+from .._util import table
 
 __all__ = ["KERNEL_RULES", "read_attention_kernel"]
 
@@ -64,7 +66,12 @@ def read_attention_kernel(profile: Any) -> tuple[str | None, str]:
     frame = table(profile, "kernels")
     if frame.empty or "name" not in frame.columns:
         return None, "no device kernels"
+    # the distinct names, coded once (a profile repeats a few thousand names over a
+    # million tasks): each rule then searches those, not the rows
+    _codes, distinct = shared_factorize(frame["name"], use_na_sentinel=True)
+    names = [str(n) for n in distinct]
     for implementation, pattern, what in KERNEL_RULES:
-        if text_matches(frame["name"], pattern).any():
+        search = re.compile(pattern).search
+        if any(search(n) for n in names):
             return implementation, what
     return None, "no kernel of a known fused attention library (flash-attn, cuDNN)"
