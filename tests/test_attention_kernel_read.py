@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_samples import sample, shared_param
 
 import perfkit as pk
 from perfkit.analysis.operators.attention_kernel import KERNEL_RULES, read_attention_kernel
 from perfkit.calc.rates import Rates
 
 ROOT = Path(__file__).resolve().parents[1]
-WILD = ROOT.parent / "shared" / "samples" / "wild"
 H100 = ROOT / "tests" / "data" / "kineto_llama_h100"
 
 
@@ -30,15 +30,13 @@ def _kernel_names(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("folder, trace, expected, fragment", [
-    (WILD / "tl_qwen_h100", "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "flash2",
-     "pytorch_flash::flash_fwd_kernel<"),
-    (WILD / "ds_train", "train.json", "flash3", "flash::FlashAttnBwd<"),
+    shared_param(sample("wild/tl_qwen_h100"), "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                 "flash2", "pytorch_flash::flash_fwd_kernel<"),
+    shared_param(sample("wild/ds_train"), "train.json", "flash3", "flash::FlashAttnBwd<"),
     (H100, "rank0.pt.trace.json.gz", "cudnn", "cudnn_generated_fort_native_sdpa_sm90_flash_"),
 ])
 def test_real_traces_read_as_the_library_their_kernels_come_from(folder, trace, expected,
                                                                   fragment):
-    if not folder.exists():
-        pytest.skip(f"{folder} is not beside the checkout")
     assert any(fragment in n for n in _kernel_names(folder / trace))
     implementation, why = read_attention_kernel(pk.load(folder, progress=False))
     assert implementation == expected, why
