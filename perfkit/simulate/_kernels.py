@@ -55,11 +55,15 @@ class Kernel:
     out_formats: str = ""
     block: int = 20
     nbytes: float = 0.0  # CUBE kernels: operand and result bytes (the memory term)
-    attention: bool = False
     mnk: tuple[int, int, int] | tuple[()] = ()  # a matrix product's (M, N, K)
     # a fused attention call's (parts, head dim, backward, pairs), as the step model's
-    # (perfkit.calc.timing_kernels.attention_seconds)
+    # (perfkit.calc.timing_kernels.attention_seconds); () for every other kernel
     attn: tuple = ()
+
+    @property
+    def attention(self) -> bool:
+        """Whether this is the fused attention kernel (it carries its call's shape)."""
+        return bool(self.attn)
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ class KernelCosts:
             if k.work == CUBE and self.surface is not None and k.mnk and not k.attention:
                 out[i] = self.surface.seconds(*k.mnk, self.peak_flops, self.memory_bandwidth,
                                               self.efficiency / self.surface.e_max) * 1e6
-            elif k.work == CUBE and k.attention and k.attn and self.hardware_name:
+            elif k.work == CUBE and k.attention and self.hardware_name:
                 out[i] = attention_seconds(k.amount, k.attn, self.peak_flops, rates,
                                            self.hardware_name, self.multiprocessors) * 1e6
             elif k.work == CUBE:
@@ -268,7 +272,7 @@ def _attention(dm: dict[str, int], grad: bool, causal_factor: float = 0.5) -> Ke
     call = (((1.0, float(s), float(s), causal_factor < 1.0),), float(d), grad, float(b * a))
     return Kernel(f"aclnnFlashAttentionScore{'Grad' if grad else ''}_{name}_{name}", name,
                   "MIX_AIC", CUBE, flops, shapes, "DT_BF16;DT_BF16;DT_BF16", "ND;ND;ND",
-                  f'"{b},{s},{a * d}"', "DT_BF16", "ND", 24, nbytes, True, attn=call)
+                  f'"{b},{s},{a * d}"', "DT_BF16", "ND", 24, nbytes, attn=call)
 
 
 def layer_pass(model: ModelSpec, parallel: ParallelConfig, kind: str,
