@@ -73,8 +73,6 @@ import math
 import re
 from functools import cache
 
-import numpy as np
-
 from ..errors import check_choice
 from .attention_occupancy import multiprocessors, occupancy
 
@@ -182,11 +180,17 @@ def fit_series(lengths: tuple[float, ...], tflops: tuple[float | None, ...],
     """
     pts = [(float(n), float(t) * 1e12 / peak) for n, t in zip(lengths, tflops, strict=True)
            if t is not None]
-    x = np.array([1.0 / n for n, _ in pts])
-    y = np.array([1.0 / e for _, e in pts])
-    slope, intercept = np.polyfit(x, y, 1)
+    x = [1.0 / n for n, _ in pts]
+    y = [1.0 / e for _, e in pts]
+    # The normal equations in closed form, summed exactly (math.fsum): the same bits on
+    # every numpy and BLAS, which the simulator's byte-identical bundled files rely on
+    # (np.polyfit's LAPACK solve differed in the last bit between numpy 1.24 and 2.x).
+    mx, my = math.fsum(x) / len(x), math.fsum(y) / len(y)
+    sxx = math.fsum((u - mx) ** 2 for u in x)
+    slope = math.fsum((u - mx) * (v - my) for u, v in zip(x, y, strict=True)) / sxx
+    intercept = my - slope * mx
     if slope <= 0:
-        e = float(np.mean([e for _, e in pts]))
+        e = math.fsum(e for _, e in pts) / len(pts)
         return e, 0.0
     e_max = 1.0 / intercept
     return float(e_max), float(slope * e_max)

@@ -300,3 +300,24 @@ def test_a_profiles_attention_kernels_fit_their_own_factor_against_the_curve():
         peak * att * attention_efficiency(s, s, d, True, True, "flash2", "ascend-910b"))
     assert len(fwd) > len(bwd) > 0  # full recompute: the forward runs twice
     assert model == pytest.approx(sum(fwd) + sum(bwd), rel=0.05)
+
+
+@pytest.mark.parametrize("key", sorted(FA3_PAPER_H100)[:6])
+def test_a_series_fit_is_numpys_least_squares_line(key: tuple) -> None:
+    """``fit_series`` solves the normal equations itself (exact sums, the same bits on
+    every numpy: the simulator's bundled files depend on it); the line is numpy's."""
+    import numpy as np
+
+    from perfkit.calc.attention_rate import H100_BF16_PEAK, fit_series
+
+    pts = [(n, t) for n, t in zip(FA3_SEQ_LENGTHS, FA3_PAPER_H100[key], strict=True)
+           if t is not None]
+    x = np.array([1.0 / n for n, _ in pts])
+    y = np.array([H100_BF16_PEAK / (t * 1e12) for _, t in pts])
+    slope, intercept = np.polyfit(x, y, 1)
+    e_max, half = fit_series(FA3_SEQ_LENGTHS, FA3_PAPER_H100[key])
+    if slope <= 0:
+        assert half == 0.0 and e_max == pytest.approx(float(np.mean(1.0 / y)), rel=1e-12)
+    else:
+        assert e_max == pytest.approx(1.0 / intercept, rel=1e-12)
+        assert half == pytest.approx(slope / intercept, rel=1e-12)
