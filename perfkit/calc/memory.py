@@ -76,6 +76,7 @@ __all__ = [
     "framework_static_scheme",
     "full_precision",
     "scheme_gradient_bytes",
+    "zero_stage_scheme",
     "activation_per_layer",
     "activation_memory",
 ]
@@ -457,3 +458,24 @@ def _deepspeed(model: ModelSpec | float, parallel: ParallelConfig, offload_optim
     buffer = 4.0 * largest
     total = weights + grads + optim + buffer
     return MemoryBreakdown("deepspeed", n, weights, grads, optim, total, buffer, host)
+
+
+def zero_stage_scheme(scheme: str, zero_stage: int) -> str:
+    """The static-memory scheme that counts a layout's ZeRO stage.
+
+    ``"mindspore"`` and ``"megatron"`` shard the optimizer state only
+    (``optimizer_shard``). A ``zero_stage`` of 2 or 3 (PyTorch FSDP's ``SHARD_GRAD_OP``
+    and ``FULL_SHARD``, FSDP2, DeepSpeed ZeRO-2/3), which the step model prices as such
+    (:mod:`perfkit.calc.comm`: the parameters' all-gathers at stage 3), shards the
+    gradients too, and at stage 3 the weights: ``"zero"`` counts that, so a run that fits
+    is not reported as holding its whole unsharded model on every device. Other schemes
+    are returned as given.
+
+    Examples
+    --------
+    >>> zero_stage_scheme("megatron", 3), zero_stage_scheme("megatron", 1)
+    ('zero', 'megatron')
+    """
+    if zero_stage >= 2 and scheme in ("mindspore", "megatron"):
+        return "zero"
+    return scheme

@@ -42,7 +42,7 @@ import pandas as pd
 from ..calc import ActivationModel, activation_memory, static_memory
 from ..calc.behaviour import Behaviour
 from ..calc.flops import flops_per_token
-from ..calc.memory import stage_parameters
+from ..calc.memory import stage_parameters, zero_stage_scheme
 from ..calc.pipeline import split_when_uneven
 from ..calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ..calc.timing import PART_NAMES, step_times
@@ -438,8 +438,14 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     per_device = tokens / (step * parallel.world_size)
     peak = hardware.peak(dtype)
     # the gradients the reduction moves are the ones static memory keeps
-    static = static_memory(model, parallel, scheme, dtype=run_dtype,
-                           gradient_bytes=None if scheme == "deepspeed"
+    memory_scheme = zero_stage_scheme(scheme, parallel.zero_stage)
+    if memory_scheme != scheme:
+        notes.append(f"zero_stage {parallel.zero_stage}: static memory counted as "
+                     f"static_scheme='zero' (weights{'' if parallel.zero_stage >= 3 else ' not'}"
+                     f" sharded, gradients and optimizer state sharded over dp × cp), "
+                     f"which {scheme!r} does not shard")
+    static = static_memory(model, parallel, memory_scheme, dtype=run_dtype,
+                           gradient_bytes=None if memory_scheme == "deepspeed"
                            else rates.gradient_bytes).total_bytes
     act = activation_memory(model, parallel, activation_model=am).total_bytes \
         if not uneven else _uneven_activation(model, parallel, am)
@@ -466,6 +472,7 @@ _STYLE_WORDS = {
     "needed": "only what the backward reads (MindSpore graph mode, non-reentrant "
               "torch.utils.checkpoint: not the MLP output projection)",
 }
+
 
 
 def _style_unknown(job: Any, model: ModelSpec, parallel: ParallelConfig,
