@@ -139,8 +139,8 @@ def _recompute(row: dict[str, Any],
     pp = row["pp"]
     if rec in ("none", "full"):
         return {"recompute": rec}, None
-    if rec == "selective-op":
-        return {"recompute": "selective"}, None
+    if rec == "selective-op":  # torchtitan's op policy (PROTOCOL.md, amendment 4)
+        return {"recompute": "selective", "recompute_ops": "torchtitan-op-sac"}, None
     if rec == "selective-layer":  # every second layer fully recomputed
         per_stage = model.num_layers // pp
         return {"recompute": "full", "recompute_layers": tuple([per_stage // 2] * pp)}, None

@@ -142,6 +142,16 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
     assert mf.static_scheme == "mindspore" and mf.extra["sharding"] == "optimizer-parallel"
     fsdp = map_row(rows["mosaic-h100-bf16-mpt-7b-1"])
     assert fsdp.parallel.zero_stage == 3 and fsdp.parallel.optimizer_shard == fsdp.parallel.dp
+    # torchtitan's op policy names its ops (PROTOCOL.md amendment 4); the quote says "op"
+    op = map_row(rows["tt-h100-llama31-8b-t1-1"])
+    assert op.parallel.recompute == "selective"
+    assert op.parallel.recompute_ops is not None and "out_proj" in op.parallel.recompute_ops
+    assert "op policy" in rows["tt-h100-llama31-8b-t1-1"]["assumed"]
+    # NeMo's launcher default, the distributed optimizer, sharded over dp (amendment 5)
+    for r in (r for r in rows.values() if r["source_id"] == "nemo-24.07-summary"):
+        nemo = map_row(r)
+        assert nemo.parallel.optimizer_shard == r["dp"] and nemo.parallel.zero_stage == 0
+        assert "distributed_fused_adam" in r["assumed"]
 
 
 BLOOM = [r for r in ROWS if r["source_id"] == "bigscience-bloom-prequel"]
