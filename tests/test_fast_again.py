@@ -8,7 +8,8 @@ matters (what a process has imported, which cache files it has read):
   not ``kernels.parquet`` (the Kineto reader's Preparing is already the device's wait,
   so there is nothing to clip), and the breakdown's Preparing is the 100 µs from each
   ``ProfilerStep#`` start to its first kernel, worked out here from the trace;
-- ``pk.analysis.step_breakdown`` imports the step analysis, not every analysis;
+- ``pk.analysis.step_breakdown`` imports the step analysis, not every analysis, and a
+  cached reopen imports no trace parser (Kineto, Ascend, the Chrome-trace decoder);
 - ``perfkit info`` does not import the simulator (only its own subcommand is built) and
   works out the step breakdown once (the job, the steps and the advisor share it).
 """
@@ -80,10 +81,13 @@ after_load = list(reads)
 b = pk.analysis.step_breakdown(p)
 after_breakdown = list(reads)
 analyses = sorted(m for m in sys.modules if m.startswith("perfkit.analysis."))
+parsers = sorted(m for m in ("perfkit.io.ascend.text", "perfkit.io.kineto.tables",
+                             "perfkit.io.chrome.decode") if m in sys.modules)
 n_kernels = len(p.kernels)
 print(json.dumps({"format": p.meta.source_format, "after_load": after_load,
                   "after_breakdown": after_breakdown, "after_kernels": list(reads),
                   "preparing": b["preparing_us"].tolist(), "analyses": analyses,
+                  "parsers": parsers,
                   "kernels": n_kernels}))
 """
 
@@ -112,6 +116,17 @@ def test_the_step_breakdown_imports_the_step_analysis_not_every_analysis(
     for other in ("cluster", "efficiency", "operators", "communication", "memory",
                   "compare", "timeline", "recompute"):
         assert f"perfkit.analysis.{other}" not in out["analyses"], other
+
+
+@pytest.mark.slow  # two fresh processes, one of them parsing: about 2 s on 2 cores
+def test_a_cached_reopen_imports_no_trace_parser(tmp_path: Path) -> None:
+    """The second open is served from the cache: neither the Kineto parser nor the Ascend
+    reader (nor the Chrome-trace decoder under both) is imported for it."""
+    _write_pair(tmp_path / "pair")
+    first = _fresh(_REOPEN, tmp_path / "cache", str(tmp_path / "pair"))
+    again = _fresh(_REOPEN, tmp_path / "cache", str(tmp_path / "pair"))
+    assert "perfkit.io.kineto.tables" in first["parsers"]  # the first open parsed the trace
+    assert again["after_load"] == [] and again["parsers"] == []
 
 
 _INFO = """

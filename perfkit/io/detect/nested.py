@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ProfileError
-from ..ascend import text as ascend
+from ..ascend import rank as ascend
 from ..cann import raw as cann_raw
 from .runs import SourceFacts
 from .sources import RankSource

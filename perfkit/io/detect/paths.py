@@ -33,7 +33,7 @@ from ...bundled_samples import resolve_sample, sample_hint
 from ...errors import ProfileError
 from .. import readers
 from .._common import json_head, rank_from_name
-from ..ascend import text as ascend
+from ..ascend import rank as ascend
 from . import nested
 from . import run_groups as _rg
 from .runs import Run, make_runs, source_facts

@@ -25,7 +25,7 @@ from ..._hugepages import with_small_pages
 from ...errors import ProfileError, file_boundary
 from ...format import plural
 from ...profile import Profile, ProfileMeta
-from ..ascend import text as ascend
+from ..ascend.rank import OUTPUT_DIR
 from ..canonical.validate import clean_tables, files_of_tables
 from ..preview import tables_first
 from ..readers import READERS, format_codes, reader_for
@@ -74,7 +74,7 @@ class RankSource:
                 return [p]
             if self.fmt == "ascend_text":
                 # only what the loader reads, not the raw FRAMEWORK/ and PROF_*/ data
-                out = p / ascend.OUTPUT_DIR
+                out = p / OUTPUT_DIR
                 files = [f for f in out.iterdir() if f.is_file()] if out.is_dir() else []
                 files += sorted(p.glob("profiler_info*.json")) + sorted(
                     p.glob("profiler_metadata.json"))
@@ -165,7 +165,9 @@ def tables_first_source(source: RankSource) -> tuple[ProfileMeta, dict[str, pd.D
         if source.fmt != "ascend_text":
             raise ProfileError(source.path, f"{format_words(source.fmt)} has no tables to "
                                "read ahead of its trace (an Ascend text export has)")
-        meta, tables = ascend.read_tables_first(Path(source.path))
+        from ..ascend.text import read_tables_first  # the Ascend reader, when one is read
+
+        meta, tables = read_tables_first(Path(source.path))
         return _checked(source, meta, tables)
 
 
@@ -284,7 +286,8 @@ def _table_files(metas: list[ProfileMeta]) -> dict[str, list[str]]:
 
 def _world_from(metas: list[ProfileMeta]) -> dict[str, str]:
     """``{"world_size_from": "groups"}`` when every rank that gives a world size counted it
-    from its own communication groups (at least the job's: :data:`ascend.WORLD_FROM_GROUPS`)."""
+    from its own communication groups (at least the job's:
+    :data:`perfkit.io.ascend.text.WORLD_FROM_GROUPS`)."""
     froms = {(m.extra or {}).get("world_size_from") for m in metas if m.world_size}
     return {"world_size_from": "groups"} if froms == {"groups"} else {}
 

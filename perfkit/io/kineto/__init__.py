@@ -71,10 +71,23 @@ nested on a thread: :func:`last_open`, :func:`self_times`) and
 
 from __future__ import annotations
 
-from .nesting import last_open, self_times
-from .ops import list_text, shapes_text
-from .steps import _steps  # noqa: F401 - tests call perfkit.io.kineto._steps
-from .tables import CATEGORICAL, TRACE_COLUMNS, looks_like_kineto, parse, parse_trace
+from typing import Any
+
+from ..._lazy import lazy_attribute
+
+# Each public name is imported from its module on first use (PEP 562), so a module that
+# needs one helper of this package (a cached reopen's step scan) does not import the
+# trace parser and its decoders.
+_HOME: dict[str, str | None] = {
+    "last_open": "nesting", "self_times": "nesting", "list_text": "ops",
+    "shapes_text": "ops", "_steps": "steps", "CATEGORICAL": "tables",
+    "TRACE_COLUMNS": "tables", "looks_like_kineto": "tables", "parse": "tables",
+    "parse_trace": "tables",
+}
 
 __all__ = ["looks_like_kineto", "parse", "parse_trace", "shapes_text", "list_text", "last_open",
            "self_times", "TRACE_COLUMNS", "CATEGORICAL"]
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _HOME, globals(), name)

@@ -13,7 +13,7 @@ from pathlib import Path
 from ...errors import file_boundary
 from ...profile import Cluster, Profile, ProfileMeta
 from .._common import collecting_notes
-from ..ascend import text as ascend
+from ..ascend import rank as ascend
 from ..detect.sources import RankSource, cluster_meta
 from ..readers import reader_for
 
@@ -51,8 +51,10 @@ def ascend_text_steps(source: RankSource, device: bool = True, why: list[str] | 
     f = out / "step_trace_time.csv"
     if not f.is_file():
         return None
+    from ..ascend.text import read_step_trace  # the Ascend reader, when a rank is one
+
     with file_boundary(f, "step_trace_time.csv"):
-        steps = ascend.read_step_trace(f)
+        steps = read_step_trace(f)
     meta = ProfileMeta("ascend_text", rank=source.rank, device_type="npu",
                        path=str(rank_dir), notes=[f"preview: steps of {f.name} only"],
                        extra={FINAL_STEPS: True})  # the full load's reader and file
