@@ -82,9 +82,14 @@ class MappedRow:
                               "static_scheme": self.static_scheme, "dtype": self.dtype}
         if self.selective_layers is not None:
             kw["selective_layers"] = self.selective_layers
+        fields: dict[str, Any] = {}
         if self.attention_implementation != "auto":  # PROTOCOL.md, amendments 1 and 2
-            kw["rates"] = Rates(attention_implementation=self.attention_implementation)
-            kw["overrides"] = {"attention_implementation": self.attention_implementation}
+            fields["attention_implementation"] = self.attention_implementation
+        if self.extra.get("overlap", {}).get("fsdp_float8_all_gather") == "1":  # amendment 6
+            fields["param_gather_bytes"] = 1.0
+        if fields:
+            kw["rates"] = Rates(**fields)
+            kw["overrides"] = fields
         return kw
 
 

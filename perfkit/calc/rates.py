@@ -191,6 +191,12 @@ class Rates:
     param_gather_overlap : bool
         A sharded optimizer's all-gather of the updated weights runs under the next
         step's first forward (Megatron ``--overlap-param-gather``). Default False.
+    param_gather_bytes : float
+        Bytes per parameter that the all-gather of sharded weights moves. Default 2
+        (16-bit weights). Set 1 for torchao's float8 all-gather under FSDP2, which casts
+        each weight shard to float8 before gathering it (torchtitan
+        ``[float8] enable_fsdp_float8_all_gather``, on in its Llama 3.1 405B recipe,
+        ``train_configs/llama3_405b.toml`` at ``3faaa1a0dee6``).
     dp_bucket_params : float
         Parameters per gradient bucket; > 0 makes the buckets ``max(dp_buckets,
         ⌈parameters / dp_bucket_params⌉)`` (Megatron's 40e6, DDP's 25 MB). Default 0.
@@ -232,6 +238,7 @@ class Rates:
     layer_overhead_s: float = 0.0
     tp_comm_overlap: bool = False
     param_gather_overlap: bool = False
+    param_gather_bytes: float = 2.0
     dp_bucket_params: float = 0.0
     dp_bucket_per_layer: bool = False
 
@@ -252,6 +259,9 @@ class Rates:
         if not 0 < self.attention_efficiency <= 2:
             raise InvalidArgumentError("attention_efficiency", "must be in (0, 2]",
                                        self.attention_efficiency)
+        if not self.param_gather_bytes > 0:
+            raise InvalidArgumentError("param_gather_bytes", "must be > 0",
+                                       self.param_gather_bytes)
         if self.gradient_bytes is not None and not self.gradient_bytes > 0:
             raise InvalidArgumentError("gradient_bytes", "must be > 0", self.gradient_bytes)
         check_choice("recompute_style", self.recompute_style, RECOMPUTE_STYLES)

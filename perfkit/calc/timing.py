@@ -336,8 +336,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         return np.where(count_params > 0, t, 0.0)
 
     reduce_s = reduction(dense, g["dp"]) + reduction(experts, g["edp"])
-    gather_s = np.where(sharded, collective_seconds("all-gather", dense * 2.0, *g["dp"], lat,
-                                                    alg), 0.0)
+    gather_s = np.where(sharded, collective_seconds("all-gather",
+                                                    dense * rates.param_gather_bytes,
+                                                    *g["dp"], lat, alg), 0.0)
     nb = np.full(count, float(rates.dp_buckets))
     if rates.dp_bucket_params > 0:
         nb = np.maximum(nb, np.ceil((dense + experts) / rates.dp_bucket_params))

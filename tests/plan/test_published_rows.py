@@ -152,6 +152,13 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
         nemo = map_row(r)
         assert nemo.parallel.optimizer_shard == r["dp"] and nemo.parallel.zero_stage == 0
         assert "distributed_fused_adam" in r["assumed"]
+    # torchtitan's 405B recipe gathers FSDP's weights in float8 (amendment 6): its Float8
+    # rows, and only they, price the gather at one byte per parameter
+    for r in (r for r in rows.values() if r["source_id"].startswith("torchtitan")):
+        kw = map_row(r).kwargs()
+        flagged = "405b" in r["row_id"] and r["precision"] == "fp8"
+        assert ("fsdp_float8_all_gather=1" in r["overlap"]) == flagged, r["row_id"]
+        assert kw.get("overrides", {}).get("param_gather_bytes") == (1.0 if flagged else None)
 
 
 BLOOM = [r for r in ROWS if r["source_id"] == "bigscience-bloom-prequel"]
