@@ -439,11 +439,11 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     peak = hardware.peak(dtype)
     # the gradients the reduction moves are the ones static memory keeps
     memory_scheme = zero_stage_scheme(scheme, parallel.zero_stage)
-    if memory_scheme != scheme:
+    if memory_scheme != scheme:  # the job's scheme shards the optimizer state only
+        weights = "too" if parallel.zero_stage >= 3 else "not"
         notes.append(f"zero_stage {parallel.zero_stage}: static memory counted as "
-                     f"static_scheme='zero' (weights{'' if parallel.zero_stage >= 3 else ' not'}"
-                     f" sharded, gradients and optimizer state sharded over dp × cp), "
-                     f"which {scheme!r} does not shard")
+                     f"static_scheme='zero', not {scheme!r} (gradients and optimizer state "
+                     f"sharded over dp × cp, weights {weights})")
     static = static_memory(model, parallel, memory_scheme, dtype=run_dtype,
                            gradient_bytes=None if memory_scheme == "deepspeed"
                            else rates.gradient_bytes).total_bytes
@@ -472,7 +472,6 @@ _STYLE_WORDS = {
     "needed": "only what the backward reads (MindSpore graph mode, non-reentrant "
               "torch.utils.checkpoint: not the MLP output projection)",
 }
-
 
 
 def _style_unknown(job: Any, model: ModelSpec, parallel: ParallelConfig,
