@@ -36,6 +36,17 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   Ascend) publish no per-kernel figure: 0 until a profile fits it
   (:func:`perfkit.plan.calibrate` fits ``kernel_gap_s`` from the profile's own free
   time).
+* ``memory_efficiency``, ``memory_half_bytes`` — how fast the run's memory-bound kernels
+  go (:attr:`~perfkit.calc.rates.Rates.memory_efficiency`). None keeps the Rates
+  default (0.9 of the HBM bandwidth with 2 MB of fixed bytes per call, the fit of
+  Calculon's A100 table, which the studies of Megatron-LM's and MindSpore's fused
+  kernels were built on). The eager PyTorch presets (``"fsdp"``, ``"ddp"``) say 0.63
+  and 0: what the project's four recorded H100 profile sets of an eager PyTorch Llama
+  measure when calibrated kernel kind by kind (``calibrate(profile, close=True,
+  closing="kernels")`` on layout ``a`` of ``tests/data/kineto_llama_*_h100``: 0.631,
+  0.631, 0.631, 0.643, no fixed bytes per call). On A100 the same value is assumed (no
+  A100 profile was recorded). A calibration keeps its own fit: ``plan.predict(cal,
+  behaviour=...)`` does not replace it with the preset's.
 * ``attention_implementation`` — which fused attention kernel the attention core runs
   (:mod:`perfkit.calc.attention_rate`): ``"auto"`` (cuDNN's fused attention on Hopper,
   FlashAttention-2 elsewhere), ``"flash2"``, ``"flash3"``, ``"cudnn"``, the 2022-23
@@ -58,13 +69,21 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidArgumentError, check_choice, check_non_negative
+from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
 from .attention_rate import ATTENTION_IMPLEMENTATIONS
 
-__all__ = ["Behaviour", "BEHAVIOUR_PRESETS"]
+__all__ = ["Behaviour", "BEHAVIOUR_PRESETS", "EAGER_MEMORY_EFFICIENCY", "FITTED_FIELDS"]
 
 #: PyTorch eager's launch gap per kernel on CUDA (module docstring: the CUDA Graphs blog).
 CUDA_EAGER_GAP_S = 1e-6
+
+#: Behaviour fields that a calibration fits: ``plan.predict(cal, behaviour=...)`` keeps
+#: the calibration's values of these.
+FITTED_FIELDS = ("memory_efficiency", "memory_half_bytes")
+
+#: Eager PyTorch's memory-bound kernels on H100, share of the HBM bandwidth (module
+#: docstring: the project's recorded profiles, calibrated kernel kind by kind).
+EAGER_MEMORY_EFFICIENCY = 0.63
 
 #: Each framework's defaults (module docstring gives the source of every one).
 BEHAVIOUR_PRESETS: dict[str, dict[str, Any]] = {
@@ -73,9 +92,11 @@ BEHAVIOUR_PRESETS: dict[str, dict[str, Any]] = {
     "nemo": dict(tp_comm_overlap=True, overlap_grad_reduce=True, bucket_params=40e6,
                  overlap_param_gather=True, kernel_gap_s=CUDA_EAGER_GAP_S),
     "ddp": dict(overlap_grad_reduce=True, bucket_params=6.25e6,
-                kernel_gap_s=CUDA_EAGER_GAP_S),
+                kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
+                memory_half_bytes=0.0),
     "fsdp": dict(overlap_grad_reduce=True, bucket_params=0.0, fsdp_prefetch=True,
-                 kernel_gap_s=CUDA_EAGER_GAP_S),
+                 kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
+                 memory_half_bytes=0.0),
     "deepspeed": dict(overlap_grad_reduce=False, kernel_gap_s=CUDA_EAGER_GAP_S),
     "mindspore": dict(overlap_grad_reduce=False, kernel_gap_s=0.0),
 }
@@ -93,6 +114,9 @@ class Behaviour:
         Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).
     kernel_gap_s, layer_overhead_s, overhead_s : float
         Fixed costs per kernel, per layer and micro-batch, per step (seconds).
+    memory_efficiency, memory_half_bytes : float or None
+        The memory-bound kernels' ``e_max`` and ``W½`` (module docstring); None keeps
+        the Rates default.
     attention_implementation : {"auto", "flash2", "flash3", "cudnn", "flash1", \
 "flash-triton", "gemm"}
         The fused attention kernel (module docstring); default ``"auto"``.
@@ -108,12 +132,18 @@ class Behaviour:
     layer_overhead_s: float = 0.0
     overhead_s: float = 0.0
     attention_implementation: str = "auto"
+    memory_efficiency: float | None = None
+    memory_half_bytes: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("bucket_params", "kernel_gap_s", "layer_overhead_s", "overhead_s"):
             check_non_negative(name, getattr(self, name))
         check_choice("attention_implementation", self.attention_implementation,
                      ATTENTION_IMPLEMENTATIONS)
+        if self.memory_efficiency is not None:
+            check_fraction("memory_efficiency", self.memory_efficiency, allow_zero=False)
+        if self.memory_half_bytes is not None:
+            check_non_negative("memory_half_bytes", self.memory_half_bytes)
 
     @classmethod
     def presets(cls) -> list[str]:
@@ -155,4 +185,7 @@ class Behaviour:
                 out["dp_bucket_per_layer"] = True
         if self.fsdp_prefetch:
             out["overlap"] = {"dp": 1.0}
+        for name in FITTED_FIELDS:
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
