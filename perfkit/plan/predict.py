@@ -44,12 +44,12 @@ from ..calc.behaviour import FITTED_FIELDS, Behaviour
 from ..calc.flops import flops_per_token
 from ..calc.memory import stage_parameters, zero_stage_scheme
 from ..calc.pipeline import split_when_uneven
-from ..calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
+from ..calc.rates import Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
 from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_int
-from ..format import signed_share_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
+from .recompute_style import STYLE_NOTE, style_note, style_unknown
 
 __all__ = ["Prediction", "predict", "MODEL_UNCERTAINTY", "MEASURED_SIGMA", "DEFAULT_SIGMA",
            "band_residual", "layout_columns", "stage_rows", "run_types", "STYLE_NOTE"]
@@ -415,7 +415,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
                      recompute_ops=parallel.recompute_ops)
     parts = {name: float(out[name][0]) for name in PART_NAMES}
     step = float(out["step_s"][0])
-    if _style_unknown(job, model, parallel, overrides):
+    if style_unknown(job, model, parallel, overrides):
         other = "needed" if rates.recompute_style == "all" else "all"
         alt = float(step_times(model, hardware, rates.replace(recompute_style=other),
                                layout_columns(parallel), rows, params=params,
@@ -423,7 +423,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
                                tensor_dtype=tensor_dtype,
                                rank_order=parallel.rank_order,
                                recompute_ops=parallel.recompute_ops)["step_s"][0])
-        notes.append(_style_note(rates.recompute_style, step, alt))
+        notes.append(style_note(rates.recompute_style, step, alt))
     measured = getattr(calibration, "measured", frozenset())
     if calibration is None:
         notes.append("uncalibrated: perfkit's default rates (calibrate on a run of yours "
@@ -467,48 +467,6 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         calibration is not None,
         _changes(getattr(job, "parallel", None), parallel, getattr(job, "model", None), model),
         tuple(notes))
-
-
-#: What each recompute style reruns, and which frameworks run it (docs/planner.md).
-_STYLE_WORDS = {
-    "all": "each layer's whole forward (Megatron-LM, reentrant torch.utils.checkpoint)",
-    "needed": "only what the backward reads (MindSpore graph mode, non-reentrant "
-              "torch.utils.checkpoint: not the MLP output projection)",
-}
-
-
-def _style_unknown(job: Any, model: ModelSpec, parallel: ParallelConfig,
-                   overrides: Mapping[str, Any] | None) -> bool:
-    """Whether the layout recomputes layers in full with a style nobody measured: neither
-    given in ``overrides`` nor read from a calibrating run that recomputed in full
-    (:data:`~perfkit.calc.rates.RECOMPUTE_STYLE_MIN_SHARE` of its layers)."""
-    if overrides and "recompute_style" in overrides:
-        return False
-    if not sum(parallel.full_recompute_layers_per_stage(model)):
-        return False
-    run = getattr(job, "parallel", None)
-    run_model = getattr(job, "model", None)
-    if run is None or run_model is None:
-        return True
-    try:
-        share = sum(run.full_recompute_layers_per_stage(run_model)) / run_model.num_layers
-    except (InvalidArgumentError, ParallelConfigError, ZeroDivisionError):
-        return True
-    return share < RECOMPUTE_STYLE_MIN_SHARE
-
-
-#: How :func:`predict`'s note of an assumed recompute style begins.
-STYLE_NOTE = "full recompute timed as rerunning"
-
-
-def _style_note(style: str, step: float, alt: float) -> str:
-    """The note of a full recompute whose style was assumed: the step the other style
-    gives, and how to ask for it."""
-    other = "needed" if style == "all" else "all"
-    return (f"{STYLE_NOTE} {_STYLE_WORDS[style]}, which no measured "
-            f"run showed; rerunning {_STYLE_WORDS[other]} gives {alt * 1e3:,.1f} ms "
-            f"({signed_share_text(alt / step - 1)}): overrides={{'recompute_style': "
-            f"'{other}'}}")
 
 
 def _uneven_activation(model: ModelSpec, parallel: ParallelConfig,
