@@ -370,7 +370,8 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         A framework's overlap options and fixed costs
         (:class:`~perfkit.calc.behaviour.Behaviour`, or a preset name such as
         ``"megatron"``, ``"nemo"``, ``"fsdp"``, ``"deepspeed"``, ``"mindspore"``), applied
-        before ``overrides``.
+        before ``overrides``. With a calibration, its own fit of the memory-bound rate
+        stands (:data:`perfkit.calc.behaviour.FITTED_FIELDS`).
 
     Returns
     -------
