@@ -189,3 +189,12 @@ class Behaviour:
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
+
+    def overrides_over(self, calibration: Any) -> dict[str, Any]:
+        """:meth:`overrides` to apply over ``calibration``'s rates: all of them without a
+        calibration (None); with one, those it does not fit (not :data:`FITTED_FIELDS`:
+        the run's own memory-bound rate stands over a framework's generic one)."""
+        out = self.overrides()
+        if calibration is None:
+            return out
+        return {k: v for k, v in out.items() if k not in FITTED_FIELDS}

@@ -362,7 +362,7 @@ def predict_assumed(calibration: Any, assumed: Assumptions, **kwargs: Any) -> Pr
 
 def assumed_calibration(calibration: Any, assumed: Assumptions) -> Any:
     """The calibration with what ``assumed`` changes in it: its rates with the behaviour's
-    :meth:`~perfkit.calc.behaviour.Behaviour.overrides` (where
+    :meth:`~perfkit.calc.behaviour.Behaviour.overrides_over` it (where
     :attr:`Assumptions.behaviour_applies`, :func:`measured_rates` kept), its job's
     hardware on the assumed node, so that :func:`perfkit.plan.search` (which takes no
     behaviour) ranks with the assumptions; None stays None. ``predict(
@@ -372,7 +372,7 @@ def assumed_calibration(calibration: Any, assumed: Assumptions) -> Any:
         return None
     rates = calibration.rates
     if assumed.behaviour_applies:
-        rates = rates.replace(**{**assumed.behaviour.overrides(),
+        rates = rates.replace(**{**assumed.behaviour.overrides_over(calibration),
                                  **measured_rates(calibration)})
     job = dataclasses.replace(calibration.job, hardware=assumed.hardware)
     return dataclasses.replace(calibration, rates=rates, job=job)

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..calc import ActivationModel, activation_memory, static_memory
-from ..calc.behaviour import FITTED_FIELDS, Behaviour
+from ..calc.behaviour import Behaviour
 from ..calc.flops import flops_per_token
 from ..calc.memory import stage_parameters, zero_stage_scheme
 from ..calc.pipeline import split_when_uneven
@@ -388,10 +388,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
         if not isinstance(chosen, Behaviour):
             raise InvalidArgumentError("behaviour", "must be a Behaviour or a preset name",
                                        type(behaviour).__name__)
-        fields = chosen.overrides()
-        if calibration is not None:  # the calibration's own fit of these stands
-            fields = {k: v for k, v in fields.items() if k not in FITTED_FIELDS}
-        rates = rates.replace(**fields)
+        rates = rates.replace(**chosen.overrides_over(calibration))
     if overrides:
         rates = rates.replace(**dict(overrides))
     job = getattr(calibration, "job", None)
