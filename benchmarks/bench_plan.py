@@ -2,10 +2,11 @@
 
 Run: python benchmarks/bench_plan.py
 Prints candidates evaluated per second for a few search spaces (median of 5 runs; the
-default space explores context parallelism, and expert parallelism for MoE models), first
-with the first-order model (``search(..., step_model="first-order")``, what the lab
-teaches), then with search's default, the step model of ``perfkit.plan.predict`` at
-perfkit's default rates (uncalibrated: what the Planner tab ranks with when it has no
+default space explores context parallelism, and expert parallelism for MoE models), all
+with the one step model of ``perfkit.plan.predict``: first at a what-if's round numbers
+(``search(..., efficiency=0.5, comm_efficiency=0.8)``, what the lab teaches), then with
+search's default, perfkit's default rates (uncalibrated: what the Planner tab ranks with
+when it has no
 calibration), then with a calibration (``search(..., calibration=cal)``: the same model at
 the calibrated rates, with its band), and the solve time of the balancer on an 80-layer,
 pp=8, vpp=2 problem.
@@ -19,25 +20,26 @@ import time
 import perfkit as pk
 from perfkit import plan
 
-FIRST = "first-order"
+#: The what-if's round numbers (the lab's planner; the retired first-order model's defaults).
+ROUND = {"efficiency": 0.5, "comm_efficiency": 0.8}
 
 
 def time_search(name: str, model: pk.ModelSpec, hw: pk.Hardware, devices: int, gbs: int,
                 space: plan.SearchSpace | None = None, repeat: int = 5,
                 calibration: plan.Calibration | None = None,
-                step_model: str = "step") -> None:
+                terms: dict[str, float] | None = None) -> None:
     times, cpu = [], []
     rows = 0
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
         frame = plan.search(model, hw, devices, gbs, space=space, include_rejected=True,
-                            calibration=calibration, step_model=step_model)
+                            calibration=calibration, **(terms or {}))
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
         rows = len(frame)
     best, best_cpu = statistics.median(times), statistics.median(cpu)
     label = "search+cal" if calibration is not None else \
-        "search 1st" if step_model == "first-order" else "search    "
+        "search 0.5" if terms else "search    "
     # CPU time too: on a shared machine the wall clock also counts other jobs' turns
     print(f"{label} {name:<44} {rows:>9,d} candidates  {best:7.3f} s  "
           f"{rows / best:>12,.0f} candidates/s ({rows / best_cpu:,.0f} per CPU second)")
@@ -85,25 +87,25 @@ def main() -> None:
                             full_layer_fractions=(0.125, 0.25, 0.375, 0.5, 0.625, 0.75,
                                                   0.875))
     time_search("llama2-13b, 16 devices, gbs 1024", pk.ModelSpec.preset("llama2-13b"),
-                pk.Hardware.preset("ascend-910b"), 16, 1024, step_model=FIRST)
+                pk.Hardware.preset("ascend-910b"), 16, 1024, terms=ROUND)
     time_search("llama3-70b, 1024 devices, gbs 1024", pk.ModelSpec.preset("llama3-70b"),
-                hw, 1024, 1024, step_model=FIRST)
+                hw, 1024, 1024, terms=ROUND)
     time_search("llama3-405b, 16384 devices, gbs 2048, wide",
-                pk.ModelSpec.preset("llama3-405b"), hw, 16384, 2048, wide, step_model=FIRST)
+                pk.ModelSpec.preset("llama3-405b"), hw, 16384, 2048, wide, terms=ROUND)
     time_search("gpt3-175b, 3072 devices, gbs 1536, wide", pk.ModelSpec.preset("gpt3-175b"),
-                hw, 3072, 1536, wide, step_model=FIRST)
+                hw, 3072, 1536, wide, terms=ROUND)
     widest = plan.SearchSpace(vpp=(1, 2, 3, 4, 6, 8, 12),
                               micro_batch_size=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
                               full_layer_fractions=tuple(i / 16 for i in range(1, 16)),
                               max_tp=64)
     time_search("gpt3-175b, 6144 devices, gbs 6144, widest",
-                pk.ModelSpec.preset("gpt3-175b"), hw, 6144, 6144, widest, step_model=FIRST)
+                pk.ModelSpec.preset("gpt3-175b"), hw, 6144, 6144, widest, terms=ROUND)
     moe = plan.SearchSpace(expert_tp=(None, 1))
     time_search("mixtral-8x7b, 64 devices, gbs 512, ep and expert_tp",
-                pk.ModelSpec.preset("mixtral-8x7b"), hw, 64, 512, moe, step_model=FIRST)
+                pk.ModelSpec.preset("mixtral-8x7b"), hw, 64, 512, moe, terms=ROUND)
     time_search("deepseek-v3 (64 layers), 2048 devices, gbs 4096",
                 pk.ModelSpec.preset("deepseek-v3", num_layers=64), hw, 2048, 4096, moe,
-                step_model=FIRST)
+                terms=ROUND)
     default_rate_searches(hw, wide, widest)
     calibrated_searches(hw, wide, widest)
 

@@ -16,16 +16,18 @@ PAR = pk.ParallelConfig(dp=8, num_micro_batches=4)
 
 
 def test_estimate_step_drops_the_frozen_weight_gradients():
+    """Every matrix product at 50 % of the peak: freezing all but ``f`` of the weights
+    takes ``(1 − f)`` of the layers' weight-gradient GEMMs (one forward's FLOPs of their
+    weights per token) off the compute, and ``(1 − f)`` of the gradient reduction."""
     f = 0.01
-    est = pk.estimate_step(MODEL, PAR.replace(trainable_fraction=f), H100, efficiency=0.5)
+    terms = {"efficiency": 0.5, "rates": pk.Rates(link_latency_s=0.0)}
+    est = pk.estimate_step(MODEL, PAR.replace(trainable_fraction=f), H100, **terms)
+    full = pk.estimate_step(MODEL, PAR, H100, **terms)
     parts = layer_forward_flops(MODEL, False)
-    logits = 2 * MODEL.hidden_size * MODEL.vocab_size
-    weights = parts["total"] - parts["core"]
-    per_token = 3 * MODEL.num_layers * parts["total"] + 3 * logits \
-        - (1 - f) * (MODEL.num_layers * weights + logits)
     tokens = 1 * 4 * MODEL.seq_length
-    assert est.compute_s == pytest.approx(tokens * per_token / (0.5 * H100.peak()), rel=1e-9)
-    full = pk.estimate_step(MODEL, PAR, H100)
+    weight_grads = MODEL.num_layers * tokens * (parts["total"] - parts["core"])
+    assert full.compute_s - est.compute_s == pytest.approx(
+        (1 - f) * weight_grads / (0.5 * H100.peak()), rel=1e-9)
     assert est.dp_comm_s == pytest.approx(f * full.dp_comm_s, rel=1e-9)
 
 

@@ -16,8 +16,11 @@ def test_fewer_micro_batches_than_stages_is_m_plus_pp_minus_1_slots():
     model = pk.ModelSpec.preset("llama2-7b")
     par = pk.ParallelConfig(tp=8, pp=4, num_micro_batches=2)  # m < pp, plain 1F1B
     est = pk.estimate_step(model, par, H100)
-    slot = est.compute_s / 2  # one micro-batch's forward + backward on a stage
-    assert est.compute_s + est.bubble_s == pytest.approx((2 + 4 - 1) * slot)
+    # one micro-batch's forward + backward on the slowest stage, with its tp and pp traffic
+    per_micro_batch = sum(est.parts[k] for k in ("compute", "recompute", "tp_comm",
+                                                 "cp_comm", "ep_comm", "pp_comm"))
+    slot = per_micro_batch / 2
+    assert per_micro_batch + est.bubble_s == pytest.approx((2 + 4 - 1) * slot)
     with pytest.raises(pk.ParallelConfigError):  # interleaving still needs m >= pp
         pk.ParallelConfig(pp=4, vpp=2, num_micro_batches=2)
 

@@ -294,7 +294,8 @@ def test_dp_gradients_sized_by_the_static_scheme(tmp_path: Path, scheme: str,
         assert mb * 1e6 == pytest.approx(expected, rel=1e-6)
     # estimate_step sizes the same reduction alike: its time is those bytes over the
     # node's links at the same efficiency
-    est = pk.calc.estimate_step(TINY, par, hw, static_scheme=scheme, comm_efficiency=0.8)
+    est = pk.calc.estimate_step(TINY, par, hw, static_scheme=scheme, comm_efficiency=0.8,
+                                rates=pk.Rates(link_latency_s=0.0))
     assert est.dp_comm_s * hw.intra_node_bandwidth * 0.8 == pytest.approx(expected, rel=1e-6)
 
 

@@ -111,7 +111,8 @@ def test_estimate_step_prices_tp_16_by_the_hierarchical_formula():
     hw = pk.Hardware.preset("h100")
     m = 4
     est = pk.calc.estimate_step(model, pk.ParallelConfig(tp=16, num_micro_batches=m), hw,
-                                comm_efficiency=0.8)
+                                comm_efficiency=0.8,
+                                rates=pk.Rates(link_latency_s=0.0))  # bandwidth terms only
     message = 1 * model.seq_length * model.hidden_size * 2  # b·s·h bf16
     count = 4 * model.num_layers * m  # 2 all-reduces forward, 2 backward, per layer
     one = 2 * 7 / 8 * message / (450e9 * 0.8) + 2 * 1 / 2 * (message / 8) / (50e9 * 0.8)

@@ -191,9 +191,10 @@ class Rates:
     param_gather_overlap : bool
         A sharded optimizer's all-gather of the updated weights runs under the next
         step's first forward (Megatron ``--overlap-param-gather``). Default False.
-    param_gather_bytes : float
-        Bytes per parameter that the all-gather of sharded weights moves. Default 2
-        (16-bit weights). Set 1 for torchao's float8 all-gather under FSDP2, which casts
+    param_gather_bytes : float or None
+        Bytes per parameter that the all-gather of sharded weights moves. None (default):
+        the run's weights, 4 bytes in an fp32 or tf32 run (no mixed precision), 2 (16-bit
+        weights) otherwise. Set 1 for torchao's float8 all-gather under FSDP2, which casts
         each weight shard to float8 before gathering it (torchtitan
         ``[float8] enable_fsdp_float8_all_gather``, on in its Llama 3.1 405B recipe,
         ``train_configs/llama3_405b.toml`` at ``3faaa1a0dee6``).
@@ -238,7 +239,7 @@ class Rates:
     layer_overhead_s: float = 0.0
     tp_comm_overlap: bool = False
     param_gather_overlap: bool = False
-    param_gather_bytes: float = 2.0
+    param_gather_bytes: float | None = None
     dp_bucket_params: float = 0.0
     dp_bucket_per_layer: bool = False
 
@@ -259,7 +260,7 @@ class Rates:
         if not 0 < self.attention_efficiency <= 2:
             raise InvalidArgumentError("attention_efficiency", "must be in (0, 2]",
                                        self.attention_efficiency)
-        if not self.param_gather_bytes > 0:
+        if self.param_gather_bytes is not None and not self.param_gather_bytes > 0:
             raise InvalidArgumentError("param_gather_bytes", "must be > 0",
                                        self.param_gather_bytes)
         if self.gradient_bytes is not None and not self.gradient_bytes > 0:
@@ -344,6 +345,55 @@ class Rates:
                             else min(1.0, back * factor),
                             attention_efficiency=min(2.0, self.attention_efficiency * (
                                 factor if self.attention_implementation != "gemm" else 1.0)))
+
+    def with_terms(self, efficiency: float | None = None,
+                   comm_efficiency: float | None = None,
+                   overlap: Mapping[str, float] | None = None,
+                   overhead_s: float | None = None) -> Rates:
+        """These rates with a what-if's round numbers in place of the fitted curves.
+
+        Each term given replaces what it names; one left None keeps these rates'.
+
+        Parameters
+        ----------
+        efficiency : float, optional
+            Every matrix product at this share of the peak FLOP/s, whatever its size: the
+            GEMMs on the size curve with no fixed cost per call (``gemm_model="size"``,
+            ``gemm_half_flops=0``, ``gemm_efficiency=efficiency``) and on the roofline
+            (``gemm_memory="max"``: at the memory rate only where their bytes outweigh
+            their FLOPs), the attention core priced as GEMMs of its FLOPs at the same
+            share (``attention_implementation="gemm"``). Memory-bound kernels keep their
+            rate.
+        comm_efficiency : float, optional
+            Every link, inside a node and across, of every group at this share of its
+            nominal bandwidth.
+        overlap : mapping of group to float, optional
+            Share of each group's communication hidden under compute (``{"dp": 0.5}``).
+        overhead_s : float, optional
+            Fixed time per step outside the layers.
+
+        Examples
+        --------
+        >>> r = Rates().with_terms(efficiency=0.5, comm_efficiency=0.8)
+        >>> r.gemm_model, r.gemm_efficiency, r.gemm_half_flops, r.link("dp", intra=False)
+        ('size', 0.5, 0.0, 0.8)
+        """
+        changes: dict[str, Any] = {}
+        if efficiency is not None:
+            check_fraction("efficiency", efficiency, allow_zero=False)
+            changes.update(gemm_model="size", gemm_efficiency=efficiency, gemm_half_flops=0.0,
+                           gemm_memory="max", gemm_surface_scale=1.0,
+                           attention_implementation="gemm", attention_efficiency=1.0)
+        if comm_efficiency is not None:
+            check_fraction("comm_efficiency", comm_efficiency, allow_zero=False)
+            changes.update(intra_node_efficiency=comm_efficiency,
+                           inter_node_efficiency=comm_efficiency,
+                           link_efficiency=dict.fromkeys(GROUPS, comm_efficiency))
+        if overlap is not None:
+            changes["overlap"] = overlap
+        if overhead_s is not None:
+            changes["overhead_s"] = check_non_negative("overhead_s", overhead_s)
+        return self.replace(**changes) if changes else self
 
     def to_frame(self) -> pd.DataFrame:
         """One row per rate: ``name``, ``value``."""

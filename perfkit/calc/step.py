@@ -1,55 +1,41 @@
-"""A first-order estimate of one training step: time parts, memory, MFU.
+"""A layout's step, memory and MFU as a calculator: the step model without a calibration.
 
-Assumptions (also returned in ``StepEstimate.assumptions``):
+:func:`estimate_step` prices a layout with the one step model
+(:func:`perfkit.calc.layout_rows.layout_step`, i.e. :func:`perfkit.calc.timing.step_times`:
+GEMMs by shape, attention by its kernel's published curve, memory-bound kernels by bytes,
+every collective at its group's shape on ``hardware.topology``, the pipeline bubble, the
+gradient reduction and the optimizer), at perfkit's default rates
+(:class:`~perfkit.calc.rates.Rates`) — the step :func:`perfkit.plan.predict` gives the
+same layout uncalibrated. A framework's behaviour (``behaviour=``), given rates
+(``rates=``) and a what-if's round numbers (``efficiency``, ``comm_efficiency``, the
+overlaps, ``overhead_s``: :meth:`Rates.with_terms <perfkit.calc.rates.Rates.with_terms>`)
+change the rates it runs at, not the model. Memory is that of the most loaded device
+(:func:`perfkit.calc.layout_memory.layout_memory`).
 
-1. Compute: each pipeline stage runs its layers' hardware FLOPs (recompute included,
-   :func:`~perfkit.calc.flops.hardware_flops` rules) at ``efficiency × peak``; the
-   slowest stage sets the pace; the last stage also runs the logits GEMM. A rank runs
-   ``s/cp`` tokens of each sequence (their attention against all ``s`` keys); the GEMMs
-   are split ``tp`` ways, routed experts included (balanced routing: expert parallelism
-   moves tokens, each rank computes ``k`` experts' worth per local token).
-2. Bubble: ``bubble_fraction(pp, m, vpp) ×`` the slowest stage's compute time
-   (Narayanan et al. 2021).
-3. Communication: each collective of :func:`~perfkit.calc.comm.comm_volume` priced at
-   its group's shape on ``hardware.topology`` (:mod:`perfkit.calc.topology`: ring
-   inside a node, hierarchical across nodes over all the node's NICs), links at
-   ``comm_efficiency ×`` nominal; ranks placed by ``parallel.rank_order`` (Megatron's
-   default ``tp-cp-ep-dp-pp``; experts ``expert_tp-ep-dp-pp``). A share ``*_overlap``
-   of each kind hides under compute.
-4. Overhead: a fixed ``overhead_s`` per step (data loading, host gaps), 0 unless given.
-5. Memory: static (``static_scheme``) + activation (peak stage) must fit in
-   ``memory_limit_bytes`` (default: device memory less ``memory_reserve``).
+It used to be a first-order model of its own (one efficiency for every matrix product,
+one for every link, no fixed costs); that model is retired: one model prices a layout
+wherever perfkit shows a step (docs/planner.md, "One step model").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import pandas as pd
 
-from ..errors import (
-    InvalidArgumentError,
-    ParallelConfigError,
-    check_choice,
-    check_fraction,
-    check_non_negative,
-    check_positive,
-)
+from ..errors import InvalidArgumentError, check_choice, check_fraction, check_positive
 from ..format import bytes_text, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
-from .comm import KINDS, CommVolume, comm_volume
-from .flops import flops_per_token, hardware_flops, layer_forward_flops
-from .memory import (
-    ActivationModel,
-    activation_memory,
-    full_precision,
-    scheme_gradient_bytes,
-    static_memory,
-)
-from .pipeline import bubble_fraction, split_when_uneven
-from .topology import collective_kind, collective_seconds, layout_group
+from .activation import ActivationModel
+from .behaviour import Behaviour
+from .flops import flops_per_token, hardware_flops
+from .layout_memory import layout_memory
+from .layout_rows import default_split, layout_step, run_types, validate_layout
+from .rates import GROUPS, Rates
+from .timing import PART_NAMES
 from .usable_memory import MEMORY_RESERVE
 
 __all__ = ["StepEstimate", "estimate_step"]
@@ -59,8 +45,12 @@ __all__ = ["StepEstimate", "estimate_step"]
 class StepEstimate:
     """Result of :func:`estimate_step`; times in seconds, memory in bytes.
 
-    ``*_comm_s`` are each kind's communication time before overlap (``cp_comm_s``: the
-    context-parallel key/value exchange); ``exposed_comm_s`` what is left after it.
+    ``parts`` are the step model's (:data:`perfkit.calc.timing.PART_NAMES`), adding up to
+    ``step_s``; ``compute_s``, ``recompute_s``, ``bubble_s``, ``optimizer_s`` and
+    ``overhead_s`` are those parts, ``exposed_comm_s`` the five communication parts
+    (what overlap leaves), and ``*_comm_s`` each group's traffic time before overlap
+    (``cp_comm_s``: the context-parallel key/value exchange). ``rates`` are the rates the
+    step was priced at.
     """
 
     compute_s: float
@@ -82,266 +72,228 @@ class StepEstimate:
     fits: bool
     assumptions: tuple[str, ...]
     cp_comm_s: float = 0.0
+    recompute_s: float = 0.0
+    optimizer_s: float = 0.0
+    parts: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}),
+                                       repr=False)
+    rates: Rates | None = field(default=None, repr=False)
 
     def to_frame(self) -> pd.DataFrame:
-        """Step-time parts (compute, bubble, exposed communication, overhead), with shares."""
-        parts = {"compute": self.compute_s, "bubble": self.bubble_s,
-                 "exposed communication": self.exposed_comm_s, "overhead": self.overhead_s}
-        frame = pd.DataFrame({"part": list(parts), "seconds": list(parts.values())})
+        """One row per part of the step (``part``, ``seconds``, ``share``)."""
+        frame = pd.DataFrame({"part": list(self.parts),
+                              "seconds": [float(v) for v in self.parts.values()]})
         frame["share"] = frame["seconds"] / self.step_s
         return frame
 
 
-def _comm_seconds(volume: CommVolume, parallel: ParallelConfig, hardware: Hardware,
-                  comm_eff: float, algorithm: str) -> dict[str, float]:
-    """Each kind's communication time before overlap: every collective of ``volume``
-    priced at its group's shape on ``hardware.topology`` (rank placement
-    ``parallel.rank_order``; ring inside a node, hierarchical across nodes:
-    :func:`~perfkit.calc.topology.collective_seconds`), both tiers at ``comm_eff``."""
-    node = hardware.topology
-    b_in = node.intra_bandwidth * comm_eff
-    b_nic = node.nic_bandwidth_per_device * comm_eff
-    times = dict.fromkeys(KINDS, 0.0)
-    for item in volume.items:
-        group = "edp" if item.kind == "dp" and "expert" in item.collective else item.kind
-        n, r = layout_group(parallel, group, node.devices_per_node, stage="interior")
-        coll = {"cp": "all-gather", "pp": "p2p"}.get(item.kind,
-                                                     collective_kind(item.collective))
-        times[item.kind] += item.count * float(collective_seconds(
-            coll, item.message_bytes, item.group_size if item.kind != "pp" else n, r,
-            b_in, b_nic, algorithm=algorithm))
-    return times
-
-
 def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware,
-                  efficiency: float = 0.5, comm_efficiency: float = 0.8,
-                  dtype: str | None = None, dp_overlap: float = 0.0, tp_overlap: float = 0.0,
-                  pp_overlap: float = 0.0, ep_overlap: float = 0.0,
+                  efficiency: float | None = None, comm_efficiency: float | None = None,
+                  dtype: str | None = None, dp_overlap: float | None = None,
+                  tp_overlap: float | None = None, pp_overlap: float | None = None,
+                  ep_overlap: float | None = None,
                   static_scheme: str = "mindspore", selective_mode: str = "strict",
                   causal: bool = False, memory_reserve: float = MEMORY_RESERVE,
                   memory_limit_bytes: float | None = None,
-                  overhead_s: float = 0.0,
+                  overhead_s: float | None = None,
                   activation_model: ActivationModel | None = None,
-                  gradient_bytes: float | None = None, cp_overlap: float = 0.0,
-                  cp_comm: str = "p2p", activation_convention: str = "seed",
+                  gradient_bytes: float | None = None, cp_overlap: float | None = None,
+                  activation_convention: str = "seed",
                   count_router: bool = True,
                   stage_layers: Sequence[int] | None = None,
-                  collective_algorithm: str = "hierarchical") -> StepEstimate:
-    """Estimate the step time, memory and MFU of a configuration (see module docstring).
+                  collective_algorithm: str | None = None, *,
+                  rates: Rates | None = None,
+                  behaviour: Behaviour | str | None = None) -> StepEstimate:
+    """Estimate the step time, memory and MFU of a layout (see module docstring).
 
     Parameters
     ----------
     model, parallel, hardware
-        What runs, how it is split, on what.
-    efficiency : float
-        Achieved share of the peak FLOP/s on the model's GEMMs, in (0, 1].
-    comm_efficiency : float
-        Achieved share of nominal link bandwidth, in (0, 1].
+        What runs, how it is split (every knob of :class:`~perfkit.ParallelConfig`,
+        op-level recompute included), on what.
+    efficiency : float, optional
+        A what-if: every matrix product at this share of the peak FLOP/s, in (0, 1]
+        (:meth:`~perfkit.calc.rates.Rates.with_terms`). None: the rates' own pricing
+        (by shape on a measured surface, else on the size curve; attention on its
+        kernel's curve).
+    comm_efficiency : float, optional
+        A what-if: every link at this share of its nominal bandwidth, in (0, 1]. None:
+        the rates' (0.65 inside a node, 0.9 across by default).
     dtype : str, optional
-        The run's type: the peak to use (default ``hardware.default_dtype``). ``"fp32"``
-        and ``"tf32"`` (no mixed precision) also send 4-byte activations and gradients
-        and keep fp32 weights (``static_memory(..., dtype=)``); otherwise activations are
-        2 bytes.
-    dp_overlap, tp_overlap, pp_overlap, ep_overlap, cp_overlap : float
-        Share of each kind of communication hidden under compute, in [0, 1]. Default 0:
-        nothing hidden (a pessimistic bound; calibrate against a profile).
+        The run's type: its peak where ``hardware`` lists one, else the default peak with
+        the tensors kept at ``dtype``'s size (:func:`~perfkit.calc.layout_rows.run_types`,
+        said in ``assumptions``). Default ``hardware.default_dtype``.
+    dp_overlap, tp_overlap, pp_overlap, ep_overlap, cp_overlap : float, optional
+        Share of each group's communication hidden under compute beyond what the model
+        schedules itself (``Rates.overlap``), in [0, 1]; None: the rates' (0).
     static_scheme : {"mindspore", "megatron", "zero", "deepspeed"}
-        Static-memory accounting, see :func:`~perfkit.calc.memory.static_memory`.
+        Static-memory accounting (:func:`~perfkit.calc.memory.static_memory`), and the
+        gradients' size in the reduction when neither ``gradient_bytes`` nor the rates
+        give it (:func:`~perfkit.calc.memory.scheme_gradient_bytes`).
     selective_mode, causal, count_router
-        FLOPs conventions, see :func:`~perfkit.calc.flops.hardware_flops`. Selective
-        recompute adds attention-core FLOPs only when ``activation_model`` recomputes the
-        attention core (not with flash attention, nor for SiLU/Mul-style selective).
+        FLOPs conventions of the MFU and HFU figures
+        (:func:`~perfkit.calc.flops.hardware_flops`); the step's time counts what the
+        kernels run (causal attention halved by flash attention, selective recompute
+        what ``activation_model.selective`` reruns).
     memory_reserve : float
         Share of device memory kept for workspace, fragmentation and communication
         buffers when ``memory_limit_bytes`` is not given.
     memory_limit_bytes : float, optional
         Usable memory (e.g. MindSpore's ``max_device_memory``).
-    overhead_s : float
-        Fixed time per step outside compute, bubble and communication (data loading, host
-        launch gaps: the profile's "free" time); 0 by default, fitted by
-        ``perfkit.plan.calibrate``.
+    overhead_s : float, optional
+        Fixed time per step outside the layers (data loading, host gaps); None: the
+        rates' (0).
     activation_model : ActivationModel, optional
-        Activation accounting (default: the seed's table), see
-        :class:`~perfkit.calc.memory.ActivationModel`.
+        Fused attention, stored tensors, the selective-recompute kind (default: the seed's
+        table), see :class:`~perfkit.calc.memory.ActivationModel`.
     gradient_bytes : float, optional
-        Bytes per gradient element, in the data-parallel reduction and in static memory;
-        default 4 with ``static_scheme="megatron"`` (fp32 gradient buffers, unless
-        ``dtype="fp16"``) or an fp32 ``dtype``, and 2 otherwise
-        (:func:`~perfkit.calc.memory.scheme_gradient_bytes`).
-    cp_comm : {"p2p", "all_gather"}
-        How context parallelism exchanges keys and values (same bytes), see
-        :func:`~perfkit.calc.comm.comm_volume`.
+        Bytes per gradient element, in the data-parallel reduction and in static memory
+        (``Rates.gradient_bytes``); None: the rates', else the scheme's.
     activation_convention : {"seed", "korthikanti", "megatron", "llm-analysis"}
         Activation-memory convention for the memory check, see
         :func:`~perfkit.calc.activation.activation_memory`.
     stage_layers : sequence of int, optional
         Uneven layers per pipeline stage (e.g. 126 layers on 8 stages as
-        ``[15] + [16] * 6 + [15]``; ``vpp = 1``). Default: the even split, or where the
-        layers do not divide by ``pp`` (``vpp = 1``), torchtitan's automatic split
-        (:func:`perfkit.calc.pipeline.split_layers`; the assumptions say so). Each
-        stage's compute counts its own layers; communication and memory are those of the
-        most loaded stage (as if every stage held its layers: the model with
-        ``pp · max(stage_layers)`` layers).
-    collective_algorithm : {"hierarchical", "flat"}
+        ``[15] + [16] * 6 + [15]``). Default: the even split, or where the layers do not
+        divide by ``pp · vpp``, torchtitan's automatic split
+        (:func:`perfkit.calc.pipeline.split_layers`; the assumptions say so). Each stage is
+        priced with its own layers, the slowest sets the pace.
+    collective_algorithm : {"hierarchical", "flat"}, optional
         How collectives whose group spans nodes are priced
-        (:data:`perfkit.calc.topology.ALGORITHMS`).
+        (:data:`perfkit.calc.topology.ALGORITHMS`); None: the rates' (hierarchical).
+    rates : Rates, optional
+        The rates to price at (default ``Rates()``, perfkit's published defaults), e.g. a
+        calibration's ``rates``.
+    behaviour : Behaviour or str, optional
+        A framework's overlap options and fixed costs
+        (:class:`~perfkit.calc.behaviour.Behaviour` or a preset name: ``"megatron"``,
+        ``"nemo"``, ``"fsdp"``, ``"deepspeed"``, ``"mindspore"`` …), applied over
+        ``rates`` before the what-if terms.
+
+    Returns
+    -------
+    StepEstimate
+
+    Examples
+    --------
+    The step :func:`perfkit.plan.predict` gives the same layout uncalibrated:
+
+    >>> import perfkit as pk
+    >>> model, hw = pk.ModelSpec.preset("llama2-7b"), pk.Hardware.preset("h100")
+    >>> par = pk.ParallelConfig(dp=8, num_micro_batches=4)
+    >>> est = pk.estimate_step(model, par, hw)
+    >>> est.step_s == pk.plan.predict(None, model, par, hw).step_s
+    True
     """
     model = as_model(model)
-    if parallel.recompute_ops is not None:
-        raise InvalidArgumentError("parallel", "recompute_ops (op-level recompute) is priced "
-                                   "by perfkit.plan.predict's step model; this first-order "
-                                   "estimate knows recompute none/selective/full only",
-                                   parallel.recompute_ops)
-    shaped = model
-    split_said: tuple[str, ...] = ()
-    found = split_when_uneven(model.num_layers, parallel.pp) if stage_layers is None \
-        and parallel.vpp == 1 else None
-    if found is not None:
-        stage_layers, said = found
-        split_said = (said,)
-    if stage_layers is None:
-        parallel.validate(model)
-        layers = parallel.layers_per_stage(model)
-    else:
-        layers, shaped = _uneven(model, parallel, stage_layers)
+    if not isinstance(parallel, ParallelConfig):
+        raise InvalidArgumentError("parallel", "must be a ParallelConfig",
+                                   type(parallel).__name__)
     if not isinstance(hardware, Hardware):
         raise InvalidArgumentError("hardware", "must be a Hardware (e.g. Hardware.preset('h100'))",
                                    type(hardware).__name__)
-    eff = check_fraction("efficiency", efficiency, allow_zero=False)
-    comm_eff = check_fraction("comm_efficiency", comm_efficiency, allow_zero=False)
-    overlaps = {k: check_fraction(f"{k}_overlap", v) for k, v in
-                (("dp", dp_overlap), ("tp", tp_overlap), ("pp", pp_overlap),
-                 ("ep", ep_overlap), ("cp", cp_overlap))}
     check_choice("selective_mode", selective_mode, ("strict", "korthikanti"))
-    check_choice("collective_algorithm", collective_algorithm, ("hierarchical", "flat"))
     reserve = check_fraction("memory_reserve", memory_reserve)
-    overhead = check_non_negative("overhead_s", overhead_s)
-    peak = hardware.peak(dtype)
-
-    pp, v, cp = parallel.pp, parallel.vpp, parallel.cp
-    tokens_per_replica = parallel.micro_batch_size * parallel.num_micro_batches \
-        * model.seq_length
-    if cp > 1:
-        tokens_per_replica /= cp  # each rank of a cp group runs s/cp tokens per sequence
-    # Selective recompute costs GEMM FLOPs only when it recomputes the attention core; the
-    # MLP-activation kind (SiLU/Mul) recomputes element-wise work that FLOPs do not count.
-    am = ActivationModel() if activation_model is None else activation_model
-    recomputes_core = am.recomputes_attention_core
-    factor = 1.0 if selective_mode == "strict" else 3.0
-    full = tuple(layers) if parallel.recompute == "full" and parallel.recompute_layers is None \
-        else parallel.full_recompute_layers_per_stage(model)
-    stage_flops = _stage_flops(model, parallel, causal, count_router, layers, full,
-                               recomputes_core, factor, tokens_per_replica)
-    compute_s = max(stage_flops) / (peak * eff)
-    bubble_s = bubble_fraction(pp, parallel.num_micro_batches, v) * compute_s
-
-    fp32 = full_precision(dtype)
-    gradient_bytes_given = gradient_bytes
-    if gradient_bytes is None:
-        gradient_bytes = scheme_gradient_bytes(static_scheme, dtype)
-    volume = comm_volume(shaped, parallel, dtype_bytes=4.0 if fp32 else 2.0,
-                         gradient_bytes=gradient_bytes, cp_comm=cp_comm)
-    times = _comm_seconds(volume, parallel, hardware, comm_eff, collective_algorithm)
-    exposed = sum(times[k] * (1.0 - overlaps[k]) for k in times)
-    step_s = compute_s + bubble_s + exposed + overhead
-
-    tokens_per_device = parallel.global_batch_size * model.seq_length / (step_s
-                                                                          * parallel.world_size)
+    if memory_limit_bytes is not None:
+        check_positive("memory_limit_bytes", memory_limit_bytes)
+    priced = _rates(rates, behaviour, efficiency, comm_efficiency, overhead_s,
+                    {"dp": dp_overlap, "tp": tp_overlap, "pp": pp_overlap,
+                     "ep": ep_overlap, "cp": cp_overlap},
+                    gradient_bytes, collective_algorithm)
+    stage_layers, split_said = default_split(model, parallel, stage_layers)
+    uneven = stage_layers is not None
+    validate_layout(model, parallel, uneven)
+    peak_dtype, tensor_dtype, type_said = run_types(dtype, hardware)
+    run_dtype = tensor_dtype or peak_dtype
+    # the default accounting keeps the run's tensors at its type's size (as predict does)
+    am = ActivationModel().in_dtype(dtype) if activation_model is None else activation_model
+    out = layout_step(model, parallel, hardware, priced, stage_layers=stage_layers,
+                      activation_model=am, dtype=peak_dtype, static_scheme=static_scheme,
+                      tensor_dtype=tensor_dtype)
+    parts = MappingProxyType({name: float(out[name][0]) for name in PART_NAMES})
+    step_s = float(out["step_s"][0])
+    raw = {g: float(out[f"{g}_comm_raw_s"][0]) for g in GROUPS}
+    exposed = sum(parts[f"{g}_comm"] for g in GROUPS)
+    memory = layout_memory(model, parallel, hardware, static_scheme, dtype=run_dtype,
+                           gradient_bytes=priced.gradient_bytes,
+                           # the other conventions have their own accounting
+                           activation_model=am if activation_convention == "seed"
+                           else activation_model,
+                           activation_convention=activation_convention, uneven=uneven,
+                           memory_limit_bytes=memory_limit_bytes, memory_reserve=reserve)
+    peak = hardware.peak(peak_dtype)
+    per_device = parallel.global_batch_size * model.seq_length / (step_s
+                                                                   * parallel.world_size)
+    full = int(out["rows"]["full"].sum())
     hw_per_token = hardware_flops(model, 1, parallel.recompute, selective_mode, causal,
-                                  full_recompute_layers=sum(full), count_router=count_router,
-                                  selective_core=recomputes_core)
-    static = static_memory(shaped, parallel, static_scheme,
-                           gradient_bytes=None if gradient_bytes_given is None
-                           else gradient_bytes_given, dtype=dtype).total_bytes
-    act = activation_memory(shaped, parallel, activation_model=activation_model,
-                            convention=activation_convention).total_bytes
-    limit = hardware.memory_bytes * (1.0 - reserve) if memory_limit_bytes is None \
-        else check_positive("memory_limit_bytes", memory_limit_bytes)
-    shown = [k for k in overlaps if k != "cp" or cp > 1]
+                                  full_recompute_layers=full, count_router=count_router,
+                                  selective_core=am.recomputes_attention_core)
     assumptions = (
-        f"compute at {eff:.0%} of the {hardware.name} {dtype or hardware.default_dtype} peak "
-        f"({peak / 1e12:.1f} TFLOP/s); slowest stage sets the pace",
-        f"bubble = (pp-1)/(vpp*m) x compute = {bubble_s / compute_s:.4f} x compute",
-        f"links at {comm_eff:.0%} of nominal; ranks placed {parallel.rank_order}; overlap "
-        + ", ".join(f"{k} {overlaps[k]:.0%}" for k in shown),
-        f"memory: {static_scheme} static + peak-stage activations vs {bytes_text(limit)}",
-        f"fixed overhead {time_text(overhead * 1e6)} per step",
-        *split_said,
+        "the step model of perfkit.plan.predict (calc.timing.step_times), "
+        + ("at perfkit's default rates" if rates is None else "at the rates given"),
+        _compute_words(priced, hardware, peak_dtype, peak),
+        _link_words(priced, parallel),
+        f"memory: {static_scheme} static + peak-stage activations vs "
+        f"{bytes_text(memory.limit_bytes)}",
+        f"fixed overhead {time_text(priced.overhead_s * 1e6)} per step",
+        *(said for said in (split_said, type_said) if said), *memory.notes,
     )
     return StepEstimate(
-        compute_s=compute_s, bubble_s=bubble_s, overhead_s=overhead, tp_comm_s=times["tp"],
-        dp_comm_s=times["dp"], pp_comm_s=times["pp"], ep_comm_s=times["ep"],
-        exposed_comm_s=exposed, step_s=step_s,
-        tokens_per_second_per_device=tokens_per_device,
-        mfu=flops_per_token(model, causal, count_router=count_router) * tokens_per_device
-        / peak,
-        hfu=hw_per_token * tokens_per_device / peak,
-        static_bytes=static, activation_bytes=act, memory_bytes=static + act,
-        memory_limit_bytes=limit, fits=static + act <= limit, assumptions=assumptions,
-        cp_comm_s=times["cp"])
+        compute_s=parts["compute"], bubble_s=parts["bubble"], overhead_s=parts["overhead"],
+        tp_comm_s=raw["tp"], dp_comm_s=raw["dp"], pp_comm_s=raw["pp"], ep_comm_s=raw["ep"],
+        exposed_comm_s=exposed, step_s=step_s, tokens_per_second_per_device=per_device,
+        mfu=flops_per_token(model, causal, count_router=count_router) * per_device / peak,
+        hfu=hw_per_token * per_device / peak,
+        static_bytes=memory.static_bytes, activation_bytes=memory.activation_bytes,
+        memory_bytes=memory.total_bytes, memory_limit_bytes=memory.limit_bytes,
+        fits=memory.fits, assumptions=assumptions, cp_comm_s=raw["cp"],
+        recompute_s=parts["recompute"], optimizer_s=parts["optimizer"], parts=parts,
+        rates=priced)
 
 
-def _uneven(model: ModelSpec, parallel: ParallelConfig,
-            stage_layers: Sequence[int]) -> tuple[list[int], ModelSpec]:
-    """Check an uneven split; return it and the model its most loaded stage stands for."""
-    layers = [int(n) for n in stage_layers]
-    if len(layers) != parallel.pp or any(n < 1 for n in layers) \
-            or sum(layers) != model.num_layers or parallel.vpp != 1:
-        raise InvalidArgumentError("stage_layers", f"needs pp={parallel.pp} whole numbers >= 1 "
-                                   f"adding up to num_layers={model.num_layers}, with vpp=1",
-                                   stage_layers)
-    rules = [r for r in parallel.problems(model) if not r.startswith("pp: pp*vpp=")
-             and not r.startswith("recompute_layers: more than")]
-    if rules:
-        param, _, rule = rules[0].partition(": ")
-        raise ParallelConfigError(param, rule, getattr(parallel, param, None), rules=rules)
-    return layers, model.replace(num_layers=parallel.pp * max(layers))
+def _rates(rates: Rates | None, behaviour: Behaviour | str | None, efficiency: float | None,
+           comm_efficiency: float | None, overhead_s: float | None,
+           overlaps: dict[str, float | None], gradient_bytes: float | None,
+           collective_algorithm: str | None) -> Rates:
+    """``rates`` (default ``Rates()``), then ``behaviour``'s options, then the terms given."""
+    if rates is None:
+        rates = Rates()
+    elif not isinstance(rates, Rates):
+        raise InvalidArgumentError("rates", "must be a perfkit.calc.rates.Rates",
+                                   type(rates).__name__)
+    if behaviour is not None:
+        chosen = Behaviour.preset(behaviour) if isinstance(behaviour, str) else behaviour
+        if not isinstance(chosen, Behaviour):
+            raise InvalidArgumentError("behaviour", "must be a Behaviour or a preset name",
+                                       type(behaviour).__name__)
+        rates = rates.replace(**chosen.overrides())
+    given = {g: check_fraction(f"{g}_overlap", v) for g, v in overlaps.items() if v is not None}
+    rates = rates.with_terms(efficiency, comm_efficiency, given or None, overhead_s)
+    if gradient_bytes is not None:
+        rates = rates.replace(gradient_bytes=gradient_bytes)
+    if collective_algorithm is not None:
+        rates = rates.replace(collective_algorithm=collective_algorithm)
+    return rates
 
 
-def _stage_flops(model: ModelSpec, parallel: ParallelConfig, causal: bool, count_router: bool,
-                 layers: list[int], full: tuple[int, ...], recomputes_core: bool,
-                 factor: float, tokens: float) -> list[float]:
-    """FLOPs of each pipeline stage per device for one step (recompute included).
+def _compute_words(rates: Rates, hardware: Hardware, dtype: str | None, peak: float) -> str:
+    """How the matrix products were priced, in words."""
+    where = f"the {hardware.name} {dtype or hardware.default_dtype} peak " \
+            f"({peak / 1e12:.1f} TFLOP/s)"
+    if rates.gemm_model == "size" and rates.gemm_half_flops == 0 \
+            and rates.gemm_memory == "max" and rates.attention_implementation == "gemm":
+        return f"every matrix product at {rates.gemm_efficiency:.0%} of {where}"
+    return (f"GEMMs by shape or size ({rates.gemm_model}), attention on the "
+            f"{rates.attention_implementation} kernel's curve, memory-bound kernels at "
+            f"{rates.memory_efficiency:.0%} of the memory bandwidth; peak: {where}")
 
-    Every GEMM is split ``tp`` ways. Routed experts too: under balanced routing the
-    stage's expert work is shared by all its ``tp·cp·dp`` ranks whatever ``ep`` and
-    ``expert_tp`` are (expert tensor parallelism changes which weights a rank holds and
-    who exchanges tokens, not how much a rank computes). With dense first layers each
-    stage counts its own dense and MoE layers, and a fully recomputed layer costs the
-    stage's average layer once more. A frozen share of the weights
-    (``1 − trainable_fraction``) skips its weight-gradient GEMMs (one forward's worth).
-    """
-    tp, pp = parallel.tp, parallel.pp
-    frozen = 1.0 - parallel.trainable_fraction
-    logits_fwd = 2.0 * model.hidden_size * model.vocab_size
-    if not model.is_moe or not model.first_dense_layers:
-        parts = layer_forward_flops(model, causal, count_router=count_router)
-        core_extra = parts["core"] * factor if recomputes_core else 0.0
-        out = []
-        for s in range(pp):
-            selective = layers[s] - full[s] if parallel.recompute == "selective" else 0
-            per_token = (3 * layers[s] * parts["total"] + full[s] * parts["total"]
-                         + selective * core_extra + (3 * logits_fwd if s == pp - 1 else 0.0))
-            # frozen weights: no weight-gradient GEMMs (the attention core has no weights)
-            per_token -= frozen * (layers[s] * (parts["total"] - parts["core"])
-                                   + (logits_fwd if s == pp - 1 else 0.0))
-            out.append(tokens * per_token / tp)
-        return out
-    kinds = {k: layer_forward_flops(model, causal, count_router=count_router, layer=k)
-             for k in ("dense", "moe")}
-    out, start = [], 0
-    for s in range(pp):
-        n = layers[s]
-        chosen = [kinds["moe" if model.layer_is_moe(i) else "dense"]
-                  for i in range(start, start + n)]
-        start += n
-        work = sum(c["total"] for c in chosen)
-        core = sum(c["core"] for c in chosen) / n
-        selective = n - full[s] if parallel.recompute == "selective" else 0
-        per_token = (3 + full[s] / n) * work + selective * (core * factor if recomputes_core
-                                                            else 0.0)
-        per_token -= frozen * (work - core * n)
-        if s == pp - 1:
-            per_token += (3 - frozen) * logits_fwd
-        out.append(tokens * per_token / tp)
-    return out
+
+def _link_words(rates: Rates, parallel: ParallelConfig) -> str:
+    """The links, the placement and the overlap, in words."""
+    shown = [g for g in GROUPS if g != "cp" or parallel.cp > 1]
+    tiers = {rates.intra_node_efficiency, rates.inter_node_efficiency}
+    own = "".join(f", {g} {v:.0%}" for g, v in rates.link_efficiency.items()
+                  if len(tiers) > 1 or v not in tiers)  # a group's own (calibrated) share
+    return (f"links at {rates.intra_node_efficiency:.0%} of nominal inside a node, "
+            f"{rates.inter_node_efficiency:.0%} across{own} ({rates.collective_algorithm}); "
+            f"ranks placed {parallel.rank_order}; overlap "
+            + ", ".join(f"{g} {rates.overlap[g]:.0%}" for g in shown))

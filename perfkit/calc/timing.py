@@ -63,7 +63,9 @@ What one step is made of, per rank
   stage's first forward; ``dp_bucket_params`` / ``dp_bucket_per_layer`` set the
   gradient buckets from the parameters (Megatron's 40M, DDP's 25 MB, FSDP per layer).
 
-Collectives are priced at their group's shape on ``hardware.topology`` by
+Activations, keys and values, tokens and gathered weights travel in 16 bits, in 32 in an
+fp32 or tf32 run (no mixed precision), whose gradients are 4 bytes too. Collectives are
+priced at their group's shape on ``hardware.topology`` by
 :func:`perfkit.calc.topology.collective_seconds`: ring inside a node (all-reduce
 ``2(n−1)/n·M``, all-gather / reduce-scatter and all-to-all ``(n−1)/n·M`` per rank),
 hierarchical across nodes (inside, then each rank's ``M/r`` shard over the node's NICs),
@@ -80,7 +82,7 @@ import numpy as np
 
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
-from .memory import scheme_gradient_bytes
+from .memory import full_precision, scheme_gradient_bytes
 from .rates import GROUPS, Rates
 from .recompute_ops import op_recompute_seconds, op_recompute_tp_halves
 from .timing_kernels import gemm_seconds, memory_seconds
@@ -240,6 +242,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     c["expert_tp"] = np.where(c["expert_tp"] == 0, c["tp"], c["expert_tp"])
     st = uniform_stages(c, model.num_layers) if stages is None else stages
     lc = _costs_columns(model, hardware, rates, c, am, dtype)
+    wide = full_precision(tensor_dtype or dtype)  # an fp32 run sends 4-byte tensors
+    if wide:
+        lc = {**lc, **{k: 2.0 * lc[k] for k in ("act_bytes", "kv_bytes", "a2a_bytes")}}
     f = {k: c[k].astype(float) for k in ("dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp",
                                          "num_micro_batches", "optimizer_shard")}
     dp, tp, pp, cp, ep, etp, v, m, osh = (f[k] for k in (
@@ -336,8 +341,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         return np.where(count_params > 0, t, 0.0)
 
     reduce_s = reduction(dense, g["dp"]) + reduction(experts, g["edp"])
-    gather_s = np.where(sharded, collective_seconds("all-gather",
-                                                    dense * rates.param_gather_bytes,
+    wbytes = rates.param_gather_bytes if rates.param_gather_bytes is not None \
+        else 4.0 if wide else 2.0  # the run's weights
+    gather_s = np.where(sharded, collective_seconds("all-gather", dense * wbytes,
                                                     *g["dp"], lat, alg), 0.0)
     nb = np.full(count, float(rates.dp_buckets))
     if rates.dp_bucket_params > 0:

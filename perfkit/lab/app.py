@@ -29,7 +29,7 @@ from ..format import counted, sig
 from ..widgets.headline import split_parts, with_exposed_comm
 from ..widgets.markup import STYLE, describe_error, frame_html, note
 from .answers import AnswerBook, answer
-from .evidence import FIRST_ORDER_WORDS, STEP_COLUMNS, VIEWS, Evidence
+from .evidence import PLANNER_WORDS, STEP_COLUMNS, VIEWS, Evidence
 from .key import LAB_ENV, LabError, read_sheet
 
 __all__ = ["Sheet", "QuestionBox", "LAB_ENV", "step_chart"]
@@ -314,8 +314,8 @@ class Sheet:
                                   f"Hardware.preset('{plan['hardware']}'), "
                                   f"{plan['num_devices']}, {plan['global_batch_size']}, "
                                   f"space=SearchSpace(**{plan['space']}), "
-                                  "step_model='first-order', "
-                                  "efficiency=<your matrix efficiency>)")])]),
+                                  "efficiency=<your matrix efficiency>, "
+                                  "comm_efficiency=0.8)")])]),
             "<h4>The recompute case</h4>", rows([
                 ("IR dump", rc["ir"]), ("configuration", rc["config_file"]),
                 ("recompute", f"{rc['config']['recompute']} (first layer fully recomputed)"),
@@ -390,8 +390,8 @@ class Sheet:
             try:
                 table = self.evidence.planner(float(efficiency.value))
                 out.value = frame_html(table, caption=f"The fastest layouts that fit, by the "
-                                       f"first-order model at {efficiency.value:.0%} matrix "
-                                       "efficiency")
+                                       f"step model at {efficiency.value:.0%} matrix "
+                                       "efficiency, links at 80 %")
             except Exception as exc:
                 out.value = f"{STYLE}<div class='pk-error'>" \
                             f"{html.escape(describe_error(exc, 'running the planner'))}</div>"
@@ -402,5 +402,5 @@ class Sheet:
             f"{plan['preset']} on {plan['num_devices']} devices, global batch "
             f"{plan['global_batch_size']}: tensor, pipeline and data parallelism, one "
             "sequence per micro-batch, optimizer sharded over data parallelism, selective "
-            "or full recompute. " + FIRST_ORDER_WORDS))
+            "or full recompute. " + PLANNER_WORDS))
         return W.VBox([head, W.HBox([efficiency, run]), out])

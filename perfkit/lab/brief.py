@@ -199,8 +199,8 @@ _METHODS = {
     "recompute_effective": "patterns whose matched nodes have clones in the backward graph "
                            "(analysis.recompute_check: duplicated > 0)",
     "recompute_mul": "the configured Mul of the MLP: duplicated, marked only, or unmarked",
-    "planner_layout": "rank 1 of perfkit.plan.search's first-order model (restricted "
-                      "space, the student's efficiency)",
+    "planner_layout": "rank 1 of perfkit.plan.search (restricted space, every matrix "
+                      "product at the student's efficiency, every link at 80 %)",
     "planner_step": "its step_s (compute + bubble + exposed communication); facts.told_apart: "
                     "whether the step with a term left out lies outside the tolerance",
 }

@@ -22,6 +22,7 @@ from ..analysis.recorded import recorded_profile
 from ..io.engines.local import load
 from ..io.ir.graph import load_ir
 from ..specs import Hardware, ModelSpec
+from .evidence import PLANNER_LINK_EFFICIENCY
 from .ir import IR_FILE
 from .scenario import Setup
 
@@ -228,15 +229,15 @@ class StudentData:
     # ---- calculators and the planner -----------------------------------------------------
     @cached_property
     def plan(self) -> pd.DataFrame:
-        """:func:`perfkit.plan.search`'s first-order model for the student's planning job
-        (the first approximation the lab teaches: the step at the student's measured
-        matrix efficiency)."""
+        """:func:`perfkit.plan.search` for the student's planning job at the lab's round
+        numbers: every matrix product at the student's measured matrix efficiency, every
+        link at :data:`~perfkit.lab.evidence.PLANNER_LINK_EFFICIENCY`."""
         from ..plan import search
 
         job = self.setup.planner
         return search(ModelSpec.preset(job.preset), Hardware.preset(job.hardware),
                       job.num_devices, job.global_batch_size, space=job.space(),
-                      step_model="first-order", efficiency=job.efficiency)
+                      efficiency=job.efficiency, comm_efficiency=PLANNER_LINK_EFFICIENCY)
 
 
 def finite(value: float) -> bool:

@@ -24,21 +24,36 @@ from ..io.ir.graph import load_ir
 from ..specs import Hardware, ModelSpec
 from .ir import IR_FILE
 
-__all__ = ["Evidence", "VIEWS", "STEP_COLUMNS", "PLANNER_ROWS", "FIRST_ORDER_WORDS"]
+__all__ = ["Evidence", "VIEWS", "STEP_COLUMNS", "PLANNER_ROWS", "PLANNER_WORDS",
+           "PLANNER_LINK_EFFICIENCY", "planner_compute_s"]
 
 #: The views of a student app, in the order of the cycle, with their titles.
 #: Layouts the planner's table shows (the step question's tolerance depends on them).
 PLANNER_ROWS = 8
 
-#: What the lab's planner is, on its page: the first-order model
-#: (:func:`perfkit.calc.estimate_step`'s terms at 80 % link efficiency, no overlap), named
-#: as the first approximation it is, apart from the step model the dashboard ranks with.
-FIRST_ORDER_WORDS = (
-    "This planner is the first-order model, a first approximation: every matrix product at "
-    "the one efficiency you give it, every link at 80 % of its bandwidth, no overlap. The "
-    "dashboard's Planner tab and perfkit.plan.search by default use the step model instead "
-    "(each kernel priced by its size, calibrated on a profile where there is one), so they "
-    "give the same layout a different step.")
+#: Every link's share of its bandwidth in the lab's planner (its second round number).
+PLANNER_LINK_EFFICIENCY = 0.8
+
+#: What the lab's planner is, on its page: the step model at two round numbers
+#: (:meth:`perfkit.calc.rates.Rates.with_terms`), named as the what-if it is, apart from the
+#: step model at its fitted rates that the dashboard ranks with.
+PLANNER_WORDS = (
+    "This planner is perfkit's step model at two round numbers: every matrix product at "
+    "the one efficiency you give it, every link at 80 % of its bandwidth. The dashboard's "
+    "Planner tab and perfkit.plan.search by default price each kernel by its size instead "
+    "(calibrated on a profile where there is one), so they give the same layout a "
+    "different step.")
+
+
+
+def planner_compute_s(frame: pd.DataFrame) -> pd.Series:
+    """The planner's compute per layout: the layers' compute, their recompute, the
+    optimizer and the fixed overhead (``compute_s + recompute_s + optimizer_s +
+    overhead_s`` of :func:`perfkit.plan.search`), so that compute, the bubble and the
+    exposed communication add up to the step."""
+    return frame["compute_s"] + frame["recompute_s"] + frame["optimizer_s"] \
+        + frame["overhead_s"]
+
 
 VIEWS = {
     "brief": "Your job and your tasks",
@@ -211,21 +226,22 @@ class Evidence:
         return pats, layers
 
     def planner(self, efficiency: float, n: int = PLANNER_ROWS) -> pd.DataFrame:
-        """The ``n`` best layouts :func:`perfkit.plan.search`'s first-order model finds for
-        the planning job at a matrix efficiency of ``efficiency`` (what the lab teaches; the
-        dashboard's Planner ranks with the step model)."""
+        """The ``n`` best layouts :func:`perfkit.plan.search` finds for the planning job with
+        every matrix product at ``efficiency`` and every link at
+        :data:`PLANNER_LINK_EFFICIENCY` (what the lab teaches; the dashboard's Planner ranks
+        at the step model's fitted rates)."""
         from ..plan import SearchSpace, search
 
         job = self.brief["planner"]
         plan = search(ModelSpec.preset(job["preset"]), Hardware.preset(job["hardware"]),
                       job["num_devices"], job["global_batch_size"],
-                      space=SearchSpace(**job["space"]), step_model="first-order",
-                      efficiency=efficiency)
+                      space=SearchSpace(**job["space"]), efficiency=efficiency,
+                      comm_efficiency=PLANNER_LINK_EFFICIENCY)
         out = plan.head(n)
         return pd.DataFrame({
             "rank": out["rank"], "dp": out["dp"], "tp": out["tp"], "pp": out["pp"],
             "recompute": out["recompute"].astype(str),
             "micro_batches": out["num_micro_batches"], "step_s": out["step_s"],
-            "compute_s": out["compute_s"], "bubble_s": out["bubble_s"],
+            "compute_s": planner_compute_s(out), "bubble_s": out["bubble_s"],
             "exposed_comm_s": out["exposed_comm_s"],
             "memory_bytes": out["memory_bytes"]}).reset_index(drop=True)

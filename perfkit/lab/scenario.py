@@ -208,9 +208,9 @@ class PlannerJob:
 
     The search is restricted to plain layouts (:meth:`space`): tensor, pipeline and data
     parallelism with one micro-batch size, the optimizer sharded over data parallelism,
-    selective or full recompute; the search's first-order model (``step_model=
-    "first-order"``, the lab's first approximation) runs at the student's measured matrix
-    efficiency.
+    selective or full recompute; the search's step model runs at the lab's round numbers:
+    every matrix product at the student's measured matrix efficiency, every link at 80 %
+    (:data:`perfkit.lab.evidence.PLANNER_LINK_EFFICIENCY`).
     """
 
     preset: str

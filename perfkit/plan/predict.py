@@ -39,20 +39,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..calc import ActivationModel, activation_memory, static_memory
+from ..calc import ActivationModel
 from ..calc.behaviour import Behaviour
 from ..calc.flops import flops_per_token
-from ..calc.memory import stage_parameters, zero_stage_scheme
-from ..calc.pipeline import split_when_uneven
+from ..calc.layout_memory import layout_memory
+from ..calc.layout_rows import (
+    default_split,
+    layout_columns,
+    layout_step,
+    run_types,
+    stage_params,
+    stage_rows,
+    validate_layout,
+)
 from ..calc.rates import Rates
-from ..calc.timing import PART_NAMES, step_times
-from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
-from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_int
+from ..calc.timing import PART_NAMES
+from ..calc.usable_memory import MEMORY_RESERVE
+from ..errors import InvalidArgumentError, check_positive_int
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from .recompute_style import STYLE_NOTE, style_note, style_unknown
 
 __all__ = ["Prediction", "predict", "MODEL_UNCERTAINTY", "MEASURED_SIGMA", "DEFAULT_SIGMA",
-           "band_residual", "layout_columns", "stage_rows", "run_types", "STYLE_NOTE"]
+           "band_residual", "layout_columns", "stage_rows", "stage_params", "run_types",
+           "default_split", "STYLE_NOTE"]
 
 #: Relative error of the calibrated model on layouts it was not fitted to (published runs).
 MODEL_UNCERTAINTY = 0.04
@@ -65,9 +74,6 @@ DEFAULT_SIGMA = 0.25
 PART_RATES = {"compute": "compute", "recompute": "compute", "bubble": "compute",
               "optimizer": "compute", "overhead": "overhead", "tp_comm": "tp",
               "cp_comm": "cp", "ep_comm": "ep", "pp_comm": "pp", "dp_comm": "dp"}
-
-_DIVISIBILITY = "pp: pp*vpp="
-
 
 @dataclass(frozen=True)
 class Prediction:
@@ -127,129 +133,6 @@ class Prediction:
         rows += [("step", self.step_s, 1.0), ("low", self.low_s, self.low_s / self.step_s),
                  ("high", self.high_s, self.high_s / self.step_s)]
         return pd.DataFrame(rows, columns=["part", "seconds", "share"])
-
-
-def layout_columns(parallel: ParallelConfig) -> dict[str, np.ndarray]:
-    """One configuration as the columns :func:`perfkit.calc.timing.step_times` reads."""
-    cols = {k: np.array([getattr(parallel, k)], dtype=np.int64) for k in (
-        "dp", "tp", "pp", "cp", "ep", "vpp", "micro_batch_size", "num_micro_batches",
-        "optimizer_shard")}
-    cols["expert_tp"] = np.array([parallel.expert_tp or 0], dtype=np.int64)
-    cols["sequence_parallel"] = np.array([parallel.sequence_parallel])
-    cols["trainable_fraction"] = np.array([parallel.trainable_fraction], dtype=float)
-    return cols
-
-
-def _per_stage(name: str, value: int | Sequence[int] | None, pp: int) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    values = tuple(value) if isinstance(value, Sequence) else (value,) * pp
-    if len(values) != pp:
-        raise InvalidArgumentError(name, f"needs one entry per pipeline stage (pp={pp})", value)
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise InvalidArgumentError(name, "entries must be whole numbers >= 0", value)
-    return tuple(int(v) for v in values)
-
-
-def stage_rows(model: ModelSpec, parallel: ParallelConfig,
-               stage_layers: Sequence[int] | None = None,
-               selective_layers: int | Sequence[int] | None = None,
-               comm_layers: int | Sequence[int] | None = None) -> dict[str, np.ndarray]:
-    """Per-stage rows of one layout: layers, fully / selectively / communication-recomputed.
-
-    ``stage_layers`` overrides the even split (MindFormers' ``offset``, Megatron's lighter
-    first and last stages). Fully recomputed layers come from ``parallel.recompute_layers``
-    (or all with ``recompute="full"``); ``selective_layers`` defaults to the rest of each
-    stage with ``recompute="selective"``; ``comm_layers`` (default 0) are layers whose
-    tensor-parallel all-gathers are recomputed in the backward (MindFormers'
-    ``select_comm_recompute``).
-    """
-    pp = parallel.pp
-    layers = _per_stage("stage_layers", stage_layers, pp) or tuple(
-        parallel.layers_per_stage(model))
-    if sum(layers) != model.num_layers:
-        raise InvalidArgumentError("stage_layers", f"must add up to num_layers="
-                                   f"{model.num_layers}", stage_layers)
-    rl = parallel.recompute_layers
-    if rl is None:
-        full = layers if parallel.recompute == "full" else (0,) * pp
-    else:
-        full = tuple(rl) if isinstance(rl, tuple) else (rl,) * pp
-    if any(f > n for f, n in zip(full, layers, strict=True)):
-        raise InvalidArgumentError("recompute_layers", "more fully recomputed layers than "
-                                   "the stage holds", rl)
-    selective = _per_stage("selective_layers", selective_layers, pp)
-    if selective is None:
-        selective = tuple(n - f if parallel.recompute == "selective" else 0
-                          for n, f in zip(layers, full, strict=True))
-    comm = _per_stage("comm_layers", comm_layers, pp) or (0,) * pp
-    for name, values in (("selective_layers", selective), ("comm_layers", comm)):
-        if any(v > n for v, n in zip(values, layers, strict=True)):
-            raise InvalidArgumentError(name, "more layers than the stage holds", values)
-    stage = np.arange(pp)
-    return {"cand": np.zeros(pp, dtype=np.int64), "layers": np.array(layers, float),
-            "full": np.array(full, float), "selective": np.array(selective, float),
-            "comm": np.array(comm, float), "first": stage == 0, "last": stage == pp - 1}
-
-
-def stage_params(model: ModelSpec, parallel: ParallelConfig,
-                 stage_layers: Sequence[int] | None = None) -> dict[str, np.ndarray]:
-    """Dense and expert parameters per device of the most loaded stage (1-element arrays)."""
-    if stage_layers is None:
-        stages = stage_parameters(model, parallel)
-    else:
-        stages = []
-        for s, n in enumerate(stage_layers):
-            # the stage as if every stage held n layers (dense layers first, as the model)
-            even = model.replace(num_layers=n * parallel.pp)
-            par = parallel.replace(vpp=1, recompute_layers=None)
-            stages.append(stage_parameters(even, par)[s])
-    top = max(stages, key=lambda st: st["total"])
-    return {"dense": np.array([top["total"] - top["experts"]]),
-            "experts": np.array([top["experts"]])}
-
-
-def run_types(dtype: str | None, hardware: Hardware) -> tuple[str | None, str | None, str]:
-    """The peak a run of ``dtype`` computes at, and the type its tensors keep.
-
-    ``(dtype, None, "")`` where ``hardware`` has a peak for ``dtype`` (or ``dtype`` is
-    None); else ``(None, dtype, note)``: the hardware's default peak is used, while static
-    memory, the gradients and the activations keep ``dtype``'s size (an fp32 run on an
-    Ascend NPU, which lists no fp32 peak, still keeps fp32 weights and gradients, as its
-    Memory tab counts them), and ``note`` says so. :func:`perfkit.plan.calibrate` and
-    :func:`predict` both resolve the run's type this way
-    (:attr:`perfkit.plan.CalibratedJob.tensor_dtype`).
-    """
-    if dtype is None or dtype in hardware.peak_flops:
-        return dtype, None, ""
-    return None, dtype, (f"{dtype} has no peak on {hardware.name}: its "
-                         f"{hardware.default_dtype} peak is used, while static memory and "
-                         f"the gradients keep {dtype}'s size")
-
-
-def default_split(model: ModelSpec, parallel: ParallelConfig,
-                  stage_layers: Sequence[int] | None) -> tuple[Sequence[int] | None, str]:
-    """The stage layers to use, and what was assumed to get them.
-
-    ``stage_layers`` as given; else, where ``num_layers`` does not divide by ``pp · vpp``,
-    torchtitan's automatic split (:func:`perfkit.calc.pipeline.split_layers`: the
-    embedding and the output head each count as one layer), with a note saying so; else
-    None (the even split).
-    """
-    found = None if stage_layers is not None else split_when_uneven(
-        model.num_layers, parallel.pp, parallel.vpp)
-    return (stage_layers, "") if found is None else found
-
-
-def _validate(model: ModelSpec, parallel: ParallelConfig, uneven: bool) -> None:
-    rules = parallel.problems(model)
-    if uneven:
-        rules = [r for r in rules if not r.startswith(_DIVISIBILITY)
-                 and not r.startswith("recompute_layers: more than")]
-    if rules:
-        param, _, rule = rules[0].partition(": ")
-        raise ParallelConfigError(param, rule, getattr(parallel, param, None), rules=rules)
 
 
 def _resolve(calibration: Any, model: ModelSpec | None, parallel: ParallelConfig | None,
@@ -381,7 +264,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
                                          global_batch_size, seq_length)
     stage_layers, split_said = default_split(model, parallel, stage_layers)
     uneven = stage_layers is not None
-    _validate(model, parallel, uneven)
+    validate_layout(model, parallel, uneven)
     rates: Rates = getattr(calibration, "rates", None) or Rates()
     if behaviour is not None:
         chosen = Behaviour.preset(behaviour) if isinstance(behaviour, str) else behaviour
@@ -404,23 +287,16 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     else:  # the calibrating run's: its peak, and its tensors' type where it has no peak
         dtype, tensor_dtype = getattr(job, "dtype", None), getattr(job, "tensor_dtype", None)
     run_dtype = tensor_dtype or dtype
-    rows = stage_rows(model, parallel, stage_layers, selective_layers, comm_layers)
-    params = stage_params(model, parallel, tuple(int(x) for x in rows["layers"])
-                          if uneven else None)
-    out = step_times(model, hardware, rates, layout_columns(parallel), rows, params=params,
-                     activation_model=am, dtype=dtype, static_scheme=scheme,
-                     tensor_dtype=tensor_dtype, rank_order=parallel.rank_order,
-                     recompute_ops=parallel.recompute_ops)
+    priced = {"stage_layers": stage_layers, "selective_layers": selective_layers,
+              "comm_layers": comm_layers, "activation_model": am, "dtype": dtype,
+              "static_scheme": scheme, "tensor_dtype": tensor_dtype}
+    out = layout_step(model, parallel, hardware, rates, **priced)
     parts = {name: float(out[name][0]) for name in PART_NAMES}
     step = float(out["step_s"][0])
     if style_unknown(job, model, parallel, overrides):
         other = "needed" if rates.recompute_style == "all" else "all"
-        alt = float(step_times(model, hardware, rates.replace(recompute_style=other),
-                               layout_columns(parallel), rows, params=params,
-                               activation_model=am, dtype=dtype, static_scheme=scheme,
-                               tensor_dtype=tensor_dtype,
-                               rank_order=parallel.rank_order,
-                               recompute_ops=parallel.recompute_ops)["step_s"][0])
+        alt = float(layout_step(model, parallel, hardware,
+                                rates.replace(recompute_style=other), **priced)["step_s"][0])
         notes.append(style_note(rates.recompute_style, step, alt))
     measured = getattr(calibration, "measured", frozenset())
     if calibration is None:
@@ -439,42 +315,17 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     per_device = tokens / (step * parallel.world_size)
     peak = hardware.peak(dtype)
     # the gradients the reduction moves are the ones static memory keeps
-    memory_scheme = zero_stage_scheme(scheme, parallel.zero_stage)
-    if memory_scheme != scheme:  # the job's scheme shards the optimizer state only
-        weights = "too" if parallel.zero_stage >= 3 else "not"
-        notes.append(f"zero_stage {parallel.zero_stage}: static memory counted as "
-                     f"static_scheme='zero', not {scheme!r} (gradients and optimizer state "
-                     f"sharded over dp × cp, weights {weights})")
-    static = static_memory(model, parallel, memory_scheme, dtype=run_dtype,
-                           gradient_bytes=None if memory_scheme == "deepspeed"
-                           else rates.gradient_bytes).total_bytes
-    act = activation_memory(model, parallel, activation_model=am).total_bytes \
-        if not uneven else _uneven_activation(model, parallel, am)
-    limit = memory_limit_bytes if memory_limit_bytes is not None \
-        else usable_memory_bytes(hardware, memory_reserve)
-    fits = bool(static + act <= limit) if np.isfinite(act) else True
-    if not np.isfinite(act):
-        notes.append("activation memory of this uneven stage split is not computed")
-    elif not fits:
-        notes.append(f"does not fit: {(static + act) / 2**30:.1f} GiB of "
-                     f"{limit / 2**30:.1f} GiB")
+    memory = layout_memory(model, parallel, hardware, scheme, dtype=run_dtype,
+                           gradient_bytes=rates.gradient_bytes, activation_model=am,
+                           uneven=uneven, memory_limit_bytes=memory_limit_bytes,
+                           memory_reserve=memory_reserve)
+    notes.extend(memory.notes)
+    static, act, limit = memory.static_bytes, memory.activation_bytes, memory.limit_bytes
     return Prediction(
         step, step * max(0.0, 1.0 - u), step * (1.0 + u), parts, per_device,
-        flops_per_token(model) * per_device / peak, static, act, static + act, limit, fits,
+        flops_per_token(model) * per_device / peak, static, act, static + act, limit,
+        memory.fits,
         model, parallel, hardware, parallel.global_batch_size, model.seq_length,
         calibration is not None,
         _changes(getattr(job, "parallel", None), parallel, getattr(job, "model", None), model),
         tuple(notes))
-
-
-def _uneven_activation(model: ModelSpec, parallel: ParallelConfig,
-                       am: ActivationModel) -> float:
-    """Activation bytes of the first stage for an uneven split (as if it held its share)."""
-    even = model.replace(num_layers=parallel.pp * parallel.vpp
-                         * -(-model.num_layers // (parallel.pp * parallel.vpp)))
-    par = parallel.replace(recompute_layers=None) if parallel.recompute != "selective" \
-        else parallel
-    try:
-        return activation_memory(even, par, activation_model=am).total_bytes
-    except (InvalidArgumentError, ParallelConfigError):
-        return float("nan")

@@ -5,14 +5,15 @@ The candidates are :mod:`perfkit.plan.candidates`'. By default they are timed wi
 model of :func:`perfkit.plan.predict` (:mod:`perfkit.plan.search_step`): at a calibration's
 rates, at given rates, or, with neither, at perfkit's default rates — each row is then what
 ``predict`` gives for that layout, so a layout reads the same predicted step in the search,
-in :func:`perfkit.plan.predict`, on the Planner tab and in the job's figures.
-``step_model="first-order"`` times them with :func:`perfkit.calc.estimate_step`'s
-first-order model instead (:mod:`perfkit.plan.search_first_order`: one efficiency for every
-matrix product, one for every link), the first approximation the lab teaches. Both are
-evaluated with numpy over all candidates at once.
+in :func:`perfkit.plan.predict`, on the Planner tab and in the job's figures. A what-if's
+round numbers (``efficiency`` for every matrix product, ``comm_efficiency`` for every link,
+the overlaps, ``overhead_s``: :meth:`perfkit.calc.rates.Rates.with_terms`) change the rates,
+not the model. The model is evaluated with numpy over all candidates at once.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -24,20 +25,19 @@ from ..errors import InvalidArgumentError, check_fraction, check_positive
 from ..specs import Hardware, ModelSpec
 from ..specs.recompute_ops import resolve_recompute_ops
 from .candidates import SearchSpace, candidate_columns, candidates, to_parallel_config
-from .search_first_order import evaluate_first_order
 from .search_step import evaluate_step_model
 
 __all__ = ["SearchSpace", "search", "candidates", "to_parallel_config", "STEP_MODELS"]
 
-#: The values of :func:`search`'s ``step_model``: ``"step"`` (the default, the step model
-#: of :func:`perfkit.plan.predict`) and ``"first-order"`` (:func:`perfkit.calc.estimate_step`'s).
-STEP_MODELS = ("step", "first-order")
+#: The values of :func:`search`'s ``step_model``: ``"step"``, the step model of
+#: :func:`perfkit.plan.predict`, the only one. ``"first-order"``, the retired first-order
+#: model, is still accepted with a :class:`DeprecationWarning`: the step model at its
+#: round numbers (every matrix product at ``efficiency``, default 0.5; every link at
+#: ``comm_efficiency``, default 0.8).
+STEP_MODELS = ("step",)
 
-#: The arguments of the first-order model alone, and their defaults
-#: (:func:`perfkit.calc.estimate_step`'s).
-_FIRST_ORDER_TERMS = {"efficiency": 0.5, "comm_efficiency": 0.8, "dp_overlap": 0.0,
-                      "tp_overlap": 0.0, "pp_overlap": 0.0, "ep_overlap": 0.0,
-                      "cp_overlap": 0.0, "overhead_s": 0.0}
+#: The what-if terms' defaults under the deprecated ``step_model="first-order"``.
+_FIRST_ORDER_DEFAULTS = {"efficiency": 0.5, "comm_efficiency": 0.8}
 
 
 def search(model: ModelSpec, hardware: Hardware, num_devices: int, global_batch_size: int,
@@ -65,19 +65,21 @@ def search(model: ModelSpec, hardware: Hardware, num_devices: int, global_batch_
     space : SearchSpace, optional
         What to enumerate (see :class:`SearchSpace`); by default context parallelism and,
         for a MoE model, expert parallelism are explored too.
-    step_model : {"step", "first-order"}
-        ``"step"`` (default): the step model of :func:`perfkit.plan.predict`
+    step_model : {"step"}
+        The step model of :func:`perfkit.plan.predict`
         (:func:`perfkit.calc.timing.step_times`), at the calibration's rates, at
         ``rates``, or at perfkit's default rates (``Rates(gradient_bytes=gradient_bytes)``)
-        when given neither — each row is what ``predict`` gives for its layout.
-        ``"first-order"``: :func:`perfkit.calc.estimate_step`'s first-order model, a first
-        approximation (one efficiency for every matrix product, one for every link, each
-        group's overlap a fixed share); not with a calibration or rates.
+        when given neither — each row is what ``predict`` gives for its layout at those
+        rates. ``"first-order"`` (the retired first-order model) is accepted with a
+        :class:`DeprecationWarning`: the same model with ``efficiency`` 0.5 and
+        ``comm_efficiency`` 0.8 unless given.
     efficiency, comm_efficiency, dp_overlap, tp_overlap, pp_overlap, ep_overlap, \
 cp_overlap, overhead_s
-        The first-order model's terms (see :func:`perfkit.calc.estimate_step`; None: its
-        defaults 0.5, 0.8, no overlap, no overhead). Only with
-        ``step_model="first-order"``: the step model's rates are ``rates``' fields.
+        A what-if's round numbers over those rates
+        (:meth:`perfkit.calc.rates.Rates.with_terms`): every matrix product at
+        ``efficiency`` of the peak, every link at ``comm_efficiency`` of its bandwidth,
+        each group's overlap, a fixed time per step. None: the rates' own. Over a
+        calibration they replace what it fitted, and the band still counts its residual.
     calibration : Calibration, optional
         From :func:`perfkit.plan.calibrate`: rank with the calibrated step model
         (:func:`perfkit.calc.timing.step_times` at the fitted rates — exactly what
@@ -135,20 +137,20 @@ cp_overlap, overhead_s
     Raises
     ------
     perfkit.errors.InvalidArgumentError
-        A first-order term (``efficiency`` …) given to the step model, a calibration or
-        rates given to the first-order one, an unknown ``step_model``, a value out of
-        range, or a job no configuration splits.
+        An unknown ``step_model``, a value out of range, or a job no configuration splits.
     """
-    terms = {"efficiency": efficiency, "comm_efficiency": comm_efficiency,
-             "dp_overlap": dp_overlap, "tp_overlap": tp_overlap, "pp_overlap": pp_overlap,
-             "ep_overlap": ep_overlap, "cp_overlap": cp_overlap, "overhead_s": overhead_s}
-    _check_step_model(step_model, terms, calibration, rates)
-    terms = {name: _FIRST_ORDER_TERMS[name] if value is None else value
-             for name, value in terms.items()}
-    eff = check_fraction("efficiency", terms["efficiency"], allow_zero=False)
-    ceff = check_fraction("comm_efficiency", terms["comm_efficiency"], allow_zero=False)
-    overlaps = {key: check_fraction(f"{key}_overlap", terms[f"{key}_overlap"])
-                for key in ("dp", "tp", "pp", "ep", "cp")}
+    if step_model == "first-order":
+        warnings.warn("step_model='first-order' is retired: the step model prices every "
+                      "layout; pass efficiency= and comm_efficiency= for its round numbers",
+                      DeprecationWarning, stacklevel=2)
+        efficiency = _FIRST_ORDER_DEFAULTS["efficiency"] if efficiency is None else efficiency
+        comm_efficiency = _FIRST_ORDER_DEFAULTS["comm_efficiency"] if comm_efficiency is None \
+            else comm_efficiency
+    elif step_model not in STEP_MODELS:
+        raise InvalidArgumentError("step_model", f"must be one of {STEP_MODELS}", step_model)
+    overlaps = {key: check_fraction(f"{key}_overlap", value) for key, value in (
+        ("dp", dp_overlap), ("tp", tp_overlap), ("pp", pp_overlap), ("ep", ep_overlap),
+        ("cp", cp_overlap)) if value is not None}
     if static_scheme not in ("mindspore", "megatron"):
         raise InvalidArgumentError("static_scheme", "must be 'mindspore' or 'megatron'",
                                    static_scheme)
@@ -173,45 +175,18 @@ cp_overlap, overhead_s
         am = activation_model or getattr(job, "activation_model", None)
         if activation_model is None and am is not None:  # the run's tensors in ``dtype``
             am = am.in_dtype(dtype)
-    elif rates is not None and not isinstance(rates, Rates):
-        raise InvalidArgumentError("rates", "must be a perfkit.calc.rates.Rates",
-                                   type(rates).__name__)
-    elif step_model == "step":  # predict's uncalibrated model: perfkit's default rates
+    elif rates is not None:
+        if not isinstance(rates, Rates):
+            raise InvalidArgumentError("rates", "must be a perfkit.calc.rates.Rates",
+                                       type(rates).__name__)
+    else:  # predict's uncalibrated model: perfkit's default rates
         rates = Rates(gradient_bytes=gradient_bytes)
+    rates = rates.with_terms(efficiency, comm_efficiency, overlaps or None, overhead_s)
     ops = resolve_recompute_ops(space.recompute_ops) if space is not None else None
-    if rates is not None:
-        frame = evaluate_step_model(model, hardware, cols, rates, calibration, dtype,
-                                    static_scheme, limit, am, activation_convention, causal,
-                                    include_rejected, recompute_ops=ops)
-        if ops is not None:  # what each selective row reruns (to_parallel_config reads it)
-            frame["recompute_ops"] = np.where(frame["recompute"] == "selective",
-                                              ",".join(ops), "")
-        return frame
-    if ops is not None:
-        raise InvalidArgumentError("space", "recompute_ops (op-level recompute) is priced "
-                                   "by the step model only: leave step_model at 'step'",
-                                   ops)
-    return evaluate_first_order(model, hardware, cols, eff, ceff, overlaps,
-                                float(terms["overhead_s"]),
-                                dtype, static_scheme, limit, activation_model,
-                                activation_convention, causal, include_rejected,
-                                gradient_bytes)
-
-
-
-def _check_step_model(step_model: str, terms: dict[str, float | None],
-                      calibration: object | None, rates: object | None) -> None:
-    """Refuse arguments of one model given to the other, naming the one they belong to."""
-    if step_model not in STEP_MODELS:
-        raise InvalidArgumentError("step_model", f"must be one of {STEP_MODELS}", step_model)
-    given = [name for name, value in terms.items() if value is not None]
-    if step_model == "step" and given:
-        raise InvalidArgumentError(
-            given[0], "is a term of the first-order model, not of the step model (its "
-            "rates are perfkit.calc.rates.Rates fields, passed as rates=): pass "
-            "step_model='first-order' to rank with the first-order model", terms[given[0]])
-    if step_model == "first-order" and (calibration is not None or rates is not None):
-        raise InvalidArgumentError(
-            "calibration" if calibration is not None else "rates",
-            "sets the step model's rates: the first-order model has none (leave "
-            "step_model at 'step')")
+    frame = evaluate_step_model(model, hardware, cols, rates, calibration, dtype,
+                                static_scheme, limit, am, activation_convention, causal,
+                                include_rejected, recompute_ops=ops)
+    if ops is not None:  # what each selective row reruns (to_parallel_config reads it)
+        frame["recompute_ops"] = np.where(frame["recompute"] == "selective",
+                                          ",".join(ops), "")
+    return frame

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..calc import ActivationModel, flops_per_token
+from ..calc.layout_rows import run_types
 from ..calc.rates import Rates
 from ..calc.timing import PART_NAMES, step_times
 from ..specs import Hardware, ModelSpec
@@ -29,7 +30,6 @@ from .predict import (
     MODEL_UNCERTAINTY,
     PART_RATES,
     band_residual,
-    run_types,
 )
 from .search_parts import activation_bytes, max_stage_params, ranked, static_bytes
 

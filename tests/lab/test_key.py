@@ -304,14 +304,14 @@ def _derive(student: Path, settings: dict[str, Any], entry: dict[str, Any],
         rows = pk.plan.search(model, pk.Hardware.preset(plan["hardware"]),
                               plan["num_devices"], plan["global_batch_size"],
                               space=pk.plan.SearchSpace(**plan["space"]),
-                              step_model="first-order", efficiency=plan["efficiency"])
+                              efficiency=plan["efficiency"], comm_efficiency=0.8)
         top = rows.iloc[0]
         parallel = pk.ParallelConfig(dp=int(top["dp"]), tp=int(top["tp"]), pp=int(top["pp"]),
                                      num_micro_batches=int(top["num_micro_batches"]),
                                      optimizer_shard=int(top["dp"]),
                                      recompute=str(top["recompute"]))
         estimate = pk.estimate_step(model, parallel, pk.Hardware.preset(plan["hardware"]),
-                                    efficiency=plan["efficiency"])
+                                    efficiency=plan["efficiency"], comm_efficiency=0.8)
         assert math.isclose(estimate.step_s, float(top["step_s"]), rel_tol=1e-9)
         if qid == "planner_step":
             return estimate.step_s

@@ -1,12 +1,28 @@
-"""Strategy search with ``step_model="first-order"``: same numbers as estimate_step, valid
-rows, the seed's ranking; and the default, which is predict's step model
-(tests/plan/test_search_step_model.py checks its rows)."""
+"""Strategy search at a what-if's round numbers (``efficiency=0.5, comm_efficiency=0.8``,
+the retired first-order model's defaults): the same numbers as estimate_step with the same
+terms, valid rows, the seed's ranking; the default, predict's step model at its default
+rates, is checked row by row in tests/plan/test_search_step_model.py."""
 
 import numpy as np
 import pytest
 
 import perfkit as pk
 from perfkit import plan
+
+#: The what-if the lab teaches: every matrix product at 50 %, every link at 80 %.
+ROUND = {"efficiency": 0.5, "comm_efficiency": 0.8}
+#: Columns the search and estimate_step name alike; the search's ``*_comm_s`` are each
+#: group's exposed time, estimate_step's ``parts``.
+SAME = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "exposed_comm_s", "step_s",
+        "mfu", "static_bytes", "activation_bytes")
+
+
+def _same_as_estimate(row, est, columns=SAME, groups=("tp", "dp", "pp", "ep", "cp")):
+    for column in columns:
+        assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+    for g in groups:
+        assert row[f"{g}_comm_s"] == pytest.approx(est.parts[f"{g}_comm"], rel=1e-9,
+                                                   abs=1e-15), g
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +31,7 @@ def llama13b_search():
     hw = pk.Hardware.preset("ascend-910b")
     am = pk.ActivationModel.mindformers()
     frame = plan.search(model, hw, 16, 1024, memory_limit=57.2 * 2**30, activation_model=am,
-                        include_rejected=True, step_model="first-order")
+                        include_rejected=True, **ROUND)
     return model, hw, am, frame
 
 
@@ -26,10 +42,8 @@ def test_rows_equal_estimate_step(llama13b_search):
         row = frame.iloc[i]
         par = plan.to_parallel_config(row)
         est = pk.estimate_step(model, par, hw, activation_model=am,
-                               memory_limit_bytes=57.2 * 2**30)
-        for column in ("compute_s", "bubble_s", "tp_comm_s", "dp_comm_s", "pp_comm_s",
-                       "step_s", "mfu", "static_bytes", "activation_bytes"):
-            assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+                               memory_limit_bytes=57.2 * 2**30, **ROUND)
+        _same_as_estimate(row, est)
         assert bool(row["fits"]) == est.fits
 
 
@@ -110,7 +124,7 @@ def mixtral_search():
     hw = pk.Hardware.preset("h100")
     space = plan.SearchSpace(expert_tp=(None, 1), micro_batch_size=(1, 2))
     frame = plan.search(mx, hw, 64, 256, space=space, include_rejected=True, ep_overlap=0.5,
-                        cp_overlap=0.25, step_model="first-order")
+                        cp_overlap=0.25, **ROUND)
     return mx, hw, frame
 
 
@@ -124,11 +138,8 @@ def test_moe_rows_equal_estimate_step(mixtral_search):
     for i in picks:
         row = frame.iloc[i]
         est = pk.estimate_step(mx, plan.to_parallel_config(row), hw, ep_overlap=0.5,
-                               cp_overlap=0.25)
-        for column in ("compute_s", "bubble_s", "tp_comm_s", "dp_comm_s", "pp_comm_s",
-                       "ep_comm_s", "cp_comm_s", "exposed_comm_s", "step_s", "mfu",
-                       "static_bytes", "activation_bytes"):
-            assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+                               cp_overlap=0.25, **ROUND)
+        _same_as_estimate(row, est)
 
 
 def test_dense_first_moe_rows_equal_estimate_step():
@@ -138,14 +149,13 @@ def test_dense_first_moe_rows_equal_estimate_step():
     space = plan.SearchSpace(expert_tp=(None, 1), micro_batch_size=(1,), cp=(1, 2),
                              full_layer_fractions=(0.5,))
     frame = plan.search(m, hw, 64, 64, space=space, include_rejected=True,
-                        static_scheme="megatron", step_model="first-order")
+                        static_scheme="megatron", **ROUND)
     rng = np.random.default_rng(3)
     for i in rng.choice(len(frame), 30, replace=False):
         row = frame.iloc[i]
-        est = pk.estimate_step(m, plan.to_parallel_config(row), hw, static_scheme="megatron")
-        for column in ("compute_s", "dp_comm_s", "ep_comm_s", "cp_comm_s", "step_s",
-                       "static_bytes", "activation_bytes"):
-            assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+        est = pk.estimate_step(m, plan.to_parallel_config(row), hw, static_scheme="megatron",
+                               **ROUND)
+        _same_as_estimate(row, est)
 
 
 def test_fp32_rows_equal_estimate_step():
@@ -155,14 +165,19 @@ def test_fp32_rows_equal_estimate_step():
     hw = pk.Hardware.preset("a100")
     space = plan.SearchSpace(pp=(1, 2), vpp=(1,), micro_batch_size=(1,), cp=(1,))
     frame = plan.search(model, hw, 8, 64, space=space, include_rejected=True, dtype="fp32",
-                        step_model="first-order")
+                        **ROUND)
+    half = plan.search(model, hw, 8, 64, space=space, include_rejected=True, dtype="bf16",
+                       **ROUND).set_index(["tp", "pp", "recompute", "sequence_parallel",
+                                           "optimizer_shard"])
     for _, row in frame.head(12).iterrows():
         par = plan.to_parallel_config(row)
-        est = pk.estimate_step(model, par, hw, dtype="fp32")
-        for column in ("compute_s", "tp_comm_s", "dp_comm_s", "pp_comm_s", "step_s",
-                       "static_bytes", "activation_bytes"):
-            assert row[column] == pytest.approx(getattr(est, column), rel=1e-9), column
+        est = pk.estimate_step(model, par, hw, dtype="fp32", **ROUND)
+        _same_as_estimate(row, est)
         assert row["static_bytes"] > pk.estimate_step(model, par, hw, dtype="bf16").static_bytes
+        other = half.loc[(row["tp"], row["pp"], row["recompute"], row["sequence_parallel"],
+                          row["optimizer_shard"])]
+        if row["dp_comm_s"] > 0:  # 4-byte gradients: twice the bytes, one latency
+            assert row["dp_comm_s"] > 1.9 * float(np.asarray(other["dp_comm_s"]).max())
 
 
 def test_activation_conventions_reach_the_search():
@@ -170,10 +185,10 @@ def test_activation_conventions_reach_the_search():
     hw = pk.Hardware.preset("a100")
     space = plan.SearchSpace(pp=(1, 2), vpp=(1,), micro_batch_size=(1,), cp=(1,))
     frame = plan.search(model, hw, 8, 64, space=space, include_rejected=True,
-                        activation_convention="megatron", step_model="first-order")
+                        activation_convention="megatron", **ROUND)
     for _, row in frame.head(10).iterrows():
         est = pk.estimate_step(model, plan.to_parallel_config(row), hw,
-                               activation_convention="megatron")
+                               activation_convention="megatron", **ROUND)
         assert row["activation_bytes"] == pytest.approx(est.activation_bytes, rel=1e-12)
 
 
@@ -223,20 +238,23 @@ def test_search_bad_input():
     with pytest.raises(pk.InvalidArgumentError, match="no valid configuration"):
         plan.search(model, hw, 3, 64)  # dp = 3 cannot split 64 sequences
     with pytest.raises(pk.InvalidArgumentError, match="efficiency"):
-        plan.search(model, hw, 8, 64, efficiency=0, step_model="first-order")
+        plan.search(model, hw, 8, 64, efficiency=0)
     with pytest.raises(pk.InvalidArgumentError, match="optimizer_shard"):
         plan.search(model, hw, 8, 64, space=plan.SearchSpace(optimizer_shard=("half",)))
 
 
-def test_first_order_terms_belong_to_the_first_order_model():
-    """An efficiency given to the default (step) model would be ignored: it is refused,
-    naming the model it belongs to; and a calibration or rates to the first-order one."""
+def test_the_retired_first_order_model_is_the_step_model_at_its_round_numbers():
+    """``step_model="first-order"`` warns and ranks with the step model at 0.5 / 0.8, the
+    first-order model's old defaults; a what-if's terms also move a calibration's or given
+    rates; an unknown model is refused."""
     model = pk.ModelSpec.preset("llama2-7b")
     hw = pk.Hardware.preset("a100")
-    for term in ("efficiency", "comm_efficiency", "tp_overlap", "overhead_s"):
-        with pytest.raises(pk.InvalidArgumentError, match=f"^{term}: .*first-order"):
-            plan.search(model, hw, 8, 64, **{term: 0.5})
-    with pytest.raises(pk.InvalidArgumentError, match="^rates: .*first-order"):
-        plan.search(model, hw, 8, 64, step_model="first-order", rates=pk.Rates())
+    with pytest.warns(DeprecationWarning, match="retired"):
+        old = plan.search(model, hw, 8, 64, step_model="first-order")
+    new = plan.search(model, hw, 8, 64, **ROUND)
+    assert old["step_s"].to_numpy() == pytest.approx(new["step_s"].to_numpy(), rel=1e-12)
+    given = plan.search(model, hw, 8, 64, rates=pk.Rates(link_latency_s=0.0), **ROUND)
+    assert (given["step_s"].to_numpy() <= new["step_s"].to_numpy().max()).all()
+    assert given["step_s"].min() < new["step_s"].min()  # no link latency
     with pytest.raises(pk.InvalidArgumentError, match="step_model"):
         plan.search(model, hw, 8, 64, step_model="roofline")

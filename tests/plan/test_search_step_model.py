@@ -5,6 +5,8 @@ what :func:`perfkit.plan.predict` gives for the same layout — its step, band, 
 MFU — including a run type the hardware has no peak for and a calibration on an fp8 run
 searched without ``dtype`` (its peak is the calibrating run's, as predict takes it)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -55,8 +57,8 @@ def test_uncalibrated_moe_rows_equal_predict():
 @pytest.mark.parametrize("gradient_bytes", [None, 4.0])
 def test_the_default_search_is_predicts_uncalibrated_model(gradient_bytes):
     """Given neither rates nor a calibration, every row is ``predict(None, ...)`` of its
-    layout (the step model at perfkit's default rates), as on the Planner tab: not
-    estimate_step's first-order model, which prices the same layout differently."""
+    layout (the step model at perfkit's default rates), as on the Planner tab, and
+    ``estimate_step``'s step for it: one model."""
     am = pk.ActivationModel.mindformers()
     frame = plan.search(LLAMA, NPU, 16, 256, activation_model=am, static_scheme="megatron",
                         include_rejected=True, gradient_bytes=gradient_bytes)
@@ -64,9 +66,32 @@ def test_the_default_search_is_predicts_uncalibrated_model(gradient_bytes):
         None, LLAMA, par, NPU, activation_model=am, static_scheme="megatron",
         overrides={"gradient_bytes": gradient_bytes}), 12, np.random.default_rng(4))
     row = frame.iloc[0]
-    first_order = pk.estimate_step(LLAMA, plan.to_parallel_config(row), NPU,
-                                   activation_model=am, static_scheme="megatron")
-    assert abs(row["step_s"] / first_order.step_s - 1) > 0.01  # two models, told apart
+    est = pk.estimate_step(LLAMA, plan.to_parallel_config(row), NPU, activation_model=am,
+                           static_scheme="megatron", gradient_bytes=gradient_bytes)
+    assert est.step_s == pytest.approx(row["step_s"], rel=1e-9)
+    assert est.memory_bytes == pytest.approx(row["memory_bytes"], rel=1e-9)
+
+
+def test_a_what_ifs_round_numbers_are_the_step_model_at_those_rates():
+    """``efficiency``/``comm_efficiency``/overlap/``overhead_s`` change the rates, not the
+    model: each row is ``predict`` at ``Rates().with_terms(...)``, and ``estimate_step``
+    with the same terms; every GEMM of a layout then runs at exactly that share of the
+    peak (its FLOPs over the time the step model gives it)."""
+    terms = {"efficiency": 0.4, "comm_efficiency": 0.7, "dp_overlap": 0.5, "overhead_s": 0.2}
+    frame = plan.search(LLAMA, NPU, 16, 256, include_rejected=True, **terms)
+    rates = Rates().with_terms(0.4, 0.7, {"dp": 0.5}, 0.2)
+    _check_rows(frame, lambda par: plan.predict(None, LLAMA, par, NPU, overrides={
+        f.name: getattr(rates, f.name) for f in dataclasses.fields(Rates)}), 8,
+        np.random.default_rng(5))
+    row = frame.iloc[0]
+    est = pk.estimate_step(LLAMA, plan.to_parallel_config(row), NPU, **terms)
+    assert est.step_s == pytest.approx(row["step_s"], rel=1e-9)
+    assert est.overhead_s == pytest.approx(0.2)
+    # one GEMM at 40 % of the 910B's peak: 2·M·N·K FLOPs over its time
+    m, n, k = 4096, 5120, 13824
+    seconds = pk.calc.timing.gemm_seconds(2.0 * m * n * k, 2.0 * (m * k + k * n + m * n),
+                                          NPU.peak(), NPU.memory_bandwidth, rates)
+    assert 2.0 * m * n * k / seconds == pytest.approx(0.4 * NPU.peak(), rel=1e-9)
 
 
 def test_a_calibration_on_an_fp8_run_searched_without_dtype_is_priced_as_predict():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...format import sig
 from ..data import StudentData, layout_label
-from ..evidence import PLANNER_ROWS
+from ..evidence import PLANNER_ROWS, planner_compute_s
 from .registry import GIB, Question, Solution, _shuffled, question
 from .tolerance import SHOWN_DIGITS, step_tolerance
 
@@ -19,8 +19,8 @@ class PlannerLayout(Question):
     kind = "choice"
     guide = "02_parallel_strategy"
     evidence = ("brief", "planner")
-    hint = ("Run the planner's first-order model (perfkit.plan.search with "
-            "step_model='first-order') with the job of the brief: the model, the devices, the "
+    hint = ("Run the planner (perfkit.plan.search with efficiency= and "
+            "comm_efficiency=0.8) with the job of the brief: the model, the devices, the "
             "global batch, the search space given and your job's measured matrix efficiency "
             "(not the default).")
 
@@ -34,8 +34,8 @@ class PlannerLayout(Question):
                    f"devices with a global batch of {job.global_batch_size} sequences. "
                    "Which layout does the planner recommend?",
             answer=labels[0], options=_shuffled(labels, data.setup, 11),
-            derivation=f"perfkit.plan.search(step_model='first-order', "
-                       f"efficiency={job.efficiency}, restricted space) "
+            derivation=f"perfkit.plan.search(efficiency={job.efficiency}, "
+                       "comm_efficiency=0.8, restricted space) "
                        f"rank 1: {labels[0]}, step {sig(float(top['step_s']), 4)} s",
             explanation=f"{labels[0]}: {sig(float(top['step_s']), 3)} s per step, "
                         f"{sig(float(top['memory_bytes']) / GIB, 3)} GiB per device. "
@@ -56,8 +56,8 @@ class PlannerStep(Question):
                        "significant digits, in the planner table's unit or in seconds")
     guide = "02_parallel_strategy"
     evidence = ("brief", "planner")
-    hint = ("Read the predicted step of the planner's first row; it comes from the "
-            "first-order model at the efficiency you give it, so use your job's.")
+    hint = ("Read the predicted step of the planner's first row; the planner prices every "
+            "matrix product at the efficiency you give it, so use your job's.")
 
     def solve(self, data: StudentData) -> Solution:
         """Rank 1's ``step_s``: compute + bubble + exposed communication.
@@ -71,7 +71,7 @@ class PlannerStep(Question):
         derivation."""
         top = data.plan.iloc[0]
         value = float(top["step_s"])
-        compute, bubble = float(top["compute_s"]), float(top["bubble_s"])
+        compute, bubble = float(planner_compute_s(data.plan).iloc[0]), float(top["bubble_s"])
         exposed = float(top["exposed_comm_s"])
         tol = step_tolerance(value, [float(v) for v in data.plan.head(PLANNER_ROWS)["step_s"]])
         wrong = {"compute alone": compute, "compute + bubble (communication left out)":
@@ -89,12 +89,13 @@ class PlannerStep(Question):
             prompt="What step time, in seconds, does the planner predict for the layout it "
                    "recommends?",
             answer=value, options=None,
-            derivation=f"perfkit.plan.search(step_model='first-order') rank 1 step_s = "
-                       f"{sig(value, 4)} s (compute "
+            derivation=f"perfkit.plan.search(efficiency={data.setup.planner.efficiency}, "
+                       f"comm_efficiency=0.8) rank 1 step_s = {sig(value, 4)} s (compute "
                        f"{sig(compute, 4)} + bubble {sig(bubble, 4)} + exposed comm "
                        f"{sig(exposed, 4)}) ± {sig(tol, 2)} s (the table's {SHOWN_DIGITS} "
                        f"significant digits). {verdicts[0].upper()}{verdicts[1:]}.",
-            explanation=f"{sig(value, 3)} s: compute {sig(compute, 3)} s, "
+            explanation=f"{sig(value, 3)} s: compute {sig(compute, 3)} s (recompute and the "
+                        "optimizer included), "
                         f"bubble {sig(bubble, 3)} s, exposed communication "
                         f"{sig(exposed, 3)} s.",
             settings=("planner",),

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from ...calc import ActivationModel
+from ...calc.layout_rows import default_split, run_types
 from ...calc.rates import GROUPS, Rates
 from ...calc.timing import PART_NAMES
 from ...errors import InvalidArgumentError, check_choice
 from ...format import signed_share_text
 from ...specs import Hardware, ModelSpec, ParallelConfig
-from ..predict import default_split, run_types
 from .fallback import _check_job, _from_step_time, _from_steps, _links_to_exposed
 from .passes import _solve_pass_closing
 from .profile import _from_profile

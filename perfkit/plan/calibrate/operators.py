@@ -14,9 +14,9 @@ from ...calc.attention_rate import (
     call_lengths,
     resolve_implementation,
 )
+from ...calc.layout_rows import stage_params
 from ...calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ...format import counted
-from ..predict import stage_params
 from .result import CalibratedJob
 
 __all__: list[str] = []  # private parts of perfkit.plan.calibrate

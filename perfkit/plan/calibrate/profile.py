@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 
 from ...calc import ActivationModel
+from ...calc.layout_rows import run_types
 from ...calc.rates import Rates
 from ...errors import InvalidArgumentError, PerfkitError
 from ...specs import Hardware, ModelSpec, ParallelConfig
-from ..predict import run_types
 from .fallback import _from_steps, _measured_from_steps, _steps_table
 from .gradients import read_gradient_bytes
 from .links import _fit_links

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 
 from ...calc.attention_rate import resolve_implementation
 from ...calc.gemm_rate import surface_for
+from ...calc.layout_rows import layout_columns, stage_params, stage_rows
 from ...calc.rates import GEMM_SURFACE_SCALE_MAX, GROUPS, Rates
 from ...calc.timing import step_times
 from ...calc.topology import GROUP_COLLECTIVE, group_bandwidth, layout_group
-from ..predict import layout_columns, stage_params, stage_rows
 from .result import CalibratedJob
 
 __all__: list[str] = []  # private parts of perfkit.plan.calibrate
