@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..calc.memory import activation_memory, static_memory
+from ..calc.memory import activation_memory, static_memory, zero_stage_scheme
 from ..errors import InvalidArgumentError
 from ..format import bytes_text, ratio_text
 from ._frames import aggregate, is_lazy, per_rank
@@ -240,7 +240,9 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     parallel : perfkit.ParallelConfig
     scheme : str
         Static-memory accounting passed to :func:`perfkit.calc.static_memory`
-        (``"megatron"`` suits PyTorch/MindSpeed, ``"mindspore"`` MindFormers).
+        (``"megatron"`` suits PyTorch/MindSpeed, ``"mindspore"`` MindFormers); with
+        ``parallel.zero_stage`` 2 or 3, ``"zero"`` (sharded gradients, and weights at 3:
+        :func:`perfkit.calc.memory.zero_stage_scheme`, as :func:`perfkit.plan.predict`).
     hardware : perfkit.Hardware, optional
         Adds the device capacity and the headroom.
     flag_ratio : float
@@ -285,6 +287,7 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
     comp = framework_component(profile)
     if peaks.empty or comp is None:
         return empty_frame(cols, "no framework allocator samples to compare with the theory")
+    scheme = zero_stage_scheme(scheme, parallel.zero_stage)  # ZeRO-2/3: sharded gradients
     static = static_memory(model, parallel, scheme=scheme, dtype=dtype,
                            gradient_bytes=gradient_bytes)
     act = activation_memory(model, parallel, activation_model=activation_model)

@@ -26,7 +26,7 @@ from ..calc import (
     tokens_per_second_per_device,
     tokens_per_second_per_p,
 )
-from ..calc.memory import STATIC_SCHEME_NAMES
+from ..calc.memory import STATIC_SCHEME_NAMES, zero_stage_scheme
 from ..errors import InvalidArgumentError, check_positive
 from ..format import bytes_text, counted, number_text, share_text, time_text
 from ..guards import Guarded, check_memory, check_step, check_utilization
@@ -181,8 +181,9 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
     run_dtype = dtype or (job.dtype if job is not None else None)  # the run's tensors
     scheme = _scheme(static_scheme, job)
     grads, read = _gradients(gradient_bytes, job, scheme)
-    static = static_memory(model, parallel, scheme=scheme, dtype=run_dtype,
-                           gradient_bytes=grads)
+    # a ZeRO-2/3 layout shards its gradients (and weights) as predict counts them
+    static = static_memory(model, parallel, scheme=zero_stage_scheme(scheme, parallel.zero_stage),
+                           dtype=run_dtype, gradient_bytes=grads)
     act = activation_memory(model, parallel, activation_model=activation_model)
     bubble = bubble_fraction(parallel.pp, parallel.num_micro_batches, parallel.vpp)
     # the prediction counts the run's bytes as the rows above do (its peak where the device
@@ -401,7 +402,8 @@ def memory_breakdown(model: ModelSpec | str | Job, hardware: Hardware | str | No
     parallel.validate(model)
     scheme = _scheme(static_scheme, job)
     grads, read = _gradients(gradient_bytes, job, scheme)
-    static = static_memory(model, parallel, scheme=scheme, dtype=dtype, gradient_bytes=grads)
+    static = static_memory(model, parallel, scheme=zero_stage_scheme(scheme, parallel.zero_stage),
+                           dtype=dtype, gradient_bytes=grads)
     act = activation_memory(model, parallel, activation_model=activation_model)
     parts = {"weights": static.weights_bytes, "gradients": static.gradients_bytes,
              "optimizer state": static.optimizer_bytes, "activations": act.total_bytes}

@@ -43,3 +43,39 @@ def test_the_distributed_optimizer_alone_is_megatrons_table() -> None:
     static, n, notes = _static(1, "megatron")
     assert static == pytest.approx((6 + 12 / 8) * n, rel=1e-9)
     assert not any("zero_stage" in s for s in notes)
+
+
+def test_every_page_counts_a_zero_stage_as_predict_does() -> None:
+    """The calculator panel's figures and memory bars (widgets.metrics_summary,
+    widgets.memory_breakdown) and estimate_step count a ZeRO-3 layout's static memory as
+    predict does: 16 bytes per parameter over the 8 ranks."""
+    from perfkit.widgets import memory_breakdown, metrics_summary
+
+    model = pk.ModelSpec.preset("llama2-13b")
+    hw = pk.Hardware.preset("a100")
+    par = pk.ParallelConfig(dp=8, micro_batch_size=1, num_micro_batches=4,
+                            optimizer_shard=8, zero_stage=3, recompute="full")
+    n = parameters_per_device(model, par)
+    bars = memory_breakdown(model, hw, par, static_scheme="megatron", dtype="bf16")
+    static = bars[bars["component"] != "activations"]["bytes"].sum()
+    assert static == pytest.approx(16 * n / 8, rel=1e-9)
+    est = pk.estimate_step(model, par, hw, static_scheme="megatron", dtype="bf16")
+    assert est.static_bytes == pytest.approx(16 * n / 8, rel=1e-9)
+    assert any("zero_stage 3" in a for a in est.assumptions)
+    figures = metrics_summary(model, hw, par, 10.0, dtype="bf16",
+                              static_scheme="megatron").set_index("key")
+    assert figures.at["static_gib", "value"] * 2**30 == pytest.approx(16 * n / 8, rel=1e-9)
+
+
+@pytest.mark.slow  # loads a 16-rank bundled profile
+def test_the_memory_analysis_theory_counts_a_zero_stage_too() -> None:
+    from perfkit.analysis import memory_vs_theory
+
+    profile = pk.load("sample:llama2-13b-baseline-dp16", progress=False)
+    job = pk.infer_job(profile)
+    par = job.parallel.replace(zero_stage=3)
+    frame = memory_vs_theory(profile, job.model, par, scheme="megatron")
+    theory = frame[frame["item"] == "theory_static"]
+    n = parameters_per_device(job.model, par)
+    assert theory["bytes"].to_numpy() == pytest.approx(16 * n / (par.dp * par.cp), rel=1e-9)
+    assert theory["explanation"].str.contains("zero accounting").all()
