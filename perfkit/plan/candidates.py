@@ -17,14 +17,16 @@ from ..errors import InvalidArgumentError, check_positive_int
 from ..specs import ModelSpec, ParallelConfig
 
 __all__ = ["SearchSpace", "candidates", "candidate_columns", "to_parallel_config", "COLUMNS",
-           "REC_NAMES"]
+           "REC_NAMES", "SHARDING"]
 
 _REC_CODE = {"none": 0, "selective": 1, "full": 2}
 #: The layout columns of a candidate, in the order of :func:`candidates` and of the
 #: search's frame.
 COLUMNS = ["dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
-           "num_micro_batches", "sequence_parallel", "optimizer_shard", "recompute",
-           "full_layers_per_stage"]
+           "num_micro_batches", "sequence_parallel", "optimizer_shard", "zero_stage",
+           "recompute", "full_layers_per_stage"]
+#: :class:`SearchSpace`'s ``optimizer_shard`` entries, by their code in the candidates.
+SHARDING = {"off": 0, "dp": 1, "fsdp": 2}
 #: The recompute mode of each code of :func:`candidate_columns`' ``recompute`` column.
 REC_NAMES = np.array(["none", "selective", "full"], dtype=object)
 
@@ -56,8 +58,14 @@ class SearchSpace:
         (default ``(None,)``; add ``1`` to try Megatron's ``--expert-tensor-parallel-size
         1``).
     sequence_parallel : sequence of bool
-    optimizer_shard : sequence of {"off", "dp"}
-        Optimizer sharding off, or over the whole data-parallel group.
+    optimizer_shard : sequence of {"off", "dp", "fsdp"}
+        Optimizer sharding off; over the whole data-parallel group (ZeRO-1, Megatron's
+        distributed optimizer); or ``"fsdp"``: the weights, gradients and optimizer
+        state sharded over it (``zero_stage=3``: PyTorch FSDP's ``FULL_SHARD``, FSDP2,
+        DeepSpeed ZeRO-3), whose static memory is counted sharded
+        (:func:`perfkit.calc.memory.zero_stage_scheme`) and whose traffic the step model
+        prices as :func:`perfkit.plan.predict` does, one gather of the weights per step.
+        Default ``("off", "dp")``.
     recompute : sequence of {"none", "selective", "full"}
     full_layer_fractions : sequence of float
         Partial full recompute: besides ``recompute="selective"`` on every layer, try
@@ -104,9 +112,10 @@ def candidates(model: ModelSpec, num_devices: int, global_batch_size: int,
     """Every valid configuration of ``space``, one row each (no estimate yet).
 
     Columns: ``dp, tp, pp, cp, ep, expert_tp, vpp, micro_batch_size, num_micro_batches,
-    sequence_parallel, optimizer_shard, recompute, full_layers_per_stage`` (``expert_tp``
-    0 means "same as tp"). Rules are those of :meth:`perfkit.ParallelConfig.problems`,
-    plus ``global_batch_size`` divisible by ``dp × micro_batch_size``.
+    sequence_parallel, optimizer_shard, zero_stage, recompute, full_layers_per_stage``
+    (``expert_tp`` 0 means "same as tp"; ``zero_stage`` 3 for the ``"fsdp"`` rows). Rules
+    are those of :meth:`perfkit.ParallelConfig.problems`, plus ``global_batch_size``
+    divisible by ``dp × micro_batch_size``.
     """
     cols = candidate_columns(model, num_devices, global_batch_size, space, devices_per_node)
     if cols is None:
@@ -162,13 +171,14 @@ def candidate_columns(model: ModelSpec, num_devices: int, global_batch_size: int
     extras = []
     for sp, os_, rec in itertools.product(space.sequence_parallel, space.optimizer_shard,
                                           space.recompute):
-        if os_ not in ("off", "dp"):
-            raise InvalidArgumentError("optimizer_shard", "entries must be 'off' or 'dp'", os_)
+        if os_ not in SHARDING:
+            raise InvalidArgumentError("optimizer_shard", "entries must be 'off', 'dp' or "
+                                       "'fsdp'", os_)
         if rec not in _REC_CODE:
             raise InvalidArgumentError("recompute", "entries must be none/selective/full", rec)
-        extras.append((int(sp), int(os_ == "dp"), _REC_CODE[rec], -1))
+        extras.append((int(sp), SHARDING[os_], _REC_CODE[rec], -1))
         if rec == "selective":
-            extras.extend((int(sp), int(os_ == "dp"), 1, -2 - i)
+            extras.extend((int(sp), SHARDING[os_], 1, -2 - i)
                           for i in range(len(space.full_layer_fractions)))
     e = np.array(extras, dtype=np.int64)
     rows = np.repeat(b, len(e), axis=0)
@@ -183,17 +193,18 @@ def candidate_columns(model: ModelSpec, num_devices: int, global_batch_size: int
     if partial.any():
         full[partial] = np.rint(fractions[-2 - pick[partial]] * per_stage[partial])
     keep = ~((sp == 1) & (tp == 1))
-    keep &= ~((os_ == 1) & (dp == 1))
+    keep &= ~((os_ >= 1) & (dp == 1))
     keep &= ~(partial & ((full <= 0) | (full >= per_stage)))
     # the same row can come twice when two fractions round to the same layer count
-    code = (((base_index * 2 + sp) * 2 + os_) * 3 + rec) * (L + 1) + full
+    code = (((base_index * 2 + sp) * 3 + os_) * 3 + rec) * (L + 1) + full
     _, first = np.unique(np.where(keep, code, -1), return_index=True)
     chosen = np.sort(first[keep[first]])
     names = ["dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
              "num_micro_batches"]
     cols = {name: rows[chosen, i] for i, name in enumerate(names)}
     cols["sequence_parallel"] = sp[chosen].astype(bool)
-    cols["optimizer_shard"] = np.where(os_[chosen] == 1, dp[chosen], 1)
+    cols["optimizer_shard"] = np.where(os_[chosen] >= 1, dp[chosen], 1)
+    cols["zero_stage"] = np.where(os_[chosen] == 2, 3, 0)
     cols["recompute"] = rec[chosen]
     cols["full_layers_per_stage"] = full[chosen]
     return cols
@@ -210,7 +221,8 @@ def to_parallel_config(row: pd.Series) -> ParallelConfig:
         micro_batch_size=int(row["micro_batch_size"]),
         num_micro_batches=int(row["num_micro_batches"]),
         sequence_parallel=bool(row["sequence_parallel"]),
-        optimizer_shard=int(row["optimizer_shard"]), recompute=rec,
+        optimizer_shard=int(row["optimizer_shard"]), zero_stage=int(row.get("zero_stage", 0)),
+        recompute=rec,
         recompute_layers=k if rec == "selective" and k > 0 else None,
         cp=int(row.get("cp", 1)), ep=int(row.get("ep", 1)), expert_tp=expert_tp or None,
         recompute_ops=tuple(ops.split(",")) if ops and rec == "selective" else None)

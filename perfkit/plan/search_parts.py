@@ -18,7 +18,7 @@ from ..calc import (
     in_flight_micro_batches,
     static_memory,
 )
-from ..calc.memory import stage_parameters
+from ..calc.memory import stage_parameters, zero_stage_scheme
 from ..specs import ModelSpec, ParallelConfig
 from .candidates import COLUMNS, REC_NAMES
 
@@ -87,16 +87,25 @@ def ranked(c: dict[str, np.ndarray], results: dict[str, np.ndarray], static: np.
 def static_bytes(model: ModelSpec, c: dict[str, np.ndarray], scheme: str, m: np.ndarray,
                  pp: np.ndarray, dtype: str | None,
                  gradient_bytes: float | None = None) -> np.ndarray:
-    """Static memory per distinct (dp, tp, pp, cp, ep, expert_tp, shard, gradient buffer),
-    of a run of ``dtype`` whose reduction moves ``gradient_bytes`` per gradient element
-    (``static_memory``'s; None: the scheme's size)."""
+    """Static memory per distinct (dp, tp, pp, cp, ep, expert_tp, shard, ZeRO stage,
+    gradient buffer), of a run of ``dtype`` whose reduction moves ``gradient_bytes`` per
+    gradient element (``static_memory``'s; None: the scheme's size); a ZeRO-2/3 row under
+    the scheme :func:`~perfkit.calc.memory.zero_stage_scheme` gives it, as
+    :func:`perfkit.plan.predict` counts it."""
     keys = {name: c[name] for name in ("dp", "tp", "pp", "cp", "ep", "expert_tp",
                                         "optimizer_shard")}
+    keys["z"] = c["zero_stage"] if "zero_stage" in c else np.zeros(len(m), dtype=np.int64)
     keys["g"] = (m > 1) | (pp > 1)
-    return lookup(keys, lambda d, t, p, cc, e, x, os_, g: static_memory(
-        model, config(d, t, p, cc, e, x, num_micro_batches=int(p), optimizer_shard=int(os_)),
-        scheme, gradient_buffer=bool(g), dtype=dtype,
-        gradient_bytes=gradient_bytes).total_bytes)
+
+    def one(d, t, p, cc, e, x, os_, z, g) -> float:
+        own = zero_stage_scheme(scheme, int(z))
+        return static_memory(
+            model, config(d, t, p, cc, e, x, num_micro_batches=int(p),
+                          optimizer_shard=int(os_), zero_stage=int(z)),
+            own, gradient_buffer=bool(g), dtype=dtype,
+            gradient_bytes=gradient_bytes).total_bytes
+
+    return lookup(keys, one)
 
 
 def activation_bytes(model: ModelSpec, c: dict[str, np.ndarray],

@@ -258,3 +258,33 @@ def test_the_retired_first_order_model_is_the_step_model_at_its_round_numbers():
     assert given["step_s"].min() < new["step_s"].min()  # no link latency
     with pytest.raises(pk.InvalidArgumentError, match="step_model"):
         plan.search(model, hw, 8, 64, step_model="roofline")
+
+
+def test_fsdp_candidates_shard_everything_and_are_priced_as_predict():
+    """``optimizer_shard="fsdp"`` adds ZeRO-3 rows (``zero_stage`` 3, sharded over dp):
+    16 bytes per parameter over the data-parallel ranks (Rajbhandari et al. 2020, §5,
+    K = 12), the step and memory ``predict`` gives the same layout."""
+    model = pk.ModelSpec.preset("llama2-13b")
+    hw = pk.Hardware.preset("h100")
+    plain = plan.SearchSpace(cp=(1,), pp=(1, 2), vpp=(1,), micro_batch_size=(1,))
+    both = plan.SearchSpace(cp=(1,), pp=(1, 2), vpp=(1,), micro_batch_size=(1,),
+                            optimizer_shard=("off", "dp", "fsdp"))
+    before = plan.search(model, hw, 16, 64, space=plain, static_scheme="megatron",
+                         include_rejected=True)
+    frame = plan.search(model, hw, 16, 64, space=both, static_scheme="megatron",
+                        include_rejected=True)
+    fsdp = frame[frame["zero_stage"] == 3]
+    sharded = before[before["optimizer_shard"] > 1]
+    assert len(fsdp) == len(sharded) and len(frame) == len(before) + len(sharded)
+    assert (before["zero_stage"] == 0).all()
+    assert (fsdp["optimizer_shard"] == fsdp["dp"]).all()
+    for _, row in fsdp.sample(6, random_state=0).iterrows():
+        par = plan.to_parallel_config(row)
+        assert par.zero_stage == 3
+        n = pk.calc.parameters_per_device(model, par)
+        assert row["static_bytes"] == pytest.approx(16 * n / par.dp, rel=1e-9)
+        pred = plan.predict(None, model, par, hw, static_scheme="megatron")
+        assert row["step_s"] == pytest.approx(pred.step_s, rel=1e-9)
+        assert row["memory_bytes"] == pytest.approx(pred.memory_bytes, rel=1e-9)
+    with pytest.raises(pk.InvalidArgumentError, match="fsdp"):
+        plan.search(model, hw, 16, 64, space=plan.SearchSpace(optimizer_shard=("zero3",)))
