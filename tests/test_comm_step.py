@@ -294,3 +294,22 @@ def test_an_fp32_run_sends_and_keeps_four_bytes():
     assert per_device == pytest.approx(n, rel=0.01)
     assert full.static_bytes == pytest.approx(12 * per_device / 4 + 4 * per_device)
     assert half.static_bytes == pytest.approx(10 * per_device / 4 + 2 * per_device)
+
+
+def test_float8_weight_gathers_move_one_byte_per_parameter():
+    """torchao's float8 all-gather under FSDP2 (``Rates.param_gather_bytes=1``): the
+    weights come back in one byte each, in the volume and in the step model."""
+    m = small_model()
+    par = pk.ParallelConfig(dp=4, zero_stage=3, optimizer_shard=4)
+    n = _small_parameters()
+    frame = pk.comm_volume(m, par, param_gather_bytes=1).to_frame().set_index("collective")
+    assert frame.loc["all-gather (parameters, fwd and bwd)", "message_bytes"] == n * 1
+    assert frame.loc["reduce-scatter (gradients)", "message_bytes"] == n * 2
+    hw = pk.Hardware.preset("h100")
+    terms = {"comm_efficiency": 0.8, "rates": pk.Rates(link_latency_s=0.0)}
+    two = pk.estimate_step(m, par, hw, **terms)
+    float8 = pk.estimate_step(m, par, hw, comm_efficiency=0.8,
+                              rates=pk.Rates(link_latency_s=0.0, param_gather_bytes=1.0))
+    ring = 3 / 4 / (450e9 * 0.8)
+    assert two.dp_comm_s == pytest.approx(n * (2 + 2) * ring)  # 2-byte grads + weights
+    assert float8.dp_comm_s == pytest.approx(n * (2 + 1) * ring)

@@ -112,7 +112,8 @@ class CommVolume:
 
 
 def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float = 2.0,
-                gradient_bytes: float | None = None, cp_comm: str = "p2p") -> CommVolume:
+                gradient_bytes: float | None = None, cp_comm: str = "p2p",
+                param_gather_bytes: float | None = None) -> CommVolume:
     """Bytes each device sends in one step, by collective kind.
 
     Parameters
@@ -131,6 +132,10 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
     cp_comm : {"p2p", "all_gather"}
         How context parallelism moves keys and values (Megatron's ``cp_comm_type``): a
         ring of sends, or all-gather / reduce-scatter collectives. Same bytes.
+    param_gather_bytes : float, optional
+        Bytes per weight element the all-gathers of sharded weights move (the step
+        model's ``Rates.param_gather_bytes``); default ``dtype_bytes``. 1 for torchao's
+        float8 all-gather under FSDP2.
 
     Notes
     -----
@@ -151,6 +156,8 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
     a_bytes = check_positive("dtype_bytes", dtype_bytes)
     g_bytes = a_bytes if gradient_bytes is None else check_positive("gradient_bytes",
                                                                     gradient_bytes)
+    w_bytes = a_bytes if param_gather_bytes is None else check_positive(
+        "param_gather_bytes", param_gather_bytes)
     dp, tp, pp, v, ep = parallel.dp, parallel.tp, parallel.pp, parallel.vpp, parallel.ep
     cp = parallel.cp
     m, b = parallel.num_micro_batches, parallel.micro_batch_size
@@ -176,7 +183,7 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
             items.append(CommItem("dp", f"reduce-scatter ({label}gradients)", group, 1,
                                   count * g_bytes, ring))
             items.append(CommItem("dp", f"all-gather ({label}parameters, fwd and bwd)", group,
-                                  2, full_count * a_bytes, ring))
+                                  2, full_count * w_bytes, ring))
         elif parallel.optimizer_shard > 1 or parallel.zero_stage >= 1:
             # the gradients are reduce-scattered in their own size; the updated weights
             # come back in theirs (Megatron-LM's distributed optimizer gathers its bf16
@@ -184,7 +191,7 @@ def comm_volume(model: ModelSpec, parallel: ParallelConfig, dtype_bytes: float =
             items.append(CommItem("dp", f"reduce-scatter ({label}gradients)", group, 1,
                                   count * g_bytes, ring))
             items.append(CommItem("dp", f"all-gather ({label}parameters)", group, 1,
-                                  count * a_bytes, ring))
+                                  count * w_bytes, ring))
         else:
             items.append(CommItem("dp", f"all-reduce ({label}gradients)", group, 1,
                                   count * g_bytes, 2 * ring))
