@@ -85,8 +85,12 @@ class MappedRow:
         fields: dict[str, Any] = {}
         if self.attention_implementation != "auto":  # PROTOCOL.md, amendments 1 and 2
             fields["attention_implementation"] = self.attention_implementation
-        if self.extra.get("overlap", {}).get("fsdp_float8_all_gather") == "1":  # amendment 6
+        flags = self.extra.get("overlap", {})
+        if flags.get("fsdp_float8_all_gather") == "1":  # amendment 6
             fields["param_gather_bytes"] = 1.0
+        if flags.get("float8_linear") == "1" and self.parallel.tp > 1 \
+                and self.parallel.sequence_parallel:  # amendment 8
+            fields["tp_gather_bytes"] = 1.0
         if fields:
             kw["rates"] = Rates(**fields)
             kw["overrides"] = fields

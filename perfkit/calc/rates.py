@@ -198,6 +198,16 @@ class Rates:
         each weight shard to float8 before gathering it (torchtitan
         ``[float8] enable_fsdp_float8_all_gather``, on in its Llama 3.1 405B recipe,
         ``train_configs/llama3_405b.toml`` at ``3faaa1a0dee6``).
+    tp_gather_bytes : float or None
+        Bytes per element of the tensor-parallel all-gathers under sequence parallelism
+        (the column-parallel GEMMs' inputs forward, the row-parallel outputs' gradients
+        backward). None (default): the run's activations' (2, or 4 in an fp32 run). Set 1
+        for torchao's float8 tensor parallelism (``Float8ColwiseParallel``,
+        ``Float8RowwiseParallel``, ``PrepareFloat8ModuleInput``: each input is cast to
+        float8 before its all-gather, each output's gradient before the all-gather of its
+        backward), which torchtitan uses with ``float8.enable_float8_linear`` and tensor
+        parallelism (``parallelize_llama.py`` at ``3faaa1a0dee6`` and ``d4c86e3758a8``);
+        the reduce-scatters stay 16-bit.
     dp_bucket_params : float
         Parameters per gradient bucket; > 0 makes the buckets ``max(dp_buckets,
         ⌈parameters / dp_bucket_params⌉)`` (Megatron's 40e6, DDP's 25 MB). Default 0.
@@ -240,6 +250,7 @@ class Rates:
     tp_comm_overlap: bool = False
     param_gather_overlap: bool = False
     param_gather_bytes: float | None = None
+    tp_gather_bytes: float | None = None
     dp_bucket_params: float = 0.0
     dp_bucket_per_layer: bool = False
 
@@ -260,6 +271,8 @@ class Rates:
         if not 0 < self.attention_efficiency <= 2:
             raise InvalidArgumentError("attention_efficiency", "must be in (0, 2]",
                                        self.attention_efficiency)
+        if self.tp_gather_bytes is not None and not self.tp_gather_bytes > 0:
+            raise InvalidArgumentError("tp_gather_bytes", "must be > 0", self.tp_gather_bytes)
         if self.param_gather_bytes is not None and not self.param_gather_bytes > 0:
             raise InvalidArgumentError("param_gather_bytes", "must be > 0",
                                        self.param_gather_bytes)

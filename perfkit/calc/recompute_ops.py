@@ -55,7 +55,8 @@ from .recompute_ops_memory import _check_ops, op_dropped_terms
 from .timing_kernels import _gemm, _layer_ops, _Op, _seconds, fp8_casts
 from .timing_layer import _half_peak
 
-__all__ = ["OP_TAGS", "op_dropped_terms", "op_recompute_seconds", "op_recompute_tp_halves"]
+__all__ = ["OP_TAGS", "op_dropped_terms", "op_recompute_seconds", "op_recompute_tp_halves",
+           "op_recompute_tp_gathers"]
 
 #: The kernel model's tag of each op name (:func:`perfkit.calc.timing_kernels._layer_ops`).
 OP_TAGS = {"attn_norm": "attn_norm", "qkv": "qkv", "rope": "rope", "core": "core",
@@ -77,11 +78,18 @@ def op_recompute_tp_halves(ops: tuple[str, ...], tp: int, sequence_parallel: boo
     chosen = set(ops)
     ends = sum(1 for op in ("out_proj", "fc2") if op in chosen) * (1.0 if sequence_parallel
                                                                    else 2.0)
-    starts = 0.0
-    if sequence_parallel:
-        starts = float(bool(chosen & {"qkv", "q", "k", "v"})) \
-            + float(bool(chosen & {"fc1", "gate", "up"}))
-    return ends + starts
+    return ends + op_recompute_tp_gathers(ops, tp, sequence_parallel)
+
+
+def op_recompute_tp_gathers(ops: tuple[str, ...], tp: int, sequence_parallel: bool) -> float:
+    """Of :func:`op_recompute_tp_halves`, the all-gathers: with sequence parallelism, one
+    before the Q/K/V GEMMs and one before the MLP input GEMMs, where the rerun holds
+    them; 0 otherwise."""
+    if tp <= 1 or not sequence_parallel:
+        return 0.0
+    chosen = set(ops)
+    return float(bool(chosen & {"qkv", "q", "k", "v"})) \
+        + float(bool(chosen & {"fc1", "gate", "up"}))
 
 
 def _selected(fwd: list[_Op], model: ModelSpec, b: int, tp: int, cp: int,

@@ -84,7 +84,11 @@ from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
 from .memory import full_precision, scheme_gradient_bytes
 from .rates import GROUPS, Rates
-from .recompute_ops import op_recompute_seconds, op_recompute_tp_halves
+from .recompute_ops import (
+    op_recompute_seconds,
+    op_recompute_tp_gathers,
+    op_recompute_tp_halves,
+)
 from .timing_kernels import gemm_seconds, memory_seconds
 from .timing_layer import LayerCosts, layer_costs
 from .topology import collective_seconds, layout_groups, parse_order
@@ -160,19 +164,20 @@ def _costs_columns(model: ModelSpec, hardware: Hardware, rates: Rates,
 
 def _ops_columns(model: ModelSpec, hardware: Hardware, rates: Rates,
                  cols: dict[str, np.ndarray], am: ActivationModel, dtype: str | None,
-                 ops: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per configuration: seconds, tp halves and kernels of rerunning ``ops`` (one layer,
-    one micro-batch)."""
+                 ops: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+    """Per configuration: seconds, tp halves, kernels and tp all-gathers of rerunning
+    ``ops`` (one layer, one micro-batch)."""
     keys = np.stack([np.asarray(cols[k]).astype(np.int64).reshape(-1) for k in (
         "micro_batch_size", "tp", "sequence_parallel", "cp", "ep", "expert_tp")], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    table = np.zeros((3, len(uniq)))
+    table = np.zeros((4, len(uniq)))
     for j, (b, t, q, c, e, x) in enumerate(uniq.tolist()):
         sec, kern = op_recompute_seconds(model, hardware, rates, ops, b, t, bool(q), c, e,
                                          x or t, am, dtype)
-        table[:, j] = (sec, op_recompute_tp_halves(ops, t, bool(q)), kern)
+        table[:, j] = (sec, op_recompute_tp_halves(ops, t, bool(q)), kern,
+                       op_recompute_tp_gathers(ops, t, bool(q)))
     inverse = inverse.reshape(-1)
-    return table[0][inverse], table[1][inverse], table[2][inverse]
+    return tuple(row[inverse] for row in table)
 
 
 def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
@@ -256,6 +261,11 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     g = _groups_priced(hardware, rates, c, parse_order(rank_order))
     alg = rates.collective_algorithm
     half_tp = collective_seconds("all-gather", lc["act_bytes"], *g["tp"], lat, alg)
+    # torchao's float8 tensor parallelism all-gathers float8 tensors (Rates.tp_gather_bytes)
+    gather_scale = 1.0 if rates.tp_gather_bytes is None \
+        else rates.tp_gather_bytes / (4.0 if wide else 2.0)
+    half_ag = half_tp if gather_scale == 1.0 else collective_seconds(
+        "all-gather", lc["act_bytes"] * gather_scale, *g["tp"], lat, alg)
     kv_x = collective_seconds("all-gather", lc["kv_bytes"], *g["cp"], lat, alg)
     a2a = collective_seconds("all-to-all", lc["a2a_bytes"], *g["ep"], lat, alg)
     msg_pp = np.where(pp > 1, collective_seconds("p2p", lc["act_bytes"] / tp, *g["pp"], lat,
@@ -265,6 +275,10 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     tp_fb = 8.0 + np.where(redo, 2.0, 0.0)
     tp_rec_all = np.full(len(tp), 4.0)
     tp_rec_needed = np.where(sp, 3.0, 2.0)
+    # of those halves, the all-gathers (sequence parallelism: one before the attention's
+    # and one before the MLP's column-parallel GEMMs; their gradients' in the backward)
+    tp_fb_ag = np.where(sp, 4.0, 0.0) + np.where(redo, 2.0, 0.0)
+    rec_ag = np.where(sp, 2.0, 0.0)
     style_all = rates.recompute_style == "all"
     rec_t = lc["rec_all"] if style_all else lc["rec_needed"]
     rec_tp = tp_rec_all if style_all else tp_rec_needed
@@ -272,12 +286,13 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     sel_t = lc["sel_core"] * ("attention_core" in am.selective) \
         + lc["sel_act"] * ("mlp_activation" in am.selective)
     sel_tp = np.zeros(len(tp))
+    sel_ag = np.zeros(len(tp))
     sel_k = np.zeros(len(tp))
     sel_cp = sel_ep = 0.0  # whether the rerun repeats the K/V ring / the all-to-alls
     if recompute_ops is not None:
         sel_cp, sel_ep = float("core" in recompute_ops), float("permute" in recompute_ops)
-        sel_t, sel_tp, sel_k = _ops_columns(model, hardware, rates, c, am, dtype,
-                                            tuple(recompute_ops))
+        sel_t, sel_tp, sel_k, sel_ag = _ops_columns(model, hardware, rates, c, am, dtype,
+                                                    tuple(recompute_ops))
     # context parallelism: the K/V ring overlaps the attention core of the same layer
     cp_fb = np.maximum(0.0, 2 * kv_x - lc["core_fwd"]) + np.maximum(0.0, 3 * kv_x
                                                                      - lc["core_bwd"])
@@ -298,8 +313,9 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         + np.where(first, lc["emb"][i], 0.0)
         + np.where(last, lc["head"][i], 0.0),
         "recompute": full * rec_t[i] + sel * sel_t[i],
-        "tp_comm": (n * tp_fb[i] + full * rec_tp[i] + sel * sel_tp[i] + comm * 2.0)
-        * half_tp[i]
+        "tp_comm": _tp_seconds(n * tp_fb[i] + full * rec_tp[i] + sel * sel_tp[i] + comm * 2.0,
+                               n * tp_fb_ag[i] + full * rec_ag[i] + sel * sel_ag[i]
+                               + comm * np.where(sp[i], 2.0, 0.0), half_tp[i], half_ag[i])
         * (1 - ovl["tp"]),
         "cp_comm": (n * cp_fb[i] + (full + sel * sel_cp) * cp_rec[i]) * (1 - ovl["cp"]),
         "ep_comm": (n * ep_fb[i] + (full + sel * sel_ep) * ep_rec[i]) * (1 - ovl["ep"]),
@@ -364,8 +380,10 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     out["step_s"] = sum(out[name] for name in PART_NAMES)
     out["stage_s"] = slowest
     out["kernels"] = m * kernels_row[pick]
-    raw = {"tp": (st["layers"][pick] * tp_fb + full[pick] * rec_tp + sel[pick] * sel_tp)
-           * half_tp * m,
+    raw = {"tp": _tp_seconds(st["layers"][pick] * tp_fb + full[pick] * rec_tp
+                             + sel[pick] * sel_tp,
+                             st["layers"][pick] * tp_fb_ag + full[pick] * rec_ag
+                             + sel[pick] * sel_ag, half_tp, half_ag) * m,
            "cp": (st["layers"][pick] * 5 + (full[pick] + sel[pick] * sel_cp) * 2) * kv_x * m,
            "ep": (st["layers"][pick] * 4 + (full[pick] + sel[pick] * sel_ep) * 2) * a2a
            * lc["moe_share"] * m,
@@ -373,3 +391,10 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     for g in GROUPS:
         out[f"{g}_comm_raw_s"] = raw[g]
     return out
+
+
+def _tp_seconds(halves: np.ndarray, gathers: np.ndarray, half: np.ndarray,
+                half_gather: np.ndarray) -> np.ndarray:
+    """Tensor-parallel time of ``halves`` collective halves, ``gathers`` of them
+    all-gathers (at ``half_gather`` each, their own byte size) and the rest at ``half``."""
+    return gathers * half_gather + (halves - gathers) * half

@@ -159,6 +159,15 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
         flagged = "405b" in r["row_id"] and r["precision"] == "fp8"
         assert ("fsdp_float8_all_gather=1" in r["overlap"]) == flagged, r["row_id"]
         assert kw.get("overrides", {}).get("param_gather_bytes") == (1.0 if flagged else None)
+    # torchao's float8 tensor parallelism (amendment 8): the Float8 rows that run tp with
+    # sequence parallelism, and only they, gather their tp inputs in one byte
+    for r in (r for r in rows.values() if r["source_id"].startswith("torchtitan")):
+        mapped = map_row(r)
+        kw = mapped.kwargs()
+        flagged = "float8_linear=1" in r["overlap"] and r["tp"] > 1
+        assert not flagged or mapped.parallel.sequence_parallel, r["row_id"]
+        assert kw.get("overrides", {}).get("tp_gather_bytes") == (1.0 if flagged else None)
+    assert map_row(rows["tt-h100-405b-2d-2"]).kwargs()["overrides"]["tp_gather_bytes"] == 1.0
 
 
 BLOOM = [r for r in ROWS if r["source_id"] == "bigscience-bloom-prequel"]
