@@ -130,7 +130,7 @@ def _groups_priced(hardware: Hardware, rates: Rates, c: dict[str, np.ndarray],
     and last stages' pipeline neighbours) on ``hardware.topology``, the bandwidths times
     the group's link efficiency."""
     node = hardware.topology
-    shapes = layout_groups(c, node.devices_per_node, order, stage="ends")
+    shapes = layout_groups(c, node.devices_per_node, order)
     out = {}
     for name, (n, per_node) in shapes.items():
         group = "dp" if name == "edp" else name

@@ -49,7 +49,7 @@ from ..errors import InvalidArgumentError
 from ..specs import ParallelConfig
 
 __all__ = ["PLACEMENT_ORDER", "COLLECTIVES", "bus_factor", "parse_order", "group_shape",
-           "collective_seconds", "collective_kind", "layout_group", "group_bandwidth",
+           "collective_seconds", "layout_group", "group_bandwidth",
            "GROUP_COLLECTIVE", "ALGORITHMS", "layout_groups", "effective_bandwidth"]
 
 #: How a collective across nodes is priced: ``"hierarchical"`` (module docstring) or
@@ -79,16 +79,6 @@ def bus_factor(collective: str, n: int | float) -> float:
         return 1.0
     ring = (n - 1) / n
     return 2.0 * ring if collective == "all-reduce" else ring
-
-
-def collective_kind(name: str) -> str:
-    """The collective of a :class:`~perfkit.calc.comm.CommItem`'s name
-    (``"reduce-scatter (gradients)"`` → ``"reduce-scatter"``, ``"send/recv ..."`` →
-    ``"p2p"``)."""
-    for kind in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
-        if name.startswith(kind):
-            return kind
-    return "p2p"
 
 
 def parse_order(order: str | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -172,8 +162,7 @@ def collective_seconds(collective: str, message_bytes: np.ndarray | float,
 
 
 def layout_group(parallel: ParallelConfig, group: str, devices_per_node: int,
-                 order: str | tuple[str, ...] | None = None,
-                 stage: str = "ends") -> tuple[float, float]:
+                 order: str | tuple[str, ...] | None = None) -> tuple[float, float]:
     """``(n, r)`` of one group of a layout: its ranks and those in one node.
 
     ``group``: ``"tp"``, ``"cp"``, ``"dp"`` (the ``dp·cp`` ranks that reduce the dense
@@ -182,9 +171,7 @@ def layout_group(parallel: ParallelConfig, group: str, devices_per_node: int,
     ends, ``stride`` ranks apart — the product of the dimensions inside ``pp`` —, in one
     node (``r = 2``) when ``2·stride <= D``, as the first and last stages' neighbours are,
     else ``r = 1``; the first and last stages are the ones :func:`perfkit.calc.timing.
-    step_times` times. ``stage="interior"``: the most loaded interior stage that
-    :func:`perfkit.calc.estimate_step` prices, whose boundary crosses a node as soon as
-    the pipeline spans nodes, ``pp·stride > D``).
+    step_times` times).
     ``order`` defaults to ``parallel.rank_order``.
     """
     p = parallel
@@ -198,8 +185,7 @@ def layout_group(parallel: ParallelConfig, group: str, devices_per_node: int,
     n = float(np.prod([sizes[d] for d in dims]))
     if group == "pp":
         stride = float(np.prod([dense[d] for d in dims_order[:dims_order.index("pp")]]))
-        span = 2 * stride if stage == "ends" else p.pp * stride
-        return 2.0, (1.0 if span > devices_per_node else 2.0)
+        return 2.0, (1.0 if 2 * stride > devices_per_node else 2.0)
     return n, float(r[0])
 
 
@@ -219,7 +205,7 @@ def group_bandwidth(collective: str, n: float, per_node: float, intra_bw: float,
 
 
 def layout_groups(cols: dict[str, np.ndarray], devices_per_node: int,
-                  order: tuple[str, ...] = PLACEMENT_ORDER, stage: str = "ends"
+                  order: tuple[str, ...] = PLACEMENT_ORDER
                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """:func:`layout_group` for many layouts at once: ``{group: (n, r)}`` arrays for
     ``tp``, ``cp``, ``ep``, ``dp``, ``edp`` and ``pp``, from columns ``dp, tp, pp, cp, ep,
@@ -242,8 +228,7 @@ def layout_groups(cols: dict[str, np.ndarray], devices_per_node: int,
     stride = np.ones_like(c["tp"])
     for d in order[:order.index("pp")]:
         stride = stride * dense[d]
-    span = 2 * stride if stage == "ends" else c["pp"] * stride
-    out["pp"] = (2.0 * one, np.where(span > devices_per_node, 1.0, 2.0))
+    out["pp"] = (2.0 * one, np.where(2 * stride > devices_per_node, 1.0, 2.0))
     return out
 
 
