@@ -169,7 +169,7 @@ def pipeline(ctx: Context) -> list[Finding]:
     """Stages out of balance (or held back by one of their ranks), and receive wait beyond
     what the schedule's bubble explains."""
     sb = ctx.get("stages", lambda: _cluster.stage_balance(ctx.profile, parallel=ctx.parallel))
-    if sb.empty or len(sb) < 2:
+    if sb.empty or int(sb["stage_us"].notna().sum()) < 2:  # no two stages to compare
         return []
     out = []
     worst = sb.loc[sb["stage_us"].idxmax()]
