@@ -70,9 +70,6 @@ def stage_rows(model: ModelSpec, parallel: ParallelConfig,
     if sum(layers) != model.num_layers:
         raise InvalidArgumentError("stage_layers", f"must add up to num_layers="
                                    f"{model.num_layers}", stage_layers)
-    if any(n < 1 for n in layers):
-        raise InvalidArgumentError("stage_layers", "every stage needs at least one layer",
-                                   stage_layers)
     rl = parallel.recompute_layers
     if rl is None:
         full = layers if parallel.recompute == "full" else (0,) * pp
