@@ -1,4 +1,4 @@
-"""What both of the search's step models share: a calculator applied once per distinct
+"""The search's pieces around its step model: a calculator applied once per distinct
 input (:func:`lookup`), static and activation memory per candidate, the parameters of the
 most loaded stage, and the ranked frame (fits first, then faster, then smaller).
 """
