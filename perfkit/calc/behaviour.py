@@ -159,6 +159,16 @@ class Behaviour:
                                        f"{', '.join(cls.presets())}", name)
         return cls(name=key, **{**BEHAVIOUR_PRESETS[key], **changes})
 
+    @classmethod
+    def of(cls, value: Behaviour | str) -> Behaviour:
+        """``value`` itself, or the preset it names (the ``behaviour=`` argument of
+        :func:`perfkit.plan.predict` and :func:`perfkit.calc.estimate_step`)."""
+        chosen = cls.preset(value) if isinstance(value, str) else value
+        if not isinstance(chosen, Behaviour):
+            raise InvalidArgumentError("behaviour", "must be a Behaviour or a preset name",
+                                       type(value).__name__)
+        return chosen
+
     def replace(self, **changes: Any) -> Behaviour:
         """A copy with some options changed."""
         return dataclasses.replace(self, **changes)

@@ -261,11 +261,7 @@ def _rates(rates: Rates | None, behaviour: Behaviour | str | None, efficiency: f
         raise InvalidArgumentError("rates", "must be a perfkit.calc.rates.Rates",
                                    type(rates).__name__)
     if behaviour is not None:
-        chosen = Behaviour.preset(behaviour) if isinstance(behaviour, str) else behaviour
-        if not isinstance(chosen, Behaviour):
-            raise InvalidArgumentError("behaviour", "must be a Behaviour or a preset name",
-                                       type(behaviour).__name__)
-        rates = rates.replace(**chosen.overrides())
+        rates = rates.replace(**Behaviour.of(behaviour).overrides())
     given = {g: check_fraction(f"{g}_overlap", v) for g, v in overlaps.items() if v is not None}
     rates = rates.with_terms(efficiency, comm_efficiency, given or None, overhead_s)
     if gradient_bytes is not None:

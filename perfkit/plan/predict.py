@@ -267,11 +267,7 @@ def predict(calibration: Any = None, model: ModelSpec | None = None,
     validate_layout(model, parallel, uneven)
     rates: Rates = getattr(calibration, "rates", None) or Rates()
     if behaviour is not None:
-        chosen = Behaviour.preset(behaviour) if isinstance(behaviour, str) else behaviour
-        if not isinstance(chosen, Behaviour):
-            raise InvalidArgumentError("behaviour", "must be a Behaviour or a preset name",
-                                       type(behaviour).__name__)
-        rates = rates.replace(**chosen.overrides_over(calibration))
+        rates = rates.replace(**Behaviour.of(behaviour).overrides_over(calibration))
     if overrides:
         rates = rates.replace(**dict(overrides))
     job = getattr(calibration, "job", None)
