@@ -91,6 +91,8 @@ class MappedRow:
         if flags.get("float8_linear") == "1" and self.parallel.tp > 1 \
                 and self.parallel.sequence_parallel:  # amendment 8
             fields["tp_gather_bytes"] = 1.0
+        if flags.get("torch_compile") == "1":  # amendment 9
+            fields["fuse_elementwise"] = True
         if fields:
             kw["rates"] = Rates(**fields)
             kw["overrides"] = fields

@@ -27,6 +27,14 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   current layer's gradient computation, so gathers overlap compute. The step model has
   no per-layer ZeRO-3 gathers yet (see docs/planner.md); the flag sets the overlap of
   the data-parallel traffic to the prefetch's share (1 with prefetch, 0 without).
+* ``fuse_elementwise`` — the memory-bound kernels between a layer's GEMMs run fused, one
+  generated kernel per chain reading its inputs and writing its outputs once
+  (:data:`perfkit.calc.timing_kernels.FUSED_BYTES`): what ``torch.compile`` does to a
+  block (TorchInductor fuses point-wise and reduction ops and calls the libraries for
+  matrix products and attention; Ansel et al., "PyTorch 2", ASPLOS 2024). Off in every
+  preset: the frameworks run eager unless told (torchtitan's ``compile`` option, off in
+  its configurations, compiles each transformer block; ``parallelize_llama.py``
+  ``apply_compile`` at ``d4c86e3758a8``). Set it where a run compiles.
 * Fixed costs: ``kernel_gap_s`` per kernel (the device idles between two kernels a host
   launches back to back), ``layer_overhead_s`` per layer per micro-batch (hooks, module
   dispatch), ``overhead_s`` per step (data loading, logging). PyTorch eager on CUDA: a
@@ -110,6 +118,8 @@ class Behaviour:
     ----------
     name : str
     tp_comm_overlap, overlap_grad_reduce, overlap_param_gather, fsdp_prefetch : bool
+    fuse_elementwise : bool
+        A layer's element-wise kernels fused (``torch.compile``; module docstring).
     bucket_params : float
         Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).
     kernel_gap_s, layer_overhead_s, overhead_s : float
@@ -128,6 +138,7 @@ class Behaviour:
     bucket_params: float = 40e6
     overlap_param_gather: bool = False
     fsdp_prefetch: bool = False
+    fuse_elementwise: bool = False
     kernel_gap_s: float = 0.0
     layer_overhead_s: float = 0.0
     overhead_s: float = 0.0
@@ -187,6 +198,7 @@ class Behaviour:
             "overhead_s": self.overhead_s, "dp_buckets": 1, "dp_bucket_params": 0.0,
             "dp_bucket_per_layer": False,
             "attention_implementation": self.attention_implementation,
+            "fuse_elementwise": self.fuse_elementwise,
         }
         if self.overlap_grad_reduce:
             if self.bucket_params > 0:

@@ -213,6 +213,15 @@ class Rates:
         ⌈parameters / dp_bucket_params⌉)`` (Megatron's 40e6, DDP's 25 MB). Default 0.
     dp_bucket_per_layer : bool
         One gradient bucket per layer of the stage (FSDP's per-layer wrapping).
+    fuse_elementwise : bool
+        The memory-bound kernels between two GEMMs of a layer run fused, each chain one
+        kernel that reads its inputs and writes its outputs once
+        (:data:`perfkit.calc.timing_kernels.FUSED_BYTES`): what ``torch.compile``
+        (TorchInductor) makes of a transformer block, e.g. torchtitan's
+        ``training.compile``, which compiles each block; the embedding, the output head
+        and the loss stay as they are. Fewer kernels, fewer bytes, fewer launch gaps;
+        they run at the memory-bound rate of the run's other kernels. Default False
+        (eager: the layer's kernels as :mod:`perfkit.calc.timing` lists them).
     collective_algorithm : {"hierarchical", "flat"}
         How a collective whose group spans nodes with several ranks in each is priced
         (:mod:`perfkit.calc.topology`): reduce-scatter inside, the shard across over all
@@ -253,6 +262,7 @@ class Rates:
     tp_gather_bytes: float | None = None
     dp_bucket_params: float = 0.0
     dp_bucket_per_layer: bool = False
+    fuse_elementwise: bool = False
 
     def __post_init__(self) -> None:
         for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",

@@ -97,7 +97,8 @@ def _selected(fwd: list[_Op], model: ModelSpec, b: int, tp: int, cp: int,
     """The forward ops of ``ops`` (``q``/``k``/``v`` as their own GEMMs, ``gate``/``up``
     as half of the MLP input GEMMs' calls each)."""
     tags = {OP_TAGS[op] for op in ops if op in OP_TAGS}
-    out = [o for o in fwd if o.tag in tags]
+    # a fused kernel's tag names each op it holds ("add+mlp_norm"): it reruns when one does
+    out = [o for o in fwd if tags.intersection(o.tag.split("+"))]
     n = b * model.seq_length / cp
     h = model.hidden_size
     heads = {"q": model.num_attention_heads / tp * model.qk_head_dim,
@@ -147,7 +148,7 @@ def _op_seconds(model: ModelSpec, hardware: Hardware, rates: Rates, ops: tuple[s
         if weight <= 0:
             continue
         fwd, _ = _layer_ops(model, b, tp, sp, cp, ep, etp, am.flash_attention, dropout,
-                            am.norm_bytes, moe)
+                            am.norm_bytes, moe, rates.fuse_elementwise)
         chosen = _selected(fwd, model, b, tp, cp, ops)
         if dtype == "fp8":
             chosen = chosen + fp8_casts(chosen, False)

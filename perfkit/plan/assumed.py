@@ -54,7 +54,8 @@ ASSUMED_COLUMNS = ("part", "name", "value", "text", "origin", "source")
 
 #: The options of a :class:`~perfkit.calc.behaviour.Behaviour`, in the panel's order.
 BEHAVIOUR_OPTIONS = ("tp_comm_overlap", "overlap_grad_reduce", "bucket_params",
-                     "overlap_param_gather", "fsdp_prefetch", "kernel_gap_s",
+                     "overlap_param_gather", "fsdp_prefetch", "fuse_elementwise",
+                     "kernel_gap_s",
                      "layer_overhead_s", "overhead_s", "attention_implementation")
 
 #: The fixed costs (seconds), which a calibration on a profile fits and a preset keeps.
@@ -84,6 +85,7 @@ def calibrated_behaviour(rates: Rates) -> Behaviour:
         bucket_params=0.0 if per_layer else float(rates.dp_bucket_params or 40e6),
         overlap_param_gather=bool(rates.param_gather_overlap),
         fsdp_prefetch=float(rates.overlap.get("dp", 0.0)) >= 1.0,
+        fuse_elementwise=bool(rates.fuse_elementwise),
         kernel_gap_s=float(rates.kernel_gap_s), layer_overhead_s=float(rates.layer_overhead_s),
         overhead_s=float(rates.overhead_s),
         attention_implementation=str(rates.attention_implementation))

@@ -43,7 +43,10 @@ OWN_NODE = "as the hardware"
 RANK_ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-cp-ep-dp", "dp-tp-cp-ep-pp")
 
 _BOOLS = {"tp_comm_overlap": "tp comm overlap", "overlap_grad_reduce": "overlap grad reduce",
-          "overlap_param_gather": "overlap param gather", "fsdp_prefetch": "FSDP prefetch"}
+          "overlap_param_gather": "overlap param gather", "fsdp_prefetch": "FSDP prefetch",
+          "fuse_elementwise": "torch.compile fusion"}
+#: What a checkbox whose label cannot say it all does (its tooltip).
+_TIPS = {"fuse_elementwise": "the layers' element-wise kernels fused between their GEMMs"}
 _COSTS = {"kernel_gap_s": "gap per kernel (µs)",
           "layer_overhead_s": "per layer and micro-batch (µs)",
           "overhead_s": "per step (µs)"}
@@ -108,7 +111,7 @@ class AssumedPanel:
         self.rank_order = W.Dropdown(options=orders, value=parallel.rank_order,
                                      description="rank order", style=wide,
                                      layout=W.Layout(width="250px"))
-        self.bools = {n: W.Checkbox(description=d, indent=False,
+        self.bools = {n: W.Checkbox(description=d, indent=False, tooltip=_TIPS.get(n),
                                     layout=W.Layout(width="190px"))
                       for n, d in _BOOLS.items()}
         self.costs = {n: W.BoundedFloatText(min=0.0, max=1e7, step=0.5, description=d,

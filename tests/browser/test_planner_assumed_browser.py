@@ -1,7 +1,8 @@
 """The Planner's "What the model assumes" panel as a user sees it, at 1280 × 800 and
 1440 × 900: on the simulated 16-rank data-parallel Llama 2 13B, picking the DDP preset
 (gradient reduction overlapped with the backward) changes the predicted step the tab
-shows. Screenshots of the panel at both sizes are kept in the test artifacts.
+shows, and fusing the layers' element-wise kernels (torch.compile) shortens it.
+Screenshots of the panel at both sizes are kept in the test artifacts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ def _predicted(tab) -> str:
     found = PREDICTED.search(tab.inner_text())
     assert found, "no predicted step on the Planner tab"
     return found.group(1)
+
+
+def _seconds(text: str) -> float:
+    value, unit = text.split()[0].replace(",", ""), text.split()[1]
+    return float(value) * {"s": 1.0, "ms": 1e-3, "µs": 1e-6}[unit]
 
 
 def test_the_assumptions_panel_changes_the_predicted_step(
@@ -53,6 +59,18 @@ def test_the_assumptions_panel_changes_the_predicted_step(
                 }""", arg=before, timeout=WAIT_MS)
             after = _predicted(tab)
             assert after != before
+            # the layers' element-wise kernels fused (torch.compile): fewer bytes, faster
+            box = panel.locator(".widget-checkbox", has_text="torch.compile")
+            box.locator("input").check()
+            page.wait_for_function(
+                """(after) => {
+                  const m = document.querySelector('.pk-tab:not([hidden]) .pk-assumed');
+                  const tab = m && m.closest('.pk-tab');
+                  const f = (tab ? tab.innerText : '').match(/Predicted ([\\d.,]+ \\S+) \\(band/);
+                  return f && f[1] !== after;
+                }""", arg=after, timeout=WAIT_MS)
+            fused = _predicted(tab)
+            assert _seconds(fused) < _seconds(after), (fused, after)
             shots = {}
             for width, height in ((1280, 800), (1440, 900)):
                 page.set_viewport_size({"width": width, "height": height})

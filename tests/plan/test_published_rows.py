@@ -168,6 +168,15 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
         assert not flagged or mapped.parallel.sequence_parallel, r["row_id"]
         assert kw.get("overrides", {}).get("tp_gather_bytes") == (1.0 if flagged else None)
     assert map_row(rows["tt-h100-405b-2d-2"]).kwargs()["overrides"]["tp_gather_bytes"] == 1.0
+    # torch.compile (amendment 9): the rows that state it, and only they, fuse their
+    # layers' element-wise kernels; where a quoted table line names it, the row states it
+    for r in rows.values():
+        kw = map_row(r).kwargs()
+        flagged = "torch_compile=1" in r["overlap"]
+        assert "torch.compile" not in r["quote"] or flagged, r["row_id"]
+        assert kw.get("overrides", {}).get("fuse_elementwise") == (True if flagged else None)
+    assert "torch_compile=1" not in rows["tt-h100-llama31-8b-t1-1"]["overlap"]
+    assert "torch_compile=1" in rows["tt-h100-llama31-8b-t1-2"]["overlap"]
 
 
 BLOOM = [r for r in ROWS if r["source_id"] == "bigscience-bloom-prequel"]
