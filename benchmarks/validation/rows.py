@@ -187,6 +187,9 @@ def map_row(row: dict[str, Any]) -> MappedRow | Refusal:
         # message (ParallelConfigError); pipeline stages that do not divide the layers are
         # split as the step model's default does (perfkit.calc.pipeline.split_layers)
         hw = Hardware.preset(row["hardware"])
+        stated = {k: float(v) for k, v in parse_kv(row.get("hardware_fields", "")).items()}
+        if stated:  # what the source states of its devices (amendment 10)
+            hw = hw.replace(**stated)
     except Exception as exc:  # the current API's refusal, reported with its message
         return refuse(f"{type(exc).__name__}: {exc}")
     mindspore = row["source_id"].startswith("mindformers")
