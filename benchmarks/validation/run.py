@@ -199,7 +199,9 @@ def framework_options(m: MappedRow) -> dict[str, Any]:
     if name is None:
         return {}
     behaviour = Behaviour.preset(name, attention_implementation=m.attention_implementation)
-    return {"behaviour": behaviour, "rates": Rates().replace(**behaviour.overrides())}
+    # the row's own fields (its amendments) over the preset's, as predict applies them
+    fields = {**behaviour.overrides(), **m.kwargs().get("overrides", {})}
+    return {"behaviour": behaviour, "rates": Rates().replace(**fields)}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -232,6 +232,28 @@ def test_harness_reports_refusals_instead_of_dropping_rows():
     assert "no_such_rate" in bad["cal_refused"].iloc[1]    # the anchor has no calibrated error
 
 
+def test_a_framework_preset_keeps_the_rows_own_fields_in_the_calibration():
+    """``--frameworks`` calibrates the anchor with the preset's rates and the row's own
+    fields (its amendments) over them, as ``predict`` applies a behaviour then overrides."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.validation import run
+        from benchmarks.validation.rows import map_row, read_rows
+    finally:
+        sys.path.remove(str(ROOT))
+    rows = {r["row_id"]: r for r in read_rows()}
+    m = map_row(rows["tt-h100-llama31-405b-t5-1"])
+    options = run.framework_options(m)
+    assert options["behaviour"].name == "fsdp"
+    own = m.kwargs()["overrides"]
+    assert own["param_gather_bytes"] == 1.0 and own["tp_gather_bytes"] == 1.0
+    for name, value in {**options["behaviour"].overrides(), **own}.items():
+        got = getattr(options["rates"], name)
+        if isinstance(value, dict):  # a mapping of groups: the groups it names
+            got = {k: got[k] for k in value}
+        assert got == value, name
+
+
 @pytest.mark.parametrize("r", MOSAIC[:60:7], ids=[r["row_id"] for r in MOSAIC[:60:7]])
 def test_mosaic_model_fields_match_the_printed_parameter_count(r):
     # hand count from the row's fields: L·(4d² attention + 2·d·f MLP + 2d norms) + V·d
