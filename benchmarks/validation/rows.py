@@ -92,11 +92,19 @@ class MappedRow:
                 and self.parallel.sequence_parallel:  # amendment 8
             fields["tp_gather_bytes"] = 1.0
         if flags.get("torch_compile") == "1":  # amendment 9
-            fields["fuse_elementwise"] = True
+            fields["elementwise_kernels"] = "compiled"
+        elif self.row["source_id"] in EAGER_SOURCES:  # amendment 11
+            fields["elementwise_kernels"] = "eager"
         if fields:
             kw["rates"] = Rates(**fields)
             kw["overrides"] = fields
         return kw
+
+
+#: Sources whose runs are PyTorch running the model's own code (no fused norm or rotary
+#: kernels of a library): torchtitan's Llama, llm-foundry's MPT under Composer
+#: (PROTOCOL.md, amendment 11).
+EAGER_SOURCES = ("torchtitan-performance", "mosaic-llm-foundry")
 
 
 def read_rows(path: Path = DATA) -> list[dict[str, Any]]:

@@ -27,14 +27,18 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   current layer's gradient computation, so gathers overlap compute. The step model has
   no per-layer ZeRO-3 gathers yet (see docs/planner.md); the flag sets the overlap of
   the data-parallel traffic to the prefetch's share (1 with prefetch, 0 without).
-* ``fuse_elementwise`` — the memory-bound kernels between a layer's GEMMs run fused, one
-  generated kernel per chain reading its inputs and writing its outputs once
-  (:data:`perfkit.calc.timing_kernels.FUSED_BYTES`): what ``torch.compile`` does to a
-  block (TorchInductor fuses point-wise and reduction ops and calls the libraries for
-  matrix products and attention; Ansel et al., "PyTorch 2", ASPLOS 2024). Off in every
-  preset: the frameworks run eager unless told (torchtitan's ``compile`` option, off in
-  its configurations, compiles each transformer block; ``parallelize_llama.py``
-  ``apply_compile`` at ``d4c86e3758a8``). Set it where a run compiles.
+* ``elementwise_kernels`` — how the memory-bound kernels between a layer's GEMMs run
+  (:mod:`perfkit.calc.elementwise`, each kernel's bytes with its source): ``"library"``,
+  fused library kernels (Megatron-LM and NeMo through Transformer Engine and apex,
+  DeepSpeed's Megatron fork, MindSpore's fused operators); ``"eager"``, PyTorch running
+  the model's own code operator by operator (the ``"ddp"`` and ``"fsdp"`` presets: a
+  Llama's RMSNorm in fp32 is six kernels, its rotary five per tensor); ``"compiled"``,
+  ``torch.compile``'s fused kernels (TorchInductor fuses point-wise and reduction ops and
+  calls the libraries for matrix products and attention; Ansel et al., "PyTorch 2",
+  ASPLOS 2024): set it where a run compiles (torchtitan's ``compile`` option compiles
+  each transformer block, ``parallelize_llama.py`` ``apply_compile`` at
+  ``d4c86e3758a8``). A calibration keeps the count it was fitted with against a preset;
+  a value you set yourself applies.
 * Fixed costs: ``kernel_gap_s`` per kernel (the device idles between two kernels a host
   launches back to back), ``layer_overhead_s`` per layer per micro-batch (hooks, module
   dispatch), ``overhead_s`` per step (data loading, logging). PyTorch eager on CUDA: a
@@ -79,6 +83,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
 from .attention_rate import ATTENTION_IMPLEMENTATIONS
+from .elementwise import ELEMENTWISE_KERNELS
 
 __all__ = ["Behaviour", "BEHAVIOUR_PRESETS", "EAGER_MEMORY_EFFICIENCY", "FITTED_FIELDS"]
 
@@ -87,7 +92,7 @@ CUDA_EAGER_GAP_S = 1e-6
 
 #: Behaviour fields that a calibration fits: ``plan.predict(cal, behaviour=...)`` keeps
 #: the calibration's values of these.
-FITTED_FIELDS = ("memory_efficiency", "memory_half_bytes")
+FITTED_FIELDS = ("memory_efficiency", "memory_half_bytes", "elementwise_kernels")
 
 #: Eager PyTorch's memory-bound kernels on H100, share of the HBM bandwidth (module
 #: docstring: the project's recorded profiles, calibrated kernel kind by kind).
@@ -101,10 +106,10 @@ BEHAVIOUR_PRESETS: dict[str, dict[str, Any]] = {
                  overlap_param_gather=True, kernel_gap_s=CUDA_EAGER_GAP_S),
     "ddp": dict(overlap_grad_reduce=True, bucket_params=6.25e6,
                 kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
-                memory_half_bytes=0.0),
+                memory_half_bytes=0.0, elementwise_kernels="eager"),
     "fsdp": dict(overlap_grad_reduce=True, bucket_params=0.0, fsdp_prefetch=True,
                  kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
-                 memory_half_bytes=0.0),
+                 memory_half_bytes=0.0, elementwise_kernels="eager"),
     "deepspeed": dict(overlap_grad_reduce=False, kernel_gap_s=CUDA_EAGER_GAP_S),
     "mindspore": dict(overlap_grad_reduce=False, kernel_gap_s=0.0),
 }
@@ -118,8 +123,8 @@ class Behaviour:
     ----------
     name : str
     tp_comm_overlap, overlap_grad_reduce, overlap_param_gather, fsdp_prefetch : bool
-    fuse_elementwise : bool
-        A layer's element-wise kernels fused (``torch.compile``; module docstring).
+    elementwise_kernels : {"library", "eager", "compiled"}
+        How a layer's memory-bound kernels run (module docstring).
     bucket_params : float
         Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).
     kernel_gap_s, layer_overhead_s, overhead_s : float
@@ -138,7 +143,7 @@ class Behaviour:
     bucket_params: float = 40e6
     overlap_param_gather: bool = False
     fsdp_prefetch: bool = False
-    fuse_elementwise: bool = False
+    elementwise_kernels: str = "library"
     kernel_gap_s: float = 0.0
     layer_overhead_s: float = 0.0
     overhead_s: float = 0.0
@@ -151,6 +156,7 @@ class Behaviour:
             check_non_negative(name, getattr(self, name))
         check_choice("attention_implementation", self.attention_implementation,
                      ATTENTION_IMPLEMENTATIONS)
+        check_choice("elementwise_kernels", self.elementwise_kernels, ELEMENTWISE_KERNELS)
         if self.memory_efficiency is not None:
             check_fraction("memory_efficiency", self.memory_efficiency, allow_zero=False)
         if self.memory_half_bytes is not None:
@@ -198,7 +204,7 @@ class Behaviour:
             "overhead_s": self.overhead_s, "dp_buckets": 1, "dp_bucket_params": 0.0,
             "dp_bucket_per_layer": False,
             "attention_implementation": self.attention_implementation,
-            "fuse_elementwise": self.fuse_elementwise,
+            "elementwise_kernels": self.elementwise_kernels,
         }
         if self.overlap_grad_reduce:
             if self.bucket_params > 0:

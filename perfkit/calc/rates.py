@@ -39,6 +39,7 @@ import pandas as pd
 
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
 from .attention_rate import ATTENTION_IMPLEMENTATIONS
+from .elementwise import ELEMENTWISE_KERNELS
 from .gemm_rate import GEMM_MODELS
 
 __all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "RECOMPUTE_STYLE_MIN_SHARE",
@@ -213,15 +214,17 @@ class Rates:
         ⌈parameters / dp_bucket_params⌉)`` (Megatron's 40e6, DDP's 25 MB). Default 0.
     dp_bucket_per_layer : bool
         One gradient bucket per layer of the stage (FSDP's per-layer wrapping).
-    fuse_elementwise : bool
-        The memory-bound kernels between two GEMMs of a layer run fused, each chain one
-        kernel that reads its inputs and writes its outputs once
-        (:data:`perfkit.calc.timing_kernels.FUSED_BYTES`): what ``torch.compile``
-        (TorchInductor) makes of a transformer block, e.g. torchtitan's
-        ``training.compile``, which compiles each block; the embedding, the output head
-        and the loss stay as they are. Fewer kernels, fewer bytes, fewer launch gaps;
-        they run at the memory-bound rate of the run's other kernels. Default False
-        (eager: the layer's kernels as :mod:`perfkit.calc.timing` lists them).
+    elementwise_kernels : {"library", "eager", "compiled"}
+        How the memory-bound kernels between a layer's GEMMs run
+        (:mod:`perfkit.calc.elementwise`, each kernel's bytes with its source):
+        ``"library"`` (default) as fused library kernels (Megatron-LM, Transformer Engine,
+        MindSpore: one kernel per norm, the counts the studies were built on);
+        ``"eager"`` as PyTorch runs a Llama block's reference code operator by operator
+        (RMSNorm in fp32 in six kernels of 36 bytes per element, rotary in five per
+        tensor); ``"compiled"`` fused by ``torch.compile`` (TorchInductor: each chain
+        one kernel reading its inputs and writing its outputs once; torchtitan's
+        ``compile`` option compiles each block). The embedding, the output head and the
+        loss are counted the same way in all three.
     collective_algorithm : {"hierarchical", "flat"}
         How a collective whose group spans nodes with several ranks in each is priced
         (:mod:`perfkit.calc.topology`): reduce-scatter inside, the shard across over all
@@ -262,7 +265,7 @@ class Rates:
     tp_gather_bytes: float | None = None
     dp_bucket_params: float = 0.0
     dp_bucket_per_layer: bool = False
-    fuse_elementwise: bool = False
+    elementwise_kernels: str = "library"
 
     def __post_init__(self) -> None:
         for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",
@@ -292,6 +295,7 @@ class Rates:
         check_choice("attention_implementation", self.attention_implementation,
                      ATTENTION_IMPLEMENTATIONS)
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
+        check_choice("elementwise_kernels", self.elementwise_kernels, ELEMENTWISE_KERNELS)
         check_choice("gemm_model", self.gemm_model, GEMM_MODELS)
         if not 0 < self.gemm_surface_scale <= GEMM_SURFACE_SCALE_MAX:
             raise InvalidArgumentError("gemm_surface_scale",

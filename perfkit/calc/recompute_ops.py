@@ -148,7 +148,7 @@ def _op_seconds(model: ModelSpec, hardware: Hardware, rates: Rates, ops: tuple[s
         if weight <= 0:
             continue
         fwd, _ = _layer_ops(model, b, tp, sp, cp, ep, etp, am.flash_attention, dropout,
-                            am.norm_bytes, moe, rates.fuse_elementwise)
+                            am.norm_bytes, moe, rates.elementwise_kernels)
         chosen = _selected(fwd, model, b, tp, cp, ops)
         if dtype == "fp8":
             chosen = chosen + fp8_casts(chosen, False)

@@ -62,8 +62,9 @@ What one step is made of, per rank
   ``param_gather_overlap`` hides the sharded optimizer's weight all-gather under the
   stage's first forward; ``dp_bucket_params`` / ``dp_bucket_per_layer`` set the
   gradient buckets from the parameters (Megatron's 40M, DDP's 25 MB, FSDP per layer).
-  ``fuse_elementwise`` fuses each chain of a layer's memory-bound kernels into one
-  (``torch.compile``; the bytes of :data:`perfkit.calc.timing_kernels.FUSED_BYTES`).
+  ``elementwise_kernels`` says how a layer's memory-bound kernels run: fused library
+  kernels, eager PyTorch operator by operator, or compiled (:mod:`perfkit.calc.
+  elementwise`).
 
 Activations, keys and values, tokens and gathered weights travel in 16 bits, in 32 in an
 fp32 or tf32 run (no mixed precision), whose gradients are 4 bytes too. Collectives are

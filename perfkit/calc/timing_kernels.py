@@ -16,12 +16,13 @@ from functools import lru_cache
 
 from ..specs import ModelSpec
 from .attention_rate import attention_efficiency, call_lengths
+from .elementwise import backward_kernels, forward_kernels
 from .flops import layer_forward_flops
 from .gemm_rate import GemmSurface, surface_for
 from .rates import Rates
 
 __all__ = ["gemm_seconds", "memory_seconds", "attention_seconds", "fp8_casts",
-           "FP8_CAST_BYTES", "FUSED_BYTES"]
+           "FP8_CAST_BYTES"]
 
 
 _FLASH_BACKWARD = 2.5  # FlashAttention backward / forward FLOPs (PyTorch flop_counter)
@@ -153,94 +154,31 @@ def _norm(elements: float, rms: bool, norm_bytes: float, grad: bool, tag: str = 
     return [_vec(8.0 * elements, tag)]
 
 
-#: Bytes per element of each memory-bound kernel of a layer whose element-wise work is
-#: fused between its GEMMs (``Rates.fuse_elementwise``: torch.compile's TorchInductor,
-#: which fuses point-wise and reduction ops into one generated kernel per chain and
-#: leaves matrix products and the attention kernel to their libraries; Ansel et al.,
-#: "PyTorch 2", ASPLOS 2024, §5). Each kernel reads its 16-bit inputs once and writes its
-#: outputs once: a norm reads ``x`` and writes ``y`` (4); rotary reads and writes the
-#: queries and keys (4); the residual add with the next norm reads two inputs and
-#: writes the sum and its norm (8); the gated activation reads gate and up and writes
-#: one (6), an ungated one reads and writes one (4); a non-fused attention's softmax
-#: with its bias reads and writes the scores (4). Backward: a norm's gradient with the
-#: residual's reads the incoming gradient, the saved input and the skip gradient and
-#: writes one (8); the gated activation's reads three and writes two (10), an ungated
-#: one's reads two and writes one (6); rotary's reads and writes one (4); the softmax's
-#: reads two and writes one (6). Dropout adds its 1-byte mask, written forward and read
-#: backward, where it is fused. Norm statistics (one value per row) are not counted.
-FUSED_BYTES = {"norm": 4.0, "rope": 4.0, "add_norm": 8.0, "act_gated": 6.0, "act": 4.0,
-               "softmax": 4.0, "norm_grad": 8.0, "act_gated_grad": 10.0, "act_grad": 6.0,
-               "rope_grad": 4.0, "softmax_grad": 6.0}
-
-
-def _fused_backward(scores: float, act_elements: float, gated: bool, norm_elements: float,
-                    rope_elements: float, dropout: bool) -> list[_Op]:
-    """The backward's memory-bound kernels of a fused layer (:data:`FUSED_BYTES`): the
-    softmax's (unfused attention: ``scores`` > 0), the activation's, the two norms' with
-    the residual gradients, rotary's (``rope_elements`` > 0)."""
-    ops = [_vec((FUSED_BYTES["softmax_grad"] + dropout) * scores)] if scores else []
-    ops.append(_vec(FUSED_BYTES["act_gated_grad" if gated else "act_grad"] * act_elements,
-                    "act"))
-    ops += [_vec((FUSED_BYTES["norm_grad"] + dropout) * norm_elements)] * 2
-    if rope_elements:
-        ops.append(_vec(FUSED_BYTES["rope_grad"] * rope_elements))
-    return ops
-
-
 def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, etp: int,
-               flash: bool, dropout: bool, norm_bytes: float, moe: bool, fused: bool = False
-               ) -> tuple[list[_Op], list[_Op]]:
-    """Forward and backward ops of one layer for one micro-batch on one rank; ``fused``:
-    the memory-bound kernels between two GEMMs fused as :data:`FUSED_BYTES` says."""
+               flash: bool, dropout: bool, norm_bytes: float, moe: bool,
+               kernels: str = "library") -> tuple[list[_Op], list[_Op]]:
+    """Forward and backward ops of one layer for one micro-batch on one rank; its
+    memory-bound kernels as ``kernels`` runs them (:mod:`perfkit.calc.elementwise`)."""
     s_q = model.seq_length / cp
     n = b * s_q
     h = model.hidden_size
     n_sp = n / tp if sp else n
     parts = layer_forward_flops(model, causal=flash, layer="moe" if moe else "dense")
-    rms = model.norm == "rmsnorm"
     a_t = model.num_attention_heads / tp
     g_t = max(1.0, model.num_kv_heads / tp)
-    d, dv = model.qk_head_dim, model.value_head_dim
-    fwd: list[_Op] = [_vec(FUSED_BYTES["norm"] * n_sp * h, "attn_norm")] if fused \
-        else _norm(n_sp * h, rms, norm_bytes, False, "attn_norm")
-    qkv_out = parts["qkv"] / (2.0 * h) / tp
-    fwd.append(_gemm(n, h, qkv_out, "qkv"))
-    rope = model.position_embedding == "rope"
-    if rope:
-        fwd += [_vec(FUSED_BYTES["rope"] * n * (a_t + g_t) * d, "rope")] if fused \
-            else [_vec(6.0 * n * a_t * d, "rope"), _vec(6.0 * n * g_t * d, "rope")]
-    core_flops = parts["core"] * n / tp
-    scores = b * a_t * s_q * model.seq_length  # elements of the score matrix
-    if flash:
-        shape = (call_lengths(model.seq_length, cp, True), float(d), False, float(b * a_t))
-        core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core",
-                    shape=shape)]
-    else:
-        bmm_bytes = 2.0 * (n * a_t * d + b * model.seq_length * a_t * d + scores)
-        core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"),
-                _vec(4.0 * scores, "core"),
-                _Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core")]
-        if fused:  # bias, softmax and dropout in one kernel; the mask written
-            core[1] = _vec((FUSED_BYTES["softmax"] + dropout) * scores, "core")
-        else:
-            if model.position_embedding == "alibi":  # the bias added to the scores
-                core.insert(1, _vec(4.0 * scores, "core"))
-            if dropout:
-                core.insert(2, _vec(5.0 * scores, "core"))
-    fwd += core
-    proj_in = parts["projection"] / (2.0 * h) / tp
-    fwd.append(_gemm(n, proj_in, h, "proj"))
-    if fused:  # the residual add and the next norm in one kernel
-        fwd.append(_vec((FUSED_BYTES["add_norm"] + dropout) * n_sp * h, "add+mlp_norm"))
-    else:
-        fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "add"))
-        fwd += _norm(n_sp * h, rms, norm_bytes, False, "mlp_norm")
+    d = model.qk_head_dim
     gated = model.mlp == "gated"
+    rope = model.position_embedding == "rope"
+    shape = dict(rms=model.norm == "rmsnorm", norm_bytes=norm_bytes, gated=gated,
+                 dropout=dropout, rope=rope, alibi=model.position_embedding == "alibi",
+                 flash=flash)
+    vec = forward_kernels(kernels, **shape)
     gemms = 3 if gated else 2
     dense_mlp = (parts["mlp"] - parts["experts"]) * n / tp
     width = dense_mlp / (2.0 * n * h * gemms) if dense_mlp else 0.0
     mlp_in: list[_Op] = []
     mlp_out: list[_Op] = []
+    moe_ops: list[_Op] = []
     act_elements = 0.0
     if dense_mlp:
         mlp_in += [_gemm(n, h, width, "mlp_in", calls=gemms - 1)]
@@ -254,17 +192,28 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
         mlp_in += [_gemm(tokens_e, h, width_e, "mlp_in", calls=local * (gemms - 1))]
         mlp_out += [_gemm(tokens_e, width_e, h, "mlp_out", calls=local)]
         act_elements += local * tokens_e * width_e
-        fwd.append(_gemm(n, h, model.num_experts, "router"))
-        fwd.append(_vec(8.0 * n * model.moe_top_k * h, "permute"))
-    fwd += mlp_in
-    if fused:
-        act = [_vec(FUSED_BYTES["act_gated" if gated else "act"] * act_elements, "act")]
+        moe_ops = [_gemm(n, h, model.num_experts, "router"),
+                   _vec(8.0 * n * model.moe_top_k * h, "permute")]
+    scores = b * a_t * s_q * model.seq_length  # elements of the score matrix
+    sizes = {"hidden": n_sp * h, "rows": n_sp, "q": n * a_t * d, "k": n * g_t * d,
+             "qk": n * (a_t + g_t) * d, "act": act_elements, "scores": scores}
+
+    def ops(found: list) -> list[_Op]:
+        return [_vec(k.bytes_per_element * sizes[k.over], k.tag) for k in found]
+
+    core_flops = parts["core"] * n / tp
+    if flash:
+        call = (call_lengths(model.seq_length, cp, True), float(d), False, float(b * a_t))
+        core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core",
+                    shape=call)]
     else:
-        act = [_vec(4.0 * act_elements, "act"), _vec(6.0 * act_elements, "act")] if gated \
-            else [_vec(4.0 * act_elements, "act")]
-    fwd += act
-    fwd += [dataclasses.replace(o, tag="mlp_out") for o in mlp_out]
-    fwd.append(_vec((7.0 if dropout else 6.0) * n_sp * h, "mlp_residual"))
+        bmm_bytes = 2.0 * (n * a_t * d + b * model.seq_length * a_t * d + scores)
+        core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"), *ops(vec["softmax"]),
+                _Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core")]
+    fwd = [*ops(vec["attn_norm"]), _gemm(n, h, parts["qkv"] / (2.0 * h) / tp, "qkv"),
+           *ops(vec["rope"]), *core, _gemm(n, parts["projection"] / (2.0 * h) / tp, h, "proj"),
+           *ops(vec["add_norm"]), *moe_ops, *mlp_in, *ops(vec["act"]),
+           *(dataclasses.replace(o, tag="mlp_out") for o in mlp_out), *ops(vec["residual"])]
     # backward: every GEMM twice (input and weight gradients), activation gradients
     bwd: list[_Op] = []
     for o in fwd:
@@ -273,27 +222,9 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
         elif o.kind == "attn":
             bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag,
                            shape=(o.shape[0], o.shape[1], True, *o.shape[3:])))
-    if fused:
-        bwd += _fused_backward(scores if not flash else 0.0, act_elements, gated,
-                               n_sp * h, n * (a_t + g_t) * d if rope else 0.0, dropout)
-    else:
-        if not flash:
-            bwd.append(_vec(6.0 * scores))
-            if dropout:
-                bwd.append(_vec(5.0 * scores))
-        bwd += ([_vec(6.0 * act_elements, "act"), _vec(6.0 * act_elements, "act"),
-                 _vec(6.0 * act_elements, "act")] if gated
-                else [_vec(6.0 * act_elements, "act")])
-        bwd += [_vec(6.0 * n_sp * h), *_norm(n_sp * h, rms, norm_bytes, True),
-                _vec(6.0 * n_sp * h), *_norm(n_sp * h, rms, norm_bytes, True),
-                _vec(6.0 * n_sp * h)]
-        if rope:
-            bwd += [_vec(6.0 * n * a_t * d), _vec(6.0 * n * g_t * d)]
-        if dropout:
-            bwd += [_vec(5.0 * n_sp * h), _vec(5.0 * n_sp * h)]
+    bwd += ops(backward_kernels(kernels, **shape))
     if parts["experts"]:
         bwd.append(_vec(8.0 * n * model.moe_top_k * h))
-    del dv
     return fwd, bwd
 
 

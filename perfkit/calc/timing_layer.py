@@ -107,7 +107,7 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
         if weight <= 0:
             continue
         fwd, bwd = _layer_ops(model, b, tp, sp, cp, ep, etp, flash, dropout, am.norm_bytes,
-                              moe, rates.fuse_elementwise)
+                              moe, rates.elementwise_kernels)
         if fp8:
             fwd, bwd = fwd + fp8_casts(fwd, False), bwd + fp8_casts(bwd, True)
         f, kf = _seconds(fwd, peak, bw, rates, core_peak=core, **device)

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from ..calc.attention_occupancy import multiprocessors
-from ..calc.behaviour import Behaviour
+from ..calc.behaviour import FITTED_FIELDS, Behaviour
 from ..calc.gemm_rate import surface_for
 from ..calc.rates import Rates
 from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_order
@@ -54,9 +54,9 @@ ASSUMED_COLUMNS = ("part", "name", "value", "text", "origin", "source")
 
 #: The options of a :class:`~perfkit.calc.behaviour.Behaviour`, in the panel's order.
 BEHAVIOUR_OPTIONS = ("tp_comm_overlap", "overlap_grad_reduce", "bucket_params",
-                     "overlap_param_gather", "fsdp_prefetch", "fuse_elementwise",
-                     "kernel_gap_s",
-                     "layer_overhead_s", "overhead_s", "attention_implementation")
+                     "overlap_param_gather", "fsdp_prefetch", "kernel_gap_s",
+                     "layer_overhead_s", "overhead_s", "attention_implementation",
+                     "elementwise_kernels")
 
 #: The fixed costs (seconds), which a calibration on a profile fits and a preset keeps.
 FIXED_COSTS = ("kernel_gap_s", "layer_overhead_s", "overhead_s")
@@ -85,7 +85,7 @@ def calibrated_behaviour(rates: Rates) -> Behaviour:
         bucket_params=0.0 if per_layer else float(rates.dp_bucket_params or 40e6),
         overlap_param_gather=bool(rates.param_gather_overlap),
         fsdp_prefetch=float(rates.overlap.get("dp", 0.0)) >= 1.0,
-        fuse_elementwise=bool(rates.fuse_elementwise),
+        elementwise_kernels=str(rates.elementwise_kernels),
         kernel_gap_s=float(rates.kernel_gap_s), layer_overhead_s=float(rates.layer_overhead_s),
         overhead_s=float(rates.overhead_s),
         attention_implementation=str(rates.attention_implementation))
@@ -157,6 +157,8 @@ def _behaviour_rows(calibration: Any, preset: str | None, edits: Mapping[str, An
     fitted = "overhead" in (getattr(calibration, "measured", None) or ())
     base = Behaviour.preset(preset) if preset is not None else own
     keep = {n: getattr(own, n) for n in _FITTED} if preset is not None and fitted else {}
+    if preset is not None and calibration is not None:  # what the rates were fitted with
+        keep["elementwise_kernels"] = own.elementwise_kernels
     unknown = set(edits) - set(BEHAVIOUR_OPTIONS)
     if unknown:
         raise InvalidArgumentError("edits", f"unknown behaviour options "
@@ -170,6 +172,9 @@ def _behaviour_rows(calibration: Any, preset: str | None, edits: Mapping[str, An
         value = getattr(chosen, name)
         if name in edits:
             origin, source = "you", "changed in the panel"
+        elif name == "elementwise_kernels" and name in keep:
+            origin, source = "profile", ("the calibration's: its rates were fitted with "
+                                         "it, a preset does not replace it")
         elif name in keep or (preset is None and fitted and name in _FITTED):
             origin = "profile"
             source = _term_how(calibration, name) or "fitted on the run (its idle time)"
@@ -348,6 +353,13 @@ def measured_rates(calibration: Any) -> dict[str, Any]:
     return {"dp_buckets": rates.dp_buckets} if "dp_buckets" in found and rates else {}
 
 
+def _edited_fitted(assumed: Assumptions) -> dict[str, Any]:
+    """The options a calibration's fit keeps against a preset
+    (:data:`~perfkit.calc.behaviour.FITTED_FIELDS`) that the user changed: those apply."""
+    return {n: getattr(assumed.behaviour, n) for n in assumed.changed
+            if n in FITTED_FIELDS and n in BEHAVIOUR_OPTIONS}
+
+
 def predict_assumed(calibration: Any, assumed: Assumptions, **kwargs: Any) -> Prediction:
     """:func:`perfkit.plan.predict` with the layout, node and behaviour of ``assumed``
     (the behaviour only where :attr:`Assumptions.behaviour_applies`, with what the
@@ -355,7 +367,7 @@ def predict_assumed(calibration: Any, assumed: Assumptions, **kwargs: Any) -> Pr
     :func:`~perfkit.plan.predict` (an uncalibrated job's model, type, schemes)."""
     applies = assumed.behaviour_applies
     if applies:
-        kept = measured_rates(calibration)
+        kept = {**measured_rates(calibration), **_edited_fitted(assumed)}
         if kept:
             kwargs["overrides"] = {**dict(kwargs.get("overrides") or {}), **kept}
     return predict(calibration, parallel=assumed.parallel, hardware=assumed.hardware,
@@ -375,6 +387,6 @@ def assumed_calibration(calibration: Any, assumed: Assumptions) -> Any:
     rates = calibration.rates
     if assumed.behaviour_applies:
         rates = rates.replace(**{**assumed.behaviour.overrides_over(calibration),
-                                 **measured_rates(calibration)})
+                                 **measured_rates(calibration), **_edited_fitted(assumed)})
     job = dataclasses.replace(calibration.job, hardware=assumed.hardware)
     return dataclasses.replace(calibration, rates=rates, job=job)

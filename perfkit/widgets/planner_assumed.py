@@ -19,6 +19,7 @@ import ipywidgets as W
 
 from ..calc.attention_rate import ATTENTION_IMPLEMENTATIONS
 from ..calc.behaviour import Behaviour
+from ..calc.elementwise import ELEMENTWISE_KERNELS
 from ..format import listed, time_text
 from ..plan.assumed import (
     FRAMEWORK_PRESETS,
@@ -43,10 +44,7 @@ OWN_NODE = "as the hardware"
 RANK_ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-cp-ep-dp", "dp-tp-cp-ep-pp")
 
 _BOOLS = {"tp_comm_overlap": "tp comm overlap", "overlap_grad_reduce": "overlap grad reduce",
-          "overlap_param_gather": "overlap param gather", "fsdp_prefetch": "FSDP prefetch",
-          "fuse_elementwise": "torch.compile fusion"}
-#: What a checkbox whose label cannot say it all does (its tooltip).
-_TIPS = {"fuse_elementwise": "the layers' element-wise kernels fused between their GEMMs"}
+          "overlap_param_gather": "overlap param gather", "fsdp_prefetch": "FSDP prefetch"}
 _COSTS = {"kernel_gap_s": "gap per kernel (µs)",
           "layer_overhead_s": "per layer and micro-batch (µs)",
           "overhead_s": "per step (µs)"}
@@ -111,7 +109,7 @@ class AssumedPanel:
         self.rank_order = W.Dropdown(options=orders, value=parallel.rank_order,
                                      description="rank order", style=wide,
                                      layout=W.Layout(width="250px"))
-        self.bools = {n: W.Checkbox(description=d, indent=False, tooltip=_TIPS.get(n),
+        self.bools = {n: W.Checkbox(description=d, indent=False,
                                     layout=W.Layout(width="190px"))
                       for n, d in _BOOLS.items()}
         self.costs = {n: W.BoundedFloatText(min=0.0, max=1e7, step=0.5, description=d,
@@ -120,6 +118,11 @@ class AssumedPanel:
         self.attention = W.Dropdown(options=list(ATTENTION_IMPLEMENTATIONS),
                                     description="attention", style=wide,
                                     layout=W.Layout(width="190px"))
+        self.elementwise = W.Dropdown(
+            options=list(ELEMENTWISE_KERNELS), description="element-wise", style=wide,
+            tooltip="how the layers' norms, rotary, adds and activation run: fused "
+                    "library kernels, eager PyTorch op by op, or torch.compile's",
+            layout=W.Layout(width="220px"))
         self.table = W.HTML()
         self.said = W.HTML()
         self.assumed = self._assume()
@@ -128,7 +131,8 @@ class AssumedPanel:
         for w in (self.node, self.rank_order):
             w.observe(lambda _c: self._changed(), names="value")
         for name, w in [*self.bools.items(), *self.costs.items(),
-                        ("attention_implementation", self.attention)]:
+                        ("attention_implementation", self.attention),
+                        ("elementwise_kernels", self.elementwise)]:
             w.observe(lambda c, name=name: self._edited(name, c["new"]), names="value")
         box = {"flex_flow": "row wrap", "align_items": "center"}
         self.widget = W.VBox([
@@ -136,7 +140,8 @@ class AssumedPanel:
                 "The node, where each group's ranks sit, and what the framework overlaps and "
                 "costs: change any value to predict the profiled layout again with it.")),
             W.HBox([self.preset, self.node, self.rank_order], layout=W.Layout(**box)),
-            W.HBox(list(self.bools.values()) + [self.attention], layout=W.Layout(**box)),
+            W.HBox(list(self.bools.values()) + [self.attention, self.elementwise],
+                   layout=W.Layout(**box)),
             W.HBox(list(self.costs.values()), layout=W.Layout(**box)),
             self.said, self.table])
         self.widget.add_class("pk-assumed")
@@ -175,6 +180,7 @@ class AssumedPanel:
             for name, w in self.costs.items():  # 3 significant digits on show
                 w.value = float(f"{float(getattr(b, name)) * 1e6:.3g}")
             self.attention.value = b.attention_implementation
+            self.elementwise.value = b.elementwise_kernels
         finally:
             self._syncing = False
 

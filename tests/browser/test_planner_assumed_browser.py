@@ -60,8 +60,8 @@ def test_the_assumptions_panel_changes_the_predicted_step(
             after = _predicted(tab)
             assert after != before
             # the layers' element-wise kernels fused (torch.compile): fewer bytes, faster
-            box = panel.locator(".widget-checkbox", has_text="torch.compile")
-            box.locator("input").check()
+            panel.locator(".widget-dropdown", has_text="element-wise").locator(
+                "select").select_option("compiled")
             page.wait_for_function(
                 """(after) => {
                   const m = document.querySelector('.pk-tab:not([hidden]) .pk-assumed');

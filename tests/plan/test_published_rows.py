@@ -169,12 +169,16 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
         assert kw.get("overrides", {}).get("tp_gather_bytes") == (1.0 if flagged else None)
     assert map_row(rows["tt-h100-405b-2d-2"]).kwargs()["overrides"]["tp_gather_bytes"] == 1.0
     # torch.compile (amendment 9): the rows that state it, and only they, fuse their
-    # layers' element-wise kernels; where a quoted table line names it, the row states it
+    # layers' element-wise kernels; where a quoted table line names it, the row states it.
+    # The other rows of PyTorch running the model's own code run them eager (amendment
+    # 11); the library-kernel frameworks (NeMo, Megatron-DeepSpeed, MindSpore) say nothing
     for r in rows.values():
         kw = map_row(r).kwargs()
         flagged = "torch_compile=1" in r["overlap"]
         assert "torch.compile" not in r["quote"] or flagged, r["row_id"]
-        assert kw.get("overrides", {}).get("fuse_elementwise") == (True if flagged else None)
+        plain_pytorch = r["framework"].startswith(("torchtitan", "composer"))
+        expected = "compiled" if flagged else "eager" if plain_pytorch else None
+        assert kw.get("overrides", {}).get("elementwise_kernels") == expected, r["row_id"]
     assert "torch_compile=1" not in rows["tt-h100-llama31-8b-t1-1"]["overlap"]
     # what a source states of its devices replaces the preset's figure (amendment 10):
     # torchtitan's H100 tables at d4c86e3758a8 ran HBM2e parts at 2.4 TB/s
