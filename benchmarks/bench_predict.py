@@ -51,6 +51,8 @@ import pandas as pd
 
 import perfkit as pk
 from perfkit import plan
+from perfkit.calc.elementwise import ELEMENTWISE_KERNELS
+from perfkit.calc.rates import Rates
 from perfkit.plan.calibrate import FORWARD_CLOSING, MATRIX_CLOSING
 from perfkit.plan.published import BEHAVIOUR, PUBLISHED_RUNS, STUDIES, validate
 
@@ -185,7 +187,7 @@ MEASURED = tuple(Path(__file__).resolve().parents[1] / "tests" / "data" / name
                               "kineto_llama_tp_h100", "kineto_llama_wide_tp_h100"))
 
 
-def print_measured(folder: Path, anchor: str = "a") -> None:
+def print_measured(folder: Path, anchor: str = "a", elementwise: str = "library") -> None:
     """Each layout of a measured set predicted from ``anchor``'s profile, unclosed,
     closed (one factor; ``closing="kernels"``, by kernel kind and pass) and by the
     Planner (which changes the layout, not the model: "–" for another depth or
@@ -193,6 +195,8 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
     environment.json) and its profiled device step;
     errors are predicted / reference − 1. A tp share (``tp_share`` in environment.json)
     is predicted at that tp, less its ``tp_comm`` part (it ran without it).
+    ``elementwise``: the calibrations' ``Rates.elementwise_kernels`` (how the model counts
+    the layers' element-wise kernels; the traces ran eager PyTorch).
     """
     from perfkit.widgets.prediction_fit import fit_job, predict_layout
 
@@ -202,8 +206,11 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
                 for k in layouts}
     profiled = {k: plan.calibrate(p).measured_step_s for k, p in profiles.items()}
     timed = {k: statistics.median(v["timed_steps_ms"]) / 1e3 for k, v in layouts.items()}
-    cals = {close: plan.calibrate(profiles[anchor], close=close) for close in (False, True)}
-    cals["kernels"] = plan.calibrate(profiles[anchor], close=True, closing="kernels")
+    rates = Rates(elementwise_kernels=elementwise)
+    cals = {close: plan.calibrate(profiles[anchor], close=close, rates=rates)
+            for close in (False, True)}
+    cals["kernels"] = plan.calibrate(profiles[anchor], close=True, closing="kernels",
+                                     rates=rates)
     job = pk.infer_job(profiles[anchor])
     fit = fit_job(profiles[anchor], job)
 
@@ -222,7 +229,8 @@ def print_measured(folder: Path, anchor: str = "a") -> None:
                                    seq_length=model.seq_length))
 
     print(f"measured set {folder.name}: {env['gpu']}, calibrated on layout {anchor} "
-          f"(residual before closing {cals[False].residual:+.1%})")
+          f"(residual before closing {cals[False].residual:+.1%}; element-wise kernels "
+          f"counted {elementwise!r})")
     print(f"{'layout':<7} {'layers':>6} {'seq':>5} {'mb':>3} {'tp':>2} {'recompute':>9} "
           f"{'timed':>9} {'profiled':>9} {'unclosed':>9} {'vs timed':>8} {'closed':>9} "
           f"{'vs timed':>8} {'vs prof':>8} {'kernels':>9} {'vs timed':>8} {'Planner':>9}")
@@ -320,10 +328,13 @@ def main() -> None:
                     help="also the held-out published runs (benchmarks/validation: 202 rows "
                          "of five sources; out of the box, calibrated in group and "
                          "leave-one-source-out, PROTOCOL.md)")
+    ap.add_argument("--elementwise", choices=ELEMENTWISE_KERNELS, default="library",
+                    help="with --measured: how the calibrations count the layers' "
+                         "element-wise kernels (Rates.elementwise_kernels)")
     args = ap.parse_args()
     if args.measured:
         for folder in MEASURED:
-            print_measured(folder)
+            print_measured(folder, elementwise=args.elementwise)
             print()
         return
     table = validate()
