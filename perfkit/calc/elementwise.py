@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ELEMENTWISE_KERNELS", "Kernel", "forward_kernels", "backward_kernels",
+           "norm_kernels",
            "EAGER_RMSNORM", "EAGER_RMSNORM_GRAD", "EAGER_ROPE", "EAGER_ROPE_GRAD",
            "COMPILED_BYTES"]
 
@@ -81,19 +82,19 @@ class Kernel:
     tag: str = ""
 
 
-def _library_norm(rms: bool, norm_bytes: float, tag: str) -> list[Kernel]:
-    if rms and norm_bytes > 2:  # a Cast to fp32, then the norm
-        return [Kernel(6.0, "hidden", tag), Kernel(8.0, "hidden", tag)]
-    return [Kernel(8.0, "hidden", tag)]
-
-
-def _norm(kind: str, rms: bool, norm_bytes: float, tag: str) -> list[Kernel]:
+def norm_kernels(kind: str, rms: bool, norm_bytes: float, tag: str = "") -> list[Kernel]:
+    """A norm's forward kernels: ``"compiled"`` one of 4 bytes; ``"eager"`` RMSNorm's
+    six and two per row (:data:`EAGER_RMSNORM`); otherwise (and for LayerNorm, eager)
+    one of 8, or a cast to fp32 (6) and the norm (8) where ``norm_bytes`` > 2 (MindFormers'
+    RmsNorm)."""
     if kind == "compiled":
         return [Kernel(COMPILED_BYTES["norm"], "hidden", tag)]
     if kind == "eager" and rms:
         return [*(Kernel(b, "hidden", tag) for b in EAGER_RMSNORM),
                 Kernel(8.0, "rows", tag), Kernel(8.0, "rows", tag)]
-    return _library_norm(rms, norm_bytes, tag)
+    if rms and norm_bytes > 2:
+        return [Kernel(6.0, "hidden", tag), Kernel(8.0, "hidden", tag)]
+    return [Kernel(8.0, "hidden", tag)]
 
 
 def _rope(kind: str) -> list[Kernel]:
@@ -110,7 +111,8 @@ def forward_kernels(kind: str, rms: bool, norm_bytes: float, gated: bool, dropou
     ``"rope"``, ``"softmax"`` (unfused attention only), ``"add_norm"`` (the residual add
     and the MLP's norm), ``"act"``, ``"residual"`` (after the MLP)."""
     drop = float(dropout)
-    out: dict[str, list[Kernel]] = {"attn_norm": _norm(kind, rms, norm_bytes, "attn_norm"),
+    out: dict[str, list[Kernel]] = {"attn_norm": norm_kernels(kind, rms, norm_bytes,
+                                                              "attn_norm"),
                                     "rope": _rope(kind) if rope else [], "softmax": []}
     if not flash:
         if kind == "compiled":
@@ -125,7 +127,7 @@ def forward_kernels(kind: str, rms: bool, norm_bytes: float, gated: bool, dropou
         out["act"] = [Kernel(COMPILED_BYTES["act_gated" if gated else "act"], "act", "act")]
     else:
         out["add_norm"] = [Kernel(6.0 + drop, "hidden", "add"),
-                           *_norm(kind, rms, norm_bytes, "mlp_norm")]
+                           *norm_kernels(kind, rms, norm_bytes, "mlp_norm")]
         out["act"] = [Kernel(4.0, "act", "act"), Kernel(6.0, "act", "act")] if gated \
             else [Kernel(4.0, "act", "act")]
     out["residual"] = [Kernel(6.0 + drop, "hidden", "mlp_residual")]

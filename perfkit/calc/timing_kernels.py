@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from ..specs import ModelSpec
 from .attention_rate import attention_efficiency, call_lengths
-from .elementwise import backward_kernels, forward_kernels
+from .elementwise import backward_kernels, forward_kernels, norm_kernels
 from .flops import layer_forward_flops
 from .gemm_rate import GemmSurface, surface_for
 from .rates import Rates
@@ -144,16 +144,6 @@ def fp8_casts(ops: list[_Op], backward: bool) -> list[_Op]:
     return out
 
 
-def _norm(elements: float, rms: bool, norm_bytes: float, grad: bool, tag: str = ""
-          ) -> list[_Op]:
-    """A norm's kernels: MindFormers-style RmsNorm computes in fp32 after a Cast."""
-    if grad:
-        return [_vec(12.0 * elements)]
-    if rms and norm_bytes > 2:
-        return [_vec(6.0 * elements, tag), _vec(8.0 * elements, tag)]
-    return [_vec(8.0 * elements, tag)]
-
-
 def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, etp: int,
                flash: bool, dropout: bool, norm_bytes: float, moe: bool,
                kernels: str = "library") -> tuple[list[_Op], list[_Op]]:
@@ -240,7 +230,8 @@ def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: 
     emb = [_vec(4.0 * n_sp * h), _vec(4.0 * n_sp * h, "backward")]
     rms = model.norm == "rmsnorm"
     logits = _gemm(n, h, v)
-    head = [*_norm(n_sp * h, rms, norm_bytes if rms else 2.0, False), logits,
+    final_norm = norm_kernels("library", rms, norm_bytes if rms else 2.0)
+    head = [*(_vec(k.bytes_per_element * n_sp * h) for k in final_norm), logits,
             _vec(6.0 * n * v), _vec(8.0 * n * v, "backward"),
             *(dataclasses.replace(g, tag="backward") for g in _gradients(logits)),
             _vec(12.0 * n_sp * h, "backward")]
