@@ -90,8 +90,9 @@ __all__ = ["Behaviour", "BEHAVIOUR_PRESETS", "EAGER_MEMORY_EFFICIENCY", "FITTED_
 #: PyTorch eager's launch gap per kernel on CUDA (module docstring: the CUDA Graphs blog).
 CUDA_EAGER_GAP_S = 1e-6
 
-#: Behaviour fields that a calibration fits: ``plan.predict(cal, behaviour=...)`` keeps
-#: the calibration's values of these.
+#: Behaviour fields that a calibration fits, or fits its rates with (the element-wise
+#: kernels' count): ``plan.predict(cal, behaviour=...)`` keeps the calibration's values
+#: of these; ``overrides=`` still sets them.
 FITTED_FIELDS = ("memory_efficiency", "memory_half_bytes", "elementwise_kernels")
 
 #: Eager PyTorch's memory-bound kernels on H100, share of the HBM bandwidth (module
@@ -221,7 +222,8 @@ class Behaviour:
     def overrides_over(self, calibration: Any) -> dict[str, Any]:
         """:meth:`overrides` to apply over ``calibration``'s rates: all of them without a
         calibration (None); with one, those it does not fit (not :data:`FITTED_FIELDS`:
-        the run's own memory-bound rate stands over a framework's generic one)."""
+        the run's own memory-bound rate, and the kernel count it was fitted with, stand
+        over a framework's generic ones)."""
         out = self.overrides()
         if calibration is None:
             return out
