@@ -91,6 +91,9 @@ class MappedRow:
         if flags.get("float8_linear") == "1" and self.parallel.tp > 1 \
                 and self.parallel.sequence_parallel:  # amendment 8
             fields["tp_gather_bytes"] = 1.0
+        if self.row["source_id"] in KEEPS_GATHERED_INPUT and self.parallel.tp > 1 \
+                and self.parallel.sequence_parallel:  # amendment 12
+            fields["sp_ag_redo"] = False
         if flags.get("torch_compile") == "1":  # amendment 9
             fields["elementwise_kernels"] = "compiled"
         elif self.row["source_id"] in EAGER_SOURCES:  # amendment 11
@@ -105,6 +108,14 @@ class MappedRow:
 #: kernels of a library): torchtitan's Llama, llm-foundry's MPT under Composer
 #: (PROTOCOL.md, amendment 11).
 EAGER_SOURCES = ("torchtitan-performance", "mosaic-llm-foundry")
+
+
+#: Sources whose sequence parallelism all-gathers a block's input once and keeps the
+#: gathered tensor for the backward, instead of gathering it again there (Megatron-LM's
+#: way, ``Rates.sp_ag_redo``'s default): torchtitan's ``PrepareModuleInput`` redistributes
+#: the norm's sequence shard to a replicated tensor that the column-parallel linears save
+#: (PROTOCOL.md, amendment 12).
+KEEPS_GATHERED_INPUT = ("torchtitan-performance",)
 
 
 def read_rows(path: Path = DATA) -> list[dict[str, Any]]:

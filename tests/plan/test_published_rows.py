@@ -192,6 +192,16 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
         assert mapped.hardware.memory_bandwidth == expected, r["row_id"]
         assert mapped.hardware.peak("bf16") == Hardware.preset(r["hardware"]).peak("bf16")
     assert "torch_compile=1" in rows["tt-h100-llama31-8b-t1-2"]["overlap"]
+    # torchtitan's sequence parallelism keeps the gathered input for the backward
+    # (amendment 12): its rows with tp and sequence parallelism, and only they, say so
+    for r in rows.values():
+        mapped = map_row(r)
+        kw = mapped.kwargs()
+        flagged = r["source_id"].startswith("torchtitan") and int(r["tp"]) > 1
+        assert not flagged or mapped.parallel.sequence_parallel, r["row_id"]
+        assert kw.get("overrides", {}).get("sp_ag_redo") == (False if flagged else None), \
+            r["row_id"]
+    assert int(rows["tt-h100-llama31-70b-1"]["tp"]) == 8
 
 
 BLOOM = [r for r in ROWS if r["source_id"] == "bigscience-bloom-prequel"]
