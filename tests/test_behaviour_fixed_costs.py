@@ -73,3 +73,23 @@ def test_overlapped_param_gather_hides_under_the_first_forward():
                       behaviour=Behaviour(overlap_param_gather=True))
     assert on.parts["dp_comm"] < off.parts["dp_comm"]
     assert on.parts["dp_comm"] >= 0
+
+
+def test_pytorch_keeps_the_gathered_input_where_megatron_gathers_it_again():
+    """Under sequence parallelism a layer without recompute runs 2 all-gathers and 2
+    reduce-scatters of one activation forward and as many backward (Korthikanti et al.
+    2022, §4.2.2); Megatron-LM gathers each column-parallel input once more in the
+    backward, PyTorch's tensor parallelism keeps it (``PrepareModuleInput``). On a ring,
+    an all-gather and a reduce-scatter of the same tensor move the same bytes, so
+    re-gathering adds 2 collectives to 8: a quarter of the tp traffic."""
+    assert Behaviour.preset("megatron").sp_regather and Behaviour.preset("nemo").sp_regather
+    assert not Behaviour.preset("fsdp").sp_regather and not Behaviour.preset("ddp").sp_regather
+    megatron = plan.predict(None, MODEL, PAR, "h100", behaviour="megatron")
+    pytorch = plan.predict(None, MODEL, PAR, "h100", behaviour="fsdp")
+    assert megatron.parts["tp_comm"] == pytest.approx(pytorch.parts["tp_comm"] * 10 / 8,
+                                                      rel=1e-9)
+    # without sequence parallelism there is nothing to gather: the option changes nothing
+    plain = PAR.replace(sequence_parallel=False)
+    assert plan.predict(None, MODEL, plain, "h100",
+                        behaviour=Behaviour(sp_regather=False)).parts["tp_comm"] \
+        == plan.predict(None, MODEL, plain, "h100").parts["tp_comm"]

@@ -27,6 +27,17 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   current layer's gradient computation, so gathers overlap compute. The step model has
   no per-layer ZeRO-3 gathers yet (see docs/planner.md); the flag sets the overlap of
   the data-parallel traffic to the prefetch's share (1 with prefetch, 0 without).
+* ``sp_regather`` — under sequence parallelism, whether the backward all-gathers each
+  column-parallel input again (``Rates.sp_ag_redo``). Megatron-LM's linear layers save
+  only the sequence shard of their input and gather it again for the weight gradient
+  (``LinearWithGradAccumulationAndAsyncCommunication``; Korthikanti et al. 2022, the
+  runs of whose Table 5 Calculon models with ``seq_par_ag_redo``): on in the
+  ``"megatron"``, ``"nemo"`` and ``"deepspeed"`` presets. PyTorch's own tensor
+  parallelism gathers once, in ``PrepareModuleInput``, and autograd saves the gathered
+  tensor that the column-parallel linears take (torchtitan's ``apply_tp``,
+  ``parallelize_llama.py`` at ``d4c86e3758a8``): off in ``"ddp"`` and ``"fsdp"``.
+  MindSpore's is not read here: on, the default. A fully recomputed layer gathers in its
+  recomputed forward either way.
 * ``elementwise_kernels`` — how the memory-bound kernels between a layer's GEMMs run
   (:mod:`perfkit.calc.elementwise`, each kernel's bytes with its source): ``"library"``,
   fused library kernels (Megatron-LM and NeMo through Transformer Engine and apex,
@@ -107,10 +118,10 @@ BEHAVIOUR_PRESETS: dict[str, dict[str, Any]] = {
                  overlap_param_gather=True, kernel_gap_s=CUDA_EAGER_GAP_S),
     "ddp": dict(overlap_grad_reduce=True, bucket_params=6.25e6,
                 kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
-                memory_half_bytes=0.0, elementwise_kernels="eager"),
+                memory_half_bytes=0.0, elementwise_kernels="eager", sp_regather=False),
     "fsdp": dict(overlap_grad_reduce=True, bucket_params=0.0, fsdp_prefetch=True,
                  kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
-                 memory_half_bytes=0.0, elementwise_kernels="eager"),
+                 memory_half_bytes=0.0, elementwise_kernels="eager", sp_regather=False),
     "deepspeed": dict(overlap_grad_reduce=False, kernel_gap_s=CUDA_EAGER_GAP_S),
     "mindspore": dict(overlap_grad_reduce=False, kernel_gap_s=0.0),
 }
@@ -124,6 +135,9 @@ class Behaviour:
     ----------
     name : str
     tp_comm_overlap, overlap_grad_reduce, overlap_param_gather, fsdp_prefetch : bool
+    sp_regather : bool
+        Under sequence parallelism, the backward gathers each column-parallel input
+        again (default True, Megatron-LM's; module docstring).
     elementwise_kernels : {"library", "eager", "compiled"}
         How a layer's memory-bound kernels run (module docstring).
     bucket_params : float
@@ -144,6 +158,7 @@ class Behaviour:
     bucket_params: float = 40e6
     overlap_param_gather: bool = False
     fsdp_prefetch: bool = False
+    sp_regather: bool = True
     elementwise_kernels: str = "library"
     kernel_gap_s: float = 0.0
     layer_overhead_s: float = 0.0
@@ -206,6 +221,7 @@ class Behaviour:
             "dp_bucket_per_layer": False,
             "attention_implementation": self.attention_implementation,
             "elementwise_kernels": self.elementwise_kernels,
+            "sp_ag_redo": self.sp_regather,
         }
         if self.overlap_grad_reduce:
             if self.bucket_params > 0:

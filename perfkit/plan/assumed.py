@@ -54,7 +54,7 @@ ASSUMED_COLUMNS = ("part", "name", "value", "text", "origin", "source")
 
 #: The options of a :class:`~perfkit.calc.behaviour.Behaviour`, in the panel's order.
 BEHAVIOUR_OPTIONS = ("tp_comm_overlap", "overlap_grad_reduce", "bucket_params",
-                     "overlap_param_gather", "fsdp_prefetch", "kernel_gap_s",
+                     "overlap_param_gather", "fsdp_prefetch", "sp_regather", "kernel_gap_s",
                      "layer_overhead_s", "overhead_s", "attention_implementation",
                      "elementwise_kernels")
 
@@ -85,6 +85,7 @@ def calibrated_behaviour(rates: Rates) -> Behaviour:
         bucket_params=0.0 if per_layer else float(rates.dp_bucket_params or 40e6),
         overlap_param_gather=bool(rates.param_gather_overlap),
         fsdp_prefetch=float(rates.overlap.get("dp", 0.0)) >= 1.0,
+        sp_regather=bool(rates.sp_ag_redo),
         elementwise_kernels=str(rates.elementwise_kernels),
         kernel_gap_s=float(rates.kernel_gap_s), layer_overhead_s=float(rates.layer_overhead_s),
         overhead_s=float(rates.overhead_s),

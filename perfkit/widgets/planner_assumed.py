@@ -44,7 +44,8 @@ OWN_NODE = "as the hardware"
 RANK_ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-cp-ep-dp", "dp-tp-cp-ep-pp")
 
 _BOOLS = {"tp_comm_overlap": "tp comm overlap", "overlap_grad_reduce": "overlap grad reduce",
-          "overlap_param_gather": "overlap param gather", "fsdp_prefetch": "FSDP prefetch"}
+          "overlap_param_gather": "overlap param gather", "fsdp_prefetch": "FSDP prefetch",
+          "sp_regather": "SP re-gather in backward"}
 _COSTS = {"kernel_gap_s": "gap per kernel (µs)",
           "layer_overhead_s": "per layer and micro-batch (µs)",
           "overhead_s": "per step (µs)"}
