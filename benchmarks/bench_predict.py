@@ -187,7 +187,7 @@ MEASURED = tuple(Path(__file__).resolve().parents[1] / "tests" / "data" / name
                               "kineto_llama_tp_h100", "kineto_llama_wide_tp_h100"))
 
 
-def print_measured(folder: Path, anchor: str = "a", elementwise: str = "library") -> None:
+def print_measured(folder: Path, anchor: str = "a", elementwise: str = "read") -> None:
     """Each layout of a measured set predicted from ``anchor``'s profile, unclosed,
     closed (one factor; ``closing="kernels"``, by kernel kind and pass) and by the
     Planner (which changes the layout, not the model: "–" for another depth or
@@ -196,7 +196,9 @@ def print_measured(folder: Path, anchor: str = "a", elementwise: str = "library"
     errors are predicted / reference − 1. A tp share (``tp_share`` in environment.json)
     is predicted at that tp, less its ``tp_comm`` part (it ran without it).
     ``elementwise``: the calibrations' ``Rates.elementwise_kernels`` (how the model counts
-    the layers' element-wise kernels; the traces ran eager PyTorch).
+    the layers' element-wise kernels; the traces ran eager PyTorch under autocast with
+    fp32 weights), or ``"read"`` (default): no rates given, the count ``calibrate`` reads
+    from the profile (``"amp"`` on these traces).
     """
     from perfkit.widgets.prediction_fit import fit_job, predict_layout
 
@@ -206,7 +208,7 @@ def print_measured(folder: Path, anchor: str = "a", elementwise: str = "library"
                 for k in layouts}
     profiled = {k: plan.calibrate(p).measured_step_s for k, p in profiles.items()}
     timed = {k: statistics.median(v["timed_steps_ms"]) / 1e3 for k, v in layouts.items()}
-    rates = Rates(elementwise_kernels=elementwise)
+    rates = None if elementwise == "read" else Rates(elementwise_kernels=elementwise)
     cals = {close: plan.calibrate(profiles[anchor], close=close, rates=rates)
             for close in (False, True)}
     cals["kernels"] = plan.calibrate(profiles[anchor], close=True, closing="kernels",
@@ -230,7 +232,8 @@ def print_measured(folder: Path, anchor: str = "a", elementwise: str = "library"
 
     print(f"measured set {folder.name}: {env['gpu']}, calibrated on layout {anchor} "
           f"(residual before closing {cals[False].residual:+.1%}; element-wise kernels "
-          f"counted {elementwise!r})")
+          f"counted {cals[False].rates.elementwise_kernels!r}"
+          + (", read from the profile)" if rates is None else ")"))
     print(f"{'layout':<7} {'layers':>6} {'seq':>5} {'mb':>3} {'tp':>2} {'recompute':>9} "
           f"{'timed':>9} {'profiled':>9} {'unclosed':>9} {'vs timed':>8} {'closed':>9} "
           f"{'vs timed':>8} {'vs prof':>8} {'kernels':>9} {'vs timed':>8} {'Planner':>9}")
@@ -328,9 +331,10 @@ def main() -> None:
                     help="also the held-out published runs (benchmarks/validation: 202 rows "
                          "of five sources; out of the box, calibrated in group and "
                          "leave-one-source-out, PROTOCOL.md)")
-    ap.add_argument("--elementwise", choices=ELEMENTWISE_KERNELS, default="library",
+    ap.add_argument("--elementwise", choices=("read", *ELEMENTWISE_KERNELS), default="read",
                     help="with --measured: how the calibrations count the layers' "
-                         "element-wise kernels (Rates.elementwise_kernels)")
+                         "element-wise kernels (Rates.elementwise_kernels); 'read' "
+                         "(default): what calibrate reads from the profile")
     args = ap.parse_args()
     if args.measured:
         for folder in MEASURED:

@@ -42,8 +42,13 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   (:mod:`perfkit.calc.elementwise`, each kernel's bytes with its source): ``"library"``,
   fused library kernels (Megatron-LM and NeMo through Transformer Engine and apex,
   DeepSpeed's Megatron fork, MindSpore's fused operators); ``"eager"``, PyTorch running
-  the model's own code operator by operator (the ``"ddp"`` and ``"fsdp"`` presets: a
-  Llama's RMSNorm in fp32 is six kernels, its rotary five per tensor); ``"compiled"``,
+  the model's own code operator by operator on 16-bit weights (the ``"fsdp"`` preset:
+  FSDP's ``MixedPrecision(param_dtype=torch.bfloat16)``, torchtitan's FSDP2 policy, hands
+  the layers 16-bit weights; a Llama's RMSNorm in fp32 is six kernels, its rotary five
+  per tensor); ``"amp"``, the same under ``torch.autocast`` on fp32 weights (the
+  ``"ddp"`` preset: DDP replicates the model as it is, and PyTorch's automatic mixed
+  precision recipe keeps it in fp32 and autocasts: each weight cast before its GEMM,
+  the residual stream fp32); ``"compiled"``,
   ``torch.compile``'s fused kernels (TorchInductor fuses point-wise and reduction ops and
   calls the libraries for matrix products and attention; Ansel et al., "PyTorch 2",
   ASPLOS 2024): set it where a run compiles (torchtitan's ``compile`` option compiles
@@ -118,7 +123,7 @@ BEHAVIOUR_PRESETS: dict[str, dict[str, Any]] = {
                  overlap_param_gather=True, kernel_gap_s=CUDA_EAGER_GAP_S),
     "ddp": dict(overlap_grad_reduce=True, bucket_params=6.25e6,
                 kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
-                memory_half_bytes=0.0, elementwise_kernels="eager", sp_regather=False),
+                memory_half_bytes=0.0, elementwise_kernels="amp", sp_regather=False),
     "fsdp": dict(overlap_grad_reduce=True, bucket_params=0.0, fsdp_prefetch=True,
                  kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
                  memory_half_bytes=0.0, elementwise_kernels="eager", sp_regather=False),
@@ -138,7 +143,7 @@ class Behaviour:
     sp_regather : bool
         Under sequence parallelism, the backward gathers each column-parallel input
         again (default True, Megatron-LM's; module docstring).
-    elementwise_kernels : {"library", "eager", "compiled"}
+    elementwise_kernels : {"library", "eager", "amp", "compiled"}
         How a layer's memory-bound kernels run (module docstring).
     bucket_params : float
         Parameters per gradient bucket (0: one bucket per layer, FSDP's wrapping).

@@ -32,6 +32,32 @@ the two slices' gradients (zeros and a copy each: 2 + 2 + 2 + 2) and two sums (6
 30 bytes in nine. The activation, adds and LayerNorm (``torch.nn.LayerNorm`` is one
 native kernel) count as ``"library"``.
 
+``"amp"`` — eager PyTorch under ``torch.autocast`` with fp32 weights (plain automatic
+mixed precision: Hugging Face's Trainer with ``bf16=True``, Lightning's ``"bf16-mixed"``,
+``torch.autocast`` around a model kept in fp32). Autocast runs the GEMMs in 16 bits and
+casts their operands on the way in; the operators it does not list stay in the dtype they
+are given. So the embedding's fp32 output makes the residual stream fp32, and each norm,
+residual add and the gradients along the stream run in fp32 (``torch.amp`` autocast op
+reference: ``linear``/``matmul`` cast to the lower precision; ``add``, ``mul``, ``pow``,
+``mean``, ``rsqrt`` run "in the widest input type"). Per layer, forward: RMSNorm on fp32
+input, ``pow`` (4 + 4), ``mean`` (4), ``x · rstd`` (4 + 4), ``· weight`` (4 + 4): 28 bytes in
+four kernels and two per row (``x.float()`` and the cast back are no-ops on fp32 input);
+one cast of the norm's fp32 output to 16 bits (4 + 2) per GEMM group it feeds (the
+attention's fused query-key-value projection; the MLP's up and gate projections, each
+casting it again: autocast caches the casts of weights, not of activations); each
+residual add fp32 + 16-bit → fp32 (4 + 2 + 4). Rotary and the activation run in 16 bits,
+as ``"eager"``. Every GEMM's weight is cast fp32 → 16 bits once per forward (4 + 2 per
+weight element; again in a recomputed forward). Backward: each residual's gradient cast
+to 16 bits for its branch (4 + 2); each cast's gradient back to fp32 (2 + 4), and the two
+MLP inputs' gradients summed in fp32 (12); the norm's gradient in fp32 by PyTorch's
+derivative formulas, through the weight (8, and 12 + 4 for the weight's gradient),
+``x · rstd`` (8, and 12 + 4 for ``rstd``'s), the mean and the square (4, 8, 12) and the sum
+of the two input gradients (12): 84 bytes in ten kernels; its sum with the stream's
+gradient (12); every weight gradient cast from 16 bits to the fp32 parameter's (2 + 4 per
+weight element). LayerNorm (autocast runs ``layer_norm`` in fp32: one kernel of 8 bytes
+on fp32) counts as ``"library"``. Gradient accumulation across micro-batches into the fp32
+``.grad`` is not counted (Megatron-LM's fused weight-gradient accumulation is not either).
+
 ``"compiled"`` — ``torch.compile``'s TorchInductor fuses each chain of point-wise and
 reduction ops between two library calls (GEMMs, the attention kernel) into one generated
 kernel that reads its inputs once and writes its outputs once (Ansel et al., "PyTorch 2",
@@ -48,19 +74,27 @@ timing_kernels` counts them as before): torchtitan compiles the transformer bloc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["ELEMENTWISE_KERNELS", "Kernel", "forward_kernels", "backward_kernels",
-           "norm_kernels",
+           "norm_kernels", "weight_casts", "kernels_from_activations",
            "EAGER_RMSNORM", "EAGER_RMSNORM_GRAD", "EAGER_ROPE", "EAGER_ROPE_GRAD",
+           "AMP_RMSNORM", "AMP_RMSNORM_GRAD", "AMP_CAST", "AMP_ADD", "AMP_SUM",
            "COMPILED_BYTES"]
 
 #: The choices of ``Rates.elementwise_kernels`` (module docstring).
-ELEMENTWISE_KERNELS = ("library", "eager", "compiled")
+ELEMENTWISE_KERNELS = ("library", "eager", "amp", "compiled")
 
 #: Eager RMSNorm in fp32: bytes per element of each of its six kernels (module docstring),
 #: and of its gradient's twelve.
 EAGER_RMSNORM = (6.0, 8.0, 4.0, 8.0, 6.0, 4.0)
 EAGER_RMSNORM_GRAD = (4.0, 6.0, 2.0, 6.0, 8.0, 12.0, 4.0, 4.0, 8.0, 12.0, 12.0, 6.0)
+#: RMSNorm on fp32 input under autocast (``"amp"``, module docstring), forward and backward.
+AMP_RMSNORM = (8.0, 4.0, 8.0, 8.0)
+AMP_RMSNORM_GRAD = (8.0, 12.0, 4.0, 8.0, 12.0, 4.0, 4.0, 8.0, 12.0, 12.0)
+#: ``"amp"``: a cast of an fp32 tensor to 16 bits or back (4 + 2 bytes per element), a
+#: residual add fp32 + 16-bit into fp32 (4 + 2 + 4), a sum of two fp32 tensors (12).
+AMP_CAST, AMP_ADD, AMP_SUM = 6.0, 10.0, 12.0
 #: Eager rotary embedding of one tensor (queries or keys), forward and backward.
 EAGER_ROPE = (4.0, 2.0, 4.0, 4.0, 6.0)
 EAGER_ROPE_GRAD = (4.0, 4.0, 2.0, 2.0, 2.0, 2.0, 2.0, 6.0, 6.0)
@@ -89,8 +123,9 @@ def norm_kernels(kind: str, rms: bool, norm_bytes: float, tag: str = "") -> list
     RmsNorm)."""
     if kind == "compiled":
         return [Kernel(COMPILED_BYTES["norm"], "hidden", tag)]
-    if kind == "eager" and rms:
-        return [*(Kernel(b, "hidden", tag) for b in EAGER_RMSNORM),
+    if kind in ("eager", "amp") and rms:
+        chain = EAGER_RMSNORM if kind == "eager" else AMP_RMSNORM
+        return [*(Kernel(b, "hidden", tag) for b in chain),
                 Kernel(8.0, "rows", tag), Kernel(8.0, "rows", tag)]
     if rms and norm_bytes > 2:
         return [Kernel(6.0, "hidden", tag), Kernel(8.0, "hidden", tag)]
@@ -100,7 +135,7 @@ def norm_kernels(kind: str, rms: bool, norm_bytes: float, tag: str = "") -> list
 def _rope(kind: str) -> list[Kernel]:
     if kind == "compiled":
         return [Kernel(COMPILED_BYTES["rope"], "qk", "rope")]
-    if kind == "eager":
+    if kind in ("eager", "amp"):
         return [Kernel(b, t, "rope") for t in ("q", "k") for b in EAGER_ROPE]
     return [Kernel(6.0, "q", "rope"), Kernel(6.0, "k", "rope")]
 
@@ -126,11 +161,16 @@ def forward_kernels(kind: str, rms: bool, norm_bytes: float, gated: bool, dropou
                                   "add+mlp_norm")]
         out["act"] = [Kernel(COMPILED_BYTES["act_gated" if gated else "act"], "act", "act")]
     else:
-        out["add_norm"] = [Kernel(6.0 + drop, "hidden", "add"),
+        add = AMP_ADD if kind == "amp" else 6.0
+        out["add_norm"] = [Kernel(add + drop, "hidden", "add"),
                            *norm_kernels(kind, rms, norm_bytes, "mlp_norm")]
         out["act"] = [Kernel(4.0, "act", "act"), Kernel(6.0, "act", "act")] if gated \
             else [Kernel(4.0, "act", "act")]
-    out["residual"] = [Kernel(6.0 + drop, "hidden", "mlp_residual")]
+    if kind == "amp":  # the fp32 norm outputs cast for the GEMMs they feed
+        out["attn_norm"].append(Kernel(AMP_CAST, "hidden", "attn_norm"))
+        out["add_norm"] += [Kernel(AMP_CAST, "hidden", "mlp_norm")] * (2 if gated else 1)
+    out["residual"] = [Kernel((AMP_ADD if kind == "amp" else 6.0) + drop, "hidden",
+                              "mlp_residual")]
     return out
 
 
@@ -151,13 +191,51 @@ def backward_kernels(kind: str, rms: bool, norm_bytes: float, gated: bool, dropo
     out = [] if flash else [Kernel(6.0, "scores")] + ([Kernel(5.0, "scores")] if dropout
                                                       else [])
     out += [Kernel(6.0, "act", "act")] * (3 if gated else 1)
-    norm_grad = [Kernel(b, "hidden") for b in EAGER_RMSNORM_GRAD] \
-        if kind == "eager" and rms else [Kernel(12.0, "hidden")]
-    out += [Kernel(6.0, "hidden"), *norm_grad, Kernel(6.0, "hidden"), *norm_grad,
-            Kernel(6.0, "hidden")]
+    if kind == "amp":
+        norm_grad = [Kernel(b, "hidden") for b in (AMP_RMSNORM_GRAD if rms else (12.0,))]
+        mlp_in = [Kernel(AMP_CAST, "hidden")] * 2 + [Kernel(AMP_SUM, "hidden")] if gated \
+            else [Kernel(AMP_CAST, "hidden")]
+        out += [Kernel(AMP_CAST, "hidden"), *mlp_in, *norm_grad, Kernel(AMP_SUM, "hidden"),
+                Kernel(AMP_CAST, "hidden"), Kernel(AMP_CAST, "hidden"), *norm_grad,
+                Kernel(AMP_SUM, "hidden")]
+    else:
+        norm_grad = [Kernel(b, "hidden") for b in EAGER_RMSNORM_GRAD] \
+            if kind == "eager" and rms else [Kernel(12.0, "hidden")]
+        out += [Kernel(6.0, "hidden"), *norm_grad, Kernel(6.0, "hidden"), *norm_grad,
+                Kernel(6.0, "hidden")]
     if rope:
         out += [Kernel(b, t) for t in ("q", "k") for b in EAGER_ROPE_GRAD] \
-            if kind == "eager" else [Kernel(6.0, "q"), Kernel(6.0, "k")]
+            if kind in ("eager", "amp") else [Kernel(6.0, "q"), Kernel(6.0, "k")]
     if dropout:
         out += [Kernel(5.0, "hidden"), Kernel(5.0, "hidden")]
     return out
+
+
+def weight_casts(kind: str) -> float:
+    """Bytes per weight element that each GEMM's weight cast moves per pass: 6 under
+    ``"amp"`` (fp32 → 16 bits in the forward, the gradient 16 bits → fp32 in the backward;
+    module docstring), else 0 (the weights are 16-bit already, or the library casts them
+    once per step)."""
+    return AMP_CAST if kind == "amp" else 0.0
+
+
+def kernels_from_activations(model: Any) -> tuple[str, str]:
+    """The count a profile's operators show, read from the
+    :class:`~perfkit.calc.ActivationModel` its job reads
+    (:func:`perfkit.job.activations.read_operator_extras`), and why: ``"amp"`` where the
+    norm or rotary ran as separate operators on an fp32 residual stream (an fp32
+    embedding table in a 16-bit run: the weights are fp32 and autocast casts them),
+    ``"eager"`` where they ran as separate operators otherwise, else ``"library"`` (a
+    fused norm kernel, or nothing read). ``"compiled"`` is not read (set it)."""
+    separate = bool(getattr(model, "unfused_norm", False)
+                    or getattr(model, "unfused_rotary", False))
+    fp32_stream = getattr(model, "input_bytes", None) == 4.0
+    ops = " and ".join(w for w, on in (("RMSNorm", getattr(model, "unfused_norm", False)),
+                                       ("rotary", getattr(model, "unfused_rotary", False)))
+                       if on)
+    if separate and fp32_stream:
+        return "amp", (f"{ops} as separate operators on an fp32 residual stream (an fp32 "
+                       "embedding table in a 16-bit run: fp32 weights under autocast)")
+    if separate:
+        return "eager", f"{ops} as separate operators"
+    return "library", "no norm or rotary as separate operators"

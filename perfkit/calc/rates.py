@@ -214,17 +214,21 @@ class Rates:
         ⌈parameters / dp_bucket_params⌉)`` (Megatron's 40e6, DDP's 25 MB). Default 0.
     dp_bucket_per_layer : bool
         One gradient bucket per layer of the stage (FSDP's per-layer wrapping).
-    elementwise_kernels : {"library", "eager", "compiled"}
+    elementwise_kernels : {"library", "eager", "amp", "compiled"}
         How the memory-bound kernels between a layer's GEMMs run
         (:mod:`perfkit.calc.elementwise`, each kernel's bytes with its source):
         ``"library"`` (default) as fused library kernels (Megatron-LM, Transformer Engine,
         MindSpore: one kernel per norm, the counts the studies were built on);
         ``"eager"`` as PyTorch runs a Llama block's reference code operator by operator
-        (RMSNorm in fp32 in six kernels of 36 bytes per element, rotary in five per
-        tensor); ``"compiled"`` fused by ``torch.compile`` (TorchInductor: each chain
-        one kernel reading its inputs and writing its outputs once; torchtitan's
-        ``compile`` option compiles each block). The embedding, the output head and the
-        loss are counted the same way in all three.
+        on 16-bit weights (RMSNorm in fp32 in six kernels of 36 bytes per element, rotary
+        in five per tensor); ``"amp"`` the same under ``torch.autocast`` with fp32
+        weights (every weight cast to 16 bits before its GEMM and its gradient back, the
+        residual stream and the norms in fp32); ``"compiled"`` fused by
+        ``torch.compile`` (TorchInductor: each chain one kernel reading its inputs and
+        writing its outputs once; torchtitan's ``compile`` option compiles each block).
+        The embedding, the output head and the loss are counted the same way in all of
+        them (``"amp"`` adds the output layer's weight cast). :func:`perfkit.plan.
+        calibrate` on a profile, given no rates, reads it from the profile's operators.
     collective_algorithm : {"hierarchical", "flat"}
         How a collective whose group spans nodes with several ranks in each is priced
         (:mod:`perfkit.calc.topology`): reduce-scatter inside, the shard across over all

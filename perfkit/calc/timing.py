@@ -63,8 +63,8 @@ What one step is made of, per rank
   stage's first forward; ``dp_bucket_params`` / ``dp_bucket_per_layer`` set the
   gradient buckets from the parameters (Megatron's 40M, DDP's 25 MB, FSDP per layer).
   ``elementwise_kernels`` says how a layer's memory-bound kernels run: fused library
-  kernels, eager PyTorch operator by operator, or compiled (:mod:`perfkit.calc.
-  elementwise`).
+  kernels, eager PyTorch operator by operator (on 16-bit weights, or under autocast on
+  fp32 weights, whose casts it counts), or compiled (:mod:`perfkit.calc.elementwise`).
 
 Activations, keys and values, tokens and gathered weights travel in 16 bits, in 32 in an
 fp32 or tf32 run (no mixed precision), whose gradients are 4 bytes too. Collectives are

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from ..specs import ModelSpec
 from .attention_rate import attention_efficiency, call_lengths
-from .elementwise import backward_kernels, forward_kernels, norm_kernels
+from .elementwise import backward_kernels, forward_kernels, norm_kernels, weight_casts
 from .flops import layer_forward_flops
 from .gemm_rate import GemmSurface, surface_for
 from .rates import Rates
@@ -204,8 +204,13 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
            *ops(vec["rope"]), *core, _gemm(n, parts["projection"] / (2.0 * h) / tp, h, "proj"),
            *ops(vec["add_norm"]), *moe_ops, *mlp_in, *ops(vec["act"]),
            *(dataclasses.replace(o, tag="mlp_out") for o in mlp_out), *ops(vec["residual"])]
+    # fp32 weights under autocast: each GEMM's weight cast in the forward, its gradient
+    # cast back in the backward (the weight gradient's part: a frozen weight has none)
+    per_weight = weight_casts(kernels)
+    casts = [_vec(per_weight * o.mnk[1] * o.mnk[2], o.tag, o.calls) for o in fwd
+             if per_weight and o.kind == "gemm" and o.tag != "core" and o.mnk]
     # backward: every GEMM twice (input and weight gradients), activation gradients
-    bwd: list[_Op] = []
+    bwd: list[_Op] = [dataclasses.replace(c, grad="weight") for c in casts]
     for o in fwd:
         if o.kind == "gemm":
             bwd += _gradients(o)
@@ -215,15 +220,17 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
     bwd += ops(backward_kernels(kernels, **shape))
     if parts["experts"]:
         bwd.append(_vec(8.0 * n * model.moe_top_k * h))
-    return fwd, bwd
+    return fwd + casts, bwd
 
 
-def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: float
-              ) -> tuple[list[_Op], list[_Op]]:
+def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: float,
+              kernels: str = "library") -> tuple[list[_Op], list[_Op]]:
     """Embedding (first stage) and output head with loss (last stage), fwd + bwd; the
     backward's ops are tagged ``"backward"`` (the embedding's gradient, the loss's
     gradient, the head's two gradient GEMMs and the final norm's gradient), so that
-    :func:`_seconds` can time the two passes at their own rates."""
+    :func:`_seconds` can time the two passes at their own rates. Under ``kernels="amp"``
+    the output layer's fp32 weight is cast too (:func:`~perfkit.calc.elementwise.
+    weight_casts`); the rest is counted alike for every ``kernels``."""
     n = b * model.seq_length / cp
     h, v = model.hidden_size, model.vocab_size / tp
     n_sp = n / tp if sp else n
@@ -235,6 +242,9 @@ def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: 
             _vec(6.0 * n * v), _vec(8.0 * n * v, "backward"),
             *(dataclasses.replace(g, tag="backward") for g in _gradients(logits)),
             _vec(12.0 * n_sp * h, "backward")]
+    if weight_casts(kernels):
+        head += [_vec(weight_casts(kernels) * h * v), _vec(weight_casts(kernels) * h * v,
+                                                           "backward")]
     return emb, head
 
 

@@ -119,15 +119,15 @@ def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp:
         sa, _ = _seconds(fwd, peak, bw, rates, only=("act",))
         cb, _ = _seconds(bwd, peak, bw, back, only=("core",), core_peak=core,
                          **device)
-        weights = [o for o in bwd if o.kind == "gemm" and o.tag != "core"
-                   and o.grad == "weight"]
+        weights = [o for o in bwd if o.tag != "core" and o.grad == "weight"]
         wg, kwg = _seconds(weights, peak, bw, back, **device)
         for key, value in (("fwd", f), ("bwd", bk), ("rec_all", f), ("rec_needed", rn),
                            ("sel_core", sc), ("sel_act", sa), ("core_fwd", sc),
                            ("core_bwd", cb), ("kf", kf), ("kb", kb), ("kra", kf),
                            ("krn", krn), ("wg", wg), ("kwg", kwg)):
             totals[key] += weight * value
-    emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes)
+    emb_ops, head_ops = _head_ops(model, b, tp, sp, cp, am.norm_bytes,
+                                  rates.elementwise_kernels)
     emb = _seconds(emb_ops, peak, bw, rates, skip=("backward",))[0] \
         + _seconds(emb_ops, peak, bw, back, only=("backward",))[0]
     head, kh = _seconds(head_ops, peak, bw, rates, skip=("backward",), **device)

@@ -41,7 +41,7 @@ from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_or
 from ..errors import InvalidArgumentError
 from ..format import count_text, rate_text, time_text
 from ..specs import Hardware, Node, ParallelConfig
-from .calibrate.profile import ATTENTION_READ
+from .calibrate.profile import ATTENTION_READ, ELEMENTWISE_READ
 from .predict import Prediction, predict
 
 __all__ = ["Assumptions", "assumptions", "calibrated_behaviour", "predict_assumed",
@@ -144,11 +144,17 @@ def _term_how(calibration: Any, name: str) -> str | None:
     return None
 
 
+def _read_note(calibration: Any, prefix: str) -> str | None:
+    """What a calibration's note starting with ``prefix`` says it read (after its colon)."""
+    note = next((n for n in getattr(calibration, "notes", ()) or ()
+                 if n.startswith(prefix)), None)
+    return None if note is None else note.split(": ", 1)[1]
+
+
 def _attention_read(calibration: Any) -> str | None:
     """Where a calibration's attention kernel came from, when read from the profile."""
-    note = next((n for n in getattr(calibration, "notes", ()) or ()
-                 if n.startswith(ATTENTION_READ)), None)
-    return None if note is None else f"the profile's kernel names: {note.split(': ', 1)[1]}"
+    read = _read_note(calibration, ATTENTION_READ)
+    return None if read is None else f"the profile's kernel names: {read}"
 
 
 def _behaviour_rows(calibration: Any, preset: str | None, edits: Mapping[str, Any]
@@ -185,6 +191,9 @@ def _behaviour_rows(calibration: Any, preset: str | None, edits: Mapping[str, An
             origin, source = "profile", "the calibration's rates"
             if name == "attention_implementation":
                 source = _attention_read(calibration) or source
+            elif name == "elementwise_kernels":
+                read = _read_note(calibration, ELEMENTWISE_READ)
+                source = f"the profile's operators: {read}" if read else source
         else:
             origin, source = "default", _DEFAULT_SOURCE
         rows.append({"part": "behaviour", "name": name, "value": value,

@@ -26,6 +26,11 @@ Numbers of the fixtures (ms), recorded 2026-11-26, perfkit at this commit::
 
 (``python benchmarks/bench_predict.py --measured`` prints them.)
 
+Every calibration here counts the element-wise work as fused library kernels do
+(``rates=Rates()``, the count these figures were fixed with; without rates,
+``calibrate`` now reads the eager autocast count from the profile,
+``tests/plan/test_elementwise_read.py``, which closes most of the unclosed gap below).
+
 Unclosed (``plan.calibrate(profile)``, close=False) the model misses the run's unfused
 RMSNorm and rotary embedding (element-wise kernels its memory-bound work does not count:
 33.5 ms of element-wise and 4.6 ms of reduction kernels per step of ``a``), but its ratios
@@ -58,6 +63,7 @@ from raw_kineto import raw_computing_s, raw_device_steps
 
 import perfkit as pk
 from perfkit import plan
+from perfkit.calc.rates import Rates
 from perfkit.format import time_text
 from perfkit.plan.calibrate import (
     BACKWARD_CLOSING,
@@ -69,6 +75,13 @@ from perfkit.plan.calibrate import (
 )
 from perfkit.plan.predict import STYLE_NOTE, band_residual
 from perfkit.widgets.prediction_fit import _closing_words, fit_job, predict_layout
+
+
+def _calibrate(*args, **kwargs) -> plan.Calibration:
+    """``plan.calibrate`` with the library's element-wise count (``rates=Rates()``): the
+    figures of this module were fixed with it. Without rates, ``calibrate`` reads the
+    count from the profile (``"amp"`` here: tests/plan/test_elementwise_read.py)."""
+    return plan.calibrate(*args, rates=kwargs.pop("rates", Rates()), **kwargs)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SETS = {"kineto_llama_layouts_h100": ("b", "c", "d"),
@@ -152,7 +165,7 @@ def test_the_two_sets_time_layout_a_alike():
 @pytest.mark.parametrize("close", [False, True])
 def test_ratios_to_the_calibrating_layout_are_the_timed_ones(measured_set, close):
     folder, profile = measured_set
-    cal = plan.calibrate(profile, close=close)
+    cal = _calibrate(profile, close=close)
     base = _predict(cal, folder, "a")
     for layout in SETS[folder]:
         want = _timed_s(folder, layout) / _timed_s(folder, "a")
@@ -166,7 +179,7 @@ def test_closing_reproduces_the_measured_computing_time(measured_set):
     read from the raw JSON), and idles as long as the least idle step (its profiled step
     less its computing time)."""
     folder, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = _calibrate(profile, close=True)
     assert cal.closed
     busy = _computing_s(folder, "a")
     steps, _ = raw_device_steps(_trace(folder, "a"))
@@ -176,7 +189,7 @@ def test_closing_reproduces_the_measured_computing_time(measured_set):
     least_idle = min(float(steps[s]) / 1e6 - busy[s] for s in busy)
     assert cal.parts["overhead"] == pytest.approx(least_idle, abs=1e-7)
     # the optimizer keeps the time its kernels were measured at
-    raw = plan.calibrate(profile, close=False)
+    raw = _calibrate(profile, close=False)
     assert cal.parts["optimizer"] == pytest.approx(raw.parts["optimizer"], rel=1e-9)
 
 
@@ -185,7 +198,7 @@ def test_closed_calibration_predicts_the_timed_steps(measured_set, closing):
     """Both closings predict every layout within the tolerance (kernels: ``d`` +7.4 %,
     ``g`` −6.6 %; first and second set, 2026-11-26)."""
     folder, profile = measured_set
-    cal = plan.calibrate(profile, close=True, closing=closing)
+    cal = _calibrate(profile, close=True, closing=closing)
     for layout in ("a", *SETS[folder]):
         assert _predict(cal, folder, layout) == pytest.approx(
             _timed_s(folder, layout), rel=_tolerance(layout)), layout
@@ -197,7 +210,7 @@ def test_the_closed_band_holds_the_timed_step_one_knob_away(measured_set):
     still holds every timed step one knob away (``d``, two knobs, +8.2 %, falls just out
     of its ±6.6 %)."""
     folder, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = _calibrate(profile, close=True)
     r = cal.estimated_step_s / _profiled_s(folder, "a") - 1
     assert band_residual(cal) == pytest.approx(r, abs=1e-6)
     env = _env(folder)
@@ -216,8 +229,8 @@ def test_closing_brings_every_layout_nearer_the_timed_step(measured_set):
     """The unclosed model misses the same unfused element-wise work at every layout, so
     its predictions are all low by about its residual; closing removes that."""
     folder, profile = measured_set
-    raw = plan.calibrate(profile, close=False)
-    closed = plan.calibrate(profile, close=True)
+    raw = _calibrate(profile, close=False)
+    closed = _calibrate(profile, close=True)
     assert raw.residual == pytest.approx(raw.predicted_step_s / _profiled_s(folder, "a") - 1,
                                          rel=1e-6)
     for layout in ("a", *SETS[folder]):
@@ -247,7 +260,7 @@ def test_the_planner_predicts_the_timed_steps(measured_set):
     # the sentence: how far the model was before closing (the unclosed model against the
     # profiled step read here), the measured computing time it was closed on, and the
     # closed model's step for this layout against the profiled one
-    unclosed = plan.calibrate(profile, close=False).predicted_step_s
+    unclosed = _calibrate(profile, close=False).predicted_step_s
     profiled = _profiled_s(folder, "a")
     gap = unclosed / profiled - 1  # said as a signed share with a minus sign (format.py)
     assert f"Before closing, the fitted model was {'+' if gap > 0 else '−'}" \
@@ -266,7 +279,7 @@ def test_the_closing_words_say_what_the_closing_did(measured_set):
     two-factor words of a profile whose passes cannot be told apart:
     ``tests/plan/test_calibrate.py``)."""
     _, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = _calibrate(profile, close=True)
     (factor,) = [v for t, v, _ in cal.terms if t == "closing scale"]
     assert f"scaled by one factor, ×{factor:.3g}, so that the model's computing time" \
         in _closing_words(cal)
@@ -275,7 +288,7 @@ def test_the_closing_words_say_what_the_closing_did(measured_set):
     unscaled = dataclasses.replace(cal, terms=tuple(t for t in cal.terms
                                                     if t[0] != "closing scale"))
     assert _closing_words(unscaled) == "."
-    split = plan.calibrate(profile, close=True, closing="kernels")
+    split = _calibrate(profile, close=True, closing="kernels")
     found = {t: v for t, v, _ in split.terms}
     assert "closing scale" not in found and VECTOR_CLOSING not in found
     assert f"scaled by ×{found[MATRIX_CLOSING]:.3g}, toward their share of the profile's " \
@@ -303,7 +316,7 @@ def test_an_h100_calibration_predicts_the_h200_steps(measured_set, closing, requ
             "run's small kernels gain less from the H200's bandwidth than the model's")))
     assert pk.infer_job(pk.load(_trace(H200, "a"), cache=False)).hardware.name == "h200"
     _, profile = measured_set
-    cal = plan.calibrate(profile, close=True, closing=closing)
+    cal = _calibrate(profile, close=True, closing=closing)
     env = _env(H200)
     for layout in ("a", "c"):
         parallel = dataclasses.replace(cal.job.parallel,
@@ -343,7 +356,7 @@ def test_the_traces_recompute_only_what_the_backward_needs():
         assert forward == 5
         assert (k1["products"] - k0["products"]) / layers == forward - 1
         assert (k1["attention"] - k0["attention"]) / layers == 1
-        cal = plan.calibrate(pk.load(_trace(folder, recomputed), cache=False), close=True)
+        cal = _calibrate(pk.load(_trace(folder, recomputed), cache=False), close=True)
         assert cal.rates.recompute_style == "needed", recomputed
 
 
@@ -357,7 +370,7 @@ def test_the_recompute_style_of_the_traces_brings_b_and_d_nearer():
     :data:`RATIO_TOL` of the added computing and both steps are nearer the timed ones
     (b +2.7 % → −1.0 %, d +8.2 % → +4.2 %, measured 2026-11-26)."""
     folder = "kineto_llama_layouts_h100"  # the set with recomputed layouts
-    cal = plan.calibrate(pk.load(_trace(folder, "a"), cache=False), close=True)
+    cal = _calibrate(pk.load(_trace(folder, "a"), cache=False), close=True)
     env = _env(folder)
     busy = {k: statistics.mean(_computing_s(folder, k).values()) for k in "abcd"}
     for plain, layout in (("a", "b"), ("c", "d")):
@@ -380,7 +393,7 @@ def test_an_assumed_recompute_style_is_said_with_the_other_styles_step(measured_
     step is the closer one to the timed ``b``. Calibrated on ``b`` itself, which shows
     its style, or with the style given, nothing is assumed and nothing is said."""
     folder, profile = measured_set
-    cal = plan.calibrate(profile, close=True)
+    cal = _calibrate(profile, close=True)
     env = _env(folder)
     if "b" not in env["layouts"]:
         pytest.skip("this set has no recomputed layout")
@@ -400,7 +413,7 @@ def test_an_assumed_recompute_style_is_said_with_the_other_styles_step(measured_
     assert abs(alt_ms / 1e3 - timed) < abs(p.step_s - timed)
     assert not any(n.startswith(STYLE_NOTE) for n in needed.notes)
     # calibrated on a run that recomputed in full: the style is read, not assumed
-    on_b = plan.calibrate(pk.load(_trace(folder, "b"), cache=False), close=True)
+    on_b = _calibrate(pk.load(_trace(folder, "b"), cache=False), close=True)
     assert not any(n.startswith(STYLE_NOTE) for n in pred(on_b).notes)
 
 
@@ -421,7 +434,7 @@ def test_the_kernel_closing_trades_the_h200_for_the_tp_split_and_recompute():
     backward's thread, it closes by kernel kind alone and says so."""
     folder = "kineto_llama_layouts_h100"
     profile = pk.load(_trace(folder, "a"), cache=False)
-    cals = {c: plan.calibrate(profile, close=True, closing=c) for c in CLOSINGS}
+    cals = {c: _calibrate(profile, close=True, closing=c) for c in CLOSINGS}
     env, h200 = _env(folder), _env(H200)
     busy = {k: statistics.mean(_computing_s(folder, k).values()) for k in "abcd"}
     for plain, layout in (("a", "b"), ("c", "d")):
@@ -442,7 +455,7 @@ def test_the_kernel_closing_trades_the_h200_for_the_tp_split_and_recompute():
                              global_batch_size=h200["layouts"][layout]["micro_batch"])
             err[c] = p.step_s / _timed_s(H200, layout) - 1
         assert err["kernels"] < err["one"] < 0 and abs(err["one"]) < 0.05 < abs(err["kernels"])
-    on_b = plan.calibrate(pk.load(_trace(folder, "b"), cache=False), close=True,
+    on_b = _calibrate(pk.load(_trace(folder, "b"), cache=False), close=True,
                           closing="kernels")
     terms = {t for t, _, _ in on_b.terms}
     assert VECTOR_CLOSING in terms and FORWARD_CLOSING not in terms

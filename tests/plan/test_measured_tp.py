@@ -11,7 +11,10 @@ communication (one GPU cannot hold two NCCL ranks). So a share's timed step is t
 planner's predicted step less its ``tp_comm`` part, and a share's device computing time
 (the union of its device tasks' intervals per step, read here from the raw JSON with
 gzip + json) is the predicted computing time (compute, recompute, optimizer). Each set
-is calibrated on its own ``a`` (``plan.calibrate(profile, close=True)``).
+is calibrated on its own ``a`` (``plan.calibrate(profile, close=True)``), counting the
+element-wise work as fused library kernels do (``rates=Rates()``: the figures below were
+fixed with that count; without rates, ``calibrate`` now reads the eager autocast count
+from these profiles, ``tests/plan/test_elementwise_read.py``).
 
 Numbers of the fixtures (ms), perfkit at this commit; ``one`` the default closing (one
 factor on every compute rate but the optimizer's), ``kernels`` ``closing="kernels"``
@@ -73,7 +76,15 @@ from raw_kineto import raw_device_steps
 
 import perfkit as pk
 from perfkit import plan
+from perfkit.calc.rates import Rates
 from perfkit.plan.calibrate import CLOSINGS, MATRIX_CLOSING
+
+
+def _calibrate(*args, **kwargs) -> plan.Calibration:
+    """``plan.calibrate`` with the library's element-wise count (``rates=Rates()``): the
+    figures of this module were fixed with it. Without rates, ``calibrate`` reads the
+    count from the profile (``"amp"`` here: tests/plan/test_elementwise_read.py)."""
+    return plan.calibrate(*args, rates=kwargs.pop("rates", Rates()), **kwargs)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The measured sets, by the name the tests' ids use.
@@ -163,7 +174,7 @@ def calibrations() -> dict[str, dict[str, plan.Calibration]]:
     out = {}
     for name in SETS:
         profile = pk.load(_trace(name, "a"), cache=False)
-        out[name] = {c: plan.calibrate(profile, close=True, closing=c) for c in CLOSINGS}
+        out[name] = {c: _calibrate(profile, close=True, closing=c) for c in CLOSINGS}
     return out
 
 

@@ -169,7 +169,10 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         ``ActivationModel()`` otherwise).
     rates : Rates, optional
         Starting rates and framework behaviour (recompute style, gradient-reduction
-        buckets and bytes); default ``Rates()``.
+        buckets and bytes); default ``Rates()``, and for a profile the element-wise count
+        its operators show (``Rates.elementwise_kernels``:
+        :func:`perfkit.calc.elementwise.kernels_from_activations`; the calibration's
+        notes say which). Pass rates to keep their count.
     static_scheme : str, optional
         Static-memory accounting for later predictions. Default: for a profile, the
         job's (:attr:`perfkit.Job.static_scheme`: ``"megatron"`` for PyTorch, on a GPU or
@@ -217,6 +220,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         raise InvalidArgumentError("skip_first_steps", "must be a whole number >= 0",
                                    skip_first_steps)
     check_choice("closing", closing, CLOSINGS)
+    read_elementwise = rates is None  # a profile's operators then say how they ran
     rates = Rates() if rates is None else rates
     if not isinstance(rates, Rates):
         raise InvalidArgumentError("rates", "must be a perfkit.calc.Rates", type(rates).__name__)
@@ -252,7 +256,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
         kind = "profile"
         job, rates, info = _from_profile(source, model, parallel, hardware, activation_model,
                                          rates, static_scheme, dtype, notes,
-                                         skip_first_steps, job_kw)
+                                         skip_first_steps, job_kw, read_elementwise)
         close = False if close is None else close
     else:
         raise InvalidArgumentError("source", "must be a Profile/Cluster, a steps table "

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ...calc import ActivationModel
+from ...calc.elementwise import kernels_from_activations
 from ...calc.layout_rows import run_types
 from ...calc.rates import Rates
 from ...errors import InvalidArgumentError, PerfkitError
@@ -34,6 +35,8 @@ _READS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: How a calibration's note on the attention kernel read from the profile begins (the
 #: Planner's assumptions table quotes what follows its first ": ").
 ATTENTION_READ = "attention priced as"
+#: The note of a calibration whose element-wise count was read from the profile.
+ELEMENTWISE_READ = "element-wise kernels counted as"
 
 
 def _profile_reads(source: Any, overrides: dict[str, Any]
@@ -103,7 +106,8 @@ def _kernels_per_rank_step(source: Any) -> float:
 def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig | None,
                   hardware: Hardware | str | None, am: ActivationModel | None, rates: Rates,
                   static_scheme: str | None, dtype: str | None, notes: list[str],
-                  skip_first_steps: int, job_kw: dict[str, Any]
+                  skip_first_steps: int, job_kw: dict[str, Any],
+                  read_elementwise: bool = False
                   ) -> tuple[CalibratedJob, Rates, dict[str, Any]]:
     overrides = {k: v for k, v in (("model", model), ("parallel", parallel),
                                    ("hardware", hardware)) if v is not None}
@@ -130,6 +134,10 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
                         tensor_dtype=tensor, **job_kw)
     if am is None:
         notes.append(f"activations as the profile keeps them: {inferred.activation_detail}")
+    if read_elementwise:  # no rates given: count the element-wise work as the profile ran it
+        kind, why = kernels_from_activations(job.activation_model)
+        rates = rates.replace(elementwise_kernels=kind)
+        notes.append(f"{ELEMENTWISE_READ} {kind!r}: {why}")
     read_kernel = inferred.attention_implementation
     if read_kernel is not None and rates.attention_implementation == "auto":
         # the kernel that ran, not the hardware's guess: its curve is what the operator
