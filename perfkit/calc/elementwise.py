@@ -74,7 +74,8 @@ timing_kernels` counts them as before): torchtitan compiles the transformer bloc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from .activation_model import ActivationModel
 
 __all__ = ["ELEMENTWISE_KERNELS", "Kernel", "forward_kernels", "backward_kernels",
            "norm_kernels", "weight_casts", "kernels_from_activations",
@@ -146,6 +147,7 @@ def forward_kernels(kind: str, rms: bool, norm_bytes: float, gated: bool, dropou
     ``"rope"``, ``"softmax"`` (unfused attention only), ``"add_norm"`` (the residual add
     and the MLP's norm), ``"act"``, ``"residual"`` (after the MLP)."""
     drop = float(dropout)
+    add = AMP_ADD if kind == "amp" else 6.0  # a residual add (fp32 stream under "amp")
     out: dict[str, list[Kernel]] = {"attn_norm": norm_kernels(kind, rms, norm_bytes,
                                                               "attn_norm"),
                                     "rope": _rope(kind) if rope else [], "softmax": []}
@@ -161,7 +163,6 @@ def forward_kernels(kind: str, rms: bool, norm_bytes: float, gated: bool, dropou
                                   "add+mlp_norm")]
         out["act"] = [Kernel(COMPILED_BYTES["act_gated" if gated else "act"], "act", "act")]
     else:
-        add = AMP_ADD if kind == "amp" else 6.0
         out["add_norm"] = [Kernel(add + drop, "hidden", "add"),
                            *norm_kernels(kind, rms, norm_bytes, "mlp_norm")]
         out["act"] = [Kernel(4.0, "act", "act"), Kernel(6.0, "act", "act")] if gated \
@@ -169,8 +170,7 @@ def forward_kernels(kind: str, rms: bool, norm_bytes: float, gated: bool, dropou
     if kind == "amp":  # the fp32 norm outputs cast for the GEMMs they feed
         out["attn_norm"].append(Kernel(AMP_CAST, "hidden", "attn_norm"))
         out["add_norm"] += [Kernel(AMP_CAST, "hidden", "mlp_norm")] * (2 if gated else 1)
-    out["residual"] = [Kernel((AMP_ADD if kind == "amp" else 6.0) + drop, "hidden",
-                              "mlp_residual")]
+    out["residual"] = [Kernel(add + drop, "hidden", "mlp_residual")]
     return out
 
 
@@ -219,7 +219,7 @@ def weight_casts(kind: str) -> float:
     return AMP_CAST if kind == "amp" else 0.0
 
 
-def kernels_from_activations(model: Any) -> tuple[str, str]:
+def kernels_from_activations(model: ActivationModel) -> tuple[str, str]:
     """The count a profile's operators show, read from the
     :class:`~perfkit.calc.ActivationModel` its job reads
     (:func:`perfkit.job.activations.read_operator_extras`), and why: ``"amp"`` where the
@@ -227,13 +227,10 @@ def kernels_from_activations(model: Any) -> tuple[str, str]:
     embedding table in a 16-bit run: the weights are fp32 and autocast casts them),
     ``"eager"`` where they ran as separate operators otherwise, else ``"library"`` (a
     fused norm kernel, or nothing read). ``"compiled"`` is not read (set it)."""
-    separate = bool(getattr(model, "unfused_norm", False)
-                    or getattr(model, "unfused_rotary", False))
-    fp32_stream = getattr(model, "input_bytes", None) == 4.0
-    ops = " and ".join(w for w, on in (("RMSNorm", getattr(model, "unfused_norm", False)),
-                                       ("rotary", getattr(model, "unfused_rotary", False)))
-                       if on)
-    if separate and fp32_stream:
+    ops = " and ".join(w for w, on in (("RMSNorm", model.unfused_norm),
+                                       ("rotary", model.unfused_rotary)) if on)
+    separate = bool(ops)
+    if separate and model.input_bytes == 4.0:
         return "amp", (f"{ops} as separate operators on an fp32 residual stream (an fp32 "
                        "embedding table in a 16-bit run: fp32 weights under autocast)")
     if separate:

@@ -242,9 +242,9 @@ def _head_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, norm_bytes: 
             _vec(6.0 * n * v), _vec(8.0 * n * v, "backward"),
             *(dataclasses.replace(g, tag="backward") for g in _gradients(logits)),
             _vec(12.0 * n_sp * h, "backward")]
-    if weight_casts(kernels):
-        head += [_vec(weight_casts(kernels) * h * v), _vec(weight_casts(kernels) * h * v,
-                                                           "backward")]
+    per_weight = weight_casts(kernels)
+    if per_weight:
+        head += [_vec(per_weight * h * v), _vec(per_weight * h * v, "backward")]
     return emb, head
 
 
