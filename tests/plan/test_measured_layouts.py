@@ -59,11 +59,11 @@ import statistics
 from pathlib import Path
 
 import pytest
+from library_count import library_calibrate as _calibrate
 from raw_kineto import raw_computing_s, raw_device_steps
 
 import perfkit as pk
 from perfkit import plan
-from perfkit.calc.rates import Rates
 from perfkit.format import time_text
 from perfkit.plan.calibrate import (
     BACKWARD_CLOSING,
@@ -75,13 +75,6 @@ from perfkit.plan.calibrate import (
 )
 from perfkit.plan.predict import STYLE_NOTE, band_residual
 from perfkit.widgets.prediction_fit import _closing_words, fit_job, predict_layout
-
-
-def _calibrate(*args, **kwargs) -> plan.Calibration:
-    """``plan.calibrate`` with the library's element-wise count (``rates=Rates()``): the
-    figures of this module were fixed with it. Without rates, ``calibrate`` reads the
-    count from the profile (``"amp"`` here: tests/plan/test_elementwise_read.py)."""
-    return plan.calibrate(*args, rates=kwargs.pop("rates", Rates()), **kwargs)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SETS = {"kineto_llama_layouts_h100": ("b", "c", "d"),

@@ -72,19 +72,12 @@ import statistics
 from pathlib import Path
 
 import pytest
+from library_count import library_calibrate as _calibrate
 from raw_kineto import raw_device_steps
 
 import perfkit as pk
 from perfkit import plan
-from perfkit.calc.rates import Rates
 from perfkit.plan.calibrate import CLOSINGS, MATRIX_CLOSING
-
-
-def _calibrate(*args, **kwargs) -> plan.Calibration:
-    """``plan.calibrate`` with the library's element-wise count (``rates=Rates()``): the
-    figures of this module were fixed with it. Without rates, ``calibrate`` reads the
-    count from the profile (``"amp"`` here: tests/plan/test_elementwise_read.py)."""
-    return plan.calibrate(*args, rates=kwargs.pop("rates", Rates()), **kwargs)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The measured sets, by the name the tests' ids use.
