@@ -24,7 +24,9 @@ matrix ``gflops_efficiency`` 0.6 at 1 GFLOP, 0.9 at 16, 0.95 at 128 — ``e_max`
 0.9 at 100 MB — ``e_max`` 0.9, ``W½`` 2 MB). Wider models run larger GEMMs and so get
 closer to ``e_max``: the rise of achieved throughput with model width that Narayanan et
 al. 2021 (Table 1) report comes out of this curve and of the memory-bound share of a
-layer, which shrinks as ``1/h``.
+layer, which shrinks as ``1/h``. The GEMM curve's ``e_max`` defaults, per device, to the
+share its best measured matmul runs at where one is published (0.869 on an A100 SXM:
+:mod:`perfkit.calc.gemm_ceiling`), the shape (``W½``) staying Calculon's.
 """
 
 from __future__ import annotations
@@ -40,14 +42,12 @@ import pandas as pd
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
 from .attention_rate import ATTENTION_IMPLEMENTATIONS
 from .elementwise import ELEMENTWISE_KERNELS
+from .gemm_ceiling import GEMM_EFFICIENCY_DEFAULT, size_curve_e_max
 from .gemm_rate import GEMM_MODELS
 
 __all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "RECOMPUTE_STYLE_MIN_SHARE",
            "GEMM_EFFICIENCY_DEFAULT", "GEMM_SURFACE_SCALE_MAX", "size_efficiency"]
 
-#: ``Rates.gemm_efficiency``'s default: the size curve's ``e_max`` (Calculon's A100
-#: table); on a measured GEMM surface, the value at which the surface runs as measured.
-GEMM_EFFICIENCY_DEFAULT = 0.95
 #: The largest ``Rates.gemm_surface_scale``: each shape's efficiency on a surface is capped
 #: at 1 anyway (:meth:`perfkit.calc.gemm_rate.GemmSurface.seconds`).
 GEMM_SURFACE_SCALE_MAX = 2.0
@@ -83,11 +83,14 @@ class Rates:
 
     Parameters
     ----------
-    gemm_efficiency : float
+    gemm_efficiency : float, optional
         On the size curve, ``e_max`` of matrix multiplies: the share of the peak FLOP/s a
-        very large GEMM gets. Default 0.95 (Calculon's A100 table, see the module
-        docstring). Unused on a measured surface (``gemm_model``), whose rates
-        ``gemm_surface_scale`` moves.
+        very large GEMM gets. Default None: the device's own, resolved where the rates
+        meet a device (:meth:`resolved`): the share its best measured matmul runs at
+        where one is published (:func:`perfkit.calc.gemm_ceiling.size_curve_e_max`: 0.869
+        on an A100 SXM, 0.776 on a B200, 0.514 on an MI300X, ...), else 0.95 (Calculon's
+        A100 table, see the module docstring). Unused on a measured surface
+        (``gemm_model``), whose rates ``gemm_surface_scale`` moves.
     gemm_half_flops : float
         ``W½`` of the GEMM size curve, FLOPs per call (default 0.58e9); unused on a
         measured surface, which has its fixed time per call and its halves per dimension.
@@ -237,7 +240,7 @@ class Rates:
         :func:`perfkit.plan.calibrate` reads which a profile ran from its transports.
     """
 
-    gemm_efficiency: float = GEMM_EFFICIENCY_DEFAULT
+    gemm_efficiency: float | None = None
     gemm_half_flops: float = 0.58e9
     gemm_model: str = "auto"
     gemm_surface_scale: float = 1.0
@@ -272,9 +275,10 @@ class Rates:
     elementwise_kernels: str = "library"
 
     def __post_init__(self) -> None:
-        for name in ("gemm_efficiency", "memory_efficiency", "intra_node_efficiency",
-                     "inter_node_efficiency"):
+        for name in ("memory_efficiency", "intra_node_efficiency", "inter_node_efficiency"):
             check_fraction(name, getattr(self, name), allow_zero=False)
+        if self.gemm_efficiency is not None:
+            check_fraction("gemm_efficiency", self.gemm_efficiency, allow_zero=False)
         if self.elementwise_efficiency is not None:
             check_fraction("elementwise_efficiency", self.elementwise_efficiency,
                            allow_zero=False)
@@ -340,6 +344,15 @@ class Rates:
             return self
         return self.replace(elementwise_efficiency=self.backward_elementwise_efficiency)
 
+    def resolved(self, hardware_name: str | None, dtype: str | None = None) -> Rates:
+        """These rates with the device's own defaults in place of the unset ones: the size
+        curve's ``gemm_efficiency`` (None: :func:`perfkit.calc.gemm_ceiling.
+        size_curve_e_max` for ``hardware_name`` and ``dtype``). The rates themselves when
+        nothing is unset."""
+        if self.gemm_efficiency is not None:
+            return self
+        return self.replace(gemm_efficiency=size_curve_e_max(hardware_name, dtype))
+
     def link(self, group: str, intra: bool) -> float:
         """Link efficiency of ``group``: calibrated, else the tier's default."""
         value = self.link_efficiency.get(group)
@@ -366,6 +379,10 @@ class Rates:
         validation's calibrated-in-group error 116 % (mean) against 27.6 % this way
         (docs/planner.md, "Attention by shape")."""
         own, back = self.elementwise_efficiency, self.backward_elementwise_efficiency
+        if self.gemm_efficiency is None:
+            raise InvalidArgumentError(
+                "gemm_efficiency", "is the device's default until the rates meet a device: "
+                "scale rates.resolved(hardware.name, dtype)", None)
         return self.replace(gemm_efficiency=min(1.0, self.gemm_efficiency * factor),
                             gemm_surface_scale=min(GEMM_SURFACE_SCALE_MAX,
                                                    self.gemm_surface_scale * factor),

@@ -127,6 +127,7 @@ def op_recompute_seconds(model: ModelSpec, hardware: Hardware, rates: Rates,
     """
     am = ActivationModel() if activation_model is None else activation_model
     _check_ops(model, tuple(ops))
+    rates = rates.resolved(hardware.name, dtype)
     return _op_seconds(model, hardware, rates, tuple(ops), int(micro_batch_size), int(tp),
                        bool(sequence_parallel), int(cp), int(ep), int(expert_tp or tp), am,
                        dtype)

@@ -277,7 +277,8 @@ def _compute_words(rates: Rates, hardware: Hardware, dtype: str | None, peak: fl
             f"({peak / 1e12:.1f} TFLOP/s)"
     if rates.gemm_model == "size" and rates.gemm_half_flops == 0 \
             and rates.gemm_memory == "max" and rates.attention_implementation == "gemm":
-        return f"every matrix product at {rates.gemm_efficiency:.0%} of {where}"
+        e_max = rates.resolved(hardware.name, dtype).gemm_efficiency
+        return f"every matrix product at {e_max:.0%} of {where}"
     return (f"GEMMs by shape or size ({rates.gemm_model}), attention on the "
             f"{rates.attention_implementation} kernel's curve, memory-bound kernels at "
             f"{rates.memory_efficiency:.0%} of the memory bandwidth; peak: {where}")

@@ -18,6 +18,7 @@ from ..specs import ModelSpec
 from .attention_rate import attention_efficiency, call_lengths
 from .elementwise import backward_kernels, forward_kernels, norm_kernels, weight_casts
 from .flops import layer_forward_flops
+from .gemm_ceiling import GEMM_EFFICIENCY_DEFAULT
 from .gemm_rate import GemmSurface, surface_for
 from .rates import Rates
 
@@ -41,12 +42,15 @@ def gemm_seconds(flops: float, nbytes: float, peak: float, bandwidth: float,
     there is the square product of its FLOPs. Otherwise the size curve:
     ``(F + F½)/(e·peak) + B/(e_mem·bandwidth)`` (``gemm_memory="max"``: the larger of the
     two) with ``e = gemm_efficiency`` (times ``attention_efficiency`` for attention priced
-    as a GEMM).
+    as a GEMM; unset: :data:`~perfkit.calc.gemm_ceiling.GEMM_EFFICIENCY_DEFAULT`, no device
+    being known here — :meth:`Rates.resolved <perfkit.calc.rates.Rates.resolved>` gives
+    the device's own).
     """
     if surface is not None and not attention:
         m, n, k = shape if shape else (max(flops / 2.0, 1.0) ** (1.0 / 3.0),) * 3
         return surface.seconds(m, n, k, peak, bandwidth, rates.gemm_surface_scale)
-    e = rates.gemm_efficiency * (rates.attention_efficiency if attention else 1.0)
+    e_max = GEMM_EFFICIENCY_DEFAULT if rates.gemm_efficiency is None else rates.gemm_efficiency
+    e = e_max * (rates.attention_efficiency if attention else 1.0)
     compute = (flops + rates.gemm_half_flops) / (e * peak)
     memory = nbytes / (rates.memory_efficiency * bandwidth)
     return compute + memory if rates.gemm_memory == "sum" else max(compute, memory)

@@ -74,6 +74,7 @@ def layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, micro_batch_
     at the forward's.
     """
     am = ActivationModel() if activation_model is None else activation_model
+    rates = rates.resolved(hardware.name, dtype)  # the device's size-curve ceiling if unset
     return _layer_costs(model, hardware, rates, int(micro_batch_size), int(tp),
                         bool(sequence_parallel), int(cp), int(ep),
                         int(expert_tp or tp), am, dtype)

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..calc.attention_occupancy import multiprocessors
 from ..calc.behaviour import FITTED_FIELDS, Behaviour
+from ..calc.gemm_ceiling import ceiling_source
 from ..calc.gemm_rate import surface_for
 from ..calc.rates import Rates
 from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_order
@@ -262,6 +263,8 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
     (:mod:`perfkit.calc.attention_occupancy`). Read-only: ``Rates`` fields, not options."""
     rates: Rates = getattr(calibration, "rates", None) or Rates()
     dtype = getattr(getattr(calibration, "job", None), "dtype", None)
+    default_e = rates.gemm_efficiency is None
+    rates = rates.resolved(hardware.name, dtype)
     surface = surface_for(hardware.name, dtype, rates.gemm_model)
     fitted = _term_how(calibration, "gemm_efficiency")
     if surface is not None:
@@ -274,9 +277,10 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
         half = rates.gemm_half_flops
         text = (f"size curve: e {rates.gemm_efficiency:.3g}, "
                 + (f"F½ {half / 1e9:.3g} GFLOP" if half > 0 else "no fixed cost per call"))
+        ceiling = ceiling_source(hardware.name, dtype) if default_e else "as the rates set it"
         gemm = ("profile", fitted) if fitted else (
-            "default", "Calculon's A100 table (perfkit.calc.rates); no measured surface "
-                       f"for {hardware.name}")
+            "default", f"shape: Calculon's A100 table (perfkit.calc.rates); e: {ceiling}; "
+                       f"no measured surface for {hardware.name}")
     recorded = hardware.multiprocessors is not None  # a trace's numSms, or given
     sms = hardware.multiprocessors if recorded else multiprocessors(hardware.name)
     occupancy = (f"by pairs per call, {sms} SMs" + (" (the device's own count)" if recorded

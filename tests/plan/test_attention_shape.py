@@ -171,7 +171,8 @@ def test_a_128k_context_parallel_layout_costs_what_the_curve_says():
     assert e_diag == pytest.approx(616e12 / PEAK, rel=TOLERANCE)
     assert e_ring == pytest.approx(math.sqrt(646 * 648) * 1e12 / PEAK, rel=TOLERANCE)
     # the former pricing: a GEMM on the size curve (e 0.95, W½ 0.58 GFLOP) plus its bytes
-    old = layer_costs(model, hw, Rates(attention_implementation="gemm"), 1, tp=tp,
+    old = layer_costs(model, hw, Rates(attention_implementation="gemm", gemm_efficiency=0.95),
+                      1, tp=tp,
                       sequence_parallel=True, cp=cp, activation_model=am)
     n = chunk
     nbytes = 2.0 * n * (2 * heads * d + 2 * (8 / tp) * d)

@@ -114,7 +114,7 @@ def test_step_time_calibration_scales_the_compute_rates_only():
     cal = plan.calibrate(49.05, model, par, hw)
     assert cal.source == "step time" and cal.closed and cal.residual == 0.0
     assert cal.measured == {"compute"}
-    start = Rates()
+    start = Rates().resolved(hw.name)
     factor = cal.rates.gemm_efficiency / start.gemm_efficiency
     assert cal.rates.memory_efficiency == pytest.approx(start.memory_efficiency * factor)
     assert dict(cal.rates.link_efficiency) == {}  # links keep their defaults

@@ -244,6 +244,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
                             model.seq_length, activation_model or ActivationModel(),
                             static_scheme or "mindspore", peak, tensor_dtype=tensor,
                             **job_kw)
+        rates = rates.resolved(hw.name, job.dtype)
         if is_number:
             kind = "step time"
             rates, info = _from_step_time(float(source), job, rates, notes)

@@ -132,6 +132,7 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
     job = CalibratedJob(job_model, job_parallel, job_hw, job_parallel.global_batch_size,
                         job_model.seq_length, am or inferred.activation_model, scheme, peak,
                         tensor_dtype=tensor, **job_kw)
+    rates = rates.resolved(job_hw.name, job.dtype)
     if am is None:
         notes.append(f"activations as the profile keeps them: {inferred.activation_detail}")
     if read_elementwise:  # no rates given: count the element-wise work as the profile ran it
