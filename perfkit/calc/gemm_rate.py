@@ -73,7 +73,9 @@ the surface at the median, 7.0 % mean error (``duty_h200.json.gz``).
 
 No other family has a measured surface in perfkit yet (the A100 and the H20's cut-down
 chip included): there GEMMs stay on the size curve of :mod:`perfkit.calc.rates`
-(Calculon's A100 table), which is what ``Rates.gemm_model``'s ``"auto"`` chooses.
+(Calculon's A100 table, topped at the device's best measured matmul where one is
+published: :mod:`perfkit.calc.gemm_ceiling`), which is what ``Rates.gemm_model``'s
+``"auto"`` chooses.
 """
 
 from __future__ import annotations
