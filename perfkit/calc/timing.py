@@ -249,6 +249,7 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     c = {k: np.asarray(v) for k, v in cols.items()}
     c["expert_tp"] = np.where(c["expert_tp"] == 0, c["tp"], c["expert_tp"])
     st = uniform_stages(c, model.num_layers) if stages is None else stages
+    rates = rates.resolved(hardware.name, dtype)  # once here, not per layer shape priced
     lc = _costs_columns(model, hardware, rates, c, am, dtype)
     wide = full_precision(tensor_dtype or dtype)  # an fp32 run sends 4-byte tensors
     if wide:
