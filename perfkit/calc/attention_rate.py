@@ -78,7 +78,8 @@ from .attention_occupancy import multiprocessors, occupancy
 
 __all__ = ["ATTENTION_IMPLEMENTATIONS", "FA3_PAPER_H100", "FA3_SEQ_LENGTHS", "RELATIVE_TO_FLASH2",
            "H100_BF16_PEAK", "A100_FLASH2_BEST", "fit_series", "series_parameters",
-           "attention_efficiency", "is_hopper", "call_lengths", "resolve_implementation"]
+           "attention_efficiency", "is_hopper", "call_lengths", "resolve_implementation",
+           "RING_BYTES_PER_ELEMENT", "ring_bookkeeping"]
 
 #: ``implementation`` values: ``"auto"`` (:func:`resolve_implementation`), the fused kernels
 #: with published curves, the older kernels priced against FlashAttention-2
@@ -313,3 +314,42 @@ def call_lengths(seq_length: float, cp: int, causal: bool
     if not causal:
         return ((1.0, chunk, chunk, False),)
     return ((1.0 / cp, chunk, chunk, True), ((cp - 1.0) / cp, chunk, chunk / 2.0, False))
+
+
+#: Bytes per element the ring's float32 bookkeeping moves (read + write), as PyTorch's
+#: load-balanced ring does it (``_SDPAMerger`` with ``convert_to_f32``; the backward's
+#: float32 gradient accumulators): ``"convert"`` a 16-bit block to float32 or back (2 + 4),
+#: ``"merge"`` one later block into the running output (the block's conversion, then
+#: ``out − sigmoid(lse_b − lse)·(out − block)`` in three float32 passes: 6 + 12 + 8 + 12),
+#: ``"accumulate"`` a 16-bit gradient added into a float32 one (4 + 2 + 4).
+RING_BYTES_PER_ELEMENT = {"convert": 6.0, "merge": 38.0, "accumulate": 10.0}
+
+
+def ring_bookkeeping(q_elements: float, kv_elements: float, cp: int
+                     ) -> tuple[tuple[tuple[float, float], ...], tuple[tuple[float, float], ...]]:
+    """The memory-bound work a context-parallel ring does around its attention calls, in
+    one layer of one rank, as ``(forward, backward)``, each a tuple of
+    ``(bytes per kernel, kernels)``; both empty when ``cp <= 1``.
+
+    Counted on the ring's slowest rank (the last: after the first step every call holds
+    all of its queries and the first half of the keys), with
+    :data:`RING_BYTES_PER_ELEMENT`: forward, the first block converted to float32, each
+    of the ``cp − 1`` later blocks merged into the running output, the result cast back
+    to 16 bits; backward, the first step's query, key and value gradients converted to
+    float32 accumulators, each later step's query gradient (all queries) and key and value
+    gradients (half the keys) added into them, and the three cast back. ``q_elements`` is
+    the rank's query (and output) elements ``b·s/cp·heads·d``, ``kv_elements`` one of its
+    key or value blocks'. The byte count is the least the arithmetic needs (a framework
+    that concatenates or clones its accumulators moves more): on an H100 the emulated
+    ring's merges ran at 0.82-0.84 of the device's measured element-wise bandwidth, its
+    backward's strided accumulations at about half of it
+    (``tests/data/kernel_rates_h100/ring_attention.json.gz``,
+    ``tests/test_ring_attention_measured.py``).
+    """
+    if cp <= 1:
+        return (), ()
+    b = RING_BYTES_PER_ELEMENT
+    forward = ((b["convert"] * q_elements, 2.0), (b["merge"] * q_elements, cp - 1.0))
+    backward = ((b["convert"] * (q_elements + 2.0 * kv_elements), 2.0),
+                (b["accumulate"] * (q_elements + kv_elements), cp - 1.0))
+    return forward, backward

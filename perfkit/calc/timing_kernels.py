@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..specs import ModelSpec
-from .attention_rate import attention_efficiency, call_lengths
+from .attention_rate import attention_efficiency, call_lengths, ring_bookkeeping
 from .elementwise import backward_kernels, forward_kernels, norm_kernels, weight_casts
 from .flops import layer_forward_flops
 from .gemm_ceiling import GEMM_EFFICIENCY_DEFAULT
@@ -200,6 +200,8 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
         call = (call_lengths(model.seq_length, cp, True), float(d), False, float(b * a_t))
         core = [_Op("attn", core_flops, 2.0 * n * (2 * a_t * d + 2 * g_t * d), 1.0, "core",
                     shape=call)]
+        ring_fwd, ring_bwd = ring_bookkeeping(n * a_t * d, n * g_t * d, cp)
+        core += [_vec(nbytes, "core", calls) for nbytes, calls in ring_fwd]
     else:
         bmm_bytes = 2.0 * (n * a_t * d + b * model.seq_length * a_t * d + scores)
         core = [_Op("gemm", core_flops / 2, bmm_bytes, 1.0, "core"), *ops(vec["softmax"]),
@@ -221,6 +223,8 @@ def _layer_ops(model: ModelSpec, b: int, tp: int, sp: bool, cp: int, ep: int, et
         elif o.kind == "attn":
             bwd.append(_Op("attn", o.flops * _FLASH_BACKWARD, o.nbytes * 2, o.calls, o.tag,
                            shape=(o.shape[0], o.shape[1], True, *o.shape[3:])))
+    if flash:
+        bwd += [_vec(nbytes, "core", calls) for nbytes, calls in ring_bwd]
     bwd += ops(backward_kernels(kernels, **shape))
     if parts["experts"]:
         bwd.append(_vec(8.0 * n * model.moe_top_k * h))
