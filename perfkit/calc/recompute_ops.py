@@ -50,6 +50,7 @@ from functools import lru_cache
 
 from ..specs import Hardware, ModelSpec
 from .activation_model import ActivationModel
+from .power_limit import sustained_peak
 from .rates import Rates
 from .recompute_ops_memory import _check_ops, op_dropped_terms
 from .timing_kernels import _gemm, _layer_ops, _Op, _seconds, fp8_casts
@@ -137,7 +138,7 @@ def op_recompute_seconds(model: ModelSpec, hardware: Hardware, rates: Rates,
 def _op_seconds(model: ModelSpec, hardware: Hardware, rates: Rates, ops: tuple[str, ...],
                 b: int, tp: int, sp: bool, cp: int, ep: int, etp: int, am: ActivationModel,
                 dtype: str | None) -> tuple[float, float]:
-    peak, bw = hardware.peak(dtype), hardware.memory_bandwidth
+    peak, bw = sustained_peak(hardware, dtype), hardware.memory_bandwidth
     core = _half_peak(hardware) if dtype == "fp8" else None
     dropout = am.dropout if am.dropout is not None else model.mlp != "gated"
     kinds = [(False, 1.0)]

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
+from .power_limit import sustained_peak
 from .rates import Rates
 from .timing_kernels import _head_ops, _layer_ops, _seconds, fp8_casts
 
@@ -84,7 +85,8 @@ def layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, micro_batch_
 def _layer_costs(model: ModelSpec, hardware: Hardware, rates: Rates, b: int, tp: int,
                  sp: bool, cp: int, ep: int, etp: int, am: ActivationModel,
                  dtype: str | None) -> LayerCosts:
-    peak, bw = hardware.peak(dtype), hardware.memory_bandwidth
+    # compute at what the device sustains under its power limit (datasheet when unset)
+    peak, bw = sustained_peak(hardware, dtype), hardware.memory_bandwidth
     fp8 = dtype == "fp8"
     # FP8 runs its GEMMs at the FP8 peak; attention stays 16-bit (Transformer Engine's
     # FP8 recipes: DotProductAttention in bf16), element-wise work is priced by bytes
@@ -151,5 +153,5 @@ def _half_peak(hardware: Hardware) -> float:
     hardware's default."""
     for dtype in ("bf16", "fp16"):
         if dtype in hardware.peak_flops:
-            return hardware.peak(dtype)
-    return hardware.peak()
+            return sustained_peak(hardware, dtype)
+    return sustained_peak(hardware)

@@ -37,9 +37,10 @@ from ..calc.attention_occupancy import multiprocessors
 from ..calc.behaviour import FITTED_FIELDS, Behaviour
 from ..calc.gemm_ceiling import ceiling_source
 from ..calc.gemm_rate import surface_for
+from ..calc.power_limit import compute_scale, rated_power
 from ..calc.rates import Rates
 from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_order
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, PerfkitError
 from ..format import count_text, rate_text, time_text
 from ..specs import Hardware, Node, ParallelConfig
 from .calibrate.profile import ATTENTION_READ, ELEMENTWISE_READ
@@ -290,7 +291,30 @@ def _kernel_rows(calibration: Any, hardware: Hardware) -> list[dict[str, Any]]:
              "text": text, "origin": gemm[0], "source": gemm[1]},
             {"part": "kernels", "name": "attention_occupancy", "value": sms or 0,
              "text": occupancy, "origin": "default",
-             "source": "perfkit.calc.attention_occupancy (kernels timed on an H100)"}]
+             "source": "perfkit.calc.attention_occupancy (kernels timed on an H100)"},
+            _power_row(hardware)]
+
+
+def _power_row(hardware: Hardware) -> dict[str, Any]:
+    """The power limit compute is priced under (:mod:`perfkit.calc.power_limit`)."""
+    limit = hardware.power_limit_w
+    source = ("perfkit.calc.power_limit (an H100's power draw measured for perfkit; "
+              "published H100 SXM and PCIe matmuls)")
+    if limit is None:
+        return {"part": "kernels", "name": "power_limit_w", "value": 0.0,
+                "text": "the rated power: compute at the datasheet peak", "origin": "default",
+                "source": source}
+    rated = rated_power(hardware.name)
+    try:
+        scale = compute_scale(hardware.name, limit, hardware.multiprocessors)
+    except PerfkitError as error:
+        return {"part": "kernels", "name": "power_limit_w", "value": float(limit),
+                "text": f"{limit:g} W: not priced ({error})", "origin": "you",
+                "source": source}
+    of = f" of {rated[0]:g} W rated" if rated else ""
+    return {"part": "kernels", "name": "power_limit_w", "value": float(limit),
+            "text": f"{limit:g} W{of}: compute at {scale:.2f} of the peak", "origin": "you",
+            "source": source}
 
 
 def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,

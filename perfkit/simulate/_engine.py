@@ -23,6 +23,7 @@ from ..calc.memory import (
     scheme_gradient_bytes,
     static_memory,
 )
+from ..calc.power_limit import sustained_peak
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from . import _kernels as K
 from ._engine_layout import (  # noqa: F401 - re-exported: the old home of the layout
@@ -181,7 +182,7 @@ def run(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware, steps: i
     selective = par.recompute == "selective"
     # matrix products on the hardware's measured GEMM surface where perfkit has one, as the
     # step model prices them (the simulated run is 16-bit)
-    costs = K.KernelCosts(hardware.peak(), settings.efficiency, hardware.memory_bandwidth,
+    costs = K.KernelCosts(sustained_peak(hardware), settings.efficiency, hardware.memory_bandwidth,
                           settings.memory_efficiency, surface=surface_for(hardware.name),
                           hardware_name=hardware.name,
                           multiprocessors=hardware.multiprocessors)

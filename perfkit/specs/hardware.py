@@ -61,6 +61,12 @@ class Hardware:
         count for ``name`` (:data:`~perfkit.calc.attention_occupancy.MULTIPROCESSORS`,
         e.g. 132 for ``"h100"``); a Kineto trace's ``deviceProperties`` ``numSms`` sets
         it when the job is read from the trace (an H100 PCIe has 114).
+    power_limit_w : float, optional
+        The board power limit the device runs under, W, where it is set below the rated
+        one (a data centre's cap, ``nvidia-smi -pl``). None (default): the rated power.
+        The step model prices compute at the share a capped device keeps
+        (:func:`perfkit.calc.power_limit.compute_scale`; Hopper parts only); :meth:`peak`
+        and every MFU stay on the datasheet.
     """
 
     name: str
@@ -74,6 +80,7 @@ class Hardware:
     node: Node | None = None
     # a profile a simulation wrote keeps its bytes when the count is the datasheet's
     multiprocessors: int | None = field(default=None, metadata={"omit_when_default": True})
+    power_limit_w: float | None = field(default=None, metadata={"omit_when_default": True})
 
     #: The Hardware fields of every preset row (:data:`perfkit.specs.hardware_presets.
     #: HARDWARE_PRESETS` without ``source`` and ``aliases``).
@@ -98,6 +105,9 @@ class Hardware:
         if self.multiprocessors is not None:
             object.__setattr__(self, "multiprocessors", check_positive_int(
                 "multiprocessors", self.multiprocessors))
+        if self.power_limit_w is not None:
+            object.__setattr__(self, "power_limit_w", check_positive(
+                "power_limit_w", self.power_limit_w))
         if self.default_dtype not in self.peak_flops:
             raise InvalidArgumentError("default_dtype", "must be a key of peak_flops",
                                        self.default_dtype)

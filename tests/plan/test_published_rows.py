@@ -181,15 +181,19 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
         assert kw.get("overrides", {}).get("elementwise_kernels") == expected, r["row_id"]
     assert "torch_compile=1" not in rows["tt-h100-llama31-8b-t1-1"]["overlap"]
     # what a source states of its devices replaces the preset's figure (amendment 10):
-    # torchtitan's H100 tables at d4c86e3758a8 ran HBM2e parts at 2.4 TB/s
+    # torchtitan's H100 tables at d4c86e3758a8 ran HBM2e parts at 2.4 TB/s (amendment 10)
     from perfkit.specs import Hardware
     for r in rows.values():
         mapped = map_row(r)
         stated = r["reference"].startswith("docs/performance.md @ d4c86e3758a8") \
             and r["hardware"] == "h100"
-        assert (r["hardware_fields"] == "memory_bandwidth=2.4e12") == stated, r["row_id"]
+        # and (amendment 15) at the 500 W limit their hardware note states
+        assert (r["hardware_fields"] == "memory_bandwidth=2.4e12;power_limit_w=500") \
+            == stated, r["row_id"]
+        assert ("500 W power limit" in r["hardware_note"]) == stated, r["row_id"]
         expected = 2.4e12 if stated else Hardware.preset(r["hardware"]).memory_bandwidth
         assert mapped.hardware.memory_bandwidth == expected, r["row_id"]
+        assert mapped.hardware.power_limit_w == (500 if stated else None), r["row_id"]
         assert mapped.hardware.peak("bf16") == Hardware.preset(r["hardware"]).peak("bf16")
     assert "torch_compile=1" in rows["tt-h100-llama31-8b-t1-2"]["overlap"]
     # torchtitan's sequence parallelism keeps the gathered input for the backward

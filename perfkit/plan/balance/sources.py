@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...calc import ActivationModel, activation_per_layer, layer_forward_flops
+from ...calc.power_limit import sustained_peak
 from ...errors import ConfigFileError, InvalidArgumentError, check_positive
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from .layers import LayerType
@@ -45,7 +46,7 @@ def layers_from_model(model: ModelSpec, parallel: ParallelConfig, hardware: Hard
     embedding, the tail the output head and its fp32 logits.
     """
     check_positive("efficiency", efficiency)
-    peak = hardware.peak(dtype) * efficiency
+    peak = sustained_peak(hardware, dtype) * efficiency
     tokens = parallel.micro_batch_size * model.seq_length
     fwd_flops = layer_forward_flops(model)["total"] * tokens / parallel.tp
     b = model.parameter_breakdown()

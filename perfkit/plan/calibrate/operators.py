@@ -15,6 +15,7 @@ from ...calc.attention_rate import (
     resolve_implementation,
 )
 from ...calc.layout_rows import stage_params
+from ...calc.power_limit import sustained_peak
 from ...calc.rates import RECOMPUTE_STYLE_MIN_SHARE, Rates
 from ...format import counted
 from .result import CalibratedJob
@@ -58,7 +59,8 @@ def _curve_seconds(att: pd.DataFrame, job: CalibratedJob, implementation: str) -
     its context-parallel split, its head dimension, causal, the pass read from the
     kernel's name (``flash_bwd``, ``FlashAttentionScoreGrad``, ``..._backward``)."""
     hw, model = job.hardware, job.model
-    peak = next((hw.peak(d) for d in ("bf16", "fp16") if d in hw.peak_flops), hw.peak())
+    peak = next((sustained_peak(hw, d) for d in ("bf16", "fp16") if d in hw.peak_flops),
+                sustained_peak(hw))
     parts = call_lengths(model.seq_length, int(job.parallel.cp), True)
     # the micro-batch times the rank's heads: the pairs a call holds (occupancy)
     pairs = float(job.parallel.micro_batch_size * model.num_attention_heads
@@ -77,7 +79,7 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
                    terms: list[tuple[str, float, str]], notes: list[str]) -> Rates:
     """GEMM curve, attention, memory-bound and optimizer rates from operator rows."""
     hw = job.hardware
-    peak, bw = hw.peak(job.dtype), hw.memory_bandwidth
+    peak, bw = sustained_peak(hw, job.dtype), hw.memory_bandwidth
     kinds = eff["kind"].astype("string").fillna("")
     mean_s = eff["mean_us"].astype(float) * 1e-6
     weight = eff["total_us"].astype(float)
