@@ -262,3 +262,31 @@ def test_the_notebook_panel_predicts_as_the_planner_does_uncalibrated_and_calibr
     panel.costs["overhead_s"].value = panel.costs["overhead_s"].value + 1000.0
     assert panel.prediction.step_s > fit.prediction.step_s
     assert "Predicted step of the profiled layout" in panel_html(panel.widget)
+
+
+def test_a_power_limit_set_in_the_panel_slows_compute_by_the_line() -> None:
+    from perfkit.calc.power_limit import compute_scale
+
+    par = pk.ParallelConfig(dp=8, num_micro_batches=8)
+    panel = _panel(par)
+    assert panel.power.value == 0 and not panel.power.disabled
+    base = _step(panel)
+    panel.power.value = 500
+    assert panel.assumed.changed == ("power_limit_w",)
+    assert panel.assumed.hardware.power_limit_w == 500
+    row = panel.assumed.table.set_index("name").loc["power_limit_w"]
+    assert row["origin"] == "you" and row["text"].endswith("compute × 0.81")
+    capped = _step(panel)
+    # the matrix work slows by the line's share at most, the memory-bound work not at all
+    ratio = capped.parts["compute"] / base.parts["compute"]
+    assert 1.1 < ratio <= 1 / compute_scale("h100", 500) + 1e-9
+    assert capped.parts["dp_comm"] <= base.parts["dp_comm"] + 1e-12
+    panel.power.value = 0  # back to the rated power
+    assert panel.assumed.changed == () and _step(panel).step_s == base.step_s
+
+
+def test_the_power_limit_is_not_offered_where_perfkit_has_no_law() -> None:
+    panel = AssumedPanel(None, pk.ParallelConfig(dp=8), pk.Hardware.preset("a100"))
+    assert panel.power.disabled and "no measured power law" in panel.power.tooltip
+    row = panel.assumed.table.set_index("name").loc["power_limit_w"]
+    assert row["origin"] == "default" and "rated power" in row["text"]

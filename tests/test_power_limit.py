@@ -100,6 +100,6 @@ def test_the_planner_says_the_limit_it_priced():
     table = assumptions(None, par, pk.Hardware.preset("h100").replace(power_limit_w=500)).table
     row = table[table["name"] == "power_limit_w"].iloc[0]
     assert row["value"] == 500 and row["origin"] == "you"
-    assert "500 W of 700 W rated" in row["text"] and "0.81" in row["text"]
+    assert row["text"] == "500 W (700 rated): compute × 0.81"
     table = assumptions(None, par, pk.Hardware.preset("h100")).table
     assert "rated power" in table[table["name"] == "power_limit_w"].iloc[0]["text"]

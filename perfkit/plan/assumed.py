@@ -302,7 +302,7 @@ def _power_row(hardware: Hardware) -> dict[str, Any]:
               "published H100 SXM and PCIe matmuls)")
     if limit is None:
         return {"part": "kernels", "name": "power_limit_w", "value": 0.0,
-                "text": "the rated power: compute at the datasheet peak", "origin": "default",
+                "text": "rated power: compute at the peak", "origin": "default",
                 "source": source}
     rated = rated_power(hardware.name)
     try:
@@ -311,16 +311,17 @@ def _power_row(hardware: Hardware) -> dict[str, Any]:
         return {"part": "kernels", "name": "power_limit_w", "value": float(limit),
                 "text": f"{limit:g} W: not priced ({error})", "origin": "you",
                 "source": source}
-    of = f" of {rated[0]:g} W rated" if rated else ""
+    of = f" ({rated[0]:g} rated)" if rated else ""
     return {"part": "kernels", "name": "power_limit_w", "value": float(limit),
-            "text": f"{limit:g} W{of}: compute at {scale:.2f} of the peak", "origin": "you",
+            "text": f"{limit:g} W{of}: compute × {scale:.2f}", "origin": "you",
             "source": source}
 
 
 def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
                 hardware: Hardware | None = None, *, preset: str | None = None,
                 edits: Mapping[str, Any] | None = None, node: Node | str | None = None,
-                rank_order: str | None = None) -> Assumptions:
+                rank_order: str | None = None,
+                power_limit_w: float | None = None) -> Assumptions:
     """The node, rank placement and framework behaviour a prediction assumes.
 
     Parameters
@@ -342,6 +343,9 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
         ``"you"``.
     rank_order : str, optional
         Another placement (``"tp-cp-ep-dp-pp"``, innermost first), said ``"you"``.
+    power_limit_w : float, optional
+        Another board power limit for the device, W (0: the rated power;
+        :mod:`perfkit.calc.power_limit`), said ``"you"``. None: the hardware's own.
 
     Returns
     -------
@@ -365,6 +369,9 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
         chosen_node = Node.preset(node) if isinstance(node, str) else node
         hardware = hardware.replace(node=chosen_node)
         changed.append("node")
+    if power_limit_w is not None and (power_limit_w or None) != hardware.power_limit_w:
+        hardware = hardware.replace(power_limit_w=power_limit_w or None)
+        changed.append("power_limit_w")
     if rank_order is not None and rank_order != parallel.rank_order:
         parse_order(rank_order)
         parallel = dataclasses.replace(parallel, rank_order=rank_order)
@@ -378,6 +385,9 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
             row["origin"], row["source"] = "you", "changed in the panel"
     table = pd.DataFrame(rows + brows + _kernel_rows(calibration, hardware),
                          columns=list(ASSUMED_COLUMNS))
+    if "power_limit_w" in changed:
+        table.loc[table["name"] == "power_limit_w", ["origin", "source"]] = \
+            ["you", "changed in the panel"]
     return Assumptions(parallel, hardware, behaviour, preset, table, tuple(changed))
 
 

@@ -20,6 +20,7 @@ import ipywidgets as W
 from ..calc.attention_rate import ATTENTION_IMPLEMENTATIONS
 from ..calc.behaviour import Behaviour
 from ..calc.elementwise import ELEMENTWISE_KERNELS
+from ..calc.power_limit import rated_power
 from ..format import listed, time_text
 from ..plan.assumed import (
     FRAMEWORK_PRESETS,
@@ -106,6 +107,14 @@ class AssumedPanel:
         self.node = W.Dropdown(options=[OWN_NODE, *Node.presets()], value=OWN_NODE,
                                description="node", style=wide,
                                layout=W.Layout(width="240px"))
+        capped = rated_power(hardware.name) is not None
+        self.power = W.BoundedFloatText(
+            value=float(hardware.power_limit_w or 0.0), min=0.0, max=5000.0, step=25.0,
+            description="power limit (W, 0: rated)", style=wide, disabled=not capped,
+            tooltip="the board power limit the GPUs run under: compute is priced at the "
+                    "share a capped device keeps (Hopper parts)" if capped else
+                    f"no measured power law for {hardware.name}: calibrate on a capped run",
+            layout=W.Layout(width="230px"))
         orders = [parallel.rank_order] + [o for o in RANK_ORDERS if o != parallel.rank_order]
         self.rank_order = W.Dropdown(options=orders, value=parallel.rank_order,
                                      description="rank order", style=wide,
@@ -129,7 +138,7 @@ class AssumedPanel:
         self.assumed = self._assume()
         self._sync_controls()
         self.preset.observe(self._preset_chosen, names="value")
-        for w in (self.node, self.rank_order):
+        for w in (self.node, self.rank_order, self.power):
             w.observe(lambda _c: self._changed(), names="value")
         for name, w in [*self.bools.items(), *self.costs.items(),
                         ("attention_implementation", self.attention),
@@ -138,9 +147,11 @@ class AssumedPanel:
         box = {"flex_flow": "row wrap", "align_items": "center"}
         self.widget = W.VBox([
             W.HTML(STYLE + "<div class='pk-h'>What the model assumes</div>" + note(
-                "The node, where each group's ranks sit, and what the framework overlaps and "
-                "costs: change any value to predict the profiled layout again with it.")),
-            W.HBox([self.preset, self.node, self.rank_order], layout=W.Layout(**box)),
+                "The node, where each group's ranks sit, the GPUs' power limit, and what the "
+                "framework overlaps and costs: change any value to predict the profiled "
+                "layout again with it.")),
+            W.HBox([self.preset, self.node, self.rank_order, self.power],
+                   layout=W.Layout(**box)),
             W.HBox(list(self.bools.values()) + [self.attention, self.elementwise],
                    layout=W.Layout(**box)),
             W.HBox(list(self.costs.values()), layout=W.Layout(**box)),
@@ -165,7 +176,8 @@ class AssumedPanel:
         return assumptions(self.calibration, self.parallel, self.hardware,
                            preset=self._preset, edits=self._edits, node=node,
                            rank_order=self.rank_order.value if hasattr(self, "rank_order")
-                           else None)
+                           else None,
+                           power_limit_w=self.power.value if hasattr(self, "power") else None)
 
     def node_value(self) -> str:
         """The node chosen (:data:`OWN_NODE` for the hardware's own)."""
