@@ -19,6 +19,9 @@ per multiprocessor between two measured parts of the same GH100 silicon,
   product in a published table (zzc0721/torch-performance-test-data issue #95,
   :data:`perfkit.calc.gemm_rate.H100_PCIE_PUBLISHED_BF16`): 4.35 at 3.07 W,
 
+(the two ways of measuring agree: the same project's H100 SXM entries, square products
+at the same five sizes, are 783.7-797.5 TFLOP/s (its ``database.md`` and issue #79),
+within 1.4 % of the first point's 794.5),
 so a device capped at ``P`` watts keeps ``t(P / S) / t(P_rated / S)`` of its compute
 (:func:`compute_scale`; ``S`` its multiprocessors), held at 1 at or above the rated power
 and extended on the same line below the PCIe part's 3.07 W. A 500 W H100 SXM keeps 0.81.
