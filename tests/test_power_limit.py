@@ -20,8 +20,8 @@ from perfkit.plan.assumed import assumptions
 from tests.kernel_rates import DATA
 
 
-def _draw() -> dict:
-    return json.loads(gzip.open(DATA / "power_draw.json.gz").read())
+def _draw(name: str = "power_draw.json.gz") -> dict:
+    return json.loads(gzip.open(DATA / name).read())
 
 
 def test_every_compute_kind_of_a_step_runs_at_the_h100s_power_limit():
@@ -40,6 +40,20 @@ def test_every_compute_kind_of_a_step_runs_at_the_h100s_power_limit():
     assert kinds["copy_1gib"]["sm_clock_mhz"]["median"] == 1980
     # the throughputs are the device's: a bf16 GEMM at 0.6-0.85 of the 989.5 TFLOP/s peak
     assert 0.6 < kinds["gemm_bf16_8192"]["per_second"] / 989.5e12 < 0.85
+
+
+def test_an_h200_draws_near_its_limit_on_compute_too():
+    """The H200 (same GH100 compute, HBM3e): the GEMMs at the 700 W limit, attention just
+    under it (at full clock), the copy far under."""
+    data = _draw("power_draw_h200.json.gz")
+    assert data["environment"]["gpu"] == "NVIDIA H200"
+    kinds = data["kinds"]
+    for name in ("gemm_bf16_8192", "gemm_fp8_8192"):
+        assert kinds[name]["power_w"]["median"] > 0.98 * 700, name
+    assert 0.9 * 700 < kinds["flash2_fwd_bwd_32k_x_16k"]["power_w"]["median"] < 700
+    # at a 500 W limit every compute kind would be held back and the copy would not
+    assert kinds["copy_1gib"]["power_w"]["p90"] < 500
+    assert min(v["power_w"]["median"] for k, v in kinds.items() if k != "copy_1gib") > 600
 
 
 def test_the_line_runs_through_the_two_published_hopper_matmuls():

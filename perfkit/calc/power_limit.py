@@ -6,8 +6,10 @@ of a training step already runs at its 700 W limit: measured for perfkit on a le
 80GB HBM3 (``tests/data/kernel_rates_h100/power_draw.json.gz``,
 ``tools/measure_power_draw.py``), FlashAttention-2 forward + backward drew a median 697 W
 at 1,800 MHz, a bf16 GEMM of 8192³ 697 W at 1,380 MHz, an FP8 one 698 W at 1,275 MHz,
-while a 1 GiB copy drew 396 W at the full 1,980 MHz. So any lower limit slows the matrix
-and attention kernels, and a limit above about 400 W leaves the memory-bound ones alone.
+while a 1 GiB copy drew 396 W at the full 1,980 MHz. An H200 drew 692-693 W on the
+GEMMs, 667 W on attention and 461 W on the copy (``power_draw_h200.json.gz``). So any
+limit much below 650 W slows the matrix and attention kernels, and one above about
+400-460 W leaves the memory-bound ones alone.
 
 How much, per Hopper chip: throughput per multiprocessor is taken as linear in the power
 per multiprocessor between two measured parts of the same GH100 silicon,
