@@ -82,7 +82,9 @@ b = pk.analysis.step_breakdown(p)
 after_breakdown = list(reads)
 analyses = sorted(m for m in sys.modules if m.startswith("perfkit.analysis."))
 parsers = sorted(m for m in ("perfkit.io.ascend.text", "perfkit.io.kineto.tables",
-                             "perfkit.io.chrome.decode") if m in sys.modules)
+                             "perfkit.io.chrome.decode", "perfkit.io.cann.raw",
+                             "perfkit.io.preview.steps", "msgspec",
+                             "concurrent.futures.process") if m in sys.modules)
 n_kernels = len(p.kernels)
 print(json.dumps({"format": p.meta.source_format, "after_load": after_load,
                   "after_breakdown": after_breakdown, "after_kernels": list(reads),
@@ -121,7 +123,9 @@ def test_the_step_breakdown_imports_the_step_analysis_not_every_analysis(
 @pytest.mark.slow  # two fresh processes, one of them parsing: about 2 s on 2 cores
 def test_a_cached_reopen_imports_no_trace_parser(tmp_path: Path) -> None:
     """The second open is served from the cache: neither the Kineto parser nor the Ascend
-    reader (nor the Chrome-trace decoder under both) is imported for it."""
+    reader (nor the Chrome-trace decoder under both) is imported for it, nor what only a
+    parse needs (the JSON decoder, the raw CANN reader, the quick preview of ``wait=False``,
+    the process pool of a parallel parse)."""
     _write_pair(tmp_path / "pair")
     first = _fresh(_REOPEN, tmp_path / "cache", str(tmp_path / "pair"))
     again = _fresh(_REOPEN, tmp_path / "cache", str(tmp_path / "pair"))

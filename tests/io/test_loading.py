@@ -171,14 +171,14 @@ def test_steps_come_before_the_parse_ends(held_parse):
 def test_steps_wait_when_the_quick_reading_is_not_the_parses(held_parse, monkeypatch):
     """A preview that is an approximation (``steps_final`` False, as a Kineto trace's host
     spans) is never served as ``steps``: they wait for the parse like every table."""
-    import perfkit.io.engines.loading as loading
+    import perfkit.io.preview.steps as preview_steps  # the loader imports it when it runs
 
     def approximate(*args, **kwargs):
         got = preview(*args, **kwargs)
         got.steps_final = False
         return got
 
-    monkeypatch.setattr(loading, "preview", approximate)
+    monkeypatch.setattr(preview_steps, "preview", approximate)
     prof = pk.load(SLOW_RANK, wait=False)
     got: list[pd.DataFrame] = []
     reader = threading.Thread(target=lambda: got.append(prof.steps))

@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from ...errors import ProfileError
 from .files import check_file, decode_text_bytes
 from .memory import gc_paused
@@ -36,6 +34,8 @@ def read_json(path: Path, what: str) -> Any:
     if nul >= 0:
         raise ProfileError(path, f"binary data (NUL byte at offset {nul:,}) where {what} "
                            "(JSON text) was expected")
+    import msgspec  # here: the cached reopen, which reads no JSON, skips its import
+
     with gc_paused():
         try:
             return msgspec.json.decode(data)

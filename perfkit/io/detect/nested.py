@@ -26,7 +26,7 @@ from typing import Any
 
 from ...errors import ProfileError
 from ..ascend import rank as ascend
-from ..cann import raw as cann_raw
+from ..cann import paths as cann_paths
 from .runs import SourceFacts
 from .sources import RankSource
 
@@ -54,8 +54,8 @@ def place_of(source: RankSource) -> Path:
     if source.fmt == "ascend_db":  # {rank}/ASCEND_PROFILER_OUTPUT/x.db
         rank_dir = path.parent.parent if path.parent.name == ascend.OUTPUT_DIR else path.parent
         return rank_dir.parent
-    if source.fmt == "cann_raw" and path.is_dir() and cann_raw.is_device_dir(path) \
-            and cann_raw.is_prof_dir(path.parent):
+    if source.fmt == "cann_raw" and path.is_dir() and cann_paths.is_device_dir(path) \
+            and cann_paths.is_prof_dir(path.parent):
         return path.parent.parent
     return path.parent
 

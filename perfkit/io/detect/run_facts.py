@@ -59,7 +59,7 @@ def source_facts(source: RankSource, read: bool = True) -> SourceFacts:
         facts = _kineto_facts(Path(source.path)) if read else {}
         return SourceFacts(platform, "pytorch", source.rank, **facts)
     if source.fmt == "cann_raw":
-        from ..cann.raw import collection_window  # loaded already by detection
+        from ..cann.paths import collection_window
 
         start, end = collection_window(Path(source.path)) if read else (None, None)
         return SourceFacts(platform, None, source.rank, start_ns=start, end_ns=end)

@@ -58,7 +58,6 @@ from ...errors import InvalidArgumentError, ProfileError, RunsFound, boundary
 from ...format import bytes_text
 from ...profile import Cluster, Profile, ProfileMeta
 from ..detect.runs import pick_run
-from ..preview.steps import preview
 from . import local as detect
 
 __all__ = ["load", "Loading", "LoadingProfile", "LoadingCluster", "expected_seconds",
@@ -265,6 +264,10 @@ class Loading:
                     use_cache: bool) -> None:
         """Step 1: the size, whether it is cached, and the steps when the preview reads
         them as the parse will. Any failure here is left to the parse to report."""
+        # imported here, not at the top: a plain ``load`` (a cached reopen above all)
+        # does not pay for the preview's Kineto scanners (about 35 ms)
+        from ..preview.steps import preview
+
         try:
             found = preview(path, run=run, read_steps=False)
             self.input_bytes, self.cached = found.input_bytes, found.cached and use_cache

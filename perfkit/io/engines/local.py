@@ -17,8 +17,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +316,10 @@ def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
         else:
             # fork starts workers fast and works from scripts, stdin and notebooks alike;
             # platforms without it (Windows, macOS default) use spawn
+            # (imported here: a cached reopen or a one-rank load starts no process)
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+            from multiprocessing import get_context
+
             method = "fork" if sys.platform.startswith("linux") else "spawn"
             ctx = get_context(method)
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
