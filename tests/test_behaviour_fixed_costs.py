@@ -13,6 +13,7 @@ import pytest
 import perfkit as pk
 from perfkit import plan
 from perfkit.calc.behaviour import Behaviour
+from perfkit.calc.contention import GPU_OVERLAP_CONTENTION
 from perfkit.calc.memory import stage_parameters
 from perfkit.errors import InvalidArgumentError
 
@@ -61,10 +62,15 @@ def test_megatron_buckets_follow_its_bucket_size():
 def test_tp_comm_overlap_shows_only_what_the_compute_does_not_cover():
     off = plan.predict(None, MODEL, PAR, "h100")
     on = plan.predict(None, MODEL, PAR, "h100", behaviour=Behaviour(tp_comm_overlap=True))
-    # one stage, even micro-batches: the whole step's tp traffic against its compute
-    expected = max(0.0, off.parts["tp_comm"] - off.parts["compute"] - off.parts["recompute"])
-    assert on.parts["tp_comm"] == pytest.approx(expected, abs=1e-12)
+    # one stage, even micro-batches: the whole step's tp traffic against its compute;
+    # what hides slows the compute beside it by the published contention share
+    exposed = max(0.0, off.parts["tp_comm"] - off.parts["compute"] - off.parts["recompute"])
+    expected = exposed + GPU_OVERLAP_CONTENTION * (off.parts["tp_comm"] - exposed)
+    assert on.parts["tp_comm"] == pytest.approx(expected, rel=1e-12)
     assert on.parts["compute"] == off.parts["compute"]
+    free = plan.predict(None, MODEL, PAR, "h100", behaviour=Behaviour(tp_comm_overlap=True),
+                        overrides={"overlap_contention": 0.0})
+    assert free.parts["tp_comm"] == pytest.approx(exposed, abs=1e-12)
 
 
 def test_overlapped_param_gather_hides_under_the_first_forward():

@@ -83,7 +83,8 @@ def test_estimate_step_parts_add_up_and_follow_inputs():
     assert any("every matrix product at 50%" in a for a in est.assumptions)
     hidden = pk.estimate_step(m, par, hw, efficiency=0.5, comm_efficiency=0.8,
                               dp_overlap=1.0)
-    assert hidden.step_s == pytest.approx(est.step_s - est.parts["dp_comm"])
+    # hidden, the traffic still slows the compute beside it by the published 18.9 %
+    assert hidden.step_s == pytest.approx(est.step_s - (1 - 0.189) * est.parts["dp_comm"])
     slowed = pk.estimate_step(m, par, hw, efficiency=0.5, comm_efficiency=0.8,
                               overhead_s=0.25)
     assert slowed.step_s == pytest.approx(est.step_s + 0.25) and slowed.overhead_s == 0.25

@@ -232,6 +232,12 @@ class Rates:
         The embedding, the output head and the loss are counted the same way in all of
         them (``"amp"`` adds the output layer's weight cast). :func:`perfkit.plan.
         calibrate` on a profile, given no rates, reads it from the profile's operators.
+    overlap_contention : float or None
+        Share by which compute slows while a collective runs under it (its kernels take
+        multiprocessors and memory bandwidth): every second of traffic the model hides
+        under compute adds this many seconds to the collective's part. None (default):
+        the device's (:func:`perfkit.calc.contention.overlap_contention`: 0.189 on GPUs,
+        Lee et al. 2025; 0 on Ascend). 0 turns it off.
     collective_algorithm : {"hierarchical", "flat"}
         How a collective whose group spans nodes with several ranks in each is priced
         (:mod:`perfkit.calc.topology`): reduce-scatter inside, the shard across over all
@@ -273,6 +279,7 @@ class Rates:
     dp_bucket_params: float = 0.0
     dp_bucket_per_layer: bool = False
     elementwise_kernels: str = "library"
+    overlap_contention: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("memory_efficiency", "intra_node_efficiency", "inter_node_efficiency"):
@@ -292,6 +299,8 @@ class Rates:
         if not 0 < self.attention_efficiency <= 2:
             raise InvalidArgumentError("attention_efficiency", "must be in (0, 2]",
                                        self.attention_efficiency)
+        if self.overlap_contention is not None:
+            check_fraction("overlap_contention", self.overlap_contention, allow_zero=True)
         if self.tp_gather_bytes is not None and not self.tp_gather_bytes > 0:
             raise InvalidArgumentError("tp_gather_bytes", "must be > 0", self.tp_gather_bytes)
         if self.param_gather_bytes is not None and not self.param_gather_bytes > 0:

@@ -31,6 +31,7 @@ from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
 from .activation import ActivationModel
 from .behaviour import Behaviour
+from .contention import contention_share
 from .flops import flops_per_token, hardware_flops
 from .layout_memory import layout_memory
 from .layout_rows import default_split, layout_step, run_types, validate_layout
@@ -231,7 +232,7 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         "the step model of perfkit.plan.predict (calc.timing.step_times), "
         + ("at perfkit's default rates" if rates is None else "at the rates given"),
         _compute_words(priced, hardware, peak_dtype, peak),
-        _link_words(priced, parallel),
+        _link_words(priced, parallel, hardware),
         f"memory: {static_scheme} static + peak-stage activations vs "
         f"{bytes_text(memory.limit_bytes)}",
         f"fixed overhead {time_text(priced.overhead_s * 1e6)} per step",
@@ -284,13 +285,16 @@ def _compute_words(rates: Rates, hardware: Hardware, dtype: str | None, peak: fl
             f"{rates.memory_efficiency:.0%} of the memory bandwidth; peak: {where}")
 
 
-def _link_words(rates: Rates, parallel: ParallelConfig) -> str:
-    """The links, the placement and the overlap, in words."""
+def _link_words(rates: Rates, parallel: ParallelConfig, hardware: Hardware) -> str:
+    """The links, the placement, the overlap and its contention, in words."""
     shown = [g for g in GROUPS if g != "cp" or parallel.cp > 1]
+    slowed = contention_share(rates.overlap_contention, hardware.name)
     tiers = {rates.intra_node_efficiency, rates.inter_node_efficiency}
     own = "".join(f", {g} {v:.0%}" for g, v in rates.link_efficiency.items()
                   if len(tiers) > 1 or v not in tiers)  # a group's own (calibrated) share
     return (f"links at {rates.intra_node_efficiency:.0%} of nominal inside a node, "
             f"{rates.inter_node_efficiency:.0%} across{own} ({rates.collective_algorithm}); "
             f"ranks placed {parallel.rank_order}; overlap "
-            + ", ".join(f"{g} {rates.overlap[g]:.0%}" for g in shown))
+            + ", ".join(f"{g} {rates.overlap[g]:.0%}" for g in shown)
+            + f"; hidden traffic slows the compute beside it by {slowed:.1%} "
+              "(perfkit.calc.contention)")

@@ -52,6 +52,9 @@ What one step is made of, per rank
   updated 16-bit weights are all-gathered. None of this scales with the micro-batches,
   which is why a layout that runs more micro-batches per step (strong scaling the other
   way) or holds fewer parameters per device gets faster per token.
+* **Contention**: traffic hidden under compute is not free; the compute beside it runs
+  slower by ``Rates.overlap_contention`` (:mod:`perfkit.calc.contention`: 18.9 % on
+  GPUs, Lee et al. 2025), charged to the part of the collective that was hidden.
 * **Overhead** (fixed costs, each its own term): ``overhead_s`` per step,
   ``kernel_gap_s`` per kernel, ``layer_overhead_s`` per layer per micro-batch.
 * **Frozen weights** (``trainable_fraction`` < 1, LoRA / PEFT): the frozen share of
@@ -85,6 +88,7 @@ import numpy as np
 
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
+from .contention import contention_share
 from .memory import full_precision, scheme_gradient_bytes
 from .rates import GROUPS, Rates
 from .recompute_ops import (
@@ -312,21 +316,30 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                     + np.where(~first & ~last, 2 * v[i], 0.0), 0.0)
     recv = np.where((pp[i] > 1) & first & last, 0.0, recv)
     frozen = 1.0 - np.asarray(c.get("trainable_fraction", np.ones(len(dp))), dtype=float)
+    tp_raw = _tp_seconds(n * tp_fb[i] + full * rec_tp[i] + sel * sel_tp[i] + comm * 2.0,
+                         n * tp_fb_ag[i] + full * rec_ag[i] + sel * sel_ag[i]
+                         + comm * np.where(sp[i], 2.0, 0.0), half_tp[i], half_ag[i])
+    ep_raw = n * ep_fb[i] + (full + sel * sel_ep) * ep_rec[i]
+    pp_raw = recv * msg_pp[i]
     row = {
         "compute": n * (lc["fwd"][i] + lc["bwd"][i] - frozen[i] * lc["wgrad"][i])
         + np.where(first, lc["emb"][i], 0.0)
         + np.where(last, lc["head"][i], 0.0),
         "recompute": full * rec_t[i] + sel * sel_t[i],
-        "tp_comm": _tp_seconds(n * tp_fb[i] + full * rec_tp[i] + sel * sel_tp[i] + comm * 2.0,
-                               n * tp_fb_ag[i] + full * rec_ag[i] + sel * sel_ag[i]
-                               + comm * np.where(sp[i], 2.0, 0.0), half_tp[i], half_ag[i])
-        * (1 - ovl["tp"]),
+        "tp_comm": tp_raw * (1 - ovl["tp"]),
         "cp_comm": (n * cp_fb[i] + (full + sel * sel_cp) * cp_rec[i]) * (1 - ovl["cp"]),
-        "ep_comm": (n * ep_fb[i] + (full + sel * sel_ep) * ep_rec[i]) * (1 - ovl["ep"]),
-        "pp_comm": recv * msg_pp[i] * (1 - ovl["pp"]),
+        "ep_comm": ep_raw * (1 - ovl["ep"]),
+        "pp_comm": pp_raw * (1 - ovl["pp"]),
     }
     if rates.tp_comm_overlap:  # userbuffers: the tp traffic hides under the layer's compute
         row["tp_comm"] = np.maximum(0.0, row["tp_comm"] - row["compute"] - row["recompute"])
+    # the traffic hidden under compute slows that compute (perfkit.calc.contention)
+    cont = contention_share(rates.overlap_contention, hardware.name)
+    if cont:
+        cp_raw = (n * 5.0 + (full + sel * sel_cp) * 2.0) * kv_x[i]
+        for part, raw_s in (("tp_comm", tp_raw), ("cp_comm", cp_raw), ("ep_comm", ep_raw),
+                            ("pp_comm", pp_raw)):
+            row[part] = row[part] + cont * np.maximum(0.0, raw_s - row[part])
     kernels_row = n * (lc["kernels_fwd"][i] + lc["kernels_bwd"][i]
                        - frozen[i] * lc["kernels_wgrad"][i]) + full * rec_k[i] + sel * sel_k[i] \
         + np.where(last, lc["kernels_head"][i], 0.0)
@@ -374,9 +387,13 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     bucket = reduce_s / nb
     exposed_reduce = np.maximum(bucket, reduce_s - last_bwd * (nb - 1) / nb)
     exposed_reduce = np.where(reduce_s > 0, exposed_reduce, 0.0)
+    gather_raw = gather_s
     if rates.param_gather_overlap:  # under the next step's first forward of the stage
         gather_s = np.maximum(0.0, gather_s - lc["fwd"] * st["layers"][pick])
     out["dp_comm"] = (exposed_reduce + gather_s) * (1 - ovl["dp"])
+    if cont:  # the gradient and weight traffic hidden under compute slows it
+        out["dp_comm"] = out["dp_comm"] + cont * np.maximum(
+            0.0, reduce_s + gather_raw - out["dp_comm"])
     updated = (dense + experts) / np.maximum(osh, 1)
     out["optimizer"] = np.where(updated > 0, (updated * rates.optimizer_bytes_per_param
                                               + rates.memory_half_bytes)
