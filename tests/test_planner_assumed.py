@@ -73,6 +73,11 @@ def test_preset_values_are_behaviour_preset_values(name) -> None:
     table = a.table.set_index("name")
     expected = Behaviour.preset(name)
     for option in BEHAVIOUR_OPTIONS:
+        if option == "overlap_contention":  # no preset sets it: the device's share shows
+            assert expected.overlap_contention is None
+            assert table.loc[option, "value"] == pytest.approx(0.189)
+            assert table.loc[option, "origin"] == "default"
+            continue
         assert table.loc[option, "value"] == getattr(expected, option), option
         assert table.loc[option, "origin"] == "preset"
     assert a.behaviour == expected and a.behaviour_applies
@@ -290,3 +295,20 @@ def test_the_power_limit_is_not_offered_where_perfkit_has_no_law() -> None:
     assert panel.power.disabled and "no measured power law" in panel.power.tooltip
     row = panel.assumed.table.set_index("name").loc["power_limit_w"]
     assert row["origin"] == "default" and "rated power" in row["text"]
+
+
+def test_the_overlap_contention_box_starts_at_the_devices_share_and_applies() -> None:
+    par = pk.ParallelConfig(dp=8, tp=2, num_micro_batches=8, sequence_parallel=True)
+    panel = _panel(par)
+    assert panel.contention.value == pytest.approx(18.9)  # Lee et al. 2025, on GPUs
+    panel.bools["tp_comm_overlap"].value = True
+    hidden = _step(panel)
+    exposed = _step(panel).parts["tp_comm"]
+    panel.contention.value = 0.0
+    assert "overlap_contention" in panel.assumed.changed
+    free = _step(panel)
+    # the hidden tp traffic cost 18.9 % of itself; at 0 it costs nothing
+    assert free.parts["tp_comm"] < exposed and free.step_s < hidden.step_s
+    assert panel.assumed.table.set_index("name").loc["overlap_contention", "origin"] == "you"
+    npu = AssumedPanel(None, par, pk.Hardware.preset("ascend-910b"))
+    assert npu.contention.value == 0.0

@@ -64,6 +64,10 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   Ascend) publish no per-kernel figure: 0 until a profile fits it
   (:func:`perfkit.plan.calibrate` fits ``kernel_gap_s`` from the profile's own free
   time).
+* ``overlap_contention`` — the share by which compute slows while a collective it
+  hides runs beside it (:mod:`perfkit.calc.contention`): None (every preset) keeps the
+  device's default, 0.189 on GPUs (Lee et al. 2025, arXiv:2507.03114, the average over
+  A100, H100, MI250 and MI210), 0 on Ascend; set it where you measured your own.
 * ``memory_efficiency``, ``memory_half_bytes`` — how fast the run's memory-bound kernels
   go (:attr:`~perfkit.calc.rates.Rates.memory_efficiency`). None keeps the Rates
   default (0.9 of the HBM bandwidth with 2 MB of fixed bytes per call, the fit of
@@ -155,6 +159,9 @@ class Behaviour:
     attention_implementation : {"auto", "flash2", "flash3", "cudnn", "flash1", \
 "flash-triton", "gemm"}
         The fused attention kernel (module docstring); default ``"auto"``.
+    overlap_contention : float or None
+        Share by which compute slows beside the traffic it hides (module docstring);
+        None: the device's default.
     """
 
     name: str = "custom"
@@ -171,6 +178,7 @@ class Behaviour:
     attention_implementation: str = "auto"
     memory_efficiency: float | None = None
     memory_half_bytes: float | None = None
+    overlap_contention: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("bucket_params", "kernel_gap_s", "layer_overhead_s", "overhead_s"):
@@ -182,6 +190,8 @@ class Behaviour:
             check_fraction("memory_efficiency", self.memory_efficiency, allow_zero=False)
         if self.memory_half_bytes is not None:
             check_non_negative("memory_half_bytes", self.memory_half_bytes)
+        if self.overlap_contention is not None:
+            check_fraction("overlap_contention", self.overlap_contention)
 
     @classmethod
     def presets(cls) -> list[str]:
@@ -235,6 +245,8 @@ class Behaviour:
                 out["dp_bucket_per_layer"] = True
         if self.fsdp_prefetch:
             out["overlap"] = {"dp": 1.0}
+        if self.overlap_contention is not None:
+            out["overlap_contention"] = self.overlap_contention
         for name in FITTED_FIELDS:
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..calc.attention_occupancy import multiprocessors
 from ..calc.behaviour import FITTED_FIELDS, Behaviour
+from ..calc.contention import overlap_contention
 from ..calc.gemm_ceiling import ceiling_source
 from ..calc.gemm_rate import surface_for
 from ..calc.power_limit import compute_scale, rated_power
@@ -58,7 +59,7 @@ ASSUMED_COLUMNS = ("part", "name", "value", "text", "origin", "source")
 BEHAVIOUR_OPTIONS = ("tp_comm_overlap", "overlap_grad_reduce", "bucket_params",
                      "overlap_param_gather", "fsdp_prefetch", "sp_regather", "kernel_gap_s",
                      "layer_overhead_s", "overhead_s", "attention_implementation",
-                     "elementwise_kernels")
+                     "elementwise_kernels", "overlap_contention")
 
 #: The fixed costs (seconds), which a calibration on a profile fits and a preset keeps.
 FIXED_COSTS = ("kernel_gap_s", "layer_overhead_s", "overhead_s")
@@ -73,6 +74,8 @@ GROUPS_PER_NODE = ("tp", "cp", "ep", "dp", "pp")
 FRAMEWORK_PRESETS = {"mindspore": "mindspore"}
 
 _DEFAULT_SOURCE = "perfkit's default (perfkit.calc.rates.Rates)"
+CONTENTION_SOURCE = ("perfkit.calc.contention: Lee et al. 2025 (arXiv:2507.03114), 18.9 % "
+                     "average on A100, H100, MI250, MI210; 0 on Ascend")
 
 
 def calibrated_behaviour(rates: Rates) -> Behaviour:
@@ -91,7 +94,8 @@ def calibrated_behaviour(rates: Rates) -> Behaviour:
         elementwise_kernels=str(rates.elementwise_kernels),
         kernel_gap_s=float(rates.kernel_gap_s), layer_overhead_s=float(rates.layer_overhead_s),
         overhead_s=float(rates.overhead_s),
-        attention_implementation=str(rates.attention_implementation))
+        attention_implementation=str(rates.attention_implementation),
+        overlap_contention=rates.overlap_contention)
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,8 @@ def _value_text(name: str, value: Any) -> str:
         return time_text(float(value) * 1e6)
     if name == "bucket_params":
         return "one per layer" if not value else f"{count_text(value)} parameters"
+    if name == "overlap_contention" and value is not None:
+        return f"compute × {1 + float(value):.3g} beside hidden traffic"
     return str(value)
 
 
@@ -383,6 +389,12 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
     for row in rows:
         if row["name"] == "rank_order" and "rank_order" in changed:
             row["origin"], row["source"] = "you", "changed in the panel"
+    for row in brows:  # the device's default share where none is set
+        if row["name"] == "overlap_contention" and row["value"] is None:
+            share = overlap_contention(hardware.name)
+            row.update(value=share, text=f"compute × {1 + share:.3g} beside hidden traffic "
+                                         f"({hardware.name}'s default)",
+                       origin="default", source=CONTENTION_SOURCE)
     table = pd.DataFrame(rows + brows + _kernel_rows(calibration, hardware),
                          columns=list(ASSUMED_COLUMNS))
     if "power_limit_w" in changed:

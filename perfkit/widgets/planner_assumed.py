@@ -19,6 +19,7 @@ import ipywidgets as W
 
 from ..calc.attention_rate import ATTENTION_IMPLEMENTATIONS
 from ..calc.behaviour import Behaviour
+from ..calc.contention import overlap_contention
 from ..calc.elementwise import ELEMENTWISE_KERNELS
 from ..calc.power_limit import rated_power
 from ..format import listed, time_text
@@ -128,6 +129,11 @@ class AssumedPanel:
         self.attention = W.Dropdown(options=list(ATTENTION_IMPLEMENTATIONS),
                                     description="attention", style=wide,
                                     layout=W.Layout(width="190px"))
+        self.contention = W.BoundedFloatText(
+            min=0.0, max=100.0, step=1.0, description="overlap contention (%)", style=wide,
+            tooltip="how much slower compute runs beside the communication it hides "
+                    "(GPUs: 18.9 %, Lee et al. 2025; Ascend: 0)",
+            layout=W.Layout(width="230px"))
         self.elementwise = W.Dropdown(
             options=list(ELEMENTWISE_KERNELS), description="element-wise", style=wide,
             tooltip="how the layers' norms, rotary, adds and activation run: fused "
@@ -141,20 +147,22 @@ class AssumedPanel:
         for w in (self.node, self.rank_order, self.power):
             w.observe(lambda _c: self._changed(), names="value")
         for name, w in [*self.bools.items(), *self.costs.items(),
+                        ("overlap_contention", self.contention),
                         ("attention_implementation", self.attention),
                         ("elementwise_kernels", self.elementwise)]:
             w.observe(lambda c, name=name: self._edited(name, c["new"]), names="value")
         box = {"flex_flow": "row wrap", "align_items": "center"}
         self.widget = W.VBox([
             W.HTML(STYLE + "<div class='pk-h'>What the model assumes</div>" + note(
-                "The node, where each group's ranks sit, the GPUs' power limit, and what the "
-                "framework overlaps and costs: change any value to predict the profiled "
-                "layout again with it.")),
+                "The node, where each group's ranks sit, the GPUs' power limit, what the "
+                "framework overlaps and costs, and how much the traffic it hides slows the "
+                "compute beside it: change any value to predict the profiled layout again "
+                "with it.")),
             W.HBox([self.preset, self.node, self.rank_order, self.power],
                    layout=W.Layout(**box)),
             W.HBox(list(self.bools.values()) + [self.attention, self.elementwise],
                    layout=W.Layout(**box)),
-            W.HBox(list(self.costs.values()), layout=W.Layout(**box)),
+            W.HBox([*self.costs.values(), self.contention], layout=W.Layout(**box)),
             self.said, self.table])
         self.widget.add_class("pk-assumed")
         self._render()
@@ -192,6 +200,9 @@ class AssumedPanel:
                 w.value = bool(getattr(b, name))
             for name, w in self.costs.items():  # 3 significant digits on show
                 w.value = float(f"{float(getattr(b, name)) * 1e6:.3g}")
+            share = b.overlap_contention if b.overlap_contention is not None \
+                else overlap_contention(self.hardware.name)
+            self.contention.value = round(float(share) * 100, 2)
             self.attention.value = b.attention_implementation
             self.elementwise.value = b.elementwise_kernels
         finally:
@@ -209,6 +220,8 @@ class AssumedPanel:
             return
         if name in self.costs:
             value = float(value) / 1e6
+        elif name == "overlap_contention":
+            value = float(value) / 100
         self._edits[name] = value
         self._syncing = True
         try:
