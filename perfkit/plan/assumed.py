@@ -141,7 +141,8 @@ def _value_text(name: str, value: Any) -> str:
     if name == "bucket_params":
         return "one per layer" if not value else f"{count_text(value)} parameters"
     if name == "overlap_contention" and value is not None:
-        return f"compute × {1 + float(value):.3g} beside hidden traffic"
+        return (f"compute {float(value):.1%} slower beside hidden traffic" if value
+                else "off: hidden traffic is free")
     return str(value)
 
 
@@ -392,8 +393,7 @@ def assumptions(calibration: Any = None, parallel: ParallelConfig | None = None,
     for row in brows:  # the device's default share where none is set
         if row["name"] == "overlap_contention" and row["value"] is None:
             share = overlap_contention(hardware.name)
-            row.update(value=share, text=f"compute × {1 + share:.3g} beside hidden traffic "
-                                         f"({hardware.name}'s default)",
+            row.update(value=share, text=_value_text("overlap_contention", share),
                        origin="default", source=CONTENTION_SOURCE)
     table = pd.DataFrame(rows + brows + _kernel_rows(calibration, hardware),
                          columns=list(ASSUMED_COLUMNS))
