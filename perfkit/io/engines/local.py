@@ -314,12 +314,12 @@ def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
             for s in todo:
                 _collect(s, lambda s=s: _work(s, use_cache), profiles, failed, bar)
         else:
-            # fork starts workers fast and works from scripts, stdin and notebooks alike;
-            # platforms without it (Windows, macOS default) use spawn
-            # (imported here: a cached reopen or a one-rank load starts no process)
+            # imported here: a cached reopen or a one-rank load starts no process
             from concurrent.futures import ProcessPoolExecutor, as_completed
             from multiprocessing import get_context
 
+            # fork starts workers fast and works from scripts, stdin and notebooks alike;
+            # platforms without it (Windows, macOS default) use spawn
             method = "fork" if sys.platform.startswith("linux") else "spawn"
             ctx = get_context(method)
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
