@@ -319,6 +319,7 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     tp_raw = _tp_seconds(n * tp_fb[i] + full * rec_tp[i] + sel * sel_tp[i] + comm * 2.0,
                          n * tp_fb_ag[i] + full * rec_ag[i] + sel * sel_ag[i]
                          + comm * np.where(sp[i], 2.0, 0.0), half_tp[i], half_ag[i])
+    cp_raw = (n * 5.0 + (full + sel * sel_cp) * 2.0) * kv_x[i]  # forward 2, backward 3
     ep_raw = n * ep_fb[i] + (full + sel * sel_ep) * ep_rec[i]
     pp_raw = recv * msg_pp[i]
     row = {
@@ -336,7 +337,6 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
     # the traffic hidden under compute slows that compute (perfkit.calc.contention)
     cont = contention_share(rates.overlap_contention, hardware.name)
     if cont:
-        cp_raw = (n * 5.0 + (full + sel * sel_cp) * 2.0) * kv_x[i]
         for part, raw_s in (("tp_comm", tp_raw), ("cp_comm", cp_raw), ("ep_comm", ep_raw),
                             ("pp_comm", pp_raw)):
             row[part] = row[part] + cont * np.maximum(0.0, raw_s - row[part])
@@ -405,10 +405,8 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
                              + sel[pick] * sel_tp,
                              st["layers"][pick] * tp_fb_ag + full[pick] * rec_ag
                              + sel[pick] * sel_ag, half_tp, half_ag) * m,
-           "cp": (st["layers"][pick] * 5 + (full[pick] + sel[pick] * sel_cp) * 2) * kv_x * m,
-           "ep": (st["layers"][pick] * 4 + (full[pick] + sel[pick] * sel_ep) * 2) * a2a
-           * lc["moe_share"] * m,
-           "pp": recv[pick] * msg_pp * m, "dp": reduce_s + gather_s}
+           "cp": cp_raw[pick] * m, "ep": ep_raw[pick] * m, "pp": pp_raw[pick] * m,
+           "dp": reduce_s + gather_s}
     for g in GROUPS:
         out[f"{g}_comm_raw_s"] = raw[g]
     return out
