@@ -64,6 +64,15 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
   Ascend) publish no per-kernel figure: 0 until a profile fits it
   (:func:`perfkit.plan.calibrate` fits ``kernel_gap_s`` from the profile's own free
   time).
+* ``grad_accumulation`` — where the micro-batches' gradients are added up
+  (:mod:`perfkit.calc.grad_accumulation`, each with its source): ``"fused"`` into the
+  fp32 buffer by the weight-gradient GEMMs themselves (Megatron-LM's
+  gradient-accumulation fusion, on by default; ``"megatron"``, ``"nemo"``, and
+  ``"mindspore"``, whose accumulation is not read); ``"fp32-copy"``, DeepSpeed's bf16
+  optimizer adding each micro-batch's 16-bit gradients into fp32 ones, 18 bytes per
+  parameter per micro-batch (``"deepspeed"``; its fp16 runs accumulate as autograd
+  does); ``"autograd"``, PyTorch adding each micro-batch after the first into ``.grad``
+  (``"ddp"``, ``"fsdp"``).
 * ``overlap_contention`` — the share by which compute slows while a collective it
   hides runs beside it (:mod:`perfkit.calc.contention`): None (every preset) keeps the
   device's default, 0.189 on GPUs (Lee et al. 2025, arXiv:2507.03114, the average over
@@ -104,6 +113,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_non_negative
 from .attention_rate import ATTENTION_IMPLEMENTATIONS
 from .elementwise import ELEMENTWISE_KERNELS
+from .grad_accumulation import GRAD_ACCUMULATION
 
 __all__ = ["Behaviour", "BEHAVIOUR_PRESETS", "EAGER_MEMORY_EFFICIENCY", "FITTED_FIELDS"]
 
@@ -127,11 +137,14 @@ BEHAVIOUR_PRESETS: dict[str, dict[str, Any]] = {
                  overlap_param_gather=True, kernel_gap_s=CUDA_EAGER_GAP_S),
     "ddp": dict(overlap_grad_reduce=True, bucket_params=6.25e6,
                 kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
-                memory_half_bytes=0.0, elementwise_kernels="amp", sp_regather=False),
+                memory_half_bytes=0.0, elementwise_kernels="amp", sp_regather=False,
+                grad_accumulation="autograd"),
     "fsdp": dict(overlap_grad_reduce=True, bucket_params=0.0, fsdp_prefetch=True,
                  kernel_gap_s=CUDA_EAGER_GAP_S, memory_efficiency=EAGER_MEMORY_EFFICIENCY,
-                 memory_half_bytes=0.0, elementwise_kernels="eager", sp_regather=False),
-    "deepspeed": dict(overlap_grad_reduce=False, kernel_gap_s=CUDA_EAGER_GAP_S),
+                 memory_half_bytes=0.0, elementwise_kernels="eager", sp_regather=False,
+                 grad_accumulation="autograd"),
+    "deepspeed": dict(overlap_grad_reduce=False, kernel_gap_s=CUDA_EAGER_GAP_S,
+                      grad_accumulation="fp32-copy"),
     "mindspore": dict(overlap_grad_reduce=False, kernel_gap_s=0.0),
 }
 
@@ -162,6 +175,9 @@ class Behaviour:
     overlap_contention : float or None
         Share by which compute slows beside the traffic it hides (module docstring);
         None: the device's default.
+    grad_accumulation : {"fused", "fp32-copy", "autograd"}
+        Where the micro-batches' gradients are added up (module docstring); default
+        ``"fused"``.
     """
 
     name: str = "custom"
@@ -179,10 +195,12 @@ class Behaviour:
     memory_efficiency: float | None = None
     memory_half_bytes: float | None = None
     overlap_contention: float | None = None
+    grad_accumulation: str = "fused"
 
     def __post_init__(self) -> None:
         for name in ("bucket_params", "kernel_gap_s", "layer_overhead_s", "overhead_s"):
             check_non_negative(name, getattr(self, name))
+        check_choice("grad_accumulation", self.grad_accumulation, GRAD_ACCUMULATION)
         check_choice("attention_implementation", self.attention_implementation,
                      ATTENTION_IMPLEMENTATIONS)
         check_choice("elementwise_kernels", self.elementwise_kernels, ELEMENTWISE_KERNELS)
@@ -237,6 +255,7 @@ class Behaviour:
             "attention_implementation": self.attention_implementation,
             "elementwise_kernels": self.elementwise_kernels,
             "sp_ag_redo": self.sp_regather,
+            "grad_accumulation": self.grad_accumulation,
         }
         if self.overlap_grad_reduce:
             if self.bucket_params > 0:

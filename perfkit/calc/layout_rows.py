@@ -32,7 +32,7 @@ def layout_columns(parallel: ParallelConfig) -> dict[str, np.ndarray]:
     """One configuration as the columns :func:`perfkit.calc.timing.step_times` reads."""
     cols = {k: np.array([getattr(parallel, k)], dtype=np.int64) for k in (
         "dp", "tp", "pp", "cp", "ep", "vpp", "micro_batch_size", "num_micro_batches",
-        "optimizer_shard")}
+        "optimizer_shard", "zero_stage")}
     cols["expert_tp"] = np.array([parallel.expert_tp or 0], dtype=np.int64)
     cols["sequence_parallel"] = np.array([parallel.sequence_parallel])
     cols["trainable_fraction"] = np.array([parallel.trainable_fraction], dtype=float)

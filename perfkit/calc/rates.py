@@ -44,6 +44,7 @@ from .attention_rate import ATTENTION_IMPLEMENTATIONS
 from .elementwise import ELEMENTWISE_KERNELS
 from .gemm_ceiling import GEMM_EFFICIENCY_DEFAULT, size_curve_e_max
 from .gemm_rate import GEMM_MODELS
+from .grad_accumulation import GRAD_ACCUMULATION
 
 __all__ = ["Rates", "GROUPS", "RECOMPUTE_STYLES", "RECOMPUTE_STYLE_MIN_SHARE",
            "GEMM_EFFICIENCY_DEFAULT", "GEMM_SURFACE_SCALE_MAX", "size_efficiency"]
@@ -177,6 +178,12 @@ class Rates:
         Memory traffic of the optimizer step per parameter the device updates (default
         24: Adam reads and writes two fp32 moments, reads the gradient and reads and
         writes the 16-bit weight; the simulator's ``ApplyAdamW``).
+    grad_accumulation : {"fused", "fp32-copy", "autograd"}
+        Where the micro-batches' gradients are added up (:mod:`perfkit.calc.
+        grad_accumulation`): inside the weight-gradient GEMMs (``"fused"``, default:
+        Megatron-LM), in DeepSpeed's bf16 optimizer (18 bytes per parameter per
+        micro-batch), or by autograd into ``.grad`` (3 gradient sizes per parameter per
+        micro-batch after the first; DDP, FSDP). Charged to the ``optimizer`` part.
     recompute_style : {"all", "needed"}
         See :data:`RECOMPUTE_STYLES`.
     sp_ag_redo : bool
@@ -265,6 +272,7 @@ class Rates:
     dp_buckets: int = 1
     gradient_bytes: float | None = None
     optimizer_bytes_per_param: float = 24.0
+    grad_accumulation: str = "fused"
     recompute_style: str = "all"
     sp_ag_redo: bool = True
     overhead_s: float = 0.0
@@ -314,6 +322,7 @@ class Rates:
         check_choice("gemm_memory", self.gemm_memory, ("sum", "max"))
         check_choice("elementwise_kernels", self.elementwise_kernels, ELEMENTWISE_KERNELS)
         check_choice("gemm_model", self.gemm_model, GEMM_MODELS)
+        check_choice("grad_accumulation", self.grad_accumulation, GRAD_ACCUMULATION)
         if not 0 < self.gemm_surface_scale <= GEMM_SURFACE_SCALE_MAX:
             raise InvalidArgumentError("gemm_surface_scale",
                                        f"must be in (0, {GEMM_SURFACE_SCALE_MAX:g}]",

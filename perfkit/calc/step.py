@@ -236,6 +236,8 @@ def estimate_step(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
         f"memory: {static_scheme} static + peak-stage activations vs "
         f"{bytes_text(memory.limit_bytes)}",
         f"fixed overhead {time_text(priced.overhead_s * 1e6)} per step",
+        f"gradients added up across micro-batches: {priced.grad_accumulation} "
+        "(perfkit.calc.grad_accumulation)",
         *(said for said in (split_said, type_said) if said), *memory.notes,
     )
     return StepEstimate(

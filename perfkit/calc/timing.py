@@ -51,7 +51,11 @@ What one step is made of, per rank
   parameters (memory-bound, ``optimizer_bytes_per_param`` each) and, with sharding, the
   updated 16-bit weights are all-gathered. None of this scales with the micro-batches,
   which is why a layout that runs more micro-batches per step (strong scaling the other
-  way) or holds fewer parameters per device gets faster per token.
+  way) or holds fewer parameters per device gets faster per token — except where the
+  framework adds up the micro-batches' gradients outside the GEMMs
+  (``grad_accumulation``: DeepSpeed's bf16 optimizer, autograd's ``.grad``;
+  :mod:`perfkit.calc.grad_accumulation`), a memory-bound pass per micro-batch charged to
+  the ``optimizer`` part.
 * **Contention**: traffic hidden under compute is not free; the compute beside it runs
   slower by ``Rates.overlap_contention`` (:mod:`perfkit.calc.contention`: 18.9 % on
   GPUs, Lee et al. 2025), charged to the part of the collective that was hidden.
@@ -89,6 +93,7 @@ import numpy as np
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
 from .contention import contention_share
+from .grad_accumulation import accumulation_bytes
 from .memory import full_precision, scheme_gradient_bytes
 from .rates import GROUPS, Rates
 from .recompute_ops import (
@@ -395,8 +400,13 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
         out["dp_comm"] = out["dp_comm"] + cont * np.maximum(
             0.0, reduce_s + gather_raw - out["dp_comm"])
     updated = (dense + experts) / np.maximum(osh, 1)
+    # the micro-batches' gradients added up outside the GEMMs (perfkit.calc.grad_accumulation)
+    per_param, over_shard = accumulation_bytes(
+        rates.grad_accumulation, tensor_dtype or dtype or hardware.default_dtype, gbytes, m)
+    zero = np.asarray(c.get("zero_stage", np.zeros(count)), dtype=float)
+    held = np.where(over_shard & (zero >= 2), updated, dense + experts)
     out["optimizer"] = np.where(updated > 0, (updated * rates.optimizer_bytes_per_param
-                                              + rates.memory_half_bytes)
+                                              + held * per_param + rates.memory_half_bytes)
                                 / (rates.memory_efficiency * hardware.memory_bandwidth), 0.0)
     out["step_s"] = sum(out[name] for name in PART_NAMES)
     out["stage_s"] = slowest

@@ -50,7 +50,7 @@ from .predict import Prediction, predict
 __all__ = ["Assumptions", "assumptions", "calibrated_behaviour", "predict_assumed",
            "assumed_calibration", "measured_rates",
            "ASSUMED_COLUMNS", "BEHAVIOUR_OPTIONS", "FIXED_COSTS", "GROUPS_PER_NODE",
-           "FRAMEWORK_PRESETS"]
+           "FRAMEWORK_PRESETS", "GRAD_ACCUMULATION_TEXT"]
 
 #: Columns of :attr:`Assumptions.table`.
 ASSUMED_COLUMNS = ("part", "name", "value", "text", "origin", "source")
@@ -59,7 +59,7 @@ ASSUMED_COLUMNS = ("part", "name", "value", "text", "origin", "source")
 BEHAVIOUR_OPTIONS = ("tp_comm_overlap", "overlap_grad_reduce", "bucket_params",
                      "overlap_param_gather", "fsdp_prefetch", "sp_regather", "kernel_gap_s",
                      "layer_overhead_s", "overhead_s", "attention_implementation",
-                     "elementwise_kernels", "overlap_contention")
+                     "elementwise_kernels", "grad_accumulation", "overlap_contention")
 
 #: The fixed costs (seconds), which a calibration on a profile fits and a preset keeps.
 FIXED_COSTS = ("kernel_gap_s", "layer_overhead_s", "overhead_s")
@@ -72,6 +72,13 @@ GROUPS_PER_NODE = ("tp", "cp", "ep", "dp", "pp")
 #: where it implies one: MindSpore's; a PyTorch profile may be Megatron, NeMo, DDP, FSDP
 #: or DeepSpeed, which the profile does not tell, so it implies none.
 FRAMEWORK_PRESETS = {"mindspore": "mindspore"}
+
+#: How the panel words each ``grad_accumulation`` (perfkit.calc.grad_accumulation).
+GRAD_ACCUMULATION_TEXT = {
+    "fused": "in the weight-gradient GEMMs (nothing apart)",
+    "fp32-copy": "fp32 copies, every micro-batch: 18 B/param",
+    "autograd": "into .grad after the 1st: 3 gradient sizes",
+}
 
 _DEFAULT_SOURCE = "perfkit's default (perfkit.calc.rates.Rates)"
 CONTENTION_SOURCE = ("perfkit.calc.contention: Lee et al. 2025 (arXiv:2507.03114), 18.9 % "
@@ -95,7 +102,8 @@ def calibrated_behaviour(rates: Rates) -> Behaviour:
         kernel_gap_s=float(rates.kernel_gap_s), layer_overhead_s=float(rates.layer_overhead_s),
         overhead_s=float(rates.overhead_s),
         attention_implementation=str(rates.attention_implementation),
-        overlap_contention=rates.overlap_contention)
+        overlap_contention=rates.overlap_contention,
+        grad_accumulation=str(rates.grad_accumulation))
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,8 @@ def _value_text(name: str, value: Any) -> str:
         return time_text(float(value) * 1e6)
     if name == "bucket_params":
         return "one per layer" if not value else f"{count_text(value)} parameters"
+    if name == "grad_accumulation":
+        return GRAD_ACCUMULATION_TEXT.get(str(value), str(value))
     if name == "overlap_contention" and value is not None:
         return (f"compute {float(value):.1%} slower beside hidden traffic" if value
                 else "off: hidden traffic is free")

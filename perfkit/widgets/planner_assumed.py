@@ -21,6 +21,7 @@ from ..calc.attention_rate import ATTENTION_IMPLEMENTATIONS
 from ..calc.behaviour import Behaviour
 from ..calc.contention import overlap_contention
 from ..calc.elementwise import ELEMENTWISE_KERNELS
+from ..calc.grad_accumulation import GRAD_ACCUMULATION
 from ..calc.power_limit import rated_power
 from ..format import listed, time_text
 from ..plan.assumed import (
@@ -139,6 +140,11 @@ class AssumedPanel:
             tooltip="how the layers' norms, rotary, adds and activation run: fused "
                     "library kernels, eager PyTorch op by op, or torch.compile's",
             layout=W.Layout(width="220px"))
+        self.accumulation = W.Dropdown(
+            options=list(GRAD_ACCUMULATION), description="gradient accumulation",
+            style=wide, tooltip="where the micro-batches' gradients are added up: in the "
+            "GEMMs (Megatron), into fp32 copies (DeepSpeed bf16), into .grad (PyTorch)",
+            layout=W.Layout(width="260px"))
         self.table = W.HTML()
         self.said = W.HTML()
         self.assumed = self._assume()
@@ -149,7 +155,8 @@ class AssumedPanel:
         for name, w in [*self.bools.items(), *self.costs.items(),
                         ("overlap_contention", self.contention),
                         ("attention_implementation", self.attention),
-                        ("elementwise_kernels", self.elementwise)]:
+                        ("elementwise_kernels", self.elementwise),
+                        ("grad_accumulation", self.accumulation)]:
             w.observe(lambda c, name=name: self._edited(name, c["new"]), names="value")
         box = {"flex_flow": "row wrap", "align_items": "center"}
         self.widget = W.VBox([
@@ -160,7 +167,8 @@ class AssumedPanel:
                 "with it.")),
             W.HBox([self.preset, self.node, self.rank_order, self.power],
                    layout=W.Layout(**box)),
-            W.HBox(list(self.bools.values()) + [self.attention, self.elementwise],
+            W.HBox(list(self.bools.values()) + [self.attention, self.elementwise,
+                                                 self.accumulation],
                    layout=W.Layout(**box)),
             W.HBox([*self.costs.values(), self.contention], layout=W.Layout(**box)),
             self.said, self.table])
@@ -205,6 +213,7 @@ class AssumedPanel:
             self.contention.value = round(float(share) * 100, 2)
             self.attention.value = b.attention_implementation
             self.elementwise.value = b.elementwise_kernels
+            self.accumulation.value = b.grad_accumulation
         finally:
             self._syncing = False
 
