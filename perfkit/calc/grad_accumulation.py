@@ -24,8 +24,9 @@ stage's parameters on every micro-batch (``Rates.grad_accumulation``):
   becomes ``.grad`` (no copy), each later one is added into it in place, reading both
   and writing one: **3 × the gradient's bytes per parameter on each micro-batch after
   the first**, over the gradient the device holds (its shard under ZeRO-2/3 and FSDP,
-  whose reduced shard is what accumulates). DDP (gradients the size of its fp32
-  weights) and FSDP.
+  whose reduced shard is what accumulates): DDP and FSDP. The gradient's bytes are
+  those the data-parallel reduction moves (``Rates.gradient_bytes``, else by the
+  static-memory scheme).
 
 The bytes go at the rate of the optimizer's own memory-bound pass
 (``Rates.memory_efficiency`` of the HBM bandwidth) and are charged to the step's
