@@ -24,7 +24,10 @@ stage's parameters on every micro-batch (``Rates.grad_accumulation``):
   becomes ``.grad`` (no copy), each later one is added into it in place, reading both
   and writing one: **3 × the gradient's bytes per parameter on each micro-batch after
   the first**, over the gradient the device holds (its shard under ZeRO-2/3 and FSDP,
-  whose reduced shard is what accumulates): DDP and FSDP. The gradient's bytes are
+  whose reduced shard is what accumulates): DDP and FSDP. A recorded PyTorch 2.13
+  trace of a three-micro-batch step shows exactly this (``tests/data/
+  grad_accumulation_cpu``: a detach on the first micro-batch, then one ``aten::add_`` of
+  two parameter-shaped inputs per parameter). The gradient's bytes are
   those the data-parallel reduction moves (``Rates.gradient_bytes``, else by the
   static-memory scheme).
 
