@@ -283,3 +283,15 @@ def test_mosaic_model_fields_match_the_printed_parameter_count(r):
     n = layers * (4 * d * d + 2 * d * ffn + 2 * d) + v * d + s * d + d
     printed = int(r["quote"].strip("|").split("|")[19])
     assert n == pytest.approx(printed, rel=1e-3)
+
+
+DGXC = [r for r in ROWS if r["source_id"] == "nvidia-dgxc-benchmarking"]
+
+
+@pytest.mark.parametrize("r", DGXC, ids=[r["row_id"] for r in DGXC])
+def test_dgxc_step_times_follow_from_tokens_per_second(r):
+    # the README's own formula: sequence length x global batch / step time = tokens/s
+    tokens = int(r["global_batch"]) * int(r["seq_length"]) / float(r["figure"])
+    assert tokens == pytest.approx(float(r["figure2"]), rel=0.005), r["row_id"]
+    ga = int(re.search(r"GA=(\d+)", r["reference"]).group(1))
+    assert int(r["num_micro"]) == ga and r["micro_batch"] in (1, "1")
