@@ -14,7 +14,7 @@ calibrated parts per device and token, and the error of every run when each run 
 study calibrates in turn: where a calibration's misses come from.
 
 ``--held-out`` adds the held-out validation's summary (``benchmarks/validation``: runs of
-five sources nobody here built the model on; out of the box, calibrated on each group's
+six sources nobody here built the model on; out of the box, calibrated on each group's
 first row, and other sources' calibrations: leave one source out).
 
 ``--measured`` prints instead the measured sets (tests/data/kineto_llama_layouts_h100
@@ -328,8 +328,8 @@ def main() -> None:
                          "kineto_llama_tp_h100, kineto_llama_wide_tp_h100), each "
                          "predicted from its layout a")
     ap.add_argument("--held-out", action="store_true",
-                    help="also the held-out published runs (benchmarks/validation: 202 rows "
-                         "of five sources; out of the box, calibrated in group and "
+                    help="also the held-out published runs (benchmarks/validation: 236 rows "
+                         "of six sources; out of the box, calibrated in group and "
                          "leave-one-source-out, PROTOCOL.md)")
     ap.add_argument("--elementwise", choices=("read", *ELEMENTWISE_KERNELS), default="read",
                     help="with --measured: how the calibrations count the layers' "
