@@ -86,3 +86,16 @@ def test_the_panel_shows_it_and_an_edit_prices_it() -> None:
     assert "grad_accumulation" in panel.assumed.changed
     assert after.parts["optimizer"] - before.parts["optimizer"] == pytest.approx(
         18 * 8 * PARAMS / RATE, rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["fp32-copy", "autograd"])
+def test_the_search_prices_it_as_predict_does(kind) -> None:
+    rates = pk.calc.rates.Rates(grad_accumulation=kind)
+    found = plan.search(MODEL, H100, 16, 64, rates=rates, static_scheme="megatron")
+    rows = found[(found["fits"] == True) & (found["num_micro_batches"] > 1)]  # noqa: E712
+    assert len(rows)
+    for _, row in rows.head(5).iterrows():
+        par = plan.to_parallel_config(row)
+        alone = plan.predict(None, MODEL, par, H100, global_batch_size=64,
+                             static_scheme="megatron", overrides={"grad_accumulation": kind})
+        assert row["step_s"] == pytest.approx(alone.step_s, rel=1e-9)
