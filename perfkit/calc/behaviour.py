@@ -10,7 +10,10 @@ What each option does in the model (:mod:`perfkit.calc.timing`)
 ---------------------------------------------------------------
 * ``tp_comm_overlap`` — Transformer Engine's userbuffers split the tensor-parallel
   all-gather / reduce-scatter into chunks under the GEMMs they feed
-  (Megatron-LM ``--tp-comm-overlap``, default off; NeMo's performance recipes turn it on):
+  (Megatron-LM ``--tp-comm-overlap``, default off; NeMo's performance recipes turn it on,
+  e.g. NeMo-Framework-Launcher ``conf/training/llama/llama3_1_70b.yaml`` at
+  ``1ab2c781b50b``: ``ub_tp_comm_overlap``, ``overlap_grad_sync`` and
+  ``overlap_param_sync`` true):
   the tp traffic of a layer hides under the layer's compute, only the excess shows.
 * ``overlap_grad_reduce`` with ``bucket_params`` — the gradient reduction runs in buckets
   of ``bucket_params`` parameters as the backward produces them; all but the last overlap

@@ -8,7 +8,9 @@ stage's parameters on every micro-batch (``Rates.grad_accumulation``):
   fp32 gradient buffer, so nothing runs apart: Megatron-LM's gradient-accumulation
   fusion, on unless ``--no-gradient-accumulation-fusion`` is given
   (``megatron/training/arguments.py``; the ``main_grad`` buffer that
-  ``LinearWithGradAccumulationAndAsyncCommunication`` writes), and so NeMo's. MindSpore's
+  ``LinearWithGradAccumulationAndAsyncCommunication`` writes), and so NeMo's
+  (``gradient_accumulation_fusion: true`` in NeMo-Framework-Launcher's Llama 3.1
+  configurations, ``conf/training/llama/llama3_1_70b.yaml`` at ``1ab2c781b50b``). MindSpore's
   accumulation is not read here: 0 there too.
 * ``"fp32-copy"`` — DeepSpeed's bf16 optimizer keeps fp32 gradients beside the model's
   16-bit ones and, after every micro-batch's backward, adds each 16-bit gradient into its
