@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GRAD_ACCUMULATION", "FP32_COPY_BYTES", "accumulation_bytes"]
+__all__ = ["GRAD_ACCUMULATION", "FP32_COPY_BYTES", "accumulation_bytes", "step_accumulation_bytes"]
 
 #: ``Rates.grad_accumulation`` values (module docstring).
 GRAD_ACCUMULATION = ("fused", "fp32-copy", "autograd")
@@ -91,3 +91,17 @@ def accumulation_bytes(kind: str, dtype: str | None, gradient_bytes: float,
     if kind == "fp32-copy" and (dtype or "").lower() == "bf16":
         return FP32_COPY_BYTES * m, False
     return 3.0 * gradient_bytes * np.maximum(m - 1.0, 0.0), True
+
+
+def step_accumulation_bytes(kind: str, dtype: str | None, gradient_bytes: float,
+                            num_micro_batches: np.ndarray, stage_params: np.ndarray,
+                            shard: np.ndarray, zero_stage: np.ndarray) -> np.ndarray:
+    """Bytes one step's gradient accumulation moves on a stage of ``stage_params`` trained
+    parameters: :func:`accumulation_bytes` per parameter, over the gradient the device
+    holds (``"autograd"`` under ZeRO-2/3 and FSDP: its ``1/shard``), else over all of them.
+    """
+    per_param, over_shard = accumulation_bytes(kind, dtype, gradient_bytes,
+                                               num_micro_batches)
+    sharded = over_shard & (np.asarray(zero_stage, dtype=float) >= 2)
+    held = np.where(sharded, stage_params / np.maximum(shard, 1), stage_params)
+    return held * per_param

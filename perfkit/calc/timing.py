@@ -93,7 +93,7 @@ import numpy as np
 from ..specs import Hardware, ModelSpec
 from .activation import ActivationModel
 from .contention import contention_share
-from .grad_accumulation import accumulation_bytes
+from .grad_accumulation import step_accumulation_bytes
 from .memory import full_precision, scheme_gradient_bytes
 from .rates import GROUPS, Rates
 from .recompute_ops import (
@@ -401,12 +401,11 @@ def step_times(model: ModelSpec, hardware: Hardware, rates: Rates,
             0.0, reduce_s + gather_raw - out["dp_comm"])
     updated = (dense + experts) / np.maximum(osh, 1)
     # the micro-batches' gradients added up outside the GEMMs (perfkit.calc.grad_accumulation)
-    per_param, over_shard = accumulation_bytes(
-        rates.grad_accumulation, tensor_dtype or dtype or hardware.default_dtype, gbytes, m)
-    zero = np.asarray(c.get("zero_stage", np.zeros(count)), dtype=float)
-    held = np.where(over_shard & (zero >= 2), updated, dense + experts)
+    accumulated = step_accumulation_bytes(
+        rates.grad_accumulation, tensor_dtype or dtype or hardware.default_dtype, gbytes, m,
+        dense + experts, osh, c.get("zero_stage", np.zeros(count)))
     out["optimizer"] = np.where(updated > 0, (updated * rates.optimizer_bytes_per_param
-                                              + held * per_param + rates.memory_half_bytes)
+                                              + accumulated + rates.memory_half_bytes)
                                 / (rates.memory_efficiency * hardware.memory_bandwidth), 0.0)
     out["step_s"] = sum(out[name] for name in PART_NAMES)
     out["stage_s"] = slowest
