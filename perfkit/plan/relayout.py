@@ -8,9 +8,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_int
 from ..specs import ParallelConfig
 
 __all__ = ["relayout"]
+
+#: The knobs that are whole numbers >= 1, checked before the others follow from them.
+_COUNTS = ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "num_micro_batches",
+           "optimizer_shard")
 
 
 def relayout(base: ParallelConfig, options: Mapping[str, Any],
@@ -27,9 +32,17 @@ def relayout(base: ParallelConfig, options: Mapping[str, Any],
     Raises
     ------
     ParallelConfigError
-        The layout breaks a rule of :class:`~perfkit.ParallelConfig`.
+        The layout breaks a rule of :class:`~perfkit.ParallelConfig`, or a count given in
+        ``options`` is not a whole number >= 1 (named as given, before dp or the
+        micro-batches are worked out from it).
     """
     changes = {k: v for k, v in options.items() if v is not None}
+    for name in _COUNTS:
+        if name in changes:
+            try:
+                changes[name] = check_positive_int(name, changes[name])
+            except InvalidArgumentError as exc:
+                raise ParallelConfigError(exc.parameter, exc.rule, exc.value) from None
     if "dp" not in changes:
         inner = (changes.get("tp", base.tp) * changes.get("pp", base.pp)
                  * changes.get("cp", base.cp))

@@ -138,3 +138,29 @@ def test_compare_json_validates_and_gives_the_verdict(capsys: pytest.CaptureFixt
     change = 100 * (answer["b"]["step_ms"] * answer["verdict"].get("work_scale", 1.0)
                     / answer["a"]["step_ms"] - 1)
     assert answer["verdict"]["change_pct"] == pytest.approx(change, rel=1e-6)
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["--dp", "0"], "--dp"), (["--pp", "0"], "--pp"), (["--cp", "0"], "--cp"),
+    (["--micro-batch-size", "0"], "--micro-batch-size"), (["--tp", "-1"], "--tp")])
+def test_plan_names_the_count_given_wrong(argv: list[str], option: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # a zero once divided the device count (ZeroDivisionError), and a negative tp was
+    # blamed on the dp worked out from it
+    assert cli.main(["plan", SLOW, *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{option}: must be >= 1 (got {argv[1]})" in err
+    assert "unexpected" not in err
+
+
+def test_relayout_checks_the_counts_before_deriving_others() -> None:
+    from perfkit.errors import ParallelConfigError
+    from perfkit.plan.relayout import relayout
+
+    base = pk.ParallelConfig(dp=4, tp=2, pp=2, micro_batch_size=1, num_micro_batches=4)
+    with pytest.raises(ParallelConfigError, match=r"^tp: must be >= 1 \(got 0\)"):
+        relayout(base, {"tp": 0}, global_batch_size=16)
+    with pytest.raises(ParallelConfigError, match=r"^micro_batch_size: must be >= 1"):
+        relayout(base, {"micro_batch_size": 0}, global_batch_size=16)
+    # a good change still derives dp from the device count (16 / (4 · 2) = 2)
+    assert relayout(base, {"tp": 4}, global_batch_size=16).dp == 2

@@ -87,6 +87,17 @@ def predict_text(answer: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _as_option(exc: Exception) -> Exception:
+    """A layout error that names a ParallelConfig field, naming the option given for it
+    (``--micro-batch-size``, not ``micro_batch_size``)."""
+    from ...errors import ParallelConfigError
+
+    option = {dest: opt for opt, dest, _ in _KNOBS}.get(getattr(exc, "parameter", None))
+    if isinstance(exc, ParallelConfigError) and option is not None:
+        return ParallelConfigError(option, exc.rule, exc.value)
+    return exc
+
+
 def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The layout options given on the command line, by ParallelConfig field."""
     names = [dest for _, dest, _ in _KNOBS] + ["recompute", "sequence_parallel"]
@@ -96,12 +107,16 @@ def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Run ``perfkit plan``."""
     from ...answers import dumps, predict_answer
+    from ...errors import PerfkitError
     from ...plan import calibrate, predict
     from ...plan.relayout import relayout
 
     profile = load_path(args.path, run=args.run_id, command="plan")
     cal = calibrate(profile)
-    target = relayout(cal.job.parallel, layout_changes(args), cal.job.global_batch_size)
+    try:
+        target = relayout(cal.job.parallel, layout_changes(args), cal.job.global_batch_size)
+    except PerfkitError as exc:
+        raise _as_option(exc) from None
     batch = None if args.num_micro_batches is not None else cal.job.global_batch_size
     pred = predict(cal, parallel=target, global_batch_size=batch)
     answer = predict_answer(pred, cal, path=str(profile.meta.path or args.path))
