@@ -77,7 +77,9 @@ def verdict_sentence(v: Any, a_label: str, b_label: str, a_step_ms: float | None
 
 
 def _side_line(tag: str, s: Any) -> str:
-    return (f"{tag}: {s.label} ({s.format}, {s.ranks} rank{'s' * (s.ranks != 1)}, "
+    # two runs of one name are labelled "A: name" and "B: name" already (build.compare)
+    label = s.label if s.label.startswith(f"{tag}: ") else f"{tag}: {s.label}"
+    return (f"{label} ({s.format}, {s.ranks} rank{'s' * (s.ranks != 1)}, "
             f"{s.steps} step{'s' * (s.steps != 1)}): step {_ms(s.step_ms)} ± "
             f"{_ms(s.step_spread_ms)} over steps and ranks  [{s.path}]")
 

@@ -140,6 +140,22 @@ def test_compare_json_validates_and_gives_the_verdict(capsys: pytest.CaptureFixt
     assert answer["verdict"]["change_pct"] == pytest.approx(change, rel=1e-6)
 
 
+def test_compare_json_of_runs_without_a_bubble_validates(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a Kineto trace has no pipeline stages: its bubble is null, which the schema
+    # once refused ("None is not of type 'number'")
+    tiny = "sample:kineto-tiny-llama"
+    answer = _json(["compare", tiny, tiny, "--json"], capsys)
+    validate(answer, "compare")
+    bubble = next(p for p in answer["parts"] if p["part"] == "bubble")
+    assert bubble == {"part": "bubble", "a_ms": None, "b_ms": None, "delta_ms": None}
+    # one run against itself: the labels say A and B once each
+    assert cli.main(["compare", tiny, tiny]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("A: kineto-tiny-llama (") and "A: A:" not in out
+    assert "\nB: kineto-tiny-llama (" in out and "B: B:" not in out
+
+
 @pytest.mark.parametrize(("argv", "option"), [
     (["--dp", "0"], "--dp"), (["--pp", "0"], "--pp"), (["--cp", "0"], "--cp"),
     (["--micro-batch-size", "0"], "--micro-batch-size"), (["--tp", "-1"], "--tp")])
