@@ -53,6 +53,27 @@ def test_info_lists_presets(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(r"h100\s+bf16\s+989\.5\s+80\.0", out)
 
 
+def test_info_lists_the_bundled_samples(capsys: pytest.CaptureFixture[str]) -> None:
+    # each sample as the sample:NAME a command takes, with its README's first line
+    assert cli.main(["info"]) == 0
+    listed = capsys.readouterr().out.split("Bundled samples", 1)[1]
+    table = pk.samples()
+    assert len(table) >= 8
+    for spec, folder in zip(table["spec"], table["path"], strict=True):
+        readme = (Path(folder) / "README.md").read_text(encoding="utf-8")
+        first = next(line.lstrip("#").strip() for line in readme.splitlines() if line.strip())
+        assert re.search(rf"^  {re.escape(spec)}\s+{re.escape(first)}$", listed,
+                         re.MULTILINE), spec
+
+
+def test_info_json_without_path_and_negative_findings_are_errors(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["info", "--json"]) == 2
+    assert "perfkit info PATH --json" in capsys.readouterr().err
+    assert cli.main(["info", "sample:slow-rank", "--findings", "-1"]) == 2
+    assert "--findings: must be a whole number >= 0 (got -1)" in capsys.readouterr().err
+
+
 def test_console_script_points_at_main() -> None:
     (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "perfkit"]
     assert ep.value == "perfkit.cli:main"

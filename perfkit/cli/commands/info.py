@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import __version__
 from ...bundled_samples import path_not_found, resolve_sample
-from ...errors import PerfkitError, RunsFound
+from ...errors import InvalidArgumentError, PerfkitError, RunsFound
 from ...specs import Hardware, ModelSpec
 from .. import profile_text
 from ..args import config_paths, paragraph
@@ -19,7 +19,8 @@ __all__ = ["add_parser", "run", "EPILOG", "info_text"]
 #: The end of ``perfkit info --help``: examples.
 EPILOG = """\
 examples:
-  perfkit info                          version, model and hardware presets
+  perfkit info                          version, model and hardware presets, and the
+                                        bundled samples (sample:NAME)
   perfkit info sample:slow-rank         what the profile is, its steps, its top findings
                                         (sample:NAME: a bundled sample; or a PATH)
   perfkit info PATH --findings 10       list more findings (0: skip the advisor)
@@ -37,12 +38,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     info_p = sub.add_parser(
         "info", help="version and presets, or a summary of a profile",
         formatter_class=raw, epilog=EPILOG,
-        description=paragraph("Without PATH: print the perfkit version and the model and "
-                              "hardware presets. With PATH: load the profile and print its "
-                              "format, framework, device, profiler level, ranks and world size, "
-                              "the loader's notes, the job read from it (each value's source, "
-                              "MFU and HFU checked), the steps with the measured step time (per "
-                              "step the slowest rank), and the advisor's top findings."))
+        description=paragraph(
+            "Without PATH: print the perfkit version, the model and hardware presets and "
+            "the bundled samples. With PATH: load the profile and print its format, "
+            "framework, device, profiler level, ranks and world size, the loader's notes, "
+            "the job read from it (each value's source, MFU and HFU checked), the steps "
+            "with the measured step time (per step the slowest rank), and the advisor's "
+            "top findings."))
     info_p.add_argument("path", nargs="?", default=None, metavar="PATH",
                         help="profile folder or file (anything perfkit.load reads), or "
                              "sample:NAME for a bundled sample")
@@ -66,7 +68,13 @@ def _run_id(text: str) -> int | str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``perfkit info``: print the presets, or the profile's summary."""
+    if args.findings < 0:
+        raise InvalidArgumentError("--findings", "must be a whole number >= 0", args.findings)
     if args.path is None:
+        if getattr(args, "json", False):
+            raise PerfkitError("--json answers for a profile: perfkit info PATH --json (without "
+                               "PATH, perfkit info prints the version, the presets and the "
+                               "bundled samples as text)")
         print(info_text())
         return 0
     if getattr(args, "json", False):
@@ -91,13 +99,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def info_text() -> str:
-    """What ``perfkit info`` prints: version, model presets, hardware presets.
+    """What ``perfkit info`` prints: version, model presets, hardware presets and the
+    bundled samples.
 
     Returns
     -------
     str
         Plain text, one preset a line; hardware peaks are dense FLOP/s of the preset's
-        default dtype, memory in GiB (2**30 bytes).
+        default dtype, memory in GiB (2**30 bytes); each bundled sample as the
+        ``sample:NAME`` to pass for PATH with its one-line description
+        (:func:`perfkit.bundled_samples.samples`; none listed where this installation
+        lacks the bundled data).
     """
     lines = [f"perfkit {__version__}", "", "Model presets (ModelSpec.preset):",
              f"  {'name':<14}{'parameters':>12}{'layers':>8}{'hidden':>8}{'heads':>7}"
@@ -114,4 +126,18 @@ def info_text() -> str:
         hw = Hardware.preset(name)
         lines.append(f"  {name:<14}{hw.default_dtype:>6}{hw.peak() / 1e12:>14,.1f}"
                      f"{hw.memory_bytes / 2**30:>12,.1f}")
-    return "\n".join(lines)
+    return "\n".join(lines + _sample_lines())
+
+
+def _sample_lines() -> list[str]:
+    """The bundled samples, ``sample:NAME`` and a line of description each."""
+    from ...bundled_samples import sample_list
+    from ...resources import ResourceError
+
+    try:
+        found = sample_list()
+    except ResourceError as exc:
+        return ["", f"Bundled samples: none ({exc})"]
+    width = max((len(s.spec) for s in found), default=0) + 2
+    return ["", "Bundled samples (pass sample:NAME for PATH to info, advise, check, plan, "
+                "report, serve):"] + [f"  {s.spec:<{width}}{s.description}" for s in found]
