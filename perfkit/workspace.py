@@ -53,6 +53,20 @@ def _same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
 
 
+def _reason(exc: OSError) -> str:
+    """The system's words for ``exc`` ("Not a directory"), without the path it repeats."""
+    return exc.strerror or type(exc).__name__
+
+
+def _copy(source: Path, dest: Path, folder: str | os.PathLike[str]) -> None:
+    """Copy one notebook; a refusal of the system names the file and its reason."""
+    try:
+        shutil.copyfile(source, dest)
+    except OSError as exc:
+        raise InvalidArgumentError("DIR", f"{dest.name} cannot be written there "
+                                   f"({_reason(exc)})", str(folder)) from None
+
+
 def copy_notebooks(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *,
                    force: bool = False) -> NotebookCopy:
     """Copy perfkit's guided notebooks into ``folder``, keeping the user's edited copies.
@@ -72,7 +86,8 @@ def copy_notebooks(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *,
     Raises
     ------
     perfkit.errors.InvalidArgumentError
-        ``folder`` is a file, or is perfkit's own notebook folder.
+        ``folder`` is a file, is perfkit's own notebook folder, or cannot be made or
+        written (a path under a file, no permission): the system's reason is given.
     perfkit.resources.ResourceError
         This installation lacks its notebooks.
     """
@@ -85,7 +100,11 @@ def copy_notebooks(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *,
         raise InvalidArgumentError("DIR", "is perfkit's own notebook folder; give a working "
                                    "folder of yours", str(folder))
     sources = guided_notebooks()
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a parent is a file, a read-only or missing place
+        raise InvalidArgumentError("DIR", f"cannot be made a folder ({_reason(exc)})",
+                                   str(folder)) from None
     result = NotebookCopy(folder=target)
     for source in sources:
         dest = target / source.name
@@ -93,12 +112,12 @@ def copy_notebooks(folder: str | os.PathLike[str] = DEFAULT_FOLDER, *,
             raise InvalidArgumentError("DIR", f"holds a folder named {source.name}; move it "
                                        "away or choose another folder", str(folder))
         if not dest.exists():
-            shutil.copyfile(source, dest)
+            _copy(source, dest, folder)
             result.copied.append(source.name)
         elif _same_bytes(source, dest):
             result.unchanged.append(source.name)
         elif force:
-            shutil.copyfile(source, dest)
+            _copy(source, dest, folder)
             result.replaced.append(source.name)
         else:
             result.kept.append(source.name)

@@ -69,6 +69,12 @@ def test_bad_folders_are_one_line_errors(tmp_path: Path,
     assert err.count("\n") == 1 and "is a file" in err
     assert cli.main(["notebooks", str(ROOT / "notebooks")]) == 2
     assert "perfkit's own notebook folder" in capsys.readouterr().err
+    # a folder under a file cannot be made: the system's reason, not a traceback
+    assert cli.main(["notebooks", str(a_file / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be made a folder (Not a directory)" in err
+    assert str(a_file / "sub") in err and "unexpected" not in err
+    assert a_file.read_text() == "x"
 
 
 def test_parameters_name_bundled_samples_not_paths() -> None:
