@@ -155,15 +155,15 @@ def _steps_row(profile: Any, profiler: str) -> dict[str, Any]:
         b = step_breakdown(profile)
     except PerfkitError as exc:
         return _row(profiler, "steps", "steps (step time, per-step split)", True,
-                    "no step marks", str(exc))
+                    "step marks", str(exc))
     if b.empty or "step" not in b.columns or not b["step"].notna().any():
         return _row(profiler, "steps", "steps (step time, per-step split)", True,
-                    "no step marks: the whole recording is one span",
+                    "step marks: the whole recording is one span",
                     "the step breakdown has no numbered step")
     inferred = inferred_steps(b)
     if inferred:
         return _row(profiler, "steps", "steps (step time, per-step split)", True,
-                    "no ProfilerStep marks: perfkit had to infer the steps", inferred)
+                    "ProfilerStep marks: perfkit had to infer the steps", inferred)
     n = int(b["step"].nunique())
     return _row(profiler, "steps", "steps (step time, per-step split)", False, "",
                 f"{n} step{'s' * (n != 1)} marked by the profiler")

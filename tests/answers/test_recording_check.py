@@ -83,6 +83,7 @@ def test_kineto_without_a_switch_names_it(tmp_path: Path, drop: str, switch: str
     text = capsys.readouterr().out
     section = text.split("What the recording lacks", 1)[1]
     assert switch.split(" and prof.step()")[0].split("(", 1)[1][:20] in section
+    assert "missing, no " in section and "no no " not in section  # once "no no step marks"
 
 
 def _recorded_as(folder: Path) -> dict[str, Any]:
