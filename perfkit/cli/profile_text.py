@@ -397,6 +397,10 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
 
     meta = profile.meta
     rank_text = ranks_text(getattr(profile, "ranks", None), meta.rank)
+    failed = sorted(map(str, getattr(profile, "failed", None) or {}))
+    if failed:  # said where the ranks are counted, not only among the notes
+        rank_text += (f"; {len(failed)} more not loaded (rank{'s' * (len(failed) > 1)} "
+                      f"{', '.join(failed)}: see the notes)")
     from ..analysis._shared import shared_results
     from ..job import infer_job
     from ..notes import every_note
@@ -414,6 +418,10 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
         n = len(getattr(profile, "ranks", None) or [meta.rank])
         lines = [f"Profile of {'one rank' if n == 1 else counted(n, 'rank')} "
                  f"(perfkit {__version__}):"]
+        if failed:
+            lines += _wrap(f"warning: {len(failed)} of {n + len(failed)} ranks could not be "
+                           f"loaded (rank{'s' * (len(failed) > 1)} {', '.join(failed)}): "
+                           f"every figure below is of the {n} loaded", "  ")
         lines += [f"  {name:<15}{value}" for name, value in facts]
         for note in every_note(profile):
             lines += _wrap(f"note: {note}", "  ")

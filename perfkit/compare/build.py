@@ -76,7 +76,8 @@ def open_side(ref: Any, journal: Any = None) -> tuple[Any, str, str]:
 def side_summary(profile: Any, path: str, label: str
                  ) -> tuple[Side, pd.DataFrame, Any, list[str]]:
     """One side's step figures, its step breakdown, its job (None where it cannot be read)
-    and notes (why the job could not be read)."""
+    and notes (why the job could not be read; ranks that could not be loaded, whose steps
+    the verdict then lacks)."""
     breakdown = step_breakdown(profile)
     known = breakdown.dropna(subset=["step_us"]) if "step_us" in breakdown else breakdown
     walls = step_wall_us(known) / 1e3 if not known.empty else pd.Series(dtype="float64")
@@ -86,6 +87,12 @@ def side_summary(profile: Any, path: str, label: str
     ranks = int(known["rank"].nunique()) if "rank" in known.columns and len(known) else (
         1 if len(known) else 0)
     notes: list[str] = []
+    failed = sorted(map(str, getattr(profile, "failed", None) or {}))
+    if failed:
+        notes.append(f"{label}: {len(failed)} of {ranks + len(failed)} ranks could not be "
+                     f"loaded (rank{'s' * (len(failed) > 1)} {', '.join(failed)}): its "
+                     "figures are of the ranks loaded, and a slow rank among the others "
+                     "would not show")
     try:
         job = infer_job(profile)
     except PerfkitError as exc:

@@ -143,24 +143,26 @@ class Progress:
         else:
             self._draw(note)
 
-    def close(self) -> None:
+    def close(self, note: str = "") -> None:
         """Finish the bar: a newline in a terminal, a summary line in a log, the finished
-        bar in a notebook's output; in a panel's box (:func:`progress_in`) it is removed."""
+        bar in a notebook's output; in a panel's box (:func:`progress_in`) it is removed.
+        ``note`` ends the summary (``"1 failed"``)."""
         if not self.enabled or self.mode == "closed":
             return
         elapsed = time.perf_counter() - self._start
+        tail = f"; {note}" if note else ""
         if self.mode == "tty":
-            self._draw("done")
+            self._draw(note or "done")
             self.stream.write("\n")
         elif self.mode == "lines":
-            self.stream.write(f"{self.desc}: {self.done}/{self.total} in {elapsed:.1f}s\n")
+            self.stream.write(f"{self.desc}: {self.done}/{self.total} in {elapsed:.1f}s{tail}\n")
         elif self.mode == "widget" and self._target is not None:  # done: gone from the box
             self._target.children = tuple(w for w in self._target.children
                                           if w is not self._row)
             for widget in (self._row, self._widget, self._label):
                 widget.close()
         elif self.mode == "widget":  # in a notebook's output: what it did stays
-            self._widget.bar_style = "success"
-            self._label.value = self._text(f"in {elapsed:.1f}s")
+            self._widget.bar_style = "warning" if note else "success"
+            self._label.value = self._text(f"in {elapsed:.1f}s{tail}")
         self.stream.flush() if self.mode in ("tty", "lines") else None
         self.mode = "closed"

@@ -307,8 +307,8 @@ def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
         workers = 1 if size < _PARALLEL_MIN_BYTES else min(len(todo), os.cpu_count() or 1)
     workers = max(1, min(int(workers), len(todo) or 1))
     show = (len(todo) > 1) if progress is None else bool(progress)
-    bar = Progress(len(todo), f"perfkit: loading {len(todo)} ranks", enabled=show and
-                   bool(todo))
+    bar = Progress(len(todo), f"perfkit: loading {len(todo)} rank{'s' * (len(todo) != 1)}",
+                   enabled=show and bool(todo))
     try:
         if workers == 1:
             for s in todo:
@@ -327,7 +327,7 @@ def _load_cluster(root: Path, sources: Sequence[RankSource], use_cache: bool,
                 for fut in as_completed(futures):
                     _collect(futures[fut], fut.result, profiles, failed, bar)
     finally:
-        bar.close()
+        bar.close(f"{len(failed)} not loaded (see the notes)" if failed else "")
     if not profiles:
         first = next(iter(failed.values()), "no rank could be read")
         raise ProfileError(root, f"no rank could be loaded; first error: {first}")
