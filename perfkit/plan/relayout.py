@@ -27,7 +27,10 @@ def relayout(base: ParallelConfig, options: Mapping[str, Any],
     without ``optimizer_shard``, a shard over all of dp follows dp, and one that no longer
     divides dp becomes 1; without ``num_micro_batches``, the micro-batches keep
     ``global_batch_size``: ``m = B / (dp · micro_batch_size)`` where it divides (the
-    definition of :attr:`perfkit.ParallelConfig.global_batch_size`).
+    definition of :attr:`perfkit.ParallelConfig.global_batch_size`). A run's per-stage
+    ``recompute_layers`` (MindFormers ``recompute: [1, 0]``) is dropped when ``recompute``
+    changes (the new policy covers every layer) and, when ``pp`` changes, spread over the
+    new stages as many in all (:func:`_spread`).
 
     Raises
     ------
@@ -59,4 +62,16 @@ def relayout(base: ParallelConfig, options: Mapping[str, Any],
         changes["num_micro_batches"] = global_batch_size // (dp * mbs)
     if changes.get("tp", base.tp) == 1 and "sequence_parallel" not in changes:
         changes["sequence_parallel"] = False
+    if "recompute_layers" not in changes:
+        if "recompute" in changes and changes["recompute"] != base.recompute:
+            changes["recompute_layers"] = None  # the new policy on every layer
+        elif isinstance(base.recompute_layers, tuple) and changes.get("pp", base.pp) != base.pp:
+            changes["recompute_layers"] = _spread(base.recompute_layers, changes["pp"])
     return dataclasses.replace(base, **changes)
+
+
+def _spread(per_stage: tuple[int, ...], pp: int) -> tuple[int, ...]:
+    """The run's fully recomputed layers, as many in all, over ``pp`` stages: evenly, the
+    remainder on the first stages (in 1F1B they hold the most micro-batches in flight)."""
+    base, extra = divmod(sum(per_stage), pp)
+    return tuple(base + (1 if s < extra else 0) for s in range(pp))

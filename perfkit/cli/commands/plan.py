@@ -1,14 +1,21 @@
-"""``perfkit plan PATH [--dp N] [--tp N] [--pp N] ... [--json]``: calibrate the step model
-on a profile (:func:`perfkit.plan.calibrate`) and predict another layout of the same job
-(:func:`perfkit.plan.predict`); docs/planner.md."""
+"""``perfkit plan PATH [--dp N] [--tp N] [--pp N] ... [--config FILE] [--json]``: calibrate
+the step model on a profile (:func:`perfkit.plan.calibrate`) and predict another layout of
+the same job (:func:`perfkit.plan.predict`); docs/planner.md.
+
+What the profile does not show (the model of a trace without shapes, the device of a CPU
+recording) comes from ``--config`` (as ``perfkit info`` reads it) or ``--model`` /
+``--hardware`` presets. An inference profile is refused: the step model predicts training
+steps (the Planner tab says the same)."""
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 from ...answers.paths import load_path
-from ..args import paragraph, run_id
+from ...errors import InvalidArgumentError, PerfkitError
+from ..args import config_paths, paragraph, run_id
 
 __all__ = ["add_parser", "run", "layout_changes", "predict_text"]
 
@@ -16,6 +23,7 @@ EPILOG = """\
 examples:
   perfkit plan sample:llama2-13b-baseline-dp16 --dp 8 --pp 2
   perfkit plan PATH --tp 2 --pp 2 --recompute selective --json
+  perfkit plan PATH --config config.json --hardware h100   what the profile does not show
 
 Knobs not given keep the profiled run's value; with tp, pp or cp changed and no --dp,
 dp keeps the device count; the global batch stays the run's unless --num-micro-batches
@@ -47,6 +55,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--sequence-parallel", dest="sequence_parallel", default=None,
                    action=argparse.BooleanOptionalAction,
                    help="sequence parallelism on or off (default: the run's)")
+    p.add_argument("--config", action="append", default=None, metavar="FILE",
+                   help="a MindFormers YAML, HF config.json or training log that wins over "
+                        "what the profile shows (repeatable)")
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="the model, a preset (perfkit info lists them), where the profile "
+                        "and --config do not give it")
+    p.add_argument("--hardware", default=None, metavar="NAME",
+                   help="the device, a preset (perfkit info lists them), where the profile "
+                        "does not show it (a CPU recording of a GPU job, say)")
     p.add_argument("--run", type=run_id, default=None, metavar="ID", dest="run_id",
                    help="one of the separate runs a folder holds (an id or a name)")
     p.add_argument("--json", action="store_true",
@@ -62,19 +79,21 @@ def predict_text(answer: dict[str, Any]) -> str:
         return "unknown" if x is None else time_text(x * 1e3)
 
     p = answer["parallel"]
+    model = answer["model"] or "the profile's model"
     lines = [f"Predicted layout: dp {p['dp']} × tp {p['tp']} × pp {p['pp']}"
              + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
              + (f" × cp {p['cp']}" if p["cp"] > 1 else "")
              + f", micro-batch {p['micro_batch_size']} × {p['num_micro_batches']}, "
-               f"recompute {p['recompute']} ({answer['model'] or 'model'}, "
-               f"{answer['hardware'] or 'hardware'})",
+               f"recompute {p['recompute']} ({model}, "
+               f"{answer['hardware'] or 'hardware unknown'})",
              f"  step {ms(answer['step_ms'])} (band {ms(answer['low_ms'])} – "
              f"{ms(answer['high_ms'])}; "
              f"{'calibrated on the profile' if answer['calibrated'] else 'uncalibrated'})"]
     cal = answer["calibration"]
     if cal and cal["measured_step_ms"] is not None:
         lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, the "
-                     f"calibrated model gives it {ms(cal['predicted_step_ms'])}")
+                     f"calibrated model gives it {ms(cal['predicted_step_ms'])}"
+                     + _residual_words(cal, answer))
     parts = ", ".join(f"{k} {ms(v)}" for k, v in answer["parts_ms"].items()
                       if v is not None and v > 0)
     lines.append(f"  parts: {parts or 'none'}")
@@ -84,7 +103,28 @@ def predict_text(answer: dict[str, Any]) -> str:
     if answer["changes"]:
         lines.append(f"  changes from the run: {', '.join(answer['changes'])}")
     lines += [f"  note: {n}" for n in answer["notes"]]
+    for n in (cal or {}).get("notes", []):  # what the fit read, assumed or could not fit
+        lines += textwrap.wrap(f"calibration: {n}", 100, initial_indent="  ",
+                               subsequent_indent="    ")
     return "\n".join(lines)
+
+
+def _residual_words(cal: dict[str, Any], answer: dict[str, Any]) -> str:
+    """`` (−14.8 %, outside the band: …)``: how far the calibrated model is from the
+    profiled run, and, for the run's own layout, whether the measurement is in the band."""
+    pct = cal.get("residual_pct")
+    if pct is None:
+        return ""
+    text = f" ({pct:+.1f} %".replace("-", "−")
+    low, high, measured = answer["low_ms"], answer["high_ms"], cal["measured_step_ms"]
+    if not answer["changes"] and low is not None and high is not None:
+        if low <= measured <= high:
+            text += ", inside the band"
+        else:
+            text += (", outside the band: the model does not reproduce this run — a rank "
+                     "slower than the others, idle time or work it does not price "
+                     "(perfkit advise PATH says what the profile shows)")
+    return text + ")"
 
 
 def _as_option(exc: Exception) -> Exception:
@@ -98,6 +138,41 @@ def _as_option(exc: Exception) -> Exception:
     return exc
 
 
+def _job_given(profile: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """``model``, ``parallel`` and ``hardware`` for :func:`perfkit.plan.calibrate` from
+    ``--config``, ``--model`` and ``--hardware`` (the presets win over the config), after
+    checking that the profiled step trains.
+
+    Raises
+    ------
+    PerfkitError
+        The profile is an inference step, or neither the profile nor the options give the
+        model or the device (the message names the options that would).
+    """
+    from ...job import infer_job
+    from ...specs import Hardware, ModelSpec
+
+    job = infer_job(profile, config=config_paths(args.config))
+    if job.training_step() is False:
+        raise PerfkitError(
+            "this profile is an inference step, not a training step (it runs no backward "
+            "pass): perfkit plan predicts training steps (forward, backward, optimizer), "
+            "which is not this run. Its measured figures: perfkit info PATH")
+    model = ModelSpec.preset(args.model) if args.model else job.model
+    hardware = Hardware.preset(args.hardware) if args.hardware else job.hardware
+    for name, value, how in (
+            ("model", model, "--model NAME (a preset) or --config FILE (an HF config.json "
+                             "or a MindFormers YAML)"),
+            ("hardware", hardware, "--hardware NAME (a preset)")):
+        if value is None:
+            raise InvalidArgumentError(name, f"the profile does not show it; give {how}; "
+                                       "perfkit info lists the presets")
+    given: dict[str, Any] = {"model": model, "hardware": hardware}
+    if args.config:  # the config's layout wins over the profile's, as in perfkit info
+        given["parallel"] = job.parallel
+    return given
+
+
 def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The layout options given on the command line, by ParallelConfig field."""
     names = [dest for _, dest, _ in _KNOBS] + ["recompute", "sequence_parallel"]
@@ -107,12 +182,19 @@ def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Run ``perfkit plan``."""
     from ...answers import dumps, predict_answer
-    from ...errors import PerfkitError
     from ...plan import calibrate, predict
     from ...plan.relayout import relayout
 
     profile = load_path(args.path, run=args.run_id, command="plan")
-    cal = calibrate(profile)
+    try:
+        cal = calibrate(profile, **_job_given(profile, args))
+    except InvalidArgumentError as exc:
+        if exc.parameter != "source":  # calibrate's name for the profile itself
+            raise
+        raise PerfkitError(f"the profile cannot be calibrated on: {exc.rule} (perfkit plan "
+                           "fits its model to measured steps: an Ascend export's "
+                           "step_trace_time.csv, a Kineto trace's ProfilerStep marks)"
+                           ) from None
     try:
         target = relayout(cal.job.parallel, layout_changes(args), cal.job.global_batch_size)
     except PerfkitError as exc:

@@ -45,9 +45,9 @@ def _fit_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float
     c = my - a * mx
     if a <= 0:
         return None
-    if c < 0:
+    if c < 0:  # through the origin; times below their traffic's can still make it < 0
         a, c = (w * x * y).sum() / (w * x * x).sum(), 0.0
-    return a, c
+    return (a, c) if a > 0 else None
 
 
 _BACKWARD = re.compile(r"bwd|backward|grad", re.IGNORECASE)
@@ -115,12 +115,21 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
         else:
             count = gemm["count"].to_numpy(float)
             work = ((flops + rates.gemm_half_flops) * count).sum()
-            changes["gemm_efficiency"] = min(1.0, work / peak / (t * count).sum())
+            spent = (t * count).sum()
             how = (f"{counted(len(gemm), 'GEMM shape')} of similar size: e fitted, F½ kept at "
                    f"{rates.gemm_half_flops:.3g}")
-        # the run's own GEMM kernels give the curve: measured here, not the family's surface
-        changes["gemm_model"] = "size"
-        terms.append(("gemm_efficiency", changes["gemm_efficiency"], how))
+            if spent > 0:
+                changes["gemm_efficiency"] = min(1.0, work / peak / spent)
+            else:  # the kernels take less than their traffic alone on this device
+                notes.append(f"the profile's {counted(len(gemm), 'GEMM shape')} take less "
+                             "time than their operands' traffic at the memory rate its "
+                             f"memory-bound operators show on {hw.name}: no GEMM rate can be "
+                             "fitted (was the run on other hardware?); the GEMM rates keep "
+                             "their defaults")
+        if "gemm_efficiency" in changes:
+            # the run's own GEMM kernels give the curve: measured, not the family's surface
+            changes["gemm_model"] = "size"
+            terms.append(("gemm_efficiency", changes["gemm_efficiency"], how))
         if "gemm_half_flops" in changes:
             terms.append(("gemm_half_flops", changes["gemm_half_flops"], how))
     e_gemm = changes.get("gemm_efficiency", rates.gemm_efficiency)

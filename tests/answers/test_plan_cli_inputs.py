@@ -1,0 +1,99 @@
+"""``perfkit plan`` on the profiles users bring: what the profile does not show comes from
+``--hardware`` / ``--model`` / ``--config`` (the error names them, not ``calibrate()``), an
+inference profile is refused as the Planner tab refuses it, a calibration that misses the
+profiled run says so, and a per-stage recompute follows a change of pp."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from shared_samples import shared_sample
+
+import perfkit as pk
+from perfkit import cli, plan
+from perfkit.plan.relayout import relayout
+
+TINY = "sample:kineto-tiny-llama"  # a CPU recording: it shows the model, not the device
+
+
+def test_a_missing_device_names_the_option_that_gives_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", TINY]) == 2
+    err = capsys.readouterr().err
+    assert "hardware: the profile does not show it; give --hardware NAME" in err
+    assert "calibrate()" not in err
+    assert cli.main(["plan", TINY, "--hardware", "no-such-device"]) == 2
+    assert "unknown hardware preset" in capsys.readouterr().err
+
+
+def test_hardware_given_on_the_command_line_is_the_one_calibrated(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", TINY, "--hardware", "h100", "--json"]) == 0
+    import json
+
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["hardware"] == "h100" and answer["model"] is None
+    # the same as the API given the same device
+    cal = plan.calibrate(pk.load(TINY), hardware="h100")
+    assert answer["calibration"]["measured_step_ms"] == pytest.approx(
+        cal.measured_step_s * 1e3)
+    # a CPU trace priced as an H100: its GEMMs cannot be fitted, and that is said
+    assert any("no GEMM rate can be fitted" in n for n in answer["calibration"]["notes"])
+
+
+@pytest.mark.slow  # two calibrations of a 4-rank sample: about 2.5 s
+def test_the_residual_and_the_band_are_said(capsys: pytest.CaptureFixture[str]) -> None:
+    # the slow-rank sample plants one rank 25 % slower: the model, fitted to the busiest
+    # rank's computing, does not reproduce the slowest rank's step
+    assert cli.main(["plan", "sample:slow-rank", "--json"]) == 0
+    import json
+
+    answer = json.loads(capsys.readouterr().out)
+    cal = answer["calibration"]
+    pct = 100 * (cal["predicted_step_ms"] / cal["measured_step_ms"] - 1)
+    assert cli.main(["plan", "sample:slow-rank"]) == 0
+    out = capsys.readouterr().out
+    inside = answer["low_ms"] <= cal["measured_step_ms"] <= answer["high_ms"]
+    said = f"({pct:+.1f} %".replace("-", "−")
+    assert said in out
+    assert ("outside the band" in out) is (not inside)
+
+
+def test_a_changed_pp_spreads_the_runs_per_stage_recompute() -> None:
+    base = pk.ParallelConfig(dp=8, pp=2, micro_batch_size=1, num_micro_batches=8,
+                             recompute="selective", recompute_layers=(3, 0))
+    assert relayout(base, {"pp": 4}, 64).recompute_layers == (1, 1, 1, 0)
+    assert relayout(base, {"pp": 4, "dp": 4}, 64).recompute_layers == (1, 1, 1, 0)
+    # a new policy covers every layer: the run's list no longer applies
+    assert relayout(base, {"recompute": "none"}, 64).recompute_layers is None
+    # unchanged pp keeps the run's list as it is
+    assert relayout(base, {"micro_batch_size": 2}, 64).recompute_layers == (3, 0)
+
+
+@pytest.mark.slow  # a 16-rank simulated sample, calibrated: several seconds
+def test_plan_changes_pp_of_a_run_with_per_stage_recompute(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # it once failed: recompute_layers: needs one entry per pipeline stage (pp=4)
+    assert cli.main(["plan", "sample:llama2-13b-tuned-dp8-pp2", "--pp", "4"]) == 0
+    assert "recompute_layers (1, 0) → (1, 0, 0, 0)" in capsys.readouterr().out
+
+
+@pytest.mark.shared_samples
+def test_an_inference_profile_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    qwen = shared_sample("wild/tl_qwen_h100")
+    assert cli.main(["plan", str(qwen)]) == 2
+    err = capsys.readouterr().err
+    assert "inference step, not a training step" in err and "perfkit info PATH" in err
+
+
+@pytest.mark.shared_samples
+def test_a_kernel_details_export_says_what_plan_needs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # kernel_details.csv alone: no step to fit to; once "source: its steps table has no
+    # complete step", naming calibrate()'s parameter
+    folder: Path = shared_sample("wild/msa_kernel_details")
+    assert cli.main(["plan", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "the profile cannot be calibrated on: its steps table has no complete step" in err
+    assert "step_trace_time.csv" in err and "source:" not in err
