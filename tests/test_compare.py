@@ -185,7 +185,9 @@ def test_json_layout_and_html(sims, tmp_path, capsys) -> None:
 def test_bad_path_exits_2(tmp_path, capsys) -> None:
     missing = tmp_path / "no-such-profile"
     assert cli.main(["compare", "sample:slow-rank", str(missing)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    # one error line (a cold cache adds the progress line of loading A before it)
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if not line.startswith("perfkit: loading ")]
     assert len(err) == 1 and str(missing) in err[0]
 
 
@@ -242,3 +244,37 @@ def test_output_into_a_closed_pipe_is_no_error(monkeypatch, capsys) -> None:
     monkeypatch.setattr(command, "compare", closed)
     assert parser.main(["compare", "a", "b"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_one_job_before_and_after_is_not_warned(guide_case: pk.Comparison) -> None:
+    # the guide's case: one model on one device, the layout changed
+    assert not any(n.startswith("not one job:") for n in guide_case.notes)
+
+
+def test_two_jobs_are_said_under_the_verdict() -> None:
+    from perfkit.compare.build import not_one_job
+
+    def changes(*rows: tuple[str, str | None, str | None]) -> pd.DataFrame:
+        return pd.DataFrame(rows, columns=["field", "a", "b"])
+
+    job = type("J", (), {"model": object()})()
+    no_model = type("J", (), {"model": None})()
+    # a layout change of one model: one job
+    assert not_one_job(changes(("dp", "16", "8"), ("pp", "1", "2")), job, job) == ""
+    # another model
+    said = not_one_job(changes(("num_layers", "2", "4"), ("dp", "2", "4")), job, job)
+    assert said.startswith("not one job: the model differs (num_layers 2 → 4)")
+    # another device with the model unknown: nothing says it is the same workload
+    said = not_one_job(changes(("hardware", "ascend-910a", "h800")), no_model, job)
+    assert "the device differs (hardware ascend-910a → h800)" in said
+    # another device, the model known on both and the same: a port, one job
+    assert not_one_job(changes(("hardware", "a100", "h100")), job, job) == ""
+    # a preset name known on one side only is no difference
+    assert not_one_job(changes(("name", None, "llama2-7b")), job, job) == ""
+
+
+def test_compare_text_warns_of_two_models(capsys) -> None:
+    assert cli.main(["compare", "sample:kineto-tiny-llama", "sample:slow-rank"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    verdict = next(i for i, line in enumerate(out) if line.startswith("Verdict:"))
+    assert out[verdict + 1].startswith("  ⚠ not one job: the model differs (num_layers 2 → 4,")

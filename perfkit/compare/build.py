@@ -26,10 +26,10 @@ from ..job import JOB_FIELDS, infer_job
 from ..journal import Journal
 from .matching import match_operators
 from .result import Comparison, Side
-from .verdict import robust_sigma, step_verdict
+from .verdict import NOT_ONE_JOB, robust_sigma, step_verdict
 
 __all__ = ["compare", "open_side", "side_summary", "step_parts", "job_changes",
-           "PART_COLUMNS"]
+           "not_one_job", "PART_COLUMNS", "NOT_ONE_JOB"]
 
 #: The parts of the step compared (label, column of the step breakdown or "exposed").
 PART_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -237,9 +237,47 @@ def compare(a: Any, b: Any, *, journal: Any = None, gate_pct: float | None = Non
                       "kernel kinds")
     if side_a.steps < 2 or side_b.steps < 2:
         notes.append("a run has a single step: its step-to-step noise cannot be measured")
+    changes = job_changes(job_a, job_b, pa, pb)
+    unrelated = not_one_job(changes, job_a, job_b)
+    if unrelated:
+        notes.insert(0, unrelated)
     return Comparison(a=side_a, b=side_b, verdict=verdict, parts=parts, kinds=kinds,
-                      operators=operators, job_changes=job_changes(job_a, job_b, pa, pb),
+                      operators=operators, job_changes=changes,
                       gate_pct=None if gate_pct is None else float(gate_pct), notes=notes)
+
+
+#: What makes two runs one job's: the model's shape (a preset name alone may be missing).
+_MODEL_FIELDS = ("name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
+                 "ffn_hidden_size", "vocab_size", "num_experts")
+
+
+def not_one_job(changes: pd.DataFrame, job_a: Any, job_b: Any) -> str:
+    """A warning (empty when none applies) that the two runs are not one job before and
+    after a change, so that the verdict compares two unrelated step times: the model is
+    known on both sides and differs, or the device differs (``hardware``,
+    ``device_type``) while the model of a side is unknown (nothing then says it is the
+    same workload)."""
+    def known(x: Any) -> bool:
+        return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+    differ = {f: (a if known(a) else "?", b if known(b) else "?")
+              for f, a, b in zip(changes["field"], changes["a"], changes["b"], strict=True)
+              # a preset name known on one side only is no difference: the shape says
+              if f != "name" or (known(a) and known(b))}
+    model_known = all(j is not None and getattr(j, "model", None) is not None
+                      for j in (job_a, job_b))
+    said = [f"{f} {a} → {b}" for f, (a, b) in differ.items() if f in _MODEL_FIELDS]
+    device = [f"{f} {a} → {b}" for f, (a, b) in differ.items()
+              if f in ("hardware", "device_type")]
+    if model_known and said:
+        why = f"the model differs ({', '.join(said)})"
+    elif device and not model_known:
+        why = (f"the device differs ({', '.join(device)}) and the model of "
+               f"{'both runs' if job_a is None or job_b is None else 'a run'} is not known")
+    else:
+        return ""
+    return (f"{NOT_ONE_JOB} {why}: the verdict compares two step times, not a change to "
+            "one job (a gate on it says nothing about the change)")
 
 
 def _kinds(pa: Any, pb: Any, scale: float) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .._version import __version__
 from ..format import sig, time_text
-from .verdict import throughput_change_pct
+from .verdict import NOT_ONE_JOB, throughput_change_pct
 
 __all__ = ["comparison_text", "comparison_html", "comparison_page", "verdict_html",
            "verdict_sentence"]
@@ -126,6 +126,7 @@ def comparison_text(cmp: Any, n_operators: int = 10) -> str:
     v = cmp.verdict
     lines = [_side_line("A", cmp.a), _side_line("B", cmp.b), "",
              f"Verdict: {v.word.upper()}. {cmp.headline()}"]
+    lines += [f"  ⚠ {n}" for n in cmp.notes if n.startswith(NOT_ONE_JOB)]
     if math.isfinite(v.change_pct):
         what = "tokens/s per device" if v.basis != "step" else "steps/s"
         lines.append(f"  throughput ({what}): {_pct(throughput_change_pct(v.change_pct))}")

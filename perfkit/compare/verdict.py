@@ -41,7 +41,11 @@ from ..analysis._util import MAD_TO_SIGMA
 
 __all__ = ["Verdict", "step_verdict", "throughput_change_pct", "robust_sigma",
            "median_standard_error", "DEFAULT_THRESHOLD_PCT", "MIN_STEPS_FOR_NOISE",
-           "MAD_TO_SIGMA", "Z_95"]
+           "MAD_TO_SIGMA", "Z_95", "NOT_ONE_JOB"]
+
+#: The first words of the note that two runs are not one job
+#: (:func:`perfkit.compare.build.not_one_job`), which the text shows under the verdict.
+NOT_ONE_JOB = "not one job:"
 
 #: Smallest change (in % of A's step) the verdict calls, and the band where the steps give
 #: no noise: a convention of this tool, not a measurement. Two simulations of one job with
