@@ -278,3 +278,30 @@ def test_compare_text_warns_of_two_models(capsys) -> None:
     out = capsys.readouterr().out.splitlines()
     verdict = next(i for i, line in enumerate(out) if line.startswith("Verdict:"))
     assert out[verdict + 1].startswith("  ⚠ not one job: the model differs (num_layers 2 → 4,")
+
+
+@pytest.mark.slow  # four loads of two traces: about 6 s
+@pytest.mark.shared_samples
+def test_two_runs_of_one_folder_are_compared_by_run(tmp_path, capsys, monkeypatch) -> None:
+    from shared_samples import shared_sample
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("k_resnet50_nw0", "k_resnet50_nw4"):  # two runs that both claim rank 0
+        for f in shared_sample(f"wild/{name}").glob("*.pt.trace.json*"):
+            (folder / f.name).write_bytes(f.read_bytes())
+    # without a run the error says how to choose one on this command line
+    assert cli.main(["compare", str(folder), str(folder)]) == 2
+    assert "perfkit compare A B --run-a ID --run-b ID" in capsys.readouterr().err
+    assert cli.main(["compare", str(folder), str(folder), "--run-a", "0", "--run-b", "1",
+                     "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    names = {r.id: r.name for r in pk.runs(folder)}
+    for side, run in (("a", 0), ("b", 1)):
+        name = names[run]
+        assert answer[side]["label"].endswith(f"(run {name})")
+        # the step of that run alone, as compare computes it from its own profile
+        alone = pk.compare(pk.load(folder, run=run), pk.load(folder, run=run))
+        assert answer[side]["step_ms"] == pytest.approx(alone.a.step_ms)
+    assert answer["a"]["step_ms"] != answer["b"]["step_ms"]

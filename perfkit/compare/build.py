@@ -57,7 +57,11 @@ def open_side(ref: Any, journal: Any = None) -> tuple[Any, str, str]:
     """
     if hasattr(ref, "meta") and hasattr(ref, "kernels"):
         path = str(getattr(ref.meta, "path", "") or "")
-        return ref, path, Path(path).name or "profile"
+        run = (getattr(ref.meta, "extra", None) or {}).get("run") or {}
+        label = Path(path).name or "profile"
+        if run.get("name") is not None:  # one of the separate runs a folder holds
+            label += f" (run {run['name']})"
+        return ref, path, label
     text = str(ref)
     resolved = resolve_sample(text) if isinstance(ref, (str, os.PathLike)) else text
     if Path(resolved).expanduser().exists():

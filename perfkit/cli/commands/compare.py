@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ...compare import DEFAULT_THRESHOLD_PCT, compare
-from ...errors import PerfkitError
+from ...errors import PerfkitError, RunsFound
 from ...journal import default_journal_path
-from ..args import paragraph
+from ..args import paragraph, run_id
 
 __all__ = ["add_parser", "run", "EPILOG"]
 
@@ -32,6 +32,7 @@ examples:
   perfkit compare before after --json > cmp.json     the result as JSON on stdout
   perfkit compare 1 3 --journal tuning.sqlite         two runs of a tuning journal
   perfkit compare npu_prof gpu_trace --html cmp.html  Ascend against GPU, as an HTML page
+  perfkit compare runs runs --run-a 0 --run-b 1       two separate runs of one folder
 
 exit status: 0 (no gate, or the gate passed), 1 (the gate failed), 2 (bad input, or a
   gate on runs that cannot be compared)
@@ -66,6 +67,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--journal", default=None, metavar="FILE",
                    help="tuning journal whose run ids or labels A and B may be (default "
                         "$PERFKIT_JOURNAL or ./perfkit-journal.sqlite where it exists)")
+    p.add_argument("--run-a", type=run_id, default=None, metavar="ID", dest="run_a",
+                   help="A is a folder of several separate runs: this one (an id or a name)")
+    p.add_argument("--run-b", type=run_id, default=None, metavar="ID", dest="run_b",
+                   help="the same for B (two runs of one folder: A and B the folder, "
+                        "--run-a 0 --run-b 1)")
     p.add_argument("-n", type=int, default=10, metavar="N",
                    help="operator rows shown in the text (default 10; JSON has them all)")
     return p
@@ -82,6 +88,19 @@ def _journal(args: argparse.Namespace) -> Path | None:
     return default if default.is_file() else None
 
 
+def _side(ref: str, run: int | str | None, flag: str) -> Any:
+    """A side as ``compare`` takes it: the text given, or, with ``--run-a`` / ``--run-b``,
+    that run of the folder, loaded."""
+    if run is None:
+        return ref
+    from ...answers.paths import load_path
+
+    try:
+        return load_path(ref, run=run, command="compare")
+    except PerfkitError as exc:
+        raise PerfkitError(f"{flag}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``perfkit compare``; returns 1 when the gate failed, else 0 (PerfkitErrors go to
     ``perfkit``'s main: one line, status 2)."""
@@ -96,8 +115,14 @@ def run(args: argparse.Namespace) -> int:
         target = Path(args.html).expanduser()
         if not target.parent.is_dir():
             raise PerfkitError(f"--html: the folder {target.parent} does not exist")
-    result = compare(args.a, args.b, journal=_journal(args), gate_pct=args.gate,
-                     threshold_pct=args.threshold)
+    sides = [_side(ref, run_id_, flag) for ref, run_id_, flag in
+             ((args.a, args.run_a, "--run-a"), (args.b, args.run_b, "--run-b"))]
+    try:
+        result = compare(*sides, journal=_journal(args), gate_pct=args.gate,
+                         threshold_pct=args.threshold)
+    except RunsFound as exc:  # the API's advice, in the command's words
+        raise PerfkitError(f"{exc}; on the command line: perfkit compare A B --run-a ID "
+                           "--run-b ID") from exc
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False, indent=1))
     else:

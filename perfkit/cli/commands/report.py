@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ...errors import PerfkitError, RunsFound
 from ..args import config_paths, paragraph
 
 __all__ = ["add_parser", "run", "EPILOG"]
@@ -62,8 +63,12 @@ def run(args: argparse.Namespace) -> int:
     from ...report import write_report
 
     configs = config_paths(args.config)
-    path = write_report(args.path, args.output, notebook=args.notebook,
-                        timeout=args.timeout, progress=not args.no_progress,
-                        params={"CONFIG": configs} if configs else None)
+    try:
+        path = write_report(args.path, args.output, notebook=args.notebook,
+                            timeout=args.timeout, progress=not args.no_progress,
+                            params={"CONFIG": configs} if configs else None)
+    except RunsFound as exc:  # the notebooks take one profile path: no run to choose
+        raise PerfkitError(f"{exc}; perfkit report reads one run: give PATH as a folder "
+                           "(or file) of that run's files alone") from exc
     print(f"wrote {path}")
     return 0
