@@ -92,7 +92,7 @@ _FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(\.\d+)?\s*(%|×|x\b|[kMG]?i?B\b|[mµu]
 
 def finding_id(rule: str, title: str) -> str:
     """A finding's stable id: its rule, a slash, and its title's words without the
-    measured figures (lower case, joined by ``-``, at most 60 characters).
+    measured figures (lower case, joined by ``-``, at most 60 characters, whole words).
 
     The same finding of the same profile always has the same id, and a finding whose
     figures move between two runs (``25 %`` → ``18 %``) keeps it; what it is about (a rank,
@@ -105,6 +105,8 @@ def finding_id(rule: str, title: str) -> str:
     """
     words = re.sub(r"[^0-9a-z]+", "-", _FIGURE.sub(" ", title.lower())).strip("-")
     subject = words[:60].rstrip("-")
+    if len(words) > 60 and words[60] != "-" and "-" in subject:  # no half word at the end
+        subject = subject.rsplit("-", 1)[0]
     return f"{rule or 'finding'}/{subject}" if subject else (rule or "finding")
 
 

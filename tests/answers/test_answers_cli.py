@@ -52,6 +52,11 @@ def test_finding_id_drops_figures_and_keeps_subjects() -> None:
     assert finding_id("slow_ranks", "Rank 3 computes 25 % slower than the others") != a
     assert finding_id("gemm", "MatMul takes 1.5 ms, 3x its roofline") == \
         "gemm/matmul-takes-its-roofline"
+    # at most 60 characters, cut before a word the limit would halve ("allows")
+    long = finding_id("gemm_below_roofline", "Matrix multiplications run far below what "
+                      "the hardware allows for their shapes")
+    assert long == "gemm_below_roofline/matrix-multiplications-run-far-below-what-the-hardware"
+    assert finding_id("r", "a" * 70) == "r/" + "a" * 60  # one long word: cut as it is
 
 
 def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,3 +185,20 @@ def test_relayout_checks_the_counts_before_deriving_others() -> None:
         relayout(base, {"micro_batch_size": 0}, global_batch_size=16)
     # a good change still derives dp from the device count (16 / (4 · 2) = 2)
     assert relayout(base, {"tp": 4}, global_batch_size=16).dp == 2
+
+
+def test_advise_text_says_what_its_shares_are_of(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit.cli.commands.advise import advise_text
+    from perfkit.format import time_text
+
+    answer = {"total": 2, "findings": [
+        {"rank": 1, "severity": "high", "title": "T", "id": "r/t", "ms_per_step": 58.9,
+         "step_share_pct": 41.7, "step_ms": 141.0, "evidence": "e", "recommendation": "n"},
+        {"rank": 2, "severity": "info", "title": "U", "id": "r/u", "ms_per_step": None,
+         "step_share_pct": None, "step_ms": None, "evidence": "e", "recommendation": "n"}]}
+    text = advise_text(answer)
+    # the share names the step it is of ...
+    assert f"at stake: {time_text(58.9e3)} per step (41.7 % of {time_text(141e3)})" in text
+    # ... and the head says which step that is, against the median perfkit info shows
+    assert "the mean over the steps; perfkit info's step time is their median" in text
+    assert "not measurable from the profile" in text

@@ -49,13 +49,19 @@ def advise_text(answer: dict[str, Any]) -> str:
     if not found:
         return "Findings: none (nothing abnormal found by the advisor)"
     lines = [f"Findings ({len(found)} of {answer['total']}, best first):"]
+    bases = {f["step_ms"] for f in found if f["step_ms"] is not None}
+    if bases:  # what "of the step" is of: the advisor's step, not the median step info shows
+        lines.append("(shares of the step the advisor measures: per step the slowest "
+                     "rank's, with the wait before its first device task, the mean over "
+                     "the steps; perfkit info's step time is their median)")
     for f in found:
         lines.append(f"{f['rank']}. [{f['severity']}] {f['title']}  ({f['id']})")
         if f["ms_per_step"] is not None:
             share = (share_text(f["step_share_pct"] / 100)
                      if f["step_share_pct"] is not None else "-")
+            of = f" of {time_text(f['step_ms'] * 1e3)}" if f["step_ms"] is not None else ""
             lines.append(f"   at stake: {time_text(f['ms_per_step'] * 1e3)} per step "
-                         f"({share} of the step)")
+                         f"({share}{of})")
         else:
             lines.append("   at stake: not measurable from the profile")
         lines.append(f"   evidence: {f['evidence']}")
