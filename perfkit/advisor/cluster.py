@@ -79,7 +79,7 @@ def slow_ranks(ctx: Context) -> list[Finding]:
         out.append(measured(
             ctx, "slow_ranks", "cluster", stake, title, evidence,
             rec, details=f"metric {metric}; robust z = {float(worst['z']):.1f}; check "
-            f"order {int(worst['check_order'])} of the seed's cluster method"
+            f"order {int(worst['check_order'])} of the MindSpore tuning guide's cluster method"
             + (f"; peers wait {waited:.0f} µs per step" if np.isfinite(waited) else "")))
     return out
 

@@ -50,7 +50,7 @@ def read_activations(profile: Any, reading: Any, mlp: str | None,
     if not flash and not fp32_run:
         why = attention if flash is False else f"{attention}: the attention is not known"
         return FieldValue(ActivationModel(), "profile" if flash is False else "default",
-                          f"{why}; activations by the seed's table (the scores kept)")
+                          f"{why}; activations by Korthikanti's table (the scores kept)")
     dropout = _has_dropout(profile)
     fp32_norms = fp32_run or bool(reading.get("norm_fp32"))
     seen = "not read (a lazy cluster)" if dropout is None else \
@@ -155,7 +155,7 @@ def _has_dropout(profile: Any) -> bool | None:
 def activation_text(model: ActivationModel) -> str:
     """How ``model`` counts activations, in a few words for a page or ``perfkit info``."""
     if model.accounting == "table":
-        return "the seed's table (attention scores kept)"
+        return "Korthikanti's table (attention scores kept)"
     fp32 = model.element_bytes == 4.0
     extras = [w for w, on in (("dropout masks", model.dropout),
                               ("fp32 tensors", fp32),

@@ -298,7 +298,7 @@ class Job:
     def activation_detail(self) -> str:
         """What :attr:`activation_model` was read from."""
         return self.observed.get(ACTIVATIONS, (None, "the profile shows no attention "
-                                                     "kernel: the seed's table"))[1]
+                                                     "kernel: Korthikanti's table"))[1]
 
     @property
     def pp_unread(self) -> str | None:

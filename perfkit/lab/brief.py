@@ -174,7 +174,7 @@ _METHODS = {
               "facts.told_apart: whether the bubble over the whole time, (pp − 1) / "
               "(vpp · m + pp − 1), lies outside the tolerance",
     "memory_need": "perfkit.static_memory (MindSpore scheme) + perfkit.activation_memory "
-                   "(the seed's table, peak stage) of the layout asked about; "
+                   "(Korthikanti's table, peak stage) of the layout asked about; "
                    "facts.told_apart: whether activations alone and model states alone lie "
                    "outside the tolerance",
     "memory_fit": "memory_need against device memory × 0.9",

@@ -213,11 +213,12 @@ def metrics_summary(model: ModelSpec | str, hardware: Hardware | str,
         _row("tokens_per_s_per_device", "tokens/s per device", tps_device, "tokens/s",
              number_text(tps_device),
              f"B·s / (step time · {counted(devices, 'device')}): the figure MFU uses"),
-        _row("tokens_per_s_per_p", "tokens/s/p (seed, p = DP size)", tps_p, "tokens/s",
+        _row("tokens_per_s_per_p", "tokens/s/p (the MindSpore guide's, p = DP size)", tps_p,
+             "tokens/s",
              number_text(tps_p),
-             f"the seed's tokens/s/p divides by p = dp = {parallel.dp}, not by all "
+             f"the MindSpore guide's tokens/s/p divides by p = dp = {parallel.dp}, not by all "
              f"{counted(devices, 'device')}" if parallel.dp != devices else
-             f"the seed's tokens/s/p divides by p = dp = {parallel.dp}: every device of "
+             f"the MindSpore guide's tokens/s/p divides by p = dp = {parallel.dp}: every device of "
              "this job, so it equals the figure per device"),
         _row("samples_per_s", "samples/s", sps, "sequences/s", number_text(sps),
              "global batch size / step time"),
