@@ -112,3 +112,31 @@ def test_an_older_journal_still_opens_and_its_shares_add_up(resnet: dict,
     assert "33.3 %" in next(line for line in text.splitlines()
                             if "before the first device task (" in line)
     assert "recorded before the journal kept the job's step" in text
+
+
+@pytest.mark.shared_samples
+def test_a_run_of_uneven_steps_says_its_parts_are_shares_of_the_median(
+        tmp_path: Path) -> None:
+    # k_resnet50_nw4: computing is about 102 ms in every step, but two of its six steps are
+    # long (data waits), so its share of all the time × the median step reads 92 ms; a
+    # note says why (perfkit compare gives each part's median: 102 ms)
+    trace = sample(KINETO_TRACES["k_resnet50_nw4"])
+    walls = raw_walls(trace)
+    mean = float(sum(walls.values())) / len(walls)
+    journal = Journal(tmp_path / "j.sqlite")
+    journal.add(str(trace.parent), label="nw4")
+    bd = journal.record("nw4").breakdown.set_index("part")
+    assert bd.loc["mean_wall_us", "us"] == pytest.approx(mean, rel=1e-6)
+    assert mean / bd.loc["wall_us", "us"] > 1.05
+    notes = journal.compare("nw4", "nw4").breakdown.attrs["notes"]
+    assert any(n.startswith("Run 'nw4': its steps differ (median ") and "reads smaller" in n
+               for n in notes)
+
+
+@pytest.mark.shared_samples
+def test_a_run_of_even_steps_has_no_such_note(resnet: dict) -> None:
+    record = resnet["journal"].record("nw0")
+    bd = record.breakdown.set_index("part")
+    assert abs(bd.loc["mean_wall_us", "us"] / bd.loc["wall_us", "us"] - 1) <= 0.05
+    notes = resnet["journal"].compare("nw0", "nw0").breakdown.attrs["notes"]
+    assert not any("its steps differ" in n for n in notes)

@@ -25,7 +25,7 @@ from ..errors import InvalidArgumentError
 from ..format import MISSING, WARNING_MARK
 from ..job import JOB_FIELDS
 from .record import METRIC_KEYS, RunRecord, flops_text
-from .record.basis import BASE_PARTS, basis_of
+from .record.basis import BASE_PARTS, basis_of, uneven_steps_note
 
 __all__ = ["RunComparison", "compare_records", "change_sentence", "job_diff", "metrics_diff",
            "breakdown_diff", "operators_diff", "findings_diff", "JOB_DIFF_COLUMNS",
@@ -281,6 +281,8 @@ def breakdown_diff(base: RunRecord, new: RunRecord) -> pd.DataFrame:
         {c: float for c in BREAKDOWN_DIFF_COLUMNS if c != "part"})
     out.attrs["notes"] = [f"Run '{r.label}' was {basis_of(r.breakdown)}."
                           for r in (base, new) if basis_of(r.breakdown)]
+    out.attrs["notes"] += [n for n in (uneven_steps_note(r.breakdown, r.label)
+                                       for r in (base, new)) if n]
     return out
 
 

@@ -25,11 +25,16 @@ import math
 import pandas as pd
 
 from ...analysis.steps import measured_step_s, step_wall_us
+from ...format import time_text
 
-__all__ = ["WALL", "BASE_PARTS", "OLD_BASIS", "job_step_parts", "rebased", "basis_of"]
+__all__ = ["WALL", "MEAN_WALL", "BASE_PARTS", "OLD_BASIS", "UNEVEN_STEPS", "job_step_parts",
+           "rebased", "basis_of", "uneven_steps_note"]
 
 #: The breakdown row of the job's step (device span + wait before the first device task).
 WALL = "wall_us"
+#: The breakdown row of the mean wall time over every (rank, step): the step the shares
+#: are of (not a part; runs recorded before it was kept lack it).
+MEAN_WALL = "mean_wall_us"
 #: The parts that add up to the job's step.
 BASE_PARTS = ("computing_us", "comm_not_overlapped_us", "free_us", "preparing_us")
 #: ``breakdown.attrs["basis"]`` of a run recorded before the journal kept the job's step.
@@ -61,6 +66,9 @@ def job_step_parts(steps: pd.DataFrame, parts: tuple[str, ...]) -> dict[str, flo
         (:func:`perfkit.widgets.headline.step_split`), a time-weighted mean over the ranks
         and steps, so that computing, communication not overlapped, free and the wait add
         up to ``T``. A part no row has is left out. Empty when no row has a step time.
+        ``MEAN_WALL``: the mean of those rows' wall times, the step the shares are of:
+        where it is far from ``T`` (a few long steps), a part steady from step to step
+        is not its share × ``T`` (:func:`perfkit.journal.compare.breakdown_diff` says so).
     """
     known = steps.dropna(subset=["step_us"])
     if known.empty:
@@ -82,6 +90,7 @@ def job_step_parts(steps: pd.DataFrame, parts: tuple[str, ...]) -> dict[str, flo
         if part in known.columns and known[part].notna().any():
             share = float(known[part].astype("float64").fillna(0.0).sum()) / total
             out[part] = share * step
+    out[MEAN_WALL] = total / len(whole)
     return out
 
 
@@ -116,3 +125,25 @@ def rebased(breakdown: pd.DataFrame) -> pd.DataFrame:
     out["share"] = out["us"] / wall if wall > 0 else math.nan
     out.attrs["basis"] = OLD_BASIS  # not the metrics' step (the slowest rank's)
     return out
+
+
+#: How far the mean wall time may be from the job's (median) step before the parts, its
+#: shares × that step, are said not to be a steady part's time per step.
+UNEVEN_STEPS = 0.05
+
+
+def uneven_steps_note(breakdown: pd.DataFrame, label: str) -> str:
+    """Why a part of a run whose steps differ much reads other than its time per step: its
+    ``us`` is its share of all the steps' time × the median step (``wall_us``), and the
+    shares are of the mean (``mean_wall_us``, kept by runs recorded from perfkit's
+    session 31 on); empty where the two are within :data:`UNEVEN_STEPS` or the mean is not
+    kept."""
+    us = breakdown.set_index("part")["us"] if not breakdown.empty else pd.Series(dtype=float)
+    median, mean = float(us.get(WALL, math.nan)), float(us.get(MEAN_WALL, math.nan))
+    if not (median > 0 and mean > 0) or abs(mean / median - 1) <= UNEVEN_STEPS:
+        return ""
+    return (f"Run '{label}': its steps differ (median {time_text(median)}, mean "
+            f"{time_text(mean)} over ranks and steps): each part here is its share of all "
+            "the steps' time × the median step, so a part that is the same in every step "
+            f"reads {'smaller' if mean > median else 'larger'} than it is; perfkit compare "
+            "gives each part's median per step.")

@@ -14,7 +14,7 @@ from ...advisor import advise
 from ...analysis.compare import operator_totals
 from ...analysis.steps import step_breakdown
 from ...job import Job
-from .basis import WALL, job_step_parts
+from .basis import MEAN_WALL, WALL, job_step_parts
 from .fields import (
     BREAKDOWN_COLUMNS,
     BREAKDOWN_PARTS,
@@ -39,7 +39,8 @@ def run_breakdown(profile: Any) -> pd.DataFrame:
         rank's and step's wall time × the job's step,
         :func:`perfkit.journal.record.basis.job_step_parts`) and ``share`` (``us /
         wall_us``, so that computing, communication not overlapped, free and the wait add
-        up to 1). Empty when the profile has no step breakdown.
+        up to 1); last ``mean_wall_us``, the mean wall time over every rank and step (the
+        step the shares are of; no share). Empty when the profile has no step breakdown.
     """
     steps = step_breakdown(profile)
     rows = []
@@ -47,7 +48,7 @@ def run_breakdown(profile: Any) -> pd.DataFrame:
         parts = job_step_parts(steps, BREAKDOWN_PARTS)
         step = parts.get(WALL, math.nan)
         for part, us in parts.items():
-            share = us / step if step > 0 else None  # NaN > 0 is False
+            share = us / step if step > 0 and part != MEAN_WALL else None  # NaN > 0: False
             rows.append({"part": part, "us": us, "share": share})
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
 
