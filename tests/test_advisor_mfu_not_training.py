@@ -134,3 +134,13 @@ def test_the_recompute_tab_refuses_and_the_planner_says_its_mfu_is_predicted(raw
     assert "MFU of a predicted training step (%)" not in _text(planner)
     planner.plan_button.click()
     assert "MFU of a predicted training step (%)" in _text(planner)
+
+
+def test_info_says_the_inference_warning_once(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit import cli
+
+    assert cli.main(["info", str(shared_sample(QWEN)), "--findings", "0"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # lines joined where they wrap
+    said = "no backward operator (autograd, *Backward) among its"
+    assert text.count(said) == 1
+    assert "models a training step: see the job's warning above" in text

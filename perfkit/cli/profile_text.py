@@ -279,7 +279,10 @@ def _job_lines(job: Any) -> list[str]:
                                                     "predicted_step_s"):
             lines += _wrap(f"({row['note']})", "    ")  # which convention: forward or not
         if isinstance(row["warning"], str) and row["warning"]:
-            lines += _wrap(f"warning: {row['warning']}", "    ")
+            warning = row["warning"]
+            for problem in job.problems():  # said above in full: named, not repeated
+                warning = warning.replace(problem, "see the job's warning above")
+            lines += _wrap(f"warning: {warning}", "    ")
     return lines
 
 
