@@ -202,3 +202,13 @@ def test_advise_text_says_what_its_shares_are_of(capsys: pytest.CaptureFixture[s
     # ... and the head says which step that is, against the median perfkit info shows
     assert "the mean over the steps; perfkit info's step time is their median" in text
     assert "not measurable from the profile" in text
+
+
+@pytest.mark.parametrize("command", ["info", "advise", "check", "plan"])
+def test_a_json_command_that_cannot_answer_prints_nothing_on_stdout(
+        command: str, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    # docs/json.md: errors are not answers (stdout empty, one line on stderr, status 2)
+    missing = tmp_path / "no-such-profile"
+    assert cli.main([command, str(missing), "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and str(missing) in err
