@@ -175,6 +175,11 @@ def test_prof_folder_loads_every_device_against_the_raw_timeline(mi_prof):
                 == "communication").all()
         assert p.meta.framework == "mindspore"
         assert p.meta.extra["devices"] == ["Ascend910"]
+    # the files not read are said to repeat those read (the counts above come from all)
+    files = list(next(iter(readings)).glob("timeline/*.json"))
+    note = next(n for n in c.meta.notes if "timeline files read" in n)
+    read = int(re.search(r"(\d+) of (\d+) timeline files read", note).group(1))
+    assert f"of {len(files)} timeline files read; the other {len(files) - read} hold" in note
 
 
 def test_data_wait_between_iterations_is_part_of_the_step(mi_prof):

@@ -250,8 +250,12 @@ def parse(path: Path, files: Iterable[str | Path] = ()) -> tuple[ProfileMeta,
     ev = _frame(chosen)
     folder = _device_folder(path)
     info, rank, device = _device_info(folder)
+    skipped = len(timeline) - len(chosen)
     notes.insert(0, "raw CANN output (PROF_ folder, exported timeline): "
-                 f"{len(chosen)} of {counted(len(timeline), 'timeline file')} read")
+                 f"{len(chosen)} of {counted(len(timeline), 'timeline file')} read"
+                 + (f"; the other {skipped} hold the same events (an iteration's msprof_ "
+                    "file holds its task_time_, hccl_ and step_trace_ events; one "
+                    "step_trace_ file gives every iteration's marks)" if skipped else ""))
     if path.is_file():
         notes.append(f"one CANN timeline file ({path.name}) read alone: the other files of "
                      "its PROF_ folder (other iterations, the step trace) are not in it")
