@@ -445,10 +445,14 @@ def recording_lines(profile: Any, only_missing: bool = False) -> list[str]:
     table = recording_check(profile)
     rows = table[table["status"] == "missing"] if only_missing else table
     profiler = table["profiler"].iloc[0] if len(table) else "the profiler"
+    if profiler == "torch_npu" and not profile.meta.framework:  # an NPU export of no framework
+        profiler = "torch_npu's switches: the framework is not known"
     if only_missing and rows.empty:
         return [f"What the recording lacks ({profiler}): nothing perfkit checks "
                 "(perfkit check PATH lists every item)"]
-    lines = [f"What the recording lacks ({profiler}; perfkit check PATH):"]
+    # perfkit info points at the command that lists every item; perfkit check is it
+    pointer = "; perfkit check PATH" if only_missing else ""
+    lines = [f"What the recording lacks ({profiler}{pointer}):"]
     for r in rows.itertuples():
         lines += _wrap(f"{r.analysis}: {r.status}"
                        + (f", no {r.lacks}" if r.lacks else "") + f" ({r.evidence})", "  ")

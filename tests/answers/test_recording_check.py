@@ -120,3 +120,12 @@ def test_torch_npu_without_pipe_utilization_names_it(
     pmu = [i for i in answer["items"] if "aic_metrics" in i["switch"]]
     assert len(pmu) == 1 and pmu[0]["status"] == "missing"
     assert "AiCMetrics.PipeUtilization" in pmu[0]["switch"]
+
+
+def test_check_s_header_does_not_point_at_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "sample:kineto-tiny-llama"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head == "What the recording lacks (torch.profiler):"
+    # perfkit info's section still names the command that lists every item
+    assert cli.main(["info", "sample:kineto-tiny-llama", "--findings", "0"]) == 0
+    assert "(perfkit check PATH lists every item)" in capsys.readouterr().out
