@@ -860,3 +860,23 @@ def test_ctrl_c_while_the_page_is_drawn_stops_quietly(tmp_path: Path) -> None:
         time.sleep(0.2)
     else:
         raise AssertionError("a process of perfkit serve's group still runs")
+
+
+def test_serve_s_log_drops_what_a_user_cannot_act_on() -> None:
+    import logging
+
+    from perfkit.cli.launcher import _no_voila_address
+
+    def record(msg: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("Voila", logging.WARNING, __file__, 1, msg, args, None)
+
+    # the masked address (perfkit prints the working one) and the trust warning about
+    # perfkit's own dashboard notebook, which ships without stored outputs
+    assert not _no_voila_address(record("Voil\u00e0 is running at:\nhttp://x/?token=..."))
+    assert not _no_voila_address(record("Notebook %s is not trusted", "dashboard.ipynb"))
+    nb = json.loads((Path(pk.__file__).parents[1] / "notebooks" / "dashboard.ipynb")
+                    .read_text(encoding="utf-8"))
+    assert not any(c.get("outputs") for c in nb["cells"])
+    # anything else is kept
+    assert _no_voila_address(record("Kernel started: %s", "abc"))
+    assert _no_voila_address(record("Notebook %s could not be read", "x.ipynb"))

@@ -307,8 +307,14 @@ def _kill_busy_kernels(kernel_manager: Any) -> None:
 
 def _no_voila_address(record: Any) -> bool:
     """Logging filter: drop Voila's "Voilà is running at: …/?token=..." line, whose
-    masked address opens a login page; :func:`serve` prints the working one."""
-    return not str(record.msg).startswith("Voil\u00e0 is running at")
+    masked address opens a login page; :func:`serve` prints the working one. Drop too
+    the contents manager's "Notebook dashboard.ipynb is not trusted" at every start:
+    trust only decides whether a notebook's *stored* HTML and JavaScript outputs are shown
+    (``nbformat.sign``), and the dashboard notebook ships with perfkit and without outputs
+    (Voila runs it afresh), so the warning said nothing a user could act on."""
+    msg = str(record.msg)
+    return not (msg.startswith("Voil\u00e0 is running at")
+                or msg == "Notebook %s is not trusted")
 
 
 def _run_voila(argv: list[str], token: str,
