@@ -874,8 +874,9 @@ def test_serve_s_log_drops_what_a_user_cannot_act_on() -> None:
     # perfkit's own dashboard notebook, which ships without stored outputs
     assert not _no_voila_address(record("Voil\u00e0 is running at:\nhttp://x/?token=..."))
     assert not _no_voila_address(record("Notebook %s is not trusted", "dashboard.ipynb"))
-    nb = json.loads((Path(pk.__file__).parents[1] / "notebooks" / "dashboard.ipynb")
-                    .read_text(encoding="utf-8"))
+    from perfkit.resources import notebook_dir
+
+    nb = json.loads((notebook_dir() / "dashboard.ipynb").read_text(encoding="utf-8"))
     assert not any(c.get("outputs") for c in nb["cells"])
     # anything else is kept
     assert _no_voila_address(record("Kernel started: %s", "abc"))
