@@ -305,3 +305,18 @@ def test_two_runs_of_one_folder_are_compared_by_run(tmp_path, capsys, monkeypatc
         alone = pk.compare(pk.load(folder, run=run), pk.load(folder, run=run))
         assert answer[side]["step_ms"] == pytest.approx(alone.a.step_ms)
     assert answer["a"]["step_ms"] != answer["b"]["step_ms"]
+
+
+def test_operator_shapes_read_as_shapes() -> None:
+    from perfkit.compare.page import shape_text
+
+    # a Kineto conv's inputs: two tensors, then inputs without shapes
+    assert shape_text(";32,1024,14,14;32,256,14,14;;;;;;;") == "[32×1024×14×14] [32×256×14×14]"
+    assert shape_text("4096,12288;;12288,4096") == "[4096×12288] [–] [12288×4096]"
+    assert shape_text("") == shape_text(None) == "–"
+    assert shape_text("[[1, 2], [3]]") == "[[1, 2], [3]]"  # another spelling: as it is
+    # the JSON keeps the profiler's text
+    c = pk.compare("sample:slow-rank", "sample:slow-rank")
+    raw = c.operators["shape"].dropna()
+    assert raw.str.contains(",").any() and not raw.str.contains("×").any()
+    assert "×" in c.text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -47,6 +48,30 @@ def _pct(x: Any) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
     return ("+" if x > 0 else _MINUS if x < 0 else "") + sig(abs(float(x))) + " %"
+
+
+#: The profiler's spelling of input shapes that :func:`shape_text` rewrites.
+_SHAPES = re.compile(r"[\d,;\s-]*")
+
+
+def shape_text(shape: Any) -> str:
+    """An operator's input shapes for people: ``";32,1024,14,14;32,256,14,14;;;"`` (the
+    profiler's text: one field per input, empty where the input has none) as
+    ``"[32×1024×14×14] [32×256×14×14]"``; the empty fields at either end are dropped and
+    one between two shapes is ``[–]``; text of another form is shown as it is. The JSON
+    keeps the profiler's text."""
+    text = _str(shape)
+    if text != "–" and not _SHAPES.fullmatch(text):  # another spelling: shown as it is
+        return text
+    fields = text.split(";") if text != "–" else []
+    while fields and not fields[0].strip():
+        fields.pop(0)
+    while fields and not fields[-1].strip():
+        fields.pop()
+    if not fields:
+        return "–"
+    return " ".join("[" + ("×".join(d.strip() for d in f.split(",")) if f.strip() else "–")
+                    + "]" for f in fields)
 
 
 def _str(x: Any) -> str:
@@ -102,7 +127,7 @@ def _tables(cmp: Any, n_operators: int) -> list[tuple[str, list[str], list[list[
         out.append((f"Operators matched by name, shape and call position, largest change "
                     f"first{scaled}" + (f" ({more} more rows)" if more > 0 else ""),
                     ["operator", "shape", "A", "B", "B − A", "matched"],
-                    [[r.name, _str(r.shape), _ms(r.a_ms), _ms(r.b_ms), _delta(r.delta_ms),
+                    [[r.name, shape_text(r.shape), _ms(r.a_ms), _ms(r.b_ms), _delta(r.delta_ms),
                       "yes" if r.matched else "no, only in " + ("A" if _str(r.b_ms) == "–"
                                                               else "B")]
                      for r in shown.itertuples(index=False)]))
