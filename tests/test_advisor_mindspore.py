@@ -68,3 +68,50 @@ def test_exposed_communication_is_the_mean_over_the_steps(tmp_path, monkeypatch)
     # the step trace's interval
     (dl,) = [f for f in pk.advise(c) if f.rule == "data_loading"]
     assert "before the first device task" in dl.evidence and "between steps" not in dl.evidence
+
+
+def _tail_and_reduce_us(folder) -> tuple[float, float]:
+    """mi_run1's step trace read with csv: the mean tail per step and the mean time its
+    parallel (all-reduce) phases cover inside the tail, from bp_point to end_point (ticks
+    of 10 ns)."""
+    rows = mi_run1(folder)["rows"]
+    tails, reduces = [], []
+    for r in rows:
+        lo, hi = int(r["bp_point"]), int(r["end_point"])
+        spans = sorted((max(int(r[f"{k}_start_point"]), lo), min(int(r[f"{k}_end_point"]), hi))
+                       for k in {c.removesuffix("_start_point") for c in r
+                             if c.endswith("_parallel_0_start_point")})
+        covered, end = 0, lo
+        for a, b in spans:
+            if b > max(a, end):
+                covered += b - max(a, end)
+                end = b
+        tails.append(int(r["tail"]) / 100)
+        reduces.append(covered / 100)
+    return statistics.mean(tails), statistics.mean(reduces)
+
+
+def test_a_long_step_tail_is_found_and_split(tmp_path, monkeypatch) -> None:
+    """mi_run1: 42 % of every step is its tail (after the backward pass), half of it the
+    gradients' all-reduce; no other rule reported it (the profile records no exposed
+    communication). The MindSpore guide's "Long Step Tail" check (step_tail)."""
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("wild/mi_run1")
+    tail, reduce = _tail_and_reduce_us(folder)
+    (f,) = [f for f in pk.advise(pk.load(folder, progress=False)) if f.rule == "step_tail"]
+    assert f.ms_per_step == pytest.approx(tail / 1e3, rel=1e-6)
+    assert f.severity == "high" and "all-reduce" in f.title
+    fmt = pk.format.time_text
+    assert f"{fmt(reduce)} in communication (the all-reduce of the gradients) and " \
+           f"{fmt(tail - reduce)} in the update" in f.evidence
+    assert "all_reduce_fusion_config" in f.recommendation
+
+
+def test_a_split_step_is_left_to_the_communication_finding(tmp_path, monkeypatch) -> None:
+    """mi_prof: its tail (about 11 ms of 15) is mostly the all-reduce, and the profile
+    splits the step into computing and communication, which the exposed-communication
+    finding counts: the step-tail rule stays silent."""
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = shared_sample("wild/mi_prof")
+    found = {f.rule for f in pk.advise(pk.load(root, progress=False))}
+    assert "exposed_communication" in found and "step_tail" not in found

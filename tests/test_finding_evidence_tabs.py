@@ -57,6 +57,8 @@ SHOWN: dict[str, dict[str, str]] = {
     "ai_cpu": {"Operators": "Operators on AI CPU"},
     "cut_task_lists": {"Operators": "recorded in full"},
     "exposed_communication": {"Communication": "exposed"},
+    # a MindSpore step trace's phases: the Overview stacks them per rank
+    "step_tail": {"Overview": "the step tail, which the chart below stacks per rank"},
     "comm_wait": {"Communication": "wait"},
     # the wait drawn before the step's first task, or said where too short to see; on a
     # profile with nothing to draw, the Overview's split of the step

@@ -31,9 +31,10 @@ itself never raises on a loadable profile.
 **Layout.** :mod:`~perfkit.advisor.finding` (the :class:`Finding` type and severity),
 :mod:`~perfkit.advisor.context` (what the rules share), :mod:`~perfkit.advisor.words`
 (numbers and framework terms), one module of rules per area (:mod:`~.cluster`,
-:mod:`~.communication`, :mod:`~.host`, :mod:`~.operators`, :mod:`~.memory_recompute`,
-:mod:`~.job`), :mod:`~perfkit.advisor.registry` (where each rule declares its area, order,
-tables, inputs, frameworks and the rules it reads) and :mod:`~perfkit.advisor.runner`.
+:mod:`~.communication` and :mod:`~.step_tail`, :mod:`~.host`, :mod:`~.operators`,
+:mod:`~.memory_recompute`, :mod:`~.job`), :mod:`~perfkit.advisor.registry` (where each
+rule declares its area, order, tables, inputs, frameworks and the rules it reads) and
+:mod:`~perfkit.advisor.runner`.
 A new rule is one decorated function in its area's module (docs/analysis.md).
 """
 
@@ -47,7 +48,17 @@ from typing import Any
 from .._freed_memory import freed_memory_kept
 from .._hugepages import small_pages
 from ..analysis._shared import shared_results
-from . import cluster, communication, host, job, memory_recompute, operators, precision, runner
+from . import (
+    cluster,
+    communication,
+    host,
+    job,
+    memory_recompute,
+    operators,
+    precision,
+    runner,
+    step_tail,
+)
 from .context import ASSUMPTIONS, Context
 from .finding import NOTEBOOKS, SEVERITY_ORDER, SEVERITY_THRESHOLDS, Finding, severity_of
 from .registry import registered
@@ -58,7 +69,8 @@ __all__ = ["Finding", "advise", "advise_iter", "NOTEBOOKS", "RULES", "severity_o
            "COMPUTE_AHEAD"]
 
 #: The areas whose rules register themselves on import (each module's ``@rule``).
-_AREA_MODULES = (cluster, communication, host, operators, precision, memory_recompute, job)
+_AREA_MODULES = (cluster, communication, step_tail, host, operators, precision,
+                 memory_recompute, job)
 
 RULES = tuple(r.check for r in registered())
 """The rules run by :func:`advise`, in the seeds' order of checks (causes before symptoms),

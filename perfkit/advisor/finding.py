@@ -23,6 +23,7 @@ __all__ = ["Finding", "severity_of", "measured", "unmeasured", "NOTEBOOKS",
 #: Notebook to open for each area (the guided notebooks of DESIGN.md).
 NOTEBOOKS = {
     "steps": "00_start_here.ipynb",
+    "step_trace": "04_communication.ipynb",  # a MindSpore step trace's phases (the tail)
     "operators": "03_operators.ipynb",
     "communication": "04_communication.ipynb",
     "memory": "05_memory.ipynb",

@@ -111,7 +111,7 @@ def split_parts(breakdown: pd.DataFrame) -> dict[str, str]:
 
 #: The tab that shows the evidence of a finding, per advisor area.
 FINDING_TABS: dict[str, str] = {
-    "steps": "Overview", "host": "Overview", "operators": "Operators",
+    "steps": "Overview", "host": "Overview", "step_trace": "Overview", "operators": "Operators",
     "communication": "Communication", "cluster": "Communication", "memory": "Memory",
     "recompute": "Recompute", "metrics": "Planner",
 }
