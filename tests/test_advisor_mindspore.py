@@ -115,3 +115,22 @@ def test_a_split_step_is_left_to_the_communication_finding(tmp_path, monkeypatch
     root = shared_sample("wild/mi_prof")
     found = {f.rule for f in pk.advise(pk.load(root, progress=False))}
     assert "exposed_communication" in found and "step_tail" not in found
+
+
+def test_gaps_outside_every_profiled_step_are_not_priced_per_step(tmp_path,
+                                                                  monkeypatch) -> None:
+    """mindinsight-legacy/profiler_misc: its timeline's device tasks all lie outside the 8
+    steps its step trace marks (no task has a step), spanning seconds; the long-gap rule
+    once priced a 6 s gap "per step" of a 128 ms step (100 %). Gaps that are in no step
+    are not per step: no host-gap finding. The step trace's own findings stay."""
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = shared_sample("ascend/mindinsight-legacy/profiler_misc")
+    profile = pk.load(folder, progress=False)
+    kernels = profile.kernels
+    assert len(kernels) and kernels["step"].isna().all()
+    assert profile.steps["step"].notna().any()
+    found = {f.rule: f for f in pk.advise(profile)}
+    assert not {"host_stalls", "memory_stalls", "host_bound"} & set(found)
+    assert "data_loading" in found and "step_tail" in found
+    assert all(f.score <= 1.0 and f.ms_per_step * 1e3 <= f.step_ms * 1e3 + 1e-6
+               for f in found.values() if f.measured)
