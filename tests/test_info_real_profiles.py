@@ -8,7 +8,7 @@ import csv
 import re
 
 import pytest
-from shared_samples import sample
+from shared_samples import sample, shared_sample
 
 from perfkit.cli import profile_info_text
 
@@ -51,3 +51,15 @@ def test_legacy_mindspore_steps_are_split_by_their_step_trace_phases() -> None:
     assert float(row.group(1)) == pytest.approx(int(first["total"]) / 1e5, rel=5e-3)
     assert float(row.group(3)) == pytest.approx(
         100 * int(first["fp_and_bp"]) / int(first["total"]), abs=0.05)
+
+
+@pytest.mark.shared_samples
+def test_a_model_read_in_part_is_not_then_called_unknown(capsys) -> None:
+    # tl_b200_eager: layers, hidden size, heads and vocabulary read, the FFN not
+    from perfkit import cli
+
+    trace = shared_sample("wild/tl_b200_eager")
+    assert cli.main(["info", str(trace), "--findings", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "model          read in part: 36 layers" in out
+    assert "the whole model is not known" in out and "the model is not known" not in out

@@ -264,6 +264,8 @@ def _job_lines(job: Any) -> list[str]:
         if job.training_step() is False:  # the Overview's MFU needs only part of the model
             lines += _inference_mfu_lines(job)
         labels = unknown_labels(job, ("model", "hardware", "step_time_s"))
+        if job.model_read_in_part():  # read above in part: not "not known" at all
+            labels = ["the whole model" if lab == "the model" else lab for lab in labels]
         lines += _wrap(f"other figures: not computed, {listed(labels)} "
                        f"{plural(len(labels), 'is', 'are')} not known (see {PANEL_TITLE}, "
                        "below)", "  ")
