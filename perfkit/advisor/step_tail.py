@@ -108,13 +108,14 @@ def step_tail(ctx: Context) -> list[Finding]:
     if not np.isfinite(at_stake) or at_stake < LONG_TAIL * step:
         return []
     reduce = float(tail_comm_us(slowest, table(ctx.profile, "comm_ops")).mean())
+    ranks = int(rows["rank"].nunique())
+    whose = "of the slowest rank" if ranks > 1 else "of the one rank"  # no slowest of one
     said = (f"after the backward pass each step spends {fmt_time(float(tail.mean()))} in "
             f"its tail, {pct(float(tail.mean()) / step)} of the {fmt_time(step)} step "
-            "(means over the steps of the slowest rank)")
+            f"(means over the steps {whose})")
     if np.isfinite(reduce) and reduce > 0:
         said += (f": {fmt_time(reduce)} in communication (the all-reduce of the gradients) "
                  f"and {fmt_time(max(0.0, float(tail.mean()) - reduce))} in the update")
-    ranks = int(rows["rank"].nunique())
     slow = False
     if ranks > 1:
         per_rank = rows.groupby("rank")["tail_us"].mean()
