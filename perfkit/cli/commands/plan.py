@@ -14,7 +14,7 @@ import textwrap
 from typing import Any
 
 from ...answers.paths import load_path
-from ...errors import InvalidArgumentError, PerfkitError
+from ...errors import InvalidArgumentError, ParallelConfigError, PerfkitError
 from ..args import config_paths, paragraph, run_id
 
 __all__ = ["add_parser", "run", "layout_changes", "predict_text"]
@@ -130,8 +130,6 @@ def _residual_words(cal: dict[str, Any], answer: dict[str, Any]) -> str:
 def _as_option(exc: Exception) -> Exception:
     """A layout error that names a ParallelConfig field, naming the option given for it
     (``--micro-batch-size``, not ``micro_batch_size``)."""
-    from ...errors import ParallelConfigError
-
     option = {dest: opt for opt, dest, _ in _KNOBS}.get(getattr(exc, "parameter", None))
     if isinstance(exc, ParallelConfigError) and option is not None:
         return ParallelConfigError(option, exc.rule, exc.value)
@@ -181,13 +179,15 @@ def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``perfkit plan``."""
+    from ...analysis._shared import shared_results
     from ...answers import dumps, predict_answer
     from ...plan import calibrate, predict
     from ...plan.relayout import relayout
 
     profile = load_path(args.path, run=args.run_id, command="plan")
     try:
-        cal = calibrate(profile, **_job_given(profile, args))
+        with shared_results():  # the analyses the job is read from: once for both reads
+            cal = calibrate(profile, **_job_given(profile, args))
     except InvalidArgumentError as exc:
         if exc.parameter != "source":  # calibrate's name for the profile itself
             raise
