@@ -135,9 +135,8 @@ UNEVEN_STEPS = 0.05
 def uneven_steps_note(breakdown: pd.DataFrame, label: str) -> str:
     """Why a part of a run whose steps differ much reads other than its time per step: its
     ``us`` is its share of all the steps' time × the median step (``wall_us``), and the
-    shares are of the mean (``mean_wall_us``, kept by runs recorded from perfkit's
-    session 31 on); empty where the two are within :data:`UNEVEN_STEPS` or the mean is not
-    kept."""
+    shares are of the mean (``mean_wall_us``; a run recorded by an older perfkit lacks
+    it); empty where the two are within :data:`UNEVEN_STEPS` or the mean is not kept."""
     us = breakdown.set_index("part")["us"] if not breakdown.empty else pd.Series(dtype=float)
     median, mean = float(us.get(WALL, math.nan)), float(us.get(MEAN_WALL, math.nan))
     if not (median > 0 and mean > 0) or abs(mean / median - 1) <= UNEVEN_STEPS:
