@@ -80,4 +80,6 @@ def test_perfkit_info_shows_the_fields_read(headless: Path,
     assert main(["info", str(headless), "--findings", "0"]) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("model "))
-    assert "read in part: 4 layers, h 256, heads unknown, FFN 688 gated, vocab 1000" in line
+    # in the words info gives a whole model ("hidden 256", not the job line's "h 256")
+    assert "read in part: 4 layers, hidden 256, heads unknown, FFN 688 gated, vocab 1000" \
+        in line

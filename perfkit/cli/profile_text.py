@@ -224,7 +224,7 @@ def _job_lines(job: Any) -> list[str]:
                      f"({m.num_kv_heads} key/value), FFN {m.ffn_hidden_size} {m.mlp}, vocab "
                      f"{m.vocab_size} [{src('num_layers', 'hidden_size', 'vocab_size')}]")
     elif job.model_read_in_part():  # what was read is kept, the rest said unknown
-        lines.append(f"  {'model':<15}read in part: {job.model_text()} "
+        lines.append(f"  {'model':<15}read in part: {job.model_text(verbose=True)} "
                      f"[{src('num_layers', 'hidden_size', 'vocab_size')}] "
                      f"(see {PANEL_TITLE}, below)")
     else:

@@ -321,20 +321,25 @@ class Job:
             p.get(n) is not None for n in ("num_layers", "hidden_size", "ffn_hidden_size",
                                            "vocab_size"))
 
-    def model_text(self) -> str:
+    def model_text(self, verbose: bool = False) -> str:
         """The model's fields in words, those not read said unknown: ``4 layers, h 256,
         heads unknown, FFN 688 gated, vocab 1000`` (a model read in part is not dropped
-        whole: :meth:`partial_model`)."""
+        whole: :meth:`partial_model`). ``verbose``: as ``perfkit info`` writes a whole
+        model, ``hidden 256, 8 heads (2 key/value)``; else as the job's one line
+        (:meth:`describe`) does, ``h 256, 8/2 heads``."""
         p = self.partial_model()
 
         def said(name: str, known: str, word: str) -> str:
             return known.format(p[name]) if p.get(name) is not None else f"{word} unknown"
-        heads = (f"{p['num_attention_heads']}/{p.get('num_kv_heads', '?')} heads"
+        kv = p.get("num_kv_heads", "?")
+        heads = ((f"{p['num_attention_heads']} heads ({kv} key/value)" if verbose else
+                  f"{p['num_attention_heads']}/{kv} heads")
                  if p.get("num_attention_heads") else "heads unknown")
         ffn = said("ffn_hidden_size", "FFN {}", "FFN") + (f" {p['mlp']}" if p.get("mlp")
                                                             else "")
         return ", ".join((said("num_layers", "{} layers", "layers"),
-                          said("hidden_size", "h {}", "hidden size"), heads, ffn,
+                          said("hidden_size", "hidden {}" if verbose else "h {}",
+                               "hidden size"), heads, ffn,
                           said("vocab_size", "vocab {}", "vocabulary")))
 
     def describe(self) -> str:
