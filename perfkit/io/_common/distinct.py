@@ -15,7 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["codes", "per_distinct", "numeric", "text"]
+__all__ = ["codes", "per_distinct", "numeric", "text", "str_array"]
+
+#: pandas 3 and later: ``astype("str")`` gives the string dtype, missing kept as NaN.
+_PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
 
 
 def codes(values: pd.Series) -> tuple[np.ndarray, Any]:
@@ -40,6 +43,19 @@ def text(values: pd.Series) -> pd.Series:
     distinct = pd.Series(values.cat.categories).astype("string").array
     out = distinct.take(values.cat.codes.to_numpy(np.int64), allow_fill=True)
     return pd.Series(out, index=values.index, name=values.name)
+
+
+def str_array(values: pd.Series) -> Any:
+    """``values.astype("str").array`` with a missing value kept missing on every pandas.
+
+    pandas 3 gives its ``str`` dtype (NaN where missing). pandas 2 has no such dtype: its
+    ``astype("str")`` writes ``str(x)`` of every value, so a missing shape became the text
+    ``"<NA>"`` (then counted as a recorded shape by ``perfkit check``); there the result is
+    an object array of the texts with NaN where missing.
+    """
+    if _PANDAS_3:
+        return values.astype("str").array
+    return values.astype(object).where(values.notna(), np.nan).array
 
 
 def per_distinct(values: pd.Series, func: Callable[[pd.Series], pd.Series]) -> pd.Series:

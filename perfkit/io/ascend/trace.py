@@ -14,7 +14,7 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
-from .._common.distinct import per_distinct, text
+from .._common.distinct import per_distinct, str_array, text
 from ..canonical.categories import category
 from ..chrome.decode import ChromeTrace
 from ..chrome.tables import NA_NS, STEP_NAME, device_wait_us, rel, step_index, step_spans
@@ -45,7 +45,7 @@ def _ops(trace: ChromeTrace, spans: pd.DataFrame, origin: int | None,
         "dur_us": ops["dur_us"].to_numpy(),
         "thread": ops["tid"].to_numpy(),
         # the dtype a list of Python strings gets ("str"); object when all are missing
-        "cat": cat.astype("str").array if cat.notna().any() else cat.to_numpy(),
+        "cat": str_array(cat) if cat.notna().any() else cat.to_numpy(),
     })
     frame["device_dur_us"] = _device_time(trace, ops, device)
     return frame

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._common.distinct import str_array
 from .nesting import _thread_codes, last_open
 
 __all__: list[str] = []  # private to the Kineto reader
@@ -34,8 +35,8 @@ def _kernel_shapes(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame,
         if len(ops) and isinstance(ops[src].dtype, pd.StringDtype):
             # text stays in Arrow (no Python string per kernel); "str" is the dtype a list
             # of Python strings would be given
-            got = pd.Series(ops[src].astype("str").array.take(np.where(ok, pos, -1),
-                                                              allow_fill=True),
+            got = pd.Series(str_array(ops[src]).take(np.where(ok, pos, -1),
+                                                     allow_fill=True),
                             index=out.index)
             if not got.notna().any():
                 got = None  # all missing: the dtype is the one inferred below

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._common.distinct import numeric, per_distinct, text
+from .._common.distinct import numeric, per_distinct, str_array, text
 from ..chrome.tables import NA_NS, rel, step_index
 from .launches import _device_time
 from .nesting import _thread_codes, self_times
@@ -43,11 +43,11 @@ def _ops(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame, spans: pd.
     })
     if "input_dims" in cpu.columns:
         # text columns the schema does not list keep the "str" dtype (NaN when missing)
-        out["input_shapes"] = shapes_text(cpu["input_dims"]).astype("str").array
-        out["input_dtypes"] = list_text(cpu["input_type"]).astype("str").array \
+        out["input_shapes"] = str_array(shapes_text(cpu["input_dims"]))
+        out["input_dtypes"] = str_array(list_text(cpu["input_type"])) \
             if "input_type" in cpu.columns else pd.NA
         if "concrete_inputs" in cpu.columns:
-            out["concrete_inputs"] = list_text(cpu["concrete_inputs"]).astype("str").array
+            out["concrete_inputs"] = str_array(list_text(cpu["concrete_inputs"]))
     return out
 
 
