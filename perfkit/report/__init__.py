@@ -36,10 +36,11 @@ from .notebooks import (
     inject_parameters,
     locate_notebook,
     parameters_index,
+    takes_parameter,
 )
 from .page import notebook_html
 from .write import write_report
 
 __all__ = ["ReportError", "NOTEBOOK_DIR", "DEFAULT_NOTEBOOK", "DEFAULT_TIMEOUT_S",
-           "locate_notebook", "parameters_index", "inject_parameters", "notebook_client",
-           "execute_notebook", "notebook_html", "write_report"]
+           "locate_notebook", "parameters_index", "takes_parameter", "inject_parameters",
+           "notebook_client", "execute_notebook", "notebook_html", "write_report"]

@@ -17,7 +17,7 @@ from ..errors import PerfkitError
 from ..resources import NOTEBOOK_PACKAGE, resource_path
 
 __all__ = ["ReportError", "NOTEBOOK_DIR", "DEFAULT_NOTEBOOK", "locate_notebook",
-           "parameters_index", "inject_parameters"]
+           "parameters_index", "takes_parameter", "inject_parameters"]
 
 
 #: The guided notebooks that ship with perfkit (``notebooks/`` of the repository, installed
@@ -61,6 +61,22 @@ def parameters_index(nb: Any) -> int | None:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             return i
     return None
+
+
+def takes_parameter(nb: Any, name: str) -> bool:
+    """Whether the notebook's ``parameters`` cell assigns ``name`` (``RUN = None``, say):
+    a parameter it does not define would be injected and never read."""
+    import ast
+
+    where = parameters_index(nb)
+    if where is None:
+        return False
+    try:
+        tree = ast.parse(nb.cells[where].source)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+               and node.id == name for node in ast.walk(tree))
 
 
 def inject_parameters(nb: Any, params: Mapping[str, Any] | None = None, /,

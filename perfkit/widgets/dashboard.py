@@ -398,7 +398,7 @@ def _remove_folder(folder: Path | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def dashboard(profile: str | os.PathLike[str] | None = None, *,
+def dashboard(profile: str | os.PathLike[str] | None = None, *, run: int | str | None = None,
               upload_limit_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
               background_bytes: int | None = BACKGROUND_BYTES) -> Dashboard:
     """The dashboard panel: profile picker, the job and the tabs.
@@ -408,6 +408,9 @@ def dashboard(profile: str | os.PathLike[str] | None = None, *,
     profile : str or path, optional
         What to open first: a bundled sample's name (:func:`bundled_profiles`) or a path.
         None opens :data:`DEFAULT_PROFILE` when the bundled data is there.
+    run : int or str, optional
+        Which of the separate runs a folder holds to open (an id or a name, as
+        :func:`perfkit.runs` lists them); without it such a folder shows the run picker.
     upload_limit_bytes : int
         Largest zipped profile accepted by the upload button (compressed size); larger
         profiles are opened by path.
@@ -426,5 +429,5 @@ def dashboard(profile: str | os.PathLike[str] | None = None, *,
     if profile is None and DEFAULT_PROFILE in bundled_profiles():
         profile = DEFAULT_PROFILE
     if profile is not None:
-        board.load_profile(profile)
+        board.load_profile(profile, run=run)
     return board

@@ -1,5 +1,5 @@
-"""``perfkit report PATH [-o report.html] [--notebook NAME] [--timeout S] [--config FILE
-...]``: a guided notebook run on a profile, written as one self-contained HTML file
+"""``perfkit report PATH [-o report.html] [--notebook NAME] [--run ID] [--timeout S]
+[--config FILE ...]``: a guided notebook run on a profile, written as one self-contained HTML file
 (:func:`perfkit.report.write_report`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from ...errors import PerfkitError, RunsFound
-from ..args import config_paths, paragraph
+from ..args import config_paths, paragraph, run_id
 
 __all__ = ["add_parser", "run", "EPILOG"]
 
@@ -17,6 +17,7 @@ EPILOG = """\
 examples:
   perfkit report sample:slow-rank -o slow-rank.html
   perfkit report ~/runs/job42 -o job42.html --notebook 07_cluster --timeout 1200
+  perfkit report ~/runs -o second.html --run 1        one of a folder's separate runs
 
 The notebook runs in a Python kernel of this interpreter (ipykernel); the profile path is
 injected as its PROFILE parameter. The page holds the notebook's explanations and outputs
@@ -46,6 +47,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     report_p.add_argument("--notebook", default=DEFAULT_NOTEBOOK, metavar="NAME",
                           help=f"guided notebook name or .ipynb path (default "
                                f"{DEFAULT_NOTEBOOK})")
+    report_p.add_argument("--run", type=run_id, default=None, metavar="ID", dest="run_id",
+                          help="one of the separate runs a folder holds (an id or a name; "
+                               "the notebook's RUN parameter)")
     report_p.add_argument("--timeout", type=float, default=float(DEFAULT_TIMEOUT_S),
                           metavar="S",
                           help=f"seconds each cell may run (default {DEFAULT_TIMEOUT_S})")
@@ -66,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = write_report(args.path, args.output, notebook=args.notebook,
                             timeout=args.timeout, progress=not args.no_progress,
-                            params={"CONFIG": configs} if configs else None)
-    except RunsFound as exc:  # the notebooks take one profile path: no run to choose
-        raise PerfkitError(f"{exc}; perfkit report reads one run: give PATH as a folder "
-                           "(or file) of that run's files alone") from exc
+                            params={"CONFIG": configs} if configs else None,
+                            run=args.run_id)
+    except RunsFound as exc:  # the API's advice, in the command's words
+        raise PerfkitError(f"{exc}; on the command line: perfkit report PATH --run ID"
+                           ) from exc
     print(f"wrote {path}")
     return 0
