@@ -61,6 +61,27 @@ def parallel_from_values(values: dict[str, FieldValue], strict: set[str]) -> Par
         raise
 
 
+#: The fields of a model's shape the others are read after: where none of the shape was
+#: read, their reasons say it all (the heads, FFN, vocabulary and MLP follow from the same
+#: kernels: :func:`_why_no_model`).
+SHAPE_ROOTS = ("num_layers", "hidden_size", "seq_length")
+
+
+def _why_no_model(values: dict[str, FieldValue], missing: list[str]) -> str:
+    """Why no model: the missing fields, those of one reason named together; where none of
+    the shape was read (a ResNet's trace: no attention kernel, no projection GEMM), only the
+    reasons of :data:`SHAPE_ROOTS`, instead of eight fields' worth of one cause."""
+    whole = all(n in missing for n in (*CORE_MODEL, "seq_length"))
+    by_reason: dict[str, list[str]] = {}
+    for n in (SHAPE_ROOTS if whole else missing):  # one reason's fields named together
+        by_reason.setdefault(values[n].detail, []).append(field_label(n))
+    reasons = "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
+    if whole:
+        return (f"none of its shape could be read from the profile: {reasons}; the other "
+                "fields are read from the same kernels")
+    return f"its shape cannot be read from the profile: {reasons}"
+
+
 def model_from_values(values: dict[str, FieldValue], parallel: ParallelConfig,
                       observed: Mapping[str, tuple[Any, str]], strict: set[str]
                       ) -> ModelSpec | None:
@@ -70,12 +91,7 @@ def model_from_values(values: dict[str, FieldValue], parallel: ParallelConfig,
     if values["num_experts"].value is None:
         missing.append("num_experts")
     if missing:
-        by_reason: dict[str, list[str]] = {}
-        for n in missing:  # fields missing for the same reason are named together
-            by_reason.setdefault(values[n].detail, []).append(field_label(n))
-        reasons = "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
-        values["name"] = FieldValue(None, values["name"].source,
-                                    f"its shape cannot be read from the profile: {reasons}")
+        values["name"] = FieldValue(None, values["name"].source, _why_no_model(values, missing))
         return None
     kwargs = {n: values[n].value for n in MODEL_FIELDS if values[n].value is not None
               and n != "name"}

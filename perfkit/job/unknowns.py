@@ -92,11 +92,13 @@ def unknowns(job: Any) -> list[Unknown]:
     # the sequence length or the global batch (perfkit.job.inference_mfu)
     inference = job.training_step() is False
     if job.model is None:
-        missing = [field_label(n) for n in job.missing_model_fields()]
+        missing = job.missing_model_fields()
+        whole = all(n in missing for n in (*CORE_MODEL, "seq_length"))
+        shown = ["its whole shape"] if whole else [field_label(n) for n in missing]
         why = job.detail("name")
         mfu = not inference or any(job.value(n) is None for n in CORE_MODEL)
         out.append(Unknown(
-            "model", "the model" + (f" ({', '.join(missing)})" if missing else ""), why,
+            "model", "the model" + (f" ({', '.join(shown)})" if shown else ""), why,
             ("MFU, " if mfu else "") + "HFU, the memory theory, the recompute trade-off "
             "and the planner",
             _MODEL_FILES, 'model="llama2-7b"', "the boxes of the Model group",
@@ -124,8 +126,7 @@ def unknowns(job: Any) -> list[Unknown]:
                            "the run's pipeline stages, 2 only as an example; dp = world "
                            "size / (tp × pp)"))
     if job.global_batch_size is None:
-        out.append(Unknown("global_batch_size", "the global batch",
-                           job.detail("global_batch_size"),
+        out.append(Unknown("global_batch_size", "the global batch", _batch_why(job),
                            "the throughput in tokens/s" + ("" if inference else " and MFU"),
                            _RUN_FILES,
                            "global_batch_size=64", "the box global_batch_size",
@@ -153,6 +154,15 @@ def unknowns(job: Any) -> list[Unknown]:
                            "peak_memory_bytes=8_000_000_000", "the box peak_memory_bytes",
                            "bytes, the allocator's peak"))
     return out
+
+
+def _batch_why(job: Any) -> str:
+    """Why the global batch is not known, where the micro-batch size is missing for the
+    sequence length's reason (no attention kernel with shapes) said once, above it."""
+    why, seq_why = job.detail("global_batch_size"), job.detail("seq_length")
+    if job.seq_length is None and seq_why and job.detail("micro_batch_size").startswith(seq_why):
+        return why.replace(f"({seq_why})", "(as the sequence length, above)")
+    return why
 
 
 def unknown_labels(job: Any, fields: tuple[str, ...] = ()) -> list[str]:

@@ -1,0 +1,65 @@
+"""What perfkit could not read, on a profile that is not a transformer: the cause said
+once, not once per field.
+
+``wild/k_resnet50_nw0`` is a ResNet-50 trained on a V100 (PyTorch 1.9): its trace holds
+convolutions and GEMMs but no attention kernel, which is read here from the raw file.
+Every field of a transformer's shape is then unknown for the same two causes (no attention
+kernel, no projection GEMM over the tokens); ``perfkit info`` said so for eight fields and
+again under the global batch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import pytest
+from shared_samples import KINETO_TRACES, sample
+
+import perfkit as pk
+from perfkit.job.unknowns import unknowns
+
+pytestmark = pytest.mark.shared_samples
+
+ATTENTION = re.compile(r"(?i)attn|attention|flash|sdpa|fmha")
+
+
+def _kernel_names(path) -> set[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    return {e.get("name", "") for e in events if str(e.get("cat", "")).lower() == "kernel"}
+
+
+def _job():
+    return pk.infer_job(pk.load(sample(KINETO_TRACES["k_resnet50_nw0"]), progress=False))
+
+
+def test_a_resnet_trace_says_its_whole_shape_is_unknown_once() -> None:
+    path = sample(KINETO_TRACES["k_resnet50_nw0"])
+    names = _kernel_names(path)
+    assert names and not any(ATTENTION.search(n) for n in names)  # no attention at all
+    assert any("conv" in n.lower() or "cudnn" in n.lower() for n in names)
+    by_field = {u.field: u for u in unknowns(_job())}
+    model = by_field["model"]
+    assert model.label == "the model (its whole shape)"
+    assert model.why.startswith("none of its shape could be read from the profile: layers (no "
+                                "attention kernel")
+    # the three fields the others are read after, each once; not the eight of them
+    assert [f for f in ("layers (", "hidden size (", "sequence length (", "FFN size",
+                        "vocabulary", "MLP") if f in model.why] == [
+        "layers (", "hidden size (", "sequence length ("]
+    batch = by_field["global_batch_size"].why
+    assert "micro-batch size is not known (as the sequence length, above)" in batch
+    assert "FlashAttentionScore" not in batch  # the attention reason, said in the model's
+
+
+def test_a_model_read_in_part_names_each_missing_field() -> None:
+    """Where some of the shape is known (here typed by the user), the fields still missing
+    are listed with their own reasons, as before."""
+    job = _job().with_overrides(num_layers=4, hidden_size=256, seq_length=128)
+    model = {u.field: u for u in unknowns(job)}["model"]
+    assert "its whole shape" not in model.label
+    assert "attention heads" in model.label and "layers" not in model.label
+    assert model.why.startswith("its shape cannot be read from the profile: ")
+    assert "attention heads, key/value heads (no forward attention kernel" in model.why
