@@ -193,6 +193,14 @@ def _torch_rows(profile: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _communication_kernels(kernels: pd.DataFrame) -> int:
+    """Device tasks of the ``communication`` category (the loaders' canonical category:
+    HCCL, NCCL and the other libraries' kernels)."""
+    if kernels.empty or "category" not in kernels.columns:
+        return 0
+    return int((kernels["category"].astype("string") == "communication").fillna(False).sum())
+
+
 def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
     meta = profile.meta
     level = meta.profiler_level or "unknown"
@@ -202,17 +210,23 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
     world = meta.world_size or max(len(ranks), max(ranks) + 1)
     kernels = _table(profile, "kernels")
     rows = []
-    comm_missing = comm.empty and (world or 1) > 1
+    # HCCL tasks among the device kernels: the job spans devices even where no world size
+    # or rank says so (a lone kernel_details.csv), so its communication tables are missing
+    on_device = _communication_kernels(kernels)
+    comm_missing = comm.empty and ((world or 1) > 1 or on_device > 0)
+    counted = (f"{on_device:,} communication kernels ran on the device, but no "
+               "communication table was read (where communication.json is in the output "
+               "folder, open the folder, not one file of it)" if comm.empty and on_device
+               else f"{len(comm):,} communication operators")
     if p == "torch_npu":
         rows.append(_row(p, "level", "communication (comm_ops, bandwidth, matrix)",
-                         comm_missing or level == "Level0",
-                         f"communication tables (profiler level {level})",
-                         f"profiler level {level}; {len(comm):,} communication operators"))
+                         comm_missing or level == "Level0", "communication tables",
+                         f"profiler level {level}; {counted}"))
     else:
         rows.append(_row(p, "communication", "communication (comm_ops, bandwidth, matrix)",
-                         comm_missing if (world or 1) > 1 else "n/a",
+                         comm_missing if comm_missing or (world or 1) > 1 else "n/a",
                          "communication operators",
-                         f"{len(comm):,} communication operators over {plural(world, 'rank')}"))
+                         f"{counted} over {plural(world, 'rank')}"))
     pmu = any(c.endswith("_ratio") for c in kernels.columns)
     rows.append(_row(p, "pmu", "compute- or memory-bound per operator (PMU pipe ratios)",
                      "n/a" if kernels.empty else not pmu, "PMU pipe-ratio columns",

@@ -129,3 +129,23 @@ def test_check_s_header_does_not_point_at_itself(capsys: pytest.CaptureFixture[s
     # perfkit info's section still names the command that lists every item
     assert cli.main(["info", "sample:kineto-tiny-llama", "--findings", "0"]) == 0
     assert "(perfkit check PATH lists every item)" in capsys.readouterr().out
+
+
+@pytest.mark.shared_samples
+def test_a_lone_kernel_table_with_hccl_tasks_lacks_the_communication_tables(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``wild/msa_kernel_details`` is one kernel_details.csv of a torch_npu job: its HCCL
+    tasks (``hcom_*``, counted here from the raw CSV) say the job spans devices, though
+    no world size or rank does; the communication tables are then missing, not
+    "recorded" with 0 operators (the helper's walk of session 32 found that)."""
+    import csv
+
+    path = sample("wild/msa_kernel_details/kernel_details.csv")
+    with path.open(newline="", encoding="utf-8") as fh:
+        hccl = sum(1 for row in csv.DictReader(fh) if row["Name"].startswith("hcom_"))
+    assert hccl == 19
+    answer = _check(path, capsys)
+    comm = [i for i in answer["items"] if i["analysis"].startswith("communication")]
+    assert len(comm) == 1 and comm[0]["status"] == "missing", comm
+    assert f"{hccl} communication kernels ran on the device" in comm[0]["evidence"]
+    assert "ProfilerLevel.Level1" in comm[0]["switch"]
