@@ -280,6 +280,21 @@ def test_compare_text_warns_of_two_models(capsys) -> None:
     assert out[verdict + 1].startswith("  ⚠ not one job: the model differs (num_layers 2 → 4,")
 
 
+def test_a_gate_on_two_models_is_refused_not_passed(capsys) -> None:
+    """Two models (2 and 4 layers: the bundled samples' configs) cannot gate a change: the
+    answer is still printed, and the status is 2 whichever side is slower, never 0 or 1."""
+    for a, b in (("sample:kineto-tiny-llama", "sample:slow-rank"),
+                 ("sample:slow-rank", "sample:kineto-tiny-llama")):
+        assert cli.main(["compare", a, b, "--gate", "5", "--json"]) == 2
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["kind"] == "compare"
+        assert f"--gate: {a} and {b} are not one job (the model differs (num_layers" \
+            in captured.err
+        assert "gate two runs of one job, before and after a change" in captured.err
+    # without a gate the comparison itself is allowed (status 0), with its warning
+    assert cli.main(["compare", "sample:kineto-tiny-llama", "sample:slow-rank"]) == 0
+
+
 @pytest.mark.slow  # four loads of two traces: about 6 s
 @pytest.mark.shared_samples
 def test_two_runs_of_one_folder_are_compared_by_run(tmp_path, capsys, monkeypatch) -> None:

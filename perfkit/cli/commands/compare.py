@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...compare import DEFAULT_THRESHOLD_PCT, compare
+from ...compare.verdict import NOT_ONE_JOB
 from ...errors import PerfkitError, RunsFound
 from ...journal import default_journal_path
 from ..args import paragraph, run_id
@@ -139,4 +140,11 @@ def run(args: argparse.Namespace) -> int:
         # a gate that cannot compare must not pass silently in CI
         raise PerfkitError(f"--gate: {args.b} cannot be compared with {args.a}: a run has no "
                            "step time")
+    unrelated = None if args.gate is None else next(
+        (n for n in result.notes if n.startswith(NOT_ONE_JOB)), None)
+    if unrelated is not None:
+        # nor may a gate on two unrelated jobs pass (or fail) as if it judged a change
+        why = unrelated.removeprefix(NOT_ONE_JOB).split(": the verdict")[0].strip()
+        raise PerfkitError(f"--gate: {args.a} and {args.b} are not one job ({why}); gate "
+                           "two runs of one job, before and after a change")
     return 1 if result.gate_failed else 0
