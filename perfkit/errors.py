@@ -22,6 +22,7 @@ __all__ = [
     "ParallelConfigError",
     "ConfigFileError",
     "ProfileError",
+    "PathNotFoundError",
     "RunsFound",
     "PerfkitWarning",
     "check_positive",
@@ -38,7 +39,17 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class PerfkitError(Exception):
-    """Base class of every error perfkit raises on purpose."""
+    """Base class of every error perfkit raises on purpose.
+
+    Attributes
+    ----------
+    code : str
+        What kind of failure, for a program (the ``error`` of the ``error`` answer that
+        ``perfkit mcp`` returns, docs/json.md): ``cannot_answer`` here, a narrower word on
+        the subclasses.
+    """
+
+    code = "cannot_answer"
 
 
 class InvalidArgumentError(PerfkitError, ValueError):
@@ -51,6 +62,8 @@ class InvalidArgumentError(PerfkitError, ValueError):
     rule : str
         The rule it broke, in words.
     """
+
+    code = "invalid_argument"
 
     def __init__(self, parameter: str, rule: str, value: object = None) -> None:
         self.parameter = parameter
@@ -72,6 +85,8 @@ class ParallelConfigError(InvalidArgumentError):
 class ConfigFileError(PerfkitError, ValueError):
     """A configuration file (YAML, JSON) is missing, unreadable or lacks a needed key."""
 
+    code = "bad_config"
+
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
@@ -85,6 +100,8 @@ class ProfileError(PerfkitError):
     what was found: ``"<path>:<line>: <field>: expected ..., found ..."``.
     """
 
+    code = "bad_profile"
+
     def __init__(self, path: object, problem: str, *, line: int | None = None,
                  field: str | None = None) -> None:
         self.path = str(path)
@@ -96,6 +113,24 @@ class ProfileError(PerfkitError):
         super().__init__(f"{where}: {what}")
 
 
+class PathNotFoundError(PerfkitError):
+    """A profile path that does not exist; the message is the whole text
+    (:func:`perfkit.bundled_samples.path_not_found`: ``"profile path not found: PATH"``
+    and a hint where PATH looks like a bundled sample's name).
+
+    Attributes
+    ----------
+    path : str
+        The path as the caller gave it.
+    """
+
+    code = "not_found"
+
+    def __init__(self, path: object, message: str) -> None:
+        self.path = str(path)
+        super().__init__(message)
+
+
 class RunsFound(ProfileError):
     """A folder holds several separate runs; ``load(path, run=...)`` picks one.
 
@@ -105,6 +140,8 @@ class RunsFound(ProfileError):
         The runs found, earliest first: ``id``, ``name``, ``label``, ``ranks``,
         ``framework``, ``platform``, ``world_size``, ``start`` and ``paths`` of each.
     """
+
+    code = "several_runs"
 
     def __init__(self, path: object, runs: Iterable[Any]) -> None:
         self.runs = list(runs)

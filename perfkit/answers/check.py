@@ -20,8 +20,9 @@ def check_items(profile: Any) -> list[dict[str, Any]]:
             for r in recording_check(profile).to_dict("records")]
 
 
-def check_answer(profile: Any) -> dict[str, Any]:
-    """The ``check`` answer of a loaded profile.
+def check_answer(profile: Any, path: str | None = None) -> dict[str, Any]:
+    """The ``check`` answer of a loaded profile; ``path`` as the caller gave it (default
+    the profile's folder).
 
     Returns
     -------
@@ -32,6 +33,6 @@ def check_answer(profile: Any) -> dict[str, Any]:
     """
     items = check_items(profile)
     profiler = items[0]["profiler"] if items else ""
-    return envelope("check", path=str(profile.meta.path or ""), profiler=profiler,
+    return envelope("check", path=path or str(profile.meta.path or ""), profiler=profiler,
                     missing=sum(i["status"] == "missing" for i in items), items=items,
                     notes=[str(n) for n in profile.meta.notes])

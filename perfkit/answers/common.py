@@ -21,7 +21,8 @@ __all__ = ["SCHEMA_VERSION", "KINDS", "envelope", "plain", "number", "finding_id
 SCHEMA_VERSION = "1"
 
 #: The kinds of answers, one ``$defs`` entry each in ``schema.json``.
-KINDS = ("info", "advise", "predict", "lab-grade", "check", "compare", "job", "runs")
+KINDS = ("info", "advise", "predict", "lab-grade", "check", "compare", "job", "runs",
+         "error")
 
 
 def envelope(kind: str, **fields: Any) -> dict[str, Any]:

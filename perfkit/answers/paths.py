@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import PerfkitError, RunsFound
+from ..errors import PathNotFoundError, PerfkitError, RunsFound
 
 __all__ = ["load_path"]
 
@@ -25,7 +25,7 @@ def load_path(text: str, run: int | str | None = None, command: str = "info") ->
 
     path = resolve_sample(text)
     if not Path(path).expanduser().exists():
-        raise PerfkitError(path_not_found(text))
+        raise PathNotFoundError(text, path_not_found(text))
     try:
         return load(path, run=run)
     except RunsFound as exc:  # the API's advice, in the command's words

@@ -14,13 +14,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import PerfkitError
+from ..errors import InvalidArgumentError, PathNotFoundError, PerfkitError
 
 __all__ = ["PathNotAllowedError", "Tools"]
 
 
 class PathNotAllowedError(PerfkitError):
     """A tool was given a path outside the folders ``perfkit mcp --allow`` names."""
+
+    code = "path_not_allowed"
 
     def __init__(self, path: str, allowed: Iterable[Path]) -> None:
         self.path = path
@@ -52,13 +54,15 @@ class Tools:
         PathNotAllowedError
             Outside every allowed folder.
         """
-        from ..bundled_samples import is_sample_spec
+        from ..bundled_samples import is_sample_spec, path_not_found
 
         if is_sample_spec(path):
             return path
         real = Path(path).expanduser().resolve()
         if not any(real == a or real.is_relative_to(a) for a in self.allowed):
             raise PathNotAllowedError(path, self.allowed)
+        if not real.exists():  # said with the caller's path, not the resolved one
+            raise PathNotFoundError(path, path_not_found(path))
         return str(real)
 
     def profile(self, path: str, run: int | str | None = None) -> Any:
@@ -76,6 +80,7 @@ class Tools:
         what its recording lacks."""
         from ..answers import info_answer
 
+        _count("findings", findings)
         return info_answer(self.profile(path, run), n_findings=findings)
 
     def list_runs(self, path: str) -> dict[str, Any]:
@@ -91,8 +96,7 @@ class Tools:
         from ..answers import job_answer
         from ..job import infer_job
 
-        p = self.profile(path, run)
-        return job_answer(infer_job(p), path=str(p.meta.path or path))
+        return job_answer(infer_job(self.profile(path, run)), path=path)
 
     def advise(self, path: str, run: int | str | None = None,
                limit: int | None = None) -> dict[str, Any]:
@@ -101,16 +105,18 @@ class Tools:
         from ..answers import advise_answer
         from ..job import infer_job
 
+        if limit is not None:
+            _count("limit", limit)
         p = self.profile(path, run)
         job = infer_job(p)
         found = advise(p, model=job.model, parallel=job.parallel, hardware=job.hardware)
-        return advise_answer(found, path=str(p.meta.path or path), limit=limit)
+        return advise_answer(found, path=path, limit=limit)
 
     def check_recording(self, path: str, run: int | str | None = None) -> dict[str, Any]:
         """The ``check`` answer: what the recording lacks and the switch for it."""
         from ..answers import check_answer
 
-        return check_answer(self.profile(path, run))
+        return check_answer(self.profile(path, run), path=path)
 
     def compare(self, a: str, b: str) -> dict[str, Any]:
         """The ``compare`` answer of run ``b`` against run ``a``
@@ -129,14 +135,18 @@ class Tools:
                                "perfkit.compare module") from exc
         return compare(pa, pb).to_dict()
 
-    def predict_layout(self, path: str, run: int | str | None = None,
-                       **layout: Any) -> dict[str, Any]:
+    def predict_layout(self, path: str, run: int | str | None = None, *,
+                       model: str | None = None, hardware: str | None = None,
+                       config: list[str] | None = None, **layout: Any) -> dict[str, Any]:
         """The ``predict`` answer: calibrate on the profile, predict the layout given by
         ``layout`` (the options of ``perfkit plan``: dp, tp, pp, vpp, cp, ep,
         micro_batch_size, num_micro_batches, optimizer_shard, recompute,
-        sequence_parallel; None keeps the run's)."""
+        sequence_parallel; None keeps the run's). ``model`` and ``hardware`` (presets) and
+        ``config`` (files inside the allowed folders) give what the profile does not show,
+        as ``perfkit plan``'s ``--model``, ``--hardware`` and ``--config`` do."""
         from ..answers import predict_answer
-        from ..plan import calibrate, predict
+        from ..answers.calibration import TOOL_OPTIONS, calibrated
+        from ..plan import predict
         from ..plan.relayout import relayout
 
         names = ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size",
@@ -144,11 +154,19 @@ class Tools:
         unknown = set(layout) - set(names)
         if unknown:
             raise PerfkitError(f"predict_layout: unknown layout options {sorted(unknown)}")
+        configs = [self.check_path(c) for c in config or ()]
         p = self.profile(path, run)
-        cal = calibrate(p)
+        cal = calibrated(p, config=configs, model=model, hardware=hardware,
+                         options=TOOL_OPTIONS)
         batch = (None if layout.get("num_micro_batches") is not None
                  else cal.job.global_batch_size)
         pred = predict(cal, parallel=relayout(cal.job.parallel, layout,
                                               cal.job.global_batch_size),
                        global_batch_size=batch)
-        return predict_answer(pred, cal, path=str(p.meta.path or path))
+        return predict_answer(pred, cal, path=path)
+
+
+def _count(name: str, value: Any) -> None:
+    """``value`` is a whole number >= 0 (as the command line's options check it)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(name, "must be a whole number >= 0", value)

@@ -51,7 +51,22 @@ async def _session_calls(allowed: Path, outside: Path) -> dict[str, Any]:
             out["outside"] = await session.call_tool("open_profile", {"path": str(outside)})
             out["dotdot"] = await session.call_tool(
                 "get_job", {"path": str(allowed / ".." / outside.name)})
+            out["negative"] = await session.call_tool(
+                "advise", {"path": "sample:slow-rank", "limit": -1})
+            out["not_a_number"] = await session.call_tool(
+                "advise", {"path": "sample:slow-rank", "limit": "abc"})
+            out["no_path"] = await session.call_tool("open_profile", {})
+            out["missing"] = await session.call_tool(
+                "open_profile", {"path": str(allowed / "nothing-here")})
+            out["no_device"] = await session.call_tool(
+                "predict_layout", {"path": str(allowed / "rank0.pt.trace.json.gz")})
     return out
+
+
+def _structured(result: Any) -> Any:
+    """The result's structured content (``structured_content``, mcp 1: ``structuredContent``)."""
+    flag = getattr(result, "structured_content", None)
+    return result.structuredContent if flag is None else flag
 
 
 @pytest.mark.slow  # over about 5 s on a busy 2-core machine
@@ -79,9 +94,29 @@ def test_mcp_server_over_stdio(tmp_path: Path) -> None:
     assert info["profile"]["source_format"] == "kineto" and info["profile"]["ranks"] == [0]
     assert info["findings"] == [] and info["findings_total"] is None
 
+    # the answer itself is the structured content, not a string holding it
+    assert _structured(out["advise"]) == advice
+
     for refused in (out["outside"], out["dotdot"]):
         assert _is_error(refused)
         assert "path not allowed" in _text(refused) and str(outside.name) in _text(refused)
+        assert json.loads(_text(refused))["error"] == "path_not_allowed"
+    # every error is an answer a program reads: a code, the argument or path, one line
+    expected = {"negative": ("invalid_argument", "limit", "limit: must be a whole number >= 0"),
+                "not_a_number": ("invalid_argument", "limit", "advise: limit: "),
+                "no_path": ("invalid_argument", "path", "open_profile: path: missing"),
+                "missing": ("not_found", None, "profile path not found: "),
+                # a CPU trace names no device: the tool's own argument is named
+                "no_device": ("invalid_argument", "hardware", "give hardware=NAME")}
+    for name, (code, parameter, said) in expected.items():
+        assert _is_error(out[name]), name
+        error = no_nan(_text(out[name]))
+        validate(error, "error")
+        assert _structured(out[name]) == error
+        assert (error["error"], error["parameter"]) == (code, parameter), (name, error)
+        assert said in error["message"] and "\n" not in error["message"], (name, error)
+        assert "pydantic" not in error["message"]
+    assert json.loads(_text(out["missing"]))["path"] == str(allowed / "nothing-here")
     assert sorted(os.listdir(allowed)) == ["rank0.pt.trace.json.gz"]  # nothing written
 
 
@@ -135,3 +170,40 @@ def test_tools_runs_job_and_predict(tmp_path: Path) -> None:
 
     with pytest.raises(PerfkitError, match="unknown layout options"):
         tools.predict_layout("sample:llama2-13b-baseline-dp16", tp_size=2)
+
+
+def test_error_answers_name_their_kind(tmp_path: Path) -> None:
+    """Each kind of failure has its code (the schema lists the same ones), a folder of two
+    runs lists them, and the path is the one the caller typed, through a link too."""
+    import perfkit as pk
+    from perfkit.answers import ERROR_CODES, error_answer, schema
+    from perfkit.errors import InvalidArgumentError, PerfkitError, RunsFound
+    from perfkit.mcpserver import Tools
+
+    assert schema()["$defs"]["error"]["properties"]["error"]["enum"] == list(ERROR_CODES)
+    from kineto_files import write_trace
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    write_trace(folder / "a_rank0.json", 0, 2, 1.7e15)
+    write_trace(folder / "c_rank0.json", 0, 2, 1.7e15 + 3600e6)  # an hour later: another run
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    tools = Tools([tmp_path])
+    with pytest.raises(RunsFound) as caught:
+        pk.load(folder)
+    runs = error_answer(caught.value)
+    assert (runs["error"], len(runs["runs"])) == ("several_runs", len(pk.runs(folder)))
+    with pytest.raises(PerfkitError) as caught:
+        tools.get_job(str(link / "nothing"))
+    missing = error_answer(caught.value)
+    assert missing["error"] == "not_found"
+    assert missing["message"] == f"profile path not found: {link / 'nothing'}"
+    with pytest.raises(InvalidArgumentError) as caught:
+        tools.advise("sample:slow-rank", limit=-1)
+    assert error_answer(caught.value)["parameter"] == "limit"
+    unexpected = error_answer(ZeroDivisionError("division by zero"))
+    assert (unexpected["error"], unexpected["message"]) == (
+        "unexpected", "unexpected ZeroDivisionError: division by zero")
+    for answer in (runs, missing, unexpected):
+        validate(json.loads(json.dumps(answer)), "error")

@@ -14,7 +14,7 @@ import textwrap
 from typing import Any
 
 from ...answers.paths import load_path
-from ...errors import InvalidArgumentError, ParallelConfigError, PerfkitError
+from ...errors import ParallelConfigError, PerfkitError
 from ..args import config_paths, paragraph, run_id
 
 __all__ = ["add_parser", "run", "layout_changes", "predict_text"]
@@ -136,41 +136,6 @@ def _as_option(exc: Exception) -> Exception:
     return exc
 
 
-def _job_given(profile: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """``model``, ``parallel`` and ``hardware`` for :func:`perfkit.plan.calibrate` from
-    ``--config``, ``--model`` and ``--hardware`` (the presets win over the config), after
-    checking that the profiled step trains.
-
-    Raises
-    ------
-    PerfkitError
-        The profile is an inference step, or neither the profile nor the options give the
-        model or the device (the message names the options that would).
-    """
-    from ...job import infer_job
-    from ...specs import Hardware, ModelSpec
-
-    job = infer_job(profile, config=config_paths(args.config))
-    if job.training_step() is False:
-        raise PerfkitError(
-            "this profile is an inference step, not a training step (it runs no backward "
-            "pass): perfkit plan predicts training steps (forward, backward, optimizer), "
-            "which is not this run. Its measured figures: perfkit info PATH")
-    model = ModelSpec.preset(args.model) if args.model else job.model
-    hardware = Hardware.preset(args.hardware) if args.hardware else job.hardware
-    for name, value, how in (
-            ("model", model, "--model NAME (a preset) or --config FILE (an HF config.json "
-                             "or a MindFormers YAML)"),
-            ("hardware", hardware, "--hardware NAME (a preset)")):
-        if value is None:
-            raise InvalidArgumentError(name, f"the profile does not show it; give {how}; "
-                                       "perfkit info lists the presets")
-    given: dict[str, Any] = {"model": model, "hardware": hardware}
-    if args.config:  # the config's layout wins over the profile's, as in perfkit info
-        given["parallel"] = job.parallel
-    return given
-
-
 def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The layout options given on the command line, by ParallelConfig field."""
     names = [dest for _, dest, _ in _KNOBS] + ["recompute", "sequence_parallel"]
@@ -179,22 +144,14 @@ def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``perfkit plan``."""
-    from ...analysis._shared import shared_results
     from ...answers import dumps, predict_answer
-    from ...plan import calibrate, predict
+    from ...answers.calibration import calibrated
+    from ...plan import predict
     from ...plan.relayout import relayout
 
     profile = load_path(args.path, run=args.run_id, command="plan")
-    try:
-        with shared_results():  # the analyses the job is read from: once for both reads
-            cal = calibrate(profile, **_job_given(profile, args))
-    except InvalidArgumentError as exc:
-        if exc.parameter != "source":  # calibrate's name for the profile itself
-            raise
-        raise PerfkitError(f"the profile cannot be calibrated on: {exc.rule} (perfkit plan "
-                           "fits its model to measured steps: an Ascend export's "
-                           "step_trace_time.csv, a Kineto trace's ProfilerStep marks)"
-                           ) from None
+    cal = calibrated(profile, config=config_paths(args.config), model=args.model,
+                     hardware=args.hardware)
     try:
         target = relayout(cal.job.parallel, layout_changes(args), cal.job.global_batch_size)
     except PerfkitError as exc:

@@ -1,0 +1,95 @@
+"""The calibration behind a ``predict`` answer, as ``perfkit plan`` and the
+``predict_layout`` tool of ``perfkit mcp`` make it: what the profile does not show (the
+model of a trace without shapes, the device of a CPU recording) comes from a config file
+or a preset, an inference profile is refused, and every error names the option (of the
+command line, or of the tool) that would mend it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import InvalidArgumentError, PerfkitError
+
+__all__ = ["CLI_OPTIONS", "TOOL_OPTIONS", "calibrated"]
+
+#: How a caller gives what the profile does not show, by field: ``perfkit plan``'s words.
+CLI_OPTIONS: Mapping[str, str] = {
+    "model": "--model NAME (a preset) or --config FILE (an HF config.json or a MindFormers "
+             "YAML)",
+    "hardware": "--hardware NAME (a preset)",
+    "info": "perfkit info PATH",
+    "presets": "perfkit info lists the presets",
+}
+#: The same for the ``predict_layout`` tool of ``perfkit mcp``.
+TOOL_OPTIONS: Mapping[str, str] = {
+    "model": "model=NAME (a preset) or config=[FILE] (an HF config.json or a MindFormers "
+             "YAML)",
+    "hardware": "hardware=NAME (a preset)",
+    "info": "the open_profile tool",
+    "presets": "the presets are those perfkit info lists on the command line",
+}
+
+
+def calibrated(profile: Any, *, config: Sequence[str] | None = None,
+               model: str | None = None, hardware: str | None = None,
+               options: Mapping[str, str] = CLI_OPTIONS) -> Any:
+    """:func:`perfkit.plan.calibrate` on ``profile`` with what the caller gave.
+
+    Parameters
+    ----------
+    profile : Profile or Cluster
+    config : list of str, optional
+        MindFormers YAML, HF config.json or training log files that win over the profile
+        (as ``perfkit info --config`` reads them); their layout wins over the profile's.
+    model, hardware : str, optional
+        Presets (:meth:`perfkit.ModelSpec.preset`, :meth:`perfkit.Hardware.preset`) that
+        win over the profile and the config.
+    options : mapping
+        The words that name, in errors, how to give the model and the hardware, where
+        the presets are listed and where the measured figures are
+        (:data:`CLI_OPTIONS`, :data:`TOOL_OPTIONS`).
+
+    Returns
+    -------
+    Calibration
+
+    Raises
+    ------
+    PerfkitError
+        An inference step (the step model predicts training steps); a profile without
+        measured steps to fit.
+    InvalidArgumentError
+        Neither the profile nor the caller gives the model or the device (``parameter``
+        ``model`` or ``hardware``, the message naming ``options``), or a preset is
+        unknown.
+    """
+    from ..analysis._shared import shared_results
+    from ..job import infer_job
+    from ..plan import calibrate
+    from ..specs import Hardware, ModelSpec
+
+    with shared_results():  # the analyses the job is read from: once for both reads
+        job = infer_job(profile, config=list(config) if config else None)
+        if job.training_step() is False:
+            raise PerfkitError(
+                "this profile is an inference step, not a training step (it runs no "
+                "backward pass): the step model predicts training steps (forward, backward, "
+                f"optimizer), which is not this run. Its measured figures: {options['info']}")
+        chosen = {"model": ModelSpec.preset(model) if model else job.model,
+                  "hardware": Hardware.preset(hardware) if hardware else job.hardware}
+        for name, value in chosen.items():
+            if value is None:
+                raise InvalidArgumentError(name, f"the profile does not show it; give "
+                                           f"{options[name]}; {options['presets']}")
+        if config:  # the config's layout wins over the profile's, as in perfkit info
+            chosen["parallel"] = job.parallel
+        try:
+            return calibrate(profile, **chosen)
+        except InvalidArgumentError as exc:
+            if exc.parameter != "source":  # calibrate's name for the profile itself
+                raise
+            raise PerfkitError(f"the profile cannot be calibrated on: {exc.rule} (the step "
+                               "model fits measured steps: an Ascend export's "
+                               "step_trace_time.csv, a Kineto trace's ProfilerStep marks)"
+                               ) from None
