@@ -258,6 +258,33 @@ def test_a_bad_path_shows_a_message_and_keeps_the_profile(board, tmp_path: Path)
     assert board.load_profile(DEFAULT_PROFILE) and "pk-ok" in board.status.value
 
 
+def _said(board) -> str:
+    """The status line's words, as the page shows them (style and tags dropped)."""
+    text = re.sub(r"<style.*?</style>|<[^>]+>", " ", board.status.value, flags=re.S)
+    return " ".join(unescape(text).split())
+
+
+def test_an_open_error_names_the_path_once_in_sentences(board, tmp_path: Path) -> None:
+    """A truncated copy of the bundled Kineto trace (its first 20,000 bytes): the path
+    once after "Could not open", the file and the fault, a full stop before "Still
+    showing"; an empty box says to type a path (the walk of session 32 found "Could not
+    finish opening X: X: ...", "gzipped a PyTorch ..." and "Could not finish opening :")."""
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    trace = Path(__file__).resolve().parents[1] / "data" / "kineto-tiny-llama" / \
+        "rank0.pt.trace.json.gz"
+    (folder / trace.name).write_bytes(trace.read_bytes()[:20_000])
+    assert board.load_profile(str(folder)) is False
+    said = _said(board)
+    assert said.startswith(f"Could not open {folder}: ")
+    assert said.count(f"{folder}:") == 1  # the file's own path is the folder's plus its name
+    assert f"{folder / trace.name}: gzip stream is truncated" in said
+    assert "gzipped a " not in said
+    assert said.endswith(f"gzipped in full. Still showing {DEFAULT_PROFILE}.")
+    assert board.load_profile("  ") is False
+    assert _said(board).startswith("No path typed: type the folder (or file) of a profile")
+
+
 def test_a_damaged_profile_shows_what_is_wrong(tmp_path: Path) -> None:
     copy = tmp_path / "damaged"
     shutil.copytree(bundled_profile("simulated/slow-rank"), copy)

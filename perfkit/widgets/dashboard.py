@@ -234,6 +234,10 @@ class Dashboard(BackgroundOpening, W.VBox):
             False when it failed (the message is in the page, the previous profile stays
             on show and the picker says which).
         """
+        if not str(source).strip():
+            self._fail("No path typed: type the folder (or file) of a profile in the box, "
+                       "then press Open")
+            return False
         if self._opening_already(source, run):
             return True  # the same profile, still being read: one opening, not two
         shown = label or str(source)
@@ -253,7 +257,7 @@ class Dashboard(BackgroundOpening, W.VBox):
                        "merged: choose one in the run picker above.")
             return False
         except Exception as exc:  # noqa: BLE001 - shown in the page, never a traceback
-            self._fail(describe_error(exc, f"opening {shown}"))
+            self._fail(describe_error(exc, f"opening {shown}", subject=shown))
             return False
         self._opened(profile, shown, run)
         self.job.set_profile(profile)  # a new job: nothing of the previous one survives
@@ -311,6 +315,9 @@ class Dashboard(BackgroundOpening, W.VBox):
     def _fail(self, message: str) -> None:
         """Show ``message`` and say which profile stays on show."""
         self.error = message
+        message = message.rstrip()
+        if message and message[-1] not in ".!?)":
+            message += "."
         kept = f" Still showing {self.source}." if self.profile is not None else ""
         self.status.value = error(message + kept)
         self._show_source()

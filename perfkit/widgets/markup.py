@@ -33,7 +33,7 @@ STYLE = _TABLE_STYLE + TABLE_CSS + (
     "</style>")
 
 
-def describe_error(exc: BaseException, doing: str) -> str:
+def describe_error(exc: BaseException, doing: str, subject: str | None = None) -> str:
     """A one-paragraph message for the page: what failed and why, never a traceback.
 
     Parameters
@@ -41,7 +41,10 @@ def describe_error(exc: BaseException, doing: str) -> str:
     exc : BaseException
         What was raised.
     doing : str
-        What the dashboard was doing, e.g. ``"opening /data/run1"``.
+        What the dashboard was doing, e.g. ``"the Memory tab"``.
+    subject : str, optional
+        The path being opened: the message then reads ``Could not open PATH: why``, the
+        path said once where the error starts with it too.
 
     Returns
     -------
@@ -51,7 +54,12 @@ def describe_error(exc: BaseException, doing: str) -> str:
         an unexpected error.
     """
     if isinstance(exc, PerfkitError):
-        return f"Could not finish {doing}: {exc}"
+        if subject is None:
+            return f"Could not finish {doing}: {exc}"
+        said = str(exc)
+        for lead in (f"{subject}: ", f"{subject.rstrip('/')}: "):
+            said = said.removeprefix(lead)
+        return f"Could not open {subject}: {said}"
     return (f"Unexpected error while {doing}: {type(exc).__name__}: {exc}. "
             "This is probably a perfkit bug; please report it with the profile's format.")
 

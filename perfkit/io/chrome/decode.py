@@ -93,11 +93,11 @@ def _gunzip(path: Path, raw: bytes, what: str) -> bytes:
                 rest = d.unconsumed_tail
             if not d.eof:
                 raise ProfileError(path, "gzip stream is truncated (ends before its end "
-                                   f"marker); expected a complete gzipped {what}")
+                                   f"marker); expected {what}, gzipped in full")
             data = d.unused_data.lstrip(b"\x00") if d.unused_data.strip(b"\x00") else b""
     except zlib.error as exc:
         raise ProfileError(path, f"gzip stream is damaged or truncated ({exc}); "
-                           f"expected a gzipped {what}") from None
+                           f"expected {what}, gzipped") from None
     return b"".join(out)
 
 
