@@ -166,7 +166,8 @@ def test_cli_takes_sample_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert err.startswith("perfkit: error: sample: no bundled sample is called 'nope'")
     assert err.count("\n") == 1
 
-    # serve hands the sample's folder to the dashboard notebook (Voila itself not started)
+    # serve hands the sample, by name, to the dashboard notebook (Voila itself not
+    # started), whose page then names it as its picker does, not as a folder
     from perfkit.cli import launcher
 
     seen = {}
@@ -179,6 +180,6 @@ def test_cli_takes_sample_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delenv(cli.PROFILE_ENV, raising=False)
     port = cli.DEFAULT_PORT + 17
     assert cli.serve("sample:slow-rank", port=port, open_browser=False) == 0
-    assert seen["profile"] == str(DATA / "simulated" / "slow-rank")
+    assert seen["profile"] == "sample:slow-rank"
     assert seen["argv"][0] == str(resources.dashboard_notebook())
     assert cli.PROFILE_ENV not in os.environ  # restored after serving

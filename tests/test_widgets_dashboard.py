@@ -285,6 +285,16 @@ def test_an_open_error_names_the_path_once_in_sentences(board, tmp_path: Path) -
     assert _said(board).startswith("No path typed: type the folder (or file) of a profile")
 
 
+def test_a_sample_by_name_is_named_as_the_picker_names_it(board) -> None:
+    """``perfkit serve sample:slow-rank`` hands the page ``sample:slow-rank``: the status
+    and the picker both say ``simulated/slow-rank``, never the folder it lies in."""
+    assert board.load_profile("sample:slow-rank")
+    assert _said(board).startswith("Opened simulated/slow-rank")
+    assert board.samples.value == "simulated/slow-rank"
+    assert str(bundled_profile("simulated/slow-rank")) not in board.status.value
+    assert board.load_profile(DEFAULT_PROFILE)
+
+
 def test_a_damaged_profile_shows_what_is_wrong(tmp_path: Path) -> None:
     copy = tmp_path / "damaged"
     shutil.copytree(bundled_profile("simulated/slow-rank"), copy)

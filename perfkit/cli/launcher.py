@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..bundled_samples import path_not_found, resolve_sample
+from ..bundled_samples import is_sample_spec, path_not_found, resolve_sample
 from ..errors import PerfkitError
 from ..resources import DASHBOARD_NAME, NOTEBOOK_PACKAGE, resource_path
 from .kernel_culling import (
@@ -360,7 +360,8 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
     ----------
     profile : path, optional
         Profile folder or file, or ``"sample:NAME"`` (a bundled sample); must exist.
-        Passed to the notebook as ``PERFKIT_PROFILE``, as an absolute path.
+        Passed to the notebook as ``PERFKIT_PROFILE``, as an absolute path (a bundled
+        sample as ``sample:NAME``, so that the page names it as its picker does).
     port : int
         Port on 127.0.0.1.
     open_browser : bool
@@ -429,7 +430,9 @@ def serve(profile: str | os.PathLike[str] | None = None, port: int = DEFAULT_POR
         os.environ["JUPYTER_PATH"] = os.pathsep.join(
             str(p) for p in (tmp, stock, saved["JUPYTER_PATH"]) if p)
         if profile_path is not None:
-            os.environ[PROFILE_ENV] = str(profile_path)
+            # a bundled sample by its name, so that the page names it as its picker does
+            os.environ[PROFILE_ENV] = (profile.strip() if is_sample_spec(profile)
+                                       else str(profile_path))
         else:
             os.environ.pop(PROFILE_ENV, None)
         url = served_url(port, token)
