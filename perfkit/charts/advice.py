@@ -166,7 +166,10 @@ def findings_html(frame: pd.DataFrame, n: int | None = 10,
 
 _FINDING_HEADERS = {"ms per step": "at stake per step", "title": "what was seen",
                     "recommendation": "what to change"}
-_FINDING_CELL = {"severity": "white-space:nowrap", "ms per step": "white-space:nowrap",
+# the time at stake wraps after its figure where it names its basis (a share of the mean
+# over some steps): nowrap pushed the last columns past a 1280-px window
+_FINDING_CELL = {"severity": "white-space:nowrap",
+                 "ms per step": "white-space:normal;min-width:9em;max-width:16em",
                  "area": "white-space:nowrap", "notebook": "white-space:nowrap",
                  "title": "white-space:normal;min-width:14em;max-width:24em",
                  "details": "white-space:normal;min-width:10em;max-width:22em;color:#555;"
