@@ -69,3 +69,23 @@ def test_the_operators_tab_shows_the_problem_its_note_names() -> None:
     assert "Operators measured above their roofline, and why" in html
     assert "the column problem says why" not in html
     assert "the table below says why" in html
+
+
+def test_a_rate_above_the_roofline_is_written_as_the_page_writes_numbers() -> None:
+    """The problem states the measured rate in its roofline's unit, with thousands
+    separators (not "1439 GB/s" beside "909.6 GB/s"); the V100's 900 GB/s is its
+    datasheet's HBM2 bandwidth."""
+    from perfkit import Hardware
+    from perfkit.analysis.efficiency.table import _above_roofline
+
+    rows = pd.DataFrame({"efficiency": [1.6, 0.5, 1.2], "flops": [0.0, 0.0, 1e12],
+                         "bound": ["memory", "memory", "compute"],
+                         "achieved_gbps": [1439.4, 450.0, 10.0],
+                         "achieved_tflops": [0.0, 0.0, 18.84], "peak_dtype": ["", "", "fp32"],
+                         "peak_tflops": [None, None, 15.7]})
+    said = _above_roofline(rows, Hardware.preset("v100"))
+    assert said.iloc[0].startswith("1,439 GB/s measured, above the memory bandwidth of v100 "
+                                   "(900 GB/s): ")
+    assert pd.isna(said.iloc[1])  # under its roofline: no problem
+    assert said.iloc[2].startswith("18.8 TFLOP/s measured, above the fp32 peak of v100 "
+                                   "(15.7 TFLOP/s): ")

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InvalidArgumentError
-from ...format import counted, plural
+from ...format import counted, number_text, plural
 from ...specs import Hardware
 from ...specs.hardware_presets import unpublished_peak
 from .._cluster_steps import per_rank_in_steps
@@ -271,9 +271,9 @@ def _above_roofline(out: pd.DataFrame, hardware: Hardware) -> pd.Series:
     for i in over:
         r = out.iloc[i]
         if r["flops"] > 0 and r["bound"] == "compute":
-            text = (f"{r['achieved_tflops']:.4g} TFLOP/s measured, above the "
-                    f"{r['peak_dtype']} peak of {hardware.name} ({r['peak_tflops']:.4g} "
-                    "TFLOP/s): ")
+            text = (f"{number_text(r['achieved_tflops'], unit='TFLOP/s')} measured, above "
+                    f"the {r['peak_dtype']} peak of {hardware.name} "
+                    f"({number_text(r['peak_tflops'], unit='TFLOP/s')}): ")
             if r["peak_dtype"] == "fp32" and "tf32" in hardware.peak_flops:
                 text += ("fp32 operands are likely computed in TF32 (cuDNN convolutions allow "
                          "it by default, matmuls with allow_tf32); compare with the tf32 peak")
@@ -282,8 +282,9 @@ def _above_roofline(out: pd.DataFrame, hardware: Hardware) -> pd.Series:
                          "part of the work (kernels not linked to the operator), or its "
                          "shapes are read wrongly")
         else:
-            text = (f"{r['achieved_gbps']:.4g} GB/s measured, above the memory bandwidth of "
-                    f"{hardware.name} ({bw / 1e9:.4g} GB/s): the bytes assume every tensor "
+            text = (f"{number_text(r['achieved_gbps'], unit='GB/s')} measured, above the "
+                    f"memory bandwidth of {hardware.name} ({number_text(bw / 1e9, unit='GB/s')})"
+                    ": the bytes assume every tensor "
                     "read from device memory once, and part of it came from on-chip cache "
                     "(L2), or the shapes overstate the data moved")
         problem.iloc[i] = text

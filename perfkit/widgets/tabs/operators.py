@@ -375,9 +375,11 @@ class OperatorsTab(Tab):
                  for n in eff.attrs.get("notes", []) if str(n) not in said]
         over = eff[eff["problem"].notna().to_numpy(bool)] if "problem" in eff else eff.iloc[:0]
         above = [html_widget(frame_html(
+            # the measured rate is in the problem's words, in the unit of its roofline (a
+            # memory-bound row's GB/s; its TFLOP/s column read 0)
             over, "Operators measured above their roofline, and why", columns=[
-                "key", "input_shapes", "input_dtypes", "achieved_tflops", "problem"],
-            headers={"key": "operator", "achieved_tflops": "achieved TFLOP/s"},
+                "key", "input_shapes", "input_dtypes", "problem"],
+            headers={"key": "operator"},
             wrap=("problem", "input_shapes"), max_rows=12))] if len(over) else []
         return [self.chart(chart), html_widget("".join(note(_sentence(n)) for n in notes)),
                 *above]
