@@ -193,7 +193,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     del cpu, dev
     memory = _memory(trace, origin, notes)
     if not len(memory):
-        notes.append("memory: no [memory] events (profile_memory=False)")
+        notes.append("memory: no allocator samples in the trace (profile_memory=False)")
     notes.append("op_memory: not recorded by Kineto")
     rank, how = trace.rank, "distributedInfo.rank"
     if rank is None:

@@ -92,6 +92,7 @@ class MemoryTab(JobTab):
         self._timeline: pd.DataFrame | None = None
         self._quiet = False
         super().__init__(ctx, [self.family, self.value, self.rank])
+        self.controls = self.children[0]  # hidden where there is no memory data to pick in
         for widget in (self.family, self.value, self.rank):
             widget.observe(self._on_control, names="value")
 
@@ -139,7 +140,9 @@ class MemoryTab(JobTab):
         timeline = self._timeline
         self._peaks = peaks_by_component(A.memory_peaks(profile))
         loading = notes_about(profile, MEMORY_TABLES)
-        if default_value(timeline) is None and self._peaks.empty:
+        empty = default_value(timeline) is None and self._peaks.empty
+        self.controls.layout.display = "none" if empty else ""
+        if empty:
             # nothing to draw nor to list: say so once, with what would record it
             self.peaks = W.HTML()
             return [html_widget(note(no_memory_text(loading)))] + self._theory(False)
