@@ -78,6 +78,20 @@ def _saving_words(fit: PlannerFit, job: Job) -> str:
             "(the Advice tab prices the change with the same figure).")
 
 
+def _ir_note(profile: Any) -> str:
+    """What the IR check is for, where the open profile is not MindSpore's: the check reads
+    a MindSpore graph dump against MindFormers' select_recompute patterns, so on a PyTorch
+    run it shows the bundled example, not this job."""
+    framework = str(getattr(getattr(profile, "meta", None), "framework", "") or "")
+    if not framework or "mindspore" in framework.lower():
+        return ""
+    return note(f"This check is for MindSpore (MindFormers' select_recompute): it reads a "
+                f"MindSpore IR dump, which a {framework} run does not write. The boxes hold "
+                "the bundled example dump and its patterns, not the open job's; PyTorch "
+                "chooses what to recompute in code (torch.utils.checkpoint, selective "
+                "activation checkpointing), which the table above counts from the profile.")
+
+
 class RecomputeTab(JobTab):
     """Recompute seen in the profile, the job's memory/time trade-off and an IR check.
 
@@ -111,9 +125,11 @@ class RecomputeTab(JobTab):
         self.tradeoff: pd.DataFrame | None = None
         super().__init__(ctx)
         ctx.follow_closing(self._closing_changed)
+        self.ir_note = W.HTML()
         self.children = (*self.children, heading("Do the select_recompute patterns hit "
                                                  "the operators they should?"),
-                         self.ir_path, self.patterns, self.check, self.ir_result)
+                         self.ir_note, self.ir_path, self.patterns, self.check,
+                         self.ir_result)
 
     def _closing_changed(self, _closing: str) -> None:
         """The Planner's closing changed (:attr:`Context.closing`): the trade-off is
@@ -123,19 +139,21 @@ class RecomputeTab(JobTab):
 
     def build(self, profile: Any) -> list[W.Widget]:
         self.fit = self.tradeoff = None
+        self.ir_note.value = _ir_note(profile)
         evidence = A.recompute_evidence(profile)
         if not evidence.empty and "rank" in evidence.columns:
             spread = over_ranks(evidence, ["recompute"], ["recompute_share"],
                                 keep={"forward": "median", "backward": "median",
                                       "ratio": "median"})
-            table = frame_html(spread, "Recompute seen in the profile (per rank: forward "
-                                       "operators re-run in the backward pass)",
+            table = frame_html(spread, "Recompute seen in the profile (per rank: attention "
+                                       "passes forward against backward, about 1 without "
+                                       "recompute and 2 with full recompute)",
                                headers={"recompute_median_share": "recomputed, median",
                                         "recompute_min_share": "recomputed, min",
                                         "recompute_max_share": "recomputed, max",
                                         "ratio": "forward / backward, median",
-                                        "forward": "forward ops, median",
-                                        "backward": "backward ops, median"},
+                                        "forward": "attention passes forward, median",
+                                        "backward": "attention passes backward, median"},
                                columns=["recompute", "recompute_median_share",
                                         "recompute_min_share", "recompute_max_share",
                                         "ranks", "forward", "backward", "ratio"])
