@@ -36,8 +36,11 @@ __all__ = ["JobPanel", "job_panel", "evidence_html", "JOB_GROUPS", "JobNote", "m
 JOB_GROUPS = (("Model", MODEL_FIELDS), ("Parallel layout", PARALLEL_FIELDS),
               ("Run", RUN_FIELDS))
 
+#: The badge of a field with no value: nothing was read for it (not "profile", which
+#: reads as a value the profile gave).
+NOT_READ = "not read"
 _SOURCE_COLORS = {"profile": "#2d572c", "config": "#31708f", "user": "#8a6d3b",
-                  "default": "#777"}
+                  "default": "#777", NOT_READ: "#a94442"}
 _STYLE = _TABLE_STYLE + (
     "<style>"
     ".pk-job-src{font-size:11px;padding:0 4px;border-radius:3px;color:#fff}"
@@ -178,9 +181,10 @@ class JobPanel(W.VBox):
         groups = []
         for title, fields in JOB_GROUPS:
             rows = [W.HTML(f"<b>{html.escape(title)}</b>")]
+            # one label width per group, its longest field name (num_attention_heads) whole
+            # at 8 px a letter: the boxes of a group line up under one another
+            label = max(140, 8 * max(len(n) for n in fields) + 8)
             for name in fields:
-                # the longest field name (num_attention_heads) whole, at 8 px a letter
-                label = max(140, 8 * len(name) + 8)
                 box = W.Text(value="", placeholder="unknown", description=name,
                              continuous_update=False,
                              style={"description_width": f"{label}px"},
@@ -354,7 +358,8 @@ class JobPanel(W.VBox):
             job = self.job
             for name, box in self.controls.items():
                 box.value = "" if job is None else _text(job, name)
-                self.sources[name].value = "" if job is None else _source_tag(job.source(name))
+                self.sources[name].value = "" if job is None else _source_tag(
+                    NOT_READ if box.value == "" else job.source(name))
         finally:
             self._quiet = False
         if job is None:
