@@ -6,12 +6,19 @@ command line, or of the tool) that would mend it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidArgumentError, PerfkitError
 
-__all__ = ["CLI_OPTIONS", "TOOL_OPTIONS", "calibrated"]
+__all__ = ["CLI_OPTIONS", "TOOL_OPTIONS", "STEP_TIME_ONLY", "calibrated", "on_step_time"]
+
+#: The note of a calibration on the measured step time alone (:func:`calibrated` where the
+#: profile cannot be fitted): its parts are perfkit's defaults, not the profile's.
+STEP_TIME_ONLY = ("calibrated on the measured step time only: every compute rate scaled by "
+                  "one factor, links and idle time at perfkit's defaults, so the step matches "
+                  "by construction and its parts are the model's, not the run's")
 
 #: How a caller gives what the profile does not show, by field: ``perfkit plan``'s words.
 CLI_OPTIONS: Mapping[str, str] = {
@@ -58,7 +65,9 @@ def calibrated(profile: Any, *, config: Sequence[str] | None = None,
     ------
     PerfkitError
         An inference step (the step model predicts training steps); a profile without
-        measured steps to fit.
+        measured steps to fit nor a step time (with a step time but no steps to fit, the
+        calibration is on the step time, as the Planner tab's, and its notes end with
+        :data:`STEP_TIME_ONLY`).
     InvalidArgumentError
         Neither the profile nor the caller gives the model or the device (``parameter``
         ``model`` or ``hardware``, the message naming ``options``), or a preset is
@@ -89,7 +98,29 @@ def calibrated(profile: Any, *, config: Sequence[str] | None = None,
         except InvalidArgumentError as exc:
             if exc.parameter != "source":  # calibrate's name for the profile itself
                 raise
-            raise PerfkitError(f"the profile cannot be calibrated on: {exc.rule} (the step "
-                               "model fits measured steps: an Ascend export's "
-                               "step_trace_time.csv, a Kineto trace's ProfilerStep marks)"
-                               ) from None
+            why = exc.rule
+        # as the Planner tab does (perfkit.widgets.prediction_fit.fit_job): the step time
+        # the profile does show, where its steps cannot be fitted
+        if job.step_time_s:
+            cal = on_step_time(job, chosen["model"], chosen.get("parallel", job.parallel),
+                               chosen["hardware"])
+            return dataclasses.replace(cal, notes=(
+                *cal.notes, f"{STEP_TIME_ONLY}; the profile itself could not be fitted: "
+                f"{why}"))
+        raise PerfkitError(f"the profile cannot be calibrated on: {why} (the step model fits "
+                           "measured steps: an Ascend export's step_trace_time.csv, a Kineto "
+                           "trace's ProfilerStep marks)")
+
+
+def on_step_time(job: Any, model: Any = None, parallel: Any = None,
+                 hardware: Any = None) -> Any:
+    """:func:`perfkit.plan.calibrate` on ``job``'s measured step time alone, with its
+    activations, gradient bytes, static-memory scheme and data type; ``model``,
+    ``parallel`` and ``hardware`` replace the job's own (default the job's)."""
+    from ..calc.rates import Rates
+    from ..plan import calibrate
+
+    return calibrate(float(job.step_time_s), model or job.model, parallel or job.parallel,
+                     hardware or job.hardware, activation_model=job.activation_model,
+                     rates=Rates(gradient_bytes=job.gradient_bytes),
+                     static_scheme=job.static_scheme, dtype=job.dtype)

@@ -117,6 +117,10 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -
                  f"{time_text(step * 1e6)} (slowest rank, median step) of a profile that "
                  "is not a training step (it runs no backward pass): the two do not "
                  "compare, and neither do the layouts below with this run.")
+    elif getattr(fit, "source", "") == "step time":  # scaled to it: no check of the model
+        text += (f" against the measured {time_text(step * 1e6)} (slowest rank, median step) "
+                 "it was scaled to: equal by construction, calibrated on that step time "
+                 "alone, so no check of the model." + _parts_apart(frame, step))
     else:
         text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
                  f"step): {signed_share_text(pred.step_s / step - 1)}, "
@@ -140,6 +144,36 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -
         text += (" The run loses time the model does not explain (a slow rank or link, "
                  "stalls): see the Overview's findings before trusting the ranking below.")
     return text
+
+
+#: A part of the step predicted this many times off its measure (either way), and apart
+#: by more than :data:`PART_APART_SHARE` of the step, is named under the comparison.
+PART_APART_RATIO = 2.0
+PART_APART_SHARE = 0.10
+
+
+def _parts_apart(frame: pd.DataFrame, step: float) -> str:
+    """`` Its parts are not the run's: compute 427 ms predicted against 49.2 ms
+    measured, …`` for the parts of ``frame`` (:func:`measured_against_predicted`) whose
+    prediction is :data:`PART_APART_RATIO` times off the measure and apart by more than
+    :data:`PART_APART_SHARE` of the step; ``""`` where none is, or the profile measures
+    no parts."""
+    runs = {run: dict(zip(rows["part"], rows["seconds"], strict=True))
+            for run, rows in frame.groupby("run")}
+    measured, predicted = runs.get("measured", {}), runs.get("predicted", {})
+    apart = []
+    for part, p in predicted.items():
+        m = measured.get(part)
+        if m is None or not (m == m) or abs(p - m) <= PART_APART_SHARE * step:
+            continue
+        if max(p, m) >= PART_APART_RATIO * min(p, m):
+            apart.append(f"{part} {time_text(p * 1e6)} predicted against "
+                         f"{time_text(m * 1e6)} measured")
+    if not apart:
+        return ""
+    return (f" Its parts are not the run's: {'; '.join(apart)}: the model matches the "
+            "step's total, not how this run spends it, so the layouts below rest on "
+            "perfkit's defaults.")
 
 
 _LABELS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "vpp",

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..calc.rates import Rates
+from ..answers.calibration import on_step_time
 from ..errors import PerfkitError, check_choice
 from ..format import signed_share_text, time_text
 from ..job import Job
@@ -154,10 +154,7 @@ def fit_job(profile: Any, job: Job, closing: str = "one") -> PlannerFit:
     step = job.step_time_s
     if step and math.isfinite(step) and step > 0:
         try:
-            cal = calibrate(float(step), job.model, job.parallel, job.hardware,
-                            activation_model=job.activation_model, rates=Rates(
-                                gradient_bytes=job.gradient_bytes),
-                            static_scheme=job.static_scheme, dtype=job.dtype)
+            cal = on_step_time(job)
         except PerfkitError as exc:  # pragma: no cover - a complete job calibrates
             why = f"{why}; {exc}"
         else:

@@ -87,10 +87,12 @@ def predict_text(answer: dict[str, Any]) -> str:
                f"recompute {p['recompute']} ({model}, "
                f"{answer['hardware'] or 'hardware unknown'})",
              f"  step {ms(answer['step_ms'])} (band {ms(answer['low_ms'])} – "
-             f"{ms(answer['high_ms'])}; "
-             f"{'calibrated on the profile' if answer['calibrated'] else 'uncalibrated'})"]
+             f"{ms(answer['high_ms'])}; {_calibrated_on(answer)})"]
     cal = answer["calibration"]
-    if cal and cal["measured_step_ms"] is not None:
+    if cal and cal["measured_step_ms"] is not None and cal["source"] == "step time":
+        lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, which the "
+                     "model was scaled to (equal by construction: no check of the model)")
+    elif cal and cal["measured_step_ms"] is not None:
         lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, the "
                      f"calibrated model gives it {ms(cal['predicted_step_ms'])}"
                      + _residual_words(cal, answer))
@@ -107,6 +109,16 @@ def predict_text(answer: dict[str, Any]) -> str:
         lines += textwrap.wrap(f"calibration: {n}", 100, initial_indent="  ",
                                subsequent_indent="    ")
     return "\n".join(lines)
+
+
+def _calibrated_on(answer: dict[str, Any]) -> str:
+    """What the model was calibrated on: the profile, or its step time alone."""
+    cal = answer["calibration"]
+    if not answer["calibrated"]:
+        return "uncalibrated"
+    if cal and cal.get("source") == "step time":
+        return "calibrated on the measured step time only"
+    return "calibrated on the profile"
 
 
 def _residual_words(cal: dict[str, Any], answer: dict[str, Any]) -> str:
