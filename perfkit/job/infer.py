@@ -18,13 +18,14 @@ from ..errors import InvalidArgumentError
 from .activations import ACTIVATIONS, ATTENTION_KERNEL, read_activations
 from .core import WIDTH_FIELDS, Job, assemble
 from .device import read_framework, read_hardware, read_static_scheme
-from .fields import JOB_FIELDS, FieldValue, Readings
+from .fields import CORE_MODEL, JOB_FIELDS, FieldValue, Readings
 from .global_batch import read_global_batch
 from .gradients import read_reduced_gradient
 from .inference import read_fused_moe_fields, read_step_tokens
 from .layout import PIPELINE_STAGES, read_layout, read_sharding, read_vpp
 from .measured import TRAINING_STEP, read_memory, read_step_time, read_training_step
 from .micro_batches import read_micro_batches
+from .network import read_network
 from .tp_reductions import read_sequence_parallel, read_tp_from_reductions
 from .tp_widths import read_tp_from_widths
 
@@ -173,6 +174,8 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
     if TRAINING_STEP in out and out[TRAINING_STEP].value is False:
         read_step_tokens(profile, out, tp)  # an inference step's FLOPs count its tokens
     read_framework(profile, out)
+    if all(out[n].value is None for n in CORE_MODEL):  # nothing of a transformer's shape
+        read_network(profile, out)
     read_static_scheme(profile, out)
     read_reduced_gradient(profile, out)
     return dict(out)

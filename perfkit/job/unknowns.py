@@ -14,6 +14,7 @@ from typing import Any
 
 from ..format import listed, plural
 from .fields import CORE_MODEL, field_label
+from .network import NETWORK
 
 __all__ = ["Unknown", "unknowns", "how_to_set", "PLACES", "PANEL_TITLE", "unknown_labels",
            "unknown_line", "UNKNOWNS_WHERE"]
@@ -96,6 +97,12 @@ def unknowns(job: Any) -> list[Unknown]:
         whole = all(n in missing for n in (*CORE_MODEL, "seq_length"))
         shown = ["its whole shape"] if whole else [field_label(n) for n in missing]
         why = job.detail("name")
+        network, seen = job.observed.get(NETWORK, (None, ""))
+        if whole and network == "convolutional":  # no transformer's fields to read or give
+            why = (f"this is not a transformer ({seen}): perfkit's model is a "
+                   "transformer's, so the figures below that need it do not apply to this "
+                   "network; its measured figures (step, operators, timeline, advice) stand "
+                   "without it")
         mfu = not inference or any(job.value(n) is None for n in CORE_MODEL)
         out.append(Unknown(
             "model", "the model" + (f" ({', '.join(shown)})" if shown else ""), why,
@@ -161,7 +168,9 @@ def _batch_why(job: Any) -> str:
     sequence length's reason (no attention kernel with shapes) said once, above it."""
     why, seq_why = job.detail("global_batch_size"), job.detail("seq_length")
     if job.seq_length is None and seq_why and job.detail("micro_batch_size").startswith(seq_why):
-        return why.replace(f"({seq_why})", "(as the sequence length, above)")
+        above = "not a transformer" if job.observed.get(NETWORK, (None,))[0] == \
+            "convolutional" and job.model is None else "as the sequence length"
+        return why.replace(f"({seq_why})", f"({above}, above)")
     return why
 
 
