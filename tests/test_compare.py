@@ -280,6 +280,19 @@ def test_compare_text_warns_of_two_models(capsys) -> None:
     assert out[verdict + 1].startswith("  ⚠ not one job: the model differs (num_layers 2 → 4,")
 
 
+def test_two_models_step_times_are_not_scaled_by_their_tokens() -> None:
+    """The bundled tiny Llama (2 layers, 256 tokens per device: its README) against the
+    simulated 4-layer run (8,192): a token of one is not a token of the other, so the
+    verdict compares the step times as they are (before, B's step was scaled by
+    256 / 8,192 to A's work, so that a step 15 times as long read as faster; two wild
+    traces read "18,862 % slower")."""
+    c = pk.compare("sample:kineto-tiny-llama", "sample:slow-rank")
+    assert (c.a.tokens_per_device, c.b.tokens_per_device) == (256, 8192)
+    assert c.verdict.work_scale == 1.0
+    assert c.verdict.change_pct == pytest.approx(100 * (c.b.step_ms / c.a.step_ms - 1))
+    assert any("compared as they are, not scaled" in n for n in c.notes)
+
+
 def test_a_gate_on_two_models_is_refused_not_passed(capsys) -> None:
     """Two models (2 and 4 layers: the bundled samples' configs) cannot gate a change: the
     answer is still printed, and the status is 2 whichever side is slower, never 0 or 1."""

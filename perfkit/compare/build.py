@@ -218,9 +218,16 @@ def compare(a: Any, b: Any, *, journal: Any = None, gate_pct: float | None = Non
     side_a, bd_a, job_a, notes_a = side_summary(pa, path_a, label_a)
     side_b, bd_b, job_b, notes_b = side_summary(pb, path_b, label_b)
     notes = [*notes_a, *notes_b]
+    changes = job_changes(job_a, job_b, pa, pb)
+    unrelated = not_one_job(changes, job_a, job_b)
     scale = 1.0
     wa, wb = side_a.tokens_per_device, side_b.tokens_per_device
-    if wa and wb and not math.isclose(wa, wb, rel_tol=1e-9):
+    if unrelated and wa and wb and not math.isclose(wa, wb, rel_tol=1e-9):
+        # a token of one model is not a token of the other: no work to scale to
+        notes.append(f"the runs do different work per step ({wa:,.0f} and {wb:,.0f} tokens "
+                     "per device) of two jobs, whose tokens are not the same work: the step "
+                     "times are compared as they are, not scaled")
+    elif wa and wb and not math.isclose(wa, wb, rel_tol=1e-9):
         scale = wa / wb
         notes.append(f"the runs do different work per step ({wa:,.0f} and {wb:,.0f} tokens "
                      f"per device): B's times in every table are scaled by {scale:.4g} to "
@@ -241,8 +248,6 @@ def compare(a: Any, b: Any, *, journal: Any = None, gate_pct: float | None = Non
                       "kernel kinds")
     if side_a.steps < 2 or side_b.steps < 2:
         notes.append("a run has a single step: its step-to-step noise cannot be measured")
-    changes = job_changes(job_a, job_b, pa, pb)
-    unrelated = not_one_job(changes, job_a, job_b)
     if unrelated:
         notes.insert(0, unrelated)
     return Comparison(a=side_a, b=side_b, verdict=verdict, parts=parts, kinds=kinds,
