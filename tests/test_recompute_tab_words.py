@@ -29,7 +29,7 @@ def test_the_ir_check_says_whom_it_is_for() -> None:
     pytorch = tab_panel("Recompute", str(DATA / "kineto-tiny-llama"))
     said = _words(pytorch.ir_note.value)  # above the IR boxes, below the tab's body
     assert said.startswith("This check is for MindSpore (MindFormers' select_recompute)")
-    assert "which a pytorch run does not write" in said
+    assert "which a PyTorch run does not write" in said
     mindspore = tab_panel("Recompute", str(DATA / "mindspore-cpu-tiny-llama"))
     assert mindspore.ir_note.value == ""
 

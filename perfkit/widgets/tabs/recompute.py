@@ -85,8 +85,9 @@ def _ir_note(profile: Any) -> str:
     framework = str(getattr(getattr(profile, "meta", None), "framework", "") or "")
     if not framework or "mindspore" in framework.lower():
         return ""
+    named = {"pytorch": "PyTorch"}.get(framework.lower(), framework)
     return note(f"This check is for MindSpore (MindFormers' select_recompute): it reads a "
-                f"MindSpore IR dump, which a {framework} run does not write. The boxes hold "
+                f"MindSpore IR dump, which a {named} run does not write. The boxes hold "
                 "the bundled example dump and its patterns, not the open job's; PyTorch "
                 "chooses what to recompute in code (torch.utils.checkpoint, selective "
                 "activation checkpointing), which the table above counts from the profile.")
