@@ -97,8 +97,8 @@ def unknowns(job: Any) -> list[Unknown]:
         whole = all(n in missing for n in (*CORE_MODEL, "seq_length"))
         shown = ["its whole shape"] if whole else [field_label(n) for n in missing]
         why = job.detail("name")
-        network, seen = job.observed.get(NETWORK, (None, ""))
-        if whole and network == "convolutional":  # no transformer's fields to read or give
+        if _said_no_transformer(job):  # no transformer's fields to read or to give
+            seen = job.observed[NETWORK][1]
             why = (f"this is not a transformer ({seen}): perfkit's model is a "
                    "transformer's, so the figures below that need it do not apply to this "
                    "network; its measured figures (step, operators, timeline, advice) stand "
@@ -163,13 +163,22 @@ def unknowns(job: Any) -> list[Unknown]:
     return out
 
 
+def _said_no_transformer(job: Any) -> bool:
+    """Whether the model's line says the profile is no transformer: nothing of a
+    transformer's shape known, and convolutions and no attention seen
+    (:func:`perfkit.job.network.read_network`)."""
+    missing = job.missing_model_fields() if job.model is None else []
+    return (all(n in missing for n in (*CORE_MODEL, "seq_length"))
+            and job.observed.get(NETWORK, (None, ""))[0] == "convolutional")
+
+
 def _batch_why(job: Any) -> str:
     """Why the global batch is not known, where the micro-batch size is missing for the
     sequence length's reason (no attention kernel with shapes) said once, above it."""
     why, seq_why = job.detail("global_batch_size"), job.detail("seq_length")
     if job.seq_length is None and seq_why and job.detail("micro_batch_size").startswith(seq_why):
-        above = "not a transformer" if job.observed.get(NETWORK, (None,))[0] == \
-            "convolutional" and job.model is None else "as the sequence length"
+        above = "not a transformer" if _said_no_transformer(job) else \
+            "as the sequence length"
         return why.replace(f"({seq_why})", f"({above}, above)")
     return why
 
