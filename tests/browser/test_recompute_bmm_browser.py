@@ -57,8 +57,8 @@ def test_the_recompute_tab_counts_the_bmm_attention_passes(
                      .locator("td").all()]
             row = dict(zip(heads[-len(cells):], cells, strict=True))
             assert row["recompute"] == "none"
-            assert float(row["forward ops, median"]) == forward
-            assert float(row["backward ops, median"]) == backward
+            assert float(row["attention passes forward, median"]) == forward
+            assert float(row["attention passes backward, median"]) == backward
             assert "no device tasks" not in tab.inner_text()
             table.scroll_into_view_if_needed()
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
