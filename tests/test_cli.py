@@ -418,7 +418,7 @@ def test_serve_smoke(tmp_path: Path) -> None:
         assert "\\u003csvg" in page
         assert not CDN.findall(page), CDN.findall(page)
         # sources are stripped: the notebook's code is not in the page
-        assert "dashboard(PROFILE)" not in page
+        assert "dashboard(PROFILE, run=RUN)" not in page
         # the live panel in the page's kernel: numbers, an inline SVG chart, and an error
         # message (not a crash) when the browser sets a bad tp in the job panel (the job
         # read from slow-link: Llama2-7B-like, 32 heads)
@@ -571,7 +571,7 @@ def test_report_writes_a_self_contained_page(tmp_path: Path,
     assert f"perfkit {pk.__version__}" in page
     # no code: neither the sources of the code cells nor prompts
     nb = nbformat.read(ROOT / "notebooks" / "00_start_here.ipynb", as_version=4)
-    assert "pk.load(PROFILE)" in "".join(c.source for c in nb.cells)
+    assert "pk.load(PROFILE, run=RUN)" in "".join(c.source for c in nb.cells)
     for cell in nb.cells:
         if cell.cell_type == "code":
             for line in cell.source.splitlines():

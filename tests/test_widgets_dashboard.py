@@ -561,7 +561,9 @@ def test_a_view_without_a_model_says_so() -> None:
     # the tab says what is missing in one line; the Overview's panel says why
     assert "No memory theory: the model is not known" in html
     assert "no attention kernel" not in html
-    assert "no attention kernel" in _html_of(board.select("Overview"))
+    # a CNN (Conv2D, no attention): said once, on the Overview, to be no transformer
+    assert "this is not a transformer" not in html
+    assert "this is not a transformer (" in _html_of(board.select("Overview"))
     assert "No recompute trade-off" in _html_of(board.select("Recompute"))
     board.select("Planner").search()
     assert "No strategy search" in board.panels["Planner"].result.children[0].value
