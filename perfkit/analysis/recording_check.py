@@ -195,10 +195,13 @@ def _torch_rows(profile: Any) -> list[dict[str, Any]]:
 
 def _communication_kernels(kernels: pd.DataFrame) -> int:
     """Device tasks of the ``communication`` category (the loaders' canonical category:
-    HCCL, NCCL and the other libraries' kernels)."""
+    HCCL, NCCL and the other libraries' kernels), as the communication analyses pick
+    them."""
+    from .communication import _is_comm_task
+
     if kernels.empty or "category" not in kernels.columns:
         return 0
-    return int((kernels["category"].astype("string") == "communication").fillna(False).sum())
+    return int(_is_comm_task(kernels).sum())
 
 
 def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
