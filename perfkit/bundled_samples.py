@@ -30,7 +30,8 @@ from .errors import InvalidArgumentError
 from .resources import ResourceError, data_dir
 
 __all__ = ["SAMPLE_PREFIX", "NOT_PROFILES", "Sample", "UnknownSampleError", "samples",
-           "sample_list", "sample_names", "sample_path", "is_sample_spec", "resolve_sample",
+           "sample_list", "sample_names", "sample_path", "sample_named", "is_sample_spec",
+           "resolve_sample",
            "path_not_found", "sample_hint"]
 
 #: How a sample is named where a path is expected: ``"sample:slow-rank"``.
@@ -141,6 +142,30 @@ def sample_names() -> list[str]:
         return []
 
 
+def _key(name: object) -> str:
+    """A sample's name as given, without ``"sample:"``, spaces or slashes at its ends."""
+    text = str(name).strip()
+    key = text[len(SAMPLE_PREFIX):].strip() if text.startswith(SAMPLE_PREFIX) else text
+    return key.strip("/")
+
+
+def _matches(key: str, found: list[Sample]) -> list[Sample]:
+    """The sample whose full name is ``key``, else those whose short name is."""
+    exact = [s for s in found if key == s.name]
+    return exact or [s for s in found if key == s.short_name]
+
+
+def sample_named(name: object) -> str | None:
+    """The full name (``"simulated/slow-rank"``) of the one bundled sample ``name`` names
+    (full or short, with ``"sample:"`` or without), as :func:`sample_path` finds it; None
+    where none does, several share a short name, or the data is missing."""
+    try:
+        matches = _matches(_key(name), sample_list())
+    except ResourceError:
+        return None
+    return matches[0].name if len(matches) == 1 else None
+
+
 def is_sample_spec(value: object) -> bool:
     """Whether ``value`` is a string of the form ``"sample:NAME"``."""
     return isinstance(value, str) and value.strip().startswith(SAMPLE_PREFIX)
@@ -167,14 +192,9 @@ def sample_path(name: str) -> Path:
     perfkit.resources.ResourceError
         This installation lacks the bundled data.
     """
-    text = str(name).strip()
-    key = text[len(SAMPLE_PREFIX):].strip() if text.startswith(SAMPLE_PREFIX) else text
-    key = key.strip("/")
+    key = _key(name)
     found = sample_list()
-    for s in found:
-        if key == s.name:
-            return s.path
-    matches = [s for s in found if key == s.short_name]
+    matches = _matches(key, found)
     if len(matches) == 1:
         return matches[0].path
     if matches:

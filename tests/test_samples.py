@@ -183,3 +183,15 @@ def test_cli_takes_sample_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert seen["profile"] == "sample:slow-rank"
     assert seen["argv"][0] == str(resources.dashboard_notebook())
     assert cli.PROFILE_ENV not in os.environ  # restored after serving
+
+
+def test_a_sample_is_named_as_sample_path_finds_it() -> None:
+    """Full or short, with ``sample:`` or without: the one full name (the bundled data's
+    folder ``data/simulated/slow-rank``); a path or an unknown name: None."""
+    from perfkit.bundled_samples import sample_named
+
+    assert (DATA / "simulated" / "slow-rank").is_dir()
+    for given in ("sample:slow-rank", "slow-rank", "simulated/slow-rank", " sample:slow-rank/"):
+        assert sample_named(given) == "simulated/slow-rank", given
+    assert sample_named(str(DATA / "simulated" / "slow-rank")) is None
+    assert sample_named("no-such-sample") is None

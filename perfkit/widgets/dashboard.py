@@ -50,6 +50,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..bundled_samples import sample_named
 from ..errors import InvalidArgumentError, ProfileError, RunsFound
 from ..format import counted
 from ..io._common.archive import DEFAULT_MAX_UPLOAD_BYTES, extract_profile_archive
@@ -197,7 +198,7 @@ class Dashboard(BackgroundOpening, W.VBox):
         self._quiet = True
         try:
             source = self.source
-            name = _bundled_name(source)
+            name = sample_named(source) if source else None
             if name is not None:
                 self.samples.options = self._sample_options(None)
                 self.samples.value = name
@@ -237,7 +238,7 @@ class Dashboard(BackgroundOpening, W.VBox):
             return False
         if self._opening_already(source, run):
             return True  # the same profile, still being read: one opening, not two
-        shown = label or _bundled_name(str(source)) or str(source)
+        shown = label or sample_named(source) or str(source)
         self.status.value = STYLE + note(f"Opening {shown} …")
         with self._lock:
             self._drop_opening()
@@ -400,19 +401,6 @@ class Dashboard(BackgroundOpening, W.VBox):
 def _remove_folder(folder: Path | None) -> None:
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _bundled_name(source: str | None) -> str | None:
-    """The bundled sample's full name (``simulated/slow-rank``) that ``source`` names, as
-    the picker lists it (``sample:slow-rank``, ``slow-rank`` or the full name); None for a
-    path."""
-    if not source:
-        return None
-    name = source.strip().removeprefix("sample:")
-    names = bundled_profiles()
-    if name in names:
-        return name
-    return next((n for n in names if n.rsplit("/", 1)[-1] == name), None)
 
 
 def dashboard(profile: str | os.PathLike[str] | None = None, *, run: int | str | None = None,
