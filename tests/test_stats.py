@@ -1,9 +1,10 @@
 """The median of a column where every value may be missing (perfkit._stats.median).
 
-With pandas 2.2 (perfkit's lowest supported version), ``Series.median`` of a column with
-no value made numpy warn "Mean of empty slice". The journal and the step comparison
-showed that warning for any profile that lacks a step part. The oldest CI job runs
-these checks on pandas 2.2, where they failed before the helper.
+With pandas 2.x (2.3.3, perfkit's lowest supported version, as 2.2 before it),
+``Series.median`` of a column with no value makes numpy warn "Mean of empty slice". The
+journal and the step comparison showed that warning for any profile that lacks a step
+part. The oldest CI job runs these checks on pandas 2.3.3, where they fail without the
+helper.
 """
 
 from __future__ import annotations
