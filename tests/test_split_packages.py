@@ -110,9 +110,12 @@ ALLOWED = {
     # specs feed every calculator: they know nothing of profiles, analyses or views
     "perfkit.specs": ("perfkit.specs", "perfkit.errors", "perfkit._values"),
     # charts draw DataFrames: no analysis, no loader, no job
-    "perfkit.charts": ("perfkit.charts", "perfkit.errors", "perfkit.format", "perfkit.tables"),
+    # (and perfkit._text_dtype, the dtype of every text column, which imports only pandas)
+    "perfkit.charts": ("perfkit.charts", "perfkit.errors", "perfkit.format", "perfkit.tables",
+                       "perfkit._text_dtype"),
     # the loaders' shared reading helpers: below every loader, they know no file format
-    "perfkit.io._common": ("perfkit.io._common", "perfkit.errors", "perfkit.format"),
+    "perfkit.io._common": ("perfkit.io._common", "perfkit.errors", "perfkit.format",
+                           "perfkit._text_dtype"),
 }
 FORBIDDEN = {
     "perfkit.job": ("perfkit.charts", "perfkit.widgets", "perfkit.advisor", "perfkit.plan",

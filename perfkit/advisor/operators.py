@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._text_dtype import TEXT
 from ..analysis import efficiency as _eff
 from ..analysis import operators as _ops
 from ..analysis._frames import collect
@@ -291,7 +292,7 @@ def _without_attention(ctx: Context, g: Any) -> tuple[Any, str]:
         return g, ""
     keys = ["key", "input_shapes", "input_dtypes"]
     att = att.groupby(keys, sort=False).agg(_n=("count", "sum"), _t=("total_us", "sum"))
-    g = g.astype({k: "string" for k in keys}).fillna({k: "" for k in keys}) \
+    g = g.astype({k: TEXT for k in keys}).fillna({k: "" for k in keys}) \
         .join(att, on=keys)
     n, t = g["_n"].fillna(0), g["_t"].fillna(0.0)
     g = g.assign(count=g["count"] - n, total_us=g["total_us"] - t)

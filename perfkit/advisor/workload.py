@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..analysis._frames import is_lazy_frame
 from ..analysis._util import table, text_matches
 from ..analysis.efficiency import peak_key
@@ -101,10 +102,10 @@ def matrix_rows(eff: pd.DataFrame) -> pd.DataFrame:
     (:func:`row_dtype`)."""
     if eff.empty:
         return eff.assign(_dtype=pd.Series(dtype="object"))
-    kind = eff["kind"].astype("string")
+    kind = eff["kind"].astype(TEXT)
     by_kind = kind.isin(["gemm", "conv", "attention"]).fillna(False).to_numpy(bool)
-    names = eff["key"].astype("string").fillna("") + " " + eff["name"].astype(
-        "string").fillna("")
+    names = eff["key"].astype(TEXT).fillna("") + " " + eff["name"].astype(
+        TEXT).fillna("")
     by_name = kind.isna().to_numpy(bool) & names.str.contains(MATRIX_KEY).fillna(
         False).to_numpy(bool)
     rows = eff[by_kind | by_name]

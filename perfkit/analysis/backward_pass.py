@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ._frames import is_lazy
 from ._util import table
 from .recorded import recorded_tasks
@@ -52,14 +53,14 @@ def forward_only_operators(profile: Any) -> int:
     ops = table(profile, "ops")
     if ops.empty or "name" not in ops.columns:
         return 0
-    counts = ops["name"].astype("string").value_counts()  # each distinct name once
-    names = pd.Series(counts.index, dtype="string")
+    counts = ops["name"].astype(TEXT).value_counts()  # each distinct name once
+    names = pd.Series(counts.index, dtype=TEXT)
     if names.str.contains(BACKWARD_PATTERN, regex=True).fillna(False).to_numpy(bool).any():
         return 0
     # the operators of the steps recorded in full: a fragment of a training step may stop
     # before its backward pass (none left: too few to tell)
     ops = recorded_tasks(ops, table(profile, "steps"))[0]
-    counts = ops["name"].astype("string").value_counts()
-    names = pd.Series(counts.index, dtype="string")
+    counts = ops["name"].astype(TEXT).value_counts()
+    names = pd.Series(counts.index, dtype=TEXT)
     n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
     return n_aten if n_aten >= MIN_OPERATORS else 0

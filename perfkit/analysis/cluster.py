@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..calc.pipeline import bubble_fraction
 from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
 from ._intervals import union_parts
@@ -62,8 +63,8 @@ _METRIC_ALIASES = {"comm_not_overlapped_us": "comm_exposed_us"}
 DATALOADER_PATTERN = (r"(?i)dataloader|enumerate\(|__next__|next_data|getnext|"
                       r"dataset_iterator|minddata|data_sink")
 
-SLOW_COLUMNS: dict[str, str] = {
-    "rank": "Int64", "metric": "string", "check_order": "int64", "phase": "string",
+SLOW_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "metric": TEXT, "check_order": "int64", "phase": TEXT,
     "value_us": "float64", "median_us": "float64", "mad_us": "float64", "z": "float64",
     "excess_us": "float64", "excess_pct": "float64", "noise_us": "float64",
     "step_share": "float64", "slow": "boolean",
@@ -145,7 +146,7 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = MIN_EXC
     peers = long["metric"].astype(str)
     if not stage.empty:
         st = long["rank"].astype("float64").map(stage.astype("float64"))
-        peers = peers + "/" + st.astype("string").fillna("?")
+        peers = peers + "/" + st.astype(TEXT).fillna("?")
     rz = robust_z(long["value_us"], peers)
     long["median_us"] = rz["median"]
     long["mad_us"] = rz["mad"]
@@ -254,7 +255,7 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
         note when the stages are unknown, or when ``parallel`` has one stage (``pp`` 1)
         and ``stages`` is not given.
     """
-    cols = {"stage": "int64", "ranks": "string", "step_us": "float64", "stage_us": "float64",
+    cols = {"stage": "int64", "ranks": TEXT, "step_us": "float64", "stage_us": "float64",
             "computing_us": "float64", "bubble_us": "float64", "imbalance": "float64",
             "bubble_ratio": "float64", "theoretical_bubble": "float64",
             "schedule_bubble_us": "float64", "excess_wait_us": "float64"}
@@ -467,5 +468,5 @@ def _recorded_only(frame: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 def _pair_keys(frame: pd.DataFrame) -> pd.Series:
     """``"rank/step"`` of each row, as text (a missing rank or step as ``""``)."""
-    return frame["rank"].astype("Int64").astype("string").fillna("") + "/" + \
-        frame["step"].astype("Int64").astype("string").fillna("")
+    return frame["rank"].astype("Int64").astype(TEXT).fillna("") + "/" + \
+        frame["step"].astype("Int64").astype(TEXT).fillna("")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ._frames import collect, is_lazy_frame
 from ._util import empty_frame, table, typed
 from .collectives import comm_op_type
@@ -31,13 +32,13 @@ from .collectives import comm_op_type
 __all__ = ["bus_factor", "collective_bandwidth", "collective_bandwidth_summary",
            "COLLECTIVE_BW_COLUMNS", "COLLECTIVE_BW_SUMMARY_COLUMNS"]
 
-COLLECTIVE_BW_COLUMNS: dict[str, str] = {
-    "rank": "Int64", "step": "Int64", "name": "string", "op_type": "string",
-    "group": "string", "group_size": "Int64", "size_bytes": "float64",
+COLLECTIVE_BW_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "step": "Int64", "name": TEXT, "op_type": TEXT,
+    "group": TEXT, "group_size": "Int64", "size_bytes": "float64",
     "elapse_us": "float64", "algbw_gbps": "float64", "busbw_gbps": "float64"}
 
-COLLECTIVE_BW_SUMMARY_COLUMNS: dict[str, str] = {
-    "op_type": "string", "group": "string", "rank": "Int64", "group_size": "Int64",
+COLLECTIVE_BW_SUMMARY_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "op_type": TEXT, "group": TEXT, "rank": "Int64", "group_size": "Int64",
     "count": "int64", "size_bytes": "float64", "time_us": "float64",
     "algbw_gbps": "float64", "busbw_gbps": "float64"}
 
@@ -83,7 +84,7 @@ def collective_bandwidth(profile: Any) -> pd.DataFrame:
     out = pd.DataFrame({
         "rank": c["rank"] if "rank" in c.columns else pd.NA,
         "step": c["step"] if "step" in c.columns else pd.NA,
-        "name": c["name"].astype("string"), "op_type": comm_op_type(c["name"]),
+        "name": c["name"].astype(TEXT), "op_type": comm_op_type(c["name"]),
         "group": c["group"] if "group" in c.columns else pd.NA,
         "group_size": c["group_size"] if "group_size" in c.columns else pd.NA,
         "size_bytes": c["size_bytes"].astype("float64"),
@@ -111,7 +112,7 @@ def collective_bandwidth_summary(profile: Any) -> pd.DataFrame:
     per = collective_bandwidth(profile)
     if per.empty:
         return empty_frame(COLLECTIVE_BW_SUMMARY_COLUMNS, _NO_SIZE)
-    keys = per.assign(_g=per["group"].astype("string").fillna(""),
+    keys = per.assign(_g=per["group"].astype(TEXT).fillna(""),
                       _n=per["group_size"].astype("Float64").fillna(-1.0),
                       _r=per["rank"].astype("Float64").fillna(-1.0))
     g = keys.groupby(["op_type", "_g", "_r", "_n"], sort=False)

@@ -12,6 +12,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
+
 __all__ = ["comm_op_type", "OP_TYPES"]
 
 #: ``(kind, regular expression)`` pairs, tried in order on the lower-cased name.
@@ -42,7 +44,7 @@ def comm_op_type(names: pd.Series) -> pd.Series:
     """
     # each distinct name (missing as "") matched once, the kinds spread back by code: a
     # profile has a few dozen distinct collective names
-    codes, uniq = pd.factorize(names.astype("string").fillna(""), use_na_sentinel=False)
+    codes, uniq = pd.factorize(names.astype(TEXT).fillna(""), use_na_sentinel=False)
     kinds = np.array([next((kind for kind, rx in _OP_TYPE_RE if rx.search(str(u).lower())),
                            "other") for u in uniq], dtype=object)
     return pd.Series(kinds[codes], index=names.index).astype(str)

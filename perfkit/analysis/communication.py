@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
 from ._util import add_note, empty_frame, has_values, robust_z, table, typed
 from .collectives import comm_op_type
@@ -34,19 +35,19 @@ NOMINAL_TRANSPORT = {"HCCS": "intra_node_bandwidth", "SIO": "intra_node_bandwidt
                      "RDMA": "inter_node_bandwidth", "ROCE": "inter_node_bandwidth",
                      "IB": "inter_node_bandwidth"}
 
-COMM_SUMMARY_COLUMNS: dict[str, str] = {
-    "op_type": "string", "group": "string", "count": "int64", "total_us": "float64",
+COMM_SUMMARY_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "op_type": TEXT, "group": TEXT, "count": "int64", "total_us": "float64",
     "mean_us": "float64", "max_us": "float64", "transit_us": "float64", "wait_us": "float64",
     "sync_us": "float64", "idle_us": "float64", "transit_share": "float64",
     "wait_share": "float64", "sync_share": "float64", "idle_share": "float64",
     "ranks": "int64",
 }
 
-SLOW_LINK_COLUMNS: dict[str, str] = {
-    "transport": "string", "group": "string", "src_rank": "Int64", "dst_rank": "Int64",
+SLOW_LINK_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "transport": TEXT, "group": TEXT, "src_rank": "Int64", "dst_rank": "Int64",
     "size_bytes": "float64", "time_us": "float64", "bandwidth_gbps": "float64",
     "median_gbps": "float64", "ratio_to_median": "float64", "z": "float64", "slow": "boolean",
-    "rank_space": "string", "recorded_by": "Int64",
+    "rank_space": TEXT, "recorded_by": "Int64",
 }
 
 
@@ -55,9 +56,9 @@ _PARTS = ("transit_us", "wait_us", "sync_us", "idle_us")
 
 def _comm_keys(frame: pd.DataFrame, by_group: bool) -> pd.DataFrame:
     """``_op`` and ``_grp``: the text keys :func:`comm_summary` groups by ("" for NA)."""
-    grp = frame["group"].astype("string").fillna("") if by_group and "group" in frame.columns \
-        else pd.Series("", index=frame.index, dtype="string")
-    return frame.assign(_op=comm_op_type(frame["name"]).astype("string").fillna(""), _grp=grp)
+    grp = frame["group"].astype(TEXT).fillna("") if by_group and "group" in frame.columns \
+        else pd.Series("", index=frame.index, dtype=TEXT)
+    return frame.assign(_op=comm_op_type(frame["name"]).astype(TEXT).fillna(""), _grp=grp)
 
 
 def _lazy_comm_summary(c: Any, by_group: bool) -> pd.DataFrame:
@@ -97,8 +98,8 @@ _NO_COMM = ("no communication operators (comm_ops) and no communication task amo
 
 
 #: Columns of :func:`comm_tasks` (those of ``comm_ops`` that device tasks record).
-_TASK_COLUMNS: dict[str, str] = {"rank": "Int64", "step": "Int64", "group": "string",
-                                 "name": "string", "start_us": "float64", "elapse_us": "float64"}
+_TASK_COLUMNS: dict[str, str | pd.StringDtype] = {"rank": "Int64", "step": "Int64", "group": TEXT,
+                                 "name": TEXT, "start_us": "float64", "elapse_us": "float64"}
 
 
 def _is_comm_task(k: Any) -> Any:
@@ -170,7 +171,7 @@ def _summary_of(c: pd.DataFrame, by_group: bool) -> pd.DataFrame:
     for p in parts:
         if p not in c.columns:
             c[p] = np.nan
-    g = c.groupby([c[k].astype("string").fillna("") for k in keys], sort=False)
+    g = c.groupby([c[k].astype(TEXT).fillna("") for k in keys], sort=False)
     # one reduction per column: a third of the time of the same named aggregation, on
     # tables of a few rows where pandas' overhead is all the cost
     e = g["elapse_us"]
@@ -190,7 +191,7 @@ def _summary_of(c: pd.DataFrame, by_group: bool) -> pd.DataFrame:
 def _moved(b: Any) -> Any:
     """Rows of ``comm_bandwidth`` that moved data over a link (not a LOCAL copy)."""
     return ((b["size_bytes"] > 0) & (b["transit_us"] > 0)
-            & ~b["transport"].astype("string").str.upper().eq("LOCAL").fillna(False))
+            & ~b["transport"].astype(TEXT).str.upper().eq("LOCAL").fillna(False))
 
 
 def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
@@ -213,7 +214,7 @@ def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
         nominal; NA without ``hardware``). Transports with no bytes and LOCAL copies are
         left out.
     """
-    cols = {"transport": "string", "ops": "int64", "size_bytes": "float64",
+    cols = {"transport": TEXT, "ops": "int64", "size_bytes": "float64",
             "transit_us": "float64", "bandwidth_gbps": "float64", "median_op_gbps": "float64",
             "min_op_gbps": "float64", "nominal_gbps": "float64", "efficiency": "float64"}
     b = table(profile, "comm_bandwidth")
@@ -226,7 +227,7 @@ def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
     if b.empty:
         return empty_frame(cols, "no transport moved data")
     b = b.assign(_op_gbps=b["size_bytes"] / b["transit_us"] / 1e3,
-                 transport=b["transport"].astype("string").str.upper())
+                 transport=b["transport"].astype(TEXT).str.upper())
     g = b.groupby("transport")
     out = pd.DataFrame({"ops": g["size_bytes"].size(), "size_bytes": g["size_bytes"].sum(),
                         "transit_us": g["transit_us"].sum(),
@@ -281,7 +282,7 @@ def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
     if m.empty or not has_values(m, "size_bytes"):
         return empty_frame(SLOW_LINK_COLUMNS, "no link matrix (comm_matrix) in this profile")
     m = m[_link_rows(m)]
-    name = m["name"].astype("string").fillna("")
+    name = m["name"].astype(TEXT).fillna("")
     if name.str.endswith("-total").any():
         m = m[name.str.endswith("-total")]
     if m.empty:
@@ -310,17 +311,17 @@ def _link_keys(f: pd.DataFrame) -> pd.DataFrame:
         local = src.isna() | dst.isna()
         src = src.where(~local, pd.to_numeric(f["src_local"], errors="coerce"))
         dst = dst.where(~local, pd.to_numeric(f["dst_local"], errors="coerce"))
-    grp = f["group"].astype("string").fillna("") if "group" in f.columns else ""
+    grp = f["group"].astype(TEXT).fillna("") if "group" in f.columns else ""
     by = pd.to_numeric(f["rank"], errors="coerce").fillna(-1) if "rank" in f.columns else -1
-    return f.assign(transport=f["transport"].astype("string").str.upper(),
+    return f.assign(transport=f["transport"].astype(TEXT).str.upper(),
                     _local=local, _src=src, _dst=dst,
-                    _grp=pd.Series(grp, index=f.index, dtype="string").where(local, ""),
+                    _grp=pd.Series(grp, index=f.index, dtype=TEXT).where(local, ""),
                     _by=pd.Series(by, index=f.index, dtype="int64").where(local, -1))
 
 
 def _link_rows(m: Any) -> Any:
     """Matrix rows that moved data over a link (not LOCAL)."""
-    return (~m["transport"].astype("string").str.upper().isin(["LOCAL"]).fillna(False)
+    return (~m["transport"].astype(TEXT).str.upper().isin(["LOCAL"]).fillna(False)
             & (m["time_us"] > 0) & (m["size_bytes"] > 0))
 
 
@@ -331,10 +332,10 @@ def _lazy_links(m: Any) -> pd.DataFrame:
     groupby-aggregation sums the links.
     """
     m = m[_link_rows(m)]
-    total = m["name"].astype("string").fillna("").str.endswith("-total")
+    total = m["name"].astype(TEXT).fillna("").str.endswith("-total")
     (has_total,) = compute_all(total.any())
     if bool(has_total):
-        m = m[m["name"].astype("string").fillna("").str.endswith("-total")]
+        m = m[m["name"].astype(TEXT).fillna("").str.endswith("-total")]
     m = transform(m, _link_keys)
     g = aggregate(m, _LINK_KEYS, {"size_bytes": ["sum"], "time_us": ["sum"]}, dropna=False)
     return g.rename(columns={"size_bytes_sum": "size_bytes", "time_us_sum": "time_us"})
@@ -356,7 +357,7 @@ def _slow_links_of(g: pd.DataFrame, ratio: float, z_threshold: float,
     g["slow"] = (g["ratio_to_median"] < ratio) & (g["z"] < -z_threshold)
     local = g["_local"].astype(bool)
     g = g.rename(columns={"_src": "src_rank", "_dst": "dst_rank"})
-    g["group"] = g["_grp"].astype("string").where(local)
+    g["group"] = g["_grp"].astype(TEXT).where(local)
     g["recorded_by"] = pd.Series(g["_by"], dtype="Int64").where(local & (g["_by"] >= 0))
     g["rank_space"] = np.where(local, "local", "global")
     out = g.sort_values("ratio_to_median", kind="mergesort")[list(SLOW_LINK_COLUMNS)]
@@ -418,7 +419,7 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
         n = len(comm) if not is_lazy(comm) else 0
         if n:  # a zero would read as "fully hidden": the device never saw them
             host = ("family" in comm.columns
-                    and comm["family"].astype("string").eq("gloo").any())
+                    and comm["family"].astype(TEXT).eq("gloo").any())
             where = "on host threads (gloo)" if host else "outside the device's streams"
             return empty_frame(cols, f"the {n} collectives of the profile ran {where}, so "
                                      "the device's step split holds no communication time "

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .._stats import median
+from .._text_dtype import TEXT
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, any_values, is_lazy, transform
 from ._shared import shared_factorize
@@ -69,8 +70,8 @@ _SIGNATURE = r"^(?:void\s+)?([^<(]*(?:<cutlass[^>(]*)?).*$"
 _CUTLASS_LAUNCHER = r"^(?:void\s+)?cutlass::device_kernel<"
 _CLASS_RES = [(c, re.compile(p)) for c, p in KERNEL_CLASSES]
 
-COMPARE_COLUMNS: dict[str, str] = {
-    "key": "string", "base_count": "float64", "base_us": "float64", "new_count": "float64",
+COMPARE_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "key": TEXT, "base_count": "float64", "base_us": "float64", "new_count": "float64",
     "new_us": "float64", "delta_us": "float64", "delta_pct": "float64",
     "base_share": "float64", "new_share": "float64",
 }
@@ -142,7 +143,7 @@ def class_codes(names: pd.Series, types: pd.Series | None = None,
     """
     names = _text(names)
     types = _text(types) if types is not None else \
-        pd.Series("", index=names.index, dtype="string")
+        pd.Series("", index=names.index, dtype=TEXT)
     # distinct (name, type) pairs by code, in order of first appearance
     n_code, n_uniq = shared_factorize(names)
     t_code, t_uniq = shared_factorize(types)
@@ -157,8 +158,8 @@ def class_codes(names: pd.Series, types: pd.Series | None = None,
     else:
         codes, first = pd.factorize(pair)
         lookup = False
-    n_u = pd.Series(n_uniq, dtype="string").take(first // width)
-    t_u = pd.Series(t_uniq, dtype="string").take(first % width)
+    n_u = pd.Series(n_uniq, dtype=TEXT).take(first // width)
+    t_u = pd.Series(t_uniq, dtype=TEXT).take(first % width)
     cls = _class_of_pairs(n_u.reset_index(drop=True), t_u.reset_index(drop=True))
     # one label per class, spread by integer code (no Python object per task)
     labels, of_pair = np.unique(np.array([*cls.tolist(), "communication"], dtype=str),
@@ -183,7 +184,7 @@ def _text(values: pd.Series) -> pd.Series:
     """
     if isinstance(values.dtype, pd.CategoricalDtype) and not values.hasnans:
         return values
-    text = values.astype("string")
+    text = values.astype(TEXT)
     return text.fillna("") if text.hasnans else text
 
 
@@ -352,7 +353,7 @@ def compare_steps(base: Any, new: Any) -> pd.DataFrame:
         ``new_us``, ``delta_us`` and ``delta_pct`` (NA where either side lacks the part).
         The first place to look after a change: which part of the step moved.
     """
-    cols = {"part": "string", "base_us": "float64", "new_us": "float64",
+    cols = {"part": TEXT, "base_us": "float64", "new_us": "float64",
             "delta_us": "float64", "delta_pct": "float64"}
     b, w = step_breakdown(base), step_breakdown(new)
     if b.empty and w.empty:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ._frames import is_lazy, per_rank
 from ._util import empty_frame, has_values, table, typed
 
@@ -25,7 +26,7 @@ __all__ = ["HOST_RUN_FAMILIES", "host_collective_waits"]
 HOST_RUN_FAMILIES: tuple[str, ...] = ("gloo",)
 
 _COLUMNS = {"rank": "Int64", "step": "Int64", "long_gap_us": "float64",
-            "host_comm_us": "float64", "collectives": "string"}
+            "host_comm_us": "float64", "collectives": TEXT}
 
 
 def host_collective_waits(profile: Any, long_gap_us: float = 1000.0,
@@ -60,7 +61,7 @@ def host_collective_waits(profile: Any, long_gap_us: float = 1000.0,
     comm = table(profile, "comm_ops")
     if comm.empty or "family" not in comm.columns or not has_values(comm, "elapse_us"):
         return empty_frame(_COLUMNS, "the profile has no collective run on the host")
-    comm = comm[comm["family"].astype("string").isin(list(families)).fillna(False)
+    comm = comm[comm["family"].astype(TEXT).isin(list(families)).fillna(False)
                 .to_numpy(bool)]
     kernels = table(profile, "kernels")
     if comm.empty:

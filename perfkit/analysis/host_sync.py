@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ._frames import is_lazy, per_rank
 from ._order import _group_cummax
 from ._util import (
@@ -53,7 +54,7 @@ def sync_points(profile: Any) -> pd.DataFrame:
         ``per_step`` (count / number of steps), of the outermost synchronising calls. Empty
         with a note when the profile has no host operators.
     """
-    cols = {"rank": "Int64", "name": "string", "count": "int64", "host_us": "float64",
+    cols = {"rank": "Int64", "name": TEXT, "count": "int64", "host_us": "float64",
             "per_step": "float64"}
     if is_lazy(profile):  # per (rank, name) on each rank's worker, then one global order
         out = per_rank(profile, sync_points)

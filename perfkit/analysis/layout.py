@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..format import counted
 from ._frames import collect, table_columns
 from ._util import table
@@ -36,8 +37,8 @@ __all__ = ["GROUP_COLUMNS", "KINDS", "group_kind", "communication_groups", "grou
            "recorded_strategy", "recorded_stages"]
 
 #: Columns of :func:`communication_groups`.
-GROUP_COLUMNS = {"group": "string", "name": "string", "kind": "string", "size": "Int64",
-                 "ranks": "object", "source": "string"}
+GROUP_COLUMNS = {"group": TEXT, "name": TEXT, "kind": TEXT, "size": "Int64",
+                 "ranks": "object", "source": TEXT}
 
 #: Group kinds, in the order of the layout (``world`` is the default group of all ranks).
 KINDS = ("dp", "tp", "pp", "cp", "ep", "world")

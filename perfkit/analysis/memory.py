@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..calc.memory import activation_memory, static_memory, zero_stage_scheme
 from ..errors import InvalidArgumentError
 from ..format import bytes_text, ratio_text
@@ -29,7 +30,7 @@ __all__ = ["memory_peaks", "device_reserved_peak", "memory_timeline", "largest_a
 #: Components that stand for the framework's own allocator, most complete first.
 FRAMEWORK_COMPONENTS = ("PTA+GE", "MindSpore+GE", "PTA", "MindSpore", "allocator", "GE")
 
-_PEAK_COLS = {"rank": "Int64", "component": "string", "samples": "int64",
+_PEAK_COLS = {"rank": "Int64", "component": TEXT, "samples": "int64",
               "peak_allocated_bytes": "float64", "peak_reserved_bytes": "float64",
               "peak_active_bytes": "float64", "peak_ts_us": "float64",
               "final_allocated_bytes": "float64"}
@@ -109,7 +110,7 @@ def device_reserved_peak(profile: Any) -> float:
     else:
         component, reserved = m["component"], m["reserved_bytes"]
     values = pd.to_numeric(reserved, errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    text = component.astype("string")
+    text = component.astype(TEXT)
     device = text.ne("host").fillna(True).to_numpy(bool) & ~np.isnan(values)
     if not device.any():
         return float("nan")
@@ -130,7 +131,7 @@ def memory_timeline(profile: Any, max_points: int = 500,
         ``rank``, ``component``, ``ts_us`` (bin start), ``allocated_bytes``,
         ``reserved_bytes``, ``active_bytes`` (bin maxima; NA when the component lacks them).
     """
-    cols = {"rank": "Int64", "component": "string", "ts_us": "float64",
+    cols = {"rank": "Int64", "component": TEXT, "ts_us": "float64",
             "allocated_bytes": "float64", "reserved_bytes": "float64",
             "active_bytes": "float64"}
     if max_points < 1:
@@ -186,10 +187,10 @@ def largest_allocations(profile: Any, n: int = 20, by_name: bool = False) -> pd.
         return out.reset_index(drop=True)
     om = table(profile, "op_memory")
     if by_name:
-        cols = {"rank": "Int64", "name": "string", "count": "int64", "total_bytes": "float64",
+        cols = {"rank": "Int64", "name": TEXT, "count": "int64", "total_bytes": "float64",
                 "max_bytes": "float64"}
     else:
-        cols = {"rank": "Int64", "name": "string", "size_bytes": "float64",
+        cols = {"rank": "Int64", "name": TEXT, "size_bytes": "float64",
                 "alloc_us": "float64", "release_us": "float64", "duration_us": "float64"}
     if om.empty or not has_values(om, "size_bytes"):
         return empty_frame(cols, "no per-allocation records (op_memory)")
@@ -281,8 +282,8 @@ def memory_vs_theory(profile: Any, model: Any, parallel: Any, scheme: str = "meg
         ``attrs["warnings"]`` says so: the model or split given is not the job that ran
         (the same test as :func:`perfkit.guards.check_memory`, whose default it shares).
     """
-    cols = {"rank": "Int64", "item": "string", "bytes": "float64", "gib": "float64",
-            "share": "float64", "explanation": "string"}
+    cols = {"rank": "Int64", "item": TEXT, "bytes": "float64", "gib": "float64",
+            "share": "float64", "explanation": TEXT}
     peaks = memory_peaks(profile)
     comp = framework_component(profile)
     if peaks.empty or comp is None:

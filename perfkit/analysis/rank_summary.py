@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..errors import InvalidArgumentError
 from ._frames import aggregate, is_lazy_frame, table_columns
 from ._util import add_note, empty_frame, typed
@@ -40,8 +41,8 @@ RANK_STEP_COLUMNS: dict[str, str] = {
 _SPLIT = ("transit", "wait", "sync", "idle")
 
 #: Columns of :func:`rank_comm_summary` (``op_type`` only with ``by_op_type=True``).
-RANK_COMM_COLUMNS: dict[str, str] = {
-    "rank": "Int64", "op_type": "string", "ops": "int64", "total_us": "float64",
+RANK_COMM_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "op_type": TEXT, "ops": "int64", "total_us": "float64",
     "mean_us": "float64", "max_us": "float64",
     **{f"{p}_us": "float64" for p in _SPLIT},
     **{f"{p}_share": "float64" for p in _SPLIT},
@@ -108,7 +109,7 @@ def rank_step_summary(obj: Any, derive: str = "auto") -> pd.DataFrame:
 
 
 def _with_op_type(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(op_type=comm_op_type(frame["name"]).astype("string"))
+    return frame.assign(op_type=comm_op_type(frame["name"]).astype(TEXT))
 
 
 def rank_comm_summary(obj: Any, by_op_type: bool = False) -> pd.DataFrame:

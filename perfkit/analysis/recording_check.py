@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..errors import PerfkitError
 from ..format import plural
 
@@ -132,7 +133,7 @@ def _shapes_share(table: pd.DataFrame) -> float:
     if table.empty or "input_shapes" not in table.columns:
         return 0.0
     s = table["input_shapes"]
-    has = s.notna() & ~s.astype("string").isin(["", "[]", "N/A"])
+    has = s.notna() & ~s.astype(TEXT).isin(["", "[]", "N/A"])
     return float(has.mean())
 
 

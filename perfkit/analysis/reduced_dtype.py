@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..format import counted
 from ._frames import collect, is_lazy_frame
 from .backward_pass import forward_only_operators
@@ -152,7 +153,7 @@ def reductions_are_gradients(parallel: Any) -> bool:
 
 def _first(text: pd.Series) -> pd.Series:
     """The first input of ``;``-separated per-input text (``"888,2880;"`` -> ``"888,2880"``)."""
-    return text.astype("string").str.split(";").str[0].str.strip()
+    return text.astype(TEXT).str.split(";").str[0].str.strip()
 
 
 def _elements(shapes: pd.Series) -> np.ndarray:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .._stats import median
+from .._text_dtype import TEXT
 from ..errors import InvalidArgumentError
 from ..format import counted
 from ._frames import is_lazy, is_lazy_frame, per_rank, table_columns
@@ -51,14 +52,14 @@ __all__ = ["step_breakdown", "derive_steps", "measured_step_s", "step_basis", "s
 PART_COLUMNS = ("computing_us", "comm_not_overlapped_us", "free_us")
 
 #: Columns of :func:`step_breakdown`.
-STEP_COLUMNS: dict[str, str] = {
+STEP_COLUMNS: dict[str, str | pd.StringDtype] = {
     "rank": "Int64", "step": "Int64", "step_us": "float64",
     "computing_us": "float64", "comm_not_overlapped_us": "float64",
     "overlapped_us": "float64", "communication_us": "float64", "free_us": "float64",
     "bubble_us": "float64", "preparing_us": "float64", "stage_us": "float64",
     "computing_share": "float64", "comm_not_overlapped_share": "float64",
     "overlapped_share": "float64", "free_share": "float64", "bubble_share": "float64",
-    "preparing_share": "float64", "source": "string",
+    "preparing_share": "float64", "source": TEXT,
 }
 
 #: Optional ``steps`` column of steps a reader inferred: the annotation that ends each step
@@ -134,7 +135,7 @@ def derive_steps(kernels: pd.DataFrame, ops: pd.DataFrame | None = None) -> pd.D
     out["comm_not_overlapped_us"] = (out["busy_us"] - out["computing_us"]).clip(lower=0)
     out["overlapped_us"] = (out["communication_us"] - out["comm_not_overlapped_us"]).clip(lower=0)
     out["free_us"] = (out["step_us"] - out["busy_us"]).clip(lower=0)
-    recv = k["name"].astype("string").str.contains(RECEIVE_PATTERN, regex=True).fillna(False)
+    recv = k["name"].astype(TEXT).str.contains(RECEIVE_PATTERN, regex=True).fillna(False)
     recv = recv.to_numpy(bool) & comm
     if recv.any():
         bub = interval_union(k[recv], keys).groupby(keys, dropna=False)["length_us"].sum()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from .._text_dtype import TEXT
 from .base import nothing_to_draw, require, selection_param, unique_labels
 
 __all__ = ["top_operators_chart", "roofline_chart", "TFLOPS_LABELS", "INTENSITY_LABELS"]
@@ -152,7 +153,7 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
                         "total_us", "bound", "efficiency") if c in data.columns]
     data = data.loc[:, keep].reset_index(drop=True).assign(
         total_ms=lambda d: d["total_us"] / 1e3)
-    data["kind"] = data["kind"].astype("string").fillna("other")
+    data["kind"] = data["kind"].astype(TEXT).fillna("other")
     tips = [alt.Tooltip("key:N", title="operator"), alt.Tooltip("kind:N")]
     if "input_shapes" in data.columns:
         tips.append(alt.Tooltip("input_shapes:N", title="input shapes"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from .._text_dtype import TEXT
 from .base import MAX_MARKS, rank_axis, require, selection_param
 
 __all__ = ["STEP_PARTS", "TRACE_PHASES", "WHOLE_STEP", "WAIT_COLOR", "step_parts",
@@ -97,7 +98,7 @@ def step_breakdown_chart(frame: pd.DataFrame, title: str | None = None,
     require(frame, ("rank", "step", *parts), "step_breakdown_chart")
     base = frame.loc[:, ["rank", "step", *parts]].copy()
     base["rank"] = base["rank"].astype("Int64")
-    base["step"] = base["step"].astype("Int64").astype("string").fillna("NA")
+    base["step"] = base["step"].astype("Int64").astype(TEXT).fillna("NA")
     if len(base) > max_bars:
         steps = base.groupby("rank")["step"].size()
         base = base.groupby("rank", as_index=False)[list(parts)].mean()

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..analysis._util import in_steps, n_step_pairs, table
 from ..analysis.recorded import recorded_tasks
 
@@ -62,10 +63,10 @@ def call_table(profile: Any) -> pd.DataFrame:
         return pd.DataFrame(columns=["name", "shape", "call", "us"])
     k = in_steps(kernels).dropna(subset=["dur_us"])
     pairs = n_step_pairs(k)
-    names = k["name"].astype("string").fillna("")
+    names = k["name"].astype(TEXT).fillna("")
     norm = {u: normalise_name(u) for u in names.unique()}
-    shape = (k["input_shapes"].astype("string").fillna("") if "input_shapes" in k.columns
-             else pd.Series("", index=k.index, dtype="string"))
+    shape = (k["input_shapes"].astype(TEXT).fillna("") if "input_shapes" in k.columns
+             else pd.Series("", index=k.index, dtype=TEXT))
     frame = pd.DataFrame({
         "rank": k["rank"].to_numpy() if "rank" in k.columns else 0,
         "step": k["step"].to_numpy() if "step" in k.columns else 0,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._text_dtype import TEXT
 from ..analysis._frames import is_lazy
 from ..analysis._util import table, text_matches
 from ..analysis.operators.tokens import TOKENS
@@ -96,7 +97,7 @@ def read_operator_extras(profile: Any, reading: Any,
     if ops is None or ops.empty or "input_shapes" not in ops.columns \
             or "input_dtypes" not in ops.columns:
         return {}, ""
-    names = ops["name"].astype("string").fillna("")
+    names = ops["name"].astype(TEXT).fillna("")
     out: dict[str, Any] = {}
     words: list[str] = []
     fused_norm = text_matches(names, r"(?i)rms_?norm|layer_?norm").any()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..analysis.reduced_dtype import reductions_are_gradients
 from ..calc.activation import ActivationModel
 from ..calc.memory import framework_static_scheme
@@ -465,11 +466,11 @@ def assemble(values: dict[str, FieldValue], observed: Mapping[str, tuple[Any, st
                                       getattr(parallel, param, None), rules=rules)
     hardware = values["hardware"].value
     evidence = pd.DataFrame({
-        "field": pd.Series(JOB_FIELDS, dtype="string"),
+        "field": pd.Series(JOB_FIELDS, dtype=TEXT),
         "value": pd.Series([value_text(values[n].value) if values[n].value is not None else None
                             for n in JOB_FIELDS], dtype=object),
-        "source": pd.Series([values[n].source for n in JOB_FIELDS], dtype="string"),
-        "detail": pd.Series([values[n].detail for n in JOB_FIELDS], dtype="string")})
+        "source": pd.Series([values[n].source for n in JOB_FIELDS], dtype=TEXT),
+        "detail": pd.Series([values[n].detail for n in JOB_FIELDS], dtype=TEXT)})
     return Job(model=model, parallel=parallel, hardware=hardware,
                global_batch_size=values["global_batch_size"].value,
                seq_length=values["seq_length"].value, dtype=values["dtype"].value,

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._text_dtype import TEXT
 from ..analysis._frames import is_lazy
 from ..analysis._shared import shared_factorize
 from ..analysis._util import table
@@ -138,8 +139,8 @@ def _operator_counts(ops: pd.DataFrame) -> tuple[int, int]:
     """The ``aten::`` operators of ``ops`` and its backward operators
     (:data:`BACKWARD_PATTERN`)."""
     # each distinct name once (its codes shared with the other readings of one advise call)
-    codes, uniq = shared_factorize(ops["name"].astype("string"), use_na_sentinel=False)
-    names = pd.Series(uniq, dtype="string")
+    codes, uniq = shared_factorize(ops["name"].astype(TEXT), use_na_sentinel=False)
+    names = pd.Series(uniq, dtype=TEXT)
     counts = np.bincount(codes, minlength=len(names))
     n_aten = int(counts[names.str.startswith("aten::").fillna(False).to_numpy(bool)].sum())
     n_backward = int(counts[names.str.contains(BACKWARD_PATTERN, regex=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import arrow_text
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -31,8 +32,8 @@ PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
 
 
 def _arrow_text(values: pd.Series) -> bool:
-    """Whether a text column is Arrow data (pandas 3; pandas 2 keeps Python strings), the
-    only kind that carries row ids: where it is not, every column is coded by its text."""
+    """Whether a text column is Arrow data, the only kind that carries row ids (perfkit
+    keeps its text so on every pandas; pandas 2's own ``string`` keeps Python strings)."""
     return getattr(values.array, "_pa_array", None) is not None
 
 
@@ -112,7 +113,7 @@ def test_a_table_read_with_its_ids_equals_pandas_read_parquet(tmp_path: Path) ->
     coded = 0
     for f in files:
         got = parquet_text.read_frame(f)
-        want = pd.read_parquet(f)
+        want = arrow_text.read_parquet(f)
         pd.testing.assert_frame_equal(got, want)
         for c in got.columns:
             data = getattr(got[c].array, "_pa_array", None)
@@ -122,9 +123,11 @@ def test_a_table_read_with_its_ids_equals_pandas_read_parquet(tmp_path: Path) ->
             coded += 1  # the ids label the text exactly as its own factorization does
             codes, _ = pd.factorize(got[c], use_na_sentinel=False)
             assert np.array_equal(pd.factorize(ids)[0], codes)
-    text_of_arrow = any(_arrow_text(parquet_text.read_frame(f)["name"]) for f in files
-                        if "kernels" in f.name)
-    assert coded >= 10 if text_of_arrow else coded == 0
+    # text is Arrow data on every pandas (perfkit._text_dtype), so every file's dictionary
+    # text columns carry their ids
+    assert all(_arrow_text(parquet_text.read_frame(f)["name"]) for f in files
+               if "kernels" in f.name)
+    assert coded >= 10
 
 
 def test_the_operator_columns_ids_are_read_together_once_and_others_alone(
@@ -136,8 +139,7 @@ def test_the_operator_columns_ids_are_read_together_once_and_others_alone(
     f = tmp_path / "kernels.parquet"
     frame.to_parquet(f, index=False, write_page_checksum=True)
     got = parquet_text.read_frame(f)
-    if not _arrow_text(got["name"]):
-        pytest.skip("text read as Python strings (pandas 2): no row ids to read")
+    assert _arrow_text(got["name"])  # on every pandas
     reads: list[list[str]] = []
     real = parquet_text._FileIds._read
     monkeypatch.setattr(parquet_text._FileIds, "_read",
@@ -157,8 +159,7 @@ def test_the_advisor_codes_a_cached_rank_as_it_codes_the_parsed_one(tmp_path: Pa
     parsed = pk.load(SIMULATED, progress=False)  # parses, writes the cache
     cached = pk.load(SIMULATED, progress=False)  # read back: text with ids
     for a, b in zip(parsed, cached, strict=True):
-        if _arrow_text(b.kernels["name"]):
-            assert _text_codes.ids_of(b.kernels["name"].array._pa_array) is not None
+        assert _text_codes.ids_of(b.kernels["name"].array._pa_array) is not None
         with shared_results():
             scoped = tasks_in_scope(b.kernels, False, ("name", "type"))
             got = shared_factorize(scoped["name"], use_na_sentinel=True)
@@ -252,14 +253,14 @@ def test_prices_of_a_cached_rank_coded_by_its_ids_equal_the_prices_of_the_rows(
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     pk.load(SIMULATED, progress=False)  # parsed and written to the cache
     for p in pk.load(SIMULATED, progress=False):  # read back: keys coded by their ids
-        if _arrow_text(p.kernels["input_shapes"]):
-            data = p.kernels["input_shapes"].array._pa_array
-            values = _text_codes.values_of(data)
-            assert values is not None and _text_codes.ids_of(data) is not None
-            # the text of each id is the text of the rows holding it
-            ids = _text_codes.ids_of(data)
-            assert list(values[ids[:50].astype(np.int64)]) == \
-                list(p.kernels["input_shapes"][:50])
+        assert _arrow_text(p.kernels["input_shapes"])
+        data = p.kernels["input_shapes"].array._pa_array
+        values = _text_codes.values_of(data)
+        assert values is not None and _text_codes.ids_of(data) is not None
+        # the text of each id is the text of the rows holding it
+        ids = _text_codes.ids_of(data)
+        assert list(values[ids[:50].astype(np.int64)]) == \
+            list(p.kernels["input_shapes"][:50])
         with shared_results():
             narrow = costs.narrow_costs(p)
         full = costs.operator_costs(p)
@@ -270,7 +271,7 @@ def test_prices_of_a_cached_rank_coded_by_its_ids_equal_the_prices_of_the_rows(
         for c in ("kind", "dtype", "input_shapes", "input_dtypes"):
             pd.testing.assert_series_equal(
                 narrow[c].astype(full[c].dtype).reset_index(drop=True),
-                full[c].astype("string").reset_index(drop=True))
+                full[c].astype(arrow_text.ARROW_TEXT).reset_index(drop=True))
 
 
 @pytest.mark.parametrize("path", [SIMULATED, pytest.param(
@@ -315,9 +316,9 @@ def test_analyses_of_a_cached_profile_equal_those_of_the_parsed_one(path: Any, t
         from perfkit.analysis.operators.scope import _LANES, _scope
         lanes = _scope(rank.kernels, include_communication=False, columns=_LANES)
         coded = isinstance(lanes["name"].dtype, pd.CategoricalDtype)
-    # both profiles have communication tasks: the scope drops rows, and where the text is
-    # Arrow data (with ids) the names come out as a categorical
-    assert coded == _arrow_text(rank.kernels["name"])
+    # both profiles have communication tasks: the scope drops rows, and the text being
+    # Arrow data (with ids, on every pandas) the names come out as a categorical
+    assert _arrow_text(rank.kernels["name"]) and coded
     for fn, kwargs in ((A.tiny_kernels, {}), (A.unfused_patterns, {}),
                        (A.unfused_patterns, {"detail": True}), (A.recompute_evidence, {}),
                        (A.operator_efficiency, {}), (A.elementwise_chains, {})):

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import arrow_text
 import pandas as pd
 import pytest
 from shared_samples import PT_GPT3_OLD, PT_LEVEL1, sample, shared_sample, writable_copy
@@ -198,7 +199,7 @@ def test_data_page_damaged_past_the_footer_heals_when_read(cached, monkeypatch):
     _same(again, tables)  # the damaged table: re-parsed, right numbers
     assert len(parsed) == 1
     assert cache.check_entry(entry)[0] is not None
-    pd.testing.assert_frame_equal(pd.read_parquet(f), tables["kernels"])
+    pd.testing.assert_frame_equal(arrow_text.read_parquet(f), tables["kernels"])
 
 
 def test_damaged_page_without_reparse_names_the_file(cached):

@@ -16,13 +16,15 @@ import pytest
 from perfkit.io._common.distinct import text
 from perfkit.io.kineto.nesting import _thread_codes
 
+ARROW_TEXT = pd.StringDtype("pyarrow")  # perfkit's text on every pandas (perfkit._text_dtype)
+
 TEXTS = [["a", "b", None, "a"], [1, 2, None, 1], ["x"] * 3, [], ["a", None], [3.5, 2.0]]
 
 
 @pytest.mark.parametrize("values", TEXTS, ids=range(len(TEXTS)))
 def test_text_of_a_categorical_is_every_rows_text(values: list) -> None:
     s = pd.Series(values, dtype="category", name="n", index=range(10, 10 + len(values)))
-    pd.testing.assert_series_equal(text(s), s.astype("string"))
+    pd.testing.assert_series_equal(text(s), s.astype(ARROW_TEXT))
 
 
 def test_text_of_a_large_categorical_is_every_rows_text() -> None:
@@ -32,7 +34,7 @@ def test_text_of_a_large_categorical_is_every_rows_text() -> None:
     assert got.isna().sum() == (codes == -1).sum()
     assert [None if v is pd.NA else v for v in got.iloc[:50]] == [
         None if c < 0 else f"kernel_{c}" for c in codes[:50]]
-    pd.testing.assert_series_equal(got, s.astype("string"))
+    pd.testing.assert_series_equal(got, s.astype(ARROW_TEXT))
 
 
 def _per_row(*tids: pd.Series) -> tuple[np.ndarray, ...]:

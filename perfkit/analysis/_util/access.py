@@ -30,7 +30,7 @@ def table(obj: Any, name: str) -> pd.DataFrame:
     return frame
 
 
-def empty_frame(columns: dict[str, str] | Sequence[str], note: str | None = None
+def empty_frame(columns: dict[str, Any] | Sequence[str], note: str | None = None
                 ) -> pd.DataFrame:
     """Build an empty frame with the documented ``columns`` (name -> dtype, or names).
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._shared import shared_factorize
 
 __all__ = ["robust_z", "MAD_TO_SIGMA", "one_value", "count_distinct", "value_changes",
@@ -200,7 +201,7 @@ def count_distinct(col: pd.Series) -> int:
 def value_changes(*columns: pd.Series) -> np.ndarray:
     """Whether row ``i + 1`` differs from row ``i`` in any of ``columns`` (length n - 1).
 
-    Values are compared as their text (``astype("string")``, missing as ``""``), as the
+    Values are compared as their text (``astype(TEXT)``, missing as ``""``), as the
     lane labels ``"rank/stream"`` were, but by integer code: no string per row is built.
     """
     n = len(columns[0]) if columns else 0
@@ -209,6 +210,6 @@ def value_changes(*columns: pd.Series) -> np.ndarray:
         if pd.api.types.is_integer_dtype(col.dtype):  # one text per integer: compared as is
             out |= group_changes(col)
             continue
-        codes, _ = shared_factorize(col.astype("string").fillna(""), use_na_sentinel=True)
+        codes, _ = shared_factorize(col.astype(TEXT).fillna(""), use_na_sentinel=True)
         out |= codes[1:] != codes[:-1]
     return out

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import _text_codes
+from ..._text_dtype import TEXT
 from .._frames import is_lazy_frame
 from .._shared import shared, shared_factorize
 
@@ -29,13 +30,13 @@ _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
 def text_matches(values: pd.Series, pattern: str) -> pd.Series:
-    """``values.astype("string").str.contains(pattern, regex=True)``, missing as False.
+    """``values.astype(TEXT).str.contains(pattern, regex=True)``, missing as False.
 
     The regex runs once per distinct value (a profile repeats a few hundred operator names
     over hundreds of thousands of rows) and the answers are spread back by code. A lazy
     (Dask) column is matched row by row.
     """
-    text = values.astype("string")
+    text = values.astype(TEXT)
     if is_lazy_frame(text):
         return text.str.contains(pattern, regex=True).fillna(False).astype(bool)
     codes, uniq = shared_factorize(text, use_na_sentinel=False)
@@ -51,7 +52,7 @@ def _distinct_matches(uniq: Any, pattern: str) -> np.ndarray:
     advisor's synchronisation pattern, holding the interpreter lock). Other texts, or a
     pattern :mod:`re` does not read, go to pandas' search of the column's own storage.
     """
-    texts = pd.Series(uniq, dtype="string")
+    texts = pd.Series(uniq, dtype=TEXT)
     values = texts.tolist()
     if all(isinstance(v, str) and v.isascii() or v is pd.NA for v in values):
         try:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import InvalidArgumentError
 from ...format import counted
 from ...specs import Hardware
@@ -145,7 +146,7 @@ def elementwise_chains(profile: Any, hardware: Hardware | None = None, min_chain
         the trace began) is left out where other tasks have one, with a note.
     """
     cols = {"rank": "Int64", "kernels": "int64", "total_us": "float64", "fused_us": "float64",
-            "saving_us": "float64", "names": "string"}
+            "saving_us": "float64", "names": TEXT}
     if hardware is None:
         hardware, why = infer_hardware(profile)
         if hardware is None:
@@ -277,7 +278,7 @@ def _ordered_codes(profile: Any, column: str, at: np.ndarray | None = None
     rows, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
     codes, uniq = shared_factorize(rows[column], use_na_sentinel=False)
     return codes[order if at is None else order[at]], \
-        pd.Series(uniq, dtype="string").astype(str).tolist()
+        pd.Series(uniq, dtype=TEXT).astype(str).tolist()
 
 
 def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndarray
@@ -303,7 +304,7 @@ def _joined_runs(codes: np.ndarray, text: list[str], lo: np.ndarray, hi: np.ndar
             uniq, inverse = np.unique(seqs, axis=0, return_inverse=True)
         which[sel] = len(joined) + inverse.ravel()
         joined.extend(" > ".join([text[c] for c in row]) for row in uniq.tolist())
-    return pd.array(joined, dtype="string").take(which)
+    return pd.array(joined, dtype=TEXT).take(which)
 
 
 def attention_chains(profile: Any, hardware: Hardware | None = None,
@@ -351,7 +352,7 @@ def attention_chains(profile: Any, hardware: Hardware | None = None,
     found = []
     dur = rows["dur_us"].to_numpy(float)
     flops = rows["flops"].where(rows["kind"] == "gemm", 0.0).to_numpy(float)  # NaN: unread
-    dts = rows["dtype"].astype("string").fillna("")
+    dts = rows["dtype"].astype(TEXT).fillna("")
     unpriced = 0
     for a, b in spans:
         key = peak_key(dts.iloc[a]) or hardware.default_dtype
@@ -387,7 +388,7 @@ def attention_chain_gemms(profile: Any) -> pd.DataFrame:
         ``key`` (the operator label), ``input_shapes``, ``input_dtypes`` (missing as
         ``""``), ``count``, ``total_us``, one row per group holding such calls.
     """
-    cols = {"key": "string", "input_shapes": "string", "input_dtypes": "string",
+    cols = {"key": TEXT, "input_shapes": TEXT, "input_dtypes": TEXT,
             "count": "int64", "total_us": "float64"}
     if is_lazy(profile):
         return typed(per_rank_in_steps(profile, attention_chain_gemms), cols)
@@ -399,7 +400,7 @@ def attention_chain_gemms(profile: Any) -> pd.DataFrame:
         return empty_frame(cols, "no GEMM in the attention chains")
     every, order, _ = shared("ordered", (profile,), (), lambda: _order(profile))
     at = order[np.flatnonzero(gemm)]  # those rows among the priced rows
-    got = pd.DataFrame({c: pd.Series(every[c].array.take(at), dtype="string").fillna("")
+    got = pd.DataFrame({c: pd.Series(every[c].array.take(at), dtype=TEXT).fillna("")
                         if c in every.columns else "" for c in ("label", "input_shapes",
                                                                 "input_dtypes")})
     first = every["call_first"].to_numpy(bool)[at] if "call_first" in every.columns \

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._frames import is_lazy
 from .._shared import shared_factorize
 from .._util import take_rows
@@ -45,9 +46,9 @@ class _ParsedShapes:
     def __init__(self, texts: pd.Series) -> None:
         from ..shapes.records import parse_shapes
 
-        self.codes, uniq = shared_factorize(texts.astype("string").fillna(""),
+        self.codes, uniq = shared_factorize(texts.astype(TEXT).fillna(""),
                                             use_na_sentinel=False)
-        self.text = pd.Series(uniq, dtype="string").fillna("").tolist()
+        self.text = pd.Series(uniq, dtype=TEXT).fillna("").tolist()
         self.parse = parse_shapes
         self.done: dict[int, list[tuple[int, ...]]] = {}
 
@@ -70,7 +71,7 @@ def _bmm_triples(rows: pd.DataFrame, new_lane: np.ndarray) -> tuple[list[Any], n
 
     if "label" not in rows.columns or "input_shapes" not in rows.columns:
         return [], np.zeros(0, dtype=np.int64)
-    label = rows["label"].astype("string")
+    label = rows["label"].astype(TEXT)
     if "name" in rows.columns:
         label = with_expanded_softmax_backward(label, rows["name"])
     labels = label.fillna("").to_numpy(dtype=object)

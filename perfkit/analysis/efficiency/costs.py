@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..._text_codes import first_appearance, first_rows, ids_of, values_of
+from ..._text_dtype import TEXT
 from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
 from .._shared import shared, shared_factorize
@@ -76,8 +77,8 @@ def _label(frame: pd.DataFrame) -> pd.Series:
 def _generic(types: pd.Series) -> np.ndarray:
     """Whether each row's ``type`` says nothing of the operator (missing, empty, or
     Kineto's ``kernel``, ``gpu_memcpy``, ``gpu_memset``), worked out per distinct type."""
-    codes, uniq = shared_factorize(types.astype("string"), use_na_sentinel=False)
-    per_type = pd.Series(uniq, dtype="string")
+    codes, uniq = shared_factorize(types.astype(TEXT), use_na_sentinel=False)
+    per_type = pd.Series(uniq, dtype=TEXT)
     generic_u = (per_type.isna() | per_type.str.lower().isin(
         ["kernel", "gpu_memcpy", "gpu_memset", ""])).fillna(True).to_numpy(bool)
     return generic_u[codes]
@@ -86,18 +87,18 @@ def _generic(types: pd.Series) -> np.ndarray:
 def _row_labels(frame: pd.DataFrame) -> pd.Series:
     """:func:`_label`, row by row."""
     def name() -> pd.Series:  # text, read only where a task's type says nothing
-        return frame["name"].astype("string")
+        return frame["name"].astype(TEXT)
 
     label = None
     if "type" in frame.columns:
-        typ = frame["type"].astype("string")
+        typ = frame["type"].astype(TEXT)
         generic = _generic(typ)
         # every task typed (Ascend): the type column itself, whose codes others share
         label = typ if not generic.any() else typ.where(~generic, name())
     if label is None:
         label = name()
     if "op_name" in frame.columns:
-        label = frame["op_name"].astype("string").where(frame["op_name"].notna(), label)
+        label = frame["op_name"].astype(TEXT).where(frame["op_name"].notna(), label)
     return label.fillna("")
 
 
@@ -152,7 +153,7 @@ def _leaf_ops(o: pd.DataFrame, kinds: pd.Series) -> pd.Series:
     m = m.sort_values([*keys, "start_us", "_end"], ascending=[True] * len(keys) + [True, False],
                       kind="mergesort")
     keep = dict.fromkeys(m.index, True)
-    lane = m[keys].astype("string").fillna("").agg("/".join, axis=1) if keys else \
+    lane = m[keys].astype(TEXT).fillna("").agg("/".join, axis=1) if keys else \
         pd.Series("", index=m.index)
     stack: list[tuple[float, Any, int]] = []
     current = None
@@ -249,15 +250,15 @@ def _outside_keys(kernels: pd.DataFrame) -> dict[str, tuple[np.ndarray, pd.Serie
     for c in _KEY_ONLY + _CODED_KEYS:
         if c not in kernels.columns:
             continue
-        text = kernels[c].astype("string")
+        text = kernels[c].astype(TEXT)
         data = getattr(text.array, "_pa_array", None)
         ids = ids_of(data) if data is not None else None
         values = values_of(data) if data is not None else None
         if ids is not None and values is not None:  # the cache's ids and their text
-            codes, uniq = ids, pd.Series(values, dtype="string")
+            codes, uniq = ids, pd.Series(values, dtype=TEXT)
         else:
             codes, uniq = shared_factorize(text, use_na_sentinel=False)
-            uniq = pd.Series(uniq, dtype="string")
+            uniq = pd.Series(uniq, dtype=TEXT)
         out[c] = (codes if keep is None else codes[keep], uniq)
     return out
 
@@ -269,8 +270,8 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
     rows, source = _source(profile, columns, split)
     outside = _outside_keys(table(profile, "kernels")) if split and source == "kernels" \
         else {}
-    cols = {"kind": "string", "flops": "float64", "bytes": "float64", "dtype": "string",
-            "causal": "string"}
+    cols = {"kind": TEXT, "flops": "float64", "bytes": "float64", "dtype": TEXT,
+            "causal": TEXT}
     if rows.empty:
         out = empty_frame(cols, "no input shapes in this profile (Ascend kernel_details "
                                 "Input Shapes, or PyTorch record_shapes=True)")
@@ -292,12 +293,12 @@ def _operator_costs(profile: Any, causal: bool, backward_factor: float,
         return fast
     if outside:  # the merge below needs every key as a column
         return _operator_costs(profile, causal, backward_factor, columns)
-    uniq = rows[keys].astype("string").drop_duplicates()
+    uniq = rows[keys].astype(TEXT).drop_duplicates()
     priced = [_price(r._asdict(), causal, backward_factor)
               for r in uniq.itertuples(index=False)]
     table_ = pd.DataFrame(priced, columns=list(cols), index=uniq.index)
     table_ = pd.concat([uniq.reset_index(drop=True), table_.reset_index(drop=True)], axis=1)
-    merged = rows.astype({c: "string" for c in keys}).merge(table_, on=keys, how="left")
+    merged = rows.astype({c: TEXT for c in keys}).merge(table_, on=keys, how="left")
     merged = _spread_over_calls(merged.astype({c: d for c, d in cols.items()}))
     merged.attrs["source"] = source
     return merged
@@ -395,7 +396,7 @@ def _price_by_code(rows: pd.DataFrame, keys: list[str], cols: dict[str, str], ca
     outside = outside or {}
     if any(c in rows.columns for c in cols):
         return None
-    text = rows.astype({c: "string" for c in keys})
+    text = rows.astype({c: TEXT for c in keys})
     code = np.zeros(len(text), dtype=np.int64)
     span = 1.0
     for c in keys:

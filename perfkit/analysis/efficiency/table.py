@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import InvalidArgumentError
 from ...format import counted, number_text, plural
 from ...specs import Hardware
@@ -42,15 +43,15 @@ from .tensors import peak_key
 
 __all__ = ["EFFICIENCY_COLUMNS", "operator_efficiency"]
 
-EFFICIENCY_COLUMNS: dict[str, str] = {
-    "key": "string", "kind": "string", "name": "string", "input_shapes": "string",
-    "input_dtypes": "string", "count": "int64", "total_us": "float64", "mean_us": "float64",
+EFFICIENCY_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "key": TEXT, "kind": TEXT, "name": TEXT, "input_shapes": TEXT,
+    "input_dtypes": TEXT, "count": "int64", "total_us": "float64", "mean_us": "float64",
     "per_step_us": "float64", "flops": "float64", "bytes": "float64",
     "total_flops": "float64", "total_bytes": "float64", "achieved_tflops": "float64",
-    "achieved_gbps": "float64", "intensity": "float64", "peak_dtype": "string",
+    "achieved_gbps": "float64", "intensity": "float64", "peak_dtype": TEXT,
     "peak_tflops": "float64", "bound_tflops": "float64", "ideal_us": "float64",
-    "efficiency": "float64", "bound": "string", "problem": "string", "causal": "string",
-    "pmu_compute_ratio": "float64", "pmu_memory_ratio": "float64", "pmu_bound": "string",
+    "efficiency": "float64", "bound": TEXT, "problem": TEXT, "causal": TEXT,
+    "pmu_compute_ratio": "float64", "pmu_memory_ratio": "float64", "pmu_bound": TEXT,
 }
 
 
@@ -100,9 +101,9 @@ def _partial_by_row(rows: pd.DataFrame, key_col: str, comp: pd.Series, mem: pd.S
                     ok: pd.Series, per_call: bool = True) -> pd.DataFrame:
     """:func:`_partial`'s groups, every row grouped by its key, shapes and dtypes as text."""
     rows = rows.assign(
-        _k=rows[key_col].astype("string").fillna(""),
-        _s=rows["input_shapes"].astype("string").fillna(""),
-        _d=rows["input_dtypes"].astype("string").fillna(""),
+        _k=rows[key_col].astype(TEXT).fillna(""),
+        _s=rows["input_shapes"].astype(TEXT).fillna(""),
+        _d=rows["input_dtypes"].astype(TEXT).fillna(""),
         _n=_call_starts(rows) if per_call else 1,
         _pt=rows["dur_us"].where(ok, 0.0), _pc=(comp * rows["dur_us"]).where(ok, 0.0),
         _pm=(mem * rows["dur_us"]).where(ok, 0.0))
@@ -146,9 +147,9 @@ def _main_names(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> pd.Seri
     copies only where a group has nothing else), NA for a group without names."""
     names = rows["name"]  # text, or a categorical of it: read by code either way
     if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype("string")
+        names = names.astype(TEXT)
     code, uniq = shared_factorize(names, use_na_sentinel=True)  # the codes others share
-    out = pd.Series(pd.NA, index=range(n_groups), dtype="string")
+    out = pd.Series(pd.NA, index=range(n_groups), dtype=TEXT)
     named = code >= 0
     if not named.any():
         return out
@@ -227,9 +228,9 @@ def _partial_by_call(rows: pd.DataFrame, comp: pd.Series, mem: pd.Series, ok: pd
                             "causal"]], first).reset_index(drop=True)
     calls.attrs = {}  # as a groupby's result: the rows' notes stay with the rows
     calls = calls.assign(
-        _k=calls["label"].astype("string").fillna(""),
-        _s=calls["input_shapes"].astype("string").fillna(""),
-        _d=calls["input_dtypes"].astype("string").fillna(""), **sums)
+        _k=calls["label"].astype(TEXT).fillna(""),
+        _s=calls["input_shapes"].astype(TEXT).fillna(""),
+        _d=calls["input_dtypes"].astype(TEXT).fillna(""), **sums)
     keys = ["_k", "_s", "_d"]
     g = calls.groupby(keys, sort=False, dropna=False)
     out = g.agg(**{c: (c, "sum") for c in _PARTIAL_SUMS},
@@ -266,7 +267,7 @@ def _above_roofline(out: pd.DataFrame, hardware: Hardware) -> pd.Series:
     """
     eff = out["efficiency"].to_numpy(np.float64, na_value=np.nan)
     over = np.flatnonzero(eff > 1.0)
-    problem = pd.Series(pd.NA, index=out.index, dtype="string")
+    problem = pd.Series(pd.NA, index=out.index, dtype=TEXT)
     bw = hardware.memory_bandwidth
     for i in over:
         r = out.iloc[i]
@@ -380,7 +381,7 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
         have = [k in hardware.peak_flops if k else False for k in keys]
         # a matrix operator in a dtype the device lists no peak for has no compute roof:
         # not the default dtype's (fp32 GEMMs on an Ascend NPU are not on its fp16 roof)
-        kinds = out["kind"].astype("string").fillna("")
+        kinds = out["kind"].astype(TEXT).fillna("")
         keys = [_operand_key(ds) if kd in _MATRIX_KINDS else k
                 for k, kd, ds in zip(keys, kinds, out["input_dtypes"], strict=True)]
         have = [k in hardware.peak_flops if k else False for k in keys]
@@ -390,7 +391,7 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
                              for k, h in zip(keys, have, strict=True)]
         out["peak_tflops"] = out["peak_dtype"].map(hardware.peak) / 1e12
         out["peak_tflops"] = out["peak_tflops"].where(~roofless)
-        out["peak_dtype"] = out["peak_dtype"].astype("string").where(~roofless)
+        out["peak_dtype"] = out["peak_dtype"].astype(TEXT).where(~roofless)
         bw = hardware.memory_bandwidth
         peak = out["peak_tflops"] * 1e12
         roof = np.minimum(peak, out["intensity"] * bw)
@@ -402,7 +403,7 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
         out["efficiency"] = compute_eff.where(out["flops"] > 0, move_eff)
         lab = np.where(out["intensity"] * bw < peak, "memory", "compute")
         lab = np.where(out["flops"] == 0, "memory", lab)
-        out["bound"] = pd.Series(lab, index=out.index, dtype="string").where(
+        out["bound"] = pd.Series(lab, index=out.index, dtype=TEXT).where(
             out["kind"].notna() & out["bytes"].notna())
         missing = sorted({str(d) for d, h, r in zip(out["dtype"], have, roofless, strict=True)
                           if not h and not r and isinstance(d, str) and d})
@@ -442,7 +443,7 @@ def operator_efficiency(profile: Any, hardware: Hardware | None = None, by: str 
     pl = np.where(out["pmu_memory_ratio"] > out["pmu_compute_ratio"], "memory", "compute")
     pl = np.where((out["pmu_compute_ratio"] < 0.2) & (out["pmu_memory_ratio"] < 0.2),
                   "latency", pl)
-    out["pmu_bound"] = pd.Series(pl, index=out.index, dtype="string").where(
+    out["pmu_bound"] = pd.Series(pl, index=out.index, dtype=TEXT).where(
         out["pmu_compute_ratio"].notna() & ((out["pmu_compute_ratio"] > 0)
                                             | (out["pmu_memory_ratio"] > 0)))
     out = out.sort_values("total_us", ascending=False, kind="mergesort")

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...specs import Hardware
 from ..operators.unfused import PATTERNS, UNFUSED_COLUMNS, unfused_patterns
 from .chains import attention_chains
@@ -28,7 +29,7 @@ __all__ = ["unfused_savings", "SAVING_RULE_COLUMNS"]
 _ATTENTION = "softmax_dropout_matmul"
 
 #: :data:`~perfkit.analysis.operators.UNFUSED_COLUMNS` and how the saving was estimated.
-SAVING_RULE_COLUMNS: dict[str, str] = {**UNFUSED_COLUMNS, "saving_rule": "string"}
+SAVING_RULE_COLUMNS: dict[str, str | pd.StringDtype] = {**UNFUSED_COLUMNS, "saving_rule": TEXT}
 
 #: How ``saving_us`` is estimated where no FLOP model prices the fused kernel.
 LONGEST_RULE = "longest kernel stays"
@@ -64,10 +65,10 @@ def unfused_savings(profile: Any, hardware: Hardware | None = None,
     """
     uf = unfused_patterns(profile)
     notes: list[str] = []  # how the attention row was priced
-    out = uf.assign(saving_rule=uf["pattern"].astype("string").map(
+    out = uf.assign(saving_rule=uf["pattern"].astype(TEXT).map(
         lambda p: WHOLE_RULE if PATTERNS.get(str(p), ("", "", ""))[2] == "all"
-        else LONGEST_RULE).astype("string"))
-    is_att = out["pattern"].astype("string").eq(_ATTENTION).fillna(False).to_numpy(bool)
+        else LONGEST_RULE).astype(TEXT))
+    is_att = out["pattern"].astype(TEXT).eq(_ATTENTION).fillna(False).to_numpy(bool)
     if is_att.any():
         if hardware is None:
             hardware, _why = infer_hardware(profile)

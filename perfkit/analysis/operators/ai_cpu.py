@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import counted, listed
 from .._frames import any_values, compute_all, is_lazy
 from .._util import distinct_values, empty_frame, step_rows, table, typed
@@ -119,8 +120,8 @@ def _ai_cpu_only(out: pd.DataFrame, cpu_tasks: pd.DataFrame) -> pd.DataFrame:
     left out.
     """
     mine = _top_of(cpu_tasks.reset_index(drop=True), "type", None, False)
-    mine = mine.set_index(mine["key"].astype("string").fillna(""))
-    mine = mine.reindex(out["key"].astype("string").fillna("").to_numpy())
+    mine = mine.set_index(mine["key"].astype(TEXT).fillna(""))
+    mine = mine.reindex(out["key"].astype(TEXT).fillna("").to_numpy())
     # a type none of whose AI CPU tasks is in ``cpu_tasks`` is not listed
     has = mine["count"].notna().to_numpy(bool)
     out, mine = out[has].reset_index(drop=True), mine[has]
@@ -128,7 +129,7 @@ def _ai_cpu_only(out: pd.DataFrame, cpu_tasks: pd.DataFrame) -> pd.DataFrame:
     for col in _OWN:
         res[col] = mine[col].to_numpy()
     for col in ("name", "input_shapes"):  # an empty text records nothing (msprof's "")
-        res[col] = res[col].astype("string").replace("", pd.NA)
+        res[col] = res[col].astype(TEXT).replace("", pd.NA)
     time = mine["total_us"].to_numpy(np.float64) / out["total_us"].to_numpy(np.float64)
     calls = mine["count"].to_numpy(np.float64) / out["count"].to_numpy(np.float64)
     res["share"] = out["share"].to_numpy(np.float64) * time

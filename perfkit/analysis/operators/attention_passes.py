@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._cluster_steps import per_rank_in_steps
 from .._frames import compute_all, is_lazy
 from .._shared import shared_factorize
@@ -75,7 +76,7 @@ def recompute_evidence(profile: Any, full_ratio: float = 1.8) -> pd.DataFrame:
         note then names the steps counted.
     """
     cols = {"rank": "Int64", "forward": "int64", "backward": "int64", "ratio": "float64",
-            "recompute": "string", "recompute_share": "float64"}
+            "recompute": TEXT, "recompute_share": "float64"}
     if is_lazy(profile):  # counted per rank on that rank's worker
         out = per_rank_in_steps(profile, recompute_evidence, full_ratio)
         return _lazy_notes(typed(out, cols).reset_index(drop=True), out.attrs.get("notes", []),
@@ -119,8 +120,8 @@ def _fused_passes(k: pd.DataFrame) -> pd.DataFrame:
                              "backward": pd.Series(dtype="int64")})
     labels, cls = class_codes(k["name"], k.get("type"), k.get("category"))
     att = take_rows(k, np.isin(cls, np.flatnonzero(labels == "attention")))
-    label = att["type"].astype("string").fillna("") + " " + att["name"].astype("string")
-    helper = att["name"].astype("string").str.contains(_PASS_HELPER, regex=True)
+    label = att["type"].astype(TEXT).fillna("") + " " + att["name"].astype(TEXT)
+    helper = att["name"].astype(TEXT).str.contains(_PASS_HELPER, regex=True)
     keep = ~helper.fillna(False).to_numpy(bool)
     att, label = att[keep], label[keep]
     bwd = label.str.contains(_BACKWARD, regex=True).fillna(False).to_numpy(bool)
@@ -139,7 +140,7 @@ def _bmm_passes(profile: Any, steps: pd.DataFrame) -> tuple[pd.DataFrame, str | 
     recs, _ = shape_records(profile)
     if recs.empty or not has_qk_product(recs["label"], recs["input_shapes"]):
         return empty, None
-    texts = recs["input_shapes"].astype("string").fillna("")
+    texts = recs["input_shapes"].astype(TEXT).fillna("")
     parsed = {t: parse_shapes(t) for t in texts.unique()}
     found = record_triples(recs, [parsed[t] for t in texts])
     if not found:
@@ -177,10 +178,11 @@ def _any_softmax(profile: Any) -> bool:
                 return True  # not read here: the shapes decide, as before
             if frame.empty or col not in frame.columns:
                 continue
-            _codes, uniq = shared_factorize(frame[col].astype("string"),
+            _codes, uniq = shared_factorize(frame[col].astype(TEXT),
                                             use_na_sentinel=False)
-            names = pd.Series(uniq, dtype="string")
-            if names.str.contains(_ANY_SOFTMAX, regex=True).fillna(False).any():
+            # the few distinct names, searched by Python's re: Arrow's RE2 (pandas 2's
+            # search of Arrow text) has no look-behind
+            if any(isinstance(v, str) and _ANY_SOFTMAX.search(v) for v in uniq):
                 return True
     return False
 

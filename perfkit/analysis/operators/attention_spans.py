@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._shared import shared_factorize
 from .._tasks import scope_rows, tasks_in_scope
 from .._util import take_rows
@@ -174,14 +175,14 @@ def _batched_rows(scoped: pd.DataFrame, test: Any) -> np.ndarray:
         if column not in scoped.columns:
             return np.full(len(scoped), -1), np.zeros(0, dtype=bool)
         code, uniq = shared_factorize(scoped[column], use_na_sentinel=True)
-        text = pd.Series(uniq, dtype="string").fillna("")
+        text = pd.Series(uniq, dtype=TEXT).fillna("")
         return code, np.array([test(t) for t in text.tolist()], dtype=bool)
 
     t_code, t_hit = per_value("type")
     n_code, n_hit = per_value("name")
     types = pd.Series(shared_factorize(scoped["type"], use_na_sentinel=True)[1],
-                      dtype="string") if "type" in scoped.columns else pd.Series(
-                          [], dtype="string")
+                      dtype=TEXT) if "type" in scoped.columns else pd.Series(
+                          [], dtype=TEXT)
     generic = types.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(
         bool)
     by_type = np.where(t_code >= 0, ~np.append(generic, True)[t_code], False)

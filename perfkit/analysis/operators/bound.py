@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..._text_dtype import TEXT
 from .._cluster_steps import in_cluster_steps
 from .._frames import aggregate, is_lazy, transform
 from .._tasks import PMU_COMPUTE, PMU_MEMORY
@@ -33,7 +34,7 @@ def _bound_frame(k: pd.DataFrame) -> pd.Series:
     """Per-task bound label from PMU pipe ratios (NA where no PMU columns)."""
     compute_cols, memory_cols = _pmu_columns(k.columns)
     if not compute_cols or not memory_cols:
-        return pd.Series(pd.NA, index=k.index, dtype="string")
+        return pd.Series(pd.NA, index=k.index, dtype=TEXT)
     comp = _row_max(k, compute_cols)
     mem = _row_max(k, memory_cols)
     c, m = comp.to_numpy(), mem.to_numpy()
@@ -45,7 +46,7 @@ def _bound_frame(k: pd.DataFrame) -> pd.Series:
     arr = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8), mask=~known),
                                          pa.array(["memory", "compute", "latency"]))
     return pd.Series(pd.arrays.ArrowStringArray(arr.cast(pa.large_string())),
-                     index=k.index, dtype="string")
+                     index=k.index, dtype=TEXT)
 
 
 def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
@@ -81,8 +82,8 @@ def operator_bound(profile: Any) -> pd.DataFrame:
         empty with a note when the profile has no PMU columns (for example GPU traces or
         Ascend ``aic_metrics`` other than PipeUtilization).
     """
-    cols = {"type": "string", "count": "int64", "total_us": "float64",
-            "compute_ratio": "float64", "memory_ratio": "float64", "bound": "string"}
+    cols = {"type": TEXT, "count": "int64", "total_us": "float64",
+            "compute_ratio": "float64", "memory_ratio": "float64", "bound": TEXT}
     note = ("no PMU pipe-ratio columns (needs Ascend aic_metrics=PipeUtilization); bound "
             "type unknown")
     kernels = table(profile, "kernels")
@@ -112,7 +113,7 @@ def operator_bound(profile: Any) -> pd.DataFrame:
     g["memory_ratio"] = g["_mw"] / g["total_us"].where(g["total_us"] > 0)
     lab = np.where(g["memory_ratio"] > g["compute_ratio"], "memory", "compute")
     lab = np.where((g["compute_ratio"] < 0.2) & (g["memory_ratio"] < 0.2), "latency", lab)
-    g["bound"] = pd.Series(lab, index=g.index, dtype="string").where(
+    g["bound"] = pd.Series(lab, index=g.index, dtype=TEXT).where(
         g["compute_ratio"].notna() & ((g["compute_ratio"] > 0) | (g["memory_ratio"] > 0)))
     g = g.rename_axis("type").reset_index().sort_values("total_us", ascending=False)
     out = g[list(cols)].reset_index(drop=True)

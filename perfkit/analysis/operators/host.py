@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...io.canonical.categories import host_comm_family
 from .._frames import is_lazy
 from .._util import has_values, table
@@ -47,20 +48,20 @@ def host_tasks(profile: Any, kernels: pd.DataFrame | None = None) -> pd.DataFram
         # the first whole one, the profiler's own setup) would count in no step
         ops = ops[ops["step"].notna()]
     comm = host_comm_family(ops["name"]).notna().to_numpy(bool)
-    names = ops["name"].astype("string")
+    names = ops["name"].astype(TEXT)
     # an operator's type where the profiler gives one (MindSpore: MatMul for
     # Default/MatMul-op10); a PyTorch operator's name is its type (aten::mm)
-    kind = (ops["type"].astype("string").replace("", pd.NA).fillna(names)
+    kind = (ops["type"].astype(TEXT).replace("", pd.NA).fillna(names)
             if "type" in ops.columns else names)
     out = pd.DataFrame({
         "rank": ops["rank"].to_numpy() if "rank" in ops.columns else pd.NA,
         "step": ops["step"].array,
         "name": names.array,
         "type": kind.array,
-        "category": pd.array(np.where(comm, "communication", "compute"), dtype="string"),
+        "category": pd.array(np.where(comm, "communication", "compute"), dtype=TEXT),
         "start_us": ops["start_us"].to_numpy(np.float64),
         "dur_us": ops["self_us"].to_numpy(np.float64),
     })
     if "input_shapes" in ops.columns:
-        out["input_shapes"] = ops["input_shapes"].astype("string").array
+        out["input_shapes"] = ops["input_shapes"].astype(TEXT).array
     return out

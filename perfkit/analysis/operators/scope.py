@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._shared import shared
 from .._tasks import Lanes, scope_lanes, tasks_in_scope
 from .._util import group_codes, nan_as_zero, one_value
@@ -127,20 +128,20 @@ def _effective_type(k: pd.DataFrame) -> pd.Series:
     ``copy`` with the copy kernels, the group's category would be whichever task came
     first in the trace (``memory`` on one trace, ``compute`` on the next).
     """
-    typ = k["type"].astype("string") if "type" in k.columns else \
-        pd.Series(pd.NA, index=k.index, dtype="string")
+    typ = k["type"].astype(TEXT) if "type" in k.columns else \
+        pd.Series(pd.NA, index=k.index, dtype=TEXT)
     low = typ.str.lower()
     generic = typ.isna() | low.isin(list(_GENERIC_TYPES)).fillna(True)
     if not generic.any():
         return typ
     cls = shared("kernel_class", (k,), (), lambda: kernel_class(
-        k["name"], None, k.get("category"))).astype("string")
+        k["name"], None, k.get("category"))).astype(TEXT)
     comm = k["category"].eq("communication").fillna(False).to_numpy(bool) \
         if "category" in k.columns else np.zeros(len(k), dtype=bool)
-    memory = low.map(_MEMORY_TYPES, na_action="ignore").astype("string")
+    memory = low.map(_MEMORY_TYPES, na_action="ignore").astype(TEXT)
     # a communication task stays ``communication`` whatever its kind
     cls = memory.where(memory.notna() & ~comm, cls)
     has_type = typ.notna() & ~generic
     # Ascend tasks without a type (trace_view) keep their name; GPU tasks get a class
-    fallback = cls.where(typ.notna(), k["name"].astype("string"))
+    fallback = cls.where(typ.notna(), k["name"].astype(TEXT))
     return typ.where(has_type, fallback)

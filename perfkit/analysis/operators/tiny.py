@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
 from .._shared import shared_factorize
@@ -21,10 +22,10 @@ from .scope import _LANES, _by_rank, _lanes, _scope
 __all__ = ["tiny_kernels", "TINY_COLUMNS"]
 
 
-TINY_COLUMNS: dict[str, str] = {
+TINY_COLUMNS: dict[str, str | pd.StringDtype] = {
     "rank": "Int64", "kernels": "int64", "tiny_kernels": "int64", "tiny_count_share": "float64",
     "tiny_total_us": "float64", "tiny_time_share": "float64", "longest_run": "int64",
-    "run_gap_us": "float64", "storm": "boolean", "top_names": "string",
+    "run_gap_us": "float64", "storm": "boolean", "top_names": TEXT,
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._shared import shared_factorize
 from .._util import take_array
 
@@ -74,18 +75,18 @@ def _token_codes(kernels: pd.DataFrame
 
     The names (missing ones as ``""``) are coded once here for callers that also need them.
     """
-    typ = kernels["type"].astype("string") if "type" in kernels.columns else \
-        pd.Series(pd.NA, index=kernels.index, dtype="string")
+    typ = kernels["type"].astype(TEXT) if "type" in kernels.columns else \
+        pd.Series(pd.NA, index=kernels.index, dtype=TEXT)
     t_code, t_uniq = shared_factorize(typ, use_na_sentinel=True)
     n_code, n_uniq = _name_codes(kernels["name"])
-    t_uniq = pd.Series(t_uniq, dtype="string")
+    t_uniq = pd.Series(t_uniq, dtype=TEXT)
     generic_t = t_uniq.str.lower().isin(["kernel", "gpu_memcpy", "gpu_memset", ""]).to_numpy(bool)
     # each row's label is its type, or its name where the type is generic or missing (as
     # a label code: names first, then types); read per distinct type (code -1, a missing
     # type, indexes the last entry)
     generic = np.append(generic_t, True)
-    labels = pd.Series(pd.concat([pd.Series(n_uniq, dtype="string"), t_uniq],
-                                 ignore_index=True), dtype="string")
+    labels = pd.Series(pd.concat([pd.Series(n_uniq, dtype=TEXT), t_uniq],
+                                 ignore_index=True), dtype=TEXT)
     type_label = np.append(len(n_uniq) + np.arange(len(t_uniq)), 0)
     if not generic_t.any() and not (t_code < 0).any():
         code = type_label[t_code]  # every task has a type of its own (Ascend)
@@ -101,16 +102,16 @@ def _name_codes(names: pd.Series) -> tuple[np.ndarray, Any]:
     are, and a missing one joins ``""``; text is coded as ``fillna("")`` text.
     """
     if not isinstance(names.dtype, pd.CategoricalDtype):
-        return shared_factorize(names.astype("string").fillna(""), use_na_sentinel=True)
+        return shared_factorize(names.astype(TEXT).fillna(""), use_na_sentinel=True)
     code, uniq = shared_factorize(names, use_na_sentinel=True)
     if not (code < 0).any():
         return code, uniq
-    text = pd.Series(uniq, dtype="string")
+    text = pd.Series(uniq, dtype=TEXT)
     empty = np.flatnonzero(text.eq("").to_numpy(bool))
     if len(empty):
         return np.where(code < 0, int(empty[0]), code), uniq
     return np.where(code < 0, len(text), code), pd.Index(
-        pd.concat([text, pd.Series([""], dtype="string")], ignore_index=True))
+        pd.concat([text, pd.Series([""], dtype=TEXT)], ignore_index=True))
 
 
 def _tokens_of(labels: pd.Series) -> np.ndarray:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import InvalidArgumentError
 from .._cluster_steps import in_cluster_steps
 from .._frames import (
@@ -45,12 +46,12 @@ __all__ = ["top_operators", "TOP_COLUMNS"]
 
 _BY = {"type": ["type"], "name": ["name"], "name_shapes": ["name", "input_shapes"]}
 
-TOP_COLUMNS: dict[str, str] = {
-    "key": "string", "type": "string", "name": "string", "input_shapes": "string",
-    "core": "string", "category": "string", "count": "int64", "total_us": "float64",
+TOP_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "key": TEXT, "type": TEXT, "name": TEXT, "input_shapes": TEXT,
+    "core": TEXT, "category": TEXT, "count": "int64", "total_us": "float64",
     "mean_us": "float64", "max_us": "float64", "min_us": "float64", "share": "float64",
     "per_step_us": "float64", "calls_per_step": "float64", "ai_cpu": "boolean",
-    "bound": "string",
+    "bound": TEXT,
 }
 
 
@@ -163,7 +164,7 @@ def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication
     keys = _BY[by]
     k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
     if "input_shapes" not in k.columns:
-        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype=TEXT))
     grp = k.groupby([k[c].fillna("") for c in keys], sort=False)
     out = grp.agg(count=("dur_us", "size"), total_us=("dur_us", "sum"),
                   mean_us=("dur_us", "mean"), max_us=("dur_us", "max"),
@@ -172,7 +173,7 @@ def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication
               if c not in keys and c in k.columns}
     if firsts:
         out = out.join(grp.agg(**firsts))
-    cores = k["core"].astype("string").fillna("") if "core" in k.columns else None
+    cores = k["core"].astype(TEXT).fillna("") if "core" in k.columns else None
     if cores is not None:
         out["ai_cpu"] = cores.eq("AI_CPU").groupby([k[c].fillna("") for c in keys],
                                                    sort=False).any()
@@ -195,11 +196,11 @@ def _top_rows(kernels: pd.DataFrame, by: str, include_communication: bool) -> pd
     k = _scope(kernels, include_communication)
     k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
     if "input_shapes" not in k.columns:
-        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype="string"))
-    cores = k["core"].astype("string").fillna("") if "core" in k.columns else \
-        pd.Series("", index=k.index, dtype="string")
+        k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype=TEXT))
+    cores = k["core"].astype(TEXT).fillna("") if "core" in k.columns else \
+        pd.Series("", index=k.index, dtype=TEXT)
     k = k.assign(_aicpu=cores.eq("AI_CPU").astype("int64"))
-    return k.assign(**{f"_k_{c}": k[c].astype("string").fillna("") for c in _BY[by]})
+    return k.assign(**{f"_k_{c}": k[c].astype(TEXT).fillna("") for c in _BY[by]})
 
 
 def _lazy_top(kernels: Any, by: str, n: int | None, include_communication: bool
@@ -241,8 +242,8 @@ def _top_finish(out: pd.DataFrame, keys: list[str], total: float, pairs: int,
     out["share"] = out["total_us"] / total if total > 0 else np.nan
     out["per_step_us"] = out["total_us"] / pairs
     out["calls_per_step"] = out["count"] / pairs
-    out["key"] = out[keys].astype("string").agg(" | ".join, axis=1) if len(keys) > 1 \
-        else out[keys[0]].astype("string")
+    out["key"] = out[keys].astype(TEXT).agg(" | ".join, axis=1) if len(keys) > 1 \
+        else out[keys[0]].astype(TEXT)
     out = out.sort_values("total_us", ascending=False, kind="mergesort")
     if n is not None:
         out = out.head(n)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..._text_codes import first_rows
+from ..._text_dtype import TEXT
 from .._cluster_steps import in_cluster_steps, per_rank_in_steps
 from .._frames import aggregate, is_lazy, transform
 from .._util import empty_frame, nan_as_zero, noted_no_step, ranks_noted_no_step, table, typed
@@ -53,10 +54,10 @@ PATTERNS: dict[str, tuple[str, str, str]] = {
 #: the advisor's.
 _ATTENTION = "softmax_dropout_matmul"
 
-UNFUSED_COLUMNS: dict[str, str] = {
-    "rank": "Int64", "pattern": "string", "occurrences": "int64", "kernels": "int64",
+UNFUSED_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "pattern": TEXT, "occurrences": "int64", "kernels": "int64",
     "total_us": "float64", "saving_us": "float64", "saving_share": "float64",
-    "example": "string", "fused_replacement": "string",
+    "example": TEXT, "fused_replacement": TEXT,
 }
 
 
@@ -366,9 +367,9 @@ def unfused_patterns(profile: Any, detail: bool = False,
             part["example"] = _chain_names(names, np.concatenate(
                 [idx[at[o]:at[o] + counts[o]] for o in one]), counts[one])
             rows.append(part)
-    det_cols = {"rank": "Int64", "stream": "Int64", "pattern": "string", "first_row": "int64",
+    det_cols = {"rank": "Int64", "stream": "Int64", "pattern": TEXT, "first_row": "int64",
                 "kernels": "int64", "total_us": "float64", "saving_us": "float64",
-                "names": "string", "fused_replacement": "string"}
+                "names": TEXT, "fused_replacement": TEXT}
     if not rows:
         return noted_no_step(empty_frame(det_cols if detail else UNFUSED_COLUMNS,
                                          "no known unfused pattern found"), kernels)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
+
 __all__: list[str] = []
 
 #: Patterns whose matches are then checked on the tasks' dtypes and shapes: a run of casts
@@ -37,7 +39,7 @@ def _cast_fields(kernels: pd.DataFrame, scoped: pd.DataFrame, pos: np.ndarray | 
         if c not in kernels.columns:
             out.append(np.full(len(rows), None, dtype=object))
             continue
-        text = pd.Series(kernels[c].array[at], dtype="string").str.replace(
+        text = pd.Series(kernels[c].array[at], dtype=TEXT).str.replace(
             r'["\s]', "", regex=True).str.upper()
         if "dtypes" in c:
             text = text.str.removeprefix("DT_").replace(_DTYPE_ALIASES)

@@ -25,6 +25,7 @@ from .._util import (
 
 if TYPE_CHECKING:  # the type only; analyses never read files
     pass
+from ..._text_dtype import TEXT
 from .nodes import _scope_parts
 
 __all__ = ["recompute_scopes", "SCOPE_COLUMNS", "RECOMPUTE_SCOPE"]
@@ -35,11 +36,11 @@ __all__ = ["recompute_scopes", "SCOPE_COLUMNS", "RECOMPUTE_SCOPE"]
 RECOMPUTE_SCOPE = r"(?:^|/)recompute_"
 
 #: Columns of :func:`recompute_scopes`.
-SCOPE_COLUMNS: dict[str, str] = {
-    "rank": "Int64", "source": "string", "tasks": "int64", "scoped_tasks": "int64",
+SCOPE_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "source": TEXT, "tasks": "int64", "scoped_tasks": "int64",
     "forward_scoped_tasks": "int64", "scoped_names": "int64", "forward_scoped_us": "float64",
-    "compute_us": "float64", "forward_scoped_share": "float64", "layers": "string",
-    "scoped_layers": "string", "recompute": "string",
+    "compute_us": "float64", "forward_scoped_share": "float64", "layers": TEXT,
+    "scoped_layers": TEXT, "recompute": TEXT,
 }
 
 
@@ -81,8 +82,8 @@ def recompute_scopes(profile: Any) -> pd.DataFrame:
     # the names are read by code: each distinct name is matched once (a profile repeats a
     # few hundred names over a million tasks) and no task's text is copied
     code, uniq = shared_factorize(frame["name"], use_na_sentinel=True)
-    text = pd.Series(uniq, dtype=object).astype("string").fillna("")
-    text = pd.concat([text, pd.Series([""], dtype="string")], ignore_index=True)
+    text = pd.Series(uniq, dtype=object).astype(TEXT).fillna("")
+    text = pd.concat([text, pd.Series([""], dtype=TEXT)], ignore_index=True)
     code = np.where(code < 0, len(text) - 1, code)  # a missing name reads as ""
     scoped_of = text.str.contains(RECOMPUTE_SCOPE, regex=True).to_numpy(bool)
     grad_of = text.str.startswith("Gradients/").to_numpy(bool)

@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .records import (
     _BATCH_MATMUL,
     _GEMM,
@@ -393,7 +394,7 @@ def record_triples(recs: pd.DataFrame, shapes: Sequence[Sequence[Shape]]
     timed, so other matrix products may run between a backward chain's members."""
     lane = recs["lane"] if "lane" in recs.columns else pd.Series(pd.NA, index=recs.index)
     key = pd.MultiIndex.from_arrays([recs["rank"].astype("Int64").fillna(-1).to_numpy(),
-                                     lane.astype("string").fillna("").to_numpy()])
+                                     lane.astype(TEXT).fillna("").to_numpy()])
     code, _ = pd.factorize(key)
     return bmm_attention_triples(recs["label"].astype(str).tolist(), shapes, code,
                                  interleaved=True)
@@ -421,7 +422,7 @@ def bmm_attention(profile: Any) -> pd.DataFrame:
             "qk_shapes", "softmax_shapes", "pv_shapes"]
     if recs.empty:
         return pd.DataFrame(columns=cols)
-    texts = recs["input_shapes"].astype("string").fillna("")
+    texts = recs["input_shapes"].astype(TEXT).fillna("")
     parsed = {t: parse_shapes(t) for t in texts.unique()}
     found = record_triples(recs, [parsed[t] for t in texts])
     at = [t.qk for t in found]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import counted, listed, plural
 from .fields import ShapeReading
 from .operators import _Attn, _mode, _per_step, _typical
@@ -28,7 +29,7 @@ def _outermost(rows: pd.DataFrame) -> pd.DataFrame:
     if rows.empty or "end_us" not in rows.columns:
         return rows
     rank = rows["rank"].astype("Int64").fillna(-1).to_numpy(np.int64)
-    lane = rows["lane"].astype("string").fillna("").to_numpy(object)
+    lane = rows["lane"].astype(TEXT).fillna("").to_numpy(object)
     start = rows["start_us"].to_numpy(np.float64)
     end = rows["end_us"].astype("Float64").to_numpy(np.float64, na_value=np.nan)
     known = np.flatnonzero((lane != "") & ~np.isnan(end) & ~np.isnan(start))
@@ -73,7 +74,7 @@ def _followed_by(recs: pd.DataFrame, first: np.ndarray, then: np.ndarray) -> np.
     the table among equal ones: each row of ``first`` is one binary search in its lane's
     rows sorted that way."""
     rank = recs["rank"].astype("Int64").fillna(-1).to_numpy(np.int64)
-    lane = recs["lane"].astype("string").fillna("").to_numpy(object)
+    lane = recs["lane"].astype(TEXT).fillna("").to_numpy(object)
     step = recs["step"].astype("Float64").fillna(-1.0).to_numpy(np.float64)
     start = recs["start_us"].to_numpy(np.float64)
     end = recs["end_us"].astype("Float64").to_numpy(np.float64, na_value=np.nan) \

@@ -35,6 +35,7 @@ from math import prod
 
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import counted
 from .records import parse_shapes
 
@@ -77,7 +78,7 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _names(frame: pd.DataFrame, column: str = "name") -> pd.Series:
-    return frame[column].astype("string").fillna("")
+    return frame[column].astype(TEXT).fillna("")
 
 
 def read_fused_moe(ops: pd.DataFrame, kernels: pd.DataFrame,

@@ -21,6 +21,7 @@ from math import isnan
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ..efficiency.tensors import dtype_bytes, peak_key
 from .records import parse_shapes
 
@@ -57,7 +58,7 @@ def logit_bytes(ops: pd.DataFrame, vocab_rows: int) -> tuple[float, str] | None:
     if ops.empty or not need <= set(ops.columns):
         return None
     ops = ops.sort_values("start_us", kind="stable")
-    names = ops["name"].astype("string").fillna("")
+    names = ops["name"].astype(TEXT).fillna("")
     head = None
     for start, shapes, types in ops.loc[(names == "aten::linear").to_numpy(bool),
                                         ["start_us", "input_shapes", "input_dtypes"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import listed, plural
 from .._frames import compute_all, is_lazy_frame
 from .._util import table
@@ -175,7 +176,7 @@ def _read(profile: Any, recs: pd.DataFrame, source: str, tp: int,
     for r in ranks:
         stage_of.setdefault(r, 0)
     label = recs["label"].astype(str)
-    texts = recs["input_shapes"].astype("string").fillna("")
+    texts = recs["input_shapes"].astype(TEXT).fillna("")
     parsed = {t: parse_shapes(t) for t in texts.unique()}
     shapes = [parsed[t] for t in texts]
 

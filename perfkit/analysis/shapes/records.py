@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._frames import collect, is_lazy_frame, table_columns
 from .._util import distinct_rows, table
 
@@ -130,7 +131,7 @@ def _per_name(values: pd.Series, func: Any) -> pd.Series:
     codes, uniq = pd.factorize(values, use_na_sentinel=True)
     done = np.array([func(u) for u in np.asarray(uniq, dtype=object)] + [pd.NA],
                     dtype=object)
-    return pd.Series(pd.array(done[codes], dtype="string"), index=values.index)
+    return pd.Series(pd.array(done[codes], dtype=TEXT), index=values.index)
 
 
 def _matches(values: pd.Series, *patterns: re.Pattern[str]) -> np.ndarray:
@@ -149,13 +150,13 @@ def _label(frame: pd.DataFrame) -> pd.Series:
     (``Default/MatMul-op3`` -> ``MatMul``). The element-wise rows of a softmax backward that
     MindSpore expands (``Expand/_SoftmaxBackward/Mul-op1``) are that softmax backward
     (:data:`EXPANDED_SOFTMAX_BACKWARD`)."""
-    name = frame["name"].astype("string").fillna("")
+    name = frame["name"].astype(TEXT).fillna("")
     label = _per_name(name, lambda text: _OP_SUFFIX.sub("", text.rsplit("/", 1)[-1]))
     if "type" in frame.columns:
-        typ = frame["type"].astype("string")
+        typ = frame["type"].astype(TEXT)
         label = typ.where(typ.notna() & (typ != ""), label)
     if "op_name" in frame.columns:
-        op = frame["op_name"].astype("string")
+        op = frame["op_name"].astype(TEXT)
         label = op.where(op.notna() & (op != ""), label)
     return with_expanded_softmax_backward(label, name).fillna("")
 
@@ -175,7 +176,7 @@ def _kept(frame: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(frame), dtype=bool)
     inverse, first = distinct_rows(frame, cols)
     one = frame[cols].take(first)
-    untyped = one["type"].astype("string").fillna("").eq("").to_numpy(bool) \
+    untyped = one["type"].astype(TEXT).fillna("").eq("").to_numpy(bool) \
         if "type" in one.columns else np.ones(len(one), dtype=bool)
     label = _label(one)
     keep = (_matches(one["name"].astype(str), _GEMM) & untyped) | \
@@ -273,10 +274,10 @@ def _records_of(profile: Any, name: str, ranks: list[int] | None) -> pd.DataFram
     rows["label"] = _label(rows).to_numpy()
     for col in ("input_dtypes", "output_shapes"):
         if col not in rows.columns:
-            rows[col] = pd.Series(pd.NA, index=rows.index, dtype="string")
-    rows["backward"] = _matches(rows["name"].astype("string"), _GRAD)
-    rows["lane"] = rows[lane].astype("string") if lane in rows.columns else \
-        pd.Series(pd.NA, index=rows.index, dtype="string")
+            rows[col] = pd.Series(pd.NA, index=rows.index, dtype=TEXT)
+    rows["backward"] = _matches(rows["name"].astype(TEXT), _GRAD)
+    rows["lane"] = rows[lane].astype(TEXT) if lane in rows.columns else \
+        pd.Series(pd.NA, index=rows.index, dtype=TEXT)
     # when each operator ends: a host operator run inside another (a loss inside the loss
     # call that wraps it) is told by its span
     rows["end_us"] = (rows["start_us"] + rows["dur_us"]).astype("Float64") \
@@ -300,7 +301,7 @@ def _mark_after_gradients(rows: pd.DataFrame) -> None:
     (``Expand/_MatMulExt/BatchMatMul-op3``) carry no scope of their own, but a graph runs
     its forward pass first. (Small ``Gradients/`` element-wise operators may be scheduled
     early, so only the products mark the start of the backward pass.)"""
-    names = rows["name"].astype("string").fillna("")
+    names = rows["name"].astype(TEXT).fillna("")
     grads = rows[names.str.startswith("Gradients/").to_numpy(bool)
                  & rows["label"].astype(str).str.contains(_GEMM).to_numpy(bool)]
     if grads.empty:
@@ -328,7 +329,7 @@ def _mark_autograd_launches(rows: pd.DataFrame, profile: Any, source: str) -> No
         return
     ops = table(profile, "ops")
     engine = collect(ops, ["rank", "thread", "start_us", "dur_us"], where=lambda f: f[
-        "name"].astype("string").str.startswith(_AUTOGRAD).fillna(False))
+        "name"].astype(TEXT).str.startswith(_AUTOGRAD).fillna(False))
     if engine.empty:
         return
     if source == "kernels" and "op_id" in rows.columns and \

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._frames import collect, is_lazy, table_columns
 from .._util import table
 from ..collectives import comm_op_type
@@ -91,7 +92,7 @@ def activation_reductions(profile: Any) -> ActivationReductions | None:
     recs, _ = shape_records(profile, tables=("ops",))
     if recs.empty:
         return None
-    shapes = [parse_shapes(t) for t in recs["input_shapes"].astype("string").fillna("")]
+    shapes = [parse_shapes(t) for t in recs["input_shapes"].astype(TEXT).fillna("")]
     products = [g for g in _gemms(recs, recs["label"].astype(str), shapes) if not g.backward]
     rows = Counter(m for g in products for m in {c[0] for c in g.cands})
     if not rows:
@@ -120,20 +121,20 @@ def _all_reduces(profile: Any) -> pd.DataFrame:
     (the thread), ``start_us``, ``end_us``, ``input_shapes``."""
     cols = [c for c in ("rank", "thread", "start_us", "dur_us", "name", "input_shapes")
             if c in table_columns(profile, "ops")]
-    ops = collect(table(profile, "ops"), cols, where=lambda f: f["name"].astype("string")
+    ops = collect(table(profile, "ops"), cols, where=lambda f: f["name"].astype(TEXT)
                   .str.contains("reduce", case=False, regex=False).fillna(False))
     ops = ops[ops["input_shapes"].notna().to_numpy(bool)]
     if ops.empty:
         return ops
     ops = ops[(comm_op_type(ops["name"]) == "allreduce").to_numpy(bool)]
-    lane = ops["thread"].astype("string") if "thread" in ops.columns else \
-        pd.Series(pd.NA, index=ops.index, dtype="string")
+    lane = ops["thread"].astype(TEXT) if "thread" in ops.columns else \
+        pd.Series(pd.NA, index=ops.index, dtype=TEXT)
     end = (ops["start_us"] + ops["dur_us"]).astype("Float64") if "dur_us" in ops.columns \
         else pd.Series(pd.NA, index=ops.index, dtype="Float64")
     frame = pd.DataFrame({"rank": ops["rank"].to_numpy(), "lane": lane.to_numpy(),
                           "start_us": ops["start_us"].to_numpy(np.float64),
                           "end_us": end.to_numpy(), "input_shapes": ops["input_shapes"]
-                          .astype("string").to_numpy()})
+                          .astype(TEXT).to_numpy()})
     return _outermost(frame).reset_index(drop=True)
 
 

@@ -11,14 +11,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...io.canonical.categories import HOST_COMM_PATTERN
 from .window import TimelineError, TimelineWindow, _rank_tables, _timed
 
 __all__ = ["window_events", "EVENT_COLUMNS"]
 
-EVENT_COLUMNS: dict[str, str] = {
-    "rank": "Int64", "source": "string", "name": "string", "type": "string",
-    "category": "string", "stream": "Int64", "core": "string", "thread": "Int64",
+EVENT_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "source": TEXT, "name": TEXT, "type": TEXT,
+    "category": TEXT, "stream": "Int64", "core": TEXT, "thread": "Int64",
     "depth": "Int64", "start_us": "float64", "end_us": "float64", "dur_us": "float64",
 }
 """Columns of :func:`window_events`: whole events on the profile's clock (not clipped)."""
@@ -98,10 +99,10 @@ def window_events(profile: Any, window: TimelineWindow, host: bool | str = "auto
                 comm = name.str.contains(HOST_COMM_PATTERN, regex=True).fillna(False)
                 rows.append(pd.DataFrame({
                     "source": "host", "name": name,
-                    "type": pd.array([pd.NA] * len(ops), dtype="string"),
+                    "type": pd.array([pd.NA] * len(ops), dtype=TEXT),
                     "category": np.where(comm.to_numpy(bool), "communication", "host"),
                     "stream": pd.array([pd.NA] * len(ops), dtype="Int64"),
-                    "core": pd.array([pd.NA] * len(ops), dtype="string"),
+                    "core": pd.array([pd.NA] * len(ops), dtype=TEXT),
                     "thread": _col(ops, "thread", "Int64"),
                     "depth": ops["_depth"].to_numpy(np.int64),
                     "start_us": ops["start_us"].to_numpy(float),
@@ -122,7 +123,7 @@ def window_events(profile: Any, window: TimelineWindow, host: bool | str = "auto
     return out.astype(EVENT_COLUMNS)[list(EVENT_COLUMNS)]
 
 
-def _col(frame: pd.DataFrame, name: str, dtype: str = "string") -> pd.Series:
+def _col(frame: pd.DataFrame, name: str, dtype: Any = TEXT) -> pd.Series:
     if name in frame.columns:
         return frame[name].astype(dtype).reset_index(drop=True)
     return pd.Series(pd.array([pd.NA] * len(frame), dtype=dtype))

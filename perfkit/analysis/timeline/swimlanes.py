@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._util import typed
 from .events import window_events
 from .labels import _labels, _labels_of
@@ -34,9 +35,9 @@ LANE_MODES = ("streams", "categories")
 # into computing and communication, so that the lanes of a host-only timeline add up like
 # its step table: one definition, in perfkit.io.canonical.categories.
 
-TIMELINE_COLUMNS: dict[str, str] = {
-    "rank": "Int64", "lane": "string", "track": "string", "track_order": "int64",
-    "name": "string", "label": "string", "category": "string", "kind": "string",
+TIMELINE_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "lane": TEXT, "track": TEXT, "track_order": "int64",
+    "name": TEXT, "label": TEXT, "category": TEXT, "kind": TEXT,
     "start_us": "float64", "end_us": "float64", "dur_us": "float64", "n_events": "int64",
     "labelled": "bool", "clipped": "bool",
 }
@@ -190,8 +191,8 @@ def _cut_by_own_collectives(events: pd.DataFrame, dev_ranks: set[Any]) -> pd.Dat
     comm = host & (events["category"] == "communication").to_numpy(bool)
     if not comp.any() or not comm.any():
         return events
-    key = events["rank"].astype("string").fillna("") + "/" + \
-        events["thread"].astype("string").fillna("")
+    key = events["rank"].astype(TEXT).fillna("") + "/" + \
+        events["thread"].astype(TEXT).fillna("")
     keys = key.to_numpy(dtype=object)
     start = events["start_us"].to_numpy(float)
     end = events["end_us"].to_numpy(float)

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
+
 __all__ = ["codes", "per_distinct", "numeric", "text", "str_array"]
 
 #: pandas 3 and later: ``astype("str")`` gives the string dtype, missing kept as NaN.
@@ -28,19 +30,19 @@ def codes(values: pd.Series) -> tuple[np.ndarray, Any]:
     """
     if isinstance(values.dtype, pd.CategoricalDtype):
         return values.cat.codes.to_numpy(np.int64), values.cat.categories
-    return pd.factorize(values.astype("string"), use_na_sentinel=True)
+    return pd.factorize(values.astype(TEXT), use_na_sentinel=True)
 
 
 def text(values: pd.Series) -> pd.Series:
-    """A text column (Categorical or not) in the nullable string dtype.
+    """A text column (Categorical or not) in perfkit's text dtype (Arrow-stored ``string``).
 
     A Categorical's few distinct texts are converted and then taken by code (one array
     take), not every row's text converted on its own: the same column, row for row.
     """
     if not isinstance(values.dtype, pd.CategoricalDtype) or \
             values.cat.categories.inferred_type != "string":
-        return values.astype("string")  # (numbers as categories print as the column does)
-    distinct = pd.Series(values.cat.categories).astype("string").array
+        return values.astype(TEXT)  # (numbers as categories print as the column does)
+    distinct = pd.Series(values.cat.categories).astype(TEXT).array
     out = distinct.take(values.cat.codes.to_numpy(np.int64), allow_fill=True)
     return pd.Series(out, index=values.index, name=values.name)
 
@@ -59,13 +61,13 @@ def str_array(values: pd.Series) -> Any:
 
 
 def per_distinct(values: pd.Series, func: Callable[[pd.Series], pd.Series]) -> pd.Series:
-    """``func(values.astype("string"))`` computed once per distinct value (NA gives NA).
+    """``func(values.astype(TEXT))`` computed once per distinct value (NA gives NA).
 
     ``func`` maps a string Series to a Series of the same length (text, bool, ...). The
     result has ``values``' index and the nullable dtype ``func`` returns.
     """
     code, uniques = codes(values)
-    mapped = func(pd.Series(uniques, dtype="string"))
+    mapped = func(pd.Series(uniques, dtype=TEXT))
     out = mapped.array.take(code, allow_fill=True)  # code -1 (NA) gives NA
     return pd.Series(out, index=values.index)
 
@@ -80,7 +82,7 @@ def numeric(values: pd.Series) -> np.ndarray:
     is_text = isinstance(values.dtype, (pd.StringDtype, pd.CategoricalDtype))
     if is_text and len(values) and not values.hasnans:
         code, uniques = codes(values)
-        return pd.to_numeric(pd.Series(uniques, dtype="string"),
+        return pd.to_numeric(pd.Series(uniques, dtype=TEXT),
                              errors="coerce").to_numpy()[code]
     if isinstance(values.dtype, pd.CategoricalDtype):
         values = text(values)

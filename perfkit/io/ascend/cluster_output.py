@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import ProfileError, file_boundary
 from ...format import counted, listed, plural
 from ...profile import Cluster, Profile, ProfileMeta
@@ -188,11 +189,11 @@ def _steps(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                      required=[("Step",), ("Type",), ("Index",), ("Computing",)],
                      text_cols=["Step", "Type", "Index"])
     n = table.num_rows
-    typ = pd.Series(table.column("Type").to_pandas(), dtype="string").str.strip().str.lower()
-    index = pd.Series(table.column("Index").to_pandas(), dtype="string")
+    typ = pd.Series(table.column("Type").to_pandas(), dtype=TEXT).str.strip().str.lower()
+    index = pd.Series(table.column("Index").to_pandas(), dtype=TEXT)
     cols: dict[str, Any] = {}
     named: dict[str, str] = {}
-    step_text = pd.Series(table.column("Step").to_pandas(), dtype="string")
+    step_text = pd.Series(table.column("Step").to_pandas(), dtype=TEXT)
     for canon, alts in _STEP_COLS.items():
         src = next((a for a in alts if a in table.column_names), None)
         if src is not None:

@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..._text_dtype import TEXT, text_series
 from ...errors import ProfileError
 from .._common import find_col, int64_series, read_csv, to_float, to_ns
 from ..canonical.categories import category
@@ -96,7 +97,7 @@ def _kernels(path: Path, ns: dict[str, pa.Array],
         used.add(src)
         col = table.column(src)
         if canon in _TEXT:
-            s = pd.Series(col.to_pandas(), dtype="string")
+            s = text_series(col)
             if canon in ("input_shapes", "output_shapes"):
                 s = s.str.strip('"')
             cols[canon] = s
@@ -113,10 +114,10 @@ def _kernels(path: Path, ns: dict[str, pa.Array],
     frame = pd.DataFrame(cols, copy=False)  # no block consolidation: a 1 M-row copy
     frame["start__ns"] = int64_series(start_ns)
     if "name" not in frame:
-        frame["name"] = pd.Series(pd.NA, index=range(n), dtype="string")
+        frame["name"] = pd.Series(pd.NA, index=range(n), dtype=TEXT)
     for c in ("type", "core"):
         if c not in frame:
-            frame[c] = pd.Series(pd.NA, index=range(n), dtype="string")
+            frame[c] = pd.Series(pd.NA, index=range(n), dtype=TEXT)
     frame["category"] = category(frame["core"], frame["type"], frame["name"])
     for src in header:
         if src in used:

@@ -25,6 +25,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import ProfileError, file_boundary
 from ...format import counted
 from ...profile import ProfileMeta
@@ -186,7 +187,7 @@ def _map(ids: pd.Series, strings: pd.Series, label: str | None = None) -> pd.Ser
     """The strings of interned ids; an id not in ``STRING_IDS`` is NA, counted in a note
     under ``label`` (``"COMPUTE_TASK_INFO.name"``)."""
     out = pd.Series(strings.reindex(ids.to_numpy()).to_numpy(), index=ids.index,
-                    dtype="string")
+                    dtype=TEXT)
     if label is not None:
         lost = int((out.isna() & ids.notna()).sum())
         if lost:
@@ -238,13 +239,13 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
                                               f"{path.name} COMMUNICATION_OP.opName"),
                                  "opType": _map(comm["opType"], strings,
                                                 f"{path.name} COMMUNICATION_OP.opType"),
-                                 "taskType": pd.Series(["HCCL"] * len(comm), dtype="string"),
+                                 "taskType": pd.Series(["HCCL"] * len(comm), dtype=TEXT),
                                  "inputShapes": pd.Series(
                                      [str(int(c)) if c == c and c > 0 else pd.NA
-                                      for c in counts], dtype="string"),
+                                      for c in counts], dtype=TEXT),
                                  "inputDataTypes": comm["dataType"].map(hccl_types).astype(
-                                     "string").replace({"N/A": pd.NA,
-                                                        "INVALID_TYPE": pd.NA}),
+                                     TEXT).replace({"N/A": pd.NA,
+                                                    "INVALID_TYPE": pd.NA}),
                                  "waitNs": comm["waitNs"]})
             kern = pd.concat([kern, comm], ignore_index=True)
         starts.append(kern["startNs"])
@@ -281,7 +282,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             if "ENUM_MODULE" in have else {}
         res = m["totalReserved"].astype(float)
         mem_parts.append(pd.DataFrame({
-            "component": pd.Series([enum.get(i, str(i)) for i in m["moduleId"]], dtype="string"),
+            "component": pd.Series([enum.get(i, str(i)) for i in m["moduleId"]], dtype=TEXT),
             "ts_ns": m["timestampNs"], "reserved_bytes": res.where(res >= 0),
             "source": "npu_module_mem"}))
     starts.extend(part["ts_ns"] for part in mem_parts)
@@ -390,8 +391,8 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         t = ops_only(_query(con, path, "select * from CommAnalyzerTime"))
         start_ns = np.round(pd.to_numeric(t["start_timestamp"]).to_numpy(np.float64) * 1000)
         tables["comm_ops"] = pd.DataFrame({
-            "step": step_num(t["step"]), "group": t["group_name"].astype("string"),
-            "name": t["hccl_op_name"].astype("string"),
+            "step": step_num(t["step"]), "group": t["group_name"].astype(TEXT),
+            "name": t["hccl_op_name"].astype(TEXT),
             "start_us": (start_ns - origin) / 1000.0 if origin is not None else np.nan,
             "elapse_us": t["elapse_time"] * 1000.0, "transit_us": t["transit_time"] * 1000.0,
             "wait_us": t["wait_time"] * 1000.0, "sync_us": t["synchronization_time"] * 1000.0,
@@ -404,19 +405,19 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         # one row per packet size; the op-level figures repeat on each
         b = b.drop_duplicates(["step", "type", "hccl_op_name", "group_name", "transport_type"])
         tables["comm_bandwidth"] = pd.DataFrame({
-            "step": step_num(b["step"]), "group": b["group_name"].astype("string"),
-            "name": b["hccl_op_name"].astype("string"),
-            "transport": b["transport_type"].astype("string"),
+            "step": step_num(b["step"]), "group": b["group_name"].astype(TEXT),
+            "name": b["hccl_op_name"].astype(TEXT),
+            "transport": b["transport_type"].astype(TEXT),
             "size_bytes": b["transit_size"] * 1e6, "transit_us": b["transit_time"] * 1000.0,
             "bandwidth_gbps": b["bandwidth"], "large_packet_ratio": b["large_packet_ratio"]})
     if "CommAnalyzerMatrix" in have:
         mx = ops_only(_query(con, path, "select * from CommAnalyzerMatrix"))
         tables["comm_matrix"] = pd.DataFrame({
-            "step": step_num(mx["step"]), "group": mx["group_name"].astype("string"),
-            "name": mx["hccl_op_name"].astype("string"),
+            "step": step_num(mx["step"]), "group": mx["group_name"].astype(TEXT),
+            "name": mx["hccl_op_name"].astype(TEXT),
             "src_local": pd.to_numeric(mx["src_rank"], errors="coerce"),
             "dst_local": pd.to_numeric(mx["dst_rank"], errors="coerce"),
-            "transport": mx["transport_type"].astype("string"),
+            "transport": mx["transport_type"].astype(TEXT),
             "size_bytes": mx["transit_size"] * 1e6, "time_us": mx["transit_time"] * 1000.0,
             "bandwidth_gbps": mx["bandwidth"], "op_name": mx.get("op_name")})
         notes.append("comm_matrix: link ranks are local to their group; src_rank/dst_rank NA "

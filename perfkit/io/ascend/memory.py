@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..._text_dtype import TEXT
 from .._common import find_col, int64_series, read_csv, to_float, to_ns
 from ..canonical.validate import WINDOW_NS
 
@@ -39,14 +40,14 @@ def memory_record(path: Path, ns: dict[str, pa.Array], framework: str | None) ->
     ts = to_ns(table.column("Timestamp(us)"), n, label=f"{path.name} Timestamp(us)")
     ns["memory"] = ts
     frame = pd.DataFrame({
-        "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
+        "component": pd.Series(table.column("Component").to_pandas(), dtype=TEXT),
         "ts__ns": int64_series(ts),
         "allocated_bytes": to_float(_col(table, h, "Total Allocated(MB)"), n) * mb,
         "reserved_bytes": to_float(_col(table, h, "Total Reserved(MB)"), n) * mb,
         "active_bytes": to_float(_col(table, h, "Total Active(MB)"), n) * mb,
         "device": pd.Series(_col(table, h, "Device Type").to_pandas()
-                            if "Device Type" in h else [pd.NA] * n, dtype="string"),
-        "source": pd.Series(["memory_record"] * n, dtype="string"),
+                            if "Device Type" in h else [pd.NA] * n, dtype=TEXT),
+        "source": pd.Series(["memory_record"] * n, dtype=TEXT),
     })
     return frame
 
@@ -72,12 +73,12 @@ def npu_module_mem(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
     ts = to_ns(table.column("Timestamp(us)"), n, label=f"{path.name} Timestamp(us)")
     ns["module_mem"] = ts
     return pd.DataFrame({
-        "component": pd.Series(table.column("Component").to_pandas(), dtype="string"),
+        "component": pd.Series(table.column("Component").to_pandas(), dtype=TEXT),
         "ts__ns": int64_series(ts),
         "reserved_bytes": reserved,
         "device": pd.Series(_col(table, h, "Device").to_pandas()
-                            if "Device" in h else [pd.NA] * n, dtype="string"),
-        "source": pd.Series(["npu_module_mem"] * n, dtype="string"),
+                            if "Device" in h else [pd.NA] * n, dtype=TEXT),
+        "source": pd.Series(["npu_module_mem"] * n, dtype=TEXT),
     })
 
 
@@ -97,7 +98,7 @@ def operator_memory(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
                     label=f"{path.name} Release Time(us)")
     ns["op_memory"] = alloc
     return pd.DataFrame({
-        "name": pd.Series(table.column("Name").to_pandas(), dtype="string"),
+        "name": pd.Series(table.column("Name").to_pandas(), dtype=TEXT),
         "size_bytes": to_float(table.column("Size(KB)"), n) * _KIB,
         "alloc__ns": int64_series(alloc),
         "release__ns": int64_series(release),
@@ -105,7 +106,7 @@ def operator_memory(path: Path, ns: dict[str, pa.Array]) -> pd.DataFrame:
                                 label=f"{path.name} Duration(us)"),
         "active_duration_us": to_float(_col(table, h, "Active Duration(us)"), n),
         "device": pd.Series(_col(table, h, "Device Type").to_pandas()
-                            if "Device Type" in h else [pd.NA] * n, dtype="string"),
+                            if "Device Type" in h else [pd.NA] * n, dtype=TEXT),
     })
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import runs_text
 
 __all__ = ["MIN_COVERED", "covered_us", "mark_recorded"]
@@ -47,7 +48,7 @@ def covered_us(kernels: pd.DataFrame) -> pd.DataFrame:
                                                                        na_value=np.nan)
     dur = pd.to_numeric(kernels["dur_us"], errors="coerce").to_numpy(np.float64,
                                                                       na_value=np.nan)
-    comm = kernels["category"].astype("string").eq("communication").fillna(False) \
+    comm = kernels["category"].astype(TEXT).eq("communication").fillna(False) \
         .to_numpy(bool) if "category" in kernels.columns else np.zeros(len(kernels), bool)
     ok = np.isfinite(step) & np.isfinite(t0) & np.isfinite(dur)
     step, t0, t1, comm = step[ok], t0[ok], t0[ok] + np.clip(dur[ok], 0.0, None), comm[ok]

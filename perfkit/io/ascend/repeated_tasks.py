@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import count_text, counted, listed
 from .csv import _KERNEL_COLS, _START
 
@@ -87,7 +88,7 @@ def drop_repeated(kernels: pd.DataFrame, notes: list[str],
             return kernels
     pos = np.flatnonzero(maybe)
     cols = [*key, start, *(c for c in _OPTIONAL if c in kernels)]
-    keyed = pd.DataFrame({c: kernels[c].iloc[pos].astype("string").to_numpy()
+    keyed = pd.DataFrame({c: kernels[c].iloc[pos].astype(TEXT).to_numpy()
                           if c in _OPTIONAL else
                           pd.to_numeric(kernels[c].iloc[pos], errors="coerce").to_numpy()
                           for c in cols})
@@ -153,7 +154,7 @@ def _drop_identical_without_id(kernels: pd.DataFrame, candidates: np.ndarray,
         return kernels
     cols = [c for c in kernels.columns if c not in _DERIVED]
     rows = kernels.loc[no_id, cols]
-    again = rows.astype("string").duplicated(keep="first").to_numpy(bool)
+    again = rows.astype(TEXT).duplicated(keep="first").to_numpy(bool)
     if not again.any():
         return kernels
     drop = np.flatnonzero(no_id)[again]

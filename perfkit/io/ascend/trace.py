@@ -14,6 +14,7 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._common.distinct import per_distinct, str_array, text
 from ..canonical.categories import category
 from ..chrome.decode import ChromeTrace
@@ -91,7 +92,7 @@ def from_ascend_trace(trace: ChromeTrace, origin: int | None, kernels: bool = Tr
         hw = [p for p, n in trace.processes.items() if n == "Ascend Hardware"]
         device = x[x["pid"].isin(hw)]
         ts = device["ts_ns"].to_numpy()
-        ttype = device["task_type"].astype("string")
+        ttype = device["task_type"].astype(TEXT)
         out_kernels = pd.DataFrame({
             "step": np.nan,
             "name": device["name"].to_numpy(),
@@ -101,9 +102,9 @@ def from_ascend_trace(trace: ChromeTrace, origin: int | None, kernels: bool = Tr
             "dur_us": device["dur_us"].to_numpy(),
         })
         out_kernels["category"] = category(
-            out_kernels["core"].astype("string"),
-            pd.Series(pd.NA, index=out_kernels.index, dtype="string"),
-            out_kernels["name"].astype("string")).to_numpy()
+            out_kernels["core"].astype(TEXT),
+            pd.Series(pd.NA, index=out_kernels.index, dtype=TEXT),
+            out_kernels["name"].astype(TEXT)).to_numpy()
     overlap_pid = [p for p, n in trace.processes.items() if n == "Overlap Analysis"]
     out_steps = pd.DataFrame()
     if overlap_pid and steps:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..._text_codes import id_dtype, remember_lazily
+from ..._text_dtype import table_to_frame
 
 __all__ = ["read_frame"]
 
@@ -164,14 +165,15 @@ def _read_table(f: Path, pf: pq.ParquetFile) -> pd.DataFrame:
     names, whatever the rows taken. Read row group by row group, the column is one array.
     The conversion is pyarrow's, as pandas calls it (pandas 3 with pyarrow 19 or later
     maps no type itself; with older pyarrow pandas' own read is kept), with the frame's
-    ``attrs`` that pandas stores beside the table.
+    ``attrs`` that pandas stores beside the table; text columns come back as
+    :data:`~perfkit._text_dtype.TEXT` on pandas 2 too (:func:`~perfkit._text_dtype.table_to_frame`).
     """
     if _PANDAS_3 and not _PYARROW_19:
         return pd.read_parquet(f, page_checksum_verification=True,
                                to_pandas_kwargs={"split_blocks": True, "self_destruct": True})
     table = pf.read(use_pandas_metadata=True)
     attrs = (table.schema.metadata or {}).get(b"PANDAS_ATTRS")
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
+    frame = table_to_frame(table, split_blocks=True, self_destruct=True)
     if attrs is not None:
         frame.attrs = json.loads(attrs)
     return frame

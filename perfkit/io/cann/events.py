@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..._text_dtype import TEXT
 from ...errors import ProfileError, file_boundary
 from .._common import (
     check_file,
@@ -133,18 +134,18 @@ def _frame(files: Sequence[Path]) -> pd.DataFrame:
         source.extend([i] * len(cols["name"]))
     n = len(parts["name"])
     frame = pd.DataFrame({
-        "proc": pd.array(parts["proc"], dtype="string"),
-        "thread": pd.array(parts["thread"], dtype="string"),
-        "name": pd.array(parts["name"], dtype="string"),
-        "cat": pd.array(parts["cat"], dtype="string"),
-        "ph": pd.array(parts["ph"], dtype="string"),
+        "proc": pd.array(parts["proc"], dtype=TEXT),
+        "thread": pd.array(parts["thread"], dtype=TEXT),
+        "name": pd.array(parts["name"], dtype=TEXT),
+        "cat": pd.array(parts["cat"], dtype=TEXT),
+        "ph": pd.array(parts["ph"], dtype=TEXT),
         "file": np.asarray(source, dtype=np.int64),
     })
     ts = to_ns(pa.array(parts["ts"], pa.string()), n, label="ts of the CANN timeline")
     frame["ts_ns"] = int64_series(ts)
     frame["dur_us"] = pd.to_numeric(pd.Series(parts["dur"], dtype=object), errors="coerce")
     for c in ("task_type", "hccl_task", "transport", "link"):
-        frame[c] = pd.array([_text(v) for v in parts[c]], dtype="string")
+        frame[c] = pd.array([_text(v) for v in parts[c]], dtype=TEXT)
     for c in ("stream_id", "task_id", "iteration_id", "data_aug_us", "hccl_stream",
               "src_rank", "dst_rank", "size"):
         frame[c] = pd.to_numeric(pd.Series(parts[c], dtype=object), errors="coerce")

@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import ProfileError
 from ...format import counted, listed
 from ...profile import ProfileMeta
@@ -199,7 +200,7 @@ def _framework(kernels: pd.DataFrame | None) -> str | None:
     """``"mindspore"`` when most compute tasks carry MindSpore scope names."""
     if kernels is None or not len(kernels):
         return None
-    comp = kernels.loc[kernels["category"] == "compute", "name"].astype("string")
+    comp = kernels.loc[kernels["category"] == "compute", "name"].astype(TEXT)
     if not len(comp):
         return None
     scoped = comp.str.match(r"^(?:recompute_)?(?:Default|Gradients)/").fillna(False)

@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import plural, runs_text
 from ..canonical.categories import category
 from ..canonical.comm_words import CANN_UNRECORDED
@@ -161,7 +162,7 @@ def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame, notes: list[str])
 
 def _op_type(names: pd.Series) -> pd.Series:
     """Operator type from a MindSpore task name (``.../MatMul-op12`` -> ``MatMul``)."""
-    return names.str.extract(_OP_TYPE_RE, expand=False).astype("string")
+    return names.str.extract(_OP_TYPE_RE, expand=False).astype(TEXT)
 
 
 def _kernels(ev: pd.DataFrame, windows: pd.DataFrame, comm_streams: set[int]) -> pd.DataFrame:
@@ -173,15 +174,15 @@ def _kernels(ev: pd.DataFrame, windows: pd.DataFrame, comm_streams: set[int]) ->
     dev = dev.assign(stream=stream)
     dev = dev.drop_duplicates(["stream", "task_id", "ts_ns", "name"])
     dev = dev.sort_values("ts_ns", kind="stable")
-    names = dev["name"].astype("string")
+    names = dev["name"].astype(TEXT)
     frame = pd.DataFrame({
         "name": names.to_numpy(), "type": _op_type(names).to_numpy(),
         "core": dev["task_type"].to_numpy(), "stream": dev["stream"].to_numpy(),
         "task_id": dev["task_id"].to_numpy(), "dur_us": dev["dur_us"].to_numpy(np.float64),
     })
     frame["start__ns"] = dev["ts_ns"].to_numpy()
-    cat = category(frame["core"].astype("string"), frame["type"].astype("string"),
-                   frame["name"].astype("string"))
+    cat = category(frame["core"].astype(TEXT), frame["type"].astype(TEXT),
+                   frame["name"].astype(TEXT))
     on_comm = frame["stream"].isin(list(comm_streams)).to_numpy(bool)
     frame["category"] = cat.where(~on_comm, "communication")
     frame["step"] = step_index(pd.to_numeric(frame["start__ns"]).to_numpy(np.int64), windows) \
@@ -202,7 +203,7 @@ def _hccl(ev: pd.DataFrame, windows: pd.DataFrame, notes: list[str]
     group = ops["thread"].str.extract(r"^Group (.+?) Communication$", expand=False)
     comm_ops = pd.DataFrame({
         "step": step_index(start, windows) if len(windows) else np.nan,
-        "group": group.astype("string").to_numpy(),
+        "group": group.astype(TEXT).to_numpy(),
         "name": ops["name"].to_numpy(),
         "op_type": ops["name"].str.rsplit("/", n=1).str[-1].str.extract(
             r"^(?:hcom_)?([A-Za-z]+)", expand=False).to_numpy(),
@@ -227,7 +228,7 @@ def _hccl(ev: pd.DataFrame, windows: pd.DataFrame, notes: list[str]
     sel = tasks[transit]
     own = owner[transit]
     kind = pd.Series([_LINK_CLASSES.get(str(x), "SDMA") for x in link[transit]],
-                     dtype="string")
+                     dtype=TEXT)
     moved = pd.DataFrame({
         "op": own, "transport": kind.to_numpy(),
         "size_bytes": sel["size"].to_numpy(np.float64),

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..._text_dtype import TEXT
 from .._common.distinct import per_distinct
 
 __all__ = ["category", "comm_family", "host_comm_family", "kineto_kind",
@@ -97,18 +98,18 @@ def category(core: pd.Series, typ: pd.Series, name: pd.Series) -> pd.Series:
         inverse, distinct = pd.factorize(key)
         first = np.empty(len(distinct), dtype=np.int64)  # a row holding each distinct key
         first[inverse] = np.arange(len(key))
-        parts = [pd.Series(values[codes[first]], dtype="string") for codes, values in keys]
+        parts = [pd.Series(values[codes[first]], dtype=TEXT) for codes, values in keys]
         out = pa.array(_category(*parts), pa.string()).take(pa.array(inverse))
     else:
         out = pa.array(_category(core, typ, name), pa.string())
     return pd.Series(pd.arrays.ArrowStringArray(out.cast(pa.large_string())),
-                     index=core.index, dtype="string")
+                     index=core.index, dtype=TEXT)
 
 
 def _codes(s: pd.Series) -> tuple[np.ndarray, pd.api.extensions.ExtensionArray]:
     """(code per row, distinct values); code 0 is the missing value."""
-    codes, uniq = pd.factorize(s.astype("string"), use_na_sentinel=True)
-    return codes.astype(np.int64) + 1, pd.array([pd.NA, *uniq], dtype="string")
+    codes, uniq = pd.factorize(s.astype(TEXT), use_na_sentinel=True)
+    return codes.astype(np.int64) + 1, pd.array([pd.NA, *uniq], dtype=TEXT)
 
 
 def _fits(keys: list[tuple[np.ndarray, object]]) -> bool:
@@ -146,9 +147,9 @@ def kineto_kind(cats: pd.Series) -> pd.Series:
     Worked out once per distinct category; NA stays NA.
     """
     def of(u: pd.Series) -> pd.Series:
-        low = u.astype("string").str.strip().str.lower()
+        low = u.astype(TEXT).str.strip().str.lower()
         return low.map(lambda c: KINETO_KINDS.get(c, "other") if isinstance(c, str)
-                       else pd.NA).astype("string")
+                       else pd.NA).astype(TEXT)
     return per_distinct(cats, of)
 
 
@@ -161,8 +162,8 @@ def comm_family(names: pd.Series, vendor: str | None = None) -> pd.Series:
     nccl = "rccl" if vendor == "amd" else "nccl"
 
     def of(u: pd.Series) -> pd.Series:
-        low = u.astype("string").fillna("").str.lower()
-        out = pd.Series(pd.NA, index=u.index, dtype="string")
+        low = u.astype(TEXT).fillna("").str.lower()
+        out = pd.Series(pd.NA, index=u.index, dtype=TEXT)
         # one vectorised pass finds the few communication names; only they are named
         hit = low.str.contains(_ANY_COMM_KERNEL, regex=True).fillna(False).to_numpy(bool)
         for i in np.flatnonzero(hit):
@@ -175,12 +176,12 @@ def comm_family(names: pd.Series, vendor: str | None = None) -> pd.Series:
 def host_comm_family(names: pd.Series) -> pd.Series:
     """Family of each host communication event (:data:`HOST_COMM_FAMILIES`), else NA."""
     def of(u: pd.Series) -> pd.Series:
-        out = pd.Series(pd.NA, index=u.index, dtype="string")
+        out = pd.Series(pd.NA, index=u.index, dtype=TEXT)
         hit = u.str.contains(HOST_COMM_PATTERN, regex=True).fillna(False).to_numpy(bool)
         if not hit.any():
             return out
         low = u[hit].str.lower()
-        fam = pd.Series(pd.NA, index=low.index, dtype="string")
+        fam = pd.Series(pd.NA, index=low.index, dtype=TEXT)
         for name, rx in reversed(HOST_COMM_FAMILIES):  # the first listed wins
             fam[low.str.contains(rx, regex=True).fillna(False).to_numpy(bool)] = name
         out[hit] = fam.to_numpy(dtype=object)

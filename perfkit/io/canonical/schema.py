@@ -12,19 +12,24 @@ once, for every format, by :mod:`perfkit.io.canonical.validate` before the table
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
+
 __all__ = ["TABLES", "TABLE_NAMES", "STRING", "conform", "empty"]
 
-STRING = "string"
-"""dtype used for text columns (pandas' nullable string dtype)."""
+STRING = TEXT
+"""dtype of text columns: pandas' nullable string dtype, stored in Arrow on every pandas
+(:data:`perfkit._text_dtype.TEXT`; it prints as ``string``)."""
 
 _I = "Int64"   # nullable integer
 _F = "float64"  # NaN is the missing value
 _S = STRING
 
-TABLES: dict[str, dict[str, str]] = {
+TABLES: dict[str, dict[str, str | pd.StringDtype]] = {
     "kernels": {
         "rank": _I, "step": _I, "name": _S, "type": _S, "category": _S, "core": _S,
         "stream": _I, "start_us": _F, "dur_us": _F, "wait_us": _F,
@@ -65,8 +70,20 @@ TABLES: dict[str, dict[str, str]] = {
 TABLE_NAMES: tuple[str, ...] = tuple(TABLES)
 
 
-def _cast(series: pd.Series, dtype: str) -> pd.Series:
-    if str(series.dtype) == dtype:
+def _is(dtype: Any, want: str | pd.StringDtype) -> bool:
+    """Whether ``dtype`` is ``want``; a text column must be Arrow-stored too (pandas 2 also
+    names its Python-stored string dtype ``string``)."""
+    return str(dtype) == str(want) and (want is not TEXT or dtype == TEXT)
+
+
+def _text_kept_in_python(dtype: Any) -> bool:
+    """Whether ``dtype`` holds text as Python objects (``object``, pandas 2's string)."""
+    return (isinstance(dtype, np.dtype) and dtype.kind == "O") or \
+        (isinstance(dtype, pd.StringDtype) and dtype != TEXT)
+
+
+def _cast(series: pd.Series, dtype: str | pd.StringDtype) -> pd.Series:
+    if _is(series.dtype, dtype):
         return series
     if dtype == _I:
         values = pd.to_numeric(series, errors="coerce")
@@ -92,11 +109,12 @@ def empty(table: str) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in cols.items()})
 
 
-def _conformed(frame: pd.DataFrame, cols: dict[str, str], rank: int | None) -> bool:
+def _conformed(frame: pd.DataFrame, cols: dict[str, str | pd.StringDtype],
+               rank: int | None) -> bool:
     """Whether :func:`conform` would give ``frame`` back unchanged (then it is not rebuilt).
 
-    The key columns come first, in order and in their dtypes; no other column is of
-    object dtype; the index is 0..n-1; and the rank column already holds ``rank``.
+    The key columns come first, in order and in their dtypes; no other column holds text
+    as Python objects; the index is 0..n-1; and the rank column already holds ``rank``.
     """
     names = list(frame.columns)
     if names[:len(cols)] != list(cols) or len(set(names)) != len(names):
@@ -105,9 +123,9 @@ def _conformed(frame: pd.DataFrame, cols: dict[str, str], rank: int | None) -> b
             or frame.index.step != 1:
         return False
     dtypes = frame.dtypes
-    if any(str(dtypes.iloc[i]) != d for i, d in enumerate(cols.values())):
+    if not all(_is(dtypes.iloc[i], d) for i, d in enumerate(cols.values())):
         return False
-    if any(str(dtypes.iloc[i]) == "object" for i in range(len(cols), len(names))):
+    if any(_text_kept_in_python(dtypes.iloc[i]) for i in range(len(cols), len(names))):
         return False
     if rank is not None and len(frame):
         col = frame["rank"]
@@ -152,7 +170,7 @@ def conform(frame: pd.DataFrame | None, table: str, rank: int | None = None) -> 
     for name in frame.columns:
         if name not in cols:
             col = frame[name].reset_index(drop=True)
-            if col.dtype == object:
+            if _text_kept_in_python(col.dtype):
                 col = col.astype(_S)
             out[name] = col
     return pd.DataFrame(out, index=index, copy=False)  # columns as built, not copied into blocks

@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..._text_dtype import TEXT
 from .._common import to_ns
 from .events import (
     _BASE,
@@ -159,7 +160,7 @@ def _to_pandas(chunks: list[pa.Array], kind: str, categorical: bool = False) -> 
         if col.num_chunks > 1 and col.nbytes < 1 << 30:
             # one contiguous array: the many takes of the tables are much faster on it
             col = pa.chunked_array([col.combine_chunks()])
-        return pd.Series(pd.arrays.ArrowStringArray(col), dtype="string")
+        return pd.Series(pd.arrays.ArrowStringArray(col), dtype=TEXT)
     arr = pa.chunked_array(chunks).combine_chunks() if len(chunks) > 1 else chunks[0]
     if kind == "id":
         if pa.types.is_null(arr.type):
@@ -316,7 +317,7 @@ class _Columns:
             full = np.full(self.n, -1, dtype=np.int64)
             full[where] = code
             out[c] = pd.Series(pd.Categorical.from_codes(full, categories=pd.Index(
-                cats, dtype="string")))
+                cats, dtype=TEXT)))
         return out
 
 

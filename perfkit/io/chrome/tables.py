@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ..canonical.categories import HOST_COMM_PATTERN
 
 __all__ = ["NA_NS", "STEP_NAME", "step_spans", "step_index", "assign_steps", "union_us",
@@ -39,9 +40,9 @@ def rel(ts_ns: np.ndarray, origin: int | None) -> np.ndarray:
 
 def step_spans(x: pd.DataFrame) -> pd.DataFrame:
     """Step windows from ``ProfilerStep#N`` host events: step, start_ns, end_ns (sorted)."""
-    names = x["name"].astype("string").fillna("")
+    names = x["name"].astype(TEXT).fillna("")
     cand = names.str.startswith(("ProfilerStep#", "Step")).to_numpy(dtype=bool)
-    m = pd.Series(pd.NA, index=names.index, dtype="string")
+    m = pd.Series(pd.NA, index=names.index, dtype=TEXT)
     m[cand] = names[cand].str.extract(STEP_NAME, expand=False)
     dur = x["dur_us"].to_numpy(np.float64)
     # a step span without a (plausible) duration or start has no known window: left out

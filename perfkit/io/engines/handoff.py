@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.feather as feather
 
+from ..._text_dtype import table_to_frame
 from ...profile import Profile, ProfileMeta
 from ..canonical.schema import TABLE_NAMES, conform
 
@@ -41,8 +42,8 @@ def read_tables(folder: Path, meta: ProfileMeta) -> Profile | None:
             if not f.is_file():
                 return None
             # mapped, not copied in (POSIX: the folder can go while the map lives on)
-            tables[name] = feather.read_table(f, memory_map=os.name == "posix").to_pandas(
-                split_blocks=True, self_destruct=True)
+            tables[name] = table_to_frame(feather.read_table(f, memory_map=os.name == "posix"),
+                                          split_blocks=True, self_destruct=True)
         return Profile(meta, tables)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

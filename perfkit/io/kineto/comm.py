@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._common.distinct import numeric, text
 from ..canonical.categories import host_comm_family
 from ..chrome.tables import rel, step_index
@@ -48,25 +49,25 @@ def _kernel_comm_ops(dev: pd.DataFrame, kernels: pd.DataFrame, runtime: pd.DataF
     d = dev[comm]
     host = _host_collectives(d, runtime, cpu)
     kernel_name = text(k["name"])
-    coll = pd.Series(host["collective"].to_numpy(dtype=object), dtype="string")
-    host_name = host["host_name"].astype("string")
+    coll = pd.Series(host["collective"].to_numpy(dtype=object), dtype=TEXT)
+    host_name = host["host_name"].astype(TEXT)
     by_args = (library + ":" + coll.str.lstrip("_")).where(coll.notna())
     name = host_name.where(host_name.notna(), by_args)
     named = name.notna().to_numpy(bool)
     out = pd.DataFrame({
         "step": k["step"].to_numpy(),
         "name": pd.array(np.where(named, name.to_numpy(dtype=object),
-                                  kernel_name.to_numpy(dtype=object)), dtype="string"),
+                                  kernel_name.to_numpy(dtype=object)), dtype=TEXT),
         "kernel": kernel_name.array,
-        "named_by": pd.array(np.where(named, "host", "kernel"), dtype="string"),
+        "named_by": pd.array(np.where(named, "host", "kernel"), dtype=TEXT),
         # how the host events were found: the kernel's launch, else its start (time)
-        "linked_by": host["linked_by"].astype("string").array,
+        "linked_by": host["linked_by"].astype(TEXT).array,
         "start_us": k["start_us"].to_numpy(), "elapse_us": k["dur_us"].to_numpy(),
         "family": k["family"].array,
     })
     if host["pg_name"].notna().any():
         out["group"] = pd.array([None if pd.isna(v) else str(v) for v in host["pg_name"]],
-                                dtype="string")
+                                dtype=TEXT)
     if coll.notna().any():
         out["collective"] = coll.array
     sizes = _sizes(host)
@@ -82,7 +83,7 @@ def _sizes(host: pd.DataFrame) -> dict[str, object]:
     nel_in = pd.to_numeric(host["in_nelems"], errors="coerce").to_numpy(np.float64)
     nel_out = pd.to_numeric(host["out_nelems"], errors="coerce").to_numpy(np.float64)
     if np.isfinite(nel_in).any() or np.isfinite(nel_out).any():
-        dt = pd.Series(host["msg_dtype"].to_numpy(dtype=object), dtype="string")
+        dt = pd.Series(host["msg_dtype"].to_numpy(dtype=object), dtype=TEXT)
         per = dt.str.lower().map(_DTYPE_BYTES.get).astype("Float64").astype("float64") \
             .to_numpy()
         out["in_msg_bytes"] = nel_in * per
@@ -122,7 +123,7 @@ def _host_comm_ops(cpu: pd.DataFrame, spans: pd.DataFrame, origin: int | None
             break
     else:
         return pd.DataFrame({"step": [], "name": [], "start_us": [], "elapse_us": [],
-                             "family": pd.array([], dtype="string"),
+                             "family": pd.array([], dtype=TEXT),
                              "thread": pd.array([], dtype="Int64")})
     c = cpu[sel]
     if family == "c10d":
@@ -133,7 +134,7 @@ def _host_comm_ops(cpu: pd.DataFrame, spans: pd.DataFrame, origin: int | None
         "name": text(c["name"]).array,
         "start_us": rel(ts, origin),
         "elapse_us": c["dur_us"].to_numpy(np.float64),
-        "family": pd.array([family] * len(c), dtype="string"),
+        "family": pd.array([family] * len(c), dtype=TEXT),
         "thread": pd.array(numeric(c["tid"]).astype(np.float64), dtype="Float64"
                            ).astype("Int64"),
     })

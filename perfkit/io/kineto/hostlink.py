@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._common.distinct import numeric, text
 from ..canonical.categories import host_comm_family
 from .nesting import _parents, _thread_codes, last_open
@@ -32,12 +33,11 @@ __all__: list[str] = []  # private to the Kineto reader
 ARGS = ("collective", "pg_name", "group_size", "pg_ranks", "in_nelems", "out_nelems",
         "msg_dtype")
 
-_OUT = {"host_name": "string", "linked_by": "string", **{a: "object" for a in ARGS}}
+_OUT = {"host_name": TEXT, "linked_by": TEXT, **{a: "object" for a in ARGS}}
 
 
 def _empty(n: int) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.array([pd.NA] * n, dtype="string" if t == "string" else
-                                     "object") for c, t in _OUT.items()})
+    return pd.DataFrame({c: pd.array([pd.NA] * n, dtype=t) for c, t in _OUT.items()})
 
 
 def _host_events(cpu: pd.DataFrame) -> pd.DataFrame:
@@ -100,7 +100,7 @@ def _chain_info(h: pd.DataFrame, first: np.ndarray) -> pd.DataFrame:
                         vals[a][i] = args[a][row]
             row = parent[row]
         host_name[i] = backend or c10d
-    out["host_name"] = pd.array(host_name, dtype="string")
+    out["host_name"] = pd.array(host_name, dtype=TEXT)
     for a in ARGS:
         out[a] = vals[a]
     return out
@@ -143,7 +143,7 @@ def _host_collectives(comm_dev: pd.DataFrame, runtime: pd.DataFrame,
         out = _chain_info(h, inner)
         linked = inner >= 0
         out["linked_by"] = pd.array(np.where(linked, np.where(launched, "launch", "time"),
-                                             None), dtype="string")
+                                             None), dtype=TEXT)
     # the kernel's own args where the host records none (PyTorch >= 2.1 writes them on both)
     for a in ARGS:
         if a in comm_dev.columns:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import counted, plural
 from .._common.distinct import numeric, text
 from ..canonical.categories import comm_family, kineto_kind
@@ -72,7 +73,7 @@ def _kernels(runtime: pd.DataFrame, dev: pd.DataFrame, spans: pd.DataFrame,
     name = text(dev["name"])
     kind = pd.Series(dev["kind"].to_numpy(dtype=object) if "kind" in dev.columns
                      else kineto_kind(dev["cat"]).to_numpy(dtype=object),
-                     index=dev.index, dtype="string")
+                     index=dev.index, dtype=TEXT)
     family = comm_family(dev["name"], vendor)
     comm = family.notna().to_numpy(bool)
     category = np.where(comm, "communication",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._common.distinct import codes
 from ..canonical.categories import kineto_kind
 
@@ -25,7 +26,7 @@ class _Kinds:
     def __init__(self, cat: pd.Series) -> None:
         code, uniques = codes(cat)
         self._code = code
-        self._kind = kineto_kind(pd.Series(uniques, dtype="string")).fillna("").to_numpy(
+        self._kind = kineto_kind(pd.Series(uniques, dtype=TEXT)).fillna("").to_numpy(
             dtype=object)
 
     def mask(self, *kinds: str) -> np.ndarray:

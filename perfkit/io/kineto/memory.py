@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...format import counted, plural
 from ..chrome.decode import ChromeTrace
 from ..chrome.tables import rel
@@ -22,7 +23,7 @@ def _memory(trace: ChromeTrace, origin: int | None, notes: list[str]) -> pd.Data
     ins = trace.instants
     if not len(ins) or "bytes" not in ins:
         return pd.DataFrame()
-    mem = ins[ins["name"].astype("string").eq("[memory]").fillna(False).to_numpy(bool)]
+    mem = ins[ins["name"].astype(TEXT).eq("[memory]").fillna(False).to_numpy(bool)]
     if not len(mem):
         return pd.DataFrame()
     n = len(mem)
@@ -55,7 +56,7 @@ def _memory(trace: ChromeTrace, origin: int | None, notes: list[str]) -> pd.Data
                      f"Device Id -1) {plural(n_host, 'is', 'are')} the 'host' component, not "
                      "device memory")
     return pd.DataFrame({
-        "component": pd.array(component, dtype="string"),
+        "component": pd.array(component, dtype=TEXT),
         "ts_us": rel(ts, origin),
         "allocated_bytes": allocated,
         "reserved_bytes": reserved,

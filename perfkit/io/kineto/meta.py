@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._common.distinct import codes
 from ..chrome.decode import ChromeTrace
 from ..chrome.tables import NA_NS
@@ -35,7 +36,7 @@ def _vendor(trace: ChromeTrace, runtime_names: pd.Series, dev_names: pd.Series) 
     h = trace.header
     gpus = " ".join(trace.device_names).lower()
     _, distinct = codes(runtime_names)  # each runtime call's name once
-    rt = pd.Series(distinct, dtype="string").dropna()
+    rt = pd.Series(distinct, dtype=TEXT).dropna()
     if "roctracer_version" in h or "hip_runtime_version" in h or \
             re.search(r"\b(?:amd|instinct|radeon)\b|\bmi\d{3}", gpus) or \
             bool(rt.str.startswith("hip").any()):

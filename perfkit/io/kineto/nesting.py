@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
+
 __all__ = ["last_open", "self_times"]
 
 
@@ -20,12 +22,12 @@ def _thread_codes(*tids: pd.Series) -> tuple[np.ndarray, ...]:
     """The threads of several frames as shared integer codes (-1 where unknown).
 
     Threads are compared as text (an int tid and the same number written as text are one
-    thread), as ``astype("string")`` equality would.
+    thread), as ``astype(TEXT)`` equality would.
     """
     # each frame's few distinct threads first, then only those as text: the same codes as
     # factorizing every row's text (numbered by first appearance over the frames in order)
     coded = [pd.factorize(t) for t in tids]
-    distinct = [pd.Series(u).astype("string") for _, u in coded]
+    distinct = [pd.Series(u).astype(TEXT) for _, u in coded]
     shared, _ = pd.factorize(pd.concat(distinct, ignore_index=True)) if distinct else (
         np.zeros(0, dtype=np.intp), None)
     out, at = [], 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from .._common.distinct import numeric, per_distinct, str_array, text
 from ..chrome.tables import NA_NS, rel, step_index
 from .launches import _device_time
@@ -37,7 +38,7 @@ def _ops(runtime: pd.DataFrame, cpu: pd.DataFrame, dev: pd.DataFrame, spans: pd.
         "thread": numeric(cpu["tid"]),
         "device_dur_us": device,
         "external_id": numeric(cpu["external_id"]),
-        "cat": pd.array(cpu["kind"].to_numpy(dtype=object), dtype="string"),
+        "cat": pd.array(cpu["kind"].to_numpy(dtype=object), dtype=TEXT),
         "self_us": self_times(np.where(ts == NA_NS, np.iinfo(np.int64).max, ts), end,
                               thread_code, cpu["dur_us"].to_numpy(np.float64)),
     })
@@ -65,13 +66,13 @@ def list_text(values: pd.Series) -> pd.Series:
 
 
 def _shapes_text(dims: pd.Series) -> pd.Series:
-    t = dims.astype("string").str.replace(r"\s+", "", regex=True)
+    t = dims.astype(TEXT).str.replace(r"\s+", "", regex=True)
     t = t.str.replace(r"^\[|\]$", "", regex=True)          # the outer list
     t = t.str.replace(r"\],\[", ";", regex=True)            # between inputs
     return t.str.replace(r"^\[|\]$", "", regex=True)       # first and last input
 
 
 def _list_text(values: pd.Series) -> pd.Series:
-    t = values.astype("string").str.strip()
+    t = values.astype(TEXT).str.strip()
     t = t.str.replace(r'^\[\s*"?|"?\s*\]$', "", regex=True)
     return t.str.replace(r'"\s*,\s*"', ";", regex=True)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import file_boundary
 from ..canonical.categories import DEVICE_KINDS, KINETO_KINDS
 from ..chrome.tables import device_tail, device_wait_us
@@ -309,7 +310,7 @@ def kineto_device_steps(path: str | os.PathLike[str], notes: list[str] | None = 
             found = None
         else:
             found, _spans, mark = got
-            found = found.assign(step_mark=pd.array([mark] * len(found), dtype="string"))
+            found = found.assign(step_mark=pd.array([mark] * len(found), dtype=TEXT))
     if notes is not None:
         notes.extend(said)
     return found

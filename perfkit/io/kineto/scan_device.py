@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..._text_dtype import TEXT
 from ...errors import file_boundary
 from .._common import to_ns
 from ..canonical.categories import DEVICE_KINDS, KINETO_KINDS
@@ -295,7 +296,7 @@ def _iteration_scan(p: Path, notes: list[str]
             for n in set(names)}
     host = [t for t, c, n in zip(tasks, cats, names, strict=True)
             if lut[c] and read[n] and t.ph == "X"]
-    cpu = pd.DataFrame({"name": pd.array([t.name for t in host], dtype="string"),
+    cpu = pd.DataFrame({"name": pd.array([t.name for t in host], dtype=TEXT),
                         "tid": pd.Series([t.tid for t in host], dtype=object),
                         "ts_ns": _ns([t.ts for t in host]),
                         "dur_us": _num([t.dur for t in host])})

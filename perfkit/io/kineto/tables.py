@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import ProfileError
 from ...profile import ProfileMeta
 from .._common import rank_from_name, with_notes
@@ -164,7 +165,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                             "collective is communication, not computing)" if cpu_only else
                             " (the GPUs' activity was not recorded: the parts are NA)"))
     if mark is not None and len(steps):  # what ends each step (analysis.steps.STEP_MARK)
-        steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
+        steps["step_mark"] = pd.array([mark] * len(steps), dtype=TEXT)
     ops = _ops(runtime, cpu, dev, spans, origin)
     if "input_shapes" in ops.columns and len(kernels):
         kernels = _kernel_shapes(runtime, cpu, dev, kernels, ops)

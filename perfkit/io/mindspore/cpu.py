@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import ProfileError
 from ...format import counted
 from ..chrome.tables import HOST_COMM_PATTERN, host_steps
@@ -113,7 +114,7 @@ def graph_runs(names: np.ndarray) -> tuple[np.ndarray, str]:
     period = len(counts)
     if counts.min() < 1 or n < period:
         return out, "no complete run of the graph"
-    own = pd.Series(names).astype("string").str.rsplit("/", n=1).str[-1]
+    own = pd.Series(names).astype(TEXT).str.rsplit("/", n=1).str[-1]
     opt = own.str.contains(OPTIMIZER_PATTERN, regex=True).fillna(False).to_numpy(bool)
     ends = np.nonzero(opt[:-1] & ~opt[1:])[0] + 1
     if len(ends):
@@ -144,7 +145,7 @@ def _framework_shapes(path: Path, ops: pd.DataFrame) -> tuple[pd.DataFrame, str 
         raise ProfileError(path, f"cannot read file: {exc.strerror or exc}") from None
     rows = [ln.split(";") for ln in lines if ln.strip()]
     order = np.argsort(ops["start_us"].to_numpy(np.float64), kind="stable")
-    short = ops["name"].astype("string").fillna("").str.rsplit("/", n=1).str[-1].to_numpy()
+    short = ops["name"].astype(TEXT).fillna("").str.rsplit("/", n=1).str[-1].to_numpy()
     if len(rows) != len(ops) or any(len(r) < 2 or r[1] != short[i]
                                     for r, i in zip(rows, order, strict=False)):
         return ops, (f"{path.name}: {len(rows)} lines do not match the {len(ops)} operators "
@@ -155,8 +156,8 @@ def _framework_shapes(path: Path, ops: pd.DataFrame) -> tuple[pd.DataFrame, str 
         typ[i] = r[0]
         shp[i] = shapes_text(r[3:])
     ops = ops.copy()
-    ops["type"] = pd.array(typ, dtype="string")
-    ops["input_shapes"] = pd.array(shp, dtype="string")
+    ops["type"] = pd.array(typ, dtype=TEXT)
+    ops["input_shapes"] = pd.array(shp, dtype=TEXT)
     return ops, None
 
 
@@ -200,7 +201,7 @@ def _memory(path: Path, origin: int | None) -> pd.DataFrame:
         raise ProfileError(path, f"expected columns {need}, found {list(frame.columns)}")
     ts = pd.to_numeric(frame["Timestamp(ns)"], errors="coerce").to_numpy(np.float64)
     return pd.DataFrame({
-        "component": pd.Series(["MindSpore"] * len(frame), dtype="string"),
+        "component": pd.Series(["MindSpore"] * len(frame), dtype=TEXT),
         "ts_us": (ts - origin) / 1000.0 if origin is not None else np.full(len(ts), np.nan),
         "allocated_bytes": pd.to_numeric(frame["Total Allocated(Byte)"], errors="coerce"),
         "reserved_bytes": pd.to_numeric(frame["Total Reserved(Byte)"], errors="coerce"),
@@ -239,7 +240,7 @@ def cpu_tables(rank_dir: Path, ops: pd.DataFrame, origin: int | None
         notes.append("ops.input_shapes: FRAMEWORK/cpu_framework_*.txt not found")
     if len(ops):
         order = np.argsort(ops["start_us"].to_numpy(np.float64), kind="stable")
-        names = ops["name"].astype("string").fillna("").to_numpy(dtype=object)[order]
+        names = ops["name"].astype(TEXT).fillna("").to_numpy(dtype=object)[order]
         run, how = graph_runs(names)
         step = np.full(len(ops), np.nan)
         step[order] = run
@@ -256,7 +257,7 @@ def cpu_tables(rank_dir: Path, ops: pd.DataFrame, origin: int | None
                                   .astype(np.int64),
                                   "end_ns": np.round(win["end_ns"].to_numpy() * 1000)
                                   .astype(np.int64)})
-            is_comm = ops["name"].astype("string").str.contains(
+            is_comm = ops["name"].astype(TEXT).str.contains(
                 HOST_COMM_PATTERN, regex=True).fillna(False).to_numpy(bool)
             ns_start = np.round(start * 1000).astype(np.int64)
             ns_end = np.round(end * 1000).astype(np.int64)

@@ -32,6 +32,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...errors import ProfileError, file_boundary
 from ...format import runs_text
 from ...profile import ProfileMeta
@@ -134,7 +135,7 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
                      "timeline (legacy MindSpore files record no date or clock time)")
         if "comm_ops" in timeline and table_files.get("comm_ops") == str(tl):
             notes[:] = [n for n in notes if not n.startswith("comm_ops: no hccl_raw")]
-            phases = timeline["comm_ops"]["name"].astype("string").str.match(
+            phases = timeline["comm_ops"]["name"].astype(TEXT).str.match(
                 _REDUCE_FIELD).fillna(False)
             what = ("the step trace's all-reduce phases (pid 10000, stream_{id}_parallel_{n}:"
                     " from an all-reduce's start mark to its end mark on a stream, waits "
@@ -271,10 +272,10 @@ def _timeline_zero_us(path: Path, kernels: pd.DataFrame | None,
         return None
     if data.shape[1] < 3 or data.empty:
         return None
-    name = data.iloc[:, 0].astype("string").str.strip()
+    name = data.iloc[:, 0].astype(TEXT).str.strip()
     ms = pd.to_numeric(data.iloc[:, 2], errors="coerce")
     absolute = pd.DataFrame({"name": name, "t": ms * 1000.0}).dropna()
-    relative = pd.DataFrame({"name": kernels["name"].astype("string"),
+    relative = pd.DataFrame({"name": kernels["name"].astype(TEXT),
                              "t": pd.to_numeric(kernels["start_us"], errors="coerce")}) \
         .dropna()
     pairs = []
@@ -305,7 +306,7 @@ def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, start: np.
     """
     if kernels is None or not len(kernels) or "start_us" not in kernels or not len(start):
         return
-    task = ~kernels["name"].astype("string").str.match(_REDUCE_FIELD).fillna(False) \
+    task = ~kernels["name"].astype(TEXT).str.match(_REDUCE_FIELD).fillna(False) \
         .to_numpy(bool)
     t0 = kernels["start_us"].to_numpy(np.float64)[task]
     t1 = t0 + np.clip(kernels["dur_us"].to_numpy(np.float64)[task], 0.0, None)
@@ -443,8 +444,8 @@ def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
     x = trace.x
     pid = pd.to_numeric(x["pid"], errors="coerce")
     tid = pd.to_numeric(x["tid"], errors="coerce")
-    names = x["name"].astype("string")
-    full = x["fullname"].astype("string") if "fullname" in x else names
+    names = x["name"].astype(TEXT)
+    full = x["fullname"].astype(TEXT) if "fullname" in x else names
     name = full.where(full.notna() & (full.str.len() > 0), names)
     device = ~pid.isin(_HOST_PIDS) & ~tid.isin(_STEP_TIDS)
     on_comm = (pid == _COMM_PID).fillna(False)
@@ -453,8 +454,8 @@ def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
     ts = x["ts_ns"].to_numpy()
     start = np.where(ts == NA_NS, np.nan, ts.astype(np.float64) / 1000.0)
     sel = device.to_numpy(bool)
-    typ = x["op_type"].astype("string") if "op_type" in x else \
-        pd.Series(pd.NA, index=x.index, dtype="string")
+    typ = x["op_type"].astype(TEXT) if "op_type" in x else \
+        pd.Series(pd.NA, index=x.index, dtype=TEXT)
     reduce = on_comm & names.str.match(_REDUCE_FIELD).fillna(False)
     typ = typ.mask(reduce.to_numpy(bool), "AllReduce")
     kernels = pd.DataFrame({

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...profile import Profile, ProfileMeta
 from ..cache import store as cache
 from ..detect.sources import RankSource
@@ -193,7 +194,7 @@ def _iteration_rank_steps(source: RankSource, f: Path, notes: list[str]
             f"inferred from {FROM_OPTIMIZER}, {mark}; no device task in them), as the full "
             "load")
     # what ends each step (analysis.steps.STEP_MARK), as in the full load's table
-    steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
+    steps["step_mark"] = pd.array([mark] * len(steps), dtype=TEXT)
     meta = ProfileMeta("kineto", framework="pytorch", rank=source.rank,
                        device_type="gpu", path=str(f), notes=[note],
                        extra={"preview_steps": basis})
@@ -216,7 +217,7 @@ def _iteration_host_steps(source: RankSource, f: Path, events: pd.DataFrame | No
                           "total_us": (spans["end_ns"] - spans["start_ns"]).to_numpy(
                               np.int64) / 1000.0,
                           "computing_us": np.nan})
-    steps["step_mark"] = pd.array([mark] * len(steps), dtype="string")
+    steps["step_mark"] = pd.array([mark] * len(steps), dtype=TEXT)
     note = ("preview: the host span of each training iteration (no ProfilerStep: inferred "
             f"from {FROM_OPTIMIZER}, {mark}, by the full load's rule, from the end of the "
             "previous iteration's last optimizer step to the end of its own), not the step "

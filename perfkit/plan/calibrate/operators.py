@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...calc.attention_rate import (
     attention_efficiency,
     call_lengths,
@@ -80,7 +81,7 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
     """GEMM curve, attention, memory-bound and optimizer rates from operator rows."""
     hw = job.hardware
     peak, bw = sustained_peak(hw, job.dtype), hw.memory_bandwidth
-    kinds = eff["kind"].astype("string").fillna("")
+    kinds = eff["kind"].astype(TEXT).fillna("")
     mean_s = eff["mean_us"].astype(float) * 1e-6
     weight = eff["total_us"].astype(float)
     changes: dict[str, Any] = {}
@@ -151,7 +152,7 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
         changes["attention_efficiency"] = float(np.clip(ideal / spent, 0.05, 2.0))
         terms.append(("attention_efficiency", changes["attention_efficiency"],
                       f"{len(att)} attention operator shapes against {against}"))
-    adam = eff[eff["name"].astype("string").str.contains("adam", case=False, na=False)]
+    adam = eff[eff["name"].astype(TEXT).str.contains("adam", case=False, na=False)]
     if len(adam):
         params = stage_params(job.model, job.parallel, job.stage_layers)
         updated = float(params["dense"][0] + params["experts"][0]) \
@@ -190,7 +191,7 @@ def _infer_recompute(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
         f = (job.model.moe_ffn_hidden_size if job.model.is_moe else job.model.ffn_hidden_size)
         f_t = f // tp
         if "kind" in eff.columns:
-            eff = eff[eff["kind"].astype("string").fillna("gemm") == "gemm"]
+            eff = eff[eff["kind"].astype(TEXT).fillna("gemm") == "gemm"]
         out_n = in_n = 0.0
         for dims, count in zip(eff["input_shapes"].map(_shape_dims), eff["count"],
                                strict=True):

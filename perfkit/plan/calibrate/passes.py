@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...calc.rates import Rates
 from ...errors import PerfkitError
 from .result import CalibratedJob
@@ -54,7 +55,7 @@ def _forward_share(tasks: Any) -> float:
             kernels, "compute") or not {"op_id", "name"} <= set(kernels.columns) \
             or not {"external_id", "thread", "name"} <= set(ops.columns):
         return math.nan
-    names = ops["name"].astype("string").fillna("")
+    names = ops["name"].astype(TEXT).fillna("")
     backward_threads = set(ops.loc[names.str.contains(_AUTOGRAD, regex=False), "thread"]
                            .dropna().tolist())
     if not backward_threads:
@@ -63,12 +64,12 @@ def _forward_share(tasks: Any) -> float:
         .set_index("external_id")["thread"]
     k = kernels
     if "type" in k.columns:
-        k = k[k["type"].astype("string") == "kernel"]
+        k = k[k["type"].astype(TEXT) == "kernel"]
     if "category" in k.columns:
-        k = k[k["category"].astype("string") != "communication"]
-    kname = k["name"].astype("string").fillna("")
-    oname = k["op_name"].astype("string").fillna("") if "op_name" in k.columns \
-        else pd.Series("", index=k.index, dtype="string")
+        k = k[k["category"].astype(TEXT) != "communication"]
+    kname = k["name"].astype(TEXT).fillna("")
+    oname = k["op_name"].astype(TEXT).fillna("") if "op_name" in k.columns \
+        else pd.Series("", index=k.index, dtype=TEXT)
     optimizer = kname.str.contains("adam", case=False) | oname.str.contains("adam", case=False)
     matrix = kernel_class(kname).isin(_MATRIX_CLASSES) \
         | kernel_class(oname).isin(_MATRIX_CLASSES)

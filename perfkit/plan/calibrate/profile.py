@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..._text_dtype import TEXT
 from ...calc import ActivationModel
 from ...calc.elementwise import kernels_from_activations
 from ...calc.layout_rows import run_types
@@ -219,10 +220,10 @@ def _matrix_share(eff: pd.DataFrame | None) -> float:
 
     if eff is None or not len(eff) or "per_step_us" not in eff.columns:
         return math.nan
-    names = eff["name"].astype("string").fillna("")
+    names = eff["name"].astype(TEXT).fillna("")
     classes = kernel_class(names)
-    kinds = eff["kind"].astype("string").fillna("") if "kind" in eff.columns \
-        else pd.Series("", index=eff.index, dtype="string")
+    kinds = eff["kind"].astype(TEXT).fillna("") if "kind" in eff.columns \
+        else pd.Series("", index=eff.index, dtype=TEXT)
     time = eff["per_step_us"].astype(float).fillna(0.0)
     optimizer = names.str.contains("adam", case=False)
     kept = ~optimizer & (classes != "communication")

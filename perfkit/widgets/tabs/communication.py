@@ -10,6 +10,7 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ..._text_dtype import TEXT
 from ...format import counted, listed, time_text
 from ...io.canonical.comm_words import (
     ASCEND_NO_COMM_JSON,
@@ -254,7 +255,7 @@ class CommunicationTab(Tab):
                  else pd.Series(False, index=links.index))
         some, every = bool(local.any()), bool(len(local)) and bool(local.all())
         named = "group" in links.columns and bool(  # a group the matrix names
-            links["group"].astype("string").fillna("").str.strip().ne("").any())
+            links["group"].astype(TEXT).fillna("").str.strip().ne("").any())
         cols = [c for c in ("transport", *(["group"] if some and named else []),
                             *(["recorded_by"] if some else []),
                             "src_rank", "dst_rank", *(["rank_space"] if some and not every

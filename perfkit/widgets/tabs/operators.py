@@ -12,6 +12,7 @@ import pandas as pd
 
 from ... import analysis as A
 from ... import charts as C
+from ..._text_dtype import TEXT
 from ...analysis._util import table
 from ...analysis.recorded import (
     recorded_pairs,
@@ -301,7 +302,7 @@ class OperatorsTab(Tab):
         head = top.head(n)[[by, "category", "per_step_us", "share", "calls_per_step",
                             "mean_us"]]
         merged = head.merge(spread.drop(columns=["per_step_median_us"]).astype(
-            {by: "string"}), left_on=head[by].astype("string"), right_on=by, how="left",
+            {by: TEXT}), left_on=head[by].astype(TEXT), right_on=by, how="left",
             suffixes=("", "_ranks"))
         merged = merged.drop(columns=[c for c in ("key_0", f"{by}_ranks")
                                       if c in merged.columns])
