@@ -50,19 +50,31 @@ def _distinct_matches(uniq: Any, pattern: str) -> np.ndarray:
     text held in Python (``string[python]``), and for a few hundred names a fraction of
     a millisecond, where Arrow's search first compiles the pattern (about 5 ms for the
     advisor's synchronisation pattern, holding the interpreter lock). Other texts, or a
-    pattern :mod:`re` does not read, go to pandas' search of the column's own storage.
+    pattern :mod:`re` does not read, go to pandas' search of the column's own storage;
+    where that is Arrow's RE2, which pandas 2 uses for any pattern and which reads no
+    look-behind, :mod:`re` searches them all.
     """
     texts = pd.Series(uniq, dtype=TEXT)
     values = texts.tolist()
-    if all(isinstance(v, str) and v.isascii() or v is pd.NA for v in values):
-        try:
-            search = _compiled(pattern).search
-        except re.error:
-            search = None
-        if search is not None:
-            return np.fromiter((v is not pd.NA and search(v) is not None for v in values),
-                               dtype=bool, count=len(values))
-    return texts.str.contains(pattern, regex=True).fillna(False).to_numpy(bool)
+    try:
+        search = _compiled(pattern).search
+    except re.error:
+        search = None
+    if search is not None and all(isinstance(v, str) and v.isascii() or v is pd.NA
+                                  for v in values):
+        return _searched(values, search)
+    try:
+        return texts.str.contains(pattern, regex=True).fillna(False).to_numpy(bool)
+    except ValueError:  # pyarrow's ArrowInvalid: RE2 does not read the pattern
+        if search is None:
+            raise
+        return _searched(values, search)
+
+
+def _searched(values: list[Any], search: Any) -> np.ndarray:
+    """Whether ``search`` finds a match in each value (a missing one: False)."""
+    return np.fromiter((v is not pd.NA and search(v) is not None for v in values),
+                       dtype=bool, count=len(values))
 
 
 @functools.lru_cache(maxsize=64)
