@@ -21,6 +21,7 @@ import gzip
 import json
 import re
 
+import pandas as pd
 import pytest
 from shared_samples import KINETO_TRACES, PT_LEVEL1, sample
 
@@ -115,3 +116,19 @@ def test_fp32_gemms_on_a_v100_are_told_amp_priced_from_the_peak_ratio() -> None:
     # it outranks every operator finding below it
     order = list(found)
     assert order.index("fp32_matrix_work") < order.index("gemm_below_roofline")
+
+
+@pytest.mark.parametrize(("names", "arch"), [
+    (["fb::convex_sum", "aten::mm", "aten::add"], None),  # a recommender's fbgemm op
+    (["aten::conv2d", "aten::convolution", "aten::add"], "other"),
+    (["Conv2DBackpropFilter", "MatMulV2"], "other"),
+    (["aten::conv2d", "aten::scaled_dot_product_attention"], "transformer"),
+])
+def test_the_workload_reads_a_convolution_as_the_job_does(names: list[str], arch) -> None:
+    from perfkit.advisor.context import Context
+    from perfkit.advisor.workload import axis_of
+    from perfkit.profile import Profile, ProfileMeta
+
+    ops = pd.DataFrame({"name": pd.Series(names, dtype="string")})
+    ctx = Context(Profile(ProfileMeta("test"), {"ops": ops}), None, None, None, {})
+    assert axis_of(ctx, "arch")[0] == arch

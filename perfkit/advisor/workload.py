@@ -32,6 +32,7 @@ from .._text_dtype import TEXT
 from ..analysis._frames import is_lazy_frame
 from ..analysis._util import table, text_matches
 from ..analysis.efficiency import peak_key
+from ..job.network import CONVOLUTION
 from .context import Context
 
 __all__ = ["Workload", "AXES", "PHASES", "ARCHS", "PRECISIONS", "workload_of",
@@ -134,7 +135,8 @@ def _arch(ctx: Context) -> tuple[str | None, str]:
     if (any(bool(text_matches(n, _SOFTMAX).any()) for n in names)
             and any(bool(text_matches(n, _NORM).any()) for n in names)):
         return "transformer", "softmax and layer / RMS norm among the profiled operators"
-    if any(bool(text_matches(n, "(?i)conv").any()) for n in names):
+    # a convolution as the job's network reading names one (not fbgemm's fb::convex_sum)
+    if any(bool(text_matches(n, CONVOLUTION).any()) for n in names):
         return "other", "convolutions and no attention among the profiled operators"
     return None, ""
 
