@@ -98,8 +98,9 @@ _NO_COMM = ("no communication operators (comm_ops) and no communication task amo
 
 
 #: Columns of :func:`comm_tasks` (those of ``comm_ops`` that device tasks record).
-_TASK_COLUMNS: dict[str, str | pd.StringDtype] = {"rank": "Int64", "step": "Int64", "group": TEXT,
-                                 "name": TEXT, "start_us": "float64", "elapse_us": "float64"}
+_TASK_COLUMNS: dict[str, str | pd.StringDtype] = {
+    "rank": "Int64", "step": "Int64", "group": TEXT, "name": TEXT, "start_us": "float64",
+    "elapse_us": "float64"}
 
 
 def _is_comm_task(k: Any) -> Any:
