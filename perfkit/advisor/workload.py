@@ -105,8 +105,7 @@ def matrix_rows(eff: pd.DataFrame) -> pd.DataFrame:
         return eff.assign(_dtype=pd.Series(dtype="object"))
     kind = eff["kind"].astype(TEXT)
     by_kind = kind.isin(["gemm", "conv", "attention"]).fillna(False).to_numpy(bool)
-    names = eff["key"].astype(TEXT).fillna("") + " " + eff["name"].astype(
-        TEXT).fillna("")
+    names = eff["key"].astype(TEXT).fillna("") + " " + eff["name"].astype(TEXT).fillna("")
     by_name = kind.isna().to_numpy(bool) & names.str.contains(MATRIX_KEY).fillna(
         False).to_numpy(bool)
     rows = eff[by_kind | by_name]

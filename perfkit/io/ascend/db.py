@@ -244,8 +244,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
                                      [str(int(c)) if c == c and c > 0 else pd.NA
                                       for c in counts], dtype=TEXT),
                                  "inputDataTypes": comm["dataType"].map(hccl_types).astype(
-                                     TEXT).replace({"N/A": pd.NA,
-                                                    "INVALID_TYPE": pd.NA}),
+                                     TEXT).replace({"N/A": pd.NA, "INVALID_TYPE": pd.NA}),
                                  "waitNs": comm["waitNs"]})
             kern = pd.concat([kern, comm], ignore_index=True)
         starts.append(kern["startNs"])
