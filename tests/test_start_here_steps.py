@@ -86,3 +86,27 @@ def test_a_legacy_step_trace_gives_its_phases_not_dashes() -> None:
         assert row["fp_and_bp_share"] == pytest.approx(
             int(raw["fp_and_bp"]) / int(raw["total"]), abs=1e-6)
         assert row["step_median_us"] == pytest.approx(int(raw["total"]) / 100, rel=1e-6)
+
+
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
+def test_the_step_chart_of_every_notebook_stacks_the_wait_before_the_first_task() -> None:
+    # a data-loading run: the wait before each step's first kernel is a large part of it
+    import perfkit as pk
+    from perfkit import analysis as A
+    from perfkit.widgets import step_chart
+
+    trace = sample(KINETO_TRACES["k_resnet50_nw0"])
+    walls = raw_walls(trace)
+    (rows,) = step_chart(A.step_breakdown(pk.load(trace.parent, progress=False))
+                         ).to_dict()["datasets"].values()
+    stacked: dict[int, float] = {}
+    for row in rows:
+        stacked[int(row["step"])] = stacked.get(int(row["step"]), 0.0) + row["ms"] * 1e3
+    assert stacked == pytest.approx({s: float(w) for s, w in walls.items()}, rel=1e-6)
+    # the guided notebooks draw the step per rank with it, none from the bare breakdown
+    # (which stacks computing, communication and free only)
+    for nb in sorted(NOTEBOOK.parent.glob("*.ipynb")):
+        code = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
+                       if c["cell_type"] == "code")
+        assert "step_breakdown_chart(A.step_breakdown(" not in code, nb.name
+        assert "step_breakdown_chart(" not in code or nb.name == "dashboard.ipynb", nb.name

@@ -48,6 +48,7 @@ _HOME: dict[str, str | None] = {
     "linearity_explorer": "overview",
     "measured_step_s": "overview",
     "profile_facts": "overview",
+    "step_chart": "overview",
     "step_shares": "overview",
     "step_time_explorer": "overview",
     "job_figures": "summary",

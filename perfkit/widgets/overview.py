@@ -32,7 +32,7 @@ from .summary import job_summary, metrics_summary
 
 __all__ = ["DATA_DIR", "IR_DIR", "bundled_profiles", "bundled_profile", "bundled_ir",
            "measured_step_s", "profile_facts", "StepTimeExplorer", "step_time_explorer",
-           "LinearityExplorer", "linearity_explorer", "step_shares"]
+           "LinearityExplorer", "linearity_explorer", "step_shares", "step_chart"]
 
 #: The bundled data (``data/`` of the repository, ``perfkit/_data`` once installed), found
 #: with importlib.resources (:mod:`perfkit.resources`).
@@ -249,6 +249,37 @@ def step_shares(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str], str]
     shares = {c: shares[c] for c in with_values(data, shares)}
     return data, shares, words if shares else ""
 
+
+
+def step_chart(steps: pd.DataFrame, title: str | None = "Step time per rank",
+               **chart: Any) -> Any:
+    """The "Step time per rank" chart as the Overview and ``perfkit info`` count the step.
+
+    The bars are each step's wall time, the device span and the wait before its first
+    task (:func:`perfkit.analysis.step_wall_us`), stacked from the parts the steps table
+    shows (:func:`step_shares`); a plain :func:`perfkit.charts.step_breakdown_chart` of the
+    breakdown stacks computing, communication and free time only, which leaves the wait
+    out (on a data-bound run, half the step).
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        :func:`perfkit.analysis.step_breakdown`.
+    title : str, optional
+        The chart's title.
+    **chart
+        Passed to :func:`perfkit.charts.step_breakdown_chart` (``width``, ``height``,
+        ``select``, ``max_bars``).
+
+    Returns
+    -------
+    altair.LayerChart
+    """
+    from .. import charts as C
+
+    shown, shares, _ = step_shares(steps)
+    parts = {c.removesuffix("_share") + "_us": label for c, label in shares.items()}
+    return C.step_breakdown_chart(shown, parts=parts or None, title=title, **chart)
 
 def step_time_explorer(model: ModelSpec | Job, hardware: Hardware | None = None,
                        parallel: ParallelConfig | None = None,
