@@ -297,3 +297,12 @@ def test_a_time_under_a_microsecond_reads_in_ns() -> None:
     assert time_text(0.25) == "250 ns"
     assert time_text(1.0) == "1.00 µs"
     assert time_text(0.001, unit="µs") == "0.00100 µs"  # a column's forced unit stays
+
+
+def test_a_list_in_a_text_column_is_written_not_taken_for_missing() -> None:
+    # the journal's recompute layers: none where the whole model recomputes, one count
+    # per pipeline stage where the tuned run recomputes [1, 0] layers
+    frame = pd.DataFrame({"label": ["baseline", "tuned", "numpy"],
+                          "recompute_layers": [None, [1, 0], np.array([2, 3])]})
+    text = table(frame).text
+    assert text["recompute layers"].tolist() == ["–", "[1, 0]", "[2, 3]"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..format import (
@@ -52,6 +53,8 @@ def _in_own_units(col: Column, cells: list[str]) -> Column:
 
 def _cell(value: Any, col: Column) -> str:
     if col.kind == "text":
+        if isinstance(value, (list, tuple, np.ndarray)):  # one value per stage, say
+            return "[" + ", ".join(str(v) for v in value) + "]"
         return MISSING if value is None or (not isinstance(value, str) and is_missing(value)) \
             else str(value)
     if col.kind == "bool":
