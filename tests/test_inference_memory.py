@@ -214,3 +214,22 @@ def test_the_configuration_explorer_draws_the_theory_its_table_gives(raw) -> Non
     assert row["value"] * 2**30 == pytest.approx(mem.total_bytes)
     chart = panel.chart.value
     assert "inference theory" in chart and "KV cache" in chart and "optimizer" not in chart
+
+
+@pytest.mark.shared_samples
+def test_the_memory_notebook_holds_a_forward_pass_against_its_own_theory(raw) -> None:
+    """``05_memory``'s sentence on an inference profile: the measured peak against the
+    forward-only theory (the published config's arithmetic), no training theory and no
+    'check your model' warning (it was 11×)."""
+    import re
+
+    from perfkit.widgets.inference_memory import inference_against_peak
+
+    profile = pk.load(shared_sample("wild/tl_qwen_h100"), progress=False)
+    text = inference_against_peak(pk.infer_job(profile))
+    assert text.startswith("The profile runs no backward pass") and "⚠" not in text
+    mem = inference_memory(_model(raw["seq"]), pk.ParallelConfig(micro_batch_size=raw["batch"]),
+                           dtype="bf16")
+    (ratio,) = re.findall(r"theory / measured ([\d.]+)×", text)
+    assert float(ratio) == pytest.approx(mem.total_bytes / raw["peak"], abs=0.005)
+    assert "gradients, optimizer state nor saved activations" in text

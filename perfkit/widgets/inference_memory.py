@@ -13,13 +13,15 @@ from typing import Any
 
 import pandas as pd
 
+from ..format import bytes_text
+from ..guards import check_memory
 from ..job.inference_memory import (
     INFERENCE_THEORY,
     inference_memory_of,
     inference_memory_words,
 )
 
-__all__ = ["inference_memory_breakdown"]
+__all__ = ["inference_memory_breakdown", "inference_against_peak"]
 
 
 def inference_memory_breakdown(job: Any, parallel: Any = None) -> pd.DataFrame:
@@ -54,3 +56,31 @@ def inference_memory_breakdown(job: Any, parallel: Any = None) -> pd.DataFrame:
     frame.attrs["theory"] = INFERENCE_THEORY
     frame.attrs["note"] = inference_memory_words(job, memory, parallel)
     return frame
+
+
+def inference_against_peak(job: Any) -> str:
+    """The measured peak against the forward-only theory, in sentences for a report: what
+    the Memory tab says of a profile without a backward pass, where a training step's
+    theory (weights + gradients + optimizer state + saved activations) would overstate its
+    memory many times (``05_memory``).
+
+    The sentences give the measured peak (or say there is none), the theory's total and
+    parts, their ratio, how each part was counted, and the guard's warning where the two
+    are more than :data:`perfkit.guards.MEMORY_RATIO` apart.
+    """
+    memory = inference_memory_breakdown(job)
+    theory = float(memory["bytes"].sum())
+    name = memory.attrs["theory"]
+    parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
+                      zip(memory["component"], memory["bytes"], strict=True))
+    why = str(job.observed.get("training_step", (None, "no backward operator"))[1])
+    head = (f"The profile runs no backward pass ({why}): it is held against the {name}, "
+            f"{bytes_text(theory)} ({parts}).")
+    measured = job.peak_memory_bytes
+    if not measured:
+        return f"{head} No measured peak to compare with ({job.detail('peak_memory_bytes')})."
+    guard = check_memory(theory, measured, job, what=f"the {name}", forward_only=True)
+    line = (f"{head} Measured peak {bytes_text(measured)} "
+            f"({job.detail('peak_memory_bytes')}); theory / measured "
+            f"{theory / float(measured):,.2f}×. The theory counts {memory.attrs['note']}.")
+    return line if guard.ok else f"{line}\n⚠ {guard.warning}"
