@@ -169,9 +169,9 @@ class Verdict:
     message : str
         The explanation after a right answer, the hint after a wrong one.
     counted : bool
-        False for text that is not a number given to a numeric question: it is refused,
-        not recorded, and costs no attempt (``attempt`` is then the number of attempts
-        made so far).
+        False for text that is not a number given to a numeric question, or a choice that
+        is not one of the question's options: it is refused, not recorded, and costs no
+        attempt (``attempt`` is then the number of attempts made so far).
     """
 
     question: str
@@ -233,22 +233,33 @@ def answer(student_dir: str | os.PathLike[str], question_id: str, value: Any, *,
         raise LabError(f"{student_dir}: no question {question_id!r}; the questions are "
                        f"{', '.join(checks)}")
     entry = checks[question_id]
+    if entry["kind"] not in ("number", "choices") and isinstance(value, (list, tuple)):
+        # the words of one choice given apart (unquoted on a command line: does not fit)
+        value = " ".join(str(v) for v in value)
     if entry["kind"] == "number" and parse_number(value) is None:
         # a slip of the keyboard ("abc"): refused, not recorded, no attempt spent
-        made = int((AnswerBook(student_dir).attempts()["question"] == question_id).sum())
-        return Verdict(question_id, None, False, made,
-                       f"{value!r} is not a number: type a number (such as 12.5); this "
-                       "did not count as an attempt.", counted=False)
+        return _refused(student_dir, question_id,
+                        f"{value!r} is not a number: type a number (such as 12.5)")
     stored = _clean(entry, value)
     options = entry.get("options")
+    if options and entry["kind"] != "number":
+        known = {normalise(o) for o in options}
+        unknown = [v for v in (stored if isinstance(stored, list) else [stored])
+                   if normalise(v) not in known]
+        if unknown:  # not one of the choices offered: refused as a slip, not a wrong answer
+            return _refused(student_dir, question_id,
+                            f"{', '.join(repr(v) for v in unknown)} is not one of the "
+                            f"options ({'; '.join(str(o) for o in options)}): choose among "
+                            "them (on a command line, quote a choice of several words)")
     correct = is_right(entry, stored)
-    if correct:
-        message = entry.get("explanation", "")
-    elif options and entry["kind"] != "number" and not all(
-            normalise(v) in {normalise(o) for o in options}
-            for v in (stored if isinstance(stored, list) else [stored])):
-        message = "Choose among the options. " + entry.get("hint", "")
-    else:
-        message = entry.get("hint", "")
+    message = entry.get("explanation", "") if correct else entry.get("hint", "")
     n = AnswerBook(student_dir).record(question_id, stored, correct, source)
     return Verdict(question_id, stored, correct, n, message)
+
+
+def _refused(student_dir: str | os.PathLike[str], question_id: str, why: str) -> Verdict:
+    """An answer that is not one at all (text for a number, a choice not offered): not
+    recorded and no attempt spent; ``attempt`` is the number of attempts made so far."""
+    made = int((AnswerBook(student_dir).attempts()["question"] == question_id).sum())
+    return Verdict(question_id, None, False, made,
+                   f"{why}; this did not count as an attempt.", counted=False)

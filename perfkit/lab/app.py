@@ -122,7 +122,7 @@ class QuestionBox(W.VBox):
             self.feedback.value = f"{STYLE}<div class='pk-error'>{html.escape(str(exc))}</div>"
             return None
         v = self.verdict
-        if not v.counted:  # not a number: refused, no attempt spent
+        if not v.counted:  # not a number, or not an option: refused, no attempt spent
             self.feedback.value = note(v.message)
             return v
         self.feedback.value = ((_OK if v.correct else _NO) + html.escape(v.message)

@@ -79,3 +79,26 @@ def test_a_step_table_titled_ms_shows_every_time_in_ms(intro_pack: Path) -> None
     headers = re.findall(r"<th[^>]*>(.*?)</th>", html, flags=re.S)
     units = [re.search(r"\((µs|ms|s)\b", h) for h in headers]
     assert [u.group(1) for u in units if u] and all(u.group(1) == "ms" for u in units if u)
+
+
+@pytest.mark.slow  # over about 5 s on a busy 2-core machine
+def test_a_choice_not_offered_is_refused_and_unquoted_words_are_one_choice(
+        intro_pack: Path, tmp_path: Path) -> None:
+    pack = tmp_path / "class"
+    shutil.copytree(intro_pack, pack)
+    key = json.loads((pack / "instructor" / "key.json").read_text())
+    student, entries = next((s, e["answers"]) for s, e in key["entries"].items()
+                            if "memory_fit" in e["answers"])
+    folder = pack / student
+    right = entries["memory_fit"]["answer"]  # "fits" or "does not fit"
+    wrong = "fits" if right == "does not fit" else "does not fit"
+    for slip in ("maybe", "1", ["does", "not", "fit", "at", "all"]):
+        refused = pk.lab.answer(folder, "memory_fit", slip)
+        assert not refused.counted and refused.attempt == 0, slip
+        assert "is not one of the options (fits; does not fit)" in refused.message
+    assert pk.lab.AnswerBook(folder, readonly=True).attempts().empty  # nothing recorded
+    # the words of one choice given apart, as a shell splits `lab answer ... does not fit`
+    first = pk.lab.answer(folder, "memory_fit", wrong.split())
+    assert first.counted and first.attempt == 1 and first.value == wrong and not first.correct
+    second = pk.lab.answer(folder, "memory_fit", right.split())
+    assert second.counted and second.attempt == 2 and second.correct
