@@ -125,3 +125,22 @@ def test_duplicates_unknown_runs_and_bad_files(profiles: dict, tmp_path: Path,
 def test_journal_without_action_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "journal")
     assert code == 2 and "add" in out and "compare" in out and JOURNAL_ENV in out
+
+
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
+def test_add_says_which_rank_did_not_load_and_keeps_it_with_the_run(
+        profiles: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    folder = tmp_path / "dp2"
+    shutil.copytree(profiles["dp2"], folder)
+    (comm,) = sorted(folder.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json"))[1:]
+    comm.write_bytes(comm.read_bytes()[: comm.stat().st_size // 2])  # cut in half
+    j = str(tmp_path / "runs.sqlite")
+    code, out, err = _run(capsys, "journal", "add", str(folder), "--label", "cut",
+                          "--journal", j)
+    assert code == 0 and "added run 1 'cut'" in out
+    (line,) = [x for x in err.splitlines() if x.startswith("warning: rank ")]
+    assert "not loaded" in line and str(comm) in line and "truncated" in line
+    problems = Journal(j).record(1).job_problems
+    assert any(p.startswith("rank 1 not loaded: ") and str(comm) in p for p in problems)

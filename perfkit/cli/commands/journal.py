@@ -19,6 +19,7 @@ default_journal_path`). ``list`` and ``compare`` never create one.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
             before = journal.runs()
             run = journal.add(record, if_exists=args.if_exists)
         print(("already recorded: " if run.existing else "added ") + str(run))
+        if not run.existing:  # a folder some of whose ranks did not load: say which, why
+            for problem in journal.record(run).job_problems:
+                if " not loaded: " in problem:
+                    print(f"warning: {problem}; the run's figures are the loaded ranks'",
+                          file=sys.stderr)
         if not run.existing and not before.empty:
             previous = str(before["label"].iloc[-1])
             print(f"since {previous!r}: {journal.compare(previous, run.id).sentence()}")

@@ -24,7 +24,7 @@ from .job_fields import job_rows, perfkit_version
 from .metrics import run_metrics
 from .parts import run_breakdown, run_findings, run_operators
 
-__all__ = ["RunRecord", "measure_run", "profile_spec"]
+__all__ = ["RunRecord", "measure_run", "profile_spec", "not_loaded"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class RunRecord:
     job_line : str
         :meth:`perfkit.Job.describe`.
     job_problems : tuple of str
+        The ranks of the folder that did not load (:func:`not_loaded`), then
         :meth:`perfkit.Job.problems` (where the job disagrees with its profile).
     job, metrics, breakdown, findings, operators : pandas.DataFrame
         :func:`job_rows`, :func:`run_metrics`, :func:`run_breakdown`,
@@ -189,12 +190,20 @@ def measure_run(profile_or_path: Any, job: Job | None = None, *, config: Any = N
     ranks = getattr(profile, "ranks", None)
     return RunRecord(
         path=spec, fingerprint=digest, profile_bytes=size, label=label, note=note,
-        job_line=job.describe(), job_problems=tuple(job.problems()), job=job_rows(job),
+        job_line=job.describe(), job_problems=(*not_loaded(profile), *job.problems()),
+        job=job_rows(job),
         metrics=run_metrics(job), breakdown=run_breakdown(profile),
         findings=run_findings(profile, job), operators=operators,
         operator_names_total=names, source_format=_text_or_none(meta.source_format),
         framework=_text_or_none(meta.framework), ranks=len(ranks) if ranks else 1,
         profiled_utc=_utc(getattr(meta, "origin_ns", None)))
+
+
+def not_loaded(profile: Any) -> list[str]:
+    """One sentence per rank of the folder that did not load, with why (``Cluster.failed``):
+    the run's figures are then those of the ranks that did."""
+    failed = getattr(profile, "failed", None) or {}
+    return [f"rank {r} not loaded: {why}" for r, why in sorted(failed.items(), key=str)]
 
 
 def _text_or_none(value: Any) -> str | None:
