@@ -79,7 +79,7 @@ def _output_html(out: Any) -> str:
     data = out.get("data", {})
     mime = next((m for m in _HTML_MIMES if m in data), None)
     if mime is None or (mime == "text/plain" and _WIDGET_MIME in data):
-        return ""  # a live widget (e.g. a progress bar): nothing to show in a static page
+        return _widget_note(_text(data.get("text/plain", ""))) if _WIDGET_MIME in data else ""
     value = _text(data[mime])
     if mime in ("text/html", "image/svg+xml"):
         body = value
@@ -90,6 +90,24 @@ def _output_html(out: Any) -> str:
     else:
         body = f'<pre class="output">{html.escape(_ANSI.sub("", value))}</pre>'
     return f'<div class="output">{body}</div>'
+
+
+#: The class name a live widget's plain-text form begins with (``StepTimeExplorer(children=``).
+_WIDGET_CLASS = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\(")
+
+
+def _widget_note(plain: str) -> str:
+    """What a static page shows where the notebook shows a live widget: nothing for a
+    progress bar (its work is done), else that an interactive control is there, and where
+    to use it, so that prose such as "slide the step time" does not point at nothing."""
+    m = _WIDGET_CLASS.match(plain)
+    name = m.group(1) if m else "a widget"
+    if name.endswith("Progress"):
+        return ""
+    return ('<div class="output"><p class="widget-note"><i>Here the notebook shows an '
+            f"interactive control ({html.escape(name)}): a static page cannot run it. Use "
+            "it in the dashboard (<code>perfkit serve PROFILE</code>) or in Jupyter "
+            "(<code>perfkit notebooks DEST</code>).</i></p></div>")
 
 
 def _strip_remote(markup: str) -> tuple[str, int]:
