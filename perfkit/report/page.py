@@ -123,10 +123,11 @@ def _reading_html(notes: Sequence[str]) -> str:
         return ""
     items = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
     return ('<section class="reading">\n<h2>Read with notes</h2>\n'
-            f"<p>While reading the profile perfkit noted {counted(len(notes), 'thing')}: what was "
-            "repaired, left out (rows, values set to NA, ranks not loaded) or not found "
-            "(<code>meta.notes</code> of <code>perfkit.load</code>). The figures below are "
-            f"computed without what was left out.</p>\n<ul>{items}</ul>\n</section>\n")
+            f"<p>While reading the profile perfkit noted {counted(len(notes), 'thing')} "
+            "(<code>meta.notes</code> of <code>perfkit.load</code>): how it read the files, "
+            "what it repaired, left out (rows, values set to NA, ranks not loaded) or did not "
+            "find. Where something was left out, the figures below are computed without it."
+            f"</p>\n<ul>{items}</ul>\n</section>\n")
 
 
 def notebook_html(nb: Any, title: str, note: str = "",
