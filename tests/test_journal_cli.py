@@ -144,3 +144,14 @@ def test_add_says_which_rank_did_not_load_and_keeps_it_with_the_run(
     assert "not loaded" in line and str(comm) in line and "truncated" in line
     problems = Journal(j).record(1).job_problems
     assert any(p.startswith("rank 1 not loaded: ") and str(comm) in p for p in problems)
+
+
+@pytest.mark.slow  # about 2 s or more on a busy 2-core machine
+def test_compare_refuses_a_run_with_itself(profiles: dict, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    j = str(tmp_path / "runs.sqlite")
+    assert _run(capsys, "journal", "add", str(profiles["dp2"]), "--label", "base",
+                "--journal", j)[0] == 0
+    code, out, err = _run(capsys, "journal", "compare", "base", "1", "--journal", j)
+    assert code == 2 and not out
+    assert "'base' and '1' are the same run (#1 'base'): name two different runs" in err

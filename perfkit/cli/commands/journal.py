@@ -152,7 +152,12 @@ def run(args: argparse.Namespace) -> int:
     if action == "compare":
         if args.n is not None and args.n < 1:
             raise PerfkitError(f"-n: must be >= 1 (got {args.n})")
-        result = journal.compare(args.a, args.b, by=args.by)
+        first, second = journal.run(args.a), journal.run(args.b)
+        if first.id == second.id:  # nothing can have changed: a slip, not a comparison
+            raise PerfkitError(f"{args.a!r} and {args.b!r} are the same run (#{first.id} "
+                               f"{first.label!r}): name two different runs (perfkit "
+                               "journal list shows them)")
+        result = journal.compare(first, second, by=args.by)
         print(comparison_text(result, n_operators=args.n))
         if args.html:
             target = Path(args.html).expanduser()
