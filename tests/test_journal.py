@@ -662,3 +662,14 @@ def test_the_journal_imports_no_charts_or_widgets() -> None:
             if isinstance(node, ast.ImportFrom):
                 name = ("." * node.level) + (node.module or "")
                 assert "charts" not in name and "widgets" not in name, (path.name, name)
+
+
+def test_a_file_that_is_not_sqlite_is_described_by_its_start(tmp_path: Path) -> None:
+    text = tmp_path / "config.sqlite"
+    text.write_text('{"a":\n  1}\n', encoding="utf-8")  # a JSON file given by mistake
+    with pytest.raises(JournalError, match=r"""starts with the text '\{"a": 1\}'"""):
+        Journal(text)
+    binary = tmp_path / "blob.sqlite"
+    binary.write_bytes(bytes(range(20)))
+    with pytest.raises(JournalError, match="starts with the bytes 00 01 02 03 04 05 06 07"):
+        Journal(binary)

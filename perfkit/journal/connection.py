@@ -94,7 +94,7 @@ class _JournalFile:
             raise JournalError(self.path, f"cannot be read: {exc.strerror or exc}") from None
         if head is not None:
             raise JournalError(self.path, "is not a perfkit journal: not an SQLite database "
-                                          f"(it starts with {head[:8]!r})")
+                                          f"({_start(head)})")
 
     def _state(self, conn: sqlite3.Connection) -> str:
         app, version, tables = _sqlite.format_of(conn)  # one snapshot: see format_of
@@ -223,3 +223,12 @@ class _JournalFile:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
+
+
+def _start(head: bytes) -> str:
+    """How a file that is not SQLite begins, for its error: its first words where it is
+    text (a JSON or YAML file given by mistake), else its first bytes in hexadecimal."""
+    text = head[:16].decode("utf-8", "replace")
+    if text.strip() and all(c.isprintable() or c in "\n\r\t" for c in text):
+        return f"it starts with the text {' '.join(text.split())!r}"
+    return f"it starts with the bytes {head[:8].hex(' ')}"
