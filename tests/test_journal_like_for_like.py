@@ -50,6 +50,17 @@ def test_different_hardware_precision_and_workload_are_said(journal: Journal) ->
     assert "step " in sentence  # the figures are still given, after the warning
 
 
+@pytest.mark.slow  # loads a third profile: about 2 s or more on a busy 2-core machine
+def test_a_change_the_warning_names_is_not_said_again(journal: Journal) -> None:
+    # a ResNet on a V100 against the CNN on a 910B: few job changes, the hardware among them
+    journal.add(sample(KINETO_TRACES["k_resnet50_nw4"]), label="resnet-v100",
+                if_exists="return")
+    sentence = journal.compare("resnet-v100", "cnn-910b").sentence()
+    assert sentence.startswith("⚠ not like for like (hardware v100→ascend-910b")
+    assert sentence.count("hardware v100→ascend-910b") == 1, sentence
+    assert "data parallel 1→8" in sentence  # the other changes are still said
+
+
 def test_history_refuses_a_run_compared_with_itself(journal: Journal) -> None:
     panel = history_panel(journal)
     panel.select("qwen-h100", "qwen-h100")

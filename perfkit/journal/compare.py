@@ -452,7 +452,9 @@ def change_sentence(comparison: RunComparison) -> str:
     order = {name: i for i, name in enumerate(SENTENCE_FIELDS)}
     changes = changes.assign(_o=changes["field"].map(order).fillna(len(order))) \
         .sort_values("_o", kind="mergesort")
-    said = [s for s in (_field_change(r, comparison.job) for _, r in changes.iterrows()) if s]
+    # a change the warning names already (hardware, precision) is not said twice
+    said = [s for s in (_field_change(r, comparison.job) for _, r in changes.iterrows())
+            if s and s not in comparison.mismatches]
     if len(said) > MAX_SENTENCE_CHANGES:
         more = len(said) - MAX_SENTENCE_CHANGES
         said = said[:MAX_SENTENCE_CHANGES] + [f"and {more} more job change"
