@@ -66,7 +66,8 @@ def class_progress_chart(frame: pd.DataFrame, title: str | None = None,
                  title=title or "The class, question by question")
     counts = data.groupby(["question", "status"], sort=False).size().reset_index(name="n")
     bars = alt.Chart(counts).mark_bar().encode(
-        x=x, y=alt.Y("n:Q", title="students", stack=True),
+        x=x, y=alt.Y("n:Q", title="students", stack=True,  # whole students only
+                     axis=alt.Axis(tickMinStep=1, format="d")),
         color=color, order=alt.Order("status:N"),
         tooltip=[alt.Tooltip("question:N"), alt.Tooltip("status:N"), alt.Tooltip("n:Q")],
     ).properties(width=cell * len(questions), height=120)

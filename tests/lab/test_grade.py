@@ -198,3 +198,19 @@ def test_answer_rejects_unknown_questions_and_foreign_folders(intro_pack: Path,
         pk.lab.answer(student, "throughput", 1)
     with pytest.raises(LabError, match="no answer key"):
         pk.lab.grade(tmp_path)
+
+
+def test_the_progress_bars_count_whole_students() -> None:
+    """Two students: the count axis read 0.0, 0.5, 1.0, 1.5, 2.0 (half a student)."""
+    import re
+
+    import pandas as pd
+    import vl_convert as vlc
+
+    from perfkit.charts.lab import class_progress_chart
+
+    frame = pd.DataFrame({"student": ["s1", "s1", "s2", "s2"], "question": ["a", "b"] * 2,
+                          "status": ["right", "wrong", "right", "unanswered"]})
+    svg = vlc.vegalite_to_svg(class_progress_chart(frame).to_dict())
+    ticks = set(re.findall(r">([0-9.]+)</text>", svg))
+    assert ticks == {"0", "1", "2"}, ticks
