@@ -139,7 +139,7 @@ def readme(journal: Journal) -> str:
         "  ```", f"  perfkit simulate OUT --scenario {PIPELINED}", "  ```", "",
         "  writes it again byte for byte: its content fingerprint is the one the journal "
         "records (`tests/test_journal_bundled.py` checks this).", "",
-        "How the simulation differs from the guide (8 of 40 layers, 4 or 8 micro-batches "
+        "How the simulation differs from the guide (8 of 40 layers, 1 or 8 micro-batches "
         "instead of 128, a fixed kernel efficiency) is told in "
         "`data/simulated/README.md` and in notebook 08.", ""])
 

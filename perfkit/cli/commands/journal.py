@@ -152,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
     if action == "compare":
         if args.n is not None and args.n < 1:
             raise PerfkitError(f"-n: must be >= 1 (got {args.n})")
+        target = Path(args.html).expanduser() if args.html else None
+        if target is not None and not target.parent.is_dir():  # before any work
+            raise PerfkitError(f"--html: the folder {target.parent} does not exist")
         first, second = journal.run(args.a), journal.run(args.b)
         if first.id == second.id:  # nothing can have changed: a slip, not a comparison
             raise PerfkitError(f"{args.a!r} and {args.b!r} are the same run (#{first.id} "
@@ -159,10 +162,7 @@ def run(args: argparse.Namespace) -> int:
                                "journal list shows them)")
         result = journal.compare(first, second, by=args.by)
         print(comparison_text(result, n_operators=args.n))
-        if args.html:
-            target = Path(args.html).expanduser()
-            if not target.parent.is_dir():
-                raise PerfkitError(f"--html: the folder {target.parent} does not exist")
+        if target is not None:
             try:
                 target.write_text(comparison_page(result, str(journal.path)), encoding="utf-8")
             except OSError as exc:
