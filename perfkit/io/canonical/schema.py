@@ -77,9 +77,10 @@ def _is(dtype: Any, want: str | pd.StringDtype) -> bool:
 
 
 def _text_kept_in_python(dtype: Any) -> bool:
-    """Whether ``dtype`` holds text as Python objects (``object``, pandas 2's string)."""
+    """Whether ``dtype`` holds text as Python objects (``object``, pandas 2's ``string``);
+    pandas 3's ``str`` (Arrow, NaN where missing) is kept as it is."""
     return (isinstance(dtype, np.dtype) and dtype.kind == "O") or \
-        (isinstance(dtype, pd.StringDtype) and dtype != TEXT)
+        (isinstance(dtype, pd.StringDtype) and dtype.storage == "python")
 
 
 def _cast(series: pd.Series, dtype: str | pd.StringDtype) -> pd.Series:
