@@ -17,7 +17,9 @@ ARROW_TEXT = pd.StringDtype("pyarrow")
 
 
 def read_parquet(f: Path) -> pd.DataFrame:
-    """``pd.read_parquet(f)``, every string column stored in Arrow."""
+    """``pd.read_parquet(f)``, its Python-stored ``string`` columns (pandas 2's) stored in
+    Arrow; pandas 3's ``str`` columns as pandas reads them."""
     frame = pd.read_parquet(f)
-    text = {c: ARROW_TEXT for c, d in frame.dtypes.items() if isinstance(d, pd.StringDtype)}
+    text = {c: ARROW_TEXT for c, d in frame.dtypes.items()
+            if isinstance(d, pd.StringDtype) and d.storage == "python"}
     return frame.astype(text) if text else frame
