@@ -16,12 +16,17 @@ import perfkit as pk
 pytestmark = pytest.mark.xdist_group("lab")
 
 
+def _copy(pack: Path, tmp_path: Path) -> tuple[Path, dict]:
+    """A copy of the pack the test may answer in, and its answer key."""
+    shutil.copytree(pack, tmp_path / "class")
+    return tmp_path / "class", json.loads((tmp_path / "class" / "instructor" /
+                                           "key.json").read_text())
+
+
 @pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_text_for_a_number_is_refused_without_an_attempt(
         intro_pack: Path, tmp_path: Path) -> None:
-    pack = tmp_path / "class"
-    shutil.copytree(intro_pack, pack)
-    key = json.loads((pack / "instructor" / "key.json").read_text())
+    pack, key = _copy(intro_pack, tmp_path)
     answers = key["entries"]["student-1"]["answers"]
     numeric = [q for q, e in answers.items() if e["kind"] == "number"]
     assert numeric
@@ -84,9 +89,7 @@ def test_a_step_table_titled_ms_shows_every_time_in_ms(intro_pack: Path) -> None
 @pytest.mark.slow  # over about 5 s on a busy 2-core machine
 def test_a_choice_not_offered_is_refused_and_unquoted_words_are_one_choice(
         intro_pack: Path, tmp_path: Path) -> None:
-    pack = tmp_path / "class"
-    shutil.copytree(intro_pack, pack)
-    key = json.loads((pack / "instructor" / "key.json").read_text())
+    pack, key = _copy(intro_pack, tmp_path)
     student, entries = next((s, e["answers"]) for s, e in key["entries"].items()
                             if "memory_fit" in e["answers"])
     folder = pack / student
