@@ -21,7 +21,7 @@ from ..job.inference_memory import (
     inference_memory_words,
 )
 
-__all__ = ["inference_memory_breakdown", "inference_against_peak"]
+__all__ = ["inference_memory_breakdown", "inference_against_peak", "why_inference"]
 
 
 def inference_memory_breakdown(job: Any, parallel: Any = None) -> pd.DataFrame:
@@ -73,7 +73,7 @@ def inference_against_peak(job: Any) -> str:
     name = memory.attrs["theory"]
     parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
                       zip(memory["component"], memory["bytes"], strict=True))
-    why = str(job.observed.get("training_step", (None, "no backward operator"))[1])
+    why = why_inference(job)
     head = (f"The profile runs no backward pass ({why}): it is held against the {name}, "
             f"{bytes_text(theory)} ({parts}).")
     measured = job.peak_memory_bytes
@@ -84,3 +84,9 @@ def inference_against_peak(job: Any) -> str:
             f"({job.detail('peak_memory_bytes')}); theory / measured "
             f"{theory / float(measured):,.2f}×. The theory counts {memory.attrs['note']}.")
     return line if guard.ok else f"{line}\n⚠ {guard.warning}"
+
+
+def why_inference(job: Any) -> str:
+    """What showed that the profile runs no training step
+    (:func:`perfkit.job.measured.read_training_step`'s words)."""
+    return str(job.observed.get("training_step", (None, "no backward operator"))[1])

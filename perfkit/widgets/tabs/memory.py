@@ -16,7 +16,7 @@ from ...errors import PerfkitError
 from ...format import bytes_text
 from ...guards import check_memory
 from ...job.activations import activation_text
-from ..inference_memory import inference_memory_breakdown
+from ..inference_memory import inference_memory_breakdown, why_inference
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from ..memory_view import (
@@ -247,7 +247,7 @@ class MemoryTab(JobTab):
         guard = check_memory(theory, measured, job, what=f"the {name}", forward_only=True)
         parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
                           zip(memory["component"], memory["bytes"], strict=True))
-        counts = (f"The profile runs no backward pass ({html.escape(_why_inference(job))}): "
+        counts = (f"The profile runs no backward pass ({html.escape(why_inference(job))}): "
                   f"the theory counts a forward-only step, "
                   f"{html.escape(memory.attrs['note'])}.")
         return self._section("Measured against the inference theory of the job (forward "
@@ -287,8 +287,3 @@ def _against_peak(job: Any, theory: float, name: str, parts: str, guard: Any,
             f"<b>{name}</b> {bytes_text(theory)} ({parts}) · theory / measured "
             f"{theory / float(measured):,.2f}×" + (" ⚠" if not guard.ok else ""))
 
-
-def _why_inference(job: Any) -> str:
-    """What showed that the profile runs no training step
-    (:func:`perfkit.job.measured.read_training_step`'s words)."""
-    return str(job.observed.get("training_step", (None, "no backward operator"))[1])
